@@ -1,0 +1,146 @@
+"""The Docker engine through the docker SDK; SDK errors become errors.py's, transient ones are retried."""
+
+from __future__ import annotations
+
+import tarfile
+import tempfile
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+import docker.types
+import requests.exceptions
+from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from kimik3_reconciler.errors import BuildFailed, PermanentError, TransientError
+from kimik3_reconciler.model.specs import ContainerSpec, ImageBuild
+from kimik3_reconciler.ports import LineSink
+
+_transient = retry(retry=retry_if_exception_type(TransientError), stop=stop_after_attempt(5),
+                   wait=wait_exponential(multiplier=0.5, max=10), reraise=True)
+
+
+def _translate(exc: Exception) -> Exception:
+    if isinstance(exc, (requests.exceptions.ConnectionError, requests.exceptions.Timeout)):
+        return TransientError(f"docker daemon not answering: {exc}")
+    if isinstance(exc, docker.errors.APIError) and exc.is_server_error():
+        return TransientError(f"docker daemon error: {exc.explanation or exc}")
+    if isinstance(exc, docker.errors.DockerException):
+        return PermanentError(f"docker: {exc}")
+    return exc
+
+
+class DockerEngine:
+    def __init__(self, base_url: str | None = None):
+        self._base_url = base_url
+        self._client: docker.DockerClient | None = None
+
+    @property
+    def client(self) -> docker.DockerClient:
+        if self._client is None:
+            try:
+                self._client = (docker.DockerClient(base_url=self._base_url, timeout=120) if self._base_url
+                                else docker.from_env(timeout=120))
+            except docker.errors.DockerException as exc:
+                raise TransientError(f"cannot reach the docker daemon: {exc}") from exc
+        return self._client
+
+    def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:  # translated below; unknown exceptions pass through unchanged
+            translated = _translate(exc)
+            if translated is exc:
+                raise
+            raise translated from exc
+
+    @_transient
+    def list_images(self, label: str) -> list[dict[str, Any]]:
+        images = self._call(self.client.images.list, filters={"label": label})
+        return [image.attrs for image in images]
+
+    @_transient
+    def inspect_container(self, name: str) -> dict[str, Any] | None:
+        try:
+            return self._call(self.client.api.inspect_container, name)
+        except PermanentError as exc:
+            if isinstance(exc.__cause__, docker.errors.NotFound):
+                return None
+            raise
+
+    def run_container(self, spec: ContainerSpec) -> str:
+        mounts = [docker.types.Mount(target=m.target, source=m.source, type="bind", read_only=m.read_only)
+                  for m in spec.mounts]
+        device_requests = []
+        if spec.gpus == "all":
+            device_requests = [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
+        elif spec.gpus != "none":
+            device_requests = [docker.types.DeviceRequest(device_ids=list(spec.gpus), capabilities=[["gpu"]])]
+        container = self._call(
+            self.client.containers.run, spec.image, command=list(spec.command), name=spec.name, detach=True,
+            environment=dict(spec.env), mounts=mounts, network_mode=spec.network_mode, ipc_mode=spec.ipc_mode,
+            labels=dict(spec.labels), restart_policy={"Name": spec.restart_policy},
+            device_requests=device_requests or None,
+        )
+        return container.id
+
+    @_transient
+    def start_container(self, name: str) -> None:
+        self._call(self.client.api.start, name)
+
+    @_transient
+    def remove_container(self, name: str) -> None:
+        try:
+            # SIGTERM first: llama-server exits 0 after "cleaning up before exit".
+            self._call(self.client.api.stop, name, timeout=30)
+            self._call(self.client.api.remove_container, name, force=True)
+        except PermanentError as exc:
+            if not isinstance(exc.__cause__, docker.errors.NotFound):
+                raise
+
+    def remove_image(self, ref: str) -> None:
+        try:
+            self._call(self.client.images.remove, ref)
+        except PermanentError as exc:
+            if not isinstance(exc.__cause__, docker.errors.ImageNotFound):
+                raise
+
+    def container_logs(self, name: str, tail: int) -> str:
+        try:
+            return self._call(self.client.api.logs, name, tail=tail).decode(errors="replace")
+        except PermanentError:
+            return ""
+
+    def build_image(self, spec: ImageBuild, context_files: dict[str, Path], on_line: LineSink) -> str:
+        tail: deque[str] = deque(maxlen=25)
+        step = "(before the first step)"
+        with tempfile.TemporaryFile() as context:
+            with tarfile.open(fileobj=context, mode="w") as tar:
+                folder = tarfile.TarInfo("patches")  # COPY patches/ needs the folder even with no patches
+                folder.type, folder.mode = tarfile.DIRTYPE, 0o755
+                tar.addfile(folder)
+                for arcname, path in sorted(context_files.items()):
+                    tar.add(str(path), arcname=arcname, recursive=False)
+            context.seek(0)
+            stream = self._call(
+                self.client.api.build, fileobj=context, custom_context=True, dockerfile="Dockerfile.llamacpp",
+                tag=spec.tag, buildargs=dict(spec.build_args), labels=dict(spec.labels), rm=True, forcerm=True,
+                decode=True,
+            )
+            image_id = ""
+            for chunk in stream:
+                text = chunk.get("stream", "")
+                for line in text.splitlines():
+                    if line.startswith("Step "):
+                        step = line
+                    if line.strip():
+                        tail.append(line)
+                        on_line(line)
+                if "aux" in chunk and "ID" in chunk["aux"]:
+                    image_id = chunk["aux"]["ID"]
+                if "error" in chunk:
+                    raise BuildFailed(f"docker build of {spec.tag} failed at {step}: {chunk['error'].strip()}",
+                                      "\n".join(tail))
+        return image_id

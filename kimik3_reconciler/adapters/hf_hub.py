@@ -1,0 +1,87 @@
+"""The Hugging Face hub and HF cache through huggingface_hub; hub errors become errors.py's."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import httpx
+from huggingface_hub import HfApi, constants, snapshot_download, try_to_load_from_cache
+from huggingface_hub.errors import (
+    EntryNotFoundError,
+    HfHubHTTPError,
+    RepositoryNotFoundError,
+    RevisionNotFoundError,
+)
+from huggingface_hub.hf_api import RepoFile
+from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from kimik3_reconciler.errors import DownloadFailed, TransientError
+from kimik3_reconciler.model.facts import RemoteFile
+from kimik3_reconciler.model.specs import ModelDownload
+
+_transient = retry(retry=retry_if_exception_type(TransientError), stop=stop_after_attempt(4),
+                   wait=wait_exponential(multiplier=1, max=30), reraise=True)
+
+
+def _translate(exc: Exception, what: str) -> Exception:
+    if isinstance(exc, RepositoryNotFoundError):
+        return DownloadFailed(f"{what}: repository not found (or private without a token)")
+    if isinstance(exc, RevisionNotFoundError):
+        return DownloadFailed(f"{what}: revision not found in the repository")
+    if isinstance(exc, EntryNotFoundError):
+        return DownloadFailed(f"{what}: path not found at this revision (check model.quant / model.mmproj)")
+    if isinstance(exc, (httpx.TransportError, ConnectionError, TimeoutError)):
+        return TransientError(f"{what}: hub not reachable: {exc}")
+    if isinstance(exc, HfHubHTTPError):
+        status = exc.response.status_code if exc.response is not None else 0
+        return (TransientError if status >= 500 or status == 429 else DownloadFailed)(f"{what}: {exc}")
+    return exc
+
+
+class HuggingFaceHub:
+    def default_cache_dir(self) -> str:
+        return str(constants.HF_HUB_CACHE)
+
+    def repo_cache_dir(self, repo: str, cache_dir: str) -> Path:
+        return Path(cache_dir) / ("models--" + repo.replace("/", "--"))
+
+    @_transient
+    def list_files(self, repo: str, revision: str, paths: Iterable[str], endpoint: str | None) -> list[RemoteFile]:
+        api = HfApi(endpoint=endpoint)
+        files: list[RemoteFile] = []
+        for path in paths:
+            what = f"{repo}@{revision[:12]}:{path}"
+            try:
+                entries = list(api.list_repo_tree(repo, path_in_repo=path, recursive=True, revision=revision))
+                if not entries:
+                    entries = list(api.get_paths_info(repo, [path], revision=revision))
+            except Exception as exc:
+                translated = _translate(exc, what)
+                if translated is exc:
+                    raise
+                raise translated from exc
+            found = [e for e in entries if isinstance(e, RepoFile)]
+            if not found:
+                raise DownloadFailed(f"{what}: nothing at this path (check model.quant / model.mmproj)")
+            files += [RemoteFile(path=e.path, size=e.size, sha256=e.lfs.sha256 if e.lfs else None) for e in found]
+        return sorted(files, key=lambda f: f.path)
+
+    def cached_file(self, repo: str, revision: str, path: str, cache_dir: str) -> Path | None:
+        found = try_to_load_from_cache(repo, path, cache_dir=cache_dir, revision=revision)
+        return Path(found) if isinstance(found, str) else None
+
+    @_transient
+    def download(self, spec: ModelDownload, on_progress: Callable[[str, int, int], None]) -> None:
+        what = f"{spec.repo}@{spec.revision[:12]}"
+        total = spec.bytes_to_fetch
+        on_progress("download", 0, total)
+        try:
+            snapshot_download(spec.repo, revision=spec.revision, allow_patterns=list(spec.missing),
+                              cache_dir=spec.cache_dir, endpoint=spec.endpoint)
+        except Exception as exc:
+            translated = _translate(exc, what)
+            if translated is exc:
+                raise
+            raise translated from exc
+        on_progress("download", total, total)

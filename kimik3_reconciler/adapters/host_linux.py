@@ -1,0 +1,31 @@
+"""Raw host facts from Linux: lscpu, /proc/cpuinfo, tailscale (argv lists, never a shell)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+
+def _run(argv: list[str]) -> str:
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=10, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+class LinuxHost:
+    def lscpu_parseable(self) -> str:
+        return _run(["lscpu", "-p=CORE,SOCKET"]) if shutil.which("lscpu") else ""
+
+    def cpuinfo(self) -> str:
+        try:
+            return Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return ""
+
+    def tailscale_ipv4(self) -> str | None:
+        if not shutil.which("tailscale"):
+            return None
+        lines = _run(["tailscale", "ip", "-4"]).split()
+        return lines[0] if lines else None

@@ -1,0 +1,45 @@
+"""kimik3's state directory (JSON records, atomic writes) and the system clock."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+
+class StateFiles:
+    def __init__(self, root: Path):
+        self.root = root
+
+    def path(self, key: str) -> Path:
+        path = self.root / key
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def read(self, key: str) -> dict[str, Any] | None:
+        path = self.root / key
+        if not path.is_file():
+            return None
+        try:
+            return json.loads(path.read_text())
+        except json.JSONDecodeError:
+            return None  # a torn record counts as absent: the step redoes (and re-verifies) its work
+
+    def write(self, key: str, value: dict[str, Any]) -> None:
+        path = self.path(key)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(value, indent=1, sort_keys=True))
+        os.replace(tmp, path)
+
+    def delete(self, key: str) -> None:
+        (self.root / key).unlink(missing_ok=True)
+
+
+class SystemClock:
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)

@@ -1,0 +1,201 @@
+"""The `kimik3` command: parse, load the profile, call the engine, render, map errors to exit codes.
+
+Exit codes: 0 ok (converged / valid / no changes), 1 a step failed or did not converge,
+2 invalid profile or input (nothing on the host was touched), 3 the planner refused,
+4 `plan --detailed-exitcode` with changes pending.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from importlib import resources
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from kimik3_reconciler.engine import Engine
+from kimik3_reconciler.errors import InputError, Kimik3Error, ProfileError
+from kimik3_reconciler.model.profile_source import LoadedProfile, parse_profile
+from kimik3_reconciler.render import render_plan
+from kimik3_reconciler.reporting import CliReporter, configure_logging
+
+CHANGES_PENDING = 4
+_err = Console(stderr=True)
+_out = Console()
+
+
+def _default_state_dir() -> str:
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return str(Path(base) / "kimik3")
+
+
+def _default_dockerfile() -> str:
+    return str(resources.files("kimik3_reconciler") / "Dockerfile.llamacpp")
+
+
+def load(path: str) -> LoadedProfile:
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror}") from exc
+    return parse_profile(text, source=path)
+
+
+class _Context:
+    def __init__(self, state_dir: str, dockerfile: str, docker_host: str | None, verbose: bool, json_out: bool):
+        self.state_dir, self.dockerfile, self.docker_host = Path(state_dir), Path(dockerfile), docker_host
+        self.verbose, self.json_out = verbose, json_out
+
+    def engine(self, profile_path: str) -> Engine:
+        from kimik3_reconciler.adapters import real_ports
+
+        interactive = _err.is_terminal and not self.json_out
+        configure_logging(json_logs=not interactive, verbose=self.verbose)
+        reporter = CliReporter(_err, interactive, self.verbose)
+        return Engine(real_ports(self.state_dir, self.docker_host), reporter, Path(profile_path).resolve().parent,
+                      self.dockerfile)
+
+
+def _run(fn):  # noqa: ANN001 - click callback wrapper
+    """Map kimik3's error tree to messages and exit codes; never a traceback for expected failures."""
+    def wrapper(*args, **kwargs):  # noqa: ANN002, ANN003
+        try:
+            return fn(*args, **kwargs)
+        except Kimik3Error as exc:
+            _err.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
+            sys.exit(exc.exit_code)
+    wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
+    return wrapper
+
+
+@click.group()
+@click.option("--state-dir", envvar="KIMIK3_STATE_DIR", default=_default_state_dir, show_default="~/.local/state/kimik3",
+              help="where kimik3 keeps its records (verified model manifests, fetched archives)")
+@click.option("--dockerfile", envvar="KIMIK3_DOCKERFILE", default=_default_dockerfile, help="Dockerfile.llamacpp to build")
+@click.option("--docker-host", envvar="DOCKER_HOST", default=None, help="docker daemon URL (default: DOCKER_HOST / socket)")
+@click.option("-v", "--verbose", is_flag=True, help="show NOOP steps with their reasons, and build output")
+@click.pass_context
+def main(ctx: click.Context, state_dir: str, dockerfile: str, docker_host: str | None, verbose: bool) -> None:
+    """kimik3: converge a host to a Kimi-K3 llama.cpp deployment profile."""
+    ctx.obj = {"state_dir": state_dir, "dockerfile": dockerfile, "docker_host": docker_host, "verbose": verbose}
+
+
+def _ctx(click_ctx: click.Context, json_out: bool) -> _Context:
+    return _Context(**click_ctx.obj, json_out=json_out)
+
+
+@main.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@_run
+def validate(files: tuple[str, ...]) -> None:
+    """Check profiles without touching the host (exit 2 if any is invalid)."""
+    failed = False
+    for path in files:
+        try:
+            loaded = load(path)
+        except ProfileError as exc:
+            failed = True
+            for problem in exc.problems:
+                _err.print(str(problem), highlight=False)
+            continue
+        for warning in loaded.warnings:
+            _err.print(f"{path}: warning: {warning}", highlight=False)
+        _out.print(f"{path}: ok", highlight=False)
+    if failed:
+        sys.exit(2)
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--json", "json_out", is_flag=True, help="print the plan as JSON on stdout")
+@click.option("--detailed-exitcode", is_flag=True, help=f"exit {CHANGES_PENDING} when the plan has changes")
+@click.pass_context
+@_run
+def plan(ctx: click.Context, file: str, json_out: bool, detailed_exitcode: bool) -> None:
+    """Show what apply would change, and why."""
+    loaded = load(file)
+    the_plan = _ctx(ctx, json_out).engine(file).plan(loaded)
+    if json_out:
+        click.echo(json.dumps(the_plan.to_json(), indent=2))
+    else:
+        render_plan(the_plan, _out, verbose=ctx.obj["verbose"])
+    if detailed_exitcode and not the_plan.converged:
+        sys.exit(CHANGES_PENDING)
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--json", "json_out", is_flag=True, help="print the result as JSON on stdout")
+@click.option("--rounds", default=3, show_default=True, help="observe/plan/apply rounds before giving up")
+@click.pass_context
+@_run
+def apply(ctx: click.Context, file: str, json_out: bool, rounds: int) -> None:
+    """Converge the host: download, build, launch, wait healthy."""
+    loaded = load(file)
+    engine = _ctx(ctx, json_out).engine(file)
+    result = engine.apply(loaded, max_rounds=rounds)
+    if json_out:
+        click.echo(json.dumps({
+            "profile": loaded.profile.name, "changed": result.changed, "rounds": result.rounds,
+            "executed": [s.to_json() for s in result.executed],
+            "final": result.final.to_json() if result.final else None,
+        }, indent=2))
+    elif not result.changed:
+        _out.print(f"{loaded.profile.name}: no changes (converged)")
+    else:
+        _out.print(f"{loaded.profile.name}: converged after {len(result.executed)} step(s)")
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--json", "json_out", is_flag=True, help="print the observed state as JSON on stdout")
+@click.pass_context
+@_run
+def status(ctx: click.Context, file: str, json_out: bool) -> None:
+    """Show what is observed for this profile (container, health, image, model)."""
+    loaded = load(file)
+    observed = _ctx(ctx, json_out).engine(file).observe(loaded)
+    data = observed.model_dump(mode="json", exclude={"host": {"cpu_flags"}})
+    if json_out:
+        click.echo(json.dumps(data, indent=2))
+        return
+    c, m = observed.container, observed.model
+    _out.print(f"profile    {loaded.profile.name}")
+    _out.print(f"container  {c.state + ' (' + (c.health or '-') + ')' + ' ' + c.id[:12] if c else 'absent'}")
+    _out.print(f"images     {', '.join(t for i in observed.images for t in i.tags) or 'none'}")
+    _out.print(f"model      {m.repo}@{m.revision[:12]}/{m.quant}: {len(m.files) - len(m.missing)}/{len(m.files)} files")
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--prompt", default="Say hello.", show_default=True)
+@click.pass_context
+@_run
+def verify(ctx: click.Context, file: str, prompt: str) -> None:
+    """Ask the running server for one chat completion (the launch issue grows this into the full verify)."""
+    from kimik3_reconciler.verify import chat_once
+
+    loaded = load(file)
+    engine = _ctx(ctx, False).engine(file)
+    answer = chat_once(engine, loaded, prompt)
+    _out.print(f"{loaded.profile.name} answered: {answer!r}")
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--images", is_flag=True, help="also remove the profile's image")
+@click.option("--model", is_flag=True, help="also remove the cached model files of this quant")
+@click.option("--dry-run", is_flag=True, help="only show what would be removed")
+@click.pass_context
+@_run
+def destroy(ctx: click.Context, file: str, images: bool, model: bool, dry_run: bool) -> None:
+    """Remove what the profile created (model cache and images only when asked)."""
+    loaded = load(file)
+    teardown = _ctx(ctx, False).engine(file).destroy(loaded, images=images, model=model, execute_steps=not dry_run)
+    render_plan(teardown, _out, verbose=True)
+
+
+main.add_command(destroy, name="down")

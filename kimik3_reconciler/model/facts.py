@@ -1,0 +1,105 @@
+"""Observed state: what the collectors saw on the host, as frozen values the planner reads."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Fact(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class HostFacts(_Fact):
+    """CPU and network facts the launch spec depends on (GPU facts: issue 4)."""
+
+    physical_cores: int = 1
+    cpu_flags: tuple[str, ...] = ()
+    tailscale_ipv4: str | None = None
+
+
+class RemoteFile(_Fact):
+    """One file of the pinned revision: its path in the repo, size and LFS sha256."""
+
+    path: str
+    size: int
+    sha256: str | None = None
+
+
+class ModelFact(_Fact):
+    """Which files of repo@revision the deployment needs, and which are complete in the cache."""
+
+    repo: str
+    revision: str
+    quant: str
+    cache_dir: str
+    files: tuple[RemoteFile, ...] = ()
+    missing: tuple[str, ...] = ()
+    listing: Literal["manifest", "hub"] = "manifest"
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.files) and not self.missing
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+    @property
+    def missing_bytes(self) -> int:
+        missing = set(self.missing)
+        return sum(f.size for f in self.files if f.path in missing)
+
+
+class ImageFact(_Fact):
+    """A kimik3-built image, known by its labels."""
+
+    id: str
+    tags: tuple[str, ...] = ()
+    fingerprint: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class ContainerFact(_Fact):
+    """The profile's container as docker inspect shows it, plus the /health answer."""
+
+    id: str
+    name: str
+    state: Literal["created", "running", "paused", "restarting", "removing", "exited", "dead"]
+    image: str = ""
+    fingerprint: str | None = None
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    started_at: str | None = None
+    exit_code: int | None = None
+    restart_count: int = 0
+    health: Literal["ok", "loading", "unreachable"] | None = None
+
+
+class PatchFact(_Fact):
+    """One of build.patches, resolved against the profile's folder."""
+
+    name: str
+    path: str
+    sha256: str
+
+
+class LocalInputs(_Fact):
+    """Files on this machine that the profile names, hashed (they are part of fingerprints)."""
+
+    dockerfile_path: str
+    dockerfile_sha256: str
+    patches: tuple[PatchFact, ...] = ()
+    archive_location: str | None = None
+    archive_sha256: str | None = None
+    api_key_file: str | None = None
+
+
+class Observed(_Fact):
+    """Everything the planner may look at; nothing else reaches it."""
+
+    host: HostFacts = Field(default_factory=HostFacts)
+    inputs: LocalInputs
+    model: ModelFact
+    images: tuple[ImageFact, ...] = ()
+    container: ContainerFact | None = None

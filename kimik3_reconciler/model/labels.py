@@ -1,0 +1,10 @@
+"""Label and path names kimik3 stamps on what it creates (observe and plan agree through these)."""
+
+PROFILE_LABEL = "kimik3.profile"
+IMAGE_FINGERPRINT = "kimik3.image.fingerprint"
+IMAGE_INPUTS = "kimik3.image.inputs"
+CONTAINER_FINGERPRINT = "kimik3.container.fingerprint"
+CONTAINER_INPUTS = "kimik3.inputs"
+MODELS_MOUNT = "/models"
+API_KEY_MOUNT = "/run/secrets/kimik3-api-key"
+HEALTH_URL = "kimik3.health-url"

@@ -1,0 +1,117 @@
+"""Plan values: Terraform-style actions, field diffs, steps with reasons, and their JSON form."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, is_dataclass
+from enum import Enum
+from typing import Any
+
+
+class Action(Enum):
+    """What a step does, with the symbol `kimik3 plan` prints (Terraform's)."""
+
+    NOOP = " "
+    CREATE = "+"
+    UPDATE = "~"
+    REPLACE = "-/+"
+    DELETE = "-"
+    READ = "<="
+
+    @property
+    def symbol(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class DiffItem:
+    """One field whose desired value differs from what the running thing was made from."""
+
+    field: str
+    old: Any
+    new: Any
+
+    def __str__(self) -> str:
+        return f"{self.field}: {_show(self.old)} → {_show(self.new)}"
+
+
+def _show(value: Any) -> str:
+    return "(none)" if value is None else str(value)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One ordered unit of convergence; `spec` is the executor's input, `reason` says why."""
+
+    kind: str
+    target: str
+    action: Action
+    reason: str
+    diff: tuple[DiffItem, ...] = ()
+    spec: Any = None
+    cost: str | None = None
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def changes(self) -> bool:
+        return self.action is not Action.NOOP
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "target": self.target,
+            "action": self.action.name.lower(),
+            "symbol": self.action.symbol.strip(),
+            "reason": self.reason,
+            "diff": [{"field": d.field, "old": d.old, "new": d.new} for d in self.diff],
+            "cost": self.cost,
+            "warnings": list(self.warnings),
+            "spec": _jsonable(self.spec),
+        }
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The ordered steps for one profile against one observation."""
+
+    profile: str
+    steps: tuple[Step, ...]
+    warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def changes(self) -> tuple[Step, ...]:
+        return tuple(s for s in self.steps if s.changes)
+
+    @property
+    def converged(self) -> bool:
+        return not self.changes
+
+    def summary(self) -> str:
+        counts: dict[str, int] = {}
+        for step in self.changes:
+            counts[step.action.name.lower()] = counts.get(step.action.name.lower(), 0) + 1
+        if not counts:
+            return "no changes"
+        return ", ".join(f"{n} to {verb}" for verb, n in counts.items())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "profile": self.profile,
+            "converged": self.converged,
+            "summary": self.summary(),
+            "warnings": list(self.warnings),
+            "steps": [s.to_json() for s in self.steps],
+        }
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if is_dataclass(value):
+        data = asdict(value)
+        data.pop("secret", None)
+        return {k: _jsonable(v) for k, v in data.items()}
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return str(value)

@@ -1,0 +1,320 @@
+"""The profile: pydantic v2 models of shared/PROFILE.md (frozen values, per-field checks, no I/O)."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Annotated, Any, Literal, Optional, Union, get_args
+from urllib.parse import urlsplit
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
+from pydantic_core import PydanticCustomError
+
+from kimik3_reconciler.model import catalog
+from kimik3_reconciler.model.pins import SourcePin, pin_for
+
+API_VERSION = "kimik3/v1"
+SHA40 = r"[0-9a-f]{40}"
+GPU_UUID = r"GPU-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+CpuFeature = Literal["avx512", "avx512_vbmi", "avx512_vnni", "avx512_bf16", "amx"]
+CPU_FEATURES: tuple[str, ...] = get_args(CpuFeature)
+
+# strict: YAML `port: "8080"` is a mistake worth naming, not something to coerce.
+_CONFIG = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+def refuse(message: str) -> PydanticCustomError:
+    """A validation error whose message is shown to the user as written."""
+    return PydanticCustomError("kimik3", "{reason}", {"reason": message})
+
+
+def _matching(pattern: str, message: str) -> Any:
+    """A `str` type that must fully match `pattern` (shown in the JSON Schema), else `message`."""
+    compiled = re.compile(pattern)
+
+    def check(value: str) -> str:
+        if not compiled.fullmatch(value):
+            raise refuse(message)
+        return value
+
+    return Annotated[str, AfterValidator(check), WithJsonSchema({"type": "string", "pattern": f"^(?:{pattern})$"})]
+
+
+def _check_sha40(value: str) -> str:
+    # Seed 000: pin a commit, not a moving latest; the Hub treats a short sha as a branch name.
+    if re.fullmatch(SHA40, value):
+        return value
+    if re.fullmatch(r"[0-9a-fA-F]{40}", value):
+        raise refuse("a commit sha is 40 *lowercase* hex characters; write it in lowercase")
+    if re.fullmatch(r"[0-9a-fA-F]{4,39}", value):
+        raise refuse(f"a short sha ({len(value)} characters) is ambiguous: write the full 40-hex commit")
+    raise refuse("must be a full 40-hex commit sha; branch and tag names move, so they are refused")
+
+
+def _check_url(value: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise refuse("must be an http:// or https:// URL, e.g. https://huggingface.co")
+    return value
+
+
+def _check_host(value: str) -> str:
+    if value in ("loopback", "tailscale"):
+        return value
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        hint = " (write 'loopback')" if value == "localhost" else ""
+        raise refuse(f"must be 'loopback', 'tailscale' or an IP address literal{hint}") from None
+    return value
+
+
+def _check_unit(value: str) -> str:
+    if value.endswith(".service"):
+        raise refuse("write the unit name without '.service'")
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}", value):
+        raise refuse("must be a systemd unit name: letters, digits, '-', '_', '.', '@'")
+    return value
+
+
+def _check_gpus(value: Any) -> Any:
+    if value in ("all", "none"):
+        return value
+    if isinstance(value, list) and value:
+        for item in value:
+            is_index = type(item) is int and item >= 0
+            if not (is_index or (isinstance(item, str) and re.fullmatch(GPU_UUID, item))):
+                raise refuse(f"{item!r} is neither a GPU index (0, 1, ...) nor a GPU UUID (GPU-xxxxxxxx-...)")
+        if len(set(value)) != len(value):
+            raise refuse("lists a GPU twice")
+        return value
+    if value == []:
+        raise refuse("an empty list selects no GPU: write 'none' (CPU variant) or list the GPUs")
+    raise refuse("must be 'all', 'none' or a list of GPU indices/UUIDs, e.g. [0, 1, 2, 3]")
+
+
+def _check_fit_target(value: Any) -> Any:
+    def is_mib(item: Any) -> bool:
+        return type(item) is int and item >= 0
+
+    if is_mib(value) or (isinstance(value, list) and value and all(is_mib(v) for v in value)):
+        return value
+    raise refuse("must be a margin in MiB (an integer >= 0) or a non-empty list of them, one per GPU")
+
+
+def _check_cpu_features(value: Any) -> Any:
+    if value == "auto":
+        return value
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        unknown = [v for v in value if v not in CPU_FEATURES]
+        if unknown:
+            raise refuse(f"unknown CPU feature {unknown[0]!r}; known: {', '.join(CPU_FEATURES)}")
+        if len(set(value)) != len(value):
+            raise refuse("lists a feature twice")
+        return value
+    raise refuse(f"must be 'auto' or a list from: {', '.join(CPU_FEATURES)}")
+
+
+Sha40 = Annotated[str, AfterValidator(_check_sha40), WithJsonSchema({"type": "string", "pattern": f"^{SHA40}$"})]
+Sha256 = _matching(r"[0-9a-f]{64}", "must be a sha256: 64 lowercase hex characters")
+ProfileName = _matching(
+    r"[a-z0-9][a-z0-9-]{0,62}",
+    "must be 1-63 characters of a-z, 0-9 and '-', not starting with '-' (it names the container and unit)",
+)
+RepoId = _matching(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*", "must be a Hub repo id 'org/name'")
+QuantName = _matching(r"[A-Za-z0-9][A-Za-z0-9._-]*", "must be a quant folder of the repo, e.g. UD-Q2_K_XL")
+CudaArch = _matching(
+    r"[0-9]{2,3}[a-z]?(-real|-virtual)?",
+    "must be a CUDA architecture like \"120\", \"90\" or \"120a-real\" (quote it: a string)",
+)
+EnvName = _matching(r"[A-Za-z_][A-Za-z0-9_]*", "must be an environment variable name (letters, digits, '_')")
+ImageRef = _matching(r"\S+", "must be an image reference like nvidia/cuda:13.0.0-devel-ubuntu24.04")
+DraftDevice = _matching(r"auto|CUDA[0-9]+", "must be 'auto' or a CUDA device like CUDA7")
+NonEmpty = Annotated[str, Field(min_length=1)]
+HttpUrl = Annotated[str, AfterValidator(_check_url)]
+UnitName = Annotated[str, AfterValidator(_check_unit)]
+MiB = Annotated[int, Field(ge=0)]
+GpuRef = Union[Annotated[int, Field(ge=0)], Annotated[str, Field(pattern=f"^{GPU_UUID}$")]]
+
+
+class TokenizerSpec(BaseModel):
+    """Non-weight files (tokenizer/config) of the original repo, for benchmark clients (seed 000 step 3)."""
+
+    model_config = _CONFIG
+    repo: RepoId
+    revision: Sha40
+
+
+class ModelSpec(BaseModel):
+    """Which GGUF to serve: repo@revision/quant, from the HF hub cache."""
+
+    model_config = _CONFIG
+    repo: RepoId
+    revision: Sha40
+    quant: QuantName
+    mmproj: Optional[NonEmpty] = Field(None, description="vision projector file in the repo; fork builds only")
+    tokenizer: Optional[TokenizerSpec] = None
+    cache_dir: Optional[NonEmpty] = Field(None, description="HF hub cache; default: huggingface_hub's own")
+    endpoint: Optional[HttpUrl] = Field(None, description="hub URL (a mirror); default: HF_ENDPOINT or the Hub")
+
+
+class BaseImages(BaseModel):
+    """The build and runtime base images of the llama.cpp image."""
+
+    model_config = _CONFIG
+    build: ImageRef = "nvidia/cuda:13.0.0-devel-ubuntu24.04"
+    runtime: ImageRef = "nvidia/cuda:13.0.0-runtime-ubuntu24.04"
+
+
+class BuildSpec(BaseModel):
+    """How the llama.cpp image is built: source pin, kernels, patches (all part of its fingerprint)."""
+
+    model_config = _CONFIG
+    source: Literal["fork", "mainline"] = "fork"
+    commit: Optional[Sha40] = Field(None, description="default: the pin table (kimik3_reconciler/model/pins.py)")
+    variant: Literal["cuda", "cpu"] = "cuda"
+    cuda_architectures: Annotated[list[CudaArch], Field(min_length=1)] = ["120"]
+    cpu_features: Annotated[
+        Union[Literal["auto"], list[CpuFeature]],
+        BeforeValidator(_check_cpu_features),
+    ] = "auto"
+    patches: list[NonEmpty] = []
+    archive: Optional[NonEmpty] = Field(None, description="path (relative to the profile) or URL of the source archive")
+    archive_sha256: Optional[Sha256] = None
+    build_number: Optional[Annotated[int, Field(ge=0)]] = None
+    base_images: BaseImages = BaseImages()
+
+    @property
+    def pin(self) -> SourcePin:
+        return pin_for(self.source)
+
+    @property
+    def effective_commit(self) -> str:
+        """The commit to build: `commit`, else the pin of `source`."""
+        return self.commit or self.pin.commit
+
+    @property
+    def effective_build_number(self) -> int:
+        """`build_number`, else the pin's when building the pinned commit, else 0 (llama.cpp's "unknown")."""
+        if self.build_number is not None:
+            return self.build_number
+        return self.pin.build_number if self.effective_commit == self.pin.commit else 0
+
+
+class SpecDraft(BaseModel):
+    """A speculative-decoding draft model (seed 000: DSpark, on the GPU holding output.weight)."""
+
+    model_config = _CONFIG
+    model: NonEmpty = Field(description="repo/file on the Hub or a local path")
+    revision: Optional[Sha40] = None
+    device: DraftDevice = "auto"
+
+
+class ServeSpec(BaseModel):
+    """How llama-server runs: address, batching, placement, slots; fixed flags are not here."""
+
+    model_config = _CONFIG
+    host: Annotated[str, AfterValidator(_check_host)] = "loopback"
+    port: Annotated[int, Field(ge=1, le=65535)] = 8080
+    batch: Annotated[int, Field(ge=1)] = 4096
+    ubatch: Optional[Annotated[int, Field(ge=1)]] = Field(None, description="default: 4096 hybrid, 2048 all-VRAM")
+    fit_target: Annotated[
+        Union[MiB, Annotated[list[MiB], Field(min_length=1)]], BeforeValidator(_check_fit_target)
+    ] = 4096
+    n_cpu_moe: Optional[Annotated[int, Field(ge=0)]] = None
+    ctx_size: Annotated[int, Field(gt=0)] = 131072
+    parallel: Annotated[int, Field(ge=1)] = 8
+    cache_ram: Optional[MiB] = None
+    api_key_file: Optional[NonEmpty] = None
+    env: dict[EnvName, str] = {}
+    extra_args: list[str] = []
+    spec_draft: Optional[SpecDraft] = None
+
+    @property
+    def manual_split(self) -> bool:
+        """True when `n_cpu_moe` pins the split (-ngl 999 --n-cpu-moe N) instead of --fit."""
+        return self.n_cpu_moe is not None
+
+
+class QuantGate(BaseModel):
+    """The PPL/KLD gate a quant passes before it is first served (seed 000 "Quant gate")."""
+
+    model_config = _CONFIG
+    reference_quant: QuantName = catalog.REFERENCE_QUANT
+    max_kld: Annotated[float, Field(ge=0)] = 0.5
+    min_top_token_agreement: Annotated[float, Field(ge=0, le=1)] = 0.80
+
+
+class GateSpec(BaseModel):
+    """Checks an image or a quant must pass before kimik3 serves it."""
+
+    model_config = _CONFIG
+    smoke: bool = True
+    quant: Optional[QuantGate] = None
+
+
+class SystemdSpec(BaseModel):
+    """Optional productionization as a systemd unit (seed 000 step 7)."""
+
+    model_config = _CONFIG
+    unit: Optional[UnitName] = Field(None, description="default: the profile name")
+    enable: bool = Field(False, description="false = on-demand, true = boot-enabled")
+    conflicts: list[UnitName] = []
+
+
+class Profile(BaseModel):
+    """What should be running on one host: one YAML file, validated, planned and converged."""
+
+    model_config = _CONFIG
+    api_version: Literal["kimik3/v1"] = Field(alias="apiVersion")
+    name: ProfileName
+    model: ModelSpec
+    build: BuildSpec = BuildSpec()
+    gpus: Annotated[
+        Union[Literal["all", "none"], Annotated[list[GpuRef], Field(min_length=1)]], BeforeValidator(_check_gpus)
+    ] = "all"
+    serve: ServeSpec = ServeSpec()
+    gate: GateSpec = GateSpec()
+    systemd: Optional[SystemdSpec] = None
+
+    @property
+    def quant_info(self) -> catalog.QuantInfo | None:
+        return catalog.lookup(self.model.quant)
+
+    @property
+    def quant_mode(self) -> catalog.QuantMode:
+        """hybrid or all-vram, from the catalog; an unknown quant counts as hybrid."""
+        return catalog.quant_mode(self.model.quant)
+
+    @property
+    def effective_ubatch(self) -> int:
+        """serve.ubatch, else 4096 for hybrid quants and 2048 for all-VRAM ones (seed 000 step 5)."""
+        if self.serve.ubatch is not None:
+            return self.serve.ubatch
+        # hybrid: copy the CPU experts to GPU0 once per prompt, halves TTFT; all-VRAM: 2048 avoids scratch OOM.
+        return 2048 if self.quant_mode == "all-vram" else 4096
+
+    @property
+    def gpu_count(self) -> int | None:
+        """GPUs this profile claims: 0 for none, len(list), None for all (only the host knows)."""
+        if self.gpus == "none":
+            return 0
+        return None if self.gpus == "all" else len(self.gpus)
+
+    @property
+    def vision(self) -> bool:
+        """True when the server gets --mmproj: a projector on a fork build (mainline has no vision)."""
+        return self.model.mmproj is not None and self.build.source == "fork"
+
+    @property
+    def unit_name(self) -> str | None:
+        """The systemd unit (without .service), or None when the profile has no `systemd:`."""
+        if self.systemd is None:
+            return None
+        return self.systemd.unit or self.name
+
+
+def profile_json_schema() -> dict[str, Any]:
+    """The JSON Schema of a profile file (docs/profile.schema.json is generated from this)."""
+    schema = Profile.model_json_schema(by_alias=True, mode="validation")
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": "kimik3/v1/profile", **schema}

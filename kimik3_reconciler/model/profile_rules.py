@@ -1,0 +1,235 @@
+"""Cross-field rules of a profile (shared/PROFILE.md; seed 000 says why): pure checks of a validated Profile."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Literal
+
+from kimik3_reconciler.model import catalog
+from kimik3_reconciler.model.profile import Profile
+
+Path = tuple[str | int, ...]
+
+ALL_VRAM_MIN_FIT_TARGET = 4096  # MiB
+ALL_VRAM_SPILL_FIT_TARGET = 6144  # MiB: measured to spill 2-3 expert layers to the CPU
+HYBRID_UBATCH = 4096
+ALL_VRAM_UBATCH = 2048
+DRAFT_ROOM_MIB = 9216  # seed 000: the DSpark draft needs ~9 GB free on its GPU, plus snapshots
+
+_SECRET_ENV = frozenset({"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "LLAMA_API_KEY"})
+_SECRET_SUFFIXES = ("_TOKEN", "_KEY", "_SECRET", "_PASSWORD")
+_HF_TOKEN = re.compile(r"hf_[A-Za-z0-9]{30,}")
+_NEVER_SECRETS = "a profile never contains a secret"
+_NO_SECRETS = f"{_NEVER_SECRETS}: use serve.api_key_file / the environment"
+_FIXED = "is fixed by kimik3 (seed 000: a Kimi-K3/hardware requirement, not a knob)"
+
+# llama-server flags kimik3 renders itself -> what to write instead (None: fixed, not a knob at all).
+_OWNED_FLAGS: dict[tuple[str, ...], str | None] = {
+    ("-m", "--model"): "use model.repo / model.quant",
+    ("--host",): "use serve.host",
+    ("--port",): "use serve.port",
+    ("--api-key", "--api-key-file"): f"use serve.api_key_file ({_NEVER_SECRETS})",
+    ("-hft", "--hf-token"): f"tokens come from the environment ({_NEVER_SECRETS})",
+    ("--alias",): "the served model id is the profile's name",
+    ("--numa",): None,
+    ("-ctk", "--cache-type-k", "-ctv", "--cache-type-v"): None,
+    ("-t", "--threads", "-tb", "--threads-batch"): None,
+    ("-lm", "--load-mode"): None,
+    ("-fit", "--fit", "-fitt", "--fit-target"): "use serve.fit_target (or serve.n_cpu_moe for a manual split)",
+    ("-ngl", "--gpu-layers", "--n-gpu-layers", "-ncmoe", "--n-cpu-moe"): "use serve.n_cpu_moe",
+    ("-b", "--batch-size"): "use serve.batch",
+    ("-ub", "--ubatch-size"): "use serve.ubatch",
+    ("-c", "--ctx-size"): "use serve.ctx_size",
+    ("-np", "--parallel"): "use serve.parallel",
+    ("-cram", "--cache-ram"): "use serve.cache_ram",
+    ("--metrics",): "it is always on",
+    ("-mm", "--mmproj"): "use model.mmproj",
+    ("-md", "--model-draft", "--spec-draft-model", "-devd", "--device-draft", "--spec-draft-device"): "use serve.spec_draft",
+}
+OWNED_FLAGS: dict[str, str | None] = {flag: instead for flags, instead in _OWNED_FLAGS.items() for flag in flags}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One rule's verdict on one field: an error refuses the profile, a warning is printed."""
+
+    path: Path
+    message: str
+    severity: Literal["error", "warning"] = "error"
+
+
+def _error(path: Path, message: str) -> Finding:
+    return Finding(path, message, "error")
+
+
+def _warning(path: Path, message: str) -> Finding:
+    return Finding(path, message, "warning")
+
+
+def _vision(p: Profile) -> Iterator[Finding]:
+    if p.model.mmproj is not None and p.build.source == "mainline":
+        # Seed 000: vision lives only in the fork; mainline errors on --mmproj or silently ignores it.
+        yield _error(("model", "mmproj"), "mainline has no vision (MoonViT-3d is only in the fork): "
+                     "drop mmproj or use build.source: fork")
+
+
+def _quant(p: Profile) -> Iterator[Finding]:
+    quant, info = p.model.quant, p.quant_info
+    if info is not None and info.refused:
+        # Seed 000: UD-TQ2_0 produces corrupted logits on these GPUs.
+        yield _error(("model", "quant"), f"{quant} is refused: {info.refused}")
+        return
+    if info is not None and info.vetted:
+        return
+    if catalog.is_iq_or_tq(quant) and p.gate.quant is None:
+        # Seed 000: any new IQ/TQ quant must pass the gate before it is served (a broken sm_120 kernel scores KLD >> 1).
+        yield _error(("model", "quant"), f"{quant} is an IQ/TQ quant not vetted on this hardware: "
+                     "it must pass the quant gate first (configure gate.quant)")
+    elif p.gate.quant is None:
+        # Seed 000: other quants are mechanically supported but unvetted.
+        yield _warning(("model", "quant"), f"{quant} is not vetted on this hardware; consider gate.quant")
+
+
+def _draft_gpu_index(p: Profile, gpu_count: int) -> int | None:
+    """The position of the draft's GPU among `gpu_count` (auto = the last one), or None without a draft."""
+    draft = p.serve.spec_draft
+    if draft is None:
+        return None
+    return gpu_count - 1 if draft.device == "auto" else int(draft.device.removeprefix("CUDA"))
+
+
+def _fit_target(p: Profile) -> Iterator[Finding]:
+    serve, where = p.serve, ("serve", "fit_target")
+    margins = serve.fit_target if isinstance(serve.fit_target, list) else None
+    if margins is not None and p.gpus == "none":
+        yield _error(where, "a per-GPU list makes no sense with gpus: none")
+    elif margins is not None and isinstance(p.gpus, list) and len(margins) != len(p.gpus):
+        # llama.cpp indexes --fit-target like the device list; a short list silently leaves the rest at 1024 MiB.
+        yield _error(where, f"has {len(margins)} entries but gpus lists {len(p.gpus)}: write one per GPU, in order")
+    if serve.manual_split:
+        if "fit_target" in serve.model_fields_set:
+            # Seed 000: N_CPU_MOE switches to -ngl 999 --n-cpu-moe N; --fit (and its margin) is off.
+            yield _warning(where, "is ignored: n_cpu_moe is set, so the split is manual (no --fit)")
+        return
+    if p.serve.spec_draft is not None and margins is None:
+        # Seed 000: the draft needs ~9 GB free on its GPU plus room for snapshots: use a per-device list.
+        yield _warning(where, "with spec_draft, give the draft's GPU more room (~9 GB + snapshots): write one per GPU")
+    if p.quant_mode != "all-vram" or p.gpus == "none":
+        return
+    per_gpu = margins if margins is not None else [serve.fit_target]
+    draft_index = _draft_gpu_index(p, len(per_gpu)) if margins is not None else None
+    for i, margin in enumerate(per_gpu):
+        at = (*where, i) if margins is not None else where
+        if margin < ALL_VRAM_MIN_FIT_TARGET:
+            # Seed 000: a smaller margin OOMs the CUDA scratch pool on the first request after a full load.
+            yield _error(at, f"{margin} MiB is too small for an all-VRAM quant: needs >= 4096 "
+                         "(the CUDA scratch pool OOMs on the first request)")
+        elif margin >= ALL_VRAM_SPILL_FIT_TARGET and i != draft_index:
+            # Seed 000: a 6144 margin silently spills 2-3 expert layers to the CPU and costs 40 %.
+            yield _warning(at, f"{margin} MiB on an all-VRAM quant spills 2-3 expert layers to the CPU "
+                           "(-40 % measured at 6144); 4096 is the measured setting")
+
+
+def _ubatch(p: Profile) -> Iterator[Finding]:
+    ubatch, where = p.serve.ubatch, ("serve", "ubatch")
+    if ubatch is None:
+        return
+    if p.quant_mode == "hybrid" and ubatch != HYBRID_UBATCH:
+        # Seed 000: hybrid prefill copies every CPU expert to GPU0 per micro-batch; 4096 halves TTFT.
+        yield _warning(where, f"{ubatch} on a hybrid quant: 4096 copies the CPU experts once per prompt and halves TTFT")
+    elif p.quant_mode == "all-vram" and ubatch > ALL_VRAM_UBATCH:
+        # Seed 000: the fix for a CUDA OOM on the first request after an all-VRAM load is -ub 2048.
+        yield _warning(where, f"{ubatch} on an all-VRAM quant risks a CUDA OOM on the first request; use 2048")
+
+
+def _spec_draft(p: Profile) -> Iterator[Finding]:
+    draft = p.serve.spec_draft
+    if draft is None:
+        return
+    if not any("rs-rollback" in PurePosixPath(patch).name for patch in p.build.patches):
+        # Seed 000: without the rollback patch the per-draft-step state checkpoint costs more than drafts save.
+        yield _error(("serve", "spec_draft"), "needs the recurrent-state rollback patch in build.patches "
+                     "(e.g. patches/kimi-k3-rs-rollback.patch)")
+    if p.serve.parallel >= 4:
+        # Seed 000: a loss at c4 (verify batches multiply MoE expert reads).
+        yield _warning(("serve", "parallel"), f"speculative decoding loses at >= 4 concurrent requests "
+                       f"(parallel is {p.serve.parallel}; the interactive profile uses 2)")
+    if draft.device == "auto":
+        return
+    if p.gpus == "none":
+        yield _error(("serve", "spec_draft", "device"), "a CUDA draft device needs GPUs: use auto with gpus: none")
+    elif isinstance(p.gpus, list) and int(draft.device.removeprefix("CUDA")) != len(p.gpus) - 1:
+        # Seed 000: the draft must sit on the GPU holding output.weight; anywhere else aborts in graph reservation.
+        yield _error(("serve", "spec_draft", "device"), f"must be CUDA{len(p.gpus) - 1} (or auto): the last of the "
+                     f"{len(p.gpus)} GPUs holds the target's output.weight; elsewhere llama.cpp aborts")
+
+
+def _variant(p: Profile) -> Iterator[Finding]:
+    if p.build.variant == "cpu" and p.gpus != "none":
+        # design.md: the CPU variant is built without CUDA, so it cannot use a GPU.
+        yield _error(("build", "variant"), "cpu images have no CUDA kernels: set gpus: none")
+    elif p.build.variant == "cuda" and p.gpus == "none":
+        # design.md: gpus: none exists for the CPU variant only.
+        yield _error(("gpus",), "none needs build.variant: cpu")
+
+
+def _secrets(p: Profile) -> Iterator[Finding]:
+    # PROFILE.md: profiles live in a GitOps repo; tokens and API keys come from files or the environment.
+    for key, value in p.serve.env.items():
+        upper = key.upper()
+        if upper in _SECRET_ENV or upper.endswith(_SECRET_SUFFIXES):
+            yield _error(("serve", "env", key), f"{key} names a secret; {_NO_SECRETS}")
+        elif _HF_TOKEN.search(value):
+            yield _error(("serve", "env", key), f"the value looks like a Hugging Face token; {_NO_SECRETS}")
+        elif upper.startswith("LLAMA_ARG_"):
+            # llama-cpp.md §1.0: env sets llama-server options behind the CLI (list options even append).
+            yield _warning(("serve", "env", key), "sets a llama-server option behind kimik3's argv; prefer the profile field")
+    for i, arg in enumerate(p.serve.extra_args):
+        if _HF_TOKEN.search(arg):
+            yield _error(("serve", "extra_args", i), f"looks like a Hugging Face token; {_NO_SECRETS}")
+
+
+def _extra_args(p: Profile) -> Iterator[Finding]:
+    for i, arg in enumerate(p.serve.extra_args):
+        flag = arg.split("=", 1)[0]
+        if flag.startswith("--"):
+            flag = flag.replace("_", "-")  # llama-cpp.md §1.0: llama-server reads --foo_bar as --foo-bar
+        if flag not in OWNED_FLAGS:
+            continue
+        instead = OWNED_FLAGS[flag]
+        # Seed 000: kimik3 renders these itself; a second copy would fight it (last one wins).
+        message = f"{flag} {_FIXED}" if instead is None else f"{flag} is set by kimik3: {instead}"
+        yield _error(("serve", "extra_args", i), message)
+
+
+def _host(p: Profile) -> Iterator[Finding]:
+    host = p.serve.host
+    if host not in ("loopback", "tailscale") and ipaddress.ip_address(host).is_unspecified:
+        # Seed 000: bind the tailnet address or loopback; never every interface unless written on purpose.
+        yield _warning(("serve", "host"), f"{host} binds every interface of the host, not just loopback/the tailnet")
+
+
+def _archive(p: Profile) -> Iterator[Finding]:
+    archive = p.build.archive
+    if archive and archive.startswith(("http://", "https://")) and p.build.archive_sha256 is None:
+        # Seed 000: a pinned build, not a moving one; a URL's content can change under the same name.
+        yield _warning(("build", "archive"), "a downloaded archive without build.archive_sha256 is not pinned")
+
+
+def _systemd(p: Profile) -> Iterator[Finding]:
+    if p.systemd is not None and p.unit_name in p.systemd.conflicts:
+        yield _error(("systemd", "conflicts"), f"lists the profile's own unit {p.unit_name!r}")
+
+
+RULES: tuple[Callable[[Profile], Iterator[Finding]], ...] = (
+    _vision, _quant, _fit_target, _ubatch, _spec_draft, _variant, _secrets, _extra_args, _host, _archive, _systemd,
+)
+
+
+def check_rules(profile: Profile) -> tuple[Finding, ...]:
+    """Every cross-field finding of a validated profile, errors and warnings, in rule order."""
+    return tuple(finding for rule in RULES for finding in rule(profile))

@@ -1,0 +1,252 @@
+"""Profile text -> validated Profile, with every problem located by line; PURE (takes text, reads no file)."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Union, get_args, get_origin
+
+import yaml
+from pydantic import BaseModel, ValidationError
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from kimik3_reconciler.errors import ProfileError, ProfileProblem
+from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.model.profile_rules import check_rules
+
+Path = tuple[Union[str, int], ...]
+_STR_TAG = "tag:yaml.org,2002:str"
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+_TYPE_WORDS = {
+    "string_type": "a string", "int_type": "an integer", "float_type": "a number", "bool_type": "true or false",
+    "list_type": "a list", "dict_type": "a mapping", "model_type": "a mapping", "model_attributes_type": "a mapping",
+}
+
+
+@dataclass(frozen=True)
+class ProfileWarning:
+    """Something legal but probably unintended in a profile, located in its file."""
+
+    source: str
+    line: int | None
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return str(ProfileProblem(self.source, self.line, self.field, self.message))
+
+
+@dataclass(frozen=True)
+class LoadedProfile:
+    """A validated profile, its warnings, where it came from, and the line of every key in it."""
+
+    profile: Profile
+    warnings: tuple[ProfileWarning, ...]
+    source: str
+    lines: Mapping[Path, int] = field(default_factory=dict, repr=False, compare=False)
+
+    def line_of(self, *path: str | int) -> int | None:
+        """The line of the closest written key on `path` (e.g. "serve", "fit_target"), or None."""
+        return _line_for(path, self.lines)
+
+
+class _Refused(Exception):
+    """YAML that kimik3 refuses before constructing any value (anchors, aliases)."""
+
+    def __init__(self, mark: yaml.Mark, message: str):
+        super().__init__(message)
+        self.line = mark.line + 1
+        self.message = message
+
+
+class _ProfileLoader(yaml.SafeLoader):
+    """SafeLoader that refuses anchors and aliases: no alias bombs, no values shared by reference."""
+
+    def compose_node(self, parent: Node | None, index: Any) -> Node:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            raise _Refused(event.start_mark, "anchors and aliases (&name, *name) are not allowed in a profile: "
+                           "write the value out")
+        return super().compose_node(parent, index)
+
+
+def _line_for(path: Path, lines: Mapping[Path, int]) -> int | None:
+    for end in range(len(path), 0, -1):
+        if path[:end] in lines:
+            return lines[path[:end]]
+    return None
+
+
+def render_path(path: Path) -> str:
+    """("serve", "extra_args", 2) -> "serve.extra_args[2]"."""
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _walk(node: Node, path: Path, lines: dict[Path, int], found: list[tuple[int, Path, str]]) -> None:
+    """Record the line of every key and list item; report duplicate, merge and non-scalar keys."""
+    if isinstance(node, SequenceNode):
+        for i, item in enumerate(node.value):
+            lines[(*path, i)] = item.start_mark.line + 1
+            _walk(item, (*path, i), lines, found)
+    if not isinstance(node, MappingNode):
+        return
+    kept, seen = [], {}
+    for key_node, value_node in node.value:
+        line = key_node.start_mark.line + 1
+        if key_node.tag == _MERGE_TAG:
+            found.append((line, path, "merge keys (<<) are not allowed in a profile: write the keys out"))
+            continue
+        if not isinstance(key_node, ScalarNode):
+            found.append((line, path, "a key must be a plain name, not a list or mapping"))
+            continue
+        key_node.tag = _STR_TAG  # keys are names: `on:` or `1:` stay strings instead of becoming true / 1
+        key = key_node.value
+        if key in seen:
+            found.append((line, (*path, key), f"duplicate key (first at line {seen[key]}, again at line {line})"))
+        else:
+            seen[key] = line
+            lines[(*path, key)] = line
+        kept.append((key_node, value_node))
+        _walk(value_node, (*path, key), lines, found)
+    node.value = kept
+
+
+def _load_yaml(text: str) -> tuple[Any, dict[Path, int], list[tuple[int | None, Path, str]]]:
+    """(data, key lines, problems). data is None when the text cannot be used at all."""
+    lines: dict[Path, int] = {}
+    found: list[tuple[Any, Path, str]] = []
+    loader = None
+    try:
+        loader = _ProfileLoader(text)  # the reader refuses control characters here already
+        node = loader.get_single_node()
+        if node is None:
+            return None, lines, [(1, (), "the profile is empty")]
+        if not isinstance(node, MappingNode):
+            return None, lines, [(node.start_mark.line + 1, (), "the top level must be a mapping (apiVersion, name, model, ...)")]
+        _walk(node, (), lines, found)
+        return loader.construct_document(node), lines, found
+    except _Refused as exc:
+        return None, lines, [(exc.line, (), exc.message)]
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        detail = f"{exc.problem} ({exc.context})" if exc.context else str(exc.problem)
+        return None, lines, [(mark.line + 1 if mark else None, (), f"invalid YAML: {detail}")]
+    except yaml.reader.ReaderError as exc:
+        line = text[: exc.position].count("\n") + 1
+        return None, lines, [(line, (), f"invalid YAML: character #x{exc.character:04x}: {exc.reason}")]
+    except RecursionError:
+        return None, lines, [(None, (), "invalid YAML: nested too deeply")]
+    finally:
+        if loader is not None:
+            loader.dispose()
+
+
+def _model_at(path: Path) -> type[BaseModel] | None:
+    """The pydantic model that validates the mapping at `path`, or None (a dict, a list item...)."""
+    model: type[BaseModel] = Profile
+    for part in path:
+        fields = {(f.alias or name): f for name, f in model.model_fields.items()}
+        if part not in fields:
+            return None
+        inner = _submodel(fields[part].annotation)
+        if inner is None:
+            return None
+        model = inner
+    return model
+
+
+def _submodel(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    if get_origin(annotation) is not None and get_origin(annotation) is not list and get_origin(annotation) is not dict:
+        for arg in get_args(annotation):
+            if (found := _submodel(arg)) is not None:
+                return found
+    return None
+
+
+def _suggest(path: Path) -> str | None:
+    """The valid key nearest to the unknown key at `path` (difflib over that model's YAML keys)."""
+    model = _model_at(path[:-1])
+    if model is None or not isinstance(path[-1], str):
+        return None
+    keys = [f.alias or name for name, f in model.model_fields.items()]
+    close = difflib.get_close_matches(path[-1], keys, n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "nothing (null)"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def _message(err: Mapping[str, Any], path: Path) -> str:
+    kind, value, ctx = err["type"], err.get("input"), err.get("ctx") or {}
+    if kind == "kimik3":
+        return str(ctx["reason"])
+    if kind == "extra_forbidden":
+        suggestion = _suggest(path)
+        return "unknown key" + (f" (did you mean '{suggestion}'?)" if suggestion else "")
+    if kind == "missing":
+        return "required, but missing"
+    if kind == "literal_error":
+        expected = str(ctx.get("expected", ""))
+        close = difflib.get_close_matches(str(value), re.findall(r"'([^']*)'", expected), n=1, cutoff=0.6)
+        return f"must be {expected}, not {_describe(value)}" + (f" (did you mean '{close[0]}'?)" if close else "")
+    if kind in _TYPE_WORDS:
+        message = f"expected {_TYPE_WORDS[kind]}, got {_describe(value)}"
+        if kind == "string_type" and isinstance(value, (int, float)) and not isinstance(value, bool):
+            message += f' (quote it: "{value}")'
+        return message
+    if kind == "string_too_short":
+        return "must not be empty"
+    return str(err["msg"]).replace("Input should be", "must be").replace("List should have", "must have")
+
+
+def _validation_problems(exc: ValidationError, source: str, lines: Mapping[Path, int]) -> list[ProfileProblem]:
+    errors = [(tuple(p for p in err["loc"] if p != "[key]"), err) for err in exc.errors()]
+    suggested = {(path[:-1], _suggest(path)) for path, err in errors if err["type"] == "extra_forbidden"}
+    problems = []
+    for path, err in errors:
+        if err["type"] == "missing" and (path[:-1], path[-1]) in suggested:
+            continue  # `modle:` already says "did you mean 'model'?"; "model: required" would be noise
+        problems.append(ProfileProblem(source, _line_for(path, lines) or 1, render_path(path), _message(err, path)))
+    return problems
+
+
+def parse_profile(text: str, source: str = "<profile>") -> LoadedProfile:
+    """Validate profile YAML text; raise ProfileError listing every problem found, each with its line."""
+    data, lines, found = _load_yaml(text)
+    problems = [ProfileProblem(source, line, render_path(path), message) for line, path, message in found]
+    if data is None:
+        raise ProfileError(problems)
+    try:
+        profile = Profile.model_validate(data)
+    except ValidationError as exc:
+        raise ProfileError(_sorted(problems + _validation_problems(exc, source, lines))) from None
+    warnings = []
+    for finding in check_rules(profile):
+        where = (source, _line_for(finding.path, lines) or 1, render_path(finding.path), finding.message)
+        if finding.severity == "error":
+            problems.append(ProfileProblem(*where))
+        else:
+            warnings.append(ProfileWarning(*where))
+    if problems:
+        raise ProfileError(_sorted(problems))
+    return LoadedProfile(profile, tuple(_sorted(warnings)), source, lines)
+
+
+def _sorted(items: list[Any]) -> list[Any]:
+    return sorted(items, key=lambda p: p.line if p.line is not None else 0)

@@ -1,0 +1,25 @@
+"""Observation: one collector per source, composed into the Observed value the planner reads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kimik3_reconciler.model.facts import Observed
+from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.observe.docker_objects import collect_container, collect_images
+from kimik3_reconciler.observe.host import collect_host
+from kimik3_reconciler.observe.local_inputs import collect_inputs
+from kimik3_reconciler.observe.model_cache import collect_model
+from kimik3_reconciler.ports import Ports
+
+__all__ = ["observe"]
+
+
+def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path) -> Observed:
+    return Observed(
+        host=collect_host(ports.host),
+        inputs=collect_inputs(profile, base_dir, dockerfile),
+        model=collect_model(profile, ports.hub, ports.state, base_dir),
+        images=collect_images(ports.docker),
+        container=collect_container(ports.docker, ports.http, profile.name),
+    )

@@ -1,0 +1,56 @@
+"""Local files the profile names (Dockerfile, patches, source archive, API key file), hashed, never read out."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from kimik3_reconciler.errors import InputError
+from kimik3_reconciler.model.facts import LocalInputs, PatchFact
+from kimik3_reconciler.model.profile import Profile
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _existing(base_dir: Path, raw: str, field: str) -> Path:
+    path = (base_dir / raw).resolve()
+    if not path.is_file():
+        raise InputError(f"{field}: {raw} not found (resolved to {path})")
+    return path
+
+
+def _is_url(raw: str) -> bool:
+    return raw.startswith(("http://", "https://"))
+
+
+def collect_inputs(profile: Profile, base_dir: Path, dockerfile: Path) -> LocalInputs:
+    if not dockerfile.is_file():
+        raise InputError(f"Dockerfile not found: {dockerfile}")
+    patches = []
+    for i, raw in enumerate(profile.build.patches):
+        path = _existing(base_dir, raw, f"build.patches[{i}]")
+        patches.append(PatchFact(name=path.name, path=str(path), sha256=sha256_file(path)))
+    archive_location, archive_sha = None, None
+    raw_archive = profile.build.archive
+    if raw_archive and _is_url(raw_archive):
+        archive_location, archive_sha = raw_archive, profile.build.archive_sha256
+    elif raw_archive:
+        path = _existing(base_dir, raw_archive, "build.archive")
+        archive_location, archive_sha = str(path), sha256_file(path)
+        if profile.build.archive_sha256 and profile.build.archive_sha256 != archive_sha:
+            raise InputError(f"build.archive: {raw_archive} has sha256 {archive_sha}, "
+                             f"but build.archive_sha256 pins {profile.build.archive_sha256}")
+    api_key = None
+    if profile.serve.api_key_file:
+        # Only its existence is checked; the key is never read by kimik3's planner or logged.
+        api_key = str(_existing(base_dir, profile.serve.api_key_file, "serve.api_key_file"))
+    return LocalInputs(
+        dockerfile_path=str(dockerfile), dockerfile_sha256=sha256_file(dockerfile), patches=tuple(patches),
+        archive_location=archive_location, archive_sha256=archive_sha, api_key_file=api_key,
+    )

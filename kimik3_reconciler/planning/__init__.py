@@ -1,0 +1,55 @@
+"""PURE planning: plan(profile, observed) -> Plan. Everything arrives as arguments; nothing is fetched."""
+
+from __future__ import annotations
+
+from kimik3_reconciler.model.facts import Observed
+from kimik3_reconciler.model.plan import Action, Plan, Step
+from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.model.specs import Removal
+from kimik3_reconciler.planning.container_step import plan_container
+from kimik3_reconciler.planning.health_step import plan_health
+from kimik3_reconciler.planning.image_step import image_tag, plan_image
+from kimik3_reconciler.planning.launch import render_launch
+from kimik3_reconciler.planning.model_step import plan_model
+
+__all__ = ["plan", "plan_destroy"]
+
+
+def plan(profile: Profile, observed: Observed, warnings: tuple[str, ...] = ()) -> Plan:
+    """Ordered steps: model, image, container, health. A step that must change carries its reason."""
+    model = plan_model(profile, observed)
+    image = plan_image(profile, observed)
+    launch = render_launch(profile, observed, image.spec.tag, image.spec.fingerprint)
+    container = plan_container(launch, observed)
+    health = plan_health(launch, observed, container.changes)
+    extra = tuple(warnings) + launch.warnings
+    if profile.serve.spec_draft is not None:
+        extra += ("serve.spec_draft is validated but not launched yet: the draft download and "
+                  "--spec-draft-* flags are the launch issue's work",)
+    return Plan(profile.name, (model, image, container, health), warnings=extra)
+
+
+def plan_destroy(profile: Profile, observed: Observed, *, images: bool = False, model: bool = False) -> Plan:
+    """Remove what the profile created; the model cache and images only when asked."""
+    steps: list[Step] = []
+    if observed.container is not None:
+        steps.append(Step("container", profile.name, Action.DELETE, f"container {observed.container.state}: remove it",
+                          spec=Removal("container", profile.name)))
+    else:
+        steps.append(Step("container", profile.name, Action.NOOP, "no container"))
+    tag = image_tag(profile)
+    tagged = [i for i in observed.images if tag in i.tags]
+    if images and tagged:
+        steps.append(Step("image", tag, Action.DELETE, "--images: remove the profile's image",
+                          spec=Removal("image", tag)))
+    elif tagged:
+        steps.append(Step("image", tag, Action.NOOP, "kept (pass --images to remove)"))
+    target = f"{observed.model.repo}@{observed.model.revision[:12]}/{observed.model.quant}"
+    cached = len(observed.model.files) - len(observed.model.missing)
+    if model and cached:
+        files = plan_model(profile, observed).spec
+        steps.append(Step("model", target, Action.DELETE, "--model: remove the cached files of this quant",
+                          spec=Removal("model", target, model=files)))
+    elif cached:
+        steps.append(Step("model", target, Action.NOOP, "kept (pass --model to remove)"))
+    return Plan(profile.name, tuple(steps))

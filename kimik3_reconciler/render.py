@@ -1,0 +1,32 @@
+"""Render plans and status for people (rich) — the CLI's view layer, no decisions here."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.text import Text
+
+from kimik3_reconciler.model.plan import Action, Plan
+
+_STYLE = {
+    Action.CREATE: "green", Action.UPDATE: "yellow", Action.REPLACE: "magenta",
+    Action.DELETE: "red", Action.READ: "cyan", Action.NOOP: "dim",
+}
+
+
+def render_plan(plan: Plan, console: Console, verbose: bool = False) -> None:
+    console.print(Text(f"Plan for {plan.profile}: {plan.summary()}", style="bold"))
+    for warning in plan.warnings:
+        console.print(Text(f"  warning: {warning}", style="yellow"))
+    for step in plan.steps:
+        if not step.changes and not verbose:
+            continue
+        line = Text(f"{step.action.symbol:>3} ", style=_STYLE[step.action])
+        line.append(f"{step.kind:<9} {step.target}", style="bold" if step.changes else "dim")
+        console.print(line)
+        console.print(Text(f"      {step.reason}", style="dim" if not step.changes else ""))
+        for item in step.diff:
+            console.print(Text(f"        {item}", style="yellow"))
+        if step.cost:
+            console.print(Text(f"      cost: {step.cost}", style="cyan"))
+        for warning in step.warnings:
+            console.print(Text(f"      warning: {warning}", style="yellow"))

@@ -1,0 +1,54 @@
+"""Progress and logs while applying: rich on a TTY, structlog JSON lines otherwise (both on stderr)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import structlog
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
+
+
+def configure_logging(json_logs: bool, verbose: bool) -> None:
+    renderer = structlog.processors.JSONRenderer() if json_logs else structlog.dev.ConsoleRenderer(colors=False)
+    structlog.configure(
+        processors=[structlog.processors.add_log_level, structlog.processors.TimeStamper(fmt="iso"), renderer],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG if verbose else logging.INFO),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+    )
+
+
+class CliReporter:
+    """Executors' events: a rich progress bar per task on a TTY, JSON progress events otherwise."""
+
+    def __init__(self, console: Console, interactive: bool, verbose: bool):
+        self.log = structlog.get_logger("kimik3")
+        self.console, self.interactive, self.verbose = console, interactive, verbose
+        self._progress: Progress | None = None
+        self._tasks: dict[str, TaskID] = {}
+
+    def progress(self, task: str, done: int, total: int) -> None:
+        if not self.interactive:
+            self.log.debug("progress", task=task, done=done, total=total)
+            return
+        if self._progress is None:
+            self._progress = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+                                      TimeRemainingColumn(), console=self.console, transient=True)
+            self._progress.start()
+        key = task.split(" (")[0]
+        if key not in self._tasks:
+            self._tasks[key] = self._progress.add_task(task, total=total or None)
+        self._progress.update(self._tasks[key], completed=done, total=total or None, description=task)
+
+    def line(self, source: str, text: str) -> None:
+        self.log.debug(source, line=text)
+
+    def event(self, name: str, **fields: object) -> None:
+        self.close()
+        self.log.info(name, **fields)
+
+    def close(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress, self._tasks = None, {}

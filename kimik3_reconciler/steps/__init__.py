@@ -1,0 +1,28 @@
+"""Step executors: one per step kind; each makes its step true through the ports, nothing else."""
+
+from __future__ import annotations
+
+from kimik3_reconciler.model.plan import Step
+from kimik3_reconciler.ports import Ports
+from kimik3_reconciler.steps.container import run_container_step
+from kimik3_reconciler.steps.health import wait_healthy
+from kimik3_reconciler.steps.image import build_image
+from kimik3_reconciler.steps.model import download_model
+from kimik3_reconciler.steps.removal import remove
+from kimik3_reconciler.steps.report import Reporter
+
+__all__ = ["execute", "Reporter"]
+
+_EXECUTORS = {
+    "model": download_model,
+    "image": build_image,
+    "container": run_container_step,
+    "health": wait_healthy,
+}
+
+
+def execute(step: Step, ports: Ports, reporter: Reporter) -> None:
+    if step.action.name == "DELETE":
+        remove(step, ports, reporter)
+        return
+    _EXECUTORS[step.kind](step, ports, reporter)

@@ -1,0 +1,179 @@
+"""In-memory fakes of the ports, for planner and engine unit tests only (real parts: tests/integration)."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from kimik3_reconciler.errors import DownloadFailed
+from kimik3_reconciler.model.facts import RemoteFile
+from kimik3_reconciler.model.specs import ContainerSpec, ImageBuild, ModelDownload
+from kimik3_reconciler.ports import LineSink, Ports
+
+_ids = itertools.count(1)
+
+
+def _new_id() -> str:
+    return hashlib.sha256(str(next(_ids)).encode()).hexdigest()
+
+
+class FakeDocker:
+    """Images and containers as docker inspect would show them; `crash_on_start` simulates a bad load."""
+
+    def __init__(self) -> None:
+        self.images: dict[str, dict[str, Any]] = {}
+        self.containers: dict[str, dict[str, Any]] = {}
+        self.builds: list[ImageBuild] = []
+        self.calls: list[str] = []
+        self.crash_on_start = False
+        self.logs = "srv  llama_server: exiting due to model loading error"
+
+    def list_images(self, label: str) -> list[dict[str, Any]]:
+        return [i for i in self.images.values() if label in i["Config"]["Labels"]]
+
+    def build_image(self, spec: ImageBuild, context_files: dict[str, Path], on_line: LineSink) -> str:
+        self.calls.append(f"build {spec.tag}")
+        self.builds.append(spec)
+        for image in self.images.values():  # the tag moves; the old image stays (rollback target)
+            image["RepoTags"] = [t for t in image["RepoTags"] if t != spec.tag]
+        image_id = "sha256:" + _new_id()
+        self.images[image_id] = {"Id": image_id, "RepoTags": [spec.tag], "Config": {"Labels": dict(spec.labels)}}
+        on_line("Successfully built")
+        return image_id
+
+    def remove_image(self, ref: str) -> None:
+        self.calls.append(f"rmi {ref}")
+        self.images = {k: v for k, v in self.images.items() if ref not in v["RepoTags"]}
+
+    def inspect_container(self, name: str) -> dict[str, Any] | None:
+        return self.containers.get(name)
+
+    def run_container(self, spec: ContainerSpec) -> str:
+        self.calls.append(f"run {spec.name}")
+        cid = _new_id()
+        status = "exited" if self.crash_on_start else "running"
+        self.containers[spec.name] = {
+            "Id": cid, "Name": "/" + spec.name, "RestartCount": 0,
+            "State": {"Status": status, "ExitCode": 1 if self.crash_on_start else 0, "StartedAt": f"t{cid[:6]}"},
+            "Config": {"Image": spec.image, "Labels": dict(spec.labels), "Cmd": list(spec.command)},
+            "spec": spec,
+        }
+        return cid
+
+    def start_container(self, name: str) -> None:
+        self.calls.append(f"start {name}")
+        self.containers[name]["State"].update(Status="running", ExitCode=0)
+
+    def remove_container(self, name: str) -> None:
+        self.calls.append(f"rm {name}")
+        self.containers.pop(name, None)
+
+    def container_logs(self, name: str, tail: int) -> str:
+        return self.logs
+
+
+class FakeHub:
+    """A hub with one repo@revision; its "cache" is a plain folder (path in repo -> file) under `root`."""
+
+    def __init__(self, repo: str, revision: str, files: dict[str, bytes], root: Path):
+        self.repo, self.revision, self.files, self.root = repo, revision, files, root
+        self.listings = 0
+        self.downloads: list[tuple[str, ...]] = []
+        self.corrupt: set[str] = set()
+
+    def default_cache_dir(self) -> str:
+        return str(self.root)
+
+    def repo_cache_dir(self, repo: str, cache_dir: str) -> Path:
+        return Path(cache_dir) / ("models--" + repo.replace("/", "--"))
+
+    def list_files(self, repo: str, revision: str, paths: Iterable[str], endpoint: str | None) -> list[RemoteFile]:
+        self.listings += 1
+        if (repo, revision) != (self.repo, self.revision):
+            raise DownloadFailed(f"{repo}@{revision}: not found")
+        wanted = tuple(paths)
+        return [RemoteFile(path=p, size=len(b), sha256=hashlib.sha256(b).hexdigest())
+                for p, b in sorted(self.files.items()) if any(p == w or p.startswith(w + "/") for w in wanted)]
+
+    def cached_file(self, repo: str, revision: str, path: str, cache_dir: str) -> Path | None:
+        cached = self.root / "cache" / path
+        return cached if cached.is_file() else None
+
+    def download(self, spec: ModelDownload, on_progress: Callable[[str, int, int], None]) -> None:
+        self.downloads.append(spec.missing)
+        for path in spec.missing:
+            body = self.files[path]
+            target = self.root / "cache" / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(body[:-1] + b"X" if path in self.corrupt else body)
+
+
+class FakeHttp:
+    def __init__(self, docker: FakeDocker):
+        self.docker = docker
+        self.loading_polls = 1  # answers 503 this many times after a launch, then 200
+
+    def health(self, url: str) -> str:
+        if not any(c["State"]["Status"] == "running" for c in self.docker.containers.values()):
+            return "unreachable"
+        if self.loading_polls > 0:
+            self.loading_polls -= 1
+            return "loading"
+        return "ok"
+
+    def fetch(self, url: str, dest: Path) -> str:
+        raise AssertionError("unit tests use local archives")
+
+    def chat(self, base_url: str, model: str, prompt: str, api_key: str | None) -> str:
+        return "fake"
+
+
+class FakeHost:
+    def __init__(self, cores: int = 8, flags: str = "avx2 avx512f"):
+        self.cores, self.flags = cores, flags
+
+    def lscpu_parseable(self) -> str:
+        return "\n".join(f"{c},0" for c in range(self.cores))
+
+    def cpuinfo(self) -> str:
+        return f"flags\t\t: {self.flags}\n"
+
+    def tailscale_ipv4(self) -> str | None:
+        return None
+
+
+class MemoryState:
+    def __init__(self) -> None:
+        self.records: dict[str, dict[str, Any]] = {}
+
+    def read(self, key: str) -> dict[str, Any] | None:
+        return self.records.get(key)
+
+    def write(self, key: str, value: dict[str, Any]) -> None:
+        self.records[key] = value
+
+    def delete(self, key: str) -> None:
+        self.records.pop(key, None)
+
+    def path(self, key: str) -> Path:
+        raise AssertionError("unit tests keep no files")
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def fake_ports(hub: FakeHub, cores: int = 8) -> tuple[Ports, FakeDocker]:
+    docker = FakeDocker()
+    return Ports(docker=docker, hub=hub, http=FakeHttp(docker), host=FakeHost(cores), state=MemoryState(),
+                 clock=FakeClock()), docker

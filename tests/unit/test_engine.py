@@ -1,0 +1,173 @@
+"""Engine unit tests on in-memory fakes: convergence, idempotence, partial states, failures."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from kimik3_reconciler.engine import Engine
+from kimik3_reconciler.errors import ConvergenceError, DownloadFailed, LoadFailed
+from kimik3_reconciler.model.plan import Action
+from kimik3_reconciler.model.profile_source import parse_profile
+from kimik3_reconciler.steps.report import NullReporter
+from kimik3_reconciler.testing import FakeHub, fake_ports
+
+REV = "ab" * 20
+PROFILE = f"""
+apiVersion: kimik3/v1
+name: k3-test
+model: {{repo: org/k3, revision: {REV}, quant: UD-Q2_K_XL}}
+build: {{source: mainline, variant: cpu, cpu_features: [], archive: src.tar.gz}}
+gpus: none
+serve: {{port: 18999, ctx_size: 4096, parallel: 2}}
+"""
+FILES = {
+    "UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00002.gguf": b"shard-one" * 10,
+    "UD-Q2_K_XL/k3-UD-Q2_K_XL-00002-of-00002.gguf": b"shard-two" * 10,
+    "UD-Q4_K_XL/k3-UD-Q4_K_XL-00001-of-00001.gguf": b"other-quant",
+}
+
+
+@pytest.fixture
+def world(tmp_path: Path):
+    (tmp_path / "src.tar.gz").write_bytes(b"source")
+    (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
+    hub = FakeHub("org/k3", REV, FILES, tmp_path / "hub")
+    ports, docker = fake_ports(hub)
+    engine = Engine(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp")
+    return engine, docker, hub, tmp_path
+
+
+def load(text: str = PROFILE, **replacements: str):
+    for old, new in replacements.items():
+        text = text.replace(old, new)
+    return parse_profile(text, "test.yaml")
+
+
+def kinds(plan) -> list[tuple[str, Action]]:
+    return [(s.kind, s.action) for s in plan.steps]
+
+
+def test_first_apply_downloads_builds_launches_and_waits(world):
+    engine, docker, hub, _ = world
+    result = engine.apply(load())
+    assert [(s.kind, s.action) for s in result.executed] == [
+        ("model", Action.CREATE), ("image", Action.CREATE), ("container", Action.CREATE), ("health", Action.READ)]
+    assert docker.calls == ["build kimi-k3-llamacpp:mainline-ad1de39-cpu", "run k3-test"]
+    assert hub.downloads == [tuple(sorted(p for p in FILES if p.startswith("UD-Q2_K_XL/")))]
+    assert result.final.converged
+
+
+def test_second_apply_touches_nothing_and_lists_nothing(world):
+    engine, docker, hub, _ = world
+    engine.apply(load())
+    before = (dict(docker.containers["k3-test"]["State"]), docker.containers["k3-test"]["Id"], len(docker.calls))
+    listings = hub.listings
+    result = engine.apply(load())
+    assert not result.changed
+    assert (docker.containers["k3-test"]["State"], docker.containers["k3-test"]["Id"], len(docker.calls)) == before
+    # the verified manifest answers: a no-op plan makes no hub request
+    assert hub.listings == listings
+
+
+def test_ubatch_change_replaces_only_the_container(world):
+    engine, docker, _, _ = world
+    engine.apply(load())
+    plan = engine.plan(load(PROFILE.replace("parallel: 2", "parallel: 2, ubatch: 2048")))
+    changes = plan.changes
+    assert [(s.kind, s.action) for s in changes] == [("container", Action.REPLACE), ("health", Action.READ)]
+    assert [str(d) for d in changes[0].diff] == ["serve.ubatch: 4096 → 2048"]
+
+
+def test_quant_change_downloads_and_replaces_without_building(world):
+    engine, docker, hub, _ = world
+    engine.apply(load())
+    calls = len(docker.calls)
+    result = engine.apply(load(PROFILE.replace("UD-Q2_K_XL", "UD-Q4_K_XL")))
+    assert [(s.kind, s.action) for s in result.executed] == [
+        ("model", Action.CREATE), ("container", Action.REPLACE), ("health", Action.READ)]
+    assert docker.calls[calls:] == ["rm k3-test", "run k3-test"]
+
+
+def test_killed_container_is_started_again(world):
+    engine, docker, _, _ = world
+    engine.apply(load())
+    docker.containers["k3-test"]["State"].update(Status="exited", ExitCode=137)
+    plan = engine.plan(load())
+    assert plan.changes[0].kind == "container" and plan.changes[0].action is Action.UPDATE
+    assert "exit code 137" in plan.changes[0].reason
+    engine.apply(load())
+    assert docker.containers["k3-test"]["State"]["Status"] == "running"
+
+
+def test_removed_blob_is_refetched(world):
+    engine, _, hub, _ = world
+    engine.apply(load())
+    (hub.root / "cache" / "UD-Q2_K_XL/k3-UD-Q2_K_XL-00002-of-00002.gguf").unlink()
+    plan = engine.plan(load())
+    assert plan.steps[0].action is Action.CREATE and "1 of 2 files missing" in plan.steps[0].reason
+
+
+def test_corrupt_download_is_refused_removed_and_never_launched(world):
+    engine, docker, hub, _ = world
+    hub.corrupt.add("UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00002.gguf")
+    with pytest.raises(DownloadFailed, match="sha256"):
+        engine.apply(load())
+    assert docker.calls == []
+    assert not (hub.root / "cache" / "UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00002.gguf").exists()
+    hub.corrupt.clear()
+    assert engine.apply(load()).final.converged
+
+
+def test_crash_while_loading_fails_with_log_tail(world):
+    engine, docker, _, _ = world
+    docker.crash_on_start = True
+    with pytest.raises(LoadFailed, match="exiting due to model loading error"):
+        engine.apply(load())
+
+
+def test_load_that_never_finishes_times_out(world):
+    engine, docker, _, _ = world
+    engine.ports.http.loading_polls = 10**9
+    with pytest.raises(LoadFailed, match="not healthy after"):
+        engine.apply(load())
+
+
+def test_round_limit_names_what_did_not_converge(world, monkeypatch):
+    engine, docker, _, _ = world
+    real_run = docker.run_container
+
+    def run_without_labels(spec):  # something strips our labels: the fingerprint never matches
+        cid = real_run(spec)
+        docker.containers[spec.name]["Config"]["Labels"] = {}
+        return cid
+
+    monkeypatch.setattr(docker, "run_container", run_without_labels)
+    with pytest.raises(ConvergenceError, match="container k3-test"):
+        engine.apply(load(), max_rounds=2)
+
+
+def test_destroy_keeps_image_and_model_unless_asked(world):
+    engine, docker, hub, tmp = world
+    engine.apply(load())
+    engine.destroy(load(), images=False, model=False)
+    assert "k3-test" not in docker.containers and docker.images
+    assert (hub.root / "cache" / "UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00002.gguf").exists()
+    engine.apply(load())
+    engine.destroy(load(), images=True, model=True)
+    assert not docker.images
+    assert not (hub.root / "cache" / "UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00002.gguf").exists()
+
+
+def test_patch_change_rebuilds_and_replaces_without_download(world):
+    engine, docker, hub, tmp = world
+    engine.apply(load())
+    (tmp / "fix.patch").write_text("--- a/x\n+++ b/x\n")
+    plan = engine.plan(load(PROFILE.replace("archive: src.tar.gz", "archive: src.tar.gz, patches: [fix.patch]")))
+    assert [(s.kind, s.action) for s in plan.changes] == [
+        ("image", Action.CREATE), ("container", Action.REPLACE), ("health", Action.READ)]
+    assert any(d.field == "build.patches" for d in plan.changes[0].diff)
+    digest = hashlib.sha256(b"--- a/x\n+++ b/x\n").hexdigest()[:12]
+    assert f"fix.patch@{digest}" in str(plan.changes[0].diff)
