@@ -24,6 +24,7 @@ import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Self
 from urllib.parse import parse_qs, unquote, urlsplit
 
 FIXED_DATE = "2025-01-01T00:00:00.000Z"
@@ -175,7 +176,7 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "kimik3-fixture-hub"
     server: _HubServer
 
-    def log_message(self, format: str, *args) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args) -> None:
         pass  # quiet: tests read FixtureHub.requests instead
 
     def do_GET(self) -> None:
@@ -344,7 +345,7 @@ class FixtureHub:
         """(method, path) of every request so far, path percent-decoded without the query string."""
         return self._server.requests
 
-    def start(self) -> FixtureHub:
+    def start(self) -> Self:
         self._thread = threading.Thread(target=self._server.serve_forever, name="fixture-hub", daemon=True)
         self._thread.start()
         return self
@@ -363,7 +364,7 @@ class FixtureHub:
         finally:
             self._server.server_close()
 
-    def __enter__(self) -> FixtureHub:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc_info) -> None:

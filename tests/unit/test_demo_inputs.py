@@ -150,7 +150,7 @@ def sdist_server(tmp_path, monkeypatch):
 
 
 class QuietHandler(SimpleHTTPRequestHandler):
-    def log_message(self, format, *args):  # noqa: A002 - stdlib signature
+    def log_message(self, format, *args):
         pass
 
 

@@ -1,0 +1,134 @@
+"""Planner tests as data: tests/cases/plan/*.yaml hold a profile, observed facts, expected steps.
+
+A case describes observed state the way it arises: `previous` is the profile (a patch over the
+case's base) that an earlier apply converged to, so the observed image and container carry the
+labels that apply would have stamped. The planner itself renders them; no fingerprints are
+written by hand.
+
+    description: why this case exists
+    base: |                 # optional; default tests/cases/plan/_base.yaml
+    desired: {patch}        # the profile being planned = base + patch
+    previous: {patch}       # what the last apply made (default: same as base); null = nothing
+    observed:
+      model: complete | absent | {missing: [file, ...]}
+      image: previous | absent
+      container: {state: running, health: ok} | absent      # made from `previous`
+      host: {physical_cores: 8, cpu_flags: [...], tailscale_ipv4: null}
+      previous_host: {...}                                    # the host the previous apply saw
+      patches: {name: content-tag}                            # local patch file contents
+    expect:
+      - [kind, action, reason substring, [diff lines, * wildcards allowed]]
+    warnings: [substring, ...]
+"""
+
+from __future__ import annotations
+
+import copy
+import fnmatch
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kimik3_reconciler.model.facts import (
+    ContainerFact, HostFacts, ImageFact, LocalInputs, ModelFact, Observed, PatchFact, RemoteFile,
+)
+from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.model.profile_source import parse_profile
+from kimik3_reconciler.planning import plan
+from kimik3_reconciler.planning.image_step import render_image_build
+from kimik3_reconciler.planning.launch import render_launch
+
+CASES = Path(__file__).parent.parent / "cases" / "plan"
+BASE = yaml.safe_load((CASES / "_base.yaml").read_text())
+
+
+def merge(base: dict[str, Any], patch: dict[str, Any] | None) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for key, value in (patch or {}).items():
+        out[key] = merge(out.get(key, {}), value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def profile_of(data: dict[str, Any]) -> Profile:
+    return parse_profile(yaml.safe_dump(data), "case.yaml").profile
+
+
+def model_files(profile: Profile) -> tuple[RemoteFile, ...]:
+    q = profile.model.quant
+    files = [RemoteFile(path=f"{q}/K3-{q}-0000{i}-of-00002.gguf", size=40 << 30, sha256=f"{i}" * 64) for i in (1, 2)]
+    if profile.build.source == "fork" and profile.model.mmproj:
+        files.append(RemoteFile(path=profile.model.mmproj, size=900 << 20, sha256="f" * 64))
+    return tuple(files)
+
+
+def observed_for(profile: Profile, spec: dict[str, Any], host: HostFacts) -> Observed:
+    """Observed state with no image/container: the inputs and model as the case says."""
+    patches = tuple(
+        PatchFact(name=Path(p).name, path=f"/profiles/{p}",
+                  sha256=hashlib.sha256(str(spec.get("patches", {}).get(Path(p).name, p)).encode()).hexdigest())
+        for p in profile.build.patches)
+    inputs = LocalInputs(dockerfile_path="/pkg/Dockerfile.llamacpp", dockerfile_sha256="d" * 64, patches=patches,
+                         api_key_file="/etc/kimik3/key" if profile.serve.api_key_file else None)
+    files = model_files(profile)
+    model_spec = spec.get("model", "complete")
+    missing = {"complete": (), "absent": tuple(f.path for f in files)}.get(model_spec) if isinstance(model_spec, str) \
+        else tuple(f.path for f in files if Path(f.path).name in model_spec["missing"])
+    model = ModelFact(repo=profile.model.repo, revision=profile.model.revision, quant=profile.model.quant,
+                      cache_dir="/var/lib/kimik3/hub", files=files, missing=missing)
+    return Observed(host=host, inputs=inputs, model=model)
+
+
+def build_case(case: dict[str, Any]) -> tuple[Profile, Observed]:
+    base = yaml.safe_load(case["base"]) if "base" in case else BASE
+    desired = profile_of(merge(base, case.get("desired")))
+    obs_spec = case.get("observed", {})
+    host = HostFacts(**obs_spec.get("host", {"physical_cores": 8}))
+    observed = observed_for(desired, obs_spec, host)
+    if case.get("previous", {}) is None:
+        return desired, observed
+    previous = profile_of(merge(base, case.get("previous")))
+    prev_host = HostFacts(**obs_spec["previous_host"]) if "previous_host" in obs_spec else host
+    prev_obs = observed_for(previous, {**obs_spec, "patches": obs_spec.get("previous_patches", obs_spec.get("patches", {}))},
+                            prev_host)
+    image = render_image_build(previous, prev_obs)
+    images = ()
+    if obs_spec.get("image", "previous") == "previous":
+        images = (ImageFact(id="sha256:prev", tags=(image.tag,), fingerprint=image.fingerprint,
+                            labels=dict(image.labels)),)
+    container = None
+    c_spec = obs_spec.get("container", {"state": "running", "health": "ok"})
+    if c_spec != "absent":
+        launch = render_launch(previous, prev_obs, image.tag, image.fingerprint)
+        container = ContainerFact(id="c" * 64, name=previous.name, state=c_spec.get("state", "running"),
+                                  image=image.tag, fingerprint=launch.fingerprint, inputs=launch.inputs,
+                                  exit_code=c_spec.get("exit_code"), health=c_spec.get("health"))
+    return desired, observed.model_copy(update={"images": images, "container": container})
+
+
+def case_files() -> list[Path]:
+    return sorted(p for p in CASES.glob("*.yaml") if not p.name.startswith("_"))
+
+
+@pytest.mark.parametrize("path", case_files(), ids=lambda p: p.stem)
+def test_plan_case(path: Path) -> None:
+    case = yaml.safe_load(path.read_text())
+    profile, observed = build_case(case)
+    result = plan(profile, observed)
+    got = [(s.kind, s.action.name.lower()) for s in result.steps]
+    want = [(e[0], e[1]) for e in case["expect"]]
+    assert got == want, f"{path.name}: {case.get('description')}"
+    for step, expected in zip(result.steps, case["expect"]):
+        if len(expected) > 2 and expected[2]:
+            assert expected[2] in step.reason, f"{step.kind}: {step.reason!r}"
+        if len(expected) > 3:
+            lines = [str(d) for d in step.diff]
+            assert len(lines) == len(expected[3]) and all(map(fnmatch.fnmatchcase, lines, expected[3])), lines
+    for warning in case.get("warnings", []):
+        assert any(warning in w for w in result.warnings + tuple(w for s in result.steps for w in s.warnings)), warning
+
+
+def test_there_are_enough_cases() -> None:
+    assert len(case_files()) >= 15
