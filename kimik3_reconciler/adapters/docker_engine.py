@@ -113,11 +113,26 @@ class DockerEngine:
         except PermanentError:
             return ""
 
+    def _stream(self, stream: Any) -> Any:
+        """Iterate a build stream, translating errors raised mid-stream (daemon restarts, 5xx)."""
+        iterator = iter(stream)
+        while True:
+            try:
+                chunk = next(iterator)
+            except StopIteration:
+                return
+            except Exception as exc:
+                translated = _translate(exc)
+                if translated is exc:
+                    raise
+                raise translated from exc
+            yield chunk
+
     def build_image(self, spec: ImageBuild, context_files: dict[str, Path], on_line: LineSink) -> str:
         tail: deque[str] = deque(maxlen=25)
         step = "(before the first step)"
         with tempfile.TemporaryFile() as context:
-            with tarfile.open(fileobj=context, mode="w") as tar:
+            with tarfile.open(fileobj=context, mode="w", dereference=True) as tar:
                 folder = tarfile.TarInfo("patches")  # COPY patches/ needs the folder even with no patches
                 folder.type, folder.mode = tarfile.DIRTYPE, 0o755
                 tar.addfile(folder)
@@ -130,7 +145,7 @@ class DockerEngine:
                 decode=True,
             )
             image_id = ""
-            for chunk in stream:
+            for chunk in self._stream(stream):
                 text = chunk.get("stream", "")
                 for line in text.splitlines():
                     if line.startswith("Step "):

@@ -110,6 +110,8 @@ def _jsonable(value: Any) -> Any:
         data = asdict(value)
         data.pop("secret", None)
         return {k: _jsonable(v) for k, v in data.items()}
+    if hasattr(value, "model_dump"):  # pydantic facts (RemoteFile, ...)
+        return _jsonable(value.model_dump(mode="json"))
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
