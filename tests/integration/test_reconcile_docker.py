@@ -1,0 +1,182 @@
+"""The reconcile loop against real parts: dockerd, the CPU llama-server image built from
+Dockerfile.llamacpp, and the real huggingface_hub client against a local hub fixture.
+
+Every test drives the real `kimik3` command in a subprocess, as a user would. The image is the
+demo's (same build args), so Docker's layer cache makes every build after the first instant.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kimik3_reconciler.demo.hub import FixtureHub, FixtureRepo
+from kimik3_reconciler.demo.prepare import DEMO_REPO, DEMO_REVISION, demo_repos, ensure_source_archive, prepare_hub_root
+
+pytestmark = pytest.mark.docker
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEMO_DIR = REPO_ROOT / ".kimik3-demo"
+KIMIK3 = [sys.executable, "-m", "kimik3_reconciler.cli"]
+NAME = "kimi-k3-itest"
+PORT = 18282
+
+
+def docker(*args: str) -> str:
+    return subprocess.run(["docker", *args], capture_output=True, text=True, check=True).stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FixtureHub]:
+    if shutil.which("docker") is None or subprocess.run(["docker", "info"], capture_output=True).returncode:
+        pytest.fail("no Docker daemon answers: run scripts/ensure-docker.sh (CI does)")
+    prepare_hub_root(DEMO_DIR / "hub")
+    repos = demo_repos(DEMO_DIR / "hub")
+    # A quant that downloads and verifies fine but cannot load: its shard is cut short.
+    broken = tmp_path_factory.mktemp("broken") / "Kimi-K3-tiny-UD-BROKEN.gguf"
+    good = repos[0].files["UD-Q2_K_XL/Kimi-K3-tiny-UD-Q2_K_XL-00001-of-00002.gguf"]
+    broken.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    files = {**repos[0].files, "UD-BROKEN/Kimi-K3-tiny-UD-BROKEN.gguf": broken}
+    with FixtureHub([FixtureRepo(DEMO_REPO, DEMO_REVISION, files)]) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory, hub: FixtureHub) -> Iterator[Path]:
+    work = tmp_path_factory.mktemp("kimik3")
+    archive = DEMO_DIR / "llama.cpp-b11434.tar.gz"
+    ensure_source_archive(DEMO_DIR / "cache", archive)
+    profile = yaml.safe_load((REPO_ROOT / "profiles" / "demo-cpu.yaml").read_text())
+    profile["name"] = NAME
+    profile["model"].update(endpoint=hub.url, cache_dir=str(work / "hf-cache"))
+    profile["build"]["archive"] = str(archive)
+    profile["serve"]["port"] = PORT
+    write_profile(work, profile)
+    yield work
+    subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)
+
+
+def write_profile(work: Path, profile: dict, name: str = "profile.yaml") -> Path:
+    path = work / name
+    path.write_text(yaml.safe_dump(profile, sort_keys=False))
+    return path
+
+
+def edited(work: Path, change) -> Path:  # noqa: ANN001 - a callable editing the profile dict
+    profile = yaml.safe_load((work / "profile.yaml").read_text())
+    change(profile)
+    return write_profile(work, profile, "edited.yaml")
+
+
+def kimik3(work: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "KIMIK3_STATE_DIR": str(work / "state"), "HF_HOME": str(work / "hf-home")}
+    result = subprocess.run([*KIMIK3, *args], capture_output=True, text=True, env=env, cwd=work, timeout=3600)
+    if check and result.returncode != 0:
+        raise AssertionError(f"kimik3 {' '.join(args)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+def container_identity() -> tuple[str, str]:
+    return tuple(docker("inspect", "-f", "{{.Id}} {{.State.StartedAt}}", NAME).split())  # type: ignore[return-value]
+
+
+def test_apply_converges_and_answers_a_chat(workdir: Path) -> None:
+    kimik3(workdir, "apply", "profile.yaml")
+    assert docker("inspect", "-f", "{{.State.Status}}", NAME) == "running"
+    answer = kimik3(workdir, "verify", "profile.yaml").stdout
+    assert f"{NAME} answered:" in answer
+    # The fixed flags of seed 000 are in the real container's argv.
+    argv = json.loads(docker("inspect", "-f", "{{json .Config.Cmd}}", NAME))
+    for flag in ("--numa", "--cache-type-k", "--cache-type-v", "--load-mode", "--threads", "--threads-batch"):
+        assert flag in argv
+    mounts = json.loads(docker("inspect", "-f", "{{json .Mounts}}", NAME))
+    assert all(not m["RW"] for m in mounts), "weights must be mounted read-only"
+
+
+def test_second_apply_changes_nothing(workdir: Path) -> None:
+    before = container_identity()
+    result = kimik3(workdir, "apply", "--json", "profile.yaml")
+    assert json.loads(result.stdout)["changed"] is False
+    assert container_identity() == before
+
+
+def test_ubatch_change_replaces_only_the_container(workdir: Path) -> None:
+    path = edited(workdir, lambda p: p["serve"].update(ubatch=2048))
+    plan = json.loads(kimik3(workdir, "plan", "--json", path.name).stdout)
+    changes = [(s["kind"], s["action"]) for s in plan["steps"] if s["action"] != "noop"]
+    assert changes == [("container", "replace"), ("health", "read")]
+    container = next(s for s in plan["steps"] if s["kind"] == "container")
+    assert container["diff"] == [{"field": "serve.ubatch", "old": 4096, "new": 2048}]
+    detailed = kimik3(workdir, "plan", "--detailed-exitcode", path.name, check=False)
+    assert detailed.returncode == 4
+    before = container_identity()
+    applied = json.loads(kimik3(workdir, "apply", "--json", path.name).stdout)
+    assert [(s["kind"], s["action"]) for s in applied["executed"]] == [("container", "replace"), ("health", "read")]
+    assert container_identity() != before
+    argv = json.loads(docker("inspect", "-f", "{{json .Config.Cmd}}", NAME))
+    assert argv[argv.index("--ubatch-size") + 1] == "2048"
+    kimik3(workdir, "apply", "profile.yaml")  # back to the base profile for the next tests
+
+
+def test_commit_and_quant_changes_plan_the_right_layers(workdir: Path) -> None:
+    path = edited(workdir, lambda p: p["build"].update(commit="1" * 40))
+    plan = json.loads(kimik3(workdir, "plan", "--json", path.name).stdout)
+    assert [(s["kind"], s["action"]) for s in plan["steps"]] == [
+        ("model", "noop"), ("image", "create"), ("container", "replace"), ("health", "read")]
+    path = edited(workdir, lambda p: p["model"].update(quant="UD-Q4_K_XL"))
+    plan = json.loads(kimik3(workdir, "plan", "--json", path.name).stdout)
+    assert [(s["kind"], s["action"]) for s in plan["steps"]] == [
+        ("model", "create"), ("image", "noop"), ("container", "replace"), ("health", "read")]
+
+
+def test_killed_container_is_restored(workdir: Path) -> None:
+    docker("kill", NAME)
+    plan = kimik3(workdir, "plan", "profile.yaml").stdout
+    assert "start it" in plan
+    kimik3(workdir, "apply", "profile.yaml")
+    assert docker("inspect", "-f", "{{.State.Status}}", NAME) == "running"
+    docker("rm", "-f", NAME)
+    kimik3(workdir, "apply", "profile.yaml")
+    assert docker("inspect", "-f", "{{.State.Status}}", NAME) == "running"
+
+
+def test_crash_while_loading_fails_with_the_servers_last_lines(workdir: Path) -> None:
+    path = edited(workdir, lambda p: p["model"].update(quant="UD-BROKEN"))
+    result = kimik3(workdir, "apply", path.name, check=False)
+    assert result.returncode == 1
+    assert "while loading the model" in result.stderr
+    assert "exiting due to model loading error" in result.stderr
+    assert "Traceback" not in result.stderr
+    kimik3(workdir, "apply", "profile.yaml")  # the next apply of a good profile converges again
+    assert docker("inspect", "-f", "{{.State.Status}}", NAME) == "running"
+
+
+def test_invalid_profile_is_refused_and_touches_nothing(workdir: Path) -> None:
+    before = container_identity()
+    bad = workdir / "bad.yaml"
+    bad.write_text((workdir / "profile.yaml").read_text().replace("ubatch:", "ubatc:"))
+    for command in ("validate", "apply"):
+        result = kimik3(workdir, command, bad.name, check=False)
+        assert result.returncode == 2
+        assert "bad.yaml:" in result.stderr and "did you mean 'ubatch'" in result.stderr
+        assert "Traceback" not in result.stderr
+    assert container_identity() == before
+
+
+def test_destroy_keeps_model_and_image_unless_asked(workdir: Path) -> None:
+    kimik3(workdir, "destroy", "profile.yaml")
+    assert subprocess.run(["docker", "inspect", NAME], capture_output=True).returncode != 0
+    assert docker("images", "-q", "kimi-k3-llamacpp:mainline-ad1de39-cpu")
+    status = json.loads(kimik3(workdir, "status", "--json", "profile.yaml").stdout)
+    assert status["container"] is None and status["model"]["missing"] == []
+    kimik3(workdir, "down", "--model", "profile.yaml")
+    status = json.loads(kimik3(workdir, "status", "--json", "profile.yaml").stdout)
+    assert len(status["model"]["missing"]) == 2

@@ -1,0 +1,80 @@
+"""Golden files of what the planner renders for each example profile: container argv/env/mounts/GPUs
+and the Dockerfile build args. Regenerate with KIMIK3_UPDATE_GOLDEN=1 and review the diff."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+from kimik3_reconciler.model.facts import HostFacts, LocalInputs, ModelFact, Observed, PatchFact, RemoteFile
+from kimik3_reconciler.model.profile_source import parse_profile
+from kimik3_reconciler.planning.image_step import render_image_build
+from kimik3_reconciler.planning.launch import render_launch
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = ROOT / "tests" / "golden"
+PROFILES = sorted((ROOT / "profiles").glob("*.yaml"))
+# A recorded-shape host: 16 physical cores with AVX-512 and AMX (an H200 host's lscpu, TESTING.md §7).
+HOST = HostFacts(physical_cores=16, cpu_flags=("amx_bf16", "amx_int8", "amx_tile", "avx512_bf16", "avx512f"))
+
+
+def observed_for(path: Path):
+    loaded = parse_profile(path.read_text(), path.name)
+    profile = loaded.profile
+    q = profile.model.quant
+    files = tuple(RemoteFile(path=f"{q}/Kimi-K3-{q}-0000{i}-of-00002.gguf", size=1 << 30, sha256=str(i) * 64)
+                  for i in (1, 2))
+    inputs = LocalInputs(
+        dockerfile_path="/pkg/Dockerfile.llamacpp", dockerfile_sha256="d" * 64,
+        patches=tuple(PatchFact(name=Path(p).name, path=f"/profiles/{p}", sha256="e" * 64)
+                      for p in profile.build.patches),
+        archive_location="/archives/src.tar.gz" if profile.build.archive else None,
+        archive_sha256="a" * 64 if profile.build.archive else None,
+        api_key_file="/etc/kimik3/api-key" if profile.serve.api_key_file else None,
+    )
+    model = ModelFact(repo=profile.model.repo, revision=profile.model.revision, quant=q,
+                      cache_dir="/var/lib/kimik3/hub", files=files)
+    return profile, Observed(host=HOST, inputs=inputs, model=model)
+
+
+def rendered(path: Path) -> dict:
+    profile, observed = observed_for(path)
+    image = render_image_build(profile, observed)
+    launch = render_launch(profile, observed, image.tag, image.fingerprint)
+    spec = asdict(launch.spec)
+    spec["labels"] = sorted(k for k, _ in launch.spec.labels)  # values hold fingerprints: names suffice
+    return {"image": {"tag": image.tag, "build_args": dict(image.build_args)}, "container": spec,
+            "health_url": launch.health_url, "warnings": list(launch.warnings)}
+
+
+@pytest.mark.parametrize("path", PROFILES, ids=lambda p: p.stem)
+def test_rendered_spec_matches_golden(path: Path) -> None:
+    got = json.dumps(rendered(path), indent=1, sort_keys=True) + "\n"
+    golden = GOLDEN / f"{path.stem}.json"
+    if os.environ.get("KIMIK3_UPDATE_GOLDEN") == "1":
+        golden.write_text(got)
+    assert golden.read_text() == got
+
+
+@pytest.mark.parametrize("path", PROFILES, ids=lambda p: p.stem)
+def test_seed_rules_hold_in_every_rendered_container(path: Path) -> None:
+    profile, _ = observed_for(path)
+    spec = rendered(path)["container"]
+    argv = spec["command"]
+    pairs = dict(zip(argv, argv[1:]))
+    # Fixed by seed 000: not knobs.
+    assert pairs["--numa"] == "distribute" and pairs["--load-mode"] == "none"
+    assert pairs["--cache-type-k"] == pairs["--cache-type-v"] == "f16"
+    assert pairs["--threads"] == pairs["--threads-batch"] == "16"
+    assert ("--mmproj" in argv) == (profile.build.source == "fork" and profile.model.mmproj is not None)
+    assert all(m["read_only"] for m in spec["mounts"])
+    assert spec["network_mode"] == "host" and spec["ipc_mode"] == "host"
+    if profile.serve.api_key_file:
+        assert pairs["--api-key-file"] == "/run/secrets/kimik3-api-key"
+    assert "--api-key" not in argv
+    if profile.serve.host == "loopback":
+        assert pairs["--host"] == "127.0.0.1"
