@@ -198,4 +198,12 @@ def destroy(ctx: click.Context, file: str, images: bool, model: bool, dry_run: b
     render_plan(teardown, _out, verbose=True)
 
 
+@main.command()
+def schema() -> None:
+    """Print the profile's JSON Schema (docs/profile.schema.json is this output)."""
+    from kimik3_reconciler.model.profile import profile_json_schema
+
+    click.echo(json.dumps(profile_json_schema(), indent=2))
+
+
 main.add_command(destroy, name="down")
