@@ -42,7 +42,11 @@ class CliReporter:
         self._progress.update(self._tasks[key], completed=done, total=total or None, description=task)
 
     def line(self, source: str, text: str) -> None:
-        self.log.debug(source, line=text)
+        # Dockerfile steps are the build's progress; compiler lines only with -v.
+        if text.startswith("Step ") or "kimik3:" in text:
+            self.log.info(source, line=text)
+        else:
+            self.log.debug(source, line=text)
 
     def event(self, name: str, **fields: object) -> None:
         self.close()
