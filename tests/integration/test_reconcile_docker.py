@@ -25,7 +25,7 @@ pytestmark = pytest.mark.docker
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEMO_DIR = REPO_ROOT / ".kimik3-demo"
-KIMIK3 = [sys.executable, "-m", "kimik3_reconciler.cli"]
+KIMIK3 = [sys.executable, "-m", "kimik3_reconciler"]
 NAME = "kimi-k3-itest"
 PORT = 18282
 
@@ -89,7 +89,8 @@ def container_identity() -> tuple[str, str]:
 
 
 def test_apply_converges_and_answers_a_chat(workdir: Path) -> None:
-    kimik3(workdir, "apply", "profile.yaml")
+    applied = kimik3(workdir, "apply", "profile.yaml")
+    assert f"{NAME}: converged after" in applied.stdout
     assert docker("inspect", "-f", "{{.State.Status}}", NAME) == "running"
     answer = kimik3(workdir, "verify", "profile.yaml").stdout
     assert f"{NAME} answered:" in answer
