@@ -29,6 +29,7 @@ class FakeDocker:
         self.builds: list[ImageBuild] = []
         self.calls: list[str] = []
         self.crash_on_start = False
+        self.base_images: dict[str, str] = {}
         self.logs = "srv  llama_server: exiting due to model loading error"
 
     def list_images(self, label: str) -> list[dict[str, Any]]:
@@ -44,6 +45,16 @@ class FakeDocker:
         on_line("Successfully built")
         return image_id
 
+    def image_id(self, ref: str) -> str | None:
+        if ref in self.base_images:
+            return self.base_images[ref]
+        return next((k for k, v in self.images.items() if ref in v["RepoTags"]), None)
+
+    def pull_image(self, ref: str) -> str:
+        self.calls.append(f"pull {ref}")
+        self.base_images[ref] = "sha256:" + _new_id()
+        return self.base_images[ref]
+
     def remove_image(self, ref: str) -> None:
         self.calls.append(f"rmi {ref}")
         self.images = {k: v for k, v in self.images.items() if ref not in v["RepoTags"]}
@@ -56,7 +67,7 @@ class FakeDocker:
         cid = _new_id()
         status = "exited" if self.crash_on_start else "running"
         self.containers[spec.name] = {
-            "Id": cid, "Name": "/" + spec.name, "RestartCount": 0,
+            "Id": cid, "Name": "/" + spec.name, "RestartCount": 0, "Image": self.image_id(spec.image),
             "State": {"Status": status, "ExitCode": 1 if self.crash_on_start else 0, "StartedAt": f"t{cid[:6]}"},
             "Config": {"Image": spec.image, "Labels": dict(spec.labels), "Cmd": list(spec.command)},
             "spec": spec,
@@ -130,6 +141,9 @@ class FakeHttp:
     def chat(self, base_url: str, model: str, prompt: str, api_key: str | None) -> str:
         return "fake"
 
+    def free_port(self) -> int:
+        return 18999
+
 
 class FakeHost:
     def __init__(self, cores: int = 8, flags: str = "avx2 avx512f"):
@@ -146,8 +160,11 @@ class FakeHost:
 
 
 class MemoryState:
-    def __init__(self) -> None:
+    """Records in memory; `path` hands out files under a real temporary root."""
+
+    def __init__(self, root: Path | None = None) -> None:
         self.records: dict[str, dict[str, Any]] = {}
+        self.root = root
 
     def read(self, key: str) -> dict[str, Any] | None:
         return self.records.get(key)
@@ -159,7 +176,11 @@ class MemoryState:
         self.records.pop(key, None)
 
     def path(self, key: str) -> Path:
-        raise AssertionError("unit tests keep no files")
+        if self.root is None:
+            raise AssertionError("this test keeps no files")
+        path = self.root / key
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
 
 
 class FakeClock:

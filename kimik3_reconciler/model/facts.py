@@ -59,6 +59,8 @@ class ImageFact(_Fact):
     tags: tuple[str, ...] = ()
     fingerprint: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
+    smoke: Literal["passed", "failed"] | None = None  # recorded against the image fingerprint
+    smoke_detail: str | None = None
 
 
 class ContainerFact(_Fact):
@@ -68,6 +70,7 @@ class ContainerFact(_Fact):
     name: str
     state: Literal["created", "running", "paused", "restarting", "removing", "exited", "dead"]
     image: str = ""
+    image_id: str | None = None
     fingerprint: str | None = None
     inputs: dict[str, Any] = Field(default_factory=dict)
     started_at: str | None = None
@@ -102,4 +105,5 @@ class Observed(_Fact):
     inputs: LocalInputs
     model: ModelFact
     images: tuple[ImageFact, ...] = ()
+    base_images: dict[str, str | None] = Field(default_factory=dict)  # ref -> local image id
     container: ContainerFact | None = None

@@ -32,6 +32,8 @@ class ImageBuild:
 
     tag: str
     fingerprint: str
+    source: str
+    commit: str
     dockerfile: str
     archive: str
     archive_sha256: str | None

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.profile import Profile
-from kimik3_reconciler.observe.docker_objects import collect_container, collect_images
+from kimik3_reconciler.observe.docker_objects import collect_base_images, collect_container, collect_images
 from kimik3_reconciler.observe.host import collect_host
 from kimik3_reconciler.observe.local_inputs import collect_inputs
 from kimik3_reconciler.observe.model_cache import collect_model
@@ -18,8 +18,10 @@ __all__ = ["observe"]
 def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path) -> Observed:
     return Observed(
         host=collect_host(ports.host),
-        inputs=collect_inputs(profile, base_dir, dockerfile),
+        inputs=collect_inputs(profile, base_dir, dockerfile, ports.state),
         model=collect_model(profile, ports.hub, ports.state, base_dir),
-        images=collect_images(ports.docker),
+        images=collect_images(ports.docker, ports.state),
+        base_images=collect_base_images(ports.docker, (profile.build.base_images.build,
+                                                       profile.build.base_images.runtime)),
         container=collect_container(ports.docker, ports.http, profile.name),
     )

@@ -6,8 +6,9 @@ import json
 from typing import Any
 
 from kimik3_reconciler.model.facts import ContainerFact, ImageFact
+from kimik3_reconciler.model.records import smoke_key
 from kimik3_reconciler.model.labels import CONTAINER_FINGERPRINT, CONTAINER_INPUTS, HEALTH_URL, IMAGE_FINGERPRINT
-from kimik3_reconciler.ports import DockerPort, HttpPort
+from kimik3_reconciler.ports import DockerPort, HttpPort, StatePort
 
 
 def parse_image(attrs: dict[str, Any]) -> ImageFact:
@@ -30,6 +31,7 @@ def parse_container(inspect: dict[str, Any]) -> ContainerFact:
         name=inspect.get("Name", "").lstrip("/"),
         state=state.get("Status", "dead"),
         image=(inspect.get("Config") or {}).get("Image", ""),
+        image_id=inspect.get("Image"),
         fingerprint=labels.get(CONTAINER_FINGERPRINT),
         inputs=inputs,
         started_at=state.get("StartedAt"),
@@ -38,8 +40,21 @@ def parse_container(inspect: dict[str, Any]) -> ContainerFact:
     )
 
 
-def collect_images(docker: DockerPort) -> tuple[ImageFact, ...]:
-    return tuple(parse_image(a) for a in docker.list_images(label=IMAGE_FINGERPRINT))
+def collect_images(docker: DockerPort, state: StatePort) -> tuple[ImageFact, ...]:
+    facts = []
+    for attrs in docker.list_images(label=IMAGE_FINGERPRINT):
+        fact = parse_image(attrs)
+        record = state.read(smoke_key(fact.fingerprint)) if fact.fingerprint else None
+        if record:
+            fact = fact.model_copy(update={"smoke": "passed" if record.get("passed") else "failed",
+                                           "smoke_detail": record.get("detail")})
+        facts.append(fact)
+    return tuple(facts)
+
+
+def collect_base_images(docker: DockerPort, refs: tuple[str, ...]) -> dict[str, str | None]:
+    """Local ids of the build's base images (None = not pulled yet: the build pulls it)."""
+    return {ref: docker.image_id(ref) for ref in dict.fromkeys(refs)}
 
 
 def collect_container(docker: DockerPort, http: HttpPort, name: str) -> ContainerFact | None:

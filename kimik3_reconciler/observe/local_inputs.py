@@ -8,6 +8,8 @@ from pathlib import Path
 from kimik3_reconciler.errors import InputError
 from kimik3_reconciler.model.facts import LocalInputs, PatchFact
 from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.model.records import archive_record_key
+from kimik3_reconciler.ports import StatePort
 
 
 def sha256_file(path: Path) -> str:
@@ -25,11 +27,23 @@ def _existing(base_dir: Path, raw: str, field: str) -> Path:
     return path
 
 
+def _check_recorded(profile: Profile, archive_sha: str, state: StatePort) -> None:
+    """A pin's source must not change under it: the sha256 of its first use is the reference."""
+    build = profile.build
+    record = state.read(archive_record_key(build.source, build.effective_commit))
+    if record is None or record.get("sha256") == archive_sha or build.archive_sha256 == archive_sha:
+        return  # first use, unchanged, or the profile explicitly pins the new archive
+    raise InputError(
+        f"build.archive: the source archive of {build.source}@{build.effective_commit[:7]} changed since its "
+        f"first use (recorded sha256 {record.get('sha256')}, now {archive_sha}). A pinned source must not "
+        f"change; if this archive is intended, pin it with build.archive_sha256: {archive_sha}")
+
+
 def _is_url(raw: str) -> bool:
     return raw.startswith(("http://", "https://"))
 
 
-def collect_inputs(profile: Profile, base_dir: Path, dockerfile: Path) -> LocalInputs:
+def collect_inputs(profile: Profile, base_dir: Path, dockerfile: Path, state: StatePort) -> LocalInputs:
     if not dockerfile.is_file():
         raise InputError(f"Dockerfile not found: {dockerfile}")
     patches = []
@@ -46,6 +60,7 @@ def collect_inputs(profile: Profile, base_dir: Path, dockerfile: Path) -> LocalI
         if profile.build.archive_sha256 and profile.build.archive_sha256 != archive_sha:
             raise InputError(f"build.archive: {raw_archive} has sha256 {archive_sha}, "
                              f"but build.archive_sha256 pins {profile.build.archive_sha256}")
+        _check_recorded(profile, archive_sha, state)
     api_key = None
     if profile.serve.api_key_file:
         # Only its existence is checked; the key is never read by kimik3's planner or logged.

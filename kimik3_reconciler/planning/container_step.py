@@ -25,6 +25,11 @@ def plan_container(launch: Launch, observed: Observed) -> Step:
         return Step("container", name, Action.REPLACE,
                     f"{why} (fingerprint {container.fingerprint} → {launch.fingerprint})",
                     diff=diff, spec=launch.spec, warnings=launch.warnings)
+    tagged = next((i for i in observed.images if launch.spec.image in i.tags), None)
+    if tagged and container.image_id and tagged.id != container.image_id:
+        # Same fingerprint, new image under the tag (a base-image rebuild): run the new one.
+        return Step("container", name, Action.REPLACE, f"{launch.spec.image} was rebuilt since this container started",
+                    diff=(DiffItem("image id", container.image_id[:19], tagged.id[:19]),), spec=launch.spec)
     if container.state in ("running", "restarting"):
         return Step("container", name, Action.NOOP, f"running, fingerprint {launch.fingerprint} matches",
                     spec=launch.spec)

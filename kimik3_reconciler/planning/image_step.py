@@ -4,59 +4,14 @@ from __future__ import annotations
 
 import json
 
-from kimik3_reconciler.model.facts import Observed
+from kimik3_reconciler.model.facts import ImageFact, Observed
 from kimik3_reconciler.model.hashing import fingerprint
 from kimik3_reconciler.model.plan import Action, DiffItem, Step
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.specs import ImageBuild
-from kimik3_reconciler.model.labels import IMAGE_FINGERPRINT, IMAGE_INPUTS, PROFILE_LABEL
+from kimik3_reconciler.model.labels import BASE_IMAGES, IMAGE_FINGERPRINT, IMAGE_INPUTS, PROFILE_LABEL
+from kimik3_reconciler.planning.build_flags import cmake_definitions, docker_build_args
 from kimik3_reconciler.planning.sources import source_archive
-
-# profile cpu_features name -> the ggml CMake switches it turns on (reference/llama-cpp.md §3.2)
-_FEATURE_SWITCHES = {
-    "avx512": ("GGML_AVX512",),
-    "avx512_vbmi": ("GGML_AVX512_VBMI",),
-    "avx512_vnni": ("GGML_AVX512_VNNI",),
-    "avx512_bf16": ("GGML_AVX512_BF16",),
-    "amx": ("GGML_AMX_TILE", "GGML_AMX_INT8", "GGML_AMX_BF16"),
-}
-# /proc/cpuinfo flag(s) -> cpu_features name, for `cpu_features: auto`
-_HOST_FLAGS = {
-    "avx512": ("avx512f",),
-    "avx512_vbmi": ("avx512vbmi",),
-    "avx512_vnni": ("avx512_vnni",),
-    "avx512_bf16": ("avx512_bf16",),
-    "amx": ("amx_tile", "amx_int8", "amx_bf16"),
-}
-
-
-def cpu_features(profile: Profile, observed: Observed) -> tuple[str, ...]:
-    """The CPU kernels to compile: the profile's list, or what the host has (`auto`)."""
-    if profile.build.cpu_features != "auto":
-        return tuple(sorted(profile.build.cpu_features))
-    flags = set(observed.host.cpu_flags)
-    return tuple(sorted(name for name, need in _HOST_FLAGS.items() if set(need) <= flags))
-
-
-def build_args(profile: Profile, observed: Observed) -> dict[str, str]:
-    """Every build arg, always all of them, so Docker's layer cache keys stay stable."""
-    build = profile.build
-    features = cpu_features(profile, observed)
-    args = {
-        "BUILD_IMAGE": build.base_images.build,
-        "RUNTIME_IMAGE": build.base_images.runtime,
-        "GGML_CUDA": "ON" if build.variant == "cuda" else "OFF",
-        "LLAMA_BUILD_NUMBER": str(build.effective_build_number),
-        "LLAMA_BUILD_COMMIT": build.effective_commit[:7],
-    }
-    for name, switches in _FEATURE_SWITCHES.items():
-        for switch in switches:
-            args[switch] = "ON" if name in features else "OFF"
-    if build.variant == "cuda":
-        # CPU images never compile CUDA kernels, so the architecture list is not part of them.
-        args["CUDA_ARCHITECTURES"] = ";".join(build.cuda_architectures)
-    return args
-
 
 def image_tag(profile: Profile) -> str:
     suffix = "-cpu" if profile.build.variant == "cpu" else ""
@@ -74,7 +29,9 @@ def image_inputs(profile: Profile, observed: Observed) -> dict[str, object]:
         "build.patches": [f"{p.name}@{p.sha256[:12]}" for p in observed.inputs.patches],
         "dockerfile.sha256": observed.inputs.dockerfile_sha256[:12],
     }
-    inputs.update({f"build.args.{k}": v for k, v in sorted(build_args(profile, observed).items())})
+    inputs["build.base_images.build"] = profile.build.base_images.build
+    inputs["build.base_images.runtime"] = profile.build.base_images.runtime
+    inputs.update({f"build.cmake.{k}": v for k, v in sorted(cmake_definitions(profile, observed.host).items())})
     return inputs
 
 
@@ -93,20 +50,33 @@ def render_image_build(profile: Profile, observed: Observed) -> ImageBuild:
     return ImageBuild(
         tag=image_tag(profile),
         fingerprint=digest,
+        source=profile.build.source,
+        commit=profile.build.effective_commit,
         dockerfile=observed.inputs.dockerfile_path,
         archive=archive_location,
         archive_sha256=archive_sha,
         patches=patches,
-        build_args=tuple(sorted(build_args(profile, observed).items())),
+        build_args=tuple(docker_build_args(profile, observed.host).items()),
         labels=labels,
     )
+
+
+def _base_drift(image: ImageFact, observed: Observed) -> list[DiffItem]:
+    """Base images whose local id differs from the one the image was built on."""
+    built_on = json.loads(image.labels.get(BASE_IMAGES, "{}"))
+    return [DiffItem(f"base image {ref}", built_on[ref][:19], now[:19])
+            for ref, now in sorted(observed.base_images.items())
+            if now and built_on.get(ref) and built_on[ref] != now]
 
 
 def plan_image(profile: Profile, observed: Observed) -> Step:
     spec = render_image_build(profile, observed)
     present = [i for i in observed.images if i.fingerprint == spec.fingerprint]
-    if present:
+    if any(not _base_drift(i, observed) for i in present):
         return Step("image", spec.tag, Action.NOOP, f"image {spec.tag} present (fingerprint {spec.fingerprint})", spec=spec)
+    if present:
+        return Step("image", spec.tag, Action.CREATE, "a base image was updated since the build: rebuild on it",
+                    diff=tuple(_base_drift(present[0], observed)), spec=spec, cost="compile llama.cpp (minutes)")
     same_tag = [i for i in observed.images if spec.tag in i.tags]
     if not same_tag:
         return Step("image", spec.tag, Action.CREATE, f"no image with fingerprint {spec.fingerprint}: build it",

@@ -1,39 +1,72 @@
-"""Ensure image: assemble the build context (Dockerfile, source archive, ordered patches) and build."""
+"""Ensure image: base images present, the pinned source archive verified, patches ordered, build."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from pathlib import Path
 
 from kimik3_reconciler.errors import InputError
+from kimik3_reconciler.model.labels import BASE_IMAGES
 from kimik3_reconciler.model.plan import Step
+from kimik3_reconciler.model.records import archive_record_key
 from kimik3_reconciler.model.specs import ImageBuild
+from kimik3_reconciler.observe.local_inputs import sha256_file
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps.report import Reporter
 
 
-def _local_archive(spec: ImageBuild, ports: Ports, reporter: Reporter) -> Path:
+def _checked(sha: str, spec: ImageBuild, recorded: str | None) -> None:
+    if spec.archive_sha256 and sha != spec.archive_sha256:
+        raise InputError(f"source archive {spec.archive}: sha256 {sha} != build.archive_sha256 {spec.archive_sha256}")
+    if recorded and sha != recorded and sha != spec.archive_sha256:
+        raise InputError(f"source archive {spec.archive}: sha256 {sha} differs from its first use ({recorded}); "
+                         "a pinned source must not change")
+
+
+def _source_archive(spec: ImageBuild, ports: Ports, reporter: Reporter) -> tuple[Path, str]:
+    """(local file, sha256): a local archive as is; a URL fetched once into the state dir."""
+    record = ports.state.read(archive_record_key(spec.source, spec.commit)) or {}
     if not spec.archive.startswith(("http://", "https://")):
-        return Path(spec.archive)
-    key = f"archives/{spec.archive_sha256 or Path(spec.archive).name}.tar.gz"
-    dest = ports.state.path(key)
-    recorded = ports.state.read(key + ".json")
-    if dest.is_file() and recorded:
-        return dest
+        path = Path(spec.archive)
+        return path, spec.archive_sha256 or sha256_file(path)
+    dest = ports.state.path(f"archives/{spec.source}-{spec.commit}.tar.gz")
+    if dest.is_file():
+        sha = sha256_file(dest)
+        if sha in (record.get("sha256"), spec.archive_sha256):
+            return dest, sha
+        dest.unlink()  # a torn or foreign file: fetch again, and check it like a first fetch
     reporter.event("fetch-archive", url=spec.archive)
     sha = ports.http.fetch(spec.archive, dest)
-    if spec.archive_sha256 and sha != spec.archive_sha256:
+    try:
+        _checked(sha, spec, record.get("sha256"))
+    except InputError:
         dest.unlink(missing_ok=True)
-        raise InputError(f"source archive {spec.archive}: sha256 {sha} != pinned {spec.archive_sha256}")
-    # Recorded on first fetch; a later fetch of the same pin must match (issue 3 deepens this).
-    ports.state.write(key + ".json", {"url": spec.archive, "sha256": sha})
-    return dest
+        raise
+    return dest, sha
+
+
+def _base_image_ids(spec: ImageBuild, ports: Ports, reporter: Reporter) -> dict[str, str]:
+    ids = {}
+    for ref in dict.fromkeys(dict(spec.build_args)[k] for k in ("BUILD_IMAGE", "RUNTIME_IMAGE")):
+        image_id = ports.docker.image_id(ref)
+        if image_id is None:
+            reporter.event("pull", image=ref)
+            image_id = ports.docker.pull_image(ref)
+        ids[ref] = image_id
+    return ids
 
 
 def build_image(step: Step, ports: Ports, reporter: Reporter) -> None:
     spec: ImageBuild = step.spec
+    archive, sha = _source_archive(spec, ports, reporter)
+    # Base image ids are stamped on the image: a re-pulled base (security fix) shows up in the plan.
+    labelled = replace(spec, labels=spec.labels + ((BASE_IMAGES, json.dumps(_base_image_ids(spec, ports, reporter),
+                                                                            sort_keys=True)),))
     files = {
         "Dockerfile.llamacpp": Path(spec.dockerfile),
-        "source.tar.gz": _local_archive(spec, ports, reporter),
+        "source.tar.gz": archive,
         **{f"patches/{name}": Path(path) for name, path in spec.patches},
     }
-    ports.docker.build_image(spec, files, lambda text: reporter.line("build", text))
+    ports.docker.build_image(labelled, files, lambda text: reporter.line("build", text))
+    ports.state.write(archive_record_key(spec.source, spec.commit), {"location": spec.archive, "sha256": sha})

@@ -55,7 +55,8 @@ def test_first_apply_downloads_builds_launches_and_waits(world):
     result = engine.apply(load())
     assert [(s.kind, s.action) for s in result.executed] == [
         ("model", Action.CREATE), ("image", Action.CREATE), ("container", Action.CREATE), ("health", Action.READ)]
-    assert docker.calls == ["build kimi-k3-llamacpp:mainline-ad1de39-cpu", "run k3-test"]
+    assert docker.calls == ["pull nvidia/cuda:13.0.0-devel-ubuntu24.04", "pull nvidia/cuda:13.0.0-runtime-ubuntu24.04",
+                            "build kimi-k3-llamacpp:mainline-ad1de39-cpu", "run k3-test"]
     assert hub.downloads == [tuple(sorted(p for p in FILES if p.startswith("UD-Q2_K_XL/")))]
     assert result.final.converged
 

@@ -1,0 +1,13 @@
+"""Keys of kimik3's own records in the state directory (pure; observe reads, steps write)."""
+
+from __future__ import annotations
+
+
+def archive_record_key(source: str, commit: str) -> str:
+    """The sha256 a pin's source archive had on first use: later uses must match it."""
+    return f"archives/{source}-{commit}.json"
+
+
+def smoke_key(image_fingerprint: str) -> str:
+    """The smoke-test result of one image (runs once per image)."""
+    return f"smoke/{image_fingerprint}.json"
