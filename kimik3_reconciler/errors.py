@@ -10,6 +10,7 @@
         └── PermanentError            retrying will not help
             ├── LoadFailed            the container exited or timed out while loading
             ├── BuildFailed           docker build failed (failing step + last log lines)
+            ├── SmokeFailed           a new image failed its tiny-model smoke test
             └── DownloadFailed        hub refused (unknown repo/revision/file) or hash mismatch
 """
 
@@ -94,6 +95,10 @@ class BuildFailed(PermanentError):
     def __init__(self, message: str, log_tail: str = ""):
         self.log_tail = log_tail
         super().__init__(f"{message}\n--- last build lines ---\n{log_tail}" if log_tail else message)
+
+
+class SmokeFailed(LoadFailed):
+    """A new image did not serve the tiny kimi-k3 model: it is never launched with the real one."""
 
 
 class DownloadFailed(PermanentError):

@@ -196,5 +196,5 @@ class FakeClock:
 
 def fake_ports(hub: FakeHub, cores: int = 8) -> tuple[Ports, FakeDocker]:
     docker = FakeDocker()
-    return Ports(docker=docker, hub=hub, http=FakeHttp(docker), host=FakeHost(cores), state=MemoryState(),
-                 clock=FakeClock()), docker
+    return Ports(docker=docker, hub=hub, http=FakeHttp(docker), host=FakeHost(cores),
+                 state=MemoryState(hub.root / "state"), clock=FakeClock()), docker

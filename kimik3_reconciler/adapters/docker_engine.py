@@ -62,6 +62,19 @@ class DockerEngine:
         return [image.attrs for image in images]
 
     @_transient
+    def image_id(self, ref: str) -> str | None:
+        try:
+            return self._call(self.client.api.inspect_image, ref)["Id"]
+        except PermanentError as exc:
+            if isinstance(exc.__cause__, docker.errors.NotFound):
+                return None
+            raise
+
+    @_transient
+    def pull_image(self, ref: str) -> str:
+        return self._call(self.client.images.pull, ref).id
+
+    @_transient
     def inspect_container(self, name: str) -> dict[str, Any] | None:
         try:
             return self._call(self.client.api.inspect_container, name)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import socket
 from pathlib import Path
 
 import httpx
@@ -40,6 +41,11 @@ class HttpClient:
             raise TransientError(f"{url}: {exc}") from exc
         partial.replace(dest)
         return digest.hexdigest()
+
+    def free_port(self) -> int:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            return sock.getsockname()[1]
 
     def chat(self, base_url: str, model: str, prompt: str, api_key: str | None) -> str:
         from openai import OpenAI

@@ -66,6 +66,18 @@ class ContainerSpec:
 
 
 @dataclass(frozen=True)
+class SmokeTest:
+    """Run a tiny generated kimi-k3 GGUF on a new image with the seed's fixed flags (gate.smoke)."""
+
+    container: str
+    image: str
+    image_fingerprint: str
+    command: tuple[str, ...]  # without --host/--port: the executor picks a free loopback port
+    gpus: str | tuple[str, ...]
+    labels: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
 class HealthWait:
     """Wait until llama-server answers /health 200 (model loaded), or fail with its log tail."""
 

@@ -11,14 +11,16 @@ from kimik3_reconciler.planning.health_step import plan_health
 from kimik3_reconciler.planning.image_step import image_tag, plan_image
 from kimik3_reconciler.planning.launch import render_launch
 from kimik3_reconciler.planning.model_step import plan_model
+from kimik3_reconciler.planning.smoke_step import plan_smoke
 
 __all__ = ["plan", "plan_destroy"]
 
 
 def plan(profile: Profile, observed: Observed, warnings: tuple[str, ...] = ()) -> Plan:
-    """Ordered steps: model, image, container, health. A step that must change carries its reason."""
+    """Ordered steps: model, image, smoke, container, health. A step that must change carries its reason."""
     model = plan_model(profile, observed)
     image = plan_image(profile, observed)
+    smoke = plan_smoke(profile, observed, image)
     launch = render_launch(profile, observed, image.spec.tag, image.spec.fingerprint)
     container = plan_container(launch, observed)
     health = plan_health(launch, observed, container.changes)
@@ -26,7 +28,7 @@ def plan(profile: Profile, observed: Observed, warnings: tuple[str, ...] = ()) -
     if profile.serve.spec_draft is not None:
         extra += ("serve.spec_draft is validated but not launched yet: the draft download and "
                   "--spec-draft-* flags are the launch issue's work",)
-    return Plan(profile.name, (model, image, container, health), warnings=extra)
+    return Plan(profile.name, (model, image, smoke, container, health), warnings=extra)
 
 
 def plan_destroy(profile: Profile, observed: Observed, *, images: bool = False, model: bool = False) -> Plan:

@@ -104,7 +104,7 @@ def _argv(profile: Profile, observed: Observed, bind: str, snapshot: str) -> tup
     return (*argv, *serve.extra_args)
 
 
-def _gpus(profile: Profile) -> str | tuple[str, ...]:
+def gpus_of(profile: Profile) -> str | tuple[str, ...]:
     if profile.build.variant == "cpu" or profile.gpus == "none":
         return "none"
     if profile.gpus == "all":
@@ -143,7 +143,7 @@ def render_launch(profile: Profile, observed: Observed, image_tag: str, image_fp
         command=_argv(profile, observed, bind, snapshot),
         env=tuple(sorted(profile.serve.env.items())),
         mounts=tuple(mounts),
-        gpus=_gpus(profile),
+        gpus=gpus_of(profile),
         labels=(),
     )
     inputs = container_inputs(profile, observed, image_tag, image_fp, bind)

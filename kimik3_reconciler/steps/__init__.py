@@ -10,12 +10,14 @@ from kimik3_reconciler.steps.image import build_image
 from kimik3_reconciler.steps.model import download_model
 from kimik3_reconciler.steps.removal import remove
 from kimik3_reconciler.steps.report import Reporter
+from kimik3_reconciler.steps.smoke import smoke_test
 
 __all__ = ["execute", "Reporter"]
 
 _EXECUTORS = {
     "model": download_model,
     "image": build_image,
+    "smoke": smoke_test,
     "container": run_container_step,
     "health": wait_healthy,
 }

@@ -13,7 +13,10 @@ LOG_TAIL = 20
 
 
 def wait_healthy(step: Step, ports: Ports, reporter: Reporter) -> None:
-    wait: HealthWait = step.spec
+    wait_until_healthy(step.spec, ports, reporter)
+
+
+def wait_until_healthy(wait: HealthWait, ports: Ports, reporter: Reporter) -> None:
     started = ports.clock.monotonic()
     while True:
         inspect = ports.docker.inspect_container(wait.container)

@@ -68,5 +68,6 @@ def build_image(step: Step, ports: Ports, reporter: Reporter) -> None:
         "source.tar.gz": archive,
         **{f"patches/{name}": Path(path) for name, path in spec.patches},
     }
-    ports.docker.build_image(labelled, files, lambda text: reporter.line("build", text))
+    # Recorded at first use (before building): every later use of this pin must match it.
     ports.state.write(archive_record_key(spec.source, spec.commit), {"location": spec.archive, "sha256": sha})
+    ports.docker.build_image(labelled, files, lambda text: reporter.line("build", text))

@@ -59,6 +59,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory, hub: FixtureHub) -> Iterat
     profile["model"].update(endpoint=hub.url, cache_dir=str(work / "hf-cache"))
     profile["build"]["archive"] = str(archive)
     profile["serve"]["port"] = PORT
+    profile["gate"]["smoke"] = True
     write_profile(work, profile)
     yield work
     subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)
@@ -102,6 +103,15 @@ def test_apply_converges_and_answers_a_chat(workdir: Path) -> None:
     assert all(not m["RW"] for m in mounts), "weights must be mounted read-only"
 
 
+def test_the_image_was_smoke_tested_once(workdir: Path) -> None:
+    records = list((workdir / "state" / "smoke").glob("*.json"))
+    assert len(records) == 1 and json.loads(records[0].read_text())["passed"] is True
+    assert subprocess.run(["docker", "inspect", f"{NAME}-smoke"], capture_output=True).returncode != 0
+    plan = json.loads(kimik3(workdir, "plan", "--json", "profile.yaml").stdout)
+    smoke = next(s for s in plan["steps"] if s["kind"] == "smoke")
+    assert (smoke["action"], smoke["reason"]) == ("noop", "image passed its smoke test")
+
+
 def test_second_apply_changes_nothing(workdir: Path) -> None:
     before = container_identity()
     result = kimik3(workdir, "apply", "--json", "profile.yaml")
@@ -131,11 +141,16 @@ def test_commit_and_quant_changes_plan_the_right_layers(workdir: Path) -> None:
     path = edited(workdir, lambda p: p["build"].update(commit="1" * 40))
     plan = json.loads(kimik3(workdir, "plan", "--json", path.name).stdout)
     assert [(s["kind"], s["action"]) for s in plan["steps"]] == [
-        ("model", "noop"), ("image", "create"), ("container", "replace"), ("health", "read")]
+        ("model", "noop"), ("image", "create"), ("smoke", "read"), ("container", "replace"), ("health", "read")]
     path = edited(workdir, lambda p: p["model"].update(quant="UD-Q4_K_XL"))
     plan = json.loads(kimik3(workdir, "plan", "--json", path.name).stdout)
     assert [(s["kind"], s["action"]) for s in plan["steps"]] == [
-        ("model", "create"), ("image", "noop"), ("container", "replace"), ("health", "read")]
+        ("model", "create"), ("image", "noop"), ("smoke", "noop"), ("container", "replace"), ("health", "read")]
+    (workdir / "extra.patch").write_text("--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-x\n+y\n")
+    path = edited(workdir, lambda p: p["build"].update(patches=["extra.patch"]))
+    plan = json.loads(kimik3(workdir, "plan", "--json", path.name).stdout)
+    image = next(s for s in plan["steps"] if s["kind"] == "image")
+    assert image["action"] == "create" and image["diff"][0]["field"] == "build.patches"
 
 
 def test_killed_container_is_restored(workdir: Path) -> None:
@@ -181,3 +196,29 @@ def test_destroy_keeps_model_and_image_unless_asked(workdir: Path) -> None:
     kimik3(workdir, "down", "--model", "profile.yaml")
     status = json.loads(kimik3(workdir, "status", "--json", "profile.yaml").stdout)
     assert len(status["model"]["missing"]) == 2
+
+
+def test_a_patch_that_does_not_apply_fails_the_build_naming_it(workdir: Path) -> None:
+    before = container_identity() if subprocess.run(["docker", "inspect", NAME], capture_output=True).returncode == 0 \
+        else None
+    (workdir / "does-not-apply.patch").write_text(
+        "--- a/README.md\n+++ b/README.md\n@@ -1,1 +1,1 @@\n-this line is not in llama.cpp's README\n+kimik3\n")
+    path = edited(workdir, lambda p: p["build"].update(patches=["does-not-apply.patch"]))
+    result = kimik3(workdir, "apply", path.name, check=False)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "PATCH FAILED: 00-does-not-apply.patch" in result.stderr
+    assert "failed at Step" in result.stderr and "Hunk #1 FAILED" in result.stderr
+    if before:
+        assert container_identity() == before  # a failed build never touches the running container
+
+
+def test_a_changed_source_archive_is_refused(workdir: Path) -> None:
+    # The failed build above used the pin's archive: its sha256 is recorded. A different file for
+    # the same source@commit must be refused before anything runs.
+    assert list((workdir / "state" / "archives").glob("mainline-*.json"))
+    other = workdir / "other-archive.tar.gz"
+    other.write_bytes((DEMO_DIR / "llama.cpp-b11434.tar.gz").read_bytes() + b"\0")
+    path = edited(workdir, lambda p: p["build"].update(archive=str(other)))
+    result = kimik3(workdir, "plan", path.name, check=False)
+    assert result.returncode == 2
+    assert "changed since its first use" in result.stderr and "Traceback" not in result.stderr

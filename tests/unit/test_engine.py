@@ -22,6 +22,7 @@ model: {{repo: org/k3, revision: {REV}, quant: UD-Q2_K_XL}}
 build: {{source: mainline, variant: cpu, cpu_features: [], archive: src.tar.gz}}
 gpus: none
 serve: {{port: 18999, ctx_size: 4096, parallel: 2}}
+gate: {{smoke: false}}
 """
 FILES = {
     "UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00002.gguf": b"shard-one" * 10,
@@ -172,3 +173,21 @@ def test_patch_change_rebuilds_and_replaces_without_download(world):
     assert any(d.field == "build.patches" for d in plan.changes[0].diff)
     digest = hashlib.sha256(b"--- a/x\n+++ b/x\n").hexdigest()[:12]
     assert f"fix.patch@{digest}" in str(plan.changes[0].diff)
+
+
+def test_smoke_test_runs_once_per_image_and_a_failing_image_is_never_launched(world):
+    engine, docker, _, _ = world
+    with_smoke = load(PROFILE.replace("gate: {smoke: false}", "gate: {smoke: true}"))
+    docker.crash_on_start = True
+    with pytest.raises(LoadFailed, match="failed its smoke test"):
+        engine.apply(with_smoke)
+    assert "run k3-test" not in docker.calls and "k3-test-smoke" not in docker.containers
+    plan = engine.plan(with_smoke)
+    smoke = next(s for s in plan.steps if s.kind == "smoke")
+    assert smoke.action is Action.READ and "the last smoke test failed" in smoke.reason
+    docker.crash_on_start = False
+    engine.apply(with_smoke)
+    assert docker.calls.count("run k3-test-smoke") == 2 and "run k3-test" in docker.calls
+    engine.apply(with_smoke)
+    assert docker.calls.count("run k3-test-smoke") == 2  # passed once: not run again
+    assert next(s for s in engine.plan(with_smoke).steps if s.kind == "smoke").reason == "image passed its smoke test"

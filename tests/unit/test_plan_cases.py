@@ -12,6 +12,8 @@ written by hand.
     observed:
       model: complete | absent | {missing: [file, ...]}
       image: previous | absent
+      smoke: passed | failed | null                           # the previous image's smoke record
+      built_on: {ref: id}   base_images: {ref: id}            # base image ids at build time / now
       container: {state: running, health: ok} | absent      # made from `previous`
       host: {physical_cores: 8, cpu_flags: [...], tailscale_ipv4: null}
       previous_host: {...}                                    # the host the previous apply saw
@@ -24,6 +26,7 @@ written by hand.
 from __future__ import annotations
 
 import copy
+import json
 import fnmatch
 import hashlib
 from pathlib import Path
@@ -96,8 +99,11 @@ def build_case(case: dict[str, Any]) -> tuple[Profile, Observed]:
     image = render_image_build(previous, prev_obs)
     images = ()
     if obs_spec.get("image", "previous") == "previous":
+        labels = dict(image.labels)
+        if "built_on" in obs_spec:  # the executor stamps the base image ids it built on
+            labels["kimik3.base-images"] = json.dumps(obs_spec["built_on"])
         images = (ImageFact(id="sha256:prev", tags=(image.tag,), fingerprint=image.fingerprint,
-                            labels=dict(image.labels)),)
+                            labels=labels, smoke=obs_spec.get("smoke", "passed")),)
     container = None
     c_spec = obs_spec.get("container", {"state": "running", "health": "ok"})
     if c_spec != "absent":
@@ -105,7 +111,8 @@ def build_case(case: dict[str, Any]) -> tuple[Profile, Observed]:
         container = ContainerFact(id="c" * 64, name=previous.name, state=c_spec.get("state", "running"),
                                   image=image.tag, fingerprint=launch.fingerprint, inputs=launch.inputs,
                                   exit_code=c_spec.get("exit_code"), health=c_spec.get("health"))
-    return desired, observed.model_copy(update={"images": images, "container": container})
+    return desired, observed.model_copy(update={"images": images, "container": container,
+                                                "base_images": obs_spec.get("base_images", {})})
 
 
 def case_files() -> list[Path]:

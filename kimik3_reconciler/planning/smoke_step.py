@@ -1,0 +1,44 @@
+"""Plan the smoke test: a new image must serve a tiny kimi-k3 GGUF before the real model goes on it.
+
+Seed 000 step 4: a tiny GGUF proves the build and the GPU plumbing in seconds, against a broken
+image discovered after a ~15-minute cold load. Recorded per image, so it runs once per image.
+"""
+
+from __future__ import annotations
+
+from kimik3_reconciler.model.facts import Observed
+from kimik3_reconciler.model.labels import PROFILE_LABEL, SMOKE_MOUNT
+from kimik3_reconciler.model.plan import Action, Step
+from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.model.specs import ImageBuild, SmokeTest
+from kimik3_reconciler.planning.launch import FIXED_FLAGS, gpus_of
+
+SMOKE_MODEL = "Kimi-K3-tiny-00001-of-00002.gguf"
+
+
+def render_smoke(profile: Profile, observed: Observed, image: ImageBuild) -> SmokeTest:
+    threads = str(observed.host.physical_cores)
+    command = ("-m", f"{SMOKE_MOUNT}/{SMOKE_MODEL}", "--alias", "kimik3-smoke", *FIXED_FLAGS,
+               "--threads", threads, "--threads-batch", threads, "--ctx-size", "2048", "--parallel", "1",
+               "--log-colors", "off")
+    return SmokeTest(container=f"{profile.name}-smoke", image=image.tag, image_fingerprint=image.fingerprint,
+                     command=command, gpus=gpus_of(profile),
+                     labels=((PROFILE_LABEL, profile.name), ("kimik3.role", "smoke")))
+
+
+def plan_smoke(profile: Profile, observed: Observed, image_step: Step) -> Step:
+    spec = render_smoke(profile, observed, image_step.spec)
+    target = spec.image
+    if not profile.gate.smoke:
+        return Step("smoke", target, Action.NOOP, "gate.smoke is off", spec=spec)
+    if image_step.changes:
+        return Step("smoke", target, Action.READ, "smoke-test the new image with a tiny kimi-k3 GGUF", spec=spec,
+                    cost="seconds")
+    image = next((i for i in observed.images if i.fingerprint == spec.image_fingerprint), None)
+    if image is not None and image.smoke == "passed":
+        return Step("smoke", target, Action.NOOP, "image passed its smoke test", spec=spec)
+    if image is not None and image.smoke == "failed":
+        return Step("smoke", target, Action.READ,
+                    f"the last smoke test failed ({image.smoke_detail}); the real model is not launched on this image "
+                    "until it passes: trying again", spec=spec)
+    return Step("smoke", target, Action.READ, "image was never smoke-tested", spec=spec, cost="seconds")

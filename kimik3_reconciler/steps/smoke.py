@@ -1,0 +1,55 @@
+"""Smoke test: serve a tiny generated kimi-k3 GGUF from the new image, /health 200 and one chat."""
+
+from __future__ import annotations
+
+import datetime
+
+from kimik3_reconciler.demo.tiny_gguf import write_tiny_kimi_k3
+from kimik3_reconciler.errors import LoadFailed, PermanentError, SmokeFailed, TransientError
+from kimik3_reconciler.model.labels import SMOKE_MOUNT
+from kimik3_reconciler.model.plan import Step
+from kimik3_reconciler.model.records import smoke_key
+from kimik3_reconciler.model.specs import ContainerSpec, HealthWait, Mount, SmokeTest
+from kimik3_reconciler.planning.smoke_step import SMOKE_MODEL
+from kimik3_reconciler.ports import Ports
+from kimik3_reconciler.steps.health import wait_until_healthy
+from kimik3_reconciler.steps.report import Reporter
+
+SMOKE_TIMEOUT_S = 180.0
+
+
+def _tiny_model(ports: Ports) -> str:
+    """The tiny model lives in the state dir, generated once (deterministic, ~2.4 MB, 2 shards)."""
+    first = ports.state.path(f"smoke-model/{SMOKE_MODEL}")
+    if not first.is_file():
+        write_tiny_kimi_k3(first.parent, SMOKE_MODEL.split("-00001-of-")[0], shards=2, seed=0)
+    return str(first.parent)
+
+
+def smoke_test(step: Step, ports: Ports, reporter: Reporter) -> None:
+    spec: SmokeTest = step.spec
+    port = ports.http.free_port()
+    container = ContainerSpec(
+        name=spec.container, image=spec.image,
+        command=(*spec.command, "--host", "127.0.0.1", "--port", str(port)),
+        env=(), mounts=(Mount(_tiny_model(ports), SMOKE_MOUNT, read_only=True),), gpus=spec.gpus,
+        labels=spec.labels, restart_policy="no",
+    )
+    ports.docker.remove_container(spec.container)  # a leftover of an interrupted smoke test
+    record = {"image": spec.image, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+    try:
+        ports.docker.run_container(container)
+        wait_until_healthy(HealthWait(spec.container, f"http://127.0.0.1:{port}/health", SMOKE_TIMEOUT_S),
+                           ports, reporter)
+        answer = ports.http.chat(f"http://127.0.0.1:{port}", "kimik3-smoke", "Hello", None)
+    except TransientError:
+        raise  # the daemon hiccuped: says nothing about the image, record nothing
+    except (LoadFailed, PermanentError, Exception) as exc:  # noqa: BLE001 - any failure fails the image
+        detail = str(exc).splitlines()[0][:200]
+        ports.state.write(smoke_key(spec.image_fingerprint), {**record, "passed": False, "detail": detail})
+        raise SmokeFailed(f"image {spec.image} failed its smoke test: {detail}",
+                          getattr(exc, "log_tail", "") or ports.docker.container_logs(spec.container, 20)) from exc
+    finally:
+        ports.docker.remove_container(spec.container)
+    ports.state.write(smoke_key(spec.image_fingerprint), {**record, "passed": True, "detail": f"answered {answer!r}"[:200]})
+    reporter.event("smoke-passed", image=spec.image)
