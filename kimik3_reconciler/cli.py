@@ -15,6 +15,7 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.text import Text
 
 from kimik3_reconciler.engine import Engine
 from kimik3_reconciler.errors import InputError, Kimik3Error, ProfileError
@@ -23,8 +24,9 @@ from kimik3_reconciler.render import render_plan
 from kimik3_reconciler.reporting import CliReporter, configure_logging
 
 CHANGES_PENDING = 4
-_err = Console(stderr=True)
-_out = Console()
+# soft_wrap: never break a line (messages are grepped in CI logs); no markup from messages.
+_err = Console(stderr=True, soft_wrap=True, markup=False, highlight=False)
+_out = Console(soft_wrap=True, markup=False, highlight=False)
 
 
 def _default_state_dir() -> str:
@@ -65,7 +67,7 @@ def _run(fn):  # noqa: ANN001 - click callback wrapper
         try:
             return fn(*args, **kwargs)
         except Kimik3Error as exc:
-            _err.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
+            _err.print(Text("error: ", style="red") + Text(str(exc)))
             sys.exit(exc.exit_code)
     wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
     return wrapper

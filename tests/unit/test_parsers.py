@@ -52,3 +52,35 @@ def test_lscpu_counts_physical_cores_not_threads() -> None:
 def test_cpu_flags_recorded_on_the_dev_machine() -> None:
     flags = parse_cpu_flags(fixture("host", "cpuinfo-flags.dev-epyc.txt"))
     assert "avx512f" in flags and "avx2" in flags and "amx_tile" not in flags
+
+
+def _section(text: str, title: str) -> str:
+    """One `## title` section of tests/fixtures/h200/host.txt (recorded by tools/gpu_proof/run.sh)."""
+    return text.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_h200_host_recorded_facts() -> None:
+    host = fixture("h200", "host.txt")
+    assert parse_lscpu_cores(_section(host, "lscpu -p=CORE,SOCKET")) == 16
+    flags = parse_cpu_flags(_section(host, "cpuinfo flags"))
+    assert {"avx512f", "avx512_bf16", "amx_tile", "amx_int8", "amx_bf16"} <= set(flags)
+    assert _section(host, "numa_balancing").strip() == "0"
+
+
+def test_cmake_args_rendered_for_sm90_match_the_h200_build() -> None:
+    """The cmake arguments of the native CUDA build that served the tiny model on an H200
+    (tests/fixtures/h200/build.txt, probe.txt) are what kimik3 renders today for that profile."""
+    from kimik3_reconciler.model.facts import HostFacts
+    from kimik3_reconciler.model.profile_source import parse_profile
+    from kimik3_reconciler.planning.build_flags import cmake_configure_args
+
+    host = fixture("h200", "host.txt")
+    facts = HostFacts(physical_cores=parse_lscpu_cores(_section(host, "lscpu -p=CORE,SOCKET")),
+                      cpu_flags=parse_cpu_flags(_section(host, "cpuinfo flags")))
+    root = Path(__file__).resolve().parents[2]
+    profile = parse_profile((root / "tools" / "gpu_proof" / "h200-tiny.yaml").read_text()).profile
+    recorded = json.loads(fixture("h200", "rendered.json"))
+    assert list(cmake_configure_args(profile, facts)) == recorded["cmake_args"]
+    assert "-DCMAKE_CUDA_ARCHITECTURES=90" in recorded["cmake_args"]
+    assert "b11434-ad1de39" in fixture("h200", "probe.txt")  # the build number/commit reached the server
+    assert "offloaded 5/5 layers to GPU" in fixture("h200", "server.log")
