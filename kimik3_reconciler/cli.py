@@ -201,6 +201,17 @@ def destroy(ctx: click.Context, file: str, images: bool, model: bool, dry_run: b
 
 
 @main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--dry-run", is_flag=True, help="only show what would be removed")
+@click.pass_context
+@_run
+def prune(ctx: click.Context, file: str, dry_run: bool) -> None:
+    """Remove the profile's older images (kept as rollback targets until now)."""
+    loaded = load(file)
+    render_plan(_ctx(ctx, False).engine(file).prune(loaded, execute_steps=not dry_run), _out, verbose=True)
+
+
+@main.command()
 def schema() -> None:
     """Print the profile's JSON Schema (docs/profile.schema.json is this output)."""
     from kimik3_reconciler.model.profile import profile_json_schema

@@ -15,7 +15,7 @@ from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.plan import Plan, Step
 from kimik3_reconciler.model.profile_source import LoadedProfile
 from kimik3_reconciler.observe import observe
-from kimik3_reconciler.planning import plan, plan_destroy
+from kimik3_reconciler.planning import plan, plan_destroy, plan_prune
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps import Reporter, execute
 
@@ -65,6 +65,13 @@ class Engine:
             pending = tuple(f"{s.kind} {s.target}: {s.reason}" for s in final.changes)
             raise ConvergenceError(f"not converged after {max_rounds} rounds:\n  " + "\n  ".join(pending), pending)
         return result
+
+    def prune(self, loaded: LoadedProfile, execute_steps: bool = True) -> Plan:
+        pruning = plan_prune(loaded.profile, self.observe(loaded))
+        if execute_steps:
+            for step in pruning.changes:
+                execute(step, self.ports, self.reporter)
+        return pruning
 
     def destroy(self, loaded: LoadedProfile, *, images: bool, model: bool, execute_steps: bool = True) -> Plan:
         teardown = plan_destroy(loaded.profile, self.observe(loaded), images=images, model=model)

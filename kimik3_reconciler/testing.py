@@ -57,7 +57,7 @@ class FakeDocker:
 
     def remove_image(self, ref: str) -> None:
         self.calls.append(f"rmi {ref}")
-        self.images = {k: v for k, v in self.images.items() if ref not in v["RepoTags"]}
+        self.images = {k: v for k, v in self.images.items() if ref not in v["RepoTags"] and k != ref}
 
     def inspect_container(self, name: str) -> dict[str, Any] | None:
         return self.containers.get(name)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kimik3_reconciler.model.facts import Observed
+from kimik3_reconciler.model.labels import PROFILE_LABEL
 from kimik3_reconciler.model.plan import Action, Plan, Step
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.specs import Removal
@@ -13,7 +14,7 @@ from kimik3_reconciler.planning.launch import render_launch
 from kimik3_reconciler.planning.model_step import plan_model
 from kimik3_reconciler.planning.smoke_step import plan_smoke
 
-__all__ = ["plan", "plan_destroy"]
+__all__ = ["plan", "plan_destroy", "plan_prune"]
 
 
 def plan(profile: Profile, observed: Observed, warnings: tuple[str, ...] = ()) -> Plan:
@@ -54,4 +55,21 @@ def plan_destroy(profile: Profile, observed: Observed, *, images: bool = False, 
                           spec=Removal("model", target, model=files)))
     elif cached:
         steps.append(Step("model", target, Action.NOOP, "kept (pass --model to remove)"))
+    return Plan(profile.name, tuple(steps))
+
+
+def plan_prune(profile: Profile, observed: Observed) -> Plan:
+    """Remove the profile's older images (rollback targets), never the current one or one in use."""
+    current = plan_image(profile, observed).spec.fingerprint
+    in_use = observed.container.image_id if observed.container else None
+    steps = []
+    for image in observed.images:
+        if image.labels.get(PROFILE_LABEL) != profile.name:
+            continue
+        name = image.tags[0] if image.tags else image.id[:19]
+        if image.fingerprint == current or image.id == in_use:
+            steps.append(Step("image", name, Action.NOOP, "current image" if image.id != in_use else "in use"))
+        else:
+            steps.append(Step("image", name, Action.DELETE, f"older build (fingerprint {image.fingerprint})",
+                              spec=Removal("image", image.id)))
     return Plan(profile.name, tuple(steps))

@@ -191,3 +191,16 @@ def test_smoke_test_runs_once_per_image_and_a_failing_image_is_never_launched(wo
     engine.apply(with_smoke)
     assert docker.calls.count("run k3-test-smoke") == 2  # passed once: not run again
     assert next(s for s in engine.plan(with_smoke).steps if s.kind == "smoke").reason == "image passed its smoke test"
+
+
+def test_prune_removes_older_builds_but_not_the_current_image(world):
+    engine, docker, _, tmp = world
+    engine.apply(load())
+    first = set(docker.images)
+    (tmp / "fix.patch").write_text("--- a/x\n+++ b/x\n")
+    patched = load(PROFILE.replace("archive: src.tar.gz", "archive: src.tar.gz, patches: [fix.patch]"))
+    engine.apply(patched)
+    assert len(docker.images) == 2  # the old build stays as a rollback target
+    pruning = engine.prune(patched)
+    assert [s.action for s in pruning.steps if s.changes] == [Action.DELETE]
+    assert set(docker.images).isdisjoint(first) and len(docker.images) == 1
