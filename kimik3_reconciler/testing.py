@@ -50,6 +50,11 @@ class FakeDocker:
             return self.base_images[ref]
         return next((k for k, v in self.images.items() if ref in v["RepoTags"]), None)
 
+    def tag_image(self, image_id: str, tag: str) -> None:
+        self.calls.append(f"tag {tag}")
+        for key, image in self.images.items():
+            image["RepoTags"] = [t for t in image["RepoTags"] if t != tag] + ([tag] if key == image_id else [])
+
     def pull_image(self, ref: str) -> str:
         self.calls.append(f"pull {ref}")
         self.base_images[ref] = "sha256:" + _new_id()

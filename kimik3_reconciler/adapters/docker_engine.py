@@ -71,6 +71,11 @@ class DockerEngine:
             raise
 
     @_transient
+    def tag_image(self, image_id: str, tag: str) -> None:
+        repository, _, name = tag.rpartition(":")
+        self._call(self.client.api.tag, image_id, repository, name, force=True)
+
+    @_transient
     def pull_image(self, ref: str) -> str:
         return self._call(self.client.images.pull, ref).id
 

@@ -40,6 +40,7 @@ class ImageBuild:
     patches: tuple[tuple[str, str], ...]  # (context name NN-x.patch, host path)
     build_args: tuple[tuple[str, str], ...]
     labels: tuple[tuple[str, str], ...]
+    retag_from: str | None = None  # an existing image id to tag instead of building
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from kimik3_reconciler.model.facts import ImageFact, Observed
 from kimik3_reconciler.model.hashing import fingerprint
@@ -69,11 +70,22 @@ def _base_drift(image: ImageFact, observed: Observed) -> list[DiffItem]:
             if now and built_on.get(ref) and built_on[ref] != now]
 
 
+def _tagged_id(observed: Observed, tag: str) -> str | None:
+    return next((i.id[:19] for i in observed.images if tag in i.tags), None)
+
+
 def plan_image(profile: Profile, observed: Observed) -> Step:
     spec = render_image_build(profile, observed)
     present = [i for i in observed.images if i.fingerprint == spec.fingerprint]
-    if any(not _base_drift(i, observed) for i in present):
+    current = [i for i in present if not _base_drift(i, observed)]
+    if any(spec.tag in i.tags for i in current):
         return Step("image", spec.tag, Action.NOOP, f"image {spec.tag} present (fingerprint {spec.fingerprint})", spec=spec)
+    if current:
+        # A kept build with exactly these inputs: point the tag back at it instead of compiling.
+        return Step("image", spec.tag, Action.UPDATE,
+                    f"a kept build has fingerprint {spec.fingerprint}: tag it {spec.tag} again (no rebuild)",
+                    diff=(DiffItem("tag", _tagged_id(observed, spec.tag), current[0].id[:19]),),
+                    spec=replace(spec, retag_from=current[0].id))
     if present:
         return Step("image", spec.tag, Action.CREATE, "a base image was updated since the build: rebuild on it",
                     diff=tuple(_base_drift(present[0], observed)), spec=spec, cost="compile llama.cpp (minutes)")

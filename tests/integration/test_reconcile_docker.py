@@ -222,3 +222,21 @@ def test_a_changed_source_archive_is_refused(workdir: Path) -> None:
     result = kimik3(workdir, "plan", path.name, check=False)
     assert result.returncode == 2
     assert "changed since its first use" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_patch_that_applies_is_built_in_and_going_back_retags_the_kept_build(workdir: Path) -> None:
+    kimik3(workdir, "apply", "profile.yaml")
+    tag = "kimi-k3-llamacpp:mainline-ad1de39-cpu"
+    unpatched = docker("image", "inspect", "-f", "{{.Id}}", tag)
+    patch = REPO_ROOT / "tests" / "fixtures" / "server-log-line.patch"
+    path = edited(workdir, lambda p: p["build"].update(patches=[str(patch)]))
+    applied = json.loads(kimik3(workdir, "apply", "--json", path.name).stdout)
+    assert [(s["kind"], s["action"]) for s in applied["executed"]] == [
+        ("image", "create"), ("smoke", "read"), ("container", "replace"), ("health", "read")]
+    assert "(kimik3 test patch)" in subprocess.run(["docker", "logs", NAME], capture_output=True, text=True).stderr
+    assert docker("image", "inspect", "-f", "{{.Id}}", unpatched) == unpatched  # kept as a rollback target
+    back = json.loads(kimik3(workdir, "apply", "--json", "profile.yaml").stdout)
+    assert [(s["kind"], s["action"]) for s in back["executed"]] == [
+        ("image", "update"), ("container", "replace"), ("health", "read")]
+    assert docker("image", "inspect", "-f", "{{.Id}}", tag) == unpatched
+    assert "(kimik3 test patch)" not in subprocess.run(["docker", "logs", NAME], capture_output=True, text=True).stderr

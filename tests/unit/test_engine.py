@@ -204,3 +204,19 @@ def test_prune_removes_older_builds_but_not_the_current_image(world):
     pruning = engine.prune(patched)
     assert [s.action for s in pruning.steps if s.changes] == [Action.DELETE]
     assert set(docker.images).isdisjoint(first) and len(docker.images) == 1
+
+
+def test_going_back_to_a_kept_build_retags_it_without_compiling(world):
+    engine, docker, _, tmp = world
+    engine.apply(load())
+    (tmp / "fix.patch").write_text("--- a/x\n+++ b/x\n")
+    engine.apply(load(PROFILE.replace("archive: src.tar.gz", "archive: src.tar.gz, patches: [fix.patch]")))
+    builds = len(docker.builds)
+    plan = engine.plan(load())
+    image = next(s for s in plan.steps if s.kind == "image")
+    assert image.action is Action.UPDATE and "no rebuild" in image.reason
+    assert [s.kind for s in plan.changes] == ["image", "container", "health"]
+    engine.apply(load())
+    assert len(docker.builds) == builds and "tag kimi-k3-llamacpp:mainline-ad1de39-cpu" in docker.calls
+    running = docker.containers["k3-test"]
+    assert running["Image"] == docker.image_id("kimi-k3-llamacpp:mainline-ad1de39-cpu")
