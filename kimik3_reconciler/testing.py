@@ -67,6 +67,13 @@ class FakeDocker:
     def inspect_container(self, name: str) -> dict[str, Any] | None:
         return self.containers.get(name)
 
+    def list_containers(self, label: str) -> list[dict[str, Any]]:
+        return [c for c in self.containers.values() if label in c["Config"]["Labels"]]
+
+    def stop_container(self, name: str) -> None:
+        self.calls.append(f"stop {name}")
+        self.containers[name]["State"].update(Status="exited", ExitCode=0)
+
     def run_container(self, spec: ContainerSpec) -> str:
         self.calls.append(f"run {spec.name}")
         cid = _new_id()

@@ -88,6 +88,17 @@ class DockerEngine:
                 return None
             raise
 
+    @_transient
+    def list_containers(self, label: str) -> list[dict[str, Any]]:
+        summaries = self._call(self.client.api.containers, all=True, filters={"label": label})
+        found = (self.inspect_container(s["Id"]) for s in summaries)
+        return [i for i in found if i is not None]
+
+    @_transient
+    def stop_container(self, name: str) -> None:
+        # SIGTERM and a long grace: llama-server frees its GPU memory on a clean exit.
+        self._call(self.client.api.stop, name, timeout=60)
+
     def run_container(self, spec: ContainerSpec) -> str:
         mounts = [docker.types.Mount(target=m.target, source=m.source, type="bind", read_only=m.read_only)
                   for m in spec.mounts]

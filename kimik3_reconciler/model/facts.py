@@ -77,6 +77,7 @@ class ContainerFact(_Fact):
     exit_code: int | None = None
     restart_count: int = 0
     health: Literal["ok", "loading", "unreachable"] | None = None
+    profile: str | None = None  # the kimik3 profile that made it (label)
 
 
 class PatchFact(_Fact):
@@ -107,3 +108,4 @@ class Observed(_Fact):
     images: tuple[ImageFact, ...] = ()
     base_images: dict[str, str | None] = Field(default_factory=dict)  # ref -> local image id
     container: ContainerFact | None = None
+    others: tuple[ContainerFact, ...] = ()  # other profiles' kimik3 containers on this host

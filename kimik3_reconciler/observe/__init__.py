@@ -6,7 +6,12 @@ from pathlib import Path
 
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.profile import Profile
-from kimik3_reconciler.observe.docker_objects import collect_base_images, collect_container, collect_images
+from kimik3_reconciler.observe.docker_objects import (
+    collect_base_images,
+    collect_container,
+    collect_images,
+    collect_others,
+)
 from kimik3_reconciler.observe.host import collect_host
 from kimik3_reconciler.observe.local_inputs import collect_inputs
 from kimik3_reconciler.observe.model_cache import collect_model
@@ -24,4 +29,5 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path) ->
         base_images=collect_base_images(ports.docker, (profile.build.base_images.build,
                                                        profile.build.base_images.runtime)),
         container=collect_container(ports.docker, ports.http, profile.name),
+        others=collect_others(ports.docker, profile.name),
     )

@@ -7,7 +7,7 @@ from typing import Any
 
 from kimik3_reconciler.model.facts import ContainerFact, ImageFact
 from kimik3_reconciler.model.records import smoke_key
-from kimik3_reconciler.model.labels import CONTAINER_FINGERPRINT, CONTAINER_INPUTS, HEALTH_URL, IMAGE_FINGERPRINT
+from kimik3_reconciler.model.labels import PROFILE_LABEL, CONTAINER_FINGERPRINT, CONTAINER_INPUTS, HEALTH_URL, IMAGE_FINGERPRINT
 from kimik3_reconciler.ports import DockerPort, HttpPort, StatePort
 
 
@@ -37,6 +37,7 @@ def parse_container(inspect: dict[str, Any]) -> ContainerFact:
         started_at=state.get("StartedAt"),
         exit_code=state.get("ExitCode") if state.get("Status") == "exited" else None,
         restart_count=inspect.get("RestartCount", 0),
+        profile=labels.get(PROFILE_LABEL),
     )
 
 
@@ -67,3 +68,9 @@ def collect_container(docker: DockerPort, http: HttpPort, name: str) -> Containe
         # The container says where it listens (label stamped at launch), so no profile math here.
         fact = fact.model_copy(update={"health": http.health(url)})
     return fact
+
+
+def collect_others(docker: DockerPort, name: str) -> tuple[ContainerFact, ...]:
+    """Other profiles' serving containers (not smoke tests): they may hold the same GPUs or port."""
+    facts = (parse_container(i) for i in docker.list_containers(label=CONTAINER_FINGERPRINT))
+    return tuple(f for f in facts if f.name != name)

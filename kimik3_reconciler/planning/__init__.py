@@ -7,6 +7,7 @@ from kimik3_reconciler.model.labels import PROFILE_LABEL
 from kimik3_reconciler.model.plan import Action, Plan, Step
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.specs import Removal
+from kimik3_reconciler.planning.conflict_step import plan_conflicts
 from kimik3_reconciler.planning.container_step import plan_container
 from kimik3_reconciler.planning.health_step import plan_health
 from kimik3_reconciler.planning.image_step import image_tag, plan_image
@@ -24,12 +25,13 @@ def plan(profile: Profile, observed: Observed, warnings: tuple[str, ...] = ()) -
     smoke = plan_smoke(profile, observed, image)
     launch = render_launch(profile, observed, image.spec.tag, image.spec.fingerprint)
     container = plan_container(launch, observed)
+    conflicts = plan_conflicts(profile, observed)
     health = plan_health(launch, observed, container.changes)
     extra = tuple(warnings) + launch.warnings
     if profile.serve.spec_draft is not None:
         extra += ("serve.spec_draft is validated but not launched yet: the draft download and "
                   "--spec-draft-* flags are the launch issue's work",)
-    return Plan(profile.name, (model, image, smoke, container, health), warnings=extra)
+    return Plan(profile.name, (model, image, smoke, *conflicts, container, health), warnings=extra)
 
 
 def plan_destroy(profile: Profile, observed: Observed, *, images: bool = False, model: bool = False) -> Plan:

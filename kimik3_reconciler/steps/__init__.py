@@ -27,4 +27,8 @@ def execute(step: Step, ports: Ports, reporter: Reporter) -> None:
     if step.action.name == "DELETE":
         remove(step, ports, reporter)
         return
+    if step.kind == "conflict":
+        ports.docker.stop_container(step.target)
+        reporter.event("stopped", container=step.target, reason=step.reason)
+        return
     _EXECUTORS[step.kind](step, ports, reporter)

@@ -220,3 +220,28 @@ def test_going_back_to_a_kept_build_retags_it_without_compiling(world):
     assert len(docker.builds) == builds and "tag kimi-k3-llamacpp:mainline-ad1de39-cpu" in docker.calls
     running = docker.containers["k3-test"]
     assert running["Image"] == docker.image_id("kimi-k3-llamacpp:mainline-ad1de39-cpu")
+
+
+def test_conflicting_profiles_stop_each_other_first(world):
+    engine, docker, _, _ = world
+    main = load()
+    interactive = load(PROFILE.replace("name: k3-test", "name: k3-interactive"))
+    engine.apply(main)
+    plan = engine.plan(interactive)
+    conflict = [s for s in plan.changes if s.kind == "conflict"]
+    assert [(s.target, s.action) for s in conflict] == [("k3-test", Action.UPDATE)]
+    assert "it listens on port 18999 too" in conflict[0].reason
+    engine.apply(interactive)
+    assert docker.containers["k3-test"]["State"]["Status"] == "exited"
+    assert docker.containers["k3-interactive"]["State"]["Status"] == "running"
+    assert docker.calls.index("stop k3-test") < docker.calls.index("run k3-interactive")
+    engine.apply(main)  # and back: the other one stops, ours starts again (same container)
+    assert docker.containers["k3-interactive"]["State"]["Status"] == "exited"
+    assert docker.containers["k3-test"]["State"]["Status"] == "running"
+
+
+def test_profiles_on_other_gpus_and_ports_do_not_conflict(world):
+    engine, docker, _, _ = world
+    engine.apply(load())
+    other = load(PROFILE.replace("name: k3-test", "name: k3-b").replace("port: 18999", "port: 18998"))
+    assert not [s for s in engine.plan(other).steps if s.kind == "conflict"]

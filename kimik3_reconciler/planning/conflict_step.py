@@ -1,0 +1,44 @@
+"""Plan the conflicts: another profile's running container that shares GPUs (or the port) stops first.
+
+Seed 000 step 7: the standing and the interactive deployments share the GPUs, so starting one
+stops the other (systemd `Conflicts=`). kimik3 applies the same rule to containers: explicit
+`systemd.conflicts`, or an overlap of GPUs, or the same host port.
+"""
+
+from __future__ import annotations
+
+from kimik3_reconciler.model.facts import ContainerFact, Observed
+from kimik3_reconciler.model.plan import Action, Step
+from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.model.specs import Removal
+
+
+def _gpus(value: object) -> set[str] | str:
+    if value in ("all", "none"):
+        return str(value)
+    return {str(g) for g in value} if isinstance(value, list) else "none"
+
+
+def why_conflicting(profile: Profile, other: ContainerFact, port: int) -> str | None:
+    if profile.systemd is not None and other.profile in profile.systemd.conflicts:
+        return f"systemd.conflicts lists {other.profile}"
+    mine, theirs = _gpus(profile.gpus if profile.build.variant == "cuda" else "none"), _gpus(other.inputs.get("gpus"))
+    if "none" not in (mine, theirs) and (mine == "all" or theirs == "all" or (mine & theirs)):  # type: ignore[operator]
+        return f"it holds GPUs {theirs if theirs == 'all' else sorted(theirs)} this profile needs"
+    if other.inputs.get("serve.port") == port:
+        return f"it listens on port {port} too"
+    return None
+
+
+def plan_conflicts(profile: Profile, observed: Observed) -> tuple[Step, ...]:
+    steps = []
+    for other in observed.others:
+        if other.state not in ("running", "restarting"):
+            continue
+        why = why_conflicting(profile, other, profile.serve.port)
+        if why:
+            steps.append(Step("conflict", other.name, Action.UPDATE,
+                              f"stop {other.name} (profile {other.profile}) first: {why}; its container is kept, "
+                              f"`kimik3 apply` of that profile starts it again", spec=Removal("stop", other.name),
+                              cost="the other deployment is down while this one runs"))
+    return tuple(steps)
