@@ -97,6 +97,7 @@ class LocalInputs(_Fact):
     archive_location: str | None = None
     archive_sha256: str | None = None
     api_key_file: str | None = None
+    draft_model: str | None = None  # serve.spec_draft.model, resolved on this host
 
 
 class Observed(_Fact):

@@ -205,9 +205,12 @@ class SpecDraft(BaseModel):
     """A speculative-decoding draft model (seed 000: DSpark, on the GPU holding output.weight)."""
 
     model_config = _CONFIG
-    model: NonEmpty = Field(description="repo/file on the Hub or a local path")
+    model: NonEmpty = Field(description="a local GGUF path (relative to the profile), or repo/file with revision")
     revision: Optional[Sha40] = None
     device: DraftDevice = "auto"
+    # llama.cpp b11434 auto-detects only MTP and DFlash drafts; a plain draft needs draft-simple.
+    type: Literal["draft-simple", "draft-dspark", "draft-eagle3", "draft-mtp", "draft-dflash"] = Field(
+        "draft-dspark", description="--spec-type (seed 000 deploys the RadixArk DSpark draft)")
 
 
 class ServeSpec(BaseModel):

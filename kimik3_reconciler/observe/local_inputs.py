@@ -65,7 +65,11 @@ def collect_inputs(profile: Profile, base_dir: Path, dockerfile: Path, state: St
     if profile.serve.api_key_file:
         # Only its existence is checked; the key is never read by kimik3's planner or logged.
         api_key = str(_existing(base_dir, profile.serve.api_key_file, "serve.api_key_file"))
+    draft = None
+    spec_draft = profile.serve.spec_draft
+    if spec_draft is not None and spec_draft.revision is None:
+        draft = str(_existing(base_dir, spec_draft.model, "serve.spec_draft.model"))
     return LocalInputs(
         dockerfile_path=str(dockerfile), dockerfile_sha256=sha256_file(dockerfile), patches=tuple(patches),
-        archive_location=archive_location, archive_sha256=archive_sha, api_key_file=api_key,
+        archive_location=archive_location, archive_sha256=archive_sha, api_key_file=api_key, draft_model=draft,
     )

@@ -28,9 +28,6 @@ def plan(profile: Profile, observed: Observed, warnings: tuple[str, ...] = ()) -
     conflicts = plan_conflicts(profile, observed)
     health = plan_health(launch, observed, container.changes)
     extra = tuple(warnings) + launch.warnings
-    if profile.serve.spec_draft is not None:
-        extra += ("serve.spec_draft is validated but not launched yet: the draft download and "
-                  "--spec-draft-* flags are the launch issue's work",)
     return Plan(profile.name, (model, image, smoke, *conflicts, container, health), warnings=extra)
 
 

@@ -7,6 +7,7 @@ import json
 from dataclasses import asdict, dataclass, replace
 from pathlib import PurePosixPath
 
+from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.model.facts import ModelFact, Observed
 from kimik3_reconciler.model.hashing import fingerprint
 from kimik3_reconciler.model.profile import Profile
@@ -15,6 +16,7 @@ from kimik3_reconciler.model.labels import (
     API_KEY_MOUNT,
     CONTAINER_FINGERPRINT,
     CONTAINER_INPUTS,
+    DRAFT_MOUNT,
     HEALTH_URL,
     MODELS_MOUNT,
     PROFILE_LABEL,
@@ -98,10 +100,39 @@ def _argv(profile: Profile, observed: Observed, bind: str, snapshot: str) -> tup
     if serve.api_key_file:
         # The key stays in a read-only mounted file: never in argv, env or docker inspect.
         argv += ["--api-key-file", API_KEY_MOUNT]
+    argv += _draft_args(profile, observed)
     if profile.build.source == "fork" and profile.model.mmproj:
         # Vision lives only in the fork; mainline would error or silently ignore --mmproj.
         argv += ["--mmproj", f"{snapshot}/{profile.model.mmproj}"]
     return (*argv, *serve.extra_args)
+
+
+def draft_device(profile: Profile) -> str | None:
+    """The draft's device: the GPU holding the target's output.weight, i.e. the last of the layer
+    split (seed 000: anywhere else aborts in graph reservation). Containers see their GPUs as
+    CUDA0..CUDA(n-1) in `gpus` order."""
+    draft = profile.serve.spec_draft
+    if draft is None or gpus_of(profile) == "none":
+        return None
+    if draft.device != "auto":
+        return draft.device
+    if isinstance(profile.gpus, list):
+        return f"CUDA{len(profile.gpus) - 1}"
+    raise PlanError("serve.spec_draft.device: auto needs the GPU count; with gpus: all list the GPUs or name the "
+                    "device (CUDA<n>, the last GPU of the split)")
+
+
+def _draft_args(profile: Profile, observed: Observed) -> list[str]:
+    draft = profile.serve.spec_draft
+    if draft is None:
+        return []
+    if observed.inputs.draft_model is None:
+        raise PlanError("serve.spec_draft: a draft from the hub (repo/file + revision) is not downloaded by kimik3 "
+                        "yet; give a local GGUF path")
+    args = ["--spec-draft-model", f"{DRAFT_MOUNT}/{PurePosixPath(observed.inputs.draft_model).name}",
+            "--spec-type", draft.type]
+    device = draft_device(profile)
+    return args + (["--spec-draft-device", device] if device else [])
 
 
 def gpus_of(profile: Profile) -> str | tuple[str, ...]:
@@ -135,6 +166,9 @@ def render_launch(profile: Profile, observed: Observed, image_tag: str, image_fp
     bind, warnings = bind_address(profile, observed)
     host_root, snapshot = _model_root(observed.model)
     mounts = [Mount(host_root, f"{MODELS_MOUNT}/{PurePosixPath(host_root).name}", read_only=True)]
+    if observed.inputs.draft_model:
+        name = PurePosixPath(observed.inputs.draft_model).name
+        mounts.append(Mount(observed.inputs.draft_model, f"{DRAFT_MOUNT}/{name}", read_only=True))
     if observed.inputs.api_key_file:
         mounts.append(Mount(observed.inputs.api_key_file, API_KEY_MOUNT, read_only=True))
     spec = ContainerSpec(

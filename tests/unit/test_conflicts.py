@@ -35,3 +35,15 @@ def test_explicit_systemd_conflicts() -> None:
     main = parse_profile((ROOT / "profiles" / "hybrid-q2.yaml").read_text()).profile
     assert "systemd.conflicts lists kimi-k3-interactive" == why_conflicting(
         main, other("kimi-k3-interactive", "none", 1), 8080)
+
+
+def test_draft_device_is_derived_from_the_gpu_subset() -> None:
+    from kimik3_reconciler.errors import PlanError
+    from kimik3_reconciler.planning.launch import draft_device
+
+    base = parse_profile((ROOT / "profiles" / "interactive.yaml").read_text()).profile
+    draft = base.serve.spec_draft.model_copy(update={"device": "auto"})
+    subset = base.model_copy(update={"gpus": [2, 5, 6], "serve": base.serve.model_copy(update={"spec_draft": draft})})
+    assert draft_device(subset) == "CUDA2"  # the container sees GPUs 2,5,6 as CUDA0..CUDA2
+    with pytest.raises(PlanError, match="auto needs the GPU count"):
+        draft_device(subset.model_copy(update={"gpus": "all"}))

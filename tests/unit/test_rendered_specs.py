@@ -35,6 +35,7 @@ def observed_for(path: Path):
         archive_location="/archives/src.tar.gz" if profile.build.archive else None,
         archive_sha256="a" * 64 if profile.build.archive else None,
         api_key_file="/etc/kimik3/api-key" if profile.serve.api_key_file else None,
+        draft_model=profile.serve.spec_draft.model if profile.serve.spec_draft else None,
     )
     model = ModelFact(repo=profile.model.repo, revision=profile.model.revision, quant=q,
                       cache_dir="/var/lib/kimik3/hub", files=files)
@@ -76,5 +77,9 @@ def test_seed_rules_hold_in_every_rendered_container(path: Path) -> None:
     if profile.serve.api_key_file:
         assert pairs["--api-key-file"] == "/run/secrets/kimik3-api-key"
     assert "--api-key" not in argv
+    if profile.serve.spec_draft:
+        # The draft sits on the GPU holding output.weight: the last of the split (seed 000).
+        assert pairs["--spec-draft-device"] == f"CUDA{len(profile.gpus) - 1}"
+        assert pairs["--spec-draft-model"].startswith("/drafts/") and "--spec-type" in pairs
     if profile.serve.host == "loopback":
         assert pairs["--host"] == "127.0.0.1"
