@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import re
+
 from kimik3_reconciler.errors import LoadFailed
 from kimik3_reconciler.model.plan import Step
 from kimik3_reconciler.model.specs import HealthWait
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps.report import Reporter
 
-POLL_S = 0.5
+POLL_S = 0.2  # readiness is reported within this of /health flipping to 200
+LOG_EVERY_S = 2.0
 LOG_TAIL = 20
+_PREFIX = re.compile(r"^\d+\.\d+\.\d+\.\d+ [IWED] ")  # llama-server's elapsed-time + level prefix
+
+
+def load_phase(log_tail: str) -> str:
+    """The server's latest log line, without its prefix: what the load is doing now."""
+    lines = [ln for ln in log_tail.splitlines() if ln.strip()]
+    return _PREFIX.sub("", lines[-1]).strip()[:70] if lines else "starting"
 
 
 def wait_healthy(step: Step, ports: Ports, reporter: Reporter) -> None:
@@ -18,6 +28,7 @@ def wait_healthy(step: Step, ports: Ports, reporter: Reporter) -> None:
 
 def wait_until_healthy(wait: HealthWait, ports: Ports, reporter: Reporter) -> None:
     started = ports.clock.monotonic()
+    phase, phase_at = "starting", -LOG_EVERY_S
     while True:
         inspect = ports.docker.inspect_container(wait.container)
         state = (inspect or {}).get("State") or {}
@@ -29,7 +40,9 @@ def wait_until_healthy(wait: HealthWait, ports: Ports, reporter: Reporter) -> No
                              "while loading the model", logs)
         health = ports.http.health(wait.url)
         elapsed = ports.clock.monotonic() - started
-        reporter.progress(f"loading {wait.container} ({health})", int(elapsed), int(wait.timeout_s))
+        if elapsed - phase_at >= LOG_EVERY_S:
+            phase, phase_at = load_phase(ports.docker.container_logs(wait.container, 1)), elapsed
+        reporter.progress(f"loading {wait.container}: {phase}", int(elapsed), int(wait.timeout_s))
         if health == "ok":
             reporter.event("healthy", container=wait.container, seconds=round(elapsed, 1))
             return

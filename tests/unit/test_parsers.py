@@ -84,3 +84,12 @@ def test_cmake_args_rendered_for_sm90_match_the_h200_build() -> None:
     assert "-DCMAKE_CUDA_ARCHITECTURES=90" in recorded["cmake_args"]
     assert "b11434-ad1de39" in fixture("h200", "probe.txt")  # the build number/commit reached the server
     assert "offloaded 5/5 layers to GPU" in fixture("h200", "server.log")
+
+
+def test_load_phase_from_recorded_server_log() -> None:
+    from kimik3_reconciler.steps.health import load_phase
+
+    log = fixture("h200", "server.log")
+    upto = log[: log.index("\n", log.index("offloaded 5/5 layers to GPU"))]
+    assert load_phase(upto).startswith("load_tensors: offloaded 5/5 layers to GPU")
+    assert load_phase("") == "starting"
