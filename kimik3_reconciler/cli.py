@@ -212,6 +212,28 @@ def prune(ctx: click.Context, file: str, dry_run: bool) -> None:
 
 
 @main.command()
+@click.argument("rule", required=False)
+def explain(rule: str | None) -> None:
+    """Print a seed-000 rule and why it exists (no RULE: list them)."""
+    import difflib
+
+    from kimik3_reconciler.model.rulebook import BY_ID, RULES
+
+    if rule is None:
+        for r in RULES:
+            _out.print(f"{r.id:<24} {r.kind:<7} {r.statement}")
+        return
+    if rule not in BY_ID:
+        near = difflib.get_close_matches(rule, BY_ID, n=1)
+        _err.print(f"unknown rule {rule!r}" + (f" (did you mean {near[0]!r}?)" if near else ""))
+        sys.exit(2)
+    r = BY_ID[rule]
+    _out.print(f"{r.id} ({r.kind}): {r.statement}\n  why: {r.reason}\n  where: {r.enforced_by}")
+    for case in r.cases:
+        _out.print(f"  tested by: tests/{case}")
+
+
+@main.command()
 def schema() -> None:
     """Print the profile's JSON Schema (docs/profile.schema.json is this output)."""
     from kimik3_reconciler.model.profile import profile_json_schema

@@ -206,6 +206,32 @@ def _extra_args(p: Profile) -> Iterator[Finding]:
         yield _error(("serve", "extra_args", i), message)
 
 
+def _split_mode(p: Profile) -> Iterator[Finding]:
+    args = p.serve.extra_args
+    for i, arg in enumerate(args):
+        flag, _, value = arg.partition("=")
+        if flag not in ("-sm", "--split-mode", "--split_mode"):
+            continue
+        value = value or (args[i + 1] if i + 1 < len(args) else "")
+        if value in ("row", "tensor"):
+            # reference/llama-cpp.md §1.3: kimi-k3 has no tensor split; CUDA dropped row split buffers.
+            yield _error(("serve", "extra_args", i), f"-sm {value} fails to load kimi-k3 (tensor: not implemented for "
+                         "the architecture; row: CUDA has no split buffers): keep the default layer split")
+
+
+def _reap(p: Profile) -> Iterator[Finding]:
+    if "REAP" in p.model.quant:
+        # Seed 000: REAP770's expert cut keeps KLD near the reference but costs code generation.
+        yield _warning(("model", "quant"), f"{p.model.quant}: HumanEval 86.6 % / MBPP 85.5 % (vs 95.7 / 97.0 for "
+                       "UD-IQ2_XXS): the expert cut damages code generation; not the default for coding use")
+
+
+def _cache_ram(p: Profile) -> Iterator[Finding]:
+    if p.serve.cache_ram == 0:
+        # Seed 000: CACHE_RAM=0 only when benchmarking (it turns the host-RAM prompt cache off).
+        yield _warning(("serve", "cache_ram"), "0 turns the prompt cache off: only for benchmarking")
+
+
 def _host(p: Profile) -> Iterator[Finding]:
     host = p.serve.host
     if host not in ("loopback", "tailscale") and ipaddress.ip_address(host).is_unspecified:
@@ -227,6 +253,7 @@ def _systemd(p: Profile) -> Iterator[Finding]:
 
 RULES: tuple[Callable[[Profile], Iterator[Finding]], ...] = (
     _vision, _quant, _fit_target, _ubatch, _spec_draft, _variant, _secrets, _extra_args, _host, _archive, _systemd,
+    _split_mode, _reap, _cache_ram,
 )
 
 

@@ -1,0 +1,81 @@
+"""The seed-000 rules kimik3 enforces, as data: what each does, why, where, and the case file that
+tests it. `kimik3 explain [RULE]` prints them; tests/unit/test_rulebook.py checks every case exists."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    kind: Literal["refuse", "warn", "force"]
+    statement: str
+    reason: str
+    enforced_by: str  # the module that applies it
+    cases: tuple[str, ...]  # test files/case files (relative to tests/) that exercise it
+
+
+_PROFILE = "model/profile_rules.py"
+_LAUNCH = "planning/launch.py"
+
+RULES: tuple[Rule, ...] = (
+    Rule("hybrid-ubatch", "warn", "hybrid quants use ubatch 4096 (the default)",
+         "prefill is bound by copying every CPU expert to GPU0 once per micro-batch: 4096 halves TTFT",
+         _PROFILE, ("cases/profile/hybrid_ubatch_warns.yaml",)),
+    Rule("allvram-ubatch", "warn", "all-VRAM quants use ubatch 2048 (the default)",
+         "the CUDA scratch pool OOMs on the first request after a full load otherwise",
+         _PROFILE, ("cases/profile/allvram_ubatch_warns.yaml",)),
+    Rule("allvram-fit-target", "refuse", "all-VRAM quants need fit_target >= 4096 MiB",
+         "a smaller margin OOMs on the first request after a ~17-minute load",
+         _PROFILE, ("cases/profile/allvram_fit_target_small.yaml", "cases/profile/allvram_fit_target_list_small.yaml")),
+    Rule("fit-target-spill", "warn", "fit_target 6144 on an all-VRAM quant",
+         "measured to spill 2-3 expert layers to the CPU silently: -40 %",
+         _PROFILE, ("cases/profile/allvram_fit_target_6144_warns.yaml",)),
+    Rule("fixed-flags", "force", "--numa distribute, --cache-type-k/v f16, --threads/--threads-batch = physical "
+         "cores, --load-mode none, --metrics; extra_args cannot override them",
+         "Kimi-K3/hardware requirements, not tuning: leaving --numa or --load-mode out measured as a 20+-minute "
+         "single-request stall", f"{_LAUNCH}, {_PROFILE}",
+         ("unit/test_rendered_specs.py", "cases/profile/extra_args_owned_flag.yaml")),
+    Rule("kv-types-equal", "force", "K and V cache types are equal (f16/f16)",
+         "every MLA model refuses different K and V cache types at context creation (llama-cpp.md §1.3)",
+         _LAUNCH, ("unit/test_rendered_specs.py",)),
+    Rule("split-mode", "refuse", "never -sm row or -sm tensor for kimi-k3",
+         "tensor split is not implemented for kimi-k3; CUDA has no row split buffers (llama-cpp.md §1.3)",
+         _PROFILE, ("cases/profile/split_mode_tensor.yaml",)),
+    Rule("numa-balancing", "refuse", "the host needs kernel.numa_balancing = 0",
+         "measured as a 20+-minute single-request stall; the host gate (issue 4) enforces it, not yet this build",
+         "not yet enforced (host gate, issue 4)", ()),
+    Rule("mmproj-fork-only", "refuse", "model.mmproj only with build.source: fork",
+         "vision (MoonViT-3d) lives only in the fork; mainline errors or silently ignores --mmproj",
+         f"{_PROFILE}, {_LAUNCH}", ("cases/profile/mmproj_mainline.yaml", "cases/plan/14-mainline-drops-mmproj.yaml")),
+    Rule("tq2-refused", "refuse", "UD-TQ2_0 is refused",
+         "it loads and talks on these GPUs yet produces corrupted logits", _PROFILE,
+         ("cases/profile/quant_tq2_0.yaml",)),
+    Rule("unvetted-iq-tq", "refuse", "an IQ/TQ quant outside the vetted catalog needs gate.quant",
+         "a broken sm_120 kernel for a new type scores KLD >> 1 while it still talks", _PROFILE,
+         ("cases/profile/quant_iq_unvetted.yaml", "cases/profile/quant_iq_unvetted_with_gate.yaml")),
+    Rule("reap770-code", "warn", "UD-Q2_K_XL-REAP770 is warned for code use",
+         "near-reference KLD (0.047) but HumanEval 86.6 % / MBPP 85.5 % vs 95.7 / 97.0 for UD-IQ2_XXS",
+         _PROFILE, ("cases/profile/reap770_code_use_warns.yaml",)),
+    Rule("spec-draft-device", "refuse", "the draft sits on the GPU holding output.weight (last GPU of the split)",
+         "anywhere else llama.cpp aborts in graph reservation", f"{_PROFILE}, {_LAUNCH}",
+         ("cases/profile/spec_draft_not_last_gpu.yaml", "unit/test_conflicts.py")),
+    Rule("spec-draft-rollback", "refuse", "spec_draft needs the recurrent-state rollback patch in build.patches",
+         "without it the host-side state checkpoint per draft step costs more than the drafts save", _PROFILE,
+         ("cases/profile/spec_draft_no_patch.yaml",)),
+    Rule("spec-draft-concurrency", "warn", "speculative decoding with parallel >= 4",
+         "verify batches multiply MoE expert reads: +23-72 % at c1, a loss at c4", _PROFILE,
+         ("cases/profile/spec_draft_parallel_warns.yaml",)),
+    Rule("cache-ram-zero", "warn", "cache_ram: 0 only when benchmarking",
+         "it turns the host-RAM prompt cache off", _PROFILE, ("cases/profile/cache_ram_zero_warns.yaml",)),
+    Rule("shared-gpus", "force", "a profile sharing GPUs (or the port) with a running one stops it first",
+         "the standing and interactive deployments share the GPUs (systemd Conflicts=)",
+         "planning/conflict_step.py", ("unit/test_conflicts.py", "unit/test_engine.py")),
+    Rule("no-secrets", "refuse", "a profile never holds a secret; the API key is a read-only mounted file",
+         "keys in argv/env show up in `docker inspect` and logs", f"{_PROFILE}, {_LAUNCH}",
+         ("cases/plan/19-api-key-file.yaml",)),
+)
+
+BY_ID = {rule.id: rule for rule in RULES}
