@@ -173,17 +173,27 @@ def status(ctx: click.Context, file: str, json_out: bool) -> None:
 
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--prompt", default="Say hello.", show_default=True)
+@click.option("--json", "json_out", is_flag=True, help="print the checks as JSON on stdout")
 @click.pass_context
 @_run
-def verify(ctx: click.Context, file: str, prompt: str) -> None:
-    """Ask the running server for one chat completion (the launch issue grows this into the full verify)."""
-    from kimik3_reconciler.verify import chat_once
+def verify(ctx: click.Context, file: str, json_out: bool) -> None:
+    """Check the running server: health, models, text, tool call, vision, two turns (exit 1 if one fails)."""
+    from rich.table import Table
+
+    from kimik3_reconciler.verify import verify as verify_server
 
     loaded = load(file)
-    engine = _ctx(ctx, False).engine(file)
-    answer = chat_once(engine, loaded, prompt)
-    _out.print(f"{loaded.profile.name} answered: {answer!r}")
+    report = verify_server(_ctx(ctx, json_out).engine(file), loaded)
+    if json_out:
+        click.echo(json.dumps(report.to_json(), indent=2))
+    else:
+        table = Table("check", "ok", "seconds", "detail", title=f"verify {report.profile}")
+        for check in report.checks:  # Text cells: server output is never parsed as markup
+            table.add_row(check.name, Text("ok", style="green") if check.ok else Text("FAIL", style="red"),
+                          f"{check.seconds:.2f}", Text(check.detail))
+        _out.print(table)
+    if not report.ok:
+        sys.exit(1)
 
 
 @main.command()

@@ -55,6 +55,21 @@ class HttpPort(Protocol):
         ...
 
 
+class ChatPort(Protocol):
+    """llama-server's OpenAI-compatible API, as `kimik3 verify` uses it (replies as plain dicts)."""
+
+    def models(self, base_url: str, api_key: str | None) -> dict[str, Any]:  # GET /v1/models, its JSON
+        ...
+
+    def chat(self, base_url: str, api_key: str | None, messages: list[dict[str, Any]],
+             tools: list[dict[str, Any]] | None = None, max_tokens: int = 32) -> dict[str, Any]:
+        """The first choice: `{"message": {role, content, [reasoning_content], [tool_calls]}, "finish_reason"}`.
+
+        With `tools`, tool_choice is "auto"; `message` can be appended to the next request as is.
+        """
+        ...
+
+
 class HostPort(Protocol):
     """Raw host facts (pure parsers in observe/host.py turn them into HostFacts)."""
 
@@ -83,6 +98,7 @@ class Ports:
     """The bundle of effects the engine runs on; the CLI wires real adapters, tests wire fakes."""
 
     def __init__(self, docker: DockerPort, hub: HubPort, http: HttpPort, host: HostPort,
-                 state: StatePort, clock: ClockPort):
+                 state: StatePort, clock: ClockPort, chat: ChatPort | None = None):
         self.docker, self.hub, self.http = docker, hub, http
         self.host, self.state, self.clock = host, state, clock
+        self.chat = chat  # only `kimik3 verify` talks to the server beyond /health

@@ -14,7 +14,8 @@ def real_ports(state_dir: Path, docker_host: str | None = None) -> Ports:
     from kimik3_reconciler.adapters.hf_hub import HuggingFaceHub
     from kimik3_reconciler.adapters.host_linux import LinuxHost
     from kimik3_reconciler.adapters.http import HttpClient
+    from kimik3_reconciler.adapters.openai_chat import OpenAIChat
     from kimik3_reconciler.adapters.state_files import StateFiles, SystemClock
 
     return Ports(docker=DockerEngine(docker_host), hub=HuggingFaceHub(), http=HttpClient(), host=LinuxHost(),
-                 state=StateFiles(state_dir), clock=SystemClock())
+                 state=StateFiles(state_dir), clock=SystemClock(), chat=OpenAIChat())

@@ -31,7 +31,7 @@ def plan_smoke(profile: Profile, observed: Observed, image_step: Step) -> Step:
     target = spec.image
     if not profile.gate.smoke:
         return Step("smoke", target, Action.NOOP, "gate.smoke is off", spec=spec)
-    if image_step.changes:
+    if image_step.action is Action.CREATE:  # a new build (a re-tag reuses a tested one)
         return Step("smoke", target, Action.READ, "smoke-test the new image with a tiny kimi-k3 GGUF", spec=spec,
                     cost="seconds")
     image = next((i for i in observed.images if i.fingerprint == spec.image_fingerprint), None)

@@ -1,6 +1,6 @@
 """Render, with kimik3's own functions, what the GPU proof runs natively on a GPU host.
 
-    python3 tools/gpu_proof/render.py PROFILE TINY_MODEL_DIR > rendered.json
+    python3 tools/gpu_proof/render.py PROFILE TINY_MODEL_DIR [DRAFT_GGUF] > rendered.json
 
 Host facts come from this host (lscpu, /proc/cpuinfo) through kimik3's collector, so
 `cpu_features: auto` resolves as it would on a real deployment host. Prints JSON with the cmake
@@ -31,7 +31,8 @@ def main() -> None:
     files = tuple(RemoteFile(path=f"{q}/{p.name}", size=p.stat().st_size) for p in sorted(tiny.glob("*.gguf")))
     model = ModelFact(repo=profile.model.repo, revision=profile.model.revision, quant=q,
                       cache_dir=profile.model.cache_dir, files=files)
-    inputs = LocalInputs(dockerfile_path="Dockerfile.llamacpp", dockerfile_sha256="-")
+    draft = sys.argv[3] if len(sys.argv) > 3 else None
+    inputs = LocalInputs(dockerfile_path="Dockerfile.llamacpp", dockerfile_sha256="-", draft_model=draft)
     observed = Observed(host=host, inputs=inputs, model=model)
     image = render_image_build(profile, observed)
     launch = render_launch(profile, observed, image.tag, image.fingerprint)

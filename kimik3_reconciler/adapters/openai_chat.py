@@ -1,0 +1,68 @@
+"""ChatPort through the openai client: llama-server's /v1/models and /v1/chat/completions as plain dicts."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import openai
+from openai import OpenAI
+
+from kimik3_reconciler.errors import PermanentError, TransientError
+
+# llama-server serves one model and answers to any name (checked on b11434); the alias check is
+# `models()`'s job, so the request carries a fixed name.
+_MODEL = "kimik3-verify"
+_MESSAGE_FIELDS = ("role", "content", "reasoning_content", "tool_calls")
+
+
+class OpenAIChat:
+    def models(self, base_url: str, api_key: str | None) -> dict[str, Any]:
+        # llama-server adds `aliases` (and a top-level `models`) that the typed page drops: keep its raw JSON.
+        with _client(base_url, api_key) as client, _translated(base_url, api_key):
+            return client.models.with_raw_response.list().http_response.json()
+
+    def chat(self, base_url: str, api_key: str | None, messages: list[dict[str, Any]],
+             tools: list[dict[str, Any]] | None = None, max_tokens: int = 32) -> dict[str, Any]:
+        extra: dict[str, Any] = {"tools": tools, "tool_choice": "auto"} if tools else {}
+        with _client(base_url, api_key) as client, _translated(base_url, api_key):
+            reply = client.chat.completions.create(model=_MODEL, messages=messages, max_tokens=max_tokens, **extra)
+        if not reply.choices:
+            raise PermanentError(f"{base_url}: the chat completion has no choices")
+        choice = reply.choices[0]
+        # model_dump keeps fields the SDK does not type (llama-server's reasoning_content).
+        dumped = choice.message.model_dump(exclude_none=True)
+        message = {k: dumped[k] for k in _MESSAGE_FIELDS if k in dumped}
+        message.setdefault("content", None)
+        return {"message": message, "finish_reason": choice.finish_reason}
+
+
+def _client(base_url: str, api_key: str | None) -> OpenAI:
+    return OpenAI(base_url=f"{base_url}/v1", api_key=api_key or "no-key", timeout=120, max_retries=1)
+
+
+@contextmanager
+def _translated(base_url: str, api_key: str | None) -> Iterator[None]:
+    """Turn openai exceptions into kimik3's error tree; the api key never reaches a message."""
+    def redact(text: str) -> str:
+        return text.replace(api_key, "***") if api_key else text
+
+    try:
+        yield
+    except openai.APIConnectionError as exc:  # includes APITimeoutError: the server may come back
+        raise TransientError(redact(f"{base_url}: {exc}")) from None
+    except openai.APIStatusError as exc:
+        raise PermanentError(redact(f"{base_url}: HTTP {exc.status_code}: {_server_message(exc)}")) from None
+    except (openai.OpenAIError, ValueError) as exc:  # ValueError: a body that is not JSON
+        raise PermanentError(redact(f"{base_url}: {type(exc).__name__}: {exc}")) from None
+
+
+def _server_message(exc: openai.APIStatusError) -> str:
+    """llama-server's `{"error": {"message": …}}`, else the SDK's text."""
+    body = exc.body
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and inner.get("message"):
+            return str(inner["message"])
+    return str(exc)
