@@ -132,23 +132,33 @@ def plan(ctx: click.Context, file: str, json_out: bool, detailed_exitcode: bool)
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--json", "json_out", is_flag=True, help="print the result as JSON on stdout")
 @click.option("--rounds", default=3, show_default=True, help="observe/plan/apply rounds before giving up")
+@click.option("--verify/--no-verify", default=True, show_default=True,
+              help="after a change, verify the server (as `kimik3 verify`); a no-op apply never does")
 @click.pass_context
 @_run
-def apply(ctx: click.Context, file: str, json_out: bool, rounds: int) -> None:
-    """Converge the host: download, build, launch, wait healthy."""
+def apply(ctx: click.Context, file: str, json_out: bool, rounds: int, verify: bool) -> None:
+    """Converge the host: download, build, smoke-test, launch, wait healthy, verify."""
+    from kimik3_reconciler.verify import verify as verify_server
+
     loaded = load(file)
     engine = _ctx(ctx, json_out).engine(file)
     result = engine.apply(loaded, max_rounds=rounds)
+    # Verify only what changed: on a converged host a 2.8T model would answer 4 requests for nothing.
+    report = verify_server(engine, loaded) if verify and result.changed else None
     if json_out:
         click.echo(json.dumps({
             "profile": loaded.profile.name, "changed": result.changed, "rounds": result.rounds,
             "executed": [s.to_json() for s in result.executed],
             "final": result.final.to_json() if result.final else None,
+            "verify": report.to_json() if report else None,
         }, indent=2))
-    elif not result.changed:
-        _out.print(f"{loaded.profile.name}: no changes (converged)")
     else:
-        _out.print(f"{loaded.profile.name}: converged after {len(result.executed)} step(s)")
+        if report is not None:
+            _print_report(report)
+        done = "no changes (converged)" if not result.changed else f"converged after {len(result.executed)} step(s)"
+        _out.print(f"{loaded.profile.name}: {done}")
+    if report is not None and not report.ok:
+        sys.exit(1)
 
 
 @main.command()
@@ -178,8 +188,6 @@ def status(ctx: click.Context, file: str, json_out: bool) -> None:
 @_run
 def verify(ctx: click.Context, file: str, json_out: bool) -> None:
     """Check the running server: health, models, text, tool call, vision, two turns (exit 1 if one fails)."""
-    from rich.table import Table
-
     from kimik3_reconciler.verify import verify as verify_server
 
     loaded = load(file)
@@ -187,13 +195,19 @@ def verify(ctx: click.Context, file: str, json_out: bool) -> None:
     if json_out:
         click.echo(json.dumps(report.to_json(), indent=2))
     else:
-        table = Table("check", "ok", "seconds", "detail", title=f"verify {report.profile}")
-        for check in report.checks:  # Text cells: server output is never parsed as markup
-            table.add_row(check.name, Text("ok", style="green") if check.ok else Text("FAIL", style="red"),
-                          f"{check.seconds:.2f}", Text(check.detail))
-        _out.print(table)
+        _print_report(report)
     if not report.ok:
         sys.exit(1)
+
+
+def _print_report(report) -> None:  # noqa: ANN001 - verify.VerifyReport, imported lazily
+    from rich.table import Table
+
+    table = Table("check", "ok", "seconds", "detail", title=f"verify {report.profile}")
+    for check in report.checks:  # Text cells: server output is never parsed as markup
+        table.add_row(check.name, Text("ok", style="green") if check.ok else Text("FAIL", style="red"),
+                      f"{check.seconds:.2f}", Text(check.detail))
+    _out.print(table)
 
 
 @main.command()

@@ -8,36 +8,26 @@ an API key, so every request below also proves the key is sent, and never printe
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
+from realparts import demo_profile, docker, kimik3, require_docker_and_demo_hub, write_profile
 
 from kimik3_reconciler.adapters.http import HttpClient
 from kimik3_reconciler.adapters.openai_chat import OpenAIChat
 from kimik3_reconciler.demo.hub import FixtureHub
-from kimik3_reconciler.demo.prepare import demo_repos, ensure_source_archive, prepare_hub_root
+from kimik3_reconciler.demo.prepare import demo_repos
 from kimik3_reconciler.errors import PermanentError, TransientError
 
 pytestmark = pytest.mark.docker
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-DEMO_DIR = REPO_ROOT / ".kimik3-demo"
-KIMIK3 = [sys.executable, "-m", "kimik3_reconciler"]
 NAME = "kimi-k3-vtest"
 PORT = 18383
 BASE_URL = f"http://127.0.0.1:{PORT}"
 API_KEY = "vtest-key-3f9a1c"
 CHECKS = ["health", "models", "text", "tool_call", "vision", "two_turn"]
-
-
-def docker(*args: str) -> str:
-    return subprocess.run(["docker", *args], capture_output=True, text=True, check=True).stdout.strip()
 
 
 def server_tasks() -> int:
@@ -48,35 +38,19 @@ def server_tasks() -> int:
 
 @pytest.fixture(scope="module")
 def hub() -> Iterator[FixtureHub]:
-    if shutil.which("docker") is None or subprocess.run(["docker", "info"], capture_output=True).returncode:
-        pytest.fail("no Docker daemon answers: run scripts/ensure-docker.sh (CI does)")
-    prepare_hub_root(DEMO_DIR / "hub")
-    with FixtureHub(demo_repos(DEMO_DIR / "hub")) as running:
+    with FixtureHub(demo_repos(require_docker_and_demo_hub())) as running:
         yield running
 
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory, hub: FixtureHub) -> Iterator[Path]:
     work = tmp_path_factory.mktemp("kimik3-verify")
-    archive = DEMO_DIR / "llama.cpp-b11434.tar.gz"
-    ensure_source_archive(DEMO_DIR / "cache", archive)
-    profile = yaml.safe_load((REPO_ROOT / "profiles" / "demo-cpu.yaml").read_text())
-    profile["name"] = NAME
-    profile["model"].update(endpoint=hub.url, cache_dir=str(work / "hf-cache"))
-    profile["build"]["archive"] = str(archive)  # the build section is otherwise the demo's: the cached image
-    profile["serve"].update(port=PORT, api_key_file="api.key")
+    profile = demo_profile(work, NAME, PORT, hub.url)
+    profile["serve"]["api_key_file"] = "api.key"
     (work / "api.key").write_text(f"{API_KEY}\n")
-    (work / "profile.yaml").write_text(yaml.safe_dump(profile, sort_keys=False))
+    write_profile(work, profile)
     yield work
     subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)
-
-
-def kimik3(work: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "KIMIK3_STATE_DIR": str(work / "state"), "HF_HOME": str(work / "hf-home")}
-    result = subprocess.run([*KIMIK3, *args], capture_output=True, text=True, env=env, cwd=work, timeout=3600)
-    if check and result.returncode != 0:
-        raise AssertionError(f"kimik3 {' '.join(args)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
-    return result
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,58 @@
+"""Shared by the integration tests: the real `kimik3` command, the docker CLI, and a demo-shaped
+profile (tiny model behind the fixture hub, the demo's CPU image build) under its own name/port."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kimik3_reconciler.demo.prepare import ensure_source_archive, prepare_hub_root
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEMO_DIR = REPO_ROOT / ".kimik3-demo"
+KIMIK3 = [sys.executable, "-m", "kimik3_reconciler"]
+
+
+def docker(*args: str) -> str:
+    return subprocess.run(["docker", *args], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def require_docker_and_demo_hub() -> Path:
+    """Fail (never skip) without a daemon: CI starts one. Returns the prepared hub root."""
+    if shutil.which("docker") is None or subprocess.run(["docker", "info"], capture_output=True).returncode:
+        pytest.fail("no Docker daemon answers: run scripts/ensure-docker.sh (CI does)")
+    prepare_hub_root(DEMO_DIR / "hub")
+    return DEMO_DIR / "hub"
+
+
+def demo_profile(work: Path, name: str, port: int, hub_url: str) -> dict:
+    """The demo profile, renamed and re-ported; its build section is the demo's (the cached image)."""
+    archive = DEMO_DIR / "llama.cpp-b11434.tar.gz"
+    ensure_source_archive(DEMO_DIR / "cache", archive)
+    profile = yaml.safe_load((REPO_ROOT / "profiles" / "demo-cpu.yaml").read_text())
+    profile["name"] = name
+    profile["model"].update(endpoint=hub_url, cache_dir=str(work / "hf-cache"))
+    profile["build"]["archive"] = str(archive)
+    profile["serve"]["port"] = port
+    return profile
+
+
+def write_profile(work: Path, profile: dict, name: str = "profile.yaml") -> Path:
+    path = work / name
+    path.write_text(yaml.safe_dump(profile, sort_keys=False))
+    return path
+
+
+def kimik3(work: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run the real CLI with its own state dir and HF home under `work`."""
+    env = {**os.environ, "KIMIK3_STATE_DIR": str(work / "state"), "HF_HOME": str(work / "hf-home")}
+    result = subprocess.run([*KIMIK3, *args], capture_output=True, text=True, env=env, cwd=work, timeout=3600)
+    if check and result.returncode != 0:
+        raise AssertionError(f"kimik3 {' '.join(args)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
+    return result
