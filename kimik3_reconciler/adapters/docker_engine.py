@@ -117,7 +117,8 @@ class DockerEngine:
 
     @_transient
     def start_container(self, name: str) -> None:
-        self._call(self.client.api.start, name)
+        state = (self.inspect_container(name) or {}).get("State") or {}
+        self._call(self.client.api.unpause if state.get("Paused") else self.client.api.start, name)
 
     @_transient
     def remove_container(self, name: str) -> None:

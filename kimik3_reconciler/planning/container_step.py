@@ -34,5 +34,6 @@ def plan_container(launch: Launch, observed: Observed) -> Step:
         return Step("container", name, Action.NOOP, f"running, fingerprint {launch.fingerprint} matches",
                     spec=launch.spec)
     exit_note = f" (exit code {container.exit_code})" if container.exit_code is not None else ""
-    return Step("container", name, Action.UPDATE, f"container is {container.state}{exit_note}: start it",
+    verb = "unpause" if container.state == "paused" else "start"
+    return Step("container", name, Action.UPDATE, f"container is {container.state}{exit_note}: {verb} it",
                 diff=(DiffItem("state", container.state, "running"),), spec=launch.spec)

@@ -225,18 +225,21 @@ def test_apply_killed_during_the_load_is_resumed_not_relaunched(workdir: Path) -
     deadline = time.monotonic() + 60
     while subprocess.run(["docker", "inspect", NAME], capture_output=True).returncode and time.monotonic() < deadline:
         time.sleep(0.05)
-    # Freeze the server mid-start (a load that takes long), then kill the waiting kimik3.
+    # Make the load slow (freeze, then 1 % of a CPU), and kill the waiting kimik3 meanwhile.
     docker("pause", NAME)
     os.kill(apply.pid, signal.SIGKILL)
     apply.wait()
+    docker("update", "--cpus", "0.01", NAME)
+    docker("unpause", NAME)
     launched = container_identity()
     plan = json.loads(kimik3(workdir, "plan", "--json", "profile.yaml").stdout)
     steps = {s["kind"]: s for s in plan["steps"]}
-    assert steps["container"]["action"] == "noop"  # never relaunched while loading
-    assert steps["health"]["action"] == "read"
-    docker("unpause", NAME)
+    assert steps["container"]["action"] == "noop", steps["container"]  # never relaunched while loading
+    assert steps["health"]["action"] == "read" and "wait" in steps["health"]["reason"]
+    docker("update", "--cpus", "2", NAME)
     kimik3(workdir, "apply", "profile.yaml")
     assert container_identity() == launched
+    assert docker("inspect", "-f", "{{.State.Status}}", NAME) == "running"
 
 
 def test_a_profile_sharing_the_port_stops_the_other_first(workdir: Path) -> None:
