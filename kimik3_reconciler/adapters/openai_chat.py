@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
-
-import openai
-from openai import OpenAI
+from typing import TYPE_CHECKING, Any
 
 from kimik3_reconciler.errors import PermanentError, TransientError
 
@@ -15,6 +12,16 @@ from kimik3_reconciler.errors import PermanentError, TransientError
 # `models()`'s job, so the request carries a fixed name.
 _MODEL = "kimik3-verify"
 _MESSAGE_FIELDS = ("role", "content", "reasoning_content", "tool_calls")
+
+if TYPE_CHECKING:
+    import openai
+
+
+def _openai() -> Any:
+    """Imported on first use: the SDK costs ~0.3 s, and only verify needs it (not plan or a no-op apply)."""
+    import openai
+
+    return openai
 
 
 class OpenAIChat:
@@ -38,8 +45,8 @@ class OpenAIChat:
         return {"message": message, "finish_reason": choice.finish_reason}
 
 
-def _client(base_url: str, api_key: str | None) -> OpenAI:
-    return OpenAI(base_url=f"{base_url}/v1", api_key=api_key or "no-key", timeout=120, max_retries=1)
+def _client(base_url: str, api_key: str | None) -> "openai.OpenAI":
+    return _openai().OpenAI(base_url=f"{base_url}/v1", api_key=api_key or "no-key", timeout=120, max_retries=1)
 
 
 @contextmanager
@@ -48,6 +55,7 @@ def _translated(base_url: str, api_key: str | None) -> Iterator[None]:
     def redact(text: str) -> str:
         return text.replace(api_key, "***") if api_key else text
 
+    openai = _openai()
     try:
         yield
     except openai.APIConnectionError as exc:  # includes APITimeoutError: the server may come back
@@ -58,7 +66,7 @@ def _translated(base_url: str, api_key: str | None) -> Iterator[None]:
         raise PermanentError(redact(f"{base_url}: {type(exc).__name__}: {exc}")) from None
 
 
-def _server_message(exc: openai.APIStatusError) -> str:
+def _server_message(exc: "openai.APIStatusError") -> str:
     """llama-server's `{"error": {"message": …}}`, else the SDK's text."""
     body = exc.body
     if isinstance(body, dict):
