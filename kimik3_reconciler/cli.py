@@ -24,6 +24,7 @@ from kimik3_reconciler.render import render_plan
 from kimik3_reconciler.reporting import CliReporter, configure_logging
 
 CHANGES_PENDING = 4
+_REHASH_HELP = "re-hash the cached model files against the hub's sha256 (slow: reads every byte)"
 # soft_wrap: never break a line (messages are grepped in CI logs); no markup from messages.
 _err = Console(stderr=True, soft_wrap=True, markup=False, highlight=False)
 _out = Console(soft_wrap=True, markup=False, highlight=False)
@@ -51,14 +52,14 @@ class _Context:
         self.state_dir, self.dockerfile, self.docker_host = Path(state_dir), Path(dockerfile), docker_host
         self.verbose, self.json_out = verbose, json_out
 
-    def engine(self, profile_path: str) -> Engine:
+    def engine(self, profile_path: str, rehash: bool = False) -> Engine:
         from kimik3_reconciler.adapters import real_ports
 
         interactive = _err.is_terminal and not self.json_out
         configure_logging(json_logs=not interactive, verbose=self.verbose)
         reporter = CliReporter(_err, interactive, self.verbose)
         return Engine(real_ports(self.state_dir, self.docker_host), reporter, Path(profile_path).resolve().parent,
-                      self.dockerfile)
+                      self.dockerfile, rehash=rehash)
 
 
 def _run(fn):  # noqa: ANN001 - click callback wrapper
@@ -114,12 +115,13 @@ def validate(files: tuple[str, ...]) -> None:
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--json", "json_out", is_flag=True, help="print the plan as JSON on stdout")
 @click.option("--detailed-exitcode", is_flag=True, help=f"exit {CHANGES_PENDING} when the plan has changes")
+@click.option("--verify", "rehash", is_flag=True, help=_REHASH_HELP)
 @click.pass_context
 @_run
-def plan(ctx: click.Context, file: str, json_out: bool, detailed_exitcode: bool) -> None:
+def plan(ctx: click.Context, file: str, json_out: bool, detailed_exitcode: bool, rehash: bool) -> None:
     """Show what apply would change, and why."""
     loaded = load(file)
-    the_plan = _ctx(ctx, json_out).engine(file).plan(loaded)
+    the_plan = _ctx(ctx, json_out).engine(file, rehash=rehash).plan(loaded)
     if json_out:
         click.echo(json.dumps(the_plan.to_json(), indent=2))
     else:
@@ -132,19 +134,20 @@ def plan(ctx: click.Context, file: str, json_out: bool, detailed_exitcode: bool)
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--json", "json_out", is_flag=True, help="print the result as JSON on stdout")
 @click.option("--rounds", default=3, show_default=True, help="observe/plan/apply rounds before giving up")
-@click.option("--verify/--no-verify", default=True, show_default=True,
+@click.option("--verify-server/--no-verify-server", default=True, show_default=True,
               help="after a change, verify the server (as `kimik3 verify`); a no-op apply never does")
+@click.option("--verify", "rehash", is_flag=True, help=_REHASH_HELP)
 @click.pass_context
 @_run
-def apply(ctx: click.Context, file: str, json_out: bool, rounds: int, verify: bool) -> None:
+def apply(ctx: click.Context, file: str, json_out: bool, rounds: int, verify_server: bool, rehash: bool) -> None:
     """Converge the host: download, build, smoke-test, launch, wait healthy, verify."""
     from kimik3_reconciler.verify import verify as verify_server
 
     loaded = load(file)
-    engine = _ctx(ctx, json_out).engine(file)
+    engine = _ctx(ctx, json_out).engine(file, rehash=rehash)
     result = engine.apply(loaded, max_rounds=rounds)
     # Verify only what changed: on a converged host a 2.8T model would answer 4 requests for nothing.
-    report = verify_server(engine, loaded) if verify and result.changed else None
+    report = verify_server(engine, loaded) if verify_server and result.changed else None
     if json_out:
         click.echo(json.dumps({
             "profile": loaded.profile.name, "changed": result.changed, "rounds": result.rounds,

@@ -36,12 +36,15 @@ class ApplyResult:
 
 
 class Engine:
-    def __init__(self, ports: Ports, reporter: Reporter, base_dir: Path, dockerfile: Path):
+    def __init__(self, ports: Ports, reporter: Reporter, base_dir: Path, dockerfile: Path, rehash: bool = False):
         self.ports, self.reporter = ports, reporter
         self.base_dir, self.dockerfile = base_dir, dockerfile
+        self.rehash = rehash  # `--verify`: re-hash cached model files once, in the first observation
 
     def observe(self, loaded: LoadedProfile) -> Observed:
-        return observe(loaded.profile, self.ports, self.base_dir, self.dockerfile)
+        observed = observe(loaded.profile, self.ports, self.base_dir, self.dockerfile, self.rehash)
+        self.rehash = False
+        return observed
 
     def plan(self, loaded: LoadedProfile) -> Plan:
         warnings = tuple(str(w) for w in loaded.warnings)

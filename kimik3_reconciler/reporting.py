@@ -27,10 +27,15 @@ class CliReporter:
         self.console, self.interactive, self.verbose = console, interactive, verbose
         self._progress: Progress | None = None
         self._tasks: dict[str, TaskID] = {}
+        self._last_step: dict[str, int] = {}
 
     def progress(self, task: str, done: int, total: int) -> None:
         if not self.interactive:
-            self.log.debug("progress", task=task, done=done, total=total)
+            # JSON progress events, one per 10 % step of each task (a 50 GB shard is not 6,000 lines).
+            step = int(10 * done / total) if total else 0
+            if self._last_step.get(task) != step:
+                self._last_step[task] = step
+                self.log.info("progress", task=task, done=done, total=total)
             return
         if self._progress is None:
             self._progress = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
@@ -40,6 +45,7 @@ class CliReporter:
         if key not in self._tasks:
             self._tasks[key] = self._progress.add_task(task, total=total or None)
         self._progress.update(self._tasks[key], completed=done, total=total or None, description=task)
+        self._progress.refresh()
 
     def line(self, source: str, text: str) -> None:
         # Dockerfile steps are the build's progress; compiler lines only with -v.

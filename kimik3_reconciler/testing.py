@@ -127,12 +127,14 @@ class FakeHub:
         return cached if cached.is_file() else None
 
     def download(self, spec: ModelDownload, on_progress: Callable[[str, int, int], None]) -> None:
+        """Like the real one: a file whose bytes don't hash to the listing is refused, never cached."""
         self.downloads.append(spec.missing)
         for path in spec.missing:
-            body = self.files[path]
+            if path in self.corrupt:
+                raise DownloadFailed(f"{path}: sha256 mismatch with the hub's; removed, run apply again")
             target = self.root / "cache" / path
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(body[:-1] + b"X" if path in self.corrupt else body)
+            target.write_bytes(self.files[path])
 
 
 class FakeHttp:
@@ -161,6 +163,7 @@ class FakeHttp:
 class FakeHost:
     def __init__(self, cores: int = 8, flags: str = "avx2 avx512f"):
         self.cores, self.flags = cores, flags
+        self.free_bytes = 1 << 40
 
     def lscpu_parseable(self) -> str:
         return "\n".join(f"{c},0" for c in range(self.cores))
@@ -170,6 +173,9 @@ class FakeHost:
 
     def tailscale_ipv4(self) -> str | None:
         return None
+
+    def disk_free(self, path: str) -> int:
+        return self.free_bytes
 
 
 class MemoryState:

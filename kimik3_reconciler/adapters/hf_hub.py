@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import httpx
-from huggingface_hub import HfApi, constants, snapshot_download, try_to_load_from_cache
+from huggingface_hub import HfApi, constants, get_token, try_to_load_from_cache
 from huggingface_hub.errors import (
     EntryNotFoundError,
     HfHubHTTPError,
@@ -16,6 +16,7 @@ from huggingface_hub.errors import (
 from huggingface_hub.hf_api import RepoFile
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
 
+from kimik3_reconciler.adapters.hub_download import fetch_all, targets
 from kimik3_reconciler.errors import DownloadFailed, TransientError
 from kimik3_reconciler.model.facts import RemoteFile
 from kimik3_reconciler.model.specs import ModelDownload
@@ -71,17 +72,10 @@ class HuggingFaceHub:
         found = try_to_load_from_cache(repo, path, cache_dir=cache_dir, revision=revision)
         return Path(found) if isinstance(found, str) else None
 
-    @_transient
     def download(self, spec: ModelDownload, on_progress: Callable[[str, int, int], None]) -> None:
-        what = f"{spec.repo}@{spec.revision[:12]}"
-        total = spec.bytes_to_fetch
-        on_progress("download", 0, total)
-        try:
-            snapshot_download(spec.repo, revision=spec.revision, allow_patterns=list(spec.missing),
-                              cache_dir=spec.cache_dir, endpoint=spec.endpoint)
-        except Exception as exc:
-            translated = _translate(exc, what)
-            if translated is exc:
-                raise
-            raise translated from exc
-        on_progress("download", total, total)
+        """Fetch the missing files (resumable, sha256-verified, parallel): adapters/hub_download.py."""
+        missing = set(spec.missing)
+        files = tuple(f for f in spec.files if f.path in missing)
+        endpoint = spec.endpoint or constants.ENDPOINT
+        jobs = targets(spec.repo, spec.revision, files, endpoint, self.repo_cache_dir(spec.repo, spec.cache_dir))
+        fetch_all(jobs, get_token(), on_progress)

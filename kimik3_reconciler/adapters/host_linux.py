@@ -24,6 +24,12 @@ class LinuxHost:
         except OSError:
             return ""
 
+    def disk_free(self, path: str) -> int:
+        probe = Path(path)
+        while not probe.exists() and probe != probe.parent:  # the cache dir may not exist yet
+            probe = probe.parent
+        return shutil.disk_usage(probe).free
+
     def tailscale_ipv4(self) -> str | None:
         if not shutil.which("tailscale"):
             return None

@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Self
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from kimik3_reconciler.demo.hub_faults import HubFaults
+
 FIXED_DATE = "2025-01-01T00:00:00.000Z"
 _CHUNK = 1 << 20
 
@@ -254,7 +256,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _resolve(self, repo: _Repo, revision: str, path: str, head: bool) -> None:
         self._check_revision(repo, revision)
         blob = repo.blobs.get(path)
-        if blob is None:
+        if blob is None or path in self.server.faults.missing:
             raise _NotFound("EntryNotFound", f"{path} does not exist on {revision}", repo.revision)
         try:
             span = _parse_range(self.headers.get("Range"), blob.size)
@@ -269,7 +271,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Range", f"bytes {first}-{last}/{blob.size}")
         self.end_headers()
         if not head:
-            self._send_file(blob.local, first, last - first + 1)
+            self._send_file(blob, first, last - first + 1)
 
     # --- responses ----------------------------------------------------------------------------
 
@@ -282,10 +284,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("X-Linked-Size", str(blob.size))
         self.send_header("X-Repo-Commit", repo.revision)
 
-    def _send_file(self, local: Path, offset: int, length: int) -> None:
-        with open(local, "rb") as handle:
+    def _send_file(self, blob: _Blob, offset: int, length: int) -> None:
+        with open(blob.local, "rb") as handle:
             if length > 0:
-                self.connection.sendfile(handle, offset, length)
+                self.server.faults.send(self.connection, handle, blob.path, offset, length)
 
     def _send_range_not_satisfiable(self, blob: _Blob) -> None:
         self.send_response(416)
@@ -329,6 +331,7 @@ class _HubServer(ThreadingHTTPServer):
         super().__init__(address, _Handler)
         self.repos = repos
         self.requests: list[tuple[str, str]] = []
+        self.faults = HubFaults()
 
 
 class FixtureHub:
@@ -337,6 +340,7 @@ class FixtureHub:
     def __init__(self, repos: list[FixtureRepo], host: str = "127.0.0.1", port: int = 0) -> None:
         self._server = _HubServer((host, port), {r.repo_id: _Repo(r) for r in repos})
         self._thread: threading.Thread | None = None
+        self.faults = self._server.faults  # tests configure cuts, 404s, throttling; read bytes served
         bound_host, bound_port = self._server.server_address[:2]
         self.url = f"http://{bound_host}:{bound_port}"
 

@@ -37,6 +37,7 @@ class ModelFact(_Fact):
     files: tuple[RemoteFile, ...] = ()
     missing: tuple[str, ...] = ()
     listing: Literal["manifest", "hub"] = "manifest"
+    cache_free_bytes: int | None = None  # free space on the cache's filesystem
 
     @property
     def complete(self) -> bool:

@@ -20,11 +20,11 @@ from kimik3_reconciler.ports import Ports
 __all__ = ["observe"]
 
 
-def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path) -> Observed:
+def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, rehash: bool = False) -> Observed:
     return Observed(
         host=collect_host(ports.host),
         inputs=collect_inputs(profile, base_dir, dockerfile, ports.state),
-        model=collect_model(profile, ports.hub, ports.state, base_dir),
+        model=collect_model(profile, ports.hub, ports.state, base_dir, ports.host, rehash),
         images=collect_images(ports.docker, ports.state),
         base_images=collect_base_images(ports.docker, (profile.build.base_images.build,
                                                        profile.build.base_images.runtime)),

@@ -13,10 +13,12 @@ from pathlib import Path
 from kimik3_reconciler.model.facts import ModelFact
 from kimik3_reconciler.model.model_files import manifest_key, parse_manifest, wanted_paths
 from kimik3_reconciler.model.profile import Profile
-from kimik3_reconciler.ports import HubPort, StatePort
+from kimik3_reconciler.observe.local_inputs import sha256_file
+from kimik3_reconciler.ports import HostPort, HubPort, StatePort
 
 
-def collect_model(profile: Profile, hub: HubPort, state: StatePort, base_dir: Path) -> ModelFact:
+def collect_model(profile: Profile, hub: HubPort, state: StatePort, base_dir: Path, host: HostPort,
+                  rehash: bool = False) -> ModelFact:
     m = profile.model
     # A relative cache_dir is relative to the profile file, like every other path in it.
     cache_dir = str((base_dir / m.cache_dir).resolve()) if m.cache_dir else hub.default_cache_dir()
@@ -34,5 +36,8 @@ def collect_model(profile: Profile, hub: HubPort, state: StatePort, base_dir: Pa
         # deleted blob is missing again and gets refetched, never served.
         if f.path not in verified or cached is None or cached.stat().st_size != f.size:
             missing.append(f.path)
+        elif rehash and f.sha256 and sha256_file(cached) != f.sha256:
+            missing.append(f.path)  # `--verify`: re-hash on demand; a bad blob is refetched, never served
     return ModelFact(repo=m.repo, revision=m.revision, quant=m.quant, cache_dir=str(cache_dir),
-                     files=files, missing=tuple(missing), listing=listing)
+                     files=files, missing=tuple(missing), listing=listing,
+                     cache_free_bytes=host.disk_free(cache_dir))

@@ -12,7 +12,7 @@ from kimik3_reconciler.planning.container_step import plan_container
 from kimik3_reconciler.planning.health_step import plan_health
 from kimik3_reconciler.planning.image_step import image_tag, plan_image
 from kimik3_reconciler.planning.launch import render_launch
-from kimik3_reconciler.planning.model_step import plan_model
+from kimik3_reconciler.planning.model_step import model_spec, plan_model
 from kimik3_reconciler.planning.smoke_step import plan_smoke
 
 __all__ = ["plan", "plan_destroy", "plan_prune"]
@@ -49,7 +49,7 @@ def plan_destroy(profile: Profile, observed: Observed, *, images: bool = False, 
     target = f"{observed.model.repo}@{observed.model.revision[:12]}/{observed.model.quant}"
     cached = len(observed.model.files) - len(observed.model.missing)
     if model and cached:
-        files = plan_model(profile, observed).spec
+        files = model_spec(profile, observed)
         steps.append(Step("model", target, Action.DELETE, "--model: remove the cached files of this quant",
                           spec=Removal("model", target, model=files)))
     elif cached:

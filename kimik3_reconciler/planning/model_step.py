@@ -1,25 +1,60 @@
-"""Plan the model: are all files of repo@revision/quant verified in the HF cache?"""
+"""Plan the model: are all files of repo@revision/quant verified in the HF cache, and do the
+missing ones fit on the cache's disk (the sizing gate, before any byte is fetched)?"""
 
 from __future__ import annotations
 
-from kimik3_reconciler.model.facts import Observed
+from kimik3_reconciler.errors import PlanError
+from kimik3_reconciler.model.facts import ModelFact, Observed
 from kimik3_reconciler.model.model_files import manifest_key
 from kimik3_reconciler.model.plan import Action, Step
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.specs import ModelDownload
 from kimik3_reconciler.planning.units import gib
 
+# Seed 001: plan download size + 10-15 %; the disk also holds logs, images and the next quant.
+DISK_HEADROOM = 0.10
+
+
+def _breakdown(model: ModelFact) -> str:
+    """Missing bytes per source: the quant folder, and each top-level file (mmproj)."""
+    missing = set(model.missing)
+    groups: dict[str, list[int]] = {}
+    for f in model.files:
+        if f.path in missing:
+            groups.setdefault(f.path.split("/")[0] + ("/" if "/" in f.path else ""), []).append(f.size)
+    return "; ".join(f"{name} {len(sizes)} file(s) {gib(sum(sizes))}" for name, sizes in sorted(groups.items()))
+
+
+def sizing_gate(model: ModelFact) -> None:
+    """Refuse, with the numbers, a download that cannot fit the cache's disk."""
+    if model.cache_free_bytes is None or not model.missing:
+        return
+    needed = model.missing_bytes
+    with_headroom = int(needed * (1 + DISK_HEADROOM))
+    if with_headroom > model.cache_free_bytes:
+        raise PlanError(
+            f"model: {gib(needed)} to fetch (+{DISK_HEADROOM:.0%} headroom: {gib(with_headroom)}) but only "
+            f"{gib(model.cache_free_bytes)} free on {model.cache_dir}: short by "
+            f"{gib(with_headroom - model.cache_free_bytes)} [{_breakdown(model)}]")
+
+
+def model_spec(profile: Profile, observed: Observed) -> ModelDownload:
+    model = observed.model
+    return ModelDownload(
+        repo=model.repo, revision=model.revision, quant=model.quant, endpoint=profile.model.endpoint,
+        cache_dir=model.cache_dir, files=model.files, missing=model.missing, manifest_key=manifest_key(profile),
+    )
+
 
 def plan_model(profile: Profile, observed: Observed) -> Step:
     model = observed.model
     target = f"{model.repo}@{model.revision[:12]}/{model.quant}"
-    spec = ModelDownload(
-        repo=model.repo, revision=model.revision, quant=model.quant, endpoint=profile.model.endpoint,
-        cache_dir=model.cache_dir, files=model.files, missing=model.missing, manifest_key=manifest_key(profile),
-    )
+    spec = model_spec(profile, observed)
     if model.complete:
         return Step("model", target, Action.NOOP,
                     f"all {len(model.files)} files verified in the cache ({gib(model.total_bytes)})", spec=spec)
+    sizing_gate(model)
+    free = f" of {gib(model.cache_free_bytes)} free" if model.cache_free_bytes is not None else ""
     return Step("model", target, Action.CREATE,
                 f"{len(model.missing)} of {len(model.files)} files missing from the cache",
-                spec=spec, cost=f"{gib(model.missing_bytes)} to fetch")
+                spec=spec, cost=f"{gib(model.missing_bytes)} to fetch{free} [{_breakdown(model)}]")

@@ -245,3 +245,30 @@ def test_profiles_on_other_gpus_and_ports_do_not_conflict(world):
     engine.apply(load())
     other = load(PROFILE.replace("name: k3-test", "name: k3-b").replace("port: 18999", "port: 18998"))
     assert not [s for s in engine.plan(other).steps if s.kind == "conflict"]
+
+
+def test_sizing_gate_refuses_with_the_numbers_before_any_byte(world):
+    from kimik3_reconciler.errors import PlanError
+
+    engine, docker, hub, _ = world
+    engine.ports.host.free_bytes = 100  # the two shards need 180 bytes (+10 % headroom = 198)
+    with pytest.raises(PlanError) as refused:
+        engine.apply(load())
+    message = str(refused.value)
+    assert "180 B to fetch (+10% headroom: 198 B) but only 100 B free" in message
+    assert "short by 98 B" in message and "[UD-Q2_K_XL/ 2 file(s) 180 B]" in message
+    assert hub.downloads == [] and docker.calls == []
+
+
+def test_verify_rehashes_and_refetches_a_blob_corrupted_in_place(world):
+    engine, _, hub, _ = world
+    engine.apply(load())
+    cached = hub.root / "cache" / "UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00002.gguf"
+    cached.write_bytes(cached.read_bytes()[::-1])  # same size: only a hash can tell
+    assert engine.plan(load()).steps[0].action is Action.NOOP  # a plan never re-hashes on its own
+    engine.rehash = True
+    step = engine.plan(load()).steps[0]
+    assert step.action is Action.CREATE and "1 of 2 files missing" in step.reason
+    engine.rehash = True
+    engine.apply(load())
+    assert cached.read_bytes() == FILES["UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00002.gguf"]

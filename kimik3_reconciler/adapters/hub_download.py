@@ -1,0 +1,169 @@
+"""Resumable, verified, parallel download of hub files into the standard HF cache layout.
+
+huggingface_hub >= 1.18 deletes a partial file when a download fails, so a 50 GB shard cut at
+49 GB starts over (shared/reference/hf-hub.md). kimik3 fetches itself, in HF's own layout
+(`blobs/<sha256>`, `snapshots/<rev>/<path>` -> `../../blobs/<sha256>`), so huggingface_hub tools
+and `try_to_load_from_cache` see the result:
+
+- a partial lives at `blobs/<sha256>.incomplete` and is resumed with `Range: bytes=<size>-`
+  by the next process (after `kill -9` too): nothing already on disk is fetched again;
+- every byte is hashed as it lands (a resumed partial is re-read once); a blob is renamed into
+  place only when its sha256 equals the hub's LFS oid, so no corrupt shard is ever served;
+- files download in parallel (bounded); timeouts, dropped connections and 5xx are retried with
+  backoff, each retry resuming where the last stopped.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+import httpx
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from kimik3_reconciler.errors import DownloadFailed, TransientError
+from kimik3_reconciler.model.facts import RemoteFile
+
+CHUNK = 8 << 20
+WORKERS = int(os.environ.get("KIMIK3_DOWNLOAD_WORKERS", "4"))
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where one file goes in the cache, and what it must hash to."""
+
+    file: RemoteFile
+    url: str
+    blob: Path
+    snapshot: Path
+
+    @property
+    def partial(self) -> Path:
+        return self.blob.with_name(self.blob.name + ".incomplete")
+
+
+def targets(repo: str, revision: str, files: tuple[RemoteFile, ...], endpoint: str, repo_dir: Path) -> list[Target]:
+    out = []
+    for f in files:
+        if not f.sha256:
+            raise DownloadFailed(f"{f.path}: the hub lists no LFS sha256 for it, so it cannot be verified")
+        out.append(Target(f, f"{endpoint.rstrip('/')}/{repo}/resolve/{revision}/{quote(f.path)}",
+                          repo_dir / "blobs" / f.sha256, repo_dir / "snapshots" / revision / f.path))
+    return out
+
+
+def _sha256_of(path: Path) -> hashlib._Hash:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(CHUNK), b""):
+            digest.update(block)
+    return digest
+
+
+def _link(target: Target) -> None:
+    """snapshots/<rev>/<path> -> ../../blobs/<sha256>, atomically (HF's relative symlinks)."""
+    target.snapshot.parent.mkdir(parents=True, exist_ok=True)
+    relative = os.path.relpath(target.blob, target.snapshot.parent)
+    tmp = target.snapshot.with_name(target.snapshot.name + ".kimik3-link")
+    tmp.unlink(missing_ok=True)
+    tmp.symlink_to(relative)
+    os.replace(tmp, target.snapshot)
+
+
+def _raise_for(response: httpx.Response, target: Target) -> None:
+    status = response.status_code
+    if status in (401, 403):
+        raise DownloadFailed(f"{target.file.path}: HTTP {status} from the hub: set HF_TOKEN or log in "
+                             "(huggingface_hub's token file); the token is sent only to the hub")
+    if status == 404:
+        code = response.headers.get("X-Error-Code", "EntryNotFound")
+        raise DownloadFailed(f"{target.file.path}: {code} (HTTP 404) at this revision")
+    if status == 429 or status >= 500:
+        raise TransientError(f"{target.file.path}: HTTP {status}")
+    if status not in (200, 206):
+        raise DownloadFailed(f"{target.file.path}: unexpected HTTP {status}")
+
+
+def _append(client: httpx.Client, target: Target, digest: hashlib._Hash, progress: Progress) -> None:
+    """Fetch from the partial's current size to the end, appending and hashing as bytes land."""
+    start = target.partial.stat().st_size if target.partial.exists() else 0
+    if start >= target.file.size:
+        return
+    headers = {"Range": f"bytes={start}-"} if start else {}
+    try:
+        with client.stream("GET", target.url, headers=headers) as response:
+            _raise_for(response, target)
+            if start and response.status_code == 200:
+                raise DownloadFailed(f"{target.file.path}: the server ignored the Range request")
+            with open(target.partial, "ab") as out:
+                done = start
+                for block in response.iter_bytes(CHUNK):
+                    digest.update(block)
+                    out.write(block)
+                    done += len(block)
+                    progress(target.file.path, done, target.file.size)
+                out.flush()
+                os.fsync(out.fileno())
+    except httpx.TransportError as exc:  # dropped connection, timeout: resume on retry
+        raise TransientError(f"{target.file.path}: {type(exc).__name__}: {exc}") from exc
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            raise DownloadFailed(f"{target.file.path}: disk full in {target.blob.parent}; the partial download "
+                                 "is kept: free space and run apply again to resume") from exc
+        raise
+
+
+def fetch(client: httpx.Client, target: Target, progress: Progress) -> None:
+    """Make `target` present and verified: adopt a good blob, resume a partial, or fetch it."""
+    want = target.file.sha256
+    if target.blob.exists():
+        if _sha256_of(target.blob).hexdigest() == want:
+            _link(target)  # already complete (e.g. fetched by `hf download`): verified, adopted
+            return
+        target.blob.unlink()  # a corrupt or truncated blob is never served
+    target.blob.parent.mkdir(parents=True, exist_ok=True)
+    digest = _sha256_of(target.partial) if target.partial.exists() else hashlib.sha256()
+    for attempt in Retrying(retry=retry_if_exception_type(TransientError), stop=stop_after_attempt(6),
+                            wait=wait_exponential(multiplier=0.5, max=30), reraise=True):
+        with attempt:
+            _append(client, target, digest, progress)
+    got = digest.hexdigest()
+    if target.partial.stat().st_size != target.file.size or got != want:
+        target.partial.unlink()
+        raise DownloadFailed(f"{target.file.path}: sha256 {got} != hub's {want}; removed, run apply again")
+    os.replace(target.partial, target.blob)
+    _link(target)
+
+
+class _Totals:
+    """Per-file progress plus one `total` line (bytes/s and ETA come from the progress display)."""
+
+    def __init__(self, jobs: list[Target], progress: Progress):
+        self.progress, self.done = progress, {j.file.path: 0 for j in jobs}
+        self.total = sum(j.file.size for j in jobs)
+        self.lock = threading.Lock()
+
+    def __call__(self, path: str, done: int, size: int) -> None:
+        with self.lock:
+            self.done[path] = done
+            total_done = sum(self.done.values())
+        self.progress(path, done, size)
+        self.progress("total", total_done, self.total)
+
+
+def fetch_all(jobs: list[Target], token: str | None, progress: Progress) -> None:
+    progress = _Totals(jobs, progress)
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    # httpx drops the Authorization header on redirects to another origin (LFS/CDN hosts).
+    with httpx.Client(headers=headers, follow_redirects=True, timeout=httpx.Timeout(60.0, connect=15.0)) as client:
+        with ThreadPoolExecutor(max_workers=max(1, min(WORKERS, len(jobs)))) as pool:
+            for future in [pool.submit(fetch, client, job, progress) for job in jobs]:
+                future.result()

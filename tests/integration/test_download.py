@@ -1,0 +1,139 @@
+"""kimik3's downloader against the local hub fixture (real HTTP, real huggingface_hub cache layout):
+resume across a dropped connection and across `kill -9`, a 404 for one shard, a corrupt blob."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from huggingface_hub import scan_cache_dir, try_to_load_from_cache
+
+from kimik3_reconciler.adapters.hf_hub import HuggingFaceHub
+from kimik3_reconciler.adapters.hub_download import CHUNK
+from kimik3_reconciler.demo.hub import FixtureHub, FixtureRepo
+from kimik3_reconciler.errors import DownloadFailed
+from kimik3_reconciler.model.specs import ModelDownload
+
+REPO, REV = "kimik3-test/big-GGUF", "b1" * 20
+SIZE = 24 << 20  # above huggingface_hub's 10 MiB resume granularity, several of our chunks
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("big")
+    files = {}
+    for i in (1, 2, 3):
+        path = root / f"K3-Q-0000{i}-of-00003.gguf"
+        path.write_bytes(os.urandom(SIZE))
+        files[f"Q/{path.name}"] = path
+    return files
+
+
+@pytest.fixture
+def hub(shards: dict[str, Path]) -> Iterator[FixtureHub]:
+    with FixtureHub([FixtureRepo(REPO, REV, shards)]) as running:
+        yield running
+
+
+def spec_for(hub: FixtureHub, cache: Path) -> ModelDownload:
+    files = tuple(HuggingFaceHub().list_files(REPO, REV, ["Q"], hub.url))
+    return ModelDownload(repo=REPO, revision=REV, quant="Q", endpoint=hub.url, cache_dir=str(cache), files=files,
+                         missing=tuple(f.path for f in files), manifest_key="unused")
+
+
+def assert_complete(cache: Path, shards: dict[str, Path]) -> None:
+    for path, local in shards.items():
+        found = try_to_load_from_cache(REPO, path, cache_dir=str(cache), revision=REV)
+        assert isinstance(found, str) and Path(found).read_bytes() == local.read_bytes(), path
+    repos = {r.repo_id for r in scan_cache_dir(cache).repos}
+    assert REPO in repos  # huggingface_hub's own tools see kimik3's downloads
+
+
+def test_parallel_download_lands_in_the_hf_cache_layout(hub: FixtureHub, shards, tmp_path: Path) -> None:
+    HuggingFaceHub().download(spec_for(hub, tmp_path), lambda *_: None)
+    assert_complete(tmp_path, shards)
+    assert sum(hub.faults.served.values()) == 3 * SIZE
+
+
+def test_a_dropped_connection_resumes_where_it_stopped(hub: FixtureHub, shards, tmp_path: Path) -> None:
+    first = "Q/K3-Q-00001-of-00003.gguf"
+    hub.faults.cut_after[first] = 10 << 20
+    HuggingFaceHub().download(spec_for(hub, tmp_path), lambda *_: None)
+    assert_complete(tmp_path, shards)
+    # 10 MiB sent before the cut, then the rest: nothing fetched twice beyond one chunk.
+    assert hub.faults.served[first] <= SIZE + CHUNK
+    assert any(m == "GET" and p.endswith(first) for m, p in hub.requests)
+
+
+def test_a_shard_the_hub_cannot_serve_is_named(hub: FixtureHub, tmp_path: Path) -> None:
+    hub.faults.missing.add("Q/K3-Q-00002-of-00003.gguf")
+    with pytest.raises(DownloadFailed, match=r"K3-Q-00002-of-00003.gguf: EntryNotFound \(HTTP 404\)"):
+        HuggingFaceHub().download(spec_for(hub, tmp_path), lambda *_: None)
+
+
+def test_a_corrupt_blob_in_the_cache_is_refetched_not_served(hub: FixtureHub, shards, tmp_path: Path) -> None:
+    spec = spec_for(hub, tmp_path)
+    HuggingFaceHub().download(spec, lambda *_: None)
+    blob = Path(try_to_load_from_cache(REPO, spec.files[0].path, cache_dir=str(tmp_path), revision=REV)).resolve()
+    blob.write_bytes(blob.read_bytes()[: SIZE // 2])  # truncated on disk
+    hub.faults.served.clear()
+    HuggingFaceHub().download(spec, lambda *_: None)
+    assert_complete(tmp_path, shards)
+    assert hub.faults.served == {spec.files[0].path: SIZE}  # only the bad one came again
+
+
+def test_kill_9_mid_shard_then_resume_refetches_at_most_one_chunk(hub: FixtureHub, shards, tmp_path: Path) -> None:
+    hub.faults.bytes_per_second = 16 << 20  # ~1.5 s per shard: time to kill it mid-way
+    script = (
+        "import sys; from tests.integration.test_download import *; "
+        "from kimik3_reconciler.demo.hub import FixtureHub; "
+        f"hub = type('H', (), {{'url': {hub.url!r}}})(); "
+        f"HuggingFaceHub().download(spec_for(hub, Path({str(tmp_path)!r})), lambda *_: None)"
+    )
+    root = Path(__file__).resolve().parents[2]
+    child = subprocess.Popen([sys.executable, "-c", script], cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
+    partials: list[Path] = []
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        partials = [p for p in (tmp_path / f"models--{REPO.replace('/', '--')}" / "blobs").glob("*.incomplete")
+                    if p.stat().st_size >= 4 << 20]
+        if partials:
+            break
+        time.sleep(0.05)
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    assert partials, "the download never got going"
+    on_disk = {p: p.stat().st_size for p in partials}
+    served_before = dict(hub.faults.served)
+    hub.faults.bytes_per_second = None
+    HuggingFaceHub().download(spec_for(hub, tmp_path), lambda *_: None)
+    assert_complete(tmp_path, shards)
+    for partial, size in on_disk.items():
+        sha = partial.name.removesuffix(".incomplete")
+        path = next(p for p, local in shards.items() if hashlib.sha256(local.read_bytes()).hexdigest() == sha)
+        refetched = hub.faults.served[path] - served_before.get(path, 0)
+        assert refetched <= SIZE - size + CHUNK, (path, refetched, size)
+
+
+def test_sizing_gate_refuses_before_any_byte_with_the_numbers(shards, tmp_path: Path) -> None:
+    from realparts import demo_profile, kimik3, write_profile
+
+    declared = {path: 50 << 40 for path in shards}  # the listing says 50 TiB per shard
+    with FixtureHub([FixtureRepo(REPO, REV, shards, declared_sizes=declared)]) as big:
+        profile = demo_profile(tmp_path, "kimi-k3-sizing", 18484, big.url)
+        profile["model"].update(repo=REPO, revision=REV, quant="Q")
+        write_profile(tmp_path, profile)
+        result = kimik3(tmp_path, "apply", "profile.yaml", check=False)
+        assert result.returncode == 3 and "Traceback" not in result.stderr
+        assert "150.0 TiB" not in result.stderr  # units stay GiB, as the plan prints them
+        assert "153600.0 GiB to fetch" in result.stderr and "free on" in result.stderr
+        assert "[Q/ 3 file(s) 153600.0 GiB]" in result.stderr
+        assert not any(method == "GET" and "/resolve/" in path for method, path in big.requests)
+    assert not (tmp_path / "hf-cache").exists()
