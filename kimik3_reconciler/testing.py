@@ -122,6 +122,9 @@ class FakeHub:
         return [RemoteFile(path=p, size=len(b), sha256=hashlib.sha256(b).hexdigest())
                 for p, b in sorted(self.files.items()) if any(p == w or p.startswith(w + "/") for w in wanted)]
 
+    def list_repo(self, repo: str, revision: str, endpoint: str | None) -> list[RemoteFile]:
+        return self.list_files(repo, revision, {p.split("/")[0] for p in self.files}, endpoint)
+
     def cached_file(self, repo: str, revision: str, path: str, cache_dir: str) -> Path | None:
         cached = self.root / "cache" / path
         return cached if cached.is_file() else None

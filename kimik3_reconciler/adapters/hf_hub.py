@@ -40,6 +40,11 @@ def _translate(exc: Exception, what: str) -> Exception:
     return exc
 
 
+def _remote(entry: RepoFile) -> RemoteFile:
+    return RemoteFile(path=entry.path, size=entry.size, sha256=entry.lfs.sha256 if entry.lfs else None,
+                      git_oid=entry.blob_id)
+
+
 class HuggingFaceHub:
     def default_cache_dir(self) -> str:
         return str(constants.HF_HUB_CACHE)
@@ -65,8 +70,19 @@ class HuggingFaceHub:
             found = [e for e in entries if isinstance(e, RepoFile)]
             if not found:
                 raise DownloadFailed(f"{what}: nothing at this path (check model.quant / model.mmproj)")
-            files += [RemoteFile(path=e.path, size=e.size, sha256=e.lfs.sha256 if e.lfs else None) for e in found]
+            files += [_remote(e) for e in found]
         return sorted(files, key=lambda f: f.path)
+
+    @_transient
+    def list_repo(self, repo: str, revision: str, endpoint: str | None) -> list[RemoteFile]:
+        try:
+            entries = list(HfApi(endpoint=endpoint).list_repo_tree(repo, recursive=True, revision=revision))
+        except Exception as exc:
+            translated = _translate(exc, f"{repo}@{revision[:12]}")
+            if translated is exc:
+                raise
+            raise translated from exc
+        return sorted((_remote(e) for e in entries if isinstance(e, RepoFile)), key=lambda f: f.path)
 
     def cached_file(self, repo: str, revision: str, path: str, cache_dir: str) -> Path | None:
         found = try_to_load_from_cache(repo, path, cache_dir=cache_dir, revision=revision)

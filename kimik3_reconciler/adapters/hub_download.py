@@ -53,15 +53,25 @@ class Target:
 def targets(repo: str, revision: str, files: tuple[RemoteFile, ...], endpoint: str, repo_dir: Path) -> list[Target]:
     out = []
     for f in files:
-        if not f.sha256:
-            raise DownloadFailed(f"{f.path}: the hub lists no LFS sha256 for it, so it cannot be verified")
+        blob_name = f.sha256 or f.git_oid  # HF names LFS blobs by sha256, plain git files by blob sha1
+        if not blob_name:
+            raise DownloadFailed(f"{f.path}: the hub lists no sha256 or git oid for it, so it cannot be verified")
         out.append(Target(f, f"{endpoint.rstrip('/')}/{repo}/resolve/{revision}/{quote(f.path)}",
-                          repo_dir / "blobs" / f.sha256, repo_dir / "snapshots" / revision / f.path))
+                          repo_dir / "blobs" / blob_name, repo_dir / "snapshots" / revision / f.path))
     return out
 
 
-def _sha256_of(path: Path) -> hashlib._Hash:
-    digest = hashlib.sha256()
+def _new_digest(file: RemoteFile) -> hashlib._Hash:
+    """sha256 for LFS files; for plain git files the git blob sha1 (`blob <size>\\0` + content)."""
+    if file.sha256:
+        return hashlib.sha256()
+    digest = hashlib.sha1(usedforsecurity=False)
+    digest.update(f"blob {file.size}\0".encode())
+    return digest
+
+
+def _digest_of(path: Path, file: RemoteFile) -> hashlib._Hash:
+    digest = _new_digest(file)
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(CHUNK), b""):
             digest.update(block)
@@ -123,14 +133,14 @@ def _append(client: httpx.Client, target: Target, digest: hashlib._Hash, progres
 
 def fetch(client: httpx.Client, target: Target, progress: Progress) -> None:
     """Make `target` present and verified: adopt a good blob, resume a partial, or fetch it."""
-    want = target.file.sha256
+    want = target.file.sha256 or target.file.git_oid
     if target.blob.exists():
-        if _sha256_of(target.blob).hexdigest() == want:
+        if _digest_of(target.blob, target.file).hexdigest() == want:
             _link(target)  # already complete (e.g. fetched by `hf download`): verified, adopted
             return
         target.blob.unlink()  # a corrupt or truncated blob is never served
     target.blob.parent.mkdir(parents=True, exist_ok=True)
-    digest = _sha256_of(target.partial) if target.partial.exists() else hashlib.sha256()
+    digest = _digest_of(target.partial, target.file) if target.partial.exists() else _new_digest(target.file)
     for attempt in Retrying(retry=retry_if_exception_type(TransientError), stop=stop_after_attempt(6),
                             wait=wait_exponential(multiplier=0.5, max=30), reraise=True):
         with attempt:
@@ -138,7 +148,8 @@ def fetch(client: httpx.Client, target: Target, progress: Progress) -> None:
     got = digest.hexdigest()
     if target.partial.stat().st_size != target.file.size or got != want:
         target.partial.unlink()
-        raise DownloadFailed(f"{target.file.path}: sha256 {got} != hub's {want}; removed, run apply again")
+        kind = "sha256" if target.file.sha256 else "git blob sha1"
+        raise DownloadFailed(f"{target.file.path}: {kind} {got} != hub's {want}; removed, run apply again")
     os.replace(target.partial, target.blob)
     _link(target)
 

@@ -24,7 +24,8 @@ class RemoteFile(_Fact):
 
     path: str
     size: int
-    sha256: str | None = None
+    sha256: str | None = None  # LFS files: the hub's sha256
+    git_oid: str | None = None  # plain git files (json, small text): the git blob sha1
 
 
 class ModelFact(_Fact):
@@ -107,6 +108,7 @@ class Observed(_Fact):
     host: HostFacts = Field(default_factory=HostFacts)
     inputs: LocalInputs
     model: ModelFact
+    tokenizer: ModelFact | None = None  # model.tokenizer: non-weight files of an HF-format repo
     images: tuple[ImageFact, ...] = ()
     base_images: dict[str, str | None] = Field(default_factory=dict)  # ref -> local image id
     container: ContainerFact | None = None

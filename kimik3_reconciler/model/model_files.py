@@ -28,3 +28,17 @@ def manifest_record(files: tuple[RemoteFile, ...]) -> dict[str, Any]:
 def parse_manifest(record: dict[str, Any]) -> tuple[tuple[RemoteFile, ...], frozenset[str]]:
     files = tuple(RemoteFile(**f) for f in record.get("files", ()))
     return files, frozenset(record.get("verified", ()))
+
+
+# Seed 000: the tokenizer repo is cached for its small non-weight files only.
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth", ".ckpt", ".onnx", ".h5", ".msgpack")
+
+
+def is_weight(path: str) -> bool:
+    return path.lower().endswith(WEIGHT_SUFFIXES)
+
+
+def tokenizer_manifest_key(profile: Profile) -> str:
+    t = profile.model.tokenizer
+    assert t is not None
+    return f"models/{t.repo.replace('/', '--')}/{t.revision}/non-weight-files.json"

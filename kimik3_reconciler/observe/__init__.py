@@ -14,7 +14,7 @@ from kimik3_reconciler.observe.docker_objects import (
 )
 from kimik3_reconciler.observe.host import collect_host
 from kimik3_reconciler.observe.local_inputs import collect_inputs
-from kimik3_reconciler.observe.model_cache import collect_model
+from kimik3_reconciler.observe.model_cache import collect_model, collect_tokenizer
 from kimik3_reconciler.ports import Ports
 
 __all__ = ["observe"]
@@ -25,6 +25,7 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
         host=collect_host(ports.host),
         inputs=collect_inputs(profile, base_dir, dockerfile, ports.state),
         model=collect_model(profile, ports.hub, ports.state, base_dir, ports.host, rehash),
+        tokenizer=collect_tokenizer(profile, ports.hub, ports.state, base_dir, ports.host, rehash),
         images=collect_images(ports.docker, ports.state),
         base_images=collect_base_images(ports.docker, (profile.build.base_images.build,
                                                        profile.build.base_images.runtime)),

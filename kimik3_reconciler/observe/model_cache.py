@@ -10,34 +10,70 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kimik3_reconciler.model.facts import ModelFact
-from kimik3_reconciler.model.model_files import manifest_key, parse_manifest, wanted_paths
+from kimik3_reconciler.model.facts import ModelFact, RemoteFile
+from kimik3_reconciler.model.model_files import (
+    is_weight,
+    manifest_key,
+    parse_manifest,
+    tokenizer_manifest_key,
+    wanted_paths,
+)
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.observe.local_inputs import sha256_file
 from kimik3_reconciler.ports import HostPort, HubPort, StatePort
 
 
-def collect_model(profile: Profile, hub: HubPort, state: StatePort, base_dir: Path, host: HostPort,
-                  rehash: bool = False) -> ModelFact:
-    m = profile.model
+def _cache_dir(profile: Profile, hub: HubPort, base_dir: Path) -> str:
     # A relative cache_dir is relative to the profile file, like every other path in it.
-    cache_dir = str((base_dir / m.cache_dir).resolve()) if m.cache_dir else hub.default_cache_dir()
-    paths = wanted_paths(profile)
-    record = state.read(manifest_key(profile))
-    if record is not None:
-        files, verified = parse_manifest(record)
-        listing = "manifest"
-    else:
-        files, verified, listing = tuple(hub.list_files(m.repo, m.revision, paths, m.endpoint)), frozenset(), "hub"
+    m = profile.model
+    return str((base_dir / m.cache_dir).resolve()) if m.cache_dir else hub.default_cache_dir()
+
+
+def _missing(files: tuple[RemoteFile, ...], verified: frozenset[str], repo: str, revision: str, cache_dir: str,
+             hub: HubPort, rehash: bool) -> tuple[str, ...]:
     missing = []
     for f in files:
-        cached = hub.cached_file(m.repo, m.revision, f.path, cache_dir)
-        # Present = verified once (sha256 == LFS oid) and still the recorded size; a truncated or
+        cached = hub.cached_file(repo, revision, f.path, cache_dir)
+        # Present = verified once (hash == the hub's) and still the recorded size; a truncated or
         # deleted blob is missing again and gets refetched, never served.
         if f.path not in verified or cached is None or cached.stat().st_size != f.size:
             missing.append(f.path)
         elif rehash and f.sha256 and sha256_file(cached) != f.sha256:
             missing.append(f.path)  # `--verify`: re-hash on demand; a bad blob is refetched, never served
-    return ModelFact(repo=m.repo, revision=m.revision, quant=m.quant, cache_dir=str(cache_dir),
-                     files=files, missing=tuple(missing), listing=listing,
+    return tuple(missing)
+
+
+def collect_model(profile: Profile, hub: HubPort, state: StatePort, base_dir: Path, host: HostPort,
+                  rehash: bool = False) -> ModelFact:
+    m = profile.model
+    cache_dir = _cache_dir(profile, hub, base_dir)
+    record = state.read(manifest_key(profile))
+    if record is not None:
+        files, verified = parse_manifest(record)
+        listing = "manifest"
+    else:
+        files = tuple(hub.list_files(m.repo, m.revision, wanted_paths(profile), m.endpoint))
+        verified, listing = frozenset(), "hub"
+    return ModelFact(repo=m.repo, revision=m.revision, quant=m.quant, cache_dir=cache_dir, files=files,
+                     missing=_missing(files, verified, m.repo, m.revision, cache_dir, hub, rehash), listing=listing,
+                     cache_free_bytes=host.disk_free(cache_dir))
+
+
+def collect_tokenizer(profile: Profile, hub: HubPort, state: StatePort, base_dir: Path, host: HostPort,
+                      rehash: bool = False) -> ModelFact | None:
+    """model.tokenizer: every non-weight file of the HF-format repo (the GGUF repo has no tokenizer)."""
+    t = profile.model.tokenizer
+    if t is None:
+        return None
+    cache_dir = _cache_dir(profile, hub, base_dir)
+    record = state.read(tokenizer_manifest_key(profile))
+    if record is not None:
+        files, verified = parse_manifest(record)
+        listing = "manifest"
+    else:
+        listed = hub.list_repo(t.repo, t.revision, profile.model.endpoint)
+        files = tuple(f for f in listed if not is_weight(f.path))
+        verified, listing = frozenset(), "hub"
+    return ModelFact(repo=t.repo, revision=t.revision, quant="tokenizer", cache_dir=cache_dir, files=files,
+                     missing=_missing(files, verified, t.repo, t.revision, cache_dir, hub, rehash), listing=listing,
                      cache_free_bytes=host.disk_free(cache_dir))

@@ -12,7 +12,7 @@ from kimik3_reconciler.planning.container_step import plan_container
 from kimik3_reconciler.planning.health_step import plan_health
 from kimik3_reconciler.planning.image_step import image_tag, plan_image
 from kimik3_reconciler.planning.launch import render_launch
-from kimik3_reconciler.planning.model_step import model_spec, plan_model
+from kimik3_reconciler.planning.model_step import model_spec, plan_model, plan_tokenizer
 from kimik3_reconciler.planning.smoke_step import plan_smoke
 
 __all__ = ["plan", "plan_destroy", "plan_prune"]
@@ -21,6 +21,7 @@ __all__ = ["plan", "plan_destroy", "plan_prune"]
 def plan(profile: Profile, observed: Observed, warnings: tuple[str, ...] = ()) -> Plan:
     """Ordered steps: model, image, smoke, container, health. A step that must change carries its reason."""
     model = plan_model(profile, observed)
+    tokenizer = plan_tokenizer(profile, observed)
     image = plan_image(profile, observed)
     smoke = plan_smoke(profile, observed, image)
     launch = render_launch(profile, observed, image.spec.tag, image.spec.fingerprint)
@@ -28,7 +29,8 @@ def plan(profile: Profile, observed: Observed, warnings: tuple[str, ...] = ()) -
     conflicts = plan_conflicts(profile, observed)
     health = plan_health(launch, observed, container.changes)
     extra = tuple(warnings) + launch.warnings
-    return Plan(profile.name, (model, image, smoke, *conflicts, container, health), warnings=extra)
+    steps = (model, *((tokenizer,) if tokenizer else ()), image, smoke, *conflicts, container, health)
+    return Plan(profile.name, steps, warnings=extra)
 
 
 def plan_destroy(profile: Profile, observed: Observed, *, images: bool = False, model: bool = False) -> Plan:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.model.facts import ModelFact, Observed
-from kimik3_reconciler.model.model_files import manifest_key
+from kimik3_reconciler.model.model_files import manifest_key, tokenizer_manifest_key
 from kimik3_reconciler.model.plan import Action, Step
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.specs import ModelDownload
@@ -44,6 +44,22 @@ def model_spec(profile: Profile, observed: Observed) -> ModelDownload:
         repo=model.repo, revision=model.revision, quant=model.quant, endpoint=profile.model.endpoint,
         cache_dir=model.cache_dir, files=model.files, missing=model.missing, manifest_key=manifest_key(profile),
     )
+
+
+def plan_tokenizer(profile: Profile, observed: Observed) -> Step | None:
+    """The tokenizer repo's non-weight files (benchmark clients need an HF-format tokenizer)."""
+    fact = observed.tokenizer
+    if fact is None:
+        return None
+    spec = ModelDownload(repo=fact.repo, revision=fact.revision, quant="tokenizer", endpoint=profile.model.endpoint,
+                         cache_dir=fact.cache_dir, files=fact.files, missing=fact.missing,
+                         manifest_key=tokenizer_manifest_key(profile))
+    target = f"{fact.repo}@{fact.revision[:12]} (non-weight files)"
+    if fact.complete:
+        return Step("tokenizer", target, Action.NOOP, f"all {len(fact.files)} files verified in the cache", spec=spec)
+    sizing_gate(fact)
+    return Step("tokenizer", target, Action.CREATE, f"{len(fact.missing)} of {len(fact.files)} files missing "
+                "(weights are never fetched from this repo)", spec=spec, cost=f"{gib(fact.missing_bytes)} to fetch")
 
 
 def plan_model(profile: Profile, observed: Observed) -> Step:

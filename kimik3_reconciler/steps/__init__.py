@@ -16,6 +16,7 @@ __all__ = ["execute", "Reporter"]
 
 _EXECUTORS = {
     "model": download_model,
+    "tokenizer": download_model,
     "image": build_image,
     "smoke": smoke_test,
     "container": run_container_step,

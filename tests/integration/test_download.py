@@ -137,3 +137,42 @@ def test_sizing_gate_refuses_before_any_byte_with_the_numbers(shards, tmp_path: 
         assert "[Q/ 3 file(s) 153600.0 GiB]" in result.stderr
         assert not any(method == "GET" and "/resolve/" in path for method, path in big.requests)
     assert not (tmp_path / "hf-cache").exists()
+
+
+def test_the_tokenizer_repo_gives_its_non_weight_files_only(tmp_path: Path) -> None:
+    from kimik3_reconciler.adapters.host_linux import LinuxHost
+    from kimik3_reconciler.model.profile_source import parse_profile
+    from kimik3_reconciler.observe.model_cache import collect_tokenizer
+    from kimik3_reconciler.testing import MemoryState
+
+    src = tmp_path / "src"
+    src.mkdir()
+    names = ["tokenizer.json", "config.json", "tiktoken.model", "model-00001-of-00002.safetensors",
+             "pytorch_model.bin", "Kimi-K3.gguf", "consolidated.pt"]
+    files = {}
+    for name in names:
+        (src / name).write_bytes(os.urandom(4096))
+        files[name] = src / name
+    tok_rev = "7a" * 20
+    with FixtureHub([FixtureRepo("kimik3-test/Kimi-K3", tok_rev, files)]) as hub:
+        profile = parse_profile(f"""
+apiVersion: kimik3/v1
+name: tok
+model:
+  repo: {REPO}
+  revision: {REV}
+  quant: Q
+  endpoint: {hub.url}
+  cache_dir: cache
+  tokenizer: {{repo: kimik3-test/Kimi-K3, revision: {tok_rev}}}
+""").profile
+        fact = collect_tokenizer(profile, HuggingFaceHub(), MemoryState(), tmp_path, LinuxHost())
+        assert [f.path for f in fact.files] == ["config.json", "tiktoken.model", "tokenizer.json"]
+        spec = ModelDownload(repo=fact.repo, revision=tok_rev, quant="tokenizer", endpoint=hub.url,
+                             cache_dir=fact.cache_dir, files=fact.files, missing=fact.missing, manifest_key="-")
+        HuggingFaceHub().download(spec, lambda *_: None)
+        fetched = {p.rsplit("/", 1)[-1] for m, p in hub.requests if m == "GET" and "/resolve/" in p}
+    assert fetched == {"config.json", "tiktoken.model", "tokenizer.json"}  # no weight file was ever requested
+    for name in fetched:
+        found = try_to_load_from_cache("kimik3-test/Kimi-K3", name, cache_dir=fact.cache_dir, revision=tok_rev)
+        assert isinstance(found, str) and Path(found).read_bytes() == files[name].read_bytes()

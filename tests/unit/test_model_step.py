@@ -1,0 +1,51 @@
+"""The model and tokenizer steps: what gets fetched, and the sizing gate's numbers (pure planner)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kimik3_reconciler.errors import PlanError
+from kimik3_reconciler.model.facts import LocalInputs, ModelFact, Observed, RemoteFile
+from kimik3_reconciler.model.plan import Action
+from kimik3_reconciler.model.profile_source import parse_profile
+from kimik3_reconciler.planning import plan
+
+GIB = 1 << 30
+PROFILE = parse_profile("""
+apiVersion: kimik3/v1
+name: kimi-k3
+model:
+  repo: unsloth/Kimi-K3-GGUF
+  revision: 0123456789abcdef0123456789abcdef01234567
+  quant: UD-Q2_K_XL
+  mmproj: mmproj-BF16.gguf
+  tokenizer: {repo: moonshotai/Kimi-K3, revision: 89abcdef0123456789abcdef0123456789abcdef}
+""").profile
+
+
+def observed(free: int, tokenizer_missing: bool = True) -> Observed:
+    files = tuple(RemoteFile(path=f"UD-Q2_K_XL/K3-0000{i}-of-00019.gguf", size=42 * GIB, sha256="a" * 64)
+                  for i in range(1, 20)) + (RemoteFile(path="mmproj-BF16.gguf", size=GIB, sha256="b" * 64),)
+    model = ModelFact(repo=PROFILE.model.repo, revision=PROFILE.model.revision, quant="UD-Q2_K_XL", cache_dir="/c",
+                      files=files, missing=tuple(f.path for f in files), cache_free_bytes=free)
+    tok_files = (RemoteFile(path="tokenizer.json", size=4 << 20, git_oid="c" * 40),)
+    tokenizer = ModelFact(repo="moonshotai/Kimi-K3", revision=PROFILE.model.tokenizer.revision, quant="tokenizer",
+                          cache_dir="/c", files=tok_files, missing=("tokenizer.json",) if tokenizer_missing else (),
+                          cache_free_bytes=free)
+    return Observed(inputs=LocalInputs(dockerfile_path="-", dockerfile_sha256="d" * 64), model=model,
+                    tokenizer=tokenizer)
+
+
+def test_the_plan_prints_bytes_to_fetch_against_free_disk_per_source() -> None:
+    steps = {s.kind: s for s in plan(PROFILE, observed(free=2000 * GIB)).steps}
+    assert steps["model"].cost == "799.0 GiB to fetch of 2000.0 GiB free [UD-Q2_K_XL/ 19 file(s) 798.0 GiB; " \
+                                  "mmproj-BF16.gguf 1 file(s) 1.0 GiB]"
+    assert steps["tokenizer"].action is Action.CREATE and "weights are never fetched" in steps["tokenizer"].reason
+
+
+def test_sizing_gate_refuses_with_needed_free_shortfall_and_breakdown() -> None:
+    with pytest.raises(PlanError) as refused:
+        plan(PROFILE, observed(free=700 * GIB))
+    assert str(refused.value) == (
+        "model: 799.0 GiB to fetch (+10% headroom: 878.9 GiB) but only 700.0 GiB free on /c: short by 178.9 GiB "
+        "[UD-Q2_K_XL/ 19 file(s) 798.0 GiB; mmproj-BF16.gguf 1 file(s) 1.0 GiB]")
