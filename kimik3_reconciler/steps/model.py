@@ -14,9 +14,12 @@ def download_model(step: Step, ports: Ports, reporter: Reporter) -> None:
     spec: ModelDownload = step.spec
     # The hub port verifies every file against the hub's sha256 as it lands (and removes what
     # does not match), so what reaches the manifest is verified once and never re-hashed by plan.
+    started = ports.clock.monotonic()
     ports.hub.download(spec, lambda name, done, total: reporter.progress(name, done, total))
+    seconds = max(ports.clock.monotonic() - started, 1e-6)
     missing = [f.path for f in spec.files if ports.hub.cached_file(spec.repo, spec.revision, f.path, spec.cache_dir) is None]
     if missing:
         raise DownloadFailed(f"not in the cache after download: {', '.join(missing)}")
-    reporter.event("downloaded", repo=spec.repo, files=len(spec.missing), bytes=spec.bytes_to_fetch)
+    reporter.event("downloaded", repo=spec.repo, files=len(spec.missing), bytes=spec.bytes_to_fetch,
+                   seconds=round(seconds, 1), mib_per_s=round(spec.bytes_to_fetch / seconds / (1 << 20), 1))
     ports.state.write(spec.manifest_key, manifest_record(spec.files))

@@ -1,0 +1,65 @@
+"""systemd unit and env files kimik3 installs: where they live, their kimik3 header, the unit step's payloads."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+UNIT_DIR = "/etc/systemd/system"  # paths as systemd sees them; an install root (--systemd-root) prefixes both
+ENV_DIR = "/etc/kimik3"
+HEADER_PREFIX = "# kimik3: "
+_HEADER = re.compile(r"# kimik3: fingerprint=([0-9a-f]{16}) profile=([a-z0-9][a-z0-9-]*)")
+
+
+def unit_path(unit: str) -> str:
+    """`kimi-k3.service` -> /etc/systemd/system/kimi-k3.service"""
+    return f"{UNIT_DIR}/{unit}"
+
+
+def env_path(unit: str) -> str:
+    """`kimi-k3.service` -> /etc/kimik3/kimi-k3.env"""
+    return f"{ENV_DIR}/{unit.removesuffix('.service')}.env"
+
+
+def body_fingerprint(body: str) -> str:
+    """sha256 of everything after the header line, first 16 hex (`tail -n +2 FILE | sha256sum`)."""
+    return hashlib.sha256(body.encode()).hexdigest()[:16]
+
+
+def with_header(body: str, profile: str) -> str:
+    return f"{HEADER_PREFIX}fingerprint={body_fingerprint(body)} profile={profile}\n{body}"
+
+
+def split_header(text: str) -> tuple[str | None, str | None, str]:
+    """(header fingerprint, header profile, body); (None, None, text) when the file has no kimik3 header."""
+    first, _, body = text.partition("\n")
+    match = _HEADER.fullmatch(first)
+    if match is None:
+        return None, None, text
+    return match.group(1), match.group(2), body
+
+
+@dataclass(frozen=True)
+class UnitInstall:
+    """Make the profile's unit true: write what differs, daemon-reload, enable or disable, start."""
+
+    unit: str  # kimi-k3.service
+    profile: str
+    unit_path: str
+    unit_text: str
+    env_path: str
+    env_text: str
+    enable: bool
+    write_unit: bool
+    write_env: bool
+
+
+@dataclass(frozen=True)
+class UnitRemoval:
+    """Stop, disable and delete a unit kimik3 installed (and its env file, when that is kimik3's too)."""
+
+    unit: str
+    unit_path: str
+    env_path: str | None  # None: the env file is absent or not kimik3's, so it is left alone
+    systemctl: bool = True  # False when systemd is not running: only the files go
