@@ -116,16 +116,17 @@ def validate(files: tuple[str, ...]) -> None:
 @click.option("--json", "json_out", is_flag=True, help="print the plan as JSON on stdout")
 @click.option("--detailed-exitcode", is_flag=True, help=f"exit {CHANGES_PENDING} when the plan has changes")
 @click.option("--verify", "rehash", is_flag=True, help=_REHASH_HELP)
+@click.option("-v", "--verbose", is_flag=True, help="also show NOOP steps and why nothing is needed")
 @click.pass_context
 @_run
-def plan(ctx: click.Context, file: str, json_out: bool, detailed_exitcode: bool, rehash: bool) -> None:
+def plan(ctx: click.Context, file: str, json_out: bool, detailed_exitcode: bool, rehash: bool, verbose: bool) -> None:
     """Show what apply would change, and why."""
     loaded = load(file)
     the_plan = _ctx(ctx, json_out).engine(file, rehash=rehash).plan(loaded)
     if json_out:
         click.echo(json.dumps(the_plan.to_json(), indent=2))
     else:
-        render_plan(the_plan, _out, verbose=ctx.obj["verbose"])
+        render_plan(the_plan, _out, verbose=verbose or ctx.obj["verbose"])
     if detailed_exitcode and not the_plan.converged:
         sys.exit(CHANGES_PENDING)
 

@@ -15,6 +15,7 @@ LineSink = Callable[[str], None]
 class DockerPort(Protocol):
     """The Docker engine, as kimik3 uses it (inspect dicts are docker's own JSON shapes)."""
 
+    def info(self) -> dict[str, Any]: ...
     def list_images(self, label: str) -> list[dict[str, Any]]: ...
     def image_id(self, ref: str) -> str | None: ...
     def pull_image(self, ref: str) -> str: ...
@@ -78,6 +79,11 @@ class HostPort(Protocol):
     def cpuinfo(self) -> str: ...
     def tailscale_ipv4(self) -> str | None: ...
     def disk_free(self, path: str) -> int: ...  # free bytes on the filesystem that holds (or will hold) path
+    def nvml(self) -> dict[str, Any]: ...  # {"driver", "gpus": [...]} or {"error": "..."} (no driver)
+    def meminfo(self) -> str: ...
+    def numa_balancing(self) -> str | None: ...
+    def numa_nodes(self) -> int: ...
+    def cdi_specs(self) -> list[str]: ...
 
 
 class StatePort(Protocol):
@@ -96,11 +102,38 @@ class ClockPort(Protocol):
     def sleep(self, seconds: float) -> None: ...
 
 
+class UnitsPort(Protocol):
+    """systemd (systemctl, maybe through a command prefix) and unit/env files under the install root.
+
+    Paths are as systemd sees them (/etc/systemd/system/x.service); the adapter prefixes its root.
+    """
+
+    def booted(self) -> bool:  # systemd is PID 1 (/run/systemd/system exists)
+        ...
+
+    def system_state(self) -> str:  # `systemctl is-system-running`: running, degraded, offline, ...
+        ...
+
+    def which(self, program: str) -> str | None:  # absolute path of a program where systemd runs units
+        ...
+
+    def list_files(self, directory: str, suffix: str) -> list[str]: ...  # regular files, not symlinks
+    def read_file(self, path: str) -> str | None: ...
+    def write_file(self, path: str, text: str) -> None: ...  # atomic (temp file + rename), mode 0644
+    def remove_file(self, path: str) -> None: ...
+
+    def show(self, units: list[str], properties: list[str]) -> str:  # raw `systemctl show` output
+        ...
+
+    def systemctl(self, *args: str) -> None: ...  # daemon-reload, enable, disable, start, stop, reset-failed
+
+
 class Ports:
     """The bundle of effects the engine runs on; the CLI wires real adapters, tests wire fakes."""
 
     def __init__(self, docker: DockerPort, hub: HubPort, http: HttpPort, host: HostPort,
-                 state: StatePort, clock: ClockPort, chat: ChatPort | None = None):
+                 state: StatePort, clock: ClockPort, chat: ChatPort | None = None, units: UnitsPort | None = None):
         self.docker, self.hub, self.http = docker, hub, http
         self.host, self.state, self.clock = host, state, clock
         self.chat = chat  # only `kimik3 verify` talks to the server beyond /health
+        self.units = units  # None: systemd is not looked at (planner tests on fakes without it)

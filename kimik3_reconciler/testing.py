@@ -33,6 +33,9 @@ class FakeDocker:
         self.base_images: dict[str, str] = {}
         self.logs = "srv  llama_server: exiting due to model loading error"
 
+    def info(self) -> dict[str, Any]:
+        return {"Runtimes": {"runc": {"path": "runc"}}}
+
     def list_images(self, label: str) -> list[dict[str, Any]]:
         return [i for i in self.images.values() if label in i["Config"]["Labels"]]
 
@@ -167,6 +170,8 @@ class FakeHost:
     def __init__(self, cores: int = 8, flags: str = "avx2 avx512f"):
         self.cores, self.flags = cores, flags
         self.free_bytes = 1 << 40
+        self.nvml_dump: dict[str, Any] = {"error": "NVMLError_LibraryNotFound: NVML Shared Library Not Found"}
+        self.numa: str | None = "0\n"
 
     def lscpu_parseable(self) -> str:
         return "\n".join(f"{c},0" for c in range(self.cores))
@@ -179,6 +184,21 @@ class FakeHost:
 
     def disk_free(self, path: str) -> int:
         return self.free_bytes
+
+    def nvml(self) -> dict[str, Any]:
+        return self.nvml_dump
+
+    def meminfo(self) -> str:
+        return "MemTotal:       24683584 kB\nMemAvailable:   23311316 kB\n"
+
+    def numa_balancing(self) -> str | None:
+        return self.numa
+
+    def numa_nodes(self) -> int:
+        return 1
+
+    def cdi_specs(self) -> list[str]:
+        return []
 
 
 class MemoryState:

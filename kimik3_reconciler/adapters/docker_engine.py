@@ -57,6 +57,10 @@ class DockerEngine:
             raise translated from exc
 
     @_transient
+    def info(self) -> dict[str, Any]:
+        return self._call(self.client.info)
+
+    @_transient
     def list_images(self, label: str) -> list[dict[str, Any]]:
         images = self._call(self.client.images.list, filters={"label": label})
         return [image.attrs for image in images]

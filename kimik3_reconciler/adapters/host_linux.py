@@ -14,6 +14,13 @@ def _run(argv: list[str]) -> str:
         return ""
 
 
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return ""
+
+
 class LinuxHost:
     def lscpu_parseable(self) -> str:
         return _run(["lscpu", "-p=CORE,SOCKET"]) if shutil.which("lscpu") else ""
@@ -23,6 +30,23 @@ class LinuxHost:
             return Path("/proc/cpuinfo").read_text()
         except OSError:
             return ""
+
+    def nvml(self) -> dict:
+        from kimik3_reconciler.adapters.nvml import nvml_dump
+
+        return nvml_dump()
+
+    def meminfo(self) -> str:
+        return _read("/proc/meminfo")
+
+    def numa_balancing(self) -> str | None:
+        return _read("/proc/sys/kernel/numa_balancing") or None
+
+    def numa_nodes(self) -> int:
+        return max(1, len(list(Path("/sys/devices/system/node").glob("node[0-9]*"))))
+
+    def cdi_specs(self) -> list[str]:
+        return [str(p) for d in ("/etc/cdi", "/var/run/cdi") for p in Path(d).glob("*") if p.is_file()]
 
     def disk_free(self, path: str) -> int:
         probe = Path(path)

@@ -11,12 +11,41 @@ class _Fact(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+class GpuProcess(_Fact):
+    """A process holding memory on a GPU (NVML reports host pids)."""
+
+    pid: int
+    used_bytes: int
+    ours: bool = False  # the profile's own container
+
+
+class GpuFact(_Fact):
+    index: int
+    uuid: str
+    name: str
+    compute_capability: tuple[int, int]
+    memory_total: int
+    memory_free: int
+    processes: tuple[GpuProcess, ...] = ()
+
+
 class HostFacts(_Fact):
-    """CPU and network facts the launch spec depends on (GPU facts: issue 4)."""
+    """What the gate and the launch spec need to know about this host (observed every plan)."""
 
     physical_cores: int = 1
+    sockets: int = 1
+    numa_nodes: int = 1
     cpu_flags: tuple[str, ...] = ()
     tailscale_ipv4: str | None = None
+    # None: not observed (pure tests); "no-driver": no NVIDIA driver/NVML, i.e. 0 GPUs, a fact.
+    gpu_probe: Literal["ok", "no-driver"] | None = None
+    gpu_probe_detail: str | None = None
+    driver_version: str | None = None
+    gpus: tuple[GpuFact, ...] = ()
+    ram_total: int | None = None
+    ram_available: int | None = None
+    numa_balancing: int | None = None  # kernel.numa_balancing; None where the kernel has no such knob
+    docker_gpus: bool | None = None  # the NVIDIA runtime or CDI specs: can containers get GPUs?
 
 
 class RemoteFile(_Fact):
@@ -102,6 +131,47 @@ class LocalInputs(_Fact):
     draft_model: str | None = None  # serve.spec_draft.model, resolved on this host
 
 
+class UnitFileFact(_Fact):
+    """A unit or env file under the install root: its kimik3 header (if any) and its body as found."""
+
+    path: str  # as systemd sees it (/etc/systemd/system/x.service), whatever the install root
+    fingerprint: str | None = None  # from the `# kimik3:` header; None = kimik3 did not write it
+    profile: str | None = None
+    body: str = ""
+    body_fingerprint: str = ""  # of the body found now: differs from `fingerprint` after a hand edit
+
+    @property
+    def edited(self) -> bool:
+        return self.fingerprint is not None and self.fingerprint != self.body_fingerprint
+
+
+class UnitFact(_Fact):
+    """One systemd unit: its files and what `systemctl show` says about it."""
+
+    name: str  # kimi-k3.service
+    unit_file: UnitFileFact | None = None
+    env_file: UnitFileFact | None = None
+    load_state: str = "not-found"
+    active_state: str = "inactive"  # active | inactive | failed | activating | deactivating
+    sub_state: str = "dead"
+    unit_file_state: str = ""  # enabled | disabled | masked | ...
+    result: str = "success"
+
+    @property
+    def profile(self) -> str | None:
+        """The kimik3 profile that installed it (unit file header), None when kimik3 did not."""
+        return self.unit_file.profile if self.unit_file else None
+
+
+class SystemdFacts(_Fact):
+    """systemd on this host: PID 1 or not, the docker CLI units run, and the units kimik3 cares about."""
+
+    booted: bool  # systemd is PID 1 (/run/systemd/system exists)
+    state: str = "offline"  # `systemctl is-system-running`
+    docker_cli: str | None = None
+    units: tuple[UnitFact, ...] = ()  # every kimik3-installed unit, plus the profile's unit name if present
+
+
 class Observed(_Fact):
     """Everything the planner may look at; nothing else reaches it."""
 
@@ -113,3 +183,4 @@ class Observed(_Fact):
     base_images: dict[str, str | None] = Field(default_factory=dict)  # ref -> local image id
     container: ContainerFact | None = None
     others: tuple[ContainerFact, ...] = ()  # other profiles' kimik3 containers on this host
+    systemd: SystemdFacts | None = None  # None: not looked at (no systemd section, no kimik3 unit)

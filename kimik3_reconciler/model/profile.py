@@ -276,6 +276,7 @@ class Profile(BaseModel):
     gpus: Annotated[
         Union[Literal["all", "none"], Annotated[list[GpuRef], Field(min_length=1)]], BeforeValidator(_check_gpus)
     ] = "all"
+    share_gpus: bool = Field(False, description="allow other processes' memory on the requested GPUs (shared pool)")
     serve: ServeSpec = ServeSpec()
     gate: GateSpec = GateSpec()
     systemd: Optional[SystemdSpec] = None

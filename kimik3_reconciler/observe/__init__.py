@@ -15,6 +15,7 @@ from kimik3_reconciler.observe.docker_objects import (
 from kimik3_reconciler.observe.host import collect_host
 from kimik3_reconciler.observe.local_inputs import collect_inputs
 from kimik3_reconciler.observe.model_cache import collect_model, collect_tokenizer
+from kimik3_reconciler.observe.unit import collect_systemd
 from kimik3_reconciler.ports import Ports
 
 __all__ = ["observe"]
@@ -22,7 +23,7 @@ __all__ = ["observe"]
 
 def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, rehash: bool = False) -> Observed:
     return Observed(
-        host=collect_host(ports.host),
+        host=collect_host(ports.host, ports.docker, _container_pids(ports, profile.name)),
         inputs=collect_inputs(profile, base_dir, dockerfile, ports.state),
         model=collect_model(profile, ports.hub, ports.state, base_dir, ports.host, rehash),
         tokenizer=collect_tokenizer(profile, ports.hub, ports.state, base_dir, ports.host, rehash),
@@ -31,4 +32,12 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
                                                        profile.build.base_images.runtime)),
         container=collect_container(ports.docker, ports.http, profile.name),
         others=collect_others(ports.docker, profile.name),
+        systemd=collect_systemd(profile, ports.units),
     )
+
+
+def _container_pids(ports: Ports, name: str) -> frozenset[int]:
+    """The host pid of the profile's llama-server (its container's PID 1), to tell our VRAM from others'."""
+    inspect = ports.docker.inspect_container(name)
+    pid = ((inspect or {}).get("State") or {}).get("Pid") or 0
+    return frozenset({pid}) if pid else frozenset()

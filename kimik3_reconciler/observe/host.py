@@ -1,9 +1,12 @@
-"""Host facts: physical cores (not hardware threads), CPU flags, Tailscale address. Pure parsers + collector."""
+"""Host facts: CPU (physical cores, sockets, NUMA, flags), GPUs (NVML), RAM, numa_balancing, Docker GPU
+plumbing, Tailscale. Pure parsers (tested on recorded outputs) + one collector."""
 
 from __future__ import annotations
 
-from kimik3_reconciler.model.facts import HostFacts
-from kimik3_reconciler.ports import HostPort
+from typing import Any
+
+from kimik3_reconciler.model.facts import GpuFact, GpuProcess, HostFacts
+from kimik3_reconciler.ports import DockerPort, HostPort
 
 
 def parse_lscpu_cores(parseable: str) -> int:
@@ -25,9 +28,60 @@ def parse_cpu_flags(cpuinfo: str) -> tuple[str, ...]:
     return ()
 
 
-def collect_host(host: HostPort) -> HostFacts:
+def parse_lscpu_sockets(parseable: str) -> int:
+    sockets = {line.split(",")[1] for line in parseable.splitlines()
+               if line.strip() and not line.startswith("#") and line.count(",") >= 1}
+    return max(1, len(sockets))
+
+
+def parse_meminfo(text: str) -> tuple[int | None, int | None]:
+    """/proc/meminfo -> (MemTotal, MemAvailable) in bytes."""
+    values = {}
+    for line in text.splitlines():
+        key, _, rest = line.partition(":")
+        parts = rest.split()
+        if parts and parts[0].isdigit():
+            values[key] = int(parts[0]) * (1024 if parts[1:] == ["kB"] else 1)
+    return values.get("MemTotal"), values.get("MemAvailable")
+
+
+def parse_numa_balancing(text: str | None) -> int | None:
+    return int(text.strip()) if text and text.strip().lstrip("-").isdigit() else None
+
+
+def parse_nvml(dump: dict[str, Any], our_pids: frozenset[int] = frozenset()) -> tuple[tuple[GpuFact, ...], str | None]:
+    """The NVML dump (adapters/nvml.py, tests/fixtures/h200/nvml.json) -> GPU facts and the driver version."""
+    gpus = tuple(
+        GpuFact(index=g["index"], uuid=g["uuid"], name=g["name"], compute_capability=tuple(g["compute_capability"]),
+                memory_total=g["memory_total"], memory_free=g["memory_free"],
+                processes=tuple(GpuProcess(pid=p["pid"], used_bytes=p.get("used_memory") or 0, ours=p["pid"] in our_pids)
+                                for p in g.get("processes", ())))
+        for g in dump.get("gpus", ()))
+    return gpus, dump.get("driver")
+
+
+def parse_docker_gpu(info: dict[str, Any], cdi_specs: list[str]) -> bool:
+    """The NVIDIA container runtime is registered, or a CDI spec for nvidia.com/gpu exists."""
+    return "nvidia" in (info.get("Runtimes") or {}) or any("nvidia" in name for name in cdi_specs)
+
+
+def collect_host(host: HostPort, docker: DockerPort | None = None, our_pids: frozenset[int] = frozenset()) -> HostFacts:
+    lscpu = host.lscpu_parseable()
+    dump = host.nvml()
+    gpus, driver = parse_nvml(dump, our_pids)
+    ram_total, ram_available = parse_meminfo(host.meminfo())
     return HostFacts(
-        physical_cores=parse_lscpu_cores(host.lscpu_parseable()),
+        physical_cores=parse_lscpu_cores(lscpu),
+        sockets=parse_lscpu_sockets(lscpu),
+        numa_nodes=host.numa_nodes(),
         cpu_flags=parse_cpu_flags(host.cpuinfo()),
         tailscale_ipv4=host.tailscale_ipv4(),
+        gpu_probe="no-driver" if "error" in dump else "ok",
+        gpu_probe_detail=dump.get("error"),
+        driver_version=driver,
+        gpus=gpus,
+        ram_total=ram_total,
+        ram_available=ram_available,
+        numa_balancing=parse_numa_balancing(host.numa_balancing()),
+        docker_gpus=parse_docker_gpu(docker.info(), host.cdi_specs()) if docker is not None else None,
     )

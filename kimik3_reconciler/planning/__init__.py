@@ -8,7 +8,9 @@ from kimik3_reconciler.model.plan import Action, Plan, Step
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.specs import Removal
 from kimik3_reconciler.planning.conflict_step import plan_conflicts
+from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.planning.container_step import plan_container
+from kimik3_reconciler.planning.host_gate import host_gate
 from kimik3_reconciler.planning.health_step import plan_health
 from kimik3_reconciler.planning.image_step import image_tag, plan_image
 from kimik3_reconciler.planning.launch import render_launch
@@ -19,7 +21,12 @@ __all__ = ["plan", "plan_destroy", "plan_prune"]
 
 
 def plan(profile: Profile, observed: Observed, warnings: tuple[str, ...] = ()) -> Plan:
-    """Ordered steps: model, image, smoke, container, health. A step that must change carries its reason."""
+    """Ordered steps: model, image, smoke, container, health. A step that must change carries its reason.
+    The host gate comes first: a refusal names every failing fact, and nothing runs."""
+    refusals, gate_warnings = host_gate(profile, observed)
+    if refusals:
+        raise PlanError("the host gate refuses this profile:\n  - " + "\n  - ".join(refusals))
+    warnings = tuple(warnings) + tuple(gate_warnings)
     model = plan_model(profile, observed)
     tokenizer = plan_tokenizer(profile, observed)
     image = plan_image(profile, observed)

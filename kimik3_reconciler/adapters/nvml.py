@@ -1,0 +1,32 @@
+"""NVML through nvidia-ml-py: one dump of the GPUs, the shape tests/fixtures/h200/nvml.json records.
+A host without the NVIDIA driver is a fact ({"error": ...}: 0 GPUs), not a crash."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def nvml_dump() -> dict[str, Any]:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ImportError...
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    try:
+        gpus = []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
+            memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
+            gpus.append({
+                "index": i, "uuid": pynvml.nvmlDeviceGetUUID(handle), "name": pynvml.nvmlDeviceGetName(handle),
+                "compute_capability": list(pynvml.nvmlDeviceGetCudaComputeCapability(handle)),
+                "memory_total": memory.total, "memory_free": memory.free,
+                "processes": [{"pid": p.pid, "used_memory": p.usedGpuMemory}
+                              for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle)],
+            })
+        return {"driver": pynvml.nvmlSystemGetDriverVersion(), "gpus": gpus}
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    finally:
+        pynvml.nvmlShutdown()

@@ -1,0 +1,250 @@
+"""Plan the systemd unit (seed 000 step 7): render the unit and its env file; install, restore, start or remove.
+
+The service runs the container kimik3 launched in the foreground (`docker start --attach`), so a
+restart never downloads or builds anything; systemd, not dockerd, restarts it (the container's
+restart policy is "no" when the profile has a `systemd:` section, planning/launch.py).
+"""
+
+from __future__ import annotations
+
+import re
+
+from kimik3_reconciler.errors import PlanError
+from kimik3_reconciler.model.facts import Observed, SystemdFacts, UnitFact, UnitFileFact
+from kimik3_reconciler.model.plan import Action, DiffItem, Step
+from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.model.unit_files import (
+    UnitInstall,
+    UnitRemoval,
+    body_fingerprint,
+    env_path,
+    split_header,
+    unit_path,
+    with_header,
+)
+from kimik3_reconciler.planning.conflict_step import why_conflicting
+from kimik3_reconciler.planning.launch import Launch
+
+STOP_TIMEOUT_S = 120  # docker stop's grace: llama-server exits 0 on SIGTERM after freeing GPU memory
+TIMEOUT_STOP_S = STOP_TIMEOUT_S + 30  # systemd's own limit must outlast ExecStop's wait
+RESTART_S = 10  # a crash loop restarts every 10 s: never trips systemd's default 5-starts-in-10-s limit
+_BARE = re.compile(r"[A-Za-z0-9_./:@+,=-]*")  # needs no quoting in an EnvironmentFile
+_ABSOLUTE = re.compile(r"/[A-Za-z0-9_./+-]+")
+_DOUBLE_QUOTE_ESCAPES = str.maketrans({c: "\\" + c for c in '\\"$`'})
+_ON_DEMAND = "on-demand (not enabled at boot)"
+
+
+def env_value(name: str, value: str) -> str:
+    """A bare value, or one double-quoted with systemd's escapes. Never followed by a comment: systemd
+    folds an inline `# comment` into the value (seed 000 step 7's trap)."""
+    if _BARE.fullmatch(value):
+        return value
+    if any(ord(c) < 32 or c == "\x7f" for c in value):
+        # A newline would end the assignment (and start another): refuse rather than escape.
+        raise PlanError(f"env file value {name}: control characters cannot go into a systemd EnvironmentFile")
+    return '"' + value.translate(_DOUBLE_QUOTE_ESCAPES) + '"'
+
+
+def render_env_file(values: dict[str, str], profile: str) -> str:
+    """The env file: kimik3 header, one `NAME=value` per line, bare or quoted, no comment after a value."""
+    lines = [f"# Rendered by kimik3 from profile {profile}; `kimik3 apply` restores any edit.",
+             *(f"{name}={env_value(name, value)}" for name, value in values.items())]
+    return with_header("\n".join(lines) + "\n", profile)
+
+
+def render_unit(*, profile: str, docker_cli: str, env_file: str, conflicts: tuple[str, ...]) -> str:
+    """The unit: argv words only (the container name comes from the env file as one word, `${...}`)."""
+    if not _ABSOLUTE.fullmatch(docker_cli):
+        raise PlanError(f"docker CLI path {docker_cli!r}: a unit needs an absolute path without spaces or quotes")
+    lines = [
+        f"# Rendered by kimik3 from profile {profile}; `kimik3 apply` restores any edit.",
+        "[Unit]",
+        f"Description=Kimi-K3 llama-server (kimik3 profile {profile})",
+        "After=docker.service",
+        "Requires=docker.service",
+        *([f"Conflicts={' '.join(conflicts)}"] if conflicts else []),
+        "",
+        "[Service]",
+        "Type=simple",
+        f"EnvironmentFile={env_file}",
+        f"ExecStart={docker_cli} start --attach ${{KIMIK3_CONTAINER}}",
+        f"ExecStop={docker_cli} stop --time {STOP_TIMEOUT_S} ${{KIMIK3_CONTAINER}}",
+        "Restart=on-failure",
+        f"RestartSec={RESTART_S}",
+        f"TimeoutStopSec={TIMEOUT_STOP_S}",
+        "",
+        "[Install]",
+        "WantedBy=multi-user.target",
+    ]
+    return with_header("\n".join(lines) + "\n", profile)
+
+
+def unit_conflicts(profile: Profile, observed: Observed) -> tuple[str, ...]:
+    """`systemd.conflicts`, plus the kimik3 units of other profiles whose containers share GPUs or the port."""
+    assert profile.systemd is not None
+    names = {f"{u}.service" for u in profile.systemd.conflicts}
+    for unit in observed.systemd.units if observed.systemd else ():
+        if unit.profile in (None, profile.name):
+            continue
+        theirs = (c for c in observed.others if c.profile == unit.profile)
+        if any(why_conflicting(profile, c, profile.serve.port) for c in theirs):
+            names.add(unit.name)
+    return tuple(sorted(names))
+
+
+def render_install(profile: Profile, observed: Observed, launch: Launch, docker_cli: str) -> UnitInstall:
+    unit = f"{profile.unit_name}.service"
+    values = {
+        "KIMIK3_PROFILE": profile.name,
+        "KIMIK3_CONTAINER": launch.spec.name,
+        "KIMIK3_IMAGE": launch.spec.image,
+        "KIMIK3_MODEL": f"{profile.model.repo}@{profile.model.revision}/{profile.model.quant}",
+        "KIMIK3_MODEL_CACHE": observed.model.cache_dir,
+        "KIMIK3_HEALTH_URL": launch.health_url,
+    }
+    text = render_unit(profile=profile.name, docker_cli=docker_cli, env_file=env_path(unit),
+                       conflicts=unit_conflicts(profile, observed))
+    return UnitInstall(unit=unit, profile=profile.name, unit_path=unit_path(unit), unit_text=text,
+                       env_path=env_path(unit), env_text=render_env_file(values, profile.name),
+                       enable=bool(profile.systemd and profile.systemd.enable),
+                       write_unit=True, write_env=True, reload=True)
+
+
+def _settings(body: str) -> dict[str, str]:
+    """`Key=value` lines by (section-qualified) key; comments and blank lines skipped."""
+    found: dict[str, str] = {}
+    section = ""
+    for raw in body.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#;":
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            section = line[1:-1] + "."
+            continue
+        key, _, value = line.partition("=")
+        key = section + key.strip()
+        found[key] = f"{found[key]}; {value}" if key in found else value
+    return found
+
+
+def _file_change(label: str, found: UnitFileFact | None, text: str) -> tuple[str | None, tuple[DiffItem, ...]]:
+    """(why the file must be written, or None; which settings differ)."""
+    fingerprint, _, body = split_header(text)
+    if found is None:
+        return f"{label} {split_path(text, label)} is missing", ()
+    diff = tuple(DiffItem(f"{label} {k}", found_settings.get(k), wanted.get(k))
+                 for found_settings, wanted in [(_settings(found.body), _settings(body))]
+                 for k in sorted(set(found_settings) | set(wanted)) if found_settings.get(k) != wanted.get(k))
+    if found.fingerprint is None:
+        return f"{label} file {found.path} has no kimik3 header (edited by hand)", diff
+    if found.edited:
+        return f"{label} file {found.path} was edited by hand (its body no longer matches its kimik3 header)", diff
+    if found.fingerprint != fingerprint:
+        return f"the profile renders another {label} file (fingerprint {found.fingerprint} → {fingerprint})", diff
+    return None, ()
+
+
+def split_path(text: str, label: str) -> str:
+    return "file"  # the path is in the step's spec; the reason stays short
+
+
+def _refuse(profile: Profile, facts: SystemdFacts | None, current: UnitFact | None, unit: str) -> str:
+    """The docker CLI the unit will run, or PlanError: kimik3 never half-installs a unit."""
+    if facts is None or not facts.booted:
+        state = facts.state if facts else "not observed"
+        raise PlanError(f"systemd.unit {unit}: systemd is not PID 1 on this host (`systemctl is-system-running`: "
+                        f"{state}), so kimik3 cannot install or supervise the unit; run on a systemd host, or remove "
+                        "the profile's `systemd:` section to run the container alone")
+    if current is not None and current.unit_file_state.startswith("masked"):
+        raise PlanError(f"systemd.unit {unit} is masked; `systemctl unmask {unit}` to let kimik3 manage it")
+    if current is not None and current.unit_file is not None and current.unit_file.fingerprint is None:
+        # Never overwrite what an operator or a package installed (destroy would not remove it either).
+        raise PlanError(f"systemd.unit {unit}: {current.unit_file.path} exists and was not installed by kimik3 "
+                        "(no `# kimik3:` header); move it away or set systemd.unit to another name")
+    if current is not None and current.profile not in (None, profile.name):
+        raise PlanError(f"systemd.unit {unit} belongs to kimik3 profile {current.profile}; set systemd.unit to "
+                        "another name")
+    if facts.docker_cli is None:
+        raise PlanError(f"systemd.unit {unit}: no docker CLI on the PATH where systemd runs units "
+                        "(the unit runs `docker start --attach`)")
+    return facts.docker_cli
+
+
+def _state_changes(install: UnitInstall, current: UnitFact, container_changes: bool) -> tuple[list[str], list[DiffItem]]:
+    reasons: list[str] = []
+    diff: list[DiffItem] = []
+    enabled = current.unit_file_state == "enabled"
+    if install.enable != enabled:
+        reasons.append("enable it at boot" if install.enable else f"disable it: the profile says {_ON_DEMAND}")
+        diff.append(DiffItem("enabled", current.unit_file_state or "(unknown)",
+                             "enabled" if install.enable else "disabled"))
+    if current.active_state == "failed":
+        reasons.append(f"unit failed (result {current.result}): reset it and start it")
+    elif current.active_state != "active":
+        reasons.append(f"unit {current.active_state}: start it (it attaches to the container kimik3 launched)")
+    elif container_changes:
+        reasons.append("the container is (re)launched under the running unit: start the unit again if it stopped")
+    if current.active_state != "active":
+        diff.append(DiffItem("active", current.active_state, "active"))
+    return reasons, diff
+
+
+def plan_unit(profile: Profile, observed: Observed, launch: Launch, container_changes: bool) -> tuple[Step, ...]:
+    """The profile's unit step after health (none without `systemd:`), after removing its stale units."""
+    facts = observed.systemd
+    wanted = f"{profile.unit_name}.service" if profile.systemd is not None else None
+    stale = _removals(profile, facts, keep=wanted, why="stale")
+    if wanted is None:
+        return stale
+    current = next((u for u in facts.units if u.name == wanted), None) if facts else None
+    install = render_install(profile, observed, launch, _refuse(profile, facts, current, wanted))
+    mode = "enable it at boot" if install.enable else _ON_DEMAND
+    if current is None or current.unit_file is None:
+        return (*stale, Step("unit", wanted, Action.CREATE,
+                             f"no unit: install it and {install.env_path}, daemon-reload, {mode}, start it",
+                             spec=install))
+    unit_why, unit_diff = _file_change("unit", current.unit_file, install.unit_text)
+    env_why, env_diff = _file_change("env", current.env_file, install.env_text)
+    if env_why and current.env_file is None:
+        env_why = f"env file {install.env_path} is missing"
+    state_why, state_diff = _state_changes(install, current, container_changes)
+    reasons = [r for r in (unit_why, env_why) if r]
+    if reasons:
+        reasons[-1] += ": restore it, daemon-reload" if "hand" in " ".join(reasons) else ": rewrite it, daemon-reload"
+    reasons += state_why
+    spec = UnitInstall(**{**install.__dict__, "write_unit": unit_why is not None, "write_env": env_why is not None,
+                          "reload": unit_why is not None or current.load_state != "loaded"})
+    if not reasons:
+        return (*stale, Step("unit", wanted, Action.NOOP,
+                             f"installed (fingerprint {current.unit_file.fingerprint}), {mode}, active", spec=spec))
+    return (*stale, Step("unit", wanted, Action.UPDATE, "; ".join(reasons),
+                         diff=(*unit_diff, *env_diff, *state_diff), spec=spec))
+
+
+def _removals(profile: Profile, facts: SystemdFacts | None, keep: str | None, why: str) -> tuple[Step, ...]:
+    steps = []
+    for unit in facts.units if facts else ():
+        if unit.profile != profile.name or unit.name == keep or unit.unit_file is None:
+            continue
+        env = unit.env_file
+        removal = UnitRemoval(unit=unit.name, unit_path=unit.unit_file.path,
+                              env_path=env.path if env and env.profile == profile.name else None,
+                              systemctl=facts.booted)
+        reason = {"stale": "the profile no longer names this unit" + (f" (systemd.unit is {keep})" if keep else
+                                                                       " (no `systemd:` section)"),
+                  "destroy": "installed by kimik3 for this profile"}[why]
+        how = "stop, disable and remove it and its env file" if facts.booted else \
+            "systemd is not running: remove its files only"
+        steps.append(Step("unit", unit.name, Action.DELETE, f"{reason}: {how}", spec=removal))
+    return tuple(steps)
+
+
+def plan_unit_teardown(profile: Profile, observed: Observed) -> tuple[Step, ...]:
+    """destroy: stop, disable and remove every unit kimik3 installed for this profile, nothing else."""
+    steps = _removals(profile, observed.systemd, keep=None, why="destroy")
+    if steps or profile.systemd is None:
+        return steps
+    return (Step("unit", f"{profile.unit_name}.service", Action.NOOP, "no unit installed by kimik3"),)
+
+
+__all__ = ["body_fingerprint", "plan_unit", "plan_unit_teardown", "render_env_file", "render_unit"]

@@ -1,0 +1,164 @@
+"""Host facts from recorded outputs (an H200 host, a no-GPU host, the seed's 8x RTX PRO 6000 host)
+and every host-gate refusal, asserting the numbers in its message."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from kimik3_reconciler.errors import PlanError
+from kimik3_reconciler.model.facts import HostFacts, LocalInputs, ModelFact, Observed, RemoteFile
+from kimik3_reconciler.model.profile_source import parse_profile
+from kimik3_reconciler.observe.host import collect_host, parse_nvml
+from kimik3_reconciler.planning import plan
+from kimik3_reconciler.planning.host_gate import host_gate
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+GIB = 1 << 30
+H200_NVML = json.loads((FIXTURES / "h200" / "nvml.json").read_text())
+H200_HOST = (FIXTURES / "h200" / "host.txt").read_text()
+
+
+def section(title: str) -> str:
+    return H200_HOST.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
+
+
+class RecordedHost:
+    """A HostPort answering with outputs recorded on a real host."""
+
+    def __init__(self, nvml: dict, numa: str = "0\n", cdi: list[str] | None = None):
+        self.dump, self.numa, self.cdi = nvml, numa, ["/etc/cdi/nvidia.yaml"] if cdi is None else cdi
+
+    def lscpu_parseable(self) -> str:
+        return section("lscpu -p=CORE,SOCKET")
+
+    def cpuinfo(self) -> str:
+        return section("cpuinfo flags")
+
+    def meminfo(self) -> str:
+        return section("meminfo")
+
+    def numa_balancing(self) -> str | None:
+        return self.numa
+
+    def numa_nodes(self) -> int:
+        return 1
+
+    def nvml(self) -> dict:
+        return self.dump
+
+    def cdi_specs(self) -> list[str]:
+        return self.cdi
+
+    def tailscale_ipv4(self) -> str | None:
+        return None
+
+    def disk_free(self, path: str) -> int:
+        return 1 << 50
+
+
+class NoDocker:
+    def info(self) -> dict:
+        return {"Runtimes": {"runc": {}}}
+
+
+def profile(**changes: str):
+    text = """
+apiVersion: kimik3/v1
+name: kimi-k3
+model: {repo: unsloth/Kimi-K3-GGUF, revision: 0123456789abcdef0123456789abcdef01234567, quant: UD-Q2_K_XL}
+build: {source: mainline, cuda_architectures: ["90"]}
+gpus: [0]
+"""
+    for old, new in changes.items():
+        text = text.replace(old, new)
+    return parse_profile(text).profile
+
+
+def observed(host: HostFacts, size: int = GIB) -> Observed:
+    model = ModelFact(repo="unsloth/Kimi-K3-GGUF", revision="0123456789abcdef0123456789abcdef01234567",
+                      quant="UD-Q2_K_XL", cache_dir="/c", files=(RemoteFile(path="UD-Q2_K_XL/a.gguf", size=size),))
+    return Observed(host=host, inputs=LocalInputs(dockerfile_path="-", dockerfile_sha256="d" * 64), model=model)
+
+
+def h200(**kwargs) -> HostFacts:
+    return collect_host(RecordedHost(H200_NVML, **kwargs), NoDocker())
+
+
+def test_h200_facts_from_the_recorded_host() -> None:
+    host = h200()
+    assert (host.physical_cores, host.sockets, host.numa_balancing) == (16, 1, 0)
+    assert host.driver_version == "580.159.04" and host.gpu_probe == "ok"
+    (gpu,) = host.gpus
+    assert (gpu.name, gpu.compute_capability, gpu.memory_total) == ("NVIDIA H200", (9, 0), 150754820096)
+    assert host.ram_total and host.ram_total > 100 * GIB and host.docker_gpus is True
+    assert host_gate(profile(), observed(host)) == ([], [])
+
+
+def test_a_host_without_the_driver_is_a_fact_not_a_crash() -> None:
+    host = collect_host(RecordedHost({"error": "NVMLError_LibraryNotFound: NVML Shared Library Not Found"}), NoDocker())
+    assert host.gpu_probe == "no-driver" and host.gpus == ()
+    refusals, _ = host_gate(profile(), observed(host))
+    assert refusals == ["0 GPUs on this host (NVMLError_LibraryNotFound: NVML Shared Library Not Found): build.variant "
+                        "cuda needs the NVIDIA driver (>= 570) and GPUs; use variant cpu with gpus: none for a CPU-only host"]
+    cpu = profile(**{"build: {source: mainline,": "build: {variant: cpu, source: mainline,", "gpus: [0]": "gpus: none"})
+    assert host_gate(cpu, observed(host))[0] == []
+
+
+def test_absent_gpu_and_foreign_process_are_named() -> None:
+    dump = copy.deepcopy(H200_NVML)
+    dump["gpus"][0]["processes"] = [{"pid": 4242, "used_memory": 12 * GIB}, {"pid": 777, "used_memory": GIB}]
+    host = collect_host(RecordedHost(dump), NoDocker(), our_pids=frozenset({777}))
+    refusals, _ = host_gate(profile(**{"gpus: [0]": "gpus: [0, 1]"}), observed(host))
+    assert refusals[0] == "gpus: 1 not on this host (it has 0 (GPU-71bec584-b792-cff7-7581-e3ab1c029d7c))"
+    assert refusals[1].startswith("GPU 0 (GPU-71bec584-b792-cff7-7581-e3ab1c029d7c) holds 12288 MiB for pid 4242")
+    assert len(refusals) == 2  # pid 777 is this profile's own container
+    shared = profile(**{"gpus: [0]": "gpus: [GPU-71bec584-b792-cff7-7581-e3ab1c029d7c]\nshare_gpus: true"})
+    assert host_gate(shared, observed(host))[0] == []
+
+
+@pytest.mark.parametrize(("change", "expected"), [
+    ({"numa": "1\n"}, "kernel.numa_balancing = 1: set it to 0"),
+    ({"cdi": []}, "Docker cannot give containers GPUs"),
+])
+def test_host_refusals(change: dict, expected: str) -> None:
+    refusals, _ = host_gate(profile(), observed(h200(**change)))
+    assert any(r.startswith(expected) for r in refusals), refusals
+
+
+def test_old_driver_is_refused() -> None:
+    dump = {**H200_NVML, "driver": "565.57.01"}
+    refusals, _ = host_gate(profile(), observed(collect_host(RecordedHost(dump), NoDocker())))
+    assert refusals == ["NVIDIA driver 565.57.01 is older than 570"]
+
+
+def rtx_pro_pool(ram_gib: int, amx: bool = True) -> HostFacts:
+    """Seed 000's host: 8x RTX PRO 6000 Blackwell (96 GB), 2x Xeon 6730P, 1 TiB RAM."""
+    dump = {"driver": "580.82.07", "gpus": [
+        {"index": i, "uuid": f"GPU-{i:08d}-0000-0000-0000-000000000000", "name": "NVIDIA RTX PRO 6000 Blackwell "
+         "Server Edition", "compute_capability": [12, 0], "memory_total": 96 * GIB, "memory_free": 95 * GIB,
+         "processes": []} for i in range(8)]}
+    gpus, driver = parse_nvml(dump)
+    flags = ("avx512f", "avx512_bf16") + (("amx_tile", "amx_int8", "amx_bf16") if amx else ())
+    return HostFacts(physical_cores=64, sockets=2, numa_nodes=2, cpu_flags=flags, gpu_probe="ok", driver_version=driver,
+                     gpus=gpus, ram_total=ram_gib * GIB, numa_balancing=0, docker_gpus=True)
+
+
+def test_the_seed_host_fits_q2_k_xl_and_a_small_one_does_not() -> None:
+    q2 = profile(**{"gpus: [0]": "gpus: all"})
+    assert host_gate(q2, observed(rtx_pro_pool(1024), size=802 * GIB)) == ([], [])
+    refusals, _ = host_gate(q2, observed(rtx_pro_pool(32), size=802 * GIB))
+    assert refusals == ["the quant is 802.0 GiB but VRAM + RAM is 800.0 GiB (8 GPU(s) 768.0 GiB + RAM 32.0 GiB): "
+                        "it cannot run at any split"]
+    with pytest.raises(PlanError, match="the host gate refuses this profile"):
+        plan(q2, observed(rtx_pro_pool(32), size=802 * GIB))
+
+
+def test_no_amx_warns_and_fit_target_list_must_match_gpus_all() -> None:
+    q2 = profile(**{"gpus: [0]": "gpus: all\nserve: {fit_target: [4096, 4096]}"})
+    refusals, warnings = host_gate(q2, observed(rtx_pro_pool(1024, amx=False), size=802 * GIB))
+    assert refusals == ["serve.fit_target lists 2 values but gpus: all is 8 GPUs here"]
+    assert warnings == ["no AMX on this CPU: the CPU-resident experts use the AVX-512/AVX2 kernels (slower fallback)"]
