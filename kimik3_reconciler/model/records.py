@@ -8,6 +8,9 @@ def archive_record_key(source: str, commit: str) -> str:
     return f"archives/{source}-{commit}.json"
 
 
+LOAD_RATE_KEY = "host/load-rate.json"  # {"bytes", "seconds"} of the last model load measured here
+
+
 def smoke_key(image_fingerprint: str) -> str:
     """The smoke-test result of one image (runs once per image)."""
     return f"smoke/{image_fingerprint}.json"

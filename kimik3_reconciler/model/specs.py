@@ -85,6 +85,7 @@ class HealthWait:
     container: str
     url: str
     timeout_s: float
+    model_bytes: int = 0  # recorded with the measured load time: the next plan predicts downtime from it
 
 
 @dataclass(frozen=True)

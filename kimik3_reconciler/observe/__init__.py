@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kimik3_reconciler.model.facts import Observed
+from kimik3_reconciler.model.records import LOAD_RATE_KEY
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.observe.docker_objects import (
     collect_base_images,
@@ -32,6 +33,7 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
                                                        profile.build.base_images.runtime)),
         container=collect_container(ports.docker, ports.http, profile.name),
         others=collect_others(ports.docker, profile.name),
+        load_rate=_load_rate(ports),
         systemd=collect_systemd(profile, ports.units),
     )
 
@@ -41,3 +43,10 @@ def _container_pids(ports: Ports, name: str) -> frozenset[int]:
     inspect = ports.docker.inspect_container(name)
     pid = ((inspect or {}).get("State") or {}).get("Pid") or 0
     return frozenset({pid}) if pid else frozenset()
+
+
+def _load_rate(ports: Ports) -> float | None:
+    record = ports.state.read(LOAD_RATE_KEY)
+    if not record or not record.get("seconds"):
+        return None
+    return record["bytes"] / record["seconds"]

@@ -6,24 +6,38 @@ from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.plan import Action, Step
 from kimik3_reconciler.model.specs import HealthWait
 from kimik3_reconciler.planning.launch import Launch
+from kimik3_reconciler.planning.units import gib
 
 # Seed 000 measured ~17 min to read 802 GB (--load-mode none reads everything up front), i.e.
 # ~0.8 GB/s; allow a quarter of that before calling a load stuck.
 _LOAD_BYTES_PER_S = 200 * (1 << 20)
 _STARTUP_S = 120.0
+SEED_LOAD_BYTES_PER_S = 802e9 / (17 * 60)
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
 def load_timeout(total_bytes: int) -> float:
     return _STARTUP_S + total_bytes / _LOAD_BYTES_PER_S
 
 
+def predicted_load_s(observed: Observed) -> tuple[float, str]:
+    """Seconds to load the model, from the last load measured on this host (else seed 000's rate)."""
+    rate = observed.load_rate or SEED_LOAD_BYTES_PER_S
+    source = "measured here" if observed.load_rate else "seed 000's 802 GB in ~17 min"
+    return observed.model.total_bytes / rate, f"{gib(observed.model.total_bytes)} at {gib(int(rate))}/s, {source}"
+
+
 def plan_health(launch: Launch, observed: Observed, container_step_changes: bool) -> Step:
     wait = HealthWait(container=launch.spec.name, url=launch.health_url,
-                      timeout_s=load_timeout(observed.model.total_bytes))
+                      timeout_s=load_timeout(observed.model.total_bytes), model_bytes=observed.model.total_bytes)
     target = launch.health_url
     if container_step_changes:
+        seconds, how = predicted_load_s(observed)
         return Step("health", target, Action.READ, "wait for the model to load (/health 200)", spec=wait,
-                    cost=f"load up to {wait.timeout_s / 60:.0f} min")
+                    cost=f"predicted downtime ~{_duration(seconds)} ({how}); gives up after {_duration(wait.timeout_s)}")
     health = observed.container.health if observed.container else None
     if health == "ok":
         return Step("health", target, Action.NOOP, "/health answers 200: model loaded", spec=wait)

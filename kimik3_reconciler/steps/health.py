@@ -6,6 +6,7 @@ import re
 
 from kimik3_reconciler.errors import LoadFailed
 from kimik3_reconciler.model.plan import Step
+from kimik3_reconciler.model.records import LOAD_RATE_KEY
 from kimik3_reconciler.model.specs import HealthWait
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps.report import Reporter
@@ -45,6 +46,9 @@ def wait_until_healthy(wait: HealthWait, ports: Ports, reporter: Reporter) -> No
         reporter.progress(f"loading {wait.container}: {phase}", int(elapsed), int(wait.timeout_s))
         if health == "ok":
             reporter.event("healthy", container=wait.container, seconds=round(elapsed, 1))
+            if wait.model_bytes and elapsed > 0:
+                # The next plan predicts reload downtime from what this host really did.
+                ports.state.write(LOAD_RATE_KEY, {"bytes": wait.model_bytes, "seconds": elapsed})
             return
         if elapsed > wait.timeout_s:
             raise LoadFailed(f"{wait.container}: not healthy after {wait.timeout_s:.0f} s (timeout derived from the "

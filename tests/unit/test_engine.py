@@ -272,3 +272,13 @@ def test_verify_rehashes_and_refetches_a_blob_corrupted_in_place(world):
     engine.rehash = True
     engine.apply(load())
     assert cached.read_bytes() == FILES["UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00002.gguf"]
+
+
+def test_reload_downtime_is_predicted_from_the_last_measured_load(world):
+    engine, _, _, _ = world
+    before = engine.plan(load()).steps[-1].cost
+    assert "seed 000's 802 GB in ~17 min" in before
+    engine.apply(load())  # one 503 poll, then 200: 0.2 s for 180 bytes on the fake clock
+    changed = engine.plan(load(PROFILE.replace("parallel: 2", "parallel: 2, ubatch: 2048")))
+    cost = changed.steps[-1].cost
+    assert cost.startswith("predicted downtime ~0 s (180 B at ") and "measured here" in cost
