@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from kimik3_reconciler.model.facts import GpuFact, HostFacts, Observed
 from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.planning.model_step import disk_refusal
 from kimik3_reconciler.planning.units import gib
 
 MIN_DRIVER = 570  # seed 000: NVIDIA driver >= 570, open kernel module
@@ -78,9 +79,10 @@ def host_gate(profile: Profile, observed: Observed) -> tuple[list[str], list[str
                         "seed 000 measured a 20+-minute single-request stall with it on")
     if profile.build.variant == "cuda" and host.gpu_probe is not None:
         refusals += _gpu_refusals(profile, host)
-    memory = _memory_refusal(profile, observed)
-    if memory:
-        refusals.append(memory)
+    for refusal in (disk_refusal(observed.model), _memory_refusal(profile, observed),
+                    disk_refusal(observed.tokenizer) if observed.tokenizer else None):
+        if refusal:
+            refusals.append(refusal)
     if host.cpu_flags and "amx_tile" not in host.cpu_flags and profile.quant_mode == "hybrid":
         warnings.append("no AMX on this CPU: the CPU-resident experts use the AVX-512/AVX2 kernels (slower fallback)")
     return refusals, warnings

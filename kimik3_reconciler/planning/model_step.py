@@ -3,7 +3,6 @@ missing ones fit on the cache's disk (the sizing gate, before any byte is fetche
 
 from __future__ import annotations
 
-from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.model.facts import ModelFact, Observed
 from kimik3_reconciler.model.model_files import manifest_key, tokenizer_manifest_key
 from kimik3_reconciler.model.plan import Action, Step
@@ -25,15 +24,17 @@ def _breakdown(model: ModelFact) -> str:
     return "; ".join(f"{name} {len(sizes)} file(s) {gib(sum(sizes))}" for name, sizes in sorted(groups.items()))
 
 
-def sizing_gate(model: ModelFact) -> None:
-    """Refuse, with the numbers, a download that cannot fit the cache's disk."""
+def disk_refusal(model: ModelFact) -> str | None:
+    """The sizing gate's disk half, with the numbers: a download that cannot fit the cache's disk.
+    (Its memory half, VRAM + RAM, is in host_gate.py.)"""
     if model.cache_free_bytes is None or not model.missing:
-        return
+        return None
     needed = model.missing_bytes
     with_headroom = int(needed * (1 + DISK_HEADROOM))
-    if with_headroom > model.cache_free_bytes:
-        raise PlanError(
-            f"model: {gib(needed)} to fetch (+{DISK_HEADROOM:.0%} headroom: {gib(with_headroom)}) but only "
+    if with_headroom <= model.cache_free_bytes:
+        return None
+    what = "tokenizer" if model.quant == "tokenizer" else "model"
+    return (f"{what}: {gib(needed)} to fetch (+{DISK_HEADROOM:.0%} headroom: {gib(with_headroom)}) but only "
             f"{gib(model.cache_free_bytes)} free on {model.cache_dir}: short by "
             f"{gib(with_headroom - model.cache_free_bytes)} [{_breakdown(model)}]")
 
@@ -57,7 +58,6 @@ def plan_tokenizer(profile: Profile, observed: Observed) -> Step | None:
     target = f"{fact.repo}@{fact.revision[:12]} (non-weight files)"
     if fact.complete:
         return Step("tokenizer", target, Action.NOOP, f"all {len(fact.files)} files verified in the cache", spec=spec)
-    sizing_gate(fact)
     return Step("tokenizer", target, Action.CREATE, f"{len(fact.missing)} of {len(fact.files)} files missing "
                 "(weights are never fetched from this repo)", spec=spec, cost=f"{gib(fact.missing_bytes)} to fetch")
 
@@ -69,7 +69,6 @@ def plan_model(profile: Profile, observed: Observed) -> Step:
     if model.complete:
         return Step("model", target, Action.NOOP,
                     f"all {len(model.files)} files verified in the cache ({gib(model.total_bytes)})", spec=spec)
-    sizing_gate(model)
     free = f" of {gib(model.cache_free_bytes)} free" if model.cache_free_bytes is not None else ""
     return Step("model", target, Action.CREATE,
                 f"{len(model.missing)} of {len(model.files)} files missing from the cache",

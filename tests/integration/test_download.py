@@ -135,6 +135,8 @@ def test_sizing_gate_refuses_before_any_byte_with_the_numbers(shards, tmp_path: 
         assert "150.0 TiB" not in result.stderr  # units stay GiB, as the plan prints them
         assert "153600.0 GiB to fetch" in result.stderr and "free on" in result.stderr
         assert "[Q/ 3 file(s) 153600.0 GiB]" in result.stderr
+        # both halves of the sizing gate speak at once: disk, and VRAM + RAM
+        assert "the quant is 153600.0 GiB but VRAM + RAM is" in result.stderr
         assert not any(method == "GET" and "/resolve/" in path for method, path in big.requests)
     assert not (tmp_path / "hf-cache").exists()
 
