@@ -162,3 +162,19 @@ def test_no_amx_warns_and_fit_target_list_must_match_gpus_all() -> None:
     refusals, warnings = host_gate(q2, observed(rtx_pro_pool(1024, amx=False), size=802 * GIB))
     assert refusals == ["serve.fit_target lists 2 values but gpus: all is 8 GPUs here"]
     assert warnings == ["no AMX on this CPU: the CPU-resident experts use the AVX-512/AVX2 kernels (slower fallback)"]
+
+
+def test_gate_run_on_a_real_h200_with_a_foreign_process() -> None:
+    """tools/gpu_proof/gate.py on an H200: kimik3's own collector (real NVML) and gate, before and
+    while another process (torch, 10 GiB) held memory on GPU 0."""
+    recorded = json.loads((FIXTURES / "h200" / "gate.json").read_text())
+    idle, held, shared, absent, everything = recorded["runs"]
+    assert idle["refusals"] == [] and idle["facts"]["gpu_probe"] == "ok"
+    pid = recorded["foreign_pid"]
+    assert len(held["refusals"]) == 1 and f"MiB for pid {pid}, not this profile's container" in held["refusals"][0]
+    assert shared["refusals"] == []
+    assert absent["refusals"][0].startswith("gpus: 1 not on this host")
+    assert everything["refusals"] == held["refusals"]
+    # the same facts, parsed again, give the same verdicts (the collector's output is a fixture too)
+    host = HostFacts(**{k: v for k, v in held["facts"].items()})
+    assert host_gate(profile(), observed(host))[0] == held["refusals"]
