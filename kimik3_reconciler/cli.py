@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 from importlib import resources
 from pathlib import Path
@@ -41,16 +42,20 @@ def _default_dockerfile() -> str:
 
 def load(path: str) -> LoadedProfile:
     try:
-        text = Path(path).read_text()
+        text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text (byte {exc.start}): save the profile as UTF-8") from exc
     return parse_profile(text, source=path)
 
 
 class _Context:
-    def __init__(self, state_dir: str, dockerfile: str, docker_host: str | None, verbose: bool, json_out: bool):
+    def __init__(self, state_dir: str, dockerfile: str, docker_host: str | None, verbose: bool, json_out: bool,
+                 systemd_root: str = "/", systemctl_prefix: str = ""):
         self.state_dir, self.dockerfile, self.docker_host = Path(state_dir), Path(dockerfile), docker_host
         self.verbose, self.json_out = verbose, json_out
+        self.systemd_root, self.systemctl_prefix = systemd_root, tuple(shlex.split(systemctl_prefix))
 
     def engine(self, profile_path: str, rehash: bool = False) -> Engine:
         from kimik3_reconciler.adapters import real_ports
@@ -58,8 +63,8 @@ class _Context:
         interactive = _err.is_terminal and not self.json_out
         configure_logging(json_logs=not interactive, verbose=self.verbose)
         reporter = CliReporter(_err, interactive, self.verbose)
-        return Engine(real_ports(self.state_dir, self.docker_host), reporter, Path(profile_path).resolve().parent,
-                      self.dockerfile, rehash=rehash)
+        ports = real_ports(self.state_dir, self.docker_host, self.systemd_root, self.systemctl_prefix)
+        return Engine(ports, reporter, Path(profile_path).resolve().parent, self.dockerfile, rehash=rehash)
 
 
 def _run(fn):  # noqa: ANN001 - click callback wrapper
@@ -70,6 +75,9 @@ def _run(fn):  # noqa: ANN001 - click callback wrapper
         except Kimik3Error as exc:
             _err.print(Text("error: ", style="red") + Text(str(exc)))
             sys.exit(exc.exit_code)
+        except PermissionError as exc:  # e.g. a root-owned cache or key file: say which, no traceback
+            _err.print(Text("error: ", style="red") + Text(f"permission denied: {exc.filename or exc}"))
+            sys.exit(1)
     wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
     return wrapper
 
@@ -80,10 +88,16 @@ def _run(fn):  # noqa: ANN001 - click callback wrapper
 @click.option("--dockerfile", envvar="KIMIK3_DOCKERFILE", default=_default_dockerfile, help="Dockerfile.llamacpp to build")
 @click.option("--docker-host", envvar="DOCKER_HOST", default=None, help="docker daemon URL (default: DOCKER_HOST / socket)")
 @click.option("-v", "--verbose", is_flag=True, help="show NOOP steps with their reasons, and build output")
+@click.option("--systemd-root", envvar="KIMIK3_SYSTEMD_ROOT", default="/", show_default=True,
+              help="install root for units (ROOT/etc/systemd/system) and their env files (ROOT/etc/kimik3)")
+@click.option("--systemctl-prefix", envvar="KIMIK3_SYSTEMCTL_PREFIX", default="",
+              help="run systemctl through this command, e.g. 'docker exec sd' or 'ssh host' (default: here)")
 @click.pass_context
-def main(ctx: click.Context, state_dir: str, dockerfile: str, docker_host: str | None, verbose: bool) -> None:
+def main(ctx: click.Context, state_dir: str, dockerfile: str, docker_host: str | None, verbose: bool,
+         systemd_root: str, systemctl_prefix: str) -> None:
     """kimik3: converge a host to a Kimi-K3 llama.cpp deployment profile."""
-    ctx.obj = {"state_dir": state_dir, "dockerfile": dockerfile, "docker_host": docker_host, "verbose": verbose}
+    ctx.obj = {"state_dir": state_dir, "dockerfile": dockerfile, "docker_host": docker_host, "verbose": verbose,
+               "systemd_root": systemd_root, "systemctl_prefix": systemctl_prefix}
 
 
 def _ctx(click_ctx: click.Context, json_out: bool) -> _Context:
@@ -103,6 +117,10 @@ def validate(files: tuple[str, ...]) -> None:
             failed = True
             for problem in exc.problems:
                 _err.print(str(problem), highlight=False)
+            continue
+        except InputError as exc:  # unreadable file: report it and go on with the others
+            failed = True
+            _err.print(str(exc), highlight=False)
             continue
         for warning in loaded.warnings:
             _err.print(f"{path}: warning: {warning}", highlight=False)
@@ -142,13 +160,13 @@ def plan(ctx: click.Context, file: str, json_out: bool, detailed_exitcode: bool,
 @_run
 def apply(ctx: click.Context, file: str, json_out: bool, rounds: int, verify_server: bool, rehash: bool) -> None:
     """Converge the host: download, build, smoke-test, launch, wait healthy, verify."""
-    from kimik3_reconciler.verify import verify as verify_server
+    from kimik3_reconciler.verify import verify as run_verify
 
     loaded = load(file)
     engine = _ctx(ctx, json_out).engine(file, rehash=rehash)
     result = engine.apply(loaded, max_rounds=rounds)
     # Verify only what changed: on a converged host a 2.8T model would answer 4 requests for nothing.
-    report = verify_server(engine, loaded) if verify_server and result.changed else None
+    report = run_verify(engine, loaded) if verify_server and result.changed else None
     if json_out:
         click.echo(json.dumps({
             "profile": loaded.profile.name, "changed": result.changed, "rounds": result.rounds,
@@ -183,6 +201,10 @@ def status(ctx: click.Context, file: str, json_out: bool) -> None:
     _out.print(f"container  {c.state + ' (' + (c.health or '-') + ')' + ' ' + c.id[:12] if c else 'absent'}")
     _out.print(f"images     {', '.join(t for i in observed.images for t in i.tags) or 'none'}")
     _out.print(f"model      {m.repo}@{m.revision[:12]}/{m.quant}: {len(m.files) - len(m.missing)}/{len(m.files)} files")
+    for unit in observed.systemd.units if observed.systemd else ():
+        if unit.profile == loaded.profile.name:
+            edited = ", edited by hand" if unit.unit_file and unit.unit_file.edited else ""
+            _out.print(f"unit       {unit.name}: {unit.active_state}, {unit.unit_file_state or '-'}{edited}")
 
 
 @main.command()

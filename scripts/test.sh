@@ -8,5 +8,9 @@ cd "$(dirname "$0")/.."
 [ -x .venv/bin/pytest ] || { python3 -m venv .venv && .venv/bin/pip install -q -e ".[test,demo]"; }
 bash scripts/ensure-docker.sh
 bash scripts/ensure-base-image.sh
+bash scripts/ensure-systemd-image.sh   # systemd as PID 1 in a container, for test_systemd_live.py
+# systemd-analyze verifies every rendered unit (tests/unit/test_rendered_units.py); a fresh machine lacks it.
+command -v systemd-analyze >/dev/null 2>&1 || { apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends systemd >/dev/null; }
 .venv/bin/lint-imports
 .venv/bin/python -m pytest -q "$@"

@@ -21,8 +21,16 @@ from kimik3_reconciler.errors import DownloadFailed, TransientError
 from kimik3_reconciler.model.facts import RemoteFile
 from kimik3_reconciler.model.specs import ModelDownload
 
-_transient = retry(retry=retry_if_exception_type(TransientError), stop=stop_after_attempt(4),
+# huggingface_hub already retries a failing request 5 times (~25 s): one more round of ours is enough.
+_transient = retry(retry=retry_if_exception_type(TransientError), stop=stop_after_attempt(2),
                    wait=wait_exponential(multiplier=1, max=30), reraise=True)
+
+
+def _is_transport(exc: Exception) -> bool:
+    """huggingface_hub 2.x speaks httpx2, whose errors are not httpx's classes: match them by name."""
+    return any(cls.__module__.split(".")[0] in ("httpx", "httpx2")
+               and cls.__name__ in ("TransportError", "ConnectError", "TimeoutException", "NetworkError")
+               for cls in type(exc).__mro__)
 
 
 def _translate(exc: Exception, what: str) -> Exception:
@@ -32,7 +40,7 @@ def _translate(exc: Exception, what: str) -> Exception:
         return DownloadFailed(f"{what}: revision not found in the repository")
     if isinstance(exc, EntryNotFoundError):
         return DownloadFailed(f"{what}: path not found at this revision (check model.quant / model.mmproj)")
-    if isinstance(exc, (httpx.TransportError, ConnectionError, TimeoutError)):
+    if isinstance(exc, (httpx.TransportError, ConnectionError, TimeoutError)) or _is_transport(exc):
         return TransientError(f"{what}: hub not reachable: {exc}")
     if isinstance(exc, HfHubHTTPError):
         status = exc.response.status_code if exc.response is not None else 0
@@ -83,6 +91,17 @@ class HuggingFaceHub:
                 raise
             raise translated from exc
         return sorted((_remote(e) for e in entries if isinstance(e, RepoFile)), key=lambda f: f.path)
+
+    def remove_cached(self, repo: str, revision: str, path: str, cache_dir: str) -> None:
+        """Drop the snapshot link; the blob too, unless another revision's snapshot still links to it."""
+        cached = self.cached_file(repo, revision, path, cache_dir)
+        if cached is None:
+            return
+        blob = cached.resolve()
+        cached.unlink(missing_ok=True)
+        snapshots = self.repo_cache_dir(repo, cache_dir) / "snapshots"
+        if not any(link.resolve() == blob for link in snapshots.rglob("*") if link.is_symlink()):
+            blob.unlink(missing_ok=True)
 
     def cached_file(self, repo: str, revision: str, path: str, cache_dir: str) -> Path | None:
         found = try_to_load_from_cache(repo, path, cache_dir=cache_dir, revision=revision)

@@ -16,6 +16,7 @@ and `try_to_load_from_cache` see the result:
 from __future__ import annotations
 
 import errno
+import fcntl
 import hashlib
 import os
 import threading
@@ -53,6 +54,9 @@ class Target:
 def targets(repo: str, revision: str, files: tuple[RemoteFile, ...], endpoint: str, repo_dir: Path) -> list[Target]:
     out = []
     for f in files:
+        # The listing comes from a hub or mirror the profile names: never let it write outside the cache.
+        if f.path.startswith("/") or ".." in f.path.split("/"):
+            raise DownloadFailed(f"{f.path!r}: refusing a hub path outside the repository")
         blob_name = f.sha256 or f.git_oid  # HF names LFS blobs by sha256, plain git files by blob sha1
         if not blob_name:
             raise DownloadFailed(f"{f.path}: the hub lists no sha256 or git oid for it, so it cannot be verified")
@@ -163,18 +167,33 @@ class _Totals:
         self.lock = threading.Lock()
 
     def __call__(self, path: str, done: int, size: int) -> None:
-        with self.lock:
+        with self.lock:  # the display is not thread-safe: one worker reports at a time
             self.done[path] = done
-            total_done = sum(self.done.values())
-        self.progress(path, done, size)
-        self.progress("total", total_done, self.total)
+            self.progress(path, done, size)
+            self.progress("total", sum(self.done.values()), self.total)
 
 
 def fetch_all(jobs: list[Target], token: str | None, progress: Progress) -> None:
     progress = _Totals(jobs, progress)
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     # httpx drops the Authorization header on redirects to another origin (LFS/CDN hosts).
+    # Files with identical content share one blob: fetch it once, then link the other paths.
+    by_blob: dict[Path, list[Target]] = {}
+    for job in jobs:
+        by_blob.setdefault(job.blob, []).append(job)
     with httpx.Client(headers=headers, follow_redirects=True, timeout=httpx.Timeout(60.0, connect=15.0)) as client:
-        with ThreadPoolExecutor(max_workers=max(1, min(WORKERS, len(jobs)))) as pool:
-            for future in [pool.submit(fetch, client, job, progress) for job in jobs]:
+        with ThreadPoolExecutor(max_workers=max(1, min(WORKERS, len(by_blob)))) as pool:
+            futures = [pool.submit(_fetch_locked, client, same[0], progress) for same in by_blob.values()]
+            for future in futures:
                 future.result()
+    for same in by_blob.values():
+        for job in same[1:]:
+            _link(job)
+
+
+def _fetch_locked(client: httpx.Client, target: Target, progress: Progress) -> None:
+    """One process at a time per blob (two applies sharing a cache must not append to one partial)."""
+    target.blob.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.blob.with_name(target.blob.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        fetch(client, target, progress)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -28,10 +29,18 @@ class StateFiles:
             return None  # a torn record counts as absent: the step redoes (and re-verifies) its work
 
     def write(self, key: str, value: dict[str, Any]) -> None:
+        """Atomic and durable: a unique temp file, fsync, rename (concurrent applies never collide)."""
         path = self.path(key)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(value, indent=1, sort_keys=True))
-        os.replace(tmp, path)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(json.dumps(value, indent=1, sort_keys=True))
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
     def delete(self, key: str) -> None:
         (self.root / key).unlink(missing_ok=True)

@@ -109,6 +109,7 @@ class ContainerFact(_Fact):
     restart_count: int = 0
     health: Literal["ok", "loading", "unreachable"] | None = None
     profile: str | None = None  # the kimik3 profile that made it (label)
+    pid: int | None = None  # host pid of its main process (llama-server), as NVML reports it
 
 
 class PatchFact(_Fact):
@@ -156,6 +157,7 @@ class UnitFact(_Fact):
     sub_state: str = "dead"
     unit_file_state: str = ""  # enabled | disabled | masked | ...
     result: str = "success"
+    fragment_path: str = ""  # the file systemd loaded it from (maybe /lib/systemd/system: not kimik3's)
 
     @property
     def profile(self) -> str | None:
@@ -169,6 +171,7 @@ class SystemdFacts(_Fact):
     booted: bool  # systemd is PID 1 (/run/systemd/system exists)
     state: str = "offline"  # `systemctl is-system-running`
     docker_cli: str | None = None
+    docker_service: str = "unknown"  # LoadState of docker.service, which kimik3's units require
     units: tuple[UnitFact, ...] = ()  # every kimik3-installed unit, plus the profile's unit name if present
 
 

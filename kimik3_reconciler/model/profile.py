@@ -137,6 +137,16 @@ MiB = Annotated[int, Field(ge=0)]
 GpuRef = Union[Annotated[int, Field(ge=0)], Annotated[str, Field(pattern=f"^{GPU_UUID}$")]]
 
 
+def _check_repo_file(value: str) -> str:
+    # It names a file in the repo and becomes a cache/state path: no absolute paths, no `..`.
+    if value.startswith("/") or ".." in value.split("/") or "\\" in value:
+        raise refuse(f"must be a file path inside the repo, not {value!r}")
+    return value
+
+
+RepoFilePath = Annotated[NonEmpty, AfterValidator(_check_repo_file)]
+
+
 class TokenizerSpec(BaseModel):
     """Non-weight files (tokenizer/config) of the original repo, for benchmark clients (seed 000 step 3)."""
 
@@ -152,7 +162,7 @@ class ModelSpec(BaseModel):
     repo: RepoId
     revision: Sha40
     quant: QuantName
-    mmproj: Optional[NonEmpty] = Field(None, description="vision projector file in the repo; fork builds only")
+    mmproj: Optional[RepoFilePath] = Field(None, description="vision projector file in the repo; fork builds only")
     tokenizer: Optional[TokenizerSpec] = None
     cache_dir: Optional[NonEmpty] = Field(None, description="HF hub cache; default: huggingface_hub's own")
     endpoint: Optional[HttpUrl] = Field(None, description="hub URL (a mirror); default: HF_ENDPOINT or the Hub")

@@ -53,6 +53,7 @@ class UnitInstall:
     enable: bool
     write_unit: bool
     write_env: bool
+    reload: bool  # daemon-reload: the unit file was (re)written, or systemd has not loaded it yet
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ def parse_container(inspect: dict[str, Any]) -> ContainerFact:
         exit_code=state.get("ExitCode") if state.get("Status") == "exited" else None,
         restart_count=inspect.get("RestartCount", 0),
         profile=labels.get(PROFILE_LABEL),
+        pid=state.get("Pid") or None,
     )
 
 

@@ -3,6 +3,7 @@ plumbing, Tailscale. Pure parsers (tested on recorded outputs) + one collector."
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from kimik3_reconciler.model.facts import GpuFact, GpuProcess, HostFacts
@@ -17,6 +18,18 @@ def parse_lscpu_cores(parseable: str) -> int:
         if line.strip() and not line.startswith("#")
     }
     return max(1, len(pairs))
+
+
+def parse_cpuinfo_cores(cpuinfo: str) -> int | None:
+    """/proc/cpuinfo -> distinct (physical id, core id) pairs; None when the kernel does not say."""
+    pairs, physical = set(), "0"
+    for line in cpuinfo.splitlines():
+        key, _, value = (part.strip() for part in line.partition(":"))
+        if key == "physical id":
+            physical = value
+        elif key == "core id":
+            pairs.add((physical, value))
+    return len(pairs) or None
 
 
 def parse_cpu_flags(cpuinfo: str) -> tuple[str, ...]:
@@ -67,14 +80,19 @@ def parse_docker_gpu(info: dict[str, Any], cdi_specs: list[str]) -> bool:
 
 def collect_host(host: HostPort, docker: DockerPort | None = None, our_pids: frozenset[int] = frozenset()) -> HostFacts:
     lscpu = host.lscpu_parseable()
+    cpuinfo = host.cpuinfo()
+    has_rows = any(line.strip() and not line.startswith("#") for line in lscpu.splitlines())
+    # Without lscpu, /proc/cpuinfo still knows the cores: a missing tool must not turn into
+    # `--threads 1` and a relaunch of a healthy server.
+    cores = parse_lscpu_cores(lscpu) if has_rows else (parse_cpuinfo_cores(cpuinfo) or os.cpu_count() or 1)
     dump = host.nvml()
     gpus, driver = parse_nvml(dump, our_pids)
     ram_total, ram_available = parse_meminfo(host.meminfo())
     return HostFacts(
-        physical_cores=parse_lscpu_cores(lscpu),
+        physical_cores=cores,
         sockets=parse_lscpu_sockets(lscpu),
         numa_nodes=host.numa_nodes(),
-        cpu_flags=parse_cpu_flags(host.cpuinfo()),
+        cpu_flags=parse_cpu_flags(cpuinfo),
         tailscale_ipv4=host.tailscale_ipv4(),
         gpu_probe="no-driver" if "error" in dump else "ok",
         gpu_probe_detail=dump.get("error"),

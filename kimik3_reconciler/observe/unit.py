@@ -4,13 +4,20 @@ from __future__ import annotations
 
 from kimik3_reconciler.model.facts import SystemdFacts, UnitFact, UnitFileFact
 from kimik3_reconciler.model.profile import Profile
-from kimik3_reconciler.model.unit_files import HEADER_PREFIX, UNIT_DIR, body_fingerprint, env_path, split_header
-from kimik3_reconciler.model.unit_files import unit_path
+from kimik3_reconciler.model.unit_files import (
+    HEADER_PREFIX,
+    UNIT_DIR,
+    body_fingerprint,
+    env_path,
+    split_header,
+    unit_path,
+)
 from kimik3_reconciler.ports import UnitsPort
 
-SHOW_PROPERTIES = ("Id", "LoadState", "ActiveState", "SubState", "UnitFileState", "Result")
+DOCKER_SERVICE = "docker.service"
+SHOW_PROPERTIES = ("Id", "LoadState", "ActiveState", "SubState", "UnitFileState", "Result", "FragmentPath")
 _FIELDS = {"LoadState": "load_state", "ActiveState": "active_state", "SubState": "sub_state",
-           "UnitFileState": "unit_file_state", "Result": "result"}
+           "UnitFileState": "unit_file_state", "Result": "result", "FragmentPath": "fragment_path"}
 
 
 def parse_show(text: str) -> dict[str, dict[str, str]]:
@@ -55,10 +62,12 @@ def collect_systemd(profile: Profile, units: UnitsPort | None) -> SystemdFacts |
         return None
     booted = units.booted()
     names = sorted(set(files) | ({wanted} if wanted else set()))
-    states = parse_show(units.show(names, list(SHOW_PROPERTIES))) if booted else {}
+    # docker.service too: the units Require= it, and a host without it would fail every start.
+    states = parse_show(units.show([*names, DOCKER_SERVICE], list(SHOW_PROPERTIES))) if booted else {}
     return SystemdFacts(
         booted=booted,
         state=units.system_state(),
         docker_cli=units.which("docker") if wanted and booted else None,
+        docker_service=states.get(DOCKER_SERVICE, {}).get("LoadState", "unknown"),
         units=tuple(_unit_fact(n, files.get(n), units, states.get(n, {})) for n in names),
     )

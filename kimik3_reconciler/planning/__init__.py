@@ -12,16 +12,17 @@ from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.planning.container_step import plan_container
 from kimik3_reconciler.planning.host_gate import host_gate
 from kimik3_reconciler.planning.health_step import plan_health
-from kimik3_reconciler.planning.image_step import image_tag, plan_image
+from kimik3_reconciler.planning.image_step import image_tag, plan_image, render_image_build
 from kimik3_reconciler.planning.launch import render_launch
 from kimik3_reconciler.planning.model_step import model_spec, plan_model, plan_tokenizer
 from kimik3_reconciler.planning.smoke_step import plan_smoke
+from kimik3_reconciler.planning.unit_step import plan_stale_units, plan_unit, plan_unit_teardown
 
 __all__ = ["plan", "plan_destroy", "plan_prune"]
 
 
 def plan(profile: Profile, observed: Observed, warnings: tuple[str, ...] = ()) -> Plan:
-    """Ordered steps: model, image, smoke, container, health. A step that must change carries its reason.
+    """Ordered steps: model, image, smoke, container, health, unit. A step that must change carries its reason.
     The host gate comes first: a refusal names every failing fact, and nothing runs."""
     refusals, gate_warnings = host_gate(profile, observed)
     if refusals:
@@ -29,20 +30,22 @@ def plan(profile: Profile, observed: Observed, warnings: tuple[str, ...] = ()) -
     warnings = tuple(warnings) + tuple(gate_warnings)
     model = plan_model(profile, observed)
     tokenizer = plan_tokenizer(profile, observed)
-    image = plan_image(profile, observed)
-    smoke = plan_smoke(profile, observed, image)
-    launch = render_launch(profile, observed, image.spec.tag, image.spec.fingerprint)
+    build = render_image_build(profile, observed)
+    launch = render_launch(profile, observed, build.tag, build.fingerprint)
     container = plan_container(launch, observed)
-    conflicts = plan_conflicts(profile, observed)
+    image = plan_image(profile, observed, container_changes=container.changes)
+    smoke = plan_smoke(profile, observed, image)
+    conflicts = (*plan_stale_units(profile, observed), *plan_conflicts(profile, observed))
     health = plan_health(launch, observed, container.changes)
+    units = plan_unit(profile, observed, launch, container.changes)  # () without a `systemd:` section
     extra = tuple(warnings) + launch.warnings
-    steps = (model, *((tokenizer,) if tokenizer else ()), image, smoke, *conflicts, container, health)
+    steps = (model, *((tokenizer,) if tokenizer else ()), image, smoke, *conflicts, container, health, *units)
     return Plan(profile.name, steps, warnings=extra)
 
 
 def plan_destroy(profile: Profile, observed: Observed, *, images: bool = False, model: bool = False) -> Plan:
     """Remove what the profile created; the model cache and images only when asked."""
-    steps: list[Step] = []
+    steps: list[Step] = list(plan_unit_teardown(profile, observed))  # first: a running unit would restart it
     if observed.container is not None:
         steps.append(Step("container", profile.name, Action.DELETE, f"container {observed.container.state}: remove it",
                           spec=Removal("container", profile.name)))

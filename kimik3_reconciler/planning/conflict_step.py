@@ -7,7 +7,7 @@ stops the other (systemd `Conflicts=`). kimik3 applies the same rule to containe
 
 from __future__ import annotations
 
-from kimik3_reconciler.model.facts import ContainerFact, Observed
+from kimik3_reconciler.model.facts import ContainerFact, Observed, UnitFact
 from kimik3_reconciler.model.plan import Action, Step
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.specs import Removal
@@ -30,15 +30,33 @@ def why_conflicting(profile: Profile, other: ContainerFact, port: int) -> str | 
     return None
 
 
+def supervising_unit(observed: Observed, profile: str | None) -> UnitFact | None:
+    """The kimik3 unit of another profile that is running (or restarting) its container, if any."""
+    if observed.systemd is None or not observed.systemd.booted:
+        return None
+    return next((u for u in observed.systemd.units
+                 if u.profile == profile and u.active_state in ("active", "activating", "reloading")), None)
+
+
 def plan_conflicts(profile: Profile, observed: Observed) -> tuple[Step, ...]:
     steps = []
     for other in observed.others:
-        if other.state not in ("running", "restarting"):
+        unit = supervising_unit(observed, other.profile)
+        if other.state not in ("running", "restarting") and unit is None:
             continue
         why = why_conflicting(profile, other, profile.serve.port)
-        if why:
+        if not why:
+            continue
+        if unit is not None:
+            # Stopping only the container, systemd would see a failure and start it again (Restart=on-failure).
             steps.append(Step("conflict", other.name, Action.UPDATE,
-                              f"stop {other.name} (profile {other.profile}) first: {why}; its container is kept, "
-                              f"`kimik3 apply` of that profile starts it again", spec=Removal("stop", other.name),
+                              f"stop unit {unit.name} (profile {other.profile}, container {other.name}) first: {why}; "
+                              f"its container is kept, `kimik3 apply` of that profile or `systemctl start {unit.name}` "
+                              "starts it again", spec=Removal("unit", unit.name),
                               cost="the other deployment is down while this one runs"))
+            continue
+        steps.append(Step("conflict", other.name, Action.UPDATE,
+                          f"stop {other.name} (profile {other.profile}) first: {why}; its container is kept, "
+                          f"`kimik3 apply` of that profile starts it again", spec=Removal("stop", other.name),
+                          cost="the other deployment is down while this one runs"))
     return tuple(steps)

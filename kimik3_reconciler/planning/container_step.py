@@ -26,7 +26,10 @@ def plan_container(launch: Launch, observed: Observed) -> Step:
                     f"{why} (fingerprint {container.fingerprint} → {launch.fingerprint})",
                     diff=diff, spec=launch.spec, warnings=launch.warnings)
     tagged = next((i for i in observed.images if launch.spec.image in i.tags), None)
-    if tagged and container.image_id and tagged.id != container.image_id:
+    # Only a rebuild of *these* inputs (same fingerprint, e.g. a new base image) counts; the tag may
+    # point at another profile's build of the same pin, which says nothing about this container.
+    if (tagged and container.image_id and tagged.id != container.image_id
+            and tagged.fingerprint == launch.inputs.get("image.fingerprint")):
         # Same fingerprint, new image under the tag (a base-image rebuild): run the new one.
         return Step("container", name, Action.REPLACE, f"{launch.spec.image} was rebuilt since this container started",
                     diff=(DiffItem("image id", container.image_id[:19], tagged.id[:19]),), spec=launch.spec)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from kimik3_reconciler.model.facts import GpuFact, HostFacts, Observed
 from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.planning.conflict_step import why_conflicting
 from kimik3_reconciler.planning.model_step import disk_refusal
 from kimik3_reconciler.planning.units import gib
 
@@ -29,7 +30,15 @@ def requested_gpus(profile: Profile, host: HostFacts) -> tuple[tuple[GpuFact, ..
     return tuple(found), absent
 
 
-def _gpu_refusals(profile: Profile, host: HostFacts) -> list[str]:
+def _stoppable_pids(profile: Profile, observed: Observed) -> frozenset[int]:
+    """Our container's and those the conflict step stops first: their VRAM is about to be free."""
+    pids = {observed.container.pid} if observed.container and observed.container.pid else set()
+    pids |= {o.pid for o in observed.others
+             if o.pid and o.state in ("running", "restarting") and why_conflicting(profile, o, profile.serve.port)}
+    return frozenset(pids)
+
+
+def _gpu_refusals(profile: Profile, host: HostFacts, stoppable: frozenset[int] = frozenset()) -> list[str]:
     if host.gpu_probe == "no-driver" or not host.gpus:
         return [f"0 GPUs on this host ({host.gpu_probe_detail or 'NVML sees none'}): build.variant cuda needs the "
                 f"NVIDIA driver (>= {MIN_DRIVER}) and GPUs; use variant cpu with gpus: none for a CPU-only host"]
@@ -44,7 +53,7 @@ def _gpu_refusals(profile: Profile, host: HostFacts) -> list[str]:
     if not profile.share_gpus:
         for gpu in gpus:
             for p in gpu.processes:
-                if not p.ours:
+                if not p.ours and p.pid not in stoppable:
                     refusals.append(f"GPU {gpu.index} ({gpu.uuid}) holds {p.used_bytes // MIB} MiB for pid {p.pid}, "
                                     "not this profile's container: another job on a shared GPU? pick other gpus, "
                                     "stop it, or set share_gpus: true")
@@ -78,7 +87,7 @@ def host_gate(profile: Profile, observed: Observed) -> tuple[list[str], list[str
         refusals.append(f"kernel.numa_balancing = {host.numa_balancing}: set it to 0 (sysctl kernel.numa_balancing=0); "
                         "seed 000 measured a 20+-minute single-request stall with it on")
     if profile.build.variant == "cuda" and host.gpu_probe is not None:
-        refusals += _gpu_refusals(profile, host)
+        refusals += _gpu_refusals(profile, host, _stoppable_pids(profile, observed))
     for refusal in (disk_refusal(observed.model), _memory_refusal(profile, observed),
                     disk_refusal(observed.tokenizer) if observed.tokenizer else None):
         if refusal:

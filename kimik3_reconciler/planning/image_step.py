@@ -40,7 +40,9 @@ def render_image_build(profile: Profile, observed: Observed) -> ImageBuild:
     inputs = image_inputs(profile, observed)
     digest = fingerprint(inputs)
     archive_location, archive_sha = source_archive(profile, observed)
-    patches = tuple((f"{i:02d}-{p.name}", p.path) for i, p in enumerate(observed.inputs.patches))
+    # Dockerfile.llamacpp applies /patches/*.patch in name order: number them, keep the suffix.
+    patches = tuple((f"{i:02d}-{p.name}" + ("" if p.name.endswith(".patch") else ".patch"), p.path)
+                    for i, p in enumerate(observed.inputs.patches))
     labels = (
         (IMAGE_FINGERPRINT, digest),
         (IMAGE_INPUTS, json.dumps(inputs, sort_keys=True)),
@@ -74,12 +76,17 @@ def _tagged_id(observed: Observed, tag: str) -> str | None:
     return next((i.id[:19] for i in observed.images if tag in i.tags), None)
 
 
-def plan_image(profile: Profile, observed: Observed) -> Step:
+def plan_image(profile: Profile, observed: Observed, container_changes: bool = False) -> Step:
     spec = render_image_build(profile, observed)
     present = [i for i in observed.images if i.fingerprint == spec.fingerprint]
     current = [i for i in present if not _base_drift(i, observed)]
     if any(spec.tag in i.tags for i in current):
         return Step("image", spec.tag, Action.NOOP, f"image {spec.tag} present (fingerprint {spec.fingerprint})", spec=spec)
+    in_use = observed.container.image_id if observed.container else None
+    if not container_changes and any(i.id == in_use for i in current):
+        # The tag points at another profile's build of this pin; ours runs: nothing to do.
+        return Step("image", spec.tag, Action.NOOP, f"this profile's build (fingerprint {spec.fingerprint}) runs; "
+                    f"the tag {spec.tag} points at another build of the pin", spec=spec)
     if current:
         # A kept build with exactly these inputs: point the tag back at it instead of compiling.
         return Step("image", spec.tag, Action.UPDATE,

@@ -158,6 +158,7 @@ def container_inputs(profile: Profile, observed: Observed, image_tag: str, image
         "serve.ubatch": profile.effective_ubatch,
         "host.bind": bind,
         "host.threads": observed.host.physical_cores,
+        "restart_policy": "no" if profile.systemd is not None else "unless-stopped",
     })
     return inputs
 
@@ -179,6 +180,9 @@ def render_launch(profile: Profile, observed: Observed, image_tag: str, image_fp
         mounts=tuple(mounts),
         gpus=gpus_of(profile),
         labels=(),
+        # Under a kimik3 unit systemd is the one supervisor: dockerd restarting it too would start an
+        # on-demand deployment at boot, and fight `systemctl stop`.
+        restart_policy="no" if profile.systemd is not None else "unless-stopped",
     )
     inputs = container_inputs(profile, observed, image_tag, image_fp, bind)
     digest = fingerprint({"spec": asdict(spec), "image": image_fp})

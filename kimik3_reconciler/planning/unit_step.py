@@ -8,6 +8,7 @@ restart policy is "no" when the profile has a `systemd:` section, planning/launc
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.model.facts import Observed, SystemdFacts, UnitFact, UnitFileFact
@@ -16,7 +17,6 @@ from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.unit_files import (
     UnitInstall,
     UnitRemoval,
-    body_fingerprint,
     env_path,
     split_header,
     unit_path,
@@ -30,6 +30,7 @@ TIMEOUT_STOP_S = STOP_TIMEOUT_S + 30  # systemd's own limit must outlast ExecSto
 RESTART_S = 10  # a crash loop restarts every 10 s: never trips systemd's default 5-starts-in-10-s limit
 _BARE = re.compile(r"[A-Za-z0-9_./:@+,=-]*")  # needs no quoting in an EnvironmentFile
 _ABSOLUTE = re.compile(r"/[A-Za-z0-9_./+-]+")
+_UNIT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]*\.service")
 _DOUBLE_QUOTE_ESCAPES = str.maketrans({c: "\\" + c for c in '\\"$`'})
 _ON_DEMAND = "on-demand (not enabled at boot)"
 
@@ -60,7 +61,9 @@ def render_unit(*, profile: str, docker_cli: str, env_file: str, conflicts: tupl
         f"# Rendered by kimik3 from profile {profile}; `kimik3 apply` restores any edit.",
         "[Unit]",
         f"Description=Kimi-K3 llama-server (kimik3 profile {profile})",
-        "After=docker.service",
+        # Ordered after the conflicting units too: Conflicts= alone stops the other *while* this one
+        # starts (both on the GPUs or the port); with an ordering, systemd finishes the stop first.
+        f"After={' '.join(('docker.service', *conflicts))}",
         "Requires=docker.service",
         *([f"Conflicts={' '.join(conflicts)}"] if conflicts else []),
         "",
@@ -84,8 +87,8 @@ def unit_conflicts(profile: Profile, observed: Observed) -> tuple[str, ...]:
     assert profile.systemd is not None
     names = {f"{u}.service" for u in profile.systemd.conflicts}
     for unit in observed.systemd.units if observed.systemd else ():
-        if unit.profile in (None, profile.name):
-            continue
+        if unit.profile in (None, profile.name) or not _UNIT_NAME.fullmatch(unit.name):
+            continue  # a file name that is no unit name never reaches a unit line
         theirs = (c for c in observed.others if c.profile == unit.profile)
         if any(why_conflicting(profile, c, profile.serve.port) for c in theirs):
             names.add(unit.name)
@@ -127,25 +130,23 @@ def _settings(body: str) -> dict[str, str]:
     return found
 
 
-def _file_change(label: str, found: UnitFileFact | None, text: str) -> tuple[str | None, tuple[DiffItem, ...]]:
-    """(why the file must be written, or None; which settings differ)."""
+def _file_change(label: str, path: str, found: UnitFileFact | None,
+                 text: str) -> tuple[str | None, tuple[DiffItem, ...]]:
+    """(why the file must be written, or None; the settings that differ)."""
     fingerprint, _, body = split_header(text)
     if found is None:
-        return f"{label} {split_path(text, label)} is missing", ()
-    diff = tuple(DiffItem(f"{label} {k}", found_settings.get(k), wanted.get(k))
-                 for found_settings, wanted in [(_settings(found.body), _settings(body))]
-                 for k in sorted(set(found_settings) | set(wanted)) if found_settings.get(k) != wanted.get(k))
+        return f"{label} file {path} is missing: write it", ()
+    old, new = _settings(found.body), _settings(body)
+    diff = tuple(DiffItem(f"{label} {key}", old.get(key), new.get(key))
+                 for key in sorted(old.keys() | new.keys()) if old.get(key) != new.get(key))
     if found.fingerprint is None:
-        return f"{label} file {found.path} has no kimik3 header (edited by hand)", diff
+        return f"{label} file {path} lost its kimik3 header (edited by hand): restore it", diff
     if found.edited:
-        return f"{label} file {found.path} was edited by hand (its body no longer matches its kimik3 header)", diff
+        return f"{label} file {path} was edited by hand (body ≠ its kimik3 header): restore it", diff
     if found.fingerprint != fingerprint:
-        return f"the profile renders another {label} file (fingerprint {found.fingerprint} → {fingerprint})", diff
+        return f"the profile renders another {label} file (fingerprint {found.fingerprint} → {fingerprint}): " \
+            "rewrite it", diff
     return None, ()
-
-
-def split_path(text: str, label: str) -> str:
-    return "file"  # the path is in the step's spec; the reason stays short
 
 
 def _refuse(profile: Profile, facts: SystemdFacts | None, current: UnitFact | None, unit: str) -> str:
@@ -155,6 +156,13 @@ def _refuse(profile: Profile, facts: SystemdFacts | None, current: UnitFact | No
         raise PlanError(f"systemd.unit {unit}: systemd is not PID 1 on this host (`systemctl is-system-running`: "
                         f"{state}), so kimik3 cannot install or supervise the unit; run on a systemd host, or remove "
                         "the profile's `systemd:` section to run the container alone")
+    if unit.endswith("@.service"):
+        raise PlanError(f"systemd.unit {unit}: a template cannot run by itself; name an instance (name@x)")
+    if current is not None and current.unit_file is None and current.load_state == "loaded" \
+            and current.fragment_path not in ("", unit_path(unit)):
+        # e.g. systemd.unit: docker — a file in /etc would silently override the package's unit.
+        raise PlanError(f"systemd.unit {unit} already exists ({current.fragment_path}); set systemd.unit to "
+                        "another name")
     if current is not None and current.unit_file_state.startswith("masked"):
         raise PlanError(f"systemd.unit {unit} is masked; `systemctl unmask {unit}` to let kimik3 manage it")
     if current is not None and current.unit_file is not None and current.unit_file.fingerprint is None:
@@ -164,13 +172,17 @@ def _refuse(profile: Profile, facts: SystemdFacts | None, current: UnitFact | No
     if current is not None and current.profile not in (None, profile.name):
         raise PlanError(f"systemd.unit {unit} belongs to kimik3 profile {current.profile}; set systemd.unit to "
                         "another name")
+    if facts.docker_service == "not-found":
+        raise PlanError(f"systemd.unit {unit}: systemd here has no docker.service, which the unit requires "
+                        "(After=/Requires=docker.service); run Docker as that systemd unit")
     if facts.docker_cli is None:
         raise PlanError(f"systemd.unit {unit}: no docker CLI on the PATH where systemd runs units "
                         "(the unit runs `docker start --attach`)")
     return facts.docker_cli
 
 
-def _state_changes(install: UnitInstall, current: UnitFact, container_changes: bool) -> tuple[list[str], list[DiffItem]]:
+def _state_changes(install: UnitInstall, current: UnitFact,
+                   container_changes: bool) -> tuple[list[str], list[DiffItem]]:
     reasons: list[str] = []
     diff: list[DiffItem] = []
     enabled = current.unit_file_state == "enabled"
@@ -189,36 +201,40 @@ def _state_changes(install: UnitInstall, current: UnitFact, container_changes: b
     return reasons, diff
 
 
+def plan_stale_units(profile: Profile, observed: Observed) -> tuple[Step, ...]:
+    """Units kimik3 installed for this profile that it no longer names (section removed, unit renamed).
+
+    They go before the container step: their ExecStop stops the container, so they must not run
+    after a relaunch.
+    """
+    keep = f"{profile.unit_name}.service" if profile.systemd is not None else None
+    return _removals(profile, observed.systemd, keep=keep, why="stale")
+
+
 def plan_unit(profile: Profile, observed: Observed, launch: Launch, container_changes: bool) -> tuple[Step, ...]:
-    """The profile's unit step after health (none without `systemd:`), after removing its stale units."""
+    """The profile's unit step, after health; () without a `systemd:` section."""
+    if profile.systemd is None:
+        return ()
     facts = observed.systemd
-    wanted = f"{profile.unit_name}.service" if profile.systemd is not None else None
-    stale = _removals(profile, facts, keep=wanted, why="stale")
-    if wanted is None:
-        return stale
+    wanted = f"{profile.unit_name}.service"
     current = next((u for u in facts.units if u.name == wanted), None) if facts else None
     install = render_install(profile, observed, launch, _refuse(profile, facts, current, wanted))
-    mode = "enable it at boot" if install.enable else _ON_DEMAND
     if current is None or current.unit_file is None:
-        return (*stale, Step("unit", wanted, Action.CREATE,
-                             f"no unit: install it and {install.env_path}, daemon-reload, {mode}, start it",
-                             spec=install))
-    unit_why, unit_diff = _file_change("unit", current.unit_file, install.unit_text)
-    env_why, env_diff = _file_change("env", current.env_file, install.env_text)
-    if env_why and current.env_file is None:
-        env_why = f"env file {install.env_path} is missing"
+        mode = "enable it at boot" if install.enable else _ON_DEMAND
+        why = f"no unit: install it and {install.env_path}, daemon-reload, {mode}, start it"
+        return (Step("unit", wanted, Action.CREATE, why, spec=install),)
+    unit_why, unit_diff = _file_change("unit", install.unit_path, current.unit_file, install.unit_text)
+    env_why, env_diff = _file_change("env", install.env_path, current.env_file, install.env_text)
     state_why, state_diff = _state_changes(install, current, container_changes)
-    reasons = [r for r in (unit_why, env_why) if r]
-    if reasons:
-        reasons[-1] += ": restore it, daemon-reload" if "hand" in " ".join(reasons) else ": rewrite it, daemon-reload"
-    reasons += state_why
-    spec = UnitInstall(**{**install.__dict__, "write_unit": unit_why is not None, "write_env": env_why is not None,
-                          "reload": unit_why is not None or current.load_state != "loaded"})
+    reasons = [r for r in (unit_why, env_why) if r] + state_why
+    spec = replace(install, write_unit=unit_why is not None, write_env=env_why is not None,
+                   reload=unit_why is not None or current.load_state != "loaded")
     if not reasons:
-        return (*stale, Step("unit", wanted, Action.NOOP,
-                             f"installed (fingerprint {current.unit_file.fingerprint}), {mode}, active", spec=spec))
-    return (*stale, Step("unit", wanted, Action.UPDATE, "; ".join(reasons),
-                         diff=(*unit_diff, *env_diff, *state_diff), spec=spec))
+        boot = "enabled at boot" if install.enable else _ON_DEMAND
+        why = f"installed (fingerprint {current.unit_file.fingerprint}), {boot}, active"
+        return (Step("unit", wanted, Action.NOOP, why, spec=spec),)
+    return (Step("unit", wanted, Action.UPDATE, "; ".join(reasons), diff=(*unit_diff, *env_diff, *state_diff),
+                 spec=spec),)
 
 
 def _removals(profile: Profile, facts: SystemdFacts | None, keep: str | None, why: str) -> tuple[Step, ...]:
@@ -245,6 +261,3 @@ def plan_unit_teardown(profile: Profile, observed: Observed) -> tuple[Step, ...]
     if steps or profile.systemd is None:
         return steps
     return (Step("unit", f"{profile.unit_name}.service", Action.NOOP, "no unit installed by kimik3"),)
-
-
-__all__ = ["body_fingerprint", "plan_unit", "plan_unit_teardown", "render_env_file", "render_unit"]

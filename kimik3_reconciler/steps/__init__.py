@@ -11,6 +11,7 @@ from kimik3_reconciler.steps.model import download_model
 from kimik3_reconciler.steps.removal import remove
 from kimik3_reconciler.steps.report import Reporter
 from kimik3_reconciler.steps.smoke import smoke_test
+from kimik3_reconciler.steps.unit import run_unit_step
 
 __all__ = ["execute", "Reporter"]
 
@@ -21,12 +22,18 @@ _EXECUTORS = {
     "smoke": smoke_test,
     "container": run_container_step,
     "health": wait_healthy,
+    "unit": run_unit_step,
 }
 
 
 def execute(step: Step, ports: Ports, reporter: Reporter) -> None:
-    if step.action.name == "DELETE":
+    if step.action.name == "DELETE" and step.kind != "unit":  # the unit executor removes its own files
         remove(step, ports, reporter)
+        return
+    if step.kind == "conflict" and step.spec.what == "unit" and ports.units is not None:
+        # Its kimik3 unit supervises it: stopping only the container, systemd would start it again.
+        ports.units.systemctl("stop", step.spec.ref)
+        reporter.event("stopped", unit=step.spec.ref, reason=step.reason)
         return
     if step.kind == "conflict":
         ports.docker.stop_container(step.target)

@@ -17,10 +17,6 @@ def remove(step: Step, ports: Ports, reporter: Reporter) -> None:
     elif removal.what == "model":
         spec = removal.model
         for f in spec.files:
-            cached = ports.hub.cached_file(spec.repo, spec.revision, f.path, spec.cache_dir)
-            if cached is not None:
-                blob = cached.resolve()
-                cached.unlink(missing_ok=True)
-                blob.unlink(missing_ok=True)
+            ports.hub.remove_cached(spec.repo, spec.revision, f.path, spec.cache_dir)
         ports.state.delete(spec.manifest_key)
     reporter.event("removed", what=removal.what, ref=removal.ref)

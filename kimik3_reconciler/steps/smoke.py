@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import datetime
+import os
+import shutil
 
-from kimik3_reconciler.demo.tiny_gguf import write_tiny_kimi_k3
 from kimik3_reconciler.errors import LoadFailed, PermanentError, SmokeFailed, TransientError
 from kimik3_reconciler.model.labels import SMOKE_MOUNT
 from kimik3_reconciler.model.plan import Step
@@ -19,11 +20,18 @@ SMOKE_TIMEOUT_S = 180.0
 
 
 def _tiny_model(ports: Ports) -> str:
-    """The tiny model lives in the state dir, generated once (deterministic, ~2.4 MB, 2 shards)."""
-    first = ports.state.path(f"smoke-model/{SMOKE_MODEL}")
-    if not first.is_file():
-        write_tiny_kimi_k3(first.parent, SMOKE_MODEL.split("-00001-of-")[0], shards=2, seed=0)
-    return str(first.parent)
+    """The tiny model lives in the state dir, generated once (deterministic, ~2.4 MB, 2 shards),
+    into a temporary folder renamed into place, so an interrupted generation never leaves half a model."""
+    from kimik3_reconciler.demo.tiny_gguf import write_tiny_kimi_k3  # numpy + gguf: only when a smoke test runs
+
+    folder = ports.state.path("smoke-model/ready").parent
+    if not (folder / SMOKE_MODEL).is_file():
+        staging = folder.with_name(f"smoke-model.{os.getpid()}.partial")
+        shutil.rmtree(staging, ignore_errors=True)
+        write_tiny_kimi_k3(staging, SMOKE_MODEL.split("-00001-of-")[0], shards=2, seed=0)
+        shutil.rmtree(folder, ignore_errors=True)
+        os.replace(staging, folder)
+    return str(folder)
 
 
 def smoke_test(step: Step, ports: Ports, reporter: Reporter) -> None:

@@ -178,3 +178,28 @@ model:
     for name in fetched:
         found = try_to_load_from_cache("kimik3-test/Kimi-K3", name, cache_dir=fact.cache_dir, revision=tok_rev)
         assert isinstance(found, str) and Path(found).read_bytes() == files[name].read_bytes()
+
+
+def test_destroying_one_revision_keeps_blobs_another_revision_links(hub: FixtureHub, shards, tmp_path: Path) -> None:
+    spec = spec_for(hub, tmp_path)
+    HuggingFaceHub().download(spec, lambda *_: None)
+    repo_dir = HuggingFaceHub().repo_cache_dir(REPO, str(tmp_path))
+    other = repo_dir / "snapshots" / ("c0" * 20) / spec.files[0].path  # a second revision, same content
+    other.parent.mkdir(parents=True)
+    other.symlink_to(os.path.relpath(repo_dir / "blobs" / spec.files[0].sha256, other.parent))
+    for f in spec.files:
+        HuggingFaceHub().remove_cached(REPO, REV, f.path, str(tmp_path))
+    assert other.resolve().is_file()  # still linked by the other revision: kept
+    assert not (repo_dir / "blobs" / spec.files[1].sha256).exists()  # linked by no one: removed
+
+
+def test_identical_files_share_one_blob_fetched_once(tmp_path: Path) -> None:
+    body = tmp_path / "same.bin"
+    body.write_bytes(os.urandom(3 << 20))
+    with FixtureHub([FixtureRepo(REPO, REV, {"Q/a.gguf": body, "Q/b.gguf": body})]) as twin:
+        spec = spec_for(twin, tmp_path / "cache")
+        HuggingFaceHub().download(spec, lambda *_: None)
+        assert sum(twin.faults.served.values()) == 3 << 20
+    for path in ("Q/a.gguf", "Q/b.gguf"):
+        found = try_to_load_from_cache(REPO, path, cache_dir=str(tmp_path / "cache"), revision=REV)
+        assert isinstance(found, str) and Path(found).read_bytes() == body.read_bytes()

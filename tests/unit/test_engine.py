@@ -282,3 +282,41 @@ def test_reload_downtime_is_predicted_from_the_last_measured_load(world):
     changed = engine.plan(load(PROFILE.replace("parallel: 2", "parallel: 2, ubatch: 2048")))
     cost = changed.steps[-1].cost
     assert cost.startswith("predicted downtime ~0 s (180 B at ") and "measured here" in cost
+
+
+def test_two_profiles_on_one_pin_do_not_relaunch_each_other(world):
+    engine, docker, _, tmp = world
+    (tmp / "fix.patch").write_text("--- a/x\n+++ b/x\n")
+    a = load()
+    b = load(PROFILE.replace("name: k3-test", "name: k3-b").replace("port: 18999", "port: 18998")
+             .replace("archive: src.tar.gz", "archive: src.tar.gz, patches: [fix.patch]"))
+    engine.apply(a)
+    engine.apply(b)  # moves the shared tag to B's build
+    assert engine.plan(a).converged and engine.plan(b).converged
+    changed = engine.plan(load(PROFILE.replace("parallel: 2", "parallel: 2, ubatch: 2048")))
+    image = next(s for s in changed.steps if s.kind == "image")
+    assert image.action is Action.UPDATE  # a new container of A must start from A's build: re-tag first
+    engine.apply(load(PROFILE.replace("parallel: 2", "parallel: 2, ubatch: 2048")))
+    fp_a = docker.containers["k3-test"]["Config"]["Labels"]["kimik3.inputs"]
+    assert docker.containers["k3-test"]["Image"] != docker.containers["k3-b"]["Image"] and "fix.patch" not in fp_a
+
+
+def test_apply_verifies_after_a_change_unless_told_not_to(world, monkeypatch):
+    from click.testing import CliRunner
+
+    import kimik3_reconciler.adapters as adapters
+    import kimik3_reconciler.verify as verify_module
+    from kimik3_reconciler import cli
+
+    engine, _, _, tmp = world
+    (tmp / "p.yaml").write_text(PROFILE)
+    monkeypatch.setattr(adapters, "real_ports", lambda *a, **k: engine.ports)
+    calls = []
+    monkeypatch.setattr(verify_module, "verify", lambda eng, loaded: calls.append(loaded.profile.name) or
+                        verify_module.VerifyReport(profile=loaded.profile.name))
+    args = ["--dockerfile", str(tmp / "Dockerfile.llamacpp"), "apply", str(tmp / "p.yaml")]
+    assert CliRunner().invoke(cli.main, [*args, "--no-verify-server"]).exit_code == 0
+    assert calls == []  # changed, but told not to verify
+    engine.ports.docker.containers.clear()
+    assert CliRunner().invoke(cli.main, args).exit_code == 0
+    assert calls == ["k3-test"]

@@ -18,9 +18,12 @@ written by hand.
       host: {physical_cores: 8, cpu_flags: [...], tailscale_ipv4: null}
       previous_host: {...}                                    # the host the previous apply saw
       patches: {name: content-tag}                            # local patch file contents
+      systemd: {booted: true, unit: absent | installed | edited, enabled: bool, active: active}
+                                                              # the unit `previous` installed (edited: by hand)
     expect:
       - [kind, action, reason substring, [diff lines, * wildcards allowed]]
     warnings: [substring, ...]
+    refuses: substring      # instead of expect: the planner raises PlanError saying this
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import copy
 import json
 import fnmatch
 import hashlib
+import re
 from pathlib import Path
 from typing import Any
 
@@ -36,13 +40,17 @@ import pytest
 import yaml
 
 from kimik3_reconciler.model.facts import (
-    ContainerFact, HostFacts, ImageFact, LocalInputs, ModelFact, Observed, PatchFact, RemoteFile,
+    ContainerFact, HostFacts, ImageFact, LocalInputs, ModelFact, Observed, PatchFact, RemoteFile, SystemdFacts,
+    UnitFact,
 )
+from kimik3_reconciler.errors import PlanError
+from kimik3_reconciler.observe.unit import parse_unit_file
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.planning import plan
 from kimik3_reconciler.planning.image_step import render_image_build
 from kimik3_reconciler.planning.launch import render_launch
+from kimik3_reconciler.planning.unit_step import render_install
 
 CASES = Path(__file__).parent.parent / "cases" / "plan"
 BASE = yaml.safe_load((CASES / "_base.yaml").read_text())
@@ -91,7 +99,7 @@ def build_case(case: dict[str, Any]) -> tuple[Profile, Observed]:
     host = HostFacts(**obs_spec.get("host", {"physical_cores": 8}))
     observed = observed_for(desired, obs_spec, host)
     if case.get("previous", {}) is None:
-        return desired, observed
+        return desired, observed.model_copy(update={"systemd": systemd_facts(obs_spec.get("systemd"))})
     previous = profile_of(merge(base, case.get("previous")))
     prev_host = HostFacts(**obs_spec["previous_host"]) if "previous_host" in obs_spec else host
     prev_obs = observed_for(previous, {**obs_spec, "patches": obs_spec.get("previous_patches", obs_spec.get("patches", {}))},
@@ -111,8 +119,29 @@ def build_case(case: dict[str, Any]) -> tuple[Profile, Observed]:
         container = ContainerFact(id="c" * 64, name=previous.name, state=c_spec.get("state", "running"),
                                   image=image.tag, fingerprint=launch.fingerprint, inputs=launch.inputs,
                                   exit_code=c_spec.get("exit_code"), health=c_spec.get("health"))
+    systemd = systemd_facts(obs_spec.get("systemd"), previous, prev_obs, image.tag, image.fingerprint)
     return desired, observed.model_copy(update={"images": images, "container": container,
-                                                "base_images": obs_spec.get("base_images", {})})
+                                                "base_images": obs_spec.get("base_images", {}), "systemd": systemd})
+
+
+def systemd_facts(spec: dict[str, Any] | None, previous: Profile | None = None, prev_obs: Observed | None = None,
+                  tag: str = "", image_fp: str = "") -> SystemdFacts | None:
+    """systemd as the case says; an installed unit is the one kimik3 rendered for `previous`."""
+    if spec is None:
+        return None
+    facts = SystemdFacts(booted=spec.get("booted", True), state="running" if spec.get("booted", True) else "offline",
+                         docker_cli="/usr/bin/docker")
+    if spec.get("unit", "absent") == "absent" or previous is None or previous.systemd is None:
+        return facts
+    install = render_install(previous, prev_obs, render_launch(previous, prev_obs, tag, image_fp), "/usr/bin/docker")
+    text = install.unit_text
+    if spec["unit"] == "edited":  # an operator's edit, header kept
+        text = text.replace("RestartSec=10", "RestartSec=30")
+    unit = UnitFact(name=install.unit, unit_file=parse_unit_file(install.unit_path, text),
+                    env_file=parse_unit_file(install.env_path, install.env_text), load_state="loaded",
+                    active_state=spec.get("active", "active"),
+                    unit_file_state="enabled" if spec.get("enabled", previous.systemd.enable) else "disabled")
+    return facts.model_copy(update={"units": (unit,)})
 
 
 def case_files() -> list[Path]:
@@ -123,6 +152,10 @@ def case_files() -> list[Path]:
 def test_plan_case(path: Path) -> None:
     case = yaml.safe_load(path.read_text())
     profile, observed = build_case(case)
+    if "refuses" in case:
+        with pytest.raises(PlanError, match=re.escape(case["refuses"])):
+            plan(profile, observed)
+        return
     result = plan(profile, observed)
     got = [(s.kind, s.action.name.lower()) for s in result.steps]
     want = [(e[0], e[1]) for e in case["expect"]]

@@ -1,0 +1,79 @@
+"""Ensure unit: write the unit and env file atomically, daemon-reload, enable or disable, start; or remove it.
+
+`start` runs `docker start --attach` of the container kimik3 already launched and found healthy:
+docker attaches to the running container, so nothing restarts. apply means "run this profile
+now", so the unit is started whether it is boot-enabled or on-demand; `enable` decides boot only.
+"""
+
+from __future__ import annotations
+
+from kimik3_reconciler.errors import PermanentError
+from kimik3_reconciler.model.plan import Step
+from kimik3_reconciler.model.unit_files import UnitInstall, UnitRemoval
+from kimik3_reconciler.observe.unit import parse_show
+from kimik3_reconciler.ports import Ports, UnitsPort
+from kimik3_reconciler.steps.report import Reporter
+
+START_CHECK_S = 1.5  # a unit whose ExecStart fails at once (no such container) shows it within this
+_POLL_S = 0.2
+
+
+def run_unit_step(step: Step, ports: Ports, reporter: Reporter) -> None:
+    if ports.units is None:
+        raise PermanentError("this kimik3 has no systemd adapter wired (ports.units)")
+    if isinstance(step.spec, UnitRemoval):
+        remove_unit(step.spec, ports.units, reporter)
+        return
+    install_unit(step.spec, ports, reporter)
+
+
+def install_unit(spec: UnitInstall, ports: Ports, reporter: Reporter) -> None:
+    units = ports.units
+    assert units is not None
+    if spec.write_env:  # first: the unit names it, and a start in between must find the new values
+        units.write_file(spec.env_path, spec.env_text)
+        reporter.event("wrote", file=spec.env_path)
+    if spec.write_unit:
+        units.write_file(spec.unit_path, spec.unit_text)
+        reporter.event("wrote", file=spec.unit_path)
+    if spec.reload:
+        units.systemctl("daemon-reload")
+    units.systemctl("enable" if spec.enable else "disable", spec.unit)
+    units.systemctl("reset-failed", spec.unit)  # a failed unit refuses nothing, but its Result would linger
+    units.systemctl("start", spec.unit)
+    _check_started(spec.unit, ports, units)
+    reporter.event("unit-active", unit=spec.unit, enabled=spec.enable)
+
+
+def _check_started(unit: str, ports: Ports, units: UnitsPort) -> None:
+    """Type=simple returns at fork: watch the unit briefly so a failing ExecStart fails this step, not the next plan."""
+    waited = 0.0
+    while True:
+        state = parse_show(units.show([unit], ["Id", "ActiveState", "SubState", "Result"])).get(unit, {})
+        if state.get("ActiveState") == "active" and waited >= START_CHECK_S:
+            return
+        if state.get("ActiveState") == "failed" or state.get("SubState") == "auto-restart":
+            raise PermanentError(f"unit {unit} did not stay up (ActiveState={state.get('ActiveState')}, "
+                                 f"Result={state.get('Result')}); see `journalctl -u {unit}`")
+        if waited >= START_CHECK_S and (state.get("ActiveState") != "activating" or waited > 10 * START_CHECK_S):
+            raise PermanentError(f"unit {unit} is {state.get('ActiveState')} after `systemctl start`; "
+                                 f"see `journalctl -u {unit}`")
+        ports.clock.sleep(_POLL_S)
+        waited += _POLL_S
+
+
+def remove_unit(spec: UnitRemoval, units: UnitsPort, reporter: Reporter) -> None:
+    if spec.systemctl:
+        # ExecStop runs `docker stop -t 120`: the container exits cleanly and is kept (destroy removes it next).
+        units.systemctl("stop", spec.unit)
+        units.systemctl("disable", spec.unit)
+    units.remove_file(spec.unit_path)
+    if spec.env_path:
+        units.remove_file(spec.env_path)
+    if spec.systemctl:
+        units.systemctl("daemon-reload")
+        try:
+            units.systemctl("reset-failed", spec.unit)
+        except PermanentError:
+            pass  # not loaded any more, nothing failed: nothing to reset
+    reporter.event("removed", what="unit", ref=spec.unit)

@@ -1,0 +1,223 @@
+"""systemd units against a real systemd: PID 1 in a container (TESTING.md §6), driving the host's dockerd
+through the mounted socket and docker CLI, while the real `kimik3` runs here with `--systemd-root` (the
+container's rootfs) and `--systemctl-prefix "docker exec <box>"`.
+
+kimik3 installs, enables, starts, observes and removes a unit; a hand-edited unit is drift; the
+Conflicts= pair switches under systemd alone; the EnvironmentFile trap ('#' in a value) is checked
+in the environment systemd really gave the service.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from realparts import REPO_ROOT, demo_profile, docker, kimik3, require_docker_and_demo_hub, write_profile
+
+from kimik3_reconciler.demo.hub import FixtureHub, FixtureRepo
+from kimik3_reconciler.demo.prepare import DEMO_REPO, DEMO_REVISION, demo_repos
+
+pytestmark = pytest.mark.docker
+
+BOX = "kimik3-systemd-itest"
+IMAGE = "kimik3-test/systemd:bookworm"
+MAIN, OTHER = "kimi-k3-sdtest", "kimi-k3-sdtest-b"  # not kimi-k3-itest/-vtest/-demo (18282/18383/18181)
+PORT = 18585  # shared by both: the second profile's unit gets `Conflicts=` derived from it
+UNIT, OTHER_UNIT = f"{MAIN}.service", f"{OTHER}.service"
+CACHE_NAME = "hf cache #1"  # a value with '#' and a space in the env file: it must survive as written
+
+
+def in_box(*args: str, check: bool = True) -> str:
+    result = subprocess.run(["docker", "exec", BOX, *args], capture_output=True, text=True, timeout=300)
+    if check and result.returncode:
+        raise AssertionError(f"{' '.join(args)} in {BOX} exited {result.returncode}: {result.stderr}")
+    return result.stdout.strip()
+
+
+def wait_for(what: str, check, timeout: float = 90) -> None:  # noqa: ANN001 - a callable returning bool
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.25)
+
+
+def healthy() -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{PORT}/health", timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def state(container: str) -> str:
+    return docker("inspect", "-f", "{{.State.Status}}", container)
+
+
+@pytest.fixture(scope="module")
+def box() -> Iterator[Path]:
+    """A systemd-as-PID-1 container; yields its root filesystem as this machine sees it (overlay2 merged dir)."""
+    require_docker_and_demo_hub()
+    started = time.monotonic()
+    subprocess.run(["bash", str(REPO_ROOT / "scripts" / "ensure-systemd-image.sh")], check=True)
+    print(f"ensure-systemd-image: {time.monotonic() - started:.1f} s")
+    cli = Path(shutil.which("docker") or "/usr/bin/docker").resolve()
+    subprocess.run(["docker", "rm", "-f", BOX, MAIN, OTHER], capture_output=True)
+    docker("run", "-d", "--name", BOX, "--cap-add", "SYS_ADMIN", "--security-opt", "seccomp=unconfined",
+           "--network", "host", "--tmpfs", "/run", "--tmpfs", "/run/lock", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
+           "-v", "/var/run/docker.sock:/var/run/docker.sock", "-v", f"{cli}:/usr/bin/docker:ro", IMAGE)
+    try:
+        wait_for("systemd in the box", lambda: in_box("systemctl", "is-system-running", check=False)
+                 in ("running", "degraded"), timeout=60)
+        yield Path(docker("inspect", "-f", "{{.GraphDriver.Data.MergedDir}}", BOX))
+    finally:
+        subprocess.run(["docker", "rm", "-f", MAIN, OTHER, BOX], capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def hub() -> Iterator[FixtureHub]:
+    repos = demo_repos(require_docker_and_demo_hub())
+    with FixtureHub([FixtureRepo(DEMO_REPO, DEMO_REVISION, repos[0].files)]) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory: pytest.TempPathFactory, hub: FixtureHub, box: Path) -> Path:
+    work = tmp_path_factory.mktemp("kimik3-systemd")
+    main = demo_profile(work, MAIN, PORT, hub.url)
+    main["model"]["cache_dir"] = str(work / CACHE_NAME)
+    main["systemd"] = {"unit": MAIN, "enable": True, "conflicts": [OTHER]}
+    write_profile(work, main, "main.yaml")
+    other = demo_profile(work, OTHER, PORT, hub.url)
+    other["model"]["cache_dir"] = str(work / CACHE_NAME)
+    other["systemd"] = {"unit": OTHER, "enable": False}  # no explicit conflicts: the shared port derives one
+    write_profile(work, other, "other.yaml")
+    return work
+
+
+def sd_kimik3(work: Path, box: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return kimik3(work, "--systemd-root", str(box), "--systemctl-prefix", f"docker exec {BOX}", *args, check=check)
+
+
+def plan_json(work: Path, box: Path, profile: str) -> dict:
+    return json.loads(sd_kimik3(work, box, "plan", "--json", profile).stdout)
+
+
+DOCKER_STAND_IN = """[Unit]
+Description=the host's dockerd, reached through the mounted socket (test stand-in for docker.service)
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/bin/docker version
+"""
+
+
+def test_a_systemd_without_docker_service_is_refused(work: Path, box: Path) -> None:
+    result = sd_kimik3(work, box, "plan", "main.yaml", check=False)
+    assert result.returncode == 3 and "no docker.service" in result.stderr and "Traceback" not in result.stderr
+    # The box's systemd does not run dockerd (the host's does): a stand-in unit says it is there.
+    (box / "etc/systemd/system/docker.service").write_text(DOCKER_STAND_IN)
+    in_box("systemctl", "daemon-reload")
+
+
+def test_apply_installs_enables_and_starts_the_unit(work: Path, box: Path) -> None:
+    applied = json.loads(sd_kimik3(work, box, "apply", "--json", "main.yaml").stdout)
+    assert [(s["kind"], s["action"]) for s in applied["executed"]][-2:] == [("health", "read"), ("unit", "create")]
+    assert in_box("systemctl", "is-active", UNIT) == "active"
+    assert in_box("systemctl", "is-enabled", UNIT) == "enabled"
+    unit_text = (box / "etc/systemd/system" / UNIT).read_text()
+    assert unit_text.startswith("# kimik3: fingerprint=") and f"profile={MAIN}" in unit_text.splitlines()[0]
+    assert f"Conflicts={OTHER_UNIT}" in unit_text.splitlines()
+    # systemd is the one supervisor: dockerd has no restart policy on the container.
+    assert docker("inspect", "-f", "{{.HostConfig.RestartPolicy.Name}}", MAIN) == "no"
+    assert (box / "etc/kimik3" / f"{MAIN}.env").is_file()
+    plan = plan_json(work, box, "main.yaml")
+    assert plan["converged"] and plan["steps"][-1]["kind"] == "unit" and plan["steps"][-1]["action"] == "noop"
+    status = sd_kimik3(work, box, "status", "main.yaml").stdout
+    assert f"unit       {UNIT}: active, enabled" in status
+
+
+def test_the_env_file_value_with_a_hash_survives_as_written(work: Path, box: Path) -> None:
+    env_file = (box / "etc/kimik3" / f"{MAIN}.env").read_text()
+    assert f'KIMIK3_MODEL_CACHE="{work / CACHE_NAME}"' in env_file.splitlines()
+    pid = in_box("systemctl", "show", "-p", "MainPID", "--value", UNIT)
+    environ = dict(line.split("=", 1) for line in in_box("cat", f"/proc/{pid}/environ").split("\0") if "=" in line)
+    assert environ["KIMIK3_MODEL_CACHE"] == str(work / CACHE_NAME)  # what systemd gave the service
+    assert environ["KIMIK3_CONTAINER"] == MAIN
+
+
+def test_systemd_restarts_the_same_container_without_rebuilding(work: Path) -> None:
+    container_id = docker("inspect", "-f", "{{.Id}}", MAIN)
+    started = docker("inspect", "-f", "{{.State.StartedAt}}", MAIN)
+    docker("kill", "-s", "KILL", MAIN)  # a crash: exit 137, the unit's Restart=on-failure (RestartSec=10)
+    wait_for("the unit to restart the container", lambda: docker("inspect", "-f", "{{.State.StartedAt}}", MAIN)
+             != started and state(MAIN) == "running", timeout=60)
+    assert docker("inspect", "-f", "{{.Id}}", MAIN) == container_id  # same container: no download, no build
+    assert in_box("systemctl", "show", "-p", "NRestarts", "--value", UNIT) == "1"
+    wait_for("/health 200 after the restart", healthy)
+    in_box("systemctl", "restart", UNIT)  # ExecStop (docker stop -t 120) then docker start --attach
+    wait_for("/health 200 after systemctl restart", healthy)
+    assert docker("inspect", "-f", "{{.Id}}", MAIN) == container_id and in_box("systemctl", "is-active", UNIT) == "active"
+
+
+def test_a_hand_edited_unit_is_drift_that_apply_restores(work: Path, box: Path) -> None:
+    path = box / "etc/systemd/system" / UNIT
+    rendered = path.read_text()
+    path.write_text(rendered.replace("TimeoutStopSec=150", "TimeoutStopSec=5"))
+    in_box("systemctl", "daemon-reload")
+    plan = plan_json(work, box, "main.yaml")
+    unit = plan["steps"][-1]
+    assert (unit["kind"], unit["action"]) == ("unit", "update") and "edited by hand" in unit["reason"]
+    assert unit["diff"] == [{"field": "unit Service.TimeoutStopSec", "old": "5", "new": "150"}]
+    assert [s["kind"] for s in plan["steps"] if s["action"] != "noop"] == ["unit"]
+    assert sd_kimik3(work, box, "plan", "--detailed-exitcode", "main.yaml", check=False).returncode == 4
+    container = docker("inspect", "-f", "{{.Id}} {{.State.StartedAt}}", MAIN)
+    sd_kimik3(work, box, "apply", "main.yaml")
+    assert path.read_text() == rendered
+    assert in_box("systemctl", "show", "-p", "TimeoutStopUSec", "--value", UNIT) == "2min 30s"  # reloaded
+    assert docker("inspect", "-f", "{{.Id}} {{.State.StartedAt}}", MAIN) == container  # the service kept running
+
+
+def test_the_conflicting_pair_switches(work: Path, box: Path) -> None:
+    plan = plan_json(work, box, "other.yaml")
+    conflict = [s for s in plan["steps"] if s["kind"] == "conflict"]
+    assert [(s["target"], s["action"]) for s in conflict] == [(MAIN, "update")]
+    assert f"stop unit {UNIT}" in conflict[0]["reason"]
+    sd_kimik3(work, box, "apply", "other.yaml")
+    assert in_box("systemctl", "is-active", UNIT, check=False) == "inactive" and state(MAIN) == "exited"
+    assert in_box("systemctl", "is-active", OTHER_UNIT) == "active" and state(OTHER) == "running"
+    assert in_box("systemctl", "is-enabled", OTHER_UNIT, check=False) == "disabled"  # on-demand
+    other_unit = (box / "etc/systemd/system" / OTHER_UNIT).read_text().splitlines()
+    assert f"Conflicts={UNIT}" in other_unit  # derived: the two share port 18585
+    # The operator switches with systemd alone: starting one stops the other.
+    in_box("systemctl", "start", UNIT)
+    wait_for("the main unit's server", healthy)
+    assert state(MAIN) == "running" and state(OTHER) == "exited"
+    assert in_box("systemctl", "is-active", OTHER_UNIT, check=False) == "inactive"
+    assert plan_json(work, box, "main.yaml")["converged"]
+
+
+def test_destroy_removes_the_units_it_installed_and_nothing_else(work: Path, box: Path) -> None:
+    foreign = box / "etc/systemd/system" / "operator-own.service"
+    foreign.write_text("[Unit]\nDescription=installed by someone else\n[Service]\nExecStart=/bin/true\n")
+    for profile, name in (("other.yaml", OTHER), ("main.yaml", MAIN)):
+        sd_kimik3(work, box, "destroy", profile)
+        assert not (box / "etc/systemd/system" / f"{name}.service").exists()
+        assert not (box / "etc/kimik3" / f"{name}.env").exists()
+        assert subprocess.run(["docker", "inspect", name], capture_output=True).returncode != 0
+        assert in_box("systemctl", "is-enabled", f"{name}.service", check=False) in ("", "not-found")
+    assert foreign.is_file()
+    assert not list((box / "etc/systemd/system/multi-user.target.wants").glob("kimi-k3-sdtest*"))
+
+
+def test_without_systemd_as_pid1_the_plan_refuses(work: Path, tmp_path: Path) -> None:
+    # This machine: systemd is not PID 1. A profile with `systemd:` is refused with the reason, exit 3.
+    result = kimik3(work, "--systemd-root", str(tmp_path), "plan", "main.yaml", check=False)
+    assert result.returncode == 3 and "Traceback" not in result.stderr
+    assert "systemd is not PID 1 on this host" in result.stderr
