@@ -14,16 +14,12 @@ from huggingface_hub.errors import (
     RevisionNotFoundError,
 )
 from huggingface_hub.hf_api import RepoFile
-from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from kimik3_reconciler.adapters.hub_download import fetch_all, targets
 from kimik3_reconciler.errors import DownloadFailed, TransientError
 from kimik3_reconciler.model.facts import RemoteFile
 from kimik3_reconciler.model.specs import ModelDownload
 
-# huggingface_hub already retries a failing request 5 times (~25 s): one more round of ours is enough.
-_transient = retry(retry=retry_if_exception_type(TransientError), stop=stop_after_attempt(2),
-                   wait=wait_exponential(multiplier=1, max=30), reraise=True)
 
 
 def _is_transport(exc: Exception) -> bool:
@@ -60,7 +56,7 @@ class HuggingFaceHub:
     def repo_cache_dir(self, repo: str, cache_dir: str) -> Path:
         return Path(cache_dir) / ("models--" + repo.replace("/", "--"))
 
-    @_transient
+    # No retry of ours: huggingface_hub already retries a failing request 5 times (~25 s).
     def list_files(self, repo: str, revision: str, paths: Iterable[str], endpoint: str | None) -> list[RemoteFile]:
         api = HfApi(endpoint=endpoint)
         files: list[RemoteFile] = []
@@ -81,7 +77,6 @@ class HuggingFaceHub:
             files += [_remote(e) for e in found]
         return sorted(files, key=lambda f: f.path)
 
-    @_transient
     def list_repo(self, repo: str, revision: str, endpoint: str | None) -> list[RemoteFile]:
         try:
             entries = list(HfApi(endpoint=endpoint).list_repo_tree(repo, recursive=True, revision=revision))

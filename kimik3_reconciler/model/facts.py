@@ -67,6 +67,7 @@ class ModelFact(_Fact):
     files: tuple[RemoteFile, ...] = ()
     missing: tuple[str, ...] = ()
     listing: Literal["manifest", "hub"] = "manifest"
+    listing_error: str | None = None  # the hub could not list the files (the gate speaks first)
     cache_free_bytes: int | None = None  # free space on the cache's filesystem
 
     @property

@@ -23,11 +23,13 @@ __all__ = ["observe"]
 
 
 def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, rehash: bool = False) -> Observed:
+    model = collect_model(profile, ports.hub, ports.state, base_dir, ports.host, rehash)
     return Observed(
         host=collect_host(ports.host, ports.docker, _container_pids(ports, profile.name)),
         inputs=collect_inputs(profile, base_dir, dockerfile, ports.state),
-        model=collect_model(profile, ports.hub, ports.state, base_dir, ports.host, rehash),
-        tokenizer=collect_tokenizer(profile, ports.hub, ports.state, base_dir, ports.host, rehash),
+        model=model,
+        tokenizer=collect_tokenizer(profile, ports.hub, ports.state, base_dir, ports.host, rehash,
+                                    hub_down=model.listing_error),
         images=collect_images(ports.docker, ports.state),
         base_images=collect_base_images(ports.docker, (profile.build.base_images.build,
                                                        profile.build.base_images.runtime)),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kimik3_reconciler.errors import DownloadFailed, TransientError
 from kimik3_reconciler.model.facts import ModelFact, RemoteFile
 from kimik3_reconciler.model.model_files import (
     is_weight,
@@ -52,7 +53,13 @@ def collect_model(profile: Profile, hub: HubPort, state: StatePort, base_dir: Pa
         files, verified = parse_manifest(record)
         listing = "manifest"
     else:
-        files = tuple(hub.list_files(m.repo, m.revision, wanted_paths(profile), m.endpoint))
+        try:
+            files = tuple(hub.list_files(m.repo, m.revision, wanted_paths(profile), m.endpoint))
+        except (DownloadFailed, TransientError) as exc:
+            # Kept as a fact: on a host the gate refuses anyway (no GPU, numa_balancing...), that
+            # refusal is the more useful answer; otherwise the planner reports this error.
+            return ModelFact(repo=m.repo, revision=m.revision, quant=m.quant, cache_dir=cache_dir, listing="hub",
+                             listing_error=str(exc), cache_free_bytes=host.disk_free(cache_dir))
         verified, listing = frozenset(), "hub"
     return ModelFact(repo=m.repo, revision=m.revision, quant=m.quant, cache_dir=cache_dir, files=files,
                      missing=_missing(files, verified, m.repo, m.revision, cache_dir, hub, rehash), listing=listing,
@@ -60,7 +67,7 @@ def collect_model(profile: Profile, hub: HubPort, state: StatePort, base_dir: Pa
 
 
 def collect_tokenizer(profile: Profile, hub: HubPort, state: StatePort, base_dir: Path, host: HostPort,
-                      rehash: bool = False) -> ModelFact | None:
+                      rehash: bool = False, hub_down: str | None = None) -> ModelFact | None:
     """model.tokenizer: every non-weight file of the HF-format repo (the GGUF repo has no tokenizer)."""
     t = profile.model.tokenizer
     if t is None:
@@ -71,7 +78,13 @@ def collect_tokenizer(profile: Profile, hub: HubPort, state: StatePort, base_dir
         files, verified = parse_manifest(record)
         listing = "manifest"
     else:
-        listed = hub.list_repo(t.repo, t.revision, profile.model.endpoint)
+        try:
+            if hub_down:  # the model listing just failed on this endpoint: don't wait for it twice
+                raise TransientError(hub_down)
+            listed = hub.list_repo(t.repo, t.revision, profile.model.endpoint)
+        except (DownloadFailed, TransientError) as exc:
+            return ModelFact(repo=t.repo, revision=t.revision, quant="tokenizer", cache_dir=cache_dir, listing="hub",
+                             listing_error=str(exc), cache_free_bytes=host.disk_free(cache_dir))
         files = tuple(f for f in listed if not is_weight(f.path))
         verified, listing = frozenset(), "hub"
     return ModelFact(repo=t.repo, revision=t.revision, quant="tokenizer", cache_dir=cache_dir, files=files,

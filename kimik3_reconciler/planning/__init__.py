@@ -28,6 +28,9 @@ def plan(profile: Profile, observed: Observed, warnings: tuple[str, ...] = ()) -
     if refusals:
         raise PlanError("the host gate refuses this profile:\n  - " + "\n  - ".join(refusals))
     warnings = tuple(warnings) + tuple(gate_warnings)
+    for fact in (observed.model, observed.tokenizer):
+        if fact is not None and fact.listing_error:
+            raise PlanError(f"cannot plan the download of {fact.repo}: {fact.listing_error}")
     model = plan_model(profile, observed)
     tokenizer = plan_tokenizer(profile, observed)
     build = render_image_build(profile, observed)

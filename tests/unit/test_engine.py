@@ -320,3 +320,20 @@ def test_apply_verifies_after_a_change_unless_told_not_to(world, monkeypatch):
     engine.ports.docker.containers.clear()
     assert CliRunner().invoke(cli.main, args).exit_code == 0
     assert calls == ["k3-test"]
+
+
+def test_an_unreachable_hub_is_a_clear_plan_error_after_the_gate(world, monkeypatch):
+    from kimik3_reconciler.errors import PlanError, TransientError
+
+    engine, docker, hub, _ = world
+
+    def down(*args, **kwargs):
+        raise TransientError("org/k3@abababababab:UD-Q2_K_XL: hub not reachable: connection refused")
+
+    monkeypatch.setattr(hub, "list_files", down)
+    with pytest.raises(PlanError, match="cannot plan the download of org/k3: .*hub not reachable"):
+        engine.plan(load())
+    engine.ports.host.numa = "1\n"  # a host the gate refuses: that refusal comes first
+    with pytest.raises(PlanError, match="numa_balancing = 1"):
+        engine.plan(load())
+    assert docker.calls == []
