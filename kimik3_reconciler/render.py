@@ -17,6 +17,9 @@ def render_plan(plan: Plan, console: Console, verbose: bool = False) -> None:
     console.print(Text(f"Plan for {plan.profile}: {plan.summary()}", style="bold"))
     for warning in plan.warnings:
         console.print(Text(f"  warning: {warning}", style="yellow"))
+    if plan.forecast is not None:
+        for line in plan.forecast.lines():
+            console.print(Text(f"  {line}", style="cyan"))
     for step in plan.steps:
         if not step.changes and not verbose:
             continue

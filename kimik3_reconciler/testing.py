@@ -128,6 +128,9 @@ class FakeHub:
     def list_repo(self, repo: str, revision: str, endpoint: str | None) -> list[RemoteFile]:
         return self.list_files(repo, revision, {p.split("/")[0] for p in self.files}, endpoint)
 
+    def read_head(self, repo: str, revision: str, path: str, endpoint: str | None, nbytes: int) -> bytes:
+        return self.files[path][:nbytes]
+
     def remove_cached(self, repo: str, revision: str, path: str, cache_dir: str) -> None:
         (self.root / "cache" / path).unlink(missing_ok=True)
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from urllib.parse import quote
+
 import httpx
 from huggingface_hub import HfApi, constants, get_token, try_to_load_from_cache
 from huggingface_hub.errors import (
@@ -86,6 +88,19 @@ class HuggingFaceHub:
                 raise
             raise translated from exc
         return sorted((_remote(e) for e in entries if isinstance(e, RepoFile)), key=lambda f: f.path)
+
+    def read_head(self, repo: str, revision: str, path: str, endpoint: str | None, nbytes: int) -> bytes:
+        """The first `nbytes` of a file on the hub (a Range request: headers before any download)."""
+        url = f"{(endpoint or constants.ENDPOINT).rstrip('/')}/{repo}/resolve/{revision}/{quote(path)}"
+        token = get_token()
+        headers = {"Range": f"bytes=0-{nbytes - 1}", **({"Authorization": f"Bearer {token}"} if token else {})}
+        try:
+            response = httpx.get(url, headers=headers, follow_redirects=True, timeout=60.0)
+        except httpx.TransportError as exc:
+            raise TransientError(f"{repo}:{path}: hub not reachable: {exc}") from exc
+        if response.status_code not in (200, 206):
+            raise DownloadFailed(f"{repo}:{path}: HTTP {response.status_code} reading its header")
+        return response.content[:nbytes]
 
     def remove_cached(self, repo: str, revision: str, path: str, cache_dir: str) -> None:
         """Drop the snapshot link; the blob too, unless another revision's snapshot still links to it."""

@@ -311,11 +311,13 @@ def write_shard(
     partial.replace(path)
 
 
-def write_tiny_kimi_k3(out_dir: Path, stem: str, *, shards: int = 2, seed: int = 0, layers: int = 4) -> list[Path]:
-    """Write the tiny model as `shards` GGUF files in `out_dir`; return their paths, first shard first."""
+def write_tiny_kimi_k3(out_dir: Path, stem: str, *, shards: int = 2, seed: int = 0, layers: int = 4,
+                       dims: TinyDims | None = None) -> list[Path]:
+    """Write the tiny model as `shards` GGUF files in `out_dir`; return their paths, first shard first.
+    `dims` makes bigger synthetic models (GB-sized, for placement tests on a GPU)."""
     if layers < 2:
         raise ValueError("layers must be at least 2 (one KDA and one MLA layer)")
-    dims = TinyDims()
+    dims = dims or TinyDims()
     tokens, types = vocabulary()
     tensors = model_tensors(seed, dims, layers, len(tokens))
 

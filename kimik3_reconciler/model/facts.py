@@ -48,6 +48,19 @@ class HostFacts(_Fact):
     docker_gpus: bool | None = None  # the NVIDIA runtime or CDI specs: can containers get GPUs?
 
 
+class ModelLayout(_Fact):
+    """What the placement forecast needs from a quant's GGUF headers (summed over all shards)."""
+
+    n_layer: int
+    layer_dense: tuple[int, ...]  # bytes per layer that always go to the layer's GPU
+    layer_experts: tuple[int, ...]  # routed-expert bytes per layer (may stay on the CPU)
+    output_bytes: int  # output head: on the last GPU of the split
+    token_embd_bytes: int  # the input embedding stays in host memory
+    kv_bytes_per_token: int  # f16 MLA K cache over all MLA layers, per context cell
+    n_embd: int = 0
+    n_vocab: int = 0
+
+
 class RemoteFile(_Fact):
     """One file of the pinned revision: its path in the repo, size and LFS sha256."""
 
@@ -182,7 +195,8 @@ class Observed(_Fact):
     host: HostFacts = Field(default_factory=HostFacts)
     inputs: LocalInputs
     model: ModelFact
-    tokenizer: ModelFact | None = None  # model.tokenizer: non-weight files of an HF-format repo
+    tokenizer: ModelFact | None = None
+    layout: ModelLayout | None = None  # from the quant's GGUF headers (ranged reads or the cache)  # model.tokenizer: non-weight files of an HF-format repo
     images: tuple[ImageFact, ...] = ()
     base_images: dict[str, str | None] = Field(default_factory=dict)  # ref -> local image id
     container: ContainerFact | None = None

@@ -76,6 +76,7 @@ class Plan:
     profile: str
     steps: tuple[Step, ...]
     warnings: tuple[str, ...] = field(default=())
+    forecast: Any = None  # planning.placement.Forecast, when the layout and GPU facts are known
 
     @property
     def changes(self) -> tuple[Step, ...]:
@@ -99,6 +100,7 @@ class Plan:
             "converged": self.converged,
             "summary": self.summary(),
             "warnings": list(self.warnings),
+            "forecast": _jsonable(self.forecast),
             "steps": [s.to_json() for s in self.steps],
         }
 

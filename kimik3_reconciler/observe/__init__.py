@@ -16,6 +16,7 @@ from kimik3_reconciler.observe.docker_objects import (
 from kimik3_reconciler.observe.host import collect_host
 from kimik3_reconciler.observe.local_inputs import collect_inputs
 from kimik3_reconciler.observe.model_cache import collect_model, collect_tokenizer
+from kimik3_reconciler.observe.model_layout import collect_layout
 from kimik3_reconciler.observe.unit import collect_systemd
 from kimik3_reconciler.ports import Ports
 
@@ -28,6 +29,7 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
         host=collect_host(ports.host, ports.docker, _container_pids(ports, profile.name)),
         inputs=collect_inputs(profile, base_dir, dockerfile, ports.state),
         model=model,
+        layout=collect_layout(profile, ports.hub, ports.state, model),
         tokenizer=collect_tokenizer(profile, ports.hub, ports.state, base_dir, ports.host, rehash,
                                     hub_down=model.listing_error),
         images=collect_images(ports.docker, ports.state),

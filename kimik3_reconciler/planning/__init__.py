@@ -11,6 +11,7 @@ from kimik3_reconciler.planning.conflict_step import plan_conflicts
 from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.planning.container_step import plan_container
 from kimik3_reconciler.planning.host_gate import host_gate
+from kimik3_reconciler.planning.placement import forecast
 from kimik3_reconciler.planning.health_step import plan_health
 from kimik3_reconciler.planning.image_step import image_tag, plan_image, render_image_build
 from kimik3_reconciler.planning.launch import render_launch
@@ -43,7 +44,7 @@ def plan(profile: Profile, observed: Observed, warnings: tuple[str, ...] = ()) -
     units = plan_unit(profile, observed, launch, container.changes)  # () without a `systemd:` section
     extra = tuple(warnings) + launch.warnings
     steps = (model, *((tokenizer,) if tokenizer else ()), image, smoke, *conflicts, container, health, *units)
-    return Plan(profile.name, steps, warnings=extra)
+    return Plan(profile.name, steps, warnings=extra, forecast=forecast(profile, observed))
 
 
 def plan_destroy(profile: Profile, observed: Observed, *, images: bool = False, model: bool = False) -> Plan:

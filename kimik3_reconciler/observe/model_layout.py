@@ -1,0 +1,48 @@
+"""The quant's layout for the placement forecast: GGUF headers of every shard, read before any
+download (a Range request per shard) or from the cache, summarized once and kept in state."""
+
+from __future__ import annotations
+
+from kimik3_reconciler.errors import DownloadFailed, TransientError
+from kimik3_reconciler.model.facts import ModelFact, ModelLayout, RemoteFile
+from kimik3_reconciler.model.gguf_header import NeedMoreBytes, NotGguf, parse_gguf_header, summarize
+from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.ports import HubPort, StatePort
+
+FIRST_READ = 1 << 20
+
+
+def _head(profile: Profile, hub: HubPort, model: ModelFact, file: RemoteFile, nbytes: int) -> bytes:
+    cached = hub.cached_file(model.repo, model.revision, file.path, model.cache_dir)
+    if cached is not None:
+        with open(cached, "rb") as f:
+            return f.read(nbytes)
+    return hub.read_head(model.repo, model.revision, file.path, profile.model.endpoint, nbytes)
+
+
+def collect_layout(profile: Profile, hub: HubPort, state: StatePort, model: ModelFact) -> ModelLayout | None:
+    """None when it cannot be known (no listing, hub down, not a GGUF): the plan then says so."""
+    if model.listing_error or not model.files:
+        return None
+    key = f"layout/{model.repo.replace('/', '--')}/{model.revision}/{model.quant}.json"
+    record = state.read(key)
+    if record is not None:
+        return ModelLayout(**record)
+    shards = [f for f in model.files if f.path.startswith(model.quant + "/") and f.path.endswith(".gguf")]
+    headers = []
+    try:
+        for shard in shards:
+            size = min(FIRST_READ, shard.size)
+            while True:
+                try:
+                    headers.append(parse_gguf_header(_head(profile, hub, model, shard, size)))
+                    break
+                except NeedMoreBytes as more:  # large vocabularies make long headers
+                    if size >= shard.size:
+                        raise NotGguf(f"{shard.path}: header longer than the file") from more
+                    size = min(more.at_least, shard.size)
+    except (DownloadFailed, TransientError, NotGguf, OSError):
+        return None
+    layout = summarize(headers)
+    state.write(key, layout.model_dump(mode="json"))
+    return layout

@@ -1,0 +1,112 @@
+"""The MoE placement forecast, before anything is downloaded: from the quant's GGUF headers and the
+GPUs' free memory, which layers' routed experts stay on the CPU and what each device holds.
+
+It follows llama.cpp's `--fit` (reference/llama-cpp.md §1.2.1 step 4): dense weights, the output
+head, the KV cache and the compute buffers go to the GPUs first; then the layers' experts are
+filled in back to front while they fit; the layers that don't keep their experts on the CPU (the
+front ones). With `n_cpu_moe` the split is the profile's: the first N layers' experts on CPU.
+llama.cpp measures its compute buffers; kimik3 estimates them (calibrated on an H200), so the
+forecast is an estimate, shown as one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kimik3_reconciler.model.facts import ModelLayout, Observed
+from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.planning.health_step import SEED_LOAD_BYTES_PER_S
+from kimik3_reconciler.planning.host_gate import requested_gpus
+from kimik3_reconciler.planning.units import gib
+
+MIB = 1 << 20
+# What llama-server's own CUDA context takes before it measures free memory: NVML showed 143156
+# MiB free on an idle H200, llama.cpp then saw 142629 MiB (tests/fixtures/h200/server.log).
+CUDA_CONTEXT_BYTES = 528 * MIB
+
+
+@dataclass(frozen=True)
+class DeviceShare:
+    device: str  # CUDA0.. in the container's numbering
+    layers: int
+    weight_bytes: int
+    total_bytes: int  # weights + KV share + compute buffer
+
+
+@dataclass(frozen=True)
+class Forecast:
+    mode: str  # "all-vram" | "hybrid" | "cpu"
+    cpu_expert_layers: tuple[int, ...]
+    devices: tuple[DeviceShare, ...]
+    host_bytes: int  # input embedding + CPU-resident experts (RAM)
+    load_seconds: float
+
+    def lines(self) -> list[str]:
+        cpu = self.cpu_expert_layers
+        where = f"{len(cpu)} layers' experts on the CPU ({cpu[0]}-{cpu[-1]})" if cpu else "no experts on the CPU"
+        out = [f"placement forecast: {self.mode}, {where}; RAM {gib(self.host_bytes)}; "
+               f"load ~{self.load_seconds / 60:.0f} min"]
+        out += [f"  {d.device}: {d.layers} layers, weights {gib(d.weight_bytes)}, with KV+compute {gib(d.total_bytes)}"
+                for d in self.devices]
+        return out
+
+
+def compute_bytes(profile: Profile, layout: ModelLayout) -> int:
+    """One device's compute buffers: logits and activations of one micro-batch (an estimate;
+    the tiny kimi-k3 on an H200 measured 96 MiB at ubatch 4096)."""
+    return max(96 * MIB, profile.effective_ubatch * (4 * layout.n_vocab + 384 * layout.n_embd))
+
+
+def _cpu_layers(profile: Profile, layout: ModelLayout, spare: int) -> tuple[int, ...]:
+    with_experts = [i for i, e in enumerate(layout.layer_experts) if e]
+    if profile.serve.n_cpu_moe is not None:
+        return tuple(i for i in with_experts if i < profile.serve.n_cpu_moe)
+    on_gpu = set()
+    for i in reversed(with_experts):  # back to front, like --fit
+        if layout.layer_experts[i] > spare:
+            break
+        spare -= layout.layer_experts[i]
+        on_gpu.add(i)
+    return tuple(i for i in with_experts if i not in on_gpu)
+
+
+def _split(layout: ModelLayout, cpu: set[int], budgets: list[int], fixed: int, kv_per_layer: int) -> list[DeviceShare]:
+    """Layers back to front over the devices (the last device gets the last layers and the output)."""
+    shares, layer = [], layout.n_layer - 1
+    for d in reversed(range(len(budgets))):
+        weights = layout.output_bytes if d == len(budgets) - 1 else 0
+        used, count = weights + fixed, 0
+        while layer >= 0:
+            cost = layout.layer_dense[layer] + (0 if layer in cpu else layout.layer_experts[layer]) + kv_per_layer
+            if d > 0 and used + cost > budgets[d]:
+                break
+            weights += cost - kv_per_layer
+            used += cost
+            count += 1
+            layer -= 1
+        shares.append(DeviceShare(f"CUDA{d}", count, weights, used))
+    return list(reversed(shares))
+
+
+def forecast(profile: Profile, observed: Observed) -> Forecast | None:
+    layout, host = observed.layout, observed.host
+    if layout is None:
+        return None
+    total = sum(layout.layer_dense) + sum(layout.layer_experts) + layout.output_bytes + layout.token_embd_bytes
+    load = total / (observed.load_rate or SEED_LOAD_BYTES_PER_S)
+    if profile.build.variant == "cpu" or profile.gpus == "none":
+        layers = tuple(i for i, e in enumerate(layout.layer_experts) if e)
+        return Forecast("cpu", layers, (), total, load)
+    gpus, _ = requested_gpus(profile, host)
+    if not gpus:
+        return None  # GPU facts unknown (or absent: the gate says so)
+    fit = profile.serve.fit_target
+    targets = fit if isinstance(fit, list) else [fit] * len(gpus)
+    budgets = [g.memory_free - CUDA_CONTEXT_BYTES - t * MIB for g, t in zip(gpus, targets)]
+    kv = profile.serve.ctx_size * layout.kv_bytes_per_token
+    fixed = compute_bytes(profile, layout)
+    dense = sum(layout.layer_dense) + layout.output_bytes + kv + fixed * len(gpus)
+    cpu = _cpu_layers(profile, layout, sum(budgets) - dense)
+    shares = _split(layout, set(cpu), budgets, fixed, kv // max(1, layout.n_layer))
+    host_bytes = layout.token_embd_bytes + sum(layout.layer_experts[i] for i in cpu)
+    return Forecast("hybrid" if cpu else "all-vram", cpu, tuple(shares), host_bytes, load)
