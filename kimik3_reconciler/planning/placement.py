@@ -1,12 +1,13 @@
 """The MoE placement forecast, before anything is downloaded: from the quant's GGUF headers and the
 GPUs' free memory, which layers' routed experts stay on the CPU and what each device holds.
 
-It follows llama.cpp's `--fit` (reference/llama-cpp.md §1.2.1 step 4): dense weights, the output
-head, the KV cache and the compute buffers go to the GPUs first; then the layers' experts are
-filled in back to front while they fit; the layers that don't keep their experts on the CPU (the
-front ones). With `n_cpu_moe` the split is the profile's: the first N layers' experts on CPU.
-llama.cpp measures its compute buffers; kimik3 estimates them (calibrated on an H200), so the
-forecast is an estimate, shown as one.
+It follows llama.cpp's `--fit` (reference/llama-cpp.md §1.2.1 step 4) as measured on an H200
+(tests/fixtures/h200/forecast-cases.jsonl): dense weights, the output head, the KV cache and the
+compute buffers go to the GPU first; the layers' experts then fill the GPU from the first layer
+on; the last layers keep their experts on the CPU, the first of them partly (one or two of its
+gate/up/down tensors still fit). With `n_cpu_moe` the split is the profile's: the first N
+layers' experts on the CPU. llama.cpp measures its compute buffers; kimik3 estimates them
+(calibrated on the same runs), so the forecast is an estimate, shown as one.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ class Forecast:
 
     def lines(self) -> list[str]:
         cpu = self.cpu_expert_layers
-        where = f"{len(cpu)} layers' experts on the CPU ({cpu[0]}-{cpu[-1]})" if cpu else "no experts on the CPU"
+        where = f"{len(cpu)} layers' experts (partly) on the CPU ({cpu[0]}-{cpu[-1]})" if cpu else "no experts on the CPU"
         out = [f"placement forecast: {self.mode}, {where}; RAM {gib(self.host_bytes)}; "
                f"load ~{self.load_seconds / 60:.0f} min"]
         out += [f"  {d.device}: {d.layers} layers, weights {gib(d.weight_bytes)}, with KV+compute {gib(d.total_bytes)}"
@@ -52,32 +53,37 @@ class Forecast:
 
 
 def compute_bytes(profile: Profile, layout: ModelLayout) -> int:
-    """One device's compute buffers: logits and activations of one micro-batch (an estimate;
-    the tiny kimi-k3 on an H200 measured 96 MiB at ubatch 4096)."""
-    return max(96 * MIB, profile.effective_ubatch * (4 * layout.n_vocab + 384 * layout.n_embd))
+    """One device's compute buffers for one micro-batch: an estimate, fitted to llama.cpp's own
+    measurement on an H200 (96 MiB at n_embd 64, 196 MiB at n_embd 256; ubatch 4096, vocab 260)."""
+    return profile.effective_ubatch * (4 * layout.n_vocab + 136 * layout.n_embd + 15000)
 
 
-def _cpu_layers(profile: Profile, layout: ModelLayout, spare: int) -> tuple[int, ...]:
+def _cpu_experts(profile: Profile, layout: ModelLayout, spare: int) -> dict[int, int]:
+    """layer -> expert bytes left on the CPU (a partial layer keeps only some of its tensors there)."""
     with_experts = [i for i, e in enumerate(layout.layer_experts) if e]
     if profile.serve.n_cpu_moe is not None:
-        return tuple(i for i in with_experts if i < profile.serve.n_cpu_moe)
-    on_gpu = set()
-    for i in reversed(with_experts):  # back to front, like --fit
-        if layout.layer_experts[i] > spare:
-            break
-        spare -= layout.layer_experts[i]
-        on_gpu.add(i)
-    return tuple(i for i in with_experts if i not in on_gpu)
+        return {i: layout.layer_experts[i] for i in with_experts if i < profile.serve.n_cpu_moe}
+    on_cpu: dict[int, int] = {}
+    for i in with_experts:  # front to back: --fit keeps the first layers' experts on the GPU
+        size = layout.layer_experts[i]
+        if not on_cpu and size <= spare:
+            spare -= size
+            continue
+        # The first layer that does not fit keeps as many of its three expert tensors as fit.
+        thirds = 0 if on_cpu else min(2, max(0, spare) * 3 // size)
+        on_cpu[i] = size - size * thirds // 3
+    return on_cpu
 
 
-def _split(layout: ModelLayout, cpu: set[int], budgets: list[int], fixed: int, kv_per_layer: int) -> list[DeviceShare]:
+def _split(layout: ModelLayout, cpu: dict[int, int], budgets: list[int], fixed: int,
+           kv_per_layer: int) -> list[DeviceShare]:
     """Layers back to front over the devices (the last device gets the last layers and the output)."""
     shares, layer = [], layout.n_layer - 1
     for d in reversed(range(len(budgets))):
         weights = layout.output_bytes if d == len(budgets) - 1 else 0
         used, count = weights + fixed, 0
         while layer >= 0:
-            cost = layout.layer_dense[layer] + (0 if layer in cpu else layout.layer_experts[layer]) + kv_per_layer
+            cost = layout.layer_dense[layer] + layout.layer_experts[layer] - cpu.get(layer, 0) + kv_per_layer
             if d > 0 and used + cost > budgets[d]:
                 break
             weights += cost - kv_per_layer
@@ -106,7 +112,7 @@ def forecast(profile: Profile, observed: Observed) -> Forecast | None:
     kv = profile.serve.ctx_size * layout.kv_bytes_per_token
     fixed = compute_bytes(profile, layout)
     dense = sum(layout.layer_dense) + layout.output_bytes + kv + fixed * len(gpus)
-    cpu = _cpu_layers(profile, layout, sum(budgets) - dense)
-    shares = _split(layout, set(cpu), budgets, fixed, kv // max(1, layout.n_layer))
-    host_bytes = layout.token_embd_bytes + sum(layout.layer_experts[i] for i in cpu)
-    return Forecast("hybrid" if cpu else "all-vram", cpu, tuple(shares), host_bytes, load)
+    cpu = _cpu_experts(profile, layout, sum(budgets) - dense)
+    shares = _split(layout, cpu, budgets, fixed, kv // max(1, layout.n_layer))
+    host_bytes = layout.token_embd_bytes + sum(cpu.values())
+    return Forecast("hybrid" if cpu else "all-vram", tuple(sorted(cpu)), tuple(shares), host_bytes, load)

@@ -46,8 +46,10 @@ def actual(log: str) -> dict:
     gpu = re.findall(r"CUDA0 model buffer size =\s+([\d.]+) MiB", log)
     host = re.findall(r"CUDA_Host model buffer size =\s+([\d.]+) MiB", log)
     compute = re.findall(r"CUDA0 compute buffer size =\s+([\d.]+) MiB", log)
+    final = log[log.index("successfully fit params"):] if "successfully fit params" in log else log
+    # only the real load counts: --fit's throw-away passes put every expert on the host first
     cpu_layers = sorted({int(m) for m in re.findall(r"tensor blk\.(\d+)\.ffn_\w+_exps\.weight .*buffer type overridden to "
-                                                    r"CUDA_Host", log)})
+                                                    r"CUDA_Host", final)})
     return {"gpu_weights_mib": float(gpu[-1]) if gpu else None, "host_weights_mib": float(host[-1]) if host else None,
             "compute_mib": float(compute[-1]) if compute else None, "cpu_expert_layers": cpu_layers}
 
