@@ -107,10 +107,10 @@ def _argv(profile: Profile, observed: Observed, bind: str, snapshot: str) -> tup
     return (*argv, *serve.extra_args)
 
 
-def draft_device(profile: Profile) -> str | None:
+def draft_device(profile: Profile, host_gpus: int | None = None) -> str | None:
     """The draft's device: the GPU holding the target's output.weight, i.e. the last of the layer
     split (seed 000: anywhere else aborts in graph reservation). Containers see their GPUs as
-    CUDA0..CUDA(n-1) in `gpus` order."""
+    CUDA0..CUDA(n-1) in `gpus` order; with `gpus: all` the host's GPU count (NVML) says n."""
     draft = profile.serve.spec_draft
     if draft is None or gpus_of(profile) == "none":
         return None
@@ -118,6 +118,8 @@ def draft_device(profile: Profile) -> str | None:
         return draft.device
     if isinstance(profile.gpus, list):
         return f"CUDA{len(profile.gpus) - 1}"
+    if host_gpus:
+        return f"CUDA{host_gpus - 1}"
     raise PlanError("serve.spec_draft.device: auto needs the GPU count; with gpus: all list the GPUs or name the "
                     "device (CUDA<n>, the last GPU of the split)")
 
@@ -131,7 +133,7 @@ def _draft_args(profile: Profile, observed: Observed) -> list[str]:
                         "yet; give a local GGUF path")
     args = ["--spec-draft-model", f"{DRAFT_MOUNT}/{PurePosixPath(observed.inputs.draft_model).name}",
             "--spec-type", draft.type]
-    device = draft_device(profile)
+    device = draft_device(profile, len(observed.host.gpus) if observed.host.gpu_probe == "ok" else None)
     return args + (["--spec-draft-device", device] if device else [])
 
 

@@ -47,3 +47,12 @@ def test_draft_device_is_derived_from_the_gpu_subset() -> None:
     assert draft_device(subset) == "CUDA2"  # the container sees GPUs 2,5,6 as CUDA0..CUDA2
     with pytest.raises(PlanError, match="auto needs the GPU count"):
         draft_device(subset.model_copy(update={"gpus": "all"}))
+
+
+def test_draft_device_with_gpus_all_comes_from_the_host_gpu_count() -> None:
+    from kimik3_reconciler.planning.launch import draft_device
+
+    base = parse_profile((ROOT / "profiles" / "interactive.yaml").read_text()).profile
+    draft = base.serve.spec_draft.model_copy(update={"device": "auto"})
+    everything = base.model_copy(update={"gpus": "all", "serve": base.serve.model_copy(update={"spec_draft": draft})})
+    assert draft_device(everything, host_gpus=8) == "CUDA7"
