@@ -11,6 +11,7 @@
             ├── LoadFailed            the container exited or timed out while loading
             ├── BuildFailed           docker build failed (failing step + last log lines)
             ├── SmokeFailed           a new image failed its tiny-model smoke test
+            ├── GateFailed            a quant failed its PPL/KLD gate against the reference
             └── DownloadFailed        hub refused (unknown repo/revision/file) or hash mismatch
 """
 
@@ -99,6 +100,10 @@ class BuildFailed(PermanentError):
 
 class SmokeFailed(LoadFailed):
     """A new image did not serve the tiny kimi-k3 model: it is never launched with the real one."""
+
+
+class GateFailed(LoadFailed):
+    """A quant failed (or could not run) its PPL/KLD gate: it is never served."""
 
 
 class DownloadFailed(PermanentError):

@@ -31,6 +31,7 @@ class FakeDocker:
         self.calls: list[str] = []
         self.crash_on_start = False
         self.base_images: dict[str, str] = {}
+        self.perplexity_outputs: dict[str, str] = {}
         self.logs = "srv  llama_server: exiting due to model loading error"
 
     def info(self) -> dict[str, Any]:
@@ -89,6 +90,18 @@ class FakeDocker:
             "spec": spec,
         }
         return cid
+
+    def run_to_completion(self, spec: ContainerSpec, timeout_s: float) -> tuple[int, str, str]:
+        """A one-shot llama-perplexity: `perplexity_outputs` maps the model arg's quant folder to stdout."""
+        self.calls.append(f"oneshot {spec.name}")
+        model = spec.command[spec.command.index("-m") + 1]
+        for quant, out in self.perplexity_outputs.items():
+            if f"/{quant}/" in model:
+                return 0, out, ""
+        base = spec.command[spec.command.index("--kl-divergence-base") + 1]
+        host_dir = next(m.source for m in spec.mounts if m.target == "/gate")
+        Path(host_dir, base.removeprefix("/gate/")).write_bytes(b"logits")
+        return 0, "", ""
 
     def start_container(self, name: str) -> None:
         self.calls.append(f"start {name}")

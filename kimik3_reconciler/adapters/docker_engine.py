@@ -115,9 +115,21 @@ class DockerEngine:
             self.client.containers.run, spec.image, command=list(spec.command), name=spec.name, detach=True,
             environment=dict(spec.env), mounts=mounts, network_mode=spec.network_mode, ipc_mode=spec.ipc_mode,
             labels=dict(spec.labels), restart_policy={"Name": spec.restart_policy},
-            device_requests=device_requests or None,
+            device_requests=device_requests or None, entrypoint=list(spec.entrypoint) if spec.entrypoint else None,
         )
         return container.id
+
+    def run_to_completion(self, spec: ContainerSpec, timeout_s: float) -> tuple[int, str, str]:
+        """Run a one-shot container (llama-perplexity), wait, and return (exit code, stdout, stderr)."""
+        self.remove_container(spec.name)
+        container_id = self.run_container(spec)
+        try:
+            result = self._call(self.client.api.wait, container_id, timeout=timeout_s)
+            out = self._call(self.client.api.logs, container_id, stdout=True, stderr=False).decode(errors="replace")
+            err = self._call(self.client.api.logs, container_id, stdout=False, stderr=True).decode(errors="replace")
+            return int(result.get("StatusCode", -1)), out, err
+        finally:
+            self.remove_container(spec.name)
 
     @_transient
     def start_container(self, name: str) -> None:

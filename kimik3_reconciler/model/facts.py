@@ -204,7 +204,9 @@ class Observed(_Fact):
     inputs: LocalInputs
     model: ModelFact
     tokenizer: ModelFact | None = None
-    layout: ModelLayout | None = None  # from the quant's GGUF headers (ranged reads or the cache)  # model.tokenizer: non-weight files of an HF-format repo
+    layout: ModelLayout | None = None
+    reference: ModelFact | None = None  # gate.quant.reference_quant's files, when the gate applies
+    gate_records: dict[str, dict[str, Any]] = Field(default_factory=dict)  # image fingerprint -> result  # from the quant's GGUF headers (ranged reads or the cache)  # model.tokenizer: non-weight files of an HF-format repo
     images: tuple[ImageFact, ...] = ()
     base_images: dict[str, str | None] = Field(default_factory=dict)  # ref -> local image id
     container: ContainerFact | None = None

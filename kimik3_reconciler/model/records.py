@@ -11,6 +11,11 @@ def archive_record_key(source: str, commit: str) -> str:
 LOAD_RATE_KEY = "host/load-rate.json"  # {"bytes", "seconds"} of the last model load measured here
 
 
+def gate_key(repo: str, revision: str, quant: str) -> str:
+    """Quant-gate results of one quant, by image fingerprint (a passed gate is not re-run)."""
+    return f"gate/{repo.replace('/', '--')}/{revision}/{quant}.json"
+
+
 def smoke_key(image_fingerprint: str) -> str:
     """The smoke-test result of one image (runs once per image)."""
     return f"smoke/{image_fingerprint}.json"

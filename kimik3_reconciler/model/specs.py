@@ -64,6 +64,7 @@ class ContainerSpec:
     network_mode: str = "host"
     ipc_mode: str = "host"
     restart_policy: str = "unless-stopped"
+    entrypoint: tuple[str, ...] | None = None  # e.g. /app/llama-perplexity for the quant gate
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from kimik3_reconciler.model.facts import Observed
-from kimik3_reconciler.model.records import LOAD_RATE_KEY
+from kimik3_reconciler.model.gate_rules import gate_applies, reference_profile
+from kimik3_reconciler.model.records import LOAD_RATE_KEY, gate_key
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.observe.docker_objects import (
     collect_base_images,
@@ -25,7 +26,12 @@ __all__ = ["observe"]
 
 def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, rehash: bool = False) -> Observed:
     model = collect_model(profile, ports.hub, ports.state, base_dir, ports.host, rehash)
+    gated = gate_applies(profile)
+    reference = (collect_model(reference_profile(profile), ports.hub, ports.state, base_dir, ports.host, rehash)
+                 if gated else None)
     return Observed(
+        reference=reference,
+        gate_records=(ports.state.read(gate_key(model.repo, model.revision, model.quant)) or {}) if gated else {},
         host=collect_host(ports.host, ports.docker, _container_pids(ports, profile.name)),
         inputs=collect_inputs(profile, base_dir, dockerfile, ports.state),
         model=model,

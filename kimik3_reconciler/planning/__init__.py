@@ -15,7 +15,8 @@ from kimik3_reconciler.planning.placement import forecast
 from kimik3_reconciler.planning.health_step import plan_health
 from kimik3_reconciler.planning.image_step import image_tag, plan_image, render_image_build
 from kimik3_reconciler.planning.launch import render_launch
-from kimik3_reconciler.planning.model_step import model_spec, plan_model, plan_tokenizer
+from kimik3_reconciler.planning.gate_step import plan_gate
+from kimik3_reconciler.planning.model_step import model_spec, plan_model, plan_reference, plan_tokenizer
 from kimik3_reconciler.planning.smoke_step import plan_smoke
 from kimik3_reconciler.planning.unit_step import plan_stale_units, plan_unit, plan_unit_teardown
 
@@ -39,11 +40,14 @@ def plan(profile: Profile, observed: Observed, warnings: tuple[str, ...] = ()) -
     container = plan_container(launch, observed)
     image = plan_image(profile, observed, container_changes=container.changes)
     smoke = plan_smoke(profile, observed, image)
+    gate = plan_gate(profile, observed, build)
+    reference = plan_reference(profile, observed) if gate is not None and gate.changes else None
     conflicts = (*plan_stale_units(profile, observed), *plan_conflicts(profile, observed))
     health = plan_health(launch, observed, container.changes)
     units = plan_unit(profile, observed, launch, container.changes)  # () without a `systemd:` section
     extra = tuple(warnings) + launch.warnings
-    steps = (model, *((tokenizer,) if tokenizer else ()), image, smoke, *conflicts, container, health, *units)
+    steps = (model, *((tokenizer,) if tokenizer else ()), *((reference,) if reference else ()), image, smoke,
+             *((gate,) if gate else ()), *conflicts, container, health, *units)
     return Plan(profile.name, steps, warnings=extra, forecast=forecast(profile, observed))
 
 

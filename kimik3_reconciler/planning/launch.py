@@ -187,7 +187,9 @@ def render_launch(profile: Profile, observed: Observed, image_tag: str, image_fp
         restart_policy="no" if profile.systemd is not None else "unless-stopped",
     )
     inputs = container_inputs(profile, observed, image_tag, image_fp, bind)
-    digest = fingerprint({"spec": asdict(spec), "image": image_fp})
+    hashed = {k: v for k, v in asdict(spec).items() if not (k == "entrypoint" and v is None)}
+    # (a field added with its default must not change the fingerprint of every running container)
+    digest = fingerprint({"spec": hashed, "image": image_fp})
     url = f"http://{_probe_host(bind)}:{profile.serve.port}/health"
     labels = (
         (PROFILE_LABEL, profile.name),

@@ -4,6 +4,7 @@ missing ones fit on the cache's disk (the sizing gate, before any byte is fetche
 from __future__ import annotations
 
 from kimik3_reconciler.model.facts import ModelFact, Observed
+from kimik3_reconciler.model.gate_rules import reference_profile
 from kimik3_reconciler.model.model_files import manifest_key, tokenizer_manifest_key
 from kimik3_reconciler.model.plan import Action, Step
 from kimik3_reconciler.model.profile import Profile
@@ -73,3 +74,13 @@ def plan_model(profile: Profile, observed: Observed) -> Step:
     return Step("model", target, Action.CREATE,
                 f"{len(model.missing)} of {len(model.files)} files missing from the cache",
                 spec=spec, cost=f"{gib(model.missing_bytes)} to fetch{free} [{_breakdown(model)}]")
+
+
+def plan_reference(profile: Profile, observed: Observed) -> Step | None:
+    """The reference quant the gate compares against (gate.quant.reference_quant of the same repo)."""
+    fact = observed.reference
+    if fact is None:
+        return None
+    step = plan_model(reference_profile(profile), observed.model_copy(update={"model": fact}))
+    return Step("reference", step.target, step.action, step.reason + " (the quant gate's reference)",
+                spec=step.spec, cost=step.cost)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from kimik3_reconciler.model.plan import Step
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps.container import run_container_step
+from kimik3_reconciler.steps.gate import run_quant_gate
 from kimik3_reconciler.steps.health import wait_healthy
 from kimik3_reconciler.steps.image import build_image
 from kimik3_reconciler.steps.model import download_model
@@ -18,6 +19,8 @@ __all__ = ["execute", "Reporter"]
 _EXECUTORS = {
     "model": download_model,
     "tokenizer": download_model,
+    "reference": download_model,
+    "gate": run_quant_gate,
     "image": build_image,
     "smoke": smoke_test,
     "container": run_container_step,

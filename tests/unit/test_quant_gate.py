@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from kimik3_reconciler.model.profile import QuantGate
 from kimik3_reconciler.observe.perplexity import parse_kld_report
 from kimik3_reconciler.planning.quant_gate import gate_verdict
@@ -43,3 +45,43 @@ def test_seed_figures_against_the_defaults() -> None:
 
     assert gate_verdict(KldReport(mean_kld=0.37, same_top_p=0.846), GATE)[0]  # UD-IQ2_XXS
     assert not gate_verdict(KldReport(mean_kld=1.9, same_top_p=0.41), GATE)[0]  # "KLD >> 1": a broken kernel
+
+
+def test_the_gate_step_on_fakes_inserted_skipped_recorded_and_refusing(tmp_path) -> None:
+    from kimik3_reconciler.engine import Engine
+    from kimik3_reconciler.errors import GateFailed, PlanError
+    from kimik3_reconciler.model.profile_source import parse_profile
+    from kimik3_reconciler.steps.report import NullReporter
+    from kimik3_reconciler.testing import FakeHub, fake_ports
+
+    rev = "ab" * 20
+    files = {f"{q}/k3-{q}-0000{i}-of-00002.gguf": f"{q}{i}".encode() * 10
+             for q in ("UD-Q2_K_XL", "UD-IQ2_M", "UD-Q2_K_XL-REAP770") for i in (1, 2)}
+    (tmp_path / "src.tar.gz").write_bytes(b"source")
+    (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
+    hub = FakeHub("org/k3", rev, files, tmp_path / "hub")
+    ports, docker = fake_ports(hub)
+    engine = Engine(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp")
+
+    def profile(quant: str):
+        return parse_profile(f"""
+apiVersion: kimik3/v1
+name: k3-test
+model: {{repo: org/k3, revision: {rev}, quant: {quant}}}
+build: {{source: mainline, variant: cpu, cpu_features: [], archive: src.tar.gz}}
+gpus: none
+serve: {{port: 18999, ctx_size: 4096, parallel: 2}}
+gate: {{smoke: false, quant: {{reference_quant: UD-Q2_K_XL}}}}
+""")
+
+    vetted = engine.plan(profile("UD-Q2_K_XL-REAP770"))
+    assert [s.action.name for s in vetted.steps if s.kind == "gate"] == ["NOOP"]
+    assert not [s for s in vetted.steps if s.kind == "reference"]  # nothing to compare: no reference fetched
+    docker.perplexity_outputs["UD-IQ2_M"] = (FIXTURES / "kld-other-weights.out").read_text()
+    kinds = [s.kind for s in engine.plan(profile("UD-IQ2_M")).changes]
+    assert kinds[:3] == ["model", "reference", "image"] and kinds.index("gate") < kinds.index("container")
+    with pytest.raises(GateFailed, match="top-token agreement 0.0% < 80%"):
+        engine.apply(profile("UD-IQ2_M"))
+    assert "run k3-test" not in docker.calls  # never launched
+    with pytest.raises(PlanError, match="failed its quant gate on this image"):
+        engine.plan(profile("UD-IQ2_M"))

@@ -1,0 +1,65 @@
+"""The quant gate with the real image (llama-perplexity) and tiny kimi-k3 models: a candidate with
+the reference's weights passes, one with other weights fails and is never launched."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from realparts import demo_profile, docker, kimik3, require_docker_and_demo_hub, write_profile
+
+from kimik3_reconciler.demo.hub import FixtureHub, FixtureRepo
+from kimik3_reconciler.demo.prepare import DEMO_REPO, DEMO_REVISION, demo_repos
+
+pytestmark = pytest.mark.docker
+NAME, PORT = "kimi-k3-gtest", 18686
+
+
+@pytest.fixture(scope="module")
+def hub() -> Iterator[FixtureHub]:
+    files = demo_repos(require_docker_and_demo_hub())[0].files
+    q2 = {p: f for p, f in files.items() if p.startswith("UD-Q2_K_XL/")}
+    q4 = {p: f for p, f in files.items() if p.startswith("UD-Q4_K_XL/")}
+    extra = {p.replace("UD-Q2_K_XL", "UD-IQ2_M"): f for p, f in q2.items()}  # the reference's own weights
+    extra.update({p.replace("UD-Q4_K_XL", "UD-IQ1_S"): f for p, f in q4.items()})  # other weights
+    with FixtureHub([FixtureRepo(DEMO_REPO, DEMO_REVISION, {**files, **extra})]) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory, hub: FixtureHub) -> Iterator[Path]:
+    work = tmp_path_factory.mktemp("kimik3-gate")
+    profile = demo_profile(work, NAME, PORT, hub.url)
+    profile["model"]["quant"] = "UD-IQ2_M"
+    profile["gate"] = {"smoke": False, "quant": {"reference_quant": "UD-Q2_K_XL"}}
+    write_profile(work, profile)
+    profile["model"]["quant"] = "UD-IQ1_S"
+    write_profile(work, profile, "other.yaml")
+    yield work
+    subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)
+
+
+def test_a_candidate_with_the_reference_weights_passes_once(workdir: Path) -> None:
+    applied = json.loads(kimik3(workdir, "apply", "--json", "--no-verify-server", "profile.yaml").stdout)
+    kinds = [(s["kind"], s["action"]) for s in applied["executed"]]
+    assert ("reference", "create") in kinds and ("gate", "read") in kinds
+    assert kinds.index(("gate", "read")) < kinds.index(("container", "create"))
+    records = json.loads(next((workdir / "state" / "gate").rglob("UD-IQ2_M.json")).read_text())
+    (record,) = records.values()
+    assert record["passed"] is True and record["report"]["mean_kld"] == 0.0 and record["report"]["same_top_p"] == 1.0
+    plan = json.loads(kimik3(workdir, "plan", "--json", "profile.yaml").stdout)
+    gate = next(s for s in plan["steps"] if s["kind"] == "gate")
+    assert gate["action"] == "noop" and gate["reason"].startswith("passed on")  # not re-run
+
+
+def test_a_candidate_with_other_weights_fails_and_is_never_launched(workdir: Path) -> None:
+    before = docker("inspect", "-f", "{{.Id}}", NAME)
+    result = kimik3(workdir, "apply", "--no-verify-server", "other.yaml", check=False)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "quant gate failed: top-token agreement 0.0% < 80%" in result.stderr
+    assert docker("inspect", "-f", "{{.Id}}", NAME) == before  # the serving container was never touched
+    again = kimik3(workdir, "plan", "other.yaml", check=False)
+    assert again.returncode == 3 and "failed its quant gate on this image" in again.stderr
