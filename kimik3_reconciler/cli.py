@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.text import Text
 
 from kimik3_reconciler.engine import Engine
-from kimik3_reconciler.errors import InputError, Kimik3Error, ProfileError
+from kimik3_reconciler.errors import InputError, Kimik3Error, ProfileError, VerifyFailed
 from kimik3_reconciler.model.profile_source import LoadedProfile, parse_profile
 from kimik3_reconciler.render import render_plan
 from kimik3_reconciler.reporting import CliReporter, configure_logging
@@ -164,9 +164,21 @@ def apply(ctx: click.Context, file: str, json_out: bool, rounds: int, verify_ser
 
     loaded = load(file)
     engine = _ctx(ctx, json_out).engine(file, rehash=rehash)
-    result = engine.apply(loaded, max_rounds=rounds)
+    reports = []
+
+    def check() -> None:
+        report = run_verify(engine, loaded)
+        reports.append(report)
+        if not json_out:
+            _print_report(report)
+        if not report.ok:
+            failed = ", ".join(c.name for c in report.checks if not c.ok)
+            raise VerifyFailed(f"verify failed ({failed}) for {loaded.profile.name}")
+
     # Verify only what changed: on a converged host a 2.8T model would answer 4 requests for nothing.
-    report = run_verify(engine, loaded) if verify_server and result.changed else None
+    # A failing gate, load or verify relaunches the last good profile (engine.apply_or_revert).
+    result = engine.apply_or_revert(loaded, check if verify_server else None, max_rounds=rounds)
+    report = reports[-1] if reports else None
     if json_out:
         click.echo(json.dumps({
             "profile": loaded.profile.name, "changed": result.changed, "rounds": result.rounds,
@@ -175,12 +187,8 @@ def apply(ctx: click.Context, file: str, json_out: bool, rounds: int, verify_ser
             "verify": report.to_json() if report else None,
         }, indent=2))
     else:
-        if report is not None:
-            _print_report(report)
         done = "no changes (converged)" if not result.changed else f"converged after {len(result.executed)} step(s)"
         _out.print(f"{loaded.profile.name}: {done}")
-    if report is not None and not report.ok:
-        sys.exit(1)
 
 
 @main.command()

@@ -7,13 +7,16 @@ still wants changes). A failing step stops the round: nothing after it runs, and
 
 from __future__ import annotations
 
+import datetime
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kimik3_reconciler.errors import ConvergenceError
+from kimik3_reconciler.errors import ConvergenceError, Kimik3Error, LoadFailed, VerifyFailed
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.plan import Plan, Step
-from kimik3_reconciler.model.profile_source import LoadedProfile
+from kimik3_reconciler.model.profile_source import LoadedProfile, parse_profile
+from kimik3_reconciler.model.records import last_good_key
 from kimik3_reconciler.observe import observe
 from kimik3_reconciler.planning import plan, plan_destroy, plan_prune
 from kimik3_reconciler.ports import Ports
@@ -67,6 +70,32 @@ class Engine:
         if not final.converged:
             pending = tuple(f"{s.kind} {s.target}: {s.reason}" for s in final.changes)
             raise ConvergenceError(f"not converged after {max_rounds} rounds:\n  " + "\n  ".join(pending), pending)
+        return result
+
+    def apply_or_revert(self, loaded: LoadedProfile, check: Callable[[], None] | None = None,
+                        max_rounds: int = DEFAULT_ROUNDS) -> ApplyResult:
+        """Apply; then `check` (verify). On success record the profile as the last good one. When
+        the gate, the load or the check fails, relaunch the last good profile and re-raise, saying so."""
+        try:
+            result = self.apply(loaded, max_rounds)
+            if check is not None and result.changed:
+                check()
+        except (LoadFailed, VerifyFailed) as failure:  # GateFailed and SmokeFailed are LoadFailed
+            last = self.ports.state.read(last_good_key(loaded.profile.name))
+            if last is None or last.get("text") == loaded.text:
+                raise
+            self.reporter.event("revert", to=last.get("source"), recorded=last.get("date"), reason=str(failure)[:200])
+            try:
+                self.apply(parse_profile(last["text"], source=f"last good {loaded.profile.name} ({last.get('date')})"),
+                           max_rounds)
+            except Kimik3Error as revert_failure:
+                raise type(failure)(f"{failure}\nthe revert to the last good profile (recorded {last.get('date')}) "
+                                    f"failed too: {revert_failure}") from None
+            raise type(failure)(f"{failure}\nreverted to the last good profile (recorded {last.get('date')})") from None
+        if result.changed or self.ports.state.read(last_good_key(loaded.profile.name)) is None:
+            self.ports.state.write(last_good_key(loaded.profile.name), {
+                "text": loaded.text, "source": loaded.source,
+                "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")})
         return result
 
     def prune(self, loaded: LoadedProfile, execute_steps: bool = True) -> Plan:

@@ -12,6 +12,7 @@
             ├── BuildFailed           docker build failed (failing step + last log lines)
             ├── SmokeFailed           a new image failed its tiny-model smoke test
             ├── GateFailed            a quant failed its PPL/KLD gate against the reference
+            ├── VerifyFailed          the new deployment failed `kimik3 verify` after apply
             └── DownloadFailed        hub refused (unknown repo/revision/file) or hash mismatch
 """
 
@@ -104,6 +105,10 @@ class SmokeFailed(LoadFailed):
 
 class GateFailed(LoadFailed):
     """A quant failed (or could not run) its PPL/KLD gate: it is never served."""
+
+
+class VerifyFailed(PermanentError):
+    """The new deployment answered, but `kimik3 verify` found a check failing."""
 
 
 class DownloadFailed(PermanentError):

@@ -46,6 +46,7 @@ class LoadedProfile:
     warnings: tuple[ProfileWarning, ...]
     source: str
     lines: Mapping[Path, int] = field(default_factory=dict, repr=False, compare=False)
+    text: str = field(default="", repr=False, compare=False)  # kept to record the last good profile
 
     def line_of(self, *path: str | int) -> int | None:
         """The line of the closest written key on `path` (e.g. "serve", "fit_target"), or None."""
@@ -245,7 +246,7 @@ def parse_profile(text: str, source: str = "<profile>") -> LoadedProfile:
             warnings.append(ProfileWarning(*where))
     if problems:
         raise ProfileError(_sorted(problems))
-    return LoadedProfile(profile, tuple(_sorted(warnings)), source, lines)
+    return LoadedProfile(profile, tuple(_sorted(warnings)), source, lines, text)
 
 
 def _sorted(items: list[Any]) -> list[Any]:

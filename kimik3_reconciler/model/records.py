@@ -16,6 +16,11 @@ def gate_key(repo: str, revision: str, quant: str) -> str:
     return f"gate/{repo.replace('/', '--')}/{revision}/{quant}.json"
 
 
+def last_good_key(profile_name: str) -> str:
+    """The last profile text of this name that converged and passed verify (the revert target)."""
+    return f"last-good/{profile_name}.json"
+
+
 def smoke_key(image_fingerprint: str) -> str:
     """The smoke-test result of one image (runs once per image)."""
     return f"smoke/{image_fingerprint}.json"

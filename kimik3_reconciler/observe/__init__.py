@@ -6,7 +6,7 @@ from pathlib import Path
 
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.gate_rules import gate_applies, reference_profile
-from kimik3_reconciler.model.records import LOAD_RATE_KEY, gate_key
+from kimik3_reconciler.model.records import LOAD_RATE_KEY, gate_key, last_good_key
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.observe.docker_objects import (
     collect_base_images,
@@ -44,6 +44,7 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
         container=collect_container(ports.docker, ports.http, profile.name),
         others=collect_others(ports.docker, profile.name),
         load_rate=_load_rate(ports),
+        last_good=(ports.state.read(last_good_key(profile.name)) or {}).get("date"),
         systemd=collect_systemd(profile, ports.units),
     )
 

@@ -46,6 +46,9 @@ def plan(profile: Profile, observed: Observed, warnings: tuple[str, ...] = ()) -
     health = plan_health(launch, observed, container.changes)
     units = plan_unit(profile, observed, launch, container.changes)  # () without a `systemd:` section
     extra = tuple(warnings) + launch.warnings
+    if observed.last_good and (container.changes or (gate is not None and gate.changes)):
+        extra += (f"if the gate, the load or verify fails, apply relaunches the last good profile "
+                  f"(recorded {observed.last_good})",)
     steps = (model, *((tokenizer,) if tokenizer else ()), *((reference,) if reference else ()), image, smoke,
              *((gate,) if gate else ()), *conflicts, container, health, *units)
     return Plan(profile.name, steps, warnings=extra, forecast=forecast(profile, observed))

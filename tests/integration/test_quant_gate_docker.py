@@ -60,6 +60,7 @@ def test_a_candidate_with_other_weights_fails_and_is_never_launched(workdir: Pat
     result = kimik3(workdir, "apply", "--no-verify-server", "other.yaml", check=False)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert "quant gate failed: top-token agreement 0.0% < 80%" in result.stderr
+    assert "reverted to the last good profile" in result.stderr
     assert docker("inspect", "-f", "{{.Id}}", NAME) == before  # the serving container was never touched
     again = kimik3(workdir, "plan", "other.yaml", check=False)
     assert again.returncode == 3 and "failed its quant gate on this image" in again.stderr

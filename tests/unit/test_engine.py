@@ -337,3 +337,40 @@ def test_an_unreachable_hub_is_a_clear_plan_error_after_the_gate(world, monkeypa
     with pytest.raises(PlanError, match="numa_balancing = 1"):
         engine.plan(load())
     assert docker.calls == []
+
+
+def test_a_failed_load_relaunches_the_last_good_profile(world):
+    engine, docker, _, _ = world
+    good = load()
+    engine.apply_or_revert(good)  # converged: recorded as the last good profile
+    bad = load(PROFILE.replace("parallel: 2", "parallel: 2, ubatch: 2048"))
+    plan = engine.plan(bad)
+    assert any("relaunches the last good profile" in w for w in plan.warnings)  # said up front
+    real_run = docker.run_container
+
+    def crash_the_new_one(spec):  # the new launch spec dies while loading; the old one is fine
+        docker.crash_on_start = "2048" in spec.command
+        return real_run(spec)
+
+    docker.run_container = crash_the_new_one
+    with pytest.raises(LoadFailed, match="reverted to the last good profile"):
+        engine.apply_or_revert(bad)
+    assert docker.containers["k3-test"]["State"]["Status"] == "running"
+    cmd = docker.containers["k3-test"]["Config"]["Cmd"]
+    assert cmd[cmd.index("--ubatch-size") + 1] == "4096"  # the last good launch spec runs
+
+
+def test_a_failed_check_reverts_and_says_why(world):
+    from kimik3_reconciler.errors import VerifyFailed
+
+    engine, docker, _, _ = world
+    engine.apply_or_revert(load())
+    bad = load(PROFILE.replace("parallel: 2", "parallel: 2, ubatch: 2048"))
+
+    def failing_check() -> None:
+        raise VerifyFailed("verify failed (tool_call) for k3-test")
+
+    with pytest.raises(VerifyFailed, match="reverted to the last good profile"):
+        engine.apply_or_revert(bad, failing_check)
+    cmd = docker.containers["k3-test"]["Config"]["Cmd"]
+    assert cmd[cmd.index("--ubatch-size") + 1] == "4096"
