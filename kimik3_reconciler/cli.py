@@ -209,6 +209,12 @@ def status(ctx: click.Context, file: str, json_out: bool) -> None:
     _out.print(f"container  {c.state + ' (' + (c.health or '-') + ')' + ' ' + c.id[:12] if c else 'absent'}")
     _out.print(f"images     {', '.join(t for i in observed.images for t in i.tags) or 'none'}")
     _out.print(f"model      {m.repo}@{m.revision[:12]}/{m.quant}: {len(m.files) - len(m.missing)}/{len(m.files)} files")
+    for fingerprint, record in observed.gate_records.items():  # quant gate results, per image
+        verdict = "passed" if record.get("passed") else "FAILED"
+        _out.print(f"gate       {verdict} on {record.get('date')} (image {record.get('image')}, {fingerprint}): "
+                   f"{record.get('why')}")
+    if observed.last_good:
+        _out.print(f"last good  recorded {observed.last_good} (the revert target)")
     for unit in observed.systemd.units if observed.systemd else ():
         if unit.profile == loaded.profile.name:
             edited = ", edited by hand" if unit.unit_file and unit.unit_file.edited else ""

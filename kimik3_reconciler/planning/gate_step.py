@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kimik3_reconciler.errors import PlanError
+from kimik3_reconciler.model import catalog
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.gate_rules import gate_applies
 from kimik3_reconciler.model.plan import Action, Step
@@ -53,7 +54,13 @@ def plan_gate(profile: Profile, observed: Observed, image: ImageBuild) -> Step |
         return None
     target = f"{profile.model.quant} vs {profile.gate.quant.reference_quant}"
     if not gate_applies(profile):
-        return Step("gate", target, Action.NOOP, "vetted in the catalog (or the reference itself): no gate needed")
+        info = catalog.lookup(profile.model.quant)
+        if info is not None and info.kld is not None:
+            why = (f"vetted in the catalog: KLD {info.kld} / top-token agreement {info.top_token_agreement:.1%} "
+                   f"vs {profile.gate.quant.reference_quant} (seed 000)")
+        else:
+            why = "the reference quant itself, or vetted in the catalog: no gate needed"
+        return Step("gate", target, Action.NOOP, why)
     record = observed.gate_records.get(image.fingerprint)
     if record is not None and record.get("passed"):
         return Step("gate", target, Action.NOOP, f"passed on {record.get('date')}: {record.get('why')}")

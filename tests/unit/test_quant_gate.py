@@ -85,3 +85,22 @@ gate: {{smoke: false, quant: {{reference_quant: UD-Q2_K_XL}}}}
     assert "run k3-test" not in docker.calls  # never launched
     with pytest.raises(PlanError, match="failed its quant gate on this image"):
         engine.plan(profile("UD-IQ2_M"))
+
+
+def test_a_vetted_quant_shows_its_catalog_results_instead_of_a_gate() -> None:
+    from kimik3_reconciler.model.facts import LocalInputs, ModelFact, Observed
+    from kimik3_reconciler.model.profile_source import parse_profile
+    from kimik3_reconciler.planning.gate_step import plan_gate
+    from kimik3_reconciler.planning.image_step import render_image_build
+
+    profile = parse_profile("""
+apiVersion: kimik3/v1
+name: kimi-k3
+model: {repo: unsloth/Kimi-K3-GGUF, revision: 0123456789abcdef0123456789abcdef01234567, quant: UD-IQ2_XXS}
+serve: {ubatch: 2048}
+gate: {quant: {reference_quant: UD-Q2_K_XL}}
+""").profile
+    observed = Observed(inputs=LocalInputs(dockerfile_path="-", dockerfile_sha256="d" * 64),
+                        model=ModelFact(repo="unsloth/Kimi-K3-GGUF", revision="0" * 40, quant="UD-IQ2_XXS", cache_dir="/c"))
+    step = plan_gate(profile, observed, render_image_build(profile, observed))
+    assert step.reason == "vetted in the catalog: KLD 0.37 / top-token agreement 84.6% vs UD-Q2_K_XL (seed 000)"
