@@ -12,10 +12,10 @@ from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.planning.container_step import plan_container
 from kimik3_reconciler.planning.host_gate import host_gate
 from kimik3_reconciler.planning.placement import forecast
-from kimik3_reconciler.planning.health_step import plan_health
+from kimik3_reconciler.planning.health_step import plan_health, predicted_load_s
 from kimik3_reconciler.planning.image_step import image_tag, plan_image, render_image_build
 from kimik3_reconciler.planning.launch import render_launch
-from kimik3_reconciler.planning.gate_step import plan_gate
+from kimik3_reconciler.planning.gate_step import plan_gate, plan_stop_for_gate
 from kimik3_reconciler.planning.model_step import model_spec, plan_model, plan_reference, plan_tokenizer
 from kimik3_reconciler.planning.smoke_step import plan_smoke
 from kimik3_reconciler.planning.unit_step import plan_stale_units, plan_unit, plan_unit_teardown
@@ -42,6 +42,7 @@ def plan(profile: Profile, observed: Observed, warnings: tuple[str, ...] = ()) -
     smoke = plan_smoke(profile, observed, image)
     gate = plan_gate(profile, observed, build)
     reference = plan_reference(profile, observed) if gate is not None and gate.changes else None
+    stop = plan_stop_for_gate(profile, observed, gate, predicted_load_s(observed)[0])
     conflicts = (*plan_stale_units(profile, observed), *plan_conflicts(profile, observed))
     health = plan_health(launch, observed, container.changes)
     units = plan_unit(profile, observed, launch, container.changes)  # () without a `systemd:` section
@@ -50,7 +51,7 @@ def plan(profile: Profile, observed: Observed, warnings: tuple[str, ...] = ()) -
         extra += (f"if the gate, the load or verify fails, apply relaunches the last good profile "
                   f"(recorded {observed.last_good})",)
     steps = (model, *((tokenizer,) if tokenizer else ()), *((reference,) if reference else ()), image, smoke,
-             *((gate,) if gate else ()), *conflicts, container, health, *units)
+             *((stop,) if stop else ()), *((gate,) if gate else ()), *conflicts, container, health, *units)
     return Plan(profile.name, steps, warnings=extra, forecast=forecast(profile, observed))
 
 

@@ -17,7 +17,7 @@ from kimik3_reconciler.model.gate_rules import gate_applies
 from kimik3_reconciler.model.plan import Action, Step
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.records import gate_key
-from kimik3_reconciler.model.specs import ImageBuild
+from kimik3_reconciler.model.specs import ImageBuild, Removal
 from kimik3_reconciler.planning.launch import first_shard, gpus_of
 from kimik3_reconciler.planning.units import gib
 
@@ -87,3 +87,18 @@ def plan_gate(profile: Profile, observed: Observed, image: ImageBuild) -> Step |
                 f"{profile.model.quant} is not vetted: check its logits against {gate.reference_quant} "
                 f"(KLD <= {gate.max_kld}, top-token agreement >= {gate.min_top_token_agreement:.0%}) before serving",
                 spec=run, cost=f"reference logits ~{gib(logits)} (computed once, cached); two llama-perplexity runs")
+
+
+def plan_stop_for_gate(profile: Profile, observed: Observed, gate: Step | None, load_seconds: float) -> Step | None:
+    """GPUs are shared: the serving container stops before the gate runs on them (the plan says so,
+    with the downtime); a failed gate relaunches the last good profile, i.e. starts it again."""
+    container = observed.container
+    if gate is None or not gate.changes or container is None or gpus_of(profile) == "none":
+        return None
+    if container.state not in ("running", "restarting"):
+        return None
+    return Step("stop", container.name, Action.UPDATE,
+                "the quant gate runs on the GPUs this container holds: stop it first (a failed gate starts it again)",
+                spec=Removal("stop", container.name),
+                cost=f"downtime from now until the new container is healthy: the gate's two llama-perplexity runs "
+                     f"+ a load of ~{load_seconds / 60:.0f} min")

@@ -38,7 +38,7 @@ def execute(step: Step, ports: Ports, reporter: Reporter) -> None:
         ports.units.systemctl("stop", step.spec.ref)
         reporter.event("stopped", unit=step.spec.ref, reason=step.reason)
         return
-    if step.kind == "conflict":
+    if step.kind in ("conflict", "stop"):
         ports.docker.stop_container(step.target)
         reporter.event("stopped", container=step.target, reason=step.reason)
         return

@@ -104,3 +104,46 @@ gate: {quant: {reference_quant: UD-Q2_K_XL}}
                         model=ModelFact(repo="unsloth/Kimi-K3-GGUF", revision="0" * 40, quant="UD-IQ2_XXS", cache_dir="/c"))
     step = plan_gate(profile, observed, render_image_build(profile, observed))
     assert step.reason == "vetted in the catalog: KLD 0.37 / top-token agreement 84.6% vs UD-Q2_K_XL (seed 000)"
+
+
+def test_on_gpus_the_serving_container_stops_before_the_gate_and_a_failure_starts_it_again(tmp_path, monkeypatch):
+    import json as _json
+
+    from kimik3_reconciler.engine import Engine
+    from kimik3_reconciler.errors import GateFailed
+    from kimik3_reconciler.model.profile_source import parse_profile
+    from kimik3_reconciler.steps.report import NullReporter
+    from kimik3_reconciler.testing import FakeHub, fake_ports
+
+    rev = "ab" * 20
+    files = {f"{q}/k3-{q}-0000{i}-of-00002.gguf": f"{q}{i}".encode() * 10 for q in ("UD-Q2_K_XL", "UD-IQ2_M")
+             for i in (1, 2)}
+    (tmp_path / "src.tar.gz").write_bytes(b"source")
+    (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
+    ports, docker = fake_ports(FakeHub("org/k3", rev, files, tmp_path / "hub"))
+    h200 = _json.loads((FIXTURES.parent / "h200" / "nvml.json").read_text())
+    ports.host.nvml_dump = h200
+    monkeypatch.setattr(docker, "info", lambda: {"Runtimes": {"nvidia": {}}})
+    engine = Engine(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp")
+
+    def profile(quant: str):
+        return parse_profile(f"""
+apiVersion: kimik3/v1
+name: k3-test
+model: {{repo: org/k3, revision: {rev}, quant: {quant}}}
+build: {{source: mainline, archive: src.tar.gz, cuda_architectures: ["90"]}}
+gpus: [0]
+serve: {{port: 18999, ctx_size: 4096, parallel: 2}}
+gate: {{smoke: false, quant: {{reference_quant: UD-Q2_K_XL}}}}
+""")
+
+    engine.apply_or_revert(profile("UD-Q2_K_XL"))  # serving, recorded as the last good profile
+    plan = engine.plan(profile("UD-IQ2_M"))
+    kinds = [s.kind for s in plan.changes]
+    assert kinds.index("stop") < kinds.index("gate") < kinds.index("container")
+    assert "downtime from now until the new container is healthy" in next(s for s in plan.changes if s.kind == "stop").cost
+    docker.perplexity_outputs["UD-IQ2_M"] = (FIXTURES / "kld-other-weights.out").read_text()
+    with pytest.raises(GateFailed, match="reverted to the last good profile"):
+        engine.apply_or_revert(profile("UD-IQ2_M"))
+    assert docker.calls.index("stop k3-test") < docker.calls.index("oneshot kimik3-gate-candidate")
+    assert docker.containers["k3-test"]["State"]["Status"] == "running"  # started again by the revert
