@@ -8,6 +8,7 @@ pinned revision says what is needed (and how big it is).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from kimik3_reconciler.errors import DownloadFailed, TransientError
@@ -44,26 +45,32 @@ def _missing(files: tuple[RemoteFile, ...], verified: frozenset[str], repo: str,
     return tuple(missing)
 
 
-def collect_model(profile: Profile, hub: HubPort, state: StatePort, base_dir: Path, host: HostPort,
-                  rehash: bool = False) -> ModelFact:
-    m = profile.model
-    cache_dir = _cache_dir(profile, hub, base_dir)
-    record = state.read(manifest_key(profile))
+def _collect(repo: str, revision: str, quant: str, key: str, listing: Callable[[], list[RemoteFile]],
+             cache_dir: str, hub: HubPort, state: StatePort, host: HostPort, rehash: bool) -> ModelFact:
+    """The verified manifest when there is one, else the hub's listing; then what is missing locally."""
+    record = state.read(key)
     if record is not None:
         files, verified = parse_manifest(record)
-        listing = "manifest"
+        source = "manifest"
     else:
         try:
-            files = tuple(hub.list_files(m.repo, m.revision, wanted_paths(profile), m.endpoint))
+            files, verified, source = tuple(listing()), frozenset(), "hub"
         except (DownloadFailed, TransientError) as exc:
             # Kept as a fact: on a host the gate refuses anyway (no GPU, numa_balancing...), that
             # refusal is the more useful answer; otherwise the planner reports this error.
-            return ModelFact(repo=m.repo, revision=m.revision, quant=m.quant, cache_dir=cache_dir, listing="hub",
+            return ModelFact(repo=repo, revision=revision, quant=quant, cache_dir=cache_dir, listing="hub",
                              listing_error=str(exc), cache_free_bytes=host.disk_free(cache_dir))
-        verified, listing = frozenset(), "hub"
-    return ModelFact(repo=m.repo, revision=m.revision, quant=m.quant, cache_dir=cache_dir, files=files,
-                     missing=_missing(files, verified, m.repo, m.revision, cache_dir, hub, rehash), listing=listing,
+    return ModelFact(repo=repo, revision=revision, quant=quant, cache_dir=cache_dir, files=files,
+                     missing=_missing(files, verified, repo, revision, cache_dir, hub, rehash), listing=source,
                      cache_free_bytes=host.disk_free(cache_dir))
+
+
+def collect_model(profile: Profile, hub: HubPort, state: StatePort, base_dir: Path, host: HostPort,
+                  rehash: bool = False) -> ModelFact:
+    m = profile.model
+    return _collect(m.repo, m.revision, m.quant, manifest_key(profile),
+                    lambda: hub.list_files(m.repo, m.revision, wanted_paths(profile), m.endpoint),
+                    _cache_dir(profile, hub, base_dir), hub, state, host, rehash)
 
 
 def collect_tokenizer(profile: Profile, hub: HubPort, state: StatePort, base_dir: Path, host: HostPort,
@@ -72,21 +79,11 @@ def collect_tokenizer(profile: Profile, hub: HubPort, state: StatePort, base_dir
     t = profile.model.tokenizer
     if t is None:
         return None
-    cache_dir = _cache_dir(profile, hub, base_dir)
-    record = state.read(tokenizer_manifest_key(profile))
-    if record is not None:
-        files, verified = parse_manifest(record)
-        listing = "manifest"
-    else:
-        try:
-            if hub_down:  # the model listing just failed on this endpoint: don't wait for it twice
-                raise TransientError(hub_down)
-            listed = hub.list_repo(t.repo, t.revision, profile.model.endpoint)
-        except (DownloadFailed, TransientError) as exc:
-            return ModelFact(repo=t.repo, revision=t.revision, quant="tokenizer", cache_dir=cache_dir, listing="hub",
-                             listing_error=str(exc), cache_free_bytes=host.disk_free(cache_dir))
-        files = tuple(f for f in listed if not is_weight(f.path))
-        verified, listing = frozenset(), "hub"
-    return ModelFact(repo=t.repo, revision=t.revision, quant="tokenizer", cache_dir=cache_dir, files=files,
-                     missing=_missing(files, verified, t.repo, t.revision, cache_dir, hub, rehash), listing=listing,
-                     cache_free_bytes=host.disk_free(cache_dir))
+
+    def listing() -> list[RemoteFile]:
+        if hub_down:  # the model listing just failed on this endpoint: don't wait for it twice
+            raise TransientError(hub_down)
+        return [f for f in hub.list_repo(t.repo, t.revision, profile.model.endpoint) if not is_weight(f.path)]
+
+    return _collect(t.repo, t.revision, "tokenizer", tokenizer_manifest_key(profile), listing,
+                    _cache_dir(profile, hub, base_dir), hub, state, host, rehash)

@@ -40,12 +40,13 @@ def disk_refusal(model: ModelFact) -> str | None:
             f"{gib(with_headroom - model.cache_free_bytes)} [{_breakdown(model)}]")
 
 
+def _download(fact: ModelFact, endpoint: str | None, key: str) -> ModelDownload:
+    return ModelDownload(repo=fact.repo, revision=fact.revision, quant=fact.quant, endpoint=endpoint,
+                         cache_dir=fact.cache_dir, files=fact.files, missing=fact.missing, manifest_key=key)
+
+
 def model_spec(profile: Profile, observed: Observed) -> ModelDownload:
-    model = observed.model
-    return ModelDownload(
-        repo=model.repo, revision=model.revision, quant=model.quant, endpoint=profile.model.endpoint,
-        cache_dir=model.cache_dir, files=model.files, missing=model.missing, manifest_key=manifest_key(profile),
-    )
+    return _download(observed.model, profile.model.endpoint, manifest_key(profile))
 
 
 def plan_tokenizer(profile: Profile, observed: Observed) -> Step | None:
@@ -53,9 +54,7 @@ def plan_tokenizer(profile: Profile, observed: Observed) -> Step | None:
     fact = observed.tokenizer
     if fact is None:
         return None
-    spec = ModelDownload(repo=fact.repo, revision=fact.revision, quant="tokenizer", endpoint=profile.model.endpoint,
-                         cache_dir=fact.cache_dir, files=fact.files, missing=fact.missing,
-                         manifest_key=tokenizer_manifest_key(profile))
+    spec = _download(fact, profile.model.endpoint, tokenizer_manifest_key(profile))
     target = f"{fact.repo}@{fact.revision[:12]} (non-weight files)"
     if fact.complete:
         return Step("tokenizer", target, Action.NOOP, f"all {len(fact.files)} files verified in the cache", spec=spec)
