@@ -15,6 +15,36 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "perplexity"
 GATE = QuantGate()  # seed defaults: max_kld 0.5, min_top_token_agreement 0.80
 
 
+REV = "ab" * 20
+
+
+def fake_world(tmp_path: Path, quants: tuple[str, ...]):
+    """An engine on fakes whose hub holds `quants` of org/k3 (2 shards each)."""
+    from kimik3_reconciler.engine import Engine
+    from kimik3_reconciler.steps.report import NullReporter
+    from kimik3_reconciler.testing import FakeHub, fake_ports
+
+    files = {f"{q}/k3-{q}-0000{i}-of-00002.gguf": f"{q}{i}".encode() * 10 for q in quants for i in (1, 2)}
+    (tmp_path / "src.tar.gz").write_bytes(b"source")
+    (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
+    ports, docker = fake_ports(FakeHub("org/k3", REV, files, tmp_path / "hub"))
+    return Engine(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp"), docker
+
+
+def gated(quant: str, build: str, gpus: str):
+    from kimik3_reconciler.model.profile_source import parse_profile
+
+    return parse_profile(f"""
+apiVersion: kimik3/v1
+name: k3-test
+model: {{repo: org/k3, revision: {REV}, quant: {quant}}}
+build: {{source: mainline, archive: src.tar.gz, {build}}}
+gpus: {gpus}
+serve: {{port: 18999, ctx_size: 4096, parallel: 2}}
+gate: {{smoke: false, quant: {{reference_quant: UD-Q2_K_XL}}}}
+""")
+
+
 def report(name: str):
     return parse_kld_report((FIXTURES / name).read_text())
 
@@ -48,31 +78,12 @@ def test_seed_figures_against_the_defaults() -> None:
 
 
 def test_the_gate_step_on_fakes_inserted_skipped_recorded_and_refusing(tmp_path) -> None:
-    from kimik3_reconciler.engine import Engine
     from kimik3_reconciler.errors import GateFailed, PlanError
-    from kimik3_reconciler.model.profile_source import parse_profile
-    from kimik3_reconciler.steps.report import NullReporter
-    from kimik3_reconciler.testing import FakeHub, fake_ports
 
-    rev = "ab" * 20
-    files = {f"{q}/k3-{q}-0000{i}-of-00002.gguf": f"{q}{i}".encode() * 10
-             for q in ("UD-Q2_K_XL", "UD-IQ2_M", "UD-Q2_K_XL-REAP770") for i in (1, 2)}
-    (tmp_path / "src.tar.gz").write_bytes(b"source")
-    (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
-    hub = FakeHub("org/k3", rev, files, tmp_path / "hub")
-    ports, docker = fake_ports(hub)
-    engine = Engine(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp")
+    engine, docker = fake_world(tmp_path, ("UD-Q2_K_XL", "UD-IQ2_M", "UD-Q2_K_XL-REAP770"))
 
     def profile(quant: str):
-        return parse_profile(f"""
-apiVersion: kimik3/v1
-name: k3-test
-model: {{repo: org/k3, revision: {rev}, quant: {quant}}}
-build: {{source: mainline, variant: cpu, cpu_features: [], archive: src.tar.gz}}
-gpus: none
-serve: {{port: 18999, ctx_size: 4096, parallel: 2}}
-gate: {{smoke: false, quant: {{reference_quant: UD-Q2_K_XL}}}}
-""")
+        return gated(quant, "variant: cpu, cpu_features: []", "none")
 
     vetted = engine.plan(profile("UD-Q2_K_XL-REAP770"))
     assert [s.action.name for s in vetted.steps if s.kind == "gate"] == ["NOOP"]
@@ -109,33 +120,14 @@ gate: {quant: {reference_quant: UD-Q2_K_XL}}
 def test_on_gpus_the_serving_container_stops_before_the_gate_and_a_failure_starts_it_again(tmp_path, monkeypatch):
     import json as _json
 
-    from kimik3_reconciler.engine import Engine
     from kimik3_reconciler.errors import GateFailed
-    from kimik3_reconciler.model.profile_source import parse_profile
-    from kimik3_reconciler.steps.report import NullReporter
-    from kimik3_reconciler.testing import FakeHub, fake_ports
 
-    rev = "ab" * 20
-    files = {f"{q}/k3-{q}-0000{i}-of-00002.gguf": f"{q}{i}".encode() * 10 for q in ("UD-Q2_K_XL", "UD-IQ2_M")
-             for i in (1, 2)}
-    (tmp_path / "src.tar.gz").write_bytes(b"source")
-    (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
-    ports, docker = fake_ports(FakeHub("org/k3", rev, files, tmp_path / "hub"))
-    h200 = _json.loads((FIXTURES.parent / "h200" / "nvml.json").read_text())
-    ports.host.nvml_dump = h200
+    engine, docker = fake_world(tmp_path, ("UD-Q2_K_XL", "UD-IQ2_M"))
+    engine.ports.host.nvml_dump = _json.loads((FIXTURES.parent / "h200" / "nvml.json").read_text())
     monkeypatch.setattr(docker, "info", lambda: {"Runtimes": {"nvidia": {}}})
-    engine = Engine(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp")
 
     def profile(quant: str):
-        return parse_profile(f"""
-apiVersion: kimik3/v1
-name: k3-test
-model: {{repo: org/k3, revision: {rev}, quant: {quant}}}
-build: {{source: mainline, archive: src.tar.gz, cuda_architectures: ["90"]}}
-gpus: [0]
-serve: {{port: 18999, ctx_size: 4096, parallel: 2}}
-gate: {{smoke: false, quant: {{reference_quant: UD-Q2_K_XL}}}}
-""")
+        return gated(quant, 'cuda_architectures: ["90"]', "[0]")
 
     engine.apply_or_revert(profile("UD-Q2_K_XL"))  # serving, recorded as the last good profile
     plan = engine.plan(profile("UD-IQ2_M"))

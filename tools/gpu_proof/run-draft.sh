@@ -1,22 +1,12 @@
 #!/usr/bin/env bash
 # Speculative-draft proof on the device machine (issue 5): the same native build as run.sh, then the
 # argv kimik3 renders for tools/gpu_proof/h200-draft.yaml (target + draft on the derived device).
-set -uo pipefail
-export PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-export PYTHONPATH=/tmp/site:$PWD
-P=.gpu_proof
+source tools/gpu_proof/lib.sh
 python3 tools/gpu_proof/render.py tools/gpu_proof/h200-draft.yaml $P/tiny $P/Kimi-K3-tiny-draft.gguf > "$OUT/rendered-draft.json" || exit 1
 SNAP=/models/models--kimik3-demo--Kimi-K3-tiny-GGUF/snapshots/d3e0c0ded3e0c0ded3e0c0ded3e0c0ded3e0c0de/UD-Q2_K_XL
 mkdir -p "$SNAP" /drafts && cp $P/tiny/*.gguf "$SNAP/" && cp $P/Kimi-K3-tiny-draft.gguf /drafts/
-mkdir -p /tmp/src && tar -xzf $P/llama.cpp-b11434.tar.gz -C /tmp/src --strip-components=1
-mapfile -t CMAKE_ARGS < <(python3 -c 'import json,sys; print("\n".join(json.load(open(sys.argv[1]))["cmake_args"]))' "$OUT/rendered-draft.json")
-mapfile -t ARGV < <(python3 -c 'import json,sys; print("\n".join(json.load(open(sys.argv[1]))["argv"]))' "$OUT/rendered-draft.json")
-t0=$(date +%s)
-cmake -S /tmp/src -B /tmp/build -G Ninja "${CMAKE_ARGS[@]}" >/tmp/configure.log 2>&1 || { tail -30 /tmp/configure.log; exit 1; }
-cmake --build /tmp/build -j"$(nproc)" --target llama-server >/tmp/build.log 2>&1 || { tail -40 /tmp/build.log; exit 1; }
-echo "build_seconds=$(( $(date +%s) - t0 ))" > "$OUT/draft-probe.txt"
+mapfile -t ARGV < <(json_lines "$OUT/rendered-draft.json" argv)
+build_llama "$OUT/rendered-draft.json" llama-server > "$OUT/draft-probe.txt" || exit 1
 echo "argv: ${ARGV[*]}" >> "$OUT/draft-probe.txt"
 cd /tmp/build/bin
 LD_LIBRARY_PATH=/tmp/build/bin ./llama-server "${ARGV[@]}" -lv 4 >"$OUT/draft-server.log" 2>&1 &

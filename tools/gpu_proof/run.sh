@@ -2,27 +2,14 @@
 # GPU proof (run on the device machine from the repo root; see the closing note of issue 3):
 # native CUDA build with kimik3's rendered cmake args, then the rendered container argv (minus
 # docker) serving the tiny model on the GPU; records host facts (NVML, lscpu) as fixtures.
-set -uo pipefail
-export PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-export PYTHONPATH=/tmp/site:$PWD
-P=.gpu_proof
+source tools/gpu_proof/lib.sh
 python3 tools/gpu_proof/render.py tools/gpu_proof/h200-tiny.yaml $P/tiny > "$OUT/rendered.json" || exit 1
 # the container's /models mount, recreated natively: the HF cache layout with the tiny shards
 SNAP=/models/models--kimik3-demo--Kimi-K3-tiny-GGUF/snapshots/d3e0c0ded3e0c0ded3e0c0ded3e0c0ded3e0c0de/UD-Q2_K_XL
 mkdir -p "$SNAP" && cp $P/tiny/*.gguf "$SNAP/"
-mkdir -p /tmp/src && tar -xzf $P/llama.cpp-b11434.tar.gz -C /tmp/src --strip-components=1
-mapfile -t CMAKE_ARGS < <(python3 -c 'import json,sys; print("\n".join(json.load(open(sys.argv[1]))["cmake_args"]))' "$OUT/rendered.json")
-mapfile -t ARGV < <(python3 -c 'import json,sys; print("\n".join(json.load(open(sys.argv[1]))["argv"]))' "$OUT/rendered.json")
-{
-  echo "cmake args: ${CMAKE_ARGS[*]}"
-  t0=$(date +%s)
-  cmake -S /tmp/src -B /tmp/build -G Ninja "${CMAKE_ARGS[@]}" >/tmp/configure.log 2>&1 || { tail -30 /tmp/configure.log; exit 1; }
-  grep -E "CUDA|ARCHITECTURES|AVX|AMX" /tmp/configure.log | head -20
-  cmake --build /tmp/build -j"$(nproc)" --target llama-server llama-perplexity >/tmp/build.log 2>&1 || { tail -40 /tmp/build.log; exit 1; }
-  echo "build_seconds=$(( $(date +%s) - t0 )) steps=$(grep -c '^\[' /tmp/build.log)"
-} 2>&1 | tee "$OUT/build.txt"
+mapfile -t ARGV < <(json_lines "$OUT/rendered.json" argv)
+build_llama "$OUT/rendered.json" llama-server llama-perplexity 2>&1 | tee "$OUT/build.txt"
+[ "${PIPESTATUS[0]}" = 0 ] || exit 1
 cd /tmp/build/bin
 LD_LIBRARY_PATH=/tmp/build/bin ./llama-server "${ARGV[@]}" -lv 4 >"$OUT/server.log" 2>&1 &
 PID=$!
