@@ -10,22 +10,14 @@ cache stat). Prints both and the ratio: the planner's own overhead on top of wha
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-PROFILE = ROOT / "profiles" / "demo-cpu.yaml"
-ENV = {**os.environ, "KIMIK3_STATE_DIR": os.environ.get("KIMIK3_STATE_DIR", str(ROOT / ".kimik3-demo" / "state"))}
+from common import IMPORTS, KIMIK3, PROFILE, ROOT, timed
 
 
-def timed(argv: list[str]) -> float:
-    start = time.perf_counter()
-    subprocess.run(argv, capture_output=True, env=ENV, check=True)
-    return time.perf_counter() - start
 
 
 def raw_calls() -> float:
@@ -54,9 +46,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
     runs = parser.parse_args().runs
-    plan = [timed([sys.executable, "-m", "kimik3_reconciler", "plan", str(PROFILE)]) for _ in range(runs)]
-    imports = [timed([sys.executable, "-c", "import kimik3_reconciler.cli, kimik3_reconciler.adapters.docker_engine, "
-                      "kimik3_reconciler.adapters.hf_hub, pynvml"]) for _ in range(runs)]
+    plan = [timed([*KIMIK3, "plan", str(PROFILE)]) for _ in range(runs)]
+    imports = [timed([sys.executable, "-c", IMPORTS + ", pynvml"]) for _ in range(runs)]
     raw = [raw_calls() for _ in range(runs)]
     baseline = statistics.median(imports) + statistics.median(raw)
     print(f"no-op plan: median {statistics.median(plan):.3f} s; baseline {baseline:.3f} s (imports "

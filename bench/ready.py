@@ -15,18 +15,14 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import os
 import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-PROFILE = ROOT / "profiles" / "demo-cpu.yaml"
+from common import ENV, IMPORTS, KIMIK3, PROFILE, ROOT, timed
+
 NAME = "kimi-k3-demo"
-KIMIK3 = [sys.executable, "-m", "kimik3_reconciler"]
-ENV = {**os.environ, "KIMIK3_STATE_DIR": os.environ.get("KIMIK3_STATE_DIR", str(ROOT / ".kimik3-demo" / "state"))}
 
 
 def _ts(text: str) -> dt.datetime:
@@ -41,11 +37,6 @@ def ready_latency() -> float:
     listening = next(ln for ln in logs.splitlines() if "listening on" in ln)
     return (_ts(healthy["timestamp"]) - _ts(listening.split()[0])).total_seconds()
 
-
-def timed(argv: list[str]) -> float:
-    start = time.perf_counter()
-    subprocess.run(argv, capture_output=True, env=ENV, check=True)
-    return time.perf_counter() - start
 
 
 def raw_observation() -> float:
@@ -70,8 +61,7 @@ def main() -> None:
     print(f"ready latency (listening -> kimik3 healthy): median {statistics.median(latencies):.3f} s "
           f"(runs: {', '.join(f'{x:.3f}' for x in latencies)}; goal <= 0.5 s)")
     noop = [timed([*KIMIK3, "apply", str(PROFILE)]) for _ in range(runs)]
-    start_import = [timed([sys.executable, "-c", "import kimik3_reconciler.cli, kimik3_reconciler.adapters.docker_engine, "
-                           "kimik3_reconciler.adapters.hf_hub"]) for _ in range(runs)]
+    start_import = [timed([sys.executable, "-c", IMPORTS]) for _ in range(runs)]
     raw = [raw_observation() for _ in range(runs)]
     baseline = statistics.median(start_import) + statistics.median(raw)
     print(f"no-op apply: median {statistics.median(noop):.3f} s; baseline (interpreter+imports "

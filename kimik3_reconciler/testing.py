@@ -16,6 +16,18 @@ from kimik3_reconciler.ports import LineSink, Ports
 
 _ids = itertools.count(1)
 
+# The profile the engine unit tests start from: CPU variant, no GPUs, a local archive, no smoke test.
+FAKE_REVISION = "ab" * 20
+FAKE_PROFILE = f"""
+apiVersion: kimik3/v1
+name: k3-test
+model: {{repo: org/k3, revision: {FAKE_REVISION}, quant: UD-Q2_K_XL}}
+build: {{source: mainline, variant: cpu, cpu_features: [], archive: src.tar.gz}}
+gpus: none
+serve: {{port: 18999, ctx_size: 4096, parallel: 2}}
+gate: {{smoke: false}}
+"""
+
 
 def _new_id() -> str:
     return hashlib.sha256(str(next(_ids)).encode()).hexdigest()

@@ -12,18 +12,9 @@ from kimik3_reconciler.errors import ConvergenceError, DownloadFailed, LoadFaile
 from kimik3_reconciler.model.plan import Action
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.steps.report import NullReporter
-from kimik3_reconciler.testing import FakeHub, fake_ports
+from kimik3_reconciler.testing import FAKE_PROFILE, FAKE_REVISION, FakeHub, fake_ports
 
-REV = "ab" * 20
-PROFILE = f"""
-apiVersion: kimik3/v1
-name: k3-test
-model: {{repo: org/k3, revision: {REV}, quant: UD-Q2_K_XL}}
-build: {{source: mainline, variant: cpu, cpu_features: [], archive: src.tar.gz}}
-gpus: none
-serve: {{port: 18999, ctx_size: 4096, parallel: 2}}
-gate: {{smoke: false}}
-"""
+REV, PROFILE = FAKE_REVISION, FAKE_PROFILE
 FILES = {
     "UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00002.gguf": b"shard-one" * 10,
     "UD-Q2_K_XL/k3-UD-Q2_K_XL-00002-of-00002.gguf": b"shard-two" * 10,

@@ -13,19 +13,10 @@ from kimik3_reconciler.engine import Engine
 from kimik3_reconciler.errors import PermanentError, TransientError
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.steps.report import NullReporter
-from kimik3_reconciler.testing import FakeChat, FakeHub, fake_ports
+from kimik3_reconciler.testing import FAKE_PROFILE, FAKE_REVISION, FakeChat, FakeHub, fake_ports
 from kimik3_reconciler.verify import MAINLINE_SKIP, NO_TOOL_CALL, solid_png, verify
 
-REV = "ab" * 20
-PROFILE = f"""
-apiVersion: kimik3/v1
-name: k3-test
-model: {{repo: org/k3, revision: {REV}, quant: UD-Q2_K_XL}}
-build: {{source: mainline, variant: cpu, cpu_features: [], archive: src.tar.gz}}
-gpus: none
-serve: {{port: 18999, ctx_size: 4096, parallel: 2}}
-gate: {{smoke: false}}
-"""
+REV, PROFILE = FAKE_REVISION, FAKE_PROFILE
 FORK = PROFILE.replace("quant: UD-Q2_K_XL}", "quant: UD-Q2_K_XL, mmproj: mmproj-F16.gguf}").replace(
     "source: mainline", "source: fork")
 FILES = {

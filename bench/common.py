@@ -1,0 +1,22 @@
+"""Shared by the benchmarks: the demo profile, kimik3's state dir, and timing a whole command."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PROFILE = ROOT / "profiles" / "demo-cpu.yaml"
+KIMIK3 = [sys.executable, "-m", "kimik3_reconciler"]
+ENV = {**os.environ, "KIMIK3_STATE_DIR": os.environ.get("KIMIK3_STATE_DIR", str(ROOT / ".kimik3-demo" / "state"))}
+IMPORTS = "import kimik3_reconciler.cli, kimik3_reconciler.adapters.docker_engine, kimik3_reconciler.adapters.hf_hub"
+
+
+def timed(argv: list[str]) -> float:
+    """Wall time of a command run to completion (a failure raises)."""
+    start = time.perf_counter()
+    subprocess.run(argv, capture_output=True, env=ENV, check=True)
+    return time.perf_counter() - start
