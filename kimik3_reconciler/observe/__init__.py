@@ -29,10 +29,13 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
     gated = gate_applies(profile)
     reference = (collect_model(reference_profile(profile), ports.hub, ports.state, base_dir, ports.host, rehash)
                  if gated else None)
+    # Inspected once: the container fact also tells the host collector which GPU process is ours.
+    container = collect_container(ports.docker, ports.http, profile.name)
+    ours = frozenset({container.pid}) if container is not None and container.pid else frozenset()
     return Observed(
         reference=reference,
         gate_records=(ports.state.read(gate_key(model.repo, model.revision, model.quant)) or {}) if gated else {},
-        host=collect_host(ports.host, ports.docker, _container_pids(ports, profile.name)),
+        host=collect_host(ports.host, ports.docker, ours),
         inputs=collect_inputs(profile, base_dir, dockerfile, ports.state),
         model=model,
         layout=collect_layout(profile, ports.hub, ports.state, model),
@@ -41,19 +44,12 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
         images=collect_images(ports.docker, ports.state),
         base_images=collect_base_images(ports.docker, (profile.build.base_images.build,
                                                        profile.build.base_images.runtime)),
-        container=collect_container(ports.docker, ports.http, profile.name),
+        container=container,
         others=collect_others(ports.docker, profile.name),
         load_rate=_load_rate(ports),
         last_good=(ports.state.read(last_good_key(profile.name)) or {}).get("date"),
         systemd=collect_systemd(profile, ports.units),
     )
-
-
-def _container_pids(ports: Ports, name: str) -> frozenset[int]:
-    """The host pid of the profile's llama-server (its container's PID 1), to tell our VRAM from others'."""
-    inspect = ports.docker.inspect_container(name)
-    pid = ((inspect or {}).get("State") or {}).get("Pid") or 0
-    return frozenset({pid}) if pid else frozenset()
 
 
 def _load_rate(ports: Ports) -> float | None:
