@@ -83,3 +83,17 @@ def test_seed_rules_hold_in_every_rendered_container(path: Path) -> None:
         assert pairs["--spec-draft-model"].startswith("/drafts/") and "--spec-type" in pairs
     if profile.serve.host == "loopback":
         assert pairs["--host"] == "127.0.0.1"
+
+
+def test_fingerprints_are_stable() -> None:
+    """A changed fingerprint replaces every running container (a ~17-minute reload on a real host) and
+    rebuilds every image: only a change to what is launched or built may move them, never a refactor.
+    Update tests/golden/fingerprints.json only together with a change to the rendered argv/mounts/build."""
+    want = json.loads((GOLDEN / "fingerprints.json").read_text())
+    got = {}
+    for path in PROFILES:
+        profile, observed = observed_for(path)
+        image = render_image_build(profile, observed)
+        launch = render_launch(profile, observed, image.tag, image.fingerprint)
+        got[path.stem] = {"image": image.fingerprint, "container": launch.fingerprint}
+    assert got == want
