@@ -57,14 +57,14 @@ class _Context:
         self.verbose, self.json_out = verbose, json_out
         self.systemd_root, self.systemctl_prefix = systemd_root, tuple(shlex.split(systemctl_prefix))
 
-    def engine(self, profile_path: str, rehash: bool = False) -> Engine:
+    def engine(self, profile_path: str) -> Engine:
         from kimik3_reconciler.adapters import real_ports
 
         interactive = _err.is_terminal and not self.json_out
         configure_logging(json_logs=not interactive, verbose=self.verbose)
         reporter = CliReporter(_err, interactive, self.verbose)
         ports = real_ports(self.state_dir, self.docker_host, self.systemd_root, self.systemctl_prefix)
-        return Engine(ports, reporter, Path(profile_path).resolve().parent, self.dockerfile, rehash=rehash)
+        return Engine(ports, reporter, Path(profile_path).resolve().parent, self.dockerfile)
 
 
 def _run(fn):  # noqa: ANN001 - click callback wrapper
@@ -140,7 +140,7 @@ def validate(files: tuple[str, ...]) -> None:
 def plan(ctx: click.Context, file: str, json_out: bool, detailed_exitcode: bool, rehash: bool, verbose: bool) -> None:
     """Show what apply would change, and why."""
     loaded = load(file)
-    the_plan = _ctx(ctx, json_out).engine(file, rehash=rehash).plan(loaded)
+    the_plan = _ctx(ctx, json_out).engine(file).plan(loaded, rehash=rehash)
     if json_out:
         click.echo(json.dumps(the_plan.to_json(), indent=2))
     else:
@@ -163,7 +163,7 @@ def apply(ctx: click.Context, file: str, json_out: bool, rounds: int, verify_ser
     from kimik3_reconciler.verify import verify as run_verify
 
     loaded = load(file)
-    engine = _ctx(ctx, json_out).engine(file, rehash=rehash)
+    engine = _ctx(ctx, json_out).engine(file)
     reports = []
 
     def check() -> None:
@@ -177,7 +177,7 @@ def apply(ctx: click.Context, file: str, json_out: bool, rounds: int, verify_ser
 
     # Verify only what changed: on a converged host a 2.8T model would answer 4 requests for nothing.
     # A failing gate, load or verify relaunches the last good profile (engine.apply_or_revert).
-    result = engine.apply_or_revert(loaded, check if verify_server else None, max_rounds=rounds)
+    result = engine.apply_or_revert(loaded, check if verify_server else None, max_rounds=rounds, rehash=rehash)
     report = reports[-1] if reports else None
     if json_out:
         click.echo(json.dumps({

@@ -7,7 +7,6 @@ still wants changes). A failing step stops the round: nothing after it runs, and
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,9 +17,9 @@ from kimik3_reconciler.model.plan import Plan, Step
 from kimik3_reconciler.model.profile_source import LoadedProfile, parse_profile
 from kimik3_reconciler.model.records import last_good_key
 from kimik3_reconciler.observe import observe
-from kimik3_reconciler.planning import plan, plan_destroy, plan_prune
+from kimik3_reconciler.planning import gate_reference, plan, plan_destroy, plan_prune
 from kimik3_reconciler.ports import Ports
-from kimik3_reconciler.steps import Reporter, execute
+from kimik3_reconciler.steps import Reporter, check_executable, execute
 
 DEFAULT_ROUNDS = 3
 
@@ -39,24 +38,24 @@ class ApplyResult:
 
 
 class Engine:
-    def __init__(self, ports: Ports, reporter: Reporter, base_dir: Path, dockerfile: Path, rehash: bool = False):
+    def __init__(self, ports: Ports, reporter: Reporter, base_dir: Path, dockerfile: Path):
         self.ports, self.reporter = ports, reporter
         self.base_dir, self.dockerfile = base_dir, dockerfile
-        self.rehash = rehash  # `--verify`: re-hash cached model files once, in the first observation
 
-    def observe(self, loaded: LoadedProfile) -> Observed:
-        observed = observe(loaded.profile, self.ports, self.base_dir, self.dockerfile, self.rehash)
-        self.rehash = False
-        return observed
+    def observe(self, loaded: LoadedProfile, rehash: bool = False) -> Observed:
+        """`rehash` (`--verify`): re-hash the cached model files instead of trusting the verified manifest."""
+        profile = loaded.profile
+        return observe(profile, self.ports, self.base_dir, self.dockerfile, rehash, gate_reference(profile))
 
-    def plan(self, loaded: LoadedProfile) -> Plan:
+    def plan(self, loaded: LoadedProfile, rehash: bool = False) -> Plan:
         warnings = tuple(str(w) for w in loaded.warnings)
-        return plan(loaded.profile, self.observe(loaded), warnings)
+        return check_executable(plan(loaded.profile, self.observe(loaded, rehash), warnings))
 
-    def apply(self, loaded: LoadedProfile, max_rounds: int = DEFAULT_ROUNDS) -> ApplyResult:
+    def apply(self, loaded: LoadedProfile, max_rounds: int = DEFAULT_ROUNDS, rehash: bool = False) -> ApplyResult:
+        """Converge; `rehash` applies to the first observation only (what it finds missing is fetched again)."""
         result = ApplyResult()
         for round_no in range(1, max_rounds + 1):
-            current = self.plan(loaded)
+            current = self.plan(loaded, rehash=rehash and round_no == 1)
             result.rounds, result.final = round_no, current
             if current.converged:
                 return result
@@ -73,11 +72,11 @@ class Engine:
         return result
 
     def apply_or_revert(self, loaded: LoadedProfile, check: Callable[[], None] | None = None,
-                        max_rounds: int = DEFAULT_ROUNDS) -> ApplyResult:
+                        max_rounds: int = DEFAULT_ROUNDS, rehash: bool = False) -> ApplyResult:
         """Apply; then `check` (verify). On success record the profile as the last good one. When
         the gate, the load or the check fails, relaunch the last good profile and re-raise, saying so."""
         try:
-            result = self.apply(loaded, max_rounds)
+            result = self.apply(loaded, max_rounds, rehash)
             if check is not None and result.changed:
                 check()
         except (LoadFailed, VerifyFailed) as failure:  # GateFailed and SmokeFailed are LoadFailed
@@ -95,18 +94,18 @@ class Engine:
         if result.changed or self.ports.state.read(last_good_key(loaded.profile.name)) is None:
             self.ports.state.write(last_good_key(loaded.profile.name), {
                 "text": loaded.text, "source": loaded.source,
-                "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")})
+                "date": self.ports.clock.now().isoformat(timespec="seconds")})
         return result
 
     def prune(self, loaded: LoadedProfile, execute_steps: bool = True) -> Plan:
-        pruning = plan_prune(loaded.profile, self.observe(loaded))
+        pruning = check_executable(plan_prune(loaded.profile, self.observe(loaded)))
         if execute_steps:
             for step in pruning.changes:
                 execute(step, self.ports, self.reporter)
         return pruning
 
     def destroy(self, loaded: LoadedProfile, *, images: bool, model: bool, execute_steps: bool = True) -> Plan:
-        teardown = plan_destroy(loaded.profile, self.observe(loaded), images=images, model=model)
+        teardown = check_executable(plan_destroy(loaded.profile, self.observe(loaded), images=images, model=model))
         if execute_steps:
             for step in teardown.changes:
                 execute(step, self.ports, self.reporter)

@@ -1,7 +1,8 @@
-"""Protocols for every side effect; adapters/ implements them, testing.py fakes them."""
+"""Protocols for every side effect; adapters/ implements them, tests/support/fakes.py fakes them."""
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Protocol
@@ -90,19 +91,34 @@ class HostPort(Protocol):
 
 
 class StatePort(Protocol):
-    """kimik3's own records (verified model manifests), keyed by relative path."""
+    """kimik3's state directory, keyed by relative path: JSON records (manifests, results) and artifacts
+    (files or folders kimik3 made: the smoke model, reference logits, fetched source archives).
+
+    An artifact exists whole or not at all: `produce` builds it at a staging path and renames it into
+    place only when `make` returns. Steps never move or delete state files themselves.
+    """
 
     def read(self, key: str) -> dict[str, Any] | None: ...
-    def write(self, key: str, value: dict[str, Any]) -> None: ...
+    def write(self, key: str, value: dict[str, Any]) -> None: ...  # atomic and durable
     def delete(self, key: str) -> None: ...
-    def path(self, key: str) -> Path: ...
+
+    def artifact(self, key: str) -> Path | None:  # a finished artifact, to read or mount; None when absent
+        ...
+
+    def produce(self, key: str, make: Callable[[Path], None]) -> Path:
+        """`make(staging)` writes the file or folder at `staging` (next to the key, absent at first); then it
+        replaces the artifact atomically. An exception from `make` leaves no staging and the old artifact."""
+        ...
+
+    def discard(self, key: str) -> None: ...  # remove an artifact (file or folder), if present
 
 
 class ClockPort(Protocol):
-    """Time, so waits are testable."""
+    """Time, so waits and recorded dates are testable."""
 
     def monotonic(self) -> float: ...
     def sleep(self, seconds: float) -> None: ...
+    def now(self) -> datetime.datetime: ...  # timezone-aware UTC, for records
 
 
 class UnitsPort(Protocol):

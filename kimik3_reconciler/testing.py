@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import copy
+import datetime
 import hashlib
 import itertools
+import shutil
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -248,23 +250,44 @@ class MemoryState:
     def delete(self, key: str) -> None:
         self.records.pop(key, None)
 
-    def path(self, key: str) -> Path:
+    def _file(self, key: str) -> Path:
         if self.root is None:
             raise AssertionError("this test keeps no files")
-        path = self.root / key
+        return self.root / key
+
+    def artifact(self, key: str) -> Path | None:
+        path = self._file(key)
+        return path if path.exists() else None
+
+    def produce(self, key: str, make: Callable[[Path], None]) -> Path:
+        path = self._file(key)
         path.parent.mkdir(parents=True, exist_ok=True)
+        staging = path.with_name(path.name + ".partial")
+        try:
+            make(staging)
+            self.discard(key)
+            staging.rename(path)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True) if staging.is_dir() else staging.unlink(missing_ok=True)
         return path
+
+    def discard(self, key: str) -> None:
+        path = self._file(key)
+        shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
 
 
 class FakeClock:
     def __init__(self) -> None:
-        self.now = 0.0
+        self.t = 0.0
 
     def monotonic(self) -> float:
-        return self.now
+        return self.t
 
     def sleep(self, seconds: float) -> None:
-        self.now += seconds
+        self.t += seconds
+
+    def now(self) -> datetime.datetime:
+        return datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc) + datetime.timedelta(seconds=self.t)
 
 
 def fake_ports(hub: FakeHub, cores: int = 8) -> tuple[Ports, FakeDocker]:

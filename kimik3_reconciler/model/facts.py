@@ -61,14 +61,6 @@ class ModelLayout(_Fact):
     n_vocab: int = 0
 
 
-class KldReport(_Fact):
-    """llama-perplexity --kl-divergence against the reference quant's logits (the quant gate)."""
-
-    mean_kld: float
-    same_top_p: float  # 0..1: how often the candidate's top token is the reference's
-    ppl: float | None = None
-
-
 class RemoteFile(_Fact):
     """One file of the pinned revision: its path in the repo, size and LFS sha256."""
 

@@ -18,12 +18,3 @@ def fingerprint(value: Any) -> str:
     """A short stable digest of `value` (64 bits of sha256 are plenty to detect drift)."""
     return hashlib.sha256(canonical_json(value).encode()).hexdigest()[:FINGERPRINT_LENGTH]
 
-
-def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
-    """{"serve": {"ubatch": 4096}} -> {"serve.ubatch": 4096}; lists stay values."""
-    if not isinstance(value, dict):
-        return {prefix: value}
-    out: dict[str, Any] = {}
-    for key in sorted(value):
-        out.update(flatten(value[key], f"{prefix}.{key}" if prefix else str(key)))
-    return out

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, is_dataclass
 from enum import Enum
 from typing import Any
+
+from kimik3_reconciler.model.specs import Payload
 
 
 class Action(Enum):
@@ -38,9 +41,20 @@ def _show(value: Any) -> str:
     return "(none)" if value is None else str(value)
 
 
+def flat_diff(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> tuple[DiffItem, ...]:
+    """The fields whose values differ between two flat {field: value} maps, sorted by field: the one diff
+    behind every REPLACE/UPDATE reason (container inputs, image inputs, unit file settings)."""
+    return tuple(DiffItem(f"{prefix}{key}", old.get(key), new.get(key))
+                 for key in sorted(old.keys() | new.keys()) if old.get(key) != new.get(key))
+
+
 @dataclass(frozen=True)
 class Step:
-    """One ordered unit of convergence; `spec` is the executor's input, `reason` says why."""
+    """One ordered unit of convergence; `spec` is the executor's input, `reason` says why.
+
+    `kind` names the step for people (plan output, case files); the executor is chosen by the type
+    of `spec`, so a step that changes something must carry a Payload (checked here, at plan time).
+    """
 
     kind: str
     target: str
@@ -50,6 +64,12 @@ class Step:
     spec: Any = None
     cost: str | None = None
     warnings: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.spec is not None and not isinstance(self.spec, Payload):
+            raise TypeError(f"{self.kind} step: spec {type(self.spec).__name__} is not a step payload (model/specs.py)")
+        if self.action is not Action.NOOP and self.spec is None:
+            raise TypeError(f"{self.kind} step: {self.action.name} without a payload: nothing could execute it")
 
     @property
     def changes(self) -> bool:

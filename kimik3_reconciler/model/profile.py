@@ -13,7 +13,6 @@ from pydantic_core import PydanticCustomError
 from kimik3_reconciler.model import catalog
 from kimik3_reconciler.model.pins import SourcePin, pin_for
 
-API_VERSION = "kimik3/v1"
 SHA40 = r"[0-9a-f]{40}"
 GPU_UUID = r"GPU-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 CpuFeature = Literal["avx512", "avx512_vbmi", "avx512_vnni", "avx512_bf16", "amx"]

@@ -12,7 +12,7 @@ from typing import Literal
 from kimik3_reconciler.model import catalog
 from kimik3_reconciler.model.profile import Profile
 
-Path = tuple[str | int, ...]
+FieldPath = tuple[str | int, ...]  # a field's place in the profile: ("serve", "fit_target", 0)
 
 ALL_VRAM_MIN_FIT_TARGET = 4096  # MiB
 ALL_VRAM_SPILL_FIT_TARGET = 6144  # MiB: measured to spill 2-3 expert layers to the CPU
@@ -57,16 +57,16 @@ OWNED_FLAGS: dict[str, str | None] = {flag: instead for flags, instead in _OWNED
 class Finding:
     """One rule's verdict on one field: an error refuses the profile, a warning is printed."""
 
-    path: Path
+    path: FieldPath
     message: str
     severity: Literal["error", "warning"] = "error"
 
 
-def _error(path: Path, message: str) -> Finding:
+def _error(path: FieldPath, message: str) -> Finding:
     return Finding(path, message, "error")
 
 
-def _warning(path: Path, message: str) -> Finding:
+def _warning(path: FieldPath, message: str) -> Finding:
     return Finding(path, message, "warning")
 
 

@@ -14,9 +14,8 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from kimik3_reconciler.errors import ProfileError, ProfileProblem
 from kimik3_reconciler.model.profile import Profile
-from kimik3_reconciler.model.profile_rules import check_rules
+from kimik3_reconciler.model.profile_rules import FieldPath, check_rules
 
-Path = tuple[Union[str, int], ...]
 _STR_TAG = "tag:yaml.org,2002:str"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 _TYPE_WORDS = {
@@ -45,12 +44,8 @@ class LoadedProfile:
     profile: Profile
     warnings: tuple[ProfileWarning, ...]
     source: str
-    lines: Mapping[Path, int] = field(default_factory=dict, repr=False, compare=False)
+    lines: Mapping[FieldPath, int] = field(default_factory=dict, repr=False, compare=False)
     text: str = field(default="", repr=False, compare=False)  # kept to record the last good profile
-
-    def line_of(self, *path: str | int) -> int | None:
-        """The line of the closest written key on `path` (e.g. "serve", "fit_target"), or None."""
-        return _line_for(path, self.lines)
 
 
 class _Refused(Exception):
@@ -73,14 +68,14 @@ class _ProfileLoader(yaml.SafeLoader):
         return super().compose_node(parent, index)
 
 
-def _line_for(path: Path, lines: Mapping[Path, int]) -> int | None:
+def _line_for(path: FieldPath, lines: Mapping[FieldPath, int]) -> int | None:
     for end in range(len(path), 0, -1):
         if path[:end] in lines:
             return lines[path[:end]]
     return None
 
 
-def render_path(path: Path) -> str:
+def render_path(path: FieldPath) -> str:
     """("serve", "extra_args", 2) -> "serve.extra_args[2]"."""
     out = ""
     for part in path:
@@ -88,7 +83,7 @@ def render_path(path: Path) -> str:
     return out
 
 
-def _walk(node: Node, path: Path, lines: dict[Path, int], found: list[tuple[int, Path, str]]) -> None:
+def _walk(node: Node, path: FieldPath, lines: dict[FieldPath, int], found: list[tuple[int, FieldPath, str]]) -> None:
     """Record the line of every key and list item; report duplicate, merge and non-scalar keys."""
     if isinstance(node, SequenceNode):
         for i, item in enumerate(node.value):
@@ -117,10 +112,10 @@ def _walk(node: Node, path: Path, lines: dict[Path, int], found: list[tuple[int,
     node.value = kept
 
 
-def _load_yaml(text: str) -> tuple[Any, dict[Path, int], list[tuple[int | None, Path, str]]]:
+def _load_yaml(text: str) -> tuple[Any, dict[FieldPath, int], list[tuple[int | None, FieldPath, str]]]:
     """(data, key lines, problems). data is None when the text cannot be used at all."""
-    lines: dict[Path, int] = {}
-    found: list[tuple[Any, Path, str]] = []
+    lines: dict[FieldPath, int] = {}
+    found: list[tuple[Any, FieldPath, str]] = []
     loader = None
     try:
         loader = _ProfileLoader(text)  # the reader refuses control characters here already
@@ -147,7 +142,7 @@ def _load_yaml(text: str) -> tuple[Any, dict[Path, int], list[tuple[int | None, 
             loader.dispose()
 
 
-def _model_at(path: Path) -> type[BaseModel] | None:
+def _model_at(path: FieldPath) -> type[BaseModel] | None:
     """The pydantic model that validates the mapping at `path`, or None (a dict, a list item...)."""
     model: type[BaseModel] = Profile
     for part in path:
@@ -171,7 +166,7 @@ def _submodel(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
-def _suggest(path: Path) -> str | None:
+def _suggest(path: FieldPath) -> str | None:
     """The valid key nearest to the unknown key at `path` (difflib over that model's YAML keys)."""
     model = _model_at(path[:-1])
     if model is None or not isinstance(path[-1], str):
@@ -193,7 +188,7 @@ def _describe(value: Any) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
-def _message(err: Mapping[str, Any], path: Path) -> str:
+def _message(err: Mapping[str, Any], path: FieldPath) -> str:
     kind, value, ctx = err["type"], err.get("input"), err.get("ctx") or {}
     if kind == "kimik3":
         return str(ctx["reason"])
@@ -216,7 +211,7 @@ def _message(err: Mapping[str, Any], path: Path) -> str:
     return str(err["msg"]).replace("Input should be", "must be").replace("List should have", "must have")
 
 
-def _validation_problems(exc: ValidationError, source: str, lines: Mapping[Path, int]) -> list[ProfileProblem]:
+def _validation_problems(exc: ValidationError, source: str, lines: Mapping[FieldPath, int]) -> list[ProfileProblem]:
     errors = [(tuple(p for p in err["loc"] if p != "[key]"), err) for err in exc.errors()]
     suggested = {(path[:-1], _suggest(path)) for path, err in errors if err["type"] == "extra_forbidden"}
     problems = []

@@ -1,4 +1,9 @@
-"""Step payloads: what an executor needs to make one step true, rendered by the planner."""
+"""Step payloads: what an executor needs to make one step true, rendered by the planner.
+
+Every payload is a frozen dataclass deriving from `Payload`, and its type alone picks the executor
+(steps/__init__.py's table): a step that changes something carries exactly one of these. Adding a
+step kind = one payload here, one planner function, one executor, one case file.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +12,17 @@ from dataclasses import dataclass
 from kimik3_reconciler.model.facts import RemoteFile
 
 
+class Payload:
+    """Base of every step payload; `steps.EXECUTORS` maps each subclass to its executor."""
+
+    __slots__ = ()
+
+
+# --- the model cache -----------------------------------------------------------------------------
+
+
 @dataclass(frozen=True)
-class ModelDownload:
+class ModelDownload(Payload):
     """Fetch these files of repo@revision into the HF cache, then verify their sha256."""
 
     repo: str
@@ -27,7 +41,17 @@ class ModelDownload:
 
 
 @dataclass(frozen=True)
-class ImageBuild:
+class RemoveModelFiles(Payload):
+    """destroy --model: drop the cached files of one quant (blobs other revisions share stay) and its manifest."""
+
+    download: ModelDownload
+
+
+# --- images --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ImageBuild(Payload):
     """docker build of Dockerfile.llamacpp for one source pin; `fingerprint` becomes a label."""
 
     tag: str
@@ -40,7 +64,24 @@ class ImageBuild:
     patches: tuple[tuple[str, str], ...]  # (context name NN-x.patch, host path)
     build_args: tuple[tuple[str, str], ...]
     labels: tuple[tuple[str, str], ...]
-    retag_from: str | None = None  # an existing image id to tag instead of building
+
+
+@dataclass(frozen=True)
+class RetagImage(Payload):
+    """Point `tag` back at a kept build with the wanted fingerprint: a rollback without compiling."""
+
+    image_id: str
+    tag: str
+
+
+@dataclass(frozen=True)
+class RemoveImage(Payload):
+    """Remove one image (destroy --images, prune)."""
+
+    ref: str
+
+
+# --- containers ----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -68,7 +109,36 @@ class ContainerSpec:
 
 
 @dataclass(frozen=True)
-class SmokeTest:
+class LaunchContainer(Payload):
+    """Create the profile's container; `replace`: remove the one of that name first (GPUs and port are exclusive)."""
+
+    container: ContainerSpec
+    replace: bool = False
+
+
+@dataclass(frozen=True)
+class StartContainer(Payload):
+    """Start (or unpause) the existing container: its fingerprint matches, only its state is wrong."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class StopContainer(Payload):
+    """Stop a container and keep it (a conflicting profile's, or ours before the quant gate)."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class RemoveContainer(Payload):
+    """Remove the profile's container (destroy)."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class SmokeTest(Payload):
     """Run a tiny generated kimi-k3 GGUF on a new image with the seed's fixed flags (gate.smoke)."""
 
     container: str
@@ -80,7 +150,26 @@ class SmokeTest:
 
 
 @dataclass(frozen=True)
-class HealthWait:
+class QuantGateRun(Payload):
+    """llama-perplexity from the profile's image: reference logits once, then the candidate's KLD."""
+
+    image: str
+    image_fingerprint: str
+    reference_repo_dir: str
+    reference_model: str  # path inside the repo's snapshots/
+    candidate_repo_dir: str
+    candidate_model: str
+    revision: str
+    gpus: str | tuple[str, ...]
+    threads: int
+    max_kld: float
+    min_top_token_agreement: float
+    record_key: str
+    logits_key: str
+
+
+@dataclass(frozen=True)
+class HealthWait(Payload):
     """Wait until llama-server answers /health 200 (model loaded), or fail with its log tail."""
 
     container: str
@@ -89,10 +178,44 @@ class HealthWait:
     model_bytes: int = 0  # recorded with the measured load time: the next plan predicts downtime from it
 
 
-@dataclass(frozen=True)
-class Removal:
-    """Remove one thing kimik3 created (container, image or cached model revision)."""
+# --- systemd -------------------------------------------------------------------------------------
 
-    what: str  # "container" | "image" | "model"
-    ref: str
-    model: ModelDownload | None = None  # for "model": which cached files to drop
+
+@dataclass(frozen=True)
+class UnitInstall(Payload):
+    """Make the profile's unit true: write what differs, daemon-reload, enable or disable, start."""
+
+    unit: str  # kimi-k3.service
+    profile: str
+    unit_path: str
+    unit_text: str
+    env_path: str
+    env_text: str
+    enable: bool
+    write_unit: bool
+    write_env: bool
+    reload: bool  # daemon-reload: the unit file was (re)written, or systemd has not loaded it yet
+
+
+@dataclass(frozen=True)
+class UnitRemoval(Payload):
+    """Stop, disable and delete a unit kimik3 installed (and its env file, when that is kimik3's too)."""
+
+    unit: str
+    unit_path: str
+    env_path: str | None  # None: the env file is absent or not kimik3's, so it is left alone
+    systemctl: bool = True  # False when systemd is not running: only the files go
+
+
+@dataclass(frozen=True)
+class StopUnit(Payload):
+    """`systemctl stop` a unit that supervises a conflicting container (stopping only the container,
+    systemd's Restart=on-failure would start it again)."""
+
+    unit: str
+
+
+PAYLOADS: tuple[type[Payload], ...] = (
+    ModelDownload, RemoveModelFiles, ImageBuild, RetagImage, RemoveImage, LaunchContainer, StartContainer,
+    StopContainer, RemoveContainer, SmokeTest, QuantGateRun, HealthWait, UnitInstall, UnitRemoval, StopUnit,
+)

@@ -1,10 +1,9 @@
-"""systemd unit and env files kimik3 installs: where they live, their kimik3 header, the unit step's payloads."""
+"""systemd unit and env files kimik3 installs: where they live and their kimik3 header (pure)."""
 
 from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
 
 UNIT_DIR = "/etc/systemd/system"  # paths as systemd sees them; an install root (--systemd-root) prefixes both
 ENV_DIR = "/etc/kimik3"
@@ -38,29 +37,3 @@ def split_header(text: str) -> tuple[str | None, str | None, str]:
     if match is None:
         return None, None, text
     return match.group(1), match.group(2), body
-
-
-@dataclass(frozen=True)
-class UnitInstall:
-    """Make the profile's unit true: write what differs, daemon-reload, enable or disable, start."""
-
-    unit: str  # kimi-k3.service
-    profile: str
-    unit_path: str
-    unit_text: str
-    env_path: str
-    env_text: str
-    enable: bool
-    write_unit: bool
-    write_env: bool
-    reload: bool  # daemon-reload: the unit file was (re)written, or systemd has not loaded it yet
-
-
-@dataclass(frozen=True)
-class UnitRemoval:
-    """Stop, disable and delete a unit kimik3 installed (and its env file, when that is kimik3's too)."""
-
-    unit: str
-    unit_path: str
-    env_path: str | None  # None: the env file is absent or not kimik3's, so it is left alone
-    systemctl: bool = True  # False when systemd is not running: only the files go

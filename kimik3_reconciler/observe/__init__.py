@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from kimik3_reconciler.model.facts import Observed
-from kimik3_reconciler.model.gate_rules import gate_applies, reference_profile
 from kimik3_reconciler.model.records import LOAD_RATE_KEY, gate_key, last_good_key
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.observe.docker_objects import (
@@ -24,11 +23,14 @@ from kimik3_reconciler.ports import Ports
 __all__ = ["observe"]
 
 
-def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, rehash: bool = False) -> Observed:
+def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, rehash: bool = False,
+            gate_reference: Profile | None = None) -> Observed:
+    """What the planner may look at. `rehash`: re-hash the cached model files (`--verify`);
+    `gate_reference`: the quant gate's reference profile, whose files are observed too (planning says when)."""
     model = collect_model(profile, ports.hub, ports.state, base_dir, ports.host, rehash)
-    gated = gate_applies(profile)
-    reference = (collect_model(reference_profile(profile), ports.hub, ports.state, base_dir, ports.host, rehash)
-                 if gated else None)
+    gated = gate_reference is not None
+    reference = (collect_model(gate_reference, ports.hub, ports.state, base_dir, ports.host, rehash)
+                 if gate_reference is not None else None)
     # Inspected once: the container fact also tells the host collector which GPU process is ours.
     container = collect_container(ports.docker, ports.http, profile.name)
     ours = frozenset({container.pid}) if container is not None and container.pid else frozenset()

@@ -1,26 +1,49 @@
-"""PURE planning: plan(profile, observed) -> Plan. Everything arrives as arguments; nothing is fetched."""
+"""PURE planning: plan(profile, observed) -> Plan. Everything arrives as arguments; nothing is fetched.
+
+`PLANNERS` is the plan: each planner gets what the profile renders to (`Desired`), the observation
+and the steps planned before it, and returns its own steps. A new step kind is one more entry.
+"""
 
 from __future__ import annotations
 
+from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.labels import PROFILE_LABEL
 from kimik3_reconciler.model.plan import Action, Plan, Step
 from kimik3_reconciler.model.profile import Profile
-from kimik3_reconciler.model.specs import Removal
+from kimik3_reconciler.model.specs import (
+    LaunchContainer,
+    QuantGateRun,
+    RemoveContainer,
+    RemoveImage,
+    RemoveModelFiles,
+    StartContainer,
+)
 from kimik3_reconciler.planning.conflict_step import plan_conflicts
-from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.planning.container_step import plan_container
+from kimik3_reconciler.planning.desired import Desired, Planner, changes
+from kimik3_reconciler.planning.health_step import plan_health
 from kimik3_reconciler.planning.host_gate import host_gate
-from kimik3_reconciler.planning.placement import forecast
-from kimik3_reconciler.planning.health_step import plan_health, predicted_load_s
 from kimik3_reconciler.planning.image_step import image_tag, plan_image, render_image_build
 from kimik3_reconciler.planning.launch import render_launch
-from kimik3_reconciler.planning.gate_step import plan_gate, plan_stop_for_gate
-from kimik3_reconciler.planning.model_step import model_spec, plan_model, plan_reference, plan_tokenizer
+from kimik3_reconciler.planning.model_step import model_spec, plan_model, plan_tokenizer
+from kimik3_reconciler.planning.placement import forecast
+from kimik3_reconciler.planning.quant_gate import gate_reference, plan_gate, plan_reference, plan_stop_for_gate
 from kimik3_reconciler.planning.smoke_step import plan_smoke
 from kimik3_reconciler.planning.unit_step import plan_stale_units, plan_unit, plan_unit_teardown
 
-__all__ = ["plan", "plan_destroy", "plan_prune"]
+__all__ = ["PLANNERS", "Desired", "gate_reference", "plan", "plan_destroy", "plan_prune", "render_desired"]
+
+# In apply order. Stale units go before the container: their ExecStop would stop a relaunched one.
+PLANNERS: tuple[Planner, ...] = (
+    plan_model, plan_tokenizer, plan_reference, plan_image, plan_smoke, plan_stop_for_gate, plan_gate,
+    plan_stale_units, plan_conflicts, plan_container, plan_health, plan_unit,
+)
+
+
+def render_desired(profile: Profile, observed: Observed) -> Desired:
+    build = render_image_build(profile, observed)
+    return Desired(profile, build, render_launch(profile, observed, build.tag, build.fingerprint))
 
 
 def plan(profile: Profile, observed: Observed, warnings: tuple[str, ...] = ()) -> Plan:
@@ -29,29 +52,17 @@ def plan(profile: Profile, observed: Observed, warnings: tuple[str, ...] = ()) -
     refusals, gate_warnings = host_gate(profile, observed)
     if refusals:
         raise PlanError("the host gate refuses this profile:\n  - " + "\n  - ".join(refusals))
-    warnings = tuple(warnings) + tuple(gate_warnings)
     for fact in (observed.model, observed.tokenizer):
         if fact is not None and fact.listing_error:
             raise PlanError(f"cannot plan the download of {fact.repo}: {fact.listing_error}")
-    model = plan_model(profile, observed)
-    tokenizer = plan_tokenizer(profile, observed)
-    build = render_image_build(profile, observed)
-    launch = render_launch(profile, observed, build.tag, build.fingerprint)
-    container = plan_container(launch, observed)
-    image = plan_image(profile, observed, container_changes=container.changes)
-    smoke = plan_smoke(profile, observed, image)
-    gate = plan_gate(profile, observed, build)
-    reference = plan_reference(profile, observed) if gate is not None and gate.changes else None
-    stop = plan_stop_for_gate(profile, observed, gate, predicted_load_s(observed)[0])
-    conflicts = (*plan_stale_units(profile, observed), *plan_conflicts(profile, observed))
-    health = plan_health(launch, observed, container.changes)
-    units = plan_unit(profile, observed, launch, container.changes)  # () without a `systemd:` section
-    extra = tuple(warnings) + launch.warnings
-    if observed.last_good and (container.changes or (gate is not None and gate.changes)):
+    desired = render_desired(profile, observed)
+    steps: tuple[Step, ...] = ()
+    for planner in PLANNERS:
+        steps += planner(desired, observed, steps)
+    extra = (*warnings, *gate_warnings, *desired.launch.warnings)
+    if observed.last_good and changes(steps, LaunchContainer, StartContainer, QuantGateRun):
         extra += (f"if the gate, the load or verify fails, apply relaunches the last good profile "
                   f"(recorded {observed.last_good})",)
-    steps = (model, *((tokenizer,) if tokenizer else ()), *((reference,) if reference else ()), image, smoke,
-             *((stop,) if stop else ()), *((gate,) if gate else ()), *conflicts, container, health, *units)
     return Plan(profile.name, steps, warnings=extra, forecast=forecast(profile, observed))
 
 
@@ -60,22 +71,20 @@ def plan_destroy(profile: Profile, observed: Observed, *, images: bool = False, 
     steps: list[Step] = list(plan_unit_teardown(profile, observed))  # first: a running unit would restart it
     if observed.container is not None:
         steps.append(Step("container", profile.name, Action.DELETE, f"container {observed.container.state}: remove it",
-                          spec=Removal("container", profile.name)))
+                          spec=RemoveContainer(profile.name)))
     else:
         steps.append(Step("container", profile.name, Action.NOOP, "no container"))
     tag = image_tag(profile)
     tagged = [i for i in observed.images if tag in i.tags]
     if images and tagged:
-        steps.append(Step("image", tag, Action.DELETE, "--images: remove the profile's image",
-                          spec=Removal("image", tag)))
+        steps.append(Step("image", tag, Action.DELETE, "--images: remove the profile's image", spec=RemoveImage(tag)))
     elif tagged:
         steps.append(Step("image", tag, Action.NOOP, "kept (pass --images to remove)"))
     target = f"{observed.model.repo}@{observed.model.revision[:12]}/{observed.model.quant}"
     cached = len(observed.model.files) - len(observed.model.missing)
     if model and cached:
-        files = model_spec(profile, observed)
         steps.append(Step("model", target, Action.DELETE, "--model: remove the cached files of this quant",
-                          spec=Removal("model", target, model=files)))
+                          spec=RemoveModelFiles(model_spec(profile, observed))))
     elif cached:
         steps.append(Step("model", target, Action.NOOP, "kept (pass --model to remove)"))
     return Plan(profile.name, tuple(steps))
@@ -83,7 +92,7 @@ def plan_destroy(profile: Profile, observed: Observed, *, images: bool = False, 
 
 def plan_prune(profile: Profile, observed: Observed) -> Plan:
     """Remove the profile's older images (rollback targets), never the current one or one in use."""
-    current = plan_image(profile, observed).spec.fingerprint
+    current = render_image_build(profile, observed).fingerprint
     in_use = observed.container.image_id if observed.container else None
     steps = []
     for image in observed.images:
@@ -94,5 +103,5 @@ def plan_prune(profile: Profile, observed: Observed) -> Plan:
             steps.append(Step("image", name, Action.NOOP, "current image" if image.id != in_use else "in use"))
         else:
             steps.append(Step("image", name, Action.DELETE, f"older build (fingerprint {image.fingerprint})",
-                              spec=Removal("image", image.id)))
+                              spec=RemoveImage(image.id)))
     return Plan(profile.name, tuple(steps))

@@ -10,7 +10,8 @@ from __future__ import annotations
 from kimik3_reconciler.model.facts import ContainerFact, Observed, UnitFact
 from kimik3_reconciler.model.plan import Action, Step
 from kimik3_reconciler.model.profile import Profile
-from kimik3_reconciler.model.specs import Removal
+from kimik3_reconciler.model.specs import StopContainer, StopUnit
+from kimik3_reconciler.planning.desired import Desired
 
 
 def _gpus(value: object) -> set[str] | str:
@@ -38,7 +39,8 @@ def supervising_unit(observed: Observed, profile: str | None) -> UnitFact | None
                  if u.profile == profile and u.active_state in ("active", "activating", "reloading")), None)
 
 
-def plan_conflicts(profile: Profile, observed: Observed) -> tuple[Step, ...]:
+def plan_conflicts(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
+    profile = desired.profile
     steps = []
     for other in observed.others:
         unit = supervising_unit(observed, other.profile)
@@ -52,11 +54,11 @@ def plan_conflicts(profile: Profile, observed: Observed) -> tuple[Step, ...]:
             steps.append(Step("conflict", other.name, Action.UPDATE,
                               f"stop unit {unit.name} (profile {other.profile}, container {other.name}) first: {why}; "
                               f"its container is kept, `kimik3 apply` of that profile or `systemctl start {unit.name}` "
-                              "starts it again", spec=Removal("unit", unit.name),
+                              "starts it again", spec=StopUnit(unit.name),
                               cost="the other deployment is down while this one runs"))
             continue
         steps.append(Step("conflict", other.name, Action.UPDATE,
                           f"stop {other.name} (profile {other.profile}) first: {why}; its container is kept, "
-                          f"`kimik3 apply` of that profile starts it again", spec=Removal("stop", other.name),
+                          f"`kimik3 apply` of that profile starts it again", spec=StopContainer(other.name),
                           cost="the other deployment is down while this one runs"))
     return tuple(steps)

@@ -3,40 +3,52 @@
 from __future__ import annotations
 
 from kimik3_reconciler.model.facts import Observed
-from kimik3_reconciler.model.plan import Action, DiffItem, Step
+from kimik3_reconciler.model.plan import Action, DiffItem, Step, flat_diff
+from kimik3_reconciler.model.specs import LaunchContainer, StartContainer
+from kimik3_reconciler.planning.desired import Desired
 from kimik3_reconciler.planning.launch import Launch
 
 
-def input_diff(old: dict[str, object], new: dict[str, object]) -> tuple[DiffItem, ...]:
-    return tuple(
-        DiffItem(k, old.get(k), new.get(k)) for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)
-    )
-
-
-def plan_container(launch: Launch, observed: Observed) -> Step:
-    name = launch.spec.name
+def _rebuilt_image_id(launch: Launch, observed: Observed) -> str | None:
+    """The id now under the container's tag when it is a rebuild of the same inputs (a new base image)."""
     container = observed.container
-    if container is None:
-        return Step("container", name, Action.CREATE, "no container: launch it", spec=launch.spec,
-                    warnings=launch.warnings)
-    if container.fingerprint != launch.fingerprint:
-        diff = input_diff(container.inputs, launch.inputs)
-        why = "launch inputs changed" if diff else "container was not made by this kimik3 profile (fingerprint differs)"
-        return Step("container", name, Action.REPLACE,
-                    f"{why} (fingerprint {container.fingerprint} → {launch.fingerprint})",
-                    diff=diff, spec=launch.spec, warnings=launch.warnings)
     tagged = next((i for i in observed.images if launch.spec.image in i.tags), None)
     # Only a rebuild of *these* inputs (same fingerprint, e.g. a new base image) counts; the tag may
     # point at another profile's build of the same pin, which says nothing about this container.
-    if (tagged and container.image_id and tagged.id != container.image_id
-            and tagged.fingerprint == launch.inputs.get("image.fingerprint")):
+    if (container is not None and tagged and container.image_id and tagged.id != container.image_id
+            and tagged.fingerprint == launch.input.image_fingerprint):
+        return tagged.id
+    return None
+
+
+def relaunches(launch: Launch, observed: Observed) -> bool:
+    """Will the container step create or replace the container? (The image step asks before it is planned.)"""
+    container = observed.container
+    return (container is None or container.fingerprint != launch.fingerprint
+            or _rebuilt_image_id(launch, observed) is not None)
+
+
+def plan_container(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
+    launch = desired.launch
+    name = launch.spec.name
+    container = observed.container
+    if container is None:
+        return (Step("container", name, Action.CREATE, "no container: launch it", spec=LaunchContainer(launch.spec),
+                     warnings=launch.warnings),)
+    if container.fingerprint != launch.fingerprint:
+        diff = flat_diff(container.inputs, launch.inputs)
+        why = "launch inputs changed" if diff else "container was not made by this kimik3 profile (fingerprint differs)"
+        return (Step("container", name, Action.REPLACE, f"{why} (fingerprint {container.fingerprint} → {launch.fingerprint})",
+                     diff=diff, spec=LaunchContainer(launch.spec, replace=True), warnings=launch.warnings),)
+    rebuilt = _rebuilt_image_id(launch, observed)
+    if rebuilt is not None and container.image_id:
         # Same fingerprint, new image under the tag (a base-image rebuild): run the new one.
-        return Step("container", name, Action.REPLACE, f"{launch.spec.image} was rebuilt since this container started",
-                    diff=(DiffItem("image id", container.image_id[:19], tagged.id[:19]),), spec=launch.spec)
+        return (Step("container", name, Action.REPLACE, f"{launch.spec.image} was rebuilt since this container started",
+                     diff=(DiffItem("image id", container.image_id[:19], rebuilt[:19]),),
+                     spec=LaunchContainer(launch.spec, replace=True)),)
     if container.state in ("running", "restarting"):
-        return Step("container", name, Action.NOOP, f"running, fingerprint {launch.fingerprint} matches",
-                    spec=launch.spec)
+        return (Step("container", name, Action.NOOP, f"running, fingerprint {launch.fingerprint} matches"),)
     exit_note = f" (exit code {container.exit_code})" if container.exit_code is not None else ""
     verb = "unpause" if container.state == "paused" else "start"
-    return Step("container", name, Action.UPDATE, f"container is {container.state}{exit_note}: {verb} it",
-                diff=(DiffItem("state", container.state, "running"),), spec=launch.spec)
+    return (Step("container", name, Action.UPDATE, f"container is {container.state}{exit_note}: {verb} it",
+                 diff=(DiffItem("state", container.state, "running"),), spec=StartContainer(name)),)

@@ -4,19 +4,15 @@ from __future__ import annotations
 
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.plan import Action, Step
-from kimik3_reconciler.model.specs import HealthWait
-from kimik3_reconciler.planning.launch import Launch
-from kimik3_reconciler.planning.units import gib
+from kimik3_reconciler.model.specs import HealthWait, LaunchContainer, StartContainer
+from kimik3_reconciler.planning.desired import Desired, changes
+from kimik3_reconciler.planning.humanize import duration, gib
 
 # Seed 000 measured ~17 min to read 802 GB (--load-mode none reads everything up front), i.e.
 # ~0.8 GB/s; allow a quarter of that before calling a load stuck.
 _LOAD_BYTES_PER_S = 200 * (1 << 20)
 _STARTUP_S = 120.0
 SEED_LOAD_BYTES_PER_S = 802e9 / (17 * 60)
-
-
-def _duration(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
 def load_timeout(total_bytes: int) -> float:
@@ -30,17 +26,18 @@ def predicted_load_s(observed: Observed) -> tuple[float, str]:
     return observed.model.total_bytes / rate, f"{gib(observed.model.total_bytes)} at {gib(int(rate))}/s, {source}"
 
 
-def plan_health(launch: Launch, observed: Observed, container_step_changes: bool) -> Step:
+def plan_health(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
+    launch = desired.launch
     wait = HealthWait(container=launch.spec.name, url=launch.health_url,
                       timeout_s=load_timeout(observed.model.total_bytes), model_bytes=observed.model.total_bytes)
     target = launch.health_url
-    if container_step_changes:
+    if changes(planned, LaunchContainer, StartContainer):
         seconds, how = predicted_load_s(observed)
-        return Step("health", target, Action.READ, "wait for the model to load (/health 200)", spec=wait,
-                    cost=f"predicted downtime ~{_duration(seconds)} ({how}); gives up after {_duration(wait.timeout_s)}")
+        return (Step("health", target, Action.READ, "wait for the model to load (/health 200)", spec=wait,
+                     cost=f"predicted downtime ~{duration(seconds)} ({how}); gives up after {duration(wait.timeout_s)}"),)
     health = observed.container.health if observed.container else None
     if health == "ok":
-        return Step("health", target, Action.NOOP, "/health answers 200: model loaded", spec=wait)
+        return (Step("health", target, Action.NOOP, "/health answers 200: model loaded", spec=wait),)
     # A load already in progress is waited for, never relaunched.
     why = "model still loading (/health 503)" if health == "loading" else "/health not answering yet"
-    return Step("health", target, Action.READ, f"{why}: wait", spec=wait)
+    return (Step("health", target, Action.READ, f"{why}: wait", spec=wait),)

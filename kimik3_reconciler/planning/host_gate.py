@@ -11,7 +11,7 @@ from kimik3_reconciler.model.facts import GpuFact, HostFacts, Observed
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.planning.conflict_step import why_conflicting
 from kimik3_reconciler.planning.model_step import disk_refusal
-from kimik3_reconciler.planning.units import gib
+from kimik3_reconciler.planning.humanize import gib
 
 MIN_DRIVER = 570  # seed 000: NVIDIA driver >= 570, open kernel module
 MIB = 1 << 20

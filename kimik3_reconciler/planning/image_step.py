@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 from kimik3_reconciler.model.facts import ImageFact, Observed
 from kimik3_reconciler.model.hashing import fingerprint
-from kimik3_reconciler.model.plan import Action, DiffItem, Step
+from kimik3_reconciler.model.plan import Action, DiffItem, Step, flat_diff
 from kimik3_reconciler.model.profile import Profile
-from kimik3_reconciler.model.specs import ImageBuild
+from kimik3_reconciler.model.specs import ImageBuild, RetagImage
 from kimik3_reconciler.model.labels import BASE_IMAGES, IMAGE_FINGERPRINT, IMAGE_INPUTS, PROFILE_LABEL
 from kimik3_reconciler.planning.build_flags import cmake_definitions, docker_build_args
+from kimik3_reconciler.planning.container_step import relaunches
+from kimik3_reconciler.planning.desired import Desired
 from kimik3_reconciler.planning.sources import source_archive
+
+_COMPILE = "compile llama.cpp (minutes)"
+
 
 def image_tag(profile: Profile) -> str:
     suffix = "-cpu" if profile.build.variant == "cpu" else ""
@@ -64,50 +68,44 @@ def render_image_build(profile: Profile, observed: Observed) -> ImageBuild:
     )
 
 
-def _base_drift(image: ImageFact, observed: Observed) -> list[DiffItem]:
+def _base_drift(image: ImageFact, observed: Observed) -> tuple[DiffItem, ...]:
     """Base images whose local id differs from the one the image was built on."""
     built_on = json.loads(image.labels.get(BASE_IMAGES, "{}"))
-    return [DiffItem(f"base image {ref}", built_on[ref][:19], now[:19])
-            for ref, now in sorted(observed.base_images.items())
-            if now and built_on.get(ref) and built_on[ref] != now]
+    both = {ref: now for ref, now in observed.base_images.items() if now and built_on.get(ref)}
+    return flat_diff({ref: built_on[ref][:19] for ref in both}, {ref: now[:19] for ref, now in both.items()},
+                     prefix="base image ")
 
 
 def _tagged_id(observed: Observed, tag: str) -> str | None:
     return next((i.id[:19] for i in observed.images if tag in i.tags), None)
 
 
-def plan_image(profile: Profile, observed: Observed, container_changes: bool = False) -> Step:
-    spec = render_image_build(profile, observed)
+def plan_image(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
+    spec = desired.build
     present = [i for i in observed.images if i.fingerprint == spec.fingerprint]
     current = [i for i in present if not _base_drift(i, observed)]
     if any(spec.tag in i.tags for i in current):
-        return Step("image", spec.tag, Action.NOOP, f"image {spec.tag} present (fingerprint {spec.fingerprint})", spec=spec)
+        return (Step("image", spec.tag, Action.NOOP, f"image {spec.tag} present (fingerprint {spec.fingerprint})"),)
     in_use = observed.container.image_id if observed.container else None
-    if not container_changes and any(i.id == in_use for i in current):
+    if not relaunches(desired.launch, observed) and any(i.id == in_use for i in current):
         # The tag points at another profile's build of this pin; ours runs: nothing to do.
-        return Step("image", spec.tag, Action.NOOP, f"this profile's build (fingerprint {spec.fingerprint}) runs; "
-                    f"the tag {spec.tag} points at another build of the pin", spec=spec)
+        return (Step("image", spec.tag, Action.NOOP, f"this profile's build (fingerprint {spec.fingerprint}) runs; "
+                     f"the tag {spec.tag} points at another build of the pin"),)
     if current:
         # A kept build with exactly these inputs: point the tag back at it instead of compiling.
-        return Step("image", spec.tag, Action.UPDATE,
-                    f"a kept build has fingerprint {spec.fingerprint}: tag it {spec.tag} again (no rebuild)",
-                    diff=(DiffItem("tag", _tagged_id(observed, spec.tag), current[0].id[:19]),),
-                    spec=replace(spec, retag_from=current[0].id))
+        return (Step("image", spec.tag, Action.UPDATE,
+                     f"a kept build has fingerprint {spec.fingerprint}: tag it {spec.tag} again (no rebuild)",
+                     diff=(DiffItem("tag", _tagged_id(observed, spec.tag), current[0].id[:19]),),
+                     spec=RetagImage(current[0].id, spec.tag)),)
     if present:
-        return Step("image", spec.tag, Action.CREATE, "a base image was updated since the build: rebuild on it",
-                    diff=tuple(_base_drift(present[0], observed)), spec=spec, cost="compile llama.cpp (minutes)")
+        return (Step("image", spec.tag, Action.CREATE, "a base image was updated since the build: rebuild on it",
+                     diff=_base_drift(present[0], observed), spec=spec, cost=_COMPILE),)
     same_tag = [i for i in observed.images if spec.tag in i.tags]
     if not same_tag:
-        return Step("image", spec.tag, Action.CREATE, f"no image with fingerprint {spec.fingerprint}: build it",
-                    spec=spec, cost="compile llama.cpp (minutes)")
-    old_inputs = json.loads(same_tag[0].labels.get(IMAGE_INPUTS, "{}"))
-    new_inputs = image_inputs(profile, observed)
-    diff = tuple(
-        DiffItem(k, old_inputs.get(k), new_inputs.get(k))
-        for k in sorted(set(old_inputs) | set(new_inputs))
-        if old_inputs.get(k) != new_inputs.get(k)
-    )
-    return Step("image", spec.tag, Action.CREATE,
-                f"{spec.tag} was built from other inputs (fingerprint {same_tag[0].fingerprint} → {spec.fingerprint}); "
-                "the old image stays as a rollback target",
-                diff=diff, spec=spec, cost="compile llama.cpp (minutes)")
+        return (Step("image", spec.tag, Action.CREATE, f"no image with fingerprint {spec.fingerprint}: build it",
+                     spec=spec, cost=_COMPILE),)
+    diff = flat_diff(json.loads(same_tag[0].labels.get(IMAGE_INPUTS, "{}")), image_inputs(desired.profile, observed))
+    return (Step("image", spec.tag, Action.CREATE,
+                 f"{spec.tag} was built from other inputs (fingerprint {same_tag[0].fingerprint} → {spec.fingerprint}); "
+                 "the old image stays as a rollback target",
+                 diff=diff, spec=spec, cost=_COMPILE),)

@@ -1,4 +1,8 @@
-"""Render the llama-server container from the profile: seed 000 step 5's argv, mounts, GPUs, labels."""
+"""The llama-server container, from one source: `LaunchInput` holds every value that reaches its argv,
+env, mounts, devices, labels and restart policy (seed 000 step 5); `render_container` is a pure
+function of it, its fingerprint is the rendered container's, and its flat form is stamped as a label
+so that a later plan can name the field that moved (`flat_diff`).
+"""
 
 from __future__ import annotations
 
@@ -6,12 +10,11 @@ import ipaddress
 import json
 from dataclasses import asdict, dataclass, replace
 from pathlib import PurePosixPath
+from typing import Any
 
 from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.model.facts import ModelFact, Observed
 from kimik3_reconciler.model.hashing import fingerprint
-from kimik3_reconciler.model.profile import Profile
-from kimik3_reconciler.model.specs import ContainerSpec, Mount
 from kimik3_reconciler.model.labels import (
     API_KEY_MOUNT,
     CONTAINER_FINGERPRINT,
@@ -21,6 +24,8 @@ from kimik3_reconciler.model.labels import (
     MODELS_MOUNT,
     PROFILE_LABEL,
 )
+from kimik3_reconciler.model.profile import Profile, ServeSpec
+from kimik3_reconciler.model.specs import ContainerSpec, Mount
 
 # Seed 000 "Runtime requirements that are NOT tunable": leaving any out measured as a
 # 20+-minute single-request stall or a crash, so they are fixed, not knobs.
@@ -28,14 +33,70 @@ FIXED_FLAGS = ("--numa", "distribute", "--cache-type-k", "f16", "--cache-type-v"
 
 
 @dataclass(frozen=True)
-class Launch:
-    """The rendered container plus the flattened inputs that explain its fingerprint."""
+class ModelInput:
+    """The quant as the container opens it: the cache folder it mounts and the shard it loads."""
 
+    repo: str
+    revision: str
+    quant: str
+    cache_dir: str
+    shard: str  # the -00001-of- shard, relative to the snapshot
+    mmproj: str | None  # fork only: mainline would error or silently ignore --mmproj
+
+
+@dataclass(frozen=True)
+class LaunchInput:
+    """Everything the container is made from; nothing else reaches `render_container`."""
+
+    name: str
+    image: str
+    image_fingerprint: str
+    gpus: str | tuple[int | str, ...]  # as the profile declares them ("none" for the CPU variant)
+    restart_policy: str
+    model: ModelInput
+    serve: ServeSpec  # the profile's section, with the effective ubatch and host paths resolved
+    bind: str
+    threads: int  # physical cores, not hardware threads (seed 000)
+    draft_device: str | None
+
+    def flat(self) -> dict[str, Any]:
+        """{field: value}, named as the profile names them (`serve.ubatch`, `model.cache_dir`); the label.
+        The shard's file name is left out: a function of repo@revision/quant, it would only repeat them."""
+        flat: dict[str, Any] = {f"serve.{k}": v for k, v in self.serve.model_dump(mode="json").items()}
+        flat.update({f"model.{k}": v for k, v in asdict(self.model).items() if k != "shard"})
+        flat.update({
+            "name": self.name,
+            "gpus": self.gpus if isinstance(self.gpus, str) else list(self.gpus),
+            "image": self.image,
+            "image.fingerprint": self.image_fingerprint,
+            "host.bind": self.bind,
+            "host.threads": self.threads,
+            "host.draft_device": self.draft_device,
+            "restart_policy": self.restart_policy,
+        })
+        return flat
+
+    @property
+    def health_url(self) -> str:
+        return f"http://{_probe_host(self.bind)}:{self.serve.port}/health"
+
+
+@dataclass(frozen=True)
+class Launch:
+    """The rendered container, its input and fingerprint, and what the plan should warn about."""
+
+    input: LaunchInput
     spec: ContainerSpec
     fingerprint: str
-    inputs: dict[str, object]
-    health_url: str
     warnings: tuple[str, ...]
+
+    @property
+    def inputs(self) -> dict[str, Any]:
+        return self.input.flat()
+
+    @property
+    def health_url(self) -> str:
+        return self.input.health_url
 
 
 def bind_address(profile: Profile, observed: Observed) -> tuple[str, tuple[str, ...]]:
@@ -64,47 +125,22 @@ def first_shard(model: ModelFact) -> str:
     return (firsts or ggufs or [f"{model.quant}/<unknown>.gguf"])[0]
 
 
-def _model_root(model: ModelFact) -> tuple[str, str]:
-    """(host folder models--org--name, path of the snapshot inside the container)."""
-    repo_dir = "models--" + model.repo.replace("/", "--")
-    host = str(PurePosixPath(model.cache_dir) / repo_dir)
-    return host, f"{MODELS_MOUNT}/{repo_dir}/snapshots/{model.revision}"
+def repo_dir(cache_dir: str, repo: str) -> str:
+    """The HF cache's folder of one repo: `<cache_dir>/models--org--name`."""
+    return str(PurePosixPath(cache_dir) / ("models--" + repo.replace("/", "--")))
 
 
-def _placement_args(profile: Profile) -> tuple[str, ...]:
-    serve = profile.serve
-    if serve.n_cpu_moe is not None:
-        # A deterministic split instead of --fit's live choice (seed 000 "Tuning --n-cpu-moe").
-        return ("--fit", "off", "-ngl", "999", "--n-cpu-moe", str(serve.n_cpu_moe))
-    targets = serve.fit_target if isinstance(serve.fit_target, list) else [serve.fit_target]
-    return ("--fit", "on", "--fit-target", ",".join(str(t) for t in targets))
+def gpus_of(profile: Profile) -> str | tuple[str, ...]:
+    """The GPUs a container of this profile gets, as docker device ids."""
+    if profile.build.variant == "cpu" or profile.gpus == "none":
+        return "none"
+    if profile.gpus == "all":
+        return "all"
+    return tuple(str(g) for g in profile.gpus)
 
 
-def _argv(profile: Profile, observed: Observed, bind: str, snapshot: str) -> tuple[str, ...]:
-    serve = profile.serve
-    threads = str(observed.host.physical_cores)
-    argv: list[str] = [
-        "-m", f"{snapshot}/{first_shard(observed.model)}",
-        "--host", bind, "--port", str(serve.port),
-        "--alias", profile.name,
-        *FIXED_FLAGS,
-        # threads = physical cores, not hardware threads (seed 000).
-        "--threads", threads, "--threads-batch", threads,
-        "--batch-size", str(serve.batch), "--ubatch-size", str(profile.effective_ubatch),
-        "--ctx-size", str(serve.ctx_size), "--parallel", str(serve.parallel),
-        *_placement_args(profile),
-        "--metrics", "--log-colors", "off",
-    ]
-    if serve.cache_ram is not None:
-        argv += ["--cache-ram", str(serve.cache_ram)]
-    if serve.api_key_file:
-        # The key stays in a read-only mounted file: never in argv, env or docker inspect.
-        argv += ["--api-key-file", API_KEY_MOUNT]
-    argv += _draft_args(profile, observed)
-    if profile.build.source == "fork" and profile.model.mmproj:
-        # Vision lives only in the fork; mainline would error or silently ignore --mmproj.
-        argv += ["--mmproj", f"{snapshot}/{profile.model.mmproj}"]
-    return (*argv, *serve.extra_args)
+def _container_gpus(gpus: str | tuple[int | str, ...]) -> str | tuple[str, ...]:
+    return gpus if isinstance(gpus, str) else tuple(str(g) for g in gpus)
 
 
 def draft_device(profile: Profile, host_gpus: int | None = None) -> str | None:
@@ -124,77 +160,122 @@ def draft_device(profile: Profile, host_gpus: int | None = None) -> str | None:
                     "device (CUDA<n>, the last GPU of the split)")
 
 
-def _draft_args(profile: Profile, observed: Observed) -> list[str]:
-    draft = profile.serve.spec_draft
-    if draft is None:
-        return []
-    if observed.inputs.draft_model is None:
-        raise PlanError("serve.spec_draft: a draft from the hub (repo/file + revision) is not downloaded by kimik3 "
-                        "yet; give a local GGUF path")
-    args = ["--spec-draft-model", f"{DRAFT_MOUNT}/{PurePosixPath(observed.inputs.draft_model).name}",
-            "--spec-type", draft.type]
-    device = draft_device(profile, len(observed.host.gpus) if observed.host.gpu_probe == "ok" else None)
-    return args + (["--spec-draft-device", device] if device else [])
+def _resolved_serve(profile: Profile, observed: Observed) -> ServeSpec:
+    """The serve section as the container gets it: effective ubatch, the host paths of its files."""
+    serve = profile.serve
+    update: dict[str, Any] = {"ubatch": profile.effective_ubatch, "api_key_file": observed.inputs.api_key_file}
+    if serve.spec_draft is not None:
+        if observed.inputs.draft_model is None:
+            raise PlanError("serve.spec_draft: a draft from the hub (repo/file + revision) is not downloaded by "
+                            "kimik3 yet; give a local GGUF path")
+        update["spec_draft"] = serve.spec_draft.model_copy(update={"model": observed.inputs.draft_model})
+    return serve.model_copy(update=update)
 
 
-def gpus_of(profile: Profile) -> str | tuple[str, ...]:
-    if profile.build.variant == "cpu" or profile.gpus == "none":
-        return "none"
-    if profile.gpus == "all":
-        return "all"
-    return tuple(str(g) for g in profile.gpus)
-
-
-def container_inputs(profile: Profile, observed: Observed, image_tag: str, image_fp: str, bind: str) -> dict[str, object]:
-    """Flattened profile fields (and derived host values) the container is made from."""
-    inputs: dict[str, object] = {f"serve.{k}": v for k, v in profile.serve.model_dump(mode="json").items()}
-    inputs.update({
-        "name": profile.name,
-        "gpus": profile.gpus if isinstance(profile.gpus, str) else list(profile.gpus),
-        "model.repo": profile.model.repo,
-        "model.revision": profile.model.revision,
-        "model.quant": profile.model.quant,
-        "model.mmproj": profile.model.mmproj if profile.build.source == "fork" else None,
-        "image": image_tag,
-        "image.fingerprint": image_fp,
-        "serve.ubatch": profile.effective_ubatch,
-        "host.bind": bind,
-        "host.threads": observed.host.physical_cores,
-        "restart_policy": "no" if profile.systemd is not None else "unless-stopped",
-    })
-    return inputs
-
-
-def render_launch(profile: Profile, observed: Observed, image_tag: str, image_fp: str) -> Launch:
+def launch_input(profile: Profile, observed: Observed, image_tag: str, image_fp: str) -> tuple[LaunchInput, tuple[str, ...]]:
+    """(the launch input, warnings) from the profile and what this host showed."""
     bind, warnings = bind_address(profile, observed)
-    host_root, snapshot = _model_root(observed.model)
-    mounts = [Mount(host_root, f"{MODELS_MOUNT}/{PurePosixPath(host_root).name}", read_only=True)]
-    if observed.inputs.draft_model:
-        name = PurePosixPath(observed.inputs.draft_model).name
-        mounts.append(Mount(observed.inputs.draft_model, f"{DRAFT_MOUNT}/{name}", read_only=True))
-    if observed.inputs.api_key_file:
-        mounts.append(Mount(observed.inputs.api_key_file, API_KEY_MOUNT, read_only=True))
-    spec = ContainerSpec(
+    model = observed.model
+    host_gpus = len(observed.host.gpus) if observed.host.gpu_probe == "ok" else None
+    value = LaunchInput(
         name=profile.name,
         image=image_tag,
-        command=_argv(profile, observed, bind, snapshot),
-        env=tuple(sorted(profile.serve.env.items())),
-        mounts=tuple(mounts),
-        gpus=gpus_of(profile),
-        labels=(),
+        image_fingerprint=image_fp,
+        gpus="none" if gpus_of(profile) == "none" else (profile.gpus if isinstance(profile.gpus, str)
+                                                        else tuple(profile.gpus)),
         # Under a kimik3 unit systemd is the one supervisor: dockerd restarting it too would start an
         # on-demand deployment at boot, and fight `systemctl stop`.
         restart_policy="no" if profile.systemd is not None else "unless-stopped",
+        model=ModelInput(repo=model.repo, revision=model.revision, quant=model.quant, cache_dir=model.cache_dir,
+                         shard=first_shard(model),
+                         mmproj=profile.model.mmproj if profile.build.source == "fork" else None),
+        serve=_resolved_serve(profile, observed),
+        bind=bind,
+        threads=observed.host.physical_cores,
+        draft_device=draft_device(profile, host_gpus),
     )
-    inputs = container_inputs(profile, observed, image_tag, image_fp, bind)
-    hashed = {k: v for k, v in asdict(spec).items() if not (k == "entrypoint" and v is None)}
+    return value, warnings
+
+
+def _placement_args(serve: ServeSpec) -> tuple[str, ...]:
+    if serve.n_cpu_moe is not None:
+        # A deterministic split instead of --fit's live choice (seed 000 "Tuning --n-cpu-moe").
+        return ("--fit", "off", "-ngl", "999", "--n-cpu-moe", str(serve.n_cpu_moe))
+    targets = serve.fit_target if isinstance(serve.fit_target, list) else [serve.fit_target]
+    return ("--fit", "on", "--fit-target", ",".join(str(t) for t in targets))
+
+
+def _snapshot(model: ModelInput) -> str:
+    return f"{MODELS_MOUNT}/{PurePosixPath(repo_dir(model.cache_dir, model.repo)).name}/snapshots/{model.revision}"
+
+
+def _argv(value: LaunchInput) -> tuple[str, ...]:
+    serve, snapshot, threads = value.serve, _snapshot(value.model), str(value.threads)
+    argv: list[str] = [
+        "-m", f"{snapshot}/{value.model.shard}",
+        "--host", value.bind, "--port", str(serve.port),
+        "--alias", value.name,
+        *FIXED_FLAGS,
+        "--threads", threads, "--threads-batch", threads,
+        "--batch-size", str(serve.batch), "--ubatch-size", str(serve.ubatch),
+        "--ctx-size", str(serve.ctx_size), "--parallel", str(serve.parallel),
+        *_placement_args(serve),
+        "--metrics", "--log-colors", "off",
+    ]
+    if serve.cache_ram is not None:
+        argv += ["--cache-ram", str(serve.cache_ram)]
+    if serve.api_key_file:
+        # The key stays in a read-only mounted file: never in argv, env or docker inspect.
+        argv += ["--api-key-file", API_KEY_MOUNT]
+    if serve.spec_draft is not None:
+        argv += ["--spec-draft-model", f"{DRAFT_MOUNT}/{PurePosixPath(serve.spec_draft.model).name}",
+                 "--spec-type", serve.spec_draft.type]
+        argv += ["--spec-draft-device", value.draft_device] if value.draft_device else []
+    if value.model.mmproj:
+        argv += ["--mmproj", f"{snapshot}/{value.model.mmproj}"]
+    return (*argv, *serve.extra_args)
+
+
+def _mounts(value: LaunchInput) -> tuple[Mount, ...]:
+    host_root = repo_dir(value.model.cache_dir, value.model.repo)
+    mounts = [Mount(host_root, f"{MODELS_MOUNT}/{PurePosixPath(host_root).name}", read_only=True)]
+    if value.serve.spec_draft is not None:
+        draft = value.serve.spec_draft.model
+        mounts.append(Mount(draft, f"{DRAFT_MOUNT}/{PurePosixPath(draft).name}", read_only=True))
+    if value.serve.api_key_file:
+        mounts.append(Mount(value.serve.api_key_file, API_KEY_MOUNT, read_only=True))
+    return tuple(mounts)
+
+
+def render_container(value: LaunchInput) -> ContainerSpec:
+    """The container, labels aside: a pure function of the launch input."""
+    return ContainerSpec(
+        name=value.name,
+        image=value.image,
+        command=_argv(value),
+        env=tuple(sorted(value.serve.env.items())),
+        mounts=_mounts(value),
+        gpus=_container_gpus(value.gpus),
+        labels=(),
+        restart_policy=value.restart_policy,
+    )
+
+
+def container_fingerprint(spec: ContainerSpec, image_fp: str) -> str:
+    """The rendered container (labels aside) and its image's inputs: what a running container is compared by."""
+    hashed = {k: v for k, v in asdict(replace(spec, labels=())).items() if not (k == "entrypoint" and v is None)}
     # (a field added with its default must not change the fingerprint of every running container)
-    digest = fingerprint({"spec": hashed, "image": image_fp})
-    url = f"http://{_probe_host(bind)}:{profile.serve.port}/health"
+    return fingerprint({"spec": hashed, "image": image_fp})
+
+
+def render_launch(profile: Profile, observed: Observed, image_tag: str, image_fp: str) -> Launch:
+    value, warnings = launch_input(profile, observed, image_tag, image_fp)
+    spec = render_container(value)
+    digest = container_fingerprint(spec, image_fp)
     labels = (
-        (PROFILE_LABEL, profile.name),
+        (PROFILE_LABEL, value.name),
         (CONTAINER_FINGERPRINT, digest),
-        (CONTAINER_INPUTS, json.dumps(inputs, sort_keys=True)),
-        (HEALTH_URL, url),
+        (CONTAINER_INPUTS, json.dumps(value.flat(), sort_keys=True)),
+        (HEALTH_URL, value.health_url),
     )
-    return Launch(replace(spec, labels=labels), digest, inputs, url, warnings)
+    return Launch(value, replace(spec, labels=labels), digest, warnings)

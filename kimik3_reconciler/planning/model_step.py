@@ -4,12 +4,12 @@ missing ones fit on the cache's disk (the sizing gate, before any byte is fetche
 from __future__ import annotations
 
 from kimik3_reconciler.model.facts import ModelFact, Observed
-from kimik3_reconciler.model.gate_rules import reference_profile
 from kimik3_reconciler.model.model_files import manifest_key, tokenizer_manifest_key
 from kimik3_reconciler.model.plan import Action, Step
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.specs import ModelDownload
-from kimik3_reconciler.planning.units import gib
+from kimik3_reconciler.planning.desired import Desired
+from kimik3_reconciler.planning.humanize import gib
 
 # Seed 001: plan download size + 10-15 %; the disk also holds logs, images and the next quant.
 DISK_HEADROOM = 0.10
@@ -40,46 +40,39 @@ def disk_refusal(model: ModelFact) -> str | None:
             f"{gib(with_headroom - model.cache_free_bytes)} [{_breakdown(model)}]")
 
 
-def _download(fact: ModelFact, endpoint: str | None, key: str) -> ModelDownload:
+def download_spec(fact: ModelFact, endpoint: str | None, key: str) -> ModelDownload:
     return ModelDownload(repo=fact.repo, revision=fact.revision, quant=fact.quant, endpoint=endpoint,
                          cache_dir=fact.cache_dir, files=fact.files, missing=fact.missing, manifest_key=key)
 
 
 def model_spec(profile: Profile, observed: Observed) -> ModelDownload:
-    return _download(observed.model, profile.model.endpoint, manifest_key(profile))
+    return download_spec(observed.model, profile.model.endpoint, manifest_key(profile))
 
 
-def plan_tokenizer(profile: Profile, observed: Observed) -> Step | None:
+def plan_tokenizer(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
     """The tokenizer repo's non-weight files (benchmark clients need an HF-format tokenizer)."""
     fact = observed.tokenizer
     if fact is None:
-        return None
-    spec = _download(fact, profile.model.endpoint, tokenizer_manifest_key(profile))
+        return ()
+    spec = download_spec(fact, desired.profile.model.endpoint, tokenizer_manifest_key(desired.profile))
     target = f"{fact.repo}@{fact.revision[:12]} (non-weight files)"
     if fact.complete:
-        return Step("tokenizer", target, Action.NOOP, f"all {len(fact.files)} files verified in the cache", spec=spec)
-    return Step("tokenizer", target, Action.CREATE, f"{len(fact.missing)} of {len(fact.files)} files missing "
-                "(weights are never fetched from this repo)", spec=spec, cost=f"{gib(fact.missing_bytes)} to fetch")
+        return (Step("tokenizer", target, Action.NOOP, f"all {len(fact.files)} files verified in the cache", spec=spec),)
+    return (Step("tokenizer", target, Action.CREATE, f"{len(fact.missing)} of {len(fact.files)} files missing "
+                 "(weights are never fetched from this repo)", spec=spec, cost=f"{gib(fact.missing_bytes)} to fetch"),)
 
 
-def plan_model(profile: Profile, observed: Observed) -> Step:
-    model = observed.model
+def model_step(kind: str, model: ModelFact, spec: ModelDownload, why: str = "") -> Step:
+    """The download step of one quant's files (the served quant, or the quant gate's reference)."""
     target = f"{model.repo}@{model.revision[:12]}/{model.quant}"
-    spec = model_spec(profile, observed)
     if model.complete:
-        return Step("model", target, Action.NOOP,
+        return Step(kind, target, Action.NOOP,
                     f"all {len(model.files)} files verified in the cache ({gib(model.total_bytes)})", spec=spec)
     free = f" of {gib(model.cache_free_bytes)} free" if model.cache_free_bytes is not None else ""
-    return Step("model", target, Action.CREATE,
-                f"{len(model.missing)} of {len(model.files)} files missing from the cache",
+    return Step(kind, target, Action.CREATE,
+                f"{len(model.missing)} of {len(model.files)} files missing from the cache{why}",
                 spec=spec, cost=f"{gib(model.missing_bytes)} to fetch{free} [{_breakdown(model)}]")
 
 
-def plan_reference(profile: Profile, observed: Observed) -> Step | None:
-    """The reference quant the gate compares against (gate.quant.reference_quant of the same repo)."""
-    fact = observed.reference
-    if fact is None:
-        return None
-    step = plan_model(reference_profile(profile), observed.model_copy(update={"model": fact}))
-    return Step("reference", step.target, step.action, step.reason + " (the quant gate's reference)",
-                spec=step.spec, cost=step.cost)
+def plan_model(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
+    return (model_step("model", observed.model, model_spec(desired.profile, observed)),)

@@ -18,7 +18,7 @@ from kimik3_reconciler.model.facts import ModelLayout, Observed
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.planning.health_step import SEED_LOAD_BYTES_PER_S
 from kimik3_reconciler.planning.host_gate import requested_gpus
-from kimik3_reconciler.planning.units import gib
+from kimik3_reconciler.planning.humanize import gib
 
 MIB = 1 << 20
 # What llama-server's own CUDA context takes before it measures free memory: NVML showed 143156

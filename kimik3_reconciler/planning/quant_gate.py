@@ -1,10 +1,101 @@
-"""The quant gate's verdict (seed 000 "Quant gate"): pure; the step that runs llama-perplexity
-in the profile's image and records the report is issue 6's remaining work."""
+"""The quant gate (seed 000 "Quant gate"), all of it but its executor (steps/quant_gate.py): when it
+applies, the reference quant it compares against, its plan steps, the parser of llama-perplexity's
+report and the verdict.
+
+UD-TQ2_0 loads and talks on these GPUs yet produces corrupted logits: "it answers" proves
+nothing. A quant that is neither vetted in the catalog nor the reference is not served until its
+logits are checked against the reference quant's (llama-perplexity --kl-divergence). The gate runs
+once per (quant, revision, image); a pass is recorded and not re-run; a recorded failure refuses
+the plan, saying why. Reference logits are computed once and cached.
+"""
 
 from __future__ import annotations
 
-from kimik3_reconciler.model.facts import KldReport
-from kimik3_reconciler.model.profile import QuantGate
+import re
+from dataclasses import dataclass, replace
+
+from kimik3_reconciler.errors import PlanError
+from kimik3_reconciler.model import catalog
+from kimik3_reconciler.model.facts import Observed
+from kimik3_reconciler.model.model_files import manifest_key
+from kimik3_reconciler.model.plan import Action, Step
+from kimik3_reconciler.model.profile import Profile, QuantGate
+from kimik3_reconciler.model.records import gate_key
+from kimik3_reconciler.model.specs import QuantGateRun, StopContainer
+from kimik3_reconciler.planning.desired import Desired
+from kimik3_reconciler.planning.health_step import predicted_load_s
+from kimik3_reconciler.planning.humanize import gib
+from kimik3_reconciler.planning.launch import first_shard, gpus_of, repo_dir
+from kimik3_reconciler.planning.model_step import download_spec, model_step
+
+CTX = 512
+CHUNKS = 8  # 8 x 512 tokens of the shipped text: a few minutes on a real quant
+TEXT = "gate_text.txt"  # shipped in the package
+TEXT_VERSION = "t1"  # names TEXT in the cached logits' key: bump it when the text changes
+RUN_TIMEOUT_S = 3 * 3600.0  # two passes over 8 x 512 tokens of an 800 GB model; tiny ones take a second
+
+
+# --- when it applies ---------------------------------------------------------------------------
+
+
+def gate_applies(profile: Profile) -> bool:
+    """gate.quant is configured and the quant is neither vetted in the catalog nor the reference."""
+    gate = profile.gate.quant
+    if gate is None or profile.model.quant == gate.reference_quant:
+        return False
+    info = catalog.lookup(profile.model.quant)
+    return not (info is not None and info.vetted)
+
+
+def reference_profile(profile: Profile) -> Profile:
+    """The same profile with the reference quant (and no mmproj): its files, manifest and layout."""
+    assert profile.gate.quant is not None
+    model = profile.model.model_copy(update={"quant": profile.gate.quant.reference_quant, "mmproj": None})
+    return profile.model_copy(update={"model": model})
+
+
+def gate_reference(profile: Profile) -> Profile | None:
+    """What observation must also look at: the reference quant's profile when the gate applies."""
+    return reference_profile(profile) if gate_applies(profile) else None
+
+
+def _record(desired: Desired, observed: Observed) -> dict | None:
+    return observed.gate_records.get(desired.build.fingerprint)
+
+
+def gate_pending(desired: Desired, observed: Observed) -> bool:
+    """The gate applies and has not passed on this image yet."""
+    record = _record(desired, observed)
+    return gate_applies(desired.profile) and not (record is not None and record.get("passed"))
+
+
+# --- what llama-perplexity says, and the verdict -----------------------------------------------
+
+
+@dataclass(frozen=True)
+class KldReport:
+    """llama-perplexity --kl-divergence against the reference quant's logits."""
+
+    mean_kld: float
+    same_top_p: float  # 0..1: how often the candidate's top token is the reference's
+    ppl: float | None = None
+
+
+_KLD = re.compile(r"^Mean\s+KLD:\s+([-\d.eE+]+)", re.M)
+_TOP = re.compile(r"^Same top p:\s+([-\d.eE+]+)\s*±", re.M)
+_PPL = re.compile(r"^Mean PPL\(Q\)\s+:\s+([-\d.eE+]+)", re.M)
+
+
+def parse_kld_report(stdout: str) -> KldReport | None:
+    """The report, or None: llama-perplexity exits 0 even when it bails out (a missing base file, a
+    failed load: reference/llama-cpp.md §5, tests/fixtures/perplexity/kld-missing-base.*), so a report
+    counts only when its `Mean    KLD:` and `Same top p:` lines are both there."""
+    kld, top = _KLD.search(stdout), _TOP.search(stdout)
+    if not kld or not top:
+        return None
+    ppl = _PPL.search(stdout)
+    return KldReport(mean_kld=float(kld.group(1)), same_top_p=float(top.group(1)) / 100,
+                     ppl=float(ppl.group(1)) if ppl else None)
 
 
 def gate_verdict(report: KldReport | None, gate: QuantGate) -> tuple[bool, str]:
@@ -19,3 +110,74 @@ def gate_verdict(report: KldReport | None, gate: QuantGate) -> tuple[bool, str]:
     if problems:
         return False, "; ".join(problems)
     return True, f"KLD {report.mean_kld:.3f}, top-token agreement {report.same_top_p:.1%}"
+
+
+# --- its plan steps ----------------------------------------------------------------------------
+
+
+def plan_reference(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
+    """Download the reference quant (gate.quant.reference_quant of the same repo) while the gate is pending."""
+    fact = observed.reference
+    if fact is None or not gate_pending(desired, observed):
+        return ()
+    spec = download_spec(fact, desired.profile.model.endpoint, manifest_key(reference_profile(desired.profile)))
+    step = model_step("reference", fact, spec)
+    return (replace(step, reason=step.reason + " (the quant gate's reference)"),)
+
+
+def plan_stop_for_gate(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
+    """GPUs are shared: the serving container stops before the gate runs on them (the plan says so,
+    with the downtime); a failed gate relaunches the last good profile, i.e. starts it again."""
+    container = observed.container
+    if not gate_pending(desired, observed) or container is None or gpus_of(desired.profile) == "none":
+        return ()
+    if container.state not in ("running", "restarting"):
+        return ()
+    load_s, _ = predicted_load_s(observed)
+    return (Step("stop", container.name, Action.UPDATE,
+                 "the quant gate runs on the GPUs this container holds: stop it first (a failed gate starts it again)",
+                 spec=StopContainer(container.name),
+                 cost=f"downtime from now until the new container is healthy: the gate's two llama-perplexity runs "
+                      f"+ a load of ~{load_s / 60:.0f} min"),)
+
+
+def plan_gate(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
+    profile = desired.profile
+    gate = profile.gate.quant
+    if gate is None:
+        return ()
+    target = f"{profile.model.quant} vs {gate.reference_quant}"
+    if not gate_applies(profile):
+        info = catalog.lookup(profile.model.quant)
+        if info is not None and info.kld is not None:
+            why = (f"vetted in the catalog: KLD {info.kld} / top-token agreement {info.top_token_agreement:.1%} "
+                   f"vs {gate.reference_quant} (seed 000)")
+        else:
+            why = "the reference quant itself, or vetted in the catalog: no gate needed"
+        return (Step("gate", target, Action.NOOP, why),)
+    record = _record(desired, observed)
+    if record is not None and record.get("passed"):
+        return (Step("gate", target, Action.NOOP, f"passed on {record.get('date')}: {record.get('why')}"),)
+    if record is not None:
+        raise PlanError(f"model.quant {profile.model.quant} failed its quant gate on this image ({record.get('why')}); "
+                        "it is never served: pick a vetted quant, or change the image (a new build is gated again)")
+    reference, model, image = observed.reference, observed.model, desired.build
+    assert reference is not None  # observed whenever the gate applies (engine: gate_reference)
+    n_vocab = observed.layout.n_vocab if observed.layout else 0
+    logits = CHUNKS * (CTX // 2) * n_vocab * 2  # uint16 log-probs of the scored half of each chunk
+    run = QuantGateRun(
+        image=image.tag, image_fingerprint=image.fingerprint,
+        reference_repo_dir=repo_dir(reference.cache_dir, reference.repo),
+        reference_model=f"{reference.revision}/{first_shard(reference)}",
+        candidate_repo_dir=repo_dir(model.cache_dir, model.repo),
+        candidate_model=f"{model.revision}/{first_shard(model)}",
+        revision=model.revision, gpus=gpus_of(profile), threads=observed.host.physical_cores,
+        max_kld=gate.max_kld, min_top_token_agreement=gate.min_top_token_agreement,
+        record_key=gate_key(model.repo, model.revision, model.quant),
+        logits_key=f"gate-logits/{reference.repo.replace('/', '--')}/{reference.revision}/"
+                   f"{reference.quant}-{TEXT_VERSION}-c{CTX}x{CHUNKS}.kld",
+    )
+    return (Step("gate", target, Action.READ,
+                 f"{profile.model.quant} is not vetted: check its logits against {gate.reference_quant} "
+                 f"(KLD <= {gate.max_kld}, top-token agreement >= {gate.min_top_token_agreement:.0%}) before serving",
+                 spec=run, cost=f"reference logits ~{gib(logits)} (computed once, cached); two llama-perplexity runs"),)

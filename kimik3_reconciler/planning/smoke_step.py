@@ -11,6 +11,7 @@ from kimik3_reconciler.model.labels import PROFILE_LABEL, SMOKE_MOUNT
 from kimik3_reconciler.model.plan import Action, Step
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.specs import ImageBuild, SmokeTest
+from kimik3_reconciler.planning.desired import Desired, changes
 from kimik3_reconciler.planning.launch import FIXED_FLAGS, gpus_of
 
 SMOKE_MODEL = "Kimi-K3-tiny-00001-of-00002.gguf"
@@ -26,19 +27,19 @@ def render_smoke(profile: Profile, observed: Observed, image: ImageBuild) -> Smo
                      labels=((PROFILE_LABEL, profile.name), ("kimik3.role", "smoke")))
 
 
-def plan_smoke(profile: Profile, observed: Observed, image_step: Step) -> Step:
-    spec = render_smoke(profile, observed, image_step.spec)
+def plan_smoke(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
+    spec = render_smoke(desired.profile, observed, desired.build)
     target = spec.image
-    if not profile.gate.smoke:
-        return Step("smoke", target, Action.NOOP, "gate.smoke is off", spec=spec)
-    if image_step.action is Action.CREATE:  # a new build (a re-tag reuses a tested one)
-        return Step("smoke", target, Action.READ, "smoke-test the new image with a tiny kimi-k3 GGUF", spec=spec,
-                    cost="seconds")
+    if not desired.profile.gate.smoke:
+        return (Step("smoke", target, Action.NOOP, "gate.smoke is off"),)
+    if changes(planned, ImageBuild):  # a new build (a re-tag reuses a tested one)
+        return (Step("smoke", target, Action.READ, "smoke-test the new image with a tiny kimi-k3 GGUF", spec=spec,
+                     cost="seconds"),)
     image = next((i for i in observed.images if i.fingerprint == spec.image_fingerprint), None)
     if image is not None and image.smoke == "passed":
-        return Step("smoke", target, Action.NOOP, "image passed its smoke test", spec=spec)
+        return (Step("smoke", target, Action.NOOP, "image passed its smoke test"),)
     if image is not None and image.smoke == "failed":
-        return Step("smoke", target, Action.READ,
-                    f"the last smoke test failed ({image.smoke_detail}); the real model is not launched on this image "
-                    "until it passes: trying again", spec=spec)
-    return Step("smoke", target, Action.READ, "image was never smoke-tested", spec=spec, cost="seconds")
+        return (Step("smoke", target, Action.READ,
+                     f"the last smoke test failed ({image.smoke_detail}); the real model is not launched on this image "
+                     "until it passes: trying again", spec=spec),)
+    return (Step("smoke", target, Action.READ, "image was never smoke-tested", spec=spec, cost="seconds"),)

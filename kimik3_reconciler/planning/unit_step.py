@@ -12,17 +12,12 @@ from dataclasses import replace
 
 from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.model.facts import Observed, SystemdFacts, UnitFact, UnitFileFact
-from kimik3_reconciler.model.plan import Action, DiffItem, Step
+from kimik3_reconciler.model.plan import Action, DiffItem, Step, flat_diff
 from kimik3_reconciler.model.profile import Profile
-from kimik3_reconciler.model.unit_files import (
-    UnitInstall,
-    UnitRemoval,
-    env_path,
-    split_header,
-    unit_path,
-    with_header,
-)
+from kimik3_reconciler.model.specs import LaunchContainer, StartContainer, UnitInstall, UnitRemoval
+from kimik3_reconciler.model.unit_files import env_path, split_header, unit_path, with_header
 from kimik3_reconciler.planning.conflict_step import why_conflicting
+from kimik3_reconciler.planning.desired import Desired, changes
 from kimik3_reconciler.planning.launch import Launch
 
 STOP_TIMEOUT_S = 120  # docker stop's grace: llama-server exits 0 on SIGTERM after freeing GPU memory
@@ -136,9 +131,7 @@ def _file_change(label: str, path: str, found: UnitFileFact | None,
     fingerprint, _, body = split_header(text)
     if found is None:
         return f"{label} file {path} is missing: write it", ()
-    old, new = _settings(found.body), _settings(body)
-    diff = tuple(DiffItem(f"{label} {key}", old.get(key), new.get(key))
-                 for key in sorted(old.keys() | new.keys()) if old.get(key) != new.get(key))
+    diff = flat_diff(_settings(found.body), _settings(body), prefix=f"{label} ")
     if found.fingerprint is None:
         return f"{label} file {path} lost its kimik3 header (edited by hand): restore it", diff
     if found.edited:
@@ -149,7 +142,7 @@ def _file_change(label: str, path: str, found: UnitFileFact | None,
     return None, ()
 
 
-def _refuse(profile: Profile, facts: SystemdFacts | None, current: UnitFact | None, unit: str) -> str:
+def _docker_cli_or_refuse(profile: Profile, facts: SystemdFacts | None, current: UnitFact | None, unit: str) -> str:
     """The docker CLI the unit will run, or PlanError: kimik3 never half-installs a unit."""
     if facts is None or not facts.booted:
         state = facts.state if facts else "not observed"
@@ -201,24 +194,27 @@ def _state_changes(install: UnitInstall, current: UnitFact,
     return reasons, diff
 
 
-def plan_stale_units(profile: Profile, observed: Observed) -> tuple[Step, ...]:
+def plan_stale_units(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
     """Units kimik3 installed for this profile that it no longer names (section removed, unit renamed).
 
     They go before the container step: their ExecStop stops the container, so they must not run
     after a relaunch.
     """
+    profile = desired.profile
     keep = f"{profile.unit_name}.service" if profile.systemd is not None else None
     return _removals(profile, observed.systemd, keep=keep, why="stale")
 
 
-def plan_unit(profile: Profile, observed: Observed, launch: Launch, container_changes: bool) -> tuple[Step, ...]:
+def plan_unit(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
     """The profile's unit step, after health; () without a `systemd:` section."""
+    profile, launch = desired.profile, desired.launch
+    container_changes = changes(planned, LaunchContainer, StartContainer)
     if profile.systemd is None:
         return ()
     facts = observed.systemd
     wanted = f"{profile.unit_name}.service"
     current = next((u for u in facts.units if u.name == wanted), None) if facts else None
-    install = render_install(profile, observed, launch, _refuse(profile, facts, current, wanted))
+    install = render_install(profile, observed, launch, _docker_cli_or_refuse(profile, facts, current, wanted))
     if current is None or current.unit_file is None:
         mode = "enable it at boot" if install.enable else _ON_DEMAND
         why = f"no unit: install it and {install.env_path}, daemon-reload, {mode}, start it"

@@ -1,45 +1,86 @@
-"""Step executors: one per step kind; each makes its step true through the ports, nothing else."""
+"""Step executors: one per payload type (model/specs.py); each makes its step true through the ports.
+
+`EXECUTORS` is the one dispatch table: the engine checks every changing step of a plan against it
+when the plan is made (`check_executable`), so a payload without an executor fails `kimik3 plan`,
+not an apply halfway through.
+"""
 
 from __future__ import annotations
 
-from kimik3_reconciler.model.plan import Step
+from collections.abc import Callable
+from typing import Any
+
+from kimik3_reconciler.errors import PlanError
+from kimik3_reconciler.model.plan import Plan, Step
+from kimik3_reconciler.model.specs import (
+    HealthWait,
+    ImageBuild,
+    LaunchContainer,
+    ModelDownload,
+    Payload,
+    QuantGateRun,
+    RemoveContainer,
+    RemoveImage,
+    RemoveModelFiles,
+    RetagImage,
+    SmokeTest,
+    StartContainer,
+    StopContainer,
+    StopUnit,
+    UnitInstall,
+    UnitRemoval,
+)
 from kimik3_reconciler.ports import Ports
-from kimik3_reconciler.steps.container import run_container_step
-from kimik3_reconciler.steps.gate import run_quant_gate
-from kimik3_reconciler.steps.health import wait_healthy
-from kimik3_reconciler.steps.image import build_image
-from kimik3_reconciler.steps.model import download_model
-from kimik3_reconciler.steps.removal import remove
+from kimik3_reconciler.steps.container import (
+    launch_container,
+    remove_container,
+    start_container,
+    stop_container,
+)
+from kimik3_reconciler.steps.health import wait_until_healthy
+from kimik3_reconciler.steps.image import build_image, remove_image, retag_image
+from kimik3_reconciler.steps.model import download_model, remove_model_files
+from kimik3_reconciler.steps.quant_gate import run_quant_gate
 from kimik3_reconciler.steps.report import Reporter
 from kimik3_reconciler.steps.smoke import smoke_test
-from kimik3_reconciler.steps.unit import run_unit_step
+from kimik3_reconciler.steps.unit import install_unit, remove_unit, stop_unit
 
-__all__ = ["execute", "Reporter"]
+__all__ = ["EXECUTORS", "Reporter", "check_executable", "execute"]
 
-_EXECUTORS = {
-    "model": download_model,
-    "tokenizer": download_model,
-    "reference": download_model,
-    "gate": run_quant_gate,
-    "image": build_image,
-    "smoke": smoke_test,
-    "container": run_container_step,
-    "health": wait_healthy,
-    "unit": run_unit_step,
+Executor = Callable[[Any, Ports, Reporter], None]
+
+EXECUTORS: dict[type[Payload], Executor] = {
+    ModelDownload: download_model,
+    RemoveModelFiles: remove_model_files,
+    ImageBuild: build_image,
+    RetagImage: retag_image,
+    RemoveImage: remove_image,
+    SmokeTest: smoke_test,
+    QuantGateRun: run_quant_gate,
+    StopContainer: stop_container,
+    LaunchContainer: launch_container,
+    StartContainer: start_container,
+    RemoveContainer: remove_container,
+    HealthWait: wait_until_healthy,
+    UnitInstall: install_unit,
+    UnitRemoval: remove_unit,
+    StopUnit: stop_unit,
 }
 
 
+def _executor(step: Step) -> Executor:
+    executor = EXECUTORS.get(type(step.spec))
+    if executor is None:
+        raise PlanError(f"{step.kind} {step.target}: no executor for {type(step.spec).__name__} (steps/__init__.py)")
+    return executor
+
+
+def check_executable(plan: Plan) -> Plan:
+    """Every step that changes something has an executor: checked when the plan is made."""
+    for step in plan.changes:
+        _executor(step)
+    return plan
+
+
 def execute(step: Step, ports: Ports, reporter: Reporter) -> None:
-    if step.action.name == "DELETE" and step.kind != "unit":  # the unit executor removes its own files
-        remove(step, ports, reporter)
-        return
-    if step.kind == "conflict" and step.spec.what == "unit" and ports.units is not None:
-        # Its kimik3 unit supervises it: stopping only the container, systemd would start it again.
-        ports.units.systemctl("stop", step.spec.ref)
-        reporter.event("stopped", unit=step.spec.ref, reason=step.reason)
-        return
-    if step.kind in ("conflict", "stop"):
-        ports.docker.stop_container(step.target)
-        reporter.event("stopped", container=step.target, reason=step.reason)
-        return
-    _EXECUTORS[step.kind](step, ports, reporter)
+    _executor(step)(step.spec, ports, reporter)

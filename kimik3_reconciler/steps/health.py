@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 
 from kimik3_reconciler.errors import LoadFailed
-from kimik3_reconciler.model.plan import Step
 from kimik3_reconciler.model.records import LOAD_RATE_KEY
 from kimik3_reconciler.model.specs import HealthWait
 from kimik3_reconciler.ports import Ports
@@ -21,10 +20,6 @@ def load_phase(log_tail: str) -> str:
     """The server's latest log line, without its prefix: what the load is doing now."""
     lines = [ln for ln in log_tail.splitlines() if ln.strip()]
     return _PREFIX.sub("", lines[-1]).strip()[:70] if lines else "starting"
-
-
-def wait_healthy(step: Step, ports: Ports, reporter: Reporter) -> None:
-    wait_until_healthy(step.spec, ports, reporter)
 
 
 def wait_until_healthy(wait: HealthWait, ports: Ports, reporter: Reporter) -> None:

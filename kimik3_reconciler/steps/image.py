@@ -1,4 +1,5 @@
-"""Ensure image: base images present, the pinned source archive verified, patches ordered, build."""
+"""Images: base images present, the pinned source archive verified, patches ordered, build; re-tag a kept
+build; remove one."""
 
 from __future__ import annotations
 
@@ -8,9 +9,8 @@ from pathlib import Path
 
 from kimik3_reconciler.errors import InputError
 from kimik3_reconciler.model.labels import BASE_IMAGES
-from kimik3_reconciler.model.plan import Step
 from kimik3_reconciler.model.records import archive_record_key
-from kimik3_reconciler.model.specs import ImageBuild
+from kimik3_reconciler.model.specs import ImageBuild, RemoveImage, RetagImage
 from kimik3_reconciler.observe.local_inputs import sha256_file
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps.report import Reporter
@@ -30,20 +30,22 @@ def _source_archive(spec: ImageBuild, ports: Ports, reporter: Reporter) -> tuple
     if not spec.archive.startswith(("http://", "https://")):
         path = Path(spec.archive)
         return path, spec.archive_sha256 or sha256_file(path)
-    dest = ports.state.path(f"archives/{spec.source}-{spec.commit}.tar.gz")
-    if dest.is_file():
-        sha = sha256_file(dest)
+    key = f"archives/{spec.source}-{spec.commit}.tar.gz"
+    kept = ports.state.artifact(key)
+    if kept is not None:
+        sha = sha256_file(kept)
         if sha in (record.get("sha256"), spec.archive_sha256):
-            return dest, sha
-        dest.unlink()  # a torn or foreign file: fetch again, and check it like a first fetch
+            return kept, sha
+        ports.state.discard(key)  # a foreign file: fetch again, and check it like a first fetch
     reporter.event("fetch-archive", url=spec.archive)
-    sha = ports.http.fetch(spec.archive, dest)
-    try:
-        _checked(sha, spec, record.get("sha256"))
-    except InputError:
-        dest.unlink(missing_ok=True)
-        raise
-    return dest, sha
+    fetched: dict[str, str] = {}
+
+    def fetch(staging: Path) -> None:
+        # Checked before it is renamed into place: a mismatching archive is never kept.
+        fetched["sha"] = ports.http.fetch(spec.archive, staging)
+        _checked(fetched["sha"], spec, record.get("sha256"))
+
+    return ports.state.produce(key, fetch), fetched["sha"]
 
 
 def _base_image_ids(spec: ImageBuild, ports: Ports, reporter: Reporter) -> dict[str, str]:
@@ -57,12 +59,7 @@ def _base_image_ids(spec: ImageBuild, ports: Ports, reporter: Reporter) -> dict[
     return ids
 
 
-def build_image(step: Step, ports: Ports, reporter: Reporter) -> None:
-    spec: ImageBuild = step.spec
-    if spec.retag_from:
-        ports.docker.tag_image(spec.retag_from, spec.tag)
-        reporter.event("retagged", image=spec.retag_from[:19], tag=spec.tag)
-        return
+def build_image(spec: ImageBuild, ports: Ports, reporter: Reporter) -> None:
     archive, sha = _source_archive(spec, ports, reporter)
     # Base image ids are stamped on the image: a re-pulled base (security fix) shows up in the plan.
     labelled = replace(spec, labels=spec.labels + ((BASE_IMAGES, json.dumps(_base_image_ids(spec, ports, reporter),
@@ -75,3 +72,13 @@ def build_image(step: Step, ports: Ports, reporter: Reporter) -> None:
     # Recorded at first use (before building): every later use of this pin must match it.
     ports.state.write(archive_record_key(spec.source, spec.commit), {"location": spec.archive, "sha256": sha})
     ports.docker.build_image(labelled, files, lambda text: reporter.line("build", text))
+
+
+def retag_image(spec: RetagImage, ports: Ports, reporter: Reporter) -> None:
+    ports.docker.tag_image(spec.image_id, spec.tag)
+    reporter.event("retagged", image=spec.image_id[:19], tag=spec.tag)
+
+
+def remove_image(spec: RemoveImage, ports: Ports, reporter: Reporter) -> None:
+    ports.docker.remove_image(spec.ref)
+    reporter.event("removed", what="image", ref=spec.ref)

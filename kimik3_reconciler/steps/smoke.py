@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import datetime
-import os
-import shutil
+from pathlib import Path
 
 from kimik3_reconciler.errors import LoadFailed, PermanentError, SmokeFailed, TransientError
 from kimik3_reconciler.model.labels import SMOKE_MOUNT
-from kimik3_reconciler.model.plan import Step
 from kimik3_reconciler.model.records import smoke_key
 from kimik3_reconciler.model.specs import ContainerSpec, HealthWait, Mount, SmokeTest
 from kimik3_reconciler.planning.smoke_step import SMOKE_MODEL
@@ -17,25 +14,25 @@ from kimik3_reconciler.steps.health import wait_until_healthy
 from kimik3_reconciler.steps.report import Reporter
 
 SMOKE_TIMEOUT_S = 180.0
+MODEL_KEY = "smoke-model"
+
+
+def _write_model(folder: Path) -> None:
+    from kimik3_reconciler.demo.tiny_gguf import write_tiny_kimi_k3  # numpy + gguf: only when a smoke test runs
+
+    write_tiny_kimi_k3(folder, SMOKE_MODEL.split("-00001-of-")[0], shards=2, seed=0)
 
 
 def _tiny_model(ports: Ports) -> str:
-    """The tiny model lives in the state dir, generated once (deterministic, ~2.4 MB, 2 shards),
-    into a temporary folder renamed into place, so an interrupted generation never leaves half a model."""
-    from kimik3_reconciler.demo.tiny_gguf import write_tiny_kimi_k3  # numpy + gguf: only when a smoke test runs
-
-    folder = ports.state.path("smoke-model/ready").parent
-    if not (folder / SMOKE_MODEL).is_file():
-        staging = folder.with_name(f"smoke-model.{os.getpid()}.partial")
-        shutil.rmtree(staging, ignore_errors=True)
-        write_tiny_kimi_k3(staging, SMOKE_MODEL.split("-00001-of-")[0], shards=2, seed=0)
-        shutil.rmtree(folder, ignore_errors=True)
-        os.replace(staging, folder)
+    """The tiny model lives in the state dir, generated once (deterministic, ~2.4 MB, 2 shards); the
+    state port renames it into place only when complete, so an interrupted generation leaves nothing."""
+    folder = ports.state.artifact(MODEL_KEY)
+    if folder is None or not (folder / SMOKE_MODEL).is_file():
+        folder = ports.state.produce(MODEL_KEY, _write_model)
     return str(folder)
 
 
-def smoke_test(step: Step, ports: Ports, reporter: Reporter) -> None:
-    spec: SmokeTest = step.spec
+def smoke_test(spec: SmokeTest, ports: Ports, reporter: Reporter) -> None:
     port = ports.http.free_port()
     container = ContainerSpec(
         name=spec.container, image=spec.image,
@@ -44,7 +41,7 @@ def smoke_test(step: Step, ports: Ports, reporter: Reporter) -> None:
         labels=spec.labels, restart_policy="no",
     )
     ports.docker.remove_container(spec.container)  # a leftover of an interrupted smoke test
-    record = {"image": spec.image, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+    record = {"image": spec.image, "date": ports.clock.now().isoformat(timespec="seconds")}
     try:
         ports.docker.run_container(container)
         wait_until_healthy(HealthWait(spec.container, f"http://127.0.0.1:{port}/health", SMOKE_TIMEOUT_S),

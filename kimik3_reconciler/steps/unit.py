@@ -8,8 +8,7 @@ now", so the unit is started whether it is boot-enabled or on-demand; `enable` d
 from __future__ import annotations
 
 from kimik3_reconciler.errors import PermanentError
-from kimik3_reconciler.model.plan import Step
-from kimik3_reconciler.model.unit_files import UnitInstall, UnitRemoval
+from kimik3_reconciler.model.specs import StopUnit, UnitInstall, UnitRemoval
 from kimik3_reconciler.observe.unit import parse_show
 from kimik3_reconciler.ports import Ports, UnitsPort
 from kimik3_reconciler.steps.report import Reporter
@@ -18,18 +17,14 @@ START_CHECK_S = 1.5  # a unit whose ExecStart fails at once (no such container) 
 _POLL_S = 0.2
 
 
-def run_unit_step(step: Step, ports: Ports, reporter: Reporter) -> None:
+def _units(ports: Ports) -> UnitsPort:
     if ports.units is None:
         raise PermanentError("this kimik3 has no systemd adapter wired (ports.units)")
-    if isinstance(step.spec, UnitRemoval):
-        remove_unit(step.spec, ports.units, reporter)
-        return
-    install_unit(step.spec, ports, reporter)
+    return ports.units
 
 
 def install_unit(spec: UnitInstall, ports: Ports, reporter: Reporter) -> None:
-    units = ports.units
-    assert units is not None
+    units = _units(ports)
     if spec.write_env:  # first: the unit names it, and a start in between must find the new values
         units.write_file(spec.env_path, spec.env_text)
         reporter.event("wrote", file=spec.env_path)
@@ -62,7 +57,14 @@ def _check_started(unit: str, ports: Ports, units: UnitsPort) -> None:
         waited += _POLL_S
 
 
-def remove_unit(spec: UnitRemoval, units: UnitsPort, reporter: Reporter) -> None:
+def stop_unit(spec: StopUnit, ports: Ports, reporter: Reporter) -> None:
+    """Stop the unit that supervises a conflicting container; the container is kept."""
+    _units(ports).systemctl("stop", spec.unit)
+    reporter.event("stopped", unit=spec.unit)
+
+
+def remove_unit(spec: UnitRemoval, ports: Ports, reporter: Reporter) -> None:
+    units = _units(ports)
     if spec.systemctl:
         # ExecStop runs `docker stop -t 120`: the container exits cleanly and is kept (destroy removes it next).
         units.systemctl("stop", spec.unit)

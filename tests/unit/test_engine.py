@@ -257,11 +257,9 @@ def test_verify_rehashes_and_refetches_a_blob_corrupted_in_place(world):
     cached = hub.root / "cache" / "UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00002.gguf"
     cached.write_bytes(cached.read_bytes()[::-1])  # same size: only a hash can tell
     assert engine.plan(load()).steps[0].action is Action.NOOP  # a plan never re-hashes on its own
-    engine.rehash = True
-    step = engine.plan(load()).steps[0]
+    step = engine.plan(load(), rehash=True).steps[0]
     assert step.action is Action.CREATE and "1 of 2 files missing" in step.reason
-    engine.rehash = True
-    engine.apply(load())
+    engine.apply(load(), rehash=True)
     assert cached.read_bytes() == FILES["UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00002.gguf"]
 
 

@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from kimik3_reconciler.model.profile import QuantGate
-from kimik3_reconciler.observe.perplexity import parse_kld_report
-from kimik3_reconciler.planning.quant_gate import gate_verdict
+from kimik3_reconciler.planning.quant_gate import KldReport, gate_verdict, parse_kld_report
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "perplexity"
 GATE = QuantGate()  # seed defaults: max_kld 0.5, min_top_token_agreement 0.80
@@ -71,7 +70,6 @@ def test_a_run_that_bails_out_is_a_failure() -> None:
 
 
 def test_seed_figures_against_the_defaults() -> None:
-    from kimik3_reconciler.model.facts import KldReport
 
     assert gate_verdict(KldReport(mean_kld=0.37, same_top_p=0.846), GATE)[0]  # UD-IQ2_XXS
     assert not gate_verdict(KldReport(mean_kld=1.9, same_top_p=0.41), GATE)[0]  # "KLD >> 1": a broken kernel
@@ -101,8 +99,8 @@ def test_the_gate_step_on_fakes_inserted_skipped_recorded_and_refusing(tmp_path)
 def test_a_vetted_quant_shows_its_catalog_results_instead_of_a_gate() -> None:
     from kimik3_reconciler.model.facts import LocalInputs, ModelFact, Observed
     from kimik3_reconciler.model.profile_source import parse_profile
-    from kimik3_reconciler.planning.gate_step import plan_gate
-    from kimik3_reconciler.planning.image_step import render_image_build
+    from kimik3_reconciler.planning import render_desired
+    from kimik3_reconciler.planning.quant_gate import plan_gate
 
     profile = parse_profile("""
 apiVersion: kimik3/v1
@@ -113,7 +111,7 @@ gate: {quant: {reference_quant: UD-Q2_K_XL}}
 """).profile
     observed = Observed(inputs=LocalInputs(dockerfile_path="-", dockerfile_sha256="d" * 64),
                         model=ModelFact(repo="unsloth/Kimi-K3-GGUF", revision="0" * 40, quant="UD-IQ2_XXS", cache_dir="/c"))
-    step = plan_gate(profile, observed, render_image_build(profile, observed))
+    (step,) = plan_gate(render_desired(profile, observed), observed)
     assert step.reason == "vetted in the catalog: KLD 0.37 / top-token agreement 84.6% vs UD-Q2_K_XL (seed 000)"
 
 

@@ -7,6 +7,7 @@ from test_engine import PROFILE, load, world  # noqa: F401 - `world` is a fixtur
 
 from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.model.plan import Action
+from kimik3_reconciler.model.specs import StopUnit
 from kimik3_reconciler.model.unit_files import env_path, unit_path
 
 UNIT = "k3-test.service"
@@ -161,8 +162,7 @@ def test_the_conflicting_pair_switches_through_their_units(world):  # noqa: F811
     engine.apply(main)
     plan = engine.plan(interactive)
     conflict = [s for s in plan.steps if s.kind == "conflict"]
-    assert [(s.target, s.action, s.spec.what, s.spec.ref) for s in conflict] == [
-        ("k3-test", Action.UPDATE, "unit", UNIT)]
+    assert [(s.target, s.action, s.spec) for s in conflict] == [("k3-test", Action.UPDATE, StopUnit(UNIT))]
     assert "stop unit k3-test.service" in conflict[0].reason
     engine.apply(interactive)
     units = units_of(engine)
