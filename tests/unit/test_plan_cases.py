@@ -88,7 +88,7 @@ def observed_for(profile: Profile, spec: dict[str, Any], host: HostFacts) -> Obs
     missing = {"complete": (), "absent": tuple(f.path for f in files)}.get(model_spec) if isinstance(model_spec, str) \
         else tuple(f.path for f in files if Path(f.path).name in model_spec["missing"])
     model = ModelFact(repo=profile.model.repo, revision=profile.model.revision, quant=profile.model.quant,
-                      cache_dir="/var/lib/kimik3/hub", files=files, missing=missing)
+                      cache_dir=profile.model.cache_dir or "/var/lib/kimik3/hub", files=files, missing=missing)
     return Observed(host=host, inputs=inputs, model=model)
 
 
