@@ -22,7 +22,7 @@ SMOKE_TIMEOUT_S = 180.0
 def _tiny_model(ports: Ports) -> str:
     """The tiny model lives in the state dir, generated once (deterministic, ~2.4 MB, 2 shards),
     into a temporary folder renamed into place, so an interrupted generation never leaves half a model."""
-    from kimik3_reconciler.demo.tiny_gguf import write_tiny_kimi_k3  # numpy + gguf: only when a smoke test runs
+    from kimik3_reconciler.steps.smoke_model import write_tiny_kimi_k3  # numpy + gguf: only when a smoke test runs
 
     folder = ports.state.path("smoke-model/ready").parent
     if not (folder / SMOKE_MODEL).is_file():

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from huggingface_hub import scan_cache_dir, try_to_load_from_cache
 
+from kimik3_demo.hub import FixtureHub, FixtureRepo
 from kimik3_reconciler.adapters.hf_hub import HuggingFaceHub
 from kimik3_reconciler.adapters.hub_download import CHUNK
-from kimik3_reconciler.demo.hub import FixtureHub, FixtureRepo
 from kimik3_reconciler.errors import DownloadFailed
 from kimik3_reconciler.model.specs import ModelDownload
 
@@ -93,7 +93,7 @@ def test_kill_9_mid_shard_then_resume_refetches_at_most_one_chunk(hub: FixtureHu
     hub.faults.bytes_per_second = 16 << 20  # ~1.5 s per shard: time to kill it mid-way
     script = (
         "import sys; from tests.integration.test_download import *; "
-        "from kimik3_reconciler.demo.hub import FixtureHub; "
+        "from kimik3_demo.hub import FixtureHub; "
         f"hub = type('H', (), {{'url': {hub.url!r}}})(); "
         f"HuggingFaceHub().download(spec_for(hub, Path({str(tmp_path)!r})), lambda *_: None)"
     )
