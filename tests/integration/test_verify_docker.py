@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from realparts import demo_profile, docker, kimik3, require_docker_and_demo_hub, write_profile
+from support.realparts import demo_profile, docker, kimik3, require_docker_and_demo_hub, write_profile
 
 from kimik3_demo.hub import FixtureHub
 from kimik3_demo.prepare import demo_repos

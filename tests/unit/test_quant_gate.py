@@ -22,7 +22,7 @@ def fake_world(tmp_path: Path, quants: tuple[str, ...]):
     """An engine on fakes whose hub holds `quants` of org/k3 (2 shards each)."""
     from kimik3_reconciler.engine import Engine
     from kimik3_reconciler.steps.report import NullReporter
-    from kimik3_reconciler.testing import FakeHub, fake_ports
+    from support.fakes import FakeHub, fake_ports
 
     files = {f"{q}/k3-{q}-0000{i}-of-00002.gguf": f"{q}{i}".encode() * 10 for q in quants for i in (1, 2)}
     (tmp_path / "src.tar.gz").write_bytes(b"source")
