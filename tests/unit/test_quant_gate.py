@@ -99,7 +99,8 @@ def test_the_gate_step_on_fakes_inserted_skipped_recorded_and_refusing(tmp_path)
 
 
 def test_a_vetted_quant_shows_its_catalog_results_instead_of_a_gate() -> None:
-    from kimik3_reconciler.model.facts import LocalInputs, ModelFact, Observed
+    from support.observed import observed
+
     from kimik3_reconciler.model.profile_source import parse_profile
     from kimik3_reconciler.planning.gate_step import plan_gate
     from kimik3_reconciler.planning.image_step import render_image_build
@@ -111,9 +112,8 @@ model: {repo: unsloth/Kimi-K3-GGUF, revision: 0123456789abcdef0123456789abcdef01
 serve: {ubatch: 2048}
 gate: {quant: {reference_quant: UD-Q2_K_XL}}
 """).profile
-    observed = Observed(inputs=LocalInputs(dockerfile_path="-", dockerfile_sha256="d" * 64),
-                        model=ModelFact(repo="unsloth/Kimi-K3-GGUF", revision="0" * 40, quant="UD-IQ2_XXS", cache_dir="/c"))
-    step = plan_gate(profile, observed, render_image_build(profile, observed))
+    facts = observed(profile)
+    step = plan_gate(profile, facts, render_image_build(profile, facts))
     assert step.reason == "vetted in the catalog: KLD 0.37 / top-token agreement 84.6% vs UD-Q2_K_XL (seed 000)"
 
 
