@@ -28,8 +28,8 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from kimik3_demo.hub import FixtureHub, FixtureRepo  # noqa: E402
 from kimik3_reconciler.adapters.hf_hub import HuggingFaceHub  # noqa: E402
-from kimik3_reconciler.demo.hub import FixtureHub, FixtureRepo  # noqa: E402
 from kimik3_reconciler.model.specs import ModelDownload  # noqa: E402
 
 REPO, REV = "kimik3-bench/big-GGUF", "be" * 20

@@ -12,11 +12,11 @@ export KIMIK3_STATE_DIR="${KIMIK3_STATE_DIR:-$PWD/$DEMO/state}"
 [ -x .venv/bin/kimik3 ] || { python3 -m venv .venv && .venv/bin/pip install -q -e ".[demo]"; }
 bash scripts/ensure-docker.sh
 bash scripts/ensure-base-image.sh
-.venv/bin/python -m kimik3_reconciler.demo.prepare --root "$DEMO"
+.venv/bin/python -m kimik3_demo.prepare --root "$DEMO"
 
 # The local hub: kimik3 sees it as a mirror (model.endpoint). Stopped again when this script ends;
 # a converged re-apply does not need it (the verified manifest answers).
-.venv/bin/python -m kimik3_reconciler.demo.hub --root "$DEMO/hub" --port 18080 >"$DEMO/hub.log" 2>&1 &
+.venv/bin/python -m kimik3_demo.hub --root "$DEMO/hub" --port 18080 >"$DEMO/hub.log" 2>&1 &
 HUB=$!
 trap 'kill $HUB 2>/dev/null || true' EXIT
 for _ in $(seq 1 50); do

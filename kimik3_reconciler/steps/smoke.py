@@ -18,7 +18,7 @@ MODEL_KEY = "smoke-model"
 
 
 def _write_model(folder: Path) -> None:
-    from kimik3_reconciler.demo.tiny_gguf import write_tiny_kimi_k3  # numpy + gguf: only when a smoke test runs
+    from kimik3_reconciler.steps.smoke_model import write_tiny_kimi_k3  # numpy + gguf: only when a smoke test runs
 
     write_tiny_kimi_k3(folder, SMOKE_MODEL.split("-00001-of-")[0], shards=2, seed=0)
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from huggingface_hub import scan_cache_dir, try_to_load_from_cache
 
+from kimik3_demo.hub import FixtureHub, FixtureRepo
 from kimik3_reconciler.adapters.hf_hub import HuggingFaceHub
 from kimik3_reconciler.adapters.hub_download import CHUNK
-from kimik3_reconciler.demo.hub import FixtureHub, FixtureRepo
 from kimik3_reconciler.errors import DownloadFailed
 from kimik3_reconciler.model.specs import ModelDownload
 
@@ -93,7 +93,7 @@ def test_kill_9_mid_shard_then_resume_refetches_at_most_one_chunk(hub: FixtureHu
     hub.faults.bytes_per_second = 16 << 20  # ~1.5 s per shard: time to kill it mid-way
     script = (
         "import sys; from tests.integration.test_download import *; "
-        "from kimik3_reconciler.demo.hub import FixtureHub; "
+        "from kimik3_demo.hub import FixtureHub; "
         f"hub = type('H', (), {{'url': {hub.url!r}}})(); "
         f"HuggingFaceHub().download(spec_for(hub, Path({str(tmp_path)!r})), lambda *_: None)"
     )
@@ -123,7 +123,7 @@ def test_kill_9_mid_shard_then_resume_refetches_at_most_one_chunk(hub: FixtureHu
 
 
 def test_sizing_gate_refuses_before_any_byte_with_the_numbers(shards, tmp_path: Path) -> None:
-    from realparts import demo_profile, kimik3, write_profile
+    from support.realparts import demo_profile, kimik3, write_profile
 
     declared = {path: 50 << 40 for path in shards}  # the listing says 50 TiB per shard
     with FixtureHub([FixtureRepo(REPO, REV, shards, declared_sizes=declared)]) as big:
@@ -146,7 +146,7 @@ def test_the_tokenizer_repo_gives_its_non_weight_files_only(tmp_path: Path) -> N
     from kimik3_reconciler.adapters.host_linux import LinuxHost
     from kimik3_reconciler.model.profile_source import parse_profile
     from kimik3_reconciler.observe.model_cache import collect_tokenizer
-    from kimik3_reconciler.testing import MemoryState
+    from support.fakes import MemoryState
 
     src = tmp_path / "src"
     src.mkdir()

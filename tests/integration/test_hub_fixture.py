@@ -13,7 +13,7 @@ from huggingface_hub import HfApi, hf_hub_download, snapshot_download, try_to_lo
 from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError
 from huggingface_hub.hf_api import RepoFile, RepoFolder
 
-from kimik3_reconciler.demo.hub import FixtureHub, FixtureRepo, repos_from_root
+from kimik3_demo.hub import FixtureHub, FixtureRepo, repos_from_root
 
 REPO = "kimik3-test/Tiny-GGUF"
 SHA = "0123456789abcdef" * 2 + "01234567"

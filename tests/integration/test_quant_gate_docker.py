@@ -9,12 +9,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from realparts import demo_profile, docker, kimik3, require_docker_and_demo_hub, write_profile
+from support.realparts import demo_profile, docker, kimik3, require_docker_and_demo_hub, write_profile
 
-from kimik3_reconciler.demo.hub import FixtureHub, FixtureRepo
-from kimik3_reconciler.demo.prepare import DEMO_REPO, DEMO_REVISION, demo_repos
-from kimik3_reconciler.demo.tiny_gguf import write_tiny_kimi_k3
+from kimik3_demo.hub import FixtureHub, FixtureRepo
+from kimik3_demo.prepare import DEMO_REPO, DEMO_REVISION, demo_repos
 from kimik3_reconciler.model.gguf_header import parse_gguf_header
+from kimik3_reconciler.steps.smoke_model import write_tiny_kimi_k3
 
 pytestmark = pytest.mark.docker
 NAME, PORT = "kimi-k3-gtest", 18686

@@ -14,10 +14,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from realparts import DEMO_DIR, REPO_ROOT, demo_profile, docker, kimik3, require_docker_and_demo_hub, write_profile
+from support.realparts import (
+    DEMO_DIR, REPO_ROOT, demo_profile, docker, kimik3, require_docker_and_demo_hub, write_profile,
+)
 
-from kimik3_reconciler.demo.hub import FixtureHub, FixtureRepo
-from kimik3_reconciler.demo.prepare import DEMO_REPO, DEMO_REVISION, demo_repos
+from kimik3_demo.hub import FixtureHub, FixtureRepo
+from kimik3_demo.prepare import DEMO_REPO, DEMO_REVISION, demo_repos
 
 pytestmark = pytest.mark.docker
 

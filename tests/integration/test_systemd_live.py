@@ -18,10 +18,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from realparts import REPO_ROOT, demo_profile, docker, kimik3, require_docker_and_demo_hub, write_profile
+from support.realparts import REPO_ROOT, demo_profile, docker, kimik3, require_docker_and_demo_hub, write_profile
 
-from kimik3_reconciler.demo.hub import FixtureHub, FixtureRepo
-from kimik3_reconciler.demo.prepare import DEMO_REPO, DEMO_REVISION, demo_repos
+from kimik3_demo.hub import FixtureHub, FixtureRepo
+from kimik3_demo.prepare import DEMO_REPO, DEMO_REVISION, demo_repos
 
 pytestmark = pytest.mark.docker
 

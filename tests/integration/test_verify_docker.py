@@ -13,12 +13,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from realparts import demo_profile, docker, kimik3, require_docker_and_demo_hub, write_profile
+from support.realparts import demo_profile, docker, kimik3, require_docker_and_demo_hub, write_profile
 
+from kimik3_demo.hub import FixtureHub
+from kimik3_demo.prepare import demo_repos
 from kimik3_reconciler.adapters.http import HttpClient
 from kimik3_reconciler.adapters.openai_chat import OpenAIChat
-from kimik3_reconciler.demo.hub import FixtureHub
-from kimik3_reconciler.demo.prepare import demo_repos
 from kimik3_reconciler.errors import PermanentError, TransientError
 
 pytestmark = pytest.mark.docker

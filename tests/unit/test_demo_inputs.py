@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from gguf import GGUFReader
 
-from kimik3_reconciler.demo import prepare
-from kimik3_reconciler.demo.tiny_gguf import write_tiny_kimi_k3
+from kimik3_demo import prepare
+from kimik3_reconciler.steps.smoke_model import write_tiny_kimi_k3
 
 # --- tiny GGUF --------------------------------------------------------------------------------
 

@@ -6,13 +6,13 @@ import hashlib
 from pathlib import Path
 
 import pytest
+from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeHub, fake_ports
 
 from kimik3_reconciler.engine import Engine
 from kimik3_reconciler.errors import ConvergenceError, DownloadFailed, LoadFailed
 from kimik3_reconciler.model.plan import Action
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.steps.report import NullReporter
-from kimik3_reconciler.testing import FAKE_PROFILE, FAKE_REVISION, FakeHub, fake_ports
 
 REV, PROFILE = FAKE_REVISION, FAKE_PROFILE
 FILES = {

@@ -8,9 +8,10 @@ import json
 from pathlib import Path
 
 import pytest
+from support.observed import model_fact, observed
 
 from kimik3_reconciler.errors import PlanError
-from kimik3_reconciler.model.facts import HostFacts, LocalInputs, ModelFact, Observed, RemoteFile
+from kimik3_reconciler.model.facts import HostFacts
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.observe.host import collect_host, parse_nvml
 from kimik3_reconciler.planning import plan
@@ -20,6 +21,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 GIB = 1 << 30
 H200_NVML = json.loads((FIXTURES / "h200" / "nvml.json").read_text())
 H200_HOST = (FIXTURES / "h200" / "host.txt").read_text()
+SEED_Q2 = model_fact(shards=1, size=802 * GIB)  # seed 000's UD-Q2_K_XL: 802 GiB
 
 
 def section(title: str) -> str:
@@ -78,12 +80,6 @@ gpus: [0]
     return parse_profile(text).profile
 
 
-def observed(host: HostFacts, size: int = GIB) -> Observed:
-    model = ModelFact(repo="unsloth/Kimi-K3-GGUF", revision="0123456789abcdef0123456789abcdef01234567",
-                      quant="UD-Q2_K_XL", cache_dir="/c", files=(RemoteFile(path="UD-Q2_K_XL/a.gguf", size=size),))
-    return Observed(host=host, inputs=LocalInputs(dockerfile_path="-", dockerfile_sha256="d" * 64), model=model)
-
-
 def h200(**kwargs) -> HostFacts:
     return collect_host(RecordedHost(H200_NVML, **kwargs), NoDocker())
 
@@ -95,29 +91,29 @@ def test_h200_facts_from_the_recorded_host() -> None:
     (gpu,) = host.gpus
     assert (gpu.name, gpu.compute_capability, gpu.memory_total) == ("NVIDIA H200", (9, 0), 150754820096)
     assert host.ram_total and host.ram_total > 100 * GIB and host.docker_gpus is True
-    assert host_gate(profile(), observed(host)) == ([], [])
+    assert host_gate(profile(), observed(host=host)) == ([], [])
 
 
 def test_a_host_without_the_driver_is_a_fact_not_a_crash() -> None:
     host = collect_host(RecordedHost({"error": "NVMLError_LibraryNotFound: NVML Shared Library Not Found"}), NoDocker())
     assert host.gpu_probe == "no-driver" and host.gpus == ()
-    refusals, _ = host_gate(profile(), observed(host))
+    refusals, _ = host_gate(profile(), observed(host=host))
     assert refusals == ["0 GPUs on this host (NVMLError_LibraryNotFound: NVML Shared Library Not Found): build.variant "
                         "cuda needs the NVIDIA driver (>= 570) and GPUs; use variant cpu with gpus: none for a CPU-only host"]
     cpu = profile(**{"build: {source: mainline,": "build: {variant: cpu, source: mainline,", "gpus: [0]": "gpus: none"})
-    assert host_gate(cpu, observed(host))[0] == []
+    assert host_gate(cpu, observed(host=host))[0] == []
 
 
 def test_absent_gpu_and_foreign_process_are_named() -> None:
     dump = copy.deepcopy(H200_NVML)
     dump["gpus"][0]["processes"] = [{"pid": 4242, "used_memory": 12 * GIB}, {"pid": 777, "used_memory": GIB}]
     host = collect_host(RecordedHost(dump), NoDocker(), our_pids=frozenset({777}))
-    refusals, _ = host_gate(profile(**{"gpus: [0]": "gpus: [0, 1]"}), observed(host))
+    refusals, _ = host_gate(profile(**{"gpus: [0]": "gpus: [0, 1]"}), observed(host=host))
     assert refusals[0] == "gpus: 1 not on this host (it has 0 (GPU-71bec584-b792-cff7-7581-e3ab1c029d7c))"
     assert refusals[1].startswith("GPU 0 (GPU-71bec584-b792-cff7-7581-e3ab1c029d7c) holds 12288 MiB for pid 4242")
     assert len(refusals) == 2  # pid 777 is this profile's own container
     shared = profile(**{"gpus: [0]": "gpus: [GPU-71bec584-b792-cff7-7581-e3ab1c029d7c]\nshare_gpus: true"})
-    assert host_gate(shared, observed(host))[0] == []
+    assert host_gate(shared, observed(host=host))[0] == []
 
 
 @pytest.mark.parametrize(("change", "expected"), [
@@ -125,13 +121,13 @@ def test_absent_gpu_and_foreign_process_are_named() -> None:
     ({"cdi": []}, "Docker cannot give containers GPUs"),
 ])
 def test_host_refusals(change: dict, expected: str) -> None:
-    refusals, _ = host_gate(profile(), observed(h200(**change)))
+    refusals, _ = host_gate(profile(), observed(host=h200(**change)))
     assert any(r.startswith(expected) for r in refusals), refusals
 
 
 def test_old_driver_is_refused() -> None:
     dump = {**H200_NVML, "driver": "565.57.01"}
-    refusals, _ = host_gate(profile(), observed(collect_host(RecordedHost(dump), NoDocker())))
+    refusals, _ = host_gate(profile(), observed(host=collect_host(RecordedHost(dump), NoDocker())))
     assert refusals == ["NVIDIA driver 565.57.01 is older than 570"]
 
 
@@ -149,17 +145,17 @@ def rtx_pro_pool(ram_gib: int, amx: bool = True) -> HostFacts:
 
 def test_the_seed_host_fits_q2_k_xl_and_a_small_one_does_not() -> None:
     q2 = profile(**{"gpus: [0]": "gpus: all"})
-    assert host_gate(q2, observed(rtx_pro_pool(1024), size=802 * GIB)) == ([], [])
-    refusals, _ = host_gate(q2, observed(rtx_pro_pool(32), size=802 * GIB))
+    assert host_gate(q2, observed(host=rtx_pro_pool(1024), model=SEED_Q2)) == ([], [])
+    refusals, _ = host_gate(q2, observed(host=rtx_pro_pool(32), model=SEED_Q2))
     assert refusals == ["the quant is 802.0 GiB but VRAM + RAM is 800.0 GiB (8 GPU(s) 768.0 GiB + RAM 32.0 GiB): "
                         "it cannot run at any split"]
     with pytest.raises(PlanError, match="the host gate refuses this profile"):
-        plan(q2, observed(rtx_pro_pool(32), size=802 * GIB))
+        plan(q2, observed(host=rtx_pro_pool(32), model=SEED_Q2))
 
 
 def test_no_amx_warns_and_fit_target_list_must_match_gpus_all() -> None:
     q2 = profile(**{"gpus: [0]": "gpus: all\nserve: {fit_target: [4096, 4096]}"})
-    refusals, warnings = host_gate(q2, observed(rtx_pro_pool(1024, amx=False), size=802 * GIB))
+    refusals, warnings = host_gate(q2, observed(host=rtx_pro_pool(1024, amx=False), model=SEED_Q2))
     assert refusals == ["serve.fit_target lists 2 values but gpus: all is 8 GPUs here"]
     assert warnings == ["no AMX on this CPU: the CPU-resident experts use the AVX-512/AVX2 kernels (slower fallback)"]
 
@@ -177,4 +173,4 @@ def test_gate_run_on_a_real_h200_with_a_foreign_process() -> None:
     assert everything["refusals"] == held["refusals"]
     # the same facts, parsed again, give the same verdicts (the collector's output is a fixture too)
     host = HostFacts(**{k: v for k, v in held["facts"].items()})
-    assert host_gate(profile(), observed(host))[0] == held["refusals"]
+    assert host_gate(profile(), observed(host=host))[0] == held["refusals"]

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from support.observed import model_fact, observed
 
 from kimik3_reconciler.errors import PlanError
-from kimik3_reconciler.model.facts import LocalInputs, ModelFact, Observed, RemoteFile
+from kimik3_reconciler.model.facts import ModelFact, Observed, RemoteFile
 from kimik3_reconciler.model.plan import Action
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.planning import plan
@@ -23,21 +24,21 @@ model:
 """).profile
 
 
-def observed(free: int, tokenizer_missing: bool = True) -> Observed:
+def uncached(free: int, tokenizer_missing: bool = True) -> Observed:
+    """Nothing of the model in the cache yet, `free` bytes free on its disk."""
     files = tuple(RemoteFile(path=f"UD-Q2_K_XL/K3-0000{i}-of-00019.gguf", size=42 * GIB, sha256="a" * 64)
                   for i in range(1, 20)) + (RemoteFile(path="mmproj-BF16.gguf", size=GIB, sha256="b" * 64),)
-    model = ModelFact(repo=PROFILE.model.repo, revision=PROFILE.model.revision, quant="UD-Q2_K_XL", cache_dir="/c",
-                      files=files, missing=tuple(f.path for f in files), cache_free_bytes=free)
+    model = model_fact(PROFILE, cache_dir="/c", files=files, missing=tuple(f.path for f in files),
+                       cache_free_bytes=free)
     tok_files = (RemoteFile(path="tokenizer.json", size=4 << 20, git_oid="c" * 40),)
     tokenizer = ModelFact(repo="moonshotai/Kimi-K3", revision=PROFILE.model.tokenizer.revision, quant="tokenizer",
                           cache_dir="/c", files=tok_files, missing=("tokenizer.json",) if tokenizer_missing else (),
                           cache_free_bytes=free)
-    return Observed(inputs=LocalInputs(dockerfile_path="-", dockerfile_sha256="d" * 64), model=model,
-                    tokenizer=tokenizer)
+    return observed(PROFILE, model=model, tokenizer=tokenizer)
 
 
 def test_the_plan_prints_bytes_to_fetch_against_free_disk_per_source() -> None:
-    steps = {s.kind: s for s in plan(PROFILE, observed(free=2000 * GIB)).steps}
+    steps = {s.kind: s for s in plan(PROFILE, uncached(free=2000 * GIB)).steps}
     assert steps["model"].cost == "799.0 GiB to fetch of 2000.0 GiB free [UD-Q2_K_XL/ 19 file(s) 798.0 GiB; " \
                                   "mmproj-BF16.gguf 1 file(s) 1.0 GiB]"
     assert steps["tokenizer"].action is Action.CREATE and "weights are never fetched" in steps["tokenizer"].reason
@@ -45,7 +46,7 @@ def test_the_plan_prints_bytes_to_fetch_against_free_disk_per_source() -> None:
 
 def test_sizing_gate_refuses_with_needed_free_shortfall_and_breakdown() -> None:
     with pytest.raises(PlanError) as refused:
-        plan(PROFILE, observed(free=700 * GIB))
+        plan(PROFILE, uncached(free=700 * GIB))
     assert str(refused.value) == "the host gate refuses this profile:\n  - " + (
         "model: 799.0 GiB to fetch (+10% headroom: 878.9 GiB) but only 700.0 GiB free on /c: short by 178.9 GiB "
         "[UD-Q2_K_XL/ 19 file(s) 798.0 GiB; mmproj-BF16.gguf 1 file(s) 1.0 GiB]")

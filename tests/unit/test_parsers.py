@@ -98,20 +98,19 @@ def test_load_phase_from_recorded_server_log() -> None:
 def test_h200_draft_run_used_the_argv_kimik3_renders_today() -> None:
     """tools/gpu_proof/run-draft.sh served a tiny target with a tiny draft on an H200, with the
     argv rendered for tools/gpu_proof/h200-draft.yaml; the draft loaded on the derived device."""
-    from kimik3_reconciler.model.facts import HostFacts, LocalInputs, ModelFact, Observed, RemoteFile
+    from support.observed import local_inputs, model_fact, observed
+
+    from kimik3_reconciler.model.facts import HostFacts
     from kimik3_reconciler.model.profile_source import parse_profile
     from kimik3_reconciler.planning.launch import render_launch
 
     recorded = json.loads(fixture("h200", "rendered-draft.json"))
     root = Path(__file__).resolve().parents[2]
     profile = parse_profile((root / "tools" / "gpu_proof" / "h200-draft.yaml").read_text()).profile
-    files = tuple(RemoteFile(path=f"UD-Q2_K_XL/Kimi-K3-tiny-UD-Q2_K_XL-0000{i}-of-00002.gguf", size=1) for i in (1, 2))
-    observed = Observed(
-        host=HostFacts(**recorded["host"]),
-        inputs=LocalInputs(dockerfile_path="-", dockerfile_sha256="-", draft_model=".gpu_proof/Kimi-K3-tiny-draft.gguf"),
-        model=ModelFact(repo=profile.model.repo, revision=profile.model.revision, quant="UD-Q2_K_XL",
-                        cache_dir="/models-cache", files=files))
-    assert list(render_launch(profile, observed, "img", "fp").spec.command) == recorded["argv"]
+    facts = observed(profile, host=HostFacts(**recorded["host"]),
+                     inputs=local_inputs(profile, draft_model=".gpu_proof/Kimi-K3-tiny-draft.gguf"),
+                     model=model_fact(profile, size=1, stem="Kimi-K3-tiny", cache_dir="/models-cache"))
+    assert list(render_launch(profile, facts, "img", "fp").spec.command) == recorded["argv"]
     log = fixture("h200", "draft-server.log")
     assert "adding speculative implementation 'draft-simple'" in log and "devices=[CUDA0]" in log
     drafts = [ln for ln in fixture("h200", "draft-probe.txt").splitlines()

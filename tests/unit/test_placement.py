@@ -9,8 +9,9 @@ import re
 from pathlib import Path
 
 import pytest
+from support.observed import observed
 
-from kimik3_reconciler.model.facts import GpuFact, HostFacts, LocalInputs, ModelFact, ModelLayout, Observed, RemoteFile
+from kimik3_reconciler.model.facts import GpuFact, HostFacts, ModelLayout
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.planning.placement import forecast
 
@@ -39,11 +40,7 @@ serve: {{ctx_size: 4096, parallel: 1, fit_target: {case["fit_target_mib"]}}}
 """).profile
     gpu = GpuFact(index=0, uuid="GPU-71bec584", name="NVIDIA H200", compute_capability=(9, 0),
                   memory_total=150754820096, memory_free=case["nvml_free_mib"] * MIB)
-    model = ModelFact(repo=profile.model.repo, revision=REV, quant="UD-SYNTH", cache_dir="/c",
-                      files=(RemoteFile(path="UD-SYNTH/K3-synth.gguf", size=1),))
-    observed = Observed(host=HostFacts(gpu_probe="ok", gpus=(gpu,)), model=model, layout=LAYOUT,
-                        inputs=LocalInputs(dockerfile_path="-", dockerfile_sha256="-"))
-    return forecast(profile, observed)
+    return forecast(profile, observed(profile, host=HostFacts(gpu_probe="ok", gpus=(gpu,)), layout=LAYOUT))
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"fit_target={c['fit_target_mib']}")

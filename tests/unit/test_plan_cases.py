@@ -38,10 +38,10 @@ from typing import Any
 
 import pytest
 import yaml
+from support.observed import local_inputs, model_fact, observed, shard_files
 
 from kimik3_reconciler.model.facts import (
-    ContainerFact, HostFacts, ImageFact, LocalInputs, ModelFact, Observed, PatchFact, RemoteFile, SystemdFacts,
-    UnitFact,
+    ContainerFact, HostFacts, ImageFact, Observed, PatchFact, RemoteFile, SystemdFacts, UnitFact,
 )
 from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.observe.unit import parse_unit_file
@@ -68,11 +68,10 @@ def profile_of(data: dict[str, Any]) -> Profile:
 
 
 def model_files(profile: Profile) -> tuple[RemoteFile, ...]:
-    q = profile.model.quant
-    files = [RemoteFile(path=f"{q}/K3-{q}-0000{i}-of-00002.gguf", size=40 << 30, sha256=f"{i}" * 64) for i in (1, 2)]
+    files = shard_files(profile.model.quant, size=40 << 30, stem="K3")
     if profile.build.source == "fork" and profile.model.mmproj:
-        files.append(RemoteFile(path=profile.model.mmproj, size=900 << 20, sha256="f" * 64))
-    return tuple(files)
+        files += (RemoteFile(path=profile.model.mmproj, size=900 << 20, sha256="f" * 64),)
+    return files
 
 
 def observed_for(profile: Profile, spec: dict[str, Any], host: HostFacts) -> Observed:
@@ -81,15 +80,13 @@ def observed_for(profile: Profile, spec: dict[str, Any], host: HostFacts) -> Obs
         PatchFact(name=Path(p).name, path=f"/profiles/{p}",
                   sha256=hashlib.sha256(str(spec.get("patches", {}).get(Path(p).name, p)).encode()).hexdigest())
         for p in profile.build.patches)
-    inputs = LocalInputs(dockerfile_path="/pkg/Dockerfile.llamacpp", dockerfile_sha256="d" * 64, patches=patches,
-                         api_key_file="/etc/kimik3/key" if profile.serve.api_key_file else None)
     files = model_files(profile)
     model_spec = spec.get("model", "complete")
     missing = {"complete": (), "absent": tuple(f.path for f in files)}.get(model_spec) if isinstance(model_spec, str) \
         else tuple(f.path for f in files if Path(f.path).name in model_spec["missing"])
-    model = ModelFact(repo=profile.model.repo, revision=profile.model.revision, quant=profile.model.quant,
-                      cache_dir=profile.model.cache_dir or "/var/lib/kimik3/hub", files=files, missing=missing)
-    return Observed(host=host, inputs=inputs, model=model)
+    return observed(profile, host=host, inputs=local_inputs(profile, patches=patches),
+                    model=model_fact(profile, files=files, missing=missing,
+                                     cache_dir=profile.model.cache_dir or "/var/lib/kimik3/hub"))
 
 
 def build_case(case: dict[str, Any]) -> tuple[Profile, Observed]:

@@ -21,7 +21,7 @@ def fake_world(tmp_path: Path, quants: tuple[str, ...]):
     """An engine on fakes whose hub holds `quants` of org/k3 (2 shards each)."""
     from kimik3_reconciler.engine import Engine
     from kimik3_reconciler.steps.report import NullReporter
-    from kimik3_reconciler.testing import FakeHub, fake_ports
+    from support.fakes import FakeHub, fake_ports
 
     files = {f"{q}/k3-{q}-0000{i}-of-00002.gguf": f"{q}{i}".encode() * 10 for q in quants for i in (1, 2)}
     (tmp_path / "src.tar.gz").write_bytes(b"source")
@@ -97,7 +97,8 @@ def test_the_gate_step_on_fakes_inserted_skipped_recorded_and_refusing(tmp_path)
 
 
 def test_a_vetted_quant_shows_its_catalog_results_instead_of_a_gate() -> None:
-    from kimik3_reconciler.model.facts import LocalInputs, ModelFact, Observed
+    from support.observed import observed
+
     from kimik3_reconciler.model.profile_source import parse_profile
     from kimik3_reconciler.planning import render_desired
     from kimik3_reconciler.planning.quant_gate import plan_gate
@@ -109,9 +110,8 @@ model: {repo: unsloth/Kimi-K3-GGUF, revision: 0123456789abcdef0123456789abcdef01
 serve: {ubatch: 2048}
 gate: {quant: {reference_quant: UD-Q2_K_XL}}
 """).profile
-    observed = Observed(inputs=LocalInputs(dockerfile_path="-", dockerfile_sha256="d" * 64),
-                        model=ModelFact(repo="unsloth/Kimi-K3-GGUF", revision="0" * 40, quant="UD-IQ2_XXS", cache_dir="/c"))
-    (step,) = plan_gate(render_desired(profile, observed), observed)
+    facts = observed(profile)
+    (step,) = plan_gate(render_desired(profile, facts), facts)
     assert step.reason == "vetted in the catalog: KLD 0.37 / top-token agreement 84.6% vs UD-Q2_K_XL (seed 000)"
 
 

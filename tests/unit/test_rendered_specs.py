@@ -9,8 +9,9 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pytest
+from support.observed import observed
 
-from kimik3_reconciler.model.facts import HostFacts, LocalInputs, ModelFact, Observed, PatchFact, RemoteFile
+from kimik3_reconciler.model.facts import HostFacts
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.planning.image_step import render_image_build
 from kimik3_reconciler.planning.launch import render_launch
@@ -23,23 +24,8 @@ HOST = HostFacts(physical_cores=16, cpu_flags=("amx_bf16", "amx_int8", "amx_tile
 
 
 def observed_for(path: Path):
-    loaded = parse_profile(path.read_text(), path.name)
-    profile = loaded.profile
-    q = profile.model.quant
-    files = tuple(RemoteFile(path=f"{q}/Kimi-K3-{q}-0000{i}-of-00002.gguf", size=1 << 30, sha256=str(i) * 64)
-                  for i in (1, 2))
-    inputs = LocalInputs(
-        dockerfile_path="/pkg/Dockerfile.llamacpp", dockerfile_sha256="d" * 64,
-        patches=tuple(PatchFact(name=Path(p).name, path=f"/profiles/{p}", sha256="e" * 64)
-                      for p in profile.build.patches),
-        archive_location="/archives/src.tar.gz" if profile.build.archive else None,
-        archive_sha256="a" * 64 if profile.build.archive else None,
-        api_key_file="/etc/kimik3/api-key" if profile.serve.api_key_file else None,
-        draft_model=profile.serve.spec_draft.model if profile.serve.spec_draft else None,
-    )
-    model = ModelFact(repo=profile.model.repo, revision=profile.model.revision, quant=q,
-                      cache_dir="/var/lib/kimik3/hub", files=files)
-    return profile, Observed(host=HOST, inputs=inputs, model=model)
+    profile = parse_profile(path.read_text(), path.name).profile
+    return profile, observed(profile, host=HOST)
 
 
 def rendered(path: Path) -> dict:

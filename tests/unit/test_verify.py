@@ -8,12 +8,12 @@ import zlib
 from pathlib import Path
 
 import pytest
+from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeChat, FakeHub, fake_ports
 
 from kimik3_reconciler.engine import Engine
 from kimik3_reconciler.errors import PermanentError, TransientError
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.steps.report import NullReporter
-from kimik3_reconciler.testing import FAKE_PROFILE, FAKE_REVISION, FakeChat, FakeHub, fake_ports
 from kimik3_reconciler.verify import MAINLINE_SKIP, NO_TOOL_CALL, solid_png, verify
 
 REV, PROFILE = FAKE_REVISION, FAKE_PROFILE

