@@ -62,7 +62,7 @@ def plan_tokenizer(desired: Desired, observed: Observed, planned: tuple[Step, ..
                  "(weights are never fetched from this repo)", spec=spec, cost=f"{gib(fact.missing_bytes)} to fetch"),)
 
 
-def model_step(kind: str, model: ModelFact, spec: ModelDownload, why: str = "") -> Step:
+def model_step(kind: str, model: ModelFact, spec: ModelDownload) -> Step:
     """The download step of one quant's files (the served quant, or the quant gate's reference)."""
     target = f"{model.repo}@{model.revision[:12]}/{model.quant}"
     if model.complete:
@@ -70,7 +70,7 @@ def model_step(kind: str, model: ModelFact, spec: ModelDownload, why: str = "") 
                     f"all {len(model.files)} files verified in the cache ({gib(model.total_bytes)})", spec=spec)
     free = f" of {gib(model.cache_free_bytes)} free" if model.cache_free_bytes is not None else ""
     return Step(kind, target, Action.CREATE,
-                f"{len(model.missing)} of {len(model.files)} files missing from the cache{why}",
+                f"{len(model.missing)} of {len(model.files)} files missing from the cache",
                 spec=spec, cost=f"{gib(model.missing_bytes)} to fetch{free} [{_breakdown(model)}]")
 
 
