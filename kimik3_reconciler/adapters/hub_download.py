@@ -29,7 +29,8 @@ from urllib.parse import quote
 import httpx
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from kimik3_reconciler.errors import DownloadFailed, TransientError
+from kimik3_reconciler.adapters.translate import translated
+from kimik3_reconciler.errors import DownloadFailed, Kimik3Error, TransientError
 from kimik3_reconciler.model.facts import RemoteFile
 
 CHUNK = 8 << 20
@@ -106,13 +107,22 @@ def _raise_for(response: httpx.Response, target: Target) -> None:
         raise DownloadFailed(f"{target.file.path}: unexpected HTTP {status}")
 
 
+def _download_error(exc: Exception, target: Target) -> Kimik3Error | None:
+    if isinstance(exc, httpx.TransportError):  # dropped connection, timeout: resume on retry
+        return TransientError(f"{target.file.path}: {type(exc).__name__}: {exc}")
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        return DownloadFailed(f"{target.file.path}: disk full in {target.blob.parent}; the partial download "
+                              "is kept: free space and run apply again to resume")
+    return None
+
+
 def _append(client: httpx.Client, target: Target, digest: hashlib._Hash, progress: Progress) -> None:
     """Fetch from the partial's current size to the end, appending and hashing as bytes land."""
     start = target.partial.stat().st_size if target.partial.exists() else 0
     if start >= target.file.size:
         return
     headers = {"Range": f"bytes={start}-"} if start else {}
-    try:
+    with translated(lambda exc: _download_error(exc, target)):
         with client.stream("GET", target.url, headers=headers) as response:
             _raise_for(response, target)
             if start and response.status_code == 200:
@@ -126,13 +136,6 @@ def _append(client: httpx.Client, target: Target, digest: hashlib._Hash, progres
                     progress(target.file.path, done, target.file.size)
                 out.flush()
                 os.fsync(out.fileno())
-    except httpx.TransportError as exc:  # dropped connection, timeout: resume on retry
-        raise TransientError(f"{target.file.path}: {type(exc).__name__}: {exc}") from exc
-    except OSError as exc:
-        if exc.errno == errno.ENOSPC:
-            raise DownloadFailed(f"{target.file.path}: disk full in {target.blob.parent}; the partial download "
-                                 "is kept: free space and run apply again to resume") from exc
-        raise
 
 
 def fetch(client: httpx.Client, target: Target, progress: Progress) -> None:

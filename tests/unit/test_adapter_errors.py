@@ -5,8 +5,9 @@ No daemon, hub or server: each SDK raises from a stub or from httpx's MockTransp
 from __future__ import annotations
 
 import errno
-import re
 import hashlib
+import re
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -22,7 +23,9 @@ from huggingface_hub.errors import HfHubHTTPError, RemoteEntryNotFoundError, Rep
 from kimik3_reconciler.adapters import hub_download, openai_chat
 from kimik3_reconciler.adapters.docker_engine import DockerEngine
 from kimik3_reconciler.adapters.hf_hub import HuggingFaceHub
-from kimik3_reconciler.errors import DownloadFailed, PermanentError, TransientError
+from kimik3_reconciler.adapters.nvml import nvml_dump
+from kimik3_reconciler.adapters.translate import translated
+from kimik3_reconciler.errors import DownloadFailed, Kimik3Error, PermanentError, TransientError
 from kimik3_reconciler.model.facts import RemoteFile
 
 
@@ -30,6 +33,35 @@ def raising(exc: BaseException) -> Any:
     def fn(*_: Any, **__: Any) -> Any:
         raise exc
     return fn
+
+
+# the shared context manager ----------------------------------------------------------------------
+
+def only_lookup_errors(exc: Exception) -> Kimik3Error | None:
+    return TransientError(f"translated: {exc}") if isinstance(exc, LookupError) else None
+
+
+def test_translated_raises_the_translation_from_the_sdk_exception() -> None:
+    cause = KeyError("k")
+    with pytest.raises(TransientError, match="^translated: 'k'$") as caught, translated(only_lookup_errors):
+        raise cause
+    assert caught.value.__cause__ is cause
+
+
+def test_translated_can_hide_the_cause() -> None:
+    with pytest.raises(TransientError) as caught, translated(only_lookup_errors, hide_cause=True):
+        raise KeyError("sk-secret")
+    assert caught.value.__cause__ is None and caught.value.__suppress_context__
+
+
+def test_translated_lets_unknown_exceptions_and_results_through() -> None:
+    bug = ValueError("not a lookup")
+    with pytest.raises(ValueError) as caught, translated(only_lookup_errors):
+        raise bug
+    assert caught.value is bug and caught.value.__cause__ is None
+    with translated(only_lookup_errors):
+        result = 42
+    assert result == 42
 
 
 # docker -------------------------------------------------------------------------------------------
@@ -184,3 +216,16 @@ def test_chat_body_that_is_not_json_is_permanent(monkeypatch: pytest.MonkeyPatch
     chat_server(monkeypatch, lambda request: httpx.Response(200, text="<html>proxy</html>"))
     with pytest.raises(PermanentError, match="^http://llm: JSONDecodeError: "):
         openai_chat.OpenAIChat().models("http://llm", None)
+
+
+# NVML: a failure is a fact (0 GPUs), not an exception -------------------------------------------
+
+def test_nvml_failure_is_a_fact_and_nvml_is_shut_down(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+    fake = SimpleNamespace(nvmlInit=lambda: calls.append("init"), nvmlShutdown=lambda: calls.append("shutdown"),
+                           nvmlSystemGetDriverVersion=lambda: "580.1",
+                           nvmlDeviceGetCount=raising(RuntimeError("GPU is lost")))
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    assert nvml_dump() == {"error": "RuntimeError: GPU is lost"} and calls == ["init", "shutdown"]
+    monkeypatch.setattr(fake, "nvmlInit", raising(OSError("libnvidia-ml.so.1: cannot open")))
+    assert nvml_dump() == {"error": "OSError: libnvidia-ml.so.1: cannot open"}
