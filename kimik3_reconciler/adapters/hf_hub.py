@@ -54,6 +54,9 @@ def _remote(entry: RepoFile) -> RemoteFile:
 
 
 class HuggingFaceHub:
+    def __init__(self, download_workers: int = 4):
+        self.download_workers = download_workers  # files fetched at a time
+
     def default_cache_dir(self) -> str:
         return str(constants.HF_HUB_CACHE)
 
@@ -113,4 +116,4 @@ class HuggingFaceHub:
         files = tuple(f for f in spec.files if f.path in missing)
         endpoint = spec.endpoint or constants.ENDPOINT
         jobs = targets(spec.repo, spec.revision, files, endpoint, self.repo_cache_dir(spec.repo, spec.cache_dir))
-        fetch_all(jobs, get_token(), on_progress)
+        fetch_all(jobs, get_token(), on_progress, self.download_workers)

@@ -34,7 +34,6 @@ from kimik3_reconciler.errors import DownloadFailed, Kimik3Error, TransientError
 from kimik3_reconciler.model.facts import RemoteFile
 
 CHUNK = 8 << 20
-WORKERS = int(os.environ.get("KIMIK3_DOWNLOAD_WORKERS", "4"))
 Progress = Callable[[str, int, int], None]
 
 
@@ -176,7 +175,8 @@ class _Totals:
             self.progress("total", sum(self.done.values()), self.total)
 
 
-def fetch_all(jobs: list[Target], token: str | None, progress: Progress) -> None:
+def fetch_all(jobs: list[Target], token: str | None, progress: Progress, workers: int) -> None:
+    """`workers` files at a time (at least one, at most one per distinct blob)."""
     progress = _Totals(jobs, progress)
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     # httpx drops the Authorization header on redirects to another origin (LFS/CDN hosts).
@@ -185,7 +185,7 @@ def fetch_all(jobs: list[Target], token: str | None, progress: Progress) -> None
     for job in jobs:
         by_blob.setdefault(job.blob, []).append(job)
     with httpx.Client(headers=headers, follow_redirects=True, timeout=httpx.Timeout(60.0, connect=15.0)) as client:
-        with ThreadPoolExecutor(max_workers=max(1, min(WORKERS, len(by_blob)))) as pool:
+        with ThreadPoolExecutor(max_workers=max(1, min(workers, len(by_blob)))) as pool:
             futures = [pool.submit(_fetch_locked, client, same[0], progress) for same in by_blob.values()]
             for future in futures:
                 future.result()

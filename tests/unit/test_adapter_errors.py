@@ -20,12 +20,12 @@ import requests.exceptions
 from huggingface_hub import HfApi
 from huggingface_hub.errors import HfHubHTTPError, RemoteEntryNotFoundError, RepositoryNotFoundError
 
-from kimik3_reconciler.adapters import hub_download, openai_chat
+from kimik3_reconciler.adapters import hub_download, openai_chat, real_ports
 from kimik3_reconciler.adapters.docker_engine import DockerEngine
 from kimik3_reconciler.adapters.hf_hub import HuggingFaceHub
 from kimik3_reconciler.adapters.nvml import nvml_dump
 from kimik3_reconciler.adapters.translate import translated
-from kimik3_reconciler.errors import DownloadFailed, Kimik3Error, PermanentError, TransientError
+from kimik3_reconciler.errors import DownloadFailed, InputError, Kimik3Error, PermanentError, TransientError
 from kimik3_reconciler.model.facts import RemoteFile
 
 
@@ -184,6 +184,16 @@ def test_download_disk_full_keeps_the_partial_and_other_os_errors_pass(tmp_path:
     with pytest.raises(PermissionError) as passed:
         append(job, lambda request: httpx.Response(200, content=b"abcd"))
     assert passed.value is denied
+
+
+def test_download_workers_are_read_when_ports_are_made(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KIMIK3_DOWNLOAD_WORKERS", raising=False)
+    assert real_ports(tmp_path).hub.download_workers == 4
+    monkeypatch.setenv("KIMIK3_DOWNLOAD_WORKERS", "7")
+    assert real_ports(tmp_path).hub.download_workers == 7
+    monkeypatch.setenv("KIMIK3_DOWNLOAD_WORKERS", "lots")
+    with pytest.raises(InputError, match="KIMIK3_DOWNLOAD_WORKERS='lots'"):
+        real_ports(tmp_path)
 
 
 # openai (llama-server's chat API) -----------------------------------------------------------------
