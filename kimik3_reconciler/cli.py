@@ -292,7 +292,8 @@ def explain(rule: str | None) -> None:
         _err.print(f"unknown rule {rule!r}" + (f" (did you mean {near[0]!r}?)" if near else ""))
         sys.exit(2)
     r = BY_ID[rule]
-    _out.print(f"{r.id} ({r.kind}): {r.statement}\n  why: {r.reason}\n  where: {r.enforced_by}")
+    enforced = ", ".join(r.enforced_by) or "nothing yet (an open gap)"
+    _out.print(f"{r.id} ({r.kind}): {r.statement}\n  why: {r.reason}\n  enforced by: {enforced}")
     for case in r.cases:
         _out.print(f"  tested by: tests/{case}")
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+from kimik3_reconciler.errors import InputError
 from kimik3_reconciler.ports import Ports
 
 __all__ = ["real_ports"]
@@ -19,6 +21,15 @@ def real_ports(state_dir: Path, docker_host: str | None = None, systemd_root: st
     from kimik3_reconciler.adapters.state_files import StateFiles, SystemClock
     from kimik3_reconciler.adapters.systemd import SystemdUnits
 
-    return Ports(docker=DockerEngine(docker_host), hub=HuggingFaceHub(), http=HttpClient(), host=LinuxHost(),
-                 state=StateFiles(state_dir), clock=SystemClock(), chat=OpenAIChat(),
+    return Ports(docker=DockerEngine(docker_host), hub=HuggingFaceHub(_download_workers()), http=HttpClient(),
+                 host=LinuxHost(), state=StateFiles(state_dir), clock=SystemClock(), chat=OpenAIChat(),
                  units=SystemdUnits(systemd_root, systemctl_prefix))
+
+
+def _download_workers() -> int:
+    """KIMIK3_DOWNLOAD_WORKERS (default 4): how many files the model step fetches at a time."""
+    raw = os.environ.get("KIMIK3_DOWNLOAD_WORKERS", "4")
+    try:
+        return int(raw)
+    except ValueError:
+        raise InputError(f"KIMIK3_DOWNLOAD_WORKERS={raw!r}: expected a whole number of parallel downloads") from None

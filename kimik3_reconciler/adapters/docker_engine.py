@@ -14,7 +14,8 @@ import docker.types
 import requests.exceptions
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from kimik3_reconciler.errors import BuildFailed, PermanentError, TransientError
+from kimik3_reconciler.adapters.translate import translated
+from kimik3_reconciler.errors import BuildFailed, Kimik3Error, PermanentError, TransientError
 from kimik3_reconciler.model.specs import ContainerSpec, ImageBuild
 from kimik3_reconciler.ports import LineSink
 
@@ -22,14 +23,14 @@ _transient = retry(retry=retry_if_exception_type(TransientError), stop=stop_afte
                    wait=wait_exponential(multiplier=0.5, max=10), reraise=True)
 
 
-def _translate(exc: Exception) -> Exception:
+def _docker_error(exc: Exception) -> Kimik3Error | None:
     if isinstance(exc, (requests.exceptions.ConnectionError, requests.exceptions.Timeout)):
         return TransientError(f"docker daemon not answering: {exc}")
     if isinstance(exc, docker.errors.APIError) and exc.is_server_error():
         return TransientError(f"docker daemon error: {exc.explanation or exc}")
     if isinstance(exc, docker.errors.DockerException):
         return PermanentError(f"docker: {exc}")
-    return exc
+    return None
 
 
 class DockerEngine:
@@ -48,13 +49,8 @@ class DockerEngine:
         return self._client
 
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
+        with translated(_docker_error):
             return fn(*args, **kwargs)
-        except Exception as exc:  # translated below; unknown exceptions pass through unchanged
-            translated = _translate(exc)
-            if translated is exc:
-                raise
-            raise translated from exc
 
     @_transient
     def info(self) -> dict[str, Any]:
@@ -161,18 +157,8 @@ class DockerEngine:
 
     def _stream(self, stream: Any) -> Any:
         """Iterate a build stream, translating errors raised mid-stream (daemon restarts, 5xx)."""
-        iterator = iter(stream)
-        while True:
-            try:
-                chunk = next(iterator)
-            except StopIteration:
-                return
-            except Exception as exc:
-                translated = _translate(exc)
-                if translated is exc:
-                    raise
-                raise translated from exc
-            yield chunk
+        with translated(_docker_error):
+            yield from stream
 
     def build_image(self, spec: ImageBuild, context_files: dict[str, Path], on_line: LineSink) -> str:
         tail: deque[str] = deque(maxlen=25)

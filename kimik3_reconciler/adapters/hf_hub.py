@@ -18,7 +18,8 @@ from huggingface_hub.errors import (
 from huggingface_hub.hf_api import RepoFile
 
 from kimik3_reconciler.adapters.hub_download import fetch_all, targets
-from kimik3_reconciler.errors import DownloadFailed, TransientError
+from kimik3_reconciler.adapters.translate import translated
+from kimik3_reconciler.errors import DownloadFailed, Kimik3Error, TransientError
 from kimik3_reconciler.model.facts import RemoteFile
 from kimik3_reconciler.model.specs import ModelDownload
 
@@ -31,7 +32,8 @@ def _is_transport(exc: Exception) -> bool:
                for cls in type(exc).__mro__)
 
 
-def _translate(exc: Exception, what: str) -> Exception:
+def _hub_error(exc: Exception, what: str) -> Kimik3Error | None:
+    """`what`: the repo, revision and path asked for, so the message names which one the hub refused."""
     if isinstance(exc, RepositoryNotFoundError):
         return DownloadFailed(f"{what}: repository not found (or private without a token)")
     if isinstance(exc, RevisionNotFoundError):
@@ -43,7 +45,7 @@ def _translate(exc: Exception, what: str) -> Exception:
     if isinstance(exc, HfHubHTTPError):
         status = exc.response.status_code if exc.response is not None else 0
         return (TransientError if status >= 500 or status == 429 else DownloadFailed)(f"{what}: {exc}")
-    return exc
+    return None
 
 
 def _remote(entry: RepoFile) -> RemoteFile:
@@ -52,6 +54,9 @@ def _remote(entry: RepoFile) -> RemoteFile:
 
 
 class HuggingFaceHub:
+    def __init__(self, download_workers: int = 4):
+        self.download_workers = download_workers  # files fetched at a time
+
     def default_cache_dir(self) -> str:
         return str(constants.HF_HUB_CACHE)
 
@@ -64,15 +69,10 @@ class HuggingFaceHub:
         files: list[RemoteFile] = []
         for path in paths:
             what = f"{repo}@{revision[:12]}:{path}"
-            try:
+            with translated(lambda exc: _hub_error(exc, what)):
                 entries = list(api.list_repo_tree(repo, path_in_repo=path, recursive=True, revision=revision))
                 if not entries:
                     entries = list(api.get_paths_info(repo, [path], revision=revision))
-            except Exception as exc:
-                translated = _translate(exc, what)
-                if translated is exc:
-                    raise
-                raise translated from exc
             found = [e for e in entries if isinstance(e, RepoFile)]
             if not found:
                 raise DownloadFailed(f"{what}: nothing at this path (check model.quant / model.mmproj)")
@@ -80,13 +80,8 @@ class HuggingFaceHub:
         return sorted(files, key=lambda f: f.path)
 
     def list_repo(self, repo: str, revision: str, endpoint: str | None) -> list[RemoteFile]:
-        try:
+        with translated(lambda exc: _hub_error(exc, f"{repo}@{revision[:12]}")):
             entries = list(HfApi(endpoint=endpoint).list_repo_tree(repo, recursive=True, revision=revision))
-        except Exception as exc:
-            translated = _translate(exc, f"{repo}@{revision[:12]}")
-            if translated is exc:
-                raise
-            raise translated from exc
         return sorted((_remote(e) for e in entries if isinstance(e, RepoFile)), key=lambda f: f.path)
 
     def read_head(self, repo: str, revision: str, path: str, endpoint: str | None, nbytes: int) -> bytes:
@@ -94,10 +89,8 @@ class HuggingFaceHub:
         url = f"{(endpoint or constants.ENDPOINT).rstrip('/')}/{repo}/resolve/{revision}/{quote(path)}"
         token = get_token()
         headers = {"Range": f"bytes=0-{nbytes - 1}", **({"Authorization": f"Bearer {token}"} if token else {})}
-        try:
+        with translated(lambda exc: _hub_error(exc, f"{repo}:{path}")):
             response = httpx.get(url, headers=headers, follow_redirects=True, timeout=60.0)
-        except httpx.TransportError as exc:
-            raise TransientError(f"{repo}:{path}: hub not reachable: {exc}") from exc
         if response.status_code not in (200, 206):
             raise DownloadFailed(f"{repo}:{path}: HTTP {response.status_code} reading its header")
         return response.content[:nbytes]
@@ -123,4 +116,4 @@ class HuggingFaceHub:
         files = tuple(f for f in spec.files if f.path in missing)
         endpoint = spec.endpoint or constants.ENDPOINT
         jobs = targets(spec.repo, spec.revision, files, endpoint, self.repo_cache_dir(spec.repo, spec.cache_dir))
-        fetch_all(jobs, get_token(), on_progress)
+        fetch_all(jobs, get_token(), on_progress, self.download_workers)

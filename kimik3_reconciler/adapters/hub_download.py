@@ -29,11 +29,11 @@ from urllib.parse import quote
 import httpx
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from kimik3_reconciler.errors import DownloadFailed, TransientError
+from kimik3_reconciler.adapters.translate import translated
+from kimik3_reconciler.errors import DownloadFailed, Kimik3Error, TransientError
 from kimik3_reconciler.model.facts import RemoteFile
 
 CHUNK = 8 << 20
-WORKERS = int(os.environ.get("KIMIK3_DOWNLOAD_WORKERS", "4"))
 Progress = Callable[[str, int, int], None]
 
 
@@ -106,13 +106,22 @@ def _raise_for(response: httpx.Response, target: Target) -> None:
         raise DownloadFailed(f"{target.file.path}: unexpected HTTP {status}")
 
 
+def _download_error(exc: Exception, target: Target) -> Kimik3Error | None:
+    if isinstance(exc, httpx.TransportError):  # dropped connection, timeout: resume on retry
+        return TransientError(f"{target.file.path}: {type(exc).__name__}: {exc}")
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        return DownloadFailed(f"{target.file.path}: disk full in {target.blob.parent}; the partial download "
+                              "is kept: free space and run apply again to resume")
+    return None
+
+
 def _append(client: httpx.Client, target: Target, digest: hashlib._Hash, progress: Progress) -> None:
     """Fetch from the partial's current size to the end, appending and hashing as bytes land."""
     start = target.partial.stat().st_size if target.partial.exists() else 0
     if start >= target.file.size:
         return
     headers = {"Range": f"bytes={start}-"} if start else {}
-    try:
+    with translated(lambda exc: _download_error(exc, target)):
         with client.stream("GET", target.url, headers=headers) as response:
             _raise_for(response, target)
             if start and response.status_code == 200:
@@ -126,13 +135,6 @@ def _append(client: httpx.Client, target: Target, digest: hashlib._Hash, progres
                     progress(target.file.path, done, target.file.size)
                 out.flush()
                 os.fsync(out.fileno())
-    except httpx.TransportError as exc:  # dropped connection, timeout: resume on retry
-        raise TransientError(f"{target.file.path}: {type(exc).__name__}: {exc}") from exc
-    except OSError as exc:
-        if exc.errno == errno.ENOSPC:
-            raise DownloadFailed(f"{target.file.path}: disk full in {target.blob.parent}; the partial download "
-                                 "is kept: free space and run apply again to resume") from exc
-        raise
 
 
 def fetch(client: httpx.Client, target: Target, progress: Progress) -> None:
@@ -173,7 +175,8 @@ class _Totals:
             self.progress("total", sum(self.done.values()), self.total)
 
 
-def fetch_all(jobs: list[Target], token: str | None, progress: Progress) -> None:
+def fetch_all(jobs: list[Target], token: str | None, progress: Progress, workers: int) -> None:
+    """`workers` files at a time (at least one, at most one per distinct blob)."""
     progress = _Totals(jobs, progress)
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     # httpx drops the Authorization header on redirects to another origin (LFS/CDN hosts).
@@ -182,7 +185,7 @@ def fetch_all(jobs: list[Target], token: str | None, progress: Progress) -> None
     for job in jobs:
         by_blob.setdefault(job.blob, []).append(job)
     with httpx.Client(headers=headers, follow_redirects=True, timeout=httpx.Timeout(60.0, connect=15.0)) as client:
-        with ThreadPoolExecutor(max_workers=max(1, min(WORKERS, len(by_blob)))) as pool:
+        with ThreadPoolExecutor(max_workers=max(1, min(workers, len(by_blob)))) as pool:
             futures = [pool.submit(_fetch_locked, client, same[0], progress) for same in by_blob.values()]
             for future in futures:
                 future.result()

@@ -11,22 +11,22 @@ def nvml_dump() -> dict[str, Any]:
         import pynvml
 
         pynvml.nvmlInit()
+        try:
+            return {"driver": pynvml.nvmlSystemGetDriverVersion(),
+                    "gpus": [_gpu(pynvml, i) for i in range(pynvml.nvmlDeviceGetCount())]}
+        finally:
+            pynvml.nvmlShutdown()
     except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ImportError...
         return {"error": f"{type(exc).__name__}: {exc}"}
-    try:
-        gpus = []
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
-            memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
-            gpus.append({
-                "index": i, "uuid": pynvml.nvmlDeviceGetUUID(handle), "name": pynvml.nvmlDeviceGetName(handle),
-                "compute_capability": list(pynvml.nvmlDeviceGetCudaComputeCapability(handle)),
-                "memory_total": memory.total, "memory_free": memory.free,
-                "processes": [{"pid": p.pid, "used_memory": p.usedGpuMemory}
-                              for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle)],
-            })
-        return {"driver": pynvml.nvmlSystemGetDriverVersion(), "gpus": gpus}
-    except Exception as exc:
-        return {"error": f"{type(exc).__name__}: {exc}"}
-    finally:
-        pynvml.nvmlShutdown()
+
+
+def _gpu(pynvml: Any, index: int) -> dict[str, Any]:
+    handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+    memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
+    return {
+        "index": index, "uuid": pynvml.nvmlDeviceGetUUID(handle), "name": pynvml.nvmlDeviceGetName(handle),
+        "compute_capability": list(pynvml.nvmlDeviceGetCudaComputeCapability(handle)),
+        "memory_total": memory.total, "memory_free": memory.free,
+        "processes": [{"pid": p.pid, "used_memory": p.usedGpuMemory}
+                      for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle)],
+    }

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-from kimik3_reconciler.errors import PermanentError, TransientError
+from kimik3_reconciler.adapters.translate import translated
+from kimik3_reconciler.errors import Kimik3Error, PermanentError, TransientError
 
 # llama-server serves one model and answers to any name (checked on b11434); the alias check is
 # `models()`'s job, so the request carries a fixed name.
@@ -49,21 +49,22 @@ def _client(base_url: str, api_key: str | None) -> "openai.OpenAI":
     return _openai().OpenAI(base_url=f"{base_url}/v1", api_key=api_key or "no-key", timeout=120, max_retries=1)
 
 
-@contextmanager
-def _translated(base_url: str, api_key: str | None) -> Iterator[None]:
-    """Turn openai exceptions into kimik3's error tree; the api key never reaches a message."""
+def _translated(base_url: str, api_key: str | None) -> AbstractContextManager[None]:
+    """openai's exceptions in kimik3's error tree; the api key reaches neither a message nor a cause."""
     def redact(text: str) -> str:
         return text.replace(api_key, "***") if api_key else text
 
-    openai = _openai()
-    try:
-        yield
-    except openai.APIConnectionError as exc:  # includes APITimeoutError: the server may come back
-        raise TransientError(redact(f"{base_url}: {exc}")) from None
-    except openai.APIStatusError as exc:
-        raise PermanentError(redact(f"{base_url}: HTTP {exc.status_code}: {_server_message(exc)}")) from None
-    except (openai.OpenAIError, ValueError) as exc:  # ValueError: a body that is not JSON
-        raise PermanentError(redact(f"{base_url}: {type(exc).__name__}: {exc}")) from None
+    def chat_error(exc: Exception) -> Kimik3Error | None:
+        openai = _openai()
+        if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError: the server may come back
+            return TransientError(redact(f"{base_url}: {exc}"))
+        if isinstance(exc, openai.APIStatusError):
+            return PermanentError(redact(f"{base_url}: HTTP {exc.status_code}: {_server_message(exc)}"))
+        if isinstance(exc, (openai.OpenAIError, ValueError)):  # ValueError: a body that is not JSON
+            return PermanentError(redact(f"{base_url}: {type(exc).__name__}: {exc}"))
+        return None
+
+    return translated(chat_error, hide_cause=True)
 
 
 def _server_message(exc: "openai.APIStatusError") -> str:

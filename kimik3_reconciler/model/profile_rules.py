@@ -72,6 +72,7 @@ def _warning(path: FieldPath, message: str) -> Finding:
 
 def _vision(p: Profile) -> Iterator[Finding]:
     if p.model.mmproj is not None and p.build.source == "mainline":
+        # rule: mmproj-fork-only
         # Seed 000: vision lives only in the fork; mainline errors on --mmproj or silently ignores it.
         yield _error(("model", "mmproj"), "mainline has no vision (MoonViT-3d is only in the fork): "
                      "drop mmproj or use build.source: fork")
@@ -80,12 +81,14 @@ def _vision(p: Profile) -> Iterator[Finding]:
 def _quant(p: Profile) -> Iterator[Finding]:
     quant, info = p.model.quant, p.quant_info
     if info is not None and info.refused:
+        # rule: tq2-refused
         # Seed 000: UD-TQ2_0 produces corrupted logits on these GPUs.
         yield _error(("model", "quant"), f"{quant} is refused: {info.refused}")
         return
     if info is not None and info.vetted:
         return
     if catalog.is_iq_or_tq(quant) and p.gate.quant is None:
+        # rule: unvetted-iq-tq
         # Seed 000: any new IQ/TQ quant must pass the gate before it is served (a broken sm_120 kernel scores KLD >> 1).
         yield _error(("model", "quant"), f"{quant} is an IQ/TQ quant not vetted on this hardware: "
                      "it must pass the quant gate first (configure gate.quant)")
@@ -125,10 +128,12 @@ def _fit_target(p: Profile) -> Iterator[Finding]:
     for i, margin in enumerate(per_gpu):
         at = (*where, i) if margins is not None else where
         if margin < ALL_VRAM_MIN_FIT_TARGET:
+            # rule: allvram-fit-target
             # Seed 000: a smaller margin OOMs the CUDA scratch pool on the first request after a full load.
             yield _error(at, f"{margin} MiB is too small for an all-VRAM quant: needs >= 4096 "
                          "(the CUDA scratch pool OOMs on the first request)")
         elif margin >= ALL_VRAM_SPILL_FIT_TARGET and i != draft_index:
+            # rule: fit-target-spill
             # Seed 000: a 6144 margin silently spills 2-3 expert layers to the CPU and costs 40 %.
             yield _warning(at, f"{margin} MiB on an all-VRAM quant spills 2-3 expert layers to the CPU "
                            "(-40 % measured at 6144); 4096 is the measured setting")
@@ -139,9 +144,11 @@ def _ubatch(p: Profile) -> Iterator[Finding]:
     if ubatch is None:
         return
     if p.quant_mode == "hybrid" and ubatch != HYBRID_UBATCH:
+        # rule: hybrid-ubatch
         # Seed 000: hybrid prefill copies every CPU expert to GPU0 per micro-batch; 4096 halves TTFT.
         yield _warning(where, f"{ubatch} on a hybrid quant: 4096 copies the CPU experts once per prompt and halves TTFT")
     elif p.quant_mode == "all-vram" and ubatch > ALL_VRAM_UBATCH:
+        # rule: allvram-ubatch
         # Seed 000: the fix for a CUDA OOM on the first request after an all-VRAM load is -ub 2048.
         yield _warning(where, f"{ubatch} on an all-VRAM quant risks a CUDA OOM on the first request; use 2048")
 
@@ -151,10 +158,12 @@ def _spec_draft(p: Profile) -> Iterator[Finding]:
     if draft is None:
         return
     if not any("rs-rollback" in PurePosixPath(patch).name for patch in p.build.patches):
+        # rule: spec-draft-rollback
         # Seed 000: without the rollback patch the per-draft-step state checkpoint costs more than drafts save.
         yield _error(("serve", "spec_draft"), "needs the recurrent-state rollback patch in build.patches "
                      "(e.g. patches/kimi-k3-rs-rollback.patch)")
     if p.serve.parallel >= 4:
+        # rule: spec-draft-concurrency
         # Seed 000: a loss at c4 (verify batches multiply MoE expert reads).
         yield _warning(("serve", "parallel"), f"speculative decoding loses at >= 4 concurrent requests "
                        f"(parallel is {p.serve.parallel}; the interactive profile uses 2)")
@@ -163,6 +172,7 @@ def _spec_draft(p: Profile) -> Iterator[Finding]:
     if p.gpus == "none":
         yield _error(("serve", "spec_draft", "device"), "a CUDA draft device needs GPUs: use auto with gpus: none")
     elif isinstance(p.gpus, list) and int(draft.device.removeprefix("CUDA")) != len(p.gpus) - 1:
+        # rule: spec-draft-device
         # Seed 000: the draft must sit on the GPU holding output.weight; anywhere else aborts in graph reservation.
         yield _error(("serve", "spec_draft", "device"), f"must be CUDA{len(p.gpus) - 1} (or auto): the last of the "
                      f"{len(p.gpus)} GPUs holds the target's output.weight; elsewhere llama.cpp aborts")
@@ -178,6 +188,7 @@ def _variant(p: Profile) -> Iterator[Finding]:
 
 
 def _secrets(p: Profile) -> Iterator[Finding]:
+    # rule: no-secrets
     # PROFILE.md: profiles live in a GitOps repo; tokens and API keys come from files or the environment.
     for key, value in p.serve.env.items():
         upper = key.upper()
@@ -201,6 +212,7 @@ def _extra_args(p: Profile) -> Iterator[Finding]:
         if flag not in OWNED_FLAGS:
             continue
         instead = OWNED_FLAGS[flag]
+        # rule: fixed-flags
         # Seed 000: kimik3 renders these itself; a second copy would fight it (last one wins).
         message = f"{flag} {_FIXED}" if instead is None else f"{flag} is set by kimik3: {instead}"
         yield _error(("serve", "extra_args", i), message)
@@ -214,6 +226,7 @@ def _split_mode(p: Profile) -> Iterator[Finding]:
             continue
         value = value or (args[i + 1] if i + 1 < len(args) else "")
         if value in ("row", "tensor"):
+            # rule: split-mode
             # reference/llama-cpp.md §1.3: kimi-k3 has no tensor split; CUDA dropped row split buffers.
             yield _error(("serve", "extra_args", i), f"-sm {value} fails to load kimi-k3 (tensor: not implemented for "
                          "the architecture; row: CUDA has no split buffers): keep the default layer split")
@@ -221,6 +234,7 @@ def _split_mode(p: Profile) -> Iterator[Finding]:
 
 def _reap(p: Profile) -> Iterator[Finding]:
     if "REAP" in p.model.quant:
+        # rule: reap770-code
         # Seed 000: REAP770's expert cut keeps KLD near the reference but costs code generation.
         yield _warning(("model", "quant"), f"{p.model.quant}: HumanEval 86.6 % / MBPP 85.5 % (vs 95.7 / 97.0 for "
                        "UD-IQ2_XXS): the expert cut damages code generation; not the default for coding use")
@@ -228,6 +242,7 @@ def _reap(p: Profile) -> Iterator[Finding]:
 
 def _cache_ram(p: Profile) -> Iterator[Finding]:
     if p.serve.cache_ram == 0:
+        # rule: cache-ram-zero
         # Seed 000: CACHE_RAM=0 only when benchmarking (it turns the host-RAM prompt cache off).
         yield _warning(("serve", "cache_ram"), "0 turns the prompt cache off: only for benchmarking")
 

@@ -1,5 +1,6 @@
-"""The seed-000 rules kimik3 enforces, as data: what each does, why, where, and the case file that
-tests it. `kimik3 explain [RULE]` prints them; tests/unit/test_rulebook.py checks every case exists."""
+"""The seed-000 rules kimik3 enforces, as data: what each does, why, the modules that enforce it, and
+the case files that test it. `kimik3 explain [RULE]` prints them; tests/unit/test_rulebook.py checks
+that every case exists and that each enforcing module marks its guard with `# rule: <id>`."""
 
 from __future__ import annotations
 
@@ -13,12 +14,13 @@ class Rule:
     kind: Literal["refuse", "warn", "force"]
     statement: str
     reason: str
-    enforced_by: str  # the module that applies it
+    enforced_by: tuple[str, ...]  # the modules whose guard applies it (dotted paths); () only for an open gap
     cases: tuple[str, ...]  # test files/case files (relative to tests/) that exercise it
 
 
-_PROFILE = "model/profile_rules.py"
-_LAUNCH = "planning/launch.py"
+_PROFILE = ("kimik3_reconciler.model.profile_rules",)
+_LAUNCH = ("kimik3_reconciler.planning.launch",)
+_UNITS = ("kimik3_reconciler.planning.unit_step",)
 
 RULES: tuple[Rule, ...] = (
     Rule("hybrid-ubatch", "warn", "hybrid quants use ubatch 4096 (the default)",
@@ -30,13 +32,13 @@ RULES: tuple[Rule, ...] = (
     Rule("allvram-fit-target", "refuse", "all-VRAM quants need fit_target >= 4096 MiB",
          "a smaller margin OOMs on the first request after a ~17-minute load",
          _PROFILE, ("cases/profile/allvram_fit_target_small.yaml", "cases/profile/allvram_fit_target_list_small.yaml")),
-    Rule("fit-target-spill", "warn", "fit_target 6144 on an all-VRAM quant",
+    Rule("fit-target-spill", "warn", "fit_target >= 6144 MiB on an all-VRAM quant (the draft's GPU excepted)",
          "measured to spill 2-3 expert layers to the CPU silently: -40 %",
          _PROFILE, ("cases/profile/allvram_fit_target_6144_warns.yaml",)),
     Rule("fixed-flags", "force", "--numa distribute, --cache-type-k/v f16, --threads/--threads-batch = physical "
          "cores, --load-mode none, --metrics; extra_args cannot override them",
          "Kimi-K3/hardware requirements, not tuning: leaving --numa or --load-mode out measured as a 20+-minute "
-         "single-request stall", f"{_LAUNCH}, {_PROFILE}",
+         "single-request stall", _LAUNCH + _PROFILE,
          ("unit/test_rendered_specs.py", "cases/profile/extra_args_owned_flag.yaml")),
     Rule("kv-types-equal", "force", "K and V cache types are equal (f16/f16)",
          "every MLA model refuses different K and V cache types at context creation (llama-cpp.md §1.3)",
@@ -45,11 +47,11 @@ RULES: tuple[Rule, ...] = (
          "tensor split is not implemented for kimi-k3; CUDA has no row split buffers (llama-cpp.md §1.3)",
          _PROFILE, ("cases/profile/split_mode_tensor.yaml",)),
     Rule("numa-balancing", "refuse", "the host needs kernel.numa_balancing = 0",
-         "measured as a 20+-minute single-request stall; the host gate (issue 4) enforces it, not yet this build",
-         "not yet enforced (host gate, issue 4)", ()),
+         "measured as a 20+-minute single-request stall; the host gate refuses before any step runs",
+         ("kimik3_reconciler.planning.host_gate",), ("unit/test_host_gate.py", "unit/test_engine.py")),
     Rule("mmproj-fork-only", "refuse", "model.mmproj only with build.source: fork",
          "vision (MoonViT-3d) lives only in the fork; mainline errors or silently ignores --mmproj",
-         f"{_PROFILE}, {_LAUNCH}", ("cases/profile/mmproj_mainline.yaml", "cases/plan/14-mainline-drops-mmproj.yaml")),
+         _PROFILE, ("cases/profile/mmproj_mainline.yaml", "cases/plan/14-mainline-drops-mmproj.yaml")),
     Rule("tq2-refused", "refuse", "UD-TQ2_0 is refused",
          "it loads and talks on these GPUs yet produces corrupted logits", _PROFILE,
          ("cases/profile/quant_tq2_0.yaml",)),
@@ -60,7 +62,7 @@ RULES: tuple[Rule, ...] = (
          "near-reference KLD (0.047) but HumanEval 86.6 % / MBPP 85.5 % vs 95.7 / 97.0 for UD-IQ2_XXS",
          _PROFILE, ("cases/profile/reap770_code_use_warns.yaml",)),
     Rule("spec-draft-device", "refuse", "the draft sits on the GPU holding output.weight (last GPU of the split)",
-         "anywhere else llama.cpp aborts in graph reservation", f"{_PROFILE}, {_LAUNCH}",
+         "anywhere else llama.cpp aborts in graph reservation", _PROFILE + _LAUNCH,
          ("cases/profile/spec_draft_not_last_gpu.yaml", "unit/test_conflicts.py")),
     Rule("spec-draft-rollback", "refuse", "spec_draft needs the recurrent-state rollback patch in build.patches",
          "without it the host-side state checkpoint per draft step costs more than the drafts save", _PROFILE,
@@ -72,15 +74,15 @@ RULES: tuple[Rule, ...] = (
          "it turns the host-RAM prompt cache off", _PROFILE, ("cases/profile/cache_ram_zero_warns.yaml",)),
     Rule("shared-gpus", "force", "a profile sharing GPUs (or the port) with a running one stops it first",
          "the standing and interactive deployments share the GPUs (systemd Conflicts=)",
-         "planning/conflict_step.py", ("unit/test_conflicts.py", "unit/test_engine.py")),
+         ("kimik3_reconciler.planning.conflict_step",), ("unit/test_conflicts.py", "unit/test_engine.py")),
     Rule("env-file-bare-values", "force", "unit env files hold bare values, quoted where needed, never a comment",
-         "systemd's EnvironmentFile folds an inline `# comment` into the value", "planning/unit_step.py",
+         "systemd's EnvironmentFile folds an inline `# comment` into the value", _UNITS,
          ("unit/test_rendered_units.py", "integration/test_systemd_live.py")),
     Rule("units-conflict-ordered", "force", "units sharing GPUs (or the port) carry Conflicts= and After= each other",
-         "starting one must stop the other first, or both hold the GPUs at once", "planning/unit_step.py",
+         "starting one must stop the other first, or both hold the GPUs at once", _UNITS,
          ("cases/plan/25-systemd-unit-absent.yaml", "unit/test_unit_engine.py", "integration/test_systemd_live.py")),
     Rule("no-secrets", "refuse", "a profile never holds a secret; the API key is a read-only mounted file",
-         "keys in argv/env show up in `docker inspect` and logs", f"{_PROFILE}, {_LAUNCH}",
+         "keys in argv/env show up in `docker inspect` and logs", _PROFILE,
          ("cases/plan/19-api-key-file.yaml",)),
 )
 

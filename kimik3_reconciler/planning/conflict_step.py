@@ -23,6 +23,7 @@ def _gpus(value: object) -> set[str] | str:
 def why_conflicting(profile: Profile, other: ContainerFact, port: int) -> str | None:
     if profile.systemd is not None and other.profile in profile.systemd.conflicts:
         return f"systemd.conflicts lists {other.profile}"
+    # rule: shared-gpus
     mine, theirs = _gpus(profile.gpus if profile.build.variant == "cuda" else "none"), _gpus(other.inputs.get("gpus"))
     if "none" not in (mine, theirs) and (mine == "all" or theirs == "all" or (mine & theirs)):  # type: ignore[operator]
         return f"it holds GPUs {theirs if theirs == 'all' else sorted(theirs)} this profile needs"

@@ -83,6 +83,7 @@ def host_gate(profile: Profile, observed: Observed) -> tuple[list[str], list[str
     """(refusals, warnings). Facts that were not observed (pure tests) are not judged."""
     host = observed.host
     refusals, warnings = [], []
+    # rule: numa-balancing
     if host.numa_balancing not in (None, 0):
         refusals.append(f"kernel.numa_balancing = {host.numa_balancing}: set it to 0 (sysctl kernel.numa_balancing=0); "
                         "seed 000 measured a 20+-minute single-request stall with it on")

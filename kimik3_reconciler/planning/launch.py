@@ -29,6 +29,7 @@ from kimik3_reconciler.model.specs import ContainerSpec, Mount
 
 # Seed 000 "Runtime requirements that are NOT tunable": leaving any out measured as a
 # 20+-minute single-request stall or a crash, so they are fixed, not knobs.
+# rule: fixed-flags, kv-types-equal
 FIXED_FLAGS = ("--numa", "distribute", "--cache-type-k", "f16", "--cache-type-v", "f16", "--load-mode", "none")
 
 
@@ -152,6 +153,7 @@ def draft_device(profile: Profile, host_gpus: int | None = None) -> str | None:
         return None
     if draft.device != "auto":
         return draft.device
+    # rule: spec-draft-device
     if isinstance(profile.gpus, list):
         return f"CUDA{len(profile.gpus) - 1}"
     if host_gpus:

@@ -33,6 +33,7 @@ _ON_DEMAND = "on-demand (not enabled at boot)"
 def env_value(name: str, value: str) -> str:
     """A bare value, or one double-quoted with systemd's escapes. Never followed by a comment: systemd
     folds an inline `# comment` into the value (seed 000 step 7's trap)."""
+    # rule: env-file-bare-values
     if _BARE.fullmatch(value):
         return value
     if any(ord(c) < 32 or c == "\x7f" for c in value):
@@ -56,6 +57,7 @@ def render_unit(*, profile: str, docker_cli: str, env_file: str, conflicts: tupl
         f"# Rendered by kimik3 from profile {profile}; `kimik3 apply` restores any edit.",
         "[Unit]",
         f"Description=Kimi-K3 llama-server (kimik3 profile {profile})",
+        # rule: units-conflict-ordered
         # Ordered after the conflicting units too: Conflicts= alone stops the other *while* this one
         # starts (both on the GPUs or the port); with an ordering, systemd finishes the stop first.
         f"After={' '.join(('docker.service', *conflicts))}",

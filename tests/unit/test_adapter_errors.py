@@ -1,0 +1,241 @@
+"""Adapters turn SDK exceptions into errors.py's (which class, which text, which cause); others pass unchanged.
+
+No daemon, hub or server: each SDK raises from a stub or from httpx's MockTransport."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import re
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import docker.errors
+import httpx
+import openai
+import pytest
+import requests.exceptions
+from huggingface_hub import HfApi
+from huggingface_hub.errors import HfHubHTTPError, RemoteEntryNotFoundError, RepositoryNotFoundError
+
+from kimik3_reconciler.adapters import hub_download, openai_chat, real_ports
+from kimik3_reconciler.adapters.docker_engine import DockerEngine
+from kimik3_reconciler.adapters.hf_hub import HuggingFaceHub
+from kimik3_reconciler.adapters.nvml import nvml_dump
+from kimik3_reconciler.adapters.translate import translated
+from kimik3_reconciler.errors import DownloadFailed, InputError, Kimik3Error, PermanentError, TransientError
+from kimik3_reconciler.model.facts import RemoteFile
+
+
+def raising(exc: BaseException) -> Any:
+    def fn(*_: Any, **__: Any) -> Any:
+        raise exc
+    return fn
+
+
+# the shared context manager ----------------------------------------------------------------------
+
+def only_lookup_errors(exc: Exception) -> Kimik3Error | None:
+    return TransientError(f"translated: {exc}") if isinstance(exc, LookupError) else None
+
+
+def test_translated_raises_the_translation_from_the_sdk_exception() -> None:
+    cause = KeyError("k")
+    with pytest.raises(TransientError, match="^translated: 'k'$") as caught, translated(only_lookup_errors):
+        raise cause
+    assert caught.value.__cause__ is cause
+
+
+def test_translated_can_hide_the_cause() -> None:
+    with pytest.raises(TransientError) as caught, translated(only_lookup_errors, hide_cause=True):
+        raise KeyError("sk-secret")
+    assert caught.value.__cause__ is None and caught.value.__suppress_context__
+
+
+def test_translated_lets_unknown_exceptions_and_results_through() -> None:
+    bug = ValueError("not a lookup")
+    with pytest.raises(ValueError) as caught, translated(only_lookup_errors):
+        raise bug
+    assert caught.value is bug and caught.value.__cause__ is None
+    with translated(only_lookup_errors):
+        result = 42
+    assert result == 42
+
+
+# docker -------------------------------------------------------------------------------------------
+
+def docker_error(cls: type[docker.errors.APIError], status: int, explanation: str) -> docker.errors.APIError:
+    response = requests.Response()
+    response.status_code, response.url, response.reason = status, "http+docker://localhost/v1.47/x", "Reason"
+    return cls(f"{status} Error", response, explanation=explanation)
+
+
+def test_docker_connection_errors_are_transient() -> None:
+    cut = requests.exceptions.ConnectionError("connection refused")
+    with pytest.raises(TransientError, match="^docker daemon not answering: connection refused$") as caught:
+        DockerEngine()._call(raising(cut))
+    assert caught.value.__cause__ is cut
+
+
+def test_docker_server_errors_are_transient_and_client_errors_permanent() -> None:
+    busy = docker_error(docker.errors.APIError, 500, "restarting")
+    with pytest.raises(TransientError, match="^docker daemon error: restarting$"):
+        DockerEngine()._call(raising(busy))
+    missing = docker_error(docker.errors.NotFound, 404, "no such image")
+    refused = r'^docker: 404 Client Error for .*: Reason \("no such image"\)$'
+    with pytest.raises(PermanentError, match=refused) as caught:
+        DockerEngine()._call(raising(missing))
+    assert caught.value.__cause__ is missing  # image_id and inspect_container read NotFound from the cause
+
+
+def test_docker_not_found_reads_as_absent() -> None:
+    engine = DockerEngine()
+    missing = docker_error(docker.errors.NotFound, 404, "no such object")
+    engine._client = SimpleNamespace(api=SimpleNamespace(inspect_image=raising(missing),
+                                                         inspect_container=raising(missing)))
+    assert engine.image_id("nope:latest") is None and engine.inspect_container("nope") is None
+
+
+def test_docker_errors_mid_build_stream_are_translated_and_others_pass_unchanged() -> None:
+    def stream() -> Any:
+        yield {"stream": "Step 1/9 : FROM base\n"}
+        raise requests.exceptions.ConnectionError("daemon restarted")
+
+    chunks = []
+    with pytest.raises(TransientError, match="daemon restarted"):
+        for chunk in DockerEngine()._stream(stream()):
+            chunks.append(chunk)
+    assert chunks == [{"stream": "Step 1/9 : FROM base\n"}]
+    bug = KeyError("not an SDK error")
+    with pytest.raises(KeyError) as caught:
+        DockerEngine()._call(raising(bug))
+    assert caught.value is bug
+
+
+# huggingface_hub ----------------------------------------------------------------------------------
+
+def hub_error(cls: type[HfHubHTTPError], status: int) -> HfHubHTTPError:
+    return cls(f"{status} from the hub", response=SimpleNamespace(status_code=status, headers={}, request=None))
+
+
+@pytest.mark.parametrize(("raised", "kind", "text"), [
+    (hub_error(RepositoryNotFoundError, 404), DownloadFailed, "repository not found (or private without a token)"),
+    (hub_error(RemoteEntryNotFoundError, 404), DownloadFailed, "path not found at this revision"),
+    (httpx.ConnectError("refused"), TransientError, "hub not reachable: refused"),
+    (hub_error(HfHubHTTPError, 503), TransientError, "503 from the hub"),
+    (hub_error(HfHubHTTPError, 429), TransientError, "429 from the hub"),
+    (hub_error(HfHubHTTPError, 400), DownloadFailed, "400 from the hub"),
+])
+def test_hub_errors_name_what_was_asked(monkeypatch: pytest.MonkeyPatch, raised: Exception,
+                                        kind: type[Exception], text: str) -> None:
+    monkeypatch.setattr(HfApi, "list_repo_tree", raising(raised))
+    with pytest.raises(kind, match="^org/k3@abababababab:Q: " + re.escape(text)) as caught:
+        HuggingFaceHub().list_files("org/k3", "ab" * 20, ["Q"], None)
+    assert type(caught.value) is kind and caught.value.__cause__ is raised
+    with pytest.raises(kind, match="^org/k3@abababababab: " + re.escape(text)):
+        HuggingFaceHub().list_repo("org/k3", "ab" * 20, None)
+
+
+def test_hub_header_read_unreachable_is_transient(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(httpx, "get", raising(httpx.ConnectTimeout("timed out")))
+    with pytest.raises(TransientError, match="^org/k3:Q/a.gguf: hub not reachable: timed out$"):
+        HuggingFaceHub().read_head("org/k3", "ab" * 20, "Q/a.gguf", "http://hub.invalid", 8)
+
+
+def test_hub_errors_that_are_not_the_hubs_pass_unchanged(monkeypatch: pytest.MonkeyPatch) -> None:
+    bug = AttributeError("not an SDK error")
+    monkeypatch.setattr(HfApi, "list_repo_tree", raising(bug))
+    with pytest.raises(AttributeError) as caught:
+        HuggingFaceHub().list_repo("org/k3", "ab" * 20, None)
+    assert caught.value is bug
+
+
+# the downloader (httpx) ---------------------------------------------------------------------------
+
+def download_target(tmp_path: Path) -> hub_download.Target:
+    file = RemoteFile(path="Q/a.gguf", size=4, sha256=hashlib.sha256(b"abcd").hexdigest(), git_oid=None)
+    (job,) = hub_download.targets("org/k3", "ab" * 20, (file,), "http://hub.test", tmp_path)
+    job.blob.parent.mkdir(parents=True)
+    return job
+
+
+def append(job: hub_download.Target, handler: Any) -> None:
+    with httpx.Client(transport=httpx.MockTransport(handler)) as client:
+        hub_download._append(client, job, hashlib.sha256(), lambda *_: None)
+
+
+def test_download_dropped_connection_is_transient(tmp_path: Path) -> None:
+    with pytest.raises(TransientError, match=r"^Q/a.gguf: ReadTimeout: too slow$"):
+        append(download_target(tmp_path), raising(httpx.ReadTimeout("too slow")))
+
+
+def test_download_disk_full_keeps_the_partial_and_other_os_errors_pass(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    job = download_target(tmp_path)
+    full = OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(hub_download, "open", raising(full), raising=False)
+    with pytest.raises(DownloadFailed, match="disk full in .*blobs; the partial download is kept") as caught:
+        append(job, lambda request: httpx.Response(200, content=b"abcd"))
+    assert caught.value.__cause__ is full
+    denied = PermissionError(errno.EACCES, "Permission denied")
+    monkeypatch.setattr(hub_download, "open", raising(denied), raising=False)
+    with pytest.raises(PermissionError) as passed:
+        append(job, lambda request: httpx.Response(200, content=b"abcd"))
+    assert passed.value is denied
+
+
+def test_download_workers_are_read_when_ports_are_made(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KIMIK3_DOWNLOAD_WORKERS", raising=False)
+    assert real_ports(tmp_path).hub.download_workers == 4
+    monkeypatch.setenv("KIMIK3_DOWNLOAD_WORKERS", "7")
+    assert real_ports(tmp_path).hub.download_workers == 7
+    monkeypatch.setenv("KIMIK3_DOWNLOAD_WORKERS", "lots")
+    with pytest.raises(InputError, match="KIMIK3_DOWNLOAD_WORKERS='lots'"):
+        real_ports(tmp_path)
+
+
+# openai (llama-server's chat API) -----------------------------------------------------------------
+
+def chat_server(monkeypatch: pytest.MonkeyPatch, handler: Any) -> None:
+    def client(base_url: str, api_key: str | None) -> openai.OpenAI:
+        return openai.OpenAI(base_url=f"{base_url}/v1", api_key=api_key or "no-key", max_retries=0,
+                             http_client=httpx.Client(transport=httpx.MockTransport(handler)))
+    monkeypatch.setattr(openai_chat, "_client", client)
+
+
+def test_chat_status_errors_are_permanent_with_the_servers_message_and_no_key(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    chat_server(monkeypatch, lambda request: httpx.Response(
+        401, json={"error": {"message": f"bad key {request.headers['authorization'][7:]}"}}))
+    with pytest.raises(PermanentError, match=r"^http://llm: HTTP 401: bad key \*\*\*$") as caught:
+        openai_chat.OpenAIChat().models("http://llm", "sk-secret")
+    assert type(caught.value) is PermanentError
+    assert caught.value.__cause__ is None and caught.value.__suppress_context__  # the SDK's error holds the key
+
+
+def test_chat_unreachable_is_transient(monkeypatch: pytest.MonkeyPatch) -> None:
+    chat_server(monkeypatch, raising(httpx.ConnectError("refused")))
+    with pytest.raises(TransientError, match="^http://llm: Connection error.$") as caught:
+        openai_chat.OpenAIChat().chat("http://llm", "sk-secret", [{"role": "user", "content": "hi"}])
+    assert caught.value.__cause__ is None
+
+
+def test_chat_body_that_is_not_json_is_permanent(monkeypatch: pytest.MonkeyPatch) -> None:
+    chat_server(monkeypatch, lambda request: httpx.Response(200, text="<html>proxy</html>"))
+    with pytest.raises(PermanentError, match="^http://llm: JSONDecodeError: "):
+        openai_chat.OpenAIChat().models("http://llm", None)
+
+
+# NVML: a failure is a fact (0 GPUs), not an exception -------------------------------------------
+
+def test_nvml_failure_is_a_fact_and_nvml_is_shut_down(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+    fake = SimpleNamespace(nvmlInit=lambda: calls.append("init"), nvmlShutdown=lambda: calls.append("shutdown"),
+                           nvmlSystemGetDriverVersion=lambda: "580.1",
+                           nvmlDeviceGetCount=raising(RuntimeError("GPU is lost")))
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    assert nvml_dump() == {"error": "RuntimeError: GPU is lost"} and calls == ["init", "shutdown"]
+    monkeypatch.setattr(fake, "nvmlInit", raising(OSError("libnvidia-ml.so.1: cannot open")))
+    assert nvml_dump() == {"error": "OSError: libnvidia-ml.so.1: cannot open"}
