@@ -51,7 +51,7 @@ RULES: tuple[Rule, ...] = (
          ("kimik3_reconciler.planning.host_gate",), ("unit/test_host_gate.py", "unit/test_engine.py")),
     Rule("mmproj-fork-only", "refuse", "model.mmproj only with build.source: fork",
          "vision (MoonViT-3d) lives only in the fork; mainline errors or silently ignores --mmproj",
-         _PROFILE, ("cases/profile/mmproj_mainline.yaml", "cases/plan/14-mainline-drops-mmproj.yaml")),
+         _PROFILE + _LAUNCH, ("cases/profile/mmproj_mainline.yaml", "cases/plan/14-mainline-drops-mmproj.yaml")),
     Rule("tq2-refused", "refuse", "UD-TQ2_0 is refused",
          "it loads and talks on these GPUs yet produces corrupted logits", _PROFILE,
          ("cases/profile/quant_tq2_0.yaml",)),
@@ -82,7 +82,7 @@ RULES: tuple[Rule, ...] = (
          "starting one must stop the other first, or both hold the GPUs at once", _UNITS,
          ("cases/plan/25-systemd-unit-absent.yaml", "unit/test_unit_engine.py", "integration/test_systemd_live.py")),
     Rule("no-secrets", "refuse", "a profile never holds a secret; the API key is a read-only mounted file",
-         "keys in argv/env show up in `docker inspect` and logs", _PROFILE,
+         "keys in argv/env show up in `docker inspect` and logs", _PROFILE + _LAUNCH,
          ("cases/plan/19-api-key-file.yaml",)),
 )
 

@@ -42,6 +42,7 @@ class ModelInput:
     quant: str
     cache_dir: str
     shard: str  # the -00001-of- shard, relative to the snapshot
+    # rule: mmproj-fork-only
     mmproj: str | None  # fork only: mainline would error or silently ignore --mmproj
 
 
@@ -227,6 +228,7 @@ def _argv(value: LaunchInput) -> tuple[str, ...]:
     if serve.cache_ram is not None:
         argv += ["--cache-ram", str(serve.cache_ram)]
     if serve.api_key_file:
+        # rule: no-secrets
         # The key stays in a read-only mounted file: never in argv, env or docker inspect.
         argv += ["--api-key-file", API_KEY_MOUNT]
     if serve.spec_draft is not None:
