@@ -1,4 +1,4 @@
-"""Shared by the benchmarks: the demo profile, kimik3's state dir, and timing a whole command."""
+"""Shared by the benchmarks: the demo profile, the environment kimik3 runs in, and timing a whole command."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PROFILE = ROOT / "profiles" / "demo-cpu.yaml"
 KIMIK3 = [sys.executable, "-m", "kimik3_reconciler"]
-ENV = {**os.environ, "KIMIK3_STATE_DIR": os.environ.get("KIMIK3_STATE_DIR", str(ROOT / ".kimik3-demo" / "state"))}
+ENV = dict(os.environ)  # kimik3 as a user runs it: its default state dir (scripts/demo.sh uses it too)
 IMPORTS = "import kimik3_reconciler.cli, kimik3_reconciler.adapters.docker_engine, kimik3_reconciler.adapters.hf_hub"
 
 

