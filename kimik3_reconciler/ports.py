@@ -106,8 +106,10 @@ class StatePort(Protocol):
         ...
 
     def produce(self, key: str, make: Callable[[Path], None]) -> Path:
-        """`make(staging)` writes the file or folder at `staging` (next to the key, absent at first); then it
-        replaces the artifact atomically. An exception from `make` leaves no staging and the old artifact."""
+        """The artifact, made once: `make(staging)` writes the file or folder at `staging` (a fresh path in
+        a private folder beside the key), renamed into place when `make` returns. One producer per key at
+        a time; a second waits and gets the first one's artifact. An exception from `make` leaves nothing;
+        leftovers of a killed producer are swept. To replace an artifact, `discard` it first."""
         ...
 
     def discard(self, key: str) -> None: ...  # remove an artifact (file or folder), if present

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import fcntl
 import json
 import os
 import shutil
@@ -61,19 +62,23 @@ class StateFiles:
 
     def produce(self, key: str, make: Callable[[Path], None]) -> Path:
         path = self._path(key)
-        # Unique per process: two applies producing the same artifact never write into each other's staging.
-        staging = path.with_name(f"{path.name}.{os.getpid()}.partial")
-        _remove(staging)  # a leftover of an interrupted run of this pid
-        try:
-            make(staging)
-            if not staging.exists():
-                raise FileNotFoundError(f"{staging}: nothing was produced for {key}")
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path)  # os.replace cannot replace a non-empty folder
-            os.replace(staging, path)
-        except BaseException:
-            _remove(staging)
-            raise
+        # One producer per key at a time (two applies would compute the same hours-long reference
+        # logits twice, or race to rename a folder): the kernel drops the lock if this process dies.
+        with open(path.with_name(f".{path.name}.lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if path.exists():
+                return path  # made by the holder we waited for: keys are deterministic
+            for leftover in path.parent.glob(f".{path.name}.*.partial"):
+                _remove(leftover)  # of a killed producer (we hold the lock: nobody else is writing it)
+            staging_dir = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial"))
+            try:
+                staging = staging_dir / path.name
+                make(staging)
+                if not staging.exists():
+                    raise FileNotFoundError(f"{staging}: nothing was produced for {key}")
+                os.replace(staging, path)  # atomic: the artifact appears whole (path is absent, see above)
+            finally:
+                _remove(staging_dir)
         return path
 
     def discard(self, key: str) -> None:

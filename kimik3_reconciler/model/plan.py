@@ -128,6 +128,8 @@ class Plan:
 def _jsonable(value: Any) -> Any:
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
+    if isinstance(value, Payload) and hasattr(value, "to_json"):
+        return _jsonable(value.to_json())
     if is_dataclass(value):
         data = asdict(value)
         data.pop("secret", None)

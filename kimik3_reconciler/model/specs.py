@@ -7,7 +7,8 @@ step kind = one payload here, one planner function, one executor, one case file.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
 from kimik3_reconciler.model.facts import RemoteFile
 
@@ -114,6 +115,10 @@ class LaunchContainer(Payload):
 
     container: ContainerSpec
     replace: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """The rendered container itself (argv, env, mounts, GPUs, labels), as `plan --json` always showed it."""
+        return {**asdict(self.container), "replace": self.replace}
 
 
 @dataclass(frozen=True)

@@ -11,16 +11,9 @@ from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.labels import PROFILE_LABEL
 from kimik3_reconciler.model.plan import Action, Plan, Step
 from kimik3_reconciler.model.profile import Profile
-from kimik3_reconciler.model.specs import (
-    LaunchContainer,
-    QuantGateRun,
-    RemoveContainer,
-    RemoveImage,
-    RemoveModelFiles,
-    StartContainer,
-)
+from kimik3_reconciler.model.specs import QuantGateRun, RemoveContainer, RemoveImage, RemoveModelFiles
 from kimik3_reconciler.planning.conflict_step import plan_conflicts
-from kimik3_reconciler.planning.container_step import plan_container
+from kimik3_reconciler.planning.container_step import container_changes, plan_container
 from kimik3_reconciler.planning.desired import Desired, Planner, changes
 from kimik3_reconciler.planning.health_step import plan_health
 from kimik3_reconciler.planning.host_gate import host_gate
@@ -60,7 +53,7 @@ def plan(profile: Profile, observed: Observed, warnings: tuple[str, ...] = ()) -
     for planner in PLANNERS:
         steps += planner(desired, observed, steps)
     extra = (*warnings, *gate_warnings, *desired.launch.warnings)
-    if observed.last_good and changes(steps, LaunchContainer, StartContainer, QuantGateRun):
+    if observed.last_good and (container_changes(steps) or changes(steps, QuantGateRun)):
         extra += (f"if the gate, the load or verify fails, apply relaunches the last good profile "
                   f"(recorded {observed.last_good})",)
     return Plan(profile.name, steps, warnings=extra, forecast=forecast(profile, observed))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.plan import Action, DiffItem, Step, flat_diff
 from kimik3_reconciler.model.specs import LaunchContainer, StartContainer
-from kimik3_reconciler.planning.desired import Desired
+from kimik3_reconciler.planning.desired import Desired, changes
 from kimik3_reconciler.planning.launch import Launch
 
 
@@ -21,11 +21,9 @@ def _rebuilt_image_id(launch: Launch, observed: Observed) -> str | None:
     return None
 
 
-def relaunches(launch: Launch, observed: Observed) -> bool:
-    """Will the container step create or replace the container? (The image step asks before it is planned.)"""
-    container = observed.container
-    return (container is None or container.fingerprint != launch.fingerprint
-            or _rebuilt_image_id(launch, observed) is not None)
+def container_changes(planned: tuple[Step, ...]) -> bool:
+    """Does the plan so far (re)launch or start the container? Health, unit and the revert warning follow it."""
+    return changes(planned, LaunchContainer, StartContainer)
 
 
 def plan_container(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
@@ -47,7 +45,9 @@ def plan_container(desired: Desired, observed: Observed, planned: tuple[Step, ..
                      diff=(DiffItem("image id", container.image_id[:19], rebuilt[:19]),),
                      spec=LaunchContainer(launch.spec, replace=True)),)
     if container.state in ("running", "restarting"):
-        return (Step("container", name, Action.NOOP, f"running, fingerprint {launch.fingerprint} matches"),)
+        # The payload rides along (never executed): `plan --json` shows what runs.
+        return (Step("container", name, Action.NOOP, f"running, fingerprint {launch.fingerprint} matches",
+                     spec=LaunchContainer(launch.spec)),)
     exit_note = f" (exit code {container.exit_code})" if container.exit_code is not None else ""
     verb = "unpause" if container.state == "paused" else "start"
     return (Step("container", name, Action.UPDATE, f"container is {container.state}{exit_note}: {verb} it",

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.plan import Action, Step
-from kimik3_reconciler.model.specs import HealthWait, LaunchContainer, StartContainer
-from kimik3_reconciler.planning.desired import Desired, changes
+from kimik3_reconciler.model.specs import HealthWait
+from kimik3_reconciler.planning.container_step import container_changes
+from kimik3_reconciler.planning.desired import Desired
 from kimik3_reconciler.planning.humanize import duration, gib
 
 # Seed 000 measured ~17 min to read 802 GB (--load-mode none reads everything up front), i.e.
@@ -31,7 +32,7 @@ def plan_health(desired: Desired, observed: Observed, planned: tuple[Step, ...] 
     wait = HealthWait(container=launch.spec.name, url=launch.health_url,
                       timeout_s=load_timeout(observed.model.total_bytes), model_bytes=observed.model.total_bytes)
     target = launch.health_url
-    if changes(planned, LaunchContainer, StartContainer):
+    if container_changes(planned):
         seconds, how = predicted_load_s(observed)
         return (Step("health", target, Action.READ, "wait for the model to load (/health 200)", spec=wait,
                      cost=f"predicted downtime ~{duration(seconds)} ({how}); gives up after {duration(wait.timeout_s)}"),)

@@ -11,7 +11,7 @@ from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.specs import ImageBuild, RetagImage
 from kimik3_reconciler.model.labels import BASE_IMAGES, IMAGE_FINGERPRINT, IMAGE_INPUTS, PROFILE_LABEL
 from kimik3_reconciler.planning.build_flags import cmake_definitions, docker_build_args
-from kimik3_reconciler.planning.container_step import relaunches
+from kimik3_reconciler.planning.container_step import container_changes, plan_container
 from kimik3_reconciler.planning.desired import Desired
 from kimik3_reconciler.planning.sources import source_archive
 
@@ -85,12 +85,14 @@ def plan_image(desired: Desired, observed: Observed, planned: tuple[Step, ...] =
     present = [i for i in observed.images if i.fingerprint == spec.fingerprint]
     current = [i for i in present if not _base_drift(i, observed)]
     if any(spec.tag in i.tags for i in current):
-        return (Step("image", spec.tag, Action.NOOP, f"image {spec.tag} present (fingerprint {spec.fingerprint})"),)
+        return (Step("image", spec.tag, Action.NOOP, f"image {spec.tag} present (fingerprint {spec.fingerprint})",
+                     spec=spec),)
     in_use = observed.container.image_id if observed.container else None
-    if not relaunches(desired.launch, observed) and any(i.id == in_use for i in current):
+    # The container step comes later: ask it now whether it will change anything (start included).
+    if not container_changes(plan_container(desired, observed)) and any(i.id == in_use for i in current):
         # The tag points at another profile's build of this pin; ours runs: nothing to do.
         return (Step("image", spec.tag, Action.NOOP, f"this profile's build (fingerprint {spec.fingerprint}) runs; "
-                     f"the tag {spec.tag} points at another build of the pin"),)
+                     f"the tag {spec.tag} points at another build of the pin", spec=spec),)
     if current:
         # A kept build with exactly these inputs: point the tag back at it instead of compiling.
         return (Step("image", spec.tag, Action.UPDATE,

@@ -42,7 +42,6 @@ class ModelInput:
     quant: str
     cache_dir: str
     shard: str  # the -00001-of- shard, relative to the snapshot
-    # rule: mmproj-fork-only
     mmproj: str | None  # fork only: mainline would error or silently ignore --mmproj
 
 
@@ -191,6 +190,7 @@ def launch_input(profile: Profile, observed: Observed, image_tag: str, image_fp:
         restart_policy="no" if profile.systemd is not None else "unless-stopped",
         model=ModelInput(repo=model.repo, revision=model.revision, quant=model.quant, cache_dir=model.cache_dir,
                          shard=first_shard(model),
+                         # rule: mmproj-fork-only
                          mmproj=profile.model.mmproj if profile.build.source == "fork" else None),
         serve=_resolved_serve(profile, observed),
         bind=bind,

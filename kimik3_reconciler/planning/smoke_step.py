@@ -31,13 +31,13 @@ def plan_smoke(desired: Desired, observed: Observed, planned: tuple[Step, ...] =
     spec = render_smoke(desired.profile, observed, desired.build)
     target = spec.image
     if not desired.profile.gate.smoke:
-        return (Step("smoke", target, Action.NOOP, "gate.smoke is off"),)
+        return (Step("smoke", target, Action.NOOP, "gate.smoke is off", spec=spec),)
     if changes(planned, ImageBuild):  # a new build (a re-tag reuses a tested one)
         return (Step("smoke", target, Action.READ, "smoke-test the new image with a tiny kimi-k3 GGUF", spec=spec,
                      cost="seconds"),)
     image = next((i for i in observed.images if i.fingerprint == spec.image_fingerprint), None)
     if image is not None and image.smoke == "passed":
-        return (Step("smoke", target, Action.NOOP, "image passed its smoke test"),)
+        return (Step("smoke", target, Action.NOOP, "image passed its smoke test", spec=spec),)
     if image is not None and image.smoke == "failed":
         return (Step("smoke", target, Action.READ,
                      f"the last smoke test failed ({image.smoke_detail}); the real model is not launched on this image "

@@ -14,10 +14,11 @@ from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.model.facts import Observed, SystemdFacts, UnitFact, UnitFileFact
 from kimik3_reconciler.model.plan import Action, DiffItem, Step, flat_diff
 from kimik3_reconciler.model.profile import Profile
-from kimik3_reconciler.model.specs import LaunchContainer, StartContainer, UnitInstall, UnitRemoval
+from kimik3_reconciler.model.specs import UnitInstall, UnitRemoval
 from kimik3_reconciler.model.unit_files import env_path, split_header, unit_path, with_header
 from kimik3_reconciler.planning.conflict_step import why_conflicting
-from kimik3_reconciler.planning.desired import Desired, changes
+from kimik3_reconciler.planning.container_step import container_changes
+from kimik3_reconciler.planning.desired import Desired
 from kimik3_reconciler.planning.launch import Launch
 
 STOP_TIMEOUT_S = 120  # docker stop's grace: llama-server exits 0 on SIGTERM after freeing GPU memory
@@ -177,7 +178,7 @@ def _docker_cli_or_refuse(profile: Profile, facts: SystemdFacts | None, current:
 
 
 def _state_changes(install: UnitInstall, current: UnitFact,
-                   container_changes: bool) -> tuple[list[str], list[DiffItem]]:
+                   relaunched: bool) -> tuple[list[str], list[DiffItem]]:
     reasons: list[str] = []
     diff: list[DiffItem] = []
     enabled = current.unit_file_state == "enabled"
@@ -189,7 +190,7 @@ def _state_changes(install: UnitInstall, current: UnitFact,
         reasons.append(f"unit failed (result {current.result}): reset it and start it")
     elif current.active_state != "active":
         reasons.append(f"unit {current.active_state}: start it (it attaches to the container kimik3 launched)")
-    elif container_changes:
+    elif relaunched:
         reasons.append("the container is (re)launched under the running unit: start the unit again if it stopped")
     if current.active_state != "active":
         diff.append(DiffItem("active", current.active_state, "active"))
@@ -210,7 +211,7 @@ def plan_stale_units(desired: Desired, observed: Observed, planned: tuple[Step, 
 def plan_unit(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
     """The profile's unit step, after health; () without a `systemd:` section."""
     profile, launch = desired.profile, desired.launch
-    container_changes = changes(planned, LaunchContainer, StartContainer)
+    relaunched = container_changes(planned)
     if profile.systemd is None:
         return ()
     facts = observed.systemd
@@ -223,7 +224,7 @@ def plan_unit(desired: Desired, observed: Observed, planned: tuple[Step, ...] = 
         return (Step("unit", wanted, Action.CREATE, why, spec=install),)
     unit_why, unit_diff = _file_change("unit", install.unit_path, current.unit_file, install.unit_text)
     env_why, env_diff = _file_change("env", install.env_path, current.env_file, install.env_text)
-    state_why, state_diff = _state_changes(install, current, container_changes)
+    state_why, state_diff = _state_changes(install, current, relaunched)
     reasons = [r for r in (unit_why, env_why) if r] + state_why
     spec = replace(install, write_unit=unit_why is not None, write_env=env_why is not None,
                    reload=unit_why is not None or current.load_state != "loaded")

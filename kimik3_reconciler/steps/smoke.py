@@ -27,9 +27,9 @@ def _tiny_model(ports: Ports) -> str:
     """The tiny model lives in the state dir, generated once (deterministic, ~2.4 MB, 2 shards); the
     state port renames it into place only when complete, so an interrupted generation leaves nothing."""
     folder = ports.state.artifact(MODEL_KEY)
-    if folder is None or not (folder / SMOKE_MODEL).is_file():
-        folder = ports.state.produce(MODEL_KEY, _write_model)
-    return str(folder)
+    if folder is not None and not (folder / SMOKE_MODEL).is_file():
+        ports.state.discard(MODEL_KEY)  # not the model this kimik3 writes (another version's layout)
+    return str(ports.state.produce(MODEL_KEY, _write_model))
 
 
 def smoke_test(spec: SmokeTest, ports: Ports, reporter: Reporter) -> None:

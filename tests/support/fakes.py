@@ -235,7 +235,7 @@ class FakeHost:
 
 
 class MemoryState:
-    """Records in memory; `path` hands out files under a real temporary root."""
+    """Records in memory; artifacts are files under a real temporary root."""
 
     def __init__(self, root: Path | None = None) -> None:
         self.records: dict[str, dict[str, Any]] = {}
@@ -261,11 +261,12 @@ class MemoryState:
 
     def produce(self, key: str, make: Callable[[Path], None]) -> Path:
         path = self._file(key)
+        if path.exists():
+            return path  # as the real adapter: made once per key
         path.parent.mkdir(parents=True, exist_ok=True)
         staging = path.with_name(path.name + ".partial")
         try:
             make(staging)
-            self.discard(key)
             staging.rename(path)
         finally:
             shutil.rmtree(staging, ignore_errors=True) if staging.is_dir() else staging.unlink(missing_ok=True)

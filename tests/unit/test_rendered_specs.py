@@ -83,3 +83,27 @@ def test_fingerprints_are_stable() -> None:
         launch = render_launch(profile, observed, image.tag, image.fingerprint)
         got[path.stem] = {"image": image.fingerprint, "container": launch.fingerprint}
     assert got == want
+
+
+@pytest.mark.parametrize("path", PROFILES, ids=lambda p: p.stem)
+def test_plan_json_shows_the_rendered_container_whether_or_not_it_changes(path: Path) -> None:
+    """GitOps CI reads `plan --json`: the container step's spec is the rendered container (argv, mounts,
+    GPUs), on a fresh host (create) and on a converged one (NOOP) alike."""
+    from kimik3_reconciler.model.facts import ContainerFact, SystemdFacts
+    from kimik3_reconciler.planning import plan
+
+    profile, facts = observed_for(path)
+    facts = facts.model_copy(update={"systemd": SystemdFacts(booted=True, state="running", docker_cli="/usr/bin/docker")})
+    golden = json.loads((GOLDEN / f"{path.stem}.json").read_text())["container"]
+    fresh = plan(profile, facts).to_json()
+    image = render_image_build(profile, facts)
+    launch = render_launch(profile, facts, image.tag, image.fingerprint)
+    running = facts.model_copy(update={"container": ContainerFact(
+        id="c" * 64, name=profile.name, state="running", fingerprint=launch.fingerprint, inputs=launch.inputs,
+        health="ok")})
+    converged = plan(profile, running).to_json()
+    for result, action, replace in ((fresh, "create", False), (converged, "noop", False)):
+        step = next(s for s in result["steps"] if s["kind"] == "container")
+        assert step["action"] == action
+        assert step["spec"]["command"] == golden["command"] and step["spec"]["gpus"] == golden["gpus"]
+        assert step["spec"]["replace"] is replace
