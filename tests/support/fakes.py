@@ -35,6 +35,15 @@ def _new_id() -> str:
     return hashlib.sha256(str(next(_ids)).encode()).hexdigest()
 
 
+def _device_requests(spec: ContainerSpec) -> list[dict[str, Any]] | None:
+    """As dockerd stores the adapter's requests: Count -1 for all GPUs, else the device ids."""
+    if spec.gpus == "none":
+        return None
+    if spec.gpus == "all":
+        return [{"Count": -1, "DeviceIDs": None, "Capabilities": [["gpu"]]}]
+    return [{"Count": 0, "DeviceIDs": list(spec.gpus), "Capabilities": [["gpu"]]}]
+
+
 class FakeDocker:
     """Images and containers as docker inspect would show them; `crash_on_start` simulates a bad load."""
 
@@ -63,6 +72,10 @@ class FakeDocker:
         self.images[image_id] = {"Id": image_id, "RepoTags": [spec.tag], "Config": {"Labels": dict(spec.labels)}}
         on_line("Successfully built")
         return image_id
+
+    def inspect_image(self, ref: str) -> dict[str, Any] | None:
+        image_id = self.image_id(ref)
+        return self.images.get(image_id) if image_id else None
 
     def image_id(self, ref: str) -> str | None:
         if ref in self.base_images:
@@ -100,7 +113,12 @@ class FakeDocker:
         self.containers[spec.name] = {
             "Id": cid, "Name": "/" + spec.name, "RestartCount": 0, "Image": self.image_id(spec.image),
             "State": {"Status": status, "ExitCode": 1 if self.crash_on_start else 0, "StartedAt": f"t{cid[:6]}"},
-            "Config": {"Image": spec.image, "Labels": dict(spec.labels), "Cmd": list(spec.command)},
+            "Config": {"Image": spec.image, "Labels": dict(spec.labels), "Cmd": list(spec.command),
+                       "Env": [f"{k}={v}" for k, v in spec.env], "Entrypoint": list(spec.entrypoint or []) or None},
+            "HostConfig": {"NetworkMode": spec.network_mode, "IpcMode": spec.ipc_mode,
+                           "RestartPolicy": {"Name": spec.restart_policy}, "DeviceRequests": _device_requests(spec)},
+            "Mounts": [{"Type": "bind", "Source": m.source, "Destination": m.target, "RW": not m.read_only}
+                       for m in spec.mounts],
             "spec": spec,
         }
         return cid
