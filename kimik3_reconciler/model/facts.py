@@ -148,6 +148,7 @@ class RunningConfig(_Fact):
     entrypoint: tuple[str, ...] | None = None
     env: tuple[tuple[str, str], ...] = ()
     defaults: tuple[tuple[str, str], ...] = ()
+    image_entrypoint: tuple[str, ...] = ()
     mounts: tuple[MountFact, ...] = ()
     gpus: str | tuple[str, ...] = "none"
     network_mode: str = ""

@@ -57,6 +57,7 @@ def parse_running(inspect: dict[str, Any], image: dict[str, Any] | None = None) 
         image=config.get("Image", ""),
         command=tuple(config.get("Cmd") or ()),
         entrypoint=None if entrypoint == tuple(image_config.get("Entrypoint") or ()) else entrypoint,  # None: the image's
+        image_entrypoint=tuple(image_config.get("Entrypoint") or ()),
         env=tuple(sorted((k, v) for k, v in env.items() if defaults.get(k) != v)),
         defaults=tuple(sorted(defaults.items())),
         mounts=mounts,

@@ -69,7 +69,9 @@ def running_drift(spec: ContainerSpec, running: RunningConfig) -> tuple[DiffItem
     items: list[DiffItem] = []
     if running.image != spec.image:
         items.append(DiffItem("container.image", running.image, spec.image))
-    if running.entrypoint != spec.entrypoint:
+    # None on either side is the image's own entrypoint, which a spec may also name explicitly.
+    wanted_entrypoint = None if spec.entrypoint == running.image_entrypoint else spec.entrypoint
+    if running.entrypoint != wanted_entrypoint:
         items.append(DiffItem("container.entrypoint", " ".join(running.entrypoint or ("(the image's)",)),
                               " ".join(spec.entrypoint or ("(the image's)",))))
     if running.command != spec.command:
