@@ -123,3 +123,17 @@ def test_a_manifest_from_before_stats_is_trusted_and_upgraded(world):
     assert "the manifest predates them" in plan.steps[0].reason
     engine.apply(profile)
     assert set(engine.ports.state.read(key)["stats"]) == set(FILES) and engine.plan(profile).converged
+
+
+def test_a_file_that_moves_between_plan_and_apply_is_not_recorded(world):
+    from kimik3_reconciler.steps import execute
+
+    engine, _, hub, profile = world
+    key = manifest_key(profile.profile)
+    engine.ports.state.write(key, {k: v for k, v in engine.ports.state.read(key).items() if k != "stats"})
+    step = engine.plan(profile).steps[0]  # ~ model: record the fingerprints observed now
+    os.utime(hub.root / "cache" / SHARD, ns=(5, 5))  # moves after the observation
+    execute(step, engine.ports, NullReporter())
+    assert SHARD not in engine.ports.state.read(key)["stats"]  # never vouched for: re-hashed next time
+    again = engine.plan(profile).steps[0]
+    assert again.action is Action.UPDATE and "changed since verified (re-hashed: sha256 matches)" in again.reason
