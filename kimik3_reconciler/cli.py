@@ -208,7 +208,8 @@ def status(ctx: click.Context, file: str, json_out: bool) -> None:
     _out.print(f"profile    {loaded.profile.name}")
     _out.print(f"container  {c.state + ' (' + (c.health or '-') + ')' + ' ' + c.id[:12] if c else 'absent'}")
     _out.print(f"images     {', '.join(t for i in observed.images for t in i.tags) or 'none'}")
-    _out.print(f"model      {m.repo}@{m.revision[:12]}/{m.quant}: {len(m.files) - len(m.missing)}/{len(m.files)} files")
+    _out.print(f"model      {m.repo}@{m.revision[:12]}/{m.quant}: {len(m.files) - len(m.missing)}/{len(m.files)} files"
+               + (f", {len(m.corrupt)} corrupt (sha256 mismatch)" if m.corrupt else ""))
     for fingerprint, record in observed.gate_records.items():  # quant gate results, per image
         verdict = "passed" if record.get("passed") else "FAILED"
         _out.print(f"gate       {verdict} on {record.get('date')} (image {record.get('image')}, {fingerprint}): "

@@ -62,13 +62,17 @@ class DockerEngine:
         return [image.attrs for image in images]
 
     @_transient
-    def image_id(self, ref: str) -> str | None:
+    def inspect_image(self, ref: str) -> dict[str, Any] | None:
         try:
-            return self._call(self.client.api.inspect_image, ref)["Id"]
+            return self._call(self.client.api.inspect_image, ref)
         except PermanentError as exc:
             if isinstance(exc.__cause__, docker.errors.NotFound):
                 return None
             raise
+
+    def image_id(self, ref: str) -> str | None:
+        found = self.inspect_image(ref)
+        return found["Id"] if found else None
 
     @_transient
     def tag_image(self, image_id: str, tag: str) -> None:

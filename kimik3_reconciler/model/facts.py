@@ -70,8 +70,25 @@ class RemoteFile(_Fact):
     git_oid: str | None = None  # plain git files (json, small text): the git blob sha1
 
 
+class FileStat(_Fact):
+    """A cached file's stat fingerprint, recorded when its bytes were verified: any edit through the
+    filesystem moves at least one field (ctime too, even when the edit restores mtime)."""
+
+    path: str
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    inode: int
+
+
 class ModelFact(_Fact):
-    """Which files of repo@revision the deployment needs, and which are complete in the cache."""
+    """Which files of repo@revision the deployment needs, and which are complete in the cache.
+
+    `missing` is what the download step fetches: absent, cut short, or `corrupt` (present, but
+    re-hashed to another sha256 than the one verified: after a stat change, or every file with
+    `--verify`). `stats` are the stat fingerprints of the files verified now; `unrecorded` names those
+    whose fingerprint differs from (or is absent in) the manifest, so the step records them.
+    """
 
     repo: str
     revision: str
@@ -79,6 +96,10 @@ class ModelFact(_Fact):
     cache_dir: str
     files: tuple[RemoteFile, ...] = ()
     missing: tuple[str, ...] = ()
+    corrupt: tuple[str, ...] = ()  # sha256 mismatch on re-hash (also in `missing`)
+    changed: tuple[str, ...] = ()  # stat moved since verified, so re-hashed (corrupt or not)
+    stats: tuple[FileStat, ...] = ()
+    unrecorded: tuple[str, ...] = ()
     listing: Literal["manifest", "hub"] = "manifest"
     listing_error: str | None = None  # the hub could not list the files (the gate speaks first)
     cache_free_bytes: int | None = None  # free space on the cache's filesystem
@@ -108,6 +129,33 @@ class ImageFact(_Fact):
     smoke_detail: str | None = None
 
 
+class MountFact(_Fact):
+    """A bind mount as docker reports it (`Mounts`): host path, container path, read-only or not."""
+
+    source: str
+    target: str
+    read_only: bool
+
+
+class RunningConfig(_Fact):
+    """What the container was really created with (docker inspect), in `ContainerSpec`'s terms, so the
+    planner compares it field by field with the rendered container. `env` leaves out what the image or
+    Docker set by default (`defaults`: docker merges them into the container's Config.Env); `entrypoint`
+    is None when it is the image's own."""
+
+    image: str
+    command: tuple[str, ...] = ()
+    entrypoint: tuple[str, ...] | None = None
+    env: tuple[tuple[str, str], ...] = ()
+    defaults: tuple[tuple[str, str], ...] = ()
+    image_entrypoint: tuple[str, ...] = ()
+    mounts: tuple[MountFact, ...] = ()
+    gpus: str | tuple[str, ...] = "none"
+    network_mode: str = ""
+    ipc_mode: str = ""
+    restart_policy: str = "no"
+
+
 class ContainerFact(_Fact):
     """The profile's container as docker inspect shows it, plus the /health answer."""
 
@@ -124,6 +172,7 @@ class ContainerFact(_Fact):
     health: Literal["ok", "loading", "unreachable"] | None = None
     profile: str | None = None  # the kimik3 profile that made it (label)
     pid: int | None = None  # host pid of its main process (llama-server), as NVML reports it
+    running: RunningConfig | None = None  # None: not read (planner tests that only care about labels)
 
 
 class PatchFact(_Fact):

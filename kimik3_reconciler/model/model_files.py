@@ -1,10 +1,16 @@
-"""Which hub paths a profile needs, and the state key of their verified manifest (pure)."""
+"""Which hub paths a profile needs, and the state key and shape of their verified manifest (pure).
+
+The manifest records, per file, what the hub listed (size, sha256) and the stat fingerprint the
+file had when its bytes were verified (`stats`): a later plan re-hashes exactly the files whose
+stat moved since. Manifests written before stats existed have none (see observe/model_cache.py).
+"""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
-from kimik3_reconciler.model.facts import RemoteFile
+from kimik3_reconciler.model.facts import FileStat, RemoteFile
 from kimik3_reconciler.model.profile import Profile
 
 
@@ -21,13 +27,27 @@ def manifest_key(profile: Profile) -> str:
     return f"models/{m.repo.replace('/', '--')}/{m.revision}/{'+'.join(wanted_paths(profile))}.json"
 
 
-def manifest_record(files: tuple[RemoteFile, ...]) -> dict[str, Any]:
-    return {"files": [f.model_dump() for f in files], "verified": [f.path for f in files]}
+def manifest_record(files: tuple[RemoteFile, ...], stats: tuple[FileStat, ...] = ()) -> dict[str, Any]:
+    return {"files": [f.model_dump() for f in files], "verified": [f.path for f in files],
+            "stats": {s.path: s.model_dump(exclude={"path"}) for s in stats}}
+
+
+def file_stat(path: str, stat: os.stat_result) -> FileStat:
+    """The stat fingerprint of a file (its blob: the snapshot link is followed)."""
+    return FileStat(path=path, size=stat.st_size, mtime_ns=stat.st_mtime_ns, ctime_ns=stat.st_ctime_ns,
+                    inode=stat.st_ino)
 
 
 def parse_manifest(record: dict[str, Any]) -> tuple[tuple[RemoteFile, ...], frozenset[str]]:
     files = tuple(RemoteFile(**f) for f in record.get("files", ()))
     return files, frozenset(record.get("verified", ()))
+
+
+def recorded_stats(record: dict[str, Any]) -> dict[str, FileStat] | None:
+    """{path: the stat fingerprint recorded when it was verified}; None for a manifest older than stats."""
+    if "stats" not in record:
+        return None
+    return {path: FileStat(path=path, **stat) for path, stat in record["stats"].items()}
 
 
 # Seed 000: the tokenizer repo is cached for its small non-weight files only.

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from kimik3_reconciler.model.facts import RemoteFile
+from kimik3_reconciler.model.facts import FileStat, RemoteFile
 
 
 class Payload:
@@ -24,7 +24,9 @@ class Payload:
 
 @dataclass(frozen=True)
 class ModelDownload(Payload):
-    """Fetch these files of repo@revision into the HF cache, then verify their sha256."""
+    """Fetch these files of repo@revision into the HF cache, then verify their sha256; record the
+    manifest with the stat fingerprints of the fetched files and of `verified` (the files observation
+    found good, with the stat they had then; nothing missing = only record those)."""
 
     repo: str
     revision: str
@@ -34,6 +36,7 @@ class ModelDownload(Payload):
     files: tuple[RemoteFile, ...]
     missing: tuple[str, ...]
     manifest_key: str
+    verified: tuple[FileStat, ...] = ()
 
     @property
     def bytes_to_fetch(self) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from kimik3_reconciler.model.facts import ContainerFact, ImageFact
+from kimik3_reconciler.model.facts import ContainerFact, ImageFact, MountFact, RunningConfig
 from kimik3_reconciler.model.records import smoke_key
 from kimik3_reconciler.model.labels import PROFILE_LABEL, CONTAINER_FINGERPRINT, CONTAINER_INPUTS, HEALTH_URL, IMAGE_FINGERPRINT
 from kimik3_reconciler.ports import DockerPort, HttpPort, StatePort
@@ -19,7 +19,56 @@ def parse_image(attrs: dict[str, Any]) -> ImageFact:
     )
 
 
-def parse_container(inspect: dict[str, Any]) -> ContainerFact:
+# dockerd puts this PATH into a container's Config.Env when its image sets none.
+DOCKER_DEFAULT_ENV = (("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"),)
+
+
+def _env_pairs(env: list[str] | None) -> dict[str, str]:
+    return dict(item.partition("=")[::2] for item in env or ())
+
+
+def parse_gpus(device_requests: list[dict[str, Any]] | None) -> str | tuple[str, ...]:
+    """HostConfig.DeviceRequests as `ContainerSpec.gpus`: "none", "all" (Count -1) or device ids."""
+    gpu_requests = [r for r in device_requests or () if ["gpu"] in (r.get("Capabilities") or [])]
+    if not gpu_requests:
+        return "none"
+    if any(r.get("Count") == -1 for r in gpu_requests):
+        return "all"
+    return tuple(str(d) for r in gpu_requests for d in r.get("DeviceIDs") or ())
+
+
+def parse_running(inspect: dict[str, Any], image: dict[str, Any] | None = None) -> RunningConfig:
+    """The container's real config (argv, env, mounts, GPUs, modes) from its inspect JSON and its image's
+    (`image`: the image's inspect JSON, whose Env and Entrypoint docker merged into the container's)."""
+    config, host = inspect.get("Config") or {}, inspect.get("HostConfig") or {}
+    image_config = (image or {}).get("Config") or {}
+    image_env = _env_pairs(image_config.get("Env"))
+    defaults = {**dict(DOCKER_DEFAULT_ENV), **image_env}
+    env = _env_pairs(config.get("Env"))
+    entrypoint = tuple(config.get("Entrypoint") or ())
+    # Anonymous volumes for the image's VOLUMEs are docker's doing, not a launch choice.
+    image_volumes = set(image_config.get("Volumes") or ())
+    mounts = tuple(sorted((MountFact(source=m.get("Source", ""), target=m.get("Destination", ""),
+                                     read_only=not m.get("RW", True))
+                           for m in inspect.get("Mounts") or ()
+                           if not (m.get("Type") == "volume" and m.get("Destination") in image_volumes)),
+                          key=lambda m: m.target))
+    return RunningConfig(
+        image=config.get("Image", ""),
+        command=tuple(config.get("Cmd") or ()),
+        entrypoint=None if entrypoint == tuple(image_config.get("Entrypoint") or ()) else entrypoint,  # None: the image's
+        image_entrypoint=tuple(image_config.get("Entrypoint") or ()),
+        env=tuple(sorted((k, v) for k, v in env.items() if defaults.get(k) != v)),
+        defaults=tuple(sorted(defaults.items())),
+        mounts=mounts,
+        gpus=parse_gpus(host.get("DeviceRequests")),
+        network_mode=host.get("NetworkMode", ""),
+        ipc_mode=host.get("IpcMode", ""),
+        restart_policy=((host.get("RestartPolicy") or {}).get("Name") or "no"),
+    )
+
+
+def parse_container(inspect: dict[str, Any], image: dict[str, Any] | None = None) -> ContainerFact:
     labels = (inspect.get("Config") or {}).get("Labels") or {}
     state = inspect.get("State") or {}
     try:
@@ -39,6 +88,7 @@ def parse_container(inspect: dict[str, Any]) -> ContainerFact:
         restart_count=inspect.get("RestartCount", 0),
         profile=labels.get(PROFILE_LABEL),
         pid=state.get("Pid") or None,
+        running=parse_running(inspect, image),
     )
 
 
@@ -63,7 +113,9 @@ def collect_container(docker: DockerPort, http: HttpPort, name: str) -> Containe
     inspect = docker.inspect_container(name)
     if inspect is None:
         return None
-    fact = parse_container(inspect)
+    # The image's own Env/Entrypoint are what docker merged into the container's: not a drift.
+    image = docker.inspect_image(inspect["Image"]) if inspect.get("Image") else None
+    fact = parse_container(inspect, image)
     url = ((inspect.get("Config") or {}).get("Labels") or {}).get(HEALTH_URL)
     if fact.state == "running" and url:
         # The container says where it listens (label stamped at launch), so no profile math here.

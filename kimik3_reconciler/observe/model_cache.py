@@ -1,22 +1,32 @@
 """The model in the HF cache: which files of repo@revision the profile needs, and which are verified.
 
 A no-op plan must not touch the network or re-hash hundreds of GB: after a verified download
-the step records a manifest (paths, sizes, sha256) in kimik3's state; observing then costs one
-`try_to_load_from_cache` and one stat per file. Without a manifest the hub's tree listing at the
-pinned revision says what is needed (and how big it is).
+the step records a manifest (paths, sizes, sha256, and each file's stat fingerprint) in kimik3's
+state; observing then costs one `try_to_load_from_cache` and one stat per file. Without a manifest
+the hub's tree listing at the pinned revision says what is needed (and how big it is).
+
+No corrupt shard is served (docs/operations.md): a file whose stat fingerprint (size, mtime, ctime,
+inode) moved since it was verified is re-hashed here, every plan, until the model step records the
+new fingerprint (sha256 matches) or refetches it (mismatch: `corrupt`). `--verify` re-hashes all.
+A manifest from before stat fingerprints is trusted as it was (verified at download, size-checked
+since) and its fingerprints are recorded by the next apply.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from kimik3_reconciler.errors import DownloadFailed, TransientError
-from kimik3_reconciler.model.facts import ModelFact, RemoteFile
+from kimik3_reconciler.model.facts import FileStat, ModelFact, RemoteFile
 from kimik3_reconciler.model.model_files import (
+    file_stat,
     is_weight,
     manifest_key,
     parse_manifest,
+    recorded_stats,
     tokenizer_manifest_key,
     wanted_paths,
 )
@@ -31,18 +41,48 @@ def _cache_dir(profile: Profile, hub: HubPort, base_dir: Path) -> str:
     return str((base_dir / m.cache_dir).resolve()) if m.cache_dir else hub.default_cache_dir()
 
 
-def _missing(files: tuple[RemoteFile, ...], verified: frozenset[str], repo: str, revision: str, cache_dir: str,
-             hub: HubPort, rehash: bool) -> tuple[str, ...]:
-    missing = []
+def content_matches(cached: Path, f: RemoteFile) -> bool:
+    """Re-hash: sha256 for LFS files, the git blob sha1 for plain git files (the hub's two ids)."""
+    if f.sha256:
+        return sha256_file(cached) == f.sha256
+    if not f.git_oid:
+        return True  # nothing to compare with (the download refuses such a file anyway)
+    digest = hashlib.sha1(f"blob {f.size}\0".encode(), usedforsecurity=False)
+    with open(cached, "rb") as data:
+        for block in iter(lambda: data.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest() == f.git_oid
+
+
+def _check_files(files: tuple[RemoteFile, ...], verified: frozenset[str], recorded: dict[str, FileStat] | None, repo: str,
+                 revision: str, cache_dir: str, hub: HubPort, rehash: bool) -> dict[str, Any]:
+    """ModelFact's cache fields: missing, corrupt, changed, stats (of the files verified now), unrecorded."""
+    found: dict[str, list[Any]] = {"missing": [], "corrupt": [], "changed": [], "stats": [], "unrecorded": []}
     for f in files:
         cached = hub.cached_file(repo, revision, f.path, cache_dir)
+        stat = cached.stat() if cached is not None else None
         # Present = verified once (hash == the hub's) and still the recorded size; a truncated or
         # deleted blob is missing again and gets refetched, never served.
-        if f.path not in verified or cached is None or cached.stat().st_size != f.size:
-            missing.append(f.path)
-        elif rehash and f.sha256 and sha256_file(cached) != f.sha256:
-            missing.append(f.path)  # `--verify`: re-hash on demand; a bad blob is refetched, never served
-    return tuple(missing)
+        if f.path not in verified or cached is None or stat is None or stat.st_size != f.size:
+            found["missing"].append(f.path)
+            continue
+        now = file_stat(f.path, stat)
+        then = recorded.get(f.path) if recorded is not None else None
+        # An older manifest (no stats at all) is trusted as before; in a newer one a file without a
+        # stat is one whose fingerprint could not be recorded (it moved during apply): re-hash it.
+        moved = recorded is not None and then != now
+        if moved:
+            found["changed"].append(f.path)
+        # Re-hash what moved since it was verified (or everything, `--verify`): a bad blob is
+        # refetched, never served; an older manifest without stats is trusted as before.
+        if (moved or rehash) and not content_matches(cached, f):
+            found["corrupt"].append(f.path)
+            found["missing"].append(f.path)
+            continue
+        found["stats"].append(now)
+        if then != now:
+            found["unrecorded"].append(f.path)
+    return {key: tuple(values) for key, values in found.items()}
 
 
 def _collect(repo: str, revision: str, quant: str, key: str, listing: Callable[[], list[RemoteFile]],
@@ -51,18 +91,18 @@ def _collect(repo: str, revision: str, quant: str, key: str, listing: Callable[[
     record = state.read(key)
     if record is not None:
         files, verified = parse_manifest(record)
-        source = "manifest"
+        recorded, source = recorded_stats(record), "manifest"
     else:
         try:
-            files, verified, source = tuple(listing()), frozenset(), "hub"
+            files, verified, recorded, source = tuple(listing()), frozenset(), None, "hub"
         except (DownloadFailed, TransientError) as exc:
             # Kept as a fact: on a host the gate refuses anyway (no GPU, numa_balancing...), that
             # refusal is the more useful answer; otherwise the planner reports this error.
             return ModelFact(repo=repo, revision=revision, quant=quant, cache_dir=cache_dir, listing="hub",
                              listing_error=str(exc), cache_free_bytes=host.disk_free(cache_dir))
-    return ModelFact(repo=repo, revision=revision, quant=quant, cache_dir=cache_dir, files=files,
-                     missing=_missing(files, verified, repo, revision, cache_dir, hub, rehash), listing=source,
-                     cache_free_bytes=host.disk_free(cache_dir))
+    checked = _check_files(files, verified, recorded, repo, revision, cache_dir, hub, rehash)
+    return ModelFact(repo=repo, revision=revision, quant=quant, cache_dir=cache_dir, files=files, **checked,
+                     listing=source, cache_free_bytes=host.disk_free(cache_dir))
 
 
 def collect_model(profile: Profile, hub: HubPort, state: StatePort, base_dir: Path, host: HostPort,

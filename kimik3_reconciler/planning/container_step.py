@@ -1,12 +1,17 @@
-"""Plan the container: create, replace on a fingerprint change (with the field diff), or start."""
+"""Plan the container: create; replace on a fingerprint change, on drift from the rendered container, or
+after the model files it loaded were found corrupt (each with the field diff); or start."""
 
 from __future__ import annotations
 
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.plan import Action, DiffItem, Step, flat_diff
 from kimik3_reconciler.model.specs import LaunchContainer, StartContainer
+from kimik3_reconciler.planning.container_drift import running_drift
 from kimik3_reconciler.planning.desired import Desired, changes
 from kimik3_reconciler.planning.launch import Launch
+
+# States in which llama-server has read (or is reading) the model files into memory.
+_LOADED = ("running", "restarting", "paused")
 
 
 def _rebuilt_image_id(launch: Launch, observed: Observed) -> str | None:
@@ -26,6 +31,22 @@ def container_changes(planned: tuple[Step, ...]) -> bool:
     return changes(planned, LaunchContainer, StartContainer)
 
 
+def _drift(launch: Launch, observed: Observed) -> tuple[DiffItem, ...]:
+    container = observed.container
+    if container is None or container.running is None:
+        return ()
+    return running_drift(launch.spec, container.running)
+
+
+def _loaded_corrupt(observed: Observed) -> tuple[str, ...]:
+    """Corrupt model files a running server may have loaded (the model step refetches them first).
+    A file that is only missing is not here: the server could not have loaded it as it is now."""
+    container = observed.container
+    if container is None or container.state not in _LOADED:
+        return ()
+    return observed.model.corrupt
+
+
 def plan_container(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
     launch = desired.launch
     name = launch.spec.name
@@ -38,6 +59,17 @@ def plan_container(desired: Desired, observed: Observed, planned: tuple[Step, ..
         why = "launch inputs changed" if diff else "container was not made by this kimik3 profile (fingerprint differs)"
         return (Step("container", name, Action.REPLACE, f"{why} (fingerprint {container.fingerprint} → {launch.fingerprint})",
                      diff=diff, spec=LaunchContainer(launch.spec, replace=True), warnings=launch.warnings),)
+    drift = _drift(launch, observed)
+    if drift:
+        return (Step("container", name, Action.REPLACE, "the running container differs from the rendered one "
+                     "(changed outside kimik3)", diff=drift, spec=LaunchContainer(launch.spec, replace=True),
+                     warnings=launch.warnings),)
+    corrupt = _loaded_corrupt(observed)
+    if corrupt:
+        # Its memory may hold the bad bytes: serve only what the refetch verified (the model step runs first).
+        return (Step("container", name, Action.REPLACE, "the model files it loaded were re-fetched "
+                     f"(sha256 mismatch: {', '.join(corrupt)})", spec=LaunchContainer(launch.spec, replace=True),
+                     warnings=launch.warnings),)
     rebuilt = _rebuilt_image_id(launch, observed)
     if rebuilt is not None and container.image_id:
         # Same fingerprint, new image under the tag (a base-image rebuild): run the new one.

@@ -42,7 +42,32 @@ def disk_refusal(model: ModelFact) -> str | None:
 
 def download_spec(fact: ModelFact, endpoint: str | None, key: str) -> ModelDownload:
     return ModelDownload(repo=fact.repo, revision=fact.revision, quant=fact.quant, endpoint=endpoint,
-                         cache_dir=fact.cache_dir, files=fact.files, missing=fact.missing, manifest_key=key)
+                         cache_dir=fact.cache_dir, files=fact.files, missing=fact.missing, manifest_key=key,
+                         verified=fact.stats)
+
+
+def _why_fetch(model: ModelFact) -> str:
+    """"N of M files missing", and which present ones re-hashed to another sha256 (and why they were re-hashed)."""
+    corrupt = set(model.corrupt)
+    absent = [p for p in model.missing if p not in corrupt]
+    parts = [f"{len(absent)} of {len(model.files)} files missing from the cache"] if absent else []
+    changed = [p for p in model.corrupt if p in model.changed]
+    verified = [p for p in model.corrupt if p not in model.changed]
+    if changed:
+        parts.append(f"{len(changed)} of {len(model.files)} changed since verified: re-hashed, sha256 mismatch "
+                     f"({', '.join(changed)})")
+    if verified:
+        parts.append(f"{len(verified)} of {len(model.files)} re-hashed (--verify): sha256 mismatch ({', '.join(verified)})")
+    return "; ".join(parts)
+
+
+def _why_record(model: ModelFact) -> str:
+    changed = [p for p in model.unrecorded if p in model.changed]
+    if changed:
+        return (f"{len(changed)} file(s) changed since verified (re-hashed: sha256 matches): record their "
+                f"stat fingerprint ({', '.join(changed)})")
+    return (f"record the stat fingerprint of {len(model.unrecorded)} verified file(s) (the manifest predates them; "
+            "`apply --verify` re-hashes first)")
 
 
 def model_spec(profile: Profile, observed: Observed) -> ModelDownload:
@@ -56,21 +81,25 @@ def plan_tokenizer(desired: Desired, observed: Observed, planned: tuple[Step, ..
         return ()
     spec = download_spec(fact, desired.profile.model.endpoint, tokenizer_manifest_key(desired.profile))
     target = f"{fact.repo}@{fact.revision[:12]} (non-weight files)"
+    if fact.complete and fact.unrecorded:
+        return (Step("tokenizer", target, Action.UPDATE, _why_record(fact), spec=spec),)
     if fact.complete:
         return (Step("tokenizer", target, Action.NOOP, f"all {len(fact.files)} files verified in the cache", spec=spec),)
-    return (Step("tokenizer", target, Action.CREATE, f"{len(fact.missing)} of {len(fact.files)} files missing "
-                 "(weights are never fetched from this repo)", spec=spec, cost=f"{gib(fact.missing_bytes)} to fetch"),)
+    return (Step("tokenizer", target, Action.CREATE, f"{_why_fetch(fact)} (weights are never fetched from this repo)",
+                 spec=spec, cost=f"{gib(fact.missing_bytes)} to fetch"),)
 
 
 def model_step(kind: str, model: ModelFact, spec: ModelDownload) -> Step:
     """The download step of one quant's files (the served quant, or the quant gate's reference)."""
     target = f"{model.repo}@{model.revision[:12]}/{model.quant}"
+    if model.complete and model.unrecorded:
+        # Without its new fingerprint every plan would re-hash the file again.
+        return Step(kind, target, Action.UPDATE, _why_record(model), spec=spec)
     if model.complete:
         return Step(kind, target, Action.NOOP,
                     f"all {len(model.files)} files verified in the cache ({gib(model.total_bytes)})", spec=spec)
     free = f" of {gib(model.cache_free_bytes)} free" if model.cache_free_bytes is not None else ""
-    return Step(kind, target, Action.CREATE,
-                f"{len(model.missing)} of {len(model.files)} files missing from the cache",
+    return Step(kind, target, Action.CREATE, _why_fetch(model),
                 spec=spec, cost=f"{gib(model.missing_bytes)} to fetch{free} [{_breakdown(model)}]")
 
 

@@ -1,9 +1,11 @@
-"""The model cache: download the missing files at the pinned revision (verified), record the manifest; or remove them."""
+"""The model cache: download the missing files at the pinned revision (verified), record the manifest with
+the files' stat fingerprints; or remove them."""
 
 from __future__ import annotations
 
 from kimik3_reconciler.errors import DownloadFailed
-from kimik3_reconciler.model.model_files import manifest_record
+from kimik3_reconciler.model.facts import FileStat
+from kimik3_reconciler.model.model_files import file_stat, manifest_record
 from kimik3_reconciler.model.specs import ModelDownload, RemoveModelFiles
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps.report import Reporter
@@ -11,16 +13,33 @@ from kimik3_reconciler.steps.report import Reporter
 
 def download_model(spec: ModelDownload, ports: Ports, reporter: Reporter) -> None:
     # The hub port verifies every file against the hub's sha256 as it lands (and removes what
-    # does not match), so what reaches the manifest is verified once and never re-hashed by plan.
-    started = ports.clock.monotonic()
-    ports.hub.download(spec, lambda name, done, total: reporter.progress(name, done, total))
-    seconds = max(ports.clock.monotonic() - started, 1e-6)
-    missing = [f.path for f in spec.files if ports.hub.cached_file(spec.repo, spec.revision, f.path, spec.cache_dir) is None]
-    if missing:
-        raise DownloadFailed(f"not in the cache after download: {', '.join(missing)}")
-    reporter.event("downloaded", repo=spec.repo, files=len(spec.missing), bytes=spec.bytes_to_fetch,
-                   seconds=round(seconds, 1), mib_per_s=round(spec.bytes_to_fetch / seconds / (1 << 20), 1))
-    ports.state.write(spec.manifest_key, manifest_record(spec.files))
+    # does not match), so what reaches the manifest is verified once and never re-hashed by plan
+    # unless its stat fingerprint moves.
+    if spec.missing:
+        started = ports.clock.monotonic()
+        ports.hub.download(spec, lambda name, done, total: reporter.progress(name, done, total))
+        seconds = max(ports.clock.monotonic() - started, 1e-6)
+        reporter.event("downloaded", repo=spec.repo, files=len(spec.missing), bytes=spec.bytes_to_fetch,
+                       seconds=round(seconds, 1), mib_per_s=round(spec.bytes_to_fetch / seconds / (1 << 20), 1))
+    stats = _verified_stats(spec, ports)
+    ports.state.write(spec.manifest_key, manifest_record(spec.files, stats))
+    if not spec.missing:
+        reporter.event("recorded", what="stat fingerprints", repo=spec.repo, files=len(stats))
+
+
+def _verified_stats(spec: ModelDownload, ports: Ports) -> tuple[FileStat, ...]:
+    """Stat fingerprints to record: each fetched file as it is now (just verified), each other file as
+    observation verified it, if it has not moved since (else none: the next plan re-hashes it)."""
+    observed = {s.path: s for s in spec.verified}
+    missing, stats = set(spec.missing), []
+    for f in spec.files:
+        cached = ports.hub.cached_file(spec.repo, spec.revision, f.path, spec.cache_dir)
+        if cached is None:
+            raise DownloadFailed(f"not in the cache after download: {f.path}")
+        now = file_stat(f.path, cached.stat())
+        if f.path in missing or observed.get(f.path) == now:
+            stats.append(now)
+    return tuple(stats)
 
 
 def remove_model_files(spec: RemoveModelFiles, ports: Ports, reporter: Reporter) -> None:

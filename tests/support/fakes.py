@@ -35,6 +35,36 @@ def _new_id() -> str:
     return hashlib.sha256(str(next(_ids)).encode()).hexdigest()
 
 
+def _device_requests(spec: ContainerSpec) -> list[dict[str, Any]] | None:
+    """As dockerd stores the adapter's requests: Count -1 for all GPUs, else the device ids."""
+    if spec.gpus == "none":
+        return None
+    if spec.gpus == "all":
+        return [{"Count": -1, "DeviceIDs": None, "Capabilities": [["gpu"]]}]
+    return [{"Count": 0, "DeviceIDs": list(spec.gpus), "Capabilities": [["gpu"]]}]
+
+
+def container_inspect(spec: ContainerSpec, cid: str, image_id: str | None, status: str = "running",
+                      image: dict[str, Any] | None = None) -> dict[str, Any]:
+    """docker inspect of a container created from `spec` the way the adapter's run_container creates it
+    (dockerd merges the `image`'s Env under the container's, and keeps its Entrypoint unless overridden)."""
+    image_config = (image or {}).get("Config") or {}
+    env = dict(item.partition("=")[::2] for item in image_config.get("Env") or ())
+    env.update(spec.env)
+    return {
+        "Id": cid, "Name": "/" + spec.name, "RestartCount": 0, "Image": image_id,
+        "State": {"Status": status, "ExitCode": 0, "StartedAt": f"t{cid[:6]}"},
+        "Config": {"Image": spec.image, "Labels": dict(spec.labels), "Cmd": list(spec.command),
+                   "Env": [f"{k}={v}" for k, v in env.items()],
+                   "Entrypoint": list(spec.entrypoint or image_config.get("Entrypoint") or []) or None},
+        "HostConfig": {"NetworkMode": spec.network_mode, "IpcMode": spec.ipc_mode,
+                       "RestartPolicy": {"Name": spec.restart_policy}, "DeviceRequests": _device_requests(spec)},
+        "Mounts": [{"Type": "bind", "Source": m.source, "Destination": m.target, "RW": not m.read_only}
+                   for m in spec.mounts],
+        "spec": spec,
+    }
+
+
 class FakeDocker:
     """Images and containers as docker inspect would show them; `crash_on_start` simulates a bad load."""
 
@@ -63,6 +93,10 @@ class FakeDocker:
         self.images[image_id] = {"Id": image_id, "RepoTags": [spec.tag], "Config": {"Labels": dict(spec.labels)}}
         on_line("Successfully built")
         return image_id
+
+    def inspect_image(self, ref: str) -> dict[str, Any] | None:
+        image_id = self.image_id(ref)
+        return self.images.get(image_id) if image_id else None
 
     def image_id(self, ref: str) -> str | None:
         if ref in self.base_images:
@@ -97,12 +131,9 @@ class FakeDocker:
         self.calls.append(f"run {spec.name}")
         cid = _new_id()
         status = "exited" if self.crash_on_start else "running"
-        self.containers[spec.name] = {
-            "Id": cid, "Name": "/" + spec.name, "RestartCount": 0, "Image": self.image_id(spec.image),
-            "State": {"Status": status, "ExitCode": 1 if self.crash_on_start else 0, "StartedAt": f"t{cid[:6]}"},
-            "Config": {"Image": spec.image, "Labels": dict(spec.labels), "Cmd": list(spec.command)},
-            "spec": spec,
-        }
+        image_id = self.image_id(spec.image)
+        self.containers[spec.name] = container_inspect(spec, cid, image_id, status, self.images.get(image_id or ""))
+        self.containers[spec.name]["State"]["ExitCode"] = 1 if self.crash_on_start else 0
         return cid
 
     def run_to_completion(self, spec: ContainerSpec, timeout_s: float) -> tuple[int, str, str]:

@@ -10,11 +10,14 @@ written by hand.
     desired: {patch}        # the profile being planned = base + patch
     previous: {patch}       # what the last apply made (default: same as base); null = nothing
     observed:
-      model: complete | absent | {missing: [file, ...]}
+      model: complete | absent | {missing: [file, ...], edited: [...], touched: [...], corrupt: [...]}
+                              # edited: stat moved, re-hashed, sha256 mismatch; touched: stat moved, sha256
+                              # matches; corrupt: sha256 mismatch found by --verify (no stat moved)
       image: previous | absent
       smoke: passed | failed | null                           # the previous image's smoke record
       built_on: {ref: id}   base_images: {ref: id}            # base image ids at build time / now
       container: {state: running, health: ok} | absent      # made from `previous`
+        drift: {argv: {flag: value}, env: {K: V}, writable: true, restart_policy: x}  # then changed by hand
       host: {physical_cores: 8, cpu_flags: [...], tailscale_ipv4: null}
       previous_host: {...}                                    # the host the previous apply saw
       patches: {name: content-tag}                            # local patch file contents
@@ -33,17 +36,21 @@ import json
 import fnmatch
 import hashlib
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from support.fakes import container_inspect
 from support.observed import local_inputs, model_fact, observed, shard_files
 
 from kimik3_reconciler.model.facts import (
     ContainerFact, HostFacts, ImageFact, Observed, PatchFact, RemoteFile, SystemdFacts, UnitFact,
 )
 from kimik3_reconciler.errors import PlanError
+from kimik3_reconciler.model.specs import ContainerSpec
+from kimik3_reconciler.observe.docker_objects import parse_running
 from kimik3_reconciler.observe.unit import parse_unit_file
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.profile_source import parse_profile
@@ -82,11 +89,25 @@ def observed_for(profile: Profile, spec: dict[str, Any], host: HostFacts) -> Obs
         for p in profile.build.patches)
     files = model_files(profile)
     model_spec = spec.get("model", "complete")
+    named = (lambda key: tuple(f.path for f in files if Path(f.path).name in model_spec.get(key, ()))) \
+        if isinstance(model_spec, dict) else (lambda key: ())
     missing = {"complete": (), "absent": tuple(f.path for f in files)}.get(model_spec) if isinstance(model_spec, str) \
-        else tuple(f.path for f in files if Path(f.path).name in model_spec["missing"])
+        else named("missing") + named("edited") + named("corrupt")
     return observed(profile, host=host, inputs=local_inputs(profile, patches=patches),
-                    model=model_fact(profile, files=files, missing=missing,
+                    model=model_fact(profile, files=files, missing=missing, corrupt=named("edited") + named("corrupt"),
+                                     changed=named("edited") + named("touched"), unrecorded=named("touched"),
                                      cache_dir=profile.model.cache_dir or "/var/lib/kimik3/hub"))
+
+
+def hand_made(spec: ContainerSpec, drift: dict[str, Any]) -> ContainerSpec:
+    """The container as recreated by hand from `spec`, same labels: another flag value, env, writable mounts."""
+    command = list(spec.command)
+    for flag, value in drift.get("argv", {}).items():
+        command[command.index(flag) + 1] = str(value)
+    mounts = tuple(replace(m, read_only=False) for m in spec.mounts) if drift.get("writable") else spec.mounts
+    env = tuple(sorted({**dict(spec.env), **drift.get("env", {})}.items()))
+    modes = {k: drift[k] for k in ("restart_policy", "network_mode", "ipc_mode") if k in drift}
+    return replace(spec, command=tuple(command), mounts=mounts, env=env, **modes)
 
 
 def build_case(case: dict[str, Any]) -> tuple[Profile, Observed]:
@@ -113,9 +134,11 @@ def build_case(case: dict[str, Any]) -> tuple[Profile, Observed]:
     c_spec = obs_spec.get("container", {"state": "running", "health": "ok"})
     if c_spec != "absent":
         launch = render_launch(previous, prev_obs, image.tag, image.fingerprint)
+        # What runs, read back through the real parser from the inspect JSON the adapter's launch makes.
+        running = parse_running(container_inspect(hand_made(launch.spec, c_spec.get("drift", {})), "c" * 64, None))
         container = ContainerFact(id="c" * 64, name=previous.name, state=c_spec.get("state", "running"),
                                   image=image.tag, fingerprint=launch.fingerprint, inputs=launch.inputs,
-                                  exit_code=c_spec.get("exit_code"), health=c_spec.get("health"))
+                                  exit_code=c_spec.get("exit_code"), health=c_spec.get("health"), running=running)
     systemd = systemd_facts(obs_spec.get("systemd"), previous, prev_obs, image.tag, image.fingerprint)
     return desired, observed.model_copy(update={"images": images, "container": container,
                                                 "base_images": obs_spec.get("base_images", {}), "systemd": systemd})
