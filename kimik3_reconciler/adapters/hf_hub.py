@@ -110,10 +110,10 @@ class HuggingFaceHub:
         found = try_to_load_from_cache(repo, path, cache_dir=cache_dir, revision=revision)
         return Path(found) if isinstance(found, str) else None
 
-    def download(self, spec: ModelDownload, on_progress: Callable[[str, int, int], None]) -> None:
+    def download(self, spec: ModelDownload, on_progress: Callable[[str, int, int], None]) -> int:
         """Fetch the missing files (resumable, sha256-verified, parallel): adapters/hub_download.py."""
         missing = set(spec.missing)
         files = tuple(f for f in spec.files if f.path in missing)
         endpoint = spec.endpoint or constants.ENDPOINT
         jobs = targets(spec.repo, spec.revision, files, endpoint, self.repo_cache_dir(spec.repo, spec.cache_dir))
-        fetch_all(jobs, get_token(), on_progress, self.download_workers)
+        return fetch_all(jobs, get_token(), on_progress, self.download_workers)

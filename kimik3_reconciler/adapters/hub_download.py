@@ -137,15 +137,17 @@ def _append(client: httpx.Client, target: Target, digest: hashlib._Hash, progres
                 os.fsync(out.fileno())
 
 
-def fetch(client: httpx.Client, target: Target, progress: Progress) -> None:
-    """Make `target` present and verified: adopt a good blob, resume a partial, or fetch it."""
+def fetch(client: httpx.Client, target: Target, progress: Progress) -> int:
+    """Make `target` present and verified: adopt a good blob, resume a partial, or fetch it. Returns the
+    bytes that came from the hub (0 for an adopted blob; the rest of the file for a resumed partial)."""
     want = target.file.sha256 or target.file.git_oid
     if target.blob.exists():
         if _digest_of(target.blob, target.file).hexdigest() == want:
             _link(target)  # already complete (e.g. fetched by `hf download`): verified, adopted
-            return
+            return 0
         target.blob.unlink()  # a corrupt or truncated blob is never served
     target.blob.parent.mkdir(parents=True, exist_ok=True)
+    kept = target.partial.stat().st_size if target.partial.exists() else 0
     digest = _digest_of(target.partial, target.file) if target.partial.exists() else _new_digest(target.file)
     for attempt in Retrying(retry=retry_if_exception_type(TransientError), stop=stop_after_attempt(6),
                             wait=wait_exponential(multiplier=0.5, max=30), reraise=True):
@@ -158,6 +160,7 @@ def fetch(client: httpx.Client, target: Target, progress: Progress) -> None:
         raise DownloadFailed(f"{target.file.path}: {kind} {got} != hub's {want}; removed, run apply again")
     os.replace(target.partial, target.blob)
     _link(target)
+    return target.file.size - kept
 
 
 class _Totals:
@@ -175,8 +178,8 @@ class _Totals:
             self.progress("total", sum(self.done.values()), self.total)
 
 
-def fetch_all(jobs: list[Target], token: str | None, progress: Progress, workers: int) -> None:
-    """`workers` files at a time (at least one, at most one per distinct blob)."""
+def fetch_all(jobs: list[Target], token: str | None, progress: Progress, workers: int) -> int:
+    """`workers` files at a time (at least one, at most one per distinct blob); the bytes fetched from the hub."""
     progress = _Totals(jobs, progress)
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     # httpx drops the Authorization header on redirects to another origin (LFS/CDN hosts).
@@ -187,16 +190,16 @@ def fetch_all(jobs: list[Target], token: str | None, progress: Progress, workers
     with httpx.Client(headers=headers, follow_redirects=True, timeout=httpx.Timeout(60.0, connect=15.0)) as client:
         with ThreadPoolExecutor(max_workers=max(1, min(workers, len(by_blob)))) as pool:
             futures = [pool.submit(_fetch_locked, client, same[0], progress) for same in by_blob.values()]
-            for future in futures:
-                future.result()
+            fetched = sum(future.result() for future in futures)
     for same in by_blob.values():
         for job in same[1:]:
             _link(job)
+    return fetched
 
 
-def _fetch_locked(client: httpx.Client, target: Target, progress: Progress) -> None:
+def _fetch_locked(client: httpx.Client, target: Target, progress: Progress) -> int:
     """One process at a time per blob (two applies sharing a cache must not append to one partial)."""
     target.blob.parent.mkdir(parents=True, exist_ok=True)
     with open(target.blob.with_name(target.blob.name + ".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        fetch(client, target, progress)
+        return fetch(client, target, progress)

@@ -17,10 +17,12 @@ def download_model(spec: ModelDownload, ports: Ports, reporter: Reporter) -> Non
     # unless its stat fingerprint moves.
     if spec.missing:
         started = ports.clock.monotonic()
-        ports.hub.download(spec, lambda name, done, total: reporter.progress(name, done, total))
+        fetched = ports.hub.download(spec, lambda name, done, total: reporter.progress(name, done, total))
         seconds = max(ports.clock.monotonic() - started, 1e-6)
-        reporter.event("downloaded", repo=spec.repo, files=len(spec.missing), bytes=spec.bytes_to_fetch,
-                       seconds=round(seconds, 1), mib_per_s=round(spec.bytes_to_fetch / seconds / (1 << 20), 1))
+        # Only bytes that came from the hub count: blobs already in the cache are verified and adopted.
+        reporter.event("downloaded", repo=spec.repo, files=len(spec.missing), bytes=fetched,
+                       adopted=spec.bytes_to_fetch - fetched, seconds=round(seconds, 1),
+                       mib_per_s=round(fetched / seconds / (1 << 20), 1))
     stats = _verified_stats(spec, ports)
     ports.state.write(spec.manifest_key, manifest_record(spec.files, stats))
     if not spec.missing:

@@ -57,9 +57,19 @@ def assert_complete(cache: Path, shards: dict[str, Path]) -> None:
 
 
 def test_parallel_download_lands_in_the_hf_cache_layout(hub: FixtureHub, shards, tmp_path: Path) -> None:
-    HuggingFaceHub().download(spec_for(hub, tmp_path), lambda *_: None)
+    assert HuggingFaceHub().download(spec_for(hub, tmp_path), lambda *_: None) == 3 * SIZE
     assert_complete(tmp_path, shards)
     assert sum(hub.faults.served.values()) == 3 * SIZE
+
+
+def test_blobs_already_in_the_cache_are_adopted_and_not_counted_as_fetched(hub: FixtureHub, shards,
+                                                                         tmp_path: Path) -> None:
+    """A fresh state dir over a full cache: the files are verified and adopted; nothing comes from the hub,
+    so the reported download figure is 0 bytes (it used to report the whole size at some MiB/s)."""
+    HuggingFaceHub().download(spec_for(hub, tmp_path), lambda *_: None)
+    hub.faults.served.clear()
+    assert HuggingFaceHub().download(spec_for(hub, tmp_path), lambda *_: None) == 0
+    assert sum(hub.faults.served.values()) == 0
 
 
 def test_a_dropped_connection_resumes_where_it_stopped(hub: FixtureHub, shards, tmp_path: Path) -> None:
@@ -84,7 +94,7 @@ def test_a_corrupt_blob_in_the_cache_is_refetched_not_served(hub: FixtureHub, sh
     blob = Path(try_to_load_from_cache(REPO, spec.files[0].path, cache_dir=str(tmp_path), revision=REV)).resolve()
     blob.write_bytes(blob.read_bytes()[: SIZE // 2])  # truncated on disk
     hub.faults.served.clear()
-    HuggingFaceHub().download(spec, lambda *_: None)
+    assert HuggingFaceHub().download(spec, lambda *_: None) == SIZE
     assert_complete(tmp_path, shards)
     assert hub.faults.served == {spec.files[0].path: SIZE}  # only the bad one came again
 

@@ -196,7 +196,7 @@ class FakeHub:
         cached = self.root / "cache" / path
         return cached if cached.is_file() else None
 
-    def download(self, spec: ModelDownload, on_progress: Callable[[str, int, int], None]) -> None:
+    def download(self, spec: ModelDownload, on_progress: Callable[[str, int, int], None]) -> int:
         """Like the real one: a file whose bytes don't hash to the listing is refused, never cached."""
         self.downloads.append(spec.missing)
         for path in spec.missing:
@@ -205,6 +205,7 @@ class FakeHub:
             target = self.root / "cache" / path
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(self.files[path])
+        return sum(len(self.files[path]) for path in spec.missing)
 
 
 class FakeHttp:
