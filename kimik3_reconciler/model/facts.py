@@ -246,6 +246,7 @@ class Observed(_Fact):
     model: ModelFact
     tokenizer: ModelFact | None = None
     layout: ModelLayout | None = None
+    layout_recorded: bool = False  # read from its state record (else from the GGUF headers: the model step records it)
     reference: ModelFact | None = None  # gate.quant.reference_quant's files, when the gate applies
     gate_records: dict[str, dict[str, Any]] = Field(default_factory=dict)  # image fingerprint -> result  # from the quant's GGUF headers (ranged reads or the cache)  # model.tokenizer: non-weight files of an HF-format repo
     images: tuple[ImageFact, ...] = ()

@@ -24,3 +24,8 @@ def last_good_key(profile_name: str) -> str:
 def smoke_key(image_fingerprint: str) -> str:
     """The smoke-test result of one image (runs once per image)."""
     return f"smoke/{image_fingerprint}.json"
+
+
+def layout_key(repo: str, revision: str, quant: str) -> str:
+    """The summary of a quant's GGUF headers (the placement forecast's input), read once."""
+    return f"layout/{repo.replace('/', '--')}/{revision}/{quant}.json"

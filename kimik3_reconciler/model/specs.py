@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from kimik3_reconciler.model.facts import FileStat, RemoteFile
+from kimik3_reconciler.model.facts import FileStat, ModelLayout, RemoteFile
 
 
 class Payload:
@@ -37,6 +37,8 @@ class ModelDownload(Payload):
     missing: tuple[str, ...]
     manifest_key: str
     verified: tuple[FileStat, ...] = ()
+    layout: ModelLayout | None = None  # what the plan read from the GGUF headers, recorded at `layout_key`
+    layout_key: str | None = None
 
     @property
     def bytes_to_fetch(self) -> int:

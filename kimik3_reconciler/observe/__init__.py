@@ -34,13 +34,15 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
     # Inspected once: the container fact also tells the host collector which GPU process is ours.
     container = collect_container(ports.docker, ports.http, profile.name)
     ours = frozenset({container.pid}) if container is not None and container.pid else frozenset()
+    layout, layout_recorded = collect_layout(profile, ports.hub, ports.state, model)
     return Observed(
         reference=reference,
         gate_records=(ports.state.read(gate_key(model.repo, model.revision, model.quant)) or {}) if gated else {},
         host=collect_host(ports.host, ports.docker, ours),
         inputs=collect_inputs(profile, base_dir, dockerfile, ports.state),
         model=model,
-        layout=collect_layout(profile, ports.hub, ports.state, model),
+        layout=layout,
+        layout_recorded=layout_recorded,
         tokenizer=collect_tokenizer(profile, ports.hub, ports.state, base_dir, ports.host, rehash,
                                     hub_down=model.listing_error),
         images=collect_images(ports.docker, ports.state),

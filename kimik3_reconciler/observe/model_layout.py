@@ -1,5 +1,6 @@
 """The quant's layout for the placement forecast: GGUF headers of every shard, read before any
-download (a Range request per shard) or from the cache, summarized once and kept in state."""
+download (a Range request per shard) or from the cache, summarized. Observation only reads the
+state record; the model step writes it (a plan never writes state)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from kimik3_reconciler.errors import DownloadFailed, TransientError
 from kimik3_reconciler.model.facts import ModelFact, ModelLayout, RemoteFile
 from kimik3_reconciler.model.gguf_header import NeedMoreBytes, NotGguf, parse_gguf_header, summarize
 from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.model.records import layout_key
 from kimik3_reconciler.ports import HubPort, StatePort
 
 FIRST_READ = 1 << 20
@@ -20,14 +22,15 @@ def _head(profile: Profile, hub: HubPort, model: ModelFact, file: RemoteFile, nb
     return hub.read_head(model.repo, model.revision, file.path, profile.model.endpoint, nbytes)
 
 
-def collect_layout(profile: Profile, hub: HubPort, state: StatePort, model: ModelFact) -> ModelLayout | None:
-    """None when it cannot be known (no listing, hub down, not a GGUF): the plan then says so."""
+def collect_layout(profile: Profile, hub: HubPort, state: StatePort,
+                   model: ModelFact) -> tuple[ModelLayout | None, bool]:
+    """(layout, read from its record). None when it cannot be known (no listing, hub down, not a GGUF):
+    the plan then says so."""
     if model.listing_error or not model.files:
-        return None
-    key = f"layout/{model.repo.replace('/', '--')}/{model.revision}/{model.quant}.json"
-    record = state.read(key)
+        return None, False
+    record = state.read(layout_key(model.repo, model.revision, model.quant))
     if record is not None:
-        return ModelLayout(**record)
+        return ModelLayout(**record), True
     shards = [f for f in model.files if f.path.startswith(model.quant + "/") and f.path.endswith(".gguf")]
     headers = []
     try:
@@ -42,7 +45,5 @@ def collect_layout(profile: Profile, hub: HubPort, state: StatePort, model: Mode
                         raise NotGguf(f"{shard.path}: header longer than the file") from more
                     size = min(more.at_least, shard.size)
     except (DownloadFailed, TransientError, NotGguf, OSError):
-        return None
-    layout = summarize(headers)
-    state.write(key, layout.model_dump(mode="json"))
-    return layout
+        return None, False
+    return summarize(headers), False

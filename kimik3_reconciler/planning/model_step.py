@@ -3,10 +3,13 @@ missing ones fit on the cache's disk (the sizing gate, before any byte is fetche
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from kimik3_reconciler.model.facts import ModelFact, Observed
 from kimik3_reconciler.model.model_files import manifest_key, tokenizer_manifest_key
 from kimik3_reconciler.model.plan import Action, Step
 from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.model.records import layout_key
 from kimik3_reconciler.model.specs import ModelDownload
 from kimik3_reconciler.planning.desired import Desired
 from kimik3_reconciler.planning.humanize import gib
@@ -71,7 +74,12 @@ def _why_record(model: ModelFact) -> str:
 
 
 def model_spec(profile: Profile, observed: Observed) -> ModelDownload:
-    return download_spec(observed.model, profile.model.endpoint, manifest_key(profile))
+    model = observed.model
+    spec = download_spec(model, profile.model.endpoint, manifest_key(profile))
+    if observed.layout is None or observed.layout_recorded:
+        return spec
+    # Recorded by the step (a plan never writes state): later plans read one record, not the headers.
+    return replace(spec, layout=observed.layout, layout_key=layout_key(model.repo, model.revision, model.quant))
 
 
 def plan_tokenizer(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:

@@ -25,6 +25,8 @@ def download_model(spec: ModelDownload, ports: Ports, reporter: Reporter) -> Non
                        mib_per_s=round(fetched / seconds / (1 << 20), 1))
     stats = _verified_stats(spec, ports)
     ports.state.write(spec.manifest_key, manifest_record(spec.files, stats))
+    if spec.layout is not None and spec.layout_key:
+        ports.state.write(spec.layout_key, spec.layout.model_dump(mode="json"))
     if not spec.missing:
         reporter.event("recorded", what="stat fingerprints", repo=spec.repo, files=len(stats))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 from pathlib import Path
 
@@ -351,3 +352,15 @@ def test_a_failed_check_reverts_and_says_why(world):
         engine.apply_or_revert(bad, failing_check)
     cmd = docker.containers["k3-test"]["Config"]["Cmd"]
     assert cmd[cmd.index("--ubatch-size") + 1] == "4096"
+
+
+def test_a_plan_writes_no_state(world):
+    """`plan` is read-only (CI runs it without the apply lock): records are written by steps only."""
+    engine, _, _, _ = world
+    state = engine.ports.state
+    engine.plan(load())
+    assert state.records == {}
+    engine.apply(load())
+    before = copy.deepcopy(state.records)
+    engine.plan(load())
+    assert state.records == before
