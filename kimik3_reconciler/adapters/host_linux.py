@@ -1,7 +1,8 @@
-"""Raw host facts from Linux: lscpu, /proc/cpuinfo, tailscale (argv lists, never a shell)."""
+"""Raw host facts from Linux: lscpu, /proc/cpuinfo, /proc/net/tcp and socket owners, tailscale (argv lists, never a shell)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -59,3 +60,32 @@ class LinuxHost:
             return None
         lines = _run(["tailscale", "ip", "-4"]).split()
         return lines[0] if lines else None
+
+    def tcp_tables(self) -> str:
+        return _read("/proc/net/tcp") + _read("/proc/net/tcp6")
+
+    def socket_owners(self, inodes: set[int]) -> dict[int, tuple[int, str]]:
+        """Which process holds each socket inode: /proc/<pid>/fd/* links read `socket:[inode]` (what ss -p does)."""
+        wanted = {f"socket:[{inode}]": inode for inode in inodes}
+        owners: dict[int, tuple[int, str]] = {}
+        for proc in Path("/proc").iterdir() if wanted else ():
+            if not proc.name.isdigit():
+                continue
+            for link in _fd_links(proc):
+                if link in wanted:
+                    owners[wanted[link]] = (int(proc.name), _read(str(proc / "comm")).strip())
+        return owners
+
+
+def _fd_links(proc: Path) -> list[str]:
+    try:
+        fds = list((proc / "fd").iterdir())
+    except OSError:
+        return []  # gone, or another user's process (not root): its sockets stay unattributed
+    links = []
+    for fd in fds:
+        try:
+            links.append(os.readlink(fd))
+        except OSError:
+            continue  # closed since the listing
+    return links

@@ -7,6 +7,7 @@ import re
 from kimik3_reconciler.errors import LoadFailed
 from kimik3_reconciler.model.records import LOAD_RATE_KEY
 from kimik3_reconciler.model.specs import HealthWait
+from kimik3_reconciler.observe.server_log import classify_load_failure
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps.report import Reporter
 
@@ -22,6 +23,23 @@ def load_phase(log_tail: str) -> str:
     return _PREFIX.sub("", lines[-1]).strip()[:70] if lines else "starting"
 
 
+def _fail_launch(wait: HealthWait, inspect: dict | None, ports: Ports, reporter: Reporter) -> None:
+    """Stop the failed container (kept for its logs) and raise LoadFailed naming the cause read from its log."""
+    state = dict((inspect or {}).get("State") or {})  # as it failed, before the stop below changes it
+    # llama-server exits 1 on any load error; read the tail before the stop adds its own lines.
+    logs = ports.docker.container_logs(wait.container, LOG_TAIL) if inspect else ""
+    status = state.get("Status", "gone") if inspect else "gone"
+    if inspect is not None:
+        # Restart policy unless-stopped would crash-loop it (a bind failure every second): an explicit stop
+        # ends that, and the next plan starts (or replaces) it as any stopped container.
+        ports.docker.stop_container(wait.container)
+        reporter.event("stopped", container=wait.container, why="failed launch")
+    cause = classify_load_failure(state.get("ExitCode"), bool(state.get("OOMKilled")), logs)
+    stopped = ", stopped" if inspect is not None else ""
+    raise LoadFailed(f"container {wait.container} {cause.headline} [{cause.cause}: {status}, exit code "
+                     f"{state.get('ExitCode')}{stopped}]", logs)
+
+
 def wait_until_healthy(wait: HealthWait, ports: Ports, reporter: Reporter) -> None:
     started = ports.clock.monotonic()
     phase, phase_at = "starting", -LOG_EVERY_S
@@ -29,11 +47,7 @@ def wait_until_healthy(wait: HealthWait, ports: Ports, reporter: Reporter) -> No
         inspect = ports.docker.inspect_container(wait.container)
         state = (inspect or {}).get("State") or {}
         if inspect is None or state.get("Status") in ("exited", "dead") or state.get("Restarting"):
-            # llama-server exits 1 on any load error ("exiting due to model loading error").
-            logs = ports.docker.container_logs(wait.container, LOG_TAIL) if inspect else ""
-            status = state.get("Status", "gone") if inspect else "gone"
-            raise LoadFailed(f"container {wait.container} {status} (exit code {state.get('ExitCode')}) "
-                             "while loading the model", logs)
+            _fail_launch(wait, inspect, ports, reporter)
         health = ports.http.health(wait.url)
         elapsed = ports.clock.monotonic() - started
         if elapsed - phase_at >= LOG_EVERY_S:
