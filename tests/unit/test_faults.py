@@ -209,3 +209,54 @@ def test_enable_false_installs_when_reset_failed_finds_the_unit_unloaded(world):
     units.systemctl = systemctl
     engine.apply(load(PROFILE + "systemd: {unit: k3-test, enable: false}\n"))
     assert units.state["k3-test.service"]["ActiveState"] == "active"
+
+
+# a dockerd restart during the health wait -----------------------------------------------------------
+
+def killed_then(docker, restarts: int):  # noqa: ANN001, ANN201 - FakeDocker; its run_container, patched
+    """The launch is killed (137, as a stopping dockerd does); its restart policy starts it `restarts` times."""
+    real_run, left = docker.run_container, [restarts]
+
+    def run(spec):  # noqa: ANN001
+        cid = real_run(spec)
+        docker.containers[spec.name]["State"].update(Status="exited", ExitCode=137, StartedAt="t-first")
+        return cid
+
+    def inspect(name):  # noqa: ANN001
+        container = docker.containers.get(name)
+        state = container["State"] if container else {}
+        if state.get("Status") == "exited" and state.get("ExitCode") == 137 and left[0] > 0 and docker.polled:
+            left[0] -= 1
+            state.update(Status="running", ExitCode=0, StartedAt=f"t-again-{left[0]}")
+        docker.polled = state.get("Status") == "exited"
+        return container
+
+    docker.polled = False
+    return run, inspect
+
+
+def test_a_launch_killed_by_a_dockerd_restart_and_started_again_is_waited_for(world):  # noqa: F811
+    engine, docker, _, _ = world
+    docker.logs = "load_tensors: loading model tensors\n"
+    docker.run_container, docker.inspect_container = killed_then(docker, restarts=1)
+    result = engine.apply(load())
+    assert result.final.converged and "stop k3-test" not in docker.calls
+    assert docker.containers["k3-test"]["State"]["Status"] == "running"
+
+
+def test_a_kill_that_is_not_followed_by_a_restart_fails_as_out_of_memory(world):  # noqa: F811
+    engine, docker, _, _ = world
+    docker.logs = "load_tensors: loading model tensors\n"
+    docker.run_container, docker.inspect_container = killed_then(docker, restarts=0)
+    started = engine.ports.clock.monotonic()
+    with pytest.raises(LoadFailed, match=r"ran out of memory .* \[oom: exited, exit code 137, stopped\]"):
+        engine.apply(load())
+    assert engine.ports.clock.monotonic() - started >= 30  # the grace for a restart policy to start it again
+
+
+def test_a_bad_gguf_exit_is_not_waited_on_as_a_restart(world):  # noqa: F811
+    engine, docker, _, _ = world
+    docker.crash_on_start, docker.logs = True, GGUF_LOG
+    with pytest.raises(LoadFailed, match="the GGUF could not be read"):
+        engine.apply(load())
+    assert engine.ports.clock.monotonic() < 5
