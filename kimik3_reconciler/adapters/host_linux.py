@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import subprocess
@@ -64,13 +65,16 @@ class LinuxHost:
     def tcp_tables(self) -> str:
         return _read("/proc/net/tcp") + _read("/proc/net/tcp6")
 
-    def socket_owners(self, inodes: set[int]) -> dict[int, tuple[int, str]]:
-        """Which process holds each socket inode: /proc/<pid>/fd/* links read `socket:[inode]` (what ss -p does)."""
+    def socket_owners(self, inodes: set[int], likely: frozenset[int] = frozenset()) -> dict[int, tuple[int, str]]:
+        """Which process holds each socket inode: /proc/<pid>/fd/* links read `socket:[inode]` (what ss -p does).
+
+        `likely` pids are read first (our container's server): on a converged host the scan stops there."""
         wanted = {f"socket:[{inode}]": inode for inode in inodes}
         owners: dict[int, tuple[int, str]] = {}
-        for proc in Path("/proc").iterdir() if wanted else ():
-            if not proc.name.isdigit():
-                continue
+        others = (p for p in Path("/proc").iterdir() if p.name.isdigit() and int(p.name) not in likely)
+        for proc in itertools.chain((Path(f"/proc/{pid}") for pid in sorted(likely)), others):
+            if len(owners) == len(wanted):
+                break
             for link in _fd_links(proc):
                 if link in wanted:
                     owners[wanted[link]] = (int(proc.name), _read(str(proc / "comm")).strip())

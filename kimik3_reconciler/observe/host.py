@@ -102,10 +102,10 @@ def parse_tcp_listeners(tables: str, port: int) -> dict[int, str]:
     return found
 
 
-def collect_listeners(host: HostPort, port: int) -> tuple[PortListener, ...]:
+def collect_listeners(host: HostPort, port: int, our_pids: frozenset[int] = frozenset()) -> tuple[PortListener, ...]:
     """Who listens on the profile's port: a foreign one makes llama-server exit with "couldn't bind"."""
     sockets = parse_tcp_listeners(host.tcp_tables(), port)
-    owners = host.socket_owners(set(sockets)) if sockets else {}
+    owners = host.socket_owners(set(sockets), our_pids) if sockets else {}
     return tuple(PortListener(address=address, port=port, pid=owners.get(inode, (None, None))[0],
                               program=owners.get(inode, (None, None))[1])
                  for inode, address in sorted(sockets.items()))
@@ -136,5 +136,5 @@ def collect_host(host: HostPort, docker: DockerPort | None = None, our_pids: fro
         ram_available=ram_available,
         numa_balancing=parse_numa_balancing(host.numa_balancing()),
         docker_gpus=parse_docker_gpu(docker.info(), host.cdi_specs()) if docker is not None else None,
-        listeners=collect_listeners(host, port) if port else (),
+        listeners=collect_listeners(host, port, our_pids) if port else (),
     )

@@ -237,7 +237,7 @@ class FakeHost:
     def tcp_tables(self) -> str:
         return self.tcp_text
 
-    def socket_owners(self, inodes: set[int]) -> dict[int, tuple[int, str]]:
+    def socket_owners(self, inodes: set[int], likely: frozenset[int] = frozenset()) -> dict[int, tuple[int, str]]:
         return {inode: owner for inode, owner in self.owners.items() if inode in inodes}
 
 
