@@ -61,9 +61,14 @@ def box() -> Iterator[Path]:
 
 
 @pytest.fixture(scope="module")
-def hub() -> Iterator[FixtureHub]:
+def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FixtureHub]:
+    """The demo repo plus UD-TRUNC: a shard cut to a third (downloads and verifies, cannot load)."""
     repos = demo_repos(require_docker_and_demo_hub())
-    with FixtureHub([FixtureRepo(DEMO_REPO, DEMO_REVISION, repos[0].files)]) as running:
+    good = repos[0].files["UD-Q2_K_XL/Kimi-K3-tiny-UD-Q2_K_XL-00001-of-00002.gguf"]
+    truncated = tmp_path_factory.mktemp("fault-sd-hub") / "Kimi-K3-tiny-UD-TRUNC.gguf"
+    truncated.write_bytes(good.read_bytes()[: good.stat().st_size // 3])
+    files = {**repos[0].files, "UD-TRUNC/Kimi-K3-tiny-UD-TRUNC.gguf": truncated}
+    with FixtureHub([FixtureRepo(DEMO_REPO, DEMO_REVISION, files)]) as running:
         yield running
 
 
@@ -78,5 +83,18 @@ def test_enable_false_installs_and_starts_an_on_demand_unit(tmp_path: Path, box:
     assert in_box("systemctl", "is-enabled", UNIT).stdout.strip() == "disabled"
     assert docker("inspect", "-f", "{{.State.Status}}", NAME) == "running"
     assert kimik3(tmp_path, *args, "plan", "--detailed-exitcode", "profile.yaml", check=False).returncode == 0
+
+    # A failing update with no revert target: nothing starts the failing server again, neither dockerd
+    # (restart policy `no` under systemd) nor the unit (the replace stopped the old container cleanly, so
+    # its `docker start --attach` ended with success: Restart=on-failure does not fire).
+    (tmp_path / "state" / "last-good" / f"{NAME}.json").unlink()
+    profile["model"]["quant"] = "UD-TRUNC"
+    write_profile(tmp_path, profile, "broken.yaml")
+    result = kimik3(tmp_path, *args, "apply", "broken.yaml", check=False)
+    assert result.returncode == 1 and "the GGUF could not be read" in result.stderr, result.stderr
+    started = docker("inspect", "-f", "{{.State.StartedAt}}", NAME)
+    time.sleep(12)  # RestartSec=10
+    assert in_box("systemctl", "is-active", UNIT).stdout.strip() in ("inactive", "failed")
+    assert docker("inspect", "-f", "{{.State.Status}} {{.State.StartedAt}}", NAME) == f"exited {started}"
     kimik3(tmp_path, *args, "destroy", "profile.yaml")
     assert not (box / "etc/systemd/system" / UNIT).exists()
