@@ -28,8 +28,10 @@ def predicted_load_s(observed: Observed) -> tuple[float, str]:
 
 def plan_health(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
     launch = desired.launch
+    profile = desired.profile
     wait = HealthWait(container=launch.spec.name, url=launch.health_url,
-                      timeout_s=load_timeout(observed.model.total_bytes), model_bytes=observed.model.total_bytes)
+                      timeout_s=load_timeout(observed.model.total_bytes), model_bytes=observed.model.total_bytes,
+                      unit=f"{profile.unit_name}.service" if profile.systemd is not None else None)
     target = launch.health_url
     if changes(planned, LaunchContainer, StartContainer):
         seconds, how = predicted_load_s(observed)

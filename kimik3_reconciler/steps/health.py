@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from kimik3_reconciler.errors import LoadFailed
+from kimik3_reconciler.errors import LoadFailed, StepError
 from kimik3_reconciler.model.records import LOAD_RATE_KEY
 from kimik3_reconciler.model.specs import HealthWait
 from kimik3_reconciler.observe.server_log import classify_load_failure
@@ -32,6 +32,11 @@ def _fail_launch(wait: HealthWait, inspect: dict | None, ports: Ports, reporter:
     # llama-server exits 1 on any load error; read the tail before the stop adds its own lines.
     logs = ports.docker.container_logs(wait.container, LOG_TAIL) if inspect else ""
     status = state.get("Status", "gone") if inspect else "gone"
+    if wait.unit and ports.units is not None:
+        try:  # its `docker start --attach` ended with the exit: Restart=on-failure would start it every 10 s
+            ports.units.systemctl("stop", wait.unit)
+        except StepError:
+            pass  # not installed yet (first apply) or not loaded: nothing supervises the container
     if inspect is not None:
         # Restart policy unless-stopped would crash-loop it (a bind failure every second): an explicit stop
         # ends that, and the next plan starts (or replaces) it as any stopped container.

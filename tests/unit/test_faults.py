@@ -260,3 +260,23 @@ def test_a_bad_gguf_exit_is_not_waited_on_as_a_restart(world):  # noqa: F811
     with pytest.raises(LoadFailed, match="the GGUF could not be read"):
         engine.apply(load())
     assert engine.ports.clock.monotonic() < 5
+
+
+def test_a_failed_launch_under_systemd_stops_its_unit_too(world):  # noqa: F811
+    engine, docker, _, _ = world
+    with_unit = PROFILE + "systemd: {unit: k3-test, enable: true}\n"
+    engine.apply(load(with_unit))
+    assert engine.ports.units.state["k3-test.service"]["ActiveState"] == "active"
+    docker.crash_on_start, docker.logs = True, GGUF_LOG
+    with pytest.raises(LoadFailed, match="the GGUF could not be read"):
+        engine.apply(load(with_unit.replace("parallel: 2", "parallel: 2, ubatch: 2048")))
+    assert "systemctl stop k3-test.service" in engine.ports.units.calls
+    assert docker.containers["k3-test"]["State"]["Status"] == "exited"
+
+
+def test_a_failed_first_launch_under_systemd_has_no_unit_to_stop(world):  # noqa: F811
+    engine, docker, _, _ = world
+    docker.crash_on_start, docker.logs = True, BIND_LOG
+    with pytest.raises(LoadFailed, match="could not bind its port"):
+        engine.apply(load(PROFILE + "systemd: {unit: k3-test, enable: true}\n"))
+    assert docker.calls[-1] == "stop k3-test"
