@@ -280,3 +280,10 @@ def test_a_failed_first_launch_under_systemd_has_no_unit_to_stop(world):  # noqa
     with pytest.raises(LoadFailed, match="could not bind its port"):
         engine.apply(load(PROFILE + "systemd: {unit: k3-test, enable: true}\n"))
     assert docker.calls[-1] == "stop k3-test"
+
+
+def test_an_owner_kimik3_cannot_see_is_refused_when_no_kimik3_container_runs(world):  # noqa: F811
+    engine, docker, _, _ = world
+    engine.ports.host.tcp_text = TCP_HEADER + listening(18999, 909)  # owners: {} (another user's process)
+    with pytest.raises(PlanError, match="port 18999 is held by a process kimik3 cannot see"):
+        engine.plan(load())
