@@ -15,8 +15,9 @@ from kimik3_reconciler.errors import ConvergenceError, Kimik3Error, LoadFailed, 
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.plan import Plan, Step
 from kimik3_reconciler.model.profile_source import LoadedProfile, parse_profile
-from kimik3_reconciler.model.records import last_good_key
+from kimik3_reconciler.model.records import last_good_key, unverified_key
 from kimik3_reconciler.observe import observe
+from kimik3_reconciler.observe.docker_objects import parse_container
 from kimik3_reconciler.planning import gate_reference, plan, plan_destroy, plan_prune
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps import Reporter, check_executable, execute
@@ -77,25 +78,38 @@ class Engine:
         the gate, the load or the check fails, relaunch the last good profile and re-raise, saying so."""
         try:
             result = self.apply(loaded, max_rounds, rehash)
-            if check is not None and result.changed:
+            if check is not None and (result.changed or self._verify_due(loaded.profile.name)):
                 check()
+                self.ports.state.delete(unverified_key(loaded.profile.name))
         except (LoadFailed, VerifyFailed) as failure:  # GateFailed and SmokeFailed are LoadFailed
             last = self.ports.state.read(last_good_key(loaded.profile.name))
             if last is None or last.get("text") == loaded.text:
                 raise
             self.reporter.event("revert", to=last.get("source"), recorded=last.get("date"), reason=str(failure)[:200])
             try:
-                self.apply(parse_profile(last["text"], source=f"last good {loaded.profile.name} ({last.get('date')})"),
-                           max_rounds)
+                # Its relative paths (build.archive, patches, api_key_file) are relative to *its* folder.
+                reverting = Engine(self.ports, self.reporter, Path(last.get("base_dir") or self.base_dir),
+                                   self.dockerfile)
+                reverting.apply(parse_profile(last["text"], source=f"last good {loaded.profile.name} "
+                                                                   f"({last.get('date')})"), max_rounds)
             except Kimik3Error as revert_failure:
                 raise type(failure)(f"{failure}\nthe revert to the last good profile (recorded {last.get('date')}) "
                                     f"failed too: {revert_failure}") from None
             raise type(failure)(f"{failure}\nreverted to the last good profile (recorded {last.get('date')})") from None
         if result.changed or self.ports.state.read(last_good_key(loaded.profile.name)) is None:
             self.ports.state.write(last_good_key(loaded.profile.name), {
-                "text": loaded.text, "source": loaded.source,
+                "text": loaded.text, "source": loaded.source, "base_dir": str(self.base_dir.resolve()),
                 "date": self.ports.clock.now().isoformat(timespec="seconds")})
         return result
+
+    def _verify_due(self, name: str) -> bool:
+        """A launch an earlier apply never verified (it died in the health wait) is verified now."""
+        record = self.ports.state.read(unverified_key(name))
+        inspect = self.ports.docker.inspect_container(name) if record else None
+        due = inspect is not None and parse_container(inspect).fingerprint == record.get("fingerprint")
+        if due:
+            self.reporter.event("verify-resumed", container=name, launched=record.get("date"))
+        return due
 
     def prune(self, loaded: LoadedProfile, execute_steps: bool = True) -> Plan:
         pruning = check_executable(plan_prune(loaded.profile, self.observe(loaded)))

@@ -92,6 +92,9 @@ class HostPort(Protocol):
     def numa_balancing(self) -> str | None: ...
     def numa_nodes(self) -> int: ...
     def cdi_specs(self) -> list[str]: ...
+    def tcp_tables(self) -> str: ...  # /proc/net/tcp then /proc/net/tcp6, as read
+    def socket_owners(self, inodes: set[int], likely: frozenset[int] = frozenset()) -> dict[int, tuple[int, str]]:
+        ...  # inode -> (pid, program); `likely` pids are looked at first
 
 
 class StatePort(Protocol):

@@ -12,15 +12,31 @@ import docker
 import docker.errors
 import docker.types
 import requests.exceptions
-from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
+import structlog
+from tenacity import RetryCallState, retry, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from kimik3_reconciler.adapters.translate import translated
 from kimik3_reconciler.errors import BuildFailed, Kimik3Error, PermanentError, TransientError
 from kimik3_reconciler.model.specs import ContainerSpec, ImageBuild
 from kimik3_reconciler.ports import LineSink
 
-_transient = retry(retry=retry_if_exception_type(TransientError), stop=stop_after_attempt(5),
-                   wait=wait_exponential(multiplier=0.5, max=10), reraise=True)
+# A daemon restart (systemctl restart docker, an upgrade) takes dockerd ~13 s to stop a loading server plus its
+# own start: keep trying well past that, so a restart during a 17-minute load does not fail the apply.
+DAEMON_RESTART_S = 90.0
+
+
+def _say_retrying(state: RetryCallState) -> None:
+    """One line per retry: what failed, and how long kimik3 keeps trying (an operator must not guess)."""
+    error = state.outcome.exception() if state.outcome else None
+    waited = state.seconds_since_start or 0.0
+    structlog.get_logger("kimik3").warning(
+        "docker-retry", call=getattr(state.fn, "__name__", "docker"),
+        message=f"{error}: the docker daemon is not answering; kimik3 keeps trying for {DAEMON_RESTART_S:.0f} s "
+                f"in all ({waited:.0f} s so far, attempt {state.attempt_number})")
+
+
+_transient = retry(retry=retry_if_exception_type(TransientError), stop=stop_after_delay(DAEMON_RESTART_S),
+                   wait=wait_exponential(multiplier=0.5, max=5), before_sleep=_say_retrying, reraise=True)
 
 
 def _docker_error(exc: Exception) -> Kimik3Error | None:
@@ -156,8 +172,8 @@ class DockerEngine:
     def container_logs(self, name: str, tail: int) -> str:
         try:
             return self._call(self.client.api.logs, name, tail=tail).decode(errors="replace")
-        except PermanentError:
-            return ""
+        except (PermanentError, TransientError):
+            return ""  # logs are what a load is doing or why it failed: never a reason to fail on their own
 
     def _stream(self, stream: Any) -> Any:
         """Iterate a build stream, translating errors raised mid-stream (daemon restarts, 5xx)."""

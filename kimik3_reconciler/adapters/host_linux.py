@@ -1,7 +1,9 @@
-"""Raw host facts from Linux: lscpu, /proc/cpuinfo, tailscale (argv lists, never a shell)."""
+"""Raw host facts from Linux: lscpu, /proc/cpuinfo, /proc/net/tcp and socket owners, tailscale (argv lists, never a shell)."""
 
 from __future__ import annotations
 
+import itertools
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -59,3 +61,35 @@ class LinuxHost:
             return None
         lines = _run(["tailscale", "ip", "-4"]).split()
         return lines[0] if lines else None
+
+    def tcp_tables(self) -> str:
+        return _read("/proc/net/tcp") + _read("/proc/net/tcp6")
+
+    def socket_owners(self, inodes: set[int], likely: frozenset[int] = frozenset()) -> dict[int, tuple[int, str]]:
+        """Which process holds each socket inode: /proc/<pid>/fd/* links read `socket:[inode]` (what ss -p does).
+
+        `likely` pids are read first (our container's server): on a converged host the scan stops there."""
+        wanted = {f"socket:[{inode}]": inode for inode in inodes}
+        owners: dict[int, tuple[int, str]] = {}
+        others = (p for p in Path("/proc").iterdir() if p.name.isdigit() and int(p.name) not in likely)
+        for proc in itertools.chain((Path(f"/proc/{pid}") for pid in sorted(likely)), others):
+            if len(owners) == len(wanted):
+                break
+            for link in _fd_links(proc):
+                if link in wanted:
+                    owners[wanted[link]] = (int(proc.name), _read(str(proc / "comm")).strip())
+        return owners
+
+
+def _fd_links(proc: Path) -> list[str]:
+    try:
+        fds = list((proc / "fd").iterdir())
+    except OSError:
+        return []  # gone, or another user's process (not root): its sockets stay unattributed
+    links = []
+    for fd in fds:
+        try:
+            links.append(os.readlink(fd))
+        except OSError:
+            continue  # closed since the listing
+    return links

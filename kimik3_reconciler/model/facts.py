@@ -29,6 +29,15 @@ class GpuFact(_Fact):
     processes: tuple[GpuProcess, ...] = ()
 
 
+class PortListener(_Fact):
+    """A TCP socket listening on the profile's port (from /proc/net/tcp{,6}), and the process holding it."""
+
+    address: str
+    port: int
+    pid: int | None = None  # None: the owner could not be read (another user's process, not root)
+    program: str | None = None
+
+
 class HostFacts(_Fact):
     """What the gate and the launch spec need to know about this host (observed every plan)."""
 
@@ -46,6 +55,7 @@ class HostFacts(_Fact):
     ram_available: int | None = None
     numa_balancing: int | None = None  # kernel.numa_balancing; None where the kernel has no such knob
     docker_gpus: bool | None = None  # the NVIDIA runtime or CDI specs: can containers get GPUs?
+    listeners: tuple[PortListener, ...] = ()  # sockets listening on serve.port (ours included; the gate sorts)
 
 
 class ModelLayout(_Fact):
@@ -252,6 +262,7 @@ class Observed(_Fact):
     images: tuple[ImageFact, ...] = ()
     base_images: dict[str, str | None] = Field(default_factory=dict)  # ref -> local image id
     container: ContainerFact | None = None
+    unverified: str | None = None  # fingerprint of a container launched but not verified yet (state record)
     last_good: str | None = None  # when this profile name last converged and passed verify (revert target)
     load_rate: float | None = None  # bytes/s of the last measured model load on this host (state record)
     others: tuple[ContainerFact, ...] = ()  # other profiles' kimik3 containers on this host

@@ -21,6 +21,12 @@ def last_good_key(profile_name: str) -> str:
     return f"last-good/{profile_name}.json"
 
 
+def unverified_key(container: str) -> str:
+    """{"fingerprint", "date"} of a container an apply launched or started and has not verified yet: while it
+    names the running container, the next apply runs verify (an interrupted health wait still gets checked)."""
+    return f"unverified/{container}.json"
+
+
 def smoke_key(image_fingerprint: str) -> str:
     """The smoke-test result of one image (runs once per image)."""
     return f"smoke/{image_fingerprint}.json"

@@ -186,6 +186,7 @@ class HealthWait(Payload):
     url: str
     timeout_s: float
     model_bytes: int = 0  # recorded with the measured load time: the next plan predicts downtime from it
+    unit: str | None = None  # the profile's systemd unit, stopped with a failed launch (Restart=on-failure loops)
 
 
 # --- systemd -------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kimik3_reconciler.model.facts import Observed
-from kimik3_reconciler.model.records import LOAD_RATE_KEY, gate_key, last_good_key
+from kimik3_reconciler.model.records import LOAD_RATE_KEY, gate_key, last_good_key, unverified_key
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.observe.docker_objects import (
     collect_base_images,
@@ -38,7 +38,7 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
     return Observed(
         reference=reference,
         gate_records=(ports.state.read(gate_key(model.repo, model.revision, model.quant)) or {}) if gated else {},
-        host=collect_host(ports.host, ports.docker, ours),
+        host=collect_host(ports.host, ports.docker, ours, profile.serve.port),
         inputs=collect_inputs(profile, base_dir, dockerfile, ports.state),
         model=model,
         layout=layout,
@@ -52,6 +52,7 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
         others=collect_others(ports.docker, profile.name),
         load_rate=_load_rate(ports),
         last_good=(ports.state.read(last_good_key(profile.name)) or {}).get("date"),
+        unverified=(ports.state.read(unverified_key(profile.name)) or {}).get("fingerprint"),
         systemd=collect_systemd(profile, ports.units),
     )
 

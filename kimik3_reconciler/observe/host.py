@@ -1,12 +1,13 @@
 """Host facts: CPU (physical cores, sockets, NUMA, flags), GPUs (NVML), RAM, numa_balancing, Docker GPU
-plumbing, Tailscale. Pure parsers (tested on recorded outputs) + one collector."""
+plumbing, Tailscale, listeners on the profile's port. Pure parsers (tested on recorded outputs) + one collector."""
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from typing import Any
 
-from kimik3_reconciler.model.facts import GpuFact, GpuProcess, HostFacts
+from kimik3_reconciler.model.facts import GpuFact, GpuProcess, HostFacts, PortListener
 from kimik3_reconciler.ports import DockerPort, HostPort
 
 
@@ -78,7 +79,40 @@ def parse_docker_gpu(info: dict[str, Any], cdi_specs: list[str]) -> bool:
     return "nvidia" in (info.get("Runtimes") or {}) or any("nvidia" in name for name in cdi_specs)
 
 
-def collect_host(host: HostPort, docker: DockerPort | None = None, our_pids: frozenset[int] = frozenset()) -> HostFacts:
+_TCP_LISTEN = "0A"  # include/net/tcp_states.h: TCP_LISTEN = 10
+
+
+def _proc_net_address(hex_address: str) -> str:
+    """/proc/net/tcp prints addresses as host-order 32-bit words in hex: 0100007F is 127.0.0.1."""
+    raw = bytes.fromhex(hex_address)
+    words = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+    return str(ipaddress.ip_address(words))
+
+
+def parse_tcp_listeners(tables: str, port: int) -> dict[int, str]:
+    """/proc/net/tcp{,6} text -> {socket inode: local address} of the sockets listening on `port`."""
+    found = {}
+    for line in tables.splitlines():
+        fields = line.split()
+        if len(fields) < 10 or ":" not in fields[1] or fields[3] != _TCP_LISTEN:
+            continue  # the header line, or a socket that is not listening
+        address, _, hex_port = fields[1].partition(":")
+        if int(hex_port, 16) == port and fields[9].isdigit() and fields[9] != "0":
+            found[int(fields[9])] = _proc_net_address(address)
+    return found
+
+
+def collect_listeners(host: HostPort, port: int, our_pids: frozenset[int] = frozenset()) -> tuple[PortListener, ...]:
+    """Who listens on the profile's port: a foreign one makes llama-server exit with "couldn't bind"."""
+    sockets = parse_tcp_listeners(host.tcp_tables(), port)
+    owners = host.socket_owners(set(sockets), our_pids) if sockets else {}
+    return tuple(PortListener(address=address, port=port, pid=owners.get(inode, (None, None))[0],
+                              program=owners.get(inode, (None, None))[1])
+                 for inode, address in sorted(sockets.items()))
+
+
+def collect_host(host: HostPort, docker: DockerPort | None = None, our_pids: frozenset[int] = frozenset(),
+                 port: int | None = None) -> HostFacts:
     lscpu = host.lscpu_parseable()
     cpuinfo = host.cpuinfo()
     has_rows = any(line.strip() and not line.startswith("#") for line in lscpu.splitlines())
@@ -102,4 +136,5 @@ def collect_host(host: HostPort, docker: DockerPort | None = None, our_pids: fro
         ram_available=ram_available,
         numa_balancing=parse_numa_balancing(host.numa_balancing()),
         docker_gpus=parse_docker_gpu(docker.info(), host.cdi_specs()) if docker is not None else None,
+        listeners=collect_listeners(host, port, our_pids) if port else (),
     )

@@ -29,16 +29,23 @@ def predicted_load_s(observed: Observed) -> tuple[float, str]:
 
 def plan_health(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
     launch = desired.launch
+    profile = desired.profile
     wait = HealthWait(container=launch.spec.name, url=launch.health_url,
-                      timeout_s=load_timeout(observed.model.total_bytes), model_bytes=observed.model.total_bytes)
+                      timeout_s=load_timeout(observed.model.total_bytes), model_bytes=observed.model.total_bytes,
+                      unit=f"{profile.unit_name}.service" if profile.systemd is not None else None)
     target = launch.health_url
     if container_changes(planned):
         seconds, how = predicted_load_s(observed)
         return (Step("health", target, Action.READ, "wait for the model to load (/health 200)", spec=wait,
                      cost=f"predicted downtime ~{duration(seconds)} ({how}); gives up after {duration(wait.timeout_s)}"),)
-    health = observed.container.health if observed.container else None
+    container = observed.container
+    health = container.health if container else None
+    # The apply that launched it died (or lost dockerd) before verify: the next apply verifies it.
+    unverified = (f"{container.name} was launched by an apply that did not verify it (interrupted?): "
+                  "the next apply runs verify",) if container and container.fingerprint == observed.unverified else ()
     if health == "ok":
-        return (Step("health", target, Action.NOOP, "/health answers 200: model loaded", spec=wait),)
+        return (Step("health", target, Action.NOOP, "/health answers 200: model loaded", spec=wait,
+                     warnings=unverified),)
     # A load already in progress is waited for, never relaunched.
     why = "model still loading (/health 503)" if health == "loading" else "/health not answering yet"
-    return (Step("health", target, Action.READ, f"{why}: wait", spec=wait),)
+    return (Step("health", target, Action.READ, f"{why}: wait", spec=wait, warnings=unverified),)

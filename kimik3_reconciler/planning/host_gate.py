@@ -66,6 +66,22 @@ def _gpu_refusals(profile: Profile, host: HostFacts, stoppable: frozenset[int] =
     return refusals
 
 
+def _port_refusal(profile: Profile, observed: Observed) -> str | None:
+    """A foreign process on serve.port makes llama-server exit "couldn't bind" after the launch: refuse first."""
+    stoppable = _stoppable_pids(profile, observed)
+    foreign = [p for p in observed.host.listeners if p.pid not in stoppable]
+    # An owner we cannot see (not root) may be our own container: only refuse when no kimik3 one is running.
+    kimik3_running = bool(stoppable) or any(c.state == "running" for c in (observed.container, *observed.others) if c)
+    named = [p for p in foreign if p.pid is not None or not kimik3_running]
+    if not named:
+        return None
+    who = ", ".join(f"pid {p.pid} ({p.program})" if p.pid else "a process kimik3 cannot see (run as root)"
+                    for p in named)
+    return (f"port {profile.serve.port} is held by {who} listening on "
+            f"{', '.join(sorted({p.address for p in named}))}, not a kimik3 container: llama-server could not bind "
+            "it; stop that process or change serve.port")
+
+
 def _memory_refusal(profile: Profile, observed: Observed) -> str | None:
     """Sizing is disk-and-memory: if the quant cannot fit VRAM + RAM, it cannot run at any split."""
     host, size = observed.host, observed.model.total_bytes
@@ -89,7 +105,7 @@ def host_gate(profile: Profile, observed: Observed) -> tuple[list[str], list[str
                         "seed 000 measured a 20+-minute single-request stall with it on")
     if profile.build.variant == "cuda" and host.gpu_probe is not None:
         refusals += _gpu_refusals(profile, host, _stoppable_pids(profile, observed))
-    for refusal in (disk_refusal(observed.model), _memory_refusal(profile, observed),
+    for refusal in (disk_refusal(observed.model), _memory_refusal(profile, observed), _port_refusal(profile, observed),
                     disk_refusal(observed.tokenizer) if observed.tokenizer else None):
         if refusal:
             refusals.append(refusal)

@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+from kimik3_reconciler.model.labels import CONTAINER_FINGERPRINT
+from kimik3_reconciler.model.records import unverified_key
 from kimik3_reconciler.model.specs import LaunchContainer, RemoveContainer, StartContainer, StopContainer
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps.report import Reporter
+
+
+def _record_unverified(ports: Ports, name: str, fingerprint: str | None) -> None:
+    """Written before the health wait: if apply dies (or dockerd restarts) before verify, the next apply verifies."""
+    if fingerprint:
+        ports.state.write(unverified_key(name), {"fingerprint": fingerprint,
+                                                 "date": ports.clock.now().isoformat(timespec="seconds")})
 
 
 def launch_container(spec: LaunchContainer, ports: Ports, reporter: Reporter) -> None:
@@ -13,11 +22,14 @@ def launch_container(spec: LaunchContainer, ports: Ports, reporter: Reporter) ->
         # GPUs and the port are exclusive: the old container must be gone before the new one starts.
         ports.docker.remove_container(name)
         reporter.event("removed", container=name)
+    _record_unverified(ports, name, dict(spec.container.labels).get(CONTAINER_FINGERPRINT))
     container_id = ports.docker.run_container(spec.container)
     reporter.event("launched", container=name, id=container_id[:12])
 
 
 def start_container(spec: StartContainer, ports: Ports, reporter: Reporter) -> None:
+    labels = ((ports.docker.inspect_container(spec.name) or {}).get("Config") or {}).get("Labels") or {}
+    _record_unverified(ports, spec.name, labels.get(CONTAINER_FINGERPRINT))
     ports.docker.start_container(spec.name)
     reporter.event("started", container=spec.name)
 

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import re
 
-from kimik3_reconciler.errors import LoadFailed
+from kimik3_reconciler.errors import LoadFailed, StepError
 from kimik3_reconciler.model.records import LOAD_RATE_KEY
 from kimik3_reconciler.model.specs import HealthWait
+from kimik3_reconciler.observe.server_log import classify_load_failure
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps.report import Reporter
 
 POLL_S = 0.2  # readiness is reported within this of /health flipping to 200
 LOG_EVERY_S = 2.0
 LOG_TAIL = 20
+# dockerd's own stop (~13 s for a loading server) plus its start: long enough to see the policy start it again.
+RESTART_GRACE_S = 30.0
+_STOPPED_FROM_OUTSIDE = (0, 137, 143)  # a clean exit, SIGKILL, SIGTERM: what a stopping dockerd (or systemd) causes
 _PREFIX = re.compile(r"^\d+\.\d+\.\d+\.\d+ [IWED] ")  # llama-server's elapsed-time + level prefix
 
 
@@ -22,18 +26,58 @@ def load_phase(log_tail: str) -> str:
     return _PREFIX.sub("", lines[-1]).strip()[:70] if lines else "starting"
 
 
+def _fail_launch(wait: HealthWait, inspect: dict | None, ports: Ports, reporter: Reporter) -> None:
+    """Stop the failed container (kept for its logs) and raise LoadFailed naming the cause read from its log."""
+    state = dict((inspect or {}).get("State") or {})  # as it failed, before the stop below changes it
+    # llama-server exits 1 on any load error; read the tail before the stop adds its own lines.
+    logs = ports.docker.container_logs(wait.container, LOG_TAIL) if inspect else ""
+    status = state.get("Status", "gone") if inspect else "gone"
+    if wait.unit and ports.units is not None:
+        try:  # its `docker start --attach` ended with the exit: Restart=on-failure would start it every 10 s
+            ports.units.systemctl("stop", wait.unit)
+        except StepError:
+            pass  # not installed yet (first apply) or not loaded: nothing supervises the container
+    if inspect is not None:
+        # Restart policy unless-stopped would crash-loop it (a bind failure every second): an explicit stop
+        # ends that, and the next plan starts (or replaces) it as any stopped container.
+        ports.docker.stop_container(wait.container)
+        reporter.event("stopped", container=wait.container, why="failed launch")
+    cause = classify_load_failure(state.get("ExitCode"), bool(state.get("OOMKilled")), logs)
+    stopped = ", stopped" if inspect is not None else ""
+    raise LoadFailed(f"container {wait.container} {cause.headline} [{cause.cause}: {status}, exit code "
+                     f"{state.get('ExitCode')}{stopped}]", logs)
+
+
+def _started_again(wait: HealthWait, state: dict, ports: Ports) -> bool:
+    """Killed by a signal with no error in its log, then started again by its restart policy: a dockerd restart
+    (it stops every container and starts them again), not a failed load. Docker calls retry through the restart."""
+    if state.get("ExitCode") not in _STOPPED_FROM_OUTSIDE or state.get("OOMKilled"):
+        return False
+    if classify_load_failure(None, False, ports.docker.container_logs(wait.container, LOG_TAIL)).cause != "other":
+        return False  # the server said why it failed (bind, allocation, GGUF): that is the answer
+    deadline = ports.clock.monotonic() + RESTART_GRACE_S
+    while ports.clock.monotonic() < deadline:
+        ports.clock.sleep(1.0)
+        again = (ports.docker.inspect_container(wait.container) or {}).get("State") or {}
+        if again.get("Status") == "running" and again.get("StartedAt") != state.get("StartedAt"):
+            return True
+    return False
+
+
 def wait_until_healthy(wait: HealthWait, ports: Ports, reporter: Reporter) -> None:
     started = ports.clock.monotonic()
-    phase, phase_at = "starting", -LOG_EVERY_S
+    phase, phase_at, resumed = "starting", -LOG_EVERY_S, False
     while True:
         inspect = ports.docker.inspect_container(wait.container)
         state = (inspect or {}).get("State") or {}
         if inspect is None or state.get("Status") in ("exited", "dead") or state.get("Restarting"):
-            # llama-server exits 1 on any load error ("exiting due to model loading error").
-            logs = ports.docker.container_logs(wait.container, LOG_TAIL) if inspect else ""
-            status = state.get("Status", "gone") if inspect else "gone"
-            raise LoadFailed(f"container {wait.container} {status} (exit code {state.get('ExitCode')}) "
-                             "while loading the model", logs)
+            # Waited out once: a second kill in one wait is a failing load (a host OOM kill, say).
+            if inspect is not None and not resumed and _started_again(wait, dict(state), ports):
+                resumed = True
+                reporter.event("restarted", container=wait.container, why="killed by a signal and started again by "
+                               "its restart policy (dockerd restarted?): waiting for the load again")
+                continue
+            _fail_launch(wait, inspect, ports, reporter)
         health = ports.http.health(wait.url)
         elapsed = ports.clock.monotonic() - started
         if elapsed - phase_at >= LOG_EVERY_S:
@@ -41,8 +85,8 @@ def wait_until_healthy(wait: HealthWait, ports: Ports, reporter: Reporter) -> No
         reporter.progress(f"loading {wait.container}: {phase}", int(elapsed), int(wait.timeout_s))
         if health == "ok":
             reporter.event("healthy", container=wait.container, seconds=round(elapsed, 1))
-            if wait.model_bytes and elapsed > 0:
-                # The next plan predicts reload downtime from what this host really did.
+            if wait.model_bytes and elapsed > 0 and not resumed:
+                # The next plan predicts reload downtime from what this host really did (a resumed wait is not that).
                 ports.state.write(LOAD_RATE_KEY, {"bytes": wait.model_bytes, "seconds": elapsed})
             return
         if elapsed > wait.timeout_s:

@@ -34,7 +34,10 @@ def install_unit(spec: UnitInstall, ports: Ports, reporter: Reporter) -> None:
     if spec.reload:
         units.systemctl("daemon-reload")
     units.systemctl("enable" if spec.enable else "disable", spec.unit)
-    units.systemctl("reset-failed", spec.unit)  # a failed unit refuses nothing, but its Result would linger
+    try:
+        units.systemctl("reset-failed", spec.unit)  # a failed unit refuses nothing, but its Result would linger
+    except PermanentError:
+        pass  # "Unit not loaded": a disabled unit nothing references is unloaded after daemon-reload; nothing failed
     units.systemctl("start", spec.unit)
     _check_started(spec.unit, ports, units)
     reporter.event("unit-active", unit=spec.unit, enabled=spec.enable)

@@ -237,6 +237,7 @@ class FakeHost:
         self.free_bytes = 1 << 40
         self.nvml_dump: dict[str, Any] = {"error": "NVMLError_LibraryNotFound: NVML Shared Library Not Found"}
         self.numa: str | None = "0\n"
+        self.tcp_text, self.owners = "", {}  # /proc/net/tcp{,6} and inode -> (pid, program): nothing listens
 
     def lscpu_parseable(self) -> str:
         return "\n".join(f"{c},0" for c in range(self.cores))
@@ -264,6 +265,12 @@ class FakeHost:
 
     def cdi_specs(self) -> list[str]:
         return []
+
+    def tcp_tables(self) -> str:
+        return self.tcp_text
+
+    def socket_owners(self, inodes: set[int], likely: frozenset[int] = frozenset()) -> dict[int, tuple[int, str]]:
+        return {inode: owner for inode, owner in self.owners.items() if inode in inodes}
 
 
 class MemoryState:

@@ -16,8 +16,9 @@ written by hand.
       image: previous | absent
       smoke: passed | failed | null                           # the previous image's smoke record
       built_on: {ref: id}   base_images: {ref: id}            # base image ids at build time / now
-      container: {state: running, health: ok} | absent      # made from `previous`
+      container: {state: running, health: ok} | absent      # made from `previous` (also: exit_code, pid)
         drift: {argv: {flag: value}, env: {K: V}, writable: true, restart_policy: x}  # then changed by hand
+      unverified: true                                        # an apply launched it and never verified it
       host: {physical_cores: 8, cpu_flags: [...], tailscale_ipv4: null}
       previous_host: {...}                                    # the host the previous apply saw
       patches: {name: content-tag}                            # local patch file contents
@@ -138,10 +139,12 @@ def build_case(case: dict[str, Any]) -> tuple[Profile, Observed]:
         running = parse_running(container_inspect(hand_made(launch.spec, c_spec.get("drift", {})), "c" * 64, None))
         container = ContainerFact(id="c" * 64, name=previous.name, state=c_spec.get("state", "running"),
                                   image=image.tag, fingerprint=launch.fingerprint, inputs=launch.inputs,
-                                  exit_code=c_spec.get("exit_code"), health=c_spec.get("health"), running=running)
+                                  exit_code=c_spec.get("exit_code"), health=c_spec.get("health"), running=running, pid=c_spec.get("pid"))
     systemd = systemd_facts(obs_spec.get("systemd"), previous, prev_obs, image.tag, image.fingerprint)
     return desired, observed.model_copy(update={"images": images, "container": container,
-                                                "base_images": obs_spec.get("base_images", {}), "systemd": systemd})
+                                                "base_images": obs_spec.get("base_images", {}), "systemd": systemd,
+                                                "unverified": container.fingerprint if container and
+                                                obs_spec.get("unverified") else None})
 
 
 def systemd_facts(spec: dict[str, Any] | None, previous: Profile | None = None, prev_obs: Observed | None = None,

@@ -1,0 +1,100 @@
+"""`systemd.enable: false` against a real systemd (PID 1 in a container, TESTING.md §6): apply installs and
+starts an on-demand unit. systemd unloads a unit nothing references after daemon-reload, so
+`systemctl reset-failed` answers "Unit … not loaded" there; that must not fail the install.
+
+Its own box and names (k3-fault-*): the box of test_systemd_live.py belongs to that module.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support.realparts import REPO_ROOT, demo_profile, docker, kimik3, require_docker_and_demo_hub, write_profile
+
+from kimik3_demo.hub import FixtureHub, FixtureRepo
+from kimik3_demo.prepare import DEMO_REPO, DEMO_REVISION, demo_repos
+
+pytestmark = pytest.mark.docker
+
+BOX, IMAGE = "k3-fault-systemd", "kimik3-test/systemd:bookworm"
+NAME, PORT = "k3-fault-ondemand", 19253
+UNIT = f"{NAME}.service"
+DOCKER_STAND_IN = """[Unit]
+Description=the host's dockerd, reached through the mounted socket (test stand-in for docker.service)
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/bin/docker version
+"""
+
+
+def in_box(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["docker", "exec", BOX, *args], capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def box() -> Iterator[Path]:
+    """systemd as PID 1 with the host's docker socket and CLI; yields its root filesystem as seen from here."""
+    require_docker_and_demo_hub()
+    subprocess.run(["bash", str(REPO_ROOT / "scripts" / "ensure-systemd-image.sh")], check=True)
+    cli = Path(shutil.which("docker") or "/usr/bin/docker").resolve()
+    subprocess.run(["docker", "rm", "-f", BOX, NAME], capture_output=True)
+    docker("run", "-d", "--name", BOX, "--cap-add", "SYS_ADMIN", "--security-opt", "seccomp=unconfined",
+           "--network", "host", "--tmpfs", "/run", "--tmpfs", "/run/lock", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
+           "-v", "/var/run/docker.sock:/var/run/docker.sock", "-v", f"{cli}:/usr/bin/docker:ro", IMAGE)
+    try:
+        deadline = time.monotonic() + 60
+        while in_box("systemctl", "is-system-running").stdout.strip() not in ("running", "degraded"):
+            assert time.monotonic() < deadline, "systemd in the box did not come up"
+            time.sleep(0.25)
+        root = Path(docker("inspect", "-f", "{{.GraphDriver.Data.MergedDir}}", BOX))
+        (root / "etc/systemd/system/docker.service").write_text(DOCKER_STAND_IN)
+        in_box("systemctl", "daemon-reload")
+        yield root
+    finally:
+        subprocess.run(["docker", "rm", "-f", NAME, BOX], capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FixtureHub]:
+    """The demo repo plus UD-TRUNC: a shard cut to a third (downloads and verifies, cannot load)."""
+    repos = demo_repos(require_docker_and_demo_hub())
+    good = repos[0].files["UD-Q2_K_XL/Kimi-K3-tiny-UD-Q2_K_XL-00001-of-00002.gguf"]
+    truncated = tmp_path_factory.mktemp("fault-sd-hub") / "Kimi-K3-tiny-UD-TRUNC.gguf"
+    truncated.write_bytes(good.read_bytes()[: good.stat().st_size // 3])
+    files = {**repos[0].files, "UD-TRUNC/Kimi-K3-tiny-UD-TRUNC.gguf": truncated}
+    with FixtureHub([FixtureRepo(DEMO_REPO, DEMO_REVISION, files)]) as running:
+        yield running
+
+
+def test_enable_false_installs_and_starts_an_on_demand_unit(tmp_path: Path, box: Path, hub: FixtureHub) -> None:
+    profile = demo_profile(tmp_path, NAME, PORT, hub.url)
+    profile["systemd"] = {"unit": NAME, "enable": False}  # nothing else references the unit
+    write_profile(tmp_path, profile)
+    args = ("--systemd-root", str(box), "--systemctl-prefix", f"docker exec {BOX}")
+    result = kimik3(tmp_path, *args, "apply", "profile.yaml", check=False)
+    assert result.returncode == 0, result.stderr
+    assert in_box("systemctl", "is-active", UNIT).stdout.strip() == "active"
+    assert in_box("systemctl", "is-enabled", UNIT).stdout.strip() == "disabled"
+    assert docker("inspect", "-f", "{{.State.Status}}", NAME) == "running"
+    assert kimik3(tmp_path, *args, "plan", "--detailed-exitcode", "profile.yaml", check=False).returncode == 0
+
+    # A failing update with no revert target: nothing starts the failing server again, neither dockerd
+    # (restart policy `no` under systemd) nor the unit: the replace ended its `docker start --attach`,
+    # at times with a failure (seen: the unit `activating`, auto-restart), so apply stops the unit too.
+    (tmp_path / "state" / "last-good" / f"{NAME}.json").unlink()
+    profile["model"]["quant"] = "UD-TRUNC"
+    write_profile(tmp_path, profile, "broken.yaml")
+    result = kimik3(tmp_path, *args, "apply", "broken.yaml", check=False)
+    assert result.returncode == 1 and "the GGUF could not be read" in result.stderr, result.stderr
+    started = docker("inspect", "-f", "{{.State.StartedAt}}", NAME)
+    time.sleep(12)  # RestartSec=10
+    assert in_box("systemctl", "is-active", UNIT).stdout.strip() in ("inactive", "failed")
+    assert docker("inspect", "-f", "{{.State.Status}} {{.State.StartedAt}}", NAME) == f"exited {started}"
+    kimik3(tmp_path, *args, "destroy", "profile.yaml")
+    assert not (box / "etc/systemd/system" / UNIT).exists()

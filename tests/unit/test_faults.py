@@ -1,0 +1,289 @@
+"""Faults on in-memory fakes: a failed launch is stopped and its cause named, an interrupted health wait is
+verified by the next apply, a foreign listener on the port is a host-gate refusal, a revert resolves the
+last good profile's paths against its own folder, and `enable: false` installs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support.fakes import FakeHub, fake_ports
+from test_engine import FILES, PROFILE, REV, load, world  # noqa: F401 - `world` is a fixture
+
+from kimik3_reconciler.engine import Engine
+from kimik3_reconciler.errors import LoadFailed, PermanentError, PlanError, VerifyFailed
+from kimik3_reconciler.model.plan import Action
+from kimik3_reconciler.model.profile_source import parse_profile
+from kimik3_reconciler.model.records import unverified_key
+from kimik3_reconciler.observe.host import collect_listeners, parse_tcp_listeners
+from kimik3_reconciler.observe.server_log import classify_load_failure
+from kimik3_reconciler.steps.report import NullReporter
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "host"
+TCP_HEADER = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+
+
+def listening(port: int, inode: int, address: str = "0100007F") -> str:
+    """One /proc/net/tcp row: `address` (host-order hex) listening on `port`, socket `inode`."""
+    return f"   0: {address}:{port:04X} 00000000:0000 0A 00000000:00000000 00:00000000 00000000  0  0 {inode} 1 0 100 0\n"
+
+
+BIND_LOG = ("srv         start: couldn't bind HTTP server socket, hostname: 127.0.0.1, port: 18999\n"
+            "srv  llama_server: exiting due to HTTP server error\n")
+GGUF_LOG = ("gguf_init_from_file_impl: failed to read tensor data\nllama_model_load: error loading model\n"
+            "srv    load_model: failed to load model, '/models/x.gguf'\n"
+            "srv  llama_server: exiting due to model loading error\n")
+
+
+# the cause of a failed launch, from its log --------------------------------------------------------
+
+@pytest.mark.parametrize(("exit_code", "oom_killed", "log", "cause"), [
+    (1, False, BIND_LOG, "bind"),
+    (1, False, "bind(): Address already in use\n", "bind"),
+    (137, False, "load_tensors: loading model tensors\n", "oom"),
+    (1, True, "", "oom"),
+    (1, False, "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 9000 MiB: cudaMalloc failed: out of memory\n"
+               + GGUF_LOG, "oom"),
+    (1, False, "gguf_init_from_file_impl: invalid magic characters: 'abcd'\n", "bad-gguf"),
+    (1, False, GGUF_LOG, "bad-gguf"),
+    (1, False, "something else entirely\n", "other"),
+])
+def test_the_cause_is_read_from_the_exit_and_the_log(exit_code, oom_killed, log, cause) -> None:
+    assert classify_load_failure(exit_code, oom_killed, log).cause == cause
+
+
+def test_a_bind_failure_is_not_called_a_model_load_failure() -> None:
+    headline = classify_load_failure(1, False, BIND_LOG).headline
+    assert "could not bind its port" in headline and "loading the model" not in headline
+
+
+# a failed launch is stopped, named, and the next plan starts it like any stopped container ----------
+
+def test_a_failed_launch_is_stopped_with_its_cause_and_log_tail(world):  # noqa: F811
+    engine, docker, _, _ = world
+    docker.crash_on_start, docker.logs = True, BIND_LOG
+    with pytest.raises(LoadFailed) as failed:
+        engine.apply(load())
+    message = str(failed.value)
+    assert message.startswith("container k3-test could not bind its port") and "[bind: exited, exit code 1, stopped]" \
+        in message
+    assert "couldn't bind HTTP server socket" in failed.value.log_tail
+    assert docker.calls[-2:] == ["run k3-test", "stop k3-test"]  # no crash loop under unless-stopped
+    plan = engine.plan(load())
+    assert [(s.kind, s.action) for s in plan.changes] == [("container", Action.UPDATE), ("health", Action.READ)]
+    assert "start it" in plan.changes[0].reason
+
+
+def test_a_crash_looping_container_is_stopped_too(world):  # noqa: F811
+    engine, docker, _, _ = world
+    real_run = docker.run_container
+
+    def restarting(spec):  # the restart policy is between two tries
+        cid = real_run(spec)
+        docker.containers[spec.name]["State"].update(Status="restarting", Restarting=True, ExitCode=1)
+        return cid
+
+    docker.run_container, docker.logs = restarting, GGUF_LOG
+    with pytest.raises(LoadFailed, match="the GGUF could not be read"):
+        engine.apply(load())
+    assert docker.calls[-1] == "stop k3-test"
+
+
+# an interrupted health wait: the next apply verifies ------------------------------------------------
+
+def test_a_launch_nobody_verified_is_verified_by_the_next_apply(world):  # noqa: F811
+    engine, docker, _, _ = world
+    engine.apply(load())  # as if apply died after the launch: no check ran
+    record = engine.ports.state.read(unverified_key("k3-test"))
+    labels = docker.containers["k3-test"]["Config"]["Labels"]
+    assert record["fingerprint"] == labels["kimik3.container.fingerprint"]
+    health = next(s for s in engine.plan(load()).steps if s.kind == "health")
+    assert health.action is Action.NOOP and "did not verify it" in health.warnings[0]
+    checks = []
+    result = engine.apply_or_revert(load(), lambda: checks.append("verify"))
+    assert not result.changed and checks == ["verify"]  # nothing to change, but verify ran
+    assert engine.ports.state.read(unverified_key("k3-test")) is None
+    engine.apply_or_revert(load(), lambda: checks.append("verify"))
+    assert checks == ["verify"]  # verified once: a converged apply sends no requests again
+
+
+def test_a_failing_resumed_verify_reverts(world):  # noqa: F811
+    engine, docker, _, _ = world
+    engine.apply_or_revert(load(), lambda: None)  # good, verified
+    bad = load(PROFILE.replace("parallel: 2", "parallel: 2, ubatch: 2048"))
+    engine.apply(bad)  # launched; the apply "died" before verify
+
+    def failing() -> None:
+        raise VerifyFailed("verify failed (chat) for k3-test")
+
+    with pytest.raises(VerifyFailed, match="reverted to the last good profile"):
+        engine.apply_or_revert(bad, failing)
+    cmd = docker.containers["k3-test"]["Config"]["Cmd"]
+    assert cmd[cmd.index("--ubatch-size") + 1] == "4096"
+
+
+def test_a_started_container_is_recorded_unverified_too(world):  # noqa: F811
+    engine, docker, _, _ = world
+    engine.apply_or_revert(load(), lambda: None)
+    assert engine.ports.state.read(unverified_key("k3-test")) is None
+    docker.containers["k3-test"]["State"].update(Status="exited", ExitCode=137)
+    engine.apply(load())
+    assert engine.ports.state.read(unverified_key("k3-test")) is not None
+
+
+# a foreign listener on the port ------------------------------------------------------------------
+
+def test_proc_net_tcp_listeners_are_parsed_from_a_recorded_table() -> None:
+    tables = (FIXTURES / "proc-net-tcp.dev-listeners.txt").read_text()  # http.server on 127.0.0.1:19251, ::1:19252
+    assert list(parse_tcp_listeners(tables, 19251).values()) == ["127.0.0.1"]
+    assert list(parse_tcp_listeners(tables, 19252).values()) == ["::1"]
+    assert parse_tcp_listeners(tables, 19253) == {}
+
+
+def test_a_foreign_listener_is_refused_naming_pid_and_program(world):  # noqa: F811
+    engine, docker, _, _ = world
+    host = engine.ports.host
+    host.tcp_text, host.owners = TCP_HEADER + listening(18999, 4711), {4711: (4242, "python3")}
+    assert [(p.address, p.pid, p.program) for p in collect_listeners(host, 18999)] == [("127.0.0.1", 4242, "python3")]
+    with pytest.raises(PlanError, match=r"port 18999 is held by pid 4242 \(python3\) listening on 127.0.0.1"):
+        engine.plan(load())
+    assert docker.calls == []
+
+
+def test_our_own_container_on_the_port_is_not_a_refusal(world):  # noqa: F811
+    engine, docker, _, _ = world
+    engine.apply(load())
+    docker.containers["k3-test"]["State"]["Pid"] = 777
+    host = engine.ports.host
+    host.tcp_text = TCP_HEADER + listening(18999, 555, "00000000")
+    host.owners = {555: (777, "llama-server")}
+    assert engine.plan(load()).converged
+    host.owners = {}  # an owner kimik3 cannot see while its container runs: not judged
+    assert engine.plan(load()).converged
+    host.owners = {555: (4242, "nc")}
+    with pytest.raises(PlanError, match=r"pid 4242 \(nc\)"):
+        engine.plan(load())
+
+
+# a revert resolves the last good profile against its own folder -----------------------------------
+
+def test_the_revert_uses_the_folder_the_good_profile_was_applied_from(tmp_path: Path):
+    good_dir, bad_dir = tmp_path / "good", tmp_path / "bad"
+    good_dir.mkdir(), bad_dir.mkdir()
+    (good_dir / "src.tar.gz").write_bytes(b"source")  # the good profile names it relative: archive: src.tar.gz
+    (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
+    ports, docker = fake_ports(FakeHub("org/k3", REV, FILES, tmp_path / "hub"))
+
+    def engine(folder: Path) -> Engine:
+        return Engine(ports, NullReporter(), folder, tmp_path / "Dockerfile.llamacpp")
+
+    engine(good_dir).apply_or_revert(load())
+    bad = parse_profile(PROFILE.replace("archive: src.tar.gz", f"archive: {good_dir / 'src.tar.gz'}")
+                        .replace("parallel: 2", "parallel: 2, ubatch: 2048"), str(bad_dir / "bad.yaml"))
+    docker.crash_on_start = True
+    real_run = docker.run_container
+
+    def crash_the_new_one(spec):
+        docker.crash_on_start = "2048" in spec.command
+        return real_run(spec)
+
+    docker.run_container = crash_the_new_one
+    with pytest.raises(LoadFailed, match="reverted to the last good profile") as failed:
+        engine(bad_dir).apply_or_revert(bad)
+    assert "failed too" not in str(failed.value)
+    assert docker.containers["k3-test"]["State"]["Status"] == "running"
+
+
+# systemd.enable: false -------------------------------------------------------------------------------
+
+def test_enable_false_installs_when_reset_failed_finds_the_unit_unloaded(world):  # noqa: F811
+    engine, _, _, _ = world
+    units = engine.ports.units
+    real = units.systemctl
+
+    def systemctl(*args: str) -> None:
+        if args[0] == "reset-failed":  # systemd unloads a disabled unit nothing references after daemon-reload
+            raise PermanentError(f"systemctl reset-failed {args[1]} failed (exit 1): Unit {args[1]} not loaded.")
+        real(*args)
+
+    units.systemctl = systemctl
+    engine.apply(load(PROFILE + "systemd: {unit: k3-test, enable: false}\n"))
+    assert units.state["k3-test.service"]["ActiveState"] == "active"
+
+
+# a dockerd restart during the health wait -----------------------------------------------------------
+
+def killed_then(docker, restarts: int):  # noqa: ANN001, ANN201 - FakeDocker; its run_container, patched
+    """The launch is killed (137, as a stopping dockerd does); its restart policy starts it `restarts` times."""
+    real_run, left = docker.run_container, [restarts]
+
+    def run(spec):  # noqa: ANN001
+        cid = real_run(spec)
+        docker.containers[spec.name]["State"].update(Status="exited", ExitCode=137, StartedAt="t-first")
+        return cid
+
+    def inspect(name):  # noqa: ANN001
+        container = docker.containers.get(name)
+        state = container["State"] if container else {}
+        if state.get("Status") == "exited" and state.get("ExitCode") == 137 and left[0] > 0 and docker.polled:
+            left[0] -= 1
+            state.update(Status="running", ExitCode=0, StartedAt=f"t-again-{left[0]}")
+        docker.polled = state.get("Status") == "exited"
+        return container
+
+    docker.polled = False
+    return run, inspect
+
+
+def test_a_launch_killed_by_a_dockerd_restart_and_started_again_is_waited_for(world):  # noqa: F811
+    engine, docker, _, _ = world
+    docker.logs = "load_tensors: loading model tensors\n"
+    docker.run_container, docker.inspect_container = killed_then(docker, restarts=1)
+    result = engine.apply(load())
+    assert result.final.converged and "stop k3-test" not in docker.calls
+    assert docker.containers["k3-test"]["State"]["Status"] == "running"
+
+
+def test_a_kill_that_is_not_followed_by_a_restart_fails_as_out_of_memory(world):  # noqa: F811
+    engine, docker, _, _ = world
+    docker.logs = "load_tensors: loading model tensors\n"
+    docker.run_container, docker.inspect_container = killed_then(docker, restarts=0)
+    started = engine.ports.clock.monotonic()
+    with pytest.raises(LoadFailed, match=r"ran out of memory .* \[oom: exited, exit code 137, stopped\]"):
+        engine.apply(load())
+    assert engine.ports.clock.monotonic() - started >= 30  # the grace for a restart policy to start it again
+
+
+def test_a_bad_gguf_exit_is_not_waited_on_as_a_restart(world):  # noqa: F811
+    engine, docker, _, _ = world
+    docker.crash_on_start, docker.logs = True, GGUF_LOG
+    with pytest.raises(LoadFailed, match="the GGUF could not be read"):
+        engine.apply(load())
+    assert engine.ports.clock.monotonic() < 5
+
+
+def test_a_failed_launch_under_systemd_stops_its_unit_too(world):  # noqa: F811
+    engine, docker, _, _ = world
+    with_unit = PROFILE + "systemd: {unit: k3-test, enable: true}\n"
+    engine.apply(load(with_unit))
+    assert engine.ports.units.state["k3-test.service"]["ActiveState"] == "active"
+    docker.crash_on_start, docker.logs = True, GGUF_LOG
+    with pytest.raises(LoadFailed, match="the GGUF could not be read"):
+        engine.apply(load(with_unit.replace("parallel: 2", "parallel: 2, ubatch: 2048")))
+    assert "systemctl stop k3-test.service" in engine.ports.units.calls
+    assert docker.containers["k3-test"]["State"]["Status"] == "exited"
+
+
+def test_a_failed_first_launch_under_systemd_has_no_unit_to_stop(world):  # noqa: F811
+    engine, docker, _, _ = world
+    docker.crash_on_start, docker.logs = True, BIND_LOG
+    with pytest.raises(LoadFailed, match="could not bind its port"):
+        engine.apply(load(PROFILE + "systemd: {unit: k3-test, enable: true}\n"))
+    assert docker.calls[-1] == "stop k3-test"
+
+
+def test_an_owner_kimik3_cannot_see_is_refused_when_no_kimik3_container_runs(world):  # noqa: F811
+    engine, docker, _, _ = world
+    engine.ports.host.tcp_text = TCP_HEADER + listening(18999, 909)  # owners: {} (another user's process)
+    with pytest.raises(PlanError, match="port 18999 is held by a process kimik3 cannot see"):
+        engine.plan(load())
