@@ -65,15 +65,16 @@ class Engine:
         `source`: the profile file's absolute path, read again by `apply PLAN`."""
         observed = self.observe(loaded, rehash, gate_first=True)
         made = self._plan(loaded, observed)
-        return made, SavedPlan(profile_source=source, profile_text=loaded.text, basis=observed_basis(observed),
-                               steps=made.steps, created=self.ports.clock.now().isoformat(timespec="seconds"),
+        basis = observed_basis(loaded.profile, observed)
+        return made, SavedPlan(profile_source=source, profile_text=loaded.text, basis=basis, steps=made.steps,
+                               created=self.ports.clock.now().isoformat(timespec="seconds"),
                                rehash=rehash, warnings=made.warnings)
 
     def apply_saved(self, loaded: LoadedProfile, saved: SavedPlan, profile_text_now: str | None) -> ApplyResult:
         """Execute exactly `saved`'s steps, once nothing moved since it was made (else StalePlan, nothing run);
         then wait for health as apply does. `profile_text_now`: the profile file as it reads now."""
         observed = self.observe(loaded, saved.rehash, gate_first=True)
-        moved = stale_reasons(saved, profile_text_now, observed, self._plan(loaded, observed))
+        moved = stale_reasons(saved, loaded.profile, profile_text_now, observed, self._plan(loaded, observed))
         if moved:
             raise StalePlan(f"the saved plan (made {saved.created}) is stale: the host or the profile moved since; "
                             f"nothing was changed. Plan again (kimik3 plan {saved.profile_source} -out PLAN):\n  - "

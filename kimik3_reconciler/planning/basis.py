@@ -2,11 +2,14 @@
 
 `observed_basis` is the part of an observation that the changing steps depend on, as a flat
 {fact: value} map: the model files and which are missing, the local inputs' hashes, images and
-their fingerprints, base image ids, the container (id, state, fingerprint, image), other profiles'
-containers, kimik3's units, gate records, and the host facts that reach a build or a launch. Not in
+their fingerprints, base image ids, the container (id, state, fingerprint, image), the containers
+it conflicts with, kimik3's units, gate records, and the host facts that reach a build or a launch. Not in
 it: what moves on its own without changing a decision (free disk, free VRAM, RAM available, the
-/health answer, the measured load rate). `stale_reasons` compares a saved plan with a fresh
-observation and re-plan, and names every fact, profile field and step that moved.
+/health answer, the measured load rate), and other profiles' images and containers that this
+profile's steps do not look at (on a shared host they come and go all day).
+
+`stale_reasons` compares a saved plan with a fresh observation and re-plan, and names every fact,
+profile field and step that moved.
 """
 
 from __future__ import annotations
@@ -19,7 +22,10 @@ import yaml
 from kimik3_reconciler.model.facts import ModelFact, Observed
 from kimik3_reconciler.model.plan import Plan, Step, flat_diff
 from kimik3_reconciler.model.plan_file import SavedPlan
+from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.specs import HealthWait
+from kimik3_reconciler.planning.conflict_step import why_conflicting
+from kimik3_reconciler.planning.image_step import image_tag, render_image_build
 
 
 def _s(value: object) -> str:
@@ -38,25 +44,32 @@ def _model(label: str, fact: ModelFact | None) -> dict[str, str]:
             f"{label}.missing": ", ".join(fact.missing) or "none"}
 
 
-def _docker(observed: Observed) -> dict[str, str]:
+def _docker(profile: Profile, observed: Observed) -> dict[str, str]:
+    """The profile's tag, builds of its fingerprint (retag targets), its container and those it conflicts with."""
+    tag, wanted = image_tag(profile), render_image_build(profile, observed).fingerprint
+    running = observed.container.image_id if observed.container else None
     facts = {}
     for image in observed.images:
+        if tag not in image.tags and image.fingerprint != wanted and image.id != running:
+            continue
         value = f"{image.id[:19]} fingerprint {image.fingerprint} smoke {image.smoke or '-'}"
         for name in image.tags or (image.id[:19],):
             facts[f"image {name}"] = value
     facts |= {f"base image {ref}": _s(image_id) for ref, image_id in observed.base_images.items()}
-    for container in (observed.container, *observed.others):
+    conflicting = (o for o in observed.others if why_conflicting(profile, o, profile.serve.port))
+    for container in (observed.container, *conflicting):
         if container is not None:
-            facts[f"container {container.name}"] = (f"{container.state} {container.id[:12]}, fingerprint "
-                                                    f"{container.fingerprint}, image {(container.image_id or '-')[:19]}")
+            image = (container.image_id or "-")[:19]
+            facts[f"container {container.name}"] = (f"{container.state} {container.id[:12]}, "
+                                                    f"fingerprint {container.fingerprint}, image {image}")
     return facts
 
 
-def observed_basis(observed: Observed) -> dict[str, str]:
+def observed_basis(profile: Profile, observed: Observed) -> dict[str, str]:
     """The facts a saved plan must find unchanged (see the module docstring for what is left out)."""
     host, inputs = observed.host, observed.inputs
     facts = {**_model("model", observed.model), **_model("tokenizer", observed.tokenizer),
-             **_model("reference", observed.reference), **_docker(observed)}
+             **_model("reference", observed.reference), **_docker(profile, observed)}
     facts |= {"input dockerfile": inputs.dockerfile_sha256, "input archive": _s(inputs.archive_sha256),
               "input patches": ", ".join(f"{p.name} {p.sha256[:16]}" for p in inputs.patches) or "none",
               "input api_key_file": _s(inputs.api_key_file), "input draft_model": _s(inputs.draft_model)}
@@ -109,8 +122,9 @@ def step_moves(saved: tuple[Step, ...], now: tuple[Step, ...]) -> list[str]:
     return sorted(moves)
 
 
-def stale_reasons(saved: SavedPlan, profile_text_now: str | None, observed: Observed, now: Plan) -> tuple[str, ...]:
-    """Everything that moved since `saved` was made; empty = it may be executed as saved."""
+def stale_reasons(saved: SavedPlan, profile: Profile, profile_text_now: str | None, observed: Observed,
+                  now: Plan) -> tuple[str, ...]:
+    """Everything that moved since `saved` (of `profile`) was made; empty = it may be executed as saved."""
     return (*profile_moves(saved.profile_source, saved.profile_text, profile_text_now),
-            *(str(d) for d in flat_diff(saved.basis, observed_basis(observed))),
+            *(str(d) for d in flat_diff(saved.basis, observed_basis(profile, observed))),
             *step_moves(saved.steps, now.steps))

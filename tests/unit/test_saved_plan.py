@@ -94,6 +94,17 @@ def test_a_model_fetched_since_makes_the_plan_stale(world):
     assert "container k3-test: (none) → running" in moved
 
 
+def test_another_profile_coming_and_going_on_a_shared_host_does_not_make_it_stale(world):
+    engine, docker, work = world
+    apply_saved(engine, save(engine, work))
+    docker.containers["k3-test"]["State"]["Status"] = "exited"
+    saved = save(engine, work)
+    other = FAKE_PROFILE.replace("name: k3-test", "name: k3-other").replace("port: 18999", "port: 19001")
+    engine.apply(parse_profile(other, "other.yaml"))  # another team's deployment: other port, no GPUs
+    result = apply_saved(engine, saved)
+    assert [s.kind for s in result.executed] == ["container", "health"]
+
+
 def test_the_plan_file_holds_no_secret(world):
     engine, _, work = world
     (work / "api.key").write_text("sk-very-secret-key-123\n")
