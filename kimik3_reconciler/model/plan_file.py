@@ -9,6 +9,7 @@ payloads carry the api key's *path*, never its content.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from functools import cache
@@ -80,7 +81,8 @@ class SavedPlan:
         return {
             "format": FORMAT, "version": VERSION, "created": self.created,
             "profile": {"source": self.profile_source, "text": self.profile_text},
-            "observed": {"rehash": self.rehash, "basis": dict(sorted(self.basis.items()))},
+            "observed": {"rehash": self.rehash, "digest": basis_digest(self.basis),
+                         "basis": dict(sorted(self.basis.items()))},
             "warnings": list(self.warnings),
             "steps": [step_to_json(s) for s in self.steps],
         }
@@ -98,6 +100,11 @@ class SavedPlan:
                        rehash=bool(data["observed"].get("rehash", False)), warnings=tuple(data.get("warnings", ())))
         except (KeyError, TypeError, ValueError, ValidationError) as exc:
             raise InputError(f"{source}: not a readable kimik3 saved plan ({type(exc).__name__}: {exc})") from exc
+
+
+def basis_digest(basis: dict[str, str]) -> str:
+    """One sha256 over the facts the plan was made from (for readers and CI logs; apply compares the facts)."""
+    return hashlib.sha256(json.dumps(basis, sort_keys=True).encode()).hexdigest()
 
 
 def read_saved_plan(text: str, source: str) -> SavedPlan | None:
