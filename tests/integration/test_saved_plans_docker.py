@@ -127,3 +127,14 @@ def test_an_unreachable_hub_exits_6_within_seconds_naming_its_url(tmp_path: Path
     assert elapsed < 8, f"{elapsed:.1f} s"
     print(f"{endpoint}: exit 6 in {elapsed:.2f} s: {result.stderr.strip()}")
     assert not exists("k3-plan-hub")
+
+
+def test_the_host_gate_refuses_a_no_gpu_host_before_any_hub_request(tmp_path: Path) -> None:
+    profile = demo_profile(tmp_path, "k3-plan-gpu", 19152, f"http://127.0.0.1:{CLOSED_PORT}")
+    profile["build"]["variant"], profile["gpus"] = "cuda", "all"  # this machine has no NVIDIA driver
+    write_profile(tmp_path, profile)
+    started = time.monotonic()
+    result = kimik3(tmp_path, "plan", "profile.yaml", check=False)
+    assert result.returncode == 3, result.stderr
+    assert "the host gate refuses this profile" in result.stderr and "0 GPUs on this host" in result.stderr
+    assert "not reachable" not in result.stderr and time.monotonic() - started < 8
