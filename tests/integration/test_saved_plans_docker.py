@@ -77,7 +77,11 @@ def test_a_saved_plan_is_stale_once_the_container_is_removed(workdir: Path) -> N
     assert "nothing was changed" in refused.stderr and "Traceback" not in refused.stderr
     assert not exists(NAME)  # touched nothing: no container was made
     print(f"stale refusal in {time.monotonic() - started:.2f} s:\n{refused.stderr}")
-    kimik3(workdir, "apply", "profile.yaml")  # back to converged for the next test
+    # A new plan relaunches it; `apply --json PLAN` reports what ran, and verify passed.
+    kimik3(workdir, "plan", "profile.yaml", "-out", "relaunch.plan")
+    result = json.loads(kimik3(workdir, "apply", "--json", "relaunch.plan").stdout)
+    assert [s["kind"] for s in result["executed"]] == ["container", "health"]
+    assert result["final"]["converged"] is True and result["verify"]["ok"] is True
 
 
 def test_a_saved_plan_is_stale_once_the_profile_is_edited(workdir: Path) -> None:
