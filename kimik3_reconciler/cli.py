@@ -195,6 +195,19 @@ def plan(ctx: click.Context, file: str, json_out: bool, detailed_exitcode: bool,
         sys.exit(CHANGES_PENDING)
 
 
+def _apply_input(ctx: click.Context, file: str, json_out: bool):  # noqa: ANN202 - (profile, Engine, runner)
+    """A profile, or a saved plan (told apart by content): what apply loads, its engine, and what it runs
+    (None: converge in rounds; else the saved plan's steps, checked for staleness first)."""
+    text = _read(file)
+    saved = read_saved_plan(text, file)
+    if saved is None:
+        return parse_profile(text, source=file), _ctx(ctx, json_out).engine(file), None
+    loaded = parse_profile(saved.profile_text, source=saved.profile_source)
+    engine = _ctx(ctx, json_out).engine(saved.profile_source)
+    text_now = _profile_text_now(saved.profile_source)
+    return loaded, engine, lambda: engine.apply_saved(loaded, saved, text_now)
+
+
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--json", "json_out", is_flag=True, help="print the result as JSON on stdout")
@@ -211,18 +224,7 @@ def apply(ctx: click.Context, file: str, json_out: bool, rounds: int, verify_ser
     steps run exactly, after a fresh observation shows nothing moved since (else exit 7, nothing touched)."""
     from kimik3_reconciler.verify import verify as run_verify
 
-    text = _read(file)
-    saved = read_saved_plan(text, file)
-    if saved is not None:
-        loaded = parse_profile(saved.profile_text, source=saved.profile_source)
-        engine = _ctx(ctx, json_out).engine(saved.profile_source)
-        text_now = _profile_text_now(saved.profile_source)
-
-        def run():  # noqa: ANN202 - engine.ApplyResult
-            return engine.apply_saved(loaded, saved, text_now)
-    else:
-        loaded, run = parse_profile(text, source=file), None
-        engine = _ctx(ctx, json_out).engine(file)
+    loaded, engine, run = _apply_input(ctx, file, json_out)
     reports = []
 
     def check() -> None:
