@@ -120,6 +120,8 @@ def _require_current(loaded: LoadedProfile, observed: Observed) -> None:
     """The running container must be this profile's current launch: checks passing against another quant
     or image would vouch for a deployment the profile does not describe. The container planner decides,
     so verify and plan never disagree on "current"."""
+    if observed.model.listing_error:  # no manifest here and the hub is down: the shard's name (part of the
+        return                        # launch) is unknown, so "current" cannot be judged; the checks still run
     (step,) = plan_container(render_desired(loaded.profile, observed), observed)
     if step.action in (Action.CREATE, Action.REPLACE):
         moved = "; ".join(str(d) for d in step.diff) or step.reason

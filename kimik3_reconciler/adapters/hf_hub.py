@@ -63,7 +63,7 @@ class HuggingFaceHub:
         fails in about a second with the URL named, instead of huggingface_hub's 5 retries (~25 s of
         warnings) per request. Any HTTP answer counts as reachable."""
         hub = endpoint or constants.ENDPOINT
-        if hub in self._answered:
+        if hub in self._answered or constants.HF_HUB_OFFLINE:  # offline: huggingface_hub refuses, no request
             return
         try:
             for attempt in Retrying(retry=retry_if_exception_type(httpx.TransportError), stop=stop_after_attempt(2),
