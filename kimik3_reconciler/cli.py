@@ -169,10 +169,10 @@ def validate(files: tuple[str, ...]) -> None:
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--json", "json_out", is_flag=True, help="print the plan as JSON on stdout")
-@click.option("--detailed-exitcode", is_flag=True, help=f"exit {CHANGES_PENDING} when the plan has changes")
+@click.option("--detailed-exitcode", is_flag=True, help=f"exit {CHANGES_PENDING} when the plan has changes, 0 when none (errors: their own codes)")
 @click.option("--verify", "rehash", is_flag=True, help=_REHASH_HELP)
 @click.option("-v", "--verbose", is_flag=True, help="also show NOOP steps and why nothing is needed")
-@click.option("-out", "--out", "out", type=click.Path(dir_okay=False),
+@click.option("-out", "--out", "out", type=click.Path(dir_okay=False), metavar="PLAN",
               help="save the plan to this file: `kimik3 apply PLAN` executes exactly it, or refuses it as stale")
 @click.pass_context
 @_run
