@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-
 from urllib.parse import quote
 
 import httpx
 from huggingface_hub import HfApi, constants, get_token, try_to_load_from_cache
-from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_fixed
 from huggingface_hub.errors import (
     EntryNotFoundError,
     HfHubHTTPError,
@@ -17,6 +16,7 @@ from huggingface_hub.errors import (
     RevisionNotFoundError,
 )
 from huggingface_hub.hf_api import RepoFile
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_fixed
 
 from kimik3_reconciler.adapters.hub_download import fetch_all, targets
 from kimik3_reconciler.adapters.translate import translated
@@ -24,6 +24,7 @@ from kimik3_reconciler.errors import HubError, Kimik3Error
 from kimik3_reconciler.model.facts import RemoteFile
 from kimik3_reconciler.model.specs import ModelDownload
 
+PROBE_VALID_S = 60.0  # how long a hub that answered the reachability probe is taken as up
 
 
 def _is_transport(exc: Exception) -> bool:
@@ -56,15 +57,16 @@ def _remote(entry: RepoFile) -> RemoteFile:
 class HuggingFaceHub:
     def __init__(self, download_workers: int = 4):
         self.download_workers = download_workers  # files fetched at a time
-        self._answered: set[str] = set()  # hub URLs that answered this process's reachability probe
+        self._answered: dict[str, float] = {}  # hub URL -> when it last answered the reachability probe
 
     def _reachable(self, endpoint: str | None, what: str) -> None:
         """One HEAD of the hub's root, retried once after 0.5 s: a refused connection or an unknown host name
         fails in about a second with the URL named, instead of huggingface_hub's 5 retries (~25 s of
-        warnings) per request. Any HTTP answer counts as reachable."""
+        warnings) per request. Any HTTP answer counts as reachable, for a minute (a long-lived process,
+        e.g. a reconcile loop, probes again later)."""
         hub = endpoint or constants.ENDPOINT
-        if hub in self._answered or constants.HF_HUB_OFFLINE:  # offline: huggingface_hub refuses, no request
-            return
+        if time.monotonic() - self._answered.get(hub, -PROBE_VALID_S) < PROBE_VALID_S or constants.HF_HUB_OFFLINE:
+            return  # answered recently; or offline, where huggingface_hub itself refuses without a request
         try:
             for attempt in Retrying(retry=retry_if_exception_type(httpx.TransportError), stop=stop_after_attempt(2),
                                     wait=wait_fixed(0.5), reraise=True):
@@ -72,7 +74,7 @@ class HuggingFaceHub:
                     httpx.head(hub, timeout=httpx.Timeout(10.0, connect=5.0))
         except httpx.TransportError as exc:
             raise HubError(f"{what}: hub {hub} not reachable: {exc} (tried twice)") from exc
-        self._answered.add(hub)
+        self._answered[hub] = time.monotonic()
 
     def default_cache_dir(self) -> str:
         return str(constants.HF_HUB_CACHE)
