@@ -114,3 +114,17 @@ def test_the_plan_file_holds_no_secret(world):
     _, saved = engine.save_plan(parse_profile(text, source), source)
     written = write_saved_plan(saved)
     assert "sk-very-secret-key-123" not in written and str(work / "api.key") in written
+
+
+def test_health_is_not_a_decision_a_load_in_progress_is_waited_for_either_way(world):
+    engine, docker, work = world
+    apply_saved(engine, save(engine, work))
+    http = engine.ports.http
+    http.loading_polls = 1  # the plan is made while the model loads: it holds a health wait
+    saved = save(engine, work)
+    assert [s.kind for s in saved.changes] == ["health"]
+    assert [s.kind for s in apply_saved(engine, saved).executed] == ["health"]  # healthy by now: not stale
+    saved = save(engine, work)  # made when healthy: nothing to do ...
+    http.loading_polls = 2  # ... but the server is loading again when it is applied: apply waits, as apply does
+    result = apply_saved(engine, saved)
+    assert [s.kind for s in result.executed] == ["health"] and result.final.converged
