@@ -1,8 +1,6 @@
 """The `kimik3` command: parse, load the profile, call the engine, render, map errors to exit codes.
 
-Exit codes: 0 ok (converged / valid / no changes), 1 a step failed or did not converge,
-2 invalid profile or input (nothing on the host was touched), 3 the planner refused,
-4 `plan --detailed-exitcode` with changes pending.
+Exit codes: the table in errors.py's docstring (also `EXIT_CODES` below, printed by `kimik3 --help`).
 """
 
 from __future__ import annotations
@@ -20,11 +18,23 @@ from rich.text import Text
 
 from kimik3_reconciler.engine import Engine
 from kimik3_reconciler.errors import InputError, Kimik3Error, ProfileError, VerifyFailed
+from kimik3_reconciler.model.plan_file import SavedPlan, read_saved_plan, write_saved_plan
 from kimik3_reconciler.model.profile_source import LoadedProfile, parse_profile
 from kimik3_reconciler.render import render_plan
 from kimik3_reconciler.reporting import CliReporter, configure_logging
 
 CHANGES_PENDING = 4
+# \b: click prints the block as written (no rewrapping).
+EXIT_CODES = """\b
+Exit codes:
+  0  ok: converged, valid, no changes
+  1  a step failed, did not converge, or verify failed
+  2  invalid input: profile, plan file or a file it names (nothing touched)
+  3  the host gate or the planner refused (nothing touched)
+  4  changes pending (plan --detailed-exitcode)
+  5  locked: another kimik3 holds this host's lock
+  6  the hub is unreachable or refused a request (its URL is named)
+  7  a saved plan is stale: the host or the profile moved since (nothing touched)"""
 _REHASH_HELP = "re-hash the cached model files against the hub's sha256 (slow: reads every byte)"
 # soft_wrap: never break a line (messages are grepped in CI logs); no markup from messages.
 _err = Console(stderr=True, soft_wrap=True, markup=False, highlight=False)
@@ -40,14 +50,41 @@ def _default_dockerfile() -> str:
     return str(resources.files("kimik3_reconciler") / "Dockerfile.llamacpp")
 
 
-def load(path: str) -> LoadedProfile:
+def _read(path: str) -> str:
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        return Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror}") from exc
     except UnicodeDecodeError as exc:
         raise InputError(f"{path}: not UTF-8 text (byte {exc.start}): save the profile as UTF-8") from exc
+
+
+def load(path: str) -> LoadedProfile:
+    text = _read(path)
+    saved = read_saved_plan(text, path)
+    if saved is not None:  # only apply executes a saved plan; the other commands take its profile
+        raise InputError(f"{path} is a saved plan (made {saved.created}): `kimik3 apply {path}` executes it; "
+                         f"this command takes the profile ({saved.profile_source})")
     return parse_profile(text, source=path)
+
+
+def _profile_text_now(path: str) -> str | None:
+    """The profile file a saved plan was made from, as it reads now (None: gone or unreadable)."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _write_plan(path: str, saved: SavedPlan) -> None:
+    """Atomically: a half-written plan file must never be applied."""
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.kimik3-tmp")
+    try:
+        tmp.write_text(write_saved_plan(saved), encoding="utf-8")
+        tmp.replace(target)
+    except OSError as exc:
+        raise InputError(f"cannot write the plan to {path}: {exc.strerror}") from exc
 
 
 class _Context:
@@ -82,7 +119,7 @@ def _run(fn):  # noqa: ANN001 - click callback wrapper
     return wrapper
 
 
-@click.group()
+@click.group(epilog=EXIT_CODES)
 @click.option("--state-dir", envvar="KIMIK3_STATE_DIR", default=_default_state_dir, show_default="~/.local/state/kimik3",
               help="where kimik3 keeps its records (verified model manifests, fetched archives)")
 @click.option("--dockerfile", envvar="KIMIK3_DOCKERFILE", default=_default_dockerfile, help="Dockerfile.llamacpp to build")
@@ -132,21 +169,43 @@ def validate(files: tuple[str, ...]) -> None:
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--json", "json_out", is_flag=True, help="print the plan as JSON on stdout")
-@click.option("--detailed-exitcode", is_flag=True, help=f"exit {CHANGES_PENDING} when the plan has changes")
+@click.option("--detailed-exitcode", is_flag=True, help=f"exit {CHANGES_PENDING} when the plan has changes, 0 when none (errors: their own codes)")
 @click.option("--verify", "rehash", is_flag=True, help=_REHASH_HELP)
 @click.option("-v", "--verbose", is_flag=True, help="also show NOOP steps and why nothing is needed")
+@click.option("-out", "--out", "out", type=click.Path(dir_okay=False), metavar="PLAN",
+              help="save the plan to this file: `kimik3 apply PLAN` executes exactly it, or refuses it as stale")
 @click.pass_context
 @_run
-def plan(ctx: click.Context, file: str, json_out: bool, detailed_exitcode: bool, rehash: bool, verbose: bool) -> None:
+def plan(ctx: click.Context, file: str, json_out: bool, detailed_exitcode: bool, rehash: bool, verbose: bool,
+         out: str | None) -> None:
     """Show what apply would change, and why."""
     loaded = load(file)
-    the_plan = _ctx(ctx, json_out).engine(file).plan(loaded, rehash=rehash)
+    engine = _ctx(ctx, json_out).engine(file)
+    if out:
+        the_plan, saved = engine.save_plan(loaded, str(Path(file).resolve()), rehash=rehash)
+        _write_plan(out, saved)
+        _err.print(f"plan saved to {out}: `kimik3 apply {out}` executes exactly these steps")
+    else:
+        the_plan = engine.plan(loaded, rehash=rehash)
     if json_out:
         click.echo(json.dumps(the_plan.to_json(), indent=2))
     else:
         render_plan(the_plan, _out, verbose=verbose or ctx.obj["verbose"])
     if detailed_exitcode and not the_plan.converged:
         sys.exit(CHANGES_PENDING)
+
+
+def _apply_input(ctx: click.Context, file: str, json_out: bool):  # noqa: ANN202 - (profile, Engine, runner)
+    """A profile, or a saved plan (told apart by content): what apply loads, its engine, and what it runs
+    (None: converge in rounds; else the saved plan's steps, checked for staleness first)."""
+    text = _read(file)
+    saved = read_saved_plan(text, file)
+    if saved is None:
+        return parse_profile(text, source=file), _ctx(ctx, json_out).engine(file), None
+    loaded = parse_profile(saved.profile_text, source=saved.profile_source)
+    engine = _ctx(ctx, json_out).engine(saved.profile_source)
+    text_now = _profile_text_now(saved.profile_source)
+    return loaded, engine, lambda: engine.apply_saved(loaded, saved, text_now)
 
 
 @main.command()
@@ -159,11 +218,13 @@ def plan(ctx: click.Context, file: str, json_out: bool, detailed_exitcode: bool,
 @click.pass_context
 @_run
 def apply(ctx: click.Context, file: str, json_out: bool, rounds: int, verify_server: bool, rehash: bool) -> None:
-    """Converge the host: download, build, smoke-test, launch, wait healthy, verify."""
+    """Converge the host: download, build, smoke-test, launch, wait healthy, verify.
+
+    FILE is a profile, or a plan saved by `kimik3 plan FILE -out PLAN` (told apart by content): that plan's
+    steps run exactly, after a fresh observation shows nothing moved since (else exit 7, nothing touched)."""
     from kimik3_reconciler.verify import verify as run_verify
 
-    loaded = load(file)
-    engine = _ctx(ctx, json_out).engine(file)
+    loaded, engine, run = _apply_input(ctx, file, json_out)
     reports = []
 
     def check() -> None:
@@ -177,7 +238,8 @@ def apply(ctx: click.Context, file: str, json_out: bool, rounds: int, verify_ser
 
     # Verify only what changed: on a converged host a 2.8T model would answer 4 requests for nothing.
     # A failing gate, load or verify relaunches the last good profile (engine.apply_or_revert).
-    result = engine.apply_or_revert(loaded, check if verify_server else None, max_rounds=rounds, rehash=rehash)
+    result = engine.apply_or_revert(loaded, check if verify_server else None, max_rounds=rounds, rehash=rehash,
+                                    run=run)
     report = reports[-1] if reports else None
     if json_out:
         click.echo(json.dumps({

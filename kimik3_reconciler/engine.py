@@ -11,14 +11,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kimik3_reconciler.errors import ConvergenceError, Kimik3Error, LoadFailed, VerifyFailed
+from kimik3_reconciler.errors import ConvergenceError, Kimik3Error, LoadFailed, StalePlan, VerifyFailed
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.plan import Plan, Step
+from kimik3_reconciler.model.plan_file import SavedPlan
 from kimik3_reconciler.model.profile_source import LoadedProfile, parse_profile
 from kimik3_reconciler.model.records import last_good_key, unverified_key
+from kimik3_reconciler.model.specs import HealthWait
 from kimik3_reconciler.observe import observe
 from kimik3_reconciler.observe.docker_objects import parse_container
-from kimik3_reconciler.planning import gate_reference, plan, plan_destroy, plan_prune
+from kimik3_reconciler.planning import gate_reference, plan, plan_destroy, plan_prune, refuse_by_host_gate
+from kimik3_reconciler.planning.basis import observed_basis, stale_reasons
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps import Reporter, check_executable, execute
 
@@ -43,14 +46,58 @@ class Engine:
         self.ports, self.reporter = ports, reporter
         self.base_dir, self.dockerfile = base_dir, dockerfile
 
-    def observe(self, loaded: LoadedProfile, rehash: bool = False) -> Observed:
-        """`rehash` (`--verify`): re-hash the cached model files instead of trusting the verified manifest."""
+    def observe(self, loaded: LoadedProfile, rehash: bool = False, gate_first: bool = False) -> Observed:
+        """`rehash` (`--verify`): re-hash the cached model files instead of trusting the verified manifest;
+        `gate_first`: the host gate judges the host facts before any hub request (a no-GPU host is refused
+        at once, not after the hub's retries)."""
         profile = loaded.profile
-        return observe(profile, self.ports, self.base_dir, self.dockerfile, rehash, gate_reference(profile))
+        before_hub = (lambda partial: refuse_by_host_gate(profile, partial)) if gate_first else None
+        return observe(profile, self.ports, self.base_dir, self.dockerfile, rehash, gate_reference(profile),
+                       before_hub=before_hub)
 
     def plan(self, loaded: LoadedProfile, rehash: bool = False) -> Plan:
-        warnings = tuple(str(w) for w in loaded.warnings)
-        return check_executable(plan(loaded.profile, self.observe(loaded, rehash), warnings))
+        return self._plan(loaded, self.observe(loaded, rehash, gate_first=True))
+
+    def _plan(self, loaded: LoadedProfile, observed: Observed) -> Plan:
+        return check_executable(plan(loaded.profile, observed, tuple(str(w) for w in loaded.warnings)))
+
+    def save_plan(self, loaded: LoadedProfile, source: str, rehash: bool = False) -> tuple[Plan, SavedPlan]:
+        """The plan, and the same plan with the facts it was made from (`kimik3 plan FILE -out PLAN`);
+        `source`: the profile file's absolute path, read again by `apply PLAN`."""
+        observed = self.observe(loaded, rehash, gate_first=True)
+        made = self._plan(loaded, observed)
+        basis = observed_basis(loaded.profile, observed)
+        return made, SavedPlan(profile_source=source, profile_text=loaded.text, basis=basis, steps=made.steps,
+                               created=self.ports.clock.now().isoformat(timespec="seconds"),
+                               rehash=rehash, warnings=made.warnings)
+
+    def apply_saved(self, loaded: LoadedProfile, saved: SavedPlan, profile_text_now: str | None) -> ApplyResult:
+        """Execute exactly `saved`'s steps, once nothing moved since it was made (else StalePlan, nothing run);
+        then wait for health as apply does. `profile_text_now`: the profile file as it reads now."""
+        observed = self.observe(loaded, saved.rehash, gate_first=True)
+        moved = stale_reasons(saved, loaded.profile, profile_text_now, observed, self._plan(loaded, observed))
+        if moved:
+            raise StalePlan(f"the saved plan (made {saved.created}) is stale: the host or the profile moved since; "
+                            f"nothing was changed. Plan again (kimik3 plan {saved.profile_source} -out PLAN):\n  - "
+                            + "\n  - ".join(moved), moved)
+        result = ApplyResult(rounds=1)
+        self._execute(saved.changes, result)
+        final = self.plan(loaded)
+        # A load the saved plan did not wait for (it was made while the container was loading): wait now.
+        self._execute(tuple(s for s in final.changes if isinstance(s.spec, HealthWait)), result)
+        result.final = self.plan(loaded) if result.executed else final
+        if not result.final.converged:
+            pending = tuple(f"{s.kind} {s.target}: {s.reason}" for s in result.final.changes)
+            raise ConvergenceError("the saved plan ran, but the host still wants changes (plan again):\n  "
+                                   + "\n  ".join(pending), pending)
+        return result
+
+    def _execute(self, steps: tuple[Step, ...], result: ApplyResult) -> None:
+        for step in steps:
+            self.reporter.event("step", kind=step.kind, action=step.action.name.lower(),
+                                target=step.target, reason=step.reason)
+            execute(step, self.ports, self.reporter)
+            result.executed.append(step)
 
     def apply(self, loaded: LoadedProfile, max_rounds: int = DEFAULT_ROUNDS, rehash: bool = False) -> ApplyResult:
         """Converge; `rehash` applies to the first observation only (what it finds missing is fetched again)."""
@@ -60,11 +107,7 @@ class Engine:
             result.rounds, result.final = round_no, current
             if current.converged:
                 return result
-            for step in current.changes:
-                self.reporter.event("step", kind=step.kind, action=step.action.name.lower(),
-                                    target=step.target, reason=step.reason)
-                execute(step, self.ports, self.reporter)
-                result.executed.append(step)
+            self._execute(current.changes, result)
         final = self.plan(loaded)
         result.final = final
         if not final.converged:
@@ -73,11 +116,12 @@ class Engine:
         return result
 
     def apply_or_revert(self, loaded: LoadedProfile, check: Callable[[], None] | None = None,
-                        max_rounds: int = DEFAULT_ROUNDS, rehash: bool = False) -> ApplyResult:
-        """Apply; then `check` (verify). On success record the profile as the last good one. When
-        the gate, the load or the check fails, relaunch the last good profile and re-raise, saying so."""
+                        max_rounds: int = DEFAULT_ROUNDS, rehash: bool = False,
+                        run: Callable[[], ApplyResult] | None = None) -> ApplyResult:
+        """Apply (or `run`: a saved plan); then `check` (verify). On success record the profile as the last
+        good one. When the gate, the load or the check fails, relaunch the last good profile and re-raise."""
         try:
-            result = self.apply(loaded, max_rounds, rehash)
+            result = run() if run is not None else self.apply(loaded, max_rounds, rehash)
             if check is not None and (result.changed or self._verify_due(loaded.profile.name)):
                 check()
                 self.ports.state.delete(unverified_key(loaded.profile.name))

@@ -1,9 +1,21 @@
 """kimik3's one error tree; adapters translate SDK exceptions into it, the CLI maps it to exit codes.
 
+Exit codes (the one table; README and `kimik3 --help` repeat it):
+
+    0  ok: converged, valid, no changes
+    1  a step failed, did not converge, or verify failed
+    2  invalid input: profile, plan file or a file it names (nothing was touched)
+    3  the host gate or the planner refused (nothing was touched)
+    4  changes pending (`plan --detailed-exitcode`)
+    5  locked: another kimik3 holds this host's lock (LockHeld)
+    6  the hub: unreachable, or it refused a request (HubError; the URL is named)
+    7  a saved plan is stale: the host or the profile moved since it was made (nothing was touched)
+
     Kimik3Error                       exit 1 unless a subclass says otherwise
     ├── ProfileError                  invalid profile (file:line problems)        exit 2
     ├── InputError                    a file the profile names is missing/bad      exit 2
     ├── PlanError                     the planner refuses (a rule needs host facts) exit 3
+    ├── StalePlan                     apply PLAN: the host or profile moved        exit 7
     ├── ConvergenceError              rounds exhausted, names the unconverged steps
     └── StepError                     an effect failed
         ├── TransientError            retrying may help (tenacity retries these in adapters)
@@ -13,7 +25,8 @@
             ├── SmokeFailed           a new image failed its tiny-model smoke test
             ├── GateFailed            a quant failed its PPL/KLD gate against the reference
             ├── VerifyFailed          the new deployment failed `kimik3 verify` after apply
-            └── DownloadFailed        hub refused (unknown repo/revision/file) or hash mismatch
+            └── DownloadFailed        a fetched file failed verification, disk full
+                └── HubError          hub unreachable or refusing (URL named)      exit 6
 """
 
 from __future__ import annotations
@@ -112,4 +125,21 @@ class VerifyFailed(PermanentError):
 
 
 class DownloadFailed(PermanentError):
-    """The hub refused (unknown repo/revision/file) or a file failed verification."""
+    """A fetched file failed verification (sha256), or could not be written (disk full)."""
+
+
+class HubError(DownloadFailed):
+    """The hub (or mirror) is unreachable, or refused a request (unknown repo/revision/path, 401/403,
+    5xx after retries); the message names its URL. Distinct from the host gate's refusal (3)."""
+
+    exit_code = 6
+
+
+class StalePlan(Kimik3Error):
+    """`kimik3 apply PLAN`: the host or the profile moved since the plan was made; nothing was executed."""
+
+    exit_code = 7
+
+    def __init__(self, message: str, moved: tuple[str, ...] = ()):
+        self.moved = moved
+        super().__init__(message)

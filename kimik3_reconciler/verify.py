@@ -18,9 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from kimik3_reconciler.engine import Engine
-from kimik3_reconciler.errors import PermanentError, StepError
+from kimik3_reconciler.errors import PermanentError, StepError, VerifyFailed
+from kimik3_reconciler.model.facts import Observed
+from kimik3_reconciler.model.plan import Action
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.profile_source import LoadedProfile
+from kimik3_reconciler.planning import render_desired
+from kimik3_reconciler.planning.container_step import plan_container
 from kimik3_reconciler.ports import ChatPort, Ports
 
 WEATHER_TOOL = {
@@ -100,6 +104,7 @@ def _serving(engine: Engine, loaded: LoadedProfile) -> _Server:
     if container is None or container.state != "running" or container.health != "ok":
         state = "absent" if container is None else f"{container.state}, health {container.health}"
         raise PermanentError(f"{loaded.profile.name} is not serving ({state}); run `kimik3 apply` first")
+    _require_current(loaded, observed)
     # The container's own launch inputs say where it listens (it may predate an edit of the profile).
     port = container.inputs.get("serve.port", loaded.profile.serve.port)
     base_url = f"http://{_probe(container.inputs)}:{port}"
@@ -109,6 +114,19 @@ def _serving(engine: Engine, loaded: LoadedProfile) -> _Server:
         lines = Path(observed.inputs.api_key_file).read_text().splitlines()
         key = next((ln.strip() for ln in lines if ln.strip() and not ln.startswith("#")), None)
     return _Server(base_url, key)
+
+
+def _require_current(loaded: LoadedProfile, observed: Observed) -> None:
+    """The running container must be this profile's current launch: checks passing against another quant
+    or image would vouch for a deployment the profile does not describe. The container planner decides,
+    so verify and plan never disagree on "current"."""
+    if observed.model.listing_error:  # no manifest here and the hub is down: the shard's name (part of the
+        return                        # launch) is unknown, so "current" cannot be judged; the checks still run
+    (step,) = plan_container(render_desired(loaded.profile, observed), observed)
+    if step.action in (Action.CREATE, Action.REPLACE):
+        moved = "; ".join(str(d) for d in step.diff) or step.reason
+        raise VerifyFailed(f"{loaded.profile.name}: the running container is not this profile's current deployment "
+                           f"({loaded.source}): {moved}; run `kimik3 apply {loaded.source}`")
 
 
 def _probe(inputs: dict[str, object]) -> str:

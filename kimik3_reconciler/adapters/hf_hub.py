@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-
 from urllib.parse import quote
 
 import httpx
@@ -16,13 +16,15 @@ from huggingface_hub.errors import (
     RevisionNotFoundError,
 )
 from huggingface_hub.hf_api import RepoFile
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_fixed
 
 from kimik3_reconciler.adapters.hub_download import fetch_all, targets
 from kimik3_reconciler.adapters.translate import translated
-from kimik3_reconciler.errors import DownloadFailed, Kimik3Error, TransientError
+from kimik3_reconciler.errors import HubError, Kimik3Error
 from kimik3_reconciler.model.facts import RemoteFile
 from kimik3_reconciler.model.specs import ModelDownload
 
+PROBE_VALID_S = 60.0  # how long a hub that answered the reachability probe is taken as up
 
 
 def _is_transport(exc: Exception) -> bool:
@@ -32,19 +34,18 @@ def _is_transport(exc: Exception) -> bool:
                for cls in type(exc).__mro__)
 
 
-def _hub_error(exc: Exception, what: str) -> Kimik3Error | None:
+def _hub_error(exc: Exception, what: str, hub: str) -> Kimik3Error | None:
     """`what`: the repo, revision and path asked for, so the message names which one the hub refused."""
     if isinstance(exc, RepositoryNotFoundError):
-        return DownloadFailed(f"{what}: repository not found (or private without a token)")
+        return HubError(f"{what}: repository not found (or private without a token) at hub {hub}")
     if isinstance(exc, RevisionNotFoundError):
-        return DownloadFailed(f"{what}: revision not found in the repository")
+        return HubError(f"{what}: revision not found in the repository at hub {hub}")
     if isinstance(exc, EntryNotFoundError):
-        return DownloadFailed(f"{what}: path not found at this revision (check model.quant / model.mmproj)")
+        return HubError(f"{what}: path not found at this revision (check model.quant / model.mmproj) at hub {hub}")
     if isinstance(exc, (httpx.TransportError, ConnectionError, TimeoutError)) or _is_transport(exc):
-        return TransientError(f"{what}: hub not reachable: {exc}")
+        return HubError(f"{what}: hub {hub} not reachable: {exc}")
     if isinstance(exc, HfHubHTTPError):
-        status = exc.response.status_code if exc.response is not None else 0
-        return (TransientError if status >= 500 or status == 429 else DownloadFailed)(f"{what}: {exc}")
+        return HubError(f"{what}: {exc} (hub {hub})")
     return None
 
 
@@ -56,6 +57,24 @@ def _remote(entry: RepoFile) -> RemoteFile:
 class HuggingFaceHub:
     def __init__(self, download_workers: int = 4):
         self.download_workers = download_workers  # files fetched at a time
+        self._answered: dict[str, float] = {}  # hub URL -> when it last answered the reachability probe
+
+    def _reachable(self, endpoint: str | None, what: str) -> None:
+        """One HEAD of the hub's root, retried once after 0.5 s: a refused connection or an unknown host name
+        fails in about a second with the URL named, instead of huggingface_hub's 5 retries (~25 s of
+        warnings) per request. Any HTTP answer counts as reachable, for a minute (a long-lived process,
+        e.g. a reconcile loop, probes again later)."""
+        hub = endpoint or constants.ENDPOINT
+        if time.monotonic() - self._answered.get(hub, -PROBE_VALID_S) < PROBE_VALID_S or constants.HF_HUB_OFFLINE:
+            return  # answered recently; or offline, where huggingface_hub itself refuses without a request
+        try:
+            for attempt in Retrying(retry=retry_if_exception_type(httpx.TransportError), stop=stop_after_attempt(2),
+                                    wait=wait_fixed(0.5), reraise=True):
+                with attempt:
+                    httpx.head(hub, timeout=httpx.Timeout(10.0, connect=5.0))
+        except httpx.TransportError as exc:
+            raise HubError(f"{what}: hub {hub} not reachable: {exc} (tried twice)") from exc
+        self._answered[hub] = time.monotonic()
 
     def default_cache_dir(self) -> str:
         return str(constants.HF_HUB_CACHE)
@@ -63,24 +82,26 @@ class HuggingFaceHub:
     def repo_cache_dir(self, repo: str, cache_dir: str) -> Path:
         return Path(cache_dir) / ("models--" + repo.replace("/", "--"))
 
-    # No retry of ours: huggingface_hub already retries a failing request 5 times (~25 s).
+    # No retry of ours past the probe: huggingface_hub already retries a failing request 5 times (~25 s).
     def list_files(self, repo: str, revision: str, paths: Iterable[str], endpoint: str | None) -> list[RemoteFile]:
-        api = HfApi(endpoint=endpoint)
+        api, hub = HfApi(endpoint=endpoint), endpoint or constants.ENDPOINT
         files: list[RemoteFile] = []
         for path in paths:
             what = f"{repo}@{revision[:12]}:{path}"
-            with translated(lambda exc: _hub_error(exc, what)):
+            self._reachable(endpoint, what)
+            with translated(lambda exc: _hub_error(exc, what, hub)):
                 entries = list(api.list_repo_tree(repo, path_in_repo=path, recursive=True, revision=revision))
                 if not entries:
                     entries = list(api.get_paths_info(repo, [path], revision=revision))
             found = [e for e in entries if isinstance(e, RepoFile)]
             if not found:
-                raise DownloadFailed(f"{what}: nothing at this path (check model.quant / model.mmproj)")
+                raise HubError(f"{what}: nothing at this path at hub {hub} (check model.quant / model.mmproj)")
             files += [_remote(e) for e in found]
         return sorted(files, key=lambda f: f.path)
 
     def list_repo(self, repo: str, revision: str, endpoint: str | None) -> list[RemoteFile]:
-        with translated(lambda exc: _hub_error(exc, f"{repo}@{revision[:12]}")):
+        self._reachable(endpoint, f"{repo}@{revision[:12]}")
+        with translated(lambda exc: _hub_error(exc, f"{repo}@{revision[:12]}", endpoint or constants.ENDPOINT)):
             entries = list(HfApi(endpoint=endpoint).list_repo_tree(repo, recursive=True, revision=revision))
         return sorted((_remote(e) for e in entries if isinstance(e, RepoFile)), key=lambda f: f.path)
 
@@ -89,10 +110,10 @@ class HuggingFaceHub:
         url = f"{(endpoint or constants.ENDPOINT).rstrip('/')}/{repo}/resolve/{revision}/{quote(path)}"
         token = get_token()
         headers = {"Range": f"bytes=0-{nbytes - 1}", **({"Authorization": f"Bearer {token}"} if token else {})}
-        with translated(lambda exc: _hub_error(exc, f"{repo}:{path}")):
+        with translated(lambda exc: _hub_error(exc, f"{repo}:{path}", endpoint or constants.ENDPOINT)):
             response = httpx.get(url, headers=headers, follow_redirects=True, timeout=60.0)
         if response.status_code not in (200, 206):
-            raise DownloadFailed(f"{repo}:{path}: HTTP {response.status_code} reading its header")
+            raise HubError(f"{repo}:{path}: HTTP {response.status_code} reading its header from {url}")
         return response.content[:nbytes]
 
     def remove_cached(self, repo: str, revision: str, path: str, cache_dir: str) -> None:

@@ -10,7 +10,9 @@ and `try_to_load_from_cache` see the result:
 - every byte is hashed as it lands (a resumed partial is re-read once); a blob is renamed into
   place only when its sha256 equals the hub's LFS oid, so no corrupt shard is ever served;
 - files download in parallel (bounded); timeouts, dropped connections and 5xx are retried with
-  backoff, each retry resuming where the last stopped.
+  backoff, each retry resuming where the last stopped; a refused connection or an unknown host
+  name is tried once more only (the hub is down: fail fast). Giving up is a HubError naming the
+  hub and the partial kept for the next apply (path, bytes).
 """
 
 from __future__ import annotations
@@ -24,13 +26,13 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import httpx
-from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+from tenacity import RetryCallState, Retrying, retry_if_exception_type, wait_exponential
 
 from kimik3_reconciler.adapters.translate import translated
-from kimik3_reconciler.errors import DownloadFailed, Kimik3Error, TransientError
+from kimik3_reconciler.errors import DownloadFailed, HubError, Kimik3Error, TransientError
 from kimik3_reconciler.model.facts import RemoteFile
 
 CHUNK = 8 << 20
@@ -92,14 +94,19 @@ def _link(target: Target) -> None:
     os.replace(tmp, target.snapshot)
 
 
+def _hub(target: Target) -> str:
+    parts = urlsplit(target.url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
 def _raise_for(response: httpx.Response, target: Target) -> None:
     status = response.status_code
     if status in (401, 403):
-        raise DownloadFailed(f"{target.file.path}: HTTP {status} from the hub: set HF_TOKEN or log in "
-                             "(huggingface_hub's token file); the token is sent only to the hub")
+        raise HubError(f"{target.file.path}: HTTP {status} from the hub {_hub(target)}: set HF_TOKEN or log in "
+                       "(huggingface_hub's token file); the token is sent only to the hub")
     if status == 404:
         code = response.headers.get("X-Error-Code", "EntryNotFound")
-        raise DownloadFailed(f"{target.file.path}: {code} (HTTP 404) at this revision")
+        raise HubError(f"{target.file.path}: {code} (HTTP 404) at this revision (hub {_hub(target)})")
     if status == 429 or status >= 500:
         raise TransientError(f"{target.file.path}: HTTP {status}")
     if status not in (200, 206):
@@ -149,10 +156,15 @@ def fetch(client: httpx.Client, target: Target, progress: Progress) -> int:
     target.blob.parent.mkdir(parents=True, exist_ok=True)
     kept = target.partial.stat().st_size if target.partial.exists() else 0
     digest = _digest_of(target.partial, target.file) if target.partial.exists() else _new_digest(target.file)
-    for attempt in Retrying(retry=retry_if_exception_type(TransientError), stop=stop_after_attempt(6),
-                            wait=wait_exponential(multiplier=0.5, max=30), reraise=True):
-        with attempt:
-            _append(client, target, digest, progress)
+    try:
+        for attempt in Retrying(retry=retry_if_exception_type(TransientError), stop=_give_up,
+                                wait=wait_exponential(multiplier=0.5, max=30), reraise=True):
+            with attempt:
+                _append(client, target, digest, progress)
+    except TransientError as exc:
+        kept = target.partial.stat().st_size if target.partial.exists() else 0
+        raise HubError(f"{target.file.path}: download from the hub {_hub(target)} failed: {exc}; the partial is kept "
+                       f"for the next apply to resume: {target.partial} ({kept} of {target.file.size} bytes)") from exc
     got = digest.hexdigest()
     if target.partial.stat().st_size != target.file.size or got != want:
         target.partial.unlink()
@@ -161,6 +173,14 @@ def fetch(client: httpx.Client, target: Target, progress: Progress) -> int:
     os.replace(target.partial, target.blob)
     _link(target)
     return target.file.size - kept
+
+
+def _give_up(state: RetryCallState) -> bool:
+    """6 tries for a dropped connection, a timeout or a 5xx; 2 when the hub refuses connections or its name
+    does not resolve (it is down: waiting ~15 s more would not bring it back)."""
+    exc = state.outcome.exception() if state.outcome else None
+    refused = exc is not None and isinstance(exc.__cause__, httpx.ConnectError)
+    return state.attempt_number >= (2 if refused else 6)
 
 
 class _Totals:

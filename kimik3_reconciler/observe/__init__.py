@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
-from kimik3_reconciler.model.facts import Observed
+from kimik3_reconciler.model.facts import ModelFact, Observed
 from kimik3_reconciler.model.records import LOAD_RATE_KEY, gate_key, last_good_key, unverified_key
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.observe.docker_objects import (
@@ -24,22 +25,30 @@ __all__ = ["observe"]
 
 
 def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, rehash: bool = False,
-            gate_reference: Profile | None = None) -> Observed:
+            gate_reference: Profile | None = None, before_hub: Callable[[Observed], object] | None = None) -> Observed:
     """What the planner may look at. `rehash`: re-hash the cached model files (`--verify`);
-    `gate_reference`: the quant gate's reference profile, whose files are observed too (planning says when)."""
+    `gate_reference`: the quant gate's reference profile, whose files are observed too (planning says when);
+    `before_hub`: called with the host-side facts (no model files yet) before any hub request (the host gate)."""
+    # Inspected once: the container fact also tells the host collector which GPU process is ours.
+    container = collect_container(ports.docker, ports.http, profile.name)
+    ours = frozenset({container.pid}) if container is not None and container.pid else frozenset()
+    host = collect_host(ports.host, ports.docker, ours, profile.serve.port)
+    others = collect_others(ports.docker, profile.name)
+    inputs = collect_inputs(profile, base_dir, dockerfile, ports.state)
+    if before_hub is not None:  # a host the gate refuses must not wait for the hub first
+        m = profile.model
+        before_hub(Observed(host=host, inputs=inputs, container=container, others=others,
+                            model=ModelFact(repo=m.repo, revision=m.revision, quant=m.quant, cache_dir="")))
     model = collect_model(profile, ports.hub, ports.state, base_dir, ports.host, rehash)
     gated = gate_reference is not None
     reference = (collect_model(gate_reference, ports.hub, ports.state, base_dir, ports.host, rehash)
                  if gate_reference is not None else None)
-    # Inspected once: the container fact also tells the host collector which GPU process is ours.
-    container = collect_container(ports.docker, ports.http, profile.name)
-    ours = frozenset({container.pid}) if container is not None and container.pid else frozenset()
     layout, layout_recorded = collect_layout(profile, ports.hub, ports.state, model)
     return Observed(
         reference=reference,
         gate_records=(ports.state.read(gate_key(model.repo, model.revision, model.quant)) or {}) if gated else {},
-        host=collect_host(ports.host, ports.docker, ours, profile.serve.port),
-        inputs=collect_inputs(profile, base_dir, dockerfile, ports.state),
+        host=host,
+        inputs=inputs,
         model=model,
         layout=layout,
         layout_recorded=layout_recorded,
@@ -49,7 +58,7 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
         base_images=collect_base_images(ports.docker, (profile.build.base_images.build,
                                                        profile.build.base_images.runtime)),
         container=container,
-        others=collect_others(ports.docker, profile.name),
+        others=others,
         load_rate=_load_rate(ports),
         last_good=(ports.state.read(last_good_key(profile.name)) or {}).get("date"),
         unverified=(ports.state.read(unverified_key(profile.name)) or {}).get("fingerprint"),

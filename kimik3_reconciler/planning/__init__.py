@@ -6,7 +6,7 @@ and the steps planned before it, and returns its own steps. A new step kind is o
 
 from __future__ import annotations
 
-from kimik3_reconciler.errors import PlanError
+from kimik3_reconciler.errors import HubError, PlanError
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.labels import PROFILE_LABEL
 from kimik3_reconciler.model.plan import Action, Plan, Step
@@ -25,7 +25,8 @@ from kimik3_reconciler.planning.quant_gate import gate_reference, plan_gate, pla
 from kimik3_reconciler.planning.smoke_step import plan_smoke
 from kimik3_reconciler.planning.unit_step import plan_stale_units, plan_unit, plan_unit_teardown
 
-__all__ = ["PLANNERS", "Desired", "gate_reference", "plan", "plan_destroy", "plan_prune", "render_desired"]
+__all__ = ["PLANNERS", "Desired", "gate_reference", "plan", "plan_destroy", "plan_prune", "refuse_by_host_gate",
+           "render_desired"]
 
 # In apply order. Stale units go before the container: their ExecStop would stop a relaunched one.
 PLANNERS: tuple[Planner, ...] = (
@@ -39,15 +40,22 @@ def render_desired(profile: Profile, observed: Observed) -> Desired:
     return Desired(profile, build, render_launch(profile, observed, build.tag, build.fingerprint))
 
 
-def plan(profile: Profile, observed: Observed, warnings: tuple[str, ...] = ()) -> Plan:
-    """Ordered steps: model, image, smoke, container, health, unit. A step that must change carries its reason.
-    The host gate comes first: a refusal names every failing fact, and nothing runs."""
+def refuse_by_host_gate(profile: Profile, observed: Observed) -> list[str]:
+    """PlanError naming every failing fact, else the gate's warnings. Observation calls it once before any
+    hub request too (with no model files yet: the sizing half waits for the listing)."""
     refusals, gate_warnings = host_gate(profile, observed)
     if refusals:
         raise PlanError("the host gate refuses this profile:\n  - " + "\n  - ".join(refusals))
+    return gate_warnings
+
+
+def plan(profile: Profile, observed: Observed, warnings: tuple[str, ...] = ()) -> Plan:
+    """Ordered steps: model, image, smoke, container, health, unit. A step that must change carries its reason.
+    The host gate comes first: a refusal names every failing fact, and nothing runs."""
+    gate_warnings = refuse_by_host_gate(profile, observed)
     for fact in (observed.model, observed.tokenizer):
-        if fact is not None and fact.listing_error:
-            raise PlanError(f"cannot plan the download of {fact.repo}: {fact.listing_error}")
+        if fact is not None and fact.listing_error:  # after the gate: a refused host is the more useful answer
+            raise HubError(f"cannot plan the download of {fact.repo}: {fact.listing_error}")
     desired = render_desired(profile, observed)
     steps: tuple[Step, ...] = ()
     for planner in PLANNERS:

@@ -25,7 +25,14 @@ from kimik3_reconciler.adapters.docker_engine import DockerEngine
 from kimik3_reconciler.adapters.hf_hub import HuggingFaceHub
 from kimik3_reconciler.adapters.nvml import nvml_dump
 from kimik3_reconciler.adapters.translate import translated
-from kimik3_reconciler.errors import DownloadFailed, InputError, Kimik3Error, PermanentError, TransientError
+from kimik3_reconciler.errors import (
+    DownloadFailed,
+    HubError,
+    InputError,
+    Kimik3Error,
+    PermanentError,
+    TransientError,
+)
 from kimik3_reconciler.model.facts import RemoteFile
 
 
@@ -120,31 +127,55 @@ def hub_error(cls: type[HfHubHTTPError], status: int) -> HfHubHTTPError:
     return cls(f"{status} from the hub", response=SimpleNamespace(status_code=status, headers={}, request=None))
 
 
-@pytest.mark.parametrize(("raised", "kind", "text"), [
-    (hub_error(RepositoryNotFoundError, 404), DownloadFailed, "repository not found (or private without a token)"),
-    (hub_error(RemoteEntryNotFoundError, 404), DownloadFailed, "path not found at this revision"),
-    (httpx.ConnectError("refused"), TransientError, "hub not reachable: refused"),
-    (hub_error(HfHubHTTPError, 503), TransientError, "503 from the hub"),
-    (hub_error(HfHubHTTPError, 429), TransientError, "429 from the hub"),
-    (hub_error(HfHubHTTPError, 400), DownloadFailed, "400 from the hub"),
+@pytest.fixture
+def hub_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reachability probe's HEAD answers (no network in unit tests)."""
+    monkeypatch.setattr(httpx, "head", lambda url, **_: httpx.Response(404))
+
+
+HUB = "https://huggingface.co"
+
+
+@pytest.mark.parametrize(("raised", "text"), [
+    (hub_error(RepositoryNotFoundError, 404), f"repository not found (or private without a token) at hub {HUB}"),
+    (hub_error(RemoteEntryNotFoundError, 404), "path not found at this revision"),
+    (httpx.ConnectError("refused"), f"hub {HUB} not reachable: refused"),
+    (hub_error(HfHubHTTPError, 503), f"503 from the hub (hub {HUB})"),
+    (hub_error(HfHubHTTPError, 429), "429 from the hub"),
+    (hub_error(HfHubHTTPError, 400), "400 from the hub"),
 ])
-def test_hub_errors_name_what_was_asked(monkeypatch: pytest.MonkeyPatch, raised: Exception,
-                                        kind: type[Exception], text: str) -> None:
+def test_hub_errors_name_what_was_asked_and_the_hub(monkeypatch: pytest.MonkeyPatch, hub_answers: None,
+                                                    raised: Exception, text: str) -> None:
     monkeypatch.setattr(HfApi, "list_repo_tree", raising(raised))
-    with pytest.raises(kind, match="^org/k3@abababababab:Q: " + re.escape(text)) as caught:
+    with pytest.raises(HubError, match="^org/k3@abababababab:Q: " + re.escape(text)) as caught:
         HuggingFaceHub().list_files("org/k3", "ab" * 20, ["Q"], None)
-    assert type(caught.value) is kind and caught.value.__cause__ is raised
-    with pytest.raises(kind, match="^org/k3@abababababab: " + re.escape(text)):
+    assert caught.value.exit_code == 6 and caught.value.__cause__ is raised
+    with pytest.raises(HubError, match="^org/k3@abababababab: " + re.escape(text)):
         HuggingFaceHub().list_repo("org/k3", "ab" * 20, None)
 
 
-def test_hub_header_read_unreachable_is_transient(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_hub_refusing_connections_fails_after_one_short_retry_naming_its_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    probes = []
+
+    def refused(url: str, **_: Any) -> httpx.Response:
+        probes.append(url)
+        raise httpx.ConnectError("[Errno 111] Connection refused")
+
+    monkeypatch.setattr(httpx, "head", refused)
+    monkeypatch.setattr(HfApi, "list_repo_tree", raising(AssertionError("huggingface_hub must not be asked")))
+    with pytest.raises(HubError, match=r"^org/k3@abababababab:Q: hub http://127.0.0.1:9 not reachable: "
+                                       r"\[Errno 111\] Connection refused \(tried twice\)$"):
+        HuggingFaceHub().list_files("org/k3", "ab" * 20, ["Q"], "http://127.0.0.1:9")
+    assert probes == ["http://127.0.0.1:9"] * 2
+
+
+def test_hub_header_read_unreachable_names_the_hub(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(httpx, "get", raising(httpx.ConnectTimeout("timed out")))
-    with pytest.raises(TransientError, match="^org/k3:Q/a.gguf: hub not reachable: timed out$"):
+    with pytest.raises(HubError, match="^org/k3:Q/a.gguf: hub http://hub.invalid not reachable: timed out$"):
         HuggingFaceHub().read_head("org/k3", "ab" * 20, "Q/a.gguf", "http://hub.invalid", 8)
 
 
-def test_hub_errors_that_are_not_the_hubs_pass_unchanged(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hub_errors_that_are_not_the_hubs_pass_unchanged(monkeypatch: pytest.MonkeyPatch, hub_answers: None) -> None:
     bug = AttributeError("not an SDK error")
     monkeypatch.setattr(HfApi, "list_repo_tree", raising(bug))
     with pytest.raises(AttributeError) as caught:
@@ -169,6 +200,31 @@ def append(job: hub_download.Target, handler: Any) -> None:
 def test_download_dropped_connection_is_transient(tmp_path: Path) -> None:
     with pytest.raises(TransientError, match=r"^Q/a.gguf: ReadTimeout: too slow$"):
         append(download_target(tmp_path), raising(httpx.ReadTimeout("too slow")))
+
+
+def test_a_hub_that_dies_mid_fetch_is_named_with_the_partial_kept(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    job = download_target(tmp_path)
+    monkeypatch.setattr(hub_download, "CHUNK", 2)  # bytes land 2 at a time (8 MiB in real downloads)
+    served = []
+
+    def dies_after_two_bytes(request: httpx.Request) -> httpx.Response:
+        served.append(request.headers.get("Range"))
+        if len(served) == 1:  # 2 of 4 bytes, then the connection drops; then the hub refuses connections
+            return httpx.Response(200, content=body_then_reset())
+        raise httpx.ConnectError("[Errno 111] Connection refused")
+
+    def body_then_reset():  # noqa: ANN202
+        yield b"ab"
+        raise httpx.ReadError("connection reset by peer")
+
+    with httpx.Client(transport=httpx.MockTransport(dies_after_two_bytes)) as client:
+        with pytest.raises(HubError, match=r"^Q/a.gguf: download from the hub http://hub.test failed: .*Connection "
+                           r"refused; the partial is kept for the next apply to resume: .*\.incomplete \(2 of 4 bytes\)$"):
+            hub_download.fetch(client, job, lambda *_: None)
+    # a dropped connection is resumed; a refused one ends it at once (a down hub: no 6 rounds of backoff)
+    assert served == [None, "bytes=2-"]
+    assert job.partial.read_bytes() == b"ab"
 
 
 def test_download_disk_full_keeps_the_partial_and_other_os_errors_pass(tmp_path: Path,

@@ -300,20 +300,24 @@ def test_apply_verifies_after_a_change_unless_told_not_to(world, monkeypatch):
     assert calls == ["k3-test"]
 
 
-def test_an_unreachable_hub_is_a_clear_plan_error_after_the_gate(world, monkeypatch):
-    from kimik3_reconciler.errors import PlanError, TransientError
+def test_an_unreachable_hub_is_a_hub_error_and_the_gate_speaks_before_any_hub_request(world, monkeypatch):
+    from kimik3_reconciler.errors import HubError, PlanError
 
     engine, docker, hub, _ = world
+    asked = []
 
     def down(*args, **kwargs):
-        raise TransientError("org/k3@abababababab:UD-Q2_K_XL: hub not reachable: connection refused")
+        asked.append(args)
+        raise HubError("hub http://127.0.0.1:9 not reachable: connection refused")
 
     monkeypatch.setattr(hub, "list_files", down)
-    with pytest.raises(PlanError, match="cannot plan the download of org/k3: .*hub not reachable"):
+    with pytest.raises(HubError, match="cannot plan the download of org/k3: hub http://127.0.0.1:9 not reach") as e:
         engine.plan(load())
-    engine.ports.host.numa = "1\n"  # a host the gate refuses: that refusal comes first
-    with pytest.raises(PlanError, match="numa_balancing = 1"):
+    assert e.value.exit_code == 6 and len(asked) == 1
+    engine.ports.host.numa = "1\n"  # a host the gate refuses: that refusal comes first, the hub is never asked
+    with pytest.raises(PlanError, match="numa_balancing = 1") as refused:
         engine.plan(load())
+    assert refused.value.exit_code == 3 and len(asked) == 1
     assert docker.calls == []
 
 

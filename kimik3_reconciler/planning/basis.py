@@ -1,0 +1,130 @@
+"""What a saved plan was made from, and whether it still holds: PURE (observed facts and texts in).
+
+`observed_basis` is the part of an observation that the changing steps depend on, as a flat
+{fact: value} map: the model files and which are missing, the local inputs' hashes, images and
+their fingerprints, base image ids, the container (id, state, fingerprint, image), the containers
+it conflicts with, kimik3's units, gate records, and the host facts that reach a build or a launch. Not in
+it: what moves on its own without changing a decision (free disk, free VRAM, RAM available, the
+/health answer, the measured load rate), and other profiles' images and containers that this
+profile's steps do not look at (on a shared host they come and go all day).
+
+`stale_reasons` compares a saved plan with a fresh observation and re-plan, and names every fact,
+profile field and step that moved.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import yaml
+
+from kimik3_reconciler.model.facts import ModelFact, Observed
+from kimik3_reconciler.model.plan import Plan, Step, flat_diff
+from kimik3_reconciler.model.plan_file import SavedPlan
+from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.model.specs import HealthWait
+from kimik3_reconciler.planning.conflict_step import why_conflicting
+from kimik3_reconciler.planning.image_step import image_tag, render_image_build
+
+
+def _s(value: object) -> str:
+    return "none" if value is None else str(value)
+
+
+def _digest(*parts: object) -> str:
+    return hashlib.sha256("\n".join(map(str, parts)).encode()).hexdigest()[:16]
+
+
+def _model(label: str, fact: ModelFact | None) -> dict[str, str]:
+    if fact is None:
+        return {}
+    files = _digest(*(f"{f.path} {f.size} {f.sha256 or f.git_oid}" for f in fact.files))
+    return {f"{label}": f"{fact.repo}@{fact.revision}/{fact.quant} ({len(fact.files)} files, listing {files})",
+            f"{label}.missing": ", ".join(fact.missing) or "none"}
+
+
+def _docker(profile: Profile, observed: Observed) -> dict[str, str]:
+    """The profile's tag, builds of its fingerprint (retag targets), its container and those it conflicts with."""
+    tag, wanted = image_tag(profile), render_image_build(profile, observed).fingerprint
+    running = observed.container.image_id if observed.container else None
+    facts = {}
+    for image in observed.images:
+        if tag not in image.tags and image.fingerprint != wanted and image.id != running:
+            continue
+        value = f"{image.id[:19]} fingerprint {image.fingerprint} smoke {image.smoke or '-'}"
+        for name in image.tags or (image.id[:19],):
+            facts[f"image {name}"] = value
+    facts |= {f"base image {ref}": _s(image_id) for ref, image_id in observed.base_images.items()}
+    conflicting = (o for o in observed.others if why_conflicting(profile, o, profile.serve.port))
+    for container in (observed.container, *conflicting):
+        if container is not None:
+            image = (container.image_id or "-")[:19]
+            facts[f"container {container.name}"] = (f"{container.state} {container.id[:12]}, "
+                                                    f"fingerprint {container.fingerprint}, image {image}")
+    return facts
+
+
+def observed_basis(profile: Profile, observed: Observed) -> dict[str, str]:
+    """The facts a saved plan must find unchanged (see the module docstring for what is left out)."""
+    host, inputs = observed.host, observed.inputs
+    facts = {**_model("model", observed.model), **_model("tokenizer", observed.tokenizer),
+             **_model("reference", observed.reference), **_docker(profile, observed)}
+    facts |= {"input dockerfile": inputs.dockerfile_sha256, "input archive": _s(inputs.archive_sha256),
+              "input patches": ", ".join(f"{p.name} {p.sha256[:16]}" for p in inputs.patches) or "none",
+              "input api_key_file": _s(inputs.api_key_file), "input draft_model": _s(inputs.draft_model)}
+    facts |= {"host physical_cores": str(host.physical_cores), "host cpu_flags": _digest(*host.cpu_flags),
+              "host gpus": ", ".join(g.uuid for g in host.gpus) or "none", "host driver": _s(host.driver_version)}
+    for unit in observed.systemd.units if observed.systemd else ():
+        files = [f.fingerprint if f else "-" for f in (unit.unit_file, unit.env_file)]
+        facts[f"unit {unit.name}"] = (f"{unit.load_state} {unit.active_state} {unit.unit_file_state or '-'}, "
+                                      f"files {files[0]} {files[1]}")
+    facts |= {f"gate {fp}": "passed" if r.get("passed") else "failed" for fp, r in observed.gate_records.items()}
+    return facts
+
+
+def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict):
+        return {k: v for key, item in value.items() for k, v in _flat(item, f"{prefix}{key}.").items()}
+    return {prefix.rstrip("."): value}
+
+
+def profile_moves(source: str, saved_text: str, text_now: str | None) -> list[str]:
+    """How the profile file differs from the text the plan was made from, field by field."""
+    if text_now is None:
+        return [f"profile {source}: no longer readable"]
+    if text_now == saved_text:
+        return []
+    try:
+        fields = flat_diff(_flat(yaml.safe_load(saved_text)), _flat(yaml.safe_load(text_now)))
+    except yaml.YAMLError:
+        return [f"profile {source}: edited (it no longer parses as YAML)"]
+    return [f"profile {source}: {d}" for d in fields] or [f"profile {source}: edited (comments or layout only)"]
+
+
+def _decisions(steps: tuple[Step, ...]) -> dict[tuple[str, str, str], Any]:
+    # Health waits are not decisions: apply waits for health after the saved steps whatever they say.
+    return {(s.kind, s.target, s.action.symbol): s.spec for s in steps
+            if s.changes and not isinstance(s.spec, HealthWait)}
+
+
+def step_moves(saved: tuple[Step, ...], now: tuple[Step, ...]) -> list[str]:
+    before, after = _decisions(saved), _decisions(now)
+    moves = []
+    for key in before.keys() | after.keys():
+        kind, target, symbol = key
+        if key not in after:
+            moves.append(f"step {symbol} {kind} {target}: no longer planned")
+        elif key not in before:
+            moves.append(f"step {symbol} {kind} {target}: planned now, not in the saved plan")
+        elif before[key] != after[key]:
+            moves.append(f"step {symbol} {kind} {target}: planned now with other inputs")
+    return sorted(moves)
+
+
+def stale_reasons(saved: SavedPlan, profile: Profile, profile_text_now: str | None, observed: Observed,
+                  now: Plan) -> tuple[str, ...]:
+    """Everything that moved since `saved` (of `profile`) was made; empty = it may be executed as saved."""
+    return (*profile_moves(saved.profile_source, saved.profile_text, profile_text_now),
+            *(str(d) for d in flat_diff(saved.basis, observed_basis(profile, observed))),
+            *step_moves(saved.steps, now.steps))

@@ -1,0 +1,62 @@
+"""A hub that dies mid-fetch, against the real downloader and the fixture hub (real HTTP, no Docker):
+the error names the hub and the kept partial (path, bytes), comes within seconds, and the next
+download resumes from that partial once the hub is back."""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from kimik3_demo.hub import FixtureHub, FixtureRepo
+from kimik3_reconciler.adapters.hf_hub import HuggingFaceHub
+from kimik3_reconciler.adapters.hub_download import CHUNK
+from kimik3_reconciler.errors import HubError
+from kimik3_reconciler.model.specs import ModelDownload
+
+REPO, REV = "kimik3-test/dies-GGUF", "d1" * 20
+SIZE = 3 * CHUNK
+PATH = "Q/K3-Q-00001-of-00001.gguf"
+
+
+def test_a_hub_dying_mid_fetch_names_the_hub_and_the_kept_partial_then_resumes(tmp_path: Path) -> None:
+    shard = tmp_path / "shard.gguf"
+    shard.write_bytes(os.urandom(SIZE))
+    cache = tmp_path / "cache"
+    hub = FixtureHub([FixtureRepo(REPO, REV, {PATH: shard})]).start()
+    port = int(hub.url.rsplit(":", 1)[1])
+    files = tuple(HuggingFaceHub().list_files(REPO, REV, ["Q"], hub.url))
+    spec = ModelDownload(REPO, REV, "Q", hub.url, str(cache), files, (PATH,), "unused")
+    hub.faults.cut_after[PATH] = CHUNK + CHUNK // 2  # the connection drops 1.5 chunks in ...
+    hub.faults.cuts_left[PATH] = 99  # (every time: a resume that beats the shutdown is cut too)
+    stopped = threading.Event()
+
+    def stop_when_cut() -> None:  # ... and the hub goes down with it: the resume finds it refusing
+        while hub.faults.served.get(PATH, 0) < CHUNK + CHUNK // 2:
+            time.sleep(0.005)
+        hub.stop()
+        stopped.set()
+
+    threading.Thread(target=stop_when_cut, daemon=True).start()
+    started = time.monotonic()
+    with pytest.raises(HubError) as died:
+        HuggingFaceHub(download_workers=1).download(spec, lambda *_: None)
+    elapsed = time.monotonic() - started
+    message = str(died.value)
+    print(f"{elapsed:.2f} s: {message}")
+    assert stopped.is_set() and died.value.exit_code == 6 and elapsed < 10
+    partial = next((cache / f"models--{REPO.replace('/', '--')}" / "blobs").glob("*.incomplete"))
+    kept = partial.stat().st_size
+    assert message.startswith(f"{PATH}: download from the hub {hub.url} failed: ")
+    assert re.search(r"Connection refused|ConnectError", message)
+    assert f"the partial is kept for the next apply to resume: {partial} ({kept} of {SIZE} bytes)" in message
+    assert kept >= CHUNK  # whole chunks that landed before the cut are kept
+
+    with FixtureHub([FixtureRepo(REPO, REV, {PATH: shard})], port=port) as back:
+        HuggingFaceHub().download(spec, lambda *_: None)
+        assert back.faults.served[PATH] == SIZE - kept  # resumed: nothing kept was fetched again
+    assert not partial.exists()

@@ -1,0 +1,35 @@
+"""One table of exit codes: errors.py's docstring, `kimik3 --help`, the README and the error classes agree."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from kimik3_reconciler import errors
+from kimik3_reconciler.cli import CHANGES_PENDING, EXIT_CODES, main
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def codes(text: str, pattern: str) -> list[int]:
+    return [int(m) for m in re.findall(pattern, text, flags=re.MULTILINE)]
+
+
+def test_the_docstring_the_help_and_the_readme_list_the_same_codes() -> None:
+    table = codes(errors.__doc__, r"^    (\d)  \S")
+    assert table == list(range(8))
+    assert codes(EXIT_CODES, r"^  (\d)  \S") == table
+    assert codes(README.read_text(), r"^\| (\d) \| ") == table
+    help_text = CliRunner().invoke(main, ["--help"]).output
+    assert "Exit codes:" in help_text and "7  a saved plan is stale" in help_text
+
+
+def test_each_error_class_exits_with_its_documented_code() -> None:
+    assert errors.Kimik3Error.exit_code == 1 and errors.StepError.exit_code == 1
+    assert errors.ProfileError.exit_code == errors.InputError.exit_code == 2
+    assert errors.PlanError.exit_code == 3 and CHANGES_PENDING == 4
+    assert errors.HubError.exit_code == 6 and issubclass(errors.HubError, errors.DownloadFailed)
+    assert errors.DownloadFailed.exit_code == 1
+    assert errors.StalePlan.exit_code == 7

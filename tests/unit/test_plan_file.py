@@ -1,0 +1,110 @@
+"""Saved plans as data: every payload type survives JSON exactly; a plan file is told from a profile by content."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import fields
+
+import pytest
+
+from kimik3_reconciler.errors import InputError
+from kimik3_reconciler.model.facts import RemoteFile
+from kimik3_reconciler.model.plan import Action, DiffItem, Step
+from kimik3_reconciler.model.plan_file import (
+    SavedPlan,
+    payload_from_json,
+    payload_to_json,
+    read_saved_plan,
+    write_saved_plan,
+)
+from kimik3_reconciler.model.specs import (
+    PAYLOADS,
+    ContainerSpec,
+    HealthWait,
+    ImageBuild,
+    LaunchContainer,
+    ModelDownload,
+    Mount,
+    QuantGateRun,
+    RemoveContainer,
+    RemoveImage,
+    RemoveModelFiles,
+    RetagImage,
+    SmokeTest,
+    StartContainer,
+    StopContainer,
+    StopUnit,
+    UnitInstall,
+    UnitRemoval,
+)
+
+FILES = (RemoteFile(path="Q/a-00001-of-00002.gguf", size=50 << 30, sha256="ab" * 32),
+         RemoteFile(path="config.json", size=120, git_oid="cd" * 20))
+DOWNLOAD = ModelDownload("org/k3", "ef" * 20, "UD-Q2_K_XL", "http://127.0.0.1:19150", "/cache", FILES,
+                         ("Q/a-00001-of-00002.gguf",), "models/org--k3/x.json")
+SPEC = ContainerSpec(name="k3", image="kimi-k3-llamacpp:x", command=("--model", "/models/a.gguf", "--threads", "8"),
+                     env=(("LLAMA_ARG_X", "1"),), mounts=(Mount("/cache", "/models"), Mount("/k", "/key", False)),
+                     gpus=("0", "GPU-1234"), labels=(("kimik3.profile", "k3"),), restart_policy="no")
+SAMPLES = [
+    DOWNLOAD,
+    ModelDownload("org/k3", "ef" * 20, "tokenizer", None, "/cache", (), (), "k"),
+    RemoveModelFiles(DOWNLOAD),
+    ImageBuild("kimi-k3-llamacpp:x", "fp1", "mainline", "ad1de39", "/d/Dockerfile.llamacpp", "/a.tar.gz", None,
+               (("01-x.patch", "/p/x.patch"),), (("CMAKE_ARGS", "-DGGML_CUDA=OFF"),), (("kimik3.image", "x"),)),
+    RetagImage("sha256:" + "1" * 64, "kimi-k3-llamacpp:x"),
+    RemoveImage("kimi-k3-llamacpp:old"),
+    LaunchContainer(SPEC, replace=True),
+    LaunchContainer(ContainerSpec("g", "i", ("a",), (), (), "all", (), entrypoint=("/app/llama-perplexity",))),
+    LaunchContainer(ContainerSpec("c", "i", (), (), (), "none", ())),
+    StartContainer("k3"),
+    StopContainer("other"),
+    RemoveContainer("k3"),
+    SmokeTest("k3-smoke", "kimi-k3-llamacpp:x", "fp1", ("--ctx-size", "512"), "none", (("kimik3.smoke", "1"),)),
+    QuantGateRun("i", "fp1", "/c/models--org--k3", "snapshots/r/Q4/a.gguf", "/c/models--org--k3",
+                 "snapshots/r/Q2/a.gguf", "ef" * 20, ("0",), 16, 0.05, 0.9, "gate/k", "gate-logits/k"),
+    HealthWait("k3", "http://127.0.0.1:19150/health", 1234.5, model_bytes=3 << 40),
+    UnitInstall("kimi-k3.service", "k3", "/etc/systemd/system/kimi-k3.service", "[Unit]\n# 100%\n", "/etc/kimik3/e",
+                'KIMIK3_CONTAINER="k3 x"\n', True, True, False, True),
+    UnitRemoval("old.service", "/etc/systemd/system/old.service", None, systemctl=False),
+    StopUnit("other.service"),
+]
+
+
+def test_every_payload_type_has_a_sample() -> None:
+    assert {type(p) for p in SAMPLES} == set(PAYLOADS), "add a sample of the new payload type here"
+
+
+@pytest.mark.parametrize("payload", SAMPLES, ids=lambda p: type(p).__name__)
+def test_every_payload_survives_json_exactly(payload) -> None:
+    back = payload_from_json(json.loads(json.dumps(payload_to_json(payload))))
+    assert back == payload and type(back) is type(payload)
+    for f in fields(payload):  # exact: same types (tuples stay tuples, None stays None), not just equal
+        assert repr(getattr(back, f.name)) == repr(getattr(payload, f.name)), f.name
+
+
+def saved(steps: tuple[Step, ...] = ()) -> SavedPlan:
+    return SavedPlan("/p/profile.yaml", "name: k3\n", {"container k3": "running"}, steps, "2026-12-03T04:00:00+00:00")
+
+
+def test_a_saved_plan_reads_back_as_written() -> None:
+    steps = (Step("model", "org/k3", Action.CREATE, "3 files missing", spec=DOWNLOAD, cost="50 GiB"),
+             Step("container", "k3", Action.REPLACE, "inputs changed", diff=(DiffItem("serve.port", 1, 2),),
+                  spec=LaunchContainer(SPEC, replace=True), warnings=("w",)),
+             Step("health", "k3", Action.NOOP, "healthy"))
+    plan = saved(steps)
+    back = read_saved_plan(write_saved_plan(plan), "plan.json")
+    assert back == plan
+
+
+def test_a_profile_is_not_a_saved_plan_and_a_foreign_version_is_refused() -> None:
+    assert read_saved_plan("apiVersion: kimik3/v1\nname: k3\n", "p.yaml") is None
+    assert read_saved_plan('{"name": "k3"}', "p.yaml") is None  # JSON, but not kimik3's plan format
+    data = json.loads(write_saved_plan(saved()))
+    data["version"] = 99
+    with pytest.raises(InputError, match="plan.json: saved plan format version 99") as refused:
+        read_saved_plan(json.dumps(data), "plan.json")
+    assert refused.value.exit_code == 2
+    data["version"] = 1
+    data["steps"] = [{"kind": "x"}]
+    with pytest.raises(InputError, match="plan.json: not a readable kimik3 saved plan"):
+        read_saved_plan(json.dumps(data), "plan.json")

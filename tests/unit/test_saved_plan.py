@@ -1,0 +1,130 @@
+"""`plan -out` / `apply PLAN` on in-memory fakes: exactly the saved steps run; a moved host or profile refuses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeHub, fake_ports
+
+from kimik3_reconciler.engine import Engine
+from kimik3_reconciler.errors import StalePlan
+from kimik3_reconciler.model.plan import Action
+from kimik3_reconciler.model.plan_file import read_saved_plan, write_saved_plan
+from kimik3_reconciler.model.profile_source import parse_profile
+from kimik3_reconciler.steps.report import NullReporter
+
+FILES = {"UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00001.gguf": b"shard-one" * 10}
+
+
+@pytest.fixture
+def world(tmp_path: Path):
+    (tmp_path / "src.tar.gz").write_bytes(b"source")
+    (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
+    (tmp_path / "profile.yaml").write_text(FAKE_PROFILE)
+    ports, docker = fake_ports(FakeHub("org/k3", FAKE_REVISION, FILES, tmp_path / "hub"))
+    return Engine(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp"), docker, tmp_path
+
+
+def save(engine: Engine, work: Path):
+    """As the CLI does: plan, write the file, read it back (what apply gets is what the file holds)."""
+    source = str(work / "profile.yaml")
+    _, saved = engine.save_plan(parse_profile(FAKE_PROFILE, source), source)
+    return read_saved_plan(write_saved_plan(saved), "plan.json")
+
+
+def apply_saved(engine: Engine, saved):
+    loaded = parse_profile(saved.profile_text, saved.profile_source)
+    return engine.apply_saved(loaded, saved, Path(saved.profile_source).read_text())
+
+
+def test_a_saved_plan_runs_exactly_its_steps_and_converges(world):
+    engine, docker, work = world
+    saved = save(engine, work)
+    assert [(s.kind, s.action) for s in saved.changes] == [
+        ("model", Action.CREATE), ("image", Action.CREATE), ("container", Action.CREATE), ("health", Action.READ)]
+    result = apply_saved(engine, saved)
+    assert [s.spec for s in result.executed] == [s.spec for s in saved.changes]
+    assert result.final.converged and docker.containers["k3-test"]["State"]["Status"] == "running"
+    again = save(engine, work)  # converged: a saved plan with nothing to do applies as a no-op
+    assert apply_saved(engine, again).executed == []
+
+
+def test_a_removed_container_makes_the_plan_stale_naming_it_and_nothing_runs(world):
+    engine, docker, work = world
+    apply_saved(engine, save(engine, work))
+    docker.containers["k3-test"]["State"]["Status"] = "exited"  # stopped by hand: the plan would start it
+    saved = save(engine, work)
+    del docker.containers["k3-test"]
+    calls = list(docker.calls)
+    with pytest.raises(StalePlan) as stale:
+        apply_saved(engine, saved)
+    assert stale.value.exit_code == 7 and docker.calls == calls
+    moved = "\n".join(stale.value.moved)
+    assert "container k3-test: exited " in moved and "→ (none)" in moved
+    assert "step + container k3-test: planned now, not in the saved plan" in moved
+    assert "step ~ container k3-test: no longer planned" in moved
+    assert "nothing was changed" in str(stale.value) and f"kimik3 plan {work / 'profile.yaml'} -out" in str(stale.value)
+
+
+def test_an_edited_profile_makes_the_plan_stale_naming_the_field(world):
+    engine, docker, work = world
+    saved = save(engine, work)
+    (work / "profile.yaml").write_text(FAKE_PROFILE.replace("port: 18999", "port: 19000"))
+    with pytest.raises(StalePlan) as stale:
+        apply_saved(engine, saved)
+    assert stale.value.moved == (f"profile {work / 'profile.yaml'}: serve.port: 18999 → 19000",)
+    assert docker.calls == []
+    (work / "profile.yaml").write_text(FAKE_PROFILE + "# a comment\n")
+    with pytest.raises(StalePlan, match="edited \\(comments or layout only\\)"):
+        apply_saved(engine, saved)
+    (work / "profile.yaml").unlink()
+    with pytest.raises(StalePlan, match="no longer readable"):
+        engine.apply_saved(parse_profile(saved.profile_text, saved.profile_source), saved, None)
+
+
+def test_a_model_fetched_since_makes_the_plan_stale(world):
+    engine, _, work = world
+    saved = save(engine, work)
+    engine.apply(parse_profile(FAKE_PROFILE, str(work / "profile.yaml")))  # someone else converged meanwhile
+    with pytest.raises(StalePlan) as stale:
+        apply_saved(engine, saved)
+    moved = "\n".join(stale.value.moved)
+    assert "model.missing: UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00001.gguf → none" in moved
+    assert "container k3-test: (none) → running" in moved
+
+
+def test_another_profile_coming_and_going_on_a_shared_host_does_not_make_it_stale(world):
+    engine, docker, work = world
+    apply_saved(engine, save(engine, work))
+    docker.containers["k3-test"]["State"]["Status"] = "exited"
+    saved = save(engine, work)
+    other = FAKE_PROFILE.replace("name: k3-test", "name: k3-other").replace("port: 18999", "port: 19001")
+    engine.apply(parse_profile(other, "other.yaml"))  # another team's deployment: other port, no GPUs
+    result = apply_saved(engine, saved)
+    assert [s.kind for s in result.executed] == ["container", "health"]
+
+
+def test_the_plan_file_holds_no_secret(world):
+    engine, _, work = world
+    (work / "api.key").write_text("sk-very-secret-key-123\n")
+    text = FAKE_PROFILE.replace("parallel: 2}", "parallel: 2, api_key_file: api.key}")
+    (work / "profile.yaml").write_text(text)
+    source = str(work / "profile.yaml")
+    _, saved = engine.save_plan(parse_profile(text, source), source)
+    written = write_saved_plan(saved)
+    assert "sk-very-secret-key-123" not in written and str(work / "api.key") in written
+
+
+def test_health_is_not_a_decision_a_load_in_progress_is_waited_for_either_way(world):
+    engine, docker, work = world
+    apply_saved(engine, save(engine, work))
+    http = engine.ports.http
+    http.loading_polls = 1  # the plan is made while the model loads: it holds a health wait
+    saved = save(engine, work)
+    assert [s.kind for s in saved.changes] == ["health"]
+    assert [s.kind for s in apply_saved(engine, saved).executed] == ["health"]  # healthy by now: not stale
+    saved = save(engine, work)  # made when healthy: nothing to do ...
+    http.loading_polls = 2  # ... but the server is loading again when it is applied: apply waits, as apply does
+    result = apply_saved(engine, saved)
+    assert [s.kind for s in result.executed] == ["health"] and result.final.converged
