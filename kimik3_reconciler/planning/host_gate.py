@@ -109,6 +109,9 @@ def host_gate(profile: Profile, observed: Observed) -> tuple[list[str], list[str
                     disk_refusal(observed.tokenizer) if observed.tokenizer else None):
         if refusal:
             refusals.append(refusal)
-    if host.cpu_flags and "amx_tile" not in host.cpu_flags and profile.quant_mode == "hybrid":
+    features = profile.build.cpu_features
+    # Only when the build would use AMX (auto-detect, or listed): `cpu_features: []` chose a portable build.
+    if (host.cpu_flags and "amx_tile" not in host.cpu_flags and profile.quant_mode == "hybrid"
+            and (features == "auto" or "amx" in features)):
         warnings.append("no AMX on this CPU: the CPU-resident experts use the AVX-512/AVX2 kernels (slower fallback)")
     return refusals, warnings

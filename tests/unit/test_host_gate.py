@@ -158,6 +158,8 @@ def test_no_amx_warns_and_fit_target_list_must_match_gpus_all() -> None:
     refusals, warnings = host_gate(q2, observed(host=rtx_pro_pool(1024, amx=False), model=SEED_Q2))
     assert refusals == ["serve.fit_target lists 2 values but gpus: all is 8 GPUs here"]
     assert warnings == ["no AMX on this CPU: the CPU-resident experts use the AVX-512/AVX2 kernels (slower fallback)"]
+    portable = profile(**{'cuda_architectures: ["90"]': 'cuda_architectures: ["90"], cpu_features: []'})
+    assert host_gate(portable, observed(host=rtx_pro_pool(1024, amx=False), model=SEED_Q2))[1] == []
 
 
 def test_gate_run_on_a_real_h200_with_a_foreign_process() -> None:
