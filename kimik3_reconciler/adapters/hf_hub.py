@@ -7,15 +7,13 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from urllib.parse import quote
 
+import re
+from typing import TYPE_CHECKING
+
 import httpx
-from huggingface_hub import HfApi, constants, get_token, try_to_load_from_cache
-from huggingface_hub.errors import (
-    EntryNotFoundError,
-    HfHubHTTPError,
-    RepositoryNotFoundError,
-    RevisionNotFoundError,
-)
-from huggingface_hub.hf_api import RepoFile
+# Only `constants` at import time: a converged plan never asks the hub, and huggingface_hub's API and
+# cache modules cost ~0.2 s to import (bench/plan.py); they are imported where they are used.
+from huggingface_hub import constants
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_fixed
 
 from kimik3_reconciler.adapters.hub_download import fetch_all, targets
@@ -24,6 +22,10 @@ from kimik3_reconciler.errors import HubError, Kimik3Error
 from kimik3_reconciler.model.facts import RemoteFile
 from kimik3_reconciler.model.specs import ModelDownload
 
+if TYPE_CHECKING:
+    from huggingface_hub.hf_api import RepoFile
+
+_COMMIT = re.compile(r"[0-9a-f]{40}")
 PROBE_VALID_S = 60.0  # how long a hub that answered the reachability probe is taken as up
 
 
@@ -36,6 +38,13 @@ def _is_transport(exc: Exception) -> bool:
 
 def _hub_error(exc: Exception, what: str, hub: str) -> Kimik3Error | None:
     """`what`: the repo, revision and path asked for, so the message names which one the hub refused."""
+    from huggingface_hub.errors import (
+        EntryNotFoundError,
+        HfHubHTTPError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
     if isinstance(exc, RepositoryNotFoundError):
         return HubError(f"{what}: repository not found (or private without a token) at hub {hub}")
     if isinstance(exc, RevisionNotFoundError):
@@ -84,6 +93,9 @@ class HuggingFaceHub:
 
     # No retry of ours past the probe: huggingface_hub already retries a failing request 5 times (~25 s).
     def list_files(self, repo: str, revision: str, paths: Iterable[str], endpoint: str | None) -> list[RemoteFile]:
+        from huggingface_hub import HfApi
+        from huggingface_hub.hf_api import RepoFile
+
         api, hub = HfApi(endpoint=endpoint), endpoint or constants.ENDPOINT
         files: list[RemoteFile] = []
         for path in paths:
@@ -101,6 +113,9 @@ class HuggingFaceHub:
 
     def list_repo(self, repo: str, revision: str, endpoint: str | None) -> list[RemoteFile]:
         self._reachable(endpoint, f"{repo}@{revision[:12]}")
+        from huggingface_hub import HfApi
+        from huggingface_hub.hf_api import RepoFile
+
         with translated(lambda exc: _hub_error(exc, f"{repo}@{revision[:12]}", endpoint or constants.ENDPOINT)):
             entries = list(HfApi(endpoint=endpoint).list_repo_tree(repo, recursive=True, revision=revision))
         return sorted((_remote(e) for e in entries if isinstance(e, RepoFile)), key=lambda f: f.path)
@@ -108,6 +123,8 @@ class HuggingFaceHub:
     def read_head(self, repo: str, revision: str, path: str, endpoint: str | None, nbytes: int) -> bytes:
         """The first `nbytes` of a file on the hub (a Range request: headers before any download)."""
         url = f"{(endpoint or constants.ENDPOINT).rstrip('/')}/{repo}/resolve/{revision}/{quote(path)}"
+        from huggingface_hub import get_token
+
         token = get_token()
         headers = {"Range": f"bytes=0-{nbytes - 1}", **({"Authorization": f"Bearer {token}"} if token else {})}
         with translated(lambda exc: _hub_error(exc, f"{repo}:{path}", endpoint or constants.ENDPOINT)):
@@ -128,6 +145,13 @@ class HuggingFaceHub:
             blob.unlink(missing_ok=True)
 
     def cached_file(self, repo: str, revision: str, path: str, cache_dir: str) -> Path | None:
+        if _COMMIT.fullmatch(revision):
+            # A pinned commit's snapshot path is fixed by the cache layout (snapshots/<commit>/<path>, a link
+            # to its blob): a converged plan stats it without importing huggingface_hub's cache module.
+            snapshot = self.repo_cache_dir(repo, cache_dir) / "snapshots" / revision / path
+            return snapshot if snapshot.is_file() else None
+        from huggingface_hub import try_to_load_from_cache
+
         found = try_to_load_from_cache(repo, path, cache_dir=cache_dir, revision=revision)
         return Path(found) if isinstance(found, str) else None
 
@@ -137,4 +161,6 @@ class HuggingFaceHub:
         files = tuple(f for f in spec.files if f.path in missing)
         endpoint = spec.endpoint or constants.ENDPOINT
         jobs = targets(spec.repo, spec.revision, files, endpoint, self.repo_cache_dir(spec.repo, spec.cache_dir))
+        from huggingface_hub import get_token
+
         return fetch_all(jobs, get_token(), on_progress, self.download_workers)
