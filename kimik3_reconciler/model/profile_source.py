@@ -6,7 +6,7 @@ import difflib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Union, get_args, get_origin
+from typing import Any, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ValidationError

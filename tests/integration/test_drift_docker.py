@@ -11,10 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.realparts import demo_profile, docker, kimik3, require_docker_and_demo_hub, write_profile
+from support.realparts import converged_demo, docker, kimik3, require_docker_and_demo_hub
 
-from kimik3_demo.hub import FixtureHub
-from kimik3_demo.prepare import demo_repos
 from kimik3_reconciler.adapters.docker_engine import DockerEngine
 from kimik3_reconciler.model.specs import ContainerSpec, Mount
 from kimik3_reconciler.observe.docker_objects import parse_running
@@ -29,12 +27,7 @@ IMAGE = "kimi-k3-llamacpp:mainline-ad1de39-cpu"
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    with FixtureHub(demo_repos(require_docker_and_demo_hub())) as hub:
-        work = tmp_path_factory.mktemp("drift")
-        write_profile(work, demo_profile(work, NAME, PORT, hub.url))
-        kimik3(work, "apply", "profile.yaml")
-        yield work
-    subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)
+    yield from converged_demo(tmp_path_factory.mktemp("drift"), NAME, PORT)
 
 
 def inspect(name: str) -> dict:

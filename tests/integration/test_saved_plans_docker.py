@@ -18,10 +18,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from support.realparts import demo_profile, docker, kimik3, require_docker_and_demo_hub, write_profile
+from support.realparts import demo_hub, demo_profile, docker, kimik3, write_profile
 
 from kimik3_demo.hub import FixtureHub
-from kimik3_demo.prepare import demo_repos
 
 pytestmark = pytest.mark.docker
 
@@ -32,7 +31,7 @@ CLOSED_PORT = 19199  # nothing listens there (checked): a hub refusing connectio
 
 @pytest.fixture(scope="module")
 def hub() -> Iterator[FixtureHub]:
-    with FixtureHub(demo_repos(require_docker_and_demo_hub())) as running:
+    with demo_hub() as running:
         yield running
 
 

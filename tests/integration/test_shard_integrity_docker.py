@@ -14,10 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.realparts import demo_profile, docker, kimik3, require_docker_and_demo_hub, write_profile
+from support.realparts import converged_demo, docker, kimik3
 
-from kimik3_demo.hub import FixtureHub
-from kimik3_demo.prepare import DEMO_REPO, DEMO_REVISION, demo_repos
+from kimik3_demo.prepare import DEMO_REPO, DEMO_REVISION
 
 pytestmark = pytest.mark.docker
 
@@ -28,12 +27,7 @@ SHARD = "UD-Q2_K_XL/Kimi-K3-tiny-UD-Q2_K_XL-00001-of-00002.gguf"
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    with FixtureHub(demo_repos(require_docker_and_demo_hub())) as hub:
-        work = tmp_path_factory.mktemp("shards")
-        write_profile(work, demo_profile(work, NAME, PORT, hub.url))
-        kimik3(work, "apply", "profile.yaml")
-        yield work
-    subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)
+    yield from converged_demo(tmp_path_factory.mktemp("shards"), NAME, PORT)
 
 
 def manifest(work: Path) -> Path:

@@ -13,10 +13,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.realparts import demo_profile, docker, kimik3, require_docker_and_demo_hub, write_profile
+from support.realparts import demo_hub, demo_profile, docker, kimik3, write_profile
 
 from kimik3_demo.hub import FixtureHub
-from kimik3_demo.prepare import demo_repos
 from kimik3_reconciler.adapters.http import HttpClient
 from kimik3_reconciler.adapters.openai_chat import OpenAIChat
 from kimik3_reconciler.errors import PermanentError, TransientError
@@ -38,7 +37,7 @@ def server_tasks() -> int:
 
 @pytest.fixture(scope="module")
 def hub() -> Iterator[FixtureHub]:
-    with FixtureHub(demo_repos(require_docker_and_demo_hub())) as running:
+    with demo_hub() as running:
         yield running
 
 

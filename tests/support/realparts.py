@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -56,3 +57,20 @@ def kimik3(work: Path, *args: str, check: bool = True) -> subprocess.CompletedPr
     if check and result.returncode != 0:
         raise AssertionError(f"kimik3 {' '.join(args)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
     return result
+
+
+def demo_hub():  # noqa: ANN201 - a kimik3_demo FixtureHub
+    """The fixture hub serving the demo repo (a context manager: `with demo_hub() as hub:`)."""
+    from kimik3_demo.hub import FixtureHub
+    from kimik3_demo.prepare import demo_repos
+
+    return FixtureHub(demo_repos(require_docker_and_demo_hub()))
+
+
+def converged_demo(work: Path, name: str, port: int) -> Iterator[Path]:
+    """A module fixture's body: the demo profile as `name` on `port`, applied from `work`; removed after."""
+    with demo_hub() as hub:
+        write_profile(work, demo_profile(work, name, port, hub.url))
+        kimik3(work, "apply", "profile.yaml")
+        yield work
+    subprocess.run(["docker", "rm", "-f", name], capture_output=True)
