@@ -12,6 +12,7 @@ import queue
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -111,7 +112,10 @@ def test_reconcile_relaunches_after_docker_rm_and_leaves_the_host_alone_on_a_bro
         assert identity() == before  # the last good deployment keeps serving, untouched
 
         profile.write_text(good)
-        assert loop.wait_for(lambda _: True, 60)["result"] == "converged"
+        after = loop.wait_for(result_is("converged", "changed"), 60)
+        # Seen once on this shared 2-core machine: a /health probe slower than its 3 s timeout makes a
+        # pass wait for health again ("health read"); anything more would be a real change.
+        assert after["result"] == "converged" or all(s.startswith("health ") for s in after["steps"]), loop.seen[-6:]
         assert identity() == before
         assert loop.stop(signal.SIGTERM) == 0
         assert loop.wait_for(result_is("stopped"), 10)["signal"] == "SIGTERM"
@@ -137,3 +141,24 @@ def test_once_is_one_pass_and_a_held_lock_skips_it_with_exit_5(workdir: Path) ->
     finally:
         lock.release(holder)
 
+
+
+def test_sigterm_during_a_pass_interrupts_it_releases_the_lock_and_exits_0(workdir: Path) -> None:
+    docker("rm", "-f", NAME)  # ours: the next pass has a launch and a health wait to do
+    record = workdir / "state" / "lock" / "holder.json"
+    loop = Loop(workdir, "--interval", "1h", "profile.yaml")
+    try:
+        deadline = time.monotonic() + 60
+        while not record.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert record.exists(), "the pass never took the lock"
+        started = time.monotonic()
+        assert loop.stop(signal.SIGTERM) == 0
+        print(f"SIGTERM during a pass: exited in {time.monotonic() - started:.2f} s")
+        stopped = loop.wait_for(lambda _: True, 10)
+        assert (stopped["result"], stopped["interrupted_pass"]) == ("stopped", True), loop.seen
+    finally:
+        loop.close()
+    assert not record.exists()  # released on the way out
+    kimik3(workdir, "apply", "profile.yaml")  # the next run converges from what the pass left
+    assert docker("inspect", "-f", "{{.State.Status}}", NAME) == "running"
