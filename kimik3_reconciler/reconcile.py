@@ -41,7 +41,9 @@ class ReconcileLoop:
         self.rng = rng or random.Random()
         self.clock = engine.ports.clock
         self.last_good: tuple[str, str] | None = None  # (profile name, when it last parsed)
-        self.failures, self.failed_text, self.retry_at = 0, None, 0.0
+        self.failures = 0  # failed applies in a row of `failed_text`, retried after `retry_at` (monotonic)
+        self.failed_text: str | None = None
+        self.retry_at = 0.0
         self.running = False  # a pass is in progress (a signal then interrupts it)
 
     def run(self, stop: threading.Event) -> None:

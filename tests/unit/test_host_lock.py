@@ -169,3 +169,17 @@ def test_durations(text: str, seconds: float) -> None:
 def test_bad_durations_say_what_is_accepted(text: str) -> None:
     with pytest.raises(ValueError, match="not a duration"):
         parse_duration(text)
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["apply", "--lock-timeout", "3x", "p.yaml"], "'--lock-timeout': '3x' is not a duration"),
+    (["prune", "--lock-timeout", "-5", "p.yaml"], "'--lock-timeout'"),
+    (["reconcile", "--interval", "0", "p.yaml"], "'--interval': 0 is too short: at least 1s"),
+])
+def test_bad_durations_on_the_command_line_exit_2_naming_the_option(args: list[str], says: str) -> None:
+    from click.testing import CliRunner
+
+    from kimik3_reconciler.cli import main
+
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2 and says in result.output, result.output
