@@ -227,11 +227,16 @@ def apply(ctx: click.Context, file: str, json_out: bool, rounds: int, verify_ser
 def status(ctx: click.Context, file: str, json_out: bool) -> None:
     """Show what is observed for this profile (container, health, image, model)."""
     loaded = load(file)
-    observed = _ctx(ctx, json_out).engine(file).observe(loaded)
+    engine = _ctx(ctx, json_out).engine(file)
+    observed = engine.observe(loaded)
     data = observed.model_dump(mode="json", exclude={"host": {"cpu_flags"}})
+    lock_holder, locked = engine.ports.lock.holder() if engine.ports.lock else (None, False)
+    data["lock"] = {"held": locked, "holder": lock_holder.to_json() if locked and lock_holder else None}
     if json_out:
         click.echo(json.dumps(data, indent=2))
         return
+    if locked:  # another kimik3 is changing the host now: what is observed may be half-way
+        _out.print(f"lock       held: {lock_holder.describe() if lock_holder else 'by another kimik3'}")
     c, m = observed.container, observed.model
     _out.print(f"profile    {loaded.profile.name}")
     _out.print(f"container  {c.state + ' (' + (c.health or '-') + ')' + ' ' + c.id[:12] if c else 'absent'}")

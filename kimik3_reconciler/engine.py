@@ -14,8 +14,8 @@ from pathlib import Path
 
 from kimik3_reconciler.errors import ConvergenceError, Kimik3Error, LoadFailed, VerifyFailed
 from kimik3_reconciler.locking import holding
-from kimik3_reconciler.model.host_lock import LockHolder
 from kimik3_reconciler.model.facts import Observed
+from kimik3_reconciler.model.host_lock import LockHolder
 from kimik3_reconciler.model.plan import Plan, Step
 from kimik3_reconciler.model.profile_source import LoadedProfile, parse_profile
 from kimik3_reconciler.model.records import last_good_key

@@ -56,11 +56,9 @@ class StateDirLock:
             os.close(fd)  # closing the descriptor drops the flock
 
     def holder(self) -> tuple[LockHolder | None, bool]:
-        """The record and whether a live process holds the flock (probed with a try, released at once)."""
-        fd = self._flock()
-        if fd is not None:
-            os.close(fd)
-        return self._record(), fd is None
+        """The record and whether a live process holds the flock, read from /proc/locks: trying the lock,
+        even for an instant, could make an apply starting in that instant fail with exit 5."""
+        return self._record(), self._flocked()
 
     def break_lock(self) -> None:
         """force-unlock: remove the record, then the file; a holder still running keeps a flock on a
@@ -103,6 +101,22 @@ class StateDirLock:
             if current is not None and os.path.samestat(os.fstat(fd), current):
                 return fd
             os.close(fd)
+
+    def _flocked(self) -> bool:
+        try:
+            stat = os.stat(self.path)
+        except FileNotFoundError:  # no lock file: nobody ever locked here
+            return False
+        try:
+            table = Path("/proc/locks").read_text()
+        except OSError:  # no procfs: try the lock after all (released at once)
+            fd = self._flock()
+            if fd is not None:
+                os.close(fd)
+            return fd is None
+        # A line per lock: "1: FLOCK  ADVISORY  WRITE <pid> <major>:<minor>:<inode> 0 EOF" (hex device).
+        file_id = f"{os.major(stat.st_dev):02x}:{os.minor(stat.st_dev):02x}:{stat.st_ino}"
+        return any(len(f) > 5 and f[1] == "FLOCK" and f[5] == file_id for f in map(str.split, table.splitlines()))
 
     def _record(self) -> LockHolder | None:
         data = self.records.read(LOCK_RECORD)

@@ -143,6 +143,9 @@ def test_once_is_one_pass_and_a_held_lock_skips_it_with_exit_5(workdir: Path) ->
         line = json.loads(skipped.stdout)
         assert skipped.returncode == 5 and (line["result"], line["holder"]) == ("locked", holder.id)
         assert identity() == before
+        status = kimik3(workdir, "status", "profile.yaml").stdout  # read-only: runs while the host is locked
+        assert f"lock       held: apply of {NAME} by pid {os.getpid()}" in status and holder.id in status
+        assert json.loads(kimik3(workdir, "status", "--json", "profile.yaml").stdout)["lock"]["holder"]["id"] == holder.id
     finally:
         lock.release(holder)
 

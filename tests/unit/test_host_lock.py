@@ -183,3 +183,13 @@ def test_bad_durations_on_the_command_line_exit_2_naming_the_option(args: list[s
 
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 2 and says in result.output, result.output
+
+
+def test_asking_who_holds_the_lock_never_takes_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A probe that took the flock for an instant could make an apply starting in that instant exit 5.
+    assert StateDirLock(tmp_path).holder() == (None, False)
+    mine = holder()
+    StateDirLock(tmp_path).try_acquire(mine)
+    asker = StateDirLock(tmp_path)
+    monkeypatch.setattr(asker, "_flock", lambda: pytest.fail("holder() tried the lock"))
+    assert asker.holder() == (mine, True)
