@@ -16,6 +16,7 @@ import random
 import signal
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from kimik3_reconciler.engine import Engine
@@ -71,6 +72,8 @@ class ReconcileLoop:
                         serving=_serving(self.last_good))
             return self._emit(line, started)
         self.last_good = (loaded.profile.name, at)
+        # GitOps checkouts (git-sync) swap a symlinked folder: relative paths follow the file read now.
+        self.engine.base_dir = Path(self.path).resolve().parent
         line["profile"] = loaded.profile.name
         if loaded.text == self.failed_text and self.clock.monotonic() < self.retry_at:
             line.update(result="backoff", exit_code=0, failures=self.failures,

@@ -73,10 +73,11 @@ def test_concurrent_first_applies_launch_once_and_the_others_exit_5_naming_the_h
     results = concurrent_applies(workdir)  # default --lock-timeout 0: fail at once
     until = time.time() + 1
     assert_no_raw_errors(results)
-    codes = sorted(r.returncode for r in results)
-    assert codes == [0] + [5] * (APPLIES - 1), [(r.returncode, r.stderr[-2000:]) for r in results]
-    winner = next(r for r in results if r.returncode == 0)
-    assert f"{NAME}: converged after" in winner.stdout
+    assert {r.returncode for r in results} == {0, 5}, [(r.returncode, r.stderr[-2000:]) for r in results]
+    # One launched; one started so late that the launch was over would find the host converged.
+    assert sum(f"{NAME}: converged after" in r.stdout for r in results) == 1
+    assert all("no changes (converged)" in r.stdout for r in results if r.returncode == 0 and
+               "converged after" not in r.stdout)
     for loser in (r for r in results if r.returncode == 5):
         assert f"the host is locked by another kimik3: apply of {NAME} by pid" in loser.stderr
         assert "kimik3 force-unlock " in loser.stderr and "Nothing was changed" in loser.stderr

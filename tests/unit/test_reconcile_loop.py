@@ -145,3 +145,21 @@ def test_sigint_during_a_pass_interrupts_it_and_releases_the_lock(world: World) 
     assert time.monotonic() - started < 5
     assert world.lines[-1]["result"] == "stopped" and world.lines[-1]["interrupted_pass"] is True
     assert StateDirLock(world.profile.parent / "state").holder() == (None, False)
+
+
+def test_relative_paths_follow_a_swapped_checkout_symlink(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    with_patch = FAKE_PROFILE.replace("archive: src.tar.gz}", "archive: src.tar.gz, patches: [fix.patch]}")
+    for checkout, profile in (("rev-a", FAKE_PROFILE), ("rev-b", with_patch)):
+        (tmp_path / checkout).mkdir()
+        (tmp_path / checkout / "src.tar.gz").write_bytes(b"source")
+        (tmp_path / checkout / "profile.yaml").write_text(profile)
+    (tmp_path / "rev-b" / "fix.patch").write_text("--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n")  # only in rev-b
+    (tmp_path / "current").symlink_to("rev-a")
+    world.loop.path = str(tmp_path / "current" / "profile.yaml")
+    assert world.loop.run_pass()["result"] == "changed"
+    assert world.loop.run_pass()["result"] == "converged"
+    (tmp_path / "next").symlink_to("rev-b")
+    os.replace(tmp_path / "next", tmp_path / "current")  # as git-sync publishes a new revision
+    swapped = world.loop.run_pass()
+    assert "image create kimi-k3-llamacpp:mainline-ad1de39-cpu" in swapped.get("steps", ()), swapped.get("error")
