@@ -41,7 +41,7 @@ class ReconcileLoop:
         self.interval_s, self.jitter, self.verify_server = interval_s, jitter, verify_server
         self.rng = rng or random.Random()
         self.clock = engine.ports.clock
-        self.last_good: tuple[str, str] | None = None  # (profile name, when it last parsed)
+        self.last_parsed: tuple[str, str] | None = None  # (profile name, when it last parsed)
         self.failures = 0  # failed applies in a row of `failed_text`, retried after `retry_at` (monotonic)
         self.failed_text: str | None = None
         self.retry_at = 0.0
@@ -64,14 +64,14 @@ class ReconcileLoop:
     def run_pass(self) -> Line:
         """One pass; its line is emitted and returned (`exit_code` is what `--once` exits with)."""
         started, at = self.clock.monotonic(), self.clock.now().isoformat(timespec="seconds")
-        line: Line = {"time": at, "file": self.path, "profile": self.last_good[0] if self.last_good else None}
+        line: Line = {"time": at, "file": self.path, "profile": self.last_parsed[0] if self.last_parsed else None}
         try:
             loaded = self.load(self.path)
         except (ProfileError, InputError) as exc:  # keep serving: nothing on the host is looked at or touched
             line.update(result="error", exit_code=exc.exit_code, error=f"profile: {exc}",
-                        serving=_serving(self.last_good))
+                        serving=_serving(self.last_parsed))
             return self._emit(line, started)
-        self.last_good = (loaded.profile.name, at)
+        self.last_parsed = (loaded.profile.name, at)
         # GitOps checkouts (git-sync) swap a symlinked folder: relative paths follow the file read now.
         self.engine.base_dir = Path(self.path).resolve().parent
         line["profile"] = loaded.profile.name
@@ -122,10 +122,10 @@ class ReconcileLoop:
         return line
 
 
-def _serving(last_good: tuple[str, str] | None) -> str:
-    if last_good is None:
+def _serving(last_parsed: tuple[str, str] | None) -> str:
+    if last_parsed is None:
         return "nothing parsed yet in this run: the host is left as it is"
-    return f"{last_good[0]} as last parsed at {last_good[1]}: the host is left as it is"
+    return f"{last_parsed[0]} as last parsed at {last_parsed[1]}: the host is left as it is"
 
 
 def run_until_stopped(loop: ReconcileLoop) -> int:
