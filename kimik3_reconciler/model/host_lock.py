@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -35,12 +34,6 @@ class LockHolder:
             return cls(id=str(data["id"]), operation=str(data["operation"]), profile=str(data["profile"]),
                        pid=int(data["pid"]), host=str(data["host"]), started=str(data["started"]))
         except (KeyError, TypeError, ValueError):
-            return None
-
-    def age_s(self, now: datetime.datetime) -> float | None:
-        try:
-            return (now - datetime.datetime.fromisoformat(self.started)).total_seconds()
-        except ValueError:
             return None
 
 
