@@ -9,6 +9,7 @@ import json
 import os
 import shlex
 import sys
+from contextlib import nullcontext
 from importlib import resources
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from rich.text import Text
 from kimik3_reconciler.engine import Engine
 from kimik3_reconciler.errors import InputError, Kimik3Error, ProfileError, VerifyFailed
 from kimik3_reconciler.model.plan_file import SavedPlan, read_saved_plan, write_saved_plan
+from kimik3_reconciler.model.durations import parse_duration
 from kimik3_reconciler.model.profile_source import LoadedProfile, parse_profile
 from kimik3_reconciler.render import render_plan
 from kimik3_reconciler.reporting import CliReporter, configure_logging
@@ -141,6 +143,29 @@ def _ctx(click_ctx: click.Context, json_out: bool) -> _Context:
     return _Context(**click_ctx.obj, json_out=json_out)
 
 
+class _Duration(click.ParamType):
+    """30s, 3m, 1h30m or seconds; `minimum` refuses what would be a busy loop."""
+
+    name = "duration"
+
+    def __init__(self, minimum: float = 0.0):
+        self.minimum = minimum
+
+    def convert(self, value, param, ctx):  # noqa: ANN001, ANN201 - click's signature
+        try:
+            seconds = value if isinstance(value, float) else parse_duration(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+        if seconds < self.minimum:
+            self.fail(f"{value} is too short: at least {self.minimum:g}s", param, ctx)
+        return seconds
+
+
+_lock_timeout = click.option(
+    "--lock-timeout", type=_Duration(), envvar="KIMIK3_LOCK_TIMEOUT", default="0s", show_default=True,
+    help="when another kimik3 holds the host lock: wait this long for it (e.g. 10m), then exit 5 naming it")
+
+
 @main.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @_run
@@ -215,9 +240,11 @@ def _apply_input(ctx: click.Context, file: str, json_out: bool):  # noqa: ANN202
 @click.option("--verify-server/--no-verify-server", default=True, show_default=True,
               help="after a change, verify the server (as `kimik3 verify`); a no-op apply never does")
 @click.option("--verify", "rehash", is_flag=True, help=_REHASH_HELP)
+@_lock_timeout
 @click.pass_context
 @_run
-def apply(ctx: click.Context, file: str, json_out: bool, rounds: int, verify_server: bool, rehash: bool) -> None:
+def apply(ctx: click.Context, file: str, json_out: bool, rounds: int, verify_server: bool, rehash: bool,
+          lock_timeout: float) -> None:
     """Converge the host: download, build, smoke-test, launch, wait healthy, verify.
 
     FILE is a profile, or a plan saved by `kimik3 plan FILE -out PLAN` (told apart by content): that plan's
@@ -238,8 +265,9 @@ def apply(ctx: click.Context, file: str, json_out: bool, rounds: int, verify_ser
 
     # Verify only what changed: on a converged host a 2.8T model would answer 4 requests for nothing.
     # A failing gate, load or verify relaunches the last good profile (engine.apply_or_revert).
-    result = engine.apply_or_revert(loaded, check if verify_server else None, max_rounds=rounds, rehash=rehash,
-                                    run=run)
+    with engine.locked("apply", loaded.profile.name, lock_timeout):
+        result = engine.apply_or_revert(loaded, check if verify_server else None, max_rounds=rounds, rehash=rehash,
+                                        run=run)
     report = reports[-1] if reports else None
     if json_out:
         click.echo(json.dumps({
@@ -263,11 +291,16 @@ def apply(ctx: click.Context, file: str, json_out: bool, rounds: int, verify_ser
 def status(ctx: click.Context, file: str, json_out: bool) -> None:
     """Show what is observed for this profile (container, health, image, model)."""
     loaded = load(file)
-    observed = _ctx(ctx, json_out).engine(file).observe(loaded)
+    engine = _ctx(ctx, json_out).engine(file)
+    observed = engine.observe(loaded)
     data = observed.model_dump(mode="json", exclude={"host": {"cpu_flags"}})
+    lock_holder, locked = engine.ports.lock.holder() if engine.ports.lock else (None, False)
+    data["lock"] = {"held": locked, "holder": lock_holder.to_json() if locked and lock_holder else None}
     if json_out:
         click.echo(json.dumps(data, indent=2))
         return
+    if locked:  # another kimik3 is changing the host now: what is observed may be half-way
+        _out.print(f"lock       held: {lock_holder.describe() if lock_holder else 'by another kimik3'}")
     c, m = observed.container, observed.model
     _out.print(f"profile    {loaded.profile.name}")
     _out.print(f"container  {c.state + ' (' + (c.health or '-') + ')' + ' ' + c.id[:12] if c else 'absent'}")
@@ -320,24 +353,65 @@ def _print_report(report) -> None:  # noqa: ANN001 - verify.VerifyReport, import
 @click.option("--images", is_flag=True, help="also remove the profile's image")
 @click.option("--model", is_flag=True, help="also remove the cached model files of this quant")
 @click.option("--dry-run", is_flag=True, help="only show what would be removed")
+@_lock_timeout
 @click.pass_context
 @_run
-def destroy(ctx: click.Context, file: str, images: bool, model: bool, dry_run: bool) -> None:
+def destroy(ctx: click.Context, file: str, images: bool, model: bool, dry_run: bool, lock_timeout: float) -> None:
     """Remove what the profile created (model cache and images only when asked)."""
     loaded = load(file)
-    teardown = _ctx(ctx, False).engine(file).destroy(loaded, images=images, model=model, execute_steps=not dry_run)
+    engine = _ctx(ctx, False).engine(file)
+    with nullcontext() if dry_run else engine.locked("destroy", loaded.profile.name, lock_timeout):
+        teardown = engine.destroy(loaded, images=images, model=model, execute_steps=not dry_run)
     render_plan(teardown, _out, verbose=True)
 
 
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--dry-run", is_flag=True, help="only show what would be removed")
+@_lock_timeout
 @click.pass_context
 @_run
-def prune(ctx: click.Context, file: str, dry_run: bool) -> None:
+def prune(ctx: click.Context, file: str, dry_run: bool, lock_timeout: float) -> None:
     """Remove the profile's older images (kept as rollback targets until now)."""
     loaded = load(file)
-    render_plan(_ctx(ctx, False).engine(file).prune(loaded, execute_steps=not dry_run), _out, verbose=True)
+    engine = _ctx(ctx, False).engine(file)
+    with nullcontext() if dry_run else engine.locked("prune", loaded.profile.name, lock_timeout):
+        pruning = engine.prune(loaded, execute_steps=not dry_run)
+    render_plan(pruning, _out, verbose=True)
+
+
+@main.command(name="force-unlock")
+@click.argument("lock_id")
+@click.pass_context
+@_run
+def force_unlock(ctx: click.Context, lock_id: str) -> None:
+    """Remove the host lock LOCK_ID (named in exit 5's message) left by a hung kimik3."""
+    from kimik3_reconciler.adapters.host_lock import StateDirLock
+    from kimik3_reconciler.locking import force_unlock as remove_lock
+
+    _out.print(remove_lock(StateDirLock(Path(ctx.obj["state_dir"])), lock_id))
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--interval", type=_Duration(minimum=1.0), default="3m", show_default=True, help="time between passes")
+@click.option("--jitter", is_flag=True, help="add a random 0-10% to each wait (hosts on one schedule spread out)")
+@click.option("--once", is_flag=True, help="run one pass and exit with its code (tests, cron)")
+@click.option("--verify-server/--no-verify-server", default=True, show_default=True,
+              help="after a change, verify the server (as apply does); a converged pass never does")
+@click.pass_context
+@_run
+def reconcile(ctx: click.Context, file: str, interval: float, jitter: bool, once: bool, verify_server: bool) -> None:
+    """Keep the host converged to FILE: a pass every interval (plan; apply when it has changes), one JSON
+    line per pass on stdout; SIGTERM/SIGINT stop it (exit 0)."""
+    from kimik3_reconciler.reconcile import ReconcileLoop, run_until_stopped
+
+    def emit(line: dict) -> None:
+        click.echo(json.dumps(line))
+        sys.stdout.flush()
+
+    loop = ReconcileLoop(file, _ctx(ctx, True).engine(file), load, emit, interval, jitter, verify_server)
+    sys.exit(loop.run_pass()["exit_code"] if once else run_until_stopped(loop))
 
 
 @main.command()

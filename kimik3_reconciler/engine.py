@@ -8,11 +8,14 @@ still wants changes). A failing step stops the round: nothing after it runs, and
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kimik3_reconciler.errors import ConvergenceError, Kimik3Error, LoadFailed, StalePlan, VerifyFailed
+from kimik3_reconciler.locking import holding
 from kimik3_reconciler.model.facts import Observed
+from kimik3_reconciler.model.host_lock import LockHolder
 from kimik3_reconciler.model.plan import Plan, Step
 from kimik3_reconciler.model.plan_file import SavedPlan
 from kimik3_reconciler.model.profile_source import LoadedProfile, parse_profile
@@ -45,6 +48,11 @@ class Engine:
     def __init__(self, ports: Ports, reporter: Reporter, base_dir: Path, dockerfile: Path):
         self.ports, self.reporter = ports, reporter
         self.base_dir, self.dockerfile = base_dir, dockerfile
+
+    def locked(self, operation: str, profile: str, timeout_s: float) -> AbstractContextManager[LockHolder | None]:
+        """The per-host lock around a change (apply, destroy, prune, a reconcile pass): one kimik3 at a
+        time; waits up to `timeout_s`, then LockHeld (exit 5) naming the holder (locking.py)."""
+        return holding(self.ports, self.reporter.event, operation, profile, timeout_s)
 
     def observe(self, loaded: LoadedProfile, rehash: bool = False, gate_first: bool = False) -> Observed:
         """`rehash` (`--verify`): re-hash the cached model files instead of trusting the verified manifest;

@@ -17,6 +17,7 @@ Exit codes (the one table; README and `kimik3 --help` repeat it):
     ├── PlanError                     the planner refuses (a rule needs host facts) exit 3
     ├── StalePlan                     apply PLAN: the host or profile moved        exit 7
     ├── ConvergenceError              rounds exhausted, names the unconverged steps
+    ├── LockHeld                      another kimik3 holds the host lock (names it) exit 5
     └── StepError                     an effect failed
         ├── TransientError            retrying may help (tenacity retries these in adapters)
         └── PermanentError            retrying will not help
@@ -81,6 +82,16 @@ class ConvergenceError(Kimik3Error):
 
     def __init__(self, message: str, pending: tuple[str, ...] = ()):
         self.pending = pending
+        super().__init__(message)
+
+
+class LockHeld(Kimik3Error):
+    """Another kimik3 changes this host (the per-host lock); nothing was touched. `lock_id` is its lock."""
+
+    exit_code = 5
+
+    def __init__(self, message: str, lock_id: str | None = None):
+        self.lock_id = lock_id
         super().__init__(message)
 
 

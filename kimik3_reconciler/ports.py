@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kimik3_reconciler.model.facts import RemoteFile
+from kimik3_reconciler.model.host_lock import LockAttempt, LockHolder
 from kimik3_reconciler.model.specs import ContainerSpec, ImageBuild, ModelDownload
 
 LineSink = Callable[[str], None]
@@ -156,12 +157,25 @@ class UnitsPort(Protocol):
     def systemctl(self, *args: str) -> None: ...  # daemon-reload, enable, disable, start, stop, reset-failed
 
 
+class LockPort(Protocol):
+    """The per-host lock (state dir): one kimik3 changes the host at a time. The kernel frees it when its
+    holder dies (flock); a JSON record beside it names the holder. Taking it: locking.py."""
+
+    def try_acquire(self, holder: LockHolder) -> LockAttempt: ...  # never blocks
+    def release(self, holder: LockHolder) -> None: ...
+    def holder(self) -> tuple[LockHolder | None, bool]: ...  # the record, and whether a live process holds it
+    def break_lock(self) -> None: ...  # force-unlock: remove the record and the lock file
+    def alive(self, holder: LockHolder) -> bool | None: ...  # its process runs; None: another host, unknown
+
+
 class Ports:
     """The bundle of effects the engine runs on; the CLI wires real adapters, tests wire fakes."""
 
     def __init__(self, docker: DockerPort, hub: HubPort, http: HttpPort, host: HostPort,
-                 state: StatePort, clock: ClockPort, chat: ChatPort | None = None, units: UnitsPort | None = None):
+                 state: StatePort, clock: ClockPort, chat: ChatPort | None = None, units: UnitsPort | None = None,
+                 lock: LockPort | None = None):
         self.docker, self.hub, self.http = docker, hub, http
         self.host, self.state, self.clock = host, state, clock
         self.chat = chat  # only `kimik3 verify` talks to the server beyond /health
         self.units = units  # None: systemd is not looked at (planner tests on fakes without it)
+        self.lock = lock  # None: nothing is locked (engine tests on fakes that do not test the lock)

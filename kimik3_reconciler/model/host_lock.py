@@ -1,0 +1,49 @@
+"""The per-host lock's record: who holds it (pure values; adapters/host_lock.py keeps it in the state dir)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+LOCK_FILE = "lock/host.lock"  # the file kimik3 flocks (never removed, except by force-unlock)
+LOCK_RECORD = "lock/holder.json"  # the JSON beside it: who holds the flock
+
+
+@dataclass(frozen=True)
+class LockHolder:
+    """One kimik3 process changing the host: what it does, to which profile, since when."""
+
+    id: str
+    operation: str  # apply | destroy | prune | reconcile
+    profile: str
+    pid: int
+    host: str
+    started: str  # ISO 8601, UTC
+
+    def describe(self) -> str:
+        return (f"{self.operation} of {self.profile} by pid {self.pid} on {self.host} "
+                f"since {self.started} (lock id {self.id})")
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> LockHolder | None:
+        """None for a record that is not one of ours (torn, hand-edited): it names nobody."""
+        try:
+            return cls(id=str(data["id"]), operation=str(data["operation"]), profile=str(data["profile"]),
+                       pid=int(data["pid"]), host=str(data["host"]), started=str(data["started"]))
+        except (KeyError, TypeError, ValueError):
+            return None
+
+
+@dataclass(frozen=True)
+class LockAttempt:
+    """The answer of one non-blocking try.
+
+    acquired: `holder` is None, or the record of a holder whose process is gone (taken over: stale).
+    not acquired: `holder` is who holds it (None when its record cannot be read yet).
+    """
+
+    acquired: bool
+    holder: LockHolder | None = None

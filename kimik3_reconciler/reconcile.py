@@ -1,0 +1,156 @@
+"""`kimik3 reconcile FILE`: the level-triggered loop Argo CD and Flux run, for one host and one profile.
+
+Every interval a pass reads the profile, takes the host lock (no wait: a pass finding another kimik3
+at work is skipped), plans, and applies only when the plan has changes (then verifies, reverting to
+the last good profile on failure, as `apply` does). A converged pass costs one plan. Each pass is
+one JSON line on stdout. A profile that stops parsing is logged and the host is left as it is: the
+last good profile keeps serving. A failed apply of a profile text is retried with a doubling wait
+(the interval times 2, 4, ... up to an hour), so a profile that cannot load does not take the
+serving container down every interval; an edit of the file ends the wait.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kimik3_reconciler.engine import Engine
+from kimik3_reconciler.errors import InputError, Kimik3Error, LockHeld, PlanError, ProfileError, VerifyFailed
+from kimik3_reconciler.model.profile_source import LoadedProfile
+
+JITTER_FRACTION = 0.1  # --jitter adds up to 10 % of the interval to each wait
+BACKOFF_CAP_S = 3600.0  # a failing profile is retried at least hourly
+Line = dict[str, Any]
+
+
+class Stopped(BaseException):
+    """SIGTERM/SIGINT arrived during a pass: unwinds it (the host lock is released on the way out)."""
+
+
+class ReconcileLoop:
+    """The passes and the waits between them; `emit` writes each pass's JSON line."""
+
+    def __init__(self, path: str, engine: Engine, load: Callable[[str], LoadedProfile], emit: Callable[[Line], None],
+                 interval_s: float, jitter: bool = False, verify_server: bool = True, rng: random.Random | None = None):
+        self.path, self.engine, self.load, self.emit = path, engine, load, emit
+        self.interval_s, self.jitter, self.verify_server = interval_s, jitter, verify_server
+        self.rng = rng or random.Random()
+        self.clock = engine.ports.clock
+        self.last_parsed: tuple[str, str] | None = None  # (profile name, when it last parsed)
+        self.failures = 0  # failed applies in a row of `failed_text`, retried after `retry_at` (monotonic)
+        self.failed_text: str | None = None
+        self.retry_at = 0.0
+        self.running = False  # a pass is in progress (a signal then interrupts it)
+
+    def run(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            self.running = True
+            try:
+                self.run_pass()
+            finally:
+                self.running = False
+            if stop.wait(self.next_wait()):
+                return
+
+    def next_wait(self) -> float:
+        extra = self.rng.uniform(0, JITTER_FRACTION * self.interval_s) if self.jitter else 0.0
+        return self.interval_s + extra
+
+    def run_pass(self) -> Line:
+        """One pass; its line is emitted and returned (`exit_code` is what `--once` exits with)."""
+        started, at = self.clock.monotonic(), self.clock.now().isoformat(timespec="seconds")
+        line: Line = {"time": at, "file": self.path, "profile": self.last_parsed[0] if self.last_parsed else None}
+        try:
+            loaded = self.load(self.path)
+        except (ProfileError, InputError) as exc:  # keep serving: nothing on the host is looked at or touched
+            line.update(result="error", exit_code=exc.exit_code, error=f"profile: {exc}",
+                        serving=_serving(self.last_parsed))
+            return self._emit(line, started)
+        self.last_parsed = (loaded.profile.name, at)
+        # GitOps checkouts (git-sync) swap a symlinked folder: relative paths follow the file read now.
+        self.engine.base_dir = Path(self.path).resolve().parent
+        line["profile"] = loaded.profile.name
+        if loaded.text == self.failed_text and self.clock.monotonic() < self.retry_at:
+            line.update(result="backoff", exit_code=0, failures=self.failures,
+                        retry_in_s=round(self.retry_at - self.clock.monotonic()))
+            return self._emit(line, started)
+        line.update(self._converge(loaded))
+        return self._emit(line, started)
+
+    def _converge(self, loaded: LoadedProfile) -> Line:
+        try:
+            with self.engine.locked("reconcile", loaded.profile.name, timeout_s=0):
+                result = self.engine.apply_or_revert(loaded, self._check(loaded) if self.verify_server else None)
+        except LockHeld as exc:  # another kimik3 is at work: this pass is skipped, the next one looks again
+            return {"result": "locked", "exit_code": exc.exit_code, "holder": exc.lock_id, "error": str(exc)}
+        except (ProfileError, InputError, PlanError) as exc:  # refused before anything ran: nothing to back off from
+            return {"result": "error", "exit_code": exc.exit_code, "error": str(exc)}
+        except Exception as exc:  # noqa: BLE001 - the loop outlives any one failed pass; the line says why
+            self._back_off(loaded.text)
+            code = exc.exit_code if isinstance(exc, Kimik3Error) else 1
+            return {"result": "error", "exit_code": code, "error": str(exc) or type(exc).__name__,
+                    "failures": self.failures, "retry_in_s": round(self.retry_at - self.clock.monotonic())}
+        self.failures, self.failed_text = 0, None
+        steps = [f"{s.kind} {s.action.name.lower()} {s.target}" for s in result.executed]
+        return {"result": "changed" if result.changed else "converged", "exit_code": 0, "steps": steps,
+                "rounds": result.rounds}
+
+    def _back_off(self, text: str) -> None:
+        self.failures = self.failures + 1 if text == self.failed_text else 1
+        self.failed_text = text
+        wait = min(self.interval_s * 2 ** self.failures, max(self.interval_s, BACKOFF_CAP_S))
+        self.retry_at = self.clock.monotonic() + wait
+
+    def _check(self, loaded: LoadedProfile) -> Callable[[], None]:
+        from kimik3_reconciler.verify import verify
+
+        def check() -> None:
+            report = verify(self.engine, loaded)
+            if not report.ok:
+                failed = ", ".join(c.name for c in report.checks if not c.ok)
+                raise VerifyFailed(f"verify failed ({failed}) for {loaded.profile.name}")
+        return check
+
+    def _emit(self, line: Line, started: float) -> Line:
+        line["duration_s"] = round(self.clock.monotonic() - started, 3)
+        self.emit(line)
+        return line
+
+
+def _serving(last_parsed: tuple[str, str] | None) -> str:
+    if last_parsed is None:
+        return "nothing parsed yet in this run: the host is left as it is"
+    return f"{last_parsed[0]} as last parsed at {last_parsed[1]}: the host is left as it is"
+
+
+def run_until_stopped(loop: ReconcileLoop) -> int:
+    """Run passes until SIGTERM/SIGINT (exit 0). A signal during a pass interrupts it (as Ctrl-C interrupts
+    apply: downloads resume, the next run converges); a second signal leaves at once."""
+    stop = threading.Event()
+    caught: list[str] = []
+
+    def on_signal(signum: int, _frame: object) -> None:
+        if stop.is_set():  # the second signal: the operator does not want to wait for anything
+            os._exit(128 + signum)
+        stop.set()
+        caught.append(signal.Signals(signum).name)
+        if loop.running:
+            raise Stopped(caught[0])
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    interrupted = False
+    try:
+        loop.run(stop)
+    except Stopped:
+        interrupted = True
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    loop.emit({"time": loop.clock.now().isoformat(timespec="seconds"), "file": loop.path,
+               "result": "stopped", "signal": caught[0] if caught else None, "interrupted_pass": interrupted})
+    return 0

@@ -1,0 +1,195 @@
+"""The per-host lock: the real flock adapter on a temp state dir, the waiting policy on a fake clock.
+
+Two `StateDirLock`s in one process conflict exactly as two processes do (a flock belongs to an open
+file description), so most cases need no second process; the kill -9 case uses a real one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support.fakes import FakeClock
+
+from kimik3_reconciler.adapters.host_lock import StateDirLock
+from kimik3_reconciler.errors import InputError, LockHeld
+from kimik3_reconciler.locking import acquire, force_unlock, new_holder
+from kimik3_reconciler.model.durations import parse_duration
+from kimik3_reconciler.model.host_lock import LOCK_RECORD, LockHolder
+
+
+class Events:
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, dict]] = []
+
+    def __call__(self, name: str, **fields: object) -> None:
+        self.seen.append((name, fields))
+
+    def names(self) -> list[str]:
+        return [name for name, _ in self.seen]
+
+
+def holder(operation: str = "apply", profile: str = "k3-a") -> LockHolder:
+    return new_holder(operation, profile, FakeClock())
+
+
+def dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_a_second_holder_is_refused_and_told_who_holds_it(tmp_path: Path) -> None:
+    first, second = StateDirLock(tmp_path), StateDirLock(tmp_path)
+    mine = holder()
+    assert first.try_acquire(mine).acquired
+    attempt = second.try_acquire(holder("destroy", "k3-b"))
+    assert not attempt.acquired and attempt.holder == mine
+    record = json.loads((tmp_path / LOCK_RECORD).read_text())
+    assert {k: record[k] for k in ("id", "operation", "profile", "pid")} == {
+        "id": mine.id, "operation": "apply", "profile": "k3-a", "pid": os.getpid()}
+    assert record["host"] and record["started"]
+    first.release(mine)
+    assert not (tmp_path / LOCK_RECORD).exists()
+    assert second.try_acquire(holder()).acquired
+
+
+def test_timeout_fails_with_exit_5_naming_the_holder_after_showing_progress(tmp_path: Path) -> None:
+    mine = holder("apply", "k3-a")
+    StateDirLock(tmp_path).try_acquire(mine)
+    clock, events = FakeClock(), Events()
+    with pytest.raises(LockHeld) as raised:
+        acquire(StateDirLock(tmp_path), clock, holder("apply", "k3-b"), timeout_s=25, say=events)
+    message = str(raised.value)
+    assert raised.value.exit_code == 5 and raised.value.lock_id == mine.id
+    assert f"apply of k3-a by pid {os.getpid()}" in message and f"kimik3 force-unlock {mine.id}" in message
+    assert "waited 25s" in message and "Nothing was changed" in message
+    waits = [fields for name, fields in events.seen if name == "lock-wait"]
+    assert [w["waited_s"] for w in waits] == [0, 10, 20]  # progress every 10 s while waiting
+    assert 25 <= clock.t < 25.5
+
+
+def test_zero_timeout_fails_at_once(tmp_path: Path) -> None:
+    StateDirLock(tmp_path).try_acquire(holder())
+    clock = FakeClock()
+    with pytest.raises(LockHeld, match=r"did not wait \(--lock-timeout 0\)"):
+        acquire(StateDirLock(tmp_path), clock, holder(), timeout_s=0, say=Events())
+    assert clock.t == 0
+
+
+def test_a_waiter_gets_the_lock_when_the_holder_releases(tmp_path: Path) -> None:
+    first, mine = StateDirLock(tmp_path), holder()
+    first.try_acquire(mine)
+
+    class ReleasingClock(FakeClock):
+        def sleep(self, seconds: float) -> None:
+            super().sleep(seconds)
+            if self.t >= 3:
+                first.release(mine)
+
+    events = Events()
+    acquire(StateDirLock(tmp_path), ReleasingClock(), holder(), timeout_s=60, say=events)
+    assert events.names() == ["lock-wait"]
+
+
+def test_a_stale_record_of_a_dead_process_is_taken_over_with_a_message(tmp_path: Path) -> None:
+    gone = LockHolder(id="deadbeef0001", operation="apply", profile="k3-a", pid=dead_pid(),
+                      host=os.uname().nodename, started="2026-01-01T00:00:00+00:00")
+    (tmp_path / "lock").mkdir(exist_ok=True)
+    (tmp_path / LOCK_RECORD).write_text(json.dumps(gone.to_json()))
+    events = Events()
+    acquire(StateDirLock(tmp_path), FakeClock(), holder(), timeout_s=0, say=events)
+    assert events.names() == ["lock-taken-over"]
+    assert "deadbeef0001" in events.seen[0][1]["stale"] and "process is gone" in events.seen[0][1]["why"]
+
+
+def test_a_holder_killed_with_sigkill_leaves_no_lock_behind(tmp_path: Path) -> None:
+    script = ("import sys, time; from kimik3_reconciler.adapters.host_lock import StateDirLock; "
+              "from kimik3_reconciler.locking import new_holder; from support.fakes import FakeClock; "
+              "from pathlib import Path; "
+              "assert StateDirLock(Path(sys.argv[1])).try_acquire(new_holder('apply', 'k3-a', FakeClock())).acquired; "
+              "print('locked', flush=True); time.sleep(60)")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), *sys.path])}
+    child = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert child.stdout.readline().strip() == "locked"
+        assert not StateDirLock(tmp_path).try_acquire(holder()).acquired
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+    finally:
+        child.kill()
+    attempt = StateDirLock(tmp_path).try_acquire(holder())
+    assert attempt.acquired and attempt.holder is not None and attempt.holder.pid == child.pid
+
+
+def test_force_unlock_needs_the_current_id_and_lets_the_next_one_in(tmp_path: Path) -> None:
+    hung, mine = StateDirLock(tmp_path), holder("apply", "k3-a")
+    hung.try_acquire(mine)
+    with pytest.raises(InputError, match="is not the current lock; the current one is apply of k3-a"):
+        force_unlock(StateDirLock(tmp_path), "0000")
+    said = force_unlock(StateDirLock(tmp_path), mine.id)
+    assert f"removed lock {mine.id}" in said and f"pid {os.getpid()} still runs" in said
+    nxt, theirs = StateDirLock(tmp_path), holder("apply", "k3-b")
+    attempt = nxt.try_acquire(theirs)
+    assert attempt.acquired and attempt.holder is None  # a new lock file: the hung one's flock excludes nobody
+    hung.release(mine)  # the hung one finishing later must not remove the new holder's record
+    assert StateDirLock(tmp_path).holder() == (theirs, True)
+
+
+def test_force_unlock_of_a_stale_record_and_of_nothing(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="the host is not locked"):
+        force_unlock(StateDirLock(tmp_path), "abc")
+    gone = LockHolder(id="deadbeef0002", operation="prune", profile="k3-a", pid=dead_pid(),
+                      host=os.uname().nodename, started="2026-01-01T00:00:00+00:00")
+    (tmp_path / "lock").mkdir(exist_ok=True)
+    (tmp_path / LOCK_RECORD).write_text(json.dumps(gone.to_json()))
+    assert "removed the stale lock record deadbeef0002" in force_unlock(StateDirLock(tmp_path), "deadbeef0002")
+    assert StateDirLock(tmp_path).holder() == (None, False)
+
+
+def test_nested_locking_in_one_process_is_a_bug_not_a_deadlock(tmp_path: Path) -> None:
+    lock = StateDirLock(tmp_path)
+    lock.try_acquire(holder())
+    with pytest.raises(RuntimeError, match="already held by this process"):
+        lock.try_acquire(holder())
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("0", 0), ("90", 90), ("90s", 90), ("3m", 180), ("1h30m", 5400),
+                                               ("500ms", 0.5), ("2.5m", 150)])
+def test_durations(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "3 minutes", "-1", "m", "3m-", "nan"])
+def test_bad_durations_say_what_is_accepted(text: str) -> None:
+    with pytest.raises(ValueError, match="not a duration"):
+        parse_duration(text)
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["apply", "--lock-timeout", "3x", "p.yaml"], "'--lock-timeout': '3x' is not a duration"),
+    (["prune", "--lock-timeout", "-5", "p.yaml"], "'--lock-timeout'"),
+    (["reconcile", "--interval", "0", "p.yaml"], "'--interval': 0 is too short: at least 1s"),
+])
+def test_bad_durations_on_the_command_line_exit_2_naming_the_option(args: list[str], says: str) -> None:
+    from click.testing import CliRunner
+
+    from kimik3_reconciler.cli import main
+
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2 and says in result.output, result.output
+
+
+def test_asking_who_holds_the_lock_never_takes_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A probe that took the flock for an instant could make an apply starting in that instant exit 5.
+    assert StateDirLock(tmp_path).holder() == (None, False)
+    mine = holder()
+    StateDirLock(tmp_path).try_acquire(mine)
+    asker = StateDirLock(tmp_path)
+    monkeypatch.setattr(asker, "_flock", lambda: pytest.fail("holder() tried the lock"))
+    assert asker.holder() == (mine, True)
