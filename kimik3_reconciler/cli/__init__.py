@@ -19,24 +19,13 @@ from rich.text import Text
 
 from kimik3_reconciler.engine import Engine
 from kimik3_reconciler.errors import InputError, Kimik3Error, ProfileError, VerifyFailed
-from kimik3_reconciler.model.plan_file import SavedPlan, read_saved_plan, write_saved_plan
-from kimik3_reconciler.model.durations import parse_duration
-from kimik3_reconciler.model.profile_source import LoadedProfile, parse_profile
+from kimik3_reconciler.cli.inputs import load, profile_text_now, read_text, write_plan
+from kimik3_reconciler.cli.options import CHANGES_PENDING, EXIT_CODES, Duration, lock_timeout
+from kimik3_reconciler.model.plan_file import read_saved_plan
+from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.render import render_plan
 from kimik3_reconciler.reporting import CliReporter, configure_logging
 
-CHANGES_PENDING = 4
-# \b: click prints the block as written (no rewrapping).
-EXIT_CODES = """\b
-Exit codes:
-  0  ok: converged, valid, no changes
-  1  a step failed, did not converge, or verify failed
-  2  invalid input: profile, plan file or a file it names (nothing touched)
-  3  the host gate or the planner refused (nothing touched)
-  4  changes pending (plan --detailed-exitcode)
-  5  locked: another kimik3 holds this host's lock
-  6  the hub is unreachable or refused a request (its URL is named)
-  7  a saved plan is stale: the host or the profile moved since (nothing touched)"""
 _REHASH_HELP = "re-hash the cached model files against the hub's sha256 (slow: reads every byte)"
 # soft_wrap: never break a line (messages are grepped in CI logs); no markup from messages.
 _err = Console(stderr=True, soft_wrap=True, markup=False, highlight=False)
@@ -50,43 +39,6 @@ def _default_state_dir() -> str:
 
 def _default_dockerfile() -> str:
     return str(resources.files("kimik3_reconciler") / "Dockerfile.llamacpp")
-
-
-def _read(path: str) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror}") from exc
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 text (byte {exc.start}): save the profile as UTF-8") from exc
-
-
-def load(path: str) -> LoadedProfile:
-    text = _read(path)
-    saved = read_saved_plan(text, path)
-    if saved is not None:  # only apply executes a saved plan; the other commands take its profile
-        raise InputError(f"{path} is a saved plan (made {saved.created}): `kimik3 apply {path}` executes it; "
-                         f"this command takes the profile ({saved.profile_source})")
-    return parse_profile(text, source=path)
-
-
-def _profile_text_now(path: str) -> str | None:
-    """The profile file a saved plan was made from, as it reads now (None: gone or unreadable)."""
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
-
-
-def _write_plan(path: str, saved: SavedPlan) -> None:
-    """Atomically: a half-written plan file must never be applied."""
-    target = Path(path)
-    tmp = target.with_name(f".{target.name}.kimik3-tmp")
-    try:
-        tmp.write_text(write_saved_plan(saved), encoding="utf-8")
-        tmp.replace(target)
-    except OSError as exc:
-        raise InputError(f"cannot write the plan to {path}: {exc.strerror}") from exc
 
 
 class _Context:
@@ -143,29 +95,6 @@ def _ctx(click_ctx: click.Context, json_out: bool) -> _Context:
     return _Context(**click_ctx.obj, json_out=json_out)
 
 
-class _Duration(click.ParamType):
-    """30s, 3m, 1h30m or seconds; `minimum` refuses what would be a busy loop."""
-
-    name = "duration"
-
-    def __init__(self, minimum: float = 0.0):
-        self.minimum = minimum
-
-    def convert(self, value, param, ctx):  # noqa: ANN001, ANN201 - click's signature
-        try:
-            seconds = value if isinstance(value, float) else parse_duration(str(value))
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
-        if seconds < self.minimum:
-            self.fail(f"{value} is too short: at least {self.minimum:g}s", param, ctx)
-        return seconds
-
-
-_lock_timeout = click.option(
-    "--lock-timeout", type=_Duration(), envvar="KIMIK3_LOCK_TIMEOUT", default="0s", show_default=True,
-    help="when another kimik3 holds the host lock: wait this long for it (e.g. 10m), then exit 5 naming it")
-
-
 @main.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @_run
@@ -208,7 +137,7 @@ def plan(ctx: click.Context, file: str, json_out: bool, detailed_exitcode: bool,
     engine = _ctx(ctx, json_out).engine(file)
     if out:
         the_plan, saved = engine.save_plan(loaded, str(Path(file).resolve()), rehash=rehash)
-        _write_plan(out, saved)
+        write_plan(out, saved)
         _err.print(f"plan saved to {out}: `kimik3 apply {out}` executes exactly these steps")
     else:
         the_plan = engine.plan(loaded, rehash=rehash)
@@ -223,13 +152,13 @@ def plan(ctx: click.Context, file: str, json_out: bool, detailed_exitcode: bool,
 def _apply_input(ctx: click.Context, file: str, json_out: bool):  # noqa: ANN202 - (profile, Engine, runner)
     """A profile, or a saved plan (told apart by content): what apply loads, its engine, and what it runs
     (None: converge in rounds; else the saved plan's steps, checked for staleness first)."""
-    text = _read(file)
+    text = read_text(file)
     saved = read_saved_plan(text, file)
     if saved is None:
         return parse_profile(text, source=file), _ctx(ctx, json_out).engine(file), None
     loaded = parse_profile(saved.profile_text, source=saved.profile_source)
     engine = _ctx(ctx, json_out).engine(saved.profile_source)
-    text_now = _profile_text_now(saved.profile_source)
+    text_now = profile_text_now(saved.profile_source)
     return loaded, engine, lambda: engine.apply_saved(loaded, saved, text_now)
 
 
@@ -240,7 +169,7 @@ def _apply_input(ctx: click.Context, file: str, json_out: bool):  # noqa: ANN202
 @click.option("--verify-server/--no-verify-server", default=True, show_default=True,
               help="after a change, verify the server (as `kimik3 verify`); a no-op apply never does")
 @click.option("--verify", "rehash", is_flag=True, help=_REHASH_HELP)
-@_lock_timeout
+@lock_timeout
 @click.pass_context
 @_run
 def apply(ctx: click.Context, file: str, json_out: bool, rounds: int, verify_server: bool, rehash: bool,
@@ -353,7 +282,7 @@ def _print_report(report) -> None:  # noqa: ANN001 - verify.VerifyReport, import
 @click.option("--images", is_flag=True, help="also remove the profile's image")
 @click.option("--model", is_flag=True, help="also remove the cached model files of this quant")
 @click.option("--dry-run", is_flag=True, help="only show what would be removed")
-@_lock_timeout
+@lock_timeout
 @click.pass_context
 @_run
 def destroy(ctx: click.Context, file: str, images: bool, model: bool, dry_run: bool, lock_timeout: float) -> None:
@@ -368,7 +297,7 @@ def destroy(ctx: click.Context, file: str, images: bool, model: bool, dry_run: b
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--dry-run", is_flag=True, help="only show what would be removed")
-@_lock_timeout
+@lock_timeout
 @click.pass_context
 @_run
 def prune(ctx: click.Context, file: str, dry_run: bool, lock_timeout: float) -> None:
@@ -394,7 +323,7 @@ def force_unlock(ctx: click.Context, lock_id: str) -> None:
 
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--interval", type=_Duration(minimum=1.0), default="3m", show_default=True, help="time between passes")
+@click.option("--interval", type=Duration(minimum=1.0), default="3m", show_default=True, help="time between passes")
 @click.option("--jitter", is_flag=True, help="add a random 0-10% to each wait (hosts on one schedule spread out)")
 @click.option("--once", is_flag=True, help="run one pass and exit with its code (tests, cron)")
 @click.option("--verify-server/--no-verify-server", default=True, show_default=True,

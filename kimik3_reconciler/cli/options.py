@@ -1,0 +1,43 @@
+"""Options and texts several commands share: durations, the lock timeout, the exit-code table."""
+
+from __future__ import annotations
+
+import click
+
+from kimik3_reconciler.model.durations import parse_duration
+
+CHANGES_PENDING = 4
+# \b: click prints the block as written (no rewrapping).
+EXIT_CODES = """\b
+Exit codes:
+  0  ok: converged, valid, no changes
+  1  a step failed, did not converge, or verify failed
+  2  invalid input: profile, plan file or a file it names (nothing touched)
+  3  the host gate or the planner refused (nothing touched)
+  4  changes pending (plan --detailed-exitcode)
+  5  locked: another kimik3 holds this host's lock
+  6  the hub is unreachable or refused a request (its URL is named)
+  7  a saved plan is stale: the host or the profile moved since (nothing touched)"""
+
+
+class Duration(click.ParamType):
+    """30s, 3m, 1h30m or seconds; `minimum` refuses what would be a busy loop."""
+
+    name = "duration"
+
+    def __init__(self, minimum: float = 0.0):
+        self.minimum = minimum
+
+    def convert(self, value, param, ctx):  # noqa: ANN001, ANN201 - click's signature
+        try:
+            seconds = value if isinstance(value, float) else parse_duration(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+        if seconds < self.minimum:
+            self.fail(f"{value} is too short: at least {self.minimum:g}s", param, ctx)
+        return seconds
+
+
+lock_timeout = click.option(
+    "--lock-timeout", type=Duration(), envvar="KIMIK3_LOCK_TIMEOUT", default="0s", show_default=True,
+    help="when another kimik3 holds the host lock: wait this long for it (e.g. 10m), then exit 5 naming it")
