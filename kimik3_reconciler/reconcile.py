@@ -20,7 +20,16 @@ from pathlib import Path
 from typing import Any
 
 from kimik3_reconciler.engine import Engine
-from kimik3_reconciler.errors import InputError, Kimik3Error, LockHeld, PlanError, ProfileError, VerifyFailed
+from kimik3_reconciler.errors import (
+    BuildFailed,
+    InputError,
+    Kimik3Error,
+    LoadFailed,
+    LockHeld,
+    PlanError,
+    ProfileError,
+    VerifyFailed,
+)
 from kimik3_reconciler.model.profile_source import LoadedProfile
 
 JITTER_FRACTION = 0.1  # --jitter adds up to 10 % of the interval to each wait
@@ -91,10 +100,13 @@ class ReconcileLoop:
         except (ProfileError, InputError, PlanError) as exc:  # refused before anything ran: nothing to back off from
             return {"result": "error", "exit_code": exc.exit_code, "error": str(exc)}
         except Exception as exc:  # noqa: BLE001 - the loop outlives any one failed pass; the line says why
-            self._back_off(loaded.text)
+            if isinstance(exc, (LoadFailed, VerifyFailed, BuildFailed)):
+                # This profile text fails on this host: retry it less often. A daemon or hub outage
+                # (TransientError, HubError) is not the profile's fault: the next pass tries again.
+                self._back_off(loaded.text)
             code = exc.exit_code if isinstance(exc, Kimik3Error) else 1
             return {"result": "error", "exit_code": code, "error": str(exc) or type(exc).__name__,
-                    "failures": self.failures, "retry_in_s": round(self.retry_at - self.clock.monotonic())}
+                    "failures": self.failures, "retry_in_s": max(0, round(self.retry_at - self.clock.monotonic()))}
         self.failures, self.failed_text = 0, None
         steps = [f"{s.kind} {s.action.name.lower()} {s.target}" for s in result.executed]
         return {"result": "changed" if result.changed else "converged", "exit_code": 0, "steps": steps,

@@ -15,8 +15,17 @@ from kimik3_reconciler.model.specs import ContainerSpec
 HIDDEN = "(sensitive value)"
 
 
+# Flags whose value is a secret: a container recreated by hand may carry one; plans and plan files never show it.
+_SECRET_FLAGS = ("--api-key", "--hf-token")
+
+
+def _masked(argv: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple("(secret)" if i and argv[i - 1] in _SECRET_FLAGS else arg for i, arg in enumerate(argv))
+
+
 def _argv_change(old: tuple[str, ...], new: tuple[str, ...]) -> tuple[str, str]:
     """The differing stretch of two argvs, with the flag before it and `…` for what both share."""
+    old, new = _masked(old), _masked(new)
     prefix = 0
     while prefix < min(len(old), len(new)) and old[prefix] == new[prefix]:
         prefix += 1

@@ -92,3 +92,11 @@ def test_a_removed_mount_and_a_swapped_source_are_named() -> None:
     drift = [str(d) for d in running_drift(spec, parse_running(container_inspect(by_hand, "c", None)))]
     assert drift == [f"mount {spec.mounts[0].target}: /elsewhere (read-only) → {spec.mounts[0].source} (read-only)",
                      "mount /run/secrets/kimik3-api-key: (none) → /etc/k3/key (read-only)"]
+
+
+def test_a_secret_flag_added_by_hand_is_named_but_its_value_never_shown() -> None:
+    spec = rendered()
+    by_hand = replace(spec, command=(*spec.command, "--api-key", "sk-secret-123"))
+    drift = running_drift(spec, parse_running(container_inspect(by_hand, "c", None)))
+    assert len(drift) == 1 and drift[0].field == "container.command" and "--api-key (secret)" in str(drift[0])
+    assert "sk-secret-123" not in repr(drift)
