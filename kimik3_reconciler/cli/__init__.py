@@ -167,7 +167,7 @@ def _apply_input(ctx: click.Context, file: str, json_out: bool):  # noqa: ANN202
 @click.option("--json", "json_out", is_flag=True, help="print the result as JSON on stdout")
 @click.option("--rounds", default=3, show_default=True, help="observe/plan/apply rounds before giving up")
 @click.option("--verify-server/--no-verify-server", default=True, show_default=True,
-              help="after a change, verify the server (as `kimik3 verify`); a no-op apply never does")
+              help="after a change (or a launch an interrupted apply left unverified), verify the server (as `kimik3 verify`)")
 @click.option("--verify", "rehash", is_flag=True, help=_REHASH_HELP)
 @lock_timeout
 @click.pass_context
