@@ -222,12 +222,7 @@ def status(ctx: click.Context, file: str, json_out: bool) -> None:
     loaded = load(file)
     engine = _ctx(ctx, json_out).engine(file)
     observed = engine.observe(loaded)
-    data = observed.model_dump(mode="json", exclude={"host": {"cpu_flags"}})
-    for container in (data.get("container"), *data.get("others", ())):  # env values may be secrets: names only
-        for section in ("env", "defaults"):
-            running = (container or {}).get("running") or {}
-            if isinstance(running.get(section), list):
-                running[section] = [[pair[0], "(hidden)"] for pair in running[section]]
+    data = observed.model_dump(mode="json", exclude={"host": {"cpu_flags"}})  # secrets masked by the facts
     lock_holder, locked = engine.ports.lock.holder() if engine.ports.lock else (None, False)
     data["lock"] = {"held": locked, "holder": lock_holder.to_json() if locked and lock_holder else None}
     if json_out:

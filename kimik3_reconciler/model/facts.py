@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
 
 class _Fact(BaseModel):
@@ -147,6 +147,15 @@ class MountFact(_Fact):
     read_only: bool
 
 
+# Flags whose value is a secret: a container recreated by hand may carry one on its command line.
+SECRET_FLAGS = ("--api-key", "--hf-token")
+
+
+def mask_secret_args(argv: tuple[str, ...]) -> tuple[str, ...]:
+    """argv with the value after each secret flag replaced: what plans, diffs and JSON may show."""
+    return tuple("(secret)" if i and argv[i - 1] in SECRET_FLAGS else arg for i, arg in enumerate(argv))
+
+
 class RunningConfig(_Fact):
     """What the container was really created with (docker inspect), in `ContainerSpec`'s terms, so the
     planner compares it field by field with the rendered container. `env` leaves out what the image or
@@ -164,6 +173,15 @@ class RunningConfig(_Fact):
     network_mode: str = ""
     ipc_mode: str = ""
     restart_policy: str = "no"
+
+    # In JSON (`status --json`, logs) env values and secret flags never show: only names and positions.
+    @field_serializer("env", "defaults", when_used="json")
+    def _names_only(self, pairs: tuple[tuple[str, str], ...]) -> list[list[str]]:
+        return [[name, "(hidden)"] for name, _ in pairs]
+
+    @field_serializer("command", when_used="json")
+    def _masked_command(self, argv: tuple[str, ...]) -> list[str]:
+        return list(mask_secret_args(argv))
 
 
 class ContainerFact(_Fact):

@@ -8,24 +8,16 @@ Env values are never shown (a hand-added variable may hold a secret): Terraform'
 
 from __future__ import annotations
 
-from kimik3_reconciler.model.facts import MountFact, RunningConfig
+from kimik3_reconciler.model.facts import MountFact, RunningConfig, mask_secret_args
 from kimik3_reconciler.model.plan import DiffItem
 from kimik3_reconciler.model.specs import ContainerSpec
 
 HIDDEN = "(sensitive value)"
 
 
-# Flags whose value is a secret: a container recreated by hand may carry one; plans and plan files never show it.
-_SECRET_FLAGS = ("--api-key", "--hf-token")
-
-
-def _masked(argv: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple("(secret)" if i and argv[i - 1] in _SECRET_FLAGS else arg for i, arg in enumerate(argv))
-
-
 def _argv_change(old: tuple[str, ...], new: tuple[str, ...]) -> tuple[str, str]:
     """The differing stretch of two argvs, with the flag before it and `…` for what both share."""
-    old, new = _masked(old), _masked(new)
+    old, new = mask_secret_args(old), mask_secret_args(new)  # plans and plan files never show a secret
     prefix = 0
     while prefix < min(len(old), len(new)) and old[prefix] == new[prefix]:
         prefix += 1

@@ -100,3 +100,14 @@ def test_a_secret_flag_added_by_hand_is_named_but_its_value_never_shown() -> Non
     drift = running_drift(spec, parse_running(container_inspect(by_hand, "c", None)))
     assert len(drift) == 1 and drift[0].field == "container.command" and "--api-key (secret)" in str(drift[0])
     assert "sk-secret-123" not in repr(drift)
+
+
+def test_the_running_config_as_json_shows_env_names_and_no_secret_flag_value() -> None:
+    """`status --json` dumps the observed facts: a hand-made container's secrets must not reach it."""
+    spec = rendered()
+    by_hand = replace(spec, env=(("HF_TOKEN", "hf_secret"),), command=(*spec.command, "--api-key", "sk-secret-123"))
+    running = parse_running(container_inspect(by_hand, "c", None))
+    dumped = json.dumps(running.model_dump(mode="json"))
+    assert "hf_secret" not in dumped and "sk-secret-123" not in dumped
+    assert '["HF_TOKEN", "(hidden)"]' in dumped and '"--api-key", "(secret)"' in dumped
+    assert dict(running.env)["HF_TOKEN"] == "hf_secret"  # the planner still compares real values
