@@ -301,11 +301,15 @@ class Profile(BaseModel):
 
     @property
     def effective_ubatch(self) -> int:
-        """serve.ubatch, else 4096 for hybrid quants and 2048 for all-VRAM ones (seed 000 step 5)."""
+        """serve.ubatch, else the default of the catalog's mode (the plan uses the host's: planning/vram_fit.py)."""
+        return self.ubatch_for(self.quant_mode)
+
+    def ubatch_for(self, mode: catalog.QuantMode) -> int:
+        """serve.ubatch, else 4096 when the quant runs hybrid and 2048 when all-VRAM (seed 000 step 5)."""
         if self.serve.ubatch is not None:
             return self.serve.ubatch
         # hybrid: copy the CPU experts to GPU0 once per prompt, halves TTFT; all-VRAM: 2048 avoids scratch OOM.
-        return 2048 if self.quant_mode == "all-vram" else 4096
+        return 2048 if mode == "all-vram" else 4096
 
     @property
     def gpu_count(self) -> int | None:

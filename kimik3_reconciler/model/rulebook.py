@@ -81,6 +81,13 @@ RULES: tuple[Rule, ...] = (
     Rule("units-conflict-ordered", "force", "units sharing GPUs (or the port) carry Conflicts= and After= each other",
          "starting one must stop the other first, or both hold the GPUs at once", _UNITS,
          ("cases/plan/25-systemd-unit-absent.yaml", "unit/test_unit_engine.py", "integration/test_systemd_live.py")),
+    Rule("quant-mode-derived", "force", "hybrid or all-VRAM is derived from the quant's bytes against the profile's "
+         "GPUs' total VRAM (less fit margins, KV, buffers); the ubatch default and the launch follow it, and the plan "
+         "says when it is not the catalog's",
+         "seed 000 Key facts: the split is reproducible per (quant, GPU count, GPU memory), re-tune if any changes; "
+         "UD-IQ2_XXS is all-VRAM on 8x RTX PRO 6000 (765 GiB), not on four GPUs",
+         ("kimik3_reconciler.planning.vram_fit",),
+         ("cases/plan/50-iq2xxs-hybrid-on-four-gpus.yaml", "cases/plan/51-q2-all-vram-on-eight-h200.yaml")),
     Rule("no-secrets", "refuse", "a profile never holds a secret; the API key is a read-only mounted file",
          "keys in argv/env show up in `docker inspect` and logs", _PROFILE + _LAUNCH,
          ("cases/plan/19-api-key-file.yaml",)),

@@ -7,27 +7,15 @@ another team's process on a shared GPU, a quant that cannot fit VRAM + RAM disco
 
 from __future__ import annotations
 
-from kimik3_reconciler.model.facts import GpuFact, HostFacts, Observed
+from kimik3_reconciler.model.facts import HostFacts, Observed
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.planning.conflict_step import why_conflicting
 from kimik3_reconciler.planning.model_step import disk_refusal
 from kimik3_reconciler.planning.humanize import gib
+from kimik3_reconciler.planning.vram_fit import requested_gpus
 
 MIN_DRIVER = 570  # seed 000: NVIDIA driver >= 570, open kernel module
 MIB = 1 << 20
-
-
-def requested_gpus(profile: Profile, host: HostFacts) -> tuple[tuple[GpuFact, ...], list[str]]:
-    """The GPUs the profile claims, resolved against the host (indices or UUIDs), and what is absent."""
-    if profile.gpus == "all":
-        return host.gpus, []
-    if profile.gpus == "none":
-        return (), []
-    found, absent = [], []
-    for ref in profile.gpus:
-        gpu = next((g for g in host.gpus if (g.index == ref if isinstance(ref, int) else g.uuid == ref)), None)
-        (found.append(gpu) if gpu else absent.append(str(ref)))
-    return tuple(found), absent
 
 
 def _stoppable_pids(profile: Profile, observed: Observed) -> frozenset[int]:

@@ -20,6 +20,8 @@ written by hand.
         drift: {argv: {flag: value}, env: {K: V}, writable: true, restart_policy: x}  # then changed by hand
       unverified: true                                        # an apply launched it and never verified it
       host: {physical_cores: 8, cpu_flags: [...], tailscale_ipv4: null}
+            # or {recorded: h200, gpus: 8, ram_total: ...}: the recorded H200 host (tests/support/recorded_hosts.py)
+      quant_gib: 662                                          # the quant's size (default: two 40 GiB shards)
       previous_host: {...}                                    # the host the previous apply saw
       patches: {name: content-tag}                            # local patch file contents
       systemd: {booted: true, unit: absent | installed | edited, enabled: bool, active: active}
@@ -45,6 +47,7 @@ import pytest
 import yaml
 from support.fakes import container_inspect
 from support.observed import local_inputs, model_fact, observed, shard_files
+from support.recorded_hosts import recorded_host
 
 from kimik3_reconciler.model.facts import (
     ContainerFact, HostFacts, ImageFact, Observed, PatchFact, RemoteFile, SystemdFacts, UnitFact,
@@ -75,8 +78,8 @@ def profile_of(data: dict[str, Any]) -> Profile:
     return parse_profile(yaml.safe_dump(data), "case.yaml").profile
 
 
-def model_files(profile: Profile) -> tuple[RemoteFile, ...]:
-    files = shard_files(profile.model.quant, size=40 << 30, stem="K3")
+def model_files(profile: Profile, quant_gib: float = 80) -> tuple[RemoteFile, ...]:
+    files = shard_files(profile.model.quant, size=int(quant_gib * (1 << 30)) // 2, stem="K3")
     if profile.build.source == "fork" and profile.model.mmproj:
         files += (RemoteFile(path=profile.model.mmproj, size=900 << 20, sha256="f" * 64),)
     return files
@@ -88,7 +91,7 @@ def observed_for(profile: Profile, spec: dict[str, Any], host: HostFacts) -> Obs
         PatchFact(name=Path(p).name, path=f"/profiles/{p}",
                   sha256=hashlib.sha256(str(spec.get("patches", {}).get(Path(p).name, p)).encode()).hexdigest())
         for p in profile.build.patches)
-    files = model_files(profile)
+    files = model_files(profile, spec.get("quant_gib", 80))
     model_spec = spec.get("model", "complete")
     named = (lambda key: tuple(f.path for f in files if Path(f.path).name in model_spec.get(key, ()))) \
         if isinstance(model_spec, dict) else (lambda key: ())
@@ -111,16 +114,20 @@ def hand_made(spec: ContainerSpec, drift: dict[str, Any]) -> ContainerSpec:
     return replace(spec, command=tuple(command), mounts=mounts, env=env, **modes)
 
 
+def host_facts(spec: dict[str, Any]) -> HostFacts:
+    return recorded_host(spec) if "recorded" in spec else HostFacts(**spec)
+
+
 def build_case(case: dict[str, Any]) -> tuple[Profile, Observed]:
     base = yaml.safe_load(case["base"]) if "base" in case else BASE
     desired = profile_of(merge(base, case.get("desired")))
     obs_spec = case.get("observed", {})
-    host = HostFacts(**obs_spec.get("host", {"physical_cores": 8}))
+    host = host_facts(obs_spec.get("host", {"physical_cores": 8}))
     observed = observed_for(desired, obs_spec, host)
     if case.get("previous", {}) is None:
         return desired, observed.model_copy(update={"systemd": systemd_facts(obs_spec.get("systemd"))})
     previous = profile_of(merge(base, case.get("previous")))
-    prev_host = HostFacts(**obs_spec["previous_host"]) if "previous_host" in obs_spec else host
+    prev_host = host_facts(obs_spec["previous_host"]) if "previous_host" in obs_spec else host
     prev_obs = observed_for(previous, {**obs_spec, "patches": obs_spec.get("previous_patches", obs_spec.get("patches", {}))},
                             prev_host)
     image = render_image_build(previous, prev_obs)
