@@ -91,6 +91,15 @@ class FileStat(_Fact):
     inode: int
 
 
+class FilesystemFact(_Fact):
+    """The mount holding a path (/proc/self/mounts, longest matching mount point of its real path)."""
+
+    path: str  # the real path looked up (symlinks resolved)
+    mountpoint: str
+    fstype: str  # ext4, xfs, nfs4, cifs, fuse.sshfs, ...
+    source: str  # the device or the server:/export
+
+
 class ModelFact(_Fact):
     """Which files of repo@revision the deployment needs, and which are complete in the cache.
 
@@ -113,6 +122,7 @@ class ModelFact(_Fact):
     listing: Literal["manifest", "hub"] = "manifest"
     listing_error: str | None = None  # the hub could not list the files (the gate speaks first)
     cache_free_bytes: int | None = None  # free space on the cache's filesystem
+    cache_fs: FilesystemFact | None = None  # the mount the cache lives on (None: not looked at)
 
     @property
     def complete(self) -> bool:

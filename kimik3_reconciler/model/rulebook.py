@@ -88,6 +88,39 @@ RULES: tuple[Rule, ...] = (
          "UD-IQ2_XXS is all-VRAM on 8x RTX PRO 6000 (765 GiB), not on four GPUs",
          ("kimik3_reconciler.planning.vram_fit",),
          ("cases/plan/50-iq2xxs-hybrid-on-four-gpus.yaml", "cases/plan/51-q2-all-vram-on-eight-h200.yaml")),
+    Rule("sizing-headroom", "refuse", "the quant + 10 % runtime headroom must fit VRAM + RAM, and what the GPUs "
+         "cannot hold (the hybrid's CPU experts, + 10 %) must fit the RAM; MemAvailable short of it warns",
+         "seed 000 Sizing gate: a quant that does not fit VRAM + RAM cannot run at any split, and the hybrid keeps "
+         "~130 GiB of RAM busy; seed 001: plan the download size + 10-15 % runtime headroom",
+         ("kimik3_reconciler.planning.memory_gate",),
+         ("cases/plan/52-sizing-headroom.yaml", "unit/test_memory_gate.py", "unit/test_host_gate.py")),
+    Rule("draft-gpu-room", "refuse", "the draft's GPU keeps >= 9216 MiB free after --fit (its fit_target entry) "
+         "and has that much VRAM at all",
+         "seed 000 Speculative decoding: ~9 GB free on the draft's GPU plus room for the snapshots; use a per-device "
+         "--fit-target list", ("kimik3_reconciler.planning.memory_gate",),
+         ("cases/plan/53-draft-gpu-without-room.yaml", "unit/test_memory_gate.py")),
+    Rule("cache-dir-local", "warn", "model.cache_dir on a network filesystem (nfs, cifs, sshfs, ...), named with its type",
+         "seed 001: NVMe rather than network-mounted, slow disks; seed 000: weights bind-mounted from local NVMe, and a "
+         "cold load reads the whole quant (~17 min for 802 GB)", ("kimik3_reconciler.planning.host_gate",),
+         ("cases/plan/54-cache-dir-on-nfs.yaml", "unit/test_parsers.py", "integration/test_host_filesystem.py")),
+    Rule("driver-floor", "refuse", "the NVIDIA driver must be at least the minimum of the runtime base image's CUDA "
+         "(NVIDIA's toolkit/driver table; seed 000's 570 when the version is unknown)",
+         "seed 001: the CUDA 13 image needs driver R580+ (seed 000's >= 570 predates it); nvidia/cuda images refuse "
+         "to start on an older driver", ("kimik3_reconciler.planning.host_gate",),
+         ("cases/plan/55-driver-older-than-cuda13.yaml", "unit/test_host_compat.py")),
+    Rule("cuda-arch-covers-gpus", "refuse", "every GPU of the profile has kernels among build.cuda_architectures "
+         "(as llama.cpp builds them: a plain 12X is 12Xa); PTX-only coverage warns",
+         "seed 000 builds sm_120 for RTX PRO 6000; an sm_120 image on an H200 (sm_90) passes the build and fails at "
+         "load (reference/llama-cpp.md §3.2)", ("kimik3_reconciler.planning.host_gate",),
+         ("cases/plan/56-sm120-image-on-h200.yaml", "unit/test_host_compat.py")),
+    Rule("avx512-experts", "warn", "a hybrid whose build has no AVX-512 kernels (CPU without it, or left out of "
+         "cpu_features); AMX is not judged",
+         "seed 000: the CPU experts run on AVX-512; AMX \"turns out to be irrelevant to the experts\" (never used for "
+         "MoE)", ("kimik3_reconciler.planning.host_gate",),
+         ("cases/plan/57-hybrid-without-avx512.yaml", "unit/test_host_gate.py")),
+    Rule("cpu-features-on-host", "refuse", "build.cpu_features may list an AVX-512 set only when this CPU has it",
+         "the listed kernels are compiled into the whole CPU backend: an illegal instruction on this CPU",
+         ("kimik3_reconciler.planning.host_gate",), ("unit/test_host_gate.py",)),
     Rule("no-secrets", "refuse", "a profile never holds a secret; the API key is a read-only mounted file",
          "keys in argv/env show up in `docker inspect` and logs", _PROFILE + _LAUNCH,
          ("cases/plan/19-api-key-file.yaml",)),

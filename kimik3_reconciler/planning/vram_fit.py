@@ -57,7 +57,7 @@ def quant_bytes(profile: Profile, observed: Observed) -> tuple[int | None, str]:
     if layout is not None:
         return (sum(layout.layer_dense) + sum(layout.layer_experts) + layout.output_bytes
                 + layout.token_embd_bytes), "its GGUF headers"
-    listed = sum(f.size for f in observed.model.files if f.path.startswith(quant + "/"))
+    listed = sum(f.size for f in observed.model.files if f.path.startswith(quant + "/")) or observed.model.total_bytes
     if listed:
         return listed, "its files"
     info = catalog.lookup(quant)

@@ -22,6 +22,7 @@ written by hand.
       host: {physical_cores: 8, cpu_flags: [...], tailscale_ipv4: null}
             # or {recorded: h200, gpus: 8, ram_total: ...}: the recorded H200 host (tests/support/recorded_hosts.py)
       quant_gib: 662                                          # the quant's size (default: two 40 GiB shards)
+      cache_mounts: proc-self-mounts.nfs-models.txt           # tests/fixtures/host: the cache dir's mount from it
       previous_host: {...}                                    # the host the previous apply saw
       patches: {name: content-tag}                            # local patch file contents
       systemd: {booted: true, unit: absent | installed | edited, enabled: bool, active: active}
@@ -55,6 +56,7 @@ from kimik3_reconciler.model.facts import (
 from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.model.specs import ContainerSpec
 from kimik3_reconciler.observe.docker_objects import parse_running
+from kimik3_reconciler.observe.host import parse_mount_of
 from kimik3_reconciler.observe.unit import parse_unit_file
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.profile_source import parse_profile
@@ -64,6 +66,7 @@ from kimik3_reconciler.planning.launch import render_launch
 from kimik3_reconciler.planning.unit_step import render_install
 
 CASES = Path(__file__).parent.parent / "cases" / "plan"
+HOST_FIXTURES = Path(__file__).parent.parent / "fixtures" / "host"
 BASE = yaml.safe_load((CASES / "_base.yaml").read_text())
 
 
@@ -97,10 +100,12 @@ def observed_for(profile: Profile, spec: dict[str, Any], host: HostFacts) -> Obs
         if isinstance(model_spec, dict) else (lambda key: ())
     missing = {"complete": (), "absent": tuple(f.path for f in files)}.get(model_spec) if isinstance(model_spec, str) \
         else named("missing") + named("edited") + named("corrupt")
+    cache_dir = profile.model.cache_dir or "/var/lib/kimik3/hub"
+    mounts = (HOST_FIXTURES / spec["cache_mounts"]).read_text() if "cache_mounts" in spec else None
     return observed(profile, host=host, inputs=local_inputs(profile, patches=patches),
                     model=model_fact(profile, files=files, missing=missing, corrupt=named("edited") + named("corrupt"),
                                      changed=named("edited") + named("touched"), unrecorded=named("touched"),
-                                     cache_dir=profile.model.cache_dir or "/var/lib/kimik3/hub"))
+                                     cache_dir=cache_dir, cache_fs=parse_mount_of(mounts, cache_dir) if mounts else None))
 
 
 def hand_made(spec: ContainerSpec, drift: dict[str, Any]) -> ContainerSpec:
