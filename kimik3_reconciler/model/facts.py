@@ -50,6 +50,7 @@ class HostFacts(_Fact):
     gpu_probe: Literal["ok", "no-driver"] | None = None
     gpu_probe_detail: str | None = None
     driver_version: str | None = None
+    driver_cuda: tuple[int, int] | None = None  # the newest CUDA the driver runs (NVML), e.g. (13, 0)
     gpus: tuple[GpuFact, ...] = ()
     ram_total: int | None = None
     ram_available: int | None = None
@@ -289,6 +290,7 @@ class Observed(_Fact):
     gate_records: dict[str, dict[str, Any]] = Field(default_factory=dict)  # image fingerprint -> result  # from the quant's GGUF headers (ranged reads or the cache)  # model.tokenizer: non-weight files of an HF-format repo
     images: tuple[ImageFact, ...] = ()
     base_images: dict[str, str | None] = Field(default_factory=dict)  # ref -> local image id
+    runtime_cuda: str | None = None  # CUDA_VERSION of the runtime base image, when pulled (the driver floor)
     container: ContainerFact | None = None
     unverified: str | None = None  # fingerprint of a container launched but not verified yet (state record)
     last_good: str | None = None  # when this profile name last converged and passed verify (revert target)

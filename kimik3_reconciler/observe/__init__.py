@@ -13,6 +13,7 @@ from kimik3_reconciler.observe.docker_objects import (
     collect_container,
     collect_images,
     collect_others,
+    collect_runtime_cuda,
 )
 from kimik3_reconciler.observe.host import collect_host
 from kimik3_reconciler.observe.local_inputs import collect_inputs
@@ -57,6 +58,8 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
         images=collect_images(ports.docker, ports.state),
         base_images=collect_base_images(ports.docker, (profile.build.base_images.build,
                                                        profile.build.base_images.runtime)),
+        runtime_cuda=collect_runtime_cuda(ports.docker, profile.build.base_images.runtime)
+        if profile.build.variant == "cuda" else None,
         container=container,
         others=others,
         load_rate=_load_rate(ports),

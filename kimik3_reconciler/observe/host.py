@@ -76,6 +76,12 @@ def parse_nvml(dump: dict[str, Any], our_pids: frozenset[int] = frozenset()) -> 
     return gpus, dump.get("driver")
 
 
+def parse_driver_cuda(dump: dict[str, Any]) -> tuple[int, int] | None:
+    """NVML's CUDA driver version (13000 = 13.0, 12080 = 12.8) -> (major, minor); None when not recorded."""
+    value = dump.get("cuda_driver")
+    return (value // 1000, value % 1000 // 10) if isinstance(value, int) and value > 0 else None
+
+
 def parse_docker_gpu(info: dict[str, Any], cdi_specs: list[str]) -> bool:
     """The NVIDIA container runtime is registered, or a CDI spec for nvidia.com/gpu exists."""
     return "nvidia" in (info.get("Runtimes") or {}) or any("nvidia" in name for name in cdi_specs)
@@ -158,6 +164,7 @@ def collect_host(host: HostPort, docker: DockerPort | None = None, our_pids: fro
         gpu_probe="no-driver" if "error" in dump else "ok",
         gpu_probe_detail=dump.get("error"),
         driver_version=driver,
+        driver_cuda=parse_driver_cuda(dump),
         gpus=gpus,
         ram_total=ram_total,
         ram_available=ram_available,

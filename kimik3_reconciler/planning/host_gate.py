@@ -42,17 +42,30 @@ def _stoppable_pids(profile: Profile, observed: Observed) -> frozenset[int]:
     return frozenset(pids)
 
 
-def _driver_refusal(profile: Profile, host: HostFacts) -> str | None:
+def _runtime_cuda(profile: Profile, observed: Observed) -> tuple[int, int, int] | None:
+    """The runtime base image's CUDA: its CUDA_VERSION env when pulled, else its tag."""
+    env = {"CUDA_VERSION": observed.runtime_cuda} if observed.runtime_cuda else None
+    return image_cuda_version(profile.build.base_images.runtime, env)
+
+
+def _driver_refusal(profile: Profile, observed: Observed) -> str | None:
     """The driver must run the runtime base image's CUDA (seed 001: the CUDA 13 image needs R580+)."""
-    runtime = profile.build.base_images.runtime
-    cuda = image_cuda_version(runtime)
+    host, runtime = observed.host, profile.build.base_images.runtime
+    cuda = _runtime_cuda(profile, observed)
     floor, why = driver_floor(cuda)
+    runs = f"; NVML: it runs CUDA <= {host.driver_cuda[0]}.{host.driver_cuda[1]}" if host.driver_cuda else ""
     # rule: driver-floor
     # Seed 001: R580+ for the CUDA 13 image; nvidia/cuda images refuse to start on an older driver (NVIDIA_REQUIRE_CUDA).
     if version(host.driver_version or "0") >= floor:
+        # The driver's own word, where NVML gives it, counts too (a table row may be missing).
+        if cuda and host.driver_cuda and host.driver_cuda < cuda[:2]:
+            return (f"NVIDIA driver {host.driver_version} runs CUDA <= {host.driver_cuda[0]}.{host.driver_cuda[1]} "
+                    f"(NVML), older than CUDA {'.'.join(map(str, cuda))} of the runtime base image {runtime}: upgrade "
+                    "the driver, or set build.base_images to a CUDA the driver runs")
         return None
     return (f"NVIDIA driver {host.driver_version} is older than {driver_text(floor)}, the minimum for the runtime "
-            f"base image {runtime} ({why}): upgrade the driver, or set build.base_images to a CUDA the driver runs")
+            f"base image {runtime} ({why}{runs}): upgrade the driver, or set build.base_images to a CUDA the "
+            "driver runs")
 
 
 def _arch_findings(profile: Profile, host: HostFacts) -> tuple[list[str], list[str]]:
@@ -81,12 +94,13 @@ def _arch_findings(profile: Profile, host: HostFacts) -> tuple[list[str], list[s
     return refusals, warnings
 
 
-def _gpu_refusals(profile: Profile, host: HostFacts, stoppable: frozenset[int] = frozenset()) -> list[str]:
+def _gpu_refusals(profile: Profile, observed: Observed, stoppable: frozenset[int] = frozenset()) -> list[str]:
+    host = observed.host
     if host.gpu_probe == "no-driver" or not host.gpus:
-        floor, _ = driver_floor(image_cuda_version(profile.build.base_images.runtime))
+        floor, _ = driver_floor(_runtime_cuda(profile, observed))
         return [f"0 GPUs on this host ({host.gpu_probe_detail or 'NVML sees none'}): build.variant cuda needs the "
                 f"NVIDIA driver (>= {driver_text(floor)}) and GPUs; use variant cpu with gpus: none for a CPU-only host"]
-    refusals = [r for r in (_driver_refusal(profile, host),) if r]
+    refusals = [r for r in (_driver_refusal(profile, observed),) if r]
     gpus, absent = requested_gpus(profile, host)
     if absent:
         have = ", ".join(f"{g.index} ({g.uuid})" for g in host.gpus)
@@ -172,7 +186,7 @@ def host_gate(profile: Profile, observed: Observed) -> tuple[list[str], list[str
                         "seed 000 measured a 20+-minute single-request stall with it on")
     stoppable = _stoppable_pids(profile, observed)
     if profile.build.variant == "cuda" and host.gpu_probe is not None:
-        refusals += _gpu_refusals(profile, host, stoppable)
+        refusals += _gpu_refusals(profile, observed, stoppable)
         if host.gpu_probe == "ok":
             found, cautions = _arch_findings(profile, host)
             refusals, warnings = refusals + found, warnings + cautions

@@ -128,15 +128,16 @@ def test_host_refusals(change: dict, expected: str) -> None:
 
 def test_the_driver_floor_follows_the_runtime_image_cuda() -> None:
     """Seed 001: the CUDA 13 image needs R580+; a CUDA 12.8 base image runs on seed 000's 570 driver."""
-    host = collect_host(RecordedHost({**H200_NVML, "driver": "570.133.20"}), NoDocker())
+    host = collect_host(RecordedHost({**H200_NVML, "driver": "570.133.20", "cuda_driver": 12080}), NoDocker())
+    assert host.driver_cuda == (12, 8)
     refusals, _ = host_gate(profile(), observed(host=host))
     assert refusals == ["NVIDIA driver 570.133.20 is older than 580.65.06, the minimum for the runtime base image "
-                        "nvidia/cuda:13.0.0-runtime-ubuntu24.04 (CUDA 13.0.0, per NVIDIA's toolkit/driver table): "
-                        "upgrade the driver, or set build.base_images to a CUDA the driver runs"]
+                        "nvidia/cuda:13.0.0-runtime-ubuntu24.04 (CUDA 13.0.0, per NVIDIA's toolkit/driver table; NVML: "
+                        "it runs CUDA <= 12.8): upgrade the driver, or set build.base_images to a CUDA the driver runs"]
     cuda128 = profile(**{'cuda_architectures: ["90"]}': 'cuda_architectures: ["90"], base_images: '
                          '{build: "nvidia/cuda:12.8.1-devel-ubuntu24.04", runtime: "nvidia/cuda:12.8.1-runtime-ubuntu24.04"}}'})
     assert host_gate(cuda128, observed(host=host))[0] == []
-    older = collect_host(RecordedHost({**H200_NVML, "driver": "565.57.01"}), NoDocker())
+    older = collect_host(RecordedHost({**H200_NVML, "driver": "565.57.01", "cuda_driver": 12070}), NoDocker())
     assert host_gate(cuda128, observed(host=older))[0][0].startswith(
         "NVIDIA driver 565.57.01 is older than 570.124.06, the minimum for the runtime base image "
         "nvidia/cuda:12.8.1-runtime-ubuntu24.04 (CUDA 12.8.1")
@@ -225,3 +226,24 @@ def test_gate_run_on_a_real_h200_with_a_foreign_process() -> None:
     # the same facts, parsed again, give the same verdicts (the collector's output is a fixture too)
     host = HostFacts(**{k: v for k, v in held["facts"].items()})
     assert host_gate(profile(), observed(host=host))[0] == held["refusals"]
+
+
+def test_the_pulled_runtime_image_cuda_version_wins_over_its_tag() -> None:
+    """nvidia/cuda images set CUDA_VERSION; a retagged or private base image says its CUDA only there."""
+    private = profile(**{'cuda_architectures: ["90"]}': 'cuda_architectures: ["90"], base_images: '
+                         '{build: "registry.lan/cuda-devel:stable", runtime: "registry.lan/cuda-runtime:stable"}}'})
+    host = collect_host(RecordedHost({**H200_NVML, "driver": "575.57.08", "cuda_driver": 12090}), NoDocker())
+    assert host_gate(private, observed(host=host))[0] == []  # version unknown: seed 000's 570 floor
+    refusals, _ = host_gate(private, observed(host=host, runtime_cuda="13.0.1"))
+    assert refusals == ["NVIDIA driver 575.57.08 is older than 580.82.07, the minimum for the runtime base image "
+                        "registry.lan/cuda-runtime:stable (CUDA 13.0.1, per NVIDIA's toolkit/driver table; NVML: it "
+                        "runs CUDA <= 12.9): upgrade the driver, or set build.base_images to a CUDA the driver runs"]
+
+
+def test_the_driver_word_counts_where_the_table_has_no_row() -> None:
+    """A driver past the table's floor that NVML says runs an older CUDA than the image's is refused too."""
+    host = collect_host(RecordedHost({**H200_NVML, "driver": "580.65.06", "cuda_driver": 12090}), NoDocker())
+    assert host_gate(profile(), observed(host=host))[0] == [
+        "NVIDIA driver 580.65.06 runs CUDA <= 12.9 (NVML), older than CUDA 13.0.0 of the runtime base image "
+        "nvidia/cuda:13.0.0-runtime-ubuntu24.04: upgrade the driver, or set build.base_images to a CUDA the driver runs"]
+    assert host_gate(profile(), observed(host=h200()))[0] == []  # the recorded 580.159.04 runs CUDA 13.0

@@ -134,3 +134,11 @@ def test_the_mount_of_a_path_from_recorded_mount_tables() -> None:
     assert scratch is not None and (scratch.fstype, scratch.mountpoint) == ("xfs", "/mnt/models/local scratch")
     assert parse_mount_of(nfs, "/mnt/modelsX") is not None and parse_mount_of(nfs, "/mnt/modelsX").mountpoint == "/"
     assert parse_mount_of("", "/x") is None
+
+
+def test_an_image_env_variable_from_a_recorded_inspect() -> None:
+    from kimik3_reconciler.observe.docker_objects import image_env
+
+    image = json.loads(fixture("docker", "image-cpu.json"))  # a kimik3 CPU image on a Debian base: no CUDA
+    assert image_env(image, "PATH") and image_env(image, "CUDA_VERSION") is None
+    assert image_env(None, "CUDA_VERSION") is None
