@@ -305,9 +305,12 @@ class Profile(BaseModel):
         return self.ubatch_for(self.quant_mode)
 
     def ubatch_for(self, mode: catalog.QuantMode) -> int:
-        """serve.ubatch, else 4096 when the quant runs hybrid and 2048 when all-VRAM (seed 000 step 5)."""
-        if self.serve.ubatch is not None:
-            return self.serve.ubatch
+        """serve.ubatch, else the default of `mode`."""
+        return self.serve.ubatch if self.serve.ubatch is not None else self.ubatch_for_default(mode)
+
+    @staticmethod
+    def ubatch_for_default(mode: catalog.QuantMode) -> int:
+        """4096 when the quant runs hybrid, 2048 when all-VRAM (seed 000 step 5)."""
         # hybrid: copy the CPU experts to GPU0 once per prompt, halves TTFT; all-VRAM: 2048 avoids scratch OOM.
         return 2048 if mode == "all-vram" else 4096
 

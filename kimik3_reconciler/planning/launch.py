@@ -182,7 +182,7 @@ def launch_input(profile: Profile, observed: Observed, image_tag: str, image_fp:
     """(the launch input, warnings) from the profile and what this host showed."""
     mode = mode or derive_mode(profile, observed)
     bind, warnings = bind_address(profile, observed)
-    note = mode.note(profile.ubatch_for(mode.mode))
+    note = mode.note(profile)
     warnings += (note,) if note else ()
     model = observed.model
     host_gpus = len(observed.host.gpus) if observed.host.gpu_probe == "ok" else None

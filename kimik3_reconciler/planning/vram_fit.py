@@ -16,6 +16,7 @@ from kimik3_reconciler.model import catalog
 from kimik3_reconciler.model.catalog import QuantMode
 from kimik3_reconciler.model.facts import GpuFact, HostFacts, ModelLayout, Observed
 from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.model.profile_rules import ALL_VRAM_MIN_FIT_TARGET
 from kimik3_reconciler.planning.humanize import gib
 
 MIB = 1 << 20
@@ -87,10 +88,20 @@ class ModeDecision:
     def differs(self) -> bool:
         return self.derived and self.mode != self.catalog_mode
 
-    def note(self, ubatch: int) -> str | None:
-        """What the plan says when this host's mode is not the catalog's (`ubatch`: what the launch uses)."""
+    def note(self, profile: Profile) -> str | None:
+        """What the plan says when this host's mode is not the catalog's: why, and what the launch uses."""
         if not self.differs:
             return None
+        ubatch = profile.ubatch_for(self.mode)
+        uses = f"the launch uses ubatch {ubatch}"
+        if profile.serve.ubatch is not None and ubatch != profile.ubatch_for_default(self.mode):
+            # Seed 000 step 5: 4096 for hybrid (halves TTFT), 2048 for all-VRAM (no scratch OOM).
+            uses += f" as set (seed 000 uses {profile.ubatch_for_default(self.mode)} for {self.mode})"
+        short = [m for m in fit_margins(profile, self.gpus) if m < ALL_VRAM_MIN_FIT_TARGET]
+        if self.mode == "all-vram" and profile.serve.n_cpu_moe is None and short:
+            # Seed 000 step 5: all-VRAM needs a fit margin, else the CUDA scratch pool OOMs on the first request.
+            uses += (f"; fit_target {min(short)} MiB is below the {ALL_VRAM_MIN_FIT_TARGET} MiB an all-VRAM "
+                     "load needs (the first request OOMs)")
         listed = f"the catalog's {self.catalog_mode}" if catalog.lookup(self.quant) else "hybrid, assumed for a quant " \
             "not in the catalog"
         if self.mode == "hybrid":
@@ -101,7 +112,7 @@ class ModeDecision:
             why = (f"{gib(self.gpu_need_bytes)} ({self.counted}) fits the {gib(self.usable_bytes)} usable on "
                    f"{self.gpus} GPU(s) ({gib(self.vram_bytes)})")
         return (f"mode: {self.quant} runs {self.mode} on this host, not {listed} (measured on 8x RTX PRO 6000): "
-                f"{why}; the launch uses ubatch {ubatch}")
+                f"{why}; {uses}")
 
 
 def derive_mode(profile: Profile, observed: Observed) -> ModeDecision:

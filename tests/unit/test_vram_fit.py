@@ -1,0 +1,76 @@
+"""Hybrid or all-VRAM per (quant, GPU count, GPU memory), on the recorded H200 (planning/vram_fit.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from support.observed import model_fact, observed
+from support.recorded_hosts import h200_host
+
+from kimik3_reconciler.model.facts import HostFacts, ModelLayout
+from kimik3_reconciler.model.profile_source import parse_profile
+from kimik3_reconciler.planning.launch import render_launch
+from kimik3_reconciler.planning.vram_fit import derive_mode
+
+GIB = 1 << 30
+LAYOUT = ModelLayout(**json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "h200" /
+                                   "synth-layout.json").read_text()))
+
+
+def profile(quant: str = "UD-IQ2_XXS", gpus: str = "all", serve: str = "{}", variant: str = "cuda"):
+    return parse_profile(f"""
+apiVersion: kimik3/v1
+name: kimi-k3
+model: {{repo: unsloth/Kimi-K3-GGUF, revision: 0123456789abcdef0123456789abcdef01234567, quant: {quant}}}
+build: {{source: mainline, variant: {variant}, cuda_architectures: ["90"]}}
+gpus: {gpus}
+serve: {serve}
+""").profile
+
+
+def test_iq2_xxs_is_all_vram_on_eight_h200_and_hybrid_on_four() -> None:
+    iq2 = profile()
+    unlisted = model_fact(iq2, files=())
+    eight = derive_mode(iq2, observed(iq2, host=h200_host(8), model=unlisted))  # no listing yet: the catalog's 662 GiB
+    assert (eight.mode, eight.differs, eight.source, eight.gpus) == ("all-vram", False, "the catalog's size", 8)
+    four = derive_mode(iq2, observed(iq2, host=h200_host(4), model=model_fact(iq2, shards=2, size=331 * GIB)))
+    assert (four.mode, four.differs, four.source) == ("hybrid", True, "its files")
+    assert four.cpu_bytes and 118 * GIB < four.cpu_bytes < 119 * GIB
+
+
+def test_the_catalog_stands_without_gpu_facts_or_a_size() -> None:
+    iq2 = profile()
+    assert not derive_mode(iq2, observed(iq2, host=HostFacts(physical_cores=8))).derived  # pure tests, no NVML
+    unknown = profile(quant="UD-Q3_K_M")  # not in the catalog and nothing listed: hybrid, assumed
+    assert derive_mode(unknown, observed(unknown, host=h200_host(8), model=model_fact(unknown, files=()))).mode == "hybrid"
+
+
+def test_a_manual_split_and_the_cpu_variant() -> None:
+    manual = profile(serve="{n_cpu_moe: 0}")
+    assert derive_mode(manual, observed(manual, host=h200_host(1))).mode == "all-vram"  # the profile's choice
+    cpu = profile(gpus="none", variant="cpu")
+    decision = derive_mode(cpu, observed(cpu, host=h200_host(1), model=model_fact(cpu, files=())))
+    assert not decision.derived and decision.cpu_bytes == 662 * GIB  # all of it in RAM
+
+
+def test_the_headers_count_kv_and_buffers() -> None:
+    """The synthetic kimi-k3 GGUF measured on the H200 (tests/fixtures/h200/forecast-cases.jsonl): all-VRAM with a
+    1024 MiB margin, hybrid with 141027 MiB (only ~1.6 GB usable)."""
+    synth = profile(quant="UD-SYNTH", gpus="[0]", serve="{ctx_size: 4096, parallel: 1, fit_target: 1024}")
+    fits = derive_mode(synth, observed(synth, host=h200_host(1), layout=LAYOUT))
+    assert (fits.mode, fits.source, fits.counted) == ("all-vram", "its GGUF headers", "weights, KV, buffers")
+    tight = profile(quant="UD-SYNTH", gpus="[0]", serve="{ctx_size: 4096, parallel: 1, fit_target: 141027}")
+    assert derive_mode(tight, observed(tight, host=h200_host(1), layout=LAYOUT)).mode == "hybrid"
+
+
+def test_the_plan_note_names_a_set_ubatch_and_a_short_margin() -> None:
+    q2 = profile(quant="UD-Q2_K_XL", serve="{ubatch: 4096, fit_target: 1024}")
+    launch = render_launch(q2, observed(q2, host=h200_host(8), model=model_fact(q2, shards=2, size=401 * GIB)),
+                           "img", "fp")
+    (note,) = launch.warnings
+    assert note.startswith("mode: UD-Q2_K_XL runs all-vram on this host, not the catalog's hybrid (measured on 8x "
+                           "RTX PRO 6000): 802.0 GiB (weights; KV and buffers not known yet) fits the ")
+    assert note.endswith("the launch uses ubatch 4096 as set (seed 000 uses 2048 for all-vram); fit_target 1024 MiB "
+                         "is below the 4096 MiB an all-VRAM load needs (the first request OOMs)")
+    assert launch.input.serve.ubatch == 4096 and launch.mode.mode == "all-vram"
