@@ -113,8 +113,8 @@ RULES: tuple[Rule, ...] = (
          "seed 000 builds sm_120 for RTX PRO 6000; an sm_120 image on an H200 (sm_90) passes the build and fails at "
          "load (reference/llama-cpp.md §3.2)", ("kimik3_reconciler.planning.host_gate",),
          ("cases/plan/56-sm120-image-on-h200.yaml", "unit/test_host_compat.py")),
-    Rule("avx512-experts", "warn", "a hybrid whose build has no AVX-512 kernels (CPU without it, or left out of "
-         "cpu_features); AMX is not judged",
+    Rule("avx512-experts", "warn", "a hybrid (or CPU build) with cpu_features: auto on a CPU without AVX-512; AMX "
+         "is not judged, and an explicit list (`[]`: portable) is the profile's choice",
          "seed 000: the CPU experts run on AVX-512; AMX \"turns out to be irrelevant to the experts\" (never used for "
          "MoE)", ("kimik3_reconciler.planning.host_gate",),
          ("cases/plan/57-hybrid-without-avx512.yaml", "unit/test_host_gate.py")),
