@@ -39,8 +39,9 @@ class FitMargin:
 # Seed 000 step 5: "all-VRAM needs --fit-target 6144, otherwise the CUDA scratch pool OOMs on the first
 # request after a full load" -- the value for an all-VRAM quant nobody measured.
 ALL_VRAM_STEP5 = FitMargin(6144, 6144, None, False, "seed 000 step 5 (all-VRAM needs --fit-target 6144)")
-# The seed gives no margin for the hybrid path; --fit moves the experts that do not fit to the CPU.
-HYBRID_FIT = FitMargin(4096, None, None, False, "seed 000 step 5 (--fit sizes the CPU/GPU expert split)")
+# The seed gives no margin for the hybrid path (--fit moves the experts that do not fit to the CPU):
+# kimik3's default, the value the shipped hybrid profile uses.
+HYBRID_FIT = FitMargin(4096, None, None, False, "kimik3's hybrid default (seed 000 gives no hybrid margin)")
 
 
 @dataclass(frozen=True)
