@@ -213,25 +213,32 @@ def _spec_draft(p: Profile) -> Iterator[Finding]:
                      f"{len(p.gpus)} GPUs holds the target's output.weight; elsewhere llama.cpp aborts")
 
 
-def _spec_type_args(p: Profile) -> Iterator[Finding]:
-    """--spec-type written in extra_args (the way to pick a draft-less method such as ngram-mod)."""
+def _spec_types_written(p: Profile) -> Iterator[tuple[FieldPath, set[str]]]:
+    """--spec-type values written past serve.spec_draft: in extra_args (the way to pick a draft-less method
+    such as ngram-mod) or as LLAMA_ARG_SPEC_TYPE in serve.env."""
     args = p.serve.extra_args
     for i, arg in enumerate(args):
         flag, eq, value = arg.partition("=")
-        if flag.replace("_", "-") != "--spec-type":
-            continue
-        value = value if eq else (args[i + 1] if i + 1 < len(args) else "")
-        types = {t.strip() for t in value.split(",")}
+        if flag.replace("_", "-") == "--spec-type":
+            value = value if eq else (args[i + 1] if i + 1 < len(args) else "")
+            yield ("serve", "extra_args", i), {t.strip() for t in value.split(",")}
+    if "LLAMA_ARG_SPEC_TYPE" in p.serve.env:
+        value = p.serve.env["LLAMA_ARG_SPEC_TYPE"]
+        yield ("serve", "env", "LLAMA_ARG_SPEC_TYPE"), {t.strip() for t in value.split(",")}
+
+
+def _spec_type_args(p: Profile) -> Iterator[Finding]:
+    for at, types in _spec_types_written(p):
         if "draft-mtp" in types:
             # rule: no-mtp-head
             # Seed 000 "Key facts": no MTP head in the checkpoint.
-            yield _error(("serve", "extra_args", i), "--spec-type draft-mtp: the Kimi-K3 checkpoint has no MTP "
-                         "head (seed 000); use serve.spec_draft with the DSpark draft")
+            yield _error(at, "--spec-type draft-mtp: the Kimi-K3 checkpoint has no MTP head (seed 000); use "
+                         "serve.spec_draft with the DSpark draft")
         if "ngram-mod" in types:
             # rule: ngram-mod-neutral
             # Seed 000 "Key facts": ngram-mod is ~ neutral on this model; the draft (DSpark) is what pays.
-            yield _warning(("serve", "extra_args", i), "--spec-type ngram-mod measured ~ neutral on Kimi-K3 "
-                           "(seed 000); the DSpark draft (serve.spec_draft) is what pays, at low concurrency")
+            yield _warning(at, "--spec-type ngram-mod measured ~ neutral on Kimi-K3 (seed 000); the DSpark draft "
+                           "(serve.spec_draft) is what pays, at low concurrency")
 
 
 def _endpoint(p: Profile) -> Iterator[Finding]:

@@ -111,9 +111,11 @@ RULES: tuple[Rule, ...] = (
     Rule("spec-draft-concurrency", "warn", "speculative decoding with parallel >= 4",
          "verify batches multiply MoE expert reads: +23-72 % at c1, a loss at c4", _PROFILE,
          ("cases/profile/spec_draft_parallel_warns.yaml",), seed=f"{_KEY_SPEC}: a loss at c4"),
-    Rule("no-mtp-head", "refuse", "no draft-mtp speculation (spec_draft.type or --spec-type in extra_args)",
+    Rule("no-mtp-head", "refuse", "no draft-mtp speculation (spec_draft.type, --spec-type in extra_args or "
+         "LLAMA_ARG_SPEC_TYPE)",
          "the checkpoint has no MTP head: there is nothing for draft-mtp to draft with", _PROFILE,
-         ("cases/profile/spec_draft_mtp.yaml", "cases/profile/spec_type_mtp_extra_args.yaml"),
+         ("cases/profile/spec_draft_mtp.yaml", "cases/profile/spec_type_mtp_extra_args.yaml",
+          "cases/profile/spec_type_mtp_env.yaml"),
          seed=f"{_KEY_SPEC}: No MTP head in the checkpoint"),
     Rule("ngram-mod-neutral", "warn", "--spec-type ngram-mod is said to be about neutral when chosen",
          "measured ~ neutral on Kimi-K3; the DSpark draft is what pays, at low concurrency", _PROFILE,
