@@ -25,7 +25,7 @@ from kimik3_reconciler.planning.host_compat import (
 )
 from kimik3_reconciler.planning.memory_gate import draft_room_refusals, memory_findings
 from kimik3_reconciler.planning.model_step import disk_refusal
-from kimik3_reconciler.planning.vram_fit import derive_mode, requested_gpus
+from kimik3_reconciler.planning.vram_fit import derive_mode, margin_refusal, requested_gpus
 
 MIB = 1 << 20
 # Filesystem types that reach the bytes over a network (or a FUSE client of one): seed 001 wants NVMe.
@@ -196,6 +196,7 @@ def host_gate(profile: Profile, observed: Observed) -> tuple[list[str], list[str
                     disk_refusal(observed.tokenizer) if observed.tokenizer else None):
         if refusal:
             refusals.append(refusal)
+    refusals += [r for r in (margin_refusal(profile, derive_mode(profile, observed)),) if r]
     cpu_refusals, cpu_warnings = _cpu_findings(profile, observed)
     refusals, warnings = refusals + cpu_refusals, warnings + cpu_warnings
     warnings += [w for w in (_cache_filesystem_warning(observed.model),) if w]

@@ -56,7 +56,7 @@ class LaunchInput:
     gpus: str | tuple[int | str, ...]  # as the profile declares them ("none" for the CPU variant)
     restart_policy: str
     model: ModelInput
-    serve: ServeSpec  # the profile's section, with the effective ubatch and host paths resolved
+    serve: ServeSpec  # the profile's section, with the effective batch/ubatch/fit_target and host paths resolved
     bind: str
     threads: int  # physical cores, not hardware threads (seed 000)
     draft_device: str | None
@@ -165,10 +165,13 @@ def draft_device(profile: Profile, host_gpus: int | None = None) -> str | None:
 
 
 def _resolved_serve(profile: Profile, observed: Observed, mode: ModeDecision) -> ServeSpec:
-    """The serve section as the container gets it: the ubatch of the mode this host runs the quant in
-    (not the catalog's: seed 000 re-tunes per GPU count and memory), the host paths of its files."""
-    serve = profile.serve
-    update: dict[str, Any] = {"ubatch": profile.ubatch_for(mode.mode), "api_key_file": observed.inputs.api_key_file}
+    """The serve section as the container gets it: batch/ubatch/fit_target of the mode this host runs the
+    quant in (not the catalog's: seed 000 re-tunes per GPU count and memory) when omitted, per quant, and
+    the host paths of its files."""
+    serve, runs = profile.serve, mode.mode
+    update: dict[str, Any] = {"batch": profile.batch_for(runs), "ubatch": profile.ubatch_for(runs),
+                              "fit_target": profile.fit_target_for(runs),
+                              "api_key_file": observed.inputs.api_key_file}
     if serve.spec_draft is not None:
         if observed.inputs.draft_model is None:
             raise PlanError("serve.spec_draft: a draft from the hub (repo/file + revision) is not downloaded by "

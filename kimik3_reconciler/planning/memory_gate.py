@@ -95,7 +95,7 @@ def draft_room_refusals(profile: Profile, observed: Observed) -> list[str]:
         return [f"the draft's GPU {name} is smaller than the ~{DRAFT_ROOM_MIB} MiB the DSpark draft needs (seed 000)"]
     if profile.serve.n_cpu_moe is not None:
         return []  # a manual split has no margin to check; the forecast shows what each GPU holds
-    margin = fit_margins(profile, len(gpus))[index]
+    margin = fit_margins(profile, len(gpus), derive_mode(profile, observed).mode)[index]
     if margin < DRAFT_ROOM_MIB:
         return [f"{_margin_field(profile, index)} leaves {margin} MiB free on the draft's GPU {name}; the DSpark draft needs ~{DRAFT_ROOM_MIB} "
                 f"MiB (~9 GB) there plus room for its snapshots (seed 000): write one margin per GPU, >= "

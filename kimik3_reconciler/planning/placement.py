@@ -21,7 +21,7 @@ from kimik3_reconciler.planning.humanize import gib
 from kimik3_reconciler.planning.vram_fit import (
     CUDA_CONTEXT_BYTES,
     compute_bytes,
-    effective_ubatch,
+    derive_mode,
     fit_margins,
     requested_gpus,
 )
@@ -103,9 +103,11 @@ def forecast(profile: Profile, observed: Observed) -> Forecast | None:
     gpus, _ = requested_gpus(profile, host)
     if not gpus:
         return None  # GPU facts unknown (or absent: the gate says so)
-    budgets = [g.memory_free - CUDA_CONTEXT_BYTES - t * MIB for g, t in zip(gpus, fit_margins(profile, len(gpus)))]
+    mode = derive_mode(profile, observed).mode
+    # The margins and buffers of the mode this host runs the quant in: the profile's, else the quant's.
+    budgets = [g.memory_free - CUDA_CONTEXT_BYTES - t * MIB for g, t in zip(gpus, fit_margins(profile, len(gpus), mode))]
     kv = profile.serve.ctx_size * layout.kv_bytes_per_token
-    fixed = compute_bytes(effective_ubatch(profile, observed), layout)
+    fixed = compute_bytes(profile.ubatch_for(mode), layout)
     dense = sum(layout.layer_dense) + layout.output_bytes + kv + fixed * len(gpus)
     cpu = _cpu_experts(profile, layout, sum(budgets) - dense)
     shares = _split(layout, cpu, budgets, fixed, kv // max(1, layout.n_layer))

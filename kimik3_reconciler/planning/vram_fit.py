@@ -16,7 +16,6 @@ from kimik3_reconciler.model import catalog
 from kimik3_reconciler.model.catalog import QuantMode
 from kimik3_reconciler.model.facts import GpuFact, HostFacts, ModelLayout, Observed
 from kimik3_reconciler.model.profile import Profile
-from kimik3_reconciler.model.profile_rules import ALL_VRAM_MIN_FIT_TARGET
 from kimik3_reconciler.planning.humanize import gib
 
 MIB = 1 << 20
@@ -38,9 +37,10 @@ def requested_gpus(profile: Profile, host: HostFacts) -> tuple[tuple[GpuFact, ..
     return tuple(found), absent
 
 
-def fit_margins(profile: Profile, count: int) -> list[int]:
-    """serve.fit_target per GPU in MiB (a scalar repeats; a short list is the gate's refusal, padded here)."""
-    fit = profile.serve.fit_target
+def fit_margins(profile: Profile, count: int, mode: QuantMode) -> list[int]:
+    """The --fit-target per GPU in MiB when the quant runs in `mode`: serve.fit_target, else the quant's
+    margin (catalog.fit_margin). A scalar repeats; a short list is the gate's refusal, padded here."""
+    fit = profile.fit_target_for(mode)
     margins = list(fit) if isinstance(fit, list) else [fit] * count
     return (margins + margins[-1:] * count)[:count] if margins else [0] * count
 
@@ -94,14 +94,13 @@ class ModeDecision:
             return None
         ubatch = profile.ubatch_for(self.mode)
         uses = f"the launch uses ubatch {ubatch}"
-        if profile.serve.ubatch is not None and ubatch != profile.ubatch_for_default(self.mode):
+        if profile.serve.ubatch is not None and ubatch != catalog.default_ubatch(self.mode):
             # Seed 000 step 5: 4096 for hybrid (halves TTFT), 2048 for all-VRAM (no scratch OOM).
-            uses += f" as set (seed 000 uses {profile.ubatch_for_default(self.mode)} for {self.mode})"
-        short = [m for m in fit_margins(profile, self.gpus) if m < ALL_VRAM_MIN_FIT_TARGET]
-        if self.mode == "all-vram" and profile.serve.n_cpu_moe is None and short:
-            # Seed 000 step 5: all-VRAM needs a fit margin, else the CUDA scratch pool OOMs on the first request.
-            uses += (f"; fit_target {min(short)} MiB is below the {ALL_VRAM_MIN_FIT_TARGET} MiB an all-VRAM "
-                     "load needs (the first request OOMs)")
+            uses += f" as set (seed 000 uses {catalog.default_ubatch(self.mode)} for {self.mode})"
+        else:
+            uses += f", batch {profile.batch_for(self.mode)}"
+        if profile.serve.fit_target is None and profile.serve.n_cpu_moe is None:
+            uses += f", fit_target {profile.fit_target_for(self.mode)} MiB"
         listed = f"the catalog's {self.catalog_mode}" if catalog.lookup(self.quant) else "hybrid, assumed for a quant " \
             "not in the catalog"
         if self.mode == "hybrid":
@@ -139,12 +138,38 @@ def derive_mode(profile: Profile, observed: Observed) -> ModeDecision:
         mode: QuantMode = "hybrid" if profile.serve.n_cpu_moe > 0 else "all-vram"
         return _with(base, mode=mode, derived=True, gpus=len(gpus), vram_bytes=vram, usable_bytes=usable,
                      gpu_need_bytes=size - host_only + kv, cpu_bytes=None if cpu is None else cpu + host_only)
-    usable = sum(g.memory_total - CUDA_CONTEXT_BYTES - m * MIB for g, m in zip(gpus, fit_margins(profile, len(gpus))))
-    buffers = compute_bytes(profile.ubatch_for("all-vram"), layout) * len(gpus) if layout else 0
-    need = size - host_only + kv + buffers
+    def on_gpus(mode: QuantMode) -> tuple[int, int]:
+        """(bytes the GPUs must hold, bytes they can) with the margins and ubatch of `mode`."""
+        usable = sum(g.memory_total - CUDA_CONTEXT_BYTES - m * MIB
+                     for g, m in zip(gpus, fit_margins(profile, len(gpus), mode)))
+        buffers = compute_bytes(profile.ubatch_for(mode), layout) * len(gpus) if layout else 0
+        return size - host_only + kv + buffers, usable
+
+    # All-VRAM when it fits with the all-VRAM margin (the quant's: seed 000 step 5, step 2) and ubatch;
+    # a hybrid keeps in RAM what does not fit with the hybrid's margin and ubatch.
+    need, usable = on_gpus("all-vram")
     mode = "all-vram" if need <= usable else "hybrid"
+    if mode == "hybrid":
+        need, usable = on_gpus("hybrid")
     return _with(base, mode=mode, derived=True, gpus=len(gpus), vram_bytes=vram, usable_bytes=usable,
                  gpu_need_bytes=need, cpu_bytes=max(0, need - usable) + host_only)
+
+
+def margin_refusal(profile: Profile, decision: ModeDecision) -> str | None:
+    """A derived all-VRAM mode with a margin below the quant's all-VRAM floor: the seed's first-request OOM.
+    (Profile rules judge the catalog's mode at load; this is the host's.)"""
+    floor = catalog.fit_margin(profile.model.quant, "all-vram").minimum
+    if not decision.differs or decision.mode != "all-vram" or floor is None or profile.serve.n_cpu_moe is not None:
+        return None
+    margins = fit_margins(profile, decision.gpus, "all-vram")
+    # rule: quant-mode-derived
+    # Seed 000 step 5: all-VRAM needs its margin, else the CUDA scratch pool OOMs on the first request after a load.
+    if min(margins) >= floor:
+        return None
+    return (f"{profile.model.quant} runs all-VRAM on this host's {decision.gpus} GPU(s) (the catalog says "
+            f"{decision.catalog_mode}), and serve.fit_target {min(margins)} MiB is below the {floor} MiB it needs "
+            "all-VRAM: the CUDA scratch pool OOMs on the first request after the load (seed 000 step 5); raise "
+            "fit_target or leave it out")
 
 
 def _with(decision: ModeDecision, **changes: object) -> ModeDecision:

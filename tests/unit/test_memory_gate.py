@@ -30,19 +30,22 @@ DRAFT = "spec_draft: {model: /drafts/dspark.gguf}"
 
 def test_the_draft_gpu_needs_its_room_in_the_fit_target_list() -> None:
     host = h200_host(4, ram_total=TIB)
-    scalar = profile(serve=f"{{parallel: 2, {DRAFT}}}")
-    assert draft_room_refusals(scalar, observed(scalar, host=host)) == [
+
+    def refusals(serve: str) -> list[str]:
+        q2 = profile(serve=serve, quant="UD-Q2_K_XL")  # 802 GiB: hybrid on four H200s, 4096 MiB margins
+        return draft_room_refusals(q2, observed(q2, host=host, model=model_fact(q2, shards=2, size=401 * GIB)))
+
+    assert refusals(f"{{parallel: 2, {DRAFT}}}") == [
         "serve.fit_target leaves 4096 MiB free on the draft's GPU CUDA3 (GPU 3, NVIDIA H200, 143771 MiB); the DSpark "
         "draft needs ~9216 MiB (~9 GB) there plus room for its snapshots (seed 000): write one margin per GPU, >= 9216 "
         "for CUDA3"]
-    roomy = profile(serve=f"{{parallel: 2, fit_target: [4096, 4096, 4096, 16384], {DRAFT}}}")
-    assert draft_room_refusals(roomy, observed(roomy, host=host)) == []
+    assert refusals(f"{{parallel: 2, fit_target: [4096, 4096, 4096, 16384], {DRAFT}}}") == []
     # The room is on the draft's GPU, not another one.
-    wrong = profile(serve=f"{{parallel: 2, fit_target: [16384, 4096, 4096, 4096], {DRAFT}}}")
-    assert draft_room_refusals(wrong, observed(wrong, host=host))[0].startswith("serve.fit_target[3] leaves 4096 MiB")
+    wrong = refusals(f"{{parallel: 2, fit_target: [16384, 4096, 4096, 4096], {DRAFT}}}")
+    assert wrong[0].startswith("serve.fit_target[3] leaves 4096 MiB")
     # A margin bigger than the GPU leaves no layer (and no output.weight) there.
-    huge = profile(serve=f"{{parallel: 2, fit_target: [4096, 4096, 4096, 200000], {DRAFT}}}")
-    assert "is more than the draft's GPU CUDA3" in draft_room_refusals(huge, observed(huge, host=host))[0]
+    huge = refusals(f"{{parallel: 2, fit_target: [4096, 4096, 4096, 200000], {DRAFT}}}")
+    assert "is more than the draft's GPU CUDA3" in huge[0]
 
 
 def test_a_gpu_smaller_than_the_draft_and_a_manual_split() -> None:

@@ -10,6 +10,7 @@ from support.recorded_hosts import h200_host
 
 from kimik3_reconciler.model.facts import HostFacts, ModelLayout
 from kimik3_reconciler.model.profile_source import parse_profile
+from kimik3_reconciler.planning.host_gate import host_gate
 from kimik3_reconciler.planning.launch import render_launch
 from kimik3_reconciler.planning.vram_fit import derive_mode
 
@@ -64,13 +65,26 @@ def test_the_headers_count_kv_and_buffers() -> None:
     assert derive_mode(tight, observed(tight, host=h200_host(1), layout=LAYOUT)).mode == "hybrid"
 
 
-def test_the_plan_note_names_a_set_ubatch_and_a_short_margin() -> None:
-    q2 = profile(quant="UD-Q2_K_XL", serve="{ubatch: 4096, fit_target: 1024}")
+def test_the_plan_note_names_a_set_ubatch_and_the_defaults_it_takes() -> None:
+    q2 = profile(quant="UD-Q2_K_XL", serve="{ubatch: 4096}")
     launch = render_launch(q2, observed(q2, host=h200_host(8), model=model_fact(q2, shards=2, size=401 * GIB)),
                            "img", "fp")
     (note,) = launch.warnings
     assert note.startswith("mode: UD-Q2_K_XL runs all-vram on this host, not the catalog's hybrid (measured on 8x "
                            "RTX PRO 6000): 802.0 GiB (weights; KV and buffers not known yet) fits the ")
-    assert note.endswith("the launch uses ubatch 4096 as set (seed 000 uses 2048 for all-vram); fit_target 1024 MiB "
-                         "is below the 4096 MiB an all-VRAM load needs (the first request OOMs)")
-    assert launch.input.serve.ubatch == 4096 and launch.mode.mode == "all-vram"
+    assert note.endswith("the launch uses ubatch 4096 as set (seed 000 uses 2048 for all-vram), fit_target 6144 MiB")
+    assert (launch.input.serve.ubatch, launch.input.serve.batch, launch.input.serve.fit_target) == (4096, 4096, 6144)
+    assert launch.mode.mode == "all-vram"
+
+
+def test_a_derived_all_vram_mode_with_a_short_margin_is_refused() -> None:
+    """Profile rules judge the catalog's mode (UD-Q2_K_XL: hybrid, 4096 MiB is fine); on eight H200s it runs
+    all-VRAM, where seed 000 step 5 needs the margin (6144 for a quant nobody measured all-VRAM)."""
+    q2 = profile(quant="UD-Q2_K_XL", serve="{fit_target: 4096}")
+    facts = observed(q2, host=h200_host(8, ram_total=1 << 40), model=model_fact(q2, shards=2, size=401 * GIB))
+    refusals, _ = host_gate(q2, facts)
+    assert refusals == ["UD-Q2_K_XL runs all-VRAM on this host's 8 GPU(s) (the catalog says hybrid), and "
+                        "serve.fit_target 4096 MiB is below the 6144 MiB it needs all-VRAM: the CUDA scratch pool OOMs "
+                        "on the first request after the load (seed 000 step 5); raise fit_target or leave it out"]
+    four = observed(q2, host=h200_host(4, ram_total=1 << 40), model=model_fact(q2, shards=2, size=401 * GIB))
+    assert host_gate(q2, four)[0] == []  # hybrid on four: 4096 is the hybrid's margin
