@@ -76,7 +76,8 @@ def driver_floor(cuda: tuple[int, int, int] | None) -> tuple[tuple[int, ...], st
     rows = [driver for toolkit, driver in TOOLKIT_DRIVER if toolkit <= cuda]
     if not rows:
         return SEED_MIN_DRIVER, f"seed 000's floor (CUDA {cuda_text(cuda)} predates the table)"
-    newer = f", newer than the table's {cuda_text(TOOLKIT_DRIVER[-1][0])}: at least" if cuda > TOOLKIT_DRIVER[-1][0] else ""
+    newest = TOOLKIT_DRIVER[-1][0]
+    newer = f", newer than the table's {cuda_text(newest)}: at least" if cuda > newest else ""
     return max(rows[-1], SEED_MIN_DRIVER), f"CUDA {cuda_text(cuda)}{newer}, per NVIDIA's toolkit/driver table"
 
 

@@ -55,7 +55,8 @@ def _driver_refusal(profile: Profile, observed: Observed) -> str | None:
     floor, why = driver_floor(cuda)
     runs = f"; NVML: it runs CUDA <= {host.driver_cuda[0]}.{host.driver_cuda[1]}" if host.driver_cuda else ""
     # rule: driver-floor
-    # Seed 001: R580+ for the CUDA 13 image; nvidia/cuda images refuse to start on an older driver (NVIDIA_REQUIRE_CUDA).
+    # Seed 001: R580+ for the CUDA 13 image; nvidia/cuda images refuse to start on an older driver
+    # (their NVIDIA_REQUIRE_CUDA=cuda>=X.Y, checked by the container toolkit).
     if version(host.driver_version or "0") >= floor:
         # The driver's own word, where NVML gives it, counts too (a table row may be missing).
         if cuda and host.driver_cuda and host.driver_cuda < cuda[:2]:
@@ -99,7 +100,8 @@ def _gpu_refusals(profile: Profile, observed: Observed, stoppable: frozenset[int
     if host.gpu_probe == "no-driver" or not host.gpus:
         floor, _ = driver_floor(_runtime_cuda(profile, observed))
         return [f"0 GPUs on this host ({host.gpu_probe_detail or 'NVML sees none'}): build.variant cuda needs the "
-                f"NVIDIA driver (>= {driver_text(floor)}) and GPUs; use variant cpu with gpus: none for a CPU-only host"]
+                f"NVIDIA driver (>= {driver_text(floor)}) and GPUs; use variant cpu with gpus: none for a CPU-only "
+                "host"]
     refusals = [r for r in (_driver_refusal(profile, observed),) if r]
     gpus, absent = requested_gpus(profile, host)
     if absent:
@@ -145,7 +147,8 @@ def _cache_filesystem_warning(model: ModelFact) -> str | None:
     kind = fs.fstype.removeprefix("fuse.")
     # rule: cache-dir-local
     # Seed 001: prefer NVMe to network-mounted, slow disks; the model cache's topology becomes part of inference.
-    if fs.fstype in NETWORK_FS or fs.fstype.startswith("nfs") or (fs.fstype.startswith("fuse.") and kind in NETWORK_FUSE):
+    fuse_client = fs.fstype.startswith("fuse.") and kind in NETWORK_FUSE
+    if fs.fstype in NETWORK_FS or fs.fstype.startswith("nfs") or fuse_client:
         return (f"model.cache_dir {model.cache_dir} is on a network filesystem ({fs.fstype}, {fs.source} mounted at "
                 f"{fs.mountpoint}): seed 001 wants local NVMe; every cold load reads the whole quant over it "
                 "(seed 000: ~17 min for 802 GB from local disk)")
@@ -160,9 +163,10 @@ def _cpu_findings(profile: Profile, observed: Observed) -> tuple[list[str], list
     flags, built = set(host.cpu_flags), cpu_features(profile, host)
     missing = [f for f in built if f != "amx" and not set(HOST_FLAGS[f]) <= flags]
     # rule: cpu-features-on-host
+    # Listed AVX-512 kernels are compiled into the whole CPU backend: an illegal instruction on this CPU.
     if missing:
-        # Listed AVX-512 kernels are compiled into the whole CPU backend: an illegal instruction on this CPU.
-        return [f"build.cpu_features lists {', '.join(missing)} but this CPU lacks {', '.join(HOST_FLAGS[m][0] for m in missing)}: "
+        lacks = ", ".join(HOST_FLAGS[m][0] for m in missing)
+        return [f"build.cpu_features lists {', '.join(missing)} but this CPU lacks {lacks}: "
                 "the image's CPU kernels would stop on an illegal instruction here; use cpu_features: auto"], []
     experts_on_cpu = profile.build.variant == "cpu" or derive_mode(profile, observed).mode == "hybrid"
     # rule: avx512-experts
