@@ -172,7 +172,8 @@ RULES: tuple[Rule, ...] = (
          "(NVIDIA's toolkit/driver table; seed 000's 570 when the version is unknown)",
          "seed 001: the CUDA 13 image needs driver R580+ (seed 000's >= 570 predates it); nvidia/cuda images refuse "
          "to start on an older driver", ("kimik3_reconciler.planning.host_gate",),
-         ("cases/plan/55-driver-older-than-cuda13.yaml", "unit/test_host_compat.py"),
+         ("cases/plan/55-driver-older-than-cuda13.yaml", "unit/test_host_compat.py",
+          "integration/test_base_image_cuda_docker.py"),
          seed="seed 001 (driver R580+ for the CUDA 13 image; R575/CUDA 12.9 must upgrade); seed 000 step 1 (driver >= "
               "570)"),
     Rule("cuda-arch-covers-gpus", "refuse", "every GPU of the profile has kernels among build.cuda_architectures "
