@@ -8,6 +8,7 @@ import io
 import subprocess
 import tarfile
 
+import pytest
 from support.observed import observed
 from support.realparts import docker, require_docker_and_demo_hub
 from support.recorded_hosts import h200_host
@@ -17,6 +18,7 @@ from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.observe.docker_objects import collect_runtime_cuda
 from kimik3_reconciler.planning.host_gate import host_gate
 
+pytestmark = pytest.mark.docker
 REF = "k3hf-cuda-env:private-runtime"  # this branch's test image: the tag carries no CUDA version
 
 
