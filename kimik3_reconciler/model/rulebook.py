@@ -11,7 +11,7 @@ from typing import Literal
 @dataclass(frozen=True)
 class Rule:
     id: str
-    kind: Literal["refuse", "warn", "force"]
+    kind: Literal["refuse", "warn", "force", "check"]  # check: `kimik3 verify` fails (apply reverts) or names a cause
     statement: str
     reason: str
     enforced_by: tuple[str, ...]  # the modules whose guard applies it (dotted paths); () only for an open gap
@@ -84,6 +84,42 @@ RULES: tuple[Rule, ...] = (
     Rule("no-secrets", "refuse", "a profile never holds a secret; the API key is a read-only mounted file",
          "keys in argv/env show up in `docker inspect` and logs", _PROFILE + _LAUNCH,
          ("cases/plan/19-api-key-file.yaml",)),
+    # --- verify and the crash symptoms (issue 14) ---
+    Rule("verify-random-weights", "check", "what random weights say is reported 'not checkable (random weights)', "
+         "never 'ok'; only a GGUF marked kimik3.weights = random (kimik3's smoke/demo models) counts as random",
+         "seed 000 step 4: a tiny model proves the plumbing, not Kimi-K3; a real model must never pass unjudged",
+         ("kimik3_reconciler.verify",), ("unit/test_verify.py", "integration/test_verify_docker.py")),
+    Rule("verify-text", "check", "on real weights the text check fails unless the model says the asked-for word",
+         "seed 000 step 6 (verify.sh: text); a broken kernel still talks, fluently and wrongly",
+         ("kimik3_reconciler.verify.checks",), ("unit/test_verify.py", "unit/test_verify_stub_server.py")),
+    Rule("verify-tool-call", "check", "on real weights the tool_call check fails unless the model calls "
+         "get_weather with city Oslo (no call, another tool or another city fail)",
+         "seed 000 step 2: the vetted quants pass text+vision+tool-call verify.sh end to end",
+         ("kimik3_reconciler.verify.checks",), ("unit/test_verify.py", "unit/test_verify_stub_server.py")),
+    Rule("tool-call-retry", "check", "an unparsed tool call (HTTP 500 from the parser, arguments that are not a JSON "
+         "object, call markup left in content) is retried, 3 attempts at most, and counted in verify's report",
+         "seed 001: K3's tool-call shapes are occasionally unparseable: validate and retry; monitor tool-call "
+         "parse failures", ("kimik3_reconciler.verify.checks",),
+         ("unit/test_verify.py", "unit/test_verify_stub_server.py")),
+    Rule("verify-vision", "check", "on real weights with a projector, the vision check fails unless the model names "
+         "the red probe image's colour", "seed 000 step 6: vision is verified with a solid-colour probe image",
+         ("kimik3_reconciler.verify.checks",), ("unit/test_verify.py", "unit/test_verify_stub_server.py")),
+    Rule("verify-two-turn", "check", "the whole assistant message (reasoning_content, tool_calls) goes back; on real "
+         "weights the server's rendered prompt must carry them and turn 2 must use the tool result",
+         "seed 001: K3 keeps its thinking across turns: clients send back the whole previous assistant message, "
+         "reasoning_content and tool_calls included", ("kimik3_reconciler.verify.checks",),
+         ("unit/test_verify.py", "unit/test_verify_stub_server.py")),
+    Rule("cuda-oom-first-request", "check", "a server that dies of 'CUDA error: out of memory' (at launch or on "
+         "verify's first request) is reported with the fix: raise serve.fit_target, use serve.ubatch 2048",
+         "seed 000 'When startup crashes': CUDA error: out of memory in alloc on the first request after a "
+         "successful all-VRAM load -> raise --fit-target and use -ub 2048 (step 5: all-VRAM needs --fit-target 6144)",
+         ("kimik3_reconciler.observe.server_log", "kimik3_reconciler.verify"),
+         ("unit/test_crash_symptoms.py", "unit/test_verify.py")),
+    Rule("kld-broken-kernel", "refuse", "a gated quant scoring mean KLD > 1 fails as a broken kernel for that quant "
+         "type on this GPU and is never served",
+         "seed 000 'When startup crashes': a new quant that loads and talks but scores KLD >> 1 in the gate -> "
+         "broken sm_120 kernel for that type, don't serve it", ("kimik3_reconciler.planning.quant_gate",),
+         ("unit/test_crash_symptoms.py",)),
 )
 
 BY_ID = {rule.id: rule for rule in RULES}
