@@ -232,6 +232,8 @@ def status(ctx: click.Context, file: str, json_out: bool) -> None:
     c, m = observed.container, observed.model
     _out.print(f"profile    {loaded.profile.name}")
     _out.print(f"container  {c.state + ' (' + (c.health or '-') + ')' + ' ' + c.id[:12] if c else 'absent'}")
+    if c and c.crash:  # read from its log: the cause, and for a CUDA OOM the fix
+        _out.print(Text(f"crashed    exit code {c.exit_code}: {c.crash}"))
     _out.print(f"images     {', '.join(t for i in observed.images for t in i.tags) or 'none'}")
     _out.print(f"model      {m.repo}@{m.revision[:12]}/{m.quant}: {len(m.files) - len(m.missing)}/{len(m.files)} files"
                + (f", {len(m.corrupt)} corrupt (sha256 mismatch)" if m.corrupt else ""))

@@ -114,7 +114,8 @@ RULES: tuple[Rule, ...] = (
          "seed 000 'When startup crashes': CUDA error: out of memory in alloc on the first request after a "
          "successful all-VRAM load -> raise --fit-target and use -ub 2048 (step 5: all-VRAM needs --fit-target 6144)",
          ("kimik3_reconciler.observe.server_log", "kimik3_reconciler.verify"),
-         ("unit/test_crash_symptoms.py", "unit/test_verify.py")),
+         ("unit/test_crash_symptoms.py", "unit/test_verify.py", "cases/plan/70-crashed-cuda-oom.yaml",
+          "cases/plan/71-exited-log-names-no-cause.yaml")),
     Rule("kld-broken-kernel", "refuse", "a gated quant scoring mean KLD > 1 fails as a broken kernel for that quant "
          "type on this GPU and is never served",
          "seed 000 'When startup crashes': a new quant that loads and talks but scores KLD >> 1 in the gate -> "

@@ -51,3 +51,10 @@ def classify_load_failure(exit_code: int | None, oom_killed: bool, log_tail: str
     if while_serving:
         return LoadCause("other", "exited while serving a request")
     return LoadCause("other", "exited while loading the model")
+
+
+def crash_cause(oom_killed: bool, log_tail: str) -> str | None:
+    """An exited container's cause when its log (or the kernel's OOM kill) names one, for `plan` and `status`;
+    None otherwise. The exit code alone is not used: 137 is also what a `docker stop` timeout leaves."""
+    cause = classify_load_failure(None, oom_killed, log_tail)
+    return None if cause.cause == "other" else f"{cause.headline} [{cause.cause}]"

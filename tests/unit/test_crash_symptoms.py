@@ -83,3 +83,20 @@ def test_a_broken_kernel_fails_the_gate_and_the_next_plan_refuses_it(tmp_path: P
     assert "run k3-test" not in docker.calls  # never launched
     with pytest.raises(PlanError, match="failed its quant gate on this image .*broken kernel for that quant type"):
         engine.plan(profile)
+
+
+def test_an_exited_container_carries_the_cause_its_log_names(tmp_path: Path) -> None:
+    from kimik3_reconciler.observe.docker_objects import collect_container
+
+    engine, docker = fake_world(tmp_path, ("UD-Q2_K_XL",))
+    engine.apply(gated("UD-Q2_K_XL", "variant: cpu, cpu_features: []", "none"))
+    docker.containers["k3-test"]["State"].update(Status="exited", ExitCode=134)
+    docker.logs = CUDA_OOM
+    fact = collect_container(docker, engine.ports.http, "k3-test")
+    assert fact is not None and fact.crash is not None
+    assert fact.crash.startswith("crashed with CUDA error: out of memory") and fact.crash.endswith("[cuda-oom]")
+    step = next(s for s in engine.plan(gated("UD-Q2_K_XL", "variant: cpu, cpu_features: []", "none")).steps
+                if s.kind == "container")
+    assert "raise serve.fit_target" in step.reason and step.reason.endswith(": start it")
+    docker.containers["k3-test"]["State"].update(ExitCode=0)  # a clean stop: its log is not read
+    assert collect_container(docker, engine.ports.http, "k3-test").crash is None
