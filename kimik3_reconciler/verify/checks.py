@@ -67,7 +67,7 @@ class Session:
     profile: Profile
     random_weights: bool
     counts: ToolCallCounts = field(default_factory=ToolCallCounts)
-    tool_turn: tuple[list[dict[str, Any]], dict[str, Any] | None, list[str]] | None = None
+    tool_turn: tuple[list[dict[str, Any]], dict[str, Any] | None] | None = None  # (messages, reply)
 
     def ask(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         if self.random_weights:  # nothing is judged: a few tokens prove the plumbing
@@ -97,7 +97,7 @@ def text(session: Session) -> Verdict:
 def tool_call(session: Session) -> Verdict:
     messages = [{"role": "user", "content": TOOL_PROMPT}]
     reply, unparsed = _ask_for_tool(session, messages)
-    session.tool_turn = (messages, reply, unparsed)
+    session.tool_turn = (messages, reply)
     retried = f" (after {len(unparsed)} parse failure(s): {'; '.join(unparsed)})" if unparsed and reply else ""
     if reply is None:
         why = f"the tool call did not parse in {TOOL_CALL_ATTEMPTS} attempts: {'; '.join(unparsed)}"
@@ -137,7 +137,7 @@ def two_turn(session: Session) -> Verdict:
     if session.tool_turn is None or session.tool_turn[1] is None:
         why = "turn 1 (the tool_call check) gave no message to send back"
         return (Status.NOT_CHECKABLE, f"{NOT_CHECKABLE}: {why}") if session.random_weights else (Status.FAILED, why)
-    first_messages, first, _ = session.tool_turn
+    first_messages, first = session.tool_turn
     assistant = dict(first.get("message") or {})
     messages = [*first_messages, assistant]
     calls = assistant.get("tool_calls") or []
