@@ -244,6 +244,21 @@ def test_a_shard_that_is_not_a_gguf_is_judged_as_a_real_model(tmp_path):
     assert check(report, "text").status is Status.FAILED  # "fake" is not "pong"
 
 
+def test_a_header_longer_than_the_first_read_is_read_whole(tmp_path):
+    from kimik3_reconciler.model.facts import ModelFact
+    from kimik3_reconciler.observe.served_weights import FIRST_READ, served_weights
+
+    long_header = gguf_bytes({"tokenizer.chat_template": "x" * (FIRST_READ + 4096), WEIGHTS_KEY: RANDOM_WEIGHTS})
+    hub = FakeHub("org/k3", REV, {SHARD: long_header}, tmp_path / "hub")
+    (tmp_path / "hub" / "cache" / "UD-Q2_K_XL").mkdir(parents=True)
+    (tmp_path / "hub" / "cache" / SHARD).write_bytes(long_header)
+    model = ModelFact(repo="org/k3", revision=REV, quant="UD-Q2_K_XL", cache_dir=str(tmp_path / "cache"))
+    assert served_weights(hub, model, SHARD).random
+    (tmp_path / "hub" / "cache" / SHARD).write_bytes(long_header[:FIRST_READ + 100])  # cut short
+    cut = served_weights(hub, model, SHARD)
+    assert not cut.random and "header is longer than the file" in cut.source
+
+
 # --- a crash during a check names its cause and fix ---------------------------------------------
 
 class CrashingChat(FakeChat):
