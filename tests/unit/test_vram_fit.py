@@ -19,7 +19,8 @@ LAYOUT = ModelLayout(**json.loads((Path(__file__).resolve().parents[1] / "fixtur
                                    "synth-layout.json").read_text()))
 
 
-def profile(quant: str = "UD-IQ2_XXS", gpus: str = "all", serve: str = "{}", variant: str = "cuda"):
+def profile(quant: str = "UD-IQ2_XXS", gpus: str = "all", serve: str = "{}", variant: str = "cuda",
+            gate: str = "{}"):
     return parse_profile(f"""
 apiVersion: kimik3/v1
 name: kimi-k3
@@ -27,6 +28,7 @@ model: {{repo: unsloth/Kimi-K3-GGUF, revision: 0123456789abcdef0123456789abcdef0
 build: {{source: mainline, variant: {variant}, cuda_architectures: ["90"]}}
 gpus: {gpus}
 serve: {serve}
+gate: {gate}
 """).profile
 
 
@@ -88,3 +90,26 @@ def test_a_derived_all_vram_mode_with_a_short_margin_is_refused() -> None:
                         "on the first request after the load (seed 000 step 5); raise fit_target or leave it out"]
     four = observed(q2, host=h200_host(4, ram_total=1 << 40), model=model_fact(q2, shards=2, size=401 * GIB))
     assert host_gate(q2, four)[0] == []  # hybrid on four: 4096 is the hybrid's margin
+
+
+def test_the_derivation_reproduces_the_catalog_on_the_seed_host() -> None:
+    """Seed 000's host: 8x RTX PRO 6000, "765 GiB of VRAM in total". Every catalog quant with a size gets the
+    mode the seed measured there (with its catalog default margins), so the derivation only departs from the
+    catalog where the GPUs differ."""
+    from kimik3_reconciler.model import catalog
+    from kimik3_reconciler.model.facts import GpuFact
+
+    per_gpu = 765 * GIB // 8
+    pool = tuple(GpuFact(index=i, uuid=f"GPU-{i:08d}-0000-0000-0000-000000000000", name="NVIDIA RTX PRO 6000 Blackwell "
+                         "Server Edition", compute_capability=(12, 0), memory_total=per_gpu, memory_free=per_gpu)
+                 for i in range(8))
+    host = h200_host(1).model_copy(update={"gpus": pool})
+    checked = 0
+    for info in catalog.CATALOG.values():
+        if info.size_bytes is None or info.refused:
+            continue
+        p = profile(quant=info.name, gate="{quant: {}}")  # unvetted IQ quants need the gate to load
+        decision = derive_mode(p, observed(p, host=host, model=model_fact(p, files=())))
+        assert (decision.mode, decision.differs) == (info.mode, False), (info.name, decision)
+        checked += 1
+    assert checked == 6
