@@ -203,12 +203,21 @@ class ContainerFact(_Fact):
     running: RunningConfig | None = None  # None: not read (planner tests that only care about labels)
 
 
+class PatchedFile(_Fact):
+    """One file a unified diff changes: its path in the source tree (`b/` stripped) and the lines it adds."""
+
+    path: str
+    added: tuple[str, ...] = ()
+    removed: int = 0
+
+
 class PatchFact(_Fact):
-    """One of build.patches, resolved against the profile's folder."""
+    """One of build.patches, resolved against the profile's folder: its hash and what it changes."""
 
     name: str
     path: str
     sha256: str
+    files: tuple[PatchedFile, ...] = ()  # from the diff's `+++` headers and hunks (observe/local_inputs.py)
 
 
 class LocalInputs(_Fact):

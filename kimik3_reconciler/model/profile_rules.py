@@ -6,7 +6,6 @@ import ipaddress
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import PurePosixPath
 from typing import Literal
 
 from kimik3_reconciler.model import catalog
@@ -157,11 +156,7 @@ def _spec_draft(p: Profile) -> Iterator[Finding]:
     draft = p.serve.spec_draft
     if draft is None:
         return
-    if not any("rs-rollback" in PurePosixPath(patch).name for patch in p.build.patches):
-        # rule: spec-draft-rollback
-        # Seed 000: without the rollback patch the per-draft-step state checkpoint costs more than drafts save.
-        yield _error(("serve", "spec_draft"), "needs the recurrent-state rollback patch in build.patches "
-                     "(e.g. patches/kimi-k3-rs-rollback.patch)")
+    # The rollback patch it needs is judged by content when the plan reads the files (planning/patch_roles.py).
     if p.serve.parallel >= 4:
         # rule: spec-draft-concurrency
         # Seed 000: a loss at c4 (verify batches multiply MoE expert reads).

@@ -40,6 +40,12 @@ RULES: tuple[Rule, ...] = (
          "Kimi-K3/hardware requirements, not tuning: leaving --numa or --load-mode out measured as a 20+-minute "
          "single-request stall", _LAUNCH + _PROFILE,
          ("unit/test_rendered_specs.py", "cases/profile/extra_args_owned_flag.yaml")),
+    Rule("gate-fixed-flags", "force", "the quant gate's llama-perplexity runs with the server's owned flags: "
+         "--numa distribute, f16 K/V, --threads/--threads-batch = physical cores, --load-mode none, the profile's "
+         "--fit-target margins (the candidate: its manual split too)",
+         "seed 000 step 5, \"Runtime requirements that are NOT tunable\": skipping --numa or --load-mode measured as "
+         "a 20+-minute single-request stall; the gate loads the same real quant, so it stalls too without them",
+         ("kimik3_reconciler.planning.quant_gate",), ("unit/test_quant_gate.py", "integration/test_quant_gate_docker.py")),
     Rule("kv-types-equal", "force", "K and V cache types are equal (f16/f16)",
          "every MLA model refuses different K and V cache types at context creation (llama-cpp.md §1.3)",
          _LAUNCH, ("unit/test_rendered_specs.py",)),
@@ -64,9 +70,15 @@ RULES: tuple[Rule, ...] = (
     Rule("spec-draft-device", "refuse", "the draft sits on the GPU holding output.weight (last GPU of the split)",
          "anywhere else llama.cpp aborts in graph reservation", _PROFILE + _LAUNCH,
          ("cases/profile/spec_draft_not_last_gpu.yaml", "unit/test_conflicts.py")),
-    Rule("spec-draft-rollback", "refuse", "spec_draft needs the recurrent-state rollback patch in build.patches",
-         "without it the host-side state checkpoint per draft step costs more than the drafts save", _PROFILE,
-         ("cases/profile/spec_draft_no_patch.yaml",)),
+    Rule("spec-draft-rollback", "refuse", "spec_draft needs the recurrent-state rollback patch in build.patches, "
+         "recognised by content (a patch changing src/llama-memory-recurrent.cpp/.h that adds a rollback), never "
+         "by file name",
+         "seed 000 \"Key facts\", speculative decoding: the draft pays only if the image carries "
+         "kimi-k3-rs-rollback.patch (bounded recurrent-state rollback for KIMI_K3); without it the host-side state "
+         "checkpoint per draft step costs more than the drafts save. The patch is not public: no sha256 to record",
+         ("kimik3_reconciler.planning.patch_roles",),
+         ("cases/plan/59-spec-draft-patch-named-but-not-rollback.yaml", "cases/plan/75-spec-draft-rollback-by-content.yaml",
+          "unit/test_patch_roles.py")),
     Rule("spec-draft-concurrency", "warn", "speculative decoding with parallel >= 4",
          "verify batches multiply MoE expert reads: +23-72 % at c1, a loss at c4", _PROFILE,
          ("cases/profile/spec_draft_parallel_warns.yaml",)),

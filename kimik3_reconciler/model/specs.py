@@ -171,7 +171,10 @@ class QuantGateRun(Payload):
     candidate_model: str
     revision: str
     gpus: str | tuple[str, ...]
-    threads: int
+    # The server's owned flags (planning/launch.py runtime_flags + placement), rendered by the planner:
+    # llama-perplexity loads the same real quant, so the same 20-minute stall awaits it without them.
+    reference_flags: tuple[str, ...]
+    candidate_flags: tuple[str, ...]
     max_kld: float
     min_top_token_agreement: float
     record_key: str

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
+from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.model.facts import ImageFact, Observed
 from kimik3_reconciler.model.hashing import fingerprint
 from kimik3_reconciler.model.plan import Action, DiffItem, Step, flat_diff
@@ -13,6 +15,7 @@ from kimik3_reconciler.model.labels import BASE_IMAGES, IMAGE_FINGERPRINT, IMAGE
 from kimik3_reconciler.planning.build_flags import cmake_definitions, docker_build_args
 from kimik3_reconciler.planning.container_step import container_changes, plan_container
 from kimik3_reconciler.planning.desired import Desired
+from kimik3_reconciler.planning.patch_roles import rollback_requirement
 from kimik3_reconciler.planning.sources import source_archive
 
 _COMPILE = "compile llama.cpp (minutes)"
@@ -81,6 +84,18 @@ def _tagged_id(observed: Observed, tag: str) -> str | None:
 
 
 def plan_image(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
+    """The image step; refused when a speculative draft is asked for and no patch is the rollback patch."""
+    rollback, refusal = rollback_requirement(desired.profile, observed.inputs.patches)
+    if refusal:
+        raise PlanError(refusal)
+    steps = _plan_image(desired, observed)
+    if rollback is None:
+        return steps
+    # Say which patch carries the draft's rollback and why kimik3 believes so (content, not name).
+    return tuple(replace(s, reason=f"{s.reason}; spec_draft's rollback patch: {rollback}") for s in steps)
+
+
+def _plan_image(desired: Desired, observed: Observed) -> tuple[Step, ...]:
     spec = desired.build
     present = [i for i in observed.images if i.fingerprint == spec.fingerprint]
     current = [i for i in present if not _base_drift(i, observed)]

@@ -33,6 +33,13 @@ from kimik3_reconciler.model.specs import ContainerSpec, Mount
 FIXED_FLAGS = ("--numa", "distribute", "--cache-type-k", "f16", "--cache-type-v", "f16", "--load-mode", "none")
 
 
+def runtime_flags(threads: int) -> tuple[str, ...]:
+    """The owned, fixed flags every llama.cpp process kimik3 starts on the real model carries: the server,
+    the smoke test and the quant gate's llama-perplexity (one source, so none can drift from the others)."""
+    # Seed 000: --threads/--threads-batch = physical cores, not hardware threads.
+    return (*FIXED_FLAGS, "--threads", str(threads), "--threads-batch", str(threads))
+
+
 @dataclass(frozen=True)
 class ModelInput:
     """The quant as the container opens it: the cache folder it mounts and the shard it loads."""
@@ -200,8 +207,10 @@ def launch_input(profile: Profile, observed: Observed, image_tag: str, image_fp:
     return value, warnings
 
 
-def _placement_args(serve: ServeSpec) -> tuple[str, ...]:
-    if serve.n_cpu_moe is not None:
+def placement_args(serve: ServeSpec, manual_split: bool = True) -> tuple[str, ...]:
+    """--fit with the profile's margins, or the manual split (`manual_split`: honour serve.n_cpu_moe, which
+    was tuned for the served quant; another quant on the same GPUs, the gate's reference, uses --fit)."""
+    if serve.n_cpu_moe is not None and manual_split:
         # A deterministic split instead of --fit's live choice (seed 000 "Tuning --n-cpu-moe").
         return ("--fit", "off", "-ngl", "999", "--n-cpu-moe", str(serve.n_cpu_moe))
     targets = serve.fit_target if isinstance(serve.fit_target, list) else [serve.fit_target]
@@ -213,16 +222,15 @@ def _snapshot(model: ModelInput) -> str:
 
 
 def _argv(value: LaunchInput) -> tuple[str, ...]:
-    serve, snapshot, threads = value.serve, _snapshot(value.model), str(value.threads)
+    serve, snapshot = value.serve, _snapshot(value.model)
     argv: list[str] = [
         "-m", f"{snapshot}/{value.model.shard}",
         "--host", value.bind, "--port", str(serve.port),
         "--alias", value.name,
-        *FIXED_FLAGS,
-        "--threads", threads, "--threads-batch", threads,
+        *runtime_flags(value.threads),
         "--batch-size", str(serve.batch), "--ubatch-size", str(serve.ubatch),
         "--ctx-size", str(serve.ctx_size), "--parallel", str(serve.parallel),
-        *_placement_args(serve),
+        *placement_args(serve),
         "--metrics", "--log-colors", "off",
     ]
     if serve.cache_ram is not None:

@@ -25,7 +25,7 @@ from kimik3_reconciler.model.specs import QuantGateRun, StopContainer
 from kimik3_reconciler.planning.desired import Desired
 from kimik3_reconciler.planning.health_step import predicted_load_s
 from kimik3_reconciler.planning.humanize import gib
-from kimik3_reconciler.planning.launch import first_shard, gpus_of, repo_dir
+from kimik3_reconciler.planning.launch import first_shard, gpus_of, placement_args, repo_dir, runtime_flags
 from kimik3_reconciler.planning.model_step import download_spec, model_step
 
 CTX = 512
@@ -112,6 +112,29 @@ def gate_verdict(report: KldReport | None, gate: QuantGate) -> tuple[bool, str]:
     return True, f"KLD {report.mean_kld:.3f}, top-token agreement {report.same_top_p:.1%}"
 
 
+# --- llama-perplexity's argv ---------------------------------------------------------------------
+
+
+def gate_flags(profile: Profile, threads: int, candidate: bool) -> tuple[str, ...]:
+    """The flags llama-perplexity gets besides its own: the server's owned ones, from the same function.
+    Seed 000 "Runtime requirements that are NOT tunable": --numa distribute, f16 K/V, threads = physical
+    cores and --load-mode none; a real quant loaded without them stalls 20+ minutes (the gate would too)."""
+    # rule: gate-fixed-flags
+    # The placement is the profile's (its --fit-target margins, or the manual split tuned for the served
+    # quant); the reference is another quant, so it gets --fit with the same margins instead of n_cpu_moe.
+    return (*runtime_flags(threads), *placement_args(profile.serve, manual_split=candidate))
+
+
+def perplexity_argv(model: str, logits: str, flags: tuple[str, ...], text: str | None = None) -> tuple[str, ...]:
+    """llama-perplexity's argv: with `text`, write the reference logits (`--kl-divergence-base` = save);
+    without, score the candidate against them (`--kl-divergence`). Paths are the container's."""
+    if text is not None:
+        own: tuple[str, ...] = ("-m", model, "-f", text, "--chunks", str(CHUNKS), "--kl-divergence-base", logits)
+    else:
+        own = ("-m", model, "--kl-divergence-base", logits, "--kl-divergence")
+    return (*own, "-c", str(CTX), *flags)
+
+
 # --- its plan steps ----------------------------------------------------------------------------
 
 
@@ -171,7 +194,9 @@ def plan_gate(desired: Desired, observed: Observed, planned: tuple[Step, ...] = 
         reference_model=f"{reference.revision}/{first_shard(reference)}",
         candidate_repo_dir=repo_dir(model.cache_dir, model.repo),
         candidate_model=f"{model.revision}/{first_shard(model)}",
-        revision=model.revision, gpus=gpus_of(profile), threads=observed.host.physical_cores,
+        revision=model.revision, gpus=gpus_of(profile),
+        reference_flags=gate_flags(profile, observed.host.physical_cores, candidate=False),
+        candidate_flags=gate_flags(profile, observed.host.physical_cores, candidate=True),
         max_kld=gate.max_kld, min_top_token_agreement=gate.min_top_token_agreement,
         record_key=gate_key(model.repo, model.revision, model.quant),
         logits_key=f"gate-logits/{reference.repo.replace('/', '--')}/{reference.revision}/"

@@ -76,6 +76,7 @@ class FakeDocker:
         self.crash_on_start = False
         self.base_images: dict[str, str] = {}
         self.perplexity_outputs: dict[str, str] = {}
+        self.one_shots: list[ContainerSpec] = []  # every run_to_completion spec, in order
         self.logs = "srv  llama_server: exiting due to model loading error"
 
     def info(self) -> dict[str, Any]:
@@ -139,6 +140,7 @@ class FakeDocker:
     def run_to_completion(self, spec: ContainerSpec, timeout_s: float) -> tuple[int, str, str]:
         """A one-shot llama-perplexity: `perplexity_outputs` maps the model arg's quant folder to stdout."""
         self.calls.append(f"oneshot {spec.name}")
+        self.one_shots.append(spec)
         model = spec.command[spec.command.index("-m") + 1]
         for quant, out in self.perplexity_outputs.items():
             if f"/{quant}/" in model:

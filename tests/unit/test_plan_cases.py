@@ -21,7 +21,8 @@ written by hand.
       unverified: true                                        # an apply launched it and never verified it
       host: {physical_cores: 8, cpu_flags: [...], tailscale_ipv4: null}
       previous_host: {...}                                    # the host the previous apply saw
-      patches: {name: content-tag}                            # local patch file contents
+      patches: {name: content-tag}                            # local patch file contents (a multi-line
+                                                              # value is the patch's diff text, parsed)
       systemd: {booted: true, unit: absent | installed | edited, enabled: bool, active: active}
                                                               # the unit `previous` installed (edited: by hand)
     expect:
@@ -52,6 +53,7 @@ from kimik3_reconciler.model.facts import (
 from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.model.specs import ContainerSpec
 from kimik3_reconciler.observe.docker_objects import parse_running
+from kimik3_reconciler.observe.local_inputs import parse_unified_diff
 from kimik3_reconciler.observe.unit import parse_unit_file
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.profile_source import parse_profile
@@ -84,9 +86,11 @@ def model_files(profile: Profile) -> tuple[RemoteFile, ...]:
 
 def observed_for(profile: Profile, spec: dict[str, Any], host: HostFacts) -> Observed:
     """Observed state with no image/container: the inputs and model as the case says."""
+    contents = {Path(p).name: str(spec.get("patches", {}).get(Path(p).name, p)) for p in profile.build.patches}
     patches = tuple(
         PatchFact(name=Path(p).name, path=f"/profiles/{p}",
-                  sha256=hashlib.sha256(str(spec.get("patches", {}).get(Path(p).name, p)).encode()).hexdigest())
+                  sha256=hashlib.sha256(contents[Path(p).name].encode()).hexdigest(),
+                  files=parse_unified_diff(contents[Path(p).name]))
         for p in profile.build.patches)
     files = model_files(profile)
     model_spec = spec.get("model", "complete")
