@@ -58,6 +58,20 @@ class HostFacts(_Fact):
     listeners: tuple[PortListener, ...] = ()  # sockets listening on serve.port (ours included; the gate sorts)
 
 
+class GpuPlumbing(_Fact):
+    """How Docker can give containers GPUs here (seed 000 step 1: "GPU containers work via CDI")."""
+
+    cdi: bool = False  # a CDI spec of kind nvidia.com/gpu, and a daemon that does not say it ignores CDI
+    runtime: bool = False  # the NVIDIA container runtime is registered with dockerd (`--gpus`)
+    toolkit_version: str | None = None  # nvidia-container-toolkit (nvidia-ctk / nvidia-container-cli --version)
+    cdi_specs: tuple[str, ...] = ()  # the CDI spec files that declare nvidia.com/gpu
+
+    @property
+    def request(self) -> Literal["cdi", "runtime"] | None:
+        """How kimik3 asks for GPUs: CDI when the host has it (as the seed does), else the nvidia runtime."""
+        return "cdi" if self.cdi else "runtime" if self.runtime else None
+
+
 class ModelLayout(_Fact):
     """What the placement forecast needs from a quant's GGUF headers (summed over all shards)."""
 
@@ -294,3 +308,5 @@ class Observed(_Fact):
     load_rate: float | None = None  # bytes/s of the last measured model load on this host (state record)
     others: tuple[ContainerFact, ...] = ()  # other profiles' kimik3 containers on this host
     systemd: SystemdFacts | None = None  # None: not looked at (no systemd section, no kimik3 unit)
+    gpu_plumbing: GpuPlumbing | None = None  # None: not looked at (gpus: none, or a pure test)
+    gpu_probe: dict[str, Any] | None = None  # the passing probe record of this (driver, toolkit, request)

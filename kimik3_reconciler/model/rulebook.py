@@ -46,6 +46,15 @@ RULES: tuple[Rule, ...] = (
          "seed 000 step 5, \"Runtime requirements that are NOT tunable\": skipping --numa or --load-mode measured as "
          "a 20+-minute single-request stall; the gate loads the same real quant, so it stalls too without them",
          ("kimik3_reconciler.planning.quant_gate",), ("unit/test_quant_gate.py", "integration/test_quant_gate_docker.py")),
+    Rule("gpu-plumbing-probe", "refuse", "before anything is downloaded, built or launched, a real container runs "
+         "nvidia-smi with the profile's GPUs, requested through CDI when the host has a CDI spec of nvidia.com/gpu, "
+         "the nvidia runtime otherwise; recorded once per (driver, toolkit, request); gpus: none never probes",
+         "seed 000 step 1, \"Verify host\": GPU containers work via CDI: `docker run --rm --device "
+         "nvidia.com/gpu=all --entrypoint nvidia-smi nvidia/cuda:13.0.0-base-ubuntu24.04`; a spec file or a "
+         "registered runtime only says a toolkit was installed",
+         ("kimik3_reconciler.planning.gpu_probe",),
+         ("cases/plan/76-gpu-probe-cdi-host.yaml", "cases/plan/77-gpu-probe-recorded.yaml",
+          "cases/plan/78-gpu-probe-runtime-host.yaml", "unit/test_gpu_probe.py", "integration/test_gpu_probe_docker.py")),
     Rule("kv-types-equal", "force", "K and V cache types are equal (f16/f16)",
          "every MLA model refuses different K and V cache types at context creation (llama-cpp.md §1.3)",
          _LAUNCH, ("unit/test_rendered_specs.py",)),

@@ -66,6 +66,7 @@ class LaunchInput:
     bind: str
     threads: int  # physical cores, not hardware threads (seed 000)
     draft_device: str | None
+    gpu_request: str = "runtime"  # CDI or the nvidia runtime (planning/gpu_probe.py); not in `flat()`
 
     def flat(self) -> dict[str, Any]:
         """{field: value}, named as the profile names them (`serve.ubatch`, `model.cache_dir`); the label.
@@ -138,6 +139,13 @@ def repo_dir(cache_dir: str, repo: str) -> str:
     return str(PurePosixPath(cache_dir) / ("models--" + repo.replace("/", "--")))
 
 
+def gpu_request(observed: Observed) -> str:
+    """How containers ask for GPUs here: CDI devices when the host has CDI (the seed's
+    `--device nvidia.com/gpu=all`), the nvidia runtime (`--gpus`) otherwise or when not observed."""
+    plumbing = observed.gpu_plumbing
+    return "cdi" if plumbing is not None and plumbing.request == "cdi" else "runtime"
+
+
 def gpus_of(profile: Profile) -> str | tuple[str, ...]:
     """The GPUs a container of this profile gets, as docker device ids."""
     if profile.build.variant == "cpu" or profile.gpus == "none":
@@ -203,6 +211,7 @@ def launch_input(profile: Profile, observed: Observed, image_tag: str, image_fp:
         bind=bind,
         threads=observed.host.physical_cores,
         draft_device=draft_device(profile, host_gpus),
+        gpu_request=gpu_request(observed),
     )
     return value, warnings
 
@@ -270,13 +279,17 @@ def render_container(value: LaunchInput) -> ContainerSpec:
         gpus=_container_gpus(value.gpus),
         labels=(),
         restart_policy=value.restart_policy,
+        gpu_request=value.gpu_request,
     )
 
 
 def container_fingerprint(spec: ContainerSpec, image_fp: str) -> str:
     """The rendered container (labels aside) and its image's inputs: what a running container is compared by."""
-    hashed = {k: v for k, v in asdict(replace(spec, labels=())).items() if not (k == "entrypoint" and v is None)}
-    # (a field added with its default must not change the fingerprint of every running container)
+    hashed = {k: v for k, v in asdict(replace(spec, labels=())).items()
+              if not (k == "entrypoint" and v is None) and k != "gpu_request"}
+    # (a field added with its default must not change the fingerprint of every running container; how the
+    # GPUs are requested, CDI or the runtime, is the host's plumbing, not what runs: a host that gains CDI
+    # must not reload a 17-minute model for it)
     return fingerprint({"spec": hashed, "image": image_fp})
 
 

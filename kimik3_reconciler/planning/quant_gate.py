@@ -25,7 +25,14 @@ from kimik3_reconciler.model.specs import QuantGateRun, StopContainer
 from kimik3_reconciler.planning.desired import Desired
 from kimik3_reconciler.planning.health_step import predicted_load_s
 from kimik3_reconciler.planning.humanize import gib
-from kimik3_reconciler.planning.launch import first_shard, gpus_of, placement_args, repo_dir, runtime_flags
+from kimik3_reconciler.planning.launch import (
+    first_shard,
+    gpu_request,
+    gpus_of,
+    placement_args,
+    repo_dir,
+    runtime_flags,
+)
 from kimik3_reconciler.planning.model_step import download_spec, model_step
 
 CTX = 512
@@ -197,7 +204,7 @@ def plan_gate(desired: Desired, observed: Observed, planned: tuple[Step, ...] = 
         revision=model.revision, gpus=gpus_of(profile),
         reference_flags=gate_flags(profile, observed.host.physical_cores, candidate=False),
         candidate_flags=gate_flags(profile, observed.host.physical_cores, candidate=True),
-        max_kld=gate.max_kld, min_top_token_agreement=gate.min_top_token_agreement,
+        gpu_request=gpu_request(observed), max_kld=gate.max_kld, min_top_token_agreement=gate.min_top_token_agreement,
         record_key=gate_key(model.repo, model.revision, model.quant),
         logits_key=f"gate-logits/{reference.repo.replace('/', '--')}/{reference.revision}/"
                    f"{reference.quant}-{TEXT_VERSION}-c{CTX}x{CHUNKS}.kld",

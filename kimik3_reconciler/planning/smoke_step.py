@@ -12,7 +12,7 @@ from kimik3_reconciler.model.plan import Action, Step
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.specs import ImageBuild, SmokeTest
 from kimik3_reconciler.planning.desired import Desired, changes
-from kimik3_reconciler.planning.launch import gpus_of, runtime_flags
+from kimik3_reconciler.planning.launch import gpu_request, gpus_of, runtime_flags
 
 SMOKE_MODEL = "Kimi-K3-tiny-00001-of-00002.gguf"
 
@@ -22,7 +22,7 @@ def render_smoke(profile: Profile, observed: Observed, image: ImageBuild) -> Smo
                "--ctx-size", "2048", "--parallel", "1",
                "--log-colors", "off")
     return SmokeTest(container=f"{profile.name}-smoke", image=image.tag, image_fingerprint=image.fingerprint,
-                     command=command, gpus=gpus_of(profile),
+                     command=command, gpus=gpus_of(profile), gpu_request=gpu_request(observed),
                      labels=((PROFILE_LABEL, profile.name), ("kimik3.role", "smoke")))
 
 

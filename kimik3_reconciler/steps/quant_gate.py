@@ -18,7 +18,7 @@ from kimik3_reconciler.steps.report import Reporter
 def _perplexity(run: QuantGateRun, ports: Ports, name: str, argv: tuple[str, ...],
                 mounts: tuple[Mount, ...]) -> tuple[int, str, str]:
     spec = ContainerSpec(name=name, image=run.image, entrypoint=("/app/llama-perplexity",),
-                         command=argv, env=(), mounts=mounts,
+                         command=argv, env=(), mounts=mounts, gpu_request=run.gpu_request,
                          gpus=run.gpus, labels=(("kimik3.role", "gate"),), restart_policy="no")
     return ports.docker.run_to_completion(spec, RUN_TIMEOUT_S)
 

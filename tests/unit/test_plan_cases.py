@@ -24,6 +24,8 @@ written by hand.
       patches: {name: content-tag}                            # local patch file contents (a multi-line
                                                               # value is the patch's diff text, parsed)
       systemd: {booted: true, unit: absent | installed | edited, enabled: bool, active: active}
+      gpu_plumbing: {cdi: true, runtime: false, toolkit_version: 1.17.4}  # GpuPlumbing (default: not observed)
+      gpu_probe: {date: ..., seen: ...}                       # the passing probe record of this plumbing
                                                               # the unit `previous` installed (edited: by hand)
     expect:
       - [kind, action, reason substring, [diff lines, * wildcards allowed]]
@@ -48,7 +50,7 @@ from support.fakes import container_inspect
 from support.observed import local_inputs, model_fact, observed, shard_files
 
 from kimik3_reconciler.model.facts import (
-    ContainerFact, HostFacts, ImageFact, Observed, PatchFact, RemoteFile, SystemdFacts, UnitFact,
+    ContainerFact, GpuPlumbing, HostFacts, ImageFact, Observed, PatchFact, RemoteFile, SystemdFacts, UnitFact,
 )
 from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.model.specs import ContainerSpec
@@ -121,12 +123,15 @@ def build_case(case: dict[str, Any]) -> tuple[Profile, Observed]:
     obs_spec = case.get("observed", {})
     host = HostFacts(**obs_spec.get("host", {"physical_cores": 8}))
     observed = observed_for(desired, obs_spec, host)
+    gpu = {"gpu_plumbing": GpuPlumbing(**obs_spec["gpu_plumbing"]) if "gpu_plumbing" in obs_spec else None,
+           "gpu_probe": {"passed": True, **obs_spec["gpu_probe"]} if "gpu_probe" in obs_spec else None}
+    observed = observed.model_copy(update=gpu)
     if case.get("previous", {}) is None:
         return desired, observed.model_copy(update={"systemd": systemd_facts(obs_spec.get("systemd"))})
     previous = profile_of(merge(base, case.get("previous")))
     prev_host = HostFacts(**obs_spec["previous_host"]) if "previous_host" in obs_spec else host
     prev_obs = observed_for(previous, {**obs_spec, "patches": obs_spec.get("previous_patches", obs_spec.get("patches", {}))},
-                            prev_host)
+                            prev_host).model_copy(update=gpu)
     image = render_image_build(previous, prev_obs)
     images = ()
     if obs_spec.get("image", "previous") == "previous":
