@@ -302,6 +302,7 @@ class Observed(_Fact):
     gate_records: dict[str, dict[str, Any]] = Field(default_factory=dict)  # image fingerprint -> result  # from the quant's GGUF headers (ranged reads or the cache)  # model.tokenizer: non-weight files of an HF-format repo
     images: tuple[ImageFact, ...] = ()
     base_images: dict[str, str | None] = Field(default_factory=dict)  # ref -> local image id
+    base_digests: dict[str, str | None] = Field(default_factory=dict)  # ref -> its repo digest here (RepoDigests)
     container: ContainerFact | None = None
     unverified: str | None = None  # fingerprint of a container launched but not verified yet (state record)
     last_good: str | None = None  # when this profile name last converged and passed verify (revert target)

@@ -55,6 +55,14 @@ RULES: tuple[Rule, ...] = (
          ("kimik3_reconciler.planning.gpu_probe",),
          ("cases/plan/76-gpu-probe-cdi-host.yaml", "cases/plan/77-gpu-probe-recorded.yaml",
           "cases/plan/78-gpu-probe-runtime-host.yaml", "unit/test_gpu_probe.py", "integration/test_gpu_probe_docker.py")),
+    Rule("base-image-digest", "force", "base images given by tag are resolved to the digest present locally at build "
+         "time and recorded on the image; a tag that now points to another digest rebuilds; a profile may pin "
+         "build.base_images by digest (repo:tag@sha256:…), and then the digest is in the image fingerprint",
+         "seed 000 step 4 (\"Why build from source in Docker\"): you want a pinned commit, not a moving latest; "
+         "build once per BUILD_SOURCE, keep the image, rebuild only when bumping the pin",
+         ("kimik3_reconciler.planning.image_step",),
+         ("cases/plan/58-base-image-tag-moved.yaml", "cases/plan/79-base-image-pinned-by-digest.yaml",
+          "unit/test_base_digests.py")),
     Rule("kv-types-equal", "force", "K and V cache types are equal (f16/f16)",
          "every MLA model refuses different K and V cache types at context creation (llama-cpp.md §1.3)",
          _LAUNCH, ("unit/test_rendered_specs.py",)),

@@ -49,6 +49,8 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
     # GPU plumbing only for a profile that asks for GPUs: the CPU variant never probes.
     gpu = profile.build.variant == "cuda" and profile.gpus != "none"
     plumbing = collect_gpu_plumbing(ports.docker, ports.host) if gpu else None
+    base_ids, base_digests = collect_base_images(ports.docker, (profile.build.base_images.build,
+                                                               profile.build.base_images.runtime))
     return Observed(
         gpu_plumbing=plumbing,
         gpu_probe=collect_gpu_probe(ports.state, plumbing, host.driver_version) if plumbing else None,
@@ -62,8 +64,8 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
         tokenizer=collect_tokenizer(profile, ports.hub, ports.state, base_dir, ports.host, rehash,
                                     hub_down=model.listing_error),
         images=collect_images(ports.docker, ports.state),
-        base_images=collect_base_images(ports.docker, (profile.build.base_images.build,
-                                                       profile.build.base_images.runtime)),
+        base_images=base_ids,
+        base_digests=base_digests,
         container=container,
         others=others,
         load_rate=_load_rate(ports),

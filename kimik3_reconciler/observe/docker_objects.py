@@ -154,9 +154,40 @@ def collect_images(docker: DockerPort, state: StatePort) -> tuple[ImageFact, ...
     return tuple(facts)
 
 
-def collect_base_images(docker: DockerPort, refs: tuple[str, ...]) -> dict[str, str | None]:
-    """Local ids of the build's base images (None = not pulled yet: the build pulls it)."""
-    return {ref: docker.image_id(ref) for ref in dict.fromkeys(refs)}
+def repository(ref: str) -> str:
+    """nvidia/cuda:13.0.0-devel-ubuntu24.04@sha256:… -> nvidia/cuda (a registry's :port is kept)."""
+    name = ref.split("@")[0]
+    slash = name.rfind("/")
+    colon = name.rfind(":")
+    return name[:colon] if colon > slash else name
+
+
+def _normal(repo: str) -> str:
+    """Docker Hub's short names and their long form are one repository."""
+    for prefix in ("docker.io/library/", "docker.io/", "index.docker.io/library/", "index.docker.io/"):
+        if repo.startswith(prefix):
+            return repo.removeprefix(prefix)
+    return repo.removeprefix("library/")
+
+
+def parse_repo_digest(ref: str, inspect: dict[str, Any] | None) -> str | None:
+    """The digest (sha256:…) under which `ref`'s repository knows the local image (its RepoDigests): what
+    the tag pointed to when it was pulled. None for an image that never came from a registry (docker import)."""
+    wanted = _normal(repository(ref))
+    for entry in (inspect or {}).get("RepoDigests") or ():
+        name, _, digest = entry.partition("@")
+        if _normal(name) == wanted and digest.startswith("sha256:"):
+            return digest
+    return None
+
+
+def collect_base_images(docker: DockerPort, refs: tuple[str, ...]) -> tuple[dict[str, str | None], dict[str, str | None]]:
+    """Local ids of the build's base images (None = not pulled yet: the build pulls it), and their repo digests."""
+    ids, digests = {}, {}
+    for ref in dict.fromkeys(refs):
+        inspect = docker.inspect_image(ref)
+        ids[ref], digests[ref] = (inspect or {}).get("Id"), parse_repo_digest(ref, inspect)
+    return ids, digests
 
 
 def collect_container(docker: DockerPort, http: HttpPort, name: str) -> ContainerFact | None:

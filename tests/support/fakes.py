@@ -75,6 +75,7 @@ class FakeDocker:
         self.calls: list[str] = []
         self.crash_on_start = False
         self.base_images: dict[str, str] = {}
+        self.base_digests: dict[str, str] = {}  # ref -> the registry digest it was pulled as
         self.perplexity_outputs: dict[str, str] = {}
         self.one_shots: list[ContainerSpec] = []  # every run_to_completion spec, in order
         self.host_gpus = 1  # what `nvidia-smi -L` lists in a container given all GPUs
@@ -98,6 +99,10 @@ class FakeDocker:
         return image_id
 
     def inspect_image(self, ref: str) -> dict[str, Any] | None:
+        if ref in self.base_images:  # a pulled base image: its id and, when it came from a registry, its digest
+            digest = self.base_digests.get(ref)
+            return {"Id": self.base_images[ref], "RepoTags": [ref],
+                    "RepoDigests": [f"{ref.split('@')[0].rpartition(':')[0] or ref}@{digest}"] if digest else []}
         image_id = self.image_id(ref)
         return self.images.get(image_id) if image_id else None
 
@@ -114,6 +119,8 @@ class FakeDocker:
     def pull_image(self, ref: str) -> str:
         self.calls.append(f"pull {ref}")
         self.base_images[ref] = "sha256:" + _new_id()
+        if "@sha256:" in ref:  # pulled by digest: the registry's digest is the pinned one
+            self.base_digests[ref] = ref.partition("@")[2]
         return self.base_images[ref]
 
     def remove_image(self, ref: str) -> None:

@@ -16,6 +16,7 @@ written by hand.
       image: previous | absent
       smoke: passed | failed | null                           # the previous image's smoke record
       built_on: {ref: id}   base_images: {ref: id}            # base image ids at build time / now
+      built_on_digests: {ref: digest}   base_digests: {ref: digest}  # their repo digests at build time / now
       container: {state: running, health: ok} | absent      # made from `previous` (also: exit_code, pid)
         drift: {argv: {flag: value}, env: {K: V}, writable: true, restart_policy: x}  # then changed by hand
       unverified: true                                        # an apply launched it and never verified it
@@ -138,6 +139,8 @@ def build_case(case: dict[str, Any]) -> tuple[Profile, Observed]:
         labels = dict(image.labels)
         if "built_on" in obs_spec:  # the executor stamps the base image ids it built on
             labels["kimik3.base-images"] = json.dumps(obs_spec["built_on"])
+        if "built_on_digests" in obs_spec:  # ... and their repo digests
+            labels["kimik3.base-digests"] = json.dumps(obs_spec["built_on_digests"])
         images = (ImageFact(id="sha256:prev", tags=(image.tag,), fingerprint=image.fingerprint,
                             labels=labels, smoke=obs_spec.get("smoke", "passed")),)
     container = None
@@ -152,6 +155,7 @@ def build_case(case: dict[str, Any]) -> tuple[Profile, Observed]:
     systemd = systemd_facts(obs_spec.get("systemd"), previous, prev_obs, image.tag, image.fingerprint)
     return desired, observed.model_copy(update={"images": images, "container": container,
                                                 "base_images": obs_spec.get("base_images", {}), "systemd": systemd,
+                                                "base_digests": obs_spec.get("base_digests", {}),
                                                 "unverified": container.fingerprint if container and
                                                 obs_spec.get("unverified") else None})
 
