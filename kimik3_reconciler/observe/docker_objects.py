@@ -70,8 +70,8 @@ def _daemon_reads_cdi(info: dict[str, Any]) -> bool:
 def parse_gpu_plumbing(info: dict[str, Any], cdi_specs: dict[str, str], toolkit: str) -> GpuPlumbing:
     """GPU plumbing from docker info, the CDI spec files (path -> text) and the toolkit's --version output."""
     gpu_specs = tuple(sorted(path for path, text in cdi_specs.items() if parse_cdi_kind(text) == CDI_GPU))
-    return GpuPlumbing(cdi=bool(gpu_specs) and _daemon_reads_cdi(info), runtime="nvidia" in (info.get("Runtimes") or {}),
-                       toolkit_version=parse_toolkit_version(toolkit), cdi_specs=gpu_specs)
+    return GpuPlumbing(cdi=bool(gpu_specs) and _daemon_reads_cdi(info),
+                       runtime="nvidia" in (info.get("Runtimes") or {}), toolkit_version=parse_toolkit_version(toolkit), cdi_specs=gpu_specs)
 
 
 def collect_gpu_plumbing(docker: DockerPort, host: HostPort) -> GpuPlumbing:
@@ -181,7 +181,10 @@ def parse_repo_digest(ref: str, inspect: dict[str, Any] | None) -> str | None:
     return None
 
 
-def collect_base_images(docker: DockerPort, refs: tuple[str, ...]) -> tuple[dict[str, str | None], dict[str, str | None]]:
+BaseIds = dict[str, str | None]
+
+
+def collect_base_images(docker: DockerPort, refs: tuple[str, ...]) -> tuple[BaseIds, BaseIds]:
     """Local ids of the build's base images (None = not pulled yet: the build pulls it), and their repo digests."""
     ids, digests = {}, {}
     for ref in dict.fromkeys(refs):

@@ -38,9 +38,9 @@ def render_probe(desired: Desired, observed: Observed) -> GpuProbe | None:
     request = plumbing.request
     if request is None:
         # rule: gpu-plumbing-probe
-        raise PlanError("Docker cannot give containers GPUs here: no CDI spec of nvidia.com/gpu "
-                        f"({', '.join(plumbing.cdi_specs) or 'none in /etc/cdi, /var/run/cdi'}) and no nvidia runtime; "
-                        "install nvidia-container-toolkit and run `nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`")
+        raise PlanError("Docker cannot give containers GPUs here: no CDI spec of nvidia.com/gpu in /etc/cdi or "
+                        "/var/run/cdi that the daemon reads, and no nvidia runtime; install nvidia-container-toolkit "
+                        "and run `nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`")
     # Any local image will do (the toolkit injects nvidia-smi): the profile's own if built, else its runtime base.
     built = any(desired.build.tag in image.tags for image in observed.images)
     image = desired.build.tag if built else profile.build.base_images.runtime

@@ -204,7 +204,8 @@ def plan_gate(desired: Desired, observed: Observed, planned: tuple[Step, ...] = 
         revision=model.revision, gpus=gpus_of(profile),
         reference_flags=gate_flags(profile, observed.host.physical_cores, candidate=False),
         candidate_flags=gate_flags(profile, observed.host.physical_cores, candidate=True),
-        gpu_request=gpu_request(observed), max_kld=gate.max_kld, min_top_token_agreement=gate.min_top_token_agreement,
+        gpu_request=gpu_request(observed),
+        max_kld=gate.max_kld, min_top_token_agreement=gate.min_top_token_agreement,
         record_key=gate_key(model.repo, model.revision, model.quant),
         logits_key=f"gate-logits/{reference.repo.replace('/', '--')}/{reference.revision}/"
                    f"{reference.quant}-{TEXT_VERSION}-c{CTX}x{CHUNKS}.kld",

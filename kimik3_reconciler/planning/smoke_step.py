@@ -18,8 +18,8 @@ SMOKE_MODEL = "Kimi-K3-tiny-00001-of-00002.gguf"
 
 
 def render_smoke(profile: Profile, observed: Observed, image: ImageBuild) -> SmokeTest:
-    command = ("-m", f"{SMOKE_MOUNT}/{SMOKE_MODEL}", "--alias", "kimik3-smoke", *runtime_flags(observed.host.physical_cores),
-               "--ctx-size", "2048", "--parallel", "1",
+    command = ("-m", f"{SMOKE_MOUNT}/{SMOKE_MODEL}", "--alias", "kimik3-smoke",
+               *runtime_flags(observed.host.physical_cores), "--ctx-size", "2048", "--parallel", "1",
                "--log-colors", "off")
     return SmokeTest(container=f"{profile.name}-smoke", image=image.tag, image_fingerprint=image.fingerprint,
                      command=command, gpus=gpus_of(profile), gpu_request=gpu_request(observed),

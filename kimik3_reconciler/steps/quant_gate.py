@@ -57,7 +57,8 @@ def run_quant_gate(run: QuantGateRun, ports: Ports, reporter: Reporter) -> None:
               Mount(str(text.parent), "/text"))
     logits = _reference_logits(run, ports, reporter, models)
     code, out, err = _perplexity(run, ports, "kimik3-gate-candidate", perplexity_argv(
-        f"/cand/snapshots/{run.candidate_model}", f"/gate/{logits.name}", run.candidate_flags), (*models, Mount(str(logits.parent), "/gate", read_only=False)))
+        f"/cand/snapshots/{run.candidate_model}", f"/gate/{logits.name}", run.candidate_flags),
+        (*models, Mount(str(logits.parent), "/gate", read_only=False)))
     report = parse_kld_report(out)
     passed, why = gate_verdict(report, QuantGate(max_kld=run.max_kld,
                                                  min_top_token_agreement=run.min_top_token_agreement))
