@@ -353,7 +353,7 @@ def explain(rule: str | None) -> None:
 
     if rule is None:
         for r in RULES:
-            _out.print(f"{r.id:<24} {r.kind:<7} {r.statement}")
+            _out.print(f"{r.id:<24} {r.kind:<7} {r.statement}\n{'':<33}from: {r.seed}")
         return
     if rule not in BY_ID:
         near = difflib.get_close_matches(rule, BY_ID, n=1)
@@ -361,7 +361,7 @@ def explain(rule: str | None) -> None:
         sys.exit(2)
     r = BY_ID[rule]
     enforced = ", ".join(r.enforced_by) or "nothing yet (an open gap)"
-    _out.print(f"{r.id} ({r.kind}): {r.statement}\n  why: {r.reason}\n  enforced by: {enforced}")
+    _out.print(f"{r.id} ({r.kind}): {r.statement}\n  why: {r.reason}\n  from: {r.seed}\n  enforced by: {enforced}")
     for case in r.cases:
         _out.print(f"  tested by: tests/{case}")
 

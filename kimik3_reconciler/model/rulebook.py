@@ -1,6 +1,7 @@
-"""The seed-000 rules kimik3 enforces, as data: what each does, why, the modules that enforce it, and
-the case files that test it. `kimik3 explain [RULE]` prints them; tests/unit/test_rulebook.py checks
-that every case exists and that each enforcing module marks its guard with `# rule: <id>`."""
+"""The seed-000 rules kimik3 enforces, as data: what each does, why, the seed passage it comes from, the
+modules that enforce it, and the case files that test it. `kimik3 explain [RULE]` prints them;
+tests/unit/test_rulebook.py checks that every case exists, that each rule names its seed passage and that
+each enforcing module marks its guard with `# rule: <id>`."""
 
 from __future__ import annotations
 
@@ -16,103 +17,167 @@ class Rule:
     reason: str
     enforced_by: tuple[str, ...]  # the modules whose guard applies it (dotted paths); () only for an open gap
     cases: tuple[str, ...]  # test files/case files (relative to tests/) that exercise it
+    seed: str = ""  # the passage it comes from ("seed 000 step 5 ..."), or where it comes from when not a seed
 
 
 _PROFILE = ("kimik3_reconciler.model.profile_rules",)
+_DEFAULTS = ("kimik3_reconciler.model.profile",)
 _LAUNCH = ("kimik3_reconciler.planning.launch",)
 _UNITS = ("kimik3_reconciler.planning.unit_step",)
+_HUB = ("kimik3_reconciler.adapters.hf_hub", "kimik3_reconciler.adapters.hub_download")
+_STEP5_BATCH = "seed 000 step 5 (BATCH/UBATCH: 4096 for hybrid, 2048 for all-VRAM)"
+_STEP5_FIT = "seed 000 step 5 (all-VRAM needs --fit-target 6144, else the CUDA scratch pool OOMs on the first request)"
+_REAP_FIT = "seed 000 step 2 (REAP770: --fit-target 4096; a 6144 margin silently spills 2-3 expert layers, -40 %)"
+_KEY_SPEC = "seed 000 Key facts (Speculative decoding ...)"
 
 RULES: tuple[Rule, ...] = (
     Rule("hybrid-ubatch", "warn", "hybrid quants use ubatch 4096 (the default)",
          "prefill is bound by copying every CPU expert to GPU0 once per micro-batch: 4096 halves TTFT",
-         _PROFILE, ("cases/profile/hybrid_ubatch_warns.yaml",)),
+         _PROFILE, ("cases/profile/hybrid_ubatch_warns.yaml",),
+         seed=f"{_STEP5_BATCH}; Key facts (Zero CPU experts is the lever: prefill bound by the expert copy)"),
     Rule("allvram-ubatch", "warn", "all-VRAM quants use ubatch 2048 (the default)",
          "the CUDA scratch pool OOMs on the first request after a full load otherwise",
-         _PROFILE, ("cases/profile/allvram_ubatch_warns.yaml",)),
-    Rule("allvram-fit-target", "refuse", "all-VRAM quants need fit_target >= 4096 MiB",
-         "a smaller margin OOMs on the first request after a ~17-minute load",
-         _PROFILE, ("cases/profile/allvram_fit_target_small.yaml", "cases/profile/allvram_fit_target_list_small.yaml")),
-    Rule("fit-target-spill", "warn", "fit_target >= 6144 MiB on an all-VRAM quant (the draft's GPU excepted)",
+         _PROFILE, ("cases/profile/allvram_ubatch_warns.yaml",),
+         seed=f"{_STEP5_BATCH}; When startup crashes (CUDA OOM on the first request: use -ub 2048)"),
+    Rule("batch-below-ubatch", "refuse", "serve.batch >= serve.ubatch (effective values; batch defaults to the "
+         "mode's UBATCH: 2048 all-VRAM, 4096 hybrid, never below ubatch)",
+         "llama.cpp lowers ubatch to batch silently, undoing the ubatch rule", _PROFILE + _DEFAULTS,
+         ("cases/profile/batch_below_ubatch.yaml", "cases/profile/batch_below_default_ubatch.yaml",
+          "cases/profile/allvram_ubatch_only_batch_follows.yaml", "cases/plan/40-allvram-defaults-follow-quant.yaml"),
+         seed=_STEP5_BATCH),
+    Rule("allvram-fit-target", "refuse", "all-VRAM fit_target >= the quant's measured margin (catalog.fit_margin: "
+         "6144 for UD-IQ2_XXS and for unmeasured quants, 4096 for UD-Q2_K_XL-REAP770)",
+         "a smaller margin OOMs the CUDA scratch pool on the first request after a ~17-minute load",
+         _PROFILE, ("cases/profile/allvram_fit_target_small.yaml", "cases/profile/allvram_fit_target_list_small.yaml",
+                    "cases/profile/allvram_iq2xxs_fit_target_4096.yaml",
+                    "cases/profile/allvram_unmeasured_fit_target_4096.yaml",
+                    "cases/profile/reap770_fit_target_4096_ok.yaml"),
+         seed=f"{_STEP5_FIT}; {_REAP_FIT}; When startup crashes (raise --fit-target)"),
+    Rule("fit-target-spill", "warn", "fit_target at or above a quant's measured spill margin (REAP770: 6144), "
+         "the draft's GPU excepted",
          "measured to spill 2-3 expert layers to the CPU silently: -40 %",
-         _PROFILE, ("cases/profile/allvram_fit_target_6144_warns.yaml",)),
+         _PROFILE, ("cases/profile/allvram_fit_target_6144_warns.yaml", "cases/profile/allvram_fit_target_6144_iq2xxs_ok.yaml"),
+         seed=_REAP_FIT),
+    Rule("fit-target-default", "force", "an omitted fit_target follows the quant: its measured all-VRAM margin "
+         "(UD-IQ2_XXS 6144, REAP770 4096, unmeasured all-VRAM quants 6144), 4096 hybrid",
+         "the default must be the value the seed measured for that quant, not one number for all",
+         _DEFAULTS, ("cases/plan/40-allvram-defaults-follow-quant.yaml", "cases/plan/41-reap770-default-fit-target.yaml"),
+         seed=f"{_STEP5_FIT}; {_REAP_FIT}"),
+    Rule("ctx-size-limit", "refuse", "serve.ctx_size <= 1,048,576 (Kimi-K3's trained context)",
+         "llama.cpp only warns on a -c above the GGUF's context_length (reference/llama-cpp.md §1.3)",
+         _PROFILE, ("cases/profile/ctx_size_above_trained.yaml", "cases/profile/ctx_size_at_trained_ok.yaml"),
+         seed="seed 001 (K3 supports 1,048,576 tokens: the model specification; start with 131072); seed 000 title "
+              "(1M context)"),
     Rule("fixed-flags", "force", "--numa distribute, --cache-type-k/v f16, --threads/--threads-batch = physical "
          "cores, --load-mode none, --metrics; extra_args cannot override them",
          "Kimi-K3/hardware requirements, not tuning: leaving --numa or --load-mode out measured as a 20+-minute "
          "single-request stall", _LAUNCH + _PROFILE,
-         ("unit/test_rendered_specs.py", "cases/profile/extra_args_owned_flag.yaml")),
+         ("unit/test_rendered_specs.py", "cases/profile/extra_args_owned_flag.yaml"),
+         seed="seed 000 step 5 (always sets --numa distribute, f16 KV, threads; --load-mode none required)"),
     Rule("gate-fixed-flags", "force", "the quant gate's llama-perplexity runs with the server's owned flags: "
          "--numa distribute, f16 K/V, --threads/--threads-batch = physical cores, --load-mode none, the profile's "
          "--fit-target margins (the candidate: its manual split too)",
-         "seed 000 step 5, \"Runtime requirements that are NOT tunable\": skipping --numa or --load-mode measured as "
-         "a 20+-minute single-request stall; the gate loads the same real quant, so it stalls too without them",
-         ("kimik3_reconciler.planning.quant_gate",), ("unit/test_quant_gate.py", "integration/test_quant_gate_docker.py")),
+         "the gate loads the same real quant as the server: skipping --numa or --load-mode measured as a "
+         "20+-minute single-request stall, so the gate stalls too without them",
+         ("kimik3_reconciler.planning.quant_gate",), ("unit/test_quant_gate.py", "integration/test_quant_gate_docker.py"),
+         seed="seed 000 step 5 (Runtime requirements that are NOT tunable: --numa distribute, f16 KV, threads = "
+              "physical cores, --load-mode none; skipping either measured as a 20+-minute stall)"),
     Rule("gpu-plumbing-probe", "refuse", "before anything is downloaded, built or launched, a real container runs "
          "nvidia-smi with the profile's GPUs, requested through CDI when the host has a CDI spec of nvidia.com/gpu, "
          "the nvidia runtime otherwise; recorded once per (driver, toolkit, request); gpus: none never probes",
-         "seed 000 step 1, \"Verify host\": GPU containers work via CDI: `docker run --rm --device "
-         "nvidia.com/gpu=all --entrypoint nvidia-smi nvidia/cuda:13.0.0-base-ubuntu24.04`; a spec file or a "
-         "registered runtime only says a toolkit was installed",
+         "a CDI spec file or a registered runtime only says a toolkit was installed; a broken one is found after "
+         "a download of hundreds of GB otherwise",
          ("kimik3_reconciler.planning.gpu_probe",),
          ("cases/plan/76-gpu-probe-cdi-host.yaml", "cases/plan/77-gpu-probe-recorded.yaml",
-          "cases/plan/78-gpu-probe-runtime-host.yaml", "unit/test_gpu_probe.py", "integration/test_gpu_probe_docker.py")),
+          "cases/plan/78-gpu-probe-runtime-host.yaml", "unit/test_gpu_probe.py", "integration/test_gpu_probe_docker.py"),
+         seed="seed 000 step 1 (GPU containers work via CDI: docker run --rm --device nvidia.com/gpu=all "
+              "--entrypoint nvidia-smi nvidia/cuda:13.0.0-base-ubuntu24.04)"),
     Rule("base-image-digest", "force", "base images given by tag are resolved to the digest present locally at build "
          "time and recorded on the image; a tag that now points to another digest rebuilds; a profile may pin "
          "build.base_images by digest (repo:tag@sha256:…), and then the digest is in the image fingerprint",
-         "seed 000 step 4 (\"Why build from source in Docker\"): you want a pinned commit, not a moving latest; "
-         "build once per BUILD_SOURCE, keep the image, rebuild only when bumping the pin",
+         "a tag is no pin: the same profile would build on whatever the tag points to today",
          ("kimik3_reconciler.planning.image_step",),
          ("cases/plan/58-base-image-tag-moved.yaml", "cases/plan/79-base-image-pinned-by-digest.yaml",
-          "unit/test_base_digests.py")),
+          "unit/test_base_digests.py"),
+         seed="seed 000 Why build from source in Docker (you want a pinned commit, not a moving latest; build once, "
+              "keep the image, rebuild only when bumping the pin)"),
     Rule("kv-types-equal", "force", "K and V cache types are equal (f16/f16)",
          "every MLA model refuses different K and V cache types at context creation (llama-cpp.md §1.3)",
-         _LAUNCH, ("unit/test_rendered_specs.py",)),
+         _LAUNCH, ("unit/test_rendered_specs.py",),
+         seed="seed 000 step 5 (--cache-type-k f16 --cache-type-v f16); reference/llama-cpp.md §1.3"),
     Rule("split-mode", "refuse", "never -sm row or -sm tensor for kimi-k3",
          "tensor split is not implemented for kimi-k3; CUDA has no row split buffers (llama-cpp.md §1.3)",
-         _PROFILE, ("cases/profile/split_mode_tensor.yaml",)),
+         _PROFILE, ("cases/profile/split_mode_tensor.yaml",),
+         seed="seed 000 Key facts (This is not TP: --split-mode layer); reference/llama-cpp.md §1.3"),
     Rule("numa-balancing", "refuse", "the host needs kernel.numa_balancing = 0",
          "measured as a 20+-minute single-request stall; the host gate refuses before any step runs",
-         ("kimik3_reconciler.planning.host_gate",), ("unit/test_host_gate.py", "unit/test_engine.py")),
+         ("kimik3_reconciler.planning.host_gate",), ("unit/test_host_gate.py", "unit/test_engine.py"),
+         seed="seed 000 step 5 (numa_balancing=0 and --load-mode none: required, not optional)"),
     Rule("mmproj-fork-only", "refuse", "model.mmproj only with build.source: fork",
          "vision (MoonViT-3d) lives only in the fork; mainline errors or silently ignores --mmproj",
-         _PROFILE + _LAUNCH, ("cases/profile/mmproj_mainline.yaml", "cases/plan/14-mainline-drops-mmproj.yaml")),
+         _PROFILE + _LAUNCH, ("cases/profile/mmproj_mainline.yaml", "cases/plan/14-mainline-drops-mmproj.yaml"),
+         seed="seed 000 step 4; Key facts (Vision lives only in the fork)"),
     Rule("tq2-refused", "refuse", "UD-TQ2_0 is refused",
          "it loads and talks on these GPUs yet produces corrupted logits", _PROFILE,
-         ("cases/profile/quant_tq2_0.yaml",)),
+         ("cases/profile/quant_tq2_0.yaml",), seed="seed 000 step 2 (UD-TQ2_0 produces corrupted logits)"),
     Rule("unvetted-iq-tq", "refuse", "an IQ/TQ quant outside the vetted catalog needs gate.quant",
          "a broken sm_120 kernel for a new type scores KLD >> 1 while it still talks", _PROFILE,
-         ("cases/profile/quant_iq_unvetted.yaml", "cases/profile/quant_iq_unvetted_with_gate.yaml")),
+         ("cases/profile/quant_iq_unvetted.yaml", "cases/profile/quant_iq_unvetted_with_gate.yaml"),
+         seed="seed 000 step 2 (any new IQ/TQ quant must pass the gate); When startup crashes (KLD >> 1)"),
     Rule("reap770-code", "warn", "UD-Q2_K_XL-REAP770 is warned for code use",
          "near-reference KLD (0.047) but HumanEval 86.6 % / MBPP 85.5 % vs 95.7 / 97.0 for UD-IQ2_XXS",
-         _PROFILE, ("cases/profile/reap770_code_use_warns.yaml",)),
+         _PROFILE, ("cases/profile/reap770_code_use_warns.yaml",),
+         seed="seed 000 step 2 (REAP770: not the right default for coding use)"),
     Rule("spec-draft-device", "refuse", "the draft sits on the GPU holding output.weight (last GPU of the split)",
          "anywhere else llama.cpp aborts in graph reservation", _PROFILE + _LAUNCH,
-         ("cases/profile/spec_draft_not_last_gpu.yaml", "unit/test_conflicts.py")),
+         ("cases/profile/spec_draft_not_last_gpu.yaml", "unit/test_conflicts.py"),
+         seed=f"{_KEY_SPEC}: --spec-draft-device CUDA7 on an 8-GPU layer split"),
     Rule("spec-draft-rollback", "refuse", "spec_draft needs the recurrent-state rollback patch in build.patches, "
          "recognised by content (a patch changing src/llama-memory-recurrent.cpp/.h that adds a rollback), never "
          "by file name",
-         "seed 000 \"Key facts\", speculative decoding: the draft pays only if the image carries "
-         "kimi-k3-rs-rollback.patch (bounded recurrent-state rollback for KIMI_K3); without it the host-side state "
-         "checkpoint per draft step costs more than the drafts save. The patch is not public: no sha256 to record",
+         "without it the host-side state checkpoint per draft step costs more than the drafts save; the patch is "
+         "not public, so there is no sha256 to record",
          ("kimik3_reconciler.planning.patch_roles",),
          ("cases/plan/59-spec-draft-patch-named-but-not-rollback.yaml", "cases/plan/75-spec-draft-rollback-by-content.yaml",
-          "unit/test_patch_roles.py")),
+          "unit/test_patch_roles.py"),
+         seed=f"{_KEY_SPEC}: kimi-k3-rs-rollback.patch, bounded recurrent-state rollback for KIMI_K3"),
     Rule("spec-draft-concurrency", "warn", "speculative decoding with parallel >= 4",
          "verify batches multiply MoE expert reads: +23-72 % at c1, a loss at c4", _PROFILE,
-         ("cases/profile/spec_draft_parallel_warns.yaml",)),
+         ("cases/profile/spec_draft_parallel_warns.yaml",), seed=f"{_KEY_SPEC}: a loss at c4"),
+    Rule("no-mtp-head", "refuse", "no draft-mtp speculation (spec_draft.type, --spec-type in extra_args or "
+         "LLAMA_ARG_SPEC_TYPE)",
+         "the checkpoint has no MTP head: there is nothing for draft-mtp to draft with", _PROFILE,
+         ("cases/profile/spec_draft_mtp.yaml", "cases/profile/spec_type_mtp_extra_args.yaml",
+          "cases/profile/spec_type_mtp_env.yaml"),
+         seed=f"{_KEY_SPEC}: No MTP head in the checkpoint"),
+    Rule("ngram-mod-neutral", "warn", "--spec-type ngram-mod is said to be about neutral when chosen",
+         "measured ~ neutral on Kimi-K3; the DSpark draft is what pays, at low concurrency", _PROFILE,
+         ("cases/profile/spec_type_ngram_mod_warns.yaml",), seed=f"{_KEY_SPEC}: ngram-mod is ≈ neutral"),
     Rule("cache-ram-zero", "warn", "cache_ram: 0 only when benchmarking",
-         "it turns the host-RAM prompt cache off", _PROFILE, ("cases/profile/cache_ram_zero_warns.yaml",)),
+         "it turns the host-RAM prompt cache off", _PROFILE, ("cases/profile/cache_ram_zero_warns.yaml",),
+         seed="seed 000 step 5 (CACHE_RAM: 0 only when benchmarking)"),
     Rule("shared-gpus", "force", "a profile sharing GPUs (or the port) with a running one stops it first",
          "the standing and interactive deployments share the GPUs (systemd Conflicts=)",
-         ("kimik3_reconciler.planning.conflict_step",), ("unit/test_conflicts.py", "unit/test_engine.py")),
+         ("kimik3_reconciler.planning.conflict_step",), ("unit/test_conflicts.py", "unit/test_engine.py"),
+         seed="seed 000 step 7 (the two units Conflicts= each other because they share the GPUs)"),
     Rule("env-file-bare-values", "force", "unit env files hold bare values, quoted where needed, never a comment",
          "systemd's EnvironmentFile folds an inline `# comment` into the value", _UNITS,
-         ("unit/test_rendered_units.py", "integration/test_systemd_live.py")),
+         ("unit/test_rendered_units.py", "integration/test_systemd_live.py"),
+         seed="seed 000 step 7 (keep /etc/kimi-k3.env values bare)"),
     Rule("units-conflict-ordered", "force", "units sharing GPUs (or the port) carry Conflicts= and After= each other",
          "starting one must stop the other first, or both hold the GPUs at once", _UNITS,
-         ("cases/plan/25-systemd-unit-absent.yaml", "unit/test_unit_engine.py", "integration/test_systemd_live.py")),
+         ("cases/plan/25-systemd-unit-absent.yaml", "unit/test_unit_engine.py", "integration/test_systemd_live.py"),
+         seed="seed 000 step 7 (starting either stops the other)"),
     Rule("no-secrets", "refuse", "a profile never holds a secret; the API key is a read-only mounted file",
          "keys in argv/env show up in `docker inspect` and logs", _PROFILE + _LAUNCH,
-         ("cases/plan/19-api-key-file.yaml",)),
+         ("cases/plan/19-api-key-file.yaml",),
+         seed="not in the seeds: shared/PROFILE.md (a profile never contains a secret)"),
+    Rule("hub-token-https", "force", "the HF token is sent only over https or to a loopback mirror; an http "
+         "model.endpoint on another host is warned and gets no token",
+         "a bearer token over plain http to another host travels in clear text", _PROFILE + _HUB,
+         ("cases/profile/endpoint_http_remote_warns.yaml", "cases/profile/endpoint_http_loopback_ok.yaml",
+          "unit/test_hub_token.py"),
+         seed="not in the seeds: issue 14 (seed 000 step 3 downloads from the hub; the token must not leak)"),
 )
 
 BY_ID = {rule.id: rule for rule in RULES}

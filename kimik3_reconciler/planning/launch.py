@@ -62,7 +62,7 @@ class LaunchInput:
     gpus: str | tuple[int | str, ...]  # as the profile declares them ("none" for the CPU variant)
     restart_policy: str
     model: ModelInput
-    serve: ServeSpec  # the profile's section, with the effective ubatch and host paths resolved
+    serve: ServeSpec  # the profile's section, with the effective batch/ubatch/fit_target and host paths resolved
     bind: str
     threads: int  # physical cores, not hardware threads (seed 000)
     draft_device: str | None
@@ -178,9 +178,12 @@ def draft_device(profile: Profile, host_gpus: int | None = None) -> str | None:
 
 
 def _resolved_serve(profile: Profile, observed: Observed) -> ServeSpec:
-    """The serve section as the container gets it: effective ubatch, the host paths of its files."""
+    """The serve section as the container gets it: effective batch/ubatch/fit_target (per quant when
+    omitted), the host paths of its files."""
     serve = profile.serve
-    update: dict[str, Any] = {"ubatch": profile.effective_ubatch, "api_key_file": observed.inputs.api_key_file}
+    update: dict[str, Any] = {"batch": profile.effective_batch, "ubatch": profile.effective_ubatch,
+                              "fit_target": profile.effective_fit_target,
+                              "api_key_file": observed.inputs.api_key_file}
     if serve.spec_draft is not None:
         if observed.inputs.draft_model is None:
             raise PlanError("serve.spec_draft: a draft from the hub (repo/file + revision) is not downloaded by "

@@ -106,7 +106,7 @@ def forecast(profile: Profile, observed: Observed) -> Forecast | None:
     gpus, _ = requested_gpus(profile, host)
     if not gpus:
         return None  # GPU facts unknown (or absent: the gate says so)
-    fit = profile.serve.fit_target
+    fit = profile.effective_fit_target  # the profile's margin, else the quant's (catalog.fit_margin)
     targets = fit if isinstance(fit, list) else [fit] * len(gpus)
     budgets = [g.memory_free - CUDA_CONTEXT_BYTES - t * MIB for g, t in zip(gpus, targets)]
     kv = profile.serve.ctx_size * layout.kv_bytes_per_token
