@@ -213,4 +213,5 @@ def plan_gate(desired: Desired, observed: Observed, planned: tuple[Step, ...] = 
     return (Step("gate", target, Action.READ,
                  f"{profile.model.quant} is not vetted: check its logits against {gate.reference_quant} "
                  f"(KLD <= {gate.max_kld}, top-token agreement >= {gate.min_top_token_agreement:.0%}) before serving",
-                 spec=run, cost=f"reference logits ~{gib(logits)} (computed once, cached); two llama-perplexity runs"),)
+                 spec=run, cost=f"reference logits ~{gib(logits)} (computed once, cached); two llama-perplexity runs, "
+                      "each a full load of its quant (--load-mode none, like the server)"),)
