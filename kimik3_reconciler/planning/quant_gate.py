@@ -19,7 +19,7 @@ from kimik3_reconciler.model import catalog
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.model_files import manifest_key
 from kimik3_reconciler.model.plan import Action, Step
-from kimik3_reconciler.model.profile import Profile, QuantGate
+from kimik3_reconciler.model.profile import Profile, QuantGate, ServeSpec
 from kimik3_reconciler.model.records import gate_key
 from kimik3_reconciler.model.specs import QuantGateRun, StopContainer
 from kimik3_reconciler.planning.desired import Desired
@@ -122,14 +122,19 @@ def gate_verdict(report: KldReport | None, gate: QuantGate) -> tuple[bool, str]:
 # --- llama-perplexity's argv ---------------------------------------------------------------------
 
 
-def gate_flags(profile: Profile, threads: int, candidate: bool) -> tuple[str, ...]:
-    """The flags llama-perplexity gets besides its own: the server's owned ones, from the same function.
+def gate_flags(serve: ServeSpec, threads: int, candidate: bool) -> tuple[str, ...]:
+    """The flags llama-perplexity gets besides its own: the server's owned ones, from the same functions.
     Seed 000 "Runtime requirements that are NOT tunable": --numa distribute, f16 K/V, threads = physical
     cores and --load-mode none; a real quant loaded without them stalls 20+ minutes (the gate would too)."""
     # rule: gate-fixed-flags
-    # The placement is the profile's (its --fit-target margins, or the manual split tuned for the served
-    # quant); the reference is another quant, so it gets --fit with the same margins instead of n_cpu_moe.
-    return (*runtime_flags(threads), *placement_args(profile.serve, manual_split=candidate))
+    # The placement is the server's (the launch's resolved serve section: --fit-target margins, or the manual
+    # split tuned for the served quant); the reference is another quant: --fit with its own margins.
+    return (*runtime_flags(threads), *placement_args(serve, manual_split=candidate))
+
+
+def reference_serve(profile: Profile) -> ServeSpec:
+    """The serve section as the reference quant would be served: its own effective --fit-target margins."""
+    return profile.serve.model_copy(update={"fit_target": reference_profile(profile).effective_fit_target})
 
 
 def perplexity_argv(model: str, logits: str, flags: tuple[str, ...], text: str | None = None) -> tuple[str, ...]:
@@ -191,7 +196,7 @@ def plan_gate(desired: Desired, observed: Observed, planned: tuple[Step, ...] = 
     if record is not None:
         raise PlanError(f"model.quant {profile.model.quant} failed its quant gate on this image ({record.get('why')}); "
                         "it is never served: pick a vetted quant, or change the image (a new build is gated again)")
-    reference, model, image = observed.reference, observed.model, desired.build
+    reference, model, image, launch = observed.reference, observed.model, desired.build, desired.launch.input
     assert reference is not None  # observed whenever the gate applies (engine: gate_reference)
     n_vocab = observed.layout.n_vocab if observed.layout else 0
     logits = CHUNKS * (CTX // 2) * n_vocab * 2  # uint16 log-probs of the scored half of each chunk
@@ -202,8 +207,8 @@ def plan_gate(desired: Desired, observed: Observed, planned: tuple[Step, ...] = 
         candidate_repo_dir=repo_dir(model.cache_dir, model.repo),
         candidate_model=f"{model.revision}/{first_shard(model)}",
         revision=model.revision, gpus=gpus_of(profile),
-        reference_flags=gate_flags(profile, observed.host.physical_cores, candidate=False),
-        candidate_flags=gate_flags(profile, observed.host.physical_cores, candidate=True),
+        reference_flags=gate_flags(reference_serve(profile), launch.threads, candidate=False),
+        candidate_flags=gate_flags(launch.serve, launch.threads, candidate=True),
         gpu_request=gpu_request(observed),
         max_kld=gate.max_kld, min_top_token_agreement=gate.min_top_token_agreement,
         record_key=gate_key(model.repo, model.revision, model.quant),

@@ -180,4 +180,5 @@ def test_the_server_and_the_gate_render_the_owned_flags_alike() -> None:
     owned = runtime_flags(48)
     start = argv.index("--numa")
     assert argv[start:start + len(owned)] == owned
-    assert gate_flags(profile, 48, candidate=True)[:len(owned)] == owned
+    launch = render_desired(profile, facts).launch.input
+    assert gate_flags(launch.serve, launch.threads, candidate=True) == (*owned, *argv[argv.index("--fit"):][:4])
