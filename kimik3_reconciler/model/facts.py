@@ -310,4 +310,4 @@ class Observed(_Fact):
     others: tuple[ContainerFact, ...] = ()  # other profiles' kimik3 containers on this host
     systemd: SystemdFacts | None = None  # None: not looked at (no systemd section, no kimik3 unit)
     gpu_plumbing: GpuPlumbing | None = None  # None: not looked at (gpus: none, or a pure test)
-    gpu_probe: dict[str, Any] | None = None  # the passing probe record of this (driver, toolkit, request)
+    gpu_probe_record: dict[str, Any] | None = None  # the passing probe record of this (driver, toolkit, request)

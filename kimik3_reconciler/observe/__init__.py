@@ -53,7 +53,7 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
                                                                profile.build.base_images.runtime))
     return Observed(
         gpu_plumbing=plumbing,
-        gpu_probe=collect_gpu_probe(ports.state, plumbing, host.driver_version) if plumbing else None,
+        gpu_probe_record=collect_gpu_probe(ports.state, plumbing, host.driver_version) if plumbing else None,
         reference=reference,
         gate_records=(ports.state.read(gate_key(model.repo, model.revision, model.quant)) or {}) if gated else {},
         host=host,

@@ -58,7 +58,7 @@ def plan_gpu_probe(desired: Desired, observed: Observed, planned: tuple[Step, ..
         return ()
     how = f"{_HOW[probe.gpu_request]} ({docker_flags(probe.gpus, probe.gpu_request)})"
     versions = f"driver {probe.driver or 'unknown'}, toolkit {probe.toolkit or 'unknown'}"
-    record = observed.gpu_probe
+    record = observed.gpu_probe_record
     if record is not None:
         return (Step("gpu", how, Action.NOOP, f"containers get GPUs through {how}: probed on {record.get('date')} "
                      f"({versions}; {record.get('seen')})", spec=probe),)

@@ -125,7 +125,7 @@ def build_case(case: dict[str, Any]) -> tuple[Profile, Observed]:
     host = HostFacts(**obs_spec.get("host", {"physical_cores": 8}))
     observed = observed_for(desired, obs_spec, host)
     gpu = {"gpu_plumbing": GpuPlumbing(**obs_spec["gpu_plumbing"]) if "gpu_plumbing" in obs_spec else None,
-           "gpu_probe": {"passed": True, **obs_spec["gpu_probe"]} if "gpu_probe" in obs_spec else None}
+           "gpu_probe_record": {"passed": True, **obs_spec["gpu_probe"]} if "gpu_probe" in obs_spec else None}
     observed = observed.model_copy(update=gpu)
     if case.get("previous", {}) is None:
         return desired, observed.model_copy(update={"systemd": systemd_facts(obs_spec.get("systemd"))})
