@@ -79,8 +79,8 @@ def pinned(ref: str) -> bool:
 def _digest_drift(image: ImageFact, observed: Observed) -> tuple[DiffItem, ...]:
     """Tags whose local image now has another repo digest than the one the image was built on."""
     # rule: base-image-digest
-    # Seed 000 step 4: build once, keep the image, rebuild only when a pin moves: a tag is no pin, so
-    # the digest it resolved to at build time is recorded, and a different one here is a rebuild reason.
+    # Seed 000 "Why build from source in Docker": build once, keep the image, rebuild only when a pin
+    # moves. A tag is no pin: the digest it resolved to at build time is recorded, another one here rebuilds.
     built_on = json.loads(image.labels.get(BASE_DIGESTS, "{}"))
     both = {ref: now for ref, now in observed.base_digests.items()
             if now and built_on.get(ref) and not pinned(ref)}
