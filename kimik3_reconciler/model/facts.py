@@ -211,6 +211,7 @@ class ContainerFact(_Fact):
     started_at: str | None = None
     exit_code: int | None = None
     restart_count: int = 0
+    crash: str | None = None  # exited: the cause its log names (observe/server_log.py crash_cause), else None
     health: Literal["ok", "loading", "unreachable"] | None = None
     profile: str | None = None  # the kimik3 profile that made it (label)
     pid: int | None = None  # host pid of its main process (llama-server), as NVML reports it

@@ -12,7 +12,7 @@ from typing import Literal
 @dataclass(frozen=True)
 class Rule:
     id: str
-    kind: Literal["refuse", "warn", "force"]
+    kind: Literal["refuse", "warn", "force", "check"]  # check: `kimik3 verify` fails (apply reverts) or names a cause
     statement: str
     reason: str
     enforced_by: tuple[str, ...]  # the modules whose guard applies it (dotted paths); () only for an open gap
@@ -29,6 +29,8 @@ _STEP5_BATCH = "seed 000 step 5 (BATCH/UBATCH: 4096 for hybrid, 2048 for all-VRA
 _STEP5_FIT = "seed 000 step 5 (all-VRAM needs --fit-target 6144, else the CUDA scratch pool OOMs on the first request)"
 _REAP_FIT = "seed 000 step 2 (REAP770: --fit-target 4096; a 6144 margin silently spills 2-3 expert layers, -40 %)"
 _KEY_SPEC = "seed 000 Key facts (Speculative decoding ...)"
+_VERIFY = ("kimik3_reconciler.verify.checks",)
+_VERIFY_CASES = ("unit/test_verify.py", "unit/test_verify_stub_server.py")
 
 RULES: tuple[Rule, ...] = (
     Rule("hybrid-ubatch", "warn", "hybrid quants use ubatch 4096 (the default)",
@@ -178,6 +180,47 @@ RULES: tuple[Rule, ...] = (
          ("cases/profile/endpoint_http_remote_warns.yaml", "cases/profile/endpoint_http_loopback_ok.yaml",
           "unit/test_hub_token.py"),
          seed="not in the seeds: issue 14 (seed 000 step 3 downloads from the hub; the token must not leak)"),
+    # --- verify and the crash symptoms (issue 14) ---
+    Rule("verify-random-weights", "check", "what random weights say is reported 'not checkable (random weights)', "
+         "never 'ok'; only a GGUF marked kimik3.weights = random (kimik3's smoke/demo models) counts as random",
+         "a tiny model proves the plumbing, not Kimi-K3; a real model must never pass unjudged",
+         ("kimik3_reconciler.verify",), ("unit/test_verify.py", "integration/test_verify_docker.py"),
+         seed="seed 000 step 4 (a smoke pass means 'the image works', not 'Kimi-K3 will load')"),
+    Rule("verify-text", "check", "on real weights the text check fails unless the model says the asked-for word",
+         "a broken kernel still talks, fluently and wrongly", _VERIFY, _VERIFY_CASES,
+         seed="seed 000 step 6 (verify.sh: health, models, text, vision)"),
+    Rule("verify-tool-call", "check", "on real weights the tool_call check fails unless the model calls "
+         "get_weather with city Oslo (no call, another tool or another city fail)",
+         "the vetted quants passed a tool-call verify end to end; an answer without the call is a broken deployment",
+         _VERIFY, _VERIFY_CASES,
+         seed="seed 000 step 2 (verified end-to-end with text+vision+tool-call verify.sh)"),
+    Rule("tool-call-retry", "check", "an unparsed tool call (HTTP 500 from the parser, arguments that are not a JSON "
+         "object, call markup left in content) is retried, 3 attempts at most, and counted in verify's report",
+         "K3 occasionally emits a tool-call shape the parser does not expect; a model that never does fails",
+         _VERIFY, _VERIFY_CASES,
+         seed="seed 001 (tool-call shapes occasionally unparseable: validate and retry; monitor parse failures)"),
+    Rule("verify-vision", "check", "on real weights with a projector, the vision check fails unless the model names "
+         "the red probe image's colour", "\"it answered\" proves nothing about the vision tower",
+         _VERIFY, _VERIFY_CASES, seed="seed 000 step 6 (vision-probe.py: a solid-colour probe image)"),
+    Rule("verify-two-turn", "check", "the whole assistant message (reasoning_content, tool_calls) goes back; on real "
+         "weights the server's rendered prompt must carry them and turn 2 must use the tool result",
+         "K3 keeps its thinking across turns: a server that drops it answers turn 2 without it",
+         _VERIFY, _VERIFY_CASES,
+         seed="seed 001 (send back the whole previous assistant message, reasoning_content and tool_calls included)"),
+    Rule("cuda-oom-first-request", "check", "a server that dies of 'CUDA error: out of memory' (at launch, on "
+         "verify's first request, or found exited) is reported with the fix: raise serve.fit_target, use ubatch 2048",
+         "the CUDA scratch pool grows on the first real request: without VRAM margin it aborts after a full load",
+         ("kimik3_reconciler.observe.server_log", "kimik3_reconciler.verify"),
+         ("unit/test_crash_symptoms.py", "unit/test_verify.py", "cases/plan/70-crashed-cuda-oom.yaml",
+          "cases/plan/71-exited-log-names-no-cause.yaml"),
+         seed="seed 000 When startup crashes (CUDA error: out of memory in alloc on the first request after an "
+              "all-VRAM load -> raise --fit-target and use -ub 2048)"),
+    Rule("kld-broken-kernel", "refuse", "a gated quant scoring mean KLD > 1 fails as a broken kernel for that quant "
+         "type on this GPU and is never served, whatever gate.quant.max_kld says",
+         "the vetted quants score 0.047-0.37; past 1 no quantization explains it: another type or build is the fix",
+         ("kimik3_reconciler.planning.quant_gate",), ("unit/test_crash_symptoms.py",),
+         seed="seed 000 When startup crashes (a new quant that loads and talks but scores KLD >> 1 in the gate -> "
+              "broken sm_120 kernel for that type, don't serve it)"),
 )
 
 BY_ID = {rule.id: rule for rule in RULES}

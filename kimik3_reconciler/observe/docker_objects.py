@@ -9,6 +9,7 @@ from typing import Any
 from kimik3_reconciler.model.facts import ContainerFact, GpuPlumbing, ImageFact, MountFact, RunningConfig
 from kimik3_reconciler.model.records import gpu_probe_key, smoke_key
 from kimik3_reconciler.model.labels import PROFILE_LABEL, CONTAINER_FINGERPRINT, CONTAINER_INPUTS, HEALTH_URL, IMAGE_FINGERPRINT
+from kimik3_reconciler.observe.server_log import crash_cause
 from kimik3_reconciler.ports import DockerPort, HostPort, HttpPort, StatePort
 
 
@@ -21,6 +22,7 @@ def parse_image(attrs: dict[str, Any]) -> ImageFact:
 
 
 # dockerd puts this PATH into a container's Config.Env when its image sets none.
+CRASH_LOG_TAIL = 200  # read only for a container that exited with an error
 DOCKER_DEFAULT_ENV = (("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"),)
 
 
@@ -200,6 +202,11 @@ def collect_container(docker: DockerPort, http: HttpPort, name: str) -> Containe
     # The image's own Env/Entrypoint are what docker merged into the container's: not a drift.
     image = docker.inspect_image(inspect["Image"]) if inspect.get("Image") else None
     fact = parse_container(inspect, image)
+    state = inspect.get("State") or {}
+    if fact.state in ("exited", "dead", "restarting") and state.get("ExitCode"):
+        # A crashed server's log names the cause and its fix (a CUDA OOM needs more fit_target, not a restart).
+        cause = crash_cause(bool(state.get("OOMKilled")), docker.container_logs(name, CRASH_LOG_TAIL))
+        fact = fact.model_copy(update={"crash": cause})
     url = ((inspect.get("Config") or {}).get("Labels") or {}).get(HEALTH_URL)
     if fact.state == "running" and url:
         # The container says where it listens (label stamped at launch), so no profile math here.

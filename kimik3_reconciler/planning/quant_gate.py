@@ -40,6 +40,9 @@ CHUNKS = 8  # 8 x 512 tokens of the shipped text: a few minutes on a real quant
 TEXT = "gate_text.txt"  # shipped in the package
 TEXT_VERSION = "t1"  # names TEXT in the cached logits' key: bump it when the text changes
 RUN_TIMEOUT_S = 3 * 3600.0  # two passes over 8 x 512 tokens of an 800 GB model; tiny ones take a second
+# Seed 000 "When startup crashes": a quant that loads and talks but scores KLD >> 1 has a broken kernel for
+# its type on this GPU. The vetted quants score 0.047-0.37; past 1 nat no quantization explains the damage.
+BROKEN_KERNEL_KLD = 1.0
 
 
 # --- when it applies ---------------------------------------------------------------------------
@@ -110,7 +113,12 @@ def gate_verdict(report: KldReport | None, gate: QuantGate) -> tuple[bool, str]:
     if report is None:
         return False, "llama-perplexity printed no 'Mean    KLD:' / 'Same top p:' lines (it bailed out)"
     problems = []
-    if report.mean_kld > gate.max_kld:
+    # rule: kld-broken-kernel
+    # Not "too lossy": the fix is another quant type or another build, never a looser max_kld.
+    if report.mean_kld > BROKEN_KERNEL_KLD:
+        problems.append(f"KLD {report.mean_kld:.3f} >> 1: broken kernel for that quant type on this GPU, "
+                        "don't serve it (seed 000 \"When startup crashes\")")
+    elif report.mean_kld > gate.max_kld:
         problems.append(f"KLD {report.mean_kld:.3f} > max_kld {gate.max_kld}")
     if report.same_top_p < gate.min_top_token_agreement:
         problems.append(f"top-token agreement {report.same_top_p:.1%} < {gate.min_top_token_agreement:.0%}")

@@ -6,7 +6,9 @@ import copy
 import datetime
 import hashlib
 import itertools
+import json
 import shutil
+import struct
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -362,17 +364,28 @@ def fake_ports(hub: FakeHub, cores: int = 8) -> tuple[Ports, FakeDocker]:
                  units=FakeUnits(docker)), docker
 
 
+def gguf_bytes(metadata: dict[str, str]) -> bytes:
+    """A GGUF v3 file with string metadata and no tensors: all that verify reads of a shard (model/weights.py)."""
+    def text(value: str) -> bytes:
+        return struct.pack("<Q", len(value.encode())) + value.encode()
+
+    body = b"".join(text(k) + struct.pack("<I", 8) + text(v) for k, v in metadata.items())
+    return b"GGUF" + struct.pack("<IQQ", 3, 0, len(metadata)) + body
+
+
 class FakeChat:
     """llama-server's chat API: serves the `--alias` of running containers, answers scripted replies.
 
-    `replies` are consumed in order (then "fake" text); every request is kept in `requests`, copied
-    as sent; `error` is raised by every call when set.
+    `replies` are consumed in order (then "fake" text; an exception in the list is raised by its turn);
+    every request is kept in `requests`, copied as sent; `error` is raised by every call when set.
     """
 
     def __init__(self, docker: FakeDocker):
         self.docker = docker
         self.replies: list[dict[str, Any]] = []
         self.requests: list[dict[str, Any]] = []
+        self.templated: list[list[dict[str, Any]]] = []
+        self.dropped: set[str] = set()  # message fields the fake template leaves out
         self.error: Exception | None = None
 
     @staticmethod
@@ -397,12 +410,25 @@ class FakeChat:
         return {"object": "list", "data": [{"id": n, "aliases": [n], "object": "model"} for n in names]}
 
     def chat(self, base_url: str, api_key: str | None, messages: list[dict[str, Any]],
-             tools: list[dict[str, Any]] | None = None, max_tokens: int = 32) -> dict[str, Any]:
+             tools: list[dict[str, Any]] | None = None, max_tokens: int = 32,
+             thinking_effort: str | None = None) -> dict[str, Any]:
         self.requests.append(copy.deepcopy({"base_url": base_url, "api_key": api_key, "messages": messages,
-                                            "tools": tools, "max_tokens": max_tokens}))
+                                            "tools": tools, "max_tokens": max_tokens,
+                                            "thinking_effort": thinking_effort}))
         if self.error:
             raise self.error
-        return copy.deepcopy(self.replies.pop(0)) if self.replies else self.reply()
+        reply = self.replies.pop(0) if self.replies else self.reply()
+        if isinstance(reply, Exception):
+            raise reply
+        return copy.deepcopy(reply)
+
+    def apply_template(self, base_url: str, api_key: str | None, messages: list[dict[str, Any]],
+                       tools: list[dict[str, Any]] | None = None) -> str:
+        """Every message as JSON, as a template that keeps everything would; `dropped` fields left out."""
+        self.templated.append(copy.deepcopy(messages))
+        if self.error:
+            raise self.error
+        return "\n".join(json.dumps({k: v for k, v in m.items() if k not in self.dropped}) for m in messages)
 
 
 class FakeUnits:

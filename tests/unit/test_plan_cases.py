@@ -17,7 +17,8 @@ written by hand.
       smoke: passed | failed | null                           # the previous image's smoke record
       built_on: {ref: id}   base_images: {ref: id}            # base image ids at build time / now
       built_on_digests: {ref: digest}   base_digests: {ref: digest}  # their repo digests at build time / now
-      container: {state: running, health: ok} | absent      # made from `previous` (also: exit_code, pid)
+      container: {state: running, health: ok} | absent      # made from `previous` (also: exit_code, pid,
+                                                              #   log: a tests/fixtures file, its last lines)
         drift: {argv: {flag: value}, env: {K: V}, writable: true, restart_policy: x}  # then changed by hand
       unverified: true                                        # an apply launched it and never verified it
       host: {physical_cores: 8, cpu_flags: [...], tailscale_ipv4: null}
@@ -57,6 +58,7 @@ from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.model.specs import ContainerSpec
 from kimik3_reconciler.observe.docker_objects import parse_running
 from kimik3_reconciler.observe.local_inputs import parse_unified_diff
+from kimik3_reconciler.observe.server_log import crash_cause
 from kimik3_reconciler.observe.unit import parse_unit_file
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.profile_source import parse_profile
@@ -66,6 +68,7 @@ from kimik3_reconciler.planning.launch import render_launch
 from kimik3_reconciler.planning.unit_step import render_install
 
 CASES = Path(__file__).parent.parent / "cases" / "plan"
+FIXTURES = Path(__file__).parent.parent / "fixtures"
 BASE = yaml.safe_load((CASES / "_base.yaml").read_text())
 
 
@@ -151,7 +154,8 @@ def build_case(case: dict[str, Any]) -> tuple[Profile, Observed]:
         running = parse_running(container_inspect(hand_made(launch.spec, c_spec.get("drift", {})), "c" * 64, None))
         container = ContainerFact(id="c" * 64, name=previous.name, state=c_spec.get("state", "running"),
                                   image=image.tag, fingerprint=launch.fingerprint, inputs=launch.inputs,
-                                  exit_code=c_spec.get("exit_code"), health=c_spec.get("health"), running=running, pid=c_spec.get("pid"))
+                                  exit_code=c_spec.get("exit_code"), health=c_spec.get("health"), running=running, pid=c_spec.get("pid"),
+                                  crash=crash_cause(False, (FIXTURES / c_spec["log"]).read_text()) if "log" in c_spec else None)
     systemd = systemd_facts(obs_spec.get("systemd"), previous, prev_obs, image.tag, image.fingerprint)
     return desired, observed.model_copy(update={"images": images, "container": container,
                                                 "base_images": obs_spec.get("base_images", {}), "systemd": systemd,
