@@ -51,6 +51,15 @@ class LinuxHost:
     def cdi_specs(self) -> list[str]:
         return [str(p) for d in ("/etc/cdi", "/var/run/cdi") for p in Path(d).glob("*") if p.is_file()]
 
+    def cdi_spec_text(self, path: str) -> str:
+        return _read(path)
+
+    def container_toolkit_version(self) -> str:
+        for tool in ("nvidia-ctk", "nvidia-container-cli"):
+            if shutil.which(tool):
+                return _run([tool, "--version"])
+        return ""
+
     def disk_free(self, path: str) -> int:
         return shutil.disk_usage(_existing(Path(path))).free
 

@@ -59,6 +59,20 @@ class HostFacts(_Fact):
     listeners: tuple[PortListener, ...] = ()  # sockets listening on serve.port (ours included; the gate sorts)
 
 
+class GpuPlumbing(_Fact):
+    """How Docker can give containers GPUs here (seed 000 step 1: "GPU containers work via CDI")."""
+
+    cdi: bool = False  # a CDI spec of kind nvidia.com/gpu, and a daemon that does not say it ignores CDI
+    runtime: bool = False  # the NVIDIA container runtime is registered with dockerd (`--gpus`)
+    toolkit_version: str | None = None  # nvidia-container-toolkit (nvidia-ctk / nvidia-container-cli --version)
+    cdi_specs: tuple[str, ...] = ()  # the CDI spec files that declare nvidia.com/gpu
+
+    @property
+    def request(self) -> Literal["cdi", "runtime"] | None:
+        """How kimik3 asks for GPUs: CDI when the host has it (as the seed does), else the nvidia runtime."""
+        return "cdi" if self.cdi else "runtime" if self.runtime else None
+
+
 class ModelLayout(_Fact):
     """What the placement forecast needs from a quant's GGUF headers (summed over all shards)."""
 
@@ -215,12 +229,21 @@ class ContainerFact(_Fact):
     running: RunningConfig | None = None  # None: not read (planner tests that only care about labels)
 
 
+class PatchedFile(_Fact):
+    """One file a unified diff changes: its path in the source tree (`b/` stripped) and the lines it adds."""
+
+    path: str
+    added: tuple[str, ...] = ()
+    removed: int = 0
+
+
 class PatchFact(_Fact):
-    """One of build.patches, resolved against the profile's folder."""
+    """One of build.patches, resolved against the profile's folder: its hash and what it changes."""
 
     name: str
     path: str
     sha256: str
+    files: tuple[PatchedFile, ...] = ()  # from the diff's `+++` headers and hunks (observe/local_inputs.py)
 
 
 class LocalInputs(_Fact):
@@ -291,6 +314,7 @@ class Observed(_Fact):
     gate_records: dict[str, dict[str, Any]] = Field(default_factory=dict)  # image fingerprint -> result  # from the quant's GGUF headers (ranged reads or the cache)  # model.tokenizer: non-weight files of an HF-format repo
     images: tuple[ImageFact, ...] = ()
     base_images: dict[str, str | None] = Field(default_factory=dict)  # ref -> local image id
+    base_digests: dict[str, str | None] = Field(default_factory=dict)  # ref -> its repo digest here (RepoDigests)
     runtime_cuda: str | None = None  # CUDA_VERSION of the runtime base image, when pulled (the driver floor)
     container: ContainerFact | None = None
     unverified: str | None = None  # fingerprint of a container launched but not verified yet (state record)
@@ -298,3 +322,5 @@ class Observed(_Fact):
     load_rate: float | None = None  # bytes/s of the last measured model load on this host (state record)
     others: tuple[ContainerFact, ...] = ()  # other profiles' kimik3 containers on this host
     systemd: SystemdFacts | None = None  # None: not looked at (no systemd section, no kimik3 unit)
+    gpu_plumbing: GpuPlumbing | None = None  # None: not looked at (gpus: none, or a pure test)
+    gpu_probe_record: dict[str, Any] | None = None  # the passing probe record of this (driver, toolkit, request)

@@ -127,7 +127,9 @@ CudaArch = _matching(
     "must be a CUDA architecture like \"120\", \"90\" or \"120a-real\" (quote it: a string)",
 )
 EnvName = _matching(r"[A-Za-z_][A-Za-z0-9_]*", "must be an environment variable name (letters, digits, '_')")
-ImageRef = _matching(r"\S+", "must be an image reference like nvidia/cuda:13.0.0-devel-ubuntu24.04")
+ImageRef = _matching(r"[^\s@]+(@sha256:[0-9a-f]{64})?",
+                     "must be an image reference like nvidia/cuda:13.0.0-devel-ubuntu24.04, pinned or not by "
+                     "digest (nvidia/cuda:13.0.0-devel-ubuntu24.04@sha256:<64 hex>)")
 DraftDevice = _matching(r"auto|CUDA[0-9]+", "must be 'auto' or a CUDA device like CUDA7")
 NonEmpty = Annotated[str, Field(min_length=1)]
 HttpUrl = Annotated[str, AfterValidator(_check_url)]

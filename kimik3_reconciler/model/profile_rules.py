@@ -6,7 +6,6 @@ import ipaddress
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import PurePosixPath
 from typing import Literal
 
 from kimik3_reconciler.model import catalog
@@ -192,11 +191,7 @@ def _spec_draft(p: Profile) -> Iterator[Finding]:
         # Seed 000 "Key facts": no MTP head in the checkpoint, so there is nothing for draft-mtp to draft with.
         yield _error(("serve", "spec_draft", "type"), "draft-mtp needs an MTP head and the Kimi-K3 checkpoint has "
                      "none (seed 000): use draft-dspark (the RadixArk DSpark draft) or draft-simple")
-    if not any("rs-rollback" in PurePosixPath(patch).name for patch in p.build.patches):
-        # rule: spec-draft-rollback
-        # Seed 000: without the rollback patch the per-draft-step state checkpoint costs more than drafts save.
-        yield _error(("serve", "spec_draft"), "needs the recurrent-state rollback patch in build.patches "
-                     "(e.g. patches/kimi-k3-rs-rollback.patch)")
+    # The rollback patch it needs is judged by content when the plan reads the files (planning/patch_roles.py).
     if p.serve.parallel >= 4:
         # rule: spec-draft-concurrency
         # Seed 000: a loss at c4 (verify batches multiply MoE expert reads).

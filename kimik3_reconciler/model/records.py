@@ -35,3 +35,9 @@ def smoke_key(image_fingerprint: str) -> str:
 def layout_key(repo: str, revision: str, quant: str) -> str:
     """The summary of a quant's GGUF headers (the placement forecast's input), read once."""
     return f"layout/{repo.replace('/', '--')}/{revision}/{quant}.json"
+
+
+def gpu_probe_key(driver: str | None, toolkit: str | None, request: str) -> str:
+    """A passing GPU-plumbing probe (a real container running nvidia-smi) of one (driver, toolkit, request):
+    run once; a driver or toolkit upgrade, or a switch between CDI and the runtime, probes again."""
+    return f"gpu-probe/driver-{driver or 'unknown'}/toolkit-{toolkit or 'unknown'}/{request}.json"

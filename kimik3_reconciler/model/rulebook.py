@@ -76,6 +76,33 @@ RULES: tuple[Rule, ...] = (
          "single-request stall", _LAUNCH + _PROFILE,
          ("unit/test_rendered_specs.py", "cases/profile/extra_args_owned_flag.yaml"),
          seed="seed 000 step 5 (always sets --numa distribute, f16 KV, threads; --load-mode none required)"),
+    Rule("gate-fixed-flags", "force", "the quant gate's llama-perplexity runs with the server's owned flags: "
+         "--numa distribute, f16 K/V, --threads/--threads-batch = physical cores, --load-mode none, the profile's "
+         "--fit-target margins (the candidate: its manual split too)",
+         "the gate loads the same real quant as the server: skipping --numa or --load-mode measured as a "
+         "20+-minute single-request stall, so the gate stalls too without them",
+         ("kimik3_reconciler.planning.quant_gate",), ("unit/test_quant_gate.py", "integration/test_quant_gate_docker.py"),
+         seed="seed 000 step 5 (Runtime requirements that are NOT tunable: --numa distribute, f16 KV, threads = "
+              "physical cores, --load-mode none; skipping either measured as a 20+-minute stall)"),
+    Rule("gpu-plumbing-probe", "refuse", "before anything is downloaded, built or launched, a real container runs "
+         "nvidia-smi with the profile's GPUs, requested through CDI when the host has a CDI spec of nvidia.com/gpu, "
+         "the nvidia runtime otherwise; recorded once per (driver, toolkit, request); gpus: none never probes",
+         "a CDI spec file or a registered runtime only says a toolkit was installed; a broken one is found after "
+         "a download of hundreds of GB otherwise",
+         ("kimik3_reconciler.planning.gpu_probe",),
+         ("cases/plan/76-gpu-probe-cdi-host.yaml", "cases/plan/77-gpu-probe-recorded.yaml",
+          "cases/plan/78-gpu-probe-runtime-host.yaml", "unit/test_gpu_probe.py", "integration/test_gpu_probe_docker.py"),
+         seed="seed 000 step 1 (GPU containers work via CDI: docker run --rm --device nvidia.com/gpu=all "
+              "--entrypoint nvidia-smi nvidia/cuda:13.0.0-base-ubuntu24.04)"),
+    Rule("base-image-digest", "force", "base images given by tag are resolved to the digest present locally at build "
+         "time and recorded on the image; a tag that now points to another digest rebuilds; a profile may pin "
+         "build.base_images by digest (repo:tag@sha256:…), and then the digest is in the image fingerprint",
+         "a tag is no pin: the same profile would build on whatever the tag points to today",
+         ("kimik3_reconciler.planning.image_step",),
+         ("cases/plan/58-base-image-tag-moved.yaml", "cases/plan/79-base-image-pinned-by-digest.yaml",
+          "unit/test_base_digests.py"),
+         seed="seed 000 Why build from source in Docker (you want a pinned commit, not a moving latest; build once, "
+              "keep the image, rebuild only when bumping the pin)"),
     Rule("kv-types-equal", "force", "K and V cache types are equal (f16/f16)",
          "every MLA model refuses different K and V cache types at context creation (llama-cpp.md §1.3)",
          _LAUNCH, ("unit/test_rendered_specs.py",),
@@ -107,9 +134,15 @@ RULES: tuple[Rule, ...] = (
          "anywhere else llama.cpp aborts in graph reservation", _PROFILE + _LAUNCH,
          ("cases/profile/spec_draft_not_last_gpu.yaml", "unit/test_conflicts.py"),
          seed=f"{_KEY_SPEC}: --spec-draft-device CUDA7 on an 8-GPU layer split"),
-    Rule("spec-draft-rollback", "refuse", "spec_draft needs the recurrent-state rollback patch in build.patches",
-         "without it the host-side state checkpoint per draft step costs more than the drafts save", _PROFILE,
-         ("cases/profile/spec_draft_no_patch.yaml",), seed=f"{_KEY_SPEC}: kimi-k3-rs-rollback.patch"),
+    Rule("spec-draft-rollback", "refuse", "spec_draft needs the recurrent-state rollback patch in build.patches, "
+         "recognised by content (a patch changing src/llama-memory-recurrent.cpp/.h that adds a rollback), never "
+         "by file name",
+         "without it the host-side state checkpoint per draft step costs more than the drafts save; the patch is "
+         "not public, so there is no sha256 to record",
+         ("kimik3_reconciler.planning.patch_roles",),
+         ("cases/plan/59-spec-draft-patch-named-but-not-rollback.yaml", "cases/plan/75-spec-draft-rollback-by-content.yaml",
+          "unit/test_patch_roles.py"),
+         seed=f"{_KEY_SPEC}: kimi-k3-rs-rollback.patch, bounded recurrent-state rollback for KIMI_K3"),
     Rule("spec-draft-concurrency", "warn", "speculative decoding with parallel >= 4",
          "verify batches multiply MoE expert reads: +23-72 % at c1, a loss at c4", _PROFILE,
          ("cases/profile/spec_draft_parallel_warns.yaml",), seed=f"{_KEY_SPEC}: a loss at c4"),

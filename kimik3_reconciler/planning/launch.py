@@ -34,6 +34,13 @@ from kimik3_reconciler.planning.vram_fit import ModeDecision, derive_mode
 FIXED_FLAGS = ("--numa", "distribute", "--cache-type-k", "f16", "--cache-type-v", "f16", "--load-mode", "none")
 
 
+def runtime_flags(threads: int) -> tuple[str, ...]:
+    """The owned, fixed flags every llama.cpp process kimik3 starts on the real model carries: the server,
+    the smoke test and the quant gate's llama-perplexity (one source, so none can drift from the others)."""
+    # Seed 000: --threads/--threads-batch = physical cores, not hardware threads.
+    return (*FIXED_FLAGS, "--threads", str(threads), "--threads-batch", str(threads))
+
+
 @dataclass(frozen=True)
 class ModelInput:
     """The quant as the container opens it: the cache folder it mounts and the shard it loads."""
@@ -60,6 +67,7 @@ class LaunchInput:
     bind: str
     threads: int  # physical cores, not hardware threads (seed 000)
     draft_device: str | None
+    gpu_request: str = "runtime"  # CDI or the nvidia runtime (planning/gpu_probe.py); not in `flat()`
 
     def flat(self) -> dict[str, Any]:
         """{field: value}, named as the profile names them (`serve.ubatch`, `model.cache_dir`); the label.
@@ -131,6 +139,13 @@ def first_shard(model: ModelFact) -> str:
 def repo_dir(cache_dir: str, repo: str) -> str:
     """The HF cache's folder of one repo: `<cache_dir>/models--org--name`."""
     return str(PurePosixPath(cache_dir) / ("models--" + repo.replace("/", "--")))
+
+
+def gpu_request(observed: Observed) -> str:
+    """How containers ask for GPUs here: CDI devices when the host has CDI (the seed's
+    `--device nvidia.com/gpu=all`), the nvidia runtime (`--gpus`) otherwise or when not observed."""
+    plumbing = observed.gpu_plumbing
+    return "cdi" if plumbing is not None and plumbing.request == "cdi" else "runtime"
 
 
 def gpus_of(profile: Profile) -> str | tuple[str, ...]:
@@ -206,12 +221,15 @@ def launch_input(profile: Profile, observed: Observed, image_tag: str, image_fp:
         bind=bind,
         threads=observed.host.physical_cores,
         draft_device=draft_device(profile, host_gpus),
+        gpu_request=gpu_request(observed),
     )
     return value, warnings
 
 
-def _placement_args(serve: ServeSpec) -> tuple[str, ...]:
-    if serve.n_cpu_moe is not None:
+def placement_args(serve: ServeSpec, manual_split: bool = True) -> tuple[str, ...]:
+    """--fit with the profile's margins, or the manual split (`manual_split`: honour serve.n_cpu_moe, which
+    was tuned for the served quant; another quant on the same GPUs, the gate's reference, uses --fit)."""
+    if serve.n_cpu_moe is not None and manual_split:
         # A deterministic split instead of --fit's live choice (seed 000 "Tuning --n-cpu-moe").
         return ("--fit", "off", "-ngl", "999", "--n-cpu-moe", str(serve.n_cpu_moe))
     targets = serve.fit_target if isinstance(serve.fit_target, list) else [serve.fit_target]
@@ -223,16 +241,15 @@ def _snapshot(model: ModelInput) -> str:
 
 
 def _argv(value: LaunchInput) -> tuple[str, ...]:
-    serve, snapshot, threads = value.serve, _snapshot(value.model), str(value.threads)
+    serve, snapshot = value.serve, _snapshot(value.model)
     argv: list[str] = [
         "-m", f"{snapshot}/{value.model.shard}",
         "--host", value.bind, "--port", str(serve.port),
         "--alias", value.name,
-        *FIXED_FLAGS,
-        "--threads", threads, "--threads-batch", threads,
+        *runtime_flags(value.threads),
         "--batch-size", str(serve.batch), "--ubatch-size", str(serve.ubatch),
         "--ctx-size", str(serve.ctx_size), "--parallel", str(serve.parallel),
-        *_placement_args(serve),
+        *placement_args(serve),
         "--metrics", "--log-colors", "off",
     ]
     if serve.cache_ram is not None:
@@ -272,13 +289,17 @@ def render_container(value: LaunchInput) -> ContainerSpec:
         gpus=_container_gpus(value.gpus),
         labels=(),
         restart_policy=value.restart_policy,
+        gpu_request=value.gpu_request,
     )
 
 
 def container_fingerprint(spec: ContainerSpec, image_fp: str) -> str:
     """The rendered container (labels aside) and its image's inputs: what a running container is compared by."""
-    hashed = {k: v for k, v in asdict(replace(spec, labels=())).items() if not (k == "entrypoint" and v is None)}
-    # (a field added with its default must not change the fingerprint of every running container)
+    hashed = {k: v for k, v in asdict(replace(spec, labels=())).items()
+              if not (k == "entrypoint" and v is None) and k != "gpu_request"}
+    # (a field added with its default must not change the fingerprint of every running container; how the
+    # GPUs are requested, CDI or the runtime, is the host's plumbing, not what runs: a host that gains CDI
+    # must not reload a 17-minute model for it)
     return fingerprint({"spec": hashed, "image": image_fp})
 
 
