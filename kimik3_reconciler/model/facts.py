@@ -50,6 +50,7 @@ class HostFacts(_Fact):
     gpu_probe: Literal["ok", "no-driver"] | None = None
     gpu_probe_detail: str | None = None
     driver_version: str | None = None
+    driver_cuda: tuple[int, int] | None = None  # the newest CUDA the driver runs (NVML), e.g. (13, 0)
     gpus: tuple[GpuFact, ...] = ()
     ram_total: int | None = None
     ram_available: int | None = None
@@ -105,6 +106,15 @@ class FileStat(_Fact):
     inode: int
 
 
+class FilesystemFact(_Fact):
+    """The mount holding a path (/proc/self/mounts, longest matching mount point of its real path)."""
+
+    path: str  # the real path looked up (symlinks resolved)
+    mountpoint: str
+    fstype: str  # ext4, xfs, nfs4, cifs, fuse.sshfs, ...
+    source: str  # the device or the server:/export
+
+
 class ModelFact(_Fact):
     """Which files of repo@revision the deployment needs, and which are complete in the cache.
 
@@ -127,6 +137,7 @@ class ModelFact(_Fact):
     listing: Literal["manifest", "hub"] = "manifest"
     listing_error: str | None = None  # the hub could not list the files (the gate speaks first)
     cache_free_bytes: int | None = None  # free space on the cache's filesystem
+    cache_fs: FilesystemFact | None = None  # the mount the cache lives on (None: not looked at)
 
     @property
     def complete(self) -> bool:
@@ -304,6 +315,7 @@ class Observed(_Fact):
     images: tuple[ImageFact, ...] = ()
     base_images: dict[str, str | None] = Field(default_factory=dict)  # ref -> local image id
     base_digests: dict[str, str | None] = Field(default_factory=dict)  # ref -> its repo digest here (RepoDigests)
+    runtime_cuda: str | None = None  # CUDA_VERSION of the runtime base image, when pulled (the driver floor)
     container: ContainerFact | None = None
     unverified: str | None = None  # fingerprint of a container launched but not verified yet (state record)
     last_good: str | None = None  # when this profile name last converged and passed verify (revert target)

@@ -328,6 +328,7 @@ class Profile(BaseModel):
 
     @property
     def effective_ubatch(self) -> int:
+        """serve.ubatch, else the default of the catalog's mode (the plan uses the host's: planning/vram_fit.py)."""
         return self.ubatch_for(self.quant_mode)
 
     @property

@@ -170,6 +170,66 @@ RULES: tuple[Rule, ...] = (
          "starting one must stop the other first, or both hold the GPUs at once", _UNITS,
          ("cases/plan/25-systemd-unit-absent.yaml", "unit/test_unit_engine.py", "integration/test_systemd_live.py"),
          seed="seed 000 step 7 (starting either stops the other)"),
+    Rule("quant-mode-derived", "force", "hybrid or all-VRAM is derived from the quant's bytes against the profile's "
+         "GPUs' total VRAM (less fit margins, KV, buffers); the batch/ubatch/fit_target defaults and the launch "
+         "follow it, the plan says when it is not the catalog's, and a derived all-VRAM mode with a margin below the "
+         "quant's all-VRAM floor is refused",
+         "seed 000 Key facts: the split is reproducible per (quant, GPU count, GPU memory), re-tune if any changes; "
+         "UD-IQ2_XXS is all-VRAM on 8x RTX PRO 6000 (765 GiB), not on four GPUs",
+         ("kimik3_reconciler.planning.vram_fit",),
+         ("cases/plan/50-iq2xxs-hybrid-on-four-gpus.yaml", "cases/plan/51-q2-all-vram-on-eight-h200.yaml",
+          "unit/test_vram_fit.py"),
+         seed="seed 000 Key facts (--n-cpu-moe is a knob: reproducible per (quant, GPU count, GPU memory), re-tune if "
+              "any change); step 2 (IQ2_XXS fits VRAM on 8x RTX PRO 6000); step 5 (BATCH/UBATCH 4096 hybrid, 2048 "
+              "all-VRAM)"),
+    Rule("sizing-headroom", "refuse", "the quant + 10 % runtime headroom must fit VRAM + RAM, and what the GPUs "
+         "cannot hold (the hybrid's CPU experts, + 10 %) must fit the RAM; MemAvailable short of it warns",
+         "seed 000 Sizing gate: a quant that does not fit VRAM + RAM cannot run at any split, and the hybrid keeps "
+         "~130 GiB of RAM busy; seed 001: plan the download size + 10-15 % runtime headroom",
+         ("kimik3_reconciler.planning.memory_gate",),
+         ("cases/plan/52-sizing-headroom.yaml", "unit/test_memory_gate.py", "unit/test_host_gate.py"),
+         seed="seed 000 Key facts (Sizing gate is disk-and-memory); step 2 (130 GiB of RAM stay busy); seed 001 "
+              "(download size + 10-15 % runtime headroom)"),
+    Rule("draft-gpu-room", "refuse", "the draft's GPU keeps >= 9216 MiB free after --fit (its fit_target entry) "
+         "and has that much VRAM at all",
+         "seed 000 Speculative decoding: ~9 GB free on the draft's GPU plus room for the snapshots; use a per-device "
+         "--fit-target list", ("kimik3_reconciler.planning.memory_gate",),
+         ("cases/plan/53-draft-gpu-without-room.yaml", "unit/test_memory_gate.py"),
+         seed=f"{_KEY_SPEC}: ~9 GB free on the draft's GPU plus room for the snapshots, a per-device --fit-target "
+              f"list"),
+    Rule("cache-dir-local", "warn", "model.cache_dir on a network filesystem (nfs, cifs, sshfs, ...), named with "
+         "its type",
+         "seed 001: NVMe rather than network-mounted, slow disks; seed 000: weights bind-mounted from local NVMe, "
+         "and a cold load reads the whole quant (~17 min for 802 GB)", ("kimik3_reconciler.planning.host_gate",),
+         ("cases/plan/54-cache-dir-on-nfs.yaml", "unit/test_parsers.py", "integration/test_host_filesystem.py"),
+         seed="seed 001 (NVMe rather than network-mounted disks); seed 000 (weights bind-mounted from local NVMe)"),
+    Rule("driver-floor", "refuse", "the NVIDIA driver must be at least the minimum of the runtime base image's CUDA "
+         "(NVIDIA's toolkit/driver table; seed 000's 570 when the version is unknown)",
+         "seed 001: the CUDA 13 image needs driver R580+ (seed 000's >= 570 predates it); nvidia/cuda images refuse "
+         "to start on an older driver", ("kimik3_reconciler.planning.host_gate",),
+         ("cases/plan/55-driver-older-than-cuda13.yaml", "unit/test_host_compat.py",
+          "integration/test_base_image_cuda_docker.py"),
+         seed="seed 001 (driver R580+ for the CUDA 13 image; R575/CUDA 12.9 must upgrade); seed 000 step 1 (driver >= "
+              "570)"),
+    Rule("cuda-arch-covers-gpus", "refuse", "every GPU of the profile has kernels among build.cuda_architectures "
+         "(as llama.cpp builds them: a plain 12X is 12Xa); PTX-only coverage warns",
+         "seed 000 builds sm_120 for RTX PRO 6000; an sm_120 image on an H200 (sm_90) passes the build and fails at "
+         "load (reference/llama-cpp.md §3.2)", ("kimik3_reconciler.planning.host_gate",),
+         ("cases/plan/56-sm120-image-on-h200.yaml", "unit/test_host_compat.py"),
+         seed="seed 000 step 4 (compiles CUDA sm_120 kernels for its GPUs); reference/llama-cpp.md §3.2 "
+              "(CMAKE_CUDA_ARCHITECTURES, 12X -> 12Xa)"),
+    Rule("avx512-experts", "warn", "a hybrid (or CPU build) with cpu_features: auto on a CPU without AVX-512; AMX "
+         "is not judged, and an explicit list (`[]`: portable) is the profile's choice",
+         "seed 000: the CPU experts run on AVX-512; AMX \"turns out to be irrelevant to the experts\" (never used for "
+         "MoE)", ("kimik3_reconciler.planning.host_gate",),
+         ("cases/plan/57-hybrid-without-avx512.yaml", "unit/test_host_gate.py"),
+         seed="seed 000 Hardware target (AVX-512, +AMX which turns out to be irrelevant to the experts); Key facts "
+              "(not by AMX, never used for MoE)"),
+    Rule("cpu-features-on-host", "refuse", "build.cpu_features may list an AVX-512 set only when this CPU has it",
+         "the listed kernels are compiled into the whole CPU backend: an illegal instruction on this CPU",
+         ("kimik3_reconciler.planning.host_gate",), ("unit/test_host_gate.py",),
+         seed="not in the seeds: the build compiles the listed ISA into the CPU backend "
+              "(reference/llama-cpp.md §3.2)"),
     Rule("no-secrets", "refuse", "a profile never holds a secret; the API key is a read-only mounted file",
          "keys in argv/env show up in `docker inspect` and logs", _PROFILE + _LAUNCH,
          ("cases/plan/19-api-key-file.yaml",),

@@ -15,6 +15,7 @@ from kimik3_reconciler.observe.docker_objects import (
     collect_gpu_probe,
     collect_images,
     collect_others,
+    collect_runtime_cuda,
 )
 from kimik3_reconciler.observe.host import collect_host
 from kimik3_reconciler.observe.local_inputs import collect_inputs
@@ -66,6 +67,8 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
         images=collect_images(ports.docker, ports.state),
         base_images=base_ids,
         base_digests=base_digests,
+        runtime_cuda=collect_runtime_cuda(ports.docker, profile.build.base_images.runtime)
+        if profile.build.variant == "cuda" else None,
         container=container,
         others=others,
         load_rate=_load_rate(ports),

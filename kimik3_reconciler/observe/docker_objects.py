@@ -195,6 +195,21 @@ def collect_base_images(docker: DockerPort, refs: tuple[str, ...]) -> tuple[Base
     return ids, digests
 
 
+def image_env(inspect: dict | None, name: str) -> str | None:
+    """One variable of an image's Config.Env (docker inspect), or None."""
+    for item in ((inspect or {}).get("Config") or {}).get("Env") or ():
+        key, _, value = item.partition("=")
+        if key == name:
+            return value
+    return None
+
+
+def collect_runtime_cuda(docker: DockerPort, ref: str) -> str | None:
+    """CUDA_VERSION of the runtime base image, when it is pulled (nvidia/cuda images set it): the driver
+    floor follows it; None = not pulled yet (the tag's version stands in)."""
+    return image_env(docker.inspect_image(ref), "CUDA_VERSION")
+
+
 def collect_container(docker: DockerPort, http: HttpPort, name: str) -> ContainerFact | None:
     inspect = docker.inspect_container(name)
     if inspect is None:

@@ -26,6 +26,7 @@ from kimik3_reconciler.model.labels import (
 )
 from kimik3_reconciler.model.profile import Profile, ServeSpec
 from kimik3_reconciler.model.specs import ContainerSpec, Mount
+from kimik3_reconciler.planning.vram_fit import ModeDecision, derive_mode
 
 # Seed 000 "Runtime requirements that are NOT tunable": leaving any out measured as a
 # 20+-minute single-request stall or a crash, so they are fixed, not knobs.
@@ -98,6 +99,7 @@ class Launch:
     spec: ContainerSpec
     fingerprint: str
     warnings: tuple[str, ...]
+    mode: ModeDecision  # hybrid or all-VRAM on this host's GPUs (the ubatch default follows it)
 
     @property
     def inputs(self) -> dict[str, Any]:
@@ -177,12 +179,13 @@ def draft_device(profile: Profile, host_gpus: int | None = None) -> str | None:
                     "device (CUDA<n>, the last GPU of the split)")
 
 
-def _resolved_serve(profile: Profile, observed: Observed) -> ServeSpec:
-    """The serve section as the container gets it: effective batch/ubatch/fit_target (per quant when
-    omitted), the host paths of its files."""
-    serve = profile.serve
-    update: dict[str, Any] = {"batch": profile.effective_batch, "ubatch": profile.effective_ubatch,
-                              "fit_target": profile.effective_fit_target,
+def _resolved_serve(profile: Profile, observed: Observed, mode: ModeDecision) -> ServeSpec:
+    """The serve section as the container gets it: batch/ubatch/fit_target of the mode this host runs the
+    quant in (not the catalog's: seed 000 re-tunes per GPU count and memory) when omitted, per quant, and
+    the host paths of its files."""
+    serve, runs = profile.serve, mode.mode
+    update: dict[str, Any] = {"batch": profile.batch_for(runs), "ubatch": profile.ubatch_for(runs),
+                              "fit_target": profile.fit_target_for(runs),
                               "api_key_file": observed.inputs.api_key_file}
     if serve.spec_draft is not None:
         if observed.inputs.draft_model is None:
@@ -192,9 +195,13 @@ def _resolved_serve(profile: Profile, observed: Observed) -> ServeSpec:
     return serve.model_copy(update=update)
 
 
-def launch_input(profile: Profile, observed: Observed, image_tag: str, image_fp: str) -> tuple[LaunchInput, tuple[str, ...]]:
+def launch_input(profile: Profile, observed: Observed, image_tag: str, image_fp: str,
+                 mode: ModeDecision | None = None) -> tuple[LaunchInput, tuple[str, ...]]:
     """(the launch input, warnings) from the profile and what this host showed."""
+    mode = mode or derive_mode(profile, observed)
     bind, warnings = bind_address(profile, observed)
+    note = mode.note(profile)
+    warnings += (note,) if note else ()
     model = observed.model
     host_gpus = len(observed.host.gpus) if observed.host.gpu_probe == "ok" else None
     value = LaunchInput(
@@ -210,7 +217,7 @@ def launch_input(profile: Profile, observed: Observed, image_tag: str, image_fp:
                          shard=first_shard(model),
                          # rule: mmproj-fork-only
                          mmproj=profile.model.mmproj if profile.build.source == "fork" else None),
-        serve=_resolved_serve(profile, observed),
+        serve=_resolved_serve(profile, observed, mode),
         bind=bind,
         threads=observed.host.physical_cores,
         draft_device=draft_device(profile, host_gpus),
@@ -297,7 +304,8 @@ def container_fingerprint(spec: ContainerSpec, image_fp: str) -> str:
 
 
 def render_launch(profile: Profile, observed: Observed, image_tag: str, image_fp: str) -> Launch:
-    value, warnings = launch_input(profile, observed, image_tag, image_fp)
+    mode = derive_mode(profile, observed)
+    value, warnings = launch_input(profile, observed, image_tag, image_fp, mode)
     spec = render_container(value)
     digest = container_fingerprint(spec, image_fp)
     labels = (
@@ -306,4 +314,4 @@ def render_launch(profile: Profile, observed: Observed, image_tag: str, image_fp
         (CONTAINER_INPUTS, json.dumps(value.flat(), sort_keys=True)),
         (HEALTH_URL, value.health_url),
     )
-    return Launch(value, replace(spec, labels=labels), digest, warnings)
+    return Launch(value, replace(spec, labels=labels), digest, warnings, mode)

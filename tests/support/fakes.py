@@ -257,6 +257,7 @@ class FakeHost:
         self.nvml_dump: dict[str, Any] = {"error": "NVMLError_LibraryNotFound: NVML Shared Library Not Found"}
         self.numa: str | None = "0\n"
         self.tcp_text, self.owners = "", {}  # /proc/net/tcp{,6} and inode -> (pid, program): nothing listens
+        self.mount_text = "/dev/nvme0n1p2 / ext4 rw,relatime 0 0\n"  # /proc/self/mounts: one local root
         self.cdi: dict[str, str] = {}  # CDI spec path -> text
         self.toolkit = ""  # `nvidia-ctk --version` output
 
@@ -271,6 +272,12 @@ class FakeHost:
 
     def disk_free(self, path: str) -> int:
         return self.free_bytes
+
+    def mounts(self) -> str:
+        return self.mount_text
+
+    def real_path(self, path: str) -> str:
+        return path
 
     def nvml(self) -> dict[str, Any]:
         return self.nvml_dump
