@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 from kimik3_reconciler.model.facts import RemoteFile
 from kimik3_reconciler.model.host_lock import LockAttempt, LockHolder
-from kimik3_reconciler.model.specs import ContainerSpec, ImageBuild, ModelDownload
+from kimik3_reconciler.model.specs import ContainerSpec, DockerHost, ImageBuild, ModelDownload
 
 LineSink = Callable[[str], None]
 
@@ -33,6 +33,7 @@ class DockerPort(Protocol):
     def start_container(self, name: str) -> None: ...
     def remove_container(self, name: str) -> None: ...
     def container_logs(self, name: str, tail: int) -> str: ...
+    def exec_output(self, name: str, argv: list[str]) -> str: ...  # stdout of argv run in a running container
 
 
 class HubPort(Protocol):
@@ -107,6 +108,7 @@ class HostPort(Protocol):
     def tcp_tables(self) -> str: ...  # /proc/net/tcp then /proc/net/tcp6, as read
     def socket_owners(self, inodes: set[int], likely: frozenset[int] = frozenset()) -> dict[int, tuple[int, str]]:
         ...  # inode -> (pid, program); `likely` pids are looked at first
+    def tcp_connect(self, address: str, port: int, timeout_s: float = 2.0) -> bool: ...  # a TCP connect succeeds
 
 
 class StatePort(Protocol):
@@ -184,9 +186,10 @@ class Ports:
 
     def __init__(self, docker: DockerPort, hub: HubPort, http: HttpPort, host: HostPort,
                  state: StatePort, clock: ClockPort, chat: ChatPort | None = None, units: UnitsPort | None = None,
-                 lock: LockPort | None = None):
+                 lock: LockPort | None = None, workers: Callable[[DockerHost], DockerPort] | None = None):
         self.docker, self.hub, self.http = docker, hub, http
         self.host, self.state, self.clock = host, state, clock
         self.chat = chat  # only `kimik3 verify` talks to the server beyond /health
         self.units = units  # None: systemd is not looked at (planner tests on fakes without it)
         self.lock = lock  # None: nothing is locked (engine tests on fakes that do not test the lock)
+        self.workers = workers  # the Docker of an RPC worker host (rpc.workers[].docker); None: no workers wired

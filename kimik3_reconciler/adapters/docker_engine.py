@@ -10,6 +10,7 @@ from typing import Any
 
 import docker
 import docker.errors
+import docker.tls
 import docker.types
 import requests.exceptions
 import structlog
@@ -69,15 +70,20 @@ def _device_requests(spec: ContainerSpec) -> list[docker.types.DeviceRequest]:
 
 
 class DockerEngine:
-    def __init__(self, base_url: str | None = None):
+    def __init__(self, base_url: str | None = None, tls: docker.tls.TLSConfig | None = None):
         self._base_url = base_url
+        self._tls = tls
         self._client: docker.DockerClient | None = None
 
     @property
     def client(self) -> docker.DockerClient:
         if self._client is None:
             try:
-                self._client = (docker.DockerClient(base_url=self._base_url, timeout=120) if self._base_url
+                # ssh://: the SDK runs the `ssh` client (`docker system dial-stdio` on the far side), so the
+                # operator's ssh config, keys and known_hosts apply as for any ssh login; no paramiko needed.
+                remote = {"use_ssh_client": True} if (self._base_url or "").startswith("ssh://") else {}
+                self._client = (docker.DockerClient(base_url=self._base_url, timeout=120, tls=self._tls or False,
+                                                    **remote) if self._base_url
                                 else docker.from_env(timeout=120))
             except docker.errors.DockerException as exc:
                 raise TransientError(f"cannot reach the docker daemon: {exc}") from exc
@@ -141,6 +147,8 @@ class DockerEngine:
     def run_container(self, spec: ContainerSpec) -> str:
         mounts = [docker.types.Mount(target=m.target, source=m.source, type="bind", read_only=m.read_only)
                   for m in spec.mounts]
+        # Named volumes (an rpc-server's tensor cache): Docker creates one on first use and keeps it.
+        mounts += [docker.types.Mount(target=target, source=volume, type="volume") for volume, target in spec.volumes]
         device_requests = _device_requests(spec)
         container = self._call(
             self.client.containers.run, spec.image, command=list(spec.command), name=spec.name, detach=True,
@@ -184,6 +192,12 @@ class DockerEngine:
             if not isinstance(exc.__cause__, docker.errors.ImageNotFound):
                 raise
 
+    @_transient
+    def exec_output(self, name: str, argv: list[str]) -> str:
+        """Run argv in a running container (no shell) and return its stdout."""
+        created = self._call(self.client.api.exec_create, name, argv, stdout=True, stderr=False)
+        return self._call(self.client.api.exec_start, created["Id"]).decode(errors="replace")
+
     def container_logs(self, name: str, tail: int) -> str:
         try:
             return self._call(self.client.api.logs, name, tail=tail).decode(errors="replace")
@@ -226,3 +240,15 @@ class DockerEngine:
                     raise BuildFailed(f"docker build of {spec.tag} failed at {step}: {chunk['error'].strip()}",
                                       "\n".join(tail))
         return image_id
+
+
+def remote_engine(url: str, tls_dir: Path | None = None) -> DockerEngine:
+    """A worker host's Docker: ssh://user@host through the ssh client, or tcp:// with the TLS client
+    certificate in `tls_dir` (ca.pem, cert.pem, key.pem: dockerd's --tlsverify layout)."""
+    tls = None
+    if url.startswith("tcp://"):
+        if tls_dir is None:
+            raise PermanentError(f"{url}: a tcp:// Docker needs TLS (rpc.workers[].tls_dir): never plain tcp")
+        tls = docker.tls.TLSConfig(client_cert=(str(tls_dir / "cert.pem"), str(tls_dir / "key.pem")),
+                                   ca_cert=str(tls_dir / "ca.pem"), verify=True)
+    return DockerEngine(url, tls)
