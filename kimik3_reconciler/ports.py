@@ -186,10 +186,12 @@ class Ports:
 
     def __init__(self, docker: DockerPort, hub: HubPort, http: HttpPort, host: HostPort,
                  state: StatePort, clock: ClockPort, chat: ChatPort | None = None, units: UnitsPort | None = None,
-                 lock: LockPort | None = None, workers: Callable[[DockerHost], DockerPort] | None = None):
+                 lock: LockPort | None = None, workers: Callable[[DockerHost], DockerPort] | None = None,
+                 worker_lock: Callable[[DockerHost], LockPort] | None = None):
         self.docker, self.hub, self.http = docker, hub, http
         self.host, self.state, self.clock = host, state, clock
         self.chat = chat  # only `kimik3 verify` talks to the server beyond /health
         self.units = units  # None: systemd is not looked at (planner tests on fakes without it)
         self.lock = lock  # None: nothing is locked (engine tests on fakes that do not test the lock)
         self.workers = workers  # the Docker of an RPC worker host (rpc.workers[].docker); None: no workers wired
+        self.worker_lock = worker_lock  # the apply lock on a worker host (kept in its Docker)

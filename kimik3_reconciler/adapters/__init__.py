@@ -24,6 +24,7 @@ def real_ports(state_dir: Path, docker_host: str | None = None, systemd_root: st
     from kimik3_reconciler.adapters.systemd import SystemdUnits
 
     from kimik3_reconciler.adapters.docker_engine import remote_engine
+    from kimik3_reconciler.adapters.worker_lock import DockerHostLock
 
     engines: dict[tuple[str, str | None], DockerEngine] = {}
 
@@ -34,9 +35,13 @@ def real_ports(state_dir: Path, docker_host: str | None = None, systemd_root: st
             engines[key] = remote_engine(host.url, Path(host.tls_dir) if host.tls_dir else None)
         return engines[key]
 
+    def worker_lock(host: DockerHost) -> DockerHostLock:
+        return DockerHostLock(workers(host), host.name)
+
     return Ports(docker=DockerEngine(docker_host), hub=HuggingFaceHub(_download_workers()), http=HttpClient(),
                  host=LinuxHost(), state=StateFiles(state_dir), clock=SystemClock(), chat=OpenAIChat(),
-                 units=SystemdUnits(systemd_root, systemctl_prefix), lock=StateDirLock(state_dir), workers=workers)
+                 units=SystemdUnits(systemd_root, systemctl_prefix), lock=StateDirLock(state_dir), workers=workers,
+                 worker_lock=worker_lock)
 
 
 def _download_workers() -> int:

@@ -289,7 +289,7 @@ RULES += (
     Rule("rpc-bind-private", "refuse", "an RPC worker binds one loopback or private address (10/8, 172.16/12, "
          "192.168/16, 100.64/10, fc00::/7, link-local): never 0.0.0.0/:: nor a public address",
          "rpc-server has no authentication and no encryption: anyone who reaches its port can read and write the "
-         "worker's memory", _PROFILE,
+         "worker's memory", _PROFILE + ("kimik3_reconciler.verify.rpc",),
          ("cases/profile/rpc_bind_public.yaml", "cases/profile/rpc_bind_any.yaml", "cases/profile/rpc_ok.yaml"),
          seed=_RPC_SEED),
     Rule("rpc-extra-args", "refuse", "--rpc never comes from serve.extra_args: the rpc section renders it",

@@ -274,6 +274,9 @@ def _argv(value: LaunchInput) -> tuple[str, ...]:
     if value.rpc:
         # The RPC backend adds one device per worker; layers are split over all devices by free memory.
         argv += ["--rpc", ",".join(value.rpc)]
+        # b11434 logs load_tensors' per-device buffer lines at verbosity 4 only: verify reads them to prove
+        # that every RPC device holds layers (verify/rpc.py).
+        argv += ["--log-verbosity", "4"]
     return (*argv, *serve.extra_args)
 
 

@@ -35,6 +35,11 @@ def docker_host(worker: RpcWorker) -> DockerHost:
     return DockerHost(worker.name, worker.docker, worker.tls_dir)
 
 
+def worker_hosts(profile: Profile) -> tuple[DockerHost, ...]:
+    """Every worker's Docker, in profile order: the hosts an apply locks besides its own."""
+    return tuple(docker_host(w) for w in profile.workers)
+
+
 def endpoint(worker: RpcWorker) -> str:
     """host:port as llama-server's --rpc takes it (IPv6 in brackets)."""
     return f"[{worker.bind}]:{worker.port}" if ":" in worker.bind else f"{worker.bind}:{worker.port}"
@@ -83,7 +88,9 @@ def render_worker(profile: Profile, worker: RpcWorker, image_tag: str, image_fp:
         network_mode="host",
         ipc_mode="private",
         restart_policy="unless-stopped",
-        entrypoint=(RPC_SERVER,),
+        # rpc-server prints its devices with printf: line-buffer stdout, or `docker logs` shows nothing
+        # until 4 KiB accumulate (the device list is what observe reads the worker's memory from).
+        entrypoint=("stdbuf", "-oL", RPC_SERVER),
         volumes=volumes,
     )
     digest = fingerprint({"spec": asdict(replace(spec, gpu_request="")), "image": image_fp})
