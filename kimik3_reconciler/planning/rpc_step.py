@@ -187,7 +187,7 @@ def plan_workers(desired, observed: Observed, planned: tuple[Step, ...] = ()) ->
                               f"wait until rpc-server accepts connections at {endpoint(worker)}", spec=wait))
         else:
             steps.append(Step("worker health", f"{worker.name}: {endpoint(worker)}", Action.NOOP,
-                              f"{endpoint(worker)} accepts connections"))
+                              f"{endpoint(worker)} accepts connections", spec=wait))
     return tuple(steps)
 
 
