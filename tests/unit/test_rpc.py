@@ -110,3 +110,19 @@ def test_verify_reads_the_rpc_buffers_and_the_worker_listeners() -> None:
     leaky = observed(p, workers=(worker_fact(p, listeners=("0.0.0.0",)),))
     status, detail = check_rpc(p, leaky, SERVER_LOG)
     assert status is Status.FAILED and "bound at 0.0.0.0, the profile names only 10.0.0.2" in detail
+
+
+def test_a_tcp_worker_docker_needs_its_tls_client_certificate(tmp_path) -> None:  # noqa: ANN001
+    import pytest
+
+    from kimik3_reconciler.adapters.docker_engine import remote_engine
+    from kimik3_reconciler.errors import PermanentError
+
+    with pytest.raises(PermanentError, match="never plain tcp"):
+        remote_engine("tcp://10.0.0.3:2376")
+    for name in ("ca.pem", "cert.pem", "key.pem"):
+        (tmp_path / name).write_text("x")
+    engine = remote_engine("tcp://10.0.0.3:2376", tmp_path)
+    assert engine._tls.verify is True and engine._tls.ca_cert == str(tmp_path / "ca.pem") and engine._tls.cert == (
+        str(tmp_path / "cert.pem"), str(tmp_path / "key.pem"))
+    assert remote_engine("ssh://k3@10.0.0.2")._tls is None  # ssh: the ssh client's keys, no TLS
