@@ -191,7 +191,14 @@ def _spec_draft(p: Profile) -> Iterator[Finding]:
         # Seed 000 "Key facts": no MTP head in the checkpoint, so there is nothing for draft-mtp to draft with.
         yield _error(("serve", "spec_draft", "type"), "draft-mtp needs an MTP head and the Kimi-K3 checkpoint has "
                      "none (seed 000): use draft-dspark (the RadixArk DSpark draft) or draft-simple")
-    # The rollback patch it needs is judged by content when the plan reads the files (planning/patch_roles.py).
+    if not p.build.patches:
+        # rule: spec-draft-rollback
+        # Seed 000: the draft pays only with the rollback patch in the image; with no patch at all there is
+        # nothing to judge, so `validate` refuses it. Which patch is the rollback is judged by content when the
+        # plan reads the files (planning/patch_roles.py).
+        yield _error(("build", "patches"), "is empty, but serve.spec_draft needs the recurrent-state rollback patch "
+                     "(seed 000: kimi-k3-rs-rollback.patch; without it each draft step's state checkpoint costs more "
+                     "than the drafts save): list it here")
     if p.serve.parallel >= 4:
         # rule: spec-draft-concurrency
         # Seed 000: a loss at c4 (verify batches multiply MoE expert reads).

@@ -130,17 +130,21 @@ RULES: tuple[Rule, ...] = (
          "near-reference KLD (0.047) but HumanEval 86.6 % / MBPP 85.5 % vs 95.7 / 97.0 for UD-IQ2_XXS",
          _PROFILE, ("cases/profile/reap770_code_use_warns.yaml",),
          seed="seed 000 step 2 (REAP770: not the right default for coding use)"),
-    Rule("spec-draft-device", "refuse", "the draft sits on the GPU holding output.weight (last GPU of the split)",
-         "anywhere else llama.cpp aborts in graph reservation", _PROFILE + _LAUNCH,
-         ("cases/profile/spec_draft_not_last_gpu.yaml", "unit/test_conflicts.py"),
+    Rule("spec-draft-device", "refuse", "the draft sits on the GPU holding output.weight (last GPU of the split): "
+         "with a gpus: list the profile rules count it, with gpus: all the host gate counts the host's GPUs",
+         "anywhere else llama.cpp aborts in graph reservation", _PROFILE + _LAUNCH + ("kimik3_reconciler.planning.memory_gate",),
+         ("cases/profile/spec_draft_not_last_gpu.yaml", "cases/plan/44-draft-not-last-gpu-with-gpus-all.yaml",
+          "unit/test_conflicts.py", "unit/test_memory_gate.py"),
          seed=f"{_KEY_SPEC}: --spec-draft-device CUDA7 on an 8-GPU layer split"),
-    Rule("spec-draft-rollback", "refuse", "spec_draft needs the recurrent-state rollback patch in build.patches, "
-         "recognised by content (a patch changing src/llama-memory-recurrent.cpp/.h that adds a rollback), never "
-         "by file name",
+    Rule("spec-draft-rollback", "refuse", "spec_draft needs the recurrent-state rollback patch in build.patches: "
+         "an empty list is refused by the profile rules; the patch is recognised by content at plan time (a patch "
+         "changing src/llama-memory-recurrent.cpp/.h whose added code, not comments, names a rollback), never by "
+         "file name",
          "without it the host-side state checkpoint per draft step costs more than the drafts save; the patch is "
          "not public, so there is no sha256 to record",
-         ("kimik3_reconciler.planning.patch_roles",),
-         ("cases/plan/59-spec-draft-patch-named-but-not-rollback.yaml", "cases/plan/75-spec-draft-rollback-by-content.yaml",
+         _PROFILE + ("kimik3_reconciler.planning.patch_roles",),
+         ("cases/profile/spec_draft_no_patches.yaml", "cases/plan/59-spec-draft-patch-named-but-not-rollback.yaml",
+          "cases/plan/75-spec-draft-rollback-by-content.yaml", "cases/plan/46-spec-draft-rollback-only-in-comments.yaml",
           "unit/test_patch_roles.py"),
          seed=f"{_KEY_SPEC}: kimi-k3-rs-rollback.patch, bounded recurrent-state rollback for KIMI_K3"),
     Rule("spec-draft-concurrency", "warn", "speculative decoding with parallel >= 4",
@@ -190,11 +194,12 @@ RULES: tuple[Rule, ...] = (
          ("cases/plan/52-sizing-headroom.yaml", "unit/test_memory_gate.py", "unit/test_host_gate.py"),
          seed="seed 000 Key facts (Sizing gate is disk-and-memory); step 2 (130 GiB of RAM stay busy); seed 001 "
               "(download size + 10-15 % runtime headroom)"),
-    Rule("draft-gpu-room", "refuse", "the draft's GPU keeps >= 9216 MiB free after --fit (its fit_target entry) "
-         "and has that much VRAM at all",
+    Rule("draft-gpu-room", "refuse", "the draft's GPU keeps the quant's all-VRAM floor + 9216 MiB free after --fit "
+         "(its fit_target entry: 6144 + 9216 for UD-IQ2_XXS all-VRAM; 9216 on a hybrid) and has that much VRAM at all",
          "seed 000 Speculative decoding: ~9 GB free on the draft's GPU plus room for the snapshots; use a per-device "
          "--fit-target list", ("kimik3_reconciler.planning.memory_gate",),
-         ("cases/plan/53-draft-gpu-without-room.yaml", "unit/test_memory_gate.py"),
+         ("cases/plan/53-draft-gpu-without-room.yaml", "cases/plan/45-draft-room-on-top-of-allvram-floor.yaml",
+          "unit/test_memory_gate.py"),
          seed=f"{_KEY_SPEC}: ~9 GB free on the draft's GPU plus room for the snapshots, a per-device --fit-target "
               f"list"),
     Rule("cache-dir-local", "warn", "model.cache_dir on a network filesystem (nfs, cifs, sshfs, ...), named with "
