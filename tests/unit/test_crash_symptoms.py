@@ -114,3 +114,12 @@ def test_a_nan_or_infinite_mean_kld_is_a_broken_kernel(printed: str) -> None:
     passed, why = gate_verdict(report, GATE)
     assert not passed and why.startswith(f"KLD {report.mean_kld:.3f} >> 1: broken kernel for that quant type on "
                                          "this GPU, don't serve it")
+
+
+def test_a_request_in_the_tail_says_after_the_load_even_when_model_loaded_scrolled_out() -> None:
+    """Review of issue 14: "on a request after a successful load" needed `model loaded` in the 200-line tail; a
+    long-running server's tail has scrolled past it. The crashing request's own slot lines are in the tail."""
+    tail = "\n".join(line for line in CUDA_OOM.splitlines() if "llama_server:" not in line)
+    assert "model loaded" not in tail and "launch_slot_" in tail
+    assert classify_load_failure(134, False, tail).headline.startswith(
+        "crashed with CUDA error: out of memory on a request after a successful load")
