@@ -34,6 +34,7 @@ Exit codes (the one table; README and `kimik3 --help` repeat it):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Self
 
 
 class Kimik3Error(Exception):
@@ -88,7 +89,7 @@ class FieldRefusal(str):
 
     field: tuple[str | int, ...]
 
-    def __new__(cls, field: tuple[str | int, ...], message: str) -> FieldRefusal:
+    def __new__(cls, field: tuple[str | int, ...], message: str) -> Self:
         refusal = super().__new__(cls, message)
         refusal.field = field
         return refusal

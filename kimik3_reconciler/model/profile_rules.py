@@ -91,6 +91,7 @@ def _quant(p: Profile) -> Iterator[Finding]:
         yield _error(("model", "quant"), f"{quant} is an IQ/TQ quant not vetted on this hardware: "
                      "it must pass the quant gate first (configure gate.quant)")
     elif p.gate.quant is None:
+        # rule: unvetted-quant
         # Seed 000: other quants are mechanically supported but unvetted.
         yield _warning(("model", "quant"), f"{quant} is not vetted on this hardware; consider gate.quant")
 
@@ -107,16 +108,21 @@ def _fit_target(p: Profile) -> Iterator[Finding]:
     serve, where = p.serve, ("serve", "fit_target")
     margins = serve.fit_target if isinstance(serve.fit_target, list) else None
     if margins is not None and p.gpus == "none":
+        # rule: fit-target-list
+        # A per-GPU margin with no GPU: nothing to index it by (the CPU build has no --fit-target).
         yield _error(where, "a per-GPU list makes no sense with gpus: none")
     elif margins is not None and isinstance(p.gpus, list) and len(margins) != len(p.gpus):
+        # rule: fit-target-list
         # llama.cpp indexes --fit-target like the device list; a short list silently leaves the rest at 1024 MiB.
         yield _error(where, f"has {len(margins)} entries but gpus lists {len(p.gpus)}: write one per GPU, in order")
     if serve.manual_split:
         if serve.fit_target is not None:
+            # rule: fit-target-manual-split
             # Seed 000: N_CPU_MOE switches to -ngl 999 --n-cpu-moe N; --fit (and its margin) is off.
             yield _warning(where, "is ignored: n_cpu_moe is set, so the split is manual (no --fit)")
         return
     if p.serve.spec_draft is not None and margins is None:
+        # rule: spec-draft-fit-list
         # Seed 000: the draft needs ~9 GB free on its GPU plus room for snapshots: use a per-device list.
         yield _warning(where, "with spec_draft, give the draft's GPU more room (~9 GB + snapshots): write one per GPU")
     if p.gpus != "none":
@@ -207,6 +213,8 @@ def _spec_draft(p: Profile) -> Iterator[Finding]:
     if draft.device == "auto":
         return
     if p.gpus == "none":
+        # rule: spec-draft-device
+        # Seed 000: the draft sits on the GPU holding output.weight; with no GPU there is no such device.
         yield _error(("serve", "spec_draft", "device"), "a CUDA draft device needs GPUs: use auto with gpus: none")
     elif isinstance(p.gpus, list) and int(draft.device.removeprefix("CUDA")) != len(p.gpus) - 1:
         # rule: spec-draft-device
@@ -254,9 +262,11 @@ def _endpoint(p: Profile) -> Iterator[Finding]:
 
 def _variant(p: Profile) -> Iterator[Finding]:
     if p.build.variant == "cpu" and p.gpus != "none":
+        # rule: variant-gpus
         # design.md: the CPU variant is built without CUDA, so it cannot use a GPU.
         yield _error(("build", "variant"), "cpu images have no CUDA kernels: set gpus: none")
     elif p.build.variant == "cuda" and p.gpus == "none":
+        # rule: variant-gpus
         # design.md: gpus: none exists for the CPU variant only.
         yield _error(("gpus",), "none needs build.variant: cpu")
 
@@ -267,14 +277,21 @@ def _secrets(p: Profile) -> Iterator[Finding]:
     for key, value in p.serve.env.items():
         upper = key.upper()
         if upper in _SECRET_ENV or upper.endswith(_SECRET_SUFFIXES):
+            # rule: no-secrets
+            # A variable named like a secret holds one: env values show in `docker inspect`.
             yield _error(("serve", "env", key), f"{key} names a secret; {_NO_SECRETS}")
         elif _HF_TOKEN.search(value):
+            # rule: no-secrets
+            # A token under an innocent name is still a token.
             yield _error(("serve", "env", key), f"the value looks like a Hugging Face token; {_NO_SECRETS}")
         elif upper.startswith("LLAMA_ARG_"):
+            # rule: llama-arg-env
             # llama-cpp.md §1.0: env sets llama-server options behind the CLI (list options even append).
             yield _warning(("serve", "env", key), "sets a llama-server option behind kimik3's argv; prefer the profile field")
     for i, arg in enumerate(p.serve.extra_args):
         if _HF_TOKEN.search(arg):
+            # rule: no-secrets
+            # argv shows in `docker inspect` and `ps`.
             yield _error(("serve", "extra_args", i), f"looks like a Hugging Face token; {_NO_SECRETS}")
 
 
@@ -324,6 +341,7 @@ def _cache_ram(p: Profile) -> Iterator[Finding]:
 def _host(p: Profile) -> Iterator[Finding]:
     host = p.serve.host
     if host not in ("loopback", "tailscale") and ipaddress.ip_address(host).is_unspecified:
+        # rule: bind-all-interfaces
         # Seed 000: bind the tailnet address or loopback; never every interface unless written on purpose.
         yield _warning(("serve", "host"), f"{host} binds every interface of the host, not just loopback/the tailnet")
 
@@ -331,12 +349,15 @@ def _host(p: Profile) -> Iterator[Finding]:
 def _archive(p: Profile) -> Iterator[Finding]:
     archive = p.build.archive
     if archive and archive.startswith(("http://", "https://")) and p.build.archive_sha256 is None:
+        # rule: archive-pinned
         # Seed 000: a pinned build, not a moving one; a URL's content can change under the same name.
         yield _warning(("build", "archive"), "a downloaded archive without build.archive_sha256 is not pinned")
 
 
 def _systemd(p: Profile) -> Iterator[Finding]:
     if p.systemd is not None and p.unit_name in p.systemd.conflicts:
+        # rule: unit-conflicts-self
+        # Conflicts= with itself: starting the unit would stop it.
         yield _error(("systemd", "conflicts"), f"lists the profile's own unit {p.unit_name!r}")
 
 

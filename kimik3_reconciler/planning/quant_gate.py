@@ -94,9 +94,9 @@ class KldReport:
 
 # A number as llama-perplexity's printf writes it: glibc prints a NaN as "nan" or "-nan" and an infinity as "inf".
 _NUMBER = r"([-+]?(?:nan|inf(?:inity)?|\d[\d.]*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?))"
-_KLD = re.compile(r"^Mean\s+KLD:\s+" + _NUMBER, re.M | re.I)
-_TOP = re.compile(r"^Same top p:\s+" + _NUMBER + r"\s*±", re.M | re.I)
-_PPL = re.compile(r"^Mean PPL\(Q\)\s+:\s+" + _NUMBER, re.M | re.I)
+_KLD = re.compile(r"^Mean\s+KLD:\s+" + _NUMBER, re.MULTILINE | re.IGNORECASE)
+_TOP = re.compile(r"^Same top p:\s+" + _NUMBER + r"\s*±", re.MULTILINE | re.IGNORECASE)
+_PPL = re.compile(r"^Mean PPL\(Q\)\s+:\s+" + _NUMBER, re.MULTILINE | re.IGNORECASE)
 
 
 def parse_kld_report(stdout: str) -> KldReport | None:
@@ -206,6 +206,8 @@ def plan_gate(desired: Desired, observed: Observed, planned: tuple[Step, ...] = 
     if record is not None and record.get("passed"):
         return (Step("gate", target, Action.NOOP, f"passed on {record.get('date')}: {record.get('why')}"),)
     if record is not None:
+        # rule: unvetted-iq-tq
+        # Seed 000 step 2: a quant must pass the gate before it is served; a recorded failure stays refused.
         raise PlanError(f"model.quant {profile.model.quant} failed its quant gate on this image ({record.get('why')}); "
                         "it is never served: pick a vetted quant, or change the image (a new build is gated again)")
     reference, model, image, launch = observed.reference, observed.model, desired.build, desired.launch.input

@@ -23,7 +23,12 @@ from typing import Any
 from kimik3_reconciler.errors import PermanentError
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.ports import ChatPort
-from kimik3_reconciler.verify.report import INCONCLUSIVE, NOT_CHECKABLE, Status, ToolCallCounts
+from kimik3_reconciler.verify.report import (
+    INCONCLUSIVE,
+    NOT_CHECKABLE,
+    Status,
+    ToolCallCounts,
+)
 
 WEATHER_TOOL = {
     "type": "function",
@@ -91,7 +96,9 @@ class Session:
                                   max_tokens=RANDOM_MAX_TOKENS * (2 if tools else 1))
         reply = self.chat.chat(self.server.base_url, self.server.api_key, messages, tools=tools,
                                max_tokens=REAL_MAX_TOKENS, thinking_effort=THINKING_EFFORT)
-        if thinking_ran_out(reply):  # the budget went to thinking: once more with room for the answer
+        # rule: verify-thinking-budget
+        # K3 thinks first: a reply cut at max_tokens before any answer is asked once more, with room.
+        if thinking_ran_out(reply):
             reply = self.chat.chat(self.server.base_url, self.server.api_key, messages, tools=tools,
                                    max_tokens=THINKING_RETRY_MAX_TOKENS, thinking_effort=THINKING_EFFORT)
         return reply
