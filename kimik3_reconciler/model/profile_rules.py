@@ -147,12 +147,23 @@ def fit_margin_findings(p: Profile, mode: catalog.QuantMode) -> Iterator[Finding
             # Seed 000 step 5: too small a margin OOMs the CUDA scratch pool on the first request after a full
             # (~17-minute) load; the floor is per quant (REAP770 measured fine at 4096, step 2).
             yield _error(at, f"{mib} MiB is too small for {p.model.quant} all-VRAM: needs >= {margin.minimum} "
-                         f"(the CUDA scratch pool OOMs on the first request after the load){unmeasured}")
+                         f"(the CUDA scratch pool OOMs on the first request after the load){unmeasured}. Write "
+                         f"{margin.default}{' here' if margins is not None else ''} (or leave serve.fit_target out: "
+                         f"its default follows the quant); {margin.source}{_measured_elsewhere(p.model.quant, mib)}")
         elif margin.spills_at is not None and mib >= margin.spills_at and i != draft_index:
             # rule: fit-target-spill
             # Seed 000 step 2: on REAP770 a 6144 margin silently spills 2-3 expert layers to the CPU, -40 %.
             yield _warning(at, f"{mib} MiB on {p.model.quant} spills 2-3 expert layers to the CPU (-40 % measured "
                            f"at {margin.spills_at}); {margin.default} is the measured setting")
+
+
+def _measured_elsewhere(quant: str, mib: int) -> str:
+    """Where a too-small margin comes from when another quant was measured at it (REAP770's 4096, seed 000
+    step 2, which kimik3 once shipped for UD-IQ2_XXS too: docs/operations.md "Upgrading kimik3")."""
+    others = [q for q in catalog.CATALOG.values()
+              if q.name != quant and q.all_vram_fit is not None and q.all_vram_fit.default == mib]
+    return "".join(f"; {mib} is {q.name}'s measured margin ({q.all_vram_fit.source}), not {quant}'s"
+                   for q in others if q.all_vram_fit is not None)
 
 
 def _ubatch(p: Profile) -> Iterator[Finding]:
