@@ -13,7 +13,7 @@ from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeHub, fake_ports
 
 from kimik3_reconciler.adapters.docker_engine import _device_requests
 from kimik3_reconciler.engine import Engine
-from kimik3_reconciler.errors import GpuProbeFailed, PermanentError
+from kimik3_reconciler.errors import GpuProbeFailed, PermanentError, PlanError
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.model.specs import ContainerSpec
 from kimik3_reconciler.observe.docker_objects import (
@@ -163,3 +163,22 @@ def test_the_probe_record_key_names_the_gpus_probed() -> None:
     assert len({pair, gpu_probe_key("580.159.04", "1.17.4", "cdi", "all", 8),
                 gpu_probe_key("580.159.04", "1.17.4", "cdi", "all", 4),
                 gpu_probe_key("580.159.04", "1.17.4", "cdi", ("5",), 8)}) == 4
+
+
+def test_gpus_all_with_a_draft_off_the_last_gpu_is_refused_at_plan_time_with_file_and_line(gpu_world) -> None:
+    """Review of issue 14: with `gpus: all` the profile rules cannot count the GPUs; the host gate does (this
+    recorded host has 1 GPU, so the draft must be CUDA0) and the engine names the field's file:line."""
+    engine, docker, hub = gpu_world
+    text = GPU_PROFILE.replace("archive: src.tar.gz}", "archive: src.tar.gz, patches: [rs.patch]}").replace(
+        "parallel: 2}", "parallel: 2,\n  spec_draft: {model: draft.gguf, device: CUDA3}}")
+    (engine.base_dir / "draft.gguf").write_bytes(b"GGUF")
+    (engine.base_dir / "rs.patch").write_text(
+        "--- a/src/llama-memory-recurrent.cpp\n+++ b/src/llama-memory-recurrent.cpp\n@@ -1 +1,2 @@\n int x;\n"
+        "+bool rollback_to(int seq);\n")
+    with pytest.raises(PlanError) as refused:
+        engine.plan(parse_profile(text, "interactive.yaml"))
+    message = str(refused.value)
+    assert "serve.spec_draft.device must be CUDA0 (the GPU holding output.weight, the last of the split): it is " \
+           "CUDA3" in message
+    assert message.endswith("at interactive.yaml:8: serve.spec_draft.device")
+    assert not hub.downloads and not docker.builds
