@@ -40,7 +40,9 @@ GGUF_LOG = ("gguf_init_from_file_impl: failed to read tensor data\nllama_model_l
 @pytest.mark.parametrize(("exit_code", "oom_killed", "log", "cause"), [
     (1, False, BIND_LOG, "bind"),
     (1, False, "bind(): Address already in use\n", "bind"),
-    (137, False, "load_tensors: loading model tensors\n", "oom"),
+    (137, False, "load_tensors: loading model tensors\n", "killed"),  # SIGKILL is not OOM unless Docker says so
+    (143, False, "", "killed"),
+    (137, True, "load_tensors: loading model tensors\n", "oom"),  # State.OOMKilled
     (1, True, "", "oom"),
     (1, False, "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 9000 MiB: cudaMalloc failed: out of memory\n"
                + GGUF_LOG, "oom"),
@@ -244,14 +246,48 @@ def test_a_launch_killed_by_a_dockerd_restart_and_started_again_is_waited_for(wo
     assert docker.containers["k3-test"]["State"]["Status"] == "running"
 
 
-def test_a_kill_that_is_not_followed_by_a_restart_fails_as_out_of_memory(world):  # noqa: F811
+def test_a_kill_that_is_not_followed_by_a_restart_fails_as_killed_not_out_of_memory(world):  # noqa: F811
     engine, docker, _, _ = world
     docker.logs = "load_tensors: loading model tensors\n"
     docker.run_container, docker.inspect_container = killed_then(docker, restarts=0)
     started = engine.ports.clock.monotonic()
+    with pytest.raises(LoadFailed, match=r"stopped by a signal .*not out of memory.* \[killed: exited, exit code 137, "
+                                         r"stopped\]") as failed:
+        engine.apply(load())
+    assert "ran out of memory" not in str(failed.value)
+    assert engine.ports.clock.monotonic() - started >= 30  # the grace for a restart policy to start it again
+
+
+def test_an_oom_kill_docker_reports_is_named_out_of_memory_and_not_waited_on(world):  # noqa: F811
+    engine, docker, _, _ = world
+    docker.logs = "load_tensors: loading model tensors\n"
+    real_run = docker.run_container
+
+    def run(spec):  # noqa: ANN001
+        cid = real_run(spec)
+        docker.containers[spec.name]["State"].update(Status="exited", ExitCode=137, OOMKilled=True)
+        return cid
+    docker.run_container = run
     with pytest.raises(LoadFailed, match=r"ran out of memory .* \[oom: exited, exit code 137, stopped\]"):
         engine.apply(load())
-    assert engine.ports.clock.monotonic() - started >= 30  # the grace for a restart policy to start it again
+    assert engine.ports.clock.monotonic() < 5
+
+
+def test_a_systemd_profiles_container_killed_by_a_dockerd_restart_is_started_by_the_apply(world):  # noqa: F811
+    """Restart policy "no" (systemd supervises it): dockerd does not start it again, so the health wait does."""
+    engine, docker, _, _ = world
+    docker.logs = "load_tensors: loading model tensors\n"
+    real_run = docker.run_container
+
+    def run(spec):  # noqa: ANN001
+        cid = real_run(spec)
+        docker.containers[spec.name]["State"].update(Status="exited", ExitCode=137)  # dockerd stopped it
+        return cid
+    docker.run_container = run
+    result = engine.apply(load(PROFILE + "systemd: {unit: k3-test, enable: true}\n"))
+    assert result.final.converged and "start k3-test" in docker.calls and "stop k3-test" not in docker.calls
+    assert engine.ports.clock.monotonic() < 30  # no waiting for a restart policy that will never act
+    assert docker.containers["k3-test"]["State"]["Status"] == "running"
 
 
 def test_a_bad_gguf_exit_is_not_waited_on_as_a_restart(world):  # noqa: F811
