@@ -179,3 +179,6 @@ class Ports:
         self.chat = chat  # only `kimik3 verify` talks to the server beyond /health
         self.units = units  # None: systemd is not looked at (planner tests on fakes without it)
         self.lock = lock  # None: nothing is locked (engine tests on fakes that do not test the lock)
+        # `kimik3 verify` of the profile being applied (VerifyFailed when a check fails); wired by the engine for
+        # the length of an apply that verifies, None otherwise (then `<= verify` steps are left for a later apply).
+        self.verifier: Callable[[], None] | None = None

@@ -207,8 +207,8 @@ def apply(ctx: click.Context, file: str, json_out: bool, rounds: int, verify_ser
         }, indent=2))
     else:
         done = "no changes (converged)" if not result.changed else f"converged after {len(result.executed)} step(s)"
-        if report and not result.changed:  # engine._verify_due: an earlier apply launched it and never verified it
-            done += "; verified the launch an interrupted apply left unverified"
+        if result.changed and all(s.kind == "verify" for s in result.executed):  # planning/verify_step.py
+            done = "verified the launch an interrupted apply left unverified"
         _out.print(f"{loaded.profile.name}: {done}")
 
 

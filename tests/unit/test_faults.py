@@ -93,27 +93,59 @@ def test_a_crash_looping_container_is_stopped_too(world):  # noqa: F811
 
 # an interrupted health wait: the next apply verifies ------------------------------------------------
 
-def test_a_launch_nobody_verified_is_verified_by_the_next_apply(world):  # noqa: F811
+def died_before_verify(engine: Engine, loaded) -> None:  # noqa: ANN001
+    """An apply that meant to verify (a verifier wired) launched, then died before its verify ran."""
+    engine.ports.verifier = lambda: None
+    try:
+        engine.apply(loaded)
+    finally:
+        engine.ports.verifier = None
+
+
+def test_a_launch_nobody_verified_is_a_verify_step_in_the_next_plan(world):  # noqa: F811
     engine, docker, _, _ = world
-    engine.apply(load())  # as if apply died after the launch: no check ran
+    died_before_verify(engine, load())
     record = engine.ports.state.read(unverified_key("k3-test"))
     labels = docker.containers["k3-test"]["Config"]["Labels"]
     assert record["fingerprint"] == labels["kimik3.container.fingerprint"]
-    health = next(s for s in engine.plan(load()).steps if s.kind == "health")
-    assert health.action is Action.NOOP and "did not verify it" in health.warnings[0]
+    owed = engine.plan(load())
+    assert not owed.converged  # `plan --detailed-exitcode` exits 4: a timer's apply finishes it
+    assert [(s.kind, s.action) for s in owed.changes] == [("verify", Action.READ)]
+    assert "did not verify it" in owed.changes[0].reason
     checks = []
     result = engine.apply_or_revert(load(), lambda: checks.append("verify"))
-    assert not result.changed and checks == ["verify"]  # nothing to change, but verify ran
-    assert engine.ports.state.read(unverified_key("k3-test")) is None
+    assert [s.kind for s in result.executed] == ["verify"] and checks == ["verify"]  # verify ran once
+    assert engine.ports.state.read(unverified_key("k3-test")) is None and engine.plan(load()).converged
     engine.apply_or_revert(load(), lambda: checks.append("verify"))
     assert checks == ["verify"]  # verified once: a converged apply sends no requests again
+
+
+def test_an_apply_without_verify_leaves_the_owed_verify_in_the_plan(world):  # noqa: F811
+    engine, _, _, _ = world
+    died_before_verify(engine, load())
+    result = engine.apply_or_revert(load(), None)  # --no-verify-server: nothing runs, the verify stays owed
+    assert not result.changed and [s.kind for s in engine.plan(load()).changes] == ["verify"]
+
+
+def test_an_apply_that_launches_verifies_its_own_launch_once_at_its_end(world):  # noqa: F811
+    engine, _, _, _ = world
+    checks = []
+    result = engine.apply_or_revert(load(), lambda: checks.append("verify"))
+    assert checks == ["verify"] and "verify" not in [s.kind for s in result.executed]
+    assert result.final.converged and engine.plan(load()).converged
+
+
+def test_apply_without_verify_owes_nothing(world):  # noqa: F811
+    engine, _, _, _ = world
+    engine.apply_or_revert(load(), None)  # --no-verify-server: the operator waived the verify of this launch
+    assert engine.ports.state.read(unverified_key("k3-test")) is None and engine.plan(load()).converged
 
 
 def test_a_failing_resumed_verify_reverts(world):  # noqa: F811
     engine, docker, _, _ = world
     engine.apply_or_revert(load(), lambda: None)  # good, verified
     bad = load(PROFILE.replace("parallel: 2", "parallel: 2, ubatch: 2048"))
-    engine.apply(bad)  # launched; the apply "died" before verify
+    died_before_verify(engine, bad)
 
     def failing() -> None:
         raise VerifyFailed("verify failed (chat) for k3-test")
@@ -129,7 +161,7 @@ def test_a_started_container_is_recorded_unverified_too(world):  # noqa: F811
     engine.apply_or_revert(load(), lambda: None)
     assert engine.ports.state.read(unverified_key("k3-test")) is None
     docker.containers["k3-test"]["State"].update(Status="exited", ExitCode=137)
-    engine.apply(load())
+    died_before_verify(engine, load())
     assert engine.ports.state.read(unverified_key("k3-test")) is not None
 
 

@@ -128,3 +128,19 @@ def test_health_is_not_a_decision_a_load_in_progress_is_waited_for_either_way(wo
     http.loading_polls = 2  # ... but the server is loading again when it is applied: apply waits, as apply does
     result = apply_saved(engine, saved)
     assert [s.kind for s in result.executed] == ["health"] and result.final.converged
+
+
+def test_a_saved_plan_with_an_owed_verify_runs_it_through_the_verifier(world):
+    """A launch an interrupted apply left unverified: the saved plan holds `<= verify`, and apply PLAN runs it."""
+    engine, _, work = world
+    engine.ports.verifier = lambda: None  # an apply that meant to verify, and died before it could
+    apply_saved(engine, save(engine, work))
+    engine.ports.verifier = None
+    saved = save(engine, work)
+    assert [(s.kind, s.action) for s in saved.changes] == [("verify", Action.READ)]
+    checks: list[str] = []
+    loaded = parse_profile(saved.profile_text, saved.profile_source)
+    result = engine.apply_or_revert(loaded, lambda: checks.append("verify"),
+                                    run=lambda: engine.apply_saved(loaded, saved, FAKE_PROFILE))
+    assert checks == ["verify"] and [s.kind for s in result.executed] == ["verify"]
+    assert engine.plan(loaded).converged
