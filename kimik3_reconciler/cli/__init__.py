@@ -158,8 +158,9 @@ def _apply_input(ctx: click.Context, file: str, json_out: bool):  # noqa: ANN202
         return parse_profile(text, source=file), _ctx(ctx, json_out).engine(file), None
     loaded = parse_profile(saved.profile_text, source=saved.profile_source)
     engine = _ctx(ctx, json_out).engine(saved.profile_source)
-    text_now = profile_text_now(saved.profile_source)
-    return loaded, engine, lambda: engine.apply_saved(loaded, saved, text_now)
+    # Read when it runs, under the host lock (as the observation is): what an apply that held the lock
+    # before us changed in the profile file is seen, and makes the plan stale.
+    return loaded, engine, lambda: engine.apply_saved(loaded, saved, profile_text_now(saved.profile_source))
 
 
 @main.command()
@@ -315,10 +316,10 @@ def prune(ctx: click.Context, file: str, dry_run: bool, lock_timeout: float) -> 
 @_run
 def force_unlock(ctx: click.Context, lock_id: str) -> None:
     """Remove the host lock LOCK_ID (named in exit 5's message) left by a hung kimik3."""
-    from kimik3_reconciler.adapters.host_lock import StateDirLock
+    from kimik3_reconciler.adapters.host_lock import StateDirLock, host_lock_path
     from kimik3_reconciler.locking import force_unlock as remove_lock
 
-    _out.print(remove_lock(StateDirLock(Path(ctx.obj["state_dir"])), lock_id))
+    _out.print(remove_lock(StateDirLock(Path(ctx.obj["state_dir"]), host_lock_path()), lock_id))
 
 
 @main.command()
