@@ -53,14 +53,16 @@ class Engine:
         time; waits up to `timeout_s`, then LockHeld (exit 5) naming the holder (locking.py)."""
         return holding(self.ports, self.reporter.event, operation, profile, timeout_s)
 
-    def observe(self, loaded: LoadedProfile, rehash: bool = False, gate_first: bool = False) -> Observed:
+    def observe(self, loaded: LoadedProfile, rehash: bool = False, gate_first: bool = False,
+                stat_only: bool = False) -> Observed:
         """`rehash` (`--verify`): re-hash the cached model files instead of trusting the verified manifest;
+        `stat_only` (`kimik3 status`): hash nothing, report a file whose stat moved as `changed`;
         `gate_first`: the host gate judges the host facts before any hub request (a no-GPU host is refused
         at once, not after the hub's retries)."""
         profile = loaded.profile
         before_hub = (lambda partial: refuse_by_host_gate(profile, partial)) if gate_first else None
         return observe(profile, self.ports, self.base_dir, self.dockerfile, rehash, gate_reference(profile),
-                       before_hub=before_hub)
+                       before_hub=before_hub, stat_only=stat_only)
 
     def plan(self, loaded: LoadedProfile, rehash: bool = False) -> Plan:
         return self._plan(loaded, self.observe(loaded, rehash, gate_first=True))

@@ -222,7 +222,7 @@ def status(ctx: click.Context, file: str, json_out: bool) -> None:
     """Show what is observed for this profile (container, health, image, model)."""
     loaded = load(file)
     engine = _ctx(ctx, json_out).engine(file)
-    observed = engine.observe(loaded)
+    observed = engine.observe(loaded, stat_only=True)  # status reads, never hashes (a 50 GB shard: minutes)
     data = observed.model_dump(mode="json", exclude={"host": {"cpu_flags"}})  # secrets masked by the facts
     lock_holder, locked = engine.ports.lock.holder() if engine.ports.lock else (None, False)
     data["lock"] = {"held": locked, "holder": lock_holder.to_json() if locked and lock_holder else None}
@@ -236,7 +236,9 @@ def status(ctx: click.Context, file: str, json_out: bool) -> None:
     _out.print(f"container  {c.state + ' (' + (c.health or '-') + ')' + ' ' + c.id[:12] if c else 'absent'}")
     _out.print(f"images     {', '.join(t for i in observed.images for t in i.tags) or 'none'}")
     _out.print(f"model      {m.repo}@{m.revision[:12]}/{m.quant}: {len(m.files) - len(m.missing)}/{len(m.files)} files"
-               + (f", {len(m.corrupt)} corrupt (sha256 mismatch)" if m.corrupt else ""))
+               + (f", {len(m.corrupt)} corrupt (sha256 mismatch)" if m.corrupt else "")
+               + (f", {len(m.changed)} changed since verified (stat moved; not re-hashed here: `kimik3 plan` "
+                  "re-hashes them)" if m.changed else ""))
     for fingerprint, record in observed.gate_records.items():  # quant gate results, per image
         verdict = "passed" if record.get("passed") else "FAILED"
         _out.print(f"gate       {verdict} on {record.get('date')} (image {record.get('image')}, {fingerprint}): "
