@@ -10,6 +10,8 @@ Exit codes (the one table; README and `kimik3 --help` repeat it):
     5  locked: another kimik3 holds this host's lock (LockHeld)
     6  the hub: unreachable, or it refused a request (HubError; the URL is named)
     7  a saved plan is stale: the host or the profile moved since it was made (nothing was touched)
+    8  a local file or directory kimik3 needs could not be used: no space left, read-only, permission denied,
+       missing (LocalFileError; the path is named)
 
     Kimik3Error                       exit 1 unless a subclass says otherwise
     ├── ProfileError                  invalid profile (file:line problems)        exit 2
@@ -18,6 +20,7 @@ Exit codes (the one table; README and `kimik3 --help` repeat it):
     ├── StalePlan                     apply PLAN: the host or profile moved        exit 7
     ├── ConvergenceError              rounds exhausted, names the unconverged steps
     ├── LockHeld                      another kimik3 holds the host lock (names it) exit 5
+    ├── LocalFileError                an OSError on a local path (ENOSPC, EROFS...) exit 8
     └── StepError                     an effect failed
         ├── TransientError            retrying may help (tenacity retries these in adapters)
         └── PermanentError            retrying will not help
@@ -32,6 +35,7 @@ Exit codes (the one table; README and `kimik3 --help` repeat it):
 
 from __future__ import annotations
 
+import errno
 from dataclasses import dataclass
 
 
@@ -154,3 +158,30 @@ class StalePlan(Kimik3Error):
     def __init__(self, message: str, moved: tuple[str, ...] = ()):
         self.moved = moved
         super().__init__(message)
+
+
+# What to do about each local file system failure; the path comes from the OSError itself.
+_LOCAL_ADVICE = {
+    errno.ENOSPC: "no space left on the device: free space on that file system and run again (a download's partial "
+                  "is kept and resumed)",
+    errno.EDQUOT: "disk quota exceeded: free space or raise the quota and run again",
+    errno.EROFS: "read-only file system: point KIMIK3_STATE_DIR (or model.cache_dir) at a writable place",
+    errno.EACCES: "permission denied: run as a user that may use it, or point KIMIK3_STATE_DIR elsewhere",
+    errno.EPERM: "operation not permitted: run as a user that may use it, or point KIMIK3_STATE_DIR elsewhere",
+    errno.ENOENT: "no such file or directory: create it, or check KIMIK3_STATE_DIR and the profile's paths",
+    errno.ENOTDIR: "a path component is not a directory: check KIMIK3_STATE_DIR and the profile's paths",
+    errno.EIO: "input/output error: the disk or the file system is failing",
+}
+
+
+class LocalFileError(Kimik3Error):
+    """An OSError on a local path kimik3 needed (state dir, model cache, a file the step writes); the CLI turns any
+    OSError that reaches it into one, never a traceback."""
+
+    exit_code = 8
+
+    @classmethod
+    def from_os_error(cls, exc: OSError) -> LocalFileError:
+        where = " → ".join(str(p) for p in (exc.filename, exc.filename2) if p is not None) or "(no path given)"
+        advice = _LOCAL_ADVICE.get(exc.errno or -1, exc.strerror or str(exc))
+        return cls(f"{where}: {advice} [errno {errno.errorcode.get(exc.errno or -1, exc.errno)}]")

@@ -25,6 +25,7 @@ from kimik3_reconciler.errors import (
     InputError,
     Kimik3Error,
     LoadFailed,
+    LocalFileError,
     LockHeld,
     PlanError,
     ProfileError,
@@ -104,6 +105,8 @@ class ReconcileLoop:
                 # This profile text fails on this host: retry it less often. A daemon or hub outage
                 # (TransientError, HubError) is not the profile's fault: the next pass tries again.
                 self._back_off(loaded.text)
+            if isinstance(exc, OSError):  # a full disk, a read-only state dir: named as the CLI names it
+                exc = LocalFileError.from_os_error(exc)
             code = exc.exit_code if isinstance(exc, Kimik3Error) else 1
             return {"result": "error", "exit_code": code, "error": str(exc) or type(exc).__name__,
                     "failures": self.failures, "retry_in_s": max(0, round(self.retry_at - self.clock.monotonic()))}

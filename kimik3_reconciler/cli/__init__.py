@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.text import Text
 
 from kimik3_reconciler.engine import Engine
-from kimik3_reconciler.errors import InputError, Kimik3Error, ProfileError, VerifyFailed
+from kimik3_reconciler.errors import InputError, Kimik3Error, LocalFileError, ProfileError, VerifyFailed
 from kimik3_reconciler.cli.inputs import load, profile_text_now, read_text, write_plan
 from kimik3_reconciler.cli.options import CHANGES_PENDING, EXIT_CODES, Duration, lock_timeout
 from kimik3_reconciler.model.plan_file import read_saved_plan
@@ -66,9 +66,10 @@ def _run(fn):  # noqa: ANN001 - click callback wrapper
         except Kimik3Error as exc:
             _err.print(Text("error: ", style="red") + Text(str(exc)))
             sys.exit(exc.exit_code)
-        except PermissionError as exc:  # e.g. a root-owned cache or key file: say which, no traceback
-            _err.print(Text("error: ", style="red") + Text(f"permission denied: {exc.filename or exc}"))
-            sys.exit(1)
+        except OSError as exc:  # ENOSPC, EROFS, EACCES, a missing state dir...: the path and what to do, no traceback
+            error = LocalFileError.from_os_error(exc)
+            _err.print(Text("error: ", style="red") + Text(str(error)))
+            sys.exit(error.exit_code)
     wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
     return wrapper
 
