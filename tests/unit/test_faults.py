@@ -245,6 +245,26 @@ def test_enable_false_installs_when_reset_failed_finds_the_unit_unloaded(world):
     assert units.state["k3-test.service"]["ActiveState"] == "active"
 
 
+@pytest.mark.parametrize("answer", ["Failed to connect to bus: No such file or directory",
+                                    "Access denied", "Failed to reset failed state of unit k3-test.service: "
+                                                     "Connection timed out"])
+def test_reset_failed_failing_for_another_reason_fails_the_install(world, answer):  # noqa: F811
+    """Only "not loaded" / "not found" means nothing to reset; a broken systemd is not swallowed."""
+    engine, _, _, _ = world
+    units = engine.ports.units
+    real = units.systemctl
+
+    def systemctl(*args: str) -> None:
+        if args[0] == "reset-failed":
+            raise PermanentError(f"systemctl reset-failed {args[1]} failed (exit 1): {answer}")
+        real(*args)
+
+    units.systemctl = systemctl
+    with pytest.raises(PermanentError, match=answer.split(":")[0]):
+        engine.apply(load(PROFILE + "systemd: {unit: k3-test, enable: false}\n"))
+    assert "systemctl start k3-test.service" not in units.calls
+
+
 # a dockerd restart during the health wait -----------------------------------------------------------
 
 def killed_then(docker, restarts: int):  # noqa: ANN001, ANN201 - FakeDocker; its run_container, patched
