@@ -202,6 +202,22 @@ class ContainerFact(_Fact):
     pid: int | None = None  # host pid of its main process (llama-server), as NVML reports it
     running: RunningConfig | None = None  # None: not read (planner tests that only care about labels)
 
+    # The one place the container states are read (planners ask these, never `state in (...)`).
+    @property
+    def up(self) -> bool:
+        """Its process runs, or dockerd is restarting it: it holds (or is about to hold) its GPUs and port."""
+        return self.state in ("running", "restarting")
+
+    @property
+    def loaded(self) -> bool:
+        """llama-server has read (or is reading) the model files into memory: up, or paused with them."""
+        return self.up or self.state == "paused"
+
+    @property
+    def serving(self) -> bool:
+        """Running with the model loaded: /health answered 200."""
+        return self.state == "running" and self.health == "ok"
+
 
 class PatchFact(_Fact):
     """One of build.patches, resolved against the profile's folder."""

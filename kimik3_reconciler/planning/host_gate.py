@@ -34,7 +34,7 @@ def _stoppable_pids(profile: Profile, observed: Observed) -> frozenset[int]:
     """Our container's and those the conflict step stops first: their VRAM is about to be free."""
     pids = {observed.container.pid} if observed.container and observed.container.pid else set()
     pids |= {o.pid for o in observed.others
-             if o.pid and o.state in ("running", "restarting") and why_conflicting(profile, o, profile.serve.port)}
+             if o.pid and o.up and why_conflicting(profile, o, profile.serve.port)}
     return frozenset(pids)
 
 
@@ -71,7 +71,7 @@ def _port_refusal(profile: Profile, observed: Observed) -> str | None:
     stoppable = _stoppable_pids(profile, observed)
     foreign = [p for p in observed.host.listeners if p.pid not in stoppable]
     # An owner we cannot see (not root) may be our own container: only refuse when no kimik3 one is running.
-    kimik3_running = bool(stoppable) or any(c.state == "running" for c in (observed.container, *observed.others) if c)
+    kimik3_running = bool(stoppable) or any(c.up for c in (observed.container, *observed.others) if c)
     named = [p for p in foreign if p.pid is not None or not kimik3_running]
     if not named:
         return None
