@@ -96,6 +96,7 @@ class HostPort(Protocol):
     def tcp_tables(self) -> str: ...  # /proc/net/tcp then /proc/net/tcp6, as read
     def socket_owners(self, inodes: set[int], likely: frozenset[int] = frozenset()) -> dict[int, tuple[int, str]]:
         ...  # inode -> (pid, program); `likely` pids are looked at first
+    def process_cgroup(self, pid: int) -> str: ...  # /proc/<pid>/cgroup as read ("" when gone or unreadable)
 
 
 class StatePort(Protocol):

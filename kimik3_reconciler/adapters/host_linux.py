@@ -80,6 +80,9 @@ class LinuxHost:
                     owners[wanted[link]] = (int(proc.name), _read(str(proc / "comm")).strip())
         return owners
 
+    def process_cgroup(self, pid: int) -> str:
+        return _read(f"/proc/{pid}/cgroup")
+
 
 def _fd_links(proc: Path) -> list[str]:
     try:

@@ -36,6 +36,7 @@ class PortListener(_Fact):
     port: int
     pid: int | None = None  # None: the owner could not be read (another user's process, not root)
     program: str | None = None
+    container_id: str | None = None  # the Docker container whose cgroup the owner is in (None: not in one)
 
 
 class HostFacts(_Fact):

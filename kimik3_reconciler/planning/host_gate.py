@@ -66,10 +66,19 @@ def _gpu_refusals(profile: Profile, host: HostFacts, stoppable: frozenset[int] =
     return refusals
 
 
+def _stoppable_containers(profile: Profile, observed: Observed) -> frozenset[str]:
+    """Ids of our container and of those the conflict step stops first: whatever listens inside them is ours."""
+    ids = {observed.container.id} if observed.container else set()
+    ids |= {o.id for o in observed.others if o.up and why_conflicting(profile, o, profile.serve.port)}
+    return frozenset(ids)
+
+
 def _port_refusal(profile: Profile, observed: Observed) -> str | None:
     """A foreign process on serve.port makes llama-server exit "couldn't bind" after the launch: refuse first."""
     stoppable = _stoppable_pids(profile, observed)
-    foreign = [p for p in observed.host.listeners if p.pid not in stoppable]
+    containers = _stoppable_containers(profile, observed)
+    # The owner's cgroup says which container it runs in: a child or wrapper of llama-server is ours too.
+    foreign = [p for p in observed.host.listeners if p.pid not in stoppable and p.container_id not in containers]
     # An owner we cannot see (not root) may be our own container: only refuse when no kimik3 one is running.
     kimik3_running = bool(stoppable) or any(c.up for c in (observed.container, *observed.others) if c)
     named = [p for p in foreign if p.pid is not None or not kimik3_running]

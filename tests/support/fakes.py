@@ -238,6 +238,7 @@ class FakeHost:
         self.nvml_dump: dict[str, Any] = {"error": "NVMLError_LibraryNotFound: NVML Shared Library Not Found"}
         self.numa: str | None = "0\n"
         self.tcp_text, self.owners = "", {}  # /proc/net/tcp{,6} and inode -> (pid, program): nothing listens
+        self.cgroups: dict[int, str] = {}
 
     def lscpu_parseable(self) -> str:
         return "\n".join(f"{c},0" for c in range(self.cores))
@@ -271,6 +272,9 @@ class FakeHost:
 
     def socket_owners(self, inodes: set[int], likely: frozenset[int] = frozenset()) -> dict[int, tuple[int, str]]:
         return {inode: owner for inode, owner in self.owners.items() if inode in inodes}
+
+    def process_cgroup(self, pid: int) -> str:
+        return self.cgroups.get(pid, "0::/")  # pid -> /proc/<pid>/cgroup text; default: not in a container
 
 
 class MemoryState:

@@ -15,7 +15,7 @@ from kimik3_reconciler.errors import LoadFailed, PermanentError, PlanError, Veri
 from kimik3_reconciler.model.plan import Action
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.model.records import unverified_key
-from kimik3_reconciler.observe.host import collect_listeners, parse_tcp_listeners
+from kimik3_reconciler.observe.host import collect_listeners, parse_cgroup_container, parse_tcp_listeners
 from kimik3_reconciler.observe.server_log import classify_load_failure
 from kimik3_reconciler.steps.report import NullReporter
 
@@ -196,6 +196,31 @@ def test_our_own_container_on_the_port_is_not_a_refusal(world):  # noqa: F811
     assert engine.plan(load()).converged
     host.owners = {555: (4242, "nc")}
     with pytest.raises(PlanError, match=r"pid 4242 \(nc\)"):
+        engine.plan(load())
+
+
+def test_a_container_is_named_from_a_recorded_cgroup_file() -> None:
+    recorded = (FIXTURES / "proc-pid-cgroup.docker-cgroupfs.txt").read_text()  # llama-server in the demo container
+    assert parse_cgroup_container(recorded) == "a4a91e5e4ae13f3f577dbecac526405829c3a23e4388381512b8cf32cbd2f1ee"
+    systemd_driver = "0::/system.slice/docker-" + "b" * 64 + ".scope\n"  # dockerd with the systemd cgroup driver
+    assert parse_cgroup_container(systemd_driver) == "b" * 64
+    assert parse_cgroup_container("0::/user.slice/user-1000.slice/session-3.scope\n") is None
+    assert parse_cgroup_container("") is None
+
+
+def test_any_process_inside_our_container_is_ours_by_its_cgroup(world):  # noqa: F811
+    """The listener is a child of llama-server (or a wrapper): its pid is not the container's, its cgroup is."""
+    engine, docker, _, _ = world
+    engine.apply(load())
+    ours = docker.containers["k3-test"]
+    ours["State"]["Pid"] = 777
+    host = engine.ports.host
+    host.tcp_text = TCP_HEADER + listening(18999, 555, "00000000")
+    host.owners = {555: (778, "llama-server")}
+    host.cgroups = {778: f"0::/docker/{ours['Id']}\n"}
+    assert engine.plan(load()).converged
+    host.cgroups = {778: "0::/docker/" + "f" * 64 + "\n"}  # another team's container on our port: refused
+    with pytest.raises(PlanError, match=r"pid 778 \(llama-server\)"):
         engine.plan(load())
 
 
