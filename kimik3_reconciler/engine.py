@@ -124,8 +124,10 @@ class Engine:
             return current
         return replace(current, steps=tuple(s for s in current.steps if not isinstance(s.spec, VerifyServer)))
 
-    def apply(self, loaded: LoadedProfile, max_rounds: int = DEFAULT_ROUNDS, rehash: bool = False) -> ApplyResult:
-        """Converge; `rehash` applies to the first observation only (what it finds missing is fetched again)."""
+    def apply(self, loaded: LoadedProfile, max_rounds: int = DEFAULT_ROUNDS, rehash: bool = False,
+              admit: Callable[[Plan], None] | None = None) -> ApplyResult:
+        """Converge; `rehash` applies to the first observation only (what it finds missing is fetched again).
+        `admit(plan)` sees each round's plan before any of its steps runs, and may refuse it (raise)."""
         result = ApplyResult()
         for round_no in range(1, max_rounds + 1):
             current = self.plan(loaded, rehash=rehash and round_no == 1)
@@ -134,6 +136,8 @@ class Engine:
             if not steps:
                 result.final = self._settled(current, result)
                 return result
+            if admit is not None:
+                admit(current)
             self._execute(steps, result)
         final = self.plan(loaded)
         result.final = self._settled(final, result)
@@ -145,14 +149,15 @@ class Engine:
 
     def apply_or_revert(self, loaded: LoadedProfile, check: Callable[[], None] | None = None,
                         max_rounds: int = DEFAULT_ROUNDS, rehash: bool = False,
-                        run: Callable[[], ApplyResult] | None = None) -> ApplyResult:
+                        run: Callable[[], ApplyResult] | None = None,
+                        admit: Callable[[Plan], None] | None = None) -> ApplyResult:
         """Apply (or `run`: a saved plan); then `check` (verify). On success record the profile as the last
         good one. When the gate, the load or the check fails, relaunch the last good profile and re-raise.
         A `<= verify` step (a launch an earlier apply left unverified) runs `check` through `ports.verifier`."""
         try:
             self.ports.verifier = check
             try:
-                result = run() if run is not None else self.apply(loaded, max_rounds, rehash)
+                result = run() if run is not None else self.apply(loaded, max_rounds, rehash, admit)
             finally:
                 self.ports.verifier = None  # the revert below must never verify against the failing profile
             verified = any(isinstance(s.spec, VerifyServer) for s in result.executed)

@@ -17,6 +17,7 @@ Exit codes (the one table; README and `kimik3 --help` repeat it):
     ├── ProfileError                  invalid profile (file:line problems)        exit 2
     ├── InputError                    a file the profile names is missing/bad      exit 2
     ├── PlanError                     the planner refuses (a rule needs host facts) exit 3
+    │   └── LoopConflict              reconcile: would stop another profile's reconcile loop's container
     ├── StalePlan                     apply PLAN: the host or profile moved        exit 7
     ├── ConvergenceError              rounds exhausted, names the unconverged steps
     ├── LockHeld                      another kimik3 holds the host lock (names it) exit 5
@@ -148,6 +149,11 @@ class HubError(DownloadFailed):
     5xx after retries); the message names its URL. Distinct from the host gate's refusal (3)."""
 
     exit_code = 6
+
+
+class LoopConflict(PlanError):
+    """`kimik3 reconcile`: this pass would stop a container another profile's reconcile loop keeps running; the
+    two would stop each other forever, so nothing is done and the message names the other loop."""
 
 
 class StalePlan(Kimik3Error):

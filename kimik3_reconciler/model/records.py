@@ -35,3 +35,10 @@ def smoke_key(image_fingerprint: str) -> str:
 def layout_key(repo: str, revision: str, quant: str) -> str:
     """The summary of a quant's GGUF headers (the placement forecast's input), read once."""
     return f"layout/{repo.replace('/', '--')}/{revision}/{quant}.json"
+
+
+def reconcile_loop_key(profile_name: str) -> str:
+    """{"holder": LockHolder, "file", "interval_s", "last_pass"} of the `kimik3 reconcile` loop that keeps this
+    profile converged: written every pass, removed when the loop stops. A loop for a conflicting profile reads it
+    and refuses to stop this profile's container (two loops would stop each other every pass)."""
+    return f"reconcile/{profile_name}.json"
