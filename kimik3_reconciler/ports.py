@@ -1,4 +1,4 @@
-"""Protocols for every side effect; adapters/ implements them, tests/support/fakes.py fakes them."""
+"""Protocols for every side effect; adapters/ implements them, tests/support/fakes/ fakes them (a module per port)."""
 
 from __future__ import annotations
 
