@@ -188,6 +188,7 @@ class LocalFileError(Kimik3Error):
 
     @classmethod
     def from_os_error(cls, exc: OSError) -> LocalFileError:
-        where = " → ".join(str(p) for p in (exc.filename, exc.filename2) if p is not None) or "(no path given)"
-        advice = _LOCAL_ADVICE.get(exc.errno or -1, exc.strerror or str(exc))
-        return cls(f"{where}: {advice} [errno {errno.errorcode.get(exc.errno or -1, exc.errno)}]")
+        where = " → ".join(str(p) for p in (exc.filename, exc.filename2) if p is not None)
+        advice = _LOCAL_ADVICE.get(exc.errno or -1) or exc.strerror or str(exc) or type(exc).__name__
+        code = f" [errno {errno.errorcode[exc.errno]}]" if exc.errno in errno.errorcode else ""
+        return cls(f"{where or type(exc).__name__}: {advice}{code}")

@@ -56,3 +56,9 @@ def test_an_os_error_reaching_the_cli_is_exit_8_naming_the_path_never_a_tracebac
     assert result.exit_code == 8, result.output
     assert f"error: /var/lib/k3/state/models/x.json: {says}" in result.output
     assert f"[errno {errno.errorcode[code]}]" in result.output and "Traceback" not in result.output
+
+
+def test_an_os_error_without_a_path_or_errno_still_reads_plainly() -> None:
+    assert str(errors.LocalFileError.from_os_error(TimeoutError("timed out"))) == "TimeoutError: timed out"
+    assert str(errors.LocalFileError.from_os_error(OSError(errno.ENOSPC, "No space left on device"))).startswith(
+        "OSError: no space left on the device")
