@@ -25,6 +25,7 @@ Exit codes (the one table; README and `kimik3 --help` repeat it):
     └── StepError                     an effect failed
         ├── TransientError            retrying may help (tenacity retries these in adapters)
         └── PermanentError            retrying will not help
+            ├── GpuProbeFailed        a container could not see the GPUs (the probe, first step) exit 3
             ├── LoadFailed            the container exited or timed out while loading
             ├── BuildFailed           docker build failed (failing step + last log lines)
             ├── SmokeFailed           a new image failed its tiny-model smoke test
@@ -110,6 +111,13 @@ class TransientError(StepError):
 
 class PermanentError(StepError):
     """Retrying will not help."""
+
+
+class GpuProbeFailed(PermanentError):
+    """A real container could not see the profile's GPUs (seed 000 step 1's nvidia-smi check). The probe is
+    the plan's first step, so nothing was touched: a refusal of the host, like the gate's (exit 3)."""
+
+    exit_code = 3
 
 
 class LoadFailed(PermanentError):

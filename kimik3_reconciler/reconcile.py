@@ -189,8 +189,7 @@ class ReconcileLoop:
         def check() -> None:
             report = verify(self.engine, loaded)
             if not report.ok:
-                failed = ", ".join(c.name for c in report.checks if not c.ok)
-                raise VerifyFailed(f"verify failed ({failed}) for {loaded.profile.name}")
+                raise VerifyFailed(report.failure_text())
         return check
 
     def _emit(self, line: Line, started: float) -> Line:

@@ -49,6 +49,9 @@ _transient = retry(retry=retry_if_exception_type(TransientError), stop=stop_afte
 _RESTARTING_ERRNOS = frozenset({errno.ECONNREFUSED, errno.ECONNRESET, errno.ECONNABORTED, errno.EPIPE})
 _RESTARTING_SAYS = ("is restarting", "daemon is shutting down", "shutting down", "daemon is not running")
 
+# dockerd answers 500 when it cannot give a container the devices it asks for; retrying will not help.
+_NO_DEVICES = ("could not select device driver", "unresolvable CDI devices", "CDI device injection failed")
+
 
 def os_error_in(exc: BaseException) -> OSError | None:
     """The OSError (with an errno) an SDK exception wraps, searched through causes, contexts and args:
@@ -74,6 +77,8 @@ def daemon_fault(exc: Exception, answered_before: bool, where: str) -> Kimik3Err
         return PermanentError(f"the docker daemon at {where} did not answer within {CLIENT_TIMEOUT_S} s: {exc}")
     if isinstance(exc, docker.errors.APIError):
         said = str(exc.explanation or exc)
+        if any(s in said for s in _NO_DEVICES):
+            return PermanentError(f"docker: {said}")
         if exc.is_server_error() and any(marker in said.lower() for marker in _RESTARTING_SAYS):
             return TransientError(f"docker daemon restarting: {said}")
         return PermanentError(f"docker: {exc}")
@@ -94,6 +99,19 @@ def daemon_fault(exc: Exception, answered_before: bool, where: str) -> Kimik3Err
     if isinstance(exc, requests.exceptions.ConnectionError):
         return PermanentError(f"cannot reach the docker daemon at {where}: {exc}")
     return PermanentError(f"docker: {exc}")
+
+
+def _device_requests(spec: ContainerSpec) -> list[docker.types.DeviceRequest]:
+    """The GPUs of `spec`: CDI devices (`docker run --device nvidia.com/gpu=all`, what the docker CLI sends:
+    driver "cdi") or the nvidia runtime's request (`docker run --gpus all`: capability "gpu")."""
+    if spec.gpus == "none":
+        return []
+    ids = ["all"] if spec.gpus == "all" else list(spec.gpus)
+    if spec.gpu_request == "cdi":
+        return [docker.types.DeviceRequest(driver="cdi", device_ids=[f"nvidia.com/gpu={i}" for i in ids])]
+    if spec.gpus == "all":
+        return [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
+    return [docker.types.DeviceRequest(device_ids=ids, capabilities=[["gpu"]])]
 
 
 class DockerEngine:
@@ -183,11 +201,7 @@ class DockerEngine:
     def run_container(self, spec: ContainerSpec) -> str:
         mounts = [docker.types.Mount(target=m.target, source=m.source, type="bind", read_only=m.read_only)
                   for m in spec.mounts]
-        device_requests = []
-        if spec.gpus == "all":
-            device_requests = [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
-        elif spec.gpus != "none":
-            device_requests = [docker.types.DeviceRequest(device_ids=list(spec.gpus), capabilities=[["gpu"]])]
+        device_requests = _device_requests(spec)
         container = self._call(
             self.client.containers.run, spec.image, command=list(spec.command), name=spec.name, detach=True,
             environment=dict(spec.env), mounts=mounts, network_mode=spec.network_mode, ipc_mode=spec.ipc_mode,
@@ -199,8 +213,8 @@ class DockerEngine:
     def run_to_completion(self, spec: ContainerSpec, timeout_s: float) -> tuple[int, str, str]:
         """Run a one-shot container (llama-perplexity), wait, and return (exit code, stdout, stderr)."""
         self.remove_container(spec.name)
-        container_id = self.run_container(spec)
         try:
+            container_id = self.run_container(spec)  # a start that fails leaves a created container: removed below
             result = self._call(self.client.api.wait, container_id, timeout=timeout_s)
             out = self._call(self.client.api.logs, container_id, stdout=True, stderr=False).decode(errors="replace")
             err = self._call(self.client.api.logs, container_id, stdout=False, stderr=True).decode(errors="replace")

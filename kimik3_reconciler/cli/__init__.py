@@ -191,8 +191,7 @@ def apply(ctx: click.Context, file: str, json_out: bool, rounds: int, verify_ser
         if not json_out:
             _print_report(report)
         if not report.ok:
-            failed = ", ".join(c.name for c in report.checks if not c.ok)
-            raise VerifyFailed(f"verify failed ({failed}) for {loaded.profile.name}")
+            raise VerifyFailed(report.failure_text())
 
     # Verify only what changed: on a converged host a 2.8T model would answer 4 requests for nothing.
     # A failing gate, load or verify relaunches the last good profile (engine.apply_or_revert).
@@ -235,6 +234,8 @@ def status(ctx: click.Context, file: str, json_out: bool) -> None:
     c, m = observed.container, observed.model
     _out.print(f"profile    {loaded.profile.name}")
     _out.print(f"container  {c.state + ' (' + (c.health or '-') + ')' + ' ' + c.id[:12] if c else 'absent'}")
+    if c and c.crash:  # read from its log: the cause, and for a CUDA OOM the fix
+        _out.print(Text(f"crashed    exit code {c.exit_code}: {c.crash}"))
     _out.print(f"images     {', '.join(t for i in observed.images for t in i.tags) or 'none'}")
     _out.print(f"model      {m.repo}@{m.revision[:12]}/{m.quant}: {len(m.files) - len(m.missing)}/{len(m.files)} files"
                + (f", {len(m.corrupt)} corrupt (sha256 mismatch)" if m.corrupt else "")
@@ -258,7 +259,9 @@ def status(ctx: click.Context, file: str, json_out: bool) -> None:
 @click.pass_context
 @_run
 def verify(ctx: click.Context, file: str, json_out: bool) -> None:
-    """Check the running server: health, models, text, tool call, vision, two turns (exit 1 if one fails)."""
+    """Check the running server: health, models, text, tool call, vision, two turns (exit 1 if one fails).
+
+    On random weights (kimik3's tiny demo/smoke models) what the model says is "not checkable", not "ok"."""
     from kimik3_reconciler.verify import verify as verify_server
 
     loaded = load(file)
@@ -274,11 +277,19 @@ def verify(ctx: click.Context, file: str, json_out: bool) -> None:
 def _print_report(report) -> None:  # noqa: ANN001 - verify.VerifyReport, imported lazily
     from rich.table import Table
 
-    table = Table("check", "ok", "seconds", "detail", title=f"verify {report.profile}")
+    styles = {"ok": ("ok", "green"), "failed": ("FAIL", "red"), "not checkable": ("not checkable", "yellow"),
+              "skipped": ("skipped", "dim")}
+    table = Table("check", "result", "seconds", "detail", title=f"verify {report.profile}")
     for check in report.checks:  # Text cells: server output is never parsed as markup
-        table.add_row(check.name, Text("ok", style="green") if check.ok else Text("FAIL", style="red"),
-                      f"{check.seconds:.2f}", Text(check.detail))
+        table.add_row(check.name, Text(*styles[check.status.value]), f"{check.seconds:.2f}", Text(check.detail))
     _out.print(table)
+    if report.weights:
+        _out.print(Text(f"weights: {'random' if report.weights.random else 'real'} ({report.weights.source})"))
+    counts = report.tool_calls
+    _out.print(Text(f"tool calls: {counts.attempts} request(s), {counts.parse_failures} parse failure(s), "
+                    f"{counts.retries} retr{'y' if counts.retries == 1 else 'ies'}"))
+    if report.crash:
+        _out.print(Text(f"the server crashed: {report.crash}", style="red"))
 
 
 @main.command()
@@ -357,7 +368,7 @@ def explain(rule: str | None) -> None:
 
     if rule is None:
         for r in RULES:
-            _out.print(f"{r.id:<24} {r.kind:<7} {r.statement}")
+            _out.print(f"{r.id:<24} {r.kind:<7} {r.statement}\n{'':<33}from: {r.seed}")
         return
     if rule not in BY_ID:
         near = difflib.get_close_matches(rule, BY_ID, n=1)
@@ -365,7 +376,7 @@ def explain(rule: str | None) -> None:
         sys.exit(2)
     r = BY_ID[rule]
     enforced = ", ".join(r.enforced_by) or "nothing yet (an open gap)"
-    _out.print(f"{r.id} ({r.kind}): {r.statement}\n  why: {r.reason}\n  enforced by: {enforced}")
+    _out.print(f"{r.id} ({r.kind}): {r.statement}\n  why: {r.reason}\n  from: {r.seed}\n  enforced by: {enforced}")
     for case in r.cases:
         _out.print(f"  tested by: tests/{case}")
 

@@ -11,8 +11,11 @@ from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.observe.docker_objects import (
     collect_base_images,
     collect_container,
+    collect_gpu_plumbing,
+    collect_gpu_probe,
     collect_images,
     collect_others,
+    collect_runtime_cuda,
 )
 from kimik3_reconciler.observe.host import collect_host
 from kimik3_reconciler.observe.local_inputs import collect_inputs
@@ -46,7 +49,14 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
     reference = (collect_model(gate_reference, ports.hub, ports.state, base_dir, ports.host, rehash, stat_only)
                  if gate_reference is not None else None)
     layout, layout_recorded = collect_layout(profile, ports.hub, ports.state, model)
+    # GPU plumbing only for a profile that asks for GPUs: the CPU variant never probes.
+    gpu = profile.build.variant == "cuda" and profile.gpus != "none"
+    plumbing = collect_gpu_plumbing(ports.docker, ports.host) if gpu else None
+    base_ids, base_digests = collect_base_images(ports.docker, (profile.build.base_images.build,
+                                                               profile.build.base_images.runtime))
     return Observed(
+        gpu_plumbing=plumbing,
+        gpu_probe_record=collect_gpu_probe(ports.state, plumbing, host.driver_version) if plumbing else None,
         reference=reference,
         gate_records=(ports.state.read(gate_key(model.repo, model.revision, model.quant)) or {}) if gated else {},
         host=host,
@@ -57,8 +67,10 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
         tokenizer=collect_tokenizer(profile, ports.hub, ports.state, base_dir, ports.host, rehash,
                                     hub_down=model.listing_error, stat_only=stat_only),
         images=collect_images(ports.docker, ports.state),
-        base_images=collect_base_images(ports.docker, (profile.build.base_images.build,
-                                                       profile.build.base_images.runtime)),
+        base_images=base_ids,
+        base_digests=base_digests,
+        runtime_cuda=collect_runtime_cuda(ports.docker, profile.build.base_images.runtime)
+        if profile.build.variant == "cuda" else None,
         container=container,
         others=others,
         load_rate=_load_rate(ports),

@@ -1,5 +1,6 @@
 """Host facts: CPU (physical cores, sockets, NUMA, flags), GPUs (NVML), RAM, numa_balancing, Docker GPU
-plumbing, Tailscale, listeners on the profile's port. Pure parsers (tested on recorded outputs) + one collector."""
+plumbing, Tailscale, listeners on the profile's port, the mount a path lives on. Pure parsers (tested on
+recorded outputs) + the collectors."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import os
 import re
 from typing import Any
 
-from kimik3_reconciler.model.facts import GpuFact, GpuProcess, HostFacts, PortListener
+from kimik3_reconciler.model.facts import FilesystemFact, GpuFact, GpuProcess, HostFacts, PortListener
 from kimik3_reconciler.ports import DockerPort, HostPort
 
 
@@ -75,9 +76,40 @@ def parse_nvml(dump: dict[str, Any], our_pids: frozenset[int] = frozenset()) -> 
     return gpus, dump.get("driver")
 
 
+def parse_driver_cuda(dump: dict[str, Any]) -> tuple[int, int] | None:
+    """NVML's CUDA driver version (13000 = 13.0, 12080 = 12.8) -> (major, minor); None when not recorded."""
+    value = dump.get("cuda_driver")
+    return (value // 1000, value % 1000 // 10) if isinstance(value, int) and value > 0 else None
+
+
 def parse_docker_gpu(info: dict[str, Any], cdi_specs: list[str]) -> bool:
     """The NVIDIA container runtime is registered, or a CDI spec for nvidia.com/gpu exists."""
     return "nvidia" in (info.get("Runtimes") or {}) or any("nvidia" in name for name in cdi_specs)
+
+
+def _unescape_mount_field(field: str) -> str:
+    """/proc/self/mounts writes space, tab, newline and backslash in paths as octal escapes (\\040)."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), field)
+
+
+def parse_mount_of(mounts: str, real_path: str) -> FilesystemFact | None:
+    """/proc/self/mounts text -> the mount holding `real_path` (the longest mount point that contains it;
+    the last one mounted there wins, as in the kernel's view)."""
+    best: FilesystemFact | None = None
+    for line in mounts.splitlines():
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        source, mountpoint, fstype = (_unescape_mount_field(f) for f in fields[:3])
+        inside = real_path == mountpoint or real_path.startswith(mountpoint.rstrip("/") + "/")
+        if inside and (best is None or len(mountpoint) >= len(best.mountpoint)):
+            best = FilesystemFact(path=real_path, mountpoint=mountpoint, fstype=fstype, source=source)
+    return best
+
+
+def collect_filesystem(host: HostPort, path: str) -> FilesystemFact | None:
+    """The mount a (cache) directory lives on, after resolving symlinks: a link into an NFS mount counts."""
+    return parse_mount_of(host.mounts(), host.real_path(path))
 
 
 _TCP_LISTEN = "0A"  # include/net/tcp_states.h: TCP_LISTEN = 10
@@ -152,6 +184,7 @@ def collect_host(host: HostPort, docker: DockerPort | None = None, our_pids: fro
         gpu_probe="no-driver" if "error" in dump else "ok",
         gpu_probe_detail=dump.get("error"),
         driver_version=driver,
+        driver_cuda=parse_driver_cuda(dump),
         gpus=gpus,
         ram_total=ram_total,
         ram_available=ram_available,

@@ -31,6 +31,7 @@ from kimik3_reconciler.model.model_files import (
     wanted_paths,
 )
 from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.observe.host import collect_filesystem
 from kimik3_reconciler.observe.local_inputs import sha256_file
 from kimik3_reconciler.ports import HostPort, HubPort, StatePort
 
@@ -103,10 +104,12 @@ def _collect(repo: str, revision: str, quant: str, key: str, listing: Callable[[
             # Kept as a fact: on a host the gate refuses anyway (no GPU, numa_balancing...), that
             # refusal is the more useful answer; otherwise the planner reports this error.
             return ModelFact(repo=repo, revision=revision, quant=quant, cache_dir=cache_dir, listing="hub",
-                             listing_error=str(exc), cache_free_bytes=host.disk_free(cache_dir))
+                             listing_error=str(exc), cache_free_bytes=host.disk_free(cache_dir),
+                             cache_fs=collect_filesystem(host, cache_dir))
     checked = _check_files(files, verified, recorded, repo, revision, cache_dir, hub, rehash, stat_only)
     return ModelFact(repo=repo, revision=revision, quant=quant, cache_dir=cache_dir, files=files, **checked,
-                     listing=source, cache_free_bytes=host.disk_free(cache_dir))
+                     listing=source, cache_free_bytes=host.disk_free(cache_dir),
+                     cache_fs=collect_filesystem(host, cache_dir))
 
 
 def collect_model(profile: Profile, hub: HubPort, state: StatePort, base_dir: Path, host: HostPort,

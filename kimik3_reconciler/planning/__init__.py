@@ -15,6 +15,7 @@ from kimik3_reconciler.model.specs import QuantGateRun, RemoveContainer, RemoveI
 from kimik3_reconciler.planning.conflict_step import plan_conflicts
 from kimik3_reconciler.planning.container_step import container_changes, plan_container
 from kimik3_reconciler.planning.desired import Desired, Planner, changes
+from kimik3_reconciler.planning.gpu_probe import plan_gpu_probe
 from kimik3_reconciler.planning.health_step import plan_health
 from kimik3_reconciler.planning.host_gate import host_gate
 from kimik3_reconciler.planning.image_step import image_tag, plan_image, render_image_build
@@ -29,9 +30,10 @@ from kimik3_reconciler.planning.verify_step import plan_verify
 __all__ = ["PLANNERS", "Desired", "gate_reference", "plan", "plan_destroy", "plan_prune", "refuse_by_host_gate",
            "render_desired"]
 
-# In apply order. Stale units go before the container: their ExecStop would stop a relaunched one.
+# In apply order. The GPU probe first: nothing is fetched or built for a host whose containers cannot see
+# its GPUs. Stale units go before the container: their ExecStop would stop a relaunched one.
 PLANNERS: tuple[Planner, ...] = (
-    plan_model, plan_tokenizer, plan_reference, plan_image, plan_smoke, plan_stop_for_gate, plan_gate,
+    plan_gpu_probe, plan_model, plan_tokenizer, plan_reference, plan_image, plan_smoke, plan_stop_for_gate, plan_gate,
     plan_stale_units, plan_conflicts, plan_container, plan_health, plan_verify, plan_unit,
 )
 

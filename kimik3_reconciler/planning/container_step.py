@@ -78,6 +78,8 @@ def plan_container(desired: Desired, observed: Observed, planned: tuple[Step, ..
         return (Step("container", name, Action.NOOP, f"running, fingerprint {launch.fingerprint} matches",
                      spec=LaunchContainer(launch.spec)),)
     exit_note = f" (exit code {container.exit_code})" if container.exit_code is not None else ""
+    if container.crash:  # its log named the cause: starting it as it is may crash it the same way
+        exit_note = f" (exit code {container.exit_code}: it {container.crash})"
     verb = "unpause" if container.state == "paused" else "start"
     return (Step("container", name, Action.UPDATE, f"container is {container.state}{exit_note}: {verb} it",
                  diff=(DiffItem("state", container.state, "running"),), spec=StartContainer(name)),)

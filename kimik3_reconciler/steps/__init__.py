@@ -13,6 +13,7 @@ from typing import Any
 from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.model.plan import Plan, Step
 from kimik3_reconciler.model.specs import (
+    GpuProbe,
     HealthWait,
     ImageBuild,
     LaunchContainer,
@@ -38,6 +39,7 @@ from kimik3_reconciler.steps.container import (
     start_container,
     stop_container,
 )
+from kimik3_reconciler.steps.gpu_probe import probe_gpus
 from kimik3_reconciler.steps.health import wait_until_healthy
 from kimik3_reconciler.steps.image import build_image, remove_image, retag_image
 from kimik3_reconciler.steps.model import download_model, remove_model_files
@@ -52,6 +54,7 @@ __all__ = ["EXECUTORS", "Reporter", "check_executable", "execute"]
 Executor = Callable[[Any, Ports, Reporter], None]
 
 EXECUTORS: dict[type[Payload], Executor] = {
+    GpuProbe: probe_gpus,
     ModelDownload: download_model,
     RemoveModelFiles: remove_model_files,
     ImageBuild: build_image,

@@ -292,7 +292,7 @@ def test_chat_body_that_is_not_json_is_permanent(monkeypatch: pytest.MonkeyPatch
 def test_nvml_failure_is_a_fact_and_nvml_is_shut_down(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
     fake = SimpleNamespace(nvmlInit=lambda: calls.append("init"), nvmlShutdown=lambda: calls.append("shutdown"),
-                           nvmlSystemGetDriverVersion=lambda: "580.1",
+                           nvmlSystemGetDriverVersion=lambda: "580.1", nvmlSystemGetCudaDriverVersion=lambda: 13000,
                            nvmlDeviceGetCount=raising(RuntimeError("GPU is lost")))
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     assert nvml_dump() == {"error": "RuntimeError: GPU is lost"} and calls == ["init", "shutdown"]

@@ -40,7 +40,7 @@ def test_each_enforcing_module_imports_and_marks_the_rule() -> None:
 def test_every_rule_mark_is_listed_in_the_rulebook() -> None:
     """A mark left behind by a renamed rule, or a guard the rulebook forgot, fails here."""
     for path in PACKAGE.rglob("*.py"):
-        module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__")
         for rule_id in marked_rules(path.read_text(encoding="utf-8")):
             assert rule_id in BY_ID, f"{module}: `# rule: {rule_id}` names no rule"
             assert module in BY_ID[rule_id].enforced_by, f"{rule_id}: enforced_by omits {module}"
@@ -61,3 +61,16 @@ def test_explain_prints_the_reason_and_refuses_unknown_rules() -> None:
     assert "enforced by: kimik3_reconciler.model.profile_rules, kimik3_reconciler.planning.launch" in shown.stdout
     unknown = subprocess.run([*run, "spec-draft-devise"], capture_output=True, text=True)
     assert unknown.returncode == 2 and "did you mean 'spec-draft-device'" in unknown.stderr
+
+
+def test_every_rule_names_its_seed_passage_and_explain_lists_it() -> None:
+    """Issue 14: `kimik3 explain` lists every rule with the seed passage it comes from (or says it is not one)."""
+    for rule in RULES:
+        assert rule.seed.startswith(("seed 000", "seed 001", "not in the seeds")), f"{rule.id}: {rule.seed!r}"
+    listed = subprocess.run([sys.executable, "-m", "kimik3_reconciler", "explain"], capture_output=True, text=True)
+    assert listed.returncode == 0
+    for rule in RULES:
+        assert f"{rule.id} " in listed.stdout and f"from: {rule.seed}" in listed.stdout, rule.id
+    shown = subprocess.run([sys.executable, "-m", "kimik3_reconciler", "explain", "fit-target-spill"],
+                           capture_output=True, text=True)
+    assert "from: seed 000 step 2 (REAP770" in shown.stdout

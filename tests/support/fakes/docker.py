@@ -58,7 +58,11 @@ class FakeDocker:
         self.calls: list[str] = []
         self.crash_on_start = False
         self.base_images: dict[str, str] = {}
+        self.base_digests: dict[str, str] = {}  # ref -> the registry digest it was pulled as
         self.perplexity_outputs: dict[str, str] = {}
+        self.one_shots: list[ContainerSpec] = []  # every run_to_completion spec, in order
+        self.host_gpus = 1  # what `nvidia-smi -L` lists in a container given all GPUs
+        self.gpu_probe_error: Exception | None = None  # raised by a GPU probe's start (no device driver)
         self.logs = "srv  llama_server: exiting due to model loading error"
 
     def info(self) -> dict[str, Any]:
@@ -78,6 +82,10 @@ class FakeDocker:
         return image_id
 
     def inspect_image(self, ref: str) -> dict[str, Any] | None:
+        if ref in self.base_images:  # a pulled base image: its id and, when it came from a registry, its digest
+            digest = self.base_digests.get(ref)
+            return {"Id": self.base_images[ref], "RepoTags": [ref],
+                    "RepoDigests": [f"{ref.split('@')[0].rpartition(':')[0] or ref}@{digest}"] if digest else []}
         image_id = self.image_id(ref)
         return self.images.get(image_id) if image_id else None
 
@@ -94,6 +102,8 @@ class FakeDocker:
     def pull_image(self, ref: str) -> str:
         self.calls.append(f"pull {ref}")
         self.base_images[ref] = "sha256:" + _new_id()
+        if "@sha256:" in ref:  # pulled by digest: the registry's digest is the pinned one
+            self.base_digests[ref] = ref.partition("@")[2]
         return self.base_images[ref]
 
     def remove_image(self, ref: str) -> None:
@@ -122,6 +132,13 @@ class FakeDocker:
     def run_to_completion(self, spec: ContainerSpec, timeout_s: float) -> tuple[int, str, str]:
         """A one-shot llama-perplexity: `perplexity_outputs` maps the model arg's quant folder to stdout."""
         self.calls.append(f"oneshot {spec.name}")
+        self.one_shots.append(spec)
+        if spec.entrypoint == ("nvidia-smi",):  # the GPU probe: lists the GPUs the request gives
+            if self.gpu_probe_error is not None:
+                raise self.gpu_probe_error
+            count = self.host_gpus if spec.gpus == "all" else len(spec.gpus)
+            return 0, "".join(f"GPU {i}: NVIDIA H200 (UUID: GPU-{i:08d}-0000-0000-0000-000000000000)\n"
+                              for i in range(count)), ""
         model = spec.command[spec.command.index("-m") + 1]
         for quant, out in self.perplexity_outputs.items():
             if f"/{quant}/" in model:

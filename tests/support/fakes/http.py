@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
@@ -36,14 +37,16 @@ class FakeHttp:
 class FakeChat:
     """llama-server's chat API: serves the `--alias` of running containers, answers scripted replies.
 
-    `replies` are consumed in order (then "fake" text); every request is kept in `requests`, copied
-    as sent; `error` is raised by every call when set.
+    `replies` are consumed in order (then "fake" text; an exception in the list is raised by its turn);
+    every request is kept in `requests`, copied as sent; `error` is raised by every call when set.
     """
 
     def __init__(self, docker: FakeDocker):
         self.docker = docker
         self.replies: list[dict[str, Any]] = []
         self.requests: list[dict[str, Any]] = []
+        self.templated: list[list[dict[str, Any]]] = []
+        self.dropped: set[str] = set()  # message fields the fake template leaves out
         self.error: Exception | None = None
 
     @staticmethod
@@ -68,9 +71,22 @@ class FakeChat:
         return {"object": "list", "data": [{"id": n, "aliases": [n], "object": "model"} for n in names]}
 
     def chat(self, base_url: str, api_key: str | None, messages: list[dict[str, Any]],
-             tools: list[dict[str, Any]] | None = None, max_tokens: int = 32) -> dict[str, Any]:
+             tools: list[dict[str, Any]] | None = None, max_tokens: int = 32,
+             thinking_effort: str | None = None) -> dict[str, Any]:
         self.requests.append(copy.deepcopy({"base_url": base_url, "api_key": api_key, "messages": messages,
-                                            "tools": tools, "max_tokens": max_tokens}))
+                                            "tools": tools, "max_tokens": max_tokens,
+                                            "thinking_effort": thinking_effort}))
         if self.error:
             raise self.error
-        return copy.deepcopy(self.replies.pop(0)) if self.replies else self.reply()
+        reply = self.replies.pop(0) if self.replies else self.reply()
+        if isinstance(reply, Exception):
+            raise reply
+        return copy.deepcopy(reply)
+
+    def apply_template(self, base_url: str, api_key: str | None, messages: list[dict[str, Any]],
+                       tools: list[dict[str, Any]] | None = None) -> str:
+        """Every message as JSON, as a template that keeps everything would; `dropped` fields left out."""
+        self.templated.append(copy.deepcopy(messages))
+        if self.error:
+            raise self.error
+        return "\n".join(json.dumps({k: v for k, v in m.items() if k not in self.dropped}) for m in messages)

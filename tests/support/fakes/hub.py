@@ -1,8 +1,9 @@
-"""FakeHub: a Hugging Face hub and HF cache on a temp folder."""
+"""FakeHub: a Hugging Face hub and HF cache on a temp folder; `gguf_bytes` writes a header-only GGUF."""
 
 from __future__ import annotations
 
 import hashlib
+import struct
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -57,3 +58,12 @@ class FakeHub:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(self.files[path])
         return sum(len(self.files[path]) for path in spec.missing)
+
+
+def gguf_bytes(metadata: dict[str, str]) -> bytes:
+    """A GGUF v3 file with string metadata and no tensors: all that verify reads of a shard (model/weights.py)."""
+    def text(value: str) -> bytes:
+        return struct.pack("<Q", len(value.encode())) + value.encode()
+
+    body = b"".join(text(k) + struct.pack("<I", 8) + text(v) for k, v in metadata.items())
+    return b"GGUF" + struct.pack("<IQQ", 3, 0, len(metadata)) + body

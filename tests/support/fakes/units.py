@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from kimik3_reconciler.errors import PermanentError
 
-
 from support.fakes.docker import FakeDocker
 
 
