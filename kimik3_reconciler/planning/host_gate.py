@@ -201,7 +201,7 @@ def host_gate(profile: Profile, observed: Observed) -> tuple[list[str], list[str
         if host.gpu_probe == "ok":
             found, cautions = _arch_findings(profile, host)
             refusals, warnings = refusals + found, warnings + cautions
-    ours_running = bool(stoppable) or bool(observed.container and observed.container.state == "running")
+    ours_running = bool(stoppable) or bool(observed.container and observed.container.loaded)  # its memory frees
     memory, caution = memory_findings(profile, observed, ours_running)
     refusals += memory + draft_room_refusals(profile, observed)
     warnings += caution
