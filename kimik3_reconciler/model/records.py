@@ -37,6 +37,13 @@ def layout_key(repo: str, revision: str, quant: str) -> str:
     return f"layout/{repo.replace('/', '--')}/{revision}/{quant}.json"
 
 
+def reconcile_loop_key(profile_name: str) -> str:
+    """{"holder": LockHolder, "file", "interval_s", "last_pass"} of the `kimik3 reconcile` loop that keeps this
+    profile converged: written every pass, removed when the loop stops. A loop for a conflicting profile reads it
+    and refuses to stop this profile's container (two loops would stop each other every pass)."""
+    return f"reconcile/{profile_name}.json"
+
+
 def gpu_probe_key(driver: str | None, toolkit: str | None, request: str, gpus: str | tuple[str, ...],
                   host_gpus: int) -> str:
     """A passing GPU-plumbing probe (a real container running nvidia-smi) of one (driver, toolkit, request, GPUs):

@@ -39,7 +39,7 @@ def _stoppable_pids(profile: Profile, observed: Observed) -> frozenset[int]:
     """Our container's and those the conflict step stops first: their VRAM is about to be free."""
     pids = {observed.container.pid} if observed.container and observed.container.pid else set()
     pids |= {o.pid for o in observed.others
-             if o.pid and o.state in ("running", "restarting") and why_conflicting(profile, o, profile.serve.port)}
+             if o.pid and o.up and why_conflicting(profile, o, profile.serve.port)}
     return frozenset(pids)
 
 
@@ -135,12 +135,21 @@ def _gpu_refusals(profile: Profile, observed: Observed, stoppable: frozenset[int
     return refusals
 
 
+def _stoppable_containers(profile: Profile, observed: Observed) -> frozenset[str]:
+    """Ids of our container and of those the conflict step stops first: whatever listens inside them is ours."""
+    ids = {observed.container.id} if observed.container else set()
+    ids |= {o.id for o in observed.others if o.up and why_conflicting(profile, o, profile.serve.port)}
+    return frozenset(ids)
+
+
 def _port_refusal(profile: Profile, observed: Observed) -> str | None:
     """A foreign process on serve.port makes llama-server exit "couldn't bind" after the launch: refuse first."""
     stoppable = _stoppable_pids(profile, observed)
-    foreign = [p for p in observed.host.listeners if p.pid not in stoppable]
+    containers = _stoppable_containers(profile, observed)
+    # The owner's cgroup says which container it runs in: a child or wrapper of llama-server is ours too.
+    foreign = [p for p in observed.host.listeners if p.pid not in stoppable and p.container_id not in containers]
     # An owner we cannot see (not root) may be our own container: only refuse when no kimik3 one is running.
-    kimik3_running = bool(stoppable) or any(c.state == "running" for c in (observed.container, *observed.others) if c)
+    kimik3_running = bool(stoppable) or any(c.up for c in (observed.container, *observed.others) if c)
     named = [p for p in foreign if p.pid is not None or not kimik3_running]
     if not named:
         return None
@@ -206,7 +215,7 @@ def host_gate(profile: Profile, observed: Observed) -> tuple[list[str], list[str
         if host.gpu_probe == "ok":
             found, cautions = _arch_findings(profile, host)
             refusals, warnings = refusals + found, warnings + cautions
-    ours_running = bool(stoppable) or bool(observed.container and observed.container.state == "running")
+    ours_running = bool(stoppable) or bool(observed.container and observed.container.loaded)  # its memory frees
     memory, caution = memory_findings(profile, observed, ours_running)
     refusals += memory + draft_room_refusals(profile, observed)
     warnings += caution

@@ -105,6 +105,11 @@ def model_step(kind: str, model: ModelFact, spec: ModelDownload) -> Step:
     if model.complete and model.unrecorded:
         # Without its new fingerprint every plan would re-hash the file again.
         return Step(kind, target, Action.UPDATE, _why_record(model), spec=spec)
+    if model.complete and spec.layout is not None:
+        # The GGUF headers were read for this plan and nothing records them yet: without this, every plan
+        # would read every shard's header again (a plan never writes state: the step records it).
+        return Step(kind, target, Action.UPDATE, f"record the quant's layout read from the GGUF headers of its "
+                    f"{len(model.files)} cached files (later plans read one record)", spec=spec)
     if model.complete:
         return Step(kind, target, Action.NOOP,
                     f"all {len(model.files)} files verified in the cache ({gib(model.total_bytes)})", spec=spec)

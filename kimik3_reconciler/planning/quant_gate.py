@@ -178,7 +178,7 @@ def plan_stop_for_gate(desired: Desired, observed: Observed, planned: tuple[Step
     container = observed.container
     if not gate_pending(desired, observed) or container is None or gpus_of(desired.profile) == "none":
         return ()
-    if container.state not in ("running", "restarting"):
+    if not container.up:
         return ()
     load_s, _ = predicted_load_s(observed)
     return (Step("stop", container.name, Action.UPDATE,
