@@ -7,12 +7,12 @@ still wants changes). A failing step stops the round: nothing after it runs, and
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from kimik3_reconciler.errors import ConvergenceError, Kimik3Error, LoadFailed, StalePlan, VerifyFailed
+from kimik3_reconciler.errors import ConvergenceError, Kimik3Error, LoadFailed, PlanError, StalePlan, VerifyFailed
 from kimik3_reconciler.locking import holding
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.host_lock import LockHolder
@@ -43,6 +43,18 @@ class ApplyResult:
         return bool(self.executed)
 
 
+@contextmanager
+def located(loaded: LoadedProfile) -> Iterator[None]:
+    """A planner's refusal of profile fields, with each field's file:line (the planner sees no file)."""
+    try:
+        yield
+    except PlanError as exc:
+        if not exc.fields:
+            raise
+        where = "\n".join(f"  at {loaded.where(path)}" for path in dict.fromkeys(exc.fields))
+        raise PlanError(f"{exc}\n{where}", exc.fields) from None
+
+
 class Engine:
     def __init__(self, ports: Ports, reporter: Reporter, base_dir: Path, dockerfile: Path):
         self.ports, self.reporter = ports, reporter
@@ -61,14 +73,16 @@ class Engine:
         at once, not after the hub's retries)."""
         profile = loaded.profile
         before_hub = (lambda partial: refuse_by_host_gate(profile, partial)) if gate_first else None
-        return observe(profile, self.ports, self.base_dir, self.dockerfile, rehash, gate_reference(profile),
-                       before_hub=before_hub, stat_only=stat_only)
+        with located(loaded):
+            return observe(profile, self.ports, self.base_dir, self.dockerfile, rehash, gate_reference(profile),
+                           before_hub=before_hub, stat_only=stat_only)
 
     def plan(self, loaded: LoadedProfile, rehash: bool = False) -> Plan:
         return self._plan(loaded, self.observe(loaded, rehash, gate_first=True))
 
     def _plan(self, loaded: LoadedProfile, observed: Observed) -> Plan:
-        return check_executable(plan(loaded.profile, observed, tuple(str(w) for w in loaded.warnings)))
+        with located(loaded):
+            return check_executable(plan(loaded.profile, observed, tuple(str(w) for w in loaded.warnings)))
 
     def save_plan(self, loaded: LoadedProfile, source: str, rehash: bool = False) -> tuple[Plan, SavedPlan]:
         """The plan, and the same plan with the facts it was made from (`kimik3 plan FILE -out PLAN`);

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import errno
 from dataclasses import dataclass
+from typing import Self
 
 
 class Kimik3Error(Exception):
@@ -78,9 +79,25 @@ class InputError(Kimik3Error):
 
 
 class PlanError(Kimik3Error):
-    """The planner refuses the profile against these observed facts."""
+    """The planner refuses the profile against these observed facts. `fields`: the profile fields refused
+    (paths such as ("build", "patches")); the engine, which has the profile's file, adds their file:line."""
 
     exit_code = 3
+
+    def __init__(self, message: str, fields: tuple[tuple[str | int, ...], ...] = ()):
+        super().__init__(message)
+        self.fields = fields
+
+
+class FieldRefusal(str):
+    """A host-gate refusal (a plain string to the gate) that also says which profile field it refuses."""
+
+    field: tuple[str | int, ...]
+
+    def __new__(cls, field: tuple[str | int, ...], message: str) -> Self:
+        refusal = super().__new__(cls, message)
+        refusal.field = field
+        return refusal
 
 
 class ConvergenceError(Kimik3Error):

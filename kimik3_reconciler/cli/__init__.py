@@ -278,7 +278,7 @@ def _print_report(report) -> None:  # noqa: ANN001 - verify.VerifyReport, import
     from rich.table import Table
 
     styles = {"ok": ("ok", "green"), "failed": ("FAIL", "red"), "not checkable": ("not checkable", "yellow"),
-              "skipped": ("skipped", "dim")}
+              "inconclusive": ("inconclusive", "yellow"), "skipped": ("skipped", "dim")}
     table = Table("check", "result", "seconds", "detail", title=f"verify {report.profile}")
     for check in report.checks:  # Text cells: server output is never parsed as markup
         table.add_row(check.name, Text(*styles[check.status.value]), f"{check.seconds:.2f}", Text(check.detail))
@@ -290,6 +290,7 @@ def _print_report(report) -> None:  # noqa: ANN001 - verify.VerifyReport, import
                     f"{counts.retries} retr{'y' if counts.retries == 1 else 'ies'}"))
     if report.crash:
         _out.print(Text(f"the server crashed: {report.crash}", style="red"))
+    _out.print(Text(f"verify: {report.summary()}", style="green" if report.ok else "red"))
 
 
 @main.command()

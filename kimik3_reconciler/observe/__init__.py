@@ -52,11 +52,14 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
     # GPU plumbing only for a profile that asks for GPUs: the CPU variant never probes.
     gpu = profile.build.variant == "cuda" and profile.gpus != "none"
     plumbing = collect_gpu_plumbing(ports.docker, ports.host) if gpu else None
+    # The probe record is per GPU set (planning/gpu_probe.py asks for these docker device ids).
+    probed = "all" if profile.gpus == "all" else tuple(str(g) for g in profile.gpus)
     base_ids, base_digests = collect_base_images(ports.docker, (profile.build.base_images.build,
                                                                profile.build.base_images.runtime))
     return Observed(
         gpu_plumbing=plumbing,
-        gpu_probe_record=collect_gpu_probe(ports.state, plumbing, host.driver_version) if plumbing else None,
+        gpu_probe_record=(collect_gpu_probe(ports.state, plumbing, host.driver_version, probed,
+                                            len(host.gpus)) if plumbing else None),
         reference=reference,
         gate_records=(ports.state.read(gate_key(model.repo, model.revision, model.quant)) or {}) if gated else {},
         host=host,

@@ -18,6 +18,17 @@ CUDA_OOM_FIX = ("raise serve.fit_target (the VRAM margin --fit leaves free per G
                 "000 step 5: all-VRAM needs --fit-target 6144) and use serve.ubatch 2048")
 
 
+# Proof the server had loaded, in the tail itself: its "model loaded" line, or a request's own lines (a slot
+# taking a task), which sit just before the crash they caused. After a long load with many requests the
+# "model loaded" line has left a 200-line tail; the request that crashed it has not.
+_LOADED = "llama_server: model loaded"
+_REQUEST = ("launch_slot_", "processing task", "new prompt, n_ctx_slot")
+
+
+def _served(text: str) -> bool:
+    return _LOADED in text or any(marker in text for marker in _REQUEST)
+
+
 @dataclass(frozen=True)
 class LoadCause:
     """A failed launch's or crash's cause (`bind`, `cuda-oom`, `oom`, `bad-gguf`, `killed`, `other`) and its
@@ -39,8 +50,7 @@ def classify_load_failure(exit_code: int | None, oom_killed: bool, log_tail: str
     # Checked before host OOM: its fix is the VRAM margin, not a smaller context or quant (seed 000 "When
     # startup crashes": CUDA error: out of memory in alloc on the first request after an all-VRAM load).
     if _CUDA_OOM in text:
-        when = ("on a request after a successful load" if while_serving or "llama_server: model loaded" in text
-                else "while loading")
+        when = ("on a request after a successful load" if while_serving or _served(text) else "while loading")
         return LoadCause("cuda-oom", f"crashed with CUDA error: out of memory {when} (the CUDA scratch pool "
                                      f"found no VRAM left): {CUDA_OOM_FIX}")
     # Out of memory only when it says so: Docker's State.OOMKilled (the kernel's OOM killer or the memory

@@ -6,7 +6,7 @@ and the steps planned before it, and returns its own steps. A new step kind is o
 
 from __future__ import annotations
 
-from kimik3_reconciler.errors import HubError, PlanError
+from kimik3_reconciler.errors import FieldRefusal, HubError, PlanError
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.labels import PROFILE_LABEL
 from kimik3_reconciler.model.plan import Action, Plan, Step
@@ -48,7 +48,8 @@ def refuse_by_host_gate(profile: Profile, observed: Observed) -> list[str]:
     hub request too (with no model files yet: the sizing half waits for the listing)."""
     refusals, gate_warnings = host_gate(profile, observed)
     if refusals:
-        raise PlanError("the host gate refuses this profile:\n  - " + "\n  - ".join(refusals))
+        fields = tuple(r.field for r in refusals if isinstance(r, FieldRefusal))
+        raise PlanError("the host gate refuses this profile:\n  - " + "\n  - ".join(refusals), fields)
     return gate_warnings
 
 

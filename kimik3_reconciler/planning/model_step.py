@@ -35,6 +35,8 @@ def disk_refusal(model: ModelFact) -> str | None:
         return None
     needed = model.missing_bytes
     with_headroom = int(needed * (1 + DISK_HEADROOM))
+    # rule: sizing-disk
+    # Seed 000 step 3: the sizing gate refuses, with the numbers, a download that cannot fit the disk.
     if with_headroom <= model.cache_free_bytes:
         return None
     what = "tokenizer" if model.quant == "tokenizer" else "model"
