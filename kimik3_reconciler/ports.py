@@ -1,4 +1,4 @@
-"""Protocols for every side effect; adapters/ implements them, tests/support/fakes.py fakes them."""
+"""Protocols for every side effect; adapters/ implements them, tests/support/fakes/ fakes them (a module per port)."""
 
 from __future__ import annotations
 
@@ -109,6 +109,7 @@ class HostPort(Protocol):
     def socket_owners(self, inodes: set[int], likely: frozenset[int] = frozenset()) -> dict[int, tuple[int, str]]:
         ...  # inode -> (pid, program); `likely` pids are looked at first
     def tcp_connect(self, address: str, port: int, timeout_s: float = 2.0) -> bool: ...  # a TCP connect succeeds
+    def process_cgroup(self, pid: int) -> str: ...  # /proc/<pid>/cgroup as read ("" when gone or unreadable)
 
 
 class StatePort(Protocol):
@@ -195,3 +196,6 @@ class Ports:
         self.lock = lock  # None: nothing is locked (engine tests on fakes that do not test the lock)
         self.workers = workers  # the Docker of an RPC worker host (rpc.workers[].docker); None: no workers wired
         self.worker_lock = worker_lock  # the apply lock on a worker host (kept in its Docker)
+        # `kimik3 verify` of the profile being applied (VerifyFailed when a check fails); wired by the engine for
+        # the length of an apply that verifies, None otherwise (then `<= verify` steps are left for a later apply).
+        self.verifier: Callable[[], None] | None = None

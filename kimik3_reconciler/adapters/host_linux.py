@@ -103,6 +103,9 @@ class LinuxHost:
         except OSError:
             return False
 
+    def process_cgroup(self, pid: int) -> str:
+        return _read(f"/proc/{pid}/cgroup")
+
 
 def _existing(path: Path) -> Path:
     """`path`, or its nearest ancestor that exists (the cache dir may not exist yet)."""

@@ -11,9 +11,6 @@ from kimik3_reconciler.planning.desired import Desired, changes
 from kimik3_reconciler.planning.launch import Launch
 from kimik3_reconciler.planning.rpc_step import restarted_workers
 
-# States in which llama-server has read (or is reading) the model files into memory.
-_LOADED = ("running", "restarting", "paused")
-
 
 def _rebuilt_image_id(launch: Launch, observed: Observed) -> str | None:
     """The id now under the container's tag when it is a rebuild of the same inputs (a new base image)."""
@@ -43,7 +40,7 @@ def _loaded_corrupt(observed: Observed) -> tuple[str, ...]:
     """Corrupt model files a running server may have loaded (the model step refetches them first).
     A file that is only missing is not here: the server could not have loaded it as it is now."""
     container = observed.container
-    if container is None or container.state not in _LOADED:
+    if container is None or not container.loaded:
         return ()
     return observed.model.corrupt
 
@@ -62,7 +59,7 @@ def plan_container(desired: Desired, observed: Observed, planned: tuple[Step, ..
                      diff=diff, spec=LaunchContainer(launch.spec, replace=True), warnings=launch.warnings),)
     relaunched = [s.target for s in planned if s.changes and isinstance(s.spec, WorkerLaunch)]
     restarted = restarted_workers(observed)
-    if container.state in _LOADED and (relaunched or restarted):
+    if container.loaded and (relaunched or restarted):
         # rule: rpc-worker-restart-replaces-server
         # The server's tensors on a worker live in that rpc-server's memory: a new rpc-server holds none of them.
         who = ", ".join(relaunched) or ", ".join(restarted)
@@ -87,7 +84,7 @@ def plan_container(desired: Desired, observed: Observed, planned: tuple[Step, ..
         return (Step("container", name, Action.REPLACE, f"{launch.spec.image} was rebuilt since this container started",
                      diff=(DiffItem("image id", container.image_id[:19], rebuilt[:19]),),
                      spec=LaunchContainer(launch.spec, replace=True)),)
-    if container.state in ("running", "restarting"):
+    if container.up:
         # The payload rides along (never executed): `plan --json` shows what runs.
         return (Step("container", name, Action.NOOP, f"running, fingerprint {launch.fingerprint} matches",
                      spec=LaunchContainer(launch.spec)),)

@@ -34,6 +34,7 @@ from kimik3_reconciler.model.specs import (
     WorkerLaunch,
     WorkerRemove,
     WorkerWait,
+    VerifyServer,
 )
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps.container import (
@@ -51,6 +52,7 @@ from kimik3_reconciler.steps.report import Reporter
 from kimik3_reconciler.steps.smoke import smoke_test
 from kimik3_reconciler.steps.unit import install_unit, remove_unit, stop_unit
 from kimik3_reconciler.steps.workers import launch_worker, remove_worker, wait_for_worker, worker_image
+from kimik3_reconciler.steps.verify_server import verify_server
 
 __all__ = ["EXECUTORS", "Reporter", "check_executable", "execute"]
 
@@ -77,6 +79,7 @@ EXECUTORS: dict[type[Payload], Executor] = {
     WorkerLaunch: launch_worker,
     WorkerWait: wait_for_worker,
     WorkerRemove: remove_worker,
+    VerifyServer: verify_server,
 }
 
 

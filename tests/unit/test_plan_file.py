@@ -42,6 +42,7 @@ from kimik3_reconciler.model.specs import (
     WorkerLaunch,
     WorkerRemove,
     WorkerWait,
+    VerifyServer,
 )
 
 FILES = (RemoteFile(path="Q/a-00001-of-00002.gguf", size=50 << 30, sha256="ab" * 32),
@@ -86,6 +87,7 @@ SAMPLES = [
         replace=True),
     WorkerWait(DockerHost("w1", "ssh://k3@10.0.0.2"), "k3-rpc-w1", "10.0.0.2", 50052, 120.0),
     WorkerRemove(DockerHost("w1", "ssh://k3@10.0.0.2"), "k3-rpc-w1"),
+    VerifyServer("k3", "0123456789abcdef"),
 ]
 
 
