@@ -255,9 +255,23 @@ class DockerEngine:
 
     @_transient
     def exec_output(self, name: str, argv: list[str]) -> str:
-        """Run argv in a running container (no shell) and return its stdout."""
+        """Run argv in a running container (no shell) and return its stdout.
+
+        Read from the hijacked socket frame by frame: over ssh:// (the ssh client), exec_start's own
+        read-then-close raises BrokenPipeError after the output arrived (docker/docker-py#3218)."""
+        from docker.utils.socket import frames_iter
+
         created = self._call(self.client.api.exec_create, name, argv, stdout=True, stderr=False)
-        return self._call(self.client.api.exec_start, created["Id"]).decode(errors="replace")
+        sock = self._call(self.client.api.exec_start, created["Id"], socket=True)
+        try:
+            with translated(self._translate):
+                return b"".join(data for stream, data in frames_iter(sock, tty=False)
+                                if stream == 1 and data).decode(errors="replace")
+        finally:
+            try:
+                sock.close()
+            except OSError:
+                pass  # the far end is already gone: the output is complete
 
     def container_logs(self, name: str, tail: int) -> str:
         try:
