@@ -4,7 +4,7 @@
 
 Everything as the integration test sets it up (tests/integration/test_rpc_docker.py): a throwaway sshd
 on 127.0.0.1 reaches the worker's Docker over ssh://, the worker's rpc-server binds 127.0.0.2, the
-main server keeps layer 0's experts (serve.n_cpu_moe 1) and puts the rest on RPC0. One run measures:
+main server keeps the first two layers' experts (serve.n_cpu_moe 2) and puts the rest on RPC0. One run measures:
 
 1. generation tok/s (llama-server's own `timings.predicted_per_second`, 64 tokens, temperature 0) and
    load time (container start → "listening on", docker's timestamps), single-host vs with the worker;
@@ -84,9 +84,9 @@ def main() -> None:
     with running_sshd(work / "sshd", SSH_PORT) as sshd, demo_hub() as hub:
         os.environ["PATH"] = sshd.env()["PATH"]
         solo = demo_profile(work, SOLO, SOLO_PORT, hub.url)
-        solo["serve"]["n_cpu_moe"] = 1
+        solo["serve"]["n_cpu_moe"] = 2
         split = demo_profile(work, MAIN, MAIN_PORT, hub.url)
-        split["serve"]["n_cpu_moe"] = 1
+        split["serve"]["n_cpu_moe"] = 2
         split["rpc"] = {"workers": [{"name": "w1", "docker": sshd.docker_url, "bind": "127.0.0.2",
                                      "port": WORKER_PORT}]}
         write_profile(work, solo, "solo.yaml")

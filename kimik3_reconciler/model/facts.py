@@ -338,6 +338,7 @@ class WorkerFact(_Fact):
     container: ContainerFact | None = None  # the worker's rpc-server container
     port_open: bool | None = None  # a TCP connect from this host to bind:port succeeded (None: not tried)
     listeners: tuple[str, ...] = ()  # local addresses its host listens on at the worker's port (/proc/net/tcp)
+    clients: tuple[str, ...] = ()  # remote addresses connected to that port (the main server, once loaded)
     devices: tuple[RpcDeviceFact, ...] = ()  # from the running rpc-server's log
     mem_total: int | None = None  # the worker host's RAM (docker info MemTotal): the CPU device's memory
     cpus: int | None = None

@@ -409,6 +409,10 @@ def _rpc(p: Profile) -> Iterator[Finding]:
             # A public address puts an unauthenticated tensor server on the internet.
             yield _error((*where, "bind"), f"{worker.bind} is a public address: bind a loopback or private one "
                          f"(10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7); {RPC_WARNING}")
+        if address.version == 6:
+            # rule: rpc-worker-shape
+            # rpc-server (b11434 transport.cpp) opens an AF_INET socket and parses the host with inet_addr.
+            yield _error((*where, "bind"), f"{worker.bind}: rpc-server listens on IPv4 only: bind an IPv4 address")
         key = (worker.bind, worker.port)
         if key in seen:
             # rule: rpc-worker-shape

@@ -382,7 +382,7 @@ RULES += (
          "certificate (tls_dir); never plain tcp", "a plain tcp Docker socket is root on that host for anyone who "
          "reaches it", _PROFILE, ("cases/profile/rpc_docker_url.yaml", "cases/profile/rpc_docker_tls.yaml"),
          seed=_RPC_SEED),
-    Rule("rpc-worker-shape", "refuse", "worker names and bind:port endpoints are unique; a CUDA device needs the "
+    Rule("rpc-worker-shape", "refuse", "worker names and bind:port endpoints are unique, binds are IPv4 (rpc-server b11434); a CUDA device needs the "
          "worker's gpus", "one rpc-server counted twice, or one that finds no device, cannot serve layers",
          _PROFILE, ("cases/profile/rpc_worker_duplicate.yaml",), seed=_RPC_SEED),
     Rule("rpc-extra-args", "refuse", "--rpc never comes from serve.extra_args: the rpc section renders it",

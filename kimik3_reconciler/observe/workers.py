@@ -20,7 +20,7 @@ from kimik3_reconciler.model.labels import WORKER_FINGERPRINT, WORKER_INPUTS
 from kimik3_reconciler.model.profile import Profile, RpcWorker
 from kimik3_reconciler.model.specs import DockerHost
 from kimik3_reconciler.observe.docker_objects import collect_images, parse_container
-from kimik3_reconciler.observe.host import parse_tcp_listeners
+from kimik3_reconciler.observe.host import parse_tcp_clients, parse_tcp_listeners
 from kimik3_reconciler.ports import DockerPort, HostPort, StatePort
 
 # tools/rpc/rpc-server.cpp prints each exposed device: "  CPU: AMD EPYC 9654 (515890 MiB, 500000 MiB free)"
@@ -64,10 +64,15 @@ def collect_worker(profile: Profile, worker: RpcWorker, docker: DockerPort, host
         if container.state != "running":
             return fact
         tables = docker.exec_output(name, ["cat", "/proc/net/tcp", "/proc/net/tcp6"])
+        clients = parse_tcp_clients(tables, worker.port)
         return fact.model_copy(update={
             "devices": parse_rpc_devices(docker.container_logs(name, _LOG_TAIL)),
             "listeners": tuple(sorted(set(parse_tcp_listeners(tables, worker.port).values()))),
-            "port_open": host.tcp_connect(worker.bind, worker.port)})
+            "clients": clients,
+            # rpc-server serves one client at a time with a backlog of 1: while the main server is connected a
+            # probe would wait in that backlog (and a second one be dropped). A connected client proves the
+            # port reachable; only an idle worker is probed.
+            "port_open": True if clients else host.tcp_connect(worker.bind, worker.port)})
     except Kimik3Error as exc:
         return fact.model_copy(update={"error": str(exc)})
 

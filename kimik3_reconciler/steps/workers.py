@@ -12,6 +12,8 @@ from kimik3_reconciler.steps.image import build_image
 from kimik3_reconciler.steps.report import Reporter
 
 _LOG_TAIL = 40
+_LOOK_EVERY_S = 5.0
+_RESTARTS = 2  # rpc-server listens within a second of starting: restarting twice is a crash loop
 
 
 def worker_docker(ports: Ports, host: DockerHost) -> DockerPort:
@@ -49,13 +51,21 @@ def launch_worker(spec: WorkerLaunch, ports: Ports, reporter: Reporter) -> None:
 def wait_for_worker(spec: WorkerWait, ports: Ports, reporter: Reporter) -> None:
     docker = worker_docker(ports, spec.host)
     deadline = ports.clock.monotonic() + spec.timeout_s
+    next_look = ports.clock.monotonic()
     while not ports.host.tcp_connect(spec.address, spec.port):
-        state = ((docker.inspect_container(spec.container) or {}).get("State") or {}).get("Status")
-        if state not in ("running", "created", "restarting") or ports.clock.monotonic() > deadline:
-            # Its log says why (a bind refused, no devices): the main server must not start without it.
-            raise LoadFailed(f"rpc-server {spec.container} on {spec.host.name} does not accept connections at "
-                                f"{spec.address}:{spec.port} (container {state})",
-                                docker.container_logs(spec.container, _LOG_TAIL))
+        now = ports.clock.monotonic()
+        if now >= next_look or now > deadline:
+            # The worker's state over its Docker, every few seconds only: over ssh each look is a login.
+            inspect = docker.inspect_container(spec.container) or {}
+            state = (inspect.get("State") or {}).get("Status")
+            looping = state == "restarting" or inspect.get("RestartCount", 0) >= _RESTARTS
+            if state not in ("running", "created", "restarting") or looping or now > deadline:
+                # Its log says why (a bind refused, no devices, no binary): the main server must not start without it.
+                raise LoadFailed(f"rpc-server {spec.container} on {spec.host.name} does not accept connections at "
+                                 f"{spec.address}:{spec.port} (container {state}, "
+                                 f"{inspect.get('RestartCount', 0)} restart(s))",
+                                 docker.container_logs(spec.container, _LOG_TAIL))
+            next_look = now + _LOOK_EVERY_S
         ports.clock.sleep(0.5)
     reporter.event("listening", worker=spec.host.name, endpoint=f"{spec.address}:{spec.port}")
 

@@ -45,6 +45,8 @@ def check_rpc(profile: Profile, observed: Observed, server_log: str) -> tuple[St
                             f", the profile names only {worker.bind}")
         if fact.port_open is False:
             problems.append(f"{worker.name}: {endpoint} does not accept connections from the main host")
+        elif held and fact.clients:
+            held[-1] += f", serving {', '.join(fact.clients)}"
     if problems:
         return Status.FAILED, "; ".join(problems)
     return Status.OK, "; ".join(held) + "; each port bound only at its profile address"

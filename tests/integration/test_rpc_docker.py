@@ -1,7 +1,7 @@
 """RPC workers with real parts (issue 18): a real sshd on a loopback port (its own keys), so the worker's
 Docker is reached through the docker SDK's ssh:// transport; an rpc-server container from the demo's
 CPU image bound to 127.0.0.2 (another loopback address than the main server's 127.0.0.1); the demo
-model split between the main server (the first layer's experts: serve.n_cpu_moe 1) and the worker (the
+model split between the main server (the first two layers' experts: serve.n_cpu_moe 2) and the worker (the
 rest, on device RPC0).
 
 Checked: temperature-0 completions equal the single-host server's; the server's load log shows the RPC
@@ -69,7 +69,7 @@ def hub() -> Iterator[FixtureHub]:
 
 def rpc_profile(work: Path, hub: FixtureHub, sshd: Sshd, bind: str = WORKER_BIND) -> dict:
     profile = demo_profile(work, MAIN, MAIN_PORT, hub.url)
-    profile["serve"]["n_cpu_moe"] = 1  # layer 0's experts stay in the main server's RAM, the rest go to RPC0
+    profile["serve"]["n_cpu_moe"] = 2  # layers 0-1's experts stay in the main server's RAM, the rest go to RPC0
     profile["rpc"] = {"workers": [{"name": "w1", "docker": sshd.docker_url, "bind": bind, "port": WORKER_PORT}]}
     return profile
 
@@ -78,7 +78,7 @@ def rpc_profile(work: Path, hub: FixtureHub, sshd: Sshd, bind: str = WORKER_BIND
 def work(tmp_path_factory: pytest.TempPathFactory, hub: FixtureHub, sshd: Sshd) -> Iterator[Path]:
     work = tmp_path_factory.mktemp("k3rpc")
     solo = demo_profile(work, SOLO, SOLO_PORT, hub.url)
-    solo["serve"]["n_cpu_moe"] = 1  # the same split flags, with every device local: the reference answers
+    solo["serve"]["n_cpu_moe"] = 2  # the same split flags, with every device local: the reference answers
     write_profile(work, solo, "solo.yaml")
     write_profile(work, rpc_profile(work, hub, sshd), "rpc.yaml")
     yield work
@@ -120,7 +120,7 @@ def test_the_rpc_device_holds_layers_and_the_port_is_bound_only_where_the_profil
     local = [ln for ln in text.splitlines() if "CPU_Mapped model buffer size" in ln or "CPU model buffer size" in ln]
     print("\n".join(rpc + local))  # shown with -s: what each device holds
     assert rpc and float(rpc[-1].split("=")[1].split()[0]) > 0
-    assert local  # the main server keeps a share (layer 0's experts, the embeddings)
+    assert local  # the main server keeps a share (layers 0-1's experts, the embeddings)
     report = json.loads(kimik3(converged, "verify", "--json", "rpc.yaml", check=False).stdout)
     check = next(c for c in report["checks"] if c["name"] == "rpc")
     assert check["status"] == "ok", check

@@ -126,3 +126,16 @@ def test_a_tcp_worker_docker_needs_its_tls_client_certificate(tmp_path) -> None:
     assert engine._tls.verify is True and engine._tls.ca_cert == str(tmp_path / "ca.pem") and engine._tls.cert == (
         str(tmp_path / "cert.pem"), str(tmp_path / "key.pem"))
     assert remote_engine("ssh://k3@10.0.0.2")._tls is None  # ssh: the ssh client's keys, no TLS
+
+
+def test_the_worker_host_sockets_name_its_listener_and_the_connected_main_server() -> None:
+    from kimik3_reconciler.observe.host import parse_tcp_clients, parse_tcp_listeners
+
+    # /proc/net/tcp of a worker: rpc-server listening on 127.0.0.2:19311 (0x4B6F), the main server connected
+    tables = """  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0200007F:4B6F 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 4242 1
+   1: 0200007F:4B6F 0100007F:A1B2 01 00000000:00000000 00:00000000 00000000     0        0 4243 1
+   2: 0100007F:A1B2 0200007F:4B6F 01 00000000:00000000 00:00000000 00000000     0        0 4244 1
+"""
+    assert parse_tcp_listeners(tables, 19311) == {4242: "127.0.0.2"}
+    assert parse_tcp_clients(tables, 19311) == ("127.0.0.1",)
