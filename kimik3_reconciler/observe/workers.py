@@ -63,7 +63,10 @@ def collect_worker(profile: Profile, worker: RpcWorker, docker: DockerPort, host
         fact = fact.model_copy(update={"container": container})
         if container.state != "running":
             return fact
-        tables = docker.exec_output(name, ["cat", "/proc/net/tcp", "/proc/net/tcp6"])
+        try:
+            tables = docker.exec_output(name, ["cat", "/proc/net/tcp", "/proc/net/tcp6"])
+        except Kimik3Error:  # it stopped or began restarting since the inspect: its sockets are unknown now
+            return fact.model_copy(update={"port_open": False})
         clients = parse_tcp_clients(tables, worker.port)
         return fact.model_copy(update={
             "devices": parse_rpc_devices(docker.container_logs(name, _LOG_TAIL)),
