@@ -4,11 +4,13 @@ wait for its port. Every effect goes through that host's own Docker (`ports.work
 from __future__ import annotations
 
 import copy
+import json
 
 from kimik3_reconciler.errors import LoadFailed, PlanError
 from kimik3_reconciler.model.specs import DockerHost, WorkerImage, WorkerLaunch, WorkerRemove, WorkerWait
 from kimik3_reconciler.ports import DockerPort, Ports
-from kimik3_reconciler.steps.image import build_image
+from kimik3_reconciler.model.labels import WORKER_INPUTS
+from kimik3_reconciler.steps.image import build_image, pin_tag
 from kimik3_reconciler.steps.report import Reporter
 
 _LOG_TAIL = 40
@@ -44,6 +46,8 @@ def launch_worker(spec: WorkerLaunch, ports: Ports, reporter: Reporter) -> None:
     if spec.replace:
         docker.remove_container(name)
         reporter.event("removed", worker=spec.host.name, container=name)
+    inputs = json.loads(dict(spec.container.labels).get(WORKER_INPUTS) or "{}")
+    pin_tag(docker, spec.container.image, inputs.get("image.fingerprint"), reporter)
     container_id = docker.run_container(spec.container)
     reporter.event("launched", worker=spec.host.name, container=name, id=container_id[:12])
 

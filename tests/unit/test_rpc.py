@@ -139,3 +139,25 @@ def test_the_worker_host_sockets_name_its_listener_and_the_connected_main_server
 """
     assert parse_tcp_listeners(tables, 19311) == {4242: "127.0.0.2"}
     assert parse_tcp_clients(tables, 19311) == ("127.0.0.1",)
+
+
+def test_a_launch_points_a_moved_tag_back_at_its_own_build() -> None:
+    """Two profiles of one pin with other patches share the tag on one daemon; each apply re-tags its build.
+    A launch right after the other one's re-tag would run the wrong image: the tag is pinned first."""
+    from support.fakes.docker import FakeDocker
+
+    from kimik3_reconciler.model.labels import IMAGE_FINGERPRINT
+    from kimik3_reconciler.steps.image import pin_tag
+    from kimik3_reconciler.steps.report import NullReporter
+
+    docker = FakeDocker()
+    docker.images = {
+        "sha256:ours": {"Id": "sha256:ours", "RepoTags": [], "Config": {"Labels": {IMAGE_FINGERPRINT: "fp-ours"}}},
+        "sha256:theirs": {"Id": "sha256:theirs", "RepoTags": ["k3:tag"],
+                          "Config": {"Labels": {IMAGE_FINGERPRINT: "fp-theirs"}}},
+    }
+    pin_tag(docker, "k3:tag", "fp-ours", NullReporter())
+    assert docker.images["sha256:ours"]["RepoTags"] == ["k3:tag"] and docker.images["sha256:theirs"]["RepoTags"] == []
+    docker.calls.clear()
+    pin_tag(docker, "k3:tag", "fp-ours", NullReporter())  # already ours: nothing to do
+    assert docker.calls == []
