@@ -42,6 +42,14 @@ class HttpClient:
         partial.replace(dest)
         return digest.hexdigest()
 
+    def get(self, url: str, api_key: str | None = None, timeout_s: float = 5.0) -> tuple[int, str]:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        try:
+            response = httpx.get(url, headers=headers, timeout=timeout_s)
+        except httpx.HTTPError as exc:
+            return 0, f"{type(exc).__name__}: {exc}"
+        return response.status_code, response.text
+
     def free_port(self) -> int:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             sock.bind(("127.0.0.1", 0))

@@ -385,4 +385,26 @@ def schema() -> None:
     click.echo(json.dumps(profile_json_schema(), indent=2))
 
 
+@main.command(name="metrics-serve", hidden=True)
+@click.argument("name")
+@click.pass_context
+@_run
+def metrics_serve(ctx: click.Context, name: str) -> None:
+    """Run the metrics exporter of profile NAME (started by apply: `metrics:` in the profile)."""
+    from kimik3_reconciler.adapters import real_ports
+    from kimik3_reconciler.adapters.metrics_http import exporter_app, serve
+    from kimik3_reconciler.exporter.registry import deployment_registry
+    from kimik3_reconciler.model.metrics import ExporterConfig
+    from kimik3_reconciler.model.records import exporter_config_key
+
+    c = _ctx(ctx, False)
+    configure_logging(json_logs=True, verbose=c.verbose)
+    ports = real_ports(c.state_dir, c.docker_host, c.systemd_root, c.systemctl_prefix)
+    record = ports.state.read(exporter_config_key(name))
+    if record is None:
+        raise InputError(f"no exporter configuration for profile {name!r} in {c.state_dir} (kimik3 apply writes it)")
+    config = ExporterConfig.from_json(record)
+    serve([(exporter_app(config, deployment_registry(config, ports)), config.bind, config.port)])
+
+
 main.add_command(destroy, name="down")

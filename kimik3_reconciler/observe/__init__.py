@@ -17,6 +17,7 @@ from kimik3_reconciler.observe.docker_objects import (
     collect_others,
     collect_runtime_cuda,
 )
+from kimik3_reconciler.observe.exporter import collect_exporter
 from kimik3_reconciler.observe.host import collect_host
 from kimik3_reconciler.observe.local_inputs import collect_inputs
 from kimik3_reconciler.observe.model_cache import collect_model, collect_tokenizer
@@ -75,6 +76,7 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
         last_good=(ports.state.read(last_good_key(profile.name)) or {}).get("date"),
         unverified=(ports.state.read(unverified_key(profile.name)) or {}).get("fingerprint"),
         systemd=collect_systemd(profile, ports.units),
+        exporter=collect_exporter(profile.name, ports.state, ports.processes, ports.http),
     )
 
 

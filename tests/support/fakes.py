@@ -231,6 +231,8 @@ class FakeHttp:
     def __init__(self, docker: FakeDocker):
         self.docker = docker
         self.loading_polls = 1  # answers 503 this many times after a launch, then 200
+        self.pages: dict[str, tuple[int, str]] = {}  # url -> (status, body) for get(); else nothing answers
+        self.keys_sent: list[str | None] = []  # the api_key of every get(), to check where a key went
 
     def health(self, url: str) -> str:
         if not any(c["State"]["Status"] == "running" for c in self.docker.containers.values()):
@@ -249,6 +251,10 @@ class FakeHttp:
     def free_port(self) -> int:
         return 18999
 
+    def get(self, url: str, api_key: str | None = None, timeout_s: float = 5.0) -> tuple[int, str]:
+        self.keys_sent.append(api_key)
+        return self.pages.get(url, (0, "ConnectError: refused"))
+
 
 class FakeHost:
     def __init__(self, cores: int = 8, flags: str = "avx2 avx512f"):
@@ -260,6 +266,8 @@ class FakeHost:
         self.mount_text = "/dev/nvme0n1p2 / ext4 rw,relatime 0 0\n"  # /proc/self/mounts: one local root
         self.cdi: dict[str, str] = {}  # CDI spec path -> text
         self.toolkit = ""  # `nvidia-ctk --version` output
+        self.rss: dict[int, int] = {}  # pid -> VmRSS bytes
+        self.page_cache: dict[str, tuple[int, int]] = {}  # path -> (cached bytes, size)
 
     def lscpu_parseable(self) -> str:
         return "\n".join(f"{c},0" for c in range(self.cores))
@@ -305,6 +313,39 @@ class FakeHost:
 
     def socket_owners(self, inodes: set[int], likely: frozenset[int] = frozenset()) -> dict[int, tuple[int, str]]:
         return {inode: owner for inode, owner in self.owners.items() if inode in inodes}
+
+    def process_rss(self, pid: int) -> int | None:
+        return self.rss.get(pid)
+
+    def page_cache_bytes(self, path: str) -> tuple[int, int] | None:
+        return self.page_cache.get(path)
+
+
+class FakeProcesses:
+    """Exporter processes: a spawn "starts" one whose /healthz (FakeHttp.pages) answers its config's fingerprint."""
+
+    def __init__(self, state: MemoryState, http: FakeHttp):
+        self.state, self.http = state, http
+        self.running: dict[int, tuple[str, ...]] = {}
+        self.next_pid = 4000
+        self.answer = True  # False: a spawned exporter never answers /healthz (a port taken, say)
+
+    def spawn(self, args: tuple[str, ...], log_key: str) -> int:
+        from kimik3_reconciler.model.metrics import ExporterConfig
+        from kimik3_reconciler.model.records import exporter_config_key
+
+        self.next_pid += 1
+        self.running[self.next_pid] = ("python", "-m", "kimik3_reconciler", *args)
+        config = ExporterConfig.from_json(self.state.read(exporter_config_key(args[1])) or {})
+        if self.answer:
+            self.http.pages[config.health_url] = (200, json.dumps({"fingerprint": config.fingerprint}))
+        return self.next_pid
+
+    def cmdline(self, pid: int) -> tuple[str, ...] | None:
+        return self.running.get(pid)
+
+    def terminate(self, pid: int, timeout_s: float) -> None:
+        self.running.pop(pid, None)
 
 
 class MemoryState:

@@ -1,0 +1,15 @@
+"""The exporter's registry: the deployment collector (and, with metrics.proxy, the proxy's histograms)."""
+
+from __future__ import annotations
+
+from prometheus_client.registry import CollectorRegistry
+
+from kimik3_reconciler.exporter.collect import DeploymentCollector
+from kimik3_reconciler.model.metrics import ExporterConfig
+from kimik3_reconciler.ports import Ports
+
+
+def deployment_registry(config: ExporterConfig, ports: Ports) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(DeploymentCollector(config, ports))
+    return registry
