@@ -1,0 +1,141 @@
+"""Issue 17 against the real parts: the demo converged with `metrics:` on, a real Prometheus (Debian's
+`prometheus`, started here on loopback with a scrape config written here) scraping the exporter kimik3
+started, and PromQL through Prometheus's HTTP API. The profile sets an API key: the exporter needs it to
+read the server's /metrics, and the key must appear in no series, label or exposition."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from support.realparts import demo_hub, demo_profile, kimik3, write_profile
+
+from kimik3_demo.hub import FixtureHub
+
+pytestmark = pytest.mark.docker
+
+NAME = "k3mx-metrics"
+PORT, METRICS_PORT, PROM_PORT = 19210, 19211, 19212
+API_KEY = "k3mx-secret-7c1e94d2"
+PROM = f"http://127.0.0.1:{PROM_PORT}"
+LABELS = f'profile="{NAME}"'
+
+
+@pytest.fixture(scope="module")
+def hub() -> Iterator[FixtureHub]:
+    with demo_hub() as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def deployed(tmp_path_factory: pytest.TempPathFactory, hub: FixtureHub) -> Iterator[Path]:
+    work = tmp_path_factory.mktemp("kimik3-metrics")
+    profile = demo_profile(work, NAME, PORT, hub.url)
+    profile["serve"]["api_key_file"] = "api.key"
+    profile["metrics"] = {"port": METRICS_PORT}
+    (work / "api.key").write_text(f"{API_KEY}\n")
+    write_profile(work, profile)
+    try:
+        kimik3(work, "apply", "profile.yaml", "--no-verify-server")
+        yield work
+    finally:
+        kimik3(work, "destroy", "profile.yaml", check=False)
+        subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def prometheus(deployed: Path) -> Iterator[str]:
+    if shutil.which("prometheus") is None:
+        pytest.fail("no prometheus binary: scripts/test.sh installs Debian's package")
+    config = deployed / "prometheus.yml"
+    config.write_text(json.dumps({  # YAML is a superset of JSON
+        "global": {"scrape_interval": "1s", "scrape_timeout": "1s"},
+        "scrape_configs": [{"job_name": "kimik3", "static_configs": [{"targets": [f"127.0.0.1:{METRICS_PORT}"]}]}]}))
+    log = open(deployed / "prometheus.log", "wb")
+    process = subprocess.Popen(["prometheus", f"--config.file={config}", f"--storage.tsdb.path={deployed / 'tsdb'}",
+                                f"--web.listen-address=127.0.0.1:{PROM_PORT}"], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: query('up{job="kimik3"}') == [1.0], "prometheus scrapes the exporter (up == 1)")
+        yield PROM
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=30)
+        log.close()
+
+
+def query(promql: str) -> list[float]:
+    try:
+        answer = httpx.get(f"{PROM}/api/v1/query", params={"query": promql}, timeout=5).json()
+    except httpx.HTTPError:
+        return []
+    assert answer["status"] == "success", answer
+    return [float(r["value"][1]) for r in answer["data"]["result"]]
+
+
+def wait_for(condition, what: str, timeout_s: float = 60.0) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting until {what}")
+
+
+def test_promql_sees_the_converged_deployment(prometheus: str) -> None:
+    assert query(f"kimik3_deployment_converged{{{LABELS}}}") == [1.0]
+    assert query(f"kimik3_server_up{{{LABELS}}}") == [1.0]
+    assert query(f"kimik3_last_apply_success{{{LABELS}}}") == [1.0]
+    load = query(f"kimik3_model_load_seconds{{{LABELS}}}")
+    assert len(load) == 1 and load[0] > 0
+    assert query(f"kimik3_model_load_bytes{{{LABELS}}} > 0")
+    assert query(f"kimik3_server_rss_bytes{{{LABELS}}} > 0")
+    # The demo's two shards were just read by the load: in the page cache.
+    assert len(query(f"kimik3_shard_page_cache_bytes{{{LABELS}}} > 0")) == 2
+    # This CPU host has no NVML: no GPU series at all, not zeros.
+    assert query(f'count(kimik3_gpu_memory_total_bytes{{{LABELS}}})') == []
+    info = httpx.get(f"{PROM}/api/v1/query", params={"query": f"kimik3_deployment_info{{{LABELS}}}"}).json()
+    metric = info["data"]["result"][0]["metric"]
+    assert metric["quant"] == "UD-Q2_K_XL" and metric["build"].startswith("mainline-") and len(metric["fingerprint"]) > 8
+
+
+def test_the_servers_token_counter_rises_after_a_completion(prometheus: str) -> None:
+    series = f"llamacpp:tokens_predicted_total{{{LABELS},quant=\"UD-Q2_K_XL\"}}"
+    wait_for(lambda: len(query(series)) == 1, "the server's re-labelled counter is scraped")
+    before = query(series)[0]
+    reply = httpx.post(f"http://127.0.0.1:{PORT}/v1/chat/completions", timeout=120,
+                       headers={"Authorization": f"Bearer {API_KEY}"},
+                       json={"messages": [{"role": "user", "content": "count"}], "max_tokens": 8})
+    assert reply.status_code == 200
+    wait_for(lambda: query(series)[0] > before, "tokens_predicted_total rises")
+
+
+def test_no_secret_in_any_label_or_series(prometheus: str, deployed: Path) -> None:
+    series = httpx.get(f"{PROM}/api/v1/series", params={"match[]": '{job="kimik3"}'}, timeout=5).json()
+    assert series["status"] == "success" and len(series["data"]) > 20
+    assert API_KEY not in json.dumps(series)
+    exposition = httpx.get(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=5).text
+    assert API_KEY not in exposition
+    token = os.environ.get("HF_TOKEN")
+    assert not token or token not in exposition
+    # Nor in the exporter's argv (visible to every user in ps) or its config record.
+    record = json.loads((deployed / "state" / "metrics" / NAME / "process.json").read_text())
+    cmdline = Path(f"/proc/{record['pid']}/cmdline").read_bytes().decode()
+    assert API_KEY not in cmdline and API_KEY not in json.dumps(record)
+
+
+def test_a_second_apply_keeps_the_exporter_and_destroy_stops_it(prometheus: str, deployed: Path) -> None:
+    record = json.loads((deployed / "state" / "metrics" / NAME / "process.json").read_text())
+    plan = kimik3(deployed, "plan", "profile.yaml", "--detailed-exitcode", check=False)
+    assert plan.returncode == 0, plan.stdout + plan.stderr
+    kimik3(deployed, "destroy", "profile.yaml")
+    assert not Path(f"/proc/{record['pid']}").exists() or b"metrics-serve" not in \
+        Path(f"/proc/{record['pid']}/cmdline").read_bytes()
+    wait_for(lambda: query('up{job="kimik3"}') == [0.0], "prometheus sees the exporter gone")
