@@ -392,8 +392,9 @@ def schema() -> None:
 def metrics_serve(ctx: click.Context, name: str) -> None:
     """Run the metrics exporter of profile NAME (started by apply: `metrics:` in the profile)."""
     from kimik3_reconciler.adapters import real_ports
+    from kimik3_reconciler.adapters.latency_proxy import proxy_app
     from kimik3_reconciler.adapters.metrics_http import exporter_app, serve
-    from kimik3_reconciler.exporter.registry import deployment_registry
+    from kimik3_reconciler.exporter.registry import exporter_registry
     from kimik3_reconciler.model.metrics import ExporterConfig
     from kimik3_reconciler.model.records import exporter_config_key
 
@@ -404,7 +405,11 @@ def metrics_serve(ctx: click.Context, name: str) -> None:
     if record is None:
         raise InputError(f"no exporter configuration for profile {name!r} in {c.state_dir} (kimik3 apply writes it)")
     config = ExporterConfig.from_json(record)
-    serve([(exporter_app(config, deployment_registry(config, ports)), config.bind, config.port)])
+    registry, proxy = exporter_registry(config, ports)
+    sites = [(exporter_app(config, registry), config.bind, config.port)]
+    if proxy is not None and config.proxy_bind and config.proxy_port:
+        sites.append((proxy_app(config.server_url, proxy), config.proxy_bind, config.proxy_port))
+    serve(sites)
 
 
 main.add_command(destroy, name="down")

@@ -1,10 +1,11 @@
-"""The exporter's registry: the deployment collector (and, with metrics.proxy, the proxy's histograms)."""
+"""The exporter's registry: the deployment collector and, with metrics.proxy, the proxy's histograms."""
 
 from __future__ import annotations
 
 from prometheus_client.registry import CollectorRegistry
 
 from kimik3_reconciler.exporter.collect import DeploymentCollector
+from kimik3_reconciler.exporter.proxy_observe import ProxyMetrics
 from kimik3_reconciler.model.metrics import ExporterConfig
 from kimik3_reconciler.ports import Ports
 
@@ -13,3 +14,10 @@ def deployment_registry(config: ExporterConfig, ports: Ports) -> CollectorRegist
     registry = CollectorRegistry(auto_describe=False)
     registry.register(DeploymentCollector(config, ports))
     return registry
+
+
+def exporter_registry(config: ExporterConfig, ports: Ports) -> tuple[CollectorRegistry, ProxyMetrics | None]:
+    """The registry /metrics serves, and the proxy's series in it when the profile asks for the proxy."""
+    registry = deployment_registry(config, ports)
+    proxy = ProxyMetrics(registry, config.labels) if config.proxy_port else None
+    return registry, proxy

@@ -11,8 +11,9 @@ from kimik3_reconciler.model.metrics import ExporterConfig
 from kimik3_reconciler.model.plan import Action, Step, flat_diff
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.specs import ExporterRun, ExporterStop
-from kimik3_reconciler.planning.desired import Desired
-from kimik3_reconciler.planning.launch import gpus_of, repo_dir
+from kimik3_reconciler.planning.container_step import container_changes, plan_container
+from kimik3_reconciler.planning.desired import Desired, changes
+from kimik3_reconciler.planning.launch import bind_address, gpus_of, repo_dir, upstream_port
 
 _LOOPBACK = "127.0.0.1"
 
@@ -56,12 +57,32 @@ def render_exporter(desired: Desired, observed: Observed) -> ExporterConfig | No
         shards=tuple(str(snapshot / f.path) for f in model.files if f.path.endswith(".gguf")),
         gpus=gpus if isinstance(gpus, str) else tuple(str(g) for g in gpus),
         quant=model.quant, repo=model.repo, revision=model.revision, image_fingerprint=desired.build.fingerprint,
+        # rule: proxy-server-on-loopback
+        # The proxy binds what serve.host resolves to, on serve.port; llama-server moved to loopback (launch.py).
+        proxy_bind=bind_address(profile, observed)[0] if upstream_port(profile) is not None else None,
+        proxy_port=profile.serve.port if upstream_port(profile) is not None else None,
     )
+
+
+def plan_release_port(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
+    """Before the container: a running proxy that holds the port the new container binds (metrics.proxy turned
+    off, or server_port moved onto it) is stopped first, else llama-server exits "couldn't bind"."""
+    running = observed.exporter
+    if running is None or not running.alive or not running.config.get("proxy_port"):
+        return ()
+    if running.config["proxy_port"] != desired.launch.input.serve.port:
+        return ()
+    if not container_changes(plan_container(desired, observed, planned)):
+        return ()
+    return (Step("metrics", desired.profile.name, Action.DELETE, f"the exporter's proxy holds port "
+                 f"{running.config['proxy_port']}, which llama-server binds now: stop it first",
+                 spec=ExporterStop(desired.profile.name, running.pid)),)
 
 
 def plan_exporter(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
     wanted = render_exporter(desired, observed)
-    running = observed.exporter
+    # Stopped earlier in this plan (plan_release_port): what remains is to start the wanted one.
+    running = None if changes(planned, ExporterStop) else observed.exporter
     if wanted is None:
         if running is None:
             return ()

@@ -44,6 +44,7 @@ REAL_MAX_TOKENS, RANDOM_MAX_TOKENS, THINKING_EFFORT = 1024, 32, "low"
 UNPARSED_OUTPUT = "does not match the expected"
 # tool-call markup a lenient parser leaves in `content` when it did not recognise the call's shape
 _CALL_MARKUP = ("<|open|>call", "<|open|>tools", "<|tool_calls_section_begin|>", "<|tool_call_begin|>", "<tool_call>")
+CALL_MARKUP = _CALL_MARKUP  # the latency proxy looks for the same signs in live replies (exporter/proxy_observe.py)
 _COLOURS = {"red": "red", "crimson": "red", "scarlet": "red", "green": "green", "blue": "blue", "yellow": "yellow",
             "orange": "orange", "purple": "purple", "violet": "purple", "pink": "pink", "brown": "brown",
             "black": "black", "white": "white", "grey": "grey", "gray": "grey"}
