@@ -14,22 +14,25 @@ _HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-autho
                   "transfer-encoding", "upgrade", "host", "content-length"})
 
 
+SESSION = web.AppKey("session", aiohttp.ClientSession)
+
+
 def proxy_app(upstream: str, metrics: ProxyMetrics) -> web.Application:
     async def open_session(app: web.Application) -> None:
         # No total timeout: a long generation streams for minutes; connect fails fast. No decompression:
         # bytes pass as the server sent them. Enough connections for every slot and then some.
-        app["session"] = aiohttp.ClientSession(
+        app[SESSION] = aiohttp.ClientSession(
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=10), auto_decompress=False,
             connector=aiohttp.TCPConnector(limit=256, keepalive_timeout=30))
 
     async def close_session(app: web.Application) -> None:
-        await app["session"].close()
+        await app[SESSION].close()
 
     async def forward(request: web.Request) -> web.StreamResponse:
         body = await request.read()
         trace = metrics.start(request.path, body)
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP}
-        session: aiohttp.ClientSession = request.app["session"]
+        session: aiohttp.ClientSession = request.app[SESSION]
         try:
             async with session.request(request.method, upstream + request.path_qs, headers=headers,
                                        data=body or None, allow_redirects=False) as upstream_reply:

@@ -39,9 +39,11 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
     host = collect_host(ports.host, ports.docker, ours, profile.serve.port)
     others = collect_others(ports.docker, profile.name)
     inputs = collect_inputs(profile, base_dir, dockerfile, ports.state)
+    # Before the gate: our exporter's proxy may hold serve.port (metrics.proxy), which the gate must not refuse.
+    exporter = collect_exporter(profile.name, ports.state, ports.processes, ports.http)
     if before_hub is not None:  # a host the gate refuses must not wait for the hub first
         m = profile.model
-        before_hub(Observed(host=host, inputs=inputs, container=container, others=others,
+        before_hub(Observed(host=host, inputs=inputs, container=container, others=others, exporter=exporter,
                             model=ModelFact(repo=m.repo, revision=m.revision, quant=m.quant, cache_dir="")))
     model = collect_model(profile, ports.hub, ports.state, base_dir, ports.host, rehash)
     gated = gate_reference is not None
@@ -76,7 +78,7 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
         last_good=(ports.state.read(last_good_key(profile.name)) or {}).get("date"),
         unverified=(ports.state.read(unverified_key(profile.name)) or {}).get("fingerprint"),
         systemd=collect_systemd(profile, ports.units),
-        exporter=collect_exporter(profile.name, ports.state, ports.processes, ports.http),
+        exporter=exporter,
     )
 
 

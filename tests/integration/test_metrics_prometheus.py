@@ -1,7 +1,9 @@
-"""Issue 17 against the real parts: the demo converged with `metrics:` on, a real Prometheus (Debian's
-`prometheus`, started here on loopback with a scrape config written here) scraping the exporter kimik3
-started, and PromQL through Prometheus's HTTP API. The profile sets an API key: the exporter needs it to
-read the server's /metrics, and the key must appear in no series, label or exposition."""
+"""Issue 17 against the real parts: the demo converged with `metrics:` and its latency proxy on, a real
+Prometheus (Debian's `prometheus`, started here on loopback with a scrape config written here) scraping the
+exporter kimik3 started, and PromQL through Prometheus's HTTP API. The profile sets an API key: the exporter
+needs it to read the server's /metrics, the proxy passes it, and it must appear in no series, label or
+exposition. The demo's random weights cannot make a bad tool call on purpose: a second exporter
+(`kimik3 metrics-serve`, its config written here) proxies a scripted server (support/sse_stub.py) that does."""
 
 from __future__ import annotations
 
@@ -16,14 +18,19 @@ from pathlib import Path
 
 import httpx
 import pytest
-from support.realparts import demo_hub, demo_profile, kimik3, write_profile
+import openai
+from support.realparts import KIMIK3, demo_hub, demo_profile, kimik3, write_profile
+from support.sse_stub import SseStub
 
 from kimik3_demo.hub import FixtureHub
+from kimik3_reconciler.model.metrics import ExporterConfig
+from kimik3_reconciler.model.records import exporter_config_key
 
 pytestmark = pytest.mark.docker
 
 NAME = "k3mx-metrics"
-PORT, METRICS_PORT, PROM_PORT = 19210, 19211, 19212
+PORT, METRICS_PORT, PROM_PORT, SERVER_PORT = 19210, 19211, 19212, 19213
+STUB, STUB_METRICS, STUB_PROXY, STUB_UPSTREAM = "k3mx-stub", 19214, 19215, 19216
 API_KEY = "k3mx-secret-7c1e94d2"
 PROM = f"http://127.0.0.1:{PROM_PORT}"
 LABELS = f'profile="{NAME}"'
@@ -40,7 +47,7 @@ def deployed(tmp_path_factory: pytest.TempPathFactory, hub: FixtureHub) -> Itera
     work = tmp_path_factory.mktemp("kimik3-metrics")
     profile = demo_profile(work, NAME, PORT, hub.url)
     profile["serve"]["api_key_file"] = "api.key"
-    profile["metrics"] = {"port": METRICS_PORT}
+    profile["metrics"] = {"port": METRICS_PORT, "proxy": True, "server_port": SERVER_PORT}
     (work / "api.key").write_text(f"{API_KEY}\n")
     write_profile(work, profile)
     try:
@@ -52,18 +59,47 @@ def deployed(tmp_path_factory: pytest.TempPathFactory, hub: FixtureHub) -> Itera
 
 
 @pytest.fixture(scope="module")
-def prometheus(deployed: Path) -> Iterator[str]:
+def stub_exporter(deployed: Path) -> Iterator[SseStub]:
+    """A second exporter whose proxy fronts a scripted server (same code, started as apply starts one)."""
+    config = ExporterConfig(profile=STUB, labels={"profile": STUB, "quant": "stub", "build": "stub", "fingerprint": "0"},
+                            bind="127.0.0.1", port=STUB_METRICS, container=f"{STUB}-absent",
+                            server_url=f"http://127.0.0.1:{STUB_UPSTREAM}", proxy_bind="127.0.0.1",
+                            proxy_port=STUB_PROXY)
+    path = deployed / "state" / exporter_config_key(STUB)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(config.to_json()))
+    env = {**os.environ, "KIMIK3_STATE_DIR": str(deployed / "state")}
+    with SseStub(STUB_UPSTREAM, API_KEY) as upstream, open(deployed / "stub-exporter.log", "wb") as log:
+        process = subprocess.Popen([*KIMIK3, "metrics-serve", STUB], env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            wait_for(lambda: _answers(f"http://127.0.0.1:{STUB_METRICS}/healthz"), "the stub's exporter answers")
+            yield upstream
+        finally:
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=30)
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def prometheus(deployed: Path, stub_exporter: SseStub) -> Iterator[str]:
     if shutil.which("prometheus") is None:
         pytest.fail("no prometheus binary: scripts/test.sh installs Debian's package")
     config = deployed / "prometheus.yml"
     config.write_text(json.dumps({  # YAML is a superset of JSON
         "global": {"scrape_interval": "1s", "scrape_timeout": "1s"},
-        "scrape_configs": [{"job_name": "kimik3", "static_configs": [{"targets": [f"127.0.0.1:{METRICS_PORT}"]}]}]}))
+        "scrape_configs": [{"job_name": "kimik3", "static_configs": [{"targets": [f"127.0.0.1:{METRICS_PORT}",
+                                                                             f"127.0.0.1:{STUB_METRICS}"]}]}]}))
     log = open(deployed / "prometheus.log", "wb")
     process = subprocess.Popen(["prometheus", f"--config.file={config}", f"--storage.tsdb.path={deployed / 'tsdb'}",
                                 f"--web.listen-address=127.0.0.1:{PROM_PORT}"], stdout=log, stderr=subprocess.STDOUT)
     try:
-        wait_for(lambda: query('up{job="kimik3"}') == [1.0], "prometheus scrapes the exporter (up == 1)")
+        wait_for(lambda: query('up{job="kimik3"}') == [1.0, 1.0], "prometheus scrapes both exporters (up == 1)")
         yield PROM
     finally:
         process.send_signal(signal.SIGTERM)
@@ -73,9 +109,12 @@ def prometheus(deployed: Path) -> Iterator[str]:
 
 def query(promql: str) -> list[float]:
     try:
-        answer = httpx.get(f"{PROM}/api/v1/query", params={"query": promql}, timeout=5).json()
+        reply = httpx.get(f"{PROM}/api/v1/query", params={"query": promql}, timeout=5)
     except httpx.HTTPError:
         return []
+    if reply.status_code == 503:  # Prometheus still starting ("Service Unavailable")
+        return []
+    answer = reply.json()
     assert answer["status"] == "success", answer
     return [float(r["value"][1]) for r in answer["data"]["result"]]
 
@@ -117,6 +156,35 @@ def test_the_servers_token_counter_rises_after_a_completion(prometheus: str) -> 
     wait_for(lambda: query(series)[0] > before, "tokens_predicted_total rises")
 
 
+def test_the_proxy_passes_the_openai_client_and_prometheus_sees_its_latency(prometheus: str) -> None:
+    client = openai.OpenAI(base_url=f"http://127.0.0.1:{PORT}/v1", api_key=API_KEY, max_retries=0, timeout=120)
+    stream = client.chat.completions.create(model=NAME, stream=True, max_tokens=8,
+                                            messages=[{"role": "user", "content": "count to five"}])
+    events = [chunk for chunk in stream]
+    assert len(events) >= 2  # streamed through, event by event
+    with pytest.raises(openai.AuthenticationError):
+        openai.OpenAI(base_url=f"http://127.0.0.1:{PORT}/v1", api_key="wrong", max_retries=0).models.list()
+    assert httpx.get(f"http://127.0.0.1:{PORT}/health", timeout=5).json() == {"status": "ok"}
+    route = f'{LABELS},route="/v1/chat/completions"'
+    # Inter-token gaps exist only for a stream: this one (the counter test's completion was not streamed).
+    wait_for(lambda: bool(query(f"sum(kimik3_proxy_itl_seconds_count{{{route}}}) > 0")), "ITL is scraped")
+    assert query(f"sum(kimik3_proxy_ttft_seconds_count{{{route}}}) >= 1")
+    assert query(f'sum(kimik3_proxy_errors_total{{{LABELS},kind="http_4xx"}})') == [1.0]
+    # llama-server itself is on loopback behind the proxy, on its own port.
+    assert httpx.get(f"http://127.0.0.1:{SERVER_PORT}/health", timeout=5).status_code == 200
+
+
+def test_a_scripted_bad_tool_call_through_the_proxy_is_counted(prometheus: str, stub_exporter: SseStub) -> None:
+    stub_exporter.script = [{"tool_calls": [{"id": "call_1", "type": "function",
+                                             "function": {"name": "get_weather", "arguments": '{"city": "Oslo"'}}]}]
+    client = openai.OpenAI(base_url=f"http://127.0.0.1:{STUB_PROXY}/v1", api_key=API_KEY, max_retries=0)
+    streamed = client.chat.completions.create(model="kimi-k3", stream=True, messages=[{"role": "user", "content": "?"}],
+                                              tools=[{"type": "function", "function": {"name": "get_weather"}}])
+    assert "".join(c.choices[0].delta.tool_calls[0].function.arguments or "" for c in streamed) == '{"city": "Oslo"'
+    failures = f'kimik3_proxy_tool_call_parse_failures_total{{profile="{STUB}",kind="arguments"}}'
+    wait_for(lambda: query(failures) == [1.0], "the parse failure is counted in Prometheus")
+
+
 def test_no_secret_in_any_label_or_series(prometheus: str, deployed: Path) -> None:
     series = httpx.get(f"{PROM}/api/v1/series", params={"match[]": '{job="kimik3"}'}, timeout=5).json()
     assert series["status"] == "success" and len(series["data"]) > 20
@@ -138,4 +206,4 @@ def test_a_second_apply_keeps_the_exporter_and_destroy_stops_it(prometheus: str,
     kimik3(deployed, "destroy", "profile.yaml")
     assert not Path(f"/proc/{record['pid']}").exists() or b"metrics-serve" not in \
         Path(f"/proc/{record['pid']}/cmdline").read_bytes()
-    wait_for(lambda: query('up{job="kimik3"}') == [0.0], "prometheus sees the exporter gone")
+    wait_for(lambda: query(f'up{{instance="127.0.0.1:{METRICS_PORT}"}}') == [0.0], "prometheus sees the exporter gone")
