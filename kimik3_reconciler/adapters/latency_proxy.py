@@ -33,9 +33,19 @@ def proxy_app(upstream: str, metrics: ProxyMetrics) -> web.Application:
         trace = metrics.start(request.path, body)
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP}
         session: aiohttp.ClientSession = request.app[SESSION]
+        reply: web.StreamResponse | None = None
         try:
-            async with session.request(request.method, upstream + request.path_qs, headers=headers,
-                                       data=body or None, allow_redirects=False) as upstream_reply:
+            for attempt in (1, 2):
+                try:
+                    upstream_reply = await session.request(request.method, upstream + request.path_qs,
+                                                           headers=headers, data=body or None, allow_redirects=False)
+                    break
+                except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
+                    # A pooled keep-alive connection the server had just closed (cpp-httplib closes after a
+                    # number of requests): nothing was answered, so the request is sent once more on a new one.
+                    if attempt == 2:
+                        raise
+            async with upstream_reply:
                 trace.response(upstream_reply.status, upstream_reply.headers.get("Content-Type", ""))
                 reply = web.StreamResponse(status=upstream_reply.status, reason=upstream_reply.reason)
                 for key, value in upstream_reply.headers.items():
@@ -50,9 +60,10 @@ def proxy_app(upstream: str, metrics: ProxyMetrics) -> web.Application:
                 await reply.write_eof()
         except (aiohttp.ClientError, ConnectionError) as exc:
             trace.finish(upstream_failed=True)
-            if "reply" in locals() and reply.prepared:
+            if reply is not None and reply.prepared:
                 raise  # the status went out already: drop the connection, as the server would
-            return web.Response(status=502, text=f"kimik3 proxy: llama-server did not answer ({type(exc).__name__})")
+            return web.Response(status=502, text=f"kimik3 proxy: llama-server did not answer ({type(exc).__name__}: "
+                                                 f"{exc})")
         trace.finish()
         return reply
 
