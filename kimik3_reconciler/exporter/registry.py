@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from prometheus_client import generate_latest
 from prometheus_client.registry import CollectorRegistry
 
 from kimik3_reconciler.exporter.collect import DeploymentCollector
@@ -21,3 +22,8 @@ def exporter_registry(config: ExporterConfig, ports: Ports) -> tuple[CollectorRe
     registry = deployment_registry(config, ports)
     proxy = ProxyMetrics(registry, config.labels) if config.proxy_port else None
     return registry, proxy
+
+
+def exposition(registry: CollectorRegistry) -> str:
+    """One scrape of `registry`, as /metrics would answer it (for `status --watch` without an exporter)."""
+    return generate_latest(registry).decode()

@@ -12,7 +12,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeHub, FakeProcesses, fake_ports
 
 from kimik3_reconciler.engine import Engine
-from kimik3_reconciler.exporter.registry import deployment_registry
+from kimik3_reconciler.exporter.proxy_observe import ProxyMetrics
+from kimik3_reconciler.exporter.registry import deployment_registry, exposition
+from kimik3_reconciler.exporter.watch import samples_of, watch_rows
 from kimik3_reconciler.model.metrics import ExporterConfig
 from kimik3_reconciler.model.plan import Action
 from kimik3_reconciler.model.profile_source import parse_profile
@@ -128,3 +130,44 @@ def test_gpu_series_are_the_profiles_gpus_with_the_servers_share_and_foreign_hol
     engine.ports.host.nvml_dump = {"error": "NVMLError_LibraryNotFound"}
     text = generate_latest(deployment_registry(config, engine.ports)).decode()
     assert "kimik3_gpu_" not in text and 'kimik3_exporter_source_up{profile="k3-test",source="nvml"} 0.0' in text
+
+
+def test_the_watch_view_reads_the_same_numbers_with_rates_and_percentiles(world):
+    engine, docker = world
+    engine.apply_or_revert(parse_profile(with_metrics(), "p.yaml"))
+    base = "http://127.0.0.1:18999"
+    engine.ports.http.pages.update({f"{base}/metrics": (200, SERVER_METRICS), f"{base}/slots": (200, SLOTS)})
+    config = ExporterConfig.from_json(engine.ports.state.read(exporter_config_key("k3-test")))
+    registry = deployment_registry(config, engine.ports)
+    before = samples_of(exposition(registry))
+    engine.ports.http.pages[f"{base}/metrics"] = (200, SERVER_METRICS.replace(
+        "llamacpp:requests_processing 1", "llamacpp:requests_processing 1\n# TYPE llamacpp:tokens_predicted_total "
+        "counter\nllamacpp:tokens_predicted_total 40").replace("prompt_tokens_total 12", "prompt_tokens_total 32"))
+    now = samples_of(exposition(registry))
+    metrics = ProxyMetrics(registry, config.labels)
+    for seconds in (0.1, 0.2, 0.3, 0.4):
+        metrics.ttft.labels(**config.labels, route="/v1/chat/completions", model="m").observe(seconds)
+    rows = {(r.section, r.name): r.value for r in watch_rows(before, samples_of(exposition(registry)), 2.0)}
+    assert rows[("deployment", "converged")] == "yes"
+    assert rows[("server", "prompt tok/s")] == "10.0"  # (32 - 12) / 2 s
+    assert ("server", "decode tok/s") not in rows  # no earlier reading of that counter: no rate
+    assert rows[("server", "slots busy")] == "1 of 2"
+    assert rows[("latency", "TTFT p50/p95")].startswith("250 / 475 ms")  # interpolated in buckets, as PromQL
+    assert not any(r.section == "gpu" for r in watch_rows(before, now, 2.0))  # no NVML: no GPU rows
+
+
+def test_status_watch_renders_without_an_exporter(world, monkeypatch, tmp_path):
+    from click.testing import CliRunner
+
+    import kimik3_reconciler.adapters as adapters
+    from kimik3_reconciler import cli
+
+    engine, _ = world
+    text = FAKE_PROFILE  # no metrics: section: the view collects in process
+    engine.apply_or_revert(parse_profile(text, "p.yaml"))
+    (tmp_path / "profile.yaml").write_text(text)
+    monkeypatch.setattr(adapters, "real_ports", lambda *a, **k: engine.ports)
+    result = CliRunner().invoke(cli.main, ["--dockerfile", str(tmp_path / "Dockerfile.llamacpp"), "status", "--watch",
+                                           "--interval", "0.5s", "--iterations", "1", str(tmp_path / "profile.yaml")])
+    assert result.exit_code == 0, result.output
+    assert "collected here" in result.output and "converged" in result.output and "yes" in result.output
