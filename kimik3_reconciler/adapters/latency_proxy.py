@@ -56,8 +56,16 @@ def proxy_app(upstream: str, metrics: ProxyMetrics) -> web.Application:
                 await reply.prepare(request)
                 async for chunk in upstream_reply.content.iter_any():
                     trace.chunk(chunk)
-                    await reply.write(chunk)
-                await reply.write_eof()
+                    try:
+                        await reply.write(chunk)
+                    except (aiohttp.ClientConnectionResetError, ConnectionError):
+                        trace.finish(client_gone=True)  # the client left: stop reading the server's reply
+                        return reply
+                try:
+                    await reply.write_eof()
+                except (aiohttp.ClientConnectionResetError, ConnectionError):
+                    trace.finish(client_gone=True)
+                    return reply
         except (aiohttp.ClientError, ConnectionError) as exc:
             trace.finish(upstream_failed=True)
             if reply is not None and reply.prepared:

@@ -56,7 +56,7 @@ class ProxyMetrics:
         self.requests = Counter("kimik3_proxy_requests", "requests through the proxy, by status code",
                                 [*names, "code"], registry=registry)
         self.errors = Counter("kimik3_proxy_errors", "failed requests: upstream (no answer), http_4xx, http_5xx, "
-                              "stream (an error event)", [*names, "kind"], registry=registry)
+                              "stream (an error event), client_gone (closed before the end)", [*names, "kind"], registry=registry)
         self.tool_parse = Counter("kimik3_proxy_tool_call_parse_failures", "replies whose tool call did not parse "
                                   "(parser refusal, arguments not a JSON object, markup left in the content)",
                                   [*names, "kind"], registry=registry)
@@ -94,6 +94,7 @@ class RequestTrace:
         self.content_tail = ""  # the streamed content's last characters (markup may span events)
         self.leaked = False
         self.stream_error = False
+        self.done = False  # the stream's `data: [DONE]` went by
 
     def response(self, status: int, content_type: str) -> None:
         self.status, self.streaming = status, "text/event-stream" in content_type
@@ -113,6 +114,8 @@ class RequestTrace:
                 self._event(line[5:].strip(), now)
 
     def _event(self, payload: bytes, now: float) -> None:
+        if payload == b"[DONE]":
+            self.done = True
         if not payload or payload == b"[DONE]":
             return
         if self.first is None:
@@ -144,14 +147,17 @@ class RequestTrace:
                 self.content_tail = (self.content_tail + content)[-64:]
                 self.leaked = self.leaked or any(m in self.content_tail for m in CALL_MARKUP)
 
-    def finish(self, upstream_failed: bool = False) -> None:
+    def finish(self, upstream_failed: bool = False, client_gone: bool = False) -> None:
+        """`client_gone`: writing to the client failed; after `[DONE]` that is a client that did not wait for
+        the end of the stream (the openai client), not an error."""
         now = time.perf_counter()
         m, keys = self.metrics, self.keys
+        if client_gone and not self.done:
+            m.errors.labels(**keys, kind="client_gone").inc()
         if upstream_failed:
             m.errors.labels(**keys, kind="upstream").inc()
             m.requests.labels(**keys, code="502").inc()
             return
-        m.requests.labels(**keys, code=str(self.status)).inc()
         if not self.streaming and self.first is not None:
             m.ttft.labels(**keys).observe(self.first - self.started)
         m.e2e.labels(**keys).observe(now - self.started)
@@ -164,6 +170,7 @@ class RequestTrace:
         kind = self._tool_parse_failure()
         if kind:
             m.tool_parse.labels(**keys, kind=kind).inc()
+        m.requests.labels(**keys, code=str(self.status)).inc()  # last: a counted request has all its series
 
     def _tool_parse_failure(self) -> str | None:
         if self.streaming:

@@ -62,20 +62,23 @@ def proxied() -> Iterator[tuple[SseStub, str, CollectorRegistry]]:
             thread.join(10)
 
 
-def samples(registry: CollectorRegistry, settle: str = "kimik3_proxy_requests_total") -> dict[tuple[str, tuple], float]:
-    """The registry's samples once the last request finished: a client stops reading at `[DONE]`, a moment
+def samples(registry: CollectorRegistry, requests: int) -> dict[tuple[str, tuple], float]:
+    """The registry's samples once `requests` requests are recorded: a client stops reading at `[DONE]`, a moment
     before the proxy has written the end of the stream and recorded the request."""
-    for _ in range(100):
-        text = generate_latest(registry).decode()
-        if settle in text:
-            break
+    def read() -> dict[tuple[str, tuple], float]:
+        out = {}
+        for family in text_string_to_metric_families(generate_latest(registry).decode()):
+            for s in family.samples:
+                extra = tuple(sorted((k, v) for k, v in s.labels.items() if k not in LABELS))
+                out[(s.name, extra)] = s.value
+        return out
+
+    for _ in range(250):
+        got = read()
+        if sum(v for k, v in got.items() if k[0] == "kimik3_proxy_requests_total") >= requests:
+            return read()  # once more: one exposition is not atomic
         time.sleep(0.02)
-    out = {}
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            extra = tuple(sorted((k, v) for k, v in s.labels.items() if k not in LABELS))
-            out[(s.name, extra)] = s.value
-    return out
+    raise AssertionError(f"the proxy did not record {requests} requests")
 
 
 def client(base: str, key: str = KEY) -> openai.OpenAI:
@@ -90,7 +93,7 @@ def test_streaming_chat_passes_through_and_is_timed(proxied):
     text = "".join(chunk.choices[0].delta.content or "" for chunk in stream)
     assert text == "one two three four five "
     assert upstream.headers_seen[-1]["Authorization"] == f"Bearer {KEY}"  # the key passed unchanged
-    got = samples(registry)
+    got = samples(registry, 1)
     route = (("model", "kimi-k3"), ("route", "/v1/chat/completions"))
     assert got[("kimik3_proxy_ttft_seconds_count", route)] == 1
     assert got[("kimik3_proxy_itl_seconds_count", route)] == 4  # five events, four gaps
@@ -114,7 +117,7 @@ def test_tools_pass_and_a_bad_tool_call_is_counted_streamed_or_not(proxied):
     assert bad.choices[0].message.tool_calls[0].function.arguments == "Oslo, please"
     with pytest.raises(openai.InternalServerError):
         ask(model="kimi-k3", messages=messages, tools=TOOLS)
-    got = samples(registry)
+    got = samples(registry, 4)
     failures = {k[1]: v for k, v in got.items() if k[0] == "kimik3_proxy_tool_call_parse_failures_total"}
     by_kind = {dict(labels)["kind"]: value for labels, value in failures.items()}
     assert by_kind == {"arguments": 2.0, "parser": 1.0}
@@ -129,7 +132,7 @@ def test_a_wrong_key_and_health_pass_unchanged(proxied):
     assert "Invalid API Key" in str(refused.value)
     health = httpx.get(f"{base}/health")
     assert health.status_code == 200 and health.json() == {"status": "ok"}
-    got = samples(registry)
+    got = samples(registry, 2)
     assert got[("kimik3_proxy_errors_total", (("kind", "http_4xx"), ("model", "kimi-k3"),
                                               ("route", "/v1/chat/completions")))] == 1
     assert got[("kimik3_proxy_requests_total", (("code", "200"), ("model", "default"), ("route", "/health")))] == 1
@@ -140,6 +143,6 @@ def test_an_upstream_that_does_not_answer_is_a_502_and_an_error(proxied):
     upstream.__exit__()  # llama-server gone (crashed, restarting)
     reply = httpx.post(f"{base}/v1/chat/completions", json={"model": "m", "messages": []})
     assert reply.status_code == 502
-    got = samples(registry)
+    got = samples(registry, 1)
     assert got[("kimik3_proxy_errors_total", (("kind", "upstream"), ("model", "m"),
                                               ("route", "/v1/chat/completions")))] == 1
