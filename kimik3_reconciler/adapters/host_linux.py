@@ -106,6 +106,9 @@ class LinuxHost:
                     owners[wanted[link]] = (int(proc.name), _read(str(proc / "comm")).strip())
         return owners
 
+    def process_cgroup(self, pid: int) -> str:
+        return _read(f"/proc/{pid}/cgroup")
+
 
 _WINDOW = 1 << 30
 

@@ -39,6 +39,7 @@ from kimik3_reconciler.model.specs import (
     StopUnit,
     UnitInstall,
     UnitRemoval,
+    VerifyServer,
 )
 
 FILES = (RemoteFile(path="Q/a-00001-of-00002.gguf", size=50 << 30, sha256="ab" * 32),
@@ -76,6 +77,7 @@ SAMPLES = [
     ExporterRun("k3", {"profile": "k3", "labels": {"profile": "k3"}, "port": 19201, "shards": ["/c/a.gguf"]},
                 "0123456789abcdef", "http://127.0.0.1:19201/healthz", replace_pid=4242),
     ExporterStop("k3", 4242),
+    VerifyServer("k3", "0123456789abcdef"),
 ]
 
 
