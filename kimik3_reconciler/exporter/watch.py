@@ -107,9 +107,11 @@ def watch_rows(before: Samples, now: Samples, seconds: float) -> list[Row]:
         if now_v is not None and then_v is not None and seconds > 0:
             rows.append(Row("server", label, f"{max(now_v - then_v, 0) / seconds:.1f}"))
     for name, label in (("kimik3_proxy_ttft_seconds", "TTFT p50/p95"), ("kimik3_proxy_itl_seconds", "ITL p50/p95")):
-        p50, p95 = quantile(now, before, name, 0.5), quantile(now, before, name, 0.95)
+        p50, p95, when = quantile(now, before, name, 0.5), quantile(now, before, name, 0.95), "this interval"
+        if p50 is None:  # no request in this interval: since the exporter started
+            p50, p95, when = quantile(now, {}, name, 0.5), quantile(now, {}, name, 0.95), "since the exporter started"
         if p50 is not None:
-            rows.append(Row("latency", label, f"{p50 * 1000:.0f} / {(p95 or p50) * 1000:.0f} ms (this interval)"))
+            rows.append(Row("latency", label, f"{p50 * 1000:.0f} / {(p95 or p50) * 1000:.0f} ms ({when})"))
     failures = _one(now, "kimik3_proxy_tool_call_parse_failures_total")
     if failures is not None:
         rows.append(Row("latency", "tool-call parse failures", f"{failures:.0f}"))

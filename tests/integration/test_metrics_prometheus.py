@@ -207,6 +207,14 @@ def test_no_secret_in_any_label_or_series(prometheus: str, deployed: Path) -> No
     assert API_KEY not in cmdline and API_KEY not in json.dumps(record)
 
 
+def test_status_watch_reads_the_running_exporter(prometheus: str, deployed: Path) -> None:
+    shown = kimik3(deployed, "status", "profile.yaml", "--watch", "--interval", "1s", "--iterations", "1").stdout
+    assert "exporter pid" in shown and f":{METRICS_PORT}/metrics" in shown
+    for row in ("converged", "server RSS", "page cache", "slots busy", "decode tok/s", "TTFT p50/p95"):
+        assert row in shown, row
+    assert API_KEY not in shown
+
+
 def test_a_second_apply_keeps_the_exporter_and_destroy_stops_it(prometheus: str, deployed: Path) -> None:
     record = json.loads((deployed / "state" / "metrics" / NAME / "process.json").read_text())
     plan = kimik3(deployed, "plan", "profile.yaml", "--detailed-exitcode", check=False)
