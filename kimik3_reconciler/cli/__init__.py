@@ -386,3 +386,8 @@ def schema() -> None:
 
 
 main.add_command(destroy, name="down")
+
+
+from kimik3_reconciler.cli.bench_cmd import bench  # noqa: E402 - registered after main exists
+
+main.add_command(bench)
