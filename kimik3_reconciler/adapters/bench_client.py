@@ -59,7 +59,10 @@ class HttpLoad:
                      concurrency: int) -> tuple[list[RequestSample], float]:
         queue = list(reversed(prompts))
         samples: list[RequestSample] = []
-        limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+        # A connection per request: llama-server may close a kept-alive connection just as the next request
+        # is written on it (seen: "Server disconnected without sending a response"); loopback connects take
+        # microseconds, and they are part of what a new client's TTFT is anyway.
+        limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=0)
         async with httpx.AsyncClient(base_url=base_url, headers=_headers(api_key), limits=limits,
                                      timeout=httpx.Timeout(self.timeout_s, connect=30)) as client:
             async def worker() -> None:

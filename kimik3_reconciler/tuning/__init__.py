@@ -162,6 +162,13 @@ class Search:
         measured = {knob_id(t.knobs) for t in self.trials if t.stage == 1 and t.status != "running"}
         measured.add(knob_id(baseline_knobs))
         order = sorted(feasible, key=lambda k: placement_key(feasible[k][0]))
+        for t in [t for t in self.trials if t.stage == 1 and t.status == "running"]:
+            kid = knob_id(t.knobs)  # launched when the search was killed: it was chosen, so it runs first
+            if kid in feasible and kid not in measured:
+                ask = self._enqueued(study, dists, t.knobs)
+                trial = self._run(t.knobs, feasible[kid][1], 1)
+                measured.add(kid)
+                study.tell(ask, trial.score if trial.score is not None else self._worst())
         while len(measured) < count + 1 and len(measured) < len(feasible) + 1:
             if self.clock.monotonic() - started + per_candidate > self.budget_s:
                 self.say(f"the budget ({_minutes(self.budget_s)}) is spent: no more launches")
@@ -204,10 +211,14 @@ class Search:
                 break
             if kid not in measured and kid not in chosen:
                 knobs = feasible[kid][0]
-                study.enqueue_trial(knobs)  # the next ask returns exactly these values
-                batch.append((study.ask(dists), knobs))
+                batch.append((self._enqueued(study, dists, knobs), knobs))
                 chosen.add(kid)
         return batch
+
+    @staticmethod
+    def _enqueued(study: Any, dists: dict[str, Any], knobs: dict[str, Any]) -> Any:
+        study.enqueue_trial(knobs)  # the next ask returns exactly these values
+        return study.ask(dists)
 
     def _worst(self) -> float:
         scores = [t.score for t in self.trials if t.score is not None]

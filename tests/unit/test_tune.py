@@ -4,6 +4,7 @@ profile as written among them), resuming after a kill, and `--write`'s in-place 
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -163,7 +164,7 @@ def test_a_killed_search_resumes_without_measuring_again() -> None:
     state, said = MemoryState(), []
     with pytest.raises(Killed):
         search(FakeRunner(kill_at=2), state, said).run(observed(loaded().profile), BASELINE)
-    record = next(iter(state.records.values()))
+    record = copy.deepcopy(next(iter(state.records.values())))
     assert [t["status"] for t in record["trials"]] == ["ok", "ok", "running"]  # baseline, one trial, the killed one
     resumed = FakeRunner()
     result = search(resumed, state, said).run(observed(loaded().profile), BASELINE)
@@ -173,6 +174,8 @@ def test_a_killed_search_resumes_without_measuring_again() -> None:
     assert len(stage1) == 4 and len({str(t.knobs) for t in stage1}) == 4  # none measured twice
     # the killed candidate again and the last one; then the finalists: the two done before were not relaunched
     assert len(resumed.converged) == 2 + len(stage2)
+    assert resumed.converged[0] == {k: v for k, v in record["trials"][2]["knobs"].items() if k != "threads"}
+    assert all(t.status != "running" for t in result.trials)
     assert state.read(search(resumed, state, []).key)["finished"] is True
 
 
