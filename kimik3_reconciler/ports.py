@@ -1,4 +1,4 @@
-"""Protocols for every side effect; adapters/ implements them, tests/support/fakes.py fakes them."""
+"""Protocols for every side effect; adapters/ implements them, tests/support/fakes/ fakes them (a module per port)."""
 
 from __future__ import annotations
 
@@ -122,6 +122,7 @@ class HostPort(Protocol):
     def tcp_tables(self) -> str: ...  # /proc/net/tcp then /proc/net/tcp6, as read
     def socket_owners(self, inodes: set[int], likely: frozenset[int] = frozenset()) -> dict[int, tuple[int, str]]:
         ...  # inode -> (pid, program); `likely` pids are looked at first
+    def process_cgroup(self, pid: int) -> str: ...  # /proc/<pid>/cgroup as read ("" when gone or unreadable)
 
 
 class StatePort(Protocol):
@@ -206,3 +207,6 @@ class Ports:
         self.units = units  # None: systemd is not looked at (planner tests on fakes without it)
         self.lock = lock  # None: nothing is locked (engine tests on fakes that do not test the lock)
         self.load = load  # only `kimik3 bench` and `kimik3 tune` load the server
+        # `kimik3 verify` of the profile being applied (VerifyFailed when a check fails); wired by the engine for
+        # the length of an apply that verifies, None otherwise (then `<= verify` steps are left for a later apply).
+        self.verifier: Callable[[], None] | None = None

@@ -4,6 +4,7 @@ llama-server (a GPU host without Docker, as tools/gpu_proof drives one) implemen
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from kimik3_reconciler.benchmark import converged_deployment, run_sweep
@@ -13,6 +14,8 @@ from kimik3_reconciler.errors import VerifyFailed
 from kimik3_reconciler.model.bench import BenchRun, BenchSettings
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.profile_source import LoadedProfile
+from kimik3_reconciler.model.records import unverified_key
+from kimik3_reconciler.model.specs import VerifyServer
 from kimik3_reconciler.planning.placement import forecast
 
 
@@ -41,13 +44,27 @@ class DockerRunner:
         self.engine = engine
 
     def converge(self, loaded: LoadedProfile) -> None:
+        """apply_or_revert without its last-good record and its revert: a candidate is never the profile to
+        come back to, and a failed one is a result (the search goes on to the next candidate)."""
+        check = self._check(loaded)
+        ports = self.engine.ports
+        ports.verifier = check  # a `<= verify` step (a launch an earlier apply left unverified) runs it
+        try:
+            result = self.engine.apply(loaded)
+        finally:
+            ports.verifier = None
+        if result.changed and not any(isinstance(s.spec, VerifyServer) for s in result.executed):
+            check()
+            ports.state.delete(unverified_key(loaded.profile.name))
+
+    def _check(self, loaded: LoadedProfile) -> Callable[[], None]:
         from kimik3_reconciler.verify import verify
 
-        result = self.engine.apply(loaded)  # not apply_or_revert: a candidate is never the last good profile
-        if result.changed:
+        def check() -> None:
             report = verify(self.engine, loaded)
             if not report.ok:
                 raise VerifyFailed(report.failure_text())
+        return check
 
     def measure(self, loaded: LoadedProfile, settings: BenchSettings) -> tuple[BenchRun, str]:
         observed = converged_deployment(self.engine, loaded)
@@ -55,14 +72,7 @@ class DockerRunner:
         return run, keep(self.engine.ports.state, run)
 
     def settle(self, loaded: LoadedProfile) -> None:
-        from kimik3_reconciler.verify import verify
-
-        def check() -> None:
-            report = verify(self.engine, loaded)
-            if not report.ok:
-                raise VerifyFailed(report.failure_text())
-
-        self.engine.apply_or_revert(loaded, check)
+        self.engine.apply_or_revert(loaded, self._check(loaded))
 
     def load_seconds(self, loaded: LoadedProfile, observed: Observed) -> float:
         placement = forecast(loaded.profile, observed)
