@@ -121,3 +121,23 @@ def test_the_plot_is_written_as_png_or_svg_and_other_suffixes_are_refused(engine
     assert (tmp_path / "b.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(InputError):
         plot_runs([run], tmp_path / "b.pdf")
+
+
+def test_the_tables_show_each_level_and_compare_runs_side_by_side(engine: Engine) -> None:
+    from rich.console import Console
+
+    from kimik3_reconciler.cli.bench_cmd import compare_table, level_table
+
+    loaded = parse_profile(FAKE_PROFILE, "test.yaml")
+    engine.apply(loaded)
+    run = run_sweep(engine, loaded, BenchSettings(grid=(1, 2), prompts=1, output_tokens=21),
+                    converged_deployment(engine, loaded))
+    other = BenchRun.from_json({**run.to_json(), "fingerprint": "feedface00000000",
+                                "levels": [run.levels[0].to_json()]})
+    console = Console(width=400, record=True)
+    console.print(level_table(run))
+    console.print(compare_table([run, other]))
+    text = console.export_text()
+    assert f"deployment {run.fingerprint}" in text and "+0.0%" in text  # the fakes' client agrees with timings
+    row2 = next(line for line in text.splitlines() if line.startswith("│ 2 ") and "|" in line)
+    assert row2.count("|") == 2 and row2.rstrip("│ ").endswith("-")  # the other run has no c=2 level
