@@ -14,13 +14,17 @@ from kimik3_reconciler.cli import _ctx, _err, _out, _run
 from kimik3_reconciler.cli.inputs import load
 from kimik3_reconciler.cli.options import Duration, lock_timeout
 from kimik3_reconciler.model.bench import BenchSettings
+from kimik3_reconciler.model.tuning import FIT
 
 
 def _baseline_knobs(space: dict, observed) -> dict:  # noqa: ANN001 - Observed
     """The running (as written) value of each searched knob: the trial that needs no load."""
     running = observed.container.inputs if observed.container else {}
     fixed = {"threads": observed.host.physical_cores, "load_mode": "none"}
-    return {k: fixed[k] if k in fixed else running.get(f"serve.{k}") for k in space}
+    knobs = {k: fixed[k] if k in fixed else running.get(f"serve.{k}") for k in space}
+    if "n_cpu_moe" in knobs and knobs["n_cpu_moe"] is None:
+        knobs["n_cpu_moe"] = FIT  # the running profile leaves the split to --fit
+    return knobs
 
 
 def _write_atomically(path: Path, text: str) -> None:

@@ -68,8 +68,12 @@ def parse_goal(text: str) -> Goal:
     return Goal(metric, concurrency, float(bound) if bound else None)
 
 
+FIT = "fit"  # n_cpu_moe=fit: no manual split, --fit sizes it from free VRAM (the profile leaves n_cpu_moe unset)
+
+
 def parse_space(items: tuple[str, ...]) -> dict[str, tuple[Any, ...]]:
-    """`--space ubatch=512,1024 --space parallel=1,2`: knob -> values (whole numbers; load_mode: words)."""
+    """`--space ubatch=512,1024 --space parallel=1,2 --space n_cpu_moe=fit,24,32`: knob -> values (whole
+    numbers; n_cpu_moe also `fit`; load_mode: words)."""
     space: dict[str, tuple[Any, ...]] = {}
     for item in items:
         knob, _, values = item.partition("=")
@@ -78,9 +82,11 @@ def parse_space(items: tuple[str, ...]) -> dict[str, tuple[Any, ...]]:
             raise InputError(f"--space {item!r}: expected KNOB=V1,V2,... with KNOB one of {', '.join(KNOBS)}")
         words = [v.strip() for v in values.split(",") if v.strip()]
         try:
-            space[knob] = tuple(words) if knob == "load_mode" else tuple(int(v) for v in words)
+            space[knob] = tuple(words) if knob == "load_mode" else tuple(
+                FIT if knob == "n_cpu_moe" and v == FIT else int(v) for v in words)
         except ValueError:
-            raise InputError(f"--space {item!r}: {knob} takes whole numbers") from None
+            also = " (or 'fit': --fit places the experts)" if knob == "n_cpu_moe" else ""
+            raise InputError(f"--space {item!r}: {knob} takes whole numbers{also}") from None
     return space
 
 

@@ -12,6 +12,7 @@ from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.profile_edit import set_serve_knobs
 from kimik3_reconciler.model.profile_source import LoadedProfile, parse_profile
+from kimik3_reconciler.model.tuning import FIT
 from kimik3_reconciler.planning import refuse_by_host_gate
 from kimik3_reconciler.planning.placement import forecast
 
@@ -34,8 +35,8 @@ def default_space(profile: Profile, observed: Observed) -> dict[str, tuple[Any, 
         "parallel": tuple(sorted({*SLOTS, profile.serve.parallel})),
     }
     if profile.gpus != "none" and profile.build.variant != "cpu":
-        if profile.serve.n_cpu_moe is not None:  # a manual split: move it around the written value
-            space["n_cpu_moe"] = _around(profile.serve.n_cpu_moe, (-8, -4, 0, 4, 8))
+        if profile.serve.n_cpu_moe is not None:  # a manual split: around the written value, and --fit instead
+            space["n_cpu_moe"] = (FIT, *_around(profile.serve.n_cpu_moe, (-8, -4, 0, 4, 8)))
         elif not isinstance(profile.serve.fit_target, list):  # --fit: the margin decides the CPU experts
             current = running.get("serve.fit_target") or profile.serve.fit_target
             space["fit_target"] = tuple(sorted({*FIT_TARGETS, *((int(current),) if current else ())}))
@@ -46,6 +47,8 @@ def serve_values(profile: Profile, knobs: dict[str, Any]) -> dict[str, Any]:
     """The serve fields a candidate writes: its knobs, and batch raised to ubatch when batch is not searched
     (llama.cpp lowers ubatch to batch silently: the candidate would not be the one measured)."""
     values = {k: v for k, v in knobs.items() if k not in ("threads", "load_mode")}
+    if values.get("n_cpu_moe") == FIT:
+        values["n_cpu_moe"] = None  # --fit: the key leaves the profile
     if "ubatch" in values and "batch" not in values and profile.serve.batch is not None:
         values["batch"] = max(profile.serve.batch, values["ubatch"])
     return values
@@ -103,5 +106,6 @@ def check_candidate(text: str, base: Profile, knobs: dict[str, Any], observed: O
 def placement_key(knobs: dict[str, Any]) -> tuple[Any, ...]:
     """Candidates with equal keys put the same tensors in the same places: run them one after the other, so
     a load finds the weights it needs still in the page cache."""
-    return (knobs.get("n_cpu_moe", -1), knobs.get("fit_target", -1), knobs.get("ubatch", -1),
+    split = knobs.get("n_cpu_moe", -1)
+    return (-1 if split == FIT else split, knobs.get("fit_target", -1), knobs.get("ubatch", -1),
             knobs.get("batch", -1), knobs.get("parallel", -1))

@@ -58,7 +58,8 @@ def test_goals_parse_with_their_concurrency_and_bound() -> None:
 def test_spaces_parse_and_unknown_knobs_are_refused() -> None:
     assert parse_space(("ubatch=256,512", "parallel=1,2")) == {"ubatch": (256, 512), "parallel": (1, 2)}
     assert len(candidates({"ubatch": (256, 512), "parallel": (1, 2), "threads": (1, 8)})) == 8
-    for bad in ("threads=x", "ctx=1", "ubatch"):
+    assert parse_space(("n_cpu_moe=fit,24",)) == {"n_cpu_moe": ("fit", 24)}
+    for bad in ("threads=x", "ctx=1", "ubatch", "ubatch=fit"):
         with pytest.raises(InputError):
             parse_space((bad,))
 
@@ -179,7 +180,29 @@ def test_a_killed_search_resumes_without_measuring_again() -> None:
     assert state.read(search(resumed, state, []).key)["finished"] is True
 
 
+def test_n_cpu_moe_fit_leaves_the_split_to_fit_and_a_number_pins_it() -> None:
+    from kimik3_reconciler.planning.tune_space import serve_values
+
+    text = PROFILE.replace("  parallel: 2        # slots", "  parallel: 2        # slots\n  n_cpu_moe: 20")
+    base = parse_profile(text, "tune.yaml")
+    assert serve_values(base.profile, {"n_cpu_moe": "fit"}) == {"n_cpu_moe": None}
+    unpinned = set_serve_knobs(text, serve_values(base.profile, {"n_cpu_moe": "fit"}))
+    assert "n_cpu_moe" not in unpinned and "# slots" in unpinned
+    assert parse_profile(set_serve_knobs(PROFILE, {"n_cpu_moe": 24}), "t.yaml").profile.serve.n_cpu_moe == 24
+    assert sorted([{"n_cpu_moe": 24}, {"n_cpu_moe": "fit"}], key=placement_key) == [{"n_cpu_moe": "fit"},
+                                                                                   {"n_cpu_moe": 24}]
+
+
 def test_candidates_run_in_page_cache_order() -> None:
     assert sorted([{"n_cpu_moe": 8, "ubatch": 512}, {"n_cpu_moe": 4, "ubatch": 4096}, {"n_cpu_moe": 8, "ubatch": 256}],
                   key=placement_key) == [{"n_cpu_moe": 4, "ubatch": 4096}, {"n_cpu_moe": 8, "ubatch": 256},
                                          {"n_cpu_moe": 8, "ubatch": 512}]
+
+
+def test_a_gpu_profile_with_a_manual_split_searches_it_and_fit() -> None:
+    text = PROFILE.replace("build: {source: mainline, variant: cpu, cpu_features: []}", "build: {source: mainline}")
+    text = text.replace("gpus: none", "gpus: all").replace("  parallel: 2        # slots",
+                                                          "  parallel: 2        # slots\n  n_cpu_moe: 20")
+    gpu = parse_profile(text, "gpu.yaml").profile
+    space = default_space(gpu, observed(gpu))
+    assert space["n_cpu_moe"] == ("fit", 12, 16, 20, 24, 28) and "fit_target" not in space
