@@ -3,8 +3,10 @@
 Short on purpose (tiny model, 8 output tokens, two levels): the sweep's shape and the cross-check's
 figures are printed (run with -s), never asserted as timings. Tune searches ubatch, parallel and threads
 (threads other than the physical cores are refused before any load, as seed 000 fixes them), is killed
-with SIGKILL once it has measured two trials, resumes, writes the profile keeping its comments, and leaves
-the host converged on what it wrote.
+with SIGKILL once it has measured two trials, resumes, and leaves the host converged on FILE: rewritten
+with its comments kept when a candidate won, as written when it measured best (which one wins is a
+measurement on a shared machine; the write itself is tested deterministically on fakes, through the
+command: tests/unit/test_tune.py).
 """
 
 from __future__ import annotations
@@ -97,13 +99,22 @@ def test_tune_resumes_after_kill_writes_the_profile_and_ends_converged(serving: 
     assert len({json.dumps(t["knobs"], sort_keys=True) for t in record["trials"] if t["stage"] == 1}) == len(
         [t for t in record["trials"] if t["stage"] == 1])  # nothing measured twice across the kill
 
+    # Which side wins is a measurement (never asserted): two concurrent requests on one slot queue, so the
+    # candidates (2 or 4 slots) usually beat the profile as written, but other work on a shared machine can
+    # turn a short bench around. Both endings are checked: FILE rewritten and run, or FILE kept and run.
     written = (serving / "profile.yaml").read_text()
-    assert written.startswith("# the demo, renamed for the bench/tune tests\n")
-    assert "# slots: kept by tune --write" in written and "# kimik3 tune " in written
-    assert "winner:" in resumed.stdout and "rewritten" in resumed.stdout and "not measured" not in resumed.stdout
-    assert kimik3(serving, "plan", "--detailed-exitcode", "profile.yaml", check=False).returncode == 0
     inputs = json.loads(docker("inspect", "-f", '{{index .Config.Labels "kimik3.inputs"}}', NAME))
-    assert inputs["serve.parallel"] in (2, 4) and inputs["serve.ubatch"] in (256, 512)
+    assert written.startswith("# the demo, renamed for the bench/tune tests\n")
+    if "winner:" in resumed.stdout:
+        print("tune ended on a winner: FILE rewritten")
+        assert "rewritten" in resumed.stdout and "not measured" not in resumed.stdout
+        assert "# slots: kept by tune --write" in written and "# kimik3 tune " in written
+        assert inputs["serve.parallel"] in (2, 4) and inputs["serve.ubatch"] in (256, 512)
+    else:
+        print("the profile as written measured best: FILE kept")
+        assert "nothing beat profile.yaml as written" in resumed.stdout and written == before
+        assert inputs["serve.parallel"] == 1
+    assert kimik3(serving, "plan", "--detailed-exitcode", "profile.yaml", check=False).returncode == 0
 
     compared = json.loads(kimik3(serving, "bench", "profile.yaml", "--compare", "--json").stdout)
     assert len({r["fingerprint"] for r in compared}) >= 3  # the sweep above and tune's candidates, side by side

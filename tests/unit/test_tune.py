@@ -206,3 +206,44 @@ def test_a_gpu_profile_with_a_manual_split_searches_it_and_fit() -> None:
     gpu = parse_profile(text, "gpu.yaml").profile
     space = default_space(gpu, observed(gpu))
     assert space["n_cpu_moe"] == ("fit", 12, 16, 20, 24, 28) and "fit_target" not in space
+
+
+def test_tune_write_through_the_cli_rewrites_the_file_and_settles_on_it(tmp_path, monkeypatch) -> None:
+    """The command end to end on fakes (engine, host lock, state) with FakeRunner's figures: deterministic,
+    so the written file is checked whatever a real machine's noise would have measured."""
+    from click.testing import CliRunner
+    from support.fakes import FakeHub, fake_ports
+
+    import kimik3_reconciler.cli.tune_cmd as tune_cmd
+    import kimik3_reconciler.tuning as tuning
+    from kimik3_reconciler.cli import main
+    from kimik3_reconciler.engine import Engine
+    from kimik3_reconciler.steps.report import NullReporter
+
+    (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
+    text = PROFILE.replace("build: {source: mainline, variant: cpu, cpu_features: []}",
+                           "build: {source: mainline, variant: cpu, cpu_features: [], archive: src.tar.gz}")
+    (tmp_path / "src.tar.gz").write_bytes(b"source")
+    path = tmp_path / "tune.yaml"
+    path.write_text(text)
+    hub = FakeHub("org/k3", "ab" * 20, {"UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00001.gguf": b"shard"}, tmp_path / "hub")
+    ports, _ = fake_ports(hub)
+    engine = Engine(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp")
+    engine.apply(parse_profile(text, str(path)))
+    runner = FakeRunner()
+
+    class Context:
+        def engine(self, _file: str) -> Engine:
+            return engine
+
+    monkeypatch.setattr(tune_cmd, "_ctx", lambda *_: Context())
+    monkeypatch.setattr(tuning, "DockerRunner", lambda _engine: runner)
+    result = CliRunner().invoke(main, ["tune", str(path), "--goal", "aggregate@2", "--space", "ubatch=512,1024",
+                                       "--space", "parallel=1,2", "--write"])
+    assert result.exit_code == 0, result.output
+    written = path.read_text()
+    assert "# a CPU profile to tune" in written and "port: 18999        # the port" in written
+    assert "  ubatch: 1024       # hybrid default" in written and "# kimik3 tune " in written
+    assert "aggregate@2 102.00 tok/s measured, was aggregate@2 " in written  # FakeRunner: 100/(1+0)+2 slots
+    assert [p.profile.serve.ubatch for p in runner.settled] == [1024]  # settled on what was written
+    assert runner.settled[0].text == written
