@@ -1,4 +1,8 @@
-"""The Docker engine through the docker SDK; SDK errors become errors.py's, transient ones are retried."""
+"""The Docker engine: reads over the unix socket (adapters/docker_socket.py) or through the docker SDK, writes
+through the SDK; errors become errors.py's, transient ones are retried.
+
+The SDK (and requests, urllib3) is imported when first needed, so a no-op plan on the local socket
+never loads it (docs/design.md "Observation costs")."""
 
 from __future__ import annotations
 
@@ -6,19 +10,19 @@ import tarfile
 import tempfile
 from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import docker
-import docker.errors
-import docker.types
-import requests.exceptions
-import structlog
 from tenacity import RetryCallState, retry, retry_if_exception_type, stop_after_delay, wait_exponential
 
+from kimik3_reconciler import logs
+from kimik3_reconciler.adapters.docker_socket import EngineApiError, EngineSocket, EngineUnreachable, engine_socket
 from kimik3_reconciler.adapters.translate import translated
 from kimik3_reconciler.errors import BuildFailed, Kimik3Error, PermanentError, TransientError
 from kimik3_reconciler.model.specs import ContainerSpec, ImageBuild
 from kimik3_reconciler.ports import LineSink
+
+if TYPE_CHECKING:
+    import docker
 
 # A daemon restart (systemctl restart docker, an upgrade) takes dockerd ~13 s to stop a loading server plus its
 # own start: keep trying well past that, so a restart during a 17-minute load does not fail the apply.
@@ -29,7 +33,7 @@ def _say_retrying(state: RetryCallState) -> None:
     """One line per retry: what failed, and how long kimik3 keeps trying (an operator must not guess)."""
     error = state.outcome.exception() if state.outcome else None
     waited = state.seconds_since_start or 0.0
-    structlog.get_logger("kimik3").warning(
+    logs.logger("kimik3").warning(
         "docker-retry", call=getattr(state.fn, "__name__", "docker"),
         message=f"{error}: the docker daemon is not answering; kimik3 keeps trying for {DAEMON_RESTART_S:.0f} s "
                 f"in all ({waited:.0f} s so far, attempt {state.attempt_number})")
@@ -40,6 +44,15 @@ _transient = retry(retry=retry_if_exception_type(TransientError), stop=stop_afte
 
 
 def _docker_error(exc: Exception) -> Kimik3Error | None:
+    # The socket reader's two classes first: they need no SDK import.
+    if isinstance(exc, EngineUnreachable):
+        return TransientError(f"docker daemon not answering: {exc}")
+    if isinstance(exc, EngineApiError):
+        return TransientError(f"docker daemon error: {exc.message}") if exc.is_server_error() else PermanentError(
+            f"docker: {exc}")
+    import docker.errors  # an SDK call raised (it is loaded then), or an error of no one's: a bug passes below
+    import requests.exceptions
+
     if isinstance(exc, (requests.exceptions.ConnectionError, requests.exceptions.Timeout)):
         return TransientError(f"docker daemon not answering: {exc}")
     if isinstance(exc, docker.errors.APIError) and exc.is_server_error():
@@ -49,14 +62,28 @@ def _docker_error(exc: Exception) -> Kimik3Error | None:
     return None
 
 
+def _absent(exc: PermanentError, sdk_class: str = "NotFound") -> bool:
+    """Whether a PermanentError says the object does not exist (404): the docker-side cause tells."""
+    cause = exc.__cause__
+    if isinstance(cause, EngineApiError):
+        return cause.status == 404
+    import docker.errors
+
+    return isinstance(cause, getattr(docker.errors, sdk_class))
+
+
 class DockerEngine:
     def __init__(self, base_url: str | None = None):
         self._base_url = base_url
         self._client: docker.DockerClient | None = None
+        self._reads: Any = None  # EngineSocket, or the SDK's APIClient: the same read calls and answers
 
     @property
     def client(self) -> docker.DockerClient:
         if self._client is None:
+            import docker
+            import docker.errors
+
             try:
                 self._client = (docker.DockerClient(base_url=self._base_url, timeout=120) if self._base_url
                                 else docker.from_env(timeout=120))
@@ -64,27 +91,41 @@ class DockerEngine:
                 raise TransientError(f"cannot reach the docker daemon: {exc}") from exc
         return self._client
 
+    @property
+    def reads(self) -> Any:
+        """Where reads go: the daemon's unix socket when the SDK would use one (docker_socket.engine_socket),
+        else the SDK's own APIClient (tcp, ssh, TLS, a named context)."""
+        if self._reads is None:
+            path = engine_socket(self._base_url)
+            self._reads = EngineSocket(path, timeout=120) if path else self.client.api
+        return self._reads
+
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         with translated(_docker_error):
             return fn(*args, **kwargs)
 
+    def _inspect(self, call: str, ref: str) -> dict[str, Any] | None:
+        try:
+            return self._call(getattr(self.reads, call), ref)
+        except PermanentError as exc:
+            if _absent(exc):
+                return None
+            raise
+
     @_transient
     def info(self) -> dict[str, Any]:
-        return self._call(self.client.info)
+        return self._call(self.reads.info)
 
     @_transient
     def list_images(self, label: str) -> list[dict[str, Any]]:
-        images = self._call(self.client.images.list, filters={"label": label})
-        return [image.attrs for image in images]
+        # As the SDK's images.list(): the listing, then each image's inspect (its `attrs`).
+        summaries = self._call(self.reads.images, filters={"label": label})
+        found = (self._inspect("inspect_image", s["Id"]) for s in summaries)
+        return [i for i in found if i is not None]
 
     @_transient
     def inspect_image(self, ref: str) -> dict[str, Any] | None:
-        try:
-            return self._call(self.client.api.inspect_image, ref)
-        except PermanentError as exc:
-            if isinstance(exc.__cause__, docker.errors.NotFound):
-                return None
-            raise
+        return self._inspect("inspect_image", ref)
 
     def image_id(self, ref: str) -> str | None:
         found = self.inspect_image(ref)
@@ -101,16 +142,11 @@ class DockerEngine:
 
     @_transient
     def inspect_container(self, name: str) -> dict[str, Any] | None:
-        try:
-            return self._call(self.client.api.inspect_container, name)
-        except PermanentError as exc:
-            if isinstance(exc.__cause__, docker.errors.NotFound):
-                return None
-            raise
+        return self._inspect("inspect_container", name)
 
     @_transient
     def list_containers(self, label: str) -> list[dict[str, Any]]:
-        summaries = self._call(self.client.api.containers, all=True, filters={"label": label})
+        summaries = self._call(self.reads.containers, all=True, filters={"label": label})
         found = (self.inspect_container(s["Id"]) for s in summaries)
         return [i for i in found if i is not None]
 
@@ -120,6 +156,8 @@ class DockerEngine:
         self._call(self.client.api.stop, name, timeout=60)
 
     def run_container(self, spec: ContainerSpec) -> str:
+        import docker.types
+
         mounts = [docker.types.Mount(target=m.target, source=m.source, type="bind", read_only=m.read_only)
                   for m in spec.mounts]
         device_requests = []
@@ -159,14 +197,14 @@ class DockerEngine:
             self._call(self.client.api.stop, name, timeout=30)
             self._call(self.client.api.remove_container, name, force=True)
         except PermanentError as exc:
-            if not isinstance(exc.__cause__, docker.errors.NotFound):
+            if not _absent(exc):
                 raise
 
     def remove_image(self, ref: str) -> None:
         try:
             self._call(self.client.images.remove, ref)
         except PermanentError as exc:
-            if not isinstance(exc.__cause__, docker.errors.ImageNotFound):
+            if not _absent(exc, "ImageNotFound"):
                 raise
 
     def container_logs(self, name: str, tail: int) -> str:
