@@ -6,8 +6,6 @@ never loads it (docs/design.md "Observation costs")."""
 
 from __future__ import annotations
 
-import tarfile
-import tempfile
 from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -219,6 +217,9 @@ class DockerEngine:
             yield from stream
 
     def build_image(self, spec: ImageBuild, context_files: dict[str, Path], on_line: LineSink) -> str:
+        import tarfile
+        import tempfile
+
         tail: deque[str] = deque(maxlen=25)
         step = "(before the first step)"
         with tempfile.TemporaryFile() as context:
