@@ -199,6 +199,7 @@ class _Handler(BaseHTTPRequestHandler):
         if segments[:2] == ["api", "agent-harnesses"]:
             return self._send_json(404, {"error": "Not Found"})
         self.server.requests.append((method, unquote(url.path)))
+        self.server.authorizations.append((method, unquote(url.path), self.headers.get("Authorization")))
         try:
             self._route(method, segments, parse_qs(url.query), body)
         except _NotFound as missing:
@@ -331,6 +332,7 @@ class _HubServer(ThreadingHTTPServer):
         super().__init__(address, _Handler)
         self.repos = repos
         self.requests: list[tuple[str, str]] = []
+        self.authorizations: list[tuple[str, str, str | None]] = []
         self.faults = HubFaults()
 
 
@@ -348,6 +350,11 @@ class FixtureHub:
     def requests(self) -> list[tuple[str, str]]:
         """(method, path) of every request so far, path percent-decoded without the query string."""
         return self._server.requests
+
+    @property
+    def authorizations(self) -> list[tuple[str, str, str | None]]:
+        """(method, path, Authorization header or None) of every request so far: which ones carried a token."""
+        return self._server.authorizations
 
     def start(self) -> Self:
         self._thread = threading.Thread(target=self._server.serve_forever, name="fixture-hub", daemon=True)

@@ -24,7 +24,7 @@ from kimik3_demo.source_archive import SDIST_NAME, SDIST_SHA256, SDIST_URL, TOP_
 from kimik3_reconciler.steps.smoke_model import write_tiny_kimi_k3
 
 DEMO_REPO = "kimik3-demo/Kimi-K3-tiny-GGUF"
-DEMO_REVISION = "d3e0c0de" * 5
+DEMO_REVISION = "d3e0c0d2" * 5  # d3e0c0de * 5 until the tiny model said it is random (kimik3.weights)
 DEMO_QUANTS = {"UD-Q2_K_XL": 0, "UD-Q4_K_XL": 1}  # quant folder -> generator seed
 DEMO_SHARDS = 2
 ARCHIVE_NAME = f"{TOP_FOLDER}.tar.gz"  # llama.cpp-b11434.tar.gz

@@ -1,4 +1,4 @@
-"""Protocols for every side effect; adapters/ implements them, tests/support/fakes.py fakes them."""
+"""Protocols for every side effect; adapters/ implements them, tests/support/fakes/ fakes them (a module per port)."""
 
 from __future__ import annotations
 
@@ -73,11 +73,18 @@ class ChatPort(Protocol):
         ...
 
     def chat(self, base_url: str, api_key: str | None, messages: list[dict[str, Any]],
-             tools: list[dict[str, Any]] | None = None, max_tokens: int = 32) -> dict[str, Any]:
+             tools: list[dict[str, Any]] | None = None, max_tokens: int = 32,
+             thinking_effort: str | None = None) -> dict[str, Any]:
         """The first choice: `{"message": {role, content, [reasoning_content], [tool_calls]}, "finish_reason"}`.
 
         With `tools`, tool_choice is "auto"; `message` can be appended to the next request as is.
+        `thinking_effort` (low/high/max) goes to the chat template (Kimi-K3's defaults to max).
         """
+        ...
+
+    def apply_template(self, base_url: str, api_key: str | None, messages: list[dict[str, Any]],
+                       tools: list[dict[str, Any]] | None = None) -> str:
+        """The prompt the server's chat template renders from `messages` (llama-server's /apply-template)."""
         ...
 
 
@@ -88,14 +95,19 @@ class HostPort(Protocol):
     def cpuinfo(self) -> str: ...
     def tailscale_ipv4(self) -> str | None: ...
     def disk_free(self, path: str) -> int: ...  # free bytes on the filesystem that holds (or will hold) path
+    def mounts(self) -> str: ...  # /proc/self/mounts, as read
+    def real_path(self, path: str) -> str: ...  # symlinks resolved (of the nearest existing ancestor)
     def nvml(self) -> dict[str, Any]: ...  # {"driver", "gpus": [...]} or {"error": "..."} (no driver)
     def meminfo(self) -> str: ...
     def numa_balancing(self) -> str | None: ...
     def numa_nodes(self) -> int: ...
     def cdi_specs(self) -> list[str]: ...
+    def cdi_spec_text(self, path: str) -> str: ...  # "" when unreadable
+    def container_toolkit_version(self) -> str: ...  # `nvidia-ctk --version` (or nvidia-container-cli); "" if absent
     def tcp_tables(self) -> str: ...  # /proc/net/tcp then /proc/net/tcp6, as read
     def socket_owners(self, inodes: set[int], likely: frozenset[int] = frozenset()) -> dict[int, tuple[int, str]]:
         ...  # inode -> (pid, program); `likely` pids are looked at first
+    def process_cgroup(self, pid: int) -> str: ...  # /proc/<pid>/cgroup as read ("" when gone or unreadable)
 
 
 class StatePort(Protocol):
@@ -179,3 +191,6 @@ class Ports:
         self.chat = chat  # only `kimik3 verify` talks to the server beyond /health
         self.units = units  # None: systemd is not looked at (planner tests on fakes without it)
         self.lock = lock  # None: nothing is locked (engine tests on fakes that do not test the lock)
+        # `kimik3 verify` of the profile being applied (VerifyFailed when a check fails); wired by the engine for
+        # the length of an apply that verifies, None otherwise (then `<= verify` steps are left for a later apply).
+        self.verifier: Callable[[], None] | None = None

@@ -27,7 +27,7 @@ done
 
 .venv/bin/kimik3 plan profiles/demo-cpu.yaml
 .venv/bin/kimik3 apply profiles/demo-cpu.yaml
-.venv/bin/kimik3 verify profiles/demo-cpu.yaml   # the text check shows the (nonsense) answer
+.venv/bin/kimik3 verify profiles/demo-cpu.yaml   # random weights: content checks "not checkable", answers shown
 
 cat <<'NEXT'
 

@@ -1,11 +1,13 @@
 """The Docker engine: reads over the unix socket (adapters/docker_socket.py) or through the docker SDK, writes
-through the SDK; errors become errors.py's, transient ones are retried.
+through the SDK; errors of both become errors.py's (`daemon_fault`), transient ones are retried.
 
 The SDK (and requests, urllib3) is imported when first needed, so a no-op plan on the local socket
 never loads it (docs/design.md "Observation costs")."""
 
 from __future__ import annotations
 
+import errno
+import os
 from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,10 +23,12 @@ from kimik3_reconciler.ports import LineSink
 
 if TYPE_CHECKING:
     import docker
+    import docker.types
 
 # A daemon restart (systemctl restart docker, an upgrade) takes dockerd ~13 s to stop a loading server plus its
 # own start: keep trying well past that, so a restart during a 17-minute load does not fail the apply.
 DAEMON_RESTART_S = 90.0
+CLIENT_TIMEOUT_S = 120  # one Docker API call; a stop waits 60 s for llama-server within it
 
 
 def _say_retrying(state: RetryCallState) -> None:
@@ -37,27 +41,87 @@ def _say_retrying(state: RetryCallState) -> None:
                 f"in all ({waited:.0f} s so far, attempt {state.attempt_number})")
 
 
+# The one retry layer: public DockerEngine methods carry it; they call each other only through the
+# undecorated `_inspect_container`, so a retried call never nests another 90 s of retries.
 _transient = retry(retry=retry_if_exception_type(TransientError), stop=stop_after_delay(DAEMON_RESTART_S),
                    wait=wait_exponential(multiplier=0.5, max=5), before_sleep=_say_retrying, reraise=True)
 
+# What a restarting daemon looks like from the client: the socket is there (or was, a moment ago) but
+# nobody accepts or a connection is cut. Anything else (no socket ever, no permission, a 5xx from a
+# running daemon) does not get better by waiting 90 s.
+_RESTARTING_ERRNOS = frozenset({errno.ECONNREFUSED, errno.ECONNRESET, errno.ECONNABORTED, errno.EPIPE})
+_RESTARTING_SAYS = ("is restarting", "daemon is shutting down", "shutting down", "daemon is not running")
 
-def _docker_error(exc: Exception) -> Kimik3Error | None:
-    # The socket reader's two classes first: they need no SDK import.
-    if isinstance(exc, EngineUnreachable):
-        return TransientError(f"docker daemon not answering: {exc}")
+# dockerd answers 500 when it cannot give a container the devices it asks for; retrying will not help.
+_NO_DEVICES = ("could not select device driver", "unresolvable CDI devices", "CDI device injection failed")
+
+
+def os_error_in(exc: BaseException) -> OSError | None:
+    """The OSError (with an errno) an SDK exception wraps, searched through causes, contexts and args:
+    requests' ConnectionError holds urllib3's ProtocolError, which holds the socket's own error."""
+    seen: set[int] = set()
+    todo: list[object] = [exc]
+    while todo:
+        item = todo.pop(0)
+        if not isinstance(item, BaseException) or id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, OSError) and item.errno is not None:
+            return item
+        todo.extend((item.__cause__, item.__context__, *getattr(item, "args", ()), getattr(item, "reason", None)))
+    return None
+
+
+def daemon_fault(exc: Exception, answered_before: bool, where: str) -> Kimik3Error | None:
+    """What a Docker exception means, from the SDK or the socket reader alike: TransientError only for a daemon
+    that looks like it is restarting; a clear PermanentError for a daemon that is not there, not ours to use,
+    or failing; None: not Docker's. `answered_before`: this process reached the daemon earlier (a socket that
+    vanished since = a restart)."""
+    # The socket reader's two classes first: they need no SDK import (a no-op plan never loads it).
     if isinstance(exc, EngineApiError):
-        return TransientError(f"docker daemon error: {exc.message}") if exc.is_server_error() else PermanentError(
-            f"docker: {exc}")
-    import docker.errors  # an SDK call raised (it is loaded then), or an error of no one's: a bug passes below
+        return _refusal(exc.message, exc.is_server_error(), exc)
+    if isinstance(exc, EngineUnreachable):
+        if isinstance(exc.__cause__, TimeoutError):
+            return PermanentError(f"the docker daemon at {where} did not answer within {CLIENT_TIMEOUT_S} s: {exc}")
+        return _unreachable(exc, True, answered_before, where)
+    import docker.errors  # an SDK call raised (so it is loaded), or an error of no one's (a bug): passes below
     import requests.exceptions
 
-    if isinstance(exc, (requests.exceptions.ConnectionError, requests.exceptions.Timeout)):
+    if isinstance(exc, requests.exceptions.Timeout):
+        return PermanentError(f"the docker daemon at {where} did not answer within {CLIENT_TIMEOUT_S} s: {exc}")
+    if isinstance(exc, docker.errors.APIError):
+        return _refusal(str(exc.explanation or exc), exc.is_server_error(), exc)
+    if not isinstance(exc, (requests.exceptions.ConnectionError, docker.errors.DockerException)):
+        return None
+    return _unreachable(exc, isinstance(exc, requests.exceptions.ConnectionError), answered_before, where)
+
+
+def _refusal(said: str, server_error: bool, exc: Exception) -> Kimik3Error:
+    """The daemon answered with an error status: transient only while it says it is restarting."""
+    if any(s in said for s in _NO_DEVICES):
+        return PermanentError(f"docker: {said}")
+    if server_error and any(marker in said.lower() for marker in _RESTARTING_SAYS):
+        return TransientError(f"docker daemon restarting: {said}")
+    return PermanentError(f"docker: {exc}")
+
+
+def _unreachable(exc: Exception, connection_error: bool, answered_before: bool, where: str) -> Kimik3Error:
+    """No answer: the socket's own error (errno) says whether the daemon is restarting, absent or not ours."""
+    cause = os_error_in(exc)
+    code = cause.errno if cause is not None else None
+    if code in (errno.EACCES, errno.EPERM):
+        return PermanentError(f"permission denied on the docker daemon's socket {where}: run kimik3 as root or as a "
+                              "member of the docker group")
+    if code == errno.ENOENT:
+        if answered_before:  # dockerd removes its socket while it restarts
+            return TransientError(f"docker daemon not answering: its socket {where} is gone (restarting?)")
+        return PermanentError(f"no docker daemon: {where} does not exist (is dockerd running? DOCKER_HOST?)")
+    if code in _RESTARTING_ERRNOS or (code is None and connection_error):
+        # No errno: "Connection aborted" with the daemon hanging up mid-request, as a stopping dockerd does.
         return TransientError(f"docker daemon not answering: {exc}")
-    if isinstance(exc, docker.errors.APIError) and exc.is_server_error():
-        return TransientError(f"docker daemon error: {exc.explanation or exc}")
-    if isinstance(exc, docker.errors.DockerException):
-        return PermanentError(f"docker: {exc}")
-    return None
+    if connection_error:
+        return PermanentError(f"cannot reach the docker daemon at {where}: {exc}")
+    return PermanentError(f"docker: {exc}")
 
 
 def _absent(exc: PermanentError, sdk_class: str = "NotFound") -> bool:
@@ -70,11 +134,34 @@ def _absent(exc: PermanentError, sdk_class: str = "NotFound") -> bool:
     return isinstance(cause, getattr(docker.errors, sdk_class))
 
 
+def _device_requests(spec: ContainerSpec) -> list[docker.types.DeviceRequest]:
+    """The GPUs of `spec`: CDI devices (`docker run --device nvidia.com/gpu=all`, what the docker CLI sends:
+    driver "cdi") or the nvidia runtime's request (`docker run --gpus all`: capability "gpu")."""
+    import docker.types
+
+    if spec.gpus == "none":
+        return []
+    ids = ["all"] if spec.gpus == "all" else list(spec.gpus)
+    if spec.gpu_request == "cdi":
+        return [docker.types.DeviceRequest(driver="cdi", device_ids=[f"nvidia.com/gpu={i}" for i in ids])]
+    if spec.gpus == "all":
+        return [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
+    return [docker.types.DeviceRequest(device_ids=ids, capabilities=[["gpu"]])]
+
+
 class DockerEngine:
     def __init__(self, base_url: str | None = None):
         self._base_url = base_url
         self._client: docker.DockerClient | None = None
         self._reads: Any = None  # EngineSocket, or the SDK's APIClient: the same read calls and answers
+        self._answered = False  # the daemon answered once in this process: a vanished socket is a restart
+
+    @property
+    def where(self) -> str:
+        return self._base_url or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+
+    def _translate(self, exc: Exception) -> Kimik3Error | None:
+        return daemon_fault(exc, self._answered, self.where)
 
     @property
     def client(self) -> docker.DockerClient:
@@ -83,10 +170,11 @@ class DockerEngine:
             import docker.errors
 
             try:
-                self._client = (docker.DockerClient(base_url=self._base_url, timeout=120) if self._base_url
-                                else docker.from_env(timeout=120))
+                self._client = (docker.DockerClient(base_url=self._base_url, timeout=CLIENT_TIMEOUT_S)
+                                if self._base_url else docker.from_env(timeout=CLIENT_TIMEOUT_S))
             except docker.errors.DockerException as exc:
-                raise TransientError(f"cannot reach the docker daemon: {exc}") from exc
+                raise (self._translate(exc) or PermanentError(f"docker: {exc}")) from exc
+            self._answered = True  # the client asked the daemon for its API version
         return self._client
 
     @property
@@ -95,14 +183,17 @@ class DockerEngine:
         else the SDK's own APIClient (tcp, ssh, TLS, a named context)."""
         if self._reads is None:
             path = engine_socket(self._base_url)
-            self._reads = EngineSocket(path, timeout=120) if path else self.client.api
+            self._reads = EngineSocket(path, timeout=CLIENT_TIMEOUT_S) if path else self.client.api
         return self._reads
 
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        with translated(_docker_error):
-            return fn(*args, **kwargs)
+        with translated(self._translate):
+            result = fn(*args, **kwargs)
+        self._answered = True
+        return result
 
     def _inspect(self, call: str, ref: str) -> dict[str, Any] | None:
+        """One inspect through `reads` (no retry layer of its own); None when the object does not exist."""
         try:
             return self._call(getattr(self.reads, call), ref)
         except PermanentError as exc:
@@ -116,7 +207,8 @@ class DockerEngine:
 
     @_transient
     def list_images(self, label: str) -> list[dict[str, Any]]:
-        # As the SDK's images.list(): the listing, then each image's inspect (its `attrs`).
+        # As the SDK's images.list(): the listing, then each image's inspect (its `attrs`); one gone in between
+        # is skipped.
         summaries = self._call(self.reads.images, filters={"label": label})
         found = (self._inspect("inspect_image", s["Id"]) for s in summaries)
         return [i for i in found if i is not None]
@@ -140,12 +232,15 @@ class DockerEngine:
 
     @_transient
     def inspect_container(self, name: str) -> dict[str, Any] | None:
+        return self._inspect_container(name)
+
+    def _inspect_container(self, name: str) -> dict[str, Any] | None:
         return self._inspect("inspect_container", name)
 
     @_transient
     def list_containers(self, label: str) -> list[dict[str, Any]]:
         summaries = self._call(self.reads.containers, all=True, filters={"label": label})
-        found = (self.inspect_container(s["Id"]) for s in summaries)
+        found = (self._inspect_container(s["Id"]) for s in summaries)
         return [i for i in found if i is not None]
 
     @_transient
@@ -158,11 +253,7 @@ class DockerEngine:
 
         mounts = [docker.types.Mount(target=m.target, source=m.source, type="bind", read_only=m.read_only)
                   for m in spec.mounts]
-        device_requests = []
-        if spec.gpus == "all":
-            device_requests = [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
-        elif spec.gpus != "none":
-            device_requests = [docker.types.DeviceRequest(device_ids=list(spec.gpus), capabilities=[["gpu"]])]
+        device_requests = _device_requests(spec)
         container = self._call(
             self.client.containers.run, spec.image, command=list(spec.command), name=spec.name, detach=True,
             environment=dict(spec.env), mounts=mounts, network_mode=spec.network_mode, ipc_mode=spec.ipc_mode,
@@ -174,8 +265,8 @@ class DockerEngine:
     def run_to_completion(self, spec: ContainerSpec, timeout_s: float) -> tuple[int, str, str]:
         """Run a one-shot container (llama-perplexity), wait, and return (exit code, stdout, stderr)."""
         self.remove_container(spec.name)
-        container_id = self.run_container(spec)
         try:
+            container_id = self.run_container(spec)  # a start that fails leaves a created container: removed below
             result = self._call(self.client.api.wait, container_id, timeout=timeout_s)
             out = self._call(self.client.api.logs, container_id, stdout=True, stderr=False).decode(errors="replace")
             err = self._call(self.client.api.logs, container_id, stdout=False, stderr=True).decode(errors="replace")
@@ -185,7 +276,7 @@ class DockerEngine:
 
     @_transient
     def start_container(self, name: str) -> None:
-        state = (self.inspect_container(name) or {}).get("State") or {}
+        state = (self._inspect_container(name) or {}).get("State") or {}
         self._call(self.client.api.unpause if state.get("Paused") else self.client.api.start, name)
 
     @_transient
@@ -213,7 +304,7 @@ class DockerEngine:
 
     def _stream(self, stream: Any) -> Any:
         """Iterate a build stream, translating errors raised mid-stream (daemon restarts, 5xx)."""
-        with translated(_docker_error):
+        with translated(self._translate):
             yield from stream
 
     def build_image(self, spec: ImageBuild, context_files: dict[str, Path], on_line: LineSink) -> str:

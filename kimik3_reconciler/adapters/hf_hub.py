@@ -19,6 +19,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait
 from kimik3_reconciler.adapters.translate import translated
 from kimik3_reconciler.errors import HubError, Kimik3Error
 from kimik3_reconciler.model.facts import RemoteFile
+from kimik3_reconciler.model.hub_endpoint import token_may_go_to
 from kimik3_reconciler.model.specs import ModelDownload
 
 if TYPE_CHECKING:
@@ -56,6 +57,18 @@ def _hub_error(exc: Exception, what: str, hub: str) -> Kimik3Error | None:
     if isinstance(exc, HfHubHTTPError):
         return HubError(f"{what}: {exc} (hub {hub})")
     return None
+
+
+def hub_token(hub: str) -> str | bool | None:
+    """The token for requests to `hub`: huggingface_hub's own (HF_TOKEN or the token file), or False
+    (huggingface_hub's "send none") when the hub is plain http to another host."""
+    # rule: hub-token-https
+    # A bearer token over plain http to a non-loopback host travels in clear text: never send it there.
+    if not token_may_go_to(hub):
+        return False
+    from huggingface_hub import get_token
+
+    return get_token()
 
 
 def _remote(entry: RepoFile) -> RemoteFile:
@@ -98,7 +111,8 @@ class HuggingFaceHub:
         from huggingface_hub import HfApi
         from huggingface_hub.hf_api import RepoFile
 
-        api, hub = HfApi(endpoint=endpoint), endpoint or constants.ENDPOINT
+        hub = endpoint or constants.ENDPOINT
+        api = HfApi(endpoint=endpoint, token=hub_token(hub))
         files: list[RemoteFile] = []
         for path in paths:
             what = f"{repo}@{revision[:12]}:{path}"
@@ -118,17 +132,18 @@ class HuggingFaceHub:
         from huggingface_hub import HfApi
         from huggingface_hub.hf_api import RepoFile
 
-        with translated(lambda exc: _hub_error(exc, f"{repo}@{revision[:12]}", endpoint or constants.ENDPOINT)):
-            entries = list(HfApi(endpoint=endpoint).list_repo_tree(repo, recursive=True, revision=revision))
+        hub = endpoint or constants.ENDPOINT
+        with translated(lambda exc: _hub_error(exc, f"{repo}@{revision[:12]}", hub)):
+            api = HfApi(endpoint=endpoint, token=hub_token(hub))
+            entries = list(api.list_repo_tree(repo, recursive=True, revision=revision))
         return sorted((_remote(e) for e in entries if isinstance(e, RepoFile)), key=lambda f: f.path)
 
     def read_head(self, repo: str, revision: str, path: str, endpoint: str | None, nbytes: int) -> bytes:
         """The first `nbytes` of a file on the hub (a Range request: headers before any download)."""
         url = f"{(endpoint or constants.ENDPOINT).rstrip('/')}/{repo}/resolve/{revision}/{quote(path)}"
         import httpx
-        from huggingface_hub import get_token
 
-        token = get_token()
+        token = hub_token(url)
         headers = {"Range": f"bytes=0-{nbytes - 1}", **({"Authorization": f"Bearer {token}"} if token else {})}
         with translated(lambda exc: _hub_error(exc, f"{repo}:{path}", endpoint or constants.ENDPOINT)):
             response = httpx.get(url, headers=headers, follow_redirects=True, timeout=60.0)
@@ -166,6 +181,5 @@ class HuggingFaceHub:
         files = tuple(f for f in spec.files if f.path in missing)
         endpoint = spec.endpoint or constants.ENDPOINT
         jobs = targets(spec.repo, spec.revision, files, endpoint, self.repo_cache_dir(spec.repo, spec.cache_dir))
-        from huggingface_hub import get_token
-
-        return fetch_all(jobs, get_token(), on_progress, self.download_workers)
+        token = hub_token(endpoint)
+        return fetch_all(jobs, token if isinstance(token, str) else None, on_progress, self.download_workers)

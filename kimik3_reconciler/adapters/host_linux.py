@@ -1,4 +1,5 @@
-"""Raw host facts from Linux: lscpu, /proc/cpuinfo, /proc/net/tcp and socket owners, tailscale (argv lists, never a shell)."""
+"""Raw host facts from Linux: lscpu, /proc/cpuinfo, /proc/net/tcp and socket owners, /proc/self/mounts, tailscale
+(argv lists, never a shell)."""
 
 from __future__ import annotations
 
@@ -50,11 +51,24 @@ class LinuxHost:
     def cdi_specs(self) -> list[str]:
         return [str(p) for d in ("/etc/cdi", "/var/run/cdi") for p in Path(d).glob("*") if p.is_file()]
 
+    def cdi_spec_text(self, path: str) -> str:
+        return _read(path)
+
+    def container_toolkit_version(self) -> str:
+        for tool in ("nvidia-ctk", "nvidia-container-cli"):
+            if shutil.which(tool):
+                return _run([tool, "--version"])
+        return ""
+
     def disk_free(self, path: str) -> int:
-        probe = Path(path)
-        while not probe.exists() and probe != probe.parent:  # the cache dir may not exist yet
-            probe = probe.parent
-        return shutil.disk_usage(probe).free
+        return shutil.disk_usage(_existing(Path(path))).free
+
+    def mounts(self) -> str:
+        return _read("/proc/self/mounts")
+
+    def real_path(self, path: str) -> str:
+        """The path with symlinks resolved; a part that does not exist yet keeps its name."""
+        return os.path.realpath(path)
 
     def tailscale_ipv4(self) -> str | None:
         if not shutil.which("tailscale"):
@@ -79,6 +93,16 @@ class LinuxHost:
                 if link in wanted:
                     owners[wanted[link]] = (int(proc.name), _read(str(proc / "comm")).strip())
         return owners
+
+    def process_cgroup(self, pid: int) -> str:
+        return _read(f"/proc/{pid}/cgroup")
+
+
+def _existing(path: Path) -> Path:
+    """`path`, or its nearest ancestor that exists (the cache dir may not exist yet)."""
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
 
 
 def _fd_links(proc: Path) -> list[str]:

@@ -12,7 +12,8 @@ and `try_to_load_from_cache` see the result:
 - files download in parallel (bounded); timeouts, dropped connections and 5xx are retried with
   backoff, each retry resuming where the last stopped; a refused connection or an unknown host
   name is tried once more only (the hub is down: fail fast). Giving up is a HubError naming the
-  hub and the partial kept for the next apply (path, bytes).
+  hub and the partial kept for the next apply (path, bytes);
+- the HF token goes only over https or to a loopback mirror (model/hub_endpoint.py).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception_type, wait_exp
 from kimik3_reconciler.adapters.translate import translated
 from kimik3_reconciler.errors import DownloadFailed, HubError, Kimik3Error, TransientError
 from kimik3_reconciler.model.facts import RemoteFile
+from kimik3_reconciler.model.hub_endpoint import token_may_go_to
 
 CHUNK = 8 << 20
 Progress = Callable[[str, int, int], None]
@@ -102,6 +104,9 @@ def _hub(target: Target) -> str:
 def _raise_for(response: httpx.Response, target: Target) -> None:
     status = response.status_code
     if status in (401, 403):
+        if not token_may_go_to(target.url):
+            raise HubError(f"{target.file.path}: HTTP {status} from the hub {_hub(target)}: no token was sent "
+                           "(plain http to a non-loopback host; the token goes only over https or to loopback)")
         raise HubError(f"{target.file.path}: HTTP {status} from the hub {_hub(target)}: set HF_TOKEN or log in "
                        "(huggingface_hub's token file); the token is sent only to the hub")
     if status == 404:
@@ -201,6 +206,10 @@ class _Totals:
 def fetch_all(jobs: list[Target], token: str | None, progress: Progress, workers: int) -> int:
     """`workers` files at a time (at least one, at most one per distinct blob); the bytes fetched from the hub."""
     progress = _Totals(jobs, progress)
+    if token and not all(token_may_go_to(job.url) for job in jobs):
+        # rule: hub-token-https
+        # Plain http to a non-loopback host would carry the bearer token in clear text: fetch without it.
+        token = None
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     # httpx drops the Authorization header on redirects to another origin (LFS/CDN hosts).
     # Files with identical content share one blob: fetch it once, then link the other paths.

@@ -13,6 +13,8 @@ def nvml_dump() -> dict[str, Any]:
         pynvml.nvmlInit()
         try:
             return {"driver": pynvml.nvmlSystemGetDriverVersion(),
+                    # the newest CUDA the driver runs, as 13000 for 13.0 (tools/gpu_proof/run.sh records it too)
+                    "cuda_driver": pynvml.nvmlSystemGetCudaDriverVersion(),
                     "gpus": [_gpu(pynvml, i) for i in range(pynvml.nvmlDeviceGetCount())]}
         finally:
             pynvml.nvmlShutdown()

@@ -1,4 +1,10 @@
-"""ChatPort through the openai client: llama-server's /v1/models and /v1/chat/completions as plain dicts."""
+"""ChatPort through the openai client: llama-server's /v1/models, /v1/chat/completions and /apply-template as
+plain dicts.
+
+The client never retries a completion by itself (max_retries=0): verify counts and bounds its own retries
+of an unparsed tool call, and an SDK retry would hide one (llama-server answers HTTP 500 when the model's
+output does not match the chat format) and double a generation that takes minutes on a real quant.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +18,8 @@ from kimik3_reconciler.errors import Kimik3Error, PermanentError, TransientError
 # `models()`'s job, so the request carries a fixed name.
 _MODEL = "kimik3-verify"
 _MESSAGE_FIELDS = ("role", "content", "reasoning_content", "tool_calls")
+# A real quant thinks, then answers: 1024 tokens at the hybrid's 5.8 tok/s (seed 000) is ~3 minutes.
+_TIMEOUT_S = 600.0
 
 if TYPE_CHECKING:
     import openai
@@ -31,8 +39,11 @@ class OpenAIChat:
             return client.models.with_raw_response.list().http_response.json()
 
     def chat(self, base_url: str, api_key: str | None, messages: list[dict[str, Any]],
-             tools: list[dict[str, Any]] | None = None, max_tokens: int = 32) -> dict[str, Any]:
+             tools: list[dict[str, Any]] | None = None, max_tokens: int = 32,
+             thinking_effort: str | None = None) -> dict[str, Any]:
         extra: dict[str, Any] = {"tools": tools, "tool_choice": "auto"} if tools else {}
+        if thinking_effort:  # the Kimi-K3 chat template's own variable (default "max"), via llama-server's kwargs
+            extra["extra_body"] = {"chat_template_kwargs": {"thinking_effort": thinking_effort}}
         with _client(base_url, api_key) as client, _translated(base_url, api_key):
             reply = client.chat.completions.create(model=_MODEL, messages=messages, max_tokens=max_tokens, **extra)
         if not reply.choices:
@@ -44,9 +55,21 @@ class OpenAIChat:
         message.setdefault("content", None)
         return {"message": message, "finish_reason": choice.finish_reason}
 
+    def apply_template(self, base_url: str, api_key: str | None, messages: list[dict[str, Any]],
+                       tools: list[dict[str, Any]] | None = None) -> str:
+        # llama-server's POST /apply-template (at the root, not under /v1): the prompt its chat template
+        # renders from these messages, as a completion would see it; nothing is generated.
+        body: dict[str, Any] = {"messages": messages, **({"tools": tools} if tools else {})}
+        with _client(base_url, api_key) as client, _translated(base_url, api_key):
+            answer = client.post(f"{base_url}/apply-template", cast_to=object, body=body)
+        if not isinstance(answer, dict) or not isinstance(answer.get("prompt"), str):
+            raise PermanentError(f"{base_url}/apply-template: no prompt in the answer")
+        return answer["prompt"]
+
 
 def _client(base_url: str, api_key: str | None) -> "openai.OpenAI":
-    return _openai().OpenAI(base_url=f"{base_url}/v1", api_key=api_key or "no-key", timeout=120, max_retries=1)
+    return _openai().OpenAI(base_url=f"{base_url}/v1", api_key=api_key or "no-key", timeout=_TIMEOUT_S,
+                            max_retries=0)
 
 
 def _translated(base_url: str, api_key: str | None) -> AbstractContextManager[None]:

@@ -16,6 +16,33 @@ VRAM_POOL_BYTES = 765 * GIB
 
 REFERENCE_QUANT = "UD-Q2_K_XL"
 
+# Seed 001: "K3 supports 1,048,576 tokens" (the official model specification; seed 000: "1M context").
+# llama.cpp only warns on a -c above the GGUF's kimi-k3.context_length (reference/llama-cpp.md §1.3).
+CONTEXT_LENGTH = 1_048_576
+
+# Seed 000 step 5: BATCH/UBATCH 4096 for hybrid (copies the CPU experts once per prompt, halves TTFT),
+# 2048 for all-VRAM (the fix for the CUDA scratch pool's OOM on the first request).
+UBATCH: dict[QuantMode, int] = {"hybrid": 4096, "all-vram": 2048}
+
+
+@dataclass(frozen=True)
+class FitMargin:
+    """The --fit-target (MiB left free per GPU) seed 000 measured for a quant in one mode."""
+
+    default: int  # what the launch uses when serve.fit_target is omitted
+    minimum: int | None  # below it the seed says the server fails (None: no floor known)
+    spills_at: int | None  # at or above it the seed measured expert layers spilling to the CPU (None: not seen)
+    measured: bool  # False: the seed's generic value, not measured for this quant
+    source: str  # the seed passage the numbers come from
+
+
+# Seed 000 step 5: "all-VRAM needs --fit-target 6144, otherwise the CUDA scratch pool OOMs on the first
+# request after a full load" -- the value for an all-VRAM quant nobody measured.
+ALL_VRAM_STEP5 = FitMargin(6144, 6144, None, False, "seed 000 step 5 (all-VRAM needs --fit-target 6144)")
+# The seed gives no margin for the hybrid path (--fit moves the experts that do not fit to the CPU):
+# kimik3's default, the value the shipped hybrid profile uses.
+HYBRID_FIT = FitMargin(4096, None, None, False, "kimik3's hybrid default (seed 000 gives no hybrid margin)")
+
 
 @dataclass(frozen=True)
 class QuantInfo:
@@ -30,6 +57,7 @@ class QuantInfo:
     top_token_agreement: float | None  # "same top p" vs the reference quant, 0..1
     refused: str | None = None  # why kimik3 will never serve it, or None
     note: str = ""
+    all_vram_fit: FitMargin | None = None  # the margin measured for it all-VRAM; None: step 5's default
 
 
 _CATALOG: tuple[QuantInfo, ...] = (
@@ -37,9 +65,15 @@ _CATALOG: tuple[QuantInfo, ...] = (
     QuantInfo("UD-Q2_K_XL", 19, 802 * GIB, "hybrid", True, 0.0, 1.0,
               note="the reference quality; ~130 GiB of experts on CPU; 5.8 tok/s c1, 16.0 tok/s c8 at -ub 4096"),
     QuantInfo("UD-IQ2_XXS", 16, 662 * GIB, "all-vram", True, 0.37, 0.846,
-              note="13.9 tok/s c1, ~25 tok/s c4-c8; GSM8K 97.5 / HumanEval 95.7 / MBPP 97.0 %"),
+              note="13.9 tok/s c1, ~25 tok/s c4-c8; GSM8K 97.5 / HumanEval 95.7 / MBPP 97.0 %",
+              # Seed 000 step 5: the all-VRAM quant of the recipe OOMs on the first request below 6144.
+              all_vram_fit=FitMargin(6144, 6144, None, True, "seed 000 step 5 (all-VRAM needs --fit-target 6144)")),
     QuantInfo("UD-Q2_K_XL-REAP770", 1, 697 * GIB, "all-vram", True, 0.047, 0.954,
-              note="made locally (14 % least-used experts sliced off); HumanEval 86.6 % / MBPP 85.5 %: not for coding"),
+              note="made locally (14 % least-used experts sliced off); HumanEval 86.6 % / MBPP 85.5 %: not for coding",
+              # Seed 000 step 2: ~86 ms/token at 8 slots with --fit-target 4096; "a 6144 margin silently
+              # spills 2-3 expert layers to the CPU and costs 40 %".
+              all_vram_fit=FitMargin(4096, 4096, 6144, True, "seed 000 step 2 (REAP770: --fit-target 4096; "
+                                     "6144 spills 2-3 expert layers to the CPU, -40 %)")),
     # Seed 000: "UD-TQ2_0 is known to produce corrupted logits on these GPUs".
     QuantInfo("UD-TQ2_0", None, None, "hybrid", False, None, None,
               refused="known to produce corrupted logits on sm_120 (seed 000)"),
@@ -66,6 +100,21 @@ def is_iq_or_tq(quant: str) -> bool:
 
 
 def quant_mode(quant: str) -> QuantMode:
-    """hybrid or all-vram; an unknown quant counts as hybrid (the safe launch defaults)."""
+    """The mode seed 000 measured for `quant` on its 8x96 GB host (hybrid or all-vram); an unknown quant
+    counts as hybrid (the safe launch defaults). A host with other GPUs may place it otherwise."""
     info = lookup(quant)
     return info.mode if info else "hybrid"
+
+
+def fit_margin(quant: str, mode: QuantMode) -> FitMargin:
+    """The fit-target margin for `quant` served in `mode` (pure: the mode comes from the catalog or from a
+    placement derived for the host's GPUs). All-VRAM: the quant's measured margin, else step 5's 6144."""
+    if mode == "hybrid":
+        return HYBRID_FIT
+    info = lookup(quant)
+    return info.all_vram_fit if info is not None and info.all_vram_fit is not None else ALL_VRAM_STEP5
+
+
+def default_ubatch(mode: QuantMode) -> int:
+    """--ubatch-size when the profile omits it: 4096 hybrid, 2048 all-VRAM (seed 000 step 5)."""
+    return UBATCH[mode]

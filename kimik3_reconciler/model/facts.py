@@ -36,6 +36,7 @@ class PortListener(_Fact):
     port: int
     pid: int | None = None  # None: the owner could not be read (another user's process, not root)
     program: str | None = None
+    container_id: str | None = None  # the Docker container whose cgroup the owner is in (None: not in one)
 
 
 class HostFacts(_Fact):
@@ -50,12 +51,27 @@ class HostFacts(_Fact):
     gpu_probe: Literal["ok", "no-driver"] | None = None
     gpu_probe_detail: str | None = None
     driver_version: str | None = None
+    driver_cuda: tuple[int, int] | None = None  # the newest CUDA the driver runs (NVML), e.g. (13, 0)
     gpus: tuple[GpuFact, ...] = ()
     ram_total: int | None = None
     ram_available: int | None = None
     numa_balancing: int | None = None  # kernel.numa_balancing; None where the kernel has no such knob
     docker_gpus: bool | None = None  # the NVIDIA runtime or CDI specs: can containers get GPUs?
     listeners: tuple[PortListener, ...] = ()  # sockets listening on serve.port (ours included; the gate sorts)
+
+
+class GpuPlumbing(_Fact):
+    """How Docker can give containers GPUs here (seed 000 step 1: "GPU containers work via CDI")."""
+
+    cdi: bool = False  # a CDI spec of kind nvidia.com/gpu, and a daemon that does not say it ignores CDI
+    runtime: bool = False  # the NVIDIA container runtime is registered with dockerd (`--gpus`)
+    toolkit_version: str | None = None  # nvidia-container-toolkit (nvidia-ctk / nvidia-container-cli --version)
+    cdi_specs: tuple[str, ...] = ()  # the CDI spec files that declare nvidia.com/gpu
+
+    @property
+    def request(self) -> Literal["cdi", "runtime"] | None:
+        """How kimik3 asks for GPUs: CDI when the host has it (as the seed does), else the nvidia runtime."""
+        return "cdi" if self.cdi else "runtime" if self.runtime else None
 
 
 class ModelLayout(_Fact):
@@ -91,6 +107,15 @@ class FileStat(_Fact):
     inode: int
 
 
+class FilesystemFact(_Fact):
+    """The mount holding a path (/proc/self/mounts, longest matching mount point of its real path)."""
+
+    path: str  # the real path looked up (symlinks resolved)
+    mountpoint: str
+    fstype: str  # ext4, xfs, nfs4, cifs, fuse.sshfs, ...
+    source: str  # the device or the server:/export
+
+
 class ModelFact(_Fact):
     """Which files of repo@revision the deployment needs, and which are complete in the cache.
 
@@ -113,6 +138,7 @@ class ModelFact(_Fact):
     listing: Literal["manifest", "hub"] = "manifest"
     listing_error: str | None = None  # the hub could not list the files (the gate speaks first)
     cache_free_bytes: int | None = None  # free space on the cache's filesystem
+    cache_fs: FilesystemFact | None = None  # the mount the cache lives on (None: not looked at)
 
     @property
     def complete(self) -> bool:
@@ -197,18 +223,44 @@ class ContainerFact(_Fact):
     started_at: str | None = None
     exit_code: int | None = None
     restart_count: int = 0
+    crash: str | None = None  # exited: the cause its log names (observe/server_log.py crash_cause), else None
     health: Literal["ok", "loading", "unreachable"] | None = None
     profile: str | None = None  # the kimik3 profile that made it (label)
     pid: int | None = None  # host pid of its main process (llama-server), as NVML reports it
     running: RunningConfig | None = None  # None: not read (planner tests that only care about labels)
 
+    # The one place the container states are read (planners ask these, never `state in (...)`).
+    @property
+    def up(self) -> bool:
+        """Its process runs, or dockerd is restarting it: it holds (or is about to hold) its GPUs and port."""
+        return self.state in ("running", "restarting")
+
+    @property
+    def loaded(self) -> bool:
+        """llama-server has read (or is reading) the model files into memory: up, or paused with them."""
+        return self.up or self.state == "paused"
+
+    @property
+    def serving(self) -> bool:
+        """Running with the model loaded: /health answered 200."""
+        return self.state == "running" and self.health == "ok"
+
+
+class PatchedFile(_Fact):
+    """One file a unified diff changes: its path in the source tree (`b/` stripped) and the lines it adds."""
+
+    path: str
+    added: tuple[str, ...] = ()
+    removed: int = 0
+
 
 class PatchFact(_Fact):
-    """One of build.patches, resolved against the profile's folder."""
+    """One of build.patches, resolved against the profile's folder: its hash and what it changes."""
 
     name: str
     path: str
     sha256: str
+    files: tuple[PatchedFile, ...] = ()  # from the diff's `+++` headers and hunks (observe/local_inputs.py)
 
 
 class LocalInputs(_Fact):
@@ -279,9 +331,13 @@ class Observed(_Fact):
     gate_records: dict[str, dict[str, Any]] = Field(default_factory=dict)  # image fingerprint -> result  # from the quant's GGUF headers (ranged reads or the cache)  # model.tokenizer: non-weight files of an HF-format repo
     images: tuple[ImageFact, ...] = ()
     base_images: dict[str, str | None] = Field(default_factory=dict)  # ref -> local image id
+    base_digests: dict[str, str | None] = Field(default_factory=dict)  # ref -> its repo digest here (RepoDigests)
+    runtime_cuda: str | None = None  # CUDA_VERSION of the runtime base image, when pulled (the driver floor)
     container: ContainerFact | None = None
     unverified: str | None = None  # fingerprint of a container launched but not verified yet (state record)
     last_good: str | None = None  # when this profile name last converged and passed verify (revert target)
     load_rate: float | None = None  # bytes/s of the last measured model load on this host (state record)
     others: tuple[ContainerFact, ...] = ()  # other profiles' kimik3 containers on this host
     systemd: SystemdFacts | None = None  # None: not looked at (no systemd section, no kimik3 unit)
+    gpu_plumbing: GpuPlumbing | None = None  # None: not looked at (gpus: none, or a pure test)
+    gpu_probe_record: dict[str, Any] | None = None  # the passing probe record of this (driver, toolkit, request)

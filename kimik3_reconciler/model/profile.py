@@ -127,7 +127,9 @@ CudaArch = _matching(
     "must be a CUDA architecture like \"120\", \"90\" or \"120a-real\" (quote it: a string)",
 )
 EnvName = _matching(r"[A-Za-z_][A-Za-z0-9_]*", "must be an environment variable name (letters, digits, '_')")
-ImageRef = _matching(r"\S+", "must be an image reference like nvidia/cuda:13.0.0-devel-ubuntu24.04")
+ImageRef = _matching(r"[^\s@]+(@sha256:[0-9a-f]{64})?",
+                     "must be an image reference like nvidia/cuda:13.0.0-devel-ubuntu24.04, pinned or not by "
+                     "digest (nvidia/cuda:13.0.0-devel-ubuntu24.04@sha256:<64 hex>)")
 DraftDevice = _matching(r"auto|CUDA[0-9]+", "must be 'auto' or a CUDA device like CUDA7")
 NonEmpty = Annotated[str, Field(min_length=1)]
 HttpUrl = Annotated[str, AfterValidator(_check_url)]
@@ -228,11 +230,13 @@ class ServeSpec(BaseModel):
     model_config = _CONFIG
     host: Annotated[str, AfterValidator(_check_host)] = "loopback"
     port: Annotated[int, Field(ge=1, le=65535)] = 8080
-    batch: Annotated[int, Field(ge=1)] = 4096
+    batch: Optional[Annotated[int, Field(ge=1)]] = Field(
+        None, description="default: 4096 hybrid, 2048 all-VRAM (never below ubatch)")
     ubatch: Optional[Annotated[int, Field(ge=1)]] = Field(None, description="default: 4096 hybrid, 2048 all-VRAM")
-    fit_target: Annotated[
+    fit_target: Optional[Annotated[
         Union[MiB, Annotated[list[MiB], Field(min_length=1)]], BeforeValidator(_check_fit_target)
-    ] = 4096
+    ]] = Field(None, description="MiB per GPU; default per quant: 4096 hybrid, the quant's measured all-VRAM "
+                                 "margin (6144 for UD-IQ2_XXS and unmeasured quants, 4096 for REAP770)")
     n_cpu_moe: Optional[Annotated[int, Field(ge=0)]] = None
     ctx_size: Annotated[int, Field(gt=0)] = 131072
     parallel: Annotated[int, Field(ge=1)] = 8
@@ -299,13 +303,41 @@ class Profile(BaseModel):
         """hybrid or all-vram, from the catalog; an unknown quant counts as hybrid."""
         return catalog.quant_mode(self.model.quant)
 
+    # The effective launch values follow the mode: the catalog's by default; a planner that derived the
+    # mode from the host's GPUs passes its own to the *_for methods.
+    def ubatch_for(self, mode: catalog.QuantMode) -> int:
+        """serve.ubatch, else 4096 hybrid and 2048 all-VRAM (seed 000 step 5)."""
+        # hybrid: copy the CPU experts to GPU0 once per prompt, halves TTFT; all-VRAM: 2048 avoids scratch OOM.
+        return self.serve.ubatch if self.serve.ubatch is not None else catalog.default_ubatch(mode)
+
+    def batch_for(self, mode: catalog.QuantMode) -> int:
+        """serve.batch, else the mode's BATCH (seed 000: = UBATCH), never below the effective ubatch."""
+        if self.serve.batch is not None:
+            return self.serve.batch
+        # rule: batch-below-ubatch
+        # llama.cpp lowers ubatch to batch silently: a default batch must not undo the ubatch rule.
+        return max(catalog.default_ubatch(mode), self.ubatch_for(mode))
+
+    def fit_target_for(self, mode: catalog.QuantMode) -> int | list[int]:
+        """serve.fit_target, else the quant's margin in `mode` (catalog.fit_margin)."""
+        if self.serve.fit_target is not None:
+            return self.serve.fit_target
+        # rule: fit-target-default
+        # Seed 000: all-VRAM needs 6144 (step 5) but REAP770 spills at 6144 and runs at 4096 (step 2).
+        return catalog.fit_margin(self.model.quant, mode).default
+
     @property
     def effective_ubatch(self) -> int:
-        """serve.ubatch, else 4096 for hybrid quants and 2048 for all-VRAM ones (seed 000 step 5)."""
-        if self.serve.ubatch is not None:
-            return self.serve.ubatch
-        # hybrid: copy the CPU experts to GPU0 once per prompt, halves TTFT; all-VRAM: 2048 avoids scratch OOM.
-        return 2048 if self.quant_mode == "all-vram" else 4096
+        """serve.ubatch, else the default of the catalog's mode (the plan uses the host's: planning/vram_fit.py)."""
+        return self.ubatch_for(self.quant_mode)
+
+    @property
+    def effective_batch(self) -> int:
+        return self.batch_for(self.quant_mode)
+
+    @property
+    def effective_fit_target(self) -> int | list[int]:
+        return self.fit_target_for(self.quant_mode)
 
     @property
     def gpu_count(self) -> int | None:

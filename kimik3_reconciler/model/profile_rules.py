@@ -6,18 +6,16 @@ import ipaddress
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import PurePosixPath
 from typing import Literal
 
 from kimik3_reconciler.model import catalog
+from kimik3_reconciler.model.hub_endpoint import TOKEN_POLICY, token_may_go_to
 from kimik3_reconciler.model.profile import Profile
 
 FieldPath = tuple[str | int, ...]  # a field's place in the profile: ("serve", "fit_target", 0)
 
-ALL_VRAM_MIN_FIT_TARGET = 4096  # MiB
-ALL_VRAM_SPILL_FIT_TARGET = 6144  # MiB: measured to spill 2-3 expert layers to the CPU
-HYBRID_UBATCH = 4096
-ALL_VRAM_UBATCH = 2048
+HYBRID_UBATCH = catalog.UBATCH["hybrid"]
+ALL_VRAM_UBATCH = catalog.UBATCH["all-vram"]
 DRAFT_ROOM_MIB = 9216  # seed 000: the DSpark draft needs ~9 GB free on its GPU, plus snapshots
 
 _SECRET_ENV = frozenset({"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "LLAMA_API_KEY"})
@@ -93,6 +91,7 @@ def _quant(p: Profile) -> Iterator[Finding]:
         yield _error(("model", "quant"), f"{quant} is an IQ/TQ quant not vetted on this hardware: "
                      "it must pass the quant gate first (configure gate.quant)")
     elif p.gate.quant is None:
+        # rule: unvetted-quant
         # Seed 000: other quants are mechanically supported but unvetted.
         yield _warning(("model", "quant"), f"{quant} is not vetted on this hardware; consider gate.quant")
 
@@ -109,34 +108,62 @@ def _fit_target(p: Profile) -> Iterator[Finding]:
     serve, where = p.serve, ("serve", "fit_target")
     margins = serve.fit_target if isinstance(serve.fit_target, list) else None
     if margins is not None and p.gpus == "none":
+        # rule: fit-target-list
+        # A per-GPU margin with no GPU: nothing to index it by (the CPU build has no --fit-target).
         yield _error(where, "a per-GPU list makes no sense with gpus: none")
     elif margins is not None and isinstance(p.gpus, list) and len(margins) != len(p.gpus):
+        # rule: fit-target-list
         # llama.cpp indexes --fit-target like the device list; a short list silently leaves the rest at 1024 MiB.
         yield _error(where, f"has {len(margins)} entries but gpus lists {len(p.gpus)}: write one per GPU, in order")
     if serve.manual_split:
-        if "fit_target" in serve.model_fields_set:
+        if serve.fit_target is not None:
+            # rule: fit-target-manual-split
             # Seed 000: N_CPU_MOE switches to -ngl 999 --n-cpu-moe N; --fit (and its margin) is off.
             yield _warning(where, "is ignored: n_cpu_moe is set, so the split is manual (no --fit)")
         return
     if p.serve.spec_draft is not None and margins is None:
+        # rule: spec-draft-fit-list
         # Seed 000: the draft needs ~9 GB free on its GPU plus room for snapshots: use a per-device list.
         yield _warning(where, "with spec_draft, give the draft's GPU more room (~9 GB + snapshots): write one per GPU")
-    if p.quant_mode != "all-vram" or p.gpus == "none":
+    if p.gpus != "none":
+        yield from fit_margin_findings(p, p.quant_mode)
+
+
+def fit_margin_findings(p: Profile, mode: catalog.QuantMode) -> Iterator[Finding]:
+    """serve.fit_target against the quant's measured margin in `mode` (the catalog's mode here; a planner
+    that derived the mode from the host's GPUs may call it with that one). Omitted = the quant's default."""
+    serve, where = p.serve, ("serve", "fit_target")
+    if mode != "all-vram" or serve.fit_target is None or serve.manual_split:
         return
+    margin = catalog.fit_margin(p.model.quant, mode)
+    margins = serve.fit_target if isinstance(serve.fit_target, list) else None
     per_gpu = margins if margins is not None else [serve.fit_target]
     draft_index = _draft_gpu_index(p, len(per_gpu)) if margins is not None else None
-    for i, margin in enumerate(per_gpu):
+    unmeasured = "" if margin.measured else f" (not measured for {p.model.quant}: {margin.source})"
+    for i, mib in enumerate(per_gpu):
         at = (*where, i) if margins is not None else where
-        if margin < ALL_VRAM_MIN_FIT_TARGET:
+        if margin.minimum is not None and mib < margin.minimum:
             # rule: allvram-fit-target
-            # Seed 000: a smaller margin OOMs the CUDA scratch pool on the first request after a full load.
-            yield _error(at, f"{margin} MiB is too small for an all-VRAM quant: needs >= 4096 "
-                         "(the CUDA scratch pool OOMs on the first request)")
-        elif margin >= ALL_VRAM_SPILL_FIT_TARGET and i != draft_index:
+            # Seed 000 step 5: too small a margin OOMs the CUDA scratch pool on the first request after a full
+            # (~17-minute) load; the floor is per quant (REAP770 measured fine at 4096, step 2).
+            yield _error(at, f"{mib} MiB is too small for {p.model.quant} all-VRAM: needs >= {margin.minimum} "
+                         f"(the CUDA scratch pool OOMs on the first request after the load){unmeasured}. Write "
+                         f"{margin.default}{' here' if margins is not None else ''} (or leave serve.fit_target out: "
+                         f"its default follows the quant); {margin.source}{_measured_elsewhere(p.model.quant, mib)}")
+        elif margin.spills_at is not None and mib >= margin.spills_at and i != draft_index:
             # rule: fit-target-spill
-            # Seed 000: a 6144 margin silently spills 2-3 expert layers to the CPU and costs 40 %.
-            yield _warning(at, f"{margin} MiB on an all-VRAM quant spills 2-3 expert layers to the CPU "
-                           "(-40 % measured at 6144); 4096 is the measured setting")
+            # Seed 000 step 2: on REAP770 a 6144 margin silently spills 2-3 expert layers to the CPU, -40 %.
+            yield _warning(at, f"{mib} MiB on {p.model.quant} spills 2-3 expert layers to the CPU (-40 % measured "
+                           f"at {margin.spills_at}); {margin.default} is the measured setting")
+
+
+def _measured_elsewhere(quant: str, mib: int) -> str:
+    """Where a too-small margin comes from when another quant was measured at it (REAP770's 4096, seed 000
+    step 2, which kimik3 once shipped for UD-IQ2_XXS too: docs/operations.md "Upgrading kimik3")."""
+    others = [q for q in catalog.CATALOG.values()
+              if q.name != quant and q.all_vram_fit is not None and q.all_vram_fit.default == mib]
+    return "".join(f"; {mib} is {q.name}'s measured margin ({q.all_vram_fit.source}), not {quant}'s"
+                   for q in others if q.all_vram_fit is not None)
 
 
 def _ubatch(p: Profile) -> Iterator[Finding]:
@@ -153,15 +180,42 @@ def _ubatch(p: Profile) -> Iterator[Finding]:
         yield _warning(where, f"{ubatch} on an all-VRAM quant risks a CUDA OOM on the first request; use 2048")
 
 
+def _batch(p: Profile) -> Iterator[Finding]:
+    batch, ubatch = p.effective_batch, p.effective_ubatch
+    if batch < ubatch:
+        # rule: batch-below-ubatch
+        # llama.cpp lowers ubatch to batch without a word, undoing seed 000 step 5's BATCH/UBATCH setting.
+        told = "" if p.serve.ubatch is not None else f" (the default for {p.quant_mode} {p.model.quant})"
+        yield _error(("serve", "batch"), f"{batch} is below serve.ubatch {ubatch}{told}: llama.cpp would lower "
+                     f"ubatch to {batch} silently; set batch >= ubatch (seed 000: BATCH = UBATCH)")
+
+
+def _ctx_size(p: Profile) -> Iterator[Finding]:
+    if p.serve.ctx_size > catalog.CONTEXT_LENGTH:
+        # rule: ctx-size-limit
+        # Seed 001: K3 supports 1,048,576 tokens; llama.cpp only warns above the trained context length.
+        yield _error(("serve", "ctx_size"), f"{p.serve.ctx_size} is above Kimi-K3's trained context of "
+                     f"{catalog.CONTEXT_LENGTH:,} tokens (seed 001: the model specification); llama.cpp would "
+                     "only warn. Seed 001 suggests starting with 131072")
+
+
 def _spec_draft(p: Profile) -> Iterator[Finding]:
     draft = p.serve.spec_draft
     if draft is None:
         return
-    if not any("rs-rollback" in PurePosixPath(patch).name for patch in p.build.patches):
+    if draft.type == "draft-mtp":
+        # rule: no-mtp-head
+        # Seed 000 "Key facts": no MTP head in the checkpoint, so there is nothing for draft-mtp to draft with.
+        yield _error(("serve", "spec_draft", "type"), "draft-mtp needs an MTP head and the Kimi-K3 checkpoint has "
+                     "none (seed 000): use draft-dspark (the RadixArk DSpark draft) or draft-simple")
+    if not p.build.patches:
         # rule: spec-draft-rollback
-        # Seed 000: without the rollback patch the per-draft-step state checkpoint costs more than drafts save.
-        yield _error(("serve", "spec_draft"), "needs the recurrent-state rollback patch in build.patches "
-                     "(e.g. patches/kimi-k3-rs-rollback.patch)")
+        # Seed 000: the draft pays only with the rollback patch in the image; with no patch at all there is
+        # nothing to judge, so `validate` refuses it. Which patch is the rollback is judged by content when the
+        # plan reads the files (planning/patch_roles.py).
+        yield _error(("build", "patches"), "is empty, but serve.spec_draft needs the recurrent-state rollback patch "
+                     "(seed 000: kimi-k3-rs-rollback.patch; without it each draft step's state checkpoint costs more "
+                     "than the drafts save): list it here")
     if p.serve.parallel >= 4:
         # rule: spec-draft-concurrency
         # Seed 000: a loss at c4 (verify batches multiply MoE expert reads).
@@ -170,6 +224,8 @@ def _spec_draft(p: Profile) -> Iterator[Finding]:
     if draft.device == "auto":
         return
     if p.gpus == "none":
+        # rule: spec-draft-device
+        # Seed 000: the draft sits on the GPU holding output.weight; with no GPU there is no such device.
         yield _error(("serve", "spec_draft", "device"), "a CUDA draft device needs GPUs: use auto with gpus: none")
     elif isinstance(p.gpus, list) and int(draft.device.removeprefix("CUDA")) != len(p.gpus) - 1:
         # rule: spec-draft-device
@@ -178,11 +234,50 @@ def _spec_draft(p: Profile) -> Iterator[Finding]:
                      f"{len(p.gpus)} GPUs holds the target's output.weight; elsewhere llama.cpp aborts")
 
 
+def _spec_types_written(p: Profile) -> Iterator[tuple[FieldPath, set[str]]]:
+    """--spec-type values written past serve.spec_draft: in extra_args (the way to pick a draft-less method
+    such as ngram-mod) or as LLAMA_ARG_SPEC_TYPE in serve.env."""
+    args = p.serve.extra_args
+    for i, arg in enumerate(args):
+        flag, eq, value = arg.partition("=")
+        if flag.replace("_", "-") == "--spec-type":
+            value = value if eq else (args[i + 1] if i + 1 < len(args) else "")
+            yield ("serve", "extra_args", i), {t.strip() for t in value.split(",")}
+    if "LLAMA_ARG_SPEC_TYPE" in p.serve.env:
+        value = p.serve.env["LLAMA_ARG_SPEC_TYPE"]
+        yield ("serve", "env", "LLAMA_ARG_SPEC_TYPE"), {t.strip() for t in value.split(",")}
+
+
+def _spec_type_args(p: Profile) -> Iterator[Finding]:
+    for at, types in _spec_types_written(p):
+        if "draft-mtp" in types:
+            # rule: no-mtp-head
+            # Seed 000 "Key facts": no MTP head in the checkpoint.
+            yield _error(at, "--spec-type draft-mtp: the Kimi-K3 checkpoint has no MTP head (seed 000); use "
+                         "serve.spec_draft with the DSpark draft")
+        if "ngram-mod" in types:
+            # rule: ngram-mod-neutral
+            # Seed 000 "Key facts": ngram-mod is ~ neutral on this model; the draft (DSpark) is what pays.
+            yield _warning(at, "--spec-type ngram-mod measured ~ neutral on Kimi-K3 (seed 000); the DSpark draft "
+                           "(serve.spec_draft) is what pays, at low concurrency")
+
+
+def _endpoint(p: Profile) -> Iterator[Finding]:
+    endpoint = p.model.endpoint
+    if endpoint is not None and not token_may_go_to(endpoint):
+        # rule: hub-token-https
+        # A token over plain http to another host travels in clear text: the hub adapters withhold it.
+        yield _warning(("model", "endpoint"), f"plain http to a non-loopback host: {TOKEN_POLICY}, so this hub "
+                       "gets no token (a private or gated repo will be refused); use https")
+
+
 def _variant(p: Profile) -> Iterator[Finding]:
     if p.build.variant == "cpu" and p.gpus != "none":
+        # rule: variant-gpus
         # design.md: the CPU variant is built without CUDA, so it cannot use a GPU.
         yield _error(("build", "variant"), "cpu images have no CUDA kernels: set gpus: none")
     elif p.build.variant == "cuda" and p.gpus == "none":
+        # rule: variant-gpus
         # design.md: gpus: none exists for the CPU variant only.
         yield _error(("gpus",), "none needs build.variant: cpu")
 
@@ -193,14 +288,21 @@ def _secrets(p: Profile) -> Iterator[Finding]:
     for key, value in p.serve.env.items():
         upper = key.upper()
         if upper in _SECRET_ENV or upper.endswith(_SECRET_SUFFIXES):
+            # rule: no-secrets
+            # A variable named like a secret holds one: env values show in `docker inspect`.
             yield _error(("serve", "env", key), f"{key} names a secret; {_NO_SECRETS}")
         elif _HF_TOKEN.search(value):
+            # rule: no-secrets
+            # A token under an innocent name is still a token.
             yield _error(("serve", "env", key), f"the value looks like a Hugging Face token; {_NO_SECRETS}")
         elif upper.startswith("LLAMA_ARG_"):
+            # rule: llama-arg-env
             # llama-cpp.md §1.0: env sets llama-server options behind the CLI (list options even append).
             yield _warning(("serve", "env", key), "sets a llama-server option behind kimik3's argv; prefer the profile field")
     for i, arg in enumerate(p.serve.extra_args):
         if _HF_TOKEN.search(arg):
+            # rule: no-secrets
+            # argv shows in `docker inspect` and `ps`.
             yield _error(("serve", "extra_args", i), f"looks like a Hugging Face token; {_NO_SECRETS}")
 
 
@@ -250,6 +352,7 @@ def _cache_ram(p: Profile) -> Iterator[Finding]:
 def _host(p: Profile) -> Iterator[Finding]:
     host = p.serve.host
     if host not in ("loopback", "tailscale") and ipaddress.ip_address(host).is_unspecified:
+        # rule: bind-all-interfaces
         # Seed 000: bind the tailnet address or loopback; never every interface unless written on purpose.
         yield _warning(("serve", "host"), f"{host} binds every interface of the host, not just loopback/the tailnet")
 
@@ -257,18 +360,21 @@ def _host(p: Profile) -> Iterator[Finding]:
 def _archive(p: Profile) -> Iterator[Finding]:
     archive = p.build.archive
     if archive and archive.startswith(("http://", "https://")) and p.build.archive_sha256 is None:
+        # rule: archive-pinned
         # Seed 000: a pinned build, not a moving one; a URL's content can change under the same name.
         yield _warning(("build", "archive"), "a downloaded archive without build.archive_sha256 is not pinned")
 
 
 def _systemd(p: Profile) -> Iterator[Finding]:
     if p.systemd is not None and p.unit_name in p.systemd.conflicts:
+        # rule: unit-conflicts-self
+        # Conflicts= with itself: starting the unit would stop it.
         yield _error(("systemd", "conflicts"), f"lists the profile's own unit {p.unit_name!r}")
 
 
 RULES: tuple[Callable[[Profile], Iterator[Finding]], ...] = (
-    _vision, _quant, _fit_target, _ubatch, _spec_draft, _variant, _secrets, _extra_args, _host, _archive, _systemd,
-    _split_mode, _reap, _cache_ram,
+    _vision, _quant, _endpoint, _fit_target, _ubatch, _batch, _ctx_size, _spec_draft, _spec_type_args, _variant,
+    _secrets, _extra_args, _host, _archive, _systemd, _split_mode, _reap, _cache_ram,
 )
 
 

@@ -1,6 +1,7 @@
-"""The seed-000 rules kimik3 enforces, as data: what each does, why, the modules that enforce it, and
-the case files that test it. `kimik3 explain [RULE]` prints them; tests/unit/test_rulebook.py checks
-that every case exists and that each enforcing module marks its guard with `# rule: <id>`."""
+"""The seed-000 rules kimik3 enforces, as data: what each does, why, the seed passage it comes from, the
+modules that enforce it, and the case files that test it. `kimik3 explain [RULE]` prints them;
+tests/unit/test_rulebook.py checks that every case exists, that each rule names its seed passage and that
+each enforcing module marks its guard with `# rule: <id>`."""
 
 from __future__ import annotations
 
@@ -11,79 +12,361 @@ from typing import Literal
 @dataclass(frozen=True)
 class Rule:
     id: str
-    kind: Literal["refuse", "warn", "force"]
+    kind: Literal["refuse", "warn", "force", "check"]  # check: `kimik3 verify` fails (apply reverts) or names a cause
     statement: str
     reason: str
     enforced_by: tuple[str, ...]  # the modules whose guard applies it (dotted paths); () only for an open gap
     cases: tuple[str, ...]  # test files/case files (relative to tests/) that exercise it
+    seed: str = ""  # the passage it comes from ("seed 000 step 5 ..."), or where it comes from when not a seed
 
 
 _PROFILE = ("kimik3_reconciler.model.profile_rules",)
+_DEFAULTS = ("kimik3_reconciler.model.profile",)
 _LAUNCH = ("kimik3_reconciler.planning.launch",)
 _UNITS = ("kimik3_reconciler.planning.unit_step",)
+_HUB = ("kimik3_reconciler.adapters.hf_hub", "kimik3_reconciler.adapters.hub_download")
+_STEP5_BATCH = "seed 000 step 5 (BATCH/UBATCH: 4096 for hybrid, 2048 for all-VRAM)"
+_STEP5_FIT = "seed 000 step 5 (all-VRAM needs --fit-target 6144, else the CUDA scratch pool OOMs on the first request)"
+_REAP_FIT = "seed 000 step 2 (REAP770: --fit-target 4096; a 6144 margin silently spills 2-3 expert layers, -40 %)"
+_KEY_SPEC = "seed 000 Key facts (Speculative decoding ...)"
+_VERIFY = ("kimik3_reconciler.verify.checks",)
+_VERIFY_CASES = ("unit/test_verify.py", "unit/test_verify_stub_server.py")
+_OWN = "not in the seeds: kimik3's own rule: "
 
 RULES: tuple[Rule, ...] = (
     Rule("hybrid-ubatch", "warn", "hybrid quants use ubatch 4096 (the default)",
          "prefill is bound by copying every CPU expert to GPU0 once per micro-batch: 4096 halves TTFT",
-         _PROFILE, ("cases/profile/hybrid_ubatch_warns.yaml",)),
+         _PROFILE, ("cases/profile/hybrid_ubatch_warns.yaml",),
+         seed=f"{_STEP5_BATCH}; Key facts (Zero CPU experts is the lever: prefill bound by the expert copy)"),
     Rule("allvram-ubatch", "warn", "all-VRAM quants use ubatch 2048 (the default)",
          "the CUDA scratch pool OOMs on the first request after a full load otherwise",
-         _PROFILE, ("cases/profile/allvram_ubatch_warns.yaml",)),
-    Rule("allvram-fit-target", "refuse", "all-VRAM quants need fit_target >= 4096 MiB",
-         "a smaller margin OOMs on the first request after a ~17-minute load",
-         _PROFILE, ("cases/profile/allvram_fit_target_small.yaml", "cases/profile/allvram_fit_target_list_small.yaml")),
-    Rule("fit-target-spill", "warn", "fit_target >= 6144 MiB on an all-VRAM quant (the draft's GPU excepted)",
+         _PROFILE, ("cases/profile/allvram_ubatch_warns.yaml",),
+         seed=f"{_STEP5_BATCH}; When startup crashes (CUDA OOM on the first request: use -ub 2048)"),
+    Rule("batch-below-ubatch", "refuse", "serve.batch >= serve.ubatch (effective values; batch defaults to the "
+         "mode's UBATCH: 2048 all-VRAM, 4096 hybrid, never below ubatch)",
+         "llama.cpp lowers ubatch to batch silently, undoing the ubatch rule", _PROFILE + _DEFAULTS,
+         ("cases/profile/batch_below_ubatch.yaml", "cases/profile/batch_below_default_ubatch.yaml",
+          "cases/profile/allvram_ubatch_only_batch_follows.yaml", "cases/plan/40-allvram-defaults-follow-quant.yaml"),
+         seed=_STEP5_BATCH),
+    Rule("allvram-fit-target", "refuse", "all-VRAM fit_target >= the quant's measured margin (catalog.fit_margin: "
+         "6144 for UD-IQ2_XXS and for unmeasured quants, 4096 for UD-Q2_K_XL-REAP770)",
+         "a smaller margin OOMs the CUDA scratch pool on the first request after a ~17-minute load",
+         _PROFILE, ("cases/profile/allvram_fit_target_small.yaml", "cases/profile/allvram_fit_target_list_small.yaml",
+                    "cases/profile/allvram_iq2xxs_fit_target_4096.yaml",
+                    "cases/profile/allvram_unmeasured_fit_target_4096.yaml",
+                    "cases/profile/reap770_fit_target_4096_ok.yaml"),
+         seed=f"{_STEP5_FIT}; {_REAP_FIT}; When startup crashes (raise --fit-target)"),
+    Rule("fit-target-spill", "warn", "fit_target at or above a quant's measured spill margin (REAP770: 6144), "
+         "the draft's GPU excepted",
          "measured to spill 2-3 expert layers to the CPU silently: -40 %",
-         _PROFILE, ("cases/profile/allvram_fit_target_6144_warns.yaml",)),
+         _PROFILE, ("cases/profile/allvram_fit_target_6144_warns.yaml", "cases/profile/allvram_fit_target_6144_iq2xxs_ok.yaml"),
+         seed=_REAP_FIT),
+    Rule("fit-target-list", "refuse", "a per-GPU fit_target list has one entry per listed GPU, in order, and "
+         "needs GPUs (not gpus: none)",
+         "llama.cpp indexes --fit-target like the device list: a short list silently leaves the other GPUs at its "
+         "1024 MiB default (the CUDA scratch pool's OOM); with gpus: all the host gate counts the host's GPUs",
+         _PROFILE + ("kimik3_reconciler.planning.host_gate",),
+         ("cases/profile/fit_target_list_length.yaml", "cases/profile/fit_target_list_gpus_none.yaml",
+          "unit/test_host_gate.py"),
+         seed=f"{_KEY_SPEC}: use a per-device --fit-target list; {_STEP5_FIT}"),
+    Rule("fit-target-manual-split", "warn", "fit_target with n_cpu_moe is warned as ignored",
+         "n_cpu_moe is a manual split (-ngl 999 --n-cpu-moe N): --fit, and so its margin, is off", _PROFILE,
+         ("cases/profile/fit_target_ignored_with_n_cpu_moe_warns.yaml",),
+         seed="seed 000 step 5 (N_CPU_MOE=<N> switches to -ngl 999 --n-cpu-moe N instead of --fit)"),
+    Rule("fit-target-default", "force", "an omitted fit_target follows the quant: its measured all-VRAM margin "
+         "(UD-IQ2_XXS 6144, REAP770 4096, unmeasured all-VRAM quants 6144), 4096 hybrid",
+         "the default must be the value the seed measured for that quant, not one number for all",
+         _DEFAULTS, ("cases/plan/40-allvram-defaults-follow-quant.yaml", "cases/plan/41-reap770-default-fit-target.yaml"),
+         seed=f"{_STEP5_FIT}; {_REAP_FIT}"),
+    Rule("ctx-size-limit", "refuse", "serve.ctx_size <= 1,048,576 (Kimi-K3's trained context)",
+         "llama.cpp only warns on a -c above the GGUF's context_length (reference/llama-cpp.md §1.3)",
+         _PROFILE, ("cases/profile/ctx_size_above_trained.yaml", "cases/profile/ctx_size_at_trained_ok.yaml"),
+         seed="seed 001 (K3 supports 1,048,576 tokens: the model specification; start with 131072); seed 000 title "
+              "(1M context)"),
     Rule("fixed-flags", "force", "--numa distribute, --cache-type-k/v f16, --threads/--threads-batch = physical "
          "cores, --load-mode none, --metrics; extra_args cannot override them",
          "Kimi-K3/hardware requirements, not tuning: leaving --numa or --load-mode out measured as a 20+-minute "
          "single-request stall", _LAUNCH + _PROFILE,
-         ("unit/test_rendered_specs.py", "cases/profile/extra_args_owned_flag.yaml")),
+         ("unit/test_rendered_specs.py", "cases/profile/extra_args_owned_flag.yaml"),
+         seed="seed 000 step 5 (always sets --numa distribute, f16 KV, threads; --load-mode none required)"),
+    Rule("gate-fixed-flags", "force", "the quant gate's llama-perplexity runs with the server's owned flags: "
+         "--numa distribute, f16 K/V, --threads/--threads-batch = physical cores, --load-mode none, the profile's "
+         "--fit-target margins (the candidate: its manual split too)",
+         "the gate loads the same real quant as the server: skipping --numa or --load-mode measured as a "
+         "20+-minute single-request stall, so the gate stalls too without them",
+         ("kimik3_reconciler.planning.quant_gate",), ("unit/test_quant_gate.py", "integration/test_quant_gate_docker.py"),
+         seed="seed 000 step 5 (Runtime requirements that are NOT tunable: --numa distribute, f16 KV, threads = "
+              "physical cores, --load-mode none; skipping either measured as a 20+-minute stall)"),
+    Rule("gpu-plumbing-probe", "refuse", "before anything is downloaded, built or launched, a real container runs "
+         "nvidia-smi with the profile's GPUs, requested through CDI when the host has a CDI spec of nvidia.com/gpu, "
+         "the nvidia runtime otherwise; recorded once per (driver, toolkit, request); gpus: none never probes",
+         "a CDI spec file or a registered runtime only says a toolkit was installed; a broken one is found after "
+         "a download of hundreds of GB otherwise",
+         ("kimik3_reconciler.planning.gpu_probe", "kimik3_reconciler.planning.host_gate"),
+         ("cases/plan/76-gpu-probe-cdi-host.yaml", "cases/plan/77-gpu-probe-recorded.yaml",
+          "cases/plan/78-gpu-probe-runtime-host.yaml", "unit/test_gpu_probe.py", "integration/test_gpu_probe_docker.py"),
+         seed="seed 000 step 1 (GPU containers work via CDI: docker run --rm --device nvidia.com/gpu=all "
+              "--entrypoint nvidia-smi nvidia/cuda:13.0.0-base-ubuntu24.04)"),
+    Rule("base-image-digest", "force", "base images given by tag are resolved to the digest present locally at build "
+         "time and recorded on the image; a tag that now points to another digest rebuilds; a profile may pin "
+         "build.base_images by digest (repo:tag@sha256:…), and then the digest is in the image fingerprint",
+         "a tag is no pin: the same profile would build on whatever the tag points to today",
+         ("kimik3_reconciler.planning.image_step",),
+         ("cases/plan/58-base-image-tag-moved.yaml", "cases/plan/79-base-image-pinned-by-digest.yaml",
+          "unit/test_base_digests.py"),
+         seed="seed 000 Why build from source in Docker (you want a pinned commit, not a moving latest; build once, "
+              "keep the image, rebuild only when bumping the pin)"),
     Rule("kv-types-equal", "force", "K and V cache types are equal (f16/f16)",
          "every MLA model refuses different K and V cache types at context creation (llama-cpp.md §1.3)",
-         _LAUNCH, ("unit/test_rendered_specs.py",)),
+         _LAUNCH, ("unit/test_rendered_specs.py",),
+         seed="seed 000 step 5 (--cache-type-k f16 --cache-type-v f16); reference/llama-cpp.md §1.3"),
     Rule("split-mode", "refuse", "never -sm row or -sm tensor for kimi-k3",
          "tensor split is not implemented for kimi-k3; CUDA has no row split buffers (llama-cpp.md §1.3)",
-         _PROFILE, ("cases/profile/split_mode_tensor.yaml",)),
+         _PROFILE, ("cases/profile/split_mode_tensor.yaml",),
+         seed="seed 000 Key facts (This is not TP: --split-mode layer); reference/llama-cpp.md §1.3"),
+    Rule("gpus-present", "refuse", "a CUDA profile needs GPUs on the host (NVML sees them) and every GPU it lists "
+         "(index or UUID) must be there",
+         "the build and the download would be for a server that cannot start", ("kimik3_reconciler.planning.host_gate",),
+         ("unit/test_host_gate.py",), seed="seed 000 step 1 (Verify host: nvidia-smi, GPU count/VRAM)"),
+    Rule("gpus-unclaimed", "refuse", "a GPU of the profile holding another job's process is refused (unless "
+         "share_gpus: true); kimik3's own containers and those the plan stops first do not count",
+         "the hardware is commonly a shared pool: claiming a GPU another job uses breaks both",
+         ("kimik3_reconciler.planning.host_gate",), ("unit/test_host_gate.py",),
+         seed="seed 000 step 1 (check nvidia-smi for who else is using the GPUs before claiming any)"),
+    Rule("port-free", "refuse", "serve.port held by a process that is not a kimik3 container is refused before "
+         "anything runs", "llama-server would exit 'couldn't bind' after the launch (on a real quant, a ~17-minute "
+         "load later)", ("kimik3_reconciler.planning.host_gate",),
+         ("cases/plan/60-port-held-by-foreign-process.yaml", "cases/plan/61-port-held-by-own-container.yaml"),
+         seed="not in the seeds: kimik3's own rule: seed 000 serves on a configurable port; a held one fails late"),
+    Rule("sizing-disk", "refuse", "a download that does not fit the cache's free disk (+10 % headroom) is refused "
+         "with the numbers, before anything is fetched",
+         "found after hundreds of GB otherwise", ("kimik3_reconciler.planning.model_step",),
+         ("unit/test_model_step.py", "unit/test_engine.py"),
+         seed="seed 000 step 3 (the script sums the quant's bytes and refuses, with the numbers, if it won't fit)"),
+    Rule("build-args-safe", "refuse", "cmake arguments made from profile fields carry no shell or cmake "
+         "metacharacters", "a profile field must never become shell text in the build",
+         ("kimik3_reconciler.planning.build_flags",), ("unit/test_build_args.py",),
+         seed="not in the seeds: kimik3's own rule: never build a shell string from profile fields"),
+    Rule("unit-owned", "refuse", "systemd.unit is installed only where kimik3 can own it: systemd is PID 1, the "
+         "name is not a template, and no package's, operator's or other profile's unit (or a masked one) is "
+         "overwritten; docker.service and a docker CLI exist",
+         "kimik3 never half-installs a unit or overwrites one it did not write",
+         _UNITS, ("cases/plan/29-systemd-not-pid1.yaml", "unit/test_unit_engine.py"),
+         seed="seed 000 step 7 (one static unit per deployment, installed by hand there; kimik3 installs it)"),
     Rule("numa-balancing", "refuse", "the host needs kernel.numa_balancing = 0",
          "measured as a 20+-minute single-request stall; the host gate refuses before any step runs",
-         ("kimik3_reconciler.planning.host_gate",), ("unit/test_host_gate.py", "unit/test_engine.py")),
+         ("kimik3_reconciler.planning.host_gate",), ("unit/test_host_gate.py", "unit/test_engine.py"),
+         seed="seed 000 step 5 (numa_balancing=0 and --load-mode none: required, not optional)"),
     Rule("mmproj-fork-only", "refuse", "model.mmproj only with build.source: fork",
          "vision (MoonViT-3d) lives only in the fork; mainline errors or silently ignores --mmproj",
-         _PROFILE + _LAUNCH, ("cases/profile/mmproj_mainline.yaml", "cases/plan/14-mainline-drops-mmproj.yaml")),
+         _PROFILE + _LAUNCH, ("cases/profile/mmproj_mainline.yaml", "cases/plan/14-mainline-drops-mmproj.yaml"),
+         seed="seed 000 step 4; Key facts (Vision lives only in the fork)"),
     Rule("tq2-refused", "refuse", "UD-TQ2_0 is refused",
          "it loads and talks on these GPUs yet produces corrupted logits", _PROFILE,
-         ("cases/profile/quant_tq2_0.yaml",)),
-    Rule("unvetted-iq-tq", "refuse", "an IQ/TQ quant outside the vetted catalog needs gate.quant",
-         "a broken sm_120 kernel for a new type scores KLD >> 1 while it still talks", _PROFILE,
-         ("cases/profile/quant_iq_unvetted.yaml", "cases/profile/quant_iq_unvetted_with_gate.yaml")),
+         ("cases/profile/quant_tq2_0.yaml",), seed="seed 000 step 2 (UD-TQ2_0 produces corrupted logits)"),
+    Rule("unvetted-iq-tq", "refuse", "an IQ/TQ quant outside the vetted catalog needs gate.quant; a quant whose gate "
+         "failed on this image is never served",
+         "a broken sm_120 kernel for a new type scores KLD >> 1 while it still talks",
+         _PROFILE + ("kimik3_reconciler.planning.quant_gate",),
+         ("cases/profile/quant_iq_unvetted.yaml", "cases/profile/quant_iq_unvetted_with_gate.yaml",
+          "unit/test_quant_gate.py"),
+         seed="seed 000 step 2 (any new IQ/TQ quant must pass the gate); When startup crashes (KLD >> 1)"),
+    Rule("unvetted-quant", "warn", "a quant outside the vetted catalog (not IQ/TQ) without gate.quant is warned",
+         "mechanically supported but never verified on this hardware: the gate is how it becomes vetted", _PROFILE,
+         ("cases/profile/quant_unvetted_warns.yaml",),
+         seed="seed 000 step 2 (other Unsloth quants are mechanically supported (QUANT=<dir-name>) but unvetted)"),
     Rule("reap770-code", "warn", "UD-Q2_K_XL-REAP770 is warned for code use",
          "near-reference KLD (0.047) but HumanEval 86.6 % / MBPP 85.5 % vs 95.7 / 97.0 for UD-IQ2_XXS",
-         _PROFILE, ("cases/profile/reap770_code_use_warns.yaml",)),
-    Rule("spec-draft-device", "refuse", "the draft sits on the GPU holding output.weight (last GPU of the split)",
-         "anywhere else llama.cpp aborts in graph reservation", _PROFILE + _LAUNCH,
-         ("cases/profile/spec_draft_not_last_gpu.yaml", "unit/test_conflicts.py")),
-    Rule("spec-draft-rollback", "refuse", "spec_draft needs the recurrent-state rollback patch in build.patches",
-         "without it the host-side state checkpoint per draft step costs more than the drafts save", _PROFILE,
-         ("cases/profile/spec_draft_no_patch.yaml",)),
+         _PROFILE, ("cases/profile/reap770_code_use_warns.yaml",),
+         seed="seed 000 step 2 (REAP770: not the right default for coding use)"),
+    Rule("spec-draft-device", "refuse", "the draft sits on the GPU holding output.weight (last GPU of the split): "
+         "with a gpus: list the profile rules count it, with gpus: all the host gate counts the host's GPUs",
+         "anywhere else llama.cpp aborts in graph reservation", _PROFILE + _LAUNCH + ("kimik3_reconciler.planning.memory_gate",),
+         ("cases/profile/spec_draft_not_last_gpu.yaml", "cases/plan/44-draft-not-last-gpu-with-gpus-all.yaml",
+          "cases/profile/spec_draft_cuda_device_gpus_none.yaml",
+          "unit/test_conflicts.py", "unit/test_memory_gate.py"),
+         seed=f"{_KEY_SPEC}: --spec-draft-device CUDA7 on an 8-GPU layer split"),
+    Rule("spec-draft-fit-list", "warn", "spec_draft with a scalar fit_target (one margin for every GPU) is warned",
+         "the draft's GPU needs ~9 GB more than the others: only a per-GPU list gives it that without taking it "
+         "from every GPU", _PROFILE, ("cases/profile/spec_draft_scalar_fit_target_warns.yaml",),
+         seed=f"{_KEY_SPEC}: ~9 GB free on the draft's GPU plus the snapshots; use a per-device --fit-target list"),
+    Rule("spec-draft-rollback", "refuse", "spec_draft needs the recurrent-state rollback patch in build.patches: "
+         "an empty list is refused by the profile rules; the patch is recognised by content at plan time (a patch "
+         "changing src/llama-memory-recurrent.cpp/.h whose added code, not comments, names a rollback), never by "
+         "file name",
+         "without it the host-side state checkpoint per draft step costs more than the drafts save; the patch is "
+         "not public, so there is no sha256 to record",
+         _PROFILE + ("kimik3_reconciler.planning.patch_roles",),
+         ("cases/profile/spec_draft_no_patches.yaml", "cases/plan/59-spec-draft-patch-named-but-not-rollback.yaml",
+          "cases/plan/75-spec-draft-rollback-by-content.yaml", "cases/plan/46-spec-draft-rollback-only-in-comments.yaml",
+          "unit/test_patch_roles.py"),
+         seed=f"{_KEY_SPEC}: kimi-k3-rs-rollback.patch, bounded recurrent-state rollback for KIMI_K3"),
     Rule("spec-draft-concurrency", "warn", "speculative decoding with parallel >= 4",
          "verify batches multiply MoE expert reads: +23-72 % at c1, a loss at c4", _PROFILE,
-         ("cases/profile/spec_draft_parallel_warns.yaml",)),
+         ("cases/profile/spec_draft_parallel_warns.yaml",), seed=f"{_KEY_SPEC}: a loss at c4"),
+    Rule("no-mtp-head", "refuse", "no draft-mtp speculation (spec_draft.type, --spec-type in extra_args or "
+         "LLAMA_ARG_SPEC_TYPE)",
+         "the checkpoint has no MTP head: there is nothing for draft-mtp to draft with", _PROFILE,
+         ("cases/profile/spec_draft_mtp.yaml", "cases/profile/spec_type_mtp_extra_args.yaml",
+          "cases/profile/spec_type_mtp_env.yaml"),
+         seed=f"{_KEY_SPEC}: No MTP head in the checkpoint"),
+    Rule("ngram-mod-neutral", "warn", "--spec-type ngram-mod is said to be about neutral when chosen",
+         "measured ~ neutral on Kimi-K3; the DSpark draft is what pays, at low concurrency", _PROFILE,
+         ("cases/profile/spec_type_ngram_mod_warns.yaml",), seed=f"{_KEY_SPEC}: ngram-mod is ≈ neutral"),
     Rule("cache-ram-zero", "warn", "cache_ram: 0 only when benchmarking",
-         "it turns the host-RAM prompt cache off", _PROFILE, ("cases/profile/cache_ram_zero_warns.yaml",)),
+         "it turns the host-RAM prompt cache off", _PROFILE, ("cases/profile/cache_ram_zero_warns.yaml",),
+         seed="seed 000 step 5 (CACHE_RAM: 0 only when benchmarking)"),
     Rule("shared-gpus", "force", "a profile sharing GPUs (or the port) with a running one stops it first",
          "the standing and interactive deployments share the GPUs (systemd Conflicts=)",
-         ("kimik3_reconciler.planning.conflict_step",), ("unit/test_conflicts.py", "unit/test_engine.py")),
+         ("kimik3_reconciler.planning.conflict_step",), ("unit/test_conflicts.py", "unit/test_engine.py"),
+         seed="seed 000 step 7 (the two units Conflicts= each other because they share the GPUs)"),
     Rule("env-file-bare-values", "force", "unit env files hold bare values, quoted where needed, never a comment",
          "systemd's EnvironmentFile folds an inline `# comment` into the value", _UNITS,
-         ("unit/test_rendered_units.py", "integration/test_systemd_live.py")),
+         ("unit/test_rendered_units.py", "integration/test_systemd_live.py"),
+         seed="seed 000 step 7 (keep /etc/kimi-k3.env values bare)"),
     Rule("units-conflict-ordered", "force", "units sharing GPUs (or the port) carry Conflicts= and After= each other",
          "starting one must stop the other first, or both hold the GPUs at once", _UNITS,
-         ("cases/plan/25-systemd-unit-absent.yaml", "unit/test_unit_engine.py", "integration/test_systemd_live.py")),
+         ("cases/plan/25-systemd-unit-absent.yaml", "unit/test_unit_engine.py", "integration/test_systemd_live.py"),
+         seed="seed 000 step 7 (starting either stops the other)"),
+    Rule("quant-mode-derived", "force", "hybrid or all-VRAM is derived from the quant's bytes against the profile's "
+         "GPUs' total VRAM (less fit margins, KV, buffers); the batch/ubatch/fit_target defaults and the launch "
+         "follow it, the plan says when it is not the catalog's, and a derived all-VRAM mode with a margin below the "
+         "quant's all-VRAM floor is refused",
+         "seed 000 Key facts: the split is reproducible per (quant, GPU count, GPU memory), re-tune if any changes; "
+         "UD-IQ2_XXS is all-VRAM on 8x RTX PRO 6000 (765 GiB), not on four GPUs",
+         ("kimik3_reconciler.planning.vram_fit",),
+         ("cases/plan/50-iq2xxs-hybrid-on-four-gpus.yaml", "cases/plan/51-q2-all-vram-on-eight-h200.yaml",
+          "unit/test_vram_fit.py"),
+         seed="seed 000 Key facts (--n-cpu-moe is a knob: reproducible per (quant, GPU count, GPU memory), re-tune if "
+              "any change); step 2 (IQ2_XXS fits VRAM on 8x RTX PRO 6000); step 5 (BATCH/UBATCH 4096 hybrid, 2048 "
+              "all-VRAM)"),
+    Rule("sizing-headroom", "refuse", "the quant + 10 % runtime headroom must fit VRAM + RAM, and what the GPUs "
+         "cannot hold (the hybrid's CPU experts, + 10 %) must fit the RAM; MemAvailable short of it warns",
+         "seed 000 Sizing gate: a quant that does not fit VRAM + RAM cannot run at any split, and the hybrid keeps "
+         "~130 GiB of RAM busy; seed 001: plan the download size + 10-15 % runtime headroom",
+         ("kimik3_reconciler.planning.memory_gate",),
+         ("cases/plan/52-sizing-headroom.yaml", "unit/test_memory_gate.py", "unit/test_host_gate.py"),
+         seed="seed 000 Key facts (Sizing gate is disk-and-memory); step 2 (130 GiB of RAM stay busy); seed 001 "
+              "(download size + 10-15 % runtime headroom)"),
+    Rule("draft-gpu-room", "refuse", "the draft's GPU keeps the quant's all-VRAM floor + 9216 MiB free after --fit "
+         "(its fit_target entry: 6144 + 9216 for UD-IQ2_XXS all-VRAM; 9216 on a hybrid) and has that much VRAM at all",
+         "seed 000 Speculative decoding: ~9 GB free on the draft's GPU plus room for the snapshots; use a per-device "
+         "--fit-target list", ("kimik3_reconciler.planning.memory_gate",),
+         ("cases/plan/53-draft-gpu-without-room.yaml", "cases/plan/45-draft-room-on-top-of-allvram-floor.yaml",
+          "unit/test_memory_gate.py"),
+         seed=f"{_KEY_SPEC}: ~9 GB free on the draft's GPU plus room for the snapshots, a per-device --fit-target "
+              f"list"),
+    Rule("cache-dir-local", "warn", "model.cache_dir on a network filesystem (nfs, cifs, sshfs, ...), named with "
+         "its type",
+         "seed 001: NVMe rather than network-mounted, slow disks; seed 000: weights bind-mounted from local NVMe, "
+         "and a cold load reads the whole quant (~17 min for 802 GB)", ("kimik3_reconciler.planning.host_gate",),
+         ("cases/plan/54-cache-dir-on-nfs.yaml", "unit/test_parsers.py", "integration/test_host_filesystem.py"),
+         seed="seed 001 (NVMe rather than network-mounted disks); seed 000 (weights bind-mounted from local NVMe)"),
+    Rule("driver-floor", "refuse", "the NVIDIA driver must be at least the minimum of the runtime base image's CUDA "
+         "(NVIDIA's toolkit/driver table; seed 000's 570 when the version is unknown)",
+         "seed 001: the CUDA 13 image needs driver R580+ (seed 000's >= 570 predates it); nvidia/cuda images refuse "
+         "to start on an older driver", ("kimik3_reconciler.planning.host_gate",),
+         ("cases/plan/55-driver-older-than-cuda13.yaml", "unit/test_host_compat.py",
+          "integration/test_base_image_cuda_docker.py"),
+         seed="seed 001 (driver R580+ for the CUDA 13 image; R575/CUDA 12.9 must upgrade); seed 000 step 1 (driver >= "
+              "570)"),
+    Rule("cuda-arch-covers-gpus", "refuse", "every GPU of the profile has kernels among build.cuda_architectures "
+         "(as llama.cpp builds them: a plain 12X is 12Xa); PTX-only coverage warns",
+         "seed 000 builds sm_120 for RTX PRO 6000; an sm_120 image on an H200 (sm_90) passes the build and fails at "
+         "load (reference/llama-cpp.md §3.2)", ("kimik3_reconciler.planning.host_gate",),
+         ("cases/plan/56-sm120-image-on-h200.yaml", "unit/test_host_compat.py"),
+         seed="seed 000 step 4 (compiles CUDA sm_120 kernels for its GPUs); reference/llama-cpp.md §3.2 "
+              "(CMAKE_CUDA_ARCHITECTURES, 12X -> 12Xa)"),
+    Rule("avx512-experts", "warn", "a hybrid (or CPU build) with cpu_features: auto on a CPU without AVX-512; AMX "
+         "is not judged, and an explicit list (`[]`: portable) is the profile's choice",
+         "seed 000: the CPU experts run on AVX-512; AMX \"turns out to be irrelevant to the experts\" (never used for "
+         "MoE)", ("kimik3_reconciler.planning.host_gate",),
+         ("cases/plan/57-hybrid-without-avx512.yaml", "unit/test_host_gate.py"),
+         seed="seed 000 Hardware target (AVX-512, +AMX which turns out to be irrelevant to the experts); Key facts "
+              "(not by AMX, never used for MoE)"),
+    Rule("cpu-features-on-host", "refuse", "build.cpu_features may list an AVX-512 set only when this CPU has it",
+         "the listed kernels are compiled into the whole CPU backend: an illegal instruction on this CPU",
+         ("kimik3_reconciler.planning.host_gate",), ("unit/test_host_gate.py",),
+         seed="not in the seeds: the build compiles the listed ISA into the CPU backend "
+              "(reference/llama-cpp.md §3.2)"),
+    Rule("variant-gpus", "refuse", "build.variant cpu only with gpus: none, and gpus: none only with the cpu variant",
+         "the CPU image has no CUDA kernels; a CUDA image with no GPU is the CPU build done the slow way", _PROFILE,
+         ("cases/profile/variant_cpu_with_gpus.yaml", "cases/profile/variant_cuda_gpus_none.yaml"),
+         seed=f"{_OWN}design.md's two image variants (the seed serves CUDA + CPU kernels; the CPU build is the demo's)"),
+    Rule("bind-all-interfaces", "warn", "serve.host 0.0.0.0 (or ::) is warned: it binds every interface",
+         "the seed binds the tailnet address, or loopback only; every interface exposes the API to every network "
+         "the host is on", _PROFILE, ("cases/profile/serve_host_all_interfaces_warns.yaml",),
+         seed="seed 000 step 5 (--network host bound to the host's Tailscale IP, falls back to loopback-only)"),
+    Rule("archive-pinned", "warn", "an http(s) build.archive without build.archive_sha256 is warned as unpinned",
+         "a URL's content can change under the same name: the build would not be the pinned one", _PROFILE,
+         ("cases/profile/build_archive_url_unpinned_warns.yaml",),
+         seed="seed 000 Why build from source in Docker (you want a pinned commit, not a moving latest)"),
+    Rule("llama-arg-env", "warn", "LLAMA_ARG_* in serve.env is warned: it sets a llama-server option behind the argv",
+         "llama-server reads LLAMA_ARG_* as options (list options even append): a second, hidden copy of a "
+         "profile field", _PROFILE, ("cases/profile/serve_env_llama_arg_warns.yaml",),
+         seed=f"{_OWN}one place for each setting (reference/llama-cpp.md §1.0: env sets options behind the CLI)"),
+    Rule("unit-conflicts-self", "refuse", "systemd.conflicts never lists the profile's own unit",
+         "a unit that Conflicts= with itself stops itself when started", _PROFILE,
+         ("cases/profile/systemd_conflicts_own_unit.yaml",),
+         seed=f"{_OWN}systemd's Conflicts= semantics (seed 000 step 7 uses it between the two units only)"),
     Rule("no-secrets", "refuse", "a profile never holds a secret; the API key is a read-only mounted file",
          "keys in argv/env show up in `docker inspect` and logs", _PROFILE + _LAUNCH,
-         ("cases/plan/19-api-key-file.yaml",)),
+         ("cases/plan/19-api-key-file.yaml",),
+         seed="not in the seeds: shared/PROFILE.md (a profile never contains a secret)"),
+    Rule("hub-token-https", "force", "the HF token is sent only over https or to a loopback mirror; an http "
+         "model.endpoint on another host is warned and gets no token",
+         "a bearer token over plain http to another host travels in clear text", _PROFILE + _HUB,
+         ("cases/profile/endpoint_http_remote_warns.yaml", "cases/profile/endpoint_http_loopback_ok.yaml",
+          "unit/test_hub_token.py"),
+         seed="not in the seeds: issue 14 (seed 000 step 3 downloads from the hub; the token must not leak)"),
+    # --- verify and the crash symptoms (issue 14) ---
+    Rule("verify-random-weights", "check", "what random weights say is reported 'not checkable (random weights)', "
+         "never 'ok'; only a GGUF marked kimik3.weights = random (kimik3's smoke/demo models) counts as random",
+         "a tiny model proves the plumbing, not Kimi-K3; a real model must never pass unjudged",
+         ("kimik3_reconciler.verify",), ("unit/test_verify.py", "integration/test_verify_docker.py"),
+         seed="seed 000 step 4 (a smoke pass means 'the image works', not 'Kimi-K3 will load')"),
+    Rule("verify-text", "check", "on real weights the text check fails unless the model says the asked-for word",
+         "a broken kernel still talks, fluently and wrongly", _VERIFY, _VERIFY_CASES,
+         seed="seed 000 step 6 (verify.sh: health, models, text, vision)"),
+    Rule("verify-tool-call", "check", "on real weights the tool_call check fails unless the model calls "
+         "get_weather with city Oslo (no call, another tool or another city fail)",
+         "the vetted quants passed a tool-call verify end to end; an answer without the call is a broken deployment",
+         _VERIFY, _VERIFY_CASES,
+         seed="seed 000 step 2 (verified end-to-end with text+vision+tool-call verify.sh)"),
+    Rule("tool-call-retry", "check", "an unparsed tool call (HTTP 500 from the parser, arguments that are not a JSON "
+         "object, call markup left in content) is retried, 3 attempts at most, and counted in verify's report",
+         "K3 occasionally emits a tool-call shape the parser does not expect; a model that never does fails",
+         _VERIFY, _VERIFY_CASES,
+         seed="seed 001 (tool-call shapes occasionally unparseable: validate and retry; monitor parse failures)"),
+    Rule("verify-vision", "check", "on real weights with a projector, the vision check fails unless the model names "
+         "the red probe image's colour (a shade of red: crimson, scarlet, maroon, reddish...) and no other colour", "\"it answered\" proves nothing about the vision tower",
+         _VERIFY, _VERIFY_CASES, seed="seed 000 step 6 (vision-probe.py: a solid-colour probe image)"),
+    Rule("verify-two-turn", "check", "the whole assistant message (reasoning_content, tool_calls) goes back; on real "
+         "weights the server's rendered prompt must carry them and turn 2 must use the tool result",
+         "K3 keeps its thinking across turns: a server that drops it answers turn 2 without it",
+         _VERIFY, _VERIFY_CASES,
+         seed="seed 001 (send back the whole previous assistant message, reasoning_content and tool_calls included)"),
+    Rule("verify-thinking-budget", "check", "on real weights a reply cut at max_tokens with no content and no tool "
+         "call is asked once more with 4096 tokens, then reported 'inconclusive (thinking used all N tokens)': never "
+         "a failure, so never a revert",
+         "K3 thinks before it answers: a budget spent thinking says nothing about the deployment, and reverting "
+         "over it costs two full loads", _VERIFY, ("unit/test_verify_stub_server.py",),
+         seed=f"{_OWN}the model's thinking (seed 001: reasoning_content) is not its answer; seed 000 step 5's "
+              "~17-minute load makes a spurious revert expensive"),
+    Rule("cuda-oom-first-request", "check", "a server that dies of 'CUDA error: out of memory' (at launch, on "
+         "verify's first request, or found exited) is reported with the fix: raise serve.fit_target, use ubatch 2048",
+         "the CUDA scratch pool grows on the first real request: without VRAM margin it aborts after a full load",
+         ("kimik3_reconciler.observe.server_log", "kimik3_reconciler.verify"),
+         ("unit/test_crash_symptoms.py", "unit/test_verify.py", "cases/plan/70-crashed-cuda-oom.yaml",
+          "cases/plan/71-exited-log-names-no-cause.yaml"),
+         seed="seed 000 When startup crashes (CUDA error: out of memory in alloc on the first request after an "
+              "all-VRAM load -> raise --fit-target and use -ub 2048)"),
+    Rule("kld-broken-kernel", "refuse", "a gated quant scoring mean KLD > 1 (or NaN/inf) fails as a broken kernel for that quant "
+         "type on this GPU and is never served, whatever gate.quant.max_kld says",
+         "the vetted quants score 0.047-0.37; past 1 no quantization explains it: another type or build is the fix",
+         ("kimik3_reconciler.planning.quant_gate",), ("unit/test_crash_symptoms.py",),
+         seed="seed 000 When startup crashes (a new quant that loads and talks but scores KLD >> 1 in the gate -> "
+              "broken sm_120 kernel for that type, don't serve it)"),
 )
 
 BY_ID = {rule.id: rule for rule in RULES}

@@ -112,6 +112,9 @@ class ContainerSpec:
     ipc_mode: str = "host"
     restart_policy: str = "unless-stopped"
     entrypoint: tuple[str, ...] | None = None  # e.g. /app/llama-perplexity for the quant gate
+    # How `gpus` are asked of Docker: "cdi" = --device nvidia.com/gpu=<id> (seed 000), "runtime" = --gpus
+    # through the nvidia runtime. Which GPUs, not how: left out of the container fingerprint and the drift.
+    gpu_request: str = "runtime"
 
 
 @dataclass(frozen=True)
@@ -157,6 +160,7 @@ class SmokeTest(Payload):
     command: tuple[str, ...]  # without --host/--port: the executor picks a free loopback port
     gpus: str | tuple[str, ...]
     labels: tuple[tuple[str, str], ...]
+    gpu_request: str = "runtime"  # as ContainerSpec.gpu_request
 
 
 @dataclass(frozen=True)
@@ -171,11 +175,31 @@ class QuantGateRun(Payload):
     candidate_model: str
     revision: str
     gpus: str | tuple[str, ...]
-    threads: int
+    # The server's owned flags (planning/launch.py runtime_flags + placement), rendered by the planner:
+    # llama-perplexity loads the same real quant, so the same 20-minute stall awaits it without them.
+    reference_flags: tuple[str, ...]
+    candidate_flags: tuple[str, ...]
     max_kld: float
     min_top_token_agreement: float
     record_key: str
     logits_key: str
+    gpu_request: str = "runtime"  # as ContainerSpec.gpu_request
+
+
+@dataclass(frozen=True)
+class GpuProbe(Payload):
+    """Seed 000 step 1's check that GPU containers work: a real container runs `nvidia-smi -L` with the
+    profile's GPUs, requested as the launch will request them; a pass is recorded per (driver, toolkit)."""
+
+    container: str
+    image: str  # any image: the toolkit injects nvidia-smi and the driver's libraries
+    gpus: str | tuple[str, ...]
+    gpu_request: str  # "cdi" | "runtime"
+    expected_gpus: int  # how many GPUs the container must list
+    record_key: str
+    driver: str | None
+    toolkit: str | None
+    labels: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -226,7 +250,17 @@ class StopUnit(Payload):
     unit: str
 
 
+@dataclass(frozen=True)
+class VerifyServer(Payload):
+    """Run `kimik3 verify` against a container an earlier apply launched and never verified (it died or lost
+    dockerd in the health wait); a pass clears its `unverified/` record."""
+
+    container: str
+    fingerprint: str  # the launch the record names: a newer launch's record is left for its own verify
+
+
 PAYLOADS: tuple[type[Payload], ...] = (
     ModelDownload, RemoveModelFiles, ImageBuild, RetagImage, RemoveImage, LaunchContainer, StartContainer,
-    StopContainer, RemoveContainer, SmokeTest, QuantGateRun, HealthWait, UnitInstall, UnitRemoval, StopUnit,
+    StopContainer, RemoveContainer, SmokeTest, QuantGateRun, GpuProbe, HealthWait, UnitInstall, UnitRemoval, StopUnit,
+    VerifyServer,
 )

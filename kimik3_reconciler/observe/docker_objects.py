@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
-from kimik3_reconciler.model.facts import ContainerFact, ImageFact, MountFact, RunningConfig
-from kimik3_reconciler.model.records import smoke_key
+from kimik3_reconciler.model.facts import ContainerFact, GpuPlumbing, ImageFact, MountFact, RunningConfig
+from kimik3_reconciler.model.records import gpu_probe_key, smoke_key
 from kimik3_reconciler.model.labels import PROFILE_LABEL, CONTAINER_FINGERPRINT, CONTAINER_INPUTS, HEALTH_URL, IMAGE_FINGERPRINT
-from kimik3_reconciler.ports import DockerPort, HttpPort, StatePort
+from kimik3_reconciler.observe.server_log import crash_cause
+from kimik3_reconciler.ports import DockerPort, HostPort, HttpPort, StatePort
 
 
 def parse_image(attrs: dict[str, Any]) -> ImageFact:
@@ -20,6 +22,7 @@ def parse_image(attrs: dict[str, Any]) -> ImageFact:
 
 
 # dockerd puts this PATH into a container's Config.Env when its image sets none.
+CRASH_LOG_TAIL = 200  # read only for a container that exited with an error
 DOCKER_DEFAULT_ENV = (("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"),)
 
 
@@ -27,14 +30,64 @@ def _env_pairs(env: list[str] | None) -> dict[str, str]:
     return dict(item.partition("=")[::2] for item in env or ())
 
 
+CDI_GPU = "nvidia.com/gpu"  # the CDI kind nvidia-container-toolkit generates (`nvidia-ctk cdi generate`)
+
+
 def parse_gpus(device_requests: list[dict[str, Any]] | None) -> str | tuple[str, ...]:
-    """HostConfig.DeviceRequests as `ContainerSpec.gpus`: "none", "all" (Count -1) or device ids."""
-    gpu_requests = [r for r in device_requests or () if ["gpu"] in (r.get("Capabilities") or [])]
-    if not gpu_requests:
+    """HostConfig.DeviceRequests as `ContainerSpec.gpus`: "none", "all" (Count -1, or the CDI device
+    nvidia.com/gpu=all) or device ids (the CDI names' part after `=`): the same GPUs however requested."""
+    requests = device_requests or ()
+    runtime = [r for r in requests if ["gpu"] in (r.get("Capabilities") or [])]
+    cdi = [d.partition("=")[2] for r in requests if r.get("Driver") == "cdi"
+           for d in r.get("DeviceIDs") or () if d.startswith(CDI_GPU + "=")]
+    if not runtime and not cdi:
         return "none"
-    if any(r.get("Count") == -1 for r in gpu_requests):
+    if any(r.get("Count") == -1 for r in runtime) or "all" in cdi:
         return "all"
-    return tuple(str(d) for r in gpu_requests for d in r.get("DeviceIDs") or ())
+    return tuple(str(d) for r in runtime for d in r.get("DeviceIDs") or ()) + tuple(cdi)
+
+
+def parse_cdi_kind(text: str) -> str | None:
+    """The `kind` of a CDI spec file (YAML or JSON): nvidia.com/gpu for the toolkit's."""
+    found = re.search(r'(?:^|[{,\s])"?kind"?\s*:\s*"?([^"\s,}]+)', text, re.M)
+    return found.group(1) if found else None
+
+
+def parse_toolkit_version(text: str) -> str | None:
+    """`nvidia-ctk --version` ("NVIDIA Container Toolkit CLI version 1.17.4") or `nvidia-container-cli
+    --version` ("cli-version: 1.17.4") -> "1.17.4"."""
+    found = re.search(r"version[:\s]+v?(\d+\.\d+[\w.+-]*)", text)
+    return found.group(1) if found else None
+
+
+def _daemon_reads_cdi(info: dict[str, Any]) -> bool:
+    """Docker >= 27 lists CDISpecDirs (empty: CDI turned off); older daemons say nothing: 25 and 26 read
+    CDI specs when the feature is on, before 25 never (the probe settles what this cannot)."""
+    if "CDISpecDirs" in info:
+        return bool(info.get("CDISpecDirs"))
+    major = str(info.get("ServerVersion") or "0").split(".")[0]
+    return major.isdigit() and int(major) >= 25
+
+
+def parse_gpu_plumbing(info: dict[str, Any], cdi_specs: dict[str, str], toolkit: str) -> GpuPlumbing:
+    """GPU plumbing from docker info, the CDI spec files (path -> text) and the toolkit's --version output."""
+    gpu_specs = tuple(sorted(path for path, text in cdi_specs.items() if parse_cdi_kind(text) == CDI_GPU))
+    return GpuPlumbing(cdi=bool(gpu_specs) and _daemon_reads_cdi(info),
+                       runtime="nvidia" in (info.get("Runtimes") or {}), toolkit_version=parse_toolkit_version(toolkit), cdi_specs=gpu_specs)
+
+
+def collect_gpu_plumbing(docker: DockerPort, host: HostPort) -> GpuPlumbing:
+    specs = {path: host.cdi_spec_text(path) for path in host.cdi_specs()}
+    return parse_gpu_plumbing(docker.info(), specs, host.container_toolkit_version())
+
+
+def collect_gpu_probe(state: StatePort, plumbing: GpuPlumbing, driver: str | None, gpus: str | tuple[str, ...],
+                      host_gpus: int) -> dict[str, Any] | None:
+    """The passing probe record of this (driver, toolkit, request, GPUs), if any."""
+    if plumbing.request is None:
+        return None
+    record = state.read(gpu_probe_key(driver, plumbing.toolkit_version, plumbing.request, gpus, host_gpus))
+    return record if record and record.get("passed") else None
 
 
 def parse_running(inspect: dict[str, Any], image: dict[str, Any] | None = None) -> RunningConfig:
@@ -104,9 +157,58 @@ def collect_images(docker: DockerPort, state: StatePort) -> tuple[ImageFact, ...
     return tuple(facts)
 
 
-def collect_base_images(docker: DockerPort, refs: tuple[str, ...]) -> dict[str, str | None]:
-    """Local ids of the build's base images (None = not pulled yet: the build pulls it)."""
-    return {ref: docker.image_id(ref) for ref in dict.fromkeys(refs)}
+def repository(ref: str) -> str:
+    """nvidia/cuda:13.0.0-devel-ubuntu24.04@sha256:… -> nvidia/cuda (a registry's :port is kept)."""
+    name = ref.split("@")[0]
+    slash = name.rfind("/")
+    colon = name.rfind(":")
+    return name[:colon] if colon > slash else name
+
+
+def _normal(repo: str) -> str:
+    """Docker Hub's short names and their long form are one repository."""
+    for prefix in ("docker.io/library/", "docker.io/", "index.docker.io/library/", "index.docker.io/"):
+        if repo.startswith(prefix):
+            return repo.removeprefix(prefix)
+    return repo.removeprefix("library/")
+
+
+def parse_repo_digest(ref: str, inspect: dict[str, Any] | None) -> str | None:
+    """The digest (sha256:…) under which `ref`'s repository knows the local image (its RepoDigests): what
+    the tag pointed to when it was pulled. None for an image that never came from a registry (docker import)."""
+    wanted = _normal(repository(ref))
+    for entry in (inspect or {}).get("RepoDigests") or ():
+        name, _, digest = entry.partition("@")
+        if _normal(name) == wanted and digest.startswith("sha256:"):
+            return digest
+    return None
+
+
+BaseIds = dict[str, str | None]
+
+
+def collect_base_images(docker: DockerPort, refs: tuple[str, ...]) -> tuple[BaseIds, BaseIds]:
+    """Local ids of the build's base images (None = not pulled yet: the build pulls it), and their repo digests."""
+    ids, digests = {}, {}
+    for ref in dict.fromkeys(refs):
+        inspect = docker.inspect_image(ref)
+        ids[ref], digests[ref] = (inspect or {}).get("Id"), parse_repo_digest(ref, inspect)
+    return ids, digests
+
+
+def image_env(inspect: dict | None, name: str) -> str | None:
+    """One variable of an image's Config.Env (docker inspect), or None."""
+    for item in ((inspect or {}).get("Config") or {}).get("Env") or ():
+        key, _, value = item.partition("=")
+        if key == name:
+            return value
+    return None
+
+
+def collect_runtime_cuda(docker: DockerPort, ref: str) -> str | None:
+    """CUDA_VERSION of the runtime base image, when it is pulled (nvidia/cuda images set it): the driver
+    floor follows it; None = not pulled yet (the tag's version stands in)."""
+    return image_env(docker.inspect_image(ref), "CUDA_VERSION")
 
 
 def collect_container(docker: DockerPort, http: HttpPort, name: str) -> ContainerFact | None:
@@ -116,6 +218,11 @@ def collect_container(docker: DockerPort, http: HttpPort, name: str) -> Containe
     # The image's own Env/Entrypoint are what docker merged into the container's: not a drift.
     image = docker.inspect_image(inspect["Image"]) if inspect.get("Image") else None
     fact = parse_container(inspect, image)
+    state = inspect.get("State") or {}
+    if fact.state in ("exited", "dead", "restarting") and state.get("ExitCode"):
+        # A crashed server's log names the cause and its fix (a CUDA OOM needs more fit_target, not a restart).
+        cause = crash_cause(bool(state.get("OOMKilled")), docker.container_logs(name, CRASH_LOG_TAIL))
+        fact = fact.model_copy(update={"crash": cause})
     url = ((inspect.get("Config") or {}).get("Labels") or {}).get(HEALTH_URL)
     if fact.state == "running" and url:
         # The container says where it listens (label stamped at launch), so no profile math here.

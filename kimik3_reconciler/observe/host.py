@@ -1,13 +1,15 @@
 """Host facts: CPU (physical cores, sockets, NUMA, flags), GPUs (NVML), RAM, numa_balancing, Docker GPU
-plumbing, Tailscale, listeners on the profile's port. Pure parsers (tested on recorded outputs) + one collector."""
+plumbing, Tailscale, listeners on the profile's port, the mount a path lives on. Pure parsers (tested on
+recorded outputs) + the collectors."""
 
 from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from typing import Any
 
-from kimik3_reconciler.model.facts import GpuFact, GpuProcess, HostFacts, PortListener
+from kimik3_reconciler.model.facts import FilesystemFact, GpuFact, GpuProcess, HostFacts, PortListener
 from kimik3_reconciler.ports import DockerPort, HostPort
 
 
@@ -74,9 +76,40 @@ def parse_nvml(dump: dict[str, Any], our_pids: frozenset[int] = frozenset()) -> 
     return gpus, dump.get("driver")
 
 
+def parse_driver_cuda(dump: dict[str, Any]) -> tuple[int, int] | None:
+    """NVML's CUDA driver version (13000 = 13.0, 12080 = 12.8) -> (major, minor); None when not recorded."""
+    value = dump.get("cuda_driver")
+    return (value // 1000, value % 1000 // 10) if isinstance(value, int) and value > 0 else None
+
+
 def parse_docker_gpu(info: dict[str, Any], cdi_specs: list[str]) -> bool:
     """The NVIDIA container runtime is registered, or a CDI spec for nvidia.com/gpu exists."""
     return "nvidia" in (info.get("Runtimes") or {}) or any("nvidia" in name for name in cdi_specs)
+
+
+def _unescape_mount_field(field: str) -> str:
+    """/proc/self/mounts writes space, tab, newline and backslash in paths as octal escapes (\\040)."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), field)
+
+
+def parse_mount_of(mounts: str, real_path: str) -> FilesystemFact | None:
+    """/proc/self/mounts text -> the mount holding `real_path` (the longest mount point that contains it;
+    the last one mounted there wins, as in the kernel's view)."""
+    best: FilesystemFact | None = None
+    for line in mounts.splitlines():
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        source, mountpoint, fstype = (_unescape_mount_field(f) for f in fields[:3])
+        inside = real_path == mountpoint or real_path.startswith(mountpoint.rstrip("/") + "/")
+        if inside and (best is None or len(mountpoint) >= len(best.mountpoint)):
+            best = FilesystemFact(path=real_path, mountpoint=mountpoint, fstype=fstype, source=source)
+    return best
+
+
+def collect_filesystem(host: HostPort, path: str) -> FilesystemFact | None:
+    """The mount a (cache) directory lives on, after resolving symlinks: a link into an NFS mount counts."""
+    return parse_mount_of(host.mounts(), host.real_path(path))
 
 
 _TCP_LISTEN = "0A"  # include/net/tcp_states.h: TCP_LISTEN = 10
@@ -102,13 +135,33 @@ def parse_tcp_listeners(tables: str, port: int) -> dict[int, str]:
     return found
 
 
+_CONTAINER_ID = re.compile(r"(?:^|[/-])([0-9a-f]{64})(?:\.scope)?$")
+
+
+def parse_cgroup_container(cgroup: str) -> str | None:
+    """/proc/<pid>/cgroup text -> the Docker container id the process runs in (None: not in a container).
+    Docker names the cgroup after the full id: `/docker/<id>` (cgroupfs driver), `/system.slice/docker-<id>.scope`
+    (systemd driver); cgroup v1 repeats it per controller, v2 has one `0::` line."""
+    for line in cgroup.splitlines():
+        path = line.split(":", 2)[-1].strip()
+        found = _CONTAINER_ID.search(path)
+        if found:
+            return found.group(1)
+    return None
+
+
 def collect_listeners(host: HostPort, port: int, our_pids: frozenset[int] = frozenset()) -> tuple[PortListener, ...]:
-    """Who listens on the profile's port: a foreign one makes llama-server exit with "couldn't bind"."""
+    """Who listens on the profile's port: a foreign one makes llama-server exit with "couldn't bind". Each owner's
+    container comes from its cgroup, so any process inside a container (a child, a wrapper) is matched to it."""
     sockets = parse_tcp_listeners(host.tcp_tables(), port)
     owners = host.socket_owners(set(sockets), our_pids) if sockets else {}
-    return tuple(PortListener(address=address, port=port, pid=owners.get(inode, (None, None))[0],
-                              program=owners.get(inode, (None, None))[1])
-                 for inode, address in sorted(sockets.items()))
+    listeners = []
+    for inode, address in sorted(sockets.items()):
+        pid, program = owners.get(inode, (None, None))
+        container_id = parse_cgroup_container(host.process_cgroup(pid)) if pid else None
+        listeners.append(PortListener(address=address, port=port, pid=pid, program=program,
+                                      container_id=container_id))
+    return tuple(listeners)
 
 
 def collect_host(host: HostPort, docker: DockerPort | None = None, our_pids: frozenset[int] = frozenset(),
@@ -131,6 +184,7 @@ def collect_host(host: HostPort, docker: DockerPort | None = None, our_pids: fro
         gpu_probe="no-driver" if "error" in dump else "ok",
         gpu_probe_detail=dump.get("error"),
         driver_version=driver,
+        driver_cuda=parse_driver_cuda(dump),
         gpus=gpus,
         ram_total=ram_total,
         ram_available=ram_available,

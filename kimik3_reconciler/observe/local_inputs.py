@@ -1,4 +1,5 @@
-"""Local files the profile names (Dockerfile, patches, source archive, API key file), hashed, never read out."""
+"""Local files the profile names (Dockerfile, patches, source archive, API key file): hashed; patches are also
+parsed (which files they change, the lines they add); the API key file is never read."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import hashlib
 from pathlib import Path
 
 from kimik3_reconciler.errors import InputError
-from kimik3_reconciler.model.facts import LocalInputs, PatchFact
+from kimik3_reconciler.model.facts import LocalInputs, PatchedFile, PatchFact
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.records import archive_record_key
 from kimik3_reconciler.ports import StatePort
@@ -18,6 +19,32 @@ def sha256_file(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def parse_unified_diff(text: str) -> tuple[PatchedFile, ...]:
+    """The files a unified diff (git or diff -u) changes, with the lines each adds: what the planner
+    judges a patch by (planning/patch_roles.py), whatever the file is called."""
+    files: list[PatchedFile] = []
+    path: str | None = None
+    added: list[str] = []
+    removed, previous = 0, ""
+
+    def close() -> None:
+        if path is not None:
+            files.append(PatchedFile(path=path, added=tuple(added), removed=removed))
+
+    for line in text.splitlines():
+        if line.startswith("+++ ") and previous.startswith("--- "):  # a file header (`---` then `+++`)
+            close()
+            target = line[4:].split("\t")[0].strip()
+            path, added, removed = (None if target == "/dev/null" else target.removeprefix("b/")), [], 0
+        elif path is not None and line.startswith("+"):
+            added.append(line[1:])
+        elif path is not None and line.startswith("-") and not line.startswith("--- "):
+            removed += 1
+        previous = line
+    close()
+    return tuple(files)
 
 
 def _existing(base_dir: Path, raw: str, field: str) -> Path:
@@ -49,7 +76,9 @@ def collect_inputs(profile: Profile, base_dir: Path, dockerfile: Path, state: St
     patches = []
     for i, raw in enumerate(profile.build.patches):
         path = _existing(base_dir, raw, f"build.patches[{i}]")
-        patches.append(PatchFact(name=path.name, path=str(path), sha256=sha256_file(path)))
+        # Small text files: read whole, so the planner can say what a patch changes, not trust its name.
+        files = parse_unified_diff(path.read_bytes().decode("utf-8", errors="replace"))
+        patches.append(PatchFact(name=path.name, path=str(path), sha256=sha256_file(path), files=files))
     archive_location, archive_sha = None, None
     raw_archive = profile.build.archive
     if raw_archive and _is_url(raw_archive):

@@ -6,7 +6,7 @@ and the steps planned before it, and returns its own steps. A new step kind is o
 
 from __future__ import annotations
 
-from kimik3_reconciler.errors import HubError, PlanError
+from kimik3_reconciler.errors import FieldRefusal, HubError, PlanError
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.labels import PROFILE_LABEL
 from kimik3_reconciler.model.plan import Action, Plan, Step
@@ -15,6 +15,7 @@ from kimik3_reconciler.model.specs import QuantGateRun, RemoveContainer, RemoveI
 from kimik3_reconciler.planning.conflict_step import plan_conflicts
 from kimik3_reconciler.planning.container_step import container_changes, plan_container
 from kimik3_reconciler.planning.desired import Desired, Planner, changes
+from kimik3_reconciler.planning.gpu_probe import plan_gpu_probe
 from kimik3_reconciler.planning.health_step import plan_health
 from kimik3_reconciler.planning.host_gate import host_gate
 from kimik3_reconciler.planning.image_step import image_tag, plan_image, render_image_build
@@ -24,14 +25,16 @@ from kimik3_reconciler.planning.placement import forecast
 from kimik3_reconciler.planning.quant_gate import gate_reference, plan_gate, plan_reference, plan_stop_for_gate
 from kimik3_reconciler.planning.smoke_step import plan_smoke
 from kimik3_reconciler.planning.unit_step import plan_stale_units, plan_unit, plan_unit_teardown
+from kimik3_reconciler.planning.verify_step import plan_verify
 
 __all__ = ["PLANNERS", "Desired", "gate_reference", "plan", "plan_destroy", "plan_prune", "refuse_by_host_gate",
            "render_desired"]
 
-# In apply order. Stale units go before the container: their ExecStop would stop a relaunched one.
+# In apply order. The GPU probe first: nothing is fetched or built for a host whose containers cannot see
+# its GPUs. Stale units go before the container: their ExecStop would stop a relaunched one.
 PLANNERS: tuple[Planner, ...] = (
-    plan_model, plan_tokenizer, plan_reference, plan_image, plan_smoke, plan_stop_for_gate, plan_gate,
-    plan_stale_units, plan_conflicts, plan_container, plan_health, plan_unit,
+    plan_gpu_probe, plan_model, plan_tokenizer, plan_reference, plan_image, plan_smoke, plan_stop_for_gate, plan_gate,
+    plan_stale_units, plan_conflicts, plan_container, plan_health, plan_verify, plan_unit,
 )
 
 
@@ -45,12 +48,13 @@ def refuse_by_host_gate(profile: Profile, observed: Observed) -> list[str]:
     hub request too (with no model files yet: the sizing half waits for the listing)."""
     refusals, gate_warnings = host_gate(profile, observed)
     if refusals:
-        raise PlanError("the host gate refuses this profile:\n  - " + "\n  - ".join(refusals))
+        fields = tuple(r.field for r in refusals if isinstance(r, FieldRefusal))
+        raise PlanError("the host gate refuses this profile:\n  - " + "\n  - ".join(refusals), fields)
     return gate_warnings
 
 
 def plan(profile: Profile, observed: Observed, warnings: tuple[str, ...] = ()) -> Plan:
-    """Ordered steps: model, image, smoke, container, health, unit. A step that must change carries its reason.
+    """Ordered steps: model, image, smoke, container, health, verify, unit. A step that must change carries its reason.
     The host gate comes first: a refusal names every failing fact, and nothing runs."""
     gate_warnings = refuse_by_host_gate(profile, observed)
     for fact in (observed.model, observed.tokenizer):

@@ -2,79 +2,159 @@
 
 Its costliest failures are host facts nobody checked: numa_balancing left on (a 20-minute stall),
 another team's process on a shared GPU, a quant that cannot fit VRAM + RAM discovered after a
-17-minute load. Pure: everything comes from the observed facts.
+17-minute load, a driver too old for the image's CUDA, an image with no kernel for these GPUs, a
+draft GPU without room. Pure: everything comes from the observed facts (planning/host_compat.py and
+planning/memory_gate.py hold the tables and the arithmetic).
 """
 
 from __future__ import annotations
 
-from kimik3_reconciler.model.facts import GpuFact, HostFacts, Observed
+import re
+
+from kimik3_reconciler.errors import FieldRefusal
+from kimik3_reconciler.model.facts import HostFacts, ModelFact, Observed
 from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.planning.build_flags import HOST_FLAGS, cpu_features
 from kimik3_reconciler.planning.conflict_step import why_conflicting
+from kimik3_reconciler.planning.host_compat import (
+    arch_name,
+    best_coverage,
+    driver_floor,
+    driver_text,
+    image_cuda_version,
+    version,
+)
+from kimik3_reconciler.planning.memory_gate import draft_room_refusals, memory_findings
 from kimik3_reconciler.planning.model_step import disk_refusal
-from kimik3_reconciler.planning.humanize import gib
+from kimik3_reconciler.planning.vram_fit import derive_mode, margin_refusal, requested_gpus
 
-MIN_DRIVER = 570  # seed 000: NVIDIA driver >= 570, open kernel module
 MIB = 1 << 20
-
-
-def requested_gpus(profile: Profile, host: HostFacts) -> tuple[tuple[GpuFact, ...], list[str]]:
-    """The GPUs the profile claims, resolved against the host (indices or UUIDs), and what is absent."""
-    if profile.gpus == "all":
-        return host.gpus, []
-    if profile.gpus == "none":
-        return (), []
-    found, absent = [], []
-    for ref in profile.gpus:
-        gpu = next((g for g in host.gpus if (g.index == ref if isinstance(ref, int) else g.uuid == ref)), None)
-        (found.append(gpu) if gpu else absent.append(str(ref)))
-    return tuple(found), absent
+# Filesystem types that reach the bytes over a network (or a FUSE client of one): seed 001 wants NVMe.
+NETWORK_FS = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs", "ceph", "glusterfs", "lustre", "gpfs", "beegfs",
+                        "afs", "9p", "ncpfs", "davfs"})
+NETWORK_FUSE = ("sshfs", "s3fs", "rclone", "gcsfuse", "goofys", "juicefs", "glusterfs", "ceph", "davfs2", "blobfuse")
 
 
 def _stoppable_pids(profile: Profile, observed: Observed) -> frozenset[int]:
     """Our container's and those the conflict step stops first: their VRAM is about to be free."""
     pids = {observed.container.pid} if observed.container and observed.container.pid else set()
     pids |= {o.pid for o in observed.others
-             if o.pid and o.state in ("running", "restarting") and why_conflicting(profile, o, profile.serve.port)}
+             if o.pid and o.up and why_conflicting(profile, o, profile.serve.port)}
     return frozenset(pids)
 
 
-def _gpu_refusals(profile: Profile, host: HostFacts, stoppable: frozenset[int] = frozenset()) -> list[str]:
+def _runtime_cuda(profile: Profile, observed: Observed) -> tuple[int, int, int] | None:
+    """The runtime base image's CUDA: its CUDA_VERSION env when pulled, else its tag."""
+    env = {"CUDA_VERSION": observed.runtime_cuda} if observed.runtime_cuda else None
+    return image_cuda_version(profile.build.base_images.runtime, env)
+
+
+def _driver_refusal(profile: Profile, observed: Observed) -> str | None:
+    """The driver must run the runtime base image's CUDA (seed 001: the CUDA 13 image needs R580+)."""
+    host, runtime = observed.host, profile.build.base_images.runtime
+    cuda = _runtime_cuda(profile, observed)
+    floor, why = driver_floor(cuda)
+    runs = f"; NVML: it runs CUDA <= {host.driver_cuda[0]}.{host.driver_cuda[1]}" if host.driver_cuda else ""
+    # rule: driver-floor
+    # Seed 001: R580+ for the CUDA 13 image; nvidia/cuda images refuse to start on an older driver
+    # (their NVIDIA_REQUIRE_CUDA=cuda>=X.Y, checked by the container toolkit).
+    if version(host.driver_version or "0") >= floor:
+        # The driver's own word, where NVML gives it, counts too (a table row may be missing).
+        if cuda and host.driver_cuda and host.driver_cuda < cuda[:2]:
+            return (f"NVIDIA driver {host.driver_version} runs CUDA <= {host.driver_cuda[0]}.{host.driver_cuda[1]} "
+                    f"(NVML), older than CUDA {'.'.join(map(str, cuda))} of the runtime base image {runtime}: upgrade "
+                    "the driver, or set build.base_images to a CUDA the driver runs")
+        return None
+    return (f"NVIDIA driver {host.driver_version} is older than {driver_text(floor)}, the minimum for the runtime "
+            f"base image {runtime} ({why}{runs}): upgrade the driver, or set build.base_images to a CUDA the "
+            "driver runs")
+
+
+def _arch_findings(profile: Profile, host: HostFacts) -> tuple[list[str], list[str]]:
+    """Every requested GPU needs kernels among build.cuda_architectures: found before the build, not after the load."""
+    archs = profile.build.cuda_architectures
+    gpus, _ = requested_gpus(profile, host)
+    groups: dict[tuple[tuple[int, int], str], list[int]] = {}
+    for gpu in gpus:
+        groups.setdefault((gpu.compute_capability, gpu.name), []).append(gpu.index)
+    rewritten = any(re.fullmatch(r"12\d(-real|-virtual)?", a) for a in archs)
+    refusals, warnings = [], []
+    for (cc, name), indices in groups.items():
+        which = f"GPU {indices[0]}" if len(indices) == 1 else f"GPUs {', '.join(map(str, indices))}"
+        named = f"{which} ({name}) {'has' if len(indices) == 1 else 'have'} compute capability {cc[0]}.{cc[1]} " \
+                f"(sm_{arch_name(cc)})"
+        coverage = best_coverage(archs, cc)
+        # rule: cuda-arch-covers-gpus
+        # llama.cpp CMake (reference/llama-cpp.md §3.2): a plain 12X builds 12Xa, which runs on that GPU only.
+        if coverage is None:
+            why = " (llama.cpp builds a plain 12X as 12Xa, for that GPU only)" if rewritten else ""
+            refusals.append(f"{named} but build.cuda_architectures {archs} has no kernel it can run{why}: "
+                            f"add \"{arch_name(cc)}\"")
+        elif coverage == "ptx":
+            warnings.append(f"{named}: build.cuda_architectures {archs} gives it only PTX, compiled at every cold "
+                            f"start and slower than native kernels: add \"{arch_name(cc)}\"")
+    return refusals, warnings
+
+
+def _gpu_refusals(profile: Profile, observed: Observed, stoppable: frozenset[int] = frozenset()) -> list[str]:
+    host = observed.host
+    # rule: gpus-present
+    # Seed 000 step 1: nvidia-smi first (GPU count/VRAM): a CUDA profile on a host without them cannot load.
     if host.gpu_probe == "no-driver" or not host.gpus:
+        floor, _ = driver_floor(_runtime_cuda(profile, observed))
         return [f"0 GPUs on this host ({host.gpu_probe_detail or 'NVML sees none'}): build.variant cuda needs the "
-                f"NVIDIA driver (>= {MIN_DRIVER}) and GPUs; use variant cpu with gpus: none for a CPU-only host"]
-    refusals = []
-    major = int((host.driver_version or "0").split(".")[0] or 0)
-    if major < MIN_DRIVER:
-        refusals.append(f"NVIDIA driver {host.driver_version} is older than {MIN_DRIVER}")
+                f"NVIDIA driver (>= {driver_text(floor)}) and GPUs; use variant cpu with gpus: none for a CPU-only "
+                "host"]
+    refusals = [r for r in (_driver_refusal(profile, observed),) if r]
     gpus, absent = requested_gpus(profile, host)
     if absent:
+        # rule: gpus-present
+        # The profile's GPUs must be this host's (indices or UUIDs that NVML lists).
         have = ", ".join(f"{g.index} ({g.uuid})" for g in host.gpus)
         refusals.append(f"gpus: {', '.join(absent)} not on this host (it has {have})")
     if not profile.share_gpus:
         for gpu in gpus:
             for p in gpu.processes:
                 if not p.ours and p.pid not in stoppable:
+                    # rule: gpus-unclaimed
+                    # Seed 000 step 1: check who else uses the GPUs before claiming any (commonly a shared pool).
                     refusals.append(f"GPU {gpu.index} ({gpu.uuid}) holds {p.used_bytes // MIB} MiB for pid {p.pid}, "
                                     "not this profile's container: another job on a shared GPU? pick other gpus, "
                                     "stop it, or set share_gpus: true")
     fit = profile.serve.fit_target
     if isinstance(fit, list) and profile.gpus == "all" and len(fit) != len(host.gpus):
-        refusals.append(f"serve.fit_target lists {len(fit)} values but gpus: all is {len(host.gpus)} GPUs here")
+        # rule: fit-target-list
+        # llama.cpp indexes --fit-target like the devices: with gpus: all only the host's count says how many.
+        refusals.append(FieldRefusal(("serve", "fit_target"), f"serve.fit_target lists {len(fit)} values but gpus: "
+                                     f"all is {len(host.gpus)} GPUs here"))
     if host.docker_gpus is False:
+        # rule: gpu-plumbing-probe
+        # No CDI spec and no nvidia runtime: no container can get a GPU, so the probe has nothing to try.
         refusals.append("Docker cannot give containers GPUs: install nvidia-container-toolkit (CDI specs in /etc/cdi "
                         "or the nvidia runtime)")
     return refusals
 
 
+def _stoppable_containers(profile: Profile, observed: Observed) -> frozenset[str]:
+    """Ids of our container and of those the conflict step stops first: whatever listens inside them is ours."""
+    ids = {observed.container.id} if observed.container else set()
+    ids |= {o.id for o in observed.others if o.up and why_conflicting(profile, o, profile.serve.port)}
+    return frozenset(ids)
+
+
 def _port_refusal(profile: Profile, observed: Observed) -> str | None:
     """A foreign process on serve.port makes llama-server exit "couldn't bind" after the launch: refuse first."""
     stoppable = _stoppable_pids(profile, observed)
-    foreign = [p for p in observed.host.listeners if p.pid not in stoppable]
+    containers = _stoppable_containers(profile, observed)
+    # The owner's cgroup says which container it runs in: a child or wrapper of llama-server is ours too.
+    foreign = [p for p in observed.host.listeners if p.pid not in stoppable and p.container_id not in containers]
     # An owner we cannot see (not root) may be our own container: only refuse when no kimik3 one is running.
-    kimik3_running = bool(stoppable) or any(c.state == "running" for c in (observed.container, *observed.others) if c)
+    kimik3_running = bool(stoppable) or any(c.up for c in (observed.container, *observed.others) if c)
     named = [p for p in foreign if p.pid is not None or not kimik3_running]
     if not named:
         return None
+    # rule: port-free
+    # A port held by another process is found after the launch (and, on a real quant, a ~17-minute load) otherwise.
     who = ", ".join(f"pid {p.pid} ({p.program})" if p.pid else "a process kimik3 cannot see (run as root)"
                     for p in named)
     return (f"port {profile.serve.port} is held by {who} listening on "
@@ -82,17 +162,43 @@ def _port_refusal(profile: Profile, observed: Observed) -> str | None:
             "it; stop that process or change serve.port")
 
 
-def _memory_refusal(profile: Profile, observed: Observed) -> str | None:
-    """Sizing is disk-and-memory: if the quant cannot fit VRAM + RAM, it cannot run at any split."""
-    host, size = observed.host, observed.model.total_bytes
-    if host.ram_total is None or not size:
+def _cache_filesystem_warning(model: ModelFact) -> str | None:
+    """Seed 001: NVMe, not network mounts; a cold load reads the whole quant (seed 000: ~17 min for 802 GB)."""
+    fs = model.cache_fs
+    if fs is None:
         return None
-    gpus, _ = requested_gpus(profile, host) if profile.build.variant == "cuda" else ((), [])
-    vram = sum(g.memory_total for g in gpus)
-    if size > vram + host.ram_total:
-        return (f"the quant is {gib(size)} but VRAM + RAM is {gib(vram + host.ram_total)} ({len(gpus)} GPU(s) "
-                f"{gib(vram)} + RAM {gib(host.ram_total)}): it cannot run at any split")
+    kind = fs.fstype.removeprefix("fuse.")
+    # rule: cache-dir-local
+    # Seed 001: prefer NVMe to network-mounted, slow disks; the model cache's topology becomes part of inference.
+    fuse_client = fs.fstype.startswith("fuse.") and kind in NETWORK_FUSE
+    if fs.fstype in NETWORK_FS or fs.fstype.startswith("nfs") or fuse_client:
+        return (f"model.cache_dir {model.cache_dir} is on a network filesystem ({fs.fstype}, {fs.source} mounted at "
+                f"{fs.mountpoint}): seed 001 wants local NVMe; every cold load reads the whole quant over it "
+                "(seed 000: ~17 min for 802 GB from local disk)")
     return None
+
+
+def _cpu_findings(profile: Profile, observed: Observed) -> tuple[list[str], list[str]]:
+    """AVX-512 is what the CPU experts use; AMX is irrelevant to them (seed 000), so it is not judged."""
+    host = observed.host
+    if not host.cpu_flags:
+        return [], []  # not observed
+    flags, built = set(host.cpu_flags), cpu_features(profile, host)
+    missing = [f for f in built if f != "amx" and not set(HOST_FLAGS[f]) <= flags]
+    # rule: cpu-features-on-host
+    # Listed AVX-512 kernels are compiled into the whole CPU backend: an illegal instruction on this CPU.
+    if missing:
+        lacks = ", ".join(HOST_FLAGS[m][0] for m in missing)
+        return [f"build.cpu_features lists {', '.join(missing)} but this CPU lacks {lacks}: "
+                "the image's CPU kernels would stop on an illegal instruction here; use cpu_features: auto"], []
+    experts_on_cpu = profile.build.variant == "cpu" or derive_mode(profile, observed).mode == "hybrid"
+    # rule: avx512-experts
+    # Seed 000: the hybrid's CPU experts run on AVX-512; AMX "turns out to be irrelevant to the experts".
+    # An explicit list is the profile's choice (`[]`: a portable image): only `auto` on a CPU without AVX-512 warns.
+    if experts_on_cpu and profile.build.cpu_features == "auto" and "avx512f" not in flags:
+        return [], ["no AVX-512 on this CPU: the hybrid's CPU-resident experts run on AVX2 kernels, slower than the "
+                    "AVX-512 ones seed 000 measured (AMX does not matter for them)"]
+    return [], []
 
 
 def host_gate(profile: Profile, observed: Observed) -> tuple[list[str], list[str]]:
@@ -103,15 +209,22 @@ def host_gate(profile: Profile, observed: Observed) -> tuple[list[str], list[str
     if host.numa_balancing not in (None, 0):
         refusals.append(f"kernel.numa_balancing = {host.numa_balancing}: set it to 0 (sysctl kernel.numa_balancing=0); "
                         "seed 000 measured a 20+-minute single-request stall with it on")
+    stoppable = _stoppable_pids(profile, observed)
     if profile.build.variant == "cuda" and host.gpu_probe is not None:
-        refusals += _gpu_refusals(profile, host, _stoppable_pids(profile, observed))
-    for refusal in (disk_refusal(observed.model), _memory_refusal(profile, observed), _port_refusal(profile, observed),
+        refusals += _gpu_refusals(profile, observed, stoppable)
+        if host.gpu_probe == "ok":
+            found, cautions = _arch_findings(profile, host)
+            refusals, warnings = refusals + found, warnings + cautions
+    ours_running = bool(stoppable) or bool(observed.container and observed.container.loaded)  # its memory frees
+    memory, caution = memory_findings(profile, observed, ours_running)
+    refusals += memory + draft_room_refusals(profile, observed)
+    warnings += caution
+    for refusal in (disk_refusal(observed.model), _port_refusal(profile, observed),
                     disk_refusal(observed.tokenizer) if observed.tokenizer else None):
         if refusal:
             refusals.append(refusal)
-    features = profile.build.cpu_features
-    # Only when the build would use AMX (auto-detect, or listed): `cpu_features: []` chose a portable build.
-    if (host.cpu_flags and "amx_tile" not in host.cpu_flags and profile.quant_mode == "hybrid"
-            and (features == "auto" or "amx" in features)):
-        warnings.append("no AMX on this CPU: the CPU-resident experts use the AVX-512/AVX2 kernels (slower fallback)")
+    refusals += [r for r in (margin_refusal(profile, derive_mode(profile, observed)),) if r]
+    cpu_refusals, cpu_warnings = _cpu_findings(profile, observed)
+    refusals, warnings = refusals + cpu_refusals, warnings + cpu_warnings
+    warnings += [w for w in (_cache_filesystem_warning(observed.model),) if w]
     return refusals, warnings

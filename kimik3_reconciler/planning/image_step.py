@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
+from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.model.facts import ImageFact, Observed
 from kimik3_reconciler.model.hashing import fingerprint
 from kimik3_reconciler.model.plan import Action, DiffItem, Step, flat_diff
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.specs import ImageBuild, RetagImage
-from kimik3_reconciler.model.labels import BASE_IMAGES, IMAGE_FINGERPRINT, IMAGE_INPUTS, PROFILE_LABEL
+from kimik3_reconciler.model.labels import BASE_DIGESTS, BASE_IMAGES, IMAGE_FINGERPRINT, IMAGE_INPUTS, PROFILE_LABEL
 from kimik3_reconciler.planning.build_flags import cmake_definitions, docker_build_args
 from kimik3_reconciler.planning.container_step import container_changes, plan_container
 from kimik3_reconciler.planning.desired import Desired
+from kimik3_reconciler.planning.patch_roles import rollback_requirement
 from kimik3_reconciler.planning.sources import source_archive
 
 _COMPILE = "compile llama.cpp (minutes)"
@@ -68,12 +71,47 @@ def render_image_build(profile: Profile, observed: Observed) -> ImageBuild:
     )
 
 
+def pinned(ref: str) -> bool:
+    """A base image given by digest (`repo[:tag]@sha256:…`): the digest is in the fingerprint, it cannot move."""
+    return "@sha256:" in ref
+
+
+def _digest_drift(image: ImageFact, observed: Observed) -> tuple[DiffItem, ...]:
+    """Tags whose local image now has another repo digest than the one the image was built on."""
+    # rule: base-image-digest
+    # Seed 000 "Why build from source in Docker": build once, keep the image, rebuild only when a pin
+    # moves. A tag is no pin: the digest it resolved to at build time is recorded, another one here rebuilds.
+    built_on = json.loads(image.labels.get(BASE_DIGESTS, "{}"))
+    both = {ref: now for ref, now in observed.base_digests.items()
+            if now and built_on.get(ref) and not pinned(ref)}
+    return flat_diff({ref: built_on[ref][:19] for ref in both}, {ref: now[:19] for ref, now in both.items()},
+                     prefix="base image tag ")
+
+
 def _base_drift(image: ImageFact, observed: Observed) -> tuple[DiffItem, ...]:
-    """Base images whose local id differs from the one the image was built on."""
+    """Base images the image was not built on: a tag now at another digest, else (no digest known: an
+    imported image, or a build older than digest records) another local id."""
+    moved = _digest_drift(image, observed)
+    if moved:
+        return moved
     built_on = json.loads(image.labels.get(BASE_IMAGES, "{}"))
-    both = {ref: now for ref, now in observed.base_images.items() if now and built_on.get(ref)}
+    known = json.loads(image.labels.get(BASE_DIGESTS, "{}"))
+    both = {ref: now for ref, now in observed.base_images.items()
+            if now and built_on.get(ref) and not (known.get(ref) and observed.base_digests.get(ref))}
     return flat_diff({ref: built_on[ref][:19] for ref in both}, {ref: now[:19] for ref, now in both.items()},
                      prefix="base image ")
+
+
+def _pin_hints(profile: Profile, observed: Observed) -> tuple[str, ...]:
+    """For each base given by tag whose digest is known here: the pinned form, to copy into the profile."""
+    hints = []
+    for role in ("build", "runtime"):
+        ref = getattr(profile.build.base_images, role)
+        digest = observed.base_digests.get(ref)
+        if digest and not pinned(ref):
+            hints.append(f"build.base_images.{role} is the tag {ref} (now {digest[:19]}…): write "
+                         f"{ref}@{digest} to build the same image on every host")
+    return tuple(hints)
 
 
 def _tagged_id(observed: Observed, tag: str) -> str | None:
@@ -81,6 +119,18 @@ def _tagged_id(observed: Observed, tag: str) -> str | None:
 
 
 def plan_image(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
+    """The image step; refused when a speculative draft is asked for and no patch is the rollback patch."""
+    rollback, refusal = rollback_requirement(desired.profile, observed.inputs.patches)
+    if refusal:
+        raise PlanError(refusal, fields=(("build", "patches"),))  # the engine adds the profile's file:line
+    steps = _plan_image(desired, observed)
+    if rollback is None:
+        return steps
+    # Say which patch carries the draft's rollback and why kimik3 believes so (content, not name).
+    return tuple(replace(s, reason=f"{s.reason}; spec_draft's rollback patch: {rollback}") for s in steps)
+
+
+def _plan_image(desired: Desired, observed: Observed) -> tuple[Step, ...]:
     spec = desired.build
     present = [i for i in observed.images if i.fingerprint == spec.fingerprint]
     current = [i for i in present if not _base_drift(i, observed)]
@@ -100,14 +150,18 @@ def plan_image(desired: Desired, observed: Observed, planned: tuple[Step, ...] =
                      diff=(DiffItem("tag", _tagged_id(observed, spec.tag), current[0].id[:19]),),
                      spec=RetagImage(current[0].id, spec.tag)),)
     if present:
-        return (Step("image", spec.tag, Action.CREATE, "a base image was updated since the build: rebuild on it",
-                     diff=_base_drift(present[0], observed), spec=spec, cost=_COMPILE),)
+        drift = _base_drift(present[0], observed)
+        why = ("base image tag now points to another digest: rebuild on it"
+               if any(d.field.startswith("base image tag ") for d in drift)
+               else "a base image was updated since the build: rebuild on it")
+        return (Step("image", spec.tag, Action.CREATE, why, diff=drift, spec=spec, cost=_COMPILE,
+                     warnings=_pin_hints(desired.profile, observed)),)
     same_tag = [i for i in observed.images if spec.tag in i.tags]
     if not same_tag:
         return (Step("image", spec.tag, Action.CREATE, f"no image with fingerprint {spec.fingerprint}: build it",
-                     spec=spec, cost=_COMPILE),)
+                     spec=spec, cost=_COMPILE, warnings=_pin_hints(desired.profile, observed)),)
     diff = flat_diff(json.loads(same_tag[0].labels.get(IMAGE_INPUTS, "{}")), image_inputs(desired.profile, observed))
     return (Step("image", spec.tag, Action.CREATE,
                  f"{spec.tag} was built from other inputs (fingerprint {same_tag[0].fingerprint} → {spec.fingerprint}); "
                  "the old image stays as a rollback target",
-                 diff=diff, spec=spec, cost=_COMPILE),)
+                 diff=diff, spec=spec, cost=_COMPILE, warnings=_pin_hints(desired.profile, observed)),)

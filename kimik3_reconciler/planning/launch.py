@@ -26,11 +26,19 @@ from kimik3_reconciler.model.labels import (
 )
 from kimik3_reconciler.model.profile import Profile, ServeSpec
 from kimik3_reconciler.model.specs import ContainerSpec, Mount
+from kimik3_reconciler.planning.vram_fit import ModeDecision, derive_mode
 
 # Seed 000 "Runtime requirements that are NOT tunable": leaving any out measured as a
 # 20+-minute single-request stall or a crash, so they are fixed, not knobs.
 # rule: fixed-flags, kv-types-equal
 FIXED_FLAGS = ("--numa", "distribute", "--cache-type-k", "f16", "--cache-type-v", "f16", "--load-mode", "none")
+
+
+def runtime_flags(threads: int) -> tuple[str, ...]:
+    """The owned, fixed flags every llama.cpp process kimik3 starts on the real model carries: the server,
+    the smoke test and the quant gate's llama-perplexity (one source, so none can drift from the others)."""
+    # Seed 000: --threads/--threads-batch = physical cores, not hardware threads.
+    return (*FIXED_FLAGS, "--threads", str(threads), "--threads-batch", str(threads))
 
 
 @dataclass(frozen=True)
@@ -55,10 +63,11 @@ class LaunchInput:
     gpus: str | tuple[int | str, ...]  # as the profile declares them ("none" for the CPU variant)
     restart_policy: str
     model: ModelInput
-    serve: ServeSpec  # the profile's section, with the effective ubatch and host paths resolved
+    serve: ServeSpec  # the profile's section, with the effective batch/ubatch/fit_target and host paths resolved
     bind: str
     threads: int  # physical cores, not hardware threads (seed 000)
     draft_device: str | None
+    gpu_request: str = "runtime"  # CDI or the nvidia runtime (planning/gpu_probe.py); not in `flat()`
 
     def flat(self) -> dict[str, Any]:
         """{field: value}, named as the profile names them (`serve.ubatch`, `model.cache_dir`); the label.
@@ -90,6 +99,7 @@ class Launch:
     spec: ContainerSpec
     fingerprint: str
     warnings: tuple[str, ...]
+    mode: ModeDecision  # hybrid or all-VRAM on this host's GPUs (the ubatch default follows it)
 
     @property
     def inputs(self) -> dict[str, Any]:
@@ -131,6 +141,13 @@ def repo_dir(cache_dir: str, repo: str) -> str:
     return str(PurePosixPath(cache_dir) / ("models--" + repo.replace("/", "--")))
 
 
+def gpu_request(observed: Observed) -> str:
+    """How containers ask for GPUs here: CDI devices when the host has CDI (the seed's
+    `--device nvidia.com/gpu=all`), the nvidia runtime (`--gpus`) otherwise or when not observed."""
+    plumbing = observed.gpu_plumbing
+    return "cdi" if plumbing is not None and plumbing.request == "cdi" else "runtime"
+
+
 def gpus_of(profile: Profile) -> str | tuple[str, ...]:
     """The GPUs a container of this profile gets, as docker device ids."""
     if profile.build.variant == "cpu" or profile.gpus == "none":
@@ -162,10 +179,14 @@ def draft_device(profile: Profile, host_gpus: int | None = None) -> str | None:
                     "device (CUDA<n>, the last GPU of the split)")
 
 
-def _resolved_serve(profile: Profile, observed: Observed) -> ServeSpec:
-    """The serve section as the container gets it: effective ubatch, the host paths of its files."""
-    serve = profile.serve
-    update: dict[str, Any] = {"ubatch": profile.effective_ubatch, "api_key_file": observed.inputs.api_key_file}
+def _resolved_serve(profile: Profile, observed: Observed, mode: ModeDecision) -> ServeSpec:
+    """The serve section as the container gets it: batch/ubatch/fit_target of the mode this host runs the
+    quant in (not the catalog's: seed 000 re-tunes per GPU count and memory) when omitted, per quant, and
+    the host paths of its files."""
+    serve, runs = profile.serve, mode.mode
+    update: dict[str, Any] = {"batch": profile.batch_for(runs), "ubatch": profile.ubatch_for(runs),
+                              "fit_target": profile.fit_target_for(runs),
+                              "api_key_file": observed.inputs.api_key_file}
     if serve.spec_draft is not None:
         if observed.inputs.draft_model is None:
             raise PlanError("serve.spec_draft: a draft from the hub (repo/file + revision) is not downloaded by "
@@ -174,9 +195,13 @@ def _resolved_serve(profile: Profile, observed: Observed) -> ServeSpec:
     return serve.model_copy(update=update)
 
 
-def launch_input(profile: Profile, observed: Observed, image_tag: str, image_fp: str) -> tuple[LaunchInput, tuple[str, ...]]:
+def launch_input(profile: Profile, observed: Observed, image_tag: str, image_fp: str,
+                 mode: ModeDecision | None = None) -> tuple[LaunchInput, tuple[str, ...]]:
     """(the launch input, warnings) from the profile and what this host showed."""
+    mode = mode or derive_mode(profile, observed)
     bind, warnings = bind_address(profile, observed)
+    note = mode.note(profile)
+    warnings += (note,) if note else ()
     model = observed.model
     host_gpus = len(observed.host.gpus) if observed.host.gpu_probe == "ok" else None
     value = LaunchInput(
@@ -192,16 +217,19 @@ def launch_input(profile: Profile, observed: Observed, image_tag: str, image_fp:
                          shard=first_shard(model),
                          # rule: mmproj-fork-only
                          mmproj=profile.model.mmproj if profile.build.source == "fork" else None),
-        serve=_resolved_serve(profile, observed),
+        serve=_resolved_serve(profile, observed, mode),
         bind=bind,
         threads=observed.host.physical_cores,
         draft_device=draft_device(profile, host_gpus),
+        gpu_request=gpu_request(observed),
     )
     return value, warnings
 
 
-def _placement_args(serve: ServeSpec) -> tuple[str, ...]:
-    if serve.n_cpu_moe is not None:
+def placement_args(serve: ServeSpec, manual_split: bool = True) -> tuple[str, ...]:
+    """--fit with the profile's margins, or the manual split (`manual_split`: honour serve.n_cpu_moe, which
+    was tuned for the served quant; another quant on the same GPUs, the gate's reference, uses --fit)."""
+    if serve.n_cpu_moe is not None and manual_split:
         # A deterministic split instead of --fit's live choice (seed 000 "Tuning --n-cpu-moe").
         return ("--fit", "off", "-ngl", "999", "--n-cpu-moe", str(serve.n_cpu_moe))
     targets = serve.fit_target if isinstance(serve.fit_target, list) else [serve.fit_target]
@@ -213,16 +241,15 @@ def _snapshot(model: ModelInput) -> str:
 
 
 def _argv(value: LaunchInput) -> tuple[str, ...]:
-    serve, snapshot, threads = value.serve, _snapshot(value.model), str(value.threads)
+    serve, snapshot = value.serve, _snapshot(value.model)
     argv: list[str] = [
         "-m", f"{snapshot}/{value.model.shard}",
         "--host", value.bind, "--port", str(serve.port),
         "--alias", value.name,
-        *FIXED_FLAGS,
-        "--threads", threads, "--threads-batch", threads,
+        *runtime_flags(value.threads),
         "--batch-size", str(serve.batch), "--ubatch-size", str(serve.ubatch),
         "--ctx-size", str(serve.ctx_size), "--parallel", str(serve.parallel),
-        *_placement_args(serve),
+        *placement_args(serve),
         "--metrics", "--log-colors", "off",
     ]
     if serve.cache_ram is not None:
@@ -262,18 +289,23 @@ def render_container(value: LaunchInput) -> ContainerSpec:
         gpus=_container_gpus(value.gpus),
         labels=(),
         restart_policy=value.restart_policy,
+        gpu_request=value.gpu_request,
     )
 
 
 def container_fingerprint(spec: ContainerSpec, image_fp: str) -> str:
     """The rendered container (labels aside) and its image's inputs: what a running container is compared by."""
-    hashed = {k: v for k, v in asdict(replace(spec, labels=())).items() if not (k == "entrypoint" and v is None)}
-    # (a field added with its default must not change the fingerprint of every running container)
+    hashed = {k: v for k, v in asdict(replace(spec, labels=())).items()
+              if not (k == "entrypoint" and v is None) and k != "gpu_request"}
+    # (a field added with its default must not change the fingerprint of every running container; how the
+    # GPUs are requested, CDI or the runtime, is the host's plumbing, not what runs: a host that gains CDI
+    # must not reload a 17-minute model for it)
     return fingerprint({"spec": hashed, "image": image_fp})
 
 
 def render_launch(profile: Profile, observed: Observed, image_tag: str, image_fp: str) -> Launch:
-    value, warnings = launch_input(profile, observed, image_tag, image_fp)
+    mode = derive_mode(profile, observed)
+    value, warnings = launch_input(profile, observed, image_tag, image_fp, mode)
     spec = render_container(value)
     digest = container_fingerprint(spec, image_fp)
     labels = (
@@ -282,4 +314,4 @@ def render_launch(profile: Profile, observed: Observed, image_tag: str, image_fp
         (CONTAINER_INPUTS, json.dumps(value.flat(), sort_keys=True)),
         (HEALTH_URL, value.health_url),
     )
-    return Launch(value, replace(spec, labels=labels), digest, warnings)
+    return Launch(value, replace(spec, labels=labels), digest, warnings, mode)

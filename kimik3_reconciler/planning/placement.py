@@ -17,13 +17,16 @@ from dataclasses import dataclass
 from kimik3_reconciler.model.facts import ModelLayout, Observed
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.planning.health_step import SEED_LOAD_BYTES_PER_S
-from kimik3_reconciler.planning.host_gate import requested_gpus
 from kimik3_reconciler.planning.humanize import gib
+from kimik3_reconciler.planning.vram_fit import (
+    CUDA_CONTEXT_BYTES,
+    compute_bytes,
+    derive_mode,
+    fit_margins,
+    requested_gpus,
+)
 
 MIB = 1 << 20
-# What llama-server's own CUDA context takes before it measures free memory: NVML showed 143156
-# MiB free on an idle H200, llama.cpp then saw 142629 MiB (tests/fixtures/h200/server.log).
-CUDA_CONTEXT_BYTES = 528 * MIB
 
 
 @dataclass(frozen=True)
@@ -50,12 +53,6 @@ class Forecast:
         out += [f"  {d.device}: {d.layers} layers, weights {gib(d.weight_bytes)}, with KV+compute {gib(d.total_bytes)}"
                 for d in self.devices]
         return out
-
-
-def compute_bytes(profile: Profile, layout: ModelLayout) -> int:
-    """One device's compute buffers for one micro-batch: an estimate, fitted to llama.cpp's own
-    measurement on an H200 (96 MiB at n_embd 64, 196 MiB at n_embd 256; ubatch 4096, vocab 260)."""
-    return profile.effective_ubatch * (4 * layout.n_vocab + 136 * layout.n_embd + 15000)
 
 
 def _cpu_experts(profile: Profile, layout: ModelLayout, spare: int) -> dict[int, int]:
@@ -106,11 +103,11 @@ def forecast(profile: Profile, observed: Observed) -> Forecast | None:
     gpus, _ = requested_gpus(profile, host)
     if not gpus:
         return None  # GPU facts unknown (or absent: the gate says so)
-    fit = profile.serve.fit_target
-    targets = fit if isinstance(fit, list) else [fit] * len(gpus)
-    budgets = [g.memory_free - CUDA_CONTEXT_BYTES - t * MIB for g, t in zip(gpus, targets)]
+    mode = derive_mode(profile, observed).mode
+    # The margins and buffers of the mode this host runs the quant in: the profile's, else the quant's.
+    budgets = [g.memory_free - CUDA_CONTEXT_BYTES - t * MIB for g, t in zip(gpus, fit_margins(profile, len(gpus), mode))]
     kv = profile.serve.ctx_size * layout.kv_bytes_per_token
-    fixed = compute_bytes(profile, layout)
+    fixed = compute_bytes(profile.ubatch_for(mode), layout)
     dense = sum(layout.layer_dense) + layout.output_bytes + kv + fixed * len(gpus)
     cpu = _cpu_experts(profile, layout, sum(budgets) - dense)
     shares = _split(layout, cpu, budgets, fixed, kv // max(1, layout.n_layer))

@@ -11,6 +11,7 @@ the plan, saying why. Reference logits are computed once and cached.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, replace
 
@@ -19,13 +20,20 @@ from kimik3_reconciler.model import catalog
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.model_files import manifest_key
 from kimik3_reconciler.model.plan import Action, Step
-from kimik3_reconciler.model.profile import Profile, QuantGate
+from kimik3_reconciler.model.profile import Profile, QuantGate, ServeSpec
 from kimik3_reconciler.model.records import gate_key
 from kimik3_reconciler.model.specs import QuantGateRun, StopContainer
 from kimik3_reconciler.planning.desired import Desired
 from kimik3_reconciler.planning.health_step import predicted_load_s
 from kimik3_reconciler.planning.humanize import gib
-from kimik3_reconciler.planning.launch import first_shard, gpus_of, repo_dir
+from kimik3_reconciler.planning.launch import (
+    first_shard,
+    gpu_request,
+    gpus_of,
+    placement_args,
+    repo_dir,
+    runtime_flags,
+)
 from kimik3_reconciler.planning.model_step import download_spec, model_step
 
 CTX = 512
@@ -33,6 +41,9 @@ CHUNKS = 8  # 8 x 512 tokens of the shipped text: a few minutes on a real quant
 TEXT = "gate_text.txt"  # shipped in the package
 TEXT_VERSION = "t1"  # names TEXT in the cached logits' key: bump it when the text changes
 RUN_TIMEOUT_S = 3 * 3600.0  # two passes over 8 x 512 tokens of an 800 GB model; tiny ones take a second
+# Seed 000 "When startup crashes": a quant that loads and talks but scores KLD >> 1 has a broken kernel for
+# its type on this GPU. The vetted quants score 0.047-0.37; past 1 nat no quantization explains the damage.
+BROKEN_KERNEL_KLD = 1.0
 
 
 # --- when it applies ---------------------------------------------------------------------------
@@ -81,9 +92,11 @@ class KldReport:
     ppl: float | None = None
 
 
-_KLD = re.compile(r"^Mean\s+KLD:\s+([-\d.eE+]+)", re.M)
-_TOP = re.compile(r"^Same top p:\s+([-\d.eE+]+)\s*±", re.M)
-_PPL = re.compile(r"^Mean PPL\(Q\)\s+:\s+([-\d.eE+]+)", re.M)
+# A number as llama-perplexity's printf writes it: glibc prints a NaN as "nan" or "-nan" and an infinity as "inf".
+_NUMBER = r"([-+]?(?:nan|inf(?:inity)?|\d[\d.]*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?))"
+_KLD = re.compile(r"^Mean\s+KLD:\s+" + _NUMBER, re.MULTILINE | re.IGNORECASE)
+_TOP = re.compile(r"^Same top p:\s+" + _NUMBER + r"\s*±", re.MULTILINE | re.IGNORECASE)
+_PPL = re.compile(r"^Mean PPL\(Q\)\s+:\s+" + _NUMBER, re.MULTILINE | re.IGNORECASE)
 
 
 def parse_kld_report(stdout: str) -> KldReport | None:
@@ -103,13 +116,47 @@ def gate_verdict(report: KldReport | None, gate: QuantGate) -> tuple[bool, str]:
     if report is None:
         return False, "llama-perplexity printed no 'Mean    KLD:' / 'Same top p:' lines (it bailed out)"
     problems = []
-    if report.mean_kld > gate.max_kld:
+    # rule: kld-broken-kernel
+    # Not "too lossy": the fix is another quant type or another build, never a looser max_kld.
+    # A NaN or infinite mean KLD is the same verdict: the kernel produced non-numbers, not a lossy quant.
+    if not math.isfinite(report.mean_kld) or report.mean_kld > BROKEN_KERNEL_KLD:
+        problems.append(f"KLD {report.mean_kld:.3f} >> 1: broken kernel for that quant type on this GPU, "
+                        "don't serve it (seed 000 \"When startup crashes\")")
+    elif report.mean_kld > gate.max_kld:
         problems.append(f"KLD {report.mean_kld:.3f} > max_kld {gate.max_kld}")
-    if report.same_top_p < gate.min_top_token_agreement:
+    if not math.isfinite(report.same_top_p) or report.same_top_p < gate.min_top_token_agreement:
         problems.append(f"top-token agreement {report.same_top_p:.1%} < {gate.min_top_token_agreement:.0%}")
     if problems:
         return False, "; ".join(problems)
     return True, f"KLD {report.mean_kld:.3f}, top-token agreement {report.same_top_p:.1%}"
+
+
+# --- llama-perplexity's argv ---------------------------------------------------------------------
+
+
+def gate_flags(serve: ServeSpec, threads: int, candidate: bool) -> tuple[str, ...]:
+    """The flags llama-perplexity gets besides its own: the server's owned ones, from the same functions.
+    Seed 000 "Runtime requirements that are NOT tunable": --numa distribute, f16 K/V, threads = physical
+    cores and --load-mode none; a real quant loaded without them stalls 20+ minutes (the gate would too)."""
+    # rule: gate-fixed-flags
+    # The placement is the server's (the launch's resolved serve section: --fit-target margins, or the manual
+    # split tuned for the served quant); the reference is another quant: --fit with its own margins.
+    return (*runtime_flags(threads), *placement_args(serve, manual_split=candidate))
+
+
+def reference_serve(profile: Profile) -> ServeSpec:
+    """The serve section as the reference quant would be served: its own effective --fit-target margins."""
+    return profile.serve.model_copy(update={"fit_target": reference_profile(profile).effective_fit_target})
+
+
+def perplexity_argv(model: str, logits: str, flags: tuple[str, ...], text: str | None = None) -> tuple[str, ...]:
+    """llama-perplexity's argv: with `text`, write the reference logits (`--kl-divergence-base` = save);
+    without, score the candidate against them (`--kl-divergence`). Paths are the container's."""
+    if text is not None:
+        own: tuple[str, ...] = ("-m", model, "-f", text, "--chunks", str(CHUNKS), "--kl-divergence-base", logits)
+    else:
+        own = ("-m", model, "--kl-divergence-base", logits, "--kl-divergence")
+    return (*own, "-c", str(CTX), *flags)
 
 
 # --- its plan steps ----------------------------------------------------------------------------
@@ -131,7 +178,7 @@ def plan_stop_for_gate(desired: Desired, observed: Observed, planned: tuple[Step
     container = observed.container
     if not gate_pending(desired, observed) or container is None or gpus_of(desired.profile) == "none":
         return ()
-    if container.state not in ("running", "restarting"):
+    if not container.up:
         return ()
     load_s, _ = predicted_load_s(observed)
     return (Step("stop", container.name, Action.UPDATE,
@@ -159,9 +206,11 @@ def plan_gate(desired: Desired, observed: Observed, planned: tuple[Step, ...] = 
     if record is not None and record.get("passed"):
         return (Step("gate", target, Action.NOOP, f"passed on {record.get('date')}: {record.get('why')}"),)
     if record is not None:
+        # rule: unvetted-iq-tq
+        # Seed 000 step 2: a quant must pass the gate before it is served; a recorded failure stays refused.
         raise PlanError(f"model.quant {profile.model.quant} failed its quant gate on this image ({record.get('why')}); "
                         "it is never served: pick a vetted quant, or change the image (a new build is gated again)")
-    reference, model, image = observed.reference, observed.model, desired.build
+    reference, model, image, launch = observed.reference, observed.model, desired.build, desired.launch.input
     assert reference is not None  # observed whenever the gate applies (engine: gate_reference)
     n_vocab = observed.layout.n_vocab if observed.layout else 0
     logits = CHUNKS * (CTX // 2) * n_vocab * 2  # uint16 log-probs of the scored half of each chunk
@@ -171,7 +220,10 @@ def plan_gate(desired: Desired, observed: Observed, planned: tuple[Step, ...] = 
         reference_model=f"{reference.revision}/{first_shard(reference)}",
         candidate_repo_dir=repo_dir(model.cache_dir, model.repo),
         candidate_model=f"{model.revision}/{first_shard(model)}",
-        revision=model.revision, gpus=gpus_of(profile), threads=observed.host.physical_cores,
+        revision=model.revision, gpus=gpus_of(profile),
+        reference_flags=gate_flags(reference_serve(profile), launch.threads, candidate=False),
+        candidate_flags=gate_flags(launch.serve, launch.threads, candidate=True),
+        gpu_request=gpu_request(observed),
         max_kld=gate.max_kld, min_top_token_agreement=gate.min_top_token_agreement,
         record_key=gate_key(model.repo, model.revision, model.quant),
         logits_key=f"gate-logits/{reference.repo.replace('/', '--')}/{reference.revision}/"
@@ -180,4 +232,5 @@ def plan_gate(desired: Desired, observed: Observed, planned: tuple[Step, ...] = 
     return (Step("gate", target, Action.READ,
                  f"{profile.model.quant} is not vetted: check its logits against {gate.reference_quant} "
                  f"(KLD <= {gate.max_kld}, top-token agreement >= {gate.min_top_token_agreement:.0%}) before serving",
-                 spec=run, cost=f"reference logits ~{gib(logits)} (computed once, cached); two llama-perplexity runs"),)
+                 spec=run, cost=f"reference logits ~{gib(logits)} (computed once, cached); two llama-perplexity runs, "
+                      "each a full load of its quant (--load-mode none, like the server)"),)

@@ -12,18 +12,17 @@ from kimik3_reconciler.model.plan import Action, Step
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.specs import ImageBuild, SmokeTest
 from kimik3_reconciler.planning.desired import Desired, changes
-from kimik3_reconciler.planning.launch import FIXED_FLAGS, gpus_of
+from kimik3_reconciler.planning.launch import gpu_request, gpus_of, runtime_flags
 
 SMOKE_MODEL = "Kimi-K3-tiny-00001-of-00002.gguf"
 
 
 def render_smoke(profile: Profile, observed: Observed, image: ImageBuild) -> SmokeTest:
-    threads = str(observed.host.physical_cores)
-    command = ("-m", f"{SMOKE_MOUNT}/{SMOKE_MODEL}", "--alias", "kimik3-smoke", *FIXED_FLAGS,
-               "--threads", threads, "--threads-batch", threads, "--ctx-size", "2048", "--parallel", "1",
+    command = ("-m", f"{SMOKE_MOUNT}/{SMOKE_MODEL}", "--alias", "kimik3-smoke",
+               *runtime_flags(observed.host.physical_cores), "--ctx-size", "2048", "--parallel", "1",
                "--log-colors", "off")
     return SmokeTest(container=f"{profile.name}-smoke", image=image.tag, image_fingerprint=image.fingerprint,
-                     command=command, gpus=gpus_of(profile),
+                     command=command, gpus=gpus_of(profile), gpu_request=gpu_request(observed),
                      labels=((PROFILE_LABEL, profile.name), ("kimik3.role", "smoke")))
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.model.plan import Plan, Step
 from kimik3_reconciler.model.specs import (
+    GpuProbe,
     HealthWait,
     ImageBuild,
     LaunchContainer,
@@ -29,6 +30,7 @@ from kimik3_reconciler.model.specs import (
     StopUnit,
     UnitInstall,
     UnitRemoval,
+    VerifyServer,
 )
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps.container import (
@@ -37,6 +39,7 @@ from kimik3_reconciler.steps.container import (
     start_container,
     stop_container,
 )
+from kimik3_reconciler.steps.gpu_probe import probe_gpus
 from kimik3_reconciler.steps.health import wait_until_healthy
 from kimik3_reconciler.steps.image import build_image, remove_image, retag_image
 from kimik3_reconciler.steps.model import download_model, remove_model_files
@@ -44,12 +47,14 @@ from kimik3_reconciler.steps.quant_gate import run_quant_gate
 from kimik3_reconciler.steps.report import Reporter
 from kimik3_reconciler.steps.smoke import smoke_test
 from kimik3_reconciler.steps.unit import install_unit, remove_unit, stop_unit
+from kimik3_reconciler.steps.verify_server import verify_server
 
 __all__ = ["EXECUTORS", "Reporter", "check_executable", "execute"]
 
 Executor = Callable[[Any, Ports, Reporter], None]
 
 EXECUTORS: dict[type[Payload], Executor] = {
+    GpuProbe: probe_gpus,
     ModelDownload: download_model,
     RemoveModelFiles: remove_model_files,
     ImageBuild: build_image,
@@ -65,6 +70,7 @@ EXECUTORS: dict[type[Payload], Executor] = {
     UnitInstall: install_unit,
     UnitRemoval: remove_unit,
     StopUnit: stop_unit,
+    VerifyServer: verify_server,
 }
 
 

@@ -8,9 +8,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from kimik3_reconciler.errors import InputError
-from kimik3_reconciler.model.labels import BASE_IMAGES
+from kimik3_reconciler.model.labels import BASE_DIGESTS, BASE_IMAGES
 from kimik3_reconciler.model.records import archive_record_key
 from kimik3_reconciler.model.specs import ImageBuild, RemoveImage, RetagImage
+from kimik3_reconciler.observe.docker_objects import parse_repo_digest
 from kimik3_reconciler.observe.local_inputs import sha256_file
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps.report import Reporter
@@ -48,22 +49,26 @@ def _source_archive(spec: ImageBuild, ports: Ports, reporter: Reporter) -> tuple
     return ports.state.produce(key, fetch), fetched["sha"]
 
 
-def _base_image_ids(spec: ImageBuild, ports: Ports, reporter: Reporter) -> dict[str, str]:
-    ids = {}
+def _base_images(spec: ImageBuild, ports: Ports, reporter: Reporter) -> tuple[dict[str, str], dict[str, str | None]]:
+    """({ref: local id}, {ref: repo digest}) of the base images, pulled when absent (a pinned ref by its digest)."""
+    ids, digests = {}, {}
     for ref in dict.fromkeys(dict(spec.build_args)[k] for k in ("BUILD_IMAGE", "RUNTIME_IMAGE")):
-        image_id = ports.docker.image_id(ref)
-        if image_id is None:
+        inspect = ports.docker.inspect_image(ref)
+        if inspect is None:
             reporter.event("pull", image=ref)
-            image_id = ports.docker.pull_image(ref)
-        ids[ref] = image_id
-    return ids
+            ports.docker.pull_image(ref)
+            inspect = ports.docker.inspect_image(ref) or {}
+        ids[ref], digests[ref] = inspect.get("Id", ""), parse_repo_digest(ref, inspect)
+    return ids, digests
 
 
 def build_image(spec: ImageBuild, ports: Ports, reporter: Reporter) -> None:
     archive, sha = _source_archive(spec, ports, reporter)
-    # Base image ids are stamped on the image: a re-pulled base (security fix) shows up in the plan.
-    labelled = replace(spec, labels=spec.labels + ((BASE_IMAGES, json.dumps(_base_image_ids(spec, ports, reporter),
-                                                                            sort_keys=True)),))
+    # Base image ids and digests are stamped on the image: a re-pulled base (security fix), a tag that now
+    # points to another digest, shows up in the plan as a rebuild reason.
+    ids, digests = _base_images(spec, ports, reporter)
+    labelled = replace(spec, labels=spec.labels + ((BASE_IMAGES, json.dumps(ids, sort_keys=True)),
+                                                   (BASE_DIGESTS, json.dumps(digests, sort_keys=True))))
     files = {
         "Dockerfile.llamacpp": Path(spec.dockerfile),
         "source.tar.gz": archive,

@@ -10,15 +10,15 @@ from pathlib import Path
 from kimik3_reconciler.errors import GateFailed
 from kimik3_reconciler.model.profile import QuantGate
 from kimik3_reconciler.model.specs import ContainerSpec, Mount, QuantGateRun
-from kimik3_reconciler.planning.quant_gate import CHUNKS, CTX, RUN_TIMEOUT_S, TEXT, gate_verdict, parse_kld_report
+from kimik3_reconciler.planning.quant_gate import RUN_TIMEOUT_S, TEXT, gate_verdict, parse_kld_report, perplexity_argv
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps.report import Reporter
 
 
-def _perplexity(run: QuantGateRun, ports: Ports, name: str, args: tuple[str, ...],
+def _perplexity(run: QuantGateRun, ports: Ports, name: str, argv: tuple[str, ...],
                 mounts: tuple[Mount, ...]) -> tuple[int, str, str]:
     spec = ContainerSpec(name=name, image=run.image, entrypoint=("/app/llama-perplexity",),
-                         command=(*args, "-c", str(CTX), "-t", str(run.threads)), env=(), mounts=mounts,
+                         command=argv, env=(), mounts=mounts, gpu_request=run.gpu_request,
                          gpus=run.gpus, labels=(("kimik3.role", "gate"),), restart_policy="no")
     return ports.docker.run_to_completion(spec, RUN_TIMEOUT_S)
 
@@ -42,9 +42,8 @@ def _reference_logits(run: QuantGateRun, ports: Ports, reporter: Reporter, model
 
     def compute(staging: Path) -> None:
         reporter.event("gate-reference-logits", file=Path(run.logits_key).name)
-        code, _, err = _perplexity(run, ports, "kimik3-gate-reference", (
-            "-m", f"/ref/snapshots/{run.reference_model}", "-f", f"/text/{TEXT}", "--chunks", str(CHUNKS),
-            "--kl-divergence-base", f"/gate/{staging.name}"),
+        code, _, err = _perplexity(run, ports, "kimik3-gate-reference", perplexity_argv(
+            f"/ref/snapshots/{run.reference_model}", f"/gate/{staging.name}", run.reference_flags, f"/text/{TEXT}"),
             (*models, Mount(str(staging.parent), "/gate", read_only=False)))
         if code != 0 or not staging.is_file() or staging.stat().st_size == 0:
             raise GateFailed(f"the reference logits could not be computed (llama-perplexity exit {code})", _tail(err))
@@ -57,9 +56,9 @@ def run_quant_gate(run: QuantGateRun, ports: Ports, reporter: Reporter) -> None:
     models = (Mount(run.reference_repo_dir, "/ref"), Mount(run.candidate_repo_dir, "/cand"),
               Mount(str(text.parent), "/text"))
     logits = _reference_logits(run, ports, reporter, models)
-    code, out, err = _perplexity(run, ports, "kimik3-gate-candidate", (
-        "-m", f"/cand/snapshots/{run.candidate_model}", "--kl-divergence-base", f"/gate/{logits.name}",
-        "--kl-divergence"), (*models, Mount(str(logits.parent), "/gate", read_only=False)))
+    code, out, err = _perplexity(run, ports, "kimik3-gate-candidate", perplexity_argv(
+        f"/cand/snapshots/{run.candidate_model}", f"/gate/{logits.name}", run.candidate_flags),
+        (*models, Mount(str(logits.parent), "/gate", read_only=False)))
     report = parse_kld_report(out)
     passed, why = gate_verdict(report, QuantGate(max_kld=run.max_kld,
                                                  min_top_token_agreement=run.min_top_token_agreement))

@@ -38,7 +38,7 @@ def smoke_test(spec: SmokeTest, ports: Ports, reporter: Reporter) -> None:
         name=spec.container, image=spec.image,
         command=(*spec.command, "--host", "127.0.0.1", "--port", str(port)),
         env=(), mounts=(Mount(_tiny_model(ports), SMOKE_MOUNT, read_only=True),), gpus=spec.gpus,
-        labels=spec.labels, restart_policy="no",
+        labels=spec.labels, restart_policy="no", gpu_request=spec.gpu_request,
     )
     ports.docker.remove_container(spec.container)  # a leftover of an interrupted smoke test
     record = {"image": spec.image, "date": ports.clock.now().isoformat(timespec="seconds")}

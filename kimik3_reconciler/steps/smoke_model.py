@@ -6,7 +6,8 @@ top-2, 1 shared expert), cross-layer residuals with block size 2, a q_lora path,
 512 + 64 (production-like, so quantized KV caches work) and a 260-token byte-level vocabulary.
 All weights are F32 and drawn from `numpy.random.default_rng(seed)`, so the same arguments
 always give byte-identical files (about 2 MB in all). The weights are random: the server answers
-with nonsense text.
+with nonsense text, and the first shard says so (`kimik3.weights = "random"`, model/weights.py), so
+`kimik3 verify` reports its content checks as "not checkable (random weights)", never as passed.
 
 Shards follow llama-gguf-split: `<stem>-00001-of-0000N.gguf`, all metadata in the first shard,
 and every shard carries `split.no` (u16), `split.count` (u16) and `split.tensors.count` (i32).
@@ -21,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 from gguf import GGUFValueType, GGUFWriter
+
+from kimik3_reconciler.model.weights import RANDOM_WEIGHTS, WEIGHTS_KEY
 
 ARCH = "kimi-k3"
 SPLIT_NAME_FORMAT = "{stem}-{no:05d}-of-{count:05d}.gguf"
@@ -107,6 +110,8 @@ def add_model_metadata(writer: GGUFWriter, dims: TinyDims, layers: int, n_vocab:
     a = ARCH
     u32, f32 = writer.add_uint32, writer.add_float32
     writer.add_string("general.name", "Kimi-K3-tiny")
+    # verify must not judge what random weights say (model/weights.py); llama.cpp ignores the key
+    writer.add_string(WEIGHTS_KEY, RANDOM_WEIGHTS)
     u32("general.file_type", 0)  # ALL_F32
     u32(f"{a}.vocab_size", n_vocab)
     u32(f"{a}.context_length", dims.context_length)

@@ -146,7 +146,8 @@ def test_sizing_gate_refuses_before_any_byte_with_the_numbers(shards, tmp_path: 
         assert "153600.0 GiB to fetch" in result.stderr and "free on" in result.stderr
         assert "[Q/ 3 file(s) 153600.0 GiB]" in result.stderr
         # both halves of the sizing gate speak at once: disk, and VRAM + RAM
-        assert "the quant is 153600.0 GiB but VRAM + RAM is" in result.stderr
+        assert ("the quant is 153600.0 GiB, 168960.0 GiB with seed 001's 10% runtime headroom, but VRAM + RAM is"
+                in result.stderr)
         # only the shards' GGUF headers were read (Range requests for the placement forecast): no body
         assert sum(big.faults.served.values()) <= 3 * (1 << 20)
     assert not (tmp_path / "hf-cache").exists()

@@ -183,3 +183,13 @@ def test_wrong_checksum_leaves_nothing_behind(tmp_path, sdist_server, monkeypatc
     with pytest.raises(prepare.ChecksumMismatch):
         prepare.ensure_source_archive(tmp_path / "cache", tmp_path / "out.tar.gz")
     assert list((tmp_path / "cache").iterdir()) == []
+
+
+def test_the_tiny_model_says_its_weights_are_random(tmp_path: Path) -> None:
+    """verify reads this key to report what the model says as "not checkable" (model/weights.py)."""
+    from kimik3_reconciler.model.gguf_header import parse_gguf_header
+    from kimik3_reconciler.model.weights import weights_of
+
+    first, second = write_tiny_kimi_k3(tmp_path, "tiny", shards=2)
+    assert weights_of(parse_gguf_header(first.read_bytes()).metadata, first.name).random
+    assert not weights_of(parse_gguf_header(second.read_bytes()).metadata, second.name).random  # split keys only

@@ -138,9 +138,12 @@ def test_an_absent_object_reads_as_none_and_errors_are_translated(daemon: tuple[
     fake, path = daemon
     engine = DockerEngine(f"unix://{path}")
     assert engine.inspect_container("nope") is None and engine.image_id("nope:latest") is None
-    fake.answers["/info"] = (500, {"message": "restarting"})
-    with pytest.raises(TransientError, match="^docker daemon error: restarting$"):
+    fake.answers["/info"] = (503, {"message": "the daemon is shutting down"})
+    with pytest.raises(TransientError, match="^docker daemon restarting: the daemon is shutting down$"):
         engine._call(engine.reads.info)  # the translation alone (engine.info() retries it for 90 s)
+    fake.answers["/info"] = (500, {"message": "driver failed programming external connectivity"})
+    with pytest.raises(PermanentError, match="^docker: 500 Internal Server Error: driver failed programming"):
+        engine.info()  # a failing daemon: not retried
     fake.answers["/containers/json"] = (400, {"message": "invalid filter 'x'"})
     with pytest.raises(PermanentError, match=r"^docker: 400 Bad Request: invalid filter 'x'$"):
         engine.list_containers("x")

@@ -99,7 +99,8 @@ def test_a_host_without_the_driver_is_a_fact_not_a_crash() -> None:
     assert host.gpu_probe == "no-driver" and host.gpus == ()
     refusals, _ = host_gate(profile(), observed(host=host))
     assert refusals == ["0 GPUs on this host (NVMLError_LibraryNotFound: NVML Shared Library Not Found): build.variant "
-                        "cuda needs the NVIDIA driver (>= 570) and GPUs; use variant cpu with gpus: none for a CPU-only host"]
+                        "cuda needs the NVIDIA driver (>= 580.65.06) and GPUs; use variant cpu with gpus: none for a "
+                        "CPU-only host"]
     cpu = profile(**{"build: {source: mainline,": "build: {variant: cpu, source: mainline,", "gpus: [0]": "gpus: none"})
     assert host_gate(cpu, observed(host=host))[0] == []
 
@@ -125,10 +126,21 @@ def test_host_refusals(change: dict, expected: str) -> None:
     assert any(r.startswith(expected) for r in refusals), refusals
 
 
-def test_old_driver_is_refused() -> None:
-    dump = {**H200_NVML, "driver": "565.57.01"}
-    refusals, _ = host_gate(profile(), observed(host=collect_host(RecordedHost(dump), NoDocker())))
-    assert refusals == ["NVIDIA driver 565.57.01 is older than 570"]
+def test_the_driver_floor_follows_the_runtime_image_cuda() -> None:
+    """Seed 001: the CUDA 13 image needs R580+; a CUDA 12.8 base image runs on seed 000's 570 driver."""
+    host = collect_host(RecordedHost({**H200_NVML, "driver": "570.133.20", "cuda_driver": 12080}), NoDocker())
+    assert host.driver_cuda == (12, 8)
+    refusals, _ = host_gate(profile(), observed(host=host))
+    assert refusals == ["NVIDIA driver 570.133.20 is older than 580.65.06, the minimum for the runtime base image "
+                        "nvidia/cuda:13.0.0-runtime-ubuntu24.04 (CUDA 13.0.0, per NVIDIA's toolkit/driver table; NVML: "
+                        "it runs CUDA <= 12.8): upgrade the driver, or set build.base_images to a CUDA the driver runs"]
+    cuda128 = profile(**{'cuda_architectures: ["90"]}': 'cuda_architectures: ["90"], base_images: '
+                         '{build: "nvidia/cuda:12.8.1-devel-ubuntu24.04", runtime: "nvidia/cuda:12.8.1-runtime-ubuntu24.04"}}'})
+    assert host_gate(cuda128, observed(host=host))[0] == []
+    older = collect_host(RecordedHost({**H200_NVML, "driver": "565.57.01", "cuda_driver": 12070}), NoDocker())
+    assert host_gate(cuda128, observed(host=older))[0][0].startswith(
+        "NVIDIA driver 565.57.01 is older than 570.124.06, the minimum for the runtime base image "
+        "nvidia/cuda:12.8.1-runtime-ubuntu24.04 (CUDA 12.8.1")
 
 
 def rtx_pro_pool(ram_gib: int, amx: bool = True) -> HostFacts:
@@ -143,23 +155,60 @@ def rtx_pro_pool(ram_gib: int, amx: bool = True) -> HostFacts:
                      gpus=gpus, ram_total=ram_gib * GIB, numa_balancing=0, docker_gpus=True)
 
 
+SEED_BUILD = {'cuda_architectures: ["90"]': 'cuda_architectures: ["120"]', "gpus: [0]": "gpus: all"}
+
+
 def test_the_seed_host_fits_q2_k_xl_and_a_small_one_does_not() -> None:
-    q2 = profile(**{"gpus: [0]": "gpus: all"})
+    q2 = profile(**SEED_BUILD)
     assert host_gate(q2, observed(host=rtx_pro_pool(1024), model=SEED_Q2)) == ([], [])
-    refusals, _ = host_gate(q2, observed(host=rtx_pro_pool(32), model=SEED_Q2))
-    assert refusals == ["the quant is 802.0 GiB but VRAM + RAM is 800.0 GiB (8 GPU(s) 768.0 GiB + RAM 32.0 GiB): "
-                        "it cannot run at any split"]
+    # Seed 001's headroom: 802 GiB + 10 % = 882.2 GiB does not fit 768 GiB of VRAM + 64 GiB of RAM.
+    refusals, _ = host_gate(q2, observed(host=rtx_pro_pool(64), model=SEED_Q2))
+    assert refusals == ["the quant is 802.0 GiB, 882.2 GiB with seed 001's 10% runtime headroom, but VRAM + RAM is "
+                        "832.0 GiB (8 GPU(s) 768.0 GiB + RAM 64.0 GiB): it cannot run at any split"]
     with pytest.raises(PlanError, match="the host gate refuses this profile"):
-        plan(q2, observed(host=rtx_pro_pool(32), model=SEED_Q2))
+        plan(q2, observed(host=rtx_pro_pool(64), model=SEED_Q2))
+    # 128 GiB holds the total, and the ~70 GiB of experts the GPUs leave (after 4096 MiB margins), + 10 %.
+    assert host_gate(q2, observed(host=rtx_pro_pool(128), model=SEED_Q2)) == ([], [])
 
 
-def test_no_amx_warns_and_fit_target_list_must_match_gpus_all() -> None:
-    q2 = profile(**{"gpus: [0]": "gpus: all\nserve: {fit_target: [4096, 4096]}"})
-    refusals, warnings = host_gate(q2, observed(host=rtx_pro_pool(1024, amx=False), model=SEED_Q2))
+def test_the_hybrid_warns_when_other_processes_hold_the_ram_it_needs() -> None:
+    q2 = profile(**SEED_BUILD)
+    busy = rtx_pro_pool(128).model_copy(update={"ram_available": 40 * GIB})
+    refusals, warnings = host_gate(q2, observed(host=busy, model=SEED_Q2))
+    assert refusals == [] and warnings == [
+        "the hybrid keeps ~70.1 GiB of experts the 8 GPU(s) cannot hold in RAM, 77.1 GiB with 10% headroom, but only "
+        "40.0 GiB of the 128.0 GiB is available now: other processes hold the rest (the load may be killed for memory)"]
+
+
+def test_avx512_matters_for_the_hybrid_and_amx_does_not() -> None:
+    """Seed 000: AMX "turns out to be irrelevant to the experts"; AVX-512 is what they run on."""
+    q2 = profile(**SEED_BUILD)
+    assert host_gate(q2, observed(host=rtx_pro_pool(1024, amx=False), model=SEED_Q2)) == ([], [])
+    no_avx512 = rtx_pro_pool(1024, amx=False).model_copy(update={"cpu_flags": ("avx", "avx2", "fma")})
+    assert host_gate(q2, observed(host=no_avx512, model=SEED_Q2))[1] == [
+        "no AVX-512 on this CPU: the hybrid's CPU-resident experts run on AVX2 kernels, slower than the AVX-512 ones "
+        "seed 000 measured (AMX does not matter for them)"]
+    # A portable build (cpu_features: []) is the profile's choice: nothing to say, whatever the CPU.
+    portable = profile(**{**SEED_BUILD, 'cuda_architectures: ["90"]': 'cuda_architectures: ["120"], cpu_features: []'})
+    assert host_gate(portable, observed(host=no_avx512, model=SEED_Q2))[1] == []
+    # an all-VRAM quant keeps no expert on the CPU: nothing to say
+    iq2 = profile(**{**SEED_BUILD, "quant: UD-Q2_K_XL": "quant: UD-IQ2_XXS"})
+    assert host_gate(iq2, observed(host=no_avx512, model=model_fact(iq2, shards=1, size=662 * GIB)))[1] == []
+
+
+def test_avx512_kernels_listed_for_a_cpu_without_them_are_refused() -> None:
+    listed = profile(**{**SEED_BUILD, 'cuda_architectures: ["90"]': 'cuda_architectures: ["120"], '
+                                                                    'cpu_features: [avx512, avx512_bf16, amx]'})
+    no_avx512 = rtx_pro_pool(1024, amx=False).model_copy(update={"cpu_flags": ("avx", "avx2", "fma")})
+    refusals, _ = host_gate(listed, observed(host=no_avx512, model=SEED_Q2))
+    assert refusals == ["build.cpu_features lists avx512, avx512_bf16 but this CPU lacks avx512f, avx512_bf16: the "
+                        "image's CPU kernels would stop on an illegal instruction here; use cpu_features: auto"]
+
+
+def test_fit_target_list_must_match_gpus_all() -> None:
+    q2 = profile(**{**SEED_BUILD, "gpus: [0]": "gpus: all\nserve: {fit_target: [4096, 4096]}"})
+    refusals, _ = host_gate(q2, observed(host=rtx_pro_pool(1024), model=SEED_Q2))
     assert refusals == ["serve.fit_target lists 2 values but gpus: all is 8 GPUs here"]
-    assert warnings == ["no AMX on this CPU: the CPU-resident experts use the AVX-512/AVX2 kernels (slower fallback)"]
-    portable = profile(**{'cuda_architectures: ["90"]': 'cuda_architectures: ["90"], cpu_features: []'})
-    assert host_gate(portable, observed(host=rtx_pro_pool(1024, amx=False), model=SEED_Q2))[1] == []
 
 
 def test_gate_run_on_a_real_h200_with_a_foreign_process() -> None:
@@ -176,3 +225,24 @@ def test_gate_run_on_a_real_h200_with_a_foreign_process() -> None:
     # the same facts, parsed again, give the same verdicts (the collector's output is a fixture too)
     host = HostFacts(**{k: v for k, v in held["facts"].items()})
     assert host_gate(profile(), observed(host=host))[0] == held["refusals"]
+
+
+def test_the_pulled_runtime_image_cuda_version_wins_over_its_tag() -> None:
+    """nvidia/cuda images set CUDA_VERSION; a retagged or private base image says its CUDA only there."""
+    private = profile(**{'cuda_architectures: ["90"]}': 'cuda_architectures: ["90"], base_images: '
+                         '{build: "registry.lan/cuda-devel:stable", runtime: "registry.lan/cuda-runtime:stable"}}'})
+    host = collect_host(RecordedHost({**H200_NVML, "driver": "575.57.08", "cuda_driver": 12090}), NoDocker())
+    assert host_gate(private, observed(host=host))[0] == []  # version unknown: seed 000's 570 floor
+    refusals, _ = host_gate(private, observed(host=host, runtime_cuda="13.0.1"))
+    assert refusals == ["NVIDIA driver 575.57.08 is older than 580.82.07, the minimum for the runtime base image "
+                        "registry.lan/cuda-runtime:stable (CUDA 13.0.1, per NVIDIA's toolkit/driver table; NVML: it "
+                        "runs CUDA <= 12.9): upgrade the driver, or set build.base_images to a CUDA the driver runs"]
+
+
+def test_the_driver_word_counts_where_the_table_has_no_row() -> None:
+    """A driver past the table's floor that NVML says runs an older CUDA than the image's is refused too."""
+    host = collect_host(RecordedHost({**H200_NVML, "driver": "580.65.06", "cuda_driver": 12090}), NoDocker())
+    assert host_gate(profile(), observed(host=host))[0] == [
+        "NVIDIA driver 580.65.06 runs CUDA <= 12.9 (NVML), older than CUDA 13.0.0 of the runtime base image "
+        "nvidia/cuda:13.0.0-runtime-ubuntu24.04: upgrade the driver, or set build.base_images to a CUDA the driver runs"]
+    assert host_gate(profile(), observed(host=h200()))[0] == []  # the recorded 580.159.04 runs CUDA 13.0

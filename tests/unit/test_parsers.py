@@ -116,3 +116,29 @@ def test_h200_draft_run_used_the_argv_kimik3_renders_today() -> None:
     drafts = [ln for ln in fixture("h200", "draft-probe.txt").splitlines()
               if ln.startswith("llamacpp:spec_decode_num_drafts_total")]
     assert drafts and int(drafts[0].split()[-1]) > 0
+
+
+def test_the_mount_of_a_path_from_recorded_mount_tables() -> None:
+    from kimik3_reconciler.observe.host import parse_mount_of
+
+    dev = fixture("host", "proc-self-mounts.dev.txt")  # this dev machine's /proc/self/mounts
+    root = parse_mount_of(dev, "/var/lib/kimik3/hub")
+    assert root is not None and (root.mountpoint, root.fstype, root.source) == ("/", "ext4", "/dev/vda")
+    docker = parse_mount_of(dev, "/var/lib/docker/volumes/x")
+    assert docker is not None and docker.mountpoint == "/var/lib/docker"
+    nfs = fixture("host", "proc-self-mounts.nfs-models.txt")  # the same plus an nfs4 and a nested local mount
+    hub = parse_mount_of(nfs, "/mnt/models/hub")
+    assert hub is not None and (hub.fstype, hub.source, hub.mountpoint) == ("nfs4", "nas01.lan:/export/models",
+                                                                            "/mnt/models")
+    scratch = parse_mount_of(nfs, "/mnt/models/local scratch/hub")  # the kernel writes the space as \040
+    assert scratch is not None and (scratch.fstype, scratch.mountpoint) == ("xfs", "/mnt/models/local scratch")
+    assert parse_mount_of(nfs, "/mnt/modelsX") is not None and parse_mount_of(nfs, "/mnt/modelsX").mountpoint == "/"
+    assert parse_mount_of("", "/x") is None
+
+
+def test_an_image_env_variable_from_a_recorded_inspect() -> None:
+    from kimik3_reconciler.observe.docker_objects import image_env
+
+    image = json.loads(fixture("docker", "image-cpu.json"))  # a kimik3 CPU image on a Debian base: no CUDA
+    assert image_env(image, "PATH") and image_env(image, "CUDA_VERSION") is None
+    assert image_env(None, "CUDA_VERSION") is None

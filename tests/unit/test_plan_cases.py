@@ -16,13 +16,21 @@ written by hand.
       image: previous | absent
       smoke: passed | failed | null                           # the previous image's smoke record
       built_on: {ref: id}   base_images: {ref: id}            # base image ids at build time / now
-      container: {state: running, health: ok} | absent      # made from `previous` (also: exit_code, pid)
+      built_on_digests: {ref: digest}   base_digests: {ref: digest}  # their repo digests at build time / now
+      container: {state: running, health: ok} | absent      # made from `previous` (also: exit_code, pid,
+                                                              #   log: a tests/fixtures file, its last lines)
         drift: {argv: {flag: value}, env: {K: V}, writable: true, restart_policy: x}  # then changed by hand
       unverified: true                                        # an apply launched it and never verified it
       host: {physical_cores: 8, cpu_flags: [...], tailscale_ipv4: null}
+            # or {recorded: h200, gpus: 8, ram_total: ...}: the recorded H200 host (tests/support/recorded_hosts.py)
+      quant_gib: 662                                          # the quant's size (default: two 40 GiB shards)
+      cache_mounts: proc-self-mounts.nfs-models.txt           # tests/fixtures/host: the cache dir's mount from it
       previous_host: {...}                                    # the host the previous apply saw
-      patches: {name: content-tag}                            # local patch file contents
+      patches: {name: content-tag}                            # local patch file contents (a multi-line
+                                                              # value is the patch's diff text, parsed)
       systemd: {booted: true, unit: absent | installed | edited, enabled: bool, active: active}
+      gpu_plumbing: {cdi: true, runtime: false, toolkit_version: 1.17.4}  # GpuPlumbing (default: not observed)
+      gpu_probe: {date: ..., seen: ...}                       # the passing probe record of this plumbing
                                                               # the unit `previous` installed (edited: by hand)
     expect:
       - [kind, action, reason substring, [diff lines, * wildcards allowed]]
@@ -45,13 +53,17 @@ import pytest
 import yaml
 from support.fakes import container_inspect
 from support.observed import local_inputs, model_fact, observed, shard_files
+from support.recorded_hosts import recorded_host
 
 from kimik3_reconciler.model.facts import (
-    ContainerFact, HostFacts, ImageFact, Observed, PatchFact, RemoteFile, SystemdFacts, UnitFact,
+    ContainerFact, GpuPlumbing, HostFacts, ImageFact, Observed, PatchFact, RemoteFile, SystemdFacts, UnitFact,
 )
 from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.model.specs import ContainerSpec
 from kimik3_reconciler.observe.docker_objects import parse_running
+from kimik3_reconciler.observe.host import parse_mount_of
+from kimik3_reconciler.observe.local_inputs import parse_unified_diff
+from kimik3_reconciler.observe.server_log import crash_cause
 from kimik3_reconciler.observe.unit import parse_unit_file
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.profile_source import parse_profile
@@ -61,6 +73,8 @@ from kimik3_reconciler.planning.launch import render_launch
 from kimik3_reconciler.planning.unit_step import render_install
 
 CASES = Path(__file__).parent.parent / "cases" / "plan"
+FIXTURES = Path(__file__).parent.parent / "fixtures"
+HOST_FIXTURES = FIXTURES / "host"
 BASE = yaml.safe_load((CASES / "_base.yaml").read_text())
 
 
@@ -75,8 +89,8 @@ def profile_of(data: dict[str, Any]) -> Profile:
     return parse_profile(yaml.safe_dump(data), "case.yaml").profile
 
 
-def model_files(profile: Profile) -> tuple[RemoteFile, ...]:
-    files = shard_files(profile.model.quant, size=40 << 30, stem="K3")
+def model_files(profile: Profile, quant_gib: float = 80) -> tuple[RemoteFile, ...]:
+    files = shard_files(profile.model.quant, size=int(quant_gib * (1 << 30)) // 2, stem="K3")
     if profile.build.source == "fork" and profile.model.mmproj:
         files += (RemoteFile(path=profile.model.mmproj, size=900 << 20, sha256="f" * 64),)
     return files
@@ -84,20 +98,24 @@ def model_files(profile: Profile) -> tuple[RemoteFile, ...]:
 
 def observed_for(profile: Profile, spec: dict[str, Any], host: HostFacts) -> Observed:
     """Observed state with no image/container: the inputs and model as the case says."""
+    contents = {Path(p).name: str(spec.get("patches", {}).get(Path(p).name, p)) for p in profile.build.patches}
     patches = tuple(
         PatchFact(name=Path(p).name, path=f"/profiles/{p}",
-                  sha256=hashlib.sha256(str(spec.get("patches", {}).get(Path(p).name, p)).encode()).hexdigest())
+                  sha256=hashlib.sha256(contents[Path(p).name].encode()).hexdigest(),
+                  files=parse_unified_diff(contents[Path(p).name]))
         for p in profile.build.patches)
-    files = model_files(profile)
+    files = model_files(profile, spec.get("quant_gib", 80))
     model_spec = spec.get("model", "complete")
     named = (lambda key: tuple(f.path for f in files if Path(f.path).name in model_spec.get(key, ()))) \
         if isinstance(model_spec, dict) else (lambda key: ())
     missing = {"complete": (), "absent": tuple(f.path for f in files)}.get(model_spec) if isinstance(model_spec, str) \
         else named("missing") + named("edited") + named("corrupt")
+    cache_dir = profile.model.cache_dir or "/var/lib/kimik3/hub"
+    mounts = (HOST_FIXTURES / spec["cache_mounts"]).read_text() if "cache_mounts" in spec else None
     return observed(profile, host=host, inputs=local_inputs(profile, patches=patches),
                     model=model_fact(profile, files=files, missing=missing, corrupt=named("edited") + named("corrupt"),
                                      changed=named("edited") + named("touched"), unrecorded=named("touched"),
-                                     cache_dir=profile.model.cache_dir or "/var/lib/kimik3/hub"))
+                                     cache_dir=cache_dir, cache_fs=parse_mount_of(mounts, cache_dir) if mounts else None))
 
 
 def hand_made(spec: ContainerSpec, drift: dict[str, Any]) -> ContainerSpec:
@@ -111,24 +129,33 @@ def hand_made(spec: ContainerSpec, drift: dict[str, Any]) -> ContainerSpec:
     return replace(spec, command=tuple(command), mounts=mounts, env=env, **modes)
 
 
+def host_facts(spec: dict[str, Any]) -> HostFacts:
+    return recorded_host(spec) if "recorded" in spec else HostFacts(**spec)
+
+
 def build_case(case: dict[str, Any]) -> tuple[Profile, Observed]:
     base = yaml.safe_load(case["base"]) if "base" in case else BASE
     desired = profile_of(merge(base, case.get("desired")))
     obs_spec = case.get("observed", {})
-    host = HostFacts(**obs_spec.get("host", {"physical_cores": 8}))
+    host = host_facts(obs_spec.get("host", {"physical_cores": 8}))
     observed = observed_for(desired, obs_spec, host)
+    gpu = {"gpu_plumbing": GpuPlumbing(**obs_spec["gpu_plumbing"]) if "gpu_plumbing" in obs_spec else None,
+           "gpu_probe_record": {"passed": True, **obs_spec["gpu_probe"]} if "gpu_probe" in obs_spec else None}
+    observed = observed.model_copy(update=gpu)
     if case.get("previous", {}) is None:
         return desired, observed.model_copy(update={"systemd": systemd_facts(obs_spec.get("systemd"))})
     previous = profile_of(merge(base, case.get("previous")))
-    prev_host = HostFacts(**obs_spec["previous_host"]) if "previous_host" in obs_spec else host
+    prev_host = host_facts(obs_spec["previous_host"]) if "previous_host" in obs_spec else host
     prev_obs = observed_for(previous, {**obs_spec, "patches": obs_spec.get("previous_patches", obs_spec.get("patches", {}))},
-                            prev_host)
+                            prev_host).model_copy(update=gpu)
     image = render_image_build(previous, prev_obs)
     images = ()
     if obs_spec.get("image", "previous") == "previous":
         labels = dict(image.labels)
         if "built_on" in obs_spec:  # the executor stamps the base image ids it built on
             labels["kimik3.base-images"] = json.dumps(obs_spec["built_on"])
+        if "built_on_digests" in obs_spec:  # ... and their repo digests
+            labels["kimik3.base-digests"] = json.dumps(obs_spec["built_on_digests"])
         images = (ImageFact(id="sha256:prev", tags=(image.tag,), fingerprint=image.fingerprint,
                             labels=labels, smoke=obs_spec.get("smoke", "passed")),)
     container = None
@@ -139,10 +166,12 @@ def build_case(case: dict[str, Any]) -> tuple[Profile, Observed]:
         running = parse_running(container_inspect(hand_made(launch.spec, c_spec.get("drift", {})), "c" * 64, None))
         container = ContainerFact(id="c" * 64, name=previous.name, state=c_spec.get("state", "running"),
                                   image=image.tag, fingerprint=launch.fingerprint, inputs=launch.inputs,
-                                  exit_code=c_spec.get("exit_code"), health=c_spec.get("health"), running=running, pid=c_spec.get("pid"))
+                                  exit_code=c_spec.get("exit_code"), health=c_spec.get("health"), running=running, pid=c_spec.get("pid"),
+                                  crash=crash_cause(False, (FIXTURES / c_spec["log"]).read_text()) if "log" in c_spec else None)
     systemd = systemd_facts(obs_spec.get("systemd"), previous, prev_obs, image.tag, image.fingerprint)
     return desired, observed.model_copy(update={"images": images, "container": container,
                                                 "base_images": obs_spec.get("base_images", {}), "systemd": systemd,
+                                                "base_digests": obs_spec.get("base_digests", {}),
                                                 "unverified": container.fingerprint if container and
                                                 obs_spec.get("unverified") else None})
 

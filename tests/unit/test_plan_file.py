@@ -20,6 +20,7 @@ from kimik3_reconciler.model.plan_file import (
 from kimik3_reconciler.model.specs import (
     PAYLOADS,
     ContainerSpec,
+    GpuProbe,
     HealthWait,
     ImageBuild,
     LaunchContainer,
@@ -36,6 +37,7 @@ from kimik3_reconciler.model.specs import (
     StopUnit,
     UnitInstall,
     UnitRemoval,
+    VerifyServer,
 )
 
 FILES = (RemoteFile(path="Q/a-00001-of-00002.gguf", size=50 << 30, sha256="ab" * 32),
@@ -61,12 +63,16 @@ SAMPLES = [
     RemoveContainer("k3"),
     SmokeTest("k3-smoke", "kimi-k3-llamacpp:x", "fp1", ("--ctx-size", "512"), "none", (("kimik3.smoke", "1"),)),
     QuantGateRun("i", "fp1", "/c/models--org--k3", "snapshots/r/Q4/a.gguf", "/c/models--org--k3",
-                 "snapshots/r/Q2/a.gguf", "ef" * 20, ("0",), 16, 0.05, 0.9, "gate/k", "gate-logits/k"),
+                 "snapshots/r/Q2/a.gguf", "ef" * 20, ("0",), ("--numa", "distribute", "--fit", "on"),
+                 ("--threads", "16"), 0.05, 0.9, "gate/k", "gate-logits/k"),
+    GpuProbe("k3-gpu-probe", "nvidia/cuda:13.0.0-runtime-ubuntu24.04", ("0", "GPU-1234"), "cdi", 2,
+             "gpu-probe/driver-580/toolkit-1.17.4/cdi.json", "580.159.04", None, (("kimik3.role", "gpu-probe"),)),
     HealthWait("k3", "http://127.0.0.1:19150/health", 1234.5, model_bytes=3 << 40),
     UnitInstall("kimi-k3.service", "k3", "/etc/systemd/system/kimi-k3.service", "[Unit]\n# 100%\n", "/etc/kimik3/e",
                 'KIMIK3_CONTAINER="k3 x"\n', True, True, False, True),
     UnitRemoval("old.service", "/etc/systemd/system/old.service", None, systemctl=False),
     StopUnit("other.service"),
+    VerifyServer("k3", "0123456789abcdef"),
 ]
 
 

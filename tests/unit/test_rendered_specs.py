@@ -9,10 +9,11 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pytest
-from support.observed import observed
+from support.observed import local_inputs, observed
 
 from kimik3_reconciler.model.facts import HostFacts
 from kimik3_reconciler.model.profile_source import parse_profile
+from kimik3_reconciler.observe.local_inputs import parse_unified_diff
 from kimik3_reconciler.planning.image_step import render_image_build
 from kimik3_reconciler.planning.launch import render_launch
 
@@ -23,9 +24,16 @@ PROFILES = sorted((ROOT / "profiles").glob("*.yaml"))
 HOST = HostFacts(physical_cores=16, cpu_flags=("amx_bf16", "amx_int8", "amx_tile", "avx512_bf16", "avx512f"))
 
 
+ROLLBACK_SHAPED = ROOT / "tests" / "fixtures" / "patches" / "recurrent-rollback-shaped.patch"
+
+
 def observed_for(path: Path):
+    """The profile on the H200-like host; its patches (not public) read as the rollback-shaped fixture."""
     profile = parse_profile(path.read_text(), path.name).profile
-    return profile, observed(profile, host=HOST)
+    inputs = local_inputs(profile)
+    files = parse_unified_diff(ROLLBACK_SHAPED.read_text())
+    inputs = inputs.model_copy(update={"patches": tuple(p.model_copy(update={"files": files}) for p in inputs.patches)})
+    return profile, observed(profile, host=HOST, inputs=inputs)
 
 
 def rendered(path: Path) -> dict:

@@ -5,15 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeHub, fake_ports
+from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeHub, fake_ports, gguf_bytes
 
 from kimik3_reconciler.engine import Engine
 from kimik3_reconciler.errors import VerifyFailed
 from kimik3_reconciler.model.profile_source import parse_profile
+from kimik3_reconciler.model.weights import RANDOM_WEIGHTS, WEIGHTS_KEY
 from kimik3_reconciler.steps.report import NullReporter
 from kimik3_reconciler.verify import verify
 
-FILES = {"UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00001.gguf": b"shard-one" * 10,
+# random weights: this test is about which container runs, not about what the model says
+FILES = {"UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00001.gguf": gguf_bytes({WEIGHTS_KEY: RANDOM_WEIGHTS}),
          "UD-Q4_K_XL/k3-UD-Q4_K_XL-00001-of-00001.gguf": b"other-quant"}
 
 

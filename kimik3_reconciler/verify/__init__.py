@@ -1,0 +1,153 @@
+"""`kimik3 verify`: check the profile's running llama-server end to end, one timed CheckResult per check.
+
+Checks, in order: health, models, text, tool_call, vision (fork + mmproj only, else skipped),
+two_turn (verify/checks.py). What the model says is judged only on real weights: the served
+quant's first shard says whether it is one of kimik3's random-weights tiny models (model/weights.py),
+and then the content checks report "not checkable (random weights)" instead of passing. When a check
+fails because the server died, its log names the cause (observe/server_log.py: a CUDA out-of-memory on
+the first request after an all-VRAM load names its fix). The API key is read at the last moment and
+never reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from kimik3_reconciler.engine import Engine
+from kimik3_reconciler.errors import PermanentError, StepError, VerifyFailed
+from kimik3_reconciler.model.facts import ContainerFact, Observed
+from kimik3_reconciler.model.plan import Action
+from kimik3_reconciler.model.profile_source import LoadedProfile
+from kimik3_reconciler.model.weights import Weights
+from kimik3_reconciler.observe.served_weights import served_weights
+from kimik3_reconciler.observe.server_log import classify_load_failure
+from kimik3_reconciler.planning import render_desired
+from kimik3_reconciler.planning.container_step import plan_container
+from kimik3_reconciler.planning.launch import first_shard
+from kimik3_reconciler.ports import Ports
+from kimik3_reconciler.verify import checks
+from kimik3_reconciler.verify.checks import MAINLINE_SKIP, WEATHER_TOOL, Server, Session, solid_png
+from kimik3_reconciler.verify.report import NOT_CHECKABLE, CheckResult, Status, ToolCallCounts, VerifyReport
+
+__all__ = ["MAINLINE_SKIP", "NOT_CHECKABLE", "WEATHER_TOOL", "CheckResult", "Status", "ToolCallCounts",
+           "VerifyReport", "solid_png", "verify"]
+
+CRASH_LOG_TAIL = 200  # a crash's lines sit behind the request's own log lines
+
+
+def verify(engine: Engine, loaded: LoadedProfile) -> VerifyReport:
+    """Run every check against the profile's running container; refuse when it is not serving."""
+    observed = engine.observe(loaded)
+    server, chat = _serving(loaded, observed), engine.ports.chat
+    if chat is None:
+        raise PermanentError("verify needs a chat port: none is wired into these ports")
+    # rule: verify-random-weights
+    # Only a file that says it is random excuses the content checks: unmarked or unreadable is a real model.
+    weights = _weights(engine.ports, observed)
+    report = VerifyReport(profile=loaded.profile.name, weights=weights)
+    session = Session(chat, server, loaded.profile, weights.random, report.tool_calls)
+    named: list[tuple[str, Callable[[], checks.Verdict]]] = [
+        ("health", lambda: _health(engine.ports, server)),
+        ("models", lambda: _models(session, loaded.profile.name)),
+        ("text", lambda: checks.text(session)),
+        ("tool_call", lambda: checks.tool_call(session)),
+        ("vision", lambda: checks.vision(session)),
+        ("two_turn", lambda: checks.two_turn(session)),
+    ]
+    clock, container = engine.ports.clock, observed.container
+    assert container is not None  # _serving refused otherwise
+    for name, check in named:
+        started = clock.monotonic()
+        if report.crash:  # every later request would only meet a dead (or reloading) server
+            report.checks.append(CheckResult(name, Status.FAILED, f"not run: the server crashed ({report.crash})", 0.0))
+            continue
+        try:
+            status, detail = check()
+        except StepError as exc:  # adapters translate SDK errors; one failed check does not stop the rest
+            status, detail = Status.FAILED, str(exc)
+        if status is Status.FAILED:  # rule: cuda-oom-first-request
+            # A failed request may be a dead server: its log names the cause and the fix (a CUDA OOM on the
+            # first request after an all-VRAM load needs more fit_target margin, not another try).
+            report.crash = _crash(engine.ports, container)
+            if report.crash:
+                detail = f"the server crashed during this check: {report.crash} ({detail})"
+        report.checks.append(CheckResult(name, status, detail, round(clock.monotonic() - started, 3)))
+    return report
+
+
+def _serving(loaded: LoadedProfile, observed: Observed) -> Server:
+    container = observed.container
+    if container is None or not container.serving:
+        state = "absent" if container is None else f"{container.state}, health {container.health}"
+        raise PermanentError(f"{loaded.profile.name} is not serving ({state}); run `kimik3 apply` first")
+    _require_current(loaded, observed)
+    # The container's own launch inputs say where it listens (it may predate an edit of the profile).
+    port = container.inputs.get("serve.port", loaded.profile.serve.port)
+    base_url = f"http://{_probe(container.inputs)}:{port}"
+    key = None
+    if observed.inputs.api_key_file:
+        # Read at the last moment, held only for the requests, never logged.
+        lines = Path(observed.inputs.api_key_file).read_text().splitlines()
+        key = next((ln.strip() for ln in lines if ln.strip() and not ln.startswith("#")), None)
+    return Server(base_url, key)
+
+
+def _require_current(loaded: LoadedProfile, observed: Observed) -> None:
+    """The running container must be this profile's current launch: checks passing against another quant
+    or image would vouch for a deployment the profile does not describe. The container planner decides,
+    so verify and plan never disagree on "current"."""
+    if observed.model.listing_error:  # no manifest here and the hub is down: the shard's name (part of the
+        return                        # launch) is unknown, so "current" cannot be judged; the checks still run
+    (step,) = plan_container(render_desired(loaded.profile, observed), observed)
+    if step.action in (Action.CREATE, Action.REPLACE):
+        moved = "; ".join(str(d) for d in step.diff) or step.reason
+        raise VerifyFailed(f"{loaded.profile.name}: the running container is not this profile's current deployment "
+                           f"({loaded.source}): {moved}; run `kimik3 apply {loaded.source}`")
+
+
+def _weights(ports: Ports, observed: Observed) -> Weights:
+    """Real or random, from the shard the current container opens (_require_current made sure it is this one)."""
+    if observed.model.listing_error:
+        return Weights(False, f"the quant's files are not known ({observed.model.listing_error}): "
+                              "judged as a real model")
+    return served_weights(ports.hub, observed.model, first_shard(observed.model))
+
+
+def _crash(ports: Ports, container: ContainerFact) -> str | None:
+    """Why the server died (or restarted) since verify observed it, read from its log; None while it still runs."""
+    inspect = ports.docker.inspect_container(container.name)
+    state = (inspect or {}).get("State") or {}
+    restarted = (inspect or {}).get("RestartCount", 0) != container.restart_count or (
+        container.started_at is not None and state.get("StartedAt") not in (None, container.started_at))
+    if inspect is not None and state.get("Status") == "running" and not restarted:
+        return None
+    logs = ports.docker.container_logs(container.name, CRASH_LOG_TAIL) if inspect is not None else ""
+    cause = classify_load_failure(state.get("ExitCode"), bool(state.get("OOMKilled")), logs, while_serving=True)
+    status = "gone" if inspect is None else ("restarted by its restart policy" if restarted and
+                                             state.get("Status") == "running" else state.get("Status"))
+    return f"container {container.name} {cause.headline} [{cause.cause}: {status}, exit code {state.get('ExitCode')}]"
+
+
+def _probe(inputs: dict[str, object]) -> str:
+    bind = str(inputs.get("host.bind", "127.0.0.1"))
+    if bind in ("0.0.0.0", "::"):
+        return "127.0.0.1"
+    return f"[{bind}]" if ":" in bind else bind
+
+
+# --- the server checks (the chat ones are in verify/checks.py) ------------------------------
+
+
+def _health(ports: Ports, server: Server) -> checks.Verdict:
+    status = ports.http.health(f"{server.base_url}/health")
+    return (Status.OK if status == "ok" else Status.FAILED), f"/health: {status}"
+
+
+def _models(session: Session, name: str) -> checks.Verdict:
+    entries = session.chat.models(session.server.base_url, session.server.api_key).get("data") or []
+    # llama-server's --alias is the profile name; `id` is the smallest alias, so look at both.
+    names = sorted({str(e.get("id")) for e in entries} | {str(a) for e in entries for a in e.get("aliases") or ()})
+    if name in names:
+        return Status.OK, f"serves {name!r}"
+    return Status.FAILED, f"{name!r} is not among the served names {names}"
