@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -110,6 +111,7 @@ def main() -> None:
             run(args, exporter["pid"])
         finally:
             kimik3(work, "destroy", "profile.yaml")
+            shutil.rmtree(work, ignore_errors=True)
 
 
 def cpu_seconds(pid: int) -> float:
