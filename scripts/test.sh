@@ -16,6 +16,10 @@ command -v systemd-analyze >/dev/null 2>&1 || { apt-get update -qq
 # (tests/integration/test_rpc_docker.py); the ssh client runs `docker system dial-stdio` there.
 { [ -x /usr/sbin/sshd ] && command -v ssh >/dev/null 2>&1; } || { apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openssh-server openssh-client >/dev/null; }
+# A real Prometheus scrapes the metrics exporter (tests/integration/test_metrics_prometheus.py); the test starts
+# its own on loopback with its own config (a service the package may start elsewhere is not used).
+command -v prometheus >/dev/null 2>&1 || { apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
 # The suite owns this machine's daemon: it may restart dockerd once (tests/integration/test_faults_dockerd_restart.py).
 # Set KIMIK3_DOCKERD_RESTART_TEST=0 when other work shares the daemon.
 export KIMIK3_DOCKERD_RESTART_TEST="${KIMIK3_DOCKERD_RESTART_TEST:-1}"

@@ -7,23 +7,24 @@ from pathlib import Path
 
 from kimik3_reconciler.errors import InputError
 from kimik3_reconciler.model.specs import DockerHost
-from kimik3_reconciler.ports import Ports
+from kimik3_reconciler.ports import LockPort, Ports
 
 __all__ = ["real_ports"]
 
 
 def real_ports(state_dir: Path, docker_host: str | None = None, systemd_root: str = "/",
                systemctl_prefix: tuple[str, ...] = ()) -> Ports:
+    from kimik3_reconciler.adapters.bench_client import HttpLoad
     from kimik3_reconciler.adapters.docker_engine import DockerEngine
     from kimik3_reconciler.adapters.hf_hub import HuggingFaceHub
     from kimik3_reconciler.adapters.host_lock import StateDirLock, host_lock_path
     from kimik3_reconciler.adapters.host_linux import LinuxHost
     from kimik3_reconciler.adapters.http import HttpClient
     from kimik3_reconciler.adapters.openai_chat import OpenAIChat
+    from kimik3_reconciler.adapters.processes import LocalProcesses
     from kimik3_reconciler.adapters.state_files import StateFiles, SystemClock
     from kimik3_reconciler.adapters.systemd import SystemdUnits
     from kimik3_reconciler.adapters.docker_engine import remote_engine
-    from kimik3_reconciler.adapters.worker_lock import DockerHostLock
 
     engines: dict[tuple[str, str | None], DockerEngine] = {}
 
@@ -34,13 +35,15 @@ def real_ports(state_dir: Path, docker_host: str | None = None, systemd_root: st
             engines[key] = remote_engine(host.url, Path(host.tls_dir) if host.tls_dir else None)
         return engines[key]
 
-    def worker_lock(host: DockerHost) -> DockerHostLock:
+    def worker_lock(host: DockerHost) -> LockPort:
+        from kimik3_reconciler.adapters.worker_lock import DockerHostLock  # the SDK: only with workers
+
         return DockerHostLock(workers(host), host.name)
 
     return Ports(docker=DockerEngine(docker_host), hub=HuggingFaceHub(_download_workers()), http=HttpClient(),
                  host=LinuxHost(), state=StateFiles(state_dir), clock=SystemClock(), chat=OpenAIChat(),
                  units=SystemdUnits(systemd_root, systemctl_prefix), lock=StateDirLock(state_dir, host_lock_path()),
-                 workers=workers, worker_lock=worker_lock)
+                 load=HttpLoad(), processes=LocalProcesses(state_dir), workers=workers, worker_lock=worker_lock)
 
 
 def _download_workers() -> int:

@@ -343,6 +343,14 @@ class WorkerFact(_Fact):
     mem_total: int | None = None  # the worker host's RAM (docker info MemTotal): the CPU device's memory
     cpus: int | None = None
     context_bytes: int = 0  # bytes an image build there ships (source archive, patches, Dockerfile)
+class ExporterFact(_Fact):
+    """The metrics exporter kimik3 started for this profile (its state record), and whether it still runs."""
+
+    pid: int
+    fingerprint: str  # of the configuration it was started with (the record)
+    config: dict[str, Any] = Field(default_factory=dict)
+    alive: bool = False  # the pid runs `kimik3 metrics-serve <profile>` (not a recycled pid)
+    serving: str | None = None  # the fingerprint its /healthz answers; None: not answering
 
 
 class Observed(_Fact):
@@ -369,3 +377,4 @@ class Observed(_Fact):
     gpu_plumbing: GpuPlumbing | None = None  # None: not looked at (gpus: none, or a pure test)
     gpu_probe_record: dict[str, Any] | None = None  # the passing probe record of this (driver, toolkit, request)
     workers: tuple[WorkerFact, ...] = ()  # the profile's RPC workers, in profile order (none without `rpc:`)
+    exporter: ExporterFact | None = None  # None: no exporter record (never started, or removed)

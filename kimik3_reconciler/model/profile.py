@@ -340,6 +340,20 @@ class RpcSpec(BaseModel):
 
     model_config = _CONFIG
     workers: Annotated[list[RpcWorker], Field(min_length=1)]
+class MetricsSpec(BaseModel):
+    """The exporter kimik3 runs next to the server (issue 17): one Prometheus port for the whole deployment.
+
+    No `metrics:` section = no exporter: a new process and port on a shared host is asked for, never
+    started by a kimik3 upgrade (two profiles on one host would also fight over any default port)."""
+
+    model_config = _CONFIG
+    port: Annotated[int, Field(ge=1, le=65535)] = Field(description="the exporter's port (/metrics, /healthz)")
+    bind: Annotated[str, AfterValidator(_check_host)] = Field(
+        "loopback", description="loopback (default: the node's Prometheus scrapes locally), tailscale or an IP")
+    proxy: bool = Field(False, description="put a latency-recording proxy on serve.port; llama-server moves to "
+                                           "127.0.0.1:server_port")
+    server_port: Optional[Annotated[int, Field(ge=1, le=65535)]] = Field(
+        None, description="with proxy: llama-server's loopback port (default: serve.port + 10000, or - 10000)")
 
 
 class Profile(BaseModel):
@@ -363,6 +377,7 @@ class Profile(BaseModel):
     def workers(self) -> tuple[RpcWorker, ...]:
         """The RPC workers, in the order llama-server gets them (--rpc); none without `rpc:`."""
         return tuple(self.rpc.workers) if self.rpc is not None else ()
+    metrics: Optional[MetricsSpec] = None
 
     @property
     def quant_info(self) -> catalog.QuantInfo | None:

@@ -17,6 +17,7 @@ from kimik3_reconciler.observe.docker_objects import (
     collect_others,
     collect_runtime_cuda,
 )
+from kimik3_reconciler.observe.exporter import collect_exporter
 from kimik3_reconciler.observe.host import collect_host
 from kimik3_reconciler.observe.local_inputs import collect_inputs
 from kimik3_reconciler.observe.model_cache import collect_model, collect_tokenizer
@@ -41,9 +42,11 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
     host = collect_host(ports.host, ports.docker, ours, profile.serve.port)
     others = collect_others(ports.docker, profile.name)
     inputs = collect_inputs(profile, base_dir, dockerfile, ports.state)
+    # Before the gate: our exporter's proxy may hold serve.port (metrics.proxy), which the gate must not refuse.
+    exporter = collect_exporter(profile.name, ports.state, ports.processes, ports.http)
     if before_hub is not None:  # a host the gate refuses must not wait for the hub first
         m = profile.model
-        before_hub(Observed(host=host, inputs=inputs, container=container, others=others,
+        before_hub(Observed(host=host, inputs=inputs, container=container, others=others, exporter=exporter,
                             model=ModelFact(repo=m.repo, revision=m.revision, quant=m.quant, cache_dir="")))
     model = collect_model(profile, ports.hub, ports.state, base_dir, ports.host, rehash, stat_only)
     gated = gate_reference is not None
@@ -82,6 +85,7 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
         unverified=(ports.state.read(unverified_key(profile.name)) or {}).get("fingerprint"),
         systemd=collect_systemd(profile, ports.units),
         workers=collect_workers(profile, ports.workers, ports.docker, ports.host, ports.state, inputs),
+        exporter=exporter,
     )
 
 

@@ -19,6 +19,7 @@ from kimik3_reconciler.errors import PermanentError, StepError, VerifyFailed
 from kimik3_reconciler.model.facts import ContainerFact, Observed
 from kimik3_reconciler.model.plan import Action
 from kimik3_reconciler.model.profile_source import LoadedProfile
+from kimik3_reconciler.model.records import verify_key
 from kimik3_reconciler.model.weights import Weights
 from kimik3_reconciler.observe.served_weights import served_weights
 from kimik3_reconciler.observe.server_log import classify_load_failure
@@ -32,7 +33,7 @@ from kimik3_reconciler.verify.rpc import check_rpc
 from kimik3_reconciler.verify.report import NOT_CHECKABLE, CheckResult, Status, ToolCallCounts, VerifyReport
 
 __all__ = ["MAINLINE_SKIP", "NOT_CHECKABLE", "WEATHER_TOOL", "CheckResult", "Status", "ToolCallCounts",
-           "VerifyReport", "solid_png", "verify"]
+           "VerifyReport", "serving_endpoint", "solid_png", "verify"]
 
 CRASH_LOG_TAIL = 200  # a crash's lines sit behind the request's own log lines
 RPC_LOG_TAIL = 100_000  # the load lines come first; verify's own requests follow them
@@ -78,7 +79,15 @@ def verify(engine: Engine, loaded: LoadedProfile) -> VerifyReport:
             if report.crash:
                 detail = f"the server crashed during this check: {report.crash} ({detail})"
         report.checks.append(CheckResult(name, status, detail, round(clock.monotonic() - started, 3)))
+    # The exporter's verify series (issue 17): outcomes per check, tool-call parse failures and retries.
+    engine.ports.state.write(verify_key(loaded.profile.name),
+                             {**report.to_json(), "date": clock.now().isoformat(timespec="seconds")})
     return report
+
+
+def serving_endpoint(loaded: LoadedProfile, observed: Observed) -> Server:
+    """Where the profile's current container answers, and its API key (bench and tune load it there)."""
+    return _serving(loaded, observed)
 
 
 def _serving(loaded: LoadedProfile, observed: Observed) -> Server:

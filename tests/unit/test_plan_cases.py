@@ -35,6 +35,8 @@ written by hand.
                        port_open: true, listeners: [addr], same_daemon: false, error: "ssh: ...",
                        mem_total: bytes, devices: [[CPU, total_bytes, free_bytes]]}}
                               # each of the desired profile's rpc workers, as `previous` launched it (default)
+      exporter: serving | silent | dead                       # the metrics exporter `previous` started (pid 4242):
+                                                              # answering /healthz, running but silent, pid gone
                                                               # the unit `previous` installed (edited: by hand)
     expect:
       - [kind, action, reason substring, [diff lines, * wildcards allowed]]
@@ -60,8 +62,8 @@ from support.observed import local_inputs, model_fact, observed, shard_files
 from support.recorded_hosts import recorded_host
 
 from kimik3_reconciler.model.facts import (
-    ContainerFact, GpuPlumbing, HostFacts, ImageFact, Observed, PatchFact, RemoteFile, RpcDeviceFact, SystemdFacts,
-    UnitFact, WorkerFact,
+    ContainerFact, ExporterFact, GpuPlumbing, HostFacts, ImageFact, Observed, PatchFact, RemoteFile, RpcDeviceFact,
+    SystemdFacts, UnitFact, WorkerFact,
 )
 from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.model.specs import ContainerSpec
@@ -72,7 +74,8 @@ from kimik3_reconciler.observe.server_log import crash_cause
 from kimik3_reconciler.observe.unit import parse_unit_file
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.profile_source import parse_profile
-from kimik3_reconciler.planning import plan
+from kimik3_reconciler.planning import plan, render_desired
+from kimik3_reconciler.planning.metrics_step import render_exporter
 from kimik3_reconciler.planning.image_step import render_image_build
 from kimik3_reconciler.planning.launch import render_launch
 from kimik3_reconciler.planning.rpc_step import render_worker, worker_inputs
@@ -179,7 +182,9 @@ def build_case(case: dict[str, Any]) -> tuple[Profile, Observed]:
     if desired.workers and container is not None:
         container = container.model_copy(update={"started_at": MAIN_STARTED})
     workers = worker_facts(desired, previous, obs_spec.get("workers", {}), image)
-    return desired, observed.model_copy(update={"workers": workers,"images": images, "container": container,
+    exporter = exporter_fact(obs_spec.get("exporter"), previous, prev_obs)
+    return desired, observed.model_copy(update={"workers": workers, "exporter": exporter, "images": images,
+                                                "container": container,
                                                 "base_images": obs_spec.get("base_images", {}), "systemd": systemd,
                                                 "base_digests": obs_spec.get("base_digests", {}),
                                                 "unverified": container.fingerprint if container and
@@ -214,6 +219,16 @@ def worker_facts(desired: Profile, previous: Profile | None, spec: dict[str, Any
                 "listeners": tuple(w_spec.get("listeners", (worker.bind,)))})
         facts.append(fact)
     return tuple(facts)
+
+
+def exporter_fact(state: str | None, previous: Profile, prev_obs: Observed) -> ExporterFact | None:
+    """The exporter the previous apply started, as its state record and /healthz show it now."""
+    if state is None:
+        return None
+    config = render_exporter(render_desired(previous, prev_obs), prev_obs)
+    assert config is not None, "exporter: needs a previous profile with a metrics: section"
+    return ExporterFact(pid=4242, fingerprint=config.fingerprint, config=config.to_json(), alive=state != "dead",
+                        serving=config.fingerprint if state == "serving" else None)
 
 
 def systemd_facts(spec: dict[str, Any] | None, previous: Profile | None = None, prev_obs: Observed | None = None,

@@ -21,6 +21,8 @@ from kimik3_reconciler.model.specs import (
     PAYLOADS,
     ContainerSpec,
     DockerHost,
+    ExporterRun,
+    ExporterStop,
     GpuProbe,
     HealthWait,
     ImageBuild,
@@ -87,6 +89,9 @@ SAMPLES = [
         replace=True),
     WorkerWait(DockerHost("w1", "ssh://k3@10.0.0.2"), "k3-rpc-w1", "10.0.0.2", 50052, 120.0),
     WorkerRemove(DockerHost("w1", "ssh://k3@10.0.0.2"), "k3-rpc-w1"),
+    ExporterRun("k3", {"profile": "k3", "labels": {"profile": "k3"}, "port": 19201, "shards": ["/c/a.gguf"]},
+                "0123456789abcdef", "http://127.0.0.1:19201/healthz", replace_pid=4242),
+    ExporterStop("k3", 4242),
     VerifyServer("k3", "0123456789abcdef"),
 ]
 

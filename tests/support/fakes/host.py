@@ -16,6 +16,8 @@ class FakeHost:
         self.mount_text = "/dev/nvme0n1p2 / ext4 rw,relatime 0 0\n"  # /proc/self/mounts: one local root
         self.cdi: dict[str, str] = {}  # CDI spec path -> text
         self.toolkit = ""  # `nvidia-ctk --version` output
+        self.rss: dict[int, int] = {}  # pid -> VmRSS bytes
+        self.page_cache: dict[str, tuple[int, int]] = {}  # path -> (cached bytes, size)
 
     def lscpu_parseable(self) -> str:
         return "\n".join(f"{c},0" for c in range(self.cores))
@@ -64,3 +66,9 @@ class FakeHost:
 
     def process_cgroup(self, pid: int) -> str:
         return self.cgroups.get(pid, "0::/")
+
+    def process_rss(self, pid: int) -> int | None:
+        return self.rss.get(pid)
+
+    def page_cache_bytes(self, path: str) -> tuple[int, int] | None:
+        return self.page_cache.get(path)
