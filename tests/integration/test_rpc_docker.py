@@ -84,6 +84,7 @@ def work(tmp_path_factory: pytest.TempPathFactory, hub: FixtureHub, sshd: Sshd) 
     yield work
     for name in (MAIN, WORKER, SOLO):
         subprocess.run(["docker", "rm", "-f", name], capture_output=True)
+    subprocess.run(["docker", "volume", "rm", "-f", f"kimik3-rpc-cache-{MAIN}-w1"], capture_output=True)
 
 
 def test_a_public_bind_address_is_refused_before_anything_starts(tmp_path: Path, hub: FixtureHub, sshd: Sshd) -> None:
