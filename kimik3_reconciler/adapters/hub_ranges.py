@@ -27,7 +27,7 @@ from pathlib import Path
 import httpx
 
 CHUNK = 8 << 20  # hash reads
-BLOCK = 1 << 20  # network reads: each is written (pwrite) as it lands
+BLOCK = 1 << 20  # progress and the ranges record advance per this much written (each piece is pwritten as it lands)
 RECORD_EVERY = 32 << 20
 Progress = Callable[[int], None]  # bytes fetched so far (all ranges)
 
@@ -113,15 +113,19 @@ def _fetch_range(client: httpx.Client, url: str, partial: RangedPartial, index: 
         check(response)
         if response.status_code == 200:
             raise RangesIgnored(url)
-        offset = first + got
-        for block in response.iter_bytes(BLOCK):
-            block = block[: end - offset]
-            os.pwrite(fd, block, offset)
-            offset += len(block)
-            partial.advance(index, len(block))
-            progress(partial.fetched)
+        offset = pending = first + got
+        for piece in response.iter_bytes():  # as received: no re-chunking copy
+            piece = piece[: end - offset]
+            os.pwrite(fd, piece, offset)
+            offset += len(piece)
+            if offset - pending >= BLOCK or offset >= end:
+                partial.advance(index, offset - pending)  # recorded only once written
+                pending = offset
+                progress(partial.fetched)
             if offset >= end:
                 break
+        if offset > pending:
+            partial.advance(index, offset - pending)
 
 
 def _hash_in_order(partial: RangedPartial, fd: int, digest: hashlib._Hash, stop: threading.Event) -> None:
