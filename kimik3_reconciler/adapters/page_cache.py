@@ -1,9 +1,10 @@
 """The page cache, for the pre-read (issue 15): read model files into it in parallel, ask how much of them it
-holds (mincore), and evict them (posix_fadvise DONTNEED: what bench/load.py does where drop_caches is ignored).
+holds (mincore), and evict them (posix_fadvise DONTNEED: one file's clean pages, not the whole cache).
 
 Two ways to pre-read, measured by bench/load.py (`--preread-methods`): `read` (each worker pread()s 16 MiB
 chunks into one reused buffer) and `fadvise` (each worker asks for WILLNEED per chunk, then the read confirms
-residency: WILLNEED only queues readahead). The pre-read step uses `read`, the faster here (docs/operations.md).
+residency: WILLNEED only queues readahead, and here stalled with half the files cached). The pre-read step
+uses `read` with 4 workers, the faster here (docs/operations.md "Reloads that hide the read").
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Issue 15 against real parts: a knob change on the demo pre-reads the model into the page cache while the old
 server still serves, then swaps; the load's progress comes from the real llama-server's /proc/<pid>/io.
 
-Residency is checked with util-linux `fincore` (not kimik3's own mincore), the cache emptied with
-posix_fadvise(DONTNEED) per file (drop_caches is ignored on the dev VM); the server's own block-layer count
-(`read_bytes`) says whether its load came from the page cache.
+Residency is checked with util-linux `fincore` (not kimik3's own mincore); only the test's own files are
+evicted (posix_fadvise DONTNEED), never the shared machine's whole page cache (drop_caches); the server's own
+block-layer count (`read_bytes`) says whether its load came from the page cache.
 """
 
 from __future__ import annotations
