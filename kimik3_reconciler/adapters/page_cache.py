@@ -1,9 +1,9 @@
 """The page cache, for the pre-read (issue 15): read model files into it in parallel, ask how much of them it
 holds (mincore), and evict them (posix_fadvise DONTNEED: one file's clean pages, not the whole cache).
 
-Two ways to pre-read, measured by bench/load.py (`--preread-methods`): `read` (each worker pread()s 16 MiB
-chunks into one reused buffer) and `fadvise` (each worker asks for WILLNEED per chunk, then the read confirms
-residency: WILLNEED only queues readahead, and here stalled with half the files cached). The pre-read step
+Two ways to pre-read, measured by bench/load.py (its "pre-read alone" rows): `read` (each worker pread()s 16 MiB
+chunks into one reused buffer) and `fadvise` (each worker asks for WILLNEED per chunk, then mincore is polled
+until the files are resident: WILLNEED only queues readahead, and here it stalled with half the files cached). The pre-read step
 uses `read` with 4 workers, the faster here (docs/operations.md "Reloads that hide the read").
 """
 
