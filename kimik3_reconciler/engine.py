@@ -7,12 +7,12 @@ still wants changes). A failing step stops the round: nothing after it runs, and
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from kimik3_reconciler.errors import ConvergenceError, Kimik3Error, LoadFailed, StalePlan, VerifyFailed
+from kimik3_reconciler.errors import ConvergenceError, Kimik3Error, LoadFailed, PlanError, StalePlan, VerifyFailed
 from kimik3_reconciler.locking import holding
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.host_lock import LockHolder
@@ -20,9 +20,8 @@ from kimik3_reconciler.model.plan import Plan, Step
 from kimik3_reconciler.model.plan_file import SavedPlan
 from kimik3_reconciler.model.profile_source import LoadedProfile, parse_profile
 from kimik3_reconciler.model.records import last_good_key, unverified_key
-from kimik3_reconciler.model.specs import HealthWait
+from kimik3_reconciler.model.specs import HealthWait, LaunchContainer, StartContainer, VerifyServer
 from kimik3_reconciler.observe import observe
-from kimik3_reconciler.observe.docker_objects import parse_container
 from kimik3_reconciler.planning import gate_reference, plan, plan_destroy, plan_prune, refuse_by_host_gate
 from kimik3_reconciler.planning.basis import observed_basis, stale_reasons
 from kimik3_reconciler.ports import Ports
@@ -44,6 +43,18 @@ class ApplyResult:
         return bool(self.executed)
 
 
+@contextmanager
+def located(loaded: LoadedProfile) -> Iterator[None]:
+    """A planner's refusal of profile fields, with each field's file:line (the planner sees no file)."""
+    try:
+        yield
+    except PlanError as exc:
+        if not exc.fields:
+            raise
+        where = "\n".join(f"  at {loaded.where(path)}" for path in dict.fromkeys(exc.fields))
+        raise PlanError(f"{exc}\n{where}", exc.fields) from None
+
+
 class Engine:
     def __init__(self, ports: Ports, reporter: Reporter, base_dir: Path, dockerfile: Path):
         self.ports, self.reporter = ports, reporter
@@ -54,20 +65,24 @@ class Engine:
         time; waits up to `timeout_s`, then LockHeld (exit 5) naming the holder (locking.py)."""
         return holding(self.ports, self.reporter.event, operation, profile, timeout_s)
 
-    def observe(self, loaded: LoadedProfile, rehash: bool = False, gate_first: bool = False) -> Observed:
+    def observe(self, loaded: LoadedProfile, rehash: bool = False, gate_first: bool = False,
+                stat_only: bool = False) -> Observed:
         """`rehash` (`--verify`): re-hash the cached model files instead of trusting the verified manifest;
+        `stat_only` (`kimik3 status`): hash nothing, report a file whose stat moved as `changed`;
         `gate_first`: the host gate judges the host facts before any hub request (a no-GPU host is refused
         at once, not after the hub's retries)."""
         profile = loaded.profile
         before_hub = (lambda partial: refuse_by_host_gate(profile, partial)) if gate_first else None
-        return observe(profile, self.ports, self.base_dir, self.dockerfile, rehash, gate_reference(profile),
-                       before_hub=before_hub)
+        with located(loaded):
+            return observe(profile, self.ports, self.base_dir, self.dockerfile, rehash, gate_reference(profile),
+                           before_hub=before_hub, stat_only=stat_only)
 
     def plan(self, loaded: LoadedProfile, rehash: bool = False) -> Plan:
         return self._plan(loaded, self.observe(loaded, rehash, gate_first=True))
 
     def _plan(self, loaded: LoadedProfile, observed: Observed) -> Plan:
-        return check_executable(plan(loaded.profile, observed, tuple(str(w) for w in loaded.warnings)))
+        with located(loaded):
+            return check_executable(plan(loaded.profile, observed, tuple(str(w) for w in loaded.warnings)))
 
     def save_plan(self, loaded: LoadedProfile, source: str, rehash: bool = False) -> tuple[Plan, SavedPlan]:
         """The plan, and the same plan with the facts it was made from (`kimik3 plan FILE -out PLAN`);
@@ -89,13 +104,15 @@ class Engine:
                             f"nothing was changed. Plan again (kimik3 plan {saved.profile_source} -out PLAN):\n  - "
                             + "\n  - ".join(moved), moved)
         result = ApplyResult(rounds=1)
-        self._execute(saved.changes, result)
+        self._execute(self._runnable(saved.changes, result), result)
         final = self.plan(loaded)
         # A load the saved plan did not wait for (it was made while the container was loading): wait now.
-        self._execute(tuple(s for s in final.changes if isinstance(s.spec, HealthWait)), result)
-        result.final = self.plan(loaded) if result.executed else final
-        if not result.final.converged:
-            pending = tuple(f"{s.kind} {s.target}: {s.reason}" for s in result.final.changes)
+        self._execute(tuple(s for s in self._runnable(final.changes, result) if isinstance(s.spec, HealthWait)),
+                      result)
+        result.final = self._settled(self.plan(loaded) if result.executed else final, result)
+        pending_steps = self._runnable(result.final.changes, result)
+        if pending_steps:
+            pending = tuple(f"{s.kind} {s.target}: {s.reason}" for s in pending_steps)
             raise ConvergenceError("the saved plan ran, but the host still wants changes (plan again):\n  "
                                    + "\n  ".join(pending), pending)
         return result
@@ -107,30 +124,58 @@ class Engine:
             execute(step, self.ports, self.reporter)
             result.executed.append(step)
 
-    def apply(self, loaded: LoadedProfile, max_rounds: int = DEFAULT_ROUNDS, rehash: bool = False) -> ApplyResult:
-        """Converge; `rehash` applies to the first observation only (what it finds missing is fetched again)."""
+    def _runnable(self, steps: tuple[Step, ...], result: ApplyResult) -> tuple[Step, ...]:
+        """The changing steps this apply runs. A `<= verify` step (a launch an earlier apply left unverified)
+        needs a verifier (none: --no-verify-server, the launch stays unverified for a later apply), and is left
+        out once this apply (re)launched or started the container: apply_or_revert verifies that launch at the end."""
+        skip_verify = self.ports.verifier is None or _launched(result)
+        return tuple(s for s in steps if s.changes and not (skip_verify and isinstance(s.spec, VerifyServer)))
+
+    @staticmethod
+    def _settled(current: Plan, result: ApplyResult) -> Plan:
+        """The plan as this apply leaves it: the verify of its own launch is apply_or_revert's, not pending."""
+        if not _launched(result):
+            return current
+        return replace(current, steps=tuple(s for s in current.steps if not isinstance(s.spec, VerifyServer)))
+
+    def apply(self, loaded: LoadedProfile, max_rounds: int = DEFAULT_ROUNDS, rehash: bool = False,
+              admit: Callable[[Plan], None] | None = None) -> ApplyResult:
+        """Converge; `rehash` applies to the first observation only (what it finds missing is fetched again).
+        `admit(plan)` sees each round's plan before any of its steps runs, and may refuse it (raise)."""
         result = ApplyResult()
         for round_no in range(1, max_rounds + 1):
             current = self.plan(loaded, rehash=rehash and round_no == 1)
             result.rounds, result.final = round_no, current
-            if current.converged:
+            steps = self._runnable(current.changes, result)
+            if not steps:
+                result.final = self._settled(current, result)
                 return result
-            self._execute(current.changes, result)
+            if admit is not None:
+                admit(current)
+            self._execute(steps, result)
         final = self.plan(loaded)
-        result.final = final
-        if not final.converged:
-            pending = tuple(f"{s.kind} {s.target}: {s.reason}" for s in final.changes)
+        result.final = self._settled(final, result)
+        pending_steps = self._runnable(final.changes, result)
+        if pending_steps:
+            pending = tuple(f"{s.kind} {s.target}: {s.reason}" for s in pending_steps)
             raise ConvergenceError(f"not converged after {max_rounds} rounds:\n  " + "\n  ".join(pending), pending)
         return result
 
     def apply_or_revert(self, loaded: LoadedProfile, check: Callable[[], None] | None = None,
                         max_rounds: int = DEFAULT_ROUNDS, rehash: bool = False,
-                        run: Callable[[], ApplyResult] | None = None) -> ApplyResult:
+                        run: Callable[[], ApplyResult] | None = None,
+                        admit: Callable[[Plan], None] | None = None) -> ApplyResult:
         """Apply (or `run`: a saved plan); then `check` (verify). On success record the profile as the last
-        good one. When the gate, the load or the check fails, relaunch the last good profile and re-raise."""
+        good one. When the gate, the load or the check fails, relaunch the last good profile and re-raise.
+        A `<= verify` step (a launch an earlier apply left unverified) runs `check` through `ports.verifier`."""
         try:
-            result = run() if run is not None else self.apply(loaded, max_rounds, rehash)
-            if check is not None and (result.changed or self._verify_due(loaded.profile.name)):
+            self.ports.verifier = check
+            try:
+                result = run() if run is not None else self.apply(loaded, max_rounds, rehash, admit)
+            finally:
+                self.ports.verifier = None  # the revert below must never verify against the failing profile
+            verified = any(isinstance(s.spec, VerifyServer) for s in result.executed)
+            if check is not None and result.changed and not verified:
                 check()
                 self.ports.state.delete(unverified_key(loaded.profile.name))
         except (LoadFailed, VerifyFailed) as failure:  # GateFailed and SmokeFailed are LoadFailed
@@ -154,15 +199,6 @@ class Engine:
                 "date": self.ports.clock.now().isoformat(timespec="seconds")})
         return result
 
-    def _verify_due(self, name: str) -> bool:
-        """A launch an earlier apply never verified (it died in the health wait) is verified now."""
-        record = self.ports.state.read(unverified_key(name))
-        inspect = self.ports.docker.inspect_container(name) if record else None
-        due = inspect is not None and parse_container(inspect).fingerprint == record.get("fingerprint")
-        if due:
-            self.reporter.event("verify-resumed", container=name, launched=record.get("date"))
-        return due
-
     def prune(self, loaded: LoadedProfile, execute_steps: bool = True) -> Plan:
         pruning = check_executable(plan_prune(loaded.profile, self.observe(loaded)))
         if execute_steps:
@@ -176,3 +212,8 @@ class Engine:
             for step in teardown.changes:
                 execute(step, self.ports, self.reporter)
         return teardown
+
+
+def _launched(result: ApplyResult) -> bool:
+    """This apply (re)launched or started the container: it verifies that launch itself, at its end."""
+    return any(isinstance(s.spec, (LaunchContainer, StartContainer)) for s in result.executed)

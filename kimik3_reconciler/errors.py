@@ -10,14 +10,18 @@ Exit codes (the one table; README and `kimik3 --help` repeat it):
     5  locked: another kimik3 holds this host's lock (LockHeld)
     6  the hub: unreachable, or it refused a request (HubError; the URL is named)
     7  a saved plan is stale: the host or the profile moved since it was made (nothing was touched)
+    8  a local file or directory kimik3 needs could not be used: no space left, read-only, permission denied,
+       missing (LocalFileError; the path is named)
 
     Kimik3Error                       exit 1 unless a subclass says otherwise
     ├── ProfileError                  invalid profile (file:line problems)        exit 2
     ├── InputError                    a file the profile names is missing/bad      exit 2
     ├── PlanError                     the planner refuses (a rule needs host facts) exit 3
+    │   └── LoopConflict              reconcile: would stop another profile's reconcile loop's container
     ├── StalePlan                     apply PLAN: the host or profile moved        exit 7
     ├── ConvergenceError              rounds exhausted, names the unconverged steps
     ├── LockHeld                      another kimik3 holds the host lock (names it) exit 5
+    ├── LocalFileError                an OSError on a local path (ENOSPC, EROFS...) exit 8
     └── StepError                     an effect failed
         ├── TransientError            retrying may help (tenacity retries these in adapters)
         └── PermanentError            retrying will not help
@@ -33,7 +37,9 @@ Exit codes (the one table; README and `kimik3 --help` repeat it):
 
 from __future__ import annotations
 
+import errno
 from dataclasses import dataclass
+from typing import Self
 
 
 class Kimik3Error(Exception):
@@ -73,9 +79,25 @@ class InputError(Kimik3Error):
 
 
 class PlanError(Kimik3Error):
-    """The planner refuses the profile against these observed facts."""
+    """The planner refuses the profile against these observed facts. `fields`: the profile fields refused
+    (paths such as ("build", "patches")); the engine, which has the profile's file, adds their file:line."""
 
     exit_code = 3
+
+    def __init__(self, message: str, fields: tuple[tuple[str | int, ...], ...] = ()):
+        super().__init__(message)
+        self.fields = fields
+
+
+class FieldRefusal(str):
+    """A host-gate refusal (a plain string to the gate) that also says which profile field it refuses."""
+
+    field: tuple[str | int, ...]
+
+    def __new__(cls, field: tuple[str | int, ...], message: str) -> Self:
+        refusal = super().__new__(cls, message)
+        refusal.field = field
+        return refusal
 
 
 class ConvergenceError(Kimik3Error):
@@ -154,6 +176,11 @@ class HubError(DownloadFailed):
     exit_code = 6
 
 
+class LoopConflict(PlanError):
+    """`kimik3 reconcile`: this pass would stop a container another profile's reconcile loop keeps running; the
+    two would stop each other forever, so nothing is done and the message names the other loop."""
+
+
 class StalePlan(Kimik3Error):
     """`kimik3 apply PLAN`: the host or the profile moved since the plan was made; nothing was executed."""
 
@@ -162,3 +189,31 @@ class StalePlan(Kimik3Error):
     def __init__(self, message: str, moved: tuple[str, ...] = ()):
         self.moved = moved
         super().__init__(message)
+
+
+# What to do about each local file system failure; the path comes from the OSError itself.
+_LOCAL_ADVICE = {
+    errno.ENOSPC: "no space left on the device: free space on that file system and run again (a download's partial "
+                  "is kept and resumed)",
+    errno.EDQUOT: "disk quota exceeded: free space or raise the quota and run again",
+    errno.EROFS: "read-only file system: point KIMIK3_STATE_DIR (or model.cache_dir) at a writable place",
+    errno.EACCES: "permission denied: run as a user that may use it, or point KIMIK3_STATE_DIR elsewhere",
+    errno.EPERM: "operation not permitted: run as a user that may use it, or point KIMIK3_STATE_DIR elsewhere",
+    errno.ENOENT: "no such file or directory: create it, or check KIMIK3_STATE_DIR and the profile's paths",
+    errno.ENOTDIR: "a path component is not a directory: check KIMIK3_STATE_DIR and the profile's paths",
+    errno.EIO: "input/output error: the disk or the file system is failing",
+}
+
+
+class LocalFileError(Kimik3Error):
+    """An OSError on a local path kimik3 needed (state dir, model cache, a file the step writes); the CLI turns any
+    OSError that reaches it into one, never a traceback."""
+
+    exit_code = 8
+
+    @classmethod
+    def from_os_error(cls, exc: OSError) -> LocalFileError:
+        where = " → ".join(str(p) for p in (exc.filename, exc.filename2) if p is not None)
+        advice = _LOCAL_ADVICE.get(exc.errno or -1) or exc.strerror or str(exc) or type(exc).__name__
+        code = f" [errno {errno.errorcode[exc.errno]}]" if exc.errno in errno.errorcode else ""
+        return cls(f"{where or type(exc).__name__}: {advice}{code}")

@@ -1,4 +1,5 @@
-"""Taking the per-host lock around every change (apply, destroy, prune, each reconcile pass).
+"""Taking the per-host lock around every change (apply, destroy, prune, each reconcile pass): the state dir's
+and the host-wide one (/run/lock/kimik3.lock) together, so kimik3s with other state dirs are kept out too.
 
 A second kimik3 waits up to its `--lock-timeout` (0 = fail at once), saying every few seconds whom it
 waits for, then fails with `LockHeld` (exit 5) naming the holder. A record left by a holder whose
@@ -36,6 +37,8 @@ def acquire(lock: LockPort, clock: ClockPort, holder: LockHolder, timeout_s: flo
     while True:
         attempt = lock.try_acquire(holder)
         if attempt.acquired:
+            if attempt.note is not None:
+                say("lock-host-wide-unavailable", why=attempt.note)
             if attempt.holder is not None:
                 say("lock-taken-over", stale=attempt.holder.describe(),
                     why="its process is gone (the kernel released its lock); its run did not finish")

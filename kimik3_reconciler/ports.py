@@ -1,4 +1,4 @@
-"""Protocols for every side effect; adapters/ implements them, tests/support/fakes.py fakes them."""
+"""Protocols for every side effect; adapters/ implements them, tests/support/fakes/ fakes them (a module per port)."""
 
 from __future__ import annotations
 
@@ -107,6 +107,7 @@ class HostPort(Protocol):
     def tcp_tables(self) -> str: ...  # /proc/net/tcp then /proc/net/tcp6, as read
     def socket_owners(self, inodes: set[int], likely: frozenset[int] = frozenset()) -> dict[int, tuple[int, str]]:
         ...  # inode -> (pid, program); `likely` pids are looked at first
+    def process_cgroup(self, pid: int) -> str: ...  # /proc/<pid>/cgroup as read ("" when gone or unreadable)
     def process_file(self, pid: int, name: str) -> str: ...  # /proc/<pid>/<name> (io, status) as read; "" if not
     def preread(self, paths: list[str], workers: int, on_bytes: Callable[[int], None]) -> None:
         """Read every byte of `paths` into the page cache, `workers` chunks in parallel; `on_bytes(n)` per chunk
@@ -196,3 +197,6 @@ class Ports:
         self.chat = chat  # only `kimik3 verify` talks to the server beyond /health
         self.units = units  # None: systemd is not looked at (planner tests on fakes without it)
         self.lock = lock  # None: nothing is locked (engine tests on fakes that do not test the lock)
+        # `kimik3 verify` of the profile being applied (VerifyFailed when a check fails); wired by the engine for
+        # the length of an apply that verifies, None otherwise (then `<= verify` steps are left for a later apply).
+        self.verifier: Callable[[], None] | None = None

@@ -7,10 +7,15 @@ one JSON line on stdout. A profile that stops parsing is logged and the host is 
 last good profile keeps serving. A failed apply of a profile text is retried with a doubling wait
 (the interval times 2, 4, ... up to an hour), so a profile that cannot load does not take the
 serving container down every interval; an edit of the file ends the wait.
+
+Each pass records the loop (`reconcile/<profile>.json`: pid, host, file, interval, last pass). A pass whose plan
+would stop a container that another profile's live loop keeps running refuses (`conflict`, exit 3) naming that
+loop: two loops for profiles sharing GPUs or a port would otherwise stop each other every pass, forever.
 """
 
 from __future__ import annotations
 
+import datetime
 import os
 import random
 import signal
@@ -25,15 +30,22 @@ from kimik3_reconciler.errors import (
     InputError,
     Kimik3Error,
     LoadFailed,
+    LocalFileError,
     LockHeld,
+    LoopConflict,
     PlanError,
     ProfileError,
     VerifyFailed,
 )
+from kimik3_reconciler.locking import new_holder
+from kimik3_reconciler.model.host_lock import LockHolder
+from kimik3_reconciler.model.plan import Plan
 from kimik3_reconciler.model.profile_source import LoadedProfile
+from kimik3_reconciler.model.records import reconcile_loop_key
 
 JITTER_FRACTION = 0.1  # --jitter adds up to 10 % of the interval to each wait
 BACKOFF_CAP_S = 3600.0  # a failing profile is retried at least hourly
+LOOP_GRACE_S = 60.0  # a loop whose process is gone (a timer's `--once`) counts while passes keep coming
 Line = dict[str, Any]
 
 
@@ -55,6 +67,7 @@ class ReconcileLoop:
         self.failed_text: str | None = None
         self.retry_at = 0.0
         self.running = False  # a pass is in progress (a signal then interrupts it)
+        self.me: LockHolder | None = None  # this loop, as its reconcile/<profile>.json names it
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():
@@ -81,6 +94,7 @@ class ReconcileLoop:
                         serving=_serving(self.last_parsed))
             return self._emit(line, started)
         self.last_parsed = (loaded.profile.name, at)
+        self._register(loaded.profile.name, at)
         # GitOps checkouts (git-sync) swap a symlinked folder: relative paths follow the file read now.
         self.engine.base_dir = Path(self.path).resolve().parent
         line["profile"] = loaded.profile.name
@@ -94,9 +108,12 @@ class ReconcileLoop:
     def _converge(self, loaded: LoadedProfile) -> Line:
         try:
             with self.engine.locked("reconcile", loaded.profile.name, timeout_s=0):
-                result = self.engine.apply_or_revert(loaded, self._check(loaded) if self.verify_server else None)
+                result = self.engine.apply_or_revert(loaded, self._check(loaded) if self.verify_server else None,
+                                                     admit=self._admit)
         except LockHeld as exc:  # another kimik3 is at work: this pass is skipped, the next one looks again
             return {"result": "locked", "exit_code": exc.exit_code, "holder": exc.lock_id, "error": str(exc)}
+        except LoopConflict as exc:  # nothing ran; the next pass looks again (the other loop may have stopped)
+            return {"result": "conflict", "exit_code": exc.exit_code, "error": str(exc)}
         except (ProfileError, InputError, PlanError) as exc:  # refused before anything ran: nothing to back off from
             return {"result": "error", "exit_code": exc.exit_code, "error": str(exc)}
         except Exception as exc:  # noqa: BLE001 - the loop outlives any one failed pass; the line says why
@@ -104,6 +121,8 @@ class ReconcileLoop:
                 # This profile text fails on this host: retry it less often. A daemon or hub outage
                 # (TransientError, HubError) is not the profile's fault: the next pass tries again.
                 self._back_off(loaded.text)
+            if isinstance(exc, OSError):  # a full disk, a read-only state dir: named as the CLI names it
+                exc = LocalFileError.from_os_error(exc)
             code = exc.exit_code if isinstance(exc, Kimik3Error) else 1
             return {"result": "error", "exit_code": code, "error": str(exc) or type(exc).__name__,
                     "failures": self.failures, "retry_in_s": max(0, round(self.retry_at - self.clock.monotonic()))}
@@ -111,6 +130,52 @@ class ReconcileLoop:
         steps = [f"{s.kind} {s.action.name.lower()} {s.target}" for s in result.executed]
         return {"result": "changed" if result.changed else "converged", "exit_code": 0, "steps": steps,
                 "rounds": result.rounds}
+
+    def _register(self, profile: str, at: str) -> None:
+        """Write (refresh) this loop's record: other profiles' loops read it before stopping our container."""
+        state = self.engine.ports.state
+        if self.me is None or self.me.profile != profile:
+            if self.me is not None:  # the file now names another profile: the old record is not ours any more
+                self.forget()
+            self.me = new_holder("reconcile", profile, self.clock)
+        state.write(reconcile_loop_key(profile), {"holder": self.me.to_json(), "file": str(Path(self.path).resolve()),
+                                                  "interval_s": self.interval_s, "last_pass": at})
+
+    def forget(self) -> None:
+        """The loop stops: its record goes (only if it is still this loop's)."""
+        if self.me is None:
+            return
+        key = reconcile_loop_key(self.me.profile)
+        record = self.engine.ports.state.read(key) or {}
+        if (record.get("holder") or {}).get("id") == self.me.id:
+            self.engine.ports.state.delete(key)
+
+    def _admit(self, plan: Plan) -> None:
+        """Refuse a plan that stops a container another profile's live reconcile loop keeps running."""
+        for step in plan.changes:
+            if step.kind != "conflict":
+                continue
+            record = self.engine.ports.state.read(reconcile_loop_key(step.target))
+            other = LockHolder.from_json(record.get("holder") or {}) if record else None
+            if other is None or (self.me is not None and other.id == self.me.id) or not self._live(other, record):
+                continue
+            raise LoopConflict(
+                f"this pass would stop {step.target} ({step.reason.split(';')[0]}), but another reconcile loop keeps "
+                f"{step.target} running: `kimik3 reconcile {record.get('file')}` (pid {other.pid} on {other.host}, "
+                f"since {other.started}, last pass {record.get('last_pass')}). Two loops for conflicting profiles "
+                "would stop each other every pass; nothing was changed. Stop one of the loops, or make the profiles "
+                "stop conflicting (gpus, serve.port, systemd.conflicts)")
+
+    def _live(self, other: LockHolder, record: dict[str, Any]) -> bool:
+        lock = self.engine.ports.lock
+        if lock is not None and lock.alive(other):
+            return True
+        try:  # its process is gone (or on another host): a timer's `--once` passes still count while they come
+            last = datetime.datetime.fromisoformat(str(record.get("last_pass")))
+            interval = float(record.get("interval_s") or 0)
+        except (TypeError, ValueError):
+            return False
+        return (self.clock.now() - last).total_seconds() <= 2 * interval + LOOP_GRACE_S
 
     def _back_off(self, text: str) -> None:
         self.failures = self.failures + 1 if text == self.failed_text else 1
@@ -162,6 +227,7 @@ def run_until_stopped(loop: ReconcileLoop) -> int:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+        loop.forget()
     loop.emit({"time": loop.clock.now().isoformat(timespec="seconds"), "file": loop.path,
                "result": "stopped", "signal": caught[0] if caught else None, "interrupted_pass": interrupted})
     return 0

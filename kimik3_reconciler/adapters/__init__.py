@@ -15,7 +15,7 @@ def real_ports(state_dir: Path, docker_host: str | None = None, systemd_root: st
                systemctl_prefix: tuple[str, ...] = ()) -> Ports:
     from kimik3_reconciler.adapters.docker_engine import DockerEngine
     from kimik3_reconciler.adapters.hf_hub import HuggingFaceHub
-    from kimik3_reconciler.adapters.host_lock import StateDirLock
+    from kimik3_reconciler.adapters.host_lock import StateDirLock, host_lock_path
     from kimik3_reconciler.adapters.host_linux import LinuxHost
     from kimik3_reconciler.adapters.http import HttpClient
     from kimik3_reconciler.adapters.openai_chat import OpenAIChat
@@ -24,7 +24,7 @@ def real_ports(state_dir: Path, docker_host: str | None = None, systemd_root: st
 
     return Ports(docker=DockerEngine(docker_host), hub=HuggingFaceHub(_download_workers()), http=HttpClient(),
                  host=LinuxHost(), state=StateFiles(state_dir), clock=SystemClock(), chat=OpenAIChat(),
-                 units=SystemdUnits(systemd_root, systemctl_prefix), lock=StateDirLock(state_dir))
+                 units=SystemdUnits(systemd_root, systemctl_prefix), lock=StateDirLock(state_dir, host_lock_path()))
 
 
 def _download_workers() -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import tarfile
 import tempfile
 from collections import deque
@@ -23,6 +25,7 @@ from kimik3_reconciler.ports import LineSink
 # A daemon restart (systemctl restart docker, an upgrade) takes dockerd ~13 s to stop a loading server plus its
 # own start: keep trying well past that, so a restart during a 17-minute load does not fail the apply.
 DAEMON_RESTART_S = 90.0
+CLIENT_TIMEOUT_S = 120  # one Docker API call; a stop waits 60 s for llama-server within it
 
 
 def _say_retrying(state: RetryCallState) -> None:
@@ -35,24 +38,67 @@ def _say_retrying(state: RetryCallState) -> None:
                 f"in all ({waited:.0f} s so far, attempt {state.attempt_number})")
 
 
+# The one retry layer: public DockerEngine methods carry it; they call each other only through the
+# undecorated `_inspect_container`, so a retried call never nests another 90 s of retries.
 _transient = retry(retry=retry_if_exception_type(TransientError), stop=stop_after_delay(DAEMON_RESTART_S),
                    wait=wait_exponential(multiplier=0.5, max=5), before_sleep=_say_retrying, reraise=True)
 
+# What a restarting daemon looks like from the client: the socket is there (or was, a moment ago) but
+# nobody accepts or a connection is cut. Anything else (no socket ever, no permission, a 5xx from a
+# running daemon) does not get better by waiting 90 s.
+_RESTARTING_ERRNOS = frozenset({errno.ECONNREFUSED, errno.ECONNRESET, errno.ECONNABORTED, errno.EPIPE})
+_RESTARTING_SAYS = ("is restarting", "daemon is shutting down", "shutting down", "daemon is not running")
 
 # dockerd answers 500 when it cannot give a container the devices it asks for; retrying will not help.
 _NO_DEVICES = ("could not select device driver", "unresolvable CDI devices", "CDI device injection failed")
 
 
-def _docker_error(exc: Exception) -> Kimik3Error | None:
-    if isinstance(exc, (requests.exceptions.ConnectionError, requests.exceptions.Timeout)):
-        return TransientError(f"docker daemon not answering: {exc}")
-    if isinstance(exc, docker.errors.APIError) and any(s in str(exc.explanation or exc) for s in _NO_DEVICES):
-        return PermanentError(f"docker: {exc.explanation or exc}")
-    if isinstance(exc, docker.errors.APIError) and exc.is_server_error():
-        return TransientError(f"docker daemon error: {exc.explanation or exc}")
-    if isinstance(exc, docker.errors.DockerException):
-        return PermanentError(f"docker: {exc}")
+def os_error_in(exc: BaseException) -> OSError | None:
+    """The OSError (with an errno) an SDK exception wraps, searched through causes, contexts and args:
+    requests' ConnectionError holds urllib3's ProtocolError, which holds the socket's own error."""
+    seen: set[int] = set()
+    todo: list[object] = [exc]
+    while todo:
+        item = todo.pop(0)
+        if not isinstance(item, BaseException) or id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, OSError) and item.errno is not None:
+            return item
+        todo.extend((item.__cause__, item.__context__, *getattr(item, "args", ()), getattr(item, "reason", None)))
     return None
+
+
+def daemon_fault(exc: Exception, answered_before: bool, where: str) -> Kimik3Error | None:
+    """What a Docker SDK exception means: TransientError only for a daemon that looks like it is restarting;
+    a clear PermanentError for a daemon that is not there, not ours to use, or failing; None: not Docker's.
+    `answered_before`: this process reached the daemon earlier (a socket that vanished since = a restart)."""
+    if isinstance(exc, requests.exceptions.Timeout):
+        return PermanentError(f"the docker daemon at {where} did not answer within {CLIENT_TIMEOUT_S} s: {exc}")
+    if isinstance(exc, docker.errors.APIError):
+        said = str(exc.explanation or exc)
+        if any(s in said for s in _NO_DEVICES):
+            return PermanentError(f"docker: {said}")
+        if exc.is_server_error() and any(marker in said.lower() for marker in _RESTARTING_SAYS):
+            return TransientError(f"docker daemon restarting: {said}")
+        return PermanentError(f"docker: {exc}")
+    if not isinstance(exc, (requests.exceptions.ConnectionError, docker.errors.DockerException)):
+        return None
+    cause = os_error_in(exc)
+    code = cause.errno if cause is not None else None
+    if code in (errno.EACCES, errno.EPERM):
+        return PermanentError(f"permission denied on the docker daemon's socket {where}: run kimik3 as root or as a "
+                              "member of the docker group")
+    if code == errno.ENOENT:
+        if answered_before:  # dockerd removes its socket while it restarts
+            return TransientError(f"docker daemon not answering: its socket {where} is gone (restarting?)")
+        return PermanentError(f"no docker daemon: {where} does not exist (is dockerd running? DOCKER_HOST?)")
+    if code in _RESTARTING_ERRNOS or (code is None and isinstance(exc, requests.exceptions.ConnectionError)):
+        # No errno: "Connection aborted" with the daemon hanging up mid-request, as a stopping dockerd does.
+        return TransientError(f"docker daemon not answering: {exc}")
+    if isinstance(exc, requests.exceptions.ConnectionError):
+        return PermanentError(f"cannot reach the docker daemon at {where}: {exc}")
+    return PermanentError(f"docker: {exc}")
 
 
 def _device_requests(spec: ContainerSpec) -> list[docker.types.DeviceRequest]:
@@ -72,20 +118,31 @@ class DockerEngine:
     def __init__(self, base_url: str | None = None):
         self._base_url = base_url
         self._client: docker.DockerClient | None = None
+        self._answered = False  # the daemon answered once in this process: a vanished socket is a restart
+
+    @property
+    def where(self) -> str:
+        return self._base_url or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+
+    def _translate(self, exc: Exception) -> Kimik3Error | None:
+        return daemon_fault(exc, self._answered, self.where)
 
     @property
     def client(self) -> docker.DockerClient:
         if self._client is None:
             try:
-                self._client = (docker.DockerClient(base_url=self._base_url, timeout=120) if self._base_url
-                                else docker.from_env(timeout=120))
+                self._client = (docker.DockerClient(base_url=self._base_url, timeout=CLIENT_TIMEOUT_S)
+                                if self._base_url else docker.from_env(timeout=CLIENT_TIMEOUT_S))
             except docker.errors.DockerException as exc:
-                raise TransientError(f"cannot reach the docker daemon: {exc}") from exc
+                raise (self._translate(exc) or PermanentError(f"docker: {exc}")) from exc
+            self._answered = True  # the client asked the daemon for its API version
         return self._client
 
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        with translated(_docker_error):
-            return fn(*args, **kwargs)
+        with translated(self._translate):
+            result = fn(*args, **kwargs)
+        self._answered = True
+        return result
 
     @_transient
     def info(self) -> dict[str, Any]:
@@ -120,6 +177,9 @@ class DockerEngine:
 
     @_transient
     def inspect_container(self, name: str) -> dict[str, Any] | None:
+        return self._inspect_container(name)
+
+    def _inspect_container(self, name: str) -> dict[str, Any] | None:
         try:
             return self._call(self.client.api.inspect_container, name)
         except PermanentError as exc:
@@ -130,7 +190,7 @@ class DockerEngine:
     @_transient
     def list_containers(self, label: str) -> list[dict[str, Any]]:
         summaries = self._call(self.client.api.containers, all=True, filters={"label": label})
-        found = (self.inspect_container(s["Id"]) for s in summaries)
+        found = (self._inspect_container(s["Id"]) for s in summaries)
         return [i for i in found if i is not None]
 
     @_transient
@@ -164,7 +224,7 @@ class DockerEngine:
 
     @_transient
     def start_container(self, name: str) -> None:
-        state = (self.inspect_container(name) or {}).get("State") or {}
+        state = (self._inspect_container(name) or {}).get("State") or {}
         self._call(self.client.api.unpause if state.get("Paused") else self.client.api.start, name)
 
     @_transient
@@ -192,7 +252,7 @@ class DockerEngine:
 
     def _stream(self, stream: Any) -> Any:
         """Iterate a build stream, translating errors raised mid-stream (daemon restarts, 5xx)."""
-        with translated(_docker_error):
+        with translated(self._translate):
             yield from stream
 
     def build_image(self, spec: ImageBuild, context_files: dict[str, Path], on_line: LineSink) -> str:

@@ -108,6 +108,9 @@ class LinuxHost:
                     owners[wanted[link]] = (int(proc.name), _read(str(proc / "comm")).strip())
         return owners
 
+    def process_cgroup(self, pid: int) -> str:
+        return _read(f"/proc/{pid}/cgroup")
+
 
 def _existing(path: Path) -> Path:
     """`path`, or its nearest ancestor that exists (the cache dir may not exist yet)."""

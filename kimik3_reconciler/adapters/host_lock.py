@@ -1,4 +1,10 @@
-"""The per-host lock in the state dir: flock(2) on `lock/host.lock`, who holds it in `lock/holder.json`.
+"""The per-host lock: flock(2) on the state dir's `lock/host.lock` (who holds it in `lock/holder.json`) and on
+a host-wide file (`/run/lock/kimik3.lock`, the holder's JSON inside it), taken together.
+
+The state dir's lock covers every kimik3 using that state dir; the host-wide one covers every kimik3 on the
+host whatever its state dir (two users, two `KIMIK3_STATE_DIR`s converging one dockerd). Where the host-wide
+file cannot be used (no writable /run/lock, a read-only /run) kimik3 goes on with the state dir's lock alone
+and says so (`LockAttempt.note`).
 
 The kernel is the lock: it drops a flock when its process dies, however it dies (kill -9, OOM), so a
 stale lock is never left behind; the JSON record is only there to name the holder. A record found
@@ -10,7 +16,9 @@ one at the path (the classic flock-and-unlink race), which filelock does only in
 
 from __future__ import annotations
 
+import errno
 import fcntl
+import json
 import os
 import socket
 import time
@@ -21,15 +29,106 @@ from kimik3_reconciler.errors import StepError
 from kimik3_reconciler.model.host_lock import LOCK_FILE, LOCK_RECORD, LockAttempt, LockHolder
 
 _SETTLE_S, _SETTLE_STEP_S = 1.0, 0.05
+HOST_LOCK_DEFAULT = Path("/run/lock/kimik3.lock")  # FHS: lock files shared by every user of the host
+
+
+def host_lock_path() -> Path | None:
+    """KIMIK3_HOST_LOCK (a path; `off` = none), else /run/lock/kimik3.lock."""
+    raw = os.environ.get("KIMIK3_HOST_LOCK", "")
+    if raw.strip().lower() == "off":
+        return None
+    return Path(raw) if raw.strip() else HOST_LOCK_DEFAULT
+
+
+class HostWideLock:
+    """flock on one file for the whole host; the holder's JSON is the file's content (written through the
+    locked descriptor, so it needs no second file). The file is made mode 0666: every user locks the same one."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._fd: int | None = None
+
+    def try_acquire(self, holder: LockHolder) -> tuple[bool, LockHolder | None]:
+        """(acquired, the record found: a dead holder's when acquired, the holder's when not). OSError: unusable."""
+        fd = _flock(self.path, self._open)
+        if fd is None:
+            return False, self._settled()
+        self._fd = fd
+        stale = self._record()
+        self._write(holder.to_json())
+        return True, stale
+
+    def release(self, holder: LockHolder) -> None:
+        if self._fd is None:
+            return
+        try:
+            current = self._record()
+            if current is not None and current.id == holder.id:
+                self._write(None)
+        finally:
+            fd, self._fd = self._fd, None
+            os.close(fd)
+
+    def holder(self) -> tuple[LockHolder | None, bool]:
+        return self._record(), _flocked(self.path)
+
+    def break_lock(self) -> None:
+        try:
+            self.path.unlink(missing_ok=True)
+        except PermissionError:  # another user's file in sticky /run/lock: empty the record at least
+            try:
+                with open(self.path, "w"):
+                    pass
+            except OSError:
+                pass
+
+    def _open(self) -> int:
+        try:  # an existing file: no O_CREAT (protected_regular refuses it on another user's file in /run/lock)
+            return os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
+        except FileNotFoundError:
+            pass
+        except PermissionError:  # locking needs no write access: the record then stays unwritten
+            return os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+        except FileExistsError:  # made by another kimik3 just now
+            return os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
+        os.fchmod(fd, 0o666)  # past the umask: another user must open it for writing too
+        return fd
+
+    def _write(self, record: dict | None) -> None:
+        data = json.dumps(record).encode() if record else b""
+        try:
+            os.ftruncate(self._fd, 0)
+            os.pwrite(self._fd, data, 0)
+        except OSError:  # opened read-only: the lock holds, the record names nobody
+            pass
+
+    def _record(self) -> LockHolder | None:
+        try:
+            data = json.loads(self.path.read_text() or "null")
+        except (OSError, ValueError):
+            return None
+        return LockHolder.from_json(data) if isinstance(data, dict) else None
+
+    def _settled(self) -> LockHolder | None:
+        deadline = time.monotonic() + _SETTLE_S
+        while True:
+            record = self._record()
+            if record is not None or time.monotonic() >= deadline:
+                return record
+            time.sleep(_SETTLE_STEP_S)
 
 
 class StateDirLock:
-    """One process holds at most one lock at a time through one of these."""
+    """One process holds at most one lock at a time through one of these. `host_lock`: the host-wide file
+    taken with the state dir's (None: the state dir's alone, as unit tests on temp dirs use it)."""
 
-    def __init__(self, state_dir: Path):
+    def __init__(self, state_dir: Path, host_lock: Path | None = None):
         self.path = state_dir / LOCK_FILE
         self.records = StateFiles(state_dir)
         self._fd: int | None = None
+        self.host = HostWideLock(host_lock) if host_lock is not None else None
 
     def try_acquire(self, holder: LockHolder) -> LockAttempt:
         # Nested locking in one process would deadlock a waiter forever (it is our own flock): a bug.
@@ -40,8 +139,21 @@ class StateDirLock:
             return LockAttempt(acquired=False, holder=self._settled_holder())
         self._fd = fd
         stale = self._record()
+        note = None
+        if self.host is not None:
+            try:
+                taken, found = self.host.try_acquire(holder)
+            except OSError as exc:
+                taken, found = True, None
+                note = (f"cannot use the host-wide lock {self.host.path} ({exc.strerror or exc}): only the state "
+                        f"dir's lock ({self.path}) keeps other kimik3s out; set KIMIK3_HOST_LOCK to a writable path")
+            if not taken:  # another state dir's kimik3 is changing this host: let go of ours, name it
+                self._fd = None
+                os.close(fd)
+                return LockAttempt(acquired=False, holder=found)
+            stale = stale or found
         self.records.write(LOCK_RECORD, holder.to_json())
-        return LockAttempt(acquired=True, holder=stale)
+        return LockAttempt(acquired=True, holder=stale, note=note)
 
     def release(self, holder: LockHolder) -> None:
         if self._fd is None:
@@ -52,19 +164,34 @@ class StateDirLock:
             if current is not None and current.id == holder.id:
                 self.records.delete(LOCK_RECORD)
         finally:
-            fd, self._fd = self._fd, None
-            os.close(fd)  # closing the descriptor drops the flock
+            try:
+                if self.host is not None:
+                    self.host.release(holder)
+            finally:
+                fd, self._fd = self._fd, None
+                os.close(fd)  # closing the descriptor drops the flock
 
     def holder(self) -> tuple[LockHolder | None, bool]:
         """The record and whether a live process holds the flock, read from /proc/locks: trying the lock,
-        even for an instant, could make an apply starting in that instant fail with exit 5."""
-        return self._record(), self._flocked()
+        even for an instant, could make an apply starting in that instant fail with exit 5. The state dir's
+        holder first; else the host-wide lock's (a kimik3 of another state dir)."""
+        mine = (self._record(), self._flocked())
+        if mine[1] or self.host is None:
+            return mine
+        other = self.host.holder()
+        return other if other[1] else mine
 
     def break_lock(self) -> None:
         """force-unlock: remove the record, then the file; a holder still running keeps a flock on a
-        removed inode, which excludes nobody (acquirers check the inode, see `_flock`)."""
+        removed inode, which excludes nobody (acquirers check the inode, see `_flock`). The host-wide file
+        goes too when its record is the same lock (or names nobody)."""
+        record = self._record()
         self.records.delete(LOCK_RECORD)
         self.path.unlink(missing_ok=True)
+        if self.host is not None:
+            other = self.host.holder()[0]
+            if other is None or record is None or other.id == record.id:
+                self.host.break_lock()
 
     def alive(self, holder: LockHolder) -> bool | None:
         """Whether the holder's process runs; None for a holder on another host (state dir shared)."""
@@ -81,42 +208,14 @@ class StateDirLock:
     def _flock(self) -> int | None:
         """A descriptor holding the flock on the file now at `path`, or None when another process holds it."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
-                return None
-            except OSError as exc:  # e.g. ENOLCK on a filesystem without locks: say where, do not run unlocked
-                os.close(fd)
-                raise StepError(f"cannot lock {self.path}: {exc.strerror} (keep the state dir on a local "
-                                "filesystem)") from exc
-            # force-unlock may have removed the file between open and flock: a lock on a removed inode
-            # excludes nobody, so start again on the file that is there now.
-            try:
-                current = os.stat(self.path)
-            except FileNotFoundError:
-                current = None
-            if current is not None and os.path.samestat(os.fstat(fd), current):
-                return fd
-            os.close(fd)
+        try:
+            return _flock(self.path, lambda: os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644))
+        except OSError as exc:  # e.g. ENOLCK on a filesystem without locks: say where, do not run unlocked
+            raise StepError(f"cannot lock {self.path}: {exc.strerror} (keep the state dir on a local "
+                            "filesystem)") from exc
 
     def _flocked(self) -> bool:
-        try:
-            stat = os.stat(self.path)
-        except FileNotFoundError:  # no lock file: nobody ever locked here
-            return False
-        try:
-            table = Path("/proc/locks").read_text()
-        except OSError:  # no procfs: try the lock after all (released at once)
-            fd = self._flock()
-            if fd is not None:
-                os.close(fd)
-            return fd is None
-        # A line per lock: "1: FLOCK  ADVISORY  WRITE <pid> <major>:<minor>:<inode> 0 EOF" (hex device).
-        file_id = f"{os.major(stat.st_dev):02x}:{os.minor(stat.st_dev):02x}:{stat.st_ino}"
-        return any(len(f) > 5 and f[1] == "FLOCK" and f[5] == file_id for f in map(str.split, table.splitlines()))
+        return _flocked(self.path)
 
     def _record(self) -> LockHolder | None:
         data = self.records.read(LOCK_RECORD)
@@ -131,3 +230,51 @@ class StateDirLock:
             if (record is not None and self.alive(record) is not False) or time.monotonic() >= deadline:
                 return record
             time.sleep(_SETTLE_STEP_S)
+
+
+def _flock(path: Path, open_fd) -> int | None:  # noqa: ANN001 - () -> int
+    """A descriptor holding the flock on the file now at `path`, or None when another process holds it."""
+    while True:
+        fd = open_fd()
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        except OSError:
+            os.close(fd)
+            raise
+        # force-unlock may have removed the file between open and flock: a lock on a removed inode
+        # excludes nobody, so start again on the file that is there now.
+        try:
+            current = os.stat(path)
+        except FileNotFoundError:
+            current = None
+        if current is not None and os.path.samestat(os.fstat(fd), current):
+            return fd
+        os.close(fd)
+
+
+def _flocked(path: Path) -> bool:
+    """Whether a live process holds a flock on `path`, from /proc/locks (never by trying the lock)."""
+    try:
+        stat = os.stat(path)
+    except (FileNotFoundError, PermissionError):  # no lock file: nobody ever locked here
+        return False
+    try:
+        table = Path("/proc/locks").read_text()
+    except OSError:  # no procfs: try the lock after all (released at once)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            return exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN)
+        finally:
+            os.close(fd)
+        return False
+    # A line per lock: "1: FLOCK  ADVISORY  WRITE <pid> <major>:<minor>:<inode> 0 EOF" (hex device).
+    file_id = f"{os.major(stat.st_dev):02x}:{os.minor(stat.st_dev):02x}:{stat.st_ino}"
+    return any(len(f) > 5 and f[1] == "FLOCK" and f[5] == file_id for f in map(str.split, table.splitlines()))

@@ -1,4 +1,4 @@
-"""How an adapter applies its table of SDK exceptions to a block: `with translated(_docker_error): ...`.
+"""How an adapter applies its table of SDK exceptions to a block: `with translated(self._translate): ...`.
 
 One SDK class mapped in one place stays a plain `except X as exc: raise TransientError(...) from exc`.
 """

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.text import Text
 
 from kimik3_reconciler.engine import Engine
-from kimik3_reconciler.errors import InputError, Kimik3Error, ProfileError, VerifyFailed
+from kimik3_reconciler.errors import InputError, Kimik3Error, LocalFileError, ProfileError, VerifyFailed
 from kimik3_reconciler.cli.inputs import load, profile_text_now, read_text, write_plan
 from kimik3_reconciler.cli.options import CHANGES_PENDING, EXIT_CODES, Duration, lock_timeout
 from kimik3_reconciler.model.plan_file import read_saved_plan
@@ -66,9 +66,10 @@ def _run(fn):  # noqa: ANN001 - click callback wrapper
         except Kimik3Error as exc:
             _err.print(Text("error: ", style="red") + Text(str(exc)))
             sys.exit(exc.exit_code)
-        except PermissionError as exc:  # e.g. a root-owned cache or key file: say which, no traceback
-            _err.print(Text("error: ", style="red") + Text(f"permission denied: {exc.filename or exc}"))
-            sys.exit(1)
+        except OSError as exc:  # ENOSPC, EROFS, EACCES, a missing state dir...: the path and what to do, no traceback
+            error = LocalFileError.from_os_error(exc)
+            _err.print(Text("error: ", style="red") + Text(str(error)))
+            sys.exit(error.exit_code)
     wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
     return wrapper
 
@@ -158,8 +159,9 @@ def _apply_input(ctx: click.Context, file: str, json_out: bool):  # noqa: ANN202
         return parse_profile(text, source=file), _ctx(ctx, json_out).engine(file), None
     loaded = parse_profile(saved.profile_text, source=saved.profile_source)
     engine = _ctx(ctx, json_out).engine(saved.profile_source)
-    text_now = profile_text_now(saved.profile_source)
-    return loaded, engine, lambda: engine.apply_saved(loaded, saved, text_now)
+    # Read when it runs, under the host lock (as the observation is): what an apply that held the lock
+    # before us changed in the profile file is seen, and makes the plan stale.
+    return loaded, engine, lambda: engine.apply_saved(loaded, saved, profile_text_now(saved.profile_source))
 
 
 @main.command()
@@ -206,8 +208,8 @@ def apply(ctx: click.Context, file: str, json_out: bool, rounds: int, verify_ser
         }, indent=2))
     else:
         done = "no changes (converged)" if not result.changed else f"converged after {len(result.executed)} step(s)"
-        if report and not result.changed:  # engine._verify_due: an earlier apply launched it and never verified it
-            done += "; verified the launch an interrupted apply left unverified"
+        if result.changed and all(s.kind == "verify" for s in result.executed):  # planning/verify_step.py
+            done = "verified the launch an interrupted apply left unverified"
         _out.print(f"{loaded.profile.name}: {done}")
 
 
@@ -220,7 +222,7 @@ def status(ctx: click.Context, file: str, json_out: bool) -> None:
     """Show what is observed for this profile (container, health, image, model)."""
     loaded = load(file)
     engine = _ctx(ctx, json_out).engine(file)
-    observed = engine.observe(loaded)
+    observed = engine.observe(loaded, stat_only=True)  # status reads, never hashes (a 50 GB shard: minutes)
     data = observed.model_dump(mode="json", exclude={"host": {"cpu_flags"}})  # secrets masked by the facts
     lock_holder, locked = engine.ports.lock.holder() if engine.ports.lock else (None, False)
     data["lock"] = {"held": locked, "holder": lock_holder.to_json() if locked and lock_holder else None}
@@ -236,7 +238,9 @@ def status(ctx: click.Context, file: str, json_out: bool) -> None:
         _out.print(Text(f"crashed    exit code {c.exit_code}: {c.crash}"))
     _out.print(f"images     {', '.join(t for i in observed.images for t in i.tags) or 'none'}")
     _out.print(f"model      {m.repo}@{m.revision[:12]}/{m.quant}: {len(m.files) - len(m.missing)}/{len(m.files)} files"
-               + (f", {len(m.corrupt)} corrupt (sha256 mismatch)" if m.corrupt else ""))
+               + (f", {len(m.corrupt)} corrupt (sha256 mismatch)" if m.corrupt else "")
+               + (f", {len(m.changed)} changed since verified (stat moved; not re-hashed here: `kimik3 plan` "
+                  "re-hashes them)" if m.changed else ""))
     for fingerprint, record in observed.gate_records.items():  # quant gate results, per image
         verdict = "passed" if record.get("passed") else "FAILED"
         _out.print(f"gate       {verdict} on {record.get('date')} (image {record.get('image')}, {fingerprint}): "
@@ -274,7 +278,7 @@ def _print_report(report) -> None:  # noqa: ANN001 - verify.VerifyReport, import
     from rich.table import Table
 
     styles = {"ok": ("ok", "green"), "failed": ("FAIL", "red"), "not checkable": ("not checkable", "yellow"),
-              "skipped": ("skipped", "dim")}
+              "inconclusive": ("inconclusive", "yellow"), "skipped": ("skipped", "dim")}
     table = Table("check", "result", "seconds", "detail", title=f"verify {report.profile}")
     for check in report.checks:  # Text cells: server output is never parsed as markup
         table.add_row(check.name, Text(*styles[check.status.value]), f"{check.seconds:.2f}", Text(check.detail))
@@ -286,6 +290,7 @@ def _print_report(report) -> None:  # noqa: ANN001 - verify.VerifyReport, import
                     f"{counts.retries} retr{'y' if counts.retries == 1 else 'ies'}"))
     if report.crash:
         _out.print(Text(f"the server crashed: {report.crash}", style="red"))
+    _out.print(Text(f"verify: {report.summary()}", style="green" if report.ok else "red"))
 
 
 @main.command()
@@ -326,10 +331,10 @@ def prune(ctx: click.Context, file: str, dry_run: bool, lock_timeout: float) -> 
 @_run
 def force_unlock(ctx: click.Context, lock_id: str) -> None:
     """Remove the host lock LOCK_ID (named in exit 5's message) left by a hung kimik3."""
-    from kimik3_reconciler.adapters.host_lock import StateDirLock
+    from kimik3_reconciler.adapters.host_lock import StateDirLock, host_lock_path
     from kimik3_reconciler.locking import force_unlock as remove_lock
 
-    _out.print(remove_lock(StateDirLock(Path(ctx.obj["state_dir"])), lock_id))
+    _out.print(remove_lock(StateDirLock(Path(ctx.obj["state_dir"]), host_lock_path()), lock_id))
 
 
 @main.command()

@@ -36,6 +36,7 @@ class PortListener(_Fact):
     port: int
     pid: int | None = None  # None: the owner could not be read (another user's process, not root)
     program: str | None = None
+    container_id: str | None = None  # the Docker container whose cgroup the owner is in (None: not in one)
 
 
 class HostFacts(_Fact):
@@ -228,6 +229,22 @@ class ContainerFact(_Fact):
     pid: int | None = None  # host pid of its main process (llama-server), as NVML reports it
     rss_bytes: int | None = None  # that process's resident memory (/proc/<pid>/status VmRSS); None: not read
     running: RunningConfig | None = None  # None: not read (planner tests that only care about labels)
+
+    # The one place the container states are read (planners ask these, never `state in (...)`).
+    @property
+    def up(self) -> bool:
+        """Its process runs, or dockerd is restarting it: it holds (or is about to hold) its GPUs and port."""
+        return self.state in ("running", "restarting")
+
+    @property
+    def loaded(self) -> bool:
+        """llama-server has read (or is reading) the model files into memory: up, or paused with them."""
+        return self.up or self.state == "paused"
+
+    @property
+    def serving(self) -> bool:
+        """Running with the model loaded: /health answered 200."""
+        return self.state == "running" and self.health == "ok"
 
 
 class PatchedFile(_Fact):

@@ -1,4 +1,5 @@
-"""The per-host lock's record: who holds it (pure values; adapters/host_lock.py keeps it in the state dir)."""
+"""The per-host lock's record: who holds it (pure values; adapters/host_lock.py keeps it in the state dir and in
+the host-wide lock file)."""
 
 from __future__ import annotations
 
@@ -43,7 +44,9 @@ class LockAttempt:
 
     acquired: `holder` is None, or the record of a holder whose process is gone (taken over: stale).
     not acquired: `holder` is who holds it (None when its record cannot be read yet).
+    `note`: acquired with less than asked (the host-wide lock could not be used: the state dir's alone).
     """
 
     acquired: bool
     holder: LockHolder | None = None
+    note: str | None = None

@@ -98,7 +98,8 @@ class SavedPlan:
                        basis={str(k): str(v) for k, v in data["observed"]["basis"].items()},
                        steps=tuple(step_from_json(s) for s in data["steps"]), created=data["created"],
                        rehash=bool(data["observed"].get("rehash", False)), warnings=tuple(data.get("warnings", ())))
-        except (KeyError, TypeError, ValueError, ValidationError) as exc:
+        # AttributeError: a field of the wrong JSON type (a list where the basis mapping goes, a number as action).
+        except (AttributeError, KeyError, TypeError, ValueError, ValidationError) as exc:
             raise InputError(f"{source}: not a readable kimik3 saved plan ({type(exc).__name__}: {exc})") from exc
 
 

@@ -91,6 +91,7 @@ def _quant(p: Profile) -> Iterator[Finding]:
         yield _error(("model", "quant"), f"{quant} is an IQ/TQ quant not vetted on this hardware: "
                      "it must pass the quant gate first (configure gate.quant)")
     elif p.gate.quant is None:
+        # rule: unvetted-quant
         # Seed 000: other quants are mechanically supported but unvetted.
         yield _warning(("model", "quant"), f"{quant} is not vetted on this hardware; consider gate.quant")
 
@@ -107,16 +108,21 @@ def _fit_target(p: Profile) -> Iterator[Finding]:
     serve, where = p.serve, ("serve", "fit_target")
     margins = serve.fit_target if isinstance(serve.fit_target, list) else None
     if margins is not None and p.gpus == "none":
+        # rule: fit-target-list
+        # A per-GPU margin with no GPU: nothing to index it by (the CPU build has no --fit-target).
         yield _error(where, "a per-GPU list makes no sense with gpus: none")
     elif margins is not None and isinstance(p.gpus, list) and len(margins) != len(p.gpus):
+        # rule: fit-target-list
         # llama.cpp indexes --fit-target like the device list; a short list silently leaves the rest at 1024 MiB.
         yield _error(where, f"has {len(margins)} entries but gpus lists {len(p.gpus)}: write one per GPU, in order")
     if serve.manual_split:
         if serve.fit_target is not None:
+            # rule: fit-target-manual-split
             # Seed 000: N_CPU_MOE switches to -ngl 999 --n-cpu-moe N; --fit (and its margin) is off.
             yield _warning(where, "is ignored: n_cpu_moe is set, so the split is manual (no --fit)")
         return
     if p.serve.spec_draft is not None and margins is None:
+        # rule: spec-draft-fit-list
         # Seed 000: the draft needs ~9 GB free on its GPU plus room for snapshots: use a per-device list.
         yield _warning(where, "with spec_draft, give the draft's GPU more room (~9 GB + snapshots): write one per GPU")
     if p.gpus != "none":
@@ -141,12 +147,23 @@ def fit_margin_findings(p: Profile, mode: catalog.QuantMode) -> Iterator[Finding
             # Seed 000 step 5: too small a margin OOMs the CUDA scratch pool on the first request after a full
             # (~17-minute) load; the floor is per quant (REAP770 measured fine at 4096, step 2).
             yield _error(at, f"{mib} MiB is too small for {p.model.quant} all-VRAM: needs >= {margin.minimum} "
-                         f"(the CUDA scratch pool OOMs on the first request after the load){unmeasured}")
+                         f"(the CUDA scratch pool OOMs on the first request after the load){unmeasured}. Write "
+                         f"{margin.default}{' here' if margins is not None else ''} (or leave serve.fit_target out: "
+                         f"its default follows the quant); {margin.source}{_measured_elsewhere(p.model.quant, mib)}")
         elif margin.spills_at is not None and mib >= margin.spills_at and i != draft_index:
             # rule: fit-target-spill
             # Seed 000 step 2: on REAP770 a 6144 margin silently spills 2-3 expert layers to the CPU, -40 %.
             yield _warning(at, f"{mib} MiB on {p.model.quant} spills 2-3 expert layers to the CPU (-40 % measured "
                            f"at {margin.spills_at}); {margin.default} is the measured setting")
+
+
+def _measured_elsewhere(quant: str, mib: int) -> str:
+    """Where a too-small margin comes from when another quant was measured at it (REAP770's 4096, seed 000
+    step 2, which kimik3 once shipped for UD-IQ2_XXS too: docs/operations.md "Upgrading kimik3")."""
+    others = [q for q in catalog.CATALOG.values()
+              if q.name != quant and q.all_vram_fit is not None and q.all_vram_fit.default == mib]
+    return "".join(f"; {mib} is {q.name}'s measured margin ({q.all_vram_fit.source}), not {quant}'s"
+                   for q in others if q.all_vram_fit is not None)
 
 
 def _ubatch(p: Profile) -> Iterator[Finding]:
@@ -191,7 +208,14 @@ def _spec_draft(p: Profile) -> Iterator[Finding]:
         # Seed 000 "Key facts": no MTP head in the checkpoint, so there is nothing for draft-mtp to draft with.
         yield _error(("serve", "spec_draft", "type"), "draft-mtp needs an MTP head and the Kimi-K3 checkpoint has "
                      "none (seed 000): use draft-dspark (the RadixArk DSpark draft) or draft-simple")
-    # The rollback patch it needs is judged by content when the plan reads the files (planning/patch_roles.py).
+    if not p.build.patches:
+        # rule: spec-draft-rollback
+        # Seed 000: the draft pays only with the rollback patch in the image; with no patch at all there is
+        # nothing to judge, so `validate` refuses it. Which patch is the rollback is judged by content when the
+        # plan reads the files (planning/patch_roles.py).
+        yield _error(("build", "patches"), "is empty, but serve.spec_draft needs the recurrent-state rollback patch "
+                     "(seed 000: kimi-k3-rs-rollback.patch; without it each draft step's state checkpoint costs more "
+                     "than the drafts save): list it here")
     if p.serve.parallel >= 4:
         # rule: spec-draft-concurrency
         # Seed 000: a loss at c4 (verify batches multiply MoE expert reads).
@@ -200,6 +224,8 @@ def _spec_draft(p: Profile) -> Iterator[Finding]:
     if draft.device == "auto":
         return
     if p.gpus == "none":
+        # rule: spec-draft-device
+        # Seed 000: the draft sits on the GPU holding output.weight; with no GPU there is no such device.
         yield _error(("serve", "spec_draft", "device"), "a CUDA draft device needs GPUs: use auto with gpus: none")
     elif isinstance(p.gpus, list) and int(draft.device.removeprefix("CUDA")) != len(p.gpus) - 1:
         # rule: spec-draft-device
@@ -247,9 +273,11 @@ def _endpoint(p: Profile) -> Iterator[Finding]:
 
 def _variant(p: Profile) -> Iterator[Finding]:
     if p.build.variant == "cpu" and p.gpus != "none":
+        # rule: variant-gpus
         # design.md: the CPU variant is built without CUDA, so it cannot use a GPU.
         yield _error(("build", "variant"), "cpu images have no CUDA kernels: set gpus: none")
     elif p.build.variant == "cuda" and p.gpus == "none":
+        # rule: variant-gpus
         # design.md: gpus: none exists for the CPU variant only.
         yield _error(("gpus",), "none needs build.variant: cpu")
 
@@ -260,14 +288,21 @@ def _secrets(p: Profile) -> Iterator[Finding]:
     for key, value in p.serve.env.items():
         upper = key.upper()
         if upper in _SECRET_ENV or upper.endswith(_SECRET_SUFFIXES):
+            # rule: no-secrets
+            # A variable named like a secret holds one: env values show in `docker inspect`.
             yield _error(("serve", "env", key), f"{key} names a secret; {_NO_SECRETS}")
         elif _HF_TOKEN.search(value):
+            # rule: no-secrets
+            # A token under an innocent name is still a token.
             yield _error(("serve", "env", key), f"the value looks like a Hugging Face token; {_NO_SECRETS}")
         elif upper.startswith("LLAMA_ARG_"):
+            # rule: llama-arg-env
             # llama-cpp.md §1.0: env sets llama-server options behind the CLI (list options even append).
             yield _warning(("serve", "env", key), "sets a llama-server option behind kimik3's argv; prefer the profile field")
     for i, arg in enumerate(p.serve.extra_args):
         if _HF_TOKEN.search(arg):
+            # rule: no-secrets
+            # argv shows in `docker inspect` and `ps`.
             yield _error(("serve", "extra_args", i), f"looks like a Hugging Face token; {_NO_SECRETS}")
 
 
@@ -317,6 +352,7 @@ def _cache_ram(p: Profile) -> Iterator[Finding]:
 def _host(p: Profile) -> Iterator[Finding]:
     host = p.serve.host
     if host not in ("loopback", "tailscale") and ipaddress.ip_address(host).is_unspecified:
+        # rule: bind-all-interfaces
         # Seed 000: bind the tailnet address or loopback; never every interface unless written on purpose.
         yield _warning(("serve", "host"), f"{host} binds every interface of the host, not just loopback/the tailnet")
 
@@ -324,6 +360,7 @@ def _host(p: Profile) -> Iterator[Finding]:
 def _archive(p: Profile) -> Iterator[Finding]:
     archive = p.build.archive
     if archive and archive.startswith(("http://", "https://")) and p.build.archive_sha256 is None:
+        # rule: archive-pinned
         # Seed 000: a pinned build, not a moving one; a URL's content can change under the same name.
         yield _warning(("build", "archive"), "a downloaded archive without build.archive_sha256 is not pinned")
 
@@ -341,11 +378,15 @@ def _load_mode(p: Profile) -> Iterator[Finding]:
         yield _error(("serve", "load_mode"), f"{mode!r} maps the model: seed 000 measured a 20+-minute "
                      "single-request stall without --load-mode none; use 'none' (default) or 'dio'")
     elif mode not in LOAD_MODES:
+        # rule: load-mode
+        # llama.cpp's other modes are the mapped ones above; anything else it would refuse at launch.
         yield _error(("serve", "load_mode"), f"must be 'none' or 'dio', not {mode!r}")
 
 
 def _systemd(p: Profile) -> Iterator[Finding]:
     if p.systemd is not None and p.unit_name in p.systemd.conflicts:
+        # rule: unit-conflicts-self
+        # Conflicts= with itself: starting the unit would stop it.
         yield _error(("systemd", "conflicts"), f"lists the profile's own unit {p.unit_name!r}")
 
 

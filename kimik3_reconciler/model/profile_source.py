@@ -47,6 +47,10 @@ class LoadedProfile:
     lines: Mapping[FieldPath, int] = field(default_factory=dict, repr=False, compare=False)
     text: str = field(default="", repr=False, compare=False)  # kept to record the last good profile
 
+    def where(self, path: FieldPath) -> str:
+        """`file:line: field` of a field (or its closest written parent), for a refusal made after validation."""
+        return f"{self.source}:{_line_for(path, self.lines) or 1}: {render_path(path)}"
+
 
 class _Refused(Exception):
     """YAML that kimik3 refuses before constructing any value (anchors, aliases)."""

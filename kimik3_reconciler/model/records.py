@@ -38,7 +38,18 @@ def layout_key(repo: str, revision: str, quant: str) -> str:
     return f"layout/{repo.replace('/', '--')}/{revision}/{quant}.json"
 
 
-def gpu_probe_key(driver: str | None, toolkit: str | None, request: str) -> str:
-    """A passing GPU-plumbing probe (a real container running nvidia-smi) of one (driver, toolkit, request):
-    run once; a driver or toolkit upgrade, or a switch between CDI and the runtime, probes again."""
-    return f"gpu-probe/driver-{driver or 'unknown'}/toolkit-{toolkit or 'unknown'}/{request}.json"
+def reconcile_loop_key(profile_name: str) -> str:
+    """{"holder": LockHolder, "file", "interval_s", "last_pass"} of the `kimik3 reconcile` loop that keeps this
+    profile converged: written every pass, removed when the loop stops. A loop for a conflicting profile reads it
+    and refuses to stop this profile's container (two loops would stop each other every pass)."""
+    return f"reconcile/{profile_name}.json"
+
+
+def gpu_probe_key(driver: str | None, toolkit: str | None, request: str, gpus: str | tuple[str, ...],
+                  host_gpus: int) -> str:
+    """A passing GPU-plumbing probe (a real container running nvidia-smi) of one (driver, toolkit, request, GPUs):
+    run once; a driver or toolkit upgrade, a switch between CDI and the runtime, or other GPUs probe again.
+    `gpus`: the profile's docker device ids, or "all" (then the host's count is part of it): `gpus: [0, 1]`
+    passing says nothing of GPU 5, nor of `gpus: all`, nor of a GPU the host gained since."""
+    probed = f"all-of-{host_gpus}" if gpus == "all" else "gpus-" + "_".join(gpus)
+    return f"gpu-probe/driver-{driver or 'unknown'}/toolkit-{toolkit or 'unknown'}/{request}-{probed}.json"

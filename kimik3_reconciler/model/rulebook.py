@@ -31,6 +31,7 @@ _REAP_FIT = "seed 000 step 2 (REAP770: --fit-target 4096; a 6144 margin silently
 _KEY_SPEC = "seed 000 Key facts (Speculative decoding ...)"
 _VERIFY = ("kimik3_reconciler.verify.checks",)
 _VERIFY_CASES = ("unit/test_verify.py", "unit/test_verify_stub_server.py")
+_OWN = "not in the seeds: kimik3's own rule: "
 
 RULES: tuple[Rule, ...] = (
     Rule("hybrid-ubatch", "warn", "hybrid quants use ubatch 4096 (the default)",
@@ -60,6 +61,18 @@ RULES: tuple[Rule, ...] = (
          "measured to spill 2-3 expert layers to the CPU silently: -40 %",
          _PROFILE, ("cases/profile/allvram_fit_target_6144_warns.yaml", "cases/profile/allvram_fit_target_6144_iq2xxs_ok.yaml"),
          seed=_REAP_FIT),
+    Rule("fit-target-list", "refuse", "a per-GPU fit_target list has one entry per listed GPU, in order, and "
+         "needs GPUs (not gpus: none)",
+         "llama.cpp indexes --fit-target like the device list: a short list silently leaves the other GPUs at its "
+         "1024 MiB default (the CUDA scratch pool's OOM); with gpus: all the host gate counts the host's GPUs",
+         _PROFILE + ("kimik3_reconciler.planning.host_gate",),
+         ("cases/profile/fit_target_list_length.yaml", "cases/profile/fit_target_list_gpus_none.yaml",
+          "unit/test_host_gate.py"),
+         seed=f"{_KEY_SPEC}: use a per-device --fit-target list; {_STEP5_FIT}"),
+    Rule("fit-target-manual-split", "warn", "fit_target with n_cpu_moe is warned as ignored",
+         "n_cpu_moe is a manual split (-ngl 999 --n-cpu-moe N): --fit, and so its margin, is off", _PROFILE,
+         ("cases/profile/fit_target_ignored_with_n_cpu_moe_warns.yaml",),
+         seed="seed 000 step 5 (N_CPU_MOE=<N> switches to -ngl 999 --n-cpu-moe N instead of --fit)"),
     Rule("fit-target-default", "force", "an omitted fit_target follows the quant: its measured all-VRAM margin "
          "(UD-IQ2_XXS 6144, REAP770 4096, unmeasured all-VRAM quants 6144), 4096 hybrid",
          "the default must be the value the seed measured for that quant, not one number for all",
@@ -89,7 +102,7 @@ RULES: tuple[Rule, ...] = (
          "the nvidia runtime otherwise; recorded once per (driver, toolkit, request); gpus: none never probes",
          "a CDI spec file or a registered runtime only says a toolkit was installed; a broken one is found after "
          "a download of hundreds of GB otherwise",
-         ("kimik3_reconciler.planning.gpu_probe",),
+         ("kimik3_reconciler.planning.gpu_probe", "kimik3_reconciler.planning.host_gate"),
          ("cases/plan/76-gpu-probe-cdi-host.yaml", "cases/plan/77-gpu-probe-recorded.yaml",
           "cases/plan/78-gpu-probe-runtime-host.yaml", "unit/test_gpu_probe.py", "integration/test_gpu_probe_docker.py"),
          seed="seed 000 step 1 (GPU containers work via CDI: docker run --rm --device nvidia.com/gpu=all "
@@ -129,6 +142,35 @@ RULES: tuple[Rule, ...] = (
          "tensor split is not implemented for kimi-k3; CUDA has no row split buffers (llama-cpp.md §1.3)",
          _PROFILE, ("cases/profile/split_mode_tensor.yaml",),
          seed="seed 000 Key facts (This is not TP: --split-mode layer); reference/llama-cpp.md §1.3"),
+    Rule("gpus-present", "refuse", "a CUDA profile needs GPUs on the host (NVML sees them) and every GPU it lists "
+         "(index or UUID) must be there",
+         "the build and the download would be for a server that cannot start", ("kimik3_reconciler.planning.host_gate",),
+         ("unit/test_host_gate.py",), seed="seed 000 step 1 (Verify host: nvidia-smi, GPU count/VRAM)"),
+    Rule("gpus-unclaimed", "refuse", "a GPU of the profile holding another job's process is refused (unless "
+         "share_gpus: true); kimik3's own containers and those the plan stops first do not count",
+         "the hardware is commonly a shared pool: claiming a GPU another job uses breaks both",
+         ("kimik3_reconciler.planning.host_gate",), ("unit/test_host_gate.py",),
+         seed="seed 000 step 1 (check nvidia-smi for who else is using the GPUs before claiming any)"),
+    Rule("port-free", "refuse", "serve.port held by a process that is not a kimik3 container is refused before "
+         "anything runs", "llama-server would exit 'couldn't bind' after the launch (on a real quant, a ~17-minute "
+         "load later)", ("kimik3_reconciler.planning.host_gate",),
+         ("cases/plan/60-port-held-by-foreign-process.yaml", "cases/plan/61-port-held-by-own-container.yaml"),
+         seed="not in the seeds: kimik3's own rule: seed 000 serves on a configurable port; a held one fails late"),
+    Rule("sizing-disk", "refuse", "a download that does not fit the cache's free disk (+10 % headroom) is refused "
+         "with the numbers, before anything is fetched",
+         "found after hundreds of GB otherwise", ("kimik3_reconciler.planning.model_step",),
+         ("unit/test_model_step.py", "unit/test_engine.py"),
+         seed="seed 000 step 3 (the script sums the quant's bytes and refuses, with the numbers, if it won't fit)"),
+    Rule("build-args-safe", "refuse", "cmake arguments made from profile fields carry no shell or cmake "
+         "metacharacters", "a profile field must never become shell text in the build",
+         ("kimik3_reconciler.planning.build_flags",), ("unit/test_build_args.py",),
+         seed="not in the seeds: kimik3's own rule: never build a shell string from profile fields"),
+    Rule("unit-owned", "refuse", "systemd.unit is installed only where kimik3 can own it: systemd is PID 1, the "
+         "name is not a template, and no package's, operator's or other profile's unit (or a masked one) is "
+         "overwritten; docker.service and a docker CLI exist",
+         "kimik3 never half-installs a unit or overwrites one it did not write",
+         _UNITS, ("cases/plan/29-systemd-not-pid1.yaml", "unit/test_unit_engine.py"),
+         seed="seed 000 step 7 (one static unit per deployment, installed by hand there; kimik3 installs it)"),
     Rule("numa-balancing", "refuse", "the host needs kernel.numa_balancing = 0",
          "measured as a 20+-minute single-request stall; the host gate refuses before any step runs",
          ("kimik3_reconciler.planning.host_gate",), ("unit/test_host_gate.py", "unit/test_engine.py"),
@@ -140,25 +182,41 @@ RULES: tuple[Rule, ...] = (
     Rule("tq2-refused", "refuse", "UD-TQ2_0 is refused",
          "it loads and talks on these GPUs yet produces corrupted logits", _PROFILE,
          ("cases/profile/quant_tq2_0.yaml",), seed="seed 000 step 2 (UD-TQ2_0 produces corrupted logits)"),
-    Rule("unvetted-iq-tq", "refuse", "an IQ/TQ quant outside the vetted catalog needs gate.quant",
-         "a broken sm_120 kernel for a new type scores KLD >> 1 while it still talks", _PROFILE,
-         ("cases/profile/quant_iq_unvetted.yaml", "cases/profile/quant_iq_unvetted_with_gate.yaml"),
+    Rule("unvetted-iq-tq", "refuse", "an IQ/TQ quant outside the vetted catalog needs gate.quant; a quant whose gate "
+         "failed on this image is never served",
+         "a broken sm_120 kernel for a new type scores KLD >> 1 while it still talks",
+         _PROFILE + ("kimik3_reconciler.planning.quant_gate",),
+         ("cases/profile/quant_iq_unvetted.yaml", "cases/profile/quant_iq_unvetted_with_gate.yaml",
+          "unit/test_quant_gate.py"),
          seed="seed 000 step 2 (any new IQ/TQ quant must pass the gate); When startup crashes (KLD >> 1)"),
+    Rule("unvetted-quant", "warn", "a quant outside the vetted catalog (not IQ/TQ) without gate.quant is warned",
+         "mechanically supported but never verified on this hardware: the gate is how it becomes vetted", _PROFILE,
+         ("cases/profile/quant_unvetted_warns.yaml",),
+         seed="seed 000 step 2 (other Unsloth quants are mechanically supported (QUANT=<dir-name>) but unvetted)"),
     Rule("reap770-code", "warn", "UD-Q2_K_XL-REAP770 is warned for code use",
          "near-reference KLD (0.047) but HumanEval 86.6 % / MBPP 85.5 % vs 95.7 / 97.0 for UD-IQ2_XXS",
          _PROFILE, ("cases/profile/reap770_code_use_warns.yaml",),
          seed="seed 000 step 2 (REAP770: not the right default for coding use)"),
-    Rule("spec-draft-device", "refuse", "the draft sits on the GPU holding output.weight (last GPU of the split)",
-         "anywhere else llama.cpp aborts in graph reservation", _PROFILE + _LAUNCH,
-         ("cases/profile/spec_draft_not_last_gpu.yaml", "unit/test_conflicts.py"),
+    Rule("spec-draft-device", "refuse", "the draft sits on the GPU holding output.weight (last GPU of the split): "
+         "with a gpus: list the profile rules count it, with gpus: all the host gate counts the host's GPUs",
+         "anywhere else llama.cpp aborts in graph reservation", _PROFILE + _LAUNCH + ("kimik3_reconciler.planning.memory_gate",),
+         ("cases/profile/spec_draft_not_last_gpu.yaml", "cases/plan/44-draft-not-last-gpu-with-gpus-all.yaml",
+          "cases/profile/spec_draft_cuda_device_gpus_none.yaml",
+          "unit/test_conflicts.py", "unit/test_memory_gate.py"),
          seed=f"{_KEY_SPEC}: --spec-draft-device CUDA7 on an 8-GPU layer split"),
-    Rule("spec-draft-rollback", "refuse", "spec_draft needs the recurrent-state rollback patch in build.patches, "
-         "recognised by content (a patch changing src/llama-memory-recurrent.cpp/.h that adds a rollback), never "
-         "by file name",
+    Rule("spec-draft-fit-list", "warn", "spec_draft with a scalar fit_target (one margin for every GPU) is warned",
+         "the draft's GPU needs ~9 GB more than the others: only a per-GPU list gives it that without taking it "
+         "from every GPU", _PROFILE, ("cases/profile/spec_draft_scalar_fit_target_warns.yaml",),
+         seed=f"{_KEY_SPEC}: ~9 GB free on the draft's GPU plus the snapshots; use a per-device --fit-target list"),
+    Rule("spec-draft-rollback", "refuse", "spec_draft needs the recurrent-state rollback patch in build.patches: "
+         "an empty list is refused by the profile rules; the patch is recognised by content at plan time (a patch "
+         "changing src/llama-memory-recurrent.cpp/.h whose added code, not comments, names a rollback), never by "
+         "file name",
          "without it the host-side state checkpoint per draft step costs more than the drafts save; the patch is "
          "not public, so there is no sha256 to record",
-         ("kimik3_reconciler.planning.patch_roles",),
-         ("cases/plan/59-spec-draft-patch-named-but-not-rollback.yaml", "cases/plan/75-spec-draft-rollback-by-content.yaml",
+         _PROFILE + ("kimik3_reconciler.planning.patch_roles",),
+         ("cases/profile/spec_draft_no_patches.yaml", "cases/plan/59-spec-draft-patch-named-but-not-rollback.yaml",
+          "cases/plan/75-spec-draft-rollback-by-content.yaml", "cases/plan/46-spec-draft-rollback-only-in-comments.yaml",
           "unit/test_patch_roles.py"),
          seed=f"{_KEY_SPEC}: kimi-k3-rs-rollback.patch, bounded recurrent-state rollback for KIMI_K3"),
     Rule("spec-draft-concurrency", "warn", "speculative decoding with parallel >= 4",
@@ -208,11 +266,12 @@ RULES: tuple[Rule, ...] = (
          ("cases/plan/52-sizing-headroom.yaml", "unit/test_memory_gate.py", "unit/test_host_gate.py"),
          seed="seed 000 Key facts (Sizing gate is disk-and-memory); step 2 (130 GiB of RAM stay busy); seed 001 "
               "(download size + 10-15 % runtime headroom)"),
-    Rule("draft-gpu-room", "refuse", "the draft's GPU keeps >= 9216 MiB free after --fit (its fit_target entry) "
-         "and has that much VRAM at all",
+    Rule("draft-gpu-room", "refuse", "the draft's GPU keeps the quant's all-VRAM floor + 9216 MiB free after --fit "
+         "(its fit_target entry: 6144 + 9216 for UD-IQ2_XXS all-VRAM; 9216 on a hybrid) and has that much VRAM at all",
          "seed 000 Speculative decoding: ~9 GB free on the draft's GPU plus room for the snapshots; use a per-device "
          "--fit-target list", ("kimik3_reconciler.planning.memory_gate",),
-         ("cases/plan/53-draft-gpu-without-room.yaml", "unit/test_memory_gate.py"),
+         ("cases/plan/53-draft-gpu-without-room.yaml", "cases/plan/45-draft-room-on-top-of-allvram-floor.yaml",
+          "unit/test_memory_gate.py"),
          seed=f"{_KEY_SPEC}: ~9 GB free on the draft's GPU plus room for the snapshots, a per-device --fit-target "
               f"list"),
     Rule("cache-dir-local", "warn", "model.cache_dir on a network filesystem (nfs, cifs, sshfs, ...), named with "
@@ -248,6 +307,26 @@ RULES: tuple[Rule, ...] = (
          ("kimik3_reconciler.planning.host_gate",), ("unit/test_host_gate.py",),
          seed="not in the seeds: the build compiles the listed ISA into the CPU backend "
               "(reference/llama-cpp.md §3.2)"),
+    Rule("variant-gpus", "refuse", "build.variant cpu only with gpus: none, and gpus: none only with the cpu variant",
+         "the CPU image has no CUDA kernels; a CUDA image with no GPU is the CPU build done the slow way", _PROFILE,
+         ("cases/profile/variant_cpu_with_gpus.yaml", "cases/profile/variant_cuda_gpus_none.yaml"),
+         seed=f"{_OWN}design.md's two image variants (the seed serves CUDA + CPU kernels; the CPU build is the demo's)"),
+    Rule("bind-all-interfaces", "warn", "serve.host 0.0.0.0 (or ::) is warned: it binds every interface",
+         "the seed binds the tailnet address, or loopback only; every interface exposes the API to every network "
+         "the host is on", _PROFILE, ("cases/profile/serve_host_all_interfaces_warns.yaml",),
+         seed="seed 000 step 5 (--network host bound to the host's Tailscale IP, falls back to loopback-only)"),
+    Rule("archive-pinned", "warn", "an http(s) build.archive without build.archive_sha256 is warned as unpinned",
+         "a URL's content can change under the same name: the build would not be the pinned one", _PROFILE,
+         ("cases/profile/build_archive_url_unpinned_warns.yaml",),
+         seed="seed 000 Why build from source in Docker (you want a pinned commit, not a moving latest)"),
+    Rule("llama-arg-env", "warn", "LLAMA_ARG_* in serve.env is warned: it sets a llama-server option behind the argv",
+         "llama-server reads LLAMA_ARG_* as options (list options even append): a second, hidden copy of a "
+         "profile field", _PROFILE, ("cases/profile/serve_env_llama_arg_warns.yaml",),
+         seed=f"{_OWN}one place for each setting (reference/llama-cpp.md §1.0: env sets options behind the CLI)"),
+    Rule("unit-conflicts-self", "refuse", "systemd.conflicts never lists the profile's own unit",
+         "a unit that Conflicts= with itself stops itself when started", _PROFILE,
+         ("cases/profile/systemd_conflicts_own_unit.yaml",),
+         seed=f"{_OWN}systemd's Conflicts= semantics (seed 000 step 7 uses it between the two units only)"),
     Rule("no-secrets", "refuse", "a profile never holds a secret; the API key is a read-only mounted file",
          "keys in argv/env show up in `docker inspect` and logs", _PROFILE + _LAUNCH,
          ("cases/plan/19-api-key-file.yaml",),
@@ -278,13 +357,20 @@ RULES: tuple[Rule, ...] = (
          _VERIFY, _VERIFY_CASES,
          seed="seed 001 (tool-call shapes occasionally unparseable: validate and retry; monitor parse failures)"),
     Rule("verify-vision", "check", "on real weights with a projector, the vision check fails unless the model names "
-         "the red probe image's colour", "\"it answered\" proves nothing about the vision tower",
+         "the red probe image's colour (a shade of red: crimson, scarlet, maroon, reddish...) and no other colour", "\"it answered\" proves nothing about the vision tower",
          _VERIFY, _VERIFY_CASES, seed="seed 000 step 6 (vision-probe.py: a solid-colour probe image)"),
     Rule("verify-two-turn", "check", "the whole assistant message (reasoning_content, tool_calls) goes back; on real "
          "weights the server's rendered prompt must carry them and turn 2 must use the tool result",
          "K3 keeps its thinking across turns: a server that drops it answers turn 2 without it",
          _VERIFY, _VERIFY_CASES,
          seed="seed 001 (send back the whole previous assistant message, reasoning_content and tool_calls included)"),
+    Rule("verify-thinking-budget", "check", "on real weights a reply cut at max_tokens with no content and no tool "
+         "call is asked once more with 4096 tokens, then reported 'inconclusive (thinking used all N tokens)': never "
+         "a failure, so never a revert",
+         "K3 thinks before it answers: a budget spent thinking says nothing about the deployment, and reverting "
+         "over it costs two full loads", _VERIFY, ("unit/test_verify_stub_server.py",),
+         seed=f"{_OWN}the model's thinking (seed 001: reasoning_content) is not its answer; seed 000 step 5's "
+              "~17-minute load makes a spurious revert expensive"),
     Rule("cuda-oom-first-request", "check", "a server that dies of 'CUDA error: out of memory' (at launch, on "
          "verify's first request, or found exited) is reported with the fix: raise serve.fit_target, use ubatch 2048",
          "the CUDA scratch pool grows on the first real request: without VRAM margin it aborts after a full load",
@@ -293,7 +379,7 @@ RULES: tuple[Rule, ...] = (
           "cases/plan/71-exited-log-names-no-cause.yaml"),
          seed="seed 000 When startup crashes (CUDA error: out of memory in alloc on the first request after an "
               "all-VRAM load -> raise --fit-target and use -ub 2048)"),
-    Rule("kld-broken-kernel", "refuse", "a gated quant scoring mean KLD > 1 fails as a broken kernel for that quant "
+    Rule("kld-broken-kernel", "refuse", "a gated quant scoring mean KLD > 1 (or NaN/inf) fails as a broken kernel for that quant "
          "type on this GPU and is never served, whatever gate.quant.max_kld says",
          "the vetted quants score 0.047-0.37; past 1 no quantization explains it: another type or build is the fix",
          ("kimik3_reconciler.planning.quant_gate",), ("unit/test_crash_symptoms.py",),

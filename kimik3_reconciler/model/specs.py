@@ -261,8 +261,18 @@ class StopUnit(Payload):
     unit: str
 
 
+@dataclass(frozen=True)
+class VerifyServer(Payload):
+    """Run `kimik3 verify` against a container an earlier apply launched and never verified (it died or lost
+    dockerd in the health wait); a pass clears its `unverified/` record."""
+
+    container: str
+    fingerprint: str  # the launch the record names: a newer launch's record is left for its own verify
+
+
 PAYLOADS: tuple[type[Payload], ...] = (
     ModelDownload, RemoveModelFiles, ImageBuild, RetagImage, RemoveImage, LaunchContainer, StartContainer,
     StopContainer, RemoveContainer, SmokeTest, QuantGateRun, GpuProbe, HealthWait, UnitInstall, UnitRemoval, StopUnit,
     PagecachePreread,
+    VerifyServer,
 )

@@ -29,8 +29,10 @@ __all__ = ["observe"]
 
 
 def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, rehash: bool = False,
-            gate_reference: Profile | None = None, before_hub: Callable[[Observed], object] | None = None) -> Observed:
-    """What the planner may look at. `rehash`: re-hash the cached model files (`--verify`);
+            gate_reference: Profile | None = None, before_hub: Callable[[Observed], object] | None = None,
+            stat_only: bool = False) -> Observed:
+    """What the planner may look at. `rehash`: re-hash the cached model files (`--verify`); `stat_only`
+    (`kimik3 status`): never hash, a file whose stat moved is only reported `changed`;
     `gate_reference`: the quant gate's reference profile, whose files are observed too (planning says when);
     `before_hub`: called with the host-side facts (no model files yet) before any hub request (the host gate)."""
     # Inspected once: the container fact also tells the host collector which GPU process is ours.
@@ -46,19 +48,22 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
         m = profile.model
         before_hub(Observed(host=host, inputs=inputs, container=container, others=others,
                             model=ModelFact(repo=m.repo, revision=m.revision, quant=m.quant, cache_dir="")))
-    model = collect_model(profile, ports.hub, ports.state, base_dir, ports.host, rehash)
+    model = collect_model(profile, ports.hub, ports.state, base_dir, ports.host, rehash, stat_only)
     gated = gate_reference is not None
-    reference = (collect_model(gate_reference, ports.hub, ports.state, base_dir, ports.host, rehash)
+    reference = (collect_model(gate_reference, ports.hub, ports.state, base_dir, ports.host, rehash, stat_only)
                  if gate_reference is not None else None)
     layout, layout_recorded = collect_layout(profile, ports.hub, ports.state, model)
     # GPU plumbing only for a profile that asks for GPUs: the CPU variant never probes.
     gpu = profile.build.variant == "cuda" and profile.gpus != "none"
     plumbing = collect_gpu_plumbing(ports.docker, ports.host) if gpu else None
+    # The probe record is per GPU set (planning/gpu_probe.py asks for these docker device ids).
+    probed = "all" if profile.gpus == "all" else tuple(str(g) for g in profile.gpus)
     base_ids, base_digests = collect_base_images(ports.docker, (profile.build.base_images.build,
                                                                profile.build.base_images.runtime))
     return Observed(
         gpu_plumbing=plumbing,
-        gpu_probe_record=collect_gpu_probe(ports.state, plumbing, host.driver_version) if plumbing else None,
+        gpu_probe_record=(collect_gpu_probe(ports.state, plumbing, host.driver_version, probed,
+                                            len(host.gpus)) if plumbing else None),
         reference=reference,
         gate_records=(ports.state.read(gate_key(model.repo, model.revision, model.quant)) or {}) if gated else {},
         host=host,
@@ -67,7 +72,7 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
         layout=layout,
         layout_recorded=layout_recorded,
         tokenizer=collect_tokenizer(profile, ports.hub, ports.state, base_dir, ports.host, rehash,
-                                    hub_down=model.listing_error),
+                                    hub_down=model.listing_error, stat_only=stat_only),
         images=collect_images(ports.docker, ports.state),
         base_images=base_ids,
         base_digests=base_digests,

@@ -81,11 +81,12 @@ def collect_gpu_plumbing(docker: DockerPort, host: HostPort) -> GpuPlumbing:
     return parse_gpu_plumbing(docker.info(), specs, host.container_toolkit_version())
 
 
-def collect_gpu_probe(state: StatePort, plumbing: GpuPlumbing, driver: str | None) -> dict[str, Any] | None:
-    """The passing probe record of this (driver, toolkit, request), if any."""
+def collect_gpu_probe(state: StatePort, plumbing: GpuPlumbing, driver: str | None, gpus: str | tuple[str, ...],
+                      host_gpus: int) -> dict[str, Any] | None:
+    """The passing probe record of this (driver, toolkit, request, GPUs), if any."""
     if plumbing.request is None:
         return None
-    record = state.read(gpu_probe_key(driver, plumbing.toolkit_version, plumbing.request))
+    record = state.read(gpu_probe_key(driver, plumbing.toolkit_version, plumbing.request, gpus, host_gpus))
     return record if record and record.get("passed") else None
 
 

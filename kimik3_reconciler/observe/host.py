@@ -135,13 +135,33 @@ def parse_tcp_listeners(tables: str, port: int) -> dict[int, str]:
     return found
 
 
+_CONTAINER_ID = re.compile(r"(?:^|[/-])([0-9a-f]{64})(?:\.scope)?$")
+
+
+def parse_cgroup_container(cgroup: str) -> str | None:
+    """/proc/<pid>/cgroup text -> the Docker container id the process runs in (None: not in a container).
+    Docker names the cgroup after the full id: `/docker/<id>` (cgroupfs driver), `/system.slice/docker-<id>.scope`
+    (systemd driver); cgroup v1 repeats it per controller, v2 has one `0::` line."""
+    for line in cgroup.splitlines():
+        path = line.split(":", 2)[-1].strip()
+        found = _CONTAINER_ID.search(path)
+        if found:
+            return found.group(1)
+    return None
+
+
 def collect_listeners(host: HostPort, port: int, our_pids: frozenset[int] = frozenset()) -> tuple[PortListener, ...]:
-    """Who listens on the profile's port: a foreign one makes llama-server exit with "couldn't bind"."""
+    """Who listens on the profile's port: a foreign one makes llama-server exit with "couldn't bind". Each owner's
+    container comes from its cgroup, so any process inside a container (a child, a wrapper) is matched to it."""
     sockets = parse_tcp_listeners(host.tcp_tables(), port)
     owners = host.socket_owners(set(sockets), our_pids) if sockets else {}
-    return tuple(PortListener(address=address, port=port, pid=owners.get(inode, (None, None))[0],
-                              program=owners.get(inode, (None, None))[1])
-                 for inode, address in sorted(sockets.items()))
+    listeners = []
+    for inode, address in sorted(sockets.items()):
+        pid, program = owners.get(inode, (None, None))
+        container_id = parse_cgroup_container(host.process_cgroup(pid)) if pid else None
+        listeners.append(PortListener(address=address, port=port, pid=pid, program=program,
+                                      container_id=container_id))
+    return tuple(listeners)
 
 
 def collect_host(host: HostPort, docker: DockerPort | None = None, our_pids: frozenset[int] = frozenset(),

@@ -56,8 +56,9 @@ def content_matches(cached: Path, f: RemoteFile) -> bool:
 
 
 def _check_files(files: tuple[RemoteFile, ...], verified: frozenset[str], recorded: dict[str, FileStat] | None, repo: str,
-                 revision: str, cache_dir: str, hub: HubPort, rehash: bool) -> dict[str, Any]:
-    """ModelFact's cache fields: missing, corrupt, changed, stats (of the files verified now), unrecorded."""
+                 revision: str, cache_dir: str, hub: HubPort, rehash: bool, stat_only: bool = False) -> dict[str, Any]:
+    """ModelFact's cache fields: missing, corrupt, changed, stats (of the files verified now), unrecorded.
+    `stat_only` (`kimik3 status`): a moved file is reported `changed`, never re-hashed (a 50 GB shard)."""
     found: dict[str, list[Any]] = {"missing": [], "corrupt": [], "changed": [], "stats": [], "unrecorded": []}
     for f in files:
         cached = hub.cached_file(repo, revision, f.path, cache_dir)
@@ -74,6 +75,8 @@ def _check_files(files: tuple[RemoteFile, ...], verified: frozenset[str], record
         moved = recorded is not None and then != now
         if moved:
             found["changed"].append(f.path)
+            if stat_only:  # neither confirmed nor refuted: a plan re-hashes it
+                continue
         # Re-hash what moved since it was verified (or everything, `--verify`): a bad blob is
         # refetched, never served; an older manifest without stats is trusted as before.
         if (moved or rehash) and not content_matches(cached, f):
@@ -87,7 +90,8 @@ def _check_files(files: tuple[RemoteFile, ...], verified: frozenset[str], record
 
 
 def _collect(repo: str, revision: str, quant: str, key: str, listing: Callable[[], list[RemoteFile]],
-             cache_dir: str, hub: HubPort, state: StatePort, host: HostPort, rehash: bool) -> ModelFact:
+             cache_dir: str, hub: HubPort, state: StatePort, host: HostPort, rehash: bool,
+             stat_only: bool = False) -> ModelFact:
     """The verified manifest when there is one, else the hub's listing; then what is missing locally."""
     record = state.read(key)
     if record is not None:
@@ -102,22 +106,22 @@ def _collect(repo: str, revision: str, quant: str, key: str, listing: Callable[[
             return ModelFact(repo=repo, revision=revision, quant=quant, cache_dir=cache_dir, listing="hub",
                              listing_error=str(exc), cache_free_bytes=host.disk_free(cache_dir),
                              cache_fs=collect_filesystem(host, cache_dir))
-    checked = _check_files(files, verified, recorded, repo, revision, cache_dir, hub, rehash)
+    checked = _check_files(files, verified, recorded, repo, revision, cache_dir, hub, rehash, stat_only)
     return ModelFact(repo=repo, revision=revision, quant=quant, cache_dir=cache_dir, files=files, **checked,
                      listing=source, cache_free_bytes=host.disk_free(cache_dir),
                      cache_fs=collect_filesystem(host, cache_dir))
 
 
 def collect_model(profile: Profile, hub: HubPort, state: StatePort, base_dir: Path, host: HostPort,
-                  rehash: bool = False) -> ModelFact:
+                  rehash: bool = False, stat_only: bool = False) -> ModelFact:
     m = profile.model
     return _collect(m.repo, m.revision, m.quant, manifest_key(profile),
                     lambda: hub.list_files(m.repo, m.revision, wanted_paths(profile), m.endpoint),
-                    _cache_dir(profile, hub, base_dir), hub, state, host, rehash)
+                    _cache_dir(profile, hub, base_dir), hub, state, host, rehash, stat_only)
 
 
 def collect_tokenizer(profile: Profile, hub: HubPort, state: StatePort, base_dir: Path, host: HostPort,
-                      rehash: bool = False, hub_down: str | None = None) -> ModelFact | None:
+                      rehash: bool = False, hub_down: str | None = None, stat_only: bool = False) -> ModelFact | None:
     """model.tokenizer: every non-weight file of the HF-format repo (the GGUF repo has no tokenizer)."""
     t = profile.model.tokenizer
     if t is None:
@@ -129,4 +133,4 @@ def collect_tokenizer(profile: Profile, hub: HubPort, state: StatePort, base_dir
         return [f for f in hub.list_repo(t.repo, t.revision, profile.model.endpoint) if not is_weight(f.path)]
 
     return _collect(t.repo, t.revision, "tokenizer", tokenizer_manifest_key(profile), listing,
-                    _cache_dir(profile, hub, base_dir), hub, state, host, rehash)
+                    _cache_dir(profile, hub, base_dir), hub, state, host, rehash, stat_only)

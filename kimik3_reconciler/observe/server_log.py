@@ -11,15 +11,28 @@ _BIND = ("couldn't bind", "address already in use", "exiting due to http server 
 # (the compute scratch pool growing on a request), then a GGML_ABORT: SIGABRT, exit 134.
 _CUDA_OOM = "cuda error: out of memory"
 _OOM = ("failed to allocate", "cudamalloc", "out of memory", "cannot allocate memory")
+_SIGNALLED = {137: "exit 137: SIGKILL", 143: "exit 143: SIGTERM"}
 _BAD_GGUF = ("invalid magic", "gguf_init", "failed to load model", "error loading model", "failed to read")
 # Seed 000 "When startup crashes" and step 5: the fix for the scratch pool's OOM.
 CUDA_OOM_FIX = ("raise serve.fit_target (the VRAM margin --fit leaves free per GPU for compute buffers; seed "
                 "000 step 5: all-VRAM needs --fit-target 6144) and use serve.ubatch 2048")
 
 
+# Proof the server had loaded, in the tail itself: its "model loaded" line, or a request's own lines (a slot
+# taking a task), which sit just before the crash they caused. After a long load with many requests the
+# "model loaded" line has left a 200-line tail; the request that crashed it has not.
+_LOADED = "llama_server: model loaded"
+_REQUEST = ("launch_slot_", "processing task", "new prompt, n_ctx_slot")
+
+
+def _served(text: str) -> bool:
+    return _LOADED in text or any(marker in text for marker in _REQUEST)
+
+
 @dataclass(frozen=True)
 class LoadCause:
-    """A failed launch's or crash's cause (`bind`, `cuda-oom`, `oom`, `bad-gguf`, `other`) and its headline."""
+    """A failed launch's or crash's cause (`bind`, `cuda-oom`, `oom`, `bad-gguf`, `killed`, `other`) and its
+    headline."""
 
     cause: str
     headline: str
@@ -37,17 +50,23 @@ def classify_load_failure(exit_code: int | None, oom_killed: bool, log_tail: str
     # Checked before host OOM: its fix is the VRAM margin, not a smaller context or quant (seed 000 "When
     # startup crashes": CUDA error: out of memory in alloc on the first request after an all-VRAM load).
     if _CUDA_OOM in text:
-        when = ("on a request after a successful load" if while_serving or "llama_server: model loaded" in text
-                else "while loading")
+        when = ("on a request after a successful load" if while_serving or _served(text) else "while loading")
         return LoadCause("cuda-oom", f"crashed with CUDA error: out of memory {when} (the CUDA scratch pool "
                                      f"found no VRAM left): {CUDA_OOM_FIX}")
-    # 137 = SIGKILL: the kernel's OOM killer (or docker's memory limit) is the usual sender during a load.
-    if oom_killed or exit_code == 137 or any(marker in text for marker in _OOM):
-        return LoadCause("oom", "ran out of memory while loading the model (exit 137 / failed to allocate): lower "
+    # Out of memory only when it says so: Docker's State.OOMKilled (the kernel's OOM killer or the memory
+    # limit) or llama.cpp's own allocation failure. A bare exit 137 is any SIGKILL: `docker stop`'s timeout,
+    # a stopping dockerd, a kill by hand; calling that OOM sends the operator to shrink a model that fits.
+    if oom_killed or any(marker in text for marker in _OOM):
+        return LoadCause("oom", "ran out of memory while loading the model (OOM-killed / failed to allocate): lower "
                                 "serve.ctx_size or fit_target, or pick a smaller quant")
     if any(marker in text for marker in _BAD_GGUF):
         return LoadCause("bad-gguf", "failed while loading the model: the GGUF could not be read (truncated or "
                                      "corrupt shard?); `kimik3 apply --verify` re-hashes the cached files")
+    if exit_code in _SIGNALLED:
+        when = "while serving" if while_serving else "while loading the model"
+        return LoadCause("killed", f"was stopped by a signal {when} ({_SIGNALLED[exit_code]}, not out of memory: "
+                                   "Docker did not report an OOM kill): a `docker stop`, a dockerd restart or a "
+                                   "kill from outside; the next apply starts it again")
     if while_serving:
         return LoadCause("other", "exited while serving a request")
     return LoadCause("other", "exited while loading the model")

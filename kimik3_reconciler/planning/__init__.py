@@ -6,7 +6,7 @@ and the steps planned before it, and returns its own steps. A new step kind is o
 
 from __future__ import annotations
 
-from kimik3_reconciler.errors import HubError, PlanError
+from kimik3_reconciler.errors import FieldRefusal, HubError, PlanError
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.labels import PROFILE_LABEL
 from kimik3_reconciler.model.plan import Action, Plan, Step
@@ -26,6 +26,7 @@ from kimik3_reconciler.planning.preread_step import plan_preread
 from kimik3_reconciler.planning.quant_gate import gate_reference, plan_gate, plan_reference, plan_stop_for_gate
 from kimik3_reconciler.planning.smoke_step import plan_smoke
 from kimik3_reconciler.planning.unit_step import plan_stale_units, plan_unit, plan_unit_teardown
+from kimik3_reconciler.planning.verify_step import plan_verify
 
 __all__ = ["PLANNERS", "Desired", "gate_reference", "plan", "plan_destroy", "plan_prune", "refuse_by_host_gate",
            "render_desired"]
@@ -35,7 +36,7 @@ __all__ = ["PLANNERS", "Desired", "gate_reference", "plan", "plan_destroy", "pla
 # goes after everything that downloads, builds or gates, right before the swap (the old server still serves).
 PLANNERS: tuple[Planner, ...] = (
     plan_gpu_probe, plan_model, plan_tokenizer, plan_reference, plan_image, plan_smoke, plan_stop_for_gate, plan_gate,
-    plan_preread, plan_stale_units, plan_conflicts, plan_container, plan_health, plan_unit,
+    plan_preread, plan_stale_units, plan_conflicts, plan_container, plan_health, plan_verify, plan_unit,
 )
 
 
@@ -49,12 +50,13 @@ def refuse_by_host_gate(profile: Profile, observed: Observed) -> list[str]:
     hub request too (with no model files yet: the sizing half waits for the listing)."""
     refusals, gate_warnings = host_gate(profile, observed)
     if refusals:
-        raise PlanError("the host gate refuses this profile:\n  - " + "\n  - ".join(refusals))
+        fields = tuple(r.field for r in refusals if isinstance(r, FieldRefusal))
+        raise PlanError("the host gate refuses this profile:\n  - " + "\n  - ".join(refusals), fields)
     return gate_warnings
 
 
 def plan(profile: Profile, observed: Observed, warnings: tuple[str, ...] = ()) -> Plan:
-    """Ordered steps: model, image, smoke, container, health, unit. A step that must change carries its reason.
+    """Ordered steps: model, image, smoke, container, health, verify, unit. A step that must change carries its reason.
     The host gate comes first: a refusal names every failing fact, and nothing runs."""
     gate_warnings = refuse_by_host_gate(profile, observed)
     for fact in (observed.model, observed.tokenizer):

@@ -71,6 +71,8 @@ def cmake_configure_args(profile: Profile, host: HostFacts) -> tuple[str, ...]:
     args = tuple(f"-D{k}={v}" for k, v in cmake_definitions(profile, host).items())
     unsafe = [a for a in args if not _SAFE_ITEM.match(a)]
     if unsafe:
+        # rule: build-args-safe
+        # Profile fields never become shell text: a value with shell or cmake metacharacters is refused.
         raise PlanError(f"refusing cmake arguments with unsafe characters: {unsafe}")
     return args
 

@@ -45,7 +45,7 @@ def plan_conflicts(desired: Desired, observed: Observed, planned: tuple[Step, ..
     steps = []
     for other in observed.others:
         unit = supervising_unit(observed, other.profile)
-        if other.state not in ("running", "restarting") and unit is None:
+        if not other.up and unit is None:
             continue
         why = why_conflicting(profile, other, profile.serve.port)
         if not why:

@@ -10,9 +10,6 @@ from kimik3_reconciler.planning.container_drift import running_drift
 from kimik3_reconciler.planning.desired import Desired, changes
 from kimik3_reconciler.planning.launch import Launch
 
-# States in which llama-server has read (or is reading) the model files into memory.
-_LOADED = ("running", "restarting", "paused")
-
 
 def _rebuilt_image_id(launch: Launch, observed: Observed) -> str | None:
     """The id now under the container's tag when it is a rebuild of the same inputs (a new base image)."""
@@ -42,7 +39,7 @@ def _loaded_corrupt(observed: Observed) -> tuple[str, ...]:
     """Corrupt model files a running server may have loaded (the model step refetches them first).
     A file that is only missing is not here: the server could not have loaded it as it is now."""
     container = observed.container
-    if container is None or container.state not in _LOADED:
+    if container is None or not container.loaded:
         return ()
     return observed.model.corrupt
 
@@ -76,7 +73,7 @@ def plan_container(desired: Desired, observed: Observed, planned: tuple[Step, ..
         return (Step("container", name, Action.REPLACE, f"{launch.spec.image} was rebuilt since this container started",
                      diff=(DiffItem("image id", container.image_id[:19], rebuilt[:19]),),
                      spec=LaunchContainer(launch.spec, replace=True)),)
-    if container.state in ("running", "restarting"):
+    if container.up:
         # The payload rides along (never executed): `plan --json` shows what runs.
         return (Step("container", name, Action.NOOP, f"running, fingerprint {launch.fingerprint} matches",
                      spec=LaunchContainer(launch.spec)),)

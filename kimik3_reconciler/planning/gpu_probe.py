@@ -3,7 +3,7 @@ profile's GPUs (seed 000 step 1: `docker run --rm --device nvidia.com/gpu=all --
 
 A CDI spec file or a registered runtime says the toolkit was installed, not that it works: a stale CDI
 spec after a driver upgrade, or a daemon that ignores CDI, passes that look and fails the first launch,
-after a download of hundreds of GB. The probe runs once per (driver, toolkit, request) and is recorded;
+after a download of hundreds of GB. The probe runs once per (driver, toolkit, request, GPUs) and is recorded;
 the CPU variant (`gpus: none`) never probes.
 """
 
@@ -48,7 +48,8 @@ def render_probe(desired: Desired, observed: Observed) -> GpuProbe | None:
     expected = len(host.gpus) if gpus == "all" else len(gpus)
     return GpuProbe(container=f"{profile.name}-gpu-probe", image=image, gpus=gpus, gpu_request=request,
                     expected_gpus=expected, driver=host.driver_version, toolkit=plumbing.toolkit_version,
-                    record_key=gpu_probe_key(host.driver_version, plumbing.toolkit_version, request),
+                    record_key=gpu_probe_key(host.driver_version, plumbing.toolkit_version, request, gpus,
+                                              len(host.gpus)),
                     labels=((PROFILE_LABEL, profile.name), ("kimik3.role", "gpu-probe")))
 
 

@@ -57,12 +57,8 @@ def plan_health(desired: Desired, observed: Observed, planned: tuple[Step, ...] 
                      cost=f"predicted downtime ~{duration(seconds)} ({how}); gives up after {duration(wait.timeout_s)}"),)
     container = observed.container
     health = container.health if container else None
-    # The apply that launched it died (or lost dockerd) before verify: the next apply verifies it.
-    unverified = (f"{container.name} was launched by an apply that did not verify it (interrupted?): "
-                  "the next apply runs verify",) if container and container.fingerprint == observed.unverified else ()
     if health == "ok":
-        return (Step("health", target, Action.NOOP, "/health answers 200: model loaded", spec=wait,
-                     warnings=unverified),)
-    # A load already in progress is waited for, never relaunched.
+        return (Step("health", target, Action.NOOP, "/health answers 200: model loaded", spec=wait),)
+    # A load already in progress is waited for, never relaunched (an unverified one: verify_step follows).
     why = "model still loading (/health 503)" if health == "loading" else "/health not answering yet"
-    return (Step("health", target, Action.READ, f"{why}: wait", spec=wait, warnings=unverified),)
+    return (Step("health", target, Action.READ, f"{why}: wait", spec=wait),)

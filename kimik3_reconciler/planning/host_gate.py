@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from kimik3_reconciler.errors import FieldRefusal
 from kimik3_reconciler.model.facts import HostFacts, ModelFact, Observed
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.planning.build_flags import HOST_FLAGS, cpu_features
@@ -38,7 +39,7 @@ def _stoppable_pids(profile: Profile, observed: Observed) -> frozenset[int]:
     """Our container's and those the conflict step stops first: their VRAM is about to be free."""
     pids = {observed.container.pid} if observed.container and observed.container.pid else set()
     pids |= {o.pid for o in observed.others
-             if o.pid and o.state in ("running", "restarting") and why_conflicting(profile, o, profile.serve.port)}
+             if o.pid and o.up and why_conflicting(profile, o, profile.serve.port)}
     return frozenset(pids)
 
 
@@ -97,6 +98,8 @@ def _arch_findings(profile: Profile, host: HostFacts) -> tuple[list[str], list[s
 
 def _gpu_refusals(profile: Profile, observed: Observed, stoppable: frozenset[int] = frozenset()) -> list[str]:
     host = observed.host
+    # rule: gpus-present
+    # Seed 000 step 1: nvidia-smi first (GPU count/VRAM): a CUDA profile on a host without them cannot load.
     if host.gpu_probe == "no-driver" or not host.gpus:
         floor, _ = driver_floor(_runtime_cuda(profile, observed))
         return [f"0 GPUs on this host ({host.gpu_probe_detail or 'NVML sees none'}): build.variant cuda needs the "
@@ -105,33 +108,53 @@ def _gpu_refusals(profile: Profile, observed: Observed, stoppable: frozenset[int
     refusals = [r for r in (_driver_refusal(profile, observed),) if r]
     gpus, absent = requested_gpus(profile, host)
     if absent:
+        # rule: gpus-present
+        # The profile's GPUs must be this host's (indices or UUIDs that NVML lists).
         have = ", ".join(f"{g.index} ({g.uuid})" for g in host.gpus)
         refusals.append(f"gpus: {', '.join(absent)} not on this host (it has {have})")
     if not profile.share_gpus:
         for gpu in gpus:
             for p in gpu.processes:
                 if not p.ours and p.pid not in stoppable:
+                    # rule: gpus-unclaimed
+                    # Seed 000 step 1: check who else uses the GPUs before claiming any (commonly a shared pool).
                     refusals.append(f"GPU {gpu.index} ({gpu.uuid}) holds {p.used_bytes // MIB} MiB for pid {p.pid}, "
                                     "not this profile's container: another job on a shared GPU? pick other gpus, "
                                     "stop it, or set share_gpus: true")
     fit = profile.serve.fit_target
     if isinstance(fit, list) and profile.gpus == "all" and len(fit) != len(host.gpus):
-        refusals.append(f"serve.fit_target lists {len(fit)} values but gpus: all is {len(host.gpus)} GPUs here")
+        # rule: fit-target-list
+        # llama.cpp indexes --fit-target like the devices: with gpus: all only the host's count says how many.
+        refusals.append(FieldRefusal(("serve", "fit_target"), f"serve.fit_target lists {len(fit)} values but gpus: "
+                                     f"all is {len(host.gpus)} GPUs here"))
     if host.docker_gpus is False:
+        # rule: gpu-plumbing-probe
+        # No CDI spec and no nvidia runtime: no container can get a GPU, so the probe has nothing to try.
         refusals.append("Docker cannot give containers GPUs: install nvidia-container-toolkit (CDI specs in /etc/cdi "
                         "or the nvidia runtime)")
     return refusals
 
 
+def _stoppable_containers(profile: Profile, observed: Observed) -> frozenset[str]:
+    """Ids of our container and of those the conflict step stops first: whatever listens inside them is ours."""
+    ids = {observed.container.id} if observed.container else set()
+    ids |= {o.id for o in observed.others if o.up and why_conflicting(profile, o, profile.serve.port)}
+    return frozenset(ids)
+
+
 def _port_refusal(profile: Profile, observed: Observed) -> str | None:
     """A foreign process on serve.port makes llama-server exit "couldn't bind" after the launch: refuse first."""
     stoppable = _stoppable_pids(profile, observed)
-    foreign = [p for p in observed.host.listeners if p.pid not in stoppable]
+    containers = _stoppable_containers(profile, observed)
+    # The owner's cgroup says which container it runs in: a child or wrapper of llama-server is ours too.
+    foreign = [p for p in observed.host.listeners if p.pid not in stoppable and p.container_id not in containers]
     # An owner we cannot see (not root) may be our own container: only refuse when no kimik3 one is running.
-    kimik3_running = bool(stoppable) or any(c.state == "running" for c in (observed.container, *observed.others) if c)
+    kimik3_running = bool(stoppable) or any(c.up for c in (observed.container, *observed.others) if c)
     named = [p for p in foreign if p.pid is not None or not kimik3_running]
     if not named:
         return None
+    # rule: port-free
+    # A port held by another process is found after the launch (and, on a real quant, a ~17-minute load) otherwise.
     who = ", ".join(f"pid {p.pid} ({p.program})" if p.pid else "a process kimik3 cannot see (run as root)"
                     for p in named)
     return (f"port {profile.serve.port} is held by {who} listening on "
@@ -192,7 +215,7 @@ def host_gate(profile: Profile, observed: Observed) -> tuple[list[str], list[str
         if host.gpu_probe == "ok":
             found, cautions = _arch_findings(profile, host)
             refusals, warnings = refusals + found, warnings + cautions
-    ours_running = bool(stoppable) or bool(observed.container and observed.container.state == "running")
+    ours_running = bool(stoppable) or bool(observed.container and observed.container.loaded)  # its memory frees
     memory, caution = memory_findings(profile, observed, ours_running)
     refusals += memory + draft_room_refusals(profile, observed)
     warnings += caution

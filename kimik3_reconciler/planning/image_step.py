@@ -122,7 +122,7 @@ def plan_image(desired: Desired, observed: Observed, planned: tuple[Step, ...] =
     """The image step; refused when a speculative draft is asked for and no patch is the rollback patch."""
     rollback, refusal = rollback_requirement(desired.profile, observed.inputs.patches)
     if refusal:
-        raise PlanError(refusal)
+        raise PlanError(refusal, fields=(("build", "patches"),))  # the engine adds the profile's file:line
     steps = _plan_image(desired, observed)
     if rollback is None:
         return steps

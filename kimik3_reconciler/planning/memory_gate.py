@@ -7,13 +7,17 @@
   keeps ~130 GiB busy); `--load-mode none` reads it into allocated memory, so it must fit the RAM,
   and what other processes hold now (MemAvailable) is worth a warning.
 - The speculative draft (seed 000): "~9 GB free on the draft's GPU plus room for the snapshots — use
-  a per-device --fit-target list": the margin --fit leaves on that GPU must hold it, and the GPU too.
+  a per-device --fit-target list": the margin --fit leaves on that GPU must hold it on top of the quant's
+  all-VRAM floor (6144 for UD-IQ2_XXS: 6144 + 9216), and the GPU too; with `gpus: all` the named
+  draft device must be the host's last GPU.
 Pure; the host gate calls it.
 """
 
 from __future__ import annotations
 
-from kimik3_reconciler.model.facts import Observed
+from kimik3_reconciler.errors import FieldRefusal
+from kimik3_reconciler.model import catalog
+from kimik3_reconciler.model.facts import HostFacts, Observed
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.profile_rules import DRAFT_ROOM_MIB
 from kimik3_reconciler.planning.humanize import gib
@@ -75,10 +79,36 @@ def _expert_ram(decision: ModeDecision, ram_total: int, ram_available: int | Non
     return [], []
 
 
+def draft_device_refusal(profile: Profile, host: HostFacts) -> FieldRefusal | None:
+    """With `gpus: all` the split is the host's GPUs, so only their count says which is the last: a named
+    spec_draft.device must be that one (with a `gpus:` list the profile rules judge it)."""
+    draft = profile.serve.spec_draft
+    if draft is None or draft.device == "auto" or profile.gpus != "all" or profile.build.variant != "cuda":
+        return None
+    if not host.gpus:
+        return None  # no GPU facts: the GPU refusals say so
+    last = f"CUDA{len(host.gpus) - 1}"
+    # rule: spec-draft-device
+    # Seed 000: the draft must sit on the GPU holding output.weight, the last of the layer split
+    # (--spec-draft-device CUDA7 on 8 GPUs); anywhere else llama.cpp aborts in graph reservation after the load.
+    if draft.device == last:
+        return None
+    return FieldRefusal(("serve", "spec_draft", "device"),
+                        f"serve.spec_draft.device must be {last} (the GPU holding output.weight, the last of the "
+                        f"split): it is {draft.device}, and gpus: all splits the model over this host's "
+                        f"{len(host.gpus)} GPUs; elsewhere llama.cpp aborts in graph reservation (write {last} or auto)")
+
+
 def draft_room_refusals(profile: Profile, observed: Observed) -> list[str]:
-    """The draft's GPU must keep ~9 GB (+ snapshots) free after --fit, and be big enough for it at all."""
+    """The draft's device, then its GPU: it must keep ~9 GB (+ snapshots) free after --fit besides the
+    quant's own all-VRAM margin, and be big enough for it at all."""
     host, draft = observed.host, profile.serve.spec_draft
-    if draft is None or profile.build.variant != "cuda" or host.gpu_probe != "ok":
+    if draft is None or profile.build.variant != "cuda":
+        return []
+    misplaced = draft_device_refusal(profile, host)
+    if misplaced is not None:
+        return [misplaced]
+    if host.gpu_probe != "ok":
         return []
     gpus, absent = requested_gpus(profile, host)
     if absent or not gpus:
@@ -86,7 +116,7 @@ def draft_room_refusals(profile: Profile, observed: Observed) -> list[str]:
     device = draft_device(profile, len(gpus))
     index = int(device.removeprefix("CUDA")) if device else len(gpus)
     if index >= len(gpus):
-        return []  # profile rules refuse a draft device outside the split
+        return []  # outside the split: the profile rules (a gpus: list) or draft_device_refusal (gpus: all) refuse it
     gpu = gpus[index]
     name = f"{device} (GPU {gpu.index}, {gpu.name}, {gpu.memory_total // MIB} MiB)"
     # rule: draft-gpu-room
@@ -95,11 +125,18 @@ def draft_room_refusals(profile: Profile, observed: Observed) -> list[str]:
         return [f"the draft's GPU {name} is smaller than the ~{DRAFT_ROOM_MIB} MiB the DSpark draft needs (seed 000)"]
     if profile.serve.n_cpu_moe is not None:
         return []  # a manual split has no margin to check; the forecast shows what each GPU holds
-    margin = fit_margins(profile, len(gpus), derive_mode(profile, observed).mode)[index]
-    if margin < DRAFT_ROOM_MIB:
-        return [f"{_margin_field(profile, index)} leaves {margin} MiB free on the draft's GPU {name}; the DSpark draft needs ~{DRAFT_ROOM_MIB} "
-                f"MiB (~9 GB) there plus room for its snapshots (seed 000): write one margin per GPU, >= "
-                f"{DRAFT_ROOM_MIB} for {device}"]
+    mode = derive_mode(profile, observed).mode
+    margin = fit_margins(profile, len(gpus), mode)[index]
+    # The margin is shared: the quant's own all-VRAM floor (the CUDA scratch pool's room on every GPU, seed 000
+    # step 5) stays needed on the draft's GPU, and the draft comes on top of it.
+    floor = catalog.fit_margin(profile.model.quant, mode).minimum or 0
+    need = floor + DRAFT_ROOM_MIB
+    if margin < need:
+        parts = (f"{floor} MiB ({profile.model.quant}'s all-VRAM margin: the CUDA scratch pool's room) + "
+                 f"{DRAFT_ROOM_MIB} MiB (the DSpark draft, ~9 GB)" if floor else f"~{DRAFT_ROOM_MIB} MiB (~9 GB)")
+        return [f"{_margin_field(profile, index)} leaves {margin} MiB free on the draft's GPU {name}; it needs "
+                f"{parts} there plus room for the draft's snapshots (seed 000): write one margin per GPU, >= "
+                f"{need} for {device}"]
     if margin * MIB >= gpu.memory_total - CUDA_CONTEXT_BYTES:
         return [f"{_margin_field(profile, index)} = {margin} MiB is more than the draft's GPU {name} has: --fit would "
                 "put no layer there, but the draft must sit with output.weight"]

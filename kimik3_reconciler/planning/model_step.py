@@ -35,6 +35,8 @@ def disk_refusal(model: ModelFact) -> str | None:
         return None
     needed = model.missing_bytes
     with_headroom = int(needed * (1 + DISK_HEADROOM))
+    # rule: sizing-disk
+    # Seed 000 step 3: the sizing gate refuses, with the numbers, a download that cannot fit the disk.
     if with_headroom <= model.cache_free_bytes:
         return None
     what = "tokenizer" if model.quant == "tokenizer" else "model"
@@ -103,6 +105,11 @@ def model_step(kind: str, model: ModelFact, spec: ModelDownload) -> Step:
     if model.complete and model.unrecorded:
         # Without its new fingerprint every plan would re-hash the file again.
         return Step(kind, target, Action.UPDATE, _why_record(model), spec=spec)
+    if model.complete and spec.layout is not None:
+        # The GGUF headers were read for this plan and nothing records them yet: without this, every plan
+        # would read every shard's header again (a plan never writes state: the step records it).
+        return Step(kind, target, Action.UPDATE, f"record the quant's layout read from the GGUF headers of its "
+                    f"{len(model.files)} cached files (later plans read one record)", spec=spec)
     if model.complete:
         return Step(kind, target, Action.NOOP,
                     f"all {len(model.files)} files verified in the cache ({gib(model.total_bytes)})", spec=spec)

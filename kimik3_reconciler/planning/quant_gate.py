@@ -11,6 +11,7 @@ the plan, saying why. Reference logits are computed once and cached.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, replace
 
@@ -91,9 +92,11 @@ class KldReport:
     ppl: float | None = None
 
 
-_KLD = re.compile(r"^Mean\s+KLD:\s+([-\d.eE+]+)", re.M)
-_TOP = re.compile(r"^Same top p:\s+([-\d.eE+]+)\s*±", re.M)
-_PPL = re.compile(r"^Mean PPL\(Q\)\s+:\s+([-\d.eE+]+)", re.M)
+# A number as llama-perplexity's printf writes it: glibc prints a NaN as "nan" or "-nan" and an infinity as "inf".
+_NUMBER = r"([-+]?(?:nan|inf(?:inity)?|\d[\d.]*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?))"
+_KLD = re.compile(r"^Mean\s+KLD:\s+" + _NUMBER, re.MULTILINE | re.IGNORECASE)
+_TOP = re.compile(r"^Same top p:\s+" + _NUMBER + r"\s*±", re.MULTILINE | re.IGNORECASE)
+_PPL = re.compile(r"^Mean PPL\(Q\)\s+:\s+" + _NUMBER, re.MULTILINE | re.IGNORECASE)
 
 
 def parse_kld_report(stdout: str) -> KldReport | None:
@@ -115,12 +118,13 @@ def gate_verdict(report: KldReport | None, gate: QuantGate) -> tuple[bool, str]:
     problems = []
     # rule: kld-broken-kernel
     # Not "too lossy": the fix is another quant type or another build, never a looser max_kld.
-    if report.mean_kld > BROKEN_KERNEL_KLD:
+    # A NaN or infinite mean KLD is the same verdict: the kernel produced non-numbers, not a lossy quant.
+    if not math.isfinite(report.mean_kld) or report.mean_kld > BROKEN_KERNEL_KLD:
         problems.append(f"KLD {report.mean_kld:.3f} >> 1: broken kernel for that quant type on this GPU, "
                         "don't serve it (seed 000 \"When startup crashes\")")
     elif report.mean_kld > gate.max_kld:
         problems.append(f"KLD {report.mean_kld:.3f} > max_kld {gate.max_kld}")
-    if report.same_top_p < gate.min_top_token_agreement:
+    if not math.isfinite(report.same_top_p) or report.same_top_p < gate.min_top_token_agreement:
         problems.append(f"top-token agreement {report.same_top_p:.1%} < {gate.min_top_token_agreement:.0%}")
     if problems:
         return False, "; ".join(problems)
@@ -174,7 +178,7 @@ def plan_stop_for_gate(desired: Desired, observed: Observed, planned: tuple[Step
     container = observed.container
     if not gate_pending(desired, observed) or container is None or gpus_of(desired.profile) == "none":
         return ()
-    if container.state not in ("running", "restarting"):
+    if not container.up:
         return ()
     load_s, _ = predicted_load_s(observed)
     return (Step("stop", container.name, Action.UPDATE,
@@ -202,6 +206,8 @@ def plan_gate(desired: Desired, observed: Observed, planned: tuple[Step, ...] = 
     if record is not None and record.get("passed"):
         return (Step("gate", target, Action.NOOP, f"passed on {record.get('date')}: {record.get('why')}"),)
     if record is not None:
+        # rule: unvetted-iq-tq
+        # Seed 000 step 2: a quant must pass the gate before it is served; a recorded failure stays refused.
         raise PlanError(f"model.quant {profile.model.quant} failed its quant gate on this image ({record.get('why')}); "
                         "it is never served: pick a vetted quant, or change the image (a new build is gated again)")
     reference, model, image, launch = observed.reference, observed.model, desired.build, desired.launch.input

@@ -147,6 +147,9 @@ def _file_change(label: str, path: str, found: UnitFileFact | None,
 
 def _docker_cli_or_refuse(profile: Profile, facts: SystemdFacts | None, current: UnitFact | None, unit: str) -> str:
     """The docker CLI the unit will run, or PlanError: kimik3 never half-installs a unit."""
+    # rule: unit-owned
+    # kimik3 installs a unit only where it can own and run it: systemd is PID 1, the name is an instance, no
+    # package's, operator's or other profile's unit is overwritten, docker.service and a docker CLI exist.
     if facts is None or not facts.booted:
         state = facts.state if facts else "not observed"
         raise PlanError(f"systemd.unit {unit}: systemd is not PID 1 on this host (`systemctl is-system-running`: "

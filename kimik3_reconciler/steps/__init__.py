@@ -31,6 +31,7 @@ from kimik3_reconciler.model.specs import (
     StopUnit,
     UnitInstall,
     UnitRemoval,
+    VerifyServer,
 )
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps.container import (
@@ -48,6 +49,7 @@ from kimik3_reconciler.steps.quant_gate import run_quant_gate
 from kimik3_reconciler.steps.report import Reporter
 from kimik3_reconciler.steps.smoke import smoke_test
 from kimik3_reconciler.steps.unit import install_unit, remove_unit, stop_unit
+from kimik3_reconciler.steps.verify_server import verify_server
 
 __all__ = ["EXECUTORS", "Reporter", "check_executable", "execute"]
 
@@ -71,6 +73,7 @@ EXECUTORS: dict[type[Payload], Executor] = {
     UnitInstall: install_unit,
     UnitRemoval: remove_unit,
     StopUnit: stop_unit,
+    VerifyServer: verify_server,
 }
 
 

@@ -10,8 +10,9 @@ from kimik3_reconciler.steps.report import Reporter
 
 
 def _record_unverified(ports: Ports, name: str, fingerprint: str | None) -> None:
-    """Written before the health wait: if apply dies (or dockerd restarts) before verify, the next apply verifies."""
-    if fingerprint:
+    """Written before the health wait: if apply dies (or dockerd restarts) before verify, the next plan holds
+    `<= verify`. Only by an apply that verifies (a verifier is wired): `--no-verify-server` owes no verify."""
+    if fingerprint and ports.verifier is not None:
         ports.state.write(unverified_key(name), {"fingerprint": fingerprint,
                                                  "date": ports.clock.now().isoformat(timespec="seconds")})
 

@@ -49,13 +49,22 @@ def _fail_launch(wait: HealthWait, inspect: dict | None, ports: Ports, reporter:
                      f"{state.get('ExitCode')}{stopped}]", logs)
 
 
-def _started_again(wait: HealthWait, state: dict, ports: Ports) -> bool:
-    """Killed by a signal with no error in its log, then started again by its restart policy: a dockerd restart
-    (it stops every container and starts them again), not a failed load. Docker calls retry through the restart."""
+def _started_again(wait: HealthWait, inspect: dict, ports: Ports, reporter: Reporter) -> bool:
+    """Killed by a signal with no error in its log, then started again: a dockerd restart (it stops every
+    container), not a failed load. Docker calls retry through the restart. Restart policy `unless-stopped`:
+    dockerd starts it again; policy `no` (a systemd profile: systemd supervises it, and its unit's `docker start
+    --attach` died with dockerd): nobody will, so the apply, which is there to make it run, starts it itself."""
+    state = dict(inspect.get("State") or {})
     if state.get("ExitCode") not in _STOPPED_FROM_OUTSIDE or state.get("OOMKilled"):
         return False
     if classify_load_failure(None, False, ports.docker.container_logs(wait.container, LOG_TAIL)).cause != "other":
         return False  # the server said why it failed (bind, allocation, GGUF): that is the answer
+    policy = ((inspect.get("HostConfig") or {}).get("RestartPolicy") or {}).get("Name") or "no"
+    if policy == "no":
+        reporter.event("starting", container=wait.container, why="killed by a signal with restart policy \"no\" "
+                       "(dockerd restarted?): nobody else starts it again")
+        ports.docker.start_container(wait.container)
+        return True
     deadline = ports.clock.monotonic() + RESTART_GRACE_S
     while ports.clock.monotonic() < deadline:
         ports.clock.sleep(1.0)
@@ -106,11 +115,11 @@ def wait_until_healthy(wait: HealthWait, ports: Ports, reporter: Reporter) -> No
         inspect = ports.docker.inspect_container(wait.container)
         state = (inspect or {}).get("State") or {}
         if inspect is None or state.get("Status") in ("exited", "dead") or state.get("Restarting"):
-            # Waited out once: a second kill in one wait is a failing load (a host OOM kill, say).
-            if inspect is not None and not resumed and _started_again(wait, dict(state), ports):
+            # Waited out once: a second kill in one wait fails the load (`killed`, or `oom` when Docker says so).
+            if inspect is not None and not resumed and _started_again(wait, inspect, ports, reporter):
                 resumed = True
-                reporter.event("restarted", container=wait.container, why="killed by a signal and started again by "
-                               "its restart policy (dockerd restarted?): waiting for the load again")
+                reporter.event("restarted", container=wait.container, why="killed by a signal and started again "
+                               "(dockerd restarted?): waiting for the load again")
                 continue
             _fail_launch(wait, inspect, ports, reporter)
         health = ports.http.health(wait.url)

@@ -13,6 +13,9 @@ from kimik3_reconciler.observe.unit import parse_show
 from kimik3_reconciler.ports import Ports, UnitsPort
 from kimik3_reconciler.steps.report import Reporter
 
+# What systemctl says for a unit it has not loaded (systemd unloads a disabled unit nothing references after
+# daemon-reload) or does not know: there is nothing failed to reset. Any other failure is a real one.
+_NOT_LOADED = ("not loaded", "not found", "no such unit")
 START_CHECK_S = 1.5  # a unit whose ExecStart fails at once (no such container) shows it within this
 _POLL_S = 0.2
 
@@ -34,10 +37,7 @@ def install_unit(spec: UnitInstall, ports: Ports, reporter: Reporter) -> None:
     if spec.reload:
         units.systemctl("daemon-reload")
     units.systemctl("enable" if spec.enable else "disable", spec.unit)
-    try:
-        units.systemctl("reset-failed", spec.unit)  # a failed unit refuses nothing, but its Result would linger
-    except PermanentError:
-        pass  # "Unit not loaded": a disabled unit nothing references is unloaded after daemon-reload; nothing failed
+    _reset_failed(units, spec.unit)  # a failed unit refuses nothing, but its Result would linger
     units.systemctl("start", spec.unit)
     _check_started(spec.unit, ports, units)
     reporter.event("unit-active", unit=spec.unit, enabled=spec.enable)
@@ -77,8 +77,15 @@ def remove_unit(spec: UnitRemoval, ports: Ports, reporter: Reporter) -> None:
         units.remove_file(spec.env_path)
     if spec.systemctl:
         units.systemctl("daemon-reload")
-        try:
-            units.systemctl("reset-failed", spec.unit)
-        except PermanentError:
-            pass  # not loaded any more, nothing failed: nothing to reset
+        _reset_failed(units, spec.unit)
     reporter.event("removed", what="unit", ref=spec.unit)
+
+
+def _reset_failed(units: UnitsPort, unit: str) -> None:
+    """`systemctl reset-failed UNIT`; "Unit … not loaded" / "not found" means nothing to reset. Any other
+    failure (no bus, access denied, a timeout) is raised: swallowing it would hide a broken systemd."""
+    try:
+        units.systemctl("reset-failed", unit)
+    except PermanentError as exc:
+        if not any(marker in str(exc).lower() for marker in _NOT_LOADED):
+            raise

@@ -78,7 +78,7 @@ def verify(engine: Engine, loaded: LoadedProfile) -> VerifyReport:
 
 def _serving(loaded: LoadedProfile, observed: Observed) -> Server:
     container = observed.container
-    if container is None or container.state != "running" or container.health != "ok":
+    if container is None or not container.serving:
         state = "absent" if container is None else f"{container.state}, health {container.health}"
         raise PermanentError(f"{loaded.profile.name} is not serving ({state}); run `kimik3 apply` first")
     _require_current(loaded, observed)

@@ -10,15 +10,18 @@ from kimik3_reconciler.model.weights import Weights
 
 
 class Status(str, Enum):
-    """A check passed, failed, could not judge what the model said (random weights), or does not apply."""
+    """A check passed, failed, could not judge what the model said (random weights), got nothing to judge from a
+    real model (its thinking used every token), or does not apply."""
 
     OK = "ok"
     FAILED = "failed"
     NOT_CHECKABLE = "not checkable"
+    INCONCLUSIVE = "inconclusive"
     SKIPPED = "skipped"
 
 
 NOT_CHECKABLE = "not checkable (random weights)"
+INCONCLUSIVE = "inconclusive (thinking used all {tokens} tokens)"
 
 
 @dataclass(frozen=True)
@@ -38,7 +41,7 @@ class CheckResult:
         return self.status is Status.FAILED
 
     def to_json(self) -> dict[str, Any]:
-        # ok: true passed, false failed, null neither (not checkable, skipped)
+        # ok: true passed, false failed, null neither (not checkable, inconclusive, skipped)
         ok = {Status.OK: True, Status.FAILED: False}.get(self.status)
         return {"name": self.name, "status": self.status.value, "ok": ok, "detail": self.detail,
                 "seconds": self.seconds}
@@ -78,6 +81,29 @@ class VerifyReport:
     def not_checkable(self) -> list[str]:
         return [c.name for c in self.checks if c.status is Status.NOT_CHECKABLE]
 
+    @property
+    def inconclusive(self) -> list[str]:
+        return [c.name for c in self.checks if c.status is Status.INCONCLUSIVE]
+
+    @property
+    def content(self) -> str:
+        """What verify could say about the model's answers, beside `ok` (which only says nothing failed)."""
+        if self.weights is not None and self.weights.random:
+            return NOT_CHECKABLE
+        if self.inconclusive:
+            return f"inconclusive: {', '.join(self.inconclusive)} (the thinking used every token)"
+        return "checked" if self.ok else "failed"
+
+    def summary(self) -> str:
+        """One honest line: on random weights only the plumbing passed, never a plain "ok"."""
+        if not self.ok:
+            return self.failure_text()
+        if self.weights is not None and self.weights.random:
+            return f"plumbing ok; content {NOT_CHECKABLE}"
+        if self.inconclusive:
+            return f"ok, except inconclusive: {', '.join(self.inconclusive)} (thinking used every token; not a failure)"
+        return "ok: plumbing and content checked"
+
     def failure_text(self) -> str:
         """The one line VerifyFailed carries: the failed checks, and the crash's cause and fix when there is one."""
         failed = ", ".join(c.name for c in self.checks if c.failed)
@@ -85,10 +111,10 @@ class VerifyReport:
         return f"verify failed ({failed}) for {self.profile}{crash}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"profile": self.profile, "ok": self.ok,
+        return {"profile": self.profile, "ok": self.ok, "content": self.content, "summary": self.summary(),
                 "weights": self.weights.to_json() if self.weights else None,
                 "tool_call_parse_failures": self.tool_calls.parse_failures,
                 "tool_call_retries": self.tool_calls.retries,
                 "tool_calls": self.tool_calls.to_json(), "crash": self.crash,
-                "not_checkable": self.not_checkable,
+                "not_checkable": self.not_checkable, "inconclusive": self.inconclusive,
                 "checks": [c.to_json() for c in self.checks]}

@@ -18,11 +18,14 @@ import pytest
 from support.realparts import KIMIK3, demo_profile, docker, kimik3, require_docker_and_demo_hub, write_profile
 
 from kimik3_demo.hub import FixtureHub
+from kimik3_reconciler.adapters.host_lock import StateDirLock
+from kimik3_reconciler.adapters.state_files import SystemClock
+from kimik3_reconciler.locking import new_holder
 from kimik3_demo.prepare import demo_repos
 
 pytestmark = pytest.mark.docker
 
-NAME, PORT, HUB_PORT = "k3-lock-apply", 19100, 19101
+NAME, PORT, HUB_PORT = "k3un-lock-apply", 18600, 18601
 APPLIES = 6
 TRIES = 5  # rounds of concurrent applies after a removal: one launch in each
 
@@ -38,14 +41,16 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)
 
 
-def env_for(work: Path) -> dict[str, str]:
-    return {**os.environ, "KIMIK3_STATE_DIR": str(work / "state"), "HF_HOME": str(work / "hf-home")}
+def env_for(work: Path, state: str = "state") -> dict[str, str]:
+    return {**os.environ, "KIMIK3_STATE_DIR": str(work / state), "HF_HOME": str(work / "hf-home")}
 
 
-def concurrent_applies(work: Path, *options: str) -> list[subprocess.CompletedProcess[str]]:
-    """APPLIES real `kimik3 apply` processes started together; their results once all have exited."""
-    procs = [subprocess.Popen([*KIMIK3, "apply", *options, "profile.yaml"], cwd=work, env=env_for(work),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(APPLIES)]
+def concurrent_applies(work: Path, *options: str, states: tuple[str, ...] = ("state",)) -> list[subprocess.CompletedProcess[str]]:
+    """APPLIES real `kimik3 apply` processes started together (spread over the state dirs `states`); their
+    results once all have exited."""
+    procs = [subprocess.Popen([*KIMIK3, "apply", *options, "profile.yaml"], cwd=work,
+                              env=env_for(work, states[i % len(states)]),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(APPLIES)]
     results = []
     for proc in procs:
         out, err = proc.communicate(timeout=900)
@@ -131,6 +136,33 @@ def test_an_apply_killed_with_sigkill_leaves_a_lock_the_next_apply_takes_over(wo
     assert "lock-taken-over" in after.stderr and f"pid {proc.pid}" in after.stderr
     assert docker("inspect", "-f", "{{.State.Status}}", NAME) == "running"
     assert not record.exists()
+
+
+def test_a_kimik3_with_another_state_dir_is_kept_out_by_the_host_wide_lock(workdir: Path) -> None:
+    """Two users (two state dirs) on one host: the host-wide lock (KIMIK3_HOST_LOCK, /run/lock/kimik3.lock by
+    default) refuses the second, naming the first, though its own state dir is free."""
+    other = StateDirLock(workdir / "other-user-state", Path(os.environ["KIMIK3_HOST_LOCK"]))
+    holder = new_holder("apply", "someone-elses-profile", SystemClock())
+    assert other.try_acquire(holder).acquired
+    try:
+        refused = kimik3(workdir, "apply", "profile.yaml", check=False)
+        assert refused.returncode == 5, refused.stderr[-2000:]
+        assert f"locked by another kimik3: apply of someone-elses-profile by pid {os.getpid()}" in refused.stderr
+        status = kimik3(workdir, "status", "profile.yaml")
+        assert f"lock       held: apply of someone-elses-profile" in status.stdout
+    finally:
+        other.release(holder)
+
+
+def test_concurrent_applies_from_two_state_dirs_launch_once(workdir: Path) -> None:
+    docker("rm", "-f", NAME)
+    since = time.time()
+    results = concurrent_applies(workdir, "--lock-timeout", "10m", states=("state", "second-state"))
+    until = time.time() + 1
+    assert_no_raw_errors(results)
+    assert [r.returncode for r in results] == [0] * APPLIES, [r.stderr[-2000:] for r in results]
+    assert launches(since, until) == ["create", "start"]
+    assert docker("inspect", "-f", "{{.State.Status}}", NAME) == "running"
 
 
 def test_force_unlock_names_a_wrong_id_and_destroy_takes_the_lock(workdir: Path) -> None:

@@ -67,6 +67,9 @@ def test_verify_runs_every_check_against_the_server(serving: Path) -> None:
     report = json.loads(result.stdout)
     print(json.dumps(report, indent=2))  # shown with -s: what the server really answered
     assert report["profile"] == NAME and report["ok"] is True and result.returncode == 0
+    # ok: true is "nothing failed"; what it says of the model is beside it, never a plain "ok"
+    assert report["content"] == "not checkable (random weights)" and report["inconclusive"] == []
+    assert report["summary"] == "plumbing ok; content not checkable (random weights)"
     assert [c["name"] for c in report["checks"]] == CHECKS
     checks = {c["name"]: c for c in report["checks"]}
     assert {n: c["status"] for n, c in checks.items()} == {
@@ -91,6 +94,7 @@ def test_verify_prints_a_table_of_the_checks(serving: Path) -> None:
     for word in ("check", "result", "seconds", "detail", "not checkable", "weights: random", "tool calls: ", *CHECKS):
         assert word in result.stdout
     assert "FAIL" not in result.stdout and "Traceback" not in result.stderr
+    assert "verify: plumbing ok; content not checkable (random weights)" in " ".join(result.stdout.split())
     assert API_KEY not in result.stdout + result.stderr
 
 

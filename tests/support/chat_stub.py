@@ -2,7 +2,8 @@
 failure paths behind the real openai client: /health, /v1/models, /v1/chat/completions, /apply-template.
 
 Completions answer from `script` in order (then an error, so an unexpected extra request shows); each is a
-message dict (returned as llama-server returns a choice) or `(status, error message)` for an error body.
+message dict (returned as llama-server returns a choice; a "finish_reason" key in it sets the choice's) or
+`(status, error message)` for an error body.
 `/apply-template` renders every message as JSON, as a template that keeps everything would; fields in
 `drop` are left out (a server that drops reasoning_content). Every request body is kept in `received`.
 """
@@ -50,7 +51,8 @@ class ChatStub:
         if isinstance(step, tuple):
             status, message = step
             return status, {"error": {"code": status, "message": message, "type": "server_error"}}
-        finish = "tool_calls" if step.get("tool_calls") else "stop"
+        step = dict(step)  # a step may say its finish_reason ("length": the token budget ran out)
+        finish = step.pop("finish_reason", None) or ("tool_calls" if step.get("tool_calls") else "stop")
         return 200, {"id": "chatcmpl-stub", "object": "chat.completion", "created": 1796205741, "model": self.alias,
                      "choices": [{"index": 0, "finish_reason": finish, "message": {"role": "assistant", **step}}],
                      "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}

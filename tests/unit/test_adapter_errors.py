@@ -86,10 +86,13 @@ def test_docker_connection_errors_are_transient() -> None:
     assert caught.value.__cause__ is cut
 
 
-def test_docker_server_errors_are_transient_and_client_errors_permanent() -> None:
-    busy = docker_error(docker.errors.APIError, 500, "restarting")
-    with pytest.raises(TransientError, match="^docker daemon error: restarting$"):
+def test_docker_server_errors_are_transient_only_while_restarting_and_client_errors_permanent() -> None:
+    busy = docker_error(docker.errors.APIError, 503, "the daemon is shutting down")
+    with pytest.raises(TransientError, match="^docker daemon restarting: the daemon is shutting down$"):
         DockerEngine()._call(raising(busy))
+    broken = docker_error(docker.errors.APIError, 500, "driver failed programming external connectivity")
+    with pytest.raises(PermanentError, match="driver failed programming"):
+        DockerEngine()._call(raising(broken))
     missing = docker_error(docker.errors.NotFound, 404, "no such image")
     refused = r'^docker: 404 Client Error for .*: Reason \("no such image"\)$'
     with pytest.raises(PermanentError, match=refused) as caught:

@@ -7,6 +7,7 @@ loads and talks but scores KLD >> 1 in the gate → a broken kernel for that typ
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -100,3 +101,25 @@ def test_an_exited_container_carries_the_cause_its_log_names(tmp_path: Path) -> 
     assert "raise serve.fit_target" in step.reason and step.reason.endswith(": start it")
     docker.containers["k3-test"]["State"].update(ExitCode=0)  # a clean stop: its log is not read
     assert collect_container(docker, engine.ports.http, "k3-test").crash is None
+
+
+@pytest.mark.parametrize("printed", ["nan", "-nan", "inf", "-inf", "NaN"])
+def test_a_nan_or_infinite_mean_kld_is_a_broken_kernel(printed: str) -> None:
+    """Review of issue 14: glibc prints a NaN as nan/-nan; the report was dropped as 'bailed out' before.
+    Non-numbers from the kernel are the broken-kernel verdict, not a missing report."""
+    out = (PERPLEXITY / "kld-same-weights.out").read_text()
+    out = re.sub(r"^Mean    KLD:.*$", f"Mean    KLD:   {printed} ±   {printed}", out, flags=re.MULTILINE)
+    report = parse_kld_report(out)
+    assert report is not None and not math.isfinite(report.mean_kld)
+    passed, why = gate_verdict(report, GATE)
+    assert not passed and why.startswith(f"KLD {report.mean_kld:.3f} >> 1: broken kernel for that quant type on "
+                                         "this GPU, don't serve it")
+
+
+def test_a_request_in_the_tail_says_after_the_load_even_when_model_loaded_scrolled_out() -> None:
+    """Review of issue 14: "on a request after a successful load" needed `model loaded` in the 200-line tail; a
+    long-running server's tail has scrolled past it. The crashing request's own slot lines are in the tail."""
+    tail = "\n".join(line for line in CUDA_OOM.splitlines() if "llama_server:" not in line)
+    assert "model loaded" not in tail and "launch_slot_" in tail
+    assert classify_load_failure(134, False, tail).headline.startswith(
+        "crashed with CUDA error: out of memory on a request after a successful load")

@@ -12,7 +12,7 @@ import tenacity
 from structlog.testing import capture_logs
 
 from kimik3_reconciler.adapters.docker_engine import DAEMON_RESTART_S, DockerEngine
-from kimik3_reconciler.errors import TransientError
+from kimik3_reconciler.errors import PermanentError, TransientError
 
 
 class FakeTime:
@@ -75,3 +75,79 @@ def test_container_logs_are_best_effort_while_the_daemon_is_down() -> None:
         raise requests.exceptions.ConnectionError("connection refused")
     engine._client = SimpleNamespace(api=SimpleNamespace(logs=logs))
     assert engine.container_logs("k3-fault-x", 20) == ""
+
+
+# What is retried: only what a restarting daemon looks like (review of issue 13, item 5) ----------------
+
+def socket_error(os_error: OSError) -> requests.exceptions.ConnectionError:
+    """As the SDK raises it on a unix socket: ConnectionError(ProtocolError('Connection aborted.', OSError))."""
+    import urllib3.exceptions
+
+    return requests.exceptions.ConnectionError(urllib3.exceptions.ProtocolError("Connection aborted.", os_error))
+
+
+def failing(error: Exception, calls: list[int]) -> Any:
+    def info() -> dict[str, Any]:
+        calls.append(1)
+        raise error
+    return info
+
+
+@pytest.mark.parametrize(("error", "says"), [
+    (socket_error(FileNotFoundError(2, "No such file or directory")), "no docker daemon: unix:///k3un.sock does not exist"),
+    (socket_error(PermissionError(13, "Permission denied")), "permission denied on the docker daemon's socket"),
+    (requests.exceptions.ReadTimeout("read timed out"), "did not answer within 120 s"),
+])
+def test_no_daemon_no_permission_or_a_timeout_fail_at_once_saying_why(clock: FakeTime, error: Exception,
+                                                                      says: str) -> None:
+    engine, calls, started = DockerEngine("unix:///k3un.sock"), [], clock.now
+    engine._client = SimpleNamespace(info=failing(error, calls))
+    with capture_logs() as logs, pytest.raises(PermanentError, match=says):
+        engine.info()
+    assert calls == [1] and clock.now == started and not [e for e in logs if e["event"] == "docker-retry"]
+
+
+def test_a_socket_that_vanishes_after_the_daemon_answered_is_a_restart(clock: FakeTime) -> None:
+    engine, calls = DockerEngine("unix:///k3un.sock"), []
+    gone = socket_error(FileNotFoundError(2, "No such file or directory"))
+    answers = iter([{"ServerVersion": "26"}])
+
+    def info() -> dict[str, Any]:
+        calls.append(1)
+        if len(calls) == 1:
+            return next(answers)
+        if clock.now < 1030:
+            raise gone
+        return {"ServerVersion": "27"}
+    engine._client = SimpleNamespace(info=info)
+    assert engine.info() == {"ServerVersion": "26"}
+    with capture_logs():
+        assert engine.info() == {"ServerVersion": "27"}  # retried through the restart
+    assert len(calls) > 3
+
+
+def test_a_refused_or_reset_connection_is_retried(clock: FakeTime) -> None:
+    for os_error in (ConnectionRefusedError(111, "Connection refused"), ConnectionResetError(104, "reset")):
+        engine, calls = DockerEngine(), []
+        engine._client = SimpleNamespace(info=failing(socket_error(os_error), calls))
+        with capture_logs(), pytest.raises(TransientError):
+            engine.info()
+        assert len(calls) > 3
+
+
+def test_retries_do_not_nest(clock: FakeTime, monkeypatch: pytest.MonkeyPatch) -> None:
+    """list_containers inspects each container: one retry layer (90 s), not 90 s per inspect inside 90 s."""
+    monkeypatch.setattr(DockerEngine.list_containers.retry, "sleep", clock.sleep)
+    monkeypatch.setattr(DockerEngine.inspect_container.retry, "sleep", clock.sleep)
+    engine, inspects = DockerEngine(), []
+
+    def inspect_container(name: str) -> dict[str, Any]:
+        inspects.append(name)
+        raise socket_error(ConnectionRefusedError(111, "Connection refused"))
+    engine._client = SimpleNamespace(api=SimpleNamespace(containers=lambda **_: [{"Id": "a"}],
+                                                         inspect_container=inspect_container))
+    started = clock.now
+    with capture_logs(), pytest.raises(TransientError):
+        engine.list_containers("kimik3.profile")
+    assert clock.now - started <= DAEMON_RESTART_S + 10
+    assert len(inspects) < 40  # one inspect per outer attempt (nested, each would retry for 90 s itself)

@@ -15,7 +15,7 @@ from kimik3_reconciler.errors import LoadFailed, PermanentError, PlanError, Veri
 from kimik3_reconciler.model.plan import Action
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.model.records import unverified_key
-from kimik3_reconciler.observe.host import collect_listeners, parse_tcp_listeners
+from kimik3_reconciler.observe.host import collect_listeners, parse_cgroup_container, parse_tcp_listeners
 from kimik3_reconciler.observe.server_log import classify_load_failure
 from kimik3_reconciler.steps.report import NullReporter
 
@@ -40,7 +40,9 @@ GGUF_LOG = ("gguf_init_from_file_impl: failed to read tensor data\nllama_model_l
 @pytest.mark.parametrize(("exit_code", "oom_killed", "log", "cause"), [
     (1, False, BIND_LOG, "bind"),
     (1, False, "bind(): Address already in use\n", "bind"),
-    (137, False, "load_tensors: loading model tensors\n", "oom"),
+    (137, False, "load_tensors: loading model tensors\n", "killed"),  # SIGKILL is not OOM unless Docker says so
+    (143, False, "", "killed"),
+    (137, True, "load_tensors: loading model tensors\n", "oom"),  # State.OOMKilled
     (1, True, "", "oom"),
     (1, False, "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 9000 MiB: cudaMalloc failed: out of memory\n"
                + GGUF_LOG, "oom"),
@@ -91,27 +93,59 @@ def test_a_crash_looping_container_is_stopped_too(world):  # noqa: F811
 
 # an interrupted health wait: the next apply verifies ------------------------------------------------
 
-def test_a_launch_nobody_verified_is_verified_by_the_next_apply(world):  # noqa: F811
+def died_before_verify(engine: Engine, loaded) -> None:  # noqa: ANN001
+    """An apply that meant to verify (a verifier wired) launched, then died before its verify ran."""
+    engine.ports.verifier = lambda: None
+    try:
+        engine.apply(loaded)
+    finally:
+        engine.ports.verifier = None
+
+
+def test_a_launch_nobody_verified_is_a_verify_step_in_the_next_plan(world):  # noqa: F811
     engine, docker, _, _ = world
-    engine.apply(load())  # as if apply died after the launch: no check ran
+    died_before_verify(engine, load())
     record = engine.ports.state.read(unverified_key("k3-test"))
     labels = docker.containers["k3-test"]["Config"]["Labels"]
     assert record["fingerprint"] == labels["kimik3.container.fingerprint"]
-    health = next(s for s in engine.plan(load()).steps if s.kind == "health")
-    assert health.action is Action.NOOP and "did not verify it" in health.warnings[0]
+    owed = engine.plan(load())
+    assert not owed.converged  # `plan --detailed-exitcode` exits 4: a timer's apply finishes it
+    assert [(s.kind, s.action) for s in owed.changes] == [("verify", Action.READ)]
+    assert "did not verify it" in owed.changes[0].reason
     checks = []
     result = engine.apply_or_revert(load(), lambda: checks.append("verify"))
-    assert not result.changed and checks == ["verify"]  # nothing to change, but verify ran
-    assert engine.ports.state.read(unverified_key("k3-test")) is None
+    assert [s.kind for s in result.executed] == ["verify"] and checks == ["verify"]  # verify ran once
+    assert engine.ports.state.read(unverified_key("k3-test")) is None and engine.plan(load()).converged
     engine.apply_or_revert(load(), lambda: checks.append("verify"))
     assert checks == ["verify"]  # verified once: a converged apply sends no requests again
+
+
+def test_an_apply_without_verify_leaves_the_owed_verify_in_the_plan(world):  # noqa: F811
+    engine, _, _, _ = world
+    died_before_verify(engine, load())
+    result = engine.apply_or_revert(load(), None)  # --no-verify-server: nothing runs, the verify stays owed
+    assert not result.changed and [s.kind for s in engine.plan(load()).changes] == ["verify"]
+
+
+def test_an_apply_that_launches_verifies_its_own_launch_once_at_its_end(world):  # noqa: F811
+    engine, _, _, _ = world
+    checks = []
+    result = engine.apply_or_revert(load(), lambda: checks.append("verify"))
+    assert checks == ["verify"] and "verify" not in [s.kind for s in result.executed]
+    assert result.final.converged and engine.plan(load()).converged
+
+
+def test_apply_without_verify_owes_nothing(world):  # noqa: F811
+    engine, _, _, _ = world
+    engine.apply_or_revert(load(), None)  # --no-verify-server: the operator waived the verify of this launch
+    assert engine.ports.state.read(unverified_key("k3-test")) is None and engine.plan(load()).converged
 
 
 def test_a_failing_resumed_verify_reverts(world):  # noqa: F811
     engine, docker, _, _ = world
     engine.apply_or_revert(load(), lambda: None)  # good, verified
     bad = load(PROFILE.replace("parallel: 2", "parallel: 2, ubatch: 2048"))
-    engine.apply(bad)  # launched; the apply "died" before verify
+    died_before_verify(engine, bad)
 
     def failing() -> None:
         raise VerifyFailed("verify failed (chat) for k3-test")
@@ -127,7 +161,7 @@ def test_a_started_container_is_recorded_unverified_too(world):  # noqa: F811
     engine.apply_or_revert(load(), lambda: None)
     assert engine.ports.state.read(unverified_key("k3-test")) is None
     docker.containers["k3-test"]["State"].update(Status="exited", ExitCode=137)
-    engine.apply(load())
+    died_before_verify(engine, load())
     assert engine.ports.state.read(unverified_key("k3-test")) is not None
 
 
@@ -162,6 +196,31 @@ def test_our_own_container_on_the_port_is_not_a_refusal(world):  # noqa: F811
     assert engine.plan(load()).converged
     host.owners = {555: (4242, "nc")}
     with pytest.raises(PlanError, match=r"pid 4242 \(nc\)"):
+        engine.plan(load())
+
+
+def test_a_container_is_named_from_a_recorded_cgroup_file() -> None:
+    recorded = (FIXTURES / "proc-pid-cgroup.docker-cgroupfs.txt").read_text()  # llama-server in the demo container
+    assert parse_cgroup_container(recorded) == "a4a91e5e4ae13f3f577dbecac526405829c3a23e4388381512b8cf32cbd2f1ee"
+    systemd_driver = "0::/system.slice/docker-" + "b" * 64 + ".scope\n"  # dockerd with the systemd cgroup driver
+    assert parse_cgroup_container(systemd_driver) == "b" * 64
+    assert parse_cgroup_container("0::/user.slice/user-1000.slice/session-3.scope\n") is None
+    assert parse_cgroup_container("") is None
+
+
+def test_any_process_inside_our_container_is_ours_by_its_cgroup(world):  # noqa: F811
+    """The listener is a child of llama-server (or a wrapper): its pid is not the container's, its cgroup is."""
+    engine, docker, _, _ = world
+    engine.apply(load())
+    ours = docker.containers["k3-test"]
+    ours["State"]["Pid"] = 777
+    host = engine.ports.host
+    host.tcp_text = TCP_HEADER + listening(18999, 555, "00000000")
+    host.owners = {555: (778, "llama-server")}
+    host.cgroups = {778: f"0::/docker/{ours['Id']}\n"}
+    assert engine.plan(load()).converged
+    host.cgroups = {778: "0::/docker/" + "f" * 64 + "\n"}  # another team's container on our port: refused
+    with pytest.raises(PlanError, match=r"pid 778 \(llama-server\)"):
         engine.plan(load())
 
 
@@ -211,6 +270,26 @@ def test_enable_false_installs_when_reset_failed_finds_the_unit_unloaded(world):
     assert units.state["k3-test.service"]["ActiveState"] == "active"
 
 
+@pytest.mark.parametrize("answer", ["Failed to connect to bus: No such file or directory",
+                                    "Access denied", "Failed to reset failed state of unit k3-test.service: "
+                                                     "Connection timed out"])
+def test_reset_failed_failing_for_another_reason_fails_the_install(world, answer):  # noqa: F811
+    """Only "not loaded" / "not found" means nothing to reset; a broken systemd is not swallowed."""
+    engine, _, _, _ = world
+    units = engine.ports.units
+    real = units.systemctl
+
+    def systemctl(*args: str) -> None:
+        if args[0] == "reset-failed":
+            raise PermanentError(f"systemctl reset-failed {args[1]} failed (exit 1): {answer}")
+        real(*args)
+
+    units.systemctl = systemctl
+    with pytest.raises(PermanentError, match=answer.split(":")[0]):
+        engine.apply(load(PROFILE + "systemd: {unit: k3-test, enable: false}\n"))
+    assert "systemctl start k3-test.service" not in units.calls
+
+
 # a dockerd restart during the health wait -----------------------------------------------------------
 
 def killed_then(docker, restarts: int):  # noqa: ANN001, ANN201 - FakeDocker; its run_container, patched
@@ -244,14 +323,48 @@ def test_a_launch_killed_by_a_dockerd_restart_and_started_again_is_waited_for(wo
     assert docker.containers["k3-test"]["State"]["Status"] == "running"
 
 
-def test_a_kill_that_is_not_followed_by_a_restart_fails_as_out_of_memory(world):  # noqa: F811
+def test_a_kill_that_is_not_followed_by_a_restart_fails_as_killed_not_out_of_memory(world):  # noqa: F811
     engine, docker, _, _ = world
     docker.logs = "load_tensors: loading model tensors\n"
     docker.run_container, docker.inspect_container = killed_then(docker, restarts=0)
     started = engine.ports.clock.monotonic()
+    with pytest.raises(LoadFailed, match=r"stopped by a signal .*not out of memory.* \[killed: exited, exit code 137, "
+                                         r"stopped\]") as failed:
+        engine.apply(load())
+    assert "ran out of memory" not in str(failed.value)
+    assert engine.ports.clock.monotonic() - started >= 30  # the grace for a restart policy to start it again
+
+
+def test_an_oom_kill_docker_reports_is_named_out_of_memory_and_not_waited_on(world):  # noqa: F811
+    engine, docker, _, _ = world
+    docker.logs = "load_tensors: loading model tensors\n"
+    real_run = docker.run_container
+
+    def run(spec):  # noqa: ANN001
+        cid = real_run(spec)
+        docker.containers[spec.name]["State"].update(Status="exited", ExitCode=137, OOMKilled=True)
+        return cid
+    docker.run_container = run
     with pytest.raises(LoadFailed, match=r"ran out of memory .* \[oom: exited, exit code 137, stopped\]"):
         engine.apply(load())
-    assert engine.ports.clock.monotonic() - started >= 30  # the grace for a restart policy to start it again
+    assert engine.ports.clock.monotonic() < 5
+
+
+def test_a_systemd_profiles_container_killed_by_a_dockerd_restart_is_started_by_the_apply(world):  # noqa: F811
+    """Restart policy "no" (systemd supervises it): dockerd does not start it again, so the health wait does."""
+    engine, docker, _, _ = world
+    docker.logs = "load_tensors: loading model tensors\n"
+    real_run = docker.run_container
+
+    def run(spec):  # noqa: ANN001
+        cid = real_run(spec)
+        docker.containers[spec.name]["State"].update(Status="exited", ExitCode=137)  # dockerd stopped it
+        return cid
+    docker.run_container = run
+    result = engine.apply(load(PROFILE + "systemd: {unit: k3-test, enable: true}\n"))
+    assert result.final.converged and "start k3-test" in docker.calls and "stop k3-test" not in docker.calls
+    assert engine.ports.clock.monotonic() < 30  # no waiting for a restart policy that will never act
+    assert docker.containers["k3-test"]["State"]["Status"] == "running"
 
 
 def test_a_bad_gguf_exit_is_not_waited_on_as_a_restart(world):  # noqa: F811

@@ -13,7 +13,7 @@ from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeHub, fake_ports
 
 from kimik3_reconciler.adapters.docker_engine import _device_requests
 from kimik3_reconciler.engine import Engine
-from kimik3_reconciler.errors import GpuProbeFailed, PermanentError
+from kimik3_reconciler.errors import GpuProbeFailed, PermanentError, PlanError
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.model.specs import ContainerSpec
 from kimik3_reconciler.observe.docker_objects import (
@@ -102,11 +102,14 @@ def test_the_probe_runs_first_through_cdi_once_and_every_container_asks_alike(gp
     assert (probe.entrypoint, probe.command, probe.gpus, probe.gpu_request) == (("nvidia-smi",), ("-L",), "all", "cdi")
     assert probe.image == "nvidia/cuda:13.0.0-runtime-ubuntu24.04"  # nothing built yet: the runtime base
     assert docker.calls.index("oneshot k3-test-gpu-probe") < docker.calls.index("build kimi-k3-llamacpp:mainline-ad1de39")
-    record = engine.ports.state.read("gpu-probe/driver-580.159.04/toolkit-1.17.4/cdi.json")
+    record = engine.ports.state.read("gpu-probe/driver-580.159.04/toolkit-1.17.4/cdi-all-of-1.json")
     assert record["passed"] and record["seen"] == "1 GPU(s): GPU-00000000-0000-0000-0000-000000000000"
     assert docker.containers["k3-test"]["spec"].gpu_request == "cdi"
     again = engine.plan(profile)
     assert [(s.kind, s.action.name) for s in again.steps][0] == ("gpu", "NOOP") and not again.changes
+    # Review of issue 14: the record names the GPUs probed. `gpus: all` passing on this 1-GPU host says
+    # nothing of a host with more (the count is in the key), nor of a listed subset probed with other ids.
+    assert engine.plan(parse_profile(GPU_PROFILE.replace("gpus: all", "gpus: [0]"), "p.yaml")).changes[0].kind == "gpu"
     # A toolkit upgrade is another key: probed again, before anything else.
     engine.ports.host.toolkit = "NVIDIA Container Toolkit CLI version 1.18.0\n"
     assert engine.plan(profile).changes[0].kind == "gpu"
@@ -118,7 +121,7 @@ def test_without_cdi_the_runtime_is_probed_and_used(gpu_world) -> None:
     docker.info = lambda: {"ServerVersion": "28.2.2", "CDISpecDirs": ["/etc/cdi"], "Runtimes": {"nvidia": {}}}
     engine.apply(parse_profile(GPU_PROFILE.replace("gpus: all", "gpus: [0]"), "p.yaml"))
     assert docker.one_shots[0].gpu_request == "runtime" and docker.one_shots[0].gpus == ("0",)
-    assert engine.ports.state.read("gpu-probe/driver-580.159.04/toolkit-1.17.4/runtime.json")["passed"]
+    assert engine.ports.state.read("gpu-probe/driver-580.159.04/toolkit-1.17.4/runtime-gpus-0.json")["passed"]
 
 
 def test_a_failing_probe_refuses_with_the_command_and_the_fix_and_changes_nothing(gpu_world) -> None:
@@ -132,7 +135,7 @@ def test_a_failing_probe_refuses_with_the_command_and_the_fix_and_changes_nothin
             "nvidia/cuda:13.0.0-runtime-ubuntu24.04 -L` failed to start") in message
     assert "nvidia-ctk cdi generate" in message and 'could not select device driver "cdi"' in message
     assert not hub.downloads and not docker.builds and "run k3-test" not in docker.calls
-    assert engine.ports.state.read("gpu-probe/driver-580.159.04/toolkit-1.17.4/cdi.json") is None
+    assert engine.ports.state.read("gpu-probe/driver-580.159.04/toolkit-1.17.4/cdi-all-of-1.json") is None
 
 
 def test_a_container_that_sees_fewer_gpus_than_asked_fails_the_probe(gpu_world) -> None:
@@ -148,3 +151,34 @@ def test_the_cpu_variant_never_looks_at_gpu_plumbing(gpu_world) -> None:
     assert "gpu" not in [s.kind for s in plan.steps]
     engine.apply(parse_profile(FAKE_PROFILE, "p.yaml"))
     assert not any(s.entrypoint == ("nvidia-smi",) for s in docker.one_shots)
+
+
+def test_the_probe_record_key_names_the_gpus_probed() -> None:
+    """Review of issue 14: `gpus: [0, 1]` passing must not satisfy a later `gpus: all` (nor GPU 5)."""
+    from kimik3_reconciler.model.records import gpu_probe_key
+
+    pair = gpu_probe_key("580.159.04", "1.17.4", "cdi", ("0", "1"), 8)
+    assert pair == "gpu-probe/driver-580.159.04/toolkit-1.17.4/cdi-gpus-0_1.json"
+    assert gpu_probe_key("580.159.04", "1.17.4", "cdi", "all", 8) == "gpu-probe/driver-580.159.04/toolkit-1.17.4/cdi-all-of-8.json"
+    assert len({pair, gpu_probe_key("580.159.04", "1.17.4", "cdi", "all", 8),
+                gpu_probe_key("580.159.04", "1.17.4", "cdi", "all", 4),
+                gpu_probe_key("580.159.04", "1.17.4", "cdi", ("5",), 8)}) == 4
+
+
+def test_gpus_all_with_a_draft_off_the_last_gpu_is_refused_at_plan_time_with_file_and_line(gpu_world) -> None:
+    """Review of issue 14: with `gpus: all` the profile rules cannot count the GPUs; the host gate does (this
+    recorded host has 1 GPU, so the draft must be CUDA0) and the engine names the field's file:line."""
+    engine, docker, hub = gpu_world
+    text = GPU_PROFILE.replace("archive: src.tar.gz}", "archive: src.tar.gz, patches: [rs.patch]}").replace(
+        "parallel: 2}", "parallel: 2,\n  spec_draft: {model: draft.gguf, device: CUDA3}}")
+    (engine.base_dir / "draft.gguf").write_bytes(b"GGUF")
+    (engine.base_dir / "rs.patch").write_text(
+        "--- a/src/llama-memory-recurrent.cpp\n+++ b/src/llama-memory-recurrent.cpp\n@@ -1 +1,2 @@\n int x;\n"
+        "+bool rollback_to(int seq);\n")
+    with pytest.raises(PlanError) as refused:
+        engine.plan(parse_profile(text, "interactive.yaml"))
+    message = str(refused.value)
+    assert "serve.spec_draft.device must be CUDA0 (the GPU holding output.weight, the last of the split): it is " \
+           "CUDA3" in message
+    assert message.endswith("at interactive.yaml:8: serve.spec_draft.device")
+    assert not hub.downloads and not docker.builds

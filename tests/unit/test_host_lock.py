@@ -193,3 +193,52 @@ def test_asking_who_holds_the_lock_never_takes_it(tmp_path: Path, monkeypatch: p
     asker = StateDirLock(tmp_path)
     monkeypatch.setattr(asker, "_flock", lambda: pytest.fail("holder() tried the lock"))
     assert asker.holder() == (mine, True)
+
+
+# the host-wide lock: kimik3s with other state dirs (two users) are kept out too ------------------------
+
+def test_two_state_dirs_on_one_host_exclude_each_other_through_the_host_wide_lock(tmp_path: Path) -> None:
+    shared = tmp_path / "run-lock" / "kimik3.lock"
+    shared.parent.mkdir()
+    alice, bob = StateDirLock(tmp_path / "alice", shared), StateDirLock(tmp_path / "bob", shared)
+    mine = holder("apply", "k3-a")
+    assert alice.try_acquire(mine).acquired
+    assert oct(shared.stat().st_mode & 0o777) == "0o666"  # every user locks the same file
+    refused = bob.try_acquire(holder("apply", "k3-b"))
+    assert not refused.acquired and refused.holder == mine  # named from the host-wide file's record
+    assert StateDirLock(tmp_path / "bob", shared).holder() == (mine, True)  # status of bob's state dir shows it
+    assert not (tmp_path / "bob" / LOCK_RECORD).exists()  # bob let go of his state dir's lock
+    with pytest.raises(LockHeld, match="apply of k3-a"):
+        acquire(StateDirLock(tmp_path / "bob", shared), FakeClock(), holder(), timeout_s=0, say=Events())
+    alice.release(mine)
+    assert shared.read_text() == ""  # the record goes with the lock; the file stays
+    theirs = holder("apply", "k3-b")
+    assert bob.try_acquire(theirs).acquired and not alice.try_acquire(holder()).acquired
+    bob.release(theirs)
+
+
+def test_a_host_wide_lock_that_cannot_be_used_falls_back_to_the_state_dir_saying_so(tmp_path: Path) -> None:
+    events = Events()
+    nowhere = tmp_path / "no-such-dir" / "kimik3.lock"  # e.g. a host without /run/lock
+    acquire(StateDirLock(tmp_path / "state", nowhere), FakeClock(), holder(), timeout_s=0, say=events)
+    (name, fields), = events.seen
+    assert name == "lock-host-wide-unavailable" and f"cannot use the host-wide lock {nowhere}" in fields["why"]
+    assert "only the state dir's lock" in fields["why"]
+
+
+def test_a_dead_holders_host_wide_record_is_taken_over(tmp_path: Path) -> None:
+    shared = tmp_path / "kimik3.lock"
+    gone = LockHolder("deadbeef0003", "apply", "k3-a", dead_pid(), os.uname().nodename, "2026-12-03T04:00:00+00:00")
+    shared.write_text(json.dumps(gone.to_json()))
+    attempt = StateDirLock(tmp_path / "state", shared).try_acquire(holder())
+    assert attempt.acquired and attempt.holder == gone
+
+
+def test_force_unlock_from_another_state_dir_clears_the_host_wide_lock(tmp_path: Path) -> None:
+    shared = tmp_path / "kimik3.lock"
+    hung, mine = StateDirLock(tmp_path / "alice", shared), holder("apply", "k3-a")
+    assert hung.try_acquire(mine).acquired
+    said = force_unlock(StateDirLock(tmp_path / "bob", shared), mine.id)
+    assert f"removed lock {mine.id}" in said and "still runs on this host" in said
+    theirs = holder("apply", "k3-b")
+    assert StateDirLock(tmp_path / "bob", shared).try_acquire(theirs).acquired

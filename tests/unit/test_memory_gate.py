@@ -36,8 +36,8 @@ def test_the_draft_gpu_needs_its_room_in_the_fit_target_list() -> None:
         return draft_room_refusals(q2, observed(q2, host=host, model=model_fact(q2, shards=2, size=401 * GIB)))
 
     assert refusals(f"{{parallel: 2, {DRAFT}}}") == [
-        "serve.fit_target leaves 4096 MiB free on the draft's GPU CUDA3 (GPU 3, NVIDIA H200, 143771 MiB); the DSpark "
-        "draft needs ~9216 MiB (~9 GB) there plus room for its snapshots (seed 000): write one margin per GPU, >= 9216 "
+        "serve.fit_target leaves 4096 MiB free on the draft's GPU CUDA3 (GPU 3, NVIDIA H200, 143771 MiB); it needs "
+        "~9216 MiB (~9 GB) there plus room for the draft's snapshots (seed 000): write one margin per GPU, >= 9216 "
         "for CUDA3"]
     assert refusals(f"{{parallel: 2, fit_target: [4096, 4096, 4096, 16384], {DRAFT}}}") == []
     # The room is on the draft's GPU, not another one.
@@ -94,3 +94,38 @@ def test_nothing_is_judged_before_the_listing_is_known() -> None:
     iq2 = profile()
     unlisted = model_fact(iq2, files=())
     assert memory_findings(iq2, observed(iq2, host=h200_host(4), model=unlisted), ours_running=False) == ([], [])
+
+
+def test_on_an_all_vram_quant_the_draft_room_comes_on_top_of_the_quant_floor() -> None:
+    """Review of issue 14: 9216 MiB on the draft's GPU leaves the draft its room but not the CUDA scratch pool's
+    6144 (UD-IQ2_XXS all-VRAM, seed 000 step 5): both are needed there, 15360; interactive.yaml's 16384 passes."""
+    host = h200_host(8, ram_total=TIB)
+
+    def refusals(last: int) -> list[str]:
+        iq2 = profile(gpus="[0, 1, 2, 3, 4, 5, 6, 7]",
+                      serve=f"{{parallel: 2, fit_target: [6144, 6144, 6144, 6144, 6144, 6144, 6144, {last}], {DRAFT}}}")
+        files = model_fact(iq2, shards=2, size=331 * GIB)  # 662 GiB: all-VRAM on eight H200s
+        return draft_room_refusals(iq2, observed(iq2, host=host, model=files))
+
+    (refused,) = refusals(9216)
+    assert refused.startswith("serve.fit_target[7] leaves 9216 MiB free on the draft's GPU CUDA7 (GPU 7, NVIDIA H200")
+    assert ("it needs 6144 MiB (UD-IQ2_XXS's all-VRAM margin: the CUDA scratch pool's room) + 9216 MiB (the DSpark "
+            "draft, ~9 GB) there") in refused and refused.endswith(">= 15360 for CUDA7")
+    assert refusals(15360) == [] and refusals(16384) == []
+
+
+def test_with_gpus_all_a_named_draft_device_must_be_the_hosts_last_gpu() -> None:
+    """Review of issue 14: `gpus: all` has no list for the profile rules to count, so the host's GPU count
+    (NVML) decides; CUDA3 of eight is refused naming the field, CUDA7 and auto pass this check."""
+    host = h200_host(8, ram_total=TIB)
+
+    def refusals(device: str) -> list[str]:
+        draft = profile(gpus="all", serve=f"{{parallel: 2, spec_draft: {{model: /d.gguf, device: {device}}}}}")
+        return draft_room_refusals(draft, observed(draft, host=host, model=model_fact(draft, shards=2, size=331 * GIB)))
+
+    (refused,) = refusals("CUDA3")
+    assert refused.field == ("serve", "spec_draft", "device")
+    assert refused.startswith("serve.spec_draft.device must be CUDA7 (the GPU holding output.weight, the last of "
+                              "the split): it is CUDA3, and gpus: all splits the model over this host's 8 GPUs")
+    assert not any("spec_draft.device" in r for r in refusals("CUDA7"))
+    assert not any("spec_draft.device" in r for r in refusals("auto"))

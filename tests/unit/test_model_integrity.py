@@ -138,3 +138,27 @@ def test_a_file_that_moves_between_plan_and_apply_is_not_recorded(world):
     assert SHARD not in engine.ports.state.read(key)["stats"]  # never vouched for: re-hashed next time
     again = engine.plan(profile).steps[0]
     assert again.action is Action.UPDATE and "changed since verified (re-hashed: sha256 matches)" in again.reason
+
+
+def test_status_only_stats_a_moved_file_and_says_so_without_hashing(world, monkeypatch):
+    """`kimik3 status` must not read a 50 GB shard: a moved stat is reported "changed since verified", unhashed."""
+    from click.testing import CliRunner
+
+    import kimik3_reconciler.adapters as adapters
+    import kimik3_reconciler.observe.model_cache as model_cache
+    from kimik3_reconciler import cli
+
+    engine, _, hub, profile = world
+    flip_one_byte(hub.root / "cache" / SHARD, keep_mtime=False)
+    hashed: list[str] = []
+    real = model_cache.content_matches
+    monkeypatch.setattr(model_cache, "content_matches", lambda cached, f: hashed.append(f.path) or real(cached, f))
+    observed = engine.observe(profile, stat_only=True)
+    assert observed.model.changed == (SHARD,) and observed.model.corrupt == () and hashed == []
+    work = Path(engine.base_dir)
+    (work / "p.yaml").write_text(FAKE_PROFILE)
+    monkeypatch.setattr(adapters, "real_ports", lambda *a, **k: engine.ports)
+    shown = CliRunner().invoke(cli.main, ["--dockerfile", str(work / "Dockerfile.llamacpp"), "status", str(work / "p.yaml")])
+    assert shown.exit_code == 0, shown.output
+    assert "1 changed since verified (stat moved; not re-hashed here" in shown.output and hashed == []
+    assert engine.observe(profile).model.corrupt == (SHARD,) and hashed == [SHARD]  # a plan does re-hash it

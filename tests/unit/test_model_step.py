@@ -50,3 +50,34 @@ def test_sizing_gate_refuses_with_needed_free_shortfall_and_breakdown() -> None:
     assert str(refused.value) == "the host gate refuses this profile:\n  - " + (
         "model: 799.0 GiB to fetch (+10% headroom: 878.9 GiB) but only 700.0 GiB free on /c: short by 178.9 GiB "
         "[UD-Q2_K_XL/ 19 file(s) 798.0 GiB; mmproj-BF16.gguf 1 file(s) 1.0 GiB]")
+
+
+def test_a_complete_model_whose_layout_is_not_recorded_records_it_once() -> None:
+    """The GGUF headers were read for this plan (no layout record: a cache from before the record existed):
+    `~ model` records them, so later plans read one record instead of every shard's header."""
+    import json
+    from pathlib import Path
+
+    from kimik3_reconciler.model.facts import ModelLayout
+    from kimik3_reconciler.model.records import layout_key
+
+    layout = ModelLayout(**json.loads((Path(__file__).parent.parent / "fixtures" / "h200" / "synth-layout.json")
+                                      .read_text()))
+    profile = parse_profile(PROFILE_TEXT_WITHOUT_EXTRAS).profile
+    fresh = plan(profile, observed(profile, layout=layout, layout_recorded=False))
+    model = next(s for s in fresh.steps if s.kind == "model")
+    assert model.action is Action.UPDATE and "record the quant's layout" in model.reason
+    assert model.spec.missing == () and model.spec.layout == layout
+    assert model.spec.layout_key == layout_key(profile.model.repo, profile.model.revision, profile.model.quant)
+    recorded = plan(profile, observed(profile, layout=layout, layout_recorded=True))
+    assert next(s for s in recorded.steps if s.kind == "model").action is Action.NOOP
+
+
+PROFILE_TEXT_WITHOUT_EXTRAS = """
+apiVersion: kimik3/v1
+name: kimi-k3
+model:
+  repo: unsloth/Kimi-K3-GGUF
+  revision: 0123456789abcdef0123456789abcdef01234567
+  quant: UD-Q2_K_XL
+"""

@@ -58,8 +58,8 @@ def test_the_real_one_renamed_is_recognised_by_content(tmp_path: Path) -> None:
     profile, inputs = inputs_for(tmp_path, SHAPED, "0003-state-undo.patch")
     found, refusal = rollback_requirement(profile, inputs.patches)
     assert refusal is None and found is not None
-    assert str(found) == ("0003-state-undo.patch (recognised by content: adds a rollback to "
-                          "src/llama-memory-recurrent.h +3/-0, src/llama-memory-recurrent.cpp +2/-1)")
+    assert str(found) == ("0003-state-undo.patch (recognised by content: adds rollback code (rollback_to, "
+                          "n_rollback) to src/llama-memory-recurrent.h +3/-0, src/llama-memory-recurrent.cpp +2/-1)")
 
 
 def test_a_file_named_like_it_with_other_content_is_refused(tmp_path: Path) -> None:
@@ -88,3 +88,45 @@ def test_the_plan_refuses_before_any_step(tmp_path: Path) -> None:
     profile, inputs = inputs_for(tmp_path, OTHER, "kimi-k3-rs-rollback.patch")
     with pytest.raises(PlanError, match="needs the recurrent-state rollback patch"):
         plan(profile, observed(profile, inputs=inputs))
+
+
+def test_a_rollback_said_only_in_comments_or_strings_is_not_the_patch() -> None:
+    """Review of issue 14: any added line mentioning "rollback" counted; only code naming one does now."""
+    from kimik3_reconciler.model.facts import PatchFact
+    from kimik3_reconciler.planning.patch_roles import code_of
+
+    def patch(*added: str) -> PatchFact:
+        body = "".join(f"+{line}\n" for line in added)
+        files = parse_unified_diff("--- a/src/llama-memory-recurrent.cpp\n+++ b/src/llama-memory-recurrent.cpp\n"
+                                   f"@@ -1 +1,{len(added)} @@\n{body}")
+        return PatchFact(name="rs.patch", path="/rs.patch", sha256="0" * 64, files=files)
+
+    for comment_only in (("    // TODO: rollback someday",), ("    /* rollback later */",), ("     * rollback: see below",),
+                         ('    LLAMA_LOG_INFO("rollback not supported\\n");',)):
+        assert rollback_patch((patch(*comment_only),)) is None, comment_only
+    assert code_of("    return rollback_to(seq_id, p0); // rollback") == "    return rollback_to(seq_id, p0); "
+    found = rollback_patch((patch("    // bounded", "    bool seq_rollback(llama_seq_id id);"),))
+    assert found is not None and found.evidence == ("adds rollback code (seq_rollback) to "
+                                                    "src/llama-memory-recurrent.cpp +2/-0")
+    _, refusal = rollback_requirement(profile_with("rs.patch"), (patch("    // TODO: rollback someday"),))
+    assert refusal is not None and ("none does (rs.patch changes src/llama-memory-recurrent.cpp (rollback only in "
+                                    "comments or strings there, no code))") in refusal
+
+
+def test_the_plan_time_refusal_names_build_patches_with_the_profile_file_and_line(tmp_path: Path) -> None:
+    """Review of issue 14: the refusal was a bare PlanError; the engine now adds file:line of the field."""
+    from support.observed import observed
+
+    from kimik3_reconciler.engine import located
+    from kimik3_reconciler.planning import plan
+
+    profile, inputs = inputs_for(tmp_path, OTHER, "kimi-k3-rs-rollback.patch")
+    text = (f"apiVersion: kimik3/v1\nname: k3\nmodel: {{repo: org/k3, revision: {'ab' * 20}, quant: UD-IQ2_XXS}}\n"
+            "build:\n  patches: [patches/kimi-k3-rs-rollback.patch]\ngpus: [0, 1]\nserve:\n  parallel: 2\n"
+            "  spec_draft: {model: draft.gguf}\n")
+    loaded = parse_profile(text, source="interactive.yaml")
+    with pytest.raises(PlanError) as refused, located(loaded):
+        plan(profile, observed(profile, inputs=inputs))
+    assert refused.value.fields == (("build", "patches"),)
+    assert str(refused.value).endswith("\n  at interactive.yaml:5: build.patches")
+    assert "needs the recurrent-state rollback patch" in str(refused.value)

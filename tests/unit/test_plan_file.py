@@ -38,6 +38,7 @@ from kimik3_reconciler.model.specs import (
     StopUnit,
     UnitInstall,
     UnitRemoval,
+    VerifyServer,
 )
 
 FILES = (RemoteFile(path="Q/a-00001-of-00002.gguf", size=50 << 30, sha256="ab" * 32),
@@ -73,6 +74,7 @@ SAMPLES = [
                 'KIMIK3_CONTAINER="k3 x"\n', True, True, False, True),
     UnitRemoval("old.service", "/etc/systemd/system/old.service", None, systemctl=False),
     StopUnit("other.service"),
+    VerifyServer("k3", "0123456789abcdef"),
 ]
 
 

@@ -163,3 +163,54 @@ def test_relative_paths_follow_a_swapped_checkout_symlink(tmp_path: Path) -> Non
     os.replace(tmp_path / "next", tmp_path / "current")  # as git-sync publishes a new revision
     swapped = world.loop.run_pass()
     assert "image create kimi-k3-llamacpp:mainline-ad1de39-cpu" in swapped.get("steps", ()), swapped.get("error")
+
+
+# two loops for conflicting profiles do not stop each other forever ---------------------------------------
+
+def second_loop(world: World) -> tuple[ReconcileLoop, list[dict]]:
+    """A loop for profile k3-b on the same host and port as the world's k3-test: they conflict."""
+    other = world.profile.parent / "b.yaml"
+    other.write_text(FAKE_PROFILE.replace("name: k3-test", "name: k3-b"))
+    lines: list[dict] = []
+    engine = Engine(world.ports, NullReporter(), world.profile.parent, world.profile.parent / "Dockerfile.llamacpp")
+    return ReconcileLoop(str(other), engine, load, lines.append, INTERVAL, verify_server=False), lines
+
+
+def test_a_loop_refuses_to_stop_a_container_another_loop_keeps_running(world: World) -> None:
+    assert world.loop.run_pass()["result"] == "changed"  # loop A runs k3-test
+    loop_b, _ = second_loop(world)
+    calls = world.mutations()
+    refused = loop_b.run_pass()
+    assert (refused["result"], refused["exit_code"]) == ("conflict", 3)
+    assert "would stop k3-test" in refused["error"] and "another reconcile loop keeps k3-test running" in refused["error"]
+    assert f"kimik3 reconcile {world.profile.resolve()}" in refused["error"] and f"pid {os.getpid()}" in refused["error"]
+    assert world.mutations() == calls and world.docker.containers["k3-test"]["State"]["Status"] == "running"
+    assert world.loop.run_pass()["result"] == "converged"  # A is left alone: no flapping
+    world.loop.forget()  # loop A stops (run_until_stopped does this on SIGTERM)
+    taken = loop_b.run_pass()
+    assert taken["result"] == "changed" and "conflict update k3-test" in taken["steps"]
+    assert world.docker.containers["k3-test"]["State"]["Status"] == "exited"
+
+
+def test_a_timer_loop_counts_while_its_passes_keep_coming_and_not_after(world: World) -> None:
+    """`reconcile --once` from a timer: its process is gone between passes, its record's last pass says it is alive."""
+    from kimik3_reconciler.model.records import reconcile_loop_key
+
+    world.loop.run_pass()
+    key = reconcile_loop_key("k3-test")
+    record = world.ports.state.read(key)
+    gone = subprocess_pid_that_exited()
+    world.ports.state.write(key, {**record, "holder": {**record["holder"], "pid": gone}})
+    loop_b, _ = second_loop(world)
+    assert loop_b.run_pass()["result"] == "conflict"  # last pass just now: the timer is alive
+    world.clock.sleep(2 * INTERVAL + 61)
+    assert loop_b.run_pass()["result"] == "changed"  # no pass for two intervals: that loop is gone
+
+
+def subprocess_pid_that_exited() -> int:
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid

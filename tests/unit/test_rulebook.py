@@ -74,3 +74,23 @@ def test_every_rule_names_its_seed_passage_and_explain_lists_it() -> None:
     shown = subprocess.run([sys.executable, "-m", "kimik3_reconciler", "explain", "fit-target-spill"],
                            capture_output=True, text=True)
     assert "from: seed 000 step 2 (REAP770" in shown.stdout
+
+
+def test_every_profile_rule_finding_sits_under_its_own_rule_mark() -> None:
+    """Review of issue 14: guards were added without a rulebook entry. Each `yield _error(`/`yield _warning(` in
+    model/profile_rules.py needs a `# rule:` mark after the previous finding (or its function's start), so a
+    new guard cannot skip the rulebook (and so `kimik3 explain`)."""
+    source = (PACKAGE / "model" / "profile_rules.py").read_text(encoding="utf-8").splitlines()
+    unmarked, since_mark = [], False
+    for number, line in enumerate(source, 1):
+        stripped = line.strip()
+        if stripped.startswith("def "):
+            since_mark = False
+        elif MARK.search(line):
+            since_mark = True
+        elif stripped.startswith(("yield _error(", "yield _warning(")):
+            if not since_mark:
+                unmarked.append(f"profile_rules.py:{number}: {stripped[:70]}")
+            since_mark = False
+    assert not unmarked, "findings without a `# rule:` mark:\n" + "\n".join(unmarked)
+    assert sum("yield _error(" in line or "yield _warning(" in line for line in source) >= 30  # it did look

@@ -128,3 +128,81 @@ def test_health_is_not_a_decision_a_load_in_progress_is_waited_for_either_way(wo
     http.loading_polls = 2  # ... but the server is loading again when it is applied: apply waits, as apply does
     result = apply_saved(engine, saved)
     assert [s.kind for s in result.executed] == ["health"] and result.final.converged
+
+
+def test_a_saved_plan_with_an_owed_verify_runs_it_through_the_verifier(world):
+    """A launch an interrupted apply left unverified: the saved plan holds `<= verify`, and apply PLAN runs it."""
+    engine, _, work = world
+    engine.ports.verifier = lambda: None  # an apply that meant to verify, and died before it could
+    apply_saved(engine, save(engine, work))
+    engine.ports.verifier = None
+    saved = save(engine, work)
+    assert [(s.kind, s.action) for s in saved.changes] == [("verify", Action.READ)]
+    checks: list[str] = []
+    loaded = parse_profile(saved.profile_text, saved.profile_source)
+    result = engine.apply_or_revert(loaded, lambda: checks.append("verify"),
+                                    run=lambda: engine.apply_saved(loaded, saved, FAKE_PROFILE))
+    assert checks == ["verify"] and [s.kind for s in result.executed] == ["verify"]
+    assert engine.plan(loaded).converged
+
+
+class EditingHolder:
+    """A lock port whose holder, an apply holding the lock for one more try, edits the profile file meanwhile."""
+
+    def __init__(self, profile: Path):
+        self.profile, self.tries = profile, 0
+
+    def try_acquire(self, holder):  # noqa: ANN001, ANN201
+        from kimik3_reconciler.model.host_lock import LockAttempt
+
+        self.tries += 1
+        if self.tries == 1:
+            self.profile.write_text(self.profile.read_text().replace("parallel: 2", "parallel: 2, ubatch: 2048"))
+            return LockAttempt(acquired=False)
+        return LockAttempt(acquired=True)
+
+    def release(self, holder) -> None:  # noqa: ANN001
+        pass
+
+    def holder(self):  # noqa: ANN201
+        return None, False
+
+
+def test_apply_plan_reads_the_profile_after_waiting_for_the_lock(world, monkeypatch):
+    """The staleness check sees the profile as it is once the lock is held, not as it was before the wait."""
+    from click.testing import CliRunner
+
+    import kimik3_reconciler.adapters as adapters
+    from kimik3_reconciler import cli
+
+    engine, docker, work = world
+    monkeypatch.setattr(adapters, "real_ports", lambda *a, **k: engine.ports)
+    base = ["--dockerfile", str(work / "Dockerfile.llamacpp")]
+    planned = CliRunner().invoke(cli.main, [*base, "plan", str(work / "profile.yaml"), "-out", str(work / "p.plan")])
+    assert planned.exit_code == 0, planned.output
+    engine.ports.lock = EditingHolder(work / "profile.yaml")
+    applied = CliRunner().invoke(cli.main, [*base, "apply", "--lock-timeout", "1m", str(work / "p.plan")])
+    assert applied.exit_code == 7, applied.output  # StalePlan: the holder's edit is seen
+    assert "serve.ubatch" in applied.output and engine.ports.lock.tries == 2
+    assert docker.containers == {}  # nothing ran
+
+
+@pytest.mark.parametrize("breakage", ["basis-list", "observed-list", "action-number", "diff-strings"])
+def test_a_plan_file_with_fields_of_the_wrong_type_is_refused_as_input(world, breakage):
+    import json
+
+    from kimik3_reconciler.errors import InputError
+
+    engine, _, work = world
+    data = json.loads(write_saved_plan(save(engine, work)))
+    if breakage == "basis-list":
+        data["observed"]["basis"] = ["container k3"]
+    elif breakage == "observed-list":
+        data["observed"] = []
+    elif breakage == "action-number":
+        data["steps"][0]["action"] = 3
+    else:
+        data["steps"][0]["diff"] = ["serve.port"]
+    with pytest.raises(InputError, match="plan.json: not a readable kimik3 saved plan") as refused:
+        read_saved_plan(json.dumps(data), "plan.json")
+    assert refused.value.exit_code == 2

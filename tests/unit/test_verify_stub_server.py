@@ -77,6 +77,7 @@ def test_right_answers_pass_every_check_and_exit_0(tmp_path, stub, monkeypatch):
     stub.script = [PONG, CALL, SUNNY]
     code, report, _ = run(args)
     assert code == 0 and report["ok"] is True, report
+    assert report["content"] == "checked" and report["summary"] == "ok: plumbing and content checked"
     assert [c["status"] for c in report["checks"]] == ["ok", "ok", "ok", "ok", "skipped", "ok"]
     assert report["weights"]["random"] is False and report["tool_calls"] == {"attempts": 1, "parse_failures": 0,
                                                                            "retries": 0}
@@ -154,7 +155,67 @@ def test_random_weights_answering_nonsense_are_not_checkable_and_exit_0(tmp_path
     stub.script = [{"content": "\u0018\ufffd/L"}, {"content": "q#x"}, {"content": "zz"}]
     code, report, checks = run(args)
     assert code == 0 and report["ok"] is True and report["weights"]["random"] is True
+    # ok: true is the exit logic; what it says about the model is written beside it (review of issue 14)
+    assert report["content"] == "not checkable (random weights)"
+    assert report["summary"] == "plumbing ok; content not checkable (random weights)"
     assert report["not_checkable"] == ["text", "tool_call", "two_turn"]
     for name in report["not_checkable"]:
         assert checks[name]["ok"] is None and checks[name]["detail"].startswith("not checkable (random weights)")
     assert all(body["max_tokens"] <= 64 and "chat_template_kwargs" not in body for body in stub.completions())
+
+
+THINKING_ONLY = {"content": None, "reasoning_content": "Let me think about this carefully…", "finish_reason": "length"}
+
+
+def test_thinking_that_uses_every_token_is_retried_with_room_then_passes(tmp_path, stub, monkeypatch):
+    """Review of issue 14: K3's thinking can use all 1024 tokens; that is not a wrong answer. Asked once more
+    with 4096, the answer comes and the check passes."""
+    args = deploy(tmp_path, stub, monkeypatch)
+    stub.script = [THINKING_ONLY, PONG, CALL, SUNNY]
+    code, report, checks = run(args)
+    assert code == 0 and checks["text"]["status"] == "ok", report
+    assert [b["max_tokens"] for b in stub.completions()][:2] == [1024, 4096]
+
+
+def test_thinking_that_never_ends_is_inconclusive_not_a_failure_and_exits_0(tmp_path, stub, monkeypatch):
+    """Still only thinking after the retry: "inconclusive (thinking used all 4096 tokens)" for text, tool_call,
+    vision and two_turn; verify does not fail (apply would not revert a deployment over a token budget)."""
+    args = deploy(tmp_path, stub, monkeypatch, fork=True)
+    stub.script = [THINKING_ONLY] * 8
+    code, report, checks = run(args)
+    assert code == 0 and report["ok"] is True, report
+    for name in ("text", "tool_call", "vision"):
+        assert checks[name]["status"] == "inconclusive" and checks[name]["ok"] is None
+        assert checks[name]["detail"].startswith("inconclusive (thinking used all 4096 tokens): ")
+    assert checks["two_turn"]["status"] == "inconclusive"
+    assert report["inconclusive"] == ["text", "tool_call", "vision", "two_turn"]
+    assert report["content"].startswith("inconclusive: text, tool_call, vision, two_turn")
+    assert [b["max_tokens"] for b in stub.completions()] == [1024, 4096] * 3  # one retry per question, no more
+
+
+def test_truncated_with_an_answer_is_judged_as_an_answer(tmp_path, stub, monkeypatch):
+    """finish_reason length with content is an answer (cut short): judged, a wrong one fails."""
+    args = deploy(tmp_path, stub, monkeypatch)
+    stub.script = [{"content": "ping ping ping", "finish_reason": "length"}, CALL, SUNNY]
+    code, _, checks = run(args)
+    assert code == 1 and checks["text"]["status"] == "failed" and len(stub.completions()) == 3
+
+
+@pytest.mark.parametrize(("answer", "status"), [
+    ("Crimson.", "ok"), ("Scarlet", "ok"), ("maroon", "ok"), ("A reddish colour.", "ok"),
+    ("Orange.", "failed"), ("Pink", "failed"), ("Red or orange.", "failed"), ("Purple.", "failed"),
+])
+def test_vision_accepts_shades_of_red_and_no_other_colour(tmp_path, stub, monkeypatch, answer, status):
+    args = deploy(tmp_path, stub, monkeypatch, fork=True)
+    stub.script = [PONG, CALL, {"content": answer}, SUNNY]
+    _, _, checks = run(args)
+    assert checks["vision"]["status"] == status, checks["vision"]
+
+
+def test_the_text_summary_on_random_weights_says_plumbing_only(tmp_path, stub, monkeypatch):
+    """Review of issue 14: the top-level line read a plain "ok" on random weights."""
+    args = deploy(tmp_path, stub, monkeypatch, shard=gguf_bytes({WEIGHTS_KEY: RANDOM_WEIGHTS}))
+    stub.script = [{"content": "zz"}, {"content": "q#x"}, {"content": "zz"}]
+    result = CliRunner().invoke(cli.main, [a for a in args if a != "--json"])
+    assert result.exit_code == 0
+    assert "verify: plumbing ok; content not checkable (random weights)" in " ".join(result.stdout.split())

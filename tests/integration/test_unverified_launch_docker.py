@@ -1,0 +1,64 @@
+"""A launch whose apply died before its verify, against the real parts (dockerd, the demo's CPU image, the fixture
+hub): the next plan holds `<= verify` (`--detailed-exitcode` exits 4), `apply` runs just that verify, and the plan
+after it is converged (exit 0). Own name and port: k3un-unverified, 18620."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from support.realparts import KIMIK3, demo_hub, demo_profile, docker, kimik3, write_profile
+
+pytestmark = pytest.mark.docker
+
+NAME, PORT = "k3un-unverified", 18620
+
+
+def healthy() -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{PORT}/health", timeout=1) as answer:
+            return answer.status == 200
+    except OSError:
+        return False
+
+
+def wait_for(what: str, check, timeout: float) -> None:  # noqa: ANN001 - a callable returning bool
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def test_a_launch_left_unverified_is_a_verify_step_that_the_next_apply_runs(tmp_path: Path) -> None:
+    subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)
+    with demo_hub() as hub:
+        write_profile(tmp_path, demo_profile(tmp_path, NAME, PORT, hub.url))
+        try:
+            env = {**os.environ, "KIMIK3_STATE_DIR": str(tmp_path / "state"), "HF_HOME": str(tmp_path / "hf-home")}
+            apply = subprocess.Popen([*KIMIK3, "apply", "profile.yaml"], cwd=tmp_path, env=env,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            record = tmp_path / "state" / "unverified" / f"{NAME}.json"
+            wait_for("the launch", lambda: docker("ps", "-q", "--filter", f"name=^{NAME}$") != "", timeout=300)
+            docker("pause", NAME)  # hold the load: the apply cannot get past its health wait meanwhile
+            assert record.exists()  # written before the launch
+            os.kill(apply.pid, signal.SIGKILL)  # the apply dies in its health wait: nobody verifies this launch
+            apply.communicate()
+            docker("unpause", NAME)
+            wait_for("the load", healthy, timeout=120)
+            owed = kimik3(tmp_path, "plan", "profile.yaml", "--detailed-exitcode", check=False)
+            assert owed.returncode == 4, owed.stderr[-2000:]
+            assert "<= verify" in owed.stdout and "launched by an apply that did not verify it" in owed.stdout
+            applied = json.loads(kimik3(tmp_path, "apply", "--json", "profile.yaml").stdout)
+            assert [(s["kind"], s["action"]) for s in applied["executed"]] == [("verify", "read")]
+            assert applied["verify"]["ok"] is True and not record.exists()
+            done = kimik3(tmp_path, "plan", "profile.yaml", "--detailed-exitcode", check=False)
+            assert done.returncode == 0, done.stdout
+        finally:
+            subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)

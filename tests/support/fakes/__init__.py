@@ -1,0 +1,34 @@
+"""In-memory fakes of the ports, for planner and engine unit tests only (real parts: realparts.py): one module
+per port (docker, hub, http + chat, host, state + clock, units); `fake_ports` wires them together."""
+
+from __future__ import annotations
+
+from kimik3_reconciler.ports import Ports
+from support.fakes.docker import FakeDocker, container_inspect
+from support.fakes.host import FakeHost
+from support.fakes.http import FakeChat, FakeHttp
+from support.fakes.hub import FakeHub, gguf_bytes
+from support.fakes.state import FakeClock, MemoryState
+from support.fakes.units import FakeUnits
+
+__all__ = ["FAKE_PROFILE", "FAKE_REVISION", "FakeChat", "FakeClock", "FakeDocker", "FakeHost", "FakeHttp", "FakeHub",
+           "FakeUnits", "MemoryState", "container_inspect", "fake_ports", "gguf_bytes"]
+
+# The profile the engine unit tests start from: CPU variant, no GPUs, a local archive, no smoke test.
+FAKE_REVISION = "ab" * 20
+FAKE_PROFILE = f"""
+apiVersion: kimik3/v1
+name: k3-test
+model: {{repo: org/k3, revision: {FAKE_REVISION}, quant: UD-Q2_K_XL}}
+build: {{source: mainline, variant: cpu, cpu_features: [], archive: src.tar.gz}}
+gpus: none
+serve: {{port: 18999, ctx_size: 4096, parallel: 2}}
+gate: {{smoke: false}}
+"""
+
+
+def fake_ports(hub: FakeHub, cores: int = 8) -> tuple[Ports, FakeDocker]:
+    docker = FakeDocker()
+    return Ports(docker=docker, hub=hub, http=FakeHttp(docker), host=FakeHost(cores),
+                 state=MemoryState(hub.root / "state"), clock=FakeClock(), chat=FakeChat(docker),
+                 units=FakeUnits(docker)), docker

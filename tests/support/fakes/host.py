@@ -1,0 +1,83 @@
+"""FakeHost: raw host facts (lscpu, NVML, mounts, CDI, /proc/net/tcp, cgroups) as a plain 8-core host gives them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+class FakeHost:
+    def __init__(self, cores: int = 8, flags: str = "avx2 avx512f"):
+        self.cores, self.flags = cores, flags
+        self.free_bytes = 1 << 40
+        self.nvml_dump: dict[str, Any] = {"error": "NVMLError_LibraryNotFound: NVML Shared Library Not Found"}
+        self.numa: str | None = "0\n"
+        self.tcp_text, self.owners = "", {}  # /proc/net/tcp{,6} and inode -> (pid, program): nothing listens
+        self.cgroups: dict[int, str] = {}  # pid -> /proc/<pid>/cgroup text; default: not in a container
+        self.mount_text = "/dev/nvme0n1p2 / ext4 rw,relatime 0 0\n"  # /proc/self/mounts: one local root
+        self.cdi: dict[str, str] = {}  # CDI spec path -> text
+        self.toolkit = ""  # `nvidia-ctk --version` output
+        self.proc: dict[tuple[int, str], str] = {}  # (pid, "io" | "status") -> the /proc file's text
+        self.cached: set[str] = set()  # paths the fake page cache holds (pre-read)
+        self.preread_calls: list[tuple[list[str], int]] = []
+
+    def lscpu_parseable(self) -> str:
+        return "\n".join(f"{c},0" for c in range(self.cores))
+
+    def cpuinfo(self) -> str:
+        return f"flags\t\t: {self.flags}\n"
+
+    def tailscale_ipv4(self) -> str | None:
+        return None
+
+    def disk_free(self, path: str) -> int:
+        return self.free_bytes
+
+    def mounts(self) -> str:
+        return self.mount_text
+
+    def real_path(self, path: str) -> str:
+        return path
+
+    def nvml(self) -> dict[str, Any]:
+        return self.nvml_dump
+
+    def meminfo(self) -> str:
+        return "MemTotal:       24683584 kB\nMemAvailable:   23311316 kB\n"
+
+    def numa_balancing(self) -> str | None:
+        return self.numa
+
+    def numa_nodes(self) -> int:
+        return 1
+
+    def cdi_specs(self) -> list[str]:
+        return list(self.cdi)
+
+    def cdi_spec_text(self, path: str) -> str:
+        return self.cdi.get(path, "")
+
+    def container_toolkit_version(self) -> str:
+        return self.toolkit
+
+    def tcp_tables(self) -> str:
+        return self.tcp_text
+
+    def socket_owners(self, inodes: set[int], likely: frozenset[int] = frozenset()) -> dict[int, tuple[int, str]]:
+        return {inode: owner for inode, owner in self.owners.items() if inode in inodes}
+
+    def process_cgroup(self, pid: int) -> str:
+        return self.cgroups.get(pid, "0::/")
+
+    def process_file(self, pid: int, name: str) -> str:
+        return self.proc.get((pid, name), "")
+
+    def preread(self, paths: list[str], workers: int, on_bytes: Callable[[int], None]) -> None:
+        self.preread_calls.append((list(paths), workers))
+        for path in paths:
+            self.cached.add(path)
+            on_bytes(Path(path).stat().st_size if Path(path).exists() else 0)
+
+    def resident_bytes(self, paths: list[str]) -> int:
+        return sum(Path(p).stat().st_size for p in paths if p in self.cached and Path(p).exists())

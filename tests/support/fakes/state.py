@@ -1,0 +1,66 @@
+"""MemoryState (the state dir's records and artifacts) and FakeClock (time that moves only when slept)."""
+
+from __future__ import annotations
+
+import datetime
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+class MemoryState:
+    """Records in memory; artifacts are files under a real temporary root."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.records: dict[str, dict[str, Any]] = {}
+        self.root = root
+
+    def read(self, key: str) -> dict[str, Any] | None:
+        return self.records.get(key)
+
+    def write(self, key: str, value: dict[str, Any]) -> None:
+        self.records[key] = value
+
+    def delete(self, key: str) -> None:
+        self.records.pop(key, None)
+
+    def _file(self, key: str) -> Path:
+        if self.root is None:
+            raise AssertionError("this test keeps no files")
+        return self.root / key
+
+    def artifact(self, key: str) -> Path | None:
+        path = self._file(key)
+        return path if path.exists() else None
+
+    def produce(self, key: str, make: Callable[[Path], None]) -> Path:
+        path = self._file(key)
+        if path.exists():
+            return path  # as the real adapter: made once per key
+        path.parent.mkdir(parents=True, exist_ok=True)
+        staging = path.with_name(path.name + ".partial")
+        try:
+            make(staging)
+            staging.rename(path)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True) if staging.is_dir() else staging.unlink(missing_ok=True)
+        return path
+
+    def discard(self, key: str) -> None:
+        path = self._file(key)
+        shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def monotonic(self) -> float:
+        return self.t
+
+    def sleep(self, seconds: float) -> None:
+        self.t += seconds
+
+    def now(self) -> datetime.datetime:
+        return datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc) + datetime.timedelta(seconds=self.t)
