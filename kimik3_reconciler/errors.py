@@ -6,7 +6,7 @@ Exit codes (the one table; README and `kimik3 --help` repeat it):
     1  a step failed, did not converge, or verify failed
     2  invalid input: profile, plan file or a file it names (nothing was touched)
     3  the host gate or the planner refused (nothing was touched)
-    4  changes pending (`plan --detailed-exitcode`)
+    4  changes pending (`plan --detailed-exitcode`; bench and tune refuse a host that is not converged)
     5  locked: another kimik3 holds this host's lock (LockHeld)
     6  the hub: unreachable, or it refused a request (HubError; the URL is named)
     7  a saved plan is stale: the host or the profile moved since it was made (nothing was touched)
@@ -20,6 +20,7 @@ Exit codes (the one table; README and `kimik3 --help` repeat it):
     │   └── LoopConflict              reconcile: would stop another profile's reconcile loop's container
     ├── StalePlan                     apply PLAN: the host or profile moved        exit 7
     ├── ConvergenceError              rounds exhausted, names the unconverged steps
+    ├── NotConverged                  bench/tune: the host is not converged (names the changes) exit 4
     ├── LockHeld                      another kimik3 holds the host lock (names it) exit 5
     ├── LocalFileError                an OSError on a local path (ENOSPC, EROFS...) exit 8
     └── StepError                     an effect failed
@@ -102,6 +103,17 @@ class FieldRefusal(str):
 
 class ConvergenceError(Kimik3Error):
     """The engine ran out of rounds; `pending` names the steps that still want changes."""
+
+    def __init__(self, message: str, pending: tuple[str, ...] = ()):
+        self.pending = pending
+        super().__init__(message)
+
+
+class NotConverged(Kimik3Error):
+    """`kimik3 bench`/`tune` refuse a host that is not converged to the profile: they would measure
+    something the profile does not describe. `pending` names the plan's changes; nothing was sent."""
+
+    exit_code = 4
 
     def __init__(self, message: str, pending: tuple[str, ...] = ()):
         self.pending = pending

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
+from kimik3_reconciler.model.bench import RequestSample
 from kimik3_reconciler.model.facts import RemoteFile
 from kimik3_reconciler.model.host_lock import LockAttempt, LockHolder
 from kimik3_reconciler.model.specs import ContainerSpec, ImageBuild, ModelDownload
@@ -85,6 +86,20 @@ class ChatPort(Protocol):
     def apply_template(self, base_url: str, api_key: str | None, messages: list[dict[str, Any]],
                        tools: list[dict[str, Any]] | None = None) -> str:
         """The prompt the server's chat template renders from `messages` (llama-server's /apply-template)."""
+        ...
+
+
+class LoadPort(Protocol):
+    """The load generator `kimik3 bench` drives (adapters/bench_client.py): token ids from the server's own
+    tokenizer, its Prometheus `/metrics`, and closed-loop streamed requests."""
+
+    def tokenize(self, base_url: str, api_key: str | None, text: str) -> list[int]: ...
+    def metrics(self, base_url: str, api_key: str | None) -> str | None: ...  # None: not served
+
+    def run_level(self, base_url: str, api_key: str | None, prompts: list[list[int]], output_tokens: int,
+                  concurrency: int) -> tuple[list[RequestSample], float]:
+        """Send every prompt (token ids) with `concurrency` requests in flight, each asking for exactly
+        `output_tokens`; the per-request samples and the level's wall time (seconds)."""
         ...
 
 
@@ -191,12 +206,13 @@ class Ports:
 
     def __init__(self, docker: DockerPort, hub: HubPort, http: HttpPort, host: HostPort,
                  state: StatePort, clock: ClockPort, chat: ChatPort | None = None, units: UnitsPort | None = None,
-                 lock: LockPort | None = None):
+                 lock: LockPort | None = None, load: LoadPort | None = None):
         self.docker, self.hub, self.http = docker, hub, http
         self.host, self.state, self.clock = host, state, clock
         self.chat = chat  # only `kimik3 verify` talks to the server beyond /health
         self.units = units  # None: systemd is not looked at (planner tests on fakes without it)
         self.lock = lock  # None: nothing is locked (engine tests on fakes that do not test the lock)
+        self.load = load  # only `kimik3 bench` and `kimik3 tune` load the server
         # `kimik3 verify` of the profile being applied (VerifyFailed when a check fails); wired by the engine for
         # the length of an apply that verifies, None otherwise (then `<= verify` steps are left for a later apply).
         self.verifier: Callable[[], None] | None = None

@@ -391,3 +391,10 @@ def schema() -> None:
 
 
 main.add_command(destroy, name="down")
+
+
+from kimik3_reconciler.cli.bench_cmd import bench  # noqa: E402 - registered after main exists
+from kimik3_reconciler.cli.tune_cmd import tune  # noqa: E402
+
+main.add_command(bench)
+main.add_command(tune)

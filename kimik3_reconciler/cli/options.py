@@ -14,7 +14,7 @@ Exit codes:
   1  a step failed, did not converge, or verify failed
   2  invalid input: profile, plan file or a file it names (nothing touched)
   3  the host gate or the planner refused (nothing touched)
-  4  changes pending (plan --detailed-exitcode)
+  4  changes pending (plan --detailed-exitcode; bench/tune: the host is not converged)
   5  locked: another kimik3 holds this host's lock
   6  the hub is unreachable or refused a request (its URL is named)
   7  a saved plan is stale: the host or the profile moved since (nothing touched)

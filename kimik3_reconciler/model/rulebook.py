@@ -84,10 +84,11 @@ RULES: tuple[Rule, ...] = (
          seed="seed 001 (K3 supports 1,048,576 tokens: the model specification; start with 131072); seed 000 title "
               "(1M context)"),
     Rule("fixed-flags", "force", "--numa distribute, --cache-type-k/v f16, --threads/--threads-batch = physical "
-         "cores, --load-mode (serve.load_mode), --metrics; extra_args cannot override them",
+         "cores, --load-mode (serve.load_mode: none or dio), --metrics; extra_args cannot override them, and "
+         "`kimik3 tune` never launches a candidate with other threads or a mapped load mode",
          "Kimi-K3/hardware requirements, not tuning: leaving --numa or --load-mode out measured as a 20+-minute "
-         "single-request stall", _LAUNCH + _PROFILE,
-         ("unit/test_rendered_specs.py", "cases/profile/extra_args_owned_flag.yaml"),
+         "single-request stall", _LAUNCH + _PROFILE + ("kimik3_reconciler.planning.tune_space",),
+         ("unit/test_rendered_specs.py", "cases/profile/extra_args_owned_flag.yaml", "unit/test_tune.py"),
          seed="seed 000 step 5 (always sets --numa distribute, f16 KV, threads; --load-mode none required)"),
     Rule("gate-fixed-flags", "force", "the quant gate's llama-perplexity runs with the server's owned flags: "
          "--numa distribute, f16 K/V, --threads/--threads-batch = physical cores, --load-mode none, the profile's "

@@ -31,7 +31,7 @@ from kimik3_reconciler.verify.checks import MAINLINE_SKIP, WEATHER_TOOL, Server,
 from kimik3_reconciler.verify.report import NOT_CHECKABLE, CheckResult, Status, ToolCallCounts, VerifyReport
 
 __all__ = ["MAINLINE_SKIP", "NOT_CHECKABLE", "WEATHER_TOOL", "CheckResult", "Status", "ToolCallCounts",
-           "VerifyReport", "solid_png", "verify"]
+           "VerifyReport", "serving_endpoint", "solid_png", "verify"]
 
 CRASH_LOG_TAIL = 200  # a crash's lines sit behind the request's own log lines
 
@@ -74,6 +74,11 @@ def verify(engine: Engine, loaded: LoadedProfile) -> VerifyReport:
                 detail = f"the server crashed during this check: {report.crash} ({detail})"
         report.checks.append(CheckResult(name, status, detail, round(clock.monotonic() - started, 3)))
     return report
+
+
+def serving_endpoint(loaded: LoadedProfile, observed: Observed) -> Server:
+    """Where the profile's current container answers, and its API key (bench and tune load it there)."""
+    return _serving(loaded, observed)
 
 
 def _serving(loaded: LoadedProfile, observed: Observed) -> Server:

@@ -1,0 +1,129 @@
+"""The load generator behind `kimik3 bench` (LoadPort): asyncio + httpx streaming against llama-server.
+
+Requests go to the native `/completion` endpoint with the prompt as token ids (exact length: the ids come
+from the server's own `/tokenize`), `cache_prompt: false` (a reused prefix would make TTFT a cache hit),
+`ignore_eos` (the output length is exact whatever the weights say) and `return_tokens` (every streamed
+chunk names the token ids it carries, so a token whose text is empty still counts). Clock:
+`time.perf_counter()` (monotonic, highest resolution). TTFT = first chunk carrying a token - the instant
+just before the request is written. The final chunk's `timings` is the server's own view of the request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # httpx (and the rich it pulls in) is imported where a bench runs: a no-op plan never loads it
+    import httpx
+
+from kimik3_reconciler.errors import PermanentError, TransientError
+from kimik3_reconciler.model.bench import RequestSample
+
+_TIMINGS = ("prompt_n", "prompt_ms", "prompt_per_second", "predicted_n", "predicted_ms", "predicted_per_second")
+
+
+def _headers(api_key: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
+class HttpLoad:
+    """LoadPort over httpx: `/tokenize`, `/metrics`, and closed-loop streamed sweeps."""
+
+    def __init__(self, timeout_s: float = 600.0):
+        self.timeout_s = timeout_s
+
+    def tokenize(self, base_url: str, api_key: str | None, text: str) -> list[int]:
+        import httpx
+
+        try:
+            reply = httpx.post(f"{base_url}/tokenize", json={"content": text, "add_special": False},
+                               headers=_headers(api_key), timeout=60)
+            reply.raise_for_status()
+        except httpx.HTTPError as exc:
+            raise TransientError(f"{base_url}/tokenize: {exc}") from None
+        return list(reply.json()["tokens"])
+
+    def metrics(self, base_url: str, api_key: str | None) -> str | None:
+        """The Prometheus text of `/metrics`, None when the server does not serve it."""
+        import httpx
+
+        try:
+            reply = httpx.get(f"{base_url}/metrics", headers=_headers(api_key), timeout=30)
+        except httpx.HTTPError:
+            return None
+        return reply.text if reply.status_code == 200 else None
+
+    def run_level(self, base_url: str, api_key: str | None, prompts: list[list[int]], output_tokens: int,
+                  concurrency: int) -> tuple[list[RequestSample], float]:
+        """Send `prompts` with `concurrency` in flight (closed loop); the samples and the level's wall time."""
+        return asyncio.run(self._level(base_url, api_key, prompts, output_tokens, concurrency))
+
+    async def _level(self, base_url: str, api_key: str | None, prompts: list[list[int]], output_tokens: int,
+                     concurrency: int) -> tuple[list[RequestSample], float]:
+        import httpx
+
+        queue = list(reversed(prompts))
+        samples: list[RequestSample] = []
+        # A connection per request: llama-server may close a kept-alive connection just as the next request
+        # is written on it (seen: "Server disconnected without sending a response"); loopback connects take
+        # microseconds, and they are part of what a new client's TTFT is anyway.
+        limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=0)
+        async with httpx.AsyncClient(base_url=base_url, headers=_headers(api_key), limits=limits,
+                                     timeout=httpx.Timeout(self.timeout_s, connect=30)) as client:
+            async def worker() -> None:
+                while queue:  # closed loop: the next request leaves when this one is done
+                    samples.append(await _one(client, queue.pop(), output_tokens))
+
+            started = time.perf_counter()
+            await asyncio.gather(*(worker() for _ in range(concurrency)))
+            wall = time.perf_counter() - started
+        return samples, wall
+
+
+async def _one(client: httpx.AsyncClient, prompt: list[int], output_tokens: int) -> RequestSample:
+    import httpx
+
+    body = {"prompt": prompt, "n_predict": output_tokens, "stream": True, "cache_prompt": False,
+            "ignore_eos": True, "return_tokens": True, "temperature": 0.0}
+    first = last = None
+    first_n = streamed = tokens = 0
+    timings: dict[str, float] = {}
+    error = None
+    sent = time.perf_counter()
+    try:
+        async with client.stream("POST", "/completion", json=body) as reply:
+            if reply.status_code != 200:
+                text = (await reply.aread()).decode(errors="replace")[:200]
+                return RequestSample(sent, None, None, 0, len(prompt), f"HTTP {reply.status_code}: {text}")
+            async for line in reply.aiter_lines():
+                if not line.startswith("data: "):
+                    continue
+                now = time.perf_counter()
+                chunk: dict[str, Any] = json.loads(line[6:])
+                if chunk.get("stop"):
+                    timings = {k: float(v) for k, v in (chunk.get("timings") or {}).items() if k in _TIMINGS}
+                    tokens = max(tokens, int(chunk.get("tokens_predicted") or 0))
+                    continue
+                # The server's running count, not the ids in the chunk: a token whose text is an incomplete
+                # UTF-8 sequence is held back and sent with a later one (byte-level vocabularies do this).
+                predicted = int(chunk.get("tokens_predicted") or len(chunk.get("tokens") or ()))
+                if predicted > streamed:
+                    if first is None:
+                        first, first_n = now, predicted
+                    last, streamed = now, predicted
+                    tokens = max(tokens, streamed)
+    except (httpx.HTTPError, json.JSONDecodeError) as exc:
+        error = f"{type(exc).__name__}: {exc}"[:200]
+    return RequestSample(sent, first, last, tokens, len(prompt), error, timings, first_n, streamed)
+
+
+def check_reachable(base_url: str) -> None:
+    """PermanentError when nothing answers at base_url (bench refuses before building prompts)."""
+    import httpx
+
+    try:
+        httpx.get(f"{base_url}/health", timeout=10)
+    except httpx.HTTPError as exc:
+        raise PermanentError(f"{base_url}: {exc}") from None

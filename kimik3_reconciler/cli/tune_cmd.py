@@ -1,0 +1,135 @@
+"""`kimik3 tune`: the search under the host lock, its table, and the profile rewritten (--write) or the diff."""
+
+from __future__ import annotations
+
+import difflib
+import os
+from pathlib import Path
+
+import click
+from rich.table import Table
+from rich.text import Text
+
+from kimik3_reconciler.cli import _ctx, _err, _out, _run
+from kimik3_reconciler.cli.inputs import load
+from kimik3_reconciler.cli.options import Duration, lock_timeout
+from kimik3_reconciler.model.bench import BenchSettings
+from kimik3_reconciler.model.tuning import FIT
+
+
+def _baseline_knobs(space: dict, observed) -> dict:  # noqa: ANN001 - Observed
+    """The running (as written) value of each searched knob: the trial that needs no load."""
+    running = observed.container.inputs if observed.container else {}
+    fixed = {"threads": observed.host.physical_cores, "load_mode": running.get("serve.load_mode") or "none"}
+    knobs = {k: fixed[k] if k in fixed else running.get(f"serve.{k}") for k in space}
+    if "n_cpu_moe" in knobs and knobs["n_cpu_moe"] is None:
+        knobs["n_cpu_moe"] = FIT  # the running profile leaves the split to --fit
+    return knobs
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    staging = path.with_name(f".{path.name}.kimik3-tune")
+    staging.write_text(text)
+    os.replace(staging, path)
+
+
+@click.command()
+@click.argument("file", type=click.Path(dir_okay=False, exists=True))
+@click.option("--goal", "goal_text", required=True,
+              help="decode[@1] | aggregate@N | ttft-p95@N, optionally ',ttft-p95<=SECONDS' (aggregate@8,ttft-p95<=2.5)")
+@click.option("--budget", type=Duration(minimum=1.0), default="2h", show_default=True,
+              help="no new launch once the search has run this long")
+@click.option("--space", multiple=True, metavar="KNOB=V1,V2",
+              help="search these values of a knob (repeatable); default: the profile's knobs for this host")
+@click.option("--prompts", type=click.IntRange(min=1), default=2, show_default=True,
+              help="requests per concurrent stream in a short bench (the finalists get twice as many, twice)")
+@click.option("--prompt-tokens", type=click.IntRange(min=1), default=256, show_default=True)
+@click.option("--output-tokens", type=click.IntRange(min=2), default=64, show_default=True)
+@click.option("--finalists", type=click.IntRange(min=1), default=3, show_default=True,
+              help="the best this many get the longer bench")
+@click.option("--max-trials", type=click.IntRange(min=1), default=None,
+              help="short trials at most (default: a third of the launchable candidates, at least 3)")
+@click.option("--write", is_flag=True, help="rewrite FILE's knobs in place (comments and key order kept) with the "
+                                            "measured figures as a comment, and converge on it; without: print the diff")
+@lock_timeout
+@click.pass_context
+@_run
+def tune(ctx: click.Context, file: str, goal_text: str, budget: float, space: tuple[str, ...], prompts: int,
+         prompt_tokens: int, output_tokens: int, finalists: int, max_trials: int | None, write: bool,
+         lock_timeout: float) -> None:
+    """Find the profile's fastest knobs on this host for a goal: every candidate is a real launch
+    (replace, health, verify) and a bench; refused candidates are never launched. Resumable (state), holds
+    the host lock, and always ends converged on the winner (--write) or on FILE as written."""
+    from kimik3_reconciler.benchmark import converged_deployment
+    from kimik3_reconciler.model.profile_edit import set_serve_knobs
+    from kimik3_reconciler.model.profile_source import parse_profile
+    from kimik3_reconciler.model.tuning import parse_goal, parse_space, search_key
+    from kimik3_reconciler.planning.tune_space import default_space, serve_values
+    from kimik3_reconciler.tuning import DockerRunner, Search, with_settings
+
+    loaded = load(file)
+    goal, asked = parse_goal(goal_text), parse_space(space)
+    engine = _ctx(ctx, False).engine(file)
+    base = BenchSettings(prompt_tokens=prompt_tokens, output_tokens=output_tokens)
+    short, long = with_settings(base, goal, prompts, 1), with_settings(base, goal, prompts * 2, 2)
+    key = search_key(loaded.profile.name, loaded.text, goal, asked,
+                     {"short": short.requests(), "long": long.requests(), "tokens": [prompt_tokens, output_tokens]})
+    runner = DockerRunner(engine)
+    with engine.locked("tune", loaded.profile.name, lock_timeout):
+        record = engine.ports.state.read(key) or {}
+        if record.get("trials"):  # a killed search: the host may be on one of its candidates
+            observed = engine.observe(loaded)
+            the_space = {k: tuple(v) for k, v in record["space"].items()}
+            baseline_knobs = record["baseline"]
+        else:
+            observed = converged_deployment(engine, loaded)  # refuses (exit 4) unless converged on FILE
+            the_space = asked or default_space(loaded.profile, observed)
+            baseline_knobs = _baseline_knobs(the_space, observed)
+            engine.ports.state.write(key, {"space": {k: list(v) for k, v in the_space.items()},
+                                           "baseline": baseline_knobs, "file": str(Path(file).resolve())})
+        _err.print(f"tune {loaded.profile.name} for {goal}: space "
+                   + " ".join(f"{k}={','.join(map(str, v))}" for k, v in the_space.items()) + f" (state {key})")
+        search = Search(runner, engine.ports.state, engine.ports.clock, _err.print, loaded, goal, the_space,
+                        short, long, key, budget, finalists, max_trials)
+        target, result = loaded, None
+        try:
+            result = search.run(observed, baseline_knobs)
+            if write and result.winner is not None:
+                note = (f"kimik3 tune {engine.ports.clock.now():%Y-%m-%d} ({goal}): "
+                        f"{_figure(result.winner, goal)} measured, was {_figure(result.baseline, goal)} as written")
+                new_text = set_serve_knobs(loaded.text, serve_values(loaded.profile, result.winner.knobs), note)
+                _write_atomically(Path(file), new_text)
+                target = parse_profile(new_text, source=file)
+        finally:  # never left on a candidate: the winner (written) or FILE as it was
+            _err.print(f"converging on {'the winner' if target is not loaded else file + ' as written'}")
+            runner.settle(target)
+    _out.print(_trial_table(result.trials, goal))
+    if result.winner is None:
+        _out.print(f"nothing beat {file} as written ({_figure(result.baseline, goal)}): no change")
+        return
+    _out.print(Text(f"winner: {' '.join(f'{k}={v}' for k, v in sorted(result.winner.knobs.items()))}: "
+                    f"{_figure(result.winner, goal)} against {_figure(result.baseline, goal)} as written"))
+    if write:
+        _out.print(f"{file} rewritten; the host runs it")
+    else:
+        proposed = set_serve_knobs(loaded.text, serve_values(loaded.profile, result.winner.knobs))
+        diff = difflib.unified_diff(loaded.text.splitlines(True), proposed.splitlines(True), file, f"{file} (tuned)")
+        _out.print(Text("".join(diff)))
+        _out.print("the host runs FILE as written; `--write` applies the winner")
+
+
+def _figure(trial, goal) -> str:  # noqa: ANN001 - Trial | None, Goal
+    if trial is None or trial.figure is None:
+        return "not measured"
+    return f"{goal.metric}@{goal.concurrency} {trial.figure:.2f} {goal.unit}"
+
+
+def _trial_table(trials, goal) -> Table:  # noqa: ANN001 - list[Trial], Goal
+    table = Table("stage", "knobs", "result", f"{goal.metric}@{goal.concurrency} {goal.unit}", "TTFT p95 s",
+                  "seconds", title=f"tune for {goal}")
+    for t in trials:
+        knobs = " ".join(f"{k}={v}" for k, v in sorted(t.knobs.items()))
+        table.add_row(str(t.stage), Text(knobs), Text(t.status if not t.detail else f"{t.status}: {t.detail}"),
+                      "-" if t.figure is None else f"{t.figure:.2f}",
+                      "-" if t.ttft_p95 is None else f"{t.ttft_p95:.3f}", "-" if t.seconds is None else str(t.seconds))
+    return table

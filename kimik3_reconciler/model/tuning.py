@@ -1,0 +1,131 @@
+"""Tune's values (pure): the goal and how a bench level scores on it, the search space, a trial, and the
+resumable search record kept in state."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import re
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from kimik3_reconciler.errors import InputError
+from kimik3_reconciler.model.bench import LevelResult
+
+# The knobs tune may move, as serve.<knob> in the profile; `threads` is no profile field (seed 000 fixes it)
+# and is accepted only to be checked and refused; `load_mode` is serve.load_mode: none or dio, a mapped mode
+# is refused (planning/tune_space.py).
+KNOBS = ("ubatch", "batch", "parallel", "fit_target", "n_cpu_moe", "threads", "load_mode")
+
+_GOAL = re.compile(r"^(decode|aggregate|ttft-p95)(?:@(\d+))?(?:,ttft-p95<=([0-9.]+))?$")
+
+
+@dataclass(frozen=True)
+class Goal:
+    """What tune maximises: `decode` (per-request decode tok/s, c1 by default), `aggregate` (tok/s at cN),
+    `ttft-p95` (seconds at cN, minimised); optionally subject to p95 TTFT <= max_ttft_p95 seconds."""
+
+    metric: str
+    concurrency: int
+    max_ttft_p95: float | None = None
+
+    def __str__(self) -> str:
+        bound = f",ttft-p95<={self.max_ttft_p95:g}" if self.max_ttft_p95 is not None else ""
+        return f"{self.metric}@{self.concurrency}{bound}"
+
+    @property
+    def unit(self) -> str:
+        return "s" if self.metric == "ttft-p95" else "tok/s"
+
+    def figure(self, level: LevelResult | None) -> float | None:
+        """The goal's figure as measured (tok/s or seconds), None when the level has none."""
+        if level is None or level.errors:
+            return None
+        return {"decode": level.decode_p50, "aggregate": level.aggregate or None,
+                "ttft-p95": level.ttft_p95}[self.metric]
+
+    def score(self, level: LevelResult | None) -> float | None:
+        """Higher is better; None = infeasible (errors, nothing measured, or the TTFT bound broken)."""
+        figure = self.figure(level)
+        if figure is None or level is None:
+            return None
+        if self.max_ttft_p95 is not None and (level.ttft_p95 is None or level.ttft_p95 > self.max_ttft_p95):
+            return None
+        return -figure if self.metric == "ttft-p95" else figure
+
+
+def parse_goal(text: str) -> Goal:
+    match = _GOAL.match(text.strip().replace(" ", ""))
+    if not match:
+        raise InputError(f"--goal {text!r}: expected decode[@1], aggregate@N, ttft-p95@N, or one of them with "
+                         "',ttft-p95<=SECONDS' (e.g. aggregate@8,ttft-p95<=2.5)")
+    metric, at, bound = match.groups()
+    if metric != "decode" and at is None:
+        raise InputError(f"--goal {text!r}: {metric} needs a concurrency, e.g. {metric}@8")
+    concurrency = int(at or 1)
+    if concurrency < 1:
+        raise InputError(f"--goal {text!r}: the concurrency must be at least 1")
+    return Goal(metric, concurrency, float(bound) if bound else None)
+
+
+FIT = "fit"  # n_cpu_moe=fit: no manual split, --fit sizes it from free VRAM (the profile leaves n_cpu_moe unset)
+
+
+def parse_space(items: tuple[str, ...]) -> dict[str, tuple[Any, ...]]:
+    """`--space ubatch=512,1024 --space parallel=1,2 --space n_cpu_moe=fit,24,32`: knob -> values (whole
+    numbers; n_cpu_moe also `fit`; load_mode: words)."""
+    space: dict[str, tuple[Any, ...]] = {}
+    for item in items:
+        knob, _, values = item.partition("=")
+        knob = knob.strip().replace("-", "_")
+        if knob not in KNOBS or not values:
+            raise InputError(f"--space {item!r}: expected KNOB=V1,V2,... with KNOB one of {', '.join(KNOBS)}")
+        words = [v.strip() for v in values.split(",") if v.strip()]
+        try:
+            space[knob] = tuple(words) if knob == "load_mode" else tuple(
+                FIT if knob == "n_cpu_moe" and v == FIT else int(v) for v in words)
+        except ValueError:
+            also = " (or 'fit': --fit places the experts)" if knob == "n_cpu_moe" else ""
+            raise InputError(f"--space {item!r}: {knob} takes whole numbers{also}") from None
+    return space
+
+
+def candidates(space: dict[str, tuple[Any, ...]]) -> list[dict[str, Any]]:
+    """Every combination of the space's values (the space tune samples from; never all launched)."""
+    knobs = sorted(space)
+    return [dict(zip(knobs, values)) for values in itertools.product(*(space[k] for k in knobs))]
+
+
+def knob_id(knobs: dict[str, Any]) -> str:
+    return json.dumps(knobs, sort_keys=True)
+
+
+@dataclass
+class Trial:
+    """One candidate's record: `stage` 1 = the short bench, 2 = the longer one the best few get."""
+
+    knobs: dict[str, Any]
+    stage: int
+    status: str  # "running" (launched, no result yet: a kill interrupted it) | "ok" | "failed"
+    score: float | None = None
+    figure: float | None = None
+    ttft_p95: float | None = None
+    seconds: float | None = None
+    detail: str = ""
+    bench_key: str | None = None
+
+
+def search_key(profile: str, text: str, goal: Goal, space: dict[str, tuple[Any, ...]], settings: dict[str, Any]) -> str:
+    """The record of one search: the same profile text, goal, space and bench settings resume it."""
+    digest = hashlib.sha256(json.dumps([text, str(goal), {k: list(v) for k, v in sorted(space.items())}, settings],
+                                       sort_keys=True).encode()).hexdigest()[:16]
+    return f"tune/{profile}/{digest}.json"
+
+
+def trials_to_json(trials: list[Trial]) -> list[dict[str, Any]]:
+    return [asdict(t) for t in trials]
+
+
+def trials_from_json(data: list[dict[str, Any]]) -> list[Trial]:
+    return [Trial(**t) for t in data]

@@ -1,0 +1,112 @@
+"""Tune's search space and its candidate check (pure): which knob values to try on this host, and whether
+kimik3 would launch a candidate at all. A candidate that the seed rules, the planner's host gate or the
+placement forecast refuse is never loaded: refusing costs nothing, a load costs minutes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kimik3_reconciler.errors import PlanError, ProfileError
+from kimik3_reconciler.model.facts import Observed
+from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.model.profile_edit import set_serve_knobs
+from kimik3_reconciler.model.profile_source import LoadedProfile, parse_profile
+from kimik3_reconciler.model.tuning import FIT
+from kimik3_reconciler.planning import refuse_by_host_gate
+from kimik3_reconciler.planning.placement import forecast
+
+UBATCHES = (512, 1024, 2048, 4096)
+SLOTS = (1, 2, 4, 8)
+FIT_TARGETS = (2048, 4096, 6144, 8192)  # MiB left free per GPU under --fit
+MIB = 1 << 20
+
+
+def _around(value: int, steps: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(sorted({max(0, value + s) for s in steps}))
+
+
+def default_space(profile: Profile, observed: Observed) -> dict[str, tuple[Any, ...]]:
+    """The knobs worth searching for this profile on this host, each with the running value among them."""
+    running = observed.container.inputs if observed.container else {}
+    ubatch = int(running.get("serve.ubatch") or profile.serve.ubatch or 4096)
+    space: dict[str, tuple[Any, ...]] = {
+        "ubatch": tuple(sorted({*UBATCHES, ubatch})),
+        "parallel": tuple(sorted({*SLOTS, profile.serve.parallel})),
+    }
+    if profile.gpus != "none" and profile.build.variant != "cpu":
+        if profile.serve.n_cpu_moe is not None:  # a manual split: around the written value, and --fit instead
+            space["n_cpu_moe"] = (FIT, *_around(profile.serve.n_cpu_moe, (-8, -4, 0, 4, 8)))
+        elif not isinstance(profile.serve.fit_target, list):  # --fit: the margin decides the CPU experts
+            current = running.get("serve.fit_target") or profile.serve.fit_target
+            space["fit_target"] = tuple(sorted({*FIT_TARGETS, *((int(current),) if current else ())}))
+    return space
+
+
+def serve_values(profile: Profile, knobs: dict[str, Any]) -> dict[str, Any]:
+    """The serve fields a candidate writes: its knobs, and batch raised to ubatch when batch is not searched
+    (llama.cpp lowers ubatch to batch silently: the candidate would not be the one measured)."""
+    values = {k: v for k, v in knobs.items() if k != "threads"}  # load_mode is serve.load_mode (none or dio)
+    if values.get("n_cpu_moe") == FIT:
+        values["n_cpu_moe"] = None  # --fit: the key leaves the profile
+    if "ubatch" in values and "batch" not in values and profile.serve.batch is not None:
+        values["batch"] = max(profile.serve.batch, values["ubatch"])
+    return values
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A candidate's check: the profile to launch, or why it is never launched."""
+
+    loaded: LoadedProfile | None
+    refusal: str | None = None
+
+
+def check_candidate(text: str, base: Profile, knobs: dict[str, Any], observed: Observed,
+                    slot_tokens: int) -> Verdict:
+    """Would kimik3 launch this candidate here? `slot_tokens`: prompt + output tokens one request needs."""
+    threads = knobs.get("threads")
+    if threads is not None and threads != observed.host.physical_cores:
+        # rule: fixed-flags
+        # Seed 000: --threads/--threads-batch = the physical core count is a hardware requirement, not a
+        # tuning choice; only the host's own count is ever launched.
+        return Verdict(None, f"threads={threads}: seed 000 fixes --threads to the physical cores "
+                             f"({observed.host.physical_cores} here), not a tuning choice")
+    load_mode = knobs.get("load_mode")
+    if load_mode is not None and load_mode not in ("none", "dio"):
+        # rule: fixed-flags
+        # Seed 000: --load-mode none is required (a mapped model measured as a 20+ minute single-request
+        # stall); dio reads the same bytes up front (serve.load_mode, issue 15).
+        return Verdict(None, f"load_mode={load_mode}: seed 000 requires --load-mode none (or dio)")
+    source = "tune candidate " + ", ".join(f"{k}={v}" for k, v in sorted(knobs.items()))
+    try:
+        loaded = parse_profile(set_serve_knobs(text, serve_values(base, knobs)), source=source)
+    except ProfileError as exc:  # the seed rules (profile_rules.check_rules) and the schema
+        return Verdict(None, "; ".join(p.message for p in exc.problems))
+    profile = loaded.profile
+    if profile.serve.ctx_size // profile.serve.parallel < slot_tokens:
+        return Verdict(None, f"parallel={profile.serve.parallel}: a slot holds ctx_size/parallel = "
+                             f"{profile.serve.ctx_size // profile.serve.parallel} tokens, a request needs {slot_tokens}")
+    try:
+        refuse_by_host_gate(profile, observed)
+    except PlanError as exc:
+        return Verdict(None, str(exc).replace("\n", " "))
+    placement = forecast(profile, observed)
+    if placement is not None:
+        free = {f"CUDA{i}": g.memory_free for i, g in enumerate(observed.host.gpus)}
+        over = [d.device for d in placement.devices if d.device in free and d.total_bytes > free[d.device]]
+        if over:
+            return Verdict(None, f"the placement forecast does not fit {', '.join(over)}")
+        ram = observed.host.ram_available or observed.host.ram_total
+        if ram and placement.host_bytes > ram:
+            return Verdict(None, f"the placement forecast needs {placement.host_bytes // MIB} MiB of RAM, "
+                                 f"{ram // MIB} MiB available")
+    return Verdict(loaded)
+
+
+def placement_key(knobs: dict[str, Any]) -> tuple[Any, ...]:
+    """Candidates with equal keys put the same tensors in the same places: run them one after the other, so
+    a load finds the weights it needs still in the page cache."""
+    split = knobs.get("n_cpu_moe", -1)
+    return (-1 if split == FIT else split, knobs.get("fit_target", -1), knobs.get("ubatch", -1),
+            knobs.get("batch", -1), knobs.get("parallel", -1))

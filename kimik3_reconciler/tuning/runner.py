@@ -1,0 +1,79 @@
+"""How tune launches and measures a candidate: the `CandidateRunner` interface, and its Docker
+implementation (a real converge through the engine, then `kimik3 bench`'s sweep). A runner for a native
+llama-server (a GPU host without Docker, as tools/gpu_proof drives one) implements the same four methods."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from kimik3_reconciler.benchmark import converged_deployment, run_sweep
+from kimik3_reconciler.benchmark.store import keep
+from kimik3_reconciler.engine import Engine
+from kimik3_reconciler.errors import VerifyFailed
+from kimik3_reconciler.model.bench import BenchRun, BenchSettings
+from kimik3_reconciler.model.facts import Observed
+from kimik3_reconciler.model.profile_source import LoadedProfile
+from kimik3_reconciler.model.records import unverified_key
+from kimik3_reconciler.model.specs import VerifyServer
+from kimik3_reconciler.planning.placement import forecast
+
+
+class CandidateRunner(Protocol):
+    def converge(self, loaded: LoadedProfile) -> None:
+        """Make the server run `loaded` (replace, health, verify); a Kimik3Error marks the candidate failed."""
+        ...
+
+    def measure(self, loaded: LoadedProfile, settings: BenchSettings) -> tuple[BenchRun, str]:
+        """A bench sweep of the converged candidate: the run, and the state key it is kept under."""
+        ...
+
+    def settle(self, loaded: LoadedProfile) -> None:
+        """The search's last converge (the winner or the original), recorded as the last good profile."""
+        ...
+
+    def load_seconds(self, loaded: LoadedProfile, observed: Observed) -> float:
+        """The predicted time of one load of this candidate (for the search's predicted time)."""
+        ...
+
+
+class DockerRunner:
+    """Candidates as `kimik3 apply` runs them: the engine converges the container, verify checks it."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+
+    def converge(self, loaded: LoadedProfile) -> None:
+        """apply_or_revert without its last-good record and its revert: a candidate is never the profile to
+        come back to, and a failed one is a result (the search goes on to the next candidate)."""
+        check = self._check(loaded)
+        ports = self.engine.ports
+        ports.verifier = check  # a `<= verify` step (a launch an earlier apply left unverified) runs it
+        try:
+            result = self.engine.apply(loaded)
+        finally:
+            ports.verifier = None
+        if result.changed and not any(isinstance(s.spec, VerifyServer) for s in result.executed):
+            check()
+            ports.state.delete(unverified_key(loaded.profile.name))
+
+    def _check(self, loaded: LoadedProfile) -> Callable[[], None]:
+        from kimik3_reconciler.verify import verify
+
+        def check() -> None:
+            report = verify(self.engine, loaded)
+            if not report.ok:
+                raise VerifyFailed(report.failure_text())
+        return check
+
+    def measure(self, loaded: LoadedProfile, settings: BenchSettings) -> tuple[BenchRun, str]:
+        observed = converged_deployment(self.engine, loaded)
+        run = run_sweep(self.engine, loaded, settings, observed)
+        return run, keep(self.engine.ports.state, run)
+
+    def settle(self, loaded: LoadedProfile) -> None:
+        self.engine.apply_or_revert(loaded, self._check(loaded))
+
+    def load_seconds(self, loaded: LoadedProfile, observed: Observed) -> float:
+        placement = forecast(loaded.profile, observed)
+        return placement.load_seconds if placement is not None else 0.0

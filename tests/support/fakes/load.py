@@ -1,0 +1,40 @@
+"""FakeLoad (LoadPort): the load generator `kimik3 bench` drives, as a deterministic server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class FakeLoad:
+    """LoadPort: a byte tokenizer, a `/metrics` counter that moves by what each level generated, and a
+    server that streams every request's tokens at `rate` tok/s after a `ttft` (seconds, per request)."""
+
+    def __init__(self, ttft: float = 0.5, rate: float = 20.0, failing: int = 0) -> None:
+        self.ttft, self.rate, self.failing = ttft, rate, failing
+        self.predicted = 0
+        self.levels: list[tuple[int, list[list[int]], int]] = []
+
+    def tokenize(self, base_url: str, api_key: str | None, text: str) -> list[int]:
+        return list(text.encode())
+
+    def metrics(self, base_url: str, api_key: str | None) -> str | None:
+        return f"# HELP llamacpp:tokens_predicted_total x\nllamacpp:tokens_predicted_total {self.predicted}\n"
+
+    def run_level(self, base_url: str, api_key: str | None, prompts: list[list[int]], output_tokens: int,
+                  concurrency: int) -> tuple[list[Any], float]:
+        from kimik3_reconciler.model.bench import RequestSample
+
+        self.levels.append((concurrency, prompts, output_tokens))
+        samples = []
+        span = (output_tokens - 1) / self.rate
+        for i, prompt in enumerate(prompts):
+            if i < self.failing:
+                samples.append(RequestSample(0.0, None, None, 0, len(prompt), "HTTP 503: busy"))
+                continue
+            start = (i // concurrency) * (self.ttft + span)
+            server = {"predicted_per_second": self.rate, "prompt_per_second": len(prompt) / self.ttft}
+            samples.append(RequestSample(start, start + self.ttft, start + self.ttft + span, output_tokens,
+                                         len(prompt), None, server))
+            self.predicted += output_tokens
+        rounds = -(-len(prompts) // concurrency)
+        return samples, rounds * (self.ttft + span)

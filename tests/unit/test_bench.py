@@ -1,0 +1,143 @@
+"""`kimik3 bench` on fakes: the level summary and its cross-check, exact prompts, the converged-only
+refusal, runs kept per deployment fingerprint, and the CLI's table/compare (the real sweep against the demo
+llama-server: tests/integration/test_bench_tune_docker.py)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeHub, FakeLoad, fake_ports
+
+from kimik3_reconciler.benchmark import converged_deployment, exact_prompts, parse_metrics, run_sweep
+from kimik3_reconciler.benchmark.store import keep, kept, latest_per_fingerprint
+from kimik3_reconciler.engine import Engine
+from kimik3_reconciler.errors import NotConverged
+from kimik3_reconciler.model.bench import BenchRun, BenchSettings, RequestSample, percentile, summarise
+from kimik3_reconciler.model.profile_source import parse_profile
+from kimik3_reconciler.steps.report import NullReporter
+from kimik3_reconciler.verify.checks import Server
+
+FILES = {"UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00001.gguf": b"shard" * 10}
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> Engine:
+    (tmp_path / "src.tar.gz").write_bytes(b"source")
+    (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
+    ports, _ = fake_ports(FakeHub("org/k3", FAKE_REVISION, FILES, tmp_path / "hub"))
+    ports.load = FakeLoad()
+    return Engine(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp")
+
+
+def test_percentiles_interpolate_between_ranks() -> None:
+    assert percentile([], 0.5) is None
+    assert percentile([3.0, 1.0, 2.0], 0.5) == 2.0
+    assert math.isclose(percentile([1.0, 2.0, 3.0, 4.0], 0.95), 3.85)
+
+
+def test_decode_rate_leaves_out_the_first_chunk_and_counts_held_back_tokens() -> None:
+    # The first chunk carried 2 tokens (an incomplete UTF-8 byte held back), the last one ended at 11 of 12.
+    sample = RequestSample(sent=0.0, first_token=0.4, last_token=1.4, tokens=12, prompt_tokens=64,
+                           first_tokens=2, streamed_tokens=11)
+    assert sample.ttft == pytest.approx(0.4)
+    assert sample.decode_rate == pytest.approx(9.0)
+    assert RequestSample(0.0, None, None, 0, 64, "HTTP 503").decode_rate is None
+
+
+def test_a_level_summary_cross_checks_the_client_against_timings_and_metrics() -> None:
+    server = {"predicted_per_second": 10.0, "prompt_per_second": 100.0}
+    samples = [RequestSample(0.0, 1.0, 2.0, 11, 100, None, server),  # client: 10 tok/s, 100 prompt tok/s
+               RequestSample(0.0, 1.25, 2.25, 11, 100, None, server),  # 10 tok/s, 80 prompt tok/s
+               RequestSample(0.0, None, None, 0, 100, "HTTP 503: busy")]
+    level = summarise(2, samples, wall_s=2.25, metrics_tokens=24.0)
+    assert (level.requests, level.errors, level.first_error) == (3, 1, "HTTP 503: busy")
+    assert level.ttft_p50 == pytest.approx(1.125) and level.decode_p50 == pytest.approx(10.0)
+    assert level.aggregate == pytest.approx(22 / 2.25) and level.client_tokens == 22
+    assert level.decode_disagreement == pytest.approx(0.0)
+    assert level.prompt_disagreement == pytest.approx(-0.1)  # median of 100 and 80 against the server's 100
+    assert level.metrics_disagreement == pytest.approx(22 / 24 - 1)  # the counter saw 2 more tokens
+
+
+def test_prometheus_text_is_read_for_llamacpp_series_only() -> None:
+    text = "# HELP llamacpp:tokens_predicted_total n\nllamacpp:tokens_predicted_total 122\nother 5\nllamacpp:x bad\n"
+    assert parse_metrics(text) == {"llamacpp:tokens_predicted_total": 122.0}
+    assert parse_metrics(None) == {}
+
+
+def test_prompts_have_the_exact_length_and_no_shared_prefix() -> None:
+    prompts = exact_prompts(FakeLoad(), Server("http://x", None), count=5, length=700)
+    assert [len(p) for p in prompts] == [700] * 5
+    assert len({tuple(p[:8]) for p in prompts}) == 5
+
+
+def test_bench_refuses_a_host_that_is_not_converged_naming_the_changes(engine: Engine) -> None:
+    loaded = parse_profile(FAKE_PROFILE, "test.yaml")
+    with pytest.raises(NotConverged) as refused:
+        converged_deployment(engine, loaded)
+    assert refused.value.exit_code == 4 and "kimik3 apply test.yaml" in str(refused.value)
+    assert any(p.startswith("container create") for p in refused.value.pending)
+    assert engine.ports.load.levels == []  # nothing was sent
+
+
+def test_a_sweep_sends_c_times_prompts_per_level_and_is_kept_per_fingerprint(engine: Engine) -> None:
+    loaded = parse_profile(FAKE_PROFILE, "test.yaml")
+    engine.apply(loaded)
+    observed = converged_deployment(engine, loaded)
+    settings = BenchSettings(grid=(1, 4), prompts=2, prompt_tokens=32, output_tokens=21, repetitions=2)
+    run = run_sweep(engine, loaded, settings, observed)
+    load = engine.ports.load
+    assert [(c, len(p), n) for c, p, n in load.levels] == [(1, 2, 21), (1, 2, 21), (4, 8, 21), (4, 8, 21)]
+    assert all(len(prompt) == 32 for _, prompts, _ in load.levels for prompt in prompts)
+    one, four = run.levels
+    assert (one.requests, four.requests) == (4, 16)
+    assert one.decode_p50 == pytest.approx(20.0) and one.decode_disagreement == pytest.approx(0.0)
+    assert four.metrics_disagreement == pytest.approx(0.0)
+    assert run.fingerprint == observed.container.fingerprint and run.knobs["serve.parallel"] == 2
+    state = engine.ports.state
+    first = keep(state, run)
+    assert first.startswith(f"bench/k3-test/{run.fingerprint}/")
+    keep(state, BenchRun.from_json({**run.to_json(), "date": "2026-01-02T00:00:00+00:00"}))
+    other = BenchRun.from_json({**run.to_json(), "fingerprint": "0123456789abcdef"})
+    keep(state, other)
+    runs = kept(state, "k3-test")
+    assert len(runs) == 3 and runs[0].levels == run.levels
+    assert [(r.fingerprint, r.date) for r in latest_per_fingerprint(runs)] == [
+        (run.fingerprint, "2026-01-02T00:00:00+00:00"), ("0123456789abcdef", run.date)]
+
+
+def test_the_plot_is_written_as_png_or_svg_and_other_suffixes_are_refused(engine: Engine, tmp_path: Path) -> None:
+    from kimik3_reconciler.benchmark.plot import plot_runs
+    from kimik3_reconciler.errors import InputError
+
+    loaded = parse_profile(FAKE_PROFILE, "test.yaml")
+    engine.apply(loaded)
+    run = run_sweep(engine, loaded, BenchSettings(grid=(1, 2), prompts=1, output_tokens=8),
+                    converged_deployment(engine, loaded))
+    plot_runs([run, BenchRun.from_json({**run.to_json(), "fingerprint": "feedface00000000"})], tmp_path / "b.svg")
+    plot_runs([run], tmp_path / "b.png")
+    assert (tmp_path / "b.svg").read_text().lstrip().startswith("<?xml")
+    assert (tmp_path / "b.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(InputError):
+        plot_runs([run], tmp_path / "b.pdf")
+
+
+def test_the_tables_show_each_level_and_compare_runs_side_by_side(engine: Engine) -> None:
+    from rich.console import Console
+
+    from kimik3_reconciler.cli.bench_cmd import compare_table, level_table
+
+    loaded = parse_profile(FAKE_PROFILE, "test.yaml")
+    engine.apply(loaded)
+    run = run_sweep(engine, loaded, BenchSettings(grid=(1, 2), prompts=1, output_tokens=21),
+                    converged_deployment(engine, loaded))
+    other = BenchRun.from_json({**run.to_json(), "fingerprint": "feedface00000000",
+                                "levels": [run.levels[0].to_json()]})
+    console = Console(width=400, record=True)
+    console.print(level_table(run))
+    console.print(compare_table([run, other]))
+    text = console.export_text()
+    assert f"deployment {run.fingerprint}" in text and "+0.0%" in text  # the fakes' client agrees with timings
+    row2 = next(line for line in text.splitlines() if line.startswith("│ 2 ") and "|" in line)
+    assert row2.count("|") == 2 and row2.rstrip("│ ").endswith("-")  # the other run has no c=2 level

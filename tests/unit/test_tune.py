@@ -1,0 +1,249 @@
+"""`kimik3 tune` on fakes: goals and spaces, the candidate check (seed rules, slots, fixed threads),
+the search (refused candidates never launched, a third of the space, the best few measured longer, the
+profile as written among them), resuming after a kill, and `--write`'s in-place rewrite."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from support.fakes import FakeClock, MemoryState
+from support.observed import observed
+
+from kimik3_reconciler.errors import InputError, LoadFailed
+from kimik3_reconciler.model.bench import BenchRun, BenchSettings, LevelResult
+from kimik3_reconciler.model.profile_edit import set_serve_knobs
+from kimik3_reconciler.model.profile_source import LoadedProfile, parse_profile
+from kimik3_reconciler.model.tuning import candidates, parse_goal, parse_space, search_key
+from kimik3_reconciler.planning.tune_space import check_candidate, default_space, placement_key
+from kimik3_reconciler.tuning import Search
+
+PROFILE = """\
+# a CPU profile to tune
+apiVersion: kimik3/v1
+name: k3-tune
+model: {repo: org/k3, revision: %s, quant: UD-Q2_K_XL}
+build: {source: mainline, variant: cpu, cpu_features: []}
+gpus: none
+
+serve:
+  port: 18999        # the port
+  batch: 4096
+  ubatch: 4096       # hybrid default
+  ctx_size: 4096
+  parallel: 2        # slots
+
+gate: {smoke: false}
+""" % ("ab" * 20)
+
+
+def loaded() -> LoadedProfile:
+    return parse_profile(PROFILE, "tune.yaml")
+
+
+def test_goals_parse_with_their_concurrency_and_bound() -> None:
+    assert str(parse_goal("decode")) == "decode@1"
+    goal = parse_goal("aggregate@8,ttft-p95<=2.5")
+    assert (goal.metric, goal.concurrency, goal.max_ttft_p95) == ("aggregate", 8, 2.5)
+    level = LevelResult(8, 8, 0, 1.0, 1.0, 3.0, 0.1, 10.0, 80.0, 50.0, None, None, None, 80)
+    assert goal.score(level) is None  # p95 TTFT 3.0 s breaks the bound
+    assert parse_goal("aggregate@8").score(level) == 80.0
+    assert parse_goal("ttft-p95@8").score(level) == -3.0  # minimised
+    for bad in ("aggregate", "speed@2", "decode@0"):
+        with pytest.raises(InputError):
+            parse_goal(bad)
+
+
+def test_spaces_parse_and_unknown_knobs_are_refused() -> None:
+    assert parse_space(("ubatch=256,512", "parallel=1,2")) == {"ubatch": (256, 512), "parallel": (1, 2)}
+    assert len(candidates({"ubatch": (256, 512), "parallel": (1, 2), "threads": (1, 8)})) == 8
+    assert parse_space(("n_cpu_moe=fit,24",)) == {"n_cpu_moe": ("fit", 24)}
+    for bad in ("threads=x", "ctx=1", "ubatch", "ubatch=fit"):
+        with pytest.raises(InputError):
+            parse_space((bad,))
+
+
+def test_the_default_space_of_a_cpu_profile_holds_ubatch_and_slots_with_the_running_values() -> None:
+    space = default_space(loaded().profile, observed(loaded().profile))
+    assert space == {"ubatch": (512, 1024, 2048, 4096), "parallel": (1, 2, 4, 8)}
+
+
+def test_a_candidate_kimik3_would_refuse_is_refused_with_the_reason() -> None:
+    base = loaded()
+    facts = observed(base.profile)  # 8 physical cores
+    ok = check_candidate(base.text, base.profile, {"ubatch": 512, "parallel": 4, "threads": 8}, facts, 512)
+    assert ok.loaded is not None and ok.loaded.profile.serve.ubatch == 512 and ok.loaded.profile.serve.parallel == 4
+    threads = check_candidate(base.text, base.profile, {"threads": 4}, facts, 512)
+    assert threads.loaded is None and "physical cores (8 here)" in threads.refusal
+    assert "--load-mode none" in check_candidate(base.text, base.profile, {"load_mode": "mmap"}, facts, 512).refusal
+    slots = check_candidate(base.text, base.profile, {"parallel": 16}, facts, 512)
+    assert "a slot holds ctx_size/parallel = 256 tokens" in slots.refusal
+    # batch is searched below ubatch: the seed rule (batch never below ubatch) refuses it before any load
+    below = check_candidate(base.text, base.profile, {"ubatch": 4096, "batch": 1024}, facts, 512)
+    assert below.loaded is None and "ubatch" in below.refusal
+
+
+def test_write_keeps_comments_and_key_order_and_adds_the_figures() -> None:
+    text = set_serve_knobs(PROFILE, {"ubatch": 512, "parallel": 4, "n_cpu_moe": 3}, "kimik3 tune: 9.0 tok/s, was 6.0")
+    assert "# a CPU profile to tune" in text and "port: 18999        # the port" in text
+    assert "  ubatch: 512        # hybrid default" in text and "  parallel: 4        # slots" in text
+    assert "# kimik3 tune: 9.0 tok/s, was 6.0\nserve:" in text
+    keys = [line.split(":")[0].strip() for line in text.split("serve:")[1].split("gate")[0].splitlines() if ":" in line]
+    assert keys == ["port", "batch", "ubatch", "ctx_size", "n_cpu_moe", "parallel"]
+    assert parse_profile(text, "x.yaml").profile.serve.n_cpu_moe == 3
+
+
+class Killed(BaseException):
+    """Stands for kill -9 in the middle of a candidate's launch."""
+
+
+class FakeRunner:
+    """A server whose aggregate tok/s is a function of the knobs; `fail` knobs crash on load; `kill_at`
+    stops the process at that converge."""
+
+    def __init__(self, kill_at: int | None = None, fail: tuple[int, ...] = ()) -> None:
+        self.converged: list[dict[str, Any]] = []
+        self.kill_at, self.fail = kill_at, fail
+        self.settled: list[LoadedProfile] = []
+
+    def converge(self, loaded: LoadedProfile) -> None:
+        serve = loaded.profile.serve
+        if self.kill_at is not None and len(self.converged) == self.kill_at:
+            raise Killed()
+        self.converged.append({"ubatch": serve.ubatch, "parallel": serve.parallel})
+        if serve.ubatch in self.fail:
+            raise LoadFailed(f"ubatch {serve.ubatch}: out of memory")
+
+    def measure(self, loaded: LoadedProfile, settings: BenchSettings) -> tuple[BenchRun, str]:
+        serve = loaded.profile.serve
+        rate = 100.0 / (1 + abs(serve.ubatch - 1024) / 512) + serve.parallel
+        c = settings.grid[0]
+        level = LevelResult(c, c * settings.prompts, 0, 1.0, 0.5, 0.6, 0.05, 20.0, rate, 100.0, 20.0, 100.0,
+                            rate, int(rate))
+        run = BenchRun(loaded.profile.name, "f" * 16, "2026-01-01", settings, (level,), {})
+        return run, "bench/x.json"
+
+    def settle(self, loaded: LoadedProfile) -> None:
+        self.settled.append(loaded)
+
+    def load_seconds(self, loaded: LoadedProfile, observed: Any) -> float:
+        return 10.0
+
+
+SPACE = {"ubatch": (512, 1024, 2048, 4096), "parallel": (1, 2), "threads": (4, 8)}
+BASELINE = {"ubatch": 4096, "parallel": 2, "threads": 8}
+
+
+def search(runner: FakeRunner, state: MemoryState, said: list[str], budget: float = 3600.0) -> Search:
+    goal = parse_goal("aggregate@2")
+    short = BenchSettings(grid=(2,), prompts=1, prompt_tokens=64, output_tokens=16)
+    long = BenchSettings(grid=(2,), prompts=2, prompt_tokens=64, output_tokens=16, repetitions=2)
+    key = search_key("k3-tune", PROFILE, goal, SPACE, {})
+    return Search(runner, state, FakeClock(), said.append, loaded(), goal, SPACE, short, long, key, budget,
+                  finalists=2)
+
+
+def test_a_search_launches_a_third_of_the_space_and_measures_the_best_longer() -> None:
+    runner, state, said = FakeRunner(fail=(2048,)), MemoryState(), []
+    result = search(runner, state, said).run(observed(loaded().profile), BASELINE)
+    assert len(result.refused) == 8 and all(k["threads"] == 4 for k, _ in result.refused)
+    assert all(c["ubatch"] in (512, 1024, 2048, 4096) for c in runner.converged)
+    stage1 = [t for t in result.trials if t.stage == 1]
+    assert len(stage1) == 4  # the profile as written + ceil(8 / 3) = 3 launched
+    assert any("predicted" in line for line in said)
+    stage2 = [t for t in result.trials if t.stage == 2]
+    assert BASELINE in [t.knobs for t in stage2]  # the winner is compared like for like
+    assert result.winner is not None and result.winner.stage == 2
+    assert result.winner.score == max(t.score for t in stage2 if t.score is not None)
+    assert result.winner_loaded is not None and result.winner_loaded.profile.serve.ubatch == result.winner.knobs["ubatch"]
+    assert sorted(t.knobs["ubatch"] for t in stage1 if t.status == "failed") == sorted(
+        t.knobs["ubatch"] for t in stage1 if t.knobs["ubatch"] == 2048)
+
+
+def test_a_killed_search_resumes_without_measuring_again() -> None:
+    state, said = MemoryState(), []
+    with pytest.raises(Killed):
+        search(FakeRunner(kill_at=2), state, said).run(observed(loaded().profile), BASELINE)
+    record = copy.deepcopy(next(iter(state.records.values())))
+    assert [t["status"] for t in record["trials"]] == ["ok", "ok", "running"]  # baseline, one trial, the killed one
+    resumed = FakeRunner()
+    result = search(resumed, state, said).run(observed(loaded().profile), BASELINE)
+    assert any(line.startswith("resuming the search") for line in said)
+    stage1 = [t for t in result.trials if t.stage == 1]
+    stage2 = [t for t in result.trials if t.stage == 2]
+    assert len(stage1) == 4 and len({str(t.knobs) for t in stage1}) == 4  # none measured twice
+    # the killed candidate again and the last one; then the finalists: the two done before were not relaunched
+    assert len(resumed.converged) == 2 + len(stage2)
+    assert resumed.converged[0] == {k: v for k, v in record["trials"][2]["knobs"].items() if k != "threads"}
+    assert all(t.status != "running" for t in result.trials)
+    assert state.read(search(resumed, state, []).key)["finished"] is True
+
+
+def test_n_cpu_moe_fit_leaves_the_split_to_fit_and_a_number_pins_it() -> None:
+    from kimik3_reconciler.planning.tune_space import serve_values
+
+    text = PROFILE.replace("  parallel: 2        # slots", "  parallel: 2        # slots\n  n_cpu_moe: 20")
+    base = parse_profile(text, "tune.yaml")
+    assert serve_values(base.profile, {"n_cpu_moe": "fit"}) == {"n_cpu_moe": None}
+    unpinned = set_serve_knobs(text, serve_values(base.profile, {"n_cpu_moe": "fit"}))
+    assert "n_cpu_moe" not in unpinned and "# slots" in unpinned
+    assert parse_profile(set_serve_knobs(PROFILE, {"n_cpu_moe": 24}), "t.yaml").profile.serve.n_cpu_moe == 24
+    assert sorted([{"n_cpu_moe": 24}, {"n_cpu_moe": "fit"}], key=placement_key) == [{"n_cpu_moe": "fit"},
+                                                                                   {"n_cpu_moe": 24}]
+
+
+def test_candidates_run_in_page_cache_order() -> None:
+    assert sorted([{"n_cpu_moe": 8, "ubatch": 512}, {"n_cpu_moe": 4, "ubatch": 4096}, {"n_cpu_moe": 8, "ubatch": 256}],
+                  key=placement_key) == [{"n_cpu_moe": 4, "ubatch": 4096}, {"n_cpu_moe": 8, "ubatch": 256},
+                                         {"n_cpu_moe": 8, "ubatch": 512}]
+
+
+def test_a_gpu_profile_with_a_manual_split_searches_it_and_fit() -> None:
+    text = PROFILE.replace("build: {source: mainline, variant: cpu, cpu_features: []}", "build: {source: mainline}")
+    text = text.replace("gpus: none", "gpus: all").replace("  parallel: 2        # slots",
+                                                          "  parallel: 2        # slots\n  n_cpu_moe: 20")
+    gpu = parse_profile(text, "gpu.yaml").profile
+    space = default_space(gpu, observed(gpu))
+    assert space["n_cpu_moe"] == ("fit", 12, 16, 20, 24, 28) and "fit_target" not in space
+
+
+def test_tune_write_through_the_cli_rewrites_the_file_and_settles_on_it(tmp_path, monkeypatch) -> None:
+    """The command end to end on fakes (engine, host lock, state) with FakeRunner's figures: deterministic,
+    so the written file is checked whatever a real machine's noise would have measured."""
+    from click.testing import CliRunner
+    from support.fakes import FakeHub, fake_ports
+
+    import kimik3_reconciler.cli.tune_cmd as tune_cmd
+    import kimik3_reconciler.tuning as tuning
+    from kimik3_reconciler.cli import main
+    from kimik3_reconciler.engine import Engine
+    from kimik3_reconciler.steps.report import NullReporter
+
+    (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
+    text = PROFILE.replace("build: {source: mainline, variant: cpu, cpu_features: []}",
+                           "build: {source: mainline, variant: cpu, cpu_features: [], archive: src.tar.gz}")
+    (tmp_path / "src.tar.gz").write_bytes(b"source")
+    path = tmp_path / "tune.yaml"
+    path.write_text(text)
+    hub = FakeHub("org/k3", "ab" * 20, {"UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00001.gguf": b"shard"}, tmp_path / "hub")
+    ports, _ = fake_ports(hub)
+    engine = Engine(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp")
+    engine.apply(parse_profile(text, str(path)))
+    runner = FakeRunner()
+
+    class Context:
+        def engine(self, _file: str) -> Engine:
+            return engine
+
+    monkeypatch.setattr(tune_cmd, "_ctx", lambda *_: Context())
+    monkeypatch.setattr(tuning, "DockerRunner", lambda _engine: runner)
+    result = CliRunner().invoke(main, ["tune", str(path), "--goal", "aggregate@2", "--space", "ubatch=512,1024",
+                                       "--space", "parallel=1,2", "--write"])
+    assert result.exit_code == 0, result.output
+    written = path.read_text()
+    assert "# a CPU profile to tune" in written and "port: 18999        # the port" in written
+    assert "  ubatch: 1024       # hybrid default" in written and "# kimik3 tune " in written
+    assert "aggregate@2 102.00 tok/s measured, was aggregate@2 " in written  # FakeRunner: 100/(1+0)+2 slots
+    assert [p.profile.serve.ubatch for p in runner.settled] == [1024]  # settled on what was written
+    assert runner.settled[0].text == written
