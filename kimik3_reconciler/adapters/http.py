@@ -60,6 +60,24 @@ class HttpClient:
         partial.replace(dest)
         return digest.hexdigest()
 
+    def get(self, url: str, api_key: str | None = None, timeout_s: float = 5.0) -> tuple[int, str]:
+        """GET a plain-HTTP URL on this host (the exporter's /healthz on every plan, the server's /metrics and
+        /slots on every scrape) with http.client, as `health`: no httpx import on the plan path, no proxy."""
+        parts = urlsplit(url)
+        if parts.scheme != "http" or not parts.hostname:
+            return 0, f"not a plain-HTTP URL: {url}"
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        connection = http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=timeout_s)
+        try:
+            connection.request("GET", (parts.path or "/") + (f"?{parts.query}" if parts.query else ""),
+                               headers=headers)
+            response = connection.getresponse()
+            return response.status, response.read().decode("utf-8", errors="replace")
+        except (OSError, http.client.HTTPException, ValueError) as exc:
+            return 0, f"{type(exc).__name__}: {exc}"
+        finally:
+            connection.close()
+
     def free_port(self) -> int:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             sock.bind(("127.0.0.1", 0))

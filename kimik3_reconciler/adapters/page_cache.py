@@ -9,24 +9,12 @@ uses `read` with 4 workers, the faster here (docs/operations.md "Reloads that hi
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import mmap
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 CHUNK = 16 << 20
-_PAGE = mmap.PAGESIZE
-_WINDOW = 1 << 30  # mincore over 1 GiB at a time: a 262,144-byte vector, never one per whole shard
-
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-_libc.mmap.restype = ctypes.c_void_p
-_libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
-_libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
-_libc.mincore.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p)
-_MAP_FAILED = ctypes.c_void_p(-1).value
 
 
 def _chunks(paths: Iterable[str]) -> Iterator[tuple[str, int, int]]:
@@ -88,30 +76,11 @@ def _await_resident(paths: list[str], poll_s: float = 0.05, stall_s: float = 2.0
 
 
 def resident_bytes(path: str) -> int:
-    """Bytes of `path` in the page cache now (mincore over a read-only shared map, a window at a time)."""
-    size = os.path.getsize(path)
-    if size == 0:
-        return 0
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        resident = 0
-        for offset in range(0, size, _WINDOW):
-            length = min(_WINDOW, size - offset)
-            address = _libc.mmap(None, length, mmap.PROT_READ, mmap.MAP_SHARED, fd, offset)
-            if address in (None, _MAP_FAILED):
-                raise OSError(ctypes.get_errno(), f"mmap {path}")
-            try:
-                pages = (length + _PAGE - 1) // _PAGE
-                vector = ctypes.create_string_buffer(pages)
-                if _libc.mincore(address, length, vector) != 0:
-                    raise OSError(ctypes.get_errno(), f"mincore {path}")
-                counted = sum(1 for b in vector.raw if b & 1)
-                resident += min(counted * _PAGE, length)
-            finally:
-                _libc.munmap(address, length)
-        return resident
-    finally:
-        os.close(fd)
+    """Bytes of `path` in the page cache now: mincore, as the exporter reads it (host_linux._resident)."""
+    from kimik3_reconciler.adapters.host_linux import _resident
+
+    found = _resident(path)
+    return found[0] if found else 0
 
 
 def evict(path: str) -> None:

@@ -319,6 +319,16 @@ class SystemdFacts(_Fact):
     units: tuple[UnitFact, ...] = ()  # every kimik3-installed unit, plus the profile's unit name if present
 
 
+class ExporterFact(_Fact):
+    """The metrics exporter kimik3 started for this profile (its state record), and whether it still runs."""
+
+    pid: int
+    fingerprint: str  # of the configuration it was started with (the record)
+    config: dict[str, Any] = Field(default_factory=dict)
+    alive: bool = False  # the pid runs `kimik3 metrics-serve <profile>` (not a recycled pid)
+    serving: str | None = None  # the fingerprint its /healthz answers; None: not answering
+
+
 class Observed(_Fact):
     """Everything the planner may look at; nothing else reaches it."""
 
@@ -343,3 +353,4 @@ class Observed(_Fact):
     systemd: SystemdFacts | None = None  # None: not looked at (no systemd section, no kimik3 unit)
     gpu_plumbing: GpuPlumbing | None = None  # None: not looked at (gpus: none, or a pure test)
     gpu_probe_record: dict[str, Any] | None = None  # the passing probe record of this (driver, toolkit, request)
+    exporter: ExporterFact | None = None  # None: no exporter record (never started, or removed)

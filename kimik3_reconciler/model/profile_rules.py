@@ -390,9 +390,27 @@ def _systemd(p: Profile) -> Iterator[Finding]:
         yield _error(("systemd", "conflicts"), f"lists the profile's own unit {p.unit_name!r}")
 
 
+def _metrics(p: Profile) -> Iterator[Finding]:
+    metrics = p.metrics
+    if metrics is None:
+        return
+    # rule: metrics-ports-distinct
+    # One host port, one listener: the exporter, the proxy (serve.port) and llama-server behind it each need theirs.
+    if metrics.port == p.serve.port:
+        yield _error(("metrics", "port"), f"is serve.port ({p.serve.port}): the exporter needs a port of its own")
+    if metrics.server_port is not None and not metrics.proxy:
+        # rule: metrics-ports-distinct
+        # Without the proxy llama-server keeps serve.port: a server_port would be a port nothing binds.
+        yield _error(("metrics", "server_port"), "only with proxy: true (llama-server keeps serve.port otherwise)")
+    elif metrics.server_port in (p.serve.port, metrics.port):
+        # rule: metrics-ports-distinct
+        # llama-server behind the proxy needs a port neither the proxy nor the exporter holds.
+        yield _error(("metrics", "server_port"), f"{metrics.server_port} is already serve.port or metrics.port")
+
+
 RULES: tuple[Callable[[Profile], Iterator[Finding]], ...] = (
     _vision, _quant, _endpoint, _fit_target, _ubatch, _batch, _ctx_size, _spec_draft, _spec_type_args, _variant,
-    _secrets, _extra_args, _host, _archive, _systemd, _split_mode, _reap, _cache_ram,
+    _secrets, _extra_args, _host, _archive, _systemd, _split_mode, _reap, _cache_ram, _metrics,
     _load_mode,
 )
 

@@ -332,6 +332,21 @@ RULES: tuple[Rule, ...] = (
          "keys in argv/env show up in `docker inspect` and logs", _PROFILE + _LAUNCH,
          ("cases/plan/19-api-key-file.yaml",),
          seed="not in the seeds: shared/PROFILE.md (a profile never contains a secret)"),
+    Rule("metrics-labels-no-secrets", "force", "the exporter's series carry profile, quant, build and fingerprint "
+         "labels only: the API key (read from its file to scrape a keyed server) and the HF token reach no label, "
+         "no metric and no exporter argv", "every scraper stores labels and every dashboard shows them",
+         ("kimik3_reconciler.planning.metrics_step", "kimik3_reconciler.exporter.collect"),
+         ("cases/plan/80-metrics-exporter-started.yaml", "unit/test_exporter_collect.py"),
+         seed="not in the seeds: shared/PROFILE.md (a profile never contains a secret); issue 17"),
+    Rule("metrics-ports-distinct", "refuse", "metrics.port, serve.port and (with the proxy) metrics.server_port "
+         "are three different ports; server_port only with proxy: true",
+         "two listeners on one port: the second fails to bind after the first is running",
+         _PROFILE, ("cases/profile/metrics_port_is_serve_port.yaml",),
+         seed="not in the seeds: issue 17 (the exporter and its proxy)"),
+    Rule("proxy-server-on-loopback", "force", "with metrics.proxy llama-server listens on 127.0.0.1:server_port and "
+         "the proxy on serve.host:serve.port", "a client reaching llama-server directly skips the latency series",
+         _LAUNCH + ("kimik3_reconciler.planning.metrics_step",), ("cases/plan/82-metrics-proxy-turned-on.yaml",),
+         seed="not in the seeds: issue 17 (a streaming proxy in front of llama-server)"),
     Rule("hub-token-https", "force", "the HF token is sent only over https or to a loopback mirror; an http "
          "model.endpoint on another host is warned and gets no token",
          "a bearer token over plain http to another host travels in clear text", _PROFILE + _HUB,

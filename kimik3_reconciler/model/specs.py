@@ -276,3 +276,30 @@ PAYLOADS: tuple[type[Payload], ...] = (
     PagecachePreread,
     VerifyServer,
 )
+
+
+# --- the metrics exporter (issue 17) ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ExporterRun(Payload):
+    """Start `kimik3 metrics-serve <profile>` (stopping `replace_pid`, the exporter it replaces, first), wait
+    until its /healthz answers `fingerprint`, and record it (pid, fingerprint, config)."""
+
+    profile: str
+    config: dict[str, Any]  # model/metrics.py ExporterConfig.to_json(), written to the config record
+    fingerprint: str
+    health_url: str
+    replace_pid: int | None = None
+    timeout_s: float = 30.0
+
+
+@dataclass(frozen=True)
+class ExporterStop(Payload):
+    """Stop the profile's exporter (destroy, or `metrics:` removed) and delete its records."""
+
+    profile: str
+    pid: int
+
+
+PAYLOADS = (*PAYLOADS, ExporterRun, ExporterStop)

@@ -17,11 +17,11 @@ from kimik3_reconciler.observe.docker_objects import (
     collect_others,
     collect_runtime_cuda,
 )
+from kimik3_reconciler.observe.exporter import collect_exporter
 from kimik3_reconciler.observe.host import collect_host
 from kimik3_reconciler.observe.local_inputs import collect_inputs
 from kimik3_reconciler.observe.model_cache import collect_model, collect_tokenizer
 from kimik3_reconciler.observe.model_layout import collect_layout
-from kimik3_reconciler.observe.process_io import parse_vmrss
 from kimik3_reconciler.observe.unit import collect_systemd
 from kimik3_reconciler.ports import Ports
 
@@ -38,15 +38,16 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
     # Inspected once: the container fact also tells the host collector which GPU process is ours.
     container = collect_container(ports.docker, ports.http, profile.name)
     if container is not None and container.pid:  # the pre-read weighs what the serving process holds
-        container = container.model_copy(update={"rss_bytes": parse_vmrss(ports.host.process_file(container.pid,
-                                                                                                  "status"))})
+        container = container.model_copy(update={"rss_bytes": ports.host.process_rss(container.pid)})
     ours = frozenset({container.pid}) if container is not None and container.pid else frozenset()
     host = collect_host(ports.host, ports.docker, ours, profile.serve.port)
     others = collect_others(ports.docker, profile.name)
     inputs = collect_inputs(profile, base_dir, dockerfile, ports.state)
+    # Before the gate: our exporter's proxy may hold serve.port (metrics.proxy), which the gate must not refuse.
+    exporter = collect_exporter(profile.name, ports.state, ports.processes, ports.http)
     if before_hub is not None:  # a host the gate refuses must not wait for the hub first
         m = profile.model
-        before_hub(Observed(host=host, inputs=inputs, container=container, others=others,
+        before_hub(Observed(host=host, inputs=inputs, container=container, others=others, exporter=exporter,
                             model=ModelFact(repo=m.repo, revision=m.revision, quant=m.quant, cache_dir="")))
     model = collect_model(profile, ports.hub, ports.state, base_dir, ports.host, rehash, stat_only)
     gated = gate_reference is not None
@@ -85,6 +86,7 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
         last_good=(ports.state.read(last_good_key(profile.name)) or {}).get("date"),
         unverified=(ports.state.read(unverified_key(profile.name)) or {}).get("fingerprint"),
         systemd=collect_systemd(profile, ports.units),
+        exporter=exporter,
     )
 
 

@@ -1,5 +1,5 @@
-"""Pure parsers of a process's /proc files: its I/O counters (`/proc/<pid>/io`: what the load progress and the
-warm/cold verdict read) and its resident memory (`/proc/<pid>/status` VmRSS: what the pre-read decision weighs)."""
+"""Pure parser of a process's I/O counters (`/proc/<pid>/io`): what the load progress and the warm/cold verdict
+read. (Its resident memory, which the pre-read decision weighs, is HostPort.process_rss.)"""
 
 from __future__ import annotations
 
@@ -25,13 +25,3 @@ def parse_proc_io(text: str) -> ProcessIo | None:
     if "rchar" not in fields:
         return None
     return ProcessIo(rchar=fields["rchar"], read_bytes=fields.get("read_bytes", 0))
-
-
-def parse_vmrss(status: str) -> int | None:
-    """VmRSS of `/proc/<pid>/status`, in bytes; None when absent (a kernel thread, or unreadable)."""
-    for line in status.splitlines():
-        if line.startswith("VmRSS:"):
-            parts = line.split()
-            if len(parts) >= 2 and parts[1].isdigit():
-                return int(parts[1]) * 1024
-    return None

@@ -20,6 +20,7 @@ from kimik3_reconciler.planning.health_step import plan_health
 from kimik3_reconciler.planning.host_gate import host_gate
 from kimik3_reconciler.planning.image_step import image_tag, plan_image, render_image_build
 from kimik3_reconciler.planning.launch import render_launch
+from kimik3_reconciler.planning.metrics_step import plan_exporter, plan_exporter_teardown, plan_release_port
 from kimik3_reconciler.planning.model_step import model_spec, plan_model, plan_tokenizer
 from kimik3_reconciler.planning.placement import forecast
 from kimik3_reconciler.planning.preread_step import plan_preread
@@ -36,7 +37,8 @@ __all__ = ["PLANNERS", "Desired", "gate_reference", "plan", "plan_destroy", "pla
 # goes after everything that downloads, builds or gates, right before the swap (the old server still serves).
 PLANNERS: tuple[Planner, ...] = (
     plan_gpu_probe, plan_model, plan_tokenizer, plan_reference, plan_image, plan_smoke, plan_stop_for_gate, plan_gate,
-    plan_preread, plan_stale_units, plan_conflicts, plan_container, plan_health, plan_verify, plan_unit,
+    plan_preread, plan_stale_units, plan_conflicts, plan_release_port, plan_container, plan_health, plan_exporter,
+    plan_verify, plan_unit,
 )
 
 
@@ -76,6 +78,7 @@ def plan(profile: Profile, observed: Observed, warnings: tuple[str, ...] = ()) -
 def plan_destroy(profile: Profile, observed: Observed, *, images: bool = False, model: bool = False) -> Plan:
     """Remove what the profile created; the model cache and images only when asked."""
     steps: list[Step] = list(plan_unit_teardown(profile, observed))  # first: a running unit would restart it
+    steps += plan_exporter_teardown(profile, observed)
     if observed.container is not None:
         steps.append(Step("container", profile.name, Action.DELETE, f"container {observed.container.state}: remove it",
                           spec=RemoveContainer(profile.name)))

@@ -126,6 +126,17 @@ def bind_address(profile: Profile, observed: Observed) -> tuple[str, tuple[str, 
     return host, ()
 
 
+def upstream_port(profile: Profile) -> int | None:
+    """With metrics.proxy, the loopback port llama-server moves to (the proxy takes serve.port); else None."""
+    metrics = profile.metrics
+    if metrics is None or not metrics.proxy:
+        return None
+    if metrics.server_port is not None:
+        return metrics.server_port
+    port = profile.serve.port
+    return port + 10000 if port + 10000 <= 65535 else port - 10000
+
+
 def _probe_host(bind: str) -> str:
     address = ipaddress.ip_address(bind)
     if address.is_unspecified:
@@ -191,6 +202,8 @@ def _resolved_serve(profile: Profile, observed: Observed, mode: ModeDecision) ->
     update: dict[str, Any] = {"batch": profile.batch_for(runs), "ubatch": profile.ubatch_for(runs),
                               "fit_target": profile.fit_target_for(runs),
                               "api_key_file": observed.inputs.api_key_file}
+    if upstream_port(profile) is not None:  # behind the latency proxy: the proxy holds serve.port
+        update["port"] = upstream_port(profile)
     if serve.spec_draft is not None:
         if observed.inputs.draft_model is None:
             raise PlanError("serve.spec_draft: a draft from the hub (repo/file + revision) is not downloaded by "
@@ -204,6 +217,11 @@ def launch_input(profile: Profile, observed: Observed, image_tag: str, image_fp:
     """(the launch input, warnings) from the profile and what this host showed."""
     mode = mode or derive_mode(profile, observed)
     bind, warnings = bind_address(profile, observed)
+    if upstream_port(profile) is not None:
+        # rule: proxy-server-on-loopback
+        # Behind the proxy llama-server listens on loopback only: a client reaching it directly would skip the
+        # latency series (and the proxy is where serve.host's address is bound).
+        bind = "127.0.0.1"
     note = mode.note(profile)
     warnings += (note,) if note else ()
     model = observed.model

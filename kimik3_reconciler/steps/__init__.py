@@ -13,6 +13,8 @@ from typing import Any
 from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.model.plan import Plan, Step
 from kimik3_reconciler.model.specs import (
+    ExporterRun,
+    ExporterStop,
     GpuProbe,
     HealthWait,
     ImageBuild,
@@ -40,6 +42,7 @@ from kimik3_reconciler.steps.container import (
     start_container,
     stop_container,
 )
+from kimik3_reconciler.steps.exporter import run_exporter, stop_exporter
 from kimik3_reconciler.steps.gpu_probe import probe_gpus
 from kimik3_reconciler.steps.health import wait_until_healthy
 from kimik3_reconciler.steps.image import build_image, remove_image, retag_image
@@ -73,6 +76,8 @@ EXECUTORS: dict[type[Payload], Executor] = {
     UnitInstall: install_unit,
     UnitRemoval: remove_unit,
     StopUnit: stop_unit,
+    ExporterRun: run_exporter,
+    ExporterStop: stop_exporter,
     VerifyServer: verify_server,
 }
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 
 from kimik3_reconciler.errors import LoadFailed, StepError
-from kimik3_reconciler.model.records import LOAD_RATE_KEY, WARM_LOAD_RATE_KEY
+from kimik3_reconciler.model.labels import CONTAINER_FINGERPRINT
+from kimik3_reconciler.model.records import LOAD_RATE_KEY, WARM_LOAD_RATE_KEY, load_key
 from kimik3_reconciler.model.specs import HealthWait
 from kimik3_reconciler.observe.process_io import ProcessIo, parse_proc_io
 from kimik3_reconciler.observe.server_log import classify_load_failure
@@ -142,6 +143,12 @@ def wait_until_healthy(wait: HealthWait, ports: Ports, reporter: Reporter) -> No
                 # that), cold and warm (after a pre-read) apart.
                 ports.state.write(WARM_LOAD_RATE_KEY if warm else LOAD_RATE_KEY,
                                   {"bytes": wait.model_bytes, "seconds": elapsed})
+                # The exporter's load seconds/bytes of this container's last load (issue 17).
+                labels = ((inspect or {}).get("Config") or {}).get("Labels") or {}
+                ports.state.write(load_key(wait.container), {
+                    "bytes": wait.model_bytes, "seconds": elapsed,
+                    "date": ports.clock.now().isoformat(timespec="seconds"),
+                    "fingerprint": labels.get(CONTAINER_FINGERPRINT), "cache": "warm" if warm else "cold"})
             return
         if elapsed > wait.timeout_s:
             raise LoadFailed(f"{wait.container}: not healthy after {wait.timeout_s:.0f} s (timeout derived from the "

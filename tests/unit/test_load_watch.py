@@ -11,7 +11,7 @@ from support.observed import model_fact, observed
 from kimik3_reconciler.adapters import page_cache
 from kimik3_reconciler.model.records import LOAD_RATE_KEY, WARM_LOAD_RATE_KEY
 from kimik3_reconciler.model.specs import HealthWait, PagecachePreread
-from kimik3_reconciler.observe.process_io import ProcessIo, parse_proc_io, parse_vmrss
+from kimik3_reconciler.observe.process_io import ProcessIo, parse_proc_io
 from kimik3_reconciler.planning.health_step import predicted_load_s
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps.health import LoadWatch, wait_until_healthy
@@ -35,11 +35,9 @@ class Recorder:
         self.events.append((name, fields))
 
 
-def test_proc_parsers() -> None:
+def test_proc_io_parser() -> None:
     assert parse_proc_io(PROC_IO) == ProcessIo(rchar=5000, read_bytes=4096)
     assert parse_proc_io("") is None
-    assert parse_vmrss("Name:\tllama-server\nVmRSS:\t  123456 kB\n") == 123456 * 1024
-    assert parse_vmrss("Name:\tkthreadd\n") is None
 
 
 def test_load_watch_rate_eta_and_warm_verdict() -> None:

@@ -20,6 +20,8 @@ from kimik3_reconciler.model.plan_file import (
 from kimik3_reconciler.model.specs import (
     PAYLOADS,
     ContainerSpec,
+    ExporterRun,
+    ExporterStop,
     GpuProbe,
     HealthWait,
     PagecachePreread,
@@ -74,6 +76,9 @@ SAMPLES = [
                 'KIMIK3_CONTAINER="k3 x"\n', True, True, False, True),
     UnitRemoval("old.service", "/etc/systemd/system/old.service", None, systemctl=False),
     StopUnit("other.service"),
+    ExporterRun("k3", {"profile": "k3", "labels": {"profile": "k3"}, "port": 19201, "shards": ["/c/a.gguf"]},
+                "0123456789abcdef", "http://127.0.0.1:19201/healthz", replace_pid=4242),
+    ExporterStop("k3", 4242),
     VerifyServer("k3", "0123456789abcdef"),
 ]
 

@@ -21,6 +21,8 @@ class FakeHost:
         self.proc: dict[tuple[int, str], str] = {}  # (pid, "io" | "status") -> the /proc file's text
         self.cached: set[str] = set()  # paths the fake page cache holds (pre-read)
         self.preread_calls: list[tuple[list[str], int]] = []
+        self.rss: dict[int, int] = {}  # pid -> VmRSS bytes
+        self.page_cache: dict[str, tuple[int, int]] = {}  # path -> (cached bytes, size)
 
     def lscpu_parseable(self) -> str:
         return "\n".join(f"{c},0" for c in range(self.cores))
@@ -81,3 +83,9 @@ class FakeHost:
 
     def resident_bytes(self, paths: list[str]) -> int:
         return sum(Path(p).stat().st_size for p in paths if p in self.cached and Path(p).exists())
+
+    def process_rss(self, pid: int) -> int | None:
+        return self.rss.get(pid)
+
+    def page_cache_bytes(self, path: str) -> tuple[int, int] | None:
+        return self.page_cache.get(path)
