@@ -19,9 +19,10 @@ from kimik3_reconciler.model.host_lock import LockHolder
 from kimik3_reconciler.model.plan import Plan, Step
 from kimik3_reconciler.model.plan_file import SavedPlan
 from kimik3_reconciler.model.profile_source import LoadedProfile, parse_profile
-from kimik3_reconciler.model.records import last_good_key, unverified_key
+from kimik3_reconciler.model.records import apply_key, last_good_key, unverified_key
 from kimik3_reconciler.model.specs import HealthWait, LaunchContainer, StartContainer, VerifyServer
 from kimik3_reconciler.observe import observe
+from kimik3_reconciler.observe.docker_objects import parse_container
 from kimik3_reconciler.planning import gate_reference, plan, plan_destroy, plan_prune, refuse_by_host_gate
 from kimik3_reconciler.planning.basis import observed_basis, stale_reasons
 from kimik3_reconciler.ports import Ports
@@ -167,7 +168,31 @@ class Engine:
                         admit: Callable[[Plan], None] | None = None) -> ApplyResult:
         """Apply (or `run`: a saved plan); then `check` (verify). On success record the profile as the last
         good one. When the gate, the load or the check fails, relaunch the last good profile and re-raise.
-        A `<= verify` step (a launch an earlier apply left unverified) runs `check` through `ports.verifier`."""
+        A `<= verify` step (a launch an earlier apply left unverified) runs `check` through `ports.verifier`.
+        Either way the apply record (`apply_key`: date, result, converged fingerprint, reverts) says how it ended."""
+        self._reverted = False
+        try:
+            result = self._apply_or_revert(loaded, check, max_rounds, rehash, run, admit)
+        except Kimik3Error as failure:
+            self._record_apply(loaded.profile.name, failure)
+            raise
+        self._record_apply(loaded.profile.name, None)
+        return result
+
+    def _record_apply(self, name: str, failure: Kimik3Error | None) -> None:
+        previous = self.ports.state.read(apply_key(name)) or {}
+        inspect = self.ports.docker.inspect_container(name) if failure is None else None
+        self.ports.state.write(apply_key(name), {
+            "date": self.ports.clock.now().isoformat(timespec="seconds"),
+            "result": "ok" if failure is None else "failed",
+            "error": None if failure is None else str(failure).splitlines()[0][:300],
+            # What converged: the exporter's "converged" is this fingerprint running and healthy.
+            "fingerprint": parse_container(inspect).fingerprint if inspect else None,
+            "reverts": int(previous.get("reverts", 0)) + (1 if self._reverted else 0)})
+
+    def _apply_or_revert(self, loaded: LoadedProfile, check: Callable[[], None] | None, max_rounds: int,
+                         rehash: bool, run: Callable[[], ApplyResult] | None,
+                         admit: Callable[[Plan], None] | None) -> ApplyResult:
         try:
             self.ports.verifier = check
             try:
@@ -192,6 +217,7 @@ class Engine:
             except Kimik3Error as revert_failure:
                 raise type(failure)(f"{failure}\nthe revert to the last good profile (recorded {last.get('date')}) "
                                     f"failed too: {revert_failure}") from None
+            self._reverted = True
             raise type(failure)(f"{failure}\nreverted to the last good profile (recorded {last.get('date')})") from None
         if result.changed or self.ports.state.read(last_good_key(loaded.profile.name)) is None:
             self.ports.state.write(last_good_key(loaded.profile.name), {

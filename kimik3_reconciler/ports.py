@@ -66,6 +66,10 @@ class HttpPort(Protocol):
     def free_port(self) -> int:  # a free TCP port on 127.0.0.1, for throw-away servers
         ...
 
+    def get(self, url: str, api_key: str | None = None, timeout_s: float = 5.0) -> tuple[int, str]:
+        """GET url (Bearer api_key if given): (status, body); (0, reason) when nothing answers."""
+        ...
+
 
 class ChatPort(Protocol):
     """llama-server's OpenAI-compatible API, as `kimik3 verify` uses it (replies as plain dicts)."""
@@ -120,9 +124,17 @@ class HostPort(Protocol):
     def cdi_spec_text(self, path: str) -> str: ...  # "" when unreadable
     def container_toolkit_version(self) -> str: ...  # `nvidia-ctk --version` (or nvidia-container-cli); "" if absent
     def tcp_tables(self) -> str: ...  # /proc/net/tcp then /proc/net/tcp6, as read
+    def process_rss(self, pid: int) -> int | None: ...  # resident bytes (VmRSS); None: gone or unreadable
+    def page_cache_bytes(self, path: str) -> tuple[int, int] | None: ...  # (cached bytes, size): mincore
     def socket_owners(self, inodes: set[int], likely: frozenset[int] = frozenset()) -> dict[int, tuple[int, str]]:
         ...  # inode -> (pid, program); `likely` pids are looked at first
     def process_cgroup(self, pid: int) -> str: ...  # /proc/<pid>/cgroup as read ("" when gone or unreadable)
+    def process_file(self, pid: int, name: str) -> str: ...  # /proc/<pid>/<name> (io) as read; "" if unreadable
+    def preread(self, paths: list[str], workers: int, on_bytes: Callable[[int], None]) -> None:
+        """Read every byte of `paths` into the page cache, `workers` chunks in parallel; `on_bytes(n)` per chunk
+        (called from the reading threads)."""
+        ...
+    def resident_bytes(self, paths: list[str]) -> int: ...  # bytes of these files the page cache holds (mincore)
 
 
 class StatePort(Protocol):
@@ -195,18 +207,35 @@ class LockPort(Protocol):
     def alive(self, holder: LockHolder) -> bool | None: ...  # its process runs; None: another host, unknown
 
 
+class ProcessPort(Protocol):
+    """kimik3's own helper processes on the host (the metrics exporter): started detached, found again by pid."""
+
+    def spawn(self, args: tuple[str, ...], log_key: str) -> int:
+        """Start `python -m kimik3_reconciler <args>` in its own session (it outlives this kimik3), stdout and
+        stderr appended to the state directory's file `log_key`, environment inherited (the state dir); its pid."""
+        ...
+
+    def cmdline(self, pid: int) -> tuple[str, ...] | None:  # argv of a live pid; None: no such process
+        ...
+
+    def terminate(self, pid: int, timeout_s: float) -> None:  # SIGTERM, then SIGKILL after timeout_s
+        ...
+
+
 class Ports:
     """The bundle of effects the engine runs on; the CLI wires real adapters, tests wire fakes."""
 
     def __init__(self, docker: DockerPort, hub: HubPort, http: HttpPort, host: HostPort,
                  state: StatePort, clock: ClockPort, chat: ChatPort | None = None, units: UnitsPort | None = None,
-                 lock: LockPort | None = None, load: LoadPort | None = None):
+                 lock: LockPort | None = None, load: LoadPort | None = None,
+                 processes: ProcessPort | None = None):
         self.docker, self.hub, self.http = docker, hub, http
         self.host, self.state, self.clock = host, state, clock
         self.chat = chat  # only `kimik3 verify` talks to the server beyond /health
         self.units = units  # None: systemd is not looked at (planner tests on fakes without it)
         self.lock = lock  # None: nothing is locked (engine tests on fakes that do not test the lock)
         self.load = load  # only `kimik3 bench` and `kimik3 tune` load the server
+        self.processes = processes  # None: no exporter is looked at (tests that do not start one)
         # `kimik3 verify` of the profile being applied (VerifyFailed when a check fails); wired by the engine for
         # the length of an apply that verifies, None otherwise (then `<= verify` steps are left for a later apply).
         self.verifier: Callable[[], None] | None = None

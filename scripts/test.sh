@@ -12,6 +12,10 @@ bash scripts/ensure-systemd-image.sh   # systemd as PID 1 in a container, for te
 # systemd-analyze verifies every rendered unit (tests/unit/test_rendered_units.py); a fresh machine lacks it.
 command -v systemd-analyze >/dev/null 2>&1 || { apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends systemd >/dev/null; }
+# A real Prometheus scrapes the metrics exporter (tests/integration/test_metrics_prometheus.py); the test starts
+# its own on loopback with its own config (a service the package may start elsewhere is not used).
+command -v prometheus >/dev/null 2>&1 || { apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
 # The suite owns this machine's daemon: it may restart dockerd once (tests/integration/test_faults_dockerd_restart.py).
 # Set KIMIK3_DOCKERD_RESTART_TEST=0 when other work shares the daemon.
 export KIMIK3_DOCKERD_RESTART_TEST="${KIMIK3_DOCKERD_RESTART_TEST:-1}"

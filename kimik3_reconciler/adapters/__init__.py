@@ -20,13 +20,14 @@ def real_ports(state_dir: Path, docker_host: str | None = None, systemd_root: st
     from kimik3_reconciler.adapters.host_linux import LinuxHost
     from kimik3_reconciler.adapters.http import HttpClient
     from kimik3_reconciler.adapters.openai_chat import OpenAIChat
+    from kimik3_reconciler.adapters.processes import LocalProcesses
     from kimik3_reconciler.adapters.state_files import StateFiles, SystemClock
     from kimik3_reconciler.adapters.systemd import SystemdUnits
 
     return Ports(docker=DockerEngine(docker_host), hub=HuggingFaceHub(_download_workers()), http=HttpClient(),
                  host=LinuxHost(), state=StateFiles(state_dir), clock=SystemClock(), chat=OpenAIChat(),
                  units=SystemdUnits(systemd_root, systemctl_prefix), lock=StateDirLock(state_dir, host_lock_path()),
-                 load=HttpLoad())
+                 load=HttpLoad(), processes=LocalProcesses(state_dir))
 
 
 def _download_workers() -> int:

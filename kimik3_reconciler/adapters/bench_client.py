@@ -13,9 +13,10 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
+if TYPE_CHECKING:  # httpx (and the rich it pulls in) is imported where a bench runs: a no-op plan never loads it
+    import httpx
 
 from kimik3_reconciler.errors import PermanentError, TransientError
 from kimik3_reconciler.model.bench import RequestSample
@@ -34,6 +35,8 @@ class HttpLoad:
         self.timeout_s = timeout_s
 
     def tokenize(self, base_url: str, api_key: str | None, text: str) -> list[int]:
+        import httpx
+
         try:
             reply = httpx.post(f"{base_url}/tokenize", json={"content": text, "add_special": False},
                                headers=_headers(api_key), timeout=60)
@@ -44,6 +47,8 @@ class HttpLoad:
 
     def metrics(self, base_url: str, api_key: str | None) -> str | None:
         """The Prometheus text of `/metrics`, None when the server does not serve it."""
+        import httpx
+
         try:
             reply = httpx.get(f"{base_url}/metrics", headers=_headers(api_key), timeout=30)
         except httpx.HTTPError:
@@ -57,6 +62,8 @@ class HttpLoad:
 
     async def _level(self, base_url: str, api_key: str | None, prompts: list[list[int]], output_tokens: int,
                      concurrency: int) -> tuple[list[RequestSample], float]:
+        import httpx
+
         queue = list(reversed(prompts))
         samples: list[RequestSample] = []
         # A connection per request: llama-server may close a kept-alive connection just as the next request
@@ -76,6 +83,8 @@ class HttpLoad:
 
 
 async def _one(client: httpx.AsyncClient, prompt: list[int], output_tokens: int) -> RequestSample:
+    import httpx
+
     body = {"prompt": prompt, "n_predict": output_tokens, "stream": True, "cache_prompt": False,
             "ignore_eos": True, "return_tokens": True, "temperature": 0.0}
     first = last = None
@@ -112,6 +121,8 @@ async def _one(client: httpx.AsyncClient, prompt: list[int], output_tokens: int)
 
 def check_reachable(base_url: str) -> None:
     """PermanentError when nothing answers at base_url (bench refuses before building prompts)."""
+    import httpx
+
     try:
         httpx.get(f"{base_url}/health", timeout=10)
     except httpx.HTTPError as exc:

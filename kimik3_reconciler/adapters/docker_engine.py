@@ -1,26 +1,29 @@
-"""The Docker engine through the docker SDK; SDK errors become errors.py's, transient ones are retried."""
+"""The Docker engine: reads over the unix socket (adapters/docker_socket.py) or through the docker SDK, writes
+through the SDK; errors of both become errors.py's (`daemon_fault`), transient ones are retried.
+
+The SDK (and requests, urllib3) is imported when first needed, so a no-op plan on the local socket
+never loads it (docs/design.md "Observation costs")."""
 
 from __future__ import annotations
 
 import errno
 import os
-import tarfile
-import tempfile
 from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import docker
-import docker.errors
-import docker.types
-import requests.exceptions
-import structlog
 from tenacity import RetryCallState, retry, retry_if_exception_type, stop_after_delay, wait_exponential
 
+from kimik3_reconciler import logs
+from kimik3_reconciler.adapters.docker_socket import EngineApiError, EngineSocket, EngineUnreachable, engine_socket
 from kimik3_reconciler.adapters.translate import translated
 from kimik3_reconciler.errors import BuildFailed, Kimik3Error, PermanentError, TransientError
 from kimik3_reconciler.model.specs import ContainerSpec, ImageBuild
 from kimik3_reconciler.ports import LineSink
+
+if TYPE_CHECKING:
+    import docker
+    import docker.types
 
 # A daemon restart (systemctl restart docker, an upgrade) takes dockerd ~13 s to stop a loading server plus its
 # own start: keep trying well past that, so a restart during a 17-minute load does not fail the apply.
@@ -32,7 +35,7 @@ def _say_retrying(state: RetryCallState) -> None:
     """One line per retry: what failed, and how long kimik3 keeps trying (an operator must not guess)."""
     error = state.outcome.exception() if state.outcome else None
     waited = state.seconds_since_start or 0.0
-    structlog.get_logger("kimik3").warning(
+    logs.logger("kimik3").warning(
         "docker-retry", call=getattr(state.fn, "__name__", "docker"),
         message=f"{error}: the docker daemon is not answering; kimik3 keeps trying for {DAEMON_RESTART_S:.0f} s "
                 f"in all ({waited:.0f} s so far, attempt {state.attempt_number})")
@@ -70,20 +73,40 @@ def os_error_in(exc: BaseException) -> OSError | None:
 
 
 def daemon_fault(exc: Exception, answered_before: bool, where: str) -> Kimik3Error | None:
-    """What a Docker SDK exception means: TransientError only for a daemon that looks like it is restarting;
-    a clear PermanentError for a daemon that is not there, not ours to use, or failing; None: not Docker's.
-    `answered_before`: this process reached the daemon earlier (a socket that vanished since = a restart)."""
+    """What a Docker exception means, from the SDK or the socket reader alike: TransientError only for a daemon
+    that looks like it is restarting; a clear PermanentError for a daemon that is not there, not ours to use,
+    or failing; None: not Docker's. `answered_before`: this process reached the daemon earlier (a socket that
+    vanished since = a restart)."""
+    # The socket reader's two classes first: they need no SDK import (a no-op plan never loads it).
+    if isinstance(exc, EngineApiError):
+        return _refusal(exc.message, exc.is_server_error(), exc)
+    if isinstance(exc, EngineUnreachable):
+        if isinstance(exc.__cause__, TimeoutError):
+            return PermanentError(f"the docker daemon at {where} did not answer within {CLIENT_TIMEOUT_S} s: {exc}")
+        return _unreachable(exc, True, answered_before, where)
+    import docker.errors  # an SDK call raised (so it is loaded), or an error of no one's (a bug): passes below
+    import requests.exceptions
+
     if isinstance(exc, requests.exceptions.Timeout):
         return PermanentError(f"the docker daemon at {where} did not answer within {CLIENT_TIMEOUT_S} s: {exc}")
     if isinstance(exc, docker.errors.APIError):
-        said = str(exc.explanation or exc)
-        if any(s in said for s in _NO_DEVICES):
-            return PermanentError(f"docker: {said}")
-        if exc.is_server_error() and any(marker in said.lower() for marker in _RESTARTING_SAYS):
-            return TransientError(f"docker daemon restarting: {said}")
-        return PermanentError(f"docker: {exc}")
+        return _refusal(str(exc.explanation or exc), exc.is_server_error(), exc)
     if not isinstance(exc, (requests.exceptions.ConnectionError, docker.errors.DockerException)):
         return None
+    return _unreachable(exc, isinstance(exc, requests.exceptions.ConnectionError), answered_before, where)
+
+
+def _refusal(said: str, server_error: bool, exc: Exception) -> Kimik3Error:
+    """The daemon answered with an error status: transient only while it says it is restarting."""
+    if any(s in said for s in _NO_DEVICES):
+        return PermanentError(f"docker: {said}")
+    if server_error and any(marker in said.lower() for marker in _RESTARTING_SAYS):
+        return TransientError(f"docker daemon restarting: {said}")
+    return PermanentError(f"docker: {exc}")
+
+
+def _unreachable(exc: Exception, connection_error: bool, answered_before: bool, where: str) -> Kimik3Error:
+    """No answer: the socket's own error (errno) says whether the daemon is restarting, absent or not ours."""
     cause = os_error_in(exc)
     code = cause.errno if cause is not None else None
     if code in (errno.EACCES, errno.EPERM):
@@ -93,17 +116,29 @@ def daemon_fault(exc: Exception, answered_before: bool, where: str) -> Kimik3Err
         if answered_before:  # dockerd removes its socket while it restarts
             return TransientError(f"docker daemon not answering: its socket {where} is gone (restarting?)")
         return PermanentError(f"no docker daemon: {where} does not exist (is dockerd running? DOCKER_HOST?)")
-    if code in _RESTARTING_ERRNOS or (code is None and isinstance(exc, requests.exceptions.ConnectionError)):
+    if code in _RESTARTING_ERRNOS or (code is None and connection_error):
         # No errno: "Connection aborted" with the daemon hanging up mid-request, as a stopping dockerd does.
         return TransientError(f"docker daemon not answering: {exc}")
-    if isinstance(exc, requests.exceptions.ConnectionError):
+    if connection_error:
         return PermanentError(f"cannot reach the docker daemon at {where}: {exc}")
     return PermanentError(f"docker: {exc}")
+
+
+def _absent(exc: PermanentError, sdk_class: str = "NotFound") -> bool:
+    """Whether a PermanentError says the object does not exist (404): the docker-side cause tells."""
+    cause = exc.__cause__
+    if isinstance(cause, EngineApiError):
+        return cause.status == 404
+    import docker.errors
+
+    return isinstance(cause, getattr(docker.errors, sdk_class))
 
 
 def _device_requests(spec: ContainerSpec) -> list[docker.types.DeviceRequest]:
     """The GPUs of `spec`: CDI devices (`docker run --device nvidia.com/gpu=all`, what the docker CLI sends:
     driver "cdi") or the nvidia runtime's request (`docker run --gpus all`: capability "gpu")."""
+    import docker.types
+
     if spec.gpus == "none":
         return []
     ids = ["all"] if spec.gpus == "all" else list(spec.gpus)
@@ -118,6 +153,7 @@ class DockerEngine:
     def __init__(self, base_url: str | None = None):
         self._base_url = base_url
         self._client: docker.DockerClient | None = None
+        self._reads: Any = None  # EngineSocket, or the SDK's APIClient: the same read calls and answers
         self._answered = False  # the daemon answered once in this process: a vanished socket is a restart
 
     @property
@@ -130,6 +166,9 @@ class DockerEngine:
     @property
     def client(self) -> docker.DockerClient:
         if self._client is None:
+            import docker
+            import docker.errors
+
             try:
                 self._client = (docker.DockerClient(base_url=self._base_url, timeout=CLIENT_TIMEOUT_S)
                                 if self._base_url else docker.from_env(timeout=CLIENT_TIMEOUT_S))
@@ -138,29 +177,45 @@ class DockerEngine:
             self._answered = True  # the client asked the daemon for its API version
         return self._client
 
+    @property
+    def reads(self) -> Any:
+        """Where reads go: the daemon's unix socket when the SDK would use one (docker_socket.engine_socket),
+        else the SDK's own APIClient (tcp, ssh, TLS, a named context)."""
+        if self._reads is None:
+            path = engine_socket(self._base_url)
+            self._reads = EngineSocket(path, timeout=CLIENT_TIMEOUT_S) if path else self.client.api
+        return self._reads
+
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         with translated(self._translate):
             result = fn(*args, **kwargs)
         self._answered = True
         return result
 
+    def _inspect(self, call: str, ref: str) -> dict[str, Any] | None:
+        """One inspect through `reads` (no retry layer of its own); None when the object does not exist."""
+        try:
+            return self._call(getattr(self.reads, call), ref)
+        except PermanentError as exc:
+            if _absent(exc):
+                return None
+            raise
+
     @_transient
     def info(self) -> dict[str, Any]:
-        return self._call(self.client.info)
+        return self._call(self.reads.info)
 
     @_transient
     def list_images(self, label: str) -> list[dict[str, Any]]:
-        images = self._call(self.client.images.list, filters={"label": label})
-        return [image.attrs for image in images]
+        # As the SDK's images.list(): the listing, then each image's inspect (its `attrs`); one gone in between
+        # is skipped.
+        summaries = self._call(self.reads.images, filters={"label": label})
+        found = (self._inspect("inspect_image", s["Id"]) for s in summaries)
+        return [i for i in found if i is not None]
 
     @_transient
     def inspect_image(self, ref: str) -> dict[str, Any] | None:
-        try:
-            return self._call(self.client.api.inspect_image, ref)
-        except PermanentError as exc:
-            if isinstance(exc.__cause__, docker.errors.NotFound):
-                return None
-            raise
+        return self._inspect("inspect_image", ref)
 
     def image_id(self, ref: str) -> str | None:
         found = self.inspect_image(ref)
@@ -180,16 +235,11 @@ class DockerEngine:
         return self._inspect_container(name)
 
     def _inspect_container(self, name: str) -> dict[str, Any] | None:
-        try:
-            return self._call(self.client.api.inspect_container, name)
-        except PermanentError as exc:
-            if isinstance(exc.__cause__, docker.errors.NotFound):
-                return None
-            raise
+        return self._inspect("inspect_container", name)
 
     @_transient
     def list_containers(self, label: str) -> list[dict[str, Any]]:
-        summaries = self._call(self.client.api.containers, all=True, filters={"label": label})
+        summaries = self._call(self.reads.containers, all=True, filters={"label": label})
         found = (self._inspect_container(s["Id"]) for s in summaries)
         return [i for i in found if i is not None]
 
@@ -199,6 +249,8 @@ class DockerEngine:
         self._call(self.client.api.stop, name, timeout=60)
 
     def run_container(self, spec: ContainerSpec) -> str:
+        import docker.types
+
         mounts = [docker.types.Mount(target=m.target, source=m.source, type="bind", read_only=m.read_only)
                   for m in spec.mounts]
         device_requests = _device_requests(spec)
@@ -234,14 +286,14 @@ class DockerEngine:
             self._call(self.client.api.stop, name, timeout=30)
             self._call(self.client.api.remove_container, name, force=True)
         except PermanentError as exc:
-            if not isinstance(exc.__cause__, docker.errors.NotFound):
+            if not _absent(exc):
                 raise
 
     def remove_image(self, ref: str) -> None:
         try:
             self._call(self.client.images.remove, ref)
         except PermanentError as exc:
-            if not isinstance(exc.__cause__, docker.errors.ImageNotFound):
+            if not _absent(exc, "ImageNotFound"):
                 raise
 
     def container_logs(self, name: str, tail: int) -> str:
@@ -256,6 +308,9 @@ class DockerEngine:
             yield from stream
 
     def build_image(self, spec: ImageBuild, context_files: dict[str, Path], on_line: LineSink) -> str:
+        import tarfile
+        import tempfile
+
         tail: deque[str] = deque(maxlen=25)
         step = "(before the first step)"
         with tempfile.TemporaryFile() as context:

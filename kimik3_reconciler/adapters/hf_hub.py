@@ -10,13 +10,12 @@ from urllib.parse import quote
 import re
 from typing import TYPE_CHECKING
 
-import httpx
 # Only `constants` at import time: a converged plan never asks the hub, and huggingface_hub's API and
-# cache modules cost ~0.2 s to import (bench/plan.py); they are imported where they are used.
+# cache modules cost ~0.2 s to import (bench/plan.py); they, httpx and the downloader are imported where
+# they are used.
 from huggingface_hub import constants
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_fixed
 
-from kimik3_reconciler.adapters.hub_download import fetch_all, targets
 from kimik3_reconciler.adapters.translate import translated
 from kimik3_reconciler.errors import HubError, Kimik3Error
 from kimik3_reconciler.model.facts import RemoteFile
@@ -39,6 +38,7 @@ def _is_transport(exc: Exception) -> bool:
 
 def _hub_error(exc: Exception, what: str, hub: str) -> Kimik3Error | None:
     """`what`: the repo, revision and path asked for, so the message names which one the hub refused."""
+    import httpx
     from huggingface_hub.errors import (
         EntryNotFoundError,
         HfHubHTTPError,
@@ -89,6 +89,8 @@ class HuggingFaceHub:
         hub = endpoint or constants.ENDPOINT
         if time.monotonic() - self._answered.get(hub, -PROBE_VALID_S) < PROBE_VALID_S or constants.HF_HUB_OFFLINE:
             return  # answered recently; or offline, where huggingface_hub itself refuses without a request
+        import httpx
+
         try:
             for attempt in Retrying(retry=retry_if_exception_type(httpx.TransportError), stop=stop_after_attempt(2),
                                     wait=wait_fixed(0.5), reraise=True):
@@ -139,6 +141,8 @@ class HuggingFaceHub:
     def read_head(self, repo: str, revision: str, path: str, endpoint: str | None, nbytes: int) -> bytes:
         """The first `nbytes` of a file on the hub (a Range request: headers before any download)."""
         url = f"{(endpoint or constants.ENDPOINT).rstrip('/')}/{repo}/resolve/{revision}/{quote(path)}"
+        import httpx
+
         token = hub_token(url)
         headers = {"Range": f"bytes=0-{nbytes - 1}", **({"Authorization": f"Bearer {token}"} if token else {})}
         with translated(lambda exc: _hub_error(exc, f"{repo}:{path}", endpoint or constants.ENDPOINT)):
@@ -171,6 +175,8 @@ class HuggingFaceHub:
 
     def download(self, spec: ModelDownload, on_progress: Callable[[str, int, int], None]) -> int:
         """Fetch the missing files (resumable, sha256-verified, parallel): adapters/hub_download.py."""
+        from kimik3_reconciler.adapters.hub_download import fetch_all, targets
+
         missing = set(spec.missing)
         files = tuple(f for f in spec.files if f.path in missing)
         endpoint = spec.endpoint or constants.ENDPOINT

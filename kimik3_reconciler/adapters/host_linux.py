@@ -7,6 +7,7 @@ import itertools
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -25,6 +26,17 @@ def _read(path: str) -> str:
 
 
 class LinuxHost:
+    def process_file(self, pid: int, name: str) -> str:
+        return _read(f"/proc/{int(pid)}/{name}")
+
+    def preread(self, paths: list[str], workers: int, on_bytes: Callable[[int], None]) -> None:
+        from kimik3_reconciler.adapters import page_cache
+
+        page_cache.preread(paths, workers, on_bytes)
+
+    def resident_bytes(self, paths: list[str]) -> int:
+        return sum((self.page_cache_bytes(p) or (0, 0))[0] for p in paths)
+
     def lscpu_parseable(self) -> str:
         return _run(["lscpu", "-p=CORE,SOCKET"]) if shutil.which("lscpu") else ""
 
@@ -79,6 +91,18 @@ class LinuxHost:
     def tcp_tables(self) -> str:
         return _read("/proc/net/tcp") + _read("/proc/net/tcp6")
 
+    def process_rss(self, pid: int) -> int | None:
+        """Resident bytes of a process (VmRSS in /proc/<pid>/status); None when it is gone or unreadable."""
+        for line in _read(f"/proc/{pid}/status").splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        return None
+
+    def page_cache_bytes(self, path: str) -> tuple[int, int] | None:
+        """(bytes of `path` in the page cache, its size), by mincore(2) over 1 GiB windows of a read-only
+        mapping (what fincore does; nothing is read or faulted in). None: unreadable."""
+        return _resident(path)
+
     def socket_owners(self, inodes: set[int], likely: frozenset[int] = frozenset()) -> dict[int, tuple[int, str]]:
         """Which process holds each socket inode: /proc/<pid>/fd/* links read `socket:[inode]` (what ss -p does).
 
@@ -96,6 +120,44 @@ class LinuxHost:
 
     def process_cgroup(self, pid: int) -> str:
         return _read(f"/proc/{pid}/cgroup")
+
+
+_WINDOW = 1 << 30
+
+
+def _resident(path: str) -> tuple[int, int] | None:
+    import ctypes
+    import mmap
+
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype, libc.mmap.argtypes = ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                                                              ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+    page = mmap.PAGESIZE
+    try:
+        size = os.fstat(fd).st_size
+        resident = 0
+        for offset in range(0, size, _WINDOW):
+            length = min(_WINDOW, size - offset)
+            address = libc.mmap(None, length, mmap.PROT_READ, mmap.MAP_SHARED, fd, offset)
+            if address in (None, ctypes.c_void_p(-1).value):
+                return None
+            try:
+                pages = (length + page - 1) // page
+                vector = ctypes.create_string_buffer(pages)
+                if libc.mincore(address, length, vector) != 0:
+                    return None
+                resident += sum(b & 1 for b in vector.raw) * page
+            finally:
+                libc.munmap(address, length)
+        return min(resident, size), size
+    finally:
+        os.close(fd)
 
 
 def _existing(path: Path) -> Path:

@@ -1,12 +1,18 @@
-"""HTTP through httpx (health, archive downloads) and the openai client (chat against llama-server)."""
+"""HTTP: the health probe (standard library), archive downloads (httpx), chat against llama-server (openai).
+
+The probe runs on every plan (the container's /health): `http.client` answers it in well under a
+millisecond, where `httpx.get` costs its import, httpcore's and a TLS context (~70 ms on a 2-core machine)
+for a plain-HTTP request to this host's own server. httpx and openai are imported where they are used.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import http.client
 import socket
 from pathlib import Path
+from urllib.parse import urlsplit
 
-import httpx
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from kimik3_reconciler.errors import PermanentError, TransientError
@@ -14,17 +20,29 @@ from kimik3_reconciler.errors import PermanentError, TransientError
 
 class HttpClient:
     def health(self, url: str) -> str:
-        try:
-            response = httpx.get(url, timeout=3.0)
-        except httpx.HTTPError:
+        """GET `url` (http://host:port/path, as the container's health-url label says): 200 ok, 503 loading
+        (llama-server while it loads), anything else or no answer within 3 s: unreachable. Straight to the
+        address, never through an HTTP proxy: it is a server on this host (or its own network)."""
+        parts = urlsplit(url)
+        if parts.scheme != "http" or not parts.hostname:
             return "unreachable"
-        if response.status_code == 200:
+        connection = http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=3.0)
+        try:
+            connection.request("GET", (parts.path or "/") + (f"?{parts.query}" if parts.query else ""))
+            status = connection.getresponse().status
+        except (OSError, http.client.HTTPException, ValueError):  # refused, reset, timeout, a bad port
+            return "unreachable"
+        finally:
+            connection.close()
+        if status == 200:
             return "ok"
-        return "loading" if response.status_code == 503 else "unreachable"
+        return "loading" if status == 503 else "unreachable"
 
     @retry(retry=retry_if_exception_type(TransientError), stop=stop_after_attempt(4),
            wait=wait_exponential(multiplier=1, max=20), reraise=True)
     def fetch(self, url: str, dest: Path) -> str:
+        import httpx
+
         partial = dest.with_name(dest.name + ".partial")
         digest = hashlib.sha256()
         try:
@@ -41,6 +59,24 @@ class HttpClient:
             raise TransientError(f"{url}: {exc}") from exc
         partial.replace(dest)
         return digest.hexdigest()
+
+    def get(self, url: str, api_key: str | None = None, timeout_s: float = 5.0) -> tuple[int, str]:
+        """GET a plain-HTTP URL on this host (the exporter's /healthz on every plan, the server's /metrics and
+        /slots on every scrape) with http.client, as `health`: no httpx import on the plan path, no proxy."""
+        parts = urlsplit(url)
+        if parts.scheme != "http" or not parts.hostname:
+            return 0, f"not a plain-HTTP URL: {url}"
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        connection = http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=timeout_s)
+        try:
+            connection.request("GET", (parts.path or "/") + (f"?{parts.query}" if parts.query else ""),
+                               headers=headers)
+            response = connection.getresponse()
+            return response.status, response.read().decode("utf-8", errors="replace")
+        except (OSError, http.client.HTTPException, ValueError) as exc:
+            return 0, f"{type(exc).__name__}: {exc}"
+        finally:
+            connection.close()
 
     def free_port(self) -> int:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:

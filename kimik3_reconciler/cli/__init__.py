@@ -216,13 +216,19 @@ def apply(ctx: click.Context, file: str, json_out: bool, rounds: int, verify_ser
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--json", "json_out", is_flag=True, help="print the observed state as JSON on stdout")
+@click.option("--watch", is_flag=True, help="a live view of the exporter's numbers (VRAM, queue, tok/s, load); Ctrl-C ends")
+@click.option("--interval", type=Duration(minimum=0.5), default="2s", show_default=True, help="--watch refresh")
+@click.option("--iterations", type=int, default=0, hidden=True, help="--watch: stop after N refreshes (tests)")
 @click.pass_context
 @_run
-def status(ctx: click.Context, file: str, json_out: bool) -> None:
+def status(ctx: click.Context, file: str, json_out: bool, watch: bool, interval: float, iterations: int) -> None:
     """Show what is observed for this profile (container, health, image, model)."""
     loaded = load(file)
     engine = _ctx(ctx, json_out).engine(file)
     observed = engine.observe(loaded, stat_only=True)  # status reads, never hashes (a 50 GB shard: minutes)
+    if watch:
+        _watch(engine, loaded, observed, interval, iterations)
+        return
     data = observed.model_dump(mode="json", exclude={"host": {"cpu_flags"}})  # secrets masked by the facts
     lock_holder, locked = engine.ports.lock.holder() if engine.ports.lock else (None, False)
     data["lock"] = {"held": locked, "holder": lock_holder.to_json() if locked and lock_holder else None}
@@ -247,6 +253,10 @@ def status(ctx: click.Context, file: str, json_out: bool) -> None:
                    f"{record.get('why')}")
     if observed.last_good:
         _out.print(f"last good  recorded {observed.last_good} (the revert target)")
+    if observed.exporter is not None:
+        e = observed.exporter
+        how = ("serving " + (e.serving or "") if e.serving else "not answering") if e.alive else "not running"
+        _out.print(f"metrics    exporter pid {e.pid}: {how} (kimik3 status --watch shows its numbers)")
     for unit in observed.systemd.units if observed.systemd else ():
         if unit.profile == loaded.profile.name:
             edited = ", edited by hand" if unit.unit_file and unit.unit_file.edited else ""
@@ -388,6 +398,87 @@ def schema() -> None:
     from kimik3_reconciler.model.profile import profile_json_schema
 
     click.echo(json.dumps(profile_json_schema(), indent=2))
+
+
+def _watch(engine: Engine, loaded, observed, interval: float, iterations: int) -> None:  # noqa: ANN001
+    """Read the running exporter's /metrics (with its proxy's latency series), or collect the same numbers in
+    this process when the profile runs none; show them with rich, refreshed every `interval`."""
+    import time
+
+    from rich.live import Live
+    from rich.table import Table
+
+    from kimik3_reconciler.exporter.registry import deployment_registry, exposition
+    from kimik3_reconciler.exporter.watch import samples_of, watch_rows
+    from kimik3_reconciler.model.metrics import ExporterConfig
+    from kimik3_reconciler.model.profile import MetricsSpec
+    from kimik3_reconciler.planning import render_desired
+    from kimik3_reconciler.planning.metrics_step import render_exporter
+
+    running = observed.exporter
+    if running is not None and running.alive and running.serving:
+        url = ExporterConfig.from_json(running.config).health_url.removesuffix("/healthz") + "/metrics"
+        source = f"exporter pid {running.pid} ({url})"
+
+        def read() -> str:
+            status_code, text = engine.ports.http.get(url)
+            return text if status_code == 200 else ""
+    else:
+        profile = loaded.profile if loaded.profile.metrics else loaded.profile.model_copy(
+            update={"metrics": MetricsSpec(port=1)})
+        config = render_exporter(render_desired(profile, observed), observed)
+        registry = deployment_registry(config, engine.ports)
+        source = "collected here (the profile runs no exporter: no proxy latency)"
+
+        def read() -> str:
+            return exposition(registry)
+
+    def table(rows) -> Table:  # noqa: ANN001
+        view = Table(title=f"kimik3 {loaded.profile.name}: {source}", title_justify="left")
+        for column in ("", "", ""):
+            view.add_column(column)
+        for row in rows:
+            view.add_row(row.section, row.name, row.value)
+        return view
+
+    before, then = samples_of(read()), time.monotonic()
+    count = 0
+    with Live(table(watch_rows(before, before, 0.0)), console=_out, auto_refresh=False) as live:
+        try:
+            while not iterations or count < iterations:
+                time.sleep(interval)
+                now, at = samples_of(read()), time.monotonic()
+                live.update(table(watch_rows(before, now, at - then)), refresh=True)
+                before, then, count = now, at, count + 1
+        except KeyboardInterrupt:
+            pass
+
+
+@main.command(name="metrics-serve", hidden=True)
+@click.argument("name")
+@click.pass_context
+@_run
+def metrics_serve(ctx: click.Context, name: str) -> None:
+    """Run the metrics exporter of profile NAME (started by apply: `metrics:` in the profile)."""
+    from kimik3_reconciler.adapters import real_ports
+    from kimik3_reconciler.adapters.latency_proxy import proxy_app
+    from kimik3_reconciler.adapters.metrics_http import exporter_app, serve
+    from kimik3_reconciler.exporter.registry import exporter_registry
+    from kimik3_reconciler.model.metrics import ExporterConfig
+    from kimik3_reconciler.model.records import exporter_config_key
+
+    c = _ctx(ctx, False)
+    configure_logging(json_logs=True, verbose=c.verbose)
+    ports = real_ports(c.state_dir, c.docker_host, c.systemd_root, c.systemctl_prefix)
+    record = ports.state.read(exporter_config_key(name))
+    if record is None:
+        raise InputError(f"no exporter configuration for profile {name!r} in {c.state_dir} (kimik3 apply writes it)")
+    config = ExporterConfig.from_json(record)
+    registry, proxy = exporter_registry(config, ports)
+    sites = [(exporter_app(config, registry), config.bind, config.port)]
+    if proxy is not None and config.proxy_bind and config.proxy_port:
+        sites.append((proxy_app(config.server_url, proxy), config.proxy_bind, config.proxy_port))
+    serve(sites)
 
 
 main.add_command(destroy, name="down")

@@ -245,6 +245,8 @@ class ServeSpec(BaseModel):
     env: dict[EnvName, str] = {}
     extra_args: list[str] = []
     spec_draft: Optional[SpecDraft] = None
+    load_mode: NonEmpty = Field("none", description="none (read into allocated memory, the default) or dio "
+                                                    "(direct I/O, around the page cache); mmap/auto are refused")
 
     @property
     def manual_split(self) -> bool:
@@ -278,6 +280,22 @@ class SystemdSpec(BaseModel):
     conflicts: list[UnitName] = []
 
 
+class MetricsSpec(BaseModel):
+    """The exporter kimik3 runs next to the server (issue 17): one Prometheus port for the whole deployment.
+
+    No `metrics:` section = no exporter: a new process and port on a shared host is asked for, never
+    started by a kimik3 upgrade (two profiles on one host would also fight over any default port)."""
+
+    model_config = _CONFIG
+    port: Annotated[int, Field(ge=1, le=65535)] = Field(description="the exporter's port (/metrics, /healthz)")
+    bind: Annotated[str, AfterValidator(_check_host)] = Field(
+        "loopback", description="loopback (default: the node's Prometheus scrapes locally), tailscale or an IP")
+    proxy: bool = Field(False, description="put a latency-recording proxy on serve.port; llama-server moves to "
+                                           "127.0.0.1:server_port")
+    server_port: Optional[Annotated[int, Field(ge=1, le=65535)]] = Field(
+        None, description="with proxy: llama-server's loopback port (default: serve.port + 10000, or - 10000)")
+
+
 class Profile(BaseModel):
     """What should be running on one host: one YAML file, validated, planned and converged."""
 
@@ -293,6 +311,7 @@ class Profile(BaseModel):
     serve: ServeSpec = ServeSpec()
     gate: GateSpec = GateSpec()
     systemd: Optional[SystemdSpec] = None
+    metrics: Optional[MetricsSpec] = None
 
     @property
     def quant_info(self) -> catalog.QuantInfo | None:

@@ -36,7 +36,7 @@ _OWNED_FLAGS: dict[tuple[str, ...], str | None] = {
     ("--numa",): None,
     ("-ctk", "--cache-type-k", "-ctv", "--cache-type-v"): None,
     ("-t", "--threads", "-tb", "--threads-batch"): None,
-    ("-lm", "--load-mode"): None,
+    ("-lm", "--load-mode"): "use serve.load_mode (none or dio)",
     ("-fit", "--fit", "-fitt", "--fit-target"): "use serve.fit_target (or serve.n_cpu_moe for a manual split)",
     ("-ngl", "--gpu-layers", "--n-gpu-layers", "-ncmoe", "--n-cpu-moe"): "use serve.n_cpu_moe",
     ("-b", "--batch-size"): "use serve.batch",
@@ -365,6 +365,24 @@ def _archive(p: Profile) -> Iterator[Finding]:
         yield _warning(("build", "archive"), "a downloaded archive without build.archive_sha256 is not pinned")
 
 
+LOAD_MODES = ("none", "dio")
+_MAPPED_MODES = ("auto", "mmap", "mlock", "mmap+mlock")
+
+
+def _load_mode(p: Profile) -> Iterator[Finding]:
+    mode = p.serve.load_mode
+    if mode in _MAPPED_MODES:
+        # rule: load-mode
+        # Seed 000: --load-mode none is required, not optional: a mapped model measured as a 20+-minute
+        # single-request stall (pages faulted in by the first request, not at load).
+        yield _error(("serve", "load_mode"), f"{mode!r} maps the model: seed 000 measured a 20+-minute "
+                     "single-request stall without --load-mode none; use 'none' (default) or 'dio'")
+    elif mode not in LOAD_MODES:
+        # rule: load-mode
+        # llama.cpp's other modes are the mapped ones above; anything else it would refuse at launch.
+        yield _error(("serve", "load_mode"), f"must be 'none' or 'dio', not {mode!r}")
+
+
 def _systemd(p: Profile) -> Iterator[Finding]:
     if p.systemd is not None and p.unit_name in p.systemd.conflicts:
         # rule: unit-conflicts-self
@@ -372,9 +390,28 @@ def _systemd(p: Profile) -> Iterator[Finding]:
         yield _error(("systemd", "conflicts"), f"lists the profile's own unit {p.unit_name!r}")
 
 
+def _metrics(p: Profile) -> Iterator[Finding]:
+    metrics = p.metrics
+    if metrics is None:
+        return
+    # rule: metrics-ports-distinct
+    # One host port, one listener: the exporter, the proxy (serve.port) and llama-server behind it each need theirs.
+    if metrics.port == p.serve.port:
+        yield _error(("metrics", "port"), f"is serve.port ({p.serve.port}): the exporter needs a port of its own")
+    if metrics.server_port is not None and not metrics.proxy:
+        # rule: metrics-ports-distinct
+        # Without the proxy llama-server keeps serve.port: a server_port would be a port nothing binds.
+        yield _error(("metrics", "server_port"), "only with proxy: true (llama-server keeps serve.port otherwise)")
+    elif metrics.server_port in (p.serve.port, metrics.port):
+        # rule: metrics-ports-distinct
+        # llama-server behind the proxy needs a port neither the proxy nor the exporter holds.
+        yield _error(("metrics", "server_port"), f"{metrics.server_port} is already serve.port or metrics.port")
+
+
 RULES: tuple[Callable[[Profile], Iterator[Finding]], ...] = (
     _vision, _quant, _endpoint, _fit_target, _ubatch, _batch, _ctx_size, _spec_draft, _spec_type_args, _variant,
-    _secrets, _extra_args, _host, _archive, _systemd, _split_mode, _reap, _cache_ram,
+    _secrets, _extra_args, _host, _archive, _systemd, _split_mode, _reap, _cache_ram, _metrics,
+    _load_mode,
 )
 
 

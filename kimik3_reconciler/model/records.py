@@ -8,7 +8,8 @@ def archive_record_key(source: str, commit: str) -> str:
     return f"archives/{source}-{commit}.json"
 
 
-LOAD_RATE_KEY = "host/load-rate.json"  # {"bytes", "seconds"} of the last model load measured here
+LOAD_RATE_KEY = "host/load-rate.json"  # {"bytes", "seconds"} of the last model load measured here (cold)
+WARM_LOAD_RATE_KEY = "host/load-rate-warm.json"  # the same, of the last load after a pre-read (page cache warm)
 
 
 def gate_key(repo: str, revision: str, quant: str) -> str:
@@ -52,3 +53,29 @@ def gpu_probe_key(driver: str | None, toolkit: str | None, request: str, gpus: s
     passing says nothing of GPU 5, nor of `gpus: all`, nor of a GPU the host gained since."""
     probed = f"all-of-{host_gpus}" if gpus == "all" else "gpus-" + "_".join(gpus)
     return f"gpu-probe/driver-{driver or 'unknown'}/toolkit-{toolkit or 'unknown'}/{request}-{probed}.json"
+
+
+def apply_key(profile_name: str) -> str:
+    """{"date", "result": ok|failed, "error", "fingerprint" (the container it converged to), "reverts"}: the last
+    apply of this profile, read by the exporter (converged, last apply time and result, revert count)."""
+    return f"apply/{profile_name}.json"
+
+
+def load_key(container: str) -> str:
+    """{"bytes", "seconds", "date", "fingerprint"} of this container's last model load (the health wait's end)."""
+    return f"load/{container}.json"
+
+
+def verify_key(profile_name: str) -> str:
+    """The last verify report of this profile (check name -> ok/detail, tool-call retries), for the exporter."""
+    return f"verify/{profile_name}.json"
+
+
+def exporter_key(profile_name: str) -> str:
+    """{"pid", "fingerprint", "config", "date"}: the exporter process kimik3 started for this profile."""
+    return f"metrics/{profile_name}/process.json"
+
+
+def exporter_config_key(profile_name: str) -> str:
+    """The exporter's configuration (model/metrics.py ExporterConfig), read by `kimik3 metrics-serve NAME`."""
+    return f"metrics/{profile_name}/config.json"

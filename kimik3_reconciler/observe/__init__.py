@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kimik3_reconciler.model.facts import ModelFact, Observed
-from kimik3_reconciler.model.records import LOAD_RATE_KEY, gate_key, last_good_key, unverified_key
+from kimik3_reconciler.model.records import LOAD_RATE_KEY, WARM_LOAD_RATE_KEY, gate_key, last_good_key, unverified_key
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.observe.docker_objects import (
     collect_base_images,
@@ -17,6 +17,7 @@ from kimik3_reconciler.observe.docker_objects import (
     collect_others,
     collect_runtime_cuda,
 )
+from kimik3_reconciler.observe.exporter import collect_exporter
 from kimik3_reconciler.observe.host import collect_host
 from kimik3_reconciler.observe.local_inputs import collect_inputs
 from kimik3_reconciler.observe.model_cache import collect_model, collect_tokenizer
@@ -36,13 +37,17 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
     `before_hub`: called with the host-side facts (no model files yet) before any hub request (the host gate)."""
     # Inspected once: the container fact also tells the host collector which GPU process is ours.
     container = collect_container(ports.docker, ports.http, profile.name)
+    if container is not None and container.pid:  # the pre-read weighs what the serving process holds
+        container = container.model_copy(update={"rss_bytes": ports.host.process_rss(container.pid)})
     ours = frozenset({container.pid}) if container is not None and container.pid else frozenset()
     host = collect_host(ports.host, ports.docker, ours, profile.serve.port)
     others = collect_others(ports.docker, profile.name)
     inputs = collect_inputs(profile, base_dir, dockerfile, ports.state)
+    # Before the gate: our exporter's proxy may hold serve.port (metrics.proxy), which the gate must not refuse.
+    exporter = collect_exporter(profile.name, ports.state, ports.processes, ports.http)
     if before_hub is not None:  # a host the gate refuses must not wait for the hub first
         m = profile.model
-        before_hub(Observed(host=host, inputs=inputs, container=container, others=others,
+        before_hub(Observed(host=host, inputs=inputs, container=container, others=others, exporter=exporter,
                             model=ModelFact(repo=m.repo, revision=m.revision, quant=m.quant, cache_dir="")))
     model = collect_model(profile, ports.hub, ports.state, base_dir, ports.host, rehash, stat_only)
     gated = gate_reference is not None
@@ -76,15 +81,17 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
         if profile.build.variant == "cuda" else None,
         container=container,
         others=others,
-        load_rate=_load_rate(ports),
+        load_rate=_load_rate(ports, LOAD_RATE_KEY),
+        warm_load_rate=_load_rate(ports, WARM_LOAD_RATE_KEY),
         last_good=(ports.state.read(last_good_key(profile.name)) or {}).get("date"),
         unverified=(ports.state.read(unverified_key(profile.name)) or {}).get("fingerprint"),
         systemd=collect_systemd(profile, ports.units),
+        exporter=exporter,
     )
 
 
-def _load_rate(ports: Ports) -> float | None:
-    record = ports.state.read(LOAD_RATE_KEY)
+def _load_rate(ports: Ports, key: str) -> float | None:
+    record = ports.state.read(key)
     if not record or not record.get("seconds"):
         return None
     return record["bytes"] / record["seconds"]

@@ -20,8 +20,10 @@ from kimik3_reconciler.planning.health_step import plan_health
 from kimik3_reconciler.planning.host_gate import host_gate
 from kimik3_reconciler.planning.image_step import image_tag, plan_image, render_image_build
 from kimik3_reconciler.planning.launch import render_launch
+from kimik3_reconciler.planning.metrics_step import plan_exporter, plan_exporter_teardown, plan_release_port
 from kimik3_reconciler.planning.model_step import model_spec, plan_model, plan_tokenizer
 from kimik3_reconciler.planning.placement import forecast
+from kimik3_reconciler.planning.preread_step import plan_preread
 from kimik3_reconciler.planning.quant_gate import gate_reference, plan_gate, plan_reference, plan_stop_for_gate
 from kimik3_reconciler.planning.smoke_step import plan_smoke
 from kimik3_reconciler.planning.unit_step import plan_stale_units, plan_unit, plan_unit_teardown
@@ -31,10 +33,12 @@ __all__ = ["PLANNERS", "Desired", "gate_reference", "plan", "plan_destroy", "pla
            "render_desired"]
 
 # In apply order. The GPU probe first: nothing is fetched or built for a host whose containers cannot see
-# its GPUs. Stale units go before the container: their ExecStop would stop a relaunched one.
+# its GPUs. Stale units go before the container: their ExecStop would stop a relaunched one. The pre-read
+# goes after everything that downloads, builds or gates, right before the swap (the old server still serves).
 PLANNERS: tuple[Planner, ...] = (
     plan_gpu_probe, plan_model, plan_tokenizer, plan_reference, plan_image, plan_smoke, plan_stop_for_gate, plan_gate,
-    plan_stale_units, plan_conflicts, plan_container, plan_health, plan_verify, plan_unit,
+    plan_preread, plan_stale_units, plan_conflicts, plan_release_port, plan_container, plan_health, plan_exporter,
+    plan_verify, plan_unit,
 )
 
 
@@ -74,6 +78,7 @@ def plan(profile: Profile, observed: Observed, warnings: tuple[str, ...] = ()) -
 def plan_destroy(profile: Profile, observed: Observed, *, images: bool = False, model: bool = False) -> Plan:
     """Remove what the profile created; the model cache and images only when asked."""
     steps: list[Step] = list(plan_unit_teardown(profile, observed))  # first: a running unit would restart it
+    steps += plan_exporter_teardown(profile, observed)
     if observed.container is not None:
         steps.append(Step("container", profile.name, Action.DELETE, f"container {observed.container.state}: remove it",
                           spec=RemoveContainer(profile.name)))

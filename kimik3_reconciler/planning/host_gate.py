@@ -36,8 +36,11 @@ NETWORK_FUSE = ("sshfs", "s3fs", "rclone", "gcsfuse", "goofys", "juicefs", "glus
 
 
 def _stoppable_pids(profile: Profile, observed: Observed) -> frozenset[int]:
-    """Our container's and those the conflict step stops first: their VRAM is about to be free."""
+    """Our container's and those the conflict step stops first: their VRAM is about to be free. Our exporter's
+    too: its latency proxy holds serve.port (metrics.proxy), and the plan replaces or stops it."""
     pids = {observed.container.pid} if observed.container and observed.container.pid else set()
+    if observed.exporter is not None and observed.exporter.alive:
+        pids.add(observed.exporter.pid)
     pids |= {o.pid for o in observed.others
              if o.pid and o.up and why_conflicting(profile, o, profile.serve.port)}
     return frozenset(pids)

@@ -31,14 +31,18 @@ from kimik3_reconciler.planning.vram_fit import ModeDecision, derive_mode
 # Seed 000 "Runtime requirements that are NOT tunable": leaving any out measured as a
 # 20+-minute single-request stall or a crash, so they are fixed, not knobs.
 # rule: fixed-flags, kv-types-equal
-FIXED_FLAGS = ("--numa", "distribute", "--cache-type-k", "f16", "--cache-type-v", "f16", "--load-mode", "none")
+FIXED_FLAGS = ("--numa", "distribute", "--cache-type-k", "f16", "--cache-type-v", "f16")
 
 
-def runtime_flags(threads: int) -> tuple[str, ...]:
+def runtime_flags(threads: int, load_mode: str = "none") -> tuple[str, ...]:
     """The owned, fixed flags every llama.cpp process kimik3 starts on the real model carries: the server,
-    the smoke test and the quant gate's llama-perplexity (one source, so none can drift from the others)."""
+    the smoke test and the quant gate's llama-perplexity (one source, so none can drift from the others).
+    `load_mode` is serve.load_mode: none or dio, never a mapped mode (profile rule load-mode)."""
     # Seed 000: --threads/--threads-batch = physical cores, not hardware threads.
-    return (*FIXED_FLAGS, "--threads", str(threads), "--threads-batch", str(threads))
+    # rule: load-mode
+    # Seed 000: --load-mode none is required (mapped: a 20+-minute stall); dio reads the same bytes around the
+    # page cache. Rendered at the same place in argv as before, so `none` keeps every fingerprint.
+    return (*FIXED_FLAGS, "--load-mode", load_mode, "--threads", str(threads), "--threads-batch", str(threads))
 
 
 @dataclass(frozen=True)
@@ -122,6 +126,17 @@ def bind_address(profile: Profile, observed: Observed) -> tuple[str, tuple[str, 
     return host, ()
 
 
+def upstream_port(profile: Profile) -> int | None:
+    """With metrics.proxy, the loopback port llama-server moves to (the proxy takes serve.port); else None."""
+    metrics = profile.metrics
+    if metrics is None or not metrics.proxy:
+        return None
+    if metrics.server_port is not None:
+        return metrics.server_port
+    port = profile.serve.port
+    return port + 10000 if port + 10000 <= 65535 else port - 10000
+
+
 def _probe_host(bind: str) -> str:
     address = ipaddress.ip_address(bind)
     if address.is_unspecified:
@@ -187,6 +202,8 @@ def _resolved_serve(profile: Profile, observed: Observed, mode: ModeDecision) ->
     update: dict[str, Any] = {"batch": profile.batch_for(runs), "ubatch": profile.ubatch_for(runs),
                               "fit_target": profile.fit_target_for(runs),
                               "api_key_file": observed.inputs.api_key_file}
+    if upstream_port(profile) is not None:  # behind the latency proxy: the proxy holds serve.port
+        update["port"] = upstream_port(profile)
     if serve.spec_draft is not None:
         if observed.inputs.draft_model is None:
             raise PlanError("serve.spec_draft: a draft from the hub (repo/file + revision) is not downloaded by "
@@ -200,6 +217,11 @@ def launch_input(profile: Profile, observed: Observed, image_tag: str, image_fp:
     """(the launch input, warnings) from the profile and what this host showed."""
     mode = mode or derive_mode(profile, observed)
     bind, warnings = bind_address(profile, observed)
+    if upstream_port(profile) is not None:
+        # rule: proxy-server-on-loopback
+        # Behind the proxy llama-server listens on loopback only: a client reaching it directly would skip the
+        # latency series (and the proxy is where serve.host's address is bound).
+        bind = "127.0.0.1"
     note = mode.note(profile)
     warnings += (note,) if note else ()
     model = observed.model
@@ -246,7 +268,7 @@ def _argv(value: LaunchInput) -> tuple[str, ...]:
         "-m", f"{snapshot}/{value.model.shard}",
         "--host", value.bind, "--port", str(serve.port),
         "--alias", value.name,
-        *runtime_flags(value.threads),
+        *runtime_flags(value.threads, serve.load_mode),
         "--batch-size", str(serve.batch), "--ubatch-size", str(serve.ubatch),
         "--ctx-size", str(serve.ctx_size), "--parallel", str(serve.parallel),
         *placement_args(serve),

@@ -13,11 +13,14 @@ from typing import Any
 from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.model.plan import Plan, Step
 from kimik3_reconciler.model.specs import (
+    ExporterRun,
+    ExporterStop,
     GpuProbe,
     HealthWait,
     ImageBuild,
     LaunchContainer,
     ModelDownload,
+    PagecachePreread,
     Payload,
     QuantGateRun,
     RemoveContainer,
@@ -39,10 +42,12 @@ from kimik3_reconciler.steps.container import (
     start_container,
     stop_container,
 )
+from kimik3_reconciler.steps.exporter import run_exporter, stop_exporter
 from kimik3_reconciler.steps.gpu_probe import probe_gpus
 from kimik3_reconciler.steps.health import wait_until_healthy
 from kimik3_reconciler.steps.image import build_image, remove_image, retag_image
 from kimik3_reconciler.steps.model import download_model, remove_model_files
+from kimik3_reconciler.steps.preread import preread_model
 from kimik3_reconciler.steps.quant_gate import run_quant_gate
 from kimik3_reconciler.steps.report import Reporter
 from kimik3_reconciler.steps.smoke import smoke_test
@@ -66,10 +71,13 @@ EXECUTORS: dict[type[Payload], Executor] = {
     LaunchContainer: launch_container,
     StartContainer: start_container,
     RemoveContainer: remove_container,
+    PagecachePreread: preread_model,
     HealthWait: wait_until_healthy,
     UnitInstall: install_unit,
     UnitRemoval: remove_unit,
     StopUnit: stop_unit,
+    ExporterRun: run_exporter,
+    ExporterStop: stop_exporter,
     VerifyServer: verify_server,
 }
 

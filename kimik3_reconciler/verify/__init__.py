@@ -19,6 +19,7 @@ from kimik3_reconciler.errors import PermanentError, StepError, VerifyFailed
 from kimik3_reconciler.model.facts import ContainerFact, Observed
 from kimik3_reconciler.model.plan import Action
 from kimik3_reconciler.model.profile_source import LoadedProfile
+from kimik3_reconciler.model.records import verify_key
 from kimik3_reconciler.model.weights import Weights
 from kimik3_reconciler.observe.served_weights import served_weights
 from kimik3_reconciler.observe.server_log import classify_load_failure
@@ -73,6 +74,9 @@ def verify(engine: Engine, loaded: LoadedProfile) -> VerifyReport:
             if report.crash:
                 detail = f"the server crashed during this check: {report.crash} ({detail})"
         report.checks.append(CheckResult(name, status, detail, round(clock.monotonic() - started, 3)))
+    # The exporter's verify series (issue 17): outcomes per check, tool-call parse failures and retries.
+    engine.ports.state.write(verify_key(loaded.profile.name),
+                             {**report.to_json(), "date": clock.now().isoformat(timespec="seconds")})
     return report
 
 

@@ -54,6 +54,7 @@ THINKING_RETRY_MAX_TOKENS = 4096
 UNPARSED_OUTPUT = "does not match the expected"
 # tool-call markup a lenient parser leaves in `content` when it did not recognise the call's shape
 _CALL_MARKUP = ("<|open|>call", "<|open|>tools", "<|tool_calls_section_begin|>", "<|tool_call_begin|>", "<tool_call>")
+CALL_MARKUP = _CALL_MARKUP  # the latency proxy looks for the same signs in live replies (exporter/proxy_observe.py)
 # Colour words -> the colour they name. Shades of red count as red (a model may say "crimson" for (200, 30, 30));
 # other colours, including red's neighbours (orange, pink, purple, brown), count as themselves: a wrong answer.
 _COLOURS = {

@@ -101,10 +101,10 @@ def test_docker_server_errors_are_transient_only_while_restarting_and_client_err
 
 
 def test_docker_not_found_reads_as_absent() -> None:
+    """Reads through the SDK (DOCKER_HOST tcp/ssh, a named context); over the socket: test_docker_socket.py."""
     engine = DockerEngine()
     missing = docker_error(docker.errors.NotFound, 404, "no such object")
-    engine._client = SimpleNamespace(api=SimpleNamespace(inspect_image=raising(missing),
-                                                         inspect_container=raising(missing)))
+    engine._reads = SimpleNamespace(inspect_image=raising(missing), inspect_container=raising(missing))
     assert engine.image_id("nope:latest") is None and engine.inspect_container("nope") is None
 
 

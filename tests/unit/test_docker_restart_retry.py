@@ -1,8 +1,11 @@
 """A dockerd restart is outlived: transient Docker errors are retried for DAEMON_RESTART_S (>= 60 s), each retry
-saying the daemon is not answering and how long kimik3 keeps trying. No daemon: a stub client and a fake clock."""
+saying the daemon is not answering and how long kimik3 keeps trying. No daemon: a stub client (or a socket path
+nobody listens on) and a fake clock. Reads go over the unix socket (adapters/docker_socket.py) or through the SDK
+(tcp, ssh, a named context): both transports' errors are classified and retried alike."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -12,6 +15,7 @@ import tenacity
 from structlog.testing import capture_logs
 
 from kimik3_reconciler.adapters.docker_engine import DAEMON_RESTART_S, DockerEngine
+from kimik3_reconciler.adapters.docker_socket import EngineSocket, EngineUnreachable
 from kimik3_reconciler.errors import PermanentError, TransientError
 
 
@@ -36,10 +40,22 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> FakeTime:
     return fake
 
 
-def daemon_down_until(clock: FakeTime, back_at: float) -> Any:
+def unreachable(os_error: OSError) -> EngineUnreachable:
+    """As the socket reader raises it: EngineUnreachable from the socket's own error."""
+    error = EngineUnreachable(f"/k3un.sock: {type(os_error).__name__}: {os_error}")
+    error.__cause__ = os_error
+    return error
+
+
+# What a read raises while dockerd is away: through the SDK (requests), and over the socket.
+DOWN = {"sdk": requests.exceptions.ConnectionError("connection refused"),
+        "socket": unreachable(ConnectionRefusedError(111, "Connection refused"))}
+
+
+def daemon_down_until(clock: FakeTime, back_at: float, down: Exception = DOWN["sdk"]) -> Any:
     def info() -> dict[str, Any]:
         if clock.now < back_at:
-            raise requests.exceptions.ConnectionError("connection refused")
+            raise down
         return {"ServerVersion": "26"}
     return info
 
@@ -48,22 +64,24 @@ def test_the_restart_window_is_at_least_a_minute() -> None:
     assert DAEMON_RESTART_S >= 60
 
 
-def test_a_daemon_back_after_40_s_is_waited_for_with_a_message_per_retry(clock: FakeTime) -> None:
+@pytest.mark.parametrize("transport", sorted(DOWN))
+def test_a_daemon_back_after_40_s_is_waited_for_with_a_message_per_retry(clock: FakeTime, transport: str) -> None:
     engine = DockerEngine()
-    engine._client = SimpleNamespace(info=daemon_down_until(clock, clock.now + 40))
+    engine._reads = SimpleNamespace(info=daemon_down_until(clock, clock.now + 40, DOWN[transport]))
     with capture_logs() as logs:
         assert engine.info() == {"ServerVersion": "26"}
     retries = [entry for entry in logs if entry["event"] == "docker-retry"]
     assert len(retries) >= 5
     assert all("the docker daemon is not answering; kimik3 keeps trying for 90 s in all" in r["message"]
                for r in retries)
-    assert "connection refused" in retries[0]["message"] and retries[0]["call"] == "info"
+    assert "connection refused" in retries[0]["message"].lower() and retries[0]["call"] == "info"
 
 
-def test_a_daemon_that_stays_down_fails_after_the_window_not_before(clock: FakeTime) -> None:
+@pytest.mark.parametrize("transport", sorted(DOWN))
+def test_a_daemon_that_stays_down_fails_after_the_window_not_before(clock: FakeTime, transport: str) -> None:
     engine = DockerEngine()
     started = clock.now
-    engine._client = SimpleNamespace(info=daemon_down_until(clock, float("inf")))
+    engine._reads = SimpleNamespace(info=daemon_down_until(clock, float("inf"), DOWN[transport]))
     with capture_logs(), pytest.raises(TransientError, match="docker daemon not answering"):
         engine.info()
     assert DAEMON_RESTART_S <= clock.now - started <= DAEMON_RESTART_S + 10
@@ -97,11 +115,14 @@ def failing(error: Exception, calls: list[int]) -> Any:
     (socket_error(FileNotFoundError(2, "No such file or directory")), "no docker daemon: unix:///k3un.sock does not exist"),
     (socket_error(PermissionError(13, "Permission denied")), "permission denied on the docker daemon's socket"),
     (requests.exceptions.ReadTimeout("read timed out"), "did not answer within 120 s"),
-])
+    (unreachable(FileNotFoundError(2, "No such file or directory")), "no docker daemon: unix:///k3un.sock does not exist"),
+    (unreachable(PermissionError(13, "Permission denied")), "permission denied on the docker daemon's socket"),
+    (unreachable(TimeoutError("timed out")), "did not answer within 120 s"),
+], ids=["sdk-no-socket", "sdk-permission", "sdk-timeout", "socket-no-socket", "socket-permission", "socket-timeout"])
 def test_no_daemon_no_permission_or_a_timeout_fail_at_once_saying_why(clock: FakeTime, error: Exception,
                                                                       says: str) -> None:
     engine, calls, started = DockerEngine("unix:///k3un.sock"), [], clock.now
-    engine._client = SimpleNamespace(info=failing(error, calls))
+    engine._reads = SimpleNamespace(info=failing(error, calls))
     with capture_logs() as logs, pytest.raises(PermanentError, match=says):
         engine.info()
     assert calls == [1] and clock.now == started and not [e for e in logs if e["event"] == "docker-retry"]
@@ -119,7 +140,7 @@ def test_a_socket_that_vanishes_after_the_daemon_answered_is_a_restart(clock: Fa
         if clock.now < 1030:
             raise gone
         return {"ServerVersion": "27"}
-    engine._client = SimpleNamespace(info=info)
+    engine._reads = SimpleNamespace(info=info)
     assert engine.info() == {"ServerVersion": "26"}
     with capture_logs():
         assert engine.info() == {"ServerVersion": "27"}  # retried through the restart
@@ -128,11 +149,12 @@ def test_a_socket_that_vanishes_after_the_daemon_answered_is_a_restart(clock: Fa
 
 def test_a_refused_or_reset_connection_is_retried(clock: FakeTime) -> None:
     for os_error in (ConnectionRefusedError(111, "Connection refused"), ConnectionResetError(104, "reset")):
-        engine, calls = DockerEngine(), []
-        engine._client = SimpleNamespace(info=failing(socket_error(os_error), calls))
-        with capture_logs(), pytest.raises(TransientError):
-            engine.info()
-        assert len(calls) > 3
+        for error in (socket_error(os_error), unreachable(os_error)):  # through the SDK, over the socket
+            engine, calls = DockerEngine(), []
+            engine._reads = SimpleNamespace(info=failing(error, calls))
+            with capture_logs(), pytest.raises(TransientError):
+                engine.info()
+            assert len(calls) > 3
 
 
 def test_retries_do_not_nest(clock: FakeTime, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -144,10 +166,23 @@ def test_retries_do_not_nest(clock: FakeTime, monkeypatch: pytest.MonkeyPatch) -
     def inspect_container(name: str) -> dict[str, Any]:
         inspects.append(name)
         raise socket_error(ConnectionRefusedError(111, "Connection refused"))
-    engine._client = SimpleNamespace(api=SimpleNamespace(containers=lambda **_: [{"Id": "a"}],
-                                                         inspect_container=inspect_container))
+    engine._reads = SimpleNamespace(containers=lambda **_: [{"Id": "a"}], inspect_container=inspect_container)
     started = clock.now
     with capture_logs(), pytest.raises(TransientError):
         engine.list_containers("kimik3.profile")
     assert clock.now - started <= DAEMON_RESTART_S + 10
     assert len(inspects) < 40  # one inspect per outer attempt (nested, each would retry for 90 s itself)
+
+
+def test_the_real_socket_reader_classifies_as_the_sdk_does(clock: FakeTime, tmp_path: Path) -> None:
+    """No socket at all and never answered: no daemon (at once); the same socket gone after an answer: a restart."""
+    engine = DockerEngine(f"unix://{tmp_path}/docker.sock")
+    assert isinstance(engine.reads, EngineSocket)
+    with capture_logs() as logs, pytest.raises(PermanentError, match=f"^no docker daemon: unix://{tmp_path}"):
+        engine.info()
+    assert not [e for e in logs if e["event"] == "docker-retry"]
+    engine._answered = True
+    with capture_logs() as logs, pytest.raises(TransientError, match="its socket .* is gone"):
+        engine.info()
+    assert [e["call"] for e in logs if e["event"] == "docker-retry"][:1] == ["info"]
+

@@ -17,7 +17,7 @@ written by hand.
       smoke: passed | failed | null                           # the previous image's smoke record
       built_on: {ref: id}   base_images: {ref: id}            # base image ids at build time / now
       built_on_digests: {ref: digest}   base_digests: {ref: digest}  # their repo digests at build time / now
-      container: {state: running, health: ok} | absent      # made from `previous` (also: exit_code, pid,
+      container: {state: running, health: ok} | absent      # made from `previous` (also: exit_code, pid, rss_gib,
                                                               #   log: a tests/fixtures file, its last lines)
         drift: {argv: {flag: value}, env: {K: V}, writable: true, restart_policy: x}  # then changed by hand
       unverified: true                                        # an apply launched it and never verified it
@@ -31,6 +31,8 @@ written by hand.
       systemd: {booted: true, unit: absent | installed | edited, enabled: bool, active: active}
       gpu_plumbing: {cdi: true, runtime: false, toolkit_version: 1.17.4}  # GpuPlumbing (default: not observed)
       gpu_probe: {date: ..., seen: ...}                       # the passing probe record of this plumbing
+      exporter: serving | silent | dead                       # the metrics exporter `previous` started (pid 4242):
+                                                              # answering /healthz, running but silent, pid gone
                                                               # the unit `previous` installed (edited: by hand)
     expect:
       - [kind, action, reason substring, [diff lines, * wildcards allowed]]
@@ -56,7 +58,7 @@ from support.observed import local_inputs, model_fact, observed, shard_files
 from support.recorded_hosts import recorded_host
 
 from kimik3_reconciler.model.facts import (
-    ContainerFact, GpuPlumbing, HostFacts, ImageFact, Observed, PatchFact, RemoteFile, SystemdFacts, UnitFact,
+    ContainerFact, ExporterFact, GpuPlumbing, HostFacts, ImageFact, Observed, PatchFact, RemoteFile, SystemdFacts, UnitFact,
 )
 from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.model.specs import ContainerSpec
@@ -67,7 +69,8 @@ from kimik3_reconciler.observe.server_log import crash_cause
 from kimik3_reconciler.observe.unit import parse_unit_file
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.profile_source import parse_profile
-from kimik3_reconciler.planning import plan
+from kimik3_reconciler.planning import plan, render_desired
+from kimik3_reconciler.planning.metrics_step import render_exporter
 from kimik3_reconciler.planning.image_step import render_image_build
 from kimik3_reconciler.planning.launch import render_launch
 from kimik3_reconciler.planning.unit_step import render_install
@@ -167,13 +170,25 @@ def build_case(case: dict[str, Any]) -> tuple[Profile, Observed]:
         container = ContainerFact(id="c" * 64, name=previous.name, state=c_spec.get("state", "running"),
                                   image=image.tag, fingerprint=launch.fingerprint, inputs=launch.inputs,
                                   exit_code=c_spec.get("exit_code"), health=c_spec.get("health"), running=running, pid=c_spec.get("pid"),
+                                  rss_bytes=int(c_spec["rss_gib"] * (1 << 30)) if "rss_gib" in c_spec else None,
                                   crash=crash_cause(False, (FIXTURES / c_spec["log"]).read_text()) if "log" in c_spec else None)
     systemd = systemd_facts(obs_spec.get("systemd"), previous, prev_obs, image.tag, image.fingerprint)
-    return desired, observed.model_copy(update={"images": images, "container": container,
+    exporter = exporter_fact(obs_spec.get("exporter"), previous, prev_obs)
+    return desired, observed.model_copy(update={"exporter": exporter, "images": images, "container": container,
                                                 "base_images": obs_spec.get("base_images", {}), "systemd": systemd,
                                                 "base_digests": obs_spec.get("base_digests", {}),
                                                 "unverified": container.fingerprint if container and
                                                 obs_spec.get("unverified") else None})
+
+
+def exporter_fact(state: str | None, previous: Profile, prev_obs: Observed) -> ExporterFact | None:
+    """The exporter the previous apply started, as its state record and /healthz show it now."""
+    if state is None:
+        return None
+    config = render_exporter(render_desired(previous, prev_obs), prev_obs)
+    assert config is not None, "exporter: needs a previous profile with a metrics: section"
+    return ExporterFact(pid=4242, fingerprint=config.fingerprint, config=config.to_json(), alive=state != "dead",
+                        serving=config.fingerprint if state == "serving" else None)
 
 
 def systemd_facts(spec: dict[str, Any] | None, previous: Profile | None = None, prev_obs: Observed | None = None,

@@ -20,8 +20,11 @@ from kimik3_reconciler.model.plan_file import (
 from kimik3_reconciler.model.specs import (
     PAYLOADS,
     ContainerSpec,
+    ExporterRun,
+    ExporterStop,
     GpuProbe,
     HealthWait,
+    PagecachePreread,
     ImageBuild,
     LaunchContainer,
     ModelDownload,
@@ -67,11 +70,15 @@ SAMPLES = [
                  ("--threads", "16"), 0.05, 0.9, "gate/k", "gate-logits/k"),
     GpuProbe("k3-gpu-probe", "nvidia/cuda:13.0.0-runtime-ubuntu24.04", ("0", "GPU-1234"), "cdi", 2,
              "gpu-probe/driver-580/toolkit-1.17.4/cdi.json", "580.159.04", None, (("kimik3.role", "gpu-probe"),)),
-    HealthWait("k3", "http://127.0.0.1:19150/health", 1234.5, model_bytes=3 << 40),
+    HealthWait("k3", "http://127.0.0.1:19150/health", 1234.5, model_bytes=3 << 40, warm=True),
+    PagecachePreread(("/c/models--org--k3/snapshots/r/Q2/a.gguf",), 3 << 40, workers=4),
     UnitInstall("kimi-k3.service", "k3", "/etc/systemd/system/kimi-k3.service", "[Unit]\n# 100%\n", "/etc/kimik3/e",
                 'KIMIK3_CONTAINER="k3 x"\n', True, True, False, True),
     UnitRemoval("old.service", "/etc/systemd/system/old.service", None, systemctl=False),
     StopUnit("other.service"),
+    ExporterRun("k3", {"profile": "k3", "labels": {"profile": "k3"}, "port": 19201, "shards": ["/c/a.gguf"]},
+                "0123456789abcdef", "http://127.0.0.1:19201/healthz", replace_pid=4242),
+    ExporterStop("k3", 4242),
     VerifyServer("k3", "0123456789abcdef"),
 ]
 

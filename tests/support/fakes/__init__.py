@@ -9,11 +9,12 @@ from support.fakes.host import FakeHost
 from support.fakes.http import FakeChat, FakeHttp
 from support.fakes.hub import FakeHub, gguf_bytes
 from support.fakes.load import FakeLoad
+from support.fakes.processes import FakeProcesses
 from support.fakes.state import FakeClock, MemoryState
 from support.fakes.units import FakeUnits
 
 __all__ = ["FAKE_PROFILE", "FAKE_REVISION", "FakeChat", "FakeClock", "FakeDocker", "FakeHost", "FakeHttp", "FakeHub",
-           "FakeLoad", "FakeUnits", "MemoryState", "container_inspect", "fake_ports", "gguf_bytes"]
+           "FakeLoad", "FakeProcesses", "FakeUnits", "MemoryState", "container_inspect", "fake_ports", "gguf_bytes"]
 
 # The profile the engine unit tests start from: CPU variant, no GPUs, a local archive, no smoke test.
 FAKE_REVISION = "ab" * 20

@@ -15,6 +15,8 @@ class FakeHttp:
     def __init__(self, docker: FakeDocker):
         self.docker = docker
         self.loading_polls = 1  # answers 503 this many times after a launch, then 200
+        self.pages: dict[str, tuple[int, str]] = {}  # url -> (status, body) for get(); else nothing answers
+        self.keys_sent: list[str | None] = []  # the api_key of every get(), to check where a key went
 
     def health(self, url: str) -> str:
         if not any(c["State"]["Status"] == "running" for c in self.docker.containers.values()):
@@ -32,6 +34,10 @@ class FakeHttp:
 
     def free_port(self) -> int:
         return 18999
+
+    def get(self, url: str, api_key: str | None = None, timeout_s: float = 5.0) -> tuple[int, str]:
+        self.keys_sent.append(api_key)
+        return self.pages.get(url, (0, "ConnectError: refused"))
 
 
 class FakeChat:

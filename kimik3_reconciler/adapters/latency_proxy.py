@@ -1,0 +1,82 @@
+"""The latency proxy (metrics.proxy) on aiohttp: every request to serve.port goes to llama-server on
+loopback unchanged (method, path, query, headers with Authorization, body; status, headers and body
+back, SSE chunk by chunk as they arrive); exporter/proxy_observe.py watches the bytes go by."""
+
+from __future__ import annotations
+
+import aiohttp
+from aiohttp import web
+
+from kimik3_reconciler.exporter.proxy_observe import ProxyMetrics
+
+# Hop-by-hop headers (RFC 9110 7.6.1) are the connection's own, not the message's: never forwarded.
+_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
+                  "transfer-encoding", "upgrade", "host", "content-length"})
+
+
+SESSION = web.AppKey("session", aiohttp.ClientSession)
+
+
+def proxy_app(upstream: str, metrics: ProxyMetrics) -> web.Application:
+    async def open_session(app: web.Application) -> None:
+        # No total timeout: a long generation streams for minutes; connect fails fast. No decompression:
+        # bytes pass as the server sent them. Enough connections for every slot and then some.
+        app[SESSION] = aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=10), auto_decompress=False,
+            connector=aiohttp.TCPConnector(limit=256, keepalive_timeout=30))
+
+    async def close_session(app: web.Application) -> None:
+        await app[SESSION].close()
+
+    async def forward(request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        trace = metrics.start(request.path, body)
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP}
+        session: aiohttp.ClientSession = request.app[SESSION]
+        reply: web.StreamResponse | None = None
+        try:
+            for attempt in (1, 2):
+                try:
+                    upstream_reply = await session.request(request.method, upstream + request.path_qs,
+                                                           headers=headers, data=body or None, allow_redirects=False)
+                    break
+                except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
+                    # A pooled keep-alive connection the server had just closed (cpp-httplib closes after a
+                    # number of requests): nothing was answered, so the request is sent once more on a new one.
+                    if attempt == 2:
+                        raise
+            async with upstream_reply:
+                trace.response(upstream_reply.status, upstream_reply.headers.get("Content-Type", ""))
+                reply = web.StreamResponse(status=upstream_reply.status, reason=upstream_reply.reason)
+                for key, value in upstream_reply.headers.items():
+                    if key.lower() not in _HOP:
+                        reply.headers.add(key, value)
+                if upstream_reply.headers.get("Content-Length") is not None and not trace.streaming:
+                    reply.content_length = int(upstream_reply.headers["Content-Length"])
+                await reply.prepare(request)
+                async for chunk in upstream_reply.content.iter_any():
+                    trace.chunk(chunk)
+                    try:
+                        await reply.write(chunk)
+                    except (aiohttp.ClientConnectionResetError, ConnectionError):
+                        trace.finish(client_gone=True)  # the client left: stop reading the server's reply
+                        return reply
+                try:
+                    await reply.write_eof()
+                except (aiohttp.ClientConnectionResetError, ConnectionError):
+                    trace.finish(client_gone=True)
+                    return reply
+        except (aiohttp.ClientError, ConnectionError) as exc:
+            trace.finish(upstream_failed=True)
+            if reply is not None and reply.prepared:
+                raise  # the status went out already: drop the connection, as the server would
+            return web.Response(status=502, text=f"kimik3 proxy: llama-server did not answer ({type(exc).__name__}: "
+                                                 f"{exc})")
+        trace.finish()
+        return reply
+
+    app = web.Application(client_max_size=1 << 30)  # images in vision requests are large
+    app.on_startup.append(open_session)
+    app.on_cleanup.append(close_session)
+    app.router.add_route("*", "/{tail:.*}", forward)
+    return app

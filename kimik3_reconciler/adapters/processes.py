@@ -1,0 +1,59 @@
+"""kimik3's helper processes on the host (the metrics exporter): spawned detached, found by /proc/<pid>/cmdline."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+class LocalProcesses:
+    def __init__(self, state_dir: Path):
+        self.state_dir = Path(state_dir)
+
+    def spawn(self, args: tuple[str, ...], log_key: str) -> int:
+        log = self.state_dir / log_key
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "ab") as out:
+            # Its own session: a Ctrl-C or the end of this kimik3 does not reach it; stdin closed.
+            process = subprocess.Popen([sys.executable, "-m", "kimik3_reconciler", *args], stdin=subprocess.DEVNULL,
+                                       stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                       env={**os.environ, "KIMIK3_STATE_DIR": str(self.state_dir)})
+        return process.pid
+
+    def cmdline(self, pid: int) -> tuple[str, ...] | None:
+        try:
+            raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return None
+        if not raw:  # a zombie (our own child not reaped yet) has an empty cmdline: not running
+            return None
+        return tuple(part.decode(errors="replace") for part in raw.rstrip(b"\0").split(b"\0"))
+
+    def terminate(self, pid: int, timeout_s: float) -> None:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            _reap(pid)
+            if self.cmdline(pid) is None:
+                return
+            time.sleep(0.05)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        _reap(pid)
+
+
+def _reap(pid: int) -> None:
+    """Collect the exit status when the exporter is our own child (spawned by this very process)."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass

@@ -1,0 +1,118 @@
+"""`kimik3 status --watch`: the exporter's numbers for a person without Prometheus, read the same way.
+
+`samples_of(text)` reads an exposition (the running exporter's /metrics, or one collected in process when
+the profile has no exporter); `watch_rows(before, now, seconds)` turns two readings into what the live view
+shows: rates (tok/s) come from the counters' difference, latency percentiles from the histograms' buckets.
+Pure: the CLI fetches and renders (rich).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from prometheus_client.parser import text_string_to_metric_families
+
+Samples = dict[str, list[tuple[dict[str, str], float]]]
+
+
+def samples_of(text: str) -> Samples:
+    out: Samples = defaultdict(list)
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out[sample.name].append((dict(sample.labels), sample.value))
+    return dict(out)
+
+
+def _one(samples: Samples, name: str) -> float | None:
+    values = [v for _, v in samples.get(name, [])]
+    return sum(values) if values else None
+
+
+def _gib(value: float | None) -> str:
+    return "-" if value is None else f"{value / (1 << 30):.1f} GiB"
+
+
+def quantile(samples: Samples, before: Samples, name: str, q: float) -> float | None:
+    """The q-quantile of a histogram's observations between two readings (all of them when `before` lacks it),
+    by linear interpolation inside the bucket, as PromQL's histogram_quantile does."""
+    def buckets(s: Samples) -> dict[float, float]:
+        acc: dict[float, float] = defaultdict(float)
+        for labels, value in s.get(f"{name}_bucket", []):
+            acc[float(labels["le"])] += value
+        return acc
+
+    now, then = buckets(samples), buckets(before)
+    counts = sorted((le, now[le] - then.get(le, 0.0)) for le in now)
+    if not counts or counts[-1][1] <= 0:
+        return None
+    rank, lower, below = q * counts[-1][1], 0.0, 0.0
+    for le, cumulative in counts:
+        if cumulative >= rank:
+            if le == float("inf"):
+                return lower
+            inside = cumulative - below
+            return lower + (le - lower) * ((rank - below) / inside if inside else 0.0)
+        lower, below = le, cumulative
+    return None
+
+
+@dataclass(frozen=True)
+class Row:
+    section: str
+    name: str
+    value: str
+
+
+def watch_rows(before: Samples, now: Samples, seconds: float) -> list[Row]:
+    rows: list[Row] = []
+    converged = _one(now, "kimik3_deployment_converged")
+    info = (now.get("kimik3_deployment_info") or [({}, 0)])[0][0]
+    rows.append(Row("deployment", "profile", f"{info.get('profile', '-')} {info.get('quant', '')} "
+                                             f"{info.get('build', '')} fp {info.get('fingerprint', '-')}"))
+    rows.append(Row("deployment", "converged", {1.0: "yes", 0.0: "no"}.get(converged, "-")))
+    state = "loaded" if _one(now, "kimik3_server_up") else "loading" if _one(now, "kimik3_server_loading") else "down"
+    phase = (now.get("kimik3_load_phase") or [({}, 0)])[0][0].get("phase")
+    rows.append(Row("deployment", "server", f"{state}{': ' + phase if phase else ''}"))
+    load = _one(now, "kimik3_model_load_seconds")
+    if load is not None:
+        rows.append(Row("deployment", "last load", f"{load:.1f} s for {_gib(_one(now, 'kimik3_model_load_bytes'))}"))
+    reverts = _one(now, "kimik3_apply_reverts_total")
+    if reverts is not None:
+        ok = "ok" if _one(now, "kimik3_last_apply_success") else "FAILED"
+        rows.append(Row("deployment", "last apply", f"{ok}, {reverts:.0f} reverts"))
+    for labels, total in now.get("kimik3_gpu_memory_total_bytes", []):
+        gpu = labels.get("gpu")
+        pick = lambda n: next((v for lb, v in now.get(n, []) if lb.get("gpu") == gpu), None)  # noqa: E731
+        rows.append(Row("gpu", f"GPU {gpu}", f"{_gib(pick('kimik3_gpu_memory_used_bytes'))} / {_gib(total)} used, "
+                        f"server {_gib(pick('kimik3_gpu_server_memory_bytes'))}, others "
+                        f"{_gib(pick('kimik3_gpu_foreign_memory_bytes'))} "
+                        f"({pick('kimik3_gpu_foreign_processes') or 0:.0f} processes)"))
+    rows.append(Row("host", "server RSS", _gib(_one(now, "kimik3_server_rss_bytes"))))
+    cached, size = _one(now, "kimik3_shard_page_cache_bytes"), _one(now, "kimik3_shard_bytes")
+    if size:
+        rows.append(Row("host", "page cache", f"{_gib(cached)} of {_gib(size)} ({100 * (cached or 0) / size:.0f} %)"))
+    balancing = _one(now, "kimik3_numa_balancing")
+    if balancing is not None:
+        rows.append(Row("host", "numa_balancing", f"{balancing:.0f}" + ("" if balancing == 0 else " (seed 000: set 0)")))
+    processing, deferred = _one(now, "llamacpp:requests_processing"), _one(now, "llamacpp:requests_deferred")
+    if processing is not None:
+        rows.append(Row("server", "requests", f"{processing:.0f} processing, {deferred or 0:.0f} queued"))
+    slots = now.get("kimik3_slot_processing", [])
+    if slots:
+        rows.append(Row("server", "slots busy", f"{sum(v for _, v in slots):.0f} of {len(slots)}"))
+    for counter, label in (("llamacpp:tokens_predicted_total", "decode tok/s"),
+                           ("llamacpp:prompt_tokens_total", "prompt tok/s")):
+        now_v, then_v = _one(now, counter), _one(before, counter)
+        if now_v is not None and then_v is not None and seconds > 0:
+            rows.append(Row("server", label, f"{max(now_v - then_v, 0) / seconds:.1f}"))
+    for name, label in (("kimik3_proxy_ttft_seconds", "TTFT p50/p95"), ("kimik3_proxy_itl_seconds", "ITL p50/p95")):
+        p50, p95, when = quantile(now, before, name, 0.5), quantile(now, before, name, 0.95), "this interval"
+        if p50 is None:  # no request in this interval: since the exporter started
+            p50, p95, when = quantile(now, {}, name, 0.5), quantile(now, {}, name, 0.95), "since the exporter started"
+        if p50 is not None:
+            rows.append(Row("latency", label, f"{p50 * 1000:.0f} / {(p95 or p50) * 1000:.0f} ms ({when})"))
+    failures = _one(now, "kimik3_proxy_tool_call_parse_failures_total")
+    if failures is not None:
+        rows.append(Row("latency", "tool-call parse failures", f"{failures:.0f}"))
+    return rows

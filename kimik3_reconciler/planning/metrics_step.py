@@ -1,0 +1,117 @@
+"""Plan the metrics exporter (issue 17): `kimik3 metrics-serve <profile>`, a process on the host next to the
+server, converged like the container: started when absent, replaced when its fingerprint (the rendered
+ExporterConfig) moves or it stops answering /healthz, stopped when `metrics:` goes or on destroy."""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+
+from kimik3_reconciler.model.facts import Observed
+from kimik3_reconciler.model.metrics import ExporterConfig
+from kimik3_reconciler.model.plan import Action, Step, flat_diff
+from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.model.specs import ExporterRun, ExporterStop
+from kimik3_reconciler.planning.container_step import container_changes, plan_container
+from kimik3_reconciler.planning.desired import Desired, changes
+from kimik3_reconciler.planning.launch import bind_address, gpus_of, repo_dir, upstream_port
+
+_LOOPBACK = "127.0.0.1"
+
+
+def exporter_bind(profile: Profile, observed: Observed) -> str:
+    """metrics.bind as an address: loopback by default (a node's Prometheus scrapes locally; a shared pool's
+    other tenants need not read which quant, GPUs and load this profile has), tailscale or an IP literal."""
+    bind = profile.metrics.bind if profile.metrics else "loopback"
+    if bind == "loopback":
+        return _LOOPBACK
+    if bind == "tailscale":
+        return observed.host.tailscale_ipv4 or _LOOPBACK
+    return bind
+
+
+def build_label(profile: Profile) -> str:
+    build = profile.build
+    return f"{build.source}-{build.effective_commit[:7]}-b{build.effective_build_number}-{build.variant}"
+
+
+def render_exporter(desired: Desired, observed: Observed) -> ExporterConfig | None:
+    """The exporter this profile wants on this host; None without a `metrics:` section."""
+    profile, launch = desired.profile, desired.launch
+    if profile.metrics is None:
+        return None
+    model = observed.model
+    snapshot = PurePosixPath(repo_dir(model.cache_dir, model.repo)) / "snapshots" / model.revision
+    gpus = gpus_of(profile)
+    return ExporterConfig(
+        profile=profile.name,
+        # rule: metrics-labels-no-secrets
+        # Labels are what a dashboard shows and any scraper stores: names and fingerprints only, never a path
+        # of the key file or a token.
+        labels={"profile": profile.name, "quant": model.quant, "build": build_label(profile),
+                "fingerprint": launch.fingerprint},
+        bind=exporter_bind(profile, observed),
+        port=profile.metrics.port,
+        container=launch.spec.name,
+        server_url=launch.health_url.removesuffix("/health"),
+        api_key_file=launch.input.serve.api_key_file,
+        shards=tuple(str(snapshot / f.path) for f in model.files if f.path.endswith(".gguf")),
+        gpus=gpus if isinstance(gpus, str) else tuple(str(g) for g in gpus),
+        quant=model.quant, repo=model.repo, revision=model.revision, image_fingerprint=desired.build.fingerprint,
+        # rule: proxy-server-on-loopback
+        # The proxy binds what serve.host resolves to, on serve.port; llama-server moved to loopback (launch.py).
+        proxy_bind=bind_address(profile, observed)[0] if upstream_port(profile) is not None else None,
+        proxy_port=profile.serve.port if upstream_port(profile) is not None else None,
+    )
+
+
+def plan_release_port(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
+    """Before the container: a running proxy that holds the port the new container binds (metrics.proxy turned
+    off, or server_port moved onto it) is stopped first, else llama-server exits "couldn't bind"."""
+    running = observed.exporter
+    if running is None or not running.alive or not running.config.get("proxy_port"):
+        return ()
+    if running.config["proxy_port"] != desired.launch.input.serve.port:
+        return ()
+    if not container_changes(plan_container(desired, observed, planned)):
+        return ()
+    return (Step("metrics", desired.profile.name, Action.DELETE, f"the exporter's proxy holds port "
+                 f"{running.config['proxy_port']}, which llama-server binds now: stop it first",
+                 spec=ExporterStop(desired.profile.name, running.pid)),)
+
+
+def plan_exporter(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
+    wanted = render_exporter(desired, observed)
+    # Stopped earlier in this plan (plan_release_port): what remains is to start the wanted one.
+    running = None if changes(planned, ExporterStop) else observed.exporter
+    if wanted is None:
+        if running is None:
+            return ()
+        why = "metrics: removed from the profile" if running.alive else "record of an exporter that no longer runs"
+        return (Step("metrics", desired.profile.name, Action.DELETE, why,
+                     spec=ExporterStop(desired.profile.name, running.pid if running.alive else 0)),)
+    run = ExporterRun(profile=wanted.profile, config=wanted.to_json(), fingerprint=wanted.fingerprint,
+                      health_url=wanted.health_url,
+                      replace_pid=running.pid if running is not None and running.alive else None)
+    target = wanted.health_url.removesuffix("/healthz") + "/metrics"
+    if running is None or not running.alive:
+        why = "no exporter" if running is None else f"exporter (pid {running.pid}) is not running"
+        return (Step("metrics", target, Action.CREATE, f"{why}: start it", spec=run),)
+    if running.fingerprint != wanted.fingerprint:
+        diff = flat_diff(ExporterConfig.from_json(running.config).flat() if running.config else {}, wanted.flat())
+        return (Step("metrics", target, Action.REPLACE, f"exporter fingerprint {running.fingerprint} → "
+                     f"{wanted.fingerprint}", diff=diff, spec=run),)
+    if running.serving != wanted.fingerprint:
+        return (Step("metrics", target, Action.REPLACE, f"exporter (pid {running.pid}) runs but /healthz does not "
+                     "answer its fingerprint: restart it", spec=run),)
+    return (Step("metrics", target, Action.NOOP, f"exporter pid {running.pid} serves fingerprint {wanted.fingerprint}",
+                 spec=run),)
+
+
+def plan_exporter_teardown(profile: Profile, observed: Observed) -> tuple[Step, ...]:
+    """destroy: stop the exporter first (its scrape of a removed container would only log errors)."""
+    running = observed.exporter
+    if running is None:
+        return ()
+    return (Step("metrics", profile.name, Action.DELETE, "stop the exporter" if running.alive else
+                 "remove the record of a stopped exporter",
+                 spec=ExporterStop(profile.name, running.pid if running.alive else 0)),)

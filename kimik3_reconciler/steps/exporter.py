@@ -1,0 +1,68 @@
+"""Start, replace and stop the metrics exporter (`kimik3 metrics-serve <profile>`, a host process)."""
+
+from __future__ import annotations
+
+import json
+
+from kimik3_reconciler.errors import StepError
+from kimik3_reconciler.model.records import exporter_config_key, exporter_key
+from kimik3_reconciler.model.specs import ExporterRun, ExporterStop
+from kimik3_reconciler.observe.exporter import SERVE_COMMAND, runs_exporter
+from kimik3_reconciler.ports import ProcessPort, Ports
+from kimik3_reconciler.steps.report import Reporter
+
+POLL_S = 0.1
+STOP_S = 10.0
+
+
+def log_key(profile: str) -> str:
+    return f"metrics/{profile}/exporter.log"
+
+
+def _processes(ports: Ports) -> ProcessPort:
+    if ports.processes is None:
+        raise StepError("metrics: no process port wired (kimik3 cannot start the exporter here)")
+    return ports.processes
+
+
+def run_exporter(run: ExporterRun, ports: Ports, reporter: Reporter) -> None:
+    processes = _processes(ports)
+    if run.replace_pid and runs_exporter(processes.cmdline(run.replace_pid), run.profile):
+        # Stopped first: the new one binds the same port.
+        processes.terminate(run.replace_pid, STOP_S)
+        reporter.event("stopped", exporter=run.profile, pid=run.replace_pid)
+    ports.state.write(exporter_config_key(run.profile), run.config)
+    pid = processes.spawn((SERVE_COMMAND, run.profile), log_key(run.profile))
+    # Recorded before the wait: an exporter that comes up after a timeout is still found (and replaced).
+    ports.state.write(exporter_key(run.profile), {"pid": pid, "fingerprint": run.fingerprint, "config": run.config,
+                                                  "date": ports.clock.now().isoformat(timespec="seconds")})
+    deadline = ports.clock.monotonic() + run.timeout_s
+    while True:
+        status, body = ports.http.get(run.health_url, timeout_s=1.0)
+        if status == 200 and _fingerprint(body) == run.fingerprint:
+            reporter.event("exporter", profile=run.profile, pid=pid, url=run.health_url.removesuffix("/healthz"))
+            return
+        if not runs_exporter(processes.cmdline(pid), run.profile):
+            raise StepError(f"metrics: the exporter (pid {pid}) exited before answering {run.health_url}; "
+                            f"see the state directory's {log_key(run.profile)}")
+        if ports.clock.monotonic() > deadline:
+            processes.terminate(pid, STOP_S)
+            raise StepError(f"metrics: the exporter did not answer {run.health_url} within {run.timeout_s:.0f} s "
+                            f"(last: {status} {body[:120]}); stopped it")
+        ports.clock.sleep(POLL_S)
+
+
+def _fingerprint(body: str) -> str | None:
+    try:
+        return json.loads(body).get("fingerprint")
+    except (ValueError, AttributeError):
+        return None
+
+
+def stop_exporter(stop: ExporterStop, ports: Ports, reporter: Reporter) -> None:
+    processes = _processes(ports)
+    if stop.pid and runs_exporter(processes.cmdline(stop.pid), stop.profile):
+        processes.terminate(stop.pid, STOP_S)
+        reporter.event("stopped", exporter=stop.profile, pid=stop.pid)
+    ports.state.delete(exporter_key(stop.profile))
+    ports.state.delete(exporter_config_key(stop.profile))

@@ -1,0 +1,173 @@
+"""The metrics exporter on fakes: converged by the engine like the container (started, kept, replaced,
+stopped by destroy), and one scrape's exposition read back through prometheus_client's own parser."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeHub, FakeProcesses, fake_ports
+
+from kimik3_reconciler.engine import Engine
+from kimik3_reconciler.exporter.proxy_observe import ProxyMetrics
+from kimik3_reconciler.exporter.registry import deployment_registry, exposition
+from kimik3_reconciler.exporter.watch import samples_of, watch_rows
+from kimik3_reconciler.model.metrics import ExporterConfig
+from kimik3_reconciler.model.plan import Action
+from kimik3_reconciler.model.profile_source import parse_profile
+from kimik3_reconciler.model.records import exporter_config_key, exporter_key, verify_key
+from kimik3_reconciler.steps.report import NullReporter
+
+FILES = {"UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00001.gguf": b"shard" * 10}
+SECRET = "sk-kimik3-demo-key-0123456789"
+SERVER_METRICS = """# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed.
+# TYPE llamacpp:prompt_tokens_total counter
+llamacpp:prompt_tokens_total 12
+# HELP llamacpp:requests_processing Number of requests processing.
+# TYPE llamacpp:requests_processing gauge
+llamacpp:requests_processing 1
+"""
+SLOTS = json.dumps([{"id": 0, "n_ctx": 2048, "is_processing": True, "n_prompt_tokens": 30,
+                     "next_token": [{"n_decoded": 5}]}, {"id": 1, "n_ctx": 2048, "is_processing": False}])
+
+
+@pytest.fixture
+def world(tmp_path: Path):
+    (tmp_path / "src.tar.gz").write_bytes(b"source")
+    (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
+    (tmp_path / "api.key").write_text(SECRET + "\n")
+    ports, docker = fake_ports(FakeHub("org/k3", FAKE_REVISION, FILES, tmp_path / "hub"))
+    ports.processes = FakeProcesses(ports.state, ports.http)
+    return Engine(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp"), docker
+
+
+def with_metrics(extra: str = "") -> str:
+    return FAKE_PROFILE.replace("serve: {port: 18999,", "serve: {api_key_file: api.key, port: 18999,") + \
+        f"metrics: {{port: 19201{extra}}}\n"
+
+
+def scrape(engine: Engine) -> dict[str, list]:
+    config = ExporterConfig.from_json(engine.ports.state.read(exporter_config_key("k3-test")))
+    text = generate_latest(deployment_registry(config, engine.ports)).decode()
+    assert SECRET not in text
+    families: dict[str, list] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            families.setdefault(sample.name, []).append(sample)
+    return families
+
+
+def test_apply_starts_the_exporter_keeps_it_replaces_it_and_destroy_stops_it(world):
+    engine, _ = world
+    first = engine.apply(parse_profile(with_metrics(), "p.yaml"))
+    assert [(s.kind, s.action) for s in first.executed][-1] == ("metrics", Action.CREATE)
+    record = engine.ports.state.read(exporter_key("k3-test"))
+    processes = engine.ports.processes
+    assert processes.cmdline(record["pid"])[-2:] == ("metrics-serve", "k3-test")
+    # Converged: the exporter answers its fingerprint, nothing to do.
+    assert engine.plan(parse_profile(with_metrics(), "p.yaml")).converged
+    # Another bind is another exporter: replaced (the old pid stopped), the container untouched.
+    moved = engine.apply(parse_profile(with_metrics(", bind: 0.0.0.0"), "p.yaml"))
+    assert [(s.kind, s.action) for s in moved.executed] == [("metrics", Action.REPLACE)]
+    assert record["pid"] not in processes.running
+    teardown = engine.destroy(parse_profile(with_metrics(", bind: 0.0.0.0"), "p.yaml"), images=False, model=False)
+    assert ("metrics", Action.DELETE) in [(s.kind, s.action) for s in teardown.steps]
+    assert processes.running == {} and engine.ports.state.read(exporter_key("k3-test")) is None
+
+
+def test_an_exporter_that_never_answers_fails_the_step_and_is_stopped(world):
+    engine, _ = world
+    engine.ports.processes.answer = False
+    with pytest.raises(Exception, match="did not answer"):
+        engine.apply(parse_profile(with_metrics(), "p.yaml"))
+    assert engine.ports.processes.running == {}
+
+
+def test_one_scrape_tells_state_server_and_host_without_the_key(world):
+    engine, docker = world
+    engine.apply_or_revert(parse_profile(with_metrics(), "p.yaml"))  # writes the apply record
+    engine.ports.state.write(verify_key("k3-test"), {"checks": [{"name": "text", "status": "not checkable"}],
+                                                     "tool_call_parse_failures": 2, "tool_call_retries": 1,
+                                                     "date": "2026-01-01T00:00:00+00:00"})
+    base = "http://127.0.0.1:18999"
+    engine.ports.http.pages.update({f"{base}/metrics": (200, SERVER_METRICS), f"{base}/slots": (200, SLOTS)})
+    docker.containers["k3-test"]["State"]["Pid"] = 777
+    engine.ports.host.rss[777] = 5 << 30
+    families = scrape(engine)
+    labels = families["kimik3_deployment_converged"][0].labels
+    assert set(labels) == {"profile", "quant", "build", "fingerprint"} and labels["quant"] == "UD-Q2_K_XL"
+    assert families["kimik3_deployment_converged"][0].value == 1.0
+    assert families["kimik3_last_apply_success"][0].value == 1.0
+    assert families["kimik3_model_load_seconds"][0].value > 0
+    assert families["kimik3_server_rss_bytes"][0].value == 5 << 30
+    assert families["kimik3_verify_tool_call_parse_failures"][0].value == 2
+    tokens = families["llamacpp:prompt_tokens_total"][0]
+    assert tokens.value == 12 and tokens.labels == labels
+    slots = {s.labels["slot"]: s.value for s in families["kimik3_slot_kv_tokens"]}
+    assert slots == {"0": 35.0}
+    assert "kimik3_gpu_memory_total_bytes" not in families  # gpus: none: no GPU series, not zeros
+    # The key was used to read the server (a keyed /metrics), and appears nowhere in the exposition (scrape()).
+    assert SECRET in engine.ports.http.keys_sent
+
+
+def test_gpu_series_are_the_profiles_gpus_with_the_servers_share_and_foreign_holders(world):
+    engine, _ = world
+    config = ExporterConfig(profile="k3-test", labels={"profile": "k3-test"}, bind="127.0.0.1", port=1,
+                            container="k3-test", server_url="http://127.0.0.1:1", gpus=("1",))
+    engine.ports.host.nvml_dump = {"driver": "580", "gpus": [
+        {"index": 0, "uuid": "GPU-a", "memory_total": 100, "memory_free": 100, "processes": []},
+        {"index": 1, "uuid": "GPU-b", "memory_total": 100, "memory_free": 30,
+         "processes": [{"pid": 777, "used_memory": 50}, {"pid": 999, "used_memory": 20}]}]}
+    text = generate_latest(deployment_registry(config, engine.ports)).decode()
+    got = {(s.name, s.labels.get("gpu")): s.value for f in text_string_to_metric_families(text) for s in f.samples}
+    assert ("kimik3_gpu_memory_total_bytes", "0") not in got
+    assert got[("kimik3_gpu_memory_used_bytes", "1")] == 70
+    assert got[("kimik3_gpu_foreign_memory_bytes", "1")] == 70  # no container runs: every holder is foreign
+    assert got[("kimik3_gpu_foreign_processes", "1")] == 2
+    engine.ports.host.nvml_dump = {"error": "NVMLError_LibraryNotFound"}
+    text = generate_latest(deployment_registry(config, engine.ports)).decode()
+    assert "kimik3_gpu_" not in text and 'kimik3_exporter_source_up{profile="k3-test",source="nvml"} 0.0' in text
+
+
+def test_the_watch_view_reads_the_same_numbers_with_rates_and_percentiles(world):
+    engine, docker = world
+    engine.apply_or_revert(parse_profile(with_metrics(), "p.yaml"))
+    base = "http://127.0.0.1:18999"
+    engine.ports.http.pages.update({f"{base}/metrics": (200, SERVER_METRICS), f"{base}/slots": (200, SLOTS)})
+    config = ExporterConfig.from_json(engine.ports.state.read(exporter_config_key("k3-test")))
+    registry = deployment_registry(config, engine.ports)
+    before = samples_of(exposition(registry))
+    engine.ports.http.pages[f"{base}/metrics"] = (200, SERVER_METRICS.replace(
+        "llamacpp:requests_processing 1", "llamacpp:requests_processing 1\n# TYPE llamacpp:tokens_predicted_total "
+        "counter\nllamacpp:tokens_predicted_total 40").replace("prompt_tokens_total 12", "prompt_tokens_total 32"))
+    now = samples_of(exposition(registry))
+    metrics = ProxyMetrics(registry, config.labels)
+    for seconds in (0.1, 0.2, 0.3, 0.4):
+        metrics.ttft.labels(**config.labels, route="/v1/chat/completions", model="m").observe(seconds)
+    rows = {(r.section, r.name): r.value for r in watch_rows(before, samples_of(exposition(registry)), 2.0)}
+    assert rows[("deployment", "converged")] == "yes"
+    assert rows[("server", "prompt tok/s")] == "10.0"  # (32 - 12) / 2 s
+    assert ("server", "decode tok/s") not in rows  # no earlier reading of that counter: no rate
+    assert rows[("server", "slots busy")] == "1 of 2"
+    assert rows[("latency", "TTFT p50/p95")].startswith("250 / 475 ms")  # interpolated in buckets, as PromQL
+    assert not any(r.section == "gpu" for r in watch_rows(before, now, 2.0))  # no NVML: no GPU rows
+
+
+def test_status_watch_renders_without_an_exporter(world, monkeypatch, tmp_path):
+    from click.testing import CliRunner
+
+    import kimik3_reconciler.adapters as adapters
+    from kimik3_reconciler import cli
+
+    engine, _ = world
+    text = FAKE_PROFILE  # no metrics: section: the view collects in process
+    engine.apply_or_revert(parse_profile(text, "p.yaml"))
+    (tmp_path / "profile.yaml").write_text(text)
+    monkeypatch.setattr(adapters, "real_ports", lambda *a, **k: engine.ports)
+    result = CliRunner().invoke(cli.main, ["--dockerfile", str(tmp_path / "Dockerfile.llamacpp"), "status", "--watch",
+                                           "--interval", "0.5s", "--iterations", "1", str(tmp_path / "profile.yaml")])
+    assert result.exit_code == 0, result.output
+    assert "collected here" in result.output and "converged" in result.output and "yes" in result.output
