@@ -20,7 +20,7 @@ from kimik3_reconciler.model.plan import Plan, Step
 from kimik3_reconciler.model.plan_file import SavedPlan
 from kimik3_reconciler.model.profile_source import LoadedProfile, parse_profile
 from kimik3_reconciler.model.records import apply_key, last_good_key, unverified_key
-from kimik3_reconciler.model.specs import HealthWait, LaunchContainer, StartContainer, VerifyServer
+from kimik3_reconciler.model.specs import DockerHost, HealthWait, LaunchContainer, StartContainer, VerifyServer
 from kimik3_reconciler.observe import observe
 from kimik3_reconciler.observe.docker_objects import parse_container
 from kimik3_reconciler.planning import gate_reference, plan, plan_destroy, plan_prune, refuse_by_host_gate
@@ -61,10 +61,11 @@ class Engine:
         self.ports, self.reporter = ports, reporter
         self.base_dir, self.dockerfile = base_dir, dockerfile
 
-    def locked(self, operation: str, profile: str, timeout_s: float) -> AbstractContextManager[LockHolder | None]:
+    def locked(self, operation: str, profile: str, timeout_s: float,
+               workers: tuple[DockerHost, ...] = ()) -> AbstractContextManager[LockHolder | None]:
         """The per-host lock around a change (apply, destroy, prune, a reconcile pass): one kimik3 at a
         time; waits up to `timeout_s`, then LockHeld (exit 5) naming the holder (locking.py)."""
-        return holding(self.ports, self.reporter.event, operation, profile, timeout_s)
+        return holding(self.ports, self.reporter.event, operation, profile, timeout_s, workers)
 
     def observe(self, loaded: LoadedProfile, rehash: bool = False, gate_first: bool = False,
                 stat_only: bool = False) -> Observed:

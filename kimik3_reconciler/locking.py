@@ -17,6 +17,7 @@ from contextlib import contextmanager
 
 from kimik3_reconciler.errors import InputError, LockHeld
 from kimik3_reconciler.model.host_lock import LockHolder
+from kimik3_reconciler.model.specs import DockerHost
 from kimik3_reconciler.ports import ClockPort, LockPort, Ports
 
 Say = Callable[..., None]  # reporter.event(name, **fields)
@@ -56,16 +57,29 @@ def acquire(lock: LockPort, clock: ClockPort, holder: LockHolder, timeout_s: flo
 
 
 @contextmanager
-def holding(ports: Ports, say: Say, operation: str, profile: str, timeout_s: float) -> Iterator[LockHolder | None]:
-    """The lock held around the block, released however the block ends."""
+def holding(ports: Ports, say: Say, operation: str, profile: str, timeout_s: float,
+            workers: tuple[DockerHost, ...] = ()) -> Iterator[LockHolder | None]:
+    """The lock held around the block (this host's, then each RPC worker host's, in profile order), released
+    however the block ends."""
     if ports.lock is None:  # fakes without a lock port: engine unit tests that do not test locking
         yield None
         return
     holder = new_holder(operation, profile, ports.clock)
     acquire(ports.lock, ports.clock, holder, timeout_s, say)
+    taken: list[LockPort] = []
     try:
+        for host in dict.fromkeys(workers):  # one lock per worker Docker
+            if ports.worker_lock is None:
+                raise InputError(f"rpc worker {host.name}: no lock port for worker hosts is wired")
+            lock = ports.worker_lock(host)
+            # A worker converged by two kimik3 at once (two main hosts sharing it) would race on its
+            # rpc-server: every host a run changes is locked, always in the same order.
+            acquire(lock, ports.clock, holder, timeout_s, say)
+            taken.append(lock)
         yield holder
     finally:
+        for lock in reversed(taken):
+            lock.release(holder)
         ports.lock.release(holder)
 
 

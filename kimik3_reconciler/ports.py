@@ -10,7 +10,7 @@ from typing import Any, Protocol
 from kimik3_reconciler.model.bench import RequestSample
 from kimik3_reconciler.model.facts import RemoteFile
 from kimik3_reconciler.model.host_lock import LockAttempt, LockHolder
-from kimik3_reconciler.model.specs import ContainerSpec, ImageBuild, ModelDownload
+from kimik3_reconciler.model.specs import ContainerSpec, DockerHost, ImageBuild, ModelDownload
 
 LineSink = Callable[[str], None]
 
@@ -34,6 +34,7 @@ class DockerPort(Protocol):
     def start_container(self, name: str) -> None: ...
     def remove_container(self, name: str) -> None: ...
     def container_logs(self, name: str, tail: int) -> str: ...
+    def exec_output(self, name: str, argv: list[str]) -> str: ...  # stdout of argv run in a running container
 
 
 class HubPort(Protocol):
@@ -128,6 +129,7 @@ class HostPort(Protocol):
     def page_cache_bytes(self, path: str) -> tuple[int, int] | None: ...  # (cached bytes, size): mincore
     def socket_owners(self, inodes: set[int], likely: frozenset[int] = frozenset()) -> dict[int, tuple[int, str]]:
         ...  # inode -> (pid, program); `likely` pids are looked at first
+    def tcp_connect(self, address: str, port: int, timeout_s: float = 2.0) -> bool: ...  # a TCP connect succeeds
     def process_cgroup(self, pid: int) -> str: ...  # /proc/<pid>/cgroup as read ("" when gone or unreadable)
     def process_file(self, pid: int, name: str) -> str: ...  # /proc/<pid>/<name> (io) as read; "" if unreadable
     def preread(self, paths: list[str], workers: int, on_bytes: Callable[[int], None]) -> None:
@@ -228,7 +230,8 @@ class Ports:
     def __init__(self, docker: DockerPort, hub: HubPort, http: HttpPort, host: HostPort,
                  state: StatePort, clock: ClockPort, chat: ChatPort | None = None, units: UnitsPort | None = None,
                  lock: LockPort | None = None, load: LoadPort | None = None,
-                 processes: ProcessPort | None = None):
+                 processes: ProcessPort | None = None, workers: Callable[[DockerHost], DockerPort] | None = None,
+                 worker_lock: Callable[[DockerHost], LockPort] | None = None):
         self.docker, self.hub, self.http = docker, hub, http
         self.host, self.state, self.clock = host, state, clock
         self.chat = chat  # only `kimik3 verify` talks to the server beyond /health
@@ -236,6 +239,8 @@ class Ports:
         self.lock = lock  # None: nothing is locked (engine tests on fakes that do not test the lock)
         self.load = load  # only `kimik3 bench` and `kimik3 tune` load the server
         self.processes = processes  # None: no exporter is looked at (tests that do not start one)
+        self.workers = workers  # the Docker of an RPC worker host (rpc.workers[].docker); None: no workers wired
+        self.worker_lock = worker_lock  # the apply lock on a worker host (kept in its Docker)
         # `kimik3 verify` of the profile being applied (VerifyFailed when a check fails); wired by the engine for
         # the length of an apply that verifies, None otherwise (then `<= verify` steps are left for a later apply).
         self.verifier: Callable[[], None] | None = None

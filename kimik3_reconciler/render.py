@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
-from kimik3_reconciler.model.plan import Action, Plan
+from kimik3_reconciler.model.plan import Action, Plan, Step
 
 _STYLE = {
     Action.CREATE: "green", Action.UPDATE: "yellow", Action.REPLACE: "magenta",
@@ -20,16 +20,27 @@ def render_plan(plan: Plan, console: Console, verbose: bool = False) -> None:
     if plan.forecast is not None:
         for line in plan.forecast.lines():
             console.print(Text(f"  {line}", style="cyan"))
-    for step in plan.steps:
-        if not step.changes and not verbose:
-            continue
-        line = Text(f"{step.action.symbol:>3} ", style=_STYLE[step.action])
-        line.append(f"{step.kind:<9} {step.target}", style="bold" if step.changes else "dim")
-        console.print(line)
-        console.print(Text(f"      {step.reason}", style="dim" if not step.changes else ""))
-        for item in step.diff:
-            console.print(Text(f"        {item}", style="yellow"))
-        if step.cost:
-            console.print(Text(f"      cost: {step.cost}", style="cyan"))
-        for warning in step.warnings:
-            console.print(Text(f"      warning: {warning}", style="yellow"))
+    hosts = plan.hosts()
+    grouped = len(hosts) > 1  # RPC workers: the steps are shown per host, each with what it is sent
+    for host, group in hosts.items():
+        if grouped:
+            ships = f", ships {group['ships_bytes'] / (1 << 20):.1f} MiB" if group["ships_bytes"] else ""
+            console.print(Text(f"  on {host}: {group['changes']} change(s){ships}", style="bold"))
+            # (apply order across hosts: every worker listens before the main server is (re)launched)
+        for step in (s for s in plan.steps if s.host == host):
+            _render_step(step, console, verbose)
+
+
+def _render_step(step: Step, console: Console, verbose: bool) -> None:
+    if not step.changes and not verbose:
+        return
+    line = Text(f"{step.action.symbol:>3} ", style=_STYLE[step.action])
+    line.append(f"{step.kind:<9} {step.target}", style="bold" if step.changes else "dim")
+    console.print(line)
+    console.print(Text(f"      {step.reason}", style="dim" if not step.changes else ""))
+    for item in step.diff:
+        console.print(Text(f"        {item}", style="yellow"))
+    if step.cost:
+        console.print(Text(f"      cost: {step.cost}", style="cyan"))
+    for warning in step.warnings:
+        console.print(Text(f"      warning: {warning}", style="yellow"))

@@ -12,6 +12,10 @@ bash scripts/ensure-systemd-image.sh   # systemd as PID 1 in a container, for te
 # systemd-analyze verifies every rendered unit (tests/unit/test_rendered_units.py); a fresh machine lacks it.
 command -v systemd-analyze >/dev/null 2>&1 || { apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends systemd >/dev/null; }
+# A real sshd (started by the test on a loopback port, its own keys) reaches the RPC worker's Docker over ssh://
+# (tests/integration/test_rpc_docker.py); the ssh client runs `docker system dial-stdio` there.
+{ [ -x /usr/sbin/sshd ] && command -v ssh >/dev/null 2>&1; } || { apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openssh-server openssh-client >/dev/null; }
 # A real Prometheus scrapes the metrics exporter (tests/integration/test_metrics_prometheus.py); the test starts
 # its own on loopback with its own config (a service the package may start elsewhere is not used).
 command -v prometheus >/dev/null 2>&1 || { apt-get update -qq

@@ -6,7 +6,8 @@ import os
 from pathlib import Path
 
 from kimik3_reconciler.errors import InputError
-from kimik3_reconciler.ports import Ports
+from kimik3_reconciler.model.specs import DockerHost
+from kimik3_reconciler.ports import LockPort, Ports
 
 __all__ = ["real_ports"]
 
@@ -23,11 +24,26 @@ def real_ports(state_dir: Path, docker_host: str | None = None, systemd_root: st
     from kimik3_reconciler.adapters.processes import LocalProcesses
     from kimik3_reconciler.adapters.state_files import StateFiles, SystemClock
     from kimik3_reconciler.adapters.systemd import SystemdUnits
+    from kimik3_reconciler.adapters.docker_engine import remote_engine
+
+    engines: dict[tuple[str, str | None], DockerEngine] = {}
+
+    def workers(host: DockerHost) -> DockerEngine:
+        """One client per worker Docker for the whole run (an ssh client process per connection)."""
+        key = (host.url, host.tls_dir)
+        if key not in engines:
+            engines[key] = remote_engine(host.url, Path(host.tls_dir) if host.tls_dir else None)
+        return engines[key]
+
+    def worker_lock(host: DockerHost) -> LockPort:
+        from kimik3_reconciler.adapters.worker_lock import DockerHostLock  # the SDK: only with workers
+
+        return DockerHostLock(workers(host), host.name)
 
     return Ports(docker=DockerEngine(docker_host), hub=HuggingFaceHub(_download_workers()), http=HttpClient(),
                  host=LinuxHost(), state=StateFiles(state_dir), clock=SystemClock(), chat=OpenAIChat(),
                  units=SystemdUnits(systemd_root, systemctl_prefix), lock=StateDirLock(state_dir, host_lock_path()),
-                 load=HttpLoad(), processes=LocalProcesses(state_dir))
+                 load=HttpLoad(), processes=LocalProcesses(state_dir), workers=workers, worker_lock=worker_lock)
 
 
 def _download_workers() -> int:

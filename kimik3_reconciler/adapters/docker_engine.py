@@ -23,6 +23,7 @@ from kimik3_reconciler.ports import LineSink
 
 if TYPE_CHECKING:
     import docker
+    import docker.tls
     import docker.types
 
 # A daemon restart (systemctl restart docker, an upgrade) takes dockerd ~13 s to stop a loading server plus its
@@ -150,8 +151,9 @@ def _device_requests(spec: ContainerSpec) -> list[docker.types.DeviceRequest]:
 
 
 class DockerEngine:
-    def __init__(self, base_url: str | None = None):
+    def __init__(self, base_url: str | None = None, tls: docker.tls.TLSConfig | None = None):
         self._base_url = base_url
+        self._tls = tls
         self._client: docker.DockerClient | None = None
         self._reads: Any = None  # EngineSocket, or the SDK's APIClient: the same read calls and answers
         self._answered = False  # the daemon answered once in this process: a vanished socket is a restart
@@ -170,7 +172,12 @@ class DockerEngine:
             import docker.errors
 
             try:
-                self._client = (docker.DockerClient(base_url=self._base_url, timeout=CLIENT_TIMEOUT_S)
+                # ssh://: the SDK runs the `ssh` client (`docker system dial-stdio` on the far side), so the
+                # operator's ssh config, keys and known_hosts apply as for any ssh login (the SDK still
+                # wants paramiko importable for ssh:// URLs).
+                remote = {"use_ssh_client": True} if (self._base_url or "").startswith("ssh://") else {}
+                self._client = (docker.DockerClient(base_url=self._base_url, timeout=CLIENT_TIMEOUT_S,
+                                                    tls=self._tls or False, **remote)
                                 if self._base_url else docker.from_env(timeout=CLIENT_TIMEOUT_S))
             except docker.errors.DockerException as exc:
                 raise (self._translate(exc) or PermanentError(f"docker: {exc}")) from exc
@@ -253,6 +260,8 @@ class DockerEngine:
 
         mounts = [docker.types.Mount(target=m.target, source=m.source, type="bind", read_only=m.read_only)
                   for m in spec.mounts]
+        # Named volumes (an rpc-server's tensor cache): Docker creates one on first use and keeps it.
+        mounts += [docker.types.Mount(target=target, source=volume, type="volume") for volume, target in spec.volumes]
         device_requests = _device_requests(spec)
         container = self._call(
             self.client.containers.run, spec.image, command=list(spec.command), name=spec.name, detach=True,
@@ -295,6 +304,26 @@ class DockerEngine:
         except PermanentError as exc:
             if not _absent(exc, "ImageNotFound"):
                 raise
+
+    @_transient
+    def exec_output(self, name: str, argv: list[str]) -> str:
+        """Run argv in a running container (no shell) and return its stdout.
+
+        Read from the hijacked socket frame by frame: over ssh:// (the ssh client), exec_start's own
+        read-then-close raises BrokenPipeError after the output arrived (docker/docker-py#3218)."""
+        from docker.utils.socket import frames_iter
+
+        created = self._call(self.client.api.exec_create, name, argv, stdout=True, stderr=False)
+        sock = self._call(self.client.api.exec_start, created["Id"], socket=True)
+        try:
+            with translated(self._translate):
+                return b"".join(data for stream, data in frames_iter(sock, tty=False)
+                                if stream == 1 and data).decode(errors="replace")
+        finally:
+            try:
+                sock.close()
+            except OSError:
+                pass  # the far end is already gone: the output is complete
 
     def container_logs(self, name: str, tail: int) -> str:
         try:
@@ -341,3 +370,17 @@ class DockerEngine:
                     raise BuildFailed(f"docker build of {spec.tag} failed at {step}: {chunk['error'].strip()}",
                                       "\n".join(tail))
         return image_id
+
+
+def remote_engine(url: str, tls_dir: Path | None = None) -> DockerEngine:
+    """A worker host's Docker: ssh://user@host through the ssh client, or tcp:// with the TLS client
+    certificate in `tls_dir` (ca.pem, cert.pem, key.pem: dockerd's --tlsverify layout)."""
+    import docker.tls
+
+    tls = None
+    if url.startswith("tcp://"):
+        if tls_dir is None:
+            raise PermanentError(f"{url}: a tcp:// Docker needs TLS (rpc.workers[].tls_dir): never plain tcp")
+        tls = docker.tls.TLSConfig(client_cert=(str(tls_dir / "cert.pem"), str(tls_dir / "key.pem")),
+                                   ca_cert=str(tls_dir / "ca.pem"), verify=True)
+    return DockerEngine(url, tls)

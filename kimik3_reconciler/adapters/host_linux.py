@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
+import socket
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -117,6 +118,14 @@ class LinuxHost:
                 if link in wanted:
                     owners[wanted[link]] = (int(proc.name), _read(str(proc / "comm")).strip())
         return owners
+
+    def tcp_connect(self, address: str, port: int, timeout_s: float = 2.0) -> bool:
+        """Does a TCP connect to address:port succeed from this host (an RPC worker's rpc-server)?"""
+        try:
+            with socket.create_connection((address, port), timeout=timeout_s):
+                return True
+        except OSError:
+            return False
 
     def process_cgroup(self, pid: int) -> str:
         return _read(f"/proc/{pid}/cgroup")

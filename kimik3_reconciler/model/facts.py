@@ -319,6 +319,31 @@ class SystemdFacts(_Fact):
     units: tuple[UnitFact, ...] = ()  # every kimik3-installed unit, plus the profile's unit name if present
 
 
+class RpcDeviceFact(_Fact):
+    """One device an rpc-server exposes, as its start-up log lists it ("CPU: … (15890 MiB, 15000 MiB free)")."""
+
+    name: str
+    description: str = ""
+    total: int = 0  # bytes
+    free: int = 0
+
+
+class WorkerFact(_Fact):
+    """One RPC worker host, seen through its own Docker (the profile's `rpc.workers[i].docker`)."""
+
+    name: str
+    docker: str
+    same_daemon: bool = False  # its Docker is the main host's own daemon (same daemon ID): one image serves both
+    error: str | None = None  # its Docker did not answer (ssh refused, TLS, daemon down): nothing else was read
+    images: tuple[ImageFact, ...] = ()  # kimik3 images on the worker (by fingerprint label)
+    container: ContainerFact | None = None  # the worker's rpc-server container
+    port_open: bool | None = None  # a TCP connect from this host to bind:port succeeded (None: not tried)
+    listeners: tuple[str, ...] = ()  # local addresses its host listens on at the worker's port (/proc/net/tcp)
+    clients: tuple[str, ...] = ()  # remote addresses connected to that port (the main server, once loaded)
+    devices: tuple[RpcDeviceFact, ...] = ()  # from the running rpc-server's log
+    mem_total: int | None = None  # the worker host's RAM (docker info MemTotal): the CPU device's memory
+    cpus: int | None = None
+    context_bytes: int = 0  # bytes an image build there ships (source archive, patches, Dockerfile)
 class ExporterFact(_Fact):
     """The metrics exporter kimik3 started for this profile (its state record), and whether it still runs."""
 
@@ -353,4 +378,5 @@ class Observed(_Fact):
     systemd: SystemdFacts | None = None  # None: not looked at (no systemd section, no kimik3 unit)
     gpu_plumbing: GpuPlumbing | None = None  # None: not looked at (gpus: none, or a pure test)
     gpu_probe_record: dict[str, Any] | None = None  # the passing probe record of this (driver, toolkit, request)
+    workers: tuple[WorkerFact, ...] = ()  # the profile's RPC workers, in profile order (none without `rpc:`)
     exporter: ExporterFact | None = None  # None: no exporter record (never started, or removed)

@@ -12,3 +12,6 @@ BASE_IMAGES = "kimik3.base-images"  # {ref: local image id} the image was built 
 BASE_DIGESTS = "kimik3.base-digests"  # {ref: repo digest (sha256:…) or null} the image was built on
 SMOKE_MOUNT = "/smoke"
 DRAFT_MOUNT = "/drafts"
+WORKER_FINGERPRINT = "kimik3.worker.fingerprint"  # an rpc-server container (not a serving one: conflicts skip it)
+WORKER_INPUTS = "kimik3.worker.inputs"
+RPC_CACHE_MOUNT = "/rpc-cache"  # rpc-server's tensor cache (LLAMA_CACHE) inside the worker's container

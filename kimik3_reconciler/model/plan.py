@@ -75,6 +75,17 @@ class Step:
     def changes(self) -> bool:
         return self.action is not Action.NOOP
 
+    @property
+    def host(self) -> str:
+        """Where the step acts: an RPC worker's name (its payload carries the worker's Docker), else the main host."""
+        worker = getattr(self.spec, "host", None)
+        return getattr(worker, "name", None) or MAIN_HOST
+
+    @property
+    def ships_bytes(self) -> int:
+        """Bytes this step sends to its host: a worker's image build context (0 for everything else)."""
+        return int(getattr(self.spec, "context_bytes", 0) or 0) if self.changes else 0
+
     def to_json(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
@@ -87,6 +98,9 @@ class Step:
             "warnings": list(self.warnings),
             "spec": _jsonable(self.spec),
         }
+
+
+MAIN_HOST = "this host"  # the main server's host, where kimik3 runs
 
 
 @dataclass(frozen=True)
@@ -114,11 +128,22 @@ class Plan:
             return "no changes"
         return ", ".join(f"{n} to {verb}" for verb, n in counts.items())
 
+    def hosts(self) -> dict[str, dict[str, Any]]:
+        """Steps grouped by the host they act on, in apply order, with the bytes each host is sent."""
+        groups: dict[str, dict[str, Any]] = {}
+        for step in self.steps:
+            group = groups.setdefault(step.host, {"changes": 0, "ships_bytes": 0, "steps": []})
+            group["changes"] += int(step.changes)
+            group["ships_bytes"] += step.ships_bytes
+            group["steps"].append(f"{step.kind} {step.target}")
+        return groups
+
     def to_json(self) -> dict[str, Any]:
         return {
             "profile": self.profile,
             "converged": self.converged,
             "summary": self.summary(),
+            "hosts": self.hosts(),
             "warnings": list(self.warnings),
             "forecast": _jsonable(self.forecast),
             "steps": [s.to_json() for s in self.steps],

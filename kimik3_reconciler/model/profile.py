@@ -280,6 +280,68 @@ class SystemdSpec(BaseModel):
     conflicts: list[UnitName] = []
 
 
+def _check_docker_url(value: str) -> str:
+    # The docker SDK's two remote transports: ssh (the daemon's socket over an ssh login) or TLS tcp.
+    parts = urlsplit(value)
+    if parts.scheme == "ssh" and parts.hostname and parts.username:
+        return value
+    if parts.scheme == "tcp" and parts.hostname and parts.port:
+        return value
+    raise refuse("must be ssh://user@host[:port] (the docker SDK over ssh) or tcp://host:port with tls_dir")
+
+
+def _check_absolute(value: str) -> str:
+    if not value.startswith("/"):
+        raise refuse("must be an absolute path")
+    return value
+
+
+def _check_bind(value: str) -> str:
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        raise refuse("must be an IP address literal: the one address rpc-server binds on its host") from None
+    return value
+
+
+WorkerName = _matching(r"[a-z0-9][a-z0-9-]{0,30}", "must be 1-31 characters of a-z, 0-9 and '-' (it names the "
+                       "worker's container)")
+RpcDevice = _matching(r"[A-Za-z]+[0-9]*", "must be a ggml device name like CUDA0 or CPU")
+
+
+class RpcWorker(BaseModel):
+    """One host running rpc-server (llama.cpp's RPC backend) for the main server (issue 18)."""
+
+    model_config = _CONFIG
+    name: WorkerName
+    docker: Annotated[str, AfterValidator(_check_docker_url)] = Field(
+        description="how kimik3 reaches this host's Docker: ssh://user@host[:port] or tcp://host:port (TLS)")
+    tls_dir: Optional[Annotated[str, AfterValidator(_check_absolute)]] = Field(
+        None, description="tcp:// only: absolute path of a folder with ca.pem, cert.pem, key.pem")
+    bind: Annotated[str, AfterValidator(_check_bind)] = Field(
+        description="the address rpc-server binds and the main server connects to: loopback or a private address")
+    port: Annotated[int, Field(ge=1, le=65535)] = 50052
+    devices: Optional[Annotated[list[RpcDevice], Field(min_length=1)]] = Field(
+        None, description="rpc-server --device; default: every accelerator of the host, else its CPU")
+    gpus: Annotated[
+        Union[Literal["all", "none"], Annotated[list[GpuRef], Field(min_length=1)]], BeforeValidator(_check_gpus)
+    ] = Field("none", description="GPUs the worker's container gets (as the profile's gpus)")
+    threads: Optional[Annotated[int, Field(ge=1)]] = Field(None, description="rpc-server -t (CPU device threads)")
+    cache: bool = Field(True, description="rpc-server -c: keep received tensors on the worker, so a reload "
+                                          "does not resend them")
+    cache_dir: Optional[NonEmpty] = Field(None, description="host folder of the tensor cache on the worker; "
+                                                            "default: a Docker volume")
+
+    def container_name(self, profile_name: str) -> str:
+        """The worker's rpc-server container on its host."""
+        return f"{profile_name}-rpc-{self.name}"
+
+
+class RpcSpec(BaseModel):
+    """Workers whose devices llama-server uses through --rpc (llama.cpp's RPC backend)."""
+
+    model_config = _CONFIG
+    workers: Annotated[list[RpcWorker], Field(min_length=1)]
 class MetricsSpec(BaseModel):
     """The exporter kimik3 runs next to the server (issue 17): one Prometheus port for the whole deployment.
 
@@ -311,6 +373,12 @@ class Profile(BaseModel):
     serve: ServeSpec = ServeSpec()
     gate: GateSpec = GateSpec()
     systemd: Optional[SystemdSpec] = None
+    rpc: Optional[RpcSpec] = None
+
+    @property
+    def workers(self) -> tuple[RpcWorker, ...]:
+        """The RPC workers, in the order llama-server gets them (--rpc); none without `rpc:`."""
+        return tuple(self.rpc.workers) if self.rpc is not None else ()
     metrics: Optional[MetricsSpec] = None
 
     @property

@@ -403,4 +403,38 @@ RULES: tuple[Rule, ...] = (
               "broken sm_120 kernel for that type, don't serve it)"),
 )
 
+_RPC_SEED = ("not in the seeds: issue 18 (Beyond one host) and the pinned llama.cpp's tools/rpc/README.md: \"Never run the RPC server "
+             "on an open network or in a sensitive environment!\"")
+RULES += (
+    Rule("rpc-bind-private", "refuse", "an RPC worker binds one loopback or private address (10/8, 172.16/12, "
+         "192.168/16, 100.64/10, fc00::/7, link-local): never 0.0.0.0/:: nor a public address",
+         "rpc-server has no authentication and no encryption: anyone who reaches its port can read and write the "
+         "worker's memory", _PROFILE + ("kimik3_reconciler.verify.rpc",),
+         ("cases/profile/rpc_bind_public.yaml", "cases/profile/rpc_bind_any.yaml", "cases/profile/rpc_ok.yaml"),
+         seed=_RPC_SEED),
+    Rule("rpc-docker-tls", "refuse", "a worker's Docker is reached over ssh:// or over tcp:// with a TLS client "
+         "certificate (tls_dir); never plain tcp", "a plain tcp Docker socket is root on that host for anyone who "
+         "reaches it", _PROFILE, ("cases/profile/rpc_docker_url.yaml", "cases/profile/rpc_docker_tls.yaml"),
+         seed=_RPC_SEED),
+    Rule("rpc-worker-shape", "refuse", "worker names and bind:port endpoints are unique, binds are IPv4 (rpc-server b11434); a CUDA device needs the "
+         "worker's gpus", "one rpc-server counted twice, or one that finds no device, cannot serve layers",
+         _PROFILE, ("cases/profile/rpc_worker_duplicate.yaml",), seed=_RPC_SEED),
+    Rule("rpc-extra-args", "refuse", "--rpc never comes from serve.extra_args: the rpc section renders it",
+         "an endpoint in extra_args is neither checked (its address) nor converged (its rpc-server)", _PROFILE,
+         ("cases/profile/rpc_extra_args.yaml",), seed=_RPC_SEED),
+    Rule("rpc-workers-first", "force", "every worker's rpc-server accepts connections before the main server "
+         "starts, and a worker whose fingerprint changes replaces the main server",
+         "llama-server connects to each --rpc endpoint while loading and fails without it",
+         ("kimik3_reconciler.planning.rpc_step",), ("cases/plan/85-rpc-fresh-two-hosts.yaml",
+                                                     "cases/plan/86-rpc-worker-inputs-changed.yaml"),
+         seed="not in the seeds: issue 18 (workers healthy before the main server starts; replace the main server when a worker's "
+              "fingerprint changes)"),
+    Rule("rpc-worker-restart-replaces-server", "force", "a worker relaunched, or restarted after the main server "
+         "started, replaces the main server",
+         "the layers the server placed on a worker live in that rpc-server's memory: a new one holds none",
+         ("kimik3_reconciler.planning.container_step",), ("cases/plan/87-rpc-worker-restarted.yaml",
+                                                          "cases/plan/88-rpc-worker-gone.yaml"),
+         seed="not in the seeds: issue 18 (a worker that goes away is drift)"),
+)
+
 BY_ID = {rule.id: rule for rule in RULES}

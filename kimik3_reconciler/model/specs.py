@@ -115,6 +115,7 @@ class ContainerSpec:
     # How `gpus` are asked of Docker: "cdi" = --device nvidia.com/gpu=<id> (seed 000), "runtime" = --gpus
     # through the nvidia runtime. Which GPUs, not how: left out of the container fingerprint and the drift.
     gpu_request: str = "runtime"
+    volumes: tuple[tuple[str, str], ...] = ()  # (Docker named volume, target): an rpc-server's tensor cache
 
 
 @dataclass(frozen=True)
@@ -214,6 +215,60 @@ class HealthWait(Payload):
     unit: str | None = None  # the profile's systemd unit, stopped with a failed launch (Restart=on-failure loops)
 
 
+# --- RPC workers (other hosts, each reached through its own Docker) --------------------------------
+
+
+@dataclass(frozen=True)
+class DockerHost:
+    """A worker host's Docker, as the profile names it: ssh://user@host or tcp://host:port (+ TLS folder)."""
+
+    name: str
+    url: str
+    tls_dir: str | None = None
+
+
+@dataclass(frozen=True)
+class WorkerImage(Payload):
+    """Build the profile's image on a worker from the same context (source, patches, Dockerfile), or re-tag
+    a kept build there (`retag_id`); `context_bytes` is what a build ships to that host."""
+
+    host: DockerHost
+    build: ImageBuild
+    context_bytes: int
+    retag_id: str | None = None
+
+
+@dataclass(frozen=True)
+class WorkerLaunch(Payload):
+    """Create the worker's rpc-server container; `replace`: remove the one of that name first."""
+
+    host: DockerHost
+    container: ContainerSpec
+    replace: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"host": asdict(self.host), **asdict(self.container), "replace": self.replace}
+
+
+@dataclass(frozen=True)
+class WorkerWait(Payload):
+    """Wait until the worker's rpc-server accepts TCP connections at address:port (from this host)."""
+
+    host: DockerHost
+    container: str
+    address: str
+    port: int
+    timeout_s: float
+
+
+@dataclass(frozen=True)
+class WorkerRemove(Payload):
+    """Remove a worker's rpc-server container (destroy, or a worker the profile no longer names)."""
+
+    host: DockerHost
+    name: str
+
+
 @dataclass(frozen=True)
 class PagecachePreread(Payload):
     """Read the model's files into the page cache while the old server still serves, so the swap's load
@@ -275,6 +330,7 @@ PAYLOADS: tuple[type[Payload], ...] = (
     StopContainer, RemoveContainer, SmokeTest, QuantGateRun, GpuProbe, HealthWait, UnitInstall, UnitRemoval, StopUnit,
     PagecachePreread,
     VerifyServer,
+    WorkerImage, WorkerLaunch, WorkerWait, WorkerRemove,
 )
 
 

@@ -23,6 +23,7 @@ from kimik3_reconciler.observe.local_inputs import collect_inputs
 from kimik3_reconciler.observe.model_cache import collect_model, collect_tokenizer
 from kimik3_reconciler.observe.model_layout import collect_layout
 from kimik3_reconciler.observe.unit import collect_systemd
+from kimik3_reconciler.observe.workers import collect_workers
 from kimik3_reconciler.ports import Ports
 
 __all__ = ["observe"]
@@ -86,6 +87,7 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
         last_good=(ports.state.read(last_good_key(profile.name)) or {}).get("date"),
         unverified=(ports.state.read(unverified_key(profile.name)) or {}).get("fingerprint"),
         systemd=collect_systemd(profile, ports.units),
+        workers=collect_workers(profile, ports.workers, ports.docker, ports.host, ports.state, inputs),
         exporter=exporter,
     )
 

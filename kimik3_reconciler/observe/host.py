@@ -112,6 +112,7 @@ def collect_filesystem(host: HostPort, path: str) -> FilesystemFact | None:
     return parse_mount_of(host.mounts(), host.real_path(path))
 
 
+_TCP_ESTABLISHED = "01"
 _TCP_LISTEN = "0A"  # include/net/tcp_states.h: TCP_LISTEN = 10
 
 
@@ -148,6 +149,19 @@ def parse_cgroup_container(cgroup: str) -> str | None:
         if found:
             return found.group(1)
     return None
+
+
+def parse_tcp_clients(tables: str, port: int) -> tuple[str, ...]:
+    """/proc/net/tcp{,6} text -> the remote addresses of the connections established to local `port`."""
+    found = []
+    for line in tables.splitlines():
+        fields = line.split()
+        if len(fields) < 4 or ":" not in fields[1] or fields[3] != _TCP_ESTABLISHED:
+            continue
+        _, _, hex_port = fields[1].partition(":")
+        if int(hex_port, 16) == port:
+            found.append(_proc_net_address(fields[2].partition(":")[0]))
+    return tuple(sorted(found))
 
 
 def collect_listeners(host: HostPort, port: int, our_pids: frozenset[int] = frozenset()) -> tuple[PortListener, ...]:

@@ -48,6 +48,10 @@ def cmake_definitions(profile: Profile, host: HostFacts) -> dict[str, str]:
         # The image must carry the kernels the profile asks for, not the build machine's.
         "GGML_NATIVE": "OFF",
         "GGML_CUDA": "ON" if cuda else "OFF",
+        # Every image carries the RPC backend and rpc-server (issue 18): one image per pin for the
+        # main server and its workers, whether or not this profile has workers; the backend is
+        # inert until llama-server is given --rpc.
+        "GGML_RPC": "ON",
     }
     if cuda:
         defs["CMAKE_CUDA_ARCHITECTURES"] = ";".join(build.cuda_architectures)

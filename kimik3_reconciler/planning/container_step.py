@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.plan import Action, DiffItem, Step, flat_diff
-from kimik3_reconciler.model.specs import LaunchContainer, StartContainer
+from kimik3_reconciler.model.specs import LaunchContainer, StartContainer, WorkerLaunch
 from kimik3_reconciler.planning.container_drift import running_drift
 from kimik3_reconciler.planning.desired import Desired, changes
 from kimik3_reconciler.planning.launch import Launch
+from kimik3_reconciler.planning.rpc_step import restarted_workers
 
 
 def _rebuilt_image_id(launch: Launch, observed: Observed) -> str | None:
@@ -56,6 +57,16 @@ def plan_container(desired: Desired, observed: Observed, planned: tuple[Step, ..
         why = "launch inputs changed" if diff else "container was not made by this kimik3 profile (fingerprint differs)"
         return (Step("container", name, Action.REPLACE, f"{why} (fingerprint {container.fingerprint} → {launch.fingerprint})",
                      diff=diff, spec=LaunchContainer(launch.spec, replace=True), warnings=launch.warnings),)
+    relaunched = [s.target for s in planned if s.changes and isinstance(s.spec, WorkerLaunch)]
+    restarted = restarted_workers(observed)
+    if container.loaded and (relaunched or restarted):
+        # rule: rpc-worker-restart-replaces-server
+        # The server's tensors on a worker live in that rpc-server's memory: a new rpc-server holds none of them.
+        who = ", ".join(relaunched) or ", ".join(restarted)
+        why = ("its worker is relaunched" if relaunched else "its worker restarted after it started") + f" ({who})"
+        return (Step("container", name, Action.REPLACE, f"{why}: the layers placed there are gone, reload",
+                     diff=(DiffItem("rpc worker", "started before the server", "restarted"),),
+                     spec=LaunchContainer(launch.spec, replace=True), warnings=launch.warnings),)
     drift = _drift(launch, observed)
     if drift:
         return (Step("container", name, Action.REPLACE, "the running container differs from the rendered one "

@@ -26,6 +26,7 @@ from kimik3_reconciler.model.labels import (
 )
 from kimik3_reconciler.model.profile import Profile, ServeSpec
 from kimik3_reconciler.model.specs import ContainerSpec, Mount
+from kimik3_reconciler.planning.rpc_step import rpc_endpoints, worker_fingerprints
 from kimik3_reconciler.planning.vram_fit import ModeDecision, derive_mode
 
 # Seed 000 "Runtime requirements that are NOT tunable": leaving any out measured as a
@@ -72,6 +73,8 @@ class LaunchInput:
     threads: int  # physical cores, not hardware threads (seed 000)
     draft_device: str | None
     gpu_request: str = "runtime"  # CDI or the nvidia runtime (planning/gpu_probe.py); not in `flat()`
+    rpc: tuple[str, ...] = ()  # the workers' rpc-server endpoints (--rpc), in profile order
+    worker_fingerprints: tuple[str, ...] = ()  # theirs: a worker that changes replaces this server too
 
     def flat(self) -> dict[str, Any]:
         """{field: value}, named as the profile names them (`serve.ubatch`, `model.cache_dir`); the label.
@@ -88,6 +91,8 @@ class LaunchInput:
             "host.draft_device": self.draft_device,
             "restart_policy": self.restart_policy,
         })
+        if self.rpc:  # only with workers: a single-host label stays as it was
+            flat.update({"rpc.endpoints": list(self.rpc), "rpc.worker_fingerprints": list(self.worker_fingerprints)})
         return flat
 
     @property
@@ -244,6 +249,8 @@ def launch_input(profile: Profile, observed: Observed, image_tag: str, image_fp:
         threads=observed.host.physical_cores,
         draft_device=draft_device(profile, host_gpus),
         gpu_request=gpu_request(observed),
+        rpc=rpc_endpoints(profile),
+        worker_fingerprints=worker_fingerprints(profile, image_tag, image_fp),
     )
     return value, warnings
 
@@ -286,6 +293,12 @@ def _argv(value: LaunchInput) -> tuple[str, ...]:
         argv += ["--spec-draft-device", value.draft_device] if value.draft_device else []
     if value.model.mmproj:
         argv += ["--mmproj", f"{snapshot}/{value.model.mmproj}"]
+    if value.rpc:
+        # The RPC backend adds one device per worker; layers are split over all devices by free memory.
+        argv += ["--rpc", ",".join(value.rpc)]
+        # b11434 logs load_tensors' per-device buffer lines at verbosity 4 only: verify reads them to prove
+        # that every RPC device holds layers (verify/rpc.py).
+        argv += ["--log-verbosity", "4"]
     return (*argv, *serve.extra_args)
 
 
@@ -315,21 +328,21 @@ def render_container(value: LaunchInput) -> ContainerSpec:
     )
 
 
-def container_fingerprint(spec: ContainerSpec, image_fp: str) -> str:
+def container_fingerprint(spec: ContainerSpec, image_fp: str, workers: tuple[str, ...] = ()) -> str:
     """The rendered container (labels aside) and its image's inputs: what a running container is compared by."""
     hashed = {k: v for k, v in asdict(replace(spec, labels=())).items()
-              if not (k == "entrypoint" and v is None) and k != "gpu_request"}
+              if not (k == "entrypoint" and v is None) and not (k == "volumes" and not v) and k != "gpu_request"}
     # (a field added with its default must not change the fingerprint of every running container; how the
     # GPUs are requested, CDI or the runtime, is the host's plumbing, not what runs: a host that gains CDI
     # must not reload a 17-minute model for it)
-    return fingerprint({"spec": hashed, "image": image_fp})
+    return fingerprint({"spec": hashed, "image": image_fp, **({"workers": list(workers)} if workers else {})})
 
 
 def render_launch(profile: Profile, observed: Observed, image_tag: str, image_fp: str) -> Launch:
     mode = derive_mode(profile, observed)
     value, warnings = launch_input(profile, observed, image_tag, image_fp, mode)
     spec = render_container(value)
-    digest = container_fingerprint(spec, image_fp)
+    digest = container_fingerprint(spec, image_fp, value.worker_fingerprints)
     labels = (
         (PROFILE_LABEL, value.name),
         (CONTAINER_FINGERPRINT, digest),

@@ -40,33 +40,54 @@ def _with_headroom(n: int) -> int:
     return int(n * (1 + RUNTIME_HEADROOM))
 
 
+def worker_memory(observed: Observed) -> tuple[int, list[str]]:
+    """(bytes the RPC workers offer, one note per worker): the devices a running rpc-server lists (VRAM of
+    its GPUs, or its CPU device's RAM), else the worker host's RAM (docker info) for a worker not started yet."""
+    total, notes = 0, []
+    for worker in observed.workers:
+        if worker.devices:
+            size = sum(d.total for d in worker.devices)
+            notes.append(f"{worker.name} {gib(size)} ({', '.join(d.name for d in worker.devices)})")
+        else:
+            size = worker.mem_total or 0
+            notes.append(f"{worker.name} {gib(size)} (host RAM; its devices are known once rpc-server runs)")
+        total += size
+    return total, notes
+
+
 def memory_findings(profile: Profile, observed: Observed, ours_running: bool) -> tuple[list[str], list[str]]:
     """(refusals, warnings) of the memory half of the sizing gate. `ours_running`: a kimik3 server of this
-    host (ours, or one the plan stops first) holds RAM now, so MemAvailable understates what we will have."""
+    host (ours, or one the plan stops first) holds RAM now, so MemAvailable understates what we will have.
+    RPC workers (issue 18) add their devices' memory: the layers placed there leave this host's RAM."""
     host = observed.host
     if host.ram_total is None or not observed.model.files:
         return [], []  # not observed, or the listing is not known yet (the gate runs again once it is)
     size, _ = quant_bytes(profile, observed)
     gpus, _ = requested_gpus(profile, host) if profile.build.variant == "cuda" else ((), [])
     vram = sum(g.memory_total for g in gpus)
+    remote, notes = worker_memory(observed)
     need = _with_headroom(size)
     # rule: sizing-headroom
     # Seed 000: if the quant does not fit VRAM + RAM it cannot run at any split; seed 001: + 10-15 % headroom.
-    if need > vram + host.ram_total:
+    if need > vram + host.ram_total + remote:
+        workers = f" + RPC workers {gib(remote)} ({'; '.join(notes)})" if notes else ""
         return [f"the quant is {gib(size)}, {gib(need)} with seed 001's {RUNTIME_HEADROOM:.0%} runtime headroom, "
-                f"but VRAM + RAM is {gib(vram + host.ram_total)} ({len(gpus)} GPU(s) {gib(vram)} + RAM "
-                f"{gib(host.ram_total)}): it cannot run at any split"], []
-    return _expert_ram(derive_mode(profile, observed), host.ram_total, host.ram_available, ours_running)
+                f"but VRAM + RAM is {gib(vram + host.ram_total + remote)} ({len(gpus)} GPU(s) {gib(vram)} + RAM "
+                f"{gib(host.ram_total)}{workers}): it cannot run at any split"], []
+    return _expert_ram(derive_mode(profile, observed), host.ram_total, host.ram_available, ours_running, remote)
 
 
 def _expert_ram(decision: ModeDecision, ram_total: int, ram_available: int | None,
-                ours_running: bool) -> tuple[list[str], list[str]]:
-    cpu = decision.cpu_bytes
+                ours_running: bool, remote: int = 0) -> tuple[list[str], list[str]]:
+    # What the RPC workers hold does not stay in this host's RAM (llama.cpp puts their devices first).
+    cpu = max(0, (decision.cpu_bytes or 0) - remote) if decision.cpu_bytes and remote else decision.cpu_bytes
     if not cpu:
         return [], []  # all-VRAM, or the split is unknown (no GPU facts)
     need = _with_headroom(cpu)
     where = "the CPU build keeps the whole quant" if decision.gpus == 0 else \
         f"the hybrid keeps ~{gib(cpu)} of experts the {decision.gpus} GPU(s) cannot hold"
+    if remote:
+        where = f"this host keeps ~{gib(cpu)} of the quant its GPUs and the RPC workers ({gib(remote)}) cannot hold"
     # rule: sizing-headroom
     # Seed 000: the hybrid keeps its CPU experts in RAM (~130 GiB for UD-Q2_K_XL); --load-mode none allocates them.
     if need > ram_total:

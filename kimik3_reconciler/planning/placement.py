@@ -44,6 +44,8 @@ class Forecast:
     devices: tuple[DeviceShare, ...]
     host_bytes: int  # input embedding + CPU-resident experts (RAM)
     load_seconds: float
+    rpc: tuple[str, ...] = ()  # one line per RPC worker device: what it offers and the layers it gets
+
 
     def lines(self) -> list[str]:
         cpu = self.cpu_expert_layers
@@ -52,7 +54,27 @@ class Forecast:
                f"load ~{self.load_seconds / 60:.0f} min"]
         out += [f"  {d.device}: {d.layers} layers, weights {gib(d.weight_bytes)}, with KV+compute {gib(d.total_bytes)}"
                 for d in self.devices]
+        out += [f"  {line}" for line in self.rpc]
         return out
+
+
+def rpc_lines(profile: Profile, observed: Observed, layout: ModelLayout) -> tuple[str, ...]:
+    """Where layers land on the RPC workers: llama.cpp lists RPC devices before the local ones and splits
+    the offloaded layers over devices by free memory, so the workers take the first layers (an estimate:
+    the same share of the layers as of the devices' free memory; the verify step reads the real split)."""
+    if not profile.workers:
+        return ()
+    devices = [(f"{w.name}/{d.name}", d.free or d.total) for w in observed.workers for d in w.devices]
+    devices += [(f"{w.name}/(not running)", w.mem_total or 0) for w in observed.workers if not w.devices]
+    local = sum(g.memory_free for g in observed.host.gpus) if profile.build.variant == "cuda" else 0
+    total = sum(size for _, size in devices) + local
+    lines, first = [], 0
+    for name, size in devices:
+        count = min(layout.n_layer - first, round(layout.n_layer * size / total)) if total else 0
+        span = f"layers {first}-{first + count - 1}" if count else "no layers"
+        lines.append(f"RPC {name}: {gib(size)} free, ~{span} (devices before the local ones)")
+        first += count
+    return tuple(lines)
 
 
 def _cpu_experts(profile: Profile, layout: ModelLayout, spare: int) -> dict[int, int]:
@@ -97,9 +119,10 @@ def forecast(profile: Profile, observed: Observed) -> Forecast | None:
         return None
     total = sum(layout.layer_dense) + sum(layout.layer_experts) + layout.output_bytes + layout.token_embd_bytes
     load = total / (observed.load_rate or SEED_LOAD_BYTES_PER_S)
+    rpc = rpc_lines(profile, observed, layout)
     if profile.build.variant == "cpu" or profile.gpus == "none":
         layers = tuple(i for i, e in enumerate(layout.layer_experts) if e)
-        return Forecast("cpu", layers, (), total, load)
+        return Forecast("cpu", layers, (), total, load, rpc)
     gpus, _ = requested_gpus(profile, host)
     if not gpus:
         return None  # GPU facts unknown (or absent: the gate says so)
@@ -112,4 +135,4 @@ def forecast(profile: Profile, observed: Observed) -> Forecast | None:
     cpu = _cpu_experts(profile, layout, sum(budgets) - dense)
     shares = _split(layout, cpu, budgets, fixed, kv // max(1, layout.n_layer))
     host_bytes = layout.token_embd_bytes + sum(cpu.values())
-    return Forecast("hybrid" if cpu else "all-vram", tuple(sorted(cpu)), tuple(shares), host_bytes, load)
+    return Forecast("hybrid" if cpu else "all-vram", tuple(sorted(cpu)), tuple(shares), host_bytes, load, rpc)

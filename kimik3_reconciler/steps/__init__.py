@@ -33,6 +33,10 @@ from kimik3_reconciler.model.specs import (
     StopUnit,
     UnitInstall,
     UnitRemoval,
+    WorkerImage,
+    WorkerLaunch,
+    WorkerRemove,
+    WorkerWait,
     VerifyServer,
 )
 from kimik3_reconciler.ports import Ports
@@ -52,6 +56,7 @@ from kimik3_reconciler.steps.quant_gate import run_quant_gate
 from kimik3_reconciler.steps.report import Reporter
 from kimik3_reconciler.steps.smoke import smoke_test
 from kimik3_reconciler.steps.unit import install_unit, remove_unit, stop_unit
+from kimik3_reconciler.steps.workers import launch_worker, remove_worker, wait_for_worker, worker_image
 from kimik3_reconciler.steps.verify_server import verify_server
 
 __all__ = ["EXECUTORS", "Reporter", "check_executable", "execute"]
@@ -76,6 +81,10 @@ EXECUTORS: dict[type[Payload], Executor] = {
     UnitInstall: install_unit,
     UnitRemoval: remove_unit,
     StopUnit: stop_unit,
+    WorkerImage: worker_image,
+    WorkerLaunch: launch_worker,
+    WorkerWait: wait_for_worker,
+    WorkerRemove: remove_worker,
     ExporterRun: run_exporter,
     ExporterStop: stop_exporter,
     VerifyServer: verify_server,

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from kimik3_reconciler.model.labels import CONTAINER_FINGERPRINT
+import json
+
+from kimik3_reconciler.model.labels import CONTAINER_FINGERPRINT, CONTAINER_INPUTS
 from kimik3_reconciler.model.records import unverified_key
 from kimik3_reconciler.model.specs import LaunchContainer, RemoveContainer, StartContainer, StopContainer
 from kimik3_reconciler.ports import Ports
+from kimik3_reconciler.steps.image import pin_tag
 from kimik3_reconciler.steps.report import Reporter
 
 
@@ -24,6 +27,8 @@ def launch_container(spec: LaunchContainer, ports: Ports, reporter: Reporter) ->
         ports.docker.remove_container(name)
         reporter.event("removed", container=name)
     _record_unverified(ports, name, dict(spec.container.labels).get(CONTAINER_FINGERPRINT))
+    inputs = json.loads(dict(spec.container.labels).get(CONTAINER_INPUTS) or "{}")
+    pin_tag(ports.docker, spec.container.image, inputs.get("image.fingerprint"), reporter)
     container_id = ports.docker.run_container(spec.container)
     reporter.event("launched", container=name, id=container_id[:12])
 

@@ -8,12 +8,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from kimik3_reconciler.errors import InputError
-from kimik3_reconciler.model.labels import BASE_DIGESTS, BASE_IMAGES
+from kimik3_reconciler.model.labels import BASE_DIGESTS, BASE_IMAGES, IMAGE_FINGERPRINT
 from kimik3_reconciler.model.records import archive_record_key
 from kimik3_reconciler.model.specs import ImageBuild, RemoveImage, RetagImage
 from kimik3_reconciler.observe.docker_objects import parse_repo_digest
 from kimik3_reconciler.observe.local_inputs import sha256_file
-from kimik3_reconciler.ports import Ports
+from kimik3_reconciler.ports import DockerPort, Ports
 from kimik3_reconciler.steps.report import Reporter
 
 
@@ -87,3 +87,18 @@ def retag_image(spec: RetagImage, ports: Ports, reporter: Reporter) -> None:
 def remove_image(spec: RemoveImage, ports: Ports, reporter: Reporter) -> None:
     ports.docker.remove_image(spec.ref)
     reporter.event("removed", what="image", ref=spec.ref)
+
+
+def pin_tag(docker: DockerPort, tag: str, image_fingerprint: str | None, reporter: Reporter) -> None:
+    """Right before a launch: point `tag` back at the build with `image_fingerprint` if it moved since the
+    plan. Profiles of one pin with other patches share the tag (`<source>-<commit>`) on one daemon, and each
+    apply re-tags its own build; without this, a launch between two of them would run the other's image."""
+    if not image_fingerprint:
+        return
+    current = docker.inspect_image(tag)
+    if ((current or {}).get("Config") or {}).get("Labels", {}).get(IMAGE_FINGERPRINT) == image_fingerprint:
+        return
+    ours = docker.list_images(label=f"{IMAGE_FINGERPRINT}={image_fingerprint}")
+    if ours:
+        docker.tag_image(ours[0]["Id"], tag)
+        reporter.event("retagged", image=ours[0]["Id"][:19], tag=tag, why="the tag moved since the plan")

@@ -31,6 +31,10 @@ written by hand.
       systemd: {booted: true, unit: absent | installed | edited, enabled: bool, active: active}
       gpu_plumbing: {cdi: true, runtime: false, toolkit_version: 1.17.4}  # GpuPlumbing (default: not observed)
       gpu_probe: {date: ..., seen: ...}                       # the passing probe record of this plumbing
+      workers: {name: {image: previous | absent, container: {state: running, restarted: true} | absent,
+                       port_open: true, listeners: [addr], same_daemon: false, error: "ssh: ...",
+                       mem_total: bytes, devices: [[CPU, total_bytes, free_bytes]]}}
+                              # each of the desired profile's rpc workers, as `previous` launched it (default)
       exporter: serving | silent | dead                       # the metrics exporter `previous` started (pid 4242):
                                                               # answering /healthz, running but silent, pid gone
                                                               # the unit `previous` installed (edited: by hand)
@@ -58,7 +62,8 @@ from support.observed import local_inputs, model_fact, observed, shard_files
 from support.recorded_hosts import recorded_host
 
 from kimik3_reconciler.model.facts import (
-    ContainerFact, ExporterFact, GpuPlumbing, HostFacts, ImageFact, Observed, PatchFact, RemoteFile, SystemdFacts, UnitFact,
+    ContainerFact, ExporterFact, GpuPlumbing, HostFacts, ImageFact, Observed, PatchFact, RemoteFile, RpcDeviceFact,
+    SystemdFacts, UnitFact, WorkerFact,
 )
 from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.model.specs import ContainerSpec
@@ -73,6 +78,7 @@ from kimik3_reconciler.planning import plan, render_desired
 from kimik3_reconciler.planning.metrics_step import render_exporter
 from kimik3_reconciler.planning.image_step import render_image_build
 from kimik3_reconciler.planning.launch import render_launch
+from kimik3_reconciler.planning.rpc_step import render_worker, worker_inputs
 from kimik3_reconciler.planning.unit_step import render_install
 
 CASES = Path(__file__).parent.parent / "cases" / "plan"
@@ -146,7 +152,8 @@ def build_case(case: dict[str, Any]) -> tuple[Profile, Observed]:
            "gpu_probe_record": {"passed": True, **obs_spec["gpu_probe"]} if "gpu_probe" in obs_spec else None}
     observed = observed.model_copy(update=gpu)
     if case.get("previous", {}) is None:
-        return desired, observed.model_copy(update={"systemd": systemd_facts(obs_spec.get("systemd"))})
+        return desired, observed.model_copy(update={"systemd": systemd_facts(obs_spec.get("systemd")),
+                                                    "workers": worker_facts(desired, None, obs_spec.get("workers", {}))})
     previous = profile_of(merge(base, case.get("previous")))
     prev_host = host_facts(obs_spec["previous_host"]) if "previous_host" in obs_spec else host
     prev_obs = observed_for(previous, {**obs_spec, "patches": obs_spec.get("previous_patches", obs_spec.get("patches", {}))},
@@ -173,12 +180,46 @@ def build_case(case: dict[str, Any]) -> tuple[Profile, Observed]:
                                   rss_bytes=int(c_spec["rss_gib"] * (1 << 30)) if "rss_gib" in c_spec else None,
                                   crash=crash_cause(False, (FIXTURES / c_spec["log"]).read_text()) if "log" in c_spec else None)
     systemd = systemd_facts(obs_spec.get("systemd"), previous, prev_obs, image.tag, image.fingerprint)
+    if desired.workers and container is not None:
+        container = container.model_copy(update={"started_at": MAIN_STARTED})
+    workers = worker_facts(desired, previous, obs_spec.get("workers", {}), image)
     exporter = exporter_fact(obs_spec.get("exporter"), previous, prev_obs)
-    return desired, observed.model_copy(update={"exporter": exporter, "images": images, "container": container,
+    return desired, observed.model_copy(update={"workers": workers, "exporter": exporter, "images": images,
+                                                "container": container,
                                                 "base_images": obs_spec.get("base_images", {}), "systemd": systemd,
                                                 "base_digests": obs_spec.get("base_digests", {}),
                                                 "unverified": container.fingerprint if container and
                                                 obs_spec.get("unverified") else None})
+
+
+MAIN_STARTED, WORKER_STARTED, LATER = "2026-12-01T10:00:00.5Z", "2026-12-01T09:59:58.123456789Z", "2026-12-01T11:00:00Z"
+
+
+def worker_facts(desired: Profile, previous: Profile | None, spec: dict[str, Any], image: Any = None) -> tuple[WorkerFact, ...]:
+    """Each desired worker's host as `previous` left it (its image, its rpc-server) unless the case says otherwise."""
+    facts = []
+    made = {w.name: w for w in previous.workers} if previous is not None else {}
+    for worker in desired.workers:
+        w_spec = spec.get(worker.name, {})
+        fact = WorkerFact(name=worker.name, docker=worker.docker, error=w_spec.get("error"),
+                          same_daemon=w_spec.get("same_daemon", False), context_bytes=w_spec.get("context_bytes", 1 << 20),
+                          mem_total=w_spec.get("mem_total"),
+                          devices=tuple(RpcDeviceFact(name=n, total=t, free=f) for n, t, f in w_spec.get("devices", ())))
+        was = made.get(worker.name)
+        if w_spec.get("image", "previous") == "previous" and was is not None:
+            fact = fact.model_copy(update={"images": (ImageFact(id="sha256:prev", tags=(image.tag,),
+                                                                fingerprint=image.fingerprint),)})
+        c_spec = w_spec.get("container", {"state": "running"})
+        if c_spec != "absent" and was is not None:
+            cspec, digest = render_worker(previous, was, image.tag, image.fingerprint)
+            fact = fact.model_copy(update={
+                "container": ContainerFact(id="w" * 64, name=cspec.name, state=c_spec.get("state", "running"),
+                                           fingerprint=digest, inputs=worker_inputs(previous, was, image.fingerprint),
+                                           started_at=LATER if c_spec.get("restarted") else WORKER_STARTED),
+                "port_open": w_spec.get("port_open", c_spec.get("state", "running") == "running"),
+                "listeners": tuple(w_spec.get("listeners", (worker.bind,)))})
+        facts.append(fact)
+    return tuple(facts)
 
 
 def exporter_fact(state: str | None, previous: Profile, prev_obs: Observed) -> ExporterFact | None:

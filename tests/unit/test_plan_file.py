@@ -20,6 +20,7 @@ from kimik3_reconciler.model.plan_file import (
 from kimik3_reconciler.model.specs import (
     PAYLOADS,
     ContainerSpec,
+    DockerHost,
     ExporterRun,
     ExporterStop,
     GpuProbe,
@@ -40,6 +41,10 @@ from kimik3_reconciler.model.specs import (
     StopUnit,
     UnitInstall,
     UnitRemoval,
+    WorkerImage,
+    WorkerLaunch,
+    WorkerRemove,
+    WorkerWait,
     VerifyServer,
 )
 
@@ -76,6 +81,16 @@ SAMPLES = [
                 'KIMIK3_CONTAINER="k3 x"\n', True, True, False, True),
     UnitRemoval("old.service", "/etc/systemd/system/old.service", None, systemctl=False),
     StopUnit("other.service"),
+    WorkerImage(DockerHost("w1", "ssh://k3@10.0.0.2"), ImageBuild("kimi-k3-llamacpp:x", "fp1", "mainline", "ad1de39",
+                "/d/Dockerfile.llamacpp", "/a.tar.gz", None, (), (), ()), 123456),
+    WorkerImage(DockerHost("w2", "tcp://10.0.0.3:2376", "/etc/k3/tls"), ImageBuild("t", "fp1", "mainline", "c", "/d",
+                "/a", None, (), (), ()), 0, retag_id="sha256:" + "2" * 64),
+    WorkerLaunch(DockerHost("w1", "ssh://k3@10.0.0.2"), ContainerSpec(
+        "k3-rpc-w1", "kimi-k3-llamacpp:x", ("-H", "10.0.0.2", "-p", "50052", "-c"), (("LLAMA_CACHE", "/rpc-cache"),),
+        (), "none", (), entrypoint=("/app/ggml-rpc-server",), volumes=(("kimik3-rpc-cache-k3-w1", "/rpc-cache"),)),
+        replace=True),
+    WorkerWait(DockerHost("w1", "ssh://k3@10.0.0.2"), "k3-rpc-w1", "10.0.0.2", 50052, 120.0),
+    WorkerRemove(DockerHost("w1", "ssh://k3@10.0.0.2"), "k3-rpc-w1"),
     ExporterRun("k3", {"profile": "k3", "labels": {"profile": "k3"}, "port": 19201, "shards": ["/c/a.gguf"]},
                 "0123456789abcdef", "http://127.0.0.1:19201/healthz", replace_pid=4242),
     ExporterStop("k3", 4242),

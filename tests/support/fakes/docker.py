@@ -69,7 +69,9 @@ class FakeDocker:
         return {"Runtimes": {"runc": {"path": "runc"}}}
 
     def list_images(self, label: str) -> list[dict[str, Any]]:
-        return [i for i in self.images.values() if label in i["Config"]["Labels"]]
+        key, _, value = label.partition("=")  # docker's filter: `key` or `key=value`
+        return [i for i in self.images.values() if key in i["Config"]["Labels"]
+                and (not value or i["Config"]["Labels"][key] == value)]
 
     def build_image(self, spec: ImageBuild, context_files: dict[str, Path], on_line: LineSink) -> str:
         self.calls.append(f"build {spec.tag}")

@@ -1,0 +1,79 @@
+"""RPC workers (issue 18): build or re-tag the image on a worker host, launch or remove its rpc-server,
+wait for its port. Every effect goes through that host's own Docker (`ports.workers(host)`)."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+from kimik3_reconciler.errors import LoadFailed, PlanError
+from kimik3_reconciler.model.specs import DockerHost, WorkerImage, WorkerLaunch, WorkerRemove, WorkerWait
+from kimik3_reconciler.ports import DockerPort, Ports
+from kimik3_reconciler.model.labels import WORKER_INPUTS
+from kimik3_reconciler.steps.image import build_image, pin_tag
+from kimik3_reconciler.steps.report import Reporter
+
+_LOG_TAIL = 40
+_LOOK_EVERY_S = 5.0
+_RESTARTS = 2  # rpc-server listens within a second of starting: restarting twice is a crash loop
+
+
+def worker_docker(ports: Ports, host: DockerHost) -> DockerPort:
+    if ports.workers is None:
+        raise PlanError(f"rpc worker {host.name}: no Docker connection to workers is wired")
+    return ports.workers(host)
+
+
+def _on_worker(ports: Ports, host: DockerHost) -> Ports:
+    """The same ports with the worker's Docker: an image step runs there exactly as on the main host."""
+    moved = copy.copy(ports)
+    moved.docker = worker_docker(ports, host)
+    return moved
+
+
+def worker_image(spec: WorkerImage, ports: Ports, reporter: Reporter) -> None:
+    docker = worker_docker(ports, spec.host)
+    if spec.retag_id is not None:
+        docker.tag_image(spec.retag_id, spec.build.tag)
+        reporter.event("retagged", worker=spec.host.name, image=spec.retag_id[:19], tag=spec.build.tag)
+        return
+    reporter.event("build", worker=spec.host.name, tag=spec.build.tag, ships_bytes=spec.context_bytes)
+    build_image(spec.build, _on_worker(ports, spec.host), reporter)
+
+
+def launch_worker(spec: WorkerLaunch, ports: Ports, reporter: Reporter) -> None:
+    docker, name = worker_docker(ports, spec.host), spec.container.name
+    if spec.replace:
+        docker.remove_container(name)
+        reporter.event("removed", worker=spec.host.name, container=name)
+    inputs = json.loads(dict(spec.container.labels).get(WORKER_INPUTS) or "{}")
+    pin_tag(docker, spec.container.image, inputs.get("image.fingerprint"), reporter)
+    container_id = docker.run_container(spec.container)
+    reporter.event("launched", worker=spec.host.name, container=name, id=container_id[:12])
+
+
+def wait_for_worker(spec: WorkerWait, ports: Ports, reporter: Reporter) -> None:
+    docker = worker_docker(ports, spec.host)
+    deadline = ports.clock.monotonic() + spec.timeout_s
+    next_look = ports.clock.monotonic()
+    while not ports.host.tcp_connect(spec.address, spec.port):
+        now = ports.clock.monotonic()
+        if now >= next_look or now > deadline:
+            # The worker's state over its Docker, every few seconds only: over ssh each look is a login.
+            inspect = docker.inspect_container(spec.container) or {}
+            state = (inspect.get("State") or {}).get("Status")
+            looping = state == "restarting" or inspect.get("RestartCount", 0) >= _RESTARTS
+            if state not in ("running", "created", "restarting") or looping or now > deadline:
+                # Its log says why (a bind refused, no devices, no binary): the main server must not start without it.
+                raise LoadFailed(f"rpc-server {spec.container} on {spec.host.name} does not accept connections at "
+                                 f"{spec.address}:{spec.port} (container {state}, "
+                                 f"{inspect.get('RestartCount', 0)} restart(s))",
+                                 docker.container_logs(spec.container, _LOG_TAIL))
+            next_look = now + _LOOK_EVERY_S
+        ports.clock.sleep(0.5)
+    reporter.event("listening", worker=spec.host.name, endpoint=f"{spec.address}:{spec.port}")
+
+
+def remove_worker(spec: WorkerRemove, ports: Ports, reporter: Reporter) -> None:
+    worker_docker(ports, spec.host).remove_container(spec.name)
+    reporter.event("removed", worker=spec.host.name, container=spec.name)

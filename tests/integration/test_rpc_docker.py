@@ -1,0 +1,160 @@
+"""RPC workers with real parts (issue 18): a real sshd on a loopback port (its own keys), so the worker's
+Docker is reached through the docker SDK's ssh:// transport; an rpc-server container from the demo's
+CPU image bound to 127.0.0.2 (another loopback address than the main server's 127.0.0.1); the demo
+model split between the main server (the first two layers' experts: serve.n_cpu_moe 2) and the worker (the
+rest, on device RPC0).
+
+Checked: temperature-0 completions equal the single-host server's; the server's load log shows the RPC
+device holding weights (and verify's rpc check says so); the worker's port is bound at 127.0.0.2 only;
+a restarted worker and a removed one are drift that apply heals; destroy removes the worker; a public
+bind address is refused before anything starts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support.realparts import demo_hub, demo_profile, docker, kimik3, write_profile
+from support.sshd import Sshd, running_sshd
+
+from kimik3_demo.hub import FixtureHub
+
+pytestmark = pytest.mark.docker
+
+SSH_PORT = 19310
+WORKER_BIND, WORKER_PORT = "127.0.0.2", 19311
+MAIN, MAIN_PORT = "k3rpc-main", 19312
+SOLO, SOLO_PORT = "k3rpc-solo", 19313
+WORKER = f"{MAIN}-rpc-w1"
+PROMPTS = ["The capital of France is", "def fibonacci(n):", "Once upon a time"]
+
+
+def completion(port: int, prompt: str) -> str:
+    body = json.dumps({"prompt": prompt, "n_predict": 24, "temperature": 0, "seed": 7, "cache_prompt": False}).encode()
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/completion", body, {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=120) as answer:
+        return json.loads(answer.read())["content"]
+
+
+def plan(work: Path, name: str = "rpc.yaml") -> dict:
+    return json.loads(kimik3(work, "plan", "--json", name, check=False).stdout)
+
+
+def steps(planned: dict) -> dict[str, dict]:
+    return {s["kind"]: s for s in planned["steps"]}
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
+    with running_sshd(tmp_path_factory.mktemp("k3rpc-sshd"), SSH_PORT) as server:
+        old = os.environ["PATH"]
+        os.environ["PATH"] = server.env()["PATH"]  # kimik3 (a subprocess) finds the test's `ssh` first
+        try:
+            yield server
+        finally:
+            os.environ["PATH"] = old
+
+
+@pytest.fixture(scope="module")
+def hub() -> Iterator[FixtureHub]:
+    with demo_hub() as running:
+        yield running
+
+
+def rpc_profile(work: Path, hub: FixtureHub, sshd: Sshd, bind: str = WORKER_BIND) -> dict:
+    profile = demo_profile(work, MAIN, MAIN_PORT, hub.url)
+    profile["serve"]["n_cpu_moe"] = 2  # layers 0-1's experts stay in the main server's RAM, the rest go to RPC0
+    profile["rpc"] = {"workers": [{"name": "w1", "docker": sshd.docker_url, "bind": bind, "port": WORKER_PORT}]}
+    return profile
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory: pytest.TempPathFactory, hub: FixtureHub, sshd: Sshd) -> Iterator[Path]:
+    work = tmp_path_factory.mktemp("k3rpc")
+    solo = demo_profile(work, SOLO, SOLO_PORT, hub.url)
+    solo["serve"]["n_cpu_moe"] = 2  # the same split flags, with every device local: the reference answers
+    write_profile(work, solo, "solo.yaml")
+    write_profile(work, rpc_profile(work, hub, sshd), "rpc.yaml")
+    yield work
+    for name in (MAIN, WORKER, SOLO):
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True)
+    subprocess.run(["docker", "volume", "rm", "-f", f"kimik3-rpc-cache-{MAIN}-w1"], capture_output=True)
+
+
+def test_a_public_bind_address_is_refused_before_anything_starts(tmp_path: Path, hub: FixtureHub, sshd: Sshd) -> None:
+    profile = rpc_profile(tmp_path, hub, sshd, bind="8.8.8.8")
+    profile["name"] = "k3rpc-public"
+    write_profile(tmp_path, profile)
+    result = kimik3(tmp_path, "apply", "profile.yaml", check=False)
+    assert result.returncode != 0
+    out = result.stdout + result.stderr
+    assert "rpc.workers[0].bind" in out and "8.8.8.8 is a public address" in out
+    assert "Never run the RPC server on an open network" in out
+    assert docker("ps", "-aq", "--filter", "name=k3rpc-public") == ""
+
+
+@pytest.fixture(scope="module")
+def converged(work: Path) -> Path:
+    kimik3(work, "apply", "solo.yaml")
+    kimik3(work, "apply", "rpc.yaml")
+    return work
+
+
+def test_the_split_model_answers_like_the_single_host_server(converged: Path) -> None:
+    assert docker("inspect", "-f", "{{.State.Status}}", WORKER) == "running"
+    argv = json.loads(docker("inspect", "-f", "{{json .Args}}", MAIN))
+    assert argv[argv.index("--rpc") + 1] == f"{WORKER_BIND}:{WORKER_PORT}"
+    for prompt in PROMPTS:
+        assert completion(MAIN_PORT, prompt) == completion(SOLO_PORT, prompt), prompt
+
+
+def test_the_rpc_device_holds_layers_and_the_port_is_bound_only_where_the_profile_says(converged: Path) -> None:
+    log = subprocess.run(["docker", "logs", MAIN], capture_output=True, text=True)
+    text = log.stdout + log.stderr
+    rpc = [ln for ln in text.splitlines() if f"RPC0[{WORKER_BIND}:{WORKER_PORT}] model buffer size" in ln]
+    local = [ln for ln in text.splitlines() if "CPU_Mapped model buffer size" in ln or "CPU model buffer size" in ln]
+    print("\n".join(rpc + local))  # shown with -s: what each device holds
+    assert rpc and float(rpc[-1].split("=")[1].split()[0]) > 0
+    assert local  # the main server keeps a share (layers 0-1's experts, the embeddings)
+    report = json.loads(kimik3(converged, "verify", "--json", "rpc.yaml", check=False).stdout)
+    check = next(c for c in report["checks"] if c["name"] == "rpc")
+    assert check["status"] == "ok", check
+    assert f"w1 ({WORKER_BIND}:{WORKER_PORT}) holds" in check["detail"]
+    worker_log = subprocess.run(["docker", "logs", WORKER], capture_output=True, text=True).stdout
+    assert f"endpoint       : {WORKER_BIND}:{WORKER_PORT}" in worker_log and "CPU:" in worker_log
+
+
+def test_a_converged_two_host_profile_plans_nothing(converged: Path) -> None:
+    planned = plan(converged)
+    assert [s["action"] for s in planned["steps"] if s["action"] != "noop"] == [], planned["steps"]
+
+
+def test_a_restarted_worker_is_drift_and_apply_heals_it(converged: Path) -> None:
+    docker("restart", WORKER)
+    container = steps(plan(converged))["container"]
+    assert container["action"] == "replace" and "worker restarted after it started (w1)" in container["reason"]
+    kimik3(converged, "apply", "rpc.yaml")
+    assert all(s["action"] == "noop" for s in plan(converged)["steps"])
+    assert completion(MAIN_PORT, PROMPTS[0]) == completion(SOLO_PORT, PROMPTS[0])
+
+
+def test_a_removed_worker_is_drift_and_apply_heals_it(converged: Path) -> None:
+    docker("rm", "-f", WORKER)
+    planned = steps(plan(converged))
+    assert planned["worker"]["action"] == "create" and "no rpc-server on w1" in planned["worker"]["reason"]
+    assert planned["container"]["action"] == "replace"
+    kimik3(converged, "apply", "rpc.yaml")
+    assert docker("inspect", "-f", "{{.State.Status}}", WORKER) == "running"
+    assert completion(MAIN_PORT, PROMPTS[1]) == completion(SOLO_PORT, PROMPTS[1])
+
+
+def test_destroy_removes_the_worker_too(converged: Path) -> None:
+    kimik3(converged, "destroy", "rpc.yaml")
+    assert docker("ps", "-aq", "--filter", f"name=^{WORKER}$") == ""
+    assert docker("ps", "-aq", "--filter", f"name=^{MAIN}$") == ""
