@@ -1,9 +1,9 @@
 """Benchmark: the cost of the latency proxy (metrics.proxy), on the demo's real llama-server, in one run.
 
-    .venv/bin/python bench/proxy.py [--rounds 3] [--requests 6] [--tokens 64]
+    .venv/bin/python bench/proxy.py [--rounds 3] [--requests 6] [--tokens 64] [--name k3mx-bench] [--port 19220]
 
-Deploys the demo profile (as `k3mx-bench`, ports 19220-19222, its own state dir under .kimik3-demo/)
-with `metrics: {proxy: true}`: llama-server on 127.0.0.1:19221, the proxy on 19220. Then, alternating
+Deploys the demo profile (as `--name`, ports `--port`..+2, its own state dir under .kimik3-demo/)
+with `metrics: {proxy: true}`: the proxy on `--port` (19220), llama-server on 127.0.0.1:`--port`+1. Then, alternating
 direct and proxied runs in each round (drift on a shared machine hits both alike):
   - aggregate tok/s at concurrency 8: 8 clients streaming `--requests` completions each, `--tokens` tokens
     with ignore_eos; tokens = streamed events;
@@ -37,7 +37,6 @@ from kimik3_demo.hub import FixtureHub  # noqa: E402
 from kimik3_demo.prepare import demo_repos, ensure_source_archive, prepare_hub_root  # noqa: E402
 
 DEMO = ROOT / ".kimik3-demo"
-NAME, PROXY_PORT, SERVER_PORT, METRICS_PORT = "k3mx-bench", 19220, 19221, 19222
 KIMIK3 = [sys.executable, "-m", "kimik3_reconciler"]
 
 
@@ -92,6 +91,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--requests", type=int, default=6, help="completions per client at c8")
     parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--name", default="k3mx-bench", help="profile name (container k3mx-bench-…)")
+    parser.add_argument("--port", type=int, default=19220, help="the proxy's port; llama-server +1, exporter +2")
     args = parser.parse_args()
     prepare_hub_root(DEMO / "hub")
     archive = DEMO / "llama.cpp-b11434.tar.gz"
@@ -99,14 +100,14 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="kimik3-bench-proxy-", dir=DEMO))
     with FixtureHub(demo_repos(DEMO / "hub")) as hub:
         profile = yaml.safe_load((ROOT / "profiles" / "demo-cpu.yaml").read_text())
-        profile["name"] = NAME
+        profile["name"] = args.name
         profile["model"].update(endpoint=hub.url, cache_dir=str(work / "hf-cache"))
         profile["build"]["archive"] = str(archive)
-        profile["serve"]["port"] = PROXY_PORT
-        profile["metrics"] = {"port": METRICS_PORT, "proxy": True, "server_port": SERVER_PORT}
+        profile["serve"]["port"] = args.port
+        profile["metrics"] = {"port": args.port + 2, "proxy": True, "server_port": args.port + 1}
         (work / "profile.yaml").write_text(yaml.safe_dump(profile, sort_keys=False))
         kimik3(work, "apply", "profile.yaml", "--no-verify-server")
-        exporter = json.loads((work / "state" / "metrics" / NAME / "process.json").read_text())
+        exporter = json.loads((work / "state" / "metrics" / args.name / "process.json").read_text())
         try:
             run(args, exporter["pid"])
         finally:
@@ -121,7 +122,7 @@ def cpu_seconds(pid: int) -> float:
 
 
 def run(args: argparse.Namespace, exporter_pid: int) -> None:
-    direct, proxied = f"http://127.0.0.1:{SERVER_PORT}", f"http://127.0.0.1:{PROXY_PORT}"
+    direct, proxied = f"http://127.0.0.1:{args.port + 1}", f"http://127.0.0.1:{args.port}"
     rows = []
     tokens_through, cpu_spent = 0.0, 0.0
     for round_no in range(1, args.rounds + 1):

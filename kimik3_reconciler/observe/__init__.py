@@ -82,7 +82,7 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
         load_rate=_load_rate(ports),
         last_good=(ports.state.read(last_good_key(profile.name)) or {}).get("date"),
         unverified=(ports.state.read(unverified_key(profile.name)) or {}).get("fingerprint"),
-        systemd=collect_systemd(profile, ports.units),
+        systemd=collect_systemd(profile, ports.units, ports.processes),
         exporter=exporter,
     )
 

@@ -14,6 +14,7 @@ import re
 from kimik3_reconciler.errors import FieldRefusal
 from kimik3_reconciler.model.facts import HostFacts, ModelFact, Observed
 from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.model.unit_files import runs_exporter_unit
 from kimik3_reconciler.planning.build_flags import HOST_FLAGS, cpu_features
 from kimik3_reconciler.planning.conflict_step import why_conflicting
 from kimik3_reconciler.planning.host_compat import (
@@ -39,8 +40,11 @@ def _stoppable_pids(profile: Profile, observed: Observed) -> frozenset[int]:
     """Our container's and those the conflict step stops first: their VRAM is about to be free. Our exporter's
     too: its latency proxy holds serve.port (metrics.proxy), and the plan replaces or stops it."""
     pids = {observed.container.pid} if observed.container and observed.container.pid else set()
-    if observed.exporter is not None and observed.exporter.alive:
+    if observed.exporter is not None and observed.exporter.alive and observed.exporter.pid:
         pids.add(observed.exporter.pid)
+    # Under `systemd:` the exporter is a unit (planning/exporter_unit.py): its MainPID holds the same ports.
+    pids |= {u.main_pid for u in (observed.systemd.units if observed.systemd else ())
+             if u.main_pid and u.profile == profile.name and u.unit_file and runs_exporter_unit(u.unit_file.body)}
     pids |= {o.pid for o in observed.others
              if o.pid and o.up and why_conflicting(profile, o, profile.serve.port)}
     return frozenset(pids)
