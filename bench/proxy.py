@@ -92,6 +92,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=6, help="completions per client at c8")
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--name", default="k3mx-bench", help="profile name (container k3mx-bench-…)")
+    parser.add_argument("--keep", action="store_true", help="deploy, print the URLs and leave it running")
     parser.add_argument("--port", type=int, default=19220, help="the proxy's port; llama-server +1, exporter +2")
     args = parser.parse_args()
     prepare_hub_root(DEMO / "hub")
@@ -108,6 +109,10 @@ def main() -> None:
         (work / "profile.yaml").write_text(yaml.safe_dump(profile, sort_keys=False))
         kimik3(work, "apply", "profile.yaml", "--no-verify-server")
         exporter = json.loads((work / "state" / "metrics" / args.name / "process.json").read_text())
+        if args.keep:  # for profiling by hand; `kimik3 destroy` with KIMIK3_STATE_DIR=<work>/state removes it
+            print(json.dumps({"work": str(work), "direct": f"http://127.0.0.1:{args.port + 1}",
+                              "proxy": f"http://127.0.0.1:{args.port}", "exporter_pid": exporter["pid"]}))
+            return
         try:
             run(args, exporter["pid"])
         finally:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from kimik3_reconciler.model.facts import ModelFact, Observed
 from kimik3_reconciler.model.records import LOAD_RATE_KEY, gate_key, last_good_key, unverified_key
-from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.model.profile import Profile, listened_ports
 from kimik3_reconciler.observe.docker_objects import (
     collect_base_images,
     collect_container,
@@ -38,7 +38,7 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
     # Inspected once: the container fact also tells the host collector which GPU process is ours.
     container = collect_container(ports.docker, ports.http, profile.name)
     ours = frozenset({container.pid}) if container is not None and container.pid else frozenset()
-    host = collect_host(ports.host, ports.docker, ours, profile.serve.port)
+    host = collect_host(ports.host, ports.docker, ours, listened_ports(profile))
     others = collect_others(ports.docker, profile.name)
     inputs = collect_inputs(profile, base_dir, dockerfile, ports.state)
     # Before the gate: our exporter's proxy may hold serve.port (metrics.proxy), which the gate must not refuse.

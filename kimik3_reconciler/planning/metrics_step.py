@@ -10,7 +10,7 @@ from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.metrics import ExporterConfig
 from kimik3_reconciler.model.plan import Action, Step, flat_diff
 from kimik3_reconciler.model.profile import Profile
-from kimik3_reconciler.model.specs import ExporterRun, ExporterStop
+from kimik3_reconciler.model.specs import ExporterRun, ExporterStop, StopUnit
 from kimik3_reconciler.planning.container_step import container_changes, plan_container
 from kimik3_reconciler.planning.desired import Desired, changes
 from kimik3_reconciler.planning.exporter_unit import plan_exporter_unit
@@ -75,8 +75,11 @@ def plan_release_port(desired: Desired, observed: Observed, planned: tuple[Step,
         return ()
     if not container_changes(plan_container(desired, observed, planned)):
         return ()
-    return (Step("metrics", desired.profile.name, Action.DELETE, f"the exporter's proxy holds port "
-                 f"{running.config['proxy_port']}, which llama-server binds now: stop it first",
+    why = f"the exporter's proxy holds port {running.config['proxy_port']}, which llama-server binds now: stop it first"
+    if running.unit is not None:
+        # A unit's process: stopping the pid alone, systemd would start it again; the metrics step restarts it.
+        return (Step("metrics", running.unit, Action.DELETE, why, spec=StopUnit(running.unit)),)
+    return (Step("metrics", desired.profile.name, Action.DELETE, why,
                  spec=ExporterStop(desired.profile.name, running.pid)),)
 
 
