@@ -161,6 +161,20 @@ def _port_binders(profile: Profile) -> dict[int, tuple[str, str]]:
     return binders
 
 
+def _exporter_sockets(observed: Observed) -> frozenset[tuple[str, int]]:
+    """(address, port) our exporter answers on: its /healthz gave this profile's exporter fingerprint there, so
+    whoever listens at that address and port is it (its pid may be unknown: a unit's MainPID in another pid
+    namespace, or not readable)."""
+    running = observed.exporter
+    if running is None or running.serving is None or not running.config:
+        return frozenset()
+    config = running.config
+    sockets = {(str(config.get("bind")), int(config.get("port") or 0))}
+    if config.get("proxy_port"):
+        sockets.add((str(config.get("proxy_bind")), int(config["proxy_port"])))
+    return frozenset(sockets)
+
+
 def _port_refusals(profile: Profile, observed: Observed) -> list[str]:
     """A foreign process on serve.port makes llama-server exit "couldn't bind" after the launch; on metrics.port or
     llama-server's inner port (metrics.proxy) the exporter or the server behind the proxy fails the same way."""
@@ -168,11 +182,12 @@ def _port_refusals(profile: Profile, observed: Observed) -> list[str]:
     containers = _stoppable_containers(profile, observed)
     # An owner we cannot see (not root) may be our own container: only refuse when no kimik3 one is running.
     kimik3_running = bool(stoppable) or any(c.up for c in (observed.container, *observed.others) if c)
+    exporter = _exporter_sockets(observed)
     refusals = []
     for port, (binder, field) in _port_binders(profile).items():
         # The owner's cgroup says which container it runs in: a child or wrapper of llama-server is ours too.
-        foreign = [p for p in observed.host.listeners
-                   if p.port == port and p.pid not in stoppable and p.container_id not in containers]
+        foreign = [p for p in observed.host.listeners if p.port == port and p.pid not in stoppable
+                   and p.container_id not in containers and (p.address, p.port) not in exporter]
         named = [p for p in foreign if p.pid is not None or not kimik3_running]
         if not named:
             continue
