@@ -257,8 +257,7 @@ def test_the_exporter_is_a_unit_next_to_the_server(box: Path, hub: FixtureHub) -
             assert "kimik3_deployment_converged" in response.read().decode()
         plan = plan_json(work, box, "metrics.yaml")
         assert plan["converged"], [s for s in plan["steps"] if s["action"] != "noop"]
-        pid = in_box("systemctl", "show", "-p", "MainPID", "--value", unit)
-        in_box("kill", "-9", pid)  # a crash: systemd starts it again (RestartSec=5), no apply needed
+        in_box("systemctl", "kill", "--signal=SIGKILL", unit)  # a crash: systemd restarts it (RestartSec=5)
         wait_for("the exporter unit to restart", lambda: in_box("systemctl", "show", "-p", "NRestarts", "--value",
                                                                 unit) == "1" and in_box("systemctl", "is-active", unit,
                                                                                         check=False) == "active")
