@@ -129,6 +129,12 @@ class HostPort(Protocol):
     def socket_owners(self, inodes: set[int], likely: frozenset[int] = frozenset()) -> dict[int, tuple[int, str]]:
         ...  # inode -> (pid, program); `likely` pids are looked at first
     def process_cgroup(self, pid: int) -> str: ...  # /proc/<pid>/cgroup as read ("" when gone or unreadable)
+    def process_file(self, pid: int, name: str) -> str: ...  # /proc/<pid>/<name> (io) as read; "" if unreadable
+    def preread(self, paths: list[str], workers: int, on_bytes: Callable[[int], None]) -> None:
+        """Read every byte of `paths` into the page cache, `workers` chunks in parallel; `on_bytes(n)` per chunk
+        (called from the reading threads)."""
+        ...
+    def resident_bytes(self, paths: list[str]) -> int: ...  # bytes of these files the page cache holds (mincore)
 
 
 class StatePort(Protocol):

@@ -29,24 +29,35 @@ class CliReporter:
     def log(self) -> Any:
         return logs.logger()
 
-    def progress(self, task: str, done: int, total: int) -> None:
+    def progress(self, task: str, done: int, total: int, **fields: object) -> None:
+        """`fields` (rate_bps, eta_s, phase, ...) go into the JSON event; on a TTY `phase` follows the task name
+        (rich computes the rate and ETA of the bar itself)."""
         if not self.interactive:
             # JSON progress events, one per 10 % step of each task (a 50 GB shard is not 6,000 lines).
             step = int(10 * done / total) if total else 0
             if self._last_step.get(task) != step:
                 self._last_step[task] = step
-                self.log.info("progress", task=task, done=done, total=total)
+                self.log.info("progress", task=task, done=done, total=total, **fields)
             return
         if self._progress is None:
-            from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+            from rich.progress import (
+                BarColumn,
+                DownloadColumn,
+                Progress,
+                TextColumn,
+                TimeRemainingColumn,
+                TransferSpeedColumn,
+            )
 
             self._progress = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
-                                      TimeRemainingColumn(), console=self.console, transient=True)
+                                      TransferSpeedColumn(), TimeRemainingColumn(), console=self.console,
+                                      transient=True)
             self._progress.start()
         key = task.split(" (")[0]
+        description = f"{task}: {fields['phase']}" if fields.get("phase") else task
         if key not in self._tasks:
-            self._tasks[key] = self._progress.add_task(task, total=total or None)
-        self._progress.update(self._tasks[key], completed=done, total=total or None, description=task)
+            self._tasks[key] = self._progress.add_task(description, total=total or None)
+        self._progress.update(self._tasks[key], completed=done, total=total or None, description=description)
         self._progress.refresh()
 
     def line(self, source: str, text: str) -> None:

@@ -7,6 +7,7 @@ import itertools
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -25,6 +26,17 @@ def _read(path: str) -> str:
 
 
 class LinuxHost:
+    def process_file(self, pid: int, name: str) -> str:
+        return _read(f"/proc/{int(pid)}/{name}")
+
+    def preread(self, paths: list[str], workers: int, on_bytes: Callable[[int], None]) -> None:
+        from kimik3_reconciler.adapters import page_cache
+
+        page_cache.preread(paths, workers, on_bytes)
+
+    def resident_bytes(self, paths: list[str]) -> int:
+        return sum((self.page_cache_bytes(p) or (0, 0))[0] for p in paths)
+
     def lscpu_parseable(self) -> str:
         return _run(["lscpu", "-p=CORE,SOCKET"]) if shutil.which("lscpu") else ""
 

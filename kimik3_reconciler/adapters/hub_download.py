@@ -9,7 +9,8 @@ and `try_to_load_from_cache` see the result:
   by the next process (after `kill -9` too): nothing already on disk is fetched again;
 - every byte is hashed as it lands (a resumed partial is re-read once); a blob is renamed into
   place only when its sha256 equals the hub's LFS oid, so no corrupt shard is ever served;
-- files download in parallel (bounded); timeouts, dropped connections and 5xx are retried with
+- files download in parallel (bounded), and a large file over parallel HTTP ranges into the same partial
+  (adapters/hub_ranges.py: 8 connections shared by the files in flight, resumable per range); timeouts, dropped connections and 5xx are retried with
   backoff, each retry resuming where the last stopped; a refused connection or an unknown host
   name is tried once more only (the hub is down: fail fast). Giving up is a HubError naming the
   hub and the partial kept for the next apply (path, bytes);
@@ -32,6 +33,7 @@ from urllib.parse import quote, urlsplit
 import httpx
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, wait_exponential
 
+from kimik3_reconciler.adapters.hub_ranges import RangesIgnored, fetch_ranges
 from kimik3_reconciler.adapters.translate import translated
 from kimik3_reconciler.errors import DownloadFailed, HubError, Kimik3Error, TransientError
 from kimik3_reconciler.model.facts import RemoteFile
@@ -39,6 +41,9 @@ from kimik3_reconciler.model.hub_endpoint import token_may_go_to
 
 CHUNK = 8 << 20
 Progress = Callable[[str, int, int], None]
+CONNECTIONS = 8  # per download: one file gets them all as ranges, four files two each (bench/download.py)
+MIN_RANGE = 64 << 20  # a file is cut into ranges of at least this much
+HASH_AT_END = False  # ranged files: hash in file order as the ranges fill (False) or re-read once at the end
 
 
 @dataclass(frozen=True)
@@ -149,9 +154,50 @@ def _append(client: httpx.Client, target: Target, digest: hashlib._Hash, progres
                 os.fsync(out.fileno())
 
 
-def fetch(client: httpx.Client, target: Target, progress: Progress) -> int:
-    """Make `target` present and verified: adopt a good blob, resume a partial, or fetch it. Returns the
-    bytes that came from the hub (0 for an adopted blob; the rest of the file for a resumed partial)."""
+def _ranges_record(target: Target) -> Path:
+    return target.partial.with_name(target.partial.name + ".ranges")
+
+
+def _kept_for_next_apply(target: Target, exc: Exception) -> HubError:
+    kept = target.partial.stat().st_size if target.partial.exists() else 0
+    return HubError(f"{target.file.path}: download from the hub {_hub(target)} failed: {exc}; the partial is kept "
+                    f"for the next apply to resume: {target.partial} ({kept} of {target.file.size} bytes)")
+
+
+def _verified(target: Target, got: str, want: str | None, fetched: int) -> int:
+    if target.partial.stat().st_size != target.file.size or got != want:
+        target.partial.unlink()
+        _ranges_record(target).unlink(missing_ok=True)
+        kind = "sha256" if target.file.sha256 else "git blob sha1"
+        raise DownloadFailed(f"{target.file.path}: {kind} {got} != hub's {want}; removed, run apply again")
+    os.replace(target.partial, target.blob)
+    _link(target)
+    return fetched
+
+
+def _fetch_ranged(client: httpx.Client, target: Target, progress: Progress, parts: int) -> int:
+    """The file over `parts` parallel ranges (adapters/hub_ranges.py), each retried like a plain fetch."""
+    digest = _new_digest(target.file)
+
+    def one_range(fetch_one: Callable[[], None]) -> None:
+        try:
+            for attempt in Retrying(retry=retry_if_exception_type(TransientError), stop=_give_up,
+                                    wait=wait_exponential(multiplier=0.5, max=30), reraise=True):
+                with attempt, translated(lambda exc: _download_error(exc, target)):
+                    fetch_one()
+        except TransientError as exc:
+            raise _kept_for_next_apply(target, exc) from exc
+
+    fetched = fetch_ranges(client, target.url, target.partial, target.file.size, parts, digest,
+                           lambda response: _raise_for(response, target),
+                           lambda done: progress(target.file.path, done, target.file.size), one_range, HASH_AT_END)
+    return _verified(target, digest.hexdigest(), target.file.sha256 or target.file.git_oid, fetched)
+
+
+def fetch(client: httpx.Client, target: Target, progress: Progress, parts: int = 1) -> int:
+    """Make `target` present and verified: adopt a good blob, resume a partial, or fetch it (over `parts`
+    ranges when it is large enough). Returns the bytes that came from the hub (0 for an adopted blob; the
+    rest of the file for a resumed partial)."""
     want = target.file.sha256 or target.file.git_oid
     if target.blob.exists():
         if _digest_of(target.blob, target.file).hexdigest() == want:
@@ -159,6 +205,14 @@ def fetch(client: httpx.Client, target: Target, progress: Progress) -> int:
             return 0
         target.blob.unlink()  # a corrupt or truncated blob is never served
     target.blob.parent.mkdir(parents=True, exist_ok=True)
+    parts = min(parts, target.file.size // MIN_RANGE)
+    if parts > 1 or _ranges_record(target).exists():  # a ranged partial is only ever resumed by ranges
+        try:
+            return _fetch_ranged(client, target, progress, max(parts, 2))
+        except RangesIgnored:
+            # The hub sends whole bodies only: one connection, from scratch (the sized partial is no prefix).
+            target.partial.unlink(missing_ok=True)
+            _ranges_record(target).unlink(missing_ok=True)
     kept = target.partial.stat().st_size if target.partial.exists() else 0
     digest = _digest_of(target.partial, target.file) if target.partial.exists() else _new_digest(target.file)
     try:
@@ -167,17 +221,8 @@ def fetch(client: httpx.Client, target: Target, progress: Progress) -> int:
             with attempt:
                 _append(client, target, digest, progress)
     except TransientError as exc:
-        kept = target.partial.stat().st_size if target.partial.exists() else 0
-        raise HubError(f"{target.file.path}: download from the hub {_hub(target)} failed: {exc}; the partial is kept "
-                       f"for the next apply to resume: {target.partial} ({kept} of {target.file.size} bytes)") from exc
-    got = digest.hexdigest()
-    if target.partial.stat().st_size != target.file.size or got != want:
-        target.partial.unlink()
-        kind = "sha256" if target.file.sha256 else "git blob sha1"
-        raise DownloadFailed(f"{target.file.path}: {kind} {got} != hub's {want}; removed, run apply again")
-    os.replace(target.partial, target.blob)
-    _link(target)
-    return target.file.size - kept
+        raise _kept_for_next_apply(target, exc) from exc
+    return _verified(target, digest.hexdigest(), want, target.file.size - kept)
 
 
 def _give_up(state: RetryCallState) -> bool:
@@ -217,8 +262,10 @@ def fetch_all(jobs: list[Target], token: str | None, progress: Progress, workers
     for job in jobs:
         by_blob.setdefault(job.blob, []).append(job)
     with httpx.Client(headers=headers, follow_redirects=True, timeout=httpx.Timeout(60.0, connect=15.0)) as client:
-        with ThreadPoolExecutor(max_workers=max(1, min(workers, len(by_blob)))) as pool:
-            futures = [pool.submit(_fetch_locked, client, same[0], progress) for same in by_blob.values()]
+        in_flight = max(1, min(workers, len(by_blob)))
+        parts = max(1, CONNECTIONS // in_flight)  # one big file takes every connection as ranges
+        with ThreadPoolExecutor(max_workers=in_flight) as pool:
+            futures = [pool.submit(_fetch_locked, client, same[0], progress, parts) for same in by_blob.values()]
             fetched = sum(future.result() for future in futures)
     for same in by_blob.values():
         for job in same[1:]:
@@ -226,9 +273,9 @@ def fetch_all(jobs: list[Target], token: str | None, progress: Progress, workers
     return fetched
 
 
-def _fetch_locked(client: httpx.Client, target: Target, progress: Progress) -> int:
+def _fetch_locked(client: httpx.Client, target: Target, progress: Progress, parts: int = 1) -> int:
     """One process at a time per blob (two applies sharing a cache must not append to one partial)."""
     target.blob.parent.mkdir(parents=True, exist_ok=True)
     with open(target.blob.with_name(target.blob.name + ".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        return fetch(client, target, progress)
+        return fetch(client, target, progress, parts)

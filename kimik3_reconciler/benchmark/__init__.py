@@ -20,7 +20,7 @@ from kimik3_reconciler.ports import LoadPort
 from kimik3_reconciler.verify import serving_endpoint
 from kimik3_reconciler.verify.checks import Server
 
-__all__ = ["converged_deployment", "exact_prompts", "parse_metrics", "run_sweep"]
+__all__ = ["converged_deployment", "exact_prompts", "parse_metrics", "run_sweep", "sweep_levels"]
 
 # Text the prompts are cut from: the server's tokenizer turns it into ids; it is repeated to any length.
 _PROSE = ("The reconciler observes the host, plans the changes the profile asks for, applies them in order and "
@@ -80,7 +80,18 @@ def run_sweep(engine: Engine, loaded: LoadedProfile, settings: BenchSettings, ob
     load = engine.ports.load
     if load is None:
         raise PermanentError("bench needs a load port: none is wired into these ports")
-    server = serving_endpoint(loaded, observed)
+    levels = sweep_levels(load, serving_endpoint(loaded, observed), settings, on_level)
+    container = observed.container
+    assert container is not None and container.fingerprint is not None  # converged_deployment checked
+    knobs = {k: container.inputs.get(k) for k in KNOB_INPUTS if k in container.inputs}
+    return BenchRun(loaded.profile.name, container.fingerprint,
+                    engine.ports.clock.now().isoformat(timespec="seconds"), settings, tuple(levels), knobs)
+
+
+def sweep_levels(load: LoadPort, server: Server, settings: BenchSettings,
+                 on_level: Callable[[LevelResult], None] = lambda _level: None) -> tuple[LevelResult, ...]:
+    """The sweep itself, against any server that answers llama-server's API (a container, or a native
+    process as tools/gpu_proof runs one): each level `repetitions` times, samples pooled, /metrics diffed."""
     levels = []
     for concurrency in settings.grid:
         samples: list[RequestSample] = []
@@ -98,8 +109,4 @@ def run_sweep(engine: Engine, loaded: LoadedProfile, settings: BenchSettings, ob
         level = summarise(concurrency, samples, wall, None if predicted != predicted else predicted)
         on_level(level)
         levels.append(level)
-    container = observed.container
-    assert container is not None and container.fingerprint is not None  # converged_deployment checked
-    knobs = {k: container.inputs.get(k) for k in KNOB_INPUTS if k in container.inputs}
-    return BenchRun(loaded.profile.name, container.fingerprint,
-                    engine.ports.clock.now().isoformat(timespec="seconds"), settings, tuple(levels), knobs)
+    return tuple(levels)

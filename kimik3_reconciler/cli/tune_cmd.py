@@ -20,7 +20,7 @@ from kimik3_reconciler.model.tuning import FIT
 def _baseline_knobs(space: dict, observed) -> dict:  # noqa: ANN001 - Observed
     """The running (as written) value of each searched knob: the trial that needs no load."""
     running = observed.container.inputs if observed.container else {}
-    fixed = {"threads": observed.host.physical_cores, "load_mode": "none"}
+    fixed = {"threads": observed.host.physical_cores, "load_mode": running.get("serve.load_mode") or "none"}
     knobs = {k: fixed[k] if k in fixed else running.get(f"serve.{k}") for k in space}
     if "n_cpu_moe" in knobs and knobs["n_cpu_moe"] is None:
         knobs["n_cpu_moe"] = FIT  # the running profile leaves the split to --fit

@@ -227,6 +227,7 @@ class ContainerFact(_Fact):
     health: Literal["ok", "loading", "unreachable"] | None = None
     profile: str | None = None  # the kimik3 profile that made it (label)
     pid: int | None = None  # host pid of its main process (llama-server), as NVML reports it
+    rss_bytes: int | None = None  # that process's resident memory (/proc/<pid>/status VmRSS); None: not read
     running: RunningConfig | None = None  # None: not read (planner tests that only care about labels)
 
     # The one place the container states are read (planners ask these, never `state in (...)`).
@@ -352,6 +353,7 @@ class Observed(_Fact):
     unverified: str | None = None  # fingerprint of a container launched but not verified yet (state record)
     last_good: str | None = None  # when this profile name last converged and passed verify (revert target)
     load_rate: float | None = None  # bytes/s of the last measured model load on this host (state record)
+    warm_load_rate: float | None = None  # bytes/s of the last load here after a pre-read (state record)
     others: tuple[ContainerFact, ...] = ()  # other profiles' kimik3 containers on this host
     systemd: SystemdFacts | None = None  # None: not looked at (no systemd section, no kimik3 unit)
     gpu_plumbing: GpuPlumbing | None = None  # None: not looked at (gpus: none, or a pure test)

@@ -245,6 +245,8 @@ class ServeSpec(BaseModel):
     env: dict[EnvName, str] = {}
     extra_args: list[str] = []
     spec_draft: Optional[SpecDraft] = None
+    load_mode: NonEmpty = Field("none", description="none (read into allocated memory, the default) or dio "
+                                                    "(direct I/O, around the page cache); mmap/auto are refused")
 
     @property
     def manual_split(self) -> bool:

@@ -36,7 +36,7 @@ _OWNED_FLAGS: dict[tuple[str, ...], str | None] = {
     ("--numa",): None,
     ("-ctk", "--cache-type-k", "-ctv", "--cache-type-v"): None,
     ("-t", "--threads", "-tb", "--threads-batch"): None,
-    ("-lm", "--load-mode"): None,
+    ("-lm", "--load-mode"): "use serve.load_mode (none or dio)",
     ("-fit", "--fit", "-fitt", "--fit-target"): "use serve.fit_target (or serve.n_cpu_moe for a manual split)",
     ("-ngl", "--gpu-layers", "--n-gpu-layers", "-ncmoe", "--n-cpu-moe"): "use serve.n_cpu_moe",
     ("-b", "--batch-size"): "use serve.batch",
@@ -365,6 +365,24 @@ def _archive(p: Profile) -> Iterator[Finding]:
         yield _warning(("build", "archive"), "a downloaded archive without build.archive_sha256 is not pinned")
 
 
+LOAD_MODES = ("none", "dio")
+_MAPPED_MODES = ("auto", "mmap", "mlock", "mmap+mlock")
+
+
+def _load_mode(p: Profile) -> Iterator[Finding]:
+    mode = p.serve.load_mode
+    if mode in _MAPPED_MODES:
+        # rule: load-mode
+        # Seed 000: --load-mode none is required, not optional: a mapped model measured as a 20+-minute
+        # single-request stall (pages faulted in by the first request, not at load).
+        yield _error(("serve", "load_mode"), f"{mode!r} maps the model: seed 000 measured a 20+-minute "
+                     "single-request stall without --load-mode none; use 'none' (default) or 'dio'")
+    elif mode not in LOAD_MODES:
+        # rule: load-mode
+        # llama.cpp's other modes are the mapped ones above; anything else it would refuse at launch.
+        yield _error(("serve", "load_mode"), f"must be 'none' or 'dio', not {mode!r}")
+
+
 def _systemd(p: Profile) -> Iterator[Finding]:
     if p.systemd is not None and p.unit_name in p.systemd.conflicts:
         # rule: unit-conflicts-self
@@ -393,6 +411,7 @@ def _metrics(p: Profile) -> Iterator[Finding]:
 RULES: tuple[Callable[[Profile], Iterator[Finding]], ...] = (
     _vision, _quant, _endpoint, _fit_target, _ubatch, _batch, _ctx_size, _spec_draft, _spec_type_args, _variant,
     _secrets, _extra_args, _host, _archive, _systemd, _split_mode, _reap, _cache_ram, _metrics,
+    _load_mode,
 )
 
 

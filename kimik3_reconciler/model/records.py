@@ -8,7 +8,8 @@ def archive_record_key(source: str, commit: str) -> str:
     return f"archives/{source}-{commit}.json"
 
 
-LOAD_RATE_KEY = "host/load-rate.json"  # {"bytes", "seconds"} of the last model load measured here
+LOAD_RATE_KEY = "host/load-rate.json"  # {"bytes", "seconds"} of the last model load measured here (cold)
+WARM_LOAD_RATE_KEY = "host/load-rate-warm.json"  # the same, of the last load after a pre-read (page cache warm)
 
 
 def gate_key(repo: str, revision: str, quant: str) -> str:

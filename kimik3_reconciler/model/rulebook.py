@@ -84,8 +84,8 @@ RULES: tuple[Rule, ...] = (
          seed="seed 001 (K3 supports 1,048,576 tokens: the model specification; start with 131072); seed 000 title "
               "(1M context)"),
     Rule("fixed-flags", "force", "--numa distribute, --cache-type-k/v f16, --threads/--threads-batch = physical "
-         "cores, --load-mode none, --metrics; extra_args cannot override them, and `kimik3 tune` never launches "
-         "a candidate with other threads or load mode",
+         "cores, --load-mode (serve.load_mode: none or dio), --metrics; extra_args cannot override them, and "
+         "`kimik3 tune` never launches a candidate with other threads or a mapped load mode",
          "Kimi-K3/hardware requirements, not tuning: leaving --numa or --load-mode out measured as a 20+-minute "
          "single-request stall", _LAUNCH + _PROFILE + ("kimik3_reconciler.planning.tune_space",),
          ("unit/test_rendered_specs.py", "cases/profile/extra_args_owned_flag.yaml", "unit/test_tune.py"),
@@ -117,6 +117,24 @@ RULES: tuple[Rule, ...] = (
           "unit/test_base_digests.py"),
          seed="seed 000 Why build from source in Docker (you want a pinned commit, not a moving latest; build once, "
               "keep the image, rebuild only when bumping the pin)"),
+    Rule("load-mode", "refuse", "serve.load_mode is none (default) or dio; auto, mmap, mlock and mmap+mlock are "
+         "refused, in the profile and in extra_args; the server and the quant gate get the profile's mode",
+         "a mapped model is faulted in by the first request: measured as a 20+-minute single-request stall; "
+         "dio reads the same bytes with direct I/O (around the page cache)",
+         _PROFILE + _LAUNCH, ("cases/profile/load_mode_mmap.yaml", "cases/profile/load_mode_dio_ok.yaml",
+                              "cases/profile/extra_args_load_mode.yaml", "unit/test_rendered_specs.py"),
+         seed="seed 000 step 5 (numa_balancing=0 and --load-mode none, both required, not optional — skipping "
+              "either measured as a 20+-minute single-request stall)"),
+    Rule("preread-fits-ram", "refuse", "a swap of a serving container pre-reads the model into the page cache "
+         "first only when the model's bytes + a reserve (10 % of RAM, at least 2 GiB) fit MemAvailable (the running "
+         "server's RSS is already outside it, and the new one takes it again); never with serve.load_mode dio",
+         "a pre-read larger than free memory evicts its first shards before the load reaches them: the load reads "
+         "the disk anyway, after a read that only cost time (and pressure on the serving process)",
+         ("kimik3_reconciler.planning.preread_step",),
+         ("cases/plan/93-preread-before-swap.yaml", "cases/plan/94-preread-ram-short.yaml",
+          "cases/plan/95-preread-not-with-dio.yaml", "integration/test_load_docker.py"),
+         seed="seed 000 step 5 (a ~15min+ cold load of the real ~861 GB model, paid again by every replacement); "
+              "issue 15 (reloads that hide the read)"),
     Rule("kv-types-equal", "force", "K and V cache types are equal (f16/f16)",
          "every MLA model refuses different K and V cache types at context creation (llama-cpp.md §1.3)",
          _LAUNCH, ("unit/test_rendered_specs.py",),

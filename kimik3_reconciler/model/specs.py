@@ -210,7 +210,18 @@ class HealthWait(Payload):
     url: str
     timeout_s: float
     model_bytes: int = 0  # recorded with the measured load time: the next plan predicts downtime from it
+    warm: bool = False  # a pre-read planned before the launch: the load reads the page cache (recorded as warm)
     unit: str | None = None  # the profile's systemd unit, stopped with a failed launch (Restart=on-failure loops)
+
+
+@dataclass(frozen=True)
+class PagecachePreread(Payload):
+    """Read the model's files into the page cache while the old server still serves, so the swap's load
+    reads memory, not disk (issue 15); then say how much of them the cache holds (mincore)."""
+
+    files: tuple[str, ...]  # host paths (the HF cache's snapshot links)
+    total_bytes: int
+    workers: int = 4  # parallel readers (bench/load.py measured 1-8: docs/operations.md)
 
 
 # --- systemd -------------------------------------------------------------------------------------
@@ -263,6 +274,7 @@ class VerifyServer(Payload):
 PAYLOADS: tuple[type[Payload], ...] = (
     ModelDownload, RemoveModelFiles, ImageBuild, RetagImage, RemoveImage, LaunchContainer, StartContainer,
     StopContainer, RemoveContainer, SmokeTest, QuantGateRun, GpuProbe, HealthWait, UnitInstall, UnitRemoval, StopUnit,
+    PagecachePreread,
     VerifyServer,
 )
 

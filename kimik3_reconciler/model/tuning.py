@@ -13,8 +13,9 @@ from typing import Any
 from kimik3_reconciler.errors import InputError
 from kimik3_reconciler.model.bench import LevelResult
 
-# The knobs tune may move, as serve.<knob> in the profile; `threads` and `load_mode` are not profile
-# fields (seed 000 fixes them) and are accepted only to be checked and refused: planning/tune_space.py.
+# The knobs tune may move, as serve.<knob> in the profile; `threads` is no profile field (seed 000 fixes it)
+# and is accepted only to be checked and refused; `load_mode` is serve.load_mode: none or dio, a mapped mode
+# is refused (planning/tune_space.py).
 KNOBS = ("ubatch", "batch", "parallel", "fit_target", "n_cpu_moe", "threads", "load_mode")
 
 _GOAL = re.compile(r"^(decode|aggregate|ttft-p95)(?:@(\d+))?(?:,ttft-p95<=([0-9.]+))?$")

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kimik3_reconciler.model.facts import ModelFact, Observed
-from kimik3_reconciler.model.records import LOAD_RATE_KEY, gate_key, last_good_key, unverified_key
+from kimik3_reconciler.model.records import LOAD_RATE_KEY, WARM_LOAD_RATE_KEY, gate_key, last_good_key, unverified_key
 from kimik3_reconciler.model.profile import Profile, listened_ports
 from kimik3_reconciler.observe.docker_objects import (
     collect_base_images,
@@ -37,6 +37,8 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
     `before_hub`: called with the host-side facts (no model files yet) before any hub request (the host gate)."""
     # Inspected once: the container fact also tells the host collector which GPU process is ours.
     container = collect_container(ports.docker, ports.http, profile.name)
+    if container is not None and container.pid:  # the pre-read weighs what the serving process holds
+        container = container.model_copy(update={"rss_bytes": ports.host.process_rss(container.pid)})
     ours = frozenset({container.pid}) if container is not None and container.pid else frozenset()
     host = collect_host(ports.host, ports.docker, ours, listened_ports(profile))
     others = collect_others(ports.docker, profile.name)
@@ -79,7 +81,8 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
         if profile.build.variant == "cuda" else None,
         container=container,
         others=others,
-        load_rate=_load_rate(ports),
+        load_rate=_load_rate(ports, LOAD_RATE_KEY),
+        warm_load_rate=_load_rate(ports, WARM_LOAD_RATE_KEY),
         last_good=(ports.state.read(last_good_key(profile.name)) or {}).get("date"),
         unverified=(ports.state.read(unverified_key(profile.name)) or {}).get("fingerprint"),
         systemd=collect_systemd(profile, ports.units, ports.processes),
@@ -87,8 +90,8 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
     )
 
 
-def _load_rate(ports: Ports) -> float | None:
-    record = ports.state.read(LOAD_RATE_KEY)
+def _load_rate(ports: Ports, key: str) -> float | None:
+    record = ports.state.read(key)
     if not record or not record.get("seconds"):
         return None
     return record["bytes"] / record["seconds"]

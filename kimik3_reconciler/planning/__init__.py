@@ -23,6 +23,7 @@ from kimik3_reconciler.planning.launch import render_launch
 from kimik3_reconciler.planning.metrics_step import plan_exporter, plan_exporter_teardown, plan_release_port
 from kimik3_reconciler.planning.model_step import model_spec, plan_model, plan_tokenizer
 from kimik3_reconciler.planning.placement import forecast
+from kimik3_reconciler.planning.preread_step import plan_preread
 from kimik3_reconciler.planning.quant_gate import gate_reference, plan_gate, plan_reference, plan_stop_for_gate
 from kimik3_reconciler.planning.smoke_step import plan_smoke
 from kimik3_reconciler.planning.unit_step import plan_stale_units, plan_unit, plan_unit_teardown
@@ -32,11 +33,12 @@ __all__ = ["PLANNERS", "Desired", "gate_reference", "plan", "plan_destroy", "pla
            "render_desired"]
 
 # In apply order. The GPU probe first: nothing is fetched or built for a host whose containers cannot see
-# its GPUs. Stale units go before the container: their ExecStop would stop a relaunched one.
+# its GPUs. Stale units go before the container: their ExecStop would stop a relaunched one. The pre-read
+# goes after everything that downloads, builds or gates, right before the swap (the old server still serves).
 PLANNERS: tuple[Planner, ...] = (
     plan_gpu_probe, plan_model, plan_tokenizer, plan_reference, plan_image, plan_smoke, plan_stop_for_gate, plan_gate,
-    plan_stale_units, plan_conflicts, plan_release_port, plan_container, plan_health, plan_exporter, plan_verify,
-    plan_unit,
+    plan_preread, plan_stale_units, plan_conflicts, plan_release_port, plan_container, plan_health, plan_exporter,
+    plan_verify, plan_unit,
 )
 
 

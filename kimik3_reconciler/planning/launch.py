@@ -31,14 +31,18 @@ from kimik3_reconciler.planning.vram_fit import ModeDecision, derive_mode
 # Seed 000 "Runtime requirements that are NOT tunable": leaving any out measured as a
 # 20+-minute single-request stall or a crash, so they are fixed, not knobs.
 # rule: fixed-flags, kv-types-equal
-FIXED_FLAGS = ("--numa", "distribute", "--cache-type-k", "f16", "--cache-type-v", "f16", "--load-mode", "none")
+FIXED_FLAGS = ("--numa", "distribute", "--cache-type-k", "f16", "--cache-type-v", "f16")
 
 
-def runtime_flags(threads: int) -> tuple[str, ...]:
+def runtime_flags(threads: int, load_mode: str = "none") -> tuple[str, ...]:
     """The owned, fixed flags every llama.cpp process kimik3 starts on the real model carries: the server,
-    the smoke test and the quant gate's llama-perplexity (one source, so none can drift from the others)."""
+    the smoke test and the quant gate's llama-perplexity (one source, so none can drift from the others).
+    `load_mode` is serve.load_mode: none or dio, never a mapped mode (profile rule load-mode)."""
     # Seed 000: --threads/--threads-batch = physical cores, not hardware threads.
-    return (*FIXED_FLAGS, "--threads", str(threads), "--threads-batch", str(threads))
+    # rule: load-mode
+    # Seed 000: --load-mode none is required (mapped: a 20+-minute stall); dio reads the same bytes around the
+    # page cache. Rendered at the same place in argv as before, so `none` keeps every fingerprint.
+    return (*FIXED_FLAGS, "--load-mode", load_mode, "--threads", str(threads), "--threads-batch", str(threads))
 
 
 @dataclass(frozen=True)
@@ -253,7 +257,7 @@ def _argv(value: LaunchInput) -> tuple[str, ...]:
         "-m", f"{snapshot}/{value.model.shard}",
         "--host", value.bind, "--port", str(serve.port),
         "--alias", value.name,
-        *runtime_flags(value.threads),
+        *runtime_flags(value.threads, serve.load_mode),
         "--batch-size", str(serve.batch), "--ubatch-size", str(serve.ubatch),
         "--ctx-size", str(serve.ctx_size), "--parallel", str(serve.parallel),
         *placement_args(serve),

@@ -141,7 +141,7 @@ def gate_flags(serve: ServeSpec, threads: int, candidate: bool) -> tuple[str, ..
     # rule: gate-fixed-flags
     # The placement is the server's (the launch's resolved serve section: --fit-target margins, or the manual
     # split tuned for the served quant); the reference is another quant: --fit with its own margins.
-    return (*runtime_flags(threads), *placement_args(serve, manual_split=candidate))
+    return (*runtime_flags(threads, serve.load_mode), *placement_args(serve, manual_split=candidate))
 
 
 def reference_serve(profile: Profile) -> ServeSpec:

@@ -46,7 +46,7 @@ def default_space(profile: Profile, observed: Observed) -> dict[str, tuple[Any, 
 def serve_values(profile: Profile, knobs: dict[str, Any]) -> dict[str, Any]:
     """The serve fields a candidate writes: its knobs, and batch raised to ubatch when batch is not searched
     (llama.cpp lowers ubatch to batch silently: the candidate would not be the one measured)."""
-    values = {k: v for k, v in knobs.items() if k not in ("threads", "load_mode")}
+    values = {k: v for k, v in knobs.items() if k != "threads"}  # load_mode is serve.load_mode (none or dio)
     if values.get("n_cpu_moe") == FIT:
         values["n_cpu_moe"] = None  # --fit: the key leaves the profile
     if "ubatch" in values and "batch" not in values and profile.serve.batch is not None:
@@ -73,10 +73,11 @@ def check_candidate(text: str, base: Profile, knobs: dict[str, Any], observed: O
         return Verdict(None, f"threads={threads}: seed 000 fixes --threads to the physical cores "
                              f"({observed.host.physical_cores} here), not a tuning choice")
     load_mode = knobs.get("load_mode")
-    if load_mode is not None and load_mode != "none":
+    if load_mode is not None and load_mode not in ("none", "dio"):
         # rule: fixed-flags
-        # Seed 000: --load-mode none is required (others measured as a 20+ minute single-request stall).
-        return Verdict(None, f"load_mode={load_mode}: seed 000 requires --load-mode none")
+        # Seed 000: --load-mode none is required (a mapped model measured as a 20+ minute single-request
+        # stall); dio reads the same bytes up front (serve.load_mode, issue 15).
+        return Verdict(None, f"load_mode={load_mode}: seed 000 requires --load-mode none (or dio)")
     source = "tune candidate " + ", ".join(f"{k}={v}" for k, v in sorted(knobs.items()))
     try:
         loaded = parse_profile(set_serve_knobs(text, serve_values(base, knobs)), source=source)

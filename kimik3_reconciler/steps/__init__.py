@@ -21,6 +21,7 @@ from kimik3_reconciler.model.specs import (
     ImageBuild,
     LaunchContainer,
     ModelDownload,
+    PagecachePreread,
     Payload,
     QuantGateRun,
     RemoveContainer,
@@ -47,6 +48,7 @@ from kimik3_reconciler.steps.gpu_probe import probe_gpus
 from kimik3_reconciler.steps.health import wait_until_healthy
 from kimik3_reconciler.steps.image import build_image, remove_image, retag_image
 from kimik3_reconciler.steps.model import download_model, remove_model_files
+from kimik3_reconciler.steps.preread import preread_model
 from kimik3_reconciler.steps.quant_gate import run_quant_gate
 from kimik3_reconciler.steps.report import Reporter
 from kimik3_reconciler.steps.smoke import smoke_test
@@ -70,6 +72,7 @@ EXECUTORS: dict[type[Payload], Executor] = {
     LaunchContainer: launch_container,
     StartContainer: start_container,
     RemoveContainer: remove_container,
+    PagecachePreread: preread_model,
     HealthWait: wait_until_healthy,
     UnitInstall: install_unit,
     UnitRemoval: remove_unit,

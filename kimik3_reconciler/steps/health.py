@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 
 from kimik3_reconciler.errors import LoadFailed, StepError
-from kimik3_reconciler.model.records import LOAD_RATE_KEY, load_key
 from kimik3_reconciler.model.labels import CONTAINER_FINGERPRINT
+from kimik3_reconciler.model.records import LOAD_RATE_KEY, WARM_LOAD_RATE_KEY, load_key
 from kimik3_reconciler.model.specs import HealthWait
+from kimik3_reconciler.observe.process_io import ProcessIo, parse_proc_io
 from kimik3_reconciler.observe.server_log import classify_load_failure
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps.report import Reporter
@@ -74,9 +75,43 @@ def _started_again(wait: HealthWait, inspect: dict, ports: Ports, reporter: Repo
     return False
 
 
+class LoadWatch:
+    """The load as the server's own I/O shows it: bytes its process has read (/proc/<pid>/io rchar) against the
+    bytes it must load, with the rate since its first read and the ETA at that rate."""
+
+    def __init__(self, model_bytes: int):
+        self.model_bytes = model_bytes
+        self.first: tuple[float, int] | None = None  # (elapsed, rchar) at the first sample that had read
+        self.last: ProcessIo | None = None
+
+    def sample(self, io: ProcessIo | None, elapsed: float) -> dict[str, float | int]:
+        if io is None or not self.model_bytes:
+            return {}
+        self.last = io
+        if self.first is None:
+            self.first = (elapsed, io.rchar)
+        since, base = self.first
+        rate = (io.rchar - base) / (elapsed - since) if elapsed > since and io.rchar > base else 0.0
+        left = max(self.model_bytes - io.rchar, 0)
+        return {"read_bytes": io.rchar, "rate_bps": int(rate), **({"eta_s": round(left / rate, 1)} if rate else {})}
+
+    def warm(self, planned_warm: bool) -> bool:
+        """Was the load served by the page cache? The block layer's count says so when the kernel keeps it
+        (storage reads below half the model), else the plan's pre-read does."""
+        if self.last is None or self.last.rchar < self.model_bytes // 2:
+            return planned_warm
+        return self.last.read_bytes < self.model_bytes // 2
+
+
+def _server_io(state: dict, ports: Ports) -> ProcessIo | None:
+    pid = state.get("Pid")
+    return parse_proc_io(ports.host.process_file(int(pid), "io")) if pid else None
+
+
 def wait_until_healthy(wait: HealthWait, ports: Ports, reporter: Reporter) -> None:
     started = ports.clock.monotonic()
     phase, phase_at, resumed = "starting", -LOG_EVERY_S, False
+    watch = LoadWatch(wait.model_bytes)
     while True:
         inspect = ports.docker.inspect_container(wait.container)
         state = (inspect or {}).get("State") or {}
@@ -92,18 +127,28 @@ def wait_until_healthy(wait: HealthWait, ports: Ports, reporter: Reporter) -> No
         elapsed = ports.clock.monotonic() - started
         if elapsed - phase_at >= LOG_EVERY_S:
             phase, phase_at = load_phase(ports.docker.container_logs(wait.container, 1)), elapsed
-        reporter.progress(f"loading {wait.container}: {phase}", int(elapsed), int(wait.timeout_s))
+        io = watch.sample(_server_io(state, ports), elapsed)
+        if io:  # the server's own reads against the bytes it must load: a real bar, rate and ETA
+            reporter.progress(f"loading {wait.container}", min(int(io["read_bytes"]), wait.model_bytes),
+                              wait.model_bytes, phase=phase, seconds=round(elapsed, 1), **io)
+        else:  # its /proc is not readable (not root, another host's pid namespace): time against the timeout
+            reporter.progress(f"loading {wait.container}", int(elapsed), int(wait.timeout_s), phase=phase)
         if health == "ok":
-            reporter.event("healthy", container=wait.container, seconds=round(elapsed, 1))
+            warm = watch.warm(wait.warm)
+            read = {"read_bytes": watch.last.rchar, "from_storage_bytes": watch.last.read_bytes} if watch.last else {}
+            reporter.event("healthy", container=wait.container, seconds=round(elapsed, 1),
+                           cache="warm" if warm else "cold", **read)
             if wait.model_bytes and elapsed > 0 and not resumed:
-                # The next plan predicts reload downtime from what this host really did (a resumed wait is not that).
-                ports.state.write(LOAD_RATE_KEY, {"bytes": wait.model_bytes, "seconds": elapsed})
+                # The next plan predicts reload downtime from what this host really did (a resumed wait is not
+                # that), cold and warm (after a pre-read) apart.
+                ports.state.write(WARM_LOAD_RATE_KEY if warm else LOAD_RATE_KEY,
+                                  {"bytes": wait.model_bytes, "seconds": elapsed})
                 # The exporter's load seconds/bytes of this container's last load (issue 17).
                 labels = ((inspect or {}).get("Config") or {}).get("Labels") or {}
                 ports.state.write(load_key(wait.container), {
                     "bytes": wait.model_bytes, "seconds": elapsed,
                     "date": ports.clock.now().isoformat(timespec="seconds"),
-                    "fingerprint": labels.get(CONTAINER_FINGERPRINT)})
+                    "fingerprint": labels.get(CONTAINER_FINGERPRINT), "cache": "warm" if warm else "cold"})
             return
         if elapsed > wait.timeout_s:
             raise LoadFailed(f"{wait.container}: not healthy after {wait.timeout_s:.0f} s (timeout derived from the "

@@ -6,13 +6,14 @@ from typing import Protocol
 
 
 class Reporter(Protocol):
-    def progress(self, task: str, done: int, total: int) -> None: ...
+    # `fields`: what a bar cannot show by itself, e.g. rate_bps and eta_s of a load (JSON events carry them)
+    def progress(self, task: str, done: int, total: int, **fields: object) -> None: ...
     def line(self, source: str, text: str) -> None: ...
     def event(self, name: str, **fields: object) -> None: ...
 
 
 class NullReporter:
-    def progress(self, task: str, done: int, total: int) -> None:
+    def progress(self, task: str, done: int, total: int, **fields: object) -> None:
         pass
 
     def line(self, source: str, text: str) -> None:

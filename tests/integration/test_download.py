@@ -4,6 +4,7 @@ resume across a dropped connection and across `kill -9`, a 404 for one shard, a 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import signal
 import subprocess
@@ -215,3 +216,71 @@ def test_identical_files_share_one_blob_fetched_once(tmp_path: Path) -> None:
     for path in ("Q/a.gguf", "Q/b.gguf"):
         found = try_to_load_from_cache(REPO, path, cache_dir=str(tmp_path / "cache"), revision=REV)
         assert isinstance(found, str) and Path(found).read_bytes() == body.read_bytes()
+
+
+# --- one large file over parallel ranges (issue 15) --------------------------------------------------------
+
+ONE = 48 << 20
+
+
+@pytest.fixture
+def one_file_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[FixtureHub, dict[str, Path]]]:
+    path = tmp_path_factory.mktemp("one") / "K3-ONE.gguf"
+    path.write_bytes(os.urandom(ONE))
+    files = {"Q/K3-ONE.gguf": path}
+    with FixtureHub([FixtureRepo(REPO, REV, files)]) as running:
+        yield running, files
+
+
+def _ranged(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kimik3_reconciler.adapters import hub_download, hub_ranges
+
+    monkeypatch.setattr(hub_download, "MIN_RANGE", 1 << 20)  # the test's 48 MiB file is "large"
+    monkeypatch.setattr(hub_ranges, "RECORD_EVERY", 1 << 20)
+
+
+def test_one_large_file_comes_over_parallel_ranges(one_file_hub, tmp_path: Path, monkeypatch) -> None:
+    hub, files = one_file_hub
+    _ranged(monkeypatch)
+    assert HuggingFaceHub().download(spec_for(hub, tmp_path), lambda *_: None) == ONE
+    assert_complete(tmp_path, files)
+    gets = [p for m, p in hub.requests if m == "GET" and p.endswith("K3-ONE.gguf")]
+    assert len(gets) == 8 and hub.faults.served["Q/K3-ONE.gguf"] == ONE  # 8 ranges, no byte twice
+    assert not list(tmp_path.glob("models--*/blobs/*.incomplete*"))
+
+
+def test_kill_9_mid_ranges_then_resume_fetches_only_what_the_record_lacks(one_file_hub, tmp_path: Path,
+                                                                         monkeypatch) -> None:
+    hub, files = one_file_hub
+    _ranged(monkeypatch)
+    hub.faults.bytes_per_second = 4 << 20  # per connection: 8 ranges of 6 MiB, ~1.5 s each
+    script = (
+        "import sys; from tests.integration.test_download import *; "
+        "from kimik3_reconciler.adapters import hub_download, hub_ranges; "
+        "hub_download.MIN_RANGE = 1 << 20; hub_ranges.RECORD_EVERY = 1 << 20; "
+        f"hub = type('H', (), {{'url': {hub.url!r}}})(); "
+        f"HuggingFaceHub().download(spec_for(hub, Path({str(tmp_path)!r})), lambda *_: None)"
+    )
+    root = Path(__file__).resolve().parents[2]
+    child = subprocess.Popen([sys.executable, "-c", script], cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
+    blobs = tmp_path / f"models--{REPO.replace('/', '--')}" / "blobs"
+    recorded = 0
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and recorded < 16 << 20:
+        records = list(blobs.glob("*.incomplete.ranges")) if blobs.exists() else []
+        try:
+            recorded = sum(r[2] for r in json.loads(records[0].read_text())["ranges"]) if records else 0
+        except (ValueError, OSError):
+            pass
+        time.sleep(0.05)
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    record = next(blobs.glob("*.incomplete.ranges"))
+    ranges = json.loads(record.read_text())["ranges"]
+    kept = sum(r[2] for r in ranges)
+    assert len(ranges) == 8 and 0 < kept < ONE, ranges
+    served_before = hub.faults.served["Q/K3-ONE.gguf"]
+    hub.faults.bytes_per_second = None
+    assert HuggingFaceHub().download(spec_for(hub, tmp_path), lambda *_: None) == ONE - kept
+    assert_complete(tmp_path, files)
+    assert hub.faults.served["Q/K3-ONE.gguf"] - served_before == ONE - kept  # each range from its record

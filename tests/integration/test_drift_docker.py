@@ -90,7 +90,8 @@ def test_a_container_recreated_by_hand_is_replaced_naming_the_field(workdir: Pat
     assert container["action"] == "replace" and "changed outside kimik3" in container["reason"]
     assert [(d["field"], d["old"], d["new"]) for d in container["diff"]] == [(field, *shown)]
     applied = json.loads(kimik3(workdir, "apply", "--json", "profile.yaml").stdout)
-    assert [(s["kind"], s["action"]) for s in applied["executed"]] == [("container", "replace"), ("health", "read")]
+    assert [(s["kind"], s["action"]) for s in applied["executed"]] == [
+        ("preread", "read"), ("container", "replace"), ("health", "read")]
     restored = inspect(NAME)
     assert "--ubatch-size" in restored["Config"]["Cmd"] and "4096" in restored["Config"]["Cmd"]
     assert not any(e.startswith("K3_DRIFT_BY_HAND=") for e in restored["Config"]["Env"])

@@ -93,14 +93,15 @@ def test_ubatch_change_replaces_only_the_container(workdir: Path) -> None:
     path = edited(workdir, lambda p: p["serve"].update(ubatch=2048))
     plan = json.loads(kimik3(workdir, "plan", "--json", path.name).stdout)
     changes = [(s["kind"], s["action"]) for s in plan["steps"] if s["action"] != "noop"]
-    assert changes == [("container", "replace"), ("health", "read")]
+    assert changes == [("preread", "read"), ("container", "replace"), ("health", "read")]  # pre-read: issue 15
     container = next(s for s in plan["steps"] if s["kind"] == "container")
     assert container["diff"] == [{"field": "serve.ubatch", "old": 4096, "new": 2048}]
     detailed = kimik3(workdir, "plan", "--detailed-exitcode", path.name, check=False)
     assert detailed.returncode == 4
     before = container_identity()
     applied = json.loads(kimik3(workdir, "apply", "--json", path.name).stdout)
-    assert [(s["kind"], s["action"]) for s in applied["executed"]] == [("container", "replace"), ("health", "read")]
+    assert [(s["kind"], s["action"]) for s in applied["executed"]] == [
+        ("preread", "read"), ("container", "replace"), ("health", "read")]
     assert container_identity() != before
     argv = json.loads(docker("inspect", "-f", "{{json .Config.Cmd}}", NAME))
     assert argv[argv.index("--ubatch-size") + 1] == "2048"
@@ -111,11 +112,13 @@ def test_commit_and_quant_changes_plan_the_right_layers(workdir: Path) -> None:
     path = edited(workdir, lambda p: p["build"].update(commit="1" * 40))
     plan = json.loads(kimik3(workdir, "plan", "--json", path.name).stdout)
     assert [(s["kind"], s["action"]) for s in plan["steps"]] == [
-        ("model", "noop"), ("image", "create"), ("smoke", "read"), ("container", "replace"), ("health", "read")]
+        ("model", "noop"), ("image", "create"), ("smoke", "read"), ("preread", "read"), ("container", "replace"),
+        ("health", "read")]
     path = edited(workdir, lambda p: p["model"].update(quant="UD-Q4_K_XL"))
     plan = json.loads(kimik3(workdir, "plan", "--json", path.name).stdout)
     assert [(s["kind"], s["action"]) for s in plan["steps"]] == [
-        ("model", "create"), ("image", "noop"), ("smoke", "noop"), ("container", "replace"), ("health", "read")]
+        ("model", "create"), ("image", "noop"), ("smoke", "noop"), ("preread", "read"), ("container", "replace"),
+        ("health", "read")]
     (workdir / "extra.patch").write_text("--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-x\n+y\n")
     path = edited(workdir, lambda p: p["build"].update(patches=["extra.patch"]))
     plan = json.loads(kimik3(workdir, "plan", "--json", path.name).stdout)
@@ -204,12 +207,12 @@ def test_a_patch_that_applies_is_built_in_and_going_back_retags_the_kept_build(w
     executed = [(s["kind"], s["action"]) for s in applied["executed"]]
     # "create" compiles; "update" re-tags the patched build an earlier run on this machine kept.
     assert executed[0] in (("image", "create"), ("image", "update"))
-    assert executed[1:] == [("smoke", "read"), ("container", "replace"), ("health", "read")]
+    assert executed[1:] == [("smoke", "read"), ("preread", "read"), ("container", "replace"), ("health", "read")]
     assert "(kimik3 test patch)" in subprocess.run(["docker", "logs", NAME], capture_output=True, text=True).stderr
     assert docker("image", "inspect", "-f", "{{.Id}}", unpatched) == unpatched  # kept as a rollback target
     back = json.loads(kimik3(workdir, "apply", "--json", "profile.yaml").stdout)
     assert [(s["kind"], s["action"]) for s in back["executed"]] == [
-        ("image", "update"), ("container", "replace"), ("health", "read")]
+        ("image", "update"), ("preread", "read"), ("container", "replace"), ("health", "read")]
     assert docker("image", "inspect", "-f", "{{.Id}}", tag) == unpatched
     assert "(kimik3 test patch)" not in subprocess.run(["docker", "logs", NAME], capture_output=True, text=True).stderr
 

@@ -90,7 +90,7 @@ def test_a_blob_edited_under_the_running_server_replaces_it_after_the_refetch(wo
     before = docker("inspect", "-f", "{{.Id}}", NAME)
     flip_one_byte(blob(workdir))
     applied = kimik3(workdir, "apply", "--json", "profile.yaml")
-    assert executed(applied) == [("model", "create"), ("container", "replace"), ("health", "read")]
+    assert executed(applied) == [("model", "create"), ("preread", "read"), ("container", "replace"), ("health", "read")]
     assert docker("inspect", "-f", "{{.Id}}", NAME) != before
     assert sha256(blob(workdir)) == verified_sha256(workdir)
 
@@ -108,7 +108,7 @@ def test_bit_rot_under_the_running_server_is_caught_by_verify(workdir: Path) -> 
     model = steps(kimik3(workdir, "plan", "--json", "--verify", "profile.yaml"))["model"]
     assert model["action"] == "create" and "sha256 mismatch" in model["reason"] and "missing" not in model["reason"]
     applied = kimik3(workdir, "apply", "--json", "--verify", "profile.yaml")
-    assert executed(applied) == [("model", "create"), ("container", "replace"), ("health", "read")]
+    assert executed(applied) == [("model", "create"), ("preread", "read"), ("container", "replace"), ("health", "read")]
     assert docker("inspect", "-f", "{{.Id}}", NAME) != before
     assert sha256(blob(workdir)) == verified_sha256(workdir)
     assert json.loads(kimik3(workdir, "plan", "--json", "profile.yaml").stdout)["converged"] is True

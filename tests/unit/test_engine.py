@@ -71,8 +71,10 @@ def test_ubatch_change_replaces_only_the_container(world):
     engine.apply(load())
     plan = engine.plan(load(PROFILE.replace("parallel: 2", "parallel: 2, ubatch: 2048")))
     changes = plan.changes
-    assert [(s.kind, s.action) for s in changes] == [("container", Action.REPLACE), ("health", Action.READ)]
-    assert [str(d) for d in changes[0].diff] == ["serve.ubatch: 4096 → 2048"]
+    # the serving container is swapped: its model is pre-read first (issue 15), while it still serves
+    assert [(s.kind, s.action) for s in changes] == [
+        ("preread", Action.READ), ("container", Action.REPLACE), ("health", Action.READ)]
+    assert [str(d) for d in changes[1].diff] == ["serve.ubatch: 4096 → 2048"]
 
 
 def test_quant_change_downloads_and_replaces_without_building(world):
@@ -81,7 +83,7 @@ def test_quant_change_downloads_and_replaces_without_building(world):
     calls = len(docker.calls)
     result = engine.apply(load(PROFILE.replace("UD-Q2_K_XL", "UD-Q4_K_XL")))
     assert [(s.kind, s.action) for s in result.executed] == [
-        ("model", Action.CREATE), ("container", Action.REPLACE), ("health", Action.READ)]
+        ("model", Action.CREATE), ("preread", Action.READ), ("container", Action.REPLACE), ("health", Action.READ)]
     assert docker.calls[calls:] == ["rm k3-test", "run k3-test"]
 
 
@@ -161,7 +163,7 @@ def test_patch_change_rebuilds_and_replaces_without_download(world):
     (tmp / "fix.patch").write_text("--- a/x\n+++ b/x\n")
     plan = engine.plan(load(PROFILE.replace("archive: src.tar.gz", "archive: src.tar.gz, patches: [fix.patch]")))
     assert [(s.kind, s.action) for s in plan.changes] == [
-        ("image", Action.CREATE), ("container", Action.REPLACE), ("health", Action.READ)]
+        ("image", Action.CREATE), ("preread", Action.READ), ("container", Action.REPLACE), ("health", Action.READ)]
     assert any(d.field == "build.patches" for d in plan.changes[0].diff)
     digest = hashlib.sha256(b"--- a/x\n+++ b/x\n").hexdigest()[:12]
     assert f"fix.patch@{digest}" in str(plan.changes[0].diff)
@@ -207,7 +209,7 @@ def test_going_back_to_a_kept_build_retags_it_without_compiling(world):
     plan = engine.plan(load())
     image = next(s for s in plan.steps if s.kind == "image")
     assert image.action is Action.UPDATE and "no rebuild" in image.reason
-    assert [s.kind for s in plan.changes] == ["image", "container", "health"]
+    assert [s.kind for s in plan.changes] == ["image", "preread", "container", "health"]
     engine.apply(load())
     assert len(docker.builds) == builds and "tag kimi-k3-llamacpp:mainline-ad1de39-cpu" in docker.calls
     running = docker.containers["k3-test"]
@@ -259,7 +261,18 @@ def test_reload_downtime_is_predicted_from_the_last_measured_load(world):
     engine.apply(load())  # one 503 poll, then 200: 0.2 s for 180 bytes on the fake clock
     changed = engine.plan(load(PROFILE.replace("parallel: 2", "parallel: 2, ubatch: 2048")))
     cost = changed.steps[-1].cost
-    assert cost.startswith("predicted downtime ~0 s (180 B at ") and "measured here" in cost
+    # the swap pre-reads: the cold rate measured here, scaled by issue 15's warm/cold ratio
+    assert cost.startswith("predicted downtime ~0 s (pre-read: ") and "measured here" in cost
+    launch = engine.ports.docker.run_container
+
+    def launch_then_load(spec):  # the new server answers 503 once (the observation before saw the old one: 200)
+        engine.ports.http.loading_polls = 1
+        return launch(spec)
+
+    engine.ports.docker.run_container = launch_then_load
+    engine.apply(load(PROFILE.replace("parallel: 2", "parallel: 2, ubatch: 2048")))  # a warm load, recorded
+    back = engine.plan(load()).steps[-1].cost
+    assert "from the page cache at" in back and "measured here" in back
 
 
 def test_two_profiles_on_one_pin_do_not_relaunch_each_other(world):

@@ -73,8 +73,9 @@ def test_a_running_server_is_replaced_after_its_files_were_refetched(world):
     before = docker.containers["k3-test"]["Id"]
     flip_one_byte(hub.root / "cache" / SHARD, keep_mtime=False)
     plan = engine.plan(profile)
-    assert changes(plan) == [("model", Action.CREATE), ("container", Action.REPLACE), ("health", Action.READ)]
-    container = plan.changes[1]
+    assert changes(plan) == [("model", Action.CREATE), ("preread", Action.READ), ("container", Action.REPLACE),
+                             ("health", Action.READ)]
+    container = plan.changes[2]
     assert container.reason == f"the model files it loaded were re-fetched (sha256 mismatch: {SHARD})"
     engine.apply(profile)
     assert docker.calls[-2:] == ["rm k3-test", "run k3-test"]

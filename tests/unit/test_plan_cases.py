@@ -17,7 +17,7 @@ written by hand.
       smoke: passed | failed | null                           # the previous image's smoke record
       built_on: {ref: id}   base_images: {ref: id}            # base image ids at build time / now
       built_on_digests: {ref: digest}   base_digests: {ref: digest}  # their repo digests at build time / now
-      container: {state: running, health: ok} | absent      # made from `previous` (also: exit_code, pid,
+      container: {state: running, health: ok} | absent      # made from `previous` (also: exit_code, pid, rss_gib,
                                                               #   log: a tests/fixtures file, its last lines)
         drift: {argv: {flag: value}, env: {K: V}, writable: true, restart_policy: x}  # then changed by hand
       unverified: true                                        # an apply launched it and never verified it
@@ -172,6 +172,7 @@ def build_case(case: dict[str, Any]) -> tuple[Profile, Observed]:
         container = ContainerFact(id="c" * 64, name=previous.name, state=c_spec.get("state", "running"),
                                   image=image.tag, fingerprint=launch.fingerprint, inputs=launch.inputs,
                                   exit_code=c_spec.get("exit_code"), health=c_spec.get("health"), running=running, pid=c_spec.get("pid"),
+                                  rss_bytes=int(c_spec["rss_gib"] * (1 << 30)) if "rss_gib" in c_spec else None,
                                   crash=crash_cause(False, (FIXTURES / c_spec["log"]).read_text()) if "log" in c_spec else None)
     systemd = systemd_facts(obs_spec.get("systemd"), previous, prev_obs, image.tag, image.fingerprint)
     exporter = exporter_fact(obs_spec.get("exporter"), previous, prev_obs)

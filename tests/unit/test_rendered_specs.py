@@ -115,3 +115,19 @@ def test_plan_json_shows_the_rendered_container_whether_or_not_it_changes(path: 
         assert step["action"] == action
         assert step["spec"]["command"] == golden["command"] and step["spec"]["gpus"] == golden["gpus"]
         assert step["spec"]["replace"] is replace
+
+
+def test_load_mode_dio_renders_in_place_of_none_and_moves_the_fingerprint() -> None:
+    """serve.load_mode reaches argv at the fixed flags' place; `none` (the default) is today's argv, so no
+    running container is replaced by the upgrade, while `dio` is a launch input like any other."""
+    path = ROOT / "profiles" / "demo-cpu.yaml"
+    profile, obs = observed_for(path)
+    dio = profile.model_copy(update={"serve": profile.serve.model_copy(update={"load_mode": "dio"})})
+    image = render_image_build(profile, obs)
+    none_launch = render_launch(profile, obs, image.tag, image.fingerprint)
+    dio_launch = render_launch(dio, obs, image.tag, image.fingerprint)
+    argv = list(dio_launch.spec.command)
+    assert argv[argv.index("--load-mode") + 1] == "dio"
+    assert list(none_launch.spec.command) == [a if a != "dio" else "none" for a in argv]
+    assert none_launch.fingerprint != dio_launch.fingerprint
+    assert dio_launch.inputs["serve.load_mode"] == "dio"

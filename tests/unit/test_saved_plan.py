@@ -130,6 +130,22 @@ def test_health_is_not_a_decision_a_load_in_progress_is_waited_for_either_way(wo
     assert [s.kind for s in result.executed] == ["health"] and result.final.converged
 
 
+def test_the_preread_is_not_a_decision_memory_that_moved_does_not_make_a_plan_stale(world):
+    """A knob change saved with a pre-read (RAM was free) still applies when MemAvailable has dropped since:
+    the pre-read only speeds the load up, and RAM moves on its own (planning/basis.py)."""
+    engine, docker, work = world
+    apply_saved(engine, save(engine, work))
+    text, source = FAKE_PROFILE.replace("parallel: 2", "parallel: 3"), str(work / "profile.yaml")
+    (work / "profile.yaml").write_text(text)
+    saved = read_saved_plan(write_saved_plan(engine.save_plan(parse_profile(text, source), source)[1]), "plan.json")
+    assert [s.kind for s in saved.changes] == ["preread", "container", "health"]
+    engine.ports.host.meminfo = lambda: "MemTotal:       24683584 kB\nMemAvailable:     102400 kB\n"
+    now = engine.plan(parse_profile(text, source))
+    assert [s.action for s in now.steps if s.kind == "preread"] == [Action.NOOP]  # it would not pre-read now
+    result = apply_saved(engine, saved)
+    assert [s.kind for s in result.executed] == ["preread", "container", "health"] and result.final.converged
+
+
 def test_a_saved_plan_with_an_owed_verify_runs_it_through_the_verifier(world):
     """A launch an interrupted apply left unverified: the saved plan holds `<= verify`, and apply PLAN runs it."""
     engine, _, work = world

@@ -149,7 +149,8 @@ def test_dropping_the_systemd_section_removes_the_unit_before_the_relaunch(world
     engine, _, _, _ = world
     engine.apply(load(WITH_UNIT))
     plan = engine.plan(load())
-    assert changes(plan) == [("unit", Action.DELETE), ("container", Action.REPLACE), ("health", Action.READ)]
+    assert changes(plan) == [("preread", Action.READ), ("unit", Action.DELETE), ("container", Action.REPLACE),
+                             ("health", Action.READ)]
     engine.apply(load())
     assert not units_of(engine).files
 

@@ -3,9 +3,9 @@
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site ${WHL:-.whl}/*.whl
 export PYTHONPATH=/tmp/site:$PWD
-P=.gpu_proof
+P=${PROOF:-.gpu_proof}
 
 json_lines() {  # json_lines FILE KEY: one item of the JSON list FILE[KEY] per line
   python3 -c 'import json,sys; print("\n".join(json.load(open(sys.argv[1]))[sys.argv[2]]))' "$1" "$2"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 
@@ -16,6 +18,9 @@ class FakeHost:
         self.mount_text = "/dev/nvme0n1p2 / ext4 rw,relatime 0 0\n"  # /proc/self/mounts: one local root
         self.cdi: dict[str, str] = {}  # CDI spec path -> text
         self.toolkit = ""  # `nvidia-ctk --version` output
+        self.proc: dict[tuple[int, str], str] = {}  # (pid, "io" | "status") -> the /proc file's text
+        self.cached: set[str] = set()  # paths the fake page cache holds (pre-read)
+        self.preread_calls: list[tuple[list[str], int]] = []
         self.rss: dict[int, int] = {}  # pid -> VmRSS bytes
         self.page_cache: dict[str, tuple[int, int]] = {}  # path -> (cached bytes, size)
 
@@ -66,6 +71,18 @@ class FakeHost:
 
     def process_cgroup(self, pid: int) -> str:
         return self.cgroups.get(pid, "0::/")
+
+    def process_file(self, pid: int, name: str) -> str:
+        return self.proc.get((pid, name), "")
+
+    def preread(self, paths: list[str], workers: int, on_bytes: Callable[[int], None]) -> None:
+        self.preread_calls.append((list(paths), workers))
+        for path in paths:
+            self.cached.add(path)
+            on_bytes(Path(path).stat().st_size if Path(path).exists() else 0)
+
+    def resident_bytes(self, paths: list[str]) -> int:
+        return sum(Path(p).stat().st_size for p in paths if p in self.cached and Path(p).exists())
 
     def process_rss(self, pid: int) -> int | None:
         return self.rss.get(pid)
