@@ -263,6 +263,8 @@ def _removals(profile: Profile, facts: SystemdFacts | None, keep: str | None, wh
         reason = {"stale": "the profile no longer names this unit" + (f" (systemd.unit is {keep})" if keep else
                                                                        " (no `systemd:` section)"),
                   "destroy": "installed by kimik3 for this profile"}[why]
+        if why == "stale" and keep and profile.metrics is None and runs_exporter_unit(unit.unit_file.body):
+            reason = "the metrics exporter's unit, and the profile has no `metrics:` section"
         how = "stop, disable and remove it and its env file" if facts.booted else \
             "systemd is not running: remove its files only"
         steps.append(Step("unit", unit.name, Action.DELETE, f"{reason}: {how}", spec=removal))
