@@ -1,13 +1,15 @@
 """Benchmark: the cost of the latency proxy (metrics.proxy), on the demo's real llama-server, in one run.
 
-    .venv/bin/python bench/proxy.py [--rounds 3] [--requests 6] [--tokens 64]
+    .venv/bin/python bench/proxy.py [--rounds 3] [--requests 6] [--tokens 64] [--name k3mx-bench] [--port 19220]
 
-Deploys the demo profile (as `k3mx-bench`, ports 19220-19222, its own state dir under .kimik3-demo/)
-with `metrics: {proxy: true}`: llama-server on 127.0.0.1:19221, the proxy on 19220. Then, alternating
+Deploys the demo profile (as `--name`, ports `--port`..+2, its own state dir under .kimik3-demo/)
+with `metrics: {proxy: true}`: the proxy on `--port` (19220), llama-server on 127.0.0.1:`--port`+1. Then, alternating
 direct and proxied runs in each round (drift on a shared machine hits both alike):
   - aggregate tok/s at concurrency 8: 8 clients streaming `--requests` completions each, `--tokens` tokens
     with ignore_eos; tokens = streamed events;
-  - TTFT p50 at concurrency 1 (the added latency alone, no queueing in front of the server's slots).
+  - TTFT at concurrency 1 (the added latency alone, no queueing in front of the server's slots), interleaved
+    request by request (direct, proxy, direct, ...: the machine's drift hits both of a pair alike); the added
+    TTFT of a round is the median of the paired differences.
 Prints each round and the medians: tok/s ratio (proxy / direct, goal >= 0.98) and added TTFT p50 (goal <= 5 ms),
 and the proxy process's CPU time per streamed token (utime+stime from /proc: its own cost, which the
 machine's noise does not move).
@@ -37,7 +39,6 @@ from kimik3_demo.hub import FixtureHub  # noqa: E402
 from kimik3_demo.prepare import demo_repos, ensure_source_archive, prepare_hub_root  # noqa: E402
 
 DEMO = ROOT / ".kimik3-demo"
-NAME, PROXY_PORT, SERVER_PORT, METRICS_PORT = "k3mx-bench", 19220, 19221, 19222
 KIMIK3 = [sys.executable, "-m", "kimik3_reconciler"]
 
 
@@ -79,6 +80,18 @@ async def load(url: str, concurrency: int, requests: int, tokens: int) -> tuple[
     return total / wall, ttfts
 
 
+async def paired_ttft(direct: str, proxied: str, pairs: int) -> tuple[list[float], list[float]]:
+    """TTFTs of `pairs` requests to each, alternating which goes first; one client, no keep-alive (as `load`)."""
+    firsts: dict[str, list[float]] = {direct: [], proxied: []}
+    async with httpx.AsyncClient(timeout=300, limits=httpx.Limits(max_keepalive_connections=0)) as client:
+        for url in (direct, proxied):
+            await one(client, url, 4)  # warm both
+        for i in range(pairs):
+            for url in ((direct, proxied) if i % 2 else (proxied, direct)):
+                firsts[url].append((await one(client, url, 4))[0])
+    return firsts[direct], firsts[proxied]
+
+
 def kimik3(work: Path, *args: str) -> None:
     env = {**os.environ, "KIMIK3_STATE_DIR": str(work / "state"), "HF_HOME": str(work / "hf-home"),
            "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))}
@@ -92,6 +105,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--requests", type=int, default=6, help="completions per client at c8")
     parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--name", default="k3mx-bench", help="profile name (container k3mx-bench-…)")
+    parser.add_argument("--pairs", type=int, default=40, help="interleaved direct/proxy TTFT pairs per round")
+    parser.add_argument("--keep", action="store_true", help="deploy, print the URLs and leave it running")
+    parser.add_argument("--port", type=int, default=19220, help="the proxy's port; llama-server +1, exporter +2")
     args = parser.parse_args()
     prepare_hub_root(DEMO / "hub")
     archive = DEMO / "llama.cpp-b11434.tar.gz"
@@ -99,14 +116,18 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="kimik3-bench-proxy-", dir=DEMO))
     with FixtureHub(demo_repos(DEMO / "hub")) as hub:
         profile = yaml.safe_load((ROOT / "profiles" / "demo-cpu.yaml").read_text())
-        profile["name"] = NAME
+        profile["name"] = args.name
         profile["model"].update(endpoint=hub.url, cache_dir=str(work / "hf-cache"))
         profile["build"]["archive"] = str(archive)
-        profile["serve"]["port"] = PROXY_PORT
-        profile["metrics"] = {"port": METRICS_PORT, "proxy": True, "server_port": SERVER_PORT}
+        profile["serve"]["port"] = args.port
+        profile["metrics"] = {"port": args.port + 2, "proxy": True, "server_port": args.port + 1}
         (work / "profile.yaml").write_text(yaml.safe_dump(profile, sort_keys=False))
         kimik3(work, "apply", "profile.yaml", "--no-verify-server")
-        exporter = json.loads((work / "state" / "metrics" / NAME / "process.json").read_text())
+        exporter = json.loads((work / "state" / "metrics" / args.name / "process.json").read_text())
+        if args.keep:  # for profiling by hand; `kimik3 destroy` with KIMIK3_STATE_DIR=<work>/state removes it
+            print(json.dumps({"work": str(work), "direct": f"http://127.0.0.1:{args.port + 1}",
+                              "proxy": f"http://127.0.0.1:{args.port}", "exporter_pid": exporter["pid"]}))
+            return
         try:
             run(args, exporter["pid"])
         finally:
@@ -121,7 +142,7 @@ def cpu_seconds(pid: int) -> float:
 
 
 def run(args: argparse.Namespace, exporter_pid: int) -> None:
-    direct, proxied = f"http://127.0.0.1:{SERVER_PORT}", f"http://127.0.0.1:{PROXY_PORT}"
+    direct, proxied = f"http://127.0.0.1:{args.port + 1}", f"http://127.0.0.1:{args.port}"
     rows = []
     tokens_through, cpu_spent = 0.0, 0.0
     for round_no in range(1, args.rounds + 1):
@@ -135,14 +156,16 @@ def run(args: argparse.Namespace, exporter_pid: int) -> None:
             if label == "proxy":
                 tokens_through += rate * (time.perf_counter() - started)
                 cpu_spent += cpu_seconds(exporter_pid) - cpu
-            _, ttfts = asyncio.run(load(url, 1, 20, 4))
-            row[label] = (rate, statistics.median(ttfts) * 1000)
+            row[label] = rate
+        ttft_direct, ttft_proxy = asyncio.run(paired_ttft(direct, proxied, args.pairs))
+        row["added"] = statistics.median(p - d for d, p in zip(ttft_direct, ttft_proxy)) * 1000
         rows.append(row)
-        print(f"round {round_no}: c8 tok/s direct {row['direct'][0]:.1f} proxy {row['proxy'][0]:.1f} "
-              f"(ratio {row['proxy'][0] / row['direct'][0]:.3f}); TTFT p50 c1 direct {row['direct'][1]:.2f} ms "
-              f"proxy {row['proxy'][1]:.2f} ms ({row['proxy'][1] - row['direct'][1]:+.2f} ms)")
-    ratio = statistics.median(r["proxy"][0] / r["direct"][0] for r in rows)
-    added = statistics.median(r["proxy"][1] - r["direct"][1] for r in rows)
+        print(f"round {round_no}: c8 tok/s direct {row['direct']:.1f} proxy {row['proxy']:.1f} "
+              f"(ratio {row['proxy'] / row['direct']:.3f}); TTFT p50 c1 direct "
+              f"{statistics.median(ttft_direct) * 1000:.2f} ms proxy {statistics.median(ttft_proxy) * 1000:.2f} ms, "
+              f"added (median of {args.pairs} pairs) {row['added']:+.2f} ms")
+    ratio = statistics.median(r["proxy"] / r["direct"] for r in rows)
+    added = statistics.median(r["added"] for r in rows)
     print(json.dumps({"rounds": args.rounds, "tok_s_ratio_c8": round(ratio, 3), "ttft_p50_added_ms_c1": round(added, 2),
                       "proxy_cpu_us_per_token": round(cpu_spent / max(tokens_through, 1) * 1e6, 1),
                       "goal": {"tok_s_ratio_c8": ">= 0.98", "ttft_p50_added_ms": "<= 5"}}))

@@ -220,6 +220,11 @@ class ProcessPort(Protocol):
     def cmdline(self, pid: int) -> tuple[str, ...] | None:  # argv of a live pid; None: no such process
         ...
 
+    def invocation(self) -> tuple[tuple[str, ...], dict[str, str]]:
+        """How `spawn` runs kimik3: (argv prefix `python -m kimik3_reconciler`, the environment it must have:
+        the state dir, the import path), for a systemd unit that runs the exporter instead."""
+        ...
+
     def terminate(self, pid: int, timeout_s: float) -> None:  # SIGTERM, then SIGKILL after timeout_s
         ...
 

@@ -30,7 +30,7 @@ def proxy_app(upstream: str, metrics: ProxyMetrics) -> web.Application:
 
     async def forward(request: web.Request) -> web.StreamResponse:
         body = await request.read()
-        trace = metrics.start(request.path, body)
+        trace = metrics.start(request.path, body)  # the clock only: the body's model is read after it went out
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP}
         session: aiohttp.ClientSession = request.app[SESSION]
         reply: web.StreamResponse | None = None
@@ -55,12 +55,14 @@ def proxy_app(upstream: str, metrics: ProxyMetrics) -> web.Application:
                     reply.content_length = int(upstream_reply.headers["Content-Length"])
                 await reply.prepare(request)
                 async for chunk in upstream_reply.content.iter_any():
-                    trace.chunk(chunk)
+                    # Forwarded first, looked at after: the client's token never waits for the proxy's parsing.
                     try:
                         await reply.write(chunk)
                     except (aiohttp.ClientConnectionResetError, ConnectionError):
+                        trace.chunk(chunk)
                         trace.finish(client_gone=True)  # the client left: stop reading the server's reply
                         return reply
+                    trace.chunk(chunk)
                 try:
                     await reply.write_eof()
                 except (aiohttp.ClientConnectionResetError, ConnectionError):

@@ -24,6 +24,12 @@ class LocalProcesses:
                                        env={**os.environ, "KIMIK3_STATE_DIR": str(self.state_dir)})
         return process.pid
 
+    def invocation(self) -> tuple[tuple[str, ...], dict[str, str]]:
+        # The interpreter and the directory kimik3_reconciler is imported from: a unit runs this kimik3.
+        package_root = str(Path(__file__).resolve().parents[2])
+        return (sys.executable, "-m", "kimik3_reconciler"), {"KIMIK3_STATE_DIR": str(self.state_dir.resolve()),
+                                                             "PYTHONPATH": package_root}
+
     def cmdline(self, pid: int) -> tuple[str, ...] | None:
         try:
             raw = Path(f"/proc/{pid}/cmdline").read_bytes()

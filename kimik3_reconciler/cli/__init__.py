@@ -421,7 +421,7 @@ def _watch(engine: Engine, loaded, observed, interval: float, iterations: int) -
     running = observed.exporter
     if running is not None and running.alive and running.serving:
         url = ExporterConfig.from_json(running.config).health_url.removesuffix("/healthz") + "/metrics"
-        source = f"exporter pid {running.pid} ({url})"
+        source = f"exporter {running.unit or f'pid {running.pid}'} ({url})"
 
         def read() -> str:
             status_code, text = engine.ports.http.get(url)

@@ -76,15 +76,18 @@ class ProxyMetrics:
         return model
 
     def start(self, path: str, body: bytes) -> RequestTrace:
-        return RequestTrace(self, route_of(path), self.model_label(body), time.perf_counter())
+        """The request's clock starts now; its model label is parsed from `body` on first use (after the
+        request went upstream), so the JSON parse is not on the request's path."""
+        return RequestTrace(self, route_of(path), body, time.perf_counter())
 
 
 class RequestTrace:
     """One request as it passes: `response(status, content_type)`, `chunk(bytes)` per piece, `finish()`."""
 
-    def __init__(self, metrics: ProxyMetrics, route: str, model: str, started: float):
-        self.metrics, self.route, self.model, self.started = metrics, route, model, started
-        self.keys = {**metrics.labels, "route": route, "model": model}
+    def __init__(self, metrics: ProxyMetrics, route: str, body: bytes, started: float):
+        self.metrics, self.route, self.started = metrics, route, started
+        self._body: bytes | None = body
+        self._keys: dict[str, str] | None = None
         self.status, self.streaming = 0, False
         self.first: float | None = None
         self.last: float | None = None
@@ -95,6 +98,18 @@ class RequestTrace:
         self.leaked = False
         self.stream_error = False
         self.done = False  # the stream's `data: [DONE]` went by
+
+    @property
+    def keys(self) -> dict[str, str]:
+        if self._keys is None:
+            self._keys = {**self.metrics.labels, "route": self.route, "model": self.model}
+        return self._keys
+
+    @property
+    def model(self) -> str:
+        if self._body is not None:
+            self._model, self._body = self.metrics.model_label(self._body), None
+        return self._model
 
     def response(self, status: int, content_type: str) -> None:
         self.status, self.streaming = status, "text/event-stream" in content_type

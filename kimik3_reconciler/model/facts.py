@@ -302,6 +302,7 @@ class UnitFact(_Fact):
     unit_file_state: str = ""  # enabled | disabled | masked | ...
     result: str = "success"
     fragment_path: str = ""  # the file systemd loaded it from (maybe /lib/systemd/system: not kimik3's)
+    main_pid: int = 0  # MainPID: the service's process while it runs (the exporter unit's holds its ports)
 
     @property
     def profile(self) -> str | None:
@@ -317,6 +318,9 @@ class SystemdFacts(_Fact):
     docker_cli: str | None = None
     docker_service: str = "unknown"  # LoadState of docker.service, which kimik3's units require
     units: tuple[UnitFact, ...] = ()  # every kimik3-installed unit, plus the profile's unit name if present
+    # How this kimik3 runs itself (ProcessPort.invocation): the exporter unit's ExecStart and env file.
+    kimik3_argv: tuple[str, ...] = ()
+    kimik3_env: dict[str, str] = Field(default_factory=dict)
 
 
 class RpcDeviceFact(_Fact):
@@ -352,6 +356,7 @@ class ExporterFact(_Fact):
     config: dict[str, Any] = Field(default_factory=dict)
     alive: bool = False  # the pid runs `kimik3 metrics-serve <profile>` (not a recycled pid)
     serving: str | None = None  # the fingerprint its /healthz answers; None: not answering
+    unit: str | None = None  # the systemd unit that runs it (profile with `systemd:`); pid is then 0
 
 
 class Observed(_Fact):

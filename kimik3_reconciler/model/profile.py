@@ -450,3 +450,26 @@ def profile_json_schema() -> dict[str, Any]:
     """The JSON Schema of a profile file (docs/profile.schema.json is generated from this)."""
     schema = Profile.model_json_schema(by_alias=True, mode="validation")
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": "kimik3/v1/profile", **schema}
+
+
+def upstream_port(profile: Profile) -> int | None:
+    """With metrics.proxy, the loopback port llama-server moves to (the proxy takes serve.port); else None."""
+    metrics = profile.metrics
+    if metrics is None or not metrics.proxy:
+        return None
+    if metrics.server_port is not None:
+        return metrics.server_port
+    port = profile.serve.port
+    return port + 10000 if port + 10000 <= 65535 else port - 10000
+
+
+def listened_ports(profile: Profile) -> tuple[int, ...]:
+    """The TCP ports this profile's processes bind: serve.port, and with `metrics:` the exporter's port and, with
+    its proxy, llama-server's inner port. The host gate refuses a foreign process on any of them."""
+    ports = [profile.serve.port]
+    if profile.metrics is not None:
+        ports.append(profile.metrics.port)
+        inner = upstream_port(profile)
+        if inner is not None:
+            ports.append(inner)
+    return tuple(dict.fromkeys(ports))

@@ -152,10 +152,12 @@ RULES: tuple[Rule, ...] = (
          "the hardware is commonly a shared pool: claiming a GPU another job uses breaks both",
          ("kimik3_reconciler.planning.host_gate",), ("unit/test_host_gate.py",),
          seed="seed 000 step 1 (check nvidia-smi for who else is using the GPUs before claiming any)"),
-    Rule("port-free", "refuse", "serve.port held by a process that is not a kimik3 container is refused before "
-         "anything runs", "llama-server would exit 'couldn't bind' after the launch (on a real quant, a ~17-minute "
+    Rule("port-free", "refuse", "serve.port (and with `metrics:` metrics.port and, behind the proxy, llama-server's "
+         "inner port) held by a process that is not kimik3's container or exporter is refused before anything runs",
+         "llama-server (or the exporter) would exit 'couldn't bind' after the launch (on a real quant, a ~17-minute "
          "load later)", ("kimik3_reconciler.planning.host_gate",),
-         ("cases/plan/60-port-held-by-foreign-process.yaml", "cases/plan/61-port-held-by-own-container.yaml"),
+         ("cases/plan/60-port-held-by-foreign-process.yaml", "cases/plan/61-port-held-by-own-container.yaml",
+          "cases/plan/69-metrics-ports-held-by-foreign-process.yaml"),
          seed="not in the seeds: kimik3's own rule: seed 000 serves on a configurable port; a held one fails late"),
     Rule("sizing-disk", "refuse", "a download that does not fit the cache's free disk (+10 % headroom) is refused "
          "with the numbers, before anything is fetched",

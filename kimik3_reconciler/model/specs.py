@@ -296,6 +296,7 @@ class UnitInstall(Payload):
     write_unit: bool
     write_env: bool
     reload: bool  # daemon-reload: the unit file was (re)written, or systemd has not loaded it yet
+    restart: bool = False  # `systemctl restart`, not `start`: the running service must pick up new settings
 
 
 @dataclass(frozen=True)
@@ -358,4 +359,19 @@ class ExporterStop(Payload):
     pid: int
 
 
-PAYLOADS = (*PAYLOADS, ExporterRun, ExporterStop)
+@dataclass(frozen=True)
+class ExporterUnit(Payload):
+    """The exporter as a systemd unit (profile with `systemd:`): stop `stop_pid` (a detached exporter it
+    replaces), write the config record, install and (re)start `install` (the unit machinery), wait until
+    /healthz answers `fingerprint`, record it (unit, fingerprint, config)."""
+
+    profile: str
+    config: dict[str, Any]
+    fingerprint: str
+    health_url: str
+    install: UnitInstall
+    stop_pid: int | None = None
+    timeout_s: float = 30.0
+
+
+PAYLOADS = (*PAYLOADS, ExporterRun, ExporterStop, ExporterUnit)

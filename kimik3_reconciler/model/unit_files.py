@@ -16,6 +16,16 @@ def unit_path(unit: str) -> str:
     return f"{UNIT_DIR}/{unit}"
 
 
+def exporter_unit(unit: str) -> str:
+    """`kimi-k3.service` -> kimi-k3-metrics.service: the metrics exporter's unit next to the server's."""
+    return f"{unit.removesuffix('.service')}-metrics.service"
+
+
+def runs_exporter_unit(body: str) -> bool:
+    """A unit body kimik3 rendered for a metrics exporter (its ExecStart runs `metrics-serve`)."""
+    return any(line.startswith("ExecStart=") and " metrics-serve " in line for line in body.splitlines())
+
+
 def env_path(unit: str) -> str:
     """`kimi-k3.service` -> /etc/kimik3/kimi-k3.env"""
     return f"{ENV_DIR}/{unit.removesuffix('.service')}.env"

@@ -25,14 +25,17 @@ def collect_exporter(profile: str, state: StatePort, processes: ProcessPort | No
     if record is None or processes is None:
         return None
     pid = int(record.get("pid") or 0)
+    unit = record.get("unit")
+    # Under systemd the unit's MainPID changes on every restart: there, only /healthz says it runs.
     alive = pid > 0 and runs_exporter(processes.cmdline(pid), profile)
     serving = None
-    if alive and record.get("config"):
+    if (alive or unit) and record.get("config"):
         status, body = http.get(ExporterConfig.from_json(record["config"]).health_url, timeout_s=2.0)
         if status == 200:
             try:
                 serving = json.loads(body).get("fingerprint")
             except (ValueError, AttributeError):
                 serving = None
-    return ExporterFact(pid=pid, fingerprint=str(record.get("fingerprint", "")), config=record.get("config") or {},
-                        alive=alive, serving=serving)
+    return ExporterFact(pid=0 if unit else pid, fingerprint=str(record.get("fingerprint", "")),
+                        config=record.get("config") or {}, alive=serving is not None if unit else alive,
+                        serving=serving, unit=unit)

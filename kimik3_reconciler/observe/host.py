@@ -179,7 +179,7 @@ def collect_listeners(host: HostPort, port: int, our_pids: frozenset[int] = froz
 
 
 def collect_host(host: HostPort, docker: DockerPort | None = None, our_pids: frozenset[int] = frozenset(),
-                 port: int | None = None) -> HostFacts:
+                 ports: tuple[int, ...] = ()) -> HostFacts:
     lscpu = host.lscpu_parseable()
     cpuinfo = host.cpuinfo()
     has_rows = any(line.strip() and not line.startswith("#") for line in lscpu.splitlines())
@@ -204,5 +204,5 @@ def collect_host(host: HostPort, docker: DockerPort | None = None, our_pids: fro
         ram_available=ram_available,
         numa_balancing=parse_numa_balancing(host.numa_balancing()),
         docker_gpus=parse_docker_gpu(docker.info(), host.cdi_specs()) if docker is not None else None,
-        listeners=collect_listeners(host, port, our_pids) if port else (),
+        listeners=tuple(listener for port in ports for listener in collect_listeners(host, port, our_pids)),
     )

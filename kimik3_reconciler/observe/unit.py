@@ -9,13 +9,14 @@ from kimik3_reconciler.model.unit_files import (
     UNIT_DIR,
     body_fingerprint,
     env_path,
+    exporter_unit,
     split_header,
     unit_path,
 )
-from kimik3_reconciler.ports import UnitsPort
+from kimik3_reconciler.ports import ProcessPort, UnitsPort
 
 DOCKER_SERVICE = "docker.service"
-SHOW_PROPERTIES = ("Id", "LoadState", "ActiveState", "SubState", "UnitFileState", "Result", "FragmentPath")
+SHOW_PROPERTIES = ("Id", "LoadState", "ActiveState", "SubState", "UnitFileState", "Result", "FragmentPath", "MainPID")
 _FIELDS = {"LoadState": "load_state", "ActiveState": "active_state", "SubState": "sub_state",
            "UnitFileState": "unit_file_state", "Result": "result", "FragmentPath": "fragment_path"}
 
@@ -39,11 +40,14 @@ def parse_unit_file(path: str, text: str) -> UnitFileFact:
 def _unit_fact(name: str, unit_file: UnitFileFact | None, units: UnitsPort, state: dict[str, str]) -> UnitFact:
     env_text = units.read_file(env_path(name)) if unit_file and unit_file.fingerprint else None
     env_file = parse_unit_file(env_path(name), env_text) if env_text is not None else None
-    fields = {attr: state[key] for key, attr in _FIELDS.items() if key in state}
+    fields: dict[str, str | int] = {attr: state[key] for key, attr in _FIELDS.items() if key in state}
+    pid = state.get("MainPID", "0")
+    fields["main_pid"] = int(pid) if pid.isdigit() else 0
     return UnitFact(name=name, unit_file=unit_file, env_file=env_file, **fields)
 
 
-def collect_systemd(profile: Profile, units: UnitsPort | None) -> SystemdFacts | None:
+def collect_systemd(profile: Profile, units: UnitsPort | None,
+                    processes: ProcessPort | None = None) -> SystemdFacts | None:
     """kimik3's units (files with its header) and the profile's unit; None when neither exists and the
     profile has no `systemd:` section, so a plain profile costs a directory listing and no systemctl."""
     if units is None:
@@ -54,14 +58,18 @@ def collect_systemd(profile: Profile, units: UnitsPort | None) -> SystemdFacts |
         if text is not None and text.startswith(HEADER_PREFIX):
             files[path.rsplit("/", 1)[1]] = parse_unit_file(path, text)
     wanted = f"{profile.unit_name}.service" if profile.systemd is not None else None
-    if wanted and wanted not in files:
-        text = units.read_file(unit_path(wanted))  # someone else's unit of that name, or nothing
-        if text is not None:
-            files[wanted] = parse_unit_file(unit_path(wanted), text)
+    # The exporter's unit next to the server's (`metrics:` under `systemd:`).
+    exporter = exporter_unit(wanted) if wanted and profile.metrics is not None else None
+    for name in (wanted, exporter):
+        if name and name not in files:
+            text = units.read_file(unit_path(name))  # someone else's unit of that name, or nothing
+            if text is not None:
+                files[name] = parse_unit_file(unit_path(name), text)
     if wanted is None and not files:
         return None
     booted = units.booted()
-    names = sorted(set(files) | ({wanted} if wanted else set()))
+    names = sorted(set(files) | {n for n in (wanted, exporter) if n})
+    argv, env = processes.invocation() if processes is not None and exporter else ((), {})
     # docker.service too: the units Require= it, and a host without it would fail every start.
     states = parse_show(units.show([*names, DOCKER_SERVICE], list(SHOW_PROPERTIES))) if booted else {}
     return SystemdFacts(
@@ -70,4 +78,6 @@ def collect_systemd(profile: Profile, units: UnitsPort | None) -> SystemdFacts |
         docker_cli=units.which("docker") if wanted and booted else None,
         docker_service=states.get(DOCKER_SERVICE, {}).get("LoadState", "unknown"),
         units=tuple(_unit_fact(n, files.get(n), units, states.get(n, {})) for n in names),
+        kimik3_argv=argv,
+        kimik3_env=env,
     )

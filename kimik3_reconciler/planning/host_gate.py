@@ -13,7 +13,8 @@ import re
 
 from kimik3_reconciler.errors import FieldRefusal
 from kimik3_reconciler.model.facts import HostFacts, ModelFact, Observed
-from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.model.profile import Profile, upstream_port
+from kimik3_reconciler.model.unit_files import runs_exporter_unit
 from kimik3_reconciler.planning.build_flags import HOST_FLAGS, cpu_features
 from kimik3_reconciler.planning.conflict_step import why_conflicting
 from kimik3_reconciler.planning.host_compat import (
@@ -39,8 +40,11 @@ def _stoppable_pids(profile: Profile, observed: Observed) -> frozenset[int]:
     """Our container's and those the conflict step stops first: their VRAM is about to be free. Our exporter's
     too: its latency proxy holds serve.port (metrics.proxy), and the plan replaces or stops it."""
     pids = {observed.container.pid} if observed.container and observed.container.pid else set()
-    if observed.exporter is not None and observed.exporter.alive:
+    if observed.exporter is not None and observed.exporter.alive and observed.exporter.pid:
         pids.add(observed.exporter.pid)
+    # Under `systemd:` the exporter is a unit (planning/exporter_unit.py): its MainPID holds the same ports.
+    pids |= {u.main_pid for u in (observed.systemd.units if observed.systemd else ())
+             if u.main_pid and u.profile == profile.name and u.unit_file and runs_exporter_unit(u.unit_file.body)}
     pids |= {o.pid for o in observed.others
              if o.pid and o.up and why_conflicting(profile, o, profile.serve.port)}
     return frozenset(pids)
@@ -145,24 +149,55 @@ def _stoppable_containers(profile: Profile, observed: Observed) -> frozenset[str
     return frozenset(ids)
 
 
-def _port_refusal(profile: Profile, observed: Observed) -> str | None:
-    """A foreign process on serve.port makes llama-server exit "couldn't bind" after the launch: refuse first."""
+def _port_binders(profile: Profile) -> dict[int, tuple[str, str]]:
+    """{port: (what binds it, the field that moves it)} for every port the profile's processes listen on."""
+    binders = {profile.serve.port: ("llama-server", "serve.port")}
+    if profile.metrics is not None:
+        inner = upstream_port(profile)
+        if inner is not None:
+            binders[profile.serve.port] = ("the latency proxy", "serve.port")
+            binders.setdefault(inner, ("llama-server (behind the proxy)", "metrics.server_port"))
+        binders.setdefault(profile.metrics.port, ("the metrics exporter", "metrics.port"))
+    return binders
+
+
+def _exporter_sockets(observed: Observed) -> frozenset[tuple[str, int]]:
+    """(address, port) our exporter answers on: its /healthz gave this profile's exporter fingerprint there, so
+    whoever listens at that address and port is it (its pid may be unknown: a unit's MainPID in another pid
+    namespace, or not readable)."""
+    running = observed.exporter
+    if running is None or running.serving is None or not running.config:
+        return frozenset()
+    config = running.config
+    sockets = {(str(config.get("bind")), int(config.get("port") or 0))}
+    if config.get("proxy_port"):
+        sockets.add((str(config.get("proxy_bind")), int(config["proxy_port"])))
+    return frozenset(sockets)
+
+
+def _port_refusals(profile: Profile, observed: Observed) -> list[str]:
+    """A foreign process on serve.port makes llama-server exit "couldn't bind" after the launch; on metrics.port or
+    llama-server's inner port (metrics.proxy) the exporter or the server behind the proxy fails the same way."""
     stoppable = _stoppable_pids(profile, observed)
     containers = _stoppable_containers(profile, observed)
-    # The owner's cgroup says which container it runs in: a child or wrapper of llama-server is ours too.
-    foreign = [p for p in observed.host.listeners if p.pid not in stoppable and p.container_id not in containers]
     # An owner we cannot see (not root) may be our own container: only refuse when no kimik3 one is running.
     kimik3_running = bool(stoppable) or any(c.up for c in (observed.container, *observed.others) if c)
-    named = [p for p in foreign if p.pid is not None or not kimik3_running]
-    if not named:
-        return None
-    # rule: port-free
-    # A port held by another process is found after the launch (and, on a real quant, a ~17-minute load) otherwise.
-    who = ", ".join(f"pid {p.pid} ({p.program})" if p.pid else "a process kimik3 cannot see (run as root)"
-                    for p in named)
-    return (f"port {profile.serve.port} is held by {who} listening on "
-            f"{', '.join(sorted({p.address for p in named}))}, not a kimik3 container: llama-server could not bind "
-            "it; stop that process or change serve.port")
+    exporter = _exporter_sockets(observed)
+    refusals = []
+    for port, (binder, field) in _port_binders(profile).items():
+        # The owner's cgroup says which container it runs in: a child or wrapper of llama-server is ours too.
+        foreign = [p for p in observed.host.listeners if p.port == port and p.pid not in stoppable
+                   and p.container_id not in containers and (p.address, p.port) not in exporter]
+        named = [p for p in foreign if p.pid is not None or not kimik3_running]
+        if not named:
+            continue
+        # rule: port-free
+        # A port held by another process is found after the launch (and, on a real quant, a ~17-minute load) otherwise.
+        who = ", ".join(f"pid {p.pid} ({p.program})" if p.pid else "a process kimik3 cannot see (run as root)"
+                        for p in named)
+        refusals.append(f"port {port} is held by {who} listening on {', '.join(sorted({p.address for p in named}))}, "
+                        f"not a kimik3 container: {binder} could not bind it; stop that process or change {field}")
+    return refusals
 
 
 def _cache_filesystem_warning(model: ModelFact) -> str | None:
@@ -222,10 +257,10 @@ def host_gate(profile: Profile, observed: Observed) -> tuple[list[str], list[str
     memory, caution = memory_findings(profile, observed, ours_running)
     refusals += memory + draft_room_refusals(profile, observed)
     warnings += caution
-    for refusal in (disk_refusal(observed.model), _port_refusal(profile, observed),
-                    disk_refusal(observed.tokenizer) if observed.tokenizer else None):
+    for refusal in (disk_refusal(observed.model), disk_refusal(observed.tokenizer) if observed.tokenizer else None):
         if refusal:
             refusals.append(refusal)
+    refusals += _port_refusals(profile, observed)
     refusals += [r for r in (margin_refusal(profile, derive_mode(profile, observed)),) if r]
     cpu_refusals, cpu_warnings = _cpu_findings(profile, observed)
     refusals, warnings = refusals + cpu_refusals, warnings + cpu_warnings

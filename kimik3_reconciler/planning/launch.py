@@ -24,7 +24,7 @@ from kimik3_reconciler.model.labels import (
     MODELS_MOUNT,
     PROFILE_LABEL,
 )
-from kimik3_reconciler.model.profile import Profile, ServeSpec
+from kimik3_reconciler.model.profile import Profile, ServeSpec, upstream_port
 from kimik3_reconciler.model.specs import ContainerSpec, Mount
 from kimik3_reconciler.planning.rpc_step import rpc_endpoints, worker_fingerprints
 from kimik3_reconciler.planning.vram_fit import ModeDecision, derive_mode
@@ -129,17 +129,6 @@ def bind_address(profile: Profile, observed: Observed) -> tuple[str, tuple[str, 
         # Seed 000: bind the tailnet address, fall back to loopback-only if Tailscale isn't up.
         return "127.0.0.1", ("serve.host: tailscale is not up on this host; binding 127.0.0.1 only",)
     return host, ()
-
-
-def upstream_port(profile: Profile) -> int | None:
-    """With metrics.proxy, the loopback port llama-server moves to (the proxy takes serve.port); else None."""
-    metrics = profile.metrics
-    if metrics is None or not metrics.proxy:
-        return None
-    if metrics.server_port is not None:
-        return metrics.server_port
-    port = profile.serve.port
-    return port + 10000 if port + 10000 <= 65535 else port - 10000
 
 
 def _probe_host(bind: str) -> str:

@@ -10,9 +10,10 @@ from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.metrics import ExporterConfig
 from kimik3_reconciler.model.plan import Action, Step, flat_diff
 from kimik3_reconciler.model.profile import Profile
-from kimik3_reconciler.model.specs import ExporterRun, ExporterStop
+from kimik3_reconciler.model.specs import ExporterRun, ExporterStop, StopUnit
 from kimik3_reconciler.planning.container_step import container_changes, plan_container
 from kimik3_reconciler.planning.desired import Desired, changes
+from kimik3_reconciler.planning.exporter_unit import plan_exporter_unit
 from kimik3_reconciler.planning.launch import bind_address, gpus_of, repo_dir, upstream_port
 
 _LOOPBACK = "127.0.0.1"
@@ -74,8 +75,11 @@ def plan_release_port(desired: Desired, observed: Observed, planned: tuple[Step,
         return ()
     if not container_changes(plan_container(desired, observed, planned)):
         return ()
-    return (Step("metrics", desired.profile.name, Action.DELETE, f"the exporter's proxy holds port "
-                 f"{running.config['proxy_port']}, which llama-server binds now: stop it first",
+    why = f"the exporter's proxy holds port {running.config['proxy_port']}, which llama-server binds now: stop it first"
+    if running.unit is not None:
+        # A unit's process: stopping the pid alone, systemd would start it again; the metrics step restarts it.
+        return (Step("metrics", running.unit, Action.DELETE, why, spec=StopUnit(running.unit)),)
+    return (Step("metrics", desired.profile.name, Action.DELETE, why,
                  spec=ExporterStop(desired.profile.name, running.pid)),)
 
 
@@ -87,8 +91,16 @@ def plan_exporter(desired: Desired, observed: Observed, planned: tuple[Step, ...
         if running is None:
             return ()
         why = "metrics: removed from the profile" if running.alive else "record of an exporter that no longer runs"
+        if running.unit is not None:
+            why = f"metrics: removed from the profile (its unit {running.unit} goes above): delete its records"
         return (Step("metrics", desired.profile.name, Action.DELETE, why,
                      spec=ExporterStop(desired.profile.name, running.pid if running.alive else 0)),)
+    if desired.profile.systemd is not None:
+        # Under `systemd:` the exporter is a unit next to the server's: systemd restarts it, not the next apply.
+        return plan_exporter_unit(desired.profile, observed, wanted)
+    if running is not None and running.unit is not None:
+        # It ran as a unit, removed above with the `systemd:` section (plan_stale_units): start it detached.
+        running = None
     run = ExporterRun(profile=wanted.profile, config=wanted.to_json(), fingerprint=wanted.fingerprint,
                       health_url=wanted.health_url,
                       replace_pid=running.pid if running is not None and running.alive else None)

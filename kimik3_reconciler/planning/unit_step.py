@@ -15,7 +15,14 @@ from kimik3_reconciler.model.facts import Observed, SystemdFacts, UnitFact, Unit
 from kimik3_reconciler.model.plan import Action, DiffItem, Step, flat_diff
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.specs import UnitInstall, UnitRemoval
-from kimik3_reconciler.model.unit_files import env_path, split_header, unit_path, with_header
+from kimik3_reconciler.model.unit_files import (
+    env_path,
+    exporter_unit,
+    runs_exporter_unit,
+    split_header,
+    unit_path,
+    with_header,
+)
 from kimik3_reconciler.planning.conflict_step import why_conflicting
 from kimik3_reconciler.planning.container_step import container_changes
 from kimik3_reconciler.planning.desired import Desired
@@ -25,7 +32,7 @@ STOP_TIMEOUT_S = 120  # docker stop's grace: llama-server exits 0 on SIGTERM aft
 TIMEOUT_STOP_S = STOP_TIMEOUT_S + 30  # systemd's own limit must outlast ExecStop's wait
 RESTART_S = 10  # a crash loop restarts every 10 s: never trips systemd's default 5-starts-in-10-s limit
 _BARE = re.compile(r"[A-Za-z0-9_./:@+,=-]*")  # needs no quoting in an EnvironmentFile
-_ABSOLUTE = re.compile(r"/[A-Za-z0-9_./+-]+")
+ABSOLUTE = re.compile(r"/[A-Za-z0-9_./+-]+")
 _UNIT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]*\.service")
 _DOUBLE_QUOTE_ESCAPES = str.maketrans({c: "\\" + c for c in '\\"$`'})
 _ON_DEMAND = "on-demand (not enabled at boot)"
@@ -52,7 +59,7 @@ def render_env_file(values: dict[str, str], profile: str) -> str:
 
 def render_unit(*, profile: str, docker_cli: str, env_file: str, conflicts: tuple[str, ...]) -> str:
     """The unit: argv words only (the container name comes from the env file as one word, `${...}`)."""
-    if not _ABSOLUTE.fullmatch(docker_cli):
+    if not ABSOLUTE.fullmatch(docker_cli):
         raise PlanError(f"docker CLI path {docker_cli!r}: a unit needs an absolute path without spaces or quotes")
     lines = [
         f"# Rendered by kimik3 from profile {profile}; `kimik3 apply` restores any edit.",
@@ -87,6 +94,8 @@ def unit_conflicts(profile: Profile, observed: Observed) -> tuple[str, ...]:
     for unit in observed.systemd.units if observed.systemd else ():
         if unit.profile in (None, profile.name) or not _UNIT_NAME.fullmatch(unit.name):
             continue  # a file name that is no unit name never reaches a unit line
+        if unit.unit_file is not None and runs_exporter_unit(unit.unit_file.body):
+            continue  # another profile's exporter holds no GPU and not the server's port: it may keep running
         theirs = (c for c in observed.others if c.profile == unit.profile)
         if any(why_conflicting(profile, c, profile.serve.port) for c in theirs):
             names.add(unit.name)
@@ -128,7 +137,7 @@ def _settings(body: str) -> dict[str, str]:
     return found
 
 
-def _file_change(label: str, path: str, found: UnitFileFact | None,
+def file_change(label: str, path: str, found: UnitFileFact | None,
                  text: str) -> tuple[str | None, tuple[DiffItem, ...]]:
     """(why the file must be written, or None; the settings that differ)."""
     fingerprint, _, body = split_header(text)
@@ -145,7 +154,7 @@ def _file_change(label: str, path: str, found: UnitFileFact | None,
     return None, ()
 
 
-def _docker_cli_or_refuse(profile: Profile, facts: SystemdFacts | None, current: UnitFact | None, unit: str) -> str:
+def docker_cli_or_refuse(profile: Profile, facts: SystemdFacts | None, current: UnitFact | None, unit: str) -> str:
     """The docker CLI the unit will run, or PlanError: kimik3 never half-installs a unit."""
     # rule: unit-owned
     # kimik3 installs a unit only where it can own and run it: systemd is PID 1, the name is an instance, no
@@ -208,7 +217,9 @@ def plan_stale_units(desired: Desired, observed: Observed, planned: tuple[Step, 
     """
     profile = desired.profile
     keep = f"{profile.unit_name}.service" if profile.systemd is not None else None
-    return _removals(profile, observed.systemd, keep=keep, why="stale")
+    # The exporter's unit (planning/exporter_unit.py) stays while the profile has `metrics:` too.
+    exporter = exporter_unit(keep) if keep and profile.metrics is not None else None
+    return _removals(profile, observed.systemd, keep=keep, why="stale", also_keep=exporter)
 
 
 def plan_unit(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
@@ -220,13 +231,13 @@ def plan_unit(desired: Desired, observed: Observed, planned: tuple[Step, ...] = 
     facts = observed.systemd
     wanted = f"{profile.unit_name}.service"
     current = next((u for u in facts.units if u.name == wanted), None) if facts else None
-    install = render_install(profile, observed, launch, _docker_cli_or_refuse(profile, facts, current, wanted))
+    install = render_install(profile, observed, launch, docker_cli_or_refuse(profile, facts, current, wanted))
     if current is None or current.unit_file is None:
         mode = "enable it at boot" if install.enable else _ON_DEMAND
         why = f"no unit: install it and {install.env_path}, daemon-reload, {mode}, start it"
         return (Step("unit", wanted, Action.CREATE, why, spec=install),)
-    unit_why, unit_diff = _file_change("unit", install.unit_path, current.unit_file, install.unit_text)
-    env_why, env_diff = _file_change("env", install.env_path, current.env_file, install.env_text)
+    unit_why, unit_diff = file_change("unit", install.unit_path, current.unit_file, install.unit_text)
+    env_why, env_diff = file_change("env", install.env_path, current.env_file, install.env_text)
     state_why, state_diff = _state_changes(install, current, relaunched)
     reasons = [r for r in (unit_why, env_why) if r] + state_why
     spec = replace(install, write_unit=unit_why is not None, write_env=env_why is not None,
@@ -239,10 +250,11 @@ def plan_unit(desired: Desired, observed: Observed, planned: tuple[Step, ...] = 
                  spec=spec),)
 
 
-def _removals(profile: Profile, facts: SystemdFacts | None, keep: str | None, why: str) -> tuple[Step, ...]:
+def _removals(profile: Profile, facts: SystemdFacts | None, keep: str | None, why: str,
+              also_keep: str | None = None) -> tuple[Step, ...]:
     steps = []
     for unit in facts.units if facts else ():
-        if unit.profile != profile.name or unit.name == keep or unit.unit_file is None:
+        if unit.profile != profile.name or unit.name in (keep, also_keep) or unit.unit_file is None:
             continue
         env = unit.env_file
         removal = UnitRemoval(unit=unit.name, unit_path=unit.unit_file.path,
@@ -251,6 +263,8 @@ def _removals(profile: Profile, facts: SystemdFacts | None, keep: str | None, wh
         reason = {"stale": "the profile no longer names this unit" + (f" (systemd.unit is {keep})" if keep else
                                                                        " (no `systemd:` section)"),
                   "destroy": "installed by kimik3 for this profile"}[why]
+        if why == "stale" and keep and profile.metrics is None and runs_exporter_unit(unit.unit_file.body):
+            reason = "the metrics exporter's unit, and the profile has no `metrics:` section"
         how = "stop, disable and remove it and its env file" if facts.booted else \
             "systemd is not running: remove its files only"
         steps.append(Step("unit", unit.name, Action.DELETE, f"{reason}: {how}", spec=removal))

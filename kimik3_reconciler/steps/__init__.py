@@ -15,6 +15,7 @@ from kimik3_reconciler.model.plan import Plan, Step
 from kimik3_reconciler.model.specs import (
     ExporterRun,
     ExporterStop,
+    ExporterUnit,
     GpuProbe,
     HealthWait,
     ImageBuild,
@@ -46,7 +47,7 @@ from kimik3_reconciler.steps.container import (
     start_container,
     stop_container,
 )
-from kimik3_reconciler.steps.exporter import run_exporter, stop_exporter
+from kimik3_reconciler.steps.exporter import run_exporter, run_exporter_unit, stop_exporter
 from kimik3_reconciler.steps.gpu_probe import probe_gpus
 from kimik3_reconciler.steps.health import wait_until_healthy
 from kimik3_reconciler.steps.image import build_image, remove_image, retag_image
@@ -87,6 +88,7 @@ EXECUTORS: dict[type[Payload], Executor] = {
     WorkerRemove: remove_worker,
     ExporterRun: run_exporter,
     ExporterStop: stop_exporter,
+    ExporterUnit: run_exporter_unit,
     VerifyServer: verify_server,
 }
 

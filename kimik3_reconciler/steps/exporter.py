@@ -6,10 +6,11 @@ import json
 
 from kimik3_reconciler.errors import StepError
 from kimik3_reconciler.model.records import exporter_config_key, exporter_key
-from kimik3_reconciler.model.specs import ExporterRun, ExporterStop
+from kimik3_reconciler.model.specs import ExporterRun, ExporterStop, ExporterUnit
 from kimik3_reconciler.observe.exporter import SERVE_COMMAND, runs_exporter
 from kimik3_reconciler.ports import ProcessPort, Ports
 from kimik3_reconciler.steps.report import Reporter
+from kimik3_reconciler.steps.unit import install_unit
 
 POLL_S = 0.1
 STOP_S = 10.0
@@ -49,6 +50,32 @@ def run_exporter(run: ExporterRun, ports: Ports, reporter: Reporter) -> None:
             processes.terminate(pid, STOP_S)
             raise StepError(f"metrics: the exporter did not answer {run.health_url} within {run.timeout_s:.0f} s "
                             f"(last: {status} {body[:120]}); stopped it")
+        ports.clock.sleep(POLL_S)
+
+
+def run_exporter_unit(run: ExporterUnit, ports: Ports, reporter: Reporter) -> None:
+    """The exporter as a systemd unit: its config record first (the unit's process reads it at start), then the
+    unit machinery (write, daemon-reload, enable, (re)start, watch it stay up), then /healthz."""
+    if run.stop_pid and ports.processes is not None and runs_exporter(ports.processes.cmdline(run.stop_pid),
+                                                                      run.profile):
+        ports.processes.terminate(run.stop_pid, STOP_S)  # the detached one holds the ports the unit binds
+        reporter.event("stopped", exporter=run.profile, pid=run.stop_pid)
+    ports.state.write(exporter_config_key(run.profile), run.config)
+    install_unit(run.install, ports, reporter)
+    ports.state.write(exporter_key(run.profile), {"pid": 0, "unit": run.install.unit, "fingerprint": run.fingerprint,
+                                                  "config": run.config,
+                                                  "date": ports.clock.now().isoformat(timespec="seconds")})
+    deadline = ports.clock.monotonic() + run.timeout_s
+    while True:
+        status, body = ports.http.get(run.health_url, timeout_s=1.0)
+        if status == 200 and _fingerprint(body) == run.fingerprint:
+            reporter.event("exporter", profile=run.profile, unit=run.install.unit,
+                           url=run.health_url.removesuffix("/healthz"))
+            return
+        if ports.clock.monotonic() > deadline:
+            raise StepError(f"metrics: unit {run.install.unit} did not answer {run.health_url} within "
+                            f"{run.timeout_s:.0f} s (last: {status} {body[:120]}); see `journalctl -u "
+                            f"{run.install.unit}`")
         ports.clock.sleep(POLL_S)
 
 

@@ -38,7 +38,7 @@ def install_unit(spec: UnitInstall, ports: Ports, reporter: Reporter) -> None:
         units.systemctl("daemon-reload")
     units.systemctl("enable" if spec.enable else "disable", spec.unit)
     _reset_failed(units, spec.unit)  # a failed unit refuses nothing, but its Result would linger
-    units.systemctl("start", spec.unit)
+    units.systemctl("restart" if spec.restart else "start", spec.unit)
     _check_started(spec.unit, ports, units)
     reporter.event("unit-active", unit=spec.unit, enabled=spec.enable)
 

@@ -12,13 +12,14 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.realparts import REPO_ROOT, demo_profile, docker, kimik3, require_docker_and_demo_hub, write_profile
+from support.realparts import DEMO_DIR, REPO_ROOT, demo_profile, docker, kimik3, require_docker_and_demo_hub, write_profile
 
 from kimik3_demo.hub import FixtureHub, FixtureRepo
 from kimik3_demo.prepare import DEMO_REPO, DEMO_REVISION, demo_repos
@@ -30,6 +31,8 @@ IMAGE = "kimik3-test/systemd:bookworm"
 MAIN, OTHER = "kimi-k3-sdtest", "kimi-k3-sdtest-b"  # not kimi-k3-itest/-vtest/-demo (18282/18383/18181)
 PORT = 18585  # shared by both: the second profile's unit gets `Conflicts=` derived from it
 UNIT, OTHER_UNIT = f"{MAIN}.service", f"{OTHER}.service"
+METRICS_PROFILE, METRICS_PORT = "k3m2-sd", 19290  # metrics under systemd: serve 19290, exporter 19291
+METRICS_WORK = DEMO_DIR / "systemd-metrics-itest"  # its state dir, mounted at the same path in the box
 CACHE_NAME = "hf cache #1"  # a value with '#' and a space in the env file: it must survive as written
 
 
@@ -68,16 +71,24 @@ def box() -> Iterator[Path]:
     subprocess.run(["bash", str(REPO_ROOT / "scripts" / "ensure-systemd-image.sh")], check=True)
     print(f"ensure-systemd-image: {time.monotonic() - started:.1f} s")
     cli = Path(shutil.which("docker") or "/usr/bin/docker").resolve()
-    subprocess.run(["docker", "rm", "-f", BOX, MAIN, OTHER], capture_output=True)
+    subprocess.run(["docker", "rm", "-f", BOX, MAIN, OTHER, METRICS_PROFILE], capture_output=True)
+    # The exporter's unit runs this kimik3 (its interpreter, venv and checkout) with its state dir: the same
+    # paths in the box, read-only but the exporter test's work dir. Never /tmp: the box's systemd-tmpfiles
+    # empties /tmp at boot.
+    same_paths = [f"{p}:{p}:ro" for p in sorted({sys.base_prefix, sys.prefix, str(REPO_ROOT)})]
+    shutil.rmtree(METRICS_WORK, ignore_errors=True)
+    METRICS_WORK.mkdir(parents=True)
     docker("run", "-d", "--name", BOX, "--cap-add", "SYS_ADMIN", "--security-opt", "seccomp=unconfined",
            "--network", "host", "--tmpfs", "/run", "--tmpfs", "/run/lock", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
-           "-v", "/var/run/docker.sock:/var/run/docker.sock", "-v", f"{cli}:/usr/bin/docker:ro", IMAGE)
+           "-v", "/var/run/docker.sock:/var/run/docker.sock", "-v", f"{cli}:/usr/bin/docker:ro",
+           *(arg for p in same_paths for arg in ("-v", p)), "-v", f"{METRICS_WORK}:{METRICS_WORK}", IMAGE)
     try:
         wait_for("systemd in the box", lambda: in_box("systemctl", "is-system-running", check=False)
                  in ("running", "degraded"), timeout=60)
         yield Path(docker("inspect", "-f", "{{.GraphDriver.Data.MergedDir}}", BOX))
     finally:
-        subprocess.run(["docker", "rm", "-f", MAIN, OTHER, BOX], capture_output=True)
+        subprocess.run(["docker", "rm", "-f", MAIN, OTHER, METRICS_PROFILE, BOX], capture_output=True)
+        shutil.rmtree(METRICS_WORK, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -221,3 +232,37 @@ def test_without_systemd_as_pid1_the_plan_refuses(work: Path, tmp_path: Path) ->
     result = kimik3(work, "--systemd-root", str(tmp_path), "plan", "main.yaml", check=False)
     assert result.returncode == 3 and "Traceback" not in result.stderr
     assert "systemd is not PID 1 on this host" in result.stderr
+
+
+def test_the_exporter_is_a_unit_next_to_the_server(box: Path, hub: FixtureHub) -> None:
+    """`metrics:` under `systemd:`: <unit>-metrics.service runs `metrics-serve` (the observed interpreter),
+    serves /metrics, comes back after a crash (Restart=on-failure), and destroy removes both units."""
+    if not (box / "etc/systemd/system/docker.service").exists():  # run alone (-k): the stand-in first
+        (box / "etc/systemd/system/docker.service").write_text(DOCKER_STAND_IN)
+        in_box("systemctl", "daemon-reload")
+    work = METRICS_WORK
+    profile = demo_profile(work, METRICS_PROFILE, METRICS_PORT, hub.url)
+    profile["systemd"] = {"unit": METRICS_PROFILE}
+    profile["metrics"] = {"port": METRICS_PORT + 1}
+    write_profile(work, profile, "metrics.yaml")
+    unit = f"{METRICS_PROFILE}-metrics.service"
+    try:
+        applied = json.loads(sd_kimik3(work, box, "apply", "--json", "metrics.yaml").stdout)
+        assert ("metrics", "create") in [(s["kind"], s["action"]) for s in applied["executed"]]
+        assert in_box("systemctl", "is-active", unit) == "active"
+        text = (box / "etc/systemd/system" / unit).read_text()
+        assert f"ExecStart={sys.executable} -m kimik3_reconciler metrics-serve ${{KIMIK3_PROFILE}}" in text.splitlines()
+        assert "Restart=on-failure" in text.splitlines()
+        with urllib.request.urlopen(f"http://127.0.0.1:{METRICS_PORT + 1}/metrics", timeout=5) as response:
+            assert "kimik3_deployment_converged" in response.read().decode()
+        plan = plan_json(work, box, "metrics.yaml")
+        assert plan["converged"], [s for s in plan["steps"] if s["action"] != "noop"]
+        in_box("systemctl", "kill", "--signal=SIGKILL", unit)  # a crash: systemd restarts it (RestartSec=5)
+        wait_for("the exporter unit to restart", lambda: in_box("systemctl", "show", "-p", "NRestarts", "--value",
+                                                                unit) == "1" and in_box("systemctl", "is-active", unit,
+                                                                                        check=False) == "active")
+    finally:
+        sd_kimik3(work, box, "destroy", "metrics.yaml", check=False)
+    assert not (box / "etc/systemd/system" / unit).exists()
+    assert not (box / "etc/systemd/system" / f"{METRICS_PROFILE}.service").exists()
+

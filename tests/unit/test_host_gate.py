@@ -246,3 +246,19 @@ def test_the_driver_word_counts_where_the_table_has_no_row() -> None:
         "NVIDIA driver 580.65.06 runs CUDA <= 12.9 (NVML), older than CUDA 13.0.0 of the runtime base image "
         "nvidia/cuda:13.0.0-runtime-ubuntu24.04: upgrade the driver, or set build.base_images to a CUDA the driver runs"]
     assert host_gate(profile(), observed(host=h200()))[0] == []  # the recorded 580.159.04 runs CUDA 13.0
+
+
+def test_metrics_ports_held_by_foreign_processes_are_each_refused() -> None:
+    """Case 69's host: the exporter's port and llama-server's inner port (behind the proxy) are refused, each naming
+    the field that moves it; serve.port, held by kimik3's own exporter (its proxy), is not."""
+    import yaml
+    from test_plan_cases import CASES, build_case
+
+    profile, observed_facts = build_case(yaml.safe_load((CASES / "69-metrics-ports-held-by-foreign-process.yaml")
+                                                        .read_text()))
+    refusals, _ = host_gate(profile, observed_facts)
+    ports = sorted(r for r in refusals if r.startswith("port "))
+    assert len(ports) == 2, refusals
+    assert "port 18080 is held by pid 6161 (nginx)" in ports[0] and "llama-server (behind the proxy)" in ports[0] \
+        and "change metrics.server_port" in ports[0]
+    assert "port 9400 is held by pid 5151 (node_exporter)" in ports[1] and "change metrics.port" in ports[1]

@@ -28,7 +28,8 @@ written by hand.
       previous_host: {...}                                    # the host the previous apply saw
       patches: {name: content-tag}                            # local patch file contents (a multi-line
                                                               # value is the patch's diff text, parsed)
-      systemd: {booted: true, unit: absent | installed | edited, enabled: bool, active: active}
+      systemd: {booted: true, unit: absent | installed | edited, enabled: bool, active: active,
+                exporter_unit: absent | installed | edited}       # <unit>-metrics.service `previous` installed
       gpu_plumbing: {cdi: true, runtime: false, toolkit_version: 1.17.4}  # GpuPlumbing (default: not observed)
       gpu_probe: {date: ..., seen: ...}                       # the passing probe record of this plumbing
       workers: {name: {image: previous | absent, container: {state: running, restarted: true} | absent,
@@ -79,6 +80,7 @@ from kimik3_reconciler.planning.metrics_step import render_exporter
 from kimik3_reconciler.planning.image_step import render_image_build
 from kimik3_reconciler.planning.launch import render_launch
 from kimik3_reconciler.planning.rpc_step import render_worker, worker_inputs
+from kimik3_reconciler.planning.exporter_unit import render_exporter_install
 from kimik3_reconciler.planning.unit_step import render_install
 
 CASES = Path(__file__).parent.parent / "cases" / "plan"
@@ -228,6 +230,10 @@ def exporter_fact(state: str | None, previous: Profile, prev_obs: Observed) -> E
         return None
     config = render_exporter(render_desired(previous, prev_obs), prev_obs)
     assert config is not None, "exporter: needs a previous profile with a metrics: section"
+    if previous.systemd is not None:  # the unit's record: no pid, /healthz alone says it runs
+        return ExporterFact(pid=0, fingerprint=config.fingerprint, config=config.to_json(), alive=state == "serving",
+                            serving=config.fingerprint if state == "serving" else None,
+                            unit=f"{previous.unit_name}-metrics.service")
     return ExporterFact(pid=4242, fingerprint=config.fingerprint, config=config.to_json(), alive=state != "dead",
                         serving=config.fingerprint if state == "serving" else None)
 
@@ -238,7 +244,8 @@ def systemd_facts(spec: dict[str, Any] | None, previous: Profile | None = None, 
     if spec is None:
         return None
     facts = SystemdFacts(booted=spec.get("booted", True), state="running" if spec.get("booted", True) else "offline",
-                         docker_cli="/usr/bin/docker")
+                         docker_cli="/usr/bin/docker", kimik3_argv=("/usr/bin/python3", "-m", "kimik3_reconciler"),
+                         kimik3_env={"KIMIK3_STATE_DIR": "/var/lib/kimik3", "PYTHONPATH": "/opt/kimik3"})
     if spec.get("unit", "absent") == "absent" or previous is None or previous.systemd is None:
         return facts
     install = render_install(previous, prev_obs, render_launch(previous, prev_obs, tag, image_fp), "/usr/bin/docker")
@@ -249,7 +256,16 @@ def systemd_facts(spec: dict[str, Any] | None, previous: Profile | None = None, 
                     env_file=parse_unit_file(install.env_path, install.env_text), load_state="loaded",
                     active_state=spec.get("active", "active"),
                     unit_file_state="enabled" if spec.get("enabled", previous.systemd.enable) else "disabled")
-    return facts.model_copy(update={"units": (unit,)})
+    units = [unit]
+    if spec.get("exporter_unit", "absent") != "absent":
+        exporter = render_exporter_install(previous, prev_obs.model_copy(update={"systemd": facts}), "/usr/bin/docker")
+        text = exporter.unit_text
+        if spec["exporter_unit"] == "edited":
+            text = text.replace("RestartSec=5", "RestartSec=30")
+        units.append(UnitFact(name=exporter.unit, unit_file=parse_unit_file(exporter.unit_path, text),
+                              env_file=parse_unit_file(exporter.env_path, exporter.env_text), load_state="loaded",
+                              active_state="active", main_pid=4343, unit_file_state=unit.unit_file_state))
+    return facts.model_copy(update={"units": tuple(units)})
 
 
 def case_files() -> list[Path]:

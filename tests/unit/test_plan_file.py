@@ -23,6 +23,7 @@ from kimik3_reconciler.model.specs import (
     DockerHost,
     ExporterRun,
     ExporterStop,
+    ExporterUnit,
     GpuProbe,
     HealthWait,
     PagecachePreread,
@@ -94,6 +95,10 @@ SAMPLES = [
     ExporterRun("k3", {"profile": "k3", "labels": {"profile": "k3"}, "port": 19201, "shards": ["/c/a.gguf"]},
                 "0123456789abcdef", "http://127.0.0.1:19201/healthz", replace_pid=4242),
     ExporterStop("k3", 4242),
+    ExporterUnit("k3", {"profile": "k3", "port": 19201}, "0123456789abcdef", "http://127.0.0.1:19201/healthz",
+                 UnitInstall("k3-metrics.service", "k3", "/etc/systemd/system/k3-metrics.service", "[Unit]\n",
+                             "/etc/kimik3/k3-metrics.env", "KIMIK3_PROFILE=k3\n", False, True, True, True,
+                             restart=True), stop_pid=4242),
     VerifyServer("k3", "0123456789abcdef"),
 ]
 

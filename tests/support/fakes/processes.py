@@ -28,6 +28,10 @@ class FakeProcesses:
             self.http.pages[config.health_url] = (200, json.dumps({"fingerprint": config.fingerprint}))
         return self.next_pid
 
+    def invocation(self) -> tuple[tuple[str, ...], dict[str, str]]:
+        return ("/usr/bin/python3", "-m", "kimik3_reconciler"), {"KIMIK3_STATE_DIR": "/var/lib/kimik3",
+                                                                  "PYTHONPATH": "/opt/kimik3"}
+
     def cmdline(self, pid: int) -> tuple[str, ...] | None:
         return self.running.get(pid)
 
