@@ -114,3 +114,35 @@ def test_destroy_removes_the_named_workers_and_the_recorded_ones_the_profile_dro
     obs = observed(p).model_copy(update={"removed_workers": (removed(),)})
     workers = [s for s in plan_destroy(p, obs).steps if s.kind == "worker"]
     assert [(s.target, s.action) for s in workers] == [("w2: k3-rpc-w2", Action.DELETE)]
+
+
+def test_an_apply_records_its_workers_and_the_next_one_without_them_removes_them(tmp_path) -> None:  # noqa: ANN001
+    """End to end on fakes: converge with a worker, then drop the rpc section: its rpc-server goes, the record too."""
+    from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeHub, fake_ports
+
+    from kimik3_reconciler.engine import Engine
+
+    class WorkerDocker(FakeDocker):
+        def info(self) -> dict[str, object]:
+            return {"ID": "worker-daemon"}
+
+        def exec_output(self, name: str, argv: list[str]) -> str:
+            return ""
+
+    (tmp_path / "src.tar.gz").write_bytes(b"source")
+    (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
+    hub = FakeHub("org/k3", FAKE_REVISION, {"UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00001.gguf": b"shard" * 10},
+                  tmp_path / "hub")
+    ports, _ = fake_ports(hub)
+    worker = WorkerDocker()
+    ports.workers = lambda host: worker
+    ports.host.tcp_connect = lambda address, port, timeout_s=2.0: True
+    engine = Engine(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp")
+    with_rpc = FAKE_PROFILE + "rpc: {workers: [{name: w1, docker: 'ssh://k3@10.0.0.2', bind: 10.0.0.2}]}\n"
+    engine.apply_or_revert(parse_profile(with_rpc, "test.yaml"))
+    assert "k3-test-rpc-w1" in worker.containers
+    assert [e["container"] for e in ports.state.read(rpc_workers_key("k3-test"))["workers"]] == ["k3-test-rpc-w1"]
+    result = engine.apply_or_revert(parse_profile(FAKE_PROFILE, "test.yaml"))
+    assert ("worker", Action.DELETE) in [(s.kind, s.action) for s in result.executed]
+    assert "k3-test-rpc-w1" not in worker.containers and ports.state.read(rpc_workers_key("k3-test")) is None
+    assert result.final.converged
