@@ -35,7 +35,7 @@ W1 = DockerHost("w1", "ssh://k3@10.0.0.2")
 W2 = DockerHost("w2", "tcp://10.0.0.3:2376", "/etc/k3/w2")
 
 
-def profile(workers: int = 2):  # noqa: ANN201 - a Profile
+def profile(workers: int = 2):
     data = yaml.safe_load(yaml.safe_dump(PROFILE))
     data["rpc"]["workers"] = data["rpc"]["workers"][:workers]
     if not workers:
@@ -116,7 +116,7 @@ def test_destroy_removes_the_named_workers_and_the_recorded_ones_the_profile_dro
     assert [(s.target, s.action) for s in workers] == [("w2: k3-rpc-w2", Action.DELETE)]
 
 
-def test_an_apply_records_its_workers_and_the_next_one_without_them_removes_them(tmp_path) -> None:  # noqa: ANN001
+def test_an_apply_records_its_workers_and_the_next_one_without_them_removes_them(tmp_path) -> None:
     """End to end on fakes: converge with a worker, then drop the rpc section: its rpc-server goes, the record too."""
     from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeHub, fake_ports
 
