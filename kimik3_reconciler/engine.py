@@ -225,7 +225,8 @@ class Engine:
         # Converged: every worker the profile names is recorded (also one an older kimik3 launched), so a
         # worker it drops later is removed rather than left listening.
         remember_workers(self.ports.state, loaded.profile.name,
-                         tuple((docker_host(w), w.container_name(loaded.profile.name)) for w in loaded.profile.workers))
+                         tuple((docker_host(w), w.container_name(loaded.profile.name)) for w in loaded.profile.workers),
+                         converged=True)
         if result.changed or self.ports.state.read(last_good_key(loaded.profile.name)) is None:
             self.ports.state.write(last_good_key(loaded.profile.name), {
                 "text": loaded.text, "source": loaded.source, "base_dir": str(self.base_dir.resolve()),

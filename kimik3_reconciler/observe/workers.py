@@ -103,6 +103,7 @@ def collect_removed_workers(profile: Profile, workers: Callable[[DockerHost], Do
     """Recorded workers whose (Docker, container) the profile no longer names, each seen through its own Docker.
     A Docker that does not answer is recorded, not raised: the planner refuses with the worker named."""
     named = {(w.docker, w.container_name(profile.name)) for w in profile.workers}
+    by_container = {w.container_name(profile.name): w for w in profile.workers}
     facts = []
     for entry in recorded_workers(state, profile.name):
         if (entry.get("docker"), entry.get("container")) in named:
@@ -112,10 +113,24 @@ def collect_removed_workers(profile: Profile, workers: Callable[[DockerHost], Do
         try:
             if workers is None:
                 raise Kimik3Error("no way to reach worker Docker hosts was wired")
-            inspect = workers(DockerHost(fact.name, fact.docker, fact.tls_dir)).inspect_container(fact.container_name)
+            docker = workers(DockerHost(fact.name, fact.docker, fact.tls_dir))
+            still = by_container.get(fact.container_name)
+            if still is not None and _same_daemon(docker, workers(DockerHost(still.name, still.docker, still.tls_dir))):
+                # Only the URL moved (ssh:// to tcp:// of one host): removing that name would remove the worker
+                # the profile still names.
+                continue
+            inspect = docker.inspect_container(fact.container_name)
             if inspect is not None:
                 fact = fact.model_copy(update={"container": parse_container(inspect)})
         except Kimik3Error as exc:
             fact = fact.model_copy(update={"error": str(exc)})
         facts.append(fact)
     return tuple(facts)
+
+
+def _same_daemon(one: DockerPort, other: DockerPort) -> bool:
+    try:
+        ours = one.info().get("ID")
+        return bool(ours) and ours == other.info().get("ID")
+    except Kimik3Error:  # the new URL does not answer: the old one is judged on its own
+        return False

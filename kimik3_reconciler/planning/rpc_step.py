@@ -209,7 +209,8 @@ def _removal(profile: Profile, fact: RemovedWorkerFact) -> Step:
                 spec=WorkerRemove(host, fact.container_name, profile.name))
 
 
-def plan_removed_workers(desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:  # noqa: ANN001
+def plan_removed_workers(desired, observed: Observed,  # noqa: ANN001
+                         planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
     """Workers an apply launched that the profile no longer names: their rpc-server is removed (after the main
     server's swap: the old server keeps its tensors there until the new one, without --rpc to it, serves)."""
     return tuple(_removal(desired.profile, fact) for fact in observed.removed_workers)
@@ -226,7 +227,8 @@ def plan_worker_teardown(profile: Profile, observed: Observed) -> tuple[Step, ..
             raise PlanError(f"rpc.workers {worker.name}: cannot reach its Docker at {worker.docker}: {fact.error}")
         if fact is not None and fact.container is not None:
             steps.append(Step("worker", f"{worker.name}: {name}", Action.DELETE, f"rpc-server {fact.container.state} on "
-                              f"{worker.name}: remove it", spec=WorkerRemove(docker_host(worker), name, profile.name)))
+                              f"{worker.name}: remove it",
+                              spec=WorkerRemove(docker_host(worker), name, profile.name)))
         else:
             steps.append(Step("worker", f"{worker.name}: {name}", Action.NOOP, f"no rpc-server on {worker.name}"))
     return tuple(steps)

@@ -93,16 +93,21 @@ def _same(entry: dict[str, str | None], host: DockerHost, container: str) -> boo
     return entry.get("docker") == host.url and entry.get("container") == container
 
 
-def remember_workers(state: StatePort, profile: str, launched: tuple[tuple[DockerHost, str], ...]) -> None:
+def remember_workers(state: StatePort, profile: str, launched: tuple[tuple[DockerHost, str], ...],
+                     converged: bool = False) -> None:
     """Add (worker Docker, rpc-server container) pairs to the profile's record of launched workers (issue 18):
-    a worker the profile later drops is found there and removed, not left listening on the network."""
+    a worker the profile later drops is found there and removed, not left listening on the network.
+    `converged`: an apply converged to these workers, so an entry of the same container under another Docker
+    URL is that same container seen by another URL (a dropped one was removed and forgotten before): it goes."""
     if not profile or not launched:
         return
     key = rpc_workers_key(profile)
     recorded = list((state.read(key) or {}).get("workers") or [])
     entries = recorded
     for host, container in launched:
-        entries = [e for e in entries if not _same(e, host, container)] + [_entry(host, container)]
+        entries = [e for e in entries
+                   if not (_same(e, host, container) or (converged and e.get("container") == container))]
+        entries.append(_entry(host, container))
     if sorted(map(str, entries)) != sorted(map(str, recorded)):
         state.write(key, {"workers": entries})
 

@@ -146,3 +146,26 @@ def test_an_apply_records_its_workers_and_the_next_one_without_them_removes_them
     assert ("worker", Action.DELETE) in [(s.kind, s.action) for s in result.executed]
     assert "k3-test-rpc-w1" not in worker.containers and ports.state.read(rpc_workers_key("k3-test")) is None
     assert result.final.converged
+
+
+def test_a_worker_whose_docker_url_moved_on_the_same_daemon_is_not_removed() -> None:
+    """ssh:// → tcp:// of one host: the recorded entry names the container the profile still runs there."""
+
+    class Daemon(FakeDocker):
+        def __init__(self, daemon_id: str) -> None:
+            super().__init__()
+            self.daemon_id = daemon_id
+
+        def info(self) -> dict[str, object]:
+            return {"ID": self.daemon_id}
+
+    state = MemoryState()
+    remember_workers(state, "k3", ((DockerHost("w2", "ssh://k3@10.0.0.3"), "k3-rpc-w2"),))
+    same = {"ssh://k3@10.0.0.3": Daemon("B"), "tcp://10.0.0.3:2376": Daemon("B")}
+    assert collect_removed_workers(profile(2), lambda host: same[host.url], state) == ()
+    moved = {"ssh://k3@10.0.0.3": Daemon("C"), "tcp://10.0.0.3:2376": Daemon("B")}
+    (found,) = collect_removed_workers(profile(2), lambda host: moved[host.url], state)
+    assert (found.docker, found.container_name, found.container) == ("ssh://k3@10.0.0.3", "k3-rpc-w2", None)
+    remember_workers(state, "k3", ((W2, "k3-rpc-w2"),), converged=True)  # converged: the old URL's entry goes
+    assert state.read(rpc_workers_key("k3"))["workers"] == [
+        {"name": "w2", "docker": "tcp://10.0.0.3:2376", "tls_dir": "/etc/k3/w2", "container": "k3-rpc-w2"}]
