@@ -25,8 +25,10 @@ from kimik3_reconciler.observe import observe
 from kimik3_reconciler.observe.docker_objects import parse_container
 from kimik3_reconciler.planning import gate_reference, plan, plan_destroy, plan_prune, refuse_by_host_gate
 from kimik3_reconciler.planning.basis import observed_basis, stale_reasons
+from kimik3_reconciler.planning.rpc_step import docker_host
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps import Reporter, check_executable, execute
+from kimik3_reconciler.steps.workers import remember_workers
 
 DEFAULT_ROUNDS = 3
 
@@ -220,6 +222,11 @@ class Engine:
                                     f"failed too: {revert_failure}") from None
             self._reverted = True
             raise type(failure)(f"{failure}\nreverted to the last good profile (recorded {last.get('date')})") from None
+        # Converged: every worker the profile names is recorded (also one an older kimik3 launched), so a
+        # worker it drops later is removed rather than left listening.
+        remember_workers(self.ports.state, loaded.profile.name,
+                         tuple((docker_host(w), w.container_name(loaded.profile.name)) for w in loaded.profile.workers),
+                         converged=True)
         if result.changed or self.ports.state.read(last_good_key(loaded.profile.name)) is None:
             self.ports.state.write(last_good_key(loaded.profile.name), {
                 "text": loaded.text, "source": loaded.source, "base_dir": str(self.base_dir.resolve()),

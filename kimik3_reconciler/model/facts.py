@@ -348,6 +348,18 @@ class WorkerFact(_Fact):
     mem_total: int | None = None  # the worker host's RAM (docker info MemTotal): the CPU device's memory
     cpus: int | None = None
     context_bytes: int = 0  # bytes an image build there ships (source archive, patches, Dockerfile)
+class RemovedWorkerFact(_Fact):
+    """An RPC worker an apply launched (its state record) that the profile no longer names, seen through its
+    recorded Docker: its rpc-server would keep listening on the network unless it is removed."""
+
+    name: str
+    docker: str
+    tls_dir: str | None = None
+    container_name: str
+    container: ContainerFact | None = None  # None: no rpc-server of that name there any more
+    error: str | None = None  # its Docker did not answer: nothing else was read
+
+
 class ExporterFact(_Fact):
     """The metrics exporter kimik3 started for this profile (its state record), and whether it still runs."""
 
@@ -384,4 +396,5 @@ class Observed(_Fact):
     gpu_plumbing: GpuPlumbing | None = None  # None: not looked at (gpus: none, or a pure test)
     gpu_probe_record: dict[str, Any] | None = None  # the passing probe record of this (driver, toolkit, request)
     workers: tuple[WorkerFact, ...] = ()  # the profile's RPC workers, in profile order (none without `rpc:`)
+    removed_workers: tuple[RemovedWorkerFact, ...] = ()  # recorded RPC workers the profile no longer names
     exporter: ExporterFact | None = None  # None: no exporter record (never started, or removed)

@@ -79,3 +79,10 @@ def exporter_key(profile_name: str) -> str:
 def exporter_config_key(profile_name: str) -> str:
     """The exporter's configuration (model/metrics.py ExporterConfig), read by `kimik3 metrics-serve NAME`."""
     return f"metrics/{profile_name}/config.json"
+
+
+def rpc_workers_key(profile_name: str) -> str:
+    """{"workers": [{"name", "docker", "tls_dir", "container"}, ...]}: every RPC worker an apply of this profile
+    launched (added at each launch and when an apply converges, removed only once its rpc-server is removed).
+    A worker the profile stops naming is found here: its rpc-server would otherwise keep listening."""
+    return f"rpc-workers/{profile_name}.json"

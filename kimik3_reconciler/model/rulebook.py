@@ -437,6 +437,13 @@ RULES += (
          ("kimik3_reconciler.planning.container_step",), ("cases/plan/87-rpc-worker-restarted.yaml",
                                                           "cases/plan/88-rpc-worker-gone.yaml"),
          seed="not in the seeds: issue 18 (a worker that goes away is drift)"),
+    Rule("rpc-removed-worker-removed", "force", "a worker an apply launched that the profile no longer names (dropped "
+         "from rpc.workers, or the rpc section gone) has its rpc-server removed after the main server's swap, by apply "
+         "and by destroy; when its Docker cannot be reached the plan refuses, naming the worker and the hand clean-up",
+         "an rpc-server left running stays open on the network (tools/rpc/README.md: never expose it)",
+         ("kimik3_reconciler.planning.rpc_step",), ("cases/plan/98-rpc-worker-dropped.yaml",
+                                                     "cases/plan/99-rpc-section-removed.yaml"),
+         seed="not in the seeds: issue 18 (an exposed RPC server is a security hole; a dropped worker is removed)"),
 )
 
 BY_ID = {rule.id: rule for rule in RULES}

@@ -263,10 +263,12 @@ class WorkerWait(Payload):
 
 @dataclass(frozen=True)
 class WorkerRemove(Payload):
-    """Remove a worker's rpc-server container (destroy, or a worker the profile no longer names)."""
+    """Remove a worker's rpc-server container (destroy, or a worker the profile no longer names), then drop it
+    from `profile`'s record of launched workers (model/records.py rpc_workers_key)."""
 
     host: DockerHost
     name: str
+    profile: str = ""
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from kimik3_reconciler.observe.local_inputs import collect_inputs
 from kimik3_reconciler.observe.model_cache import collect_model, collect_tokenizer
 from kimik3_reconciler.observe.model_layout import collect_layout
 from kimik3_reconciler.observe.unit import collect_systemd
-from kimik3_reconciler.observe.workers import collect_workers
+from kimik3_reconciler.observe.workers import collect_removed_workers, collect_workers
 from kimik3_reconciler.ports import Ports
 
 __all__ = ["observe"]
@@ -88,6 +88,7 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
         unverified=(ports.state.read(unverified_key(profile.name)) or {}).get("fingerprint"),
         systemd=collect_systemd(profile, ports.units, ports.processes),
         workers=collect_workers(profile, ports.workers, ports.docker, ports.host, ports.state, inputs),
+        removed_workers=collect_removed_workers(profile, ports.workers, ports.state),
         exporter=exporter,
     )
 

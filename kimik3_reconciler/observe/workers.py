@@ -15,9 +15,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kimik3_reconciler.errors import Kimik3Error
-from kimik3_reconciler.model.facts import LocalInputs, RpcDeviceFact, WorkerFact
+from kimik3_reconciler.model.facts import LocalInputs, RemovedWorkerFact, RpcDeviceFact, WorkerFact
 from kimik3_reconciler.model.labels import WORKER_FINGERPRINT, WORKER_INPUTS
 from kimik3_reconciler.model.profile import Profile, RpcWorker
+from kimik3_reconciler.model.records import rpc_workers_key
 from kimik3_reconciler.model.specs import DockerHost
 from kimik3_reconciler.observe.docker_objects import collect_images, parse_container
 from kimik3_reconciler.observe.host import parse_tcp_clients, parse_tcp_listeners
@@ -90,3 +91,46 @@ def collect_workers(profile: Profile, workers: Callable[[DockerHost], DockerPort
     shipped = context_bytes(inputs)
     return tuple(collect_worker(profile, w, workers(DockerHost(w.name, w.docker, w.tls_dir)), host, state, main_daemon, shipped)
                  for w in profile.workers)
+
+
+def recorded_workers(state: StatePort, profile_name: str) -> list[dict[str, str | None]]:
+    """The workers applies of this profile launched ({"name", "docker", "tls_dir", "container"} each)."""
+    return list((state.read(rpc_workers_key(profile_name)) or {}).get("workers") or [])
+
+
+def collect_removed_workers(profile: Profile, workers: Callable[[DockerHost], DockerPort] | None,
+                            state: StatePort) -> tuple[RemovedWorkerFact, ...]:
+    """Recorded workers whose (Docker, container) the profile no longer names, each seen through its own Docker.
+    A Docker that does not answer is recorded, not raised: the planner refuses with the worker named."""
+    named = {(w.docker, w.container_name(profile.name)) for w in profile.workers}
+    by_container = {w.container_name(profile.name): w for w in profile.workers}
+    facts = []
+    for entry in recorded_workers(state, profile.name):
+        if (entry.get("docker"), entry.get("container")) in named:
+            continue
+        fact = RemovedWorkerFact(name=str(entry["name"]), docker=str(entry["docker"]), tls_dir=entry.get("tls_dir"),
+                                 container_name=str(entry["container"]))
+        try:
+            if workers is None:
+                raise Kimik3Error("no way to reach worker Docker hosts was wired")
+            docker = workers(DockerHost(fact.name, fact.docker, fact.tls_dir))
+            still = by_container.get(fact.container_name)
+            if still is not None and _same_daemon(docker, workers(DockerHost(still.name, still.docker, still.tls_dir))):
+                # Only the URL moved (ssh:// to tcp:// of one host): removing that name would remove the worker
+                # the profile still names.
+                continue
+            inspect = docker.inspect_container(fact.container_name)
+            if inspect is not None:
+                fact = fact.model_copy(update={"container": parse_container(inspect)})
+        except Kimik3Error as exc:
+            fact = fact.model_copy(update={"error": str(exc)})
+        facts.append(fact)
+    return tuple(facts)
+
+
+def _same_daemon(one: DockerPort, other: DockerPort) -> bool:
+    try:
+        ours = one.info().get("ID")
+        return bool(ours) and ours == other.info().get("ID")
+    except Kimik3Error:  # the new URL does not answer: the old one is judged on its own
+        return False

@@ -23,7 +23,7 @@ from kimik3_reconciler.planning.launch import render_launch
 from kimik3_reconciler.planning.metrics_step import plan_exporter, plan_exporter_teardown, plan_release_port
 from kimik3_reconciler.planning.model_step import model_spec, plan_model, plan_tokenizer
 from kimik3_reconciler.planning.placement import forecast
-from kimik3_reconciler.planning.rpc_step import plan_worker_teardown, plan_workers
+from kimik3_reconciler.planning.rpc_step import plan_removed_workers, plan_worker_teardown, plan_workers
 from kimik3_reconciler.planning.preread_step import plan_preread
 from kimik3_reconciler.planning.quant_gate import gate_reference, plan_gate, plan_reference, plan_stop_for_gate
 from kimik3_reconciler.planning.smoke_step import plan_smoke
@@ -36,11 +36,12 @@ __all__ = ["PLANNERS", "Desired", "gate_reference", "plan", "plan_destroy", "pla
 # In apply order. The GPU probe first: nothing is fetched or built for a host whose containers cannot see
 # its GPUs. Stale units go before the container: their ExecStop would stop a relaunched one. The pre-read
 # goes after everything that downloads, builds or gates, right before the swap (the old server still serves).
-# RPC workers (other hosts) listen before the main server starts: it connects to each at load.
+# RPC workers (other hosts) listen before the main server starts: it connects to each at load. A worker the
+# profile dropped goes after the health wait: the old server keeps its tensors there until the new one serves.
 PLANNERS: tuple[Planner, ...] = (
     plan_gpu_probe, plan_model, plan_tokenizer, plan_reference, plan_image, plan_smoke, plan_stop_for_gate, plan_gate,
     plan_preread, plan_stale_units, plan_conflicts, plan_release_port, plan_workers, plan_container, plan_health,
-    plan_exporter, plan_verify, plan_unit,
+    plan_removed_workers, plan_exporter, plan_verify, plan_unit,
 )
 
 

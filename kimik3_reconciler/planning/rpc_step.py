@@ -15,11 +15,12 @@ import json
 from dataclasses import asdict, replace
 
 from kimik3_reconciler.errors import PlanError
-from kimik3_reconciler.model.facts import ContainerFact, Observed, WorkerFact
+from kimik3_reconciler.model.facts import ContainerFact, Observed, RemovedWorkerFact, WorkerFact
 from kimik3_reconciler.model.hashing import fingerprint
 from kimik3_reconciler.model.labels import PROFILE_LABEL, RPC_CACHE_MOUNT, WORKER_FINGERPRINT, WORKER_INPUTS
 from kimik3_reconciler.model.plan import Action, DiffItem, Step, flat_diff
 from kimik3_reconciler.model.profile import Profile, RpcWorker
+from kimik3_reconciler.model.records import rpc_workers_key
 from kimik3_reconciler.model.specs import ContainerSpec, DockerHost, ImageBuild, Mount, WorkerImage, WorkerLaunch, \
     WorkerRemove, WorkerWait
 
@@ -191,9 +192,34 @@ def plan_workers(desired, observed: Observed, planned: tuple[Step, ...] = ()) ->
     return tuple(steps)
 
 
+def _removal(profile: Profile, fact: RemovedWorkerFact) -> Step:
+    host, target = DockerHost(fact.name, fact.docker, fact.tls_dir), f"{fact.name}: {fact.container_name}"
+    if fact.error:
+        # rule: rpc-removed-worker-removed
+        # Its rpc-server may still listen, open to anyone on that network: never forget it silently.
+        raise PlanError(f"rpc.workers {fact.name}: the profile no longer names this worker, but its rpc-server "
+                        f"{fact.container_name} cannot be removed: cannot reach its Docker at {fact.docker}: "
+                        f"{fact.error}\n  remove it by hand on that host (`docker rm -f {fact.container_name}`), "
+                        f"then delete its entry from the state record {rpc_workers_key(profile.name)}")
+    if fact.container is None:
+        return Step("worker", target, Action.DELETE, f"{fact.name} is no longer in rpc.workers and its rpc-server "
+                    f"is gone already: forget it", spec=WorkerRemove(host, fact.container_name, profile.name))
+    return Step("worker", target, Action.DELETE, f"{fact.name} is no longer in rpc.workers: remove its rpc-server "
+                f"({fact.container.state}; a left RPC server listens open on the network)",
+                spec=WorkerRemove(host, fact.container_name, profile.name))
+
+
+def plan_removed_workers(desired, observed: Observed,  # noqa: ANN001
+                         planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
+    """Workers an apply launched that the profile no longer names: their rpc-server is removed (after the main
+    server's swap: the old server keeps its tensors there until the new one, without --rpc to it, serves)."""
+    return tuple(_removal(desired.profile, fact) for fact in observed.removed_workers)
+
+
 def plan_worker_teardown(profile: Profile, observed: Observed) -> tuple[Step, ...]:
-    """destroy: remove each worker's rpc-server container (its image and tensor cache stay)."""
-    steps = []
+    """destroy: remove each worker's rpc-server container (its image and tensor cache stay), and those of
+    recorded workers the profile no longer names."""
+    steps = [_removal(profile, fact) for fact in observed.removed_workers]
     for worker in profile.workers:
         fact = next((w for w in observed.workers if w.name == worker.name), None)
         name = worker_container_name(profile, worker)
@@ -201,7 +227,8 @@ def plan_worker_teardown(profile: Profile, observed: Observed) -> tuple[Step, ..
             raise PlanError(f"rpc.workers {worker.name}: cannot reach its Docker at {worker.docker}: {fact.error}")
         if fact is not None and fact.container is not None:
             steps.append(Step("worker", f"{worker.name}: {name}", Action.DELETE, f"rpc-server {fact.container.state} on "
-                              f"{worker.name}: remove it", spec=WorkerRemove(docker_host(worker), name)))
+                              f"{worker.name}: remove it",
+                              spec=WorkerRemove(docker_host(worker), name, profile.name)))
         else:
             steps.append(Step("worker", f"{worker.name}: {name}", Action.NOOP, f"no rpc-server on {worker.name}"))
     return tuple(steps)

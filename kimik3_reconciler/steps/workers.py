@@ -8,8 +8,9 @@ import json
 
 from kimik3_reconciler.errors import LoadFailed, PlanError
 from kimik3_reconciler.model.specs import DockerHost, WorkerImage, WorkerLaunch, WorkerRemove, WorkerWait
-from kimik3_reconciler.ports import DockerPort, Ports
-from kimik3_reconciler.model.labels import WORKER_INPUTS
+from kimik3_reconciler.ports import DockerPort, Ports, StatePort
+from kimik3_reconciler.model.labels import PROFILE_LABEL, WORKER_INPUTS
+from kimik3_reconciler.model.records import rpc_workers_key
 from kimik3_reconciler.steps.image import build_image, pin_tag
 from kimik3_reconciler.steps.report import Reporter
 
@@ -48,6 +49,9 @@ def launch_worker(spec: WorkerLaunch, ports: Ports, reporter: Reporter) -> None:
         reporter.event("removed", worker=spec.host.name, container=name)
     inputs = json.loads(dict(spec.container.labels).get(WORKER_INPUTS) or "{}")
     pin_tag(docker, spec.container.image, inputs.get("image.fingerprint"), reporter)
+    profile = dict(spec.container.labels).get(PROFILE_LABEL, "")
+    # Recorded before it runs: an apply interrupted after this launch still knows the worker to remove.
+    remember_workers(ports.state, profile, ((spec.host, name),))
     container_id = docker.run_container(spec.container)
     reporter.event("launched", worker=spec.host.name, container=name, id=container_id[:12])
 
@@ -77,3 +81,41 @@ def wait_for_worker(spec: WorkerWait, ports: Ports, reporter: Reporter) -> None:
 def remove_worker(spec: WorkerRemove, ports: Ports, reporter: Reporter) -> None:
     worker_docker(ports, spec.host).remove_container(spec.name)
     reporter.event("removed", worker=spec.host.name, container=spec.name)
+    if spec.profile:  # forgotten only once removed: a failed removal is planned again next time
+        _forget_worker(ports.state, spec.profile, spec.host, spec.name)
+
+
+def _entry(host: DockerHost, container: str) -> dict[str, str | None]:
+    return {"name": host.name, "docker": host.url, "tls_dir": host.tls_dir, "container": container}
+
+
+def _same(entry: dict[str, str | None], host: DockerHost, container: str) -> bool:
+    return entry.get("docker") == host.url and entry.get("container") == container
+
+
+def remember_workers(state: StatePort, profile: str, launched: tuple[tuple[DockerHost, str], ...],
+                     converged: bool = False) -> None:
+    """Add (worker Docker, rpc-server container) pairs to the profile's record of launched workers (issue 18):
+    a worker the profile later drops is found there and removed, not left listening on the network.
+    `converged`: an apply converged to these workers, so an entry of the same container under another Docker
+    URL is that same container seen by another URL (a dropped one was removed and forgotten before): it goes."""
+    if not profile or not launched:
+        return
+    key = rpc_workers_key(profile)
+    recorded = list((state.read(key) or {}).get("workers") or [])
+    entries = recorded
+    for host, container in launched:
+        entries = [e for e in entries
+                   if not (_same(e, host, container) or (converged and e.get("container") == container))]
+        entries.append(_entry(host, container))
+    if sorted(map(str, entries)) != sorted(map(str, recorded)):
+        state.write(key, {"workers": entries})
+
+
+def _forget_worker(state: StatePort, profile: str, host: DockerHost, container: str) -> None:
+    key = rpc_workers_key(profile)
+    entries = [e for e in (state.read(key) or {}).get("workers") or [] if not _same(e, host, container)]
+    if entries:
+        state.write(key, {"workers": entries})
+    else:
+        state.delete(key)

@@ -36,6 +36,8 @@ written by hand.
                        port_open: true, listeners: [addr], same_daemon: false, error: "ssh: ...",
                        mem_total: bytes, devices: [[CPU, total_bytes, free_bytes]]}}
                               # each of the desired profile's rpc workers, as `previous` launched it (default)
+      removed_workers: {name: {container: absent, error: "ssh: ..."}}
+                              # `previous`'s workers the desired profile no longer names (recorded, running by default)
       exporter: serving | silent | dead                       # the metrics exporter `previous` started (pid 4242):
                                                               # answering /healthz, running but silent, pid gone
                                                               # the unit `previous` installed (edited: by hand)
@@ -63,8 +65,8 @@ from support.observed import local_inputs, model_fact, observed, shard_files
 from support.recorded_hosts import recorded_host
 
 from kimik3_reconciler.model.facts import (
-    ContainerFact, ExporterFact, GpuPlumbing, HostFacts, ImageFact, Observed, PatchFact, RemoteFile, RpcDeviceFact,
-    SystemdFacts, UnitFact, WorkerFact,
+    ContainerFact, ExporterFact, GpuPlumbing, HostFacts, ImageFact, Observed, PatchFact, RemoteFile, RemovedWorkerFact,
+    RpcDeviceFact, SystemdFacts, UnitFact, WorkerFact,
 )
 from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.model.specs import ContainerSpec
@@ -185,8 +187,10 @@ def build_case(case: dict[str, Any]) -> tuple[Profile, Observed]:
     if desired.workers and container is not None:
         container = container.model_copy(update={"started_at": MAIN_STARTED})
     workers = worker_facts(desired, previous, obs_spec.get("workers", {}), image)
+    removed = removed_worker_facts(desired, previous, obs_spec.get("removed_workers", {}))
     exporter = exporter_fact(obs_spec.get("exporter"), previous, prev_obs)
     return desired, observed.model_copy(update={"workers": workers, "exporter": exporter, "images": images,
+                                                "removed_workers": removed,
                                                 "container": container,
                                                 "base_images": obs_spec.get("base_images", {}), "systemd": systemd,
                                                 "base_digests": obs_spec.get("base_digests", {}),
@@ -220,6 +224,23 @@ def worker_facts(desired: Profile, previous: Profile | None, spec: dict[str, Any
                                            started_at=LATER if c_spec.get("restarted") else WORKER_STARTED),
                 "port_open": w_spec.get("port_open", c_spec.get("state", "running") == "running"),
                 "listeners": tuple(w_spec.get("listeners", (worker.bind,)))})
+        facts.append(fact)
+    return tuple(facts)
+
+
+def removed_worker_facts(desired: Profile, previous: Profile, spec: dict[str, Any]) -> tuple[RemovedWorkerFact, ...]:
+    """`previous`'s workers (the record its apply left) that the desired profile no longer names."""
+    named = {(w.docker, w.container_name(desired.name)) for w in desired.workers}
+    facts = []
+    for worker in previous.workers:
+        container = worker.container_name(previous.name)
+        if (worker.docker, container) in named:
+            continue
+        w_spec = spec.get(worker.name, {})
+        fact = RemovedWorkerFact(name=worker.name, docker=worker.docker, tls_dir=worker.tls_dir,
+                                 container_name=container, error=w_spec.get("error"))
+        if w_spec.get("container", "running") != "absent" and not fact.error:
+            fact = fact.model_copy(update={"container": ContainerFact(id="r" * 64, name=container, state="running")})
         facts.append(fact)
     return tuple(facts)
 

@@ -91,7 +91,7 @@ SAMPLES = [
         (), "none", (), entrypoint=("/app/ggml-rpc-server",), volumes=(("kimik3-rpc-cache-k3-w1", "/rpc-cache"),)),
         replace=True),
     WorkerWait(DockerHost("w1", "ssh://k3@10.0.0.2"), "k3-rpc-w1", "10.0.0.2", 50052, 120.0),
-    WorkerRemove(DockerHost("w1", "ssh://k3@10.0.0.2"), "k3-rpc-w1"),
+    WorkerRemove(DockerHost("w1", "ssh://k3@10.0.0.2"), "k3-rpc-w1", "k3"),
     ExporterRun("k3", {"profile": "k3", "labels": {"profile": "k3"}, "port": 19201, "shards": ["/c/a.gguf"]},
                 "0123456789abcdef", "http://127.0.0.1:19201/healthz", replace_pid=4242),
     ExporterStop("k3", 4242),
