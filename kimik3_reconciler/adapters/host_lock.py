@@ -194,16 +194,7 @@ class StateDirLock:
                 self.host.break_lock()
 
     def alive(self, holder: LockHolder) -> bool | None:
-        """Whether the holder's process runs; None for a holder on another host (state dir shared)."""
-        if holder.host != socket.gethostname():
-            return None
-        try:
-            os.kill(holder.pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:  # it exists, under another user
-            return True
-        return True
+        return process_alive(holder)
 
     def _flock(self) -> int | None:
         """A descriptor holding the flock on the file now at `path`, or None when another process holds it."""
@@ -278,3 +269,16 @@ def _flocked(path: Path) -> bool:
     # A line per lock: "1: FLOCK  ADVISORY  WRITE <pid> <major>:<minor>:<inode> 0 EOF" (hex device).
     file_id = f"{os.major(stat.st_dev):02x}:{os.minor(stat.st_dev):02x}:{stat.st_ino}"
     return any(len(f) > 5 and f[1] == "FLOCK" and f[5] == file_id for f in map(str.split, table.splitlines()))
+
+
+def process_alive(holder: LockHolder) -> bool | None:
+    """Whether a lock holder's process runs; None for a holder on another host (its pid means nothing here)."""
+    if holder.host != socket.gethostname():
+        return None
+    try:
+        os.kill(holder.pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, under another user
+        return True
+    return True

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import socket
 import tarfile
 
 import docker.errors
 
 from kimik3_reconciler.adapters.docker_engine import DockerEngine
+from kimik3_reconciler.adapters.host_lock import process_alive
 from kimik3_reconciler.adapters.translate import translated
 from kimik3_reconciler.errors import TransientError
 from kimik3_reconciler.model.host_lock import LockAttempt, LockHolder
@@ -111,12 +110,4 @@ class DockerHostLock:
         self._remove()
 
     def alive(self, holder: LockHolder) -> bool | None:
-        if holder.host != socket.gethostname():
-            return None
-        try:
-            os.kill(holder.pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
+        return process_alive(holder)

@@ -39,6 +39,15 @@ CRASH_LOG_TAIL = 200  # a crash's lines sit behind the request's own log lines
 RPC_LOG_TAIL = 100_000  # the load lines come first; verify's own requests follow them
 
 
+def verification(engine: Engine, loaded: LoadedProfile) -> Callable[[], None]:
+    """The check an apply runs after it changed something: verify, VerifyFailed naming the failures."""
+    def check() -> None:
+        report = verify(engine, loaded)
+        if not report.ok:
+            raise VerifyFailed(report.failure_text())
+    return check
+
+
 def verify(engine: Engine, loaded: LoadedProfile) -> VerifyReport:
     """Run every check against the profile's running container; refuse when it is not serving."""
     observed = engine.observe(loaded)
