@@ -43,7 +43,7 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
     ours = frozenset({container.pid}) if container is not None and container.pid else frozenset()
     host = collect_host(ports.host, ports.docker, ours, listened_ports(profile))
     others = collect_others(ports.docker, profile.name)
-    inputs = collect_inputs(profile, base_dir, dockerfile, ports.state)
+    inputs = collect_inputs(profile, base_dir, dockerfile, ports.state, rehash)
     # Before the gate: our exporter's proxy may hold serve.port (metrics.proxy), which the gate must not refuse.
     exporter = collect_exporter(profile.name, ports.state, ports.processes, ports.http)
     if before_hub is not None:  # a host the gate refuses must not wait for the hub first
