@@ -18,7 +18,7 @@ from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.host_lock import LockHolder
 from kimik3_reconciler.model.plan import Plan, Step
 from kimik3_reconciler.model.plan_file import SavedPlan
-from kimik3_reconciler.model.profile_source import LoadedProfile, parse_profile
+from kimik3_reconciler.model.loaded_profile import LoadedProfile
 from kimik3_reconciler.model.records import apply_key, last_good_key, unverified_key
 from kimik3_reconciler.model.specs import DockerHost, HealthWait, LaunchContainer, StartContainer, VerifyServer
 from kimik3_reconciler.observe import observe
@@ -211,6 +211,8 @@ class Engine:
             if last is None or last.get("text") == loaded.text:
                 raise
             self.reporter.event("revert", to=last.get("source"), recorded=last.get("date"), reason=str(failure)[:200])
+            from kimik3_reconciler.model.profile_source import parse_profile  # pydantic: only when reverting
+
             try:
                 # Its relative paths (build.archive, patches, api_key_file) are relative to *its* folder.
                 reverting = Engine(self.ports, self.reporter, Path(last.get("base_dir") or self.base_dir),

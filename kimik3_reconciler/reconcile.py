@@ -41,7 +41,7 @@ from kimik3_reconciler.errors import (
 from kimik3_reconciler.locking import new_holder
 from kimik3_reconciler.model.host_lock import LockHolder
 from kimik3_reconciler.model.plan import Plan
-from kimik3_reconciler.model.profile_source import LoadedProfile
+from kimik3_reconciler.model.loaded_profile import LoadedProfile
 from kimik3_reconciler.model.records import reconcile_loop_key
 
 JITTER_FRACTION = 0.1  # --jitter adds up to 10 % of the interval to each wait

@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-import yaml
 
 from kimik3_reconciler.model.facts import ModelFact, Observed
 from kimik3_reconciler.model.plan import Plan, Step, flat_diff
@@ -95,6 +94,8 @@ def profile_moves(source: str, saved_text: str, text_now: str | None) -> list[st
         return [f"profile {source}: no longer readable"]
     if text_now == saved_text:
         return []
+    import yaml  # a saved plan's staleness check only: a plain plan never parses YAML itself
+
     try:
         fields = flat_diff(_flat(yaml.safe_load(saved_text)), _flat(yaml.safe_load(text_now)))
     except yaml.YAMLError:
