@@ -125,6 +125,7 @@ class HostPort(Protocol):
     def cdi_spec_text(self, path: str) -> str: ...  # "" when unreadable
     def container_toolkit_version(self) -> str: ...  # `nvidia-ctk --version` (or nvidia-container-cli); "" if absent
     def tcp_tables(self) -> str: ...  # /proc/net/tcp then /proc/net/tcp6, as read
+    def tcp_listening(self) -> str: ...  # the LISTEN sockets only, in tcp_tables' line format (cheap)
     def process_rss(self, pid: int) -> int | None: ...  # resident bytes (VmRSS); None: gone or unreadable
     def page_cache_bytes(self, path: str) -> tuple[int, int] | None: ...  # (cached bytes, size): mincore
     def socket_owners(self, inodes: set[int], likely: frozenset[int] = frozenset()) -> dict[int, tuple[int, str]]:

@@ -167,7 +167,7 @@ def parse_tcp_clients(tables: str, port: int) -> tuple[str, ...]:
 def collect_listeners(host: HostPort, port: int, our_pids: frozenset[int] = frozenset()) -> tuple[PortListener, ...]:
     """Who listens on the profile's port: a foreign one makes llama-server exit with "couldn't bind". Each owner's
     container comes from its cgroup, so any process inside a container (a child, a wrapper) is matched to it."""
-    sockets = parse_tcp_listeners(host.tcp_tables(), port)
+    sockets = parse_tcp_listeners(host.tcp_listening(), port)
     owners = host.socket_owners(set(sockets), our_pids) if sockets else {}
     listeners = []
     for inode, address in sorted(sockets.items()):
