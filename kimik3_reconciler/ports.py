@@ -5,12 +5,14 @@ from __future__ import annotations
 import datetime
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from kimik3_reconciler.model.bench import RequestSample
 from kimik3_reconciler.model.facts import RemoteFile
 from kimik3_reconciler.model.host_lock import LockAttempt, LockHolder
 from kimik3_reconciler.model.specs import ContainerSpec, DockerHost, ImageBuild, ModelDownload
+
+if TYPE_CHECKING:  # `kimik3 bench` only
+    from kimik3_reconciler.model.bench import RequestSample
 
 LineSink = Callable[[str], None]
 

@@ -13,9 +13,8 @@ from contextlib import nullcontext
 from pathlib import Path
 
 import click
-from rich.console import Console
-from rich.text import Text
 
+from kimik3_reconciler.console import Stream, Styled as Text
 from kimik3_reconciler.engine import Engine
 from kimik3_reconciler.errors import InputError, Kimik3Error, LocalFileError, ProfileError, VerifyFailed
 from kimik3_reconciler.cli.inputs import load, parse_text, profile_text_now, read_text, write_plan
@@ -27,8 +26,8 @@ from kimik3_reconciler.reporting import CliReporter, configure_logging
 
 _REHASH_HELP = "re-hash the cached model files against the hub's sha256 (slow: reads every byte)"
 # soft_wrap: never break a line (messages are grepped in CI logs); no markup from messages.
-_err = Console(stderr=True, soft_wrap=True, markup=False, highlight=False)
-_out = Console(soft_wrap=True, markup=False, highlight=False)
+_err = Stream(stderr=True)  # rich Consoles (soft_wrap, no markup, no highlight), made when rich is needed
+_out = Stream()
 
 
 def _default_state_dir() -> str:
@@ -288,12 +287,14 @@ def verify(ctx: click.Context, file: str, json_out: bool) -> None:
 
 def _print_report(report) -> None:  # noqa: ANN001 - verify.VerifyReport, imported lazily
     from rich.table import Table
+    from rich.text import Text as RichText
 
     styles = {"ok": ("ok", "green"), "failed": ("FAIL", "red"), "not checkable": ("not checkable", "yellow"),
               "inconclusive": ("inconclusive", "yellow"), "skipped": ("skipped", "dim")}
     table = Table("check", "result", "seconds", "detail", title=f"verify {report.profile}")
     for check in report.checks:  # Text cells: server output is never parsed as markup
-        table.add_row(check.name, Text(*styles[check.status.value]), f"{check.seconds:.2f}", Text(check.detail))
+        table.add_row(check.name, RichText(*styles[check.status.value]), f"{check.seconds:.2f}",
+                      RichText(check.detail))
     _out.print(table)
     if report.weights:
         _out.print(Text(f"weights: {'random' if report.weights.random else 'real'} ({report.weights.source})"))
@@ -448,7 +449,7 @@ def _watch(engine: Engine, loaded, observed, interval: float, iterations: int) -
 
     before, then = samples_of(read()), time.monotonic()
     count = 0
-    with Live(table(watch_rows(before, before, 0.0)), console=_out, auto_refresh=False) as live:
+    with Live(table(watch_rows(before, before, 0.0)), console=_out.rich, auto_refresh=False) as live:
         try:
             while not iterations or count < iterations:
                 time.sleep(interval)

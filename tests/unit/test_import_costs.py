@@ -4,7 +4,8 @@ The packages below cost milliseconds to tens of milliseconds each to import on a
 converged plan needs none of them: the docker SDK (reads go over the socket), httpx and huggingface_hub's
 API (no hub request), openai (verify only), structlog (nothing is logged), numpy/gguf (the smoke model),
 pydantic and yaml (a profile validated before comes from the profile cache as plain values; saved plans
-only), pynvml where there is no NVML library, asyncio (bench only), the bench and tune commands (click
+only), rich (a plan printed to a pipe or file is written plainly: kimik3_reconciler/console.py), pynvml
+where there is no NVML library, asyncio (bench only), the bench and tune commands (click
 loads them lazily), zipfile (importlib.resources). A fresh interpreter walks the plan's code path short of
 dockerd: the CLI, the profile from a warm cache, the real ports, the logging setup, the read transport, a
 /health probe, the NVML probe, the planners and the rendering. An assertion about what is imported, not a
@@ -20,7 +21,7 @@ from pathlib import Path
 NOT_LOADED_BY_A_NOOP_PLAN = (
     "docker", "requests", "urllib3", "httpx", "httpcore", "openai", "structlog", "numpy", "gguf",
     "huggingface_hub.hf_api", "huggingface_hub.file_download", "rich.progress", "tarfile",
-    "pydantic", "pydantic_core", "yaml", "asyncio", "zipfile", "rich.table",
+    "pydantic", "pydantic_core", "yaml", "asyncio", "zipfile", "rich",
     "kimik3_reconciler.cli.bench_cmd", "kimik3_reconciler.cli.tune_cmd", "kimik3_reconciler.model.profile_schema",
     "kimik3_reconciler.model.profile_source",
 )
