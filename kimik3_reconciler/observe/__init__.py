@@ -41,7 +41,9 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
     if container is not None and container.pid:  # the pre-read weighs what the serving process holds
         container = container.model_copy(update={"rss_bytes": ports.host.process_rss(container.pid)})
     ours = frozenset({container.pid}) if container is not None and container.pid else frozenset()
-    host = collect_host(ports.host, ports.docker, ours, listened_ports(profile))
+    # Whether Docker can give containers GPUs (`docker info`) matters only to a profile that asks for GPUs.
+    gpu = profile.build.variant == "cuda" and profile.gpus != "none"
+    host = collect_host(ports.host, ports.docker if gpu else None, ours, listened_ports(profile))
     others = collect_others(ports.docker, profile.name)
     inputs = collect_inputs(profile, base_dir, dockerfile, ports.state, rehash)
     # Before the gate: our exporter's proxy may hold serve.port (metrics.proxy), which the gate must not refuse.
@@ -56,7 +58,6 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
                  if gate_reference is not None else None)
     layout, layout_recorded = collect_layout(profile, ports.hub, ports.state, model)
     # GPU plumbing only for a profile that asks for GPUs: the CPU variant never probes.
-    gpu = profile.build.variant == "cuda" and profile.gpus != "none"
     plumbing = collect_gpu_plumbing(ports.docker, ports.host) if gpu else None
     # The probe record is per GPU set (planning/gpu_probe.py asks for these docker device ids).
     probed = "all" if profile.gpus == "all" else tuple(str(g) for g in profile.gpus)
