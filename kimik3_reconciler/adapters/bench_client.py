@@ -14,11 +14,12 @@ import json
 import time
 from typing import TYPE_CHECKING, Any
 
+from kimik3_reconciler.errors import PermanentError, TransientError
+
 if TYPE_CHECKING:  # httpx (and the rich it pulls in) is imported where a bench runs: a no-op plan never loads it
     import httpx
 
-from kimik3_reconciler.errors import PermanentError, TransientError
-from kimik3_reconciler.model.bench import RequestSample
+    from kimik3_reconciler.model.bench import RequestSample
 
 _TIMINGS = ("prompt_n", "prompt_ms", "prompt_per_second", "predicted_n", "predicted_ms", "predicted_per_second")
 
@@ -87,6 +88,8 @@ class HttpLoad:
 
 async def _one(client: httpx.AsyncClient, prompt: list[int], output_tokens: int) -> RequestSample:
     import httpx
+
+    from kimik3_reconciler.model.bench import RequestSample
 
     body = {"prompt": prompt, "n_predict": output_tokens, "stream": True, "cache_prompt": False,
             "ignore_eos": True, "return_tokens": True, "temperature": 0.0}
