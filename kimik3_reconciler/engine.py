@@ -28,7 +28,6 @@ from kimik3_reconciler.planning.basis import observed_basis, stale_reasons
 from kimik3_reconciler.planning.rpc_step import docker_host
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps import Reporter, check_executable, execute
-from kimik3_reconciler.steps.workers import remember_workers
 
 DEFAULT_ROUNDS = 3
 
@@ -226,6 +225,8 @@ class Engine:
             raise type(failure)(f"{failure}\nreverted to the last good profile (recorded {last.get('date')})") from None
         # Converged: every worker the profile names is recorded (also one an older kimik3 launched), so a
         # worker it drops later is removed rather than left listening.
+        from kimik3_reconciler.steps.workers import remember_workers  # an apply's end only
+
         remember_workers(self.ports.state, loaded.profile.name,
                          tuple((docker_host(w), w.container_name(loaded.profile.name)) for w in loaded.profile.workers),
                          converged=True)

@@ -4,7 +4,7 @@ The packages below cost milliseconds to tens of milliseconds each to import on a
 converged plan needs none of them: the docker SDK (reads go over the socket), httpx and huggingface_hub's
 API (no hub request), openai (verify only), structlog (nothing is logged), numpy/gguf (the smoke model),
 pydantic and yaml (a profile validated before comes from the profile cache as plain values; saved plans
-only), rich (a plan printed to a pipe or file is written plainly: kimik3_reconciler/console.py), pynvml
+only), the executors (steps/: imported when a step runs), rich (a plan printed to a pipe or file is written plainly: kimik3_reconciler/console.py), pynvml
 where there is no NVML library, asyncio (bench only), the bench and tune commands (click
 loads them lazily), zipfile (importlib.resources). A fresh interpreter walks the plan's code path short of
 dockerd: the CLI, the profile from a warm cache, the real ports, the logging setup, the read transport, a
@@ -68,6 +68,8 @@ def test_the_noop_plan_path_does_not_import_the_heavy_sdks(tmp_path: Path) -> No
     heavy_names = NOT_LOADED_BY_A_NOOP_PLAN + (NO_NVML_LIBRARY if not _nvml_library() else ())
     heavy = sorted(m for m in loaded if any(m == h or m.startswith(h + ".") for h in heavy_names))
     assert heavy == [], f"a no-op plan now imports {heavy}: import them where they are used (see this module)"
+    executors = sorted(m for m in loaded if m.startswith("kimik3_reconciler.steps."))
+    assert executors == ["kimik3_reconciler.steps.report"], f"executors imported by a plan: {executors}"
 
 
 def _nvml_library() -> bool:
