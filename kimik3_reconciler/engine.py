@@ -11,23 +11,24 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kimik3_reconciler.errors import ConvergenceError, Kimik3Error, LoadFailed, PlanError, StalePlan, VerifyFailed
-from kimik3_reconciler.locking import holding
 from kimik3_reconciler.model.facts import Observed
-from kimik3_reconciler.model.host_lock import LockHolder
 from kimik3_reconciler.model.plan import Plan, Step
-from kimik3_reconciler.model.plan_file import SavedPlan
 from kimik3_reconciler.model.loaded_profile import LoadedProfile
 from kimik3_reconciler.model.records import apply_key, last_good_key, unverified_key
 from kimik3_reconciler.model.specs import DockerHost, HealthWait, LaunchContainer, StartContainer, VerifyServer
 from kimik3_reconciler.observe import observe
 from kimik3_reconciler.observe.docker_objects import parse_container
 from kimik3_reconciler.planning import gate_reference, plan, plan_destroy, plan_prune, refuse_by_host_gate
-from kimik3_reconciler.planning.basis import observed_basis, stale_reasons
 from kimik3_reconciler.planning.rpc_step import docker_host
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps import Reporter, check_executable, execute
+
+if TYPE_CHECKING:
+    from kimik3_reconciler.model.host_lock import LockHolder
+    from kimik3_reconciler.model.plan_file import SavedPlan
 
 DEFAULT_ROUNDS = 3
 
@@ -66,6 +67,8 @@ class Engine:
                workers: tuple[DockerHost, ...] = ()) -> AbstractContextManager[LockHolder | None]:
         """The per-host lock around a change (apply, destroy, prune, a reconcile pass): one kimik3 at a
         time; waits up to `timeout_s`, then LockHeld (exit 5) naming the holder (locking.py)."""
+        from kimik3_reconciler.locking import holding  # the commands that change the host; a plan takes no lock
+
         return holding(self.ports, self.reporter.event, operation, profile, timeout_s, workers)
 
     def observe(self, loaded: LoadedProfile, rehash: bool = False, gate_first: bool = False,
@@ -92,6 +95,9 @@ class Engine:
         `source`: the profile file's absolute path, read again by `apply PLAN`."""
         observed = self.observe(loaded, rehash, gate_first=True)
         made = self._plan(loaded, observed)
+        from kimik3_reconciler.model.plan_file import SavedPlan  # saved plans only
+        from kimik3_reconciler.planning.basis import observed_basis
+
         basis = observed_basis(loaded.profile, observed)
         return made, SavedPlan(profile_source=source, profile_text=loaded.text, basis=basis, steps=made.steps,
                                created=self.ports.clock.now().isoformat(timespec="seconds"),
@@ -101,6 +107,8 @@ class Engine:
         """Execute exactly `saved`'s steps, once nothing moved since it was made (else StalePlan, nothing run);
         then wait for health as apply does. `profile_text_now`: the profile file as it reads now."""
         observed = self.observe(loaded, saved.rehash, gate_first=True)
+        from kimik3_reconciler.planning.basis import stale_reasons
+
         moved = stale_reasons(saved, loaded.profile, profile_text_now, observed, self._plan(loaded, observed))
         if moved:
             raise StalePlan(f"the saved plan (made {saved.created}) is stale: the host or the profile moved since; "
