@@ -6,7 +6,8 @@ API (no hub request), openai (verify only), structlog (nothing is logged), numpy
 pydantic and yaml (a profile validated before comes from the profile cache as plain values; saved plans
 only), the executors (steps/: imported when a step runs), rich (a plan printed to a pipe or file is written plainly: kimik3_reconciler/console.py), pynvml
 where there is no NVML library, asyncio (bench only), the bench and tune commands (click
-loads them lazily), zipfile (importlib.resources). A fresh interpreter walks the plan's code path short of
+loads them lazily), zipfile (importlib.resources), tenacity (loaded at the first transient error),
+http.client/email/ssl (adapters/http_wire.py sends the plan's GETs). A fresh interpreter walks the plan's code path short of
 dockerd: the CLI, the profile from a warm cache, the real ports, the logging setup, the read transport, a
 /health probe, the NVML probe, the planners and the rendering. An assertion about what is imported, not a
 timing.
@@ -21,7 +22,7 @@ from pathlib import Path
 NOT_LOADED_BY_A_NOOP_PLAN = (
     "docker", "requests", "urllib3", "httpx", "httpcore", "openai", "structlog", "numpy", "gguf",
     "huggingface_hub.hf_api", "huggingface_hub.file_download", "rich.progress", "tarfile",
-    "pydantic", "pydantic_core", "yaml", "asyncio", "zipfile", "rich",
+    "pydantic", "pydantic_core", "yaml", "asyncio", "zipfile", "rich", "tenacity", "http.client", "email", "ssl",
     "kimik3_reconciler.cli.bench_cmd", "kimik3_reconciler.cli.tune_cmd", "kimik3_reconciler.model.profile_schema",
     "kimik3_reconciler.model.profile_source",
 )
