@@ -179,14 +179,16 @@ def collect_listeners(host: HostPort, port: int, our_pids: frozenset[int] = froz
 
 
 def collect_host(host: HostPort, docker: DockerPort | None = None, our_pids: frozenset[int] = frozenset(),
-                 ports: tuple[int, ...] = ()) -> HostFacts:
-    lscpu = host.lscpu_parseable()
+                 ports: tuple[int, ...] = (), lscpu: str | None = None, nvml: dict | None = None) -> HostFacts:
+    """`lscpu`, `nvml`: the port's answers when the caller asked for them already (observe/__init__.py asks
+    ahead, while dockerd answers); else asked here."""
+    lscpu = host.lscpu_parseable() if lscpu is None else lscpu
     cpuinfo = host.cpuinfo()
     has_rows = any(line.strip() and not line.startswith("#") for line in lscpu.splitlines())
     # Without lscpu, /proc/cpuinfo still knows the cores: a missing tool must not turn into
     # `--threads 1` and a relaunch of a healthy server.
     cores = parse_lscpu_cores(lscpu) if has_rows else (parse_cpuinfo_cores(cpuinfo) or os.cpu_count() or 1)
-    dump = host.nvml()
+    dump = host.nvml() if nvml is None else nvml
     gpus, driver = parse_nvml(dump, our_pids)
     ram_total, ram_available = parse_meminfo(host.meminfo())
     return HostFacts(
