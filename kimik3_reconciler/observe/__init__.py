@@ -45,19 +45,21 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
     if container is not None and container.pid:  # the pre-read weighs what the serving process holds
         container = container.model_copy(update={"rss_bytes": ports.host.process_rss(container.pid)})
     # dockerd answers a label-filtered image list and an image inspect by name in ~20 ms each where it keeps
-    # many images: asked now, on a second connection, while the rest is observed (the daemon answered above).
+    # many images, and the other profiles' containers take a list and an inspect each: asked now, on other
+    # connections, while the rest is observed (the daemon answered above).
     base_refs = (profile.build.base_images.build, profile.build.base_images.runtime)
     images_ahead = _Ahead(lambda: (collect_images(ports.docker, ports.state),
                                    collect_base_images(ports.docker, base_refs)))
+    others_ahead = _Ahead(lambda: collect_others(ports.docker, profile.name))
     ours = frozenset({container.pid}) if container is not None and container.pid else frozenset()
     # Whether Docker can give containers GPUs (`docker info`) matters only to a profile that asks for GPUs.
     gpu = profile.build.variant == "cuda" and profile.gpus != "none"
     lscpu, nvml = host_ahead.result()
     host = collect_host(ports.host, ports.docker if gpu else None, ours, listened_ports(profile), lscpu, nvml)
-    others = collect_others(ports.docker, profile.name)
     inputs = collect_inputs(profile, base_dir, dockerfile, ports.state, rehash)
     # Before the gate: our exporter's proxy may hold serve.port (metrics.proxy), which the gate must not refuse.
     exporter = collect_exporter(profile.name, ports.state, ports.processes, ports.http)
+    others = others_ahead.result()
     if before_hub is not None:  # a host the gate refuses must not wait for the hub first
         m = profile.model
         before_hub(Observed(host=host, inputs=inputs, container=container, others=others, exporter=exporter,
