@@ -1,6 +1,9 @@
 """Benchmark: a no-op `kimik3 plan` on a converged host against the floor, measured in the same run.
 
-    .venv/bin/python bench/plan.py [--runs 15]        # after `bash scripts/demo.sh`
+    .venv/bin/python bench/plan.py [--runs 15] [--profile FILE]   # after `bash scripts/demo.sh`
+
+`--profile`: the converged demo's profile when another checkout converged it (its relative paths, hence
+its launch inputs, are that checkout's); the code measured is always this checkout's (run from its root).
 
 - no-op plan: `kimik3 plan profiles/demo-cpu.yaml` (the demo converged: the plan says "no changes").
 - floor (issue 13, goal: plan <= 3x floor): `python -c pass` + `docker ps` + `docker inspect` of the
