@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tune vs the exhaustive grid on the device machine (issue 16): a ~2.4 GB synthetic kimi-k3 GGUF (24 layers,
 # 64 experts; every searched split keeps some experts on the CPU), then tune_vs_grid.py PHASE for each phase.
-#   bash tools/gpu_proof/run-tune.sh [grid] [tune] [remeasure]     (no phase, or `all`: the three in order)
+#   bash tools/gpu_proof/run-tune.sh [grid] [tune] [remeasure]     (no phase, or `all`: the three in order;
+#   `prepare`: only the build when missing and the model)
 # llama-server: $LLAMA_BIN/llama-server (default /tmp/build/bin, where run.sh or a build before this call
 # left it); built here (native CUDA, kimik3's cmake args, sm_90) ONLY when it is missing. The model is written
 # only when missing. The machine keeps /tmp between calls while warm, so phases may be split across calls.
@@ -18,6 +19,8 @@ LIMIT=${CALL_LIMIT:-560}
 SNAP=/models/models--kimik3-demo--Kimi-K3-tiny-GGUF/snapshots/d3e0c0ded3e0c0ded3e0c0ded3e0c0ded3e0c0de/UD-SYNTH
 MODEL=$SNAP/K3-synth.gguf
 phases=("$@"); [[ ${#phases[@]} -eq 0 || ${phases[0]} == all ]] && phases=(grid tune remeasure)
+# TUNE_FRESH=1: a new pass on a machine still warm from an earlier one (otherwise the phases resume it)
+[[ ${TUNE_FRESH:-0} == 1 ]] && rm -rf /tmp/tune-out /tmp/tune-state /tmp/tune-logs
 mkdir -p /tmp/tune-out
 if command -v nvidia-smi >/dev/null; then  # the GPU's clock, power and temperature through the whole call
   nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,utilization.gpu \
@@ -52,13 +55,14 @@ fi
 ls -l "$MODEL"; cat "$MODEL" > /dev/null  # warm: every run below reads the weights from the page cache
 echo "ready at ${SECONDS} s of ${LIMIT} s"
 # Seconds each phase keeps for the phases after it (their expected length on the H200, README.md).
-declare -A KEEP=([grid]=0 [tune]=0 [remeasure]=0)
+declare -A KEEP=([grid]=0 [tune]=0 [remeasure]=0 [prepare]=0)
 for i in "${!phases[@]}"; do
   for later in "${phases[@]:$((i + 1))}"; do
     case $later in tune) KEEP[${phases[$i]}]=$(( KEEP[${phases[$i]}] + 90 ));; remeasure) KEEP[${phases[$i]}]=$(( KEEP[${phases[$i]}] + 30 ));; esac
   done
 done
 for p in "${phases[@]}"; do
+  [[ $p == prepare ]] && continue  # `run-tune.sh prepare`: the build (when missing) and the model only
   left=$(( LIMIT - SECONDS - 15 - KEEP[$p] ))
   if (( left < 20 )); then echo "$p: skipped, ${left} s left before CALL_LIMIT"; continue; fi
   echo "== $p (at ${SECONDS} s; at most ${left} s)"
