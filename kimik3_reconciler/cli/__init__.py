@@ -461,12 +461,14 @@ def metrics_serve(ctx: click.Context, name: str) -> None:
     """Run the metrics exporter of profile NAME (started by apply: `metrics:` in the profile)."""
     from kimik3_reconciler.adapters import real_ports
     from kimik3_reconciler.adapters.latency_proxy import proxy_app
+    from kimik3_reconciler.adapters.log_cap import cap_own_log
     from kimik3_reconciler.adapters.metrics_http import exporter_app, serve
     from kimik3_reconciler.exporter.registry import exporter_registry
     from kimik3_reconciler.model.metrics import ExporterConfig
     from kimik3_reconciler.model.records import exporter_config_key
 
     c = _ctx(ctx, False)
+    cap_own_log()  # started detached by apply: its log file is bounded (under systemd: none, the journal's)
     configure_logging(json_logs=True, verbose=c.verbose)
     ports = real_ports(c.state_dir, c.docker_host, c.systemd_root, c.systemctl_prefix)
     record = ports.state.read(exporter_config_key(name))
