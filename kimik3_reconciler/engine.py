@@ -88,7 +88,8 @@ class Engine:
             hosts = recorded_worker_hosts(recorded_workers(self.ports.state, named)) if named else ()
         if hosts and self.ports.worker_lock is None:
             raise InputError("no lock port for worker hosts is wired")
-        return force_unlock(self.ports.lock, lock_id, tuple((h, self.ports.worker_lock(h)) for h in hosts))
+        hint = "" if profile else "a lock on an RPC worker host: kimik3 force-unlock ID FILE (FILE: the profile)"
+        return force_unlock(self.ports.lock, lock_id, tuple((h, self.ports.worker_lock(h)) for h in hosts), hint)
 
     def observe(self, loaded: LoadedProfile, rehash: bool = False, gate_first: bool = False,
                 stat_only: bool = False) -> Observed:

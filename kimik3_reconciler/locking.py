@@ -116,10 +116,11 @@ def _one_per_docker(hosts: tuple[DockerHost, ...]) -> tuple[DockerHost, ...]:
     return tuple(seen.values())
 
 
-def force_unlock(lock: LockPort, lock_id: str, workers: Sequence[tuple[DockerHost, LockPort]] = ()) -> str:
+def force_unlock(lock: LockPort, lock_id: str, workers: Sequence[tuple[DockerHost, LockPort]] = (),
+                 hint: str = "") -> str:
     """Remove lock `lock_id` here and on each worker host where it is the current one (a run holds one id on
     every host it locks); says what was removed and whether its holder runs. A worker whose Docker does not
-    answer is named with the commands that remove it there by hand."""
+    answer is named with the commands that remove it there by hand. `hint`: added when the id is nowhere."""
     record, held = lock.holder()
     said: list[str] = []
     if record is not None and record.id == lock_id:
@@ -143,8 +144,7 @@ def force_unlock(lock: LockPort, lock_id: str, workers: Sequence[tuple[DockerHos
             here = f"no lock {lock_id}: the host {state}"
         else:
             here = f"lock id {lock_id!r} is not the current lock; the current one is {record.describe()}"
-        hint = "" if workers else "\n  a lock on an RPC worker host: kimik3 force-unlock ID FILE (FILE: the profile)"
-        raise InputError("\n  ".join((here, *others, *unreachable)) + hint)
+        raise InputError("\n  ".join((here, *others, *unreachable, *([hint] if hint else []))))
     return "\n".join((*said, *unreachable))
 
 

@@ -107,6 +107,9 @@ def test_force_unlock_of_a_lock_left_on_a_worker_by_another_main_host(tmp_path: 
     assert said == (f"removed lock 0123456789ab on rpc worker w2 ({W2.url}) (apply of k3-test by pid 4242 on gpu-07 "
                     "since 2026-12-03T04:24:03+00:00 (lock id 0123456789ab))")
     assert locks.records == {}
+    with pytest.raises(InputError) as again:  # gone everywhere now; the file was given, so no hint to give it
+        e.force_unlock("0123456789ab", profile(W2))
+    assert str(again.value) == "no lock 0123456789ab: the host is not locked"
 
 
 def test_force_unlock_without_the_file_reaches_the_recorded_workers_of_the_profile_the_lock_names(
