@@ -88,7 +88,8 @@ RULES: tuple[Rule, ...] = (
          "`kimik3 tune` never launches a candidate with other threads or a mapped load mode",
          "Kimi-K3/hardware requirements, not tuning: leaving --numa or --load-mode out measured as a 20+-minute "
          "single-request stall", _LAUNCH + _PROFILE + ("kimik3_reconciler.planning.tune_space",),
-         ("unit/test_rendered_specs.py", "cases/profile/extra_args_owned_flag.yaml", "unit/test_tune.py"),
+         ("unit/test_rendered_specs.py", "cases/profile/extra_args_owned_flag.yaml",
+          "cases/profile/extra_args_model_source.yaml", "unit/test_tune.py"),
          seed="seed 000 step 5 (always sets --numa distribute, f16 KV, threads; --load-mode none required)"),
     Rule("gate-fixed-flags", "force", "the quant gate's llama-perplexity runs with the server's owned flags: "
          "--numa distribute, f16 K/V, --threads/--threads-batch = physical cores, --load-mode none, the profile's "
@@ -322,6 +323,20 @@ RULES: tuple[Rule, ...] = (
          "a URL's content can change under the same name: the build would not be the pinned one", _PROFILE,
          ("cases/profile/build_archive_url_unpinned_warns.yaml",),
          seed="seed 000 Why build from source in Docker (you want a pinned commit, not a moving latest)"),
+    Rule("owned-env", "refuse", "serve.env never sets what kimik3 renders: the LLAMA_ARG_* variable of an owned "
+         "option (model source, host, port, batch/ubatch, fit, split, ctx, slots, cache, mmproj, draft, the fixed "
+         "flags), nor the container's GPUs (NVIDIA_VISIBLE_DEVICES, CUDA_VISIBLE_DEVICES: use gpus)",
+         "llama-server reads the variable as the option: where kimik3 renders it only sometimes (or never: -hf) "
+         "the variable wins, list options (-ncmoe) append; the nvidia runtime hands a container the GPUs "
+         "NVIDIA_VISIBLE_DEVICES names, past the profile's gpus", _PROFILE,
+         ("cases/profile/serve_env_owned_option.yaml", "cases/profile/serve_env_gpu_selection.yaml"),
+         seed=f"{_OWN}one place for each setting (reference/llama-cpp.md §1.0: env sets options behind the CLI); "
+              "seed 000 step 1 (the GPU pool is shared: use only the GPUs the profile names)"),
+    Rule("extra-args-argv", "refuse", "each serve.extra_args item is one argv word: a flag item with a space in it "
+         "is refused", "items are passed as is, never through a shell: '--ubatch-size 512' is one unknown flag to "
+         "llama-server (the launch fails) and would hide an owned flag from the fixed-flags check", _PROFILE,
+         ("cases/profile/extra_args_space_in_flag.yaml",),
+         seed=f"{_OWN}shared/PROFILE.md (extra_args: passed as argv items, never through a shell)"),
     Rule("llama-arg-env", "warn", "LLAMA_ARG_* in serve.env is warned: it sets a llama-server option behind the argv",
          "llama-server reads LLAMA_ARG_* as options (list options even append): a second, hidden copy of a "
          "profile field", _PROFILE, ("cases/profile/serve_env_llama_arg_warns.yaml",),
