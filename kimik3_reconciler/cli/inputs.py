@@ -9,9 +9,23 @@ from kimik3_reconciler.model.plan_file import SavedPlan, read_saved_plan, write_
 from kimik3_reconciler.model.profile_source import LoadedProfile, parse_profile
 
 
+# A profile is a few KiB and a saved plan some tens: reading stops here, so `kimik3 validate /dev/zero` or a
+# mistaken multi-GB file is refused at once instead of filling the memory of a shared host.
+MAX_INPUT_BYTES = 4 << 20
+
+
+def _read_bounded(path: str) -> bytes:
+    with open(path, "rb") as f:
+        data = f.read(MAX_INPUT_BYTES + 1)
+    if len(data) > MAX_INPUT_BYTES:
+        raise InputError(f"{path}: larger than {MAX_INPUT_BYTES >> 20} MiB, so not a kimik3 profile or saved plan "
+                         "(a profile is a few KiB): check the file name")
+    return data
+
+
 def read_text(path: str) -> str:
     try:
-        return Path(path).read_text(encoding="utf-8")
+        return _read_bounded(path).decode("utf-8")
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror}") from exc
     except UnicodeDecodeError as exc:
@@ -30,8 +44,8 @@ def load(path: str) -> LoadedProfile:
 def profile_text_now(path: str) -> str | None:
     """The profile file a saved plan was made from, as it reads now (None: gone or unreadable)."""
     try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        return _read_bounded(path).decode("utf-8")
+    except (OSError, UnicodeDecodeError, InputError):
         return None
 
 

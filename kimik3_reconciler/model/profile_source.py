@@ -16,6 +16,7 @@ from kimik3_reconciler.errors import ProfileError, ProfileProblem
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.profile_rules import FieldPath, check_rules
 
+MAX_PROFILE_CHARS = 256 * 1024
 _STR_TAG = "tag:yaml.org,2002:str"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 _TYPE_WORDS = {
@@ -235,6 +236,12 @@ def _validation_problems(exc: ValidationError, source: str, lines: Mapping[Field
 
 def parse_profile(text: str, source: str = "<profile>") -> LoadedProfile:
     """Validate profile YAML text; raise ProfileError listing every problem found, each with its line."""
+    if len(text) > MAX_PROFILE_CHARS:
+        # Parsing is linear but slow in pure Python (~0.5 ms a key): a 10 MB file of keys took minutes before
+        # saying anything. A real profile is a few KiB; this says at once that the file is not one.
+        raise ProfileError([ProfileProblem(source, None, "", f"{len(text) // 1024} KiB: a profile is a few KiB and "
+                                           f"kimik3 reads at most {MAX_PROFILE_CHARS // 1024} KiB; is this the "
+                                           "right file?")])
     written: dict[FieldPath, str] = {}
     data, lines, found = _load_yaml(text, written)
     problems = [ProfileProblem(source, line, render_path(path), message) for line, path, message in found]
