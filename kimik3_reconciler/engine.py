@@ -12,7 +12,9 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from kimik3_reconciler.errors import ConvergenceError, Kimik3Error, LoadFailed, PlanError, StalePlan, VerifyFailed
+from kimik3_reconciler.errors import (
+    ConvergenceError, InputError, Kimik3Error, LoadFailed, PlanError, StalePlan, VerifyFailed,
+)
 from kimik3_reconciler.locking import holding
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.host_lock import LockHolder
@@ -48,14 +50,18 @@ class ApplyResult:
 
 @contextmanager
 def located(loaded: LoadedProfile) -> Iterator[None]:
-    """A planner's refusal of profile fields, with each field's file:line (the planner sees no file)."""
+    """A refusal of profile fields (the planner's, or a file a field names that cannot be used), with each field's
+    file:line: the planner and the observers see no file."""
     try:
         yield
-    except PlanError as exc:
-        if not exc.fields:
+    except (PlanError, InputError) as exc:
+        # A refusal that does not say which fields it refuses: those its text names (every refusal of a written
+        # field gets its line, whichever planner or observer made it).
+        fields = exc.fields or loaded.fields_in(str(exc))
+        if not fields:
             raise
-        where = "\n".join(f"  at {loaded.where(path)}" for path in dict.fromkeys(exc.fields))
-        raise PlanError(f"{exc}\n{where}", exc.fields) from None
+        where = "\n".join(f"  at {loaded.where(path)}" for path in fields)
+        raise type(exc)(f"{exc}\n{where}", fields) from None
 
 
 class Engine:

@@ -46,3 +46,55 @@ def test_a_profile_of_many_keys_is_refused_at_once_not_parsed_for_minutes() -> N
 
 def test_a_long_comment_under_the_limit_is_still_a_valid_profile() -> None:
     parse_profile(DEMO + "# " + "x" * (MAX_PROFILE_CHARS // 2) + "\n", "commented.yaml")
+
+
+PROFILE_WITH_FILES = """apiVersion: kimik3/v1
+name: k3
+model: {repo: org/k3, revision: %s, quant: UD-Q2_K_XL}
+build:
+  archive: src.tar.gz
+  patches:
+    - patches/ok.patch
+    - patches/missing.patch
+gpus: [0]
+serve:
+  api_key_file: keys/api-key
+""" % ("ab" * 20)
+
+
+@pytest.mark.parametrize(("missing", "line", "field"), [
+    ("patches/missing.patch", 8, "build.patches[1]"),
+    ("src.tar.gz", 5, "build.archive"),
+    ("keys/api-key", 11, "serve.api_key_file"),
+])
+def test_a_file_the_profile_names_that_is_missing_is_refused_at_the_line_that_names_it(
+        tmp_path: Path, missing: str, line: int, field: str) -> None:
+    """Review: plan's refusal of a missing patch/archive/key file named the field but not the profile's file:line
+    (validate cannot see files; the observer that can sees no profile file)."""
+    from support.fakes.state import MemoryState
+
+    from kimik3_reconciler.engine import located
+    from kimik3_reconciler.errors import InputError
+    from kimik3_reconciler.observe.local_inputs import collect_inputs
+
+    for name in ("src.tar.gz", "patches/ok.patch", "patches/missing.patch", "keys/api-key", "Dockerfile"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x")
+    (tmp_path / missing).unlink()
+    loaded = parse_profile(PROFILE_WITH_FILES, "site/k3.yaml")
+    with pytest.raises(InputError) as refused, located(loaded):
+        collect_inputs(loaded.profile, tmp_path, tmp_path / "Dockerfile", MemoryState())
+    assert refused.value.exit_code == 2
+    assert str(refused.value).endswith(f"\n  at site/k3.yaml:{line}: {field}")
+
+
+def test_a_refusal_without_fields_gets_the_lines_of_the_fields_its_text_names() -> None:
+    from kimik3_reconciler.engine import located
+    from kimik3_reconciler.errors import PlanError
+
+    loaded = parse_profile(PROFILE_WITH_FILES, "k3.yaml")
+    with pytest.raises(PlanError) as refused, located(loaded):
+        raise PlanError("the host gate refuses this profile:\n  - gpus: 0 not on this host\n  - serve.api_key_file "
+                        "x; serve.spec_draft.device unset; the model and gpus: none are prose")
+    assert str(refused.value).endswith("\n  at k3.yaml:9: gpus\n  at k3.yaml:11: serve.api_key_file\n"
+                                       "  at k3.yaml:10: serve")
