@@ -7,6 +7,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal
+from urllib.parse import urlsplit
 
 from kimik3_reconciler.model import catalog
 from kimik3_reconciler.model.hub_endpoint import TOKEN_POLICY, token_may_go_to
@@ -329,6 +330,41 @@ def _secrets(p: Profile) -> Iterator[Finding]:
             # rule: no-secrets
             # argv shows in `docker inspect` and `ps`.
             yield _error(("serve", "extra_args", i), f"looks like a Hugging Face token; {_NO_SECRETS}")
+    for where, url in _urls(p):
+        if urlsplit(url).password is not None:
+            # rule: no-secrets
+            # A password in a URL is a secret in the profile, and errors and plans print the URL they could not reach.
+            yield _error(where, f"the URL holds a password (user:password@); {_NEVER_SECRETS}: a hub mirror takes "
+                         "HF_TOKEN from the environment, a Docker host its ssh keys or tls_dir")
+    key_file = p.serve.api_key_file
+    if key_file is not None and _looks_like_a_key(key_file):
+        # rule: no-secrets
+        # serve.api_key_file is the path of a file holding the key; a key written here is in the GitOps repo (and
+        # plan's "not found" would print it).
+        yield _error(("serve", "api_key_file"), f"looks like an API key, not a path; {_NEVER_SECRETS}: write the "
+                     "key into a file (chmod 600) and give its path here")
+
+
+def _urls(p: Profile) -> Iterator[tuple[FieldPath, str]]:
+    """The URLs a profile holds, where they are."""
+    if p.model.endpoint is not None:
+        yield ("model", "endpoint"), p.model.endpoint
+    if p.build.archive is not None and "://" in p.build.archive:
+        yield ("build", "archive"), p.build.archive
+    for i, worker in enumerate(p.workers):
+        yield ("rpc", "workers", i, "docker"), worker.docker
+
+
+_KEY_PREFIX = re.compile(r"(sk|pk|rk|api|key)[-_][A-Za-z0-9_-]{16,}")
+
+
+def _looks_like_a_key(value: str) -> bool:
+    """A token-shaped string rather than a file path: an hf_ token, an sk-... key, or 24+ characters of letters
+    and digits with no path separator or file suffix."""
+    if _HF_TOKEN.search(value) or _KEY_PREFIX.fullmatch(value):
+        return True
+    return ("/" not in value and "." not in value and len(value) >= 24 and any(c.isdigit() for c in value)
+            and any(c.isalpha() for c in value))
 
 
 def _extra_args(p: Profile) -> Iterator[Finding]:

@@ -347,7 +347,8 @@ RULES: tuple[Rule, ...] = (
          seed=f"{_OWN}systemd's Conflicts= semantics (seed 000 step 7 uses it between the two units only)"),
     Rule("no-secrets", "refuse", "a profile never holds a secret; the API key is a read-only mounted file",
          "keys in argv/env show up in `docker inspect` and logs", _PROFILE + _LAUNCH,
-         ("cases/plan/19-api-key-file.yaml",),
+         ("cases/plan/19-api-key-file.yaml", "cases/profile/secret_in_url_or_key_file.yaml",
+          "cases/profile/api_key_file_paths_ok.yaml", "unit/test_hostile_inputs.py"),
          seed="not in the seeds: shared/PROFILE.md (a profile never contains a secret)"),
     Rule("metrics-labels-no-secrets", "force", "the exporter's series carry profile, quant, build and fingerprint "
          "labels only: the API key (read from its file to scrape a keyed server) and the HF token reach no label, "

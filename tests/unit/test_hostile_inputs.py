@@ -98,3 +98,24 @@ def test_a_refusal_without_fields_gets_the_lines_of_the_fields_its_text_names() 
                         "x; serve.spec_draft.device unset; the model and gpus: none are prose")
     assert str(refused.value).endswith("\n  at k3.yaml:9: gpus\n  at k3.yaml:11: serve.api_key_file\n"
                                        "  at k3.yaml:10: serve")
+
+
+def test_hub_errors_never_print_the_credentials_of_a_hub_url() -> None:
+    """Review: `plan` printed `hub http://user:pass@127.0.0.1:18080 not reachable`. A profile cannot hold such a URL
+    any more (no-secrets); HF_ENDPOINT still can, so the adapters mask what they print."""
+    import socket
+
+    from kimik3_reconciler.adapters.hf_hub import HuggingFaceHub
+    from kimik3_reconciler.errors import HubError
+    from kimik3_reconciler.model.hub_endpoint import masked, shown
+
+    assert shown("https://u:pw@hub.example.com/x") == "https://***@hub.example.com/x"
+    assert shown("https://hub.example.com") == "https://hub.example.com"
+    assert masked("404 for url: https://u:pw@hub.example.com/api", "https://u:pw@hub.example.com") == \
+        "404 for url: https://***@hub.example.com/api"
+    with socket.socket() as closed:  # a port nothing listens on: connection refused at once
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    with pytest.raises(HubError) as refused:
+        HuggingFaceHub().list_files("org/k3", "ab" * 20, ["Q"], f"http://user:s3cret@127.0.0.1:{port}")
+    assert "s3cret" not in str(refused.value) and f"http://***@127.0.0.1:{port}" in str(refused.value)
