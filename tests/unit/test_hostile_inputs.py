@@ -119,3 +119,11 @@ def test_hub_errors_never_print_the_credentials_of_a_hub_url() -> None:
     with pytest.raises(HubError) as refused:
         HuggingFaceHub().list_files("org/k3", "ab" * 20, ["Q"], f"http://user:s3cret@127.0.0.1:{port}")
     assert "s3cret" not in str(refused.value) and f"http://***@127.0.0.1:{port}" in str(refused.value)
+
+
+def test_plain_scalars_are_typed_by_yaml_1_2_not_guessed_by_yaml_1_1() -> None:
+    text = DEMO.replace("port: 18181", "port: 0100").replace("parallel: 2", "parallel: 2\n  env: {A: on, B: no}")
+    text = text.replace("d3e0c0d2d3e0c0d2d3e0c0d2d3e0c0d2d3e0c0d2", "1234567890123456789012345678901234567e10")
+    serve = parse_profile(text, "demo.yaml").profile.serve
+    assert serve.port == 100 and serve.env == {"A": "on", "B": "no"}  # YAML 1.1: 64, True, False
+    assert parse_profile(text, "demo.yaml").profile.model.revision == "1234567890123456789012345678901234567e10"
