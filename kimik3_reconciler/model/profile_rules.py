@@ -419,12 +419,21 @@ def _cache_ram(p: Profile) -> Iterator[Finding]:
         yield _warning(("serve", "cache_ram"), "0 turns the prompt cache off: only for benchmarking")
 
 
+def _binds(p: Profile) -> Iterator[tuple[FieldPath, str]]:
+    """Every address a listener of this host binds, where the profile says it (rpc workers bind on their hosts and
+    have their own rule, rpc-bind-private)."""
+    yield ("serve", "host"), p.serve.host
+    if p.metrics is not None:
+        yield ("metrics", "bind"), p.metrics.bind
+
+
 def _host(p: Profile) -> Iterator[Finding]:
-    host = p.serve.host
-    if host not in ("loopback", "tailscale") and ipaddress.ip_address(host).is_unspecified:
-        # rule: bind-all-interfaces
-        # Seed 000: bind the tailnet address or loopback; never every interface unless written on purpose.
-        yield _warning(("serve", "host"), f"{host} binds every interface of the host, not just loopback/the tailnet")
+    for where, host in _binds(p):
+        if host not in ("loopback", "tailscale") and ipaddress.ip_address(host).is_unspecified:
+            # rule: bind-all-interfaces
+            # Seed 000: bind the tailnet address or loopback; never every interface unless written on purpose. The
+            # exporter's port tells any network which quant, GPUs and load this host has.
+            yield _warning(where, f"{host} binds every interface of the host, not just loopback/the tailnet")
 
 
 def _archive(p: Profile) -> Iterator[Finding]:

@@ -315,9 +315,11 @@ RULES: tuple[Rule, ...] = (
          "the CPU image has no CUDA kernels; a CUDA image with no GPU is the CPU build done the slow way", _PROFILE,
          ("cases/profile/variant_cpu_with_gpus.yaml", "cases/profile/variant_cuda_gpus_none.yaml"),
          seed=f"{_OWN}design.md's two image variants (the seed serves CUDA + CPU kernels; the CPU build is the demo's)"),
-    Rule("bind-all-interfaces", "warn", "serve.host 0.0.0.0 (or ::) is warned: it binds every interface",
+    Rule("bind-all-interfaces", "warn", "serve.host or metrics.bind 0.0.0.0 (or ::) is warned: it binds every "
+         "interface",
          "the seed binds the tailnet address, or loopback only; every interface exposes the API to every network "
-         "the host is on", _PROFILE, ("cases/profile/serve_host_all_interfaces_warns.yaml",),
+         "the host is on", _PROFILE, ("cases/profile/serve_host_all_interfaces_warns.yaml",
+                                      "cases/profile/metrics_bind_all_interfaces_warns.yaml"),
          seed="seed 000 step 5 (--network host bound to the host's Tailscale IP, falls back to loopback-only)"),
     Rule("archive-pinned", "warn", "an http(s) build.archive without build.archive_sha256 is warned as unpinned",
          "a URL's content can change under the same name: the build would not be the pinned one", _PROFILE,
