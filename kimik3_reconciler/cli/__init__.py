@@ -243,7 +243,11 @@ def status(ctx: click.Context, file: str, json_out: bool, watch: bool, interval:
     _out.print(f"container  {c.state + ' (' + (c.health or '-') + ')' + ' ' + c.id[:12] if c else 'absent'}")
     if c and c.crash:  # read from its log: the cause, and for a CUDA OOM the fix
         _out.print(Text(f"crashed    exit code {c.exit_code}: {c.crash}"))
-    _out.print(f"images     {', '.join(t for i in observed.images for t in i.tags) or 'none'}")
+    from kimik3_reconciler.planning import profile_images
+
+    wanted, images = profile_images(loaded.profile, observed)  # this profile's, not every kimik3 image here
+    _out.print(f"images     {', '.join(images) if images else 'none'}" + ("" if any("current" in i for i in images)
+                                                                        else f"; wants {wanted}, not built"))
     _out.print(f"model      {m.repo}@{m.revision[:12]}/{m.quant}: {len(m.files) - len(m.missing)}/{len(m.files)} files"
                + (f", {len(m.corrupt)} corrupt (sha256 mismatch)" if m.corrupt else "")
                + (f", {len(m.changed)} changed since verified (stat moved; not re-hashed here: `kimik3 plan` "

@@ -127,3 +127,35 @@ def test_plain_scalars_are_typed_by_yaml_1_2_not_guessed_by_yaml_1_1() -> None:
     serve = parse_profile(text, "demo.yaml").profile.serve
     assert serve.port == 100 and serve.env == {"A": "on", "B": "no"}  # YAML 1.1: 64, True, False
     assert parse_profile(text, "demo.yaml").profile.model.revision == "1234567890123456789012345678901234567e10"
+
+
+def test_status_lists_this_profiles_images_not_every_kimik3_image_on_the_host(tmp_path: Path, monkeypatch) -> None:
+    """Review: `kimik3 status profiles/hybrid-q2.yaml` on the demo host said `images kimi-k3-llamacpp:mainline-...-cpu`,
+    another profile's image. Status shows the image this profile wants, the one its container runs, its older
+    builds; an image of another profile with another fingerprint is not listed."""
+    from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeHub, fake_ports
+
+    import kimik3_reconciler.adapters as adapters
+    from kimik3_reconciler import cli
+    from kimik3_reconciler.engine import Engine
+    from kimik3_reconciler.steps.report import NullReporter
+
+    (tmp_path / "src.tar.gz").write_bytes(b"source")
+    (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
+    hub = FakeHub("org/k3", FAKE_REVISION, {"UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00002.gguf": b"x" * 64, "UD-Q2_K_XL/k3-UD-Q2_K_XL-00002-of-00002.gguf": b"y" * 64}, tmp_path / "hub")
+    ports, docker = fake_ports(hub)
+    engine = Engine(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp")
+    engine.apply(parse_profile(FAKE_PROFILE, "test.yaml"))
+    docker.images["sha256:other"] = {"Id": "sha256:other", "RepoTags": ["kimi-k3-llamacpp:other-1234567-cpu"],
+                                     "Config": {"Labels": {"kimik3.image.fingerprint": "0ther", "kimik3.profile": "x"}}}
+    monkeypatch.setattr(adapters, "real_ports", lambda *a, **k: engine.ports)
+    status = ["--dockerfile", str(tmp_path / "Dockerfile.llamacpp"), "status"]
+    (tmp_path / "p.yaml").write_text(FAKE_PROFILE)
+    shown = CliRunner().invoke(main, [*status, str(tmp_path / "p.yaml")])
+    assert shown.exit_code == 0, shown.output
+    line = next(x for x in shown.output.splitlines() if x.startswith("images"))
+    assert "(current, in use)" in line and "other-1234567" not in line
+    (tmp_path / "q.yaml").write_text(FAKE_PROFILE.replace("name: k3-test", "name: k3-other"))
+    shown = CliRunner().invoke(main, [*status, str(tmp_path / "q.yaml")])
+    line = next(x for x in shown.output.splitlines() if x.startswith("images"))
+    assert "other-1234567" not in line
