@@ -84,6 +84,10 @@ def _check_gpus(value: Any) -> Any:
             is_index = type(item) is int and item >= 0
             if not (is_index or (isinstance(item, str) and re.fullmatch(GPU_UUID, item))):
                 raise refuse(f"{item!r} is neither a GPU index (0, 1, ...) nor a GPU UUID (GPU-xxxxxxxx-...)")
+        for item in value:
+            if isinstance(item, str) and item[4:] != item[4:].lower():
+                # GPU-AB… and GPU-ab… are one GPU; Docker gets the UUID as written and NVML reports lowercase.
+                raise refuse(f"{item!r}: write the UUID in lowercase, as `nvidia-smi -L` prints it")
         if len(set(value)) != len(value):
             raise refuse("lists a GPU twice")
         return value

@@ -147,7 +147,8 @@ RULES: tuple[Rule, ...] = (
     Rule("gpus-present", "refuse", "a CUDA profile needs GPUs on the host (NVML sees them) and every GPU it lists "
          "(index or UUID) must be there",
          "the build and the download would be for a server that cannot start", ("kimik3_reconciler.planning.host_gate",),
-         ("unit/test_host_gate.py",), seed="seed 000 step 1 (Verify host: nvidia-smi, GPU count/VRAM)"),
+         ("unit/test_host_gate.py", "cases/profile/gpus_uuid_uppercase.yaml"),
+         seed="seed 000 step 1 (Verify host: nvidia-smi, GPU count/VRAM)"),
     Rule("gpus-unclaimed", "refuse", "a GPU of the profile holding another job's process is refused (unless "
          "share_gpus: true); kimik3's own containers and those the plan stops first do not count",
          "the hardware is commonly a shared pool: claiming a GPU another job uses breaks both",

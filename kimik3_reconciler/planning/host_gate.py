@@ -119,6 +119,11 @@ def _gpu_refusals(profile: Profile, observed: Observed, stoppable: frozenset[int
         # The profile's GPUs must be this host's (indices or UUIDs that NVML lists).
         have = ", ".join(f"{g.index} ({g.uuid})" for g in host.gpus)
         refusals.append(f"gpus: {', '.join(absent)} not on this host (it has {have})")
+    twice = sorted({g.index for g in gpus if sum(h.index == g.index for h in gpus) > 1})
+    if twice:
+        # rule: gpus-present
+        # An index and a UUID can name one GPU: it would be requested once and counted twice (fit_target, split).
+        refusals.append(f"gpus: names GPU {', '.join(map(str, twice))} twice (by index and by UUID): list each GPU once")
     if not profile.share_gpus:
         for gpu in gpus:
             for p in gpu.processes:

@@ -262,3 +262,14 @@ def test_metrics_ports_held_by_foreign_processes_are_each_refused() -> None:
     assert "port 18080 is held by pid 6161 (nginx)" in ports[0] and "llama-server (behind the proxy)" in ports[0] \
         and "change metrics.server_port" in ports[0]
     assert "port 9400 is held by pid 5151 (node_exporter)" in ports[1] and "change metrics.port" in ports[1]
+
+
+def test_one_gpu_named_twice_by_index_and_uuid_or_in_another_case_is_refused() -> None:
+    """Review: validate sees `[0, GPU-<uuid of 0>]` as two GPUs; the gate, which knows the host, refuses it. An
+    uppercase UUID (the same GPU as nvidia-smi's lowercase one, but not to Docker's exact match) is refused."""
+    host = collect_host(RecordedHost(copy.deepcopy(H200_NVML)), NoDocker())
+    both = profile(**{"gpus: [0]": "gpus: [0, GPU-71bec584-b792-cff7-7581-e3ab1c029d7c]"})
+    refusals, _ = host_gate(both, observed(host=host))
+    assert "gpus: names GPU 0 twice (by index and by UUID): list each GPU once" in refusals
+    with pytest.raises(Exception, match="write the UUID in lowercase"):
+        profile(**{"gpus: [0]": "gpus: [GPU-71bec584-b792-cff7-7581-e3ab1c029d7c, GPU-71BEC584-B792-CFF7-7581-E3AB1C029D7C]"})
