@@ -7,13 +7,14 @@ still wants changes). A failing step stops the round: nothing after it runs, and
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kimik3_reconciler.errors import (
-    ConvergenceError, InputError, Kimik3Error, LoadFailed, PlanError, StalePlan, VerifyFailed,
+    ConvergenceError, HubError, InputError, Kimik3Error, LoadFailed, PlanError, StalePlan, VerifyFailed,
 )
 from kimik3_reconciler.locking import holding
 from kimik3_reconciler.model.facts import Observed
@@ -54,14 +55,18 @@ def located(loaded: LoadedProfile) -> Iterator[None]:
     file:line: the planner and the observers see no file."""
     try:
         yield
-    except (PlanError, InputError) as exc:
+    except (PlanError, InputError, HubError) as exc:
         # A refusal that does not say which fields it refuses: those its text names (every refusal of a written
-        # field gets its line, whichever planner or observer made it).
-        fields = exc.fields or loaded.fields_in(str(exc))
+        # field gets its line, whichever planner, observer or hub answer made it: "check model.quant").
+        fields = getattr(exc, "fields", ()) or loaded.fields_in(str(exc))
         if not fields:
             raise
         where = "\n".join(f"  at {loaded.where(path)}" for path in fields)
-        raise type(exc)(f"{exc}\n{where}", fields) from None
+        placed = copy.copy(exc)  # same class, code and attributes; the text gains the lines
+        placed.args = (f"{exc}\n{where}", *exc.args[1:])
+        if isinstance(placed, (PlanError, InputError)):
+            placed.fields = fields
+        raise placed from None
 
 
 class Engine:

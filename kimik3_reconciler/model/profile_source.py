@@ -137,7 +137,8 @@ def fields_named(message: str, lines: Mapping[FieldPath, int]) -> tuple[FieldPat
             path.pop()  # "serve.spec_draft.device" unwritten (a default): its section's line
         if tuple(path) in lines and tuple(path) not in found:
             found.append(tuple(path))
-    return tuple(found)
+    # "check model.quant / model.mmproj" without an mmproj: model.quant's line says it; "model" would be noise.
+    return tuple(f for f in found if not any(g != f and g[:len(f)] == f for g in found))
 
 
 def render_path(path: FieldPath) -> str:

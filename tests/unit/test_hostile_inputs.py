@@ -96,8 +96,13 @@ def test_a_refusal_without_fields_gets_the_lines_of_the_fields_its_text_names() 
     with pytest.raises(PlanError) as refused, located(loaded):
         raise PlanError("the host gate refuses this profile:\n  - gpus: 0 not on this host\n  - serve.api_key_file "
                         "x; serve.spec_draft.device unset; the model and gpus: none are prose")
-    assert str(refused.value).endswith("\n  at k3.yaml:9: gpus\n  at k3.yaml:11: serve.api_key_file\n"
-                                       "  at k3.yaml:10: serve")
+    assert str(refused.value).endswith("\n  at k3.yaml:9: gpus\n  at k3.yaml:11: serve.api_key_file")
+    from kimik3_reconciler.errors import HubError
+
+    with pytest.raises(HubError) as hub_refused, located(loaded):  # exit 6 still, with the line of the quant
+        raise HubError("org/k3@abab:UD-Q9: path not found at this revision (check model.quant / model.mmproj)")
+    assert hub_refused.value.exit_code == 6
+    assert str(hub_refused.value).endswith("(check model.quant / model.mmproj)\n  at k3.yaml:3: model.quant")
 
 
 def test_hub_errors_never_print_the_credentials_of_a_hub_url() -> None:
