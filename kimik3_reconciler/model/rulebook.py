@@ -316,6 +316,11 @@ RULES: tuple[Rule, ...] = (
          "the CPU image has no CUDA kernels; a CUDA image with no GPU is the CPU build done the slow way", _PROFILE,
          ("cases/profile/variant_cpu_with_gpus.yaml", "cases/profile/variant_cuda_gpus_none.yaml"),
          seed=f"{_OWN}design.md's two image variants (the seed serves CUDA + CPU kernels; the CPU build is the demo's)"),
+    Rule("bind-address-local", "refuse", "serve.host and metrics.bind given as an IP must be an address of this host "
+         "(a socket can bind it)", "another address passed the plan and failed the launch (couldn't bind) after the "
+         "build and, on a real quant, the download", ("kimik3_reconciler.planning.host_gate",),
+         ("unit/test_host_gate.py",),
+         seed="not in the seeds: shared/PROFILE.md (serve.host: loopback | tailscale | an IP on this host)"),
     Rule("bind-all-interfaces", "warn", "serve.host or metrics.bind 0.0.0.0 (or ::) is warned: it binds every "
          "interface",
          "the seed binds the tailnet address, or loopback only; every interface exposes the API to every network "

@@ -13,7 +13,7 @@ import re
 
 from kimik3_reconciler.errors import FieldRefusal
 from kimik3_reconciler.model.facts import HostFacts, ModelFact, Observed
-from kimik3_reconciler.model.profile import Profile, upstream_port
+from kimik3_reconciler.model.profile import Profile, bind_addresses, upstream_port
 from kimik3_reconciler.model.unit_files import runs_exporter_unit
 from kimik3_reconciler.planning.build_flags import HOST_FLAGS, cpu_features
 from kimik3_reconciler.planning.conflict_step import why_conflicting
@@ -180,6 +180,18 @@ def _exporter_sockets(observed: Observed) -> frozenset[tuple[str, int]]:
     return frozenset(sockets)
 
 
+def _address_refusals(profile: Profile, observed: Observed) -> list[str]:
+    refusals: list[str] = []
+    for field, address in bind_addresses(profile):
+        if address in observed.host.absent_addresses:
+            # rule: bind-address-local
+            # PROFILE.md: serve.host is loopback, tailscale or an IP *on this host*; another one passed the plan and
+            # failed the launch ("couldn't bind"), after the build and, on a real quant, the download.
+            refusals.append(FieldRefusal(field, f"{'.'.join(field)}: {address} is not an address of this host "
+                                                "(nothing here can bind it): use loopback, tailscale or one of its own"))
+    return refusals
+
+
 def _port_refusals(profile: Profile, observed: Observed) -> list[str]:
     """A foreign process on serve.port makes llama-server exit "couldn't bind" after the launch; on metrics.port or
     llama-server's inner port (metrics.proxy) the exporter or the server behind the proxy fails the same way."""
@@ -265,7 +277,7 @@ def host_gate(profile: Profile, observed: Observed) -> tuple[list[str], list[str
     for refusal in (disk_refusal(observed.model), disk_refusal(observed.tokenizer) if observed.tokenizer else None):
         if refusal:
             refusals.append(refusal)
-    refusals += _port_refusals(profile, observed)
+    refusals += _port_refusals(profile, observed) + _address_refusals(profile, observed)
     refusals += [r for r in (margin_refusal(profile, derive_mode(profile, observed)),) if r]
     cpu_refusals, cpu_warnings = _cpu_findings(profile, observed)
     refusals, warnings = refusals + cpu_refusals, warnings + cpu_warnings
