@@ -77,7 +77,7 @@ def _run(fn):  # noqa: ANN001 - click callback wrapper
 
 @click.group(epilog=EXIT_CODES)
 @click.option("--state-dir", envvar="KIMIK3_STATE_DIR", default=_default_state_dir, show_default="~/.local/state/kimik3",
-              help="where kimik3 keeps its records (verified model manifests, fetched archives)")
+              show_envvar=True, help="where kimik3 keeps its records (verified model manifests, fetched archives)")
 @click.option("--dockerfile", envvar="KIMIK3_DOCKERFILE", default=_default_dockerfile, help="Dockerfile.llamacpp to build")
 @click.option("--docker-host", envvar="DOCKER_HOST", default=None, help="docker daemon URL (default: DOCKER_HOST / socket)")
 @click.option("-v", "--verbose", is_flag=True, help="show NOOP steps with their reasons, and build output")
