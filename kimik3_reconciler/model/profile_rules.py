@@ -38,7 +38,9 @@ _OWNED: tuple[tuple[tuple[str, ...], tuple[str, ...], str | None], ...] = (
     (("--port",), ("LLAMA_ARG_PORT",), "use serve.port"),
     (("--api-key", "--api-key-file"), ("LLAMA_ARG_API_KEY_FILE",), f"use serve.api_key_file ({_NEVER_SECRETS})"),
     (("-hft", "--hf-token"), (), f"tokens come from the environment ({_NEVER_SECRETS})"),
-    (("--alias",), ("LLAMA_ARG_ALIAS",), "the served model id is the profile's name"),
+    (("-a", "--alias"), ("LLAMA_ARG_ALIAS",), "the served model id is the profile's name"),
+    # The container's GPUs are `gpus`; llama.cpp indexes --fit-target and the draft device over these devices.
+    (("-dev", "--device"), ("LLAMA_ARG_DEVICE",), "use gpus (the container sees exactly those GPUs)"),
     (("--numa",), ("LLAMA_ARG_NUMA",), None),
     (("-ctk", "--cache-type-k", "-ctv", "--cache-type-v"), ("LLAMA_ARG_CACHE_TYPE_K", "LLAMA_ARG_CACHE_TYPE_V"), None),
     (("-t", "--threads", "-tb", "--threads-batch"), ("LLAMA_ARG_THREADS",), None),
