@@ -273,7 +273,7 @@ class QuantGate(BaseModel):
 
     model_config = _CONFIG
     reference_quant: QuantName = catalog.REFERENCE_QUANT
-    max_kld: Annotated[float, Field(ge=0)] = 0.5
+    max_kld: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.5  # .inf: a gate nothing fails
     min_top_token_agreement: Annotated[float, Field(ge=0, le=1)] = 0.80
 
 

@@ -44,7 +44,8 @@ _OWNED: tuple[tuple[tuple[str, ...], tuple[str, ...], str | None], ...] = (
     (("--numa",), ("LLAMA_ARG_NUMA",), None),
     (("-ctk", "--cache-type-k", "-ctv", "--cache-type-v"), ("LLAMA_ARG_CACHE_TYPE_K", "LLAMA_ARG_CACHE_TYPE_V"), None),
     (("-t", "--threads", "-tb", "--threads-batch"), ("LLAMA_ARG_THREADS",), None),
-    (("-lm", "--load-mode"), ("LLAMA_ARG_LOAD_MODE",), "use serve.load_mode (none or dio)"),
+    (("-lm", "--load-mode", "--mmap", "--no-mmap", "--mlock"), ("LLAMA_ARG_LOAD_MODE",),
+     "use serve.load_mode (none or dio)"),
     (("-fit", "--fit", "-fitt", "--fit-target"), ("LLAMA_ARG_FIT", "LLAMA_ARG_FIT_TARGET"),
      "use serve.fit_target (or serve.n_cpu_moe for a manual split)"),
     (("-ngl", "--gpu-layers", "--n-gpu-layers", "-ncmoe", "--n-cpu-moe", "-cmoe", "--cpu-moe"),
@@ -94,6 +95,13 @@ def _vision(p: Profile) -> Iterator[Finding]:
 
 def _quant(p: Profile) -> Iterator[Finding]:
     quant, info = p.model.quant, p.quant_info
+    spelled = [name for name in catalog.CATALOG if name.lower() == quant.lower() and name != quant]
+    if spelled:
+        # rule: quant-name-case
+        # The Hub's folder names are case-sensitive: 'ud-q2_k_xl' is not found there (exit 6 after the hub round trip).
+        yield _error(("model", "quant"), f"{quant} is not a folder of the repo (names are case-sensitive): did you mean "
+                     f"'{spelled[0]}'?")
+        return
     if info is not None and info.refused:
         # rule: tq2-refused
         # Seed 000: UD-TQ2_0 produces corrupted logits on these GPUs.
@@ -369,6 +377,14 @@ def _looks_like_a_key(value: str) -> bool:
             and any(c.isalpha() for c in value))
 
 
+def _joined_short_flag(flag: str) -> str | None:
+    """The owned short flag `flag` glues a number to ('-ub512' -> '-ub'), or None."""
+    if flag.startswith("--") or flag in OWNED_FLAGS:
+        return None
+    match = re.fullmatch(r"(-[a-z]+?)(-?[0-9][0-9.,]*)", flag)
+    return match.group(1) if match and match.group(1) in OWNED_FLAGS else None
+
+
 def _extra_args(p: Profile) -> Iterator[Finding]:
     for i, arg in enumerate(p.serve.extra_args):
         flag = arg.split("=", 1)[0]
@@ -383,6 +399,15 @@ def _extra_args(p: Profile) -> Iterator[Finding]:
             flag = words[0] if words else flag
         if flag.startswith("--"):
             flag = flag.replace("_", "-")  # llama-cpp.md §1.0: llama-server reads --foo_bar as --foo-bar
+        joined = _joined_short_flag(flag)
+        if joined is not None:
+            # rule: extra-args-argv
+            # llama-server takes a flag's value as the next argv item: '-ub512' is an unknown flag (the launch fails),
+            # and it names an owned flag the check below would not see.
+            yield _error(("serve", "extra_args", i), f"{arg!r} joins a value to {joined}: llama-server reads the value "
+                         f"as its own item ({joined} {flag[len(joined):]}), and {joined} is set by kimik3: "
+                         f"{OWNED_FLAGS[joined] or _FIXED.removeprefix('is ')}")
+            continue
         if flag not in OWNED_FLAGS:
             continue
         instead = OWNED_FLAGS[flag]

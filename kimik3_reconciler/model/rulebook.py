@@ -340,10 +340,14 @@ RULES: tuple[Rule, ...] = (
          ("cases/profile/serve_env_owned_option.yaml", "cases/profile/serve_env_gpu_selection.yaml"),
          seed=f"{_OWN}one place for each setting (reference/llama-cpp.md §1.0: env sets options behind the CLI); "
               "seed 000 step 1 (the GPU pool is shared: use only the GPUs the profile names)"),
-    Rule("extra-args-argv", "refuse", "each serve.extra_args item is one argv word: a flag item with a space in it "
-         "is refused", "items are passed as is, never through a shell: '--ubatch-size 512' is one unknown flag to "
+    Rule("quant-name-case", "refuse", "model.quant spelled like a catalog quant in another case is refused, naming "
+         "the catalog's spelling", "the Hub's folder names are case-sensitive: the plan would end at the hub (exit 6, "
+         "path not found) instead of at validate", _PROFILE, ("cases/profile/quant_name_case.yaml",),
+         seed=f"{_OWN}shared/PROFILE.md (quant: folder in the repo; catalog knows size, mode, vetting)"),
+    Rule("extra-args-argv", "refuse", "each serve.extra_args item is one argv word: a flag item with a space in it, "
+         "or an owned short flag with its value glued on ('-ub512'), is refused", "items are passed as is, never through a shell: '--ubatch-size 512' is one unknown flag to "
          "llama-server (the launch fails) and would hide an owned flag from the fixed-flags check", _PROFILE,
-         ("cases/profile/extra_args_space_in_flag.yaml",),
+         ("cases/profile/extra_args_space_in_flag.yaml", "cases/profile/extra_args_joined_value.yaml"),
          seed=f"{_OWN}shared/PROFILE.md (extra_args: passed as argv items, never through a shell)"),
     Rule("llama-arg-env", "warn", "LLAMA_ARG_* in serve.env is warned: it sets a llama-server option behind the argv",
          "llama-server reads LLAMA_ARG_* as options (list options even append): a second, hidden copy of a "
