@@ -49,9 +49,21 @@ def profile_text_now(path: str) -> str | None:
         return None
 
 
+def _is_a_saved_plan(target: Path) -> bool:
+    try:
+        return read_saved_plan(_read_bounded(str(target)).decode("utf-8"), str(target)) is not None
+    except (OSError, UnicodeDecodeError, InputError):
+        return False
+
+
 def write_plan(path: str, saved: SavedPlan) -> None:
-    """Atomically: a half-written plan file must never be applied."""
+    """Atomically: a half-written plan file must never be applied. Only a new file or an older saved plan is
+    replaced: `-out profiles/k3.yaml` (a slip of the hand) or `-out /dev/full` would otherwise be renamed over."""
     target = Path(path)
+    if (target.exists() or target.is_symlink()) and not (target.is_file() and not target.is_symlink()
+                                                          and _is_a_saved_plan(target)):
+        raise InputError(f"{path} exists and is not a kimik3 saved plan: refusing to replace it (plan -out writes a "
+                         "new file or replaces an older saved plan); choose another path")
     tmp = target.with_name(f".{target.name}.kimik3-tmp")
     try:
         tmp.write_text(write_saved_plan(saved), encoding="utf-8")

@@ -164,3 +164,25 @@ def test_status_lists_this_profiles_images_not_every_kimik3_image_on_the_host(tm
     shown = CliRunner().invoke(main, [*status, str(tmp_path / "q.yaml")])
     line = next(x for x in shown.output.splitlines() if x.startswith("images"))
     assert "other-1234567" not in line
+
+
+def test_plan_out_replaces_only_a_new_file_or_an_older_saved_plan(tmp_path: Path) -> None:
+    """Review: `plan FILE -out /dev/full` renamed the plan over the device node (as root), and `-out FILE` would have
+    replaced the profile itself. Only a new path or an older saved plan is written."""
+    from kimik3_reconciler.cli.inputs import write_plan
+    from kimik3_reconciler.errors import InputError
+    from kimik3_reconciler.model.plan_file import SavedPlan
+
+    saved = SavedPlan(profile_source=str(tmp_path / "k3.yaml"), profile_text=DEMO, basis={}, steps=(),
+                      created="2026-12-03T10:00:00+00:00", rehash=False, warnings=())
+    profile = tmp_path / "k3.yaml"
+    profile.write_text(DEMO)
+    with pytest.raises(InputError, match="exists and is not a kimik3 saved plan"):
+        write_plan(str(profile), saved)
+    assert profile.read_text() == DEMO
+    (tmp_path / "link").symlink_to(profile)
+    with pytest.raises(InputError, match="exists and is not a kimik3 saved plan"):
+        write_plan(str(tmp_path / "link"), saved)
+    write_plan(str(tmp_path / "k3.plan"), saved)  # new
+    write_plan(str(tmp_path / "k3.plan"), saved)  # an older saved plan
+    assert (tmp_path / "k3.plan").read_text().lstrip().startswith("{")
