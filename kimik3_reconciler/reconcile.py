@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 from kimik3_reconciler.engine import Engine
-from kimik3_reconciler.planning.rpc_step import worker_hosts
 from kimik3_reconciler.errors import (
     BuildFailed,
     InputError,
@@ -108,8 +107,7 @@ class ReconcileLoop:
 
     def _converge(self, loaded: LoadedProfile) -> Line:
         try:
-            with self.engine.locked("reconcile", loaded.profile.name, timeout_s=0,
-                                    workers=worker_hosts(loaded.profile)):
+            with self.engine.locked("reconcile", loaded.profile, timeout_s=0):
                 result = self.engine.apply_or_revert(loaded, self._check(loaded) if self.verify_server else None,
                                                      admit=self._admit)
         except LockHeld as exc:  # another kimik3 is at work: this pass is skipped, the next one looks again

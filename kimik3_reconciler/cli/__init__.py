@@ -23,7 +23,6 @@ from kimik3_reconciler.cli.inputs import load, profile_text_now, read_text, writ
 from kimik3_reconciler.cli.options import CHANGES_PENDING, EXIT_CODES, Duration, lock_timeout
 from kimik3_reconciler.model.plan_file import read_saved_plan
 from kimik3_reconciler.model.profile_source import parse_profile
-from kimik3_reconciler.planning.rpc_step import worker_hosts
 from kimik3_reconciler.render import render_plan
 from kimik3_reconciler.reporting import CliReporter, configure_logging
 
@@ -196,7 +195,7 @@ def apply(ctx: click.Context, file: str, json_out: bool, rounds: int, verify_ser
 
     # Verify only what changed: on a converged host a 2.8T model would answer 4 requests for nothing.
     # A failing gate, load or verify relaunches the last good profile (engine.apply_or_revert).
-    with engine.locked("apply", loaded.profile.name, lock_timeout, worker_hosts(loaded.profile)):
+    with engine.locked("apply", loaded.profile, lock_timeout):
         result = engine.apply_or_revert(loaded, check if verify_server else None, max_rounds=rounds, rehash=rehash,
                                         run=run)
     report = reports[-1] if reports else None
@@ -320,8 +319,7 @@ def destroy(ctx: click.Context, file: str, images: bool, model: bool, dry_run: b
     """Remove what the profile created (model cache and images only when asked)."""
     loaded = load(file)
     engine = _ctx(ctx, False).engine(file)
-    with nullcontext() if dry_run else engine.locked("destroy", loaded.profile.name, lock_timeout,
-                                                                  worker_hosts(loaded.profile)):
+    with nullcontext() if dry_run else engine.locked("destroy", loaded.profile, lock_timeout):
         teardown = engine.destroy(loaded, images=images, model=model, execute_steps=not dry_run)
     render_plan(teardown, _out, verbose=True)
 
@@ -336,22 +334,20 @@ def prune(ctx: click.Context, file: str, dry_run: bool, lock_timeout: float) -> 
     """Remove the profile's older images (kept as rollback targets until now)."""
     loaded = load(file)
     engine = _ctx(ctx, False).engine(file)
-    with nullcontext() if dry_run else engine.locked("prune", loaded.profile.name, lock_timeout,
-                                                                worker_hosts(loaded.profile)):
+    with nullcontext() if dry_run else engine.locked("prune", loaded.profile, lock_timeout):
         pruning = engine.prune(loaded, execute_steps=not dry_run)
     render_plan(pruning, _out, verbose=True)
 
 
 @main.command(name="force-unlock")
 @click.argument("lock_id")
+@click.argument("file", required=False, type=click.Path(dir_okay=False))
 @click.pass_context
 @_run
-def force_unlock(ctx: click.Context, lock_id: str) -> None:
-    """Remove the host lock LOCK_ID (named in exit 5's message) left by a hung kimik3."""
-    from kimik3_reconciler.adapters.host_lock import StateDirLock, host_lock_path
-    from kimik3_reconciler.locking import force_unlock as remove_lock
-
-    _out.print(remove_lock(StateDirLock(Path(ctx.obj["state_dir"]), host_lock_path()), lock_id))
+def force_unlock(ctx: click.Context, lock_id: str, file: str | None) -> None:
+    """Remove the lock LOCK_ID (named in exit 5's message) left by a hung kimik3: on this host, and on the RPC
+    worker hosts of FILE's profile (without FILE: the recorded workers of the profile this host's lock names)."""
+    _out.print(_ctx(ctx, False).engine(file or ".").force_unlock(lock_id, load(file).profile if file else None))
 
 
 @main.command()
@@ -469,12 +465,14 @@ def metrics_serve(ctx: click.Context, name: str) -> None:
     """Run the metrics exporter of profile NAME (started by apply: `metrics:` in the profile)."""
     from kimik3_reconciler.adapters import real_ports
     from kimik3_reconciler.adapters.latency_proxy import proxy_app
+    from kimik3_reconciler.adapters.log_cap import cap_own_log
     from kimik3_reconciler.adapters.metrics_http import exporter_app, serve
     from kimik3_reconciler.exporter.registry import exporter_registry
     from kimik3_reconciler.model.metrics import ExporterConfig
     from kimik3_reconciler.model.records import exporter_config_key
 
     c = _ctx(ctx, False)
+    cap_own_log()  # started detached by apply: its log file is bounded (under systemd: none, the journal's)
     configure_logging(json_logs=True, verbose=c.verbose)
     ports = real_ports(c.state_dir, c.docker_host, c.systemd_root, c.systemctl_prefix)
     record = ports.state.read(exporter_config_key(name))
