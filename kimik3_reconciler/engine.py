@@ -7,14 +7,15 @@ still wants changes). A failing step stops the round: nothing after it runs, and
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kimik3_reconciler.errors import ConvergenceError, InputError, Kimik3Error, LoadFailed, PlanError, StalePlan, \
-    VerifyFailed
+from kimik3_reconciler.errors import ConvergenceError, HubError, InputError, Kimik3Error, LoadFailed, PlanError, \
+    StalePlan, VerifyFailed
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.plan import Plan, Step
 from kimik3_reconciler.model.loaded_profile import LoadedProfile
@@ -51,14 +52,22 @@ class ApplyResult:
 
 @contextmanager
 def located(loaded: LoadedProfile) -> Iterator[None]:
-    """A planner's refusal of profile fields, with each field's file:line (the planner sees no file)."""
+    """A refusal of profile fields (the planner's, or a file a field names that cannot be used), with each field's
+    file:line: the planner and the observers see no file."""
     try:
         yield
-    except PlanError as exc:
-        if not exc.fields:
+    except (PlanError, InputError, HubError) as exc:
+        # A refusal that does not say which fields it refuses: those its text names (every refusal of a written
+        # field gets its line, whichever planner, observer or hub answer made it: "check model.quant").
+        fields = getattr(exc, "fields", ()) or loaded.fields_in(str(exc))
+        if not fields:
             raise
-        where = "\n".join(f"  at {loaded.where(path)}" for path in dict.fromkeys(exc.fields))
-        raise PlanError(f"{exc}\n{where}", exc.fields) from None
+        where = "\n".join(f"  at {loaded.where(path)}" for path in fields)
+        placed = copy.copy(exc)  # same class, code and attributes; the text gains the lines
+        placed.args = (f"{exc}\n{where}", *exc.args[1:])
+        if isinstance(placed, (PlanError, InputError)):
+            placed.fields = fields
+        raise placed from None
 
 
 class Engine:

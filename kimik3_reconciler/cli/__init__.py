@@ -76,7 +76,7 @@ def _run(fn):  # noqa: ANN001 - click callback wrapper
 @click.group(cls=LazyGroup, epilog=EXIT_CODES,
              lazy={"bench": "kimik3_reconciler.cli.bench_cmd:bench", "tune": "kimik3_reconciler.cli.tune_cmd:tune"})
 @click.option("--state-dir", envvar="KIMIK3_STATE_DIR", default=_default_state_dir, show_default="~/.local/state/kimik3",
-              help="where kimik3 keeps its records (verified model manifests, fetched archives)")
+              show_envvar=True, help="where kimik3 keeps its records (verified model manifests, fetched archives)")
 @click.option("--dockerfile", envvar="KIMIK3_DOCKERFILE", default=_default_dockerfile, help="Dockerfile.llamacpp to build")
 @click.option("--docker-host", envvar="DOCKER_HOST", default=None, help="docker daemon URL (default: DOCKER_HOST / socket)")
 @click.option("-v", "--verbose", is_flag=True, help="show NOOP steps with their reasons, and build output")
@@ -242,7 +242,11 @@ def status(ctx: click.Context, file: str, json_out: bool, watch: bool, interval:
     _out.print(f"container  {c.state + ' (' + (c.health or '-') + ')' + ' ' + c.id[:12] if c else 'absent'}")
     if c and c.crash:  # read from its log: the cause, and for a CUDA OOM the fix
         _out.print(Text(f"crashed    exit code {c.exit_code}: {c.crash}"))
-    _out.print(f"images     {', '.join(t for i in observed.images for t in i.tags) or 'none'}")
+    from kimik3_reconciler.planning import profile_images
+
+    wanted, images = profile_images(loaded.profile, observed)  # this profile's, not every kimik3 image here
+    _out.print(f"images     {', '.join(images) if images else 'none'}" + ("" if any("current" in i for i in images)
+                                                                        else f"; wants {wanted}, not built"))
     _out.print(f"model      {m.repo}@{m.revision[:12]}/{m.quant}: {len(m.files) - len(m.missing)}/{len(m.files)} files"
                + (f", {len(m.corrupt)} corrupt (sha256 mismatch)" if m.corrupt else "")
                + (f", {len(m.changed)} changed since verified (stat moved; not re-hashed here: `kimik3 plan` "

@@ -10,9 +10,23 @@ from kimik3_reconciler.model.loaded_profile import LoadedProfile
 from kimik3_reconciler.model.plan_file import SavedPlan, read_saved_plan, write_saved_plan
 
 
+# A profile is a few KiB and a saved plan some tens: reading stops here, so `kimik3 validate /dev/zero` or a
+# mistaken multi-GB file is refused at once instead of filling the memory of a shared host.
+MAX_INPUT_BYTES = 4 << 20
+
+
+def _read_bounded(path: str) -> bytes:
+    with open(path, "rb") as f:
+        data = f.read(MAX_INPUT_BYTES + 1)
+    if len(data) > MAX_INPUT_BYTES:
+        raise InputError(f"{path}: larger than {MAX_INPUT_BYTES >> 20} MiB, so not a kimik3 profile or saved plan "
+                         "(a profile is a few KiB): check the file name")
+    return data
+
+
 def read_text(path: str) -> str:
     try:
-        return Path(path).read_text(encoding="utf-8")
+        return _read_bounded(path).decode("utf-8")
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror}") from exc
     except UnicodeDecodeError as exc:
@@ -42,14 +56,26 @@ def parse_text(text: str, source: str, state_dir: str | Path | None = None) -> L
 def profile_text_now(path: str) -> str | None:
     """The profile file a saved plan was made from, as it reads now (None: gone or unreadable)."""
     try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        return _read_bounded(path).decode("utf-8")
+    except (OSError, UnicodeDecodeError, InputError):
         return None
 
 
+def _is_a_saved_plan(target: Path) -> bool:
+    try:
+        return read_saved_plan(_read_bounded(str(target)).decode("utf-8"), str(target)) is not None
+    except (OSError, UnicodeDecodeError, InputError):
+        return False
+
+
 def write_plan(path: str, saved: SavedPlan) -> None:
-    """Atomically: a half-written plan file must never be applied."""
+    """Atomically: a half-written plan file must never be applied. Only a new file or an older saved plan is
+    replaced: `-out profiles/k3.yaml` (a slip of the hand) or `-out /dev/full` would otherwise be renamed over."""
     target = Path(path)
+    if (target.exists() or target.is_symlink()) and not (target.is_file() and not target.is_symlink()
+                                                          and _is_a_saved_plan(target)):
+        raise InputError(f"{path} exists and is not a kimik3 saved plan: refusing to replace it (plan -out writes a "
+                         "new file or replaces an older saved plan); choose another path")
     tmp = target.with_name(f".{target.name}.kimik3-tmp")
     try:
         tmp.write_text(write_saved_plan(saved), encoding="utf-8")

@@ -48,6 +48,7 @@ class HostFacts(_Fact):
     numa_nodes: int = 1
     cpu_flags: tuple[str, ...] = ()
     tailscale_ipv4: str | None = None
+    absent_addresses: tuple[str, ...] = ()  # IP literals the profile binds (serve.host, metrics.bind) this host lacks
     # None: not observed (pure tests); "no-driver": no NVIDIA driver/NVML, i.e. 0 GPUs, a fact.
     gpu_probe: Literal["ok", "no-driver"] | None = None
     gpu_probe_detail: str | None = None

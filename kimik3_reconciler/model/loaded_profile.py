@@ -4,6 +4,7 @@ LoadedProfile from this module and model/profile.py alone."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +39,10 @@ class LoadedProfile:
     text: str = field(default="", repr=False, compare=False)  # kept to record the last good profile
     tree: Any = field(default=None, repr=False, compare=False)
 
+    def fields_in(self, message: str) -> tuple[FieldPath, ...]:
+        """The fields of this profile a message names (fields_named)."""
+        return fields_named(message, self.lines)
+
     def where(self, path: FieldPath) -> str:
         """`file:line: field` of a field (or its closest written parent), for a refusal made after validation."""
         return f"{self.source}:{line_for(path, self.lines) or 1}: {render_path(path)}"
@@ -48,6 +53,30 @@ def line_for(path: FieldPath, lines: Mapping[FieldPath, int]) -> int | None:
         if path[:end] in lines:
             return lines[path[:end]]
     return None
+
+
+_TOP_KEYS = "apiVersion|name|model|build|gpus|share_gpus|serve|gate|systemd|rpc|metrics"
+_NAMED_FIELD = re.compile(rf"(?<![\w./-])({_TOP_KEYS})((?:\.[A-Za-z_][A-Za-z0-9_]*|\[\d+\])*)(?=[\s:=,;)]|$)")
+
+
+def fields_named(message: str, lines: Mapping[FieldPath, int]) -> tuple[FieldPath, ...]:
+    """The profile fields a refusal's text names ("serve.port", "build.patches[0]", "gpus: ..."), for those the
+    profile writes (a default has no line): how a refusal made without the file still points at it."""
+    found: list[FieldPath] = []
+    for match in _NAMED_FIELD.finditer(message):
+        head, rest = match.group(1), match.group(2)
+        opens = match.start() == 0 or message[:match.start()].endswith(("\n", "- "))
+        if not rest and not (opens and message[match.end():].startswith(":")):
+            continue  # a bare word ("the model ...", "with gpus: none") is prose; a refusal opening "gpus: ..." names it
+        path: list[str | int] = [head]
+        for part in re.findall(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]", rest):
+            path.append(part[0] if part[0] else int(part[1]))
+        while len(path) > 1 and tuple(path) not in lines:
+            path.pop()  # "serve.spec_draft.device" unwritten (a default): its section's line
+        if tuple(path) in lines and tuple(path) not in found:
+            found.append(tuple(path))
+    # "check model.quant / model.mmproj" without an mmproj: model.quant's line says it; "model" would be noise.
+    return tuple(f for f in found if not any(g != f and g[:len(f)] == f for g in found))
 
 
 def render_path(path: FieldPath) -> str:

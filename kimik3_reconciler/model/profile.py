@@ -198,6 +198,18 @@ def upstream_port(profile: Profile) -> int | None:
     return port + 10000 if port + 10000 <= 65535 else port - 10000
 
 
+def bind_addresses(profile: Profile) -> tuple[tuple[tuple[str, str], str], ...]:
+    """((field, address), ...): the IP literals this host's listeners bind (serve.host, metrics.bind), the wildcard
+    excepted (it is every address); loopback/tailscale are resolved by kimik3 itself."""
+    import ipaddress  # here: a no-op plan of a loopback profile never needs it
+
+    written = [(("serve", "host"), profile.serve.host)]
+    if profile.metrics is not None:
+        written.append((("metrics", "bind"), profile.metrics.bind))
+    return tuple((field, address) for field, address in written
+                 if address not in ("loopback", "tailscale") and not ipaddress.ip_address(address).is_unspecified)
+
+
 def listened_ports(profile: Profile) -> tuple[int, ...]:
     """The TCP ports this profile's processes bind: serve.port, and with `metrics:` the exporter's port and, with
     its proxy, llama-server's inner port. The host gate refuses a foreign process on any of them."""

@@ -88,6 +88,10 @@ def _check_gpus(value: Any) -> Any:
             is_index = type(item) is int and item >= 0
             if not (is_index or (isinstance(item, str) and re.fullmatch(GPU_UUID, item))):
                 raise refuse(f"{item!r} is neither a GPU index (0, 1, ...) nor a GPU UUID (GPU-xxxxxxxx-...)")
+        for item in value:
+            if isinstance(item, str) and item[4:] != item[4:].lower():
+                # GPU-AB… and GPU-ab… are one GPU; Docker gets the UUID as written and NVML reports lowercase.
+                raise refuse(f"{item!r}: write the UUID in lowercase, as `nvidia-smi -L` prints it")
         if len(set(value)) != len(value):
             raise refuse("lists a GPU twice")
         return value
@@ -98,11 +102,12 @@ def _check_gpus(value: Any) -> Any:
 
 def _check_fit_target(value: Any) -> Any:
     def is_mib(item: Any) -> bool:
-        return type(item) is int and item >= 0
+        return type(item) is int and 0 <= item <= INT32_MAX
 
     if is_mib(value) or (isinstance(value, list) and value and all(is_mib(v) for v in value)):
         return value
-    raise refuse("must be a margin in MiB (an integer >= 0) or a non-empty list of them, one per GPU")
+    raise refuse(f"must be a margin in MiB (an integer >= 0, at most {INT32_MAX}) or a non-empty list of them, one per "
+                 "GPU")
 
 
 def _check_cpu_features(value: Any) -> Any:
@@ -131,14 +136,23 @@ CudaArch = _matching(
     "must be a CUDA architecture like \"120\", \"90\" or \"120a-real\" (quote it: a string)",
 )
 EnvName = _matching(r"[A-Za-z_][A-Za-z0-9_]*", "must be an environment variable name (letters, digits, '_')")
-ImageRef = _matching(r"[^\s@]+(@sha256:[0-9a-f]{64})?",
+# Docker's reference grammar (distribution/reference): [domain[:port]/]path[/path...][:tag][@sha256:digest]. The
+# build passes it as FROM; anything else reached Docker and came back as a 400 (exit 1) after the plan said ok.
+_DOMAIN_PART = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?"
+_PATH_PART = r"[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*"
+IMAGE_REF = (rf"(?:{_DOMAIN_PART}(?:\.{_DOMAIN_PART})*(?::[0-9]+)?/)?{_PATH_PART}(?:/{_PATH_PART})*"
+             r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?")
+ImageRef = _matching(IMAGE_REF,
                      "must be an image reference like nvidia/cuda:13.0.0-devel-ubuntu24.04, pinned or not by "
                      "digest (nvidia/cuda:13.0.0-devel-ubuntu24.04@sha256:<64 hex>)")
 DraftDevice = _matching(r"auto|CUDA[0-9]+", "must be 'auto' or a CUDA device like CUDA7")
 NonEmpty = Annotated[str, Field(min_length=1)]
 HttpUrl = Annotated[str, AfterValidator(_check_url)]
 UnitName = Annotated[str, AfterValidator(_check_unit)]
-MiB = Annotated[int, Field(ge=0)]
+# llama-server and rpc-server parse their numbers into 32-bit ints: a larger value is refused here, not at launch.
+INT32_MAX = 2**31 - 1
+MiB = Annotated[int, Field(ge=0, le=INT32_MAX)]
+Count = Annotated[int, Field(ge=1, le=INT32_MAX)]
 GpuRef = Union[Annotated[int, Field(ge=0)], Annotated[str, Field(pattern=f"^{GPU_UUID}$")]]
 
 
@@ -196,7 +210,7 @@ class BuildSpec(BaseModel):
     patches: list[NonEmpty] = []
     archive: Optional[NonEmpty] = Field(None, description="path (relative to the profile) or URL of the source archive")
     archive_sha256: Optional[Sha256] = None
-    build_number: Optional[Annotated[int, Field(ge=0)]] = None
+    build_number: Optional[MiB] = None  # bounded like MiB (0..int32): cmake's LLAMA_BUILD_NUMBER is an int
     base_images: BaseImages = BaseImages()
 
 
@@ -218,16 +232,16 @@ class ServeSpec(BaseModel):
     model_config = _CONFIG
     host: Annotated[str, AfterValidator(_check_host)] = "loopback"
     port: Annotated[int, Field(ge=1, le=65535)] = 8080
-    batch: Optional[Annotated[int, Field(ge=1)]] = Field(
+    batch: Optional[Count] = Field(
         None, description="default: 4096 hybrid, 2048 all-VRAM (never below ubatch)")
-    ubatch: Optional[Annotated[int, Field(ge=1)]] = Field(None, description="default: 4096 hybrid, 2048 all-VRAM")
+    ubatch: Optional[Count] = Field(None, description="default: 4096 hybrid, 2048 all-VRAM")
     fit_target: Optional[Annotated[
         Union[MiB, Annotated[list[MiB], Field(min_length=1)]], BeforeValidator(_check_fit_target)
     ]] = Field(None, description="MiB per GPU; default per quant: 4096 hybrid, the quant's measured all-VRAM "
                                  "margin (6144 for UD-IQ2_XXS and unmeasured quants, 4096 for REAP770)")
-    n_cpu_moe: Optional[Annotated[int, Field(ge=0)]] = None
-    ctx_size: Annotated[int, Field(gt=0)] = 131072
-    parallel: Annotated[int, Field(ge=1)] = 8
+    n_cpu_moe: Optional[MiB] = None  # a layer count; bounded like MiB (0..int32)
+    ctx_size: Annotated[int, Field(gt=0, le=INT32_MAX)] = 131072
+    parallel: Count = 8
     cache_ram: Optional[MiB] = None
     api_key_file: Optional[NonEmpty] = None
     env: dict[EnvName, str] = {}
@@ -242,7 +256,7 @@ class QuantGate(BaseModel):
 
     model_config = _CONFIG
     reference_quant: QuantName = catalog.REFERENCE_QUANT
-    max_kld: Annotated[float, Field(ge=0)] = 0.5
+    max_kld: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.5  # .inf: a gate nothing fails
     min_top_token_agreement: Annotated[float, Field(ge=0, le=1)] = 0.80
 
 
@@ -309,7 +323,7 @@ class RpcWorker(BaseModel):
     gpus: Annotated[
         Union[Literal["all", "none"], Annotated[list[GpuRef], Field(min_length=1)]], BeforeValidator(_check_gpus)
     ] = Field("none", description="GPUs the worker's container gets (as the profile's gpus)")
-    threads: Optional[Annotated[int, Field(ge=1)]] = Field(None, description="rpc-server -t (CPU device threads)")
+    threads: Optional[Count] = Field(None, description="rpc-server -t (CPU device threads)")
     cache: bool = Field(True, description="rpc-server -c: keep received tensors on the worker, so a reload "
                                           "does not resend them")
     cache_dir: Optional[NonEmpty] = Field(None, description="host folder of the tensor cache on the worker; "

@@ -9,7 +9,7 @@ from typing import Any
 
 from kimik3_reconciler.model.facts import ModelFact, Observed
 from kimik3_reconciler.model.records import LOAD_RATE_KEY, WARM_LOAD_RATE_KEY, gate_key, last_good_key, unverified_key
-from kimik3_reconciler.model.profile import Profile, listened_ports
+from kimik3_reconciler.model.profile import Profile, bind_addresses, listened_ports
 from kimik3_reconciler.observe.docker_objects import (
     collect_base_images,
     collect_container,
@@ -55,7 +55,8 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
     # Whether Docker can give containers GPUs (`docker info`) matters only to a profile that asks for GPUs.
     gpu = profile.build.variant == "cuda" and profile.gpus != "none"
     lscpu, nvml = host_ahead.result()
-    host = collect_host(ports.host, ports.docker if gpu else None, ours, listened_ports(profile), lscpu, nvml)
+    host = collect_host(ports.host, ports.docker if gpu else None, ours, listened_ports(profile), lscpu, nvml,
+                        binds=tuple(dict.fromkeys(address for _, address in bind_addresses(profile))))
     inputs = collect_inputs(profile, base_dir, dockerfile, ports.state, rehash)
     # Before the gate: our exporter's proxy may hold serve.port (metrics.proxy), which the gate must not refuse.
     exporter = collect_exporter(profile.name, ports.state, ports.processes, ports.http)

@@ -179,9 +179,11 @@ def collect_listeners(host: HostPort, port: int, our_pids: frozenset[int] = froz
 
 
 def collect_host(host: HostPort, docker: DockerPort | None = None, our_pids: frozenset[int] = frozenset(),
-                 ports: tuple[int, ...] = (), lscpu: str | None = None, nvml: dict | None = None) -> HostFacts:
-    """`lscpu`, `nvml`: the port's answers when the caller asked for them already (observe/__init__.py asks
-    ahead, while dockerd answers); else asked here."""
+                 ports: tuple[int, ...] = (), lscpu: str | None = None, nvml: dict | None = None,
+                 binds: tuple[str, ...] = ()) -> HostFacts:
+    """`ports`: the TCP ports the profile binds (their listeners are read); `binds`: the IP literals it binds on
+    (each asked whether this host has it). `lscpu`, `nvml`: the port's answers when the caller asked for them
+    already (observe/__init__.py asks ahead, while dockerd answers); else asked here."""
     lscpu = host.lscpu_parseable() if lscpu is None else lscpu
     cpuinfo = host.cpuinfo()
     has_rows = any(line.strip() and not line.startswith("#") for line in lscpu.splitlines())
@@ -197,6 +199,7 @@ def collect_host(host: HostPort, docker: DockerPort | None = None, our_pids: fro
         numa_nodes=host.numa_nodes(),
         cpu_flags=parse_cpu_flags(cpuinfo),
         tailscale_ipv4=host.tailscale_ipv4(),
+        absent_addresses=tuple(address for address in binds if not host.has_address(address)),
         gpu_probe="no-driver" if "error" in dump else "ok",
         gpu_probe_detail=dump.get("error"),
         driver_version=driver,

@@ -10,6 +10,7 @@ from pathlib import Path
 from kimik3_reconciler.errors import InputError
 from kimik3_reconciler.model.facts import LocalInputs, PatchedFile, PatchFact
 from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.model.loaded_profile import render_path
 from kimik3_reconciler.model.records import archive_record_key, file_hash_key
 from kimik3_reconciler.ports import StatePort
 
@@ -73,10 +74,10 @@ def parse_unified_diff(text: str) -> tuple[PatchedFile, ...]:
     return tuple(files)
 
 
-def _existing(base_dir: Path, raw: str, field: str) -> Path:
+def _existing(base_dir: Path, raw: str, field: tuple[str | int, ...]) -> Path:
     path = (base_dir / raw).resolve()
     if not path.is_file():
-        raise InputError(f"{field}: {raw} not found (resolved to {path})")
+        raise InputError(f"{render_path(field)}: {raw} not found (resolved to {path})", (field,))
     return path
 
 
@@ -89,7 +90,7 @@ def _check_recorded(profile: Profile, archive_sha: str, state: StatePort) -> Non
     raise InputError(
         f"build.archive: the source archive of {build.source}@{build.effective_commit[:7]} changed since its "
         f"first use (recorded sha256 {record.get('sha256')}, now {archive_sha}). A pinned source must not "
-        f"change; if this archive is intended, pin it with build.archive_sha256: {archive_sha}")
+        f"change; if this archive is intended, pin it with build.archive_sha256: {archive_sha}", (("build", "archive"),))
 
 
 def _is_url(raw: str) -> bool:
@@ -102,7 +103,7 @@ def collect_inputs(profile: Profile, base_dir: Path, dockerfile: Path, state: St
         raise InputError(f"Dockerfile not found: {dockerfile}")
     patches = []
     for i, raw in enumerate(profile.build.patches):
-        path = _existing(base_dir, raw, f"build.patches[{i}]")
+        path = _existing(base_dir, raw, ("build", "patches", i))
         # Small text files: read whole, so the planner can say what a patch changes, not trust its name.
         files = parse_unified_diff(path.read_bytes().decode("utf-8", errors="replace"))
         patches.append(PatchFact(name=path.name, path=str(path), sha256=sha256_file(path), files=files))
@@ -111,20 +112,21 @@ def collect_inputs(profile: Profile, base_dir: Path, dockerfile: Path, state: St
     if raw_archive and _is_url(raw_archive):
         archive_location, archive_sha = raw_archive, profile.build.archive_sha256
     elif raw_archive:
-        path = _existing(base_dir, raw_archive, "build.archive")
+        path = _existing(base_dir, raw_archive, ("build", "archive"))
         archive_location, archive_sha = str(path), archive_sha256(path, state, rehash)
         if profile.build.archive_sha256 and profile.build.archive_sha256 != archive_sha:
             raise InputError(f"build.archive: {raw_archive} has sha256 {archive_sha}, "
-                             f"but build.archive_sha256 pins {profile.build.archive_sha256}")
+                             f"but build.archive_sha256 pins {profile.build.archive_sha256}",
+                             (("build", "archive"), ("build", "archive_sha256")))
         _check_recorded(profile, archive_sha, state)
     api_key = None
     if profile.serve.api_key_file:
         # Only its existence is checked; the key is never read by kimik3's planner or logged.
-        api_key = str(_existing(base_dir, profile.serve.api_key_file, "serve.api_key_file"))
+        api_key = str(_existing(base_dir, profile.serve.api_key_file, ("serve", "api_key_file")))
     draft = None
     spec_draft = profile.serve.spec_draft
     if spec_draft is not None and spec_draft.revision is None:
-        draft = str(_existing(base_dir, spec_draft.model, "serve.spec_draft.model"))
+        draft = str(_existing(base_dir, spec_draft.model, ("serve", "spec_draft", "model")))
     return LocalInputs(
         dockerfile_path=str(dockerfile), dockerfile_sha256=sha256_file(dockerfile), patches=tuple(patches),
         archive_location=archive_location, archive_sha256=archive_sha, api_key_file=api_key, draft_model=draft,
