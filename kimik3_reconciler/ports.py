@@ -168,6 +168,15 @@ class StatePort(Protocol):
     def discard(self, key: str) -> None: ...  # remove an artifact (file or folder), if present
 
 
+class CachePort(Protocol):
+    """kimik3's cache dir (apart from the state dir, so `plan` writes no state): JSON values derived from content
+    that is re-read whenever their key moves. Never raises: an entry that does not read back is None, and an
+    unwritable cache dir keeps nothing (a cache only costs speed)."""
+
+    def read(self, key: str) -> dict[str, Any] | None: ...
+    def write(self, key: str, value: dict[str, Any]) -> None: ...  # atomic; a failure keeps nothing, silently
+
+
 class ClockPort(Protocol):
     """Time, so waits and recorded dates are testable."""
 
@@ -240,7 +249,7 @@ class Ports:
                  state: StatePort, clock: ClockPort, chat: ChatPort | None = None, units: UnitsPort | None = None,
                  lock: LockPort | None = None, load: LoadPort | None = None,
                  processes: ProcessPort | None = None, workers: Callable[[DockerHost], DockerPort] | None = None,
-                 worker_lock: Callable[[DockerHost], LockPort] | None = None):
+                 worker_lock: Callable[[DockerHost], LockPort] | None = None, cache: CachePort | None = None):
         self.docker, self.hub, self.http = docker, hub, http
         self.host, self.state, self.clock = host, state, clock
         self.chat = chat  # only `kimik3 verify` talks to the server beyond /health
@@ -250,6 +259,7 @@ class Ports:
         self.processes = processes  # None: no exporter is looked at (tests that do not start one)
         self.workers = workers  # the Docker of an RPC worker host (rpc.workers[].docker); None: no workers wired
         self.worker_lock = worker_lock  # the apply lock on a worker host (kept in its Docker)
+        self.cache = cache  # None: nothing is cached (a source archive is hashed on every plan)
         # `kimik3 verify` of the profile being applied (VerifyFailed when a check fails); wired by the engine for
         # the length of an apply that verifies, None otherwise (then `<= verify` steps are left for a later apply).
         self.verifier: Callable[[], None] | None = None

@@ -15,6 +15,7 @@ __all__ = ["real_ports"]
 def real_ports(state_dir: Path, docker_host: str | None = None, systemd_root: str = "/",
                systemctl_prefix: tuple[str, ...] = ()) -> Ports:
     from kimik3_reconciler.adapters.bench_client import HttpLoad
+    from kimik3_reconciler.adapters.cache_files import CacheFiles, cache_dir
     from kimik3_reconciler.adapters.docker_engine import DockerEngine
     from kimik3_reconciler.adapters.hf_hub import HuggingFaceHub
     from kimik3_reconciler.adapters.host_lock import StateDirLock, host_lock_path
@@ -43,7 +44,8 @@ def real_ports(state_dir: Path, docker_host: str | None = None, systemd_root: st
     return Ports(docker=DockerEngine(docker_host), hub=HuggingFaceHub(_download_workers()), http=HttpClient(),
                  host=LinuxHost(), state=StateFiles(state_dir), clock=SystemClock(), chat=OpenAIChat(),
                  units=SystemdUnits(systemd_root, systemctl_prefix), lock=StateDirLock(state_dir, host_lock_path()),
-                 load=HttpLoad(), processes=LocalProcesses(state_dir), workers=workers, worker_lock=worker_lock)
+                 load=HttpLoad(), processes=LocalProcesses(state_dir), workers=workers, worker_lock=worker_lock,
+                 cache=CacheFiles(cache_dir()))
 
 
 def _download_workers() -> int:

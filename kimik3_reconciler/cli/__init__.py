@@ -134,7 +134,7 @@ def validate(files: tuple[str, ...]) -> None:
 def plan(ctx: click.Context, file: str, json_out: bool, detailed_exitcode: bool, rehash: bool, verbose: bool,
          out: str | None) -> None:
     """Show what apply would change, and why."""
-    loaded = load(file, ctx.obj["state_dir"])
+    loaded = load(file, cached=True)
     engine = _ctx(ctx, json_out).engine(file)
     if out:
         the_plan, saved = engine.save_plan(loaded, str(Path(file).resolve()), rehash=rehash)
@@ -156,8 +156,8 @@ def _apply_input(ctx: click.Context, file: str, json_out: bool):  # noqa: ANN202
     text = read_text(file)
     saved = read_saved_plan(text, file)
     if saved is None:
-        return parse_text(text, file, ctx.obj["state_dir"]), _ctx(ctx, json_out).engine(file), None
-    loaded = parse_text(saved.profile_text, saved.profile_source, ctx.obj["state_dir"])
+        return parse_text(text, file, cached=True), _ctx(ctx, json_out).engine(file), None
+    loaded = parse_text(saved.profile_text, saved.profile_source, cached=True)
     engine = _ctx(ctx, json_out).engine(saved.profile_source)
     # Read when it runs, under the host lock (as the observation is): what an apply that held the lock
     # before us changed in the profile file is seen, and makes the plan stale.
@@ -223,7 +223,7 @@ def apply(ctx: click.Context, file: str, json_out: bool, rounds: int, verify_ser
 @_run
 def status(ctx: click.Context, file: str, json_out: bool, watch: bool, interval: float, iterations: int) -> None:
     """Show what is observed for this profile (container, health, image, model)."""
-    loaded = load(file, ctx.obj["state_dir"])
+    loaded = load(file, cached=True)
     engine = _ctx(ctx, json_out).engine(file)
     observed = engine.observe(loaded, stat_only=True)  # status reads, never hashes (a 50 GB shard: minutes)
     if watch:
@@ -278,7 +278,7 @@ def verify(ctx: click.Context, file: str, json_out: bool) -> None:
     On random weights (kimik3's tiny demo/smoke models) what the model says is "not checkable", not "ok"."""
     from kimik3_reconciler.verify import verify as verify_server
 
-    loaded = load(file, ctx.obj["state_dir"])
+    loaded = load(file, cached=True)
     report = verify_server(_ctx(ctx, json_out).engine(file), loaded)
     if json_out:
         click.echo(json.dumps(report.to_json(), indent=2))
@@ -319,7 +319,7 @@ def _print_report(report) -> None:  # noqa: ANN001 - verify.VerifyReport, import
 @_run
 def destroy(ctx: click.Context, file: str, images: bool, model: bool, dry_run: bool, lock_timeout: float) -> None:
     """Remove what the profile created (model cache and images only when asked)."""
-    loaded = load(file, ctx.obj["state_dir"])
+    loaded = load(file, cached=True)
     engine = _ctx(ctx, False).engine(file)
     with nullcontext() if dry_run else engine.locked("destroy", loaded.profile, lock_timeout):
         teardown = engine.destroy(loaded, images=images, model=model, execute_steps=not dry_run)
@@ -334,7 +334,7 @@ def destroy(ctx: click.Context, file: str, images: bool, model: bool, dry_run: b
 @_run
 def prune(ctx: click.Context, file: str, dry_run: bool, lock_timeout: float) -> None:
     """Remove the profile's older images (kept as rollback targets until now)."""
-    loaded = load(file, ctx.obj["state_dir"])
+    loaded = load(file, cached=True)
     engine = _ctx(ctx, False).engine(file)
     with nullcontext() if dry_run else engine.locked("prune", loaded.profile, lock_timeout):
         pruning = engine.prune(loaded, execute_steps=not dry_run)
@@ -370,7 +370,7 @@ def reconcile(ctx: click.Context, file: str, interval: float, jitter: bool, once
         click.echo(json.dumps(line))
         sys.stdout.flush()
 
-    loop = ReconcileLoop(file, _ctx(ctx, True).engine(file), lambda path: load(path, ctx.obj["state_dir"]), emit,
+    loop = ReconcileLoop(file, _ctx(ctx, True).engine(file), lambda path: load(path, cached=True), emit,
                          interval, jitter, verify_server)
     sys.exit(loop.run_pass()["exit_code"] if once else run_until_stopped(loop))
 

@@ -11,9 +11,10 @@ def archive_record_key(source: str, commit: str) -> str:
 
 
 def file_hash_key(path: str) -> str:
-    """A local file's sha256 with the stat fingerprint it had when hashed (observe/local_inputs.py): a cache,
-    so a no-op plan does not re-read a source archive whose stat has not moved. Named by the path's hash."""
-    return f"cache/sha256/{hashlib.sha256(path.encode()).hexdigest()[:32]}.json"
+    """A local file's sha256 with the stat fingerprint it had when hashed (observe/local_inputs.py): a key in
+    the cache dir (ports.CachePort, not the state dir), so a no-op plan does not re-read a source archive whose
+    stat has not moved, and writes no state. Named by the path's hash."""
+    return f"sha256/{hashlib.sha256(path.encode()).hexdigest()[:32]}.json"
 
 
 LOAD_RATE_KEY = "host/load-rate.json"  # {"bytes", "seconds"} of the last model load measured here (cold)

@@ -57,7 +57,7 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
     lscpu, nvml = host_ahead.result()
     host = collect_host(ports.host, ports.docker if gpu else None, ours, listened_ports(profile), lscpu, nvml,
                         binds=tuple(dict.fromkeys(address for _, address in bind_addresses(profile))))
-    inputs = collect_inputs(profile, base_dir, dockerfile, ports.state, rehash)
+    inputs = collect_inputs(profile, base_dir, dockerfile, ports.state, rehash, ports.cache)
     # Before the gate: our exporter's proxy may hold serve.port (metrics.proxy), which the gate must not refuse.
     exporter = collect_exporter(profile.name, ports.state, ports.processes, ports.http)
     others = others_ahead.result()

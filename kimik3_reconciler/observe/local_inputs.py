@@ -12,7 +12,7 @@ from kimik3_reconciler.model.facts import LocalInputs, PatchedFile, PatchFact
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.loaded_profile import render_path
 from kimik3_reconciler.model.records import archive_record_key, file_hash_key
-from kimik3_reconciler.ports import StatePort
+from kimik3_reconciler.ports import CachePort, StatePort
 
 
 def sha256_file(path: Path) -> str:
@@ -30,21 +30,19 @@ def _stat_fingerprint(path: Path) -> dict[str, int]:
             "device": st.st_dev}
 
 
-def archive_sha256(path: Path, state: StatePort, rehash: bool = False) -> str:
+def archive_sha256(path: Path, cache: CachePort | None, rehash: bool = False) -> str:
     """A local source archive's sha256, re-read only when its stat fingerprint moved since it was last hashed
     here (the same policy as verified model files: any write moves ctime); `rehash` (`--verify`) always reads.
-    The memo is a cache in the state dir, written only when the file did not move while it was read."""
+    The memo is in the cache dir (never the state dir: a plan writes no state), written only when the file did
+    not move while it was read; no cache (None) or an unwritable one only means the next plan hashes again."""
     key = file_hash_key(str(path))
     before = _stat_fingerprint(path)
-    memo = None if rehash else state.read(key)
+    memo = None if rehash or cache is None else cache.read(key)
     if memo and memo.get("path") == str(path) and memo.get("stat") == before and isinstance(memo.get("sha256"), str):
         return memo["sha256"]
     sha = sha256_file(path)
-    if _stat_fingerprint(path) == before:
-        try:
-            state.write(key, {"path": str(path), "stat": before, "sha256": sha})
-        except OSError:
-            pass  # a read-only state dir: the next plan hashes again, nothing else changes
+    if cache is not None and _stat_fingerprint(path) == before:
+        cache.write(key, {"path": str(path), "stat": before, "sha256": sha})
     return sha
 
 
@@ -98,7 +96,7 @@ def _is_url(raw: str) -> bool:
 
 
 def collect_inputs(profile: Profile, base_dir: Path, dockerfile: Path, state: StatePort,
-                   rehash: bool = False) -> LocalInputs:
+                   rehash: bool = False, cache: CachePort | None = None) -> LocalInputs:
     if not dockerfile.is_file():
         raise InputError(f"Dockerfile not found: {dockerfile}")
     patches = []
@@ -113,7 +111,7 @@ def collect_inputs(profile: Profile, base_dir: Path, dockerfile: Path, state: St
         archive_location, archive_sha = raw_archive, profile.build.archive_sha256
     elif raw_archive:
         path = _existing(base_dir, raw_archive, ("build", "archive"))
-        archive_location, archive_sha = str(path), archive_sha256(path, state, rehash)
+        archive_location, archive_sha = str(path), archive_sha256(path, cache, rehash)
         if profile.build.archive_sha256 and profile.build.archive_sha256 != archive_sha:
             raise InputError(f"build.archive: {raw_archive} has sha256 {archive_sha}, "
                              f"but build.archive_sha256 pins {profile.build.archive_sha256}",

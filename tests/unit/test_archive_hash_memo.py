@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
-from support.fakes.state import MemoryState
+from support.fakes.state import MemoryCache
 
 from kimik3_reconciler.model.records import file_hash_key
 from kimik3_reconciler.observe import local_inputs
@@ -31,7 +31,7 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
 
 
 def test_an_unmoved_archive_is_not_read_again(tmp_path: Path, reads: list[Path]) -> None:
-    archive, state = tmp_path / "src.tar.gz", MemoryState(tmp_path / "state")
+    archive, state = tmp_path / "src.tar.gz", MemoryCache()
     archive.write_bytes(b"one")
     assert archive_sha256(archive, state) == hashlib.sha256(b"one").hexdigest()
     assert archive_sha256(archive, state) == hashlib.sha256(b"one").hexdigest()
@@ -39,7 +39,7 @@ def test_an_unmoved_archive_is_not_read_again(tmp_path: Path, reads: list[Path])
 
 
 def test_a_rewritten_archive_is_read_again_even_with_its_old_size_and_mtime(tmp_path: Path, reads: list[Path]) -> None:
-    archive, state = tmp_path / "src.tar.gz", MemoryState(tmp_path / "state")
+    archive, state = tmp_path / "src.tar.gz", MemoryCache()
     archive.write_bytes(b"one")
     archive_sha256(archive, state)
     mtime = archive.stat().st_mtime_ns
@@ -50,7 +50,7 @@ def test_a_rewritten_archive_is_read_again_even_with_its_old_size_and_mtime(tmp_
 
 
 def test_verify_always_reads_and_a_foreign_or_torn_memo_is_ignored(tmp_path: Path, reads: list[Path]) -> None:
-    archive, state = tmp_path / "src.tar.gz", MemoryState(tmp_path / "state")
+    archive, state = tmp_path / "src.tar.gz", MemoryCache()
     archive.write_bytes(b"one")
     archive_sha256(archive, state)
     assert archive_sha256(archive, state, rehash=True) == hashlib.sha256(b"one").hexdigest()

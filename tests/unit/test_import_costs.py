@@ -40,8 +40,8 @@ from kimik3_reconciler.render import render_plan
 from kimik3_reconciler.reporting import CliReporter, configure_logging
 from support.observed import observed
 
-state_dir, profile_path = sys.argv[1], sys.argv[2]
-loaded = load(profile_path, state_dir)                            # a cache hit: the first process filled it
+profile_path = sys.argv[2]
+loaded = load(profile_path, cached=True)                          # a cache hit: the first process filled it
 
 configure_logging(json_logs=True, verbose=False)                  # what cli's engine() does
 reporter = CliReporter(kimik3_reconciler.cli._err, False, False)
@@ -57,9 +57,10 @@ print("\\n".join(sorted(sys.modules)))
 
 def test_the_noop_plan_path_does_not_import_the_heavy_sdks(tmp_path: Path) -> None:
     root = Path(__file__).resolve().parents[2]
-    env = {"PYTHONPATH": f"{root}:{root / 'tests'}", "PATH": "/usr/bin:/bin", "HOME": str(root)}
+    env = {"PYTHONPATH": f"{root}:{root / 'tests'}", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "home"),
+           "KIMIK3_CACHE_DIR": str(tmp_path / "cache")}
     profile, state_dir = str(root / "profiles" / "demo-cpu.yaml"), str(tmp_path / "state")
-    warm = "import sys; from kimik3_reconciler.cli.inputs import load; load(sys.argv[1], sys.argv[2])"
+    warm = "import sys; from kimik3_reconciler.cli.inputs import load; load(sys.argv[1], cached=True)"
     subprocess.run([sys.executable, "-c", warm, profile, state_dir], cwd=root, env=env, check=True)  # validates
     result = subprocess.run([sys.executable, "-c", PLAN_PATH, state_dir, profile], capture_output=True, text=True,
                             cwd=root, env=env, check=True)

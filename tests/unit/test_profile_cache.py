@@ -23,7 +23,7 @@ DEMO = (ROOT / "profiles" / "demo-cpu.yaml").read_text()
 
 
 def _entries(state: Path) -> list[Path]:
-    return sorted((state / "cache" / "profiles").glob("*.json"))
+    return sorted((state / "profiles").glob("*.json"))
 
 
 @pytest.mark.parametrize("path", [*OK_CASES, *sorted((ROOT / "profiles").glob("*.yaml"))], ids=lambda p: p.stem)
@@ -72,8 +72,8 @@ def test_errors_are_not_cached_and_keep_their_lines(tmp_path: Path) -> None:
     assert _entries(tmp_path) == []
 
 
-def test_an_unwritable_state_dir_only_means_validating_again(tmp_path: Path) -> None:
-    (tmp_path / "cache").write_text("not a folder")
+def test_an_unwritable_cache_dir_only_means_validating_again(tmp_path: Path) -> None:
+    (tmp_path / "profiles").write_text("not a folder")
     assert profile_cache.load(tmp_path, DEMO, "p.yaml").profile.name == "kimi-k3-demo"
 
 
@@ -93,7 +93,7 @@ def test_concurrent_writers_leave_one_whole_entry(tmp_path: Path) -> None:
     for t in threads:
         t.join()
     assert errors == [] and len(_entries(tmp_path)) == 1
-    assert not [p for p in (tmp_path / "cache" / "profiles").iterdir() if p.suffix == ".tmp"]
+    assert not [p for p in (tmp_path / "profiles").iterdir() if p.suffix == ".tmp"]
     assert json.loads(_entries(tmp_path)[0].read_text())["key"] == profile_cache.cache_key(DEMO)
 
 

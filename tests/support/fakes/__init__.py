@@ -10,11 +10,11 @@ from support.fakes.http import FakeChat, FakeHttp
 from support.fakes.hub import FakeHub, gguf_bytes
 from support.fakes.load import FakeLoad
 from support.fakes.processes import FakeProcesses
-from support.fakes.state import FakeClock, MemoryState
+from support.fakes.state import FakeClock, MemoryCache, MemoryState
 from support.fakes.units import FakeUnits
 
 __all__ = ["FAKE_PROFILE", "FAKE_REVISION", "FakeChat", "FakeClock", "FakeDocker", "FakeHost", "FakeHttp", "FakeHub",
-           "FakeLoad", "FakeProcesses", "FakeUnits", "MemoryState", "container_inspect", "fake_ports", "gguf_bytes"]
+           "FakeLoad", "FakeProcesses", "FakeUnits", "MemoryCache", "MemoryState", "container_inspect", "fake_ports", "gguf_bytes"]
 
 # The profile the engine unit tests start from: CPU variant, no GPUs, a local archive, no smoke test.
 FAKE_REVISION = "ab" * 20
@@ -33,4 +33,4 @@ def fake_ports(hub: FakeHub, cores: int = 8) -> tuple[Ports, FakeDocker]:
     docker = FakeDocker()
     return Ports(docker=docker, hub=hub, http=FakeHttp(docker), host=FakeHost(cores),
                  state=MemoryState(hub.root / "state"), clock=FakeClock(), chat=FakeChat(docker),
-                 units=FakeUnits(docker)), docker
+                 units=FakeUnits(docker), cache=MemoryCache()), docker

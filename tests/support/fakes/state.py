@@ -1,4 +1,5 @@
-"""MemoryState (the state dir's records and artifacts) and FakeClock (time that moves only when slept)."""
+"""MemoryState (the state dir's records and artifacts), MemoryCache (the cache dir's entries) and FakeClock (time
+that moves only when slept)."""
 
 from __future__ import annotations
 
@@ -50,6 +51,19 @@ class MemoryState:
     def discard(self, key: str) -> None:
         path = self._file(key)
         shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+
+
+class MemoryCache:
+    """The cache port (ports.CachePort) in memory: entries by key, apart from the state's records."""
+
+    def __init__(self) -> None:
+        self.entries: dict[str, dict[str, Any]] = {}
+
+    def read(self, key: str) -> dict[str, Any] | None:
+        return self.entries.get(key)
+
+    def write(self, key: str, value: dict[str, Any]) -> None:
+        self.entries[key] = value
 
 
 class FakeClock:
