@@ -314,6 +314,13 @@ RULES: tuple[Rule, ...] = (
          "the CPU image has no CUDA kernels; a CUDA image with no GPU is the CPU build done the slow way", _PROFILE,
          ("cases/profile/variant_cpu_with_gpus.yaml", "cases/profile/variant_cuda_gpus_none.yaml"),
          seed=f"{_OWN}design.md's two image variants (the seed serves CUDA + CPU kernels; the CPU build is the demo's)"),
+    Rule("builtin-patch-names", "refuse", "build.builtin_patches names only kimik3's own patches (model/"
+         "builtin_patches.py) for the profile's build.variant; unset = every one for the variant, [] = none",
+         "a name kimik3 does not carry, or one for the other variant, would build an image without the patch the "
+         "profile asks for", _PROFILE,
+         ("cases/profile/builtin_patches_unknown.yaml", "cases/profile/builtin_patches_cpu_variant.yaml",
+          "cases/profile/builtin_patches_none_ok.yaml"),
+         seed=f"{_OWN}seed 000 step 4 builds from a pinned source with patches; kimik3 carries its own (issue 15)"),
     Rule("bind-all-interfaces", "warn", "serve.host 0.0.0.0 (or ::) is warned: it binds every interface",
          "the seed binds the tailnet address, or loopback only; every interface exposes the API to every network "
          "the host is on", _PROFILE, ("cases/profile/serve_host_all_interfaces_warns.yaml",),
