@@ -21,6 +21,7 @@ Exit codes (the one table; README and `kimik3 --help` repeat it):
     ├── StalePlan                     apply PLAN: the host or profile moved        exit 7
     ├── ConvergenceError              rounds exhausted, names the unconverged steps
     ├── NotConverged                  bench/tune: the host is not converged (names the changes) exit 4
+    ├── NothingMeasured               tune: every candidate it launched failed (host back on FILE) exit 1
     ├── LockHeld                      another kimik3 holds the host lock (names it) exit 5
     ├── LocalFileError                an OSError on a local path (ENOSPC, EROFS...) exit 8
     └── StepError                     an effect failed
@@ -118,6 +119,11 @@ class NotConverged(Kimik3Error):
     def __init__(self, message: str, pending: tuple[str, ...] = ()):
         self.pending = pending
         super().__init__(message)
+
+
+class NothingMeasured(Kimik3Error):
+    """`kimik3 tune` launched candidates and every one failed (load, verify or bench): the search found
+    nothing, which is not a success even though the host is back on the profile as written."""
 
 
 class LockHeld(Kimik3Error):

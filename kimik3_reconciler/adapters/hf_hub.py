@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 # cache modules cost ~0.2 s to import (bench/plan.py); they, httpx and the downloader are imported where
 # they are used.
 from huggingface_hub import constants
-from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_fixed
 
 from kimik3_reconciler.adapters.translate import translated
 from kimik3_reconciler.errors import HubError, Kimik3Error
@@ -90,6 +89,7 @@ class HuggingFaceHub:
         if time.monotonic() - self._answered.get(hub, -PROBE_VALID_S) < PROBE_VALID_S or constants.HF_HUB_OFFLINE:
             return  # answered recently; or offline, where huggingface_hub itself refuses without a request
         import httpx
+        from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_fixed
 
         try:
             for attempt in Retrying(retry=retry_if_exception_type(httpx.TransportError), stop=stop_after_attempt(2),

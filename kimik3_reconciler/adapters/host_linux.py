@@ -92,6 +92,14 @@ class LinuxHost:
     def tcp_tables(self) -> str:
         return _read("/proc/net/tcp") + _read("/proc/net/tcp6")
 
+    def tcp_listening(self) -> str:
+        from kimik3_reconciler.adapters.sock_diag import listening_tcp
+
+        try:
+            return listening_tcp()  # netlink: the listening sockets alone, not the kernel's whole table
+        except OSError:
+            return self.tcp_tables()
+
     def process_rss(self, pid: int) -> int | None:
         """Resident bytes of a process (VmRSS in /proc/<pid>/status); None when it is gone or unreadable."""
         for line in _read(f"/proc/{pid}/status").splitlines():

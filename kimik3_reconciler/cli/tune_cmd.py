@@ -42,11 +42,13 @@ def _write_atomically(path: Path, text: str) -> None:
 @click.option("--space", multiple=True, metavar="KNOB=V1,V2",
               help="search these values of a knob (repeatable); default: the profile's knobs for this host")
 @click.option("--prompts", type=click.IntRange(min=1), default=2, show_default=True,
-              help="requests per concurrent stream in a short bench (the finalists get twice as many, twice)")
+              help="requests per concurrent stream in a short bench (the finalists get twice as many a bench)")
 @click.option("--prompt-tokens", type=click.IntRange(min=1), default=256, show_default=True)
 @click.option("--output-tokens", type=click.IntRange(min=2), default=64, show_default=True)
 @click.option("--finalists", type=click.IntRange(min=1), default=3, show_default=True,
-              help="the best this many get the longer bench")
+              help="the best this many get the longer benches")
+@click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True,
+              help="longer benches per finalist (each relaunched and warmed up); ranked by the median")
 @click.option("--max-trials", type=click.IntRange(min=1), default=None,
               help="short trials at most (default: a third of the launchable candidates, at least 3)")
 @click.option("--write", is_flag=True, help="rewrite FILE's knobs in place (comments and key order kept) with the "
@@ -55,7 +57,7 @@ def _write_atomically(path: Path, text: str) -> None:
 @click.pass_context
 @_run
 def tune(ctx: click.Context, file: str, goal_text: str, budget: float, space: tuple[str, ...], prompts: int,
-         prompt_tokens: int, output_tokens: int, finalists: int, max_trials: int | None, write: bool,
+         prompt_tokens: int, output_tokens: int, finalists: int, repeats: int, max_trials: int | None, write: bool,
          lock_timeout: float) -> None:
     """Find the profile's fastest knobs on this host for a goal: every candidate is a real launch
     (replace, health, verify) and a bench; refused candidates are never launched. Resumable (state), holds
@@ -71,11 +73,12 @@ def tune(ctx: click.Context, file: str, goal_text: str, budget: float, space: tu
     goal, asked = parse_goal(goal_text), parse_space(space)
     engine = _ctx(ctx, False).engine(file)
     base = BenchSettings(prompt_tokens=prompt_tokens, output_tokens=output_tokens)
-    short, long = with_settings(base, goal, prompts, 1), with_settings(base, goal, prompts * 2, 2)
+    short, long = with_settings(base, goal, prompts, 1), with_settings(base, goal, prompts * 2, 1)
     key = search_key(loaded.profile.name, loaded.text, goal, asked,
-                     {"short": short.requests(), "long": long.requests(), "tokens": [prompt_tokens, output_tokens]})
+                     {"short": short.requests(), "long": long.requests(), "repeats": repeats,
+                      "tokens": [prompt_tokens, output_tokens]})
     runner = DockerRunner(engine)
-    with engine.locked("tune", loaded.profile.name, lock_timeout):
+    with engine.locked("tune", loaded.profile, lock_timeout):
         record = engine.ports.state.read(key) or {}
         if record.get("trials"):  # a killed search: the host may be on one of its candidates
             observed = engine.observe(loaded)
@@ -90,7 +93,7 @@ def tune(ctx: click.Context, file: str, goal_text: str, budget: float, space: tu
         _err.print(f"tune {loaded.profile.name} for {goal}: space "
                    + " ".join(f"{k}={','.join(map(str, v))}" for k, v in the_space.items()) + f" (state {key})")
         search = Search(runner, engine.ports.state, engine.ports.clock, _err.print, loaded, goal, the_space,
-                        short, long, key, budget, finalists, max_trials)
+                        short, long, key, budget, finalists, max_trials, repeats)
         target, result = loaded, None
         try:
             result = search.run(observed, baseline_knobs)
@@ -104,6 +107,7 @@ def tune(ctx: click.Context, file: str, goal_text: str, budget: float, space: tu
             _err.print(f"converging on {'the winner' if target is not loaded else file + ' as written'}")
             runner.settle(target)
     _out.print(_trial_table(result.trials, goal))
+    _every_candidate_failed(result.trials, baseline_knobs)
     if result.winner is None:
         _out.print(f"nothing beat {file} as written ({_figure(result.baseline, goal)}): no change")
         return
@@ -116,6 +120,19 @@ def tune(ctx: click.Context, file: str, goal_text: str, budget: float, space: tu
         diff = difflib.unified_diff(loaded.text.splitlines(True), proposed.splitlines(True), file, f"{file} (tuned)")
         _out.print(Text("".join(diff)))
         _out.print("the host runs FILE as written; `--write` applies the winner")
+
+
+def _every_candidate_failed(trials, baseline_knobs: dict) -> None:  # noqa: ANN001 - list[Trial]
+    """Exit 1 (NothingMeasured) when candidates were launched and none of them was measured: "nothing beat
+    FILE" would hide a search that measured nothing (a broken build, a server that never comes up)."""
+    from kimik3_reconciler.errors import NothingMeasured
+    from kimik3_reconciler.model.tuning import knob_id
+
+    launched = [t for t in trials if knob_id(t.knobs) != knob_id(baseline_knobs)]
+    if launched and all(t.status == "failed" for t in launched):
+        first = next(t.detail for t in launched)
+        raise NothingMeasured(f"every candidate tune launched failed ({len(launched)}; the first: {first}); "
+                              "the host runs FILE as written")
 
 
 def _figure(trial, goal) -> str:  # noqa: ANN001 - Trial | None, Goal

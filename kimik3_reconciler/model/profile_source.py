@@ -5,7 +5,6 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any, get_args, get_origin
 
 import yaml
@@ -13,8 +12,12 @@ from pydantic import BaseModel, ValidationError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from kimik3_reconciler.errors import ProfileError, ProfileProblem
-from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.model.loaded_profile import LoadedProfile, ProfileWarning, line_for, render_path
+from kimik3_reconciler.model.profile import from_tree
 from kimik3_reconciler.model.profile_rules import FieldPath, check_rules
+from kimik3_reconciler.model.profile_schema import Profile, to_tree
+
+__all__ = ["LoadedProfile", "ProfileWarning", "parse_profile", "render_path"]
 
 _STR_TAG = "tag:yaml.org,2002:str"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
@@ -22,34 +25,6 @@ _TYPE_WORDS = {
     "string_type": "a string", "int_type": "an integer", "float_type": "a number", "bool_type": "true or false",
     "list_type": "a list", "dict_type": "a mapping", "model_type": "a mapping", "model_attributes_type": "a mapping",
 }
-
-
-@dataclass(frozen=True)
-class ProfileWarning:
-    """Something legal but probably unintended in a profile, located in its file."""
-
-    source: str
-    line: int | None
-    field: str
-    message: str
-
-    def __str__(self) -> str:
-        return str(ProfileProblem(self.source, self.line, self.field, self.message))
-
-
-@dataclass(frozen=True)
-class LoadedProfile:
-    """A validated profile, its warnings, where it came from, and the line of every key in it."""
-
-    profile: Profile
-    warnings: tuple[ProfileWarning, ...]
-    source: str
-    lines: Mapping[FieldPath, int] = field(default_factory=dict, repr=False, compare=False)
-    text: str = field(default="", repr=False, compare=False)  # kept to record the last good profile
-
-    def where(self, path: FieldPath) -> str:
-        """`file:line: field` of a field (or its closest written parent), for a refusal made after validation."""
-        return f"{self.source}:{_line_for(path, self.lines) or 1}: {render_path(path)}"
 
 
 class _Refused(Exception):
@@ -70,21 +45,6 @@ class _ProfileLoader(yaml.SafeLoader):
             raise _Refused(event.start_mark, "anchors and aliases (&name, *name) are not allowed in a profile: "
                            "write the value out")
         return super().compose_node(parent, index)
-
-
-def _line_for(path: FieldPath, lines: Mapping[FieldPath, int]) -> int | None:
-    for end in range(len(path), 0, -1):
-        if path[:end] in lines:
-            return lines[path[:end]]
-    return None
-
-
-def render_path(path: FieldPath) -> str:
-    """("serve", "extra_args", 2) -> "serve.extra_args[2]"."""
-    out = ""
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
 
 
 def _walk(node: Node, path: FieldPath, lines: dict[FieldPath, int], found: list[tuple[int, FieldPath, str]],
@@ -229,7 +189,7 @@ def _validation_problems(exc: ValidationError, source: str, lines: Mapping[Field
     for path, err in errors:
         if err["type"] == "missing" and (path[:-1], path[-1]) in suggested:
             continue  # `modle:` already says "did you mean 'model'?"; "model: required" would be noise
-        problems.append(ProfileProblem(source, _line_for(path, lines) or 1, render_path(path), _message(err, path, written)))
+        problems.append(ProfileProblem(source, line_for(path, lines) or 1, render_path(path), _message(err, path, written)))
     return problems
 
 
@@ -241,19 +201,20 @@ def parse_profile(text: str, source: str = "<profile>") -> LoadedProfile:
     if data is None:
         raise ProfileError(problems)
     try:
-        profile = Profile.model_validate(data)
+        tree = to_tree(Profile.model_validate(data))
     except ValidationError as exc:
         raise ProfileError(_sorted(problems + _validation_problems(exc, source, lines, written))) from None
+    profile = from_tree(tree)  # what every command plans with: the same values a cached profile gives
     warnings = []
     for finding in check_rules(profile):
-        where = (source, _line_for(finding.path, lines) or 1, render_path(finding.path), finding.message)
+        where = (source, line_for(finding.path, lines) or 1, render_path(finding.path), finding.message)
         if finding.severity == "error":
             problems.append(ProfileProblem(*where))
         else:
             warnings.append(ProfileWarning(*where))
     if problems:
         raise ProfileError(_sorted(problems))
-    return LoadedProfile(profile, tuple(_sorted(warnings)), source, lines, text)
+    return LoadedProfile(profile, tuple(_sorted(warnings)), source, lines, text, tree)
 
 
 def _sorted(items: list[Any]) -> list[Any]:

@@ -7,7 +7,7 @@ import hashlib
 import itertools
 import json
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kimik3_reconciler.errors import InputError
@@ -113,7 +113,8 @@ class Trial:
     ttft_p95: float | None = None
     seconds: float | None = None
     detail: str = ""
-    bench_key: str | None = None
+    bench_key: str | None = None  # the median draw's bench
+    figures: list[float | None] = field(default_factory=list)  # every draw's figure (stage 2: `repeats` of them)
 
 
 def search_key(profile: str, text: str, goal: Goal, space: dict[str, tuple[Any, ...]], settings: dict[str, Any]) -> str:

@@ -4,13 +4,14 @@ parsed (which files they change, the lines they add); the API key file is never 
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 from kimik3_reconciler.errors import InputError
 from kimik3_reconciler.model.builtin_patches import builtin_patches_for
 from kimik3_reconciler.model.facts import LocalInputs, PatchedFile, PatchFact
 from kimik3_reconciler.model.profile import Profile
-from kimik3_reconciler.model.records import archive_record_key
+from kimik3_reconciler.model.records import archive_record_key, file_hash_key
 from kimik3_reconciler.ports import StatePort
 
 
@@ -20,6 +21,31 @@ def sha256_file(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def _stat_fingerprint(path: Path) -> dict[str, int]:
+    st = os.stat(path)
+    # ctime moves on every write and cannot be set back by a user (touch -d restores only mtime).
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns, "inode": st.st_ino,
+            "device": st.st_dev}
+
+
+def archive_sha256(path: Path, state: StatePort, rehash: bool = False) -> str:
+    """A local source archive's sha256, re-read only when its stat fingerprint moved since it was last hashed
+    here (the same policy as verified model files: any write moves ctime); `rehash` (`--verify`) always reads.
+    The memo is a cache in the state dir, written only when the file did not move while it was read."""
+    key = file_hash_key(str(path))
+    before = _stat_fingerprint(path)
+    memo = None if rehash else state.read(key)
+    if memo and memo.get("path") == str(path) and memo.get("stat") == before and isinstance(memo.get("sha256"), str):
+        return memo["sha256"]
+    sha = sha256_file(path)
+    if _stat_fingerprint(path) == before:
+        try:
+            state.write(key, {"path": str(path), "stat": before, "sha256": sha})
+        except OSError:
+            pass  # a read-only state dir: the next plan hashes again, nothing else changes
+    return sha
 
 
 def parse_unified_diff(text: str) -> tuple[PatchedFile, ...]:
@@ -87,7 +113,8 @@ def _is_url(raw: str) -> bool:
     return raw.startswith(("http://", "https://"))
 
 
-def collect_inputs(profile: Profile, base_dir: Path, dockerfile: Path, state: StatePort) -> LocalInputs:
+def collect_inputs(profile: Profile, base_dir: Path, dockerfile: Path, state: StatePort,
+                   rehash: bool = False) -> LocalInputs:
     if not dockerfile.is_file():
         raise InputError(f"Dockerfile not found: {dockerfile}")
     patches = []
@@ -99,7 +126,7 @@ def collect_inputs(profile: Profile, base_dir: Path, dockerfile: Path, state: St
         archive_location, archive_sha = raw_archive, profile.build.archive_sha256
     elif raw_archive:
         path = _existing(base_dir, raw_archive, "build.archive")
-        archive_location, archive_sha = str(path), sha256_file(path)
+        archive_location, archive_sha = str(path), archive_sha256(path, state, rehash)
         if profile.build.archive_sha256 and profile.build.archive_sha256 != archive_sha:
             raise InputError(f"build.archive: {raw_archive} has sha256 {archive_sha}, "
                              f"but build.archive_sha256 pins {profile.build.archive_sha256}")

@@ -6,8 +6,15 @@
    time of the whole search is printed.
 3. Stage 1: optuna's TPE sampler proposes candidates in small batches; each batch runs in page-cache
    order (equal placements one after the other); each candidate is a real converge (replace, health,
-   verify) and a short bench at the goal's concurrency. The budget stops new launches.
-4. Stage 2 (successive halving): the best few get a longer bench; the winner is the best of those.
+   verify), a warm-up that is not counted, and a short bench at the goal's concurrency. The budget stops
+   new launches.
+4. Stage 2 (successive halving): the best few (and the profile as written, measured first while the host
+   still runs it: no load) are launched again, warmed up, and benched `repeats` times; they are ranked by
+   the median draw, so one lucky (or unlucky) bench cannot pick the winner.
+Why the warm-up: the first requests after a load run cold (CUDA graphs captured, compute buffers grown to
+the ubatch, the CPU experts' pages touched); measured on the H200, a candidate's single bench moved by up to
+30 % between loads. The warm-up is one round of full-length prompts at the goal's concurrency with a few
+output tokens, so both the prefill and the decode paths of that batch size have run once.
 Every trial is written to state before it is launched and after it is measured, so a killed search
 resumes where it stopped. The caller holds the host lock and converges the end state (`settle`).
 """
@@ -22,7 +29,7 @@ from typing import Any
 from kimik3_reconciler.errors import Kimik3Error
 from kimik3_reconciler.model.bench import BenchSettings
 from kimik3_reconciler.model.facts import Observed
-from kimik3_reconciler.model.profile_source import LoadedProfile
+from kimik3_reconciler.model.loaded_profile import LoadedProfile
 from kimik3_reconciler.model.tuning import Goal, Trial, candidates, knob_id, trials_from_json, trials_to_json
 from kimik3_reconciler.planning.tune_space import check_candidate, placement_key
 from kimik3_reconciler.ports import ClockPort, StatePort
@@ -61,6 +68,8 @@ class Search:
     budget_s: float
     finalists: int = 3
     max_trials: int | None = None
+    repeats: int = 3  # stage 2: benches per finalist, ranked by the median draw
+    warm_up: bool = True  # a warm-up round after each converge, not counted
     trials: list[Trial] = field(default_factory=list)
 
     # --- the record -------------------------------------------------------------------------------
@@ -84,14 +93,18 @@ class Search:
         self.trials.append(trial)
         self._save()  # launched-but-unmeasured is on disk before the launch: a kill -9 reruns it
         started = self.clock.monotonic()
-        settings = self.short if stage == 1 else self.long
+        settings, draws = (self.short, 1) if stage == 1 else (self.long, max(1, self.repeats))
         try:
             self.runner.converge(loaded)
-            run, key = self.runner.measure(loaded, settings)
+            if self.warm_up:  # not counted: the first requests after a load run cold
+                self.runner.warm_up(loaded, warm_up_settings(self.short))
+            measured = [self.runner.measure(loaded, settings) for _ in range(draws)]
         except Kimik3Error as exc:  # a failed candidate is a result, not the end of the search
             trial.status, trial.detail = "failed", str(exc).splitlines()[0][:300]
         else:
-            level = run.level(self.goal.concurrency)
+            levels = [(run.level(self.goal.concurrency), key) for run, key in measured]
+            trial.figures = [self.goal.figure(level) for level, _ in levels]
+            level, key = median_draw(levels, self.goal.score)
             trial.status, trial.bench_key = "ok", key
             trial.score, trial.figure = self.goal.score(level), self.goal.figure(level)
             trial.ttft_p95 = level.ttft_p95 if level else None
@@ -99,8 +112,10 @@ class Search:
                 trial.detail = (level.first_error or "the TTFT bound is broken") if level else "no level measured"
         trial.seconds = round(self.clock.monotonic() - started, 2)
         self._save()
-        self.say(f"  {'stage 2' if stage == 2 else 'trial'} {_knobs(knobs)}: {_outcome(trial, self.goal)} "
-                 f"({trial.seconds:.0f} s)")
+        draws_said = (" (median of " + ", ".join("-" if f is None else f"{f:.2f}" for f in trial.figures) + ")"
+                      if len(trial.figures) > 1 else "")
+        self.say(f"  {'stage 2' if stage == 2 else 'trial'} {_knobs(knobs)}: {_outcome(trial, self.goal)}"
+                 f"{draws_said} ({trial.seconds:.0f} s)")
         return trial
 
     # --- the search -------------------------------------------------------------------------------
@@ -127,16 +142,20 @@ class Search:
             return SearchResult(None, None, self.trials, refused, 0.0)
 
         baseline = self._run(baseline_knobs, self.loaded, 1)  # the host is on it already: no load
+        self._run(baseline_knobs, self.loaded, 2)  # its stage 2 now, while it runs: one load fewer later
         per_candidate = self.runner.load_seconds(self.loaded, observed) + (baseline.seconds or 0.0)
         stage1 = self._trial_count(len(feasible), per_candidate)
-        predicted = per_candidate * (stage1 + (self.finalists + 1) * self.long.requests()
-                                     / max(1, self.short.requests()))
+        predicted = per_candidate * (stage1 + self.finalists * self._stage2_cost())
         self.say(f"the search: {len(feasible)} launchable candidate(s), {len(refused)} refused without a load; "
                  f"{stage1} short trial(s) then the best {self.finalists} longer; predicted {_minutes(predicted)} "
                  f"(~{per_candidate:.0f} s a candidate: load, verify, bench), budget {_minutes(self.budget_s)}")
         self._save(predicted_s=predicted, started=self.clock.now().isoformat(timespec="seconds"))
         self._stage1(feasible, stage1, baseline_knobs, per_candidate)
         return self._stage2(feasible, baseline_knobs, refused, predicted)
+
+    def _stage2_cost(self) -> float:
+        """A finalist's cost in short trials: its `repeats` longer benches against one short bench."""
+        return max(1, self.repeats) * self.long.requests() / max(1, self.short.requests())
 
     def _trial_count(self, feasible: int, per_candidate: float) -> int:
         """A third of the space (at least 3): the search must cost far less than the exhaustive grid; fewer
@@ -184,8 +203,7 @@ class Search:
                         if t.stage == 1 and t.seconds and knob_id(t.knobs) != knob_id(baseline_knobs)]
             if launched:  # the prediction, corrected by what the launches really cost
                 per_candidate = sum(launched) / len(launched)
-                left = max(0, count + 1 - len(measured)) + (self.finalists + 1) * self.long.requests() / max(
-                    1, self.short.requests())
+                left = max(0, count + 1 - len(measured)) + self.finalists * self._stage2_cost()
                 self.say(f"  ~{per_candidate:.0f} s a candidate as measured: ~{_minutes(per_candidate * left)} left")
 
     def _ask(self, study: Any, dists: dict[str, Any], feasible: dict[str, Any], measured: set[str],
@@ -233,8 +251,8 @@ class Search:
         if baseline_first is not None and baseline_first not in finalists:
             finalists.append(baseline_first)  # the winner is compared with the profile as written like for like
         if finalists:
-            self.say(f"stage 2: the best {self.finalists} and the profile as written get {self.long.requests()} "
-                     "requests each")
+            self.say(f"stage 2: the best {self.finalists} and the profile as written: {max(1, self.repeats)} "
+                     f"bench(es) of {self.long.requests()} requests each, ranked by the median")
         for trial in sorted(finalists, key=lambda t: placement_key(t.knobs)):
             kid = knob_id(trial.knobs)
             loaded = self.loaded if kid == knob_id(baseline_knobs) else feasible[kid][1]
@@ -265,6 +283,23 @@ def _outcome(trial: Trial, goal: Goal) -> str:
 
 def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
+
+
+def median_draw(draws: list[tuple[Any, str]], score: Callable[[Any], float | None]) -> tuple[Any, str]:
+    """The median of a candidate's benches by the goal's score (an infeasible draw ranks lowest; of an even
+    count, the lower middle one: a finalist is never credited with its better half)."""
+    ranked = sorted(draws, key=lambda draw: _rank(score(draw[0])))
+    return ranked[(len(ranked) - 1) // 2]
+
+
+def _rank(score: float | None) -> float:
+    return -math.inf if score is None else score
+
+
+def warm_up_settings(short: BenchSettings) -> BenchSettings:
+    """One round at the goal's concurrency: full-length prompts (the prefill at this ubatch), a few tokens out
+    (the decode at this batch size); never counted."""
+    return replace(short, prompts=1, repetitions=1, output_tokens=min(16, short.output_tokens))
 
 
 def with_settings(settings: BenchSettings, goal: Goal, prompts: int, repetitions: int) -> BenchSettings:

@@ -1,6 +1,6 @@
 """How tune launches and measures a candidate: the `CandidateRunner` interface, and its Docker
 implementation (a real converge through the engine, then `kimik3 bench`'s sweep). A runner for a native
-llama-server (a GPU host without Docker, as tools/gpu_proof drives one) implements the same four methods."""
+llama-server (a GPU host without Docker, as tools/gpu_proof drives one) implements the same five methods."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from kimik3_reconciler.benchmark.store import keep
 from kimik3_reconciler.engine import Engine
 from kimik3_reconciler.model.bench import BenchRun, BenchSettings
 from kimik3_reconciler.model.facts import Observed
-from kimik3_reconciler.model.profile_source import LoadedProfile
+from kimik3_reconciler.model.loaded_profile import LoadedProfile
 from kimik3_reconciler.model.records import unverified_key
 from kimik3_reconciler.model.specs import VerifyServer
 from kimik3_reconciler.planning.placement import forecast
@@ -25,6 +25,10 @@ class CandidateRunner(Protocol):
 
     def measure(self, loaded: LoadedProfile, settings: BenchSettings) -> tuple[BenchRun, str]:
         """A bench sweep of the converged candidate: the run, and the state key it is kept under."""
+        ...
+
+    def warm_up(self, loaded: LoadedProfile, settings: BenchSettings) -> None:
+        """Requests sent to the converged candidate and thrown away (the first ones after a load run cold)."""
         ...
 
     def settle(self, loaded: LoadedProfile) -> None:
@@ -66,6 +70,9 @@ class DockerRunner:
         observed = converged_deployment(self.engine, loaded)
         run = run_sweep(self.engine, loaded, settings, observed)
         return run, keep(self.engine.ports.state, run)
+
+    def warm_up(self, loaded: LoadedProfile, settings: BenchSettings) -> None:
+        run_sweep(self.engine, loaded, settings, converged_deployment(self.engine, loaded))  # not kept
 
     def settle(self, loaded: LoadedProfile) -> None:
         self.engine.apply_or_revert(loaded, self._check(loaded))

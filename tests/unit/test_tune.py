@@ -106,6 +106,7 @@ class FakeRunner:
         self.converged: list[dict[str, Any]] = []
         self.kill_at, self.fail = kill_at, fail
         self.settled: list[LoadedProfile] = []
+        self.warmed: list[int] = []  # the converge count at each warm-up
 
     def converge(self, loaded: LoadedProfile) -> None:
         serve = loaded.profile.serve
@@ -123,6 +124,9 @@ class FakeRunner:
                             rate, int(rate))
         run = BenchRun(loaded.profile.name, "f" * 16, "2026-01-01", settings, (level,), {})
         return run, "bench/x.json"
+
+    def warm_up(self, loaded: LoadedProfile, settings: BenchSettings) -> None:
+        self.warmed.append(len(self.converged))
 
     def settle(self, loaded: LoadedProfile) -> None:
         self.settled.append(loaded)
@@ -208,9 +212,8 @@ def test_a_gpu_profile_with_a_manual_split_searches_it_and_fit() -> None:
     assert space["n_cpu_moe"] == ("fit", 12, 16, 20, 24, 28) and "fit_target" not in space
 
 
-def test_tune_write_through_the_cli_rewrites_the_file_and_settles_on_it(tmp_path, monkeypatch) -> None:
-    """The command end to end on fakes (engine, host lock, state) with FakeRunner's figures: deterministic,
-    so the written file is checked whatever a real machine's noise would have measured."""
+def run_tune_cli(tmp_path, monkeypatch, runner: FakeRunner, *args: str):  # noqa: ANN001, ANN201
+    """`kimik3 tune` on fakes (engine, host lock, state) with `runner` standing in for DockerRunner."""
     from click.testing import CliRunner
     from support.fakes import FakeHub, fake_ports
 
@@ -230,7 +233,6 @@ def test_tune_write_through_the_cli_rewrites_the_file_and_settles_on_it(tmp_path
     ports, _ = fake_ports(hub)
     engine = Engine(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp")
     engine.apply(parse_profile(text, str(path)))
-    runner = FakeRunner()
 
     class Context:
         def engine(self, _file: str) -> Engine:
@@ -238,8 +240,15 @@ def test_tune_write_through_the_cli_rewrites_the_file_and_settles_on_it(tmp_path
 
     monkeypatch.setattr(tune_cmd, "_ctx", lambda *_: Context())
     monkeypatch.setattr(tuning, "DockerRunner", lambda _engine: runner)
-    result = CliRunner().invoke(main, ["tune", str(path), "--goal", "aggregate@2", "--space", "ubatch=512,1024",
-                                       "--space", "parallel=1,2", "--write"])
+    return path, CliRunner().invoke(main, ["tune", str(path), "--goal", "aggregate@2", *args])
+
+
+def test_tune_write_through_the_cli_rewrites_the_file_and_settles_on_it(tmp_path, monkeypatch) -> None:
+    """The command end to end on fakes (engine, host lock, state) with FakeRunner's figures: deterministic,
+    so the written file is checked whatever a real machine's noise would have measured."""
+    runner = FakeRunner()
+    path, result = run_tune_cli(tmp_path, monkeypatch, runner, "--space", "ubatch=512,1024", "--space",
+                                "parallel=1,2", "--write")
     assert result.exit_code == 0, result.output
     written = path.read_text()
     assert "# a CPU profile to tune" in written and "port: 18999        # the port" in written
@@ -247,3 +256,105 @@ def test_tune_write_through_the_cli_rewrites_the_file_and_settles_on_it(tmp_path
     assert "aggregate@2 102.00 tok/s measured, was aggregate@2 " in written  # FakeRunner: 100/(1+0)+2 slots
     assert [p.profile.serve.ubatch for p in runner.settled] == [1024]  # settled on what was written
     assert runner.settled[0].text == written
+
+
+class NoisyRunner(FakeRunner):
+    """A server whose benches are noisy: each knob set returns its `draws` in turn; and a cold one: the first
+    bench after a converge reads COLD unless a warm-up ran in between."""
+
+    COLD = 1.0
+
+    def __init__(self, draws: dict[int, list[float]]) -> None:
+        super().__init__()
+        self.draws, self.warm = draws, False
+        self.measured: list[int] = []
+
+    def converge(self, loaded: LoadedProfile) -> None:
+        super().converge(loaded)
+        self.warm = False  # a (re)load: the server is cold again
+
+    def warm_up(self, loaded: LoadedProfile, settings: BenchSettings) -> None:
+        super().warm_up(loaded, settings)
+        assert settings.prompts == 1 and settings.repetitions == 1 and settings.output_tokens <= 16
+        self.warm = True
+
+    def measure(self, loaded: LoadedProfile, settings: BenchSettings) -> tuple[BenchRun, str]:
+        ubatch = loaded.profile.serve.ubatch
+        self.measured.append(ubatch)
+        queue = self.draws[ubatch]
+        rate = queue.pop(0) if self.warm else self.COLD
+        queue.append(rate)
+        c = settings.grid[0]
+        level = LevelResult(c, c * settings.prompts, 0, 1.0, 0.5, 0.6, 0.05, 20.0, rate, 100.0, 20.0, 100.0,
+                            rate, int(rate))
+        return BenchRun(loaded.profile.name, "f" * 16, "2026-01-01", settings, (level,), {}), f"bench/{ubatch}.json"
+
+
+def noisy_search(runner: FakeRunner, state: MemoryState, repeats: int = 3) -> Search:
+    goal = parse_goal("aggregate@2")
+    short = BenchSettings(grid=(2,), prompts=1, prompt_tokens=64, output_tokens=32)
+    long = BenchSettings(grid=(2,), prompts=2, prompt_tokens=64, output_tokens=32)
+    space = {"ubatch": (512, 1024, 2048, 4096)}
+    return Search(runner, state, FakeClock(), [].append, loaded(), goal, space, short, long,
+                  search_key("k3-tune", PROFILE, goal, space, {}), 3600.0, finalists=2, max_trials=3,
+                  repeats=repeats)
+
+
+def test_stage2_ranks_the_finalists_by_the_median_of_their_benches() -> None:
+    """512 had one lucky bench (its stage 1 draw and one more); 1024 is steadily faster: the median picks it."""
+    runner = NoisyRunner({512: [300.0, 90.0, 300.0, 80.0], 1024: [150.0, 140.0, 150.0, 160.0],
+                          2048: [50.0], 4096: [60.0]})
+    result = noisy_search(runner, MemoryState()).run(observed(loaded().profile), {"ubatch": 4096})
+    stage2 = {t.knobs["ubatch"]: t for t in result.trials if t.stage == 2}
+    assert set(stage2) == {512, 1024, 4096}  # the best two of stage 1 and the profile as written
+    assert stage2[512].figures == [90.0, 300.0, 80.0] and stage2[512].figure == 90.0
+    assert stage2[1024].figures == [140.0, 150.0, 160.0] and stage2[1024].figure == 150.0
+    assert result.winner is not None and result.winner.knobs == {"ubatch": 1024}
+    assert result.baseline is not None and result.baseline.figure == 60.0
+
+
+def test_the_warm_up_follows_every_converge_and_is_never_counted() -> None:
+    runner = NoisyRunner({512: [200.0], 1024: [150.0], 2048: [50.0], 4096: [60.0]})
+    result = noisy_search(runner, MemoryState()).run(observed(loaded().profile), {"ubatch": 4096})
+    assert runner.warmed == list(range(1, len(runner.converged) + 1))  # one warm-up after each converge
+    assert all(NoisyRunner.COLD not in t.figures and t.figure != NoisyRunner.COLD for t in result.trials)
+    # the profile as written measured in stage 2 right after stage 1, while the host runs it: no load between
+    assert [t.stage for t in result.trials[:2]] == [1, 2] and runner.converged[1] == runner.converged[0]
+    assert len(runner.measured) == sum(len(t.figures) for t in result.trials)
+
+
+def test_without_the_warm_up_the_cold_bench_would_be_counted() -> None:
+    """The fake's cold state is real to the search: the warm-up is what keeps it out of the figures."""
+    runner = NoisyRunner({512: [200.0], 1024: [150.0], 2048: [50.0], 4096: [60.0]})
+    search = noisy_search(runner, MemoryState())
+    search.warm_up = False
+    result = search.run(observed(loaded().profile), {"ubatch": 4096})
+    assert any(NoisyRunner.COLD in t.figures for t in result.trials)
+
+
+def test_the_median_draw_takes_the_lower_middle_and_ranks_an_infeasible_draw_lowest() -> None:
+    from kimik3_reconciler.tuning import median_draw
+
+    def score(level: Any) -> float | None:
+        return level
+
+    assert median_draw([(3.0, "a"), (1.0, "b"), (2.0, "c")], score) == (2.0, "c")
+    assert median_draw([(4.0, "a"), (1.0, "b"), (3.0, "c"), (2.0, "d")], score) == (2.0, "d")
+    assert median_draw([(None, "a"), (5.0, "b"), (None, "c")], score)[0] is None
+    assert median_draw([(None, "a"), (5.0, "b"), (6.0, "c")], score) == (5.0, "b")
+
+
+def test_tune_exits_1_when_every_candidate_it_launched_failed(tmp_path, monkeypatch) -> None:
+    runner = FakeRunner(fail=(512, 1024))  # the profile as written (4096, already running) is measured
+    path, result = run_tune_cli(tmp_path, monkeypatch, runner, "--space", "ubatch=512,1024,4096")
+    assert result.exit_code == 1, result.output
+    assert "every candidate tune launched failed (2; the first: ubatch " in result.output
+    assert "the host runs FILE as written" in result.output
+    assert [p.profile.serve.ubatch for p in runner.settled] == [4096]  # back on FILE as written
+    assert "# kimik3 tune" not in path.read_text()
+
+
+def test_tune_exits_0_when_some_candidate_was_measured(tmp_path, monkeypatch) -> None:
+    runner = FakeRunner(fail=(512,))
+    _, result = run_tune_cli(tmp_path, monkeypatch, runner, "--space", "ubatch=512,1024,4096")
+    assert result.exit_code == 0, result.output

@@ -3,8 +3,11 @@
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site ${WHL:-.whl}/*.whl
-export PYTHONPATH=/tmp/site:$PWD
+SITE=${SITE:-/tmp/site}  # where the carried wheels are installed (a dry run elsewhere names its own)
+if compgen -G "${WHL:-.whl}/*.whl" > /dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" ${WHL:-.whl}/*.whl
+fi
+export PYTHONPATH=$SITE:$PWD
 P=${PROOF:-.gpu_proof}
 
 json_lines() {  # json_lines FILE KEY: one item of the JSON list FILE[KEY] per line

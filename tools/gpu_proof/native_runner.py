@@ -1,7 +1,7 @@
 """A `CandidateRunner` for a host without Docker: each candidate is kimik3's rendered llama-server argv run
 as a local process (as the GPU proofs run it on the lent H200), then `kimik3 bench`'s own sweep.
 
-It implements tuning/runner.py's four methods, so `Search` drives it exactly as it drives DockerRunner:
+It implements tuning/runner.py's five methods, so `Search` drives it exactly as it drives DockerRunner:
 - converge: render the candidate's argv (planning/launch.py), stop the running server, start the new one,
   wait for /health, then verify with a short completion (a server that is up but cannot generate is a
   failed candidate). A candidate whose argv is the one already running is not reloaded (no load).
@@ -94,6 +94,10 @@ class NativeRunner:
         date = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
         run = BenchRun(loaded.profile.name, fingerprint, date, settings, levels, knobs)
         return run, keep(self.state, run)
+
+    def warm_up(self, loaded: LoadedProfile, settings: BenchSettings) -> None:
+        assert self.argv is not None, "warm up after converge"
+        sweep_levels(HttpLoad(), Server(self.base_url(loaded), None), settings)  # thrown away
 
     def settle(self, loaded: LoadedProfile) -> None:
         self.converge(loaded)

@@ -1,5 +1,7 @@
-"""Fold the files run-tune.sh brought back (grid.jsonl, grid-summary.json, tune.json of each pass) into the
-fixture tests/fixtures/h200/tune-vs-grid.json, with the ratios the closing note reports.
+"""Fold the files run-tune.sh brought back (grid.jsonl, grid-summary.json, tune.json and remeasure.json of each
+pass) into the fixture tests/fixtures/h200/tune-vs-grid.json, with the ratios the closing note reports: the
+raw ones (each search's own figures, one median-of-3 each) and the re-measured ones (medians of the
+alternating fresh launches of one run, the comparison the criterion means).
 
     python3 tools/gpu_proof/tune_fixture.py PASS_DIR... > tests/fixtures/h200/tune-vs-grid.json
 
@@ -42,19 +44,32 @@ def one_pass(folder: Path) -> dict:
     summary = json.loads((folder / "grid-summary.json").read_text())
     tune = json.loads((folder / "tune.json").read_text())
     grid_rows = [{"knobs": r["knobs"], "status": r["status"], "figure": round(r["figure"], 2),
+                  "figures": [round(f, 2) for f in r.get("figures", [])],
                   "seconds": r["seconds"], "ttft_p95": round(r["level"]["ttft_p95"], 3),
                   "decode_disagreement": round(r["level"]["decode_disagreement"], 4),
                   "metrics_disagreement": r["level"]["metrics_disagreement"]} for r in rows]
-    trials = [{k: t[k] for k in ("knobs", "stage", "status", "figure", "ttft_p95", "seconds")} for t in tune["trials"]]
+    trials = [{k: t.get(k) for k in ("knobs", "stage", "status", "figure", "figures", "ttft_p95", "seconds")}
+              for t in tune["trials"]]
     for t in trials:
         t["figure"] = round(t["figure"], 2) if t["figure"] is not None else None
+        t["figures"] = [round(f, 2) if f is not None else None for f in t["figures"] or []]
         t["ttft_p95"] = round(t["ttft_p95"], 3) if t["ttft_p95"] is not None else None
+    baseline2 = next(t for t in trials if t["stage"] == 2 and knob_id(t["knobs"]) == knob_id(tune["baseline"]))
     tune_out = {"wall_s": tune["wall_s"], "predicted_s": round(tune["predicted_s"], 1), "winner": tune["winner"],
                 "winner_figure": round(tune["winner_figure"], 2), "baseline": tune["baseline"],
-                "baseline_figure": round(tune["baseline_figure"], 2), "loads": len(tune["loads"]),
+                "baseline_figure": baseline2["figure"], "loads": len(tune["loads"]),
                 "finalists": tune["finalists"], "max_trials": tune["max_trials"], "trials": trials}
-    return {"grid": {"wall_s": summary["wall_s"], "loads": len(summary["loads"]), "rows": grid_rows},
-            "tune": tune_out, "ratios": ratios(grid_rows, summary["wall_s"], tune_out)}
+    out = {"grid": {"wall_s": summary["wall_s"], "loads": len(summary["loads"]), "rows": grid_rows},
+           "tune": tune_out, "ratios": ratios(grid_rows, summary["wall_s"], tune_out)}
+    if (folder / "remeasure.json").exists():
+        again = json.loads((folder / "remeasure.json").read_text())
+        out["remeasure"] = {k: again[k] for k in ("roles", "winner_is_grid_best", "figures", "medians",
+                                                  "winner_over_grid_best", "winner_over_grid_best_note",
+                                                  "winner_gain_over_baseline", "grid_best_gain_over_baseline",
+                                                  "wall_s")}
+        out["remeasure"]["slots"] = [{"round": s["round"], "knobs": s["knobs"], "figure": round(s["figure"], 2),
+                                      "seconds": s["seconds"]} for s in again["slots"]]
+    return out
 
 
 def main() -> None:
@@ -67,7 +82,8 @@ def main() -> None:
         "model": {"file": "K3-synth.gguf", "bytes": 2381885504, "layers": 24, "moe_layers": 23, "experts": 64},
         "page_cache": "warm: the GGUF is read once before the first load; every load of both passes is warm",
         "profile": PROFILE, "goal": GOAL, "space": {k: list(v) for k, v in SPACE.items()}, "bench": settings,
-        "grid_bench": "every grid candidate gets tune's finalist bench (long_requests)",
+        "grid_bench": "every grid cell is measured as tune measures a finalist: a launch, a warm-up not counted, "
+                      "`repeats` benches of long_requests, the median draw",
         "passes": passes,
     }, indent=1))
 

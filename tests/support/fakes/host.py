@@ -66,6 +66,9 @@ class FakeHost:
     def tcp_tables(self) -> str:
         return self.tcp_text
 
+    def tcp_listening(self) -> str:  # the same lines: the parser keeps the LISTEN ones
+        return self.tcp_text
+
     def socket_owners(self, inodes: set[int], likely: frozenset[int] = frozenset()) -> dict[int, tuple[int, str]]:
         return {inode: owner for inode, owner in self.owners.items() if inode in inodes}
 
