@@ -271,6 +271,7 @@ class LocalInputs(_Fact):
     dockerfile_path: str
     dockerfile_sha256: str
     patches: tuple[PatchFact, ...] = ()
+    builtin_patches: tuple[PatchFact, ...] = ()  # kimik3's own (model/builtin_patches.py), applied before `patches`
     archive_location: str | None = None
     archive_sha256: str | None = None
     api_key_file: str | None = None

@@ -10,6 +10,7 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from kimik3_reconciler.model import catalog
+from kimik3_reconciler.model.builtin_patches import BUILTIN_PATCHES, builtin_patch
 from kimik3_reconciler.model.hub_endpoint import TOKEN_POLICY, token_may_go_to
 from kimik3_reconciler.model.profile import Profile
 
@@ -306,6 +307,21 @@ def _variant(p: Profile) -> Iterator[Finding]:
         yield _error(("gpus",), "none needs build.variant: cpu")
 
 
+def _builtin_patches(p: Profile) -> Iterator[Finding]:
+    for i, name in enumerate(p.build.builtin_patches or ()):
+        patch = builtin_patch(name)
+        if patch is None:
+            # rule: builtin-patch-names
+            # A name kimik3 does not carry would build the image without what the profile asks for.
+            known = ", ".join(b.name for b in BUILTIN_PATCHES)
+            yield _error(("build", "builtin_patches", i), f"{name!r} is not one of kimik3's patches ({known})")
+        elif p.build.variant not in patch.variants:
+            # rule: builtin-patch-names
+            # The patch changes code the other variant does not compile (the CPU image has no CUDA backend).
+            yield _error(("build", "builtin_patches", i), f"{name!r} applies to {'/'.join(patch.variants)} builds "
+                         f"only, not build.variant {p.build.variant}")
+
+
 def _secrets(p: Profile) -> Iterator[Finding]:
     # rule: no-secrets
     # PROFILE.md: profiles live in a GitOps repo; tokens and API keys come from files or the environment.
@@ -584,7 +600,7 @@ def _metrics(p: Profile) -> Iterator[Finding]:
 RULES: tuple[Callable[[Profile], Iterator[Finding]], ...] = (
     _vision, _quant, _endpoint, _fit_target, _ubatch, _batch, _ctx_size, _spec_draft, _spec_type_args, _variant,
     _secrets, _extra_args, _host, _archive, _systemd, _split_mode, _reap, _cache_ram, _metrics,
-    _load_mode, _rpc, _rpc_args,
+    _load_mode, _rpc, _rpc_args, _builtin_patches,
 )
 
 

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from kimik3_reconciler.errors import InputError
+from kimik3_reconciler.model.builtin_patches import builtin_patches_for
 from kimik3_reconciler.model.facts import LocalInputs, PatchedFile, PatchFact
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.loaded_profile import render_path
@@ -72,6 +73,22 @@ def parse_unified_diff(text: str) -> tuple[PatchedFile, ...]:
     return tuple(files)
 
 
+PATCH_DIR = Path(__file__).resolve().parents[1] / "patches"
+
+
+def patch_fact(path: Path) -> PatchFact:
+    # Small text files: read whole, so the planner can say what a patch changes, not trust its name.
+    files = parse_unified_diff(path.read_bytes().decode("utf-8", errors="replace"))
+    return PatchFact(name=path.name, path=str(path), sha256=sha256_file(path), files=files)
+
+
+def builtin_patch_facts(profile: Profile) -> tuple[PatchFact, ...]:
+    """kimik3's own patches this profile's image gets (its variant, build.builtin_patches), hashed: their bytes
+    are in the image fingerprint, so a changed patch rebuilds."""
+    return tuple(patch_fact(PATCH_DIR / p.file)
+                 for p in builtin_patches_for(profile.build.variant, profile.build.builtin_patches))
+
+
 def _existing(base_dir: Path, raw: str, field: tuple[str | int, ...]) -> Path:
     path = (base_dir / raw).resolve()
     if not path.is_file():
@@ -101,10 +118,7 @@ def collect_inputs(profile: Profile, base_dir: Path, dockerfile: Path, state: St
         raise InputError(f"Dockerfile not found: {dockerfile}")
     patches = []
     for i, raw in enumerate(profile.build.patches):
-        path = _existing(base_dir, raw, ("build", "patches", i))
-        # Small text files: read whole, so the planner can say what a patch changes, not trust its name.
-        files = parse_unified_diff(path.read_bytes().decode("utf-8", errors="replace"))
-        patches.append(PatchFact(name=path.name, path=str(path), sha256=sha256_file(path), files=files))
+        patches.append(patch_fact(_existing(base_dir, raw, ("build", "patches", i))))
     archive_location, archive_sha = None, None
     raw_archive = profile.build.archive
     if raw_archive and _is_url(raw_archive):
@@ -127,5 +141,6 @@ def collect_inputs(profile: Profile, base_dir: Path, dockerfile: Path, state: St
         draft = str(_existing(base_dir, spec_draft.model, ("serve", "spec_draft", "model")))
     return LocalInputs(
         dockerfile_path=str(dockerfile), dockerfile_sha256=sha256_file(dockerfile), patches=tuple(patches),
+        builtin_patches=builtin_patch_facts(profile),
         archive_location=archive_location, archive_sha256=archive_sha, api_key_file=api_key, draft_model=draft,
     )

@@ -39,7 +39,7 @@ def parse_rpc_devices(log: str) -> tuple[RpcDeviceFact, ...]:
 
 def context_bytes(inputs: LocalInputs) -> int:
     """What an image build on a worker ships: the Dockerfile, the patches and the source archive (when local)."""
-    paths = [inputs.dockerfile_path, *(p.path for p in inputs.patches)]
+    paths = [inputs.dockerfile_path, *(p.path for p in (*inputs.builtin_patches, *inputs.patches))]
     if inputs.archive_location and not inputs.archive_location.startswith(("http://", "https://")):
         paths.append(inputs.archive_location)
     return sum(Path(p).stat().st_size for p in paths if Path(p).is_file())

@@ -98,6 +98,8 @@ def observed_basis(profile: Profile, observed: Observed) -> dict[str, str]:
              **_workers(profile, observed)}
     facts |= {"input dockerfile": inputs.dockerfile_sha256, "input archive": _s(inputs.archive_sha256),
               "input patches": ", ".join(f"{p.name} {p.sha256[:16]}" for p in inputs.patches) or "none",
+              "input builtin patches": ", ".join(f"{p.name} {p.sha256[:16]}" for p in inputs.builtin_patches)
+              or "none",
               "input api_key_file": _s(inputs.api_key_file), "input draft_model": _s(inputs.draft_model)}
     facts |= {"host physical_cores": str(host.physical_cores), "host cpu_flags": _digest(*host.cpu_flags),
               "host gpus": ", ".join(g.uuid for g in host.gpus) or "none", "host driver": _s(host.driver_version)}

@@ -6,6 +6,7 @@ import json
 from dataclasses import replace
 
 from kimik3_reconciler.errors import PlanError
+from kimik3_reconciler.model.builtin_patches import BUILTIN_PATCHES
 from kimik3_reconciler.model.facts import ImageFact, Observed
 from kimik3_reconciler.model.hashing import fingerprint
 from kimik3_reconciler.model.plan import Action, DiffItem, Step, flat_diff
@@ -37,6 +38,10 @@ def image_inputs(profile: Profile, observed: Observed) -> dict[str, object]:
         "build.patches": [f"{p.name}@{p.sha256[:12]}" for p in observed.inputs.patches],
         "dockerfile.sha256": observed.inputs.dockerfile_sha256[:12],
     }
+    if observed.inputs.builtin_patches:
+        # Only when the variant gets one (CUDA): an image without any keeps the fingerprint it had before
+        # kimik3 carried patches (the CPU image's did not move).
+        inputs["build.builtin_patches"] = [f"{p.name}@{p.sha256[:12]}" for p in observed.inputs.builtin_patches]
     inputs["build.base_images.build"] = profile.build.base_images.build
     inputs["build.base_images.runtime"] = profile.build.base_images.runtime
     inputs.update({f"build.cmake.{k}": v for k, v in sorted(cmake_definitions(profile, observed.host).items())})
@@ -47,9 +52,12 @@ def render_image_build(profile: Profile, observed: Observed) -> ImageBuild:
     inputs = image_inputs(profile, observed)
     digest = fingerprint(inputs)
     archive_location, archive_sha = source_archive(profile, observed)
-    # Dockerfile.llamacpp applies /patches/*.patch in name order: number them, keep the suffix.
-    patches = tuple((f"{i:02d}-{p.name}" + ("" if p.name.endswith(".patch") else ".patch"), p.path)
-                    for i, p in enumerate(observed.inputs.patches))
+    # Dockerfile.llamacpp applies /patches/*.patch in name order: number them, keep the suffix. kimik3's own
+    # patches come first (named kimik3-…), then build.patches: a user's patch applies on top of what kimik3 ships.
+    ordered = [(f"kimik3-{p.name}", p.path) for p in observed.inputs.builtin_patches]
+    ordered += [(p.name, p.path) for p in observed.inputs.patches]
+    patches = tuple((f"{i:02d}-{name}" + ("" if name.endswith(".patch") else ".patch"), path)
+                    for i, (name, path) in enumerate(ordered))
     labels = (
         (IMAGE_FINGERPRINT, digest),
         (IMAGE_INPUTS, json.dumps(inputs, sort_keys=True)),
@@ -124,10 +132,22 @@ def plan_image(desired: Desired, observed: Observed, planned: tuple[Step, ...] =
     if refusal:
         raise PlanError(refusal, fields=(("build", "patches"),))  # the engine adds the profile's file:line
     steps = _plan_image(desired, observed)
+    builtin = builtin_summary(observed)
+    if builtin:
+        steps = tuple(replace(s, reason=f"{s.reason}; {builtin}") for s in steps)
     if rollback is None:
         return steps
     # Say which patch carries the draft's rollback and why kimik3 believes so (content, not name).
     return tuple(replace(s, reason=f"{s.reason}; spec_draft's rollback patch: {rollback}") for s in steps)
+
+
+def builtin_summary(observed: Observed) -> str:
+    """What the plan says of kimik3's own patches in this image (none for the CPU variant: nothing said)."""
+    facts = observed.inputs.builtin_patches
+    if not facts:
+        return ""
+    names = {p.file: p.name for p in BUILTIN_PATCHES}
+    return "kimik3 patches: " + ", ".join(f"{names.get(p.name, p.name)} ({p.name} {p.sha256[:12]})" for p in facts)
 
 
 def _plan_image(desired: Desired, observed: Observed) -> tuple[Step, ...]:

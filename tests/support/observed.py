@@ -13,6 +13,7 @@ from typing import Any
 
 from kimik3_reconciler.model.facts import HostFacts, LocalInputs, ModelFact, Observed, PatchFact, RemoteFile
 from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.observe.local_inputs import builtin_patch_facts
 
 GIB = 1 << 30
 REPO = "unsloth/Kimi-K3-GGUF"
@@ -42,13 +43,14 @@ def model_fact(profile: Profile | None = None, *, shards: int = 2, size: int = G
 
 def local_inputs(profile: Profile | None = None, **changes: Any) -> LocalInputs:
     """The packaged Dockerfile (a fake sha256) and, with a profile, the local files it names as a test
-    host resolves them: patches under /profiles/, the archive, the API key file and the draft model as
+    host resolves them: kimik3's own patches (real files), patches under /profiles/, the archive, the API key file and the draft model as
     written; `changes` replace any field."""
     fields: dict[str, Any] = {"dockerfile_path": "/pkg/Dockerfile.llamacpp", "dockerfile_sha256": "d" * 64}
     if profile is not None:
         fields.update(
             patches=tuple(PatchFact(name=Path(p).name, path=f"/profiles/{p}", sha256="e" * 64)
                           for p in profile.build.patches),
+            builtin_patches=builtin_patch_facts(profile),  # the real files: their bytes are in the fingerprint
             archive_location="/archives/src.tar.gz" if profile.build.archive else None,
             archive_sha256="a" * 64 if profile.build.archive else None,
             api_key_file=profile.serve.api_key_file,

@@ -1,0 +1,112 @@
+"""kimik3's own llama.cpp patches (issue 15: the parallel-pin patch): in the CUDA image's build context and
+fingerprint, never in the CPU image's; named in the plan; applying to the b11434 archive the demo builds."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+from support.observed import local_inputs, observed
+from support.realparts import DEMO_DIR
+
+from kimik3_reconciler.model.builtin_patches import BUILTIN_PATCHES, builtin_patches_for
+from kimik3_reconciler.model.facts import PatchFact
+from kimik3_reconciler.model.profile_source import parse_profile
+from kimik3_reconciler.observe.local_inputs import PATCH_DIR, builtin_patch_facts, sha256_file
+from kimik3_reconciler.planning.basis import observed_basis
+from kimik3_reconciler.planning.image_step import builtin_summary, image_inputs, render_image_build
+
+ROOT = Path(__file__).resolve().parents[2]
+PIN = PATCH_DIR / "parallel-pinned-host-buffer.patch"
+CUDA_FILE = "ggml/src/ggml-cuda/ggml-cuda.cu"
+
+PROFILE = """apiVersion: kimik3/v1
+name: kimi-k3
+model: {{repo: unsloth/Kimi-K3-GGUF, revision: 0123456789abcdef0123456789abcdef01234567, quant: UD-Q2_K_XL}}
+build: {{source: mainline, variant: {variant}{extra}}}
+gpus: {gpus}
+"""
+
+
+def profile(variant: str = "cuda", extra: str = ""):
+    text = PROFILE.format(variant=variant, extra=extra, gpus="none" if variant == "cpu" else "all")
+    return parse_profile(text, "p.yaml").profile
+
+
+def test_every_builtin_patch_file_is_shipped_with_the_package() -> None:
+    for patch in BUILTIN_PATCHES:
+        assert (PATCH_DIR / patch.file).is_file(), patch.file
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert '"patches/*.patch"' in pyproject  # package data: an installed kimik3 has the files it hashes
+
+
+def test_cuda_image_gets_the_patch_in_its_context_and_fingerprint() -> None:
+    p = profile("cuda")
+    obs = observed(p, inputs=local_inputs(p))
+    build = render_image_build(p, obs)
+    assert build.patches[0] == ("00-kimik3-parallel-pinned-host-buffer.patch", str(PIN))
+    digest = sha256_file(PIN)
+    assert image_inputs(p, obs)["build.builtin_patches"] == [f"parallel-pinned-host-buffer.patch@{digest[:12]}"]
+    # other bytes in the patch file (an edited patch) move the image fingerprint: the image is rebuilt
+    edited = observed(p, inputs=local_inputs(p, builtin_patches=(
+        PatchFact(name=PIN.name, path=str(PIN), sha256="f" * 64),)))
+    assert render_image_build(p, edited).fingerprint != build.fingerprint
+
+
+def test_cpu_image_gets_no_patch_and_keeps_its_fingerprint() -> None:
+    p = profile("cpu")
+    assert builtin_patch_facts(p) == ()
+    obs = observed(p, inputs=local_inputs(p))
+    build = render_image_build(p, obs)
+    assert build.patches == ()
+    assert "build.builtin_patches" not in image_inputs(p, obs)  # the inputs (so the fingerprint) as before
+    assert builtin_summary(obs) == ""
+
+
+def test_user_patches_apply_after_kimik3s_own() -> None:
+    p = profile("cuda", ", patches: [fix.patch]")
+    obs = observed(p, inputs=local_inputs(p))
+    names = [name for name, _ in render_image_build(p, obs).patches]
+    assert names == ["00-kimik3-parallel-pinned-host-buffer.patch", "01-fix.patch"]  # Dockerfile: name order
+
+
+def test_builtin_patches_empty_builds_without_and_saved_plans_see_the_patch() -> None:
+    p = profile("cuda", ", builtin_patches: []")
+    assert builtin_patch_facts(p) == ()
+    obs = observed(p, inputs=local_inputs(p))
+    assert render_image_build(p, obs).patches == ()
+    default = profile("cuda")
+    basis = observed_basis(default, observed(default, inputs=local_inputs(default)))
+    assert basis["input builtin patches"].startswith("parallel-pinned-host-buffer.patch ")
+    assert builtin_patches_for("cuda", ["parallel-pin"]) == builtin_patches_for("cuda", None)
+
+
+def test_the_patch_changes_only_the_cuda_backend_and_reads_its_switches() -> None:
+    facts = builtin_patch_facts(profile("cuda"))
+    assert [f.path for f in facts[0].files] == [CUDA_FILE]
+    added = "\n".join(facts[0].files[0].added)
+    # the documented switches exist in the code, and the existing opt-out is still honoured
+    for needle in ('getenv("KIMIK3_PARALLEL_PIN")', 'getenv("KIMIK3_PARALLEL_PIN_HUGEPAGE")',
+                   'getenv("GGML_CUDA_NO_PINNED")', "cudaHostRegister(", "cudaHostUnregister(", "munmap(",
+                   "!defined(GGML_USE_HIP) && !defined(GGML_USE_MUSA)"):
+        assert needle in added, needle
+    assert facts[0].files[0].removed == 0  # additions only: the stock cudaMallocHost path stays as the fallback
+
+
+@pytest.mark.skipif(not (DEMO_DIR / "llama.cpp-b11434.tar.gz").is_file() or shutil.which("patch") is None,
+                    reason="the b11434 archive (scripts/demo.sh fetches it) or patch(1) is absent")
+def test_the_patch_applies_to_the_b11434_archive(tmp_path: Path) -> None:
+    with tarfile.open(DEMO_DIR / "llama.cpp-b11434.tar.gz") as tar:
+        member = next(m for m in tar.getmembers() if m.name.endswith("/" + CUDA_FILE))
+        data = tar.extractfile(member).read()
+    (tmp_path / CUDA_FILE).parent.mkdir(parents=True)
+    (tmp_path / CUDA_FILE).write_bytes(data)
+    # exactly as Dockerfile.llamacpp applies it (without --dry-run there)
+    done = subprocess.run(["patch", "-p1", "--forward", "--batch", "--dry-run", "-i", str(PIN)], check=False,
+                          cwd=tmp_path,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "FAILED" not in done.stdout and "offset" not in done.stdout, done.stdout  # clean: no fuzz, no offset
