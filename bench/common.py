@@ -12,7 +12,6 @@ ROOT = Path(__file__).resolve().parents[1]
 PROFILE = ROOT / "profiles" / "demo-cpu.yaml"
 KIMIK3 = [sys.executable, "-m", "kimik3_reconciler"]
 ENV = dict(os.environ)  # kimik3 as a user runs it: its default state dir (scripts/demo.sh uses it too)
-IMPORTS = "import kimik3_reconciler.cli, kimik3_reconciler.adapters.docker_engine, kimik3_reconciler.adapters.hf_hub"
 
 
 def timed(argv: list[str]) -> float:

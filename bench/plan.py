@@ -1,6 +1,9 @@
 """Benchmark: a no-op `kimik3 plan` on a converged host against the floor, measured in the same run.
 
-    .venv/bin/python bench/plan.py [--runs 15]        # after `bash scripts/demo.sh`
+    .venv/bin/python bench/plan.py [--runs 15] [--profile FILE]   # after `bash scripts/demo.sh`
+
+`--profile`: the converged demo's profile when another checkout converged it (its relative paths, hence
+its launch inputs, are that checkout's); the code measured is always this checkout's (run from its root).
 
 - no-op plan: `kimik3 plan profiles/demo-cpu.yaml` (the demo converged: the plan says "no changes").
 - floor (issue 13, goal: plan <= 3x floor): `python -c pass` + `docker ps` + `docker inspect` of the
@@ -34,12 +37,15 @@ def _summary(name: str, times: list[float]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=15)
-    runs = parser.parse_args().runs
+    parser.add_argument("--profile", default=str(PROFILE),
+                        help="the converged demo's profile (default: this checkout's profiles/demo-cpu.yaml)")
+    args = parser.parse_args()
+    runs, profile = args.runs, args.profile
     compileall.compile_dir(ROOT / "kimik3_reconciler", quiet=1)
-    timed([*KIMIK3, "plan", str(PROFILE)])  # warm the page cache and dockerd once, uncounted
+    timed([*KIMIK3, "plan", profile])  # warm the page cache and dockerd once, uncounted
     plan, floor, imports = [], [], []
     for _ in range(runs):
-        plan.append(timed([*KIMIK3, "plan", str(PROFILE)]))
+        plan.append(timed([*KIMIK3, "plan", profile]))
         floor.append(timed([sys.executable, "-c", "pass"]) + timed(["docker", "ps"])
                      + timed(["docker", "inspect", CONTAINER]))
         imports.append(timed([sys.executable, "-c", "import kimik3_reconciler.cli"]))

@@ -7,28 +7,32 @@ still wants changes). A failing step stops the round: nothing after it runs, and
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from kimik3_reconciler.errors import ConvergenceError, Kimik3Error, LoadFailed, PlanError, StalePlan, VerifyFailed
-from kimik3_reconciler.locking import holding
+from kimik3_reconciler.errors import ConvergenceError, HubError, InputError, Kimik3Error, LoadFailed, PlanError, \
+    StalePlan, VerifyFailed
 from kimik3_reconciler.model.facts import Observed
-from kimik3_reconciler.model.host_lock import LockHolder
 from kimik3_reconciler.model.plan import Plan, Step
-from kimik3_reconciler.model.plan_file import SavedPlan
-from kimik3_reconciler.model.profile_source import LoadedProfile, parse_profile
+from kimik3_reconciler.model.loaded_profile import LoadedProfile
 from kimik3_reconciler.model.records import apply_key, last_good_key, unverified_key
-from kimik3_reconciler.model.specs import DockerHost, HealthWait, LaunchContainer, StartContainer, VerifyServer
+from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.model.specs import HealthWait, LaunchContainer, StartContainer, VerifyServer
 from kimik3_reconciler.observe import observe
 from kimik3_reconciler.observe.docker_objects import parse_container
 from kimik3_reconciler.planning import gate_reference, plan, plan_destroy, plan_prune, refuse_by_host_gate
-from kimik3_reconciler.planning.basis import observed_basis, stale_reasons
-from kimik3_reconciler.planning.rpc_step import docker_host
+from kimik3_reconciler.observe.workers import recorded_workers
+from kimik3_reconciler.planning.rpc_step import docker_host, dropped_worker_hosts, recorded_worker_hosts, worker_hosts
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps import Reporter, check_executable, execute
-from kimik3_reconciler.steps.workers import remember_workers
+
+if TYPE_CHECKING:
+    from kimik3_reconciler.model.host_lock import LockHolder
+    from kimik3_reconciler.model.plan_file import SavedPlan
 
 DEFAULT_ROUNDS = 3
 
@@ -48,14 +52,22 @@ class ApplyResult:
 
 @contextmanager
 def located(loaded: LoadedProfile) -> Iterator[None]:
-    """A planner's refusal of profile fields, with each field's file:line (the planner sees no file)."""
+    """A refusal of profile fields (the planner's, or a file a field names that cannot be used), with each field's
+    file:line: the planner and the observers see no file."""
     try:
         yield
-    except PlanError as exc:
-        if not exc.fields:
+    except (PlanError, InputError, HubError) as exc:
+        # A refusal that does not say which fields it refuses: those its text names (every refusal of a written
+        # field gets its line, whichever planner, observer or hub answer made it: "check model.quant").
+        fields = getattr(exc, "fields", ()) or loaded.fields_in(str(exc))
+        if not fields:
             raise
-        where = "\n".join(f"  at {loaded.where(path)}" for path in dict.fromkeys(exc.fields))
-        raise PlanError(f"{exc}\n{where}", exc.fields) from None
+        where = "\n".join(f"  at {loaded.where(path)}" for path in fields)
+        placed = copy.copy(exc)  # same class, code and attributes; the text gains the lines
+        placed.args = (f"{exc}\n{where}", *exc.args[1:])
+        if isinstance(placed, (PlanError, InputError)):
+            placed.fields = fields
+        raise placed from None
 
 
 class Engine:
@@ -63,11 +75,34 @@ class Engine:
         self.ports, self.reporter = ports, reporter
         self.base_dir, self.dockerfile = base_dir, dockerfile
 
-    def locked(self, operation: str, profile: str, timeout_s: float,
-               workers: tuple[DockerHost, ...] = ()) -> AbstractContextManager[LockHolder | None]:
+    def locked(self, operation: str, profile: Profile, timeout_s: float) -> AbstractContextManager[LockHolder | None]:
         """The per-host lock around a change (apply, destroy, prune, a reconcile pass): one kimik3 at a
-        time; waits up to `timeout_s`, then LockHeld (exit 5) naming the holder (locking.py)."""
-        return holding(self.ports, self.reporter.event, operation, profile, timeout_s, workers)
+        time; waits up to `timeout_s`, then LockHeld (exit 5) naming the holder (locking.py). Taken on this
+        host, then on every RPC worker host the change may touch: the profile's workers and the recorded
+        ones it dropped (their rpc-server is removed)."""
+        from kimik3_reconciler.locking import holding  # the commands that change the host; a plan takes no lock
+
+        return holding(self.ports, self.reporter.event, operation, profile.name, timeout_s, worker_hosts(profile),
+                       dropped_worker_hosts(profile, recorded_workers(self.ports.state, profile.name)))
+
+    def force_unlock(self, lock_id: str, profile: Profile | None) -> str:
+        """`kimik3 force-unlock ID [FILE]`: lock `lock_id` removed here and on the worker hosts a run of that
+        profile locks (FILE's profile; without it, the recorded workers of the profile this host's lock names)."""
+        if self.ports.lock is None:
+            raise InputError("no lock is wired")
+        if profile is not None:
+            hosts = (*worker_hosts(profile), *dropped_worker_hosts(profile, recorded_workers(self.ports.state,
+                                                                                             profile.name)))
+        else:
+            record = self.ports.lock.holder()[0]
+            named = record.profile if record is not None and record.id == lock_id else None
+            hosts = recorded_worker_hosts(recorded_workers(self.ports.state, named)) if named else ()
+        if hosts and self.ports.worker_lock is None:
+            raise InputError("no lock port for worker hosts is wired")
+        from kimik3_reconciler.locking import force_unlock
+
+        hint = "" if profile else "a lock on an RPC worker host: kimik3 force-unlock ID FILE (FILE: the profile)"
+        return force_unlock(self.ports.lock, lock_id, tuple((h, self.ports.worker_lock(h)) for h in hosts), hint)
 
     def observe(self, loaded: LoadedProfile, rehash: bool = False, gate_first: bool = False,
                 stat_only: bool = False) -> Observed:
@@ -93,6 +128,9 @@ class Engine:
         `source`: the profile file's absolute path, read again by `apply PLAN`."""
         observed = self.observe(loaded, rehash, gate_first=True)
         made = self._plan(loaded, observed)
+        from kimik3_reconciler.model.plan_file import SavedPlan  # saved plans only
+        from kimik3_reconciler.planning.basis import observed_basis
+
         basis = observed_basis(loaded.profile, observed)
         return made, SavedPlan(profile_source=source, profile_text=loaded.text, basis=basis, steps=made.steps,
                                created=self.ports.clock.now().isoformat(timespec="seconds"),
@@ -102,6 +140,8 @@ class Engine:
         """Execute exactly `saved`'s steps, once nothing moved since it was made (else StalePlan, nothing run);
         then wait for health as apply does. `profile_text_now`: the profile file as it reads now."""
         observed = self.observe(loaded, saved.rehash, gate_first=True)
+        from kimik3_reconciler.planning.basis import stale_reasons
+
         moved = stale_reasons(saved, loaded.profile, profile_text_now, observed, self._plan(loaded, observed))
         if moved:
             raise StalePlan(f"the saved plan (made {saved.created}) is stale: the host or the profile moved since; "
@@ -211,6 +251,8 @@ class Engine:
             if last is None or last.get("text") == loaded.text:
                 raise
             self.reporter.event("revert", to=last.get("source"), recorded=last.get("date"), reason=str(failure)[:200])
+            from kimik3_reconciler.model.profile_source import parse_profile  # pydantic: only when reverting
+
             try:
                 # Its relative paths (build.archive, patches, api_key_file) are relative to *its* folder.
                 reverting = Engine(self.ports, self.reporter, Path(last.get("base_dir") or self.base_dir),
@@ -224,6 +266,8 @@ class Engine:
             raise type(failure)(f"{failure}\nreverted to the last good profile (recorded {last.get('date')})") from None
         # Converged: every worker the profile names is recorded (also one an older kimik3 launched), so a
         # worker it drops later is removed rather than left listening.
+        from kimik3_reconciler.steps.workers import remember_workers  # an apply's end only
+
         remember_workers(self.ports.state, loaded.profile.name,
                          tuple((docker_host(w), w.container_name(loaded.profile.name)) for w in loaded.profile.workers),
                          converged=True)

@@ -75,9 +75,14 @@ class ProfileError(Kimik3Error):
 
 
 class InputError(Kimik3Error):
-    """A local input the profile names (patch, archive, api key file) is missing or unreadable."""
+    """A local input the profile names (patch, archive, api key file) is missing or unreadable. `fields`: the
+    profile fields that name it; the engine, which has the profile's file, adds their file:line (as PlanError)."""
 
     exit_code = 2
+
+    def __init__(self, message: str, fields: tuple[tuple[str | int, ...], ...] = ()):
+        super().__init__(message)
+        self.fields = fields
 
 
 class PlanError(Kimik3Error):

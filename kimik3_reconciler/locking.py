@@ -5,6 +5,10 @@ A second kimik3 waits up to its `--lock-timeout` (0 = fail at once), saying ever
 waits for, then fails with `LockHeld` (exit 5) naming the holder. A record left by a holder whose
 process is gone is taken over with a message (the kernel already freed its flock). `plan`, `status`
 and `verify` change nothing and never take it.
+
+With RPC workers the same holder (one lock id) also takes each worker host's lock (adapters/worker_lock.py),
+after this host's: the profile's workers, then the recorded ones it dropped, once per Docker.
+`force_unlock` removes a lock id wherever it is the current one, here and on the workers it is given.
 """
 
 from __future__ import annotations
@@ -12,11 +16,12 @@ from __future__ import annotations
 import os
 import socket
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
-from kimik3_reconciler.errors import InputError, LockHeld
-from kimik3_reconciler.model.host_lock import LockHolder
+from kimik3_reconciler.errors import InputError, Kimik3Error, LockHeld, PlanError
+from kimik3_reconciler.model.host_lock import LockHolder, worker_unlock_by_hand
+from kimik3_reconciler.model.records import rpc_workers_key
 from kimik3_reconciler.model.specs import DockerHost
 from kimik3_reconciler.ports import ClockPort, LockPort, Ports
 
@@ -31,36 +36,59 @@ def new_holder(operation: str, profile: str, clock: ClockPort) -> LockHolder:
                       host=socket.gethostname(), started=clock.now().isoformat(timespec="seconds"))
 
 
-def acquire(lock: LockPort, clock: ClockPort, holder: LockHolder, timeout_s: float, say: Say) -> None:
-    """Take the lock for `holder`, waiting at most `timeout_s`; LockHeld naming the holder after that."""
+def acquire(lock: LockPort, clock: ClockPort, holder: LockHolder, timeout_s: float, say: Say,
+            worker: DockerHost | None = None) -> None:
+    """Take the lock for `holder`, waiting at most `timeout_s`; LockHeld naming the holder after that.
+    `worker`: the lock is that RPC worker host's (its Docker), not this host's."""
     start = clock.monotonic()
     next_progress = start
+    where = {"worker": worker.name} if worker is not None else {}
     while True:
         attempt = lock.try_acquire(holder)
         if attempt.acquired:
             if attempt.note is not None:
                 say("lock-host-wide-unavailable", why=attempt.note)
             if attempt.holder is not None:
-                say("lock-taken-over", stale=attempt.holder.describe(),
+                say("lock-taken-over", stale=attempt.holder.describe(), **where,
                     why="its process is gone (the kernel released its lock); its run did not finish")
             return
         now = clock.monotonic()
         waited = now - start
         if waited >= timeout_s:
-            raise LockHeld(_held_message(attempt.holder, waited, timeout_s),
+            raise LockHeld(_held_message(attempt.holder, waited, timeout_s, worker),
                            attempt.holder.id if attempt.holder else None)
         if now >= next_progress:
-            say("lock-wait", holder=attempt.holder.describe() if attempt.holder else "another kimik3",
+            say("lock-wait", holder=attempt.holder.describe() if attempt.holder else "another kimik3", **where,
                 waited_s=round(waited), timeout_s=round(timeout_s))
             next_progress = now + PROGRESS_EVERY_S
         clock.sleep(min(POLL_S, timeout_s - waited))
 
 
+def _acquire_worker(ports: Ports, holder: LockHolder, timeout_s: float, say: Say, host: DockerHost,
+                    dropped: bool) -> LockPort:
+    if ports.worker_lock is None:
+        raise InputError(f"rpc worker {host.name}: no lock port for worker hosts is wired")
+    lock = ports.worker_lock(host)
+    try:
+        acquire(lock, ports.clock, holder, timeout_s, say, worker=host)
+    except LockHeld:
+        raise
+    except Kimik3Error as exc:
+        # Its Docker does not answer: nothing can be changed there, and nothing is changed anywhere (exit 3, as
+        # the planner refuses an unreachable worker), the worker named.
+        gone = (f"\n  the profile no longer names this worker (state record {rpc_workers_key(holder.profile)}): "
+                "bring its Docker back, or remove its rpc-server there by hand and delete its entry from that "
+                "record (docs/operations.md, \"Dropping a worker\")") if dropped else ""
+        raise PlanError(f"rpc worker {host.name}: cannot take the apply lock in its Docker at {host.url}: "
+                        f"{exc}{gone}") from exc
+    return lock
+
+
 @contextmanager
 def holding(ports: Ports, say: Say, operation: str, profile: str, timeout_s: float,
-            workers: tuple[DockerHost, ...] = ()) -> Iterator[LockHolder | None]:
-    """The lock held around the block (this host's, then each RPC worker host's, in profile order), released
-    however the block ends."""
+            workers: tuple[DockerHost, ...] = (), dropped: tuple[DockerHost, ...] = ()) -> Iterator[LockHolder | None]:
+    """The lock held around the block (this host's, then each RPC worker host's: the profile's workers in
+    profile order, then the recorded workers it dropped), released however the block ends."""
     if ports.lock is None:  # fakes without a lock port: engine unit tests that do not test locking
         yield None
         return
@@ -68,14 +96,12 @@ def holding(ports: Ports, say: Say, operation: str, profile: str, timeout_s: flo
     acquire(ports.lock, ports.clock, holder, timeout_s, say)
     taken: list[LockPort] = []
     try:
-        for host in dict.fromkeys(workers):  # one lock per worker Docker
-            if ports.worker_lock is None:
-                raise InputError(f"rpc worker {host.name}: no lock port for worker hosts is wired")
-            lock = ports.worker_lock(host)
-            # A worker converged by two kimik3 at once (two main hosts sharing it) would race on its
-            # rpc-server: every host a run changes is locked, always in the same order.
-            acquire(lock, ports.clock, holder, timeout_s, say)
-            taken.append(lock)
+        # A worker converged by two kimik3 at once (two main hosts sharing it) would race on its rpc-server,
+        # and a dropped worker's removal is a change there too: every host a run changes is locked, always in
+        # the same order, once per Docker (two workers on one host share its lock).
+        named = {(h.url, h.tls_dir) for h in workers}
+        for host in _one_per_docker((*workers, *dropped)):
+            taken.append(_acquire_worker(ports, holder, timeout_s, say, host, (host.url, host.tls_dir) not in named))
         yield holder
     finally:
         for lock in reversed(taken):
@@ -83,26 +109,65 @@ def holding(ports: Ports, say: Say, operation: str, profile: str, timeout_s: flo
         ports.lock.release(holder)
 
 
-def force_unlock(lock: LockPort, lock_id: str) -> str:
-    """Remove lock `lock_id` (it must be the current one); says what was removed and whether its holder runs."""
+def _one_per_docker(hosts: tuple[DockerHost, ...]) -> tuple[DockerHost, ...]:
+    seen: dict[tuple[str, str | None], DockerHost] = {}
+    for host in hosts:
+        seen.setdefault((host.url, host.tls_dir), host)
+    return tuple(seen.values())
+
+
+def force_unlock(lock: LockPort, lock_id: str, workers: Sequence[tuple[DockerHost, LockPort]] = (),
+                 hint: str = "") -> str:
+    """Remove lock `lock_id` here and on each worker host where it is the current one (a run holds one id on
+    every host it locks); says what was removed and whether its holder runs. A worker whose Docker does not
+    answer is named with the commands that remove it there by hand. `hint`: added when the id is nowhere."""
     record, held = lock.holder()
-    if record is None:
-        state = "is held, but its holder has not written its record yet; try again" if held else "is not locked"
-        raise InputError(f"no lock {lock_id}: the host {state}")
-    if record.id != lock_id:
-        raise InputError(f"lock id {lock_id!r} is not the current lock; the current one is {record.describe()}")
-    lock.break_lock()
+    said: list[str] = []
+    if record is not None and record.id == lock_id:
+        lock.break_lock()
+        said.append(_removed(lock, record, held, ""))
+    others, unreachable = [], []
+    for host, worker_lock in _unique(workers):
+        try:
+            found, alive = worker_lock.holder()
+            if found is not None and found.id == lock_id:
+                worker_lock.break_lock()
+                said.append(_removed(worker_lock, found, alive, f" on rpc worker {host.name} ({host.url})"))
+            elif found is not None:
+                others.append(f"rpc worker {host.name}: {found.describe()}")
+        except Kimik3Error as exc:
+            unreachable.append(f"rpc worker {host.name}: cannot reach its Docker at {host.url} ({exc}); "
+                               f"if lock {lock_id} is there: {worker_unlock_by_hand(host, lock_id)}")
+    if not said:
+        if record is None:
+            state = "is held, but its holder has not written its record yet; try again" if held else "is not locked"
+            here = f"no lock {lock_id}: the host {state}"
+        else:
+            here = f"lock id {lock_id!r} is not the current lock; the current one is {record.describe()}"
+        raise InputError("\n  ".join((here, *others, *unreachable, *([hint] if hint else []))))
+    return "\n".join((*said, *unreachable))
+
+
+def _unique(workers: Sequence[tuple[DockerHost, LockPort]]) -> list[tuple[DockerHost, LockPort]]:
+    hosts = _one_per_docker(tuple(host for host, _ in workers))
+    return [(host, next(lock for h, lock in workers if h == host)) for host in hosts]
+
+
+def _removed(lock: LockPort, record: LockHolder, held: bool, where: str) -> str:
     if not held:
-        return f"removed the stale lock record {lock_id} ({record.describe()}): its process is gone"
+        return f"removed the stale lock record {record.id}{where} ({record.describe()}): its process is gone"
     if lock.alive(record):
-        return (f"removed lock {lock_id} ({record.describe()}); pid {record.pid} still runs on this host and may "
-                f"still change it: stop it (kill {record.pid}) if it is hung")
-    return f"removed lock {lock_id} ({record.describe()})"
+        return (f"removed lock {record.id}{where} ({record.describe()}); pid {record.pid} still runs on this host "
+                f"and may still change it: stop it (kill {record.pid}) if it is hung")
+    return f"removed lock {record.id}{where} ({record.describe()})"
 
 
-def _held_message(holder: LockHolder | None, waited_s: float, timeout_s: float) -> str:
+def _held_message(holder: LockHolder | None, waited_s: float, timeout_s: float, worker: DockerHost | None) -> str:
     who = holder.describe() if holder else "another kimik3 (its record is not written yet)"
     waited = "did not wait (--lock-timeout 0)" if timeout_s <= 0 else f"waited {waited_s:.0f}s (--lock-timeout)"
-    hint = f"; if that process is hung: kimik3 force-unlock {holder.id}" if holder else ""
-    return (f"the host is locked by another kimik3: {who}; {waited}. Nothing was changed. Retry when it is "
+    # A worker's lock is found through the profile's workers: force-unlock needs the profile file there.
+    unlock = f"kimik3 force-unlock {holder.id}" + (" FILE (FILE: this profile)" if worker else "") if holder else ""
+    hint = f"; if that process is hung: {unlock}" if holder else ""
+    place = f"rpc worker {worker.name} ({worker.url})" if worker else "the host"
+    return (f"{place} is locked by another kimik3: {who}; {waited}. Nothing was changed. Retry when it is "
             f"done, or wait for it with --lock-timeout DURATION{hint}")

@@ -5,12 +5,14 @@ from __future__ import annotations
 import datetime
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from kimik3_reconciler.model.bench import RequestSample
 from kimik3_reconciler.model.facts import RemoteFile
 from kimik3_reconciler.model.host_lock import LockAttempt, LockHolder
 from kimik3_reconciler.model.specs import ContainerSpec, DockerHost, ImageBuild, ModelDownload
+
+if TYPE_CHECKING:  # `kimik3 bench` only
+    from kimik3_reconciler.model.bench import RequestSample
 
 LineSink = Callable[[str], None]
 
@@ -114,6 +116,7 @@ class HostPort(Protocol):
     def lscpu_parseable(self) -> str: ...
     def cpuinfo(self) -> str: ...
     def tailscale_ipv4(self) -> str | None: ...
+    def has_address(self, address: str) -> bool: ...  # an IP literal this host can bind (False: not one of its own)
     def disk_free(self, path: str) -> int: ...  # free bytes on the filesystem that holds (or will hold) path
     def mounts(self) -> str: ...  # /proc/self/mounts, as read
     def real_path(self, path: str) -> str: ...  # symlinks resolved (of the nearest existing ancestor)
@@ -125,6 +128,7 @@ class HostPort(Protocol):
     def cdi_spec_text(self, path: str) -> str: ...  # "" when unreadable
     def container_toolkit_version(self) -> str: ...  # `nvidia-ctk --version` (or nvidia-container-cli); "" if absent
     def tcp_tables(self) -> str: ...  # /proc/net/tcp then /proc/net/tcp6, as read
+    def tcp_listening(self) -> str: ...  # the LISTEN sockets only, in tcp_tables' line format (cheap)
     def process_rss(self, pid: int) -> int | None: ...  # resident bytes (VmRSS); None: gone or unreadable
     def page_cache_bytes(self, path: str) -> tuple[int, int] | None: ...  # (cached bytes, size): mincore
     def socket_owners(self, inodes: set[int], likely: frozenset[int] = frozenset()) -> dict[int, tuple[int, str]]:

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 from kimik3_reconciler.engine import Engine
-from kimik3_reconciler.planning.rpc_step import worker_hosts
 from kimik3_reconciler.errors import (
     BuildFailed,
     InputError,
@@ -41,7 +40,7 @@ from kimik3_reconciler.errors import (
 from kimik3_reconciler.locking import new_holder
 from kimik3_reconciler.model.host_lock import LockHolder
 from kimik3_reconciler.model.plan import Plan
-from kimik3_reconciler.model.profile_source import LoadedProfile
+from kimik3_reconciler.model.loaded_profile import LoadedProfile
 from kimik3_reconciler.model.records import reconcile_loop_key
 
 JITTER_FRACTION = 0.1  # --jitter adds up to 10 % of the interval to each wait
@@ -108,8 +107,7 @@ class ReconcileLoop:
 
     def _converge(self, loaded: LoadedProfile) -> Line:
         try:
-            with self.engine.locked("reconcile", loaded.profile.name, timeout_s=0,
-                                    workers=worker_hosts(loaded.profile)):
+            with self.engine.locked("reconcile", loaded.profile, timeout_s=0):
                 result = self.engine.apply_or_revert(loaded, self._check(loaded) if self.verify_server else None,
                                                      admit=self._admit)
         except LockHeld as exc:  # another kimik3 is at work: this pass is skipped, the next one looks again

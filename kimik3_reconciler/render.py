@@ -1,10 +1,8 @@
-"""Render plans and status for people (rich) — the CLI's view layer, no decisions here."""
+"""Render plans and status for people (styled lines, rich on a terminal) — the CLI's view layer, no decisions here."""
 
 from __future__ import annotations
 
-from rich.console import Console
-from rich.text import Text
-
+from kimik3_reconciler.console import Stream, Styled as Text
 from kimik3_reconciler.model.plan import Action, Plan, Step
 
 _STYLE = {
@@ -13,7 +11,7 @@ _STYLE = {
 }
 
 
-def render_plan(plan: Plan, console: Console, verbose: bool = False) -> None:
+def render_plan(plan: Plan, console: Stream, verbose: bool = False) -> None:
     console.print(Text(f"Plan for {plan.profile}: {plan.summary()}", style="bold"))
     for warning in plan.warnings:
         console.print(Text(f"  warning: {warning}", style="yellow"))
@@ -31,7 +29,7 @@ def render_plan(plan: Plan, console: Console, verbose: bool = False) -> None:
             _render_step(step, console, verbose)
 
 
-def _render_step(step: Step, console: Console, verbose: bool) -> None:
+def _render_step(step: Step, console: Stream, verbose: bool) -> None:
     if not step.changes and not verbose:
         return
     line = Text(f"{step.action.symbol:>3} ", style=_STYLE[step.action])

@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING, Any
 from kimik3_reconciler import logs
 
 if TYPE_CHECKING:
-    from rich.console import Console
     from rich.progress import Progress, TaskID
+
+    from kimik3_reconciler.console import Stream
 
 
 def configure_logging(json_logs: bool, verbose: bool) -> None:
@@ -19,7 +20,7 @@ def configure_logging(json_logs: bool, verbose: bool) -> None:
 class CliReporter:
     """Executors' events: a rich progress bar per task on a TTY, JSON progress events otherwise."""
 
-    def __init__(self, console: Console, interactive: bool, verbose: bool):
+    def __init__(self, console: Stream, interactive: bool, verbose: bool):
         self.console, self.interactive, self.verbose = console, interactive, verbose
         self._progress: Progress | None = None
         self._tasks: dict[str, TaskID] = {}
@@ -50,7 +51,8 @@ class CliReporter:
             )
 
             self._progress = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
-                                      TransferSpeedColumn(), TimeRemainingColumn(), console=self.console,
+                                      TransferSpeedColumn(), TimeRemainingColumn(),
+                                      console=getattr(self.console, "rich", self.console),
                                       transient=True)
             self._progress.start()
         key = task.split(" (")[0]

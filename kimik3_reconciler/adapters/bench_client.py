@@ -10,16 +10,16 @@ just before the request is written. The final chunk's `timings` is the server's 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from typing import TYPE_CHECKING, Any
 
+from kimik3_reconciler.errors import PermanentError, TransientError
+
 if TYPE_CHECKING:  # httpx (and the rich it pulls in) is imported where a bench runs: a no-op plan never loads it
     import httpx
 
-from kimik3_reconciler.errors import PermanentError, TransientError
-from kimik3_reconciler.model.bench import RequestSample
+    from kimik3_reconciler.model.bench import RequestSample
 
 _TIMINGS = ("prompt_n", "prompt_ms", "prompt_per_second", "predicted_n", "predicted_ms", "predicted_per_second")
 
@@ -58,10 +58,14 @@ class HttpLoad:
     def run_level(self, base_url: str, api_key: str | None, prompts: list[list[int]], output_tokens: int,
                   concurrency: int) -> tuple[list[RequestSample], float]:
         """Send `prompts` with `concurrency` in flight (closed loop); the samples and the level's wall time."""
+        import asyncio  # a bench run only: a no-op plan builds this port and never calls it
+
         return asyncio.run(self._level(base_url, api_key, prompts, output_tokens, concurrency))
 
     async def _level(self, base_url: str, api_key: str | None, prompts: list[list[int]], output_tokens: int,
                      concurrency: int) -> tuple[list[RequestSample], float]:
+        import asyncio
+
         import httpx
 
         queue = list(reversed(prompts))
@@ -84,6 +88,8 @@ class HttpLoad:
 
 async def _one(client: httpx.AsyncClient, prompt: list[int], output_tokens: int) -> RequestSample:
     import httpx
+
+    from kimik3_reconciler.model.bench import RequestSample
 
     body = {"prompt": prompt, "n_predict": output_tokens, "stream": True, "cache_prompt": False,
             "ignore_eos": True, "return_tokens": True, "temperature": 0.0}

@@ -7,12 +7,12 @@ never loads it (docs/design.md "Observation costs")."""
 from __future__ import annotations
 
 import errno
+import functools
 import os
+import types
 from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-from tenacity import RetryCallState, retry, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from kimik3_reconciler import logs
 from kimik3_reconciler.adapters.docker_socket import EngineApiError, EngineSocket, EngineUnreachable, engine_socket
@@ -22,6 +22,8 @@ from kimik3_reconciler.model.specs import ContainerSpec, ImageBuild
 from kimik3_reconciler.ports import LineSink
 
 if TYPE_CHECKING:
+    from tenacity import RetryCallState
+
     import docker
     import docker.tls
     import docker.types
@@ -42,10 +44,50 @@ def _say_retrying(state: RetryCallState) -> None:
                 f"in all ({waited:.0f} s so far, attempt {state.attempt_number})")
 
 
-# The one retry layer: public DockerEngine methods carry it; they call each other only through the
-# undecorated `_inspect_container`, so a retried call never nests another 90 s of retries.
-_transient = retry(retry=retry_if_exception_type(TransientError), stop=stop_after_delay(DAEMON_RESTART_S),
-                   wait=wait_exponential(multiplier=0.5, max=5), before_sleep=_say_retrying, reraise=True)
+class _transient:  # noqa: N801 - used as a decorator
+    """The one retry layer: public DockerEngine methods carry it; they call each other only through the
+    undecorated `_inspect_container`, so a retried call never nests another 90 s of retries.
+
+    tenacity (~15 ms of imports: concurrent.futures, logging, asyncio support) is loaded at a method's first
+    transient error, which a converged plan never meets. That error is then handed to tenacity as its first
+    attempt's outcome, so the retries, their messages and the 90 s window are those of a method decorated
+    with tenacity from the start. `.retry` is tenacity's controller of the method (tests replace its sleep)."""
+
+    def __init__(self, fn: Any):
+        functools.update_wrapper(self, fn)
+        self.fn, self._retried = fn, None
+
+    @property
+    def retry(self) -> Any:
+        return self._tenacity().retry
+
+    def _tenacity(self) -> Any:
+        if self._retried is None:
+            from tenacity import retry, retry_if_exception_type, stop_after_delay, wait_exponential
+
+            self._retried = retry(retry=retry_if_exception_type(TransientError), stop=stop_after_delay(DAEMON_RESTART_S),
+                                  wait=wait_exponential(multiplier=0.5, max=5), before_sleep=_say_retrying,
+                                  reraise=True)(self.fn)
+        return self._retried
+
+    def __get__(self, engine: Any, owner: type | None = None) -> Any:
+        return self if engine is None else types.MethodType(self, engine)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._retried is not None:
+            return self._retried(*args, **kwargs)
+        try:
+            return self.fn(*args, **kwargs)
+        except TransientError as error:
+            first = [error]
+
+        @functools.wraps(self.fn)
+        def attempt(*args: Any, **kwargs: Any) -> Any:
+            if first:  # tenacity's first attempt is the call that just failed
+                raise first.pop()
+            return self.fn(*args, **kwargs)
+
+        return self._tenacity().retry.copy()(attempt, *args, **kwargs)
 
 # What a restarting daemon looks like from the client: the socket is there (or was, a moment ago) but
 # nobody accepts or a connection is cut. Anything else (no socket ever, no permission, a 5xx from a

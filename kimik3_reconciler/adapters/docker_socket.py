@@ -2,8 +2,8 @@
 
 What every `plan` asks (info, the container, its image, images and containers by label) costs, through
 the docker SDK, ~75 ms of imports (requests, urllib3, ...) and ~5 ms a request on a 2-core machine,
-about a quarter of a no-op plan; over the socket with `http.client` it is ~0.5 ms a request and no
-import. `EngineSocket` offers the five read calls of `docker.APIClient` kimik3 uses, with the same
+about a quarter of a no-op plan; over the socket (adapters/http_wire.py: what http.client sends, without
+its ~20 ms of imports) it is ~0.5 ms a request. `EngineSocket` offers the five read calls of `docker.APIClient` kimik3 uses, with the same
 names, arguments and answers (the same JSON: unversioned paths get the daemon's own API version, which
 is what the SDK negotiates), so adapters/docker_engine.py reads through either. Writes stay on the SDK.
 
@@ -15,7 +15,6 @@ as it translates the SDK's (TransientError: retried through a daemon restart; Pe
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import socket
@@ -23,6 +22,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
+
+from kimik3_reconciler.adapters import http_wire
 
 DEFAULT_SOCKET = "/var/run/docker.sock"  # docker.constants.DEFAULT_UNIX_SOCKET, the default context's endpoint
 
@@ -81,17 +82,6 @@ def _context_name(environ: Mapping[str, str]) -> str:
     return "default"
 
 
-class _UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path: str, timeout: float):
-        super().__init__("localhost", timeout=timeout)
-        self._path = path
-
-    def connect(self) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(self.timeout)
-        self.sock.connect(self._path)
-
-
 class EngineSocket:
     """`docker.APIClient`'s read calls kimik3 makes (info, inspect_container, inspect_image, images,
     containers), over a unix socket. A connection per request: nothing goes stale in a long reconcile loop."""
@@ -119,17 +109,17 @@ class EngineSocket:
 
     def _get(self, path: str, params: dict[str, Any] | None = None) -> Any:
         target = f"{path}?{urlencode(params)}" if params else path
-        connection = _UnixConnection(self.path, self.timeout)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            connection.request("GET", target, headers={"Accept": "application/json"})
-            response = connection.getresponse()
-            body = response.read()
-        except (OSError, http.client.HTTPException) as exc:
+            sock.settimeout(self.timeout)
+            sock.connect(self.path)
+            status, reason, body = http_wire.get(sock, "localhost", target, {"Accept": "application/json"})
+        except (OSError, http_wire.MalformedAnswer) as exc:
             raise EngineUnreachable(f"{self.path}: {type(exc).__name__}: {exc}") from exc
         finally:
-            connection.close()
-        if response.status >= 400:
-            raise EngineApiError(response.status, response.reason, _explanation(body))
+            sock.close()
+        if status >= 400:
+            raise EngineApiError(status, reason, _explanation(body))
         return json.loads(body)
 
 

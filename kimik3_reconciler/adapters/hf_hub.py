@@ -14,12 +14,11 @@ from typing import TYPE_CHECKING
 # cache modules cost ~0.2 s to import (bench/plan.py); they, httpx and the downloader are imported where
 # they are used.
 from huggingface_hub import constants
-from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_fixed
 
 from kimik3_reconciler.adapters.translate import translated
 from kimik3_reconciler.errors import HubError, Kimik3Error
 from kimik3_reconciler.model.facts import RemoteFile
-from kimik3_reconciler.model.hub_endpoint import token_may_go_to
+from kimik3_reconciler.model.hub_endpoint import masked, shown, token_may_go_to
 from kimik3_reconciler.model.specs import ModelDownload
 
 if TYPE_CHECKING:
@@ -37,7 +36,13 @@ def _is_transport(exc: Exception) -> bool:
 
 
 def _hub_error(exc: Exception, what: str, hub: str) -> Kimik3Error | None:
-    """`what`: the repo, revision and path asked for, so the message names which one the hub refused."""
+    """`what`: the repo, revision and path asked for, so the message names which one the hub refused. Credentials
+    in the hub URL (HF_ENDPOINT=https://user:password@mirror) are masked in the message."""
+    error = _hub_error_unmasked(exc, what, shown(hub))
+    return type(error)(masked(str(error), hub)) if error is not None else None
+
+
+def _hub_error_unmasked(exc: Exception, what: str, hub: str) -> Kimik3Error | None:
     import httpx
     from huggingface_hub.errors import (
         EntryNotFoundError,
@@ -90,6 +95,7 @@ class HuggingFaceHub:
         if time.monotonic() - self._answered.get(hub, -PROBE_VALID_S) < PROBE_VALID_S or constants.HF_HUB_OFFLINE:
             return  # answered recently; or offline, where huggingface_hub itself refuses without a request
         import httpx
+        from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_fixed
 
         try:
             for attempt in Retrying(retry=retry_if_exception_type(httpx.TransportError), stop=stop_after_attempt(2),
@@ -97,7 +103,7 @@ class HuggingFaceHub:
                 with attempt:
                     httpx.head(hub, timeout=httpx.Timeout(10.0, connect=5.0))
         except httpx.TransportError as exc:
-            raise HubError(f"{what}: hub {hub} not reachable: {exc} (tried twice)") from exc
+            raise HubError(masked(f"{what}: hub {shown(hub)} not reachable: {exc} (tried twice)", hub)) from exc
         self._answered[hub] = time.monotonic()
 
     def default_cache_dir(self) -> str:
@@ -123,7 +129,7 @@ class HuggingFaceHub:
                     entries = list(api.get_paths_info(repo, [path], revision=revision))
             found = [e for e in entries if isinstance(e, RepoFile)]
             if not found:
-                raise HubError(f"{what}: nothing at this path at hub {hub} (check model.quant / model.mmproj)")
+                raise HubError(f"{what}: nothing at this path at hub {shown(hub)} (check model.quant / model.mmproj)")
             files += [_remote(e) for e in found]
         return sorted(files, key=lambda f: f.path)
 
@@ -148,7 +154,7 @@ class HuggingFaceHub:
         with translated(lambda exc: _hub_error(exc, f"{repo}:{path}", endpoint or constants.ENDPOINT)):
             response = httpx.get(url, headers=headers, follow_redirects=True, timeout=60.0)
         if response.status_code not in (200, 206):
-            raise HubError(f"{repo}:{path}: HTTP {response.status_code} reading its header from {url}")
+            raise HubError(f"{repo}:{path}: HTTP {response.status_code} reading its header from {shown(url)}")
         return response.content[:nbytes]
 
     def remove_cached(self, repo: str, revision: str, path: str, cache_dir: str) -> None:

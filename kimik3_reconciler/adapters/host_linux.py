@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import errno
 import itertools
 import os
 import shutil
@@ -89,8 +90,27 @@ class LinuxHost:
         lines = _run(["tailscale", "ip", "-4"]).split()
         return lines[0] if lines else None
 
+    def has_address(self, address: str) -> bool:
+        """Whether a socket can bind `address` (port 0: any free one, closed at once). EADDRNOTAVAIL is the kernel's
+        "not an address of this host"; another error (a firewall, permissions) is not that, so counts as present."""
+        family = socket.AF_INET6 if ":" in address else socket.AF_INET
+        try:
+            with socket.socket(family, socket.SOCK_STREAM) as probe:
+                probe.bind((address, 0))
+        except OSError as exc:
+            return exc.errno != errno.EADDRNOTAVAIL
+        return True
+
     def tcp_tables(self) -> str:
         return _read("/proc/net/tcp") + _read("/proc/net/tcp6")
+
+    def tcp_listening(self) -> str:
+        from kimik3_reconciler.adapters.sock_diag import listening_tcp
+
+        try:
+            return listening_tcp()  # netlink: the listening sockets alone, not the kernel's whole table
+        except OSError:
+            return self.tcp_tables()
 
     def process_rss(self, pid: int) -> int | None:
         """Resident bytes of a process (VmRSS in /proc/<pid>/status); None when it is gone or unreadable."""

@@ -1,20 +1,19 @@
 """HTTP: the health probe (standard library), archive downloads (httpx), chat against llama-server (openai).
 
-The probe runs on every plan (the container's /health): `http.client` answers it in well under a
-millisecond, where `httpx.get` costs its import, httpcore's and a TLS context (~70 ms on a 2-core machine)
-for a plain-HTTP request to this host's own server. httpx and openai are imported where they are used.
+The probe runs on every plan (the container's /health): one GET on a socket (adapters/http_wire.py) answers
+it in well under a millisecond, where `httpx.get` costs its import, httpcore's and a TLS context (~70 ms on
+a 2-core machine) for a plain-HTTP request to this host's own server, and `http.client` ~20 ms of imports
+(email, ssl). http.client, httpx, tenacity and openai are imported where they are used.
 """
 
 from __future__ import annotations
 
 import hashlib
-import http.client
 import socket
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
-
+from kimik3_reconciler.adapters import http_wire
 from kimik3_reconciler.errors import PermanentError, TransientError
 
 
@@ -26,21 +25,28 @@ class HttpClient:
         parts = urlsplit(url)
         if parts.scheme != "http" or not parts.hostname:
             return "unreachable"
-        connection = http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=3.0)
         try:
-            connection.request("GET", (parts.path or "/") + (f"?{parts.query}" if parts.query else ""))
-            status = connection.getresponse().status
-        except (OSError, http.client.HTTPException, ValueError):  # refused, reset, timeout, a bad port
+            port = parts.port or 80
+            with socket.create_connection((parts.hostname, port), timeout=3.0) as sock:
+                host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+                status, _, _ = http_wire.get(sock, host if port == 80 else f"{host}:{port}",
+                                             (parts.path or "/") + (f"?{parts.query}" if parts.query else ""),
+                                             body=False)
+        except (OSError, http_wire.MalformedAnswer, ValueError):  # refused, reset, timeout, a bad port
             return "unreachable"
-        finally:
-            connection.close()
         if status == 200:
             return "ok"
         return "loading" if status == 503 else "unreachable"
 
-    @retry(retry=retry_if_exception_type(TransientError), stop=stop_after_attempt(4),
-           wait=wait_exponential(multiplier=1, max=20), reraise=True)
     def fetch(self, url: str, dest: Path) -> str:
+        """Download `url` to `dest` (its sha256), retried on transient failures (4 tries)."""
+        from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+        retried = retry(retry=retry_if_exception_type(TransientError), stop=stop_after_attempt(4),
+                        wait=wait_exponential(multiplier=1, max=20), reraise=True)(self._fetch_once)
+        return retried(url, dest)
+
+    def _fetch_once(self, url: str, dest: Path) -> str:
         import httpx
 
         partial = dest.with_name(dest.name + ".partial")
@@ -66,6 +72,8 @@ class HttpClient:
         parts = urlsplit(url)
         if parts.scheme != "http" or not parts.hostname:
             return 0, f"not a plain-HTTP URL: {url}"
+        import http.client  # the exporter's scrapes: a long-running process
+
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         connection = http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=timeout_s)
         try:

@@ -37,7 +37,7 @@ from kimik3_reconciler.adapters.hub_ranges import RangesIgnored, fetch_ranges
 from kimik3_reconciler.adapters.translate import translated
 from kimik3_reconciler.errors import DownloadFailed, HubError, Kimik3Error, TransientError
 from kimik3_reconciler.model.facts import RemoteFile
-from kimik3_reconciler.model.hub_endpoint import token_may_go_to
+from kimik3_reconciler.model.hub_endpoint import shown, token_may_go_to
 
 CHUNK = 8 << 20
 Progress = Callable[[str, int, int], None]
@@ -103,7 +103,7 @@ def _link(target: Target) -> None:
 
 def _hub(target: Target) -> str:
     parts = urlsplit(target.url)
-    return f"{parts.scheme}://{parts.netloc}"
+    return shown(f"{parts.scheme}://{parts.netloc}")  # a user:password@ in HF_ENDPOINT is never printed
 
 
 def _raise_for(response: httpx.Response, target: Target) -> None:

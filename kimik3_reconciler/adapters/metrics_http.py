@@ -2,7 +2,9 @@
 (the exporter's fingerprint: how kimik3 tells its own exporter from whatever holds the port).
 
 aiohttp: one maintained package that is both the server and, for the latency proxy, the streaming
-client, on one event loop (docs/design.md says why not starlette+uvicorn+httpx).
+client, on one event loop (docs/design.md says why not starlette+uvicorn+httpx); the loop is uvloop's
+(libuv): the proxy relays one chunk per token, and asyncio's own loop costs a quarter more CPU per
+token (bench/proxy_cpu.py).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
+import uvloop
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import CollectorRegistry
@@ -56,5 +59,6 @@ async def _serve(sites: list[tuple[web.Application, str, int]]) -> None:
 
 
 def serve(sites: list[tuple[web.Application, str, int]]) -> None:
-    """Serve every (app, host, port) until SIGTERM/SIGINT."""
-    asyncio.run(_serve(sites))
+    """Serve every (app, host, port) until SIGTERM/SIGINT, on uvloop's event loop."""
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(_serve(sites))

@@ -3,10 +3,30 @@ A host without the NVIDIA driver is a fact ({"error": ...}: 0 GPUs), not a crash
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 
+# pynvml's first step on Linux, and its error when that fails (tests/unit/test_import_costs.py compares them).
+LIBRARY = "libnvidia-ml.so.1"
+LIBRARY_NOT_FOUND = "NVMLError_LibraryNotFound: NVML Shared Library Not Found"
+
+
+def _library_loads() -> bool:
+    """Can the NVML library be loaded? Asked first with ctypes alone: pynvml's import (~25 ms of ctypes
+    structures) is paid only where there is a library to talk to, not on every plan of a CPU host."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(LIBRARY)
+    except OSError:
+        return False
+    return True
+
+
 def nvml_dump() -> dict[str, Any]:
+    if sys.platform.startswith("linux") and not _library_loads():
+        return {"error": LIBRARY_NOT_FOUND}  # what pynvml.nvmlInit() raises here, word for word
     try:
         import pynvml
 

@@ -9,19 +9,32 @@ import sys
 import time
 from pathlib import Path
 
+from kimik3_reconciler.adapters.log_cap import (
+    CAP_BYTES,
+    LOG_FILE_ENV,
+    open_log,
+    rotate_if_over,
+)
+
 
 class LocalProcesses:
-    def __init__(self, state_dir: Path):
-        self.state_dir = Path(state_dir)
+    def __init__(self, state_dir: Path, log_cap: int = CAP_BYTES):
+        self.state_dir, self.log_cap = Path(state_dir), log_cap
 
     def spawn(self, args: tuple[str, ...], log_key: str) -> int:
         log = self.state_dir / log_key
         log.parent.mkdir(parents=True, exist_ok=True)
-        with open(log, "ab") as out:
-            # Its own session: a Ctrl-C or the end of this kimik3 does not reach it; stdin closed.
+        rotate_if_over(log, self.log_cap)  # a process restarted again and again (a crash loop) grows it at each start too
+        out = open_log(log)
+        try:
+            # Its own session: a Ctrl-C or the end of this kimik3 does not reach it; stdin closed. It caps its
+            # own log from then on (log_cap.py), found through KIMIK3_LOG_FILE.
             process = subprocess.Popen([sys.executable, "-m", "kimik3_reconciler", *args], stdin=subprocess.DEVNULL,
                                        stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                       env={**os.environ, "KIMIK3_STATE_DIR": str(self.state_dir)})
+                                       env={**os.environ, "KIMIK3_STATE_DIR": str(self.state_dir),
+                                            LOG_FILE_ENV: str(log.resolve())})
+        finally:
+            os.close(out)
         return process.pid
 
     def invocation(self) -> tuple[tuple[str, ...], dict[str, str]]:

@@ -4,7 +4,7 @@ The lock is a container that never runs: `kimik3-host-lock`, created from an emp
 imports once (`kimik3-lock:1`, no files). Docker refuses a second container of that name (409), which
 makes creation an atomic test-and-set on the worker; the holder's record is the container's label.
 A holder on this host whose process is gone is stale and taken over (a flock would have been freed by
-the kernel); a holder on another host is reported, never guessed dead: `kimik3 force-unlock` removes it.
+the kernel); a holder on another host is reported, never guessed dead: `kimik3 force-unlock ID FILE` removes it.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from kimik3_reconciler.adapters.docker_engine import DockerEngine
 from kimik3_reconciler.adapters.host_lock import process_alive
 from kimik3_reconciler.adapters.translate import translated
 from kimik3_reconciler.errors import TransientError
+from kimik3_reconciler.model.host_lock import WORKER_HOLDER_LABEL as HOLDER_LABEL
+from kimik3_reconciler.model.host_lock import WORKER_LOCK_CONTAINER as LOCK_CONTAINER
 from kimik3_reconciler.model.host_lock import LockAttempt, LockHolder
 
-LOCK_CONTAINER = "kimik3-host-lock"
 LOCK_IMAGE = "kimik3-lock:1"
-HOLDER_LABEL = "kimik3.lock.holder"
 
 
 def _empty_tar() -> bytes:
@@ -41,8 +41,9 @@ def _error(exc: Exception) -> TransientError | None:
 class DockerHostLock:
     """LockPort over one worker's Docker."""
 
-    def __init__(self, engine: DockerEngine, name: str):
-        self.engine, self.name = engine, name
+    def __init__(self, engine: DockerEngine, name: str, container: str = LOCK_CONTAINER):
+        # `container`: another name only in tests that share one dockerd with a real kimik3.
+        self.engine, self.name, self.container = engine, name, container
 
     @property
     def _api(self):  # noqa: ANN202 - docker.APIClient
@@ -59,7 +60,7 @@ class DockerHostLock:
     def _record(self) -> LockHolder | None:
         with translated(_error):
             try:
-                labels = (self._api.inspect_container(LOCK_CONTAINER).get("Config") or {}).get("Labels") or {}
+                labels = (self._api.inspect_container(self.container).get("Config") or {}).get("Labels") or {}
             except docker.errors.NotFound:
                 return None
         try:
@@ -70,7 +71,7 @@ class DockerHostLock:
     def _create(self, holder: LockHolder) -> bool:
         with translated(_error):
             try:
-                self._api.create_container(LOCK_IMAGE, command=["kimik3-lock"], name=LOCK_CONTAINER,
+                self._api.create_container(LOCK_IMAGE, command=["kimik3-lock"], name=self.container,
                                            labels={HOLDER_LABEL: json.dumps(holder.to_json())})
                 return True
             except docker.errors.APIError as exc:
@@ -81,7 +82,7 @@ class DockerHostLock:
     def _remove(self) -> None:
         with translated(_error):
             try:
-                self._api.remove_container(LOCK_CONTAINER, force=True)
+                self._api.remove_container(self.container, force=True)
             except docker.errors.NotFound:
                 pass
 
@@ -90,6 +91,8 @@ class DockerHostLock:
         if self._create(holder):
             return LockAttempt(acquired=True)
         current = self._record()
+        if current is not None and current.id == holder.id:
+            return LockAttempt(acquired=True)  # this very run took it: the same Docker reached by another URL
         if current is not None and self.alive(current) is False:
             self._remove()  # its holder ran here and is gone: take over, as the flock would have been freed
             if self._create(holder):

@@ -15,7 +15,7 @@ from kimik3_reconciler.engine import Engine
 from kimik3_reconciler.errors import NotConverged, PermanentError
 from kimik3_reconciler.model.bench import BenchRun, BenchSettings, LevelResult, RequestSample, summarise
 from kimik3_reconciler.model.facts import Observed
-from kimik3_reconciler.model.profile_source import LoadedProfile
+from kimik3_reconciler.model.loaded_profile import LoadedProfile
 from kimik3_reconciler.ports import LoadPort
 from kimik3_reconciler.verify import serving_endpoint
 from kimik3_reconciler.verify.checks import Server

@@ -10,27 +10,23 @@ import os
 import shlex
 import sys
 from contextlib import nullcontext
-from importlib import resources
 from pathlib import Path
 
 import click
-from rich.console import Console
-from rich.text import Text
 
+from kimik3_reconciler.console import Stream, Styled as Text
 from kimik3_reconciler.engine import Engine
 from kimik3_reconciler.errors import InputError, Kimik3Error, LocalFileError, ProfileError, VerifyFailed
-from kimik3_reconciler.cli.inputs import load, profile_text_now, read_text, write_plan
-from kimik3_reconciler.cli.options import CHANGES_PENDING, EXIT_CODES, Duration, lock_timeout
+from kimik3_reconciler.cli.inputs import load, parse_text, profile_text_now, read_text, write_plan
+from kimik3_reconciler.cli.options import CHANGES_PENDING, EXIT_CODES, Duration, LazyGroup, lock_timeout
 from kimik3_reconciler.model.plan_file import read_saved_plan
-from kimik3_reconciler.model.profile_source import parse_profile
-from kimik3_reconciler.planning.rpc_step import worker_hosts
 from kimik3_reconciler.render import render_plan
 from kimik3_reconciler.reporting import CliReporter, configure_logging
 
 _REHASH_HELP = "re-hash the cached model files against the hub's sha256 (slow: reads every byte)"
 # soft_wrap: never break a line (messages are grepped in CI logs); no markup from messages.
-_err = Console(stderr=True, soft_wrap=True, markup=False, highlight=False)
-_out = Console(soft_wrap=True, markup=False, highlight=False)
+_err = Stream(stderr=True)  # rich Consoles (soft_wrap, no markup, no highlight), made when rich is needed
+_out = Stream()
 
 
 def _default_state_dir() -> str:
@@ -39,7 +35,9 @@ def _default_state_dir() -> str:
 
 
 def _default_dockerfile() -> str:
-    return str(resources.files("kimik3_reconciler") / "Dockerfile.llamacpp")
+    # The file beside the package (importlib.resources would import zipfile for a package that is never zipped:
+    # docker builds from a real path).
+    return str(Path(__file__).parents[1] / "Dockerfile.llamacpp")
 
 
 class _Context:
@@ -75,9 +73,10 @@ def _run(fn):  # noqa: ANN001 - click callback wrapper
     return wrapper
 
 
-@click.group(epilog=EXIT_CODES)
+@click.group(cls=LazyGroup, epilog=EXIT_CODES,
+             lazy={"bench": "kimik3_reconciler.cli.bench_cmd:bench", "tune": "kimik3_reconciler.cli.tune_cmd:tune"})
 @click.option("--state-dir", envvar="KIMIK3_STATE_DIR", default=_default_state_dir, show_default="~/.local/state/kimik3",
-              help="where kimik3 keeps its records (verified model manifests, fetched archives)")
+              show_envvar=True, help="where kimik3 keeps its records (verified model manifests, fetched archives)")
 @click.option("--dockerfile", envvar="KIMIK3_DOCKERFILE", default=_default_dockerfile, help="Dockerfile.llamacpp to build")
 @click.option("--docker-host", envvar="DOCKER_HOST", default=None, help="docker daemon URL (default: DOCKER_HOST / socket)")
 @click.option("-v", "--verbose", is_flag=True, help="show NOOP steps with their reasons, and build output")
@@ -135,7 +134,7 @@ def validate(files: tuple[str, ...]) -> None:
 def plan(ctx: click.Context, file: str, json_out: bool, detailed_exitcode: bool, rehash: bool, verbose: bool,
          out: str | None) -> None:
     """Show what apply would change, and why."""
-    loaded = load(file)
+    loaded = load(file, ctx.obj["state_dir"])
     engine = _ctx(ctx, json_out).engine(file)
     if out:
         the_plan, saved = engine.save_plan(loaded, str(Path(file).resolve()), rehash=rehash)
@@ -157,8 +156,8 @@ def _apply_input(ctx: click.Context, file: str, json_out: bool):  # noqa: ANN202
     text = read_text(file)
     saved = read_saved_plan(text, file)
     if saved is None:
-        return parse_profile(text, source=file), _ctx(ctx, json_out).engine(file), None
-    loaded = parse_profile(saved.profile_text, source=saved.profile_source)
+        return parse_text(text, file, ctx.obj["state_dir"]), _ctx(ctx, json_out).engine(file), None
+    loaded = parse_text(saved.profile_text, saved.profile_source, ctx.obj["state_dir"])
     engine = _ctx(ctx, json_out).engine(saved.profile_source)
     # Read when it runs, under the host lock (as the observation is): what an apply that held the lock
     # before us changed in the profile file is seen, and makes the plan stale.
@@ -196,7 +195,7 @@ def apply(ctx: click.Context, file: str, json_out: bool, rounds: int, verify_ser
 
     # Verify only what changed: on a converged host a 2.8T model would answer 4 requests for nothing.
     # A failing gate, load or verify relaunches the last good profile (engine.apply_or_revert).
-    with engine.locked("apply", loaded.profile.name, lock_timeout, worker_hosts(loaded.profile)):
+    with engine.locked("apply", loaded.profile, lock_timeout):
         result = engine.apply_or_revert(loaded, check if verify_server else None, max_rounds=rounds, rehash=rehash,
                                         run=run)
     report = reports[-1] if reports else None
@@ -224,7 +223,7 @@ def apply(ctx: click.Context, file: str, json_out: bool, rounds: int, verify_ser
 @_run
 def status(ctx: click.Context, file: str, json_out: bool, watch: bool, interval: float, iterations: int) -> None:
     """Show what is observed for this profile (container, health, image, model)."""
-    loaded = load(file)
+    loaded = load(file, ctx.obj["state_dir"])
     engine = _ctx(ctx, json_out).engine(file)
     observed = engine.observe(loaded, stat_only=True)  # status reads, never hashes (a 50 GB shard: minutes)
     if watch:
@@ -243,7 +242,11 @@ def status(ctx: click.Context, file: str, json_out: bool, watch: bool, interval:
     _out.print(f"container  {c.state + ' (' + (c.health or '-') + ')' + ' ' + c.id[:12] if c else 'absent'}")
     if c and c.crash:  # read from its log: the cause, and for a CUDA OOM the fix
         _out.print(Text(f"crashed    exit code {c.exit_code}: {c.crash}"))
-    _out.print(f"images     {', '.join(t for i in observed.images for t in i.tags) or 'none'}")
+    from kimik3_reconciler.planning import profile_images
+
+    wanted, images = profile_images(loaded.profile, observed)  # this profile's, not every kimik3 image here
+    _out.print(f"images     {', '.join(images) if images else 'none'}" + ("" if any("current" in i for i in images)
+                                                                        else f"; wants {wanted}, not built"))
     _out.print(f"model      {m.repo}@{m.revision[:12]}/{m.quant}: {len(m.files) - len(m.missing)}/{len(m.files)} files"
                + (f", {len(m.corrupt)} corrupt (sha256 mismatch)" if m.corrupt else "")
                + (f", {len(m.changed)} changed since verified (stat moved; not re-hashed here: `kimik3 plan` "
@@ -275,7 +278,7 @@ def verify(ctx: click.Context, file: str, json_out: bool) -> None:
     On random weights (kimik3's tiny demo/smoke models) what the model says is "not checkable", not "ok"."""
     from kimik3_reconciler.verify import verify as verify_server
 
-    loaded = load(file)
+    loaded = load(file, ctx.obj["state_dir"])
     report = verify_server(_ctx(ctx, json_out).engine(file), loaded)
     if json_out:
         click.echo(json.dumps(report.to_json(), indent=2))
@@ -287,12 +290,14 @@ def verify(ctx: click.Context, file: str, json_out: bool) -> None:
 
 def _print_report(report) -> None:  # noqa: ANN001 - verify.VerifyReport, imported lazily
     from rich.table import Table
+    from rich.text import Text as RichText
 
     styles = {"ok": ("ok", "green"), "failed": ("FAIL", "red"), "not checkable": ("not checkable", "yellow"),
               "inconclusive": ("inconclusive", "yellow"), "skipped": ("skipped", "dim")}
     table = Table("check", "result", "seconds", "detail", title=f"verify {report.profile}")
     for check in report.checks:  # Text cells: server output is never parsed as markup
-        table.add_row(check.name, Text(*styles[check.status.value]), f"{check.seconds:.2f}", Text(check.detail))
+        table.add_row(check.name, RichText(*styles[check.status.value]), f"{check.seconds:.2f}",
+                      RichText(check.detail))
     _out.print(table)
     if report.weights:
         _out.print(Text(f"weights: {'random' if report.weights.random else 'real'} ({report.weights.source})"))
@@ -314,10 +319,9 @@ def _print_report(report) -> None:  # noqa: ANN001 - verify.VerifyReport, import
 @_run
 def destroy(ctx: click.Context, file: str, images: bool, model: bool, dry_run: bool, lock_timeout: float) -> None:
     """Remove what the profile created (model cache and images only when asked)."""
-    loaded = load(file)
+    loaded = load(file, ctx.obj["state_dir"])
     engine = _ctx(ctx, False).engine(file)
-    with nullcontext() if dry_run else engine.locked("destroy", loaded.profile.name, lock_timeout,
-                                                                  worker_hosts(loaded.profile)):
+    with nullcontext() if dry_run else engine.locked("destroy", loaded.profile, lock_timeout):
         teardown = engine.destroy(loaded, images=images, model=model, execute_steps=not dry_run)
     render_plan(teardown, _out, verbose=True)
 
@@ -330,24 +334,22 @@ def destroy(ctx: click.Context, file: str, images: bool, model: bool, dry_run: b
 @_run
 def prune(ctx: click.Context, file: str, dry_run: bool, lock_timeout: float) -> None:
     """Remove the profile's older images (kept as rollback targets until now)."""
-    loaded = load(file)
+    loaded = load(file, ctx.obj["state_dir"])
     engine = _ctx(ctx, False).engine(file)
-    with nullcontext() if dry_run else engine.locked("prune", loaded.profile.name, lock_timeout,
-                                                                worker_hosts(loaded.profile)):
+    with nullcontext() if dry_run else engine.locked("prune", loaded.profile, lock_timeout):
         pruning = engine.prune(loaded, execute_steps=not dry_run)
     render_plan(pruning, _out, verbose=True)
 
 
 @main.command(name="force-unlock")
 @click.argument("lock_id")
+@click.argument("file", required=False, type=click.Path(dir_okay=False))
 @click.pass_context
 @_run
-def force_unlock(ctx: click.Context, lock_id: str) -> None:
-    """Remove the host lock LOCK_ID (named in exit 5's message) left by a hung kimik3."""
-    from kimik3_reconciler.adapters.host_lock import StateDirLock, host_lock_path
-    from kimik3_reconciler.locking import force_unlock as remove_lock
-
-    _out.print(remove_lock(StateDirLock(Path(ctx.obj["state_dir"]), host_lock_path()), lock_id))
+def force_unlock(ctx: click.Context, lock_id: str, file: str | None) -> None:
+    """Remove the lock LOCK_ID (named in exit 5's message) left by a hung kimik3: on this host, and on the RPC
+    worker hosts of FILE's profile (without FILE: the recorded workers of the profile this host's lock names)."""
+    _out.print(_ctx(ctx, False).engine(file or ".").force_unlock(lock_id, load(file).profile if file else None))
 
 
 @main.command()
@@ -368,7 +370,8 @@ def reconcile(ctx: click.Context, file: str, interval: float, jitter: bool, once
         click.echo(json.dumps(line))
         sys.stdout.flush()
 
-    loop = ReconcileLoop(file, _ctx(ctx, True).engine(file), load, emit, interval, jitter, verify_server)
+    loop = ReconcileLoop(file, _ctx(ctx, True).engine(file), lambda path: load(path, ctx.obj["state_dir"]), emit,
+                         interval, jitter, verify_server)
     sys.exit(loop.run_pass()["exit_code"] if once else run_until_stopped(loop))
 
 
@@ -398,7 +401,7 @@ def explain(rule: str | None) -> None:
 @main.command()
 def schema() -> None:
     """Print the profile's JSON Schema (docs/profile.schema.json is this output)."""
-    from kimik3_reconciler.model.profile import profile_json_schema
+    from kimik3_reconciler.model.profile_schema import profile_json_schema
 
     click.echo(json.dumps(profile_json_schema(), indent=2))
 
@@ -414,7 +417,7 @@ def _watch(engine: Engine, loaded, observed, interval: float, iterations: int) -
     from kimik3_reconciler.exporter.registry import deployment_registry, exposition
     from kimik3_reconciler.exporter.watch import samples_of, watch_rows
     from kimik3_reconciler.model.metrics import ExporterConfig
-    from kimik3_reconciler.model.profile import MetricsSpec
+    from kimik3_reconciler.model.profile_schema import MetricsSpec, values_of
     from kimik3_reconciler.planning import render_desired
     from kimik3_reconciler.planning.metrics_step import render_exporter
 
@@ -428,7 +431,7 @@ def _watch(engine: Engine, loaded, observed, interval: float, iterations: int) -
             return text if status_code == 200 else ""
     else:
         profile = loaded.profile if loaded.profile.metrics else loaded.profile.model_copy(
-            update={"metrics": MetricsSpec(port=1)})
+            update={"metrics": values_of(MetricsSpec(port=1))})
         config = render_exporter(render_desired(profile, observed), observed)
         registry = deployment_registry(config, engine.ports)
         source = "collected here (the profile runs no exporter: no proxy latency)"
@@ -446,7 +449,7 @@ def _watch(engine: Engine, loaded, observed, interval: float, iterations: int) -
 
     before, then = samples_of(read()), time.monotonic()
     count = 0
-    with Live(table(watch_rows(before, before, 0.0)), console=_out, auto_refresh=False) as live:
+    with Live(table(watch_rows(before, before, 0.0)), console=_out.rich, auto_refresh=False) as live:
         try:
             while not iterations or count < iterations:
                 time.sleep(interval)
@@ -465,12 +468,14 @@ def metrics_serve(ctx: click.Context, name: str) -> None:
     """Run the metrics exporter of profile NAME (started by apply: `metrics:` in the profile)."""
     from kimik3_reconciler.adapters import real_ports
     from kimik3_reconciler.adapters.latency_proxy import proxy_app
+    from kimik3_reconciler.adapters.log_cap import cap_own_log
     from kimik3_reconciler.adapters.metrics_http import exporter_app, serve
     from kimik3_reconciler.exporter.registry import exporter_registry
     from kimik3_reconciler.model.metrics import ExporterConfig
     from kimik3_reconciler.model.records import exporter_config_key
 
     c = _ctx(ctx, False)
+    cap_own_log()  # started detached by apply: its log file is bounded (under systemd: none, the journal's)
     configure_logging(json_logs=True, verbose=c.verbose)
     ports = real_ports(c.state_dir, c.docker_host, c.systemd_root, c.systemctl_prefix)
     record = ports.state.read(exporter_config_key(name))
@@ -486,9 +491,3 @@ def metrics_serve(ctx: click.Context, name: str) -> None:
 
 main.add_command(destroy, name="down")
 
-
-from kimik3_reconciler.cli.bench_cmd import bench  # noqa: E402 - registered after main exists
-from kimik3_reconciler.cli.tune_cmd import tune  # noqa: E402
-
-main.add_command(bench)
-main.add_command(tune)

@@ -4,40 +4,78 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kimik3_reconciler.cli import profile_cache
 from kimik3_reconciler.errors import InputError
+from kimik3_reconciler.model.loaded_profile import LoadedProfile
 from kimik3_reconciler.model.plan_file import SavedPlan, read_saved_plan, write_saved_plan
-from kimik3_reconciler.model.profile_source import LoadedProfile, parse_profile
+
+
+# A profile is a few KiB and a saved plan some tens: reading stops here, so `kimik3 validate /dev/zero` or a
+# mistaken multi-GB file is refused at once instead of filling the memory of a shared host.
+MAX_INPUT_BYTES = 4 << 20
+
+
+def _read_bounded(path: str) -> bytes:
+    with open(path, "rb") as f:
+        data = f.read(MAX_INPUT_BYTES + 1)
+    if len(data) > MAX_INPUT_BYTES:
+        raise InputError(f"{path}: larger than {MAX_INPUT_BYTES >> 20} MiB, so not a kimik3 profile or saved plan "
+                         "(a profile is a few KiB): check the file name")
+    return data
 
 
 def read_text(path: str) -> str:
     try:
-        return Path(path).read_text(encoding="utf-8")
+        return _read_bounded(path).decode("utf-8")
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror}") from exc
     except UnicodeDecodeError as exc:
         raise InputError(f"{path}: not UTF-8 text (byte {exc.start}): save the profile as UTF-8") from exc
 
 
-def load(path: str) -> LoadedProfile:
+def load(path: str, state_dir: str | Path | None = None) -> LoadedProfile:
+    """The profile in `path`; with `state_dir`, a text validated before comes from the profile cache."""
     text = read_text(path)
     saved = read_saved_plan(text, path)
     if saved is not None:  # only apply executes a saved plan; the other commands take its profile
         raise InputError(f"{path} is a saved plan (made {saved.created}): `kimik3 apply {path}` executes it; "
                          f"this command takes the profile ({saved.profile_source})")
-    return parse_profile(text, source=path)
+    return parse_text(text, path, state_dir)
+
+
+def parse_text(text: str, source: str, state_dir: str | Path | None = None) -> LoadedProfile:
+    """Profile text, validated (model/profile_source.py) or, with `state_dir`, from the cache of earlier
+    validations of the same text by the same kimik3 (cli/profile_cache.py)."""
+    if state_dir is not None:
+        return profile_cache.load(Path(state_dir), text, source)
+    from kimik3_reconciler.model.profile_source import parse_profile  # pydantic and yaml: a cache miss only
+
+    return parse_profile(text, source=source)
 
 
 def profile_text_now(path: str) -> str | None:
     """The profile file a saved plan was made from, as it reads now (None: gone or unreadable)."""
     try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        return _read_bounded(path).decode("utf-8")
+    except (OSError, UnicodeDecodeError, InputError):
         return None
 
 
+def _is_a_saved_plan(target: Path) -> bool:
+    try:
+        return read_saved_plan(_read_bounded(str(target)).decode("utf-8"), str(target)) is not None
+    except (OSError, UnicodeDecodeError, InputError):
+        return False
+
+
 def write_plan(path: str, saved: SavedPlan) -> None:
-    """Atomically: a half-written plan file must never be applied."""
+    """Atomically: a half-written plan file must never be applied. Only a new file or an older saved plan is
+    replaced: `-out profiles/k3.yaml` (a slip of the hand) or `-out /dev/full` would otherwise be renamed over."""
     target = Path(path)
+    if (target.exists() or target.is_symlink()) and not (target.is_file() and not target.is_symlink()
+                                                          and _is_a_saved_plan(target)):
+        raise InputError(f"{path} exists and is not a kimik3 saved plan: refusing to replace it (plan -out writes a "
+                         "new file or replaces an older saved plan); choose another path")
     tmp = target.with_name(f".{target.name}.kimik3-tmp")
     try:
         tmp.write_text(write_saved_plan(saved), encoding="utf-8")

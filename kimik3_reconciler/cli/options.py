@@ -42,3 +42,23 @@ class Duration(click.ParamType):
 lock_timeout = click.option(
     "--lock-timeout", type=Duration(), envvar="KIMIK3_LOCK_TIMEOUT", default="0s", show_default=True,
     help="when another kimik3 holds the host lock: wait this long for it (e.g. 10m), then exit 5 naming it")
+
+
+class LazyGroup(click.Group):
+    """A command group whose named subcommands are imported when run or listed (click's documented LazyGroup):
+    `plan` does not pay for `bench` and `tune` (rich tables, the tuning and benchmark packages)."""
+
+    def __init__(self, *args, lazy: dict[str, str] | None = None, **kwargs):  # noqa: ANN002, ANN003
+        super().__init__(*args, **kwargs)
+        self.lazy = lazy or {}  # command name -> "module:attribute"
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self.lazy])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy:
+            import importlib
+
+            module, name = self.lazy[cmd_name].split(":")
+            return getattr(importlib.import_module(module), name)
+        return super().get_command(ctx, cmd_name)

@@ -78,7 +78,7 @@ def tune(ctx: click.Context, file: str, goal_text: str, budget: float, space: tu
                      {"short": short.requests(), "long": long.requests(), "repeats": repeats,
                       "tokens": [prompt_tokens, output_tokens]})
     runner = DockerRunner(engine)
-    with engine.locked("tune", loaded.profile.name, lock_timeout):
+    with engine.locked("tune", loaded.profile, lock_timeout):
         record = engine.ports.state.read(key) or {}
         if record.get("trials"):  # a killed search: the host may be on one of its candidates
             observed = engine.observe(loaded)

@@ -98,6 +98,7 @@ class RequestTrace:
         self.leaked = False
         self.stream_error = False
         self.done = False  # the stream's `data: [DONE]` went by
+        self._itl = self._tokens = None  # this request's labelled children, looked up once (not per token)
 
     @property
     def keys(self) -> dict[str, str]:
@@ -122,31 +123,37 @@ class RequestTrace:
             if len(self.body) < MAX_BODY:
                 self.body += data[:MAX_BODY - len(self.body)]
             return
-        lines = (self.pending + data).split(b"\n")
-        self.pending = lines.pop()
-        for line in lines:
-            if line.startswith(b"data:"):
-                self._event(line[5:].strip(), now)
+        if not self.pending and data.startswith(b"data:") and data.endswith(b"\n\n") and data.count(b"\n") == 2:
+            # The common case, one event per chunk as llama-server writes it: no join, no split.
+            events = self._event(data[5:-2].strip(), now)
+        else:
+            lines = (self.pending + data).split(b"\n")
+            self.pending = lines.pop()
+            events = sum(self._event(line[5:].strip(), now) for line in lines if line.startswith(b"data:"))
+        if events:
+            self._tokens.inc(events)  # once per chunk: a chunk holding several events counts them all
 
-    def _event(self, payload: bytes, now: float) -> None:
-        if payload == b"[DONE]":
-            self.done = True
+    def _event(self, payload: bytes, now: float) -> int:
+        """1 for an event with a delta (a decoded step), 0 for [DONE] or an empty one."""
         if not payload or payload == b"[DONE]":
-            return
+            self.done = self.done or payload == b"[DONE]"
+            return 0
         if self.first is None:
             self.first = now
-            self.metrics.ttft.labels(**self.keys).observe(now - self.started)
+            keys = self.keys
+            self.metrics.ttft.labels(**keys).observe(now - self.started)
+            self._itl, self._tokens = self.metrics.itl.labels(**keys), self.metrics.tokens.labels(**keys)
         elif self.last is not None:
-            self.metrics.itl.labels(**self.keys).observe(now - self.last)
+            self._itl.observe(now - self.last)
         self.last = now
-        self.metrics.tokens.labels(**self.keys).inc()
         # Parsed only when it can matter: a tool call, an error, or content (for leaked markup).
         if b'"tool_calls"' in payload or b'"error"' in payload or b"<" in payload:
             try:
                 event = json.loads(payload)
             except ValueError:
-                return
+                return 1
             self._look_at(event)
+        return 1
 
     def _look_at(self, event: dict[str, Any]) -> None:
         if isinstance(event, dict) and event.get("error"):

@@ -1,14 +1,15 @@
-"""Observed state: what the collectors saw on the host, as frozen values the planner reads."""
+"""Observed state: what the collectors saw on the host, as frozen values the planner reads (model/frozen.py:
+kimik3's collectors make them, so they need values, not pydantic's validation)."""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_serializer
+from kimik3_reconciler.model.frozen import Frozen, default
 
 
-class _Fact(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class _Fact(Frozen):
+    """Frozen, unknown fields refused, lists given for tuple fields and mappings for nested facts converted."""
 
 
 class GpuProcess(_Fact):
@@ -47,6 +48,7 @@ class HostFacts(_Fact):
     numa_nodes: int = 1
     cpu_flags: tuple[str, ...] = ()
     tailscale_ipv4: str | None = None
+    absent_addresses: tuple[str, ...] = ()  # IP literals the profile binds (serve.host, metrics.bind) this host lacks
     # None: not observed (pure tests); "no-driver": no NVIDIA driver/NVML, i.e. 0 GPUs, a fact.
     gpu_probe: Literal["ok", "no-driver"] | None = None
     gpu_probe_detail: str | None = None
@@ -160,7 +162,7 @@ class ImageFact(_Fact):
     id: str
     tags: tuple[str, ...] = ()
     fingerprint: str | None = None
-    labels: dict[str, str] = Field(default_factory=dict)
+    labels: dict[str, str] = default(dict)
     smoke: Literal["passed", "failed"] | None = None  # recorded against the image fingerprint
     smoke_detail: str | None = None
 
@@ -201,13 +203,12 @@ class RunningConfig(_Fact):
     restart_policy: str = "no"
 
     # In JSON (`status --json`, logs) env values and secret flags never show: only names and positions.
-    @field_serializer("env", "defaults", when_used="json")
-    def _names_only(self, pairs: tuple[tuple[str, str], ...]) -> list[list[str]]:
-        return [[name, "(hidden)"] for name, _ in pairs]
+    _json = {"env": lambda pairs: _names_only(pairs), "defaults": lambda pairs: _names_only(pairs),
+             "command": lambda argv: list(mask_secret_args(argv))}
 
-    @field_serializer("command", when_used="json")
-    def _masked_command(self, argv: tuple[str, ...]) -> list[str]:
-        return list(mask_secret_args(argv))
+
+def _names_only(pairs: tuple[tuple[str, str], ...]) -> list[list[str]]:
+    return [[name, "(hidden)"] for name, _ in pairs]
 
 
 class ContainerFact(_Fact):
@@ -219,7 +220,7 @@ class ContainerFact(_Fact):
     image: str = ""
     image_id: str | None = None
     fingerprint: str | None = None
-    inputs: dict[str, Any] = Field(default_factory=dict)
+    inputs: dict[str, Any] = default(dict)
     started_at: str | None = None
     exit_code: int | None = None
     restart_count: int = 0
@@ -320,7 +321,7 @@ class SystemdFacts(_Fact):
     units: tuple[UnitFact, ...] = ()  # every kimik3-installed unit, plus the profile's unit name if present
     # How this kimik3 runs itself (ProcessPort.invocation): the exporter unit's ExecStart and env file.
     kimik3_argv: tuple[str, ...] = ()
-    kimik3_env: dict[str, str] = Field(default_factory=dict)
+    kimik3_env: dict[str, str] = default(dict)
 
 
 class RpcDeviceFact(_Fact):
@@ -365,7 +366,7 @@ class ExporterFact(_Fact):
 
     pid: int
     fingerprint: str  # of the configuration it was started with (the record)
-    config: dict[str, Any] = Field(default_factory=dict)
+    config: dict[str, Any] = default(dict)
     alive: bool = False  # the pid runs `kimik3 metrics-serve <profile>` (not a recycled pid)
     serving: str | None = None  # the fingerprint its /healthz answers; None: not answering
     unit: str | None = None  # the systemd unit that runs it (profile with `systemd:`); pid is then 0
@@ -374,17 +375,17 @@ class ExporterFact(_Fact):
 class Observed(_Fact):
     """Everything the planner may look at; nothing else reaches it."""
 
-    host: HostFacts = Field(default_factory=HostFacts)
+    host: HostFacts = default(HostFacts)
     inputs: LocalInputs
     model: ModelFact
     tokenizer: ModelFact | None = None
     layout: ModelLayout | None = None
     layout_recorded: bool = False  # read from its state record (else from the GGUF headers: the model step records it)
     reference: ModelFact | None = None  # gate.quant.reference_quant's files, when the gate applies
-    gate_records: dict[str, dict[str, Any]] = Field(default_factory=dict)  # image fingerprint -> result  # from the quant's GGUF headers (ranged reads or the cache)  # model.tokenizer: non-weight files of an HF-format repo
+    gate_records: dict[str, dict[str, Any]] = default(dict)  # image fingerprint -> result  # from the quant's GGUF headers (ranged reads or the cache)  # model.tokenizer: non-weight files of an HF-format repo
     images: tuple[ImageFact, ...] = ()
-    base_images: dict[str, str | None] = Field(default_factory=dict)  # ref -> local image id
-    base_digests: dict[str, str | None] = Field(default_factory=dict)  # ref -> its repo digest here (RepoDigests)
+    base_images: dict[str, str | None] = default(dict)  # ref -> local image id
+    base_digests: dict[str, str | None] = default(dict)  # ref -> its repo digest here (RepoDigests)
     runtime_cuda: str | None = None  # CUDA_VERSION of the runtime base image, when pulled (the driver floor)
     container: ContainerFact | None = None
     unverified: str | None = None  # fingerprint of a container launched but not verified yet (state record)

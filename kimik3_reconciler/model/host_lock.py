@@ -1,13 +1,36 @@
 """The per-host lock's record: who holds it (pure values; adapters/host_lock.py keeps it in the state dir and in
-the host-wide lock file)."""
+the host-wide lock file, adapters/worker_lock.py in an RPC worker's Docker)."""
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from kimik3_reconciler.model.specs import DockerHost
+
 LOCK_FILE = "lock/host.lock"  # the file kimik3 flocks (never removed, except by force-unlock)
 LOCK_RECORD = "lock/holder.json"  # the JSON beside it: who holds the flock
+WORKER_LOCK_CONTAINER = "kimik3-host-lock"  # on a worker host: a never-started container, its name the lock
+WORKER_HOLDER_LABEL = "kimik3.lock.holder"  # that container's label: the holder's JSON
+
+
+def docker_cli(host: DockerHost) -> str:
+    """The `docker` command line that reaches a worker's Docker as kimik3 does (for a message to the operator)."""
+    if host.tls_dir:
+        certs = {flag: shlex.quote(f"{host.tls_dir.rstrip('/')}/{name}")
+                 for flag, name in (("--tlscacert", "ca.pem"), ("--tlscert", "cert.pem"), ("--tlskey", "key.pem"))}
+        return f"docker -H {shlex.quote(host.url)} --tlsverify " + " ".join(f"{f} {p}" for f, p in certs.items())
+    return f"docker -H {shlex.quote(host.url)}"
+
+
+def worker_unlock_by_hand(host: DockerHost, lock_id: str) -> str:
+    """What an operator runs on a worker kimik3 cannot reach to remove lock `lock_id` there (after checking that
+    the label names that lock: another kimik3 may have taken the worker since)."""
+    cli = docker_cli(host)
+    label = shlex.quote(f'{{{{index .Config.Labels "{WORKER_HOLDER_LABEL}"}}}}')
+    return (f"check that `{cli} inspect --format {label} {WORKER_LOCK_CONTAINER}` names lock id {lock_id}, "
+            f"then `{cli} rm {WORKER_LOCK_CONTAINER}`")
 
 
 @dataclass(frozen=True)

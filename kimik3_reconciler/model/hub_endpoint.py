@@ -26,3 +26,18 @@ def token_may_go_to(url: str) -> bool:
     if parts.scheme == "https":
         return True
     return parts.scheme == "http" and is_loopback_host(parts.hostname or "")
+
+
+def shown(url: str) -> str:
+    """`url` as it may be printed: credentials in it (user:password@) masked; errors and logs name the hub so."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return parts._replace(netloc=f"***@{host}").geturl()
+
+
+def masked(text: str, url: str) -> str:
+    """`text` (an error from a library that prints the URL it asked) with `url`'s credentials masked."""
+    userinfo = urlsplit(url).netloc.rpartition("@")[0]
+    return text.replace(f"{userinfo}@", "***@") if userinfo else text

@@ -1,7 +1,8 @@
 """A saved plan (`kimik3 plan FILE -out PLAN`): the steps with their exact payloads, the profile text and
 the observed facts the plan was made from, as one JSON document. PURE: text in, values out.
 
-Payloads are frozen dataclasses (model/specs.py); pydantic's TypeAdapter writes and reads them, so a
+Payloads are frozen dataclasses (model/specs.py); pydantic's TypeAdapter writes and reads them (imported
+here only when a plan is saved or read), so a
 payload read back equals the one planned (tests/unit/test_plan_file.py round-trips every type in
 `PAYLOADS`). The file holds no secret: a profile never holds one (the validator refuses them) and
 payloads carry the api key's *path*, never its content.
@@ -15,8 +16,6 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
-
 from kimik3_reconciler.errors import InputError
 from kimik3_reconciler.model.plan import Action, DiffItem, Step
 from kimik3_reconciler.model.specs import PAYLOADS, Payload
@@ -27,7 +26,9 @@ _BY_NAME = {cls.__name__: cls for cls in PAYLOADS}
 
 
 @cache
-def _adapter(cls: type[Payload]) -> TypeAdapter[Any]:
+def _adapter(cls: type[Payload]) -> Any:
+    from pydantic import TypeAdapter  # only a saved plan needs it: a plain `plan` never imports pydantic
+
     return TypeAdapter(cls)
 
 
@@ -90,6 +91,8 @@ class SavedPlan:
     @classmethod
     def from_json(cls, data: dict[str, Any], source: str) -> SavedPlan:
         """`source`: the plan file, named in errors."""
+        from pydantic import ValidationError
+
         if data.get("version") != VERSION:
             raise InputError(f"{source}: saved plan format version {data.get('version')!r}; this kimik3 reads "
                              f"version {VERSION}: make the plan again with this kimik3")

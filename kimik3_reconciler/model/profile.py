@@ -1,199 +1,42 @@
-"""The profile: pydantic v2 models of shared/PROFILE.md (frozen values, per-field checks, no I/O)."""
+"""The profile as kimik3 plans with it: frozen values (model/frozen.py) of a validated profile, and what they
+compute from their fields (effective batch and fit target, the source pin, the ports the profile binds).
+
+Their fields are model/profile_schema.py's (the pydantic models of shared/PROFILE.md, in the same order and
+under the same names): `parse_profile` validates the text there, `to_tree` turns the result into plain data,
+and `from_tree` builds these values from it, whether the data comes from that validation or from the
+profile cache (cli/profile_cache.py). One way in, so a cached profile plans exactly as a validated one; a
+no-op plan never imports pydantic.
+"""
 
 from __future__ import annotations
 
-import ipaddress
-import re
-from typing import Annotated, Any, Literal, Optional, Union, get_args
-from urllib.parse import urlsplit
-
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
-from pydantic_core import PydanticCustomError
+from typing import Any
 
 from kimik3_reconciler.model import catalog
+from kimik3_reconciler.model.frozen import Frozen
 from kimik3_reconciler.model.pins import SourcePin, pin_for
 
-SHA40 = r"[0-9a-f]{40}"
-GPU_UUID = r"GPU-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
-CpuFeature = Literal["avx512", "avx512_vbmi", "avx512_vnni", "avx512_bf16", "amx"]
-CPU_FEATURES: tuple[str, ...] = get_args(CpuFeature)
 
-# strict: YAML `port: "8080"` is a mistake worth naming, not something to coerce.
-_CONFIG = ConfigDict(extra="forbid", frozen=True, strict=True)
+class Section(Frozen):
+    """A validated section of a profile: the fields of model/profile_schema.py's class of the same name."""
+
+    _open = True
 
 
-def refuse(message: str) -> PydanticCustomError:
-    """A validation error whose message is shown to the user as written."""
-    return PydanticCustomError("kimik3", "{reason}", {"reason": message})
-
-
-def _matching(pattern: str, message: str) -> Any:
-    """A `str` type that must fully match `pattern` (shown in the JSON Schema), else `message`."""
-    compiled = re.compile(pattern)
-
-    def check(value: str) -> str:
-        if not compiled.fullmatch(value):
-            raise refuse(message)
-        return value
-
-    return Annotated[str, AfterValidator(check), WithJsonSchema({"type": "string", "pattern": f"^(?:{pattern})$"})]
-
-
-def _check_sha40(value: str) -> str:
-    # Seed 000: pin a commit, not a moving latest; the Hub treats a short sha as a branch name.
-    if re.fullmatch(SHA40, value):
-        return value
-    if re.fullmatch(r"[0-9a-fA-F]{40}", value):
-        raise refuse("a commit sha is 40 *lowercase* hex characters; write it in lowercase")
-    if re.fullmatch(r"[0-9a-fA-F]{4,39}", value):
-        raise refuse(f"a short sha ({len(value)} characters) is ambiguous: write the full 40-hex commit")
-    raise refuse("must be a full 40-hex commit sha; branch and tag names move, so they are refused")
-
-
-def _check_url(value: str) -> str:
-    parts = urlsplit(value)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise refuse("must be an http:// or https:// URL, e.g. https://huggingface.co")
-    return value
-
-
-def _check_host(value: str) -> str:
-    if value in ("loopback", "tailscale"):
-        return value
-    try:
-        ipaddress.ip_address(value)
-    except ValueError:
-        hint = " (write 'loopback')" if value == "localhost" else ""
-        raise refuse(f"must be 'loopback', 'tailscale' or an IP address literal{hint}") from None
-    return value
-
-
-def _check_unit(value: str) -> str:
-    if value.endswith(".service"):
-        raise refuse("write the unit name without '.service'")
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}", value):
-        raise refuse("must be a systemd unit name: letters, digits, '-', '_', '.', '@'")
-    return value
-
-
-def _check_gpus(value: Any) -> Any:
-    if value in ("all", "none"):
-        return value
-    if isinstance(value, list) and value:
-        for item in value:
-            is_index = type(item) is int and item >= 0
-            if not (is_index or (isinstance(item, str) and re.fullmatch(GPU_UUID, item))):
-                raise refuse(f"{item!r} is neither a GPU index (0, 1, ...) nor a GPU UUID (GPU-xxxxxxxx-...)")
-        if len(set(value)) != len(value):
-            raise refuse("lists a GPU twice")
-        return value
-    if value == []:
-        raise refuse("an empty list selects no GPU: write 'none' (CPU variant) or list the GPUs")
-    raise refuse("must be 'all', 'none' or a list of GPU indices/UUIDs, e.g. [0, 1, 2, 3]")
-
-
-def _check_fit_target(value: Any) -> Any:
-    def is_mib(item: Any) -> bool:
-        return type(item) is int and item >= 0
-
-    if is_mib(value) or (isinstance(value, list) and value and all(is_mib(v) for v in value)):
-        return value
-    raise refuse("must be a margin in MiB (an integer >= 0) or a non-empty list of them, one per GPU")
-
-
-def _check_cpu_features(value: Any) -> Any:
-    if value == "auto":
-        return value
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        unknown = [v for v in value if v not in CPU_FEATURES]
-        if unknown:
-            raise refuse(f"unknown CPU feature {unknown[0]!r}; known: {', '.join(CPU_FEATURES)}")
-        if len(set(value)) != len(value):
-            raise refuse("lists a feature twice")
-        return value
-    raise refuse(f"must be 'auto' or a list from: {', '.join(CPU_FEATURES)}")
-
-
-Sha40 = Annotated[str, AfterValidator(_check_sha40), WithJsonSchema({"type": "string", "pattern": f"^{SHA40}$"})]
-Sha256 = _matching(r"[0-9a-f]{64}", "must be a sha256: 64 lowercase hex characters")
-ProfileName = _matching(
-    r"[a-z0-9][a-z0-9-]{0,62}",
-    "must be 1-63 characters of a-z, 0-9 and '-', not starting with '-' (it names the container and unit)",
-)
-RepoId = _matching(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*", "must be a Hub repo id 'org/name'")
-QuantName = _matching(r"[A-Za-z0-9][A-Za-z0-9._-]*", "must be a quant folder of the repo, e.g. UD-Q2_K_XL")
-CudaArch = _matching(
-    r"[0-9]{2,3}[a-z]?(-real|-virtual)?",
-    "must be a CUDA architecture like \"120\", \"90\" or \"120a-real\" (quote it: a string)",
-)
-EnvName = _matching(r"[A-Za-z_][A-Za-z0-9_]*", "must be an environment variable name (letters, digits, '_')")
-ImageRef = _matching(r"[^\s@]+(@sha256:[0-9a-f]{64})?",
-                     "must be an image reference like nvidia/cuda:13.0.0-devel-ubuntu24.04, pinned or not by "
-                     "digest (nvidia/cuda:13.0.0-devel-ubuntu24.04@sha256:<64 hex>)")
-DraftDevice = _matching(r"auto|CUDA[0-9]+", "must be 'auto' or a CUDA device like CUDA7")
-NonEmpty = Annotated[str, Field(min_length=1)]
-HttpUrl = Annotated[str, AfterValidator(_check_url)]
-UnitName = Annotated[str, AfterValidator(_check_unit)]
-MiB = Annotated[int, Field(ge=0)]
-GpuRef = Union[Annotated[int, Field(ge=0)], Annotated[str, Field(pattern=f"^{GPU_UUID}$")]]
-
-
-def _check_repo_file(value: str) -> str:
-    # It names a file in the repo and becomes a cache/state path: no absolute paths, no `..`.
-    if value.startswith("/") or ".." in value.split("/") or "\\" in value:
-        raise refuse(f"must be a file path inside the repo, not {value!r}")
-    return value
-
-
-RepoFilePath = Annotated[NonEmpty, AfterValidator(_check_repo_file)]
-
-
-class TokenizerSpec(BaseModel):
+class TokenizerSpec(Section):
     """Non-weight files (tokenizer/config) of the original repo, for benchmark clients (seed 000 step 3)."""
 
-    model_config = _CONFIG
-    repo: RepoId
-    revision: Sha40
 
-
-class ModelSpec(BaseModel):
+class ModelSpec(Section):
     """Which GGUF to serve: repo@revision/quant, from the HF hub cache."""
 
-    model_config = _CONFIG
-    repo: RepoId
-    revision: Sha40
-    quant: QuantName
-    mmproj: Optional[RepoFilePath] = Field(None, description="vision projector file in the repo; fork builds only")
-    tokenizer: Optional[TokenizerSpec] = None
-    cache_dir: Optional[NonEmpty] = Field(None, description="HF hub cache; default: huggingface_hub's own")
-    endpoint: Optional[HttpUrl] = Field(None, description="hub URL (a mirror); default: HF_ENDPOINT or the Hub")
 
-
-class BaseImages(BaseModel):
+class BaseImages(Section):
     """The build and runtime base images of the llama.cpp image."""
 
-    model_config = _CONFIG
-    build: ImageRef = "nvidia/cuda:13.0.0-devel-ubuntu24.04"
-    runtime: ImageRef = "nvidia/cuda:13.0.0-runtime-ubuntu24.04"
 
-
-class BuildSpec(BaseModel):
+class BuildSpec(Section):
     """How the llama.cpp image is built: source pin, kernels, patches (all part of its fingerprint)."""
-
-    model_config = _CONFIG
-    source: Literal["fork", "mainline"] = "fork"
-    commit: Optional[Sha40] = Field(None, description="default: the pin table (kimik3_reconciler/model/pins.py)")
-    variant: Literal["cuda", "cpu"] = "cuda"
-    cuda_architectures: Annotated[list[CudaArch], Field(min_length=1)] = ["120"]
-    cpu_features: Annotated[
-        Union[Literal["auto"], list[CpuFeature]],
-        BeforeValidator(_check_cpu_features),
-    ] = "auto"
-    patches: list[NonEmpty] = []
-    archive: Optional[NonEmpty] = Field(None, description="path (relative to the profile) or URL of the source archive")
-    archive_sha256: Optional[Sha256] = None
-    build_number: Optional[Annotated[int, Field(ge=0)]] = None
-    base_images: BaseImages = BaseImages()
 
     @property
     def pin(self) -> SourcePin:
@@ -212,41 +55,12 @@ class BuildSpec(BaseModel):
         return self.pin.build_number if self.effective_commit == self.pin.commit else 0
 
 
-class SpecDraft(BaseModel):
+class SpecDraft(Section):
     """A speculative-decoding draft model (seed 000: DSpark, on the GPU holding output.weight)."""
 
-    model_config = _CONFIG
-    model: NonEmpty = Field(description="a local GGUF path (relative to the profile), or repo/file with revision")
-    revision: Optional[Sha40] = None
-    device: DraftDevice = "auto"
-    # llama.cpp b11434 auto-detects only MTP and DFlash drafts; a plain draft needs draft-simple.
-    type: Literal["draft-simple", "draft-dspark", "draft-eagle3", "draft-mtp", "draft-dflash"] = Field(
-        "draft-dspark", description="--spec-type (seed 000 deploys the RadixArk DSpark draft)")
 
-
-class ServeSpec(BaseModel):
+class ServeSpec(Section):
     """How llama-server runs: address, batching, placement, slots; fixed flags are not here."""
-
-    model_config = _CONFIG
-    host: Annotated[str, AfterValidator(_check_host)] = "loopback"
-    port: Annotated[int, Field(ge=1, le=65535)] = 8080
-    batch: Optional[Annotated[int, Field(ge=1)]] = Field(
-        None, description="default: 4096 hybrid, 2048 all-VRAM (never below ubatch)")
-    ubatch: Optional[Annotated[int, Field(ge=1)]] = Field(None, description="default: 4096 hybrid, 2048 all-VRAM")
-    fit_target: Optional[Annotated[
-        Union[MiB, Annotated[list[MiB], Field(min_length=1)]], BeforeValidator(_check_fit_target)
-    ]] = Field(None, description="MiB per GPU; default per quant: 4096 hybrid, the quant's measured all-VRAM "
-                                 "margin (6144 for UD-IQ2_XXS and unmeasured quants, 4096 for REAP770)")
-    n_cpu_moe: Optional[Annotated[int, Field(ge=0)]] = None
-    ctx_size: Annotated[int, Field(gt=0)] = 131072
-    parallel: Annotated[int, Field(ge=1)] = 8
-    cache_ram: Optional[MiB] = None
-    api_key_file: Optional[NonEmpty] = None
-    env: dict[EnvName, str] = {}
-    extra_args: list[str] = []
-    spec_draft: Optional[SpecDraft] = None
-    load_mode: NonEmpty = Field("none", description="none (read into allocated memory, the default) or dio "
-                                                    "(direct I/O, around the page cache); mmap/auto are refused")
 
     @property
     def manual_split(self) -> bool:
@@ -254,132 +68,41 @@ class ServeSpec(BaseModel):
         return self.n_cpu_moe is not None
 
 
-class QuantGate(BaseModel):
+class QuantGate(Section):
     """The PPL/KLD gate a quant passes before it is first served (seed 000 "Quant gate")."""
 
-    model_config = _CONFIG
-    reference_quant: QuantName = catalog.REFERENCE_QUANT
-    max_kld: Annotated[float, Field(ge=0)] = 0.5
-    min_top_token_agreement: Annotated[float, Field(ge=0, le=1)] = 0.80
 
-
-class GateSpec(BaseModel):
+class GateSpec(Section):
     """Checks an image or a quant must pass before kimik3 serves it."""
 
-    model_config = _CONFIG
-    smoke: bool = True
-    quant: Optional[QuantGate] = None
 
-
-class SystemdSpec(BaseModel):
+class SystemdSpec(Section):
     """Optional productionization as a systemd unit (seed 000 step 7)."""
 
-    model_config = _CONFIG
-    unit: Optional[UnitName] = Field(None, description="default: the profile name")
-    enable: bool = Field(False, description="false = on-demand, true = boot-enabled")
-    conflicts: list[UnitName] = []
 
-
-def _check_docker_url(value: str) -> str:
-    # The docker SDK's two remote transports: ssh (the daemon's socket over an ssh login) or TLS tcp.
-    parts = urlsplit(value)
-    if parts.scheme == "ssh" and parts.hostname and parts.username:
-        return value
-    if parts.scheme == "tcp" and parts.hostname and parts.port:
-        return value
-    raise refuse("must be ssh://user@host[:port] (the docker SDK over ssh) or tcp://host:port with tls_dir")
-
-
-def _check_absolute(value: str) -> str:
-    if not value.startswith("/"):
-        raise refuse("must be an absolute path")
-    return value
-
-
-def _check_bind(value: str) -> str:
-    try:
-        ipaddress.ip_address(value)
-    except ValueError:
-        raise refuse("must be an IP address literal: the one address rpc-server binds on its host") from None
-    return value
-
-
-WorkerName = _matching(r"[a-z0-9][a-z0-9-]{0,30}", "must be 1-31 characters of a-z, 0-9 and '-' (it names the "
-                       "worker's container)")
-RpcDevice = _matching(r"[A-Za-z]+[0-9]*", "must be a ggml device name like CUDA0 or CPU")
-
-
-class RpcWorker(BaseModel):
+class RpcWorker(Section):
     """One host running rpc-server (llama.cpp's RPC backend) for the main server (issue 18)."""
-
-    model_config = _CONFIG
-    name: WorkerName
-    docker: Annotated[str, AfterValidator(_check_docker_url)] = Field(
-        description="how kimik3 reaches this host's Docker: ssh://user@host[:port] or tcp://host:port (TLS)")
-    tls_dir: Optional[Annotated[str, AfterValidator(_check_absolute)]] = Field(
-        None, description="tcp:// only: absolute path of a folder with ca.pem, cert.pem, key.pem")
-    bind: Annotated[str, AfterValidator(_check_bind)] = Field(
-        description="the address rpc-server binds and the main server connects to: loopback or a private address")
-    port: Annotated[int, Field(ge=1, le=65535)] = 50052
-    devices: Optional[Annotated[list[RpcDevice], Field(min_length=1)]] = Field(
-        None, description="rpc-server --device; default: every accelerator of the host, else its CPU")
-    gpus: Annotated[
-        Union[Literal["all", "none"], Annotated[list[GpuRef], Field(min_length=1)]], BeforeValidator(_check_gpus)
-    ] = Field("none", description="GPUs the worker's container gets (as the profile's gpus)")
-    threads: Optional[Annotated[int, Field(ge=1)]] = Field(None, description="rpc-server -t (CPU device threads)")
-    cache: bool = Field(True, description="rpc-server -c: keep received tensors on the worker, so a reload "
-                                          "does not resend them")
-    cache_dir: Optional[NonEmpty] = Field(None, description="host folder of the tensor cache on the worker; "
-                                                            "default: a Docker volume")
 
     def container_name(self, profile_name: str) -> str:
         """The worker's rpc-server container on its host."""
         return f"{profile_name}-rpc-{self.name}"
 
 
-class RpcSpec(BaseModel):
+class RpcSpec(Section):
     """Workers whose devices llama-server uses through --rpc (llama.cpp's RPC backend)."""
 
-    model_config = _CONFIG
-    workers: Annotated[list[RpcWorker], Field(min_length=1)]
-class MetricsSpec(BaseModel):
-    """The exporter kimik3 runs next to the server (issue 17): one Prometheus port for the whole deployment.
 
-    No `metrics:` section = no exporter: a new process and port on a shared host is asked for, never
-    started by a kimik3 upgrade (two profiles on one host would also fight over any default port)."""
-
-    model_config = _CONFIG
-    port: Annotated[int, Field(ge=1, le=65535)] = Field(description="the exporter's port (/metrics, /healthz)")
-    bind: Annotated[str, AfterValidator(_check_host)] = Field(
-        "loopback", description="loopback (default: the node's Prometheus scrapes locally), tailscale or an IP")
-    proxy: bool = Field(False, description="put a latency-recording proxy on serve.port; llama-server moves to "
-                                           "127.0.0.1:server_port")
-    server_port: Optional[Annotated[int, Field(ge=1, le=65535)]] = Field(
-        None, description="with proxy: llama-server's loopback port (default: serve.port + 10000, or - 10000)")
+class MetricsSpec(Section):
+    """The exporter kimik3 runs next to the server (issue 17): one Prometheus port for the whole deployment."""
 
 
-class Profile(BaseModel):
+class Profile(Section):
     """What should be running on one host: one YAML file, validated, planned and converged."""
-
-    model_config = _CONFIG
-    api_version: Literal["kimik3/v1"] = Field(alias="apiVersion")
-    name: ProfileName
-    model: ModelSpec
-    build: BuildSpec = BuildSpec()
-    gpus: Annotated[
-        Union[Literal["all", "none"], Annotated[list[GpuRef], Field(min_length=1)]], BeforeValidator(_check_gpus)
-    ] = "all"
-    share_gpus: bool = Field(False, description="allow other processes' memory on the requested GPUs (shared pool)")
-    serve: ServeSpec = ServeSpec()
-    gate: GateSpec = GateSpec()
-    systemd: Optional[SystemdSpec] = None
-    rpc: Optional[RpcSpec] = None
 
     @property
     def workers(self) -> tuple[RpcWorker, ...]:
         """The RPC workers, in the order llama-server gets them (--rpc); none without `rpc:`."""
         return tuple(self.rpc.workers) if self.rpc is not None else ()
-    metrics: Optional[MetricsSpec] = None
 
     @property
     def quant_info(self) -> catalog.QuantInfo | None:
@@ -446,10 +169,22 @@ class Profile(BaseModel):
         return self.systemd.unit or self.name
 
 
-def profile_json_schema() -> dict[str, Any]:
-    """The JSON Schema of a profile file (docs/profile.schema.json is generated from this)."""
-    schema = Profile.model_json_schema(by_alias=True, mode="validation")
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": "kimik3/v1/profile", **schema}
+SECTIONS: dict[str, type[Section]] = {cls.__name__: cls for cls in (
+    TokenizerSpec, ModelSpec, BaseImages, BuildSpec, SpecDraft, ServeSpec, QuantGate, GateSpec, SystemdSpec,
+    RpcWorker, RpcSpec, MetricsSpec, Profile)}
+
+
+def from_tree(tree: Any) -> Any:
+    """The values of `profile_schema.to_tree`'s data: a tagged model becomes its section's value (a KeyError
+    for a class this kimik3 does not know), lists and mappings stay lists and mappings."""
+    if isinstance(tree, dict):
+        if "@model" in tree:
+            section = SECTIONS[tree["@model"]]
+            return section(**{name: from_tree(value) for name, value in tree["fields"].items()})
+        return {key: from_tree(value) for key, value in tree.items()}
+    if isinstance(tree, list):
+        return [from_tree(item) for item in tree]
+    return tree
 
 
 def upstream_port(profile: Profile) -> int | None:
@@ -461,6 +196,18 @@ def upstream_port(profile: Profile) -> int | None:
         return metrics.server_port
     port = profile.serve.port
     return port + 10000 if port + 10000 <= 65535 else port - 10000
+
+
+def bind_addresses(profile: Profile) -> tuple[tuple[tuple[str, str], str], ...]:
+    """((field, address), ...): the IP literals this host's listeners bind (serve.host, metrics.bind), the wildcard
+    excepted (it is every address); loopback/tailscale are resolved by kimik3 itself."""
+    import ipaddress  # here: a no-op plan of a loopback profile never needs it
+
+    written = [(("serve", "host"), profile.serve.host)]
+    if profile.metrics is not None:
+        written.append((("metrics", "bind"), profile.metrics.bind))
+    return tuple((field, address) for field, address in written
+                 if address not in ("loopback", "tailscale") and not ipaddress.ip_address(address).is_unspecified)
 
 
 def listened_ports(profile: Profile) -> tuple[int, ...]:

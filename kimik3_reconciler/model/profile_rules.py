@@ -7,6 +7,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal
+from urllib.parse import urlsplit
 
 from kimik3_reconciler.model import catalog
 from kimik3_reconciler.model.hub_endpoint import TOKEN_POLICY, token_may_go_to
@@ -25,30 +26,46 @@ _NEVER_SECRETS = "a profile never contains a secret"
 _NO_SECRETS = f"{_NEVER_SECRETS}: use serve.api_key_file / the environment"
 _FIXED = "is fixed by kimik3 (seed 000: a Kimi-K3/hardware requirement, not a knob)"
 
-# llama-server flags kimik3 renders itself -> what to write instead (None: fixed, not a knob at all).
-_OWNED_FLAGS: dict[tuple[str, ...], str | None] = {
-    ("-m", "--model"): "use model.repo / model.quant",
-    ("--host",): "use serve.host",
-    ("--port",): "use serve.port",
-    ("--api-key", "--api-key-file"): f"use serve.api_key_file ({_NEVER_SECRETS})",
-    ("-hft", "--hf-token"): f"tokens come from the environment ({_NEVER_SECRETS})",
-    ("--alias",): "the served model id is the profile's name",
-    ("--numa",): None,
-    ("-ctk", "--cache-type-k", "-ctv", "--cache-type-v"): None,
-    ("-t", "--threads", "-tb", "--threads-batch"): None,
-    ("-lm", "--load-mode"): "use serve.load_mode (none or dio)",
-    ("-fit", "--fit", "-fitt", "--fit-target"): "use serve.fit_target (or serve.n_cpu_moe for a manual split)",
-    ("-ngl", "--gpu-layers", "--n-gpu-layers", "-ncmoe", "--n-cpu-moe"): "use serve.n_cpu_moe",
-    ("-b", "--batch-size"): "use serve.batch",
-    ("-ub", "--ubatch-size"): "use serve.ubatch",
-    ("-c", "--ctx-size"): "use serve.ctx_size",
-    ("-np", "--parallel"): "use serve.parallel",
-    ("-cram", "--cache-ram"): "use serve.cache_ram",
-    ("--metrics",): "it is always on",
-    ("-mm", "--mmproj"): "use model.mmproj",
-    ("-md", "--model-draft", "--spec-draft-model", "-devd", "--device-draft", "--spec-draft-device"): "use serve.spec_draft",
-}
-OWNED_FLAGS: dict[str, str | None] = {flag: instead for flags, instead in _OWNED_FLAGS.items() for flag in flags}
+# llama-server options kimik3 renders itself: (flags, their environment variables (reference/llama-cpp.md §1.1;
+# llama-server reads LLAMA_ARG_* as options), what to write instead (None: fixed, not a knob at all)). Both the flag
+# and its variable are refused: the variable is a second way to the same option, and for an option kimik3 renders
+# only sometimes (--mmproj, --cache-ram, a draft) or not at all (-hf: another model) it is the one that counts.
+_OWNED: tuple[tuple[tuple[str, ...], tuple[str, ...], str | None], ...] = (
+    (("-m", "--model", "-mu", "--model-url", "-hf", "-hfr", "--hf-repo", "-hff", "--hf-file", "-dr", "--docker-repo"),
+     ("LLAMA_ARG_MODEL", "LLAMA_ARG_MODEL_URL", "LLAMA_ARG_HF_REPO", "LLAMA_ARG_HF_FILE", "LLAMA_ARG_DOCKER_REPO"),
+     "use model.repo / model.quant (the verified, pinned download)"),
+    (("--host",), ("LLAMA_ARG_HOST",), "use serve.host"),
+    (("--port",), ("LLAMA_ARG_PORT",), "use serve.port"),
+    (("--api-key", "--api-key-file"), ("LLAMA_ARG_API_KEY_FILE",), f"use serve.api_key_file ({_NEVER_SECRETS})"),
+    (("-hft", "--hf-token"), (), f"tokens come from the environment ({_NEVER_SECRETS})"),
+    (("-a", "--alias"), ("LLAMA_ARG_ALIAS",), "the served model id is the profile's name"),
+    # The container's GPUs are `gpus`; llama.cpp indexes --fit-target and the draft device over these devices.
+    (("-dev", "--device"), ("LLAMA_ARG_DEVICE",), "use gpus (the container sees exactly those GPUs)"),
+    (("--numa",), ("LLAMA_ARG_NUMA",), None),
+    (("-ctk", "--cache-type-k", "-ctv", "--cache-type-v"), ("LLAMA_ARG_CACHE_TYPE_K", "LLAMA_ARG_CACHE_TYPE_V"), None),
+    (("-t", "--threads", "-tb", "--threads-batch"), ("LLAMA_ARG_THREADS",), None),
+    (("-lm", "--load-mode", "--mmap", "--no-mmap", "--mlock"), ("LLAMA_ARG_LOAD_MODE",),
+     "use serve.load_mode (none or dio)"),
+    (("-fit", "--fit", "-fitt", "--fit-target"), ("LLAMA_ARG_FIT", "LLAMA_ARG_FIT_TARGET"),
+     "use serve.fit_target (or serve.n_cpu_moe for a manual split)"),
+    (("-ngl", "--gpu-layers", "--n-gpu-layers", "-ncmoe", "--n-cpu-moe", "-cmoe", "--cpu-moe"),
+     ("LLAMA_ARG_N_GPU_LAYERS", "LLAMA_ARG_N_CPU_MOE", "LLAMA_ARG_CPU_MOE"), "use serve.n_cpu_moe"),
+    (("-b", "--batch-size"), ("LLAMA_ARG_BATCH",), "use serve.batch"),
+    (("-ub", "--ubatch-size"), ("LLAMA_ARG_UBATCH",), "use serve.ubatch"),
+    (("-c", "--ctx-size"), ("LLAMA_ARG_CTX_SIZE",), "use serve.ctx_size"),
+    (("-np", "--parallel"), ("LLAMA_ARG_N_PARALLEL",), "use serve.parallel"),
+    (("-cram", "--cache-ram"), ("LLAMA_ARG_CACHE_RAM",), "use serve.cache_ram"),
+    (("--metrics",), ("LLAMA_ARG_ENDPOINT_METRICS",), "it is always on"),
+    (("-mm", "--mmproj"), ("LLAMA_ARG_MMPROJ",), "use model.mmproj"),
+    (("-md", "--model-draft", "--spec-draft-model", "-devd", "--device-draft", "--spec-draft-device",
+      "-hfd", "-hfrd", "--hf-repo-draft", "--spec-draft-hf"),
+     ("LLAMA_ARG_SPEC_DRAFT_MODEL", "LLAMA_ARG_SPEC_DRAFT_HF_REPO"), "use serve.spec_draft"),
+)
+OWNED_FLAGS: dict[str, str | None] = {flag: instead for flags, _, instead in _OWNED for flag in flags}
+OWNED_ENV: dict[str, str | None] = {env: instead for _, envs, instead in _OWNED for env in envs}
+# The container's GPUs are the profile's `gpus` (Docker's device request): these would select or renumber them
+# behind it (the nvidia runtime reads NVIDIA_VISIBLE_DEVICES; CUDA renumbers what CUDA_VISIBLE_DEVICES lists).
+GPU_SELECTION_ENV = frozenset({"NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"})
 
 
 @dataclass(frozen=True)
@@ -78,6 +95,13 @@ def _vision(p: Profile) -> Iterator[Finding]:
 
 def _quant(p: Profile) -> Iterator[Finding]:
     quant, info = p.model.quant, p.quant_info
+    spelled = [name for name in catalog.CATALOG if name.lower() == quant.lower() and name != quant]
+    if spelled:
+        # rule: quant-name-case
+        # The Hub's folder names are case-sensitive: 'ud-q2_k_xl' is not found there (exit 6 after the hub round trip).
+        yield _error(("model", "quant"), f"{quant} is not a folder of the repo (names are case-sensitive): did you mean "
+                     f"'{spelled[0]}'?")
+        return
     if info is not None and info.refused:
         # rule: tq2-refused
         # Seed 000: UD-TQ2_0 produces corrupted logits on these GPUs.
@@ -295,6 +319,18 @@ def _secrets(p: Profile) -> Iterator[Finding]:
             # rule: no-secrets
             # A token under an innocent name is still a token.
             yield _error(("serve", "env", key), f"the value looks like a Hugging Face token; {_NO_SECRETS}")
+        elif upper in OWNED_ENV:
+            # rule: owned-env
+            # reference/llama-cpp.md §1.0: llama-server reads it as the option kimik3 renders; where kimik3 renders
+            # that option only sometimes (or never: -hf), the variable is the one that counts.
+            instead = OWNED_ENV[upper]
+            yield _error(("serve", "env", key), f"{key} sets a llama-server option kimik3 renders itself: "
+                         + (instead if instead is not None else _FIXED.removeprefix("is ")))
+        elif upper in GPU_SELECTION_ENV:
+            # rule: owned-env
+            # The container's GPUs are `gpus` (Docker's device request); this would select or renumber them behind it.
+            yield _error(("serve", "env", key), f"{key} selects GPUs behind the profile: use gpus (the container gets "
+                         "exactly those)")
         elif upper.startswith("LLAMA_ARG_"):
             # rule: llama-arg-env
             # llama-cpp.md §1.0: env sets llama-server options behind the CLI (list options even append).
@@ -304,13 +340,74 @@ def _secrets(p: Profile) -> Iterator[Finding]:
             # rule: no-secrets
             # argv shows in `docker inspect` and `ps`.
             yield _error(("serve", "extra_args", i), f"looks like a Hugging Face token; {_NO_SECRETS}")
+    for where, url in _urls(p):
+        if urlsplit(url).password is not None:
+            # rule: no-secrets
+            # A password in a URL is a secret in the profile, and errors and plans print the URL they could not reach.
+            yield _error(where, f"the URL holds a password (user:password@); {_NEVER_SECRETS}: a hub mirror takes "
+                         "HF_TOKEN from the environment, a Docker host its ssh keys or tls_dir")
+    key_file = p.serve.api_key_file
+    if key_file is not None and _looks_like_a_key(key_file):
+        # rule: no-secrets
+        # serve.api_key_file is the path of a file holding the key; a key written here is in the GitOps repo (and
+        # plan's "not found" would print it).
+        yield _error(("serve", "api_key_file"), f"looks like an API key, not a path; {_NEVER_SECRETS}: write the "
+                     "key into a file (chmod 600) and give its path here")
+
+
+def _urls(p: Profile) -> Iterator[tuple[FieldPath, str]]:
+    """The URLs a profile holds, where they are."""
+    if p.model.endpoint is not None:
+        yield ("model", "endpoint"), p.model.endpoint
+    if p.build.archive is not None and "://" in p.build.archive:
+        yield ("build", "archive"), p.build.archive
+    for i, worker in enumerate(p.workers):
+        yield ("rpc", "workers", i, "docker"), worker.docker
+
+
+_KEY_PREFIX = re.compile(r"(sk|pk|rk|api|key)[-_][A-Za-z0-9_-]{16,}")
+
+
+def _looks_like_a_key(value: str) -> bool:
+    """A token-shaped string rather than a file path: an hf_ token, an sk-... key, or 24+ characters of letters
+    and digits with no path separator or file suffix."""
+    if _HF_TOKEN.search(value) or _KEY_PREFIX.fullmatch(value):
+        return True
+    return ("/" not in value and "." not in value and len(value) >= 24 and any(c.isdigit() for c in value)
+            and any(c.isalpha() for c in value))
+
+
+def _joined_short_flag(flag: str) -> str | None:
+    """The owned short flag `flag` glues a number to ('-ub512' -> '-ub'), or None."""
+    if flag.startswith("--") or flag in OWNED_FLAGS:
+        return None
+    match = re.fullmatch(r"(-[a-z]+?)(-?[0-9][0-9.,]*)", flag)
+    return match.group(1) if match and match.group(1) in OWNED_FLAGS else None
 
 
 def _extra_args(p: Profile) -> Iterator[Finding]:
     for i, arg in enumerate(p.serve.extra_args):
         flag = arg.split("=", 1)[0]
+        if flag.startswith("-") and flag.split() != [flag]:
+            # rule: extra-args-argv
+            # Each item is one argv word, never split by a shell: '--ubatch-size 512' is one unknown flag to
+            # llama-server (the launch fails), and a flag hidden behind a space would pass the owned-flag check.
+            words = flag.split()
+            yield _error(("serve", "extra_args", i), f"{arg!r} is one argv item with a space in its flag: each item is "
+                         "passed as is, never through a shell; write one item per word"
+                         + (f", e.g. {words!r}" if words else ""))
+            flag = words[0] if words else flag
         if flag.startswith("--"):
             flag = flag.replace("_", "-")  # llama-cpp.md §1.0: llama-server reads --foo_bar as --foo-bar
+        joined = _joined_short_flag(flag)
+        if joined is not None:
+            # rule: extra-args-argv
+            # llama-server takes a flag's value as the next argv item: '-ub512' is an unknown flag (the launch fails),
+            # and it names an owned flag the check below would not see.
+            yield _error(("serve", "extra_args", i), f"{arg!r} joins a value to {joined}: llama-server reads the value "
+                         f"as its own item ({joined} {flag[len(joined):]}), and {joined} is set by kimik3: "
+                         f"{OWNED_FLAGS[joined] or _FIXED.removeprefix('is ')}")
+            continue
         if flag not in OWNED_FLAGS:
             continue
         instead = OWNED_FLAGS[flag]
@@ -349,12 +446,21 @@ def _cache_ram(p: Profile) -> Iterator[Finding]:
         yield _warning(("serve", "cache_ram"), "0 turns the prompt cache off: only for benchmarking")
 
 
+def _binds(p: Profile) -> Iterator[tuple[FieldPath, str]]:
+    """Every address a listener of this host binds, where the profile says it (rpc workers bind on their hosts and
+    have their own rule, rpc-bind-private)."""
+    yield ("serve", "host"), p.serve.host
+    if p.metrics is not None:
+        yield ("metrics", "bind"), p.metrics.bind
+
+
 def _host(p: Profile) -> Iterator[Finding]:
-    host = p.serve.host
-    if host not in ("loopback", "tailscale") and ipaddress.ip_address(host).is_unspecified:
-        # rule: bind-all-interfaces
-        # Seed 000: bind the tailnet address or loopback; never every interface unless written on purpose.
-        yield _warning(("serve", "host"), f"{host} binds every interface of the host, not just loopback/the tailnet")
+    for where, host in _binds(p):
+        if host not in ("loopback", "tailscale") and ipaddress.ip_address(host).is_unspecified:
+            # rule: bind-all-interfaces
+            # Seed 000: bind the tailnet address or loopback; never every interface unless written on purpose. The
+            # exporter's port tells any network which quant, GPUs and load this host has.
+            yield _warning(where, f"{host} binds every interface of the host, not just loopback/the tailnet")
 
 
 def _archive(p: Profile) -> Iterator[Finding]:

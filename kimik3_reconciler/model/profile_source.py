@@ -5,7 +5,6 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any, get_args, get_origin
 
 import yaml
@@ -13,43 +12,23 @@ from pydantic import BaseModel, ValidationError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from kimik3_reconciler.errors import ProfileError, ProfileProblem
-from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.model.loaded_profile import LoadedProfile, ProfileWarning, line_for, render_path
+from kimik3_reconciler.model.profile import from_tree
 from kimik3_reconciler.model.profile_rules import FieldPath, check_rules
+from kimik3_reconciler.model.profile_schema import Profile, to_tree
 
+__all__ = ["LoadedProfile", "ProfileWarning", "parse_profile", "render_path"]
+
+MAX_PROFILE_CHARS = 256 * 1024
 _STR_TAG = "tag:yaml.org,2002:str"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+_YAML11_BOOLS = frozenset({"yes", "no", "on", "off", "y", "n"})
+_YAML11_NUMBER = re.compile(r"[-+]?(0[xob][0-9a-fA-F_]+|[0-9][0-9_]*(:[0-5]?[0-9])+(\.[0-9_]*)?|[0-9][0-9_]*_[0-9_]*"
+                            r"(\.[0-9_]*)?|[0-9]+[eE][-+]?[0-9]+)")
 _TYPE_WORDS = {
     "string_type": "a string", "int_type": "an integer", "float_type": "a number", "bool_type": "true or false",
     "list_type": "a list", "dict_type": "a mapping", "model_type": "a mapping", "model_attributes_type": "a mapping",
 }
-
-
-@dataclass(frozen=True)
-class ProfileWarning:
-    """Something legal but probably unintended in a profile, located in its file."""
-
-    source: str
-    line: int | None
-    field: str
-    message: str
-
-    def __str__(self) -> str:
-        return str(ProfileProblem(self.source, self.line, self.field, self.message))
-
-
-@dataclass(frozen=True)
-class LoadedProfile:
-    """A validated profile, its warnings, where it came from, and the line of every key in it."""
-
-    profile: Profile
-    warnings: tuple[ProfileWarning, ...]
-    source: str
-    lines: Mapping[FieldPath, int] = field(default_factory=dict, repr=False, compare=False)
-    text: str = field(default="", repr=False, compare=False)  # kept to record the last good profile
-
-    def where(self, path: FieldPath) -> str:
-        """`file:line: field` of a field (or its closest written parent), for a refusal made after validation."""
-        return f"{self.source}:{_line_for(path, self.lines) or 1}: {render_path(path)}"
 
 
 class _Refused(Exception):
@@ -61,30 +40,45 @@ class _Refused(Exception):
         self.message = message
 
 
+# YAML 1.2's core schema for plain scalars, instead of PyYAML's YAML 1.1 guesses: `on`/`yes`/`no`/`off` are not
+# booleans (`smoke: on` is refused, `LLAMA_ARG_FIT: off` stays the string "off"), `0100` is not octal 64, `8_080`
+# and `1:30` (base 60) are not numbers, `2026-01-01` is not a date. What other YAML readers of the GitOps repo (CI
+# linters, editors) see is what kimik3 sees. Floats keep a point or an exponent after one (`1e5` stays a string:
+# a commit sha of digits and one `e` is hex).
+_IMPLICIT = (
+    ("tag:yaml.org,2002:bool", r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
+    ("tag:yaml.org,2002:int", r"^[-+]?[0-9]+$", "-+0123456789"),
+    ("tag:yaml.org,2002:float", r"^(?:[-+]?(?:[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)"
+     r"|\.(?:nan|NaN|NAN))$", "-+0123456789."),
+    ("tag:yaml.org,2002:null", r"^(?:~|null|Null|NULL|)$", ["~", "n", "N", ""]),
+    ("tag:yaml.org,2002:merge", r"^(?:<<)$", ["<"]),  # resolved only to be refused by name (_walk)
+)
+
+
 class _ProfileLoader(yaml.SafeLoader):
-    """SafeLoader that refuses anchors and aliases: no alias bombs, no values shared by reference."""
+    """SafeLoader that refuses anchors and aliases (no alias bombs, no values shared by reference) and types plain
+    scalars by YAML 1.2's core schema (_IMPLICIT)."""
+
+    yaml_implicit_resolvers: dict[str, list[tuple[str, re.Pattern[str]]]] = {}
 
     def compose_node(self, parent: Node | None, index: Any) -> Node:
         event = self.peek_event()
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
             raise _Refused(event.start_mark, "anchors and aliases (&name, *name) are not allowed in a profile: "
                            "write the value out")
+        if getattr(event, "tag", None) not in (None, "!"):
+            # `!!int abc`, `!!bool x`, `!!timestamp x` raised from PyYAML's constructors (a traceback); `!!binary`
+            # and `!!python/...` make values no profile field takes. A profile's values are plain YAML.
+            shown_tag = event.tag.replace("tag:yaml.org,2002:", "!!")
+            raise _Refused(event.start_mark, f"explicit tags ({shown_tag}) are not allowed in a profile: write the "
+                           "value plainly (quote a string)")
         return super().compose_node(parent, index)
 
 
-def _line_for(path: FieldPath, lines: Mapping[FieldPath, int]) -> int | None:
-    for end in range(len(path), 0, -1):
-        if path[:end] in lines:
-            return lines[path[:end]]
-    return None
-
-
-def render_path(path: FieldPath) -> str:
-    """("serve", "extra_args", 2) -> "serve.extra_args[2]"."""
-    out = ""
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
+for _tag, _pattern, _first in _IMPLICIT:
+    _ProfileLoader.add_implicit_resolver(_tag, re.compile(_pattern), list(_first))
+# Plain decimal, leading zeros included (YAML 1.2): PyYAML's constructor reads `0100` as octal.
+_ProfileLoader.add_constructor("tag:yaml.org,2002:int", lambda loader, node: int(loader.construct_scalar(node), 10))
 
 
 def _walk(node: Node, path: FieldPath, lines: dict[FieldPath, int], found: list[tuple[int, FieldPath, str]],
@@ -215,6 +209,10 @@ def _message(err: Mapping[str, Any], path: FieldPath, written: Mapping[FieldPath
         message = f"expected {_TYPE_WORDS[kind]}, got {_describe(value)}"
         if kind == "string_type" and isinstance(value, (int, float)) and not isinstance(value, bool):
             message += f' (quote it: "{written.get(path, value)}")'
+        elif kind == "bool_type" and isinstance(value, str) and value.lower() in _YAML11_BOOLS:
+            message += " (a profile is YAML 1.2: write true or false)"
+        elif kind in ("int_type", "float_type") and isinstance(value, str) and _YAML11_NUMBER.fullmatch(value):
+            message += " (a profile is YAML 1.2: write the number in plain decimal, e.g. 8080)"
         return message
     if kind == "string_too_short":
         return "must not be empty"
@@ -229,31 +227,38 @@ def _validation_problems(exc: ValidationError, source: str, lines: Mapping[Field
     for path, err in errors:
         if err["type"] == "missing" and (path[:-1], path[-1]) in suggested:
             continue  # `modle:` already says "did you mean 'model'?"; "model: required" would be noise
-        problems.append(ProfileProblem(source, _line_for(path, lines) or 1, render_path(path), _message(err, path, written)))
+        problems.append(ProfileProblem(source, line_for(path, lines) or 1, render_path(path), _message(err, path, written)))
     return problems
 
 
 def parse_profile(text: str, source: str = "<profile>") -> LoadedProfile:
     """Validate profile YAML text; raise ProfileError listing every problem found, each with its line."""
+    if len(text) > MAX_PROFILE_CHARS:
+        # Parsing is linear but slow in pure Python (~0.5 ms a key): a 10 MB file of keys took minutes before
+        # saying anything. A real profile is a few KiB; this says at once that the file is not one.
+        raise ProfileError([ProfileProblem(source, None, "", f"{len(text) // 1024} KiB: a profile is a few KiB and "
+                                           f"kimik3 reads at most {MAX_PROFILE_CHARS // 1024} KiB; is this the "
+                                           "right file?")])
     written: dict[FieldPath, str] = {}
     data, lines, found = _load_yaml(text, written)
     problems = [ProfileProblem(source, line, render_path(path), message) for line, path, message in found]
     if data is None:
         raise ProfileError(problems)
     try:
-        profile = Profile.model_validate(data)
+        tree = to_tree(Profile.model_validate(data))
     except ValidationError as exc:
         raise ProfileError(_sorted(problems + _validation_problems(exc, source, lines, written))) from None
+    profile = from_tree(tree)  # what every command plans with: the same values a cached profile gives
     warnings = []
     for finding in check_rules(profile):
-        where = (source, _line_for(finding.path, lines) or 1, render_path(finding.path), finding.message)
+        where = (source, line_for(finding.path, lines) or 1, render_path(finding.path), finding.message)
         if finding.severity == "error":
             problems.append(ProfileProblem(*where))
         else:
             warnings.append(ProfileWarning(*where))
     if problems:
         raise ProfileError(_sorted(problems))
-    return LoadedProfile(profile, tuple(_sorted(warnings)), source, lines, text)
+    return LoadedProfile(profile, tuple(_sorted(warnings)), source, lines, text, tree)
 
 
 def _sorted(items: list[Any]) -> list[Any]:

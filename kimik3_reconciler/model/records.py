@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
+
 
 def archive_record_key(source: str, commit: str) -> str:
     """The sha256 a pin's source archive had on first use: later uses must match it."""
     return f"archives/{source}-{commit}.json"
+
+
+def file_hash_key(path: str) -> str:
+    """A local file's sha256 with the stat fingerprint it had when hashed (observe/local_inputs.py): a cache,
+    so a no-op plan does not re-read a source archive whose stat has not moved. Named by the path's hash."""
+    return f"cache/sha256/{hashlib.sha256(path.encode()).hexdigest()[:32]}.json"
 
 
 LOAD_RATE_KEY = "host/load-rate.json"  # {"bytes", "seconds"} of the last model load measured here (cold)

@@ -88,7 +88,8 @@ RULES: tuple[Rule, ...] = (
          "`kimik3 tune` never launches a candidate with other threads or a mapped load mode",
          "Kimi-K3/hardware requirements, not tuning: leaving --numa or --load-mode out measured as a 20+-minute "
          "single-request stall", _LAUNCH + _PROFILE + ("kimik3_reconciler.planning.tune_space",),
-         ("unit/test_rendered_specs.py", "cases/profile/extra_args_owned_flag.yaml", "unit/test_tune.py"),
+         ("unit/test_rendered_specs.py", "cases/profile/extra_args_owned_flag.yaml",
+          "cases/profile/extra_args_model_source.yaml", "unit/test_tune.py"),
          seed="seed 000 step 5 (always sets --numa distribute, f16 KV, threads; --load-mode none required)"),
     Rule("gate-fixed-flags", "force", "the quant gate's llama-perplexity runs with the server's owned flags: "
          "--numa distribute, f16 K/V, --threads/--threads-batch = physical cores, --load-mode none, the profile's "
@@ -146,7 +147,8 @@ RULES: tuple[Rule, ...] = (
     Rule("gpus-present", "refuse", "a CUDA profile needs GPUs on the host (NVML sees them) and every GPU it lists "
          "(index or UUID) must be there",
          "the build and the download would be for a server that cannot start", ("kimik3_reconciler.planning.host_gate",),
-         ("unit/test_host_gate.py",), seed="seed 000 step 1 (Verify host: nvidia-smi, GPU count/VRAM)"),
+         ("unit/test_host_gate.py", "cases/profile/gpus_uuid_uppercase.yaml"),
+         seed="seed 000 step 1 (Verify host: nvidia-smi, GPU count/VRAM)"),
     Rule("gpus-unclaimed", "refuse", "a GPU of the profile holding another job's process is refused (unless "
          "share_gpus: true); kimik3's own containers and those the plan stops first do not count",
          "the hardware is commonly a shared pool: claiming a GPU another job uses breaks both",
@@ -314,14 +316,39 @@ RULES: tuple[Rule, ...] = (
          "the CPU image has no CUDA kernels; a CUDA image with no GPU is the CPU build done the slow way", _PROFILE,
          ("cases/profile/variant_cpu_with_gpus.yaml", "cases/profile/variant_cuda_gpus_none.yaml"),
          seed=f"{_OWN}design.md's two image variants (the seed serves CUDA + CPU kernels; the CPU build is the demo's)"),
-    Rule("bind-all-interfaces", "warn", "serve.host 0.0.0.0 (or ::) is warned: it binds every interface",
+    Rule("bind-address-local", "refuse", "serve.host and metrics.bind given as an IP must be an address of this host "
+         "(a socket can bind it)", "another address passed the plan and failed the launch (couldn't bind) after the "
+         "build and, on a real quant, the download", ("kimik3_reconciler.planning.host_gate",),
+         ("unit/test_host_gate.py",),
+         seed="not in the seeds: shared/PROFILE.md (serve.host: loopback | tailscale | an IP on this host)"),
+    Rule("bind-all-interfaces", "warn", "serve.host or metrics.bind 0.0.0.0 (or ::) is warned: it binds every "
+         "interface",
          "the seed binds the tailnet address, or loopback only; every interface exposes the API to every network "
-         "the host is on", _PROFILE, ("cases/profile/serve_host_all_interfaces_warns.yaml",),
+         "the host is on", _PROFILE, ("cases/profile/serve_host_all_interfaces_warns.yaml",
+                                      "cases/profile/metrics_bind_all_interfaces_warns.yaml"),
          seed="seed 000 step 5 (--network host bound to the host's Tailscale IP, falls back to loopback-only)"),
     Rule("archive-pinned", "warn", "an http(s) build.archive without build.archive_sha256 is warned as unpinned",
          "a URL's content can change under the same name: the build would not be the pinned one", _PROFILE,
          ("cases/profile/build_archive_url_unpinned_warns.yaml",),
          seed="seed 000 Why build from source in Docker (you want a pinned commit, not a moving latest)"),
+    Rule("owned-env", "refuse", "serve.env never sets what kimik3 renders: the LLAMA_ARG_* variable of an owned "
+         "option (model source, host, port, batch/ubatch, fit, split, ctx, slots, cache, mmproj, draft, the fixed "
+         "flags), nor the container's GPUs (NVIDIA_VISIBLE_DEVICES, CUDA_VISIBLE_DEVICES: use gpus)",
+         "llama-server reads the variable as the option: where kimik3 renders it only sometimes (or never: -hf) "
+         "the variable wins, list options (-ncmoe) append; the nvidia runtime hands a container the GPUs "
+         "NVIDIA_VISIBLE_DEVICES names, past the profile's gpus", _PROFILE,
+         ("cases/profile/serve_env_owned_option.yaml", "cases/profile/serve_env_gpu_selection.yaml"),
+         seed=f"{_OWN}one place for each setting (reference/llama-cpp.md §1.0: env sets options behind the CLI); "
+              "seed 000 step 1 (the GPU pool is shared: use only the GPUs the profile names)"),
+    Rule("quant-name-case", "refuse", "model.quant spelled like a catalog quant in another case is refused, naming "
+         "the catalog's spelling", "the Hub's folder names are case-sensitive: the plan would end at the hub (exit 6, "
+         "path not found) instead of at validate", _PROFILE, ("cases/profile/quant_name_case.yaml",),
+         seed=f"{_OWN}shared/PROFILE.md (quant: folder in the repo; catalog knows size, mode, vetting)"),
+    Rule("extra-args-argv", "refuse", "each serve.extra_args item is one argv word: a flag item with a space in it, "
+         "or an owned short flag with its value glued on ('-ub512'), is refused", "items are passed as is, never through a shell: '--ubatch-size 512' is one unknown flag to "
+         "llama-server (the launch fails) and would hide an owned flag from the fixed-flags check", _PROFILE,
+         ("cases/profile/extra_args_space_in_flag.yaml", "cases/profile/extra_args_joined_value.yaml"),
+         seed=f"{_OWN}shared/PROFILE.md (extra_args: passed as argv items, never through a shell)"),
     Rule("llama-arg-env", "warn", "LLAMA_ARG_* in serve.env is warned: it sets a llama-server option behind the argv",
          "llama-server reads LLAMA_ARG_* as options (list options even append): a second, hidden copy of a "
          "profile field", _PROFILE, ("cases/profile/serve_env_llama_arg_warns.yaml",),
@@ -332,7 +359,8 @@ RULES: tuple[Rule, ...] = (
          seed=f"{_OWN}systemd's Conflicts= semantics (seed 000 step 7 uses it between the two units only)"),
     Rule("no-secrets", "refuse", "a profile never holds a secret; the API key is a read-only mounted file",
          "keys in argv/env show up in `docker inspect` and logs", _PROFILE + _LAUNCH,
-         ("cases/plan/19-api-key-file.yaml",),
+         ("cases/plan/19-api-key-file.yaml", "cases/profile/secret_in_url_or_key_file.yaml",
+          "cases/profile/api_key_file_paths_ok.yaml", "unit/test_hostile_inputs.py"),
          seed="not in the seeds: shared/PROFILE.md (a profile never contains a secret)"),
     Rule("metrics-labels-no-secrets", "force", "the exporter's series carry profile, quant, build and fingerprint "
          "labels only: the API key (read from its file to scrape a keyed server) and the HF token reach no label, "

@@ -3,17 +3,47 @@
 Every payload is a frozen dataclass deriving from `Payload`, and its type alone picks the executor
 (steps/__init__.py's table): a step that changes something carries exactly one of these. Adding a
 step kind = one payload here, one planner function, one executor, one case file.
+
+`@frozen_value` is `@dataclass(frozen=True)` whose `__eq__`, `__hash__` and `__repr__` are `_Value`'s,
+written once instead of generated and compiled for each class (~0.25 ms a class at every start: docs/design.md
+"What a no-op plan imports"); they behave as the generated ones. A plain `@dataclass(frozen=True)` works too.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from kimik3_reconciler.model.facts import FileStat, ModelLayout, RemoteFile
 
 
-class Payload:
+class _Value:
+    """__eq__, __hash__ and __repr__ as @dataclass(frozen=True) generates them: by the fields, in order."""
+
+    __slots__ = ()
+
+    def _fields(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, f.name) for f in fields(self))  # type: ignore[arg-type]
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._fields() == other._fields()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self))  # type: ignore[arg-type]
+        return f"{type(self).__qualname__}({shown})"
+
+
+def frozen_value(cls: type) -> type:
+    """@dataclass(frozen=True) with `_Value`'s comparison, hash and repr (the class must derive from it)."""
+    return dataclass(frozen=True, eq=False, repr=False)(cls)
+
+
+class Payload(_Value):
     """Base of every step payload; `steps.EXECUTORS` maps each subclass to its executor."""
 
     __slots__ = ()
@@ -22,7 +52,7 @@ class Payload:
 # --- the model cache -----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@frozen_value
 class ModelDownload(Payload):
     """Fetch these files of repo@revision into the HF cache, then verify their sha256; record the
     manifest with the stat fingerprints of the fetched files and of `verified` (the files observation
@@ -46,7 +76,7 @@ class ModelDownload(Payload):
         return sum(f.size for f in self.files if f.path in missing)
 
 
-@dataclass(frozen=True)
+@frozen_value
 class RemoveModelFiles(Payload):
     """destroy --model: drop the cached files of one quant (blobs other revisions share stay) and its manifest."""
 
@@ -56,7 +86,7 @@ class RemoveModelFiles(Payload):
 # --- images --------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@frozen_value
 class ImageBuild(Payload):
     """docker build of Dockerfile.llamacpp for one source pin; `fingerprint` becomes a label."""
 
@@ -72,7 +102,7 @@ class ImageBuild(Payload):
     labels: tuple[tuple[str, str], ...]
 
 
-@dataclass(frozen=True)
+@frozen_value
 class RetagImage(Payload):
     """Point `tag` back at a kept build with the wanted fingerprint: a rollback without compiling."""
 
@@ -80,7 +110,7 @@ class RetagImage(Payload):
     tag: str
 
 
-@dataclass(frozen=True)
+@frozen_value
 class RemoveImage(Payload):
     """Remove one image (destroy --images, prune)."""
 
@@ -90,15 +120,15 @@ class RemoveImage(Payload):
 # --- containers ----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Mount:
+@frozen_value
+class Mount(_Value):
     source: str
     target: str
     read_only: bool = True
 
 
-@dataclass(frozen=True)
-class ContainerSpec:
+@frozen_value
+class ContainerSpec(_Value):
     """The rendered container: argv items (never a shell string), env, mounts, GPUs, labels."""
 
     name: str
@@ -118,7 +148,7 @@ class ContainerSpec:
     volumes: tuple[tuple[str, str], ...] = ()  # (Docker named volume, target): an rpc-server's tensor cache
 
 
-@dataclass(frozen=True)
+@frozen_value
 class LaunchContainer(Payload):
     """Create the profile's container; `replace`: remove the one of that name first (GPUs and port are exclusive)."""
 
@@ -130,28 +160,28 @@ class LaunchContainer(Payload):
         return {**asdict(self.container), "replace": self.replace}
 
 
-@dataclass(frozen=True)
+@frozen_value
 class StartContainer(Payload):
     """Start (or unpause) the existing container: its fingerprint matches, only its state is wrong."""
 
     name: str
 
 
-@dataclass(frozen=True)
+@frozen_value
 class StopContainer(Payload):
     """Stop a container and keep it (a conflicting profile's, or ours before the quant gate)."""
 
     name: str
 
 
-@dataclass(frozen=True)
+@frozen_value
 class RemoveContainer(Payload):
     """Remove the profile's container (destroy)."""
 
     name: str
 
 
-@dataclass(frozen=True)
+@frozen_value
 class SmokeTest(Payload):
     """Run a tiny generated kimi-k3 GGUF on a new image with the seed's fixed flags (gate.smoke)."""
 
@@ -164,7 +194,7 @@ class SmokeTest(Payload):
     gpu_request: str = "runtime"  # as ContainerSpec.gpu_request
 
 
-@dataclass(frozen=True)
+@frozen_value
 class QuantGateRun(Payload):
     """llama-perplexity from the profile's image: reference logits once, then the candidate's KLD."""
 
@@ -187,7 +217,7 @@ class QuantGateRun(Payload):
     gpu_request: str = "runtime"  # as ContainerSpec.gpu_request
 
 
-@dataclass(frozen=True)
+@frozen_value
 class GpuProbe(Payload):
     """Seed 000 step 1's check that GPU containers work: a real container runs `nvidia-smi -L` with the
     profile's GPUs, requested as the launch will request them; a pass is recorded per (driver, toolkit)."""
@@ -203,7 +233,7 @@ class GpuProbe(Payload):
     labels: tuple[tuple[str, str], ...] = ()
 
 
-@dataclass(frozen=True)
+@frozen_value
 class HealthWait(Payload):
     """Wait until llama-server answers /health 200 (model loaded), or fail with its log tail."""
 
@@ -218,8 +248,8 @@ class HealthWait(Payload):
 # --- RPC workers (other hosts, each reached through its own Docker) --------------------------------
 
 
-@dataclass(frozen=True)
-class DockerHost:
+@frozen_value
+class DockerHost(_Value):
     """A worker host's Docker, as the profile names it: ssh://user@host or tcp://host:port (+ TLS folder)."""
 
     name: str
@@ -227,7 +257,7 @@ class DockerHost:
     tls_dir: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_value
 class WorkerImage(Payload):
     """Build the profile's image on a worker from the same context (source, patches, Dockerfile), or re-tag
     a kept build there (`retag_id`); `context_bytes` is what a build ships to that host."""
@@ -238,7 +268,7 @@ class WorkerImage(Payload):
     retag_id: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_value
 class WorkerLaunch(Payload):
     """Create the worker's rpc-server container; `replace`: remove the one of that name first."""
 
@@ -250,7 +280,7 @@ class WorkerLaunch(Payload):
         return {"host": asdict(self.host), **asdict(self.container), "replace": self.replace}
 
 
-@dataclass(frozen=True)
+@frozen_value
 class WorkerWait(Payload):
     """Wait until the worker's rpc-server accepts TCP connections at address:port (from this host)."""
 
@@ -261,7 +291,7 @@ class WorkerWait(Payload):
     timeout_s: float
 
 
-@dataclass(frozen=True)
+@frozen_value
 class WorkerRemove(Payload):
     """Remove a worker's rpc-server container (destroy, or a worker the profile no longer names), then drop it
     from `profile`'s record of launched workers (model/records.py rpc_workers_key)."""
@@ -271,7 +301,7 @@ class WorkerRemove(Payload):
     profile: str = ""
 
 
-@dataclass(frozen=True)
+@frozen_value
 class PagecachePreread(Payload):
     """Read the model's files into the page cache while the old server still serves, so the swap's load
     reads memory, not disk (issue 15); then say how much of them the cache holds (mincore)."""
@@ -284,7 +314,7 @@ class PagecachePreread(Payload):
 # --- systemd -------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@frozen_value
 class UnitInstall(Payload):
     """Make the profile's unit true: write what differs, daemon-reload, enable or disable, start."""
 
@@ -301,7 +331,7 @@ class UnitInstall(Payload):
     restart: bool = False  # `systemctl restart`, not `start`: the running service must pick up new settings
 
 
-@dataclass(frozen=True)
+@frozen_value
 class UnitRemoval(Payload):
     """Stop, disable and delete a unit kimik3 installed (and its env file, when that is kimik3's too)."""
 
@@ -311,7 +341,7 @@ class UnitRemoval(Payload):
     systemctl: bool = True  # False when systemd is not running: only the files go
 
 
-@dataclass(frozen=True)
+@frozen_value
 class StopUnit(Payload):
     """`systemctl stop` a unit that supervises a conflicting container (stopping only the container,
     systemd's Restart=on-failure would start it again)."""
@@ -319,7 +349,7 @@ class StopUnit(Payload):
     unit: str
 
 
-@dataclass(frozen=True)
+@frozen_value
 class VerifyServer(Payload):
     """Run `kimik3 verify` against a container an earlier apply launched and never verified (it died or lost
     dockerd in the health wait); a pass clears its `unverified/` record."""
@@ -340,7 +370,7 @@ PAYLOADS: tuple[type[Payload], ...] = (
 # --- the metrics exporter (issue 17) ----------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@frozen_value
 class ExporterRun(Payload):
     """Start `kimik3 metrics-serve <profile>` (stopping `replace_pid`, the exporter it replaces, first), wait
     until its /healthz answers `fingerprint`, and record it (pid, fingerprint, config)."""
@@ -353,7 +383,7 @@ class ExporterRun(Payload):
     timeout_s: float = 30.0
 
 
-@dataclass(frozen=True)
+@frozen_value
 class ExporterStop(Payload):
     """Stop the profile's exporter (destroy, or `metrics:` removed) and delete its records."""
 
@@ -361,7 +391,7 @@ class ExporterStop(Payload):
     pid: int
 
 
-@dataclass(frozen=True)
+@frozen_value
 class ExporterUnit(Payload):
     """The exporter as a systemd unit (profile with `systemd:`): stop `stop_pid` (a detached exporter it
     replaces), write the config record, install and (re)start `install` (the unit machinery), wait until

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from kimik3_reconciler.model.facts import ModelFact, Observed
 from kimik3_reconciler.model.records import LOAD_RATE_KEY, WARM_LOAD_RATE_KEY, gate_key, last_good_key, unverified_key
-from kimik3_reconciler.model.profile import Profile, listened_ports
+from kimik3_reconciler.model.profile import Profile, bind_addresses, listened_ports
 from kimik3_reconciler.observe.docker_objects import (
     collect_base_images,
     collect_container,
@@ -36,16 +38,29 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
     (`kimik3 status`): never hash, a file whose stat moved is only reported `changed`;
     `gate_reference`: the quant gate's reference profile, whose files are observed too (planning says when);
     `before_hub`: called with the host-side facts (no model files yet) before any hub request (the host gate)."""
+    # lscpu (a process) and NVML (a library to load) answer while dockerd does.
+    host_ahead = _Ahead(lambda: (ports.host.lscpu_parseable(), ports.host.nvml()))
     # Inspected once: the container fact also tells the host collector which GPU process is ours.
     container = collect_container(ports.docker, ports.http, profile.name)
     if container is not None and container.pid:  # the pre-read weighs what the serving process holds
         container = container.model_copy(update={"rss_bytes": ports.host.process_rss(container.pid)})
+    # dockerd answers a label-filtered image list and an image inspect by name in ~20 ms each where it keeps
+    # many images, and the other profiles' containers take a list and an inspect each: asked now, on other
+    # connections, while the rest is observed (the daemon answered above).
+    base_refs = (profile.build.base_images.build, profile.build.base_images.runtime)
+    images_ahead = _Ahead(lambda: (collect_images(ports.docker, ports.state),
+                                   collect_base_images(ports.docker, base_refs)))
+    others_ahead = _Ahead(lambda: collect_others(ports.docker, profile.name))
     ours = frozenset({container.pid}) if container is not None and container.pid else frozenset()
-    host = collect_host(ports.host, ports.docker, ours, listened_ports(profile))
-    others = collect_others(ports.docker, profile.name)
-    inputs = collect_inputs(profile, base_dir, dockerfile, ports.state)
+    # Whether Docker can give containers GPUs (`docker info`) matters only to a profile that asks for GPUs.
+    gpu = profile.build.variant == "cuda" and profile.gpus != "none"
+    lscpu, nvml = host_ahead.result()
+    host = collect_host(ports.host, ports.docker if gpu else None, ours, listened_ports(profile), lscpu, nvml,
+                        binds=tuple(dict.fromkeys(address for _, address in bind_addresses(profile))))
+    inputs = collect_inputs(profile, base_dir, dockerfile, ports.state, rehash)
     # Before the gate: our exporter's proxy may hold serve.port (metrics.proxy), which the gate must not refuse.
     exporter = collect_exporter(profile.name, ports.state, ports.processes, ports.http)
+    others = others_ahead.result()
     if before_hub is not None:  # a host the gate refuses must not wait for the hub first
         m = profile.model
         before_hub(Observed(host=host, inputs=inputs, container=container, others=others, exporter=exporter,
@@ -56,12 +71,10 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
                  if gate_reference is not None else None)
     layout, layout_recorded = collect_layout(profile, ports.hub, ports.state, model)
     # GPU plumbing only for a profile that asks for GPUs: the CPU variant never probes.
-    gpu = profile.build.variant == "cuda" and profile.gpus != "none"
     plumbing = collect_gpu_plumbing(ports.docker, ports.host) if gpu else None
     # The probe record is per GPU set (planning/gpu_probe.py asks for these docker device ids).
     probed = "all" if profile.gpus == "all" else tuple(str(g) for g in profile.gpus)
-    base_ids, base_digests = collect_base_images(ports.docker, (profile.build.base_images.build,
-                                                               profile.build.base_images.runtime))
+    images, (base_ids, base_digests) = images_ahead.result()
     return Observed(
         gpu_plumbing=plumbing,
         gpu_probe_record=(collect_gpu_probe(ports.state, plumbing, host.driver_version, probed,
@@ -75,7 +88,7 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
         layout_recorded=layout_recorded,
         tokenizer=collect_tokenizer(profile, ports.hub, ports.state, base_dir, ports.host, rehash,
                                     hub_down=model.listing_error, stat_only=stat_only),
-        images=collect_images(ports.docker, ports.state),
+        images=images,
         base_images=base_ids,
         base_digests=base_digests,
         runtime_cuda=collect_runtime_cuda(ports.docker, profile.build.base_images.runtime)
@@ -91,6 +104,29 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
         removed_workers=collect_removed_workers(profile, ports.workers, ports.state),
         exporter=exporter,
     )
+
+
+class _Ahead:
+    """A read started now, its answer (or its exception) taken later: waits on dockerd overlap other work."""
+
+    def __init__(self, read: Callable[[], Any]):
+        self._answer: Any = None
+        self._error: BaseException | None = None
+        # daemon: a plan refused before it takes the answer (the host gate) does not wait for it to exit
+        self._thread = threading.Thread(target=self._run, args=(read,), name="kimik3-observe-ahead", daemon=True)
+        self._thread.start()
+
+    def _run(self, read: Callable[[], Any]) -> None:
+        try:
+            self._answer = read()
+        except BaseException as exc:  # re-raised in the observing thread, where it would have been raised
+            self._error = exc
+
+    def result(self) -> Any:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._answer
 
 
 def _load_rate(ports: Ports, key: str) -> float | None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 from kimik3_reconciler.model.facts import ExporterFact
-from kimik3_reconciler.model.metrics import ExporterConfig
 from kimik3_reconciler.model.records import exporter_key
 from kimik3_reconciler.ports import HttpPort, ProcessPort, StatePort
 
@@ -30,6 +29,8 @@ def collect_exporter(profile: str, state: StatePort, processes: ProcessPort | No
     alive = pid > 0 and runs_exporter(processes.cmdline(pid), profile)
     serving = None
     if (alive or unit) and record.get("config"):
+        from kimik3_reconciler.model.metrics import ExporterConfig  # only where an exporter was started
+
         status, body = http.get(ExporterConfig.from_json(record["config"]).health_url, timeout_s=2.0)
         if status == 200:
             try:

@@ -167,7 +167,7 @@ def parse_tcp_clients(tables: str, port: int) -> tuple[str, ...]:
 def collect_listeners(host: HostPort, port: int, our_pids: frozenset[int] = frozenset()) -> tuple[PortListener, ...]:
     """Who listens on the profile's port: a foreign one makes llama-server exit with "couldn't bind". Each owner's
     container comes from its cgroup, so any process inside a container (a child, a wrapper) is matched to it."""
-    sockets = parse_tcp_listeners(host.tcp_tables(), port)
+    sockets = parse_tcp_listeners(host.tcp_listening(), port)
     owners = host.socket_owners(set(sockets), our_pids) if sockets else {}
     listeners = []
     for inode, address in sorted(sockets.items()):
@@ -179,14 +179,18 @@ def collect_listeners(host: HostPort, port: int, our_pids: frozenset[int] = froz
 
 
 def collect_host(host: HostPort, docker: DockerPort | None = None, our_pids: frozenset[int] = frozenset(),
-                 ports: tuple[int, ...] = ()) -> HostFacts:
-    lscpu = host.lscpu_parseable()
+                 ports: tuple[int, ...] = (), lscpu: str | None = None, nvml: dict | None = None,
+                 binds: tuple[str, ...] = ()) -> HostFacts:
+    """`ports`: the TCP ports the profile binds (their listeners are read); `binds`: the IP literals it binds on
+    (each asked whether this host has it). `lscpu`, `nvml`: the port's answers when the caller asked for them
+    already (observe/__init__.py asks ahead, while dockerd answers); else asked here."""
+    lscpu = host.lscpu_parseable() if lscpu is None else lscpu
     cpuinfo = host.cpuinfo()
     has_rows = any(line.strip() and not line.startswith("#") for line in lscpu.splitlines())
     # Without lscpu, /proc/cpuinfo still knows the cores: a missing tool must not turn into
     # `--threads 1` and a relaunch of a healthy server.
     cores = parse_lscpu_cores(lscpu) if has_rows else (parse_cpuinfo_cores(cpuinfo) or os.cpu_count() or 1)
-    dump = host.nvml()
+    dump = host.nvml() if nvml is None else nvml
     gpus, driver = parse_nvml(dump, our_pids)
     ram_total, ram_available = parse_meminfo(host.meminfo())
     return HostFacts(
@@ -195,6 +199,7 @@ def collect_host(host: HostPort, docker: DockerPort | None = None, our_pids: fro
         numa_nodes=host.numa_nodes(),
         cpu_flags=parse_cpu_flags(cpuinfo),
         tailscale_ipv4=host.tailscale_ipv4(),
+        absent_addresses=tuple(address for address in binds if not host.has_address(address)),
         gpu_probe="no-driver" if "error" in dump else "ok",
         gpu_probe_detail=dump.get("error"),
         driver_version=driver,

@@ -4,12 +4,14 @@ parsed (which files they change, the lines they add); the API key file is never 
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 from kimik3_reconciler.errors import InputError
 from kimik3_reconciler.model.facts import LocalInputs, PatchedFile, PatchFact
 from kimik3_reconciler.model.profile import Profile
-from kimik3_reconciler.model.records import archive_record_key
+from kimik3_reconciler.model.loaded_profile import render_path
+from kimik3_reconciler.model.records import archive_record_key, file_hash_key
 from kimik3_reconciler.ports import StatePort
 
 
@@ -19,6 +21,31 @@ def sha256_file(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def _stat_fingerprint(path: Path) -> dict[str, int]:
+    st = os.stat(path)
+    # ctime moves on every write and cannot be set back by a user (touch -d restores only mtime).
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns, "inode": st.st_ino,
+            "device": st.st_dev}
+
+
+def archive_sha256(path: Path, state: StatePort, rehash: bool = False) -> str:
+    """A local source archive's sha256, re-read only when its stat fingerprint moved since it was last hashed
+    here (the same policy as verified model files: any write moves ctime); `rehash` (`--verify`) always reads.
+    The memo is a cache in the state dir, written only when the file did not move while it was read."""
+    key = file_hash_key(str(path))
+    before = _stat_fingerprint(path)
+    memo = None if rehash else state.read(key)
+    if memo and memo.get("path") == str(path) and memo.get("stat") == before and isinstance(memo.get("sha256"), str):
+        return memo["sha256"]
+    sha = sha256_file(path)
+    if _stat_fingerprint(path) == before:
+        try:
+            state.write(key, {"path": str(path), "stat": before, "sha256": sha})
+        except OSError:
+            pass  # a read-only state dir: the next plan hashes again, nothing else changes
+    return sha
 
 
 def parse_unified_diff(text: str) -> tuple[PatchedFile, ...]:
@@ -47,10 +74,10 @@ def parse_unified_diff(text: str) -> tuple[PatchedFile, ...]:
     return tuple(files)
 
 
-def _existing(base_dir: Path, raw: str, field: str) -> Path:
+def _existing(base_dir: Path, raw: str, field: tuple[str | int, ...]) -> Path:
     path = (base_dir / raw).resolve()
     if not path.is_file():
-        raise InputError(f"{field}: {raw} not found (resolved to {path})")
+        raise InputError(f"{render_path(field)}: {raw} not found (resolved to {path})", (field,))
     return path
 
 
@@ -63,19 +90,20 @@ def _check_recorded(profile: Profile, archive_sha: str, state: StatePort) -> Non
     raise InputError(
         f"build.archive: the source archive of {build.source}@{build.effective_commit[:7]} changed since its "
         f"first use (recorded sha256 {record.get('sha256')}, now {archive_sha}). A pinned source must not "
-        f"change; if this archive is intended, pin it with build.archive_sha256: {archive_sha}")
+        f"change; if this archive is intended, pin it with build.archive_sha256: {archive_sha}", (("build", "archive"),))
 
 
 def _is_url(raw: str) -> bool:
     return raw.startswith(("http://", "https://"))
 
 
-def collect_inputs(profile: Profile, base_dir: Path, dockerfile: Path, state: StatePort) -> LocalInputs:
+def collect_inputs(profile: Profile, base_dir: Path, dockerfile: Path, state: StatePort,
+                   rehash: bool = False) -> LocalInputs:
     if not dockerfile.is_file():
         raise InputError(f"Dockerfile not found: {dockerfile}")
     patches = []
     for i, raw in enumerate(profile.build.patches):
-        path = _existing(base_dir, raw, f"build.patches[{i}]")
+        path = _existing(base_dir, raw, ("build", "patches", i))
         # Small text files: read whole, so the planner can say what a patch changes, not trust its name.
         files = parse_unified_diff(path.read_bytes().decode("utf-8", errors="replace"))
         patches.append(PatchFact(name=path.name, path=str(path), sha256=sha256_file(path), files=files))
@@ -84,20 +112,21 @@ def collect_inputs(profile: Profile, base_dir: Path, dockerfile: Path, state: St
     if raw_archive and _is_url(raw_archive):
         archive_location, archive_sha = raw_archive, profile.build.archive_sha256
     elif raw_archive:
-        path = _existing(base_dir, raw_archive, "build.archive")
-        archive_location, archive_sha = str(path), sha256_file(path)
+        path = _existing(base_dir, raw_archive, ("build", "archive"))
+        archive_location, archive_sha = str(path), archive_sha256(path, state, rehash)
         if profile.build.archive_sha256 and profile.build.archive_sha256 != archive_sha:
             raise InputError(f"build.archive: {raw_archive} has sha256 {archive_sha}, "
-                             f"but build.archive_sha256 pins {profile.build.archive_sha256}")
+                             f"but build.archive_sha256 pins {profile.build.archive_sha256}",
+                             (("build", "archive"), ("build", "archive_sha256")))
         _check_recorded(profile, archive_sha, state)
     api_key = None
     if profile.serve.api_key_file:
         # Only its existence is checked; the key is never read by kimik3's planner or logged.
-        api_key = str(_existing(base_dir, profile.serve.api_key_file, "serve.api_key_file"))
+        api_key = str(_existing(base_dir, profile.serve.api_key_file, ("serve", "api_key_file")))
     draft = None
     spec_draft = profile.serve.spec_draft
     if spec_draft is not None and spec_draft.revision is None:
-        draft = str(_existing(base_dir, spec_draft.model, "serve.spec_draft.model"))
+        draft = str(_existing(base_dir, spec_draft.model, ("serve", "spec_draft", "model")))
     return LocalInputs(
         dockerfile_path=str(dockerfile), dockerfile_sha256=sha256_file(dockerfile), patches=tuple(patches),
         archive_location=archive_location, archive_sha256=archive_sha, api_key_file=api_key, draft_model=draft,

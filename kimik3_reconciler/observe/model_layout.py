@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from kimik3_reconciler.errors import DownloadFailed, TransientError
 from kimik3_reconciler.model.facts import ModelFact, ModelLayout, RemoteFile
-from kimik3_reconciler.model.gguf_header import NeedMoreBytes, NotGguf, parse_gguf_header, summarize
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.records import layout_key
 from kimik3_reconciler.ports import HubPort, StatePort
@@ -31,6 +30,9 @@ def collect_layout(profile: Profile, hub: HubPort, state: StatePort,
     record = state.read(layout_key(model.repo, model.revision, model.quant))
     if record is not None:
         return ModelLayout(**record), True
+    # The GGUF parser only where the headers are read (a no-op plan reads the record above).
+    from kimik3_reconciler.model.gguf_header import NeedMoreBytes, NotGguf, parse_gguf_header, summarize
+
     shards = [f for f in model.files if f.path.startswith(model.quant + "/") and f.path.endswith(".gguf")]
     headers = []
     try:

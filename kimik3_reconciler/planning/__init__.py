@@ -11,7 +11,7 @@ from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.labels import PROFILE_LABEL
 from kimik3_reconciler.model.plan import Action, Plan, Step
 from kimik3_reconciler.model.profile import Profile
-from kimik3_reconciler.model.specs import QuantGateRun, RemoveContainer, RemoveImage, RemoveModelFiles
+from kimik3_reconciler.model.specs import ImageBuild, QuantGateRun, RemoveContainer, RemoveImage, RemoveModelFiles
 from kimik3_reconciler.planning.conflict_step import plan_conflicts
 from kimik3_reconciler.planning.container_step import container_changes, plan_container
 from kimik3_reconciler.planning.desired import Desired, Planner, changes
@@ -102,6 +102,27 @@ def plan_destroy(profile: Profile, observed: Observed, *, images: bool = False, 
     elif cached:
         steps.append(Step("model", target, Action.NOOP, "kept (pass --model to remove)"))
     return Plan(profile.name, tuple(steps))
+
+
+def profile_images(profile: Profile, observed: Observed) -> tuple[str, list[str]]:
+    """(the image this profile wants, how each local image that is this profile's reads): the one it wants, the
+    one its container runs, and the older builds it labelled (rollback targets). Other profiles' images are not
+    its images, though `docker images` shows them side by side."""
+    try:
+        wanted: ImageBuild | None = render_image_build(profile, observed)
+    except PlanError as exc:  # status reports what is there even when the planner would refuse the build
+        wanted, refused = None, str(exc)
+    in_use = observed.container.image_id if observed.container else None
+    shown = []
+    for image in observed.images:
+        roles = [role for role, yes in (("current", wanted is not None and image.fingerprint == wanted.fingerprint),
+                                        ("in use", image.id == in_use)) if yes]
+        if not roles and image.labels.get(PROFILE_LABEL) == profile.name:
+            roles = ["older build"]
+        if roles:
+            shown.append(f"{image.tags[0] if image.tags else image.id[:19]} ({', '.join(roles)})")
+    return (f"{wanted.tag} (fingerprint {wanted.fingerprint})" if wanted else f"an image the planner refuses: {refused}",
+            shown)
 
 
 def plan_prune(profile: Profile, observed: Observed) -> Plan:

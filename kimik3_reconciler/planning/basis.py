@@ -3,10 +3,12 @@
 `observed_basis` is the part of an observation that the changing steps depend on, as a flat
 {fact: value} map: the model files and which are missing, the local inputs' hashes, images and
 their fingerprints, base image ids, the container (id, state, fingerprint, image), the containers
-it conflicts with, kimik3's units, gate records, and the host facts that reach a build or a launch. Not in
-it: what moves on its own without changing a decision (free disk, free VRAM, RAM available, the
-/health answer, the measured load rate), and other profiles' images and containers that this
-profile's steps do not look at (on a shared host they come and go all day).
+it conflicts with, each RPC worker's rpc-server and image (and the recorded workers the profile dropped),
+kimik3's units, gate records, and the host facts that reach a build or a launch. Not in it: what
+moves on its own without changing a decision (free disk, free VRAM, RAM available, the /health
+answer, the measured load rate, a worker's free device memory and who is connected to it), and other
+profiles' images and containers that this profile's steps do not look at (on a shared host they come
+and go all day).
 
 `stale_reasons` compares a saved plan with a fresh observation and re-plan, and names every fact,
 profile field and step that moved.
@@ -17,9 +19,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-import yaml
 
-from kimik3_reconciler.model.facts import ModelFact, Observed
+from kimik3_reconciler.model.facts import ContainerFact, ModelFact, Observed
 from kimik3_reconciler.model.plan import Plan, Step, flat_diff
 from kimik3_reconciler.model.plan_file import SavedPlan
 from kimik3_reconciler.model.profile import Profile
@@ -65,11 +66,36 @@ def _docker(profile: Profile, observed: Observed) -> dict[str, str]:
     return facts
 
 
+def _workers(profile: Profile, observed: Observed) -> dict[str, str]:
+    """Each RPC worker's rpc-server (id, state, start, fingerprint: a restart or a replacement moves the main
+    server's decision too), its builds of the profile's image, and each recorded worker the profile dropped."""
+    tag, wanted = image_tag(profile), render_image_build(profile, observed).fingerprint
+    facts = {}
+    for worker in observed.workers:
+        facts[f"worker {worker.name}"] = f"unreachable ({worker.error})" if worker.error else _rpc_server(worker.container)
+        for image in () if worker.same_daemon else worker.images:  # on the main daemon: the images above
+            if tag in image.tags or image.fingerprint == wanted:
+                facts[f"worker {worker.name} image {image.id[:19]}"] = (f"fingerprint {image.fingerprint}, tags "
+                                                                        f"{', '.join(image.tags) or '-'}")
+    for dropped in observed.removed_workers:
+        facts[f"dropped worker {dropped.name} ({dropped.docker})"] = (
+            f"unreachable ({dropped.error})" if dropped.error else _rpc_server(dropped.container))
+    return facts
+
+
+def _rpc_server(container: ContainerFact | None) -> str:
+    if container is None:
+        return "no rpc-server"
+    return (f"rpc-server {container.state} {container.id[:12]} since {container.started_at or '-'}, "
+            f"fingerprint {container.fingerprint}")
+
+
 def observed_basis(profile: Profile, observed: Observed) -> dict[str, str]:
     """The facts a saved plan must find unchanged (see the module docstring for what is left out)."""
     host, inputs = observed.host, observed.inputs
     facts = {**_model("model", observed.model), **_model("tokenizer", observed.tokenizer),
-             **_model("reference", observed.reference), **_docker(profile, observed)}
+             **_model("reference", observed.reference), **_docker(profile, observed),
+             **_workers(profile, observed)}
     facts |= {"input dockerfile": inputs.dockerfile_sha256, "input archive": _s(inputs.archive_sha256),
               "input patches": ", ".join(f"{p.name} {p.sha256[:16]}" for p in inputs.patches) or "none",
               "input api_key_file": _s(inputs.api_key_file), "input draft_model": _s(inputs.draft_model)}
@@ -95,6 +121,8 @@ def profile_moves(source: str, saved_text: str, text_now: str | None) -> list[st
         return [f"profile {source}: no longer readable"]
     if text_now == saved_text:
         return []
+    import yaml  # a saved plan's staleness check only: a plain plan never parses YAML itself
+
     try:
         fields = flat_diff(_flat(yaml.safe_load(saved_text)), _flat(yaml.safe_load(text_now)))
     except yaml.YAMLError:

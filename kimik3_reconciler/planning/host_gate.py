@@ -13,7 +13,7 @@ import re
 
 from kimik3_reconciler.errors import FieldRefusal
 from kimik3_reconciler.model.facts import HostFacts, ModelFact, Observed
-from kimik3_reconciler.model.profile import Profile, upstream_port
+from kimik3_reconciler.model.profile import Profile, bind_addresses, upstream_port
 from kimik3_reconciler.model.unit_files import runs_exporter_unit
 from kimik3_reconciler.planning.build_flags import HOST_FLAGS, cpu_features
 from kimik3_reconciler.planning.conflict_step import why_conflicting
@@ -119,6 +119,11 @@ def _gpu_refusals(profile: Profile, observed: Observed, stoppable: frozenset[int
         # The profile's GPUs must be this host's (indices or UUIDs that NVML lists).
         have = ", ".join(f"{g.index} ({g.uuid})" for g in host.gpus)
         refusals.append(f"gpus: {', '.join(absent)} not on this host (it has {have})")
+    twice = sorted({g.index for g in gpus if sum(h.index == g.index for h in gpus) > 1})
+    if twice:
+        # rule: gpus-present
+        # An index and a UUID can name one GPU: it would be requested once and counted twice (fit_target, split).
+        refusals.append(f"gpus: names GPU {', '.join(map(str, twice))} twice (by index and by UUID): list each GPU once")
     if not profile.share_gpus:
         for gpu in gpus:
             for p in gpu.processes:
@@ -173,6 +178,18 @@ def _exporter_sockets(observed: Observed) -> frozenset[tuple[str, int]]:
     if config.get("proxy_port"):
         sockets.add((str(config.get("proxy_bind")), int(config["proxy_port"])))
     return frozenset(sockets)
+
+
+def _address_refusals(profile: Profile, observed: Observed) -> list[str]:
+    refusals: list[str] = []
+    for field, address in bind_addresses(profile):
+        if address in observed.host.absent_addresses:
+            # rule: bind-address-local
+            # PROFILE.md: serve.host is loopback, tailscale or an IP *on this host*; another one passed the plan and
+            # failed the launch ("couldn't bind"), after the build and, on a real quant, the download.
+            refusals.append(FieldRefusal(field, f"{'.'.join(field)}: {address} is not an address of this host "
+                                                "(nothing here can bind it): use loopback, tailscale or one of its own"))
+    return refusals
 
 
 def _port_refusals(profile: Profile, observed: Observed) -> list[str]:
@@ -260,7 +277,7 @@ def host_gate(profile: Profile, observed: Observed) -> tuple[list[str], list[str
     for refusal in (disk_refusal(observed.model), disk_refusal(observed.tokenizer) if observed.tokenizer else None):
         if refusal:
             refusals.append(refusal)
-    refusals += _port_refusals(profile, observed)
+    refusals += _port_refusals(profile, observed) + _address_refusals(profile, observed)
     refusals += [r for r in (margin_refusal(profile, derive_mode(profile, observed)),) if r]
     cpu_refusals, cpu_warnings = _cpu_findings(profile, observed)
     refusals, warnings = refusals + cpu_refusals, warnings + cpu_warnings

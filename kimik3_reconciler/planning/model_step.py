@@ -41,7 +41,7 @@ def disk_refusal(model: ModelFact) -> str | None:
         return None
     what = "tokenizer" if model.quant == "tokenizer" else "model"
     return (f"{what}: {gib(needed)} to fetch (+{DISK_HEADROOM:.0%} headroom: {gib(with_headroom)}) but only "
-            f"{gib(model.cache_free_bytes)} free on {model.cache_dir}: short by "
+            f"{gib(model.cache_free_bytes)} free on {model.cache_dir} (model.cache_dir): short by "
             f"{gib(with_headroom - model.cache_free_bytes)} [{_breakdown(model)}]")
 
 

@@ -49,7 +49,9 @@ class Forecast:
 
     def lines(self) -> list[str]:
         cpu = self.cpu_expert_layers
-        where = f"{len(cpu)} layers' experts (partly) on the CPU ({cpu[0]}-{cpu[-1]})" if cpu else "no experts on the CPU"
+        # A CPU build has no other device: every expert is there, "partly" would be untrue.
+        share = "all on" if self.mode == "cpu" else "(partly) on"
+        where = f"{len(cpu)} layers' experts {share} the CPU ({cpu[0]}-{cpu[-1]})" if cpu else "no experts on the CPU"
         out = [f"placement forecast: {self.mode}, {where}; RAM {gib(self.host_bytes)}; "
                f"load ~{self.load_seconds / 60:.0f} min"]
         out += [f"  {d.device}: {d.layers} layers, weights {gib(d.weight_bytes)}, with KV+compute {gib(d.total_bytes)}"

@@ -41,6 +41,17 @@ def worker_hosts(profile: Profile) -> tuple[DockerHost, ...]:
     return tuple(docker_host(w) for w in profile.workers)
 
 
+def dropped_worker_hosts(profile: Profile, recorded: list[dict[str, str | None]]) -> tuple[DockerHost, ...]:
+    """The Docker of each recorded worker (model/records.py rpc_workers_key) the profile no longer names: an apply
+    removes its rpc-server there, so it locks that host too (observe/workers.py finds the same entries)."""
+    named = {(w.docker, w.container_name(profile.name)) for w in profile.workers}
+    return recorded_worker_hosts([e for e in recorded if (e.get("docker"), e.get("container")) not in named])
+
+
+def recorded_worker_hosts(recorded: list[dict[str, str | None]]) -> tuple[DockerHost, ...]:
+    return tuple(DockerHost(str(e["name"]), str(e["docker"]), e.get("tls_dir")) for e in recorded)
+
+
 def endpoint(worker: RpcWorker) -> str:
     """host:port as llama-server's --rpc takes it (IPv6 in brackets)."""
     return f"[{worker.bind}]:{worker.port}" if ":" in worker.bind else f"{worker.bind}:{worker.port}"

@@ -2,11 +2,13 @@
 
 `EXECUTORS` is the one dispatch table: the engine checks every changing step of a plan against it
 when the plan is made (`check_executable`), so a payload without an executor fails `kimik3 plan`,
-not an apply halfway through.
+not an apply halfway through. Each executor's module is imported when a step of its kind runs
+(`_in`): a no-op plan loads none of them (tests/unit/test_step_dispatch.py resolves every entry).
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -41,55 +43,54 @@ from kimik3_reconciler.model.specs import (
     VerifyServer,
 )
 from kimik3_reconciler.ports import Ports
-from kimik3_reconciler.steps.container import (
-    launch_container,
-    remove_container,
-    start_container,
-    stop_container,
-)
-from kimik3_reconciler.steps.exporter import run_exporter, run_exporter_unit, stop_exporter
-from kimik3_reconciler.steps.gpu_probe import probe_gpus
-from kimik3_reconciler.steps.health import wait_until_healthy
-from kimik3_reconciler.steps.image import build_image, remove_image, retag_image
-from kimik3_reconciler.steps.model import download_model, remove_model_files
-from kimik3_reconciler.steps.preread import preread_model
-from kimik3_reconciler.steps.quant_gate import run_quant_gate
 from kimik3_reconciler.steps.report import Reporter
-from kimik3_reconciler.steps.smoke import smoke_test
-from kimik3_reconciler.steps.unit import install_unit, remove_unit, stop_unit
-from kimik3_reconciler.steps.workers import launch_worker, remove_worker, wait_for_worker, worker_image
-from kimik3_reconciler.steps.verify_server import verify_server
 
 __all__ = ["EXECUTORS", "Reporter", "check_executable", "execute"]
 
 Executor = Callable[[Any, Ports, Reporter], None]
 
+
+def _in(module: str, name: str) -> Executor:
+    """The executor `name` of steps/<module>.py, imported when it first runs."""
+    def run(spec: Any, ports: Ports, reporter: Reporter) -> None:
+        return resolve(run)(spec, ports, reporter)
+
+    run.__qualname__ = run.__name__ = name
+    run.__module__ = f"kimik3_reconciler.steps.{module}"
+    return run
+
+
+def resolve(executor: Executor) -> Executor:
+    """The function an `EXECUTORS` entry stands for (its module imported)."""
+    return getattr(importlib.import_module(executor.__module__), executor.__name__)
+
+
 EXECUTORS: dict[type[Payload], Executor] = {
-    GpuProbe: probe_gpus,
-    ModelDownload: download_model,
-    RemoveModelFiles: remove_model_files,
-    ImageBuild: build_image,
-    RetagImage: retag_image,
-    RemoveImage: remove_image,
-    SmokeTest: smoke_test,
-    QuantGateRun: run_quant_gate,
-    StopContainer: stop_container,
-    LaunchContainer: launch_container,
-    StartContainer: start_container,
-    RemoveContainer: remove_container,
-    PagecachePreread: preread_model,
-    HealthWait: wait_until_healthy,
-    UnitInstall: install_unit,
-    UnitRemoval: remove_unit,
-    StopUnit: stop_unit,
-    WorkerImage: worker_image,
-    WorkerLaunch: launch_worker,
-    WorkerWait: wait_for_worker,
-    WorkerRemove: remove_worker,
-    ExporterRun: run_exporter,
-    ExporterStop: stop_exporter,
-    ExporterUnit: run_exporter_unit,
-    VerifyServer: verify_server,
+    GpuProbe: _in("gpu_probe", "probe_gpus"),
+    ModelDownload: _in("model", "download_model"),
+    RemoveModelFiles: _in("model", "remove_model_files"),
+    ImageBuild: _in("image", "build_image"),
+    RetagImage: _in("image", "retag_image"),
+    RemoveImage: _in("image", "remove_image"),
+    SmokeTest: _in("smoke", "smoke_test"),
+    QuantGateRun: _in("quant_gate", "run_quant_gate"),
+    StopContainer: _in("container", "stop_container"),
+    LaunchContainer: _in("container", "launch_container"),
+    StartContainer: _in("container", "start_container"),
+    RemoveContainer: _in("container", "remove_container"),
+    PagecachePreread: _in("preread", "preread_model"),
+    HealthWait: _in("health", "wait_until_healthy"),
+    UnitInstall: _in("unit", "install_unit"),
+    UnitRemoval: _in("unit", "remove_unit"),
+    StopUnit: _in("unit", "stop_unit"),
+    WorkerImage: _in("workers", "worker_image"),
+    WorkerLaunch: _in("workers", "launch_worker"),
+    WorkerWait: _in("workers", "wait_for_worker"),
+    WorkerRemove: _in("workers", "remove_worker"),
+    ExporterRun: _in("exporter", "run_exporter"),
+    ExporterStop: _in("exporter", "stop_exporter"),
+    ExporterUnit: _in("exporter", "run_exporter_unit"),
+    VerifyServer: _in("verify_server", "verify_server"),
 }
 
 

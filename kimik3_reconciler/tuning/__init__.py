@@ -29,7 +29,7 @@ from typing import Any
 from kimik3_reconciler.errors import Kimik3Error
 from kimik3_reconciler.model.bench import BenchSettings
 from kimik3_reconciler.model.facts import Observed
-from kimik3_reconciler.model.profile_source import LoadedProfile
+from kimik3_reconciler.model.loaded_profile import LoadedProfile
 from kimik3_reconciler.model.tuning import Goal, Trial, candidates, knob_id, trials_from_json, trials_to_json
 from kimik3_reconciler.planning.tune_space import check_candidate, placement_key
 from kimik3_reconciler.ports import ClockPort, StatePort

@@ -12,7 +12,7 @@ from kimik3_reconciler.benchmark.store import keep
 from kimik3_reconciler.engine import Engine
 from kimik3_reconciler.model.bench import BenchRun, BenchSettings
 from kimik3_reconciler.model.facts import Observed
-from kimik3_reconciler.model.profile_source import LoadedProfile
+from kimik3_reconciler.model.loaded_profile import LoadedProfile
 from kimik3_reconciler.model.records import unverified_key
 from kimik3_reconciler.model.specs import VerifyServer
 from kimik3_reconciler.planning.placement import forecast

@@ -18,7 +18,7 @@ from kimik3_reconciler.engine import Engine
 from kimik3_reconciler.errors import PermanentError, StepError, VerifyFailed
 from kimik3_reconciler.model.facts import ContainerFact, Observed
 from kimik3_reconciler.model.plan import Action
-from kimik3_reconciler.model.profile_source import LoadedProfile
+from kimik3_reconciler.model.loaded_profile import LoadedProfile
 from kimik3_reconciler.model.records import verify_key
 from kimik3_reconciler.model.weights import Weights
 from kimik3_reconciler.observe.served_weights import served_weights

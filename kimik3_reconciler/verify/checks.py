@@ -120,14 +120,22 @@ def inconclusive(reply: dict[str, Any]) -> Verdict:
     return Status.INCONCLUSIVE, f"{INCONCLUSIVE.format(tokens=THINKING_RETRY_MAX_TOKENS)}: {describe(reply)}"
 
 
-def text(session: Session) -> Verdict:
-    reply = session.ask([{"role": "user", "content": TEXT_PROMPT}])
+def unjudged(session: Session, reply: dict[str, Any]) -> Verdict | None:
+    """The verdict of a one-message check whose content cannot be judged, else None: no message came back
+    (the plumbing failed), random weights (content not checkable), or the thinking used every token."""
     if not answered(reply):
         return Status.FAILED, f"no message came back: {describe(reply)}"
     if session.random_weights:
         return Status.NOT_CHECKABLE, f"{NOT_CHECKABLE}: answered {describe(reply)}"
     if thinking_ran_out(reply):
         return inconclusive(reply)
+    return None
+
+
+def text(session: Session) -> Verdict:
+    reply = session.ask([{"role": "user", "content": TEXT_PROMPT}])
+    if (verdict := unjudged(session, reply)) is not None:
+        return verdict
     content = str(reply["message"].get("content") or "")
     # rule: verify-text
     # A real model that cannot say one asked-for word is broken (a bad kernel talks nonsense fluently).
@@ -162,12 +170,8 @@ def vision(session: Session) -> Verdict:
     image = "data:image/png;base64," + base64.b64encode(solid_png(PROBE_RGB)).decode()
     content = [{"type": "text", "text": VISION_PROMPT}, {"type": "image_url", "image_url": {"url": image}}]
     reply = session.ask([{"role": "user", "content": content}])
-    if not answered(reply):
-        return Status.FAILED, f"no message came back: {describe(reply)}"
-    if session.random_weights:
-        return Status.NOT_CHECKABLE, f"{NOT_CHECKABLE}: answered {describe(reply)}"
-    if thinking_ran_out(reply):
-        return inconclusive(reply)
+    if (verdict := unjudged(session, reply)) is not None:
+        return verdict
     named = colours_named(str(reply["message"].get("content") or ""))
     # rule: verify-vision
     # Seed 000 step 6: vision is verified with a solid-colour probe; "it answered" proves nothing. A shade of

@@ -49,6 +49,16 @@ def spec_for(hub: FixtureHub, cache: Path) -> ModelDownload:
                          missing=tuple(f.path for f in files), manifest_key="unused")
 
 
+def download_in_child(hub: FixtureHub, cache: Path, prelude: str = "") -> subprocess.Popen:
+    """The hub's files downloaded into `cache` by another process (one to kill -9); `prelude`: Python run first
+    there (the same settings as this test's monkeypatches)."""
+    script = (f"from tests.integration.test_download import *; {prelude}"
+              f"hub = type('H', (), {{'url': {hub.url!r}}})(); "
+              f"HuggingFaceHub().download(spec_for(hub, Path({str(cache)!r})), lambda *_: None)")
+    root = Path(__file__).resolve().parents[2]
+    return subprocess.Popen([sys.executable, "-c", script], cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
+
+
 def assert_complete(cache: Path, shards: dict[str, Path]) -> None:
     for path, local in shards.items():
         found = try_to_load_from_cache(REPO, path, cache_dir=str(cache), revision=REV)
@@ -102,14 +112,7 @@ def test_a_corrupt_blob_in_the_cache_is_refetched_not_served(hub: FixtureHub, sh
 
 def test_kill_9_mid_shard_then_resume_refetches_at_most_one_chunk(hub: FixtureHub, shards, tmp_path: Path) -> None:
     hub.faults.bytes_per_second = 16 << 20  # ~1.5 s per shard: time to kill it mid-way
-    script = (
-        "import sys; from tests.integration.test_download import *; "
-        "from kimik3_demo.hub import FixtureHub; "
-        f"hub = type('H', (), {{'url': {hub.url!r}}})(); "
-        f"HuggingFaceHub().download(spec_for(hub, Path({str(tmp_path)!r})), lambda *_: None)"
-    )
-    root = Path(__file__).resolve().parents[2]
-    child = subprocess.Popen([sys.executable, "-c", script], cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
+    child = download_in_child(hub, tmp_path)
     partials: list[Path] = []
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -254,15 +257,8 @@ def test_kill_9_mid_ranges_then_resume_fetches_only_what_the_record_lacks(one_fi
     hub, files = one_file_hub
     _ranged(monkeypatch)
     hub.faults.bytes_per_second = 4 << 20  # per connection: 8 ranges of 6 MiB, ~1.5 s each
-    script = (
-        "import sys; from tests.integration.test_download import *; "
-        "from kimik3_reconciler.adapters import hub_download, hub_ranges; "
-        "hub_download.MIN_RANGE = 1 << 20; hub_ranges.RECORD_EVERY = 1 << 20; "
-        f"hub = type('H', (), {{'url': {hub.url!r}}})(); "
-        f"HuggingFaceHub().download(spec_for(hub, Path({str(tmp_path)!r})), lambda *_: None)"
-    )
-    root = Path(__file__).resolve().parents[2]
-    child = subprocess.Popen([sys.executable, "-c", script], cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
+    child = download_in_child(hub, tmp_path, "from kimik3_reconciler.adapters import hub_download, hub_ranges; "
+                                             "hub_download.MIN_RANGE = 1 << 20; hub_ranges.RECORD_EVERY = 1 << 20; ")
     blobs = tmp_path / f"models--{REPO.replace('/', '--')}" / "blobs"
     recorded = 0
     deadline = time.monotonic() + 30

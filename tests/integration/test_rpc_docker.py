@@ -6,8 +6,9 @@ rest, on device RPC0).
 
 Checked: temperature-0 completions equal the single-host server's; the server's load log shows the RPC
 device holding weights (and verify's rpc check says so); the worker's port is bound at 127.0.0.2 only;
-a restarted worker and a removed one are drift that apply heals; destroy removes the worker; a public
-bind address is refused before anything starts.
+a restarted worker and a removed one are drift that apply heals; a worker the profile drops is removed
+under the lock of its host (a lock left there stops the apply until `force-unlock ID FILE`); destroy
+removes the worker; a public bind address is refused before anything starts.
 """
 
 from __future__ import annotations
@@ -20,10 +21,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from support.realparts import demo_hub, demo_profile, docker, kimik3, write_profile
 from support.sshd import Sshd, running_sshd
 
 from kimik3_demo.hub import FixtureHub
+from kimik3_reconciler.adapters.docker_engine import DockerEngine
+from kimik3_reconciler.adapters.worker_lock import DockerHostLock
+from kimik3_reconciler.model.host_lock import LockHolder
 
 pytestmark = pytest.mark.docker
 
@@ -152,6 +157,36 @@ def test_a_removed_worker_is_drift_and_apply_heals_it(converged: Path) -> None:
     kimik3(converged, "apply", "rpc.yaml")
     assert docker("inspect", "-f", "{{.State.Status}}", WORKER) == "running"
     assert completion(MAIN_PORT, PROMPTS[1]) == completion(SOLO_PORT, PROMPTS[1])
+
+
+def test_a_dropped_worker_is_removed_under_its_hosts_lock_which_force_unlock_clears(converged: Path,
+                                                                                     sshd: Sshd) -> None:
+    """The rpc section dropped: the apply takes the lock on the dropped worker's host too, so a lock a run of
+    another main host left there stops it (exit 5, the worker named, nothing changed); `force-unlock ID FILE`
+    reaches that host through the state record; then the apply relaunches the main server without --rpc and
+    removes the worker's rpc-server."""
+    profile = yaml.safe_load((converged / "rpc.yaml").read_text())
+    del profile["rpc"]
+    write_profile(converged, profile, "dropped.yaml")
+    other = LockHolder(id="0123456789ab", operation="apply", profile=MAIN, pid=4242, host="another-main-host",
+                       started="2026-12-03T04:24:03+00:00")
+    left = DockerHostLock(DockerEngine(), "w1")  # the worker's Docker is this daemon (reached over ssh by kimik3)
+    assert left.try_acquire(other).acquired
+    try:
+        held = kimik3(converged, "apply", "dropped.yaml", check=False)
+        assert held.returncode == 5, held.stderr
+        assert f"rpc worker w1 ({sshd.docker_url}) is locked by another kimik3: apply of {MAIN} by pid 4242" in held.stderr
+        assert "kimik3 force-unlock 0123456789ab FILE" in held.stderr
+        assert docker("inspect", "-f", "{{.State.Status}}", WORKER) == "running"  # nothing was changed
+        said = kimik3(converged, "force-unlock", "0123456789ab", "dropped.yaml").stdout
+        assert f"removed lock 0123456789ab on rpc worker w1 ({sshd.docker_url})" in said
+    finally:
+        if left.holder()[0] == other:  # the test failed before force-unlock: take its own lock away
+            left.break_lock()
+    kimik3(converged, "apply", "dropped.yaml")
+    assert docker("ps", "-aq", "--filter", f"name=^{WORKER}$") == ""
+    assert "--rpc" not in json.loads(docker("inspect", "-f", "{{json .Args}}", MAIN))
+    assert not (converged / "state" / "rpc-workers" / f"{MAIN}.json").exists()
 
 
 def test_destroy_removes_the_worker_too(converged: Path) -> None:

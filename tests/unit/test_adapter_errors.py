@@ -23,6 +23,7 @@ from huggingface_hub.errors import HfHubHTTPError, RemoteEntryNotFoundError, Rep
 from kimik3_reconciler.adapters import hub_download, openai_chat, real_ports
 from kimik3_reconciler.adapters.docker_engine import DockerEngine
 from kimik3_reconciler.adapters.hf_hub import HuggingFaceHub
+from kimik3_reconciler.adapters import nvml
 from kimik3_reconciler.adapters.nvml import nvml_dump
 from kimik3_reconciler.adapters.translate import translated
 from kimik3_reconciler.errors import (
@@ -295,6 +296,20 @@ def test_nvml_failure_is_a_fact_and_nvml_is_shut_down(monkeypatch: pytest.Monkey
                            nvmlSystemGetDriverVersion=lambda: "580.1", nvmlSystemGetCudaDriverVersion=lambda: 13000,
                            nvmlDeviceGetCount=raising(RuntimeError("GPU is lost")))
     monkeypatch.setitem(sys.modules, "pynvml", fake)
+    monkeypatch.setattr(nvml, "_library_loads", lambda: True)  # a host with the library: pynvml is asked
     assert nvml_dump() == {"error": "RuntimeError: GPU is lost"} and calls == ["init", "shutdown"]
     monkeypatch.setattr(fake, "nvmlInit", raising(OSError("libnvidia-ml.so.1: cannot open")))
     assert nvml_dump() == {"error": "OSError: libnvidia-ml.so.1: cannot open"}
+
+
+def test_without_the_nvml_library_the_fact_is_pynvmls_own_error_without_importing_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ctypes pre-check answers as pynvml.nvmlInit() would on a host without libnvidia-ml.so.1."""
+    import pynvml
+
+    monkeypatch.setattr(nvml, "LIBRARY", "libkimik3-no-such-nvml.so.1")
+    monkeypatch.setattr(pynvml, "nvmlLib", None)
+    monkeypatch.setattr(pynvml, "CDLL", raising(OSError("libnvidia-ml.so.1: cannot open shared object file")))
+    with pytest.raises(pynvml.NVMLError) as real:
+        pynvml.nvmlInit()
+    assert nvml_dump() == {"error": f"{type(real.value).__name__}: {real.value}"} == {"error": nvml.LIBRARY_NOT_FOUND}

@@ -48,7 +48,7 @@ def test_each_error_class_exits_with_its_documented_code() -> None:
 def test_an_os_error_reaching_the_cli_is_exit_8_naming_the_path_never_a_traceback(monkeypatch, code, says) -> None:
     import kimik3_reconciler.cli as cli
 
-    def failing(path: str):  # noqa: ANN202 - as a state write deep inside a command would fail
+    def failing(path: str, state_dir: str | None = None):  # noqa: ANN202 - as a state write deep inside a command would fail
         raise OSError(code, os.strerror(code), "/var/lib/k3/state/models/x.json")
 
     monkeypatch.setattr(cli, "load", failing)

@@ -262,3 +262,29 @@ def test_metrics_ports_held_by_foreign_processes_are_each_refused() -> None:
     assert "port 18080 is held by pid 6161 (nginx)" in ports[0] and "llama-server (behind the proxy)" in ports[0] \
         and "change metrics.server_port" in ports[0]
     assert "port 9400 is held by pid 5151 (node_exporter)" in ports[1] and "change metrics.port" in ports[1]
+
+
+def test_one_gpu_named_twice_by_index_and_uuid_or_in_another_case_is_refused() -> None:
+    """Review: validate sees `[0, GPU-<uuid of 0>]` as two GPUs; the gate, which knows the host, refuses it. An
+    uppercase UUID (the same GPU as nvidia-smi's lowercase one, but not to Docker's exact match) is refused."""
+    host = collect_host(RecordedHost(copy.deepcopy(H200_NVML)), NoDocker())
+    both = profile(**{"gpus: [0]": "gpus: [0, GPU-71bec584-b792-cff7-7581-e3ab1c029d7c]"})
+    refusals, _ = host_gate(both, observed(host=host))
+    assert "gpus: names GPU 0 twice (by index and by UUID): list each GPU once" in refusals
+    with pytest.raises(Exception, match="write the UUID in lowercase"):
+        profile(**{"gpus: [0]": "gpus: [GPU-71bec584-b792-cff7-7581-e3ab1c029d7c, GPU-71BEC584-B792-CFF7-7581-E3AB1C029D7C]"})
+
+
+def test_a_bind_address_this_host_does_not_have_is_refused_naming_the_field() -> None:
+    """Review: `serve.host: 8.8.8.8` passed plan ("2 to create"); llama-server would exit "couldn't bind" after the
+    build. The host is asked (a socket bind) for each IP the profile binds; the wildcard and loopback never ask."""
+    from kimik3_reconciler.adapters.host_linux import LinuxHost
+
+    assert LinuxHost().has_address("127.0.0.1") and not LinuxHost().has_address("192.0.2.77")  # TEST-NET-1
+    host = collect_host(RecordedHost(copy.deepcopy(H200_NVML)), NoDocker(), binds=()).model_copy(
+        update={"absent_addresses": ("192.0.2.77",)})
+    elsewhere = profile(**{"gpus: [0]": "gpus: [0]\nmetrics: {port: 9100, bind: 192.0.2.77}"})
+    refusals, _ = host_gate(elsewhere, observed(host=host))
+    assert "metrics.bind: 192.0.2.77 is not an address of this host (nothing here can bind it): use loopback, " \
+           "tailscale or one of its own" in refusals
+    assert not any("not an address of this host" in r for r in host_gate(profile(), observed(host=host))[0])

@@ -48,7 +48,7 @@ def test_sizing_gate_refuses_with_needed_free_shortfall_and_breakdown() -> None:
     with pytest.raises(PlanError) as refused:
         plan(PROFILE, uncached(free=700 * GIB))
     assert str(refused.value) == "the host gate refuses this profile:\n  - " + (
-        "model: 799.0 GiB to fetch (+10% headroom: 878.9 GiB) but only 700.0 GiB free on /c: short by 178.9 GiB "
+        "model: 799.0 GiB to fetch (+10% headroom: 878.9 GiB) but only 700.0 GiB free on /c (model.cache_dir): short by 178.9 GiB "
         "[UD-Q2_K_XL/ 19 file(s) 798.0 GiB; mmproj-BF16.gguf 1 file(s) 1.0 GiB]")
 
 

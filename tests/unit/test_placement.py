@@ -59,3 +59,11 @@ def test_the_plan_text_says_what_goes_where() -> None:
     lines = predicted(CASES[1]).lines()
     assert lines[0].startswith("placement forecast: hybrid, 10 layers' experts (partly) on the CPU (14-23); RAM 928.")
     assert lines[1].startswith("  CUDA0: 24 layers, weights 1.3 GiB")
+
+
+def test_a_cpu_forecast_says_every_expert_is_on_the_cpu_not_partly() -> None:
+    """Review: the demo's plan said "3 layers' experts (partly) on the CPU" for a CPU build, where all of them are."""
+    from kimik3_reconciler.planning.placement import Forecast
+
+    cpu = Forecast(mode="cpu", cpu_expert_layers=(1, 2, 3), devices=(), host_bytes=0, load_seconds=0.0)
+    assert cpu.lines()[0].startswith("placement forecast: cpu, 3 layers' experts all on the CPU (1-3)")

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from kimik3_reconciler.errors import ProfileError
-from kimik3_reconciler.model.profile import profile_json_schema
+from kimik3_reconciler.model.profile_schema import profile_json_schema
 from kimik3_reconciler.model.profile_source import parse_profile
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from kimik3_reconciler.model.profile import QuantGate
+from kimik3_reconciler.model.profile_schema import QuantGate, values_of
 from kimik3_reconciler.planning.quant_gate import KldReport, gate_verdict, parse_kld_report
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "perplexity"
-GATE = QuantGate()  # seed defaults: max_kld 0.5, min_top_token_agreement 0.80
+GATE = values_of(QuantGate())  # seed defaults: max_kld 0.5, min_top_token_agreement 0.80
 
 
 REV = "ab" * 20

@@ -222,3 +222,69 @@ def test_a_plan_file_with_fields_of_the_wrong_type_is_refused_as_input(world, br
     with pytest.raises(InputError, match="plan.json: not a readable kimik3 saved plan") as refused:
         read_saved_plan(json.dumps(data), "plan.json")
     assert refused.value.exit_code == 2
+
+
+WITH_WORKER = FAKE_PROFILE + "rpc: {workers: [{name: w1, docker: 'ssh://k3@10.0.0.2', bind: 10.0.0.2}]}\n"
+
+
+@pytest.fixture
+def with_worker(world):
+    """The world with one RPC worker host (its own fake Docker), converged with WITH_WORKER."""
+    from support.fakes import FakeDocker
+
+    class WorkerDocker(FakeDocker):
+        def info(self) -> dict[str, object]:
+            return {"ID": "worker-daemon"}
+
+        def exec_output(self, name: str, argv: list[str]) -> str:
+            return ""
+
+    engine, docker, work = world
+    worker = WorkerDocker()
+    engine.ports.workers = lambda host: worker
+    engine.ports.host.tcp_connect = lambda address, port, timeout_s=2.0: True
+    (work / "profile.yaml").write_text(WITH_WORKER)
+    engine.apply_or_revert(parse_profile(WITH_WORKER, str(work / "profile.yaml")))
+    assert worker.containers["k3-test-rpc-w1"]["State"]["Status"] == "running"
+    return engine, worker, work
+
+
+def save_text(engine: Engine, work: Path, text: str):
+    (work / "profile.yaml").write_text(text)
+    source = str(work / "profile.yaml")
+    _, saved = engine.save_plan(parse_profile(text, source), source)
+    return read_saved_plan(write_saved_plan(saved), "plan.json")
+
+
+def test_a_worker_removed_since_the_plan_makes_it_stale_naming_the_worker(with_worker):
+    engine, worker, work = with_worker
+    saved = save_text(engine, work, WITH_WORKER)  # converged: nothing to do, on these facts
+    del worker.containers["k3-test-rpc-w1"]
+    calls = list(worker.calls)
+    with pytest.raises(StalePlan) as stale:
+        apply_saved(engine, saved)
+    moved = "\n".join(stale.value.moved)
+    assert "worker w1: rpc-server running " in moved and "→ no rpc-server" in moved
+    assert worker.calls == calls  # nothing ran on the worker
+
+
+def test_a_worker_relaunched_since_the_plan_makes_it_stale_even_where_the_steps_read_alike(with_worker):
+    engine, worker, work = with_worker
+    saved = save_text(engine, work, WITH_WORKER)
+    container = worker.containers["k3-test-rpc-w1"]
+    container["Id"], container["State"]["StartedAt"] = "f" * 64, "2030-01-01T00:00:00.000000000Z"
+    with pytest.raises(StalePlan) as stale:
+        apply_saved(engine, saved)
+    (line,) = [m for m in stale.value.moved if m.startswith("worker w1:")]
+    assert "rpc-server running ffffffffffff since 2030-01-01" in line
+
+
+def test_a_dropped_worker_that_moved_since_the_plan_makes_it_stale_naming_it(with_worker):
+    engine, worker, work = with_worker
+    saved = save_text(engine, work, FAKE_PROFILE)  # the rpc section dropped: the plan removes w1's rpc-server
+    assert ("worker", Action.DELETE) in [(s.kind, s.action) for s in saved.changes]
+    del worker.containers["k3-test-rpc-w1"]  # removed by hand meanwhile
+    with pytest.raises(StalePlan) as stale:
+        apply_saved(engine, saved)
+    assert any(m.startswith("dropped worker w1 (ssh://k3@10.0.0.2): rpc-server running ") and
+               m.endswith("→ no rpc-server") for m in stale.value.moved), stale.value.moved

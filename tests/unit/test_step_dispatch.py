@@ -12,7 +12,7 @@ from kimik3_reconciler import planning
 from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.model import specs
 from kimik3_reconciler.model.plan import Action, Step
-from kimik3_reconciler.steps import EXECUTORS
+from kimik3_reconciler.steps import EXECUTORS, resolve
 
 
 def _payload_types() -> list[type]:
@@ -23,6 +23,9 @@ def _payload_types() -> list[type]:
 def test_every_payload_has_exactly_one_executor_and_is_listed() -> None:
     assert sorted(t.__name__ for t in _payload_types()) == sorted(t.__name__ for t in specs.PAYLOADS)
     assert set(EXECUTORS) == set(specs.PAYLOADS)
+    for payload, executor in EXECUTORS.items():  # each entry names a function that exists (imported when run)
+        function = resolve(executor)
+        assert callable(function) and function.__name__ == executor.__name__ and function is not executor, payload
 
 
 def test_a_changing_step_needs_a_payload_and_a_payload_is_typed() -> None:

@@ -23,6 +23,7 @@ class FakeHost:
         self.preread_calls: list[tuple[list[str], int]] = []
         self.rss: dict[int, int] = {}  # pid -> VmRSS bytes
         self.page_cache: dict[str, tuple[int, int]] = {}  # path -> (cached bytes, size)
+        self.foreign_addresses: set[str] = set()  # IP literals this fake host cannot bind (not its own)
 
     def lscpu_parseable(self) -> str:
         return "\n".join(f"{c},0" for c in range(self.cores))
@@ -32,6 +33,9 @@ class FakeHost:
 
     def tailscale_ipv4(self) -> str | None:
         return None
+
+    def has_address(self, address: str) -> bool:
+        return address not in self.foreign_addresses
 
     def disk_free(self, path: str) -> int:
         return self.free_bytes
@@ -64,6 +68,9 @@ class FakeHost:
         return self.toolkit
 
     def tcp_tables(self) -> str:
+        return self.tcp_text
+
+    def tcp_listening(self) -> str:  # the same lines: the parser keeps the LISTEN ones
         return self.tcp_text
 
     def socket_owners(self, inodes: set[int], likely: frozenset[int] = frozenset()) -> dict[int, tuple[int, str]]:

@@ -1,0 +1,94 @@
+"""The CLI's output streams: rich where its styling shows, plain writes where it would not.
+
+rich costs a no-op plan ~35 ms of imports (rich.console, rich.text, their styles and segments) to print a
+few lines that, piped into CI logs or a file, come out as plain text anyway. `Stream` prints `Styled` lines
+itself when rich would print them unstyled and untouched (not a terminal, no FORCE_COLOR/TTY_COMPATIBLE/
+TTY_INTERACTIVE, no tab or control character that rich would expand or strip) and hands everything else to
+a rich Console made on first use: a terminal, tables, progress, markup-free strings. The bytes are rich's
+either way (tests/unit/test_console.py compares them on every plan case).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, TextIO
+
+_RICH_ENV = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE")  # rich's own terminal overrides
+_REWRITTEN = frozenset("\t\x07\x08\x0b\x0c\x0d")  # rich expands tabs and strips these control codes
+
+
+class Styled:
+    """A line in styled pieces: the part of rich.Text that kimik3's plan and messages use."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, text: str = "", style: str = ""):
+        self.parts: list[tuple[str, str]] = [(text, style)]
+
+    def append(self, text: str, style: str = "") -> Styled:
+        self.parts.append((text, style))
+        return self
+
+    def __add__(self, other: Styled) -> Styled:
+        joined = Styled()
+        joined.parts = self.parts + other.parts
+        return joined
+
+    @property
+    def plain(self) -> str:
+        return "".join(text for text, _ in self.parts)
+
+    def to_rich(self) -> Any:
+        from rich.text import Text
+
+        (first, style), *rest = self.parts
+        text = Text(first, style=style)
+        for piece, piece_style in rest:
+            text.append(piece, style=piece_style or None)
+        return text
+
+
+class Stream:
+    """stdout or stderr as kimik3 prints to it (soft wrap, no markup, no highlighting)."""
+
+    def __init__(self, stderr: bool = False):
+        self.stderr = stderr
+        self._console: Any = None
+
+    @property
+    def file(self) -> TextIO:
+        return sys.stderr if self.stderr else sys.stdout
+
+    @property
+    def rich(self) -> Any:
+        """The rich Console, made on first use."""
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(stderr=self.stderr, soft_wrap=True, markup=False, highlight=False)
+        return self._console
+
+    def _plain(self) -> bool:
+        """rich would print unstyled here: not a terminal, and nothing tells rich otherwise."""
+        if self._console is not None or any(name in os.environ for name in _RICH_ENV):
+            return False
+        isatty = getattr(self.file, "isatty", None)
+        try:
+            return isatty is not None and not isatty()
+        except ValueError:
+            return False
+
+    @property
+    def is_terminal(self) -> bool:
+        return False if self._plain() else self.rich.is_terminal
+
+    def print(self, *objects: Any, **options: Any) -> None:
+        if (self._plain() and set(options) <= {"highlight"}
+                and all(isinstance(o, Styled) and not _REWRITTEN & set(o.plain) for o in objects)):
+            self.file.write(" ".join(o.plain for o in objects) + "\n")
+            return
+        self.rich.print(*(o.to_rich() if isinstance(o, Styled) else o for o in objects), **options)
+
+    def __getattr__(self, name: str) -> Any:  # anything else rich's Console does (tables, Live, width)
+        return getattr(self.rich, name)
