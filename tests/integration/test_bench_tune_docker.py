@@ -80,17 +80,18 @@ def test_tune_resumes_after_kill_writes_the_profile_and_ends_converged(serving: 
                              text=True)
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and first.poll() is None:
-        if sum(t["status"] == "ok" for t in _tune_record(serving / "state").get("trials", [])) >= 2:
+        # the profile as written (stage 1, then its stage 2 while it runs: no load) and one launched candidate
+        if sum(t["status"] == "ok" for t in _tune_record(serving / "state").get("trials", [])) >= 3:
             break
         time.sleep(0.5)
     assert first.poll() is None, f"tune ended before it could be killed:\n{first.communicate()[1]}"
-    os.kill(first.pid, signal.SIGKILL)  # the profile as written and one candidate measured
+    os.kill(first.pid, signal.SIGKILL)  # the profile as written (both stages) and one candidate measured
     first.communicate()
     assert (serving / "profile.yaml").read_text() == before  # nothing written by the killed search
 
     resumed = kimik3(serving, *args)
     print(resumed.stderr[-4000:], resumed.stdout)
-    assert "resuming the search" in resumed.stderr and "2 trial(s) already measured" in resumed.stderr
+    assert "resuming the search" in resumed.stderr and "3 trial(s) already measured" in resumed.stderr
     assert resumed.stderr.count("never launched: ") == 4  # threads={other}: refused, never loaded
     assert f"never launched: parallel=2 threads={other} ubatch=256: threads={other}: seed 000 fixes" in resumed.stderr
     record = _tune_record(serving / "state")

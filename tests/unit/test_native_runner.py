@@ -60,6 +60,12 @@ gate: {smoke: false}
 """
 
 
+def _predicted(url: str) -> int:
+    import urllib.request
+
+    return int(urllib.request.urlopen(f"{url}/metrics", timeout=5).read().decode().split()[-1])
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -95,6 +101,11 @@ def test_converge_launches_the_rendered_argv_once_and_measure_benches_it(tmp_pat
         assert level is not None and level.requests == 4 and level.errors == 0
         assert level.client_tokens == 32 and level.metrics_tokens == 32
         assert key.startswith("bench/native-runner-test/")
+        kept = sorted((tmp_path / "state").rglob("*.json"))
+        before = _predicted(runner.base_url(first))
+        runner.warm_up(first, BenchSettings(grid=(2,), prompts=1, prompt_tokens=16, output_tokens=4))
+        assert _predicted(runner.base_url(first)) == before + 2 * 4  # one request per slot, 4 tokens each
+        assert sorted((tmp_path / "state").rglob("*.json")) == kept  # sent to the server, never kept
         runner.converge(second)  # another candidate: the old process is stopped, the new argv loaded
         assert len(runner.loads) == 2 and runner.argv[runner.argv.index("--ubatch-size") + 1] == "1024"
     finally:

@@ -80,7 +80,7 @@ def main() -> None:
                 "argv) on the lent H200; tools/gpu_proof/run-tune.sh, folded by tune_fixture.py",
         "host": "1x NVIDIA H200 (143156 MiB free), 16 cores; llama.cpp b11434 built with kimik3's cmake args (sm_90)",
         "model": {"file": "K3-synth.gguf", "bytes": 2381885504, "layers": 24, "moe_layers": 23, "experts": 64},
-        "page_cache": "warm: the GGUF is read once before the first load; every load of both passes is warm",
+        "page_cache": "warm: the GGUF is read once before the first load; every load of every pass is warm",
         "profile": PROFILE, "goal": GOAL, "space": {k: list(v) for k, v in SPACE.items()}, "bench": settings,
         "grid_bench": "every grid cell is measured as tune measures a finalist: a launch, a warm-up not counted, "
                       "`repeats` benches of long_requests, the median draw",
