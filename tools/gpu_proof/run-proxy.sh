@@ -10,7 +10,7 @@
 #   PROXY_CPU=1 BIN=/path/to/cpu/bin MODELS_ROOT=/tmp/m bash tools/gpu_proof/run-proxy.sh   # a CPU dry run
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/lib.sh"
-export PYTHONPATH=/tmp/site:$PWD
+export PYTHONPATH=$SITE:$PWD
 BIN=${BIN:-/tmp/build/bin}
 MODELS_ROOT=${MODELS_ROOT:-/models}; export MODELS_ROOT
 SNAP=$MODELS_ROOT/models--kimik3-demo--Kimi-K3-tiny-GGUF/snapshots/d3e0c0ded3e0c0ded3e0c0ded3e0c0ded3e0c0de/UD-SYNTH
