@@ -16,6 +16,7 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from kimik3_reconciler.errors import Kimik3Error
 from kimik3_reconciler.model.facts import ContainerFact
 from kimik3_reconciler.model.metrics import ExporterConfig
 from kimik3_reconciler.model.records import apply_key, gate_key, load_key, smoke_key, verify_key
@@ -77,7 +78,13 @@ class DeploymentCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         self.sources = {}
-        inspect = self.ports.docker.inspect_container(self.config.container)
+        try:
+            inspect = self.ports.docker.inspect_container(self.config.container)
+            self.sources["docker"] = True
+        except (Kimik3Error, OSError):
+            # dockerd restarting or absent: the scrape still answers (server, host, records, docker's up 0), so
+            # the dashboard shows the daemon gone instead of the whole exporter failing with a 500.
+            inspect, self.sources["docker"] = None, False
         container = parse_container(inspect) if inspect else None
         health = self.ports.http.health(f"{self.config.server_url}/health") if container else None
         yield from self._deployment(container, health)
@@ -107,7 +114,10 @@ class DeploymentCollector(Collector):
         yield from self._gauge("kimik3_server_loading", "1 while llama-server loads the model (/health 503)",
                                1.0 if health == "loading" else 0.0)
         if health == "loading" and container is not None:
-            phase = load_phase(self.ports.docker.container_logs(self.config.container, 1))
+            try:
+                phase = load_phase(self.ports.docker.container_logs(self.config.container, 1))
+            except (Kimik3Error, OSError):
+                phase = "unknown (docker did not answer)"  # as above: one source failing fails no scrape
             yield from self._gauge("kimik3_load_phase", "the server's latest log line while it loads (label)", 1.0,
                                    phase=phase)
         if container is not None:

@@ -12,6 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeHub, FakeProcesses, fake_ports
 
 from kimik3_reconciler.engine import Engine
+from kimik3_reconciler.errors import TransientError
 from kimik3_reconciler.exporter.proxy_observe import ProxyMetrics
 from kimik3_reconciler.exporter.registry import deployment_registry, exposition
 from kimik3_reconciler.exporter.watch import samples_of, watch_rows
@@ -111,6 +112,23 @@ def test_one_scrape_tells_state_server_and_host_without_the_key(world):
     assert "kimik3_gpu_memory_total_bytes" not in families  # gpus: none: no GPU series, not zeros
     # The key was used to read the server (a keyed /metrics), and appears nowhere in the exposition (scrape()).
     assert SECRET in engine.ports.http.keys_sent
+
+
+def test_a_scrape_while_dockerd_is_gone_answers_with_docker_down(world, monkeypatch):
+    """dockerd restarting (or absent, as on the H200 proof host): the scrape still answers; docker's source is 0,
+    nothing claims converged, and the records and host series are still there."""
+    engine, docker = world
+    engine.apply_or_revert(parse_profile(with_metrics(), "p.yaml"))
+
+    def gone(name):
+        raise TransientError("Docker daemon not answering (/var/run/docker.sock): connection refused")
+
+    monkeypatch.setattr(docker, "inspect_container", gone)
+    families = scrape(engine)
+    up = {s.labels["source"]: s.value for s in families["kimik3_exporter_source_up"]}
+    assert up["docker"] == 0.0
+    assert families["kimik3_deployment_converged"][0].value == 0.0
+    assert families["kimik3_last_apply_success"][0].value == 1.0  # the record is read without Docker
 
 
 def test_gpu_series_are_the_profiles_gpus_with_the_servers_share_and_foreign_holders(world):
