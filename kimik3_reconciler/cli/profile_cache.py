@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import sys
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -34,9 +35,12 @@ _PACKAGE = Path(__file__).resolve().parents[1]
 def code_identity() -> bytes | None:
     """What decides a validation besides the text (None: not found, so nothing is cached)."""
     digest = hashlib.sha256(FORMAT.encode())
+    # The interpreter too: validation uses the stdlib (ipaddress's is_private changed in 3.11.10/3.12.4), so a
+    # venv upgraded in place must not be served a validation another Python made.
+    digest.update(sys.version.encode() + b"\0")
     try:
-        for path in [*sorted((_PACKAGE / "model").glob("*.py")), _PACKAGE / "errors.py"]:
-            digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+        for path in [*sorted((_PACKAGE / "model").rglob("*.py")), _PACKAGE / "errors.py"]:
+            digest.update(str(path.relative_to(_PACKAGE)).encode() + b"\0" + path.read_bytes() + b"\0")
         for package, version_file in (("pydantic", "version.py"), ("yaml", "__init__.py")):
             spec = importlib.util.find_spec(package)  # finds the package without importing it
             if spec is None or not spec.submodule_search_locations:

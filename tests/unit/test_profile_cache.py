@@ -102,3 +102,18 @@ def test_old_entries_are_pruned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     for port in range(18190, 18196):
         profile_cache.load(tmp_path, DEMO.replace("port: 18181", f"port: {port}"), "p.yaml")
     assert len(_entries(tmp_path)) == 3
+
+
+def test_the_key_names_the_interpreter(monkeypatch):
+    """Validation uses the stdlib (ipaddress): another Python must not be served this one's validations."""
+    from kimik3_reconciler.cli import profile_cache
+
+    profile_cache.code_identity.cache_clear()
+    before = profile_cache.code_identity()
+    monkeypatch.setattr(profile_cache.sys, "version", "3.99.0 (another interpreter)")
+    profile_cache.code_identity.cache_clear()
+    try:
+        assert before is not None and profile_cache.code_identity() != before
+    finally:
+        monkeypatch.undo()
+        profile_cache.code_identity.cache_clear()
