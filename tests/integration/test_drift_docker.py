@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.realparts import converged_demo, docker, kimik3, require_docker_and_demo_hub
+from support.realparts import converged_demo, docker, kimik3, require_docker_and_demo_hub, serves, wait_for
 
 from kimik3_reconciler.adapters.docker_engine import DockerEngine
 from kimik3_reconciler.model.specs import ContainerSpec, Mount
@@ -77,21 +75,7 @@ def recreate_by_hand(extra: list[str], argv_edit: tuple[str, str] | None = None,
     docker("run", "-d", "--name", NAME, *options, *extra, config["Image"], *argv)
     # Serving again before the plan: a container still loading is not swapped behind a pre-read (nothing serves
     # to hide the read behind), and how far the load got by the time of the apply would decide the steps.
-    wait_healthy(f"http://127.0.0.1:{PORT}/health")
-
-
-def wait_healthy(url: str, timeout_s: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as answer:
-                if answer.status == 200:
-                    return
-        except OSError:
-            pass  # refused while the server starts, 503 while it loads
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{url} not healthy after {timeout_s:.0f} s")
-        time.sleep(0.2)
+    wait_for("the recreated server to serve", lambda: serves(PORT), timeout=120)
 
 
 @pytest.mark.parametrize("change, field, shown", [

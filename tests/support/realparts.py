@@ -7,7 +7,9 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,23 @@ from kimik3_demo.prepare import ensure_source_archive, prepare_hub_root
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEMO_DIR = REPO_ROOT / ".kimik3-demo"
 KIMIK3 = [sys.executable, "-m", "kimik3_reconciler"]
+
+
+def serves(port: int) -> bool:
+    """llama-server on 127.0.0.1:`port` answers /health 200 (refused while it starts, 503 while it loads)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as answer:
+            return answer.status == 200
+    except OSError:
+        return False
+
+
+def wait_for(what: str, check: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.25)
 
 
 def docker(*args: str) -> str:
