@@ -74,4 +74,7 @@ done
 for d in /tmp/tune-logs/*/; do  # the first server log of each phase: system_info, the offload, the buffers
   [[ -f $d/server-00.log ]] && cp "$d/server-00.log" "/tmp/tune-out/server-$(basename "$d").log"
 done
-cp /tmp/tune-out/* "$OUT/"; ls -l "$OUT"; echo "done at ${SECONDS} s"
+# $OUT returns at most 8 files: the logs travel packed in one (11 files on a full run otherwise, and the
+# 2026-12-03 run lost tune.json to that limit)
+tar -czf "$OUT/logs.tar.gz" -C /tmp/tune-out --exclude='*.json' --exclude='*.jsonl' . 2>/dev/null
+cp /tmp/tune-out/*.json /tmp/tune-out/*.jsonl "$OUT/" 2>/dev/null; ls -l "$OUT"; echo "done at ${SECONDS} s"
