@@ -19,7 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.realparts import DEMO_DIR, REPO_ROOT, demo_profile, docker, kimik3, require_docker_and_demo_hub, write_profile
+from support.realparts import (DEMO_DIR, REPO_ROOT, demo_profile, docker, kimik3, require_docker_and_demo_hub, serves,
+                               wait_for, write_profile)
 
 from kimik3_demo.hub import FixtureHub, FixtureRepo
 from kimik3_demo.prepare import DEMO_REPO, DEMO_REVISION, demo_repos
@@ -41,22 +42,6 @@ def in_box(*args: str, check: bool = True) -> str:
     if check and result.returncode:
         raise AssertionError(f"{' '.join(args)} in {BOX} exited {result.returncode}: {result.stderr}")
     return result.stdout.strip()
-
-
-def wait_for(what: str, check, timeout: float = 90) -> None:  # noqa: ANN001 - a callable returning bool
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.25)
-
-
-def healthy() -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{PORT}/health", timeout=2) as response:
-            return response.status == 200
-    except OSError:
-        return False
 
 
 def state(container: str) -> str:
@@ -171,9 +156,9 @@ def test_systemd_restarts_the_same_container_without_rebuilding(work: Path) -> N
              != started and state(MAIN) == "running", timeout=60)
     assert docker("inspect", "-f", "{{.Id}}", MAIN) == container_id  # same container: no download, no build
     assert in_box("systemctl", "show", "-p", "NRestarts", "--value", UNIT) == "1"
-    wait_for("/health 200 after the restart", healthy)
+    wait_for("/health 200 after the restart", lambda: serves(PORT))
     in_box("systemctl", "restart", UNIT)  # ExecStop (docker stop -t 120) then docker start --attach
-    wait_for("/health 200 after systemctl restart", healthy)
+    wait_for("/health 200 after systemctl restart", lambda: serves(PORT))
     assert docker("inspect", "-f", "{{.Id}}", MAIN) == container_id and in_box("systemctl", "is-active", UNIT) == "active"
 
 
@@ -208,7 +193,7 @@ def test_the_conflicting_pair_switches(work: Path, box: Path) -> None:
     assert f"Conflicts={UNIT}" in other_unit  # derived: the two share port 18585
     # The operator switches with systemd alone: starting one stops the other.
     in_box("systemctl", "start", UNIT)
-    wait_for("the main unit's server", healthy)
+    wait_for("the main unit's server", lambda: serves(PORT))
     assert state(MAIN) == "running" and state(OTHER) == "exited"
     assert in_box("systemctl", "is-active", OTHER_UNIT, check=False) == "inactive"
     assert plan_json(work, box, "main.yaml")["converged"]

@@ -8,32 +8,14 @@ import json
 import os
 import signal
 import subprocess
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
-from support.realparts import KIMIK3, demo_hub, demo_profile, docker, kimik3, write_profile
+from support.realparts import KIMIK3, demo_hub, demo_profile, docker, kimik3, serves, wait_for, write_profile
 
 pytestmark = pytest.mark.docker
 
 NAME, PORT = "k3un-unverified", 18620
-
-
-def healthy() -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{PORT}/health", timeout=1) as answer:
-            return answer.status == 200
-    except OSError:
-        return False
-
-
-def wait_for(what: str, check, timeout: float) -> None:  # noqa: ANN001 - a callable returning bool
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 def test_a_launch_left_unverified_is_a_verify_step_that_the_next_apply_runs(tmp_path: Path) -> None:
@@ -45,13 +27,14 @@ def test_a_launch_left_unverified_is_a_verify_step_that_the_next_apply_runs(tmp_
             apply = subprocess.Popen([*KIMIK3, "apply", "profile.yaml"], cwd=tmp_path, env=env,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             record = tmp_path / "state" / "unverified" / f"{NAME}.json"
-            wait_for("the launch", lambda: docker("ps", "-q", "--filter", f"name=^{NAME}$") != "", timeout=300)
+            wait_for("the launch", lambda: docker("ps", "-q", "--filter", f"name=^{NAME}$") != "", timeout=300,
+                     interval=0.1)
             docker("pause", NAME)  # hold the load: the apply cannot get past its health wait meanwhile
             assert record.exists()  # written before the launch
             os.kill(apply.pid, signal.SIGKILL)  # the apply dies in its health wait: nobody verifies this launch
             apply.communicate()
             docker("unpause", NAME)
-            wait_for("the load", healthy, timeout=120)
+            wait_for("the load", lambda: serves(PORT), timeout=120, interval=0.1)
             owed = kimik3(tmp_path, "plan", "profile.yaml", "--detailed-exitcode", check=False)
             assert owed.returncode == 4, owed.stderr[-2000:]
             assert "<= verify" in owed.stdout and "launched by an apply that did not verify it" in owed.stdout

@@ -31,12 +31,12 @@ def serves(port: int) -> bool:
         return False
 
 
-def wait_for(what: str, check: Callable[[], bool], timeout: float) -> None:
+def wait_for(what: str, check: Callable[[], bool], timeout: float = 90, interval: float = 0.25) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.25)
+        time.sleep(interval)
 
 
 def docker(*args: str) -> str:
