@@ -48,9 +48,16 @@ def preread(paths: list[str], workers: int, on_bytes: Callable[[int], None], met
                 done += got
             on_bytes(length)
 
-        with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="kimik3-preread") as pool:
+        pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="kimik3-preread")
+        try:
             for _ in pool.map(one, _chunks(fds)):
                 pass
+        except BaseException:
+            # A chunk failed, or `on_bytes` raised to stop the read (the build it ran alongside failed): drop
+            # the chunks still queued instead of reading the rest of the model first.
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
         if method == "fadvise":
             _await_resident(list(fds))
     finally:

@@ -100,6 +100,9 @@ class ImageBuild(Payload):
     patches: tuple[tuple[str, str], ...]  # (context name NN-x.patch, host path)
     build_args: tuple[tuple[str, str], ...]
     labels: tuple[tuple[str, str], ...]
+    # Read the model into the page cache while dockerd compiles (issue 15): set by the image planner when a launch
+    # of these weights follows and RAM holds them; the executor joins it before returning, and never fails on it.
+    preread: PagecachePreread | None = None
 
 
 @frozen_value
@@ -303,8 +306,9 @@ class WorkerRemove(Payload):
 
 @frozen_value
 class PagecachePreread(Payload):
-    """Read the model's files into the page cache while the old server still serves, so the swap's load
-    reads memory, not disk (issue 15); then say how much of them the cache holds (mincore)."""
+    """Read the model's files into the page cache before a launch loads them, while the old server still serves
+    (or, as `ImageBuild.preread`, while the image compiles), so the load reads memory, not disk (issue 15). Files
+    the cache already holds are not read again; then say how much of them it holds (mincore)."""
 
     files: tuple[str, ...]  # host paths (the HF cache's snapshot links)
     total_bytes: int

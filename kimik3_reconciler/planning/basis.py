@@ -17,6 +17,7 @@ profile field and step that moved.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 from typing import Any
 
 
@@ -24,7 +25,7 @@ from kimik3_reconciler.model.facts import ContainerFact, ModelFact, Observed
 from kimik3_reconciler.model.plan import Plan, Step, flat_diff
 from kimik3_reconciler.model.plan_file import SavedPlan
 from kimik3_reconciler.model.profile import Profile
-from kimik3_reconciler.model.specs import HealthWait, PagecachePreread
+from kimik3_reconciler.model.specs import HealthWait, ImageBuild, PagecachePreread
 from kimik3_reconciler.planning.conflict_step import why_conflicting
 from kimik3_reconciler.planning.image_step import image_tag, render_image_build
 
@@ -134,9 +135,10 @@ def profile_moves(source: str, saved_text: str, text_now: str | None) -> list[st
 
 def _decisions(steps: tuple[Step, ...]) -> dict[tuple[str, str, str], Any]:
     # Health waits are not decisions: apply waits for health after the saved steps whatever they say. Nor is
-    # the pre-read: it follows MemAvailable, which moves on its own, and only speeds the load up.
-    return {(s.kind, s.target, s.action.symbol): s.spec for s in steps
-            if s.changes and not isinstance(s.spec, HealthWait | PagecachePreread)}
+    # the pre-read, on its own or during the image build: it follows MemAvailable, which moves on its own, and
+    # only speeds the load up (the saved plan's build pre-reads as planned, or not).
+    return {(s.kind, s.target, s.action.symbol): replace(s.spec, preread=None) if isinstance(s.spec, ImageBuild)
+            else s.spec for s in steps if s.changes and not isinstance(s.spec, HealthWait | PagecachePreread)}
 
 
 def step_moves(saved: tuple[Step, ...], now: tuple[Step, ...]) -> list[str]:

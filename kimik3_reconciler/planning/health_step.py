@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.plan import Action, Step
-from kimik3_reconciler.model.specs import HealthWait
+from kimik3_reconciler.model.specs import HealthWait, PagecachePreread
 from kimik3_reconciler.planning.container_step import container_changes
 from kimik3_reconciler.planning.desired import Desired
 from kimik3_reconciler.planning.humanize import duration, gib
-from kimik3_reconciler.planning.preread_step import preread_planned
 
 # Seed 000 measured ~17 min to read 802 GB (--load-mode none reads everything up front), i.e.
 # ~0.8 GB/s; allow a quarter of that before calling a load stuck.
@@ -21,6 +20,11 @@ SEED_LOAD_BYTES_PER_S = 802e9 / (17 * 60)
 # hybrid reload after a pre-read took 0.53x the cold one (7.2 s vs 13.7 s downtime).
 # Used until this host has measured a warm load of its own.
 WARM_FRACTION = {"all-vram": 0.33, "hybrid": 0.55}
+
+
+def preread_planned(planned: tuple[Step, ...]) -> bool:
+    """A pre-read step reads the model before the launch (after the image build read it, or on its own)."""
+    return any(s.changes and isinstance(s.spec, PagecachePreread) for s in planned)
 
 
 def load_timeout(total_bytes: int) -> float:

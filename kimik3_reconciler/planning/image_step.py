@@ -17,6 +17,7 @@ from kimik3_reconciler.planning.build_flags import cmake_definitions, docker_bui
 from kimik3_reconciler.planning.container_step import container_changes, plan_container
 from kimik3_reconciler.planning.desired import Desired
 from kimik3_reconciler.planning.patch_roles import rollback_requirement
+from kimik3_reconciler.planning.preread_step import build_overlap
 from kimik3_reconciler.planning.sources import source_archive
 
 _COMPILE = "compile llama.cpp (minutes)"
@@ -131,7 +132,7 @@ def plan_image(desired: Desired, observed: Observed, planned: tuple[Step, ...] =
     rollback, refusal = rollback_requirement(desired.profile, observed.inputs.patches)
     if refusal:
         raise PlanError(refusal, fields=(("build", "patches"),))  # the engine adds the profile's file:line
-    steps = _plan_image(desired, observed)
+    steps = _with_preread(_plan_image(desired, observed), desired, observed)
     builtin = builtin_summary(observed)
     if builtin:
         steps = tuple(replace(s, reason=f"{s.reason}; {builtin}") for s in steps)
@@ -139,6 +140,19 @@ def plan_image(desired: Desired, observed: Observed, planned: tuple[Step, ...] =
         return steps
     # Say which patch carries the draft's rollback and why kimik3 believes so (content, not name).
     return tuple(replace(s, reason=f"{s.reason}; spec_draft's rollback patch: {rollback}") for s in steps)
+
+
+def _with_preread(steps: tuple[Step, ...], desired: Desired, observed: Observed) -> tuple[Step, ...]:
+    """A build of minutes to an hour hides a read of the model: its payload carries the pre-read when the pre-read
+    planner's facts allow it (planning/preread_step.py decides; its own step then only tops up what was lost)."""
+    if not any(s.changes and isinstance(s.spec, ImageBuild) for s in steps):
+        return steps
+    overlap = build_overlap(desired, observed)
+    if overlap is None or overlap.spec is None:
+        return steps  # the pre-read step says why not
+    return tuple(replace(s, spec=replace(s.spec, preread=overlap.spec), reason=f"{s.reason}; {overlap.reason}",
+                         cost=f"{s.cost}; the pre-read runs alongside, no extra time")
+                 if s.changes and isinstance(s.spec, ImageBuild) else s for s in steps)
 
 
 def builtin_summary(observed: Observed) -> str:

@@ -1,29 +1,41 @@
-"""Plan the pre-read (issue 15): when the plan swaps a serving container for another, read the model's files
-into the page cache first, while the old server still answers, so the new one's load reads memory, not disk.
-Decided from facts (MemAvailable, the model's bytes, the running server's RSS, serve.load_mode); the step says
-why it pre-reads or why it cannot, and the health step predicts the downtime from the warm rate when it does."""
+"""Plan the pre-read (issue 15): read the model's files into the page cache before a launch loads them, where the
+read can hide behind something: the old server still serving (a swap), or the image build (a compile of minutes
+to an hour, which the image step's `ImageBuild.preread` overlaps). With neither, a read before the launch only
+moves the load's read in front of it: no gain, and the plan says so.
+
+Decided from facts: MemAvailable, RAM, the model's bytes, the running server's RSS, the new server's host share
+(the placement forecast), the compile's cores, serve.load_mode, a pending quant gate. The steps say where the
+model is read, or why it is not, and the health step predicts the downtime from the warm rate when it is."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.plan import Action, Step
 from kimik3_reconciler.model.specs import (
+    ImageBuild,
     LaunchContainer,
     PagecachePreread,
     StopContainer,
 )
-from kimik3_reconciler.planning.container_step import plan_container
-from kimik3_reconciler.planning.desired import Desired
+from kimik3_reconciler.planning.container_step import container_changes, plan_container
+from kimik3_reconciler.planning.desired import Desired, changes
 from kimik3_reconciler.planning.humanize import duration, gib
 from kimik3_reconciler.planning.launch import repo_dir
+from kimik3_reconciler.planning.placement import forecast
+from kimik3_reconciler.planning.quant_gate import gate_pending
 
 # What the kernel and everything else keep besides the cached shards: a tenth of RAM, at least 2 GiB.
 RESERVE_FRACTION = 0.10
 RESERVE_MIN = 2 << 30
 # bench/load.py on the dev machine: 4 parallel 16 MiB readers ~1.0-1.2 GiB/s cold; a plan estimate only.
 PREREAD_BYTES_PER_S = 1 << 30
+# Peak memory of the compile per core while the image builds (Dockerfile.llamacpp: `cmake --build -j$(nproc)`):
+# nvcc on llama.cpp's CUDA template instances, g++ on its CPU kernels. An estimate: a wrong one only lets the
+# compile evict part of the pre-read (page cache is reclaimable), which the pre-read step then reads again.
+COMPILE_BYTES_PER_CORE = {"cuda": 2 << 30, "cpu": 1 << 30}
 
 
 def reserve_bytes(ram_total: int | None) -> int:
@@ -37,21 +49,115 @@ def model_paths(observed: Observed) -> tuple[str, ...]:
     return tuple(str(snapshot / f.path) for f in model.files)
 
 
+def _stopped_for_gate(observed: Observed, planned: tuple[Step, ...]) -> bool:
+    container = observed.container
+    return container is not None and any(
+        s.changes and isinstance(s.spec, StopContainer) and s.spec.name == container.name for s in planned)
+
+
 def _swaps_a_serving_container(desired: Desired, observed: Observed, planned: tuple[Step, ...]) -> bool:
     container = observed.container
-    if container is None or container.state != "running" or container.health != "ok":
+    if container is None or not container.serving:
         return False
-    if any(s.changes and isinstance(s.spec, StopContainer) and s.spec.name == container.name for s in planned):
+    if _stopped_for_gate(observed, planned):
         return False  # the quant gate stops it first: no server left to hide the read behind
     return any(isinstance(s.spec, LaunchContainer) and s.spec.replace for s in plan_container(desired, observed))
 
 
+def _idle(observed: Observed) -> str:
+    """Why no server is there to hide a read behind."""
+    container = observed.container
+    if container is None:
+        return "no server runs"
+    if container.up:
+        return f"{container.name} does not serve (/health: {container.health or 'no answer'})"
+    return f"{container.name} is {container.state}"
+
+
+@dataclass(frozen=True)
+class BuildOverlap:
+    """Whether the image build reads the model into the page cache while it compiles: `spec` when it does,
+    `reason` either way (why it does, or why not)."""
+
+    spec: PagecachePreread | None
+    reason: str
+
+
+def _compile_bytes(desired: Desired, observed: Observed) -> tuple[int, str]:
+    variant, cores = desired.profile.build.variant, observed.host.physical_cores
+    per_core = COMPILE_BYTES_PER_CORE.get(variant, COMPILE_BYTES_PER_CORE["cuda"])
+    return per_core * cores, f"the compile ({cores} cores × ~{gib(per_core)})"
+
+
+def _new_server_bytes(desired: Desired, observed: Observed) -> tuple[int, str]:
+    """Host memory the new server takes as it loads, when no running server frees its own at a swap."""
+    placed = forecast(desired.profile, observed)
+    if placed is None:
+        # Unknown placement: count every byte as host memory (the CPU variant, or all experts on the CPU).
+        return observed.model.total_bytes, "the new server (no placement forecast: the whole model)"
+    return placed.host_bytes, f"the new server's host share ({placed.mode}, placement forecast)"
+
+
+def build_overlap(desired: Desired, observed: Observed) -> BuildOverlap | None:
+    """Asked by the image planner when it builds: does its build pre-read the model? None: nothing to decide
+    (no launch follows the build, memory not observed, no model files listed)."""
+    host, model = observed.host, observed.model
+    if host.ram_available is None or not model.files or not container_changes(plan_container(desired, observed)):
+        return None
+    if desired.profile.serve.load_mode == "dio":
+        return BuildOverlap(None, "serve.load_mode dio reads around the page cache")
+    if gate_pending(desired, observed):
+        # The gate's llama-perplexity runs (the reference quant's included) come between the build and the
+        # launch and take the memory: what the build read would be evicted before the launch reads it.
+        return BuildOverlap(None, "the quant gate's llama-perplexity runs (the reference quant's too) come between "
+                                  "the build and the launch")
+    size, reserve = model.total_bytes, reserve_bytes(host.ram_total)
+    compile_bytes, compile_why = _compile_bytes(desired, observed)
+    # The swapped server's RSS is outside MemAvailable and freed at the swap (the new one takes it again); with
+    # none serving, the new server's host share comes out of MemAvailable while the cache still holds the model.
+    server_bytes, server_why = (0, "") if _swaps_a_serving_container(desired, observed, ()) \
+        else _new_server_bytes(desired, observed)
+    # The compile is over before the load starts: the larger of the two shares the memory with the cache.
+    peak, peak_why = max((compile_bytes, compile_why), (server_bytes, server_why))
+    need = f"{gib(size)} of model files + {gib(reserve)} reserve + ~{gib(peak)} for {peak_why}"
+    if size + reserve + peak > host.ram_available:
+        # rule: preread-fits-ram
+        # Reading more than MemAvailable leaves while the compile (or the new server) takes its share evicts the
+        # first shards before the load reaches them: a read that only cost time.
+        return BuildOverlap(None, f"{need} > MemAvailable {gib(host.ram_available)}")
+    return BuildOverlap(PagecachePreread(files=model_paths(observed), total_bytes=size),
+                        f"pre-reads {gib(size)} into the page cache while it compiles (MemAvailable "
+                        f"{gib(host.ram_available)} ≥ {need})")
+
+
+def _read_during_build(planned: tuple[Step, ...]) -> bool:
+    return any(s.changes and isinstance(s.spec, ImageBuild) and s.spec.preread is not None for s in planned)
+
+
 def plan_preread(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
     host, model, container = observed.host, observed.model, observed.container
-    if host.ram_available is None or not model.files or not _swaps_a_serving_container(desired, observed, planned):
-        return ()  # no swap of a serving container (or memory not observed): nothing to hide the read behind
+    if host.ram_available is None or not model.files or not container_changes(plan_container(desired, observed)):
+        return ()  # no launch follows (or memory not observed): no load to warm
     target, size = f"{model.repo}/{model.quant}", model.total_bytes
     spec = PagecachePreread(files=model_paths(observed), total_bytes=size)
+    swap = _swaps_a_serving_container(desired, observed, planned)
+    name = container.name if container else "the server"
+    if _read_during_build(planned):
+        # The build read it (or is reading it) already: this step only finds what the cache lost since (the
+        # compile's memory, another process) and reads that, files the cache holds are not read again.
+        where = f"before the swap ({name} still serves)" if swap else "before the launch"
+        return (Step("preread", target, Action.READ, f"the image build pre-reads {gib(size)} into the page cache "
+                     f"while it compiles; {where}: read only the files the cache lost since", spec=spec,
+                     cost="a residency check (mincore); evicted files are read again, no downtime"),)
+    overlap = build_overlap(desired, observed) if changes(planned, ImageBuild) else None
+    if not swap:
+        if overlap is not None:
+            return (Step("preread", target, Action.NOOP, f"no pre-read: not during the image build ({overlap.reason}),"
+                         " and with no server serving, a read before the launch only moves the load's read in front "
+                         "of it", spec=spec),)
+        why = f"the quant gate stops {name} first" if _stopped_for_gate(observed, planned) else _idle(observed)
+        return (Step("preread", target, Action.NOOP, f"no pre-read: {why} and no image build runs first: a read "
+                     "before the launch would only move the load's read in front of it", spec=spec),)
     if desired.profile.serve.load_mode == "dio":
         # Direct I/O reads around the page cache: a cached copy would not shorten the load, only cost RAM.
         return (Step("preread", target, Action.NOOP, "no pre-read: serve.load_mode dio reads around the page cache "
@@ -67,11 +173,8 @@ def plan_preread(desired: Desired, observed: Observed, planned: tuple[Step, ...]
         return (Step("preread", target, Action.NOOP, f"cannot pre-read: {gib(size)} of model files + "
                      f"{gib(reserve)} reserve > MemAvailable {gib(host.ram_available)}{held}; the swap's load reads "
                      "the disk (cold)", spec=spec),)
+    after_build = f"; not during the image build: {overlap.reason}" if overlap is not None else ""
     return (Step("preread", target, Action.READ, f"pre-read {gib(size)} into the page cache while "
-                 f"{container.name if container else 'the server'} still serves (MemAvailable "
-                 f"{gib(host.ram_available)} ≥ {gib(size)} + {gib(reserve)} reserve{held})", spec=spec,
+                 f"{name} still serves (MemAvailable {gib(host.ram_available)} ≥ {gib(size)} + {gib(reserve)} "
+                 f"reserve{held}){after_build}", spec=spec,
                  cost=f"~{duration(size / PREREAD_BYTES_PER_S)} of reading before the swap, no downtime"),)
-
-
-def preread_planned(planned: tuple[Step, ...]) -> bool:
-    return any(s.changes and isinstance(s.spec, PagecachePreread) for s in planned)

@@ -1,38 +1,98 @@
-"""Pre-read the model into the page cache while the old server still serves (issue 15), then say how much of
-it the cache holds: a swap right after loads from memory. Never fails the apply: a cache that could not keep
-the files only makes the load cold, as it would have been without the step."""
+"""Pre-read the model into the page cache before a launch loads it (issue 15): as its own step while the old
+server still serves, or alongside the image build (`preread_alongside`, a background thread while dockerd
+compiles). Files the cache already holds are not read again (the step after a build's pre-read only reads what
+was evicted since); then say how much of the model the cache holds. Never fails the apply: a cache that could not
+keep the files only makes the load cold, as it would have been without the pre-read."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from kimik3_reconciler.model.specs import PagecachePreread
 from kimik3_reconciler.ports import Ports
-from kimik3_reconciler.steps.report import Reporter
+from kimik3_reconciler.steps.report import Reporter, SerialReporter
 
 GIB = 1 << 30
+# A file the page cache holds this much of counts as read: re-reading a 50 GB shard for a few evicted pages
+# would cost a full copy of it, the load reads those pages from disk in less.
+RESIDENT_SHARE = 0.99
 
 
-def preread_model(spec: PagecachePreread, ports: Ports, reporter: Reporter) -> None:
+class PrereadStopped(Exception):
+    """What the pre-read ran alongside failed or was interrupted: it stops after the chunk each reader holds."""
+
+
+def _gib(n: int) -> float:
+    return round(n / GIB, 2)
+
+
+def preread_model(spec: PagecachePreread, ports: Ports, reporter: Reporter,
+                  stop: threading.Event | None = None) -> None:
     files = list(spec.files)
+    cached = {path: ports.host.page_cache_bytes(path) for path in files}  # (bytes cached, size); None: unknown
+    wanted = [path for path, found in cached.items() if found is None or found[0] < RESIDENT_SHARE * found[1]]
+    if not wanted:
+        held = sum(c[0] for c in cached.values() if c)
+        reporter.event("pre-read", files=len(files), gib=_gib(spec.total_bytes), read_files=0, seconds=0.0,
+                       resident=f"{100 * held / spec.total_bytes if spec.total_bytes else 100.0:.1f} %",
+                       why="already resident: the page cache holds every file (read earlier, e.g. during the "
+                           "image build)")
+        return
+    todo = spec.total_bytes if len(wanted) == len(files) else sum((cached[p] or (0, 0))[1] for p in wanted)
     started = ports.clock.monotonic()
     lock, done = threading.Lock(), [0]
-    task = f"pre-read {len(files)} model files"
+    task = f"pre-read {len(wanted)} model files"
 
     def on_bytes(n: int) -> None:  # from the reading threads: one reporter call at a time
+        if stop is not None and stop.is_set():
+            raise PrereadStopped  # the adapter drops the chunks still queued
         with lock:
             done[0] += n
             elapsed = max(ports.clock.monotonic() - started, 1e-6)
-            reporter.progress(task, done[0], spec.total_bytes, rate_bps=int(done[0] / elapsed))
+            reporter.progress(task, done[0], todo, rate_bps=int(done[0] / elapsed))
 
-    ports.host.preread(files, spec.workers, on_bytes)
+    ports.host.preread(wanted, spec.workers, on_bytes)
     seconds = ports.clock.monotonic() - started
     resident = ports.host.resident_bytes(files)
     share = resident / spec.total_bytes if spec.total_bytes else 1.0
-    reporter.event("pre-read", files=len(files), gib=round(spec.total_bytes / GIB, 2), seconds=round(seconds, 2),
-                   gib_per_s=round(spec.total_bytes / GIB / seconds, 2) if seconds > 0 else None,
+    reporter.event("pre-read", files=len(files), gib=_gib(spec.total_bytes), read_files=len(wanted),
+                   read_gib=_gib(todo), seconds=round(seconds, 2),
+                   gib_per_s=round(todo / GIB / seconds, 2) if seconds > 0 else None,
                    resident=f"{100 * share:.1f} %", workers=spec.workers)
     if share < 0.9:
         # Memory ran short after the plan looked (another process grew): the load reads the rest from disk.
         reporter.event("pre-read-short", resident=f"{100 * share:.1f} %",
-                       why="the page cache kept less than 90 % of the model: the swap's load is partly cold")
+                       why="the page cache kept less than 90 % of the model: the launch's load is partly cold")
+
+
+@contextmanager
+def preread_alongside(spec: PagecachePreread, ports: Ports, reporter: Reporter, during: str) -> Iterator[Reporter]:
+    """Run the pre-read on a thread while the body (`during`: the image build) runs; yield the reporter both
+    must use (one call at a time). Joined before leaving: the pre-read finishes after a body that succeeded,
+    stops after one that failed. Its own failure is reported, never raised: a pre-read only warms."""
+    shared = SerialReporter(reporter)
+    stop = threading.Event()
+
+    def read() -> None:
+        try:
+            preread_model(spec, ports, shared, stop)
+        except PrereadStopped:
+            shared.event("pre-read-stopped", why=f"{during} failed: the pre-read stops with it")
+        except Exception as error:  # noqa: BLE001 - a pre-read only warms: the build's result stands
+            shared.event("pre-read-failed", error=f"{type(error).__name__}: {error}",
+                         why=f"{during} goes on; the pre-read step before the launch reads what is missing")
+
+    thread = threading.Thread(target=read, name="kimik3-preread", daemon=True)
+    shared.event("pre-read-alongside", during=during, files=len(spec.files), gib=_gib(spec.total_bytes))
+    thread.start()
+    try:
+        yield shared
+    except BaseException:
+        stop.set()
+        raise
+    finally:
+        if thread.is_alive() and not stop.is_set():
+            shared.event("pre-read-wait", why=f"{during} is done; the pre-read is still reading")
+        thread.join()

@@ -21,3 +21,25 @@ class NullReporter:
 
     def event(self, name: str, **fields: object) -> None:
         pass
+
+
+class SerialReporter:
+    """One call at a time into `inner`, for an executor that reports from more than one thread (the image build's
+    lines while the pre-read running alongside it reports its progress)."""
+
+    def __init__(self, inner: Reporter):
+        import threading
+
+        self._inner, self._lock = inner, threading.Lock()
+
+    def progress(self, task: str, done: int, total: int, **fields: object) -> None:
+        with self._lock:
+            self._inner.progress(task, done, total, **fields)
+
+    def line(self, source: str, text: str) -> None:
+        with self._lock:
+            self._inner.line(source, text)
+
+    def event(self, name: str, **fields: object) -> None:
+        with self._lock:
+            self._inner.event(name, **fields)

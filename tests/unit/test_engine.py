@@ -46,8 +46,11 @@ def kinds(plan) -> list[tuple[str, Action]]:
 def test_first_apply_downloads_builds_launches_and_waits(world):
     engine, docker, hub, _ = world
     result = engine.apply(load())
+    # The build pre-reads the model meanwhile (RAM holds it): the pre-read step before the launch finds it resident.
     assert [(s.kind, s.action) for s in result.executed] == [
-        ("model", Action.CREATE), ("image", Action.CREATE), ("container", Action.CREATE), ("health", Action.READ)]
+        ("model", Action.CREATE), ("image", Action.CREATE), ("preread", Action.READ), ("container", Action.CREATE),
+        ("health", Action.READ)]
+    assert result.executed[1].spec.preread is not None and len(engine.ports.host.preread_calls) == 1
     assert docker.calls == ["pull nvidia/cuda:13.0.0-devel-ubuntu24.04", "pull nvidia/cuda:13.0.0-runtime-ubuntu24.04",
                             "build kimi-k3-llamacpp:mainline-ad1de39-cpu", "run k3-test"]
     assert hub.downloads == [tuple(sorted(p for p in FILES if p.startswith("UD-Q2_K_XL/")))]
@@ -258,7 +261,9 @@ def test_reload_downtime_is_predicted_from_the_last_measured_load(world):
     engine, _, _, _ = world
     before = engine.plan(load()).steps[-1].cost
     assert "seed 000's 802 GB in ~17 min" in before
-    engine.apply(load())  # one 503 poll, then 200: 0.2 s for 180 bytes on the fake clock
+    engine.ports.host.meminfo = lambda: "MemTotal:       24683584 kB\nMemAvailable:     102400 kB\n"
+    engine.apply(load())  # one 503 poll, then 200: 0.2 s for 180 bytes on the fake clock; no RAM: a cold load
+    del engine.ports.host.meminfo
     changed = engine.plan(load(PROFILE.replace("parallel: 2", "parallel: 2, ubatch: 2048")))
     cost = changed.steps[-1].cost
     # the swap pre-reads: the cold rate measured here, scaled by issue 15's warm/cold ratio

@@ -54,7 +54,8 @@ def test_a_pass_applies_changes_and_a_converged_pass_is_one_plan(world: World) -
     first = world.loop.run_pass()
     assert first["result"] == "changed" and first["exit_code"] == 0 and first["profile"] == "k3-test"
     assert [s.split()[:2] for s in first["steps"]] == [["model", "create"], ["image", "create"],
-                                                       ["container", "create"], ["health", "read"]]
+                                                       ["preread", "read"], ["container", "create"],
+                                                       ["health", "read"]]
     assert "container create k3-test" in first["steps"]
     calls = world.mutations()
     second = world.loop.run_pass()

@@ -42,7 +42,9 @@ def test_a_saved_plan_runs_exactly_its_steps_and_converges(world):
     engine, docker, work = world
     saved = save(engine, work)
     assert [(s.kind, s.action) for s in saved.changes] == [
-        ("model", Action.CREATE), ("image", Action.CREATE), ("container", Action.CREATE), ("health", Action.READ)]
+        ("model", Action.CREATE), ("image", Action.CREATE), ("preread", Action.READ), ("container", Action.CREATE),
+        ("health", Action.READ)]
+    assert saved.changes[1].spec.preread is not None  # the build's pre-read went through the file
     result = apply_saved(engine, saved)
     assert [s.spec for s in result.executed] == [s.spec for s in saved.changes]
     assert result.final.converged and docker.containers["k3-test"]["State"]["Status"] == "running"

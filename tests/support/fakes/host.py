@@ -95,4 +95,11 @@ class FakeHost:
         return self.rss.get(pid)
 
     def page_cache_bytes(self, path: str) -> tuple[int, int] | None:
-        return self.page_cache.get(path)
+        """`page_cache` as set, else a file is cached whole once pre-read (`cached`), not at all before (a path
+        the fakes never wrote, e.g. the fake hub's snapshot links, reads as an empty file once pre-read)."""
+        if path in self.page_cache:
+            return self.page_cache[path]
+        if not Path(path).exists():
+            return (0, 0) if path in self.cached else None
+        size = Path(path).stat().st_size
+        return (size if path in self.cached else 0, size)
