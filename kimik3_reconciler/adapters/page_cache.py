@@ -48,16 +48,11 @@ def preread(paths: list[str], workers: int, on_bytes: Callable[[int], None], met
                 done += got
             on_bytes(length)
 
-        pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="kimik3-preread")
-        try:
+        with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="kimik3-preread") as pool:
+            # A chunk that raises (`on_bytes` too: the build a pre-read runs alongside failed) ends the loop, and
+            # map's iterator cancels the chunks still queued: the rest of the model is not read first.
             for _ in pool.map(one, _chunks(fds)):
                 pass
-        except BaseException:
-            # A chunk failed, or `on_bytes` raised to stop the read (the build it ran alongside failed): drop
-            # the chunks still queued instead of reading the rest of the model first.
-            pool.shutdown(wait=True, cancel_futures=True)
-            raise
-        pool.shutdown(wait=True)
         if method == "fadvise":
             _await_resident(list(fds))
     finally:

@@ -126,7 +126,7 @@ def build_overlap(desired: Desired, observed: Observed) -> BuildOverlap | None:
         # first shards before the load reaches them: a read that only cost time.
         return BuildOverlap(None, f"{need} > MemAvailable {gib(host.ram_available)}")
     return BuildOverlap(PagecachePreread(files=model_paths(observed), total_bytes=size),
-                        f"pre-reads {gib(size)} into the page cache while it compiles (MemAvailable "
+                        f"the build pre-reads {gib(size)} into the page cache while it compiles (MemAvailable "
                         f"{gib(host.ram_available)} ≥ {need})")
 
 
@@ -151,13 +151,10 @@ def plan_preread(desired: Desired, observed: Observed, planned: tuple[Step, ...]
                      cost="a residency check (mincore); evicted files are read again, no downtime"),)
     overlap = build_overlap(desired, observed) if changes(planned, ImageBuild) else None
     if not swap:
-        if overlap is not None:
-            return (Step("preread", target, Action.NOOP, f"no pre-read: not during the image build ({overlap.reason}),"
-                         " and with no server serving, a read before the launch only moves the load's read in front "
-                         "of it", spec=spec),)
-        why = f"the quant gate stops {name} first" if _stopped_for_gate(observed, planned) else _idle(observed)
-        return (Step("preread", target, Action.NOOP, f"no pre-read: {why} and no image build runs first: a read "
-                     "before the launch would only move the load's read in front of it", spec=spec),)
+        idle = f"the quant gate stops {name} first" if _stopped_for_gate(observed, planned) else _idle(observed)
+        during = f"not during the image build ({overlap.reason})" if overlap is not None else "no image build runs first"
+        return (Step("preread", target, Action.NOOP, f"no pre-read: {during}, and {idle}: a read before the launch "
+                     "would only move the load's read in front of it", spec=spec),)
     if desired.profile.serve.load_mode == "dio":
         # Direct I/O reads around the page cache: a cached copy would not shorten the load, only cost RAM.
         return (Step("preread", target, Action.NOOP, "no pre-read: serve.load_mode dio reads around the page cache "

@@ -62,6 +62,8 @@ SAMPLES = [
     RemoveModelFiles(DOWNLOAD),
     ImageBuild("kimi-k3-llamacpp:x", "fp1", "mainline", "ad1de39", "/d/Dockerfile.llamacpp", "/a.tar.gz", None,
                (("01-x.patch", "/p/x.patch"),), (("CMAKE_ARGS", "-DGGML_CUDA=OFF"),), (("kimik3.image", "x"),)),
+    ImageBuild("kimi-k3-llamacpp:x", "fp1", "mainline", "ad1de39", "/d/Dockerfile.llamacpp", "/a.tar.gz", "ab" * 32,
+               (), (), (), preread=PagecachePreread(("/c/models--org--k3/snapshots/r/Q2/a.gguf",), 3 << 40)),
     RetagImage("sha256:" + "1" * 64, "kimi-k3-llamacpp:x"),
     RemoveImage("kimi-k3-llamacpp:old"),
     LaunchContainer(SPEC, replace=True),

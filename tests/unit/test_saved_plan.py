@@ -148,6 +148,21 @@ def test_the_preread_is_not_a_decision_memory_that_moved_does_not_make_a_plan_st
     assert [s.kind for s in result.executed] == ["preread", "container", "health"] and result.final.converged
 
 
+def test_a_build_saved_with_its_preread_still_applies_when_memory_dropped(world):
+    """The image build's pre-read (issue 15) is not a decision either: saved while RAM was free, the plan still
+    applies after MemAvailable dropped, and the build reads the model as saved."""
+    engine, docker, work = world
+    saved = save(engine, work)
+    assert saved.changes[1].kind == "image" and saved.changes[1].spec.preread is not None
+    engine.ports.host.meminfo = lambda: "MemTotal:       24683584 kB\nMemAvailable:     102400 kB\n"
+    now = engine.plan(parse_profile(FAKE_PROFILE, str(work / "profile.yaml")))
+    image = next(s for s in now.steps if s.kind == "image")
+    assert image.spec.preread is None  # it would not pre-read during the build now
+    result = apply_saved(engine, saved)
+    assert [s.spec for s in result.executed] == [s.spec for s in saved.changes] and result.final.converged
+    assert len(engine.ports.host.preread_calls) == 1 and docker.builds[0].preread is None
+
+
 def test_a_saved_plan_with_an_owed_verify_runs_it_through_the_verifier(world):
     """A launch an interrupted apply left unverified: the saved plan holds `<= verify`, and apply PLAN runs it."""
     engine, _, work = world

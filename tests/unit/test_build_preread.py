@@ -1,0 +1,247 @@
+"""Issue 15 item 2: the image build reads the model into the page cache while it compiles.
+
+The executor on fakes that meet halfway (the build blocks until the pre-read runs, the pre-read until the build
+runs: both see the other in progress, or the test waits out a timeout and fails); a pre-read failure never fails
+the build, a build failure stops the pre-read; the pre-read step after it reads only what the cache lost. The
+planner's decisions that the case files (103-106) do not show: no gain without a build or a serving server, the
+quant gate, a saved plan whose build pre-read no longer fits."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from support.fakes import FakeClock, FakeDocker, FakeHost, MemoryState
+from test_load_watch import Recorder
+from test_plan_cases import build_case
+
+from kimik3_reconciler.adapters import page_cache
+from kimik3_reconciler.errors import BuildFailed
+from kimik3_reconciler.model.plan import Action
+from kimik3_reconciler.model.specs import ImageBuild, PagecachePreread
+from kimik3_reconciler.planning import plan
+from kimik3_reconciler.ports import Ports
+from kimik3_reconciler.steps.image import build_image
+from kimik3_reconciler.steps.preread import preread_model
+
+WAIT_S = 5.0  # a rendezvous that times out means the two ran one after the other
+
+
+class BuildingDocker(FakeDocker):
+    """A docker build that waits (up to WAIT_S) for the pre-read to be reading before it finishes."""
+
+    def __init__(self, preread_started: threading.Event, fail: bool = False):
+        super().__init__()
+        self.preread_started, self.fail = preread_started, fail
+        self.build_started, self.build_done = threading.Event(), threading.Event()
+        self.saw_preread: bool | None = None
+        self.thread: str | None = None
+
+    def build_image(self, spec: ImageBuild, context_files: dict[str, Path], on_line) -> str:
+        self.thread = threading.current_thread().name
+        self.build_started.set()
+        self.saw_preread = self.preread_started.wait(WAIT_S)
+        on_line("[ 50%] Building CUDA object ggml/src/ggml-cuda/fattn.cu.o")
+        try:
+            if self.fail:
+                raise BuildFailed("image build failed: nvcc: out of memory")
+            return super().build_image(spec, context_files, on_line)
+        finally:
+            self.build_done.set()
+
+
+class ReadingHost(FakeHost):
+    """A pre-read that waits (up to WAIT_S) for the build to be running, then reads as `behaviour` says."""
+
+    def __init__(self, behaviour: str = "read"):
+        super().__init__()
+        self.behaviour = behaviour
+        self.preread_started = threading.Event()
+        self.docker: BuildingDocker | None = None
+        self.saw_build: bool | None = None
+        self.thread: str | None = None
+        self.chunks = 0
+
+    def preread(self, paths, workers, on_bytes) -> None:
+        assert self.docker is not None
+        self.thread = threading.current_thread().name
+        self.preread_started.set()
+        self.saw_build = self.docker.build_started.wait(WAIT_S)
+        if self.behaviour == "fail":
+            raise OSError(5, "Input/output error", paths[0])
+        if self.behaviour == "endless":  # reads until on_bytes says stop (raises), as the adapter's readers do
+            for _ in range(int(WAIT_S / 0.001)):
+                self.chunks += 1
+                on_bytes(1)
+                time.sleep(0.001)
+            return
+        if self.behaviour == "outlasts":  # still reading when the build is done
+            self.docker.build_done.wait(WAIT_S)
+            time.sleep(0.05)
+        super().preread(paths, workers, on_bytes)
+
+
+def _world(tmp_path: Path, behaviour: str = "read", fail: bool = False):
+    host = ReadingHost(behaviour)
+    docker = BuildingDocker(host.preread_started, fail)
+    host.docker = docker
+    ports = Ports(docker=docker, hub=None, http=None, host=host, state=MemoryState(tmp_path / "state"),
+                  clock=FakeClock())
+    (tmp_path / "src.tar.gz").write_bytes(b"source")
+    (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
+    files = []
+    for i in range(2):
+        shard = tmp_path / f"k3-0000{i + 1}-of-00002.gguf"
+        shard.write_bytes(b"w" * 1000)
+        files.append(str(shard))
+    preread = PagecachePreread(tuple(files), 2000, workers=2)
+    spec = ImageBuild("kimi-k3-llamacpp:x", "fp1", "mainline", "ad1de39", str(tmp_path / "Dockerfile.llamacpp"),
+                      str(tmp_path / "src.tar.gz"), None, (),
+                      (("BUILD_IMAGE", "b:1"), ("RUNTIME_IMAGE", "r:1"), ("CMAKE_ARGS", "-DGGML_CUDA=OFF")),
+                      (("kimik3.image.fingerprint", "fp1"),), preread=preread)
+    return ports, host, docker, spec, preread
+
+
+def _no_preread_thread_left() -> bool:
+    return not any(t.name == "kimik3-preread" for t in threading.enumerate())
+
+
+def test_the_build_and_the_preread_run_at_the_same_time(tmp_path: Path) -> None:
+    ports, host, docker, spec, preread = _world(tmp_path)
+    reporter = Recorder()
+    build_image(spec, ports, reporter)
+    assert docker.saw_preread and host.saw_build  # each saw the other in progress: concurrent, not in turn
+    assert docker.thread != host.thread and host.thread == "kimik3-preread"
+    assert [s.tag for s in docker.builds] == ["kimi-k3-llamacpp:x"] and docker.builds[0].preread is None
+    events = dict(reporter.events)
+    assert events["pre-read-alongside"]["during"] == "the image build"
+    assert events["pre-read"]["resident"] == "100.0 %" and events["pre-read"]["read_files"] == 2
+    assert _no_preread_thread_left()  # joined before the build step returned
+    # The pre-read step before the launch then finds every file resident and reads nothing.
+    after = Recorder()
+    preread_model(preread, ports, after)
+    assert len(host.preread_calls) == 1 and "already resident" in dict(after.events)["pre-read"]["why"]
+
+
+def test_a_failing_preread_does_not_fail_the_build(tmp_path: Path) -> None:
+    ports, host, docker, spec, _ = _world(tmp_path, behaviour="fail")
+    reporter = Recorder()
+    build_image(spec, ports, reporter)  # no exception: a pre-read only warms
+    assert docker.saw_preread and [s.tag for s in docker.builds] == ["kimi-k3-llamacpp:x"]
+    failed = dict(reporter.events)["pre-read-failed"]
+    assert "Input/output error" in failed["error"] and "the image build goes on" in failed["why"]
+    assert _no_preread_thread_left()
+
+
+def test_a_failing_build_stops_the_preread_and_fails(tmp_path: Path) -> None:
+    ports, host, docker, spec, _ = _world(tmp_path, behaviour="endless", fail=True)
+    reporter = Recorder()
+    with pytest.raises(BuildFailed, match="nvcc: out of memory"):
+        build_image(spec, ports, reporter)
+    assert _no_preread_thread_left() and host.chunks < int(WAIT_S / 0.001)  # stopped, not read to the end
+    assert "pre-read-stopped" in dict(reporter.events) and "pre-read" not in dict(reporter.events)
+
+
+def test_a_preread_that_outlasts_the_build_is_waited_for(tmp_path: Path) -> None:
+    ports, host, docker, spec, _ = _world(tmp_path, behaviour="outlasts")
+    reporter = Recorder()
+    build_image(spec, ports, reporter)
+    names = [name for name, _ in reporter.events]
+    assert names.index("pre-read-wait") < names.index("pre-read")  # the step returned after the pre-read ended
+    assert _no_preread_thread_left()
+
+
+def test_the_preread_step_reads_only_the_files_the_cache_lost(tmp_path: Path) -> None:
+    host = FakeHost()
+    ports = Ports(docker=None, hub=None, http=None, host=host, state=MemoryState(tmp_path), clock=FakeClock())
+    files = []
+    for i in range(3):
+        shard = tmp_path / f"s{i}.gguf"
+        shard.write_bytes(b"x" * 1000)
+        files.append(str(shard))
+    host.cached = {files[0], files[2]}
+    host.page_cache[files[2]] = (995, 1000)  # a few pages evicted: counted as read (RESIDENT_SHARE)
+    reporter = Recorder()
+    preread_model(PagecachePreread(tuple(files), 3000), ports, reporter)
+    assert host.preread_calls == [([files[1]], 4)]
+    assert reporter.progress_calls[-1][1:3] == (1000, 1000)
+    assert dict(reporter.events)["pre-read"]["read_files"] == 1
+
+
+def test_the_adapter_stops_reading_when_told(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real adapter: `on_bytes` raising (the build failed) drops the queued chunks instead of reading on
+    (Executor.map cancels them when its iterator raises)."""
+    monkeypatch.setattr(page_cache, "CHUNK", 64 << 10)
+    path = tmp_path / "shard.gguf"
+    path.write_bytes(b"\x02" * (256 * page_cache.CHUNK))
+    calls = []
+
+    def on_bytes(n: int) -> None:
+        calls.append(n)
+        time.sleep(0.01)  # a chunk takes its time, as a 16 MiB read from disk does
+        raise RuntimeError("stop")
+
+    with pytest.raises(RuntimeError, match="stop"):
+        page_cache.preread([str(path)], 2, on_bytes)
+    assert len(calls) < 64  # far from the 256 chunks the file has
+
+
+# --- the planner ------------------------------------------------------------------------------------------
+
+RAM = {"physical_cores": 8, "ram_total": 274877906944, "ram_available": 214748364800}
+
+
+def _plan(case: str):
+    profile, observed = build_case(yaml.safe_load(case))
+    return {s.kind: s for s in plan(profile, observed).steps}
+
+
+def test_no_build_and_no_server_serving_is_no_gain() -> None:
+    steps = _plan(f"""
+observed: {{container: {{state: exited, exit_code: 137}}, host: {RAM}}}
+""")
+    assert steps["container"].action is Action.UPDATE  # started again, same image: nothing built
+    assert steps["preread"].action is Action.NOOP
+    assert ("no pre-read: no image build runs first, and kimi-k3 is exited: a read before the launch would only "
+            "move the load's read in front of it") in steps["preread"].reason
+    assert "pre-read" not in steps["health"].cost
+
+
+def test_a_stopped_server_with_a_rebuild_prereads_during_the_build() -> None:
+    steps = _plan(f"""
+desired: {{build: {{commit: "1111111111111111111111111111111111111111"}}}}
+previous: {{build: {{commit: "2222222222222222222222222222222222222222"}}}}
+observed: {{container: {{state: exited, exit_code: 0}}, host: {RAM}}}
+""")
+    assert steps["image"].spec.preread is not None and "the build pre-reads 80.9 GiB" in steps["image"].reason
+    assert steps["image"].to_json()["spec"]["preread"]["total_bytes"] == steps["preread"].spec.total_bytes  # --json
+    assert steps["preread"].action is Action.READ and "before the launch" in steps["preread"].reason
+    assert "(pre-read: " in steps["health"].cost  # the first load is predicted warm
+
+
+def test_no_preread_during_the_build_when_the_quant_gate_runs_between() -> None:
+    profile, observed = build_case(yaml.safe_load(f"""
+desired: {{build: {{commit: "1111111111111111111111111111111111111111"}}, gate: {{quant: {{reference_quant: Q8_0}}}},
+          model: {{quant: IQ1_S}}}}
+previous: {{build: {{commit: "2222222222222222222222222222222222222222"}}, model: {{quant: IQ1_S}},
+           gate: {{quant: {{reference_quant: Q8_0}}}}}}
+observed: {{host: {RAM}}}
+"""))
+    observed = observed.model_copy(update={"reference": observed.model})  # the reference quant is cached too
+    steps = {s.kind: s for s in plan(profile, observed).steps}
+    assert steps["gate"].action is Action.READ and steps["image"].spec.preread is None
+    assert steps["preread"].action is Action.NOOP and "the quant gate stops kimi-k3 first" in steps["preread"].reason
+
+
+def test_a_build_without_memory_for_the_preread_carries_none() -> None:
+    steps = _plan(f"""
+desired: {{build: {{commit: "1111111111111111111111111111111111111111"}}, serve: {{ubatch: 2048}}}}
+previous: {{build: {{commit: "2222222222222222222222222222222222222222"}}}}
+observed: {{host: {{physical_cores: 8, ram_total: 137438953472, ram_available: 107374182400}},
+           container: {{state: running, health: ok}}}}
+""")
+    assert steps["image"].spec.preread is None and "pre-reads" not in steps["image"].reason
+    assert steps["preread"].action is Action.READ and "not during the image build" in steps["preread"].reason
