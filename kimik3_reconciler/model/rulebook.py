@@ -128,12 +128,16 @@ RULES: tuple[Rule, ...] = (
               "either measured as a 20+-minute single-request stall)"),
     Rule("preread-fits-ram", "refuse", "a swap of a serving container pre-reads the model into the page cache "
          "first only when the model's bytes + a reserve (10 % of RAM, at least 2 GiB) fit MemAvailable (the running "
-         "server's RSS is already outside it, and the new one takes it again); never with serve.load_mode dio",
+         "server's RSS is already outside it, and the new one takes it again); an image build pre-reads it while it "
+         "compiles only when the compile's share (per core) also fits, or, with no server serving, the new server's "
+         "host share (placement forecast, else the whole model) if larger; never with serve.load_mode dio",
          "a pre-read larger than free memory evicts its first shards before the load reaches them: the load reads "
          "the disk anyway, after a read that only cost time (and pressure on the serving process)",
          ("kimik3_reconciler.planning.preread_step",),
          ("cases/plan/93-preread-before-swap.yaml", "cases/plan/94-preread-ram-short.yaml",
-          "cases/plan/95-preread-not-with-dio.yaml", "integration/test_load_docker.py"),
+          "cases/plan/95-preread-not-with-dio.yaml", "cases/plan/103-preread-during-build.yaml",
+          "cases/plan/104-preread-build-ram-short.yaml", "cases/plan/105-preread-first-deploy-during-build.yaml",
+          "cases/plan/106-preread-build-not-with-dio.yaml", "integration/test_load_docker.py"),
          seed="seed 000 step 5 (a ~15min+ cold load of the real ~861 GB model, paid again by every replacement); "
               "issue 15 (reloads that hide the read)"),
     Rule("kv-types-equal", "force", "K and V cache types are equal (f16/f16)",
