@@ -35,7 +35,8 @@ __all__ = ["PLANNERS", "Desired", "gate_reference", "plan", "plan_destroy", "pla
 
 # In apply order. The GPU probe first: nothing is fetched or built for a host whose containers cannot see
 # its GPUs. Stale units go before the container: their ExecStop would stop a relaunched one. The pre-read
-# goes after everything that downloads, builds or gates, right before the swap (the old server still serves).
+# goes after everything that downloads, builds or gates, right before the swap (the old server still serves);
+# an image build may already have read the model while it compiled (ImageBuild.preread, from preread_step).
 # RPC workers (other hosts) listen before the main server starts: it connects to each at load. A worker the
 # profile dropped goes after the health wait: the old server keeps its tensors there until the new one serves.
 PLANNERS: tuple[Planner, ...] = (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Protocol
 
 
@@ -28,8 +29,6 @@ class SerialReporter:
     lines while the pre-read running alongside it reports its progress)."""
 
     def __init__(self, inner: Reporter):
-        import threading
-
         self._inner, self._lock = inner, threading.Lock()
 
     def progress(self, task: str, done: int, total: int, **fields: object) -> None:

@@ -127,7 +127,7 @@ def test_the_build_and_the_preread_run_at_the_same_time(tmp_path: Path) -> None:
 
 
 def test_a_failing_preread_does_not_fail_the_build(tmp_path: Path) -> None:
-    ports, host, docker, spec, _ = _world(tmp_path, behaviour="fail")
+    ports, _, docker, spec, _ = _world(tmp_path, behaviour="fail")
     reporter = Recorder()
     build_image(spec, ports, reporter)  # no exception: a pre-read only warms
     assert docker.saw_preread and [s.tag for s in docker.builds] == ["kimi-k3-llamacpp:x"]
@@ -137,7 +137,7 @@ def test_a_failing_preread_does_not_fail_the_build(tmp_path: Path) -> None:
 
 
 def test_a_failing_build_stops_the_preread_and_fails(tmp_path: Path) -> None:
-    ports, host, docker, spec, _ = _world(tmp_path, behaviour="endless", fail=True)
+    ports, host, _, spec, _ = _world(tmp_path, behaviour="endless", fail=True)
     reporter = Recorder()
     with pytest.raises(BuildFailed, match="nvcc: out of memory"):
         build_image(spec, ports, reporter)
@@ -146,7 +146,7 @@ def test_a_failing_build_stops_the_preread_and_fails(tmp_path: Path) -> None:
 
 
 def test_a_preread_that_outlasts_the_build_is_waited_for(tmp_path: Path) -> None:
-    ports, host, docker, spec, _ = _world(tmp_path, behaviour="outlasts")
+    ports, _, _, spec, _ = _world(tmp_path, behaviour="outlasts")
     reporter = Recorder()
     build_image(spec, ports, reporter)
     names = [name for name, _ in reporter.events]
@@ -237,11 +237,11 @@ observed: {{host: {RAM}}}
 
 
 def test_a_build_without_memory_for_the_preread_carries_none() -> None:
-    steps = _plan(f"""
-desired: {{build: {{commit: "1111111111111111111111111111111111111111"}}, serve: {{ubatch: 2048}}}}
-previous: {{build: {{commit: "2222222222222222222222222222222222222222"}}}}
-observed: {{host: {{physical_cores: 8, ram_total: 137438953472, ram_available: 107374182400}},
-           container: {{state: running, health: ok}}}}
+    steps = _plan("""
+desired: {build: {commit: "1111111111111111111111111111111111111111"}, serve: {ubatch: 2048}}
+previous: {build: {commit: "2222222222222222222222222222222222222222"}}
+observed: {host: {physical_cores: 8, ram_total: 137438953472, ram_available: 107374182400},
+           container: {state: running, health: ok}}
 """)
     assert steps["image"].spec.preread is None and "pre-reads" not in steps["image"].reason
     assert steps["preread"].action is Action.READ and "not during the image build" in steps["preread"].reason
