@@ -37,8 +37,7 @@ def preread_model(spec: PagecachePreread, ports: Ports, reporter: Reporter,
         held = sum(c[0] for c in cached.values() if c)
         reporter.event("pre-read", files=len(files), gib=_gib(spec.total_bytes), read_files=0, seconds=0.0,
                        resident=f"{100 * held / spec.total_bytes if spec.total_bytes else 100.0:.1f} %",
-                       why="already resident: the page cache holds every file (read earlier, e.g. during the "
-                           "image build)")
+                       why="already resident: the page cache holds every file, nothing to read")
         return
     todo = spec.total_bytes if len(wanted) == len(files) else sum((cached[p] or (0, 0))[1] for p in wanted)
     started = ports.clock.monotonic()

@@ -177,10 +177,16 @@ def test_a_patch_that_does_not_apply_fails_the_build_naming_it(workdir: Path) ->
     (workdir / "does-not-apply.patch").write_text(
         "--- a/README.md\n+++ b/README.md\n@@ -1,1 +1,1 @@\n-this line is not in llama.cpp's README\n+kimik3\n")
     path = edited(workdir, lambda p: p["build"].update(patches=["does-not-apply.patch"]))
+    steps = {s["kind"]: s for s in json.loads(kimik3(workdir, "plan", "--json", path.name).stdout)["steps"]}
+    # Issue 15: the build reads the model into the page cache while dockerd builds (when this host's RAM holds it
+    # and the compile's share: else the pre-read step says why not); a build that fails still fails as before.
+    during = steps["image"]["spec"]["preread"] is not None
+    assert ("the build pre-reads" in steps["image"]["reason"]) == during
     result = kimik3(workdir, "apply", path.name, check=False)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert "PATCH FAILED: 00-does-not-apply.patch" in result.stderr
     assert "failed at Step" in result.stderr and "Hunk #1 FAILED" in result.stderr
+    assert ("pre-read-alongside" in result.stderr) == during
     if before:
         assert container_identity() == before  # a failed build never touches the running container
 
