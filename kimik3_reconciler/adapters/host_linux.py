@@ -152,6 +152,9 @@ class LinuxHost:
 
 
 _WINDOW = 1 << 30
+# mincore sets bit 0 of a page's byte when it is resident (the other bits are reserved): counted in C, ~10x a
+# Python loop (an 800 GB model is 200 M pages: ~1 s instead of ~11 s per residency check).
+_LOW_BIT = bytes(i & 1 for i in range(256))
 
 
 def _resident(path: str) -> tuple[int, int] | None:
@@ -181,7 +184,7 @@ def _resident(path: str) -> tuple[int, int] | None:
                 vector = ctypes.create_string_buffer(pages)
                 if libc.mincore(address, length, vector) != 0:
                     return None
-                resident += sum(b & 1 for b in vector.raw) * page
+                resident += vector.raw.translate(_LOW_BIT).count(1) * page
             finally:
                 libc.munmap(address, length)
         return min(resident, size), size
