@@ -209,8 +209,8 @@ class BuildSpec(BaseModel):
     ] = "auto"
     patches: list[NonEmpty] = []
     builtin_patches: Optional[list[NonEmpty]] = Field(
-        None, description="kimik3's own llama.cpp patches by name (model/builtin_patches.py); default: every one "
-                          "for the variant; [] builds the source as it is")
+        None, description="kimik3's own llama.cpp patches by name (model/builtin_patches.py); default: the default "
+                          "ones for the variant (opt-in ones only when named); [] builds the source as it is")
     archive: Optional[NonEmpty] = Field(None, description="path (relative to the profile) or URL of the source archive")
     archive_sha256: Optional[Sha256] = None
     build_number: Optional[MiB] = None  # bounded like MiB (0..int32): cmake's LLAMA_BUILD_NUMBER is an int

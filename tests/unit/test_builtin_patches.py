@@ -110,3 +110,82 @@ def test_the_patch_applies_to_the_b11434_archive(tmp_path: Path) -> None:
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "FAILED" not in done.stdout and "offset" not in done.stdout, done.stdout  # clean: no fuzz, no offset
+
+
+# --- parallel-host-read (issue 15: the warm hybrid load's one-thread copy); opt-in until measured on a GPU host
+
+READ = PATCH_DIR / "parallel-host-read.patch"
+LOADER_FILE = "src/llama-model-loader.cpp"
+PINS_LOADER = ROOT / "tests" / "fixtures" / "llama_pins" / "llama-model-loader.cpp"  # both pins' copy (README there)
+
+
+def test_opt_in_patches_come_only_when_named_so_no_default_image_moves() -> None:
+    by_name = {p.name: p for p in BUILTIN_PATCHES}
+    assert by_name["parallel-pin"].default and not by_name["parallel-host-read"].default
+    assert [p.name for p in builtin_patches_for("cuda", None)] == ["parallel-pin"]
+    assert builtin_patches_for("cpu", None) == ()
+    # named: in BUILTIN_PATCHES order (the apply order), whatever order the profile lists them in
+    assert [p.name for p in builtin_patches_for("cuda", ["parallel-host-read", "parallel-pin"])] == [
+        "parallel-pin", "parallel-host-read"]
+    assert [p.name for p in builtin_patches_for("cuda", ["parallel-host-read"])] == ["parallel-host-read"]
+    assert [p.name for p in builtin_patches_for("cpu", ["parallel-host-read"])] == ["parallel-host-read"]
+    assert builtin_patches_for("cpu", ["parallel-pin"]) == ()  # CUDA only (profile_rules refuses the name)
+
+
+def test_cpu_image_that_names_the_read_patch_gets_it_and_a_fingerprint_of_its_own() -> None:
+    default = profile("cpu")
+    chosen = profile("cpu", ", builtin_patches: [parallel-host-read]")
+    obs = observed(chosen, inputs=local_inputs(chosen))
+    build = render_image_build(chosen, obs)
+    assert build.patches == (("00-kimik3-parallel-host-read.patch", str(READ)),)
+    assert image_inputs(chosen, obs)["build.builtin_patches"] == [f"parallel-host-read.patch@{sha256_file(READ)[:12]}"]
+    assert build.fingerprint != render_image_build(default, observed(default, inputs=local_inputs(default))).fingerprint
+    assert builtin_summary(obs).startswith("kimik3 patches: parallel-host-read (parallel-host-read.patch ")
+
+
+def test_cuda_image_with_both_applies_the_pin_patch_first() -> None:
+    p = profile("cuda", ", builtin_patches: [parallel-host-read, parallel-pin]")
+    obs = observed(p, inputs=local_inputs(p))
+    assert [name for name, _ in render_image_build(p, obs).patches] == [
+        "00-kimik3-parallel-pinned-host-buffer.patch", "01-kimik3-parallel-host-read.patch"]
+
+
+def test_the_read_patch_changes_only_the_loader_and_keeps_the_stock_paths() -> None:
+    facts = builtin_patch_facts(profile("cpu", ", builtin_patches: [parallel-host-read]"))
+    assert [f.path for f in facts[0].files] == [LOADER_FILE]
+    added = "\n".join(facts[0].files[0].added)
+    for needle in ('getenv("KIMIK3_PARALLEL_READ")', 'getenv("KIMIK3_PARALLEL_READ_THREADS")', "pread(",
+                   "errno == EINTR", "file.has_direct_io()", "file.read_alignment() > 1", "#ifndef _WIN32",
+                   '"unexpectedly reached end of file"', "kimik3_reader.finish(", "ggml_validate_row_data(",
+                   "~kimik3_parallel_reader() { stop_and_join(); }"):
+        assert needle in added, needle
+    # additions only: the stock read (read_raw) stays for dio files, KIMIK3_PARALLEL_READ=0 and Windows
+    assert facts[0].files[0].removed == 0
+
+
+def _dry_run(tree: Path, patch: Path) -> subprocess.CompletedProcess:
+    # exactly as Dockerfile.llamacpp applies it (without --dry-run there)
+    return subprocess.run(["patch", "-p1", "--forward", "--batch", "--dry-run", "-i", str(patch)], check=False,
+                          cwd=tree, capture_output=True, text=True)
+
+
+@pytest.mark.skipif(shutil.which("patch") is None, reason="patch(1) is absent")
+def test_the_read_patch_applies_to_both_pins(tmp_path: Path) -> None:
+    (tmp_path / LOADER_FILE).parent.mkdir(parents=True)
+    shutil.copy(PINS_LOADER, tmp_path / LOADER_FILE)
+    done = _dry_run(tmp_path, READ)
+    # the pins' load_all_data sits ~90 lines earlier than b11434's: offsets, never fuzz
+    assert done.returncode == 0 and "FAILED" not in done.stdout and "fuzz" not in done.stdout, done.stdout + done.stderr
+
+
+@pytest.mark.skipif(not (DEMO_DIR / "llama.cpp-b11434.tar.gz").is_file() or shutil.which("patch") is None,
+                    reason="the b11434 archive (scripts/demo.sh fetches it) or patch(1) is absent")
+def test_the_read_patch_applies_to_the_b11434_archive(tmp_path: Path) -> None:
+    with tarfile.open(DEMO_DIR / "llama.cpp-b11434.tar.gz") as tar:
+        member = next(m for m in tar.getmembers() if m.name.endswith("/" + LOADER_FILE))
+        data = tar.extractfile(member).read()
+    (tmp_path / LOADER_FILE).parent.mkdir(parents=True)
+    (tmp_path / LOADER_FILE).write_bytes(data)
+    done = _dry_run(tmp_path, READ)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "FAILED" not in done.stdout and "offset" not in done.stdout, done.stdout  # clean: no fuzz, no offset
