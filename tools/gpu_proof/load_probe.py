@@ -5,6 +5,7 @@ the argv kimik3 renders (planning/launch.py) for a hybrid and an all-GPU profile
     python3 tools/gpu_proof/load_probe.py cmake-args > rendered.json
     python3 tools/gpu_proof/load_probe.py write-model DIR
     python3 tools/gpu_proof/load_probe.py measure1|measure2|table STOCK_BIN PATCHED_BIN MODEL_DIR OUT_DIR
+    python3 tools/gpu_proof/load_probe.py measure3 STOCK_BIN PATCHED_BIN MODEL_DIR OUT_DIR READ_BIN
 
 measure1: warm loads (files in the page cache), interleaved rounds of all-GPU stock, hybrid stock, hybrid
 patched, all-GPU patched, hybrid patched without MADV_HUGEPAGE; after each hybrid load the same 64-token
@@ -16,6 +17,12 @@ same after a cache drop. Every load is one JSON line in OUT_DIR/samples.jsonl (k
 writes OUT_DIR/load-h200.json (every sample, the ratios and what they are computed from) and prints the table.
 Per load: seconds to /health 200, the first bulk read (the server's /proc/<pid>/io rchar past 64 MiB), RSS
 and CPU seconds at that moment, the patch's own log line (fault and cudaHostRegister seconds).
+
+measure3 (the parallel-host-read patch, kimik3_reconciler/patches/parallel-host-read.patch): READ_BIN is the
+pin-patched build with the read patch on top (run-load.sh measure3 builds it). Warm hybrid loads alternating
+pin-only (PATCHED_BIN) and read, with the 64 greedy tokens after each (round 0 also the read build with
+KIMIK3_PARALLEL_READ=0); then reloads, pre-read vs cold, for both builds, alternating. Its rows (kinds
+read-warm-load, read-reload) join samples.jsonl, and `table` adds their ratios when they are there.
 
 LOAD_PROBE_DRY=1 (a CPU dev machine): the same code path with a CPU build (`-ngl` is ignored there); the page
 cache is emptied per file (posix_fadvise) when drop_caches is not writable. CALL_LIMIT_AT (epoch seconds)
@@ -49,11 +56,13 @@ HERE = Path(__file__).resolve().parent
 REV = "d3e0c0de" * 5
 QUANT = "UD-LOAD"
 LAYERS = 24
-PORT = 18720
+PORT = int(os.environ.get("LOAD_PROBE_PORT", "18720"))  # a dry run beside other servers picks its own
 DRY = os.environ.get("LOAD_PROBE_DRY") == "1"
 BULK = 64 << 20  # rchar past this: the server reads the model (libraries and headers are far smaller)
 PATCH_LINE = re.compile(r"kimik3_parallel_pin_malloc: pinned ([\d.]+) MiB: (\d+) threads faulted its pages in "
                         r"([\d.]+) s, cudaHostRegister ([\d.]+) s")
+READ_LINE = re.compile(r"kimik3 parallel read: (\d+) host tensors, ([\d.]+) MiB in (\d+) threads \+ the loader's, "
+                       r"([\d.]+) s \(([\d.]+) GB/s\)")
 HOST_BUFFER = re.compile(r"CUDA_Host model buffer size = +([\d.]+) MiB")
 TOKENS_PROMPT = "The reconciler observes the host, plans each step and"
 # byte-level vocabulary: one token per character; a dry run on 2 CPU cores shortens both
@@ -147,6 +156,18 @@ def _healthy(url: str) -> bool:
         return False
 
 
+def _libllama(pid: int) -> str | None:
+    """Which libllama the process mapped (the read patch changes it; None for a static build)."""
+    try:
+        for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
+            path = line.split()[-1] if len(line.split()) >= 6 else ""
+            if "/libllama" in path:
+                return path
+    except OSError:
+        return None
+    return None
+
+
 def _ggml_cuda_lib(pid: int) -> str | None:
     """Which libggml-cuda (or libggml-cpu in a dry run) the process mapped: stock and patched share names."""
     try:
@@ -179,7 +200,7 @@ class Server:
             self.process = subprocess.Popen([str(self.bindir / "llama-server"), *self.argv], cwd=self.bindir,
                                             stdout=out, stderr=subprocess.STDOUT, env=self.env)
         pid = self.process.pid
-        rchar0, first, lib, peak_rss, last_rchar = None, None, None, 0, 0
+        rchar0, first, lib, libllama, peak_rss, last_rchar = None, None, None, None, 0, 0
         while True:
             now = time.monotonic() - t0
             rchar, rss = _proc_io(pid), _rss(pid)
@@ -190,6 +211,7 @@ class Server:
                     first = {"s": round(now, 2), "rss": rss, "cpu_s": _cpu_s(pid)}
             peak_rss = max(peak_rss, rss or 0)
             lib = lib or _ggml_cuda_lib(pid)
+            libllama = libllama or _libllama(pid)
             if _healthy(self.url):
                 break
             if self.process.poll() is not None:
@@ -203,13 +225,17 @@ class Server:
         text = self.log.read_text(errors="replace")
         pin = PATCH_LINE.search(text)
         host = HOST_BUFFER.search(text)
+        read = READ_LINE.search(text)
         return {"healthy_s": round(healthy, 3), "first_read_s": first["s"] if first else None,
                 "rss_at_first_read": first["rss"] if first else None,
                 "cpu_s_at_first_read": first["cpu_s"] if first else None,
                 "peak_rss": peak_rss, "rchar": last_rchar - (rchar0 or 0), "cpu_s": _cpu_s(pid),
                 "lib": lib, "host_buffer_mib": float(host.group(1)) if host else None,
                 "pin": ({"mib": float(pin.group(1)), "threads": int(pin.group(2)), "fault_s": float(pin.group(3)),
-                         "register_s": float(pin.group(4))} if pin else None)}
+                         "register_s": float(pin.group(4))} if pin else None),
+                "libllama": libllama,
+                "read": ({"tensors": int(read.group(1)), "mib": float(read.group(2)), "threads": int(read.group(3)),
+                          "s": float(read.group(4)), "gbps": float(read.group(5))} if read else None)}
 
     def complete(self, prompt: str, n_predict: int) -> dict:
         body = {"prompt": prompt, "n_predict": n_predict, "temperature": 0, "seed": 42, "ignore_eos": True,
@@ -264,8 +290,8 @@ def preread(files: list[Path]) -> dict:
 # --- phases ---------------------------------------------------------------------------------------------------
 
 class Phase:
-    def __init__(self, stock: Path, patched: Path, model_dir: Path, out: Path, name: str):
-        self.bins = {"stock": stock, "patched": patched}
+    def __init__(self, stock: Path, patched: Path, model_dir: Path, out: Path, name: str, read: Path | None = None):
+        self.bins = {"stock": stock, "patched": patched, **({"read": read} if read else {})}
         self.files = shards(model_dir)
         self.out, self.name = out, name
         self.observed = observe(model_dir)
@@ -410,6 +436,92 @@ def reloads(phase: Phase, rounds: int) -> None:
         old.stop()
 
 
+# measure3: the read patch. "read-off" is the read build with KIMIK3_PARALLEL_READ=0 (the stock read path in
+# the same binary: its tokens must match too); one sample, in round 0, as a correctness check.
+CONFIGS_3 = ("hybrid-patched", "hybrid-read")
+READ_OFF = {"KIMIK3_PARALLEL_READ": "0"}
+# llama-server prints llama's info lines (the read patch's, the pin patch's) only at verbosity 4: every measure3
+# server gets it, both builds alike
+VERBOSE = ["-lv", "4"]
+
+
+def server3(phase: Phase, build: str, n_cpu_moe: int, env: dict | None = None) -> Server:
+    server = phase.server(build, n_cpu_moe, "none", env)
+    server.argv = [*server.argv, *VERBOSE]
+    return server
+
+
+def measure3(phase: Phase, rounds: int) -> None:
+    hybrid = phase.layers
+    preread(phase.files)  # warm: every load below reads from the page cache
+    for r in range(rounds):
+        started = time.monotonic()
+        for name in CONFIGS_3 + (("hybrid-readoff",) if r == 0 else ()):
+            if phase.left_s() < 40:
+                print(f"measure3: out of time in round {r} before {name}", flush=True)
+                return
+            build = "read" if name.startswith("hybrid-read") else "patched"
+            if cached_share(phase.files) < 0.99:
+                preread(phase.files)
+            server = server3(phase, build, hybrid, READ_OFF if name == "hybrid-readoff" else None)
+            row = {"kind": "read-warm-load", "config": name, "build": build, "n_cpu_moe": hybrid, "load_mode": "none",
+                   "cache": "warm", "round": r, "cached_before": cached_share(phase.files), "argv": server.argv}
+            try:
+                row.update(server.start_and_wait())
+                tokens = server.complete(TOKENS_PROMPT, N_PREDICT)
+                row.update({"tokens": tokens.get("tokens"), "content": tokens.get("content")})
+            except Exception as exc:  # noqa: BLE001 - one failed load is a recorded sample, the phase goes on
+                row["error"] = str(exc)[-2000:]
+            finally:
+                row["stop_s"] = server.stop()
+            phase.record(row)
+        # the reloads need about as long again per round: keep half of what is left for them
+        if phase.left_s() < 3 * (time.monotonic() - started) + 60:
+            print(f"measure3: warm loads stop after round {r}: {phase.left_s():.0f} s left", flush=True)
+            break
+    read_reloads(phase, rounds)
+
+
+def read_reloads(phase: Phase, rounds: int) -> None:
+    """A running server is replaced: pre-read vs cold, pin-only vs read build, alternating within each round."""
+    hybrid = phase.layers
+    old = server3(phase, "read", hybrid)
+    try:
+        old.start_and_wait()
+        for r in range(rounds):
+            started = time.monotonic()
+            for build, how in (("read", "preread"), ("patched", "preread"), ("read", "cold"), ("patched", "cold")):
+                if phase.left_s() < 60:
+                    print(f"measure3: out of time before the {build} {how} reload of round {r}", flush=True)
+                    return  # the finally below stops the server
+                dropped = drop_cache(phase.files)
+                row = {"kind": "read-reload", "config": f"hybrid-{build}", "build": build, "n_cpu_moe": hybrid,
+                       "load_mode": "none", "cache": how, "dropped_by": dropped, "round": r}
+                if how == "preread":
+                    row.update(preread(phase.files))  # the old server serves meanwhile
+                row["cached_before"] = cached_share(phase.files)
+                t0 = time.monotonic()
+                row["stop_s"] = old.stop()
+                new = server3(phase, build, hybrid)
+                try:
+                    row.update(new.start_and_wait())
+                    row["downtime_s"] = round(time.monotonic() - t0, 3)
+                except Exception as exc:  # noqa: BLE001 - recorded; the next round starts from a fresh server
+                    row["error"] = str(exc)[-2000:]
+                    new.stop()
+                    new = server3(phase, build, hybrid)
+                    new.start_and_wait()
+                phase.record(row)
+                old = new
+            if phase.left_s() < 1.3 * (time.monotonic() - started) + 30:
+                print(f"measure3: reloads stop after round {r}: {phase.left_s():.0f} s left", flush=True)
+                break
+    except Exception as exc:  # noqa: BLE001 - recorded, the table says what is missing
+        phase.record({"kind": "read-reload-error", "config": "hybrid-read", "build": "read", "error": str(exc)[-2000:]})
+    finally:
+        old.stop()
+
+
 # --- the table ------------------------------------------------------------------------------------------------
 
 def _median(rows: list[dict], key: str) -> float | None:
@@ -462,10 +574,37 @@ def summarize_samples(rows: list[dict]) -> dict:
         "tokens_identical": len(token_sets) == 1 and len(hybrid) >= 2,
         "token_samples": {c: sum(1 for r in hybrid if r["config"] == c) for c in sorted({r["config"] for r in hybrid})},
         "tokens": hybrid[0]["tokens"] if hybrid else None,
-        "patch_logged_only_by_patched": all((r.get("pin") is not None) == (r["build"] == "patched")
+        "patch_logged_only_by_patched": all((r.get("pin") is not None) == (r["build"] in ("patched", "read"))
                                             for r in rows if r.get("n_cpu_moe") and r.get("healthy_s") and not DRY),
         "libs": sorted({f"{r['build']}: {r.get('lib')}" for r in rows}),
     }
+    if any(r["kind"].startswith("read-") for r in rows):  # measure3 ran: the read patch's ratios and checks
+        m3 = "read-warm-load/{}/none/warm"
+        reload3 = "read-reload/{}/none/{}"
+        ratios += [
+            ratio("hybrid warm load read-patch / pin-only", m3.format("hybrid-read"), m3.format("hybrid-patched"),
+                  "healthy_s"),
+            ratio("pre-read reload / cold reload, read patch", reload3.format("hybrid-read", "preread"),
+                  reload3.format("hybrid-read", "cold"), "downtime_s"),
+            ratio("pre-read reload / cold reload, pin-only (measure3)", reload3.format("hybrid-patched", "preread"),
+                  reload3.format("hybrid-patched", "cold"), "downtime_s"),
+            ratio("pre-read reload downtime read-patch / pin-only", reload3.format("hybrid-read", "preread"),
+                  reload3.format("hybrid-patched", "preread"), "downtime_s"),
+            ratio("cold reload downtime read-patch / pin-only", reload3.format("hybrid-read", "cold"),
+                  reload3.format("hybrid-patched", "cold"), "downtime_s"),
+        ]
+        warm3 = [r for r in rows if r["kind"] == "read-warm-load" and r.get("tokens")]
+        read_rows = [r for r in rows if r["kind"].startswith("read-") and r.get("healthy_s")]
+        checks["read_patch"] = {
+            "tokens_identical": len({json.dumps(r["tokens"]) for r in warm3}) == 1 and len(warm3) >= 2,
+            "token_samples": {c: sum(1 for r in warm3 if r["config"] == c) for c in sorted({r["config"] for r in warm3})},
+            # the patch's log line (seen only when the server's verbosity shows it) never where the patch is off
+            "read_line_where_off": [r["config"] for r in read_rows if r.get("read")
+                                    and (r["build"] != "read" or r["config"] == "hybrid-readoff")],
+            "read_lines_seen": sum(1 for r in read_rows if r.get("read")),
+            "read_lines": [r["read"] for r in read_rows if r.get("read")][:12],
+            "libllama": sorted({f"{r['build']}: {r.get('libllama')}" for r in read_rows}),
+        }
     return {"medians": medians, "ratios": ratios, "checks": checks}
 
 
@@ -490,6 +629,11 @@ def table(out: Path) -> None:
         print(f"{r['name']:<46} {'-' if r['value'] is None else r['value']}")
     print(json.dumps(summary["checks"]["token_samples"]), "tokens identical:", summary["checks"]["tokens_identical"],
           "| patch log only in patched:", summary["checks"]["patch_logged_only_by_patched"])
+    if "read_patch" in summary["checks"]:
+        read = summary["checks"]["read_patch"]
+        print("read patch:", json.dumps(read["token_samples"]), "tokens identical:", read["tokens_identical"],
+              "| read log lines:", read["read_lines_seen"], "where off:", read["read_line_where_off"], "|",
+              read["read_lines"][:2])
 
 
 def write_model(out_dir: Path) -> None:
@@ -519,14 +663,17 @@ def main() -> None:
         write_model(Path(sys.argv[2]))
         return
     stock, patched, model_dir, out = (Path(a) for a in sys.argv[2:6])
+    read = Path(sys.argv[6]) if len(sys.argv) > 6 else None  # measure3's third build
     out.mkdir(parents=True, exist_ok=True)
     if what == "table":
         table(out)
         return
-    phase = Phase(stock, patched, model_dir, out, what)
+    if what == "measure3" and read is None:
+        raise SystemExit("measure3 needs READ_BIN (the sixth argument)")
+    phase = Phase(stock, patched, model_dir, out, what, read)
     rounds = int(os.environ.get("LOAD_PROBE_ROUNDS", "3"))
     print(f"{what}: hybrid argv {' '.join(argv_for(phase.observed, phase.layers, 'none'))}", flush=True)
-    {"measure1": measure1, "measure2": measure2}[what](phase, rounds)
+    {"measure1": measure1, "measure2": measure2, "measure3": measure3}[what](phase, rounds)
 
 
 if __name__ == "__main__":

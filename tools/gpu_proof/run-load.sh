@@ -7,6 +7,12 @@
 #             build: run-tune.sh and the other proofs use it as it is); the model is written meanwhile
 #   measure1  warm loads side by side (all-GPU / hybrid, stock / patched), tokens, decode and prompt tok/s
 #   measure2  serve.load_mode none vs dio (cold and warm), pre-read reload vs cold reload
+#   build3    kimik3's parallel-host-read patch (patches/parallel-host-read.patch) on top of the pin patch: the pin-only
+#             binaries kept in /tmp/build-pin/bin, the read patch applied to /tmp/src, an incremental rebuild (the
+#             llama-model-loader.cpp unit only) copied to /tmp/build-read/bin, then the patch reversed and rebuilt so
+#             /tmp/build/bin is pin-only again for the other proofs (needs `build` first)
+#   measure3  (runs build3 first when /tmp/build-read is missing) warm hybrid loads pin-only vs read patch with the
+#             tokens, then pre-read vs cold reloads of both builds, alternating (load_probe.py measure3)
 #   table     load-h200.json (every sample, ratios) and the printed table (measure1/2 also write it)
 # The machine keeps /tmp between calls while warm: chain the calls. Results accumulate in /tmp/load-out and are
 # copied to $OUT at the end of every call; CALL_LIMIT (seconds since the script began) ends a phase early so the
@@ -26,7 +32,10 @@ PATCHED=${BIN_PATCHED:-/tmp/build/bin}
 RESULTS=${LOAD_OUT:-/tmp/load-out}
 LIMIT=${CALL_LIMIT:-560}
 export CALL_LIMIT_AT=$(( $(date +%s) + LIMIT - SECONDS - 15 ))
-phase=${1:?build, measure1, measure2 or table}
+READ_PATCH=$REPO/kimik3_reconciler/patches/parallel-host-read.patch
+PINONLY=${BIN_PINONLY:-/tmp/build-pin/bin}
+READBIN=${BIN_READ:-/tmp/build-read/bin}
+phase=${1:?build, measure1, measure2, build3, measure3 or table}
 mkdir -p "$RESULTS"
 copy_out() { cp "$RESULTS"/*.json* "$RESULTS"/*.log "$OUT/" 2>/dev/null; ls -l "$OUT"; }
 log() { echo "[$(date +%H:%M:%S) +${SECONDS}s] $*" | tee -a "$RESULTS/run-load.log"; }
@@ -86,6 +95,50 @@ if [[ $phase == measure1 || $phase == measure2 ]]; then
   python3 "$HERE/load_probe.py" "$phase" "$STOCK" "$PATCHED" "$MODEL_DIR" "$RESULTS" 2>&1 | tee -a "$RESULTS/run-load.log"
   rc=${PIPESTATUS[0]}
   # the server logs of the loads, packed in one file ($OUT keeps 8 files)
+  tar -czf "$RESULTS/server-logs.tar.gz" -C "$RESULTS" logs 2>/dev/null && cp "$RESULTS/server-logs.tar.gz" "$OUT/"
+  python3 "$HERE/load_probe.py" table "$STOCK" "$PATCHED" "$MODEL_DIR" "$RESULTS" 2>&1 | tee -a "$RESULTS/run-load.log"
+  copy_out; exit "$rc"
+fi
+
+rebuild_loader() {  # rebuild_loader WHAT: the incremental rebuild after /tmp/src/src/llama-model-loader.cpp changed
+  local t0=$SECONDS
+  cmake --build /tmp/build -j"$(nproc)" --target llama-server >/tmp/build-read.log 2>&1 \
+    || { tail -60 /tmp/build-read.log | tee -a "$RESULTS/run-load.log"; cp /tmp/build-read.log "$RESULTS/"; return 1; }
+  log "$1 rebuild: $(( SECONDS - t0 )) s, $(grep -c '^\[' /tmp/build-read.log) steps: $(grep -o 'Building CXX object [^ ]*' /tmp/build-read.log | tr '\n' ' ')"
+}
+
+if [[ $phase == build3 || ( $phase == measure3 && ! -f $READBIN/.kimik3-parallel-read && -z ${BIN_READ:-} ) ]]; then
+  if [[ ! -f $READBIN/.kimik3-parallel-read ]]; then
+    [[ -f /tmp/build/.kimik3-parallel-pin && -x /tmp/build/bin/llama-server && -f /tmp/src/src/llama-model-loader.cpp ]] \
+      || { log "run the build phase first"; copy_out; exit 1; }
+    if ! grep -q kimik3_parallel_reader /tmp/src/src/llama-model-loader.cpp; then  # /tmp/build is pin-only now
+      rm -rf "$PINONLY" && mkdir -p "$PINONLY" && cp -a /tmp/build/bin/. "$PINONLY/"
+      log "pin-only binaries and libraries copied to $PINONLY"
+      # as Dockerfile.llamacpp applies a build patch
+      ( cd /tmp/src && patch -p1 --forward --batch < "$READ_PATCH" ) 2>&1 | tee -a "$RESULTS/run-load.log"
+      [[ ${PIPESTATUS[0]} == 0 ]] || { log "READ PATCH FAILED"; copy_out; exit 1; }
+    fi
+    rebuild_loader "read-patch" || { log "read-patch rebuild failed"; copy_out; exit 1; }
+    grep -rlq "kimik3 parallel read" /tmp/build/bin || { log "the read build lacks the patch"; copy_out; exit 1; }
+    rm -rf "$READBIN" && mkdir -p "$READBIN" && cp -a /tmp/build/bin/. "$READBIN/"
+    touch "$READBIN/.kimik3-parallel-read"
+    log "read-patch binaries and libraries copied to $READBIN"
+    # /tmp/build back to pin-only: run-tune.sh and measure1/2 take /tmp/build/bin as the pin-patched build
+    ( cd /tmp/src && patch -p1 -R --batch < "$READ_PATCH" ) 2>&1 | tee -a "$RESULTS/run-load.log"
+    rebuild_loader "pin-only restore" || log "WARNING: /tmp/build/bin still has the read patch"
+    grep -rlq "kimik3 parallel read" /tmp/build/bin && log "WARNING: /tmp/build/bin still has the read patch"
+  fi
+  log "build3: done (pin-only $PINONLY, read $READBIN)"
+  [[ $phase == build3 ]] && { copy_out; exit 0; }
+fi
+
+if [[ $phase == measure3 ]]; then
+  [[ -x $READBIN/llama-server && -d $MODEL_DIR ]] || { log "run the build phase first"; copy_out; exit 1; }
+  # the pin-only side: the snapshot build3 kept (a dry run names its own with BIN_PATCHED)
+  [[ -n ${BIN_PATCHED:-} || ! -x $PINONLY/llama-server ]] || PATCHED=$PINONLY
+  python3 "$HERE/load_probe.py" measure3 "$STOCK" "$PATCHED" "$MODEL_DIR" "$RESULTS" "$READBIN" 2>&1 \
+    | tee -a "$RESULTS/run-load.log"
+  rc=${PIPESTATUS[0]}
   tar -czf "$RESULTS/server-logs.tar.gz" -C "$RESULTS" logs 2>/dev/null && cp "$RESULTS/server-logs.tar.gz" "$OUT/"
   python3 "$HERE/load_probe.py" table "$STOCK" "$PATCHED" "$MODEL_DIR" "$RESULTS" 2>&1 | tee -a "$RESULTS/run-load.log"
   copy_out; exit "$rc"
