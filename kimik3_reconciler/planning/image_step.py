@@ -40,8 +40,8 @@ def image_inputs(profile: Profile, observed: Observed) -> dict[str, object]:
         "dockerfile.sha256": observed.inputs.dockerfile_sha256[:12],
     }
     if observed.inputs.builtin_patches:
-        # Only when the variant gets one (CUDA): an image without any keeps the fingerprint it had before
-        # kimik3 carried patches (the CPU image's did not move).
+        # Only when the image gets one (CUDA by default; CPU only when the profile opts in to one): an image
+        # without any keeps the fingerprint it had before kimik3 carried patches (the CPU image's did not move).
         inputs["build.builtin_patches"] = [f"{p.name}@{p.sha256[:12]}" for p in observed.inputs.builtin_patches]
     inputs["build.base_images.build"] = profile.build.base_images.build
     inputs["build.base_images.runtime"] = profile.build.base_images.runtime
@@ -156,7 +156,7 @@ def _with_preread(steps: tuple[Step, ...], desired: Desired, observed: Observed)
 
 
 def builtin_summary(observed: Observed) -> str:
-    """What the plan says of kimik3's own patches in this image (none for the CPU variant: nothing said)."""
+    """What the plan says of kimik3's own patches in this image (none, as the CPU variant by default: nothing said)."""
     facts = observed.inputs.builtin_patches
     if not facts:
         return ""

@@ -35,6 +35,7 @@ export CALL_LIMIT_AT=$(( $(date +%s) + LIMIT - SECONDS - 15 ))
 READ_PATCH=$REPO/kimik3_reconciler/patches/parallel-host-read.patch
 PINONLY=${BIN_PINONLY:-/tmp/build-pin/bin}
 READBIN=${BIN_READ:-/tmp/build-read/bin}
+SRC=${LOAD_SRC:-/tmp/src} BUILD=${LOAD_BUILD:-/tmp/build}  # build3's tree (named otherwise only by its dry run)
 phase=${1:?build, measure1, measure2, build3, measure3 or table}
 mkdir -p "$RESULTS"
 copy_out() { cp "$RESULTS"/*.json* "$RESULTS"/*.log "$OUT/" 2>/dev/null; ls -l "$OUT"; }
@@ -100,33 +101,35 @@ if [[ $phase == measure1 || $phase == measure2 ]]; then
   copy_out; exit "$rc"
 fi
 
-rebuild_loader() {  # rebuild_loader WHAT: the incremental rebuild after /tmp/src/src/llama-model-loader.cpp changed
-  local t0=$SECONDS
-  cmake --build /tmp/build -j"$(nproc)" --target llama-server >/tmp/build-read.log 2>&1 \
-    || { tail -60 /tmp/build-read.log | tee -a "$RESULTS/run-load.log"; cp /tmp/build-read.log "$RESULTS/"; return 1; }
-  log "$1 rebuild: $(( SECONDS - t0 )) s, $(grep -c '^\[' /tmp/build-read.log) steps: $(grep -o 'Building CXX object [^ ]*' /tmp/build-read.log | tr '\n' ' ')"
+rebuild_loader() {  # rebuild_loader WHAT: the incremental rebuild after $SRC/src/llama-model-loader.cpp changed
+  local t0=$SECONDS BLOG=$BUILD-read.log
+  cmake --build "$BUILD" -j"$(nproc)" --target llama-server >"$BLOG" 2>&1 \
+    || { tail -60 "$BLOG" | tee -a "$RESULTS/run-load.log"; cp "$BLOG" "$RESULTS/"; return 1; }
+  log "$1 rebuild: $(( SECONDS - t0 )) s, $(grep -c '^\[' "$BLOG") steps: $(grep -o 'Building CXX object [^ ]*' "$BLOG" | tr '\n' ' ')"
 }
 
 if [[ $phase == build3 || ( $phase == measure3 && ! -f $READBIN/.kimik3-parallel-read && -z ${BIN_READ:-} ) ]]; then
   if [[ ! -f $READBIN/.kimik3-parallel-read ]]; then
-    [[ -f /tmp/build/.kimik3-parallel-pin && -x /tmp/build/bin/llama-server && -f /tmp/src/src/llama-model-loader.cpp ]] \
+    [[ -f $BUILD/.kimik3-parallel-pin && -x $BUILD/bin/llama-server && -f $SRC/src/llama-model-loader.cpp ]] \
       || { log "run the build phase first"; copy_out; exit 1; }
-    if ! grep -q kimik3_parallel_reader /tmp/src/src/llama-model-loader.cpp; then  # /tmp/build is pin-only now
-      rm -rf "$PINONLY" && mkdir -p "$PINONLY" && cp -a /tmp/build/bin/. "$PINONLY/"
+    if ! grep -q kimik3_parallel_reader "$SRC/src/llama-model-loader.cpp"; then  # /tmp/build is pin-only now
+      rm -rf "$PINONLY" && mkdir -p "$PINONLY" && cp -a "$BUILD/bin/." "$PINONLY/"
       log "pin-only binaries and libraries copied to $PINONLY"
       # as Dockerfile.llamacpp applies a build patch
-      ( cd /tmp/src && patch -p1 --forward --batch < "$READ_PATCH" ) 2>&1 | tee -a "$RESULTS/run-load.log"
+      ( cd "$SRC" && patch -p1 --forward --batch < "$READ_PATCH" ) 2>&1 | tee -a "$RESULTS/run-load.log"
       [[ ${PIPESTATUS[0]} == 0 ]] || { log "READ PATCH FAILED"; copy_out; exit 1; }
     fi
     rebuild_loader "read-patch" || { log "read-patch rebuild failed"; copy_out; exit 1; }
-    grep -rlq "kimik3 parallel read" /tmp/build/bin || { log "the read build lacks the patch"; copy_out; exit 1; }
-    rm -rf "$READBIN" && mkdir -p "$READBIN" && cp -a /tmp/build/bin/. "$READBIN/"
+    grep -rlq "kimik3 parallel read" "$BUILD/bin" || { log "the read build lacks the patch"; copy_out; exit 1; }
+    rm -rf "$READBIN" && mkdir -p "$READBIN" && cp -a "$BUILD/bin/." "$READBIN/"
     touch "$READBIN/.kimik3-parallel-read"
     log "read-patch binaries and libraries copied to $READBIN"
-    # /tmp/build back to pin-only: run-tune.sh and measure1/2 take /tmp/build/bin as the pin-patched build
-    ( cd /tmp/src && patch -p1 -R --batch < "$READ_PATCH" ) 2>&1 | tee -a "$RESULTS/run-load.log"
-    rebuild_loader "pin-only restore" || log "WARNING: /tmp/build/bin still has the read patch"
-    grep -rlq "kimik3 parallel read" /tmp/build/bin && log "WARNING: /tmp/build/bin still has the read patch"
+    # the servers run with LD_LIBRARY_PATH=their folder (load_probe.py): the read build must resolve its own libllama
+    log "read build, libllama: $(LD_LIBRARY_PATH=$READBIN ldd "$READBIN/llama-server" 2>/dev/null | grep -o 'libllama[^ ]* => [^ ]*' || echo static)"
+    # /tmp/build back to pin-only: run-tune.sh and measure1/2 take $BUILD/bin as the pin-patched build
+    ( cd "$SRC" && patch -p1 -R --batch < "$READ_PATCH" ) 2>&1 | tee -a "$RESULTS/run-load.log"
+    rebuild_loader "pin-only restore" || log "WARNING: $BUILD/bin still has the read patch"
+    grep -rlq "kimik3 parallel read" "$BUILD/bin" && log "WARNING: $BUILD/bin still has the read patch"
   fi
   log "build3: done (pin-only $PINONLY, read $READBIN)"
   [[ $phase == build3 ]] && { copy_out; exit 0; }
