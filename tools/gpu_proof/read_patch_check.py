@@ -11,6 +11,9 @@ it. Driven by read_patch_check.sh (which builds the two servers and writes the m
     buffer size, i.e. after the loader checked every tensor against the file sizes and before load_all_data
     reads, the last shard is truncated to half, then SIGCONT): the load must fail with an error exit (not a
     signal) and say "unexpectedly reached end of file", stock and read build alike;
+    the same with a NaN written into a tensor and --check-tensors: both fail with "has invalid data" (the patch
+    validates the tensors its threads read after joining them); and the read build with --check-tensors on the
+    intact model gives the same tokens (in (a));
 (c) warm loads (files in the page cache), stock and read alternating, the median and the ratio (not asserted).
 Writes OUT_DIR/read-patch-check.json and prints the table; exits 1 when (a) or (b) fails.
 """
@@ -22,6 +25,7 @@ import os
 import shutil
 import signal
 import statistics
+import struct
 import subprocess
 import sys
 import time
@@ -33,18 +37,20 @@ ROUNDS = int(os.environ.get("READ_CHECK_ROUNDS", "5"))
 VERBOSE = ["-lv", "4"]  # llama's info lines (the patch's "kimik3 parallel read" line) show at verbosity 4
 
 
-def _server(bindir: Path, observed, log: Path, env: dict | None = None) -> lp.Server:
-    argv = [*lp.argv_for(observed, lp.LAYERS, "none"), *VERBOSE]
+def _server(bindir: Path, observed, log: Path, env: dict | None = None, extra: tuple = ()) -> lp.Server:
+    argv = [*lp.argv_for(observed, lp.LAYERS, "none"), *VERBOSE, *extra]
     return lp.Server(bindir, argv, log, env)
 
 
 def tokens_check(bins: dict[str, Path], observed, out: Path) -> dict:
     cases = {"stock": ("stock", None), "read": ("read", None), "read-off": ("read", {"KIMIK3_PARALLEL_READ": "0"}),
              "read-1-thread": ("read", {"KIMIK3_PARALLEL_READ_THREADS": "1"}),
-             "read-5-threads": ("read", {"KIMIK3_PARALLEL_READ_THREADS": "5"})}
+             "read-5-threads": ("read", {"KIMIK3_PARALLEL_READ_THREADS": "5"}),
+             "read-check-tensors": ("read", None)}
     got = {}
     for name, (build, env) in cases.items():
-        server = _server(bins[build], observed, out / f"tokens-{name}.log", env)
+        extra = ("--check-tensors",) if name.endswith("check-tensors") else ()
+        server = _server(bins[build], observed, out / f"tokens-{name}.log", env, extra)
         try:
             load = server.start_and_wait()
             reply = server.complete(lp.TOKENS_PROMPT, 64)
@@ -60,18 +66,45 @@ def tokens_check(bins: dict[str, Path], observed, out: Path) -> dict:
             "n_tokens": len(got["stock"]["tokens"] or []), "runs": got}
 
 
-def truncated_check(bindir: Path, model_dir: Path, work: Path, out: Path, name: str, env: dict | None = None) -> dict:
-    """Load a copy of the model whose last shard is cut to half after the loader opened and checked it."""
-    copy = work / "truncated" / model_dir.name
+def _copy_model(model_dir: Path, work: Path) -> tuple[Path, list[str]]:
+    """A copy of the model to damage, and the server argv naming it (the argv names the first shard)."""
+    copy = work / "damaged" / model_dir.name
     shutil.rmtree(copy.parent, ignore_errors=True)
     copy.mkdir(parents=True)
     for f in lp.shards(model_dir):
         shutil.copyfile(f, copy / f.name)
+    argv = [*lp.argv_for(lp.observe(copy), lp.LAYERS, "none"), *VERBOSE]
+    return copy, [str(copy / Path(a).name) if a.endswith(".gguf") else a for a in argv]
+
+
+def invalid_data_check(bindir: Path, model_dir: Path, out: Path, name: str) -> dict:
+    """A NaN in one F32 tensor of the last shard, --check-tensors: the load must fail naming the tensor."""
+    from gguf import GGUFReader
+
+    copy, argv = _copy_model(model_dir, out)
     last = lp.shards(copy)[-1]
-    observed = lp.observe(copy)
-    argv = [*lp.argv_for(observed, lp.LAYERS, "none"), *VERBOSE]
-    # the argv names the first shard under the model cache; point it at the copy
-    argv = [str(copy / Path(a).name) if a.endswith(".gguf") else a for a in argv]
+    tensor = next(t for t in GGUFReader(str(last)).tensors if t.tensor_type.name == "F32" and t.n_bytes >= 4096)
+    with open(last, "r+b") as f:
+        f.seek(int(tensor.data_offset) + int(tensor.n_bytes) // 2 // 4 * 4)
+        f.write(struct.pack("<4f", *([float("nan")] * 4)))
+    log = out / f"invalid-{name}.log"
+    try:
+        with open(log, "w") as f:
+            done = subprocess.run([str(bindir / "llama-server"), *argv, "--check-tensors"], stdout=f,
+                                  stderr=subprocess.STDOUT, env={**os.environ, "LD_LIBRARY_PATH": str(bindir)},
+                                  cwd=bindir, timeout=120, check=False)
+    finally:
+        shutil.rmtree(copy.parent, ignore_errors=True)
+    text = log.read_text(errors="replace")
+    wanted = f"tensor '{tensor.name}' has invalid data"
+    return {"ok": done.returncode > 0 and wanted in text, "rc": done.returncode, "tensor": tensor.name,
+            "error_lines": [line for line in text.splitlines() if "invalid data" in line][:4]}
+
+
+def truncated_check(bindir: Path, model_dir: Path, out: Path, name: str, env: dict | None = None) -> dict:
+    """Load a copy of the model whose last shard is cut to half after the loader opened and checked it."""
+    copy, argv = _copy_model(model_dir, out)
+    last = lp.shards(copy)[-1]
     log = out / f"truncated-{name}.log"
     envs = {**os.environ, "LD_LIBRARY_PATH": str(bindir), **(env or {})}
     with open(log, "w") as f:
@@ -136,8 +169,10 @@ def main() -> None:
     result = {"model": {"files": [f.name for f in files], "bytes": sum(f.stat().st_size for f in files)},
               "nproc": os.cpu_count()}
     result["tokens"] = tokens_check(bins, observed, out)
-    result["truncated"] = {"stock": truncated_check(stock, model_dir, out, out, "stock"),
-                           "read": truncated_check(read, model_dir, out, out, "read")}
+    result["truncated"] = {"stock": truncated_check(stock, model_dir, out, "stock"),
+                           "read": truncated_check(read, model_dir, out, "read")}
+    result["invalid"] = {"stock": invalid_data_check(stock, model_dir, out, "stock"),
+                         "read": invalid_data_check(read, model_dir, out, "read")}
     result["warm"] = warm_loads(bins, observed, files, out)
     (out / "read-patch-check.json").write_text(json.dumps(result, indent=1))
     t, w = result["tokens"], result["warm"]
@@ -146,6 +181,9 @@ def main() -> None:
     for name, r in result["truncated"].items():
         print(f"(b) last shard cut to half during the load, {name}: clean failure {r['ok']} (exit {r['rc']}): "
               f"{r['error_lines'][-1] if r['error_lines'] else '-'}")
+    for name, r in result["invalid"].items():
+        print(f"(b) a NaN in {r['tensor']}, --check-tensors, {name}: clean failure {r['ok']} (exit {r['rc']}): "
+              f"{r['error_lines'][0] if r['error_lines'] else '-'}")
     print(f"(c) warm load, {ROUNDS} a side alternating, model {result['model']['bytes'] / 1e9:.2f} GB, "
           f"{result['nproc']} cores:")
     print("| build | median s | samples |\n|---|---|---|")
@@ -155,7 +193,8 @@ def main() -> None:
     if w["read_lines"]:
         print("read patch's own line (median s):", statistics.median(x["s"] for x in w["read_lines"]),
               "threads", w["read_lines"][0]["threads"], "GB/s", statistics.median(x["gbps"] for x in w["read_lines"]))
-    ok = t["identical"] and t["paths_as_expected"] and all(r["ok"] for r in result["truncated"].values())
+    ok = (t["identical"] and t["paths_as_expected"] and all(r["ok"] for r in result["truncated"].values())
+          and all(r["ok"] for r in result["invalid"].values()))
     sys.exit(0 if ok else 1)
 
 

@@ -3,7 +3,8 @@
 # kimik3_reconciler/patches/parallel-host-read.patch, CPU builds with kimik3's CPU flags (a static llama-server),
 # a ~1.15 GB synthetic kimi-k3 GGUF (load_probe.py write-model at LOAD_PROBE_SCALE=0.0625, 4 shards), then
 # read_patch_check.py: (a) 64 greedy tokens identical over stock / read / read with KIMIK3_PARALLEL_READ=0 / 1 and
-# 5 threads, (b) a shard cut short during the load fails it cleanly in both builds, (c) warm load stock vs read.
+# 5 threads and with --check-tensors, (b) a shard cut short during the load, and a NaN with --check-tensors, fail
+# the load cleanly in both builds, (c) warm load stock vs read.
 # Not in the test suite: the build takes ~20 min on 2 cores (the patched one is an incremental rebuild of one file,
 # ~10 s). Everything goes under WORK (default /tmp/read-patch-check); a second run reuses the builds and the model.
 #   bash tools/gpu_proof/read_patch_check.sh            (from the repository root)
