@@ -320,6 +320,17 @@ def _builtin_patches(p: Profile) -> Iterator[Finding]:
             # The patch changes code the other variant does not compile (the CPU image has no CUDA backend).
             yield _error(("build", "builtin_patches", i), f"{name!r} applies to {'/'.join(patch.variants)} builds "
                          f"only, not build.variant {p.build.variant}")
+    chosen = p.build.builtin_patches
+    if chosen:  # [] turns every patch off on purpose: nothing to warn about
+        # rule: builtin-patch-names
+        # The list is the whole set, so naming an opt-in patch alone silently drops the default ones for the
+        # variant (a CUDA profile asking for parallel-host-read would lose parallel-pin's 2x faster hybrid load).
+        left_out = [b.name for b in BUILTIN_PATCHES
+                    if b.default and p.build.variant in b.variants and b.name not in chosen]
+        if left_out:
+            yield _warning(("build", "builtin_patches"), f"leaves out {', '.join(left_out)}, built by default for "
+                           f"build.variant {p.build.variant}: the list is the whole set; add "
+                           f"{'it' if len(left_out) == 1 else 'them'} to keep {'it' if len(left_out) == 1 else 'them'}")
 
 
 def _secrets(p: Profile) -> Iterator[Finding]:
