@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import unicodedata
 from collections.abc import Mapping
 from typing import Any, get_args, get_origin
 
@@ -87,6 +88,8 @@ def _walk(node: Node, path: FieldPath, lines: dict[FieldPath, int], found: list[
     non-scalar keys."""
     if isinstance(node, ScalarNode):
         written[path] = node.value  # `revision: 0000…` reaches pydantic as 0: the hint must quote the digits
+        if (hidden := _hidden_character(node.value)) is not None:
+            found.append((node.start_mark.line + 1, path, hidden))
     if isinstance(node, SequenceNode):
         for i, item in enumerate(node.value):
             lines[(*path, i)] = item.start_mark.line + 1
@@ -112,6 +115,29 @@ def _walk(node: Node, path: FieldPath, lines: dict[FieldPath, int], found: list[
         kept.append((key_node, value_node))
         _walk(value_node, (*path, key), lines, found, written)
     node.value = kept
+
+
+# Unicode categories no profile value is written with: control (Cc: NUL, ESC, newline, tab), format (Cf: zero-width,
+# bidi overrides), lone surrogates (Cs) and line/paragraph separators. The YAML reader refuses them written raw, but
+# a double-quoted "\0", "\n", "\e" or "\ud800" escape reaches every field: a NUL in a path made plan crash with a
+# traceback (os.stat: embedded null byte), in serve.env or extra_args it passed plan and failed at `docker create`,
+# a newline or ESC rewrites what a log line or the plan shows. No field (names, paths, flags, env values) needs one.
+_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+
+
+_CONTROL_NAMES = {0x00: "NUL", 0x09: "a tab", 0x0A: "a newline", 0x0D: "a carriage return", 0x1B: "ESC"}
+
+
+def _hidden_character(value: str) -> str | None:
+    """Why `value` is refused, or None: the first character no profile value may hold, by code point."""
+    for char in value:
+        category = unicodedata.category(char)
+        if category in _HIDDEN_CATEGORIES:
+            what = (_CONTROL_NAMES.get(ord(char)) or ("a lone surrogate" if category == "Cs" else None)
+                    or unicodedata.name(char, "a control character").lower())
+            return (f"holds U+{ord(char):04X} ({what}): a profile's values are plain text (names, paths, flags, "
+                    "env values), never control or invisible characters")
+    return None
 
 
 def _load_yaml(text: str, written: dict[FieldPath, str]) -> tuple[Any, dict[FieldPath, int],
