@@ -17,6 +17,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoM
 from prometheus_client.registry import Collector
 
 from kimik3_reconciler.errors import Kimik3Error
+from kimik3_reconciler.model.api_keys import api_keys
 from kimik3_reconciler.model.facts import ContainerFact
 from kimik3_reconciler.model.metrics import ExporterConfig
 from kimik3_reconciler.model.records import apply_key, gate_key, load_key, smoke_key, verify_key
@@ -70,7 +71,9 @@ class DeploymentCollector(Collector):
             return None
         try:
             with open(path, encoding="utf-8") as handle:
-                return handle.read().strip() or None
+                # The first key as llama-server reads the file: the whole text, stripped, was a multi-line
+                # "key" (comments included) that no server holds and no header can carry.
+                return next(iter(api_keys(handle.read())), None)
         except OSError:
             return None
 

@@ -377,6 +377,12 @@ RULES: tuple[Rule, ...] = (
          ("cases/plan/19-api-key-file.yaml", "cases/profile/secret_in_url_or_key_file.yaml",
           "cases/profile/api_key_file_paths_ok.yaml", "unit/test_hostile_inputs.py"),
          seed="not in the seeds: shared/PROFILE.md (a profile never contains a secret)"),
+    Rule("api-key-file-holds-a-key", "refuse", "serve.api_key_file holds at least one key as llama-server reads the "
+         "file (a non-empty line not starting with '#'), each printable ASCII (no CR of a CRLF file, no spaces)",
+         "llama-server given a key file without a key starts with no key and answers anyone who reaches the port; a "
+         "key ending in CR is held byte for byte, so every client (verify, the exporter) is refused",
+         ("kimik3_reconciler.observe.local_inputs",), ("unit/test_api_key_file.py",),
+         seed=f"{_OWN}shared/PROFILE.md (api_key_file: read at launch); llama.cpp common/arg.cpp --api-key-file"),
     Rule("metrics-labels-no-secrets", "force", "the exporter's series carry profile, quant, build and fingerprint "
          "labels only: the API key (read from its file to scrape a keyed server) and the HF token reach no label, "
          "no metric and no exporter argv", "every scraper stores labels and every dashboard shows them",

@@ -1,5 +1,6 @@
 """Local files the profile names (Dockerfile, patches, source archive, API key file): hashed; patches are also
-parsed (which files they change, the lines they add); the API key file is never read."""
+parsed (which files they change, the lines they add); the API key file is read only to see that llama-server
+would find a usable key in it (model/api_keys.py): its keys are never kept, logged or put in a fact."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 from pathlib import Path
 
 from kimik3_reconciler.errors import InputError
+from kimik3_reconciler.model.api_keys import key_file_problem
 from kimik3_reconciler.model.builtin_patches import builtin_patches_for
 from kimik3_reconciler.model.facts import LocalInputs, PatchedFile, PatchFact
 from kimik3_reconciler.model.profile import Profile
@@ -92,7 +94,30 @@ def builtin_patch_facts(profile: Profile) -> tuple[PatchFact, ...]:
 def _existing(base_dir: Path, raw: str, field: tuple[str | int, ...]) -> Path:
     path = (base_dir / raw).resolve()
     if not path.is_file():
-        raise InputError(f"{render_path(field)}: {raw} not found (resolved to {path})", (field,))
+        # A directory or a device (/dev/zero) exists: "not found" sent users looking for a typo.
+        what = "is a directory" if path.is_dir() else "is not a regular file" if path.exists() else "not found"
+        raise InputError(f"{render_path(field)}: {raw} {what} (resolved to {path})", (field,))
+    return path
+
+
+_MAX_KEY_FILE_BYTES = 64 * 1024  # a key file holds a few lines; more is the wrong file (and is not read whole)
+
+
+def _api_key_file(base_dir: Path, raw: str) -> Path:
+    """The key file's path, once llama-server would find a key in it that kimik3's clients can send."""
+    field = ("serve", "api_key_file")
+    path = _existing(base_dir, raw, field)
+    with open(path, "rb") as handle:
+        data = handle.read(_MAX_KEY_FILE_BYTES + 1)
+    # rule: api-key-file-holds-a-key
+    # An empty key file starts llama-server with no key: the server the profile protects would answer anyone.
+    try:
+        problem = (f"is larger than {_MAX_KEY_FILE_BYTES // 1024} KiB: not a key file" if len(data) > _MAX_KEY_FILE_BYTES
+                   else key_file_problem(data.decode("utf-8")))
+    except UnicodeDecodeError:
+        problem = "is not UTF-8 text: not a key file"
+    if problem:
+        raise InputError(f"{render_path(field)}: {raw} {problem}", (field,))
     return path
 
 
@@ -133,8 +158,8 @@ def collect_inputs(profile: Profile, base_dir: Path, dockerfile: Path, state: St
         _check_recorded(profile, archive_sha, state)
     api_key = None
     if profile.serve.api_key_file:
-        # Only its existence is checked; the key is never read by kimik3's planner or logged.
-        api_key = str(_existing(base_dir, profile.serve.api_key_file, ("serve", "api_key_file")))
+        # Checked for a usable key here; the key itself never reaches the planner, a fact or a log.
+        api_key = str(_api_key_file(base_dir, profile.serve.api_key_file))
     draft = None
     spec_draft = profile.serve.spec_draft
     if spec_draft is not None and spec_draft.revision is None:

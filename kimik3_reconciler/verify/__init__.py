@@ -16,6 +16,7 @@ from pathlib import Path
 
 from kimik3_reconciler.engine import Engine
 from kimik3_reconciler.errors import PermanentError, StepError, VerifyFailed
+from kimik3_reconciler.model.api_keys import api_keys
 from kimik3_reconciler.model.facts import ContainerFact, Observed
 from kimik3_reconciler.model.plan import Action
 from kimik3_reconciler.model.loaded_profile import LoadedProfile
@@ -111,8 +112,8 @@ def _serving(loaded: LoadedProfile, observed: Observed) -> Server:
     key = None
     if observed.inputs.api_key_file:
         # Read at the last moment, held only for the requests, never logged.
-        lines = Path(observed.inputs.api_key_file).read_text().splitlines()
-        key = next((ln.strip() for ln in lines if ln.strip() and not ln.startswith("#")), None)
+        # The first key as llama-server reads the file (model/api_keys.py): a stripped line is not a key it holds.
+        key = next(iter(api_keys(Path(observed.inputs.api_key_file).read_text())), None)
     return Server(base_url, key)
 
 

@@ -1,0 +1,34 @@
+"""An API key file's keys as llama-server reads them (`--api-key-file`), and why a file holds none it can use; PURE.
+
+llama-server (common/arg.cpp) takes every line of the file (std::getline: split on "\n" only, a "\r" stays) that
+is not empty and does not start with '#', byte for byte. kimik3's own clients (verify, the exporter) must send a
+key the server holds, so all of them read the file through `api_keys`."""
+
+from __future__ import annotations
+
+import re
+
+# A key goes into an `Authorization: Bearer` header: whitespace or a control character there is either refused by
+# the HTTP client or not what a user's client sends (a CRLF file leaves "\r" on every key: every request is 401).
+_KEY = re.compile(r"[\x21-\x7e]+")
+
+
+def api_keys(text: str) -> tuple[str, ...]:
+    """The keys llama-server takes from a key file's text, in order."""
+    return tuple(line for line in text.split("\n") if line and not line.startswith("#"))
+
+
+def key_file_problem(text: str) -> str | None:
+    """Why llama-server would not be protected by this key file (or kimik3 could not send its key), or None.
+    Never names a key: the message goes to the terminal and the logs."""
+    keys = api_keys(text)
+    if not keys:
+        # llama-server with --api-key-file and no key in it serves everyone: the profile asked for a key.
+        return ("holds no key (only empty or '#' lines): llama-server would start without one and answer anyone "
+                "who reaches its port; write the key on a line of its own")
+    for number, line in enumerate(text.split("\n"), start=1):
+        if line in keys and not _KEY.fullmatch(line):
+            return (f"line {number}: a key holds whitespace, a carriage return (a CRLF file?) or a non-ASCII "
+                    "character: llama-server compares the line byte for byte, so clients sending the key as typed "
+                    "are refused (401); write each key as printable ASCII on a line of its own, LF line endings")
+    return None
