@@ -61,6 +61,17 @@ def _check_url(value: str) -> str:
     return value
 
 
+def _refuse_mapped(value: str) -> str:
+    """An IPv4-mapped IPv6 literal (::ffff:a.b.c.d) is refused: every bind rule reads the address as written, and
+    `::ffff:0.0.0.0` is not `is_unspecified` nor `::ffff:127.0.0.1` `is_loopback` to Python, while a dual-stack
+    socket bound to them listens on every IPv4 interface / on loopback."""
+    mapped = ipaddress.ip_address(value)
+    if mapped.version == 6 and mapped.ipv4_mapped is not None:
+        raise refuse(f"{value} is an IPv4-mapped IPv6 address: write the IPv4 address {mapped.ipv4_mapped} (the "
+                     "mapped form of 0.0.0.0 binds every interface without being seen as the wildcard)")
+    return value
+
+
 def _check_host(value: str) -> str:
     if value in ("loopback", "tailscale"):
         return value
@@ -69,7 +80,7 @@ def _check_host(value: str) -> str:
     except ValueError:
         hint = " (write 'loopback')" if value == "localhost" else ""
         raise refuse(f"must be 'loopback', 'tailscale' or an IP address literal{hint}") from None
-    return value
+    return _refuse_mapped(value)
 
 
 def _check_unit(value: str) -> str:
@@ -301,7 +312,7 @@ def _check_bind(value: str) -> str:
         ipaddress.ip_address(value)
     except ValueError:
         raise refuse("must be an IP address literal: the one address rpc-server binds on its host") from None
-    return value
+    return _refuse_mapped(value)
 
 
 WorkerName = _matching(r"[a-z0-9][a-z0-9-]{0,30}", "must be 1-31 characters of a-z, 0-9 and '-' (it names the "
