@@ -404,6 +404,37 @@ def _looks_like_a_key(value: str) -> bool:
             and any(c.isalpha() for c in value))
 
 
+def _local_paths(p: Profile) -> Iterator[tuple[FieldPath, str]]:
+    """The host paths a profile names, where they are (URLs and hub files excepted)."""
+    if p.model.cache_dir is not None:
+        yield ("model", "cache_dir"), p.model.cache_dir
+    if p.build.archive is not None and "://" not in p.build.archive:
+        yield ("build", "archive"), p.build.archive
+    for i, patch in enumerate(p.build.patches):
+        yield ("build", "patches", i), patch
+    if p.serve.api_key_file is not None:
+        yield ("serve", "api_key_file"), p.serve.api_key_file
+    if p.serve.spec_draft is not None and p.serve.spec_draft.revision is None:
+        yield ("serve", "spec_draft", "model"), p.serve.spec_draft.model
+    for i, worker in enumerate(p.workers):
+        for name in ("tls_dir", "cache_dir"):
+            if (value := getattr(worker, name)) is not None:
+                yield ("rpc", "workers", i, name), value
+
+
+_SHELL_EXPANSION = re.compile(r"^~|\$(\{?[A-Za-z_][A-Za-z0-9_]*\}?)")
+
+
+def _paths_literal(p: Profile) -> Iterator[Finding]:
+    for where, path in _local_paths(p):
+        if (found := _SHELL_EXPANSION.search(path)) is not None:
+            # rule: paths-literal
+            # No shell reads a profile: `~/hub` became a folder named '~' beside the profile (a cache_dir created
+            # there, the model downloaded into it), `$HOME/key` a path with a '$' in it that does not exist.
+            yield _error(where, f"{found.group(0)!r} is not expanded: no shell reads a profile; write an absolute "
+                         "path or one relative to the profile's folder")
+
+
 def _joined_short_flag(flag: str) -> str | None:
     """The owned short flag `flag` glues a number to ('-ub512' -> '-ub'), or None."""
     if flag.startswith("--") or flag in OWNED_FLAGS:
@@ -611,7 +642,7 @@ def _metrics(p: Profile) -> Iterator[Finding]:
 RULES: tuple[Callable[[Profile], Iterator[Finding]], ...] = (
     _vision, _quant, _endpoint, _fit_target, _ubatch, _batch, _ctx_size, _spec_draft, _spec_type_args, _variant,
     _secrets, _extra_args, _host, _archive, _systemd, _split_mode, _reap, _cache_ram, _metrics,
-    _load_mode, _rpc, _rpc_args, _builtin_patches,
+    _load_mode, _rpc, _rpc_args, _builtin_patches, _paths_literal,
 )
 
 

@@ -383,6 +383,11 @@ RULES: tuple[Rule, ...] = (
          "key ending in CR is held byte for byte, so every client (verify, the exporter) is refused",
          ("kimik3_reconciler.observe.local_inputs",), ("unit/test_api_key_file.py",),
          seed=f"{_OWN}shared/PROFILE.md (api_key_file: read at launch); llama.cpp common/arg.cpp --api-key-file"),
+    Rule("paths-literal", "refuse", "a host path in the profile (model.cache_dir, a local build.archive, "
+         "build.patches, serve.api_key_file, a local spec_draft.model, rpc.workers[].tls_dir/cache_dir) does not "
+         "start with '~' nor hold a $VARIABLE", "no shell reads a profile: `~/hub` was a folder named '~' beside "
+         "the profile, where the model was downloaded", _PROFILE, ("cases/profile/paths_shell_expansion.yaml",),
+         seed=f"{_OWN}shared/STYLE.md (never a shell string from profile fields)"),
     Rule("metrics-labels-no-secrets", "force", "the exporter's series carry profile, quant, build and fingerprint "
          "labels only: the API key (read from its file to scrape a keyed server) and the HF token reach no label, "
          "no metric and no exporter argv", "every scraper stores labels and every dashboard shows them",
