@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kimik3_reconciler.cli import profile_cache
-from kimik3_reconciler.errors import InputError
+from kimik3_reconciler.errors import InputError, LocalFileError
 from kimik3_reconciler.model.loaded_profile import LoadedProfile
 from kimik3_reconciler.model.plan_file import SavedPlan, read_saved_plan, write_saved_plan
 
@@ -83,4 +83,7 @@ def write_plan(path: str, saved: SavedPlan) -> None:
         tmp.write_text(write_saved_plan(saved), encoding="utf-8")
         tmp.replace(target)
     except OSError as exc:
-        raise InputError(f"cannot write the plan to {path}: {exc.strerror}") from exc
+        # The disk or the folder failed, not the input: exit 8 names the path and what to do (README's table), and
+        # no half-written `.NAME.kimik3-tmp` is left beside the target.
+        tmp.unlink(missing_ok=True)
+        raise LocalFileError.from_os_error(exc) from exc

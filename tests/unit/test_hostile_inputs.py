@@ -186,3 +186,28 @@ def test_plan_out_replaces_only_a_new_file_or_an_older_saved_plan(tmp_path: Path
     write_plan(str(tmp_path / "k3.plan"), saved)  # new
     write_plan(str(tmp_path / "k3.plan"), saved)  # an older saved plan
     assert (tmp_path / "k3.plan").read_text().lstrip().startswith("{")
+
+
+def test_a_plan_that_cannot_be_written_is_exit_8_naming_the_path_and_leaves_no_temp_file(tmp_path: Path,
+                                                                                          monkeypatch) -> None:
+    """Adversary review: `-out` into a missing folder or onto a full disk said exit 2 (invalid input) and a failed
+    rename left `.k3.plan.kimik3-tmp` behind; the README's exit 8 is for a local path that cannot be used."""
+    import errno
+
+    from kimik3_reconciler.cli.inputs import write_plan
+    from kimik3_reconciler.errors import LocalFileError
+    from kimik3_reconciler.model.plan_file import SavedPlan
+
+    saved = SavedPlan(profile_source=str(tmp_path / "k3.yaml"), profile_text=DEMO, basis={}, steps=(),
+                      created="2026-12-03T10:00:00+00:00", rehash=False, warnings=())
+    with pytest.raises(LocalFileError) as missing:
+        write_plan(str(tmp_path / "no-such-dir" / "k3.plan"), saved)
+    assert missing.value.exit_code == 8 and str(tmp_path / "no-such-dir") in str(missing.value)
+
+    def full_disk(self: Path, target: Path) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", str(target))
+
+    monkeypatch.setattr(Path, "replace", full_disk)
+    with pytest.raises(LocalFileError, match="k3.plan"):
+        write_plan(str(tmp_path / "k3.plan"), saved)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
