@@ -86,4 +86,4 @@ def write_plan(path: str, saved: SavedPlan) -> None:
         # The disk or the folder failed, not the input: exit 8 names the path and what to do (README's table), and
         # no half-written `.NAME.kimik3-tmp` is left beside the target.
         tmp.unlink(missing_ok=True)
-        raise LocalFileError.from_os_error(exc) from exc
+        raise LocalFileError.from_os_error(OSError(exc.errno, exc.strerror, path)) from exc  # -out's path, not tmp
