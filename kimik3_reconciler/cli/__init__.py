@@ -247,10 +247,13 @@ def status(ctx: click.Context, file: str, json_out: bool, watch: bool, interval:
     wanted, images = profile_images(loaded.profile, observed)  # this profile's, not every kimik3 image here
     _out.print(f"images     {', '.join(images) if images else 'none'}" + ("" if any("current" in i for i in images)
                                                                         else f"; wants {wanted}, not built"))
-    _out.print(f"model      {m.repo}@{m.revision[:12]}/{m.quant}: {len(m.files) - len(m.missing)}/{len(m.files)} files"
+    # No verified manifest here and the hub unreachable: "0/0 files" read as an empty quant; say what is unknown.
+    counted = (f"file list unknown ({m.listing_error})" if m.listing_error and not m.files
+               else f"{len(m.files) - len(m.missing)}/{len(m.files)} files")
+    _out.print(Text(f"model      {m.repo}@{m.revision[:12]}/{m.quant}: {counted}"
                + (f", {len(m.corrupt)} corrupt (sha256 mismatch)" if m.corrupt else "")
                + (f", {len(m.changed)} changed since verified (stat moved; not re-hashed here: `kimik3 plan` "
-                  "re-hashes them)" if m.changed else ""))
+                  "re-hashes them)" if m.changed else "")))
     for fingerprint, record in observed.gate_records.items():  # quant gate results, per image
         verdict = "passed" if record.get("passed") else "FAILED"
         _out.print(f"gate       {verdict} on {record.get('date')} (image {record.get('image')}, {fingerprint}): "

@@ -162,3 +162,31 @@ def test_status_only_stats_a_moved_file_and_says_so_without_hashing(world, monke
     assert shown.exit_code == 0, shown.output
     assert "1 changed since verified (stat moved; not re-hashed here" in shown.output and hashed == []
     assert engine.observe(profile).model.corrupt == (SHARD,) and hashed == [SHARD]  # a plan does re-hash it
+
+
+def test_status_with_no_manifest_and_the_hub_down_says_the_file_list_is_unknown(tmp_path: Path, monkeypatch):
+    """Adversary review (new-user session): `kimik3 status` of a profile never applied here, hub unreachable,
+    printed "0/0 files", which reads as an empty quant folder; it says the list is unknown, and why."""
+    from click.testing import CliRunner
+
+    import kimik3_reconciler.adapters as adapters
+    from kimik3_reconciler import cli
+    from kimik3_reconciler.errors import HubError
+
+    (tmp_path / "src.tar.gz").write_bytes(b"source")
+    (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
+    hub = FakeHub("org/k3", FAKE_REVISION, FILES, tmp_path / "hub")
+
+    def unreachable(*args, **kwargs):
+        raise HubError("hub https://hub.example not reachable: [Errno -2] Name or service not known")
+
+    monkeypatch.setattr(hub, "list_files", unreachable)
+    monkeypatch.setattr(hub, "list_repo", unreachable)
+    ports, _ = fake_ports(hub)
+    monkeypatch.setattr(adapters, "real_ports", lambda *a, **k: ports)
+    (tmp_path / "p.yaml").write_text(FAKE_PROFILE)
+    shown = CliRunner().invoke(cli.main, ["--state-dir", str(tmp_path / "state"), "--dockerfile",
+                                          str(tmp_path / "Dockerfile.llamacpp"), "status", str(tmp_path / "p.yaml")])
+    assert shown.exit_code == 0, shown.output
+    line = next(x for x in shown.output.splitlines() if x.startswith("model"))
+    assert "0/0 files" not in line and "file list unknown" in line and "[Errno -2] Name or service not known" in line
