@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from huggingface_hub import constants
 
 from kimik3_reconciler.adapters.translate import translated
-from kimik3_reconciler.errors import HubError, Kimik3Error
+from kimik3_reconciler.errors import HubError, InputError, Kimik3Error
 from kimik3_reconciler.model.facts import RemoteFile
 from kimik3_reconciler.model.hub_endpoint import masked, shown, token_may_go_to
 from kimik3_reconciler.model.specs import ModelDownload
@@ -73,7 +73,14 @@ def hub_token(hub: str) -> str | bool | None:
         return False
     from huggingface_hub import get_token
 
-    return get_token()
+    token = get_token()
+    if token is not None and not re.fullmatch(r"[\x21-\x7e]+", token):
+        # A BOM or a pasted invisible/non-ASCII character made httpx raise UnicodeEncodeError on the first request
+        # (a traceback). A header carries printable ASCII only; the token itself is never shown.
+        raise InputError("the Hugging Face token (HF_TOKEN / HUGGING_FACE_HUB_TOKEN, else the token file of `hf auth "
+                         "login`) holds a space, a control or a non-ASCII character (a BOM or a pasted invisible "
+                         "character?): an HTTP header carries printable ASCII only; set it again as printed by the hub")
+    return token
 
 
 def _remote(entry: RepoFile) -> RemoteFile:

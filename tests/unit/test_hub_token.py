@@ -87,3 +87,17 @@ def test_fetch_all_drops_a_token_its_caller_passed_for_a_plain_http_remote_hub(h
     jobs = targets(REPO, REV, files, REMOTE, tmp_path / "cache" / "models--x")
     fetch_all(jobs, TOKEN, lambda *_: None, 1)
     assert _sent(hub, "/resolve/") == [None]
+
+
+@pytest.mark.parametrize("bad", ["\ufeff" + TOKEN, TOKEN + "\u200b", TOKEN[:10] + "é" + TOKEN[10:], TOKEN + "\x01"])
+def test_a_token_no_header_can_carry_is_refused_without_showing_it(bad: str, monkeypatch) -> None:
+    """Adversary review: a BOM (a token file saved by an editor) or a pasted invisible character made httpx raise
+    UnicodeEncodeError on the first hub request: `kimik3 plan` ended in a traceback. Now exit 2, token unnamed."""
+    from kimik3_reconciler.errors import InputError
+
+    monkeypatch.setenv("HF_TOKEN", bad)
+    with pytest.raises(InputError) as refused:
+        hub_token("https://huggingface.co")
+    assert refused.value.exit_code == 2 and "HF_TOKEN" in str(refused.value) and TOKEN[3:] not in str(refused.value)
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    assert hub_token("https://huggingface.co") == TOKEN
