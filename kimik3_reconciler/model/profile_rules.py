@@ -63,6 +63,21 @@ _OWNED: tuple[tuple[tuple[str, ...], tuple[str, ...], str | None], ...] = (
      ("LLAMA_ARG_SPEC_DRAFT_MODEL", "LLAMA_ARG_SPEC_DRAFT_HF_REPO"), "use serve.spec_draft"),
 )
 OWNED_FLAGS: dict[str, str | None] = {flag: instead for flags, _, instead in _OWNED for flag in flags}
+# llama-server options kimik3 does not render but that break what a deployment is (b11434 common/arg.cpp): the
+# server prints and exits, or serves something kimik3's health wait, verify and exporter cannot reach or check
+# (apply would wait out the health timeout, fail verify and revert). (flags, their variables, why).
+_NOT_SERVING: tuple[tuple[tuple[str, ...], tuple[str, ...], str], ...] = (
+    (("-h", "--help", "--usage", "--version", "-cl", "--cache-list", "--completion-bash", "--list-devices"), (),
+     "makes llama-server print and exit: it would never serve (the launch fails its health wait)"),
+    (("--api-prefix",), ("LLAMA_ARG_API_PREFIX",),
+     "moves every endpoint under a prefix: kimik3's health wait, verify and exporter call /health, /v1 and /metrics"),
+    (("--embedding", "--embeddings", "--rerank", "--reranking"), ("LLAMA_ARG_EMBEDDINGS", "LLAMA_ARG_RERANKING"),
+     "restricts the server to embeddings/reranking: a Kimi-K3 deployment serves chat (verify would fail)"),
+    (("--ssl-key-file", "--ssl-cert-file"), ("LLAMA_ARG_SSL_KEY_FILE", "LLAMA_ARG_SSL_CERT_FILE"),
+     "serves https: kimik3's health wait, verify and exporter speak http to it; terminate TLS in front of it"),
+)
+NOT_SERVING_FLAGS: dict[str, str] = {flag: why for flags, _, why in _NOT_SERVING for flag in flags}
+NOT_SERVING_ENV: dict[str, str] = {env: why for _, envs, why in _NOT_SERVING for env in envs}
 OWNED_ENV: dict[str, str | None] = {env: instead for _, envs, instead in _OWNED for env in envs}
 # The container's GPUs are the profile's `gpus` (Docker's device request): these would select or renumber them
 # behind it (the nvidia runtime reads NVIDIA_VISIBLE_DEVICES; CUDA renumbers what CUDA_VISIBLE_DEVICES lists).
@@ -353,6 +368,10 @@ def _secrets(p: Profile) -> Iterator[Finding]:
             instead = OWNED_ENV[upper]
             yield _error(("serve", "env", key), f"{key} sets a llama-server option kimik3 renders itself: "
                          + (instead if instead is not None else _FIXED.removeprefix("is ")))
+        elif key in NOT_SERVING_ENV:
+            # rule: serving-contract-flags
+            # llama-server reads the variable as the option (reference/llama-cpp.md §1.0).
+            yield _error(("serve", "env", key), f"{key} {NOT_SERVING_ENV[key]}")
         elif upper in GPU_SELECTION_ENV:
             # rule: owned-env
             # The container's GPUs are `gpus` (Docker's device request); this would select or renumber them behind it.
@@ -445,6 +464,12 @@ def _joined_short_flag(flag: str) -> str | None:
 
 def _extra_args(p: Profile) -> Iterator[Finding]:
     for i, arg in enumerate(p.serve.extra_args):
+        if not arg.strip():
+            # rule: extra-args-argv
+            # An empty item is an empty argv word: llama-server stops at it ("invalid argument"), the launch fails.
+            yield _error(("serve", "extra_args", i), "is empty (or blank): each item is one argv word passed as is; "
+                         "drop it")
+            continue
         flag = arg.split("=", 1)[0]
         if flag.startswith("-") and flag.split() != [flag]:
             # rule: extra-args-argv
@@ -465,6 +490,11 @@ def _extra_args(p: Profile) -> Iterator[Finding]:
             yield _error(("serve", "extra_args", i), f"{arg!r} joins a value to {joined}: llama-server reads the value "
                          f"as its own item ({joined} {flag[len(joined):]}), and {joined} is set by kimik3: "
                          f"{OWNED_FLAGS[joined] or _FIXED.removeprefix('is ')}")
+            continue
+        if flag in NOT_SERVING_FLAGS:
+            # rule: serving-contract-flags
+            # Passed through, it would launch a server that never answers kimik3's checks: refuse it up front.
+            yield _error(("serve", "extra_args", i), f"{flag} {NOT_SERVING_FLAGS[flag]}")
             continue
         if flag not in OWNED_FLAGS:
             continue

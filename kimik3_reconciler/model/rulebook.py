@@ -388,6 +388,12 @@ RULES: tuple[Rule, ...] = (
          "start with '~' nor hold a $VARIABLE", "no shell reads a profile: `~/hub` was a folder named '~' beside "
          "the profile, where the model was downloaded", _PROFILE, ("cases/profile/paths_shell_expansion.yaml",),
          seed=f"{_OWN}shared/STYLE.md (never a shell string from profile fields)"),
+    Rule("serving-contract-flags", "refuse", "serve.extra_args and serve.env never make llama-server print and exit "
+         "(--help, --version, --list-devices, ...) nor serve what kimik3 cannot check (--api-prefix, --embedding, "
+         "--rerank, --ssl-key-file/--ssl-cert-file, or their LLAMA_ARG_* variables)",
+         "passed through, apply waited out the health timeout or failed verify, then reverted; refused at validate",
+         _PROFILE, ("cases/profile/extra_args_not_serving.yaml",),
+         seed=f"{_OWN}llama.cpp b11434 common/arg.cpp; seed 000 step 6 (wait healthy) and verify"),
     Rule("metrics-labels-no-secrets", "force", "the exporter's series carry profile, quant, build and fingerprint "
          "labels only: the API key (read from its file to scrape a keyed server) and the HF token reach no label, "
          "no metric and no exporter argv", "every scraper stores labels and every dashboard shows them",
