@@ -272,7 +272,7 @@ RULES: tuple[Rule, ...] = (
          "seed 000 Sizing gate: a quant that does not fit VRAM + RAM cannot run at any split, and the hybrid keeps "
          "~130 GiB of RAM busy; seed 001: plan the download size + 10-15 % runtime headroom",
          ("kimik3_reconciler.planning.memory_gate",),
-         ("cases/plan/52-sizing-headroom.yaml", "unit/test_memory_gate.py", "unit/test_host_gate.py"),
+         ("cases/plan/52-sizing-headroom.yaml", "cases/plan/107-cpu-host-huge-quant.yaml", "unit/test_memory_gate.py", "unit/test_host_gate.py"),
          seed="seed 000 Key facts (Sizing gate is disk-and-memory); step 2 (130 GiB of RAM stay busy); seed 001 "
               "(download size + 10-15 % runtime headroom)"),
     Rule("draft-gpu-room", "refuse", "the draft's GPU keeps the quant's all-VRAM floor + 9216 MiB free after --fit "
