@@ -15,9 +15,17 @@ def run_label(run: BenchRun) -> str:
     return f"{run.fingerprint[:8]} {run.date[:16]}" + (f" ({knobs})" if knobs else "")
 
 
-def plot_runs(runs: list[BenchRun], path: Path) -> None:
+def check_plot_path(path: Path) -> None:
+    """Refuse a plot path that cannot be written before any request is sent: `bench` checks it first, so a typo
+    in `--plot` does not cost a sweep of minutes that then ends in an error."""
     if path.suffix.lower() not in (".png", ".svg"):
         raise InputError(f"{path}: the plot is written as .png or .svg (by the file's suffix)")
+    if not path.parent.is_dir():
+        raise InputError(f"{path}: its folder {path.parent} does not exist: create it, or choose another --plot path")
+
+
+def plot_runs(runs: list[BenchRun], path: Path) -> None:
+    check_plot_path(path)
     import matplotlib
 
     matplotlib.use("Agg")  # no display: files only

@@ -95,9 +95,11 @@ def bench(ctx: click.Context, file: str, grid: tuple[int, ...], prompts: int, pr
 
     Refuses (exit 4) when the host is not converged to FILE, naming the plan's changes."""
     from kimik3_reconciler.benchmark import converged_deployment, run_sweep
-    from kimik3_reconciler.benchmark.plot import plot_runs
+    from kimik3_reconciler.benchmark.plot import check_plot_path, plot_runs
     from kimik3_reconciler.benchmark.store import keep, kept, latest_per_fingerprint
 
+    if plot:
+        check_plot_path(Path(plot))  # before the sweep: `--plot x.pdf` used to fail after minutes of requests
     loaded = load(file)
     engine = _ctx(ctx, json_out).engine(file)
     if compare:

@@ -141,3 +141,19 @@ def test_the_tables_show_each_level_and_compare_runs_side_by_side(engine: Engine
     assert f"deployment {run.fingerprint}" in text and "+0.0%" in text  # the fakes' client agrees with timings
     row2 = next(line for line in text.splitlines() if line.startswith("│ 2 ") and "|" in line)
     assert row2.count("|") == 2 and row2.rstrip("│ ").endswith("-")  # the other run has no c=2 level
+
+
+@pytest.mark.parametrize("name", ["b.pdf", "no-such-dir/b.png"])
+def test_a_plot_path_that_cannot_be_written_is_refused_before_any_request(tmp_path: Path, monkeypatch,
+                                                                         name: str) -> None:
+    """Adversary review: `kimik3 bench FILE --plot b.pdf` ran the whole sweep (minutes of load on the server) and only
+    then refused the suffix; a --plot folder that does not exist failed the same way. Now exit 2 before loading FILE."""
+    from click.testing import CliRunner
+
+    import kimik3_reconciler.benchmark as benchmark
+    from kimik3_reconciler import cli
+
+    monkeypatch.setattr(benchmark, "run_sweep", lambda *a, **k: pytest.fail("the sweep ran before --plot was checked"))
+    shown = CliRunner().invoke(cli.main, ["--state-dir", str(tmp_path / "state"), "bench", str(tmp_path / "p.yaml"),
+                                          "--plot", str(tmp_path / name)])
+    assert shown.exit_code == 2 and str(tmp_path / name) in shown.output, shown.output
