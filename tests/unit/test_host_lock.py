@@ -171,6 +171,14 @@ def test_bad_durations_say_what_is_accepted(text: str) -> None:
         parse_duration(text)
 
 
+@pytest.mark.parametrize("text", ["inf", "99999999999999999999h", "8785h"])
+def test_durations_past_a_year_are_refused_not_a_traceback_at_the_first_wait(text: str) -> None:
+    """Adversary review: `reconcile --interval 99999999999999999999h` ran one pass, then died in the wait with
+    OverflowError (timestamp out of range for platform time_t)."""
+    with pytest.raises(ValueError, match="not a duration"):
+        parse_duration(text)
+
+
 @pytest.mark.parametrize(("args", "says"), [
     (["apply", "--lock-timeout", "3x", "p.yaml"], "'--lock-timeout': '3x' is not a duration"),
     (["prune", "--lock-timeout", "-5", "p.yaml"], "'--lock-timeout'"),
