@@ -291,14 +291,40 @@ class SystemdSpec(BaseModel):
     conflicts: list[UnitName] = []
 
 
+_DOCKER_URL_FORMS = "must be ssh://user@host[:port] (the docker SDK over ssh) or tcp://host:port with tls_dir"
+_URL_HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?")  # a DNS name or an IPv4 literal
+_SSH_USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+
+
 def _check_docker_url(value: str) -> str:
     # The docker SDK's two remote transports: ssh (the daemon's socket over an ssh login) or TLS tcp.
     parts = urlsplit(value)
-    if parts.scheme == "ssh" and parts.hostname and parts.username:
+    if parts.scheme not in ("ssh", "tcp"):
+        raise refuse(_DOCKER_URL_FORMS)
+    try:
+        parts.port  # noqa: B018 - urlsplit checks the port's range only when asked; asked here, not at connect
+    except ValueError:
+        raise refuse(f"{_DOCKER_URL_FORMS}; its port must be 1-65535") from None
+    host = parts.hostname or ""
+    # The URL's user and host reach the `ssh` command line (docker SDK: ssh -l USER -p PORT -- HOST ...): a value
+    # starting with '-' would read as an ssh option wherever that `--` is missing; a path, query or fragment is
+    # dropped silently by the SDK. Only plain names: letters, digits, '.', '-', '_' (an IPv6 host in brackets).
+    plain_host = bool(_URL_HOST.fullmatch(host)) or (host != "" and _is_ip(host))
+    if parts.path not in ("", "/") or parts.query or parts.fragment or not plain_host:
+        raise refuse(f"{_DOCKER_URL_FORMS}: no path, query or fragment, and the host a plain name or IP address")
+    if parts.scheme == "ssh" and parts.username and _SSH_USER.fullmatch(parts.username):
         return value
-    if parts.scheme == "tcp" and parts.hostname and parts.port:
+    if parts.scheme == "tcp" and parts.port:
         return value
-    raise refuse("must be ssh://user@host[:port] (the docker SDK over ssh) or tcp://host:port with tls_dir")
+    raise refuse(_DOCKER_URL_FORMS)
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _check_absolute(value: str) -> str:
