@@ -366,8 +366,10 @@ class RpcWorker(BaseModel):
     threads: Optional[Count] = Field(None, description="rpc-server -t (CPU device threads)")
     cache: bool = Field(True, description="rpc-server -c: keep received tensors on the worker, so a reload "
                                           "does not resend them")
-    cache_dir: Optional[NonEmpty] = Field(None, description="host folder of the tensor cache on the worker; "
-                                                            "default: a Docker volume")
+    # Absolute, as tls_dir: a bind mount on the worker's Docker has no folder a relative path could be relative to
+    # (a relative one passed validate and plan, then failed the worker's container create).
+    cache_dir: Optional[Annotated[str, AfterValidator(_check_absolute)]] = Field(
+        None, description="host folder of the tensor cache on the worker (absolute); default: a Docker volume")
 
 
 class RpcSpec(BaseModel):
