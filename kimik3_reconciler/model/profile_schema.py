@@ -206,6 +206,19 @@ class BaseImages(BaseModel):
     runtime: ImageRef = "nvidia/cuda:13.0.0-runtime-ubuntu24.04"
 
 
+def _check_archive(value: str) -> str:
+    # kimik3 fetches http:// and https:// (lower case, as observe/local_inputs tells a URL from a path); any other
+    # `scheme://` (file://, ftp://, HTTPS://) was taken for a relative path: "not found (resolved to ./ftp:/...)".
+    if not value:
+        raise refuse("must not be empty")
+    scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]*)://", value)
+    if scheme and scheme.group(1) not in ("http", "https"):
+        lower = scheme.group(1).lower()
+        hint = f" (write {lower}:// in lower case)" if lower in ("http", "https") else ""
+        raise refuse(f"{scheme.group(1)}:// is not fetched: give an http:// or https:// URL, or a local path{hint}")
+    return value
+
+
 class BuildSpec(BaseModel):
     """How the llama.cpp image is built: source pin, kernels, patches (all part of its fingerprint)."""
 
@@ -222,7 +235,8 @@ class BuildSpec(BaseModel):
     builtin_patches: Optional[list[NonEmpty]] = Field(
         None, description="kimik3's own llama.cpp patches by name (model/builtin_patches.py); default: the default "
                           "ones for the variant (opt-in ones only when named); [] builds the source as it is")
-    archive: Optional[NonEmpty] = Field(None, description="path (relative to the profile) or URL of the source archive")
+    archive: Optional[Annotated[str, AfterValidator(_check_archive)]] = Field(
+        None, description="path (relative to the profile) or http(s) URL of the source archive")
     archive_sha256: Optional[Sha256] = None
     build_number: Optional[MiB] = None  # bounded like MiB (0..int32): cmake's LLAMA_BUILD_NUMBER is an int
     base_images: BaseImages = BaseImages()
