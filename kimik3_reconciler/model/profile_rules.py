@@ -230,6 +230,11 @@ def _batch(p: Profile) -> Iterator[Finding]:
                      f"ubatch to {batch} silently; set batch >= ubatch (seed 000: BATCH = UBATCH)")
 
 
+# Tokens a slot needs for the chat template, kimik3's verify prompts and their replies on random weights; real
+# weights think first and get more (verify asks up to 1024, then 4096), which any sane profile has.
+MIN_SLOT_CONTEXT = 512
+
+
 def _ctx_size(p: Profile) -> Iterator[Finding]:
     if p.serve.ctx_size > catalog.CONTEXT_LENGTH:
         # rule: ctx-size-limit
@@ -237,6 +242,15 @@ def _ctx_size(p: Profile) -> Iterator[Finding]:
         yield _error(("serve", "ctx_size"), f"{p.serve.ctx_size} is above Kimi-K3's trained context of "
                      f"{catalog.CONTEXT_LENGTH:,} tokens (seed 001: the model specification); llama.cpp would "
                      "only warn. Seed 001 suggests starting with 131072")
+    per_slot = p.serve.ctx_size // p.serve.parallel
+    if per_slot < MIN_SLOT_CONTEXT:
+        # rule: slot-context-floor
+        # llama-server gives each of `parallel` slots ctx_size/parallel tokens (kimik3 sets --parallel, so the
+        # KV cache is not unified): below this a chat template plus kimik3's verify reply do not fit, and at a
+        # few tokens the server aborts at warm-up, both only after the whole load.
+        yield _error(("serve", "ctx_size"), f"{p.serve.ctx_size} over serve.parallel {p.serve.parallel} slots is "
+                     f"{per_slot} tokens a slot, below {MIN_SLOT_CONTEXT}: too small for a chat request and its reply "
+                     "(each slot gets ctx_size/parallel); raise ctx_size or lower parallel")
 
 
 def _spec_draft(p: Profile) -> Iterator[Finding]:

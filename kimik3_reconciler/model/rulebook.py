@@ -83,6 +83,12 @@ RULES: tuple[Rule, ...] = (
          _PROFILE, ("cases/profile/ctx_size_above_trained.yaml", "cases/profile/ctx_size_at_trained_ok.yaml"),
          seed="seed 001 (K3 supports 1,048,576 tokens: the model specification; start with 131072); seed 000 title "
               "(1M context)"),
+    Rule("slot-context-floor", "refuse", "serve.ctx_size / serve.parallel >= 512 tokens a slot",
+         "kimik3 sets --parallel, so llama-server splits ctx_size evenly over the slots; a smaller slot cannot hold "
+         "a chat request and its reply (kimik3's verify fails after the whole load) and at a few tokens the "
+         "server aborts at warm-up (seen with ctx_size 1, parallel 2: exit 139)", _PROFILE,
+         ("cases/profile/ctx_size_per_slot_too_small.yaml", "cases/profile/ctx_size_per_slot_floor_ok.yaml"),
+         seed=f"{_OWN}llama-server's per-slot context (n_ctx_seq = n_ctx / n_parallel without --kv-unified)"),
     Rule("fixed-flags", "force", "--numa distribute, --cache-type-k/v f16, --threads/--threads-batch = physical "
          "cores, --load-mode (serve.load_mode: none or dio), --metrics; extra_args cannot override them, and "
          "`kimik3 tune` never launches a candidate with other threads or a mapped load mode",

@@ -78,7 +78,9 @@ def test_a_candidate_kimik3_would_refuse_is_refused_with_the_reason() -> None:
     assert threads.loaded is None and "physical cores (8 here)" in threads.refusal
     assert "--load-mode none" in check_candidate(base.text, base.profile, {"load_mode": "mmap"}, facts, 512).refusal
     slots = check_candidate(base.text, base.profile, {"parallel": 16}, facts, 512)
-    assert "a slot holds ctx_size/parallel = 256 tokens" in slots.refusal
+    assert "256 tokens a slot, below 512" in slots.refusal  # the profile rule slot-context-floor, before tune's own
+    bench = check_candidate(base.text, base.profile, {"parallel": 8}, facts, 1024)
+    assert "a slot holds ctx_size/parallel = 512 tokens, a request needs 1024" in bench.refusal
     # batch is searched below ubatch: the seed rule (batch never below ubatch) refuses it before any load
     below = check_candidate(base.text, base.profile, {"ubatch": 4096, "batch": 1024}, facts, 512)
     assert below.loaded is None and "ubatch" in below.refusal
