@@ -88,6 +88,11 @@ def _check_unit(value: str) -> str:
         raise refuse("write the unit name without '.service'")
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}", value):
         raise refuse("must be a systemd unit name: letters, digits, '-', '_', '.', '@'")
+    if value.endswith("@") or value.count("@") > 1:
+        # 'name@' is a template (systemctl cannot start it without an instance: 'name@instance'), and systemd
+        # allows one '@': the unit file would be written and then refused at `systemctl enable`.
+        raise refuse("a template name ('name@') or a second '@' is not a unit systemd can start: write "
+                     "'name' or 'name@instance'")
     return value
 
 

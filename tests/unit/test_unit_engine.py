@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from test_engine import PROFILE, load, world  # noqa: F401 - `world` is a fixture
 
-from kimik3_reconciler.errors import PlanError
+from kimik3_reconciler.errors import PlanError, ProfileError
 from kimik3_reconciler.model.plan import Action
 from kimik3_reconciler.model.specs import StopUnit
 from kimik3_reconciler.model.unit_files import env_path, unit_path
@@ -125,8 +125,9 @@ def test_a_packaged_unit_or_a_template_name_is_refused(world):  # noqa: F811
     units_of(engine).packaged[UNIT] = "/lib/systemd/system/k3-test.service"
     with pytest.raises(PlanError, match=r"already exists \(/lib/systemd/system/k3-test.service\)"):
         engine.plan(load(WITH_UNIT))
-    with pytest.raises(PlanError, match="a template cannot run by itself"):
-        engine.plan(load(WITH_UNIT.replace("unit: k3-test,", "unit: k3-test@,")))
+    # a template is refused at validate now (cases/profile/systemd_unit_template.yaml), before any plan
+    with pytest.raises(ProfileError, match=r"a template name \('name@'\)"):
+        load(WITH_UNIT.replace("unit: k3-test,", "unit: k3-test@,"))
 
 
 def test_destroy_removes_only_what_kimik3_installed_for_the_profile(world):  # noqa: F811
