@@ -92,6 +92,17 @@ def main(ctx: click.Context, state_dir: str, dockerfile: str, docker_host: str |
                "systemd_root": systemd_root, "systemctl_prefix": systemctl_prefix}
 
 
+def _verbose_here(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
+    if value:
+        ctx.obj["verbose"] = True  # the group's option, given after the command name
+    return value
+
+
+# `kimik3 apply -v FILE` as well as `kimik3 -v apply FILE`: people put the flag after the command.
+verbose_here = click.option("-v", "--verbose", is_flag=True, expose_value=False, callback=_verbose_here,
+                            help="show NOOP steps with their reasons, and build output (as `kimik3 -v`)")
+
+
 def _ctx(click_ctx: click.Context, json_out: bool) -> _Context:
     return _Context(**click_ctx.obj, json_out=json_out)
 
@@ -172,6 +183,7 @@ def _apply_input(ctx: click.Context, file: str, json_out: bool):  # noqa: ANN202
               help="after a change (or a launch an interrupted apply left unverified), verify the server (as `kimik3 verify`)")
 @click.option("--verify", "rehash", is_flag=True, help=_REHASH_HELP)
 @lock_timeout
+@verbose_here
 @click.pass_context
 @_run
 def apply(ctx: click.Context, file: str, json_out: bool, rounds: int, verify_server: bool, rehash: bool,
@@ -362,6 +374,7 @@ def force_unlock(ctx: click.Context, lock_id: str, file: str | None) -> None:
 @click.option("--once", is_flag=True, help="run one pass and exit with its code (tests, cron)")
 @click.option("--verify-server/--no-verify-server", default=True, show_default=True,
               help="after a change, verify the server (as apply does); a converged pass never does")
+@verbose_here
 @click.pass_context
 @_run
 def reconcile(ctx: click.Context, file: str, interval: float, jitter: bool, once: bool, verify_server: bool) -> None:

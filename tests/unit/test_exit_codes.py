@@ -62,3 +62,24 @@ def test_an_os_error_without_a_path_or_errno_still_reads_plainly() -> None:
     assert str(errors.LocalFileError.from_os_error(TimeoutError("timed out"))) == "TimeoutError: timed out"
     assert str(errors.LocalFileError.from_os_error(OSError(errno.ENOSPC, "No space left on device"))).startswith(
         "OSError: no space left on the device")
+
+
+@pytest.mark.parametrize("command", ["apply", "reconcile"])
+def test_verbose_after_the_command_name_is_the_global_flag(monkeypatch, tmp_path, command) -> None:
+    """`kimik3 apply -v FILE` (where people put it) means `kimik3 -v apply FILE`, not 'no such option'."""
+    import kimik3_reconciler.cli as cli
+
+    profile = tmp_path / "profile.yaml"
+    profile.write_text((Path(__file__).parents[2] / "profiles" / "demo-cpu.yaml").read_text())
+    seen: list[bool] = []
+
+    def grab(ctx, json_out):  # noqa: ANN001, ANN202 - stands in for the engine: records, then stops the command
+        seen.append(ctx.obj["verbose"])
+        raise errors.InputError("stopped by the test")
+
+    monkeypatch.setattr(cli, "_ctx", grab)
+    for args in ([command, "-v", str(profile)], [command, str(profile)], ["-v", command, str(profile)],
+                 [command, "--verbose", str(profile)]):
+        result = CliRunner().invoke(main, args)
+        assert "No such option" not in result.output and "stopped by the test" in result.output, result.output
+    assert seen == [True, False, True, True]
