@@ -387,7 +387,7 @@ RULES: tuple[Rule, ...] = (
          "file (a non-empty line not starting with '#'), each printable ASCII (no CR of a CRLF file, no spaces)",
          "llama-server given a key file without a key starts with no key and answers anyone who reaches the port; a "
          "key ending in CR is held byte for byte, so every client (verify, the exporter) is refused",
-         ("kimik3_reconciler.observe.local_inputs",), ("unit/test_api_key_file.py",),
+         ("kimik3_reconciler.planning.launch",), ("unit/test_api_key_file.py",),
          seed=f"{_OWN}shared/PROFILE.md (api_key_file: read at launch); llama.cpp common/arg.cpp --api-key-file"),
     Rule("paths-literal", "refuse", "a host path in the profile (model.cache_dir, a local build.archive, "
          "build.patches, serve.api_key_file, a local spec_draft.model, rpc.workers[].tls_dir/cache_dir) does not "
