@@ -482,7 +482,8 @@ RULES += (
          seed=_RPC_SEED),
     Rule("rpc-docker-tls", "refuse", "a worker's Docker is reached over ssh:// or over tcp:// with a TLS client "
          "certificate (tls_dir); never plain tcp", "a plain tcp Docker socket is root on that host for anyone who "
-         "reaches it", _PROFILE, ("cases/profile/rpc_docker_url.yaml", "cases/profile/rpc_docker_tls.yaml"),
+         "reaches it", _PROFILE, ("cases/profile/rpc_docker_url.yaml", "cases/profile/rpc_docker_tls.yaml",
+          "cases/profile/rpc_docker_url_port_range.yaml", "cases/profile/rpc_docker_url_ssh_alias_ok.yaml"),
          seed=_RPC_SEED),
     Rule("rpc-worker-shape", "refuse", "worker names and bind:port endpoints are unique, binds are IPv4 (rpc-server b11434); a CUDA device needs the "
          "worker's gpus", "one rpc-server counted twice, or one that finds no device, cannot serve layers",
