@@ -246,7 +246,7 @@ class BuildSpec(BaseModel):
     builtin_patches: Optional[list[NonEmpty]] = Field(
         None, description="kimik3's own llama.cpp patches by name (model/builtin_patches.py); default: the default "
                           "ones for the variant (opt-in ones only when named); [] builds the source as it is")
-    archive: Optional[Annotated[str, AfterValidator(_check_archive)]] = Field(
+    archive: Optional[Annotated[NonEmpty, AfterValidator(_check_archive)]] = Field(
         None, description="path (relative to the profile) or http(s) URL of the source archive")
     archive_sha256: Optional[Sha256] = None
     build_number: Optional[MiB] = None  # bounded like MiB (0..int32): cmake's LLAMA_BUILD_NUMBER is an int
@@ -372,7 +372,7 @@ class RpcWorker(BaseModel):
     name: WorkerName
     docker: Annotated[str, AfterValidator(_check_docker_url)] = Field(
         description="how kimik3 reaches this host's Docker: ssh://user@host[:port] or tcp://host:port (TLS)")
-    tls_dir: Optional[Annotated[str, AfterValidator(_check_absolute)]] = Field(
+    tls_dir: Optional[Annotated[NonEmpty, AfterValidator(_check_absolute)]] = Field(
         None, description="tcp:// only: absolute path of a folder with ca.pem, cert.pem, key.pem")
     bind: Annotated[str, AfterValidator(_check_bind)] = Field(
         description="the address rpc-server binds and the main server connects to: loopback or a private address")
@@ -387,7 +387,7 @@ class RpcWorker(BaseModel):
                                           "does not resend them")
     # Absolute, as tls_dir: a bind mount on the worker's Docker has no folder a relative path could be relative to
     # (a relative one passed validate and plan, then failed the worker's container create).
-    cache_dir: Optional[Annotated[str, AfterValidator(_check_absolute)]] = Field(
+    cache_dir: Optional[Annotated[NonEmpty, AfterValidator(_check_absolute)]] = Field(
         None, description="host folder of the tensor cache on the worker (absolute); default: a Docker volume")
 
 
