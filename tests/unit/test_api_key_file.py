@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from support.fakes import FAKE_PROFILE, FAKE_REVISION
 
 from kimik3_reconciler.errors import InputError
