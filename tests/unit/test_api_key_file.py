@@ -141,3 +141,14 @@ def test_the_exporter_sends_the_first_key_the_server_holds(tmp_path: Path) -> No
     config = ExporterConfig(profile="k3", labels={}, bind="127.0.0.1", port=9100, container="k3",
                             server_url="http://127.0.0.1:8080", api_key_file=str(key_file))
     assert DeploymentCollector(config, ports=None)._api_key() == "sk-first"  # type: ignore[arg-type]
+
+
+def test_a_saved_plan_is_not_applied_once_the_key_file_lost_its_key(engine_world) -> None:
+    """`apply PLAN` plans again before it runs anything: the emptied key file is refused there too."""
+    engine, docker, tmp_path = engine_world
+    loaded = parse_profile(ENGINE_PROFILE, "k3.yaml")
+    _, saved = engine.save_plan(loaded, str(tmp_path / "k3.yaml"))
+    (tmp_path / "api.key").write_bytes(b"\n")
+    with pytest.raises(InputError, match="serve.api_key_file: api.key holds no key"):
+        engine.apply_saved(loaded, saved, ENGINE_PROFILE)
+    assert not docker.containers
