@@ -152,3 +152,20 @@ def test_a_saved_plan_is_not_applied_once_the_key_file_lost_its_key(engine_world
     with pytest.raises(InputError, match="serve.api_key_file: api.key holds no key"):
         engine.apply_saved(loaded, saved, ENGINE_PROFILE)
     assert not docker.containers
+
+
+def test_verify_bench_and_tune_send_the_key_or_say_why_they_cannot(engine_world) -> None:
+    """An empty key file: the server holds no key, checks run unauthenticated (the deployment can still be verified
+    and torn down). A key no header can carry (CRLF): exit 2 naming the field, not a traceback in the HTTP client."""
+    from kimik3_reconciler.verify import _sent_key
+
+    engine, _, tmp_path = engine_world
+    loaded = parse_profile(ENGINE_PROFILE, "k3.yaml")
+    for content, wanted in ((b"# rotated\nsk-abc\n", "sk-abc"), (b"", None), (b"#\n\n", None)):
+        (tmp_path / "api.key").write_bytes(content)
+        assert _sent_key(loaded, engine.observe(loaded)) == wanted
+    for content in (b"sk-abc\r\n", b"\xff\xfe"):
+        (tmp_path / "api.key").write_bytes(content)
+        with pytest.raises(InputError) as refused:
+            _sent_key(loaded, engine.observe(loaded))
+        assert str(refused.value).startswith("serve.api_key_file: api.key ") and "sk-" not in str(refused.value)
