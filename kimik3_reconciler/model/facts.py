@@ -275,6 +275,9 @@ class LocalInputs(_Fact):
     archive_location: str | None = None
     archive_sha256: str | None = None
     api_key_file: str | None = None
+    # Why llama-server would find no usable key in api_key_file (model/api_keys.py), never the key: the launch's
+    # planner refuses it; destroy, status and prune of the deployment it protects go on.
+    api_key_problem: str | None = None
     draft_model: str | None = None  # serve.spec_draft.model, resolved on this host
 
 

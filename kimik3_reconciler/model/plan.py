@@ -38,7 +38,13 @@ class DiffItem:
 
 
 def _show(value: Any) -> str:
-    return "(none)" if value is None else str(value)
+    return "(none)" if value is None else shown(str(value))
+
+
+def shown(text: str) -> str:
+    """`text` with its control characters escaped (a tab or newline of a serve.env value or an extra_args item,
+    profile_source.py): one diff line stays one line, and nothing reaches the terminal as a control code."""
+    return "".join(repr(c)[1:-1] if c < " " or c == "\x7f" else c for c in text)
 
 
 def flat_diff(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> tuple[DiffItem, ...]:

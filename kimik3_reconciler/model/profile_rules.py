@@ -351,7 +351,7 @@ def _builtin_patches(p: Profile) -> Iterator[Finding]:
                          f"only, not build.variant {p.build.variant}")
     chosen = p.build.builtin_patches
     if chosen:  # [] turns every patch off on purpose: nothing to warn about
-        # rule: builtin-patch-names
+        # rule: builtin-patches-whole-set
         # The list is the whole set, so naming an opt-in patch alone silently drops the default ones for the
         # variant (a CUDA profile asking for parallel-host-read would lose parallel-pin's 2x faster hybrid load).
         left_out = [b.name for b in BUILTIN_PATCHES

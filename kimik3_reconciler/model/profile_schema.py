@@ -72,14 +72,20 @@ def _refuse_mapped(value: str) -> str:
     return value
 
 
+def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The IP address literal `text` is, or None (a name, or not an address)."""
+    try:
+        return ipaddress.ip_address(text)
+    except ValueError:
+        return None
+
+
 def _check_host(value: str) -> str:
     if value in ("loopback", "tailscale"):
         return value
-    try:
-        ipaddress.ip_address(value)
-    except ValueError:
+    if _ip(value) is None:
         hint = " (write 'loopback')" if value == "localhost" else ""
-        raise refuse(f"must be 'loopback', 'tailscale' or an IP address literal{hint}") from None
+        raise refuse(f"must be 'loopback', 'tailscale' or an IP address literal{hint}")
     return _refuse_mapped(value)
 
 
@@ -240,7 +246,7 @@ class BuildSpec(BaseModel):
     builtin_patches: Optional[list[NonEmpty]] = Field(
         None, description="kimik3's own llama.cpp patches by name (model/builtin_patches.py); default: the default "
                           "ones for the variant (opt-in ones only when named); [] builds the source as it is")
-    archive: Optional[Annotated[str, AfterValidator(_check_archive)]] = Field(
+    archive: Optional[Annotated[NonEmpty, AfterValidator(_check_archive)]] = Field(
         None, description="path (relative to the profile) or http(s) URL of the source archive")
     archive_sha256: Optional[Sha256] = None
     build_number: Optional[MiB] = None  # bounded like MiB (0..int32): cmake's LLAMA_BUILD_NUMBER is an int
@@ -311,7 +317,8 @@ class SystemdSpec(BaseModel):
 
 
 _DOCKER_URL_FORMS = "must be ssh://user@host[:port] (the docker SDK over ssh) or tcp://host:port with tls_dir"
-_URL_HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?")  # a DNS name or an IPv4 literal
+# A DNS name, an ssh config alias (paramiko reads ~/.ssh/config: `Host gpu_box` is legal) or an IPv4 literal.
+_URL_HOST = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?")
 _SSH_USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 
 
@@ -321,14 +328,17 @@ def _check_docker_url(value: str) -> str:
     if parts.scheme not in ("ssh", "tcp"):
         raise refuse(_DOCKER_URL_FORMS)
     try:
-        parts.port  # noqa: B018 - urlsplit checks the port's range only when asked; asked here, not at connect
+        port = parts.port  # urlsplit checks the port's range (0-65535) only when asked; asked here, not at connect
     except ValueError:
-        raise refuse(f"{_DOCKER_URL_FORMS}; its port must be 1-65535") from None
+        port = -1
+    # Port 0 is no port to connect to, and an empty one ('host:') is a typo the SDK reads as its default port.
+    if port == -1 or port == 0 or (port is None and parts.netloc.endswith(":")):
+        raise refuse(f"{_DOCKER_URL_FORMS}; its port must be 1-65535")
     host = parts.hostname or ""
     # The URL's user and host reach the `ssh` command line (docker SDK: ssh -l USER -p PORT -- HOST ...): a value
     # starting with '-' would read as an ssh option wherever that `--` is missing; a path, query or fragment is
     # dropped silently by the SDK. Only plain names: letters, digits, '.', '-', '_' (an IPv6 host in brackets).
-    plain_host = bool(_URL_HOST.fullmatch(host)) or (host != "" and _is_ip(host))
+    plain_host = bool(_URL_HOST.fullmatch(host)) or (host != "" and _ip(host) is not None)
     if parts.path not in ("", "/") or parts.query or parts.fragment or not plain_host:
         raise refuse(f"{_DOCKER_URL_FORMS}: no path, query or fragment, and the host a plain name or IP address")
     if parts.scheme == "ssh" and parts.username and _SSH_USER.fullmatch(parts.username):
@@ -338,14 +348,6 @@ def _check_docker_url(value: str) -> str:
     raise refuse(_DOCKER_URL_FORMS)
 
 
-def _is_ip(text: str) -> bool:
-    try:
-        ipaddress.ip_address(text)
-    except ValueError:
-        return False
-    return True
-
-
 def _check_absolute(value: str) -> str:
     if not value.startswith("/"):
         raise refuse("must be an absolute path")
@@ -353,10 +355,8 @@ def _check_absolute(value: str) -> str:
 
 
 def _check_bind(value: str) -> str:
-    try:
-        ipaddress.ip_address(value)
-    except ValueError:
-        raise refuse("must be an IP address literal: the one address rpc-server binds on its host") from None
+    if _ip(value) is None:
+        raise refuse("must be an IP address literal: the one address rpc-server binds on its host")
     return _refuse_mapped(value)
 
 
@@ -372,7 +372,7 @@ class RpcWorker(BaseModel):
     name: WorkerName
     docker: Annotated[str, AfterValidator(_check_docker_url)] = Field(
         description="how kimik3 reaches this host's Docker: ssh://user@host[:port] or tcp://host:port (TLS)")
-    tls_dir: Optional[Annotated[str, AfterValidator(_check_absolute)]] = Field(
+    tls_dir: Optional[Annotated[NonEmpty, AfterValidator(_check_absolute)]] = Field(
         None, description="tcp:// only: absolute path of a folder with ca.pem, cert.pem, key.pem")
     bind: Annotated[str, AfterValidator(_check_bind)] = Field(
         description="the address rpc-server binds and the main server connects to: loopback or a private address")
@@ -387,7 +387,7 @@ class RpcWorker(BaseModel):
                                           "does not resend them")
     # Absolute, as tls_dir: a bind mount on the worker's Docker has no folder a relative path could be relative to
     # (a relative one passed validate and plan, then failed the worker's container create).
-    cache_dir: Optional[Annotated[str, AfterValidator(_check_absolute)]] = Field(
+    cache_dir: Optional[Annotated[NonEmpty, AfterValidator(_check_absolute)]] = Field(
         None, description="host folder of the tensor cache on the worker (absolute); default: a Docker volume")
 
 

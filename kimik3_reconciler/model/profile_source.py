@@ -88,7 +88,7 @@ def _walk(node: Node, path: FieldPath, lines: dict[FieldPath, int], found: list[
     non-scalar keys."""
     if isinstance(node, ScalarNode):
         written[path] = node.value  # `revision: 0000…` reaches pydantic as 0: the hint must quote the digits
-        if (hidden := _hidden_character(node.value)) is not None:
+        if (hidden := _hidden_character(node.value, _holds_text(path))) is not None:
             found.append((node.start_mark.line + 1, path, hidden))
     if isinstance(node, SequenceNode):
         for i, item in enumerate(node.value):
@@ -117,26 +117,38 @@ def _walk(node: Node, path: FieldPath, lines: dict[FieldPath, int], found: list[
     node.value = kept
 
 
-# Unicode categories no profile value is written with: control (Cc: NUL, ESC, newline, tab), format (Cf: zero-width,
-# bidi overrides), lone surrogates (Cs) and line/paragraph separators. The YAML reader refuses them written raw, but
-# a double-quoted "\0", "\n", "\e" or "\ud800" escape reaches every field: a NUL in a path made plan crash with a
-# traceback (os.stat: embedded null byte), in serve.env or extra_args it passed plan and failed at `docker create`,
-# a newline or ESC rewrites what a log line or the plan shows. No field (names, paths, flags, env values) needs one.
+# Unicode categories no profile value is written with: control (Cc: NUL, ESC, CR, tab, newline), format (Cf:
+# zero-width, bidi overrides), lone surrogates (Cs) and line/paragraph separators. The YAML reader refuses most of them
+# written raw, but a double-quoted "\0", "\n", "\e" or "\ud800" escape reaches every field: a NUL in a path made plan
+# crash with a traceback (os.stat: embedded null byte), in serve.env or extra_args it passed plan and failed at
+# `docker create`, an ESC rewrites what a terminal shows. Names and paths need none of them.
 _HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+# Tab and newline are text in the two fields that travel as the container's argv and environment (the docker API,
+# no shell, no unit file: the systemd env file holds kimik3's own values only, planning/unit_step.py): a `|` block
+# scalar env value, or an inline multi-line `--chat-template` (the only way to override the template). Plans and
+# logs show them escaped (model/plan.py).
+_TEXT_CONTROLS = frozenset("\t\n")
+
+
+def _holds_text(path: FieldPath) -> bool:
+    """serve.env values and serve.extra_args items: text that may span lines."""
+    return len(path) == 3 and path[0] == "serve" and path[1] in ("env", "extra_args")
 
 
 _CONTROL_NAMES = {0x00: "NUL", 0x09: "a tab", 0x0A: "a newline", 0x0D: "a carriage return", 0x1B: "ESC"}
 
 
-def _hidden_character(value: str) -> str | None:
-    """Why `value` is refused, or None: the first character no profile value may hold, by code point."""
+def _hidden_character(value: str, text: bool = False) -> str | None:
+    """Why `value` is refused, or None: the first character no profile value may hold, by code point (`text`:
+    a serve.env value or extra_args item, where tab and newline are allowed)."""
     for char in value:
         category = unicodedata.category(char)
-        if category in _HIDDEN_CATEGORIES:
+        if category in _HIDDEN_CATEGORIES and not (text and char in _TEXT_CONTROLS):
             what = (_CONTROL_NAMES.get(ord(char)) or ("a lone surrogate" if category == "Cs" else None)
                     or unicodedata.name(char, "a control character").lower())
+            allowed = " (tab and newline only in serve.env values and serve.extra_args)" if char in _TEXT_CONTROLS else ""
             return (f"holds U+{ord(char):04X} ({what}): a profile's values are plain text (names, paths, flags, "
-                    "env values), never control or invisible characters")
+                    f"env values), never control or invisible characters{allowed}")
     return None
 
 

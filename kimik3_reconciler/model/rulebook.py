@@ -333,14 +333,18 @@ RULES: tuple[Rule, ...] = (
          seed="not in the seeds: shared/PROFILE.md (serve.host: loopback | tailscale | an IP on this host)"),
     Rule("builtin-patch-names", "refuse", "build.builtin_patches names only kimik3's own patches (model/"
          "builtin_patches.py) for the profile's build.variant; unset = the default ones for the variant (an "
-         "opt-in patch, one still unmeasured on a GPU host, only when named), [] = none; a list is the whole set, so one "
-         "that leaves out a default patch of the variant is warned",
+         "opt-in patch, one still unmeasured on a GPU host, only when named), [] = none",
          "a name kimik3 does not carry, or one for the other variant, would build an image without the patch the "
          "profile asks for", _PROFILE,
          ("cases/profile/builtin_patches_unknown.yaml", "cases/profile/builtin_patches_cpu_variant.yaml",
           "cases/profile/builtin_patches_none_ok.yaml", "cases/profile/builtin_patches_opt_in_ok.yaml",
-          "cases/profile/builtin_patches_cpu_host_read_ok.yaml",
-          "cases/profile/builtin_patches_opt_in_alone_warns.yaml"),
+          "cases/profile/builtin_patches_cpu_host_read_ok.yaml"),
+         seed=f"{_OWN}seed 000 step 4 builds from a pinned source with patches; kimik3 carries its own (issue 15)"),
+    Rule("builtin-patches-whole-set", "warn", "a build.builtin_patches list that leaves out a default patch of the "
+         "variant is warned: the list is the whole set, not an addition to the defaults",
+         "naming an opt-in patch alone silently drops the default ones (a CUDA profile asking for parallel-host-read "
+         "would lose parallel-pin's faster hybrid load)", _PROFILE,
+         ("cases/profile/builtin_patches_opt_in_alone_warns.yaml",),
          seed=f"{_OWN}seed 000 step 4 builds from a pinned source with patches; kimik3 carries its own (issue 15)"),
     Rule("bind-all-interfaces", "warn", "serve.host or metrics.bind 0.0.0.0 (or ::) is warned: it binds every "
          "interface",
@@ -387,7 +391,7 @@ RULES: tuple[Rule, ...] = (
          "file (a non-empty line not starting with '#'), each printable ASCII (no CR of a CRLF file, no spaces)",
          "llama-server given a key file without a key starts with no key and answers anyone who reaches the port; a "
          "key ending in CR is held byte for byte, so every client (verify, the exporter) is refused",
-         ("kimik3_reconciler.observe.local_inputs",), ("unit/test_api_key_file.py",),
+         ("kimik3_reconciler.planning.launch",), ("unit/test_api_key_file.py",),
          seed=f"{_OWN}shared/PROFILE.md (api_key_file: read at launch); llama.cpp common/arg.cpp --api-key-file"),
     Rule("paths-literal", "refuse", "a host path in the profile (model.cache_dir, a local build.archive, "
          "build.patches, serve.api_key_file, a local spec_draft.model, rpc.workers[].tls_dir/cache_dir) does not "
@@ -482,7 +486,8 @@ RULES += (
          seed=_RPC_SEED),
     Rule("rpc-docker-tls", "refuse", "a worker's Docker is reached over ssh:// or over tcp:// with a TLS client "
          "certificate (tls_dir); never plain tcp", "a plain tcp Docker socket is root on that host for anyone who "
-         "reaches it", _PROFILE, ("cases/profile/rpc_docker_url.yaml", "cases/profile/rpc_docker_tls.yaml"),
+         "reaches it", _PROFILE, ("cases/profile/rpc_docker_url.yaml", "cases/profile/rpc_docker_tls.yaml",
+          "cases/profile/rpc_docker_url_port_range.yaml", "cases/profile/rpc_docker_url_ssh_alias_ok.yaml"),
          seed=_RPC_SEED),
     Rule("rpc-worker-shape", "refuse", "worker names and bind:port endpoints are unique, binds are IPv4 (rpc-server b11434); a CUDA device needs the "
          "worker's gpus", "one rpc-server counted twice, or one that finds no device, cannot serve layers",

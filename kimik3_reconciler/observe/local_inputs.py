@@ -1,6 +1,7 @@
 """Local files the profile names (Dockerfile, patches, source archive, API key file): hashed; patches are also
-parsed (which files they change, the lines they add); the API key file is read only to see that llama-server
-would find a usable key in it (model/api_keys.py): its keys are never kept, logged or put in a fact."""
+parsed (which files they change, the lines they add); the API key file is read only to see whether llama-server
+would find a usable key in it (model/api_keys.py): only why not is kept (the launch's planner refuses it); its keys
+are never kept, logged or put in a fact."""
 
 from __future__ import annotations
 
@@ -103,22 +104,24 @@ def _existing(base_dir: Path, raw: str, field: tuple[str | int, ...]) -> Path:
 _MAX_KEY_FILE_BYTES = 64 * 1024  # a key file holds a few lines; more is the wrong file (and is not read whole)
 
 
-def _api_key_file(base_dir: Path, raw: str) -> Path:
-    """The key file's path, once llama-server would find a key in it that kimik3's clients can send."""
+def _api_key_file(base_dir: Path, raw: str) -> tuple[Path, str | None]:
+    """The key file's path, and why llama-server would find no key in it that kimik3's clients can send (None:
+    it would). Only recorded here: observation serves every command, and destroy/status/prune must still work
+    on the deployment whose key file is wrong; the launch's planner refuses it (planning/launch.py)."""
     field = ("serve", "api_key_file")
     path = _existing(base_dir, raw, field)
-    with open(path, "rb") as handle:
-        data = handle.read(_MAX_KEY_FILE_BYTES + 1)
-    # rule: api-key-file-holds-a-key
-    # An empty key file starts llama-server with no key: the server the profile protects would answer anyone.
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(_MAX_KEY_FILE_BYTES + 1)
+    except OSError as exc:
+        # An unreadable file (EACCES) is the profile's input, not kimik3's failure: name the field (exit 2).
+        raise InputError(f"{render_path(field)}: {raw} cannot be read: {exc.strerror or exc}", (field,)) from None
     try:
         problem = (f"is larger than {_MAX_KEY_FILE_BYTES // 1024} KiB: not a key file" if len(data) > _MAX_KEY_FILE_BYTES
                    else key_file_problem(data.decode("utf-8")))
     except UnicodeDecodeError:
         problem = "is not UTF-8 text: not a key file"
-    if problem:
-        raise InputError(f"{render_path(field)}: {raw} {problem}", (field,))
-    return path
+    return path, problem
 
 
 def _check_recorded(profile: Profile, archive_sha: str, state: StatePort) -> None:
@@ -156,10 +159,11 @@ def collect_inputs(profile: Profile, base_dir: Path, dockerfile: Path, state: St
                              f"but build.archive_sha256 pins {profile.build.archive_sha256}",
                              (("build", "archive"), ("build", "archive_sha256")))
         _check_recorded(profile, archive_sha, state)
-    api_key = None
+    api_key, api_key_problem = None, None
     if profile.serve.api_key_file:
-        # Checked for a usable key here; the key itself never reaches the planner, a fact or a log.
-        api_key = str(_api_key_file(base_dir, profile.serve.api_key_file))
+        # Read for a usable key here; the key itself never reaches the planner, a fact or a log: only why not.
+        key_path, api_key_problem = _api_key_file(base_dir, profile.serve.api_key_file)
+        api_key = str(key_path)
     draft = None
     spec_draft = profile.serve.spec_draft
     if spec_draft is not None and spec_draft.revision is None:
@@ -167,5 +171,6 @@ def collect_inputs(profile: Profile, base_dir: Path, dockerfile: Path, state: St
     return LocalInputs(
         dockerfile_path=str(dockerfile), dockerfile_sha256=sha256_file(dockerfile), patches=tuple(patches),
         builtin_patches=builtin_patch_facts(profile),
-        archive_location=archive_location, archive_sha256=archive_sha, api_key_file=api_key, draft_model=draft,
+        archive_location=archive_location, archive_sha256=archive_sha, api_key_file=api_key,
+        api_key_problem=api_key_problem, draft_model=draft,
     )

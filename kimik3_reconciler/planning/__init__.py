@@ -19,7 +19,7 @@ from kimik3_reconciler.planning.gpu_probe import plan_gpu_probe
 from kimik3_reconciler.planning.health_step import plan_health
 from kimik3_reconciler.planning.host_gate import host_gate
 from kimik3_reconciler.planning.image_step import image_tag, plan_image, render_image_build
-from kimik3_reconciler.planning.launch import render_launch
+from kimik3_reconciler.planning.launch import refuse_keyless_key_file, render_launch
 from kimik3_reconciler.planning.metrics_step import plan_exporter, plan_exporter_teardown, plan_release_port
 from kimik3_reconciler.planning.model_step import model_spec, plan_model, plan_tokenizer
 from kimik3_reconciler.planning.placement import forecast
@@ -68,6 +68,7 @@ def plan(profile: Profile, observed: Observed, warnings: tuple[str, ...] = ()) -
     for fact in (observed.model, observed.tokenizer):
         if fact is not None and fact.listing_error:  # after the gate: a refused host is the more useful answer
             raise HubError(f"cannot plan the download of {fact.repo}: {fact.listing_error}")
+    refuse_keyless_key_file(profile, observed)
     desired = render_desired(profile, observed)
     steps: tuple[Step, ...] = ()
     for planner in PLANNERS:

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import PurePosixPath
 from typing import Any
 
-from kimik3_reconciler.errors import PlanError
+from kimik3_reconciler.errors import InputError, PlanError
 from kimik3_reconciler.model.facts import ModelFact, Observed
 from kimik3_reconciler.model.hashing import fingerprint
 from kimik3_reconciler.model.labels import (
@@ -186,6 +186,17 @@ def draft_device(profile: Profile, host_gpus: int | None = None) -> str | None:
         return f"CUDA{host_gpus - 1}"
     raise PlanError("serve.spec_draft.device: auto needs the GPU count; with gpus: all list the GPUs or name the "
                     "device (CUDA<n>, the last GPU of the split)")
+
+
+def refuse_keyless_key_file(profile: Profile, observed: Observed) -> None:
+    """InputError (exit 2) naming serve.api_key_file when llama-server would find no usable key in it
+    (observation recorded why, never the key). Only a launch is refused: destroy, status and prune of the
+    deployment it protects go on, and verify tries the server as it answers."""
+    problem = observed.inputs.api_key_problem
+    if profile.serve.api_key_file and problem:
+        # rule: api-key-file-holds-a-key
+        # An empty key file starts llama-server with no key: the server the profile protects would answer anyone.
+        raise InputError(f"serve.api_key_file: {profile.serve.api_key_file} {problem}", (("serve", "api_key_file"),))
 
 
 def _resolved_serve(profile: Profile, observed: Observed, mode: ModeDecision) -> ServeSpec:

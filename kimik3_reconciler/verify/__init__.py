@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kimik3_reconciler.engine import Engine
-from kimik3_reconciler.errors import PermanentError, StepError, VerifyFailed
+from kimik3_reconciler.errors import InputError, PermanentError, StepError, VerifyFailed
 from kimik3_reconciler.model.api_keys import api_keys
 from kimik3_reconciler.model.facts import ContainerFact, Observed
 from kimik3_reconciler.model.plan import Action
@@ -109,12 +109,26 @@ def _serving(loaded: LoadedProfile, observed: Observed) -> Server:
     # The container's own launch inputs say where it listens (it may predate an edit of the profile).
     port = container.inputs.get("serve.port", loaded.profile.serve.port)
     base_url = f"http://{_probe(container.inputs)}:{port}"
-    key = None
-    if observed.inputs.api_key_file:
-        # Read at the last moment, held only for the requests, never logged.
-        # The first key as llama-server reads the file (model/api_keys.py): a stripped line is not a key it holds.
-        key = next(iter(api_keys(Path(observed.inputs.api_key_file).read_text())), None)
-    return Server(base_url, key)
+    return Server(base_url, _sent_key(loaded, observed))
+
+
+def _sent_key(loaded: LoadedProfile, observed: Observed) -> str | None:
+    """The key verify, bench and tune send: the first the server holds (model/api_keys.py: a stripped line is not
+    a key it holds). Read at the last moment, held only for the requests, never logged."""
+    if not observed.inputs.api_key_file:
+        return None
+    try:
+        keys: tuple[str, ...] | None = api_keys(Path(observed.inputs.api_key_file).read_bytes().decode("utf-8"))
+    except UnicodeDecodeError:
+        keys = None
+    problem = observed.inputs.api_key_problem
+    if keys == () or not problem:
+        # No key in the file: the server started without one and answers anyone, so the checks run unauthenticated
+        # (plan refuses to launch it again like this; destroy tears it down).
+        return keys[0] if keys else None
+    # A key no request can carry (a CR of a CRLF file, a space, non-UTF-8): the server refuses every client.
+    raise InputError(f"serve.api_key_file: {loaded.profile.serve.api_key_file} {problem}",
+                     (("serve", "api_key_file"),))
 
 
 def _require_current(loaded: LoadedProfile, observed: Observed) -> None:

@@ -1,11 +1,12 @@
-"""serve.api_key_file as llama-server reads it: a file without a usable key is refused at plan (exit 2, field and
-file:line named, the key never shown), and verify and the exporter send the key the server holds."""
+"""serve.api_key_file as llama-server reads it: a file without a usable key is refused where a launch is planned
+(exit 2, field and file:line named, the key never shown) while destroy/status/prune go on, and verify and the exporter send the key the server holds."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from support.fakes import FAKE_PROFILE, FAKE_REVISION
 
 from kimik3_reconciler.errors import InputError
 from kimik3_reconciler.model.api_keys import api_keys, key_file_problem
@@ -39,22 +40,83 @@ def test_a_key_file_without_a_usable_key_says_why_without_the_key(text: str, wan
     assert "secret" not in problem  # the message goes to the terminal and logs: never the key
 
 
-def _collect(tmp_path: Path, content: bytes) -> InputError:
+def _collect(tmp_path: Path, content: bytes):
     (tmp_path / "api.key").write_bytes(content)
     (tmp_path / "Dockerfile").write_text("FROM scratch\n")
     from support.fakes.state import MemoryState
 
-    with pytest.raises(InputError) as refused:
-        collect_inputs(parse_profile(PROFILE, "k3.yaml").profile, tmp_path, tmp_path / "Dockerfile", MemoryState())
-    return refused.value
+    return collect_inputs(parse_profile(PROFILE, "k3.yaml").profile, tmp_path, tmp_path / "Dockerfile", MemoryState())
 
 
 @pytest.mark.parametrize("content", [b"", b"#sk-commented-out\n", b"sk-abc\r\n", b"\xff\xfe", b"x" * (65 * 1024)])
-def test_plan_refuses_an_unusable_key_file_naming_the_field(tmp_path: Path, content: bytes) -> None:
-    """Before: an empty key file planned and launched `--api-key-file` with no key: an open server."""
-    error = _collect(tmp_path, content)
-    assert str(error).startswith("serve.api_key_file: api.key ") and error.fields == (("serve", "api_key_file"),)
-    assert "sk-" not in str(error)
+def test_observation_records_why_a_key_file_is_unusable_never_the_key(tmp_path: Path, content: bytes) -> None:
+    """Only recorded: observation serves destroy/status/prune too (refused there, the open server the rule is
+    about could not be torn down)."""
+    inputs = _collect(tmp_path, content)
+    assert inputs.api_key_problem and "sk-" not in inputs.api_key_problem
+    assert inputs.api_key_file == str(tmp_path / "api.key")
+
+
+def test_a_usable_key_file_records_no_problem(tmp_path: Path) -> None:
+    assert _collect(tmp_path, b"# prod\nsk-abc\n").api_key_problem is None
+
+
+def test_an_unreadable_key_file_is_an_input_error_naming_the_field(tmp_path: Path, monkeypatch) -> None:
+    """Before: EACCES on the key file was exit 8 with no field named."""
+    import builtins
+
+    real_open = builtins.open
+
+    def denied(path, *args, **kwargs):
+        if str(path).endswith("api.key"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", denied)
+    with pytest.raises(InputError) as refused:
+        _collect(tmp_path, b"sk-abc\n")
+    assert str(refused.value) == "serve.api_key_file: api.key cannot be read: Permission denied"
+    assert refused.value.fields == (("serve", "api_key_file"),) and refused.value.exit_code == 2
+
+
+ENGINE_PROFILE = FAKE_PROFILE.replace("serve: {port: 18999,", "serve: {api_key_file: api.key, port: 18999,")
+
+
+@pytest.fixture
+def engine_world(tmp_path: Path):
+    from support.fakes import FakeHub, fake_ports
+
+    from kimik3_reconciler.engine import Engine
+    from kimik3_reconciler.steps.report import NullReporter
+
+    (tmp_path / "src.tar.gz").write_bytes(b"source")
+    (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
+    (tmp_path / "api.key").write_text("sk-abc\n")
+    hub = FakeHub("org/k3", FAKE_REVISION, {"UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00001.gguf": b"shard"}, tmp_path / "hub")
+    ports, docker = fake_ports(hub)
+    return Engine(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp"), docker, tmp_path
+
+
+@pytest.mark.parametrize("content", [b"", b"# no key yet\n", b"sk-abc\r\n"])
+def test_plan_and_apply_refuse_a_launch_but_destroy_and_status_go_on(engine_world, content: bytes) -> None:
+    """The deployment the rule is about (a server answering anyone) must still be torn down: before, observation
+    refused the key file for every command, so `destroy` (even --dry-run) and `status` exited 2."""
+    engine, docker, tmp_path = engine_world
+    loaded = parse_profile(ENGINE_PROFILE, "k3.yaml")
+    engine.apply(loaded)
+    assert docker.containers
+    (tmp_path / "api.key").write_bytes(content)
+    for refused_by in (engine.plan, engine.apply):
+        with pytest.raises(InputError) as refused:
+            refused_by(loaded)
+        assert str(refused.value).startswith("serve.api_key_file: api.key ") and "sk-" not in str(refused.value)
+        assert "at k3.yaml:" in str(refused.value) and refused.value.exit_code == 2
+    observed = engine.observe(loaded, stat_only=True)  # what `status` reads
+    assert observed.inputs.api_key_problem
+    dry = engine.destroy(loaded, images=False, model=False, execute_steps=False)
+    assert any(s.kind == "container" for s in dry.steps) and docker.containers
+    engine.destroy(loaded, images=False, model=False)
+    assert not docker.containers
 
 
 def test_a_directory_or_device_is_not_reported_as_missing(tmp_path: Path) -> None:
@@ -79,3 +141,31 @@ def test_the_exporter_sends_the_first_key_the_server_holds(tmp_path: Path) -> No
     config = ExporterConfig(profile="k3", labels={}, bind="127.0.0.1", port=9100, container="k3",
                             server_url="http://127.0.0.1:8080", api_key_file=str(key_file))
     assert DeploymentCollector(config, ports=None)._api_key() == "sk-first"  # type: ignore[arg-type]
+
+
+def test_a_saved_plan_is_not_applied_once_the_key_file_lost_its_key(engine_world) -> None:
+    """`apply PLAN` plans again before it runs anything: the emptied key file is refused there too."""
+    engine, docker, tmp_path = engine_world
+    loaded = parse_profile(ENGINE_PROFILE, "k3.yaml")
+    _, saved = engine.save_plan(loaded, str(tmp_path / "k3.yaml"))
+    (tmp_path / "api.key").write_bytes(b"\n")
+    with pytest.raises(InputError, match="serve.api_key_file: api.key holds no key"):
+        engine.apply_saved(loaded, saved, ENGINE_PROFILE)
+    assert not docker.containers
+
+
+def test_verify_bench_and_tune_send_the_key_or_say_why_they_cannot(engine_world) -> None:
+    """An empty key file: the server holds no key, checks run unauthenticated (the deployment can still be verified
+    and torn down). A key no header can carry (CRLF): exit 2 naming the field, not a traceback in the HTTP client."""
+    from kimik3_reconciler.verify import _sent_key
+
+    engine, _, tmp_path = engine_world
+    loaded = parse_profile(ENGINE_PROFILE, "k3.yaml")
+    for content, wanted in ((b"# rotated\nsk-abc\n", "sk-abc"), (b"", None), (b"#\n\n", None)):
+        (tmp_path / "api.key").write_bytes(content)
+        assert _sent_key(loaded, engine.observe(loaded)) == wanted
+    for content in (b"sk-abc\r\n", b"\xff\xfe"):
+        (tmp_path / "api.key").write_bytes(content)
+        with pytest.raises(InputError) as refused:
+            _sent_key(loaded, engine.observe(loaded))
+        assert str(refused.value).startswith("serve.api_key_file: api.key ") and "sk-" not in str(refused.value)
