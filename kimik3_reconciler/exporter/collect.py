@@ -70,12 +70,15 @@ class DeploymentCollector(Collector):
         if not path:
             return None
         try:
-            with open(path, encoding="utf-8") as handle:
-                # The first key as llama-server reads the file: the whole text, stripped, was a multi-line
-                # "key" (comments included) that no server holds and no header can carry.
-                return next(iter(api_keys(handle.read())), None)
-        except OSError:
+            with open(path, "rb") as handle:
+                # The first key as llama-server reads the file: bytes, split on "\n" only (a text-mode read would
+                # turn a CRLF key into one the server does not hold: it keeps the "\r").
+                key = next(iter(api_keys(handle.read().decode("utf-8"))), None)
+        except (OSError, ValueError):  # gone, unreadable, or edited to non-UTF-8 since the apply
             return None
+        # A key no HTTP header can carry (a CR left by CRLF, non-ASCII) would fail every scrape with a client
+        # error: send none, the server answers 401 and kimik3_exporter_source_up says the source is down.
+        return key if key is not None and key.isascii() and key.isprintable() else None
 
     # --- collect ---------------------------------------------------------------------------------------
 

@@ -114,6 +114,21 @@ def test_one_scrape_tells_state_server_and_host_without_the_key(world):
     assert SECRET in engine.ports.http.keys_sent
 
 
+@pytest.mark.parametrize("content", [b"\xff\xfe not utf-8\n", ("sk-" + "a" * 8 + "\r\n").encode(), "clé\n".encode()])
+def test_a_key_file_edited_after_the_apply_into_one_no_header_carries_is_not_sent(world, tmp_path, content):
+    """The key file changed under a running exporter (non-UTF-8, CRLF, non-ASCII): the scrape still answers and
+    sends no key (the server's 401 shows as its source down), never a client error for the whole /metrics."""
+    engine, _ = world
+    engine.apply_or_revert(parse_profile(with_metrics(), "p.yaml"))
+    base = "http://127.0.0.1:18999"
+    engine.ports.http.pages.update({f"{base}/metrics": (200, SERVER_METRICS), f"{base}/slots": (200, SLOTS)})
+    (tmp_path / "api.key").write_bytes(content)
+    engine.ports.http.keys_sent.clear()
+    families = scrape(engine)
+    assert families["kimik3_deployment_converged"][0].value == 1.0
+    assert all(key is None for key in engine.ports.http.keys_sent), engine.ports.http.keys_sent
+
+
 def test_a_scrape_while_dockerd_is_gone_answers_with_docker_down(world, monkeypatch):
     """dockerd restarting (or absent, as on the H200 proof host): the scrape still answers; docker's source is 0,
     nothing claims converged, and the records and host series are still there."""
