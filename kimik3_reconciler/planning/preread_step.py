@@ -4,8 +4,8 @@ to an hour, which the image step's `ImageBuild.preread` overlaps). With neither,
 moves the load's read in front of it: no gain, and the plan says so.
 
 Decided from facts: MemAvailable, RAM, the model's bytes, the running server's RSS, the new server's host share
-(the placement forecast), the compile's cores, serve.load_mode, a pending quant gate. The steps say where the
-model is read, or why it is not, and the health step predicts the downtime from the warm rate when it is."""
+(the placement forecast), the compile's jobs (logical CPUs), serve.load_mode, a pending quant gate. The steps say
+where the model is read, or why it is not, and the health step predicts the downtime from the warm rate when it is."""
 
 from __future__ import annotations
 
@@ -32,10 +32,11 @@ RESERVE_FRACTION = 0.10
 RESERVE_MIN = 2 << 30
 # bench/load.py on the dev machine: 4 parallel 16 MiB readers ~1.0-1.2 GiB/s cold; a plan estimate only.
 PREREAD_BYTES_PER_S = 1 << 30
-# Peak memory of the compile per core while the image builds (Dockerfile.llamacpp: `cmake --build -j$(nproc)`):
-# nvcc on llama.cpp's CUDA template instances, g++ on its CPU kernels. An estimate: a wrong one only lets the
+# Peak memory of the compile per job while the image builds (Dockerfile.llamacpp: `cmake --build -j$(nproc)`, one
+# job per logical CPU, twice the cores on an SMT host): nvcc on llama.cpp's CUDA template instances, g++ on its
+# CPU kernels. An estimate: a wrong one only lets the
 # compile evict part of the pre-read (page cache is reclaimable), which the pre-read step then reads again.
-COMPILE_BYTES_PER_CORE = {"cuda": 2 << 30, "cpu": 1 << 30}
+COMPILE_BYTES_PER_JOB = {"cuda": 2 << 30, "cpu": 1 << 30}
 
 
 def reserve_bytes(ram_total: int | None) -> int:
@@ -84,9 +85,10 @@ class BuildOverlap:
 
 
 def _compile_bytes(desired: Desired, observed: Observed) -> tuple[int, str]:
-    variant, cores = desired.profile.build.variant, observed.host.physical_cores
-    per_core = COMPILE_BYTES_PER_CORE.get(variant, COMPILE_BYTES_PER_CORE["cuda"])
-    return per_core * cores, f"the compile ({cores} cores × ~{gib(per_core)})"
+    host = observed.host
+    jobs = host.logical_cpus or host.physical_cores  # `-j$(nproc)`; not observed (a pure test): the cores
+    per_job = COMPILE_BYTES_PER_JOB.get(desired.profile.build.variant, COMPILE_BYTES_PER_JOB["cuda"])
+    return per_job * jobs, f"the compile ({jobs} CPUs × ~{gib(per_job)})"
 
 
 def _new_server_bytes(desired: Desired, observed: Observed) -> tuple[int, str]:
