@@ -50,6 +50,28 @@ def model_paths(observed: Observed) -> tuple[str, ...]:
     return tuple(str(snapshot / f.path) for f in model.files)
 
 
+# The container planner's steps for the (desired, observed) of the plan being made: the image planner's
+# `build_overlap` and `plan_preread` each ask whether a launch follows and whether it swaps a serving container.
+# One entry, by identity: both are frozen and made once per plan, so the container is planned once here.
+_container_plan: tuple[Desired, Observed, tuple[Step, ...]] | None = None
+
+
+def _container_steps(desired: Desired, observed: Observed) -> tuple[Step, ...]:
+    global _container_plan
+    last = _container_plan
+    if last is not None and last[0] is desired and last[1] is observed:
+        return last[2]
+    steps = plan_container(desired, observed)
+    _container_plan = (desired, observed, steps)
+    return steps
+
+
+def launch_follows(desired: Desired, observed: Observed) -> bool:
+    """Is there a load to warm: a launch is planned, memory was observed, the model's files are listed?"""
+    return (observed.host.ram_available is not None and bool(observed.model.files)
+            and container_changes(_container_steps(desired, observed)))
+
+
 def _stopped_for_gate(observed: Observed, planned: tuple[Step, ...]) -> bool:
     container = observed.container
     return container is not None and any(
@@ -62,7 +84,7 @@ def _swaps_a_serving_container(desired: Desired, observed: Observed, planned: tu
         return False
     if _stopped_for_gate(observed, planned):
         return False  # the quant gate stops it first: no server left to hide the read behind
-    return any(isinstance(s.spec, LaunchContainer) and s.spec.replace for s in plan_container(desired, observed))
+    return any(isinstance(s.spec, LaunchContainer) and s.spec.replace for s in _container_steps(desired, observed))
 
 
 def _idle(observed: Observed) -> str:
@@ -103,9 +125,9 @@ def _new_server_bytes(desired: Desired, observed: Observed) -> tuple[int, str]:
 def build_overlap(desired: Desired, observed: Observed) -> BuildOverlap | None:
     """Asked by the image planner when it builds: does its build pre-read the model? None: nothing to decide
     (no launch follows the build, memory not observed, no model files listed)."""
-    host, model = observed.host, observed.model
-    if host.ram_available is None or not model.files or not container_changes(plan_container(desired, observed)):
+    if not launch_follows(desired, observed):
         return None
+    host, model = observed.host, observed.model
     if desired.profile.serve.load_mode == "dio":
         return BuildOverlap(None, "serve.load_mode dio reads around the page cache")
     if gate_pending(desired, observed):
@@ -137,9 +159,9 @@ def _read_during_build(planned: tuple[Step, ...]) -> bool:
 
 
 def plan_preread(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
-    host, model, container = observed.host, observed.model, observed.container
-    if host.ram_available is None or not model.files or not container_changes(plan_container(desired, observed)):
+    if not launch_follows(desired, observed):
         return ()  # no launch follows (or memory not observed): no load to warm
+    host, model, container = observed.host, observed.model, observed.container
     target, size = f"{model.repo}/{model.quant}", model.total_bytes
     spec = PagecachePreread(files=model_paths(observed), total_bytes=size)
     swap = _swaps_a_serving_container(desired, observed, planned)

@@ -24,7 +24,7 @@ from kimik3_reconciler.adapters import page_cache
 from kimik3_reconciler.errors import BuildFailed
 from kimik3_reconciler.model.plan import Action
 from kimik3_reconciler.model.specs import ImageBuild, PagecachePreread
-from kimik3_reconciler.planning import plan
+from kimik3_reconciler.planning import plan, preread_step
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps.image import build_image
 from kimik3_reconciler.steps.preread import preread_model
@@ -344,3 +344,24 @@ observed: {host: {physical_cores: 8, ram_total: 137438953472, ram_available: 107
 """)
     assert steps["image"].spec.preread is None and "pre-reads" not in steps["image"].reason
     assert steps["preread"].action is Action.READ and "not during the image build" in steps["preread"].reason
+
+
+def test_the_preread_planners_plan_the_container_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`build_overlap` (asked by the image planner) and `plan_preread` share one "a launch follows" guard and the
+    container steps it planned, instead of planning the container up to four times a plan."""
+    calls = []
+    real = preread_step.plan_container
+
+    def counted(desired, observed):
+        calls.append(1)
+        return real(desired, observed)
+
+    monkeypatch.setattr(preread_step, "plan_container", counted)
+    for _ in range(2):  # a second plan plans its own container: the cache is one plan's
+        steps = _plan(f"""
+desired: {{build: {{commit: "1111111111111111111111111111111111111111"}}, serve: {{ubatch: 2048}}}}
+previous: {{build: {{commit: "2222222222222222222222222222222222222222"}}}}
+observed: {{container: {{state: running, health: ok, pid: 4242, rss_gib: 30}}, host: {RAM}}}
+""")
+        assert steps["image"].spec.preread is not None and steps["preread"].action is Action.READ
+    assert len(calls) == 2
