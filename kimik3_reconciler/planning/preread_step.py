@@ -72,6 +72,12 @@ def launch_follows(desired: Desired, observed: Observed) -> bool:
             and container_changes(_container_steps(desired, observed)))
 
 
+def preread_spec(observed: Observed) -> PagecachePreread:
+    """Read every file of the quant, with the sizes the listing gave (the progress counts them)."""
+    return PagecachePreread(files=model_paths(observed), total_bytes=observed.model.total_bytes,
+                            sizes=tuple(f.size for f in observed.model.files))
+
+
 def _stopped_for_gate(observed: Observed, planned: tuple[Step, ...]) -> bool:
     container = observed.container
     return container is not None and any(
@@ -149,7 +155,7 @@ def build_overlap(desired: Desired, observed: Observed) -> BuildOverlap | None:
         # Reading more than MemAvailable leaves while the compile (or the new server) takes its share evicts the
         # first shards before the load reaches them: a read that only cost time.
         return BuildOverlap(None, f"{need} > MemAvailable {gib(host.ram_available)}")
-    return BuildOverlap(PagecachePreread(files=model_paths(observed), total_bytes=size),
+    return BuildOverlap(preread_spec(observed),
                         f"the build pre-reads {gib(size)} into the page cache while it compiles (MemAvailable "
                         f"{gib(host.ram_available)} ≥ {need})")
 
@@ -163,7 +169,7 @@ def plan_preread(desired: Desired, observed: Observed, planned: tuple[Step, ...]
         return ()  # no launch follows (or memory not observed): no load to warm
     host, model, container = observed.host, observed.model, observed.container
     target, size = f"{model.repo}/{model.quant}", model.total_bytes
-    spec = PagecachePreread(files=model_paths(observed), total_bytes=size)
+    spec = preread_spec(observed)
     swap = _swaps_a_serving_container(desired, observed, planned)
     name = container.name if container else "the server"
     if _read_during_build(planned):

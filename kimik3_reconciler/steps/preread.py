@@ -28,6 +28,15 @@ def _gib(n: int) -> float:
     return round(n / GIB, 2)
 
 
+def _sizes(spec: PagecachePreread, cached: dict[str, tuple[int, int] | None]) -> dict[str, int]:
+    """Each file's bytes: as the plan listed them, else as mincore's look found them, else (a plan saved before sizes
+    were carried, a file that look could not read) the model's mean file: the progress total stays near the truth."""
+    if len(spec.sizes) == len(spec.files):
+        return dict(zip(spec.files, spec.sizes, strict=True))
+    mean = spec.total_bytes // max(1, len(spec.files))
+    return {path: found[1] if found is not None else mean for path, found in cached.items()}
+
+
 def preread_model(spec: PagecachePreread, ports: Ports, reporter: Reporter,
                   stop: threading.Event | None = None) -> None:
     files = list(spec.files)
@@ -39,7 +48,8 @@ def preread_model(spec: PagecachePreread, ports: Ports, reporter: Reporter,
                        resident=f"{100 * held / spec.total_bytes if spec.total_bytes else 100.0:.1f} %",
                        why="already resident: the page cache holds every file, nothing to read")
         return
-    todo = spec.total_bytes if len(wanted) == len(files) else sum((cached[p] or (0, 0))[1] for p in wanted)
+    sizes = _sizes(spec, cached)
+    todo = spec.total_bytes if len(wanted) == len(files) else sum(sizes[p] for p in wanted)
     started = ports.clock.monotonic()
     lock, done = threading.Lock(), [0]
     task = f"pre-read {len(wanted)} model files"

@@ -173,6 +173,50 @@ def test_the_preread_step_reads_only_the_files_the_cache_lost(tmp_path: Path) ->
     assert dict(reporter.events)["pre-read"]["read_files"] == 1
 
 
+class UnknownSizeHost(FakeHost):
+    """mincore's look cannot read one file (None: cached bytes and size unknown); reading it works."""
+
+    def __init__(self, unknown: str):
+        super().__init__()
+        self.unknown = unknown
+
+    def page_cache_bytes(self, path: str) -> tuple[int, int] | None:
+        return None if path == self.unknown else super().page_cache_bytes(path)
+
+
+def test_a_file_of_unknown_size_counts_its_listed_bytes(tmp_path: Path) -> None:
+    """A file the residency look could not size counted 0 bytes in the progress total, so the progress ran past
+    it (N1): the plan carries each file's listed size."""
+    files = []
+    for i in range(3):
+        shard = tmp_path / f"u{i}.gguf"
+        shard.write_bytes(b"y" * 1000 * (i + 1) ** 2)  # 1000, 4000, 9000
+        files.append(str(shard))
+    host = UnknownSizeHost(files[1])
+    host.cached = {files[0]}
+    ports = Ports(docker=None, hub=None, http=None, host=host, state=MemoryState(tmp_path), clock=FakeClock())
+    reporter = Recorder()
+    preread_model(PagecachePreread(tuple(files), 14000, sizes=(1000, 4000, 9000)), ports, reporter)
+    assert host.preread_calls == [([files[1], files[2]], 4)]
+    assert [(done, total) for _, done, total, _ in reporter.progress_calls] == [(4000, 13000), (13000, 13000)]
+    # A plan saved before sizes were carried: the look's size where it has one, the model's mean file where not.
+    host, reporter = UnknownSizeHost(files[1]), Recorder()
+    host.cached = {files[0]}
+    preread_model(PagecachePreread(tuple(files), 14000), Ports(docker=None, hub=None, http=None, host=host,
+                                                               state=MemoryState(tmp_path), clock=FakeClock()), reporter)
+    assert reporter.progress_calls[-1][2] == 14000 // 3 + 9000
+
+
+def test_the_planned_preread_carries_each_files_size() -> None:
+    steps = _plan(f"""
+desired: {{build: {{commit: "1111111111111111111111111111111111111111"}}}}
+previous: {{build: {{commit: "2222222222222222222222222222222222222222"}}}}
+observed: {{container: {{state: exited, exit_code: 0}}, host: {RAM}}}
+""")
+    for spec in (steps["image"].spec.preread, steps["preread"].spec):
+        assert len(spec.sizes) == len(spec.files) and sum(spec.sizes) == spec.total_bytes > 0
+
+
 def test_the_adapter_stops_reading_when_told(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The real adapter: `on_bytes` raising (the build failed) drops the queued chunks instead of reading on
     (Executor.map cancels them when its iterator raises)."""
