@@ -360,6 +360,8 @@ previous: {{build: {{commit: "2222222222222222222222222222222222222222"}}}}
 observed: {{container: {{state: exited, exit_code: 0}}, host: {RAM}}}
 """)
     assert steps["image"].spec.preread is not None and "the build pre-reads 80.9 GiB" in steps["image"].reason
+    # Not "no extra time": a read that outlasts the compile is waited for (`pre-read-wait`).
+    assert steps["image"].cost.endswith("; the pre-read overlaps the compile, the step waits for the rest of it")
     assert steps["image"].to_json()["spec"]["preread"]["total_bytes"] == steps["preread"].spec.total_bytes  # --json
     assert steps["preread"].action is Action.READ and "before the launch" in steps["preread"].reason
     assert "(pre-read: " in steps["health"].cost  # the first load is predicted warm
