@@ -82,7 +82,8 @@ def preread_model(spec: PagecachePreread, ports: Ports, reporter: Reporter,
 def preread_alongside(spec: PagecachePreread, ports: Ports, reporter: Reporter, during: str) -> Iterator[Reporter]:
     """Run the pre-read on a thread while the body (`during`: the image build) runs; yield the reporter both
     must use (one call at a time). Joined before leaving: the pre-read finishes after a body that succeeded,
-    stops after one that failed. Its own failure is reported, never raised: a pre-read only warms."""
+    stops after one that failed and on an interrupt while it waits. Its own failure is reported, never raised: a
+    pre-read only warms."""
     shared = SerialReporter(reporter)
     stop, finished, why = threading.Event(), threading.Event(), [f"{during} failed"]
 
