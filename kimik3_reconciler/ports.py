@@ -11,8 +11,10 @@ from kimik3_reconciler.model.facts import RemoteFile
 from kimik3_reconciler.model.host_lock import LockAttempt, LockHolder
 from kimik3_reconciler.model.specs import ContainerSpec, DockerHost, ImageBuild, ModelDownload
 
-if TYPE_CHECKING:  # `kimik3 bench` only
-    from kimik3_reconciler.model.bench import RequestSample
+if TYPE_CHECKING:
+    import threading  # the pre-read's stop flag
+
+    from kimik3_reconciler.model.bench import RequestSample  # `kimik3 bench` only
 
 LineSink = Callable[[str], None]
 
@@ -136,9 +138,11 @@ class HostPort(Protocol):
     def tcp_connect(self, address: str, port: int, timeout_s: float = 2.0) -> bool: ...  # a TCP connect succeeds
     def process_cgroup(self, pid: int) -> str: ...  # /proc/<pid>/cgroup as read ("" when gone or unreadable)
     def process_file(self, pid: int, name: str) -> str: ...  # /proc/<pid>/<name> (io) as read; "" if unreadable
-    def preread(self, paths: list[str], workers: int, on_bytes: Callable[[int], None]) -> None:
+    def preread(self, paths: list[str], workers: int, on_bytes: Callable[[int], None],
+                stop: threading.Event | None = None) -> None:
         """Read every byte of `paths` into the page cache, `workers` chunks in parallel; `on_bytes(n)` per chunk
-        (called from the reading threads)."""
+        (called from the reading threads). Once `stop` is set it returns early: no chunk is read after the ones
+        the readers hold."""
         ...
     def resident_bytes(self, paths: list[str]) -> int: ...  # bytes of these files the page cache holds (mincore)
 

@@ -9,6 +9,7 @@ import os
 import shutil
 import socket
 import subprocess
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -31,10 +32,11 @@ class LinuxHost:
     def process_file(self, pid: int, name: str) -> str:
         return _read(f"/proc/{int(pid)}/{name}")
 
-    def preread(self, paths: list[str], workers: int, on_bytes: Callable[[int], None]) -> None:
+    def preread(self, paths: list[str], workers: int, on_bytes: Callable[[int], None],
+                stop: threading.Event | None = None) -> None:
         from kimik3_reconciler.adapters import page_cache
 
-        page_cache.preread(paths, workers, on_bytes)
+        page_cache.preread(paths, workers, on_bytes, stop=stop)
 
     def resident_bytes(self, paths: list[str]) -> int:
         return sum((self.page_cache_bytes(p) or (0, 0))[0] for p in paths)

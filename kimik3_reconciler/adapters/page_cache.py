@@ -12,9 +12,12 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 CHUNK = 16 << 20
+# Chunks handed to the readers ahead of the ones they read: a few per worker keeps them busy, and a stop (or the
+# interpreter's exit, which runs every queued chunk of a pool) never waits for more than these.
+AHEAD_PER_WORKER = 2
 
 
 def _chunks(paths: Iterable[str]) -> Iterator[tuple[str, int, int]]:
@@ -24,13 +27,23 @@ def _chunks(paths: Iterable[str]) -> Iterator[tuple[str, int, int]]:
             yield path, offset, min(CHUNK, size - offset)
 
 
-def preread(paths: list[str], workers: int, on_bytes: Callable[[int], None], method: str = "read") -> None:
+def preread(paths: list[str], workers: int, on_bytes: Callable[[int], None], method: str = "read",
+            stop: threading.Event | None = None) -> None:
     """Bring every byte of `paths` into the page cache, `workers` chunks at a time; `on_bytes(n)` after each
-    chunk (from worker threads). Files are opened once each, shared by the workers (pread has no file offset)."""
+    chunk (from worker threads). Files are opened once each, shared by the workers (pread has no file offset).
+    Returns early, the rest unread, once `stop` is set; a chunk that raises (`on_bytes` too) ends the read and
+    is raised here. Either way at most `workers` chunks are read after it: queued chunks are not read."""
     fds = {path: os.open(path, os.O_RDONLY) for path in dict.fromkeys(paths)}
     local = threading.local()
+    halt = threading.Event()  # a chunk failed: the others are not read
+
+    def stopped() -> bool:
+        return halt.is_set() or (stop is not None and stop.is_set())
+
     try:
         def one(chunk: tuple[str, int, int]) -> None:
+            if stopped():  # checked by each reader before its read: a stop drops what is queued
+                return
             path, offset, length = chunk
             fd = fds[path]
             if method == "fadvise":  # queue the readahead; residency is awaited below
@@ -48,12 +61,27 @@ def preread(paths: list[str], workers: int, on_bytes: Callable[[int], None], met
                 done += got
             on_bytes(length)
 
+        ahead = max(1, workers) * AHEAD_PER_WORKER
         with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="kimik3-preread") as pool:
-            # A chunk that raises (`on_bytes` too: the build a pre-read runs alongside failed) ends the loop, and
-            # map's iterator cancels the chunks still queued: the rest of the model is not read first.
-            for _ in pool.map(one, _chunks(fds)):
-                pass
-        if method == "fadvise":
+            pending: set[Future[None]] = set()
+            try:
+                # A bounded window, not every chunk queued up front: a pool's queue is run to its end at
+                # interpreter exit, which on an 800 GB model would be a full read before the process leaves.
+                for chunk in _chunks(fds):
+                    if stopped():
+                        break
+                    if len(pending) >= ahead:
+                        finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                        for future in finished:
+                            future.result()  # a chunk's error (the build a pre-read runs alongside failed)
+                    pending.add(pool.submit(one, chunk))
+                for future in wait(pending).done:
+                    future.result()
+            except BaseException:
+                halt.set()
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
+        if method == "fadvise" and not stopped():
             _await_resident(list(fds))
     finally:
         for fd in fds.values():

@@ -44,6 +44,7 @@ class HostFacts(_Fact):
     """What the gate and the launch spec need to know about this host (observed every plan)."""
 
     physical_cores: int = 1
+    logical_cpus: int | None = None  # hardware threads (`nproc`: the image compile's -j); None: not observed
     sockets: int = 1
     numa_nodes: int = 1
     cpu_flags: tuple[str, ...] = ()

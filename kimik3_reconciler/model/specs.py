@@ -313,6 +313,7 @@ class PagecachePreread(Payload):
     files: tuple[str, ...]  # host paths (the HF cache's snapshot links)
     total_bytes: int
     workers: int = 4  # parallel readers (bench/load.py measured 1-8: docs/operations.md)
+    sizes: tuple[int, ...] = ()  # each file's bytes, as listed (the progress total); () in plans saved before
 
 
 # --- systemd -------------------------------------------------------------------------------------

@@ -23,6 +23,16 @@ def parse_lscpu_cores(parseable: str) -> int:
     return max(1, len(pairs))
 
 
+def parse_lscpu_cpus(parseable: str) -> int | None:
+    """`lscpu -p=CORE,SOCKET` -> its rows = logical CPUs (hardware threads), what `nproc` counts; None: no rows."""
+    return sum(1 for line in parseable.splitlines() if line.strip() and not line.startswith("#")) or None
+
+
+def parse_cpuinfo_cpus(cpuinfo: str) -> int | None:
+    """/proc/cpuinfo -> its `processor` entries = logical CPUs; None when there are none."""
+    return sum(1 for line in cpuinfo.splitlines() if line.partition(":")[0].strip() == "processor") or None
+
+
 def parse_cpuinfo_cores(cpuinfo: str) -> int | None:
     """/proc/cpuinfo -> distinct (physical id, core id) pairs; None when the kernel does not say."""
     pairs, physical = set(), "0"
@@ -190,11 +200,14 @@ def collect_host(host: HostPort, docker: DockerPort | None = None, our_pids: fro
     # Without lscpu, /proc/cpuinfo still knows the cores: a missing tool must not turn into
     # `--threads 1` and a relaunch of a healthy server.
     cores = parse_lscpu_cores(lscpu) if has_rows else (parse_cpuinfo_cores(cpuinfo) or os.cpu_count() or 1)
+    # The texts read for the cores already list each logical CPU: what the image's `-j$(nproc)` compile runs on.
+    cpus = parse_lscpu_cpus(lscpu) or parse_cpuinfo_cpus(cpuinfo) or os.cpu_count()
     dump = host.nvml() if nvml is None else nvml
     gpus, driver = parse_nvml(dump, our_pids)
     ram_total, ram_available = parse_meminfo(host.meminfo())
     return HostFacts(
         physical_cores=cores,
+        logical_cpus=max(cpus, cores) if cpus else None,
         sockets=parse_lscpu_sockets(lscpu),
         numa_nodes=host.numa_nodes(),
         cpu_flags=parse_cpu_flags(cpuinfo),

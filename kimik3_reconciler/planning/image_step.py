@@ -151,7 +151,7 @@ def _with_preread(steps: tuple[Step, ...], desired: Desired, observed: Observed)
     if overlap is None or overlap.spec is None:
         return steps  # the pre-read step says why not
     return tuple(replace(s, spec=replace(s.spec, preread=overlap.spec), reason=f"{s.reason}; {overlap.reason}",
-                         cost=f"{s.cost}; the pre-read runs alongside, no extra time")
+                         cost=f"{s.cost}; the pre-read overlaps the compile, the step waits for the rest of it")
                  if s.changes and isinstance(s.spec, ImageBuild) else s for s in steps)
 
 

@@ -4,8 +4,8 @@ to an hour, which the image step's `ImageBuild.preread` overlaps). With neither,
 moves the load's read in front of it: no gain, and the plan says so.
 
 Decided from facts: MemAvailable, RAM, the model's bytes, the running server's RSS, the new server's host share
-(the placement forecast), the compile's cores, serve.load_mode, a pending quant gate. The steps say where the
-model is read, or why it is not, and the health step predicts the downtime from the warm rate when it is."""
+(the placement forecast), the compile's jobs (logical CPUs), serve.load_mode, a pending quant gate. The steps say
+where the model is read, or why it is not, and the health step predicts the downtime from the warm rate when it is."""
 
 from __future__ import annotations
 
@@ -32,10 +32,11 @@ RESERVE_FRACTION = 0.10
 RESERVE_MIN = 2 << 30
 # bench/load.py on the dev machine: 4 parallel 16 MiB readers ~1.0-1.2 GiB/s cold; a plan estimate only.
 PREREAD_BYTES_PER_S = 1 << 30
-# Peak memory of the compile per core while the image builds (Dockerfile.llamacpp: `cmake --build -j$(nproc)`):
-# nvcc on llama.cpp's CUDA template instances, g++ on its CPU kernels. An estimate: a wrong one only lets the
+# Peak memory of the compile per job while the image builds (Dockerfile.llamacpp: `cmake --build -j$(nproc)`, one
+# job per logical CPU, twice the cores on an SMT host): nvcc on llama.cpp's CUDA template instances, g++ on its
+# CPU kernels. An estimate: a wrong one only lets the
 # compile evict part of the pre-read (page cache is reclaimable), which the pre-read step then reads again.
-COMPILE_BYTES_PER_CORE = {"cuda": 2 << 30, "cpu": 1 << 30}
+COMPILE_BYTES_PER_JOB = {"cuda": 2 << 30, "cpu": 1 << 30}
 
 
 def reserve_bytes(ram_total: int | None) -> int:
@@ -47,6 +48,34 @@ def model_paths(observed: Observed) -> tuple[str, ...]:
     model = observed.model
     snapshot = PurePosixPath(repo_dir(model.cache_dir, model.repo)) / "snapshots" / model.revision
     return tuple(str(snapshot / f.path) for f in model.files)
+
+
+# The container planner's steps for the (desired, observed) of the plan being made: the image planner's
+# `build_overlap` and `plan_preread` each ask whether a launch follows and whether it swaps a serving container.
+# One entry, by identity: both are frozen and made once per plan, so the container is planned once here.
+_container_plan: tuple[Desired, Observed, tuple[Step, ...]] | None = None
+
+
+def _container_steps(desired: Desired, observed: Observed) -> tuple[Step, ...]:
+    global _container_plan
+    last = _container_plan
+    if last is not None and last[0] is desired and last[1] is observed:
+        return last[2]
+    steps = plan_container(desired, observed)
+    _container_plan = (desired, observed, steps)
+    return steps
+
+
+def launch_follows(desired: Desired, observed: Observed) -> bool:
+    """Is there a load to warm: a launch is planned, memory was observed, the model's files are listed?"""
+    return (observed.host.ram_available is not None and bool(observed.model.files)
+            and container_changes(_container_steps(desired, observed)))
+
+
+def preread_spec(observed: Observed) -> PagecachePreread:
+    """Read every file of the quant, with the sizes the listing gave (the progress counts them)."""
+    return PagecachePreread(files=model_paths(observed), total_bytes=observed.model.total_bytes,
+                            sizes=tuple(f.size for f in observed.model.files))
 
 
 def _stopped_for_gate(observed: Observed, planned: tuple[Step, ...]) -> bool:
@@ -61,7 +90,7 @@ def _swaps_a_serving_container(desired: Desired, observed: Observed, planned: tu
         return False
     if _stopped_for_gate(observed, planned):
         return False  # the quant gate stops it first: no server left to hide the read behind
-    return any(isinstance(s.spec, LaunchContainer) and s.spec.replace for s in plan_container(desired, observed))
+    return any(isinstance(s.spec, LaunchContainer) and s.spec.replace for s in _container_steps(desired, observed))
 
 
 def _idle(observed: Observed) -> str:
@@ -84,9 +113,10 @@ class BuildOverlap:
 
 
 def _compile_bytes(desired: Desired, observed: Observed) -> tuple[int, str]:
-    variant, cores = desired.profile.build.variant, observed.host.physical_cores
-    per_core = COMPILE_BYTES_PER_CORE.get(variant, COMPILE_BYTES_PER_CORE["cuda"])
-    return per_core * cores, f"the compile ({cores} cores × ~{gib(per_core)})"
+    host = observed.host
+    jobs = host.logical_cpus or host.physical_cores  # `-j$(nproc)`; not observed (a pure test): the cores
+    per_job = COMPILE_BYTES_PER_JOB.get(desired.profile.build.variant, COMPILE_BYTES_PER_JOB["cuda"])
+    return per_job * jobs, f"the compile ({jobs} CPUs × ~{gib(per_job)})"
 
 
 def _new_server_bytes(desired: Desired, observed: Observed) -> tuple[int, str]:
@@ -101,9 +131,9 @@ def _new_server_bytes(desired: Desired, observed: Observed) -> tuple[int, str]:
 def build_overlap(desired: Desired, observed: Observed) -> BuildOverlap | None:
     """Asked by the image planner when it builds: does its build pre-read the model? None: nothing to decide
     (no launch follows the build, memory not observed, no model files listed)."""
-    host, model = observed.host, observed.model
-    if host.ram_available is None or not model.files or not container_changes(plan_container(desired, observed)):
+    if not launch_follows(desired, observed):
         return None
+    host, model = observed.host, observed.model
     if desired.profile.serve.load_mode == "dio":
         return BuildOverlap(None, "serve.load_mode dio reads around the page cache")
     if gate_pending(desired, observed):
@@ -125,7 +155,7 @@ def build_overlap(desired: Desired, observed: Observed) -> BuildOverlap | None:
         # Reading more than MemAvailable leaves while the compile (or the new server) takes its share evicts the
         # first shards before the load reaches them: a read that only cost time.
         return BuildOverlap(None, f"{need} > MemAvailable {gib(host.ram_available)}")
-    return BuildOverlap(PagecachePreread(files=model_paths(observed), total_bytes=size),
+    return BuildOverlap(preread_spec(observed),
                         f"the build pre-reads {gib(size)} into the page cache while it compiles (MemAvailable "
                         f"{gib(host.ram_available)} ≥ {need})")
 
@@ -135,11 +165,11 @@ def _read_during_build(planned: tuple[Step, ...]) -> bool:
 
 
 def plan_preread(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
-    host, model, container = observed.host, observed.model, observed.container
-    if host.ram_available is None or not model.files or not container_changes(plan_container(desired, observed)):
+    if not launch_follows(desired, observed):
         return ()  # no launch follows (or memory not observed): no load to warm
+    host, model, container = observed.host, observed.model, observed.container
     target, size = f"{model.repo}/{model.quant}", model.total_bytes
-    spec = PagecachePreread(files=model_paths(observed), total_bytes=size)
+    spec = preread_spec(observed)
     swap = _swaps_a_serving_container(desired, observed, planned)
     name = container.name if container else "the server"
     if _read_during_build(planned):

@@ -28,6 +28,15 @@ def _gib(n: int) -> float:
     return round(n / GIB, 2)
 
 
+def _sizes(spec: PagecachePreread, cached: dict[str, tuple[int, int] | None]) -> dict[str, int]:
+    """Each file's bytes: as the plan listed them, else as mincore's look found them, else (a plan saved before sizes
+    were carried, a file that look could not read) the model's mean file: the progress total stays near the truth."""
+    if len(spec.sizes) == len(spec.files):
+        return dict(zip(spec.files, spec.sizes, strict=True))
+    mean = spec.total_bytes // max(1, len(spec.files))
+    return {path: found[1] if found is not None else mean for path, found in cached.items()}
+
+
 def preread_model(spec: PagecachePreread, ports: Ports, reporter: Reporter,
                   stop: threading.Event | None = None) -> None:
     files = list(spec.files)
@@ -39,7 +48,8 @@ def preread_model(spec: PagecachePreread, ports: Ports, reporter: Reporter,
                        resident=f"{100 * held / spec.total_bytes if spec.total_bytes else 100.0:.1f} %",
                        why="already resident: the page cache holds every file, nothing to read")
         return
-    todo = spec.total_bytes if len(wanted) == len(files) else sum((cached[p] or (0, 0))[1] for p in wanted)
+    sizes = _sizes(spec, cached)
+    todo = spec.total_bytes if len(wanted) == len(files) else sum(sizes[p] for p in wanted)
     started = ports.clock.monotonic()
     lock, done = threading.Lock(), [0]
     task = f"pre-read {len(wanted)} model files"
@@ -52,7 +62,9 @@ def preread_model(spec: PagecachePreread, ports: Ports, reporter: Reporter,
             elapsed = max(ports.clock.monotonic() - started, 1e-6)
             reporter.progress(task, done[0], todo, rate_bps=int(done[0] / elapsed))
 
-    ports.host.preread(wanted, spec.workers, on_bytes)
+    ports.host.preread(wanted, spec.workers, on_bytes, stop)
+    if stop is not None and stop.is_set():
+        raise PrereadStopped  # the adapter returned early: the rest is unread
     seconds = ports.clock.monotonic() - started
     resident = ports.host.resident_bytes(files)
     share = resident / spec.total_bytes if spec.total_bytes else 1.0
@@ -70,28 +82,45 @@ def preread_model(spec: PagecachePreread, ports: Ports, reporter: Reporter,
 def preread_alongside(spec: PagecachePreread, ports: Ports, reporter: Reporter, during: str) -> Iterator[Reporter]:
     """Run the pre-read on a thread while the body (`during`: the image build) runs; yield the reporter both
     must use (one call at a time). Joined before leaving: the pre-read finishes after a body that succeeded,
-    stops after one that failed. Its own failure is reported, never raised: a pre-read only warms."""
+    stops after one that failed and on an interrupt while it waits. Its own failure is reported, never raised: a
+    pre-read only warms."""
     shared = SerialReporter(reporter)
-    stop = threading.Event()
+    stop, finished, why = threading.Event(), threading.Event(), [f"{during} failed"]
 
     def read() -> None:
         try:
             preread_model(spec, ports, shared, stop)
         except PrereadStopped:
-            shared.event("pre-read-stopped", why=f"{during} failed: the pre-read stops with it")
+            shared.event("pre-read-stopped", why=f"{why[0]}: the pre-read stops with it")
         except Exception as error:  # noqa: BLE001 - a pre-read only warms: the build's result stands
             shared.event("pre-read-failed", error=f"{type(error).__name__}: {error}",
                          why=f"{during} goes on; the pre-read step before the launch reads what is missing")
+        finally:
+            finished.set()
 
     thread = threading.Thread(target=read, name="kimik3-preread", daemon=True)
     shared.event("pre-read-alongside", during=during, files=len(spec.files), gib=_gib(spec.total_bytes))
     thread.start()
     try:
         yield shared
-    except BaseException:
+    except BaseException as error:
+        if not isinstance(error, Exception):  # Ctrl-C, reconcile's SIGTERM (Stopped)
+            why[0] = f"{during} was interrupted"
         stop.set()
         raise
     finally:
-        if thread.is_alive() and not stop.is_set():
-            shared.event("pre-read-wait", why=f"{during} is done; the pre-read is still reading")
-        thread.join()
+        try:
+            if thread.is_alive() and not stop.is_set():
+                shared.event("pre-read-wait", why=f"{during} is done; the pre-read is still reading")
+            finished.wait()
+        except BaseException:
+            # Ctrl-C or SIGTERM while the read outlasts the body: stop it too and wait for the chunks its readers
+            # hold (no step outlives its executor call; a reader left running would read the whole model on).
+            why[0] = "interrupted while waiting for the pre-read"
+            stop.set()
+            finished.wait()
+            raise
+        finally:
+            # Waited on `finished`, not by join alone: an interrupted Thread.join marks a running thread stopped
+            # (Python 3.11, bpo-45274), and a second join would then return at once.
+            thread.join()

@@ -8,6 +8,8 @@ quant gate, a saved plan whose build pre-read no longer fits."""
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 from pathlib import Path
@@ -22,7 +24,7 @@ from kimik3_reconciler.adapters import page_cache
 from kimik3_reconciler.errors import BuildFailed
 from kimik3_reconciler.model.plan import Action
 from kimik3_reconciler.model.specs import ImageBuild, PagecachePreread
-from kimik3_reconciler.planning import plan
+from kimik3_reconciler.planning import plan, preread_step
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps.image import build_image
 from kimik3_reconciler.steps.preread import preread_model
@@ -65,7 +67,7 @@ class ReadingHost(FakeHost):
         self.thread: str | None = None
         self.chunks = 0
 
-    def preread(self, paths, workers, on_bytes) -> None:
+    def preread(self, paths, workers, on_bytes, stop=None) -> None:
         assert self.docker is not None
         self.thread = threading.current_thread().name
         self.preread_started.set()
@@ -81,7 +83,7 @@ class ReadingHost(FakeHost):
         if self.behaviour == "outlasts":  # still reading when the build is done
             self.docker.build_done.wait(WAIT_S)
             time.sleep(0.05)
-        super().preread(paths, workers, on_bytes)
+        super().preread(paths, workers, on_bytes, stop)
 
 
 def _world(tmp_path: Path, behaviour: str = "read", fail: bool = False):
@@ -171,6 +173,50 @@ def test_the_preread_step_reads_only_the_files_the_cache_lost(tmp_path: Path) ->
     assert dict(reporter.events)["pre-read"]["read_files"] == 1
 
 
+class UnknownSizeHost(FakeHost):
+    """mincore's look cannot read one file (None: cached bytes and size unknown); reading it works."""
+
+    def __init__(self, unknown: str):
+        super().__init__()
+        self.unknown = unknown
+
+    def page_cache_bytes(self, path: str) -> tuple[int, int] | None:
+        return None if path == self.unknown else super().page_cache_bytes(path)
+
+
+def test_a_file_of_unknown_size_counts_its_listed_bytes(tmp_path: Path) -> None:
+    """A file the residency look could not size counted 0 bytes in the progress total, so the progress ran past
+    it (N1): the plan carries each file's listed size."""
+    files = []
+    for i in range(3):
+        shard = tmp_path / f"u{i}.gguf"
+        shard.write_bytes(b"y" * 1000 * (i + 1) ** 2)  # 1000, 4000, 9000
+        files.append(str(shard))
+    host = UnknownSizeHost(files[1])
+    host.cached = {files[0]}
+    ports = Ports(docker=None, hub=None, http=None, host=host, state=MemoryState(tmp_path), clock=FakeClock())
+    reporter = Recorder()
+    preread_model(PagecachePreread(tuple(files), 14000, sizes=(1000, 4000, 9000)), ports, reporter)
+    assert host.preread_calls == [([files[1], files[2]], 4)]
+    assert [(done, total) for _, done, total, _ in reporter.progress_calls] == [(4000, 13000), (13000, 13000)]
+    # A plan saved before sizes were carried: the look's size where it has one, the model's mean file where not.
+    host, reporter = UnknownSizeHost(files[1]), Recorder()
+    host.cached = {files[0]}
+    preread_model(PagecachePreread(tuple(files), 14000), Ports(docker=None, hub=None, http=None, host=host,
+                                                               state=MemoryState(tmp_path), clock=FakeClock()), reporter)
+    assert reporter.progress_calls[-1][2] == 14000 // 3 + 9000
+
+
+def test_the_planned_preread_carries_each_files_size() -> None:
+    steps = _plan(f"""
+desired: {{build: {{commit: "1111111111111111111111111111111111111111"}}}}
+previous: {{build: {{commit: "2222222222222222222222222222222222222222"}}}}
+observed: {{container: {{state: exited, exit_code: 0}}, host: {RAM}}}
+""")
+    for spec in (steps["image"].spec.preread, steps["preread"].spec):
+        assert len(spec.sizes) == len(spec.files) and sum(spec.sizes) == spec.total_bytes > 0
+
+
 def test_the_adapter_stops_reading_when_told(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The real adapter: `on_bytes` raising (the build failed) drops the queued chunks instead of reading on
     (Executor.map cancels them when its iterator raises)."""
@@ -187,6 +233,103 @@ def test_the_adapter_stops_reading_when_told(tmp_path: Path, monkeypatch: pytest
     with pytest.raises(RuntimeError, match="stop"):
         page_cache.preread([str(path)], 2, on_bytes)
     assert len(calls) < 64  # far from the 256 chunks the file has
+
+
+class SlowReads:
+    """os.preadv that takes its time (as a 16 MiB read from disk does) and counts the reads."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, seconds: float = 0.002):
+        self.count, self.real, self.seconds = 0, os.preadv, seconds
+        monkeypatch.setattr(page_cache.os, "preadv", self)
+
+    def __call__(self, fd, buffers, offset):
+        self.count += 1
+        time.sleep(self.seconds)
+        return self.real(fd, buffers, offset)
+
+
+class PagecacheHost(FakeHost):
+    """The real adapter's pre-read (page_cache.preread) behind a fake host."""
+
+    def preread(self, paths, workers, on_bytes, stop=None) -> None:
+        page_cache.preread(paths, workers, on_bytes, stop=stop)
+
+
+def _reader_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("kimik3-preread")]
+
+
+def test_an_interrupt_while_waiting_for_the_preread_stops_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The build is done, the pre-read reads on (`pre-read-wait`), Ctrl-C (or reconcile's SIGTERM) lands in the
+    wait: the step raises at once and the readers stop after the chunks they hold, as no step outlives its call
+    (before: the join was left, the pool's queue of every chunk was run to its end at interpreter exit)."""
+    monkeypatch.setattr(page_cache, "CHUNK", 4 << 10)
+    shard = tmp_path / "k3.gguf"
+    shard.write_bytes(b"\x03" * (8000 * page_cache.CHUNK))  # 8000 chunks: ~8 s of slow reads with 2 workers
+    reads = SlowReads(monkeypatch)
+    ports = Ports(docker=FakeDocker(), hub=None, http=None, host=PagecacheHost(), state=MemoryState(tmp_path / "st"),
+                  clock=FakeClock())
+    (tmp_path / "src.tar.gz").write_bytes(b"source")
+    (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
+    preread = PagecachePreread((str(shard),), shard.stat().st_size, workers=2)
+    spec = ImageBuild("kimi-k3-llamacpp:x", "fp1", "mainline", "ad1de39", str(tmp_path / "Dockerfile.llamacpp"),
+                      str(tmp_path / "src.tar.gz"), None, (), (("BUILD_IMAGE", "b:1"), ("RUNTIME_IMAGE", "r:1")),
+                      (("kimik3.image.fingerprint", "fp1"),), preread=preread)
+    reporter, sent = Recorder(), {}
+    main = threading.main_thread().ident
+
+    def interrupt_the_wait() -> None:
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline and ("pre-read-wait" not in dict(reporter.events) or reads.count < 20):
+            time.sleep(0.005)
+        sent["reads"], sent["at"] = reads.count, time.monotonic()
+        signal.pthread_kill(main, signal.SIGINT)  # a real signal: it interrupts the blocked join, as Ctrl-C does
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        threading.Thread(target=interrupt_the_wait, name="test-interrupter", daemon=True).start()
+        with pytest.raises(KeyboardInterrupt):
+            build_image(spec, ports, reporter)
+        returned = time.monotonic()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert returned - sent["at"] < 2.0  # promptly, not after the rest of the 8000 chunks
+    assert not _reader_threads()  # the pre-read thread and its readers are gone when the step raises
+    read_then = reads.count
+    time.sleep(0.1)
+    assert reads.count == read_then  # nothing reads on after the step raised
+    assert 20 <= sent["reads"] and reads.count - sent["reads"] <= preread.workers  # only the chunks the readers held
+    events = dict(reporter.events)
+    assert "pre-read" not in events and "interrupted" in events["pre-read-stopped"]["why"]
+
+
+def test_the_adapter_stops_before_reading_once_stop_is_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """page_cache.preread stops by itself: each reader checks the flag before its read, and chunks are handed out
+    a few at a time, never the whole model queued up front (a pool's queue is run to its end at interpreter
+    exit)."""
+    monkeypatch.setattr(page_cache, "CHUNK", 4 << 10)
+    path = tmp_path / "shard.gguf"
+    path.write_bytes(b"\x04" * (1000 * page_cache.CHUNK))
+    reads, drawn, stop = SlowReads(monkeypatch, 0.001), [0], threading.Event()
+    chunks = page_cache._chunks
+
+    def counted(paths):
+        for chunk in chunks(paths):
+            drawn[0] += 1
+            yield chunk
+
+    monkeypatch.setattr(page_cache, "_chunks", counted)
+    seen = {}
+
+    def on_bytes(n: int) -> None:
+        if reads.count >= 30 and not stop.is_set():
+            seen["reads"], seen["drawn"] = reads.count, drawn[0]
+            stop.set()
+
+    page_cache.preread([str(path)], 3, on_bytes, stop=stop)  # returns, no error: the caller asked for the stop
+    assert reads.count - seen["reads"] <= 3  # the chunks the 3 readers held
+    assert seen["drawn"] - seen["reads"] <= 3 * page_cache.AHEAD_PER_WORKER + 3  # a window ahead, not 1000 chunks
+    assert drawn[0] < 100 and not _reader_threads()
 
 
 # --- the planner ------------------------------------------------------------------------------------------
@@ -217,6 +360,8 @@ previous: {{build: {{commit: "2222222222222222222222222222222222222222"}}}}
 observed: {{container: {{state: exited, exit_code: 0}}, host: {RAM}}}
 """)
     assert steps["image"].spec.preread is not None and "the build pre-reads 80.9 GiB" in steps["image"].reason
+    # Not "no extra time": a read that outlasts the compile is waited for (`pre-read-wait`).
+    assert steps["image"].cost.endswith("; the pre-read overlaps the compile, the step waits for the rest of it")
     assert steps["image"].to_json()["spec"]["preread"]["total_bytes"] == steps["preread"].spec.total_bytes  # --json
     assert steps["preread"].action is Action.READ and "before the launch" in steps["preread"].reason
     assert "(pre-read: " in steps["health"].cost  # the first load is predicted warm
@@ -245,3 +390,24 @@ observed: {host: {physical_cores: 8, ram_total: 137438953472, ram_available: 107
 """)
     assert steps["image"].spec.preread is None and "pre-reads" not in steps["image"].reason
     assert steps["preread"].action is Action.READ and "not during the image build" in steps["preread"].reason
+
+
+def test_the_preread_planners_plan_the_container_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`build_overlap` (asked by the image planner) and `plan_preread` share one "a launch follows" guard and the
+    container steps it planned, instead of planning the container up to four times a plan."""
+    calls = []
+    real = preread_step.plan_container
+
+    def counted(desired, observed):
+        calls.append(1)
+        return real(desired, observed)
+
+    monkeypatch.setattr(preread_step, "plan_container", counted)
+    for _ in range(2):  # a second plan plans its own container: the cache is one plan's
+        steps = _plan(f"""
+desired: {{build: {{commit: "1111111111111111111111111111111111111111"}}, serve: {{ubatch: 2048}}}}
+previous: {{build: {{commit: "2222222222222222222222222222222222222222"}}}}
+observed: {{container: {{state: running, health: ok, pid: 4242, rss_gib: 30}}, host: {RAM}}}
+""")
+        assert steps["image"].spec.preread is not None and steps["preread"].action is Action.READ
+    assert len(calls) == 2

@@ -86,7 +86,7 @@ def h200(**kwargs) -> HostFacts:
 
 def test_h200_facts_from_the_recorded_host() -> None:
     host = h200()
-    assert (host.physical_cores, host.sockets, host.numa_balancing) == (16, 1, 0)
+    assert (host.physical_cores, host.logical_cpus, host.sockets, host.numa_balancing) == (16, 16, 1, 0)
     assert host.driver_version == "580.159.04" and host.gpu_probe == "ok"
     (gpu,) = host.gpus
     assert (gpu.name, gpu.compute_capability, gpu.memory_total) == ("NVIDIA H200", (9, 0), 150754820096)

@@ -6,7 +6,12 @@ import json
 from pathlib import Path
 
 from kimik3_reconciler.observe.docker_objects import parse_container, parse_image
-from kimik3_reconciler.observe.host import parse_cpu_flags, parse_lscpu_cores
+from kimik3_reconciler.observe.host import (
+    parse_cpu_flags,
+    parse_cpuinfo_cpus,
+    parse_lscpu_cores,
+    parse_lscpu_cpus,
+)
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -47,6 +52,14 @@ def test_lscpu_counts_physical_cores_not_threads() -> None:
     smt = "# Core,Socket\n0,0\n0,0\n1,0\n1,0\n2,1\n2,1\n3,1\n3,1\n"
     assert parse_lscpu_cores(smt) == 4
     assert parse_lscpu_cores("") == 1
+
+
+def test_logical_cpus_count_every_hardware_thread() -> None:
+    """What `nproc` counts, the image compile's `-j`: the pre-read planner's compile memory share (R3)."""
+    smt = "# Core,Socket\n0,0\n0,0\n1,0\n1,0\n2,1\n2,1\n3,1\n3,1\n"
+    assert parse_lscpu_cpus(smt) == 8 and parse_lscpu_cpus("# Core,Socket\n") is None
+    cpuinfo = "".join(f"processor\t: {i}\nphysical id\t: 0\ncore id\t\t: {i // 2}\n\n" for i in range(6))
+    assert parse_cpuinfo_cpus(cpuinfo) == 6 and parse_cpuinfo_cpus("") is None
 
 
 def test_cpu_flags_recorded_on_the_dev_machine() -> None:

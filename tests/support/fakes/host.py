@@ -82,7 +82,7 @@ class FakeHost:
     def process_file(self, pid: int, name: str) -> str:
         return self.proc.get((pid, name), "")
 
-    def preread(self, paths: list[str], workers: int, on_bytes: Callable[[int], None]) -> None:
+    def preread(self, paths: list[str], workers: int, on_bytes: Callable[[int], None], stop=None) -> None:
         self.preread_calls.append((list(paths), workers))
         for path in paths:
             self.cached.add(path)
