@@ -40,6 +40,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 from kimik3_reconciler.adapters.host_linux import LinuxHost
@@ -396,6 +397,27 @@ def measure2(phase: Phase, rounds: int) -> None:
             return
 
 
+def swap(phase: Phase, old: Server, row: dict, make: Callable[[], Server]) -> Server:
+    """One reload sample: pre-read when row["cache"] says so (the old server serves meanwhile), stop the old
+    server, start `make()`'s, record the downtime; returns the server that now runs (a fresh one after a failure)."""
+    if row["cache"] == "preread":
+        row.update(preread(phase.files))
+    row["cached_before"] = cached_share(phase.files)
+    t0 = time.monotonic()
+    row["stop_s"] = old.stop()
+    new = make()
+    try:
+        row.update(new.start_and_wait())
+        row["downtime_s"] = round(time.monotonic() - t0, 3)
+    except Exception as exc:  # noqa: BLE001 - recorded; the next round starts from a fresh server
+        row["error"] = str(exc)[-2000:]
+        new.stop()
+        new = make()
+        new.start_and_wait()
+    phase.record(row)
+    return new
+
+
 def reloads(phase: Phase, rounds: int) -> None:
     """A running server (hybrid, patched) is replaced by the same argv: pre-read first vs a cold cache."""
     hybrid = phase.layers
@@ -411,22 +433,7 @@ def reloads(phase: Phase, rounds: int) -> None:
                 dropped = drop_cache(phase.files)
                 row = {"kind": "reload", "config": "hybrid-patched", "build": "patched", "n_cpu_moe": hybrid,
                        "load_mode": "none", "cache": how, "dropped_by": dropped, "round": r}
-                if how == "preread":
-                    row.update(preread(phase.files))  # the old server serves meanwhile
-                row["cached_before"] = cached_share(phase.files)
-                t0 = time.monotonic()
-                row["stop_s"] = old.stop()
-                new = phase.server("patched", hybrid)
-                try:
-                    row.update(new.start_and_wait())
-                    row["downtime_s"] = round(time.monotonic() - t0, 3)
-                except Exception as exc:  # noqa: BLE001 - recorded; the next round starts from a fresh server
-                    row["error"] = str(exc)[-2000:]
-                    new.stop()
-                    new = phase.server("patched", hybrid)
-                    new.start_and_wait()
-                phase.record(row)
-                old = new
+                old = swap(phase, old, row, lambda: phase.server("patched", hybrid))
             if phase.left_s() < 1.5 * (time.monotonic() - started) + 60:
                 print(f"measure2: reloads stop after round {r}: {phase.left_s():.0f} s left", flush=True)
                 break
@@ -497,22 +504,7 @@ def read_reloads(phase: Phase, rounds: int) -> None:
                 dropped = drop_cache(phase.files)
                 row = {"kind": "read-reload", "config": f"hybrid-{build}", "build": build, "n_cpu_moe": hybrid,
                        "load_mode": "none", "cache": how, "dropped_by": dropped, "round": r}
-                if how == "preread":
-                    row.update(preread(phase.files))  # the old server serves meanwhile
-                row["cached_before"] = cached_share(phase.files)
-                t0 = time.monotonic()
-                row["stop_s"] = old.stop()
-                new = server3(phase, build, hybrid)
-                try:
-                    row.update(new.start_and_wait())
-                    row["downtime_s"] = round(time.monotonic() - t0, 3)
-                except Exception as exc:  # noqa: BLE001 - recorded; the next round starts from a fresh server
-                    row["error"] = str(exc)[-2000:]
-                    new.stop()
-                    new = server3(phase, build, hybrid)
-                    new.start_and_wait()
-                phase.record(row)
-                old = new
+                old = swap(phase, old, row, lambda b=build: server3(phase, b, hybrid))
             if phase.left_s() < 1.3 * (time.monotonic() - started) + 30:
                 print(f"measure3: reloads stop after round {r}: {phase.left_s():.0f} s left", flush=True)
                 break
