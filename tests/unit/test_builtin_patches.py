@@ -99,17 +99,25 @@ def test_the_patch_changes_only_the_cuda_backend_and_reads_its_switches() -> Non
 @pytest.mark.skipif(not (DEMO_DIR / "llama.cpp-b11434.tar.gz").is_file() or shutil.which("patch") is None,
                     reason="the b11434 archive (scripts/demo.sh fetches it) or patch(1) is absent")
 def test_the_patch_applies_to_the_b11434_archive(tmp_path: Path) -> None:
+    _applies_cleanly_to_b11434(tmp_path, PIN, CUDA_FILE)
+
+
+def _applies_cleanly_to_b11434(tree: Path, patch: Path, name: str) -> None:
+    """`patch` applies to `name` of the demo's b11434 archive with no fuzz and no offset."""
     with tarfile.open(DEMO_DIR / "llama.cpp-b11434.tar.gz") as tar:
-        member = next(m for m in tar.getmembers() if m.name.endswith("/" + CUDA_FILE))
+        member = next(m for m in tar.getmembers() if m.name.endswith("/" + name))
         data = tar.extractfile(member).read()
-    (tmp_path / CUDA_FILE).parent.mkdir(parents=True)
-    (tmp_path / CUDA_FILE).write_bytes(data)
-    # exactly as Dockerfile.llamacpp applies it (without --dry-run there)
-    done = subprocess.run(["patch", "-p1", "--forward", "--batch", "--dry-run", "-i", str(PIN)], check=False,
-                          cwd=tmp_path,
-                          capture_output=True, text=True)
+    (tree / name).parent.mkdir(parents=True)
+    (tree / name).write_bytes(data)
+    done = _dry_run(tree, patch)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "FAILED" not in done.stdout and "offset" not in done.stdout, done.stdout  # clean: no fuzz, no offset
+
+
+def _dry_run(tree: Path, patch: Path) -> subprocess.CompletedProcess:
+    # exactly as Dockerfile.llamacpp applies it (without --dry-run there)
+    return subprocess.run(["patch", "-p1", "--forward", "--batch", "--dry-run", "-i", str(patch)], check=False,
+                          cwd=tree, capture_output=True, text=True)
 
 
 # --- parallel-host-read (issue 15: the warm hybrid load's one-thread copy); opt-in until measured on a GPU host
@@ -163,12 +171,6 @@ def test_the_read_patch_changes_only_the_loader_and_keeps_the_stock_paths() -> N
     assert facts[0].files[0].removed == 0
 
 
-def _dry_run(tree: Path, patch: Path) -> subprocess.CompletedProcess:
-    # exactly as Dockerfile.llamacpp applies it (without --dry-run there)
-    return subprocess.run(["patch", "-p1", "--forward", "--batch", "--dry-run", "-i", str(patch)], check=False,
-                          cwd=tree, capture_output=True, text=True)
-
-
 @pytest.mark.skipif(shutil.which("patch") is None, reason="patch(1) is absent")
 def test_the_read_patch_applies_to_both_pins(tmp_path: Path) -> None:
     (tmp_path / LOADER_FILE).parent.mkdir(parents=True)
@@ -181,11 +183,4 @@ def test_the_read_patch_applies_to_both_pins(tmp_path: Path) -> None:
 @pytest.mark.skipif(not (DEMO_DIR / "llama.cpp-b11434.tar.gz").is_file() or shutil.which("patch") is None,
                     reason="the b11434 archive (scripts/demo.sh fetches it) or patch(1) is absent")
 def test_the_read_patch_applies_to_the_b11434_archive(tmp_path: Path) -> None:
-    with tarfile.open(DEMO_DIR / "llama.cpp-b11434.tar.gz") as tar:
-        member = next(m for m in tar.getmembers() if m.name.endswith("/" + LOADER_FILE))
-        data = tar.extractfile(member).read()
-    (tmp_path / LOADER_FILE).parent.mkdir(parents=True)
-    (tmp_path / LOADER_FILE).write_bytes(data)
-    done = _dry_run(tmp_path, READ)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "FAILED" not in done.stdout and "offset" not in done.stdout, done.stdout  # clean: no fuzz, no offset
+    _applies_cleanly_to_b11434(tmp_path, READ, LOADER_FILE)
