@@ -10,7 +10,7 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from kimik3_reconciler.model import catalog
-from kimik3_reconciler.model.builtin_patches import BUILTIN_PATCHES, builtin_patch
+from kimik3_reconciler.model.builtin_patches import BUILTIN_PATCHES, builtin_patch, builtin_patches_for
 from kimik3_reconciler.model.hub_endpoint import TOKEN_POLICY, token_may_go_to
 from kimik3_reconciler.model.profile import Profile
 
@@ -354,12 +354,11 @@ def _builtin_patches(p: Profile) -> Iterator[Finding]:
         # rule: builtin-patches-whole-set
         # The list is the whole set, so naming an opt-in patch alone silently drops the default ones for the
         # variant (a CUDA profile asking for parallel-host-read would lose parallel-pin's 2x faster hybrid load).
-        left_out = [b.name for b in BUILTIN_PATCHES
-                    if b.default and p.build.variant in b.variants and b.name not in chosen]
+        left_out = [b.name for b in builtin_patches_for(p.build.variant, None) if b.name not in chosen]
         if left_out:
+            them = "it" if len(left_out) == 1 else "them"
             yield _warning(("build", "builtin_patches"), f"leaves out {', '.join(left_out)}, built by default for "
-                           f"build.variant {p.build.variant}: the list is the whole set; add "
-                           f"{'it' if len(left_out) == 1 else 'them'} to keep {'it' if len(left_out) == 1 else 'them'}")
+                           f"build.variant {p.build.variant}: the list is the whole set; add {them} to keep {them}")
 
 
 def _secrets(p: Profile) -> Iterator[Finding]:
