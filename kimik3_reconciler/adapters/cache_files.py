@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from kimik3_reconciler.adapters import atomic_files
 
 
 def cache_dir() -> Path | None:
@@ -29,25 +30,13 @@ def cache_dir() -> Path | None:
 
 
 def write_atomically(path: Path, text: str) -> bool:
-    """`text` at `path`, whole or not at all (a unique temp file renamed into place: concurrent writers of the
-    same entry are safe). False when it could not be written: the caller's cache just misses next time."""
-    tmp = None
+    """`text` at `path`, whole or not at all (adapters/atomic_files.py). False when it could not be written:
+    the caller's cache just misses next time."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem[:16]}.", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-        tmp = None
+        atomic_files.write_atomically(path, text)
         return True
     except OSError:
         return False  # read-only, full, not a folder, no permission: nothing is cached
-    finally:
-        if tmp is not None:
-            try:
-                Path(tmp).unlink(missing_ok=True)
-            except OSError:
-                pass
 
 
 class CacheFiles:

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kimik3_reconciler.adapters.atomic_files import write_atomically
+
 
 def _remove(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
@@ -41,17 +43,7 @@ class StateFiles:
 
     def write(self, key: str, value: dict[str, Any]) -> None:
         """Atomic and durable: a unique temp file, fsync, rename (concurrent applies never collide)."""
-        path = self._path(key)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w") as f:
-                f.write(json.dumps(value, indent=1, sort_keys=True))
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_atomically(self._path(key), json.dumps(value, indent=1, sort_keys=True), durable=True)
 
     def delete(self, key: str) -> None:
         (self.root / key).unlink(missing_ok=True)

@@ -7,11 +7,10 @@ as seen from here (the same machine: "/"; that container: its merged rootfs).
 
 from __future__ import annotations
 
-import os
 import subprocess
-import tempfile
 from pathlib import Path
 
+from kimik3_reconciler.adapters.atomic_files import write_atomically
 from kimik3_reconciler.errors import PermanentError, TransientError
 
 # stop waits for ExecStop (docker stop -t 120) plus systemd's own margin; start of Type=simple is quick.
@@ -65,12 +64,7 @@ class SystemdUnits:
     def write_file(self, path: str, text: str) -> None:
         target = self._local(path)
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-            with os.fdopen(fd, "w") as out:
-                out.write(text)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, target)  # a reader (systemd, an operator) never sees half a file
+            write_atomically(target, text, mode=0o644)  # a reader (systemd, an operator) never sees half a file
         except OSError as exc:
             raise PermanentError(f"cannot write {target}: {exc.strerror}") from exc
 

@@ -1,0 +1,29 @@
+"""One way to replace a file whole: a unique hidden temp file beside it, renamed into place. A reader (systemd,
+an operator, another kimik3) never sees half a file, and concurrent writers of one path never collide. The state
+records, the cache entries and the unit files kimik3 writes all go through `write_atomically`."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+
+def write_atomically(path: Path, text: str, *, durable: bool = False, mode: int | None = None) -> None:
+    """`text` (UTF-8) at `path`, whole or not at all; the folder is made when missing. `durable`: fsynced before
+    the rename (a record that must survive a crash); `mode`: the file's permissions (mkstemp makes 0600).
+    Raises OSError, with the temp file removed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:32]}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
