@@ -12,7 +12,18 @@ from pathlib import Path
 def write_atomically(path: Path, text: str, *, durable: bool = False, mode: int | None = None) -> None:
     """`text` (UTF-8) at `path`, whole or not at all; the folder is made when missing. `durable`: fsynced before
     the rename (a record that must survive a crash); `mode`: the file's permissions (mkstemp makes 0600).
-    Raises OSError, with the temp file removed."""
+    Raises OSError naming `path`, with the temp file removed."""
+    try:
+        _write(path, text, durable, mode)
+    except OSError as exc:
+        # A write or fsync into a full disk raises ENOSPC with no file name: the user would read "no space left"
+        # with no path to free (exit 8's message names the path: errors.LocalFileError).
+        if exc.filename is None:
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+        raise
+
+
+def _write(path: Path, text: str, durable: bool, mode: int | None) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:32]}.", suffix=".tmp")
     try:

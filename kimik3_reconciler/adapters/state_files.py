@@ -37,9 +37,12 @@ class StateFiles:
         if not path.is_file():
             return None
         try:
-            return json.loads(path.read_text())
-        except json.JSONDecodeError:
+            record = json.loads(path.read_bytes().decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
             return None  # a torn record counts as absent: the step redoes (and re-verifies) its work
+        # Every record kimik3 writes is a JSON object: a list or a number there (edited by hand, another tool)
+        # counts as absent too, rather than reaching a reader that calls .get on it.
+        return record if isinstance(record, dict) else None
 
     def write(self, key: str, value: dict[str, Any]) -> None:
         """Atomic and durable: a unique temp file, fsync, rename (concurrent applies never collide)."""

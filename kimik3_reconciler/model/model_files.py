@@ -12,6 +12,7 @@ from typing import Any
 
 from kimik3_reconciler.model.facts import FileStat, RemoteFile
 from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.model.record_shape import conforms, typed
 
 
 def wanted_paths(profile: Profile) -> tuple[str, ...]:
@@ -36,6 +37,18 @@ def file_stat(path: str, stat: os.stat_result) -> FileStat:
     """The stat fingerprint of a file (its blob: the snapshot link is followed)."""
     return FileStat(path=path, size=stat.st_size, mtime_ns=stat.st_mtime_ns, ctime_ns=stat.st_ctime_ns,
                     inode=stat.st_ino)
+
+
+def manifest_readable(record: Any) -> bool:
+    """Is `record` a manifest of this shape? A torn, hand-edited or other-version one counts as absent: the
+    model step lists the files at the hub and re-verifies them (model/record_shape.py says why)."""
+    if not isinstance(record, dict) or not conforms(record.get("verified", []), list[str]):
+        return False
+    files, stats = record.get("files", []), record.get("stats", {})
+    # No quant or tokenizer repo has zero files: an empty list is an edit, and would read as "nothing to fetch".
+    return (isinstance(files, list) and bool(files) and all(typed(RemoteFile, f) is not None for f in files)
+            and isinstance(stats, dict)
+            and all(isinstance(s, dict) and typed(FileStat, {**s, "path": p}) is not None for p, s in stats.items()))
 
 
 def parse_manifest(record: dict[str, Any]) -> tuple[tuple[RemoteFile, ...], frozenset[str]]:

@@ -25,6 +25,7 @@ from kimik3_reconciler.model.model_files import (
     file_stat,
     is_weight,
     manifest_key,
+    manifest_readable,
     parse_manifest,
     recorded_stats,
     tokenizer_manifest_key,
@@ -94,7 +95,7 @@ def _collect(repo: str, revision: str, quant: str, key: str, listing: Callable[[
              stat_only: bool = False) -> ModelFact:
     """The verified manifest when there is one, else the hub's listing; then what is missing locally."""
     record = state.read(key)
-    if record is not None:
+    if record is not None and manifest_readable(record):  # else as absent: listed at the hub, re-verified
         files, verified = parse_manifest(record)
         recorded, source = recorded_stats(record), "manifest"
     else:

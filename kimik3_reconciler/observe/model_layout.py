@@ -7,6 +7,7 @@ from __future__ import annotations
 from kimik3_reconciler.errors import DownloadFailed, TransientError
 from kimik3_reconciler.model.facts import ModelFact, ModelLayout, RemoteFile
 from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.model.record_shape import typed
 from kimik3_reconciler.model.records import layout_key
 from kimik3_reconciler.ports import HubPort, StatePort
 
@@ -27,9 +28,9 @@ def collect_layout(profile: Profile, hub: HubPort, state: StatePort,
     the plan then says so."""
     if model.listing_error or not model.files:
         return None, False
-    record = state.read(layout_key(model.repo, model.revision, model.quant))
-    if record is not None:
-        return ModelLayout(**record), True
+    recorded = typed(ModelLayout, state.read(layout_key(model.repo, model.revision, model.quant)))
+    if recorded is not None:  # a record of another shape (torn, edited, another version): the headers are read again
+        return recorded, True
     # The GGUF parser only where the headers are read (a no-op plan reads the record above).
     from kimik3_reconciler.model.gguf_header import NeedMoreBytes, NotGguf, parse_gguf_header, summarize
 

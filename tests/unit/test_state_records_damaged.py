@@ -1,0 +1,103 @@
+"""A damaged state dir never becomes a traceback: records that are not UTF-8, not a JSON object, or of another
+shape (edited by hand, another kimik3 version) count as absent, and the step that wrote them redoes its work.
+Found by the held-back review's fault pass: `plan`/`status`/`apply` died on each of these (and the lock's holder
+record as non-UTF-8 bytes stopped every apply)."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeHub, fake_ports
+
+from kimik3_reconciler.adapters import atomic_files
+from kimik3_reconciler.adapters.atomic_files import write_atomically
+from kimik3_reconciler.adapters.state_files import StateFiles
+from kimik3_reconciler.engine import Engine
+from kimik3_reconciler.model.facts import ModelLayout
+from kimik3_reconciler.model.model_files import manifest_key, manifest_readable, manifest_record
+from kimik3_reconciler.model.profile_source import parse_profile
+from kimik3_reconciler.model.record_shape import typed
+from kimik3_reconciler.model.records import layout_key
+from kimik3_reconciler.steps.report import NullReporter
+
+FILES = {"UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00002.gguf": b"one" * 10,
+         "UD-Q2_K_XL/k3-UD-Q2_K_XL-00002-of-00002.gguf": b"two" * 10}
+LAYOUT = {"n_layer": 2, "layer_dense": [10, 10], "layer_experts": [20, 20], "output_bytes": 5, "token_embd_bytes": 7,
+          "kv_bytes_per_token": 3}
+
+
+@pytest.mark.parametrize("raw", [b"\xff\xfe garbage", b"[1, 2, 3]", b"42", b"null", b'{"torn": ', b""],
+                         ids=["not-utf8", "a-list", "a-number", "null", "torn", "empty"])
+def test_a_record_that_is_not_a_json_object_reads_as_absent(tmp_path: Path, raw: bytes) -> None:
+    state = StateFiles(tmp_path)
+    state.write("apply/k3.json", {"date": "2026-12-03"})
+    (tmp_path / "apply" / "k3.json").write_bytes(raw)
+    assert state.read("apply/k3.json") is None
+
+
+@pytest.mark.parametrize("edit", [{"layer_dense": None}, {"output_bytes": "5"}, {"n_layer": True},
+                                  {"layer_experts": [1, "x"]}, {"version": 2}, {"kv_bytes_per_token": None}],
+                         ids=["none-tuple", "str-int", "bool-int", "mixed-tuple", "unknown-field", "none-int"])
+def test_a_layout_record_of_another_shape_is_not_a_layout(edit: dict) -> None:
+    assert typed(ModelLayout, LAYOUT) == ModelLayout(**LAYOUT)
+    assert typed(ModelLayout, {**LAYOUT, **edit}) is None
+    missing = dict(LAYOUT)
+    del missing["n_layer"]
+    assert typed(ModelLayout, missing) is None
+
+
+def test_a_manifest_of_another_shape_is_not_readable() -> None:
+    from kimik3_reconciler.model.facts import FileStat, RemoteFile
+
+    good = manifest_record((RemoteFile(path="q/a.gguf", size=3, sha256="ab"),),
+                           (FileStat(path="q/a.gguf", size=3, mtime_ns=1, ctime_ns=2, inode=4),))
+    assert manifest_readable(good)
+    for bad in ({**good, "files": None}, {**good, "verified": None}, {**good, "stats": None},
+                {**good, "files": [{"path": "q/a.gguf"}]}, {**good, "stats": {"q/a.gguf": {"size": "3"}}},
+                {**good, "files": [[1]]}):
+        assert not manifest_readable(bad), bad
+
+
+@pytest.fixture
+def world(tmp_path: Path):
+    (tmp_path / "src.tar.gz").write_bytes(b"source")
+    (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
+    hub = FakeHub("org/k3", FAKE_REVISION, FILES, tmp_path / "hub")
+    ports, docker = fake_ports(hub)
+    engine = Engine(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp")
+    profile = parse_profile(FAKE_PROFILE, "test.yaml")
+    engine.apply(profile)
+    return engine, profile
+
+
+@pytest.mark.parametrize("which", ["manifest", "layout"])
+@pytest.mark.parametrize("value", [None, 12345, "str", [], {}, [{"x": 1}]], ids=repr)
+def test_plan_and_apply_survive_each_field_of_a_record_edited(world, which: str, value: object) -> None:
+    """Each top-level field of the manifest and the layout record set to a value of another type: the plan is made
+    (the manifest as absent: the files are re-verified), and an apply converges again."""
+    engine, profile = world
+    p = profile.profile
+    key = manifest_key(p) if which == "manifest" else layout_key(p.model.repo, p.model.revision, p.model.quant)
+    original = engine.ports.state.read(key) or (LAYOUT if which == "layout" else None)
+    assert original is not None
+    for field in original:
+        engine.ports.state.write(key, {**original, field: value})
+        engine.plan(profile)  # no exception: the record counts as absent
+        engine.apply(profile)
+        assert engine.plan(profile).converged
+
+
+def test_a_failed_state_write_names_its_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ENOSPC from write()/fsync() carries no file name: the error must still name the record (exit 8's message)."""
+    def full(_fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(atomic_files.os, "fsync", full)
+    target = tmp_path / "lock" / "holder.json"
+    with pytest.raises(OSError) as caught:
+        write_atomically(target, "{}", durable=True)
+    assert caught.value.errno == errno.ENOSPC and caught.value.filename == str(target)
+    assert list(target.parent.iterdir()) == []  # no temp file left behind
