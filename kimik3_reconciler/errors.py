@@ -33,7 +33,7 @@ Exit codes (the one table; README and `kimik3 --help` repeat it):
             ├── SmokeFailed           a new image failed its tiny-model smoke test
             ├── GateFailed            a quant failed its PPL/KLD gate against the reference
             ├── VerifyFailed          the new deployment failed `kimik3 verify` after apply
-            └── DownloadFailed        a fetched file failed verification, disk full
+            └── DownloadFailed        a fetched file failed verification (a full disk: LocalFileError)
                 └── HubError          hub unreachable or refusing (URL named)      exit 6
 """
 

@@ -35,7 +35,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception_type, wait_exp
 
 from kimik3_reconciler.adapters.hub_ranges import RangesIgnored, fetch_ranges
 from kimik3_reconciler.adapters.translate import translated
-from kimik3_reconciler.errors import DownloadFailed, HubError, Kimik3Error, TransientError
+from kimik3_reconciler.errors import DownloadFailed, HubError, Kimik3Error, LocalFileError, TransientError
 from kimik3_reconciler.model.facts import RemoteFile
 from kimik3_reconciler.model.hub_endpoint import shown, token_may_go_to
 
@@ -126,9 +126,11 @@ def _raise_for(response: httpx.Response, target: Target) -> None:
 def _download_error(exc: Exception, target: Target) -> Kimik3Error | None:
     if isinstance(exc, httpx.TransportError):  # dropped connection, timeout: resume on retry
         return TransientError(f"{target.file.path}: {type(exc).__name__}: {exc}")
-    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
-        return DownloadFailed(f"{target.file.path}: disk full in {target.blob.parent}; the partial download "
-                              "is kept: free space and run apply again to resume")
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        # A local disk, not the hub or the file: exit 8 as every full disk (errors.py's table, README), not 1.
+        return LocalFileError(f"{target.file.path}: disk full in {target.blob.parent} [errno "
+                              f"{errno.errorcode[exc.errno]}]; the partial download is kept: free space and run "
+                              "apply again to resume")
     return None
 
 

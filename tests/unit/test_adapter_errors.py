@@ -27,10 +27,10 @@ from kimik3_reconciler.adapters import nvml
 from kimik3_reconciler.adapters.nvml import nvml_dump
 from kimik3_reconciler.adapters.translate import translated
 from kimik3_reconciler.errors import (
-    DownloadFailed,
     HubError,
     InputError,
     Kimik3Error,
+    LocalFileError,
     PermanentError,
     TransientError,
 )
@@ -236,9 +236,11 @@ def test_download_disk_full_keeps_the_partial_and_other_os_errors_pass(tmp_path:
     job = download_target(tmp_path)
     full = OSError(errno.ENOSPC, "No space left on device")
     monkeypatch.setattr(hub_download, "open", raising(full), raising=False)
-    with pytest.raises(DownloadFailed, match="disk full in .*blobs; the partial download is kept") as caught:
+    # a local disk's fault, not the hub's or the file's: exit 8 as every full disk (README's exit codes), not 1
+    with pytest.raises(LocalFileError, match=r"disk full in .*blobs \[errno ENOSPC\]; the partial download is kept") \
+            as caught:
         append(job, lambda request: httpx.Response(200, content=b"abcd"))
-    assert caught.value.__cause__ is full
+    assert caught.value.__cause__ is full and caught.value.exit_code == 8
     denied = PermissionError(errno.EACCES, "Permission denied")
     monkeypatch.setattr(hub_download, "open", raising(denied), raising=False)
     with pytest.raises(PermissionError) as passed:
