@@ -117,7 +117,13 @@ def read_saved_plan(text: str, source: str) -> SavedPlan | None:
         return None  # profiles are YAML mappings in block style; a plan file is one JSON object
     try:
         data = json.loads(text)
-    except json.JSONDecodeError:
+    except json.JSONDecodeError as exc:
+        # A plan cut short (a full disk, a killed copy, a merge) would otherwise be parsed as a YAML profile and
+        # refused as "invalid YAML" at some line: say what the file is and what to do.
+        if f'"format": "{FORMAT}"' in text[:200]:
+            raise InputError(f"{source}: a damaged kimik3 saved plan (not complete JSON: {exc.msg}, line "
+                             f"{exc.lineno} column {exc.colno}; truncated or edited?): make the plan again with "
+                             "`kimik3 plan PROFILE -out PLAN`") from exc
         return None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         return None

@@ -28,6 +28,7 @@ from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.specs import HealthWait, ImageBuild, PagecachePreread
 from kimik3_reconciler.planning.conflict_step import why_conflicting
 from kimik3_reconciler.planning.image_step import image_tag, render_image_build
+from kimik3_reconciler.planning.preread_step import preread_spec
 
 
 def _s(value: object) -> str:
@@ -155,9 +156,34 @@ def step_moves(saved: tuple[Step, ...], now: tuple[Step, ...]) -> list[str]:
     return sorted(moves)
 
 
+def _health_identity(wait: HealthWait) -> HealthWait:
+    # What a health wait acts on (the container it watches, stops or starts, the URL, the unit it stops after a
+    # failed load, the bytes its load rate is recorded for). Its timeout follows the measured load rate and `warm`
+    # the pre-read decision: both move on their own, and the saved values run.
+    return replace(wait, timeout_s=0.0, warm=False)
+
+
+def payload_edits(saved: tuple[Step, ...], now: tuple[Step, ...], observed: Observed) -> list[str]:
+    """The saved payloads that `_decisions` leaves out, checked against what they must be now. The file is input:
+    every payload `apply PLAN` executes is either compared as a decision or checked here, so an edited health wait
+    (another container to stop, another unit) or pre-read (other files) never runs unchecked."""
+    waits = {(s.kind, s.target): _health_identity(s.spec) for s in now if isinstance(s.spec, HealthWait)}
+    reads = preread_spec(observed)
+    moves = []
+    for step in (s for s in saved if s.changes):
+        spec, where = step.spec, f"step {step.action.symbol} {step.kind} {step.target}"
+        if isinstance(spec, HealthWait) and waits.get((step.kind, step.target)) != _health_identity(spec):
+            moves.append(f"{where}: its health wait differs from the one planned now (container, URL, unit or "
+                         "model bytes; was the plan file edited?)")
+        preread = spec.preread if isinstance(spec, ImageBuild) else spec if isinstance(spec, PagecachePreread) else None
+        if preread is not None and preread != reads:
+            moves.append(f"{where}: its pre-read differs from the model's files now (was the plan file edited?)")
+    return sorted(moves)
+
+
 def stale_reasons(saved: SavedPlan, profile: Profile, profile_text_now: str | None, observed: Observed,
                   now: Plan) -> tuple[str, ...]:
     """Everything that moved since `saved` (of `profile`) was made; empty = it may be executed as saved."""
     return (*profile_moves(saved.profile_source, saved.profile_text, profile_text_now),
             *(str(d) for d in flat_diff(saved.basis, observed_basis(profile, observed))),
-            *step_moves(saved.steps, now.steps))
+            *step_moves(saved.steps, now.steps), *payload_edits(saved.steps, now.steps, observed))

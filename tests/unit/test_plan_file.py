@@ -143,3 +143,14 @@ def test_a_profile_is_not_a_saved_plan_and_a_foreign_version_is_refused() -> Non
     data["steps"] = [{"kind": "x"}]
     with pytest.raises(InputError, match="plan.json: not a readable kimik3 saved plan"):
         read_saved_plan(json.dumps(data), "plan.json")
+
+
+@pytest.mark.parametrize("keep", [40, 200, 0.5, -2], ids=["header", "early", "half", "last-brace"])
+def test_a_truncated_saved_plan_is_named_as_one_not_parsed_as_a_yaml_profile(keep) -> None:
+    """Held-back review: a plan cut short was read as a profile ("invalid YAML" at line 7)."""
+    text = write_saved_plan(saved((Step("health", "k3", Action.NOOP, "healthy"),)))
+    cut = text[:int(len(text) * keep) if isinstance(keep, float) else keep]
+    with pytest.raises(InputError, match=r"^plan.json: a damaged kimik3 saved plan \(not complete JSON: .*, line \d+ "
+                                         r"column \d+; truncated or edited\?\): make the plan again") as refused:
+        read_saved_plan(cut, "plan.json")
+    assert refused.value.exit_code == 2

@@ -305,3 +305,55 @@ def test_a_dropped_worker_that_moved_since_the_plan_makes_it_stale_naming_it(wit
         apply_saved(engine, saved)
     assert any(m.startswith("dropped worker w1 (ssh://k3@10.0.0.2): rpc-server running ") and
                m.endswith("→ no rpc-server") for m in stale.value.moved), stale.value.moved
+
+
+def _edited(saved, edit) -> object:
+    """The saved plan as its file reads after `edit(steps_json)` changed it by hand."""
+    import json
+
+    data = json.loads(write_saved_plan(saved))
+    edit(data["steps"])
+    return read_saved_plan(json.dumps(data), "plan.json")
+
+
+def _spec_of(steps: list[dict], kind: str) -> dict:
+    return next(s["spec"]["fields"] for s in steps if s["kind"] == kind and s["action"] != "noop")
+
+
+@pytest.mark.parametrize("field, value", [("container", "someone-elses-db"), ("unit", "sshd.service"),
+                                          ("url", "http://127.0.0.1:1/health"), ("model_bytes", 1)])
+def test_a_hand_edited_health_wait_makes_the_plan_stale_and_nothing_runs(world, field, value):
+    """Health waits are not decisions (they are left out of the step comparison), but their payload acts: a failed
+    load stops `container` and `unit`. Found by the held-back review: an edited wait ran unchecked."""
+    engine, docker, work = world
+    saved = _edited(save(engine, work), lambda steps: _spec_of(steps, "health").update({field: value}))
+    with pytest.raises(StalePlan, match=r"step <= health .*: its health wait differs from the one planned now"):
+        apply_saved(engine, saved)
+    assert "k3-test" not in docker.containers and docker.builds == []
+
+
+def test_a_hand_edited_timeout_still_applies(world):
+    """The timeout follows the measured load rate (it moves on its own): not an edit to refuse."""
+    engine, docker, work = world
+    saved = _edited(save(engine, work), lambda steps: _spec_of(steps, "health").update({"timeout_s": 999.0}))
+    assert apply_saved(engine, saved).final.converged
+
+
+@pytest.mark.parametrize("kind", ["preread", "image"])
+def test_a_hand_edited_preread_makes_the_plan_stale(world, kind):
+    engine, docker, work = world
+
+    def edit(steps: list[dict]) -> None:
+        spec = _spec_of(steps, kind)
+        (spec["preread"] if kind == "image" else spec)["files"] = ["/etc/shadow"]
+
+    saved = save(engine, work)
+    if kind == "preread":  # a pre-read step of its own comes with a swap: make one
+        apply_saved(engine, saved)
+        text, source = FAKE_PROFILE.replace("parallel: 2", "parallel: 3"), str(work / "profile.yaml")
+        (work / "profile.yaml").write_text(text)
+        saved = read_saved_plan(write_saved_plan(engine.save_plan(parse_profile(text, source), source)[1]), "p.json")
+    reads = list(engine.ports.host.preread_calls)
+    with pytest.raises(StalePlan, match=rf"step \S+ {kind} .*: its pre-read differs from the model's files now"):
+        apply_saved(engine, _edited(saved, edit))
+    assert engine.ports.host.preread_calls == reads
