@@ -57,18 +57,25 @@ class _Context:
         return Engine(ports, reporter, Path(profile_path).resolve().parent, self.dockerfile)
 
 
+def _fail(exc: Kimik3Error, json_out: bool) -> None:
+    """The message on stderr; with --json also the error as JSON on stdout (cli/json_out.py); exit its code."""
+    _err.print(Text("error: ", style="red") + Text(str(exc)))
+    if json_out:
+        from kimik3_reconciler.cli.json_out import emit, kimik3_error_document
+
+        emit(kimik3_error_document(exc))
+    sys.exit(exc.exit_code)
+
+
 def _run(fn):  # noqa: ANN001 - click callback wrapper
     """Map kimik3's error tree to messages and exit codes; never a traceback for expected failures."""
     def wrapper(*args, **kwargs):  # noqa: ANN002, ANN003
         try:
             return fn(*args, **kwargs)
         except Kimik3Error as exc:
-            _err.print(Text("error: ", style="red") + Text(str(exc)))
-            sys.exit(exc.exit_code)
+            _fail(exc, bool(kwargs.get("json_out")))
         except OSError as exc:  # ENOSPC, EROFS, EACCES, a missing state dir...: the path and what to do, no traceback
-            error = LocalFileError.from_os_error(exc)
-            _err.print(Text("error: ", style="red") + Text(str(error)))
-            sys.exit(error.exit_code)
+            _fail(LocalFileError.from_os_error(exc), bool(kwargs.get("json_out")))
     wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
     return wrapper
 
@@ -109,25 +116,34 @@ def _ctx(click_ctx: click.Context, json_out: bool) -> _Context:
 
 @main.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--json", "json_out", is_flag=True, help="print each file's verdict, problems and warnings as JSON on stdout")
 @_run
-def validate(files: tuple[str, ...]) -> None:
+def validate(files: tuple[str, ...], json_out: bool) -> None:
     """Check profiles without touching the host (exit 2 if any is invalid)."""
-    failed = False
+    from kimik3_reconciler.cli.json_out import emit, problem_json
+
+    verdicts = []
     for path in files:
         try:
             loaded = load(path)
         except ProfileError as exc:
-            failed = True
+            verdicts.append({"file": path, "valid": False, "problems": [problem_json(p) for p in exc.problems]})
             for problem in exc.problems:
                 _err.print(str(problem), highlight=False)
             continue
         except InputError as exc:  # unreadable file: report it and go on with the others
-            failed = True
+            verdicts.append({"file": path, "valid": False, "problems": [{"file": path, "line": None, "field": "",
+                                                                         "message": str(exc)}]})
             _err.print(str(exc), highlight=False)
             continue
         for warning in loaded.warnings:
             _err.print(f"{path}: warning: {warning}", highlight=False)
-        _out.print(f"{path}: ok", highlight=False)
+        verdicts.append({"file": path, "valid": True, "problems": [], "warnings": [str(w) for w in loaded.warnings]})
+        if not json_out:
+            _out.print(f"{path}: ok", highlight=False)
+    failed = not all(v["valid"] for v in verdicts)
+    if json_out:
+        emit({"ok": not failed, "files": verdicts})
     if failed:
         sys.exit(2)
 
@@ -329,31 +345,42 @@ def _print_report(report) -> None:  # noqa: ANN001 - verify.VerifyReport, import
 @click.option("--images", is_flag=True, help="also remove the profile's image")
 @click.option("--model", is_flag=True, help="also remove the cached model files of this quant")
 @click.option("--dry-run", is_flag=True, help="only show what would be removed")
+@click.option("--json", "json_out", is_flag=True, help="print the teardown's steps as JSON on stdout")
 @lock_timeout
 @click.pass_context
 @_run
-def destroy(ctx: click.Context, file: str, images: bool, model: bool, dry_run: bool, lock_timeout: float) -> None:
+def destroy(ctx: click.Context, file: str, images: bool, model: bool, dry_run: bool, json_out: bool,
+            lock_timeout: float) -> None:
     """Remove what the profile created (model cache and images only when asked)."""
     loaded = load(file, cached=True)
-    engine = _ctx(ctx, False).engine(file)
+    engine = _ctx(ctx, json_out).engine(file)
     with nullcontext() if dry_run else engine.locked("destroy", loaded.profile, lock_timeout):
         teardown = engine.destroy(loaded, images=images, model=model, execute_steps=not dry_run)
-    render_plan(teardown, _out, verbose=True)
+    _show_steps(teardown, json_out, dry_run)
+
+
+def _show_steps(the_plan, json_out: bool, dry_run: bool) -> None:  # noqa: ANN001 - model.plan.Plan
+    """destroy and prune: the steps (run, or only shown with --dry-run) as a plan, or as JSON."""
+    if json_out:
+        click.echo(json.dumps({**the_plan.to_json(), "dry_run": dry_run}, indent=2))
+    else:
+        render_plan(the_plan, _out, verbose=True)
 
 
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--dry-run", is_flag=True, help="only show what would be removed")
+@click.option("--json", "json_out", is_flag=True, help="print the removals as JSON on stdout")
 @lock_timeout
 @click.pass_context
 @_run
-def prune(ctx: click.Context, file: str, dry_run: bool, lock_timeout: float) -> None:
+def prune(ctx: click.Context, file: str, dry_run: bool, json_out: bool, lock_timeout: float) -> None:
     """Remove the profile's older images (kept as rollback targets until now)."""
     loaded = load(file, cached=True)
-    engine = _ctx(ctx, False).engine(file)
+    engine = _ctx(ctx, json_out).engine(file)
     with nullcontext() if dry_run else engine.locked("prune", loaded.profile, lock_timeout):
         pruning = engine.prune(loaded, execute_steps=not dry_run)
-    render_plan(pruning, _out, verbose=True)
+    _show_steps(pruning, json_out, dry_run)
 
 
 @main.command(name="force-unlock")
@@ -393,20 +420,29 @@ def reconcile(ctx: click.Context, file: str, interval: float, jitter: bool, once
 
 @main.command()
 @click.argument("rule", required=False)
-def explain(rule: str | None) -> None:
+@click.option("--json", "json_out", is_flag=True, help="print the rule (or every rule) as JSON on stdout")
+@_run
+def explain(rule: str | None, json_out: bool) -> None:
     """Print a seed-000 rule and why it exists (no RULE: list them)."""
     import difflib
 
     from kimik3_reconciler.model.rulebook import BY_ID, RULES
 
+    def as_json(r) -> dict:  # noqa: ANN001 - model.rulebook.Rule
+        return {"id": r.id, "kind": r.kind, "statement": r.statement, "reason": r.reason, "seed": r.seed,
+                "enforced_by": list(r.enforced_by), "cases": [f"tests/{c}" for c in r.cases]}
+
+    if rule is not None and rule not in BY_ID:
+        near = difflib.get_close_matches(rule, BY_ID, n=1)
+        raise InputError(f"unknown rule {rule!r}" + (f" (did you mean {near[0]!r}?)" if near else "")
+                         + ": `kimik3 explain` lists them")
+    if json_out:
+        click.echo(json.dumps([as_json(r) for r in RULES] if rule is None else as_json(BY_ID[rule]), indent=2))
+        return
     if rule is None:
         for r in RULES:
             _out.print(f"{r.id:<24} {r.kind:<7} {r.statement}\n{'':<33}from: {r.seed}")
         return
-    if rule not in BY_ID:
-        near = difflib.get_close_matches(rule, BY_ID, n=1)
-        _err.print(f"unknown rule {rule!r}" + (f" (did you mean {near[0]!r}?)" if near else ""))
-        sys.exit(2)
     r = BY_ID[rule]
     enforced = ", ".join(r.enforced_by) or "nothing yet (an open gap)"
     _out.print(f"{r.id} ({r.kind}): {r.statement}\n  why: {r.reason}\n  from: {r.seed}\n  enforced by: {enforced}")

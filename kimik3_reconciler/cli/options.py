@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from kimik3_reconciler.model.durations import parse_duration
@@ -51,6 +53,24 @@ class LazyGroup(click.Group):
     def __init__(self, *args, lazy: dict[str, str] | None = None, **kwargs):  # noqa: ANN002, ANN003
         super().__init__(*args, **kwargs)
         self.lazy = lazy or {}  # command name -> "module:attribute"
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):  # noqa: ANN001, ANN201
+        """As click's, and a usage error of a `--json` command line (a missing FILE, an unknown option) also prints
+        its JSON error document on stdout (cli/json_out.py says why)."""
+        from kimik3_reconciler.cli.json_out import usage_error_json, wants_json
+
+        argv = list(sys.argv[1:] if args is None else args)
+        if not standalone_mode or not wants_json(argv):
+            return super().main(argv, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            return super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.ClickException as exc:
+            exc.show()
+            usage_error_json(exc)
+            sys.exit(exc.exit_code)
+        except click.exceptions.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *self.lazy])

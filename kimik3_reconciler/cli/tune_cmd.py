@@ -53,12 +53,13 @@ def _write_atomically(path: Path, text: str) -> None:
               help="short trials at most (default: a third of the launchable candidates, at least 3)")
 @click.option("--write", is_flag=True, help="rewrite FILE's knobs in place (comments and key order kept) with the "
                                             "measured figures as a comment, and converge on it; without: print the diff")
+@click.option("--json", "json_out", is_flag=True, help="print the trials, the winner and the diff as JSON on stdout")
 @lock_timeout
 @click.pass_context
 @_run
 def tune(ctx: click.Context, file: str, goal_text: str, budget: float, space: tuple[str, ...], prompts: int,
          prompt_tokens: int, output_tokens: int, finalists: int, repeats: int, max_trials: int | None, write: bool,
-         lock_timeout: float) -> None:
+         json_out: bool, lock_timeout: float) -> None:
     """Find the profile's fastest knobs on this host for a goal: every candidate is a real launch
     (replace, health, verify) and a bench; refused candidates are never launched. Resumable (state), holds
     the host lock, and always ends converged on the winner (--write) or on FILE as written."""
@@ -71,7 +72,7 @@ def tune(ctx: click.Context, file: str, goal_text: str, budget: float, space: tu
 
     loaded = load(file)
     goal, asked = parse_goal(goal_text), parse_space(space)
-    engine = _ctx(ctx, False).engine(file)
+    engine = _ctx(ctx, json_out).engine(file)
     base = BenchSettings(prompt_tokens=prompt_tokens, output_tokens=output_tokens)
     short, long = with_settings(base, goal, prompts, 1), with_settings(base, goal, prompts * 2, 1)
     key = search_key(loaded.profile.name, loaded.text, goal, asked,
@@ -106,8 +107,13 @@ def tune(ctx: click.Context, file: str, goal_text: str, budget: float, space: tu
         finally:  # never left on a candidate: the winner (written) or FILE as it was
             _err.print(f"converging on {'the winner' if target is not loaded else file + ' as written'}")
             runner.settle(target)
-    _out.print(_trial_table(result.trials, goal))
+    if json_out:
+        _tune_json(file, goal, result, loaded, write)
+    else:
+        _out.print(_trial_table(result.trials, goal))
     _every_candidate_failed(result.trials, baseline_knobs)
+    if json_out:
+        return
     if result.winner is None:
         _out.print(f"nothing beat {file} as written ({_figure(result.baseline, goal)}): no change")
         return
@@ -120,6 +126,27 @@ def tune(ctx: click.Context, file: str, goal_text: str, budget: float, space: tu
         diff = difflib.unified_diff(loaded.text.splitlines(True), proposed.splitlines(True), file, f"{file} (tuned)")
         _out.print(Text("".join(diff)))
         _out.print("the host runs FILE as written; `--write` applies the winner")
+
+
+def _tune_json(file: str, goal, result, loaded, written: bool) -> None:  # noqa: ANN001 - Goal, SearchResult, LoadedProfile
+    """--json: every trial, the baseline and the winner (None: nothing beat FILE as written), and the diff."""
+    import dataclasses
+    import json
+
+    from kimik3_reconciler.model.profile_edit import set_serve_knobs
+    from kimik3_reconciler.planning.tune_space import serve_values
+
+    def trial(t) -> dict | None:  # noqa: ANN001 - Trial | None
+        return None if t is None else dataclasses.asdict(t)
+
+    diff = ""
+    if result.winner is not None and not written:
+        text = loaded.text
+        proposed = set_serve_knobs(text, serve_values(loaded.profile, result.winner.knobs))
+        diff = "".join(difflib.unified_diff(text.splitlines(True), proposed.splitlines(True), file, f"{file} (tuned)"))
+    click.echo(json.dumps({"profile_file": file, "goal": str(goal), "trials": [trial(t) for t in result.trials],
+                           "baseline": trial(result.baseline), "winner": trial(result.winner), "written": written
+                           and result.winner is not None, "diff": diff}, indent=2, default=str))
 
 
 def _every_candidate_failed(trials, baseline_knobs: dict) -> None:  # noqa: ANN001 - list[Trial]
