@@ -5,6 +5,7 @@ Exit codes: the table in errors.py's docstring (also `EXIT_CODES` below, printed
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shlex
@@ -17,7 +18,8 @@ import click
 from kimik3_reconciler.console import Stream, Styled as Text
 from kimik3_reconciler.engine import Engine
 from kimik3_reconciler.errors import InputError, Kimik3Error, LocalFileError, ProfileError, VerifyFailed
-from kimik3_reconciler.cli.inputs import load, parse_text, profile_text_now, read_text, write_plan
+from kimik3_reconciler.cli.inputs import (check_made_by, kimik3_identity, load, parse_text, profile_text_now, read_text,
+                                          write_plan)
 from kimik3_reconciler.cli.options import CHANGES_PENDING, EXIT_CODES, Duration, LazyGroup, lock_timeout
 from kimik3_reconciler.model.plan_file import read_saved_plan
 from kimik3_reconciler.render import render_plan
@@ -165,7 +167,7 @@ def plan(ctx: click.Context, file: str, json_out: bool, detailed_exitcode: bool,
     engine = _ctx(ctx, json_out).engine(file)
     if out:
         the_plan, saved = engine.save_plan(loaded, str(Path(file).resolve()), rehash=rehash)
-        write_plan(out, saved)
+        write_plan(out, dataclasses.replace(saved, made_by=kimik3_identity()))
         _err.print(f"plan saved to {out}: `kimik3 apply {out}` executes exactly these steps")
     else:
         the_plan = engine.plan(loaded, rehash=rehash)
@@ -184,6 +186,7 @@ def _apply_input(ctx: click.Context, file: str, json_out: bool):  # noqa: ANN202
     saved = read_saved_plan(text, file)
     if saved is None:
         return parse_text(text, file, cached=True), _ctx(ctx, json_out).engine(file), None
+    check_made_by(saved, file)
     loaded = parse_text(saved.profile_text, saved.profile_source, cached=True)
     engine = _ctx(ctx, json_out).engine(saved.profile_source)
     # Read when it runs, under the host lock (as the observation is): what an apply that held the lock

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
+from functools import cache
 from pathlib import Path
 
 from kimik3_reconciler.cli import profile_cache
-from kimik3_reconciler.errors import InputError, LocalFileError
+from kimik3_reconciler.errors import InputError, LocalFileError, StalePlan
 from kimik3_reconciler.model.loaded_profile import LoadedProfile
 from kimik3_reconciler.model.plan_file import SavedPlan, read_saved_plan, write_saved_plan
+
+_PACKAGE = Path(__file__).resolve().parents[1]
 
 
 # A profile is a few KiB and a saved plan some tens: reading stops here, so `kimik3 validate /dev/zero` or a
@@ -87,3 +91,30 @@ def write_plan(path: str, saved: SavedPlan) -> None:
         # no half-written `.NAME.kimik3-tmp` is left beside the target.
         tmp.unlink(missing_ok=True)
         raise LocalFileError.from_os_error(OSError(exc.errno, exc.strerror, path)) from exc  # -out's path, not tmp
+
+
+@cache
+def kimik3_identity() -> str:
+    """This kimik3: its version and a digest of every file of the package (code, Dockerfile, patches, gate text).
+    A development checkout changes without a version bump; a saved plan records this and only this kimik3
+    executes it (as Terraform refuses a plan made by another Terraform)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        release = version("kimik3-reconciler")
+    except PackageNotFoundError:
+        release = "unreleased"
+    digest = hashlib.sha256()
+    for path in sorted(p for p in _PACKAGE.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        digest.update(str(path.relative_to(_PACKAGE)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return f"{release} (code {digest.hexdigest()[:16]})"
+
+
+def check_made_by(saved: SavedPlan, source: str) -> None:
+    """A plan another kimik3 made is stale (exit 7), before the lock or any observation: its payloads, its
+    fingerprints and the executors that would run them are that kimik3's, not this one's."""
+    if saved.made_by != kimik3_identity():
+        made = f"kimik3 {saved.made_by}" if saved.made_by else "an older kimik3 (the plan names none)"
+        raise StalePlan(f"the saved plan {source} (made {saved.created}) was made by {made}; this is kimik3 "
+                        f"{kimik3_identity()}: nothing was changed. Plan again with this kimik3 (kimik3 plan "
+                        f"{saved.profile_source} -out PLAN)", (f"{made} → kimik3 {kimik3_identity()}",))

@@ -73,6 +73,7 @@ class SavedPlan:
     created: str
     rehash: bool = False
     warnings: tuple[str, ...] = ()
+    made_by: str = ""  # the kimik3 that made it (version and code digest): only the same one executes it
 
     @property
     def changes(self) -> tuple[Step, ...]:
@@ -80,7 +81,7 @@ class SavedPlan:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "format": FORMAT, "version": VERSION, "created": self.created,
+            "format": FORMAT, "version": VERSION, "created": self.created, "kimik3": self.made_by,
             "profile": {"source": self.profile_source, "text": self.profile_text},
             "observed": {"rehash": self.rehash, "digest": basis_digest(self.basis),
                          "basis": dict(sorted(self.basis.items()))},
@@ -100,7 +101,8 @@ class SavedPlan:
             return cls(profile_source=data["profile"]["source"], profile_text=data["profile"]["text"],
                        basis={str(k): str(v) for k, v in data["observed"]["basis"].items()},
                        steps=tuple(step_from_json(s) for s in data["steps"]), created=data["created"],
-                       rehash=bool(data["observed"].get("rehash", False)), warnings=tuple(data.get("warnings", ())))
+                       rehash=bool(data["observed"].get("rehash", False)), warnings=tuple(data.get("warnings", ())),
+                       made_by=str(data.get("kimik3", "")))
         # AttributeError: a field of the wrong JSON type (a list where the basis mapping goes, a number as action).
         except (AttributeError, KeyError, TypeError, ValueError, ValidationError) as exc:
             raise InputError(f"{source}: not a readable kimik3 saved plan ({type(exc).__name__}: {exc})") from exc

@@ -357,3 +357,22 @@ def test_a_hand_edited_preread_makes_the_plan_stale(world, kind):
     with pytest.raises(StalePlan, match=rf"step \S+ {kind} .*: its pre-read differs from the model's files now"):
         apply_saved(engine, _edited(saved, edit))
     assert engine.ports.host.preread_calls == reads
+
+
+@pytest.mark.parametrize("made_by", ["", "0.1.0 (code 0000000000000000)"], ids=["older", "other-code"])
+def test_a_plan_made_by_another_kimik3_is_stale_before_anything_is_observed(world, made_by):
+    """Held-back review: a plan made by another kimik3 (an upgrade, a checkout moved between plan and apply) ran
+    with this kimik3's executors, or failed as unreadable when a payload's shape had moved. Now exit 7, at once."""
+    import dataclasses
+
+    from kimik3_reconciler.cli.inputs import check_made_by, kimik3_identity
+
+    engine, docker, work = world
+    saved = save(engine, work)
+    check_made_by(dataclasses.replace(saved, made_by=kimik3_identity()), "plan.json")  # this kimik3's: runs
+    back = read_saved_plan(write_saved_plan(dataclasses.replace(saved, made_by=made_by)), "plan.json")
+    with pytest.raises(StalePlan, match=r"^the saved plan plan.json \(made .*\) was made by (kimik3 0\.1\.0 \(code 0+\)"
+                                        r"|an older kimik3 \(the plan names none\)); this is kimik3 .*: nothing was "
+                                        r"changed") as stale:
+        check_made_by(back, "plan.json")
+    assert stale.value.exit_code == 7
