@@ -21,6 +21,7 @@ import fcntl
 import json
 import os
 import socket
+import stat
 import time
 from pathlib import Path
 
@@ -73,27 +74,49 @@ class HostWideLock:
         return self._record(), _flocked(self.path)
 
     def break_lock(self) -> None:
+        # Only a lock file kimik3 may own is removed: KIMIK3_HOST_LOCK naming another file (/etc/passwd) must not
+        # make force-unlock delete it, nor a symlink planted there make it touch anything.
+        try:
+            fd = open_lock_file(self.path, os.O_RDONLY)
+        except OSError:  # absent, a symlink, a hard link, a FIFO: nothing of kimik3's to remove
+            return
+        try:
+            if not _holds_a_lock_record(fd):
+                return
+        finally:
+            os.close(fd)
         try:
             self.path.unlink(missing_ok=True)
         except PermissionError:  # another user's file in sticky /run/lock: empty the record at least
             try:
-                with open(self.path, "w"):
-                    pass
+                fd = open_lock_file(self.path, os.O_RDWR)
             except OSError:
-                pass
+                return
+            try:
+                if _holds_a_lock_record(fd):
+                    os.ftruncate(fd, 0)
+            finally:
+                os.close(fd)
 
     def _open(self) -> int:
         try:  # an existing file: no O_CREAT (protected_regular refuses it on another user's file in /run/lock)
-            return os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
+            fd = open_lock_file(self.path, os.O_RDWR)
         except FileNotFoundError:
-            pass
+            fd = None
         except PermissionError:  # locking needs no write access: the record then stays unwritten
-            return os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
-        except FileExistsError:  # made by another kimik3 just now
-            return os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
-        os.fchmod(fd, 0o666)  # past the umask: another user must open it for writing too
+            return open_lock_file(self.path, os.O_RDONLY)
+        if fd is None:
+            try:
+                fd = open_lock_file(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL)
+                os.fchmod(fd, 0o666)  # past the umask: another user must open it for writing too
+                return fd
+            except FileExistsError:  # made by another kimik3 just now
+                fd = open_lock_file(self.path, os.O_RDWR)
+        # The record write truncates the file: only a lock record (or nothing) may be there to lose.
+        if not _holds_a_lock_record(fd):
+            os.close(fd)
+            raise OSError(errno.EINVAL, "it holds something other than a kimik3 lock record; kimik3 leaves it as it is",
+                          str(self.path))
         return fd
 
     def _write(self, record: dict | None) -> None:
@@ -105,10 +128,16 @@ class HostWideLock:
             pass
 
     def _record(self) -> LockHolder | None:
+        try:  # not through a symlink, never blocking on a FIFO: only a lock file of its own names a holder
+            fd = open_lock_file(self.path, os.O_RDONLY)
+        except OSError:
+            return None
         try:
-            data = json.loads(self.path.read_text() or "null")
+            data = json.loads(os.pread(fd, _RECORD_MAX + 1, 0) or b"null")
         except (OSError, ValueError):
             return None
+        finally:
+            os.close(fd)
         return LockHolder.from_json(data) if isinstance(data, dict) else None
 
     def _settled(self) -> LockHolder | None:
@@ -200,7 +229,7 @@ class StateDirLock:
         """A descriptor holding the flock on the file now at `path`, or None when another process holds it."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            return _flock(self.path, lambda: os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644))
+            return _flock(self.path, lambda: open_lock_file(self.path, os.O_RDWR | os.O_CREAT, 0o644))
         except OSError as exc:  # e.g. ENOLCK on a filesystem without locks: say where, do not run unlocked
             raise StepError(f"cannot lock {self.path}: {exc.strerror} (keep the state dir on a local "
                             "filesystem)") from exc
@@ -221,6 +250,31 @@ class StateDirLock:
             if (record is not None and self.alive(record) is not False) or time.monotonic() >= deadline:
                 return record
             time.sleep(_SETTLE_STEP_S)
+
+
+_RECORD_MAX = 4096  # a lock record is ~200 bytes of JSON
+
+
+def open_lock_file(path: Path, flags: int, mode: int = 0o666) -> int:
+    """A descriptor on the lock file at `path`, which must be a plain file of its own: never through a symlink, a
+    hard link, a FIFO or a device. The host-wide lock lives in world-writable /run/lock (and KIMIK3_HOST_LOCK may
+    name any path): the holder's record is written by truncating the file, so a symlink planted there (or a path
+    set by mistake) must not make kimik3 truncate what it points at. Found by the held-back review: a
+    KIMIK3_HOST_LOCK symlink to /etc/passwd left /etc/passwd empty after one apply."""
+    # O_NONBLOCK: opening a FIFO must not hang (it is refused below); no effect on a regular file's reads and writes.
+    fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a plain file of its own (a hard link, a FIFO or a device): kimik3 leaves "
+                      "it as it is", str(path))
+    return fd
+
+
+def _holds_a_lock_record(fd: int) -> bool:
+    """Empty, or a JSON object of a lock record's size (a torn record included): what kimik3 may truncate."""
+    head = os.pread(fd, _RECORD_MAX + 1, 0)
+    return not head.strip() or (head.lstrip().startswith(b"{") and len(head) <= _RECORD_MAX)
 
 
 def _flock(path: Path, open_fd) -> int | None:  # noqa: ANN001 - () -> int

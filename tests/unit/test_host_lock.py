@@ -250,3 +250,43 @@ def test_force_unlock_from_another_state_dir_clears_the_host_wide_lock(tmp_path:
     assert f"removed lock {mine.id}" in said and "still runs on this host" in said
     theirs = holder("apply", "k3-b")
     assert StateDirLock(tmp_path / "bob", shared).try_acquire(theirs).acquired
+
+
+@pytest.mark.parametrize("planted", ["symlink", "hardlink", "foreign-file", "fifo"])
+def test_a_host_wide_lock_path_that_is_not_a_plain_lock_file_is_never_written_through(tmp_path: Path,
+                                                                                      planted: str) -> None:
+    """Held-back review: KIMIK3_HOST_LOCK (or a symlink planted in world-writable /run/lock) pointing at another
+    file made one apply truncate that file (it emptied /etc/passwd). Now the path must be a plain file of its own
+    holding a lock record or nothing; else kimik3 keeps the state dir's lock only, says so, and leaves it alone."""
+    victim = tmp_path / "passwd"
+    victim.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    shared = tmp_path / "kimik3.lock"
+    if planted == "symlink":
+        shared.symlink_to(victim)
+    elif planted == "hardlink":
+        os.link(victim, shared)
+    elif planted == "foreign-file":  # KIMIK3_HOST_LOCK set to a file that is not kimik3's
+        shared = victim
+    else:
+        os.mkfifo(shared)
+    events, mine = Events(), holder()
+    lock = StateDirLock(tmp_path / "state", shared)
+    acquire(lock, FakeClock(), mine, timeout_s=0, say=events)
+    lock.release(mine)
+    (name, fields), = events.seen
+    assert name == "lock-host-wide-unavailable" and f"cannot use the host-wide lock {shared}" in fields["why"]
+    assert victim.read_text() == "root:x:0:0:root:/root:/bin/bash\n"
+    # force-unlock of the state dir's lock takes the host-wide file along when it names nobody: never this one
+    hung = StateDirLock(tmp_path / "state", shared)
+    stuck = holder()
+    acquire(hung, FakeClock(), stuck, timeout_s=0, say=Events())
+    force_unlock(StateDirLock(tmp_path / "state", shared), stuck.id)
+    assert victim.read_text() == "root:x:0:0:root:/root:/bin/bash\n"
+
+
+def test_a_torn_host_wide_record_is_still_a_lock_file(tmp_path: Path) -> None:
+    shared = tmp_path / "kimik3.lock"
+    shared.write_text('{"id": "deadbeef00')  # a kimik3 killed between truncate and write
+    events = Events()
+    acquire(StateDirLock(tmp_path / "state", shared), FakeClock(), holder(), timeout_s=0, say=events)
+    assert events.seen == [] and json.loads(shared.read_text())["profile"] == "k3-a"
