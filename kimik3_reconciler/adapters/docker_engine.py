@@ -9,15 +9,18 @@ from __future__ import annotations
 import errno
 import functools
 import os
+import re
+import stat
 import types
 from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kimik3_reconciler import logs
-from kimik3_reconciler.adapters.docker_socket import EngineApiError, EngineSocket, EngineUnreachable, engine_socket
+from kimik3_reconciler.adapters.docker_socket import (EngineApiError, EngineSocket, EngineUnreachable, engine_socket,
+                                                      unix_socket_path)
 from kimik3_reconciler.adapters.translate import translated
-from kimik3_reconciler.errors import BuildFailed, Kimik3Error, PermanentError, TransientError
+from kimik3_reconciler.errors import BuildFailed, InputError, Kimik3Error, PermanentError, TransientError
 from kimik3_reconciler.model.specs import ContainerSpec, ImageBuild
 from kimik3_reconciler.ports import LineSink
 
@@ -159,12 +162,40 @@ def _unreachable(exc: Exception, connection_error: bool, answered_before: bool, 
         if answered_before:  # dockerd removes its socket while it restarts
             return TransientError(f"docker daemon not answering: its socket {where} is gone (restarting?)")
         return PermanentError(f"no docker daemon: {where} does not exist (is dockerd running? DOCKER_HOST?)")
+    if code == errno.ECONNREFUSED and _not_a_socket(where):
+        # A path that is there but no socket (a directory, a file: a DOCKER_HOST typo) never starts answering:
+        # 90 s of "restarting?" retries would only hide the typo.
+        return PermanentError(f"no docker daemon: {where} is not a socket (DOCKER_HOST or --docker-host names the "
+                              "daemon's socket, e.g. unix:///var/run/docker.sock)")
     if code in _RESTARTING_ERRNOS or (code is None and connection_error):
         # No errno: "Connection aborted" with the daemon hanging up mid-request, as a stopping dockerd does.
         return TransientError(f"docker daemon not answering: {exc}")
     if connection_error:
         return PermanentError(f"cannot reach the docker daemon at {where}: {exc}")
     return PermanentError(f"docker: {exc}")
+
+
+def _not_a_socket(where: str) -> bool:
+    path = unix_socket_path(where) if "://" in where else where
+    try:
+        return path is not None and not stat.S_ISSOCK(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+# What the docker SDK connects to (docker.utils.parse_host); anything else is a typo in DOCKER_HOST / --docker-host.
+_DOCKER_URL_SCHEMES = frozenset({"unix", "http+unix", "tcp", "http", "https", "ssh", "npipe"})
+_HOST_PORT = re.compile(r"[\w.\-\[\]:]+:\d+")  # HOST:PORT without a scheme: the SDK reads it as tcp
+
+
+def check_docker_url(url: str) -> None:
+    """InputError (exit 2) naming DOCKER_HOST / --docker-host for a URL no Docker daemon can be at: the SDK's own
+    "Invalid bind address protocol" (exit 1, "a step failed") named neither the variable nor what to write."""
+    scheme = url.split("://", 1)[0].lower() if "://" in url else "tcp" if _HOST_PORT.fullmatch(url.strip()) else ""
+    if scheme not in _DOCKER_URL_SCHEMES:
+        raise InputError(f"DOCKER_HOST (or --docker-host) {url!r} is not a docker daemon URL: write "
+                         "unix:///var/run/docker.sock, tcp://HOST:PORT or ssh://USER@HOST (or unset it for the local "
+                         "socket)")
 
 
 def _absent(exc: PermanentError, sdk_class: str = "NotFound") -> bool:
@@ -213,6 +244,8 @@ class DockerEngine:
             import docker
             import docker.errors
 
+            if self._base_url or os.environ.get("DOCKER_HOST"):
+                check_docker_url(self.where)
             try:
                 # ssh://: the SDK runs the `ssh` client (`docker system dial-stdio` on the far side), so the
                 # operator's ssh config, keys and known_hosts apply as for any ssh login (the SDK still

@@ -53,10 +53,11 @@ def engine_socket(base_url: str | None, environ: Mapping[str, str] | None = None
     url = base_url or environ.get("DOCKER_HOST") or None
     if url is None:
         return DEFAULT_SOCKET if _context_name(environ) == "default" else None
-    return _unix_path(url)
+    return unix_socket_path(url)
 
 
-def _unix_path(url: str) -> str | None:
+def unix_socket_path(url: str) -> str | None:
+    """The socket path of a unix:// docker URL (None: another scheme, or the SDK's legacy relative form)."""
     url = url.strip()
     if url == "unix://":
         return DEFAULT_SOCKET
