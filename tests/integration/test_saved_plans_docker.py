@@ -115,6 +115,26 @@ def test_verify_of_another_quant_than_the_deployed_one_fails_naming_model_quant(
     assert json.loads(kimik3(workdir, "verify", "--json", "profile.yaml").stdout)["ok"] is True
 
 
+def test_an_edited_or_cut_plan_is_refused_as_json_and_touches_nothing(workdir: Path) -> None:
+    """Held-back review: a health wait edited in the file (another container to watch and stop) ran unchecked, and a
+    plan cut short read as "invalid YAML"; both are refused now, with the error as JSON on stdout for CI."""
+    docker("stop", "-t", "2", NAME)
+    kimik3(workdir, "plan", "profile.yaml", "-out", "restart.plan")
+    data = json.loads((workdir / "restart.plan").read_text())
+    wait = next(s["spec"]["fields"] for s in data["steps"] if s["kind"] == "health" and s["action"] == "read")
+    wait["container"] = "someone-elses-db"
+    (workdir / "edited.plan").write_text(json.dumps(data))
+    (workdir / "cut.plan").write_text((workdir / "restart.plan").read_text()[:300])
+    for plan, code, says in (("edited.plan", 7, "its health wait differs from the one planned now"),
+                             ("cut.plan", 2, "a damaged kimik3 saved plan")):
+        refused = kimik3(workdir, "apply", "--json", plan, check=False)
+        error = json.loads(refused.stdout)["error"]  # stdout is the JSON document and nothing else
+        assert refused.returncode == code == error["exit_code"] and says in error["message"], refused.stderr
+        assert docker("inspect", "-f", "{{.State.Status}}", NAME) == "exited"  # touched nothing
+    kimik3(workdir, "apply", "restart.plan")  # the plan as saved still runs
+    assert docker("inspect", "-f", "{{.State.Status}}", NAME) == "running"
+
+
 @pytest.mark.parametrize("endpoint", [f"http://127.0.0.1:{CLOSED_PORT}", "http://k3-plan-hub.invalid:19198"],
                          ids=["refused", "unresolvable"])
 def test_an_unreachable_hub_exits_6_within_seconds_naming_its_url(tmp_path: Path, hub: FixtureHub,
