@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import tempfile
 from functools import cache
 from pathlib import Path
 
@@ -82,14 +84,21 @@ def write_plan(path: str, saved: SavedPlan) -> None:
                                                           and _is_a_saved_plan(target)):
         raise InputError(f"{path} exists and is not a kimik3 saved plan: refusing to replace it (plan -out writes a "
                          "new file or replaces an older saved plan); choose another path")
-    tmp = target.with_name(f".{target.name}.kimik3-tmp")
+    tmp: Path | None = None
     try:
-        tmp.write_text(write_saved_plan(saved), encoding="utf-8")
+        # A fresh temp name (O_EXCL), never a fixed one: `-out /tmp/q2.plan` must not write through a symlink
+        # someone planted at a predictable `/tmp/.q2.plan.kimik3-tmp` (the host lock's class of defect).
+        fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name[:32]}.", suffix=".kimik3-tmp")
+        tmp = Path(name)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(write_saved_plan(saved))
+        tmp.chmod(0o644)  # a plan holds no secret: CI jobs of other users read it
         tmp.replace(target)
     except OSError as exc:
         # The disk or the folder failed, not the input: exit 8 names the path and what to do (README's table), and
-        # no half-written `.NAME.kimik3-tmp` is left beside the target.
-        tmp.unlink(missing_ok=True)
+        # no half-written temp file is left beside the target.
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
         raise LocalFileError.from_os_error(OSError(exc.errno, exc.strerror, path)) from exc  # -out's path, not tmp
 
 

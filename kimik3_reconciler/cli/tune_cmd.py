@@ -28,9 +28,19 @@ def _baseline_knobs(space: dict, observed) -> dict:  # noqa: ANN001 - Observed
 
 
 def _write_atomically(path: Path, text: str) -> None:
-    staging = path.with_name(f".{path.name}.kimik3-tune")
-    staging.write_text(text)
-    os.replace(staging, path)
+    """The profile rewritten whole, keeping its mode; through a fresh temp name (O_EXCL), never a fixed one a
+    symlink could be planted at."""
+    import tempfile
+
+    fd, staging = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:32]}.", suffix=".kimik3-tune")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(staging, path.stat().st_mode & 0o7777)
+        os.replace(staging, path)
+    except BaseException:
+        Path(staging).unlink(missing_ok=True)
+        raise
 
 
 @click.command()

@@ -211,3 +211,19 @@ def test_a_plan_that_cannot_be_written_is_exit_8_naming_the_path_and_leaves_no_t
     with pytest.raises(LocalFileError, match="k3.plan"):
         write_plan(str(tmp_path / "k3.plan"), saved)
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_plan_out_never_writes_through_a_symlink_planted_at_a_temp_name(tmp_path: Path) -> None:
+    """The host lock's class (held-back review): `-out` wrote `.NAME.kimik3-tmp`, a predictable name, following a
+    symlink there (in a shared /tmp: any user's). Now a fresh O_EXCL temp file."""
+    from kimik3_reconciler.cli.inputs import write_plan
+    from kimik3_reconciler.model.plan_file import SavedPlan
+
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    (tmp_path / ".k3.plan.kimik3-tmp").symlink_to(victim)
+    saved = SavedPlan(profile_source=str(tmp_path / "k3.yaml"), profile_text=DEMO, basis={}, steps=(),
+                      created="2026-12-03T10:00:00+00:00")
+    write_plan(str(tmp_path / "k3.plan"), saved)
+    assert victim.read_text() == "precious\n" and (tmp_path / "k3.plan").read_text().startswith("{")
+    assert (tmp_path / "k3.plan").stat().st_mode & 0o777 == 0o644
