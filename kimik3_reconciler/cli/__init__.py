@@ -254,6 +254,9 @@ def apply(ctx: click.Context, file: str, json_out: bool, rounds: int, verify_ser
 @_run
 def status(ctx: click.Context, file: str, json_out: bool, watch: bool, interval: float, iterations: int) -> None:
     """Show what is observed for this profile (container, health, image, model)."""
+    if watch and json_out:  # --watch redraws a table for a person: it would be the only thing on a JSON stdout
+        raise click.UsageError("--watch is a live table; --json prints the observation once (run it in a loop, or "
+                               "scrape the exporter's /metrics)")
     loaded = load(file, cached=True)
     engine = _ctx(ctx, json_out).engine(file)
     observed = engine.observe(loaded, stat_only=True)  # status reads, never hashes (a 50 GB shard: minutes)

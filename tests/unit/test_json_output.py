@@ -50,6 +50,7 @@ def test_every_command_that_prints_a_result_takes_json() -> None:
     (["plan", "--json", "--no-such-option", "bad.yaml"], 2),
     (["plna", "--json", "bad.yaml"], 2),
     (["bench", "--json", "--grid", "0", "bad.yaml"], 2),
+    (["status", "--json", "--watch", "bad.yaml"], 2),  # a live table would be all of a JSON stdout
 ], ids=lambda v: " ".join(v) if isinstance(v, list) else str(v))
 def test_a_failing_json_command_prints_one_json_error_on_stdout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                args: list[str], code: int) -> None:
