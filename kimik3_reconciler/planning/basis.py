@@ -156,6 +156,24 @@ def step_moves(saved: tuple[Step, ...], now: tuple[Step, ...]) -> list[str]:
     return sorted(moves)
 
 
+def order_edits(saved: tuple[Step, ...], now: tuple[Step, ...]) -> list[str]:
+    """A saved plan runs its steps in the file's order, each once: a step listed twice, or steps in another order
+    than the planner's (a launch before its download, a health wait before the launch), is an edit that the
+    per-step comparison cannot see."""
+    def key(step: Step) -> tuple[str, str, str]:
+        return step.kind, step.target, step.action.symbol
+
+    before = [key(s) for s in saved if s.changes]
+    after = [key(s) for s in now if s.changes]
+    moves = [f"step {symbol} {kind} {target}: listed {before.count((kind, target, symbol))} times in the saved plan "
+             "(was the plan file edited?)" for kind, target, symbol in sorted(set(before)) if before.count(
+                 (kind, target, symbol)) > 1]
+    common = set(before) & set(after)
+    if not moves and [k for k in before if k in common] != [k for k in after if k in common]:
+        moves.append("steps: in another order than the planner's (was the plan file edited?)")
+    return moves
+
+
 def _health_identity(wait: HealthWait) -> HealthWait:
     # What a health wait acts on (the container it watches, stops or starts, the URL, the unit it stops after a
     # failed load, the bytes its load rate is recorded for). Its timeout follows the measured load rate and `warm`
@@ -186,4 +204,5 @@ def stale_reasons(saved: SavedPlan, profile: Profile, profile_text_now: str | No
     """Everything that moved since `saved` (of `profile`) was made; empty = it may be executed as saved."""
     return (*profile_moves(saved.profile_source, saved.profile_text, profile_text_now),
             *(str(d) for d in flat_diff(saved.basis, observed_basis(profile, observed))),
-            *step_moves(saved.steps, now.steps), *payload_edits(saved.steps, now.steps, observed))
+            *step_moves(saved.steps, now.steps), *payload_edits(saved.steps, now.steps, observed),
+            *order_edits(saved.steps, now.steps))

@@ -376,3 +376,22 @@ def test_a_plan_made_by_another_kimik3_is_stale_before_anything_is_observed(worl
                                         r"changed") as stale:
         check_made_by(back, "plan.json")
     assert stale.value.exit_code == 7
+
+
+@pytest.mark.parametrize("edit", ["duplicate", "reorder"])
+def test_a_step_listed_twice_or_moved_makes_the_plan_stale(world, edit):
+    """The per-step comparison is by (kind, target, action): a copied step or a launch moved before its download
+    read alike there, and would have run twice or out of order."""
+    engine, docker, work = world
+
+    def change(steps: list[dict]) -> None:
+        at = next(i for i, s in enumerate(steps) if s["kind"] == "container")
+        if edit == "duplicate":
+            steps.insert(at, dict(steps[at]))
+        else:
+            steps.insert(0, steps.pop(at))
+
+    with pytest.raises(StalePlan, match="listed 2 times in the saved plan" if edit == "duplicate"
+                       else "in another order than the planner's"):
+        apply_saved(engine, _edited(save(engine, work), change))
+    assert "k3-test" not in docker.containers and docker.builds == []
