@@ -231,7 +231,7 @@ class Engine:
             "error": None if failure is None else str(failure).splitlines()[0][:300],
             # What converged: the exporter's "converged" is this fingerprint running and healthy.
             "fingerprint": parse_container(inspect).fingerprint if inspect else None,
-            "reverts": int(previous.get("reverts", 0)) + (1 if self._reverted else 0)})
+            "reverts": _count(previous.get("reverts")) + (1 if self._reverted else 0)})
 
     def _apply_or_revert(self, loaded: LoadedProfile, check: Callable[[], None] | None, max_rounds: int,
                          rehash: bool, run: Callable[[], ApplyResult] | None,
@@ -295,3 +295,8 @@ class Engine:
 def _launched(result: ApplyResult) -> bool:
     """This apply (re)launched or started the container: it verifies that launch itself, at its end."""
     return any(isinstance(s.spec, (LaunchContainer, StartContainer)) for s in result.executed)
+
+
+def _count(value: object) -> int:
+    """A count read back from a state record: one that is not a whole number >= 0 (edited, torn) restarts at 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0

@@ -130,7 +130,10 @@ class _Ahead:
 
 
 def _load_rate(ports: Ports, key: str) -> float | None:
-    record = ports.state.read(key)
-    if not record or not record.get("seconds"):
+    """Bytes a second of the last load measured here; None when none was, or the record is not numbers (edited,
+    another version): the plan then predicts from seed 000's rate, as on a first load."""
+    record = ports.state.read(key) or {}
+    size, seconds = record.get("bytes"), record.get("seconds")
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) and v > 0 for v in (size, seconds)):
         return None
-    return record["bytes"] / record["seconds"]
+    return size / seconds

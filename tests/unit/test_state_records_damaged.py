@@ -101,3 +101,45 @@ def test_a_failed_state_write_names_its_path(tmp_path: Path, monkeypatch: pytest
         write_atomically(target, "{}", durable=True)
     assert caught.value.errno == errno.ENOSPC and caught.value.filename == str(target)
     assert list(target.parent.iterdir()) == []  # no temp file left behind
+
+
+@pytest.mark.parametrize("value", [None, "str", [], {}, -1, True, 0])
+def test_a_load_rate_record_of_another_shape_is_no_rate(world, value) -> None:
+    """host/load-rate*.json with a field that is not a positive number: the plan predicts from seed 000's rate."""
+    from kimik3_reconciler.model.records import LOAD_RATE_KEY, WARM_LOAD_RATE_KEY
+
+    engine, profile = world
+    for key in (LOAD_RATE_KEY, WARM_LOAD_RATE_KEY):
+        for field in ("bytes", "seconds"):
+            engine.ports.state.write(key, {"bytes": 1 << 30, "seconds": 2.0, field: value})
+            observed = engine.observe(profile)
+            assert observed.load_rate is None or key != LOAD_RATE_KEY
+            assert observed.warm_load_rate is None or key != WARM_LOAD_RATE_KEY
+            engine.plan(profile)
+
+
+@pytest.mark.parametrize("value", [None, "str", [], -3, 2.5])
+def test_an_apply_record_with_a_bad_revert_count_restarts_it(world, value) -> None:
+    from kimik3_reconciler.model.records import apply_key
+
+    engine, profile = world
+    engine.ports.state.write(apply_key("k3-test"), {"result": "ok", "reverts": value})
+    engine.apply_or_revert(profile, None)
+    assert engine.ports.state.read(apply_key("k3-test"))["reverts"] == 0
+
+
+def test_bench_runs_of_another_shape_are_skipped_not_a_traceback(tmp_path: Path) -> None:
+    from kimik3_reconciler.benchmark.store import keep, kept
+    from kimik3_reconciler.model.bench import BenchRun, BenchSettings, bench_index_key
+
+    state = StateFiles(tmp_path)
+    run = BenchRun("k3", "0123456789abcdef", "2026-12-03T00:00:00+00:00", BenchSettings(grid=(1,)), (), {})
+    keep(state, run)
+    for bad in ({"levels": None}, {"levels": "x"}, {"settings": "x"}, {"settings": []}, {"fingerprint": []}):
+        state.write(keep(state, run), {**run.to_json(), **bad})
+    assert kept(state, "k3") == [run]  # the edited runs are skipped as if removed
+    for index in ({"runs": None}, {"runs": [{"x": 1}, 5, None]}, {"runs": "s"}):
+        state.write(bench_index_key("k3"), index)
+        assert kept(state, "k3") == []
+        keep(state, run)  # a new run starts a readable index again
+        assert kept(state, "k3") == [run]
