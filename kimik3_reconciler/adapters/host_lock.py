@@ -26,6 +26,7 @@ from pathlib import Path
 
 from kimik3_reconciler.adapters.state_files import StateFiles
 from kimik3_reconciler.errors import StepError
+from kimik3_reconciler.model.env_knobs import knob_value
 from kimik3_reconciler.model.host_lock import LOCK_FILE, LOCK_RECORD, LockAttempt, LockHolder
 
 _SETTLE_S, _SETTLE_STEP_S = 1.0, 0.05
@@ -34,10 +35,7 @@ HOST_LOCK_DEFAULT = Path("/run/lock/kimik3.lock")  # FHS: lock files shared by e
 
 def host_lock_path() -> Path | None:
     """KIMIK3_HOST_LOCK (a path; `off` = none), else /run/lock/kimik3.lock."""
-    raw = os.environ.get("KIMIK3_HOST_LOCK", "")
-    if raw.strip().lower() == "off":
-        return None
-    return Path(raw) if raw.strip() else HOST_LOCK_DEFAULT
+    return knob_value("KIMIK3_HOST_LOCK", os.environ, HOST_LOCK_DEFAULT)
 
 
 class HostWideLock:
