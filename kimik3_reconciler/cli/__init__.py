@@ -90,8 +90,9 @@ def _command_words(_ctx: click.Context, _param: click.Parameter, value: str | No
 @click.option("-v", "--verbose", is_flag=True, help="show NOOP steps with their reasons, and build output")
 @click.option("--systemd-root", default=None, show_default="$KIMIK3_SYSTEMD_ROOT, else /",
               help="install root for units (ROOT/etc/systemd/system) and their env files (ROOT/etc/kimik3)")
-@click.option("--systemctl-prefix", default=None, callback=_command_words, help="run systemctl through this command, e.g. 'docker exec sd' "
-                                                        "or 'ssh host' (default: $KIMIK3_SYSTEMCTL_PREFIX, else here)")
+@click.option("--systemctl-prefix", default=None, callback=_command_words,
+              help="run systemctl through this command, e.g. 'docker exec sd' or 'ssh host' (default: "
+                   "$KIMIK3_SYSTEMCTL_PREFIX, else here)")
 @click.pass_context
 @_run
 def main(ctx: click.Context, state_dir: str | None, dockerfile: str | None, docker_host: str | None, verbose: bool,
