@@ -163,7 +163,10 @@ def _removed(lock: LockPort, record: LockHolder, held: bool, where: str) -> str:
 
 
 def _held_message(holder: LockHolder | None, waited_s: float, timeout_s: float, worker: DockerHost | None) -> str:
-    who = holder.describe() if holder else "another kimik3 (its record is not written yet)"
+    # No record: one not written yet, or another user's kimik3, which may lock the host-wide file (mode 0644)
+    # but not write it.
+    who = holder.describe() if holder else ("another kimik3 (no record: not written yet, or another user's kimik3, "
+                                            "which cannot write the host-wide lock file)")
     waited = "did not wait (--lock-timeout 0)" if timeout_s <= 0 else f"waited {waited_s:.0f}s (--lock-timeout)"
     # A worker's lock is found through the profile's workers: force-unlock needs the profile file there.
     unlock = f"kimik3 force-unlock {holder.id}" + (" FILE (FILE: this profile)" if worker else "") if holder else ""

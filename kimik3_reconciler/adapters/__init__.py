@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from kimik3_reconciler.errors import InputError
+from kimik3_reconciler.model.env_knobs import knob_value
 from kimik3_reconciler.model.specs import DockerHost
 from kimik3_reconciler.ports import LockPort, Ports
 
@@ -50,8 +50,4 @@ def real_ports(state_dir: Path, docker_host: str | None = None, systemd_root: st
 
 def _download_workers() -> int:
     """KIMIK3_DOWNLOAD_WORKERS (default 4): how many files the model step fetches at a time."""
-    raw = os.environ.get("KIMIK3_DOWNLOAD_WORKERS", "4")
-    try:
-        return int(raw)
-    except ValueError:
-        raise InputError(f"KIMIK3_DOWNLOAD_WORKERS={raw!r}: expected a whole number of parallel downloads") from None
+    return knob_value("KIMIK3_DOWNLOAD_WORKERS", os.environ, 4)

@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from kimik3_reconciler.adapters import atomic_files
+from kimik3_reconciler.model.env_knobs import knob_value
 
 
 def cache_dir() -> Path | None:
     """Where kimik3 keeps its caches (None: no home to put them in, so nothing is cached)."""
-    explicit = os.environ.get("KIMIK3_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
+    explicit = knob_value("KIMIK3_CACHE_DIR", os.environ)
+    if explicit is not None:
+        return explicit
     xdg = os.environ.get("XDG_CACHE_HOME")
     if xdg and os.path.isabs(xdg):  # the XDG spec: a relative path is invalid and is ignored
         return Path(xdg) / "kimik3"

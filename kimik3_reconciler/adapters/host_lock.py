@@ -27,23 +27,27 @@ from pathlib import Path
 
 from kimik3_reconciler.adapters.state_files import StateFiles
 from kimik3_reconciler.errors import StepError
+from kimik3_reconciler.model.env_knobs import knob_value
 from kimik3_reconciler.model.host_lock import LOCK_FILE, LOCK_RECORD, LockAttempt, LockHolder
 
 _SETTLE_S, _SETTLE_STEP_S = 1.0, 0.05
 HOST_LOCK_DEFAULT = Path("/run/lock/kimik3.lock")  # FHS: lock files shared by every user of the host
+# Owner-writable, world-readable: only its creator writes the holder record (at 0666 any local user could
+# rewrite or empty it); another user's kimik3 still takes the flock through a read-only descriptor (flock needs
+# no write access), so two users' kimik3s still exclude each other. A mode cannot stop a user who can read the
+# file from holding the flock: a host that must, points KIMIK3_HOST_LOCK into a folder only its operators read.
+LOCK_FILE_MODE = 0o644
 
 
 def host_lock_path() -> Path | None:
     """KIMIK3_HOST_LOCK (a path; `off` = none), else /run/lock/kimik3.lock."""
-    raw = os.environ.get("KIMIK3_HOST_LOCK", "")
-    if raw.strip().lower() == "off":
-        return None
-    return Path(raw) if raw.strip() else HOST_LOCK_DEFAULT
+    return knob_value("KIMIK3_HOST_LOCK", os.environ, HOST_LOCK_DEFAULT)
 
 
 class HostWideLock:
     """flock on one file for the whole host; the holder's JSON is the file's content (written through the
-    locked descriptor, so it needs no second file). The file is made mode 0666: every user locks the same one."""
+    locked descriptor, so it needs no second file). The file is made LOCK_FILE_MODE (0644), owned by its creator:
+    every user locks the same one, only the creator writes its record."""
 
     def __init__(self, path: Path):
         self.path = path
@@ -99,24 +103,36 @@ class HostWideLock:
                 os.close(fd)
 
     def _open(self) -> int:
-        try:  # an existing file: no O_CREAT (protected_regular refuses it on another user's file in /run/lock)
-            fd = open_lock_file(self.path, os.O_RDWR)
+        try:
+            return self._open_existing()
         except FileNotFoundError:
-            fd = None
+            pass
+        try:
+            fd = open_lock_file(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, LOCK_FILE_MODE)
+        except FileExistsError:  # made by another kimik3 just now
+            return self._open_existing()
+        os.fchmod(fd, LOCK_FILE_MODE)  # past the umask: a 0600 file would leave other users' kimik3s unlocked
+        return fd
+
+    def _open_existing(self) -> int:
+        """The file as it is; set to LOCK_FILE_MODE when it is this user's with another mode (an older kimik3 made
+        it 0666). Another user's file is used as it is, read-only when that is all its mode allows. Only a plain
+        lock file of its own (open_lock_file) holding a lock record or nothing: the record write truncates it and
+        the mode is set on it, so a symlink or a path set by mistake must never reach either."""
+        try:  # no O_CREAT: protected_regular refuses it on another user's file in /run/lock
+            fd = open_lock_file(self.path, os.O_RDWR)
         except PermissionError:  # locking needs no write access: the record then stays unwritten
             return open_lock_file(self.path, os.O_RDONLY)
-        if fd is None:
-            try:
-                fd = open_lock_file(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL)
-                os.fchmod(fd, 0o666)  # past the umask: another user must open it for writing too
-                return fd
-            except FileExistsError:  # made by another kimik3 just now
-                fd = open_lock_file(self.path, os.O_RDWR)
-        # The record write truncates the file: only a lock record (or nothing) may be there to lose.
         if not _holds_a_lock_record(fd):
             os.close(fd)
             raise OSError(errno.EINVAL, "it holds something other than a kimik3 lock record; kimik3 leaves it as it is",
                           str(self.path))
+        try:
+            info = os.fstat(fd)
+            if info.st_uid == os.geteuid() and info.st_mode & 0o7777 != LOCK_FILE_MODE:
+                os.fchmod(fd, LOCK_FILE_MODE)
+        except OSError:  # a filesystem without modes: the lock works without it
+            pass
         return fd
 
     def _write(self, record: dict | None) -> None:

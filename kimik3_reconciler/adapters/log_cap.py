@@ -18,6 +18,8 @@ import sys
 import threading
 from pathlib import Path
 
+from kimik3_reconciler.model.env_knobs import knob_value
+
 CAP_BYTES = 8 << 20  # ~40,000 JSON log lines: weeks of an exporter's warnings, a crash loop's tracebacks
 CHECK_S = 30.0
 LOG_FILE_ENV = "KIMIK3_LOG_FILE"
@@ -52,10 +54,10 @@ def rotate_if_over(path: Path, cap: int = CAP_BYTES, fds: tuple[int, ...] = ()) 
 
 def cap_own_log(cap: int = CAP_BYTES, every_s: float = CHECK_S) -> threading.Thread | None:
     """In the spawned process: watch its own log (KIMIK3_LOG_FILE) from a daemon thread; None when it has none."""
-    raw = os.environ.get(LOG_FILE_ENV)
-    if not raw:
+    path = knob_value(LOG_FILE_ENV, os.environ)
+    if path is None:
         return None
-    path, stop = Path(raw), threading.Event()
+    stop = threading.Event()
 
     def watch() -> None:
         while not stop.wait(every_s):

@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shlex
 import sys
 from contextlib import nullcontext
 from pathlib import Path
@@ -21,6 +20,7 @@ from kimik3_reconciler.errors import InputError, Kimik3Error, LocalFileError, Pr
 from kimik3_reconciler.cli.inputs import (check_made_by, kimik3_identity, load, parse_text, profile_text_now, read_text,
                                           write_plan)
 from kimik3_reconciler.cli.options import CHANGES_PENDING, EXIT_CODES, Duration, LazyGroup, lock_timeout
+from kimik3_reconciler.model.env_knobs import command_words, knob_value, refuse_bad_knobs
 from kimik3_reconciler.model.plan_file import read_saved_plan
 from kimik3_reconciler.render import render_plan
 from kimik3_reconciler.reporting import CliReporter, configure_logging
@@ -44,10 +44,10 @@ def _default_dockerfile() -> str:
 
 class _Context:
     def __init__(self, state_dir: str, dockerfile: str, docker_host: str | None, verbose: bool, json_out: bool,
-                 systemd_root: str = "/", systemctl_prefix: str = ""):
+                 systemd_root: str = "/", systemctl_prefix: tuple[str, ...] = ()):
         self.state_dir, self.dockerfile, self.docker_host = Path(state_dir), Path(dockerfile), docker_host
         self.verbose, self.json_out = verbose, json_out
-        self.systemd_root, self.systemctl_prefix = systemd_root, tuple(shlex.split(systemctl_prefix))
+        self.systemd_root, self.systemctl_prefix = systemd_root, systemctl_prefix
 
     def engine(self, profile_path: str) -> Engine:
         from kimik3_reconciler.adapters import real_ports
@@ -82,23 +82,40 @@ def _run(fn):  # noqa: ANN001 - click callback wrapper
     return wrapper
 
 
+def _command_words(_ctx: click.Context, _param: click.Parameter, value: str | None) -> tuple[str, ...] | None:
+    try:
+        return None if value is None else command_words(value) if value.strip() else ()  # '' = here
+    except ValueError as exc:  # an unclosed quote: click's usage error (exit 2), not a traceback
+        raise click.BadParameter(str(exc)) from None
+
+
 @click.group(cls=LazyGroup, epilog=EXIT_CODES,
              lazy={"bench": "kimik3_reconciler.cli.bench_cmd:bench", "tune": "kimik3_reconciler.cli.tune_cmd:tune"})
-@click.option("--state-dir", envvar="KIMIK3_STATE_DIR", default=_default_state_dir, show_default="~/.local/state/kimik3",
-              show_envvar=True, help="where kimik3 keeps its records (verified model manifests, fetched archives)")
-@click.option("--dockerfile", envvar="KIMIK3_DOCKERFILE", default=_default_dockerfile, help="Dockerfile.llamacpp to build")
+@click.option("--state-dir", default=None, show_default="$KIMIK3_STATE_DIR, else ~/.local/state/kimik3",
+              help="where kimik3 keeps its records (verified model manifests, fetched archives)")
+@click.option("--dockerfile", default=None, help="Dockerfile.llamacpp to build (default: $KIMIK3_DOCKERFILE, else "
+                                                  "the one beside the package)")
 @click.option("--docker-host", envvar="DOCKER_HOST", default=None, help="docker daemon URL (default: DOCKER_HOST / socket)")
 @click.option("-v", "--verbose", is_flag=True, help="show NOOP steps with their reasons, and build output")
-@click.option("--systemd-root", envvar="KIMIK3_SYSTEMD_ROOT", default="/", show_default=True,
+@click.option("--systemd-root", default=None, show_default="$KIMIK3_SYSTEMD_ROOT, else /",
               help="install root for units (ROOT/etc/systemd/system) and their env files (ROOT/etc/kimik3)")
-@click.option("--systemctl-prefix", envvar="KIMIK3_SYSTEMCTL_PREFIX", default="",
-              help="run systemctl through this command, e.g. 'docker exec sd' or 'ssh host' (default: here)")
+@click.option("--systemctl-prefix", default=None, callback=_command_words,
+              help="run systemctl through this command, e.g. 'docker exec sd' or 'ssh host' (default: "
+                   "$KIMIK3_SYSTEMCTL_PREFIX, else here)")
 @click.pass_context
-def main(ctx: click.Context, state_dir: str, dockerfile: str, docker_host: str | None, verbose: bool,
-         systemd_root: str, systemctl_prefix: str) -> None:
+@_run
+def main(ctx: click.Context, state_dir: str | None, dockerfile: str | None, docker_host: str | None, verbose: bool,
+         systemd_root: str | None, systemctl_prefix: tuple[str, ...] | None) -> None:
     """kimik3: converge a host to a Kimi-K3 llama.cpp deployment profile."""
-    ctx.obj = {"state_dir": state_dir, "dockerfile": dockerfile, "docker_host": docker_host, "verbose": verbose,
-               "systemd_root": systemd_root, "systemctl_prefix": systemctl_prefix}
+    # A bad KIMIK3_* value (KIMIK3_DOWNLOAD_WORKERS=0, an unclosed quote in a prefix) is refused here, naming
+    # the variable, before any command observes or changes anything (exit 2).
+    refuse_bad_knobs(os.environ)
+    ctx.obj = {"state_dir": state_dir or str(knob_value("KIMIK3_STATE_DIR", os.environ) or _default_state_dir()),
+               "dockerfile": dockerfile or str(knob_value("KIMIK3_DOCKERFILE", os.environ) or _default_dockerfile()),
+               "docker_host": docker_host, "verbose": verbose,
+               "systemd_root": systemd_root or str(knob_value("KIMIK3_SYSTEMD_ROOT", os.environ, "/")),
+               "systemctl_prefix": (systemctl_prefix if systemctl_prefix is not None
+                                    else knob_value("KIMIK3_SYSTEMCTL_PREFIX", os.environ, ()))}
 
 
 def _verbose_here(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:

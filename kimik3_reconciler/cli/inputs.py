@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
+import stat
 import tempfile
 from functools import cache
 from pathlib import Path
@@ -21,9 +23,30 @@ _PACKAGE = Path(__file__).resolve().parents[1]
 MAX_INPUT_BYTES = 4 << 20
 
 
+# Descriptors the caller opened and hands over by name (`validate /dev/stdin < k3.yaml`, bash's `<(...)` as
+# /dev/fd/63): a pipe there has its writer already, so it is read as it is.
+_HANDED_OVER = re.compile(r"/dev/stdin|/dev/fd/\d+|/proc/self/fd/\d+")
+_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
+
+
 def _read_bounded(path: str) -> bytes:
-    with open(path, "rb") as f:
-        data = f.read(MAX_INPUT_BYTES + 1)
+    if _HANDED_OVER.fullmatch(path):
+        with open(path, "rb") as f:
+            return _bounded(path, f.read(MAX_INPUT_BYTES + 1))
+    # O_NONBLOCK: opening a FIFO with no writer would wait forever (`kimik3 validate fifo` hung); a regular file
+    # reads as ever, and anything else is refused before a byte is read.
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with open(fd, "rb") as f:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            what = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+            raise InputError(f"{path}: is {what}: kimik3 reads a profile or saved plan from a regular file (or "
+                             "/dev/stdin)")
+        return _bounded(path, f.read(MAX_INPUT_BYTES + 1))
+
+
+def _bounded(path: str, data: bytes) -> bytes:
     if len(data) > MAX_INPUT_BYTES:
         raise InputError(f"{path}: larger than {MAX_INPUT_BYTES >> 20} MiB, so not a kimik3 profile or saved plan "
                          "(a profile is a few KiB): check the file name")

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
 
 from kimik3_reconciler.model.durations import parse_duration
+from kimik3_reconciler.model.env_knobs import knob_value
 
 CHANGES_PENDING = 4
 # \b: click prints the block as written (no rewrapping).
@@ -41,8 +43,14 @@ class Duration(click.ParamType):
         return seconds
 
 
+def _lock_timeout_knob(_ctx: click.Context, _param: click.Parameter, value: float | None) -> float:
+    # Not given: KIMIK3_LOCK_TIMEOUT through the knobs' parser (cli.main refused a bad one already), else 0.
+    return knob_value("KIMIK3_LOCK_TIMEOUT", os.environ, 0.0) if value is None else value
+
+
 lock_timeout = click.option(
-    "--lock-timeout", type=Duration(), envvar="KIMIK3_LOCK_TIMEOUT", default="0s", show_default=True,
+    "--lock-timeout", type=Duration(), default=None, callback=_lock_timeout_knob,
+    show_default="$KIMIK3_LOCK_TIMEOUT, else 0s",
     help="when another kimik3 holds the host lock: wait this long for it (e.g. 10m), then exit 5 naming it")
 
 

@@ -17,7 +17,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoM
 from prometheus_client.registry import Collector
 
 from kimik3_reconciler.errors import Kimik3Error
-from kimik3_reconciler.model.api_keys import api_keys
+from kimik3_reconciler.model.api_keys import api_keys, sendable_key
 from kimik3_reconciler.model.facts import ContainerFact
 from kimik3_reconciler.model.metrics import ExporterConfig
 from kimik3_reconciler.model.records import apply_key, gate_key, load_key, smoke_key, verify_key
@@ -76,9 +76,9 @@ class DeploymentCollector(Collector):
                 key = next(iter(api_keys(handle.read().decode("utf-8"))), None)
         except (OSError, ValueError):  # gone, unreadable, or edited to non-UTF-8 since the apply
             return None
-        # A key no HTTP header can carry (a CR left by CRLF, non-ASCII) would fail every scrape with a client
-        # error: send none, the server answers 401 and kimik3_exporter_source_up says the source is down.
-        return key if key is not None and key.isascii() and key.isprintable() else None
+        # A key the server cannot match as sent (a CR left by CRLF, non-ASCII, trailing blanks) is not sent: the
+        # server answers 401 and kimik3_exporter_source_up says the source is down. model/api_keys.py decides.
+        return sendable_key(key)
 
     # --- collect ---------------------------------------------------------------------------------------
 

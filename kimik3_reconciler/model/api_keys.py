@@ -11,6 +11,20 @@ import re
 # A key goes into an `Authorization: Bearer` header: whitespace or a control character there is either refused by
 # the HTTP client or not what a user's client sends (a CRLF file leaves "\r" on every key: every request is 401).
 _KEY = re.compile(r"[\x21-\x7e]+")
+# The keys llama-server can match at all when a client sends `Authorization: Bearer <key>`: cpp-httplib takes a
+# header value of visible characters with spaces or tabs inside (vendor/cpp-httplib: is_field_content) and drops
+# trailing ones before the server compares the rest byte for byte (tools/server/server-http.cpp). ASCII only: the
+# file's bytes are UTF-8, while an HTTP client sends a str header as latin-1 (http.client), so no other key
+# arrives as the server holds it. Wider than _KEY on purpose: `key_file_problem` refuses a key with a space for
+# the users' clients before a launch, but a server launched with one before that rule (or by hand) does accept
+# it, and kimik3's own clients must keep reading it.
+_SENDABLE = re.compile(r"[\x20\x09\x21-\x7e]*[\x21-\x7e]")
+
+
+def sendable_key(key: str | None) -> str | None:
+    """`key` when llama-server can match it as sent in an `Authorization: Bearer` header, else None (sending it
+    would only be a 401, or an error in the HTTP client)."""
+    return key if key is not None and _SENDABLE.fullmatch(key) else None
 
 
 def api_keys(text: str) -> tuple[str, ...]:

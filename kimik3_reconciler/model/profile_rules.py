@@ -352,7 +352,7 @@ def _builtin_patches(p: Profile) -> Iterator[Finding]:
     chosen = p.build.builtin_patches
     if chosen:  # [] turns every patch off on purpose: nothing to warn about
         # rule: builtin-patches-whole-set
-        # The list is the whole set, so naming an opt-in patch alone silently drops the default ones for the
+        # The list is the whole set, so naming one patch alone silently drops the other default ones for the
         # variant (a CUDA profile asking for parallel-host-read would lose parallel-pin's 2x faster hybrid load).
         left_out = [b.name for b in builtin_patches_for(p.build.variant, None) if b.name not in chosen]
         if left_out:

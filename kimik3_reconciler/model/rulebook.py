@@ -333,7 +333,7 @@ RULES: tuple[Rule, ...] = (
          seed="not in the seeds: shared/PROFILE.md (serve.host: loopback | tailscale | an IP on this host)"),
     Rule("builtin-patch-names", "refuse", "build.builtin_patches names only kimik3's own patches (model/"
          "builtin_patches.py) for the profile's build.variant; unset = the default ones for the variant (an "
-         "opt-in patch, one still unmeasured on a GPU host, only when named), [] = none",
+         "opt-in one, not measured on that variant's host, only when named), [] = none",
          "a name kimik3 does not carry, or one for the other variant, would build an image without the patch the "
          "profile asks for", _PROFILE,
          ("cases/profile/builtin_patches_unknown.yaml", "cases/profile/builtin_patches_cpu_variant.yaml",
@@ -342,9 +342,9 @@ RULES: tuple[Rule, ...] = (
          seed=f"{_OWN}seed 000 step 4 builds from a pinned source with patches; kimik3 carries its own (issue 15)"),
     Rule("builtin-patches-whole-set", "warn", "a build.builtin_patches list that leaves out a default patch of the "
          "variant is warned: the list is the whole set, not an addition to the defaults",
-         "naming an opt-in patch alone silently drops the default ones (a CUDA profile asking for parallel-host-read "
-         "would lose parallel-pin's faster hybrid load)", _PROFILE,
-         ("cases/profile/builtin_patches_opt_in_alone_warns.yaml",),
+         "naming one patch alone silently drops the other default ones (a CUDA profile writing [parallel-pin] "
+         "would lose parallel-host-read's parallel warm copy, [parallel-host-read] parallel-pin's pinning)", _PROFILE,
+         ("cases/profile/builtin_patches_opt_in_alone_warns.yaml", "cases/profile/builtin_patches_pin_alone_warns.yaml"),
          seed=f"{_OWN}seed 000 step 4 builds from a pinned source with patches; kimik3 carries its own (issue 15)"),
     Rule("bind-all-interfaces", "warn", "serve.host or metrics.bind 0.0.0.0 (or ::) is warned: it binds every "
          "interface",

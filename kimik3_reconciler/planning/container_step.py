@@ -45,6 +45,12 @@ def _loaded_corrupt(observed: Observed) -> tuple[str, ...]:
     return observed.model.corrupt
 
 
+def container_alone(desired: Desired, observed: Observed) -> tuple[Step, ...]:
+    """The container's steps planned alone (no steps before it), once per plan: the image, pre-read and build
+    overlap planners each ask whether a launch follows before the container planner's turn."""
+    return desired.answer("container steps planned alone", observed, lambda: plan_container(desired, observed))
+
+
 def plan_container(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
     launch = desired.launch
     name = launch.spec.name

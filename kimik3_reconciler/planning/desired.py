@@ -7,13 +7,17 @@ before it (in plan order), returning its own steps (none, one or several).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.plan import Step
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.specs import ImageBuild, Payload
 from kimik3_reconciler.planning.launch import Launch
+
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -23,6 +27,19 @@ class Desired:
     profile: Profile
     build: ImageBuild
     launch: Launch
+    # Answers several planners ask of one plan (the container's steps planned alone, whether the build pre-reads),
+    # each computed once: made with this Desired (render_desired: one per plan) and gone with it; not its value.
+    _answers: dict[str, tuple[Observed, Any]] = field(default_factory=dict, init=False, compare=False, repr=False)
+
+    def answer(self, question: str, observed: Observed, compute: Callable[[], T]) -> T:
+        """`compute()`'s value for `question`, computed once for this Desired and this observation (the same
+        object: a Desired planned against another observation computes afresh)."""
+        known = self._answers.get(question)
+        if known is not None and known[0] is observed:
+            return known[1]
+        value = compute()
+        self._answers[question] = (observed, value)
+        return value
 
 
 Planner = Callable[[Desired, Observed, tuple[Step, ...]], tuple[Step, ...]]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from kimik3_reconciler.model.builtin_patches import builtin_patches_for
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.plan import Action, Step
+from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.specs import HealthWait, PagecachePreread
 from kimik3_reconciler.planning.container_step import container_changes
 from kimik3_reconciler.planning.desired import Desired
@@ -20,6 +22,19 @@ SEED_LOAD_BYTES_PER_S = 802e9 / (17 * 60)
 # hybrid reload after a pre-read took 0.53x the cold one (7.2 s vs 13.7 s downtime).
 # Used until this host has measured a warm load of its own.
 WARM_FRACTION = {"all-vram": 0.33, "hybrid": 0.55}
+# With kimik3's parallel-host-read patch too (a CUDA default; same host and model, tests/fixtures/h200/
+# read-patch-h200.json): the page cache is copied into the CPU experts' buffer by 8 threads, and a hybrid reload
+# after a pre-read took 0.28x the cold one (2.9 s vs 10.3 s; 0.20x at 40.66 GB). All-VRAM has no host tensors to
+# read: its fraction is the one above.
+WARM_FRACTION_PARALLEL_READ = {"hybrid": 0.3}
+
+
+def reads_in_parallel(profile: Profile) -> bool:
+    """Does the server copy its host tensors with kimik3's parallel-host-read patch: built into the image (its
+    variant's default, or named), and not turned off at run time (`serve.env` KIMIK3_PARALLEL_READ=0)?"""
+    built = any(p.name == "parallel-host-read"
+                for p in builtin_patches_for(profile.build.variant, profile.build.builtin_patches))
+    return built and profile.serve.env.get("KIMIK3_PARALLEL_READ") != "0"
 
 
 def preread_planned(planned: tuple[Step, ...]) -> bool:
@@ -31,9 +46,11 @@ def load_timeout(total_bytes: int) -> float:
     return _STARTUP_S + total_bytes / _LOAD_BYTES_PER_S
 
 
-def predicted_load_s(observed: Observed, warm: bool = False, mode: str = "hybrid") -> tuple[float, str]:
+def predicted_load_s(observed: Observed, warm: bool = False, mode: str = "hybrid",
+                     parallel_read: bool = False) -> tuple[float, str]:
     """Seconds to load the model, from the last load measured on this host (else seed 000's rate); `warm`:
-    after a pre-read, from the last warm load measured here (else the cold figure scaled by issue 15's ratio)."""
+    after a pre-read, from the last warm load measured here (else the cold figure scaled by issue 15's ratio,
+    the parallel-host-read patch's when the server has it)."""
     size = observed.model.total_bytes
     if warm and observed.warm_load_rate:
         rate = observed.warm_load_rate
@@ -41,9 +58,10 @@ def predicted_load_s(observed: Observed, warm: bool = False, mode: str = "hybrid
     rate = observed.load_rate or SEED_LOAD_BYTES_PER_S
     source = "measured here" if observed.load_rate else "seed 000's 802 GB in ~17 min"
     if warm:
-        fraction = WARM_FRACTION.get(mode, 1.0)
+        fraction = (WARM_FRACTION_PARALLEL_READ if parallel_read else {}).get(mode, WARM_FRACTION.get(mode, 1.0))
+        patched = ", parallel-host-read" if parallel_read and mode in WARM_FRACTION_PARALLEL_READ else ""
         how = (f"pre-read: {fraction:g}x the cold {gib(size)} at {gib(int(rate))}/s "
-               f"({source}; issue 15's warm/cold ratio, {mode})")
+               f"({source}; issue 15's warm/cold ratio, {mode}{patched})")
         return fraction * size / rate, how
     return size / rate, f"{gib(size)} at {gib(int(rate))}/s, {source}"
 
@@ -58,7 +76,7 @@ def plan_health(desired: Desired, observed: Observed, planned: tuple[Step, ...] 
                       unit=f"{profile.unit_name}.service" if profile.systemd is not None else None)
     target = launch.health_url
     if container_changes(planned):
-        seconds, how = predicted_load_s(observed, warm, launch.mode.mode)
+        seconds, how = predicted_load_s(observed, warm, launch.mode.mode, reads_in_parallel(profile))
         return (Step("health", target, Action.READ, "wait for the model to load (/health 200)", spec=wait,
                      cost=f"predicted downtime ~{duration(seconds)} ({how}); gives up after {duration(wait.timeout_s)}"),)
     container = observed.container

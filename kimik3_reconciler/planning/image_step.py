@@ -14,7 +14,7 @@ from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.specs import ImageBuild, RetagImage
 from kimik3_reconciler.model.labels import BASE_DIGESTS, BASE_IMAGES, IMAGE_FINGERPRINT, IMAGE_INPUTS, PROFILE_LABEL
 from kimik3_reconciler.planning.build_flags import cmake_definitions, docker_build_args
-from kimik3_reconciler.planning.container_step import container_changes, plan_container
+from kimik3_reconciler.planning.container_step import container_alone, container_changes
 from kimik3_reconciler.planning.desired import Desired
 from kimik3_reconciler.planning.patch_roles import rollback_requirement
 from kimik3_reconciler.planning.preread_step import build_overlap
@@ -173,7 +173,7 @@ def _plan_image(desired: Desired, observed: Observed) -> tuple[Step, ...]:
                      spec=spec),)
     in_use = observed.container.image_id if observed.container else None
     # The container step comes later: ask it now whether it will change anything (start included).
-    if not container_changes(plan_container(desired, observed)) and any(i.id == in_use for i in current):
+    if not container_changes(container_alone(desired, observed)) and any(i.id == in_use for i in current):
         # The tag points at another profile's build of this pin; ours runs: nothing to do.
         return (Step("image", spec.tag, Action.NOOP, f"this profile's build (fingerprint {spec.fingerprint}) runs; "
                      f"the tag {spec.tag} points at another build of the pin", spec=spec),)

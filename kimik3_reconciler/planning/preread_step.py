@@ -20,7 +20,7 @@ from kimik3_reconciler.model.specs import (
     PagecachePreread,
     StopContainer,
 )
-from kimik3_reconciler.planning.container_step import container_changes, plan_container
+from kimik3_reconciler.planning.container_step import container_alone, container_changes
 from kimik3_reconciler.planning.desired import Desired, changes
 from kimik3_reconciler.planning.humanize import duration, gib
 from kimik3_reconciler.planning.launch import repo_dir
@@ -50,26 +50,10 @@ def model_paths(observed: Observed) -> tuple[str, ...]:
     return tuple(str(snapshot / f.path) for f in model.files)
 
 
-# The container planner's steps for the (desired, observed) of the plan being made: the image planner's
-# `build_overlap` and `plan_preread` each ask whether a launch follows and whether it swaps a serving container.
-# One entry, by identity: both are frozen and made once per plan, so the container is planned once here.
-_container_plan: tuple[Desired, Observed, tuple[Step, ...]] | None = None
-
-
-def _container_steps(desired: Desired, observed: Observed) -> tuple[Step, ...]:
-    global _container_plan
-    last = _container_plan
-    if last is not None and last[0] is desired and last[1] is observed:
-        return last[2]
-    steps = plan_container(desired, observed)
-    _container_plan = (desired, observed, steps)
-    return steps
-
-
 def launch_follows(desired: Desired, observed: Observed) -> bool:
     """Is there a load to warm: a launch is planned, memory was observed, the model's files are listed?"""
     return (observed.host.ram_available is not None and bool(observed.model.files)
-            and container_changes(_container_steps(desired, observed)))
+            and container_changes(container_alone(desired, observed)))
 
 
 def preread_spec(observed: Observed) -> PagecachePreread:
@@ -90,7 +74,7 @@ def _swaps_a_serving_container(desired: Desired, observed: Observed, planned: tu
         return False
     if _stopped_for_gate(observed, planned):
         return False  # the quant gate stops it first: no server left to hide the read behind
-    return any(isinstance(s.spec, LaunchContainer) and s.spec.replace for s in _container_steps(desired, observed))
+    return any(isinstance(s.spec, LaunchContainer) and s.spec.replace for s in container_alone(desired, observed))
 
 
 def _idle(observed: Observed) -> str:
@@ -130,7 +114,12 @@ def _new_server_bytes(desired: Desired, observed: Observed) -> tuple[int, str]:
 
 def build_overlap(desired: Desired, observed: Observed) -> BuildOverlap | None:
     """Asked by the image planner when it builds: does its build pre-read the model? None: nothing to decide
-    (no launch follows the build, memory not observed, no model files listed)."""
+    (no launch follows the build, memory not observed, no model files listed). Decided once per plan: the
+    pre-read planner asks again for its "why not" text."""
+    return desired.answer("build overlap", observed, lambda: _build_overlap(desired, observed))
+
+
+def _build_overlap(desired: Desired, observed: Observed) -> BuildOverlap | None:
     if not launch_follows(desired, observed):
         return None
     host, model = observed.host, observed.model

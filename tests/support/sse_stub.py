@@ -4,6 +4,10 @@ event stream (one event per token, `gap_s` apart), so TTFT, ITL and tool calls a
 
 A script step: {"content": "..."} (streamed word by word when the request streams) or {"tool_calls": [...]}
 with arguments streamed in fragments, or (status, message) for an error body.
+
+`paced_by(sent)`, when set, is asked before each streamed event whether the reader has taken the `sent` events
+written so far; the stub waits for it and then `gap_s`. Unpaced, a reader behind a busy CPU that reads the first
+event late (or two events in one read) sees gaps shorter than the stub slept; paced, every gap it sees is >= `gap_s`.
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -21,6 +27,7 @@ class SseStub:
         self.port, self.api_key, self.gap_s = port, api_key, gap_s
         self.script: list[Any] = []
         self.headers_seen: list[dict[str, str]] = []
+        self.paced_by: Callable[[int], bool] | None = None
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.runner: web.AppRunner | None = None
@@ -65,7 +72,8 @@ class SseStub:
                                                    "message": {"role": "assistant", "content": None, **step}}]})
         reply = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await reply.prepare(request)
-        for delta in _deltas(step):
+        for sent, delta in enumerate(_deltas(step)):
+            await self._reader_took(sent)
             await asyncio.sleep(self.gap_s)
             event = {"id": "chatcmpl-stub", "object": "chat.completion.chunk", "created": 1, "model": "m",
                      "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
@@ -73,6 +81,12 @@ class SseStub:
         await reply.write(b"data: [DONE]\n\n")
         await reply.write_eof()
         return reply
+
+    async def _reader_took(self, sent: int, timeout_s: float = 10.0) -> None:
+        """Waits until `paced_by(sent)` holds (a reader that never takes them fails its own assertions later)."""
+        deadline = time.monotonic() + timeout_s
+        while self.paced_by is not None and not self.paced_by(sent) and time.monotonic() < deadline:
+            await asyncio.sleep(0.001)
 
 
 def _deltas(step: dict[str, Any]) -> list[dict[str, Any]]:

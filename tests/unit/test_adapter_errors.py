@@ -253,9 +253,10 @@ def test_download_workers_are_read_when_ports_are_made(tmp_path: Path, monkeypat
     assert real_ports(tmp_path).hub.download_workers == 4
     monkeypatch.setenv("KIMIK3_DOWNLOAD_WORKERS", "7")
     assert real_ports(tmp_path).hub.download_workers == 7
-    monkeypatch.setenv("KIMIK3_DOWNLOAD_WORKERS", "lots")
-    with pytest.raises(InputError, match="KIMIK3_DOWNLOAD_WORKERS='lots'"):
-        real_ports(tmp_path)
+    for bad in ("lots", "0", "-2"):  # 0 and negatives were taken as 1 without a word
+        monkeypatch.setenv("KIMIK3_DOWNLOAD_WORKERS", bad)
+        with pytest.raises(InputError, match=f"KIMIK3_DOWNLOAD_WORKERS='{bad}' refused"):
+            real_ports(tmp_path)
 
 
 # openai (llama-server's chat API) -----------------------------------------------------------------

@@ -9,7 +9,7 @@ import pytest
 from support.fakes import FAKE_PROFILE, FAKE_REVISION
 
 from kimik3_reconciler.errors import InputError
-from kimik3_reconciler.model.api_keys import api_keys, key_file_problem
+from kimik3_reconciler.model.api_keys import api_keys, key_file_problem, sendable_key
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.observe.local_inputs import collect_inputs
 
@@ -169,3 +169,32 @@ def test_verify_bench_and_tune_send_the_key_or_say_why_they_cannot(engine_world)
         with pytest.raises(InputError) as refused:
             _sent_key(loaded, engine.observe(loaded))
         assert str(refused.value).startswith("serve.api_key_file: api.key ") and "sk-" not in str(refused.value)
+
+
+# Keys in a key file and what a real llama-server did with each sent as `Authorization: Bearer <key>` through the
+# exporter's HTTP client (adapters/http.HttpClient.get on /metrics): the CPU image's llama-server (mainline
+# ad1de39, b11434 source), `--api-key-file` holding these lines, run natively on the dev machine, 2026-12-03.
+SERVER_ACCEPTED = {"plain": True, "sk in side": True, "sk\ttab": True, " lead": True, "trail ": False}
+
+
+@pytest.mark.parametrize(("key", "accepted"), SERVER_ACCEPTED.items())
+def test_the_exporter_sends_exactly_the_keys_the_server_can_match(key: str, accepted: bool, tmp_path: Path) -> None:
+    """The exporter's key check (model/api_keys.sendable_key) against what llama-server did: a key with a space or
+    a tab inside is matched (so the exporter sends it, though the profile rule refuses such a key before a launch:
+    a server launched with one before the rule keeps being scraped); a trailing blank is dropped by the server's
+    HTTP parser (401 whatever is sent), so it is not sent."""
+    from kimik3_reconciler.exporter.collect import DeploymentCollector
+    from kimik3_reconciler.model.metrics import ExporterConfig
+
+    key_file = tmp_path / "api.key"
+    key_file.write_bytes(f"# the server's key\n{key}\n".encode())
+    config = ExporterConfig(profile="k3", labels={}, bind="127.0.0.1", port=9100, container="k3",
+                            server_url="http://127.0.0.1:8080", api_key_file=str(key_file))
+    sent = DeploymentCollector(config, ports=None)._api_key()  # type: ignore[arg-type]
+    assert sent == (key if accepted else None)
+    assert (sendable_key(key) is not None) is accepted
+
+
+@pytest.mark.parametrize("key", ["sk-abc\r", "clé", "sk\x01abc", "", " ", "\t"])
+def test_keys_no_header_carries_as_the_server_holds_them_are_not_sendable(key: str) -> None:
+    assert sendable_key(key) is None  # a CR (CRLF file), non-ASCII (sent latin-1, held UTF-8), a control, blanks

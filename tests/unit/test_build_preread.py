@@ -18,13 +18,13 @@ import pytest
 import yaml
 from support.fakes import FakeClock, FakeDocker, FakeHost, MemoryState
 from test_load_watch import Recorder
-from test_plan_cases import build_case
+from test_plan_cases import CASES, build_case
 
 from kimik3_reconciler.adapters import page_cache
 from kimik3_reconciler.errors import BuildFailed
 from kimik3_reconciler.model.plan import Action
 from kimik3_reconciler.model.specs import ImageBuild, PagecachePreread
-from kimik3_reconciler.planning import plan, preread_step
+from kimik3_reconciler.planning import container_step, plan, preread_step, render_desired
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps.image import build_image
 from kimik3_reconciler.steps.preread import preread_model
@@ -392,22 +392,47 @@ observed: {host: {physical_cores: 8, ram_total: 137438953472, ram_available: 107
     assert steps["preread"].action is Action.READ and "not during the image build" in steps["preread"].reason
 
 
-def test_the_preread_planners_plan_the_container_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`build_overlap` (asked by the image planner) and `plan_preread` share one "a launch follows" guard and the
-    container steps it planned, instead of planning the container up to four times a plan."""
-    calls = []
-    real = preread_step.plan_container
+def test_the_planners_plan_the_container_alone_once_and_decide_the_overlap_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The image planner (and its `build_overlap`) and `plan_preread` ask the same questions of one plan: the
+    container's steps planned alone and whether the build pre-reads are computed once per plan, kept on that
+    plan's Desired (no module state: a second plan computes its own)."""
+    calls: list[str] = []
+    real_container, real_overlap = container_step.plan_container, preread_step._build_overlap
 
-    def counted(desired, observed):
-        calls.append(1)
-        return real(desired, observed)
+    def container(desired, observed):
+        calls.append("container")
+        return real_container(desired, observed)
 
-    monkeypatch.setattr(preread_step, "plan_container", counted)
-    for _ in range(2):  # a second plan plans its own container: the cache is one plan's
+    def overlap(desired, observed):
+        calls.append("overlap")
+        return real_overlap(desired, observed)
+
+    monkeypatch.setattr(container_step, "plan_container", container)  # what container_alone asks
+    monkeypatch.setattr(preread_step, "_build_overlap", overlap)
+    for _ in range(2):
         steps = _plan(f"""
 desired: {{build: {{commit: "1111111111111111111111111111111111111111"}}, serve: {{ubatch: 2048}}}}
 previous: {{build: {{commit: "2222222222222222222222222222222222222222"}}}}
 observed: {{container: {{state: running, health: ok, pid: 4242, rss_gib: 30}}, host: {RAM}}}
 """)
         assert steps["image"].spec.preread is not None and steps["preread"].action is Action.READ
-    assert len(calls) == 2
+    assert calls == ["container", "overlap"] * 2
+
+
+def test_a_desireds_answer_is_kept_per_observation_and_is_not_part_of_its_value() -> None:
+    case = yaml.safe_load((CASES / "103-preread-during-build.yaml").read_text())
+    profile, observed = build_case(case)
+    desired, twin = render_desired(profile, observed), render_desired(profile, observed)
+    asked: list[int] = []
+
+    def compute(value: int):
+        return lambda: asked.append(value) or value
+
+    assert desired.answer("q", observed, compute(1)) == 1
+    assert desired.answer("q", observed, compute(2)) == 1  # the same observation: answered already
+    other = observed.model_copy(update={"container": None})
+    assert desired.answer("q", other, compute(3)) == 3  # another observation: asked afresh
+    assert asked == [1, 3]
+    assert desired == twin  # the answers are no part of the value
+    assert "_answers" not in repr(desired)

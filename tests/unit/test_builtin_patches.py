@@ -47,9 +47,11 @@ def test_cuda_image_gets_the_patch_in_its_context_and_fingerprint() -> None:
     p = profile("cuda")
     obs = observed(p, inputs=local_inputs(p))
     build = render_image_build(p, obs)
-    assert build.patches[0] == ("00-kimik3-parallel-pinned-host-buffer.patch", str(PIN))
-    digest = sha256_file(PIN)
-    assert image_inputs(p, obs)["build.builtin_patches"] == [f"parallel-pinned-host-buffer.patch@{digest[:12]}"]
+    assert build.patches == (("00-kimik3-parallel-pinned-host-buffer.patch", str(PIN)),
+                             ("01-kimik3-parallel-host-read.patch", str(PATCH_DIR / "parallel-host-read.patch")))
+    assert image_inputs(p, obs)["build.builtin_patches"] == [
+        f"parallel-pinned-host-buffer.patch@{sha256_file(PIN)[:12]}",
+        f"parallel-host-read.patch@{sha256_file(PATCH_DIR / 'parallel-host-read.patch')[:12]}"]
     # other bytes in the patch file (an edited patch) move the image fingerprint: the image is rebuilt
     edited = observed(p, inputs=local_inputs(p, builtin_patches=(
         PatchFact(name=PIN.name, path=str(PIN), sha256="f" * 64),)))
@@ -70,7 +72,8 @@ def test_user_patches_apply_after_kimik3s_own() -> None:
     p = profile("cuda", ", patches: [fix.patch]")
     obs = observed(p, inputs=local_inputs(p))
     names = [name for name, _ in render_image_build(p, obs).patches]
-    assert names == ["00-kimik3-parallel-pinned-host-buffer.patch", "01-fix.patch"]  # Dockerfile: name order
+    assert names == ["00-kimik3-parallel-pinned-host-buffer.patch", "01-kimik3-parallel-host-read.patch",
+                     "02-fix.patch"]  # Dockerfile: name order
 
 
 def test_builtin_patches_empty_builds_without_and_saved_plans_see_the_patch() -> None:
@@ -81,7 +84,7 @@ def test_builtin_patches_empty_builds_without_and_saved_plans_see_the_patch() ->
     default = profile("cuda")
     basis = observed_basis(default, observed(default, inputs=local_inputs(default)))
     assert basis["input builtin patches"].startswith("parallel-pinned-host-buffer.patch ")
-    assert builtin_patches_for("cuda", ["parallel-pin"]) == builtin_patches_for("cuda", None)
+    assert builtin_patches_for("cuda", ["parallel-pin", "parallel-host-read"]) == builtin_patches_for("cuda", None)
 
 
 def test_the_patch_changes_only_the_cuda_backend_and_reads_its_switches() -> None:
@@ -120,17 +123,24 @@ def _dry_run(tree: Path, patch: Path) -> subprocess.CompletedProcess:
                           cwd=tree, capture_output=True, text=True)
 
 
-# --- parallel-host-read (issue 15: the warm hybrid load's one-thread copy); opt-in until measured on a GPU host
+# --- parallel-host-read (issue 15: the warm hybrid load's one-thread copy); a CUDA default since measured on the
+# H200 host (tests/unit/test_read_patch_fixture.py), opt-in for CPU builds
 
 READ = PATCH_DIR / "parallel-host-read.patch"
 LOADER_FILE = "src/llama-model-loader.cpp"
 PINS_LOADER = ROOT / "tests" / "fixtures" / "llama_pins" / "llama-model-loader.cpp"  # both pins' copy (README there)
 
 
-def test_opt_in_patches_come_only_when_named_so_no_default_image_moves() -> None:
+def test_a_patch_is_a_default_only_for_variants_it_applies_to() -> None:
+    for p in BUILTIN_PATCHES:
+        assert set(p.default_for) <= set(p.variants), p.name
+
+
+def test_opt_in_patches_come_only_when_named_so_the_cpu_image_does_not_move() -> None:
     by_name = {p.name: p for p in BUILTIN_PATCHES}
-    assert by_name["parallel-pin"].default and not by_name["parallel-host-read"].default
-    assert [p.name for p in builtin_patches_for("cuda", None)] == ["parallel-pin"]
+    assert by_name["parallel-pin"].default_for == ("cuda",)
+    assert by_name["parallel-host-read"].default_for == ("cuda",)  # measured on the H200; CPU: opt-in
+    assert [p.name for p in builtin_patches_for("cuda", None)] == ["parallel-pin", "parallel-host-read"]
     assert builtin_patches_for("cpu", None) == ()
     # named: in BUILTIN_PATCHES order (the apply order), whatever order the profile lists them in
     assert [p.name for p in builtin_patches_for("cuda", ["parallel-host-read", "parallel-pin"])] == [

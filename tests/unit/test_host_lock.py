@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -211,7 +213,7 @@ def test_two_state_dirs_on_one_host_exclude_each_other_through_the_host_wide_loc
     alice, bob = StateDirLock(tmp_path / "alice", shared), StateDirLock(tmp_path / "bob", shared)
     mine = holder("apply", "k3-a")
     assert alice.try_acquire(mine).acquired
-    assert oct(shared.stat().st_mode & 0o777) == "0o666"  # every user locks the same file
+    assert oct(shared.stat().st_mode & 0o7777) == "0o644"  # every user locks the same file; only alice writes it
     refused = bob.try_acquire(holder("apply", "k3-b"))
     assert not refused.acquired and refused.holder == mine  # named from the host-wide file's record
     assert StateDirLock(tmp_path / "bob", shared).holder() == (mine, True)  # status of bob's state dir shows it
@@ -260,6 +262,7 @@ def test_a_host_wide_lock_path_that_is_not_a_plain_lock_file_is_never_written_th
     holding a lock record or nothing; else kimik3 keeps the state dir's lock only, says so, and leaves it alone."""
     victim = tmp_path / "passwd"
     victim.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    victim.chmod(0o640)  # as /etc/shadow: the lock's mode fix (0644) must not reach it either
     shared = tmp_path / "kimik3.lock"
     if planted == "symlink":
         shared.symlink_to(victim)
@@ -281,7 +284,7 @@ def test_a_host_wide_lock_path_that_is_not_a_plain_lock_file_is_never_written_th
     stuck = holder()
     acquire(hung, FakeClock(), stuck, timeout_s=0, say=Events())
     force_unlock(StateDirLock(tmp_path / "state", shared), stuck.id)
-    assert victim.read_text() == "root:x:0:0:root:/root:/bin/bash\n"
+    assert victim.read_text() == "root:x:0:0:root:/root:/bin/bash\n" and victim.stat().st_mode & 0o777 == 0o640
 
 
 def test_a_torn_host_wide_record_is_still_a_lock_file(tmp_path: Path) -> None:
@@ -290,3 +293,122 @@ def test_a_torn_host_wide_record_is_still_a_lock_file(tmp_path: Path) -> None:
     events = Events()
     acquire(StateDirLock(tmp_path / "state", shared), FakeClock(), holder(), timeout_s=0, say=events)
     assert events.seen == [] and json.loads(shared.read_text())["profile"] == "k3-a"
+
+
+# the host-wide file's mode: 0644, its creator's; other users still lock it --------------------------------
+
+def test_the_host_wide_file_is_0644_whatever_the_umask_and_an_older_0666_one_of_ours_is_narrowed(
+        tmp_path: Path) -> None:
+    shared, mine = tmp_path / "kimik3.lock", holder()
+    before = os.umask(0o077)  # a umask that would make it 0600: other users could not open it to lock
+    try:
+        lock = StateDirLock(tmp_path / "state", shared)
+        assert lock.try_acquire(mine).acquired
+        lock.release(mine)
+    finally:
+        os.umask(before)
+    assert shared.stat().st_mode & 0o7777 == 0o644 and shared.stat().st_uid == os.geteuid()
+    shared.chmod(0o666)  # as kimik3 made it before
+    again = StateDirLock(tmp_path / "state", shared)
+    attempt = again.try_acquire(mine)
+    assert attempt.acquired and attempt.note is None
+    assert shared.stat().st_mode & 0o7777 == 0o644
+    again.release(mine)
+
+
+OTHER_USER = 65534  # nobody
+_AS_OTHER_USER = """
+import json, sys
+from pathlib import Path
+from kimik3_reconciler.adapters.host_lock import StateDirLock
+from kimik3_reconciler.locking import new_holder
+
+class Clock:
+    def now(self):
+        import datetime
+        return datetime.datetime.now(datetime.timezone.utc)
+
+state, shared = Path(sys.argv[1]), Path(sys.argv[2])
+lock, me = StateDirLock(state, shared), new_holder("apply", "k3-other", Clock())
+attempt = lock.try_acquire(me)
+found = attempt.holder.id if attempt.holder else None
+print(json.dumps({"acquired": attempt.acquired, "found": found, "note": attempt.note}), flush=True)
+if attempt.acquired:
+    sys.stdin.read()  # hold it until the test closes stdin
+    lock.release(me)
+"""
+
+
+def _as_other_user(folder: Path, shared: Path) -> subprocess.Popen:
+    """kimik3's lock code run by another user (nobody), its state dir its own; its first line says what it got."""
+    state = folder / "other-state"
+    state.mkdir(exist_ok=True)
+    os.chown(state, OTHER_USER, OTHER_USER)
+    root = Path(__file__).parents[2]
+    for python in (sys.executable, "/usr/bin/python3"):  # the test's venv may sit in a folder nobody may enter
+        as_other = {"user": OTHER_USER, "group": OTHER_USER, "extra_groups": [], "cwd": "/",
+                    "env": {"PYTHONPATH": str(root)}}
+        try:
+            probe = subprocess.run([python, "-c", "import kimik3_reconciler.adapters.host_lock"], **as_other,
+                                   capture_output=True, check=False)
+        except PermissionError:
+            continue
+        if probe.returncode == 0:
+            return subprocess.Popen([python, "-c", _AS_OTHER_USER, str(state), str(shared)], **as_other,
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    pytest.skip("no Python another user can run kimik3's lock code with")
+
+
+def _first_line(child: subprocess.Popen) -> dict:
+    if not select.select([child.stdout], [], [], 30)[0]:
+        child.kill()
+        pytest.fail("the other user's kimik3 said nothing in 30 s")
+    line = child.stdout.readline()
+    assert line, f"the other user's kimik3 said nothing (exit {child.wait()})"
+    return json.loads(line)
+
+
+def _finish(child: subprocess.Popen) -> None:
+    child.stdin.close()
+    assert child.wait(10) == 0
+
+
+@pytest.fixture
+def run_lock() -> Path:
+    """A folder as /run/lock is (sticky, everyone writes), outside pytest's tmp (mode 0700: nobody enters it)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root, to run a second user")
+    folder = Path(tempfile.mkdtemp(prefix="kimik3-run-lock-"))
+    folder.chmod(0o1777)
+    yield folder
+    subprocess.run(["rm", "-rf", str(folder)], check=True)
+
+
+def test_another_users_kimik3_still_excludes_through_the_0644_file_but_cannot_write_its_record(
+        run_lock: Path, tmp_path: Path) -> None:
+    shared, mine = run_lock / "kimik3.lock", holder("apply", "k3-root")
+    lock = StateDirLock(tmp_path / "state", shared)
+    assert lock.try_acquire(mine).acquired
+    theirs = _as_other_user(run_lock, shared)
+    refused = _first_line(theirs)
+    assert refused["acquired"] is False and refused["found"] == mine.id  # told who holds it (the file reads)
+    theirs.wait(10)
+    lock.release(mine)
+    theirs = _as_other_user(run_lock, shared)
+    got = _first_line(theirs)
+    assert got["acquired"] is True and got["note"] is None  # locked through a read-only descriptor
+    assert shared.read_text() == "" and shared.stat().st_uid == 0  # the record stays unwritten: not theirs
+    assert not StateDirLock(tmp_path / "state", shared).try_acquire(holder()).acquired  # and it keeps us out
+    _finish(theirs)
+
+
+def test_a_host_wide_file_another_user_cannot_open_leaves_them_the_state_dir_lock_saying_so(
+        run_lock: Path) -> None:
+    shared = run_lock / "kimik3.lock"
+    shared.write_text("")
+    shared.chmod(0o600)  # e.g. made by hand, or by a umask-bound tool: not readable by others
+    theirs = _as_other_user(run_lock, shared)
+    got = _first_line(theirs)
+    assert got["acquired"] is True and "cannot use the host-wide lock" in got["note"]
+    assert shared.stat().st_mode & 0o7777 == 0o600  # another user's file is used (or not) as it is
+    _finish(theirs)

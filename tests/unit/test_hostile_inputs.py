@@ -3,6 +3,9 @@ named, at once, without a traceback, and without reading more than a profile cou
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,10 +26,53 @@ def _validate(path: str, tmp_path: Path) -> tuple[int, str]:
 
 
 @pytest.mark.skipif(not Path("/dev/zero").exists(), reason="no /dev/zero")
-def test_an_endless_file_is_refused_after_a_bounded_read(tmp_path: Path) -> None:
+def test_an_endless_device_is_refused_before_a_byte_is_read(tmp_path: Path) -> None:
     code, output = _validate("/dev/zero", tmp_path)  # before: read to the end -> MemoryError traceback
-    assert code == 2 and "larger than 4 MiB" in output and "Traceback" not in output
+    assert code == 2 and output.startswith("/dev/zero: is a character device: kimik3 reads a profile")
+    assert "Traceback" not in output and not (tmp_path / "state").exists()
+
+
+def test_an_endless_stdin_is_refused_after_a_bounded_read(tmp_path: Path) -> None:
+    with open("/dev/zero", "rb") as zeros:  # stdin is read as it is, but never past the limit
+        run = subprocess.run([sys.executable, "-m", "kimik3_reconciler", "validate", "/dev/stdin"], stdin=zeros,
+                             capture_output=True, text=True, timeout=60, env=_env(tmp_path), check=False)
+    assert run.returncode == 2 and run.stderr.startswith("/dev/stdin: larger than 4 MiB")
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT), "KIMIK3_STATE_DIR": str(tmp_path / "state")}
+
+
+def test_a_fifo_without_a_writer_is_refused_at_once_naming_it(tmp_path: Path) -> None:
+    fifo = tmp_path / "k3.yaml"
+    os.mkfifo(fifo)
+    for command in ("validate", "plan"):  # before: open() waited for a writer forever
+        run = subprocess.run([sys.executable, "-m", "kimik3_reconciler", command, str(fifo)], capture_output=True,
+                             text=True, timeout=60, env=_env(tmp_path), check=False)
+        assert run.returncode == 2, run.stderr
+        assert f"{fifo}: is a FIFO (named pipe): kimik3 reads a profile or saved plan from a regular file" in run.stderr
+        assert "Traceback" not in run.stderr
     assert not (tmp_path / "state").exists()
+
+
+def test_a_profile_on_stdin_or_a_handed_over_descriptor_still_reads(tmp_path: Path) -> None:
+    demo = ROOT / "profiles" / "demo-cpu.yaml"
+    with open(demo, "rb") as profile:
+        as_file = subprocess.run([sys.executable, "-m", "kimik3_reconciler", "validate", "/dev/stdin"], stdin=profile,
+                                 capture_output=True, text=True, timeout=60, env=_env(tmp_path), check=False)
+    piped = subprocess.run([sys.executable, "-m", "kimik3_reconciler", "validate", "/dev/stdin"], input=DEMO,
+                           capture_output=True, text=True, timeout=60, env=_env(tmp_path), check=False)
+    read_end, write_end = os.pipe()  # bash's `validate <(cat k3.yaml)`: a pipe named /dev/fd/N
+    os.write(write_end, DEMO.encode())
+    os.close(write_end)
+    try:
+        substituted = subprocess.run([sys.executable, "-m", "kimik3_reconciler", "validate", f"/dev/fd/{read_end}"],
+                                     pass_fds=(read_end,), capture_output=True, text=True, timeout=60,
+                                     env=_env(tmp_path), check=False)
+    finally:
+        os.close(read_end)
+    for run, name in ((as_file, "/dev/stdin"), (piped, "/dev/stdin"), (substituted, f"/dev/fd/{read_end}")):
+        assert (run.returncode, run.stdout.strip()) == (0, f"{name}: ok"), run.stderr
 
 
 def test_a_profile_padded_past_the_read_limit_is_refused_naming_the_file(tmp_path: Path) -> None:

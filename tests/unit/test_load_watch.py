@@ -9,10 +9,11 @@ from support.fakes import FakeClock, FakeHost
 from support.observed import model_fact, observed
 
 from kimik3_reconciler.adapters import page_cache
+from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.model.records import LOAD_RATE_KEY, WARM_LOAD_RATE_KEY
 from kimik3_reconciler.model.specs import HealthWait, PagecachePreread
 from kimik3_reconciler.observe.process_io import ProcessIo, parse_proc_io
-from kimik3_reconciler.planning.health_step import predicted_load_s
+from kimik3_reconciler.planning.health_step import predicted_load_s, reads_in_parallel
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps.health import LoadWatch, wait_until_healthy
 from kimik3_reconciler.steps.preread import preread_model
@@ -121,6 +122,29 @@ def test_downtime_prediction_uses_the_warm_figure_after_a_preread() -> None:
     assert cold == 100 and warm == 33 and "issue 15's warm/cold ratio" in how
     measured = obs.model_copy(update={"warm_load_rate": float(4 << 30)})
     assert predicted_load_s(measured, warm=True)[0] == 25
+    # a hybrid server with the parallel-host-read patch copies its CPU experts on several threads (H200: 0.28x)
+    hybrid, _ = predicted_load_s(obs, warm=True, mode="hybrid")
+    patched, how = predicted_load_s(obs, warm=True, mode="hybrid", parallel_read=True)
+    assert round(hybrid) == 55 and round(patched) == 30 and "hybrid, parallel-host-read" in how
+    # all-VRAM has no host tensors for the patch to read: its own fraction, nothing said of the patch
+    allvram, how = predicted_load_s(obs, warm=True, mode="all-vram", parallel_read=True)
+    assert allvram == 33 and "parallel-host-read" not in how
+
+
+def _profile(variant: str, build: str = "", serve: str = ""):
+    gpus = "none" if variant == "cpu" else "all"
+    text = (f"apiVersion: kimik3/v1\nname: k3\nmodel: {{repo: unsloth/Kimi-K3-GGUF, revision: {'0123456789abcdef' * 2 + '01234567'}, "
+            f"quant: UD-Q2_K_XL}}\ngpus: {gpus}\nbuild: {{source: mainline, variant: {variant}{build}}}\n"
+            f"serve: {{port: 8080{serve}}}\n")
+    return parse_profile(text, "p.yaml").profile
+
+
+def test_the_server_reads_in_parallel_where_its_image_has_the_patch_and_serve_env_leaves_it_on() -> None:
+    assert reads_in_parallel(_profile("cuda"))  # a CUDA default
+    assert not reads_in_parallel(_profile("cpu"))  # CPU: opt-in
+    assert reads_in_parallel(_profile("cpu", ", builtin_patches: [parallel-host-read]"))
+    assert not reads_in_parallel(_profile("cuda", ", builtin_patches: [parallel-pin]"))
+    assert not reads_in_parallel(_profile("cuda", serve=", env: {KIMIK3_PARALLEL_READ: '0'}"))
 
 
 def test_page_cache_adapter_on_real_files(tmp_path: Path) -> None:
