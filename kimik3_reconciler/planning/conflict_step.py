@@ -40,6 +40,16 @@ def supervising_unit(observed: Observed, profile: str | None) -> UnitFact | None
                  if u.profile == profile and u.active_state in ("active", "activating", "reloading")), None)
 
 
+def _kept(profile: Profile, other: ContainerFact) -> str:
+    """What happens to a stopped conflicting container afterwards."""
+    if other.profile == profile.name:
+        # This profile's own labels under another name (renamed by hand, or a copy): kimik3 launches the profile
+        # under its own name, so nothing would ever start this one again; say how to remove it.
+        return (f"it carries this profile's labels under another name (renamed by hand?): kimik3 runs the profile "
+                f"as {profile.name} and leaves {other.name} stopped; `docker rm {other.name}` removes it")
+    return "its container is kept, `kimik3 apply` of that profile starts it again"
+
+
 def plan_conflicts(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
     profile = desired.profile
     steps = []
@@ -59,7 +69,6 @@ def plan_conflicts(desired: Desired, observed: Observed, planned: tuple[Step, ..
                               cost="the other deployment is down while this one runs"))
             continue
         steps.append(Step("conflict", other.name, Action.UPDATE,
-                          f"stop {other.name} (profile {other.profile}) first: {why}; its container is kept, "
-                          f"`kimik3 apply` of that profile starts it again", spec=StopContainer(other.name),
-                          cost="the other deployment is down while this one runs"))
+                          f"stop {other.name} (profile {other.profile}) first: {why}; {_kept(profile, other)}",
+                          spec=StopContainer(other.name), cost="the other deployment is down while this one runs"))
     return tuple(steps)

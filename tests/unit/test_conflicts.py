@@ -31,6 +31,21 @@ def test_gpu_overlap_and_port(gpus: object, port: int, why: str | None) -> None:
     assert (found is None) if why is None else (why in found)
 
 
+def test_a_renamed_copy_of_this_profiles_container_is_not_promised_a_restart() -> None:
+    from support.observed import observed
+
+    from kimik3_reconciler.planning import render_desired
+    from kimik3_reconciler.planning.conflict_step import plan_conflicts
+
+    hybrid = parse_profile((ROOT / "profiles" / "hybrid-q2.yaml").read_text()).profile
+    renamed = other(hybrid.name, "all").model_copy(update={"name": "k3-old"})
+    someone = other("someone", "all").model_copy(update={"name": "someone"})
+    obs = observed(hybrid).model_copy(update={"others": (renamed, someone)})
+    steps = {s.target: s.reason for s in plan_conflicts(render_desired(hybrid, obs), obs)}
+    assert "`docker rm k3-old` removes it" in steps["k3-old"] and "starts it again" not in steps["k3-old"]
+    assert "`kimik3 apply` of that profile starts it again" in steps["someone"]
+
+
 def test_explicit_systemd_conflicts() -> None:
     main = parse_profile((ROOT / "profiles" / "hybrid-q2.yaml").read_text()).profile
     assert "systemd.conflicts lists kimi-k3-interactive" == why_conflicting(
