@@ -12,6 +12,7 @@ Exit codes (the one table; README and `kimik3 --help` repeat it):
     7  a saved plan is stale: the host or the profile moved since it was made (nothing was touched)
     8  a local file or directory kimik3 needs could not be used: no space left, read-only, permission denied,
        missing (LocalFileError; the path is named)
+  130, 143  interrupted by Ctrl-C (SIGINT) or SIGTERM (cli.Terminated): not a Kimik3Error; the next apply converges
 
     Kimik3Error                       exit 1 unless a subclass says otherwise
     ├── ProfileError                  invalid profile (file:line problems)        exit 2

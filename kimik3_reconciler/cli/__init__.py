@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import signal
 import sys
 from contextlib import nullcontext
 from pathlib import Path
@@ -69,6 +70,30 @@ def _fail(exc: Kimik3Error, json_out: bool) -> None:
     sys.exit(exc.exit_code)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C raises KeyboardInterrupt, so both unwind the same way."""
+
+
+def _terminate_as_interrupt(_signum: int, _frame: object) -> None:
+    # systemd, docker, CI runners and `timeout` stop a command with SIGTERM. Python's default dies at once: exit 143,
+    # no message, no `finally` (the build's pre-read readers, the watchers). Raised as Ctrl-C's exception instead,
+    # it unwinds through the same cleanup and the same message. `reconcile` and `metrics-serve` set their own.
+    raise Terminated()
+
+
+def _interrupted(exc: KeyboardInterrupt, json_out: bool) -> None:
+    """Ctrl-C or SIGTERM mid-command: what the host is left with, and exit 128 + the signal."""
+    name, code = ("SIGTERM", 143) if isinstance(exc, Terminated) else ("SIGINT (Ctrl-C)", 130)
+    message = (f"interrupted by {name}: the step in progress stopped where it was; `kimik3 apply` again converges "
+               "from there (downloads resume, a half-built image is built again, a loading server is waited for)")
+    _err.print(Text("error: ", style="red") + Text(message))
+    if json_out:
+        from kimik3_reconciler.cli.json_out import emit, error_document
+
+        emit(error_document(message, code, "Interrupted"))
+    sys.exit(code)
+
+
 def _run(fn):  # noqa: ANN001 - click callback wrapper
     """Map kimik3's error tree to messages and exit codes; never a traceback for expected failures."""
     def wrapper(*args, **kwargs):  # noqa: ANN002, ANN003
@@ -78,6 +103,8 @@ def _run(fn):  # noqa: ANN001 - click callback wrapper
             _fail(exc, bool(kwargs.get("json_out")))
         except OSError as exc:  # ENOSPC, EROFS, EACCES, a missing state dir...: the path and what to do, no traceback
             _fail(LocalFileError.from_os_error(exc), bool(kwargs.get("json_out")))
+        except KeyboardInterrupt as exc:
+            _interrupted(exc, bool(kwargs.get("json_out")))
     wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
     return wrapper
 
@@ -110,6 +137,7 @@ def main(ctx: click.Context, state_dir: str | None, dockerfile: str | None, dock
     # A bad KIMIK3_* value (KIMIK3_DOWNLOAD_WORKERS=0, an unclosed quote in a prefix) is refused here, naming
     # the variable, before any command observes or changes anything (exit 2).
     refuse_bad_knobs(os.environ)
+    signal.signal(signal.SIGTERM, _terminate_as_interrupt)
     ctx.obj = {"state_dir": state_dir or str(knob_value("KIMIK3_STATE_DIR", os.environ) or _default_state_dir()),
                "dockerfile": dockerfile or str(knob_value("KIMIK3_DOCKERFILE", os.environ) or _default_dockerfile()),
                "docker_host": docker_host, "verbose": verbose,

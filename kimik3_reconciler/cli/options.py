@@ -22,7 +22,8 @@ Exit codes:
   5  locked: another kimik3 holds this host's lock
   6  the hub is unreachable or refused a request (its URL is named)
   7  a saved plan is stale: the host or the profile moved since (nothing touched)
-  8  a local file or directory could not be used: no space, read-only, permission, missing (path named)"""
+  8  a local file or directory could not be used: no space, read-only, permission, missing (path named)
+  130, 143  interrupted by Ctrl-C or SIGTERM: the next apply converges from there"""
 
 
 class Duration(click.ParamType):
