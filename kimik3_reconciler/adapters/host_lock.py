@@ -115,7 +115,7 @@ class HostWideLock:
         return fd
 
     def _open_existing(self) -> int:
-        """The file as it is; set to LOCK_FILE_MODE when it is this user's with another mode (an older kimik3 made
+        """The file as it is; set to LOCK_FILE_MODE when it is this user's and world-writable (an older kimik3 made
         it 0666). Another user's file is used as it is, read-only when that is all its mode allows. Only a plain
         lock file of its own (open_lock_file) holding a lock record or nothing: the record write truncates it and
         the mode is set on it, so a symlink or a path set by mistake must never reach either."""
@@ -129,7 +129,9 @@ class HostWideLock:
                           str(self.path))
         try:
             info = os.fstat(fd)
-            if info.st_uid == os.geteuid() and info.st_mode & 0o7777 != LOCK_FILE_MODE:
+            # Only a file others may write (an older kimik3's 0666) is narrowed: an operator's own 0664 lock file
+            # in a group folder keeps its group write.
+            if info.st_uid == os.geteuid() and info.st_mode & 0o002:
                 os.fchmod(fd, LOCK_FILE_MODE)
         except OSError:  # a filesystem without modes: the lock works without it
             pass
@@ -287,10 +289,25 @@ def open_lock_file(path: Path, flags: int, mode: int = 0o666) -> int:
     return fd
 
 
+# How every record kimik3 writes begins (json.dumps of LockHolder.to_json(): `id` is its first field).
+_RECORD_START = b'{"id": "'
+
+
 def _holds_a_lock_record(fd: int) -> bool:
-    """Empty, or a JSON object of a lock record's size (a torn record included): what kimik3 may truncate."""
+    """Empty, a lock record, or the start of one (a write torn by a crash): what kimik3 may truncate or remove.
+    Any other content is someone else's file, however small or JSON-like (a KIMIK3_HOST_LOCK set by mistake to
+    ~/.docker/config.json was emptied by an apply and removed by force-unlock while "starts with {" was the test)."""
     head = os.pread(fd, _RECORD_MAX + 1, 0)
-    return not head.strip() or (head.lstrip().startswith(b"{") and len(head) <= _RECORD_MAX)
+    text = head.strip()
+    if not text:
+        return True
+    if len(head) > _RECORD_MAX:
+        return False
+    try:
+        data = json.loads(text)
+    except ValueError:  # torn: a prefix of what kimik3 writes, or longer and cut short
+        return text.startswith(_RECORD_START) or _RECORD_START.startswith(text)
+    return isinstance(data, dict) and LockHolder.from_json(data) is not None
 
 
 def _flock(path: Path, open_fd) -> int | None:  # noqa: ANN001 - () -> int

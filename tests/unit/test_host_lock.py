@@ -254,22 +254,24 @@ def test_force_unlock_from_another_state_dir_clears_the_host_wide_lock(tmp_path:
     assert StateDirLock(tmp_path / "bob", shared).try_acquire(theirs).acquired
 
 
-@pytest.mark.parametrize("planted", ["symlink", "hardlink", "foreign-file", "fifo"])
+@pytest.mark.parametrize("planted", ["symlink", "hardlink", "foreign-file", "small-json", "fifo"])
 def test_a_host_wide_lock_path_that_is_not_a_plain_lock_file_is_never_written_through(tmp_path: Path,
                                                                                       planted: str) -> None:
     """Held-back review: KIMIK3_HOST_LOCK (or a symlink planted in world-writable /run/lock) pointing at another
     file made one apply truncate that file (it emptied /etc/passwd). Now the path must be a plain file of its own
     holding a lock record or nothing; else kimik3 keeps the state dir's lock only, says so, and leaves it alone."""
+    content = ('{"auths": {"registry.example": {"auth": "dXNlcjpwYXNz"}}}\n' if planted == "small-json"
+               else "root:x:0:0:root:/root:/bin/bash\n")
     victim = tmp_path / "passwd"
-    victim.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    victim.write_text(content)
     victim.chmod(0o640)  # as /etc/shadow: the lock's mode fix (0644) must not reach it either
     shared = tmp_path / "kimik3.lock"
     if planted == "symlink":
         shared.symlink_to(victim)
     elif planted == "hardlink":
         os.link(victim, shared)
-    elif planted == "foreign-file":  # KIMIK3_HOST_LOCK set to a file that is not kimik3's
-        shared = victim
+    elif planted in ("foreign-file", "small-json"):  # KIMIK3_HOST_LOCK set to a file that is not kimik3's
+        shared = victim  # small-json: ~/.docker/config.json, say (JSON, a lock record's size, not a record)
     else:
         os.mkfifo(shared)
     events, mine = Events(), holder()
@@ -278,18 +280,19 @@ def test_a_host_wide_lock_path_that_is_not_a_plain_lock_file_is_never_written_th
     lock.release(mine)
     (name, fields), = events.seen
     assert name == "lock-host-wide-unavailable" and f"cannot use the host-wide lock {shared}" in fields["why"]
-    assert victim.read_text() == "root:x:0:0:root:/root:/bin/bash\n"
+    assert victim.read_text() == content
     # force-unlock of the state dir's lock takes the host-wide file along when it names nobody: never this one
     hung = StateDirLock(tmp_path / "state", shared)
     stuck = holder()
     acquire(hung, FakeClock(), stuck, timeout_s=0, say=Events())
     force_unlock(StateDirLock(tmp_path / "state", shared), stuck.id)
-    assert victim.read_text() == "root:x:0:0:root:/root:/bin/bash\n" and victim.stat().st_mode & 0o777 == 0o640
+    assert victim.read_text() == content and victim.stat().st_mode & 0o777 == 0o640
 
 
-def test_a_torn_host_wide_record_is_still_a_lock_file(tmp_path: Path) -> None:
+@pytest.mark.parametrize("torn", ['{"id": "deadbeef00', '{"i', "{"])
+def test_a_torn_host_wide_record_is_still_a_lock_file(tmp_path: Path, torn: str) -> None:
     shared = tmp_path / "kimik3.lock"
-    shared.write_text('{"id": "deadbeef00')  # a kimik3 killed between truncate and write
+    shared.write_text(torn)  # a kimik3 killed between truncate and write
     events = Events()
     acquire(StateDirLock(tmp_path / "state", shared), FakeClock(), holder(), timeout_s=0, say=events)
     assert events.seen == [] and json.loads(shared.read_text())["profile"] == "k3-a"
@@ -314,6 +317,10 @@ def test_the_host_wide_file_is_0644_whatever_the_umask_and_an_older_0666_one_of_
     assert attempt.acquired and attempt.note is None
     assert shared.stat().st_mode & 0o7777 == 0o644
     again.release(mine)
+    shared.chmod(0o664)  # an operator's own lock file in a group folder: group write kept, only world write goes
+    assert again.try_acquire(mine).acquired
+    again.release(mine)
+    assert shared.stat().st_mode & 0o7777 == 0o664
 
 
 OTHER_USER = 65534  # nobody
