@@ -129,7 +129,8 @@ class NotConverged(Kimik3Error):
 
 class NothingMeasured(Kimik3Error):
     """`kimik3 tune` launched candidates and every one failed (load, verify or bench): the search found
-    nothing, which is not a success even though the host is back on the profile as written."""
+    nothing, which is not a success even though the host is back on the profile as written; `bench --compare`
+    with no kept run of the profile."""
 
 
 class LockHeld(Kimik3Error):

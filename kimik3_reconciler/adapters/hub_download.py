@@ -266,9 +266,17 @@ def fetch_all(jobs: list[Target], token: str | None, progress: Progress, workers
     with httpx.Client(headers=headers, follow_redirects=True, timeout=httpx.Timeout(60.0, connect=15.0)) as client:
         in_flight = max(1, min(workers, len(by_blob)))
         parts = max(1, CONNECTIONS // in_flight)  # one big file takes every connection as ranges
-        with ThreadPoolExecutor(max_workers=in_flight) as pool:
+        pool = ThreadPoolExecutor(max_workers=in_flight)
+        try:
             futures = [pool.submit(_fetch_locked, client, same[0], progress, parts) for same in by_blob.values()]
             fetched = sum(future.result() for future in futures)
+        except BaseException as exc:
+            # Ctrl-C or SIGTERM (not an Exception): do not wait here for every file in flight to finish, minutes
+            # for a large shard; the CLI then exits without joining the workers (cli._interrupted), and the next
+            # apply resumes each .incomplete as after a kill -9. A failed file (an Exception) lets the others end.
+            pool.shutdown(wait=isinstance(exc, Exception), cancel_futures=True)
+            raise
+        pool.shutdown()
     for same in by_blob.values():
         for job in same[1:]:
             _link(job)

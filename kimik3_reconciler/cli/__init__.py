@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import sys
+import threading
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -91,7 +92,23 @@ def _interrupted(exc: KeyboardInterrupt, json_out: bool) -> None:
         from kimik3_reconciler.cli.json_out import emit, error_document
 
         emit(error_document(message, code, "Interrupted"))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.current_thread()):
+        # Workers still mid-transfer (a download's files): the interpreter would join them at exit, minutes for a
+        # large shard, while `timeout`, `docker stop` or systemd wait to SIGKILL. Their work is resumable (the
+        # next apply continues each .incomplete, as after a kill -9), so leave without them.
+        os._exit(code)
     sys.exit(code)
+
+
+def _json_wanted(kwargs: dict) -> bool:
+    """The command's --json; for the group's own callback (a bad KIMIK3_* value, refused before any command
+    parses its options) the command line's, so `--json` still gets its JSON error document."""
+    if "json_out" in kwargs:
+        return bool(kwargs["json_out"])
+    ctx = click.get_current_context(silent=True)
+    return bool(ctx is not None and getattr(ctx.find_root().command, "json_command_line", False))
 
 
 def _run(fn):  # noqa: ANN001 - click callback wrapper
@@ -100,11 +117,11 @@ def _run(fn):  # noqa: ANN001 - click callback wrapper
         try:
             return fn(*args, **kwargs)
         except Kimik3Error as exc:
-            _fail(exc, bool(kwargs.get("json_out")))
+            _fail(exc, _json_wanted(kwargs))
         except OSError as exc:  # ENOSPC, EROFS, EACCES, a missing state dir...: the path and what to do, no traceback
-            _fail(LocalFileError.from_os_error(exc), bool(kwargs.get("json_out")))
+            _fail(LocalFileError.from_os_error(exc), _json_wanted(kwargs))
         except KeyboardInterrupt as exc:
-            _interrupted(exc, bool(kwargs.get("json_out")))
+            _interrupted(exc, _json_wanted(kwargs))
     wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
     return wrapper
 
@@ -137,7 +154,8 @@ def main(ctx: click.Context, state_dir: str | None, dockerfile: str | None, dock
     # A bad KIMIK3_* value (KIMIK3_DOWNLOAD_WORKERS=0, an unclosed quote in a prefix) is refused here, naming
     # the variable, before any command observes or changes anything (exit 2).
     refuse_bad_knobs(os.environ)
-    signal.signal(signal.SIGTERM, _terminate_as_interrupt)
+    if threading.current_thread() is threading.main_thread():  # signal.signal raises anywhere else (an embedder's)
+        signal.signal(signal.SIGTERM, _terminate_as_interrupt)
     ctx.obj = {"state_dir": state_dir or str(knob_value("KIMIK3_STATE_DIR", os.environ) or _default_state_dir()),
                "dockerfile": dockerfile or str(knob_value("KIMIK3_DOCKERFILE", os.environ) or _default_dockerfile()),
                "docker_host": docker_host, "verbose": verbose,

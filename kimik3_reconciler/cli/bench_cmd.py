@@ -11,6 +11,7 @@ from rich.text import Text
 
 from kimik3_reconciler.cli import _ctx, _err, _out, _run
 from kimik3_reconciler.cli.inputs import load
+from kimik3_reconciler.errors import NothingMeasured
 from kimik3_reconciler.model.bench import (DEFAULT_GRID, DEFAULT_OUTPUT_TOKENS, DEFAULT_PROMPT_TOKENS,
                                            DEFAULT_PROMPTS, BenchRun, BenchSettings, LevelResult)
 
@@ -104,9 +105,8 @@ def bench(ctx: click.Context, file: str, grid: tuple[int, ...], prompts: int, pr
     engine = _ctx(ctx, json_out).engine(file)
     if compare:
         runs = latest_per_fingerprint(kept(engine.ports.state, loaded.profile.name))
-        if not runs:
-            _err.print(f"no kept bench runs of {loaded.profile.name}: run `kimik3 bench {file}` first")
-            raise SystemExit(1)
+        if not runs:  # exit 1 through _run: with --json the error document is stdout (SystemExit left it empty)
+            raise NothingMeasured(f"no kept bench runs of {loaded.profile.name}: run `kimik3 bench {file}` first")
         if json_out:
             click.echo(json.dumps([r.to_json() for r in runs], indent=2))
         else:

@@ -62,6 +62,7 @@ class LazyGroup(click.Group):
     def __init__(self, *args, lazy: dict[str, str] | None = None, **kwargs):  # noqa: ANN002, ANN003
         super().__init__(*args, **kwargs)
         self.lazy = lazy or {}  # command name -> "module:attribute"
+        self.json_command_line = False
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):  # noqa: ANN001, ANN201
         """As click's, and a usage error of a `--json` command line (a missing FILE, an unknown option) also prints
@@ -69,6 +70,7 @@ class LazyGroup(click.Group):
         from kimik3_reconciler.cli.json_out import usage_error_json, wants_json
 
         argv = list(sys.argv[1:] if args is None else args)
+        self.json_command_line = wants_json(argv)  # for failures before the command's own --json is parsed
         if not standalone_mode or not wants_json(argv):
             return super().main(argv, prog_name, complete_var, standalone_mode, **extra)
         try:

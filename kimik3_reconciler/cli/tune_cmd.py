@@ -10,7 +10,7 @@ import click
 from rich.table import Table
 from rich.text import Text
 
-from kimik3_reconciler.cli import _ctx, _err, _out, _run
+from kimik3_reconciler.cli import _ctx, _err, _fail, _out, _run
 from kimik3_reconciler.cli.inputs import load
 from kimik3_reconciler.cli.options import Duration, lock_timeout
 from kimik3_reconciler.model.bench import BenchSettings
@@ -117,13 +117,17 @@ def tune(ctx: click.Context, file: str, goal_text: str, budget: float, space: tu
         finally:  # never left on a candidate: the winner (written) or FILE as it was
             _err.print(f"converging on {'the winner' if target is not loaded else file + ' as written'}")
             runner.settle(target)
+    failure = _nothing_measured(result.trials, baseline_knobs)
     if json_out:
-        _tune_json(file, goal, result, loaded, write)
-    else:
-        _out.print(_trial_table(result.trials, goal))
-    _every_candidate_failed(result.trials, baseline_knobs)
-    if json_out:
+        # One document on stdout whatever happened: the trials, and the error too when nothing was measured
+        # (printing the trials, then _run's error document, made stdout two documents no parser reads).
+        _tune_json(file, goal, result, loaded, write, failure)
+        if failure is not None:
+            _fail(failure, False)  # the message on stderr and the exit code; the JSON is printed above
         return
+    _out.print(_trial_table(result.trials, goal))
+    if failure is not None:
+        raise failure
     if result.winner is None:
         _out.print(f"nothing beat {file} as written ({_figure(result.baseline, goal)}): no change")
         return
@@ -138,8 +142,9 @@ def tune(ctx: click.Context, file: str, goal_text: str, budget: float, space: tu
         _out.print("the host runs FILE as written; `--write` applies the winner")
 
 
-def _tune_json(file: str, goal, result, loaded, written: bool) -> None:  # noqa: ANN001 - Goal, SearchResult, LoadedProfile
-    """--json: every trial, the baseline and the winner (None: nothing beat FILE as written), and the diff."""
+def _tune_json(file: str, goal, result, loaded, written: bool, failure=None) -> None:  # noqa: ANN001
+    """--json: every trial, the baseline and the winner (None: nothing beat FILE as written), and the diff; with
+    `failure` (NothingMeasured) the same document carries `ok: false` and the error, as every failing --json does."""
     import dataclasses
     import json
 
@@ -154,22 +159,28 @@ def _tune_json(file: str, goal, result, loaded, written: bool) -> None:  # noqa:
         text = loaded.text
         proposed = set_serve_knobs(text, serve_values(loaded.profile, result.winner.knobs))
         diff = "".join(difflib.unified_diff(text.splitlines(True), proposed.splitlines(True), file, f"{file} (tuned)"))
-    click.echo(json.dumps({"profile_file": file, "goal": str(goal), "trials": [trial(t) for t in result.trials],
-                           "baseline": trial(result.baseline), "winner": trial(result.winner), "written": written
-                           and result.winner is not None, "diff": diff}, indent=2, default=str))
+    from kimik3_reconciler.cli.json_out import kimik3_error_document
+
+    document = {"profile_file": file, "goal": str(goal), "trials": [trial(t) for t in result.trials],
+                "baseline": trial(result.baseline), "winner": trial(result.winner),
+                "written": written and result.winner is not None, "diff": diff}
+    if failure is not None:
+        document = {**kimik3_error_document(failure), **document}
+    click.echo(json.dumps(document, indent=2, default=str))
 
 
-def _every_candidate_failed(trials, baseline_knobs: dict) -> None:  # noqa: ANN001 - list[Trial]
-    """Exit 1 (NothingMeasured) when candidates were launched and none of them was measured: "nothing beat
-    FILE" would hide a search that measured nothing (a broken build, a server that never comes up)."""
+def _nothing_measured(trials, baseline_knobs: dict):  # noqa: ANN001, ANN202 - list[Trial] -> NothingMeasured | None
+    """The error (exit 1) when candidates were launched and none of them was measured: "nothing beat FILE" would
+    hide a search that measured nothing (a broken build, a server that never comes up)."""
     from kimik3_reconciler.errors import NothingMeasured
     from kimik3_reconciler.model.tuning import knob_id
 
     launched = [t for t in trials if knob_id(t.knobs) != knob_id(baseline_knobs)]
     if launched and all(t.status == "failed" for t in launched):
         first = next(t.detail for t in launched)
-        raise NothingMeasured(f"every candidate tune launched failed ({len(launched)}; the first: {first}); "
-                              "the host runs FILE as written")
+        return NothingMeasured(f"every candidate tune launched failed ({len(launched)}; the first: {first}); "
+                               "the host runs FILE as written")
+    return None
 
 
 def _figure(trial, goal) -> str:  # noqa: ANN001 - Trial | None, Goal

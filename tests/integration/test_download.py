@@ -136,6 +136,32 @@ def test_kill_9_mid_shard_then_resume_refetches_at_most_one_chunk(hub: FixtureHu
         assert refetched <= SIZE - size + CHUNK, (path, refetched, size)
 
 
+def test_sigterm_mid_download_exits_at_once_and_the_next_download_resumes(hub: FixtureHub, shards,
+                                                                        tmp_path: Path) -> None:
+    """SIGTERM (systemd, docker stop, a CI runner, timeout) goes through the CLI's handler: the download stops
+    where it is instead of finishing every file in flight, exit 143, and the next download resumes."""
+    hub.faults.bytes_per_second = 2 << 20  # ~12 s per shard: the files in flight would take that long to finish
+    prelude = ("import signal; from kimik3_reconciler.cli import _run, _terminate_as_interrupt; "
+               "signal.signal(signal.SIGTERM, _terminate_as_interrupt); "
+               "HuggingFaceHub.download = _run(HuggingFaceHub.download); ")
+    child = download_in_child(hub, tmp_path, prelude)
+    blobs = tmp_path / f"models--{REPO.replace('/', '--')}" / "blobs"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not any(p.stat().st_size >= 1 << 20 for p in blobs.glob("*.incomplete")):
+        time.sleep(0.05)
+    sent = time.monotonic()
+    child.send_signal(signal.SIGTERM)
+    code = child.wait(timeout=60)
+    waited = time.monotonic() - sent
+    print(f"SIGTERM mid-download: exited {code} after {waited:.2f} s")
+    assert code == 143
+    assert waited < 5, waited  # not the ~10 s the shards in flight still needed
+    assert any(blobs.glob("*.incomplete"))
+    hub.faults.bytes_per_second = None
+    HuggingFaceHub().download(spec_for(hub, tmp_path), lambda *_: None)
+    assert_complete(tmp_path, shards)
+
+
 def test_sizing_gate_refuses_before_any_byte_with_the_numbers(shards, tmp_path: Path) -> None:
     from support.realparts import demo_profile, kimik3, write_profile
 

@@ -64,6 +64,26 @@ def test_a_failing_json_command_prints_one_json_error_on_stdout(tmp_path: Path, 
     assert document["error"]["message"] and stderr.strip()  # the person reading stderr still gets the message
 
 
+def test_a_bad_knob_under_json_prints_the_json_error_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The knobs are refused by the group's callback, before the command parses its --json: still one document."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KIMIK3_DOWNLOAD_WORKERS", "0")
+    exit_code, stdout, stderr = run(["plan", "--json", "p.yaml"], tmp_path)
+    assert exit_code == 2 and "KIMIK3_DOWNLOAD_WORKERS" in stderr
+    error = json.loads(stdout)["error"]
+    assert error["exit_code"] == 2 and "KIMIK3_DOWNLOAD_WORKERS" in error["message"]
+    exit_code, stdout, _ = run(["plan", "p.yaml"], tmp_path)  # without --json: stderr only, as before
+    assert exit_code == 2 and stdout == ""
+
+
+def test_bench_compare_with_nothing_kept_is_a_json_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    profile = Path(__file__).resolve().parents[2] / "profiles" / "hybrid-q2.yaml"
+    exit_code, stdout, stderr = run(["bench", "--compare", "--json", str(profile)], tmp_path)
+    assert exit_code == 1 and "no kept bench runs of kimi-k3" in stderr
+    assert json.loads(stdout)["error"]["type"] == "NothingMeasured"
+
+
 def test_a_profile_error_as_json_names_file_line_and_field(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "bad.yaml").write_text("apiVersion: kimik3/v1\nname: k3\nmodle: {}\n")

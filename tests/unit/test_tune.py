@@ -356,6 +356,19 @@ def test_tune_exits_1_when_every_candidate_it_launched_failed(tmp_path, monkeypa
     assert "# kimik3 tune" not in path.read_text()
 
 
+def test_tune_json_when_every_candidate_failed_is_one_document_with_the_trials_and_the_error(
+        tmp_path, monkeypatch) -> None:
+    import json
+
+    runner = FakeRunner(fail=(512, 1024))
+    _, result = run_tune_cli(tmp_path, monkeypatch, runner, "--space", "ubatch=512,1024,4096", "--json")
+    assert result.exit_code == 1
+    document = json.loads(result.stdout)  # the whole of stdout: one document (was the trials, then the error)
+    assert document["ok"] is False and document["error"]["type"] == "NothingMeasured"
+    assert document["error"]["exit_code"] == 1 and len(document["trials"]) >= 3
+    assert "every candidate tune launched failed" in result.stderr
+
+
 def test_tune_exits_0_when_some_candidate_was_measured(tmp_path, monkeypatch) -> None:
     runner = FakeRunner(fail=(512,))
     _, result = run_tune_cli(tmp_path, monkeypatch, runner, "--space", "ubatch=512,1024,4096")
