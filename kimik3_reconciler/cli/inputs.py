@@ -6,10 +6,10 @@ import hashlib
 import os
 import re
 import stat
-import tempfile
 from functools import cache
 from pathlib import Path
 
+from kimik3_reconciler.adapters.atomic_files import write_atomically
 from kimik3_reconciler.cli import profile_cache
 from kimik3_reconciler.errors import InputError, LocalFileError, StalePlan
 from kimik3_reconciler.model.loaded_profile import LoadedProfile
@@ -103,26 +103,30 @@ def write_plan(path: str, saved: SavedPlan) -> None:
     """Atomically: a half-written plan file must never be applied. Only a new file or an older saved plan is
     replaced: `-out profiles/k3.yaml` (a slip of the hand) or `-out /dev/full` would otherwise be renamed over."""
     target = Path(path)
-    if (target.exists() or target.is_symlink()) and not (target.is_file() and not target.is_symlink()
-                                                          and _is_a_saved_plan(target)):
+    if target.is_symlink():
+        raise InputError(f"{path} is a symlink: refusing to replace it (plan -out writes a new file or replaces an "
+                         "older saved plan); name the file itself or another path")
+    if target.exists() and not (target.is_file() and _is_a_saved_plan(target)):
         raise InputError(f"{path} exists and is not a kimik3 saved plan: refusing to replace it (plan -out writes a "
                          "new file or replaces an older saved plan); choose another path")
-    tmp: Path | None = None
     try:
-        # A fresh temp name (O_EXCL), never a fixed one: `-out /tmp/q2.plan` must not write through a symlink
-        # someone planted at a predictable `/tmp/.q2.plan.kimik3-tmp` (the host lock's class of defect).
-        fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name[:32]}.", suffix=".kimik3-tmp")
-        tmp = Path(name)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(write_saved_plan(saved))
-        tmp.chmod(0o644)  # a plan holds no secret: CI jobs of other users read it
-        tmp.replace(target)
+        # A fresh temp name (O_EXCL, write_atomically), never a fixed one a symlink could be planted at; mode 0644: a
+        # plan holds no secret and CI jobs of other users read it; a missing folder is the user's path, not made.
+        write_atomically(target, write_saved_plan(saved), mode=0o644, make_folder=False)
     except OSError as exc:
-        # The disk or the folder failed, not the input: exit 8 names the path and what to do (README's table), and
-        # no half-written temp file is left beside the target.
-        if tmp is not None:
-            tmp.unlink(missing_ok=True)
+        # The disk or the folder failed, not the input: exit 8 names the path and what to do (README's table).
         raise LocalFileError.from_os_error(OSError(exc.errno, exc.strerror, path)) from exc  # -out's path, not tmp
+
+
+# What an installed kimik3 is made of (pyproject's package data, and the code): an editor's swap file or a
+# patch's *.orig left in a development checkout must not make a saved plan stale.
+_SHIPPED_SUFFIXES = (".py", ".patch")
+_SHIPPED_NAMES = ("Dockerfile.llamacpp", "gate_text.txt")
+
+
+def _is_shipped(path: Path) -> bool:
+    return (path.is_file() and "__pycache__" not in path.parts
+            and (path.suffix in _SHIPPED_SUFFIXES or path.name in _SHIPPED_NAMES))
 
 
 @cache
@@ -137,7 +141,7 @@ def kimik3_identity() -> str:
     except PackageNotFoundError:
         release = "unreleased"
     digest = hashlib.sha256()
-    for path in sorted(p for p in _PACKAGE.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+    for path in sorted(p for p in _PACKAGE.rglob("*") if _is_shipped(p)):
         digest.update(str(path.relative_to(_PACKAGE)).encode() + b"\0" + path.read_bytes() + b"\0")
     return f"{release} (code {digest.hexdigest()[:16]})"
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import difflib
-import os
 from pathlib import Path
 
 import click
 from rich.table import Table
 from rich.text import Text
 
+from kimik3_reconciler.adapters.atomic_files import write_atomically
 from kimik3_reconciler.cli import _ctx, _err, _fail, _out, _run
 from kimik3_reconciler.cli.inputs import load
 from kimik3_reconciler.cli.options import Duration, lock_timeout
@@ -25,22 +25,6 @@ def _baseline_knobs(space: dict, observed) -> dict:  # noqa: ANN001 - Observed
     if "n_cpu_moe" in knobs and knobs["n_cpu_moe"] is None:
         knobs["n_cpu_moe"] = FIT  # the running profile leaves the split to --fit
     return knobs
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    """The profile rewritten whole, keeping its mode; through a fresh temp name (O_EXCL), never a fixed one a
-    symlink could be planted at."""
-    import tempfile
-
-    fd, staging = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:32]}.", suffix=".kimik3-tune")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(staging, path.stat().st_mode & 0o7777)
-        os.replace(staging, path)
-    except BaseException:
-        Path(staging).unlink(missing_ok=True)
-        raise
 
 
 @click.command()
@@ -112,7 +96,8 @@ def tune(ctx: click.Context, file: str, goal_text: str, budget: float, space: tu
                 note = (f"kimik3 tune {engine.ports.clock.now():%Y-%m-%d} ({goal}): "
                         f"{_figure(result.winner, goal)} measured, was {_figure(result.baseline, goal)} as written")
                 new_text = set_serve_knobs(loaded.text, serve_values(loaded.profile, result.winner.knobs), note)
-                _write_atomically(Path(file), new_text)
+                # whole or not at all, keeping the profile's own mode (the shared writer's temp file is 0600)
+                write_atomically(Path(file), new_text, mode=Path(file).stat().st_mode & 0o7777, make_folder=False)
                 target = parse_profile(new_text, source=file)
         finally:  # never left on a candidate: the winner (written) or FILE as it was
             _err.print(f"converging on {'the winner' if target is not loaded else file + ' as written'}")

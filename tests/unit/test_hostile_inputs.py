@@ -227,8 +227,12 @@ def test_plan_out_replaces_only_a_new_file_or_an_older_saved_plan(tmp_path: Path
         write_plan(str(profile), saved)
     assert profile.read_text() == DEMO
     (tmp_path / "link").symlink_to(profile)
-    with pytest.raises(InputError, match="exists and is not a kimik3 saved plan"):
+    with pytest.raises(InputError, match="link is a symlink: refusing to replace it"):
         write_plan(str(tmp_path / "link"), saved)
+    write_plan(str(tmp_path / "old.plan"), saved)
+    (tmp_path / "to-a-plan").symlink_to(tmp_path / "old.plan")  # even to a saved plan: said as what it is
+    with pytest.raises(InputError, match="to-a-plan is a symlink"):
+        write_plan(str(tmp_path / "to-a-plan"), saved)
     write_plan(str(tmp_path / "k3.plan"), saved)  # new
     write_plan(str(tmp_path / "k3.plan"), saved)  # an older saved plan
     assert (tmp_path / "k3.plan").read_text().lstrip().startswith("{")
@@ -250,10 +254,10 @@ def test_a_plan_that_cannot_be_written_is_exit_8_naming_the_path_and_leaves_no_t
         write_plan(str(tmp_path / "no-such-dir" / "k3.plan"), saved)
     assert missing.value.exit_code == 8 and str(tmp_path / "no-such-dir") in str(missing.value)
 
-    def full_disk(self: Path, target: Path) -> None:
+    def full_disk(source: str, target: Path) -> None:
         raise OSError(errno.ENOSPC, "No space left on device", str(target))
 
-    monkeypatch.setattr(Path, "replace", full_disk)
+    monkeypatch.setattr(os, "replace", full_disk)
     with pytest.raises(LocalFileError, match="k3.plan"):
         write_plan(str(tmp_path / "k3.plan"), saved)
     assert sorted(p.name for p in tmp_path.iterdir()) == []

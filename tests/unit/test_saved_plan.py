@@ -378,6 +378,20 @@ def test_a_plan_made_by_another_kimik3_is_stale_before_anything_is_observed(worl
     assert stale.value.exit_code == 7
 
 
+def test_what_makes_a_kimik3_is_what_it_ships_not_stray_files_beside_it(tmp_path: Path) -> None:
+    """An editor's swap file or a patch's *.orig in a development checkout made a plan saved a second earlier
+    stale (exit 7): the identity hashes the code and the package data only."""
+    from kimik3_reconciler.cli.inputs import _is_shipped
+
+    for name, shipped in [("engine.py", True), ("patches/x.patch", True), ("gate_text.txt", True),
+                          ("Dockerfile.llamacpp", True), (".engine.py.swp", False), ("engine.py.orig", False),
+                          ("patches/x.patch.rej", False), ("__pycache__/engine.cpython-311.py", False)]:
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x")
+        assert _is_shipped(path) is shipped, name
+
+
 @pytest.mark.parametrize("edit", ["duplicate", "reorder"])
 def test_a_step_listed_twice_or_moved_makes_the_plan_stale(world, edit):
     """The per-step comparison is by (kind, target, action): a copied step or a launch moved before its download
