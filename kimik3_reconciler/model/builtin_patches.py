@@ -54,6 +54,8 @@ BUILTIN_PATCHES: tuple[BuiltinPatch, ...] = (
     ),
 )
 
+BUILTIN_PATCH_NAMES: tuple[str, ...] = tuple(p.name for p in BUILTIN_PATCHES)  # the JSON Schema's enum of names
+
 
 def builtin_patch(name: str) -> BuiltinPatch | None:
     return next((p for p in BUILTIN_PATCHES if p.name == name), None)

@@ -16,9 +16,25 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from pydantic_core import PydanticCustomError
 
 from kimik3_reconciler.model import catalog
+from kimik3_reconciler.model.builtin_patches import BUILTIN_PATCH_NAMES
 
 SHA40 = r"[0-9a-f]{40}"
 GPU_UUID = r"GPU-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+# The JSON Schema says what validate says of one field on its own (tests/unit/test_schema_agrees.py): an editor that
+# accepted `host: localhost` or `unit: kimi-k3.service` sent the user to CI to learn it. These are the schema forms of
+# the per-field checks below that are Python code (the patterns are ECMA-262 and Python `re` alike).
+_IPV4 = r"(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+_IPV6 = r"[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}(?::[0-9.]+)?(?:%[A-Za-z0-9_.-]+)?"  # loose: ipaddress decides
+# An IPv4-mapped literal (refused: _refuse_mapped), or a second '::' / ':::' (not an address: _IPV6 is loose).
+_NOT_IPV6 = {"anyOf": [{"pattern": r"^(?:0{0,4}:){0,5}:?[fF]{4}:"}, {"pattern": ":::|::.*::"}]}
+_NOT_EXPANDED = {"not": {"pattern": r"^~|\$\{?[A-Za-z_]"}}  # rule paths-literal (model/profile_rules.py)
+IPV4_SCHEMA = {"type": "string", "pattern": f"^{_IPV4}$"}  # rpc.workers[].bind: rpc-server listens on IPv4 only
+HOST_SCHEMA = {"type": "string", "anyOf": [{"enum": ["loopback", "tailscale"]}, {"pattern": f"^{_IPV4}$"},
+                                           {"pattern": f"^{_IPV6}$"}], "not": _NOT_IPV6}
+PATH_SCHEMA = {"type": "string", "minLength": 1, **_NOT_EXPANDED}
+ABSOLUTE_SCHEMA = {"type": "string", "pattern": "^/", **_NOT_EXPANDED}
+UNIT_SCHEMA = {"type": "string",
+               "pattern": r"^(?=.{1,64}$)(?!.*\.service$)[A-Za-z0-9][A-Za-z0-9_.-]*(?:@[A-Za-z0-9_.-]+)?$"}
 CpuFeature = Literal["avx512", "avx512_vbmi", "avx512_vnni", "avx512_bf16", "amx"]
 CPU_FEATURES: tuple[str, ...] = get_args(CpuFeature)
 
@@ -169,13 +185,18 @@ ImageRef = _matching(IMAGE_REF,
                      "digest (nvidia/cuda:13.0.0-devel-ubuntu24.04@sha256:<64 hex>)")
 DraftDevice = _matching(r"auto|CUDA[0-9]+", "must be 'auto' or a CUDA device like CUDA7")
 NonEmpty = Annotated[str, Field(min_length=1)]
-HttpUrl = Annotated[str, AfterValidator(_check_url)]
-UnitName = Annotated[str, AfterValidator(_check_unit)]
+HttpUrl = Annotated[str, AfterValidator(_check_url),
+                   WithJsonSchema({"type": "string", "pattern": "^[hH][tT][tT][pP][sS]?://[^/?#]"})]
+HostPath = Annotated[NonEmpty, WithJsonSchema(PATH_SCHEMA)]
+UnitName = Annotated[str, AfterValidator(_check_unit), WithJsonSchema(UNIT_SCHEMA)]
 # llama-server and rpc-server parse their numbers into 32-bit ints: a larger value is refused here, not at launch.
 INT32_MAX = 2**31 - 1
 MiB = Annotated[int, Field(ge=0, le=INT32_MAX)]
 Count = Annotated[int, Field(ge=1, le=INT32_MAX)]
-GpuRef = Union[Annotated[int, Field(ge=0)], Annotated[str, Field(pattern=f"^{GPU_UUID}$")]]
+GpuRef = Union[Annotated[int, Field(ge=0)], Annotated[str, Field(pattern=f"^{GPU_UUID}$"), WithJsonSchema(
+    # lowercase only, as _check_gpus requires (NVML reports lowercase; Docker gets the UUID as written)
+    {"type": "string", "pattern": "^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"})]]
+GpuList = Annotated[list[GpuRef], Field(min_length=1, json_schema_extra={"uniqueItems": True})]
 
 
 def _check_repo_file(value: str) -> str:
@@ -185,7 +206,8 @@ def _check_repo_file(value: str) -> str:
     return value
 
 
-RepoFilePath = Annotated[NonEmpty, AfterValidator(_check_repo_file)]
+RepoFilePath = Annotated[NonEmpty, AfterValidator(_check_repo_file), WithJsonSchema(
+    {"type": "string", "minLength": 1, "not": {"pattern": r"^/|\\|(?:^|/)\.\.(?:/|$)"}})]
 
 
 class TokenizerSpec(BaseModel):
@@ -205,7 +227,7 @@ class ModelSpec(BaseModel):
     quant: QuantName
     mmproj: Optional[RepoFilePath] = Field(None, description="vision projector file in the repo; fork builds only")
     tokenizer: Optional[TokenizerSpec] = None
-    cache_dir: Optional[NonEmpty] = Field(None, description="HF hub cache; default: huggingface_hub's own")
+    cache_dir: Optional[HostPath] = Field(None, description="HF hub cache; default: huggingface_hub's own")
     endpoint: Optional[HttpUrl] = Field(None, description="hub URL (a mirror); default: HF_ENDPOINT or the Hub")
 
 
@@ -230,6 +252,14 @@ def _check_archive(value: str) -> str:
     return value
 
 
+def _refuse_repeats(value: list[str]) -> list[str]:
+    # The list is a set in kimik3's order (model/builtin_patches.py): a repeated name builds nothing more, and the
+    # schema says uniqueItems, so validate says the same instead of accepting what an editor flags.
+    if len(set(value)) != len(value):
+        raise refuse("lists a patch twice")
+    return value
+
+
 class BuildSpec(BaseModel):
     """How the llama.cpp image is built: source pin, kernels, patches (all part of its fingerprint)."""
 
@@ -239,14 +269,17 @@ class BuildSpec(BaseModel):
     variant: Literal["cuda", "cpu"] = "cuda"
     cuda_architectures: Annotated[list[CudaArch], Field(min_length=1)] = ["120"]
     cpu_features: Annotated[
-        Union[Literal["auto"], list[CpuFeature]],
+        Union[Literal["auto"], Annotated[list[CpuFeature], Field(json_schema_extra={"uniqueItems": True})]],
         BeforeValidator(_check_cpu_features),
     ] = "auto"
-    patches: list[NonEmpty] = []
-    builtin_patches: Optional[list[NonEmpty]] = Field(
+    patches: list[HostPath] = []
+    builtin_patches: Optional[Annotated[list[NonEmpty], AfterValidator(_refuse_repeats), WithJsonSchema(
+        {"type": "array", "uniqueItems": True, "items": {"enum": list(BUILTIN_PATCH_NAMES)}})]] = Field(
         None, description="kimik3's own llama.cpp patches by name (model/builtin_patches.py); default: the default "
                           "ones for the variant (opt-in ones only when named); [] builds the source as it is")
-    archive: Optional[Annotated[NonEmpty, AfterValidator(_check_archive)]] = Field(
+    archive: Optional[Annotated[NonEmpty, AfterValidator(_check_archive), WithJsonSchema(
+        {"type": "string", "minLength": 1,
+         "not": {"pattern": r"^~|^(?!.*://).*\$\{?[A-Za-z_]|^(?!https?://)[A-Za-z][A-Za-z0-9+.-]*://"}})]] = Field(
         None, description="path (relative to the profile) or http(s) URL of the source archive")
     archive_sha256: Optional[Sha256] = None
     build_number: Optional[MiB] = None  # bounded like MiB (0..int32): cmake's LLAMA_BUILD_NUMBER is an int
@@ -269,7 +302,7 @@ class ServeSpec(BaseModel):
     """How llama-server runs: address, batching, placement, slots; fixed flags are not here."""
 
     model_config = _CONFIG
-    host: Annotated[str, AfterValidator(_check_host)] = "loopback"
+    host: Annotated[str, AfterValidator(_check_host), WithJsonSchema(HOST_SCHEMA)] = "loopback"
     port: Annotated[int, Field(ge=1, le=65535)] = 8080
     batch: Optional[Count] = Field(
         None, description="default: 4096 hybrid, 2048 all-VRAM (never below ubatch)")
@@ -279,14 +312,15 @@ class ServeSpec(BaseModel):
     ]] = Field(None, description="MiB per GPU; default per quant: 4096 hybrid, the quant's measured all-VRAM "
                                  "margin (6144 for UD-IQ2_XXS and unmeasured quants, 4096 for REAP770)")
     n_cpu_moe: Optional[MiB] = None  # a layer count; bounded like MiB (0..int32)
-    ctx_size: Annotated[int, Field(gt=0, le=INT32_MAX)] = 131072
+    # The schema's maximum is rule ctx-size-trained's 1,048,576 (Kimi-K3's trained context), which validate applies.
+    ctx_size: Annotated[int, Field(gt=0, le=INT32_MAX, json_schema_extra={"maximum": 1048576})] = 131072
     parallel: Count = 8
     cache_ram: Optional[MiB] = None
-    api_key_file: Optional[NonEmpty] = None
-    env: dict[EnvName, str] = {}
-    extra_args: list[str] = []
+    api_key_file: Optional[HostPath] = None
+    env: Annotated[dict[EnvName, str], Field(json_schema_extra={"additionalProperties": False})] = {}
+    extra_args: list[Annotated[str, WithJsonSchema({"type": "string", "pattern": r"\S"})]] = []
     spec_draft: Optional[SpecDraft] = None
-    load_mode: NonEmpty = Field("none", description="none (read into allocated memory, the default) or dio "
+    load_mode: Annotated[NonEmpty, WithJsonSchema({"enum": ["none", "dio"]})] = Field("none", description="none (read into allocated memory, the default) or dio "
                                                     "(direct I/O, around the page cache); mmap/auto are refused")
 
 
@@ -320,6 +354,12 @@ _DOCKER_URL_FORMS = "must be ssh://user@host[:port] (the docker SDK over ssh) or
 # A DNS name, an ssh config alias (paramiko reads ~/.ssh/config: `Host gpu_box` is legal) or an IPv4 literal.
 _URL_HOST = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?")
 _SSH_USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+
+
+_HOST_PATTERN = r"(?:[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?|\[[0-9A-Fa-f:.]+\])"
+_PORT_PATTERN = r"(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"
+DOCKER_URL_SCHEMA = {"type": "string", "pattern": rf"^(?:ssh://[A-Za-z0-9_][A-Za-z0-9_.-]*@{_HOST_PATTERN}(?::"
+                                                  rf"{_PORT_PATTERN})?|tcp://{_HOST_PATTERN}:{_PORT_PATTERN})/?$"}
 
 
 def _check_docker_url(value: str) -> str:
@@ -370,24 +410,24 @@ class RpcWorker(BaseModel):
 
     model_config = _CONFIG
     name: WorkerName
-    docker: Annotated[str, AfterValidator(_check_docker_url)] = Field(
+    docker: Annotated[str, AfterValidator(_check_docker_url), WithJsonSchema(DOCKER_URL_SCHEMA)] = Field(
         description="how kimik3 reaches this host's Docker: ssh://user@host[:port] or tcp://host:port (TLS)")
-    tls_dir: Optional[Annotated[NonEmpty, AfterValidator(_check_absolute)]] = Field(
+    tls_dir: Optional[Annotated[NonEmpty, AfterValidator(_check_absolute), WithJsonSchema(ABSOLUTE_SCHEMA)]] = Field(
         None, description="tcp:// only: absolute path of a folder with ca.pem, cert.pem, key.pem")
-    bind: Annotated[str, AfterValidator(_check_bind)] = Field(
+    bind: Annotated[str, AfterValidator(_check_bind), WithJsonSchema(IPV4_SCHEMA)] = Field(
         description="the address rpc-server binds and the main server connects to: loopback or a private address")
     port: Annotated[int, Field(ge=1, le=65535)] = 50052
     devices: Optional[Annotated[list[RpcDevice], Field(min_length=1)]] = Field(
         None, description="rpc-server --device; default: every accelerator of the host, else its CPU")
     gpus: Annotated[
-        Union[Literal["all", "none"], Annotated[list[GpuRef], Field(min_length=1)]], BeforeValidator(_check_gpus)
+        Union[Literal["all", "none"], GpuList], BeforeValidator(_check_gpus)
     ] = Field("none", description="GPUs the worker's container gets (as the profile's gpus)")
     threads: Optional[Count] = Field(None, description="rpc-server -t (CPU device threads)")
     cache: bool = Field(True, description="rpc-server -c: keep received tensors on the worker, so a reload "
                                           "does not resend them")
     # Absolute, as tls_dir: a bind mount on the worker's Docker has no folder a relative path could be relative to
     # (a relative one passed validate and plan, then failed the worker's container create).
-    cache_dir: Optional[Annotated[NonEmpty, AfterValidator(_check_absolute)]] = Field(
+    cache_dir: Optional[Annotated[NonEmpty, AfterValidator(_check_absolute), WithJsonSchema(ABSOLUTE_SCHEMA)]] = Field(
         None, description="host folder of the tensor cache on the worker (absolute); default: a Docker volume")
 
 
@@ -404,7 +444,7 @@ class MetricsSpec(BaseModel):
 
     model_config = _CONFIG
     port: Annotated[int, Field(ge=1, le=65535)] = Field(description="the exporter's port (/metrics, /healthz)")
-    bind: Annotated[str, AfterValidator(_check_host)] = Field(
+    bind: Annotated[str, AfterValidator(_check_host), WithJsonSchema(HOST_SCHEMA)] = Field(
         "loopback", description="loopback (default: the node's Prometheus scrapes locally), tailscale or an IP")
     proxy: bool = Field(False, description="put a latency-recording proxy on serve.port; llama-server moves to "
                                            "127.0.0.1:server_port")
@@ -421,7 +461,7 @@ class Profile(BaseModel):
     model: ModelSpec
     build: BuildSpec = BuildSpec()
     gpus: Annotated[
-        Union[Literal["all", "none"], Annotated[list[GpuRef], Field(min_length=1)]], BeforeValidator(_check_gpus)
+        Union[Literal["all", "none"], GpuList], BeforeValidator(_check_gpus)
     ] = "all"
     share_gpus: bool = Field(False, description="allow other processes' memory on the requested GPUs (shared pool)")
     serve: ServeSpec = ServeSpec()
