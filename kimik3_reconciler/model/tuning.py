@@ -88,7 +88,32 @@ def parse_space(items: tuple[str, ...]) -> dict[str, tuple[Any, ...]]:
         except ValueError:
             also = " (or 'fit': --fit places the experts)" if knob == "n_cpu_moe" else ""
             raise InputError(f"--space {item!r}: {knob} takes whole numbers{also}") from None
+        _check_knob_values(item, knob, space[knob])
     return space
+
+
+def _check_knob_values(item: str, knob: str, values: tuple[Any, ...]) -> None:
+    """Refuse, before tune takes the lock or reads the host, a value the profile itself refuses for serve.<knob>
+    (`ubatch=0`, `parallel=-1`, `load_mode=mmap`) or a value listed twice: these used to pass, and tune then
+    locked the host, demanded a converged deployment and recorded a search whose candidates were all "never
+    launched" (exit 1). The bounds are the profile schema's own (model/profile_schema.py ServeSpec)."""
+    from pydantic import ValidationError
+
+    from kimik3_reconciler.model.profile_schema import ServeSpec
+
+    if len(set(values)) != len(values):
+        raise InputError(f"--space {item!r}: lists a value twice")
+    for value in values:
+        if knob == "threads" or value == FIT:
+            continue  # threads: judged against the host's physical cores (planning/tune_space.check_candidate)
+        if knob == "load_mode" and value not in ("none", "dio"):
+            # The profile's rule (seed 000: a mapped model is a 20+-minute first-request stall), said up front.
+            raise InputError(f"--space {item!r}: load_mode is none or dio (seed 000: --load-mode none; a mapped "
+                             f"mode stalls the first request), not {value!r}")
+        try:
+            ServeSpec.model_validate({knob: value})
+        except ValidationError as exc:
+            raise InputError(f"--space {item!r}: {knob}={value}: {exc.errors()[0]['msg']} (serve.{knob})") from None
 
 
 def candidates(space: dict[str, tuple[Any, ...]]) -> list[dict[str, Any]]:

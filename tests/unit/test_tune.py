@@ -64,6 +64,20 @@ def test_spaces_parse_and_unknown_knobs_are_refused() -> None:
             parse_space((bad,))
 
 
+@pytest.mark.parametrize(("bad", "said"), [
+    ("ubatch=0,512", "ubatch=0"), ("parallel=-1", "parallel=-1"), ("batch=2147483648", "batch=2147483648"),
+    ("fit_target=-4096", "fit_target=-4096"), ("n_cpu_moe=fit,-2", "n_cpu_moe=-2"), ("load_mode=none,mmap", "mmap"),
+    ("ubatch=512,512", "twice"),
+])
+def test_space_values_the_profile_refuses_are_refused_before_the_host(bad: str, said: str) -> None:
+    # Was: accepted, then tune locked the host, required it converged and recorded a search of "never launched"
+    # candidates. Now exit 2 naming --space, from the profile schema's own bounds.
+    with pytest.raises(InputError) as caught:
+        parse_space((bad,))
+    assert "--space" in str(caught.value) and said in str(caught.value)
+    assert caught.value.exit_code == 2
+
+
 def test_the_default_space_of_a_cpu_profile_holds_ubatch_and_slots_with_the_running_values() -> None:
     space = default_space(loaded().profile, observed(loaded().profile))
     assert space == {"ubatch": (512, 1024, 2048, 4096), "parallel": (1, 2, 4, 8)}
