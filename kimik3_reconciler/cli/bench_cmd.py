@@ -11,7 +11,7 @@ from rich.text import Text
 
 from kimik3_reconciler.cli import _ctx, _err, _out, _run
 from kimik3_reconciler.cli.inputs import load
-from kimik3_reconciler.errors import NothingMeasured
+from kimik3_reconciler.errors import InputError, NothingMeasured
 from kimik3_reconciler.model.bench import (DEFAULT_GRID, DEFAULT_OUTPUT_TOKENS, DEFAULT_PROMPT_TOKENS,
                                            DEFAULT_PROMPTS, BenchRun, BenchSettings, LevelResult)
 
@@ -113,6 +113,9 @@ def bench(ctx: click.Context, file: str, grid: tuple[int, ...], prompts: int, pr
             _out.print(compare_table(runs))
     else:
         settings = BenchSettings(grid, prompts, prompt_tokens, output_tokens, repetitions)
+        refusal = settings.slot_refusal(loaded.profile.serve.ctx_size, loaded.profile.serve.parallel)
+        if refusal is not None:  # before the host is read: the profile alone says no request would fit
+            raise InputError(refusal)
         observed = converged_deployment(engine, loaded)
         _err.print(f"bench {loaded.profile.name}: {settings.requests()} requests over concurrency {list(grid)} "
                    f"({prompt_tokens} prompt + {output_tokens} output tokens each, closed loop)")

@@ -32,6 +32,18 @@ class BenchSettings:
     def requests(self) -> int:
         return sum(c * self.prompts * self.repetitions for c in self.grid)
 
+    def slot_refusal(self, ctx_size: int, parallel: int) -> str | None:
+        """Why a request cannot fit one server slot (llama-server gives each of `parallel` slots ctx_size/parallel
+        tokens), or None. Without it a `--prompt-tokens 8192` sweep on a 2048-token slot sent every request and
+        measured errors (or short outputs) for minutes; tune refuses such candidates the same way."""
+        slot = ctx_size // parallel
+        need = self.prompt_tokens + self.output_tokens
+        if need <= slot:
+            return None
+        return (f"--prompt-tokens {self.prompt_tokens} + --output-tokens {self.output_tokens} = {need} tokens a "
+                f"request, but a slot holds serve.ctx_size/serve.parallel = {ctx_size}/{parallel} = {slot}: lower "
+                "them, or raise serve.ctx_size (or lower serve.parallel) and apply")
+
 
 @dataclass(frozen=True)
 class RequestSample:

@@ -157,3 +157,25 @@ def test_a_plot_path_that_cannot_be_written_is_refused_before_any_request(tmp_pa
     shown = CliRunner().invoke(cli.main, ["--state-dir", str(tmp_path / "state"), "bench", str(tmp_path / "p.yaml"),
                                           "--plot", str(tmp_path / name)])
     assert shown.exit_code == 2 and str(tmp_path / name) in shown.output, shown.output
+
+
+def test_a_request_longer_than_a_slot_is_refused_before_the_host(tmp_path: Path, monkeypatch) -> None:
+    """Was: `bench --prompt-tokens 4000` on a 4096-token, 2-slot server locked nothing but read the host and sent
+    every request into a 2048-token slot. Now exit 2 naming the options and the slot, with nothing observed."""
+    from click.testing import CliRunner
+
+    from kimik3_reconciler.cli import main
+
+    assert BenchSettings(prompt_tokens=1920, output_tokens=128).slot_refusal(4096, 2) is None  # 2048 fits
+    said = BenchSettings(prompt_tokens=1921, output_tokens=128).slot_refusal(4096, 2)
+    assert said is not None and "4096/2 = 2048" in said and "--prompt-tokens 1921" in said
+    profile = tmp_path / "p.yaml"
+    profile.write_text(FAKE_PROFILE)
+    monkeypatch.setenv("KIMIK3_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setattr("kimik3_reconciler.benchmark.converged_deployment",
+                        lambda *a: pytest.fail("the host was read"))
+    loaded = parse_profile(FAKE_PROFILE, "p.yaml")
+    too_long = loaded.profile.serve.ctx_size // loaded.profile.serve.parallel
+    result = CliRunner().invoke(main, ["bench", str(profile), "--prompt-tokens", str(too_long)])
+    assert result.exit_code == 2, result.output
+    assert "--prompt-tokens" in result.output and "serve.ctx_size/serve.parallel" in result.output
