@@ -298,6 +298,30 @@ class SpecDraft(BaseModel):
         "draft-dspark", description="--spec-type (seed 000 deploys the RadixArk DSpark draft)")
 
 
+# Linux refuses to exec a program when one argv or environment string ("NAME=value") is MAX_ARG_STRLEN bytes or more
+# (32 pages: 131072, with its NUL): llama-server never starts ("argument list too long", exit 1 at once), after a
+# plan that said ok and an apply that then waited on /health. The profile (256 KiB) can hold such a string.
+MAX_ARG_STRLEN = 131072
+
+
+def _fits_exec(value: str) -> str:
+    if len(value.encode()) >= MAX_ARG_STRLEN:
+        raise refuse(f"is {len(value.encode())} bytes: Linux execs no program with an argument or environment "
+                     f"string of {MAX_ARG_STRLEN} bytes or more (MAX_ARG_STRLEN); put a long text in a file "
+                     "(e.g. --chat-template-file)")
+    return value
+
+
+def _env_fits_exec(value: dict[str, str]) -> dict[str, str]:
+    for name, text in value.items():
+        _fits_exec(f"{name}={text}")
+    return value
+
+
+ExecString = Annotated[str, AfterValidator(_fits_exec),
+                       WithJsonSchema({"type": "string", "pattern": r"\S", "maxLength": MAX_ARG_STRLEN - 1})]
+
+
 class ServeSpec(BaseModel):
     """How llama-server runs: address, batching, placement, slots; fixed flags are not here."""
 
@@ -317,8 +341,9 @@ class ServeSpec(BaseModel):
     parallel: Count = 8
     cache_ram: Optional[MiB] = None
     api_key_file: Optional[HostPath] = None
-    env: Annotated[dict[EnvName, str], Field(json_schema_extra={"additionalProperties": False})] = {}
-    extra_args: list[Annotated[str, WithJsonSchema({"type": "string", "pattern": r"\S"})]] = []
+    env: Annotated[dict[EnvName, Annotated[str, Field(json_schema_extra={"maxLength": MAX_ARG_STRLEN - 3})]],
+                   AfterValidator(_env_fits_exec), Field(json_schema_extra={"additionalProperties": False})] = {}
+    extra_args: list[ExecString] = []
     spec_draft: Optional[SpecDraft] = None
     load_mode: Annotated[NonEmpty, WithJsonSchema({"enum": ["none", "dio"]})] = Field("none", description="none (read into allocated memory, the default) or dio "
                                                     "(direct I/O, around the page cache); mmap/auto are refused")

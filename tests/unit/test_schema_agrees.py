@@ -4,7 +4,8 @@ field taken alone: an editor user is not told "ok" by the schema and then refuse
 
 Each field gets values on both sides of its check; a value is set alone on a minimal valid profile, then judged by
 validate (parse_profile: the schema models and the rules) and by the schema (jsonschema). The only disagreements
-allowed are the cross-field rules (CROSS_FIELD), which docs/profile.md says the schema does not cover."""
+allowed are the cross-field rules (CROSS_FIELD), which docs/profile.md says the schema does not cover, and a byte
+count the schema cannot make (MAX_ARG_STRLEN)."""
 
 from __future__ import annotations
 
@@ -67,8 +68,9 @@ FIELDS: dict[tuple[Any, ...], list[Any]] = {
     ("serve", "cache_ram"): [0, 8192, -1],
     ("serve", "api_key_file"): [p for p in PATHS if p not in ("~", "cost$1")],
     ("serve", "env"): [{}, {"GGML_CUDA_DISABLE_GRAPHS": "1"}, {"_X": "a b"}, {"1A": "x"}, {"A-B": "x"}, {"A": 1},
-                       {"": "x"}],
-    ("serve", "extra_args"): [[], ["--jinja"], ["--chat-template", "a\nb"], [""], [" "], ["\t"], [1]],
+                       {"": "x"}, {"A": "x" * 131000}, {"A": "x" * 131100}],
+    ("serve", "extra_args"): [[], ["--jinja"], ["--chat-template", "a\nb"], [""], [" "], ["\t"], [1],
+                              ["x" * 131071], ["x" * 131072], ["é" * 65536]],
     ("serve", "load_mode"): ["none", "dio", "mmap", "auto", "mlock", "None", ""],
     ("serve", "spec_draft", "device"): ["auto", "CUDA0", "CUDA7", "cuda0", "CPU"],
     ("gate", "smoke"): [True, "on"],
@@ -97,6 +99,8 @@ CROSS_FIELD: dict[tuple[Any, ...], list[Any]] = {
     ("serve", "spec_draft", "device"): ["CUDA7"],  # must be the last GPU of the profile's gpus (here CUDA0)
     ("rpc", "workers", 0, "devices"): [["CUDA0"]],  # a CUDA device needs the worker's gpus
     ("rpc", "workers", 0, "bind"): ["8.8.8.8", "0.0.0.0"],  # rule rpc-bind-private: loopback or a private range
+    # not cross-field, but not sayable: the kernel's MAX_ARG_STRLEN counts UTF-8 bytes, JSON Schema characters
+    ("serve", "extra_args"): [["é" * 65536]],
 }
 
 
