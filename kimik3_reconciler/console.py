@@ -16,6 +16,7 @@ from typing import Any, TextIO
 
 _RICH_ENV = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE")  # rich's own terminal overrides
 _REWRITTEN = frozenset("\t\x07\x08\x0b\x0c\x0d")  # rich expands tabs and strips these control codes
+UNBOUNDED_WIDTH = 400  # columns a table may take off a terminal: wider than any kimik3 table, so none is cut
 
 
 class Styled:
@@ -66,8 +67,18 @@ class Stream:
         if self._console is None:
             from rich.console import Console
 
-            self._console = Console(stderr=self.stderr, soft_wrap=True, markup=False, highlight=False)
+            # Piped or in a CI log, rich lays tables out for 80 columns: bench's 13 columns came out as '0.…' and
+            # '17…', every figure cut. Off a terminal (and with no COLUMNS given) a table gets the width it needs.
+            wide = None if "COLUMNS" in os.environ or self._isatty() else UNBOUNDED_WIDTH
+            self._console = Console(stderr=self.stderr, soft_wrap=True, markup=False, highlight=False, width=wide)
         return self._console
+
+    def _isatty(self) -> bool:
+        isatty = getattr(self.file, "isatty", None)
+        try:
+            return bool(isatty is not None and isatty())
+        except ValueError:
+            return False
 
     def _plain(self) -> bool:
         """rich would print unstyled here: not a terminal, and nothing tells rich otherwise."""

@@ -57,3 +57,23 @@ def test_lines_rich_would_rewrite_and_terminals_go_to_rich(monkeypatch: pytest.M
     monkeypatch.setattr(sys, "stdout", io.StringIO())
     assert Stream()._plain() and not Stream().is_terminal
     assert (Styled("error: ", "red") + Styled("x")).plain == "error: x"
+
+
+def test_a_table_piped_off_a_terminal_is_never_cut_to_eighty_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Was: `kimik3 bench … | tee` (or a CI log) printed bench's 13 columns in 80, every figure cut to '0.…'.
+    Off a terminal a table takes the width it needs; a COLUMNS the user sets still rules."""
+    from rich.table import Table
+
+    def printed() -> str:
+        piped = io.StringIO()
+        monkeypatch.setattr(sys, "stdout", piped)
+        table = Table(*(f"column {i} heading" for i in range(13)))
+        table.add_row(*(f"{1234.5678 * i:.4f}" for i in range(13)))
+        Stream().print(table)
+        return piped.getvalue()
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    wide = printed()
+    assert "…" not in wide and "14814.8136" in wide
+    monkeypatch.setenv("COLUMNS", "80")
+    assert "…" in printed()
