@@ -7,7 +7,7 @@ and the steps planned before it, and returns its own steps. A new step kind is o
 from __future__ import annotations
 
 from kimik3_reconciler.errors import FieldRefusal, HubError, PlanError
-from kimik3_reconciler.model.facts import Observed
+from kimik3_reconciler.model.facts import ImageFact, Observed
 from kimik3_reconciler.model.labels import PROFILE_LABEL
 from kimik3_reconciler.model.plan import Action, Plan, Step
 from kimik3_reconciler.model.profile import Profile
@@ -92,7 +92,18 @@ def plan_destroy(profile: Profile, observed: Observed, *, images: bool = False, 
     steps += plan_worker_teardown(profile, observed)  # after the server: it holds connections to them
     tag = image_tag(profile)
     tagged = [i for i in observed.images if tag in i.tags]
-    if images and tagged:
+    wanted = _wanted_image_fingerprint(profile, observed)
+    foreign = [i for i in tagged if not _is_profiles_image(profile, observed, i, wanted)]
+    if foreign:
+        # The tag is source-commit-variant only, so a profile with other build
+        # inputs (patches, archive, cpu_features) applied last holds it now; `destroy --images` went by the tag
+        # alone and removed that other deployment's build (on a dev host, the shared cached image).
+        image = foreign[0]
+        owner = image.labels.get(PROFILE_LABEL) or "no kimik3 profile"
+        known = f"this profile's build is {wanted}" if wanted else "this profile's build cannot be rendered here"
+        steps.append(Step("image", tag, Action.NOOP, f"kept: the tag holds another build (fingerprint "
+                                                      f"{image.fingerprint}, built for {owner}; {known})"))
+    elif images and tagged:
         steps.append(Step("image", tag, Action.DELETE, "--images: remove the profile's image", spec=RemoveImage(tag)))
     elif tagged:
         steps.append(Step("image", tag, Action.NOOP, "kept (pass --images to remove)"))
@@ -104,6 +115,19 @@ def plan_destroy(profile: Profile, observed: Observed, *, images: bool = False, 
     elif cached:
         steps.append(Step("model", target, Action.NOOP, "kept (pass --model to remove)"))
     return Plan(profile.name, tuple(steps))
+
+
+def _wanted_image_fingerprint(profile: Profile, observed: Observed) -> str | None:
+    try:
+        return render_image_build(profile, observed).fingerprint
+    except PlanError:  # destroy goes on when the planner would refuse a build
+        return None
+
+
+def _is_profiles_image(profile: Profile, observed: Observed, image: ImageFact, wanted: str | None) -> bool:
+    """Is `image` this profile's: the build it wants (by fingerprint), the one its container runs, or one it built?"""
+    in_use = observed.container is not None and image.id == observed.container.image_id
+    return in_use or image.labels.get(PROFILE_LABEL) == profile.name or (wanted is not None and image.fingerprint == wanted)
 
 
 def profile_images(profile: Profile, observed: Observed) -> tuple[str, list[str]]:

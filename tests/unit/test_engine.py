@@ -160,6 +160,25 @@ def test_destroy_keeps_image_and_model_unless_asked(world):
     assert not (hub.root / "cache" / "UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00002.gguf").exists()
 
 
+def test_destroy_images_never_removes_another_profiles_build_under_the_same_tag(world):
+    """The image tag is source-commit-variant only. Was: `destroy --images` of a profile removed whatever build held
+    its tag, here another profile's (another source archive: another fingerprint), which that deployment then lacked."""
+    engine, docker, hub, tmp = world
+    engine.apply(load())  # k3-test builds kimi-k3-llamacpp:mainline-<commit>-cpu
+    (tmp / "src2.tar.gz").write_bytes(b"other source")  # another archive: another build, the same tag
+    other = load(**{"name: k3-test": "name: k3-other", "archive: src.tar.gz": "archive: src2.tar.gz, archive_sha256: "
+                    + hashlib.sha256(b"other source").hexdigest(),
+                    "port: 18999": "port: 18998"})
+    plan = engine.destroy(other, images=True, model=False)
+    kept = [s for s in plan.steps if s.kind == "image"]
+    assert kept and kept[0].action == Action.NOOP and "another build" in kept[0].reason and "k3-test" in kept[0].reason
+    assert "this profile's build is " in kept[0].reason
+    assert docker.images  # k3-test's build is still there
+    assert engine.plan(load()).changes == ()  # and k3-test is still converged
+    engine.destroy(load(), images=True, model=False)  # its own profile still removes it
+    assert not docker.images
+
+
 def test_patch_change_rebuilds_and_replaces_without_download(world):
     engine, docker, hub, tmp = world
     engine.apply(load())
