@@ -30,6 +30,10 @@ class Grid(click.ParamType):
             self.fail(f"{value!r}: expected whole numbers, e.g. '1,4,8'", param, ctx)
         if not levels or min(levels) < 1:
             self.fail(f"{value!r}: expected concurrency levels of at least 1", param, ctx)
+        if len(set(levels)) != len(levels):
+            # A kept run has one result per level (BenchRun.level): `--grid 1,1` measured c=1 twice, --compare and the
+        # plot showed one of them.
+            self.fail(f"{value!r}: lists a level twice; --repetitions N runs each level N times", param, ctx)
         return levels
 
 

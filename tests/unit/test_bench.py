@@ -179,3 +179,15 @@ def test_a_request_longer_than_a_slot_is_refused_before_the_host(tmp_path: Path,
     result = CliRunner().invoke(main, ["bench", str(profile), "--prompt-tokens", str(too_long)])
     assert result.exit_code == 2, result.output
     assert "--prompt-tokens" in result.output and "serve.ctx_size/serve.parallel" in result.output
+
+
+@pytest.mark.parametrize(("grid", "said"), [("1,1", "twice"), ("4 1 4", "twice"), ("0,1", "at least 1"), ("", "at least 1")])
+def test_a_grid_level_twice_or_below_one_is_a_usage_error(grid: str, said: str) -> None:
+    """A kept run has one result per level (BenchRun.level): `--grid 1,1` measured c=1 twice and --compare and the
+    plot showed one. Exit 2 naming --grid, before the profile or the host is read."""
+    from click.testing import CliRunner
+
+    from kimik3_reconciler.cli import main
+
+    result = CliRunner().invoke(main, ["bench", "no-such-profile.yaml", "--grid", grid])
+    assert result.exit_code == 2 and "--grid" in result.output and said in result.output, result.output
