@@ -27,13 +27,23 @@ class StateFiles:
     def __init__(self, root: Path):
         self.root = root
 
+    def _at(self, key: str) -> Path:
+        """The file of `key`, always under the root. A key is made from names (a profile's, checked by its pattern)
+        and digests; a key that is absolute or climbs out with '..' is refused, so that no caller can have `discard`
+        remove (rmtree), or `write` replace, a path outside the state directory (`kimik3 metrics-serve ../..`
+        read its record from outside it)."""
+        parts = key.split("/")
+        if key.startswith("/") or any(part in ("", ".", "..") for part in parts):
+            raise ValueError(f"state key {key!r} is not a relative path of plain names")
+        return self.root / key
+
     def _path(self, key: str) -> Path:
-        path = self.root / key
+        path = self._at(key)
         path.parent.mkdir(parents=True, exist_ok=True)
         return path
 
     def read(self, key: str) -> dict[str, Any] | None:
-        path = self.root / key
+        path = self._at(key)
         if not path.is_file():
             return None
         try:
@@ -49,10 +59,10 @@ class StateFiles:
         write_atomically(self._path(key), json.dumps(value, indent=1, sort_keys=True), durable=True)
 
     def delete(self, key: str) -> None:
-        (self.root / key).unlink(missing_ok=True)
+        self._at(key).unlink(missing_ok=True)
 
     def artifact(self, key: str) -> Path | None:
-        path = self.root / key
+        path = self._at(key)
         return path if path.exists() else None
 
     def produce(self, key: str, make: Callable[[Path], None]) -> Path:
@@ -77,7 +87,7 @@ class StateFiles:
         return path
 
     def discard(self, key: str) -> None:
-        _remove(self.root / key)
+        _remove(self._at(key))
 
 
 class SystemClock:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -595,6 +596,12 @@ def metrics_serve(ctx: click.Context, name: str) -> None:
     from kimik3_reconciler.model.metrics import ExporterConfig
     from kimik3_reconciler.model.records import exporter_config_key
 
+    from kimik3_reconciler.model.profile_schema import PROFILE_NAME
+
+    if not re.fullmatch(PROFILE_NAME, name):
+        # NAME becomes a state-directory path (metrics/NAME/config.json): only a profile name, never '../..'.
+        raise InputError(f"{name!r} is not a profile name ({PROFILE_NAME}): kimik3 metrics-serve NAME takes the "
+                         "profile's `name`")
     c = _ctx(ctx, False)
     cap_own_log()  # started detached by apply: its log file is bounded (under systemd: none, the journal's)
     configure_logging(json_logs=True, verbose=c.verbose)

@@ -163,8 +163,9 @@ def _check_cpu_features(value: Any) -> Any:
 
 Sha40 = Annotated[str, AfterValidator(_check_sha40), WithJsonSchema({"type": "string", "pattern": f"^{SHA40}$"})]
 Sha256 = _matching(r"[0-9a-f]{64}", "must be a sha256: 64 lowercase hex characters")
+PROFILE_NAME = r"[a-z0-9][a-z0-9-]{0,62}"
 ProfileName = _matching(
-    r"[a-z0-9][a-z0-9-]{0,62}",
+    PROFILE_NAME,
     "must be 1-63 characters of a-z, 0-9 and '-', not starting with '-' (it names the container and unit)",
 )
 RepoId = _matching(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*", "must be a Hub repo id 'org/name'")

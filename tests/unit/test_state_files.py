@@ -78,3 +78,31 @@ def test_records_are_written_atomically_and_a_torn_one_reads_as_absent(tmp_path:
     assert state.read("models/x.json") is None
     state.delete("models/x.json")
     assert state.read("models/x.json") is None
+
+
+@pytest.mark.parametrize("key", ["../outside.json", "a/../../outside.json", "/tmp/outside.json", "a//b.json", "./a.json",
+                                 ".."])
+def test_a_state_key_never_reaches_outside_the_state_directory(tmp_path: Path, key: str) -> None:
+    """Keys are paths under the state dir; one that climbs out (`kimik3 metrics-serve ../..` made one) is refused by
+    every operation, and discard (an rmtree) removes nothing outside."""
+    root = tmp_path / "state"
+    root.mkdir()
+    outside = tmp_path / "outside.json"
+    outside.write_text("{}")
+    state = StateFiles(root)
+    for call in (lambda: state.read(key), lambda: state.write(key, {}), lambda: state.delete(key),
+                 lambda: state.artifact(key), lambda: state.discard(key),
+                 lambda: state.produce(key, lambda p: p.write_text("x"))):
+        with pytest.raises(ValueError, match="state key"):
+            call()
+    assert outside.read_text() == "{}" and root.exists()
+
+
+def test_metrics_serve_takes_only_a_profile_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from kimik3_reconciler.cli import main
+
+    monkeypatch.setenv("KIMIK3_STATE_DIR", str(tmp_path / "state"))
+    result = CliRunner().invoke(main, ["metrics-serve", "../../x"])
+    assert result.exit_code == 2 and "not a profile name" in result.output
