@@ -101,6 +101,17 @@ def _existing(base_dir: Path, raw: str, field: tuple[str | int, ...]) -> Path:
     return path
 
 
+def _check_folder(base_dir: Path, raw: str, field: tuple[str | int, ...]) -> None:
+    """A folder kimik3 creates if missing (model.cache_dir): refused when it, or the nearest part of it that exists,
+    is not a directory. Was: `cache_dir: weights.gguf` (a file) planned a download, and apply then failed at
+    mkdir with exit 8 instead of plan naming the field with exit 2."""
+    path = (base_dir / raw).resolve()
+    existing = next((p for p in (path, *path.parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        where = "" if existing == path else f" ({existing} is not a directory)"
+        raise InputError(f"{render_path(field)}: {raw} is not a directory{where} (resolved to {path})", (field,))
+
+
 _MAX_KEY_FILE_BYTES = 64 * 1024  # a key file holds a few lines; more is the wrong file (and is not read whole)
 
 
@@ -164,6 +175,8 @@ def collect_inputs(profile: Profile, base_dir: Path, dockerfile: Path, state: St
         # Read for a usable key here; the key itself never reaches the planner, a fact or a log: only why not.
         key_path, api_key_problem = _api_key_file(base_dir, profile.serve.api_key_file)
         api_key = str(key_path)
+    if profile.model.cache_dir:
+        _check_folder(base_dir, profile.model.cache_dir, ("model", "cache_dir"))
     draft = None
     spec_draft = profile.serve.spec_draft
     if spec_draft is not None and spec_draft.revision is None:

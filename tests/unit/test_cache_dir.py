@@ -94,3 +94,28 @@ def test_an_unwritable_cache_dir_only_costs_speed(tmp_path: Path, monkeypatch: p
     for _ in range(2):  # nothing kept: both runs validate and hash again
         assert _plan(tmp_path, monkeypatch, tmp_path / "file" / "kimik3") == cached
     assert "Traceback" not in cached[1] and not (tmp_path / "state").exists()
+
+
+@pytest.mark.parametrize(("cache_dir", "said"), [("weights.gguf", "is not a directory (resolved"),
+                                                  ("weights.gguf/hub", "weights.gguf is not a directory")])
+def test_a_model_cache_dir_that_is_a_file_is_refused_at_plan_naming_the_field(tmp_path: Path, cache_dir: str,
+                                                                               said: str) -> None:
+    """Was: planned a download, then apply failed at mkdir (exit 8). Now exit 2 naming model.cache_dir, from the
+    observation every command makes, before any step."""
+    from support.fakes import MemoryState
+
+    from kimik3_reconciler.errors import InputError
+    from kimik3_reconciler.model.profile_source import parse_profile
+    from kimik3_reconciler.observe.local_inputs import collect_inputs
+
+    (tmp_path / "src.tar.gz").write_bytes(b"source")
+    (tmp_path / "Dockerfile").write_text("FROM scratch\n")
+    (tmp_path / "weights.gguf").write_bytes(b"GGUF")
+    text = FAKE_PROFILE.replace("quant: UD-Q2_K_XL}", f"quant: UD-Q2_K_XL, cache_dir: {cache_dir}}}")
+    profile = parse_profile(text, "k3.yaml").profile
+    with pytest.raises(InputError) as refused:
+        collect_inputs(profile, tmp_path, tmp_path / "Dockerfile", MemoryState())
+    assert "model.cache_dir" in str(refused.value) and said in str(refused.value)
+    assert refused.value.exit_code == 2
+    ok = parse_profile(FAKE_PROFILE.replace("quant: UD-Q2_K_XL}", "quant: UD-Q2_K_XL, cache_dir: new/hub}"), "k3.yaml")
+    collect_inputs(ok.profile, tmp_path, tmp_path / "Dockerfile", MemoryState())  # a folder still to create is fine
