@@ -156,8 +156,17 @@ def collect_inputs(profile: Profile, base_dir: Path, dockerfile: Path, state: St
     if not dockerfile.is_file():
         raise InputError(f"Dockerfile not found: {dockerfile}")
     patches = []
+    builtin = builtin_patch_facts(profile)
+    seen = {p.sha256: f"kimik3's built-in {p.name}" for p in builtin}
     for i, raw in enumerate(profile.build.patches):
-        patches.append(patch_fact(_existing(base_dir, raw, ("build", "patches", i))))
+        fact = patch_fact(_existing(base_dir, raw, ("build", "patches", i)))
+        if fact.sha256 in seen:
+            # The build applies each patch with `patch --forward`: the same change a second time is "previously
+            # applied" and fails the image build ("PATCH FAILED") minutes in, after plan said ok.
+            raise InputError(f"build.patches[{i}]: {raw} is the same patch as {seen[fact.sha256]}: it would be "
+                             "applied twice and fail the build; list it once", (("build", "patches", i),))
+        seen[fact.sha256] = f"build.patches[{i}] ({raw})"
+        patches.append(fact)
     archive_location, archive_sha = None, None
     raw_archive = profile.build.archive
     if raw_archive and _is_url(raw_archive):
@@ -183,7 +192,7 @@ def collect_inputs(profile: Profile, base_dir: Path, dockerfile: Path, state: St
         draft = str(_existing(base_dir, spec_draft.model, ("serve", "spec_draft", "model")))
     return LocalInputs(
         dockerfile_path=str(dockerfile), dockerfile_sha256=sha256_file(dockerfile), patches=tuple(patches),
-        builtin_patches=builtin_patch_facts(profile),
+        builtin_patches=builtin,
         archive_location=archive_location, archive_sha256=archive_sha, api_key_file=api_key,
         api_key_problem=api_key_problem, draft_model=draft,
     )

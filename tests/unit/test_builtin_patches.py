@@ -194,3 +194,27 @@ def test_the_read_patch_applies_to_both_pins(tmp_path: Path) -> None:
                     reason="the b11434 archive (scripts/demo.sh fetches it) or patch(1) is absent")
 def test_the_read_patch_applies_to_the_b11434_archive(tmp_path: Path) -> None:
     _applies_cleanly_to_b11434(tmp_path, READ, LOADER_FILE)
+
+
+@pytest.mark.parametrize("copy_of", ["mine.patch", "parallel-host-read"])
+def test_a_patch_listed_twice_by_content_is_refused_before_the_build(tmp_path: Path, copy_of: str) -> None:
+    """`patch --forward` fails on a change already applied: the same patch twice in build.patches, or a copy of a
+    built-in one the variant already gets, failed the image build minutes in ("PATCH FAILED"). Now exit 2 at
+    observation, naming the second entry and what it repeats."""
+    from support.fakes import MemoryState
+
+    from kimik3_reconciler.errors import InputError
+    from kimik3_reconciler.observe.local_inputs import collect_inputs
+
+    (tmp_path / "Dockerfile").write_text("FROM scratch\n")
+    (tmp_path / "src.tar.gz").write_bytes(b"source")
+    (tmp_path / "mine.patch").write_text("--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n")
+    shutil.copy(PATCH_DIR / "parallel-host-read.patch", tmp_path / "copy.patch")
+    second = "copy.patch" if copy_of == "parallel-host-read" else "./mine.patch"
+    text = PROFILE.format(variant="cpu", gpus="none", extra=", builtin_patches: [parallel-host-read], "
+                                                          f"patches: [mine.patch, {second}]")
+    with pytest.raises(InputError) as refused:
+        collect_inputs(parse_profile(text, "k3.yaml").profile, tmp_path, tmp_path / "Dockerfile", MemoryState())
+    said = str(refused.value)
+    assert "build.patches[1]" in said and "applied twice" in said
+    assert ("built-in parallel-host-read" if copy_of == "parallel-host-read" else "build.patches[0] (mine.patch)") in said
