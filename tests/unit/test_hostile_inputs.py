@@ -125,7 +125,7 @@ def test_a_file_the_profile_names_that_is_missing_is_refused_at_the_line_that_na
 
     for name in ("src.tar.gz", "patches/ok.patch", "patches/missing.patch", "keys/api-key", "Dockerfile"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text("x")
+        (tmp_path / name).write_text(f"x {name}")  # distinct: two patches with one content are refused
     (tmp_path / missing).unlink()
     loaded = parse_profile(PROFILE_WITH_FILES, "site/k3.yaml")
     with pytest.raises(InputError) as refused, located(loaded):
