@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import os
 from pathlib import Path
 
 import click
@@ -13,6 +14,7 @@ from kimik3_reconciler.adapters.atomic_files import write_atomically
 from kimik3_reconciler.cli import _ctx, _err, _fail, _out, _run
 from kimik3_reconciler.cli.inputs import load
 from kimik3_reconciler.cli.options import Duration, lock_timeout
+from kimik3_reconciler.errors import InputError
 from kimik3_reconciler.model.bench import BenchSettings
 from kimik3_reconciler.model.tuning import FIT
 
@@ -25,6 +27,22 @@ def _baseline_knobs(space: dict, observed) -> dict:  # noqa: ANN001 - Observed
     if "n_cpu_moe" in knobs and knobs["n_cpu_moe"] is None:
         knobs["n_cpu_moe"] = FIT  # the running profile leaves the split to --fit
     return knobs
+
+
+def write_target(file: str) -> Path:
+    """The file `--write` will rewrite, checked before the search (hours) rather than at its end: the profile itself
+    (a symlink's target: replacing the link would cut a GitOps checkout's file off from its repo), a regular file
+    in a folder this user can write. Was: `tune /dev/stdin --write` or a read-only checkout searched for hours and
+    then failed to write the winner."""
+    path = Path(file).resolve()
+    if not path.is_file():
+        raise InputError(f"--write: {file} is not a regular file ({path}): tune rewrites FILE in place; give the "
+                         "profile's own path, or leave out --write to get the diff")
+    for needed in (path.parent, path):
+        if not os.access(needed, os.W_OK):
+            raise InputError(f"--write: {needed} is not writable by this user: tune could not rewrite {file} "
+                             "after the search; fix the permission, or leave out --write to get the diff")
+    return path
 
 
 @click.command()
@@ -64,6 +82,7 @@ def tune(ctx: click.Context, file: str, goal_text: str, budget: float, space: tu
     from kimik3_reconciler.planning.tune_space import default_space, serve_values
     from kimik3_reconciler.tuning import DockerRunner, Search, with_settings
 
+    target_file = write_target(file) if write else None
     loaded = load(file)
     goal, asked = parse_goal(goal_text), parse_space(space)
     engine = _ctx(ctx, json_out).engine(file)
@@ -96,8 +115,10 @@ def tune(ctx: click.Context, file: str, goal_text: str, budget: float, space: tu
                 note = (f"kimik3 tune {engine.ports.clock.now():%Y-%m-%d} ({goal}): "
                         f"{_figure(result.winner, goal)} measured, was {_figure(result.baseline, goal)} as written")
                 new_text = set_serve_knobs(loaded.text, serve_values(loaded.profile, result.winner.knobs), note)
-                # whole or not at all, keeping the profile's own mode (the shared writer's temp file is 0600)
-                write_atomically(Path(file), new_text, mode=Path(file).stat().st_mode & 0o7777, make_folder=False)
+                # whole or not at all, keeping the profile's own mode (the shared writer's temp file is 0600); a
+                # symlinked profile has its target rewritten (write_target), the link kept
+                written = target_file or Path(file)  # target_file: set whenever write is
+                write_atomically(written, new_text, mode=written.stat().st_mode & 0o7777, make_folder=False)
                 target = parse_profile(new_text, source=file)
         finally:  # never left on a candidate: the winner (written) or FILE as it was
             _err.print(f"converging on {'the winner' if target is not loaded else file + ' as written'}")

@@ -387,3 +387,27 @@ def test_tune_exits_0_when_some_candidate_was_measured(tmp_path, monkeypatch) ->
     runner = FakeRunner(fail=(512,))
     _, result = run_tune_cli(tmp_path, monkeypatch, runner, "--space", "ubatch=512,1024,4096")
     assert result.exit_code == 0, result.output
+
+
+def test_write_is_checked_before_the_search_and_rewrites_a_symlinks_target(tmp_path: Path) -> None:
+    """`--write` rewrote FILE only after hours of search: /dev/stdin or a read-only checkout failed then; a symlinked
+    profile had its link replaced by a plain file (cut off from the GitOps repo it pointed into)."""
+    import os
+
+    from kimik3_reconciler.cli.tune_cmd import write_target
+
+    real = tmp_path / "repo" / "k3.yaml"
+    real.parent.mkdir()
+    real.write_text("x: 1\n")
+    link = tmp_path / "k3.yaml"
+    link.symlink_to(real)
+    assert write_target(str(link)) == real.resolve()
+    with pytest.raises(InputError, match="--write: /dev/stdin is not a regular file"):
+        write_target("/dev/stdin")
+    if os.geteuid() != 0:  # root writes anywhere
+        real.parent.chmod(0o555)
+        try:
+            with pytest.raises(InputError, match="not writable"):
+                write_target(str(real))
+        finally:
+            real.parent.chmod(0o755)
