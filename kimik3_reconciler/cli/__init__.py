@@ -20,8 +20,8 @@ import click
 from kimik3_reconciler.console import Stream, Styled as Text
 from kimik3_reconciler.engine import Engine
 from kimik3_reconciler.errors import InputError, Kimik3Error, LocalFileError, ProfileError, VerifyFailed
-from kimik3_reconciler.cli.inputs import (check_made_by, kimik3_identity, load, parse_text, profile_text_now, read_text,
-                                          write_plan)
+from kimik3_reconciler.cli.inputs import (check_made_by, check_plan_target, kimik3_identity, load, parse_text,
+                                          profile_text_now, read_text, write_plan)
 from kimik3_reconciler.cli.options import CHANGES_PENDING, EXIT_CODES, Duration, LazyGroup, lock_timeout
 from kimik3_reconciler.model.env_knobs import command_words, knob_value, refuse_bad_knobs
 from kimik3_reconciler.model.plan_file import read_saved_plan
@@ -227,6 +227,8 @@ def validate(files: tuple[str, ...], json_out: bool) -> None:
 def plan(ctx: click.Context, file: str, json_out: bool, detailed_exitcode: bool, rehash: bool, verbose: bool,
          out: str | None) -> None:
     """Show what apply would change, and why."""
+    if out:
+        check_plan_target(out)  # before the host and the hub are read: a wrong -out is known now
     loaded = load(file, cached=True)
     engine = _ctx(ctx, json_out).engine(file)
     if out:

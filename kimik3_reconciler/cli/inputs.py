@@ -99,9 +99,10 @@ def _is_a_saved_plan(target: Path) -> bool:
         return False
 
 
-def write_plan(path: str, saved: SavedPlan) -> None:
-    """Atomically: a half-written plan file must never be applied. Only a new file or an older saved plan is
-    replaced: `-out profiles/k3.yaml` (a slip of the hand) or `-out /dev/full` would otherwise be renamed over."""
+def check_plan_target(path: str) -> None:
+    """What `-out PLAN` may write, checked before the host is observed: a new file in an existing folder, or an
+    older saved plan. A missing folder used to surface after the whole plan as exit 8 with a hint about
+    KIMIK3_STATE_DIR and the profile's paths, neither of which was the problem."""
     target = Path(path)
     if target.is_symlink():
         raise InputError(f"{path} is a symlink: refusing to replace it (plan -out writes a new file or replaces an "
@@ -109,6 +110,17 @@ def write_plan(path: str, saved: SavedPlan) -> None:
     if target.exists() and not (target.is_file() and _is_a_saved_plan(target)):
         raise InputError(f"{path} exists and is not a kimik3 saved plan: refusing to replace it (plan -out writes a "
                          "new file or replaces an older saved plan); choose another path")
+    folder = target.parent
+    if not folder.is_dir():
+        raise InputError(f"-out {path}: its folder {folder} does not exist (or is not a folder): create it, or choose "
+                         "another -out path")
+
+
+def write_plan(path: str, saved: SavedPlan) -> None:
+    """Atomically: a half-written plan file must never be applied. Only a new file or an older saved plan is
+    replaced: `-out profiles/k3.yaml` (a slip of the hand) or `-out /dev/full` would otherwise be renamed over."""
+    target = Path(path)
+    check_plan_target(path)  # again: the target may have changed while the plan was made
     try:
         # A fresh temp name (O_EXCL, write_atomically), never a fixed one a symlink could be planted at; mode 0644: a
         # plan holds no secret and CI jobs of other users read it; a missing folder is the user's path, not made.
