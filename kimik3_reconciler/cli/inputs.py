@@ -112,8 +112,9 @@ def check_plan_target(path: str) -> None:
                          "new file or replaces an older saved plan); choose another path")
     folder = target.parent
     if not folder.is_dir():
-        raise InputError(f"-out {path}: its folder {folder} does not exist (or is not a folder): create it, or choose "
-                         "another -out path")
+        # exit 8, README's code for a missing local path; what was wrong is -out's folder, so say that.
+        raise LocalFileError(f"{folder}: -out {path}: this folder does not exist (or is not a folder): create it, or "
+                             "choose another -out path [errno ENOENT]")
 
 
 def write_plan(path: str, saved: SavedPlan) -> None:

@@ -413,7 +413,7 @@ def test_a_step_listed_twice_or_moved_makes_the_plan_stale(world, edit):
 
 def test_an_out_path_in_a_missing_folder_is_refused_before_the_host_is_read(tmp_path: Path, monkeypatch) -> None:
     """Was: the whole plan was made (host, hub), then exit 8 with a hint about KIMIK3_STATE_DIR and the profile's
-    paths. Now exit 2 naming -out and the folder, before the engine is built."""
+    paths. Now exit 8 (README: a missing local path) naming -out and the folder, before the engine is built."""
     from click.testing import CliRunner
 
     from kimik3_reconciler import cli
@@ -423,5 +423,5 @@ def test_an_out_path_in_a_missing_folder_is_refused_before_the_host_is_read(tmp_
     monkeypatch.setenv("KIMIK3_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.setattr(cli, "load", lambda *a, **k: pytest.fail("the profile and host were read"))
     result = CliRunner().invoke(cli.main, ["plan", str(profile), "-out", str(tmp_path / "nope" / "k3.plan")])
-    assert result.exit_code == 2, result.output
-    assert "-out" in result.output and "nope does not exist" in result.output
+    assert result.exit_code == 8, result.output
+    assert "-out" in result.output and "nope: -out" in result.output and "KIMIK3_STATE_DIR" not in result.output
