@@ -70,9 +70,16 @@ class ProfileError(Kimik3Error):
 
     exit_code = 2
 
+    # Shown in the message; `problems` keeps every one (--json lists them all). A pasted or generated file of
+    # thousands of bad keys printed 27k lines, burying the first, which is the one to fix.
+    SHOWN = 50
+
     def __init__(self, problems: tuple[ProfileProblem, ...] | list[ProfileProblem]):
         self.problems = tuple(problems)
-        super().__init__("\n".join(str(p) for p in self.problems))
+        lines = [str(p) for p in self.problems[:self.SHOWN]]
+        if len(self.problems) > self.SHOWN:
+            lines.append(f"... and {len(self.problems) - self.SHOWN} more problems (all of them: --json)")
+        super().__init__("\n".join(lines))
 
 
 class InputError(Kimik3Error):

@@ -84,6 +84,19 @@ def test_bench_compare_with_nothing_kept_is_a_json_error(tmp_path: Path, monkeyp
     assert json.loads(stdout)["error"]["type"] == "NothingMeasured"
 
 
+def test_a_profile_of_many_problems_shows_the_first_fifty_and_json_keeps_all(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    keys = "".join(f"unknown_{i}: 1\n" for i in range(60))
+    (tmp_path / "many.yaml").write_text(f"apiVersion: kimik3/v1\nname: k3\n{keys}")
+    exit_code, stdout, stderr = run(["plan", "--json", "many.yaml"], tmp_path)
+    assert exit_code == 2
+    problems = json.loads(stdout)["error"]["problems"]
+    assert len(problems) == 61  # model missing, and the 60 unknown keys
+    assert "unknown_0" in stderr and "unknown_59" not in stderr
+    assert f"... and {len(problems) - 50} more problems (all of them: --json)" in stderr
+
+
 def test_a_profile_error_as_json_names_file_line_and_field(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "bad.yaml").write_text("apiVersion: kimik3/v1\nname: k3\nmodle: {}\n")
