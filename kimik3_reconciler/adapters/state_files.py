@@ -23,6 +23,11 @@ def _remove(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
+def _plain(key: str) -> bool:
+    """A relative path of plain names: under the root whatever it is joined to."""
+    return not key.startswith("/") and all(part not in ("", ".", "..") for part in key.split("/"))
+
+
 class StateFiles:
     def __init__(self, root: Path):
         self.root = root
@@ -32,8 +37,7 @@ class StateFiles:
         and digests; a key that is absolute or climbs out with '..' is refused, so that no caller can have `discard`
         remove (rmtree), or `write` replace, a path outside the state directory (`kimik3 metrics-serve ../..`
         read its record from outside it)."""
-        parts = key.split("/")
-        if key.startswith("/") or any(part in ("", ".", "..") for part in parts):
+        if not _plain(key):
             raise ValueError(f"state key {key!r} is not a relative path of plain names")
         return self.root / key
 
@@ -43,6 +47,10 @@ class StateFiles:
         return path
 
     def read(self, key: str) -> dict[str, Any] | None:
+        if not _plain(key):
+            # Nothing is ever written there (write refuses it): no record. A key made of an empty field (the
+            # exporter's gate key for a config without a quant) must read as absent, not fail the scrape.
+            return None
         path = self._at(key)
         if not path.is_file():
             return None
@@ -62,6 +70,8 @@ class StateFiles:
         self._at(key).unlink(missing_ok=True)
 
     def artifact(self, key: str) -> Path | None:
+        if not _plain(key):
+            return None  # as read: never produced there
         path = self._at(key)
         return path if path.exists() else None
 

@@ -27,7 +27,10 @@ def _apply_waiting_for_the_lock(tmp_path: Path, *extra: str) -> subprocess.Popen
            "KIMIK3_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)}
     command = [sys.executable, "-m", "kimik3_reconciler", "apply", *extra, "--lock-timeout", "5m",
                str(ROOT / "profiles" / "demo-cpu.yaml")]
-    child = subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # SIGINT as a terminal's Ctrl-C would find it: a test run started in the background (`nohup … &`, as CI may be)
+    # hands its children SIGINT ignored, and Python then (rightly) leaves it ignored.
+    child = subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 60
     line = ""
     while "lock-wait" not in line:  # the waiting apply says so on stderr (a JSON event: stderr is not a TTY)

@@ -81,20 +81,22 @@ def test_records_are_written_atomically_and_a_torn_one_reads_as_absent(tmp_path:
 
 
 @pytest.mark.parametrize("key", ["../outside.json", "a/../../outside.json", "/tmp/outside.json", "a//b.json", "./a.json",
-                                 ".."])
+                                 "..", "gate///.json"])
 def test_a_state_key_never_reaches_outside_the_state_directory(tmp_path: Path, key: str) -> None:
     """Keys are paths under the state dir; one that climbs out (`kimik3 metrics-serve ../..` made one) is refused by
-    every operation, and discard (an rmtree) removes nothing outside."""
+    every operation that changes something, and discard (an rmtree) removes nothing outside; reading one finds no
+    record (nothing can be written there), so a key built from an empty field (the exporter's gate key of a
+    config without a quant: `gate///.json`) reads as absent instead of failing every scrape."""
     root = tmp_path / "state"
     root.mkdir()
     outside = tmp_path / "outside.json"
     outside.write_text("{}")
     state = StateFiles(root)
-    for call in (lambda: state.read(key), lambda: state.write(key, {}), lambda: state.delete(key),
-                 lambda: state.artifact(key), lambda: state.discard(key),
+    for call in (lambda: state.write(key, {}), lambda: state.delete(key), lambda: state.discard(key),
                  lambda: state.produce(key, lambda p: p.write_text("x"))):
         with pytest.raises(ValueError, match="state key"):
             call()
+    assert state.read(key) is None and state.artifact(key) is None
     assert outside.read_text() == "{}" and root.exists()
 
 
