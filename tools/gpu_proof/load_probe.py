@@ -328,6 +328,34 @@ class Phase:
 CONFIGS_1 = ("gpu-stock", "hybrid-stock", "hybrid-patched", "gpu-patched", "hybrid-patched-nohuge")
 
 
+def sample(phase: Phase, server: Server, row: dict, probe: Callable[[Server], dict] | None = None) -> None:
+    """One load sample: start the server and wait for it (the load's figures), then `probe` it while it serves;
+    a failure is the sample's `error`, the server is stopped either way, and the row is always recorded."""
+    try:
+        row.update(server.start_and_wait())
+        if probe is not None:
+            row.update(probe(server))
+    except Exception as exc:  # noqa: BLE001 - one failed load is a recorded sample, the phase goes on
+        row["error"] = str(exc)[-2000:]
+    finally:
+        row["stop_s"] = server.stop()
+    phase.record(row)
+
+
+def generated_tokens(server: Server) -> dict:
+    """The greedy tokens of the fixed prompt: the builds' correctness check."""
+    tokens = server.complete(TOKENS_PROMPT, N_PREDICT)
+    return {"tokens": tokens.get("tokens"), "content": tokens.get("content")}
+
+
+def tokens_and_speeds(server: Server) -> dict:
+    """The tokens, then prompt and decode speed from llama-server's own timings of a second request."""
+    timings = server.complete(PERF_PROMPT, N_PREDICT).get("timings", {})
+    return {**generated_tokens(server), "prompt_tokens": timings.get("prompt_n"),
+            "prompt_tps": timings.get("prompt_per_second"), "decode_tokens": timings.get("predicted_n"),
+            "decode_tps": timings.get("predicted_per_second")}
+
+
 def measure1(phase: Phase, rounds: int) -> None:
     preread(phase.files)  # warm: every load below reads from the page cache
     for r in range(rounds):
@@ -340,20 +368,7 @@ def measure1(phase: Phase, rounds: int) -> None:
             server = phase.server(build, n_cpu_moe, "none", env)
             row = {"kind": "warm-load", "config": name, "build": build, "n_cpu_moe": n_cpu_moe, "load_mode": "none",
                    "cache": "warm", "round": r, "cached_before": cached_share(phase.files), "argv": server.argv}
-            try:
-                row.update(server.start_and_wait())
-                tokens = server.complete(TOKENS_PROMPT, N_PREDICT)
-                perf = server.complete(PERF_PROMPT, N_PREDICT)
-                timings = perf.get("timings", {})
-                row.update({"tokens": tokens.get("tokens"), "content": tokens.get("content"),
-                            "prompt_tokens": timings.get("prompt_n"), "prompt_tps": timings.get("prompt_per_second"),
-                            "decode_tokens": timings.get("predicted_n"),
-                            "decode_tps": timings.get("predicted_per_second")})
-            except Exception as exc:  # noqa: BLE001 - one failed load is a recorded sample, the phase goes on
-                row["error"] = str(exc)[-2000:]
-            finally:
-                row["stop_s"] = server.stop()
-            phase.record(row)
+            sample(phase, server, row, tokens_and_speeds)
         if phase.left_s() < 1.5 * (time.monotonic() - started) + 20:
             print(f"measure1: stopping after round {r}: {phase.left_s():.0f} s left in the call", flush=True)
             return
@@ -378,13 +393,7 @@ def measure2(phase: Phase, rounds: int) -> None:
                     row = {"kind": "load-mode", "config": f"{label}-patched", "build": "patched",
                            "n_cpu_moe": n_cpu_moe, "load_mode": mode, "cache": cache, "dropped_by": how,
                            "round": r, "cached_before": before}
-                    try:
-                        row.update(server.start_and_wait())
-                    except Exception as exc:  # noqa: BLE001 - recorded, the phase goes on
-                        row["error"] = str(exc)[-2000:]
-                    finally:
-                        row["stop_s"] = server.stop()
-                    phase.record(row)
+                    sample(phase, server, row)
             if phase.left_s() < 2.5 * (time.monotonic() - started) + 30:
                 print(f"measure2: load modes stop after {label} round {r}: {phase.left_s():.0f} s left", flush=True)
                 break
@@ -473,15 +482,7 @@ def measure3(phase: Phase, rounds: int) -> None:
             server = server3(phase, build, hybrid, READ_OFF if name == "hybrid-readoff" else None)
             row = {"kind": "read-warm-load", "config": name, "build": build, "n_cpu_moe": hybrid, "load_mode": "none",
                    "cache": "warm", "round": r, "cached_before": cached_share(phase.files), "argv": server.argv}
-            try:
-                row.update(server.start_and_wait())
-                tokens = server.complete(TOKENS_PROMPT, N_PREDICT)
-                row.update({"tokens": tokens.get("tokens"), "content": tokens.get("content")})
-            except Exception as exc:  # noqa: BLE001 - one failed load is a recorded sample, the phase goes on
-                row["error"] = str(exc)[-2000:]
-            finally:
-                row["stop_s"] = server.stop()
-            phase.record(row)
+            sample(phase, server, row, generated_tokens)
         # the reloads need about as long again per round: keep half of what is left for them
         if phase.left_s() < 3 * (time.monotonic() - started) + 60:
             print(f"measure3: warm loads stop after round {r}: {phase.left_s():.0f} s left", flush=True)
