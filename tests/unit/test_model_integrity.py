@@ -7,12 +7,10 @@ import os
 from pathlib import Path
 
 import pytest
-from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeHub, fake_ports
+from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeHub, converged_fake, fake_ports
 
-from kimik3_reconciler.engine import Engine
 from kimik3_reconciler.model.model_files import file_stat, manifest_key, manifest_record, parse_manifest
 from kimik3_reconciler.model.plan import Action
-from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.steps.report import NullReporter
 
 SHARD = "UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00002.gguf"
@@ -21,14 +19,7 @@ FILES = {SHARD: b"shard-one" * 10, "UD-Q2_K_XL/k3-UD-Q2_K_XL-00002-of-00002.gguf
 
 @pytest.fixture
 def world(tmp_path: Path):
-    (tmp_path / "src.tar.gz").write_bytes(b"source")
-    (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
-    hub = FakeHub("org/k3", FAKE_REVISION, FILES, tmp_path / "hub")
-    ports, docker = fake_ports(hub)
-    engine = Engine(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp")
-    profile = parse_profile(FAKE_PROFILE, "test.yaml")
-    engine.apply(profile)
-    return engine, docker, hub, profile
+    return converged_fake(tmp_path, FILES)
 
 
 def flip_one_byte(path: Path, keep_mtime: bool) -> None:

@@ -10,18 +10,15 @@ import os
 from pathlib import Path
 
 import pytest
-from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeHub, fake_ports
+from support.fakes import converged_fake
 
 from kimik3_reconciler.adapters import atomic_files
 from kimik3_reconciler.adapters.atomic_files import write_atomically
 from kimik3_reconciler.adapters.state_files import StateFiles
-from kimik3_reconciler.engine import Engine
 from kimik3_reconciler.model.facts import ModelLayout
 from kimik3_reconciler.model.model_files import manifest_key, manifest_readable, manifest_record
-from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.model.record_shape import typed
 from kimik3_reconciler.model.records import layout_key
-from kimik3_reconciler.steps.report import NullReporter
 
 FILES = {"UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00002.gguf": b"one" * 10,
          "UD-Q2_K_XL/k3-UD-Q2_K_XL-00002-of-00002.gguf": b"two" * 10}
@@ -63,13 +60,7 @@ def test_a_manifest_of_another_shape_is_not_readable() -> None:
 
 @pytest.fixture
 def world(tmp_path: Path):
-    (tmp_path / "src.tar.gz").write_bytes(b"source")
-    (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
-    hub = FakeHub("org/k3", FAKE_REVISION, FILES, tmp_path / "hub")
-    ports, docker = fake_ports(hub)
-    engine = Engine(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp")
-    profile = parse_profile(FAKE_PROFILE, "test.yaml")
-    engine.apply(profile)
+    engine, _, _, profile = converged_fake(tmp_path, FILES)
     return engine, profile
 
 

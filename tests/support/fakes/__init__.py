@@ -3,6 +3,8 @@ per port (docker, hub, http + chat, host, state + clock, units); `fake_ports` wi
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from kimik3_reconciler.ports import Ports
 from support.fakes.docker import FakeDocker, container_inspect
 from support.fakes.host import FakeHost
@@ -34,3 +36,20 @@ def fake_ports(hub: FakeHub, cores: int = 8) -> tuple[Ports, FakeDocker]:
     return Ports(docker=docker, hub=hub, http=FakeHttp(docker), host=FakeHost(cores),
                  state=MemoryState(hub.root / "state"), clock=FakeClock(), chat=FakeChat(docker),
                  units=FakeUnits(docker), cache=MemoryCache()), docker
+
+
+def converged_fake(tmp_path: Path, files: dict[str, bytes]):  # noqa: ANN201 - (Engine, FakeDocker, FakeHub, Profile)
+    """FAKE_PROFILE applied on fakes, its quant's `files` served by a FakeHub under `tmp_path`: the converged host
+    a fault test then damages."""
+    from kimik3_reconciler.engine import Engine
+    from kimik3_reconciler.model.profile_source import parse_profile
+    from kimik3_reconciler.steps.report import NullReporter
+
+    (tmp_path / "src.tar.gz").write_bytes(b"source")
+    (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
+    hub = FakeHub("org/k3", FAKE_REVISION, files, tmp_path / "hub")
+    ports, docker = fake_ports(hub)
+    engine = Engine(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp")
+    profile = parse_profile(FAKE_PROFILE, "test.yaml")
+    engine.apply(profile)
+    return engine, docker, hub, profile
