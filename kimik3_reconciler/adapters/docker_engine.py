@@ -77,6 +77,8 @@ class _transient:  # noqa: N801 - used as a decorator
         return self if engine is None else types.MethodType(self, engine)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not args[0].rides_out_restarts:  # the exporter's engine: a scrape asks again in 15 s, it never waits 90
+            return self.fn(*args, **kwargs)
         if self._retried is not None:
             return self._retried(*args, **kwargs)
         try:
@@ -118,7 +120,8 @@ def os_error_in(exc: BaseException) -> OSError | None:
     return None
 
 
-def daemon_fault(exc: Exception, answered_before: bool, where: str) -> Kimik3Error | None:
+def daemon_fault(exc: Exception, answered_before: bool, where: str,
+                 timeout_s: float = CLIENT_TIMEOUT_S) -> Kimik3Error | None:
     """What a Docker exception means, from the SDK or the socket reader alike: TransientError only for a daemon
     that looks like it is restarting; a clear PermanentError for a daemon that is not there, not ours to use,
     or failing; None: not Docker's. `answered_before`: this process reached the daemon earlier (a socket that
@@ -128,13 +131,13 @@ def daemon_fault(exc: Exception, answered_before: bool, where: str) -> Kimik3Err
         return _refusal(exc.message, exc.is_server_error(), exc)
     if isinstance(exc, EngineUnreachable):
         if isinstance(exc.__cause__, TimeoutError):
-            return PermanentError(f"the docker daemon at {where} did not answer within {CLIENT_TIMEOUT_S} s: {exc}")
+            return PermanentError(f"the docker daemon at {where} did not answer within {timeout_s:g} s: {exc}")
         return _unreachable(exc, True, answered_before, where)
     import docker.errors  # an SDK call raised (so it is loaded), or an error of no one's (a bug): passes below
     import requests.exceptions
 
     if isinstance(exc, requests.exceptions.Timeout):
-        return PermanentError(f"the docker daemon at {where} did not answer within {CLIENT_TIMEOUT_S} s: {exc}")
+        return PermanentError(f"the docker daemon at {where} did not answer within {timeout_s:g} s: {exc}")
     if isinstance(exc, docker.errors.APIError):
         return _refusal(str(exc.explanation or exc), exc.is_server_error(), exc)
     if not isinstance(exc, (requests.exceptions.ConnectionError, docker.errors.DockerException)):
@@ -224,9 +227,15 @@ def _device_requests(spec: ContainerSpec) -> list[docker.types.DeviceRequest]:
 
 
 class DockerEngine:
-    def __init__(self, base_url: str | None = None, tls: docker.tls.TLSConfig | None = None):
+    """`rides_out_restarts`: transient errors are retried for DAEMON_RESTART_S (an apply must outlast a dockerd
+    restart); off for the metrics exporter, whose scrape answers within its own bound and asks again at the next
+    one. `timeout_s`: one API call's socket timeout."""
+
+    def __init__(self, base_url: str | None = None, tls: docker.tls.TLSConfig | None = None,
+                 rides_out_restarts: bool = True, timeout_s: float = CLIENT_TIMEOUT_S):
         self._base_url = base_url
         self._tls = tls
+        self.rides_out_restarts, self._timeout_s = rides_out_restarts, timeout_s
         self._client: docker.DockerClient | None = None
         self._reads: Any = None  # EngineSocket, or the SDK's APIClient: the same read calls and answers
         self._answered = False  # the daemon answered once in this process: a vanished socket is a restart
@@ -236,7 +245,7 @@ class DockerEngine:
         return self._base_url or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
 
     def _translate(self, exc: Exception) -> Kimik3Error | None:
-        return daemon_fault(exc, self._answered, self.where)
+        return daemon_fault(exc, self._answered, self.where, self._timeout_s)
 
     @property
     def client(self) -> docker.DockerClient:
@@ -251,9 +260,9 @@ class DockerEngine:
                 # operator's ssh config, keys and known_hosts apply as for any ssh login (the SDK still
                 # wants paramiko importable for ssh:// URLs).
                 remote = {"use_ssh_client": True} if (self._base_url or "").startswith("ssh://") else {}
-                self._client = (docker.DockerClient(base_url=self._base_url, timeout=CLIENT_TIMEOUT_S,
+                self._client = (docker.DockerClient(base_url=self._base_url, timeout=self._timeout_s,
                                                     tls=self._tls or False, **remote)
-                                if self._base_url else docker.from_env(timeout=CLIENT_TIMEOUT_S))
+                                if self._base_url else docker.from_env(timeout=self._timeout_s))
             except docker.errors.DockerException as exc:
                 raise (self._translate(exc) or PermanentError(f"docker: {exc}")) from exc
             self._answered = True  # the client asked the daemon for its API version
@@ -265,7 +274,7 @@ class DockerEngine:
         else the SDK's own APIClient (tcp, ssh, TLS, a named context)."""
         if self._reads is None:
             path = engine_socket(self._base_url)
-            self._reads = EngineSocket(path, timeout=CLIENT_TIMEOUT_S) if path else self.client.api
+            self._reads = EngineSocket(path, timeout=self._timeout_s) if path else self.client.api
         return self._reads
 
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:

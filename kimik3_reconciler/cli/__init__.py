@@ -591,10 +591,12 @@ def _watch(engine: Engine, loaded, observed, interval: float, iterations: int) -
 def metrics_serve(ctx: click.Context, name: str) -> None:
     """Run the metrics exporter of profile NAME (started by apply: `metrics:` in the profile)."""
     from kimik3_reconciler.adapters import real_ports
+    from kimik3_reconciler.adapters.docker_engine import DockerEngine
     from kimik3_reconciler.adapters.latency_proxy import proxy_app
     from kimik3_reconciler.adapters.log_cap import cap_own_log
     from kimik3_reconciler.adapters.metrics_http import exporter_app, serve
     from kimik3_reconciler.exporter.registry import exporter_registry
+    from kimik3_reconciler.exporter.sources import SOURCE_DEADLINE_S
     from kimik3_reconciler.model.metrics import ExporterConfig
     from kimik3_reconciler.model.records import exporter_config_key
 
@@ -608,6 +610,9 @@ def metrics_serve(ctx: click.Context, name: str) -> None:
     cap_own_log()  # started detached by apply: its log file is bounded (under systemd: none, the journal's)
     configure_logging(json_logs=True, verbose=c.verbose)
     ports = real_ports(c.state_dir, c.docker_host, c.systemd_root, c.systemctl_prefix)
+    # A scrape answers within its own bound (exporter/sources.py): Docker without the 90 s restart window an apply
+    # rides out, each call given the docker source's deadline; the next scrape asks again.
+    ports.docker = DockerEngine(c.docker_host, rides_out_restarts=False, timeout_s=SOURCE_DEADLINE_S["docker"])
     record = ports.state.read(exporter_config_key(name))
     if record is None:
         raise InputError(f"no exporter configuration for profile {name!r} in {c.state_dir} (kimik3 apply writes it)")

@@ -15,7 +15,7 @@ from typing import Any
 
 # The exporter's own code is part of what runs: a kimik3 upgrade that changes it replaces the exporter
 # (seconds, no model reload). Bump when the exposition or the proxy changes behaviour.
-EXPORTER_VERSION = 1
+EXPORTER_VERSION = 2  # 2: every source bounded per scrape; the server read from the server (issue 30)
 
 
 @dataclass(frozen=True)

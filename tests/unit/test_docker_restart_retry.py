@@ -87,6 +87,20 @@ def test_a_daemon_that_stays_down_fails_after_the_window_not_before(clock: FakeT
     assert DAEMON_RESTART_S <= clock.now - started <= DAEMON_RESTART_S + 10
 
 
+@pytest.mark.parametrize("transport", sorted(DOWN))
+def test_the_exporters_engine_does_not_ride_out_a_restart(clock: FakeTime, transport: str) -> None:
+    """`metrics-serve`'s engine: a scrape answers within its bound and asks again at the next one, so a restarting
+    daemon fails the call at once (issue 30: each scrape waited 90 s), and says its own timeout when it hangs."""
+    engine, calls, started = DockerEngine("unix:///k3un.sock", rides_out_restarts=False, timeout_s=2.0), [], clock.now
+    engine._reads = SimpleNamespace(info=failing(DOWN[transport], calls))
+    with capture_logs() as logs, pytest.raises(TransientError, match="docker daemon not answering"):
+        engine.info()
+    assert calls == [1] and clock.now == started and not [e for e in logs if e["event"] == "docker-retry"]
+    engine._reads = SimpleNamespace(info=failing(unreachable(TimeoutError("timed out")), calls))
+    with pytest.raises(PermanentError, match="did not answer within 2 s"):
+        engine.info()
+
+
 def test_container_logs_are_best_effort_while_the_daemon_is_down() -> None:
     engine = DockerEngine()
     def logs(*_: Any, **__: Any) -> bytes:

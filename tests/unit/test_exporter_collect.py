@@ -130,10 +130,16 @@ def test_a_key_file_edited_after_the_apply_into_one_no_header_carries_is_not_sen
 
 
 def test_a_scrape_while_dockerd_is_gone_answers_with_docker_down(world, monkeypatch):
-    """dockerd restarting (or absent, as on the H200 proof host): the scrape still answers; docker's source is 0,
-    nothing claims converged, and the records and host series are still there."""
+    """dockerd restarting (or absent, as on the H200 proof host): the scrape still answers; docker's source is 0, what
+    only Docker knows (converged, the restart count, the server's pid and so its RSS) is left out rather than 0, and
+    the server's own health and series, read from the server, stay (issue 30: they were dropped)."""
     engine, docker = world
     engine.apply_or_revert(parse_profile(with_metrics(), "p.yaml"))
+    base = "http://127.0.0.1:18999"
+    engine.ports.http.pages.update({f"{base}/metrics": (200, SERVER_METRICS), f"{base}/slots": (200, SLOTS)})
+    docker.containers["k3-test"]["State"]["Pid"] = 777
+    engine.ports.host.rss[777] = 5 << 30
+    assert "kimik3_server_rss_bytes" in scrape(engine)
 
     def gone(name):
         raise TransientError("Docker daemon not answering (/var/run/docker.sock): connection refused")
@@ -141,8 +147,11 @@ def test_a_scrape_while_dockerd_is_gone_answers_with_docker_down(world, monkeypa
     monkeypatch.setattr(docker, "inspect_container", gone)
     families = scrape(engine)
     up = {s.labels["source"]: s.value for s in families["kimik3_exporter_source_up"]}
-    assert up["docker"] == 0.0
-    assert families["kimik3_deployment_converged"][0].value == 0.0
+    assert up["docker"] == 0.0 and up["server_health"] == up["server_metrics"] == up["state"] == 1.0
+    assert "kimik3_deployment_converged" not in families and "kimik3_container_restarts" not in families
+    assert "kimik3_server_rss_bytes" not in families  # whose pid is the server's is Docker's answer
+    assert families["kimik3_server_up"][0].value == 1.0  # the fake server answers /health 200 all along
+    assert families["llamacpp:prompt_tokens_total"][0].value == 12
     assert families["kimik3_last_apply_success"][0].value == 1.0  # the record is read without Docker
 
 
