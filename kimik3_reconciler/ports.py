@@ -145,6 +145,10 @@ class HostPort(Protocol):
         the readers hold."""
         ...
     def resident_bytes(self, paths: list[str]) -> int: ...  # bytes of these files the page cache holds (mincore)
+    def file_digest(self, path: str, algorithm: str, prefix: bytes = b"") -> str:
+        """The hex digest (hashlib's `algorithm`) of `prefix` then every byte of the file: a model file re-hashed
+        to check it (a 50 GB shard: the one read that a plan must not repeat; tests count its bytes here)."""
+        ...
 
 
 class StatePort(Protocol):

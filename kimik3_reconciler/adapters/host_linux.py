@@ -121,6 +121,14 @@ class LinuxHost:
                 return int(line.split()[1]) * 1024
         return None
 
+    def file_digest(self, path: str, algorithm: str, prefix: bytes = b"") -> str:
+        import hashlib
+
+        digest = hashlib.new(algorithm, prefix, usedforsecurity=False)  # a content id (the git blob sha1 too)
+        with open(path, "rb") as data:
+            # hashlib.file_digest: the file read into one reused buffer, the GIL released while hashing.
+            return hashlib.file_digest(data, lambda: digest).hexdigest()
+
     def page_cache_bytes(self, path: str) -> tuple[int, int] | None:
         """(bytes of `path` in the page cache, its size), by mincore(2) over 1 GiB windows of a read-only
         mapping (what fincore does; nothing is read or faulted in). None: unreadable."""

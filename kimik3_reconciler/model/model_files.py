@@ -2,11 +2,14 @@
 
 The manifest records, per file, what the hub listed (size, sha256) and the stat fingerprint the
 file had when its bytes were verified (`stats`): a later plan re-hashes exactly the files whose
-stat moved since. Manifests written before stats existed have none (see observe/model_cache.py).
+stat moved since. There is one manifest per cache dir (`cache_dir` in the record, its hash in the
+key). Manifests written before stats existed have none, and those written before locations one per
+quant (see observe/model_cache.py).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from typing import Any
 
@@ -23,14 +26,31 @@ def wanted_paths(profile: Profile) -> tuple[str, ...]:
     return tuple(paths)
 
 
-def manifest_key(profile: Profile) -> str:
+def _located(key: str, cache_dir: str) -> str:
+    """`key` (ending .json) for the files under `cache_dir`: the cache dir's sha256 goes in the name (a path has
+    '/', a state key's parts are names; the record holds the path itself)."""
+    return f"{key.removesuffix('.json')}@{hashlib.sha256(cache_dir.encode()).hexdigest()[:16]}.json"
+
+
+def manifest_key_before_locations(profile: Profile) -> str:
+    """Where kimik3 kept one manifest per repo/revision/quant for whatever cache dir it was verified in: read
+    (never written) when a cache dir has no manifest of its own yet; its stats still say which files it verified."""
     m = profile.model
     return f"models/{m.repo.replace('/', '--')}/{m.revision}/{'+'.join(wanted_paths(profile))}.json"
 
 
-def manifest_record(files: tuple[RemoteFile, ...], stats: tuple[FileStat, ...] = ()) -> dict[str, Any]:
-    return {"files": [f.model_dump() for f in files], "verified": [f.path for f in files],
-            "stats": {s.path: s.model_dump(exclude={"path"}) for s in stats}}
+def manifest_key(profile: Profile, cache_dir: str) -> str:
+    """The verified manifest of the profile's quant in `cache_dir` (absolute): one per location, so two profiles
+    (or two checkouts of one GitOps repo) with other cache dirs each keep theirs verified and switching between
+    them re-hashes nothing (issue 30: each switch re-hashed every file, ~9 min on 800 GB)."""
+    return _located(manifest_key_before_locations(profile), cache_dir)
+
+
+def manifest_record(files: tuple[RemoteFile, ...], stats: tuple[FileStat, ...] = (),
+                    cache_dir: str | None = None) -> dict[str, Any]:
+    record = {"files": [f.model_dump() for f in files], "verified": [f.path for f in files],
+              "stats": {s.path: s.model_dump(exclude={"path"}) for s in stats}}
+    return record if cache_dir is None else {**record, "cache_dir": cache_dir}
 
 
 def file_stat(path: str, stat: os.stat_result) -> FileStat:
@@ -39,10 +59,13 @@ def file_stat(path: str, stat: os.stat_result) -> FileStat:
                     inode=stat.st_ino)
 
 
-def manifest_readable(record: Any) -> bool:
-    """Is `record` a manifest of this shape? A torn, hand-edited or other-version one counts as absent: the
-    model step lists the files at the hub and re-verifies them (model/record_shape.py says why)."""
+def manifest_readable(record: Any, cache_dir: str | None = None) -> bool:
+    """Is `record` a manifest of this shape (of `cache_dir`, when given)? A torn, hand-edited or other-version one
+    counts as absent: the model step lists the files at the hub and re-verifies them (model/record_shape.py says
+    why); so does one naming another cache dir (copied by hand to this location's key)."""
     if not isinstance(record, dict) or not conforms(record.get("verified", []), list[str]):
+        return False
+    if cache_dir is not None and record.get("cache_dir") != cache_dir:
         return False
     files, stats = record.get("files", []), record.get("stats", {})
     # No quant or tokenizer repo has zero files: an empty list is an edit, and would read as "nothing to fetch".
@@ -71,7 +94,12 @@ def is_weight(path: str) -> bool:
     return path.lower().endswith(WEIGHT_SUFFIXES)
 
 
-def tokenizer_manifest_key(profile: Profile) -> str:
+def tokenizer_manifest_key_before_locations(profile: Profile) -> str:
     t = profile.model.tokenizer
     assert t is not None
     return f"models/{t.repo.replace('/', '--')}/{t.revision}/non-weight-files.json"
+
+
+def tokenizer_manifest_key(profile: Profile, cache_dir: str) -> str:
+    """As manifest_key, for model.tokenizer's non-weight files in `cache_dir`."""
+    return _located(tokenizer_manifest_key_before_locations(profile), cache_dir)

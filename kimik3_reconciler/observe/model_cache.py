@@ -2,8 +2,9 @@
 
 A no-op plan must not touch the network or re-hash hundreds of GB: after a verified download
 the step records a manifest (paths, sizes, sha256, and each file's stat fingerprint) in kimik3's
-state; observing then costs one `try_to_load_from_cache` and one stat per file. Without a manifest
-the hub's tree listing at the pinned revision says what is needed (and how big it is).
+state, one per cache dir; observing then costs one `try_to_load_from_cache` and one stat per file.
+Without a manifest the hub's tree listing at the pinned revision says what is needed (and how big it is).
+Re-hashing goes through `HostPort.file_digest`.
 
 No corrupt shard is served (docs/operations.md): a file whose stat fingerprint (size, mtime, ctime,
 inode) moved since it was verified is re-hashed here, every plan, until the model step records the
@@ -14,7 +15,6 @@ since) and its fingerprints are recorded by the next apply.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,15 +25,16 @@ from kimik3_reconciler.model.model_files import (
     file_stat,
     is_weight,
     manifest_key,
+    manifest_key_before_locations,
     manifest_readable,
     parse_manifest,
     recorded_stats,
     tokenizer_manifest_key,
+    tokenizer_manifest_key_before_locations,
     wanted_paths,
 )
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.observe.host import collect_filesystem
-from kimik3_reconciler.observe.local_inputs import sha256_file
 from kimik3_reconciler.ports import HostPort, HubPort, StatePort
 
 
@@ -43,21 +44,18 @@ def _cache_dir(profile: Profile, hub: HubPort, base_dir: Path) -> str:
     return str((base_dir / m.cache_dir).resolve()) if m.cache_dir else hub.default_cache_dir()
 
 
-def content_matches(cached: Path, f: RemoteFile) -> bool:
+def content_matches(cached: Path, f: RemoteFile, host: HostPort) -> bool:
     """Re-hash: sha256 for LFS files, the git blob sha1 for plain git files (the hub's two ids)."""
     if f.sha256:
-        return sha256_file(cached) == f.sha256
+        return host.file_digest(str(cached), "sha256") == f.sha256
     if not f.git_oid:
         return True  # nothing to compare with (the download refuses such a file anyway)
-    digest = hashlib.sha1(f"blob {f.size}\0".encode(), usedforsecurity=False)
-    with open(cached, "rb") as data:
-        for block in iter(lambda: data.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest() == f.git_oid
+    return host.file_digest(str(cached), "sha1", f"blob {f.size}\0".encode()) == f.git_oid
 
 
 def _check_files(files: tuple[RemoteFile, ...], verified: frozenset[str], recorded: dict[str, FileStat] | None, repo: str,
-                 revision: str, cache_dir: str, hub: HubPort, rehash: bool, stat_only: bool = False) -> dict[str, Any]:
+                 revision: str, cache_dir: str, hub: HubPort, host: HostPort, rehash: bool,
+                 stat_only: bool = False) -> dict[str, Any]:
     """ModelFact's cache fields: missing, corrupt, changed, stats (of the files verified now), unrecorded.
     `stat_only` (`kimik3 status`): a moved file is reported `changed`, never re-hashed (a 50 GB shard)."""
     found: dict[str, list[Any]] = {"missing": [], "corrupt": [], "changed": [], "stats": [], "unrecorded": []}
@@ -80,7 +78,7 @@ def _check_files(files: tuple[RemoteFile, ...], verified: frozenset[str], record
                 continue
         # Re-hash what moved since it was verified (or everything, `--verify`): a bad blob is
         # refetched, never served; an older manifest without stats is trusted as before.
-        if (moved or rehash) and not content_matches(cached, f):
+        if (moved or rehash) and not content_matches(cached, f, host):
             found["corrupt"].append(f.path)
             found["missing"].append(f.path)
             continue
@@ -90,12 +88,25 @@ def _check_files(files: tuple[RemoteFile, ...], verified: frozenset[str], record
     return {key: tuple(values) for key, values in found.items()}
 
 
-def _collect(repo: str, revision: str, quant: str, key: str, listing: Callable[[], list[RemoteFile]],
+def _manifest(state: StatePort, keys: tuple[str, str], cache_dir: str) -> dict[str, Any] | None:
+    """This cache dir's manifest; else the one kept per quant before manifests were kept per location (still
+    safe anywhere: its stats say which files it verified, and a file whose stat matches is that very file; any
+    other is re-hashed once, then recorded under its own location); else None (listed at the hub, re-verified).
+    A torn, foreign or other-location record counts as absent."""
+    located, before = keys
+    record = state.read(located)
+    if record is not None and manifest_readable(record, cache_dir):
+        return record
+    record = state.read(before)
+    return record if record is not None and manifest_readable(record) else None
+
+
+def _collect(repo: str, revision: str, quant: str, keys: tuple[str, str], listing: Callable[[], list[RemoteFile]],
              cache_dir: str, hub: HubPort, state: StatePort, host: HostPort, rehash: bool,
              stat_only: bool = False) -> ModelFact:
     """The verified manifest when there is one, else the hub's listing; then what is missing locally."""
-    record = state.read(key)
-    if record is not None and manifest_readable(record):  # else as absent: listed at the hub, re-verified
+    record = _manifest(state, keys, cache_dir)
+    if record is not None:
         files, verified = parse_manifest(record)
         recorded, source = recorded_stats(record), "manifest"
     else:
@@ -107,7 +118,7 @@ def _collect(repo: str, revision: str, quant: str, key: str, listing: Callable[[
             return ModelFact(repo=repo, revision=revision, quant=quant, cache_dir=cache_dir, listing="hub",
                              listing_error=str(exc), cache_free_bytes=host.disk_free(cache_dir),
                              cache_fs=collect_filesystem(host, cache_dir))
-    checked = _check_files(files, verified, recorded, repo, revision, cache_dir, hub, rehash, stat_only)
+    checked = _check_files(files, verified, recorded, repo, revision, cache_dir, hub, host, rehash, stat_only)
     return ModelFact(repo=repo, revision=revision, quant=quant, cache_dir=cache_dir, files=files, **checked,
                      listing=source, cache_free_bytes=host.disk_free(cache_dir),
                      cache_fs=collect_filesystem(host, cache_dir))
@@ -116,9 +127,10 @@ def _collect(repo: str, revision: str, quant: str, key: str, listing: Callable[[
 def collect_model(profile: Profile, hub: HubPort, state: StatePort, base_dir: Path, host: HostPort,
                   rehash: bool = False, stat_only: bool = False) -> ModelFact:
     m = profile.model
-    return _collect(m.repo, m.revision, m.quant, manifest_key(profile),
+    cache_dir = _cache_dir(profile, hub, base_dir)
+    return _collect(m.repo, m.revision, m.quant, (manifest_key(profile, cache_dir), manifest_key_before_locations(profile)),
                     lambda: hub.list_files(m.repo, m.revision, wanted_paths(profile), m.endpoint),
-                    _cache_dir(profile, hub, base_dir), hub, state, host, rehash, stat_only)
+                    cache_dir, hub, state, host, rehash, stat_only)
 
 
 def collect_tokenizer(profile: Profile, hub: HubPort, state: StatePort, base_dir: Path, host: HostPort,
@@ -133,5 +145,6 @@ def collect_tokenizer(profile: Profile, hub: HubPort, state: StatePort, base_dir
             raise TransientError(hub_down)
         return [f for f in hub.list_repo(t.repo, t.revision, profile.model.endpoint) if not is_weight(f.path)]
 
-    return _collect(t.repo, t.revision, "tokenizer", tokenizer_manifest_key(profile), listing,
-                    _cache_dir(profile, hub, base_dir), hub, state, host, rehash, stat_only)
+    cache_dir = _cache_dir(profile, hub, base_dir)
+    keys = (tokenizer_manifest_key(profile, cache_dir), tokenizer_manifest_key_before_locations(profile))
+    return _collect(t.repo, t.revision, "tokenizer", keys, listing, cache_dir, hub, state, host, rehash, stat_only)

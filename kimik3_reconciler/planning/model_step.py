@@ -77,7 +77,7 @@ def _why_record(model: ModelFact) -> str:
 
 def model_spec(profile: Profile, observed: Observed) -> ModelDownload:
     model = observed.model
-    spec = download_spec(model, profile.model.endpoint, manifest_key(profile))
+    spec = download_spec(model, profile.model.endpoint, manifest_key(profile, model.cache_dir))
     if observed.layout is None or observed.layout_recorded:
         return spec
     # Recorded by the step (a plan never writes state): later plans read one record, not the headers.
@@ -89,7 +89,7 @@ def plan_tokenizer(desired: Desired, observed: Observed, planned: tuple[Step, ..
     fact = observed.tokenizer
     if fact is None:
         return ()
-    spec = download_spec(fact, desired.profile.model.endpoint, tokenizer_manifest_key(desired.profile))
+    spec = download_spec(fact, desired.profile.model.endpoint, tokenizer_manifest_key(desired.profile, fact.cache_dir))
     target = f"{fact.repo}@{fact.revision[:12]} (non-weight files)"
     if fact.complete and fact.unrecorded:
         return (Step("tokenizer", target, Action.UPDATE, _why_record(fact), spec=spec),)

@@ -167,7 +167,8 @@ def plan_reference(desired: Desired, observed: Observed, planned: tuple[Step, ..
     fact = observed.reference
     if fact is None or not gate_pending(desired, observed):
         return ()
-    spec = download_spec(fact, desired.profile.model.endpoint, manifest_key(reference_profile(desired.profile)))
+    spec = download_spec(fact, desired.profile.model.endpoint,
+                         manifest_key(reference_profile(desired.profile), fact.cache_dir))
     step = model_step("reference", fact, spec)
     return (replace(step, reason=step.reason + " (the quant gate's reference)"),)
 

@@ -24,7 +24,7 @@ def download_model(spec: ModelDownload, ports: Ports, reporter: Reporter) -> Non
                        adopted=spec.bytes_to_fetch - fetched, seconds=round(seconds, 1),
                        mib_per_s=round(fetched / seconds / (1 << 20), 1))
     stats = _verified_stats(spec, ports)
-    ports.state.write(spec.manifest_key, manifest_record(spec.files, stats))
+    ports.state.write(spec.manifest_key, manifest_record(spec.files, stats, spec.cache_dir))
     if spec.layout is not None and spec.layout_key:
         ports.state.write(spec.layout_key, spec.layout.model_dump(mode="json"))
     if not spec.missing:

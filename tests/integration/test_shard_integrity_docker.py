@@ -31,7 +31,10 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 def manifest(work: Path) -> Path:
-    return work / "state" / "models" / DEMO_REPO.replace("/", "--") / DEMO_REVISION / "UD-Q2_K_XL.json"
+    """The quant's verified manifest for the one cache dir this module uses (`UD-Q2_K_XL@<cache dir hash>.json`)."""
+    folder = work / "state" / "models" / DEMO_REPO.replace("/", "--") / DEMO_REVISION
+    (found,) = folder.glob("UD-Q2_K_XL@*.json")
+    return found
 
 
 def blob(work: Path) -> Path:

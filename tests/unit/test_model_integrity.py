@@ -37,7 +37,7 @@ def changes(plan) -> list[tuple[str, Action]]:
 
 def test_the_manifest_records_a_stat_fingerprint_per_file(world):
     engine, _, hub, profile = world
-    record = engine.ports.state.read(manifest_key(profile.profile))
+    record = engine.ports.state.read(manifest_key(profile.profile, str(hub.root)))
     assert set(record["stats"]) == set(FILES)
     assert record["stats"][SHARD] == file_stat(SHARD, (hub.root / "cache" / SHARD).stat()).model_dump(exclude={"path"})
 
@@ -78,10 +78,10 @@ def test_bit_rot_is_caught_by_verify_only(world):
     engine, docker, hub, profile = world
     cached = hub.root / "cache" / SHARD
     flip_one_byte(cached, keep_mtime=False)
-    key = manifest_key(profile.profile)
+    key = manifest_key(profile.profile, str(hub.root))
     files, _ = parse_manifest(engine.ports.state.read(key))
     engine.ports.state.write(key, manifest_record(files, tuple(file_stat(f.path, (hub.root / "cache" / f.path).stat())
-                                                              for f in files)))  # as if no stat had moved
+                                                              for f in files), str(hub.root)))  # as if no stat had moved
     assert engine.plan(profile).converged
     plan = engine.plan(profile, rehash=True)
     assert plan.steps[0].reason == f"1 of 2 re-hashed (--verify): sha256 mismatch ({SHARD})"
@@ -107,7 +107,7 @@ def test_a_touched_blob_is_rehashed_once_and_its_new_fingerprint_recorded(world)
 
 def test_a_manifest_from_before_stats_is_trusted_and_upgraded(world):
     engine, _, hub, profile = world
-    key = manifest_key(profile.profile)
+    key = manifest_key(profile.profile, str(hub.root))
     legacy = {k: v for k, v in engine.ports.state.read(key).items() if k != "stats"}
     engine.ports.state.write(key, legacy)
     plan = engine.plan(profile)
@@ -121,7 +121,7 @@ def test_a_file_that_moves_between_plan_and_apply_is_not_recorded(world):
     from kimik3_reconciler.steps import execute
 
     engine, _, hub, profile = world
-    key = manifest_key(profile.profile)
+    key = manifest_key(profile.profile, str(hub.root))
     engine.ports.state.write(key, {k: v for k, v in engine.ports.state.read(key).items() if k != "stats"})
     step = engine.plan(profile).steps[0]  # ~ model: record the fingerprints observed now
     os.utime(hub.root / "cache" / SHARD, ns=(5, 5))  # moves after the observation
@@ -136,23 +136,22 @@ def test_status_only_stats_a_moved_file_and_says_so_without_hashing(world, monke
     from click.testing import CliRunner
 
     import kimik3_reconciler.adapters as adapters
-    import kimik3_reconciler.observe.model_cache as model_cache
     from kimik3_reconciler import cli
 
     engine, _, hub, profile = world
     flip_one_byte(hub.root / "cache" / SHARD, keep_mtime=False)
-    hashed: list[str] = []
-    real = model_cache.content_matches
-    monkeypatch.setattr(model_cache, "content_matches", lambda cached, f: hashed.append(f.path) or real(cached, f))
+    hashed = engine.ports.host.hashed  # path -> bytes re-hashed (HostPort.file_digest)
+    hashed.clear()
     observed = engine.observe(profile, stat_only=True)
-    assert observed.model.changed == (SHARD,) and observed.model.corrupt == () and hashed == []
+    assert observed.model.changed == (SHARD,) and observed.model.corrupt == () and hashed == {}
     work = Path(engine.base_dir)
     (work / "p.yaml").write_text(FAKE_PROFILE)
     monkeypatch.setattr(adapters, "real_ports", lambda *a, **k: engine.ports)
     shown = CliRunner().invoke(cli.main, ["--dockerfile", str(work / "Dockerfile.llamacpp"), "status", str(work / "p.yaml")])
     assert shown.exit_code == 0, shown.output
-    assert "1 changed since verified (stat moved; not re-hashed here" in shown.output and hashed == []
-    assert engine.observe(profile).model.corrupt == (SHARD,) and hashed == [SHARD]  # a plan does re-hash it
+    assert "1 changed since verified (stat moved; not re-hashed here" in shown.output and hashed == {}
+    assert engine.observe(profile).model.corrupt == (SHARD,)  # a plan does re-hash it
+    assert hashed == {str(hub.root / "cache" / SHARD): len(FILES[SHARD])}
 
 
 def test_status_with_no_manifest_and_the_hub_down_says_the_file_list_is_unknown(tmp_path: Path, monkeypatch):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ class FakeHost:
         self.rss: dict[int, int] = {}  # pid -> VmRSS bytes
         self.page_cache: dict[str, tuple[int, int]] = {}  # path -> (cached bytes, size)
         self.foreign_addresses: set[str] = set()  # IP literals this fake host cannot bind (not its own)
+        self.hashed: dict[str, int] = {}  # path -> bytes file_digest read (model files re-hashed by a plan)
 
     def lscpu_parseable(self) -> str:
         return "\n".join(f"{c},0" for c in range(self.cores))
@@ -90,6 +92,12 @@ class FakeHost:
 
     def resident_bytes(self, paths: list[str]) -> int:
         return sum(Path(p).stat().st_size for p in paths if p in self.cached and Path(p).exists())
+
+    def file_digest(self, path: str, algorithm: str, prefix: bytes = b"") -> str:
+        """The real digest of the real file (the fakes' caches are real folders), its bytes counted in `hashed`."""
+        data = Path(path).read_bytes()
+        self.hashed[path] = self.hashed.get(path, 0) + len(data)
+        return hashlib.new(algorithm, prefix + data).hexdigest()
 
     def process_rss(self, pid: int) -> int | None:
         return self.rss.get(pid)

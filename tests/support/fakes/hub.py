@@ -13,7 +13,8 @@ from kimik3_reconciler.model.specs import ModelDownload
 
 
 class FakeHub:
-    """A hub with one repo@revision; its "cache" is a plain folder (path in repo -> file) under `root`."""
+    """A hub with one repo@revision; its "cache" is a plain folder (path in repo -> file) under the cache dir
+    (`root` by default: `root / "cache" / path`; a profile's model.cache_dir puts it under that folder)."""
 
     def __init__(self, repo: str, revision: str, files: dict[str, bytes], root: Path):
         self.repo, self.revision, self.files, self.root = repo, revision, files, root
@@ -42,10 +43,10 @@ class FakeHub:
         return self.files[path][:nbytes]
 
     def remove_cached(self, repo: str, revision: str, path: str, cache_dir: str) -> None:
-        (self.root / "cache" / path).unlink(missing_ok=True)
+        (Path(cache_dir) / "cache" / path).unlink(missing_ok=True)
 
     def cached_file(self, repo: str, revision: str, path: str, cache_dir: str) -> Path | None:
-        cached = self.root / "cache" / path
+        cached = Path(cache_dir) / "cache" / path
         return cached if cached.is_file() else None
 
     def download(self, spec: ModelDownload, on_progress: Callable[[str, int, int], None]) -> int:
@@ -54,7 +55,7 @@ class FakeHub:
         for path in spec.missing:
             if path in self.corrupt:
                 raise DownloadFailed(f"{path}: sha256 mismatch with the hub's; removed, run apply again")
-            target = self.root / "cache" / path
+            target = Path(spec.cache_dir) / "cache" / path
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(self.files[path])
         return sum(len(self.files[path]) for path in spec.missing)
