@@ -77,7 +77,7 @@ class _transient:  # noqa: N801 - used as a decorator
         return self if engine is None else types.MethodType(self, engine)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if not args[0].rides_out_restarts:  # the exporter's engine: a scrape asks again in 15 s, it never waits 90
+        if not getattr(args[0], "rides_out_restarts", True):  # the exporter's: its scrape asks again, never waits 90 s
             return self.fn(*args, **kwargs)
         if self._retried is not None:
             return self._retried(*args, **kwargs)

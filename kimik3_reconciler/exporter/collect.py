@@ -108,6 +108,13 @@ class DeploymentCollector(Collector):
         container = parse_container(docker.value) if docker.answered and docker.value else None
         pid = container.pid if container is not None and container.state == "running" else None
         health = got["server_health"].value if got["server_health"].answered else None
+        if docker.answered and (container is None or container.state != "running") and health is not None:
+            # Docker says ours is not running: whatever answers at its URL (another profile's server) is not ours.
+            health = "unreachable"
+        if health is not None and health != "ok":
+            # Loading (every route answers 503 for minutes) or not there: its pages were asked alongside /health
+            # to keep the scrape short, but they are not a source that failed; reported as not asked, as before.
+            del got["server_metrics"], got["server_slots"]
         # What needs the container's pid (or its log) starts once Docker answered, within the scrape's bound.
         got["proc"] = reads.result(reads.start("proc", self._proc, pid), deadline)
         phase = None
@@ -302,6 +309,8 @@ class DeploymentCollector(Collector):
             yield from (size, cached)
 
     def _server(self, got: dict[str, Reading]) -> Iterator[Metric]:
+        if "server_metrics" not in got:
+            return
         metrics, slots = got["server_metrics"], got["server_slots"]
         if metrics.answered:
             try:

@@ -191,3 +191,33 @@ def test_a_slow_page_cache_walk_is_served_by_the_next_scrape(deployment):
     time.sleep(0.05)
     samples, up, _ = scrape(collector)
     assert up["page_cache"] == 1.0 and samples["kimik3_shard_page_cache_bytes"] == 128 and hang.calls == 1
+
+
+def test_while_loading_the_load_phase_comes_from_docker_and_the_servers_pages_are_not_asked_for(deployment):
+    """/health 503: every route of a loading llama-server answers 503 for minutes; its pages are not a source
+    down (no alert for the length of a load). The phase line needs Docker's log: without Docker, no phase."""
+    collector, ports = deployment
+    ports.http.loading_polls = 10
+    ports.docker.logs = "load_tensors: loading model tensors, this can take a while"
+    samples, up, _ = scrape(collector)
+    assert samples["kimik3_server_loading"] == 1.0 and samples["kimik3_server_up"] == 0.0
+    assert "server_metrics" not in up and "server_slots" not in up and "llamacpp:tokens_predicted_total" not in samples
+    assert samples["kimik3_load_phase"] == 1.0
+    hang = Hang(ports.docker.inspect_container)
+    ports.docker.inspect_container = hang
+    try:
+        samples, up, _ = scrape(collector)
+    finally:
+        hang.let_go()
+    assert up["docker"] == 0.0 and samples["kimik3_server_loading"] == 1.0 and "kimik3_load_phase" not in samples
+
+
+def test_a_server_answering_while_docker_says_ours_is_stopped_is_not_ours(deployment):
+    """Docker answered and our container is not running: what answers at the server URL (a conflicting profile's
+    server on the same port) is not reported as ours. Docker silent: the server's word is taken."""
+    collector, ports = deployment
+    ports.docker.containers["k3-test"]["State"]["Status"] = "exited"
+    ports.http.health = lambda url: "ok"  # someone answers at the URL
+    samples, up, _ = scrape(collector)
+    assert samples["kimik3_server_up"] == 0.0 and "llamacpp:tokens_predicted_total" not in samples
+    assert samples["kimik3_deployment_converged"] == 0.0 and up["docker"] == 1.0

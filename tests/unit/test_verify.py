@@ -252,7 +252,8 @@ def test_a_header_longer_than_the_first_read_is_read_whole(tmp_path):
     hub = FakeHub("org/k3", REV, {SHARD: long_header}, tmp_path / "hub")
     (tmp_path / "hub" / "cache" / "UD-Q2_K_XL").mkdir(parents=True)
     (tmp_path / "hub" / "cache" / SHARD).write_bytes(long_header)
-    model = ModelFact(repo="org/k3", revision=REV, quant="UD-Q2_K_XL", cache_dir=str(tmp_path / "cache"))
+    # The fake hub keeps its files under <cache dir>/cache/: the hub's own folder is the cache dir here.
+    model = ModelFact(repo="org/k3", revision=REV, quant="UD-Q2_K_XL", cache_dir=str(tmp_path / "hub"))
     assert served_weights(hub, model, SHARD).random
     (tmp_path / "hub" / "cache" / SHARD).write_bytes(long_header[:FIRST_READ + 100])  # cut short
     cut = served_weights(hub, model, SHARD)
