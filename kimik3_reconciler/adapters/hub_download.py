@@ -66,7 +66,7 @@ def targets(repo: str, revision: str, files: tuple[RemoteFile, ...], endpoint: s
         # The listing comes from a hub or mirror the profile names: never let it write outside the cache.
         if f.path.startswith("/") or ".." in f.path.split("/"):
             raise DownloadFailed(f"{f.path!r}: refusing a hub path outside the repository")
-        blob_name = f.sha256 or f.git_oid  # HF names LFS blobs by sha256, plain git files by blob sha1
+        blob_name = f.blob_name
         if not blob_name:
             raise DownloadFailed(f"{f.path}: the hub lists no sha256 or git oid for it, so it cannot be verified")
         out.append(Target(f, f"{endpoint.rstrip('/')}/{repo}/resolve/{revision}/{quote(f.path)}",
