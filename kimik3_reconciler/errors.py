@@ -227,8 +227,8 @@ class StalePlan(Kimik3Error):
 
 # What to do about each local file system failure; the path comes from the OSError itself.
 _LOCAL_ADVICE = {
-    errno.ENOSPC: "no space left on the device: free space on that file system and run again (a download's partial "
-                  "is kept and resumed)",
+    errno.ENOSPC: "no space left on the device: free space on that file system and run again (a download's partial, "
+                  "where one was written, is kept and resumed)",
     errno.EDQUOT: "disk quota exceeded: free space or raise the quota and run again",
     errno.EROFS: "read-only file system: point KIMIK3_STATE_DIR (or model.cache_dir) at a writable place",
     errno.EACCES: "permission denied: run as a user that may use it, or point KIMIK3_STATE_DIR elsewhere",

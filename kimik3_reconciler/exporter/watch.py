@@ -126,6 +126,8 @@ def watch_rows(before: Samples, now: Samples, seconds: float) -> list[Row]:
         if p50 is not None:
             rows.append(Row("latency", label, f"{p50 * 1000:.0f} / {(p95 or p50) * 1000:.0f} ms ({when})"))
     failures = _one(now, "kimik3_proxy_tool_call_parse_failures_total")
-    if failures is not None:
-        rows.append(Row("latency", "tool-call parse failures", f"{failures:.0f}"))
+    if failures is not None:  # a running total, as the revert count: said so, with this interval's part
+        earlier = _one(before, "kimik3_proxy_tool_call_parse_failures_total")
+        interval = f", {max(failures - earlier, 0):.0f} this interval" if earlier is not None else ""
+        rows.append(Row("latency", "tool-call parse failures", f"{failures:.0f} since the exporter started{interval}"))
     return rows

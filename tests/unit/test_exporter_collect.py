@@ -253,3 +253,13 @@ def test_a_revert_total_an_older_kimik3_left_is_not_given_a_start_date(world):
     assert next(r.value for r in rows if r.name == "last apply") == "ok; 3 reverts of this profile in all"
     engine.apply_or_revert(parse_profile(with_metrics(), "p.yaml"))
     assert engine.ports.state.read(apply_key("k3-test"))["reverts_since"] is None  # still not known
+
+
+def test_the_tool_call_failure_total_says_since_when_and_this_intervals_part():
+    """The same class as the revert total: a bare "3" read as this interval's failures."""
+    name = "kimik3_proxy_tool_call_parse_failures_total"
+    rows = {r.name: r.value for r in watch_rows({name: [({}, 2.0)]}, {name: [({"kind": "parser"}, 2.0),
+                                                                          ({"kind": "markup"}, 1.0)]}, 1.0)}
+    assert rows["tool-call parse failures"] == "3 since the exporter started, 1 this interval"
+    rows = {r.name: r.value for r in watch_rows({}, {name: [({}, 3.0)]}, 1.0)}
+    assert rows["tool-call parse failures"] == "3 since the exporter started"
