@@ -10,7 +10,7 @@ payloads carry the api key's *path*, never its content.
 The file carries digests of its own content (`content_digest`: the profile, the observed facts, the header and
 each step), so a file edited by hand is refused as edited, naming the part, rather than found stale against the
 host; a part of the wrong shape is named by its place in the file (`step 4 (+ container k3): payload
-LaunchContainer: container.argv: ...`). The digests catch edits, not forgeries: whoever may write the file may
+LaunchContainer: container.command: ...`). The digests catch edits, not forgeries: whoever may write the file may
 recompute them, and `apply PLAN` still checks every payload it runs against a fresh plan (planning/basis.py).
 """
 
@@ -134,8 +134,9 @@ def step_from_json(data: Any, number: int = 1) -> Step:  # noqa: ANN401 - JSON a
 
 
 def _digest(value: Any) -> str:  # noqa: ANN401 - JSON
-    """sha256 of a JSON value, independent of key order and layout (a plan reformatted by jq is not edited)."""
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """sha256 of a JSON value, independent of key order and layout (a plan reformatted by jq is not edited); ASCII
+    escapes, so a lone surrogate an edit put in a string (`"\\ud800"`) hashes rather than fails to encode."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -258,7 +259,8 @@ class SavedPlan:
 
 def _edited(source: str, data: dict[str, Any], edits: list[str], detail: str = "") -> StalePlan:
     profile = data.get("profile")
-    path = profile.get("source") if isinstance(profile, dict) and isinstance(profile.get("source"), str) else "PROFILE"
+    path = profile.get("source") if isinstance(profile, dict) and isinstance(profile.get("source"), str) else ""
+    path = path if path.isprintable() and path.encode("utf-8", "replace").decode() == path else "PROFILE"
     return StalePlan(f"the saved plan {source} was edited after kimik3 wrote it (what differs from the digests "
                      f"saved with it: {', '.join(edits)}{detail}): nothing was changed. kimik3 applies a saved plan "
                      f"only as it was made: plan again (kimik3 plan {path} -out PLAN)",
