@@ -225,13 +225,20 @@ class Engine:
     def _record_apply(self, name: str, failure: Kimik3Error | None) -> None:
         previous = self.ports.state.read(apply_key(name)) or {}
         inspect = self.ports.docker.inspect_container(name) if failure is None else None
+        now = self.ports.clock.now().isoformat(timespec="seconds")
+        before = _count(previous.get("reverts"))
+        # Since when `reverts` counts: kept from the record; from now when the count (re)starts at 0 (an earlier
+        # count of 0 holds from any date); unknown (None) for a count a kimik3 without this field left.
+        since = previous.get("reverts_since")
+        since = since if isinstance(since, str) and before else now if before == 0 else None
         self.ports.state.write(apply_key(name), {
-            "date": self.ports.clock.now().isoformat(timespec="seconds"),
+            "date": now,
             "result": "ok" if failure is None else "failed",
             "error": None if failure is None else str(failure).splitlines()[0][:300],
             # What converged: the exporter's "converged" is this fingerprint running and healthy.
             "fingerprint": parse_container(inspect).fingerprint if inspect else None,
-            "reverts": _count(previous.get("reverts")) + (1 if self._reverted else 0)})
+            "reverted": self._reverted,  # this apply relaunched the last good profile (`reverts` is the total)
+            "reverts": before + (1 if self._reverted else 0), "reverts_since": since})
 
     def _apply_or_revert(self, loaded: LoadedProfile, check: Callable[[], None] | None, max_rounds: int,
                          rehash: bool, run: Callable[[], ApplyResult] | None,

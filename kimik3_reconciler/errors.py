@@ -9,7 +9,8 @@ Exit codes (the one table; README and `kimik3 --help` repeat it):
     4  changes pending (`plan --detailed-exitcode`; bench and tune refuse a host that is not converged)
     5  locked: another kimik3 holds this host's lock (LockHeld)
     6  the hub: unreachable, or it refused a request (HubError; the URL is named)
-    7  a saved plan is stale: the host or the profile moved since it was made (nothing was touched)
+    7  a saved plan is stale: the host or the profile moved since it was made, or the file was edited (nothing was
+       touched)
     8  a local file or directory kimik3 needs could not be used: no space left, read-only, permission denied,
        missing (LocalFileError; the path is named)
   130, 143  interrupted by Ctrl-C (SIGINT) or SIGTERM (cli.Terminated): not a Kimik3Error; the next apply converges
@@ -19,7 +20,7 @@ Exit codes (the one table; README and `kimik3 --help` repeat it):
     ├── InputError                    a file the profile names is missing/bad      exit 2
     ├── PlanError                     the planner refuses (a rule needs host facts) exit 3
     │   └── LoopConflict              reconcile: would stop another profile's reconcile loop's container
-    ├── StalePlan                     apply PLAN: the host or profile moved        exit 7
+    ├── StalePlan                     apply PLAN: the host or profile moved, or the file was edited  exit 7
     ├── ConvergenceError              rounds exhausted, names the unconverged steps
     ├── NotConverged                  bench/tune: the host is not converged (names the changes) exit 4
     ├── NothingMeasured               tune: every candidate it launched failed (host back on FILE) exit 1
@@ -214,7 +215,8 @@ class LoopConflict(PlanError):
 
 
 class StalePlan(Kimik3Error):
-    """`kimik3 apply PLAN`: the host or the profile moved since the plan was made; nothing was executed."""
+    """`kimik3 apply PLAN`: the host or the profile moved since the plan was made, or the plan file was edited
+    since kimik3 wrote it; nothing was executed."""
 
     exit_code = 7
 
@@ -225,8 +227,8 @@ class StalePlan(Kimik3Error):
 
 # What to do about each local file system failure; the path comes from the OSError itself.
 _LOCAL_ADVICE = {
-    errno.ENOSPC: "no space left on the device: free space on that file system and run again (a download's partial "
-                  "is kept and resumed)",
+    errno.ENOSPC: "no space left on the device: free space on that file system and run again (a download's partial, "
+                  "where one was written, is kept and resumed)",
     errno.EDQUOT: "disk quota exceeded: free space or raise the quota and run again",
     errno.EROFS: "read-only file system: point KIMIK3_STATE_DIR (or model.cache_dir) at a writable place",
     errno.EACCES: "permission denied: run as a user that may use it, or point KIMIK3_STATE_DIR elsewhere",

@@ -186,6 +186,12 @@ class HuggingFaceHub:
         found = try_to_load_from_cache(repo, path, cache_dir=cache_dir, revision=revision)
         return Path(found) if isinstance(found, str) else None
 
+    def cached_blob(self, repo: str, file: RemoteFile, cache_dir: str) -> Path | None:
+        # Where the download puts (and adopts) it: adapters/hub_download.targets.
+        name = file.blob_name
+        blob = self.repo_cache_dir(repo, cache_dir) / "blobs" / name if name and "/" not in name else None
+        return blob if blob is not None and blob.is_file() else None
+
     def download(self, spec: ModelDownload, on_progress: Callable[[str, int, int], None]) -> int:
         """Fetch the missing files (resumable, sha256-verified, parallel): adapters/hub_download.py."""
         from kimik3_reconciler.adapters.hub_download import fetch_all, targets

@@ -13,7 +13,7 @@ and `try_to_load_from_cache` see the result:
   (adapters/hub_ranges.py: 8 connections shared by the files in flight, resumable per range); timeouts, dropped connections and 5xx are retried with
   backoff, each retry resuming where the last stopped; a refused connection or an unknown host
   name is tried once more only (the hub is down: fail fast). Giving up is a HubError naming the
-  hub and the partial kept for the next apply (path, bytes);
+  hub and the partial kept for the next apply (path, bytes), or saying none is (nothing was fetched);
 - the HF token goes only over https or to a loopback mirror (model/hub_endpoint.py).
 """
 
@@ -33,7 +33,7 @@ from urllib.parse import quote, urlsplit
 import httpx
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, wait_exponential
 
-from kimik3_reconciler.adapters.hub_ranges import RangesIgnored, fetch_ranges
+from kimik3_reconciler.adapters.hub_ranges import RangesIgnored, fetch_ranges, recorded_bytes
 from kimik3_reconciler.adapters.translate import translated
 from kimik3_reconciler.errors import DownloadFailed, HubError, Kimik3Error, LocalFileError, TransientError
 from kimik3_reconciler.model.facts import RemoteFile
@@ -66,7 +66,7 @@ def targets(repo: str, revision: str, files: tuple[RemoteFile, ...], endpoint: s
         # The listing comes from a hub or mirror the profile names: never let it write outside the cache.
         if f.path.startswith("/") or ".." in f.path.split("/"):
             raise DownloadFailed(f"{f.path!r}: refusing a hub path outside the repository")
-        blob_name = f.sha256 or f.git_oid  # HF names LFS blobs by sha256, plain git files by blob sha1
+        blob_name = f.blob_name
         if not blob_name:
             raise DownloadFailed(f"{f.path}: the hub lists no sha256 or git oid for it, so it cannot be verified")
         out.append(Target(f, f"{endpoint.rstrip('/')}/{repo}/resolve/{revision}/{quote(f.path)}",
@@ -128,10 +128,32 @@ def _download_error(exc: Exception, target: Target) -> Kimik3Error | None:
         return TransientError(f"{target.file.path}: {type(exc).__name__}: {exc}")
     if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
         # A local disk, not the hub or the file: exit 8 as every full disk (errors.py's table, README), not 1.
+        # What is kept for the next apply is said by `fetch`, once every range has stopped writing.
         return LocalFileError(f"{target.file.path}: disk full in {target.blob.parent} [errno "
-                              f"{errno.errorcode[exc.errno]}]; the partial download is kept: free space and run "
-                              "apply again to resume")
+                              f"{errno.errorcode[exc.errno]}]")
     return None
+
+
+def _held(target: Target) -> int:
+    """Bytes of `target` on disk that the next apply will not fetch again (0: nothing to resume)."""
+    if not target.partial.exists():
+        return 0
+    recorded = recorded_bytes(target.partial, target.file.size)
+    return recorded if recorded is not None else target.partial.stat().st_size
+
+
+def _what_is_kept(target: Target) -> str:
+    """What a failed fetch leaves for the next apply, as found on disk once it stopped: a message said "the partial
+    is kept" when the hub was down before the first byte and there was none (or an empty one, sized up front for
+    ranges). Called only after every range of the file has ended (`fetch`)."""
+    held = _held(target)
+    if held:
+        return f"the partial is kept for the next apply to resume: {target.partial} ({held} of {target.file.size} bytes)"
+    # Nothing fetched: an empty (or sized but unwritten) partial would only look like progress. The blob's lock is
+    # held (_fetch_locked) and this fetch's ranges have ended, so nothing else writes it.
+    target.partial.unlink(missing_ok=True)
+    _ranges_record(target).unlink(missing_ok=True)
+    return "nothing of it was downloaded, so no partial is kept"
 
 
 def _append(client: httpx.Client, target: Target, digest: hashlib._Hash, progress: Progress) -> None:
@@ -160,12 +182,6 @@ def _ranges_record(target: Target) -> Path:
     return target.partial.with_name(target.partial.name + ".ranges")
 
 
-def _kept_for_next_apply(target: Target, exc: Exception) -> HubError:
-    kept = target.partial.stat().st_size if target.partial.exists() else 0
-    return HubError(f"{target.file.path}: download from the hub {_hub(target)} failed: {exc}; the partial is kept "
-                    f"for the next apply to resume: {target.partial} ({kept} of {target.file.size} bytes)")
-
-
 def _verified(target: Target, got: str, want: str | None, fetched: int) -> int:
     if target.partial.stat().st_size != target.file.size or got != want:
         target.partial.unlink()
@@ -182,13 +198,10 @@ def _fetch_ranged(client: httpx.Client, target: Target, progress: Progress, part
     digest = _new_digest(target.file)
 
     def one_range(fetch_one: Callable[[], None]) -> None:
-        try:
-            for attempt in Retrying(retry=retry_if_exception_type(TransientError), stop=_give_up,
-                                    wait=wait_exponential(multiplier=0.5, max=30), reraise=True):
-                with attempt, translated(lambda exc: _download_error(exc, target)):
-                    fetch_one()
-        except TransientError as exc:
-            raise _kept_for_next_apply(target, exc) from exc
+        for attempt in Retrying(retry=retry_if_exception_type(TransientError), stop=_give_up,
+                                wait=wait_exponential(multiplier=0.5, max=30), reraise=True):
+            with attempt, translated(lambda exc: _download_error(exc, target)):
+                fetch_one()
 
     fetched = fetch_ranges(client, target.url, target.partial, target.file.size, parts, digest,
                            lambda response: _raise_for(response, target),
@@ -199,7 +212,18 @@ def _fetch_ranged(client: httpx.Client, target: Target, progress: Progress, part
 def fetch(client: httpx.Client, target: Target, progress: Progress, parts: int = 1) -> int:
     """Make `target` present and verified: adopt a good blob, resume a partial, or fetch it (over `parts`
     ranges when it is large enough). Returns the bytes that came from the hub (0 for an adopted blob; the
-    rest of the file for a resumed partial)."""
+    rest of the file for a resumed partial). Giving up says what is kept for the next apply, as found then."""
+    try:
+        return _fetch(client, target, progress, parts)
+    except TransientError as exc:  # retries spent (the file's, or one range's once the others ended)
+        raise HubError(f"{target.file.path}: download from the hub {_hub(target)} failed: {exc}; "
+                       f"{_what_is_kept(target)}") from exc
+    except LocalFileError as exc:  # a full disk (exit 8)
+        raise LocalFileError(f"{exc}; {_what_is_kept(target)}: free space and run apply again") from (
+            exc.__cause__ or exc)
+
+
+def _fetch(client: httpx.Client, target: Target, progress: Progress, parts: int) -> int:
     want = target.file.sha256 or target.file.git_oid
     if target.blob.exists():
         if _digest_of(target.blob, target.file).hexdigest() == want:
@@ -217,13 +241,10 @@ def fetch(client: httpx.Client, target: Target, progress: Progress, parts: int =
             _ranges_record(target).unlink(missing_ok=True)
     kept = target.partial.stat().st_size if target.partial.exists() else 0
     digest = _digest_of(target.partial, target.file) if target.partial.exists() else _new_digest(target.file)
-    try:
-        for attempt in Retrying(retry=retry_if_exception_type(TransientError), stop=_give_up,
-                                wait=wait_exponential(multiplier=0.5, max=30), reraise=True):
-            with attempt:
-                _append(client, target, digest, progress)
-    except TransientError as exc:
-        raise _kept_for_next_apply(target, exc) from exc
+    for attempt in Retrying(retry=retry_if_exception_type(TransientError), stop=_give_up,
+                            wait=wait_exponential(multiplier=0.5, max=30), reraise=True):
+        with attempt:
+            _append(client, target, digest, progress)
     return _verified(target, digest.hexdigest(), want, target.file.size - kept)
 
 

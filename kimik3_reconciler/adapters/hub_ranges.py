@@ -104,6 +104,17 @@ class RangedPartial:
         self.record.unlink(missing_ok=True)
 
 
+def recorded_bytes(partial: Path, size: int) -> int | None:
+    """The bytes a ranged partial's record says were written (what a resume keeps: the file itself is sized to the
+    whole file up front, so its size says nothing), or None when there is no record of this size to read."""
+    record = partial.with_name(partial.name + ".ranges")
+    try:
+        data = json.loads(record.read_text())
+        return sum(int(r[2]) for r in data["ranges"]) if data.get("size") == size else None
+    except (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError):  # absent, torn or edited
+        return None
+
+
 def _fetch_range(client: httpx.Client, url: str, partial: RangedPartial, index: int, fd: int,
                  check: Callable[[httpx.Response], None], progress: Progress) -> None:
     first, end, got = partial.ranges[index]

@@ -161,7 +161,12 @@ def kimik3_identity() -> str:
 
 def check_made_by(saved: SavedPlan, source: str) -> None:
     """A plan another kimik3 made is stale (exit 7), before the lock or any observation: its payloads, its
-    fingerprints and the executors that would run them are that kimik3's, not this one's."""
+    fingerprints and the executors that would run them are that kimik3's, not this one's. One this kimik3 made
+    without the content digests it writes into every plan had them removed: edited, also exit 7."""
+    if saved.made_by == kimik3_identity() and not saved.sealed:  # this kimik3 writes the digests: they were removed
+        raise StalePlan(f"the saved plan {source} was edited after kimik3 wrote it (its content digests were removed): "
+                        f"nothing was changed. kimik3 applies a saved plan only as it was made: plan again (kimik3 plan "
+                        f"{saved.profile_source} -out PLAN)", ("edited: content_digest removed",))
     if saved.made_by != kimik3_identity():
         made = f"kimik3 {saved.made_by}" if saved.made_by else "an older kimik3 (the plan names none)"
         raise StalePlan(f"the saved plan {source} (made {saved.created}) was made by {made}; this is kimik3 "

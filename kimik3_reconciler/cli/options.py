@@ -21,7 +21,7 @@ Exit codes:
   4  changes pending (plan --detailed-exitcode; bench/tune: the host is not converged)
   5  locked: another kimik3 holds this host's lock
   6  the hub is unreachable or refused a request (its URL is named)
-  7  a saved plan is stale: the host or the profile moved since (nothing touched)
+  7  a saved plan is stale: the host or the profile moved since, or the file was edited (nothing touched)
   8  a local file or directory could not be used: no space, read-only, permission, missing (path named)
   130, 143  interrupted by Ctrl-C or SIGTERM: the next apply converges from there"""
 

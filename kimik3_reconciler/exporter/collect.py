@@ -183,9 +183,14 @@ class DeploymentCollector(Collector):
                                    _epoch(record.get("date")))
             yield from self._gauge("kimik3_last_apply_success", "1 when the last apply succeeded",
                                    1.0 if record.get("result") == "ok" else 0.0)
+            if isinstance(record.get("reverted"), bool):  # records of an older kimik3 do not say
+                yield from self._gauge("kimik3_last_apply_reverted", "1 when the last apply failed and relaunched "
+                                       "the last good profile", 1.0 if record["reverted"] else 0.0)
             reverts = CounterMetricFamily("kimik3_apply_reverts", "applies that failed and relaunched the last good "
                                           "profile", labels=list(self.labels))
-            reverts.add_metric(list(self.labels.values()), float(record.get("reverts", 0)))
+            # _created: when the count started (Prometheus' own "since" of a counter); absent when not known.
+            reverts.add_metric(list(self.labels.values()), float(record.get("reverts", 0)),
+                               created=_epoch(since) if isinstance(since := record.get("reverts_since"), str) else None)
             yield reverts
 
     def _records(self, records: dict[str, Any]) -> Iterator[Metric]:

@@ -8,6 +8,7 @@ Pure: the CLI fetches and renders (rich).
 
 from __future__ import annotations
 
+import datetime
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -64,6 +65,19 @@ class Row:
     value: str
 
 
+def _last_apply(now: Samples, reverts: float) -> str:
+    """What the last apply did, then the running total apart from it: "1 reverts" after an apply that did not
+    revert read as if it had (the total counts every apply of the profile)."""
+    said = "ok" if _one(now, "kimik3_last_apply_success") else "FAILED"
+    reverted = _one(now, "kimik3_last_apply_reverted")
+    if reverted is not None:  # an exporter of an older kimik3 does not say
+        said += ", reverted to the last good profile" if reverted else ", no revert"
+    created = _one(now, "kimik3_apply_reverts_created")
+    since = (f"since {datetime.datetime.fromtimestamp(created, datetime.UTC):%Y-%m-%d %H:%M} UTC"
+             if created is not None else "in all")
+    return f"{said}; {reverts:.0f} revert{'' if reverts == 1 else 's'} of this profile {since}"
+
+
 def watch_rows(before: Samples, now: Samples, seconds: float) -> list[Row]:
     rows: list[Row] = []
     converged = _one(now, "kimik3_deployment_converged")
@@ -79,8 +93,7 @@ def watch_rows(before: Samples, now: Samples, seconds: float) -> list[Row]:
         rows.append(Row("deployment", "last load", f"{load:.1f} s for {_gib(_one(now, 'kimik3_model_load_bytes'))}"))
     reverts = _one(now, "kimik3_apply_reverts_total")
     if reverts is not None:
-        ok = "ok" if _one(now, "kimik3_last_apply_success") else "FAILED"
-        rows.append(Row("deployment", "last apply", f"{ok}, {reverts:.0f} reverts"))
+        rows.append(Row("deployment", "last apply", _last_apply(now, reverts)))
     for labels, total in now.get("kimik3_gpu_memory_total_bytes", []):
         gpu = labels.get("gpu")
         pick = lambda n: next((v for lb, v in now.get(n, []) if lb.get("gpu") == gpu), None)  # noqa: E731
@@ -113,6 +126,8 @@ def watch_rows(before: Samples, now: Samples, seconds: float) -> list[Row]:
         if p50 is not None:
             rows.append(Row("latency", label, f"{p50 * 1000:.0f} / {(p95 or p50) * 1000:.0f} ms ({when})"))
     failures = _one(now, "kimik3_proxy_tool_call_parse_failures_total")
-    if failures is not None:
-        rows.append(Row("latency", "tool-call parse failures", f"{failures:.0f}"))
+    if failures is not None:  # a running total, as the revert count: said so, with this interval's part
+        earlier = _one(before, "kimik3_proxy_tool_call_parse_failures_total")
+        interval = f", {max(failures - earlier, 0):.0f} this interval" if earlier is not None else ""
+        rows.append(Row("latency", "tool-call parse failures", f"{failures:.0f} since the exporter started{interval}"))
     return rows

@@ -98,6 +98,11 @@ class RemoteFile(_Fact):
     sha256: str | None = None  # LFS files: the hub's sha256
     git_oid: str | None = None  # plain git files (json, small text): the git blob sha1
 
+    @property
+    def blob_name(self) -> str | None:
+        """Its blob's name in the HF cache (`blobs/<name>`): HF names LFS blobs by sha256, plain git files by sha1."""
+        return self.sha256 or self.git_oid
+
 
 class FileStat(_Fact):
     """A cached file's stat fingerprint, recorded when its bytes were verified: any edit through the
@@ -125,7 +130,9 @@ class ModelFact(_Fact):
     `missing` is what the download step fetches: absent, cut short, or `corrupt` (present, but
     re-hashed to another sha256 than the one verified: after a stat change, or every file with
     `--verify`). `stats` are the stat fingerprints of the files verified now; `unrecorded` names those
-    whose fingerprint differs from (or is absent in) the manifest, so the step records them.
+    whose fingerprint differs from (or is absent in) the manifest, so the step records them. `in_blobs` names
+    the missing files whose blob is in the cache at the listed size (a removed snapshot link, or a file another
+    tool fetched): the download re-hashes and links it, fetching it only if the hash differs.
     """
 
     repo: str
@@ -138,6 +145,7 @@ class ModelFact(_Fact):
     changed: tuple[str, ...] = ()  # stat moved since verified, so re-hashed (corrupt or not)
     stats: tuple[FileStat, ...] = ()
     unrecorded: tuple[str, ...] = ()
+    in_blobs: tuple[str, ...] = ()  # missing, but its blob is cached (also in `missing`; never `corrupt`)
     listing: Literal["manifest", "hub"] = "manifest"
     listing_error: str | None = None  # the hub could not list the files (the gate speaks first)
     cache_free_bytes: int | None = None  # free space on the cache's filesystem
@@ -155,6 +163,12 @@ class ModelFact(_Fact):
     def missing_bytes(self) -> int:
         missing = set(self.missing)
         return sum(f.size for f in self.files if f.path in missing)
+
+    @property
+    def fetch_bytes(self) -> int:
+        """What the download will fetch from the hub: the missing files but those whose blob is cached."""
+        fetch = set(self.missing) - set(self.in_blobs)
+        return sum(f.size for f in self.files if f.path in fetch)
 
 
 class ImageFact(_Fact):

@@ -65,8 +65,10 @@ def gpu_probe_key(driver: str | None, toolkit: str | None, request: str, gpus: s
 
 
 def apply_key(profile_name: str) -> str:
-    """{"date", "result": ok|failed, "error", "fingerprint" (the container it converged to), "reverts"}: the last
-    apply of this profile, read by the exporter (converged, last apply time and result, revert count)."""
+    """{"date", "result": ok|failed, "error", "fingerprint" (the container it converged to), "reverted" (this apply
+    relaunched the last good profile), "reverts" (applies that did, in all) and "reverts_since" (the date that count
+    starts from; None: unknown)}: the last apply of this profile, read by the exporter (converged, last apply time
+    and result, whether it reverted, revert count)."""
     return f"apply/{profile_name}.json"
 
 

@@ -56,9 +56,10 @@ def content_matches(cached: Path, f: RemoteFile, host: HostPort) -> bool:
 def _check_files(files: tuple[RemoteFile, ...], verified: frozenset[str], recorded: dict[str, FileStat] | None, repo: str,
                  revision: str, cache_dir: str, hub: HubPort, host: HostPort, rehash: bool,
                  stat_only: bool = False) -> dict[str, Any]:
-    """ModelFact's cache fields: missing, corrupt, changed, stats (of the files verified now), unrecorded.
+    """ModelFact's cache fields: missing, corrupt, changed, stats (of the files verified now), unrecorded, in_blobs.
     `stat_only` (`kimik3 status`): a moved file is reported `changed`, never re-hashed (a 50 GB shard)."""
-    found: dict[str, list[Any]] = {"missing": [], "corrupt": [], "changed": [], "stats": [], "unrecorded": []}
+    found: dict[str, list[Any]] = {"missing": [], "corrupt": [], "changed": [], "stats": [], "unrecorded": [],
+                                   "in_blobs": []}
     for f in files:
         cached = hub.cached_file(repo, revision, f.path, cache_dir)
         stat = cached.stat() if cached is not None else None
@@ -66,6 +67,12 @@ def _check_files(files: tuple[RemoteFile, ...], verified: frozenset[str], record
         # deleted blob is missing again and gets refetched, never served.
         if f.path not in verified or cached is None or stat is None or stat.st_size != f.size:
             found["missing"].append(f.path)
+            # Its blob may still be cached (a snapshot link removed, a file another tool fetched): the download
+            # re-hashes and links it without fetching, so the plan must not price its bytes. Size only here: the
+            # hash is the download's (a 50 GB shard is not read by a plan).
+            blob = hub.cached_blob(repo, f, cache_dir)
+            if blob is not None and blob.stat().st_size == f.size:
+                found["in_blobs"].append(f.path)
             continue
         now = file_stat(f.path, stat)
         then = recorded.get(f.path) if recorded is not None else None

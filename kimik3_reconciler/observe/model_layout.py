@@ -16,6 +16,8 @@ FIRST_READ = 1 << 20
 
 def _head(profile: Profile, hub: HubPort, model: ModelFact, file: RemoteFile, nbytes: int) -> bytes:
     cached = hub.cached_file(model.repo, model.revision, file.path, model.cache_dir)
+    if cached is None and file.path in model.in_blobs:  # unlinked, but its bytes are here: no hub request
+        cached = hub.cached_blob(model.repo, file, model.cache_dir)
     if cached is not None:
         with open(cached, "rb") as f:
             return f.read(nbytes)

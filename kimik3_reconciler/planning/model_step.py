@@ -19,8 +19,8 @@ DISK_HEADROOM = 0.10
 
 
 def _breakdown(model: ModelFact) -> str:
-    """Missing bytes per source: the quant folder, and each top-level file (mmproj)."""
-    missing = set(model.missing)
+    """Bytes to fetch per source: the quant folder, and each top-level file (mmproj)."""
+    missing = set(model.missing) - set(model.in_blobs)
     groups: dict[str, list[int]] = {}
     for f in model.files:
         if f.path in missing:
@@ -33,7 +33,8 @@ def disk_refusal(model: ModelFact) -> str | None:
     (Its memory half, VRAM + RAM, is in host_gate.py.)"""
     if model.cache_free_bytes is None or not model.missing:
         return None
-    needed = model.missing_bytes
+    # A cached blob is linked, not fetched (and one that fails its re-hash is removed before it is fetched again).
+    needed = model.fetch_bytes
     with_headroom = int(needed * (1 + DISK_HEADROOM))
     # rule: sizing-disk
     # Seed 000 step 3: the sizing gate refuses, with the numbers, a download that cannot fit the disk.
@@ -53,9 +54,12 @@ def download_spec(fact: ModelFact, endpoint: str | None, key: str) -> ModelDownl
 
 def _why_fetch(model: ModelFact) -> str:
     """"N of M files missing", and which present ones re-hashed to another sha256 (and why they were re-hashed)."""
-    corrupt = set(model.corrupt)
-    absent = [p for p in model.missing if p not in corrupt]
+    corrupt, in_blobs = set(model.corrupt), set(model.in_blobs)
+    absent = [p for p in model.missing if p not in corrupt and p not in in_blobs]
     parts = [f"{len(absent)} of {len(model.files)} files missing from the cache"] if absent else []
+    if in_blobs:
+        parts.append(f"{len(in_blobs)} of {len(model.files)} in the cache's blobs but not linked and verified at this "
+                     f"revision: re-hashed and linked, not fetched ({', '.join(sorted(in_blobs))})")
     changed = [p for p in model.corrupt if p in model.changed]
     verified = [p for p in model.corrupt if p not in model.changed]
     if changed:
@@ -96,7 +100,7 @@ def plan_tokenizer(desired: Desired, observed: Observed, planned: tuple[Step, ..
     if fact.complete:
         return (Step("tokenizer", target, Action.NOOP, f"all {len(fact.files)} files verified in the cache", spec=spec),)
     return (Step("tokenizer", target, Action.CREATE, f"{_why_fetch(fact)} (weights are never fetched from this repo)",
-                 spec=spec, cost=f"{gib(fact.missing_bytes)} to fetch"),)
+                 spec=spec, cost=f"{gib(fact.fetch_bytes)} to fetch"),)
 
 
 def model_step(kind: str, model: ModelFact, spec: ModelDownload) -> Step:
@@ -115,7 +119,8 @@ def model_step(kind: str, model: ModelFact, spec: ModelDownload) -> Step:
                     f"all {len(model.files)} files verified in the cache ({gib(model.total_bytes)})", spec=spec)
     free = f" of {gib(model.cache_free_bytes)} free" if model.cache_free_bytes is not None else ""
     return Step(kind, target, Action.CREATE, _why_fetch(model),
-                spec=spec, cost=f"{gib(model.missing_bytes)} to fetch{free} [{_breakdown(model)}]")
+                spec=spec, cost=f"{gib(model.fetch_bytes)} to fetch{free}" + (f" [{_breakdown(model)}]"
+                                                                                  if model.fetch_bytes else ""))
 
 
 def plan_model(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:

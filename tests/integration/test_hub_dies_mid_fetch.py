@@ -60,3 +60,28 @@ def test_a_hub_dying_mid_fetch_names_the_hub_and_the_kept_partial_then_resumes(t
         HuggingFaceHub().download(spec, lambda *_: None)
         assert back.faults.served[PATH] == SIZE - kept  # resumed: nothing kept was fetched again
     assert not partial.exists()
+
+
+@pytest.mark.parametrize("ranged", [False, True], ids=["one-connection", "ranges"])
+def test_a_hub_down_from_the_start_says_no_partial_is_kept_and_leaves_none(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch,
+                                                                           ranged: bool) -> None:
+    """Held-back review (issue 30): with the hub down, the error named a kept partial that did not exist."""
+    import kimik3_reconciler.adapters.hub_download as hub_download
+
+    if ranged:  # the 3-chunk shard goes over ranges, into a partial sized to the whole file before any byte
+        monkeypatch.setattr(hub_download, "MIN_RANGE", CHUNK)
+    shard = tmp_path / "shard.gguf"
+    shard.write_bytes(os.urandom(SIZE))
+    cache = tmp_path / "cache"
+    with FixtureHub([FixtureRepo(REPO, REV, {PATH: shard})]) as hub:
+        files = tuple(HuggingFaceHub().list_files(REPO, REV, ["Q"], hub.url))
+    spec = ModelDownload(REPO, REV, "Q", hub.url, str(cache), files, (PATH,), "unused")  # the hub has stopped
+    with pytest.raises(HubError) as down:
+        HuggingFaceHub(download_workers=1).download(spec, lambda *_: None)
+    print(down.value)
+    assert re.search(r"Connection refused|ConnectError", str(down.value))
+    assert str(down.value).endswith("; nothing of it was downloaded, so no partial is kept")
+    blobs = cache / f"models--{REPO.replace('/', '--')}" / "blobs"
+    left = [p.name for p in blobs.glob("*") if not p.name.endswith(".lock")] if blobs.exists() else []
+    assert left == []  # no empty partial, no partial sized up front for ranges, no ranges record

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -212,6 +213,9 @@ def test_status_watch_reads_the_running_exporter(prometheus: str, deployed: Path
     assert "exporter pid" in shown and f":{METRICS_PORT}/metrics" in shown
     for row in ("converged", "server RSS", "page cache", "slots busy", "decode tok/s", "TTFT p50/p95"):
         assert row in shown, row
+    # What the last apply did, apart from the profile's revert total (it said "1 reverts" for an apply that did
+    # not revert): through the real exporter's exposition, the total's start from the counter's _created.
+    assert re.search(r"ok, no revert; 0 reverts of this profile since \d{4}-\d\d-\d\d \d\d:\d\d UTC", shown), shown
     assert API_KEY not in shown
 
 

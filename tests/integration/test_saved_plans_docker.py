@@ -121,11 +121,12 @@ def test_an_edited_or_cut_plan_is_refused_as_json_and_touches_nothing(workdir: P
     docker("stop", "-t", "2", NAME)
     kimik3(workdir, "plan", "profile.yaml", "-out", "restart.plan")
     data = json.loads((workdir / "restart.plan").read_text())
-    wait = next(s["spec"]["fields"] for s in data["steps"] if s["kind"] == "health" and s["action"] == "read")
-    wait["container"] = "someone-elses-db"
+    number, step = next((i, s) for i, s in enumerate(data["steps"], 1) if s["kind"] == "health" and s["action"] == "read")
+    step["spec"]["fields"]["container"] = "someone-elses-db"
     (workdir / "edited.plan").write_text(json.dumps(data))
     (workdir / "cut.plan").write_text((workdir / "restart.plan").read_text()[:300])
-    for plan, code, says in (("edited.plan", 7, "its health wait differs from the one planned now"),
+    for plan, code, says in (("edited.plan", 7, "was edited after kimik3 wrote it (what differs from the digests "
+                                                f"saved with it: step {number} (<= health {step['target']})"),
                              ("cut.plan", 2, "a damaged kimik3 saved plan")):
         refused = kimik3(workdir, "apply", "--json", plan, check=False)
         error = json.loads(refused.stdout)["error"]  # stdout is the JSON document and nothing else

@@ -201,6 +201,11 @@ def append(job: hub_download.Target, handler: Any) -> None:
         hub_download._append(client, job, hashlib.sha256(), lambda *_: None)
 
 
+def fetch_with(job: hub_download.Target, handler: Any, parts: int = 1) -> int:
+    with httpx.Client(transport=httpx.MockTransport(handler)) as client:
+        return hub_download.fetch(client, job, lambda *_: None, parts)
+
+
 def test_download_dropped_connection_is_transient(tmp_path: Path) -> None:
     with pytest.raises(TransientError, match=r"^Q/a.gguf: ReadTimeout: too slow$"):
         append(download_target(tmp_path), raising(httpx.ReadTimeout("too slow")))
@@ -231,16 +236,24 @@ def test_a_hub_that_dies_mid_fetch_is_named_with_the_partial_kept(tmp_path: Path
     assert job.partial.read_bytes() == b"ab"
 
 
-def test_download_disk_full_keeps_the_partial_and_other_os_errors_pass(tmp_path: Path,
+def test_download_disk_full_says_what_is_kept_and_other_os_errors_pass(tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     job = download_target(tmp_path)
     full = OSError(errno.ENOSPC, "No space left on device")
     monkeypatch.setattr(hub_download, "open", raising(full), raising=False)
-    # a local disk's fault, not the hub's or the file's: exit 8 as every full disk (README's exit codes), not 1
-    with pytest.raises(LocalFileError, match=r"disk full in .*blobs \[errno ENOSPC\]; the partial download is kept") \
-            as caught:
-        append(job, lambda request: httpx.Response(200, content=b"abcd"))
-    assert caught.value.__cause__ is full and caught.value.exit_code == 8
+    # a local disk's fault, not the hub's or the file's: exit 8 as every full disk (README's exit codes), not 1;
+    # the first write failed, so there is no partial to keep (it said "the partial download is kept")
+    with pytest.raises(LocalFileError, match=r"disk full in .*blobs \[errno ENOSPC\]; nothing of it was downloaded, "
+                                             r"so no partial is kept: free space and run apply again$") as caught:
+        fetch_with(job, lambda request: httpx.Response(200, content=b"abcd"))
+    assert caught.value.__cause__ is full and caught.value.exit_code == 8 and not job.partial.exists()
+    job.partial.write_bytes(b"ab")  # a partial an earlier apply left: resumed, then the disk fills on appending
+    monkeypatch.setattr(hub_download, "open", lambda path, mode="r", *a: (_ for _ in ()).throw(full) if mode == "ab"
+                        else open(path, mode, *a), raising=False)
+    with pytest.raises(LocalFileError, match=r"ENOSPC\]; the partial is kept for the next apply to resume: "
+                                             r".*\.incomplete \(2 of 4 bytes\): free space and run apply again$"):
+        fetch_with(job, lambda request: httpx.Response(206, content=b"cd"))
+    job.partial.unlink()
     denied = PermissionError(errno.EACCES, "Permission denied")
     monkeypatch.setattr(hub_download, "open", raising(denied), raising=False)
     with pytest.raises(PermissionError) as passed:
@@ -316,3 +329,38 @@ def test_without_the_nvml_library_the_fact_is_pynvmls_own_error_without_importin
     with pytest.raises(pynvml.NVMLError) as real:
         pynvml.nvmlInit()
     assert nvml_dump() == {"error": f"{type(real.value).__name__}: {real.value}"} == {"error": nvml.LIBRARY_NOT_FOUND}
+
+
+@pytest.mark.parametrize("parts", [1, 2], ids=["one-connection", "ranges"])
+def test_a_hub_down_before_the_first_byte_says_no_partial_is_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  parts: int) -> None:
+    """Held-back review (issue 30): with the hub down, the error said "the partial is kept for the next apply to
+    resume: …incomplete (0 of N bytes)" and no such file existed; over ranges, the partial is sized to the whole file
+    up front, so it said N of N bytes of a file holding nothing. Now what is on disk decides what is said."""
+    monkeypatch.setattr(hub_download, "MIN_RANGE", 2)  # the 4-byte file is "large": two ranges
+
+    def down(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("[Errno 111] Connection refused")
+
+    job = download_target(tmp_path)
+    with pytest.raises(HubError, match=r"^Q/a.gguf: download from the hub http://hub.test failed: .*Connection refused; "
+                                       r"nothing of it was downloaded, so no partial is kept$"):
+        fetch_with(job, down, parts)
+    assert list(job.blob.parent.iterdir()) == []  # no empty or sized-but-unwritten partial, no ranges record
+
+
+def test_a_ranged_partial_is_named_with_the_bytes_its_record_holds_not_its_size(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hub_download, "MIN_RANGE", 2)
+
+    def first_range_only(request: httpx.Request) -> httpx.Response:
+        if request.headers["Range"] == "bytes=0-1":
+            return httpx.Response(206, content=b"ab")
+        raise httpx.ConnectError("[Errno 111] Connection refused")
+
+    job = download_target(tmp_path)
+    with pytest.raises(HubError, match=r"refused; the partial is kept for the next apply to resume: "
+                                       r".*\.incomplete \(2 of 4 bytes\)$"):
+        fetch_with(job, first_range_only, parts=2)
+    assert job.partial.stat().st_size == 4  # sized up front: its size is not what it holds
+    assert fetch_with(job, lambda request: httpx.Response(206, content=b"cd"), parts=2) == 2  # resumed: the rest only

@@ -213,3 +213,62 @@ def test_status_watch_renders_without_an_exporter(world, monkeypatch, tmp_path):
                                            "--interval", "0.5s", "--iterations", "1", str(tmp_path / "profile.yaml")])
     assert result.exit_code == 0, result.output
     assert "collected here" in result.output and "converged" in result.output and "yes" in result.output
+
+
+def test_the_watch_view_says_what_the_last_apply_did_apart_from_the_revert_total(world):
+    """Held-back review (issue 30): `status --watch` said "last apply: ok, 1 reverts" after an apply that did not
+    revert; the 1 was the profile's running total. Now what the last apply did, then the total, labelled with the
+    date it counts from (the counter's _created) and in the singular for one."""
+    from kimik3_reconciler.errors import VerifyFailed
+    from kimik3_reconciler.model.records import apply_key
+
+    engine, docker = world
+    good = parse_profile(with_metrics(), "p.yaml")
+    engine.apply_or_revert(good)
+
+    def last_apply() -> str:
+        config = ExporterConfig.from_json(engine.ports.state.read(exporter_config_key("k3-test")))
+        rows = watch_rows({}, samples_of(exposition(deployment_registry(config, engine.ports))), 1.0)
+        return next(r.value for r in rows if r.name == "last apply")
+
+    since = engine.ports.state.read(apply_key("k3-test"))["reverts_since"]
+    assert last_apply() == "ok, no revert; 0 reverts of this profile since 2026-01-01 00:00 UTC" and since
+
+    def failing_check() -> None:
+        raise VerifyFailed("verify failed (tool_call) for k3-test")
+
+    with pytest.raises(VerifyFailed, match="reverted to the last good profile"):
+        engine.apply_or_revert(parse_profile(with_metrics().replace("parallel: 2", "parallel: 2, ubatch: 2048"),
+                                             "p.yaml"), failing_check)
+    assert last_apply() == "FAILED, reverted to the last good profile; 1 revert of this profile since 2026-01-01 00:00 UTC"
+    engine.apply_or_revert(good)  # converged: nothing to do, nothing reverted
+    assert last_apply() == "ok, no revert; 1 revert of this profile since 2026-01-01 00:00 UTC"
+    record = engine.ports.state.read(apply_key("k3-test"))
+    assert (record["reverted"], record["reverts"], record["reverts_since"]) == (False, 1, since)
+
+
+def test_a_revert_total_an_older_kimik3_left_is_not_given_a_start_date(world):
+    """A record without `reverts_since` but with a count: when that count started is not known, so the view says
+    "in all" rather than a date it did not check (and no "no revert" for a record that does not say)."""
+    from kimik3_reconciler.model.records import apply_key
+
+    engine, _ = world
+    engine.apply_or_revert(parse_profile(with_metrics(), "p.yaml"))
+    record = engine.ports.state.read(apply_key("k3-test"))
+    engine.ports.state.write(apply_key("k3-test"), {k: v for k, v in record.items()
+                                                    if k not in ("reverted", "reverts_since")} | {"reverts": 3})
+    config = ExporterConfig.from_json(engine.ports.state.read(exporter_config_key("k3-test")))
+    rows = watch_rows({}, samples_of(exposition(deployment_registry(config, engine.ports))), 1.0)
+    assert next(r.value for r in rows if r.name == "last apply") == "ok; 3 reverts of this profile in all"
+    engine.apply_or_revert(parse_profile(with_metrics(), "p.yaml"))
+    assert engine.ports.state.read(apply_key("k3-test"))["reverts_since"] is None  # still not known
+
+
+def test_the_tool_call_failure_total_says_since_when_and_this_intervals_part():
+    """The same class as the revert total: a bare "3" read as this interval's failures."""
+    name = "kimik3_proxy_tool_call_parse_failures_total"
+    rows = {r.name: r.value for r in watch_rows({name: [({}, 2.0)]}, {name: [({"kind": "parser"}, 2.0),
+                                                                          ({"kind": "markup"}, 1.0)]}, 1.0)}
+    assert rows["tool-call parse failures"] == "3 since the exporter started, 1 this interval"
+    rows = {r.name: r.value for r in watch_rows({}, {name: [({}, 3.0)]}, 1.0)}
+    assert rows["tool-call parse failures"] == "3 since the exporter started"

@@ -180,3 +180,23 @@ def test_status_with_no_manifest_and_the_hub_down_says_the_file_list_is_unknown(
     assert shown.exit_code == 0, shown.output
     line = next(x for x in shown.output.splitlines() if x.startswith("model"))
     assert "0/0 files" not in line and "file list unknown" in line and "[Errno -2] Name or service not known" in line
+
+
+@pytest.mark.parametrize("blob", ["same", "cut", "none"])
+def test_an_unlinked_file_whose_blob_is_cached_costs_nothing_to_fetch(world, blob):
+    """A file gone from the snapshot with its blob still cached is re-hashed and linked, not fetched: the plan
+    prices 0 for it (issue 30); a blob of another size, or none, is priced and fetched as before."""
+    import hashlib
+
+    engine, _, hub, profile = world
+    (hub.root / "cache" / SHARD).unlink()
+    if blob != "none":
+        stored = hub.root / "blobs" / hashlib.sha256(FILES[SHARD]).hexdigest()
+        stored.parent.mkdir(parents=True, exist_ok=True)
+        stored.write_bytes(FILES[SHARD] if blob == "same" else FILES[SHARD][:-1])
+    model = engine.observe(profile).model
+    assert model.missing == (SHARD,) and model.in_blobs == ((SHARD,) if blob == "same" else ())
+    step = next(s for s in engine.plan(profile).steps if s.kind == "model")
+    assert step.cost.startswith("0 B to fetch" if blob == "same" else f"{len(FILES[SHARD])} B to fetch")
+    fetched = hub.download(step.spec, lambda *_: None)
+    assert fetched == (0 if blob == "same" else len(FILES[SHARD]))  # as priced

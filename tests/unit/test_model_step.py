@@ -81,3 +81,22 @@ model:
   revision: 0123456789abcdef0123456789abcdef01234567
   quant: UD-Q2_K_XL
 """
+
+
+def test_a_file_whose_blob_is_cached_is_priced_at_what_apply_fetches() -> None:
+    """Held-back review (issue 30): a removed snapshot link whose blob was present was priced "1.2 MiB to fetch" and
+    apply fetched 0 bytes (it re-hashes and links the blob). The cost and the disk gate count what is fetched."""
+    files = (RemoteFile(path="UD-Q2_K_XL/K3-00001-of-00002.gguf", size=700 * GIB, sha256="a" * 64),
+             RemoteFile(path="UD-Q2_K_XL/K3-00002-of-00002.gguf", size=42 * GIB, sha256="b" * 64),
+             RemoteFile(path="mmproj-BF16.gguf", size=GIB, sha256="c" * 64))
+    model = model_fact(PROFILE, cache_dir="/c", files=files, missing=(files[0].path, files[1].path),
+                       in_blobs=(files[0].path,), cache_free_bytes=100 * GIB)  # 700 GiB would not fit: not fetched
+    step = {s.kind: s for s in plan(PROFILE, observed(PROFILE, model=model)).steps}["model"]
+    assert step.action is Action.CREATE and step.spec.missing == (files[0].path, files[1].path)  # both made present
+    assert step.cost == "42.0 GiB to fetch of 100.0 GiB free [UD-Q2_K_XL/ 1 file(s) 42.0 GiB]"
+    assert step.reason == ("1 of 3 files missing from the cache; 1 of 3 in the cache's blobs but not linked and "
+                           "verified at this revision: re-hashed and linked, not fetched "
+                           "(UD-Q2_K_XL/K3-00001-of-00002.gguf)")
+    only_linked = model.model_copy(update={"missing": (files[0].path,)})
+    step = {s.kind: s for s in plan(PROFILE, observed(PROFILE, model=only_linked)).steps}["model"]
+    assert step.cost == "0 B to fetch of 100.0 GiB free"

@@ -12,6 +12,7 @@ from kimik3_reconciler.model.facts import RemoteFile
 from kimik3_reconciler.model.plan import Action, DiffItem, Step
 from kimik3_reconciler.model.plan_file import (
     SavedPlan,
+    content_digest,
     payload_from_json,
     payload_to_json,
     read_saved_plan,
@@ -141,7 +142,8 @@ def test_a_profile_is_not_a_saved_plan_and_a_foreign_version_is_refused() -> Non
     assert refused.value.exit_code == 2
     data["version"] = 1
     data["steps"] = [{"kind": "x"}]
-    with pytest.raises(InputError, match="plan.json: not a readable kimik3 saved plan"):
+    data["content_digest"] = content_digest({k: v for k, v in data.items() if k != "content_digest"})
+    with pytest.raises(InputError, match=r"plan.json: not a readable kimik3 saved plan \(step 1: target: missing\)"):
         read_saved_plan(json.dumps(data), "plan.json")
 
 

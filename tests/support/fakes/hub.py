@@ -49,16 +49,26 @@ class FakeHub:
         cached = Path(cache_dir) / "cache" / path
         return cached if cached.is_file() else None
 
+    def cached_blob(self, repo: str, file: RemoteFile, cache_dir: str) -> Path | None:
+        """`root/blobs/<sha256>`: present only where a test put it (this fake's downloads write no blobs)."""
+        blob = self.root / "blobs" / (file.blob_name or "-")
+        return blob if blob.is_file() else None
+
     def download(self, spec: ModelDownload, on_progress: Callable[[str, int, int], None]) -> int:
-        """Like the real one: a file whose bytes don't hash to the listing is refused, never cached."""
+        """Like the real one: a file whose bytes don't hash to the listing is refused, never cached; a cached blob
+        of the right content is adopted (linked), not fetched."""
         self.downloads.append(spec.missing)
+        fetched = 0
         for path in spec.missing:
             if path in self.corrupt:
                 raise DownloadFailed(f"{path}: sha256 mismatch with the hub's; removed, run apply again")
             target = Path(spec.cache_dir) / "cache" / path
             target.parent.mkdir(parents=True, exist_ok=True)
+            blob = self.root / "blobs" / hashlib.sha256(self.files[path]).hexdigest()
+            adopted = blob.is_file() and blob.read_bytes() == self.files[path]
             target.write_bytes(self.files[path])
-        return sum(len(self.files[path]) for path in spec.missing)
+            fetched += 0 if adopted else len(self.files[path])
+        return fetched
 
 
 def gguf_bytes(metadata: dict[str, str]) -> bytes:
