@@ -14,14 +14,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kimik3_reconciler.errors import ConvergenceError, HubError, InputError, Kimik3Error, LoadFailed, PlanError, \
-    StalePlan, VerifyFailed
+from kimik3_reconciler.errors import ConvergenceError, HubError, InputError, Kimik3Error, LoadFailed, LocalFileError, \
+    PlanError, StalePlan, VerifyFailed
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.plan import Plan, Step
 from kimik3_reconciler.model.loaded_profile import LoadedProfile
 from kimik3_reconciler.model.records import apply_key, last_good_key, unverified_key
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.specs import HealthWait, LaunchContainer, StartContainer, VerifyServer
+from kimik3_reconciler.model.state_room import records_after, shortfall, takes_server_down
 from kimik3_reconciler.observe import observe
 from kimik3_reconciler.observe.docker_objects import parse_container
 from kimik3_reconciler.planning import gate_reference, plan, plan_destroy, plan_prune, refuse_by_host_gate
@@ -29,6 +30,7 @@ from kimik3_reconciler.observe.workers import recorded_workers
 from kimik3_reconciler.planning.rpc_step import docker_host, dropped_worker_hosts, recorded_worker_hosts, worker_hosts
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps import Reporter, check_executable, execute
+from kimik3_reconciler.steps.statistic import write_statistic
 
 if TYPE_CHECKING:
     from kimik3_reconciler.model.host_lock import LockHolder
@@ -74,6 +76,13 @@ class Engine:
     def __init__(self, ports: Ports, reporter: Reporter, base_dir: Path, dockerfile: Path):
         self.ports, self.reporter = ports, reporter
         self.base_dir, self.dockerfile = base_dir, dockerfile
+        # A step of this apply took a server down and no launch has been healthy since (issue 30): any failure
+        # now must end with a server running, so apply_or_revert restores the last good profile.
+        self._down = False
+        # The records this apply writes at its end (the last good profile, the workers), counted with the steps'
+        # own before a server is taken down; set by apply_or_revert.
+        self._closing: tuple[dict | None, int] = (None, 0)
+        self.restoring = False  # this engine brings back the last good profile: nothing may refuse it
 
     def locked(self, operation: str, profile: Profile, timeout_s: float) -> AbstractContextManager[LockHolder | None]:
         """The per-host lock around a change (apply, destroy, prune, a reconcile pass): one kimik3 at a
@@ -148,6 +157,7 @@ class Engine:
                             f"nothing was changed. Plan again (kimik3 plan {saved.profile_source} -out PLAN):\n  - "
                             + "\n  - ".join(moved), moved)
         result = ApplyResult(rounds=1)
+        self._down = False
         self._execute(self._runnable(saved.changes, result), result)
         final = self.plan(loaded)
         # A load the saved plan did not wait for (it was made while the container was loading): wait now.
@@ -162,11 +172,28 @@ class Engine:
         return result
 
     def _execute(self, steps: tuple[Step, ...], result: ApplyResult) -> None:
-        for step in steps:
+        for at, step in enumerate(steps):
+            if takes_server_down(step.spec) and not self._down:
+                self._check_room(steps[at:])
+                self._down = True  # before it runs: a step that fails halfway (removed, not relaunched) counts
             self.reporter.event("step", kind=step.kind, action=step.action.name.lower(),
                                 target=step.target, reason=step.reason)
             execute(step, self.ports, self.reporter)
+            if isinstance(step.spec, HealthWait):
+                self._down = False  # a launch answers /health: a server runs again
             result.executed.append(step)
+
+    def _check_room(self, steps: tuple[Step, ...]) -> None:
+        """Refuse (exit 8) before a server is taken down when the state dir cannot hold the records the rest of the
+        apply must write: the old server keeps serving, rather than a full disk failing a record with none left."""
+        room = None if self.restoring else self.ports.state.room()
+        if room is None:  # a revert restores whatever it finds; a state dir that cannot be measured is written as before
+            return
+        last_good, workers = self._closing
+        why = shortfall(room, records_after(steps, last_good, workers))
+        if why:
+            raise LocalFileError(f"{why}; nothing was stopped, the running server keeps serving. Free space there "
+                                 "(or point KIMIK3_STATE_DIR at a larger disk) and apply again [errno ENOSPC]")
 
     def _runnable(self, steps: tuple[Step, ...], result: ApplyResult) -> tuple[Step, ...]:
         """The changing steps this apply runs. A `<= verify` step (a launch an earlier apply left unverified)
@@ -187,6 +214,7 @@ class Engine:
         """Converge; `rehash` applies to the first observation only (what it finds missing is fetched again).
         `admit(plan)` sees each round's plan before any of its steps runs, and may refuse it (raise)."""
         result = ApplyResult()
+        self._down = False
         for round_no in range(1, max_rounds + 1):
             current = self.plan(loaded, rehash=rehash and round_no == 1)
             result.rounds, result.final = round_no, current
@@ -231,58 +259,91 @@ class Engine:
         # count of 0 holds from any date); unknown (None) for a count a kimik3 without this field left.
         since = previous.get("reverts_since")
         since = since if isinstance(since, str) and before else now if before == 0 else None
-        self.ports.state.write(apply_key(name), {
+        # A statistic (the exporter's last apply): a full state dir must not turn an apply's end into exit 8.
+        write_statistic(self.ports.state, apply_key(name), {
             "date": now,
             "result": "ok" if failure is None else "failed",
             "error": None if failure is None else str(failure).splitlines()[0][:300],
             # What converged: the exporter's "converged" is this fingerprint running and healthy.
             "fingerprint": parse_container(inspect).fingerprint if inspect else None,
             "reverted": self._reverted,  # this apply relaunched the last good profile (`reverts` is the total)
-            "reverts": before + (1 if self._reverted else 0), "reverts_since": since})
+            "reverts": before + (1 if self._reverted else 0), "reverts_since": since}, self.reporter)
 
     def _apply_or_revert(self, loaded: LoadedProfile, check: Callable[[], None] | None, max_rounds: int,
                          rehash: bool, run: Callable[[], ApplyResult] | None,
                          admit: Callable[[Plan], None] | None) -> ApplyResult:
+        name = loaded.profile.name
+        last_good = {"text": loaded.text, "source": loaded.source, "base_dir": str(self.base_dir.resolve()),
+                     "date": self.ports.clock.now().isoformat(timespec="seconds")}
+        self._closing = (last_good, len(loaded.profile.workers))
         try:
-            self.ports.verifier = check
             try:
-                result = run() if run is not None else self.apply(loaded, max_rounds, rehash, admit)
-            finally:
-                self.ports.verifier = None  # the revert below must never verify against the failing profile
-            verified = any(isinstance(s.spec, VerifyServer) for s in result.executed)
-            if check is not None and result.changed and not verified:
-                check()
-                self.ports.state.delete(unverified_key(loaded.profile.name))
+                self.ports.verifier = check
+                try:
+                    result = run() if run is not None else self.apply(loaded, max_rounds, rehash, admit)
+                finally:
+                    self.ports.verifier = None  # the revert below must never verify against the failing profile
+                    self._closing = (None, 0)
+                verified = any(isinstance(s.spec, VerifyServer) for s in result.executed)
+                if check is not None and result.changed and not verified:
+                    check()
+                    self.ports.state.delete(unverified_key(name))
+            except OSError as exc:  # a full or read-only state dir, named as the CLI names it (exit 8)
+                raise LocalFileError.from_os_error(exc) from None
         except (LoadFailed, VerifyFailed) as failure:  # GateFailed and SmokeFailed are LoadFailed
-            last = self.ports.state.read(last_good_key(loaded.profile.name))
+            last = self.ports.state.read(last_good_key(name))
             if last is None or last.get("text") == loaded.text:
                 raise
-            self.reporter.event("revert", to=last.get("source"), recorded=last.get("date"), reason=str(failure)[:200])
-            from kimik3_reconciler.model.profile_source import parse_profile  # pydantic: only when reverting
-
-            try:
-                # Its relative paths (build.archive, patches, api_key_file) are relative to *its* folder.
-                reverting = Engine(self.ports, self.reporter, Path(last.get("base_dir") or self.base_dir),
-                                   self.dockerfile)
-                reverting.apply(parse_profile(last["text"], source=f"last good {loaded.profile.name} "
-                                                                   f"({last.get('date')})"), max_rounds)
-            except Kimik3Error as revert_failure:
-                raise type(failure)(f"{failure}\nthe revert to the last good profile (recorded {last.get('date')}) "
-                                    f"failed too: {revert_failure}") from None
-            self._reverted = True
-            raise type(failure)(f"{failure}\nreverted to the last good profile (recorded {last.get('date')})") from None
+            self._revert(loaded, failure, last, max_rounds)
+        except Kimik3Error as failure:
+            if not self._down:
+                raise  # nothing this apply stopped is left stopped: the host serves as it did
+            # Any other failure after a server was taken down (a full state dir, dockerd, an image tag): an
+            # operator woken at night wants a server answering, so the last good profile is brought back, even
+            # the same text (the failure was the host's, not the profile's).
+            last = self.ports.state.read(last_good_key(name))
+            if last is None:
+                raise type(failure)(f"{failure}\nno server of {name} runs now, and no last good profile is "
+                                    "recorded to bring back: apply again once the cause is fixed") from None
+            self._revert(loaded, failure, last, max_rounds)
         # Converged: every worker the profile names is recorded (also one an older kimik3 launched), so a
         # worker it drops later is removed rather than left listening.
         from kimik3_reconciler.steps.workers import remember_workers  # an apply's end only
 
-        remember_workers(self.ports.state, loaded.profile.name,
-                         tuple((docker_host(w), w.container_name(loaded.profile.name)) for w in loaded.profile.workers),
-                         converged=True)
-        if result.changed or self.ports.state.read(last_good_key(loaded.profile.name)) is None:
-            self.ports.state.write(last_good_key(loaded.profile.name), {
-                "text": loaded.text, "source": loaded.source, "base_dir": str(self.base_dir.resolve()),
-                "date": self.ports.clock.now().isoformat(timespec="seconds")})
+        try:
+            remember_workers(self.ports.state, name, tuple((docker_host(w), w.container_name(name))
+                                                           for w in loaded.profile.workers), converged=True)
+            if result.changed or self.ports.state.read(last_good_key(name)) is None:
+                self.ports.state.write(last_good_key(name), last_good)
+        except OSError as exc:  # room was checked before any server went down: another writer took it since
+            raise LocalFileError(f"{LocalFileError.from_os_error(exc)}\n{name} runs and answers (verified where "
+                                 "asked), but this apply could not record it as the last good profile: a later "
+                                 "failing apply would bring back an older one. Free space and apply again") from None
         return result
+
+    def _revert(self, loaded: LoadedProfile, failure: Kimik3Error, last: dict, max_rounds: int) -> None:
+        """Bring back the last good profile `last` after `failure`, then raise `failure` saying so (or that the
+        revert failed too)."""
+        self.reporter.event("revert", to=last.get("source"), recorded=last.get("date"), reason=str(failure)[:200])
+        from kimik3_reconciler.model.profile_source import parse_profile  # pydantic: only when reverting
+
+        try:
+            # Its relative paths (build.archive, patches, api_key_file) are relative to *its* folder.
+            reverting = Engine(self.ports, self.reporter, Path(last.get("base_dir") or self.base_dir),
+                               self.dockerfile)
+            reverting.restoring = True  # no room check: bringing a server back is what the room was kept for
+            reverting.apply(parse_profile(last["text"], source=f"last good {loaded.profile.name} "
+                                                               f"({last.get('date')})"), max_rounds)
+        except OSError as exc:
+            revert_failure: Exception = LocalFileError.from_os_error(exc)
+        except Kimik3Error as exc:
+            revert_failure = exc
+        else:
+            self._reverted = True
+            raise type(failure)(f"{failure}\nreverted to the last good profile (recorded {last.get('date')})") \
+                from None
+        raise type(failure)(f"{failure}\nthe revert to the last good profile (recorded {last.get('date')}) "
+                            f"failed too: {revert_failure}") from None
 
     def prune(self, loaded: LoadedProfile, execute_steps: bool = True) -> Plan:
         pruning = check_executable(plan_prune(loaded.profile, self.observe(loaded)))

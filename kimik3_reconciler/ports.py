@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from kimik3_reconciler.model.facts import RemoteFile
 from kimik3_reconciler.model.host_lock import LockAttempt, LockHolder
 from kimik3_reconciler.model.specs import ContainerSpec, DockerHost, ImageBuild, ModelDownload
+from kimik3_reconciler.model.state_room import StateRoom
 
 if TYPE_CHECKING:
     import threading  # the pre-read's stop flag
@@ -177,6 +178,11 @@ class StatePort(Protocol):
         ...
 
     def discard(self, key: str) -> None: ...  # remove an artifact (file or folder), if present
+
+    def room(self) -> StateRoom | None:
+        """What the state dir's file system has left (checked before an apply takes a server down: the records it
+        writes after that must fit); None when it cannot be told."""
+        ...
 
 
 class CachePort(Protocol):

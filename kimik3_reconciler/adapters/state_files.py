@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kimik3_reconciler.adapters.atomic_files import write_atomically
+from kimik3_reconciler.model.state_room import StateRoom
 
 
 def _remove(path: Path) -> None:
@@ -98,6 +99,17 @@ class StateFiles:
 
     def discard(self, key: str) -> None:
         _remove(self._at(key))
+
+    def room(self) -> StateRoom | None:
+        where = self.root
+        while not where.exists() and where != where.parent:  # a first apply: the dir is made by its first write
+            where = where.parent
+        try:
+            fs = os.statvfs(where)
+        except OSError:
+            return None  # the writes themselves will name the problem
+        # f_files 0: no inode limit (btrfs, a tmpfs with nr_inodes=0).
+        return StateRoom(str(self.root), fs.f_bavail * fs.f_frsize, fs.f_frsize, fs.f_favail if fs.f_files else None)
 
 
 class SystemClock:

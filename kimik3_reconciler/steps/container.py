@@ -22,11 +22,13 @@ def _record_unverified(ports: Ports, name: str, fingerprint: str | None) -> None
 
 def launch_container(spec: LaunchContainer, ports: Ports, reporter: Reporter) -> None:
     name = spec.container.name
+    # Before the old container goes: a record that cannot be written (a full state dir) fails the step while the
+    # old server still serves (issue 30), never after it was removed.
+    _record_unverified(ports, name, dict(spec.container.labels).get(CONTAINER_FINGERPRINT))
     if spec.replace:
         # GPUs and the port are exclusive: the old container must be gone before the new one starts.
         ports.docker.remove_container(name)
         reporter.event("removed", container=name)
-    _record_unverified(ports, name, dict(spec.container.labels).get(CONTAINER_FINGERPRINT))
     inputs = json.loads(dict(spec.container.labels).get(CONTAINER_INPUTS) or "{}")
     pin_tag(ports.docker, spec.container.image, inputs.get("image.fingerprint"), reporter)
     container_id = ports.docker.run_container(spec.container)

@@ -12,6 +12,7 @@ from kimik3_reconciler.observe.process_io import ProcessIo, parse_proc_io
 from kimik3_reconciler.observe.server_log import classify_load_failure
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps.report import Reporter
+from kimik3_reconciler.steps.statistic import write_statistic
 
 POLL_S = 0.2  # readiness is reported within this of /health flipping to 200
 LOG_EVERY_S = 2.0
@@ -141,14 +142,15 @@ def wait_until_healthy(wait: HealthWait, ports: Ports, reporter: Reporter) -> No
             if wait.model_bytes and elapsed > 0 and not resumed:
                 # The next plan predicts reload downtime from what this host really did (a resumed wait is not
                 # that), cold and warm (after a pre-read) apart.
-                ports.state.write(WARM_LOAD_RATE_KEY if warm else LOAD_RATE_KEY,
-                                  {"bytes": wait.model_bytes, "seconds": elapsed})
+                # Statistics: a full state dir warns here, it does not fail a load that succeeded (issue 30).
+                write_statistic(ports.state, WARM_LOAD_RATE_KEY if warm else LOAD_RATE_KEY,
+                                {"bytes": wait.model_bytes, "seconds": elapsed}, reporter)
                 # The exporter's load seconds/bytes of this container's last load (issue 17).
                 labels = ((inspect or {}).get("Config") or {}).get("Labels") or {}
-                ports.state.write(load_key(wait.container), {
+                write_statistic(ports.state, load_key(wait.container), {
                     "bytes": wait.model_bytes, "seconds": elapsed,
                     "date": ports.clock.now().isoformat(timespec="seconds"),
-                    "fingerprint": labels.get(CONTAINER_FINGERPRINT), "cache": "warm" if warm else "cold"})
+                    "fingerprint": labels.get(CONTAINER_FINGERPRINT), "cache": "warm" if warm else "cold"}, reporter)
             return
         if elapsed > wait.timeout_s:
             raise LoadFailed(f"{wait.container}: not healthy after {wait.timeout_s:.0f} s (timeout derived from the "

@@ -28,6 +28,7 @@ from kimik3_reconciler.planning import render_desired
 from kimik3_reconciler.planning.container_step import plan_container
 from kimik3_reconciler.planning.launch import first_shard
 from kimik3_reconciler.ports import Ports
+from kimik3_reconciler.steps.statistic import write_statistic
 from kimik3_reconciler.verify import checks
 from kimik3_reconciler.verify.checks import MAINLINE_SKIP, WEATHER_TOOL, Server, Session, solid_png
 from kimik3_reconciler.verify.rpc import check_rpc
@@ -90,8 +91,9 @@ def verify(engine: Engine, loaded: LoadedProfile) -> VerifyReport:
                 detail = f"the server crashed during this check: {report.crash} ({detail})"
         report.checks.append(CheckResult(name, status, detail, round(clock.monotonic() - started, 3)))
     # The exporter's verify series (issue 17): outcomes per check, tool-call parse failures and retries.
-    engine.ports.state.write(verify_key(loaded.profile.name),
-                             {**report.to_json(), "date": clock.now().isoformat(timespec="seconds")})
+    # A statistic: a full state dir warns, it does not turn a passing verify into a failed apply (issue 30).
+    write_statistic(engine.ports.state, verify_key(loaded.profile.name),
+                    {**report.to_json(), "date": clock.now().isoformat(timespec="seconds")}, engine.reporter)
     return report
 
 

@@ -4,27 +4,47 @@ that moves only when slept)."""
 from __future__ import annotations
 
 import datetime
+import errno
+import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kimik3_reconciler.model.state_room import StateRoom
+
+BLOCK = 4096
+
 
 class MemoryState:
-    """Records in memory; artifacts are files under a real temporary root."""
+    """Records in memory; artifacts are files under a real temporary root. `free`: bytes the state dir has left
+    (None: no limit), spent by records in 4 KiB blocks; a write that does not fit raises ENOSPC as the disk does."""
 
     def __init__(self, root: Path | None = None) -> None:
         self.records: dict[str, dict[str, Any]] = {}
         self.root = root
+        self.free: int | None = None
+        self.refused: list[str] = []  # keys whose write found no room
 
     def read(self, key: str) -> dict[str, Any] | None:
         return self.records.get(key)
 
     def write(self, key: str, value: dict[str, Any]) -> None:
+        if self.free is not None:
+            new, old = _blocks(value), _blocks(self.records.get(key))
+            if new > self.free:  # the new file is written whole before the rename frees the old one
+                self.refused.append(key)
+                raise OSError(errno.ENOSPC, "No space left on device", f"state/{key}")
+            self.free += old - new
         self.records[key] = value
 
     def delete(self, key: str) -> None:
+        if self.free is not None:
+            self.free += _blocks(self.records.get(key))
         self.records.pop(key, None)
+
+    def room(self) -> StateRoom | None:
+        return None if self.free is None else StateRoom("state", self.free, BLOCK)
 
     def _file(self, key: str) -> Path:
         if self.root is None:
@@ -51,6 +71,10 @@ class MemoryState:
     def discard(self, key: str) -> None:
         path = self._file(key)
         shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+
+
+def _blocks(value: dict[str, Any] | None) -> int:
+    return 0 if value is None else -(-len(json.dumps(value, indent=1, sort_keys=True)) // BLOCK) * BLOCK
 
 
 class MemoryCache:
