@@ -353,6 +353,18 @@ class Engine:
         return pruning
 
     def destroy(self, loaded: LoadedProfile, *, images: bool, model: bool, execute_steps: bool = True) -> Plan:
+        """Remove what the profile created, and the records that would bring it back (the revert target). Refused
+        (exit 3, nothing removed) while a live `kimik3 reconcile` loop keeps this profile converged: its next pass
+        would launch it again."""
+        from kimik3_reconciler.locking import live_loop  # destroy only
+
+        found = live_loop(self.ports, loaded.profile.name)
+        if found is not None:
+            holder, record = found
+            raise PlanError(f"a reconcile loop keeps {loaded.profile.name} converged: `kimik3 reconcile "
+                            f"{record.get('file')}` (pid {holder.pid} on {holder.host}, last pass "
+                            f"{record.get('last_pass')}); its next pass would launch what destroy removes. Nothing was "
+                            "removed: stop the loop (or the timer or unit that runs it) first, then destroy")
         teardown = check_executable(plan_destroy(loaded.profile, self.observe(loaded), images=images, model=model))
         if execute_steps:
             for step in teardown.changes:

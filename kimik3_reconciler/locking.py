@@ -13,6 +13,7 @@ after this host's: the profile's workers, then the recorded ones it dropped, onc
 
 from __future__ import annotations
 
+import datetime
 import os
 import socket
 import uuid
@@ -21,14 +22,32 @@ from contextlib import contextmanager
 
 from kimik3_reconciler.errors import InputError, Kimik3Error, LockHeld, PlanError
 from kimik3_reconciler.model.host_lock import LockHolder, worker_unlock_by_hand
-from kimik3_reconciler.model.records import rpc_workers_key
+from kimik3_reconciler.model.records import reconcile_loop_key, rpc_workers_key
 from kimik3_reconciler.model.specs import DockerHost
 from kimik3_reconciler.ports import ClockPort, LockPort, Ports
 
 Say = Callable[..., None]  # reporter.event(name, **fields)
 
 POLL_S = 0.2  # flock has no timeout: try again this often while waiting
+LOOP_GRACE_S = 60.0  # a loop whose process is gone (a timer's `--once`) counts while passes keep coming
 PROGRESS_EVERY_S = 10.0  # a waiting apply says whom it waits for this often
+
+
+def live_loop(ports: Ports, profile: str) -> tuple[LockHolder, dict] | None:
+    """The `kimik3 reconcile` loop that keeps `profile` converged (its holder and record, reconcile/<profile>.json),
+    while it is live: its process runs, or (a timer's `--once`, another host) its passes keep coming."""
+    record = ports.state.read(reconcile_loop_key(profile))
+    holder = LockHolder.from_json(record.get("holder") or {}) if record else None
+    if record is None or holder is None:
+        return None
+    if ports.lock is not None and ports.lock.alive(holder):
+        return holder, record
+    try:
+        last = datetime.datetime.fromisoformat(str(record.get("last_pass")))
+        interval = float(record.get("interval_s") or 0)
+    except (TypeError, ValueError):
+        return None
+    return (holder, record) if (ports.clock.now() - last).total_seconds() <= 2 * interval + LOOP_GRACE_S else None
 
 
 def new_holder(operation: str, profile: str, clock: ClockPort) -> LockHolder:

@@ -15,7 +15,6 @@ loop: two loops for profiles sharing GPUs or a port would otherwise stop each ot
 
 from __future__ import annotations
 
-import datetime
 import os
 import random
 import signal
@@ -37,7 +36,7 @@ from kimik3_reconciler.errors import (
     ProfileError,
     VerifyFailed,
 )
-from kimik3_reconciler.locking import new_holder
+from kimik3_reconciler.locking import live_loop, new_holder
 from kimik3_reconciler.model.host_lock import LockHolder
 from kimik3_reconciler.model.plan import Plan
 from kimik3_reconciler.model.loaded_profile import LoadedProfile
@@ -45,7 +44,6 @@ from kimik3_reconciler.model.records import reconcile_loop_key
 
 JITTER_FRACTION = 0.1  # --jitter adds up to 10 % of the interval to each wait
 BACKOFF_CAP_S = 3600.0  # a failing profile is retried at least hourly
-LOOP_GRACE_S = 60.0  # a loop whose process is gone (a timer's `--once`) counts while passes keep coming
 Line = dict[str, Any]
 
 
@@ -155,27 +153,16 @@ class ReconcileLoop:
         for step in plan.changes:
             if step.kind != "conflict":
                 continue
-            record = self.engine.ports.state.read(reconcile_loop_key(step.target))
-            other = LockHolder.from_json(record.get("holder") or {}) if record else None
-            if other is None or (self.me is not None and other.id == self.me.id) or not self._live(other, record):
+            found = live_loop(self.engine.ports, step.target)
+            if found is None or (self.me is not None and found[0].id == self.me.id):
                 continue
+            other, record = found
             raise LoopConflict(
                 f"this pass would stop {step.target} ({step.reason.split(';')[0]}), but another reconcile loop keeps "
                 f"{step.target} running: `kimik3 reconcile {record.get('file')}` (pid {other.pid} on {other.host}, "
                 f"since {other.started}, last pass {record.get('last_pass')}). Two loops for conflicting profiles "
                 "would stop each other every pass; nothing was changed. Stop one of the loops, or make the profiles "
                 "stop conflicting (gpus, serve.port, systemd.conflicts)")
-
-    def _live(self, other: LockHolder, record: dict[str, Any]) -> bool:
-        lock = self.engine.ports.lock
-        if lock is not None and lock.alive(other):
-            return True
-        try:  # its process is gone (or on another host): a timer's `--once` passes still count while they come
-            last = datetime.datetime.fromisoformat(str(record.get("last_pass")))
-            interval = float(record.get("interval_s") or 0)
-        except (TypeError, ValueError):
-            return False
-        return (self.clock.now() - last).total_seconds() <= 2 * interval + LOOP_GRACE_S
 
     def _back_off(self, text: str) -> None:
         self.failures = self.failures + 1 if text == self.failed_text else 1

@@ -185,6 +185,14 @@ class RemoveContainer(Payload):
 
 
 @frozen_value
+class ForgetDeployment(Payload):
+    """Delete the records that would bring a destroyed deployment back (destroy, issue 30): the last good profile (a
+    later failing apply reverts to it) and a launch's owed verify. Keys in the state dir (model/records.py)."""
+
+    keys: tuple[str, ...]
+
+
+@frozen_value
 class SmokeTest(Payload):
     """Run a tiny generated kimi-k3 GGUF on a new image with the seed's fixed flags (gate.smoke)."""
 
@@ -365,8 +373,8 @@ class VerifyServer(Payload):
 
 PAYLOADS: tuple[type[Payload], ...] = (
     ModelDownload, RemoveModelFiles, ImageBuild, RetagImage, RemoveImage, LaunchContainer, StartContainer,
-    StopContainer, RemoveContainer, SmokeTest, QuantGateRun, GpuProbe, HealthWait, UnitInstall, UnitRemoval, StopUnit,
-    PagecachePreread,
+    StopContainer, RemoveContainer, ForgetDeployment, SmokeTest, QuantGateRun, GpuProbe, HealthWait, UnitInstall,
+    UnitRemoval, StopUnit, PagecachePreread,
     VerifyServer,
     WorkerImage, WorkerLaunch, WorkerWait, WorkerRemove,
 )

@@ -11,7 +11,9 @@ from kimik3_reconciler.model.facts import ImageFact, Observed
 from kimik3_reconciler.model.labels import PROFILE_LABEL
 from kimik3_reconciler.model.plan import Action, Plan, Step
 from kimik3_reconciler.model.profile import Profile
-from kimik3_reconciler.model.specs import ImageBuild, QuantGateRun, RemoveContainer, RemoveImage, RemoveModelFiles
+from kimik3_reconciler.model.records import last_good_key, unverified_key
+from kimik3_reconciler.model.specs import ForgetDeployment, ImageBuild, QuantGateRun, RemoveContainer, RemoveImage, \
+    RemoveModelFiles
 from kimik3_reconciler.planning.conflict_step import plan_conflicts
 from kimik3_reconciler.planning.container_step import container_changes, plan_container
 from kimik3_reconciler.planning.desired import Desired, Planner, changes
@@ -114,7 +116,20 @@ def plan_destroy(profile: Profile, observed: Observed, *, images: bool = False, 
                           spec=RemoveModelFiles(model_spec(profile, observed))))
     elif cached:
         steps.append(Step("model", target, Action.NOOP, "kept (pass --model to remove)"))
+    steps.append(_forget_step(profile, observed))  # last: a destroy that fails before it leaves a deployment to revert
     return Plan(profile.name, tuple(steps))
+
+
+def _forget_step(profile: Profile, observed: Observed) -> Step:
+    """The records that would bring the destroyed deployment back: the last good profile is the revert target of
+    any later failing apply of this name (it relaunched what the operator removed), an owed verify names a launch."""
+    keys = tuple(key for key, held in ((last_good_key(profile.name), observed.last_good),
+                                       (unverified_key(profile.name), observed.unverified)) if held)
+    if not keys:
+        return Step("records", profile.name, Action.NOOP, "no revert target recorded")
+    what = (f"the last good profile (recorded {observed.last_good}): a later failing apply of {profile.name} would "
+            "relaunch it" if observed.last_good else "the launch's owed verify")
+    return Step("records", ", ".join(keys), Action.DELETE, f"forget {what}", spec=ForgetDeployment(keys))
 
 
 def _wanted_image_fingerprint(profile: Profile, observed: Observed) -> str | None:

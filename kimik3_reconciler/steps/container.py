@@ -1,4 +1,5 @@
-"""The profile's container: launch (create, or replace: remove then create), start, stop, remove."""
+"""The profile's container: launch (create, or replace: remove then create), start, stop, remove; and, with its
+removal by destroy, the records that would bring it back."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import json
 
 from kimik3_reconciler.model.labels import CONTAINER_FINGERPRINT, CONTAINER_INPUTS
 from kimik3_reconciler.model.records import unverified_key
-from kimik3_reconciler.model.specs import LaunchContainer, RemoveContainer, StartContainer, StopContainer
+from kimik3_reconciler.model.specs import ForgetDeployment, LaunchContainer, RemoveContainer, StartContainer, \
+    StopContainer
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps.image import pin_tag
 from kimik3_reconciler.steps.report import Reporter
@@ -50,3 +52,9 @@ def stop_container(spec: StopContainer, ports: Ports, reporter: Reporter) -> Non
 def remove_container(spec: RemoveContainer, ports: Ports, reporter: Reporter) -> None:
     ports.docker.remove_container(spec.name)
     reporter.event("removed", what="container", ref=spec.name)
+
+
+def forget_deployment(spec: ForgetDeployment, ports: Ports, reporter: Reporter) -> None:
+    for key in spec.keys:
+        ports.state.delete(key)
+        reporter.event("removed", what="record", ref=key)
