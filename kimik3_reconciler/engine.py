@@ -30,7 +30,6 @@ from kimik3_reconciler.observe.workers import recorded_workers
 from kimik3_reconciler.planning.rpc_step import docker_host, dropped_worker_hosts, recorded_worker_hosts, worker_hosts
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps import Reporter, check_executable, execute
-from kimik3_reconciler.steps.statistic import write_statistic
 
 if TYPE_CHECKING:
     from kimik3_reconciler.model.host_lock import LockHolder
@@ -259,6 +258,8 @@ class Engine:
         # count of 0 holds from any date); unknown (None) for a count a kimik3 without this field left.
         since = previous.get("reverts_since")
         since = since if isinstance(since, str) and before else now if before == 0 else None
+        from kimik3_reconciler.steps.statistic import write_statistic  # an apply's end only
+
         # A statistic (the exporter's last apply): a full state dir must not turn an apply's end into exit 8.
         write_statistic(self.ports.state, apply_key(name), {
             "date": now,

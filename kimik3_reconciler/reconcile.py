@@ -92,7 +92,13 @@ class ReconcileLoop:
                         serving=_serving(self.last_parsed))
             return self._emit(line, started)
         self.last_parsed = (loaded.profile.name, at)
-        self._register(loaded.profile.name, at)
+        try:
+            self._register(loaded.profile.name, at)
+        except OSError as exc:
+            # A full or read-only state dir: the loop's record is what other loops read before stopping this
+            # profile's container; missing one refresh is not worth ending the loop (it exited 8 before) nor
+            # skipping the pass that may have to bring a server back (issue 30). The line says so.
+            line["warning"] = f"loop record not refreshed: {LocalFileError.from_os_error(exc)}"
         # GitOps checkouts (git-sync) swap a symlinked folder: relative paths follow the file read now.
         self.engine.base_dir = Path(self.path).resolve().parent
         line["profile"] = loaded.profile.name
