@@ -186,7 +186,7 @@ class Engine:
         """Refuse (exit 8) before a server is taken down when the state dir cannot hold the records the rest of the
         apply must write: the old server keeps serving, rather than a full disk failing a record with none left."""
         room = None if self.restoring else self.ports.state.room()
-        if room is None:  # a revert restores whatever it finds; a state dir that cannot be measured is written as before
+        if room is None:  # a revert restores whatever it finds; a state dir that cannot be measured: written as before
             return
         last_good, workers = self._closing
         why = shortfall(room, records_after(steps, last_good, workers))
@@ -315,7 +315,8 @@ class Engine:
             remember_workers(self.ports.state, name, tuple((docker_host(w), w.container_name(name))
                                                            for w in loaded.profile.workers), converged=True)
             if result.changed or self.ports.state.read(last_good_key(name)) is None:
-                self.ports.state.write(last_good_key(name), last_good)
+                self.ports.state.write(last_good_key(name), {**last_good, "date": self.ports.clock.now().isoformat(
+                    timespec="seconds")})
         except OSError as exc:  # room was checked before any server went down: another writer took it since
             raise LocalFileError(f"{LocalFileError.from_os_error(exc)}\n{name} runs and answers (verified where "
                                  "asked), but this apply could not record it as the last good profile: a later "

@@ -45,7 +45,8 @@ def running(docker) -> bool:  # noqa: ANN001
 # the pure part: which steps take a server down, and what the records after them need -----------------------
 
 def launch(replace: bool) -> LaunchContainer:
-    return LaunchContainer(ContainerSpec(name="k3-test", image="i", command=(), env=(), mounts=(), gpus=None, labels=()), replace=replace)
+    container = ContainerSpec(name="k3-test", image="i", command=(), env=(), mounts=(), gpus="none", labels=())
+    return LaunchContainer(container, replace=replace)
 
 
 def test_a_replacement_or_a_stop_takes_a_server_down_and_a_first_launch_or_a_start_does_not() -> None:
