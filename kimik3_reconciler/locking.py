@@ -67,6 +67,9 @@ def acquire(lock: LockPort, clock: ClockPort, holder: LockHolder, timeout_s: flo
         if attempt.acquired:
             if attempt.note is not None:
                 say("lock-host-wide-unavailable", why=attempt.note)
+            if attempt.unrecorded is not None:
+                say("lock-record-unwritten", why=attempt.unrecorded, consequence="the lock holds; a kimik3 that "
+                    "waits for it cannot name this one")
             if attempt.holder is not None:
                 say("lock-taken-over", stale=attempt.holder.describe(), **where,
                     why="its process is gone (the kernel released its lock); its run did not finish")

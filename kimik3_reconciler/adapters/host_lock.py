@@ -199,8 +199,16 @@ class StateDirLock:
                 os.close(fd)
                 return LockAttempt(acquired=False, holder=found)
             stale = stale or found
-        self.records.write(LOCK_RECORD, holder.to_json())
-        return LockAttempt(acquired=True, holder=stale, note=note)
+        unrecorded = None
+        try:
+            self.records.write(LOCK_RECORD, holder.to_json())
+        except OSError as exc:
+            # A full or read-only state dir (issue 30). The flock is what keeps others out; the record only names
+            # the holder. Raising here kept the flock held with nobody to release it: a reconcile loop then refused
+            # itself ("already held by this process") every pass, even after the disk was freed. The apply goes
+            # on: its room check refuses before anything is stopped, and a stopped server can still be started.
+            unrecorded = f"{exc.filename or self.records.root / LOCK_RECORD}: {exc.strerror or exc}"
+        return LockAttempt(acquired=True, holder=stale, note=note, unrecorded=unrecorded)
 
     def release(self, holder: LockHolder) -> None:
         if self._fd is None:

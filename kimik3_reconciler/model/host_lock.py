@@ -68,8 +68,10 @@ class LockAttempt:
     acquired: `holder` is None, or the record of a holder whose process is gone (taken over: stale).
     not acquired: `holder` is who holds it (None when its record cannot be read yet).
     `note`: acquired with less than asked (the host-wide lock could not be used: the state dir's alone).
+    `unrecorded`: acquired, but the holder's record could not be written (why): others waiting see no name.
     """
 
     acquired: bool
     holder: LockHolder | None = None
     note: str | None = None
+    unrecorded: str | None = None

@@ -419,3 +419,26 @@ def test_a_host_wide_file_another_user_cannot_open_leaves_them_the_state_dir_loc
     assert got["acquired"] is True and "cannot use the host-wide lock" in got["note"]
     assert shared.stat().st_mode & 0o7777 == 0o600  # another user's file is used (or not) as it is
     _finish(theirs)
+
+
+def test_a_lock_record_that_cannot_be_written_still_locks_and_is_released(tmp_path: Path, monkeypatch) -> None:
+    """Issue 30: with a full state dir the holder record's write raised after the flock was taken, and nothing
+    released it: a reconcile loop then refused itself every pass ("already held by this process")."""
+    import errno
+
+    lock, other = StateDirLock(tmp_path), StateDirLock(tmp_path)
+
+    def full(key: str, value: dict) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / key))
+
+    monkeypatch.setattr(lock.records, "write", full)
+    mine, events = holder(), Events()
+    acquire(lock, FakeClock(), mine, timeout_s=0, say=events)
+    assert events.names() == ["lock-record-unwritten"]
+    assert "No space left on device" in events.seen[0][1]["why"]
+    assert not other.try_acquire(holder("apply", "k3-b")).acquired  # the flock holds, unnamed
+    lock.release(mine)
+    again = holder()
+    acquire(lock, FakeClock(), again, timeout_s=0, say=Events())  # the same process takes it again
+    lock.release(again)
+    assert other.try_acquire(holder("apply", "k3-b")).acquired

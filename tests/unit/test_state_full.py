@@ -175,3 +175,23 @@ def test_the_launch_record_is_written_before_the_old_container_is_removed(world)
     with pytest.raises(LocalFileError, match="state/unverified/k3-test.json"):
         engine.apply_or_revert(load(CHANGED), lambda: None)
     assert "rm k3-test" not in docker.calls[calls:] and running(docker) and ubatch(docker) == "4096"
+
+
+def test_a_stopped_server_is_started_even_when_its_owed_verify_cannot_be_recorded(world):  # noqa: F811
+    """Nothing serves: the apply that can start it must not be stopped by a full state dir (it still verifies)."""
+    engine, docker, _, _ = world
+    engine.apply_or_revert(load())
+    docker.stop_container("k3-test")
+    engine.reporter = events = Events()
+    real_write = engine.ports.state.write
+
+    def full_for_the_launch_record(key: str, value: dict) -> None:
+        if key.startswith("unverified/"):
+            raise OSError(errno.ENOSPC, "No space left on device", f"state/{key}")
+        real_write(key, value)
+
+    engine.ports.state.write = full_for_the_launch_record
+    checks: list[str] = []
+    engine.apply_or_revert(load(), lambda: checks.append("verify"))
+    assert running(docker) and checks == ["verify"]
+    assert ("warning", "unverified/k3-test.json") in [(n, f.get("record")) for n, f in events.events]
