@@ -314,7 +314,9 @@ class Engine:
         try:
             remember_workers(self.ports.state, name, tuple((docker_host(w), w.container_name(name))
                                                            for w in loaded.profile.workers), converged=True)
-            if result.changed or self.ports.state.read(last_good_key(name)) is None:
+            # Also when a converged apply finds another text recorded: its own last-good write failed (a full
+            # state dir, issue 30), and a later failing apply would otherwise revert to the older profile.
+            if result.changed or (self.ports.state.read(last_good_key(name)) or {}).get("text") != loaded.text:
                 self.ports.state.write(last_good_key(name), {**last_good, "date": self.ports.clock.now().isoformat(
                     timespec="seconds")})
         except OSError as exc:  # room was checked before any server went down: another writer took it since

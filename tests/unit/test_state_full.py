@@ -144,6 +144,9 @@ def test_a_last_good_record_that_no_longer_fits_says_the_new_server_runs(world):
         engine.apply_or_revert(load(CHANGED), another_writer_fills_the_disk)
     assert failed.value.exit_code == 8 and "state/last-good/k3-test.json" in str(failed.value)
     assert running(docker) and ubatch(docker) == "2048"  # verified, serving: nothing to revert
+    del state.write  # room again: the next (converged) apply records it
+    result = engine.apply_or_revert(load(CHANGED), lambda: None)
+    assert not result.changed and state.read("last-good/k3-test.json")["text"] == load(CHANGED).text
 
 
 def test_without_a_last_good_profile_the_failure_says_no_server_runs(world):  # noqa: F811
