@@ -204,3 +204,19 @@ def test_status_watch_renders_without_an_exporter(world, monkeypatch, tmp_path):
                                            "--interval", "0.5s", "--iterations", "1", str(tmp_path / "profile.yaml")])
     assert result.exit_code == 0, result.output
     assert "collected here" in result.output and "converged" in result.output and "yes" in result.output
+
+
+def test_the_watch_loop_reads_every_interval_and_rates_over_the_time_between_readings():
+    """exporter/watch.readings (the `status --watch` loop, out of the CLI): the first rows at once, with no rate
+    (one reading), then one reading per interval, the rate over the clock's time between two readings, and
+    `iterations` refreshes after the first."""
+    from kimik3_reconciler.exporter.watch import readings
+
+    counter = "# TYPE llamacpp:prompt_tokens_total counter\nllamacpp:prompt_tokens_total {}\n"
+    expositions = iter(counter.format(n) for n in (10, 30, 90))
+    moments = iter((100.0, 102.0, 105.0))
+    slept: list[float] = []
+    views = list(readings(lambda: next(expositions), 2.0, 2, clock=lambda: next(moments), sleep=slept.append))
+    rates = [{r.name: r.value for r in rows if r.section == "server"}.get("prompt tok/s") for rows in views]
+    assert rates == [None, "10.0", "20.0"]  # (30 - 10) / 2 s, then (90 - 30) / 3 s
+    assert slept == [2.0, 2.0]
