@@ -486,24 +486,24 @@ RULES += (
     Rule("rpc-bind-private", "refuse", "an RPC worker binds one loopback or private address (10/8, 172.16/12, "
          "192.168/16, 100.64/10, fc00::/7, link-local): never 0.0.0.0/:: nor a public address",
          "rpc-server has no authentication and no encryption: anyone who reaches its port can read and write the "
-         "worker's memory", _rules("rpc") + ("kimik3_reconciler.verify.rpc",),
+         "worker's memory", _rules("workers") + ("kimik3_reconciler.verify.workers",),
          ("cases/profile/rpc_bind_public.yaml", "cases/profile/rpc_bind_any.yaml", "cases/profile/rpc_ok.yaml"),
          seed=_RPC_SEED),
     Rule("rpc-docker-tls", "refuse", "a worker's Docker is reached over ssh:// or over tcp:// with a TLS client "
          "certificate (tls_dir); never plain tcp", "a plain tcp Docker socket is root on that host for anyone who "
-         "reaches it", _rules("rpc"), ("cases/profile/rpc_docker_url.yaml", "cases/profile/rpc_docker_tls.yaml",
+         "reaches it", _rules("workers"), ("cases/profile/rpc_docker_url.yaml", "cases/profile/rpc_docker_tls.yaml",
           "cases/profile/rpc_docker_url_port_range.yaml", "cases/profile/rpc_docker_url_ssh_alias_ok.yaml"),
          seed=_RPC_SEED),
     Rule("rpc-worker-shape", "refuse", "worker names and bind:port endpoints are unique, binds are IPv4 (rpc-server b11434); a CUDA device needs the "
          "worker's gpus", "one rpc-server counted twice, or one that finds no device, cannot serve layers",
-         _rules("rpc"), ("cases/profile/rpc_worker_duplicate.yaml",), seed=_RPC_SEED),
+         _rules("workers"), ("cases/profile/rpc_worker_duplicate.yaml",), seed=_RPC_SEED),
     Rule("rpc-extra-args", "refuse", "--rpc never comes from serve.extra_args: the rpc section renders it",
-         "an endpoint in extra_args is neither checked (its address) nor converged (its rpc-server)", _rules("rpc"),
+         "an endpoint in extra_args is neither checked (its address) nor converged (its rpc-server)", _rules("workers"),
          ("cases/profile/rpc_extra_args.yaml",), seed=_RPC_SEED),
     Rule("rpc-workers-first", "force", "every worker's rpc-server accepts connections before the main server "
          "starts, and a worker whose fingerprint changes replaces the main server",
          "llama-server connects to each --rpc endpoint while loading and fails without it",
-         ("kimik3_reconciler.planning.rpc_step",), ("cases/plan/85-rpc-fresh-two-hosts.yaml",
+         ("kimik3_reconciler.planning.worker_step",), ("cases/plan/85-rpc-fresh-two-hosts.yaml",
                                                      "cases/plan/86-rpc-worker-inputs-changed.yaml"),
          seed="not in the seeds: issue 18 (workers healthy before the main server starts; replace the main server when a worker's "
               "fingerprint changes)"),
@@ -517,7 +517,7 @@ RULES += (
          "from rpc.workers, or the rpc section gone) has its rpc-server removed after the main server's swap, by apply "
          "and by destroy; when its Docker cannot be reached the plan refuses, naming the worker and the hand clean-up",
          "an rpc-server left running stays open on the network (tools/rpc/README.md: never expose it)",
-         ("kimik3_reconciler.planning.rpc_step",), ("cases/plan/98-rpc-worker-dropped.yaml",
+         ("kimik3_reconciler.planning.worker_step",), ("cases/plan/98-rpc-worker-dropped.yaml",
                                                      "cases/plan/99-rpc-section-removed.yaml"),
          seed="not in the seeds: issue 18 (an exposed RPC server is a security hole; a dropped worker is removed)"),
 )

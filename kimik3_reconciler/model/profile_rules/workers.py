@@ -29,7 +29,7 @@ def rpc_args(p: Profile) -> Iterator[Finding]:
                         f"every worker's address and converges its rpc-server; {RPC_WARNING}")
 
 
-def rpc(p: Profile) -> Iterator[Finding]:
+def worker_entries(p: Profile) -> Iterator[Finding]:
     seen: dict[tuple[str, int], str] = {}
     names: set[str] = set()
     for i, worker in enumerate(p.workers):
