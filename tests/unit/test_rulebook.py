@@ -97,3 +97,23 @@ def test_every_profile_rule_finding_sits_under_its_own_rule_mark() -> None:
                 since_mark = False
     assert not unmarked, "findings without a `# rule:` mark:\n" + "\n".join(unmarked)
     assert findings >= 30  # it did look
+
+
+def test_every_rule_function_of_the_profile_rules_package_runs() -> None:
+    """model/profile_rules/ holds one module per concern and runs what its __init__'s RULES lists: a rule function
+    (public, one profile argument, yielding findings) left out of RULES would never run, and no case would say so."""
+    import pkgutil
+
+    from kimik3_reconciler.model import profile_rules
+
+    listed = set(profile_rules.RULES)
+    found = []
+    for info in pkgutil.iter_modules(profile_rules.__path__):
+        module = importlib.import_module(f"{profile_rules.__name__}.{info.name}")
+        for name, function in inspect.getmembers(module, inspect.isfunction):
+            if function.__module__ != module.__name__ or name.startswith("_"):
+                continue
+            if list(inspect.signature(function).parameters) == ["p"] and "Finding" in str(function.__annotations__):
+                found.append(function)
+    assert found and set(found) <= listed, f"not in RULES: {[f.__qualname__ for f in set(found) - listed]}"
+    assert listed <= set(found)  # and RULES runs only such functions
