@@ -265,7 +265,7 @@ class Ports:
     def __init__(self, docker: DockerPort, hub: HubPort, http: HttpPort, host: HostPort,
                  state: StatePort, clock: ClockPort, chat: ChatPort | None = None, units: UnitsPort | None = None,
                  lock: LockPort | None = None, load: LoadPort | None = None,
-                 processes: ProcessPort | None = None, workers: Callable[[DockerHost], DockerPort] | None = None,
+                 processes: ProcessPort | None = None, worker_docker: Callable[[DockerHost], DockerPort] | None = None,
                  worker_lock: Callable[[DockerHost], LockPort] | None = None, cache: CachePort | None = None):
         self.docker, self.hub, self.http = docker, hub, http
         self.host, self.state, self.clock = host, state, clock
@@ -274,7 +274,7 @@ class Ports:
         self.lock = lock  # None: nothing is locked (engine tests on fakes that do not test the lock)
         self.load = load  # only `kimik3 bench` and `kimik3 tune` load the server
         self.processes = processes  # None: no exporter is looked at (tests that do not start one)
-        self.workers = workers  # the Docker of an RPC worker host (rpc.workers[].docker); None: no workers wired
+        self.worker_docker = worker_docker  # an RPC worker host's Docker (rpc.workers[].docker); None: no workers wired
         self.worker_lock = worker_lock  # the apply lock on a worker host (kept in its Docker)
         self.cache = cache  # None: nothing is cached (a source archive is hashed on every plan)
         # `kimik3 verify` of the profile being applied (VerifyFailed when a check fails); wired by the engine for

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from kimik3_reconciler.console import Stream, Styled as Text
 from kimik3_reconciler.model.plan import Action, Plan, Step
+
+if TYPE_CHECKING:  # annotations only: `kimik3 plan` imports this module, and must not pay for what status reads
+    from kimik3_reconciler.model.facts import Observed
+    from kimik3_reconciler.model.host_lock import LockHolder
+    from kimik3_reconciler.model.profile import Profile
 
 _STYLE = {
     Action.CREATE: "green", Action.UPDATE: "yellow", Action.REPLACE: "magenta",
@@ -42,3 +49,50 @@ def _render_step(step: Step, console: Stream, verbose: bool) -> None:
         console.print(Text(f"      cost: {step.cost}", style="cyan"))
     for warning in step.warnings:
         console.print(Text(f"      warning: {warning}", style="yellow"))
+
+
+def status_document(observed: Observed, holder: LockHolder | None, locked: bool) -> dict[str, Any]:
+    """`kimik3 status --json`: the observation (secrets masked by the facts) and who holds the host lock."""
+    data = observed.model_dump(mode="json", exclude={"host": {"cpu_flags"}})
+    data["lock"] = {"held": locked, "holder": holder.to_json() if locked and holder else None}
+    return data
+
+
+def render_status(profile: Profile, observed: Observed, holder: LockHolder | None, locked: bool,
+                  console: Stream) -> None:
+    """`kimik3 status`: one line per thing observed for this profile (lock, container, images, model, gate
+    records, last good, exporter, units)."""
+    from kimik3_reconciler.planning import profile_images
+
+    if locked:  # another kimik3 is changing the host now: what is observed may be half-way
+        console.print(f"lock       held: {holder.describe() if holder else 'by another kimik3'}")
+    c, m = observed.container, observed.model
+    console.print(f"profile    {profile.name}")
+    console.print(f"container  {c.state + ' (' + (c.health or '-') + ')' + ' ' + c.id[:12] if c else 'absent'}")
+    if c and c.crash:  # read from its log: the cause, and for a CUDA OOM the fix
+        console.print(Text(f"crashed    exit code {c.exit_code}: {c.crash}"))
+    wanted, images = profile_images(profile, observed)  # this profile's, not every kimik3 image here
+    console.print(f"images     {', '.join(images) if images else 'none'}"
+                  + ("" if any("current" in i for i in images) else f"; wants {wanted}, not built"))
+    # No verified manifest here and the hub unreachable: "0/0 files" read as an empty quant; say what is unknown.
+    counted = (f"file list unknown ({m.listing_error})" if m.listing_error and not m.files
+               else f"{len(m.files) - len(m.missing)}/{len(m.files)} files")
+    console.print(Text(f"model      {m.repo}@{m.revision[:12]}/{m.quant}: {counted}"
+                       + (f", {len(m.corrupt)} corrupt (sha256 mismatch)" if m.corrupt else "")
+                       + (f", {len(m.changed)} changed since verified (stat moved; not re-hashed here: `kimik3 plan` "
+                          "re-hashes them)" if m.changed else "")))
+    for fingerprint, record in observed.gate_records.items():  # quant gate results, per image
+        verdict = "passed" if record.get("passed") else "FAILED"
+        console.print(f"gate       {verdict} on {record.get('date')} (image {record.get('image')}, {fingerprint}): "
+                      f"{record.get('why')}")
+    if observed.last_good:
+        console.print(f"last good  recorded {observed.last_good} (the revert target)")
+    if observed.exporter is not None:
+        e = observed.exporter
+        how = ("serving " + (e.serving or "") if e.serving else "not answering") if e.alive else "not running"
+        console.print(f"metrics    exporter pid {e.pid}: {how} (kimik3 status --watch shows its numbers)")
+    for unit in observed.systemd.units if observed.systemd else ():
+        if unit.profile == profile.name:
+            edited = ", edited by hand" if unit.unit_file and unit.unit_file.edited else ""
+            console.print(f"unit       {unit.name}: {unit.active_state}, {unit.unit_file_state or '-'}{edited}")
+

@@ -29,7 +29,7 @@ def real_ports(state_dir: Path, docker_host: str | None = None, systemd_root: st
 
     engines: dict[tuple[str, str | None], DockerEngine] = {}
 
-    def workers(host: DockerHost) -> DockerEngine:
+    def worker_docker(host: DockerHost) -> DockerEngine:
         """One client per worker Docker for the whole run (an ssh client process per connection)."""
         key = (host.url, host.tls_dir)
         if key not in engines:
@@ -39,12 +39,12 @@ def real_ports(state_dir: Path, docker_host: str | None = None, systemd_root: st
     def worker_lock(host: DockerHost) -> LockPort:
         from kimik3_reconciler.adapters.worker_lock import DockerHostLock  # the SDK: only with workers
 
-        return DockerHostLock(workers(host), host.name)
+        return DockerHostLock(worker_docker(host), host.name)
 
     return Ports(docker=DockerEngine(docker_host), hub=HuggingFaceHub(_download_workers()), http=HttpClient(),
                  host=LinuxHost(), state=StateFiles(state_dir), clock=SystemClock(), chat=OpenAIChat(),
                  units=SystemdUnits(systemd_root, systemctl_prefix), lock=StateDirLock(state_dir, host_lock_path()),
-                 load=HttpLoad(), processes=LocalProcesses(state_dir), workers=workers, worker_lock=worker_lock,
+                 load=HttpLoad(), processes=LocalProcesses(state_dir), worker_docker=worker_docker, worker_lock=worker_lock,
                  cache=CacheFiles(cache_dir()))
 
 

@@ -25,7 +25,7 @@ from kimik3_reconciler.cli.inputs import (check_made_by, check_plan_target, kimi
 from kimik3_reconciler.cli.options import CHANGES_PENDING, EXIT_CODES, Duration, LazyGroup, lock_timeout
 from kimik3_reconciler.model.env_knobs import command_words, knob_value, refuse_bad_knobs
 from kimik3_reconciler.model.plan_file import read_saved_plan
-from kimik3_reconciler.render import render_plan
+from kimik3_reconciler.render import render_plan, render_status, status_document
 from kimik3_reconciler.reporting import CliReporter, configure_logging
 
 _REHASH_HELP = "re-hash the cached model files against the hub's sha256 (slow: reads every byte)"
@@ -329,45 +329,11 @@ def status(ctx: click.Context, file: str, json_out: bool, watch: bool, interval:
     if watch:
         _watch(engine, loaded, observed, interval, iterations)
         return
-    data = observed.model_dump(mode="json", exclude={"host": {"cpu_flags"}})  # secrets masked by the facts
-    lock_holder, locked = engine.ports.lock.holder() if engine.ports.lock else (None, False)
-    data["lock"] = {"held": locked, "holder": lock_holder.to_json() if locked and lock_holder else None}
+    holder, locked = engine.ports.lock.holder() if engine.ports.lock else (None, False)
     if json_out:
-        click.echo(json.dumps(data, indent=2))
+        click.echo(json.dumps(status_document(observed, holder, locked), indent=2))
         return
-    if locked:  # another kimik3 is changing the host now: what is observed may be half-way
-        _out.print(f"lock       held: {lock_holder.describe() if lock_holder else 'by another kimik3'}")
-    c, m = observed.container, observed.model
-    _out.print(f"profile    {loaded.profile.name}")
-    _out.print(f"container  {c.state + ' (' + (c.health or '-') + ')' + ' ' + c.id[:12] if c else 'absent'}")
-    if c and c.crash:  # read from its log: the cause, and for a CUDA OOM the fix
-        _out.print(Text(f"crashed    exit code {c.exit_code}: {c.crash}"))
-    from kimik3_reconciler.planning import profile_images
-
-    wanted, images = profile_images(loaded.profile, observed)  # this profile's, not every kimik3 image here
-    _out.print(f"images     {', '.join(images) if images else 'none'}" + ("" if any("current" in i for i in images)
-                                                                        else f"; wants {wanted}, not built"))
-    # No verified manifest here and the hub unreachable: "0/0 files" read as an empty quant; say what is unknown.
-    counted = (f"file list unknown ({m.listing_error})" if m.listing_error and not m.files
-               else f"{len(m.files) - len(m.missing)}/{len(m.files)} files")
-    _out.print(Text(f"model      {m.repo}@{m.revision[:12]}/{m.quant}: {counted}"
-               + (f", {len(m.corrupt)} corrupt (sha256 mismatch)" if m.corrupt else "")
-               + (f", {len(m.changed)} changed since verified (stat moved; not re-hashed here: `kimik3 plan` "
-                  "re-hashes them)" if m.changed else "")))
-    for fingerprint, record in observed.gate_records.items():  # quant gate results, per image
-        verdict = "passed" if record.get("passed") else "FAILED"
-        _out.print(f"gate       {verdict} on {record.get('date')} (image {record.get('image')}, {fingerprint}): "
-                   f"{record.get('why')}")
-    if observed.last_good:
-        _out.print(f"last good  recorded {observed.last_good} (the revert target)")
-    if observed.exporter is not None:
-        e = observed.exporter
-        how = ("serving " + (e.serving or "") if e.serving else "not answering") if e.alive else "not running"
-        _out.print(f"metrics    exporter pid {e.pid}: {how} (kimik3 status --watch shows its numbers)")
-    for unit in observed.systemd.units if observed.systemd else ():
-        if unit.profile == loaded.profile.name:
-            edited = ", edited by hand" if unit.unit_file and unit.unit_file.edited else ""
-            _out.print(f"unit       {unit.name}: {unit.active_state}, {unit.unit_file_state or '-'}{edited}")
+    render_status(loaded.profile, observed, holder, locked, _out)
 
 
 @main.command()
@@ -531,56 +497,28 @@ def schema() -> None:
 
 
 def _watch(engine: Engine, loaded, observed, interval: float, iterations: int) -> None:  # noqa: ANN001
-    """Read the running exporter's /metrics (with its proxy's latency series), or collect the same numbers in
-    this process when the profile runs none; show them with rich, refreshed every `interval`."""
-    import time
-
+    """`status --watch`: the exporter's numbers (exporter/watch.py reads them every `interval`) in a live table."""
     from rich.live import Live
     from rich.table import Table
 
-    from kimik3_reconciler.exporter.registry import deployment_registry, exposition
-    from kimik3_reconciler.exporter.watch import samples_of, watch_rows
-    from kimik3_reconciler.model.metrics import ExporterConfig
-    from kimik3_reconciler.model.profile_schema import MetricsSpec, values_of
-    from kimik3_reconciler.planning import render_desired
-    from kimik3_reconciler.planning.metrics_step import render_exporter
+    from kimik3_reconciler.exporter.watch import readings, watch_source
 
-    running = observed.exporter
-    if running is not None and running.alive and running.serving:
-        url = ExporterConfig.from_json(running.config).health_url.removesuffix("/healthz") + "/metrics"
-        source = f"exporter {running.unit or f'pid {running.pid}'} ({url})"
+    source = watch_source(engine.ports, loaded.profile, observed)
 
-        def read() -> str:
-            status_code, text = engine.ports.http.get(url)
-            return text if status_code == 200 else ""
-    else:
-        profile = loaded.profile if loaded.profile.metrics else loaded.profile.model_copy(
-            update={"metrics": values_of(MetricsSpec(port=1))})
-        config = render_exporter(render_desired(profile, observed), observed)
-        registry = deployment_registry(config, engine.ports)
-        source = "collected here (the profile runs no exporter: no proxy latency)"
-
-        def read() -> str:
-            return exposition(registry)
-
-    def table(rows) -> Table:  # noqa: ANN001
-        view = Table(title=f"kimik3 {loaded.profile.name}: {source}", title_justify="left")
+    def table(rows) -> Table:  # noqa: ANN001 - list[exporter.watch.Row]
+        view = Table(title=source.title, title_justify="left")
         for column in ("", "", ""):
             view.add_column(column)
         for row in rows:
             view.add_row(row.section, row.name, row.value)
         return view
 
-    before, then = samples_of(read()), time.monotonic()
-    count = 0
-    with Live(table(watch_rows(before, before, 0.0)), console=_out.rich, auto_refresh=False) as live:
+    rows = readings(source.read, interval, iterations)
+    with Live(table(next(rows)), console=_out.rich, auto_refresh=False) as live:
         try:
-            while not iterations or count < iterations:
-                time.sleep(interval)
-                now, at = samples_of(read()), time.monotonic()
-                live.update(table(watch_rows(before, now, at - then)), refresh=True)
-                before, then, count = now, at, count + 1
-        except KeyboardInterrupt:
+            for reading in rows:
+                live.update(table(reading), refresh=True)
+        except KeyboardInterrupt:  # Ctrl-C ends the view, not the command: exit 0 with the last table shown
             pass
 
 

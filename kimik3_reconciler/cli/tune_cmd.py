@@ -1,9 +1,11 @@
-"""`kimik3 tune`: the search under the host lock, its table, and the profile rewritten (--write) or the diff."""
+"""`kimik3 tune`: its options, the call (tuning/session.py runs the search under the host lock), its table, and
+the profile rewritten (--write) or the diff."""
 
 from __future__ import annotations
 
 import difflib
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -16,17 +18,6 @@ from kimik3_reconciler.cli.inputs import load
 from kimik3_reconciler.cli.options import Duration, lock_timeout
 from kimik3_reconciler.errors import InputError
 from kimik3_reconciler.model.bench import BenchSettings
-from kimik3_reconciler.model.tuning import FIT
-
-
-def _baseline_knobs(space: dict, observed) -> dict:  # noqa: ANN001 - Observed
-    """The running (as written) value of each searched knob: the trial that needs no load."""
-    running = observed.container.inputs if observed.container else {}
-    fixed = {"threads": observed.host.physical_cores, "load_mode": running.get("serve.load_mode") or "none"}
-    knobs = {k: fixed[k] if k in fixed else running.get(f"serve.{k}") for k in space}
-    if "n_cpu_moe" in knobs and knobs["n_cpu_moe"] is None:
-        knobs["n_cpu_moe"] = FIT  # the running profile leaves the split to --fit
-    return knobs
 
 
 def write_target(file: str) -> Path:
@@ -75,59 +66,29 @@ def tune(ctx: click.Context, file: str, goal_text: str, budget: float, space: tu
     """Find the profile's fastest knobs on this host for a goal: every candidate is a real launch
     (replace, health, verify) and a bench; refused candidates are never launched. Resumable (state), holds
     the host lock, and always ends converged on the winner (--write) or on FILE as written."""
-    from kimik3_reconciler.benchmark import converged_deployment
-    from kimik3_reconciler.model.profile_edit import set_serve_knobs
-    from kimik3_reconciler.model.profile_source import parse_profile
-    from kimik3_reconciler.model.tuning import parse_goal, parse_space, search_key
-    from kimik3_reconciler.planning.tune_space import default_space, serve_values
-    from kimik3_reconciler.tuning import DockerRunner, Search, with_settings
+    from kimik3_reconciler.model.tuning import parse_goal, parse_space
+    from kimik3_reconciler.tuning import DockerRunner
+    from kimik3_reconciler.tuning.session import TuneRequest, figure, proposed_text, tune as run_tune
 
     target_file = write_target(file) if write else None
     loaded = load(file)
-    goal, asked = parse_goal(goal_text), parse_space(space)
+    goal = parse_goal(goal_text)
+    request = TuneRequest(goal, parse_space(space), BenchSettings(prompt_tokens=prompt_tokens,
+                                                                  output_tokens=output_tokens),
+                          prompts, budget, finalists, max_trials, repeats, lock_timeout)
     engine = _ctx(ctx, json_out).engine(file)
-    base = BenchSettings(prompt_tokens=prompt_tokens, output_tokens=output_tokens)
-    short, long = with_settings(base, goal, prompts, 1), with_settings(base, goal, prompts * 2, 1)
-    key = search_key(loaded.profile.name, loaded.text, goal, asked,
-                     {"short": short.requests(), "long": long.requests(), "repeats": repeats,
-                      "tokens": [prompt_tokens, output_tokens]})
-    runner = DockerRunner(engine)
-    with engine.locked("tune", loaded.profile, lock_timeout):
-        record = engine.ports.state.read(key) or {}
-        if record.get("trials"):  # a killed search: the host may be on one of its candidates
-            observed = engine.observe(loaded)
-            the_space = {k: tuple(v) for k, v in record["space"].items()}
-            baseline_knobs = record["baseline"]
-        else:
-            observed = converged_deployment(engine, loaded)  # refuses (exit 4) unless converged on FILE
-            the_space = asked or default_space(loaded.profile, observed)
-            baseline_knobs = _baseline_knobs(the_space, observed)
-            engine.ports.state.write(key, {"space": {k: list(v) for k, v in the_space.items()},
-                                           "baseline": baseline_knobs, "file": str(Path(file).resolve())})
-        _err.print(f"tune {loaded.profile.name} for {goal}: space "
-                   + " ".join(f"{k}={','.join(map(str, v))}" for k, v in the_space.items()) + f" (state {key})")
-        search = Search(runner, engine.ports.state, engine.ports.clock, _err.print, loaded, goal, the_space,
-                        short, long, key, budget, finalists, max_trials, repeats)
-        target, result = loaded, None
-        try:
-            result = search.run(observed, baseline_knobs)
-            if write and result.winner is not None:
-                note = (f"kimik3 tune {engine.ports.clock.now():%Y-%m-%d} ({goal}): "
-                        f"{_figure(result.winner, goal)} measured, was {_figure(result.baseline, goal)} as written")
-                new_text = set_serve_knobs(loaded.text, serve_values(loaded.profile, result.winner.knobs), note)
-                # whole or not at all, keeping the profile's own mode (the shared writer's temp file is 0600); a
-                # symlinked profile has its target rewritten (write_target), the link kept
-                written = target_file or Path(file)  # target_file: set whenever write is
-                write_atomically(written, new_text, mode=written.stat().st_mode & 0o7777, make_folder=False)
-                target = parse_profile(new_text, source=file)
-        finally:  # never left on a candidate: the winner (written) or FILE as it was
-            _err.print(f"converging on {'the winner' if target is not loaded else file + ' as written'}")
-            runner.settle(target)
-    failure = _nothing_measured(result.trials, baseline_knobs)
+    outcome = run_tune(engine, DockerRunner(engine), loaded, file, request, _err.print,
+                       None if target_file is None else _profile_writer(target_file))
+    result, failure = outcome.result, outcome.failure
+    diff = ""
+    if result.winner is not None and not write:
+        proposed = proposed_text(loaded, result.winner.knobs)
+        diff = "".join(difflib.unified_diff(loaded.text.splitlines(True), proposed.splitlines(True), file,
+                                            f"{file} (tuned)"))
     if json_out:
         # One document on stdout whatever happened: the trials, and the error too when nothing was measured
         # (printing the trials, then _run's error document, made stdout two documents no parser reads).
-        _tune_json(file, goal, result, loaded, write, failure)
+        _tune_json(file, goal, result, write, diff, failure)
         if failure is not None:
             _fail(failure, False)  # the message on stderr and the exit code; the JSON is printed above
         return
@@ -135,37 +96,35 @@ def tune(ctx: click.Context, file: str, goal_text: str, budget: float, space: tu
     if failure is not None:
         raise failure
     if result.winner is None:
-        _out.print(f"nothing beat {file} as written ({_figure(result.baseline, goal)}): no change")
+        _out.print(f"nothing beat {file} as written ({figure(result.baseline, goal)}): no change")
         return
     _out.print(Text(f"winner: {' '.join(f'{k}={v}' for k, v in sorted(result.winner.knobs.items()))}: "
-                    f"{_figure(result.winner, goal)} against {_figure(result.baseline, goal)} as written"))
+                    f"{figure(result.winner, goal)} against {figure(result.baseline, goal)} as written"))
     if write:
         _out.print(f"{file} rewritten; the host runs it")
     else:
-        proposed = set_serve_knobs(loaded.text, serve_values(loaded.profile, result.winner.knobs))
-        diff = difflib.unified_diff(loaded.text.splitlines(True), proposed.splitlines(True), file, f"{file} (tuned)")
-        _out.print(Text("".join(diff)))
+        _out.print(Text(diff))
         _out.print("the host runs FILE as written; `--write` applies the winner")
 
 
-def _tune_json(file: str, goal, result, loaded, written: bool, failure=None) -> None:  # noqa: ANN001
+def _profile_writer(path: Path) -> Callable[[str], None]:
+    """--write: the tuned text replaces `path` whole or not at all, keeping the profile's own mode (the shared
+    writer's temp file is 0600); a symlinked profile has its target rewritten (write_target), the link kept."""
+    def write(text: str) -> None:
+        write_atomically(path, text, mode=path.stat().st_mode & 0o7777, make_folder=False)
+    return write
+
+
+def _tune_json(file: str, goal, result, written: bool, diff: str, failure=None) -> None:  # noqa: ANN001
     """--json: every trial, the baseline and the winner (None: nothing beat FILE as written), and the diff; with
     `failure` (NothingMeasured) the same document carries `ok: false` and the error, as every failing --json does."""
     import dataclasses
     import json
 
-    from kimik3_reconciler.model.profile_edit import set_serve_knobs
-    from kimik3_reconciler.planning.tune_space import serve_values
+    from kimik3_reconciler.cli.json_out import kimik3_error_document
 
     def trial(t) -> dict | None:  # noqa: ANN001 - Trial | None
         return None if t is None else dataclasses.asdict(t)
-
-    diff = ""
-    if result.winner is not None and not written:
-        text = loaded.text
-        proposed = set_serve_knobs(text, serve_values(loaded.profile, result.winner.knobs))
-        diff = "".join(difflib.unified_diff(text.splitlines(True), proposed.splitlines(True), file, f"{file} (tuned)"))
-    from kimik3_reconciler.cli.json_out import kimik3_error_document
 
     document = {"profile_file": file, "goal": str(goal), "trials": [trial(t) for t in result.trials],
                 "baseline": trial(result.baseline), "winner": trial(result.winner),
@@ -173,26 +132,6 @@ def _tune_json(file: str, goal, result, loaded, written: bool, failure=None) -> 
     if failure is not None:
         document = {**kimik3_error_document(failure), **document}
     click.echo(json.dumps(document, indent=2, default=str))
-
-
-def _nothing_measured(trials, baseline_knobs: dict):  # noqa: ANN001, ANN202 - list[Trial] -> NothingMeasured | None
-    """The error (exit 1) when candidates were launched and none of them was measured: "nothing beat FILE" would
-    hide a search that measured nothing (a broken build, a server that never comes up)."""
-    from kimik3_reconciler.errors import NothingMeasured
-    from kimik3_reconciler.model.tuning import knob_id
-
-    launched = [t for t in trials if knob_id(t.knobs) != knob_id(baseline_knobs)]
-    if launched and all(t.status == "failed" for t in launched):
-        first = next(t.detail for t in launched)
-        return NothingMeasured(f"every candidate tune launched failed ({len(launched)}; the first: {first}); "
-                               "the host runs FILE as written")
-    return None
-
-
-def _figure(trial, goal) -> str:  # noqa: ANN001 - Trial | None, Goal
-    if trial is None or trial.figure is None:
-        return "not measured"
-    return f"{goal.metric}@{goal.concurrency} {trial.figure:.2f} {goal.unit}"
 
 
 def _trial_table(trials, goal) -> Table:  # noqa: ANN001 - list[Trial], Goal

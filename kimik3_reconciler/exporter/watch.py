@@ -1,18 +1,30 @@
 """`kimik3 status --watch`: the exporter's numbers for a person without Prometheus, read the same way.
 
-`samples_of(text)` reads an exposition (the running exporter's /metrics, or one collected in process when
-the profile has no exporter); `watch_rows(before, now, seconds)` turns two readings into what the live view
-shows: rates (tok/s) come from the counters' difference, latency percentiles from the histograms' buckets.
-Pure: the CLI fetches and renders (rich).
+`watch_source(ports, profile, observed)` says where the numbers come from: the running exporter's /metrics,
+or an exposition collected in this process when the profile runs no exporter. `readings(...)` is the loop:
+a reading every interval, each turned into rows. `samples_of(text)` reads an exposition; `watch_rows(before,
+now, seconds)` turns two readings into what the live view shows: rates (tok/s) come from the counters'
+difference, latency percentiles from the histograms' buckets. The CLI only renders the rows (rich).
 """
 
 from __future__ import annotations
 
 import datetime
+import time
 from collections import defaultdict
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
+
+from kimik3_reconciler.exporter.registry import deployment_registry, exposition
+from kimik3_reconciler.model.facts import Observed
+from kimik3_reconciler.model.metrics import ExporterConfig
+from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.model.profile_schema import MetricsSpec, values_of
+from kimik3_reconciler.planning import render_desired
+from kimik3_reconciler.planning.metrics_step import render_exporter
+from kimik3_reconciler.ports import Ports
 
 Samples = dict[str, list[tuple[dict[str, str], float]]]
 
@@ -131,3 +143,46 @@ def watch_rows(before: Samples, now: Samples, seconds: float) -> list[Row]:
         interval = f", {max(failures - earlier, 0):.0f} this interval" if earlier is not None else ""
         rows.append(Row("latency", "tool-call parse failures", f"{failures:.0f} since the exporter started{interval}"))
     return rows
+
+
+@dataclass(frozen=True)
+class WatchSource:
+    """Where the live view's numbers come from: `read()` returns one exposition; `title` says whose."""
+
+    title: str
+    read: Callable[[], str]
+
+
+def watch_source(ports: Ports, profile: Profile, observed: Observed) -> WatchSource:
+    """The running exporter's /metrics (with its proxy's latency series), or, when the profile runs none, the
+    same numbers collected in this process (no proxy: no latency series)."""
+    running = observed.exporter
+    if running is not None and running.alive and running.serving:
+        url = ExporterConfig.from_json(running.config).health_url.removesuffix("/healthz") + "/metrics"
+
+        def read_exporter() -> str:
+            status_code, text = ports.http.get(url)
+            return text if status_code == 200 else ""
+
+        return WatchSource(f"kimik3 {profile.name}: exporter {running.unit or f'pid {running.pid}'} ({url})",
+                           read_exporter)
+    with_metrics = profile if profile.metrics else profile.model_copy(
+        update={"metrics": values_of(MetricsSpec(port=1))})
+    registry = deployment_registry(render_exporter(render_desired(with_metrics, observed), observed), ports)
+    return WatchSource(f"kimik3 {profile.name}: collected here (the profile runs no exporter: no proxy latency)",
+                       lambda: exposition(registry))
+
+
+def readings(read: Callable[[], str], interval: float, iterations: int,
+             clock: Callable[[], float] = time.monotonic,
+             sleep: Callable[[float], None] = time.sleep) -> Iterator[list[Row]]:
+    """The live view's rows: the first reading at once (no rates yet), then one every `interval` with the rates
+    since the reading before; `iterations` refreshes after the first (0: until the caller stops, e.g. Ctrl-C)."""
+    before, then = samples_of(read()), clock()
+    yield watch_rows(before, before, 0.0)
+    count = 0
+    while not iterations or count < iterations:
+        sleep(interval)
+        now, at = samples_of(read()), clock()
+        yield watch_rows(before, now, at - then)
+        before, then, count = now, at, count + 1

@@ -27,7 +27,7 @@ _IPV4 = r"(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(?:25[0-5]|2[0
 _IPV6 = r"[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}(?::[0-9.]+)?(?:%[A-Za-z0-9_.-]+)?"  # loose: ipaddress decides
 # An IPv4-mapped literal (refused: _refuse_mapped), or a second '::' / ':::' (not an address: _IPV6 is loose).
 _NOT_IPV6 = {"anyOf": [{"pattern": r"^(?:0{0,4}:){0,5}:?[fF]{4}:"}, {"pattern": ":::|::.*::"}]}
-_NOT_EXPANDED = {"not": {"pattern": r"^~|\$\{?[A-Za-z_]"}}  # rule paths-literal (model/profile_rules.py)
+_NOT_EXPANDED = {"not": {"pattern": r"^~|\$\{?[A-Za-z_]"}}  # rule paths-literal (model/profile_rules/paths.py)
 IPV4_SCHEMA = {"type": "string", "pattern": f"^{_IPV4}$"}  # rpc.workers[].bind: rpc-server listens on IPv4 only
 HOST_SCHEMA = {"type": "string", "anyOf": [{"enum": ["loopback", "tailscale"]}, {"pattern": f"^{_IPV4}$"},
                                            {"pattern": f"^{_IPV6}$"}], "not": _NOT_IPV6}

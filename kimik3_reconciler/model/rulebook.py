@@ -20,7 +20,6 @@ class Rule:
     seed: str = ""  # the passage it comes from ("seed 000 step 5 ..."), or where it comes from when not a seed
 
 
-_PROFILE = ("kimik3_reconciler.model.profile_rules",)
 _DEFAULTS = ("kimik3_reconciler.model.profile",)
 _LAUNCH = ("kimik3_reconciler.planning.launch",)
 _UNITS = ("kimik3_reconciler.planning.unit_step",)
@@ -33,25 +32,31 @@ _VERIFY = ("kimik3_reconciler.verify.checks",)
 _VERIFY_CASES = ("unit/test_verify.py", "unit/test_verify_stub_server.py")
 _OWN = "not in the seeds: kimik3's own rule: "
 
+
+def _rules(*concerns: str) -> tuple[str, ...]:
+    """The modules of model/profile_rules/ (one per concern) whose guards apply a rule."""
+    return tuple(f"kimik3_reconciler.model.profile_rules.{concern}" for concern in concerns)
+
+
 RULES: tuple[Rule, ...] = (
     Rule("hybrid-ubatch", "warn", "hybrid quants use ubatch 4096 (the default)",
          "prefill is bound by copying every CPU expert to GPU0 once per micro-batch: 4096 halves TTFT",
-         _PROFILE, ("cases/profile/hybrid_ubatch_warns.yaml",),
+         _rules("serving"), ("cases/profile/hybrid_ubatch_warns.yaml",),
          seed=f"{_STEP5_BATCH}; Key facts (Zero CPU experts is the lever: prefill bound by the expert copy)"),
     Rule("allvram-ubatch", "warn", "all-VRAM quants use ubatch 2048 (the default)",
          "the CUDA scratch pool OOMs on the first request after a full load otherwise",
-         _PROFILE, ("cases/profile/allvram_ubatch_warns.yaml",),
+         _rules("serving"), ("cases/profile/allvram_ubatch_warns.yaml",),
          seed=f"{_STEP5_BATCH}; When startup crashes (CUDA OOM on the first request: use -ub 2048)"),
     Rule("batch-below-ubatch", "refuse", "serve.batch >= serve.ubatch (effective values; batch defaults to the "
          "mode's UBATCH: 2048 all-VRAM, 4096 hybrid, never below ubatch)",
-         "llama.cpp lowers ubatch to batch silently, undoing the ubatch rule", _PROFILE + _DEFAULTS,
+         "llama.cpp lowers ubatch to batch silently, undoing the ubatch rule", _rules("serving") + _DEFAULTS,
          ("cases/profile/batch_below_ubatch.yaml", "cases/profile/batch_below_default_ubatch.yaml",
           "cases/profile/allvram_ubatch_only_batch_follows.yaml", "cases/plan/40-allvram-defaults-follow-quant.yaml"),
          seed=_STEP5_BATCH),
     Rule("allvram-fit-target", "refuse", "all-VRAM fit_target >= the quant's measured margin (catalog.fit_margin: "
          "6144 for UD-IQ2_XXS and for unmeasured quants, 4096 for UD-Q2_K_XL-REAP770)",
          "a smaller margin OOMs the CUDA scratch pool on the first request after a ~17-minute load",
-         _PROFILE, ("cases/profile/allvram_fit_target_small.yaml", "cases/profile/allvram_fit_target_list_small.yaml",
+         _rules("serving"), ("cases/profile/allvram_fit_target_small.yaml", "cases/profile/allvram_fit_target_list_small.yaml",
                     "cases/profile/allvram_iq2xxs_fit_target_4096.yaml",
                     "cases/profile/allvram_unmeasured_fit_target_4096.yaml",
                     "cases/profile/reap770_fit_target_4096_ok.yaml"),
@@ -59,18 +64,18 @@ RULES: tuple[Rule, ...] = (
     Rule("fit-target-spill", "warn", "fit_target at or above a quant's measured spill margin (REAP770: 6144), "
          "the draft's GPU excepted",
          "measured to spill 2-3 expert layers to the CPU silently: -40 %",
-         _PROFILE, ("cases/profile/allvram_fit_target_6144_warns.yaml", "cases/profile/allvram_fit_target_6144_iq2xxs_ok.yaml"),
+         _rules("serving"), ("cases/profile/allvram_fit_target_6144_warns.yaml", "cases/profile/allvram_fit_target_6144_iq2xxs_ok.yaml"),
          seed=_REAP_FIT),
     Rule("fit-target-list", "refuse", "a per-GPU fit_target list has one entry per listed GPU, in order, and "
          "needs GPUs (not gpus: none)",
          "llama.cpp indexes --fit-target like the device list: a short list silently leaves the other GPUs at its "
          "1024 MiB default (the CUDA scratch pool's OOM); with gpus: all the host gate counts the host's GPUs",
-         _PROFILE + ("kimik3_reconciler.planning.host_gate",),
+         _rules("serving") + ("kimik3_reconciler.planning.host_gate",),
          ("cases/profile/fit_target_list_length.yaml", "cases/profile/fit_target_list_gpus_none.yaml",
           "unit/test_host_gate.py"),
          seed=f"{_KEY_SPEC}: use a per-device --fit-target list; {_STEP5_FIT}"),
     Rule("fit-target-manual-split", "warn", "fit_target with n_cpu_moe is warned as ignored",
-         "n_cpu_moe is a manual split (-ngl 999 --n-cpu-moe N): --fit, and so its margin, is off", _PROFILE,
+         "n_cpu_moe is a manual split (-ngl 999 --n-cpu-moe N): --fit, and so its margin, is off", _rules("serving"),
          ("cases/profile/fit_target_ignored_with_n_cpu_moe_warns.yaml",),
          seed="seed 000 step 5 (N_CPU_MOE=<N> switches to -ngl 999 --n-cpu-moe N instead of --fit)"),
     Rule("fit-target-default", "force", "an omitted fit_target follows the quant: its measured all-VRAM margin "
@@ -80,20 +85,20 @@ RULES: tuple[Rule, ...] = (
          seed=f"{_STEP5_FIT}; {_REAP_FIT}"),
     Rule("ctx-size-limit", "refuse", "serve.ctx_size <= 1,048,576 (Kimi-K3's trained context)",
          "llama.cpp only warns on a -c above the GGUF's context_length (reference/llama-cpp.md §1.3)",
-         _PROFILE, ("cases/profile/ctx_size_above_trained.yaml", "cases/profile/ctx_size_at_trained_ok.yaml"),
+         _rules("serving"), ("cases/profile/ctx_size_above_trained.yaml", "cases/profile/ctx_size_at_trained_ok.yaml"),
          seed="seed 001 (K3 supports 1,048,576 tokens: the model specification; start with 131072); seed 000 title "
               "(1M context)"),
     Rule("slot-context-floor", "refuse", "serve.ctx_size / serve.parallel >= 512 tokens a slot",
          "kimik3 sets --parallel, so llama-server splits ctx_size evenly over the slots; a smaller slot cannot hold "
          "a chat request and its reply (kimik3's verify fails after the whole load) and at a few tokens the "
-         "server aborts at warm-up (seen with ctx_size 1, parallel 2: exit 139)", _PROFILE,
+         "server aborts at warm-up (seen with ctx_size 1, parallel 2: exit 139)", _rules("serving"),
          ("cases/profile/ctx_size_per_slot_too_small.yaml", "cases/profile/ctx_size_per_slot_floor_ok.yaml"),
          seed=f"{_OWN}llama-server's per-slot context (n_ctx_seq = n_ctx / n_parallel without --kv-unified)"),
     Rule("fixed-flags", "force", "--numa distribute, --cache-type-k/v f16, --threads/--threads-batch = physical "
          "cores, --load-mode (serve.load_mode: none or dio), --metrics; extra_args cannot override them, and "
          "`kimik3 tune` never launches a candidate with other threads or a mapped load mode",
          "Kimi-K3/hardware requirements, not tuning: leaving --numa or --load-mode out measured as a 20+-minute "
-         "single-request stall", _LAUNCH + _PROFILE + ("kimik3_reconciler.planning.tune_space",),
+         "single-request stall", _LAUNCH + _rules("server_args") + ("kimik3_reconciler.planning.tune_space",),
          ("unit/test_rendered_specs.py", "cases/profile/extra_args_owned_flag.yaml",
           "cases/profile/extra_args_model_source.yaml", "unit/test_tune.py"),
          seed="seed 000 step 5 (always sets --numa distribute, f16 KV, threads; --load-mode none required)"),
@@ -128,7 +133,7 @@ RULES: tuple[Rule, ...] = (
          "refused, in the profile and in extra_args; the server and the quant gate get the profile's mode",
          "a mapped model is faulted in by the first request: measured as a 20+-minute single-request stall; "
          "dio reads the same bytes with direct I/O (around the page cache)",
-         _PROFILE + _LAUNCH, ("cases/profile/load_mode_mmap.yaml", "cases/profile/load_mode_dio_ok.yaml",
+         _rules("serving") + _LAUNCH, ("cases/profile/load_mode_mmap.yaml", "cases/profile/load_mode_dio_ok.yaml",
                               "cases/profile/extra_args_load_mode.yaml", "unit/test_rendered_specs.py"),
          seed="seed 000 step 5 (numa_balancing=0 and --load-mode none, both required, not optional — skipping "
               "either measured as a 20+-minute single-request stall)"),
@@ -152,7 +157,7 @@ RULES: tuple[Rule, ...] = (
          seed="seed 000 step 5 (--cache-type-k f16 --cache-type-v f16); reference/llama-cpp.md §1.3"),
     Rule("split-mode", "refuse", "never -sm row or -sm tensor for kimi-k3",
          "tensor split is not implemented for kimi-k3; CUDA has no row split buffers (llama-cpp.md §1.3)",
-         _PROFILE, ("cases/profile/split_mode_tensor.yaml",),
+         _rules("server_args"), ("cases/profile/split_mode_tensor.yaml",),
          seed="seed 000 Key facts (This is not TP: --split-mode layer); reference/llama-cpp.md §1.3"),
     Rule("gpus-present", "refuse", "a CUDA profile needs GPUs on the host (NVML sees them) and every GPU it lists "
          "(index or UUID) must be there",
@@ -192,36 +197,36 @@ RULES: tuple[Rule, ...] = (
          seed="seed 000 step 5 (numa_balancing=0 and --load-mode none: required, not optional)"),
     Rule("mmproj-fork-only", "refuse", "model.mmproj only with build.source: fork",
          "vision (MoonViT-3d) lives only in the fork; mainline errors or silently ignores --mmproj",
-         _PROFILE + _LAUNCH, ("cases/profile/mmproj_mainline.yaml", "cases/plan/14-mainline-drops-mmproj.yaml"),
+         _rules("build") + _LAUNCH, ("cases/profile/mmproj_mainline.yaml", "cases/plan/14-mainline-drops-mmproj.yaml"),
          seed="seed 000 step 4; Key facts (Vision lives only in the fork)"),
     Rule("tq2-refused", "refuse", "UD-TQ2_0 is refused",
-         "it loads and talks on these GPUs yet produces corrupted logits", _PROFILE,
+         "it loads and talks on these GPUs yet produces corrupted logits", _rules("quants"),
          ("cases/profile/quant_tq2_0.yaml",), seed="seed 000 step 2 (UD-TQ2_0 produces corrupted logits)"),
     Rule("unvetted-iq-tq", "refuse", "an IQ/TQ quant outside the vetted catalog needs gate.quant; a quant whose gate "
          "failed on this image is never served",
          "a broken sm_120 kernel for a new type scores KLD >> 1 while it still talks",
-         _PROFILE + ("kimik3_reconciler.planning.quant_gate",),
+         _rules("quants") + ("kimik3_reconciler.planning.quant_gate",),
          ("cases/profile/quant_iq_unvetted.yaml", "cases/profile/quant_iq_unvetted_with_gate.yaml",
           "unit/test_quant_gate.py"),
          seed="seed 000 step 2 (any new IQ/TQ quant must pass the gate); When startup crashes (KLD >> 1)"),
     Rule("unvetted-quant", "warn", "a quant outside the vetted catalog (not IQ/TQ) without gate.quant is warned",
-         "mechanically supported but never verified on this hardware: the gate is how it becomes vetted", _PROFILE,
+         "mechanically supported but never verified on this hardware: the gate is how it becomes vetted", _rules("quants"),
          ("cases/profile/quant_unvetted_warns.yaml",),
          seed="seed 000 step 2 (other Unsloth quants are mechanically supported (QUANT=<dir-name>) but unvetted)"),
     Rule("reap770-code", "warn", "UD-Q2_K_XL-REAP770 is warned for code use",
          "near-reference KLD (0.047) but HumanEval 86.6 % / MBPP 85.5 % vs 95.7 / 97.0 for UD-IQ2_XXS",
-         _PROFILE, ("cases/profile/reap770_code_use_warns.yaml",),
+         _rules("quants"), ("cases/profile/reap770_code_use_warns.yaml",),
          seed="seed 000 step 2 (REAP770: not the right default for coding use)"),
     Rule("spec-draft-device", "refuse", "the draft sits on the GPU holding output.weight (last GPU of the split): "
          "with a gpus: list the profile rules count it, with gpus: all the host gate counts the host's GPUs",
-         "anywhere else llama.cpp aborts in graph reservation", _PROFILE + _LAUNCH + ("kimik3_reconciler.planning.memory_gate",),
+         "anywhere else llama.cpp aborts in graph reservation", _rules("drafts") + _LAUNCH + ("kimik3_reconciler.planning.memory_gate",),
          ("cases/profile/spec_draft_not_last_gpu.yaml", "cases/plan/44-draft-not-last-gpu-with-gpus-all.yaml",
           "cases/profile/spec_draft_cuda_device_gpus_none.yaml",
           "unit/test_conflicts.py", "unit/test_memory_gate.py"),
          seed=f"{_KEY_SPEC}: --spec-draft-device CUDA7 on an 8-GPU layer split"),
     Rule("spec-draft-fit-list", "warn", "spec_draft with a scalar fit_target (one margin for every GPU) is warned",
          "the draft's GPU needs ~9 GB more than the others: only a per-GPU list gives it that without taking it "
-         "from every GPU", _PROFILE, ("cases/profile/spec_draft_scalar_fit_target_warns.yaml",),
+         "from every GPU", _rules("serving"), ("cases/profile/spec_draft_scalar_fit_target_warns.yaml",),
          seed=f"{_KEY_SPEC}: ~9 GB free on the draft's GPU plus the snapshots; use a per-device --fit-target list"),
     Rule("spec-draft-rollback", "refuse", "spec_draft needs the recurrent-state rollback patch in build.patches: "
          "an empty list is refused by the profile rules; the patch is recognised by content at plan time (a patch "
@@ -229,25 +234,25 @@ RULES: tuple[Rule, ...] = (
          "file name",
          "without it the host-side state checkpoint per draft step costs more than the drafts save; the patch is "
          "not public, so there is no sha256 to record",
-         _PROFILE + ("kimik3_reconciler.planning.patch_roles",),
+         _rules("drafts") + ("kimik3_reconciler.planning.patch_roles",),
          ("cases/profile/spec_draft_no_patches.yaml", "cases/plan/59-spec-draft-patch-named-but-not-rollback.yaml",
           "cases/plan/75-spec-draft-rollback-by-content.yaml", "cases/plan/46-spec-draft-rollback-only-in-comments.yaml",
           "unit/test_patch_roles.py"),
          seed=f"{_KEY_SPEC}: kimi-k3-rs-rollback.patch, bounded recurrent-state rollback for KIMI_K3"),
     Rule("spec-draft-concurrency", "warn", "speculative decoding with parallel >= 4",
-         "verify batches multiply MoE expert reads: +23-72 % at c1, a loss at c4", _PROFILE,
+         "verify batches multiply MoE expert reads: +23-72 % at c1, a loss at c4", _rules("drafts"),
          ("cases/profile/spec_draft_parallel_warns.yaml",), seed=f"{_KEY_SPEC}: a loss at c4"),
     Rule("no-mtp-head", "refuse", "no draft-mtp speculation (spec_draft.type, --spec-type in extra_args or "
          "LLAMA_ARG_SPEC_TYPE)",
-         "the checkpoint has no MTP head: there is nothing for draft-mtp to draft with", _PROFILE,
+         "the checkpoint has no MTP head: there is nothing for draft-mtp to draft with", _rules("drafts"),
          ("cases/profile/spec_draft_mtp.yaml", "cases/profile/spec_type_mtp_extra_args.yaml",
           "cases/profile/spec_type_mtp_env.yaml"),
          seed=f"{_KEY_SPEC}: No MTP head in the checkpoint"),
     Rule("ngram-mod-neutral", "warn", "--spec-type ngram-mod is said to be about neutral when chosen",
-         "measured ~ neutral on Kimi-K3; the DSpark draft is what pays, at low concurrency", _PROFILE,
+         "measured ~ neutral on Kimi-K3; the DSpark draft is what pays, at low concurrency", _rules("drafts"),
          ("cases/profile/spec_type_ngram_mod_warns.yaml",), seed=f"{_KEY_SPEC}: ngram-mod is ≈ neutral"),
     Rule("cache-ram-zero", "warn", "cache_ram: 0 only when benchmarking",
-         "it turns the host-RAM prompt cache off", _PROFILE, ("cases/profile/cache_ram_zero_warns.yaml",),
+         "it turns the host-RAM prompt cache off", _rules("serving"), ("cases/profile/cache_ram_zero_warns.yaml",),
          seed="seed 000 step 5 (CACHE_RAM: 0 only when benchmarking)"),
     Rule("shared-gpus", "force", "a profile sharing GPUs (or the port) with a running one stops it first",
          "the standing and interactive deployments share the GPUs (systemd Conflicts=)",
@@ -323,7 +328,7 @@ RULES: tuple[Rule, ...] = (
          seed="not in the seeds: the build compiles the listed ISA into the CPU backend "
               "(reference/llama-cpp.md §3.2)"),
     Rule("variant-gpus", "refuse", "build.variant cpu only with gpus: none, and gpus: none only with the cpu variant",
-         "the CPU image has no CUDA kernels; a CUDA image with no GPU is the CPU build done the slow way", _PROFILE,
+         "the CPU image has no CUDA kernels; a CUDA image with no GPU is the CPU build done the slow way", _rules("build"),
          ("cases/profile/variant_cpu_with_gpus.yaml", "cases/profile/variant_cuda_gpus_none.yaml"),
          seed=f"{_OWN}design.md's two image variants (the seed serves CUDA + CPU kernels; the CPU build is the demo's)"),
     Rule("bind-address-local", "refuse", "serve.host and metrics.bind given as an IP must be an address of this host "
@@ -335,7 +340,7 @@ RULES: tuple[Rule, ...] = (
          "builtin_patches.py) for the profile's build.variant; unset = the default ones for the variant (an "
          "opt-in one, not measured on that variant's host, only when named), [] = none",
          "a name kimik3 does not carry, or one for the other variant, would build an image without the patch the "
-         "profile asks for", _PROFILE,
+         "profile asks for", _rules("build"),
          ("cases/profile/builtin_patches_unknown.yaml", "cases/profile/builtin_patches_cpu_variant.yaml",
           "cases/profile/builtin_patches_none_ok.yaml", "cases/profile/builtin_patches_opt_in_ok.yaml",
           "cases/profile/builtin_patches_cpu_host_read_ok.yaml"),
@@ -343,17 +348,17 @@ RULES: tuple[Rule, ...] = (
     Rule("builtin-patches-whole-set", "warn", "a build.builtin_patches list that leaves out a default patch of the "
          "variant is warned: the list is the whole set, not an addition to the defaults",
          "naming one patch alone silently drops the other default ones (a CUDA profile writing [parallel-pin] "
-         "would lose parallel-host-read's parallel warm copy, [parallel-host-read] parallel-pin's pinning)", _PROFILE,
+         "would lose parallel-host-read's parallel warm copy, [parallel-host-read] parallel-pin's pinning)", _rules("build"),
          ("cases/profile/builtin_patches_opt_in_alone_warns.yaml", "cases/profile/builtin_patches_pin_alone_warns.yaml"),
          seed=f"{_OWN}seed 000 step 4 builds from a pinned source with patches; kimik3 carries its own (issue 15)"),
     Rule("bind-all-interfaces", "warn", "serve.host or metrics.bind 0.0.0.0 (or ::) is warned: it binds every "
          "interface",
          "the seed binds the tailnet address, or loopback only; every interface exposes the API to every network "
-         "the host is on", _PROFILE, ("cases/profile/serve_host_all_interfaces_warns.yaml",
+         "the host is on", _rules("listeners"), ("cases/profile/serve_host_all_interfaces_warns.yaml",
                                       "cases/profile/metrics_bind_all_interfaces_warns.yaml"),
          seed="seed 000 step 5 (--network host bound to the host's Tailscale IP, falls back to loopback-only)"),
     Rule("archive-pinned", "warn", "an http(s) build.archive without build.archive_sha256 is warned as unpinned",
-         "a URL's content can change under the same name: the build would not be the pinned one", _PROFILE,
+         "a URL's content can change under the same name: the build would not be the pinned one", _rules("build"),
          ("cases/profile/build_archive_url_unpinned_warns.yaml",),
          seed="seed 000 Why build from source in Docker (you want a pinned commit, not a moving latest)"),
     Rule("owned-env", "refuse", "serve.env never sets what kimik3 renders: the LLAMA_ARG_* variable of an owned "
@@ -361,29 +366,29 @@ RULES: tuple[Rule, ...] = (
          "flags), nor the container's GPUs (NVIDIA_VISIBLE_DEVICES, CUDA_VISIBLE_DEVICES: use gpus)",
          "llama-server reads the variable as the option: where kimik3 renders it only sometimes (or never: -hf) "
          "the variable wins, list options (-ncmoe) append; the nvidia runtime hands a container the GPUs "
-         "NVIDIA_VISIBLE_DEVICES names, past the profile's gpus", _PROFILE,
+         "NVIDIA_VISIBLE_DEVICES names, past the profile's gpus", _rules("no_secrets"),
          ("cases/profile/serve_env_owned_option.yaml", "cases/profile/serve_env_gpu_selection.yaml"),
          seed=f"{_OWN}one place for each setting (reference/llama-cpp.md §1.0: env sets options behind the CLI); "
               "seed 000 step 1 (the GPU pool is shared: use only the GPUs the profile names)"),
     Rule("quant-name-case", "refuse", "model.quant spelled like a catalog quant in another case is refused, naming "
          "the catalog's spelling", "the Hub's folder names are case-sensitive: the plan would end at the hub (exit 6, "
-         "path not found) instead of at validate", _PROFILE, ("cases/profile/quant_name_case.yaml",),
+         "path not found) instead of at validate", _rules("quants"), ("cases/profile/quant_name_case.yaml",),
          seed=f"{_OWN}shared/PROFILE.md (quant: folder in the repo; catalog knows size, mode, vetting)"),
     Rule("extra-args-argv", "refuse", "each serve.extra_args item is one argv word: a flag item with a space in it, "
          "or an owned short flag with its value glued on ('-ub512'), is refused", "items are passed as is, never through a shell: '--ubatch-size 512' is one unknown flag to "
-         "llama-server (the launch fails) and would hide an owned flag from the fixed-flags check", _PROFILE,
+         "llama-server (the launch fails) and would hide an owned flag from the fixed-flags check", _rules("server_args"),
          ("cases/profile/extra_args_space_in_flag.yaml", "cases/profile/extra_args_joined_value.yaml"),
          seed=f"{_OWN}shared/PROFILE.md (extra_args: passed as argv items, never through a shell)"),
     Rule("llama-arg-env", "warn", "LLAMA_ARG_* in serve.env is warned: it sets a llama-server option behind the argv",
          "llama-server reads LLAMA_ARG_* as options (list options even append): a second, hidden copy of a "
-         "profile field", _PROFILE, ("cases/profile/serve_env_llama_arg_warns.yaml",),
+         "profile field", _rules("no_secrets"), ("cases/profile/serve_env_llama_arg_warns.yaml",),
          seed=f"{_OWN}one place for each setting (reference/llama-cpp.md §1.0: env sets options behind the CLI)"),
     Rule("unit-conflicts-self", "refuse", "systemd.conflicts never lists the profile's own unit",
-         "a unit that Conflicts= with itself stops itself when started", _PROFILE,
+         "a unit that Conflicts= with itself stops itself when started", _rules("listeners"),
          ("cases/profile/systemd_conflicts_own_unit.yaml",),
          seed=f"{_OWN}systemd's Conflicts= semantics (seed 000 step 7 uses it between the two units only)"),
     Rule("no-secrets", "refuse", "a profile never holds a secret; the API key is a read-only mounted file",
-         "keys in argv/env show up in `docker inspect` and logs", _PROFILE + _LAUNCH,
+         "keys in argv/env show up in `docker inspect` and logs", _rules("no_secrets") + _LAUNCH,
          ("cases/plan/19-api-key-file.yaml", "cases/profile/secret_in_url_or_key_file.yaml",
           "cases/profile/api_key_file_paths_ok.yaml", "unit/test_hostile_inputs.py"),
          seed="not in the seeds: shared/PROFILE.md (a profile never contains a secret)"),
@@ -396,13 +401,13 @@ RULES: tuple[Rule, ...] = (
     Rule("paths-literal", "refuse", "a host path in the profile (model.cache_dir, a local build.archive, "
          "build.patches, serve.api_key_file, a local spec_draft.model, rpc.workers[].tls_dir/cache_dir) does not "
          "start with '~' nor hold a $VARIABLE", "no shell reads a profile: `~/hub` was a folder named '~' beside "
-         "the profile, where the model was downloaded", _PROFILE, ("cases/profile/paths_shell_expansion.yaml",),
+         "the profile, where the model was downloaded", _rules("paths"), ("cases/profile/paths_shell_expansion.yaml",),
          seed=f"{_OWN}shared/STYLE.md (never a shell string from profile fields)"),
     Rule("serving-contract-flags", "refuse", "serve.extra_args and serve.env never make llama-server print and exit "
          "(--help, --version, --list-devices, ...) nor serve what kimik3 cannot check (--api-prefix, --embedding, "
          "--rerank, --ssl-key-file/--ssl-cert-file, or their LLAMA_ARG_* variables)",
          "passed through, apply waited out the health timeout or failed verify, then reverted; refused at validate",
-         _PROFILE, ("cases/profile/extra_args_not_serving.yaml",),
+         _rules("no_secrets", "server_args"), ("cases/profile/extra_args_not_serving.yaml",),
          seed=f"{_OWN}llama.cpp b11434 common/arg.cpp; seed 000 step 6 (wait healthy) and verify"),
     Rule("metrics-labels-no-secrets", "force", "the exporter's series carry profile, quant, build and fingerprint "
          "labels only: the API key (read from its file to scrape a keyed server) and the HF token reach no label, "
@@ -413,7 +418,7 @@ RULES: tuple[Rule, ...] = (
     Rule("metrics-ports-distinct", "refuse", "metrics.port, serve.port and (with the proxy) metrics.server_port "
          "are three different ports; server_port only with proxy: true",
          "two listeners on one port: the second fails to bind after the first is running",
-         _PROFILE, ("cases/profile/metrics_port_is_serve_port.yaml",),
+         _rules("listeners"), ("cases/profile/metrics_port_is_serve_port.yaml",),
          seed="not in the seeds: issue 17 (the exporter and its proxy)"),
     Rule("proxy-server-on-loopback", "force", "with metrics.proxy llama-server listens on 127.0.0.1:server_port and "
          "the proxy on serve.host:serve.port", "a client reaching llama-server directly skips the latency series",
@@ -421,7 +426,7 @@ RULES: tuple[Rule, ...] = (
          seed="not in the seeds: issue 17 (a streaming proxy in front of llama-server)"),
     Rule("hub-token-https", "force", "the HF token is sent only over https or to a loopback mirror; an http "
          "model.endpoint on another host is warned and gets no token",
-         "a bearer token over plain http to another host travels in clear text", _PROFILE + _HUB,
+         "a bearer token over plain http to another host travels in clear text", _rules("no_secrets") + _HUB,
          ("cases/profile/endpoint_http_remote_warns.yaml", "cases/profile/endpoint_http_loopback_ok.yaml",
           "unit/test_hub_token.py"),
          seed="not in the seeds: issue 14 (seed 000 step 3 downloads from the hub; the token must not leak)"),
@@ -481,24 +486,24 @@ RULES += (
     Rule("rpc-bind-private", "refuse", "an RPC worker binds one loopback or private address (10/8, 172.16/12, "
          "192.168/16, 100.64/10, fc00::/7, link-local): never 0.0.0.0/:: nor a public address",
          "rpc-server has no authentication and no encryption: anyone who reaches its port can read and write the "
-         "worker's memory", _PROFILE + ("kimik3_reconciler.verify.rpc",),
+         "worker's memory", _rules("workers") + ("kimik3_reconciler.verify.workers",),
          ("cases/profile/rpc_bind_public.yaml", "cases/profile/rpc_bind_any.yaml", "cases/profile/rpc_ok.yaml"),
          seed=_RPC_SEED),
     Rule("rpc-docker-tls", "refuse", "a worker's Docker is reached over ssh:// or over tcp:// with a TLS client "
          "certificate (tls_dir); never plain tcp", "a plain tcp Docker socket is root on that host for anyone who "
-         "reaches it", _PROFILE, ("cases/profile/rpc_docker_url.yaml", "cases/profile/rpc_docker_tls.yaml",
+         "reaches it", _rules("workers"), ("cases/profile/rpc_docker_url.yaml", "cases/profile/rpc_docker_tls.yaml",
           "cases/profile/rpc_docker_url_port_range.yaml", "cases/profile/rpc_docker_url_ssh_alias_ok.yaml"),
          seed=_RPC_SEED),
     Rule("rpc-worker-shape", "refuse", "worker names and bind:port endpoints are unique, binds are IPv4 (rpc-server b11434); a CUDA device needs the "
          "worker's gpus", "one rpc-server counted twice, or one that finds no device, cannot serve layers",
-         _PROFILE, ("cases/profile/rpc_worker_duplicate.yaml",), seed=_RPC_SEED),
+         _rules("workers"), ("cases/profile/rpc_worker_duplicate.yaml",), seed=_RPC_SEED),
     Rule("rpc-extra-args", "refuse", "--rpc never comes from serve.extra_args: the rpc section renders it",
-         "an endpoint in extra_args is neither checked (its address) nor converged (its rpc-server)", _PROFILE,
+         "an endpoint in extra_args is neither checked (its address) nor converged (its rpc-server)", _rules("workers"),
          ("cases/profile/rpc_extra_args.yaml",), seed=_RPC_SEED),
     Rule("rpc-workers-first", "force", "every worker's rpc-server accepts connections before the main server "
          "starts, and a worker whose fingerprint changes replaces the main server",
          "llama-server connects to each --rpc endpoint while loading and fails without it",
-         ("kimik3_reconciler.planning.rpc_step",), ("cases/plan/85-rpc-fresh-two-hosts.yaml",
+         ("kimik3_reconciler.planning.worker_step",), ("cases/plan/85-rpc-fresh-two-hosts.yaml",
                                                      "cases/plan/86-rpc-worker-inputs-changed.yaml"),
          seed="not in the seeds: issue 18 (workers healthy before the main server starts; replace the main server when a worker's "
               "fingerprint changes)"),
@@ -512,7 +517,7 @@ RULES += (
          "from rpc.workers, or the rpc section gone) has its rpc-server removed after the main server's swap, by apply "
          "and by destroy; when its Docker cannot be reached the plan refuses, naming the worker and the hand clean-up",
          "an rpc-server left running stays open on the network (tools/rpc/README.md: never expose it)",
-         ("kimik3_reconciler.planning.rpc_step",), ("cases/plan/98-rpc-worker-dropped.yaml",
+         ("kimik3_reconciler.planning.worker_step",), ("cases/plan/98-rpc-worker-dropped.yaml",
                                                      "cases/plan/99-rpc-section-removed.yaml"),
          seed="not in the seeds: issue 18 (an exposed RPC server is a security hole; a dropped worker is removed)"),
 )

@@ -100,8 +100,8 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
         last_good=(ports.state.read(last_good_key(profile.name)) or {}).get("date"),
         unverified=(ports.state.read(unverified_key(profile.name)) or {}).get("fingerprint"),
         systemd=collect_systemd(profile, ports.units, ports.processes),
-        workers=collect_workers(profile, ports.workers, ports.docker, ports.host, ports.state, inputs),
-        removed_workers=collect_removed_workers(profile, ports.workers, ports.state),
+        workers=collect_workers(profile, ports.worker_docker, ports.docker, ports.host, ports.state, inputs),
+        removed_workers=collect_removed_workers(profile, ports.worker_docker, ports.state),
         exporter=exporter,
     )
 

@@ -81,15 +81,16 @@ def collect_worker(profile: Profile, worker: RpcWorker, docker: DockerPort, host
         return fact.model_copy(update={"error": str(exc)})
 
 
-def collect_workers(profile: Profile, workers: Callable[[DockerHost], DockerPort] | None, main: DockerPort,
+def collect_workers(profile: Profile, worker_docker: Callable[[DockerHost], DockerPort] | None, main: DockerPort,
                     host: HostPort, state: StatePort, inputs: LocalInputs) -> tuple[WorkerFact, ...]:
     if not profile.workers:
         return ()
-    if workers is None:
+    if worker_docker is None:
         raise Kimik3Error("the profile has rpc workers but no way to reach their Docker was wired")
     main_daemon = main.info().get("ID")
     shipped = context_bytes(inputs)
-    return tuple(collect_worker(profile, w, workers(DockerHost(w.name, w.docker, w.tls_dir)), host, state, main_daemon, shipped)
+    return tuple(collect_worker(profile, w, worker_docker(DockerHost(w.name, w.docker, w.tls_dir)), host, state,
+                                 main_daemon, shipped)
                  for w in profile.workers)
 
 
@@ -98,7 +99,7 @@ def recorded_workers(state: StatePort, profile_name: str) -> list[dict[str, str 
     return list((state.read(rpc_workers_key(profile_name)) or {}).get("workers") or [])
 
 
-def collect_removed_workers(profile: Profile, workers: Callable[[DockerHost], DockerPort] | None,
+def collect_removed_workers(profile: Profile, worker_docker: Callable[[DockerHost], DockerPort] | None,
                             state: StatePort) -> tuple[RemovedWorkerFact, ...]:
     """Recorded workers whose (Docker, container) the profile no longer names, each seen through its own Docker.
     A Docker that does not answer is recorded, not raised: the planner refuses with the worker named."""
@@ -111,11 +112,12 @@ def collect_removed_workers(profile: Profile, workers: Callable[[DockerHost], Do
         fact = RemovedWorkerFact(name=str(entry["name"]), docker=str(entry["docker"]), tls_dir=entry.get("tls_dir"),
                                  container_name=str(entry["container"]))
         try:
-            if workers is None:
+            if worker_docker is None:
                 raise Kimik3Error("no way to reach worker Docker hosts was wired")
-            docker = workers(DockerHost(fact.name, fact.docker, fact.tls_dir))
+            docker = worker_docker(DockerHost(fact.name, fact.docker, fact.tls_dir))
             still = by_container.get(fact.container_name)
-            if still is not None and _same_daemon(docker, workers(DockerHost(still.name, still.docker, still.tls_dir))):
+            still_docker = None if still is None else worker_docker(DockerHost(still.name, still.docker, still.tls_dir))
+            if still_docker is not None and _same_daemon(docker, still_docker):
                 # Only the URL moved (ssh:// to tcp:// of one host): removing that name would remove the worker
                 # the profile still names.
                 continue

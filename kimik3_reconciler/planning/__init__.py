@@ -25,7 +25,7 @@ from kimik3_reconciler.planning.launch import refuse_keyless_key_file, render_la
 from kimik3_reconciler.planning.metrics_step import plan_exporter, plan_exporter_teardown, plan_release_port
 from kimik3_reconciler.planning.model_step import model_spec, plan_model, plan_tokenizer
 from kimik3_reconciler.planning.placement import forecast
-from kimik3_reconciler.planning.rpc_step import plan_removed_workers, plan_worker_teardown, plan_workers
+from kimik3_reconciler.planning.worker_step import plan_removed_workers, plan_worker_teardown, plan_workers
 from kimik3_reconciler.planning.preread_step import plan_preread
 from kimik3_reconciler.planning.quant_gate import gate_reference, plan_gate, plan_reference, plan_stop_for_gate
 from kimik3_reconciler.planning.smoke_step import plan_smoke

@@ -9,7 +9,7 @@ from kimik3_reconciler.model.specs import LaunchContainer, StartContainer, Worke
 from kimik3_reconciler.planning.container_drift import running_drift
 from kimik3_reconciler.planning.desired import Desired, changes
 from kimik3_reconciler.planning.launch import Launch
-from kimik3_reconciler.planning.rpc_step import restarted_workers
+from kimik3_reconciler.planning.worker_step import restarted_workers
 
 
 def _rebuilt_image_id(launch: Launch, observed: Observed) -> str | None:

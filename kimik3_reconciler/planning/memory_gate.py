@@ -19,7 +19,7 @@ from kimik3_reconciler.errors import FieldRefusal
 from kimik3_reconciler.model import catalog
 from kimik3_reconciler.model.facts import HostFacts, Observed
 from kimik3_reconciler.model.profile import Profile
-from kimik3_reconciler.model.profile_rules import DRAFT_ROOM_MIB
+from kimik3_reconciler.model.profile_rules.drafts import DRAFT_ROOM_MIB
 from kimik3_reconciler.planning.humanize import gib
 from kimik3_reconciler.planning.launch import draft_device
 from kimik3_reconciler.planning.vram_fit import (

@@ -1,5 +1,5 @@
 """RPC workers (issue 18): build or re-tag the image on a worker host, launch or remove its rpc-server,
-wait for its port. Every effect goes through that host's own Docker (`ports.workers(host)`)."""
+wait for its port. Every effect goes through that host's own Docker (`ports.worker_docker(host)`)."""
 
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ _RESTARTS = 2  # rpc-server listens within a second of starting: restarting twic
 
 
 def worker_docker(ports: Ports, host: DockerHost) -> DockerPort:
-    if ports.workers is None:
+    if ports.worker_docker is None:
         raise PlanError(f"rpc worker {host.name}: no Docker connection to workers is wired")
-    return ports.workers(host)
+    return ports.worker_docker(host)
 
 
 def _on_worker(ports: Ports, host: DockerHost) -> Ports:

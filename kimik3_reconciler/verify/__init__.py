@@ -31,7 +31,7 @@ from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps.statistic import write_statistic
 from kimik3_reconciler.verify import checks
 from kimik3_reconciler.verify.checks import MAINLINE_SKIP, WEATHER_TOOL, Server, Session, solid_png
-from kimik3_reconciler.verify.rpc import check_rpc
+from kimik3_reconciler.verify.workers import check_workers
 from kimik3_reconciler.verify.report import NOT_CHECKABLE, CheckResult, Status, ToolCallCounts, VerifyReport
 
 __all__ = ["MAINLINE_SKIP", "NOT_CHECKABLE", "WEATHER_TOOL", "CheckResult", "Status", "ToolCallCounts",
@@ -70,7 +70,7 @@ def verify(engine: Engine, loaded: LoadedProfile) -> VerifyReport:
         ("two_turn", lambda: checks.two_turn(session)),
     ]
     if loaded.profile.workers:  # placement over RPC: the load log and the workers' sockets, not a request
-        named.append(("rpc", lambda: check_rpc(loaded.profile, observed, engine.ports.docker.container_logs(
+        named.append(("rpc", lambda: check_workers(loaded.profile, observed, engine.ports.docker.container_logs(
             loaded.profile.name, RPC_LOG_TAIL))))
     clock, container = engine.ports.clock, observed.container
     assert container is not None  # _serving refused otherwise

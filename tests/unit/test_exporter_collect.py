@@ -272,3 +272,19 @@ def test_the_tool_call_failure_total_says_since_when_and_this_intervals_part():
     assert rows["tool-call parse failures"] == "3 since the exporter started, 1 this interval"
     rows = {r.name: r.value for r in watch_rows({}, {name: [({}, 3.0)]}, 1.0)}
     assert rows["tool-call parse failures"] == "3 since the exporter started"
+
+
+def test_the_watch_loop_reads_every_interval_and_rates_over_the_time_between_readings():
+    """exporter/watch.readings (the `status --watch` loop, out of the CLI): the first rows at once, with no rate
+    (one reading), then one reading per interval, the rate over the clock's time between two readings, and
+    `iterations` refreshes after the first."""
+    from kimik3_reconciler.exporter.watch import readings
+
+    counter = "# TYPE llamacpp:prompt_tokens_total counter\nllamacpp:prompt_tokens_total {}\n"
+    expositions = iter(counter.format(n) for n in (10, 30, 90))
+    moments = iter((100.0, 102.0, 105.0))
+    slept: list[float] = []
+    views = list(readings(lambda: next(expositions), 2.0, 2, clock=lambda: next(moments), sleep=slept.append))
+    rates = [{r.name: r.value for r in rows if r.section == "server"}.get("prompt tok/s") for rows in views]
+    assert rates == [None, "10.0", "20.0"]  # (30 - 10) / 2 s, then (90 - 30) / 3 s
+    assert slept == [2.0, 2.0]

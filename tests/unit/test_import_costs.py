@@ -25,6 +25,9 @@ NOT_LOADED_BY_A_NOOP_PLAN = (
     "pydantic", "pydantic_core", "yaml", "asyncio", "zipfile", "rich", "tenacity", "http.client", "email", "ssl",
     "kimik3_reconciler.cli.bench_cmd", "kimik3_reconciler.cli.tune_cmd", "kimik3_reconciler.model.profile_schema",
     "kimik3_reconciler.model.profile_source",
+    # the profile rules run when a profile is validated; a cached one is not (model/profile_rules/__init__.py)
+    *(f"kimik3_reconciler.model.profile_rules.{concern}" for concern in (
+        "order", "quants", "serving", "server_args", "no_secrets", "paths", "build", "listeners", "workers")),
 )
 NO_NVML_LIBRARY = ("pynvml",)  # where the library is absent (a CPU host, CI): the ctypes pre-check answers
 

@@ -81,7 +81,7 @@ from kimik3_reconciler.planning import plan, render_desired
 from kimik3_reconciler.planning.metrics_step import render_exporter
 from kimik3_reconciler.planning.image_step import render_image_build
 from kimik3_reconciler.planning.launch import render_launch
-from kimik3_reconciler.planning.rpc_step import render_worker, worker_inputs
+from kimik3_reconciler.planning.worker_step import render_worker, worker_inputs
 from kimik3_reconciler.planning.exporter_unit import render_exporter_install
 from kimik3_reconciler.planning.unit_step import render_install
 

@@ -10,10 +10,10 @@ from kimik3_reconciler.model.facts import ContainerFact, HostFacts, RpcDeviceFac
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.planning import plan, render_desired
 from kimik3_reconciler.planning.memory_gate import memory_findings
-from kimik3_reconciler.planning.rpc_step import render_worker
+from kimik3_reconciler.planning.worker_step import render_worker
 from kimik3_reconciler.observe.workers import parse_rpc_devices
 from kimik3_reconciler.verify.report import Status
-from kimik3_reconciler.verify.rpc import check_rpc, rpc_buffers
+from kimik3_reconciler.verify.workers import check_workers, rpc_buffers
 
 PROFILE = {
     "apiVersion": "kimik3/v1", "name": "k3",
@@ -103,12 +103,12 @@ def test_verify_reads_the_rpc_buffers_and_the_worker_listeners() -> None:
     assert parse_rpc_devices(WORKER_LOG) == (RpcDeviceFact(name="CPU", description="AMD EPYC 9654 96-Core Processor",
                                                            total=515890 << 20, free=500001 << 20),)
     ok = observed(p, workers=(worker_fact(p),))
-    status, detail = check_rpc(p, ok, SERVER_LOG)
+    status, detail = check_workers(p, ok, SERVER_LOG)
     assert status is Status.OK and "w1 (10.0.0.2:50052) holds 3.40 MiB" in detail
-    status, detail = check_rpc(p, ok, SERVER_LOG.splitlines()[0])
+    status, detail = check_workers(p, ok, SERVER_LOG.splitlines()[0])
     assert status is Status.FAILED and "no model buffer on RPC device 10.0.0.2:50052" in detail
     leaky = observed(p, workers=(worker_fact(p, listeners=("0.0.0.0",)),))
-    status, detail = check_rpc(p, leaky, SERVER_LOG)
+    status, detail = check_workers(p, leaky, SERVER_LOG)
     assert status is Status.FAILED and "bound at 0.0.0.0, the profile names only 10.0.0.2" in detail
 
 

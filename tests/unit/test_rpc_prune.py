@@ -19,7 +19,7 @@ from kimik3_reconciler.model.records import rpc_workers_key
 from kimik3_reconciler.model.specs import DockerHost, WorkerLaunch, WorkerRemove
 from kimik3_reconciler.observe.workers import collect_removed_workers
 from kimik3_reconciler.planning import plan_destroy, render_desired
-from kimik3_reconciler.planning.rpc_step import plan_removed_workers, render_worker
+from kimik3_reconciler.planning.worker_step import plan_removed_workers, render_worker
 from kimik3_reconciler.steps.report import NullReporter
 from kimik3_reconciler.steps.workers import launch_worker, remember_workers, remove_worker
 
@@ -46,7 +46,7 @@ def profile(workers: int = 2):
 def test_a_launch_records_the_worker_and_a_removal_forgets_it() -> None:
     p = profile()
     state, dockers = MemoryState(), {W1: FakeDocker(), W2: FakeDocker()}
-    ports = SimpleNamespace(state=state, workers=dockers.__getitem__)
+    ports = SimpleNamespace(state=state, worker_docker=dockers.__getitem__)
     desired = render_desired(p, observed(p))
     for worker, host in zip(p.workers, (W1, W2)):
         spec, _ = render_worker(p, worker, desired.build.tag, desired.build.fingerprint)
@@ -135,7 +135,7 @@ def test_an_apply_records_its_workers_and_the_next_one_without_them_removes_them
                   tmp_path / "hub")
     ports, _ = fake_ports(hub)
     worker = WorkerDocker()
-    ports.workers = lambda host: worker
+    ports.worker_docker = lambda host: worker
     ports.host.tcp_connect = lambda address, port, timeout_s=2.0: True
     engine = Engine(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp")
     with_rpc = FAKE_PROFILE + "rpc: {workers: [{name: w1, docker: 'ssh://k3@10.0.0.2', bind: 10.0.0.2}]}\n"

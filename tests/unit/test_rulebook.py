@@ -58,7 +58,8 @@ def test_explain_prints_the_reason_and_refuses_unknown_rules() -> None:
     run = [sys.executable, "-m", "kimik3_reconciler", "explain"]
     shown = subprocess.run([*run, "spec-draft-device"], capture_output=True, text=True)
     assert shown.returncode == 0 and "graph reservation" in shown.stdout
-    assert "enforced by: kimik3_reconciler.model.profile_rules, kimik3_reconciler.planning.launch" in shown.stdout
+    assert ("enforced by: kimik3_reconciler.model.profile_rules.drafts, kimik3_reconciler.planning.launch"
+            in shown.stdout)
     unknown = subprocess.run([*run, "spec-draft-devise"], capture_output=True, text=True)
     assert unknown.returncode == 2 and "did you mean 'spec-draft-device'" in unknown.stderr
 
@@ -77,20 +78,43 @@ def test_every_rule_names_its_seed_passage_and_explain_lists_it() -> None:
 
 
 def test_every_profile_rule_finding_sits_under_its_own_rule_mark() -> None:
-    """Review of issue 14: guards were added without a rulebook entry. Each `yield _error(`/`yield _warning(` in
-    model/profile_rules.py needs a `# rule:` mark after the previous finding (or its function's start), so a
+    """Review of issue 14: guards were added without a rulebook entry. Each `yield error(`/`yield warning(` in
+    model/profile_rules/ needs a `# rule:` mark after the previous finding (or its function's start), so a
     new guard cannot skip the rulebook (and so `kimik3 explain`)."""
-    source = (PACKAGE / "model" / "profile_rules.py").read_text(encoding="utf-8").splitlines()
-    unmarked, since_mark = [], False
-    for number, line in enumerate(source, 1):
-        stripped = line.strip()
-        if stripped.startswith("def "):
-            since_mark = False
-        elif MARK.search(line):
-            since_mark = True
-        elif stripped.startswith(("yield _error(", "yield _warning(")):
-            if not since_mark:
-                unmarked.append(f"profile_rules.py:{number}: {stripped[:70]}")
-            since_mark = False
+    unmarked, findings = [], 0
+    for path in sorted((PACKAGE / "model" / "profile_rules").glob("*.py")):
+        since_mark = False
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            stripped = line.strip()
+            if stripped.startswith("def "):
+                since_mark = False
+            elif MARK.search(line):
+                since_mark = True
+            elif stripped.startswith(("yield error(", "yield warning(")):
+                findings += 1
+                if not since_mark:
+                    unmarked.append(f"profile_rules/{path.name}:{number}: {stripped[:70]}")
+                since_mark = False
     assert not unmarked, "findings without a `# rule:` mark:\n" + "\n".join(unmarked)
-    assert sum("yield _error(" in line or "yield _warning(" in line for line in source) >= 30  # it did look
+    assert findings >= 30  # it did look
+
+
+def test_every_rule_function_of_the_profile_rules_package_runs() -> None:
+    """model/profile_rules/ holds one module per concern and runs what order.py's RULES lists: a rule function
+    (public, one profile argument, yielding findings) left out of RULES would never run, and no case would say so."""
+    import pkgutil
+
+    from kimik3_reconciler.model import profile_rules
+    from kimik3_reconciler.model.profile_rules.order import RULES
+
+    listed = set(RULES)
+    found = []
+    for info in pkgutil.iter_modules(profile_rules.__path__):
+        module = importlib.import_module(f"{profile_rules.__name__}.{info.name}")
+        for name, function in inspect.getmembers(module, inspect.isfunction):
+            if function.__module__ != module.__name__ or name.startswith("_"):
+                continue
+            if list(inspect.signature(function).parameters) == ["p"] and "Finding" in str(function.__annotations__):
+                found.append(function)
+    assert found and set(found) <= listed, f"not in RULES: {[f.__qualname__ for f in set(found) - listed]}"
+    assert listed <= set(found)  # and RULES runs only such functions

@@ -258,7 +258,7 @@ def with_worker(world):
 
     engine, docker, work = world
     worker = WorkerDocker()
-    engine.ports.workers = lambda host: worker
+    engine.ports.worker_docker = lambda host: worker
     engine.ports.host.tcp_connect = lambda address, port, timeout_s=2.0: True
     (work / "profile.yaml").write_text(WITH_WORKER)
     engine.apply_or_revert(parse_profile(WITH_WORKER, str(work / "profile.yaml")))

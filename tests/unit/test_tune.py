@@ -411,3 +411,14 @@ def test_write_is_checked_before_the_search_and_rewrites_a_symlinks_target(tmp_p
                 write_target(str(real))
         finally:
             real.parent.chmod(0o755)
+
+
+def test_a_search_killed_mid_way_still_settles_on_file_as_written_and_writes_nothing(tmp_path, monkeypatch) -> None:
+    """tuning/session.tune (the lifecycle the CLI calls): whatever stops the search, the host is never left on a
+    candidate, and --write writes only a winner."""
+    runner = FakeRunner(kill_at=1)  # the second converge (the first candidate after the baseline's) is killed
+    with pytest.raises(Killed):  # click's runner hands a BaseException on, as the real command would
+        run_tune_cli(tmp_path, monkeypatch, runner, "--space", "ubatch=512,1024,4096", "--write")
+    written = (tmp_path / "tune.yaml").read_text()
+    assert "# kimik3 tune" not in written and "ubatch: 4096" in written
+    assert [p.profile.serve.ubatch for p in runner.settled] == [4096] and runner.settled[0].text == written

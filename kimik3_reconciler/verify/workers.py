@@ -24,7 +24,7 @@ def endpoint_of(bind: str, port: int) -> str:
     return f"[{bind}]:{port}" if ":" in bind else f"{bind}:{port}"
 
 
-def check_rpc(profile: Profile, observed: Observed, server_log: str) -> tuple[Status, str]:
+def check_workers(profile: Profile, observed: Observed, server_log: str) -> tuple[Status, str]:
     buffers, problems, held = rpc_buffers(server_log), [], []
     for worker in profile.workers:
         endpoint = endpoint_of(worker.bind, worker.port)

@@ -1,0 +1,102 @@
+"""Rules that keep secrets out of a profile (it lives in a GitOps repo), and the environment variables
+that would set llama-server options or GPUs behind the profile."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from urllib.parse import urlsplit
+
+from kimik3_reconciler.model.hub_endpoint import TOKEN_POLICY, token_may_go_to
+from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.model.profile_rules.finding import FIXED, NEVER_SECRETS, FieldPath, Finding, error, warning
+from kimik3_reconciler.model.profile_rules.server_args import GPU_SELECTION_ENV, NOT_SERVING_ENV, OWNED_ENV
+
+_SECRET_ENV = frozenset({"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "LLAMA_API_KEY"})
+_SECRET_SUFFIXES = ("_TOKEN", "_KEY", "_SECRET", "_PASSWORD")
+_HF_TOKEN = re.compile(r"hf_[A-Za-z0-9]{30,}")
+_NO_SECRETS = f"{NEVER_SECRETS}: use serve.api_key_file / the environment"
+
+
+def endpoint(p: Profile) -> Iterator[Finding]:
+    endpoint = p.model.endpoint
+    if endpoint is not None and not token_may_go_to(endpoint):
+        # rule: hub-token-https
+        # A token over plain http to another host travels in clear text: the hub adapters withhold it.
+        yield warning(("model", "endpoint"), f"plain http to a non-loopback host: {TOKEN_POLICY}, so this hub "
+                      "gets no token (a private or gated repo will be refused); use https")
+
+
+def secrets(p: Profile) -> Iterator[Finding]:
+    # rule: no-secrets
+    # PROFILE.md: profiles live in a GitOps repo; tokens and API keys come from files or the environment.
+    for key, value in p.serve.env.items():
+        upper = key.upper()
+        if upper in _SECRET_ENV or upper.endswith(_SECRET_SUFFIXES):
+            # rule: no-secrets
+            # A variable named like a secret holds one: env values show in `docker inspect`.
+            yield error(("serve", "env", key), f"{key} names a secret; {_NO_SECRETS}")
+        elif _HF_TOKEN.search(value):
+            # rule: no-secrets
+            # A token under an innocent name is still a token.
+            yield error(("serve", "env", key), f"the value looks like a Hugging Face token; {_NO_SECRETS}")
+        elif upper in OWNED_ENV:
+            # rule: owned-env
+            # reference/llama-cpp.md §1.0: llama-server reads it as the option kimik3 renders; where kimik3 renders
+            # that option only sometimes (or never: -hf), the variable is the one that counts.
+            instead = OWNED_ENV[upper]
+            yield error(("serve", "env", key), f"{key} sets a llama-server option kimik3 renders itself: "
+                        + (instead if instead is not None else FIXED.removeprefix("is ")))
+        elif key in NOT_SERVING_ENV:
+            # rule: serving-contract-flags
+            # llama-server reads the variable as the option (reference/llama-cpp.md §1.0).
+            yield error(("serve", "env", key), f"{key} {NOT_SERVING_ENV[key]}")
+        elif upper in GPU_SELECTION_ENV:
+            # rule: owned-env
+            # The container's GPUs are `gpus` (Docker's device request); this would select or renumber them behind it.
+            yield error(("serve", "env", key), f"{key} selects GPUs behind the profile: use gpus (the container gets "
+                        "exactly those)")
+        elif upper.startswith("LLAMA_ARG_"):
+            # rule: llama-arg-env
+            # llama-cpp.md §1.0: env sets llama-server options behind the CLI (list options even append).
+            yield warning(("serve", "env", key), "sets a llama-server option behind kimik3's argv; prefer the profile field")
+    for i, arg in enumerate(p.serve.extra_args):
+        if _HF_TOKEN.search(arg):
+            # rule: no-secrets
+            # argv shows in `docker inspect` and `ps`.
+            yield error(("serve", "extra_args", i), f"looks like a Hugging Face token; {_NO_SECRETS}")
+    for where, url in _urls(p):
+        if urlsplit(url).password is not None:
+            # rule: no-secrets
+            # A password in a URL is a secret in the profile, and errors and plans print the URL they could not reach.
+            yield error(where, f"the URL holds a password (user:password@); {NEVER_SECRETS}: a hub mirror takes "
+                        "HF_TOKEN from the environment, a Docker host its ssh keys or tls_dir")
+    key_file = p.serve.api_key_file
+    if key_file is not None and _looks_like_a_key(key_file):
+        # rule: no-secrets
+        # serve.api_key_file is the path of a file holding the key; a key written here is in the GitOps repo (and
+        # plan's "not found" would print it).
+        yield error(("serve", "api_key_file"), f"looks like an API key, not a path; {NEVER_SECRETS}: write the "
+                    "key into a file (chmod 600) and give its path here")
+
+
+def _urls(p: Profile) -> Iterator[tuple[FieldPath, str]]:
+    """The URLs a profile holds, where they are."""
+    if p.model.endpoint is not None:
+        yield ("model", "endpoint"), p.model.endpoint
+    if p.build.archive is not None and "://" in p.build.archive:
+        yield ("build", "archive"), p.build.archive
+    for i, worker in enumerate(p.workers):
+        yield ("rpc", "workers", i, "docker"), worker.docker
+
+
+_KEY_PREFIX = re.compile(r"(sk|pk|rk|api|key)[-_][A-Za-z0-9_-]{16,}")
+
+
+def _looks_like_a_key(value: str) -> bool:
+    """A token-shaped string rather than a file path: an hf_ token, an sk-... key, or 24+ characters of letters
+    and digits with no path separator or file suffix."""
+    if _HF_TOKEN.search(value) or _KEY_PREFIX.fullmatch(value):
+        return True
+    return ("/" not in value and "." not in value and len(value) >= 24 and any(c.isdigit() for c in value)
+            and any(c.isalpha() for c in value))

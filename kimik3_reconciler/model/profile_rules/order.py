@@ -1,0 +1,21 @@
+"""RULES: every cross-field rule of model/profile_rules/, in the one order they run in, so findings come out in the
+same order whatever module holds the rule. Imported only when a profile is validated (check_rules): a no-op plan
+reads a cached profile and loads none of the rule modules (docs/design.md "What a no-op plan imports")."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.model.profile_rules import (
+    build, drafts, listeners, no_secrets, paths, quants, server_args, serving, workers,
+)
+from kimik3_reconciler.model.profile_rules.finding import Finding
+
+RULES: tuple[Callable[[Profile], Iterator[Finding]], ...] = (
+    build.vision, quants.quant, no_secrets.endpoint, serving.fit_target, serving.ubatch, serving.batch,
+    serving.ctx_size, drafts.spec_draft, drafts.spec_type_args, build.variant, no_secrets.secrets,
+    server_args.extra_args, listeners.host, build.archive, listeners.systemd, server_args.split_mode, quants.reap,
+    serving.cache_ram, listeners.metrics, serving.load_mode, workers.worker_entries, workers.rpc_args,
+    build.builtin_patches, paths.paths_literal,
+)

@@ -1,0 +1,245 @@
+"""Plan the RPC workers (issue 18): on each worker host, the image and an rpc-server container, healthy
+before the main server starts; the main server's --rpc list and fingerprint follow the workers.
+
+A worker is another host reached through its own Docker (`rpc.workers[i].docker`). It runs
+`ggml-rpc-server` from the profile's image (same pin, same patches: one image serves both roles),
+bound to the one address the profile names. The worker's container fingerprint is part of the main
+server's, so a worker that changes replaces the main server too: llama-server keeps tensors in the
+worker's memory and cannot reconnect to a new rpc-server.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from dataclasses import asdict, replace
+
+from kimik3_reconciler.errors import PlanError
+from kimik3_reconciler.model.facts import ContainerFact, Observed, RemovedWorkerFact, WorkerFact
+from kimik3_reconciler.model.hashing import fingerprint
+from kimik3_reconciler.model.labels import PROFILE_LABEL, RPC_CACHE_MOUNT, WORKER_FINGERPRINT, WORKER_INPUTS
+from kimik3_reconciler.model.plan import Action, DiffItem, Step, flat_diff
+from kimik3_reconciler.model.profile import Profile, RpcWorker
+from kimik3_reconciler.model.records import rpc_workers_key
+from kimik3_reconciler.model.specs import ContainerSpec, DockerHost, ImageBuild, Mount, WorkerImage, WorkerLaunch, \
+    WorkerRemove, WorkerWait
+
+RPC_SERVER = "/app/ggml-rpc-server"  # Dockerfile.llamacpp copies it beside llama-server
+WORKER_WAIT_S = 120.0  # rpc-server listens within a second; a worker that needs longer is broken
+
+
+def worker_container_name(profile: Profile, worker: RpcWorker) -> str:
+    return worker.container_name(profile.name)
+
+
+def docker_host(worker: RpcWorker) -> DockerHost:
+    return DockerHost(worker.name, worker.docker, worker.tls_dir)
+
+
+def worker_hosts(profile: Profile) -> tuple[DockerHost, ...]:
+    """Every worker's Docker, in profile order: the hosts an apply locks besides its own."""
+    return tuple(docker_host(w) for w in profile.workers)
+
+
+def dropped_worker_hosts(profile: Profile, recorded: list[dict[str, str | None]]) -> tuple[DockerHost, ...]:
+    """The Docker of each recorded worker (model/records.py rpc_workers_key) the profile no longer names: an apply
+    removes its rpc-server there, so it locks that host too (observe/workers.py finds the same entries)."""
+    named = {(w.docker, w.container_name(profile.name)) for w in profile.workers}
+    return recorded_worker_hosts([e for e in recorded if (e.get("docker"), e.get("container")) not in named])
+
+
+def recorded_worker_hosts(recorded: list[dict[str, str | None]]) -> tuple[DockerHost, ...]:
+    return tuple(DockerHost(str(e["name"]), str(e["docker"]), e.get("tls_dir")) for e in recorded)
+
+
+def endpoint(worker: RpcWorker) -> str:
+    """host:port as llama-server's --rpc takes it (IPv6 in brackets)."""
+    return f"[{worker.bind}]:{worker.port}" if ":" in worker.bind else f"{worker.bind}:{worker.port}"
+
+
+def rpc_endpoints(profile: Profile) -> tuple[str, ...]:
+    return tuple(endpoint(w) for w in profile.workers)
+
+
+def cache_volume(profile: Profile, worker: RpcWorker) -> str:
+    return f"kimik3-rpc-cache-{profile.name}-{worker.name}"
+
+
+def worker_inputs(profile: Profile, worker: RpcWorker, image_fp: str) -> dict[str, object]:
+    """The worker's flat form (named as the profile names it), stamped as a label for replacement diffs."""
+    return {**{f"rpc.workers.{worker.name}.{k}": v for k, v in worker.model_dump(mode="json").items()},
+            "image.fingerprint": image_fp}
+
+
+def _argv(worker: RpcWorker) -> tuple[str, ...]:
+    argv = ["-H", worker.bind, "-p", str(worker.port)]
+    if worker.threads is not None:
+        argv += ["-t", str(worker.threads)]
+    if worker.devices:
+        argv += ["-d", ",".join(worker.devices)]
+    if worker.cache:
+        argv += ["-c"]
+    return tuple(argv)
+
+
+def render_worker(profile: Profile, worker: RpcWorker, image_tag: str, image_fp: str) -> tuple[ContainerSpec, str]:
+    """The worker's rpc-server container (labels included) and its fingerprint."""
+    gpus = worker.gpus if isinstance(worker.gpus, str) else tuple(str(g) for g in worker.gpus)
+    cache_mounts = (Mount(worker.cache_dir, RPC_CACHE_MOUNT, read_only=False),) if worker.cache and worker.cache_dir else ()
+    volumes = ((cache_volume(profile, worker), RPC_CACHE_MOUNT),) if worker.cache and not worker.cache_dir else ()
+    spec = ContainerSpec(
+        name=worker_container_name(profile, worker),
+        image=image_tag,
+        command=_argv(worker),
+        # rpc-server keeps its tensor cache under $LLAMA_CACHE/rpc (tools/rpc/README.md "Local cache").
+        env=(("LLAMA_CACHE", RPC_CACHE_MOUNT),) if worker.cache else (),
+        mounts=cache_mounts,
+        gpus=gpus,
+        labels=(),
+        # Host networking: rpc-server binds the worker host's own address, nothing is published.
+        network_mode="host",
+        ipc_mode="private",
+        restart_policy="unless-stopped",
+        # rpc-server prints its devices with printf: line-buffer stdout, or `docker logs` shows nothing
+        # until 4 KiB accumulate (the device list is what observe reads the worker's memory from).
+        entrypoint=("stdbuf", "-oL", RPC_SERVER),
+        volumes=volumes,
+    )
+    digest = fingerprint({"spec": asdict(replace(spec, gpu_request="")), "image": image_fp})
+    labels = ((PROFILE_LABEL, profile.name), (WORKER_FINGERPRINT, digest),
+              (WORKER_INPUTS, json.dumps(worker_inputs(profile, worker, image_fp), sort_keys=True)))
+    return replace(spec, labels=labels), digest
+
+
+def worker_fingerprints(profile: Profile, image_tag: str, image_fp: str) -> tuple[str, ...]:
+    """Every worker's fingerprint, in --rpc order: part of the main server's fingerprint."""
+    return tuple(render_worker(profile, w, image_tag, image_fp)[1] for w in profile.workers)
+
+
+def _started(container: ContainerFact | None) -> datetime.datetime | None:
+    stamp = container.started_at if container else None
+    if not stamp or stamp.startswith("0001-"):
+        return None
+    head, _, tail = stamp.rstrip("Z").partition(".")
+    try:  # docker's RFC 3339 with nanoseconds, in UTC: Python reads microseconds
+        return datetime.datetime.fromisoformat(head + ("." + tail[:6] if tail else "")).replace(tzinfo=datetime.UTC)
+    except ValueError:
+        return None
+
+
+def restarted_workers(observed: Observed) -> tuple[str, ...]:
+    """Workers whose rpc-server started after the main server: the tensors the server placed there are gone."""
+    main = _started(observed.container) if observed.workers else None
+    if main is None:
+        return ()
+    return tuple(w.name for w in observed.workers
+                 if w.container is not None and (_started(w.container) or main) > main)
+
+
+def _fact(observed: Observed, worker: RpcWorker) -> WorkerFact:
+    found = next((w for w in observed.workers if w.name == worker.name), None)
+    if found is None:
+        raise PlanError(f"rpc.workers {worker.name}: not observed (internal: observe every worker of the profile)")
+    if found.error:
+        # Nothing is known about that host: planning it blind could start the main server without it.
+        raise PlanError(f"rpc.workers {worker.name}: cannot reach its Docker at {worker.docker}: {found.error}")
+    return found
+
+
+def _image_step(build: ImageBuild, worker: RpcWorker, fact: WorkerFact) -> Step | None:
+    host, target = docker_host(worker), f"{worker.name}: {build.tag}"
+    if fact.same_daemon:
+        return None  # the main host's image step builds it in this very daemon
+    if any(i.fingerprint == build.fingerprint and build.tag in i.tags for i in fact.images):
+        return Step("worker image", target, Action.NOOP, f"image present on {worker.name} "
+                    f"(fingerprint {build.fingerprint})", spec=WorkerImage(host, build, 0))
+    kept = next((i for i in fact.images if i.fingerprint == build.fingerprint), None)
+    if kept is not None:
+        return Step("worker image", target, Action.UPDATE, f"a kept build on {worker.name} has fingerprint "
+                    f"{build.fingerprint}: tag it again", spec=WorkerImage(host, build, 0, retag_id=kept.id))
+    return Step("worker image", target, Action.CREATE,
+                f"no image with fingerprint {build.fingerprint} on {worker.name}: build it there from the same "
+                f"source and patches (ships {fact.context_bytes} bytes)",
+                spec=WorkerImage(host, build, fact.context_bytes), cost="compile llama.cpp on the worker (minutes)")
+
+
+def _container_step(spec: ContainerSpec, digest: str, worker: RpcWorker, fact: WorkerFact,
+                    inputs: dict[str, object]) -> Step:
+    host, target = docker_host(worker), f"{worker.name}: {spec.name}"
+    found = fact.container
+    if found is None:
+        return Step("worker", target, Action.CREATE, f"no rpc-server on {worker.name}: launch it on "
+                    f"{endpoint(worker)}", spec=WorkerLaunch(host, spec))
+    if found.fingerprint != digest:
+        return Step("worker", target, Action.REPLACE, f"worker inputs changed (fingerprint {found.fingerprint} → "
+                    f"{digest})", diff=flat_diff(found.inputs, inputs), spec=WorkerLaunch(host, spec, replace=True))
+    if found.state != "running":
+        return Step("worker", target, Action.REPLACE, f"rpc-server on {worker.name} is {found.state}: launch it again",
+                    diff=(DiffItem("state", found.state, "running"),), spec=WorkerLaunch(host, spec, replace=True))
+    return Step("worker", target, Action.NOOP, f"running on {worker.name}, fingerprint {digest} matches",
+                spec=WorkerLaunch(host, spec))
+
+
+def plan_workers(desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:  # noqa: ANN001
+    """Per worker host, in profile order: image, rpc-server container, then a wait for its port."""
+    profile, build = desired.profile, desired.build
+    steps: list[Step] = []
+    for worker in profile.workers:
+        fact = _fact(observed, worker)
+        image = _image_step(build, worker, fact)
+        steps += [image] if image is not None else []
+        spec, digest = render_worker(profile, worker, build.tag, build.fingerprint)
+        container = _container_step(spec, digest, worker, fact, worker_inputs(profile, worker, build.fingerprint))
+        steps.append(container)
+        wait = WorkerWait(docker_host(worker), spec.name, worker.bind, worker.port, WORKER_WAIT_S)
+        if container.changes or fact.port_open is False:
+            # rule: rpc-workers-first
+            # llama-server connects to every --rpc endpoint at start and fails without one: workers listen first.
+            steps.append(Step("worker health", f"{worker.name}: {endpoint(worker)}", Action.READ,
+                              f"wait until rpc-server accepts connections at {endpoint(worker)}", spec=wait))
+        else:
+            steps.append(Step("worker health", f"{worker.name}: {endpoint(worker)}", Action.NOOP,
+                              f"{endpoint(worker)} accepts connections", spec=wait))
+    return tuple(steps)
+
+
+def _removal(profile: Profile, fact: RemovedWorkerFact) -> Step:
+    host, target = DockerHost(fact.name, fact.docker, fact.tls_dir), f"{fact.name}: {fact.container_name}"
+    if fact.error:
+        # rule: rpc-removed-worker-removed
+        # Its rpc-server may still listen, open to anyone on that network: never forget it silently.
+        raise PlanError(f"rpc.workers {fact.name}: the profile no longer names this worker, but its rpc-server "
+                        f"{fact.container_name} cannot be removed: cannot reach its Docker at {fact.docker}: "
+                        f"{fact.error}\n  remove it by hand on that host (`docker rm -f {fact.container_name}`), "
+                        f"then delete its entry from the state record {rpc_workers_key(profile.name)}")
+    if fact.container is None:
+        return Step("worker", target, Action.DELETE, f"{fact.name} is no longer in rpc.workers and its rpc-server "
+                    f"is gone already: forget it", spec=WorkerRemove(host, fact.container_name, profile.name))
+    return Step("worker", target, Action.DELETE, f"{fact.name} is no longer in rpc.workers: remove its rpc-server "
+                f"({fact.container.state}; a left RPC server listens open on the network)",
+                spec=WorkerRemove(host, fact.container_name, profile.name))
+
+
+def plan_removed_workers(desired, observed: Observed,  # noqa: ANN001
+                         planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
+    """Workers an apply launched that the profile no longer names: their rpc-server is removed (after the main
+    server's swap: the old server keeps its tensors there until the new one, without --rpc to it, serves)."""
+    return tuple(_removal(desired.profile, fact) for fact in observed.removed_workers)
+
+
+def plan_worker_teardown(profile: Profile, observed: Observed) -> tuple[Step, ...]:
+    """destroy: remove each worker's rpc-server container (its image and tensor cache stay), and those of
+    recorded workers the profile no longer names."""
+    steps = [_removal(profile, fact) for fact in observed.removed_workers]
+    for worker in profile.workers:
+        fact = next((w for w in observed.workers if w.name == worker.name), None)
+        name = worker_container_name(profile, worker)
+        if fact is not None and fact.error:
+            raise PlanError(f"rpc.workers {worker.name}: cannot reach its Docker at {worker.docker}: {fact.error}")
+        if fact is not None and fact.container is not None:
+            steps.append(Step("worker", f"{worker.name}: {name}", Action.DELETE, f"rpc-server {fact.container.state} on "
+                              f"{worker.name}: remove it",
+                              spec=WorkerRemove(docker_host(worker), name, profile.name)))
+        else:
+            steps.append(Step("worker", f"{worker.name}: {name}", Action.NOOP, f"no rpc-server on {worker.name}"))
+    return tuple(steps)

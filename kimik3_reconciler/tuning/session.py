@@ -1,0 +1,120 @@
+"""One `kimik3 tune` from start to end: under the host lock, resume a killed search or start one on the converged
+host (its space and baseline recorded first), run the search, write the winner when asked, and always converge
+the end state (the winner written, or FILE as it was). The CLI parses, calls `tune` and renders its outcome."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kimik3_reconciler.benchmark import converged_deployment
+from kimik3_reconciler.engine import Engine
+from kimik3_reconciler.errors import NothingMeasured
+from kimik3_reconciler.model.bench import BenchSettings
+from kimik3_reconciler.model.loaded_profile import LoadedProfile
+from kimik3_reconciler.model.profile_edit import set_serve_knobs
+from kimik3_reconciler.model.profile_source import parse_profile
+from kimik3_reconciler.model.tuning import FIT, Goal, Trial, knob_id, search_key
+from kimik3_reconciler.planning.tune_space import default_space, serve_values
+from kimik3_reconciler.tuning import CandidateRunner, Search, SearchResult, with_settings
+
+
+@dataclass(frozen=True)
+class TuneRequest:
+    """What `kimik3 tune` was asked: the goal, the space given (empty: the profile's default space for this host),
+    the bench sizes and the search's limits."""
+
+    goal: Goal
+    asked: dict[str, tuple[Any, ...]]
+    base: BenchSettings
+    prompts: int
+    budget_s: float
+    finalists: int
+    max_trials: int | None
+    repeats: int
+    lock_timeout_s: float
+
+
+@dataclass(frozen=True)
+class TuneOutcome:
+    result: SearchResult
+    baseline_knobs: dict[str, Any]
+    failure: NothingMeasured | None  # candidates were launched and none was measured (exit 1)
+
+
+def tune(engine: Engine, runner: CandidateRunner, loaded: LoadedProfile, file: str, request: TuneRequest,
+         say: Callable[[str], None], write_profile: Callable[[str], None] | None = None) -> TuneOutcome:
+    """Search under the host lock; with `write_profile` (--write) the winner's knobs are written into FILE's text
+    (comments and key order kept, the figures as a comment) and the host converges on it; the host always ends
+    on the winner written or on FILE as it was, whatever the search raised."""
+    goal = request.goal
+    short = with_settings(request.base, goal, request.prompts, 1)
+    long = with_settings(request.base, goal, request.prompts * 2, 1)
+    key = search_key(loaded.profile.name, loaded.text, goal, request.asked,
+                     {"short": short.requests(), "long": long.requests(), "repeats": request.repeats,
+                      "tokens": [request.base.prompt_tokens, request.base.output_tokens]})
+    with engine.locked("tune", loaded.profile, request.lock_timeout_s):
+        record = engine.ports.state.read(key) or {}
+        if record.get("trials"):  # a killed search: the host may be on one of its candidates
+            observed = engine.observe(loaded)
+            the_space = {k: tuple(v) for k, v in record["space"].items()}
+            baseline_knobs = record["baseline"]
+        else:
+            observed = converged_deployment(engine, loaded)  # refuses (exit 4) unless converged on FILE
+            the_space = request.asked or default_space(loaded.profile, observed)
+            baseline_knobs = running_knobs(the_space, observed)
+            engine.ports.state.write(key, {"space": {k: list(v) for k, v in the_space.items()},
+                                           "baseline": baseline_knobs, "file": str(Path(file).resolve())})
+        say(f"tune {loaded.profile.name} for {goal}: space "
+            + " ".join(f"{k}={','.join(map(str, v))}" for k, v in the_space.items()) + f" (state {key})")
+        search = Search(runner, engine.ports.state, engine.ports.clock, say, loaded, goal, the_space,
+                        short, long, key, request.budget_s, request.finalists, request.max_trials, request.repeats)
+        target = loaded
+        try:
+            result = search.run(observed, baseline_knobs)
+            if write_profile is not None and result.winner is not None:
+                note = (f"kimik3 tune {engine.ports.clock.now():%Y-%m-%d} ({goal}): "
+                        f"{figure(result.winner, goal)} measured, was {figure(result.baseline, goal)} as written")
+                new_text = set_serve_knobs(loaded.text, serve_values(loaded.profile, result.winner.knobs), note)
+                write_profile(new_text)
+                target = parse_profile(new_text, source=file)
+        finally:  # never left on a candidate: the winner (written) or FILE as it was
+            say(f"converging on {'the winner' if target is not loaded else file + ' as written'}")
+            runner.settle(target)
+    return TuneOutcome(result, baseline_knobs, nothing_measured(result.trials, baseline_knobs))
+
+
+def running_knobs(space: dict[str, tuple[Any, ...]], observed) -> dict[str, Any]:  # noqa: ANN001 - Observed
+    """The running (as written) value of each searched knob: the trial that needs no load."""
+    running = observed.container.inputs if observed.container else {}
+    fixed = {"threads": observed.host.physical_cores, "load_mode": running.get("serve.load_mode") or "none"}
+    knobs = {k: fixed[k] if k in fixed else running.get(f"serve.{k}") for k in space}
+    if "n_cpu_moe" in knobs and knobs["n_cpu_moe"] is None:
+        knobs["n_cpu_moe"] = FIT  # the running profile leaves the split to --fit
+    return knobs
+
+
+def nothing_measured(trials: list[Trial], baseline_knobs: dict[str, Any]) -> NothingMeasured | None:
+    """The error (exit 1) when candidates were launched and none of them was measured: "nothing beat FILE" would
+    hide a search that measured nothing (a broken build, a server that never comes up)."""
+    launched = [t for t in trials if knob_id(t.knobs) != knob_id(baseline_knobs)]
+    if launched and all(t.status == "failed" for t in launched):
+        first = next(t.detail for t in launched)
+        return NothingMeasured(f"every candidate tune launched failed ({len(launched)}; the first: {first}); "
+                               "the host runs FILE as written")
+    return None
+
+
+def proposed_text(loaded: LoadedProfile, knobs: dict[str, Any]) -> str:
+    """FILE's text with `knobs` written into it (comments and key order kept): what --write would write, less
+    the figures' comment (the diff shown without --write)."""
+    return set_serve_knobs(loaded.text, serve_values(loaded.profile, knobs))
+
+
+def figure(trial: Trial | None, goal: Goal) -> str:
+    """A trial's figure as the table, the winner line and the profile's comment say it."""
+    if trial is None or trial.figure is None:
+        return "not measured"
+    return f"{goal.metric}@{goal.concurrency} {trial.figure:.2f} {goal.unit}"
