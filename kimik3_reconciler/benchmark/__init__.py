@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from kimik3_reconciler.engine import Engine
+from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.errors import NotConverged, PermanentError
 from kimik3_reconciler.model.bench import BenchRun, BenchSettings, LevelResult, RequestSample, summarise
 from kimik3_reconciler.model.facts import Observed
@@ -28,15 +28,15 @@ _PROSE = ("The reconciler observes the host, plans the changes the profile asks 
           "GPUs stay in system memory and are copied for each prompt. ")
 
 
-def converged_deployment(engine: Engine, loaded: LoadedProfile) -> Observed:
+def converged_deployment(orchestrator: Orchestrator, loaded: LoadedProfile) -> Observed:
     """The observed host, when it is converged to the profile; else NotConverged naming the plan's changes."""
-    current = engine.plan(loaded)
+    current = orchestrator.plan(loaded)
     if not current.converged:
         pending = tuple(f"{s.kind} {s.action.name.lower()} {s.target}: {s.reason}" for s in current.changes)
         raise NotConverged(f"{loaded.profile.name} is not converged, so a benchmark would measure something the "
                            f"profile does not describe; run `kimik3 apply {loaded.source}` first. The plan's "
                            "changes:\n  - " + "\n  - ".join(pending), pending)
-    observed = engine.observe(loaded)
+    observed = orchestrator.observe(loaded)
     if observed.container is None or observed.container.fingerprint is None:
         raise PermanentError(f"{loaded.profile.name}: no container fingerprint to keep the results under")
     return observed
@@ -74,10 +74,10 @@ KNOB_INPUTS = ("serve.batch", "serve.ubatch", "serve.fit_target", "serve.n_cpu_m
                "serve.ctx_size", "host.threads")
 
 
-def run_sweep(engine: Engine, loaded: LoadedProfile, settings: BenchSettings, observed: Observed,
+def run_sweep(orchestrator: Orchestrator, loaded: LoadedProfile, settings: BenchSettings, observed: Observed,
               on_level: Callable[[LevelResult], None] = lambda _level: None) -> BenchRun:
     """Every level of the grid, `repetitions` times over; a level's samples are pooled across repetitions."""
-    load = engine.ports.load
+    load = orchestrator.ports.load
     if load is None:
         raise PermanentError("bench needs a load port: none is wired into these ports")
     levels = sweep_levels(load, serving_endpoint(loaded, observed), settings, on_level)
@@ -85,7 +85,7 @@ def run_sweep(engine: Engine, loaded: LoadedProfile, settings: BenchSettings, ob
     assert container is not None and container.fingerprint is not None  # converged_deployment checked
     knobs = {k: container.inputs.get(k) for k in KNOB_INPUTS if k in container.inputs}
     return BenchRun(loaded.profile.name, container.fingerprint,
-                    engine.ports.clock.now().isoformat(timespec="seconds"), settings, tuple(levels), knobs)
+                    orchestrator.ports.clock.now().isoformat(timespec="seconds"), settings, tuple(levels), knobs)
 
 
 def sweep_levels(load: LoadPort, server: Server, settings: BenchSettings,

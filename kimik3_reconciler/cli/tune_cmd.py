@@ -85,34 +85,34 @@ def tune(ctx: click.Context, file: str, goal_text: str, budget: float, space: tu
     target_file = write_target(file) if write else None
     loaded = load(file)
     goal, asked = parse_goal(goal_text), parse_space(space)
-    engine = _ctx(ctx, json_out).engine(file)
+    orchestrator = _ctx(ctx, json_out).orchestrator(file)
     base = BenchSettings(prompt_tokens=prompt_tokens, output_tokens=output_tokens)
     short, long = with_settings(base, goal, prompts, 1), with_settings(base, goal, prompts * 2, 1)
     key = search_key(loaded.profile.name, loaded.text, goal, asked,
                      {"short": short.requests(), "long": long.requests(), "repeats": repeats,
                       "tokens": [prompt_tokens, output_tokens]})
-    runner = DockerRunner(engine)
-    with engine.locked("tune", loaded.profile, lock_timeout):
-        record = engine.ports.state.read(key) or {}
+    runner = DockerRunner(orchestrator)
+    with orchestrator.locked("tune", loaded.profile, lock_timeout):
+        record = orchestrator.ports.state.read(key) or {}
         if record.get("trials"):  # a killed search: the host may be on one of its candidates
-            observed = engine.observe(loaded)
+            observed = orchestrator.observe(loaded)
             the_space = {k: tuple(v) for k, v in record["space"].items()}
             baseline_knobs = record["baseline"]
         else:
-            observed = converged_deployment(engine, loaded)  # refuses (exit 4) unless converged on FILE
+            observed = converged_deployment(orchestrator, loaded)  # refuses (exit 4) unless converged on FILE
             the_space = asked or default_space(loaded.profile, observed)
             baseline_knobs = _baseline_knobs(the_space, observed)
-            engine.ports.state.write(key, {"space": {k: list(v) for k, v in the_space.items()},
+            orchestrator.ports.state.write(key, {"space": {k: list(v) for k, v in the_space.items()},
                                            "baseline": baseline_knobs, "file": str(Path(file).resolve())})
         _err.print(f"tune {loaded.profile.name} for {goal}: space "
                    + " ".join(f"{k}={','.join(map(str, v))}" for k, v in the_space.items()) + f" (state {key})")
-        search = Search(runner, engine.ports.state, engine.ports.clock, _err.print, loaded, goal, the_space,
+        search = Search(runner, orchestrator.ports.state, orchestrator.ports.clock, _err.print, loaded, goal, the_space,
                         short, long, key, budget, finalists, max_trials, repeats)
         target, result = loaded, None
         try:
             result = search.run(observed, baseline_knobs)
             if write and result.winner is not None:
-                note = (f"kimik3 tune {engine.ports.clock.now():%Y-%m-%d} ({goal}): "
+                note = (f"kimik3 tune {orchestrator.ports.clock.now():%Y-%m-%d} ({goal}): "
                         f"{_figure(result.winner, goal)} measured, was {_figure(result.baseline, goal)} as written")
                 new_text = set_serve_knobs(loaded.text, serve_values(loaded.profile, result.winner.knobs), note)
                 # whole or not at all, keeping the profile's own mode (the shared writer's temp file is 0600); a

@@ -174,7 +174,7 @@ RULES: tuple[Rule, ...] = (
     Rule("sizing-disk", "refuse", "a download that does not fit the cache's free disk (+10 % headroom) is refused "
          "with the numbers, before anything is fetched",
          "found after hundreds of GB otherwise", ("kimik3_reconciler.planning.model_step",),
-         ("unit/test_model_step.py", "unit/test_engine.py"),
+         ("unit/test_model_step.py", "unit/test_orchestrator.py"),
          seed="seed 000 step 3 (the script sums the quant's bytes and refuses, with the numbers, if it won't fit)"),
     Rule("build-args-safe", "refuse", "cmake arguments made from profile fields carry no shell or cmake "
          "metacharacters", "a profile field must never become shell text in the build",
@@ -184,11 +184,11 @@ RULES: tuple[Rule, ...] = (
          "name is not a template, and no package's, operator's or other profile's unit (or a masked one) is "
          "overwritten; docker.service and a docker CLI exist",
          "kimik3 never half-installs a unit or overwrites one it did not write",
-         _UNITS, ("cases/plan/29-systemd-not-pid1.yaml", "unit/test_unit_engine.py"),
+         _UNITS, ("cases/plan/29-systemd-not-pid1.yaml", "unit/test_unit_orchestrator.py"),
          seed="seed 000 step 7 (one static unit per deployment, installed by hand there; kimik3 installs it)"),
     Rule("numa-balancing", "refuse", "the host needs kernel.numa_balancing = 0",
          "measured as a 20+-minute single-request stall; the host gate refuses before any step runs",
-         ("kimik3_reconciler.planning.host_gate",), ("unit/test_host_gate.py", "unit/test_engine.py"),
+         ("kimik3_reconciler.planning.host_gate",), ("unit/test_host_gate.py", "unit/test_orchestrator.py"),
          seed="seed 000 step 5 (numa_balancing=0 and --load-mode none: required, not optional)"),
     Rule("mmproj-fork-only", "refuse", "model.mmproj only with build.source: fork",
          "vision (MoonViT-3d) lives only in the fork; mainline errors or silently ignores --mmproj",
@@ -251,7 +251,7 @@ RULES: tuple[Rule, ...] = (
          seed="seed 000 step 5 (CACHE_RAM: 0 only when benchmarking)"),
     Rule("shared-gpus", "force", "a profile sharing GPUs (or the port) with a running one stops it first",
          "the standing and interactive deployments share the GPUs (systemd Conflicts=)",
-         ("kimik3_reconciler.planning.conflict_step",), ("unit/test_conflicts.py", "unit/test_engine.py"),
+         ("kimik3_reconciler.planning.conflict_step",), ("unit/test_conflicts.py", "unit/test_orchestrator.py"),
          seed="seed 000 step 7 (the two units Conflicts= each other because they share the GPUs)"),
     Rule("env-file-bare-values", "force", "unit env files hold bare values, quoted where needed, never a comment",
          "systemd's EnvironmentFile folds an inline `# comment` into the value", _UNITS,
@@ -259,7 +259,7 @@ RULES: tuple[Rule, ...] = (
          seed="seed 000 step 7 (keep /etc/kimi-k3.env values bare)"),
     Rule("units-conflict-ordered", "force", "units sharing GPUs (or the port) carry Conflicts= and After= each other",
          "starting one must stop the other first, or both hold the GPUs at once", _UNITS,
-         ("cases/plan/25-systemd-unit-absent.yaml", "unit/test_unit_engine.py", "integration/test_systemd_live.py"),
+         ("cases/plan/25-systemd-unit-absent.yaml", "unit/test_unit_orchestrator.py", "integration/test_systemd_live.py"),
          seed="seed 000 step 7 (starting either stops the other)"),
     Rule("quant-mode-derived", "force", "hybrid or all-VRAM is derived from the quant's bytes against the profile's "
          "GPUs' total VRAM (less fit margins, KV, buffers); the batch/ubatch/fit_target defaults and the launch "

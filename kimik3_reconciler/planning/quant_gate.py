@@ -211,7 +211,7 @@ def plan_gate(desired: Desired, observed: Observed, planned: tuple[Step, ...] = 
         raise PlanError(f"model.quant {profile.model.quant} failed its quant gate on this image ({record.get('why')}); "
                         "it is never served: pick a vetted quant, or change the image (a new build is gated again)")
     reference, model, image, launch = observed.reference, observed.model, desired.build, desired.launch.input
-    assert reference is not None  # observed whenever the gate applies (engine: gate_reference)
+    assert reference is not None  # observed whenever the gate applies (orchestrator: gate_reference)
     n_vocab = observed.layout.n_vocab if observed.layout else 0
     logits = CHUNKS * (CTX // 2) * n_vocab * 2  # uint16 log-probs of the scored half of each chunk
     run = QuantGateRun(

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from kimik3_reconciler.engine import Engine
+from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.errors import InputError, PermanentError, StepError, VerifyFailed
 from kimik3_reconciler.model.api_keys import api_keys
 from kimik3_reconciler.model.facts import ContainerFact, Observed
@@ -40,28 +40,28 @@ CRASH_LOG_TAIL = 200  # a crash's lines sit behind the request's own log lines
 RPC_LOG_TAIL = 100_000  # the load lines come first; verify's own requests follow them
 
 
-def verification(engine: Engine, loaded: LoadedProfile) -> Callable[[], None]:
+def verification(orchestrator: Orchestrator, loaded: LoadedProfile) -> Callable[[], None]:
     """The check an apply runs after it changed something: verify, VerifyFailed naming the failures."""
     def check() -> None:
-        report = verify(engine, loaded)
+        report = verify(orchestrator, loaded)
         if not report.ok:
             raise VerifyFailed(report.failure_text())
     return check
 
 
-def verify(engine: Engine, loaded: LoadedProfile) -> VerifyReport:
+def verify(orchestrator: Orchestrator, loaded: LoadedProfile) -> VerifyReport:
     """Run every check against the profile's running container; refuse when it is not serving."""
-    observed = engine.observe(loaded)
-    server, chat = _serving(loaded, observed), engine.ports.chat
+    observed = orchestrator.observe(loaded)
+    server, chat = _serving(loaded, observed), orchestrator.ports.chat
     if chat is None:
         raise PermanentError("verify needs a chat port: none is wired into these ports")
     # rule: verify-random-weights
     # Only a file that says it is random excuses the content checks: unmarked or unreadable is a real model.
-    weights = _weights(engine.ports, observed)
+    weights = _weights(orchestrator.ports, observed)
     report = VerifyReport(profile=loaded.profile.name, weights=weights)
     session = Session(chat, server, loaded.profile, weights.random, report.tool_calls)
     named: list[tuple[str, Callable[[], checks.Verdict]]] = [
-        ("health", lambda: _health(engine.ports, server)),
+        ("health", lambda: _health(orchestrator.ports, server)),
         ("models", lambda: _models(session, loaded.profile.name)),
         ("text", lambda: checks.text(session)),
         ("tool_call", lambda: checks.tool_call(session)),
@@ -69,9 +69,9 @@ def verify(engine: Engine, loaded: LoadedProfile) -> VerifyReport:
         ("two_turn", lambda: checks.two_turn(session)),
     ]
     if loaded.profile.workers:  # placement over RPC: the load log and the workers' sockets, not a request
-        named.append(("rpc", lambda: check_rpc(loaded.profile, observed, engine.ports.docker.container_logs(
+        named.append(("rpc", lambda: check_rpc(loaded.profile, observed, orchestrator.ports.docker.container_logs(
             loaded.profile.name, RPC_LOG_TAIL))))
-    clock, container = engine.ports.clock, observed.container
+    clock, container = orchestrator.ports.clock, observed.container
     assert container is not None  # _serving refused otherwise
     for name, check in named:
         started = clock.monotonic()
@@ -85,12 +85,12 @@ def verify(engine: Engine, loaded: LoadedProfile) -> VerifyReport:
         if status is Status.FAILED:  # rule: cuda-oom-first-request
             # A failed request may be a dead server: its log names the cause and the fix (a CUDA OOM on the
             # first request after an all-VRAM load needs more fit_target margin, not another try).
-            report.crash = _crash(engine.ports, container)
+            report.crash = _crash(orchestrator.ports, container)
             if report.crash:
                 detail = f"the server crashed during this check: {report.crash} ({detail})"
         report.checks.append(CheckResult(name, status, detail, round(clock.monotonic() - started, 3)))
     # The exporter's verify series (issue 17): outcomes per check, tool-call parse failures and retries.
-    engine.ports.state.write(verify_key(loaded.profile.name),
+    orchestrator.ports.state.write(verify_key(loaded.profile.name),
                              {**report.to_json(), "date": clock.now().isoformat(timespec="seconds")})
     return report
 

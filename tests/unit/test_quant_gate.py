@@ -18,8 +18,8 @@ REV = "ab" * 20
 
 
 def fake_world(tmp_path: Path, quants: tuple[str, ...]):
-    """An engine on fakes whose hub holds `quants` of org/k3 (2 shards each)."""
-    from kimik3_reconciler.engine import Engine
+    """An orchestrator on fakes whose hub holds `quants` of org/k3 (2 shards each)."""
+    from kimik3_reconciler.orchestrator import Orchestrator
     from kimik3_reconciler.steps.report import NullReporter
     from support.fakes import FakeHub, fake_ports
 
@@ -27,7 +27,7 @@ def fake_world(tmp_path: Path, quants: tuple[str, ...]):
     (tmp_path / "src.tar.gz").write_bytes(b"source")
     (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
     ports, docker = fake_ports(FakeHub("org/k3", REV, files, tmp_path / "hub"))
-    return Engine(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp"), docker
+    return Orchestrator(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp"), docker
 
 
 def gated(quant: str, build: str, gpus: str, serve: str = ""):
@@ -78,22 +78,22 @@ def test_seed_figures_against_the_defaults() -> None:
 def test_the_gate_step_on_fakes_inserted_skipped_recorded_and_refusing(tmp_path) -> None:
     from kimik3_reconciler.errors import GateFailed, PlanError
 
-    engine, docker = fake_world(tmp_path, ("UD-Q2_K_XL", "UD-IQ2_M", "UD-Q2_K_XL-REAP770"))
+    orchestrator, docker = fake_world(tmp_path, ("UD-Q2_K_XL", "UD-IQ2_M", "UD-Q2_K_XL-REAP770"))
 
     def profile(quant: str):
         return gated(quant, "variant: cpu, cpu_features: []", "none")
 
-    vetted = engine.plan(profile("UD-Q2_K_XL-REAP770"))
+    vetted = orchestrator.plan(profile("UD-Q2_K_XL-REAP770"))
     assert [s.action.name for s in vetted.steps if s.kind == "gate"] == ["NOOP"]
     assert not [s for s in vetted.steps if s.kind == "reference"]  # nothing to compare: no reference fetched
     docker.perplexity_outputs["UD-IQ2_M"] = (FIXTURES / "kld-other-weights.out").read_text()
-    kinds = [s.kind for s in engine.plan(profile("UD-IQ2_M")).changes]
+    kinds = [s.kind for s in orchestrator.plan(profile("UD-IQ2_M")).changes]
     assert kinds[:3] == ["model", "reference", "image"] and kinds.index("gate") < kinds.index("container")
     with pytest.raises(GateFailed, match="top-token agreement 0.0% < 80%"):
-        engine.apply(profile("UD-IQ2_M"))
+        orchestrator.apply(profile("UD-IQ2_M"))
     assert "run k3-test" not in docker.calls  # never launched
     with pytest.raises(PlanError, match="failed its quant gate on this image"):
-        engine.plan(profile("UD-IQ2_M"))
+        orchestrator.plan(profile("UD-IQ2_M"))
 
 
 def test_a_vetted_quant_shows_its_catalog_results_instead_of_a_gate() -> None:
@@ -120,21 +120,21 @@ def test_on_gpus_the_serving_container_stops_before_the_gate_and_a_failure_start
 
     from kimik3_reconciler.errors import GateFailed
 
-    engine, docker = fake_world(tmp_path, ("UD-Q2_K_XL", "UD-IQ2_M"))
-    engine.ports.host.nvml_dump = _json.loads((FIXTURES.parent / "h200" / "nvml.json").read_text())
+    orchestrator, docker = fake_world(tmp_path, ("UD-Q2_K_XL", "UD-IQ2_M"))
+    orchestrator.ports.host.nvml_dump = _json.loads((FIXTURES.parent / "h200" / "nvml.json").read_text())
     monkeypatch.setattr(docker, "info", lambda: {"Runtimes": {"nvidia": {}}})
 
     def profile(quant: str):
         return gated(quant, 'cuda_architectures: ["90"]', "[0]")
 
-    engine.apply_or_revert(profile("UD-Q2_K_XL"))  # serving, recorded as the last good profile
-    plan = engine.plan(profile("UD-IQ2_M"))
+    orchestrator.apply_or_revert(profile("UD-Q2_K_XL"))  # serving, recorded as the last good profile
+    plan = orchestrator.plan(profile("UD-IQ2_M"))
     kinds = [s.kind for s in plan.changes]
     assert kinds.index("stop") < kinds.index("gate") < kinds.index("container")
     assert "downtime from now until the new container is healthy" in next(s for s in plan.changes if s.kind == "stop").cost
     docker.perplexity_outputs["UD-IQ2_M"] = (FIXTURES / "kld-other-weights.out").read_text()
     with pytest.raises(GateFailed, match="reverted to the last good profile"):
-        engine.apply_or_revert(profile("UD-IQ2_M"))
+        orchestrator.apply_or_revert(profile("UD-IQ2_M"))
     assert docker.calls.index("stop k3-test") < docker.calls.index("oneshot kimik3-gate-candidate")
     assert docker.containers["k3-test"]["State"]["Status"] == "running"  # started again by the revert
 
@@ -145,12 +145,12 @@ def test_llama_perplexity_gets_the_servers_owned_flags_from_the_same_function(tm
     from kimik3_reconciler.errors import GateFailed
     from kimik3_reconciler.planning.launch import placement_args, runtime_flags
 
-    engine, docker = fake_world(tmp_path, ("UD-Q2_K_XL", "UD-IQ2_M"))
-    engine.ports.host.cores = 12
+    orchestrator, docker = fake_world(tmp_path, ("UD-Q2_K_XL", "UD-IQ2_M"))
+    orchestrator.ports.host.cores = 12
     docker.perplexity_outputs["UD-IQ2_M"] = (FIXTURES / "kld-other-weights.out").read_text()
     profile = gated("UD-IQ2_M", "variant: cpu, cpu_features: []", "none", "n_cpu_moe: 3, fit_target: 2048")
     with pytest.raises(GateFailed):
-        engine.apply(profile)
+        orchestrator.apply(profile)
     reference, candidate = docker.one_shots
     owned = ("--numa", "distribute", "--cache-type-k", "f16", "--cache-type-v", "f16", "--load-mode", "none",
              "--threads", "12", "--threads-batch", "12")

@@ -229,14 +229,14 @@ def test_a_gpu_profile_with_a_manual_split_searches_it_and_fit() -> None:
 
 
 def run_tune_cli(tmp_path, monkeypatch, runner: FakeRunner, *args: str):  # noqa: ANN001, ANN201
-    """`kimik3 tune` on fakes (engine, host lock, state) with `runner` standing in for DockerRunner."""
+    """`kimik3 tune` on fakes (orchestrator, host lock, state) with `runner` standing in for DockerRunner."""
     from click.testing import CliRunner
     from support.fakes import FakeHub, fake_ports
 
     import kimik3_reconciler.cli.tune_cmd as tune_cmd
     import kimik3_reconciler.tuning as tuning
     from kimik3_reconciler.cli import main
-    from kimik3_reconciler.engine import Engine
+    from kimik3_reconciler.orchestrator import Orchestrator
     from kimik3_reconciler.steps.report import NullReporter
 
     (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
@@ -247,12 +247,12 @@ def run_tune_cli(tmp_path, monkeypatch, runner: FakeRunner, *args: str):  # noqa
     path.write_text(text)
     hub = FakeHub("org/k3", "ab" * 20, {"UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00001.gguf": b"shard"}, tmp_path / "hub")
     ports, _ = fake_ports(hub)
-    engine = Engine(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp")
-    engine.apply(parse_profile(text, str(path)))
+    orchestrator = Orchestrator(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp")
+    orchestrator.apply(parse_profile(text, str(path)))
 
     class Context:
-        def engine(self, _file: str) -> Engine:
-            return engine
+        def orchestrator(self, _file: str) -> Orchestrator:
+            return orchestrator
 
     monkeypatch.setattr(tune_cmd, "_ctx", lambda *_: Context())
     monkeypatch.setattr(tuning, "DockerRunner", lambda _engine: runner)
@@ -260,7 +260,7 @@ def run_tune_cli(tmp_path, monkeypatch, runner: FakeRunner, *args: str):  # noqa
 
 
 def test_tune_write_through_the_cli_rewrites_the_file_and_settles_on_it(tmp_path, monkeypatch) -> None:
-    """The command end to end on fakes (engine, host lock, state) with FakeRunner's figures: deterministic,
+    """The command end to end on fakes (orchestrator, host lock, state) with FakeRunner's figures: deterministic,
     so the written file is checked whatever a real machine's noise would have measured."""
     runner = FakeRunner()
     path, result = run_tune_cli(tmp_path, monkeypatch, runner, "--space", "ubatch=512,1024", "--space",

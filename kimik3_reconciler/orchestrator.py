@@ -70,7 +70,7 @@ def located(loaded: LoadedProfile) -> Iterator[None]:
         raise placed from None
 
 
-class Engine:
+class Orchestrator:
     def __init__(self, ports: Ports, reporter: Reporter, base_dir: Path, dockerfile: Path):
         self.ports, self.reporter = ports, reporter
         self.base_dir, self.dockerfile = base_dir, dockerfile
@@ -255,7 +255,7 @@ class Engine:
 
             try:
                 # Its relative paths (build.archive, patches, api_key_file) are relative to *its* folder.
-                reverting = Engine(self.ports, self.reporter, Path(last.get("base_dir") or self.base_dir),
+                reverting = Orchestrator(self.ports, self.reporter, Path(last.get("base_dir") or self.base_dir),
                                    self.dockerfile)
                 reverting.apply(parse_profile(last["text"], source=f"last good {loaded.profile.name} "
                                                                    f"({last.get('date')})"), max_rounds)
