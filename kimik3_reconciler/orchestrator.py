@@ -21,7 +21,6 @@ from kimik3_reconciler.model.plan import Plan, Step
 from kimik3_reconciler.model.loaded_profile import LoadedProfile
 from kimik3_reconciler.model.records import apply_key, last_good_key, unverified_key
 from kimik3_reconciler.model.profile import Profile
-from kimik3_reconciler.model.specs import HealthWait, LaunchContainer, StartContainer, VerifyServer
 from kimik3_reconciler.observe import observe
 from kimik3_reconciler.observe.docker_objects import parse_container
 from kimik3_reconciler.planning import gate_reference, plan, plan_destroy, plan_prune, refuse_by_host_gate
@@ -35,6 +34,7 @@ if TYPE_CHECKING:
     from kimik3_reconciler.model.plan_file import SavedPlan
 
 DEFAULT_ROUNDS = 3
+Check = Callable[[], None]  # `kimik3 verify` of the profile being applied: VerifyFailed when a check fails
 
 
 @dataclass
@@ -136,9 +136,12 @@ class Orchestrator:
                                created=self.ports.clock.now().isoformat(timespec="seconds"),
                                rehash=rehash, warnings=made.warnings)
 
-    def apply_saved(self, loaded: LoadedProfile, saved: SavedPlan, profile_text_now: str | None) -> ApplyResult:
+    def apply_saved(self, loaded: LoadedProfile, saved: SavedPlan, profile_text_now: str | None,
+                    check: Check | None = None) -> ApplyResult:
         """Execute exactly `saved`'s steps, once nothing moved since it was made (else StalePlan, nothing run);
-        then wait for health as apply does. `profile_text_now`: the profile file as it reads now."""
+        then wait for health as apply does. `profile_text_now`: the profile file as it reads now; `check`: as
+        for `apply`."""
+        ports = self.ports.verifying(check)
         observed = self.observe(loaded, saved.rehash, gate_first=True)
         from kimik3_reconciler.planning.basis import stale_reasons
 
@@ -148,58 +151,61 @@ class Orchestrator:
                             f"nothing was changed. Plan again (kimik3 plan {saved.profile_source} -out PLAN):\n  - "
                             + "\n  - ".join(moved), moved)
         result = ApplyResult(rounds=1)
-        self._execute(self._runnable(saved.changes, result), result)
+        self._execute(self._runnable(saved.changes, result, ports), result, ports)
         final = self.plan(loaded)
         # A load the saved plan did not wait for (it was made while the container was loading): wait now.
-        self._execute(tuple(s for s in self._runnable(final.changes, result) if isinstance(s.spec, HealthWait)),
-                      result)
+        self._execute(tuple(s for s in self._runnable(final.changes, result, ports) if s.spec.waits), result, ports)
         result.final = self._settled(self.plan(loaded) if result.executed else final, result)
-        pending_steps = self._runnable(result.final.changes, result)
+        pending_steps = self._runnable(result.final.changes, result, ports)
         if pending_steps:
             pending = tuple(f"{s.kind} {s.target}: {s.reason}" for s in pending_steps)
             raise ConvergenceError("the saved plan ran, but the host still wants changes (plan again):\n  "
                                    + "\n  ".join(pending), pending)
         return result
 
-    def _execute(self, steps: tuple[Step, ...], result: ApplyResult) -> None:
+    def _execute(self, steps: tuple[Step, ...], result: ApplyResult, ports: Ports) -> None:
         for step in steps:
             self.reporter.event("step", kind=step.kind, action=step.action.name.lower(),
                                 target=step.target, reason=step.reason)
-            execute(step, self.ports, self.reporter)
+            execute(step, ports, self.reporter)
             result.executed.append(step)
 
-    def _runnable(self, steps: tuple[Step, ...], result: ApplyResult) -> tuple[Step, ...]:
-        """The changing steps this apply runs. A `<= verify` step (a launch an earlier apply left unverified)
-        needs a verifier (none: --no-verify-server, the launch stays unverified for a later apply), and is left
-        out once this apply (re)launched or started the container: apply_or_revert verifies that launch at the end."""
-        skip_verify = self.ports.verifier is None or _launched(result)
-        return tuple(s for s in steps if s.changes and not (skip_verify and isinstance(s.spec, VerifyServer)))
+    @staticmethod
+    def _runnable(steps: tuple[Step, ...], result: ApplyResult, ports: Ports) -> tuple[Step, ...]:
+        """The changing steps this apply runs. A step that `checks` (a launch an earlier apply left unverified)
+        needs the apply's check (none: --no-verify-server, the launch stays unverified for a later apply), and is
+        left out once this apply started the server: apply_or_revert checks that launch at the end."""
+        skip_checks = ports.verifier is None or _launched(result)
+        return tuple(s for s in steps if s.changes and not (skip_checks and s.spec.checks))
 
     @staticmethod
     def _settled(current: Plan, result: ApplyResult) -> Plan:
-        """The plan as this apply leaves it: the verify of its own launch is apply_or_revert's, not pending."""
+        """The plan as this apply leaves it: the check of its own launch is apply_or_revert's, not pending."""
         if not _launched(result):
             return current
-        return replace(current, steps=tuple(s for s in current.steps if not isinstance(s.spec, VerifyServer)))
+        return replace(current, steps=tuple(s for s in current.steps if not (s.spec is not None and s.spec.checks)))
 
     def apply(self, loaded: LoadedProfile, max_rounds: int = DEFAULT_ROUNDS, rehash: bool = False,
-              admit: Callable[[Plan], None] | None = None) -> ApplyResult:
+              admit: Callable[[Plan], None] | None = None, check: Check | None = None) -> ApplyResult:
         """Converge; `rehash` applies to the first observation only (what it finds missing is fetched again).
-        `admit(plan)` sees each round's plan before any of its steps runs, and may refuse it (raise)."""
+        `admit(plan)` sees each round's plan before any of its steps runs, and may refuse it (raise). `check`
+        (verify) is what a step that `checks` runs (a launch an earlier apply left unverified); this apply's own
+        launch is checked by the caller (`apply_checked`)."""
+        ports = self.ports.verifying(check)
         result = ApplyResult()
         for round_no in range(1, max_rounds + 1):
             current = self.plan(loaded, rehash=rehash and round_no == 1)
             result.rounds, result.final = round_no, current
-            steps = self._runnable(current.changes, result)
+            steps = self._runnable(current.changes, result, ports)
             if not steps:
                 result.final = self._settled(current, result)
                 return result
             if admit is not None:
                 admit(current)
-            self._execute(steps, result)
+            self._execute(steps, result, ports)
         final = self.plan(loaded)
         result.final = self._settled(final, result)
-        pending_steps = self._runnable(final.changes, result)
+        pending_steps = self._runnable(final.changes, result, ports)
         if pending_steps:
             pending = tuple(f"{s.kind} {s.target}: {s.reason}" for s in pending_steps)
             raise ConvergenceError(f"not converged after {max_rounds} rounds:\n  " + "\n  ".join(pending), pending)
@@ -207,11 +213,11 @@ class Orchestrator:
 
     def apply_or_revert(self, loaded: LoadedProfile, check: Callable[[], None] | None = None,
                         max_rounds: int = DEFAULT_ROUNDS, rehash: bool = False,
-                        run: Callable[[], ApplyResult] | None = None,
+                        run: Callable[[Check | None], ApplyResult] | None = None,
                         admit: Callable[[Plan], None] | None = None) -> ApplyResult:
-        """Apply (or `run`: a saved plan); then `check` (verify). On success record the profile as the last
+        """Apply (or `run(check)`: a saved plan); then `check` (verify). On success record the profile as the last
         good one. When the gate, the load or the check fails, relaunch the last good profile and re-raise.
-        A `<= verify` step (a launch an earlier apply left unverified) runs `check` through `ports.verifier`.
+        A `<= verify` step (a launch an earlier apply left unverified) runs `check` too.
         Either way the apply record (`apply_key`: date, result, converged fingerprint, reverts) says how it ended."""
         self._reverted = False
         try:
@@ -234,18 +240,11 @@ class Orchestrator:
             "reverts": _count(previous.get("reverts")) + (1 if self._reverted else 0)})
 
     def _apply_or_revert(self, loaded: LoadedProfile, check: Callable[[], None] | None, max_rounds: int,
-                         rehash: bool, run: Callable[[], ApplyResult] | None,
+                         rehash: bool, run: Callable[[Check | None], ApplyResult] | None,
                          admit: Callable[[Plan], None] | None) -> ApplyResult:
         try:
-            self.ports.verifier = check
-            try:
-                result = run() if run is not None else self.apply(loaded, max_rounds, rehash, admit)
-            finally:
-                self.ports.verifier = None  # the revert below must never verify against the failing profile
-            verified = any(isinstance(s.spec, VerifyServer) for s in result.executed)
-            if check is not None and result.changed and not verified:
-                check()
-                self.ports.state.delete(unverified_key(loaded.profile.name))
+            # The check goes with this apply only: the revert below must never verify against the failing profile.
+            result = self.apply_checked(loaded, check, max_rounds, rehash, run, admit)
         except (LoadFailed, VerifyFailed) as failure:  # GateFailed and SmokeFailed are LoadFailed
             last = self.ports.state.read(last_good_key(loaded.profile.name))
             if last is None or last.get("text") == loaded.text:
@@ -277,6 +276,19 @@ class Orchestrator:
                 "date": self.ports.clock.now().isoformat(timespec="seconds")})
         return result
 
+    def apply_checked(self, loaded: LoadedProfile, check: Check | None, max_rounds: int = DEFAULT_ROUNDS,
+                      rehash: bool = False, run: Callable[[Check | None], ApplyResult] | None = None,
+                      admit: Callable[[Plan], None] | None = None) -> ApplyResult:
+        """Apply (or `run(check)`) with `check`, then run `check` on a change unless a step of the apply ran it
+        already; a passing check clears the launch's `unverified/` record. No revert, no last-good record
+        (apply_or_revert adds them; a tune candidate is never the profile to come back to)."""
+        result = run(check) if run is not None else self.apply(loaded, max_rounds, rehash, admit, check)
+        checked = any(s.spec.checks for s in result.executed)
+        if check is not None and result.changed and not checked:
+            check()
+            self.ports.state.delete(unverified_key(loaded.profile.name))
+        return result
+
     def prune(self, loaded: LoadedProfile, execute_steps: bool = True) -> Plan:
         pruning = check_executable(plan_prune(loaded.profile, self.observe(loaded)))
         if execute_steps:
@@ -294,7 +306,7 @@ class Orchestrator:
 
 def _launched(result: ApplyResult) -> bool:
     """This apply (re)launched or started the container: it verifies that launch itself, at its end."""
-    return any(isinstance(s.spec, (LaunchContainer, StartContainer)) for s in result.executed)
+    return any(s.spec.starts_server for s in result.executed)
 
 
 def _count(value: object) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import datetime
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -264,6 +265,16 @@ class Ports:
         self.workers = workers  # the Docker of an RPC worker host (rpc.workers[].docker); None: no workers wired
         self.worker_lock = worker_lock  # the apply lock on a worker host (kept in its Docker)
         self.cache = cache  # None: nothing is cached (a source archive is hashed on every plan)
-        # `kimik3 verify` of the profile being applied (VerifyFailed when a check fails); wired by the orchestrator for
-        # the length of an apply that verifies, None otherwise (then `<= verify` steps are left for a later apply).
+        # `kimik3 verify` of the profile being applied (VerifyFailed when a check fails): set only on the copy an
+        # apply that verifies runs its steps with (`verifying`), None otherwise (then `<= verify` steps are left
+        # for a later apply).
         self.verifier: Callable[[], None] | None = None
+
+    def verifying(self, check: Callable[[], None] | None) -> Ports:
+        """These ports with `check` as the verifier, for one apply's steps; these (shared) ports do not change.
+        None: these ports as they are."""
+        if check is None:
+            return self
+        wired = copy.copy(self)
+        wired.verifier = check
+        return wired

@@ -257,7 +257,8 @@ def _apply_input(ctx: click.Context, file: str, json_out: bool):  # noqa: ANN202
     orchestrator = _ctx(ctx, json_out).orchestrator(saved.profile_source)
     # Read when it runs, under the host lock (as the observation is): what an apply that held the lock
     # before us changed in the profile file is seen, and makes the plan stale.
-    return loaded, orchestrator, lambda: orchestrator.apply_saved(loaded, saved, profile_text_now(saved.profile_source))
+    return loaded, orchestrator, lambda check: orchestrator.apply_saved(loaded, saved,
+                                                                     profile_text_now(saved.profile_source), check)
 
 
 @main.command()

@@ -13,8 +13,6 @@ from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.model.bench import BenchRun, BenchSettings
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.loaded_profile import LoadedProfile
-from kimik3_reconciler.model.records import unverified_key
-from kimik3_reconciler.model.specs import VerifyServer
 from kimik3_reconciler.planning.placement import forecast
 
 
@@ -49,16 +47,7 @@ class DockerRunner:
     def converge(self, loaded: LoadedProfile) -> None:
         """apply_or_revert without its last-good record and its revert: a candidate is never the profile to
         come back to, and a failed one is a result (the search goes on to the next candidate)."""
-        check = self._check(loaded)
-        ports = self.orchestrator.ports
-        ports.verifier = check  # a `<= verify` step (a launch an earlier apply left unverified) runs it
-        try:
-            result = self.orchestrator.apply(loaded)
-        finally:
-            ports.verifier = None
-        if result.changed and not any(isinstance(s.spec, VerifyServer) for s in result.executed):
-            check()
-            ports.state.delete(unverified_key(loaded.profile.name))
+        self.orchestrator.apply_checked(loaded, self._check(loaded))
 
     def _check(self, loaded: LoadedProfile) -> Callable[[], None]:
         # lazy, as before: verify stays off the import path

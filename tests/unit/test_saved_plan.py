@@ -174,7 +174,7 @@ def test_a_saved_plan_with_an_owed_verify_runs_it_through_the_verifier(world):
     checks: list[str] = []
     loaded = parse_profile(saved.profile_text, saved.profile_source)
     result = orchestrator.apply_or_revert(loaded, lambda: checks.append("verify"),
-                                    run=lambda: orchestrator.apply_saved(loaded, saved, FAKE_PROFILE))
+                                    run=lambda check: orchestrator.apply_saved(loaded, saved, FAKE_PROFILE, check))
     assert checks == ["verify"] and [s.kind for s in result.executed] == ["verify"]
     assert orchestrator.plan(loaded).converged
 
