@@ -76,6 +76,7 @@ def tune(ctx: click.Context, file: str, goal_text: str, budget: float, space: tu
     (replace, health, verify) and a bench; refused candidates are never launched. Resumable (state), holds
     the host lock, and always ends converged on the winner (--write) or on FILE as written."""
     from kimik3_reconciler.benchmark import converged_deployment
+    from kimik3_reconciler.engines import engine_for
     from kimik3_reconciler.model.profile_edit import set_serve_knobs
     from kimik3_reconciler.model.profile_source import parse_profile
     from kimik3_reconciler.model.tuning import parse_goal, parse_space, search_key
@@ -100,7 +101,7 @@ def tune(ctx: click.Context, file: str, goal_text: str, budget: float, space: tu
             baseline_knobs = record["baseline"]
         else:
             observed = converged_deployment(orchestrator, loaded)  # refuses (exit 4) unless converged on FILE
-            the_space = asked or default_space(loaded.profile, observed)
+            the_space = asked or default_space(engine_for(loaded.profile.engine), loaded.profile, observed)
             baseline_knobs = _baseline_knobs(the_space, observed)
             orchestrator.ports.state.write(key, {"space": {k: list(v) for k, v in the_space.items()},
                                            "baseline": baseline_knobs, "file": str(Path(file).resolve())})

@@ -23,6 +23,7 @@ class Rule:
 _PROFILE = ("kimik3_reconciler.model.profile_rules",)
 _DEFAULTS = ("kimik3_reconciler.model.profile",)
 _LAUNCH = ("kimik3_reconciler.planning.launch",)
+_LLAMACPP = ("kimik3_reconciler.engines.llamacpp.launch",)  # the engine renders the server's argv
 _UNITS = ("kimik3_reconciler.planning.unit_step",)
 _HUB = ("kimik3_reconciler.adapters.hf_hub", "kimik3_reconciler.adapters.hub_download")
 _STEP5_BATCH = "seed 000 step 5 (BATCH/UBATCH: 4096 for hybrid, 2048 for all-VRAM)"
@@ -93,7 +94,7 @@ RULES: tuple[Rule, ...] = (
          "cores, --load-mode (serve.load_mode: none or dio), --metrics; extra_args cannot override them, and "
          "`kimik3 tune` never launches a candidate with other threads or a mapped load mode",
          "Kimi-K3/hardware requirements, not tuning: leaving --numa or --load-mode out measured as a 20+-minute "
-         "single-request stall", _LAUNCH + _PROFILE + ("kimik3_reconciler.planning.tune_space",),
+         "single-request stall", _LLAMACPP + _PROFILE + ("kimik3_reconciler.planning.tune_space",),
          ("unit/test_rendered_specs.py", "cases/profile/extra_args_owned_flag.yaml",
           "cases/profile/extra_args_model_source.yaml", "unit/test_tune.py"),
          seed="seed 000 step 5 (always sets --numa distribute, f16 KV, threads; --load-mode none required)"),
@@ -128,7 +129,7 @@ RULES: tuple[Rule, ...] = (
          "refused, in the profile and in extra_args; the server and the quant gate get the profile's mode",
          "a mapped model is faulted in by the first request: measured as a 20+-minute single-request stall; "
          "dio reads the same bytes with direct I/O (around the page cache)",
-         _PROFILE + _LAUNCH, ("cases/profile/load_mode_mmap.yaml", "cases/profile/load_mode_dio_ok.yaml",
+         _PROFILE + _LLAMACPP, ("cases/profile/load_mode_mmap.yaml", "cases/profile/load_mode_dio_ok.yaml",
                               "cases/profile/extra_args_load_mode.yaml", "unit/test_rendered_specs.py"),
          seed="seed 000 step 5 (numa_balancing=0 and --load-mode none, both required, not optional — skipping "
               "either measured as a 20+-minute single-request stall)"),
@@ -148,7 +149,7 @@ RULES: tuple[Rule, ...] = (
               "issue 15 (reloads that hide the read)"),
     Rule("kv-types-equal", "force", "K and V cache types are equal (f16/f16)",
          "every MLA model refuses different K and V cache types at context creation (llama-cpp.md §1.3)",
-         _LAUNCH, ("unit/test_rendered_specs.py",),
+         _LLAMACPP, ("unit/test_rendered_specs.py",),
          seed="seed 000 step 5 (--cache-type-k f16 --cache-type-v f16); reference/llama-cpp.md §1.3"),
     Rule("split-mode", "refuse", "never -sm row or -sm tensor for kimi-k3",
          "tensor split is not implemented for kimi-k3; CUDA has no row split buffers (llama-cpp.md §1.3)",
@@ -383,7 +384,7 @@ RULES: tuple[Rule, ...] = (
          ("cases/profile/systemd_conflicts_own_unit.yaml",),
          seed=f"{_OWN}systemd's Conflicts= semantics (seed 000 step 7 uses it between the two units only)"),
     Rule("no-secrets", "refuse", "a profile never holds a secret; the API key is a read-only mounted file",
-         "keys in argv/env show up in `docker inspect` and logs", _PROFILE + _LAUNCH,
+         "keys in argv/env show up in `docker inspect` and logs", _PROFILE + _LLAMACPP,
          ("cases/plan/19-api-key-file.yaml", "cases/profile/secret_in_url_or_key_file.yaml",
           "cases/profile/api_key_file_paths_ok.yaml", "unit/test_hostile_inputs.py"),
          seed="not in the seeds: shared/PROFILE.md (a profile never contains a secret)"),

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kimik3_reconciler.orchestrator import Orchestrator
+from kimik3_reconciler.engines import ServingEngine, engine_for
 from kimik3_reconciler.errors import InputError, PermanentError, StepError, VerifyFailed
 from kimik3_reconciler.model.api_keys import api_keys
 from kimik3_reconciler.model.facts import ContainerFact, Observed
@@ -26,7 +27,6 @@ from kimik3_reconciler.observe.served_weights import served_weights
 from kimik3_reconciler.observe.server_log import classify_load_failure
 from kimik3_reconciler.planning import render_desired
 from kimik3_reconciler.planning.container_step import plan_container
-from kimik3_reconciler.planning.launch import first_shard
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.verify import checks
 from kimik3_reconciler.verify.checks import MAINLINE_SKIP, WEATHER_TOOL, Server, Session, solid_png
@@ -57,9 +57,10 @@ def verify(orchestrator: Orchestrator, loaded: LoadedProfile) -> VerifyReport:
         raise PermanentError("verify needs a chat port: none is wired into these ports")
     # rule: verify-random-weights
     # Only a file that says it is random excuses the content checks: unmarked or unreadable is a real model.
-    weights = _weights(orchestrator.ports, observed)
+    engine = engine_for(loaded.profile.engine)  # the registry: what the engine's server answers (engines/base.py)
+    weights = _weights(orchestrator.ports, observed, engine)
     report = VerifyReport(profile=loaded.profile.name, weights=weights)
-    session = Session(chat, server, loaded.profile, weights.random, report.tool_calls)
+    session = Session(chat, server, loaded.profile, weights.random, engine.reasoning_field, report.tool_calls)
     named: list[tuple[str, Callable[[], checks.Verdict]]] = [
         ("health", lambda: _health(orchestrator.ports, server)),
         ("models", lambda: _models(session, loaded.profile.name)),
@@ -144,12 +145,12 @@ def _require_current(loaded: LoadedProfile, observed: Observed) -> None:
                            f"({loaded.source}): {moved}; run `kimik3 apply {loaded.source}`")
 
 
-def _weights(ports: Ports, observed: Observed) -> Weights:
+def _weights(ports: Ports, observed: Observed, engine: ServingEngine) -> Weights:
     """Real or random, from the shard the current container opens (_require_current made sure it is this one)."""
     if observed.model.listing_error:
         return Weights(False, f"the quant's files are not known ({observed.model.listing_error}): "
                               "judged as a real model")
-    return served_weights(ports.hub, observed.model, first_shard(observed.model))
+    return served_weights(ports.hub, observed.model, engine.model_entry(observed.model))
 
 
 def _crash(ports: Ports, container: ContainerFact) -> str | None:

@@ -142,8 +142,8 @@ def test_on_gpus_the_serving_container_stops_before_the_gate_and_a_failure_start
 def test_llama_perplexity_gets_the_servers_owned_flags_from_the_same_function(tmp_path) -> None:
     """Seed 000: --numa distribute, f16 K/V, threads = physical cores and --load-mode none are requirements
     of any process loading the real quant; without them the gate's load is the 20-minute stall."""
+    from kimik3_reconciler.engines.llamacpp.launch import owned_flags, placement_flags
     from kimik3_reconciler.errors import GateFailed
-    from kimik3_reconciler.planning.launch import placement_args, runtime_flags
 
     orchestrator, docker = fake_world(tmp_path, ("UD-Q2_K_XL", "UD-IQ2_M"))
     orchestrator.ports.host.cores = 12
@@ -154,7 +154,7 @@ def test_llama_perplexity_gets_the_servers_owned_flags_from_the_same_function(tm
     reference, candidate = docker.one_shots
     owned = ("--numa", "distribute", "--cache-type-k", "f16", "--cache-type-v", "f16", "--load-mode", "none",
              "--threads", "12", "--threads-batch", "12")
-    assert runtime_flags(12) == owned
+    assert owned_flags(12) == owned
     assert reference.entrypoint == candidate.entrypoint == ("/app/llama-perplexity",)
     # The reference is another quant: --fit with the profile's margins; the candidate: the served split.
     assert reference.command == ("-m", reference.command[1], "-f", "/text/gate_text.txt", "--chunks", "8",
@@ -162,23 +162,25 @@ def test_llama_perplexity_gets_the_servers_owned_flags_from_the_same_function(tm
                                  *owned, "--fit", "on", "--fit-target", "2048")
     assert candidate.command == ("-m", candidate.command[1], "--kl-divergence-base", candidate.command[3],
                                  "--kl-divergence", "-c", "512", *owned, "--fit", "off", "-ngl", "999", "--n-cpu-moe", "3")
-    assert placement_args(profile.profile.serve) == candidate.command[-6:]
+    assert placement_flags(profile.profile.serve) == candidate.command[-6:]
 
 
 def test_the_server_and_the_gate_render_the_owned_flags_alike() -> None:
-    """Both come from planning/launch.py's runtime_flags: the server's argv holds the very same stretch."""
+    """Both come from the engine's owned_flags (engines/llamacpp/launch.py): the server's argv holds the very same
+    stretch."""
     from support.observed import observed
 
     from kimik3_reconciler.model.facts import HostFacts
     from kimik3_reconciler.planning import render_desired
-    from kimik3_reconciler.planning.launch import runtime_flags
+    from kimik3_reconciler.engines.llamacpp.launch import owned_flags
     from kimik3_reconciler.planning.quant_gate import gate_flags
 
     profile = gated("UD-IQ2_M", 'cuda_architectures: ["90"]', "[0]").profile
     facts = observed(profile, host=HostFacts(physical_cores=48))
     argv = render_desired(profile, facts).launch.spec.command
-    owned = runtime_flags(48)
+    owned = owned_flags(48)
     start = argv.index("--numa")
     assert argv[start:start + len(owned)] == owned
-    launch = render_desired(profile, facts).launch.input
-    assert gate_flags(launch.serve, launch.threads, candidate=True) == (*owned, *argv[argv.index("--fit"):][:4])
+    desired = render_desired(profile, facts)
+    launch = desired.launch.input
+    assert gate_flags(desired.engine, launch.serve, launch.threads, candidate=True) == (*owned, *argv[argv.index("--fit"):][:4])

@@ -16,6 +16,7 @@ from kimik3_reconciler.model.bench import BenchRun, BenchSettings, LevelResult
 from kimik3_reconciler.model.profile_edit import set_serve_knobs
 from kimik3_reconciler.model.profile_source import LoadedProfile, parse_profile
 from kimik3_reconciler.model.tuning import candidates, parse_goal, parse_space, search_key
+from kimik3_reconciler.engines import engine_for
 from kimik3_reconciler.planning.tune_space import check_candidate, default_space, placement_key
 from kimik3_reconciler.tuning import Search
 
@@ -79,7 +80,7 @@ def test_space_values_the_profile_refuses_are_refused_before_the_host(bad: str, 
 
 
 def test_the_default_space_of_a_cpu_profile_holds_ubatch_and_slots_with_the_running_values() -> None:
-    space = default_space(loaded().profile, observed(loaded().profile))
+    space = default_space(engine_for("llamacpp"), loaded().profile, observed(loaded().profile))
     assert space == {"ubatch": (512, 1024, 2048, 4096), "parallel": (1, 2, 4, 8)}
 
 
@@ -224,7 +225,7 @@ def test_a_gpu_profile_with_a_manual_split_searches_it_and_fit() -> None:
     text = text.replace("gpus: none", "gpus: all").replace("  parallel: 2        # slots",
                                                           "  parallel: 2        # slots\n  n_cpu_moe: 20")
     gpu = parse_profile(text, "gpu.yaml").profile
-    space = default_space(gpu, observed(gpu))
+    space = default_space(engine_for("llamacpp"), gpu, observed(gpu))
     assert space["n_cpu_moe"] == ("fit", 12, 16, 20, 24, 28) and "fit_target" not in space
 
 
