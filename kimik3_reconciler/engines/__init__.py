@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import importlib
 
-from kimik3_reconciler.engines.base import ServingEngine
+from kimik3_reconciler.engines.base import ServerSeries, ServingEngine
 from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.model.engine_names import ENGINES
 
-__all__ = ["ServingEngine", "engine_for"]
+__all__ = ["ServerSeries", "ServingEngine", "engine_for"]
 
 
 def engine_for(name: str) -> ServingEngine:

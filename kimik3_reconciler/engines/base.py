@@ -45,6 +45,11 @@ class Readiness:
     path: str
     while_loading: Literal["503", "refused"]
 
+    @property
+    def loading(self) -> str:
+        """How a loading server looks, for a plan's reason."""
+        return f"{self.path} 503" if self.while_loading == "503" else "its port refuses connections"
+
 
 @dataclass(frozen=True)
 class ServerSeries:

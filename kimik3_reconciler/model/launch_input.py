@@ -62,8 +62,9 @@ class LaunchInput:
         return flat
 
     @property
-    def health_url(self) -> str:
-        return f"http://{_probe_host(self.bind)}:{self.serve.port}/health"
+    def server_url(self) -> str:
+        """Where the server answers from this host (a wildcard bind is probed on loopback)."""
+        return f"http://{_probe_host(self.bind)}:{self.serve.port}"
 
 
 def _probe_host(bind: str) -> str:

@@ -40,6 +40,7 @@ class Launch:
     fingerprint: str
     warnings: tuple[str, ...]
     mode: ModeDecision  # hybrid or all-VRAM on this host's GPUs (the ubatch default follows it)
+    health_path: str  # answers 200 once the model is loaded (the engine's readiness)
 
     @property
     def inputs(self) -> dict[str, Any]:
@@ -47,7 +48,7 @@ class Launch:
 
     @property
     def health_url(self) -> str:
-        return self.input.health_url
+        return self.input.server_url + self.health_path
 
 
 def bind_address(profile: Profile, observed: Observed) -> tuple[str, tuple[str, ...]]:
@@ -225,6 +226,6 @@ def render_launch(profile: Profile, observed: Observed, image_tag: str, image_fp
         (PROFILE_LABEL, value.name),
         (CONTAINER_FINGERPRINT, digest),
         (CONTAINER_INPUTS, json.dumps(value.flat(), sort_keys=True)),
-        (HEALTH_URL, value.health_url),
+        (HEALTH_URL, value.server_url + engine.readiness.path),
     )
-    return Launch(value, replace(spec, labels=labels), digest, warnings, mode)
+    return Launch(value, replace(spec, labels=labels), digest, warnings, mode, engine.readiness.path)

@@ -53,7 +53,7 @@ def render_exporter(desired: Desired, observed: Observed) -> ExporterConfig | No
         bind=exporter_bind(profile, observed),
         port=profile.metrics.port,
         container=launch.spec.name,
-        server_url=launch.health_url.removesuffix("/health"),
+        server_url=launch.input.server_url,
         api_key_file=launch.input.serve.api_key_file,
         shards=tuple(str(snapshot / f.path) for f in model.files if f.path.endswith(".gguf")),
         gpus=gpus if isinstance(gpus, str) else tuple(str(g) for g in gpus),

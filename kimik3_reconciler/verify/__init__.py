@@ -62,7 +62,7 @@ def verify(orchestrator: Orchestrator, loaded: LoadedProfile) -> VerifyReport:
     report = VerifyReport(profile=loaded.profile.name, weights=weights)
     session = Session(chat, server, loaded.profile, weights.random, engine.reasoning_field, report.tool_calls)
     named: list[tuple[str, Callable[[], checks.Verdict]]] = [
-        ("health", lambda: _health(orchestrator.ports, server)),
+        ("health", lambda: _health(orchestrator.ports, server, engine.readiness.path)),
         ("models", lambda: _models(session, loaded.profile.name)),
         ("text", lambda: checks.text(session)),
         ("tool_call", lambda: checks.tool_call(session)),
@@ -178,9 +178,9 @@ def _probe(inputs: dict[str, object]) -> str:
 # --- the server checks (the chat ones are in verify/checks.py) ------------------------------
 
 
-def _health(ports: Ports, server: Server) -> checks.Verdict:
-    status = ports.http.health(f"{server.base_url}/health")
-    return (Status.OK if status == "ok" else Status.FAILED), f"/health: {status}"
+def _health(ports: Ports, server: Server, path: str) -> checks.Verdict:
+    status = ports.http.health(f"{server.base_url}{path}")
+    return (Status.OK if status == "ok" else Status.FAILED), f"{path}: {status}"
 
 
 def _models(session: Session, name: str) -> checks.Verdict:

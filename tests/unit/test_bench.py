@@ -62,8 +62,8 @@ def test_a_level_summary_cross_checks_the_client_against_timings_and_metrics() -
 
 def test_prometheus_text_is_read_for_llamacpp_series_only() -> None:
     text = "# HELP llamacpp:tokens_predicted_total n\nllamacpp:tokens_predicted_total 122\nother 5\nllamacpp:x bad\n"
-    assert parse_metrics(text) == {"llamacpp:tokens_predicted_total": 122.0}
-    assert parse_metrics(None) == {}
+    assert parse_metrics(text, "llamacpp:") == {"llamacpp:tokens_predicted_total": 122.0}
+    assert parse_metrics(None, "llamacpp:") == {}
 
 
 def test_prompts_have_the_exact_length_and_no_shared_prefix() -> None:
