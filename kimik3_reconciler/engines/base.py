@@ -9,8 +9,7 @@ Each member says what it is for seed 001's three recipes, so the next engines fi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from kimik3_reconciler.model.facts import ModelFact, Observed
@@ -18,8 +17,9 @@ if TYPE_CHECKING:
     from kimik3_reconciler.model.profile import Profile, ServeSpec
 
 
-@dataclass(frozen=True)
-class ModelSource:
+# The values below are NamedTuples, not dataclasses: every plan imports this module, and four generated dataclasses
+# cost it ~2 ms more (python -X importtime, a no-op plan of the demo; bench/plan_seam.py).
+class ModelSource(NamedTuple):
     """What of the model repo the engine serves. `gguf`: one quant's shards (`model.quant`'s folder), opened by
     their first shard; `safetensors` (vLLM, SGLang): the whole checkpoint at the pinned revision, opened as a
     folder. Downloaded, verified and mounted read-only by kimik3 either way (the container gets no token)."""
@@ -27,16 +27,14 @@ class ModelSource:
     format: Literal["gguf", "safetensors"]
 
 
-@dataclass(frozen=True)
-class ImageSource:
+class ImageSource(NamedTuple):
     """How the image is obtained: `build` from pinned source (llama.cpp: Dockerfile.llamacpp, cmake flags from
     the profile) or `pull` by digest (vLLM's `vllm/vllm-openai@sha256:…`, SGLang's)."""
 
     kind: Literal["build", "pull"]
 
 
-@dataclass(frozen=True)
-class Readiness:
+class Readiness(NamedTuple):
     """What loading and ready look like on the wire. `path` answers 200 once the model is loaded. While it
     loads, llama-server answers `path` with 503 (`while_loading="503"`); vLLM's port refuses connections
     (`"refused"`): a health wait must read "no answer" as loading there, and as a failure only when the
@@ -51,8 +49,7 @@ class Readiness:
         return f"{self.path} 503" if self.while_loading == "503" else "its port refuses connections"
 
 
-@dataclass(frozen=True)
-class ServerSeries:
+class ServerSeries(NamedTuple):
     """The server's own Prometheus names (its /metrics), by what kimik3 shows of them (`status --watch`, the
     exporter's re-labelled families). llama-server: `llamacpp:*`; vLLM: `vllm:*` (num_requests_running,
     num_requests_waiting, generation_tokens_total, prompt_tokens_total). `slots`: the path of per-slot state

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from kimik3_reconciler.engines.base import ImageSource, ModelSource, Readiness, ServerSeries
-from kimik3_reconciler.engines.llamacpp import launch, tune
+from kimik3_reconciler.engines.llamacpp import launch
 from kimik3_reconciler.model.facts import ModelFact, Observed
 from kimik3_reconciler.model.launch_input import LaunchInput
 from kimik3_reconciler.model.profile import Profile, ServeSpec
@@ -41,6 +41,8 @@ class LlamaCpp:
         return launch.server_argv(value, snapshot)
 
     def tune_space(self, profile: Profile, observed: Observed) -> dict[str, tuple[Any, ...]]:
+        from kimik3_reconciler.engines.llamacpp import tune  # tune only: a plan does not load model/tuning.py
+
         return tune.default_space(profile, observed)
 
 
