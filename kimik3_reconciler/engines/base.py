@@ -26,6 +26,11 @@ class ModelSource(NamedTuple):
 
     format: Literal["gguf", "safetensors"]
 
+    @property
+    def suffix(self) -> str:
+        """The weight files' suffix (the exporter's page-cache residency reads those files)."""
+        return f".{self.format}"
+
 
 class ImageSource(NamedTuple):
     """How the image is obtained: `build` from pinned source (llama.cpp: Dockerfile.llamacpp, cmake flags from
