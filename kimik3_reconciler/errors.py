@@ -85,7 +85,7 @@ class ProfileError(Kimik3Error):
 
 class InputError(Kimik3Error):
     """A local input the profile names (patch, archive, api key file) is missing or unreadable. `fields`: the
-    profile fields that name it; the engine, which has the profile's file, adds their file:line (as PlanError)."""
+    profile fields that name it; the orchestrator, which has the profile's file, adds their file:line (as PlanError)."""
 
     exit_code = 2
 
@@ -96,7 +96,7 @@ class InputError(Kimik3Error):
 
 class PlanError(Kimik3Error):
     """The planner refuses the profile against these observed facts. `fields`: the profile fields refused
-    (paths such as ("build", "patches")); the engine, which has the profile's file, adds their file:line."""
+    (paths such as ("build", "patches")); the orchestrator, which has the profile's file, adds their file:line."""
 
     exit_code = 3
 
@@ -117,7 +117,7 @@ class FieldRefusal(str):
 
 
 class ConvergenceError(Kimik3Error):
-    """The engine ran out of rounds; `pending` names the steps that still want changes."""
+    """The orchestrator ran out of rounds; `pending` names the steps that still want changes."""
 
     def __init__(self, message: str, pending: tuple[str, ...] = ()):
         self.pending = pending

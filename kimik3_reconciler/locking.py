@@ -111,7 +111,7 @@ def holding(ports: Ports, say: Say, operation: str, profile: str, timeout_s: flo
             workers: tuple[DockerHost, ...] = (), dropped: tuple[DockerHost, ...] = ()) -> Iterator[LockHolder | None]:
     """The lock held around the block (this host's, then each RPC worker host's: the profile's workers in
     profile order, then the recorded workers it dropped), released however the block ends."""
-    if ports.lock is None:  # fakes without a lock port: engine unit tests that do not test locking
+    if ports.lock is None:  # fakes without a lock port: orchestrator unit tests that do not test locking
         yield None
         return
     holder = new_holder(operation, profile, ports.clock)

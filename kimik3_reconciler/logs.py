@@ -17,7 +17,7 @@ _pending: tuple[bool, bool] | None = None  # (json_logs, verbose) chosen but not
 def configure(json_logs: bool, verbose: bool) -> None:
     global _pending
     _pending = (json_logs, verbose)
-    if "structlog" in sys.modules:  # already loaded (a test capturing logs, a second engine): apply at once
+    if "structlog" in sys.modules:  # already loaded (a test capturing logs, a second orchestrator): apply at once
         _apply()
 
 

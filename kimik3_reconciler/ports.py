@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import datetime
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -260,7 +261,7 @@ class ProcessPort(Protocol):
 
 
 class Ports:
-    """The bundle of effects the engine runs on; the CLI wires real adapters, tests wire fakes."""
+    """The bundle of effects the orchestrator runs on; the CLI wires real adapters, tests wire fakes."""
 
     def __init__(self, docker: DockerPort, hub: HubPort, http: HttpPort, host: HostPort,
                  state: StatePort, clock: ClockPort, chat: ChatPort | None = None, units: UnitsPort | None = None,
@@ -271,12 +272,22 @@ class Ports:
         self.host, self.state, self.clock = host, state, clock
         self.chat = chat  # only `kimik3 verify` talks to the server beyond /health
         self.units = units  # None: systemd is not looked at (planner tests on fakes without it)
-        self.lock = lock  # None: nothing is locked (engine tests on fakes that do not test the lock)
+        self.lock = lock  # None: nothing is locked (orchestrator tests on fakes that do not test the lock)
         self.load = load  # only `kimik3 bench` and `kimik3 tune` load the server
         self.processes = processes  # None: no exporter is looked at (tests that do not start one)
         self.worker_docker = worker_docker  # an RPC worker host's Docker (rpc.workers[].docker); None: no workers wired
         self.worker_lock = worker_lock  # the apply lock on a worker host (kept in its Docker)
         self.cache = cache  # None: nothing is cached (a source archive is hashed on every plan)
-        # `kimik3 verify` of the profile being applied (VerifyFailed when a check fails); wired by the engine for
-        # the length of an apply that verifies, None otherwise (then `<= verify` steps are left for a later apply).
+        # `kimik3 verify` of the profile being applied (VerifyFailed when a check fails): set only on the copy an
+        # apply that verifies runs its steps with (`verifying`), None otherwise (then `<= verify` steps are left
+        # for a later apply).
         self.verifier: Callable[[], None] | None = None
+
+    def verifying(self, check: Callable[[], None] | None) -> Ports:
+        """These ports with `check` as the verifier, for one apply's steps; these (shared) ports do not change.
+        None: these ports as they are."""
+        if check is None:
+            return self
+        wired = copy.copy(self)
+        wired.verifier = check
+        return wired

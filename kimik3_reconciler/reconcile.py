@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kimik3_reconciler.engine import Engine
+from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.errors import (
     BuildFailed,
     InputError,
@@ -54,12 +54,12 @@ class Stopped(BaseException):
 class ReconcileLoop:
     """The passes and the waits between them; `emit` writes each pass's JSON line."""
 
-    def __init__(self, path: str, engine: Engine, load: Callable[[str], LoadedProfile], emit: Callable[[Line], None],
+    def __init__(self, path: str, orchestrator: Orchestrator, load: Callable[[str], LoadedProfile], emit: Callable[[Line], None],
                  interval_s: float, jitter: bool = False, verify_server: bool = True, rng: random.Random | None = None):
-        self.path, self.engine, self.load, self.emit = path, engine, load, emit
+        self.path, self.orchestrator, self.load, self.emit = path, orchestrator, load, emit
         self.interval_s, self.jitter, self.verify_server = interval_s, jitter, verify_server
         self.rng = rng or random.Random()
-        self.clock = engine.ports.clock
+        self.clock = orchestrator.ports.clock
         self.last_parsed: tuple[str, str] | None = None  # (profile name, when it last parsed)
         self.failures = 0  # failed applies in a row of `failed_text`, retried after `retry_at` (monotonic)
         self.failed_text: str | None = None
@@ -100,7 +100,7 @@ class ReconcileLoop:
             # skipping the pass that may have to bring a server back (issue 30). The line says so.
             line["warning"] = f"loop record not refreshed: {LocalFileError.from_os_error(exc)}"
         # GitOps checkouts (git-sync) swap a symlinked folder: relative paths follow the file read now.
-        self.engine.base_dir = Path(self.path).resolve().parent
+        self.orchestrator.base_dir = Path(self.path).resolve().parent
         line["profile"] = loaded.profile.name
         if loaded.text == self.failed_text and self.clock.monotonic() < self.retry_at:
             line.update(result="backoff", exit_code=0, failures=self.failures,
@@ -111,8 +111,8 @@ class ReconcileLoop:
 
     def _converge(self, loaded: LoadedProfile) -> Line:
         try:
-            with self.engine.locked("reconcile", loaded.profile, timeout_s=0):
-                result = self.engine.apply_or_revert(loaded, self._check(loaded) if self.verify_server else None,
+            with self.orchestrator.locked("reconcile", loaded.profile, timeout_s=0):
+                result = self.orchestrator.apply_or_revert(loaded, self._check(loaded) if self.verify_server else None,
                                                      admit=self._admit)
         except LockHeld as exc:  # another kimik3 is at work: this pass is skipped, the next one looks again
             return {"result": "locked", "exit_code": exc.exit_code, "holder": exc.lock_id, "error": str(exc)}
@@ -137,7 +137,7 @@ class ReconcileLoop:
 
     def _register(self, profile: str, at: str) -> None:
         """Write (refresh) this loop's record: other profiles' loops read it before stopping our container."""
-        state = self.engine.ports.state
+        state = self.orchestrator.ports.state
         if self.me is None or self.me.profile != profile:
             if self.me is not None:  # the file now names another profile: the old record is not ours any more
                 self.forget()
@@ -150,16 +150,16 @@ class ReconcileLoop:
         if self.me is None:
             return
         key = reconcile_loop_key(self.me.profile)
-        record = self.engine.ports.state.read(key) or {}
+        record = self.orchestrator.ports.state.read(key) or {}
         if (record.get("holder") or {}).get("id") == self.me.id:
-            self.engine.ports.state.delete(key)
+            self.orchestrator.ports.state.delete(key)
 
     def _admit(self, plan: Plan) -> None:
         """Refuse a plan that stops a container another profile's live reconcile loop keeps running."""
         for step in plan.changes:
             if step.kind != "conflict":
                 continue
-            found = live_loop(self.engine.ports, step.target)
+            found = live_loop(self.orchestrator.ports, step.target)
             if found is None or (self.me is not None and found[0].id == self.me.id):
                 continue
             other, record = found
@@ -180,7 +180,7 @@ class ReconcileLoop:
         # lazy, as before: verify stays off the import path
         from kimik3_reconciler.verify import verification
 
-        return verification(self.engine, loaded)
+        return verification(self.orchestrator, loaded)
 
     def _emit(self, line: Line, started: float) -> Line:
         line["duration_s"] = round(self.clock.monotonic() - started, 3)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's second command: the whole test suite, as CI runs it.
-#   import layers (lint-imports), unit tests (planner cases, engine on fakes, profile rules), and
+#   import layers (lint-imports), unit tests (planner cases, orchestrator on fakes, profile rules), and
 #   integration tests against a real dockerd, the real CPU llama-server image built from
 #   Dockerfile.llamacpp, and the real huggingface_hub client against a local hub fixture.
 set -euo pipefail

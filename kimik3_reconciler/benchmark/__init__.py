@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from kimik3_reconciler.engine import Engine
+from kimik3_reconciler.engines import ServerSeries, engine_for
 from kimik3_reconciler.errors import NotConverged, PermanentError
 from kimik3_reconciler.model.bench import BenchRun, BenchSettings, LevelResult, RequestSample, summarise
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.loaded_profile import LoadedProfile
+from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.ports import LoadPort
 from kimik3_reconciler.verify import serving_endpoint
 from kimik3_reconciler.verify.checks import Server
@@ -28,15 +29,15 @@ _PROSE = ("The reconciler observes the host, plans the changes the profile asks 
           "GPUs stay in system memory and are copied for each prompt. ")
 
 
-def converged_deployment(engine: Engine, loaded: LoadedProfile) -> Observed:
+def converged_deployment(orchestrator: Orchestrator, loaded: LoadedProfile) -> Observed:
     """The observed host, when it is converged to the profile; else NotConverged naming the plan's changes."""
-    current = engine.plan(loaded)
+    current = orchestrator.plan(loaded)
     if not current.converged:
         pending = tuple(f"{s.kind} {s.action.name.lower()} {s.target}: {s.reason}" for s in current.changes)
         raise NotConverged(f"{loaded.profile.name} is not converged, so a benchmark would measure something the "
                            f"profile does not describe; run `kimik3 apply {loaded.source}` first. The plan's "
                            "changes:\n  - " + "\n  - ".join(pending), pending)
-    observed = engine.observe(loaded)
+    observed = orchestrator.observe(loaded)
     if observed.container is None or observed.container.fingerprint is None:
         raise PermanentError(f"{loaded.profile.name}: no container fingerprint to keep the results under")
     return observed
@@ -55,11 +56,12 @@ def exact_prompts(load: LoadPort, server: Server, count: int, length: int, salt:
     return prompts
 
 
-def parse_metrics(text: str | None) -> dict[str, float]:
-    """Prometheus text → {name: value} for llama-server's unlabelled `llamacpp:*` series."""
+def parse_metrics(text: str | None, prefix: str) -> dict[str, float]:
+    """Prometheus text → {name: value} for the server's own unlabelled series (`prefix`: the engine's,
+    llama-server `llamacpp:`)."""
     values: dict[str, float] = {}
     for line in (text or "").splitlines():
-        if line.startswith("llamacpp:"):
+        if line.startswith(prefix):
             name, _, value = line.partition(" ")
             try:
                 values[name] = float(value.split()[0])
@@ -68,30 +70,32 @@ def parse_metrics(text: str | None) -> dict[str, float]:
     return values
 
 
-_PREDICTED = "llamacpp:tokens_predicted_total"
 # The launch inputs (label kimik3.inputs) a run is filed with: what tune moves, and what it cannot.
 KNOB_INPUTS = ("serve.batch", "serve.ubatch", "serve.fit_target", "serve.n_cpu_moe", "serve.parallel",
                "serve.ctx_size", "host.threads")
 
 
-def run_sweep(engine: Engine, loaded: LoadedProfile, settings: BenchSettings, observed: Observed,
+def run_sweep(orchestrator: Orchestrator, loaded: LoadedProfile, settings: BenchSettings, observed: Observed,
               on_level: Callable[[LevelResult], None] = lambda _level: None) -> BenchRun:
     """Every level of the grid, `repetitions` times over; a level's samples are pooled across repetitions."""
-    load = engine.ports.load
+    load = orchestrator.ports.load
     if load is None:
         raise PermanentError("bench needs a load port: none is wired into these ports")
-    levels = sweep_levels(load, serving_endpoint(loaded, observed), settings, on_level)
+    series = engine_for(loaded.profile.engine).series  # the registry: the server's own counter names
+    levels = sweep_levels(load, serving_endpoint(loaded, observed), settings, series, on_level)
     container = observed.container
     assert container is not None and container.fingerprint is not None  # converged_deployment checked
     knobs = {k: container.inputs.get(k) for k in KNOB_INPUTS if k in container.inputs}
     return BenchRun(loaded.profile.name, container.fingerprint,
-                    engine.ports.clock.now().isoformat(timespec="seconds"), settings, tuple(levels), knobs)
+                    orchestrator.ports.clock.now().isoformat(timespec="seconds"), settings, tuple(levels), knobs)
 
 
-def sweep_levels(load: LoadPort, server: Server, settings: BenchSettings,
+def sweep_levels(load: LoadPort, server: Server, settings: BenchSettings, series: ServerSeries,
                  on_level: Callable[[LevelResult], None] = lambda _level: None) -> tuple[LevelResult, ...]:
-    """The sweep itself, against any server that answers llama-server's API (a container, or a native
-    process as tools/gpu_proof runs one): each level `repetitions` times, samples pooled, /metrics diffed."""
+    """The sweep itself, against any server that answers the OpenAI API (a container, or a native process as
+    tools/gpu_proof runs one): each level `repetitions` times, samples pooled, the server's generated-tokens
+    counter (`series`: the engine's names) diffed."""
+    counter = series.generated_tokens_total
     levels = []
     for concurrency in settings.grid:
         samples: list[RequestSample] = []
@@ -99,10 +103,10 @@ def sweep_levels(load: LoadPort, server: Server, settings: BenchSettings,
         for rep in range(settings.repetitions):
             prompts = exact_prompts(load, server, concurrency * settings.prompts, settings.prompt_tokens,
                                     salt=concurrency * 100 + rep)
-            before = parse_metrics(load.metrics(server.base_url, server.api_key)).get(_PREDICTED)
+            before = parse_metrics(load.metrics(server.base_url, server.api_key), series.prefix).get(counter)
             got, seconds = load.run_level(server.base_url, server.api_key, prompts, settings.output_tokens,
                                           concurrency)
-            after = parse_metrics(load.metrics(server.base_url, server.api_key)).get(_PREDICTED)
+            after = parse_metrics(load.metrics(server.base_url, server.api_key), series.prefix).get(counter)
             samples += got
             wall += seconds
             predicted = predicted + (after - before) if before is not None and after is not None else float("nan")

@@ -1,4 +1,4 @@
-"""The `kimik3` command: parse, load the profile, call the engine, render, map errors to exit codes.
+"""The `kimik3` command: parse, load the profile, call the orchestrator, render, map errors to exit codes.
 
 Exit codes: the table in errors.py's docstring (also `EXIT_CODES` below, printed by `kimik3 --help`).
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 import click
 
 from kimik3_reconciler.console import Stream, Styled as Text
-from kimik3_reconciler.engine import Engine
+from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.errors import InputError, Kimik3Error, LocalFileError, ProfileError, VerifyFailed
 from kimik3_reconciler.cli.inputs import (check_made_by, check_plan_target, kimik3_identity, load, parse_text,
                                           profile_text_now, read_text, write_plan)
@@ -52,14 +52,14 @@ class _Context:
         self.verbose, self.json_out = verbose, json_out
         self.systemd_root, self.systemctl_prefix = systemd_root, systemctl_prefix
 
-    def engine(self, profile_path: str) -> Engine:
+    def orchestrator(self, profile_path: str) -> Orchestrator:
         from kimik3_reconciler.adapters import real_ports
 
         interactive = _err.is_terminal and not self.json_out
         configure_logging(json_logs=not interactive, verbose=self.verbose)
         reporter = CliReporter(_err, interactive, self.verbose)
         ports = real_ports(self.state_dir, self.docker_host, self.systemd_root, self.systemctl_prefix)
-        return Engine(ports, reporter, Path(profile_path).resolve().parent, self.dockerfile)
+        return Orchestrator(ports, reporter, Path(profile_path).resolve().parent, self.dockerfile)
 
 
 def _fail(exc: Kimik3Error, json_out: bool) -> None:
@@ -230,13 +230,13 @@ def plan(ctx: click.Context, file: str, json_out: bool, detailed_exitcode: bool,
     if out:
         check_plan_target(out)  # before the host and the hub are read: a wrong -out is known now
     loaded = load(file, cached=True)
-    engine = _ctx(ctx, json_out).engine(file)
+    orchestrator = _ctx(ctx, json_out).orchestrator(file)
     if out:
-        the_plan, saved = engine.save_plan(loaded, str(Path(file).resolve()), rehash=rehash)
+        the_plan, saved = orchestrator.save_plan(loaded, str(Path(file).resolve()), rehash=rehash)
         write_plan(out, dataclasses.replace(saved, made_by=kimik3_identity()))
         _err.print(f"plan saved to {out}: `kimik3 apply {out}` executes exactly these steps")
     else:
-        the_plan = engine.plan(loaded, rehash=rehash)
+        the_plan = orchestrator.plan(loaded, rehash=rehash)
     if json_out:
         click.echo(json.dumps(the_plan.to_json(), indent=2))
     else:
@@ -245,19 +245,20 @@ def plan(ctx: click.Context, file: str, json_out: bool, detailed_exitcode: bool,
         sys.exit(CHANGES_PENDING)
 
 
-def _apply_input(ctx: click.Context, file: str, json_out: bool):  # noqa: ANN202 - (profile, Engine, runner)
-    """A profile, or a saved plan (told apart by content): what apply loads, its engine, and what it runs
+def _apply_input(ctx: click.Context, file: str, json_out: bool):  # noqa: ANN202 - (profile, Orchestrator, runner)
+    """A profile, or a saved plan (told apart by content): what apply loads, its orchestrator, and what it runs
     (None: converge in rounds; else the saved plan's steps, checked for staleness first)."""
     text = read_text(file)
     saved = read_saved_plan(text, file)
     if saved is None:
-        return parse_text(text, file, cached=True), _ctx(ctx, json_out).engine(file), None
+        return parse_text(text, file, cached=True), _ctx(ctx, json_out).orchestrator(file), None
     check_made_by(saved, file)
     loaded = parse_text(saved.profile_text, saved.profile_source, cached=True)
-    engine = _ctx(ctx, json_out).engine(saved.profile_source)
+    orchestrator = _ctx(ctx, json_out).orchestrator(saved.profile_source)
     # Read when it runs, under the host lock (as the observation is): what an apply that held the lock
     # before us changed in the profile file is seen, and makes the plan stale.
-    return loaded, engine, lambda: engine.apply_saved(loaded, saved, profile_text_now(saved.profile_source))
+    return loaded, orchestrator, lambda check: orchestrator.apply_saved(loaded, saved,
+                                                                     profile_text_now(saved.profile_source), check)
 
 
 @main.command()
@@ -279,11 +280,11 @@ def apply(ctx: click.Context, file: str, json_out: bool, rounds: int, verify_ser
     steps run exactly, after a fresh observation shows nothing moved since (else exit 7, nothing touched)."""
     from kimik3_reconciler.verify import verify as run_verify
 
-    loaded, engine, run = _apply_input(ctx, file, json_out)
+    loaded, orchestrator, run = _apply_input(ctx, file, json_out)
     reports = []
 
     def check() -> None:
-        report = run_verify(engine, loaded)
+        report = run_verify(orchestrator, loaded)
         reports.append(report)
         if not json_out:
             _print_report(report)
@@ -291,9 +292,9 @@ def apply(ctx: click.Context, file: str, json_out: bool, rounds: int, verify_ser
             raise VerifyFailed(report.failure_text())
 
     # Verify only what changed: on a converged host a 2.8T model would answer 4 requests for nothing.
-    # A failing gate, load or verify relaunches the last good profile (engine.apply_or_revert).
-    with engine.locked("apply", loaded.profile, lock_timeout):
-        result = engine.apply_or_revert(loaded, check if verify_server else None, max_rounds=rounds, rehash=rehash,
+    # A failing gate, load or verify relaunches the last good profile (orchestrator.apply_or_revert).
+    with orchestrator.locked("apply", loaded.profile, lock_timeout):
+        result = orchestrator.apply_or_revert(loaded, check if verify_server else None, max_rounds=rounds, rehash=rehash,
                                         run=run)
     report = reports[-1] if reports else None
     if json_out:
@@ -324,12 +325,12 @@ def status(ctx: click.Context, file: str, json_out: bool, watch: bool, interval:
         raise click.UsageError("--watch is a live table; --json prints the observation once (run it in a loop, or "
                                "scrape the exporter's /metrics)")
     loaded = load(file, cached=True)
-    engine = _ctx(ctx, json_out).engine(file)
-    observed = engine.observe(loaded, stat_only=True)  # status reads, never hashes (a 50 GB shard: minutes)
+    orchestrator = _ctx(ctx, json_out).orchestrator(file)
+    observed = orchestrator.observe(loaded, stat_only=True)  # status reads, never hashes (a 50 GB shard: minutes)
     if watch:
-        _watch(engine, loaded, observed, interval, iterations)
+        _watch(orchestrator, loaded, observed, interval, iterations)
         return
-    holder, locked = engine.ports.lock.holder() if engine.ports.lock else (None, False)
+    holder, locked = orchestrator.ports.lock.holder() if orchestrator.ports.lock else (None, False)
     if json_out:
         click.echo(json.dumps(status_document(observed, holder, locked), indent=2))
         return
@@ -348,7 +349,7 @@ def verify(ctx: click.Context, file: str, json_out: bool) -> None:
     from kimik3_reconciler.verify import verify as verify_server
 
     loaded = load(file, cached=True)
-    report = verify_server(_ctx(ctx, json_out).engine(file), loaded)
+    report = verify_server(_ctx(ctx, json_out).orchestrator(file), loaded)
     if json_out:
         click.echo(json.dumps(report.to_json(), indent=2))
     else:
@@ -391,9 +392,9 @@ def destroy(ctx: click.Context, file: str, images: bool, model: bool, dry_run: b
             lock_timeout: float) -> None:
     """Remove what the profile created (model cache and images only when asked)."""
     loaded = load(file, cached=True)
-    engine = _ctx(ctx, json_out).engine(file)
-    with nullcontext() if dry_run else engine.locked("destroy", loaded.profile, lock_timeout):
-        teardown = engine.destroy(loaded, images=images, model=model, execute_steps=not dry_run)
+    orchestrator = _ctx(ctx, json_out).orchestrator(file)
+    with nullcontext() if dry_run else orchestrator.locked("destroy", loaded.profile, lock_timeout):
+        teardown = orchestrator.destroy(loaded, images=images, model=model, execute_steps=not dry_run)
     _show_steps(teardown, json_out, dry_run)
 
 
@@ -415,9 +416,9 @@ def _show_steps(the_plan, json_out: bool, dry_run: bool) -> None:  # noqa: ANN00
 def prune(ctx: click.Context, file: str, dry_run: bool, json_out: bool, lock_timeout: float) -> None:
     """Remove the profile's older images (kept as rollback targets until now)."""
     loaded = load(file, cached=True)
-    engine = _ctx(ctx, json_out).engine(file)
-    with nullcontext() if dry_run else engine.locked("prune", loaded.profile, lock_timeout):
-        pruning = engine.prune(loaded, execute_steps=not dry_run)
+    orchestrator = _ctx(ctx, json_out).orchestrator(file)
+    with nullcontext() if dry_run else orchestrator.locked("prune", loaded.profile, lock_timeout):
+        pruning = orchestrator.prune(loaded, execute_steps=not dry_run)
     _show_steps(pruning, json_out, dry_run)
 
 
@@ -429,7 +430,7 @@ def prune(ctx: click.Context, file: str, dry_run: bool, json_out: bool, lock_tim
 def force_unlock(ctx: click.Context, lock_id: str, file: str | None) -> None:
     """Remove the lock LOCK_ID (named in exit 5's message) left by a hung kimik3: on this host, and on the RPC
     worker hosts of FILE's profile (without FILE: the recorded workers of the profile this host's lock names)."""
-    _out.print(_ctx(ctx, False).engine(file or ".").force_unlock(lock_id, load(file).profile if file else None))
+    _out.print(_ctx(ctx, False).orchestrator(file or ".").force_unlock(lock_id, load(file).profile if file else None))
 
 
 @main.command()
@@ -451,7 +452,7 @@ def reconcile(ctx: click.Context, file: str, interval: float, jitter: bool, once
         click.echo(json.dumps(line))
         sys.stdout.flush()
 
-    loop = ReconcileLoop(file, _ctx(ctx, True).engine(file), lambda path: load(path, cached=True), emit,
+    loop = ReconcileLoop(file, _ctx(ctx, True).orchestrator(file), lambda path: load(path, cached=True), emit,
                          interval, jitter, verify_server)
     sys.exit(loop.run_pass()["exit_code"] if once else run_until_stopped(loop))
 
@@ -496,14 +497,14 @@ def schema() -> None:
     click.echo(json.dumps(profile_json_schema(), indent=2))
 
 
-def _watch(engine: Engine, loaded, observed, interval: float, iterations: int) -> None:  # noqa: ANN001
+def _watch(orchestrator: Orchestrator, loaded, observed, interval: float, iterations: int) -> None:  # noqa: ANN001
     """`status --watch`: the exporter's numbers (exporter/watch.py reads them every `interval`) in a live table."""
     from rich.live import Live
     from rich.table import Table
 
     from kimik3_reconciler.exporter.watch import readings, watch_source
 
-    source = watch_source(engine.ports, loaded.profile, observed)
+    source = watch_source(orchestrator.ports, loaded.profile, observed)
 
     def table(rows) -> Table:  # noqa: ANN001 - list[exporter.watch.Row]
         view = Table(title=source.title, title_justify="left")

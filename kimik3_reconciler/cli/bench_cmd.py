@@ -106,9 +106,9 @@ def bench(ctx: click.Context, file: str, grid: tuple[int, ...], prompts: int, pr
     if plot:
         check_plot_path(Path(plot))  # before the sweep: `--plot x.pdf` used to fail after minutes of requests
     loaded = load(file)
-    engine = _ctx(ctx, json_out).engine(file)
+    orchestrator = _ctx(ctx, json_out).orchestrator(file)
     if compare:
-        runs = latest_per_fingerprint(kept(engine.ports.state, loaded.profile.name))
+        runs = latest_per_fingerprint(kept(orchestrator.ports.state, loaded.profile.name))
         if not runs:  # exit 1 through _run: with --json the error document is stdout (SystemExit left it empty)
             raise NothingMeasured(f"no kept bench runs of {loaded.profile.name}: run `kimik3 bench {file}` first")
         if json_out:
@@ -120,7 +120,7 @@ def bench(ctx: click.Context, file: str, grid: tuple[int, ...], prompts: int, pr
         refusal = settings.slot_refusal(loaded.profile.serve.ctx_size, loaded.profile.serve.parallel)
         if refusal is not None:  # before the host is read: the profile alone says no request would fit
             raise InputError(refusal)
-        observed = converged_deployment(engine, loaded)
+        observed = converged_deployment(orchestrator, loaded)
         _err.print(f"bench {loaded.profile.name}: {settings.requests()} requests over concurrency {list(grid)} "
                    f"({prompt_tokens} prompt + {output_tokens} output tokens each, closed loop)")
 
@@ -128,8 +128,8 @@ def bench(ctx: click.Context, file: str, grid: tuple[int, ...], prompts: int, pr
             _err.print(f"  c={level.concurrency}: aggregate {level.aggregate:.1f} tok/s, TTFT p95 "
                        f"{_num(level.ttft_p95, '{:.3f}')} s, {level.errors} error(s)")
 
-        run = run_sweep(engine, loaded, settings, observed, said)
-        key = keep(engine.ports.state, run)
+        run = run_sweep(orchestrator, loaded, settings, observed, said)
+        key = keep(orchestrator.ports.state, run)
         runs = [run]
         if json_out:
             click.echo(json.dumps({**run.to_json(), "kept_as": key}, indent=2))

@@ -76,8 +76,8 @@ def tune(ctx: click.Context, file: str, goal_text: str, budget: float, space: tu
     request = TuneRequest(goal, parse_space(space), BenchSettings(prompt_tokens=prompt_tokens,
                                                                   output_tokens=output_tokens),
                           prompts, budget, finalists, max_trials, repeats, lock_timeout)
-    engine = _ctx(ctx, json_out).engine(file)
-    outcome = run_tune(engine, DockerRunner(engine), loaded, file, request, _err.print,
+    orchestrator = _ctx(ctx, json_out).orchestrator(file)
+    outcome = run_tune(orchestrator, DockerRunner(orchestrator), loaded, file, request, _err.print,
                        None if target_file is None else _profile_writer(target_file))
     result, failure = outcome.result, outcome.failure
     diff = ""

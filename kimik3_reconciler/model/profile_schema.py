@@ -17,6 +17,7 @@ from pydantic_core import PydanticCustomError
 
 from kimik3_reconciler.model import catalog
 from kimik3_reconciler.model.builtin_patches import BUILTIN_PATCH_NAMES
+from kimik3_reconciler.model.engine_names import DEFAULT_ENGINE, ENGINES
 
 SHA40 = r"[0-9a-f]{40}"
 GPU_UUID = r"GPU-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
@@ -36,6 +37,7 @@ ABSOLUTE_SCHEMA = {"type": "string", "pattern": "^/", **_NOT_EXPANDED}
 UNIT_SCHEMA = {"type": "string",
                "pattern": r"^(?=.{1,64}$)(?!.*\.service$)[A-Za-z0-9][A-Za-z0-9_.-]*(?:@[A-Za-z0-9_.-]+)?$"}
 CpuFeature = Literal["avx512", "avx512_vbmi", "avx512_vnni", "avx512_bf16", "amx"]
+EngineName = Literal[tuple(ENGINES)]  # type: ignore[valid-type]  # the registry's names
 CPU_FEATURES: tuple[str, ...] = get_args(CpuFeature)
 
 # strict: YAML `port: "8080"` is a mistake worth naming, not something to coerce.
@@ -484,6 +486,7 @@ class Profile(BaseModel):
     model_config = _CONFIG
     api_version: Literal["kimik3/v1"] = Field(alias="apiVersion")
     name: ProfileName
+    engine: EngineName = Field(DEFAULT_ENGINE, description="the serving engine (llamacpp: llama-server on GGUF quants)")
     model: ModelSpec
     build: BuildSpec = BuildSpec()
     gpus: Annotated[

@@ -22,6 +22,7 @@ class Rule:
 
 _DEFAULTS = ("kimik3_reconciler.model.profile",)
 _LAUNCH = ("kimik3_reconciler.planning.launch",)
+_LLAMACPP = ("kimik3_reconciler.engines.llamacpp.launch",)  # the engine renders the server's argv
 _UNITS = ("kimik3_reconciler.planning.unit_step",)
 _HUB = ("kimik3_reconciler.adapters.hf_hub", "kimik3_reconciler.adapters.hub_download")
 _STEP5_BATCH = "seed 000 step 5 (BATCH/UBATCH: 4096 for hybrid, 2048 for all-VRAM)"
@@ -98,7 +99,7 @@ RULES: tuple[Rule, ...] = (
          "cores, --load-mode (serve.load_mode: none or dio), --metrics; extra_args cannot override them, and "
          "`kimik3 tune` never launches a candidate with other threads or a mapped load mode",
          "Kimi-K3/hardware requirements, not tuning: leaving --numa or --load-mode out measured as a 20+-minute "
-         "single-request stall", _LAUNCH + _rules("server_args") + ("kimik3_reconciler.planning.tune_space",),
+         "single-request stall", _LLAMACPP + _rules("server_args") + ("kimik3_reconciler.planning.tune_space",),
          ("unit/test_rendered_specs.py", "cases/profile/extra_args_owned_flag.yaml",
           "cases/profile/extra_args_model_source.yaml", "unit/test_tune.py"),
          seed="seed 000 step 5 (always sets --numa distribute, f16 KV, threads; --load-mode none required)"),
@@ -133,7 +134,7 @@ RULES: tuple[Rule, ...] = (
          "refused, in the profile and in extra_args; the server and the quant gate get the profile's mode",
          "a mapped model is faulted in by the first request: measured as a 20+-minute single-request stall; "
          "dio reads the same bytes with direct I/O (around the page cache)",
-         _rules("serving") + _LAUNCH, ("cases/profile/load_mode_mmap.yaml", "cases/profile/load_mode_dio_ok.yaml",
+         _rules("serving") + _LLAMACPP, ("cases/profile/load_mode_mmap.yaml", "cases/profile/load_mode_dio_ok.yaml",
                               "cases/profile/extra_args_load_mode.yaml", "unit/test_rendered_specs.py"),
          seed="seed 000 step 5 (numa_balancing=0 and --load-mode none, both required, not optional — skipping "
               "either measured as a 20+-minute single-request stall)"),
@@ -153,7 +154,7 @@ RULES: tuple[Rule, ...] = (
               "issue 15 (reloads that hide the read)"),
     Rule("kv-types-equal", "force", "K and V cache types are equal (f16/f16)",
          "every MLA model refuses different K and V cache types at context creation (llama-cpp.md §1.3)",
-         _LAUNCH, ("unit/test_rendered_specs.py",),
+         _LLAMACPP, ("unit/test_rendered_specs.py",),
          seed="seed 000 step 5 (--cache-type-k f16 --cache-type-v f16); reference/llama-cpp.md §1.3"),
     Rule("split-mode", "refuse", "never -sm row or -sm tensor for kimi-k3",
          "tensor split is not implemented for kimi-k3; CUDA has no row split buffers (llama-cpp.md §1.3)",
@@ -179,7 +180,7 @@ RULES: tuple[Rule, ...] = (
     Rule("sizing-disk", "refuse", "a download that does not fit the cache's free disk (+10 % headroom) is refused "
          "with the numbers, before anything is fetched",
          "found after hundreds of GB otherwise", ("kimik3_reconciler.planning.model_step",),
-         ("unit/test_model_step.py", "unit/test_engine.py"),
+         ("unit/test_model_step.py", "unit/test_orchestrator.py"),
          seed="seed 000 step 3 (the script sums the quant's bytes and refuses, with the numbers, if it won't fit)"),
     Rule("build-args-safe", "refuse", "cmake arguments made from profile fields carry no shell or cmake "
          "metacharacters", "a profile field must never become shell text in the build",
@@ -189,11 +190,11 @@ RULES: tuple[Rule, ...] = (
          "name is not a template, and no package's, operator's or other profile's unit (or a masked one) is "
          "overwritten; docker.service and a docker CLI exist",
          "kimik3 never half-installs a unit or overwrites one it did not write",
-         _UNITS, ("cases/plan/29-systemd-not-pid1.yaml", "unit/test_unit_engine.py"),
+         _UNITS, ("cases/plan/29-systemd-not-pid1.yaml", "unit/test_unit_orchestrator.py"),
          seed="seed 000 step 7 (one static unit per deployment, installed by hand there; kimik3 installs it)"),
     Rule("numa-balancing", "refuse", "the host needs kernel.numa_balancing = 0",
          "measured as a 20+-minute single-request stall; the host gate refuses before any step runs",
-         ("kimik3_reconciler.planning.host_gate",), ("unit/test_host_gate.py", "unit/test_engine.py"),
+         ("kimik3_reconciler.planning.host_gate",), ("unit/test_host_gate.py", "unit/test_orchestrator.py"),
          seed="seed 000 step 5 (numa_balancing=0 and --load-mode none: required, not optional)"),
     Rule("mmproj-fork-only", "refuse", "model.mmproj only with build.source: fork",
          "vision (MoonViT-3d) lives only in the fork; mainline errors or silently ignores --mmproj",
@@ -256,7 +257,7 @@ RULES: tuple[Rule, ...] = (
          seed="seed 000 step 5 (CACHE_RAM: 0 only when benchmarking)"),
     Rule("shared-gpus", "force", "a profile sharing GPUs (or the port) with a running one stops it first",
          "the standing and interactive deployments share the GPUs (systemd Conflicts=)",
-         ("kimik3_reconciler.planning.conflict_step",), ("unit/test_conflicts.py", "unit/test_engine.py"),
+         ("kimik3_reconciler.planning.conflict_step",), ("unit/test_conflicts.py", "unit/test_orchestrator.py"),
          seed="seed 000 step 7 (the two units Conflicts= each other because they share the GPUs)"),
     Rule("env-file-bare-values", "force", "unit env files hold bare values, quoted where needed, never a comment",
          "systemd's EnvironmentFile folds an inline `# comment` into the value", _UNITS,
@@ -264,7 +265,7 @@ RULES: tuple[Rule, ...] = (
          seed="seed 000 step 7 (keep /etc/kimi-k3.env values bare)"),
     Rule("units-conflict-ordered", "force", "units sharing GPUs (or the port) carry Conflicts= and After= each other",
          "starting one must stop the other first, or both hold the GPUs at once", _UNITS,
-         ("cases/plan/25-systemd-unit-absent.yaml", "unit/test_unit_engine.py", "integration/test_systemd_live.py"),
+         ("cases/plan/25-systemd-unit-absent.yaml", "unit/test_unit_orchestrator.py", "integration/test_systemd_live.py"),
          seed="seed 000 step 7 (starting either stops the other)"),
     Rule("quant-mode-derived", "force", "hybrid or all-VRAM is derived from the quant's bytes against the profile's "
          "GPUs' total VRAM (less fit margins, KV, buffers); the batch/ubatch/fit_target defaults and the launch "
@@ -388,7 +389,7 @@ RULES: tuple[Rule, ...] = (
          ("cases/profile/systemd_conflicts_own_unit.yaml",),
          seed=f"{_OWN}systemd's Conflicts= semantics (seed 000 step 7 uses it between the two units only)"),
     Rule("no-secrets", "refuse", "a profile never holds a secret; the API key is a read-only mounted file",
-         "keys in argv/env show up in `docker inspect` and logs", _rules("no_secrets") + _LAUNCH,
+         "keys in argv/env show up in `docker inspect` and logs", _rules("no_secrets") + _LLAMACPP,
          ("cases/plan/19-api-key-file.yaml", "cases/profile/secret_in_url_or_key_file.yaml",
           "cases/profile/api_key_file_paths_ok.yaml", "unit/test_hostile_inputs.py"),
          seed="not in the seeds: shared/PROFILE.md (a profile never contains a secret)"),

@@ -12,7 +12,7 @@ written once instead of generated and compiled for each class (~0.25 ms a class 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import Any, ClassVar
 
 from kimik3_reconciler.model.facts import FileStat, ModelLayout, RemoteFile
 
@@ -44,9 +44,22 @@ def frozen_value(cls: type) -> type:
 
 
 class Payload(_Value):
-    """Base of every step payload; `steps.EXECUTORS` maps each subclass to its executor."""
+    """Base of every step payload; `steps.EXECUTORS` maps each subclass to its executor.
+
+    What an apply must know of a step it learns from these class attributes, never from the payload's type
+    (so neither a new step kind nor a new serving engine changes the orchestrator):
+    - `starts_server`: the step (re)launches or starts the serving container; the apply that ran it verifies
+      that launch at its end (its own check), so a `checks` step of the same apply is left out;
+    - `checks`: the step runs the apply's check (`Ports.verifier`, `kimik3 verify`); left out of an apply that
+      has none (--no-verify-server: the launch stays unverified for a later apply);
+    - `waits`: the step waits on a load rather than decides something; an apply of a saved plan runs the fresh
+      plan's waits too (the plan was made while the server was loading).
+    """
 
     __slots__ = ()
+    starts_server: ClassVar[bool] = False
+    checks: ClassVar[bool] = False
+    waits: ClassVar[bool] = False
 
 
 # --- the model cache -----------------------------------------------------------------------------
@@ -155,6 +168,8 @@ class ContainerSpec(_Value):
 class LaunchContainer(Payload):
     """Create the profile's container; `replace`: remove the one of that name first (GPUs and port are exclusive)."""
 
+    starts_server = True
+
     container: ContainerSpec
     replace: bool = False
 
@@ -166,6 +181,8 @@ class LaunchContainer(Payload):
 @frozen_value
 class StartContainer(Payload):
     """Start (or unpause) the existing container: its fingerprint matches, only its state is wrong."""
+
+    starts_server = True
 
     name: str
 
@@ -247,6 +264,8 @@ class GpuProbe(Payload):
 @frozen_value
 class HealthWait(Payload):
     """Wait until llama-server answers /health 200 (model loaded), or fail with its log tail."""
+
+    waits = True
 
     container: str
     url: str
@@ -366,6 +385,8 @@ class StopUnit(Payload):
 class VerifyServer(Payload):
     """Run `kimik3 verify` against a container an earlier apply launched and never verified (it died or lost
     dockerd in the health wait); a pass clears its `unverified/` record."""
+
+    checks = True
 
     container: str
     fingerprint: str  # the launch the record names: a newer launch's record is left for its own verify

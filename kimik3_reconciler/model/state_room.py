@@ -3,7 +3,7 @@
 An apply that stops or replaces the serving container still has records to write: the launch's `unverified/`
 record, the exporter's config and process records, the workers record, the gate's result, the last good profile
 at its end. A full state dir used to fail one of those *after* the old server was gone (exit 8, nothing serving).
-So the engine asks, before the first step that takes a server down, whether the state dir holds every record the
+So the orchestrator asks, before the first step that takes a server down, whether the state dir holds every record the
 rest of the apply must write (`shortfall`). Statistics (load rates, a load's seconds, the apply record, the last
 verify report) are not counted: their writes warn and carry on (steps/statistic.py), so they never need room.
 """

@@ -6,6 +6,7 @@ and the steps planned before it, and returns its own steps. A new step kind is o
 
 from __future__ import annotations
 
+from kimik3_reconciler.engines import engine_for
 from kimik3_reconciler.errors import FieldRefusal, HubError, PlanError
 from kimik3_reconciler.model.facts import ImageFact, Observed
 from kimik3_reconciler.model.labels import PROFILE_LABEL
@@ -49,8 +50,9 @@ PLANNERS: tuple[Planner, ...] = (
 
 
 def render_desired(profile: Profile, observed: Observed) -> Desired:
+    engine = engine_for(profile.engine)  # the registry: every planner learns the engine from Desired.engine
     build = render_image_build(profile, observed)
-    return Desired(profile, build, render_launch(profile, observed, build.tag, build.fingerprint))
+    return Desired(profile, build, render_launch(profile, observed, build.tag, build.fingerprint, engine), engine)
 
 
 def refuse_by_host_gate(profile: Profile, observed: Observed) -> list[str]:

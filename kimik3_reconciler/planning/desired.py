@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from kimik3_reconciler.engines import ServingEngine
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.plan import Step
 from kimik3_reconciler.model.profile import Profile
@@ -22,11 +23,12 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Desired:
-    """The profile, the image build it renders and the container it launches."""
+    """The profile, the image build it renders, the container it launches and the serving engine it names."""
 
     profile: Profile
     build: ImageBuild
     launch: Launch
+    engine: ServingEngine  # what differs between llama.cpp, vLLM and SGLang (engines/base.py)
     # Answers several planners ask of one plan (the container's steps planned alone, whether the build pre-reads),
     # each computed once: made with this Desired (render_desired: one per plan) and gone with it; not its value.
     _answers: dict[str, tuple[Observed, Any]] = field(default_factory=dict, init=False, compare=False, repr=False)

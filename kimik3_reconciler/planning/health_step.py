@@ -67,7 +67,7 @@ def predicted_load_s(observed: Observed, warm: bool = False, mode: str = "hybrid
 
 
 def plan_health(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
-    launch = desired.launch
+    launch, ready = desired.launch, desired.engine.readiness
     profile = desired.profile
     warm = preread_planned(planned)
     wait = HealthWait(container=launch.spec.name, url=launch.health_url,
@@ -77,12 +77,12 @@ def plan_health(desired: Desired, observed: Observed, planned: tuple[Step, ...] 
     target = launch.health_url
     if container_changes(planned):
         seconds, how = predicted_load_s(observed, warm, launch.mode.mode, reads_in_parallel(profile))
-        return (Step("health", target, Action.READ, "wait for the model to load (/health 200)", spec=wait,
+        return (Step("health", target, Action.READ, f"wait for the model to load ({ready.path} 200)", spec=wait,
                      cost=f"predicted downtime ~{duration(seconds)} ({how}); gives up after {duration(wait.timeout_s)}"),)
     container = observed.container
     health = container.health if container else None
     if health == "ok":
-        return (Step("health", target, Action.NOOP, "/health answers 200: model loaded", spec=wait),)
+        return (Step("health", target, Action.NOOP, f"{ready.path} answers 200: model loaded", spec=wait),)
     # A load already in progress is waited for, never relaunched (an unverified one: verify_step follows).
-    why = "model still loading (/health 503)" if health == "loading" else "/health not answering yet"
+    why = f"model still loading ({ready.loading})" if health == "loading" else f"{ready.path} not answering yet"
     return (Step("health", target, Action.READ, f"{why}: wait", spec=wait),)

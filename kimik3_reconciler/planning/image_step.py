@@ -131,7 +131,7 @@ def plan_image(desired: Desired, observed: Observed, planned: tuple[Step, ...] =
     """The image step; refused when a speculative draft is asked for and no patch is the rollback patch."""
     rollback, refusal = rollback_requirement(desired.profile, observed.inputs.patches)
     if refusal:
-        raise PlanError(refusal, fields=(("build", "patches"),))  # the engine adds the profile's file:line
+        raise PlanError(refusal, fields=(("build", "patches"),))  # the orchestrator adds the profile's file:line
     steps = _with_preread(_plan_image(desired, observed), desired, observed)
     builtin = builtin_summary(observed)
     if builtin:

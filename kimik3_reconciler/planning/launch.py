@@ -1,19 +1,20 @@
-"""The llama-server container, from one source: `LaunchInput` holds every value that reaches its argv,
-env, mounts, devices, labels and restart policy (seed 000 step 5); `render_container` is a pure
-function of it, its fingerprint is the rendered container's, and its flat form is stamped as a label
-so that a later plan can name the field that moved (`flat_diff`).
+"""The serving container, from one source: `LaunchInput` (model/launch_input.py) holds every value that reaches
+its argv, env, mounts, devices, labels and restart policy (seed 000 step 5); `render_container` is a pure
+function of it and of the serving engine (which renders the argv: engines/), its fingerprint is the rendered
+container's, and its flat form is stamped as a label so that a later plan can name the field that moved
+(`flat_diff`).
 """
 
 from __future__ import annotations
 
-import ipaddress
 import json
 from dataclasses import asdict, dataclass, replace
 from pathlib import PurePosixPath
 from typing import Any
 
+from kimik3_reconciler.engines import ServingEngine, engine_for
 from kimik3_reconciler.errors import InputError, PlanError
-from kimik3_reconciler.model.facts import ModelFact, Observed
+from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.hashing import fingerprint
 from kimik3_reconciler.model.labels import (
     API_KEY_MOUNT,
@@ -24,81 +25,11 @@ from kimik3_reconciler.model.labels import (
     MODELS_MOUNT,
     PROFILE_LABEL,
 )
+from kimik3_reconciler.model.launch_input import LaunchInput, ModelInput
 from kimik3_reconciler.model.profile import Profile, ServeSpec, upstream_port
 from kimik3_reconciler.model.specs import ContainerSpec, Mount
-from kimik3_reconciler.planning.rpc_step import rpc_endpoints, worker_fingerprints
+from kimik3_reconciler.planning.worker_step import rpc_endpoints, worker_fingerprints
 from kimik3_reconciler.planning.vram_fit import ModeDecision, derive_mode
-
-# Seed 000 "Runtime requirements that are NOT tunable": leaving any out measured as a
-# 20+-minute single-request stall or a crash, so they are fixed, not knobs.
-# rule: fixed-flags, kv-types-equal
-FIXED_FLAGS = ("--numa", "distribute", "--cache-type-k", "f16", "--cache-type-v", "f16")
-
-
-def runtime_flags(threads: int, load_mode: str = "none") -> tuple[str, ...]:
-    """The owned, fixed flags every llama.cpp process kimik3 starts on the real model carries: the server,
-    the smoke test and the quant gate's llama-perplexity (one source, so none can drift from the others).
-    `load_mode` is serve.load_mode: none or dio, never a mapped mode (profile rule load-mode)."""
-    # Seed 000: --threads/--threads-batch = physical cores, not hardware threads.
-    # rule: load-mode
-    # Seed 000: --load-mode none is required (mapped: a 20+-minute stall); dio reads the same bytes around the
-    # page cache. Rendered at the same place in argv as before, so `none` keeps every fingerprint.
-    return (*FIXED_FLAGS, "--load-mode", load_mode, "--threads", str(threads), "--threads-batch", str(threads))
-
-
-@dataclass(frozen=True)
-class ModelInput:
-    """The quant as the container opens it: the cache folder it mounts and the shard it loads."""
-
-    repo: str
-    revision: str
-    quant: str
-    cache_dir: str
-    shard: str  # the -00001-of- shard, relative to the snapshot
-    mmproj: str | None  # fork only: mainline would error or silently ignore --mmproj
-
-
-@dataclass(frozen=True)
-class LaunchInput:
-    """Everything the container is made from; nothing else reaches `render_container`."""
-
-    name: str
-    image: str
-    image_fingerprint: str
-    gpus: str | tuple[int | str, ...]  # as the profile declares them ("none" for the CPU variant)
-    restart_policy: str
-    model: ModelInput
-    serve: ServeSpec  # the profile's section, with the effective batch/ubatch/fit_target and host paths resolved
-    bind: str
-    threads: int  # physical cores, not hardware threads (seed 000)
-    draft_device: str | None
-    gpu_request: str = "runtime"  # CDI or the nvidia runtime (planning/gpu_probe.py); not in `flat()`
-    rpc: tuple[str, ...] = ()  # the workers' rpc-server endpoints (--rpc), in profile order
-    worker_fingerprints: tuple[str, ...] = ()  # theirs: a worker that changes replaces this server too
-
-    def flat(self) -> dict[str, Any]:
-        """{field: value}, named as the profile names them (`serve.ubatch`, `model.cache_dir`); the label.
-        The shard's file name is left out: a function of repo@revision/quant, it would only repeat them."""
-        flat: dict[str, Any] = {f"serve.{k}": v for k, v in self.serve.model_dump(mode="json").items()}
-        flat.update({f"model.{k}": v for k, v in asdict(self.model).items() if k != "shard"})
-        flat.update({
-            "name": self.name,
-            "gpus": self.gpus if isinstance(self.gpus, str) else list(self.gpus),
-            "image": self.image,
-            "image.fingerprint": self.image_fingerprint,
-            "host.bind": self.bind,
-            "host.threads": self.threads,
-            "host.draft_device": self.draft_device,
-            "restart_policy": self.restart_policy,
-        })
-        if self.rpc:  # only with workers: a single-host label stays as it was
-            flat.update({"rpc.endpoints": list(self.rpc), "rpc.worker_fingerprints": list(self.worker_fingerprints)})
-        return flat
-
-    @property
-    def health_url(self) -> str:
-        return f"http://{_probe_host(self.bind)}:{self.serve.port}/health"
-
 
 @dataclass(frozen=True)
 class Launch:
@@ -109,6 +40,7 @@ class Launch:
     fingerprint: str
     warnings: tuple[str, ...]
     mode: ModeDecision  # hybrid or all-VRAM on this host's GPUs (the ubatch default follows it)
+    health_path: str  # answers 200 once the model is loaded (the engine's readiness)
 
     @property
     def inputs(self) -> dict[str, Any]:
@@ -116,7 +48,7 @@ class Launch:
 
     @property
     def health_url(self) -> str:
-        return self.input.health_url
+        return self.input.server_url + self.health_path
 
 
 def bind_address(profile: Profile, observed: Observed) -> tuple[str, tuple[str, ...]]:
@@ -129,20 +61,6 @@ def bind_address(profile: Profile, observed: Observed) -> tuple[str, tuple[str, 
         # Seed 000: bind the tailnet address, fall back to loopback-only if Tailscale isn't up.
         return "127.0.0.1", ("serve.host: tailscale is not up on this host; binding 127.0.0.1 only",)
     return host, ()
-
-
-def _probe_host(bind: str) -> str:
-    address = ipaddress.ip_address(bind)
-    if address.is_unspecified:
-        return "127.0.0.1" if address.version == 4 else "[::1]"
-    return f"[{bind}]" if address.version == 6 else bind
-
-
-def first_shard(model: ModelFact) -> str:
-    """The file llama-server opens: the -00001-of- shard, or the quant folder's only GGUF."""
-    ggufs = sorted(f.path for f in model.files if f.path.startswith(model.quant + "/") and f.path.endswith(".gguf"))
-    firsts = [p for p in ggufs if "-00001-of-" in p]
-    return (firsts or ggufs or [f"{model.quant}/<unknown>.gguf"])[0]
 
 
 def repo_dir(cache_dir: str, repo: str) -> str:
@@ -217,7 +135,7 @@ def _resolved_serve(profile: Profile, observed: Observed, mode: ModeDecision) ->
     return serve.model_copy(update=update)
 
 
-def launch_input(profile: Profile, observed: Observed, image_tag: str, image_fp: str,
+def launch_input(profile: Profile, observed: Observed, image_tag: str, image_fp: str, engine: ServingEngine,
                  mode: ModeDecision | None = None) -> tuple[LaunchInput, tuple[str, ...]]:
     """(the launch input, warnings) from the profile and what this host showed."""
     mode = mode or derive_mode(profile, observed)
@@ -241,7 +159,7 @@ def launch_input(profile: Profile, observed: Observed, image_tag: str, image_fp:
         # on-demand deployment at boot, and fight `systemctl stop`.
         restart_policy="no" if profile.systemd is not None else "unless-stopped",
         model=ModelInput(repo=model.repo, revision=model.revision, quant=model.quant, cache_dir=model.cache_dir,
-                         shard=first_shard(model),
+                         shard=engine.model_entry(model),
                          # rule: mmproj-fork-only
                          mmproj=profile.model.mmproj if profile.build.source == "fork" else None),
         serve=_resolved_serve(profile, observed, mode),
@@ -255,51 +173,8 @@ def launch_input(profile: Profile, observed: Observed, image_tag: str, image_fp:
     return value, warnings
 
 
-def placement_args(serve: ServeSpec, manual_split: bool = True) -> tuple[str, ...]:
-    """--fit with the profile's margins, or the manual split (`manual_split`: honour serve.n_cpu_moe, which
-    was tuned for the served quant; another quant on the same GPUs, the gate's reference, uses --fit)."""
-    if serve.n_cpu_moe is not None and manual_split:
-        # A deterministic split instead of --fit's live choice (seed 000 "Tuning --n-cpu-moe").
-        return ("--fit", "off", "-ngl", "999", "--n-cpu-moe", str(serve.n_cpu_moe))
-    targets = serve.fit_target if isinstance(serve.fit_target, list) else [serve.fit_target]
-    return ("--fit", "on", "--fit-target", ",".join(str(t) for t in targets))
-
-
 def _snapshot(model: ModelInput) -> str:
     return f"{MODELS_MOUNT}/{PurePosixPath(repo_dir(model.cache_dir, model.repo)).name}/snapshots/{model.revision}"
-
-
-def _argv(value: LaunchInput) -> tuple[str, ...]:
-    serve, snapshot = value.serve, _snapshot(value.model)
-    argv: list[str] = [
-        "-m", f"{snapshot}/{value.model.shard}",
-        "--host", value.bind, "--port", str(serve.port),
-        "--alias", value.name,
-        *runtime_flags(value.threads, serve.load_mode),
-        "--batch-size", str(serve.batch), "--ubatch-size", str(serve.ubatch),
-        "--ctx-size", str(serve.ctx_size), "--parallel", str(serve.parallel),
-        *placement_args(serve),
-        "--metrics", "--log-colors", "off",
-    ]
-    if serve.cache_ram is not None:
-        argv += ["--cache-ram", str(serve.cache_ram)]
-    if serve.api_key_file:
-        # rule: no-secrets
-        # The key stays in a read-only mounted file: never in argv, env or docker inspect.
-        argv += ["--api-key-file", API_KEY_MOUNT]
-    if serve.spec_draft is not None:
-        argv += ["--spec-draft-model", f"{DRAFT_MOUNT}/{PurePosixPath(serve.spec_draft.model).name}",
-                 "--spec-type", serve.spec_draft.type]
-        argv += ["--spec-draft-device", value.draft_device] if value.draft_device else []
-    if value.model.mmproj:
-        argv += ["--mmproj", f"{snapshot}/{value.model.mmproj}"]
-    if value.rpc:
-        # The RPC backend adds one device per worker; layers are split over all devices by free memory.
-        argv += ["--rpc", ",".join(value.rpc)]
-        # b11434 logs load_tensors' per-device buffer lines at verbosity 4 only: verify reads them to prove
-        # that every RPC device holds layers (verify/rpc.py).
-        argv += ["--log-verbosity", "4"]
-    return (*argv, *serve.extra_args)
 
 
 def _mounts(value: LaunchInput) -> tuple[Mount, ...]:
@@ -313,12 +188,12 @@ def _mounts(value: LaunchInput) -> tuple[Mount, ...]:
     return tuple(mounts)
 
 
-def render_container(value: LaunchInput) -> ContainerSpec:
-    """The container, labels aside: a pure function of the launch input."""
+def render_container(value: LaunchInput, engine: ServingEngine) -> ContainerSpec:
+    """The container, labels aside: a pure function of the launch input (the engine renders the argv)."""
     return ContainerSpec(
         name=value.name,
         image=value.image,
-        command=_argv(value),
+        command=engine.server_argv(value, _snapshot(value.model)),
         env=tuple(sorted(value.serve.env.items())),
         mounts=_mounts(value),
         gpus=_container_gpus(value.gpus),
@@ -338,15 +213,19 @@ def container_fingerprint(spec: ContainerSpec, image_fp: str, workers: tuple[str
     return fingerprint({"spec": hashed, "image": image_fp, **({"workers": list(workers)} if workers else {})})
 
 
-def render_launch(profile: Profile, observed: Observed, image_tag: str, image_fp: str) -> Launch:
+def render_launch(profile: Profile, observed: Observed, image_tag: str, image_fp: str,
+                  engine: ServingEngine | None = None) -> Launch:
+    """The launch on this host; `engine`: the profile's serving engine (render_desired hands it in; other
+    callers get the one the profile names, from the registry)."""
+    engine = engine or engine_for(profile.engine)
     mode = derive_mode(profile, observed)
-    value, warnings = launch_input(profile, observed, image_tag, image_fp, mode)
-    spec = render_container(value)
+    value, warnings = launch_input(profile, observed, image_tag, image_fp, engine, mode)
+    spec = render_container(value, engine)
     digest = container_fingerprint(spec, image_fp, value.worker_fingerprints)
     labels = (
         (PROFILE_LABEL, value.name),
         (CONTAINER_FINGERPRINT, digest),
         (CONTAINER_INPUTS, json.dumps(value.flat(), sort_keys=True)),
-        (HEALTH_URL, value.health_url),
+        (HEALTH_URL, value.server_url + engine.readiness.path),
     )
-    return Launch(value, replace(spec, labels=labels), digest, warnings, mode)
+    return Launch(value, replace(spec, labels=labels), digest, warnings, mode, engine.readiness.path)

@@ -42,7 +42,7 @@ def render_exporter(desired: Desired, observed: Observed) -> ExporterConfig | No
         return None
     model = observed.model
     snapshot = PurePosixPath(repo_dir(model.cache_dir, model.repo)) / "snapshots" / model.revision
-    gpus = gpus_of(profile)
+    gpus, weights = gpus_of(profile), desired.engine.model_source.suffix
     return ExporterConfig(
         profile=profile.name,
         # rule: metrics-labels-no-secrets
@@ -53,9 +53,9 @@ def render_exporter(desired: Desired, observed: Observed) -> ExporterConfig | No
         bind=exporter_bind(profile, observed),
         port=profile.metrics.port,
         container=launch.spec.name,
-        server_url=launch.health_url.removesuffix("/health"),
+        server_url=launch.input.server_url,
         api_key_file=launch.input.serve.api_key_file,
-        shards=tuple(str(snapshot / f.path) for f in model.files if f.path.endswith(".gguf")),
+        shards=tuple(str(snapshot / f.path) for f in model.files if f.path.endswith(weights)),
         gpus=gpus if isinstance(gpus, str) else tuple(str(g) for g in gpus),
         quant=model.quant, repo=model.repo, revision=model.revision, image_fingerprint=desired.build.fingerprint,
         # rule: proxy-server-on-loopback

@@ -15,6 +15,7 @@ import math
 import re
 from dataclasses import dataclass, replace
 
+from kimik3_reconciler.engines import ServingEngine
 from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.model import catalog
 from kimik3_reconciler.model.facts import Observed
@@ -26,14 +27,7 @@ from kimik3_reconciler.model.specs import QuantGateRun, StopContainer
 from kimik3_reconciler.planning.desired import Desired
 from kimik3_reconciler.planning.health_step import predicted_load_s
 from kimik3_reconciler.planning.humanize import gib
-from kimik3_reconciler.planning.launch import (
-    first_shard,
-    gpu_request,
-    gpus_of,
-    placement_args,
-    repo_dir,
-    runtime_flags,
-)
+from kimik3_reconciler.planning.launch import gpu_request, gpus_of, repo_dir
 from kimik3_reconciler.planning.model_step import download_spec, model_step
 
 CTX = 512
@@ -134,14 +128,14 @@ def gate_verdict(report: KldReport | None, gate: QuantGate) -> tuple[bool, str]:
 # --- llama-perplexity's argv ---------------------------------------------------------------------
 
 
-def gate_flags(serve: ServeSpec, threads: int, candidate: bool) -> tuple[str, ...]:
+def gate_flags(engine: ServingEngine, serve: ServeSpec, threads: int, candidate: bool) -> tuple[str, ...]:
     """The flags llama-perplexity gets besides its own: the server's owned ones, from the same functions.
     Seed 000 "Runtime requirements that are NOT tunable": --numa distribute, f16 K/V, threads = physical
     cores and --load-mode none; a real quant loaded without them stalls 20+ minutes (the gate would too)."""
     # rule: gate-fixed-flags
     # The placement is the server's (the launch's resolved serve section: --fit-target margins, or the manual
     # split tuned for the served quant); the reference is another quant: --fit with its own margins.
-    return (*runtime_flags(threads, serve.load_mode), *placement_args(serve, manual_split=candidate))
+    return (*engine.owned_flags(threads, serve.load_mode), *engine.placement_flags(serve, manual_split=candidate))
 
 
 def reference_serve(profile: Profile) -> ServeSpec:
@@ -212,18 +206,18 @@ def plan_gate(desired: Desired, observed: Observed, planned: tuple[Step, ...] = 
         raise PlanError(f"model.quant {profile.model.quant} failed its quant gate on this image ({record.get('why')}); "
                         "it is never served: pick a vetted quant, or change the image (a new build is gated again)")
     reference, model, image, launch = observed.reference, observed.model, desired.build, desired.launch.input
-    assert reference is not None  # observed whenever the gate applies (engine: gate_reference)
+    assert reference is not None  # observed whenever the gate applies (orchestrator: gate_reference)
     n_vocab = observed.layout.n_vocab if observed.layout else 0
     logits = CHUNKS * (CTX // 2) * n_vocab * 2  # uint16 log-probs of the scored half of each chunk
     run = QuantGateRun(
         image=image.tag, image_fingerprint=image.fingerprint,
         reference_repo_dir=repo_dir(reference.cache_dir, reference.repo),
-        reference_model=f"{reference.revision}/{first_shard(reference)}",
+        reference_model=f"{reference.revision}/{desired.engine.model_entry(reference)}",
         candidate_repo_dir=repo_dir(model.cache_dir, model.repo),
-        candidate_model=f"{model.revision}/{first_shard(model)}",
+        candidate_model=f"{model.revision}/{desired.engine.model_entry(model)}",
         revision=model.revision, gpus=gpus_of(profile),
-        reference_flags=gate_flags(reference_serve(profile), launch.threads, candidate=False),
-        candidate_flags=gate_flags(launch.serve, launch.threads, candidate=True),
+        reference_flags=gate_flags(desired.engine, reference_serve(profile), launch.threads, candidate=False),
+        candidate_flags=gate_flags(desired.engine, launch.serve, launch.threads, candidate=True),
         gpu_request=gpu_request(observed),
         max_kld=gate.max_kld, min_top_token_agreement=gate.min_top_token_agreement,
         record_key=gate_key(model.repo, model.revision, model.quant),

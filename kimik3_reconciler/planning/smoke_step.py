@@ -6,20 +6,21 @@ image discovered after a ~15-minute cold load. Recorded per image, so it runs on
 
 from __future__ import annotations
 
+from kimik3_reconciler.engines import ServingEngine
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.labels import PROFILE_LABEL, SMOKE_MOUNT
 from kimik3_reconciler.model.plan import Action, Step
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.specs import ImageBuild, SmokeTest
 from kimik3_reconciler.planning.desired import Desired, changes
-from kimik3_reconciler.planning.launch import gpu_request, gpus_of, runtime_flags
+from kimik3_reconciler.planning.launch import gpu_request, gpus_of
 
 SMOKE_MODEL = "Kimi-K3-tiny-00001-of-00002.gguf"
 
 
-def render_smoke(profile: Profile, observed: Observed, image: ImageBuild) -> SmokeTest:
+def render_smoke(profile: Profile, observed: Observed, image: ImageBuild, engine: ServingEngine) -> SmokeTest:
     command = ("-m", f"{SMOKE_MOUNT}/{SMOKE_MODEL}", "--alias", "kimik3-smoke",
-               *runtime_flags(observed.host.physical_cores), "--ctx-size", "2048", "--parallel", "1",
+               *engine.owned_flags(observed.host.physical_cores, "none"), "--ctx-size", "2048", "--parallel", "1",
                "--log-colors", "off")
     return SmokeTest(container=f"{profile.name}-smoke", image=image.tag, image_fingerprint=image.fingerprint,
                      command=command, gpus=gpus_of(profile), gpu_request=gpu_request(observed),
@@ -27,7 +28,7 @@ def render_smoke(profile: Profile, observed: Observed, image: ImageBuild) -> Smo
 
 
 def plan_smoke(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
-    spec = render_smoke(desired.profile, observed, desired.build)
+    spec = render_smoke(desired.profile, observed, desired.build, desired.engine)
     target = spec.image
     if not desired.profile.gate.smoke:
         return (Step("smoke", target, Action.NOOP, "gate.smoke is off", spec=spec),)

@@ -1,6 +1,6 @@
 """Step executors: one per payload type (model/specs.py); each makes its step true through the ports.
 
-`EXECUTORS` is the one dispatch table: the engine checks every changing step of a plan against it
+`EXECUTORS` is the one dispatch table: the orchestrator checks every changing step of a plan against it
 when the plan is made (`check_executable`), so a payload without an executor fails `kimik3 plan`,
 not an apply halfway through. Each executor's module is imported when a step of its kind runs
 (`_in`): a no-op plan loads none of them (tests/unit/test_step_dispatch.py resolves every entry).

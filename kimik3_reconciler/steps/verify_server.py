@@ -11,7 +11,7 @@ from kimik3_reconciler.steps.report import Reporter
 
 
 def verify_server(spec: VerifyServer, ports: Ports, reporter: Reporter) -> None:
-    # The engine leaves this step out when no verifier is wired (--no-verify-server): reaching here without
+    # The orchestrator leaves this step out when no verifier is wired (--no-verify-server): reaching here without
     # one is a wiring bug, and passing silently would clear a record nobody verified.
     if ports.verifier is None:
         raise PermanentError(f"verify {spec.container}: no verifier is wired into these ports")

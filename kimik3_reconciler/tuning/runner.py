@@ -1,5 +1,5 @@
 """How tune launches and measures a candidate: the `CandidateRunner` interface, and its Docker
-implementation (a real converge through the engine, then `kimik3 bench`'s sweep). A runner for a native
+implementation (a real converge through the orchestrator, then `kimik3 bench`'s sweep). A runner for a native
 llama-server (a GPU host without Docker, as tools/gpu_proof drives one) implements the same five methods."""
 
 from __future__ import annotations
@@ -9,12 +9,10 @@ from typing import Protocol
 
 from kimik3_reconciler.benchmark import converged_deployment, run_sweep
 from kimik3_reconciler.benchmark.store import keep
-from kimik3_reconciler.engine import Engine
+from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.model.bench import BenchRun, BenchSettings
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.loaded_profile import LoadedProfile
-from kimik3_reconciler.model.records import unverified_key
-from kimik3_reconciler.model.specs import VerifyServer
 from kimik3_reconciler.planning.placement import forecast
 
 
@@ -41,41 +39,32 @@ class CandidateRunner(Protocol):
 
 
 class DockerRunner:
-    """Candidates as `kimik3 apply` runs them: the engine converges the container, verify checks it."""
+    """Candidates as `kimik3 apply` runs them: the orchestrator converges the container, verify checks it."""
 
-    def __init__(self, engine: Engine):
-        self.engine = engine
+    def __init__(self, orchestrator: Orchestrator):
+        self.orchestrator = orchestrator
 
     def converge(self, loaded: LoadedProfile) -> None:
         """apply_or_revert without its last-good record and its revert: a candidate is never the profile to
         come back to, and a failed one is a result (the search goes on to the next candidate)."""
-        check = self._check(loaded)
-        ports = self.engine.ports
-        ports.verifier = check  # a `<= verify` step (a launch an earlier apply left unverified) runs it
-        try:
-            result = self.engine.apply(loaded)
-        finally:
-            ports.verifier = None
-        if result.changed and not any(isinstance(s.spec, VerifyServer) for s in result.executed):
-            check()
-            ports.state.delete(unverified_key(loaded.profile.name))
+        self.orchestrator.apply_checked(loaded, self._check(loaded))
 
     def _check(self, loaded: LoadedProfile) -> Callable[[], None]:
         # lazy, as before: verify stays off the import path
         from kimik3_reconciler.verify import verification
 
-        return verification(self.engine, loaded)
+        return verification(self.orchestrator, loaded)
 
     def measure(self, loaded: LoadedProfile, settings: BenchSettings) -> tuple[BenchRun, str]:
-        observed = converged_deployment(self.engine, loaded)
-        run = run_sweep(self.engine, loaded, settings, observed)
-        return run, keep(self.engine.ports.state, run)
+        observed = converged_deployment(self.orchestrator, loaded)
+        run = run_sweep(self.orchestrator, loaded, settings, observed)
+        return run, keep(self.orchestrator.ports.state, run)
 
     def warm_up(self, loaded: LoadedProfile, settings: BenchSettings) -> None:
-        run_sweep(self.engine, loaded, settings, converged_deployment(self.engine, loaded))  # not kept
+        run_sweep(self.orchestrator, loaded, settings, converged_deployment(self.orchestrator, loaded))  # not kept
 
     def settle(self, loaded: LoadedProfile) -> None:
-        self.engine.apply_or_revert(loaded, self._check(loaded))
+        self.orchestrator.apply_or_revert(loaded, self._check(loaded))
 
     def load_seconds(self, loaded: LoadedProfile, observed: Observed) -> float:
         placement = forecast(loaded.profile, observed)

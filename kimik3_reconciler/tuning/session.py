@@ -10,13 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from kimik3_reconciler.benchmark import converged_deployment
-from kimik3_reconciler.engine import Engine
+from kimik3_reconciler.engines import engine_for
 from kimik3_reconciler.errors import NothingMeasured
 from kimik3_reconciler.model.bench import BenchSettings
 from kimik3_reconciler.model.loaded_profile import LoadedProfile
 from kimik3_reconciler.model.profile_edit import set_serve_knobs
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.model.tuning import FIT, Goal, Trial, knob_id, search_key
+from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.planning.tune_space import default_space, serve_values
 from kimik3_reconciler.tuning import CandidateRunner, Search, SearchResult, with_settings
 
@@ -44,7 +45,7 @@ class TuneOutcome:
     failure: NothingMeasured | None  # candidates were launched and none was measured (exit 1)
 
 
-def tune(engine: Engine, runner: CandidateRunner, loaded: LoadedProfile, file: str, request: TuneRequest,
+def tune(orchestrator: Orchestrator, runner: CandidateRunner, loaded: LoadedProfile, file: str, request: TuneRequest,
          say: Callable[[str], None], write_profile: Callable[[str], None] | None = None) -> TuneOutcome:
     """Search under the host lock; with `write_profile` (--write) the winner's knobs are written into FILE's text
     (comments and key order kept, the figures as a comment) and the host converges on it; the host always ends
@@ -55,27 +56,27 @@ def tune(engine: Engine, runner: CandidateRunner, loaded: LoadedProfile, file: s
     key = search_key(loaded.profile.name, loaded.text, goal, request.asked,
                      {"short": short.requests(), "long": long.requests(), "repeats": request.repeats,
                       "tokens": [request.base.prompt_tokens, request.base.output_tokens]})
-    with engine.locked("tune", loaded.profile, request.lock_timeout_s):
-        record = engine.ports.state.read(key) or {}
+    with orchestrator.locked("tune", loaded.profile, request.lock_timeout_s):
+        record = orchestrator.ports.state.read(key) or {}
         if record.get("trials"):  # a killed search: the host may be on one of its candidates
-            observed = engine.observe(loaded)
+            observed = orchestrator.observe(loaded)
             the_space = {k: tuple(v) for k, v in record["space"].items()}
             baseline_knobs = record["baseline"]
         else:
-            observed = converged_deployment(engine, loaded)  # refuses (exit 4) unless converged on FILE
-            the_space = request.asked or default_space(loaded.profile, observed)
+            observed = converged_deployment(orchestrator, loaded)  # refuses (exit 4) unless converged on FILE
+            the_space = request.asked or default_space(engine_for(loaded.profile.engine), loaded.profile, observed)
             baseline_knobs = running_knobs(the_space, observed)
-            engine.ports.state.write(key, {"space": {k: list(v) for k, v in the_space.items()},
-                                           "baseline": baseline_knobs, "file": str(Path(file).resolve())})
+            orchestrator.ports.state.write(key, {"space": {k: list(v) for k, v in the_space.items()},
+                                                 "baseline": baseline_knobs, "file": str(Path(file).resolve())})
         say(f"tune {loaded.profile.name} for {goal}: space "
             + " ".join(f"{k}={','.join(map(str, v))}" for k, v in the_space.items()) + f" (state {key})")
-        search = Search(runner, engine.ports.state, engine.ports.clock, say, loaded, goal, the_space,
+        search = Search(runner, orchestrator.ports.state, orchestrator.ports.clock, say, loaded, goal, the_space,
                         short, long, key, request.budget_s, request.finalists, request.max_trials, request.repeats)
         target = loaded
         try:
             result = search.run(observed, baseline_knobs)
             if write_profile is not None and result.winner is not None:
-                note = (f"kimik3 tune {engine.ports.clock.now():%Y-%m-%d} ({goal}): "
+                note = (f"kimik3 tune {orchestrator.ports.clock.now():%Y-%m-%d} ({goal}): "
                         f"{figure(result.winner, goal)} measured, was {figure(result.baseline, goal)} as written")
                 new_text = set_serve_knobs(loaded.text, serve_values(loaded.profile, result.winner.knobs), note)
                 write_profile(new_text)

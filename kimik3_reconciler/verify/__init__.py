@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from kimik3_reconciler.engine import Engine
+from kimik3_reconciler.orchestrator import Orchestrator
+from kimik3_reconciler.engines import ServingEngine, engine_for
 from kimik3_reconciler.errors import InputError, PermanentError, StepError, VerifyFailed
 from kimik3_reconciler.model.api_keys import api_keys
 from kimik3_reconciler.model.facts import ContainerFact, Observed
@@ -26,7 +27,6 @@ from kimik3_reconciler.observe.served_weights import served_weights
 from kimik3_reconciler.observe.server_log import classify_load_failure
 from kimik3_reconciler.planning import render_desired
 from kimik3_reconciler.planning.container_step import plan_container
-from kimik3_reconciler.planning.launch import first_shard
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps.statistic import write_statistic
 from kimik3_reconciler.verify import checks
@@ -41,28 +41,29 @@ CRASH_LOG_TAIL = 200  # a crash's lines sit behind the request's own log lines
 RPC_LOG_TAIL = 100_000  # the load lines come first; verify's own requests follow them
 
 
-def verification(engine: Engine, loaded: LoadedProfile) -> Callable[[], None]:
+def verification(orchestrator: Orchestrator, loaded: LoadedProfile) -> Callable[[], None]:
     """The check an apply runs after it changed something: verify, VerifyFailed naming the failures."""
     def check() -> None:
-        report = verify(engine, loaded)
+        report = verify(orchestrator, loaded)
         if not report.ok:
             raise VerifyFailed(report.failure_text())
     return check
 
 
-def verify(engine: Engine, loaded: LoadedProfile) -> VerifyReport:
+def verify(orchestrator: Orchestrator, loaded: LoadedProfile) -> VerifyReport:
     """Run every check against the profile's running container; refuse when it is not serving."""
-    observed = engine.observe(loaded)
-    server, chat = _serving(loaded, observed), engine.ports.chat
+    observed = orchestrator.observe(loaded)
+    server, chat = _serving(loaded, observed), orchestrator.ports.chat
     if chat is None:
         raise PermanentError("verify needs a chat port: none is wired into these ports")
     # rule: verify-random-weights
     # Only a file that says it is random excuses the content checks: unmarked or unreadable is a real model.
-    weights = _weights(engine.ports, observed)
+    engine = engine_for(loaded.profile.engine)  # the registry: what the engine's server answers (engines/base.py)
+    weights = _weights(orchestrator.ports, observed, engine)
     report = VerifyReport(profile=loaded.profile.name, weights=weights)
-    session = Session(chat, server, loaded.profile, weights.random, report.tool_calls)
+    session = Session(chat, server, loaded.profile, weights.random, engine.reasoning_field, report.tool_calls)
     named: list[tuple[str, Callable[[], checks.Verdict]]] = [
-        ("health", lambda: _health(engine.ports, server)),
+        ("health", lambda: _health(orchestrator.ports, server, engine.readiness.path)),
         ("models", lambda: _models(session, loaded.profile.name)),
         ("text", lambda: checks.text(session)),
         ("tool_call", lambda: checks.tool_call(session)),
@@ -70,9 +71,9 @@ def verify(engine: Engine, loaded: LoadedProfile) -> VerifyReport:
         ("two_turn", lambda: checks.two_turn(session)),
     ]
     if loaded.profile.workers:  # placement over RPC: the load log and the workers' sockets, not a request
-        named.append(("rpc", lambda: check_workers(loaded.profile, observed, engine.ports.docker.container_logs(
+        named.append(("rpc", lambda: check_workers(loaded.profile, observed, orchestrator.ports.docker.container_logs(
             loaded.profile.name, RPC_LOG_TAIL))))
-    clock, container = engine.ports.clock, observed.container
+    clock, container = orchestrator.ports.clock, observed.container
     assert container is not None  # _serving refused otherwise
     for name, check in named:
         started = clock.monotonic()
@@ -86,14 +87,14 @@ def verify(engine: Engine, loaded: LoadedProfile) -> VerifyReport:
         if status is Status.FAILED:  # rule: cuda-oom-first-request
             # A failed request may be a dead server: its log names the cause and the fix (a CUDA OOM on the
             # first request after an all-VRAM load needs more fit_target margin, not another try).
-            report.crash = _crash(engine.ports, container)
+            report.crash = _crash(orchestrator.ports, container)
             if report.crash:
                 detail = f"the server crashed during this check: {report.crash} ({detail})"
         report.checks.append(CheckResult(name, status, detail, round(clock.monotonic() - started, 3)))
     # The exporter's verify series (issue 17): outcomes per check, tool-call parse failures and retries.
     # A statistic: a full state dir warns, it does not turn a passing verify into a failed apply (issue 30).
-    write_statistic(engine.ports.state, verify_key(loaded.profile.name),
-                    {**report.to_json(), "date": clock.now().isoformat(timespec="seconds")}, engine.reporter)
+    write_statistic(orchestrator.ports.state, verify_key(loaded.profile.name),
+                    {**report.to_json(), "date": clock.now().isoformat(timespec="seconds")}, orchestrator.reporter)
     return report
 
 
@@ -146,12 +147,12 @@ def _require_current(loaded: LoadedProfile, observed: Observed) -> None:
                            f"({loaded.source}): {moved}; run `kimik3 apply {loaded.source}`")
 
 
-def _weights(ports: Ports, observed: Observed) -> Weights:
+def _weights(ports: Ports, observed: Observed, engine: ServingEngine) -> Weights:
     """Real or random, from the shard the current container opens (_require_current made sure it is this one)."""
     if observed.model.listing_error:
         return Weights(False, f"the quant's files are not known ({observed.model.listing_error}): "
                               "judged as a real model")
-    return served_weights(ports.hub, observed.model, first_shard(observed.model))
+    return served_weights(ports.hub, observed.model, engine.model_entry(observed.model))
 
 
 def _crash(ports: Ports, container: ContainerFact) -> str | None:
@@ -179,9 +180,9 @@ def _probe(inputs: dict[str, object]) -> str:
 # --- the server checks (the chat ones are in verify/checks.py) ------------------------------
 
 
-def _health(ports: Ports, server: Server) -> checks.Verdict:
-    status = ports.http.health(f"{server.base_url}/health")
-    return (Status.OK if status == "ok" else Status.FAILED), f"/health: {status}"
+def _health(ports: Ports, server: Server, path: str) -> checks.Verdict:
+    status = ports.http.health(f"{server.base_url}{path}")
+    return (Status.OK if status == "ok" else Status.FAILED), f"{path}: {status}"
 
 
 def _models(session: Session, name: str) -> checks.Verdict:

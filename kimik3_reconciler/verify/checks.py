@@ -88,6 +88,9 @@ class Session:
     server: Server
     profile: Profile
     random_weights: bool
+    # The message field the engine puts the reasoning in (engines/base.py: llama-server `reasoning_content`,
+    # vLLM `reasoning`): what two_turn sends back and must find in the next prompt.
+    reasoning_field: str
     counts: ToolCallCounts = field(default_factory=ToolCallCounts)
     tool_turn: tuple[list[dict[str, Any]], dict[str, Any] | None] | None = None  # (messages, reply)
 
@@ -115,20 +118,21 @@ def thinking_ran_out(reply: dict[str, Any]) -> bool:
     return reply.get("finish_reason") == "length" and not said
 
 
-def inconclusive(reply: dict[str, Any]) -> Verdict:
+def inconclusive(reply: dict[str, Any], reasoning: str) -> Verdict:
     """Neither a pass nor a failure: nothing was said to judge, the thinking used all the tokens it got."""
-    return Status.INCONCLUSIVE, f"{INCONCLUSIVE.format(tokens=THINKING_RETRY_MAX_TOKENS)}: {describe(reply)}"
+    said = describe(reply, reasoning)
+    return Status.INCONCLUSIVE, f"{INCONCLUSIVE.format(tokens=THINKING_RETRY_MAX_TOKENS)}: {said}"
 
 
 def unjudged(session: Session, reply: dict[str, Any]) -> Verdict | None:
     """The verdict of a one-message check whose content cannot be judged, else None: no message came back
     (the plumbing failed), random weights (content not checkable), or the thinking used every token."""
-    if not answered(reply):
-        return Status.FAILED, f"no message came back: {describe(reply)}"
+    if not answered(reply, session.reasoning_field):
+        return Status.FAILED, f"no message came back: {describe(reply, session.reasoning_field)}"
     if session.random_weights:
-        return Status.NOT_CHECKABLE, f"{NOT_CHECKABLE}: answered {describe(reply)}"
+        return Status.NOT_CHECKABLE, f"{NOT_CHECKABLE}: answered {describe(reply, session.reasoning_field)}"
     if thinking_ran_out(reply):
-        return inconclusive(reply)
+        return inconclusive(reply, session.reasoning_field)
     return None
 
 
@@ -140,8 +144,8 @@ def text(session: Session) -> Verdict:
     # rule: verify-text
     # A real model that cannot say one asked-for word is broken (a bad kernel talks nonsense fluently).
     if "pong" not in content.lower():
-        return Status.FAILED, f"asked for the word 'pong', got {describe(reply)}"
-    return Status.OK, describe(reply)
+        return Status.FAILED, f"asked for the word 'pong', got {describe(reply, session.reasoning_field)}"
+    return Status.OK, describe(reply, session.reasoning_field)
 
 
 def tool_call(session: Session) -> Verdict:
@@ -153,12 +157,12 @@ def tool_call(session: Session) -> Verdict:
         why = f"the tool call did not parse in {TOOL_CALL_ATTEMPTS} attempts: {'; '.join(unparsed)}"
         return (Status.NOT_CHECKABLE, f"{NOT_CHECKABLE}: {why}") if session.random_weights else (Status.FAILED, why)
     if session.random_weights:
-        return Status.NOT_CHECKABLE, f"{NOT_CHECKABLE}: answered {describe(reply)}{retried}"
+        return Status.NOT_CHECKABLE, f"{NOT_CHECKABLE}: answered {describe(reply, session.reasoning_field)}{retried}"
     if thinking_ran_out(reply):
-        return inconclusive(reply)
+        return inconclusive(reply, session.reasoning_field)
     # rule: verify-tool-call
     # Seed 000 step 6 verifies tool calls end to end: a real model asked to use get_weather must call it.
-    problem = _wrong_call(reply)
+    problem = _wrong_call(reply, session.reasoning_field)
     if problem:
         return Status.FAILED, f"{problem}{retried}"
     return Status.OK, "; ".join(call_text(c) for c in reply["message"]["tool_calls"]) + retried
@@ -178,8 +182,8 @@ def vision(session: Session) -> Verdict:
     # red passes; another colour named beside red ("red or orange") does not: the image has one colour.
     if named != {"red"}:
         said = ", ".join(sorted(named)) or "no colour"
-        return Status.FAILED, f"named {said} for a red image: {describe(reply)}"
-    return Status.OK, f"named red: {describe(reply)}"
+        return Status.FAILED, f"named {said} for a red image: {describe(reply, session.reasoning_field)}"
+    return Status.OK, f"named red: {describe(reply, session.reasoning_field)}"
 
 
 def two_turn(session: Session) -> Verdict:
@@ -196,34 +200,35 @@ def two_turn(session: Session) -> Verdict:
         messages.append({"role": "tool", "tool_call_id": call.get("id", ""), "content": TOOL_RESULT})
     if not calls:
         messages.append({"role": "user", "content": "And tomorrow?"})
-    sent = [k for k in ("content", "reasoning_content", "tool_calls") if assistant.get(k) is not None]
+    sent = [k for k in ("content", session.reasoning_field, "tool_calls") if assistant.get(k) is not None]
     then = f"{len(calls)} tool result(s)" if calls else "a user turn"
     shown = f"sent back {', '.join(sent) or 'an empty message'} + {then}"
     if session.random_weights:
         second = session.ask(messages, tools=[WEATHER_TOOL])
-        if not answered(second):
+        if not answered(second, session.reasoning_field):
             return Status.FAILED, f"{shown}; turn 2: no message came back"
-        return Status.NOT_CHECKABLE, f"{NOT_CHECKABLE}: {shown}; turn 2: {describe(second)}"
+        return Status.NOT_CHECKABLE, f"{NOT_CHECKABLE}: {shown}; turn 2: {describe(second, session.reasoning_field)}"
     if not calls:
         if thinking_ran_out(first):
             return Status.INCONCLUSIVE, "turn 1 (tool_call) was inconclusive: no tool call to answer yet"
         return Status.FAILED, "turn 1 made no tool call to answer (see tool_call)"
     # rule: verify-two-turn
-    # Seed 001: clients send back the whole assistant message, reasoning_content and tool_calls included;
+    # Seed 001: clients send back the whole assistant message, reasoning and tool_calls included;
     # the server must put them back into the prompt, or K3 loses its thinking between turns.
     render = session.chat.apply_template
     before = render(session.server.base_url, session.server.api_key, first_messages, [WEATHER_TOOL])
     dropped = _dropped(before, render(session.server.base_url, session.server.api_key, messages, [WEATHER_TOOL]),
-                       assistant)
+                       assistant, session.reasoning_field)
     if dropped:
         return Status.FAILED, f"{shown}; the server's prompt for turn 2 lacks {', '.join(dropped)} (dropped)"
     second = session.ask(messages, tools=[WEATHER_TOOL])
     if thinking_ran_out(second):
-        return inconclusive(second)
+        return inconclusive(second, session.reasoning_field)
     content = str((second.get("message") or {}).get("content") or "").lower()
     if "sun" not in content:
-        return Status.FAILED, f"{shown}; turn 2 did not use the tool result (sunny): {describe(second)}"
-    return Status.OK, f"{shown}, all in the prompt; turn 2: {describe(second)}"
+        return (Status.FAILED,
+                f"{shown}; turn 2 did not use the tool result (sunny): {describe(second, session.reasoning_field)}")
+    return Status.OK, f"{shown}, all in the prompt; turn 2: {describe(second, session.reasoning_field)}"
 
 
 # --- tool calls --------------------------------------------------------------------------------
@@ -267,10 +272,10 @@ def unparsed_call(reply: dict[str, Any]) -> str | None:
     return None
 
 
-def _wrong_call(reply: dict[str, Any]) -> str | None:
+def _wrong_call(reply: dict[str, Any], reasoning: str) -> str | None:
     calls = (reply.get("message") or {}).get("tool_calls") or []
     if not calls:
-        return f"answered without calling get_weather: {describe(reply)}"
+        return f"answered without calling get_weather: {describe(reply, reasoning)}"
     names = [(c.get("function") or {}).get("name") for c in calls]
     if "get_weather" not in names:
         return f"called {', '.join(call_text(c) for c in calls)}, not get_weather"
@@ -280,14 +285,14 @@ def _wrong_call(reply: dict[str, Any]) -> str | None:
     return None
 
 
-def _dropped(before: str, prompt: str, assistant: dict[str, Any]) -> list[str]:
+def _dropped(before: str, prompt: str, assistant: dict[str, Any], reasoning_field: str) -> list[str]:
     """What of the assistant message sent back (and the tool result) the rendered prompt does not carry.
     The tool's name is in the prompt already (tool declarations, the question): a call sent back must add
     an occurrence to the render of turn 1 alone (`before`)."""
     missing = []
-    reasoning = str(assistant.get("reasoning_content") or "").strip()
+    reasoning = str(assistant.get(reasoning_field) or "").strip()
     if reasoning and reasoning not in prompt:
-        missing.append("reasoning_content")
+        missing.append(reasoning_field)
     names = [(c.get("function") or {}).get("name") or "" for c in assistant.get("tool_calls") or []]
     if any(prompt.count(name) <= before.count(name) for name in names):
         missing.append("tool_calls")
@@ -310,20 +315,20 @@ def arguments(call: dict[str, Any]) -> Any:
 # --- replies -----------------------------------------------------------------------------------
 
 
-def answered(reply: dict[str, Any]) -> bool:
+def answered(reply: dict[str, Any], reasoning: str) -> bool:
     """A choice came back: text, thinking or a tool call."""
     message = reply.get("message") or {}
-    return any(message.get(k) is not None for k in ("content", "reasoning_content", "tool_calls"))
+    return any(message.get(k) is not None for k in ("content", reasoning, "tool_calls"))
 
 
 def colours_named(content: str) -> set[str]:
     return {_COLOURS[w] for w in re.findall(r"[a-z]+", content.lower()) if w in _COLOURS}
 
 
-def describe(reply: dict[str, Any], width: int = 60) -> str:
+def describe(reply: dict[str, Any], reasoning: str, width: int = 60) -> str:
     message = reply.get("message") or {}
     parts = [f"{k}={excerpt(message[k], width)}"
-             for k in ("content", "reasoning_content") if message.get(k) is not None]
+             for k in ("content", reasoning) if message.get(k) is not None]
     parts += [call_text(c) for c in message.get("tool_calls") or []]
     return f"{', '.join(parts) or 'no message'} (finish: {reply.get('finish_reason')})"
 

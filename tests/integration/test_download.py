@@ -328,10 +328,10 @@ def test_a_removed_snapshot_link_is_priced_at_what_apply_fetches_nothing(hub: Fi
                                                                          tmp_path: Path) -> None:
     """Held-back review (issue 30): with a shard's snapshot link removed and its blob present, the plan priced the
     shard as to fetch, and apply fetched 0 bytes (it re-hashes the blob and links it again). The real HF cache
-    layout and downloader, the fixture hub; the engine on fake Docker (nothing here needs a container)."""
+    layout and downloader, the fixture hub; the orchestrator on fake Docker (nothing here needs a container)."""
     from support.fakes import FAKE_PROFILE, FakeHub, fake_ports
 
-    from kimik3_reconciler.engine import Engine
+    from kimik3_reconciler.orchestrator import Orchestrator
     from kimik3_reconciler.model.profile_source import parse_profile
     from kimik3_reconciler.steps.report import NullReporter
 
@@ -347,25 +347,25 @@ def test_a_removed_snapshot_link_is_priced_at_what_apply_fetches_nothing(hub: Fi
     ports, _ = fake_ports(FakeHub(REPO, REV, {}, tmp_path / "fake"))
     ports.hub = HuggingFaceHub()
     events = Events()
-    engine = Engine(ports, events, tmp_path, tmp_path / "Dockerfile.llamacpp")
+    orchestrator = Orchestrator(ports, events, tmp_path, tmp_path / "Dockerfile.llamacpp")
     text = FAKE_PROFILE.replace("{repo: org/k3, revision: " + "ab" * 20 + ", quant: UD-Q2_K_XL}",
                                 f"{{repo: {REPO}, revision: '{REV}', quant: Q, endpoint: '{hub.url}', "
                                 f"cache_dir: '{tmp_path / 'cache'}'}}")
     profile = parse_profile(text, str(tmp_path / "p.yaml"))
-    engine.apply(profile)
-    assert engine.plan(profile).converged
+    orchestrator.apply(profile)
+    assert orchestrator.plan(profile).converged
     first = sorted(shards)[0]
     link = tmp_path / "cache" / f"models--{REPO.replace('/', '--')}" / "snapshots" / REV / first
     blob = link.resolve()
     link.unlink()  # by hand, as the reviewer did: the blob stays
-    step = next(s for s in engine.plan(profile).steps if s.kind == "model")
+    step = next(s for s in orchestrator.plan(profile).steps if s.kind == "model")
     print(step.reason, "|", step.cost)
     assert step.action.name == "CREATE" and step.cost.startswith("0 B to fetch")
     assert f"in the cache's blobs but not linked and verified at this revision: re-hashed and linked, not fetched " \
            f"({first})" in step.reason
     hub.faults.served.clear()
     events.seen.clear()
-    engine.apply(profile)
+    orchestrator.apply(profile)
     downloaded = next(fields for name, fields in events.seen if name == "downloaded")
     assert downloaded["bytes"] == 0 and downloaded["adopted"] == SIZE  # as priced: nothing came from the hub
-    assert sum(hub.faults.served.values()) == 0 and link.resolve() == blob and engine.plan(profile).converged
+    assert sum(hub.faults.served.values()) == 0 and link.resolve() == blob and orchestrator.plan(profile).converged

@@ -79,14 +79,14 @@ def test_an_unreadable_key_file_is_an_input_error_naming_the_field(tmp_path: Pat
     assert refused.value.fields == (("serve", "api_key_file"),) and refused.value.exit_code == 2
 
 
-ENGINE_PROFILE = FAKE_PROFILE.replace("serve: {port: 18999,", "serve: {api_key_file: api.key, port: 18999,")
+KEYED_PROFILE = FAKE_PROFILE.replace("serve: {port: 18999,", "serve: {api_key_file: api.key, port: 18999,")
 
 
 @pytest.fixture
-def engine_world(tmp_path: Path):
+def orchestrated(tmp_path: Path):
     from support.fakes import FakeHub, fake_ports
 
-    from kimik3_reconciler.engine import Engine
+    from kimik3_reconciler.orchestrator import Orchestrator
     from kimik3_reconciler.steps.report import NullReporter
 
     (tmp_path / "src.tar.gz").write_bytes(b"source")
@@ -94,28 +94,28 @@ def engine_world(tmp_path: Path):
     (tmp_path / "api.key").write_text("sk-abc\n")
     hub = FakeHub("org/k3", FAKE_REVISION, {"UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00001.gguf": b"shard"}, tmp_path / "hub")
     ports, docker = fake_ports(hub)
-    return Engine(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp"), docker, tmp_path
+    return Orchestrator(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp"), docker, tmp_path
 
 
 @pytest.mark.parametrize("content", [b"", b"# no key yet\n", b"sk-abc\r\n"])
-def test_plan_and_apply_refuse_a_launch_but_destroy_and_status_go_on(engine_world, content: bytes) -> None:
+def test_plan_and_apply_refuse_a_launch_but_destroy_and_status_go_on(orchestrated, content: bytes) -> None:
     """The deployment the rule is about (a server answering anyone) must still be torn down: before, observation
     refused the key file for every command, so `destroy` (even --dry-run) and `status` exited 2."""
-    engine, docker, tmp_path = engine_world
-    loaded = parse_profile(ENGINE_PROFILE, "k3.yaml")
-    engine.apply(loaded)
+    orchestrator, docker, tmp_path = orchestrated
+    loaded = parse_profile(KEYED_PROFILE, "k3.yaml")
+    orchestrator.apply(loaded)
     assert docker.containers
     (tmp_path / "api.key").write_bytes(content)
-    for refused_by in (engine.plan, engine.apply):
+    for refused_by in (orchestrator.plan, orchestrator.apply):
         with pytest.raises(InputError) as refused:
             refused_by(loaded)
         assert str(refused.value).startswith("serve.api_key_file: api.key ") and "sk-" not in str(refused.value)
         assert "at k3.yaml:" in str(refused.value) and refused.value.exit_code == 2
-    observed = engine.observe(loaded, stat_only=True)  # what `status` reads
+    observed = orchestrator.observe(loaded, stat_only=True)  # what `status` reads
     assert observed.inputs.api_key_problem
-    dry = engine.destroy(loaded, images=False, model=False, execute_steps=False)
+    dry = orchestrator.destroy(loaded, images=False, model=False, execute_steps=False)
     assert any(s.kind == "container" for s in dry.steps) and docker.containers
-    engine.destroy(loaded, images=False, model=False)
+    orchestrator.destroy(loaded, images=False, model=False)
     assert not docker.containers
 
 
@@ -143,31 +143,31 @@ def test_the_exporter_sends_the_first_key_the_server_holds(tmp_path: Path) -> No
     assert DeploymentCollector(config, ports=None)._api_key() == "sk-first"  # type: ignore[arg-type]
 
 
-def test_a_saved_plan_is_not_applied_once_the_key_file_lost_its_key(engine_world) -> None:
+def test_a_saved_plan_is_not_applied_once_the_key_file_lost_its_key(orchestrated) -> None:
     """`apply PLAN` plans again before it runs anything: the emptied key file is refused there too."""
-    engine, docker, tmp_path = engine_world
-    loaded = parse_profile(ENGINE_PROFILE, "k3.yaml")
-    _, saved = engine.save_plan(loaded, str(tmp_path / "k3.yaml"))
+    orchestrator, docker, tmp_path = orchestrated
+    loaded = parse_profile(KEYED_PROFILE, "k3.yaml")
+    _, saved = orchestrator.save_plan(loaded, str(tmp_path / "k3.yaml"))
     (tmp_path / "api.key").write_bytes(b"\n")
     with pytest.raises(InputError, match="serve.api_key_file: api.key holds no key"):
-        engine.apply_saved(loaded, saved, ENGINE_PROFILE)
+        orchestrator.apply_saved(loaded, saved, KEYED_PROFILE)
     assert not docker.containers
 
 
-def test_verify_bench_and_tune_send_the_key_or_say_why_they_cannot(engine_world) -> None:
+def test_verify_bench_and_tune_send_the_key_or_say_why_they_cannot(orchestrated) -> None:
     """An empty key file: the server holds no key, checks run unauthenticated (the deployment can still be verified
     and torn down). A key no header can carry (CRLF): exit 2 naming the field, not a traceback in the HTTP client."""
     from kimik3_reconciler.verify import _sent_key
 
-    engine, _, tmp_path = engine_world
-    loaded = parse_profile(ENGINE_PROFILE, "k3.yaml")
+    orchestrator, _, tmp_path = orchestrated
+    loaded = parse_profile(KEYED_PROFILE, "k3.yaml")
     for content, wanted in ((b"# rotated\nsk-abc\n", "sk-abc"), (b"", None), (b"#\n\n", None)):
         (tmp_path / "api.key").write_bytes(content)
-        assert _sent_key(loaded, engine.observe(loaded)) == wanted
+        assert _sent_key(loaded, orchestrator.observe(loaded)) == wanted
     for content in (b"sk-abc\r\n", b"\xff\xfe"):
         (tmp_path / "api.key").write_bytes(content)
         with pytest.raises(InputError) as refused:
-            _sent_key(loaded, engine.observe(loaded))
+            _sent_key(loaded, orchestrator.observe(loaded))
         assert str(refused.value).startswith("serve.api_key_file: api.key ") and "sk-" not in str(refused.value)
 
 

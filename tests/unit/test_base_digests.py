@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeHub, fake_ports
 
-from kimik3_reconciler.engine import Engine
+from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.errors import ProfileError
 from kimik3_reconciler.model.labels import BASE_DIGESTS, BASE_IMAGES
 from kimik3_reconciler.model.plan import Action
@@ -50,31 +50,31 @@ def world(tmp_path: Path):
     ports, docker = fake_ports(FakeHub("org/k3", FAKE_REVISION, FILES, tmp_path / "hub"))
     docker.base_images = {RUNTIME: "sha256:" + "1" * 64, BUILD: "sha256:" + "2" * 64}
     docker.base_digests = {RUNTIME: D1, BUILD: D2}  # pulled from a registry: RepoDigests known
-    return Engine(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp"), docker
+    return Orchestrator(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp"), docker
 
 
 def test_the_build_records_the_digests_and_a_moved_tag_rebuilds(world) -> None:
-    engine, docker = world
+    orchestrator, docker = world
     profile = parse_profile(TAGGED, "p.yaml")
-    engine.apply(profile)
+    orchestrator.apply(profile)
     labels = dict(docker.builds[-1].labels)
     assert json.loads(labels[BASE_DIGESTS]) == {RUNTIME: D1, BUILD: D2}
     fingerprint = docker.builds[-1].fingerprint
     docker.base_images[RUNTIME], docker.base_digests[RUNTIME] = "sha256:" + "3" * 64, D3  # `docker pull` moved it
-    image = next(s for s in engine.plan(profile).steps if s.kind == "image")
+    image = next(s for s in orchestrator.plan(profile).steps if s.kind == "image")
     assert (image.action, image.reason) == (Action.CREATE, "base image tag now points to another digest: rebuild on it")
     assert [str(d) for d in image.diff] == [f"base image tag {RUNTIME}: {D1[:19]} → {D3[:19]}"]
     assert image.spec.fingerprint == fingerprint  # the profile did not change: same fingerprint, new build
-    engine.apply(profile)
+    orchestrator.apply(profile)
     assert json.loads(dict(docker.builds[-1].labels)[BASE_DIGESTS])[RUNTIME] == D3
-    assert not engine.plan(profile).changes
+    assert not orchestrator.plan(profile).changes
 
 
 def test_a_pinned_digest_is_pulled_by_digest_and_built_from_it(world) -> None:
-    engine, docker = world
+    orchestrator, docker = world
     pinned_ref = f"{RUNTIME}@{D3}"
     profile = parse_profile(TAGGED.replace(f"runtime: '{RUNTIME}'", f"runtime: '{pinned_ref}'"), "p.yaml")
-    engine.apply(profile)
+    orchestrator.apply(profile)
     assert f"pull {pinned_ref}" in docker.calls
     build = docker.builds[-1]
     assert dict(build.build_args)["RUNTIME_IMAGE"] == pinned_ref  # FROM the digest, not whatever the tag is now
@@ -84,13 +84,13 @@ def test_a_pinned_digest_is_pulled_by_digest_and_built_from_it(world) -> None:
 
 def test_an_image_built_before_digests_were_recorded_is_not_rebuilt(world) -> None:
     """Upgrading kimik3: the image has only the ids label. Its bases have not moved: nothing to do."""
-    engine, docker = world
+    orchestrator, docker = world
     profile = parse_profile(TAGGED, "p.yaml")
-    engine.apply(profile)
+    orchestrator.apply(profile)
     for image in docker.images.values():  # as an older kimik3 labelled it
         image["Config"]["Labels"].pop(BASE_DIGESTS)
         assert BASE_IMAGES in image["Config"]["Labels"]
-    assert not engine.plan(profile).changes
+    assert not orchestrator.plan(profile).changes
     docker.base_images[RUNTIME] = "sha256:" + "3" * 64  # ... and a re-pull still shows, by id
-    image = next(s for s in engine.plan(profile).steps if s.kind == "image")
+    image = next(s for s in orchestrator.plan(profile).steps if s.kind == "image")
     assert image.reason == "a base image was updated since the build: rebuild on it"

@@ -12,7 +12,7 @@ from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeHub, FakeLoad, fake_p
 
 from kimik3_reconciler.benchmark import converged_deployment, exact_prompts, parse_metrics, run_sweep
 from kimik3_reconciler.benchmark.store import keep, kept, latest_per_fingerprint
-from kimik3_reconciler.engine import Engine
+from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.errors import NotConverged
 from kimik3_reconciler.model.bench import BenchRun, BenchSettings, RequestSample, percentile, summarise
 from kimik3_reconciler.model.profile_source import parse_profile
@@ -23,12 +23,12 @@ FILES = {"UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00001.gguf": b"shard" * 10}
 
 
 @pytest.fixture
-def engine(tmp_path: Path) -> Engine:
+def orchestrator(tmp_path: Path) -> Orchestrator:
     (tmp_path / "src.tar.gz").write_bytes(b"source")
     (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
     ports, _ = fake_ports(FakeHub("org/k3", FAKE_REVISION, FILES, tmp_path / "hub"))
     ports.load = FakeLoad()
-    return Engine(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp")
+    return Orchestrator(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp")
 
 
 def test_percentiles_interpolate_between_ranks() -> None:
@@ -62,8 +62,8 @@ def test_a_level_summary_cross_checks_the_client_against_timings_and_metrics() -
 
 def test_prometheus_text_is_read_for_llamacpp_series_only() -> None:
     text = "# HELP llamacpp:tokens_predicted_total n\nllamacpp:tokens_predicted_total 122\nother 5\nllamacpp:x bad\n"
-    assert parse_metrics(text) == {"llamacpp:tokens_predicted_total": 122.0}
-    assert parse_metrics(None) == {}
+    assert parse_metrics(text, "llamacpp:") == {"llamacpp:tokens_predicted_total": 122.0}
+    assert parse_metrics(None, "llamacpp:") == {}
 
 
 def test_prompts_have_the_exact_length_and_no_shared_prefix() -> None:
@@ -72,22 +72,22 @@ def test_prompts_have_the_exact_length_and_no_shared_prefix() -> None:
     assert len({tuple(p[:8]) for p in prompts}) == 5
 
 
-def test_bench_refuses_a_host_that_is_not_converged_naming_the_changes(engine: Engine) -> None:
+def test_bench_refuses_a_host_that_is_not_converged_naming_the_changes(orchestrator: Orchestrator) -> None:
     loaded = parse_profile(FAKE_PROFILE, "test.yaml")
     with pytest.raises(NotConverged) as refused:
-        converged_deployment(engine, loaded)
+        converged_deployment(orchestrator, loaded)
     assert refused.value.exit_code == 4 and "kimik3 apply test.yaml" in str(refused.value)
     assert any(p.startswith("container create") for p in refused.value.pending)
-    assert engine.ports.load.levels == []  # nothing was sent
+    assert orchestrator.ports.load.levels == []  # nothing was sent
 
 
-def test_a_sweep_sends_c_times_prompts_per_level_and_is_kept_per_fingerprint(engine: Engine) -> None:
+def test_a_sweep_sends_c_times_prompts_per_level_and_is_kept_per_fingerprint(orchestrator: Orchestrator) -> None:
     loaded = parse_profile(FAKE_PROFILE, "test.yaml")
-    engine.apply(loaded)
-    observed = converged_deployment(engine, loaded)
+    orchestrator.apply(loaded)
+    observed = converged_deployment(orchestrator, loaded)
     settings = BenchSettings(grid=(1, 4), prompts=2, prompt_tokens=32, output_tokens=21, repetitions=2)
-    run = run_sweep(engine, loaded, settings, observed)
-    load = engine.ports.load
+    run = run_sweep(orchestrator, loaded, settings, observed)
+    load = orchestrator.ports.load
     assert [(c, len(p), n) for c, p, n in load.levels] == [(1, 2, 21), (1, 2, 21), (4, 8, 21), (4, 8, 21)]
     assert all(len(prompt) == 32 for _, prompts, _ in load.levels for prompt in prompts)
     one, four = run.levels
@@ -95,7 +95,7 @@ def test_a_sweep_sends_c_times_prompts_per_level_and_is_kept_per_fingerprint(eng
     assert one.decode_p50 == pytest.approx(20.0) and one.decode_disagreement == pytest.approx(0.0)
     assert four.metrics_disagreement == pytest.approx(0.0)
     assert run.fingerprint == observed.container.fingerprint and run.knobs["serve.parallel"] == 2
-    state = engine.ports.state
+    state = orchestrator.ports.state
     first = keep(state, run)
     assert first.startswith(f"bench/k3-test/{run.fingerprint}/")
     keep(state, BenchRun.from_json({**run.to_json(), "date": "2026-01-02T00:00:00+00:00"}))
@@ -107,14 +107,14 @@ def test_a_sweep_sends_c_times_prompts_per_level_and_is_kept_per_fingerprint(eng
         (run.fingerprint, "2026-01-02T00:00:00+00:00"), ("0123456789abcdef", run.date)]
 
 
-def test_the_plot_is_written_as_png_or_svg_and_other_suffixes_are_refused(engine: Engine, tmp_path: Path) -> None:
+def test_the_plot_is_written_as_png_or_svg_and_other_suffixes_are_refused(orchestrator: Orchestrator, tmp_path: Path) -> None:
     from kimik3_reconciler.benchmark.plot import plot_runs
     from kimik3_reconciler.errors import InputError
 
     loaded = parse_profile(FAKE_PROFILE, "test.yaml")
-    engine.apply(loaded)
-    run = run_sweep(engine, loaded, BenchSettings(grid=(1, 2), prompts=1, output_tokens=8),
-                    converged_deployment(engine, loaded))
+    orchestrator.apply(loaded)
+    run = run_sweep(orchestrator, loaded, BenchSettings(grid=(1, 2), prompts=1, output_tokens=8),
+                    converged_deployment(orchestrator, loaded))
     plot_runs([run, BenchRun.from_json({**run.to_json(), "fingerprint": "feedface00000000"})], tmp_path / "b.svg")
     plot_runs([run], tmp_path / "b.png")
     assert (tmp_path / "b.svg").read_text().lstrip().startswith("<?xml")
@@ -123,15 +123,15 @@ def test_the_plot_is_written_as_png_or_svg_and_other_suffixes_are_refused(engine
         plot_runs([run], tmp_path / "b.pdf")
 
 
-def test_the_tables_show_each_level_and_compare_runs_side_by_side(engine: Engine) -> None:
+def test_the_tables_show_each_level_and_compare_runs_side_by_side(orchestrator: Orchestrator) -> None:
     from rich.console import Console
 
     from kimik3_reconciler.cli.bench_cmd import compare_table, level_table
 
     loaded = parse_profile(FAKE_PROFILE, "test.yaml")
-    engine.apply(loaded)
-    run = run_sweep(engine, loaded, BenchSettings(grid=(1, 2), prompts=1, output_tokens=21),
-                    converged_deployment(engine, loaded))
+    orchestrator.apply(loaded)
+    run = run_sweep(orchestrator, loaded, BenchSettings(grid=(1, 2), prompts=1, output_tokens=21),
+                    converged_deployment(orchestrator, loaded))
     other = BenchRun.from_json({**run.to_json(), "fingerprint": "feedface00000000",
                                 "levels": [run.levels[0].to_json()]})
     console = Console(width=400, record=True)

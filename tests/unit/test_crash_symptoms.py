@@ -49,10 +49,10 @@ def test_a_host_allocation_failure_is_not_the_cuda_scratch_pool() -> None:
 
 
 def test_a_launch_that_dies_of_a_cuda_oom_fails_apply_with_the_fix(tmp_path: Path) -> None:
-    engine, docker = fake_world(tmp_path, ("UD-Q2_K_XL",))
+    orchestrator, docker = fake_world(tmp_path, ("UD-Q2_K_XL",))
     docker.crash_on_start, docker.logs = True, CUDA_OOM
     with pytest.raises(LoadFailed) as failed:
-        engine.apply(gated("UD-Q2_K_XL", "variant: cpu, cpu_features: []", "none"))
+        orchestrator.apply(gated("UD-Q2_K_XL", "variant: cpu, cpu_features: []", "none"))
     assert "crashed with CUDA error: out of memory" in str(failed.value)
     assert "raise serve.fit_target" in str(failed.value) and "[cuda-oom: exited" in str(failed.value)
     assert "CUDA error: out of memory" in failed.value.log_tail
@@ -76,31 +76,31 @@ def test_kld_far_above_one_is_a_broken_kernel_not_a_lossy_quant() -> None:
 
 
 def test_a_broken_kernel_fails_the_gate_and_the_next_plan_refuses_it(tmp_path: Path) -> None:
-    engine, docker = fake_world(tmp_path, ("UD-Q2_K_XL", "UD-IQ2_M"))
+    orchestrator, docker = fake_world(tmp_path, ("UD-Q2_K_XL", "UD-IQ2_M"))
     profile = gated("UD-IQ2_M", "variant: cpu, cpu_features: []", "none")
     docker.perplexity_outputs["UD-IQ2_M"] = broken_kernel_output()
     with pytest.raises(GateFailed, match="broken kernel for that quant type on this GPU, don't serve it"):
-        engine.apply(profile)
+        orchestrator.apply(profile)
     assert "run k3-test" not in docker.calls  # never launched
     with pytest.raises(PlanError, match="failed its quant gate on this image .*broken kernel for that quant type"):
-        engine.plan(profile)
+        orchestrator.plan(profile)
 
 
 def test_an_exited_container_carries_the_cause_its_log_names(tmp_path: Path) -> None:
     from kimik3_reconciler.observe.docker_objects import collect_container
 
-    engine, docker = fake_world(tmp_path, ("UD-Q2_K_XL",))
-    engine.apply(gated("UD-Q2_K_XL", "variant: cpu, cpu_features: []", "none"))
+    orchestrator, docker = fake_world(tmp_path, ("UD-Q2_K_XL",))
+    orchestrator.apply(gated("UD-Q2_K_XL", "variant: cpu, cpu_features: []", "none"))
     docker.containers["k3-test"]["State"].update(Status="exited", ExitCode=134)
     docker.logs = CUDA_OOM
-    fact = collect_container(docker, engine.ports.http, "k3-test")
+    fact = collect_container(docker, orchestrator.ports.http, "k3-test")
     assert fact is not None and fact.crash is not None
     assert fact.crash.startswith("crashed with CUDA error: out of memory") and fact.crash.endswith("[cuda-oom]")
-    step = next(s for s in engine.plan(gated("UD-Q2_K_XL", "variant: cpu, cpu_features: []", "none")).steps
+    step = next(s for s in orchestrator.plan(gated("UD-Q2_K_XL", "variant: cpu, cpu_features: []", "none")).steps
                 if s.kind == "container")
     assert "raise serve.fit_target" in step.reason and step.reason.endswith(": start it")
     docker.containers["k3-test"]["State"].update(ExitCode=0)  # a clean stop: its log is not read
-    assert collect_container(docker, engine.ports.http, "k3-test").crash is None
+    assert collect_container(docker, orchestrator.ports.http, "k3-test").crash is None
 
 
 @pytest.mark.parametrize("printed", ["nan", "-nan", "inf", "-inf", "NaN"])

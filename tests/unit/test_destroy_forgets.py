@@ -5,7 +5,7 @@ profile refuses the destroy (its next pass would launch it again)."""
 from __future__ import annotations
 
 import pytest
-from test_engine import PROFILE, load, world  # noqa: F401 - `world` is a fixture
+from test_orchestrator import PROFILE, load, world  # noqa: F401 - `world` is a fixture
 
 from kimik3_reconciler.errors import LoadFailed, PlanError
 from kimik3_reconciler.locking import new_holder
@@ -20,17 +20,17 @@ def records_step(plan):  # noqa: ANN001, ANN201 - model.plan.Plan -> Step
 
 
 def test_destroy_removes_the_revert_target_so_a_failing_apply_brings_nothing_back(world):  # noqa: F811
-    engine, docker, _, _ = world
-    engine.apply_or_revert(load())  # recorded as the last good profile
-    assert engine.ports.state.read(last_good_key("k3-test")) is not None
-    teardown = engine.destroy(load(), images=False, model=False)
+    orchestrator, docker, _, _ = world
+    orchestrator.apply_or_revert(load())  # recorded as the last good profile
+    assert orchestrator.ports.state.read(last_good_key("k3-test")) is not None
+    teardown = orchestrator.destroy(load(), images=False, model=False)
     step = records_step(teardown)
     assert step.action == Action.DELETE and step.target == last_good_key("k3-test")
     assert "a later failing apply of k3-test would relaunch it" in step.reason
-    assert engine.ports.state.read(last_good_key("k3-test")) is None and "k3-test" not in docker.containers
+    assert orchestrator.ports.state.read(last_good_key("k3-test")) is None and "k3-test" not in docker.containers
     docker.crash_on_start = True  # the next profile of that name cannot load
     with pytest.raises(LoadFailed) as failed:
-        engine.apply_or_revert(load(CHANGED))
+        orchestrator.apply_or_revert(load(CHANGED))
     assert "reverted" not in str(failed.value)
     # What runs is nothing: the failed launch is stopped, and the destroyed one was not brought back.
     assert docker.containers["k3-test"]["State"]["Status"] == "exited"
@@ -39,34 +39,34 @@ def test_destroy_removes_the_revert_target_so_a_failing_apply_brings_nothing_bac
 
 
 def test_destroy_forgets_an_owed_verify_too_and_a_dry_run_forgets_nothing(world):  # noqa: F811
-    engine, _, _, _ = world
-    engine.ports.verifier = lambda: None  # an apply that meant to verify, and died before it did
-    engine.apply(load())
-    engine.ports.verifier = None
-    engine.ports.state.write(last_good_key("k3-test"), {"text": PROFILE, "date": "2026-01-01T00:00:00+00:00"})
-    shown = engine.destroy(load(), images=False, model=False, execute_steps=False)
+    orchestrator, _, _, _ = world
+    orchestrator.ports.verifier = lambda: None  # an apply that meant to verify, and died before it did
+    orchestrator.apply(load())
+    orchestrator.ports.verifier = None
+    orchestrator.ports.state.write(last_good_key("k3-test"), {"text": PROFILE, "date": "2026-01-01T00:00:00+00:00"})
+    shown = orchestrator.destroy(load(), images=False, model=False, execute_steps=False)
     assert records_step(shown).spec.keys == (last_good_key("k3-test"), unverified_key("k3-test"))
-    assert engine.ports.state.read(last_good_key("k3-test")) and engine.ports.state.read(unverified_key("k3-test"))
-    engine.destroy(load(), images=False, model=False)
-    assert engine.ports.state.read(last_good_key("k3-test")) is None
-    assert engine.ports.state.read(unverified_key("k3-test")) is None
-    again = engine.destroy(load(), images=False, model=False)
+    assert orchestrator.ports.state.read(last_good_key("k3-test")) and orchestrator.ports.state.read(unverified_key("k3-test"))
+    orchestrator.destroy(load(), images=False, model=False)
+    assert orchestrator.ports.state.read(last_good_key("k3-test")) is None
+    assert orchestrator.ports.state.read(unverified_key("k3-test")) is None
+    again = orchestrator.destroy(load(), images=False, model=False)
     assert records_step(again).action == Action.NOOP and again.changes == ()
 
 
 def test_destroy_is_refused_while_a_reconcile_loop_keeps_the_profile_converged(world):  # noqa: F811
-    engine, docker, _, _ = world
-    engine.apply_or_revert(load())
-    clock, state = engine.ports.clock, engine.ports.state
+    orchestrator, docker, _, _ = world
+    orchestrator.apply_or_revert(load())
+    clock, state = orchestrator.ports.clock, orchestrator.ports.state
     loop = new_holder("reconcile", "k3-test", clock)
     state.write(reconcile_loop_key("k3-test"), {"holder": loop.to_json(), "file": "/etc/kimik3/k3.yaml",
                                                 "interval_s": 60, "last_pass": clock.now().isoformat()})
     with pytest.raises(PlanError, match=r"a reconcile loop keeps k3-test converged: `kimik3 reconcile "
                                         r"/etc/kimik3/k3.yaml`.*stop the loop") as refused:
-        engine.destroy(load(), images=False, model=False)
+        orchestrator.destroy(load(), images=False, model=False)
     assert refused.value.exit_code == 3
     assert docker.containers["k3-test"]["State"]["Status"] == "running"  # nothing removed
     assert state.read(last_good_key("k3-test")) is not None
     clock.sleep(3600)  # the loop stopped coming (its process gone, no pass for an hour): no longer live
-    engine.destroy(load(), images=False, model=False)
+    orchestrator.destroy(load(), images=False, model=False)
     assert "k3-test" not in docker.containers and state.read(last_good_key("k3-test")) is None

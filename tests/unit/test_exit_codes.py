@@ -73,7 +73,7 @@ def test_verbose_after_the_command_name_is_the_global_flag(monkeypatch, tmp_path
     profile.write_text((Path(__file__).parents[2] / "profiles" / "demo-cpu.yaml").read_text())
     seen: list[bool] = []
 
-    def grab(ctx, json_out):  # noqa: ANN001, ANN202 - stands in for the engine: records, then stops the command
+    def grab(ctx, json_out):  # noqa: ANN001, ANN202 - stands in for the orchestrator: records, then stops the command
         seen.append(ctx.obj["verbose"])
         raise errors.InputError("stopped by the test")
 

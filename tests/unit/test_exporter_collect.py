@@ -1,4 +1,4 @@
-"""The metrics exporter on fakes: converged by the engine like the container (started, kept, replaced,
+"""The metrics exporter on fakes: converged by the orchestrator like the container (started, kept, replaced,
 stopped by destroy), and one scrape's exposition read back through prometheus_client's own parser."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeHub, FakeProcesses, fake_ports
 
-from kimik3_reconciler.engine import Engine
+from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.errors import TransientError
 from kimik3_reconciler.exporter.proxy_observe import ProxyMetrics
 from kimik3_reconciler.exporter.registry import deployment_registry, exposition
@@ -42,7 +42,7 @@ def world(tmp_path: Path):
     (tmp_path / "api.key").write_text(SECRET + "\n")
     ports, docker = fake_ports(FakeHub("org/k3", FAKE_REVISION, FILES, tmp_path / "hub"))
     ports.processes = FakeProcesses(ports.state, ports.http)
-    return Engine(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp"), docker
+    return Orchestrator(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp"), docker
 
 
 def with_metrics(extra: str = "") -> str:
@@ -50,9 +50,9 @@ def with_metrics(extra: str = "") -> str:
         f"metrics: {{port: 19201{extra}}}\n"
 
 
-def scrape(engine: Engine) -> dict[str, list]:
-    config = ExporterConfig.from_json(engine.ports.state.read(exporter_config_key("k3-test")))
-    text = generate_latest(deployment_registry(config, engine.ports)).decode()
+def scrape(orchestrator: Orchestrator) -> dict[str, list]:
+    config = ExporterConfig.from_json(orchestrator.ports.state.read(exporter_config_key("k3-test")))
+    text = generate_latest(deployment_registry(config, orchestrator.ports)).decode()
     assert SECRET not in text
     families: dict[str, list] = {}
     for family in text_string_to_metric_families(text):
@@ -62,42 +62,42 @@ def scrape(engine: Engine) -> dict[str, list]:
 
 
 def test_apply_starts_the_exporter_keeps_it_replaces_it_and_destroy_stops_it(world):
-    engine, _ = world
-    first = engine.apply(parse_profile(with_metrics(), "p.yaml"))
+    orchestrator, _ = world
+    first = orchestrator.apply(parse_profile(with_metrics(), "p.yaml"))
     assert [(s.kind, s.action) for s in first.executed][-1] == ("metrics", Action.CREATE)
-    record = engine.ports.state.read(exporter_key("k3-test"))
-    processes = engine.ports.processes
+    record = orchestrator.ports.state.read(exporter_key("k3-test"))
+    processes = orchestrator.ports.processes
     assert processes.cmdline(record["pid"])[-2:] == ("metrics-serve", "k3-test")
     # Converged: the exporter answers its fingerprint, nothing to do.
-    assert engine.plan(parse_profile(with_metrics(), "p.yaml")).converged
+    assert orchestrator.plan(parse_profile(with_metrics(), "p.yaml")).converged
     # Another bind is another exporter: replaced (the old pid stopped), the container untouched.
-    moved = engine.apply(parse_profile(with_metrics(", bind: 0.0.0.0"), "p.yaml"))
+    moved = orchestrator.apply(parse_profile(with_metrics(", bind: 0.0.0.0"), "p.yaml"))
     assert [(s.kind, s.action) for s in moved.executed] == [("metrics", Action.REPLACE)]
     assert record["pid"] not in processes.running
-    teardown = engine.destroy(parse_profile(with_metrics(", bind: 0.0.0.0"), "p.yaml"), images=False, model=False)
+    teardown = orchestrator.destroy(parse_profile(with_metrics(", bind: 0.0.0.0"), "p.yaml"), images=False, model=False)
     assert ("metrics", Action.DELETE) in [(s.kind, s.action) for s in teardown.steps]
-    assert processes.running == {} and engine.ports.state.read(exporter_key("k3-test")) is None
+    assert processes.running == {} and orchestrator.ports.state.read(exporter_key("k3-test")) is None
 
 
 def test_an_exporter_that_never_answers_fails_the_step_and_is_stopped(world):
-    engine, _ = world
-    engine.ports.processes.answer = False
+    orchestrator, _ = world
+    orchestrator.ports.processes.answer = False
     with pytest.raises(Exception, match="did not answer"):
-        engine.apply(parse_profile(with_metrics(), "p.yaml"))
-    assert engine.ports.processes.running == {}
+        orchestrator.apply(parse_profile(with_metrics(), "p.yaml"))
+    assert orchestrator.ports.processes.running == {}
 
 
 def test_one_scrape_tells_state_server_and_host_without_the_key(world):
-    engine, docker = world
-    engine.apply_or_revert(parse_profile(with_metrics(), "p.yaml"))  # writes the apply record
-    engine.ports.state.write(verify_key("k3-test"), {"checks": [{"name": "text", "status": "not checkable"}],
+    orchestrator, docker = world
+    orchestrator.apply_or_revert(parse_profile(with_metrics(), "p.yaml"))  # writes the apply record
+    orchestrator.ports.state.write(verify_key("k3-test"), {"checks": [{"name": "text", "status": "not checkable"}],
                                                      "tool_call_parse_failures": 2, "tool_call_retries": 1,
                                                      "date": "2026-01-01T00:00:00+00:00"})
     base = "http://127.0.0.1:18999"
-    engine.ports.http.pages.update({f"{base}/metrics": (200, SERVER_METRICS), f"{base}/slots": (200, SLOTS)})
+    orchestrator.ports.http.pages.update({f"{base}/metrics": (200, SERVER_METRICS), f"{base}/slots": (200, SLOTS)})
     docker.containers["k3-test"]["State"]["Pid"] = 777
-    engine.ports.host.rss[777] = 5 << 30
-    families = scrape(engine)
+    orchestrator.ports.host.rss[777] = 5 << 30
+    families = scrape(orchestrator)
     labels = families["kimik3_deployment_converged"][0].labels
     assert set(labels) == {"profile", "quant", "build", "fingerprint"} and labels["quant"] == "UD-Q2_K_XL"
     assert families["kimik3_deployment_converged"][0].value == 1.0
@@ -111,41 +111,41 @@ def test_one_scrape_tells_state_server_and_host_without_the_key(world):
     assert slots == {"0": 35.0}
     assert "kimik3_gpu_memory_total_bytes" not in families  # gpus: none: no GPU series, not zeros
     # The key was used to read the server (a keyed /metrics), and appears nowhere in the exposition (scrape()).
-    assert SECRET in engine.ports.http.keys_sent
+    assert SECRET in orchestrator.ports.http.keys_sent
 
 
 @pytest.mark.parametrize("content", [b"\xff\xfe not utf-8\n", ("sk-" + "a" * 8 + "\r\n").encode(), "clé\n".encode()])
 def test_a_key_file_edited_after_the_apply_into_one_no_header_carries_is_not_sent(world, tmp_path, content):
     """The key file changed under a running exporter (non-UTF-8, CRLF, non-ASCII): the scrape still answers and
     sends no key (the server's 401 shows as its source down), never a client error for the whole /metrics."""
-    engine, _ = world
-    engine.apply_or_revert(parse_profile(with_metrics(), "p.yaml"))
+    orchestrator, _ = world
+    orchestrator.apply_or_revert(parse_profile(with_metrics(), "p.yaml"))
     base = "http://127.0.0.1:18999"
-    engine.ports.http.pages.update({f"{base}/metrics": (200, SERVER_METRICS), f"{base}/slots": (200, SLOTS)})
+    orchestrator.ports.http.pages.update({f"{base}/metrics": (200, SERVER_METRICS), f"{base}/slots": (200, SLOTS)})
     (tmp_path / "api.key").write_bytes(content)
-    engine.ports.http.keys_sent.clear()
-    families = scrape(engine)
+    orchestrator.ports.http.keys_sent.clear()
+    families = scrape(orchestrator)
     assert families["kimik3_deployment_converged"][0].value == 1.0
-    assert all(key is None for key in engine.ports.http.keys_sent), engine.ports.http.keys_sent
+    assert all(key is None for key in orchestrator.ports.http.keys_sent), orchestrator.ports.http.keys_sent
 
 
 def test_a_scrape_while_dockerd_is_gone_answers_with_docker_down(world, monkeypatch):
     """dockerd restarting (or absent, as on the H200 proof host): the scrape still answers; docker's source is 0, what
     only Docker knows (converged, the restart count, the server's pid and so its RSS) is left out rather than 0, and
     the server's own health and series, read from the server, stay (issue 30: they were dropped)."""
-    engine, docker = world
-    engine.apply_or_revert(parse_profile(with_metrics(), "p.yaml"))
+    orchestrator, docker = world
+    orchestrator.apply_or_revert(parse_profile(with_metrics(), "p.yaml"))
     base = "http://127.0.0.1:18999"
-    engine.ports.http.pages.update({f"{base}/metrics": (200, SERVER_METRICS), f"{base}/slots": (200, SLOTS)})
+    orchestrator.ports.http.pages.update({f"{base}/metrics": (200, SERVER_METRICS), f"{base}/slots": (200, SLOTS)})
     docker.containers["k3-test"]["State"]["Pid"] = 777
-    engine.ports.host.rss[777] = 5 << 30
-    assert "kimik3_server_rss_bytes" in scrape(engine)
+    orchestrator.ports.host.rss[777] = 5 << 30
+    assert "kimik3_server_rss_bytes" in scrape(orchestrator)
 
     def gone(name):
         raise TransientError("Docker daemon not answering (/var/run/docker.sock): connection refused")
 
     monkeypatch.setattr(docker, "inspect_container", gone)
-    families = scrape(engine)
+    families = scrape(orchestrator)
     up = {s.labels["source"]: s.value for s in families["kimik3_exporter_source_up"]}
     assert up["docker"] == 0.0 and up["server_health"] == up["server_metrics"] == up["state"] == 1.0
     assert "kimik3_deployment_converged" not in families and "kimik3_container_restarts" not in families
@@ -156,33 +156,33 @@ def test_a_scrape_while_dockerd_is_gone_answers_with_docker_down(world, monkeypa
 
 
 def test_gpu_series_are_the_profiles_gpus_with_the_servers_share_and_foreign_holders(world):
-    engine, _ = world
+    orchestrator, _ = world
     config = ExporterConfig(profile="k3-test", labels={"profile": "k3-test"}, bind="127.0.0.1", port=1,
                             container="k3-test", server_url="http://127.0.0.1:1", gpus=("1",))
-    engine.ports.host.nvml_dump = {"driver": "580", "gpus": [
+    orchestrator.ports.host.nvml_dump = {"driver": "580", "gpus": [
         {"index": 0, "uuid": "GPU-a", "memory_total": 100, "memory_free": 100, "processes": []},
         {"index": 1, "uuid": "GPU-b", "memory_total": 100, "memory_free": 30,
          "processes": [{"pid": 777, "used_memory": 50}, {"pid": 999, "used_memory": 20}]}]}
-    text = generate_latest(deployment_registry(config, engine.ports)).decode()
+    text = generate_latest(deployment_registry(config, orchestrator.ports)).decode()
     got = {(s.name, s.labels.get("gpu")): s.value for f in text_string_to_metric_families(text) for s in f.samples}
     assert ("kimik3_gpu_memory_total_bytes", "0") not in got
     assert got[("kimik3_gpu_memory_used_bytes", "1")] == 70
     assert got[("kimik3_gpu_foreign_memory_bytes", "1")] == 70  # no container runs: every holder is foreign
     assert got[("kimik3_gpu_foreign_processes", "1")] == 2
-    engine.ports.host.nvml_dump = {"error": "NVMLError_LibraryNotFound"}
-    text = generate_latest(deployment_registry(config, engine.ports)).decode()
+    orchestrator.ports.host.nvml_dump = {"error": "NVMLError_LibraryNotFound"}
+    text = generate_latest(deployment_registry(config, orchestrator.ports)).decode()
     assert "kimik3_gpu_" not in text and 'kimik3_exporter_source_up{profile="k3-test",source="nvml"} 0.0' in text
 
 
 def test_the_watch_view_reads_the_same_numbers_with_rates_and_percentiles(world):
-    engine, docker = world
-    engine.apply_or_revert(parse_profile(with_metrics(), "p.yaml"))
+    orchestrator, docker = world
+    orchestrator.apply_or_revert(parse_profile(with_metrics(), "p.yaml"))
     base = "http://127.0.0.1:18999"
-    engine.ports.http.pages.update({f"{base}/metrics": (200, SERVER_METRICS), f"{base}/slots": (200, SLOTS)})
-    config = ExporterConfig.from_json(engine.ports.state.read(exporter_config_key("k3-test")))
-    registry = deployment_registry(config, engine.ports)
+    orchestrator.ports.http.pages.update({f"{base}/metrics": (200, SERVER_METRICS), f"{base}/slots": (200, SLOTS)})
+    config = ExporterConfig.from_json(orchestrator.ports.state.read(exporter_config_key("k3-test")))
+    registry = deployment_registry(config, orchestrator.ports)
     before = samples_of(exposition(registry))
-    engine.ports.http.pages[f"{base}/metrics"] = (200, SERVER_METRICS.replace(
+    orchestrator.ports.http.pages[f"{base}/metrics"] = (200, SERVER_METRICS.replace(
         "llamacpp:requests_processing 1", "llamacpp:requests_processing 1\n# TYPE llamacpp:tokens_predicted_total "
         "counter\nllamacpp:tokens_predicted_total 40").replace("prompt_tokens_total 12", "prompt_tokens_total 32"))
     now = samples_of(exposition(registry))
@@ -204,11 +204,11 @@ def test_status_watch_renders_without_an_exporter(world, monkeypatch, tmp_path):
     import kimik3_reconciler.adapters as adapters
     from kimik3_reconciler import cli
 
-    engine, _ = world
+    orchestrator, _ = world
     text = FAKE_PROFILE  # no metrics: section: the view collects in process
-    engine.apply_or_revert(parse_profile(text, "p.yaml"))
+    orchestrator.apply_or_revert(parse_profile(text, "p.yaml"))
     (tmp_path / "profile.yaml").write_text(text)
-    monkeypatch.setattr(adapters, "real_ports", lambda *a, **k: engine.ports)
+    monkeypatch.setattr(adapters, "real_ports", lambda *a, **k: orchestrator.ports)
     result = CliRunner().invoke(cli.main, ["--dockerfile", str(tmp_path / "Dockerfile.llamacpp"), "status", "--watch",
                                            "--interval", "0.5s", "--iterations", "1", str(tmp_path / "profile.yaml")])
     assert result.exit_code == 0, result.output
@@ -222,28 +222,28 @@ def test_the_watch_view_says_what_the_last_apply_did_apart_from_the_revert_total
     from kimik3_reconciler.errors import VerifyFailed
     from kimik3_reconciler.model.records import apply_key
 
-    engine, docker = world
+    orchestrator, docker = world
     good = parse_profile(with_metrics(), "p.yaml")
-    engine.apply_or_revert(good)
+    orchestrator.apply_or_revert(good)
 
     def last_apply() -> str:
-        config = ExporterConfig.from_json(engine.ports.state.read(exporter_config_key("k3-test")))
-        rows = watch_rows({}, samples_of(exposition(deployment_registry(config, engine.ports))), 1.0)
+        config = ExporterConfig.from_json(orchestrator.ports.state.read(exporter_config_key("k3-test")))
+        rows = watch_rows({}, samples_of(exposition(deployment_registry(config, orchestrator.ports))), 1.0)
         return next(r.value for r in rows if r.name == "last apply")
 
-    since = engine.ports.state.read(apply_key("k3-test"))["reverts_since"]
+    since = orchestrator.ports.state.read(apply_key("k3-test"))["reverts_since"]
     assert last_apply() == "ok, no revert; 0 reverts of this profile since 2026-01-01 00:00 UTC" and since
 
     def failing_check() -> None:
         raise VerifyFailed("verify failed (tool_call) for k3-test")
 
     with pytest.raises(VerifyFailed, match="reverted to the last good profile"):
-        engine.apply_or_revert(parse_profile(with_metrics().replace("parallel: 2", "parallel: 2, ubatch: 2048"),
+        orchestrator.apply_or_revert(parse_profile(with_metrics().replace("parallel: 2", "parallel: 2, ubatch: 2048"),
                                              "p.yaml"), failing_check)
     assert last_apply() == "FAILED, reverted to the last good profile; 1 revert of this profile since 2026-01-01 00:00 UTC"
-    engine.apply_or_revert(good)  # converged: nothing to do, nothing reverted
+    orchestrator.apply_or_revert(good)  # converged: nothing to do, nothing reverted
     assert last_apply() == "ok, no revert; 1 revert of this profile since 2026-01-01 00:00 UTC"
-    record = engine.ports.state.read(apply_key("k3-test"))
+    record = orchestrator.ports.state.read(apply_key("k3-test"))
     assert (record["reverted"], record["reverts"], record["reverts_since"]) == (False, 1, since)
 
 
@@ -252,16 +252,16 @@ def test_a_revert_total_an_older_kimik3_left_is_not_given_a_start_date(world):
     "in all" rather than a date it did not check (and no "no revert" for a record that does not say)."""
     from kimik3_reconciler.model.records import apply_key
 
-    engine, _ = world
-    engine.apply_or_revert(parse_profile(with_metrics(), "p.yaml"))
-    record = engine.ports.state.read(apply_key("k3-test"))
-    engine.ports.state.write(apply_key("k3-test"), {k: v for k, v in record.items()
+    orchestrator, _ = world
+    orchestrator.apply_or_revert(parse_profile(with_metrics(), "p.yaml"))
+    record = orchestrator.ports.state.read(apply_key("k3-test"))
+    orchestrator.ports.state.write(apply_key("k3-test"), {k: v for k, v in record.items()
                                                     if k not in ("reverted", "reverts_since")} | {"reverts": 3})
-    config = ExporterConfig.from_json(engine.ports.state.read(exporter_config_key("k3-test")))
-    rows = watch_rows({}, samples_of(exposition(deployment_registry(config, engine.ports))), 1.0)
+    config = ExporterConfig.from_json(orchestrator.ports.state.read(exporter_config_key("k3-test")))
+    rows = watch_rows({}, samples_of(exposition(deployment_registry(config, orchestrator.ports))), 1.0)
     assert next(r.value for r in rows if r.name == "last apply") == "ok; 3 reverts of this profile in all"
-    engine.apply_or_revert(parse_profile(with_metrics(), "p.yaml"))
-    assert engine.ports.state.read(apply_key("k3-test"))["reverts_since"] is None  # still not known
+    orchestrator.apply_or_revert(parse_profile(with_metrics(), "p.yaml"))
+    assert orchestrator.ports.state.read(apply_key("k3-test"))["reverts_since"] is None  # still not known
 
 
 def test_the_tool_call_failure_total_says_since_when_and_this_intervals_part():

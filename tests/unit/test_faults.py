@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 from support.fakes import FakeHub, fake_ports
-from test_engine import FILES, PROFILE, REV, load, world  # noqa: F401 - `world` is a fixture
+from test_orchestrator import FILES, PROFILE, REV, load, world  # noqa: F401 - `world` is a fixture
 
-from kimik3_reconciler.engine import Engine
+from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.errors import LoadFailed, PermanentError, PlanError, VerifyFailed
 from kimik3_reconciler.model.plan import Action
 from kimik3_reconciler.model.profile_source import parse_profile
@@ -62,22 +62,22 @@ def test_a_bind_failure_is_not_called_a_model_load_failure() -> None:
 # a failed launch is stopped, named, and the next plan starts it like any stopped container ----------
 
 def test_a_failed_launch_is_stopped_with_its_cause_and_log_tail(world):  # noqa: F811
-    engine, docker, _, _ = world
+    orchestrator, docker, _, _ = world
     docker.crash_on_start, docker.logs = True, BIND_LOG
     with pytest.raises(LoadFailed) as failed:
-        engine.apply(load())
+        orchestrator.apply(load())
     message = str(failed.value)
     assert message.startswith("container k3-test could not bind its port") and "[bind: exited, exit code 1, stopped]" \
         in message
     assert "couldn't bind HTTP server socket" in failed.value.log_tail
     assert docker.calls[-2:] == ["run k3-test", "stop k3-test"]  # no crash loop under unless-stopped
-    plan = engine.plan(load())
+    plan = orchestrator.plan(load())
     assert [(s.kind, s.action) for s in plan.changes] == [("container", Action.UPDATE), ("health", Action.READ)]
     assert "start it" in plan.changes[0].reason
 
 
 def test_a_crash_looping_container_is_stopped_too(world):  # noqa: F811
-    engine, docker, _, _ = world
+    orchestrator, docker, _, _ = world
     real_run = docker.run_container
 
     def restarting(spec):  # the restart policy is between two tries
@@ -87,82 +87,82 @@ def test_a_crash_looping_container_is_stopped_too(world):  # noqa: F811
 
     docker.run_container, docker.logs = restarting, GGUF_LOG
     with pytest.raises(LoadFailed, match="the GGUF could not be read"):
-        engine.apply(load())
+        orchestrator.apply(load())
     assert docker.calls[-1] == "stop k3-test"
 
 
 # an interrupted health wait: the next apply verifies ------------------------------------------------
 
-def died_before_verify(engine: Engine, loaded) -> None:  # noqa: ANN001
+def died_before_verify(orchestrator: Orchestrator, loaded) -> None:  # noqa: ANN001
     """An apply that meant to verify (a verifier wired) launched, then died before its verify ran."""
-    engine.ports.verifier = lambda: None
+    orchestrator.ports.verifier = lambda: None
     try:
-        engine.apply(loaded)
+        orchestrator.apply(loaded)
     finally:
-        engine.ports.verifier = None
+        orchestrator.ports.verifier = None
 
 
 def test_a_launch_nobody_verified_is_a_verify_step_in_the_next_plan(world):  # noqa: F811
-    engine, docker, _, _ = world
-    died_before_verify(engine, load())
-    record = engine.ports.state.read(unverified_key("k3-test"))
+    orchestrator, docker, _, _ = world
+    died_before_verify(orchestrator, load())
+    record = orchestrator.ports.state.read(unverified_key("k3-test"))
     labels = docker.containers["k3-test"]["Config"]["Labels"]
     assert record["fingerprint"] == labels["kimik3.container.fingerprint"]
-    owed = engine.plan(load())
+    owed = orchestrator.plan(load())
     assert not owed.converged  # `plan --detailed-exitcode` exits 4: a timer's apply finishes it
     assert [(s.kind, s.action) for s in owed.changes] == [("verify", Action.READ)]
     assert "did not verify it" in owed.changes[0].reason
     checks = []
-    result = engine.apply_or_revert(load(), lambda: checks.append("verify"))
+    result = orchestrator.apply_or_revert(load(), lambda: checks.append("verify"))
     assert [s.kind for s in result.executed] == ["verify"] and checks == ["verify"]  # verify ran once
-    assert engine.ports.state.read(unverified_key("k3-test")) is None and engine.plan(load()).converged
-    engine.apply_or_revert(load(), lambda: checks.append("verify"))
+    assert orchestrator.ports.state.read(unverified_key("k3-test")) is None and orchestrator.plan(load()).converged
+    orchestrator.apply_or_revert(load(), lambda: checks.append("verify"))
     assert checks == ["verify"]  # verified once: a converged apply sends no requests again
 
 
 def test_an_apply_without_verify_leaves_the_owed_verify_in_the_plan(world):  # noqa: F811
-    engine, _, _, _ = world
-    died_before_verify(engine, load())
-    result = engine.apply_or_revert(load(), None)  # --no-verify-server: nothing runs, the verify stays owed
-    assert not result.changed and [s.kind for s in engine.plan(load()).changes] == ["verify"]
+    orchestrator, _, _, _ = world
+    died_before_verify(orchestrator, load())
+    result = orchestrator.apply_or_revert(load(), None)  # --no-verify-server: nothing runs, the verify stays owed
+    assert not result.changed and [s.kind for s in orchestrator.plan(load()).changes] == ["verify"]
 
 
 def test_an_apply_that_launches_verifies_its_own_launch_once_at_its_end(world):  # noqa: F811
-    engine, _, _, _ = world
+    orchestrator, _, _, _ = world
     checks = []
-    result = engine.apply_or_revert(load(), lambda: checks.append("verify"))
+    result = orchestrator.apply_or_revert(load(), lambda: checks.append("verify"))
     assert checks == ["verify"] and "verify" not in [s.kind for s in result.executed]
-    assert result.final.converged and engine.plan(load()).converged
+    assert result.final.converged and orchestrator.plan(load()).converged
 
 
 def test_apply_without_verify_owes_nothing(world):  # noqa: F811
-    engine, _, _, _ = world
-    engine.apply_or_revert(load(), None)  # --no-verify-server: the operator waived the verify of this launch
-    assert engine.ports.state.read(unverified_key("k3-test")) is None and engine.plan(load()).converged
+    orchestrator, _, _, _ = world
+    orchestrator.apply_or_revert(load(), None)  # --no-verify-server: the operator waived the verify of this launch
+    assert orchestrator.ports.state.read(unverified_key("k3-test")) is None and orchestrator.plan(load()).converged
 
 
 def test_a_failing_resumed_verify_reverts(world):  # noqa: F811
-    engine, docker, _, _ = world
-    engine.apply_or_revert(load(), lambda: None)  # good, verified
+    orchestrator, docker, _, _ = world
+    orchestrator.apply_or_revert(load(), lambda: None)  # good, verified
     bad = load(PROFILE.replace("parallel: 2", "parallel: 2, ubatch: 2048"))
-    died_before_verify(engine, bad)
+    died_before_verify(orchestrator, bad)
 
     def failing() -> None:
         raise VerifyFailed("verify failed (chat) for k3-test")
 
     with pytest.raises(VerifyFailed, match="reverted to the last good profile"):
-        engine.apply_or_revert(bad, failing)
+        orchestrator.apply_or_revert(bad, failing)
     cmd = docker.containers["k3-test"]["Config"]["Cmd"]
     assert cmd[cmd.index("--ubatch-size") + 1] == "4096"
 
 
 def test_a_started_container_is_recorded_unverified_too(world):  # noqa: F811
-    engine, docker, _, _ = world
-    engine.apply_or_revert(load(), lambda: None)
-    assert engine.ports.state.read(unverified_key("k3-test")) is None
+    orchestrator, docker, _, _ = world
+    orchestrator.apply_or_revert(load(), lambda: None)
+    assert orchestrator.ports.state.read(unverified_key("k3-test")) is None
     docker.containers["k3-test"]["State"].update(Status="exited", ExitCode=137)
-    died_before_verify(engine, load())
-    assert engine.ports.state.read(unverified_key("k3-test")) is not None
+    died_before_verify(orchestrator, load())
+    assert orchestrator.ports.state.read(unverified_key("k3-test")) is not None
 
 
 # a foreign listener on the port ------------------------------------------------------------------
@@ -175,28 +175,28 @@ def test_proc_net_tcp_listeners_are_parsed_from_a_recorded_table() -> None:
 
 
 def test_a_foreign_listener_is_refused_naming_pid_and_program(world):  # noqa: F811
-    engine, docker, _, _ = world
-    host = engine.ports.host
+    orchestrator, docker, _, _ = world
+    host = orchestrator.ports.host
     host.tcp_text, host.owners = TCP_HEADER + listening(18999, 4711), {4711: (4242, "python3")}
     assert [(p.address, p.pid, p.program) for p in collect_listeners(host, 18999)] == [("127.0.0.1", 4242, "python3")]
     with pytest.raises(PlanError, match=r"port 18999 is held by pid 4242 \(python3\) listening on 127.0.0.1"):
-        engine.plan(load())
+        orchestrator.plan(load())
     assert docker.calls == []
 
 
 def test_our_own_container_on_the_port_is_not_a_refusal(world):  # noqa: F811
-    engine, docker, _, _ = world
-    engine.apply(load())
+    orchestrator, docker, _, _ = world
+    orchestrator.apply(load())
     docker.containers["k3-test"]["State"]["Pid"] = 777
-    host = engine.ports.host
+    host = orchestrator.ports.host
     host.tcp_text = TCP_HEADER + listening(18999, 555, "00000000")
     host.owners = {555: (777, "llama-server")}
-    assert engine.plan(load()).converged
+    assert orchestrator.plan(load()).converged
     host.owners = {}  # an owner kimik3 cannot see while its container runs: not judged
-    assert engine.plan(load()).converged
+    assert orchestrator.plan(load()).converged
     host.owners = {555: (4242, "nc")}
     with pytest.raises(PlanError, match=r"pid 4242 \(nc\)"):
-        engine.plan(load())
+        orchestrator.plan(load())
 
 
 def test_a_container_is_named_from_a_recorded_cgroup_file() -> None:
@@ -210,18 +210,18 @@ def test_a_container_is_named_from_a_recorded_cgroup_file() -> None:
 
 def test_any_process_inside_our_container_is_ours_by_its_cgroup(world):  # noqa: F811
     """The listener is a child of llama-server (or a wrapper): its pid is not the container's, its cgroup is."""
-    engine, docker, _, _ = world
-    engine.apply(load())
+    orchestrator, docker, _, _ = world
+    orchestrator.apply(load())
     ours = docker.containers["k3-test"]
     ours["State"]["Pid"] = 777
-    host = engine.ports.host
+    host = orchestrator.ports.host
     host.tcp_text = TCP_HEADER + listening(18999, 555, "00000000")
     host.owners = {555: (778, "llama-server")}
     host.cgroups = {778: f"0::/docker/{ours['Id']}\n"}
-    assert engine.plan(load()).converged
+    assert orchestrator.plan(load()).converged
     host.cgroups = {778: "0::/docker/" + "f" * 64 + "\n"}  # another team's container on our port: refused
     with pytest.raises(PlanError, match=r"pid 778 \(llama-server\)"):
-        engine.plan(load())
+        orchestrator.plan(load())
 
 
 # a revert resolves the last good profile against its own folder -----------------------------------
@@ -233,10 +233,10 @@ def test_the_revert_uses_the_folder_the_good_profile_was_applied_from(tmp_path: 
     (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
     ports, docker = fake_ports(FakeHub("org/k3", REV, FILES, tmp_path / "hub"))
 
-    def engine(folder: Path) -> Engine:
-        return Engine(ports, NullReporter(), folder, tmp_path / "Dockerfile.llamacpp")
+    def orchestrator(folder: Path) -> Orchestrator:
+        return Orchestrator(ports, NullReporter(), folder, tmp_path / "Dockerfile.llamacpp")
 
-    engine(good_dir).apply_or_revert(load())
+    orchestrator(good_dir).apply_or_revert(load())
     bad = parse_profile(PROFILE.replace("archive: src.tar.gz", f"archive: {good_dir / 'src.tar.gz'}")
                         .replace("parallel: 2", "parallel: 2, ubatch: 2048"), str(bad_dir / "bad.yaml"))
     docker.crash_on_start = True
@@ -248,7 +248,7 @@ def test_the_revert_uses_the_folder_the_good_profile_was_applied_from(tmp_path: 
 
     docker.run_container = crash_the_new_one
     with pytest.raises(LoadFailed, match="reverted to the last good profile") as failed:
-        engine(bad_dir).apply_or_revert(bad)
+        orchestrator(bad_dir).apply_or_revert(bad)
     assert "failed too" not in str(failed.value)
     assert docker.containers["k3-test"]["State"]["Status"] == "running"
 
@@ -256,8 +256,8 @@ def test_the_revert_uses_the_folder_the_good_profile_was_applied_from(tmp_path: 
 # systemd.enable: false -------------------------------------------------------------------------------
 
 def test_enable_false_installs_when_reset_failed_finds_the_unit_unloaded(world):  # noqa: F811
-    engine, _, _, _ = world
-    units = engine.ports.units
+    orchestrator, _, _, _ = world
+    units = orchestrator.ports.units
     real = units.systemctl
 
     def systemctl(*args: str) -> None:
@@ -266,7 +266,7 @@ def test_enable_false_installs_when_reset_failed_finds_the_unit_unloaded(world):
         real(*args)
 
     units.systemctl = systemctl
-    engine.apply(load(PROFILE + "systemd: {unit: k3-test, enable: false}\n"))
+    orchestrator.apply(load(PROFILE + "systemd: {unit: k3-test, enable: false}\n"))
     assert units.state["k3-test.service"]["ActiveState"] == "active"
 
 
@@ -275,8 +275,8 @@ def test_enable_false_installs_when_reset_failed_finds_the_unit_unloaded(world):
                                                      "Connection timed out"])
 def test_reset_failed_failing_for_another_reason_fails_the_install(world, answer):  # noqa: F811
     """Only "not loaded" / "not found" means nothing to reset; a broken systemd is not swallowed."""
-    engine, _, _, _ = world
-    units = engine.ports.units
+    orchestrator, _, _, _ = world
+    units = orchestrator.ports.units
     real = units.systemctl
 
     def systemctl(*args: str) -> None:
@@ -286,7 +286,7 @@ def test_reset_failed_failing_for_another_reason_fails_the_install(world, answer
 
     units.systemctl = systemctl
     with pytest.raises(PermanentError, match=answer.split(":")[0]):
-        engine.apply(load(PROFILE + "systemd: {unit: k3-test, enable: false}\n"))
+        orchestrator.apply(load(PROFILE + "systemd: {unit: k3-test, enable: false}\n"))
     assert "systemctl start k3-test.service" not in units.calls
 
 
@@ -315,28 +315,28 @@ def killed_then(docker, restarts: int):  # noqa: ANN001, ANN201 - FakeDocker; it
 
 
 def test_a_launch_killed_by_a_dockerd_restart_and_started_again_is_waited_for(world):  # noqa: F811
-    engine, docker, _, _ = world
+    orchestrator, docker, _, _ = world
     docker.logs = "load_tensors: loading model tensors\n"
     docker.run_container, docker.inspect_container = killed_then(docker, restarts=1)
-    result = engine.apply(load())
+    result = orchestrator.apply(load())
     assert result.final.converged and "stop k3-test" not in docker.calls
     assert docker.containers["k3-test"]["State"]["Status"] == "running"
 
 
 def test_a_kill_that_is_not_followed_by_a_restart_fails_as_killed_not_out_of_memory(world):  # noqa: F811
-    engine, docker, _, _ = world
+    orchestrator, docker, _, _ = world
     docker.logs = "load_tensors: loading model tensors\n"
     docker.run_container, docker.inspect_container = killed_then(docker, restarts=0)
-    started = engine.ports.clock.monotonic()
+    started = orchestrator.ports.clock.monotonic()
     with pytest.raises(LoadFailed, match=r"stopped by a signal .*not out of memory.* \[killed: exited, exit code 137, "
                                          r"stopped\]") as failed:
-        engine.apply(load())
+        orchestrator.apply(load())
     assert "ran out of memory" not in str(failed.value)
-    assert engine.ports.clock.monotonic() - started >= 30  # the grace for a restart policy to start it again
+    assert orchestrator.ports.clock.monotonic() - started >= 30  # the grace for a restart policy to start it again
 
 
 def test_an_oom_kill_docker_reports_is_named_out_of_memory_and_not_waited_on(world):  # noqa: F811
-    engine, docker, _, _ = world
+    orchestrator, docker, _, _ = world
     docker.logs = "load_tensors: loading model tensors\n"
     real_run = docker.run_container
 
@@ -346,13 +346,13 @@ def test_an_oom_kill_docker_reports_is_named_out_of_memory_and_not_waited_on(wor
         return cid
     docker.run_container = run
     with pytest.raises(LoadFailed, match=r"ran out of memory .* \[oom: exited, exit code 137, stopped\]"):
-        engine.apply(load())
-    assert engine.ports.clock.monotonic() < 5
+        orchestrator.apply(load())
+    assert orchestrator.ports.clock.monotonic() < 5
 
 
 def test_a_systemd_profiles_container_killed_by_a_dockerd_restart_is_started_by_the_apply(world):  # noqa: F811
     """Restart policy "no" (systemd supervises it): dockerd does not start it again, so the health wait does."""
-    engine, docker, _, _ = world
+    orchestrator, docker, _, _ = world
     docker.logs = "load_tensors: loading model tensors\n"
     real_run = docker.run_container
 
@@ -361,42 +361,42 @@ def test_a_systemd_profiles_container_killed_by_a_dockerd_restart_is_started_by_
         docker.containers[spec.name]["State"].update(Status="exited", ExitCode=137)  # dockerd stopped it
         return cid
     docker.run_container = run
-    result = engine.apply(load(PROFILE + "systemd: {unit: k3-test, enable: true}\n"))
+    result = orchestrator.apply(load(PROFILE + "systemd: {unit: k3-test, enable: true}\n"))
     assert result.final.converged and "start k3-test" in docker.calls and "stop k3-test" not in docker.calls
-    assert engine.ports.clock.monotonic() < 30  # no waiting for a restart policy that will never act
+    assert orchestrator.ports.clock.monotonic() < 30  # no waiting for a restart policy that will never act
     assert docker.containers["k3-test"]["State"]["Status"] == "running"
 
 
 def test_a_bad_gguf_exit_is_not_waited_on_as_a_restart(world):  # noqa: F811
-    engine, docker, _, _ = world
+    orchestrator, docker, _, _ = world
     docker.crash_on_start, docker.logs = True, GGUF_LOG
     with pytest.raises(LoadFailed, match="the GGUF could not be read"):
-        engine.apply(load())
-    assert engine.ports.clock.monotonic() < 5
+        orchestrator.apply(load())
+    assert orchestrator.ports.clock.monotonic() < 5
 
 
 def test_a_failed_launch_under_systemd_stops_its_unit_too(world):  # noqa: F811
-    engine, docker, _, _ = world
+    orchestrator, docker, _, _ = world
     with_unit = PROFILE + "systemd: {unit: k3-test, enable: true}\n"
-    engine.apply(load(with_unit))
-    assert engine.ports.units.state["k3-test.service"]["ActiveState"] == "active"
+    orchestrator.apply(load(with_unit))
+    assert orchestrator.ports.units.state["k3-test.service"]["ActiveState"] == "active"
     docker.crash_on_start, docker.logs = True, GGUF_LOG
     with pytest.raises(LoadFailed, match="the GGUF could not be read"):
-        engine.apply(load(with_unit.replace("parallel: 2", "parallel: 2, ubatch: 2048")))
-    assert "systemctl stop k3-test.service" in engine.ports.units.calls
+        orchestrator.apply(load(with_unit.replace("parallel: 2", "parallel: 2, ubatch: 2048")))
+    assert "systemctl stop k3-test.service" in orchestrator.ports.units.calls
     assert docker.containers["k3-test"]["State"]["Status"] == "exited"
 
 
 def test_a_failed_first_launch_under_systemd_has_no_unit_to_stop(world):  # noqa: F811
-    engine, docker, _, _ = world
+    orchestrator, docker, _, _ = world
     docker.crash_on_start, docker.logs = True, BIND_LOG
     with pytest.raises(LoadFailed, match="could not bind its port"):
-        engine.apply(load(PROFILE + "systemd: {unit: k3-test, enable: true}\n"))
+        orchestrator.apply(load(PROFILE + "systemd: {unit: k3-test, enable: true}\n"))
     assert docker.calls[-1] == "stop k3-test"
 
 
 def test_an_owner_kimik3_cannot_see_is_refused_when_no_kimik3_container_runs(world):  # noqa: F811
-    engine, docker, _, _ = world
-    engine.ports.host.tcp_text = TCP_HEADER + listening(18999, 909)  # owners: {} (another user's process)
+    orchestrator, docker, _, _ = world
+    orchestrator.ports.host.tcp_text = TCP_HEADER + listening(18999, 909)  # owners: {} (another user's process)
     with pytest.raises(PlanError, match="port 18999 is held by a process kimik3 cannot see"):
-        engine.plan(load())
+        orchestrator.plan(load())

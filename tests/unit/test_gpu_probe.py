@@ -12,7 +12,7 @@ import pytest
 from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeHub, fake_ports
 
 from kimik3_reconciler.adapters.docker_engine import _device_requests
-from kimik3_reconciler.engine import Engine
+from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.errors import GpuProbeFailed, PermanentError, PlanError
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.model.specs import ContainerSpec
@@ -80,7 +80,7 @@ def test_the_listing_parser_reads_nvidia_smi() -> None:
 
 @pytest.fixture
 def gpu_world(tmp_path: Path):
-    """An engine on fakes with the H200 host (NVML fixture: 1 GPU, driver 580.159.04) and a CDI spec."""
+    """An orchestrator on fakes with the H200 host (NVML fixture: 1 GPU, driver 580.159.04) and a CDI spec."""
     (tmp_path / "src.tar.gz").write_bytes(b"source")
     (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
     hub = FakeHub("org/k3", FAKE_REVISION, FILES, tmp_path / "hub")
@@ -89,67 +89,67 @@ def gpu_world(tmp_path: Path):
     ports.host.cdi = {"/etc/cdi/nvidia.yaml": CDI_YAML}
     ports.host.toolkit = "NVIDIA Container Toolkit CLI version 1.17.4\n"
     docker.info = lambda: {"ServerVersion": "28.2.2", "CDISpecDirs": ["/etc/cdi"], "Runtimes": {"runc": {}}}
-    return Engine(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp"), docker, hub
+    return Orchestrator(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp"), docker, hub
 
 
 def test_the_probe_runs_first_through_cdi_once_and_every_container_asks_alike(gpu_world) -> None:
-    engine, docker, _ = gpu_world
+    orchestrator, docker, _ = gpu_world
     profile = parse_profile(GPU_PROFILE, "p.yaml")
-    first = engine.plan(profile).changes[0]
+    first = orchestrator.plan(profile).changes[0]
     assert (first.kind, first.target) == ("gpu", "CDI (--device nvidia.com/gpu=all)")
-    engine.apply(profile)
+    orchestrator.apply(profile)
     probe = docker.one_shots[0]
     assert (probe.entrypoint, probe.command, probe.gpus, probe.gpu_request) == (("nvidia-smi",), ("-L",), "all", "cdi")
     assert probe.image == "nvidia/cuda:13.0.0-runtime-ubuntu24.04"  # nothing built yet: the runtime base
     assert docker.calls.index("oneshot k3-test-gpu-probe") < docker.calls.index("build kimi-k3-llamacpp:mainline-ad1de39")
-    record = engine.ports.state.read("gpu-probe/driver-580.159.04/toolkit-1.17.4/cdi-all-of-1.json")
+    record = orchestrator.ports.state.read("gpu-probe/driver-580.159.04/toolkit-1.17.4/cdi-all-of-1.json")
     assert record["passed"] and record["seen"] == "1 GPU(s): GPU-00000000-0000-0000-0000-000000000000"
     assert docker.containers["k3-test"]["spec"].gpu_request == "cdi"
-    again = engine.plan(profile)
+    again = orchestrator.plan(profile)
     assert [(s.kind, s.action.name) for s in again.steps][0] == ("gpu", "NOOP") and not again.changes
     # Review of issue 14: the record names the GPUs probed. `gpus: all` passing on this 1-GPU host says
     # nothing of a host with more (the count is in the key), nor of a listed subset probed with other ids.
-    assert engine.plan(parse_profile(GPU_PROFILE.replace("gpus: all", "gpus: [0]"), "p.yaml")).changes[0].kind == "gpu"
+    assert orchestrator.plan(parse_profile(GPU_PROFILE.replace("gpus: all", "gpus: [0]"), "p.yaml")).changes[0].kind == "gpu"
     # A toolkit upgrade is another key: probed again, before anything else.
-    engine.ports.host.toolkit = "NVIDIA Container Toolkit CLI version 1.18.0\n"
-    assert engine.plan(profile).changes[0].kind == "gpu"
+    orchestrator.ports.host.toolkit = "NVIDIA Container Toolkit CLI version 1.18.0\n"
+    assert orchestrator.plan(profile).changes[0].kind == "gpu"
 
 
 def test_without_cdi_the_runtime_is_probed_and_used(gpu_world) -> None:
-    engine, docker, _ = gpu_world
-    engine.ports.host.cdi = {}
+    orchestrator, docker, _ = gpu_world
+    orchestrator.ports.host.cdi = {}
     docker.info = lambda: {"ServerVersion": "28.2.2", "CDISpecDirs": ["/etc/cdi"], "Runtimes": {"nvidia": {}}}
-    engine.apply(parse_profile(GPU_PROFILE.replace("gpus: all", "gpus: [0]"), "p.yaml"))
+    orchestrator.apply(parse_profile(GPU_PROFILE.replace("gpus: all", "gpus: [0]"), "p.yaml"))
     assert docker.one_shots[0].gpu_request == "runtime" and docker.one_shots[0].gpus == ("0",)
-    assert engine.ports.state.read("gpu-probe/driver-580.159.04/toolkit-1.17.4/runtime-gpus-0.json")["passed"]
+    assert orchestrator.ports.state.read("gpu-probe/driver-580.159.04/toolkit-1.17.4/runtime-gpus-0.json")["passed"]
 
 
 def test_a_failing_probe_refuses_with_the_command_and_the_fix_and_changes_nothing(gpu_world) -> None:
-    engine, docker, hub = gpu_world
+    orchestrator, docker, hub = gpu_world
     docker.gpu_probe_error = PermanentError('docker: could not select device driver "cdi" with capabilities: []')
     with pytest.raises(GpuProbeFailed) as failed:
-        engine.apply(parse_profile(GPU_PROFILE, "p.yaml"))
+        orchestrator.apply(parse_profile(GPU_PROFILE, "p.yaml"))
     message = str(failed.value)
     assert failed.value.exit_code == 3
     assert ("`docker run --rm --device nvidia.com/gpu=all --entrypoint nvidia-smi "
             "nvidia/cuda:13.0.0-runtime-ubuntu24.04 -L` failed to start") in message
     assert "nvidia-ctk cdi generate" in message and 'could not select device driver "cdi"' in message
     assert not hub.downloads and not docker.builds and "run k3-test" not in docker.calls
-    assert engine.ports.state.read("gpu-probe/driver-580.159.04/toolkit-1.17.4/cdi-all-of-1.json") is None
+    assert orchestrator.ports.state.read("gpu-probe/driver-580.159.04/toolkit-1.17.4/cdi-all-of-1.json") is None
 
 
 def test_a_container_that_sees_fewer_gpus_than_asked_fails_the_probe(gpu_world) -> None:
-    engine, docker, _ = gpu_world
+    orchestrator, docker, _ = gpu_world
     docker.host_gpus = 0  # e.g. a stale CDI spec after a driver upgrade: nvidia-smi lists nothing
     with pytest.raises(GpuProbeFailed, match=r"listed 0 GPU\(s\), the profile asks for 1"):
-        engine.apply(parse_profile(GPU_PROFILE, "p.yaml"))
+        orchestrator.apply(parse_profile(GPU_PROFILE, "p.yaml"))
 
 
 def test_the_cpu_variant_never_looks_at_gpu_plumbing(gpu_world) -> None:
-    engine, docker, _ = gpu_world
-    plan = engine.plan(parse_profile(FAKE_PROFILE, "p.yaml"))
+    orchestrator, docker, _ = gpu_world
+    plan = orchestrator.plan(parse_profile(FAKE_PROFILE, "p.yaml"))
     assert "gpu" not in [s.kind for s in plan.steps]
-    engine.apply(parse_profile(FAKE_PROFILE, "p.yaml"))
+    orchestrator.apply(parse_profile(FAKE_PROFILE, "p.yaml"))
     assert not any(s.entrypoint == ("nvidia-smi",) for s in docker.one_shots)
 
 
@@ -167,16 +167,16 @@ def test_the_probe_record_key_names_the_gpus_probed() -> None:
 
 def test_gpus_all_with_a_draft_off_the_last_gpu_is_refused_at_plan_time_with_file_and_line(gpu_world) -> None:
     """Review of issue 14: with `gpus: all` the profile rules cannot count the GPUs; the host gate does (this
-    recorded host has 1 GPU, so the draft must be CUDA0) and the engine names the field's file:line."""
-    engine, docker, hub = gpu_world
+    recorded host has 1 GPU, so the draft must be CUDA0) and the orchestrator names the field's file:line."""
+    orchestrator, docker, hub = gpu_world
     text = GPU_PROFILE.replace("archive: src.tar.gz}", "archive: src.tar.gz, patches: [rs.patch]}").replace(
         "parallel: 2}", "parallel: 2,\n  spec_draft: {model: draft.gguf, device: CUDA3}}")
-    (engine.base_dir / "draft.gguf").write_bytes(b"GGUF")
-    (engine.base_dir / "rs.patch").write_text(
+    (orchestrator.base_dir / "draft.gguf").write_bytes(b"GGUF")
+    (orchestrator.base_dir / "rs.patch").write_text(
         "--- a/src/llama-memory-recurrent.cpp\n+++ b/src/llama-memory-recurrent.cpp\n@@ -1 +1,2 @@\n int x;\n"
         "+bool rollback_to(int seq);\n")
     with pytest.raises(PlanError) as refused:
-        engine.plan(parse_profile(text, "interactive.yaml"))
+        orchestrator.plan(parse_profile(text, "interactive.yaml"))
     message = str(refused.value)
     assert "serve.spec_draft.device must be CUDA0 (the GPU holding output.weight, the last of the split): it is " \
            "CUDA3" in message

@@ -119,7 +119,7 @@ def test_a_file_the_profile_names_that_is_missing_is_refused_at_the_line_that_na
     (validate cannot see files; the observer that can sees no profile file)."""
     from support.fakes.state import MemoryState
 
-    from kimik3_reconciler.engine import located
+    from kimik3_reconciler.orchestrator import located
     from kimik3_reconciler.errors import InputError
     from kimik3_reconciler.observe.local_inputs import collect_inputs
 
@@ -135,7 +135,7 @@ def test_a_file_the_profile_names_that_is_missing_is_refused_at_the_line_that_na
 
 
 def test_a_refusal_without_fields_gets_the_lines_of_the_fields_its_text_names() -> None:
-    from kimik3_reconciler.engine import located
+    from kimik3_reconciler.orchestrator import located
     from kimik3_reconciler.errors import PlanError
 
     loaded = parse_profile(PROFILE_WITH_FILES, "k3.yaml")
@@ -188,18 +188,18 @@ def test_status_lists_this_profiles_images_not_every_kimik3_image_on_the_host(tm
 
     import kimik3_reconciler.adapters as adapters
     from kimik3_reconciler import cli
-    from kimik3_reconciler.engine import Engine
+    from kimik3_reconciler.orchestrator import Orchestrator
     from kimik3_reconciler.steps.report import NullReporter
 
     (tmp_path / "src.tar.gz").write_bytes(b"source")
     (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
     hub = FakeHub("org/k3", FAKE_REVISION, {"UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00002.gguf": b"x" * 64, "UD-Q2_K_XL/k3-UD-Q2_K_XL-00002-of-00002.gguf": b"y" * 64}, tmp_path / "hub")
     ports, docker = fake_ports(hub)
-    engine = Engine(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp")
-    engine.apply(parse_profile(FAKE_PROFILE, "test.yaml"))
+    orchestrator = Orchestrator(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp")
+    orchestrator.apply(parse_profile(FAKE_PROFILE, "test.yaml"))
     docker.images["sha256:other"] = {"Id": "sha256:other", "RepoTags": ["kimi-k3-llamacpp:other-1234567-cpu"],
                                      "Config": {"Labels": {"kimik3.image.fingerprint": "0ther", "kimik3.profile": "x"}}}
-    monkeypatch.setattr(adapters, "real_ports", lambda *a, **k: engine.ports)
+    monkeypatch.setattr(adapters, "real_ports", lambda *a, **k: orchestrator.ports)
     status = ["--dockerfile", str(tmp_path / "Dockerfile.llamacpp"), "status"]
     (tmp_path / "p.yaml").write_text(FAKE_PROFILE)
     shown = CliRunner().invoke(main, [*status, str(tmp_path / "p.yaml")])

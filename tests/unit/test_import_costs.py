@@ -46,7 +46,7 @@ from support.observed import observed
 profile_path = sys.argv[2]
 loaded = load(profile_path, cached=True)                          # a cache hit: the first process filled it
 
-configure_logging(json_logs=True, verbose=False)                  # what cli's engine() does
+configure_logging(json_logs=True, verbose=False)                  # what cli's orchestrator() does
 reporter = CliReporter(kimik3_reconciler.cli._err, False, False)
 ports = real_ports(Path(tempfile.mkdtemp()), "unix:///nonexistent/docker.sock")
 ports.docker.reads                                                # the read transport observation uses

@@ -1,4 +1,4 @@
-"""No corrupt shard is served (engine on fakes): stat fingerprints in the manifest, re-hash of what
+"""No corrupt shard is served (orchestrator on fakes): stat fingerprints in the manifest, re-hash of what
 moved, refetch before any (re)start, and a running server replaced after its files were refetched."""
 
 from __future__ import annotations
@@ -36,98 +36,98 @@ def changes(plan) -> list[tuple[str, Action]]:
 
 
 def test_the_manifest_records_a_stat_fingerprint_per_file(world):
-    engine, _, hub, profile = world
-    record = engine.ports.state.read(manifest_key(profile.profile, str(hub.root)))
+    orchestrator, _, hub, profile = world
+    record = orchestrator.ports.state.read(manifest_key(profile.profile, str(hub.root)))
     assert set(record["stats"]) == set(FILES)
     assert record["stats"][SHARD] == file_stat(SHARD, (hub.root / "cache" / SHARD).stat()).model_dump(exclude={"path"})
 
 
 @pytest.mark.parametrize("keep_mtime", [False, True], ids=["plain-edit", "mtime-restored"])
 def test_an_edited_blob_is_rehashed_and_refetched_before_the_stopped_server_starts(world, keep_mtime):
-    engine, docker, hub, profile = world
+    orchestrator, docker, hub, profile = world
     docker.stop_container("k3-test")
     flip_one_byte(hub.root / "cache" / SHARD, keep_mtime)
-    plan = engine.plan(profile)
+    plan = orchestrator.plan(profile)
     model = plan.steps[0]
     assert (model.kind, model.action) == ("model", Action.CREATE)
     assert f"1 of 2 changed since verified: re-hashed, sha256 mismatch ({SHARD})" in model.reason
     assert model.spec.missing == (SHARD,)
     assert changes(plan) == [("model", Action.CREATE), ("container", Action.UPDATE), ("health", Action.READ)]
     hub.downloads.clear()
-    engine.apply(profile)
+    orchestrator.apply(profile)
     assert hub.downloads == [(SHARD,)] and (hub.root / "cache" / SHARD).read_bytes() == FILES[SHARD]
-    assert engine.plan(profile).converged
+    assert orchestrator.plan(profile).converged
 
 
 def test_a_running_server_is_replaced_after_its_files_were_refetched(world):
-    engine, docker, hub, profile = world
+    orchestrator, docker, hub, profile = world
     before = docker.containers["k3-test"]["Id"]
     flip_one_byte(hub.root / "cache" / SHARD, keep_mtime=False)
-    plan = engine.plan(profile)
+    plan = orchestrator.plan(profile)
     assert changes(plan) == [("model", Action.CREATE), ("preread", Action.READ), ("container", Action.REPLACE),
                              ("health", Action.READ)]
     container = plan.changes[2]
     assert container.reason == f"the model files it loaded were re-fetched (sha256 mismatch: {SHARD})"
-    engine.apply(profile)
+    orchestrator.apply(profile)
     assert docker.calls[-2:] == ["rm k3-test", "run k3-test"]
     assert docker.containers["k3-test"]["Id"] != before
 
 
 def test_bit_rot_is_caught_by_verify_only(world):
     """Corruption below the filesystem moves no stat field: only `--verify` re-hashes, and says "sha256 mismatch"."""
-    engine, docker, hub, profile = world
+    orchestrator, docker, hub, profile = world
     cached = hub.root / "cache" / SHARD
     flip_one_byte(cached, keep_mtime=False)
     key = manifest_key(profile.profile, str(hub.root))
-    files, _ = parse_manifest(engine.ports.state.read(key))
-    engine.ports.state.write(key, manifest_record(files, tuple(file_stat(f.path, (hub.root / "cache" / f.path).stat())
+    files, _ = parse_manifest(orchestrator.ports.state.read(key))
+    orchestrator.ports.state.write(key, manifest_record(files, tuple(file_stat(f.path, (hub.root / "cache" / f.path).stat())
                                                               for f in files), str(hub.root)))  # as if no stat had moved
-    assert engine.plan(profile).converged
-    plan = engine.plan(profile, rehash=True)
+    assert orchestrator.plan(profile).converged
+    plan = orchestrator.plan(profile, rehash=True)
     assert plan.steps[0].reason == f"1 of 2 re-hashed (--verify): sha256 mismatch ({SHARD})"
     assert "missing" not in plan.steps[0].reason
     before = docker.containers["k3-test"]["Id"]
-    engine.apply(profile, rehash=True)
+    orchestrator.apply(profile, rehash=True)
     assert cached.read_bytes() == FILES[SHARD] and docker.containers["k3-test"]["Id"] != before
 
 
 def test_a_touched_blob_is_rehashed_once_and_its_new_fingerprint_recorded(world):
-    engine, docker, hub, profile = world
+    orchestrator, docker, hub, profile = world
     cached = hub.root / "cache" / SHARD
     os.utime(cached, ns=(1, 1))  # content unchanged
-    plan = engine.plan(profile)
+    plan = orchestrator.plan(profile)
     assert changes(plan) == [("model", Action.UPDATE)]
     assert "changed since verified (re-hashed: sha256 matches): record their stat fingerprint" in plan.steps[0].reason
     hub.downloads.clear()
     before = docker.containers["k3-test"]["Id"]
-    engine.apply(profile)
+    orchestrator.apply(profile)
     assert hub.downloads == [] and docker.containers["k3-test"]["Id"] == before
-    assert engine.plan(profile).converged
+    assert orchestrator.plan(profile).converged
 
 
 def test_a_manifest_from_before_stats_is_trusted_and_upgraded(world):
-    engine, _, hub, profile = world
+    orchestrator, _, hub, profile = world
     key = manifest_key(profile.profile, str(hub.root))
-    legacy = {k: v for k, v in engine.ports.state.read(key).items() if k != "stats"}
-    engine.ports.state.write(key, legacy)
-    plan = engine.plan(profile)
+    legacy = {k: v for k, v in orchestrator.ports.state.read(key).items() if k != "stats"}
+    orchestrator.ports.state.write(key, legacy)
+    plan = orchestrator.plan(profile)
     assert changes(plan) == [("model", Action.UPDATE)]
     assert "the manifest predates them" in plan.steps[0].reason
-    engine.apply(profile)
-    assert set(engine.ports.state.read(key)["stats"]) == set(FILES) and engine.plan(profile).converged
+    orchestrator.apply(profile)
+    assert set(orchestrator.ports.state.read(key)["stats"]) == set(FILES) and orchestrator.plan(profile).converged
 
 
 def test_a_file_that_moves_between_plan_and_apply_is_not_recorded(world):
     from kimik3_reconciler.steps import execute
 
-    engine, _, hub, profile = world
+    orchestrator, _, hub, profile = world
     key = manifest_key(profile.profile, str(hub.root))
-    engine.ports.state.write(key, {k: v for k, v in engine.ports.state.read(key).items() if k != "stats"})
-    step = engine.plan(profile).steps[0]  # ~ model: record the fingerprints observed now
+    orchestrator.ports.state.write(key, {k: v for k, v in orchestrator.ports.state.read(key).items() if k != "stats"})
+    step = orchestrator.plan(profile).steps[0]  # ~ model: record the fingerprints observed now
     os.utime(hub.root / "cache" / SHARD, ns=(5, 5))  # moves after the observation
-    execute(step, engine.ports, NullReporter())
-    assert SHARD not in engine.ports.state.read(key)["stats"]  # never vouched for: re-hashed next time
-    again = engine.plan(profile).steps[0]
+    execute(step, orchestrator.ports, NullReporter())
+    assert SHARD not in orchestrator.ports.state.read(key)["stats"]  # never vouched for: re-hashed next time
+    again = orchestrator.plan(profile).steps[0]
     assert again.action is Action.UPDATE and "changed since verified (re-hashed: sha256 matches)" in again.reason
 
 
@@ -138,19 +138,19 @@ def test_status_only_stats_a_moved_file_and_says_so_without_hashing(world, monke
     import kimik3_reconciler.adapters as adapters
     from kimik3_reconciler import cli
 
-    engine, _, hub, profile = world
+    orchestrator, _, hub, profile = world
     flip_one_byte(hub.root / "cache" / SHARD, keep_mtime=False)
-    hashed = engine.ports.host.hashed  # path -> bytes re-hashed (HostPort.file_digest)
+    hashed = orchestrator.ports.host.hashed  # path -> bytes re-hashed (HostPort.file_digest)
     hashed.clear()
-    observed = engine.observe(profile, stat_only=True)
+    observed = orchestrator.observe(profile, stat_only=True)
     assert observed.model.changed == (SHARD,) and observed.model.corrupt == () and hashed == {}
-    work = Path(engine.base_dir)
+    work = Path(orchestrator.base_dir)
     (work / "p.yaml").write_text(FAKE_PROFILE)
-    monkeypatch.setattr(adapters, "real_ports", lambda *a, **k: engine.ports)
+    monkeypatch.setattr(adapters, "real_ports", lambda *a, **k: orchestrator.ports)
     shown = CliRunner().invoke(cli.main, ["--dockerfile", str(work / "Dockerfile.llamacpp"), "status", str(work / "p.yaml")])
     assert shown.exit_code == 0, shown.output
     assert "1 changed since verified (stat moved; not re-hashed here" in shown.output and hashed == {}
-    assert engine.observe(profile).model.corrupt == (SHARD,)  # a plan does re-hash it
+    assert orchestrator.observe(profile).model.corrupt == (SHARD,)  # a plan does re-hash it
     assert hashed == {str(hub.root / "cache" / SHARD): len(FILES[SHARD])}
 
 
@@ -188,15 +188,15 @@ def test_an_unlinked_file_whose_blob_is_cached_costs_nothing_to_fetch(world, blo
     prices 0 for it (issue 30); a blob of another size, or none, is priced and fetched as before."""
     import hashlib
 
-    engine, _, hub, profile = world
+    orchestrator, _, hub, profile = world
     (hub.root / "cache" / SHARD).unlink()
     if blob != "none":
         stored = hub.root / "blobs" / hashlib.sha256(FILES[SHARD]).hexdigest()
         stored.parent.mkdir(parents=True, exist_ok=True)
         stored.write_bytes(FILES[SHARD] if blob == "same" else FILES[SHARD][:-1])
-    model = engine.observe(profile).model
+    model = orchestrator.observe(profile).model
     assert model.missing == (SHARD,) and model.in_blobs == ((SHARD,) if blob == "same" else ())
-    step = next(s for s in engine.plan(profile).steps if s.kind == "model")
+    step = next(s for s in orchestrator.plan(profile).steps if s.kind == "model")
     assert step.cost.startswith("0 B to fetch" if blob == "same" else f"{len(FILES[SHARD])} B to fetch")
     fetched = hub.download(step.spec, lambda *_: None)
     assert fetched == (0 if blob == "same" else len(FILES[SHARD]))  # as priced

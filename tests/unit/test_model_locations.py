@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeHub, fake_ports
 
-from kimik3_reconciler.engine import Engine
+from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.model.model_files import manifest_key, manifest_key_before_locations
 from kimik3_reconciler.model.plan import Action
 from kimik3_reconciler.model.profile_source import parse_profile
@@ -40,31 +40,31 @@ def world(tmp_path: Path):
     return ports, tmp_path
 
 
-def model_step(engine: Engine, profile) -> tuple[Action, str]:  # noqa: ANN001
-    step = next(s for s in engine.plan(profile).steps if s.kind == "model")
+def model_step(orchestrator: Orchestrator, profile) -> tuple[Action, str]:  # noqa: ANN001
+    step = next(s for s in orchestrator.plan(profile).steps if s.kind == "model")
     return step.action, step.reason
 
 
-def switch(ports, engines_and_profiles, rounds: int = 3) -> list[tuple[Action, str]]:  # noqa: ANN001
-    """Apply each (engine, profile) in turn, `rounds` times; what each plan said of the model first."""
+def switch(ports, orchestrators_and_profiles, rounds: int = 3) -> list[tuple[Action, str]]:  # noqa: ANN001
+    """Apply each (orchestrator, profile) in turn, `rounds` times; what each plan said of the model first."""
     said = []
     for _ in range(rounds):
-        for engine, profile in engines_and_profiles:
-            said.append(model_step(engine, profile))
-            engine.apply(profile)
+        for orchestrator, profile in orchestrators_and_profiles:
+            said.append(model_step(orchestrator, profile))
+            orchestrator.apply(profile)
     return said
 
 
 def test_two_cache_dirs_of_one_quant_switched_back_and_forth_rehash_nothing(world):
     ports, tmp = world
-    engine = Engine(ports, NullReporter(), checkout(tmp / "repo"), tmp / "repo" / "Dockerfile.llamacpp")
+    orchestrator = Orchestrator(ports, NullReporter(), checkout(tmp / "repo"), tmp / "repo" / "Dockerfile.llamacpp")
     a, b = profile_in(str(tmp / "nvme-a")), profile_in(str(tmp / "nvme-b"))
-    engine.apply(a)
-    engine.apply(b)  # the first visit of each location downloads (and so verifies) there once
+    orchestrator.apply(a)
+    orchestrator.apply(b)  # the first visit of each location downloads (and so verifies) there once
     assert ports.hub.downloads == [tuple(FILES), tuple(FILES)]
     ports.hub.downloads.clear()
     ports.host.hashed.clear()
-    said = switch(ports, [(engine, a), (engine, b)])
+    said = switch(ports, [(orchestrator, a), (orchestrator, b)])
     assert ports.host.hashed == {}, f"re-hashed {sum(ports.host.hashed.values())} bytes: {said}"
     assert ports.hub.downloads == [] and len(said) == 6
     assert all(action is Action.NOOP and reason.startswith("all 2 files verified") for action, reason in said), said
@@ -79,12 +79,12 @@ def test_two_checkouts_of_one_gitops_repo_on_one_state_dir_rehash_nothing(world)
     ports, tmp = world
     first, second = checkout(tmp / "ci-1"), checkout(tmp / "ci-2")
     profile = profile_in("hub-cache")
-    engines = [Engine(ports, NullReporter(), root, root / "Dockerfile.llamacpp") for root in (first, second)]
-    for engine in engines:
-        engine.apply(profile)
+    orchestrators = [Orchestrator(ports, NullReporter(), root, root / "Dockerfile.llamacpp") for root in (first, second)]
+    for orchestrator in orchestrators:
+        orchestrator.apply(profile)
     ports.hub.downloads.clear()
     ports.host.hashed.clear()
-    said = switch(ports, [(engine, profile) for engine in engines])
+    said = switch(ports, [(orchestrator, profile) for orchestrator in orchestrators])
     assert ports.host.hashed == {} and ports.hub.downloads == [], said
 
 
@@ -93,10 +93,10 @@ def test_a_manifest_from_before_locations_still_counts_and_each_location_is_hash
     stats: verified, nothing hashed, nothing to record. B holds copies (another inode): re-hashed once, recorded
     under B; from then on, switching hashes nothing."""
     ports, tmp = world
-    engine = Engine(ports, NullReporter(), checkout(tmp / "repo"), tmp / "repo" / "Dockerfile.llamacpp")
+    orchestrator = Orchestrator(ports, NullReporter(), checkout(tmp / "repo"), tmp / "repo" / "Dockerfile.llamacpp")
     a, b = profile_in(str(tmp / "nvme-a")), profile_in(str(tmp / "nvme-b"))
-    engine.apply(a)
-    engine.apply(b)
+    orchestrator.apply(a)
+    orchestrator.apply(b)
     key_a, key_b = (manifest_key(a.profile, str(tmp / d)) for d in ("nvme-a", "nvme-b"))
     older = {k: v for k, v in ports.state.read(key_a).items() if k != "cache_dir"}
     ports.state.delete(key_a)
@@ -104,13 +104,13 @@ def test_a_manifest_from_before_locations_still_counts_and_each_location_is_hash
     ports.state.write(manifest_key_before_locations(a.profile), older)
     ports.host.hashed.clear()
     ports.hub.downloads.clear()
-    assert model_step(engine, a)[0] is Action.NOOP and ports.host.hashed == {}
-    action, reason = model_step(engine, b)
+    assert model_step(orchestrator, a)[0] is Action.NOOP and ports.host.hashed == {}
+    action, reason = model_step(orchestrator, b)
     assert action is Action.UPDATE and "changed since verified (re-hashed: sha256 matches)" in reason
     assert sum(ports.host.hashed.values()) == sum(len(v) for v in FILES.values())  # B's copies, once
-    engine.apply(b)
+    orchestrator.apply(b)
     ports.host.hashed.clear()
-    said = switch(ports, [(engine, a), (engine, b)])
+    said = switch(ports, [(orchestrator, a), (orchestrator, b)])
     assert ports.host.hashed == {} and ports.hub.downloads == [], said
     assert ports.state.read(key_b)["cache_dir"] == str(tmp / "nvme-b")
 
@@ -118,10 +118,10 @@ def test_a_manifest_from_before_locations_still_counts_and_each_location_is_hash
 def test_another_locations_record_copied_under_this_key_counts_as_absent(world):
     """A record names its cache dir: one copied by hand to another location's key is not that location's."""
     ports, tmp = world
-    engine = Engine(ports, NullReporter(), checkout(tmp / "repo"), tmp / "repo" / "Dockerfile.llamacpp")
+    orchestrator = Orchestrator(ports, NullReporter(), checkout(tmp / "repo"), tmp / "repo" / "Dockerfile.llamacpp")
     a, b = profile_in(str(tmp / "nvme-a")), profile_in(str(tmp / "nvme-b"))
-    engine.apply(a)
+    orchestrator.apply(a)
     ports.state.write(manifest_key(b.profile, str(tmp / "nvme-b")),
                       ports.state.read(manifest_key(a.profile, str(tmp / "nvme-a"))))
-    action, reason = model_step(engine, b)
+    action, reason = model_step(orchestrator, b)
     assert action is Action.CREATE and "2 of 2 files missing" in reason

@@ -114,10 +114,10 @@ def test_a_rollback_said_only_in_comments_or_strings_is_not_the_patch() -> None:
 
 
 def test_the_plan_time_refusal_names_build_patches_with_the_profile_file_and_line(tmp_path: Path) -> None:
-    """Review of issue 14: the refusal was a bare PlanError; the engine now adds file:line of the field."""
+    """Review of issue 14: the refusal was a bare PlanError; the orchestrator now adds file:line of the field."""
     from support.observed import observed
 
-    from kimik3_reconciler.engine import located
+    from kimik3_reconciler.orchestrator import located
     from kimik3_reconciler.planning import plan
 
     profile, inputs = inputs_for(tmp_path, OTHER, "kimi-k3-rs-rollback.patch")

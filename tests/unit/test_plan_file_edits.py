@@ -14,7 +14,7 @@ from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeHub, fake_ports
 
 import kimik3_reconciler.adapters as adapters
 from kimik3_reconciler import cli
-from kimik3_reconciler.engine import Engine
+from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.errors import InputError, StalePlan
 from kimik3_reconciler.model.plan_file import content_digest, read_saved_plan, write_saved_plan
 from kimik3_reconciler.model.profile_source import parse_profile
@@ -29,18 +29,18 @@ def world(tmp_path: Path, monkeypatch):
     (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
     (tmp_path / "profile.yaml").write_text(FAKE_PROFILE)
     ports, docker = fake_ports(FakeHub("org/k3", FAKE_REVISION, FILES, tmp_path / "hub"))
-    engine = Engine(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp")
-    monkeypatch.setattr(adapters, "real_ports", lambda *a, **k: engine.ports)
-    return engine, docker, tmp_path
+    orchestrator = Orchestrator(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp")
+    monkeypatch.setattr(adapters, "real_ports", lambda *a, **k: orchestrator.ports)
+    return orchestrator, docker, tmp_path
 
 
 def _kimik3(work: Path, *args: str):
     return CliRunner().invoke(cli.main, ["--dockerfile", str(work / "Dockerfile.llamacpp"), *args])
 
 
-def _plan_file(engine: Engine, work: Path) -> dict:
+def _plan_file(orchestrator: Orchestrator, work: Path) -> dict:
     source = str(work / "profile.yaml")
-    return json.loads(write_saved_plan(engine.save_plan(parse_profile(FAKE_PROFILE, source), source)[1]))
+    return json.loads(write_saved_plan(orchestrator.save_plan(parse_profile(FAKE_PROFILE, source), source)[1]))
 
 
 def _launch(data: dict) -> dict:
@@ -53,7 +53,7 @@ def _resealed(data: dict) -> dict:
 
 
 def test_a_hand_edited_payload_is_refused_as_edited_naming_the_step_before_the_host_is_read(world) -> None:
-    engine, docker, work = world
+    orchestrator, docker, work = world
     planned = _kimik3(work, "plan", str(work / "profile.yaml"), "-out", str(work / "p.plan"))
     assert planned.exit_code == 0, planned.output
     text = (work / "p.plan").read_text()
@@ -71,8 +71,8 @@ def test_a_hand_edited_payload_is_refused_as_edited_naming_the_step_before_the_h
 
 
 def test_a_plan_reformatted_without_an_edit_still_reads(world) -> None:
-    engine, _, work = world
-    data = _plan_file(engine, work)
+    orchestrator, _, work = world
+    data = _plan_file(orchestrator, work)
     again = json.dumps(data, indent=4, sort_keys=True)  # as `jq --sort-keys .` leaves it
     assert read_saved_plan(again, "p.plan") == read_saved_plan(json.dumps(data), "p.plan")
 
@@ -83,8 +83,8 @@ def test_a_plan_reformatted_without_an_edit_still_reads(world) -> None:
     ("copy", "step 6 (+ container k3-test) (a copy)"), ("remove", "1 step(s) removed"),
 ])
 def test_each_edited_part_is_named(world, edit: str, said: str) -> None:
-    engine, _, work = world
-    data = _plan_file(engine, work)
+    orchestrator, _, work = world
+    data = _plan_file(orchestrator, work)
     steps = data["steps"]
     at = next(i for i, s in enumerate(steps) if s["kind"] == "container")
     if edit == "header":
@@ -110,8 +110,8 @@ def test_a_plan_whose_digests_were_removed_is_edited_and_an_older_one_is_another
 
     from kimik3_reconciler.cli.inputs import check_made_by, kimik3_identity
 
-    engine, _, work = world
-    data = {**_plan_file(engine, work), "kimik3": kimik3_identity()}
+    orchestrator, _, work = world
+    data = {**_plan_file(orchestrator, work), "kimik3": kimik3_identity()}
     check_made_by(read_saved_plan(json.dumps(_resealed(data)), "p.plan"), "p.plan")  # as written: runs
     stripped = read_saved_plan(json.dumps({k: v for k, v in data.items() if k != "content_digest"}), "p.plan")
     with pytest.raises(StalePlan, match="p.plan was edited after kimik3 wrote it \\(its content digests were removed"):
@@ -132,8 +132,8 @@ def test_a_plan_whose_digests_were_removed_is_edited_and_an_older_one_is_another
     (lambda d: d["profile"].update(text=None), "profile.text: a string expected, found null"),
 ], ids=["argv-as-string", "mount-fields", "unknown-action", "profile-text"])
 def test_a_wrong_shaped_part_is_named_by_its_place_not_dumped_by_pydantic(world, edit, said: str) -> None:
-    engine, _, work = world
-    data = _plan_file(engine, work)
+    orchestrator, _, work = world
+    data = _plan_file(orchestrator, work)
     edit(data)
     with pytest.raises(InputError) as refused:  # the digests rewritten: only the shape is wrong
         read_saved_plan(json.dumps(_resealed(data)), "p.plan")
@@ -147,8 +147,8 @@ def test_a_wrong_shaped_part_is_named_by_its_place_not_dumped_by_pydantic(world,
 
 
 def test_a_wrong_shaped_plan_through_the_command_is_one_line_exit_2(world) -> None:
-    engine, docker, work = world
-    data = _plan_file(engine, work)
+    orchestrator, docker, work = world
+    data = _plan_file(orchestrator, work)
     _launch(data).update(command=7)
     (work / "p.plan").write_text(json.dumps(_resealed(data)))
     applied = _kimik3(work, "apply", str(work / "p.plan"))

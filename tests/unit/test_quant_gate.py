@@ -18,8 +18,8 @@ REV = "ab" * 20
 
 
 def fake_world(tmp_path: Path, quants: tuple[str, ...]):
-    """An engine on fakes whose hub holds `quants` of org/k3 (2 shards each)."""
-    from kimik3_reconciler.engine import Engine
+    """An orchestrator on fakes whose hub holds `quants` of org/k3 (2 shards each)."""
+    from kimik3_reconciler.orchestrator import Orchestrator
     from kimik3_reconciler.steps.report import NullReporter
     from support.fakes import FakeHub, fake_ports
 
@@ -27,7 +27,7 @@ def fake_world(tmp_path: Path, quants: tuple[str, ...]):
     (tmp_path / "src.tar.gz").write_bytes(b"source")
     (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
     ports, docker = fake_ports(FakeHub("org/k3", REV, files, tmp_path / "hub"))
-    return Engine(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp"), docker
+    return Orchestrator(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp"), docker
 
 
 def gated(quant: str, build: str, gpus: str, serve: str = ""):
@@ -78,22 +78,22 @@ def test_seed_figures_against_the_defaults() -> None:
 def test_the_gate_step_on_fakes_inserted_skipped_recorded_and_refusing(tmp_path) -> None:
     from kimik3_reconciler.errors import GateFailed, PlanError
 
-    engine, docker = fake_world(tmp_path, ("UD-Q2_K_XL", "UD-IQ2_M", "UD-Q2_K_XL-REAP770"))
+    orchestrator, docker = fake_world(tmp_path, ("UD-Q2_K_XL", "UD-IQ2_M", "UD-Q2_K_XL-REAP770"))
 
     def profile(quant: str):
         return gated(quant, "variant: cpu, cpu_features: []", "none")
 
-    vetted = engine.plan(profile("UD-Q2_K_XL-REAP770"))
+    vetted = orchestrator.plan(profile("UD-Q2_K_XL-REAP770"))
     assert [s.action.name for s in vetted.steps if s.kind == "gate"] == ["NOOP"]
     assert not [s for s in vetted.steps if s.kind == "reference"]  # nothing to compare: no reference fetched
     docker.perplexity_outputs["UD-IQ2_M"] = (FIXTURES / "kld-other-weights.out").read_text()
-    kinds = [s.kind for s in engine.plan(profile("UD-IQ2_M")).changes]
+    kinds = [s.kind for s in orchestrator.plan(profile("UD-IQ2_M")).changes]
     assert kinds[:3] == ["model", "reference", "image"] and kinds.index("gate") < kinds.index("container")
     with pytest.raises(GateFailed, match="top-token agreement 0.0% < 80%"):
-        engine.apply(profile("UD-IQ2_M"))
+        orchestrator.apply(profile("UD-IQ2_M"))
     assert "run k3-test" not in docker.calls  # never launched
     with pytest.raises(PlanError, match="failed its quant gate on this image"):
-        engine.plan(profile("UD-IQ2_M"))
+        orchestrator.plan(profile("UD-IQ2_M"))
 
 
 def test_a_vetted_quant_shows_its_catalog_results_instead_of_a_gate() -> None:
@@ -120,21 +120,21 @@ def test_on_gpus_the_serving_container_stops_before_the_gate_and_a_failure_start
 
     from kimik3_reconciler.errors import GateFailed
 
-    engine, docker = fake_world(tmp_path, ("UD-Q2_K_XL", "UD-IQ2_M"))
-    engine.ports.host.nvml_dump = _json.loads((FIXTURES.parent / "h200" / "nvml.json").read_text())
+    orchestrator, docker = fake_world(tmp_path, ("UD-Q2_K_XL", "UD-IQ2_M"))
+    orchestrator.ports.host.nvml_dump = _json.loads((FIXTURES.parent / "h200" / "nvml.json").read_text())
     monkeypatch.setattr(docker, "info", lambda: {"Runtimes": {"nvidia": {}}})
 
     def profile(quant: str):
         return gated(quant, 'cuda_architectures: ["90"]', "[0]")
 
-    engine.apply_or_revert(profile("UD-Q2_K_XL"))  # serving, recorded as the last good profile
-    plan = engine.plan(profile("UD-IQ2_M"))
+    orchestrator.apply_or_revert(profile("UD-Q2_K_XL"))  # serving, recorded as the last good profile
+    plan = orchestrator.plan(profile("UD-IQ2_M"))
     kinds = [s.kind for s in plan.changes]
     assert kinds.index("stop") < kinds.index("gate") < kinds.index("container")
     assert "downtime from now until the new container is healthy" in next(s for s in plan.changes if s.kind == "stop").cost
     docker.perplexity_outputs["UD-IQ2_M"] = (FIXTURES / "kld-other-weights.out").read_text()
     with pytest.raises(GateFailed, match="reverted to the last good profile"):
-        engine.apply_or_revert(profile("UD-IQ2_M"))
+        orchestrator.apply_or_revert(profile("UD-IQ2_M"))
     assert docker.calls.index("stop k3-test") < docker.calls.index("oneshot kimik3-gate-candidate")
     assert docker.containers["k3-test"]["State"]["Status"] == "running"  # started again by the revert
 
@@ -142,19 +142,19 @@ def test_on_gpus_the_serving_container_stops_before_the_gate_and_a_failure_start
 def test_llama_perplexity_gets_the_servers_owned_flags_from_the_same_function(tmp_path) -> None:
     """Seed 000: --numa distribute, f16 K/V, threads = physical cores and --load-mode none are requirements
     of any process loading the real quant; without them the gate's load is the 20-minute stall."""
+    from kimik3_reconciler.engines.llamacpp.launch import owned_flags, placement_flags
     from kimik3_reconciler.errors import GateFailed
-    from kimik3_reconciler.planning.launch import placement_args, runtime_flags
 
-    engine, docker = fake_world(tmp_path, ("UD-Q2_K_XL", "UD-IQ2_M"))
-    engine.ports.host.cores = 12
+    orchestrator, docker = fake_world(tmp_path, ("UD-Q2_K_XL", "UD-IQ2_M"))
+    orchestrator.ports.host.cores = 12
     docker.perplexity_outputs["UD-IQ2_M"] = (FIXTURES / "kld-other-weights.out").read_text()
     profile = gated("UD-IQ2_M", "variant: cpu, cpu_features: []", "none", "n_cpu_moe: 3, fit_target: 2048")
     with pytest.raises(GateFailed):
-        engine.apply(profile)
+        orchestrator.apply(profile)
     reference, candidate = docker.one_shots
     owned = ("--numa", "distribute", "--cache-type-k", "f16", "--cache-type-v", "f16", "--load-mode", "none",
              "--threads", "12", "--threads-batch", "12")
-    assert runtime_flags(12) == owned
+    assert owned_flags(12) == owned
     assert reference.entrypoint == candidate.entrypoint == ("/app/llama-perplexity",)
     # The reference is another quant: --fit with the profile's margins; the candidate: the served split.
     assert reference.command == ("-m", reference.command[1], "-f", "/text/gate_text.txt", "--chunks", "8",
@@ -162,23 +162,25 @@ def test_llama_perplexity_gets_the_servers_owned_flags_from_the_same_function(tm
                                  *owned, "--fit", "on", "--fit-target", "2048")
     assert candidate.command == ("-m", candidate.command[1], "--kl-divergence-base", candidate.command[3],
                                  "--kl-divergence", "-c", "512", *owned, "--fit", "off", "-ngl", "999", "--n-cpu-moe", "3")
-    assert placement_args(profile.profile.serve) == candidate.command[-6:]
+    assert placement_flags(profile.profile.serve) == candidate.command[-6:]
 
 
 def test_the_server_and_the_gate_render_the_owned_flags_alike() -> None:
-    """Both come from planning/launch.py's runtime_flags: the server's argv holds the very same stretch."""
+    """Both come from the engine's owned_flags (engines/llamacpp/launch.py): the server's argv holds the very same
+    stretch."""
     from support.observed import observed
 
     from kimik3_reconciler.model.facts import HostFacts
     from kimik3_reconciler.planning import render_desired
-    from kimik3_reconciler.planning.launch import runtime_flags
+    from kimik3_reconciler.engines.llamacpp.launch import owned_flags
     from kimik3_reconciler.planning.quant_gate import gate_flags
 
     profile = gated("UD-IQ2_M", 'cuda_architectures: ["90"]', "[0]").profile
     facts = observed(profile, host=HostFacts(physical_cores=48))
     argv = render_desired(profile, facts).launch.spec.command
-    owned = runtime_flags(48)
+    owned = owned_flags(48)
     start = argv.index("--numa")
     assert argv[start:start + len(owned)] == owned
-    launch = render_desired(profile, facts).launch.input
-    assert gate_flags(launch.serve, launch.threads, candidate=True) == (*owned, *argv[argv.index("--fit"):][:4])
+    desired = render_desired(profile, facts)
+    launch = desired.launch.input
+    assert gate_flags(desired.engine, launch.serve, launch.threads, candidate=True) == (*owned, *argv[argv.index("--fit"):][:4])

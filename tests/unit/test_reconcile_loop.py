@@ -16,7 +16,7 @@ from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeHub, fake_ports
 
 from kimik3_reconciler.adapters.host_lock import StateDirLock
 from kimik3_reconciler.cli import load
-from kimik3_reconciler.engine import Engine
+from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.locking import new_holder
 from kimik3_reconciler.reconcile import ReconcileLoop, run_until_stopped
 from kimik3_reconciler.steps.report import NullReporter
@@ -38,8 +38,8 @@ class World:
         self.profile = tmp_path / "profile.yaml"
         self.profile.write_text(FAKE_PROFILE)
         self.lines: list[dict] = []
-        engine = Engine(self.ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp")
-        self.loop = ReconcileLoop(str(self.profile), engine, load, self.lines.append, INTERVAL, verify_server=False)
+        orchestrator = Orchestrator(self.ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp")
+        self.loop = ReconcileLoop(str(self.profile), orchestrator, load, self.lines.append, INTERVAL, verify_server=False)
 
     def mutations(self) -> list[str]:
         return list(self.docker.calls)
@@ -173,8 +173,8 @@ def second_loop(world: World) -> tuple[ReconcileLoop, list[dict]]:
     other = world.profile.parent / "b.yaml"
     other.write_text(FAKE_PROFILE.replace("name: k3-test", "name: k3-b"))
     lines: list[dict] = []
-    engine = Engine(world.ports, NullReporter(), world.profile.parent, world.profile.parent / "Dockerfile.llamacpp")
-    return ReconcileLoop(str(other), engine, load, lines.append, INTERVAL, verify_server=False), lines
+    orchestrator = Orchestrator(world.ports, NullReporter(), world.profile.parent, world.profile.parent / "Dockerfile.llamacpp")
+    return ReconcileLoop(str(other), orchestrator, load, lines.append, INTERVAL, verify_server=False), lines
 
 
 def test_a_loop_refuses_to_stop_a_container_another_loop_keeps_running(world: World) -> None:

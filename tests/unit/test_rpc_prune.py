@@ -120,7 +120,7 @@ def test_an_apply_records_its_workers_and_the_next_one_without_them_removes_them
     """End to end on fakes: converge with a worker, then drop the rpc section: its rpc-server goes, the record too."""
     from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeHub, fake_ports
 
-    from kimik3_reconciler.engine import Engine
+    from kimik3_reconciler.orchestrator import Orchestrator
 
     class WorkerDocker(FakeDocker):
         def info(self) -> dict[str, object]:
@@ -137,12 +137,12 @@ def test_an_apply_records_its_workers_and_the_next_one_without_them_removes_them
     worker = WorkerDocker()
     ports.worker_docker = lambda host: worker
     ports.host.tcp_connect = lambda address, port, timeout_s=2.0: True
-    engine = Engine(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp")
+    orchestrator = Orchestrator(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp")
     with_rpc = FAKE_PROFILE + "rpc: {workers: [{name: w1, docker: 'ssh://k3@10.0.0.2', bind: 10.0.0.2}]}\n"
-    engine.apply_or_revert(parse_profile(with_rpc, "test.yaml"))
+    orchestrator.apply_or_revert(parse_profile(with_rpc, "test.yaml"))
     assert "k3-test-rpc-w1" in worker.containers
     assert [e["container"] for e in ports.state.read(rpc_workers_key("k3-test"))["workers"]] == ["k3-test-rpc-w1"]
-    result = engine.apply_or_revert(parse_profile(FAKE_PROFILE, "test.yaml"))
+    result = orchestrator.apply_or_revert(parse_profile(FAKE_PROFILE, "test.yaml"))
     assert ("worker", Action.DELETE) in [(s.kind, s.action) for s in result.executed]
     assert "k3-test-rpc-w1" not in worker.containers and ports.state.read(rpc_workers_key("k3-test")) is None
     assert result.final.converged

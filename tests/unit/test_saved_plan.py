@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeHub, fake_ports
 
-from kimik3_reconciler.engine import Engine
+from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.errors import StalePlan
 from kimik3_reconciler.model.plan import Action
 from kimik3_reconciler.model.plan_file import content_digest, read_saved_plan, write_saved_plan
@@ -23,44 +23,44 @@ def world(tmp_path: Path):
     (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
     (tmp_path / "profile.yaml").write_text(FAKE_PROFILE)
     ports, docker = fake_ports(FakeHub("org/k3", FAKE_REVISION, FILES, tmp_path / "hub"))
-    return Engine(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp"), docker, tmp_path
+    return Orchestrator(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp"), docker, tmp_path
 
 
-def save(engine: Engine, work: Path):
+def save(orchestrator: Orchestrator, work: Path):
     """As the CLI does: plan, write the file, read it back (what apply gets is what the file holds)."""
     source = str(work / "profile.yaml")
-    _, saved = engine.save_plan(parse_profile(FAKE_PROFILE, source), source)
+    _, saved = orchestrator.save_plan(parse_profile(FAKE_PROFILE, source), source)
     return read_saved_plan(write_saved_plan(saved), "plan.json")
 
 
-def apply_saved(engine: Engine, saved):
+def apply_saved(orchestrator: Orchestrator, saved):
     loaded = parse_profile(saved.profile_text, saved.profile_source)
-    return engine.apply_saved(loaded, saved, Path(saved.profile_source).read_text())
+    return orchestrator.apply_saved(loaded, saved, Path(saved.profile_source).read_text())
 
 
 def test_a_saved_plan_runs_exactly_its_steps_and_converges(world):
-    engine, docker, work = world
-    saved = save(engine, work)
+    orchestrator, docker, work = world
+    saved = save(orchestrator, work)
     assert [(s.kind, s.action) for s in saved.changes] == [
         ("model", Action.CREATE), ("image", Action.CREATE), ("preread", Action.READ), ("container", Action.CREATE),
         ("health", Action.READ)]
     assert saved.changes[1].spec.preread is not None  # the build's pre-read went through the file
-    result = apply_saved(engine, saved)
+    result = apply_saved(orchestrator, saved)
     assert [s.spec for s in result.executed] == [s.spec for s in saved.changes]
     assert result.final.converged and docker.containers["k3-test"]["State"]["Status"] == "running"
-    again = save(engine, work)  # converged: a saved plan with nothing to do applies as a no-op
-    assert apply_saved(engine, again).executed == []
+    again = save(orchestrator, work)  # converged: a saved plan with nothing to do applies as a no-op
+    assert apply_saved(orchestrator, again).executed == []
 
 
 def test_a_removed_container_makes_the_plan_stale_naming_it_and_nothing_runs(world):
-    engine, docker, work = world
-    apply_saved(engine, save(engine, work))
+    orchestrator, docker, work = world
+    apply_saved(orchestrator, save(orchestrator, work))
     docker.containers["k3-test"]["State"]["Status"] = "exited"  # stopped by hand: the plan would start it
-    saved = save(engine, work)
+    saved = save(orchestrator, work)
     del docker.containers["k3-test"]
     calls = list(docker.calls)
     with pytest.raises(StalePlan) as stale:
-        apply_saved(engine, saved)
+        apply_saved(orchestrator, saved)
     assert stale.value.exit_code == 7 and docker.calls == calls
     moved = "\n".join(stale.value.moved)
     assert "container k3-test: exited " in moved and "→ (none)" in moved
@@ -70,113 +70,113 @@ def test_a_removed_container_makes_the_plan_stale_naming_it_and_nothing_runs(wor
 
 
 def test_an_edited_profile_makes_the_plan_stale_naming_the_field(world):
-    engine, docker, work = world
-    saved = save(engine, work)
+    orchestrator, docker, work = world
+    saved = save(orchestrator, work)
     (work / "profile.yaml").write_text(FAKE_PROFILE.replace("port: 18999", "port: 19000"))
     with pytest.raises(StalePlan) as stale:
-        apply_saved(engine, saved)
+        apply_saved(orchestrator, saved)
     assert stale.value.moved == (f"profile {work / 'profile.yaml'}: serve.port: 18999 → 19000",)
     assert docker.calls == []
     (work / "profile.yaml").write_text(FAKE_PROFILE + "# a comment\n")
     with pytest.raises(StalePlan, match="edited \\(comments or layout only\\)"):
-        apply_saved(engine, saved)
+        apply_saved(orchestrator, saved)
     (work / "profile.yaml").unlink()
     with pytest.raises(StalePlan, match="no longer readable"):
-        engine.apply_saved(parse_profile(saved.profile_text, saved.profile_source), saved, None)
+        orchestrator.apply_saved(parse_profile(saved.profile_text, saved.profile_source), saved, None)
 
 
 def test_a_model_fetched_since_makes_the_plan_stale(world):
-    engine, _, work = world
-    saved = save(engine, work)
-    engine.apply(parse_profile(FAKE_PROFILE, str(work / "profile.yaml")))  # someone else converged meanwhile
+    orchestrator, _, work = world
+    saved = save(orchestrator, work)
+    orchestrator.apply(parse_profile(FAKE_PROFILE, str(work / "profile.yaml")))  # someone else converged meanwhile
     with pytest.raises(StalePlan) as stale:
-        apply_saved(engine, saved)
+        apply_saved(orchestrator, saved)
     moved = "\n".join(stale.value.moved)
     assert "model.missing: UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00001.gguf → none" in moved
     assert "container k3-test: (none) → running" in moved
 
 
 def test_another_profile_coming_and_going_on_a_shared_host_does_not_make_it_stale(world):
-    engine, docker, work = world
-    apply_saved(engine, save(engine, work))
+    orchestrator, docker, work = world
+    apply_saved(orchestrator, save(orchestrator, work))
     docker.containers["k3-test"]["State"]["Status"] = "exited"
-    saved = save(engine, work)
+    saved = save(orchestrator, work)
     other = FAKE_PROFILE.replace("name: k3-test", "name: k3-other").replace("port: 18999", "port: 19001")
-    engine.apply(parse_profile(other, "other.yaml"))  # another team's deployment: other port, no GPUs
-    result = apply_saved(engine, saved)
+    orchestrator.apply(parse_profile(other, "other.yaml"))  # another team's deployment: other port, no GPUs
+    result = apply_saved(orchestrator, saved)
     assert [s.kind for s in result.executed] == ["container", "health"]
 
 
 def test_the_plan_file_holds_no_secret(world):
-    engine, _, work = world
+    orchestrator, _, work = world
     (work / "api.key").write_text("sk-very-secret-key-123\n")
     text = FAKE_PROFILE.replace("parallel: 2}", "parallel: 2, api_key_file: api.key}")
     (work / "profile.yaml").write_text(text)
     source = str(work / "profile.yaml")
-    _, saved = engine.save_plan(parse_profile(text, source), source)
+    _, saved = orchestrator.save_plan(parse_profile(text, source), source)
     written = write_saved_plan(saved)
     assert "sk-very-secret-key-123" not in written and str(work / "api.key") in written
 
 
 def test_health_is_not_a_decision_a_load_in_progress_is_waited_for_either_way(world):
-    engine, docker, work = world
-    apply_saved(engine, save(engine, work))
-    http = engine.ports.http
+    orchestrator, docker, work = world
+    apply_saved(orchestrator, save(orchestrator, work))
+    http = orchestrator.ports.http
     http.loading_polls = 1  # the plan is made while the model loads: it holds a health wait
-    saved = save(engine, work)
+    saved = save(orchestrator, work)
     assert [s.kind for s in saved.changes] == ["health"]
-    assert [s.kind for s in apply_saved(engine, saved).executed] == ["health"]  # healthy by now: not stale
-    saved = save(engine, work)  # made when healthy: nothing to do ...
+    assert [s.kind for s in apply_saved(orchestrator, saved).executed] == ["health"]  # healthy by now: not stale
+    saved = save(orchestrator, work)  # made when healthy: nothing to do ...
     http.loading_polls = 2  # ... but the server is loading again when it is applied: apply waits, as apply does
-    result = apply_saved(engine, saved)
+    result = apply_saved(orchestrator, saved)
     assert [s.kind for s in result.executed] == ["health"] and result.final.converged
 
 
 def test_the_preread_is_not_a_decision_memory_that_moved_does_not_make_a_plan_stale(world):
     """A knob change saved with a pre-read (RAM was free) still applies when MemAvailable has dropped since:
     the pre-read only speeds the load up, and RAM moves on its own (planning/basis.py)."""
-    engine, docker, work = world
-    apply_saved(engine, save(engine, work))
+    orchestrator, docker, work = world
+    apply_saved(orchestrator, save(orchestrator, work))
     text, source = FAKE_PROFILE.replace("parallel: 2", "parallel: 3"), str(work / "profile.yaml")
     (work / "profile.yaml").write_text(text)
-    saved = read_saved_plan(write_saved_plan(engine.save_plan(parse_profile(text, source), source)[1]), "plan.json")
+    saved = read_saved_plan(write_saved_plan(orchestrator.save_plan(parse_profile(text, source), source)[1]), "plan.json")
     assert [s.kind for s in saved.changes] == ["preread", "container", "health"]
-    engine.ports.host.meminfo = lambda: "MemTotal:       24683584 kB\nMemAvailable:     102400 kB\n"
-    now = engine.plan(parse_profile(text, source))
+    orchestrator.ports.host.meminfo = lambda: "MemTotal:       24683584 kB\nMemAvailable:     102400 kB\n"
+    now = orchestrator.plan(parse_profile(text, source))
     assert [s.action for s in now.steps if s.kind == "preread"] == [Action.NOOP]  # it would not pre-read now
-    result = apply_saved(engine, saved)
+    result = apply_saved(orchestrator, saved)
     assert [s.kind for s in result.executed] == ["preread", "container", "health"] and result.final.converged
 
 
 def test_a_build_saved_with_its_preread_still_applies_when_memory_dropped(world):
     """The image build's pre-read (issue 15) is not a decision either: saved while RAM was free, the plan still
     applies after MemAvailable dropped, and the build reads the model as saved."""
-    engine, docker, work = world
-    saved = save(engine, work)
+    orchestrator, docker, work = world
+    saved = save(orchestrator, work)
     assert saved.changes[1].kind == "image" and saved.changes[1].spec.preread is not None
-    engine.ports.host.meminfo = lambda: "MemTotal:       24683584 kB\nMemAvailable:     102400 kB\n"
-    now = engine.plan(parse_profile(FAKE_PROFILE, str(work / "profile.yaml")))
+    orchestrator.ports.host.meminfo = lambda: "MemTotal:       24683584 kB\nMemAvailable:     102400 kB\n"
+    now = orchestrator.plan(parse_profile(FAKE_PROFILE, str(work / "profile.yaml")))
     image = next(s for s in now.steps if s.kind == "image")
     assert image.spec.preread is None  # it would not pre-read during the build now
-    result = apply_saved(engine, saved)
+    result = apply_saved(orchestrator, saved)
     assert [s.spec for s in result.executed] == [s.spec for s in saved.changes] and result.final.converged
-    assert len(engine.ports.host.preread_calls) == 1 and docker.builds[0].preread is None
+    assert len(orchestrator.ports.host.preread_calls) == 1 and docker.builds[0].preread is None
 
 
 def test_a_saved_plan_with_an_owed_verify_runs_it_through_the_verifier(world):
     """A launch an interrupted apply left unverified: the saved plan holds `<= verify`, and apply PLAN runs it."""
-    engine, _, work = world
-    engine.ports.verifier = lambda: None  # an apply that meant to verify, and died before it could
-    apply_saved(engine, save(engine, work))
-    engine.ports.verifier = None
-    saved = save(engine, work)
+    orchestrator, _, work = world
+    orchestrator.ports.verifier = lambda: None  # an apply that meant to verify, and died before it could
+    apply_saved(orchestrator, save(orchestrator, work))
+    orchestrator.ports.verifier = None
+    saved = save(orchestrator, work)
     assert [(s.kind, s.action) for s in saved.changes] == [("verify", Action.READ)]
     checks: list[str] = []
     loaded = parse_profile(saved.profile_text, saved.profile_source)
-    result = engine.apply_or_revert(loaded, lambda: checks.append("verify"),
-                                    run=lambda: engine.apply_saved(loaded, saved, FAKE_PROFILE))
+    result = orchestrator.apply_or_revert(loaded, lambda: checks.append("verify"),
+                                    run=lambda check: orchestrator.apply_saved(loaded, saved, FAKE_PROFILE, check))
     assert checks == ["verify"] and [s.kind for s in result.executed] == ["verify"]
-    assert engine.plan(loaded).converged
+    assert orchestrator.plan(loaded).converged
 
 
 class EditingHolder:
@@ -208,15 +208,15 @@ def test_apply_plan_reads_the_profile_after_waiting_for_the_lock(world, monkeypa
     import kimik3_reconciler.adapters as adapters
     from kimik3_reconciler import cli
 
-    engine, docker, work = world
-    monkeypatch.setattr(adapters, "real_ports", lambda *a, **k: engine.ports)
+    orchestrator, docker, work = world
+    monkeypatch.setattr(adapters, "real_ports", lambda *a, **k: orchestrator.ports)
     base = ["--dockerfile", str(work / "Dockerfile.llamacpp")]
     planned = CliRunner().invoke(cli.main, [*base, "plan", str(work / "profile.yaml"), "-out", str(work / "p.plan")])
     assert planned.exit_code == 0, planned.output
-    engine.ports.lock = EditingHolder(work / "profile.yaml")
+    orchestrator.ports.lock = EditingHolder(work / "profile.yaml")
     applied = CliRunner().invoke(cli.main, [*base, "apply", "--lock-timeout", "1m", str(work / "p.plan")])
     assert applied.exit_code == 7, applied.output  # StalePlan: the holder's edit is seen
-    assert "serve.ubatch" in applied.output and engine.ports.lock.tries == 2
+    assert "serve.ubatch" in applied.output and orchestrator.ports.lock.tries == 2
     assert docker.containers == {}  # nothing ran
 
 
@@ -226,8 +226,8 @@ def test_a_plan_file_with_fields_of_the_wrong_type_is_refused_as_input(world, br
 
     from kimik3_reconciler.errors import InputError
 
-    engine, _, work = world
-    data = json.loads(write_saved_plan(save(engine, work)))
+    orchestrator, _, work = world
+    data = json.loads(write_saved_plan(save(orchestrator, work)))
     if breakage == "basis-list":
         data["observed"]["basis"] = ["container k3"]
     elif breakage == "observed-list":
@@ -256,53 +256,53 @@ def with_worker(world):
         def exec_output(self, name: str, argv: list[str]) -> str:
             return ""
 
-    engine, docker, work = world
+    orchestrator, docker, work = world
     worker = WorkerDocker()
-    engine.ports.worker_docker = lambda host: worker
-    engine.ports.host.tcp_connect = lambda address, port, timeout_s=2.0: True
+    orchestrator.ports.worker_docker = lambda host: worker
+    orchestrator.ports.host.tcp_connect = lambda address, port, timeout_s=2.0: True
     (work / "profile.yaml").write_text(WITH_WORKER)
-    engine.apply_or_revert(parse_profile(WITH_WORKER, str(work / "profile.yaml")))
+    orchestrator.apply_or_revert(parse_profile(WITH_WORKER, str(work / "profile.yaml")))
     assert worker.containers["k3-test-rpc-w1"]["State"]["Status"] == "running"
-    return engine, worker, work
+    return orchestrator, worker, work
 
 
-def save_text(engine: Engine, work: Path, text: str):
+def save_text(orchestrator: Orchestrator, work: Path, text: str):
     (work / "profile.yaml").write_text(text)
     source = str(work / "profile.yaml")
-    _, saved = engine.save_plan(parse_profile(text, source), source)
+    _, saved = orchestrator.save_plan(parse_profile(text, source), source)
     return read_saved_plan(write_saved_plan(saved), "plan.json")
 
 
 def test_a_worker_removed_since_the_plan_makes_it_stale_naming_the_worker(with_worker):
-    engine, worker, work = with_worker
-    saved = save_text(engine, work, WITH_WORKER)  # converged: nothing to do, on these facts
+    orchestrator, worker, work = with_worker
+    saved = save_text(orchestrator, work, WITH_WORKER)  # converged: nothing to do, on these facts
     del worker.containers["k3-test-rpc-w1"]
     calls = list(worker.calls)
     with pytest.raises(StalePlan) as stale:
-        apply_saved(engine, saved)
+        apply_saved(orchestrator, saved)
     moved = "\n".join(stale.value.moved)
     assert "worker w1: rpc-server running " in moved and "→ no rpc-server" in moved
     assert worker.calls == calls  # nothing ran on the worker
 
 
 def test_a_worker_relaunched_since_the_plan_makes_it_stale_even_where_the_steps_read_alike(with_worker):
-    engine, worker, work = with_worker
-    saved = save_text(engine, work, WITH_WORKER)
+    orchestrator, worker, work = with_worker
+    saved = save_text(orchestrator, work, WITH_WORKER)
     container = worker.containers["k3-test-rpc-w1"]
     container["Id"], container["State"]["StartedAt"] = "f" * 64, "2030-01-01T00:00:00.000000000Z"
     with pytest.raises(StalePlan) as stale:
-        apply_saved(engine, saved)
+        apply_saved(orchestrator, saved)
     (line,) = [m for m in stale.value.moved if m.startswith("worker w1:")]
     assert "rpc-server running ffffffffffff since 2030-01-01" in line
 
 
 def test_a_dropped_worker_that_moved_since_the_plan_makes_it_stale_naming_it(with_worker):
-    engine, worker, work = with_worker
-    saved = save_text(engine, work, FAKE_PROFILE)  # the rpc section dropped: the plan removes w1's rpc-server
+    orchestrator, worker, work = with_worker
+    saved = save_text(orchestrator, work, FAKE_PROFILE)  # the rpc section dropped: the plan removes w1's rpc-server
     assert ("worker", Action.DELETE) in [(s.kind, s.action) for s in saved.changes]
     del worker.containers["k3-test-rpc-w1"]  # removed by hand meanwhile
     with pytest.raises(StalePlan) as stale:
-        apply_saved(engine, saved)
+        apply_saved(orchestrator, saved)
     assert any(m.startswith("dropped worker w1 (ssh://k3@10.0.0.2): rpc-server running ") and
                m.endswith("→ no rpc-server") for m in stale.value.moved), stale.value.moved
 
@@ -331,38 +331,38 @@ def _spec_of(steps: list[dict], kind: str) -> dict:
 def test_a_hand_edited_health_wait_makes_the_plan_stale_and_nothing_runs(world, field, value):
     """Health waits are not decisions (they are left out of the step comparison), but their payload acts: a failed
     load stops `container` and `unit`. Found by the held-back review: an edited wait ran unchecked."""
-    engine, docker, work = world
-    saved = _edited(save(engine, work), lambda steps: _spec_of(steps, "health").update({field: value}))
+    orchestrator, docker, work = world
+    saved = _edited(save(orchestrator, work), lambda steps: _spec_of(steps, "health").update({field: value}))
     with pytest.raises(StalePlan, match=r"step <= health .*: its health wait differs from the one planned now"):
-        apply_saved(engine, saved)
+        apply_saved(orchestrator, saved)
     assert "k3-test" not in docker.containers and docker.builds == []
 
 
 def test_a_hand_edited_timeout_still_applies(world):
     """The timeout follows the measured load rate (it moves on its own): not an edit to refuse."""
-    engine, docker, work = world
-    saved = _edited(save(engine, work), lambda steps: _spec_of(steps, "health").update({"timeout_s": 999.0}))
-    assert apply_saved(engine, saved).final.converged
+    orchestrator, docker, work = world
+    saved = _edited(save(orchestrator, work), lambda steps: _spec_of(steps, "health").update({"timeout_s": 999.0}))
+    assert apply_saved(orchestrator, saved).final.converged
 
 
 @pytest.mark.parametrize("kind", ["preread", "image"])
 def test_a_hand_edited_preread_makes_the_plan_stale(world, kind):
-    engine, docker, work = world
+    orchestrator, docker, work = world
 
     def edit(steps: list[dict]) -> None:
         spec = _spec_of(steps, kind)
         (spec["preread"] if kind == "image" else spec)["files"] = ["/etc/shadow"]
 
-    saved = save(engine, work)
+    saved = save(orchestrator, work)
     if kind == "preread":  # a pre-read step of its own comes with a swap: make one
-        apply_saved(engine, saved)
+        apply_saved(orchestrator, saved)
         text, source = FAKE_PROFILE.replace("parallel: 2", "parallel: 3"), str(work / "profile.yaml")
         (work / "profile.yaml").write_text(text)
-        saved = read_saved_plan(write_saved_plan(engine.save_plan(parse_profile(text, source), source)[1]), "p.json")
-    reads = list(engine.ports.host.preread_calls)
+        saved = read_saved_plan(write_saved_plan(orchestrator.save_plan(parse_profile(text, source), source)[1]), "p.json")
+    reads = list(orchestrator.ports.host.preread_calls)
     with pytest.raises(StalePlan, match=rf"step \S+ {kind} .*: its pre-read differs from the model's files now"):
-        apply_saved(engine, _edited(saved, edit))
-    assert engine.ports.host.preread_calls == reads
+        apply_saved(orchestrator, _edited(saved, edit))
+    assert orchestrator.ports.host.preread_calls == reads
 
 
 @pytest.mark.parametrize("made_by", ["", "0.1.0 (code 0000000000000000)"], ids=["older", "other-code"])
@@ -373,8 +373,8 @@ def test_a_plan_made_by_another_kimik3_is_stale_before_anything_is_observed(worl
 
     from kimik3_reconciler.cli.inputs import check_made_by, kimik3_identity
 
-    engine, docker, work = world
-    saved = save(engine, work)
+    orchestrator, docker, work = world
+    saved = save(orchestrator, work)
     check_made_by(dataclasses.replace(saved, made_by=kimik3_identity()), "plan.json")  # this kimik3's: runs
     back = read_saved_plan(write_saved_plan(dataclasses.replace(saved, made_by=made_by)), "plan.json")
     with pytest.raises(StalePlan, match=r"^the saved plan plan.json \(made .*\) was made by (kimik3 0\.1\.0 \(code 0+\)"
@@ -389,9 +389,9 @@ def test_what_makes_a_kimik3_is_what_it_ships_not_stray_files_beside_it(tmp_path
     stale (exit 7): the identity hashes the code and the package data only."""
     from kimik3_reconciler.cli.inputs import _is_shipped
 
-    for name, shipped in [("engine.py", True), ("patches/x.patch", True), ("gate_text.txt", True),
-                          ("Dockerfile.llamacpp", True), (".engine.py.swp", False), ("engine.py.orig", False),
-                          ("patches/x.patch.rej", False), ("__pycache__/engine.cpython-311.py", False)]:
+    for name, shipped in [("orchestrator.py", True), ("patches/x.patch", True), ("gate_text.txt", True),
+                          ("Dockerfile.llamacpp", True), (".orchestrator.py.swp", False), ("orchestrator.py.orig", False),
+                          ("patches/x.patch.rej", False), ("__pycache__/orchestrator.cpython-311.py", False)]:
         path = tmp_path / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("x")
@@ -402,7 +402,7 @@ def test_what_makes_a_kimik3_is_what_it_ships_not_stray_files_beside_it(tmp_path
 def test_a_step_listed_twice_or_moved_makes_the_plan_stale(world, edit):
     """The per-step comparison is by (kind, target, action): a copied step or a launch moved before its download
     read alike there, and would have run twice or out of order."""
-    engine, docker, work = world
+    orchestrator, docker, work = world
 
     def change(steps: list[dict]) -> None:
         at = next(i for i, s in enumerate(steps) if s["kind"] == "container")
@@ -413,13 +413,13 @@ def test_a_step_listed_twice_or_moved_makes_the_plan_stale(world, edit):
 
     with pytest.raises(StalePlan, match="listed 2 times in the saved plan" if edit == "duplicate"
                        else "in another order than the planner's"):
-        apply_saved(engine, _edited(save(engine, work), change))
+        apply_saved(orchestrator, _edited(save(orchestrator, work), change))
     assert "k3-test" not in docker.containers and docker.builds == []
 
 
 def test_an_out_path_in_a_missing_folder_is_refused_before_the_host_is_read(tmp_path: Path, monkeypatch) -> None:
     """Was: the whole plan was made (host, hub), then exit 8 with a hint about KIMIK3_STATE_DIR and the profile's
-    paths. Now exit 8 (README: a missing local path) naming -out and the folder, before the engine is built."""
+    paths. Now exit 8 (README: a missing local path) naming -out and the folder, before the orchestrator is built."""
     from click.testing import CliRunner
 
     from kimik3_reconciler import cli

@@ -34,6 +34,7 @@ ANY = [0, -1, 1.5, True, None, [], {}, "x" * 5000]
 
 FIELDS: dict[tuple[Any, ...], list[Any]] = {
     ("name",): ["k", "kimi-k3", "-k", "K", "k_3", "k" * 63, "k" * 64, ""],
+    ("engine",): ["llamacpp", "vllm", "LLAMACPP", "", 1, None],
     ("model", "repo"): ["a/b", "a", "a/b/c", "/b", "a/.b"],
     ("model", "revision"): ["a" * 40, "A" * 40, "abc1234", "main", "a" * 41],
     ("model", "quant"): ["UD-Q2_K_XL", "Q4_K_M", "-x", "a/b"],

@@ -7,7 +7,7 @@ from __future__ import annotations
 import errno
 
 import pytest
-from test_engine import PROFILE, load, world  # noqa: F401 - `world` is a fixture
+from test_orchestrator import PROFILE, load, world  # noqa: F401 - `world` is a fixture
 
 from kimik3_reconciler.errors import LocalFileError, StepError
 from kimik3_reconciler.model.plan import Action, Step
@@ -69,24 +69,24 @@ def test_each_record_needs_its_blocks_and_one_for_a_folder() -> None:
 
 @pytest.mark.parametrize("free", [0, 4096, 3 * 4096])
 def test_a_state_dir_without_room_refuses_before_the_server_is_stopped(world, free):  # noqa: F811
-    engine, docker, _, _ = world
-    engine.apply_or_revert(load())
+    orchestrator, docker, _, _ = world
+    orchestrator.apply_or_revert(load())
     calls = len(docker.calls)
-    engine.ports.state.free = free
+    orchestrator.ports.state.free = free
     with pytest.raises(LocalFileError, match="nothing was stopped, the running server keeps serving") as refused:
-        engine.apply_or_revert(load(CHANGED))
+        orchestrator.apply_or_revert(load(CHANGED))
     assert refused.value.exit_code == 8 and "state: " in str(refused.value)
     assert docker.calls[calls:] == [] and running(docker) and ubatch(docker) == "4096"  # the old one serves on
-    engine.ports.state.free = None  # space freed: the next apply converges to the new profile
-    engine.apply_or_revert(load(CHANGED))
-    assert running(docker) and ubatch(docker) == "2048" and engine.plan(load(CHANGED)).converged
+    orchestrator.ports.state.free = None  # space freed: the next apply converges to the new profile
+    orchestrator.apply_or_revert(load(CHANGED))
+    assert running(docker) and ubatch(docker) == "2048" and orchestrator.plan(load(CHANGED)).converged
 
 
 def test_statistics_that_do_not_fit_warn_and_the_apply_converges_and_verifies(world):  # noqa: F811
-    engine, docker, _, _ = world
-    engine.apply_or_revert(load())
-    engine.reporter = events = Events()
-    state, real_write = engine.ports.state, engine.ports.state.write
+    orchestrator, docker, _, _ = world
+    orchestrator.apply_or_revert(load())
+    orchestrator.reporter = events = Events()
+    state, real_write = orchestrator.ports.state, orchestrator.ports.state.write
 
     refused: list[str] = []
 
@@ -97,9 +97,9 @@ def test_statistics_that_do_not_fit_warn_and_the_apply_converges_and_verifies(wo
         real_write(key, value)
 
     state.write = full_for_statistics
-    engine.ports.http.loading_polls = 2  # the load takes time: its rate is measured and recorded
+    orchestrator.ports.http.loading_polls = 2  # the load takes time: its rate is measured and recorded
     checks: list[str] = []
-    result = engine.apply_or_revert(load(CHANGED), lambda: checks.append("verify"))
+    result = orchestrator.apply_or_revert(load(CHANGED), lambda: checks.append("verify"))
     assert checks == ["verify"] and result.final.converged and ubatch(docker) == "2048"
     warned = {fields["record"] for name, fields in events.events if name == "warning"}
     assert warned == set(refused) and {"load/k3-test.json", "apply/k3-test.json"} <= warned
@@ -110,8 +110,8 @@ def test_statistics_that_do_not_fit_warn_and_the_apply_converges_and_verifies(wo
 @pytest.mark.parametrize("failure", [StepError("docker run k3-test: no space left on device"),
                                      OSError(errno.ENOSPC, "No space left on device", "/var/lib/docker/tmp")])
 def test_a_failure_after_the_old_server_is_removed_brings_back_the_last_good_profile(world, failure):  # noqa: F811
-    engine, docker, _, _ = world
-    engine.apply_or_revert(load())
+    orchestrator, docker, _, _ = world
+    orchestrator.apply_or_revert(load())
     real_run = docker.run_container
 
     def no_room_for_the_new_one(spec):  # dockerd's own disk fills between the removal and the run
@@ -121,18 +121,18 @@ def test_a_failure_after_the_old_server_is_removed_brings_back_the_last_good_pro
 
     docker.run_container = no_room_for_the_new_one
     with pytest.raises((StepError, LocalFileError), match="reverted to the last good profile") as failed:
-        engine.apply_or_revert(load(CHANGED))
+        orchestrator.apply_or_revert(load(CHANGED))
     assert "no space left" in str(failed.value).lower()
     assert isinstance(failed.value, LocalFileError) == isinstance(failure, OSError)  # exit 8 for a local path
     assert running(docker) and ubatch(docker) == "4096"
-    assert engine.ports.state.read("apply/k3-test.json")["reverts"] == 1
+    assert orchestrator.ports.state.read("apply/k3-test.json")["reverts"] == 1
 
 
 def test_a_last_good_record_that_no_longer_fits_says_the_new_server_runs(world):  # noqa: F811
     """Room was checked, then another writer filled the disk before the apply's end."""
-    engine, docker, _, _ = world
-    engine.apply_or_revert(load())
-    state = engine.ports.state
+    orchestrator, docker, _, _ = world
+    orchestrator.apply_or_revert(load())
+    state = orchestrator.ports.state
 
     def another_writer_fills_the_disk() -> None:  # the check (verify) passes; meanwhile the disk filled up
         def full(key: str, value: dict) -> None:
@@ -141,17 +141,17 @@ def test_a_last_good_record_that_no_longer_fits_says_the_new_server_runs(world):
 
     with pytest.raises(LocalFileError, match="k3-test runs and answers .* could not record it as the last good "
                                              "profile") as failed:
-        engine.apply_or_revert(load(CHANGED), another_writer_fills_the_disk)
+        orchestrator.apply_or_revert(load(CHANGED), another_writer_fills_the_disk)
     assert failed.value.exit_code == 8 and "state/last-good/k3-test.json" in str(failed.value)
     assert running(docker) and ubatch(docker) == "2048"  # verified, serving: nothing to revert
     del state.write  # room again: the next (converged) apply records it
-    result = engine.apply_or_revert(load(CHANGED), lambda: None)
+    result = orchestrator.apply_or_revert(load(CHANGED), lambda: None)
     assert not result.changed and state.read("last-good/k3-test.json")["text"] == load(CHANGED).text
 
 
 def test_without_a_last_good_profile_the_failure_says_no_server_runs(world):  # noqa: F811
-    engine, docker, _, _ = world
-    engine.apply(load())  # converged, but never recorded as good (a tune candidate, an older kimik3)
+    orchestrator, docker, _, _ = world
+    orchestrator.apply(load())  # converged, but never recorded as good (a tune candidate, an older kimik3)
     real_run = docker.run_container
 
     def refused(spec):
@@ -161,40 +161,40 @@ def test_without_a_last_good_profile_the_failure_says_no_server_runs(world):  # 
 
     docker.run_container = refused
     with pytest.raises(StepError, match="no server of k3-test runs now, and no last good profile is recorded"):
-        engine.apply_or_revert(load(CHANGED))
+        orchestrator.apply_or_revert(load(CHANGED))
 
 
 def test_the_launch_record_is_written_before_the_old_container_is_removed(world):  # noqa: F811
-    engine, docker, _, _ = world
-    engine.apply_or_revert(load())
-    calls, real_write = len(docker.calls), engine.ports.state.write
+    orchestrator, docker, _, _ = world
+    orchestrator.apply_or_revert(load())
+    calls, real_write = len(docker.calls), orchestrator.ports.state.write
 
     def full_for_the_launch_record(key: str, value: dict) -> None:
         if key.startswith("unverified/"):
             raise OSError(errno.ENOSPC, "No space left on device", f"state/{key}")
         real_write(key, value)
 
-    engine.ports.state.write = full_for_the_launch_record
+    orchestrator.ports.state.write = full_for_the_launch_record
     with pytest.raises(LocalFileError, match="state/unverified/k3-test.json"):
-        engine.apply_or_revert(load(CHANGED), lambda: None)
+        orchestrator.apply_or_revert(load(CHANGED), lambda: None)
     assert "rm k3-test" not in docker.calls[calls:] and running(docker) and ubatch(docker) == "4096"
 
 
 def test_a_stopped_server_is_started_even_when_its_owed_verify_cannot_be_recorded(world):  # noqa: F811
     """Nothing serves: the apply that can start it must not be stopped by a full state dir (it still verifies)."""
-    engine, docker, _, _ = world
-    engine.apply_or_revert(load())
+    orchestrator, docker, _, _ = world
+    orchestrator.apply_or_revert(load())
     docker.stop_container("k3-test")
-    engine.reporter = events = Events()
-    real_write = engine.ports.state.write
+    orchestrator.reporter = events = Events()
+    real_write = orchestrator.ports.state.write
 
     def full_for_the_launch_record(key: str, value: dict) -> None:
         if key.startswith("unverified/"):
             raise OSError(errno.ENOSPC, "No space left on device", f"state/{key}")
         real_write(key, value)
 
-    engine.ports.state.write = full_for_the_launch_record
+    orchestrator.ports.state.write = full_for_the_launch_record
     checks: list[str] = []
-    engine.apply_or_revert(load(), lambda: checks.append("verify"))
+    orchestrator.apply_or_revert(load(), lambda: checks.append("verify"))
     assert running(docker) and checks == ["verify"]
     assert ("warning", "unverified/k3-test.json") in [(n, f.get("record")) for n, f in events.events]

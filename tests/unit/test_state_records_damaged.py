@@ -60,8 +60,8 @@ def test_a_manifest_of_another_shape_is_not_readable() -> None:
 
 @pytest.fixture
 def world(tmp_path: Path):
-    engine, _, hub, profile = converged_fake(tmp_path, FILES)
-    return engine, profile, hub
+    orchestrator, _, hub, profile = converged_fake(tmp_path, FILES)
+    return orchestrator, profile, hub
 
 
 @pytest.mark.parametrize("which", ["manifest", "layout"])
@@ -69,16 +69,16 @@ def world(tmp_path: Path):
 def test_plan_and_apply_survive_each_field_of_a_record_edited(world, which: str, value: object) -> None:
     """Each top-level field of the manifest and the layout record set to a value of another type: the plan is made
     (the manifest as absent: the files are re-verified), and an apply converges again."""
-    engine, profile, hub = world
+    orchestrator, profile, hub = world
     p = profile.profile
     key = manifest_key(p, str(hub.root)) if which == "manifest" else layout_key(p.model.repo, p.model.revision, p.model.quant)
-    original = engine.ports.state.read(key) or (LAYOUT if which == "layout" else None)
+    original = orchestrator.ports.state.read(key) or (LAYOUT if which == "layout" else None)
     assert original is not None
     for field in original:
-        engine.ports.state.write(key, {**original, field: value})
-        engine.plan(profile)  # no exception: the record counts as absent
-        engine.apply(profile)
-        assert engine.plan(profile).converged
+        orchestrator.ports.state.write(key, {**original, field: value})
+        orchestrator.plan(profile)  # no exception: the record counts as absent
+        orchestrator.apply(profile)
+        assert orchestrator.plan(profile).converged
 
 
 def test_a_failed_state_write_names_its_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -99,24 +99,24 @@ def test_a_load_rate_record_of_another_shape_is_no_rate(world, value) -> None:
     """host/load-rate*.json with a field that is not a positive number: the plan predicts from seed 000's rate."""
     from kimik3_reconciler.model.records import LOAD_RATE_KEY, WARM_LOAD_RATE_KEY
 
-    engine, profile, _ = world
+    orchestrator, profile, _ = world
     for key in (LOAD_RATE_KEY, WARM_LOAD_RATE_KEY):
         for field in ("bytes", "seconds"):
-            engine.ports.state.write(key, {"bytes": 1 << 30, "seconds": 2.0, field: value})
-            observed = engine.observe(profile)
+            orchestrator.ports.state.write(key, {"bytes": 1 << 30, "seconds": 2.0, field: value})
+            observed = orchestrator.observe(profile)
             assert observed.load_rate is None or key != LOAD_RATE_KEY
             assert observed.warm_load_rate is None or key != WARM_LOAD_RATE_KEY
-            engine.plan(profile)
+            orchestrator.plan(profile)
 
 
 @pytest.mark.parametrize("value", [None, "str", [], -3, 2.5])
 def test_an_apply_record_with_a_bad_revert_count_restarts_it(world, value) -> None:
     from kimik3_reconciler.model.records import apply_key
 
-    engine, profile, _ = world
-    engine.ports.state.write(apply_key("k3-test"), {"result": "ok", "reverts": value})
-    engine.apply_or_revert(profile, None)
-    assert engine.ports.state.read(apply_key("k3-test"))["reverts"] == 0
+    orchestrator, profile, _ = world
+    orchestrator.ports.state.write(apply_key("k3-test"), {"result": "ok", "reverts": value})
+    orchestrator.apply_or_revert(profile, None)
+    assert orchestrator.ports.state.read(apply_key("k3-test"))["reverts"] == 0
 
 
 def test_bench_runs_of_another_shape_are_skipped_not_a_traceback(tmp_path: Path) -> None:

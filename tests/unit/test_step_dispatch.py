@@ -6,7 +6,7 @@ import inspect
 from dataclasses import dataclass
 
 import pytest
-from test_engine import load, world  # noqa: F401 - `world` is a fixture
+from test_orchestrator import load, world  # noqa: F401 - `world` is a fixture
 
 from kimik3_reconciler import planning
 from kimik3_reconciler.errors import PlanError
@@ -44,14 +44,14 @@ class Reboot(specs.Payload):
 
 
 def test_a_step_without_an_executor_fails_when_the_plan_is_made(world, monkeypatch):  # noqa: F811
-    engine, docker, _, _ = world
+    orchestrator, docker, _, _ = world
 
     def plan_reboot(desired, observed, planned):
         return (Step("reboot", "this host", Action.UPDATE, "a new step kind", spec=Reboot("localhost")),)
 
     monkeypatch.setattr(planning, "PLANNERS", (*planning.PLANNERS, plan_reboot))
     with pytest.raises(PlanError, match="reboot this host: no executor for Reboot"):
-        engine.plan(load())
+        orchestrator.plan(load())
     with pytest.raises(PlanError, match="no executor for Reboot"):
-        engine.apply(load())
+        orchestrator.apply(load())
     assert docker.calls == []  # refused before any step ran, not halfway through an apply

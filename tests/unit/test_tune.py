@@ -16,6 +16,7 @@ from kimik3_reconciler.model.bench import BenchRun, BenchSettings, LevelResult
 from kimik3_reconciler.model.profile_edit import set_serve_knobs
 from kimik3_reconciler.model.profile_source import LoadedProfile, parse_profile
 from kimik3_reconciler.model.tuning import candidates, parse_goal, parse_space, search_key
+from kimik3_reconciler.engines import engine_for
 from kimik3_reconciler.planning.tune_space import check_candidate, default_space, placement_key
 from kimik3_reconciler.tuning import Search
 
@@ -79,7 +80,7 @@ def test_space_values_the_profile_refuses_are_refused_before_the_host(bad: str, 
 
 
 def test_the_default_space_of_a_cpu_profile_holds_ubatch_and_slots_with_the_running_values() -> None:
-    space = default_space(loaded().profile, observed(loaded().profile))
+    space = default_space(engine_for("llamacpp"), loaded().profile, observed(loaded().profile))
     assert space == {"ubatch": (512, 1024, 2048, 4096), "parallel": (1, 2, 4, 8)}
 
 
@@ -224,19 +225,19 @@ def test_a_gpu_profile_with_a_manual_split_searches_it_and_fit() -> None:
     text = text.replace("gpus: none", "gpus: all").replace("  parallel: 2        # slots",
                                                           "  parallel: 2        # slots\n  n_cpu_moe: 20")
     gpu = parse_profile(text, "gpu.yaml").profile
-    space = default_space(gpu, observed(gpu))
+    space = default_space(engine_for("llamacpp"), gpu, observed(gpu))
     assert space["n_cpu_moe"] == ("fit", 12, 16, 20, 24, 28) and "fit_target" not in space
 
 
 def run_tune_cli(tmp_path, monkeypatch, runner: FakeRunner, *args: str):  # noqa: ANN001, ANN201
-    """`kimik3 tune` on fakes (engine, host lock, state) with `runner` standing in for DockerRunner."""
+    """`kimik3 tune` on fakes (orchestrator, host lock, state) with `runner` standing in for DockerRunner."""
     from click.testing import CliRunner
     from support.fakes import FakeHub, fake_ports
 
     import kimik3_reconciler.cli.tune_cmd as tune_cmd
     import kimik3_reconciler.tuning as tuning
     from kimik3_reconciler.cli import main
-    from kimik3_reconciler.engine import Engine
+    from kimik3_reconciler.orchestrator import Orchestrator
     from kimik3_reconciler.steps.report import NullReporter
 
     (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
@@ -247,12 +248,12 @@ def run_tune_cli(tmp_path, monkeypatch, runner: FakeRunner, *args: str):  # noqa
     path.write_text(text)
     hub = FakeHub("org/k3", "ab" * 20, {"UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00001.gguf": b"shard"}, tmp_path / "hub")
     ports, _ = fake_ports(hub)
-    engine = Engine(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp")
-    engine.apply(parse_profile(text, str(path)))
+    orchestrator = Orchestrator(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp")
+    orchestrator.apply(parse_profile(text, str(path)))
 
     class Context:
-        def engine(self, _file: str) -> Engine:
-            return engine
+        def orchestrator(self, _file: str) -> Orchestrator:
+            return orchestrator
 
     monkeypatch.setattr(tune_cmd, "_ctx", lambda *_: Context())
     monkeypatch.setattr(tuning, "DockerRunner", lambda _engine: runner)
@@ -260,7 +261,7 @@ def run_tune_cli(tmp_path, monkeypatch, runner: FakeRunner, *args: str):  # noqa
 
 
 def test_tune_write_through_the_cli_rewrites_the_file_and_settles_on_it(tmp_path, monkeypatch) -> None:
-    """The command end to end on fakes (engine, host lock, state) with FakeRunner's figures: deterministic,
+    """The command end to end on fakes (orchestrator, host lock, state) with FakeRunner's figures: deterministic,
     so the written file is checked whatever a real machine's noise would have measured."""
     runner = FakeRunner()
     path, result = run_tune_cli(tmp_path, monkeypatch, runner, "--space", "ubatch=512,1024", "--space",

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeChat, FakeHub, fake_ports, gguf_bytes
 
-from kimik3_reconciler.engine import Engine
+from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.errors import PermanentError, TransientError
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.model.weights import RANDOM_WEIGHTS, WEIGHTS_KEY
@@ -38,8 +38,8 @@ def world_with(tmp_path: Path, shard: bytes):
     (tmp_path / "src.tar.gz").write_bytes(b"source")
     (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
     ports, _ = fake_ports(FakeHub("org/k3", REV, {SHARD: shard, "mmproj-F16.gguf": b"projector"}, tmp_path / "hub"))
-    engine = Engine(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp")
-    return engine, ports.chat, tmp_path
+    orchestrator = Orchestrator(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp")
+    return orchestrator, ports.chat, tmp_path
 
 
 @pytest.fixture
@@ -52,9 +52,9 @@ def demo(tmp_path: Path):
     return world_with(tmp_path, RANDOM)
 
 
-def serving(engine: Engine, text: str = PROFILE):
+def serving(orchestrator: Orchestrator, text: str = PROFILE):
     loaded = parse_profile(text, "test.yaml")
-    engine.apply(loaded)
+    orchestrator.apply(loaded)
     return loaded
 
 
@@ -74,10 +74,10 @@ SUNNY = FakeChat.reply("It is sunny in Oslo.")
 # --- real weights: the answers are judged -------------------------------------------------------
 
 def test_a_real_model_that_answers_right_passes_every_check(world):
-    engine, chat, _ = world
-    loaded = serving(engine)
+    orchestrator, chat, _ = world
+    loaded = serving(orchestrator)
     chat.replies = [PONG, CALLS, SUNNY]
-    report = verify(engine, loaded)
+    report = verify(orchestrator, loaded)
     assert [c.name for c in report.checks] == CHECKS
     assert [c.status for c in report.checks] == [Status.OK] * 4 + [Status.SKIPPED, Status.OK], report.to_json()
     assert report.ok and not report.weights.random and "no kimik3.weights key" in report.weights.source
@@ -91,10 +91,10 @@ def test_a_real_model_that_answers_right_passes_every_check(world):
 
 
 def test_a_real_model_that_never_calls_the_tool_fails(world):
-    engine, chat, _ = world
-    loaded = serving(engine)
+    orchestrator, chat, _ = world
+    loaded = serving(orchestrator)
     chat.replies = [PONG, FakeChat.reply("I cannot check the weather.")]
-    report = verify(engine, loaded)
+    report = verify(orchestrator, loaded)
     tool = check(report, "tool_call")
     assert tool.status is Status.FAILED and tool.detail.startswith("answered without calling get_weather")
     assert check(report, "two_turn").detail == "turn 1 made no tool call to answer (see tool_call)"
@@ -103,19 +103,19 @@ def test_a_real_model_that_never_calls_the_tool_fails(world):
 
 
 def test_a_real_model_that_calls_the_wrong_tool_or_city_fails(world):
-    engine, chat, _ = world
-    loaded = serving(engine)
+    orchestrator, chat, _ = world
+    loaded = serving(orchestrator)
     chat.replies = [PONG, FakeChat.reply(None, tool_calls=[call('{"zone": "CET"}', name="get_time")])]
-    assert check(verify(engine, loaded), "tool_call").detail.startswith("called get_time(")
+    assert check(verify(orchestrator, loaded), "tool_call").detail.startswith("called get_time(")
     chat.replies = [PONG, FakeChat.reply(None, tool_calls=[call('{"city": "Bergen"}')])]
-    assert check(verify(engine, loaded), "tool_call").detail.endswith(": city is not Oslo")
+    assert check(verify(orchestrator, loaded), "tool_call").detail.endswith(": city is not Oslo")
 
 
 def test_a_real_model_that_does_not_say_the_word_fails_text(world):
-    engine, chat, _ = world
-    loaded = serving(engine)
+    orchestrator, chat, _ = world
+    loaded = serving(orchestrator)
     chat.replies = [FakeChat.reply("ø#2j!")]
-    text = check(verify(engine, loaded), "text")
+    text = check(verify(orchestrator, loaded), "text")
     assert text.status is Status.FAILED and text.detail.startswith("asked for the word 'pong', got content=")
 
 
@@ -125,10 +125,10 @@ def test_a_real_model_that_does_not_say_the_word_fails_text(world):
     ("A square.", Status.FAILED, "named no colour for a red image: "),
 ])
 def test_vision_judges_the_probe_colour_on_a_fork(world, answer, status, detail):
-    engine, chat, _ = world
-    loaded = serving(engine, FORK)
+    orchestrator, chat, _ = world
+    loaded = serving(orchestrator, FORK)
     chat.replies = [PONG, CALLS, FakeChat.reply(answer), SUNNY]
-    vision = check(verify(engine, loaded), "vision")
+    vision = check(verify(orchestrator, loaded), "vision")
     assert vision.status is status and vision.detail.startswith(detail)
     parts = chat.requests[2]["messages"][0]["content"]
     assert next(p["image_url"]["url"] for p in parts if p["type"] == "image_url").startswith("data:image/png;base64,")
@@ -143,10 +143,10 @@ def test_vision_judges_the_probe_colour_on_a_fork(world, answer, status, detail)
                    "Kimi K3 format"),
 ])
 def test_an_unparsed_tool_call_is_retried_and_counted(world, broken):
-    engine, chat, _ = world
-    loaded = serving(engine)
+    orchestrator, chat, _ = world
+    loaded = serving(orchestrator)
     chat.replies = [PONG, broken, CALLS, SUNNY]
-    report = verify(engine, loaded)
+    report = verify(orchestrator, loaded)
     tool = check(report, "tool_call")
     assert tool.status is Status.OK and "after 1 parse failure(s): " in tool.detail
     assert report.tool_calls.to_json() == {"attempts": 2, "parse_failures": 1, "retries": 1}
@@ -155,11 +155,11 @@ def test_an_unparsed_tool_call_is_retried_and_counted(world, broken):
 
 
 def test_a_tool_call_that_never_parses_fails_after_the_bounded_attempts(world):
-    engine, chat, _ = world
-    loaded = serving(engine)
+    orchestrator, chat, _ = world
+    loaded = serving(orchestrator)
     bad = FakeChat.reply(None, tool_calls=[call(BAD_ARGS)])
     chat.replies = [PONG] + [bad] * TOOL_CALL_ATTEMPTS
-    report = verify(engine, loaded)
+    report = verify(orchestrator, loaded)
     tool = check(report, "tool_call")
     assert tool.status is Status.FAILED and f"did not parse in {TOOL_CALL_ATTEMPTS} attempts" in tool.detail
     assert report.tool_calls.to_json() == {"attempts": 3, "parse_failures": 3, "retries": 2}
@@ -167,10 +167,10 @@ def test_a_tool_call_that_never_parses_fails_after_the_bounded_attempts(world):
 
 
 def test_another_server_error_is_not_counted_as_a_parse_failure(world):
-    engine, chat, _ = world
-    loaded = serving(engine)
+    orchestrator, chat, _ = world
+    loaded = serving(orchestrator)
     chat.replies = [PONG, PermanentError("http://127.0.0.1:18999: HTTP 400: tools are not supported")]
-    report = verify(engine, loaded)
+    report = verify(orchestrator, loaded)
     assert check(report, "tool_call").detail.endswith("HTTP 400: tools are not supported")
     assert report.tool_calls.parse_failures == 0 and report.tool_calls.attempts == 1
 
@@ -178,10 +178,10 @@ def test_another_server_error_is_not_counted_as_a_parse_failure(world):
 # --- two turns: the whole message goes back, and the server keeps it ----------------------------
 
 def test_two_turn_sends_the_whole_assistant_message_back_and_checks_the_prompt(world):
-    engine, chat, _ = world
-    loaded = serving(engine)
+    orchestrator, chat, _ = world
+    loaded = serving(orchestrator)
     chat.replies = [PONG, CALLS, SUNNY]
-    report = verify(engine, loaded)
+    report = verify(orchestrator, loaded)
     turn2 = chat.requests[-1]["messages"]
     assert turn2[1] == CALLS["message"]  # role, content, reasoning_content and tool_calls, as received
     assert turn2[2] == {"role": "tool", "tool_call_id": "call_1", "content": '{"city": "Oslo", "weather": "sunny"}'}
@@ -194,27 +194,27 @@ def test_two_turn_sends_the_whole_assistant_message_back_and_checks_the_prompt(w
 @pytest.mark.parametrize(("dropped", "lacks"), [({"reasoning_content"}, "reasoning_content"),
                                                 ({"tool_calls"}, "tool_calls")])
 def test_two_turn_fails_when_the_server_drops_part_of_the_message(world, dropped, lacks):
-    engine, chat, _ = world
-    loaded = serving(engine)
+    orchestrator, chat, _ = world
+    loaded = serving(orchestrator)
     chat.replies, chat.dropped = [PONG, CALLS, SUNNY], dropped
-    two_turn = check(verify(engine, loaded), "two_turn")
+    two_turn = check(verify(orchestrator, loaded), "two_turn")
     assert two_turn.status is Status.FAILED and two_turn.detail.endswith(f"the server's prompt for turn 2 lacks "
                                                                          f"{lacks} (dropped)")
 
 
 def test_two_turn_fails_when_the_answer_ignores_the_tool_result(world):
-    engine, chat, _ = world
-    loaded = serving(engine)
+    orchestrator, chat, _ = world
+    loaded = serving(orchestrator)
     chat.replies = [PONG, CALLS, FakeChat.reply("I do not know.")]
-    two_turn = check(verify(engine, loaded), "two_turn")
+    two_turn = check(verify(orchestrator, loaded), "two_turn")
     assert two_turn.status is Status.FAILED and "turn 2 did not use the tool result (sunny)" in two_turn.detail
 
 
 # --- random weights: never "ok" for what the model says -----------------------------------------
 
 def test_random_weights_are_not_checkable_never_ok(demo):
-    engine, chat, _ = demo
-    report = verify(engine, serving(engine))
+    orchestrator, chat, _ = demo
+    report = verify(orchestrator, serving(orchestrator))
     statuses = {c.name: c.status for c in report.checks}
     assert statuses == {"health": Status.OK, "models": Status.OK, "text": Status.NOT_CHECKABLE,
                         "tool_call": Status.NOT_CHECKABLE, "vision": Status.SKIPPED, "two_turn": Status.NOT_CHECKABLE}
@@ -229,17 +229,17 @@ def test_random_weights_are_not_checkable_never_ok(demo):
 
 
 def test_random_weights_still_fail_the_plumbing(demo):
-    engine, chat, _ = demo
-    loaded = serving(engine)
+    orchestrator, chat, _ = demo
+    loaded = serving(orchestrator)
     chat.replies = [FakeChat.reply(None)]
     chat.replies[0]["message"].pop("content")
-    text = check(verify(engine, loaded), "text")
+    text = check(verify(orchestrator, loaded), "text")
     assert text.status is Status.FAILED and text.detail.startswith("no message came back")
 
 
 def test_a_shard_that_is_not_a_gguf_is_judged_as_a_real_model(tmp_path):
-    engine, _, _ = world_with(tmp_path, b"shard-one" * 10)
-    report = verify(engine, serving(engine))
+    orchestrator, _, _ = world_with(tmp_path, b"shard-one" * 10)
+    report = verify(orchestrator, serving(orchestrator))
     assert not report.weights.random and "GGUF header not readable" in report.weights.source
     assert check(report, "text").status is Status.FAILED  # "fake" is not "pong"
 
@@ -273,10 +273,10 @@ class CrashingChat(FakeChat):
 
 
 def test_a_cuda_oom_on_the_first_request_names_the_fix(world):
-    engine, chat, _ = world
-    loaded = serving(engine)
-    engine.ports.chat = CrashingChat(chat.docker)
-    report = verify(engine, loaded)
+    orchestrator, chat, _ = world
+    loaded = serving(orchestrator)
+    orchestrator.ports.chat = CrashingChat(chat.docker)
+    report = verify(orchestrator, loaded)
     text = check(report, "text")
     assert text.status is Status.FAILED and text.detail.startswith("the server crashed during this check: ")
     assert "CUDA error: out of memory on a request after a successful load" in report.crash
@@ -302,17 +302,17 @@ def test_the_image_is_a_valid_64x64_png():
 
 
 def test_refuses_when_the_container_is_not_serving(world):
-    engine, chat, _ = world
+    orchestrator, chat, _ = world
     with pytest.raises(PermanentError, match="k3-test is not serving \\(absent\\); run `kimik3 apply` first"):
-        verify(engine, parse_profile(PROFILE, "test.yaml"))
+        verify(orchestrator, parse_profile(PROFILE, "test.yaml"))
     assert chat.requests == []
 
 
 def test_a_server_error_fails_its_checks_without_stopping_the_others(world):
-    engine, chat, _ = world
-    loaded = serving(engine)
+    orchestrator, chat, _ = world
+    loaded = serving(orchestrator)
     chat.error = TransientError("http://127.0.0.1:18999: Connection error.")
-    report = verify(engine, loaded)
+    report = verify(orchestrator, loaded)
     assert [(c.name, c.status) for c in report.checks] == [
         ("health", Status.OK), ("models", Status.FAILED), ("text", Status.FAILED), ("tool_call", Status.FAILED),
         ("vision", Status.SKIPPED), ("two_turn", Status.FAILED)]
@@ -321,18 +321,18 @@ def test_a_server_error_fails_its_checks_without_stopping_the_others(world):
 
 
 def test_a_server_that_does_not_know_the_profile_name_fails_models(world):
-    engine, chat, _ = world
-    loaded = serving(engine)
+    orchestrator, chat, _ = world
+    loaded = serving(orchestrator)
     chat.models = lambda base_url, api_key: {"data": [{"id": "k3", "aliases": ["k3", "other"]}]}
-    report = verify(engine, loaded)
+    report = verify(orchestrator, loaded)
     assert report.checks[1].detail == "'k3-test' is not among the served names ['k3', 'other']" and not report.ok
 
 
 def test_the_api_key_goes_to_the_server_and_nowhere_else(world):
-    engine, chat, tmp_path = world
+    orchestrator, chat, tmp_path = world
     (tmp_path / "api.key").write_text("# the server's key\nsekrit-123\n")
-    loaded = serving(engine, PROFILE.replace("parallel: 2}", "parallel: 2, api_key_file: api.key}"))
+    loaded = serving(orchestrator, PROFILE.replace("parallel: 2}", "parallel: 2, api_key_file: api.key}"))
     chat.replies = [PONG, CALLS, SUNNY]
-    report = verify(engine, loaded)
+    report = verify(orchestrator, loaded)
     assert report.ok and {r["api_key"] for r in chat.requests} == {"sekrit-123"}
     assert "sekrit-123" not in json.dumps(report.to_json()) and "sekrit-123" not in repr(report)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeHub, fake_ports, gguf_bytes
 
-from kimik3_reconciler.engine import Engine
+from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.errors import VerifyFailed
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.model.weights import RANDOM_WEIGHTS, WEIGHTS_KEY
@@ -23,13 +23,13 @@ def test_verify_of_another_quant_than_the_deployed_one_fails_naming_model_quant(
     (tmp_path / "src.tar.gz").write_bytes(b"source")
     (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
     ports, _ = fake_ports(FakeHub("org/k3", FAKE_REVISION, FILES, tmp_path / "hub"))
-    engine = Engine(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp")
-    engine.apply(parse_profile(FAKE_PROFILE, "deployed.yaml"))
-    assert verify(engine, parse_profile(FAKE_PROFILE, "deployed.yaml")).ok
+    orchestrator = Orchestrator(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp")
+    orchestrator.apply(parse_profile(FAKE_PROFILE, "deployed.yaml"))
+    assert verify(orchestrator, parse_profile(FAKE_PROFILE, "deployed.yaml")).ok
     asked = len(ports.chat.requests)
     other = parse_profile(FAKE_PROFILE.replace("quant: UD-Q2_K_XL", "quant: UD-Q4_K_XL"), "other.yaml")
     with pytest.raises(VerifyFailed, match=r"k3-test: the running container is not this profile's current deployment "
                                            r"\(other.yaml\): .*model.quant: UD-Q2_K_XL → UD-Q4_K_XL") as failed:
-        verify(engine, other)
+        verify(orchestrator, other)
     assert failed.value.exit_code == 1 and "run `kimik3 apply other.yaml`" in str(failed.value)
     assert len(ports.chat.requests) == asked  # no check ran against the wrong server

@@ -19,7 +19,7 @@ import kimik3_reconciler.adapters as adapters
 from kimik3_reconciler import cli
 from kimik3_reconciler.adapters.http import HttpClient
 from kimik3_reconciler.adapters.openai_chat import OpenAIChat
-from kimik3_reconciler.engine import Engine
+from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.model.weights import RANDOM_WEIGHTS, WEIGHTS_KEY
 from kimik3_reconciler.steps.report import NullReporter
@@ -50,7 +50,7 @@ def stub() -> Iterator[ChatStub]:
 
 def deploy(tmp_path: Path, stub: ChatStub, monkeypatch: pytest.MonkeyPatch, shard: bytes = REAL,
            fork: bool = False) -> list[str]:
-    """The fake engine serves the profile on the stub's port; returns the CLI arguments of `kimik3 verify --json`."""
+    """The fake orchestrator serves the profile on the stub's port; returns the CLI arguments of `kimik3 verify --json`."""
     text = FAKE_PROFILE.replace("port: 18999", f"port: {stub.port}")
     if fork:
         text = text.replace(FORK[0], FORK[1]).replace(FORK[2], FORK[3])
@@ -60,8 +60,8 @@ def deploy(tmp_path: Path, stub: ChatStub, monkeypatch: pytest.MonkeyPatch, shar
     ports, _ = fake_ports(FakeHub("org/k3", FAKE_REVISION, {SHARD: shard, "mmproj-F16.gguf": b"projector"},
                                   tmp_path / "hub"))
     ports.chat, ports.http = OpenAIChat(), HttpClient()
-    engine = Engine(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp")
-    engine.apply(parse_profile(text, str(tmp_path / "profile.yaml")))
+    orchestrator = Orchestrator(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp")
+    orchestrator.apply(parse_profile(text, str(tmp_path / "profile.yaml")))
     monkeypatch.setattr(adapters, "real_ports", lambda *a, **k: ports)
     return ["--dockerfile", str(tmp_path / "Dockerfile.llamacpp"), "verify", "--json", str(tmp_path / "profile.yaml")]
 

@@ -13,7 +13,7 @@ from support.fakes import FAKE_PROFILE, FakeClock, FakeHub, fake_ports
 from support.fakes.lock import FakeWorkerLocks
 
 from kimik3_reconciler.adapters.host_lock import StateDirLock
-from kimik3_reconciler.engine import Engine
+from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.errors import InputError, LockHeld, PlanError
 from kimik3_reconciler.locking import force_unlock, new_holder
 from kimik3_reconciler.model.host_lock import LockHolder, worker_unlock_by_hand
@@ -37,10 +37,10 @@ def profile(*workers: DockerHost):
     return parse_profile(yaml.safe_dump(data), "p.yaml").profile
 
 
-def engine(tmp_path: Path, locks: FakeWorkerLocks) -> Engine:
+def orchestrator(tmp_path: Path, locks: FakeWorkerLocks) -> Orchestrator:
     ports, _ = fake_ports(FakeHub("org/k3", "ab" * 20, {}, tmp_path / "hub"))
     ports.lock, ports.worker_lock = StateDirLock(tmp_path / "state"), locks
-    return Engine(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp")
+    return Orchestrator(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp")
 
 
 def foreign(lock_id: str = "0123456789ab") -> LockHolder:
@@ -51,7 +51,7 @@ def foreign(lock_id: str = "0123456789ab") -> LockHolder:
 
 def test_an_apply_locks_the_named_workers_then_the_dropped_ones_once_per_docker(tmp_path: Path) -> None:
     locks = FakeWorkerLocks()
-    e = engine(tmp_path, locks)
+    e = orchestrator(tmp_path, locks)
     remember_workers(e.ports.state, "k3-test", ((W1, "k3-test-rpc-w1"), (W2, "k3-test-rpc-w2")))
     with e.locked("apply", profile(W1, W3), timeout_s=0) as holder:
         # w2 was dropped from the profile: this apply removes its rpc-server there, so it holds w2's host too.
@@ -63,7 +63,7 @@ def test_an_apply_locks_the_named_workers_then_the_dropped_ones_once_per_docker(
 def test_a_worker_held_by_another_main_host_is_exit_5_naming_the_worker_and_the_profile_file(tmp_path: Path) -> None:
     locks = FakeWorkerLocks()
     locks.records[W1.url] = foreign()
-    e = engine(tmp_path, locks)
+    e = orchestrator(tmp_path, locks)
     with pytest.raises(LockHeld) as held, e.locked("apply", profile(W1), timeout_s=0):
         pytest.fail("the block ran without the worker's lock")
     message = str(held.value)
@@ -74,7 +74,7 @@ def test_a_worker_held_by_another_main_host_is_exit_5_naming_the_worker_and_the_
 
 def test_an_unreachable_dropped_worker_refuses_before_anything_with_the_hand_clean_up(tmp_path: Path) -> None:
     locks = FakeWorkerLocks(down=(W2.url,))
-    e = engine(tmp_path, locks)
+    e = orchestrator(tmp_path, locks)
     remember_workers(e.ports.state, "k3-test", ((W2, "k3-test-rpc-w2"),))
     with pytest.raises(PlanError) as refused, e.locked("apply", profile(), timeout_s=0):
         pytest.fail("the block ran without the dropped worker's lock")
@@ -89,7 +89,7 @@ def test_force_unlock_removes_the_id_here_and_on_each_worker_that_has_it(tmp_pat
     StateDirLock(tmp_path / "state").try_acquire(hung)
     locks = FakeWorkerLocks()
     locks.records |= {W1.url: hung, W2.url: foreign("fedcba987654")}
-    e = engine(tmp_path, locks)
+    e = orchestrator(tmp_path, locks)
     said = e.force_unlock(hung.id, profile(W1, W2))
     assert f"removed lock {hung.id} (apply of k3-test by pid {os.getpid()}" in said
     assert f"removed lock {hung.id} on rpc worker w1 ({W1.url})" in said
@@ -100,7 +100,7 @@ def test_force_unlock_removes_the_id_here_and_on_each_worker_that_has_it(tmp_pat
 def test_force_unlock_of_a_lock_left_on_a_worker_by_another_main_host(tmp_path: Path) -> None:
     locks = FakeWorkerLocks()
     locks.records[W2.url] = foreign()
-    e = engine(tmp_path, locks)
+    e = orchestrator(tmp_path, locks)
     with pytest.raises(InputError, match="kimik3 force-unlock ID FILE"):  # this host alone does not have it
         e.force_unlock("0123456789ab", None)
     said = e.force_unlock("0123456789ab", profile(W2))
@@ -118,7 +118,7 @@ def test_force_unlock_without_the_file_reaches_the_recorded_workers_of_the_profi
     StateDirLock(tmp_path / "state").try_acquire(hung)
     locks = FakeWorkerLocks()
     locks.records[W1.url] = hung
-    e = engine(tmp_path, locks)
+    e = orchestrator(tmp_path, locks)
     remember_workers(e.ports.state, "k3-test", ((W1, "k3-test-rpc-w1"),))
     assert f"on rpc worker w1 ({W1.url})" in e.force_unlock(hung.id, None)
     assert locks.records == {}
@@ -127,13 +127,13 @@ def test_force_unlock_without_the_file_reaches_the_recorded_workers_of_the_profi
 def test_force_unlock_names_the_command_for_a_worker_it_cannot_reach(tmp_path: Path) -> None:
     hung = new_holder("apply", "k3-test", FakeClock())
     StateDirLock(tmp_path / "state").try_acquire(hung)
-    e = engine(tmp_path, FakeWorkerLocks(down=(W2.url,)))
+    e = orchestrator(tmp_path, FakeWorkerLocks(down=(W2.url,)))
     said = e.force_unlock(hung.id, profile(W2))
     assert f"removed lock {hung.id} (" in said
     assert f"rpc worker w2: cannot reach its Docker at {W2.url}" in said
     assert worker_unlock_by_hand(W2, hung.id) in said
     with pytest.raises(InputError) as nothing:  # found nowhere: the unreachable worker's command is the way
-        engine(tmp_path / "other", FakeWorkerLocks(down=(W2.url,))).force_unlock(hung.id, profile(W2))
+        orchestrator(tmp_path / "other", FakeWorkerLocks(down=(W2.url,))).force_unlock(hung.id, profile(W2))
     assert worker_unlock_by_hand(W2, hung.id) in str(nothing.value)
 
 

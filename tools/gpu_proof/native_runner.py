@@ -24,6 +24,7 @@ from pathlib import Path
 from kimik3_reconciler.adapters.bench_client import HttpLoad
 from kimik3_reconciler.benchmark import sweep_levels
 from kimik3_reconciler.benchmark.store import keep
+from kimik3_reconciler.engines import engine_for
 from kimik3_reconciler.errors import PermanentError, VerifyFailed
 from kimik3_reconciler.model.bench import BenchRun, BenchSettings
 from kimik3_reconciler.model.facts import Observed
@@ -87,7 +88,8 @@ class NativeRunner:
 
     def measure(self, loaded: LoadedProfile, settings: BenchSettings) -> tuple[BenchRun, str]:
         assert self.argv is not None, "measure after converge"
-        levels = sweep_levels(HttpLoad(), Server(self.base_url(loaded), None), settings)
+        levels = sweep_levels(HttpLoad(), Server(self.base_url(loaded), None), settings,
+                              engine_for(loaded.profile.engine).series)
         fingerprint = hashlib.sha256(json.dumps(self.argv).encode()).hexdigest()[:16]
         serve = loaded.profile.serve
         knobs = {"serve.n_cpu_moe": serve.n_cpu_moe, "serve.ubatch": serve.ubatch, "serve.parallel": serve.parallel}
@@ -97,7 +99,8 @@ class NativeRunner:
 
     def warm_up(self, loaded: LoadedProfile, settings: BenchSettings) -> None:
         assert self.argv is not None, "warm up after converge"
-        sweep_levels(HttpLoad(), Server(self.base_url(loaded), None), settings)  # thrown away
+        sweep_levels(HttpLoad(), Server(self.base_url(loaded), None), settings,
+                     engine_for(loaded.profile.engine).series)  # thrown away
 
     def settle(self, loaded: LoadedProfile) -> None:
         self.converge(loaded)

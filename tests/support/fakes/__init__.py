@@ -1,4 +1,4 @@
-"""In-memory fakes of the ports, for planner and engine unit tests only (real parts: realparts.py): one module
+"""In-memory fakes of the ports, for planner and orchestrator unit tests only (real parts: realparts.py): one module
 per port (docker, hub, http + chat, host, state + clock, units); `fake_ports` wires them together."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from support.fakes.units import FakeUnits
 __all__ = ["FAKE_PROFILE", "FAKE_REVISION", "FakeChat", "FakeClock", "FakeDocker", "FakeHost", "FakeHttp", "FakeHub",
            "FakeLoad", "FakeProcesses", "FakeUnits", "MemoryCache", "MemoryState", "container_inspect", "fake_ports", "gguf_bytes"]
 
-# The profile the engine unit tests start from: CPU variant, no GPUs, a local archive, no smoke test.
+# The profile the orchestrator unit tests start from: CPU variant, no GPUs, a local archive, no smoke test.
 FAKE_REVISION = "ab" * 20
 FAKE_PROFILE = f"""
 apiVersion: kimik3/v1
@@ -38,10 +38,10 @@ def fake_ports(hub: FakeHub, cores: int = 8) -> tuple[Ports, FakeDocker]:
                  units=FakeUnits(docker), cache=MemoryCache()), docker
 
 
-def converged_fake(tmp_path: Path, files: dict[str, bytes]):  # noqa: ANN201 - (Engine, FakeDocker, FakeHub, Profile)
+def converged_fake(tmp_path: Path, files: dict[str, bytes]):  # noqa: ANN201 - (Orchestrator, FakeDocker, FakeHub, Profile)
     """FAKE_PROFILE applied on fakes, its quant's `files` served by a FakeHub under `tmp_path`: the converged host
     a fault test then damages."""
-    from kimik3_reconciler.engine import Engine
+    from kimik3_reconciler.orchestrator import Orchestrator
     from kimik3_reconciler.model.profile_source import parse_profile
     from kimik3_reconciler.steps.report import NullReporter
 
@@ -49,7 +49,7 @@ def converged_fake(tmp_path: Path, files: dict[str, bytes]):  # noqa: ANN201 - (
     (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
     hub = FakeHub("org/k3", FAKE_REVISION, files, tmp_path / "hub")
     ports, docker = fake_ports(hub)
-    engine = Engine(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp")
+    orchestrator = Orchestrator(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp")
     profile = parse_profile(FAKE_PROFILE, "test.yaml")
-    engine.apply(profile)
-    return engine, docker, hub, profile
+    orchestrator.apply(profile)
+    return orchestrator, docker, hub, profile

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from test_engine import PROFILE, load, world  # noqa: F401 - `world` is a fixture
+from test_orchestrator import PROFILE, load, world  # noqa: F401 - `world` is a fixture
 
 from kimik3_reconciler.errors import PlanError, ProfileError
 from kimik3_reconciler.model.plan import Action
@@ -14,8 +14,8 @@ UNIT = "k3-test.service"
 WITH_UNIT = PROFILE + "systemd: {unit: k3-test, enable: false}\n"
 
 
-def units_of(engine):  # noqa: ANN001, ANN201 - the FakeUnits of the world
-    return engine.ports.units
+def units_of(orchestrator):  # noqa: ANN001, ANN201 - the FakeUnits of the world
+    return orchestrator.ports.units
 
 
 def changes(plan) -> list[tuple[str, Action]]:  # noqa: ANN001
@@ -23,10 +23,10 @@ def changes(plan) -> list[tuple[str, Action]]:  # noqa: ANN001
 
 
 def test_first_apply_installs_and_starts_the_unit_after_health(world):  # noqa: F811
-    engine, docker, _, _ = world
-    result = engine.apply(load(WITH_UNIT))
+    orchestrator, docker, _, _ = world
+    result = orchestrator.apply(load(WITH_UNIT))
     assert [(s.kind, s.action) for s in result.executed][-2:] == [("health", Action.READ), ("unit", Action.CREATE)]
-    units = units_of(engine)
+    units = units_of(orchestrator)
     assert units.files[unit_path(UNIT)].startswith("# kimik3: fingerprint=")
     assert "KIMIK3_CONTAINER=k3-test" in units.files[env_path(UNIT)].splitlines()
     assert units.calls == [f"write {env_path(UNIT)}", f"write {unit_path(UNIT)}", "systemctl daemon-reload",
@@ -35,109 +35,109 @@ def test_first_apply_installs_and_starts_the_unit_after_health(world):  # noqa: 
     # systemd supervises: dockerd must not restart the container too (nor start it at boot).
     assert docker.containers["k3-test"]["spec"].restart_policy == "no"
     assert result.final.converged
-    assert not engine.apply(load(WITH_UNIT)).changed
+    assert not orchestrator.apply(load(WITH_UNIT)).changed
 
 
 def test_a_hand_edited_unit_is_drift_that_apply_restores(world):  # noqa: F811
-    engine, _, _, _ = world
-    engine.apply(load(WITH_UNIT))
-    units = units_of(engine)
+    orchestrator, _, _, _ = world
+    orchestrator.apply(load(WITH_UNIT))
+    units = units_of(orchestrator)
     rendered = units.files[unit_path(UNIT)]
     units.files[unit_path(UNIT)] = rendered.replace("TimeoutStopSec=150", "TimeoutStopSec=5")
-    plan = engine.plan(load(WITH_UNIT))
+    plan = orchestrator.plan(load(WITH_UNIT))
     assert changes(plan) == [("unit", Action.UPDATE)]
     assert "edited by hand" in plan.changes[0].reason
     assert [str(d) for d in plan.changes[0].diff] == ["unit Service.TimeoutStopSec: 5 → 150"]
-    engine.apply(load(WITH_UNIT))
+    orchestrator.apply(load(WITH_UNIT))
     assert units.files[unit_path(UNIT)] == rendered
 
 
 def test_an_edited_or_missing_env_file_is_restored(world):  # noqa: F811
-    engine, _, _, _ = world
-    engine.apply(load(WITH_UNIT))
-    units = units_of(engine)
+    orchestrator, _, _, _ = world
+    orchestrator.apply(load(WITH_UNIT))
+    units = units_of(orchestrator)
     env = units.files[env_path(UNIT)]
     units.files[env_path(UNIT)] = env.replace("KIMIK3_CONTAINER=k3-test", "KIMIK3_CONTAINER=k3-test # the main one")
-    plan = engine.plan(load(WITH_UNIT))
+    plan = orchestrator.plan(load(WITH_UNIT))
     assert "env file /etc/kimik3/k3-test.env was edited by hand" in plan.changes[0].reason
     assert [str(d) for d in plan.changes[0].diff] == ["env KIMIK3_CONTAINER: k3-test # the main one → k3-test"]
     del units.files[env_path(UNIT)]
-    assert "is missing: write it" in engine.plan(load(WITH_UNIT)).changes[0].reason
-    engine.apply(load(WITH_UNIT))
+    assert "is missing: write it" in orchestrator.plan(load(WITH_UNIT)).changes[0].reason
+    orchestrator.apply(load(WITH_UNIT))
     assert units.files[env_path(UNIT)] == env
 
 
 def test_enable_flips_without_touching_file_or_container(world):  # noqa: F811
-    engine, docker, _, _ = world
-    engine.apply(load(WITH_UNIT))
+    orchestrator, docker, _, _ = world
+    orchestrator.apply(load(WITH_UNIT))
     calls = len(docker.calls)
     boot = load(WITH_UNIT.replace("enable: false", "enable: true"))
-    plan = engine.plan(boot)
+    plan = orchestrator.plan(boot)
     assert changes(plan) == [("unit", Action.UPDATE)]
     assert [str(d) for d in plan.changes[0].diff] == ["enabled: disabled → enabled"]
-    engine.apply(boot)
-    assert units_of(engine).state[UNIT]["UnitFileState"] == "enabled" and docker.calls[calls:] == []
+    orchestrator.apply(boot)
+    assert units_of(orchestrator).state[UNIT]["UnitFileState"] == "enabled" and docker.calls[calls:] == []
 
 
 def test_a_stopped_or_failed_unit_is_started_again(world):  # noqa: F811
-    engine, docker, _, _ = world
-    engine.apply(load(WITH_UNIT))
-    units = units_of(engine)
+    orchestrator, docker, _, _ = world
+    orchestrator.apply(load(WITH_UNIT))
+    units = units_of(orchestrator)
     units.systemctl("stop", UNIT)  # the operator's on-demand stop: the container stops with it
-    plan = engine.plan(load(WITH_UNIT))
+    plan = orchestrator.plan(load(WITH_UNIT))
     assert changes(plan) == [("container", Action.UPDATE), ("health", Action.READ), ("unit", Action.UPDATE)]
     assert "unit inactive: start it" in plan.changes[-1].reason
-    engine.apply(load(WITH_UNIT))
+    orchestrator.apply(load(WITH_UNIT))
     assert units.state[UNIT]["ActiveState"] == "active"
     units.state[UNIT].update(ActiveState="failed", Result="exit-code")
-    assert "unit failed (result exit-code): reset it and start it" in engine.plan(load(WITH_UNIT)).changes[0].reason
+    assert "unit failed (result exit-code): reset it and start it" in orchestrator.plan(load(WITH_UNIT)).changes[0].reason
 
 
 def test_without_systemd_as_pid1_the_plan_refuses_the_unit_but_plain_profiles_plan(world):  # noqa: F811
-    engine, _, _, _ = world
-    units_of(engine).is_booted = False
+    orchestrator, _, _, _ = world
+    units_of(orchestrator).is_booted = False
     with pytest.raises(PlanError, match="systemd is not PID 1 on this host"):
-        engine.plan(load(WITH_UNIT))
-    assert engine.apply(load()).final.converged
-    assert units_of(engine).calls == []  # a plain profile makes no systemctl call
+        orchestrator.plan(load(WITH_UNIT))
+    assert orchestrator.apply(load()).final.converged
+    assert units_of(orchestrator).calls == []  # a plain profile makes no systemctl call
 
 
 def test_a_systemd_without_docker_service_is_refused(world):  # noqa: F811
-    engine, _, _, _ = world
-    units_of(engine).has_docker_service = False
+    orchestrator, _, _, _ = world
+    units_of(orchestrator).has_docker_service = False
     with pytest.raises(PlanError, match="no docker.service"):
-        engine.plan(load(WITH_UNIT))
+        orchestrator.plan(load(WITH_UNIT))
 
 
 def test_a_unit_kimik3_did_not_install_is_never_overwritten(world):  # noqa: F811
-    engine, _, _, _ = world
-    units = units_of(engine)
+    orchestrator, _, _, _ = world
+    units = units_of(orchestrator)
     units.files[unit_path(UNIT)] = "[Unit]\nDescription=the operator's own\n"
     with pytest.raises(PlanError, match="was not installed by kimik3"):
-        engine.plan(load(WITH_UNIT))
+        orchestrator.plan(load(WITH_UNIT))
     units.files[unit_path(UNIT)] = "# kimik3: fingerprint=0123456789abcdef profile=someone-else\n[Unit]\n"
     with pytest.raises(PlanError, match="belongs to kimik3 profile someone-else"):
-        engine.plan(load(WITH_UNIT))
+        orchestrator.plan(load(WITH_UNIT))
 
 
 def test_a_packaged_unit_or_a_template_name_is_refused(world):  # noqa: F811
-    engine, _, _, _ = world
-    units_of(engine).packaged[UNIT] = "/lib/systemd/system/k3-test.service"
+    orchestrator, _, _, _ = world
+    units_of(orchestrator).packaged[UNIT] = "/lib/systemd/system/k3-test.service"
     with pytest.raises(PlanError, match=r"already exists \(/lib/systemd/system/k3-test.service\)"):
-        engine.plan(load(WITH_UNIT))
+        orchestrator.plan(load(WITH_UNIT))
     # a template is refused at validate now (cases/profile/systemd_unit_template.yaml), before any plan
     with pytest.raises(ProfileError, match=r"a template name \('name@'\)"):
         load(WITH_UNIT.replace("unit: k3-test,", "unit: k3-test@,"))
 
 
 def test_destroy_removes_only_what_kimik3_installed_for_the_profile(world):  # noqa: F811
-    engine, docker, _, _ = world
-    engine.apply(load(WITH_UNIT))
-    units = units_of(engine)
+    orchestrator, docker, _, _ = world
+    orchestrator.apply(load(WITH_UNIT))
+    units = units_of(orchestrator)
     foreign = "/etc/systemd/system/operator.service"
     units.files[foreign] = "[Unit]\nDescription=not ours\n"
     units.calls.clear()
-    teardown = engine.destroy(load(WITH_UNIT), images=False, model=False)
+    teardown = orchestrator.destroy(load(WITH_UNIT), images=False, model=False)
     assert [(s.kind, s.action) for s in teardown.steps][:2] == [("unit", Action.DELETE), ("container", Action.DELETE)]
     assert unit_path(UNIT) not in units.files and env_path(UNIT) not in units.files
     assert foreign in units.files
@@ -147,27 +147,27 @@ def test_destroy_removes_only_what_kimik3_installed_for_the_profile(world):  # n
 
 
 def test_dropping_the_systemd_section_removes_the_unit_before_the_relaunch(world):  # noqa: F811
-    engine, _, _, _ = world
-    engine.apply(load(WITH_UNIT))
-    plan = engine.plan(load())
+    orchestrator, _, _, _ = world
+    orchestrator.apply(load(WITH_UNIT))
+    plan = orchestrator.plan(load())
     assert changes(plan) == [("preread", Action.READ), ("unit", Action.DELETE), ("container", Action.REPLACE),
                              ("health", Action.READ)]
-    engine.apply(load())
-    assert not units_of(engine).files
+    orchestrator.apply(load())
+    assert not units_of(orchestrator).files
 
 
 def test_the_conflicting_pair_switches_through_their_units(world):  # noqa: F811
-    engine, docker, _, _ = world
+    orchestrator, docker, _, _ = world
     main = load(WITH_UNIT.replace("enable: false", "enable: false, conflicts: [k3-interactive]"))
     # The interactive profile lists no conflict: the shared port derives `Conflicts=k3-test.service`.
     interactive = load(WITH_UNIT.replace("k3-test", "k3-interactive"))
-    engine.apply(main)
-    plan = engine.plan(interactive)
+    orchestrator.apply(main)
+    plan = orchestrator.plan(interactive)
     conflict = [s for s in plan.steps if s.kind == "conflict"]
     assert [(s.target, s.action, s.spec) for s in conflict] == [("k3-test", Action.UPDATE, StopUnit(UNIT))]
     assert "stop unit k3-test.service" in conflict[0].reason
-    engine.apply(interactive)
-    units = units_of(engine)
+    orchestrator.apply(interactive)
+    units = units_of(orchestrator)
     assert "Conflicts=k3-test.service" in units.files[unit_path("k3-interactive.service")].splitlines()
     assert units.state[UNIT]["ActiveState"] == "inactive"
     assert docker.containers["k3-test"]["State"]["Status"] == "exited"
@@ -176,4 +176,4 @@ def test_the_conflicting_pair_switches_through_their_units(world):  # noqa: F811
     assert docker.containers["k3-test"]["State"]["Status"] == "running"
     assert docker.containers["k3-interactive"]["State"]["Status"] == "exited"
     assert units.state["k3-interactive.service"]["ActiveState"] == "inactive"
-    assert engine.plan(main).converged
+    assert orchestrator.plan(main).converged

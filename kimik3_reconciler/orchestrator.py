@@ -21,13 +21,13 @@ from kimik3_reconciler.model.plan import Plan, Step
 from kimik3_reconciler.model.loaded_profile import LoadedProfile
 from kimik3_reconciler.model.records import apply_key, last_good_key, unverified_key
 from kimik3_reconciler.model.profile import Profile
-from kimik3_reconciler.model.specs import HealthWait, LaunchContainer, StartContainer, VerifyServer
 from kimik3_reconciler.model.state_room import records_after, shortfall, takes_server_down
 from kimik3_reconciler.observe import observe
 from kimik3_reconciler.observe.docker_objects import parse_container
 from kimik3_reconciler.planning import gate_reference, plan, plan_destroy, plan_prune, refuse_by_host_gate
 from kimik3_reconciler.observe.workers import recorded_workers
-from kimik3_reconciler.planning.rpc_step import docker_host, dropped_worker_hosts, recorded_worker_hosts, worker_hosts
+from kimik3_reconciler.planning.worker_step import docker_host, dropped_worker_hosts, recorded_worker_hosts, \
+    worker_hosts
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps import Reporter, check_executable, execute
 
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from kimik3_reconciler.model.plan_file import SavedPlan
 
 DEFAULT_ROUNDS = 3
+Check = Callable[[], None]  # `kimik3 verify` of the profile being applied: VerifyFailed when a check fails
 
 
 @dataclass
@@ -71,7 +72,7 @@ def located(loaded: LoadedProfile) -> Iterator[None]:
         raise placed from None
 
 
-class Engine:
+class Orchestrator:
     def __init__(self, ports: Ports, reporter: Reporter, base_dir: Path, dockerfile: Path):
         self.ports, self.reporter = ports, reporter
         self.base_dir, self.dockerfile = base_dir, dockerfile
@@ -81,7 +82,7 @@ class Engine:
         # The records this apply writes at its end (the last good profile, the workers), counted with the steps'
         # own before a server is taken down; set by apply_or_revert.
         self._closing: tuple[dict | None, int] = (None, 0)
-        self.restoring = False  # this engine brings back the last good profile: nothing may refuse it
+        self.restoring = False  # this orchestrator brings back the last good profile: nothing may refuse it
 
     def locked(self, operation: str, profile: Profile, timeout_s: float) -> AbstractContextManager[LockHolder | None]:
         """The per-host lock around a change (apply, destroy, prune, a reconcile pass): one kimik3 at a
@@ -144,9 +145,12 @@ class Engine:
                                created=self.ports.clock.now().isoformat(timespec="seconds"),
                                rehash=rehash, warnings=made.warnings)
 
-    def apply_saved(self, loaded: LoadedProfile, saved: SavedPlan, profile_text_now: str | None) -> ApplyResult:
+    def apply_saved(self, loaded: LoadedProfile, saved: SavedPlan, profile_text_now: str | None,
+                    check: Check | None = None) -> ApplyResult:
         """Execute exactly `saved`'s steps, once nothing moved since it was made (else StalePlan, nothing run);
-        then wait for health as apply does. `profile_text_now`: the profile file as it reads now."""
+        then wait for health as apply does. `profile_text_now`: the profile file as it reads now; `check`: as
+        for `apply`."""
+        ports = self.ports.verifying(check)
         observed = self.observe(loaded, saved.rehash, gate_first=True)
         from kimik3_reconciler.planning.basis import stale_reasons
 
@@ -157,28 +161,27 @@ class Engine:
                             + "\n  - ".join(moved), moved)
         result = ApplyResult(rounds=1)
         self._down = False
-        self._execute(self._runnable(saved.changes, result), result)
+        self._execute(self._runnable(saved.changes, result, ports), result, ports)
         final = self.plan(loaded)
         # A load the saved plan did not wait for (it was made while the container was loading): wait now.
-        self._execute(tuple(s for s in self._runnable(final.changes, result) if isinstance(s.spec, HealthWait)),
-                      result)
+        self._execute(tuple(s for s in self._runnable(final.changes, result, ports) if s.spec.waits), result, ports)
         result.final = self._settled(self.plan(loaded) if result.executed else final, result)
-        pending_steps = self._runnable(result.final.changes, result)
+        pending_steps = self._runnable(result.final.changes, result, ports)
         if pending_steps:
             pending = tuple(f"{s.kind} {s.target}: {s.reason}" for s in pending_steps)
             raise ConvergenceError("the saved plan ran, but the host still wants changes (plan again):\n  "
                                    + "\n  ".join(pending), pending)
         return result
 
-    def _execute(self, steps: tuple[Step, ...], result: ApplyResult) -> None:
+    def _execute(self, steps: tuple[Step, ...], result: ApplyResult, ports: Ports) -> None:
         for at, step in enumerate(steps):
             if takes_server_down(step.spec) and not self._down:
                 self._check_room(steps[at:])
                 self._down = True  # before it runs: a step that fails halfway (removed, not relaunched) counts
             self.reporter.event("step", kind=step.kind, action=step.action.name.lower(),
                                 target=step.target, reason=step.reason)
-            execute(step, self.ports, self.reporter)
-            if isinstance(step.spec, HealthWait):
+            execute(step, ports, self.reporter)
+            if step.spec is not None and step.spec.waits:
                 self._down = False  # a launch answers /health: a server runs again
             result.executed.append(step)
 
@@ -194,39 +197,43 @@ class Engine:
             raise LocalFileError(f"{why}; nothing was stopped, the running server keeps serving. Free space there "
                                  "(or point KIMIK3_STATE_DIR at a larger disk) and apply again [errno ENOSPC]")
 
-    def _runnable(self, steps: tuple[Step, ...], result: ApplyResult) -> tuple[Step, ...]:
-        """The changing steps this apply runs. A `<= verify` step (a launch an earlier apply left unverified)
-        needs a verifier (none: --no-verify-server, the launch stays unverified for a later apply), and is left
-        out once this apply (re)launched or started the container: apply_or_revert verifies that launch at the end."""
-        skip_verify = self.ports.verifier is None or _launched(result)
-        return tuple(s for s in steps if s.changes and not (skip_verify and isinstance(s.spec, VerifyServer)))
+    @staticmethod
+    def _runnable(steps: tuple[Step, ...], result: ApplyResult, ports: Ports) -> tuple[Step, ...]:
+        """The changing steps this apply runs. A step that `checks` (a launch an earlier apply left unverified)
+        needs the apply's check (none: --no-verify-server, the launch stays unverified for a later apply), and is
+        left out once this apply started the server: apply_or_revert checks that launch at the end."""
+        skip_checks = ports.verifier is None or _launched(result)
+        return tuple(s for s in steps if s.changes and not (skip_checks and s.spec.checks))
 
     @staticmethod
     def _settled(current: Plan, result: ApplyResult) -> Plan:
-        """The plan as this apply leaves it: the verify of its own launch is apply_or_revert's, not pending."""
+        """The plan as this apply leaves it: the check of its own launch is apply_or_revert's, not pending."""
         if not _launched(result):
             return current
-        return replace(current, steps=tuple(s for s in current.steps if not isinstance(s.spec, VerifyServer)))
+        return replace(current, steps=tuple(s for s in current.steps if not (s.spec is not None and s.spec.checks)))
 
     def apply(self, loaded: LoadedProfile, max_rounds: int = DEFAULT_ROUNDS, rehash: bool = False,
-              admit: Callable[[Plan], None] | None = None) -> ApplyResult:
+              admit: Callable[[Plan], None] | None = None, check: Check | None = None) -> ApplyResult:
         """Converge; `rehash` applies to the first observation only (what it finds missing is fetched again).
-        `admit(plan)` sees each round's plan before any of its steps runs, and may refuse it (raise)."""
+        `admit(plan)` sees each round's plan before any of its steps runs, and may refuse it (raise). `check`
+        (verify) is what a step that `checks` runs (a launch an earlier apply left unverified); this apply's own
+        launch is checked by the caller (`apply_checked`)."""
+        ports = self.ports.verifying(check)
         result = ApplyResult()
         self._down = False
         for round_no in range(1, max_rounds + 1):
             current = self.plan(loaded, rehash=rehash and round_no == 1)
             result.rounds, result.final = round_no, current
-            steps = self._runnable(current.changes, result)
+            steps = self._runnable(current.changes, result, ports)
             if not steps:
                 result.final = self._settled(current, result)
                 return result
             if admit is not None:
                 admit(current)
-            self._execute(steps, result)
+            self._execute(steps, result, ports)
         final = self.plan(loaded)
         result.final = self._settled(final, result)
-        pending_steps = self._runnable(final.changes, result)
+        pending_steps = self._runnable(final.changes, result, ports)
         if pending_steps:
             pending = tuple(f"{s.kind} {s.target}: {s.reason}" for s in pending_steps)
             raise ConvergenceError(f"not converged after {max_rounds} rounds:\n  " + "\n  ".join(pending), pending)
@@ -234,11 +241,11 @@ class Engine:
 
     def apply_or_revert(self, loaded: LoadedProfile, check: Callable[[], None] | None = None,
                         max_rounds: int = DEFAULT_ROUNDS, rehash: bool = False,
-                        run: Callable[[], ApplyResult] | None = None,
+                        run: Callable[[Check | None], ApplyResult] | None = None,
                         admit: Callable[[Plan], None] | None = None) -> ApplyResult:
-        """Apply (or `run`: a saved plan); then `check` (verify). On success record the profile as the last
+        """Apply (or `run(check)`: a saved plan); then `check` (verify). On success record the profile as the last
         good one. When the gate, the load or the check fails, relaunch the last good profile and re-raise.
-        A `<= verify` step (a launch an earlier apply left unverified) runs `check` through `ports.verifier`.
+        A `<= verify` step (a launch an earlier apply left unverified) runs `check` too.
         Either way the apply record (`apply_key`: date, result, converged fingerprint, reverts) says how it ended."""
         self._reverted = False
         try:
@@ -271,7 +278,7 @@ class Engine:
             "reverts": before + (1 if self._reverted else 0), "reverts_since": since}, self.reporter)
 
     def _apply_or_revert(self, loaded: LoadedProfile, check: Callable[[], None] | None, max_rounds: int,
-                         rehash: bool, run: Callable[[], ApplyResult] | None,
+                         rehash: bool, run: Callable[[Check | None], ApplyResult] | None,
                          admit: Callable[[Plan], None] | None) -> ApplyResult:
         name = loaded.profile.name
         last_good = {"text": loaded.text, "source": loaded.source, "base_dir": str(self.base_dir.resolve()),
@@ -279,16 +286,12 @@ class Engine:
         self._closing = (last_good, len(loaded.profile.workers))
         try:
             try:
-                self.ports.verifier = check
                 try:
-                    result = run() if run is not None else self.apply(loaded, max_rounds, rehash, admit)
+                    # The check goes with this apply only: the revert below must never verify against the failing
+                    # profile (apply_checked hands it to this apply's steps on a copy of the ports).
+                    result = self.apply_checked(loaded, check, max_rounds, rehash, run, admit)
                 finally:
-                    self.ports.verifier = None  # the revert below must never verify against the failing profile
-                    self._closing = (None, 0)
-                verified = any(isinstance(s.spec, VerifyServer) for s in result.executed)
-                if check is not None and result.changed and not verified:
-                    check()
-                    self.ports.state.delete(unverified_key(name))
+                    self._closing = (None, 0)  # a revert writes its own records: nothing of this apply's is owed
             except OSError as exc:  # a full or read-only state dir, named as the CLI names it (exit 8)
                 raise LocalFileError.from_os_error(exc) from None
         except (LoadFailed, VerifyFailed) as failure:  # GateFailed and SmokeFailed are LoadFailed
@@ -333,8 +336,8 @@ class Engine:
 
         try:
             # Its relative paths (build.archive, patches, api_key_file) are relative to *its* folder.
-            reverting = Engine(self.ports, self.reporter, Path(last.get("base_dir") or self.base_dir),
-                               self.dockerfile)
+            reverting = Orchestrator(self.ports, self.reporter, Path(last.get("base_dir") or self.base_dir),
+                                     self.dockerfile)
             reverting.restoring = True  # no room check: bringing a server back is what the room was kept for
             reverting.apply(parse_profile(last["text"], source=f"last good {loaded.profile.name} "
                                                                f"({last.get('date')})"), max_rounds)
@@ -348,6 +351,19 @@ class Engine:
                 from None
         raise type(failure)(f"{failure}\nthe revert to the last good profile (recorded {last.get('date')}) "
                             f"failed too: {revert_failure}") from None
+
+    def apply_checked(self, loaded: LoadedProfile, check: Check | None, max_rounds: int = DEFAULT_ROUNDS,
+                      rehash: bool = False, run: Callable[[Check | None], ApplyResult] | None = None,
+                      admit: Callable[[Plan], None] | None = None) -> ApplyResult:
+        """Apply (or `run(check)`) with `check`, then run `check` on a change unless a step of the apply ran it
+        already; a passing check clears the launch's `unverified/` record. No revert, no last-good record
+        (apply_or_revert adds them; a tune candidate is never the profile to come back to)."""
+        result = run(check) if run is not None else self.apply(loaded, max_rounds, rehash, admit, check)
+        checked = any(s.spec.checks for s in result.executed)
+        if check is not None and result.changed and not checked:
+            check()
+            self.ports.state.delete(unverified_key(loaded.profile.name))
+        return result
 
     def prune(self, loaded: LoadedProfile, execute_steps: bool = True) -> Plan:
         pruning = check_executable(plan_prune(loaded.profile, self.observe(loaded)))
@@ -378,7 +394,7 @@ class Engine:
 
 def _launched(result: ApplyResult) -> bool:
     """This apply (re)launched or started the container: it verifies that launch itself, at its end."""
-    return any(isinstance(s.spec, (LaunchContainer, StartContainer)) for s in result.executed)
+    return any(s.spec.starts_server for s in result.executed)
 
 
 def _count(value: object) -> int:

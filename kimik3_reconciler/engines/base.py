@@ -1,0 +1,108 @@
+"""What differs between serving engines (llama.cpp today; vLLM and SGLang, seed 001's routes, next): one
+protocol, pure (values in, values out; no ports, no I/O), implemented once per engine folder (engines/<name>/).
+
+Generic code (planning, steps, exporter, bench, tune, verify, reconcile) learns the engine only through a
+`ServingEngine` handed to it (`Desired.engine`, or an argument resolved by `engines.engine_for` at an entry
+point), never by importing an engine's folder (an import-linter contract in pyproject.toml).
+Each member says what it is for seed 001's three recipes, so the next engines fit without a change here.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from kimik3_reconciler.model.facts import ModelFact, Observed
+    from kimik3_reconciler.model.launch_input import LaunchInput
+    from kimik3_reconciler.model.profile import Profile, ServeSpec
+
+
+# The values below are NamedTuples, not dataclasses: every plan imports this module, and four generated dataclasses
+# cost it ~2 ms more (python -X importtime, a no-op plan of the demo; bench/plan_seam.py).
+class ModelSource(NamedTuple):
+    """What of the model repo the engine serves. `gguf`: one quant's shards (`model.quant`'s folder), opened by
+    their first shard; `safetensors` (vLLM, SGLang): the whole checkpoint at the pinned revision, opened as a
+    folder. Downloaded, verified and mounted read-only by kimik3 either way (the container gets no token)."""
+
+    format: Literal["gguf", "safetensors"]
+
+    @property
+    def suffix(self) -> str:
+        """The weight files' suffix (the exporter's page-cache residency reads those files)."""
+        return f".{self.format}"
+
+
+class ImageSource(NamedTuple):
+    """How the image is obtained: `build` from pinned source (llama.cpp: Dockerfile.llamacpp, cmake flags from
+    the profile) or `pull` by digest (vLLM's `vllm/vllm-openai@sha256:…`, SGLang's)."""
+
+    kind: Literal["build", "pull"]
+
+
+class Readiness(NamedTuple):
+    """What loading and ready look like on the wire. `path` answers 200 once the model is loaded. While it
+    loads, llama-server answers `path` with 503 (`while_loading="503"`); vLLM's port refuses connections
+    (`"refused"`): a health wait must read "no answer" as loading there, and as a failure only when the
+    container exits."""
+
+    path: str
+    while_loading: Literal["503", "refused"]
+
+    @property
+    def loading(self) -> str:
+        """How a loading server looks, for a plan's reason."""
+        return f"{self.path} 503" if self.while_loading == "503" else "its port refuses connections"
+
+
+class ServerSeries(NamedTuple):
+    """The server's own Prometheus names (its /metrics), by what kimik3 shows of them (`status --watch`, the
+    exporter's re-labelled families). llama-server: `llamacpp:*`; vLLM: `vllm:*` (num_requests_running,
+    num_requests_waiting, generation_tokens_total, prompt_tokens_total). `slots`: the path of per-slot state
+    where the engine has one (llama-server's /slots), else None."""
+
+    prefix: str
+    running: str
+    waiting: str
+    generated_tokens_total: str
+    prompt_tokens_total: str
+    slots: str | None
+
+
+@runtime_checkable
+class ServingEngine(Protocol):
+    """One serving engine, as kimik3 deploys it."""
+
+    name: str  # the profile's `engine:` value (model/engine_names.py: the registry)
+    model_source: ModelSource
+    image_source: ImageSource
+    readiness: Readiness
+    series: ServerSeries
+    # The chat completion's message field that carries the reasoning (verify's two-turn check sends it back):
+    # llama-server `reasoning_content`, vLLM `reasoning`.
+    reasoning_field: str
+
+    def model_entry(self, model: ModelFact) -> str:
+        """What the server opens, relative to the mounted snapshot: GGUF, the quant's -00001-of- shard (or its
+        only file); a safetensors checkpoint, "." (the snapshot folder itself)."""
+        ...
+
+    def owned_flags(self, threads: int, load_mode: str) -> tuple[str, ...]:
+        """The fixed flags (never knobs) every process of this engine that opens the real model carries: the
+        server, and for llama.cpp the smoke test and the quant gate's llama-perplexity too (one source)."""
+        ...
+
+    def placement_flags(self, serve: ServeSpec, manual_split: bool = True) -> tuple[str, ...]:
+        """How the weights are placed over the devices (llama.cpp: --fit with margins or the manual
+        --n-cpu-moe split; vLLM/SGLang: tensor/data-parallel sizes)."""
+        ...
+
+    def server_argv(self, launch: LaunchInput, snapshot: str) -> tuple[str, ...]:
+        """The server's argv (the image's entrypoint runs it) from the launch input; `snapshot`: where the
+        model's snapshot is mounted in the container. Env and mounts are generic (planning/launch.py)."""
+        ...
+
+    def tune_space(self, profile: Profile, observed: Observed) -> dict[str, tuple[Any, ...]]:
+        """The knobs `kimik3 tune` may search on this host (serve fields), each with the running value among
+        its values (llama.cpp: ubatch, parallel, fit_target or n_cpu_moe; vLLM: max_num_seqs,
+        max_num_batched_tokens, gpu_memory_utilization, …)."""
+        ...

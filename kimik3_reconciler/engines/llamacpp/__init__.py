@@ -1,0 +1,49 @@
+"""llama.cpp behind the engine seam (engines/base.py): GGUF quants served by llama-server, built from pinned
+source (Dockerfile.llamacpp), loading = /health 503, `llamacpp:*` metrics, `reasoning_content`.
+
+`ENGINE` is what the registry (model/engine_names.py, `engines.engine_for("llamacpp")`) hands out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kimik3_reconciler.engines.base import ImageSource, ModelSource, Readiness, ServerSeries
+from kimik3_reconciler.engines.llamacpp import launch
+from kimik3_reconciler.model.facts import ModelFact, Observed
+from kimik3_reconciler.model.launch_input import LaunchInput
+from kimik3_reconciler.model.profile import Profile, ServeSpec
+
+
+class LlamaCpp:
+    """llama-server (mainline or the Kimi-K3 fork), as seed 000 runs it."""
+
+    name = "llamacpp"
+    model_source = ModelSource("gguf")
+    image_source = ImageSource("build")
+    readiness = Readiness("/health", while_loading="503")  # llama-server: 503 "Loading model", then 200
+    series = ServerSeries(prefix="llamacpp:", running="llamacpp:requests_processing",
+                          waiting="llamacpp:requests_deferred",
+                          generated_tokens_total="llamacpp:tokens_predicted_total",
+                          prompt_tokens_total="llamacpp:prompt_tokens_total", slots="/slots")
+    reasoning_field = "reasoning_content"
+
+    def model_entry(self, model: ModelFact) -> str:
+        return launch.first_shard(model)
+
+    def owned_flags(self, threads: int, load_mode: str = "none") -> tuple[str, ...]:
+        return launch.owned_flags(threads, load_mode)
+
+    def placement_flags(self, serve: ServeSpec, manual_split: bool = True) -> tuple[str, ...]:
+        return launch.placement_flags(serve, manual_split)
+
+    def server_argv(self, value: LaunchInput, snapshot: str) -> tuple[str, ...]:
+        return launch.server_argv(value, snapshot)
+
+    def tune_space(self, profile: Profile, observed: Observed) -> dict[str, tuple[Any, ...]]:
+        from kimik3_reconciler.engines.llamacpp import tune  # tune only: a plan does not load model/tuning.py
+
+        return tune.default_space(profile, observed)
+
+
+ENGINE = LlamaCpp()

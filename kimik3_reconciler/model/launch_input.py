@@ -1,0 +1,74 @@
+"""What reaches the serving container, as one value: `LaunchInput` holds every value its argv, env, mounts,
+devices, labels and restart policy are rendered from (planning/launch.py renders it; the serving engine,
+engines/, renders the argv from it). `flat()` names its fields as the profile does: the `kimik3.inputs` label.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from kimik3_reconciler.model.profile import ServeSpec
+
+
+@dataclass(frozen=True)
+class ModelInput:
+    """The quant as the container opens it: the cache folder it mounts and the shard it loads."""
+
+    repo: str
+    revision: str
+    quant: str
+    cache_dir: str
+    shard: str  # the -00001-of- shard, relative to the snapshot
+    mmproj: str | None  # fork only: mainline would error or silently ignore --mmproj
+
+
+@dataclass(frozen=True)
+class LaunchInput:
+    """Everything the container is made from; nothing else reaches `render_container`."""
+
+    name: str
+    image: str
+    image_fingerprint: str
+    gpus: str | tuple[int | str, ...]  # as the profile declares them ("none" for the CPU variant)
+    restart_policy: str
+    model: ModelInput
+    serve: ServeSpec  # the profile's section, with the effective batch/ubatch/fit_target and host paths resolved
+    bind: str
+    threads: int  # physical cores, not hardware threads (seed 000)
+    draft_device: str | None
+    gpu_request: str = "runtime"  # CDI or the nvidia runtime (planning/gpu_probe.py); not in `flat()`
+    rpc: tuple[str, ...] = ()  # the workers' rpc-server endpoints (--rpc), in profile order
+    worker_fingerprints: tuple[str, ...] = ()  # theirs: a worker that changes replaces this server too
+
+    def flat(self) -> dict[str, Any]:
+        """{field: value}, named as the profile names them (`serve.ubatch`, `model.cache_dir`); the label.
+        The shard's file name is left out: a function of repo@revision/quant, it would only repeat them."""
+        flat: dict[str, Any] = {f"serve.{k}": v for k, v in self.serve.model_dump(mode="json").items()}
+        flat.update({f"model.{k}": v for k, v in asdict(self.model).items() if k != "shard"})
+        flat.update({
+            "name": self.name,
+            "gpus": self.gpus if isinstance(self.gpus, str) else list(self.gpus),
+            "image": self.image,
+            "image.fingerprint": self.image_fingerprint,
+            "host.bind": self.bind,
+            "host.threads": self.threads,
+            "host.draft_device": self.draft_device,
+            "restart_policy": self.restart_policy,
+        })
+        if self.rpc:  # only with workers: a single-host label stays as it was
+            flat.update({"rpc.endpoints": list(self.rpc), "rpc.worker_fingerprints": list(self.worker_fingerprints)})
+        return flat
+
+    @property
+    def server_url(self) -> str:
+        """Where the server answers from this host (a wildcard bind is probed on loopback)."""
+        return f"http://{_probe_host(self.bind)}:{self.serve.port}"
+
+
+def _probe_host(bind: str) -> str:
+    address = ipaddress.ip_address(bind)
+    if address.is_unspecified:
+        return "127.0.0.1" if address.version == 4 else "[::1]"
+    return f"[{bind}]" if address.version == 6 else bind

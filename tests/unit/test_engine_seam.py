@@ -1,0 +1,53 @@
+"""The engine seam (issue 25): the registry's engines satisfy the protocol, the profile names one of them (and
+nothing else), and what reaches the container comes through the engine the plan was handed."""
+
+from __future__ import annotations
+
+import pytest
+from support.observed import observed
+
+from kimik3_reconciler.engines import ServingEngine, engine_for
+from kimik3_reconciler.errors import PlanError, ProfileError
+from kimik3_reconciler.model.engine_names import DEFAULT_ENGINE, ENGINES
+from kimik3_reconciler.model.profile_source import parse_profile
+from kimik3_reconciler.planning import render_desired
+
+PROFILE = """apiVersion: kimik3/v1
+name: k
+model: {repo: a/b, revision: %s, quant: UD-Q2_K_XL}
+build: {variant: cpu, cpu_features: []}
+gpus: none
+""" % ("a" * 40)
+
+
+@pytest.mark.parametrize("name", sorted(ENGINES))
+def test_every_registered_engine_satisfies_the_protocol_under_its_own_name(name: str) -> None:
+    engine = engine_for(name)
+    assert isinstance(engine, ServingEngine) and engine.name == name
+    assert engine.readiness.path.startswith("/") and engine.series.prefix and engine.reasoning_field
+
+
+def test_an_unknown_engine_is_a_plan_error_naming_the_field() -> None:
+    with pytest.raises(PlanError) as refused:
+        engine_for("ollama")
+    assert refused.value.fields == (("engine",),) and "llamacpp" in str(refused.value)
+
+
+def test_the_profile_defaults_to_llamacpp_and_refuses_a_name_the_registry_lacks() -> None:
+    assert parse_profile(PROFILE, "p.yaml").profile.engine == DEFAULT_ENGINE == "llamacpp"
+    assert parse_profile(PROFILE + "engine: llamacpp\n", "p.yaml").profile.engine == "llamacpp"
+    with pytest.raises(ProfileError) as refused:
+        parse_profile(PROFILE + "engine: vllm\n", "p.yaml")
+    assert refused.value.exit_code == 2 and "engine" in str(refused.value)
+
+
+def test_the_plan_gets_the_profiles_engine_and_the_container_runs_its_argv() -> None:
+    profile = parse_profile(PROFILE, "p.yaml").profile
+    facts = observed(profile)
+    desired = render_desired(profile, facts)
+    assert desired.engine is engine_for("llamacpp")
+    entry = desired.engine.model_entry(facts.model)
+    opened = desired.launch.spec.command[1]  # -m <snapshot>/<the quant's first shard>
+    assert opened.endswith("/" + entry)
+    snapshot = opened.removesuffix("/" + entry)
+    assert desired.launch.spec.command == desired.engine.server_argv(desired.launch.input, snapshot)
