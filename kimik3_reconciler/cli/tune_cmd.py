@@ -54,15 +54,17 @@ def write_target(file: str) -> Path:
 @click.option("--space", multiple=True, metavar="KNOB=V1,V2",
               help="search these values of a knob (repeatable); default: the profile's knobs for this host")
 @click.option("--prompts", type=click.IntRange(min=1), default=2, show_default=True,
-              help="requests per concurrent stream in a short bench (the finalists get twice as many a bench)")
+              help="requests per concurrent stream in the warm-up's sizing; every draw's bench sends twice as many")
 @click.option("--prompt-tokens", type=click.IntRange(min=1), default=256, show_default=True)
 @click.option("--output-tokens", type=click.IntRange(min=2), default=64, show_default=True)
-@click.option("--finalists", type=click.IntRange(min=1), default=3, show_default=True,
-              help="the best this many get the longer benches")
+@click.option("--finalists", type=click.IntRange(min=1), default=2, show_default=True,
+              help="the best this many (besides the leader and FILE as written) go to the final rounds")
 @click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True,
-              help="longer benches per finalist (each relaunched and warmed up); ranked by the median")
+              help="draws a candidate gets at most in the final rounds (each a relaunch, a warm-up and a bench); "
+                   "the rounds stop earlier once the candidates are told apart")
 @click.option("--max-trials", type=click.IntRange(min=1), default=None,
-              help="short trials at most (default: a third of the launchable candidates, at least 3)")
+              help="draws of the search stage at most, before the final rounds (default: what the space needs: the "
+                   "split, each value of each other knob, one neighbour split)")
 @click.option("--write", is_flag=True, help="rewrite FILE's knobs in place (comments and key order kept) with the "
                                             "measured figures as a comment, and converge on it; without: print the diff")
 @click.option("--json", "json_out", is_flag=True, help="print the trials, the winner and the diff as JSON on stdout")
@@ -90,7 +92,7 @@ def tune(ctx: click.Context, file: str, goal_text: str, budget: float, space: tu
     short, long = with_settings(base, goal, prompts, 1), with_settings(base, goal, prompts * 2, 1)
     key = search_key(loaded.profile.name, loaded.text, goal, asked,
                      {"short": short.requests(), "long": long.requests(), "repeats": repeats,
-                      "tokens": [prompt_tokens, output_tokens]})
+                      "tokens": [prompt_tokens, output_tokens], "search": 2})
     runner = DockerRunner(engine)
     with engine.locked("tune", loaded.profile, lock_timeout):
         record = engine.ports.state.read(key) or {}
@@ -132,10 +134,11 @@ def tune(ctx: click.Context, file: str, goal_text: str, budget: float, space: tu
             _fail(failure, False)  # the message on stderr and the exit code; the JSON is printed above
         return
     _out.print(_trial_table(result.trials, goal))
+    _out.print(_standing_table(result.standings, goal))
     if failure is not None:
         raise failure
     if result.winner is None:
-        _out.print(f"nothing beat {file} as written ({_figure(result.baseline, goal)}): no change")
+        _out.print(Text(f"nothing measurably better than {file} as written: no change ({result.verdict})"))
         return
     _out.print(Text(f"winner: {' '.join(f'{k}={v}' for k, v in sorted(result.winner.knobs.items()))}: "
                     f"{_figure(result.winner, goal)} against {_figure(result.baseline, goal)} as written"))
@@ -168,7 +171,9 @@ def _tune_json(file: str, goal, result, loaded, written: bool, failure=None) -> 
     from kimik3_reconciler.cli.json_out import kimik3_error_document
 
     document = {"profile_file": file, "goal": str(goal), "trials": [trial(t) for t in result.trials],
-                "baseline": trial(result.baseline), "winner": trial(result.winner),
+                "baseline": trial(result.baseline), "winner": trial(result.winner), "leader": trial(result.leader),
+                "standings": [trial(s) for s in result.standings], "verdict": result.verdict,
+                "noise": trial(result.noise) if result.noise is not None and result.noise.df else None,
                 "written": written and result.winner is not None, "diff": diff}
     if failure is not None:
         document = {**kimik3_error_document(failure), **document}
@@ -189,10 +194,25 @@ def _nothing_measured(trials, baseline_knobs: dict):  # noqa: ANN001, ANN202 - l
     return None
 
 
-def _figure(trial, goal) -> str:  # noqa: ANN001 - Trial | None, Goal
-    if trial is None or trial.figure is None:
+def _figure(standing, goal) -> str:  # noqa: ANN001 - Standing | None, Goal
+    from kimik3_reconciler.tuning.evidence import spread_said
+
+    if standing is None or standing.figure is None:
         return "not measured"
-    return f"{goal.metric}@{goal.concurrency} {trial.figure:.2f} {goal.unit}"
+    return f"{goal.metric}@{goal.concurrency} {standing.figure:.2f} {goal.unit} ({spread_said(standing)})"
+
+
+def _standing_table(standings, goal) -> Table:  # noqa: ANN001 - list[Standing], Goal
+    """Each candidate drawn: the median of its draws with the spread beside it (a figure without its spread
+    is how the old search ranked noise)."""
+    table = Table("knobs", f"{goal.metric}@{goal.concurrency} {goal.unit} (median)", "spread", "draws", "result",
+                  title="candidates, best first")
+    for s in standings:
+        knobs = " ".join(f"{k}={v}" for k, v in sorted(s.knobs.items()))
+        table.add_row(Text(knobs), "-" if s.figure is None else f"{s.figure:.2f}",
+                      "-" if s.spread is None else f"±{s.spread * 100:.1f} %", str(s.draws),
+                      Text("ok" if s.feasible else (s.detail or "failed")))
+    return table
 
 
 def _trial_table(trials, goal) -> Table:  # noqa: ANN001 - list[Trial], Goal
