@@ -26,42 +26,43 @@ def t95(df: int) -> float:
     return _T95[max(k for k in _T95 if k <= df)] if df <= 30 else 1.645
 
 
-def value(score: float | None) -> float | None:
-    """A draw's score on the log scale, higher better (a score is the figure, or minus it when minimised)."""
-    if score is None or score == 0:
-        return None
-    return math.log(score) if score > 0 else -math.log(-score)
-
-
 @dataclass
 class Standing:
     """One candidate as its draws stand: `figure` is their median, `spread` the half-range as a share of it
-    (None with one draw); `feasible` is False when any draw failed or broke the goal's bound: an answer
-    that broke the bound once is not one to write back."""
+    (None with one draw). `feasible`: no draw failed (a crash, an error, no figure) and most draws met the goal's
+    bounds: a setting that breaks its bound in the typical bench is no answer, one that grazed it once among
+    several is judged by the rest. `score`: the mean of the draws' log-figures, signed so that higher is better."""
 
     knobs: dict[str, Any]
     figures: list[float | None] = field(default_factory=list)
-    scores: list[float | None] = field(default_factory=list)
+    scores: list[float | None] = field(default_factory=list)  # per draw, on the log scale; None: failed
     figure: float | None = None
     spread: float | None = None
-    score: float | None = None  # the mean of the log-scale values: what candidates are ranked by
+    score: float | None = None
     draws: int = 0
     feasible: bool = False
     detail: str = ""
+    raw: float | None = None  # the mean of the log-figures whether or not the bounds were met
+    doubtful: bool = False  # infeasible only by a bound, and one more draw meeting it would make it feasible
 
     @classmethod
-    def of(cls, knobs: dict[str, Any], draws: list[tuple[float | None, float | None, str]]) -> Standing:
-        """From (figure, score, detail) per draw."""
+    def of(cls, knobs: dict[str, Any], draws: list[tuple[float | None, float | None, str]],
+           minimised: bool = False) -> Standing:
+        """From (figure, score, detail) per draw: the figure as measured, the goal's score (None: the draw failed
+        or broke a bound), why not."""
         figures = [f for f, _, _ in draws]
-        scores = [s for _, s, _ in draws]
-        values = [value(s) for s in scores]
-        feasible = bool(draws) and all(v is not None for v in values)
-        detail = next((d for _, s, d in draws if s is None and d), "")
+        values = [None if f is None or f <= 0 else (-math.log(f) if minimised else math.log(f)) for f in figures]
+        met = sum(score is not None for _, score, _ in draws)
+        feasible = bool(draws) and all(v is not None for v in values) and met * 2 >= len(draws)
+        detail = next((d for _, score, d in draws if score is None and d), "")
         measured = sorted(f for f in figures if f is not None)
         figure = _median(measured) if measured else None
         spread = ((measured[-1] - measured[0]) / 2 / figure) if figure and len(measured) > 1 else None
-        score = sum(v for v in values if v is not None) / len(values) if feasible else None
-        return cls(knobs, figures, scores, figure, spread, score, len(draws), feasible, detail)
+        known = [v for v in values if v is not None]
+        raw = sum(known) / len(known) if known else None
+        doubtful = not feasible and bool(draws) and len(known) == len(draws) and (met + 1) * 2 >= len(draws) + 1
+        return cls(knobs, figures, values, figure, spread, raw if feasible else None, len(draws), feasible, detail,
+                   raw, doubtful)
 
 
 def _median(sorted_values: list[float]) -> float:
@@ -80,8 +81,7 @@ class Noise:
     def pooled(cls, standings: list[Standing]) -> Noise:
         squares, df = 0.0, 0
         for s in standings:
-            values = [value(x) for x in s.scores]
-            values = [v for v in values if v is not None]
+            values = [v for v in s.scores if v is not None]
             if len(values) > 1:
                 mean = sum(values) / len(values)
                 squares += sum((v - mean) ** 2 for v in values)

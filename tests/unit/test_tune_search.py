@@ -10,6 +10,7 @@ cost is counted in draws (a draw = a launch, a warm-up and a bench) against the 
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import random
@@ -43,8 +44,10 @@ gate: {smoke: false}
 
 GRID = json.loads((Path(__file__).parents[1] / "fixtures" / "h200" / "tune-vs-grid.json").read_text())
 H200 = {(r["knobs"]["n_cpu_moe"], r["knobs"]["ubatch"]): r["figure"] for r in GRID["passes"][0]["grid"]["rows"]}
-LOAD_S, BENCH_S = 3.0, 2.3  # a draw on the H200's 2.4 GB model: load + warm-up, one 8-request bench
-SEEDS = 100
+# A draw on the H200's 2.4 GB model (the fixture's own seconds): a load and the warm-up ~2.5 s; an 8-request
+# bench ~2.3 s at 460 tok/s, longer as the candidate is slower (the same tokens at a lower rate).
+LOAD_S, BENCH_S, BENCH_RATE = 2.5, 2.3, 460.0
+SEEDS = 400
 
 
 class SimulatedServer:
@@ -69,9 +72,9 @@ class SimulatedServer:
         pass
 
     def measure(self, loaded: LoadedProfile, settings: BenchSettings) -> tuple[BenchRun, str]:
-        self.clock.t += BENCH_S
         noise = self.launch_noise * math.exp(self.rng.gauss(0.0, self.sigma / 3))
         aggregate, ttft, decode = self.truth(loaded.profile.serve)
+        self.clock.t += bench_seconds(aggregate)
         c = settings.grid[0]
         level = LevelResult(c, c * settings.prompts, 0, 1.0, ttft * noise, ttft * noise, 0.01,
                             decode / noise, aggregate * noise, 100.0, None, None, None, 100)
@@ -84,6 +87,10 @@ class SimulatedServer:
         return LOAD_S
 
 
+def bench_seconds(aggregate: float) -> float:
+    return BENCH_S * BENCH_RATE / aggregate
+
+
 def h200_truth(serve) -> tuple[float, float, float]:  # noqa: ANN001
     return H200[(serve.n_cpu_moe, serve.ubatch)], 0.3, 100.0
 
@@ -92,12 +99,12 @@ def h200_truth(serve) -> tuple[float, float, float]:  # noqa: ANN001
 # (more streams share a step); a floor of 80 tok/s rules out 4 slots, so the best is 3 slots, and ubatch has
 # its best inside (1024): the optimum sits in the middle of both knobs.
 UB_TTFT = {512: 1.25, 1024: 1.0, 2048: 1.1, 4096: 1.3}
-SLOTS = {1: (2.4, 140.0), 2: (1.5, 110.0), 3: (1.0, 90.0), 4: (0.7, 70.0)}
+SLOTS = {2: (1.5, 110.0), 3: (1.0, 90.0), 4: (0.7, 70.0)}
 
 
 def interior_truth(serve) -> tuple[float, float, float]:  # noqa: ANN001
     ttft, decode = SLOTS[serve.parallel]
-    return 300.0, 0.4 * ttft * UB_TTFT[serve.ubatch], decode
+    return 120.0 + 60.0 * serve.parallel, 0.4 * ttft * UB_TTFT[serve.ubatch], decode
 
 
 def run_once(space: dict, goal_text: str, truth, seed: int, budget_s: float,  # noqa: ANN001
@@ -110,7 +117,9 @@ def run_once(space: dict, goal_text: str, truth, seed: int, budget_s: float,  # 
     long = BenchSettings(grid=(goal.concurrency,), prompts=2, prompt_tokens=1024, output_tokens=128)
     search = Search(runner, MemoryState(), clock, lambda _: None, base, goal, space, short, long,
                     f"tune/sim/{seed}.json", budget_s, finalists=2, repeats=3)
-    feasible, refused = FEASIBLE.setdefault(knob_id(space), search.prune(observed(base.profile)))
+    if knob_id(space) not in FEASIBLE:  # the candidate check parses every candidate's profile: once a space
+        FEASIBLE[knob_id(space)] = search.prune(observed(base.profile))
+    feasible, refused = FEASIBLE[knob_id(space)]
     baseline = {k: getattr(base.profile.serve, k) for k in space}
     runner.running = (base.profile.serve.n_cpu_moe, base.profile.serve.ubatch, base.profile.serve.parallel)
     result = search.search(feasible, refused, observed(base.profile), baseline)
@@ -139,48 +148,56 @@ CASES = {
     "space 1 (H200 grid, aggregate@4)": ({"n_cpu_moe": (4, 10, 16, 22), "ubatch": (512, 1024, 2048, 4096)},
                                          "aggregate@4", h200_truth),
     "space 2 (interior, ttft-p95@4 with a decode floor)": ({"ubatch": (512, 1024, 2048, 4096),
-                                                           "parallel": (1, 2, 3, 4)},
+                                                           "parallel": (2, 3, 4)},
                                                           "ttft-p95@4,decode>=80", interior_truth),
 }
 
 
-@pytest.mark.parametrize("name", list(CASES))
-def test_the_search_finds_the_optimum_in_nearly_every_seed_and_never_writes_back_a_loss(name: str) -> None:
+# (case, launch noise, the success-rate floor asserted). 8 % is the H200's: between fresh launches one bench of
+# one candidate moved by 9 % there (tests/fixtures/h200/tune-vs-grid.json's re-measure, 3 candidates x 3 launches),
+# 3.6 % between benches of one launch. At that noise the best and the second best of space 1 (0.889 of it) are
+# told apart in about 9 runs of 10 within a third of the grid's time; at half the noise in nearly every run.
+RATES = [(name, 0.04, 0.95) for name in CASES] + [(list(CASES)[0], 0.08, 0.85), (list(CASES)[1], 0.08, 0.75)]
+
+
+@pytest.mark.parametrize(("name", "sigma", "floor"), RATES, ids=[f"{n[:7]}-noise{s}" for n, s, _ in RATES])
+def test_the_search_finds_the_optimum_in_nearly_every_seed_and_never_writes_back_a_loss(
+        name: str, sigma: float, floor: float) -> None:
     space, goal_text, truth = CASES[name]
-    cells = [dict(zip(sorted(space), values)) for values in
-             __import__("itertools").product(*(space[k] for k in sorted(space)))]
+    cells = [dict(zip(sorted(space), values)) for values in itertools.product(*(space[k] for k in sorted(space)))]
     scores = {knob_id(c): true_score(truth, c, goal_text) for c in cells}
     best = max(s for s in scores.values() if s is not None)
-    base = parse_profile(PROFILE, "sim.yaml").profile.serve
-    written = scores[knob_id({k: getattr(base, k) for k in space})]
-    grid_s = len(cells) * (LOAD_S + 3 * BENCH_S)  # the exhaustive grid: every cell a launch and 3 benches
+    serve = parse_profile(PROFILE, "sim.yaml").profile.serve
+    written = scores[knob_id({k: getattr(serve, k) for k in space})]
+    # the exhaustive grid: every cell a launch and 3 benches
+    grid_s = sum(LOAD_S + 3 * bench_seconds(truth(serve.model_copy(update=c))[0]) for c in cells)
     budget = grid_s / 3 - 2 * LOAD_S  # a third of the grid, less the first converge and the last (settle)
-    good = never_worse = 0
+    good = never_worse = kept = 0
     costs, loads = [], []
     for seed in range(SEEDS):
-        winner, spent, launched, _ = run_once(space, goal_text, truth, seed, budget)
+        winner, spent, launched, _ = run_once(space, goal_text, truth, seed, budget, sigma)
         chosen = scores[knob_id(winner)] if winner is not None else written
-        ok_written = written is None or (chosen is not None and chosen >= written)
-        never_worse += ok_written
+        kept += winner is None
+        never_worse += written is None or (chosen is not None and chosen >= written)
         good += chosen is not None and quality(chosen, best) >= 0.97
         costs.append((spent + 2 * LOAD_S) / grid_s)
         loads.append(launched)
     rate = good / SEEDS
-    print(f"\n{name}: >= 0.97x the optimum in {good}/{SEEDS} seeds ({rate:.1%}); never below as written in "
-          f"{never_worse}/{SEEDS}; cost / grid: mean {sum(costs) / SEEDS:.3f}, max {max(costs):.3f}; "
-          f"loads mean {sum(loads) / SEEDS:.1f} (grid {len(cells)})")
+    print(f"\n{name}, launch noise {sigma:.0%}: >= 0.97x the optimum in {good}/{SEEDS} seeds ({rate:.1%}); "
+          f"never below as written in {never_worse}/{SEEDS}; kept as written in {kept}; cost / grid: mean "
+          f"{sum(costs) / SEEDS:.3f}, max {max(costs):.3f}; loads mean {sum(loads) / SEEDS:.1f} (grid {len(cells)})")
     assert never_worse == SEEDS
-    assert rate >= 0.95
-    assert max(costs) <= 1 / 3 + 1e-9  # the budget holds every seed (counted in simulated draws, not timed)
+    assert rate >= floor
+    assert max(costs) <= 1 / 3 + 1e-9  # the budget holds in every seed (counted in simulated seconds, not timed)
 
 
 def test_inside_the_noise_the_profile_stays_as_written() -> None:
     """Every cell equally fast: whatever the draws say, nothing is measurably better than the profile as written."""
     space = {"ubatch": (512, 1024, 2048, 4096)}
     kept = sum(run_once(space, "aggregate@4", lambda serve: (300.0, 0.3, 100.0), seed, 600.0)[0] is None
-               for seed in range(100))
-    print(f"\nequal cells: the profile kept in {kept}/100 seeds")
-    assert kept >= 90
+               for seed in range(SEEDS))
+    print(f"\nequal cells: the profile kept in {kept}/{SEEDS} seeds")
+    assert kept >= 0.85 * SEEDS  # a one-sided 95 % bound, after the leader was picked as the best of several
 
 
 def test_a_clear_gain_is_written_back() -> None:
@@ -196,12 +213,20 @@ def test_a_clear_gain_is_written_back() -> None:
 def test_pooled_noise_tells_apart_only_what_exceeds_the_spread() -> None:
     a = Standing.of({"x": 1}, [(110.0, 110.0, ""), (112.0, 112.0, ""), (108.0, 108.0, "")])
     b = Standing.of({"x": 2}, [(100.0, 100.0, ""), (102.0, 102.0, ""), (98.0, 98.0, "")])
-    c = Standing.of({"x": 3}, [(104.0, 104.0, ""), (101.0, 101.0, ""), (106.0, 106.0, "")])
+    c = Standing.of({"x": 3}, [(102.0, 102.0, ""), (99.0, 99.0, ""), (104.0, 104.0, "")])
     noise = Noise.pooled([a, b, c])
     assert noise.df == 6 and noise.better(a, b) and not noise.better(b, a)
-    assert not noise.better(c, b)  # 3 % apart with a ±2 % spread each: inside the noise
+    assert not noise.better(c, b)  # 1.7 % apart with a ±2 % spread each: inside the noise
     assert a.figure == 110.0 and a.spread == pytest.approx(0.0182, abs=1e-3)
     single = Standing.of({"x": 4}, [(500.0, 500.0, "")])
-    assert not Noise.pooled([single, b]).better(single, Standing.of({"x": 5}, [(100.0, 100.0, "")]))
-    broken = Standing.of({"x": 6}, [(90.0, 90.0, ""), (95.0, None, "the decode floor is broken")])
-    assert not broken.feasible and noise.better(a, broken)
+    other = Standing.of({"x": 5}, [(100.0, 100.0, "")])
+    assert not Noise.pooled([single, other]).better(single, other)  # nothing drawn twice: no noise known yet
+    assert Noise.pooled([single, b]).better(single, other)  # 5x apart, with b's draws saying ±2 %
+    grazed = Standing.of({"x": 6}, [(90.0, 90.0, ""), (95.0, None, "the decode floor is broken")])
+    assert grazed.feasible  # one draw in two broke the bound: judged by the rest
+    broken = Standing.of({"x": 7}, [(90.0, None, "floor"), (95.0, None, "floor"), (92.0, 92.0, "")])
+    assert not broken.feasible and broken.detail == "floor" and noise.better(a, broken)
+    once = Standing.of({"x": 8}, [(90.0, None, "floor")])
+    assert not once.feasible and once.doubtful  # one more draw meeting the bound would make it feasible
+    failed = Standing.of({"x": 9}, [(None, None, "llama-server exited"), (95.0, 95.0, "")])
+    assert not failed.feasible and not failed.doubtful  # a crash is no doubt

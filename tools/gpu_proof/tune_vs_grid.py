@@ -122,7 +122,7 @@ def standing(goal: Goal, knobs: dict, levels: list[dict | None]) -> Standing:
     for data in levels:
         level = LevelResult.from_json(data) if data else None
         draws.append((goal.figure(level), goal.score(level), (goal.broken(level) or "") if level else "failed"))
-    return Standing.of(knobs, draws)
+    return Standing.of(knobs, draws, goal.minimised)
 
 
 def floor_of(rows: list[dict], space: dict) -> float:
