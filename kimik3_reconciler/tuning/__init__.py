@@ -145,7 +145,7 @@ class Search:
     def standings(self) -> dict[str, Standing]:
         draws: dict[str, list[tuple[float | None, float | None, str]]] = {}
         knobs_of: dict[str, dict[str, Any]] = {}
-        for t in self.trials:
+        for t in self.trials[:self._cursor]:  # a resumed search replays its record: only what it has reached
             if t.status == "running":
                 continue
             kid = knob_id(t.knobs)
@@ -302,7 +302,7 @@ class Search:
         return point
 
     def _measured(self) -> set[str]:
-        return {knob_id(t.knobs) for t in self.trials if t.status != "running"}
+        return {knob_id(t.knobs) for t in self.trials[:self._cursor] if t.status != "running"}
 
     def _moved(self, feasible: Feasible, point: str, change: dict[str, Any]) -> str | None:
         knobs = {**feasible[point][0], **change}
@@ -362,7 +362,7 @@ class Search:
         if not noise.better(leader, base):
             return False
         kid = knob_id(leader.knobs)
-        later = [(t.figure if t.status == "ok" else None, t.score, t.detail) for t in self.trials
+        later = [(t.figure if t.status == "ok" else None, t.score, t.detail) for t in self.trials[:self._cursor]
                  if t.stage == 2 and t.status != "running" and knob_id(t.knobs) == kid]
         if not later or not base.feasible:
             return True
@@ -423,17 +423,6 @@ def _outcome(trial: Trial, goal: Goal) -> str:
 
 def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
-
-
-def median_draw(draws: list[tuple[Any, str]], score: Callable[[Any], float | None]) -> tuple[Any, str]:
-    """The median of a candidate's benches by the goal's score (an infeasible draw ranks lowest; of an even
-    count, the lower middle one: a finalist is never credited with its better half)."""
-    ranked = sorted(draws, key=lambda draw: _rank(score(draw[0])))
-    return ranked[(len(ranked) - 1) // 2]
-
-
-def _rank(score: float | None) -> float:
-    return -math.inf if score is None else score
 
 
 def warm_up_settings(short: BenchSettings) -> BenchSettings:
