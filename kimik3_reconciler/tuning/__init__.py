@@ -7,16 +7,20 @@ is measurably better than the profile as written.
 3. What is known before measuring: seed 000, "zero CPU experts is the lever": fewer CPU-resident expert layers
    is faster as long as it fits. So the split knobs (n_cpu_moe, fit_target) are not searched blind: the splits
    are ranked by the placement forecast (those that keep the margin first, then the fewest CPU expert layers),
-   and the search starts at the tightest (a failed load there takes the next one).
-4. The other knobs are searched one at a time around that split (each value of one knob, the others held at
-   the best so far: a sum of the values, not their product); then one neighbour split (one more step of CPU
-   experts) is drawn at the best point, so the seed's rule is confirmed by a measurement, not assumed.
-5. Final rounds: the best few, the leader and the profile as written are relaunched alternately (A B C A B C:
-   a slow spell of the host hits all of them) until each is measurably worse than the leader or the leader
-   measurably better than the profile as written (tuning/evidence.py: the noise pooled over all draws), at most
-   `repeats` draws a candidate, within the budget.
-6. The winner is written back only when it is measurably better than the profile as written; inside the
-   noise the profile stays as written, and the search says so.
+   and the search starts at the tightest (a failed load there takes the next one). The rule is confirmed by a
+   measurement, not assumed: the start is compared with a looser split at the same other knobs (FILE as
+   written when it is one: no load; else the next split, drawn once); if the looser one measured better, the
+   search goes on there and says so.
+4. The other knobs are searched one at a time around that point (each value of one knob, the others held at
+   the best so far: a sum of the values, not their product; parallel, then ubatch, then batch, ...).
+5. Final rounds: the leader, the best few not yet told apart from it and (until the leader is told apart from
+   it) the profile as written are relaunched alternately (a slow spell of the host hits all of them) until
+   each is measurably worse than the leader, or has `repeats` draws, or the budget ends (tuning/evidence.py:
+   the noise pooled over every candidate drawn more than once). A candidate whose one draw grazed the goal's
+   bound is in doubt, not out: it may be drawn again; a majority of its draws decides.
+6. The winner is written back only when it is measurably better than the profile as written, over all its draws
+   and over the draws taken after it led (the best of several single draws is a lucky one more often than not);
+   otherwise the profile stays as written, and the search says so.
 A draw is a real converge (replace, health, verify), a warm-up that is not counted (the first requests after a
 load run cold: CUDA graphs, compute buffers, the CPU experts' pages), and one bench of the long settings at the
 goal's concurrency; every draw uses the same bench, so draws of any step compare. Every draw is written to state
@@ -37,8 +41,9 @@ from kimik3_reconciler.model.loaded_profile import LoadedProfile
 from kimik3_reconciler.model.tuning import Goal, Trial, candidates, knob_id, trials_from_json, trials_to_json
 from kimik3_reconciler.planning.tune_space import check_candidate, placement_key, split_rank
 from kimik3_reconciler.ports import ClockPort, StatePort
-from kimik3_reconciler.tuning.evidence import Noise, Standing, spread_said
+from kimik3_reconciler.tuning.evidence import Noise, Standing
 from kimik3_reconciler.tuning.runner import CandidateRunner, DockerRunner
+from kimik3_reconciler.tuning.said import draw_said, knobs_said, minutes, standing_said
 
 __all__ = ["CandidateRunner", "DockerRunner", "Noise", "Search", "SearchResult", "Standing"]
 
@@ -139,7 +144,7 @@ class Search:
         launched = [t.seconds for t in self.trials[1:] if t.seconds]
         if launched:  # the prediction, corrected by what the launches really cost
             self._per_draw = sum(launched) / len(launched)
-        self.say(f"  {step}: {_knobs(knobs)}: {_outcome(trial, self.goal)} ({trial.seconds:.0f} s)")
+        self.say(f"  {step}: {knobs_said(knobs)}: {draw_said(trial, self.goal)} ({trial.seconds:.0f} s)")
         return trial
 
     def standings(self) -> dict[str, Standing]:
@@ -182,7 +187,7 @@ class Search:
                      "draw(s) already measured")
         self._cursor, self._started = 0, self.clock.monotonic()
         for knobs, why in refused:
-            self.say(f"  never launched: {_knobs(knobs)}: {why}")
+            self.say(f"  never launched: {knobs_said(knobs)}: {why}")
         if not feasible:
             self.say("no candidate of the space can be launched here: the profile stays as written")
             return SearchResult(None, None, self.trials, refused, 0.0, verdict="nothing launchable")
@@ -195,14 +200,14 @@ class Search:
             predicted = self._per_draw * (planned + finals)
             self.say(f"the search: {len(feasible)} launchable candidate(s), {len(refused)} refused without a load; "
                      f"{planned} draw(s) to search, then at most {finals} in the final rounds (fewer once the "
-                     f"candidates are told apart); predicted {_minutes(predicted)} (~{self._per_draw:.0f} s a draw: "
-                     f"load, verify, bench), budget {_minutes(self.budget_s)}")
+                     f"candidates are told apart); predicted {minutes(predicted)} (~{self._per_draw:.0f} s a draw: "
+                     f"load, verify, bench), budget {minutes(self.budget_s)}")
             self._save(predicted_s=predicted, started=self.clock.now().isoformat(timespec="seconds"))
             self._search_stage(feasible, splits, baseline_knobs)
             self._final_rounds(feasible, baseline_knobs)
         except _Spent:
             if not self._replay_only:
-                self.say(f"the budget ({_minutes(self.budget_s)}) is spent: no more launches")
+                self.say(f"the budget ({minutes(self.budget_s)}) is spent: no more launches")
         return self._decide(feasible, refused, baseline_knobs, predicted)
 
     def _splits(self, feasible: Feasible, observed: Observed) -> list[tuple[tuple[str, Any], ...]]:
@@ -260,7 +265,7 @@ class Search:
                     trial = draw(point, "split" if split else "start")
                     if trial.status == "failed" and index + 1 < len(splits):
                         # the forecast's tightest split did not load here: the next one, one step looser
-                        self.say(f"  the split {_knobs(dict(split))} failed to load: the next one")
+                        self.say(f"  the split {knobs_said(dict(split))} failed to load: the next one")
                         continue
                 anchor = index
                 break
@@ -268,7 +273,7 @@ class Search:
                 return None
             if splits:
                 point = self._confirm_split(feasible, splits, anchor or 0, point, draw)
-                self.say(f"the split: {_knobs(dict(_split_of(feasible[point][0], splits)))} (the fewest CPU expert "
+                self.say(f"the split: {knobs_said(dict(_split_of(feasible[point][0], splits)))} (the fewest CPU expert "
                          "layers that fit and measured faster, seed 000); the other knobs one at a time around it")
             for knob in self._line_knobs():
                 point = self._line(feasible, point, knob, draw)
@@ -294,11 +299,11 @@ class Search:
         stand = self.standings()
         here, there = stand[point], stand[drawn[0]]
         if there.feasible and (not here.feasible or (there.score or 0.0) > (here.score or 0.0)):
-            self.say(f"  the looser split {_knobs(feasible[drawn[0]][0])} measured better than "
-                     f"{_knobs(feasible[point][0])}: seed 000's rule did not hold here; the search goes on there")
+            self.say(f"  the looser split {knobs_said(feasible[drawn[0]][0])} measured better than "
+                     f"{knobs_said(feasible[point][0])}: seed 000's rule did not hold here; the search goes on there")
             return drawn[0]
-        self.say(f"  fewer CPU experts measured faster: {_knobs(feasible[point][0])} against "
-                 f"{_knobs(feasible[drawn[0]][0])} ({_knobs(others)} alike)")
+        self.say(f"  fewer CPU experts measured faster: {knobs_said(feasible[point][0])} against "
+                 f"{knobs_said(feasible[drawn[0]][0])} ({knobs_said(others)} alike)")
         return point
 
     def _measured(self) -> set[str]:
@@ -380,15 +385,15 @@ class Search:
         if leader is None:
             verdict = "no candidate met the goal: the profile stays as written"
         elif base is not None and knob_id(leader.knobs) == knob_id(base.knobs):
-            verdict = f"the profile as written measured best ({_said(base, self.goal)}): it stays as written"
+            verdict = f"the profile as written measured best ({standing_said(base, self.goal)}): it stays as written"
         elif base is None or self._beats(leader, base, noise):
             winner = leader
-            verdict = (f"{_knobs(leader.knobs)}: {_said(leader, self.goal)}, measurably better than the profile as "
-                       f"written ({_said(base, self.goal)}; {noise.said()}"
+            verdict = (f"{knobs_said(leader.knobs)}: {standing_said(leader, self.goal)}, measurably better than the profile as "
+                       f"written ({standing_said(base, self.goal)}; {noise.said()}"
                        ")")
         else:
-            verdict = (f"the best, {_knobs(leader.knobs)} ({_said(leader, self.goal)}), is inside the noise of the "
-                       f"profile as written ({_said(base, self.goal)}; {noise.said()}): it stays as written")
+            verdict = (f"the best, {knobs_said(leader.knobs)} ({standing_said(leader, self.goal)}), is inside the noise of the "
+                       f"profile as written ({standing_said(base, self.goal)}; {noise.said()}): it stays as written")
         self.say(verdict)
         winner_loaded = feasible[knob_id(winner.knobs)][1] if winner else None
         if not self._replay_only:
@@ -400,29 +405,6 @@ class Search:
 
 def _split_of(knobs: dict[str, Any], splits: list[Any]) -> tuple[tuple[str, Any], ...]:
     return tuple((k, knobs[k]) for k, _ in splits[0])
-
-
-def _said(standing: Standing | None, goal: Goal) -> str:
-    if standing is None or standing.figure is None:
-        return "not measured"
-    return f"{goal.metric}@{goal.concurrency} {standing.figure:.2f} {goal.unit} ({spread_said(standing)})"
-
-
-def _knobs(knobs: dict[str, Any]) -> str:
-    return " ".join(f"{k}={v}" for k, v in sorted(knobs.items())) or "(as written)"
-
-
-def _outcome(trial: Trial, goal: Goal) -> str:
-    if trial.status == "failed":
-        return f"failed: {trial.detail}"
-    if trial.score is None:
-        return f"not counted: {trial.detail}"
-    ttft = f", TTFT p95 {trial.ttft_p95:.2f} s" if trial.ttft_p95 is not None else ""
-    return f"{goal.metric}@{goal.concurrency} {trial.figure:.2f} {goal.unit}{ttft}"
-
-
-def _minutes(seconds: float) -> str:
-    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
 
 
 def warm_up_settings(short: BenchSettings) -> BenchSettings:

@@ -2,7 +2,7 @@
 seeds, the success rate printed (not timings asserted), and a floor on it that the logic really reaches.
 
 Space 1 is the H200's own surface: the true figure of each cell is the exhaustive grid's median of three
-(tests/fixtures/h200/tune-vs-grid.json, aggregate@4, n_cpu_moe x ubatch), and every draw is that figure times a
+(tests/fixtures/h200/tune-vs-grid-2026-12-03.json, aggregate@4, n_cpu_moe x ubatch), and every draw is that figure times a
 launch's noise (lognormal, 8 % as measured between launches there). Space 2 has its best inside the space
 (ubatch x parallel, TTFT p95 minimised under a decode floor). A run succeeds when what tune writes back is
 >= 0.97x the optimum; it must never write back anything truly worse than the profile as written. The search's
@@ -42,7 +42,7 @@ serve:
 gate: {smoke: false}
 """ % ("cd" * 20)
 
-GRID = json.loads((Path(__file__).parents[1] / "fixtures" / "h200" / "tune-vs-grid.json").read_text())
+GRID = json.loads((Path(__file__).parents[1] / "fixtures" / "h200" / "tune-vs-grid-2026-12-03.json").read_text())
 H200 = {(r["knobs"]["n_cpu_moe"], r["knobs"]["ubatch"]): r["figure"] for r in GRID["passes"][0]["grid"]["rows"]}
 # A draw on the H200's 2.4 GB model (the fixture's own seconds): a load and the warm-up ~2.5 s; an 8-request
 # bench ~2.3 s at 460 tok/s, longer as the candidate is slower (the same tokens at a lower rate).
@@ -154,7 +154,7 @@ CASES = {
 
 
 # (case, launch noise, the success-rate floor asserted). 8 % is the H200's: between fresh launches one bench of
-# one candidate moved by 9 % there (tests/fixtures/h200/tune-vs-grid.json's re-measure, 3 candidates x 3 launches),
+# one candidate moved by 9 % there (tests/fixtures/h200/tune-vs-grid-2026-12-03.json's re-measure, 3 candidates x 3 launches),
 # 3.6 % between benches of one launch. At that noise the best and the second best of space 1 (0.889 of it) are
 # told apart in about 9 runs of 10 within a third of the grid's time; at half the noise in nearly every run.
 RATES = [(name, 0.04, 0.95) for name in CASES] + [(list(CASES)[0], 0.08, 0.85), (list(CASES)[1], 0.08, 0.75)]
