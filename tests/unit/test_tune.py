@@ -55,6 +55,21 @@ def test_goals_parse_with_their_concurrency_and_bound() -> None:
             parse_goal(bad)
 
 
+def test_a_decode_floor_bounds_a_latency_goal() -> None:
+    goal = parse_goal("ttft-p95@4,decode>=40")
+    assert (goal.metric, goal.concurrency, goal.min_decode, goal.max_ttft_p95) == ("ttft-p95", 4, 40.0, None)
+    assert str(goal) == "ttft-p95@4,decode>=40" and goal.minimised
+    slow = LevelResult(4, 8, 0, 1.0, 0.5, 0.6, 0.05, 35.0, 80.0, 50.0, None, None, None, 80)
+    fast = LevelResult(4, 8, 0, 1.0, 0.5, 0.6, 0.05, 45.0, 80.0, 50.0, None, None, None, 80)
+    assert goal.score(slow) is None and "decode floor is broken" in goal.broken(slow)
+    assert goal.score(fast) == -0.6 and goal.broken(fast) is None
+    both = parse_goal("aggregate@8,ttft-p95<=2.5,decode>=10")
+    assert (both.max_ttft_p95, both.min_decode) == (2.5, 10.0)
+    for bad in ("ttft-p95@4,decode>=x", "aggregate@4,decode>=1,decode>=2", "aggregate@4,decode<=3"):
+        with pytest.raises(InputError):
+            parse_goal(bad)
+
+
 def test_spaces_parse_and_unknown_knobs_are_refused() -> None:
     assert parse_space(("ubatch=256,512", "parallel=1,2")) == {"ubatch": (256, 512), "parallel": (1, 2)}
     assert len(candidates({"ubatch": (256, 512), "parallel": (1, 2), "threads": (1, 8)})) == 8
@@ -388,6 +403,19 @@ def test_tune_json_when_every_candidate_failed_is_one_document_with_the_trials_a
     assert document["ok"] is False and document["error"]["type"] == "NothingMeasured"
     assert document["error"]["exit_code"] == 1 and len(document["trials"]) >= 3
     assert "every candidate tune launched failed" in result.stderr
+
+
+def test_tune_json_carries_the_standings_with_their_spread_and_the_verdict(tmp_path, monkeypatch) -> None:
+    import json
+
+    _, result = run_tune_cli(tmp_path, monkeypatch, FakeRunner(), "--space", "ubatch=512,1024,4096", "--json")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    best = document["standings"][0]
+    assert best["knobs"] == {"ubatch": 1024} and best["figure"] == 102.0 and best["draws"] == 2
+    assert best["spread"] == 0.0 and document["winner"]["knobs"] == {"ubatch": 1024}
+    assert "measurably better than the profile as written" in document["verdict"]
+    assert document["noise"]["df"] >= 1 and document["written"] is False and "+  ubatch: 1024" in document["diff"]
 
 
 def test_tune_exits_0_when_some_candidate_was_measured(tmp_path, monkeypatch) -> None:
