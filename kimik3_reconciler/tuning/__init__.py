@@ -386,11 +386,14 @@ class Search:
             verdict = "no candidate met the goal: the profile stays as written"
         elif base is not None and knob_id(leader.knobs) == knob_id(base.knobs):
             verdict = f"the profile as written measured best ({standing_said(base, self.goal)}): it stays as written"
+        elif base is not None and not base.feasible:
+            winner = leader
+            verdict = (f"{knobs_said(leader.knobs)}: {standing_said(leader, self.goal)}; the profile as written does not "
+                       f"meet the goal ({base.detail or 'its draws failed'})")
         elif base is None or self._beats(leader, base, noise):
             winner = leader
-            verdict = (f"{knobs_said(leader.knobs)}: {standing_said(leader, self.goal)}, measurably better than the profile as "
-                       f"written ({standing_said(base, self.goal)}; {noise.said()}"
-                       ")")
+            verdict = (f"{knobs_said(leader.knobs)}: {standing_said(leader, self.goal)}, measurably better than the "
+                       f"profile as written ({standing_said(base, self.goal)}; {noise.said()})")
         else:
             verdict = (f"the best, {knobs_said(leader.knobs)} ({standing_said(leader, self.goal)}), is inside the noise of the "
                        f"profile as written ({standing_said(base, self.goal)}; {noise.said()}): it stays as written")

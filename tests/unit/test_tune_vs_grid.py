@@ -81,7 +81,10 @@ def test_every_run_meets_the_criterion(sid: str, run: dict) -> None:
           f"wall {run['tune_wall_over_grid_wall']}, gain over as written {again['winner_gain_over_baseline']}")
     assert run["tune_wall_over_grid_wall"] <= 1 / 3
     assert again["winner_over_grid_best"] >= 0.97
-    assert again["winner_is_as_written"] or again["winner_gain_over_baseline"] >= 1.0
+    # never below FILE as written: FILE kept, or FILE breaks the goal's bound (space 2's floor) and the winner
+    # does not, or the winner measured at least as good
+    assert again["winner_is_as_written"] or again["baseline_breaks_the_bound"] or \
+        again["winner_gain_over_baseline"] >= 1.0
     assert again["feasible"]["tune_winner"]  # the winner met the goal's bounds when measured again
     assert run["tune_wall_over_grid_wall"] == pytest.approx(tune["wall_s"] / space["grid"]["wall_s"], abs=0.0015)
 
@@ -121,6 +124,7 @@ def test_tune_writes_back_only_what_it_measured_better_and_reports_the_spread(si
     if tune["winner"] is None:
         assert "stays as written" in tune["verdict"]
     else:
-        assert "measurably better than the profile as written" in tune["verdict"]
+        assert ("measurably better than the profile as written" in tune["verdict"]
+                or "the profile as written does not meet the goal" in tune["verdict"])
         assert standings[_id(tune["winner"])]["draws"] >= 2  # relaunched at least once after it led
     assert tune["trials"][0]["step"] == "as written" and tune["trials"][0]["knobs"] == tune["baseline"]

@@ -9,7 +9,7 @@ PHASE is one of:
 - grid1 | grid2: every launchable candidate in page-cache order, each a launch, a warm-up not counted and
   REPEATS benches; one JSON line per cell in OUT/gridS.jsonl with every draw's level, which a later call
   resumes. The grid's wall time is the sum of its rows. grid2 then sets space 2's decode floor from its own
-  rows (floor_of) and writes OUT/gridS-summary.json.
+  rows (floor_of: 3 % above the best decode of the 4-slot cells) and writes OUT/gridS-summary.json.
 - tuneSR (S = 1|2, R = a|b|c): an independent tune run (fresh state): the host starts on the profile as written
   (a load, counted), then `Search` as `kimik3 tune` runs it, with --budget = a third of the grid's wall less
   the first converge and the last (settle); OUT/tuneSR.json: every draw, the standings with their spread, the
@@ -19,7 +19,8 @@ PHASE is one of:
   OUT/remeasureSR.json with the medians and the ratios in the goal's direction.
 TUNE_CPU=1: a dry run on a CPU llama-server (the host's GPUs read from tests/fixtures/h200/nvml.json; the
 rendered argv names no device, and a CPU build takes -ngl and --n-cpu-moe); TUNE_FAST=1 shrinks the benches and
-the spaces.
+the spaces; TUNE_BUDGET=SECONDS replaces tune's budget (a dry run's 2x2 grid is too small for a third of it to pay
+for a search; never on the H200, where the third of the grid is the criterion).
 """
 
 from __future__ import annotations
@@ -126,17 +127,17 @@ def standing(goal: Goal, knobs: dict, levels: list[dict | None]) -> Standing:
 
 
 def floor_of(rows: list[dict], space: dict) -> float:
-    """Space 2's decode floor, set from the grid's own rows so that the bound binds: halfway between the median
-    per-request decode of the cells with the most slots and of those with the next fewer (decode falls as more
-    streams share a step, TTFT falls as fewer requests queue: the bound cuts between the slot counts, so the
-    best TTFT under it is not at the edge of the space when decode does fall with the slots)."""
-    top, second = sorted(space["parallel"])[-1], sorted(space["parallel"])[-2]
+    """Space 2's decode floor, set from the grid's own rows so that it binds: 3 % above the best per-request
+    decode any cell with the most slots reached (its median). More streams share a step as the slots grow, so
+    every cell with the most slots falls under the floor and those with fewer stay above it when decode does fall
+    with the slots; TTFT falls as fewer requests queue, so the best TTFT under the floor is not at the edge of the
+    space. The floor is recorded in gridS-summary.json and the fixture."""
+    top = max(space["parallel"])
 
-    def decode(parallel: int) -> float:
-        return statistics.median(lv["decode_p50"] for r in rows if r["knobs"]["parallel"] == parallel
-                                 for lv in r.get("levels") or [] if lv and lv.get("decode_p50"))
+    def median_decode(row: dict) -> float:
+        return statistics.median(lv["decode_p50"] for lv in row.get("levels") or [] if lv and lv.get("decode_p50"))
 
-    return round((decode(top) + decode(second)) / 2, 2)
+    return round(1.03 * max(median_decode(r) for r in rows if r["knobs"]["parallel"] == top and r.get("levels")), 2)
 
 
 def goal_of(space_id: str, out: Path) -> Goal:
@@ -213,6 +214,8 @@ def tune(runner: NativeRunner, loaded, observed, space_id: str, run_id: str, sho
     first = time.monotonic() - started
     # --budget: a third of the grid's wall, less this first converge and the last one (settle, about as long)
     budget = grid_wall / 3 - 2 * first - 1.0
+    if os.environ.get("TUNE_BUDGET"):  # dry runs only: a third of a 2x2 grid pays for no search at all
+        budget = float(os.environ["TUNE_BUDGET"])
     key = search_key(loaded.profile.name, loaded.text, goal, space, {"long": long.requests(), "run": run_id})
     search = Search(runner, state, SystemClock(), lambda s: print(s, flush=True), loaded, goal, space,
                     short, long, key, budget, FINALISTS, None, REPEATS)
@@ -322,7 +325,10 @@ def summary(goal: Goal, roles: dict, slots: list[dict], run_id: str) -> dict:
         return round(fb / fa if goal.minimised else fa / fb, 3)
 
     same = roles["tune_winner"] == roles["grid_best"]
+    # FILE as written may break the goal's bound (space 2: 4 slots under the decode floor); a feasible winner is
+    # then better by the goal whatever the figures say, and the ratio is kept for what it is
     return {"goal": str(goal), "run": run_id, "roles": roles, "winner_is_grid_best": same,
+            "baseline_breaks_the_bound": not judged["baseline"].feasible,
             "winner_is_as_written": roles["tune_winner"] == roles["baseline"],
             "figures": {role: s.figures for role, s in judged.items()},
             "medians": {role: s.figure for role, s in judged.items()},
