@@ -134,10 +134,12 @@ def floor_of(rows: list[dict], space: dict) -> float:
     space. The floor is recorded in gridS-summary.json and the fixture."""
     top = max(space["parallel"])
 
-    def median_decode(row: dict) -> float:
-        return statistics.median(lv["decode_p50"] for lv in row.get("levels") or [] if lv and lv.get("decode_p50"))
-
-    return round(1.03 * max(median_decode(r) for r in rows if r["knobs"]["parallel"] == top and r.get("levels")), 2)
+    medians = []
+    for row in rows:
+        decodes = [lv["decode_p50"] for lv in row.get("levels") or [] if lv and lv.get("decode_p50")]
+        if row["knobs"]["parallel"] == top and decodes:  # a failed cell has none
+            medians.append(statistics.median(decodes))
+    return round(1.03 * max(medians), 2)
 
 
 def goal_of(space_id: str, out: Path) -> Goal:
