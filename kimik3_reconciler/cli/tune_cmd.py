@@ -48,7 +48,8 @@ def write_target(file: str) -> Path:
 @click.command()
 @click.argument("file", type=click.Path(dir_okay=False, exists=True))
 @click.option("--goal", "goal_text", required=True,
-              help="decode[@1] | aggregate@N | ttft-p95@N, optionally ',ttft-p95<=SECONDS' (aggregate@8,ttft-p95<=2.5)")
+              help="decode[@1] | aggregate@N | ttft-p95@N, optionally ',ttft-p95<=SECONDS' and/or ',decode>=TOK_S' "
+                   "(aggregate@8,ttft-p95<=2.5; ttft-p95@4,decode>=40)")
 @click.option("--budget", type=Duration(minimum=1.0), default="2h", show_default=True,
               help="no new launch once the search has run this long")
 @click.option("--space", multiple=True, metavar="KNOB=V1,V2",
@@ -58,7 +59,7 @@ def write_target(file: str) -> Path:
 @click.option("--prompt-tokens", type=click.IntRange(min=1), default=256, show_default=True)
 @click.option("--output-tokens", type=click.IntRange(min=2), default=64, show_default=True)
 @click.option("--finalists", type=click.IntRange(min=1), default=2, show_default=True,
-              help="the best this many (besides the leader and FILE as written) go to the final rounds")
+              help="the best this many (the leader among them) and FILE as written go to the final rounds")
 @click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True,
               help="draws a candidate gets at most in the final rounds (each a relaunch, a warm-up and a bench); "
                    "the rounds stop earlier once the candidates are told apart")
@@ -75,8 +76,9 @@ def tune(ctx: click.Context, file: str, goal_text: str, budget: float, space: tu
          prompt_tokens: int, output_tokens: int, finalists: int, repeats: int, max_trials: int | None, write: bool,
          json_out: bool, lock_timeout: float) -> None:
     """Find the profile's fastest knobs on this host for a goal: every candidate is a real launch
-    (replace, health, verify) and a bench; refused candidates are never launched. Resumable (state), holds
-    the host lock, and always ends converged on the winner (--write) or on FILE as written."""
+    (replace, health, verify) and a bench; refused candidates are never launched. Writes back only what is
+    measurably better than FILE as written (inside the noise FILE is kept, and tune says so). Resumable
+    (state), holds the host lock, and always ends converged on the winner (--write) or on FILE as written."""
     from kimik3_reconciler.benchmark import converged_deployment
     from kimik3_reconciler.model.profile_edit import set_serve_knobs
     from kimik3_reconciler.model.profile_source import parse_profile
