@@ -12,7 +12,7 @@ PHASE is one of:
   rows (floor_of: 3 % above the best decode of the 4-slot cells) and writes OUT/gridS-summary.json.
 - tuneSR (S = 1|2, R = a|b|c): an independent tune run (fresh state): the host starts on the profile as written
   (a load, counted), then `Search` as `kimik3 tune` runs it, with --budget = a third of the grid's wall less
-  the first converge and the last (settle); OUT/tuneSR.json: every draw, the standings with their spread, the
+  the first converge and the last (settle) and 3 s; OUT/tuneSR.json: every draw, the standings with their spread, the
   winner (None: kept as written), the verdict, the wall time.
 - remeasureSR: the grid's best, that run's winner and the profile as written measured again in ONE run,
   alternating (A B C A B C ..., ROUNDS each; every slot a fresh launch, the warm-up, one bench):
