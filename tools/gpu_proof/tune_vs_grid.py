@@ -131,15 +131,19 @@ def floor_of(rows: list[dict], space: dict) -> float:
     decode any cell with the most slots reached (its median). More streams share a step as the slots grow, so
     every cell with the most slots falls under the floor and those with fewer stay above it when decode does fall
     with the slots; TTFT falls as fewer requests queue, so the best TTFT under the floor is not at the edge of the
-    space. The floor is recorded in gridS-summary.json and the fixture."""
+    space. When no cell with fewer slots reaches that floor (decode did not fall with the slots here), the floor is
+    the median decode of all cells instead: it still binds (half the cells), though the best may sit at an edge.
+    The floor is recorded in gridS-summary.json and the fixture."""
     top = max(space["parallel"])
-
-    medians = []
+    medians: dict[bool, list[float]] = {True: [], False: []}
     for row in rows:
         decodes = [lv["decode_p50"] for lv in row.get("levels") or [] if lv and lv.get("decode_p50")]
-        if row["knobs"]["parallel"] == top and decodes:  # a failed cell has none
-            medians.append(statistics.median(decodes))
-    return round(1.03 * max(medians), 2)
+        if decodes:  # a failed cell has none
+            medians[row["knobs"]["parallel"] == top].append(statistics.median(decodes))
+    floor = 1.03 * max(medians[True] or [0.0])
+    if not any(m >= floor for m in medians[False]):
+        floor = statistics.median(medians[True] + medians[False])
+    return round(floor, 2)
 
 
 def goal_of(space_id: str, out: Path) -> Goal:
@@ -152,6 +156,8 @@ def goal_of(space_id: str, out: Path) -> Goal:
 def grid_best(rows: list[dict], goal: Goal) -> tuple[dict, Standing]:
     judged = [(r["knobs"], standing(goal, r["knobs"], r.get("levels") or [])) for r in rows if r["status"] == "ok"]
     ranked = sorted((pair for pair in judged if pair[1].feasible), key=lambda pair: pair[1].score, reverse=True)
+    if not ranked:
+        sys.exit(f"no grid cell meets {goal}: nothing to compare tune with ({len(rows)} rows)")
     return ranked[0]
 
 
