@@ -39,21 +39,24 @@ def write_target(file: str) -> Path:
 @click.command()
 @click.argument("file", type=click.Path(dir_okay=False, exists=True))
 @click.option("--goal", "goal_text", required=True,
-              help="decode[@1] | aggregate@N | ttft-p95@N, optionally ',ttft-p95<=SECONDS' (aggregate@8,ttft-p95<=2.5)")
+              help="decode[@1] | aggregate@N | ttft-p95@N, optionally ',ttft-p95<=SECONDS' and/or ',decode>=TOK_S' "
+                   "(aggregate@8,ttft-p95<=2.5; ttft-p95@4,decode>=40)")
 @click.option("--budget", type=Duration(minimum=1.0), default="2h", show_default=True,
               help="no new launch once the search has run this long")
 @click.option("--space", multiple=True, metavar="KNOB=V1,V2",
               help="search these values of a knob (repeatable); default: the profile's knobs for this host")
 @click.option("--prompts", type=click.IntRange(min=1), default=2, show_default=True,
-              help="requests per concurrent stream in a short bench (the finalists get twice as many a bench)")
+              help="requests per concurrent stream in the warm-up's sizing; every draw's bench sends twice as many")
 @click.option("--prompt-tokens", type=click.IntRange(min=1), default=256, show_default=True)
 @click.option("--output-tokens", type=click.IntRange(min=2), default=64, show_default=True)
-@click.option("--finalists", type=click.IntRange(min=1), default=3, show_default=True,
-              help="the best this many get the longer benches")
+@click.option("--finalists", type=click.IntRange(min=1), default=2, show_default=True,
+              help="the best this many (the leader among them) and FILE as written go to the final rounds")
 @click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True,
-              help="longer benches per finalist (each relaunched and warmed up); ranked by the median")
+              help="draws a candidate gets at most in the final rounds (each a relaunch, a warm-up and a bench); "
+                   "the rounds stop earlier once the candidates are told apart")
 @click.option("--max-trials", type=click.IntRange(min=1), default=None,
-              help="short trials at most (default: a third of the launchable candidates, at least 3)")
+              help="draws of the search stage at most, before the final rounds (default: what the space needs: the "
+                   "split, each value of each other knob, one neighbour split)")
 @click.option("--write", is_flag=True, help="rewrite FILE's knobs in place (comments and key order kept) with the "
                                             "measured figures as a comment, and converge on it; without: print the diff")
 @click.option("--json", "json_out", is_flag=True, help="print the trials, the winner and the diff as JSON on stdout")
@@ -64,8 +67,9 @@ def tune(ctx: click.Context, file: str, goal_text: str, budget: float, space: tu
          prompt_tokens: int, output_tokens: int, finalists: int, repeats: int, max_trials: int | None, write: bool,
          json_out: bool, lock_timeout: float) -> None:
     """Find the profile's fastest knobs on this host for a goal: every candidate is a real launch
-    (replace, health, verify) and a bench; refused candidates are never launched. Resumable (state), holds
-    the host lock, and always ends converged on the winner (--write) or on FILE as written."""
+    (replace, health, verify) and a bench; refused candidates are never launched. Writes back only what is
+    measurably better than FILE as written (inside the noise FILE is kept, and tune says so). Resumable
+    (state), holds the host lock, and always ends converged on the winner (--write) or on FILE as written."""
     from kimik3_reconciler.model.tuning import parse_goal, parse_space
     from kimik3_reconciler.tuning import DockerRunner
     from kimik3_reconciler.tuning.session import TuneRequest, figure, proposed_text, tune as run_tune
@@ -93,10 +97,11 @@ def tune(ctx: click.Context, file: str, goal_text: str, budget: float, space: tu
             _fail(failure, False)  # the message on stderr and the exit code; the JSON is printed above
         return
     _out.print(_trial_table(result.trials, goal))
+    _out.print(_standing_table(result.standings, goal))
     if failure is not None:
         raise failure
     if result.winner is None:
-        _out.print(f"nothing beat {file} as written ({figure(result.baseline, goal)}): no change")
+        _out.print(Text(f"nothing measurably better than {file} as written: no change ({result.verdict})"))
         return
     _out.print(Text(f"winner: {' '.join(f'{k}={v}' for k, v in sorted(result.winner.knobs.items()))}: "
                     f"{figure(result.winner, goal)} against {figure(result.baseline, goal)} as written"))
@@ -127,11 +132,27 @@ def _tune_json(file: str, goal, result, written: bool, diff: str, failure=None) 
         return None if t is None else dataclasses.asdict(t)
 
     document = {"profile_file": file, "goal": str(goal), "trials": [trial(t) for t in result.trials],
-                "baseline": trial(result.baseline), "winner": trial(result.winner),
+                "baseline": trial(result.baseline), "winner": trial(result.winner), "leader": trial(result.leader),
+                "standings": [trial(s) for s in result.standings], "verdict": result.verdict,
+                "noise": trial(result.noise) if result.noise is not None and result.noise.df else None,
                 "written": written and result.winner is not None, "diff": diff}
     if failure is not None:
         document = {**kimik3_error_document(failure), **document}
     click.echo(json.dumps(document, indent=2, default=str))
+
+
+def _standing_table(standings, goal) -> Table:  # noqa: ANN001 - list[Standing], Goal
+    """Each candidate drawn: the median of its draws with the spread beside it (a figure without its spread
+    is how the old search ranked noise)."""
+    table = Table("knobs", f"{goal.metric}@{goal.concurrency} {goal.unit} (median)", "spread", "draws", "result",
+                  title="candidates, best first")
+    for s in standings:
+        knobs = " ".join(f"{k}={v}" for k, v in sorted(s.knobs.items()))
+        table.add_row(Text(knobs), "-" if s.figure is None else f"{s.figure:.2f}",
+                      "-" if s.spread is None else f"±{s.spread * 100:.1f} %", str(s.draws),
+                      Text("ok" if s.feasible else (s.detail or "failed")))
+    return table
+
 
 
 def _trial_table(trials, goal) -> Table:  # noqa: ANN001 - list[Trial], Goal

@@ -18,21 +18,28 @@ from kimik3_reconciler.model.bench import LevelResult
 # is refused (planning/tune_space.py).
 KNOBS = ("ubatch", "batch", "parallel", "fit_target", "n_cpu_moe", "threads", "load_mode")
 
-_GOAL = re.compile(r"^(decode|aggregate|ttft-p95)(?:@(\d+))?(?:,ttft-p95<=([0-9.]+))?$")
+_GOAL = re.compile(r"^(decode|aggregate|ttft-p95)(?:@(\d+))?((?:,(?:ttft-p95<=|decode>=)[0-9.]+)*)$")
 
 
 @dataclass(frozen=True)
 class Goal:
     """What tune maximises: `decode` (per-request decode tok/s, c1 by default), `aggregate` (tok/s at cN),
-    `ttft-p95` (seconds at cN, minimised); optionally subject to p95 TTFT <= max_ttft_p95 seconds."""
+    `ttft-p95` (seconds at cN, minimised); optionally subject to p95 TTFT <= max_ttft_p95 seconds and to a
+    decode floor, per-request decode tok/s at cN >= min_decode (a latency goal that keeps streams readable)."""
 
     metric: str
     concurrency: int
     max_ttft_p95: float | None = None
+    min_decode: float | None = None
 
     def __str__(self) -> str:
         bound = f",ttft-p95<={self.max_ttft_p95:g}" if self.max_ttft_p95 is not None else ""
-        return f"{self.metric}@{self.concurrency}{bound}"
+        floor = f",decode>={self.min_decode:g}" if self.min_decode is not None else ""
+        return f"{self.metric}@{self.concurrency}{bound}{floor}"
+
+    @property
+    def minimised(self) -> bool:
+        return self.metric == "ttft-p95"
 
     @property
     def unit(self) -> str:
@@ -50,23 +57,40 @@ class Goal:
         figure = self.figure(level)
         if figure is None or level is None:
             return None
-        if self.max_ttft_p95 is not None and (level.ttft_p95 is None or level.ttft_p95 > self.max_ttft_p95):
+        if self.broken(level):
             return None
         return -figure if self.metric == "ttft-p95" else figure
+
+    def broken(self, level: LevelResult) -> str | None:
+        """Which bound this level breaks, or None."""
+        if self.max_ttft_p95 is not None and (level.ttft_p95 is None or level.ttft_p95 > self.max_ttft_p95):
+            return f"the TTFT bound is broken (p95 {level.ttft_p95} s > {self.max_ttft_p95:g} s)"
+        if self.min_decode is not None and (level.decode_p50 is None or level.decode_p50 < self.min_decode):
+            return f"the decode floor is broken ({level.decode_p50} tok/s < {self.min_decode:g})"
+        return None
 
 
 def parse_goal(text: str) -> Goal:
     match = _GOAL.match(text.strip().replace(" ", ""))
     if not match:
         raise InputError(f"--goal {text!r}: expected decode[@1], aggregate@N, ttft-p95@N, or one of them with "
-                         "',ttft-p95<=SECONDS' (e.g. aggregate@8,ttft-p95<=2.5)")
-    metric, at, bound = match.groups()
+                         "',ttft-p95<=SECONDS' and/or ',decode>=TOK_S' (e.g. aggregate@8,ttft-p95<=2.5)")
+    metric, at, bounds = match.groups()
+    limits: dict[str, float] = {}
+    for bound in filter(None, bounds.split(",")):
+        name, value = re.split(r"<=|>=", bound)
+        if name in limits:
+            raise InputError(f"--goal {text!r}: {name} is bounded twice")
+        try:
+            limits[name] = float(value)
+        except ValueError:
+            raise InputError(f"--goal {text!r}: {bound!r} needs a number") from None
     if metric != "decode" and at is None:
         raise InputError(f"--goal {text!r}: {metric} needs a concurrency, e.g. {metric}@8")
     concurrency = int(at or 1)
     if concurrency < 1:
         raise InputError(f"--goal {text!r}: the concurrency must be at least 1")
-    return Goal(metric, concurrency, float(bound) if bound else None)
+    return Goal(metric, concurrency, limits.get("ttft-p95"), limits.get("decode"))
 
 
 FIT = "fit"  # n_cpu_moe=fit: no manual split, --fit sizes it from free VRAM (the profile leaves n_cpu_moe unset)
@@ -128,7 +152,9 @@ def knob_id(knobs: dict[str, Any]) -> str:
 
 @dataclass
 class Trial:
-    """One candidate's record: `stage` 1 = the short bench, 2 = the longer one the best few get."""
+    """One draw: a launch of a candidate (none for the profile as written while the host runs it), the warm-up and
+    one bench. `stage` 1 = the search (the split, one knob at a time, the neighbour), 2 = the final rounds, which
+    relaunch the best few and the profile as written alternately until they are told apart; `step` says why."""
 
     knobs: dict[str, Any]
     stage: int
@@ -139,7 +165,8 @@ class Trial:
     seconds: float | None = None
     detail: str = ""
     bench_key: str | None = None  # the median draw's bench
-    figures: list[float | None] = field(default_factory=list)  # every draw's figure (stage 2: `repeats` of them)
+    figures: list[float | None] = field(default_factory=list)  # the bench's figure (one a draw)
+    step: str = ""  # why it was drawn: "as written", "split", "ubatch", "neighbour", "final 2", ...
 
 
 def search_key(profile: str, text: str, goal: Goal, space: dict[str, tuple[Any, ...]], settings: dict[str, Any]) -> str:

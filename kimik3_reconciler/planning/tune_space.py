@@ -92,3 +92,23 @@ def placement_key(knobs: dict[str, Any]) -> tuple[Any, ...]:
     split = knobs.get("n_cpu_moe", -1)
     return (-1 if split == FIT else split, knobs.get("fit_target", -1), knobs.get("ubatch", -1),
             knobs.get("batch", -1), knobs.get("parallel", -1))
+
+
+def split_rank(profile: Profile, observed: Observed, knobs: dict[str, Any]) -> tuple[Any, ...]:
+    """How promising a candidate's expert split is before any load, lower first. Seed 000: "zero CPU experts is
+    the lever": fewer CPU-resident expert layers is faster as long as it fits. So: a split the forecast fits with
+    its margin left free on every GPU (serve.fit_target, else 1 GiB: the forecast is an estimate) before one
+    that fits only inside it; then the fewest CPU expert layers, the fewest bytes of them; of equal splits the
+    larger fit_target (the same placement with more room). Without a forecast (no GGUF header read yet): the
+    written n_cpu_moe, fewest first."""
+    placement = forecast(profile, observed)
+    margin = knobs.get("fit_target")
+    if not isinstance(margin, int):
+        margin = profile.serve.fit_target if isinstance(profile.serve.fit_target, int) else 1024
+    fit_target = knobs.get("fit_target") if isinstance(knobs.get("fit_target"), int) else 0
+    if placement is None:
+        split = profile.serve.n_cpu_moe
+        return (0, split if split is not None else 1 << 30, 0, -fit_target)
+    free = {f"CUDA{i}": g.memory_free for i, g in enumerate(observed.host.gpus)}
+    inside = any(d.device in free and d.total_bytes + margin * MIB > free[d.device] for d in placement.devices)
+    return (int(inside), len(placement.cpu_expert_layers), placement.host_bytes, -fit_target)

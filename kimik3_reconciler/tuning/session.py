@@ -20,6 +20,7 @@ from kimik3_reconciler.model.tuning import FIT, Goal, Trial, knob_id, search_key
 from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.planning.tune_space import default_space, serve_values
 from kimik3_reconciler.tuning import CandidateRunner, Search, SearchResult, with_settings
+from kimik3_reconciler.tuning.evidence import Standing, spread_said
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ def tune(orchestrator: Orchestrator, runner: CandidateRunner, loaded: LoadedProf
     long = with_settings(request.base, goal, request.prompts * 2, 1)
     key = search_key(loaded.profile.name, loaded.text, goal, request.asked,
                      {"short": short.requests(), "long": long.requests(), "repeats": request.repeats,
-                      "tokens": [request.base.prompt_tokens, request.base.output_tokens]})
+                      "tokens": [request.base.prompt_tokens, request.base.output_tokens], "search": 2})
     with orchestrator.locked("tune", loaded.profile, request.lock_timeout_s):
         record = orchestrator.ports.state.read(key) or {}
         if record.get("trials"):  # a killed search: the host may be on one of its candidates
@@ -114,8 +115,9 @@ def proposed_text(loaded: LoadedProfile, knobs: dict[str, Any]) -> str:
     return set_serve_knobs(loaded.text, serve_values(loaded.profile, knobs))
 
 
-def figure(trial: Trial | None, goal: Goal) -> str:
-    """A trial's figure as the table, the winner line and the profile's comment say it."""
-    if trial is None or trial.figure is None:
+def figure(standing: Standing | None, goal: Goal) -> str:
+    """A candidate's figure (the median of its draws) with its spread, as the winner line and the profile's
+    comment say it: a figure without its spread is how the old search ranked noise (issue 26)."""
+    if standing is None or standing.figure is None:
         return "not measured"
-    return f"{goal.metric}@{goal.concurrency} {trial.figure:.2f} {goal.unit}"
+    return f"{goal.metric}@{goal.concurrency} {standing.figure:.2f} {goal.unit} ({spread_said(standing)})"

@@ -80,29 +80,32 @@ def test_tune_resumes_after_kill_writes_the_profile_and_ends_converged(serving: 
                              text=True)
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and first.poll() is None:
-        # the profile as written (stage 1, then its stage 2 while it runs: no load) and one launched candidate
+        # the profile as written (no load) and two launched candidates
         if sum(t["status"] == "ok" for t in _tune_record(serving / "state").get("trials", [])) >= 3:
             break
         time.sleep(0.5)
     assert first.poll() is None, f"tune ended before it could be killed:\n{first.communicate()[1]}"
-    os.kill(first.pid, signal.SIGKILL)  # the profile as written (both stages) and one candidate measured
+    os.kill(first.pid, signal.SIGKILL)  # the profile as written and two candidates measured
     first.communicate()
     assert (serving / "profile.yaml").read_text() == before  # nothing written by the killed search
 
     resumed = kimik3(serving, *args)
     print(resumed.stderr[-4000:], resumed.stdout)
-    assert "resuming the search" in resumed.stderr and "3 trial(s) already measured" in resumed.stderr
+    assert "resuming the search" in resumed.stderr and "draw(s) already measured" in resumed.stderr
     assert resumed.stderr.count("never launched: ") == 4  # threads={other}: refused, never loaded
     assert f"never launched: parallel=2 threads={other} ubatch=256: threads={other}: seed 000 fixes" in resumed.stderr
     record = _tune_record(serving / "state")
     assert record["finished"] is True and all(t["knobs"]["threads"] == cores for t in record["trials"])
-    assert all(t["status"] in ("ok", "failed") for t in record["trials"])  # the killed trial ran again
+    assert all(t["status"] in ("ok", "failed") for t in record["trials"])  # the killed draw ran again
+    # the search stage draws each candidate once (the final rounds relaunch on purpose): nothing twice across the kill
     assert len({json.dumps(t["knobs"], sort_keys=True) for t in record["trials"] if t["stage"] == 1}) == len(
-        [t for t in record["trials"] if t["stage"] == 1])  # nothing measured twice across the kill
+        [t for t in record["trials"] if t["stage"] == 1])
+    assert "candidates, best first" in resumed.stdout and "spread" in resumed.stdout
 
     # Which side wins is a measurement (never asserted): two concurrent requests on one slot queue, so the
     # candidates (2 or 4 slots) usually beat the profile as written, but other work on a shared machine can
-    # turn a short bench around. Both endings are checked: FILE rewritten and run, or FILE kept and run.
+    # turn a short bench around, and a gain inside the noise keeps FILE. Both endings are checked: FILE
+    # rewritten and run, or FILE kept (said, exit 0) and run.
     written = (serving / "profile.yaml").read_text()
     inputs = json.loads(docker("inspect", "-f", '{{index .Config.Labels "kimik3.inputs"}}', NAME))
     assert written.startswith("# the demo, renamed for the bench/tune tests\n")
@@ -113,7 +116,7 @@ def test_tune_resumes_after_kill_writes_the_profile_and_ends_converged(serving: 
         assert inputs["serve.parallel"] in (2, 4) and inputs["serve.ubatch"] in (256, 512)
     else:
         print("the profile as written measured best: FILE kept")
-        assert "nothing beat profile.yaml as written" in resumed.stdout and written == before
+        assert "nothing measurably better than profile.yaml as written" in resumed.stdout and written == before
         assert inputs["serve.parallel"] == 1
     assert kimik3(serving, "plan", "--detailed-exitcode", "profile.yaml", check=False).returncode == 0
 

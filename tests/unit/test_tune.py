@@ -56,6 +56,21 @@ def test_goals_parse_with_their_concurrency_and_bound() -> None:
             parse_goal(bad)
 
 
+def test_a_decode_floor_bounds_a_latency_goal() -> None:
+    goal = parse_goal("ttft-p95@4,decode>=40")
+    assert (goal.metric, goal.concurrency, goal.min_decode, goal.max_ttft_p95) == ("ttft-p95", 4, 40.0, None)
+    assert str(goal) == "ttft-p95@4,decode>=40" and goal.minimised
+    slow = LevelResult(4, 8, 0, 1.0, 0.5, 0.6, 0.05, 35.0, 80.0, 50.0, None, None, None, 80)
+    fast = LevelResult(4, 8, 0, 1.0, 0.5, 0.6, 0.05, 45.0, 80.0, 50.0, None, None, None, 80)
+    assert goal.score(slow) is None and "decode floor is broken" in goal.broken(slow)
+    assert goal.score(fast) == -0.6 and goal.broken(fast) is None
+    both = parse_goal("aggregate@8,ttft-p95<=2.5,decode>=10")
+    assert (both.max_ttft_p95, both.min_decode) == (2.5, 10.0)
+    for bad in ("ttft-p95@4,decode>=x", "aggregate@4,decode>=1,decode>=2", "aggregate@4,decode<=3"):
+        with pytest.raises(InputError):
+            parse_goal(bad)
+
+
 def test_spaces_parse_and_unknown_knobs_are_refused() -> None:
     assert parse_space(("ubatch=256,512", "parallel=1,2")) == {"ubatch": (256, 512), "parallel": (1, 2)}
     assert len(candidates({"ubatch": (256, 512), "parallel": (1, 2), "threads": (1, 8)})) == 8
@@ -165,21 +180,25 @@ def search(runner: FakeRunner, state: MemoryState, said: list[str], budget: floa
                   finalists=2)
 
 
-def test_a_search_launches_a_third_of_the_space_and_measures_the_best_longer() -> None:
+def test_a_search_draws_each_value_of_one_knob_at_a_time_then_the_final_rounds() -> None:
+    """FakeRunner's figures are exact (no noise): once a candidate is drawn twice the pooled noise is nil and the
+    best is told apart. parallel first (at FILE's ubatch), then ubatch at the best parallel; threads=4 refused."""
     runner, state, said = FakeRunner(fail=(2048,)), MemoryState(), []
     result = search(runner, state, said).run(observed(loaded().profile), BASELINE)
     assert len(result.refused) == 8 and all(k["threads"] == 4 for k, _ in result.refused)
     assert all(c["ubatch"] in (512, 1024, 2048, 4096) for c in runner.converged)
-    stage1 = [t for t in result.trials if t.stage == 1]
-    assert len(stage1) == 4  # the profile as written + ceil(8 / 3) = 3 launched
+    stage1 = [(t.step, t.knobs["ubatch"], t.knobs["parallel"], t.status) for t in result.trials if t.stage == 1]
+    assert stage1 == [("as written", 4096, 2, "ok"), ("parallel", 4096, 1, "ok"), ("ubatch", 512, 2, "ok"),
+                      ("ubatch", 1024, 2, "ok"), ("ubatch", 2048, 2, "failed")]
     assert any("predicted" in line for line in said)
     stage2 = [t for t in result.trials if t.stage == 2]
-    assert BASELINE in [t.knobs for t in stage2]  # the winner is compared like for like
-    assert result.winner is not None and result.winner.stage == 2
-    assert result.winner.score == max(t.score for t in stage2 if t.score is not None)
-    assert result.winner_loaded is not None and result.winner_loaded.profile.serve.ubatch == result.winner.knobs["ubatch"]
-    assert sorted(t.knobs["ubatch"] for t in stage1 if t.status == "failed") == sorted(
-        t.knobs["ubatch"] for t in stage1 if t.knobs["ubatch"] == 2048)
+    # FILE as written first, then the leader, then the contender not yet told apart from it; then all told apart
+    assert [(t.knobs["ubatch"], t.knobs["parallel"]) for t in stage2] == [(4096, 2), (1024, 2), (512, 2)]
+    assert result.winner is not None and result.winner.knobs == {"ubatch": 1024, "parallel": 2, "threads": 8}
+    assert result.winner.figure == 102.0 and result.winner.draws == 2 and result.winner.spread == 0.0
+    assert result.winner_loaded is not None and result.winner_loaded.profile.serve.ubatch == 1024
+    assert "measurably better than the profile as written" in result.verdict
+    assert not [t for t in result.trials if t.knobs["threads"] == 4]  # refused: never launched
 
 
 def test_a_killed_search_resumes_without_measuring_again() -> None:
@@ -187,18 +206,20 @@ def test_a_killed_search_resumes_without_measuring_again() -> None:
     with pytest.raises(Killed):
         search(FakeRunner(kill_at=2), state, said).run(observed(loaded().profile), BASELINE)
     record = copy.deepcopy(next(iter(state.records.values())))
-    assert [t["status"] for t in record["trials"]] == ["ok", "ok", "running"]  # baseline, one trial, the killed one
+    assert [t["status"] for t in record["trials"]] == ["ok", "ok", "running"]  # as written, one draw, the killed one
     resumed = FakeRunner()
     result = search(resumed, state, said).run(observed(loaded().profile), BASELINE)
     assert any(line.startswith("resuming the search") for line in said)
-    stage1 = [t for t in result.trials if t.stage == 1]
-    stage2 = [t for t in result.trials if t.stage == 2]
-    assert len(stage1) == 4 and len({str(t.knobs) for t in stage1}) == 4  # none measured twice
-    # the killed candidate again and the last one; then the finalists: the two done before were not relaunched
-    assert len(resumed.converged) == 2 + len(stage2)
+    uninterrupted = search(FakeRunner(), MemoryState(), []).run(observed(loaded().profile), BASELINE)
+    assert [(t.knobs, t.stage) for t in result.trials] == [(t.knobs, t.stage) for t in uninterrupted.trials]
+    # the killed draw runs first; the two measured before the kill are not relaunched
     assert resumed.converged[0] == {k: v for k, v in record["trials"][2]["knobs"].items() if k != "threads"}
+    assert len(resumed.converged) == len(result.trials) - 2
     assert all(t.status != "running" for t in result.trials)
     assert state.read(search(resumed, state, []).key)["finished"] is True
+    again = FakeRunner()  # a finished search run again replays its record: no launch at all
+    assert search(again, state, []).run(observed(loaded().profile), BASELINE).winner.knobs == result.winner.knobs
+    assert again.converged == []
 
 
 def test_n_cpu_moe_fit_leaves_the_split_to_fit_and_a_number_pins_it() -> None:
@@ -270,7 +291,7 @@ def test_tune_write_through_the_cli_rewrites_the_file_and_settles_on_it(tmp_path
     written = path.read_text()
     assert "# a CPU profile to tune" in written and "port: 18999        # the port" in written
     assert "  ubatch: 1024       # hybrid default" in written and "# kimik3 tune " in written
-    assert "aggregate@2 102.00 tok/s measured, was aggregate@2 " in written  # FakeRunner: 100/(1+0)+2 slots
+    assert "aggregate@2 102.00 tok/s (±0.0 %, 2 draws) measured, was aggregate@2 " in written  # 100/(1+0)+2
     assert [p.profile.serve.ubatch for p in runner.settled] == [1024]  # settled on what was written
     assert runner.settled[0].text == written
 
@@ -317,17 +338,30 @@ def noisy_search(runner: FakeRunner, state: MemoryState, repeats: int = 3) -> Se
                   repeats=repeats)
 
 
-def test_stage2_ranks_the_finalists_by_the_median_of_their_benches() -> None:
-    """512 had one lucky bench (its stage 1 draw and one more); 1024 is steadily faster: the median picks it."""
-    runner = NoisyRunner({512: [300.0, 90.0, 300.0, 80.0], 1024: [150.0, 140.0, 150.0, 160.0],
-                          2048: [50.0], 4096: [60.0]})
+def test_a_lucky_first_draw_does_not_pick_the_winner() -> None:
+    """512's first draw was lucky (300, then 90 and 80); 1024 is steadily faster (150, 140, 160): the final rounds
+    relaunch both until 1024 leads on the mean of its draws, and it is written back because it is measurably
+    better than FILE as written (about 60) over all its draws and over those taken after it led."""
+    runner = NoisyRunner({512: [300.0, 90.0, 80.0], 1024: [150.0, 140.0, 160.0], 2048: [50.0],
+                          4096: [60.0, 62.0, 61.0]})
     result = noisy_search(runner, MemoryState()).run(observed(loaded().profile), {"ubatch": 4096})
-    stage2 = {t.knobs["ubatch"]: t for t in result.trials if t.stage == 2}
-    assert set(stage2) == {512, 1024, 4096}  # the best two of stage 1 and the profile as written
-    assert stage2[512].figures == [90.0, 300.0, 80.0] and stage2[512].figure == 90.0
-    assert stage2[1024].figures == [140.0, 150.0, 160.0] and stage2[1024].figure == 150.0
+    by = {s.knobs["ubatch"]: s for s in result.standings}
+    assert by[512].figures == [300.0, 90.0, 80.0] and by[512].figure == 90.0 and by[512].spread > 0.5
+    assert by[1024].figures == [150.0, 140.0, 160.0] and by[1024].figure == 150.0
     assert result.winner is not None and result.winner.knobs == {"ubatch": 1024}
-    assert result.baseline is not None and result.baseline.figure == 60.0
+    assert result.baseline is not None and result.baseline.figures == [60.0, 62.0, 61.0]
+    assert [t.stage for t in result.trials].count(1) == 4  # FILE as written and each other ubatch once
+
+
+def test_inside_the_noise_the_profile_stays_as_written_and_tune_says_so() -> None:
+    runner = NoisyRunner({512: [64.0, 55.0, 66.0], 1024: [50.0], 2048: [50.0], 4096: [60.0, 58.0, 63.0]})
+    said: list[str] = []
+    search = noisy_search(runner, MemoryState())
+    search.say = said.append
+    result = search.run(observed(loaded().profile), {"ubatch": 4096})
+    assert result.leader is not None and result.leader.knobs == {"ubatch": 512}
+    assert result.winner is None and "inside the noise of the profile as written" in result.verdict
+    assert said[-1] == result.verdict
 
 
 def test_the_warm_up_follows_every_converge_and_is_never_counted() -> None:
@@ -335,8 +369,8 @@ def test_the_warm_up_follows_every_converge_and_is_never_counted() -> None:
     result = noisy_search(runner, MemoryState()).run(observed(loaded().profile), {"ubatch": 4096})
     assert runner.warmed == list(range(1, len(runner.converged) + 1))  # one warm-up after each converge
     assert all(NoisyRunner.COLD not in t.figures and t.figure != NoisyRunner.COLD for t in result.trials)
-    # the profile as written measured in stage 2 right after stage 1, while the host runs it: no load between
-    assert [t.stage for t in result.trials[:2]] == [1, 2] and runner.converged[1] == runner.converged[0]
+    # the profile as written is drawn first, while the host runs it
+    assert result.trials[0].step == "as written" and runner.converged[0] == {"ubatch": 4096, "parallel": 2}
     assert len(runner.measured) == sum(len(t.figures) for t in result.trials)
 
 
@@ -347,18 +381,6 @@ def test_without_the_warm_up_the_cold_bench_would_be_counted() -> None:
     search.warm_up = False
     result = search.run(observed(loaded().profile), {"ubatch": 4096})
     assert any(NoisyRunner.COLD in t.figures for t in result.trials)
-
-
-def test_the_median_draw_takes_the_lower_middle_and_ranks_an_infeasible_draw_lowest() -> None:
-    from kimik3_reconciler.tuning import median_draw
-
-    def score(level: Any) -> float | None:
-        return level
-
-    assert median_draw([(3.0, "a"), (1.0, "b"), (2.0, "c")], score) == (2.0, "c")
-    assert median_draw([(4.0, "a"), (1.0, "b"), (3.0, "c"), (2.0, "d")], score) == (2.0, "d")
-    assert median_draw([(None, "a"), (5.0, "b"), (None, "c")], score)[0] is None
-    assert median_draw([(None, "a"), (5.0, "b"), (6.0, "c")], score) == (5.0, "b")
 
 
 def test_tune_exits_1_when_every_candidate_it_launched_failed(tmp_path, monkeypatch) -> None:
@@ -382,6 +404,19 @@ def test_tune_json_when_every_candidate_failed_is_one_document_with_the_trials_a
     assert document["ok"] is False and document["error"]["type"] == "NothingMeasured"
     assert document["error"]["exit_code"] == 1 and len(document["trials"]) >= 3
     assert "every candidate tune launched failed" in result.stderr
+
+
+def test_tune_json_carries_the_standings_with_their_spread_and_the_verdict(tmp_path, monkeypatch) -> None:
+    import json
+
+    _, result = run_tune_cli(tmp_path, monkeypatch, FakeRunner(), "--space", "ubatch=512,1024,4096", "--json")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    best = document["standings"][0]
+    assert best["knobs"] == {"ubatch": 1024} and best["figure"] == 102.0 and best["draws"] == 2
+    assert best["spread"] == 0.0 and document["winner"]["knobs"] == {"ubatch": 1024}
+    assert "measurably better than the profile as written" in document["verdict"]
+    assert document["noise"]["df"] >= 1 and document["written"] is False and "+  ubatch: 1024" in document["diff"]
 
 
 def test_tune_exits_0_when_some_candidate_was_measured(tmp_path, monkeypatch) -> None:

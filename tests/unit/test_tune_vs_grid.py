@@ -1,11 +1,13 @@
-"""The H200 record of `kimik3 tune` vs the exhaustive grid (tests/fixtures/h200/tune-vs-grid.json, issue 16),
-folded from a run of the current protocol (repeated benches, the alternating re-measure) on 2026-12-03:
-`bash tools/gpu_proof/run-tune.sh` then `python3 tools/gpu_proof/tune_fixture.py DIR`.
+"""The H200 record of issue 26 (tests/fixtures/h200/tune-vs-grid.json): `kimik3 tune` against the exhaustive grid
+in two spaces, three independent tune runs each, every run followed by the alternating re-measure of the grid's
+best, the run's winner and the profile as written (`bash tools/gpu_proof/run-tune.sh prepare grid1`, `grid1 tune1`,
+`grid2 tune2`, then `python3 tools/gpu_proof/tune_fixture.py DIR`).
 
-The fixture is a measurement; these tests guard its shape, the measuring protocol it claims (every grid cell
-and every finalist: `repeats` benches, the median draw; the re-measure alternating fresh launches), that every
-ratio the closing note quotes follows from the rows kept beside it, and those quoted figures themselves (a
-refold from another run must update them and the table in docs/operations.md together)."""
+EVERY run is checked against the issue's criterion, not the best one: the re-measured winner >= 0.97x the grid's
+best (in the goal's direction), tune's wall <= 1/3 of the grid's, and never below the profile as written (the
+re-measured winner at least as good as FILE, or FILE kept). Each ratio is recomputed from the rows kept beside it,
+and each figure carries its spread. Until that run is folded the fixture is absent and these tests skip (no figure
+here is made up); the 2026-12-03 record of the older search is test_tune_vs_grid_2026_12_03.py's."""
 
 from __future__ import annotations
 
@@ -18,112 +20,111 @@ from pathlib import Path
 import pytest
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "h200" / "tune-vs-grid.json"
-RECORD = json.loads(FIXTURE.read_text())
-PASSES = RECORD["passes"]
-IDS = [f"pass{i + 1}" for i in range(len(PASSES))]
-REPEATS, ROUNDS = RECORD["bench"]["repeats"], RECORD["bench"]["rounds"]
+RECORD = json.loads(FIXTURE.read_text()) if FIXTURE.exists() else None
+pytestmark = pytest.mark.skipif(RECORD is None or "spaces" not in RECORD,
+                                reason="issue 26's H200 run (two spaces x three tune runs) is not folded yet: "
+                                       "tools/gpu_proof/run-tune.sh, then tune_fixture.py")
+SPACES = (RECORD or {}).get("spaces", {})
+RUNS = [(sid, run) for sid, space in SPACES.items() for run in space["runs"]]
+RUN_IDS = [f"space{sid}-{run['run']}" for sid, run in RUNS]
 
 
 def _id(knobs: dict) -> str:
     return json.dumps(knobs, sort_keys=True)
 
 
-def _space_ids() -> set[str]:
-    names = sorted(RECORD["space"])
-    return {_id(dict(zip(names, values))) for values in itertools.product(*(RECORD["space"][n] for n in names))}
+def _minimised(goal: str) -> bool:
+    return goal.startswith("ttft-p95")
 
 
-def _median_draw(figures: list[float]) -> float:
-    return sorted(figures)[(len(figures) - 1) // 2]  # tuning.median_draw: the lower middle of an even count
+def _better_or_equal(goal: str, a: float, b: float) -> float:
+    """a as a share of b in the goal's direction (1.0: as good; > 1: better)."""
+    return b / a if _minimised(goal) else a / b
 
 
-def test_the_record_names_its_setting():
-    assert RECORD["goal"] == "aggregate@4"
-    assert RECORD["bench"]["long_requests"] == 2 * RECORD["bench"]["short_requests"]
-    assert REPEATS == 3 and ROUNDS >= 3
-    assert "n_cpu_moe: 16" in RECORD["profile"]  # the profile as written: the baseline of both searches
-    assert len(PASSES) >= 1
+def test_both_spaces_and_three_runs_each_are_recorded() -> None:
+    assert set(SPACES) == {"1", "2"}
+    assert SPACES["1"]["goal"] == "aggregate@4"
+    assert SPACES["2"]["goal"].startswith("ttft-p95@4,decode>=") and SPACES["2"]["floor"] > 0
+    assert all([run["run"] for run in space["runs"]] == ["a", "b", "c"] for space in SPACES.values())
+    assert "n_cpu_moe: 16" in RECORD["profile"]  # the profile as written: the baseline of every search
 
 
-@pytest.mark.parametrize("run", PASSES, ids=IDS)
-def test_the_grid_is_exhaustive_and_every_cell_is_a_median_of_repeated_benches(run):
-    rows = run["grid"]["rows"]
-    assert {_id(r["knobs"]) for r in rows} == _space_ids() and len(rows) == len(_space_ids())
-    assert all(r["status"] == "ok" and r["figure"] > 0 for r in rows)
-    assert all(len(r["figures"]) == REPEATS and r["figure"] == _median_draw(r["figures"]) for r in rows)
-    assert all(0 < r["knobs"]["n_cpu_moe"] < RECORD["model"]["moe_layers"] for r in rows)
-    assert run["grid"]["loads"] == len(rows)
-    assert run["grid"]["wall_s"] == pytest.approx(sum(r["seconds"] for r in rows), abs=0.05)
-    # the bench client agreed with the server's own counters in every row (printed, not a timing assertion)
-    assert all(r["metrics_disagreement"] == 0 for r in rows)
+@pytest.mark.parametrize("sid", sorted(SPACES))
+def test_the_grid_is_exhaustive_and_its_best_follows_from_its_rows(sid: str) -> None:
+    space = SPACES[sid]
+    names = sorted(space["space"])
+    cells = {_id(dict(zip(names, values))) for values in itertools.product(*(space["space"][n] for n in names))}
+    rows = space["grid"]["rows"]
+    assert {_id(r["knobs"]) for r in rows} == cells and len(rows) == len(cells)
+    assert space["grid"]["wall_s"] == pytest.approx(sum(r["seconds"] for r in rows), abs=0.05)
+    repeats = RECORD["bench"]["repeats"]
+    ok = [r for r in rows if r["status"] == "ok"]
+    assert all(len(r["figures"]) == repeats and r["figure"] == pytest.approx(statistics.median(r["figures"]),
+                                                                              abs=0.002) for r in ok)
+    feasible = [r for r in ok if r["feasible"]]
+    sign = -1 if _minimised(space["goal"]) else 1
+    best = max(feasible, key=lambda r: statistics.fmean(sign * math.log(f) for f in r["figures"]))
+    assert best["knobs"] == space["grid_best"]["knobs"]
+    if sid == "2":  # the floor binds: some cell breaks it, and the best is not at an edge of the space
+        assert len(feasible) < len(ok)
+    print(f"\nspace {sid} grid best {best['knobs']}: {best['figure']} (±{(best['spread'] or 0) * 100:.1f} %)")
 
 
-@pytest.mark.parametrize("run", PASSES, ids=IDS)
-def test_tune_stayed_within_its_trial_budget_and_ranked_its_finalists_by_the_median(run):
-    tune = run["tune"]
-    stage1 = [t for t in tune["trials"] if t["stage"] == 1]
-    stage2 = [t for t in tune["trials"] if t["stage"] == 2]
-    assert len(stage1) == min(tune["max_trials"] + 1, len(_space_ids()))  # + the profile as written
-    best1 = sorted((t for t in stage1 if t["figure"] is not None), key=lambda t: t["figure"], reverse=True)
-    expected2 = {_id(t["knobs"]) for t in best1[:tune["finalists"]]} | {_id(tune["baseline"])}
-    assert {_id(t["knobs"]) for t in stage2} == expected2 and len(stage2) == len(expected2)
-    assert all(len(t["figures"]) == 1 for t in stage1)
-    assert all(len(t["figures"]) == REPEATS and t["figure"] == _median_draw(t["figures"]) for t in stage2)
-    assert _id(tune["winner"]) in _space_ids()
-    best2 = max(stage2, key=lambda t: t["figure"])
-    assert _id(best2["knobs"]) == _id(tune["winner"]) and best2["figure"] == tune["winner_figure"]
-    assert next(t for t in stage2 if _id(t["knobs"]) == _id(tune["baseline"]))["figure"] == tune["baseline_figure"]
-    # the profile as written: stage 1 and stage 2 first, while the host ran it
-    assert [(_id(t["knobs"]), t["stage"]) for t in tune["trials"][:2]] == [(_id(tune["baseline"]), 1),
-                                                                           (_id(tune["baseline"]), 2)]
-
-
-@pytest.mark.parametrize("run", PASSES, ids=IDS)
-def test_the_raw_ratios_follow_from_the_rows(run):
-    rows, tune, stated = run["grid"]["rows"], run["tune"], run["ratios"]
-    by = {_id(r["knobs"]): r["figure"] for r in rows}
-    best = max(rows, key=lambda r: r["figure"])
-    assert stated["grid_best"] == best["knobs"] and stated["grid_best_figure"] == best["figure"]
-    assert stated["winner_is_grid_best"] == (_id(tune["winner"]) == _id(best["knobs"]))
-    expect = {
-        "winner_figure_over_grid_best": tune["winner_figure"] / best["figure"],
-        "grid_figure_of_winner_over_grid_best": by[_id(tune["winner"])] / best["figure"],
-        "tune_wall_over_grid_wall": tune["wall_s"] / run["grid"]["wall_s"],
-        "winner_gain_over_baseline": tune["winner_figure"] / tune["baseline_figure"],
-        "grid_gain_of_winner_over_baseline": by[_id(tune["winner"])] / by[_id(tune["baseline"])],
-    }
-    for name, value in expect.items():
-        assert math.isclose(stated[name], value, abs_tol=0.0015), name
-
-
-@pytest.mark.parametrize("run", PASSES, ids=IDS)
-def test_the_remeasure_alternates_fresh_launches_and_its_ratios_are_ratios_of_medians(run):
+@pytest.mark.parametrize(("sid", "run"), RUNS, ids=RUN_IDS)
+def test_every_run_meets_the_criterion(sid: str, run: dict) -> None:
+    """>= 0.97x the grid's best, <= 1/3 of the grid's wall, never below the profile as written: each run."""
+    space = SPACES[sid]
     again, tune = run["remeasure"], run["tune"]
+    print(f"\nspace {sid} run {run['run']}: winner {tune['winner']}; re-measured {again['medians']} "
+          f"(spreads {again['spreads']}); winner/grid best {again['winner_over_grid_best']}, "
+          f"wall {run['tune_wall_over_grid_wall']}, gain over as written {again['winner_gain_over_baseline']}")
+    assert run["tune_wall_over_grid_wall"] <= 1 / 3
+    assert again["winner_over_grid_best"] >= 0.97
+    # never below FILE as written: FILE kept, or FILE breaks the goal's bound (space 2's floor) and the winner
+    # does not, or the winner measured at least as good
+    assert again["winner_is_as_written"] or again["baseline_breaks_the_bound"] or \
+        again["winner_gain_over_baseline"] >= 1.0
+    assert again["feasible"]["tune_winner"]  # the winner met the goal's bounds when measured again
+    assert run["tune_wall_over_grid_wall"] == pytest.approx(tune["wall_s"] / space["grid"]["wall_s"], abs=0.0015)
+
+
+@pytest.mark.parametrize(("sid", "run"), RUNS, ids=RUN_IDS)
+def test_the_remeasure_alternates_fresh_launches_and_its_ratios_are_ratios_of_medians(sid: str, run: dict) -> None:
+    goal, again, tune = SPACES[sid]["goal"], run["remeasure"], run["tune"]
     roles = again["roles"]
-    assert roles["grid_best"] == run["ratios"]["grid_best"] and roles["tune_winner"] == tune["winner"]
-    assert roles["baseline"] == tune["baseline"]
+    assert roles["grid_best"] == SPACES[sid]["grid_best"]["knobs"]
+    assert roles["tune_winner"] == (tune["winner"] or tune["baseline"]) and roles["baseline"] == tune["baseline"]
     distinct = list(dict.fromkeys(_id(k) for k in roles.values()))
     slots = again["slots"]
-    assert [_id(s["knobs"]) for s in slots] == distinct * ROUNDS  # A B C A B C ...: alternating, one run
-    for role, knobs in roles.items():
-        figures = [s["figure"] for s in slots if _id(s["knobs"]) == _id(knobs)]
-        assert figures == pytest.approx(again["figures"][role], abs=0.01) and len(figures) == ROUNDS
-        assert again["medians"][role] == pytest.approx(statistics.median(again["figures"][role]))
+    assert [_id(s["knobs"]) for s in slots] == distinct * RECORD["bench"]["rounds"]  # A B C A B C ...
     medians = again["medians"]
-    assert again["winner_over_grid_best"] == pytest.approx(medians["tune_winner"] / medians["grid_best"], abs=0.0015)
-    assert again["winner_gain_over_baseline"] == pytest.approx(medians["tune_winner"] / medians["baseline"],
-                                                               abs=0.0015)
+    for role, knobs in roles.items():
+        figures = [s["figure"] for s in slots if _id(s["knobs"]) == _id(knobs) and s["figure"] is not None]
+        assert medians[role] == pytest.approx(statistics.median(figures), abs=0.002)
+        assert again["spreads"][role] is not None  # every figure reported with its spread
+    assert again["winner_over_grid_best"] == pytest.approx(
+        _better_or_equal(goal, medians["tune_winner"], medians["grid_best"]), abs=0.0015)
+    assert again["winner_gain_over_baseline"] == pytest.approx(
+        _better_or_equal(goal, medians["tune_winner"], medians["baseline"]), abs=0.0015)
     if again["winner_is_grid_best"]:
         assert again["winner_over_grid_best"] == 1.0 and "by construction" in again["winner_over_grid_best_note"]
 
 
-def test_the_figures_the_closing_note_and_operations_md_quote():
-    run = PASSES[0]
-    ratios, again = run["ratios"], run["remeasure"]
-    assert run["tune"]["winner"] == {"n_cpu_moe": 4, "ubatch": 2048}
-    assert ratios["grid_best"] == {"n_cpu_moe": 4, "ubatch": 512}
-    assert ratios["tune_wall_over_grid_wall"] == pytest.approx(0.302, abs=0.001)  # the issue's goal: <= 1/3
-    assert again["winner_over_grid_best"] == pytest.approx(0.979, abs=0.001)  # the issue's goal: >= 0.97
-    assert again["winner_gain_over_baseline"] == pytest.approx(1.192, abs=0.001)
-    # the single-pass figures are farther apart than the re-measure's: the grid's own draw for the winner
-    assert ratios["grid_figure_of_winner_over_grid_best"] == pytest.approx(0.889, abs=0.001)
+@pytest.mark.parametrize(("sid", "run"), RUNS, ids=RUN_IDS)
+def test_tune_writes_back_only_what_it_measured_better_and_reports_the_spread(sid: str, run: dict) -> None:
+    tune = run["tune"]
+    standings = {_id(s["knobs"]): s for s in tune["standings"]}
+    draws = {}
+    for t in tune["trials"]:
+        draws.setdefault(_id(t["knobs"]), []).append(t)
+    for kid, s in standings.items():
+        assert s["draws"] == len(draws[kid])
+        assert (s["spread"] is None) == (s["draws"] == 1)
+    if tune["winner"] is None:
+        assert "stays as written" in tune["verdict"]
+    else:
+        assert ("measurably better than the profile as written" in tune["verdict"]
+                or "the profile as written does not meet the goal" in tune["verdict"])
+        assert standings[_id(tune["winner"])]["draws"] >= 2  # relaunched at least once after it led
+    assert tune["trials"][0]["step"] == "as written" and tune["trials"][0]["knobs"] == tune["baseline"]

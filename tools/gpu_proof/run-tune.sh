@@ -1,13 +1,24 @@
 #!/usr/bin/env bash
-# tune vs the exhaustive grid on the device machine (issue 16): a ~2.4 GB synthetic kimi-k3 GGUF (24 layers,
-# 64 experts; every searched split keeps some experts on the CPU), then tune_vs_grid.py PHASE for each phase.
-#   bash tools/gpu_proof/run-tune.sh [grid] [tune] [remeasure]     (no phase, or `all`: the three in order;
-#   `prepare`: only the build when missing and the model)
-# llama-server: $LLAMA_BIN/llama-server (default /tmp/build/bin, where run.sh or a build before this call
-# left it); built here (native CUDA, kimik3's cmake args, sm_90) ONLY when it is missing. The model is written
-# only when missing. The machine keeps /tmp between calls while warm, so phases may be split across calls.
-# CALL_LIMIT (seconds since this script began; default 560) bounds every phase, each keeping time for the
-# phases after it, so the copy to $OUT always happens inside the call.
+# tune vs the exhaustive grid on the device machine (issues 16, 26): a ~2.4 GB synthetic kimi-k3 GGUF (24 layers,
+# 64 experts; every searched split keeps some experts on the CPU), then tune_vs_grid.py PHASE for each phase:
+#   bash tools/gpu_proof/run-tune.sh PHASE...
+#   prepare        the build (only when $LLAMA_BIN/llama-server is missing) and the model (only when missing)
+#   grid1 | grid2  the exhaustive grid of space 1 (n_cpu_moe x ubatch, aggregate@4) | space 2 (ubatch x parallel,
+#                  ttft-p95@4 under a decode floor set from this grid); resumable row by row across calls
+#   tune1 | tune2  three independent tune runs of that space, each followed by its alternating re-measure
+#                  (= tune1a remeasure1a tune1b remeasure1b tune1c remeasure1c; each may also be named alone)
+#   (no phase, or `all`: prepare grid1 tune1 grid2 tune2, which is more than one call's time on the H200)
+# The lead's calls on the H200 (each under 560 s, chained at once: the machine goes back 30 s after a call, and
+# every phase after `prepare` needs the /tmp the earlier calls left):
+#   1. prepare grid1   ~4.5 min build + ~20 s model + ~210 s grid  (a grid cut short resumes in call 2)
+#   2. grid1 tune1     3 x (~70 s tune + ~55 s re-measure) = ~6.5 min
+#   3. grid2 tune2     ~170 s grid + 3 x (~55 s + ~55 s) = ~8.5 min; tune2c is skipped when it would not fit:
+#   4. tune2c remeasure2c   (only if call 3 said "tune2c: skipped") ~2 min
+# llama-server: $LLAMA_BIN/llama-server (default /tmp/build/bin); built here (native CUDA, kimik3's cmake args,
+# sm_90) ONLY when it is missing. The machine keeps /tmp between calls while warm.
+# CALL_LIMIT (seconds since this script began; default 560) bounds every phase, each keeping the expected time
+# of the phases after it (EXPECT, scaled by TUNE_EXPECT_SCALE); a tune or re-measure phase that cannot get its
+# expected time is skipped rather than cut (a cut tune is no measurement), so the copy to $OUT always happens.
 # PROOF names the carried folder (default .gpu_proof) and WHL its wheels; PROOF/pkg, when present, is put first
 # on PYTHONPATH (a branch's kimik3_reconciler, carried beside a checkout of main).
 # Dry run on a CPU build: TUNE_CPU=1 TUNE_FAST=1 TUNE_SMALL=1 LLAMA_BIN=/path/to/cpu/bin (README.md).
@@ -18,7 +29,15 @@ BIN=${LLAMA_BIN:-/tmp/build/bin}
 LIMIT=${CALL_LIMIT:-560}
 SNAP=/models/models--kimik3-demo--Kimi-K3-tiny-GGUF/snapshots/d3e0c0ded3e0c0ded3e0c0ded3e0c0ded3e0c0de/UD-SYNTH
 MODEL=$SNAP/K3-synth.gguf
-phases=("$@"); [[ ${#phases[@]} -eq 0 || ${phases[0]} == all ]] && phases=(grid tune remeasure)
+phases=()
+for p in "${@:-all}"; do
+  case $p in
+    all) phases+=(prepare grid1 tune1a remeasure1a tune1b remeasure1b tune1c remeasure1c grid2 tune2a remeasure2a
+                  tune2b remeasure2b tune2c remeasure2c);;
+    tune1|tune2) for r in a b c; do phases+=("$p$r" "remeasure${p#tune}$r"); done;;
+    *) phases+=("$p");;
+  esac
+done
 # TUNE_FRESH=1: a new pass on a machine still warm from an earlier one (otherwise the phases resume it)
 [[ ${TUNE_FRESH:-0} == 1 ]] && rm -rf /tmp/tune-out /tmp/tune-state /tmp/tune-logs
 mkdir -p /tmp/tune-out
@@ -54,17 +73,26 @@ if [[ -n ${GEN:-} ]]; then
 fi
 ls -l "$MODEL"; cat "$MODEL" > /dev/null  # warm: every run below reads the weights from the page cache
 echo "ready at ${SECONDS} s of ${LIMIT} s"
-# Seconds each phase keeps for the phases after it (their expected length on the H200, README.md).
-declare -A KEEP=([grid]=0 [tune]=0 [remeasure]=0 [prepare]=0)
+# Expected seconds of each phase on the H200 (warm page cache), kept free by the phases before it.
+expect() {
+  local e
+  case $1 in grid1) e=210;; grid2) e=170;; tune1?) e=70;; tune2?) e=55;; remeasure*) e=55;; *) e=0;; esac
+  python3 -c "print(int($e * float('${TUNE_EXPECT_SCALE:-1}')))"
+}
 for i in "${!phases[@]}"; do
-  for later in "${phases[@]:$((i + 1))}"; do
-    case $later in tune) KEEP[${phases[$i]}]=$(( KEEP[${phases[$i]}] + 90 ));; remeasure) KEEP[${phases[$i]}]=$(( KEEP[${phases[$i]}] + 30 ));; esac
-  done
-done
-for p in "${phases[@]}"; do
-  [[ $p == prepare ]] && continue  # `run-tune.sh prepare`: the build (when missing) and the model only
-  left=$(( LIMIT - SECONDS - 15 - KEEP[$p] ))
+  p=${phases[$i]}
+  [[ $p == prepare ]] && continue  # the build (when missing) and the model only
+  keep=0
+  for later in "${phases[@]:$((i + 1))}"; do keep=$(( keep + $(expect "$later") )); done
+  left=$(( LIMIT - SECONDS - 15 - keep ))
+  need=$(expect "$p")
+  if [[ $p == tune* || $p == remeasure* ]] && (( left < need * 6 / 5 )); then
+    echo "$p: skipped, ${left} s left for ~${need} s (name it in the next call)"; continue
+  fi
   if (( left < 20 )); then echo "$p: skipped, ${left} s left before CALL_LIMIT"; continue; fi
+  if [[ $p == remeasure* && ! -s /tmp/tune-out/tune${p#remeasure}.json ]]; then
+    echo "$p: skipped, no tune${p#remeasure}.json"; continue
+  fi
   echo "== $p (at ${SECONDS} s; at most ${left} s)"
   t0=$SECONDS
   timeout "$left" python3 "$HERE/tune_vs_grid.py" "$MODEL" "$BIN" /tmp/tune-out "$p" 2>&1 | tee -a "/tmp/tune-out/$p.log"
@@ -74,7 +102,8 @@ done
 for d in /tmp/tune-logs/*/; do  # the first server log of each phase: system_info, the offload, the buffers
   [[ -f $d/server-00.log ]] && cp "$d/server-00.log" "/tmp/tune-out/server-$(basename "$d").log"
 done
-# $OUT returns at most 8 files: the logs travel packed in one (11 files on a full run otherwise, and the
-# 2026-12-03 run lost tune.json to that limit)
+# $OUT returns at most 8 files: the results (every .json/.jsonl so far, all calls) in one archive, the logs in
+# another; unpack both into one folder before folding (tune_fixture.py)
+tar -czf "$OUT/results.tar.gz" -C /tmp/tune-out $(cd /tmp/tune-out && ls *.json *.jsonl 2>/dev/null)
 tar -czf "$OUT/logs.tar.gz" -C /tmp/tune-out --exclude='*.json' --exclude='*.jsonl' . 2>/dev/null
-cp /tmp/tune-out/*.json /tmp/tune-out/*.jsonl "$OUT/" 2>/dev/null; ls -l "$OUT"; echo "done at ${SECONDS} s"
+ls -l "$OUT"; tar -tzvf "$OUT/results.tar.gz"; echo "done at ${SECONDS} s"

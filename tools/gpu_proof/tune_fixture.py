@@ -1,11 +1,13 @@
-"""Fold the files run-tune.sh brought back (grid.jsonl, grid-summary.json, tune.json and remeasure.json of each
-pass) into the fixture tests/fixtures/h200/tune-vs-grid.json, with the ratios the closing note reports: the
-raw ones (each search's own figures, one median-of-3 each) and the re-measured ones (medians of the
-alternating fresh launches of one run, the comparison the criterion means).
+"""Fold what run-tune.sh brought back (results.tar.gz unpacked: gridS.jsonl, gridS-summary.json, tuneSR.json and
+remeasureSR.json of both spaces and every run) into the fixture tests/fixtures/h200/tune-vs-grid.json (issue 26):
+every run of both spaces, each with its tune record (draws, standings with their spread, the verdict), its
+alternating re-measure, and the ratios the criterion names (re-measured winner / grid best in the goal's
+direction, tune wall / grid wall, re-measured winner / profile as written).
 
-    python3 tools/gpu_proof/tune_fixture.py PASS_DIR... > tests/fixtures/h200/tune-vs-grid.json
+    python3 tools/gpu_proof/tune_fixture.py RESULTS_DIR > tests/fixtures/h200/tune-vs-grid.json
 
-tests/unit/test_tune_vs_grid.py recomputes every ratio from the rows kept here.
+tests/unit/test_tune_vs_grid.py checks every run against the criterion and recomputes every ratio from the rows
+kept here.
 """
 
 from __future__ import annotations
@@ -16,75 +18,85 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from tune_vs_grid import GOAL, PROFILE, SPACE  # noqa: E402
+from tune_vs_grid import PROFILE, SPACES, goal_of, grid_best, read_rows, standing  # noqa: E402
 
 
-def knob_id(knobs: dict) -> str:
-    return json.dumps(knobs, sort_keys=True)
+def r3(x: float | None, digits: int = 3) -> float | None:
+    return None if x is None else round(x, digits)
 
 
-def ratios(grid_rows: list[dict], grid_wall: float, tune: dict) -> dict:
-    """What the report states for one pass (see the unit test for the same arithmetic)."""
-    by = {knob_id(r["knobs"]): r["figure"] for r in grid_rows}
-    best = max(grid_rows, key=lambda r: r["figure"])
-    return {
-        "grid_best": best["knobs"], "grid_best_figure": round(best["figure"], 2),
-        "tune_winner": tune["winner"], "tune_winner_figure": round(tune["winner_figure"], 2),
-        "winner_is_grid_best": knob_id(tune["winner"]) == knob_id(best["knobs"]),
-        "winner_figure_over_grid_best": round(tune["winner_figure"] / best["figure"], 3),
-        "grid_figure_of_winner_over_grid_best": round(by[knob_id(tune["winner"])] / best["figure"], 3),
-        "tune_wall_over_grid_wall": round(tune["wall_s"] / grid_wall, 3),
-        "winner_gain_over_baseline": round(tune["winner_figure"] / tune["baseline_figure"], 3),
-        "grid_gain_of_winner_over_baseline": round(by[knob_id(tune["winner"])] / by[knob_id(tune["baseline"])], 3),
-    }
-
-
-def one_pass(folder: Path) -> dict:
-    rows = [json.loads(line) for line in (folder / "grid.jsonl").read_text().splitlines() if line.strip()]
-    summary = json.loads((folder / "grid-summary.json").read_text())
-    tune = json.loads((folder / "tune.json").read_text())
-    grid_rows = [{"knobs": r["knobs"], "status": r["status"], "figure": round(r["figure"], 2),
-                  "figures": [round(f, 2) for f in r.get("figures", [])],
-                  "seconds": r["seconds"], "ttft_p95": round(r["level"]["ttft_p95"], 3),
-                  "decode_disagreement": round(r["level"]["decode_disagreement"], 4),
-                  "metrics_disagreement": r["level"]["metrics_disagreement"]} for r in rows]
-    trials = [{k: t.get(k) for k in ("knobs", "stage", "status", "figure", "figures", "ttft_p95", "seconds")}
-              for t in tune["trials"]]
-    for t in trials:
-        t["figure"] = round(t["figure"], 2) if t["figure"] is not None else None
-        t["figures"] = [round(f, 2) if f is not None else None for f in t["figures"] or []]
-        t["ttft_p95"] = round(t["ttft_p95"], 3) if t["ttft_p95"] is not None else None
-    baseline2 = next(t for t in trials if t["stage"] == 2 and knob_id(t["knobs"]) == knob_id(tune["baseline"]))
-    tune_out = {"wall_s": tune["wall_s"], "predicted_s": round(tune["predicted_s"], 1), "winner": tune["winner"],
-                "winner_figure": round(tune["winner_figure"], 2), "baseline": tune["baseline"],
-                "baseline_figure": baseline2["figure"], "loads": len(tune["loads"]),
-                "finalists": tune["finalists"], "max_trials": tune["max_trials"], "trials": trials}
-    out = {"grid": {"wall_s": summary["wall_s"], "loads": len(summary["loads"]), "rows": grid_rows},
-           "tune": tune_out, "ratios": ratios(grid_rows, summary["wall_s"], tune_out)}
-    if (folder / "remeasure.json").exists():
-        again = json.loads((folder / "remeasure.json").read_text())
-        out["remeasure"] = {k: again[k] for k in ("roles", "winner_is_grid_best", "figures", "medians",
-                                                  "winner_over_grid_best", "winner_over_grid_best_note",
-                                                  "winner_gain_over_baseline", "grid_best_gain_over_baseline",
-                                                  "wall_s")}
-        out["remeasure"]["slots"] = [{"round": s["round"], "knobs": s["knobs"], "figure": round(s["figure"], 2),
-                                      "seconds": s["seconds"]} for s in again["slots"]]
+def grid_rows(rows: list[dict], goal) -> list[dict]:  # noqa: ANN001
+    out = []
+    for r in rows:
+        levels = r.get("levels") or []
+        s = standing(goal, r["knobs"], levels)
+        out.append({"knobs": r["knobs"], "status": r["status"], "seconds": r["seconds"],
+                    "figures": [r3(f) for f in s.figures], "figure": r3(s.figure), "spread": r3(s.spread, 4),
+                    "feasible": s.feasible, "detail": r.get("detail") or s.detail,
+                    "aggregate": [r3((lv or {}).get("aggregate"), 2) for lv in levels],
+                    "ttft_p95": [r3((lv or {}).get("ttft_p95")) for lv in levels],
+                    "decode": [r3((lv or {}).get("decode_p50"), 2) for lv in levels],
+                    "metrics_disagreement": [(lv or {}).get("metrics_disagreement") for lv in levels]})
     return out
 
 
+def one_run(folder: Path, space_id: str, run_id: str, grid_wall: float) -> dict | None:
+    tune_path = folder / f"tune{space_id}{run_id}.json"
+    if not tune_path.exists():
+        return None
+    tune = json.loads(tune_path.read_text())
+    trials = [{k: t.get(k) for k in ("knobs", "stage", "step", "status", "figure", "ttft_p95", "seconds", "detail")}
+              for t in tune["trials"]]
+    for t in trials:
+        t["figure"], t["ttft_p95"] = r3(t["figure"]), r3(t["ttft_p95"])
+    run = {"run": run_id, "tune": {
+        "wall_s": tune["wall_s"], "budget_s": tune["budget_s"], "first_converge_s": tune["first_converge_s"],
+        "predicted_s": r3(tune["predicted_s"], 1), "loads": len(tune["loads"]), "winner": tune["winner"],
+        "leader": tune["leader"], "baseline": tune["baseline"], "baseline_standing": tune["baseline_standing"],
+        "verdict": tune["verdict"], "noise": tune["noise"], "standings": tune["standings"], "trials": trials,
+        "refused": tune["refused"]}}
+    again_path = folder / f"remeasure{space_id}{run_id}.json"
+    if again_path.exists():
+        again = json.loads(again_path.read_text())
+        run["remeasure"] = {k: again[k] for k in ("roles", "winner_is_grid_best", "winner_is_as_written",
+                                                  "baseline_breaks_the_bound", "figures",
+                                                  "medians", "spreads", "feasible", "winner_over_grid_best",
+                                                  "winner_over_grid_best_note", "winner_gain_over_baseline",
+                                                  "grid_best_gain_over_baseline", "wall_s")}
+        run["remeasure"]["slots"] = [{"round": s["round"], "knobs": s["knobs"], "figure": r3(s["figure"]),
+                                      "seconds": s["seconds"]} for s in again["slots"]]
+    run["tune_wall_over_grid_wall"] = round(tune["wall_s"] / grid_wall, 3)
+    return run
+
+
+def one_space(folder: Path, space_id: str) -> dict | None:
+    rows = read_rows(folder / f"grid{space_id}.jsonl")
+    if not rows:
+        return None
+    summary = json.loads((folder / f"grid{space_id}-summary.json").read_text())
+    goal = goal_of(space_id, folder)
+    best, judged = grid_best(rows, goal)
+    return {"goal": str(goal), "space": {k: list(v) for k, v in SPACES[space_id].items()},
+            "floor": summary.get("floor"), "baseline": summary["baseline"],
+            "grid": {"wall_s": summary["wall_s"], "cells": summary["cells"], "rows": grid_rows(rows, goal)},
+            "grid_best": {"knobs": best, "figure": r3(judged.figure), "spread": r3(judged.spread, 4)},
+            "runs": [run for r in "abc" if (run := one_run(folder, space_id, r, summary["wall_s"])) is not None]}
+
+
 def main() -> None:
-    passes = [one_pass(Path(p)) for p in sys.argv[1:]]
-    settings = json.loads((Path(sys.argv[1]) / "tune.json").read_text())["settings"]
+    folder = Path(sys.argv[1])
+    settings = next(json.loads(p.read_text())["settings"] for p in sorted(folder.glob("grid*-summary.json")))
     print(json.dumps({
-        "what": "kimik3 tune vs the exhaustive grid, same space and goal, native llama-server (kimik3's rendered "
-                "argv) on the lent H200; tools/gpu_proof/run-tune.sh, folded by tune_fixture.py",
-        "host": "1x NVIDIA H200 (143156 MiB free), 16 cores; llama.cpp b11434 built with kimik3's cmake args (sm_90)",
-        "model": {"file": "K3-synth.gguf", "bytes": 2381885504, "layers": 24, "moe_layers": 23, "experts": 64},
-        "page_cache": "warm: the GGUF is read once before the first load; every load of every pass is warm",
-        "profile": PROFILE, "goal": GOAL, "space": {k: list(v) for k, v in SPACE.items()}, "bench": settings,
-        "grid_bench": "every grid cell is measured as tune measures a finalist: a launch, a warm-up not counted, "
-                      "`repeats` benches of long_requests, the median draw",
-        "passes": passes,
+        "what": "kimik3 tune vs the exhaustive grid, two spaces, three independent tune runs each with its "
+                "alternating re-measure; native llama-server (kimik3's rendered argv) on the lent H200; "
+                "tools/gpu_proof/run-tune.sh, folded by tune_fixture.py",
+        "host": "1x NVIDIA H200, 16 cores; llama.cpp b11434 built with kimik3's cmake args (sm_90)",
+        "model": {"file": "K3-synth.gguf", "layers": 24, "moe_layers": 23, "experts": 64},
+        "page_cache": "warm: the GGUF is read once before the first load; every load is warm",
+        "profile": PROFILE, "bench": settings,
+        "grid_bench": "every grid cell: a launch, a warm-up not counted, `repeats` benches of long_requests; judged "
+                      "as tune judges (the median figure, ranked by the mean log, infeasible if any draw broke a bound)",
+        "spaces": {sid: s for sid in ("1", "2") if (s := one_space(folder, sid)) is not None},
     }, indent=1))
 
 
