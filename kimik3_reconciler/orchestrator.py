@@ -151,6 +151,9 @@ class Orchestrator:
         then wait for health as apply does. `profile_text_now`: the profile file as it reads now; `check`: as
         for `apply`."""
         ports = self.ports.verifying(check)
+        # Nothing is down yet: a stale plan or a hub error from the observation below must never read as a
+        # failure while a server is down (that would revert), whatever an earlier apply of this instance left.
+        self._down = False
         observed = self.observe(loaded, saved.rehash, gate_first=True)
         from kimik3_reconciler.planning.basis import stale_reasons
 
@@ -160,7 +163,6 @@ class Orchestrator:
                             f"nothing was changed. Plan again (kimik3 plan {saved.profile_source} -out PLAN):\n  - "
                             + "\n  - ".join(moved), moved)
         result = ApplyResult(rounds=1)
-        self._down = False
         self._execute(self._runnable(saved.changes, result, ports), result, ports)
         final = self.plan(loaded)
         # A load the saved plan did not wait for (it was made while the container was loading): wait now.
@@ -257,8 +259,17 @@ class Orchestrator:
         return result
 
     def _record_apply(self, name: str, failure: Kimik3Error | None) -> None:
-        previous = self.ports.state.read(apply_key(name)) or {}
-        inspect = self.ports.docker.inspect_container(name) if failure is None else None
+        # A statistic, read and written: neither a damaged state dir nor a dockerd gone past its retry may turn a
+        # converged apply into a failure, or replace a failure's own message (issue 30: "a statistic is never
+        # worth failing an apply for").
+        try:
+            previous = self.ports.state.read(apply_key(name)) or {}
+        except (Kimik3Error, OSError):
+            previous = {}
+        try:
+            inspect = self.ports.docker.inspect_container(name) if failure is None else None
+        except (Kimik3Error, OSError):
+            inspect = None
         now = self.ports.clock.now().isoformat(timespec="seconds")
         before = _count(previous.get("reverts"))
         # Since when `reverts` counts: kept from the record; from now when the count (re)starts at 0 (an earlier

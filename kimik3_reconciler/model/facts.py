@@ -160,11 +160,6 @@ class ModelFact(_Fact):
         return sum(f.size for f in self.files)
 
     @property
-    def missing_bytes(self) -> int:
-        missing = set(self.missing)
-        return sum(f.size for f in self.files if f.path in missing)
-
-    @property
     def fetch_bytes(self) -> int:
         """What the download will fetch from the hub: the missing files but those whose blob is cached."""
         fetch = set(self.missing) - set(self.in_blobs)

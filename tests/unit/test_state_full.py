@@ -198,3 +198,38 @@ def test_a_stopped_server_is_started_even_when_its_owed_verify_cannot_be_recorde
     orchestrator.apply_or_revert(load(), lambda: checks.append("verify"))
     assert running(docker) and checks == ["verify"]
     assert ("warning", "unverified/k3-test.json") in [(n, f.get("record")) for n, f in events.events]
+
+
+def test_the_apply_record_cannot_fail_a_converged_apply_or_replace_a_failure(world):  # noqa: F811
+    """The apply record is a statistic on its read side too (review of the merge): a dockerd gone past its retry
+    when the record inspects what converged, or a state dir that cannot be read, leaves the apply's own outcome."""
+    orchestrator, docker, _, _ = world
+    orchestrator.apply_or_revert(load())
+    real_inspect, real_read = docker.inspect_container, orchestrator.ports.state.read
+
+    def gone(name: str):  # noqa: ANN202 - the fake's signature
+        raise StepError("docker: the daemon is gone")
+
+    real_record = orchestrator._record_apply
+
+    def record_with_docker_gone(name, failure):  # noqa: ANN001, ANN202 - the apply's end: dockerd went away
+        docker.inspect_container = gone
+        try:
+            real_record(name, failure)
+        finally:
+            docker.inspect_container = real_inspect
+
+    orchestrator._record_apply = record_with_docker_gone
+    result = orchestrator.apply_or_revert(load(CHANGED))  # converges; the record says so without a fingerprint
+    assert result.final.converged and ubatch(docker) == "2048"
+    assert orchestrator.ports.state.read("apply/k3-test.json")["fingerprint"] is None
+    orchestrator._record_apply = real_record
+
+    def unreadable(key: str):  # noqa: ANN202
+        if key.startswith("apply/"):
+            raise OSError(errno.EIO, "Input/output error", f"state/{key}")
+        return real_read(key)
+
+    orchestrator.ports.state.read = unreadable
+    result = orchestrator.apply_or_revert(load())
+    assert result.final.converged and ubatch(docker) == "4096"
