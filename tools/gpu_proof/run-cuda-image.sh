@@ -13,8 +13,10 @@
 # `python3 tools/cuda_image/fold.py OUT > tests/fixtures/h200/cuda-image-h200.json` on the dev machine.
 HERE=$(cd "$(dirname "$0")" && pwd)
 C=${CUDA_APP:-.cuda_app}
+[ -f "$C/app.tar.xz" ] || { echo "no $C/app.tar.xz: run tools/cuda_image/export-app.sh on the dev machine"; exit 1; }
+C=$(cd "$C" && pwd)
 source "$HERE/lib.sh"
-[ -d "$C/pkg" ] && export PYTHONPATH=$PWD/$C/pkg:$PYTHONPATH  # the branch's kimik3_reconciler, when carried
+[ -d "$C/pkg" ] && export PYTHONPATH=$C/pkg:$PYTHONPATH  # the branch's kimik3_reconciler, when carried
 LIMIT=${CALL_LIMIT:-560}
 export CALL_LIMIT_AT=$(( $(date +%s) + LIMIT ))
 NATIVE=/tmp/build-image-native
@@ -22,7 +24,6 @@ MOUNT=/tmp/cuda-image-models  # stands for the container's /models (load_probe.a
 MODEL_DIR=$MOUNT/models--kimik3-demo--Kimi-K3-tiny-GGUF/snapshots/d3e0c0ded3e0c0ded3e0c0ded3e0c0ded3e0c0de/UD-LOAD
 RUN=/tmp/cuda-image-out
 rm -rf "$RUN" && mkdir -p "$RUN"
-[ -f "$C/app.tar.xz" ] || { echo "no $C/app.tar.xz: run tools/cuda_image/export-app.sh on the dev machine"; exit 1; }
 
 # the Docker-built /app, as the image holds it
 rm -rf /tmp/cuda-app && mkdir -p /tmp/cuda-app && tar -xJf "$C/app.tar.xz" -C /tmp/cuda-app || exit 1
