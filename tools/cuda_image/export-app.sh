@@ -25,7 +25,7 @@ trap 'rm -rf "$WORK"; [ -n "${CID:-}" ] && docker rm "$CID" >/dev/null' EXIT
 CID=$(docker create "$TAG")
 docker cp "$CID:/app" "$WORK/app"
 t0=$(date +%s)
-tar -C "$WORK" -c app | xz -T0 -9 > "$DEST/app.tar.xz"
+tar -C "$WORK" -c app | xz -T0 "-${XZ_LEVEL:-6}" > "$DEST/app.tar.xz"
 echo "export-app: app.tar.xz $(du -m "$DEST/app.tar.xz" | cut -f1) MiB ($(du -sm "$WORK/app" | cut -f1) MiB unpacked) in $(( $(date +%s) - t0 )) s" >&2
 cp "$BUILD_JSON" "$DEST/build.json"
 # The image context's names: NN-kimik3-<file>; the files are kimik3's own (their sha256 is in the image's inputs).
@@ -47,5 +47,5 @@ cp -a "$REPO/kimik3_reconciler" "$DEST/pkg/"
 cp -a "$REPO/tools/gpu_proof" "$DEST/tools/"
 find "$DEST" -name __pycache__ -prune -exec rm -rf {} +
 { echo "full source archive $(sha256sum "$ARCHIVE" | cut -d' ' -f1) $(basename "$ARCHIVE")"
-  (cd "$DEST" && sha256sum app.tar.xz source.tar.gz build.json patches/*); } > "$DEST/MANIFEST"
+  (cd "$DEST" && sha256sum app.tar.xz source.tar.gz build.json $(ls patches/* 2>/dev/null)); } > "$DEST/MANIFEST"
 du -sh "$DEST" >&2
