@@ -7,6 +7,8 @@
 #   source.tar.gz   the build's source archive without its top-level docs/ and models/ (no build input reads
 #                   them; the full one is 37 MB), for the native build of the same source on the device
 #   pkg/, tools/    this checkout's kimik3_reconciler and tools/gpu_proof, so the proof runs from a branch
+#   whl/            the Python wheels the device lacks, from KIMIK3_PROOF_WHEELS (default .whl, tools/gpu_proof/
+#                   README.md) less the tune-only ones: then `carry: [".cuda_app"]` is all the call needs
 #   MANIFEST        sha256 of each, and the full archive's
 #   bash tools/cuda_image/export-app.sh BUILD_JSON [DEST]
 set -euo pipefail
@@ -45,6 +47,13 @@ top=$(ls "$WORK/src")
 tar -C "$WORK/src" --exclude="$top/docs" --exclude="$top/models" -czf "$DEST/source.tar.gz" "$top"
 cp -a "$REPO/kimik3_reconciler" "$DEST/pkg/"
 cp -a "$REPO/tools/gpu_proof" "$DEST/tools/"
+WHEELS=${KIMIK3_PROOF_WHEELS:-$REPO/.whl}
+if [ -d "$WHEELS" ]; then
+  mkdir -p "$DEST/whl"
+  for w in "$WHEELS"/*.whl; do
+    case $(basename "$w") in optuna-*|sqlalchemy-*|alembic-*|greenlet-*|mako-*|colorlog-*) ;; *) cp "$w" "$DEST/whl/";; esac
+  done
+fi
 find "$DEST" -name __pycache__ -prune -exec rm -rf {} +
 { echo "full source archive $(sha256sum "$ARCHIVE" | cut -d' ' -f1) $(basename "$ARCHIVE")"
   (cd "$DEST" && sha256sum app.tar.xz source.tar.gz build.json $(ls patches/* 2>/dev/null)); } > "$DEST/MANIFEST"

@@ -4,17 +4,22 @@
 # against the native build of the same source, kimik3 patches and cmake arguments, both started with the argv
 # kimik3 renders, on a synthetic kimi-k3 model (cuda_image_compare.py): greedy tokens at temperature 0 and
 # decode/prompt tok/s, alternating, 3 rounds, all-GPU and hybrid.
-#   bash tools/gpu_proof/run-cuda-image.sh            (device call, carry: [".cuda_app", ".whl"]; ~8 min)
+#   bash tools/gpu_proof/run-cuda-image.sh            (device call, carry: [".cuda_app"]; ~8 min)
 #   bash .cuda_app/tools/gpu_proof/run-cuda-image.sh  (the same from the carried copy, before the branch is merged)
 # The libraries the image's binaries need beside /app: cuBLAS and cudart from the device's pip packages
 # (nvidia-cublas, nvidia-cuda-runtime; found through python3, put on LD_LIBRARY_PATH, recorded), libcuda from the
 # driver. The native build goes to /tmp/build-image-native (kept while the machine is warm: a second call skips
 # it). Writes $OUT/cuda-image-run.json (the run's facts and every load), $OUT/build.txt, $OUT/logs.tar.gz; then
 # `python3 tools/cuda_image/fold.py OUT > tests/fixtures/h200/cuda-image-h200.json` on the dev machine.
+# Dry run on the CPU dev machine (run 2026-12-03: 144 s, every step to cuda-image-run.json): a CPU /app as both
+# builds (export-app.sh of the demo's CPU image into CUDA_APP, a copy of its /app in /tmp/build-image-native/bin),
+# a small model placed in MODEL_DIR, WHL holding the nvidia-cuda-runtime wheel, LOAD_PROBE_DRY=1
+# CUDA_IMAGE_ROUNDS=1 LOAD_PROBE_PORT=<free> OUT=<dir>.
 HERE=$(cd "$(dirname "$0")" && pwd)
 C=${CUDA_APP:-.cuda_app}
 [ -f "$C/app.tar.xz" ] || { echo "no $C/app.tar.xz: run tools/cuda_image/export-app.sh on the dev machine"; exit 1; }
 C=$(cd "$C" && pwd)
+[ -d "$C/whl" ] && export WHL=${WHL:-$C/whl}  # the wheels export-app.sh packed (else .whl, as the other proofs)
 source "$HERE/lib.sh"
 [ -d "$C/pkg" ] && export PYTHONPATH=$C/pkg:$PYTHONPATH  # the branch's kimik3_reconciler, when carried
 LIMIT=${CALL_LIMIT:-560}
@@ -89,8 +94,11 @@ python3 - "$RUN" "$C" > "$OUT/cuda-image-run.json" <<'PY'
 import hashlib, json, subprocess, sys
 from pathlib import Path
 run, carried = Path(sys.argv[1]), Path(sys.argv[2])
-smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                     capture_output=True, text=True).stdout.strip()
+try:
+    smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                         capture_output=True, text=True).stdout.strip()
+except FileNotFoundError:  # a dry run on a machine without a GPU
+    smi = None
 print(json.dumps({
     "gpu": smi,
     "image": json.loads((carried / "build.json").read_text()),
