@@ -18,6 +18,7 @@ import os
 import re
 import subprocess
 import sys
+import uuid
 
 import pytest
 import yaml
@@ -30,6 +31,26 @@ pytestmark = pytest.mark.docker
 BINARIES = ("/app/llama-server", "/app/llama-perplexity", "/app/ggml-rpc-server")
 DRIVER = "libcuda.so.1"  # the one library the runtime image must not have: the driver's, injected at run time
 OPT_IN = "KIMIK3_CUDA_IMAGE_TEST"
+BASES = ("kimik3-test/cuda-devel:13.0-bookworm", "kimik3-test/cuda-runtime:13.0-bookworm")
+# Dockerfile.llamacpp's shape in miniature: a libggml-cuda.so linked in the devel base against cudart, cuBLAS and the
+# libcuda stub (as ggml-cuda links CUDA::cuda_driver), executables linked against it with kimik3's linker flag,
+# the runtime stage with only /app, its library path and entrypoint.
+MINI_DOCKERFILE = """
+FROM kimik3-test/cuda-devel:13.0-bookworm AS build
+RUN mkdir /out && cd /out \\
+ && printf '#include <cuda.h>\\n#include <cuda_runtime.h>\\n#include <cublas_v2.h>\\nint probe(void) {\\n  int n = 0; cublasHandle_t h;\\n  cuInit(0); cudaGetDeviceCount(&n); return (int) cublasCreate(&h) + n;\\n}\\n' > ggml.c \\
+ && gcc -shared -fPIC -I/usr/local/cuda/include -o libggml-cuda.so ggml.c -L/usr/local/cuda/lib64 -lcudart -lcublas \\
+      -L/usr/local/cuda/lib64/stubs -lcuda \\
+ && printf 'int probe(void);\\nint main(void) { return probe(); }\\n' > main.c \\
+ && for b in llama-server llama-perplexity ggml-rpc-server; do \\
+      gcc -o $b main.c -L. -lggml-cuda -Wl,--allow-shlib-undefined; done \\
+ && rm ggml.c main.c
+FROM kimik3-test/cuda-runtime:13.0-bookworm AS runtime
+COPY --from=build /out/ /app/
+ENV LD_LIBRARY_PATH=/app
+WORKDIR /app
+ENTRYPOINT ["/app/llama-server"]
+"""
 _LINE = re.compile(r"^\s*(\S+)\s+=>\s+(.*?)(?:\s+\(0x[0-9a-f]+\))?\s*$")
 
 
@@ -92,6 +113,27 @@ def test_every_cuda_image_here_resolves_its_libraries_but_the_driver() -> None:
                     "(tests/integration/test_cuda_image_docker.py, ~1 h on 2 cores)")
     for image in images:
         check_runtime_image(image)
+
+
+def test_the_offline_bases_link_without_libcuda_and_resolve_all_else_at_run_time(tmp_path) -> None:  # noqa: ANN001
+    """The bases' contract, in seconds instead of the hour the real image takes: linking needs only the stub,
+    and the runtime base resolves cudart and cuBLAS by itself (the same check as for a built image)."""
+    require_docker_and_demo_hub()
+    missing = [ref for ref in BASES if subprocess.run(["docker", "image", "inspect", ref], capture_output=True).returncode]
+    if missing:
+        pytest.skip(f"no offline CUDA bases here ({', '.join(missing)}): bash scripts/ensure-cuda-base-images.sh "
+                    "(~3.5 min the first time, 0.5 GB of NVIDIA wheels from PyPI)")
+    (tmp_path / "Dockerfile").write_text(MINI_DOCKERFILE)
+    tag = f"k3-cuda-mini:{uuid.uuid4().hex[:12]}"  # this test's own image, removed after
+    built = subprocess.run(["docker", "build", "-q", "-t", tag, str(tmp_path)], capture_output=True, text=True,
+                           timeout=600)
+    assert built.returncode == 0, built.stderr
+    try:
+        libraries = check_runtime_image(tag)
+        needed = libraries["/app/llama-server"]
+        assert needed["libggml-cuda.so"] == "/app/libggml-cuda.so" and needed["libcublasLt.so.13"]
+    finally:
+        subprocess.run(["docker", "image", "rm", "-f", tag], capture_output=True)
 
 
 def test_parse_ldd_reads_resolved_missing_and_virtual_entries() -> None:
