@@ -6,6 +6,8 @@
 # decode/prompt tok/s, alternating, 3 rounds, all-GPU and hybrid.
 #   bash tools/gpu_proof/run-cuda-image.sh            (device call, carry: [".cuda_app"]; ~8 min)
 #   bash .cuda_app/tools/gpu_proof/run-cuda-image.sh  (the same from the carried copy, before the branch is merged)
+#   ... run-cuda-image.sh native, then ... compare: two calls on one warm machine, when .cuda_app with app.tar.xz
+#   and source.tar.gz together pass the 64 MiB a call carries (the first call's .cuda_app without app.tar.xz)
 # The libraries the image's binaries need beside /app: cuBLAS and cudart from the device's pip packages
 # (nvidia-cublas, nvidia-cuda-runtime; found through python3, put on LD_LIBRARY_PATH, recorded), libcuda from the
 # driver. The native build goes to /tmp/build-image-native (kept while the machine is warm: a second call skips
@@ -16,8 +18,10 @@
 # a small model placed in MODEL_DIR, WHL holding the nvidia-cuda-runtime wheel, LOAD_PROBE_DRY=1
 # CUDA_IMAGE_ROUNDS=1 LOAD_PROBE_PORT=<free> OUT=<dir>.
 HERE=$(cd "$(dirname "$0")" && pwd)
+PHASE=${1:-all}  # all | native (the build and the model only) | compare (reuses them; builds when missing)
 C=${CUDA_APP:-.cuda_app}
-[ -f "$C/app.tar.xz" ] || { echo "no $C/app.tar.xz: run tools/cuda_image/export-app.sh on the dev machine"; exit 1; }
+[ -f "$C/build.json" ] || { echo "no $C/build.json: run tools/cuda_image/export-app.sh on the dev machine"; exit 1; }
+[ "$PHASE" = native ] || [ -f "$C/app.tar.xz" ] || { echo "no $C/app.tar.xz (export-app.sh)"; exit 1; }
 C=$(cd "$C" && pwd)
 [ -d "$C/whl" ] && export WHL=${WHL:-$C/whl}  # the wheels export-app.sh packed (else .whl, as the other proofs)
 source "$HERE/lib.sh"
@@ -31,8 +35,10 @@ RUN=/tmp/cuda-image-out
 rm -rf "$RUN" && mkdir -p "$RUN"
 
 # the Docker-built /app, as the image holds it
-rm -rf /tmp/cuda-app && mkdir -p /tmp/cuda-app && tar -xJf "$C/app.tar.xz" -C /tmp/cuda-app || exit 1
 APP=/tmp/cuda-app/app
+if [ "$PHASE" != native ]; then
+  rm -rf /tmp/cuda-app && mkdir -p /tmp/cuda-app && tar -xJf "$C/app.tar.xz" -C /tmp/cuda-app || exit 1
+fi
 
 # cuBLAS and cudart from pip: the folders that hold libcublas.so.13 and libcudart.so.13
 python3 - > "$RUN/pip-libs.json" <<'PY'
@@ -81,6 +87,7 @@ print(f"model written in {time.monotonic() - t0:.1f} s")
 PY
 fi
 cat "$MODEL_DIR"/*.gguf > /dev/null  # warm: every load reads from the page cache
+[ "$PHASE" = native ] && { echo "native phase done at ${SECONDS} s"; exit 0; }
 
 { for bin in "$APP" "$NATIVE/bin"; do
     echo "== $bin"; LD_LIBRARY_PATH=$bin:$CUDA_PIP_LIBS ldd "$bin/llama-server"
