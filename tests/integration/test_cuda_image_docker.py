@@ -5,7 +5,7 @@ Checked whenever this daemon holds a CUDA image kimik3 built (skipped, saying wh
 which the binaries ask for (linked against a stub) and the NVIDIA container runtime injects; no libcuda is on the
 image's loader path or in /app; the entrypoint and library path are the Dockerfile's.
 
-Built here only on request (KIMIK3_CUDA_IMAGE_TEST=1; docs/operations.md has the measured time, ~1 h on 2 cores
+Built here only on request (KIMIK3_CUDA_IMAGE_TEST=1; docs/operations.md has the measured time, 111 min on 2 shared cores
 for sm_90, seconds once Docker's layer cache holds it): kimik3's image step, from a GPU profile whose
 build.base_images name the offline CUDA bases of scripts/ensure-cuda-base-images.sh, with kimik3's CUDA-default
 patches, then the same checks on what it built.
@@ -111,7 +111,7 @@ def test_every_cuda_image_here_resolves_its_libraries_but_the_driver() -> None:
     images = cuda_images()
     if not images:
         pytest.skip(f"no CUDA image built by kimik3 on this daemon: {OPT_IN}=1 builds one "
-                    "(tests/integration/test_cuda_image_docker.py, ~1 h on 2 cores)")
+                    "(111 min measured on 2 shared cores)")
     for image in images:
         check_runtime_image(image)
 
@@ -147,7 +147,7 @@ def test_parse_ldd_reads_resolved_missing_and_virtual_entries() -> None:
 
 def test_kimik3_builds_the_cuda_image_from_the_offline_bases(tmp_path) -> None:  # noqa: ANN001
     if os.environ.get(OPT_IN) != "1":
-        pytest.skip(f"the CUDA image build is opt-in ({OPT_IN}=1): ~1 h on 2 cores the first time")
+        pytest.skip(f"the CUDA image build is opt-in ({OPT_IN}=1): 111 min measured on 2 shared cores the first time")
     require_docker_and_demo_hub()
     subprocess.run(["bash", str(REPO_ROOT / "scripts" / "ensure-cuda-base-images.sh")], check=True, timeout=3600)
     archive = DEMO_DIR / "llama.cpp-b11434.tar.gz"
