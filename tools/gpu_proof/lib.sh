@@ -14,14 +14,22 @@ json_lines() {  # json_lines FILE KEY: one item of the JSON list FILE[KEY] per l
   python3 -c 'import json,sys; print("\n".join(json.load(open(sys.argv[1]))[sys.argv[2]]))' "$1" "$2"
 }
 
-build_llama() {  # build_llama RENDERED_JSON TARGET...: /tmp/build/bin, with the rendered cmake args
+# build_llama RENDERED_JSON TARGET...: /tmp/build/bin, with the rendered cmake args. LLAMA_ARCHIVE (default
+# $P/llama.cpp-b11434.tar.gz), LLAMA_SRC / LLAMA_BUILD (default /tmp/src, /tmp/build) and LLAMA_PATCHES (files
+# applied in the order given, as Dockerfile.llamacpp applies its patches/) change what and where.
+build_llama() {
   local rendered=$1; shift
-  mkdir -p /tmp/src && tar -xzf $P/llama.cpp-b11434.tar.gz -C /tmp/src --strip-components=1
+  local src=${LLAMA_SRC:-/tmp/src} build=${LLAMA_BUILD:-/tmp/build} patch
+  mkdir -p "$src" && tar -xzf "${LLAMA_ARCHIVE:-$P/llama.cpp-b11434.tar.gz}" -C "$src" --strip-components=1
+  for patch in ${LLAMA_PATCHES:-}; do
+    echo "applying $(basename "$patch")"
+    ( cd "$src" && patch -p1 --forward --batch < "$patch" ) || { echo "PATCH FAILED: $patch"; return 1; }
+  done
   mapfile -t CMAKE_ARGS < <(json_lines "$rendered" cmake_args)
   echo "cmake args: ${CMAKE_ARGS[*]}"
   local t0; t0=$(date +%s)
-  cmake -S /tmp/src -B /tmp/build -G Ninja "${CMAKE_ARGS[@]}" >/tmp/configure.log 2>&1 || { tail -30 /tmp/configure.log; return 1; }
+  cmake -S "$src" -B "$build" -G Ninja "${CMAKE_ARGS[@]}" >/tmp/configure.log 2>&1 || { tail -30 /tmp/configure.log; return 1; }
   grep -E "CUDA|ARCHITECTURES|AVX|AMX" /tmp/configure.log | head -20
-  cmake --build /tmp/build -j"$(nproc)" --target "$@" >/tmp/build.log 2>&1 || { tail -40 /tmp/build.log; return 1; }
+  cmake --build "$build" -j"$(nproc)" --target "$@" >/tmp/build.log 2>&1 || { tail -40 /tmp/build.log; return 1; }
   echo "build_seconds=$(( $(date +%s) - t0 )) steps=$(grep -c '^\[' /tmp/build.log)"
 }
