@@ -12,7 +12,7 @@
 # every phase after `prepare` needs the /tmp the earlier calls left):
 #   1. prepare grid1   ~4.5 min build + ~20 s model + ~210 s grid  (a grid cut short resumes in call 2)
 #   2. grid1 tune1     3 x (~70 s tune + ~55 s re-measure) = ~6.5 min
-#   3. grid2 tune2     ~170 s grid + 3 x (~55 s + ~55 s) = ~8.5 min; tune2c is skipped when it would not fit:
+#   3. grid2 tune2     ~230 s grid + 3 x (~55 s + ~55 s) = ~9.5 min; tune2c is skipped when it would not fit:
 #   4. tune2c remeasure2c   (only if call 3 said "tune2c: skipped") ~2 min
 # llama-server: $LLAMA_BIN/llama-server (default /tmp/build/bin); built here (native CUDA, kimik3's cmake args,
 # sm_90) ONLY when it is missing. The machine keeps /tmp between calls while warm.
@@ -76,7 +76,7 @@ echo "ready at ${SECONDS} s of ${LIMIT} s"
 # Expected seconds of each phase on the H200 (warm page cache), kept free by the phases before it.
 expect() {
   local e
-  case $1 in grid1) e=210;; grid2) e=170;; tune1?) e=70;; tune2?) e=55;; remeasure*) e=55;; *) e=0;; esac
+  case $1 in grid1) e=210;; grid2) e=230;; tune1?) e=70;; tune2?) e=55;; remeasure*) e=55;; *) e=0;; esac
   python3 -c "print(int($e * float('${TUNE_EXPECT_SCALE:-1}')))"
 }
 for i in "${!phases[@]}"; do

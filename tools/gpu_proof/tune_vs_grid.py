@@ -149,7 +149,11 @@ def floor_of(rows: list[dict], space: dict) -> float:
 def goal_of(space_id: str, out: Path) -> Goal:
     if space_id == "1":
         return parse_goal(GOALS["1"])
-    summary = json.loads((out / "grid2-summary.json").read_text())
+    summary_file = out / "grid2-summary.json"
+    if not summary_file.is_file():  # grid2 was cut at its bound: space 2's floor comes from its finished grid
+        raise SystemExit(f"space 2's goal needs {summary_file} (the floor): grid2 has not finished; name grid2 "
+                         "again in the next call (it resumes row by row), then tune2")
+    summary = json.loads(summary_file.read_text())
     return parse_goal(f"{GOALS['2']},decode>={summary['floor']}")
 
 
