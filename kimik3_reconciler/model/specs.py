@@ -53,13 +53,22 @@ class Payload(_Value):
     - `checks`: the step runs the apply's check (`Ports.verifier`, `kimik3 verify`); left out of an apply that
       has none (--no-verify-server: the launch stays unverified for a later apply);
     - `waits`: the step waits on a load rather than decides something; an apply of a saved plan runs the fresh
-      plan's waits too (the plan was made while the server was loading).
+      plan's waits too (the plan was made while the server was loading);
+    - `stops_server` / `takes_server_down()`: after the step no server may answer until a later launch is healthy
+      (a stop, a removal, a replacing launch): the apply checks the state dir's room before it and reverts to the
+      last good profile after any failure that follows it (model/state_room.py, issue 30).
     """
 
     __slots__ = ()
     starts_server: ClassVar[bool] = False
     checks: ClassVar[bool] = False
     waits: ClassVar[bool] = False
+    stops_server: ClassVar[bool] = False
+
+    def takes_server_down(self) -> bool:
+        """Whether no server answers after this step until a later launch is healthy (`stops_server` unless a
+        payload's own fields decide, as a launch's `replace` does)."""
+        return self.stops_server
 
 
 # --- the model cache -----------------------------------------------------------------------------
@@ -173,6 +182,9 @@ class LaunchContainer(Payload):
     container: ContainerSpec
     replace: bool = False
 
+    def takes_server_down(self) -> bool:
+        return self.replace  # the old container is removed before the new one answers
+
     def to_json(self) -> dict[str, Any]:
         """The rendered container itself (argv, env, mounts, GPUs, labels), as `plan --json` always showed it."""
         return {**asdict(self.container), "replace": self.replace}
@@ -191,12 +203,16 @@ class StartContainer(Payload):
 class StopContainer(Payload):
     """Stop a container and keep it (a conflicting profile's, or ours before the quant gate)."""
 
+    stops_server = True
+
     name: str
 
 
 @frozen_value
 class RemoveContainer(Payload):
     """Remove the profile's container (destroy)."""
+
+    stops_server = True
 
     name: str
 
@@ -306,6 +322,9 @@ class WorkerLaunch(Payload):
     container: ContainerSpec
     replace: bool = False
 
+    def takes_server_down(self) -> bool:
+        return self.replace  # the running server loses the tensors it keeps on that worker
+
     def to_json(self) -> dict[str, Any]:
         return {"host": asdict(self.host), **asdict(self.container), "replace": self.replace}
 
@@ -367,6 +386,8 @@ class UnitInstall(Payload):
 class UnitRemoval(Payload):
     """Stop, disable and delete a unit kimik3 installed (and its env file, when that is kimik3's too)."""
 
+    stops_server = True
+
     unit: str
     unit_path: str
     env_path: str | None  # None: the env file is absent or not kimik3's, so it is left alone
@@ -377,6 +398,8 @@ class UnitRemoval(Payload):
 class StopUnit(Payload):
     """`systemctl stop` a unit that supervises a conflicting container (stopping only the container,
     systemd's Restart=on-failure would start it again)."""
+
+    stops_server = True
 
     unit: str
 

@@ -19,14 +19,8 @@ from kimik3_reconciler.model.plan import Step
 from kimik3_reconciler.model.specs import (
     ExporterRun,
     ExporterUnit,
-    LaunchContainer,
     Payload,
     QuantGateRun,
-    RemoveContainer,
-    StartContainer,
-    StopContainer,
-    StopUnit,
-    UnitRemoval,
     WorkerLaunch,
     WorkerRemove,
 )
@@ -49,13 +43,10 @@ class StateRoom:
 
 
 def takes_server_down(spec: Payload | None) -> bool:
-    """A step after which no server may answer until a later launch is healthy: the replacement of the profile's
-    container, a stop (ours before the gate, or a conflicting profile's server and its unit), a unit's removal."""
-    if isinstance(spec, LaunchContainer):
-        return spec.replace
-    if isinstance(spec, WorkerLaunch):
-        return spec.replace  # the running server loses the tensors it keeps on that worker
-    return isinstance(spec, (StopContainer, StopUnit, UnitRemoval, RemoveContainer))
+    """A step after which no server may answer until a later launch is healthy: the payload says so
+    (`Payload.takes_server_down`: the replacement of the profile's container or of a worker, a stop of ours before
+    the gate or of a conflicting profile's server and its unit, a unit's or a container's removal)."""
+    return spec is not None and spec.takes_server_down()
 
 
 def _size(value: dict[str, Any]) -> int:
@@ -64,7 +55,7 @@ def _size(value: dict[str, Any]) -> int:
 
 def step_records(spec: Payload | None, workers: int) -> tuple[tuple[str, int], ...]:
     """(record, bytes at most) that this step's executor writes to the state dir and must not fail to."""
-    if isinstance(spec, (LaunchContainer, StartContainer)):
+    if spec is not None and spec.starts_server:  # the launch's or start's `unverified/` record
         return (("unverified", UNVERIFIED_BYTES),)
     if isinstance(spec, (WorkerLaunch, WorkerRemove)):
         return (("rpc-workers", WORKER_ENTRY_BYTES * max(workers, 1)),)

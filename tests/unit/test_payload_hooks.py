@@ -52,3 +52,14 @@ def test_a_failing_check_leaves_no_verifier_on_the_shared_ports(tmp_path: Path) 
     with pytest.raises(VerifyFailed):
         orchestrator.apply_or_revert(profile, failing)
     assert calls == [1] and orchestrator.ports.verifier is None
+
+
+def test_which_payloads_take_a_server_down_is_the_payloads_own_answer() -> None:
+    """Review of the merge (issue 30 on the seam): the room check and the revert trigger ask the payload, so a new
+    step or a second engine's launch that replaces the server declares it instead of being added to a type list."""
+    assert {p.__name__ for p in specs.PAYLOADS if p.stops_server} == {"StopContainer", "RemoveContainer",
+                                                                     "UnitRemoval", "StopUnit"}
+    container = specs.ContainerSpec(name="k3", image="i", command=(), env=(), mounts=(), gpus="none", labels=())
+    assert specs.LaunchContainer(container, replace=True).takes_server_down()
+    assert not specs.LaunchContainer(container, replace=False).takes_server_down()
+    assert not specs.StartContainer("k3").takes_server_down() and specs.StopUnit("u.service").takes_server_down()
