@@ -33,10 +33,12 @@ RESERVE_FRACTION = 0.10
 RESERVE_MIN = 2 << 30
 # bench/load.py on the dev machine: 4 parallel 16 MiB readers ~1.0-1.2 GiB/s cold; a plan estimate only.
 PREREAD_BYTES_PER_S = 1 << 30
-# A partial pre-read (issue 27) reads whole 16 MiB chunks (adapters/page_cache.CHUNK); below this much room it is
-# not planned: a gigabyte hidden saves about a second of a load that reads the rest from disk.
-PARTIAL_CHUNK = 16 << 20
+# A partial pre-read (issue 27) ends on a page boundary. It is planned only when at least a tenth of the model (or
+# 1 GiB, whichever is less) fits: less would shorten the load by a few per cent at most (the warm part still costs
+# ~0.3x of its cold time), not worth a step that competes with the serving process for memory.
+PAGE = 4096
 PARTIAL_MIN_BYTES = 1 << 30
+PARTIAL_MIN_SHARE = 0.10
 # Peak memory of the compile per job while the image builds (Dockerfile.llamacpp: `cmake --build -j$(nproc)`, one
 # job per logical CPU, twice the cores on an SMT host): nvcc on llama.cpp's CUDA template instances, g++ on its
 # CPU kernels. An estimate: a wrong one only lets the
@@ -68,14 +70,19 @@ def preread_spec(observed: Observed, limit_bytes: int | None = None) -> Pagecach
                             sizes=tuple(f.size for f in observed.model.files), limit_bytes=limit_bytes)
 
 
+def partial_floor(size: int) -> int:
+    """The least a partial pre-read is planned for."""
+    return min(PARTIAL_MIN_BYTES, int(size * PARTIAL_MIN_SHARE))
+
+
 def partial_budget(available: int | None, reserve: int, size: int) -> int | None:
-    """Bytes of the model the page cache keeps beside the running server (MemAvailable less the reserve), in
-    whole pre-read chunks; None when the whole model fits (no need to cut) or too little room is left to matter."""
+    """Bytes of the model the page cache keeps beside the running server (MemAvailable less the reserve), in whole
+    pages; None when the whole model fits (no need to cut) or too little room is left to matter."""
     room = (available or 0) - reserve
     if room >= size:
         return None
-    room -= room % PARTIAL_CHUNK
-    return room if room >= PARTIAL_MIN_BYTES else None
+    room -= room % PAGE
+    return room if room >= max(PAGE, partial_floor(size)) else None
 
 
 def prefix_text(observed: Observed, limit: int) -> str:
@@ -225,7 +232,7 @@ def plan_preread(desired: Desired, observed: Observed, planned: tuple[Step, ...]
         budget = partial_budget(host.ram_available, reserve, size)
         if budget is None:
             return (Step("preread", target, Action.NOOP, f"cannot pre-read: {need}; less than "
-                         f"{gib(PARTIAL_MIN_BYTES)} would fit beside the reserve: the swap's load reads the disk "
+                         f"{gib(partial_floor(size))} would fit beside the reserve: the swap's load reads the disk "
                          "(cold)", spec=spec),)
         return (partial_step(desired, observed, target, name, budget, need),)
     after_build = f"; not during the image build: {overlap.reason}" if overlap is not None else ""
