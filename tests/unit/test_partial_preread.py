@@ -19,6 +19,7 @@ from kimik3_reconciler.adapters import page_cache
 from kimik3_reconciler.model.records import LOAD_RATE_KEY, WARM_LOAD_RATE_KEY
 from kimik3_reconciler.model.specs import HealthWait, PagecachePreread
 from kimik3_reconciler.planning import plan
+from kimik3_reconciler.planning.basis import payload_edits
 from kimik3_reconciler.planning.health_step import predicted_load_s, predicted_partial_load_s
 from kimik3_reconciler.planning.preread_step import PAGE, partial_budget, reserve_bytes
 from kimik3_reconciler.steps.health import wait_until_healthy
@@ -135,3 +136,23 @@ def test_a_partly_warm_load_updates_neither_load_rate(tmp_path: Path) -> None:
                        ports, reporter)
     assert ports.state.read(LOAD_RATE_KEY) is None and ports.state.read(WARM_LOAD_RATE_KEY) is None
     assert "neither cold nor warm" in dict(reporter.events)["load-rate-kept"]["why"]
+
+
+def test_a_saved_partial_preread_is_no_edit_when_memory_moved_but_a_limit_past_the_model_is() -> None:
+    """The cut follows MemAvailable, as the whole-or-none decision did: a saved plan runs its own. A limit
+    outside the model's bytes was written by hand."""
+    from dataclasses import replace
+
+    from kimik3_reconciler.model.plan import Step
+
+    obs, saved = _case("94-preread-ram-short.yaml")
+    roomy = obs.model_copy(update={"host": obs.host.model_copy(update={"ram_available": 200 * GIB})})
+    profile, _ = build_case(yaml.safe_load((CASES / "94-preread-ram-short.yaml").read_text()))
+    now = plan(profile, roomy).steps
+    assert {s.kind: s for s in now}["preread"].spec.limit_bytes is None
+    assert payload_edits(tuple(saved.values()), now, roomy) == []
+    step = saved["preread"]
+    edited = Step(step.kind, step.target, step.action, step.reason,
+                  spec=replace(step.spec, limit_bytes=obs.model.total_bytes + 1), cost=step.cost)
+    moved = payload_edits((edited,), now, roomy)
+    assert moved and "its pre-read differs" in moved[0]
