@@ -19,7 +19,8 @@ Rows (each the median of --runs):
 
 --partial-preread (issue 27 item 6) measures only reloads of a serving server, with a balloon process
 (bench/balloon.py: anonymous memory, mlock'd where allowed, else every page touched) holding RAM so that the
-model does not fit in the page cache twice: MemAvailable less kimik3's reserve keeps --cache-share of it. First
+model does not fit in the page cache twice: MemAvailable less the reserve (--reserve, default kimik3's)
+keeps --cache-share of it. First
 --reference-draws whole pre-reads that fit (no balloon yet: the warm reference), then --runs rounds of three
 reloads in rotating order: no pre-read (cold), partial (the bytes planning/preread_step.partial_budget gives for
 the MemAvailable seen then: the first bytes of the files in order, read by the step's adapter) and full (the
@@ -276,7 +277,7 @@ def partial_preread(args: argparse.Namespace, shards: list[Path]) -> None:
         row: dict = {"mode": mode, "round": r, "emptied_by": how, "mem_available": available()}
         read = None if mode == "none" else total
         if mode == "partial":
-            read = partial_budget(row["mem_available"], reserve_bytes(meminfo()["MemTotal"]), total)
+            read = partial_budget(row["mem_available"], facts["reserve"], total)
             row["planned"] = "none fits" if read is None else ("whole" if read >= total else "partial")
             read = read if read is not None else 0
         elif mode.startswith("full"):
@@ -287,6 +288,8 @@ def partial_preread(args: argparse.Namespace, shards: list[Path]) -> None:
             row["preread_s"] = round(time.perf_counter() - started, 3)
         row["preread_bytes"] = read or 0
         row["cached_before_swap"] = resident(paths)
+        if balloon is not None:  # the OOM killer's first pick is the largest process: a dead balloon voids the draw
+            row["balloon_alive"] = balloon.process.poll() is None
         started = time.perf_counter()
         server.stop()
         row["load_s"] = round(server.start(), 3)
@@ -300,7 +303,8 @@ def partial_preread(args: argparse.Namespace, shards: list[Path]) -> None:
         empty_cache(shards)
         facts["first_cold_load_s"] = round(server.start(), 3)
         meta = meminfo()
-        facts["mem_total"], facts["reserve"] = meta["MemTotal"], reserve_bytes(meta["MemTotal"])
+        facts["mem_total"], facts["reserve_kimik3"] = meta["MemTotal"], reserve_bytes(meta["MemTotal"])
+        facts["reserve"] = int(args.reserve) if args.reserve is not None else facts["reserve_kimik3"]
         # The reference for the plan's prediction: a whole pre-read that fits (no balloon yet), as this host's
         # warm record would be made.
         for r in range(args.reference_draws):
@@ -343,7 +347,11 @@ def report_partial(args: argparse.Namespace, facts: dict, draws: list[dict]) -> 
     print(f"model: {facts['files']} files, {total / (1 << 30):.2f} GiB; balloon {balloon.get('bytes', 0) / (1 << 30):.1f}"
           f" GiB ({balloon.get('how')}, swap {balloon.get('swap_total', 0) >> 20} MiB); MemAvailable "
           f"{facts.get('mem_available_with_balloon', 0) / (1 << 30):.1f} GiB with it, reserve "
-          f"{facts.get('reserve', 0) / (1 << 30):.1f} GiB")
+          f"{facts.get('reserve', 0) / (1 << 30):.1f} GiB (kimik3's for this host: "
+          f"{facts.get('reserve_kimik3', 0) / (1 << 30):.1f} GiB)")
+    dead = [r for r in draws if r.get("balloon_alive") is False]
+    if dead:
+        print(f"WARNING: the balloon was gone in {len(dead)} draw(s): those ran without the RAM it held")
     print("| pre-read | draws | read GiB | cached at swap | downtime s (median) | spread | × cold (median) | × cold per draw |")
     print("|---|---|---|---|---|---|---|---|")
     summary = {}
@@ -394,6 +402,9 @@ def main() -> None:
     partial.add_argument("--cache-share", type=float, default=0.5,
                          help="share of the model the page cache keeps beside the reserve once the balloon holds RAM")
     partial.add_argument("--balloon", type=float, help="bytes the balloon holds (default: sized by --cache-share)")
+    partial.add_argument("--reserve", type=float,
+                         help="bytes kept free beside the cache (default: kimik3's reserve for this host, 10 %% of "
+                              "RAM); the partial budget and the balloon's size use it")
     partial.add_argument("--available", type=int, default=0,
                          help="MemAvailable as the plan sees it (a dry run's forced budget; default: /proc/meminfo)")
     partial.add_argument("--reference-draws", type=int, default=1,

@@ -7,13 +7,18 @@
 #      patches a CUDA image gets by default (model/builtin_patches.py: parallel-pin, parallel-host-read, in that
 #      order) -> /tmp/build-preread/bin (~4.5 min; reused when there, a second call on a warm machine skips it);
 #   3. the argv kimik3 renders for that model served hybrid (every layer's experts on the CPU, load_mode none), and
-#   4. bench/load.py --partial-preread: a serving server; one whole pre-read that fits (no balloon: the warm
+#   4. bench/load.py --partial-preread: a serving server; two whole pre-reads that fit (no balloon: the warm
 #      reference of kimik3's prediction); then bench/balloon.py holds RAM (mlock'd anonymous memory, else every
-#      page touched: the JSON says which, and the swap size) so that MemAvailable less kimik3's reserve (10 % of RAM)
-#      keeps about half the model; then rounds of three reloads in rotating order, each after the page cache is
+#      page touched: the JSON says which, and the swap size) so that MemAvailable less the reserve keeps about half
+#      the model, and the whole model does not fit (MemAvailable ~9.6 GiB against 15.2 GiB); then rounds of three
+#      reloads in rotating order, each after the page cache is
 #      emptied (drop_caches): none (cold), partial (the first bytes that planning/preread_step.partial_budget gives
 #      for MemAvailable then, read by the pre-read step's adapter), full (the whole model read anyway). Rounds
 #      continue while the call has time (PREREAD_RUNS, default 5; at least 3 wanted).
+# The reserve: kimik3's is 10 % of RAM (12.8 GiB here, 84 % of this model: no balloon could make the model not fit
+# and still leave a part to pre-read beside it); on seed 000's host it is 13 % of the model (102 of 802 GiB). The run
+# keeps that proportion: PREREAD_RESERVE, default 2 GiB (kimik3's RESERVE_MIN, 13 % of 15.2 GiB), is what
+# partial_budget and the balloon's size use; the JSON records both reserves.
 # Writes $OUT/preread-h200.json (facts, summary, every draw), $OUT/run-preread.log (the table is at its end),
 # $OUT/build.txt, $OUT/logs.tar.gz (server logs, configure log). CALL_LIMIT (seconds, default 560) bounds the call:
 # no round starts that would not end 25 s before it.
@@ -88,8 +93,9 @@ log "argv: $(tr -d '[],"' < "$RESULTS/argv.json")"
 # 4. the reloads
 log "measure: $(( CALL_LIMIT_AT - $(date +%s) )) s left"
 python3 "$REPO/bench/load.py" --partial-preread --model "$MODEL_DIR" --native "$BIN" --argv-file "$RESULTS/argv.json" \
-  --runs "${PREREAD_RUNS:-5}" --timeout 150 --deadline "$CALL_LIMIT_AT" --json "$RESULTS/preread-h200.json" \
-  --logs "$RESULTS/logs" --cache-share "${PREREAD_CACHE_SHARE:-0.5}" ${PREREAD_BALLOON:+--balloon "$PREREAD_BALLOON"} \
+  --runs "${PREREAD_RUNS:-5}" --reference-draws "${PREREAD_REFERENCE:-2}" --timeout 150 --deadline "$CALL_LIMIT_AT" --json "$RESULTS/preread-h200.json" \
+  --logs "$RESULTS/logs" --cache-share "${PREREAD_CACHE_SHARE:-0.5}" --reserve "${PREREAD_RESERVE:-2147483648}" \
+  ${PREREAD_BALLOON:+--balloon "$PREREAD_BALLOON"} \
   ${PREREAD_AVAILABLE:+--available "$PREREAD_AVAILABLE"} 2>&1 | tee -a "$RESULTS/run-preread.log"
 rc=${PIPESTATUS[0]}
 log "done (rc $rc)"
