@@ -294,6 +294,7 @@ def partial_preread(args: argparse.Namespace, shards: list[Path]) -> None:
         server.stop()
         row["load_s"] = round(server.start(), 3)
         row["downtime_s"] = round(time.perf_counter() - started, 3)
+        row["cached_after_load"] = resident(paths)  # what the cache kept of the model through the load
         row["at"] = time.strftime("%H:%M:%S")
         draws.append(row)
         print(json.dumps(row), flush=True)
@@ -329,11 +330,16 @@ def partial_preread(args: argparse.Namespace, shards: list[Path]) -> None:
             for mode in MODES[r % 3:] + MODES[:r % 3]:  # rotated: no mode always first after the balloon settles
                 reload(mode, r)
             per_round = time.time() - started
+    except Exception as exc:  # noqa: BLE001 - the draws so far are still reported (and written), then it fails
+        facts["error"] = f"{type(exc).__name__}: {str(exc)[-2000:]}"
+        print(f"stopped by an error: {facts['error']}", flush=True)
     finally:
         server.stop()
         if balloon is not None:
             balloon.close()
     report_partial(args, facts, draws)
+    if "error" in facts:
+        raise SystemExit(1)
 
 
 def report_partial(args: argparse.Namespace, facts: dict, draws: list[dict]) -> None:
