@@ -152,7 +152,8 @@ RULES: tuple[Rule, ...] = (
           "cases/plan/95-preread-not-with-dio.yaml", "cases/plan/103-preread-during-build.yaml",
           "cases/plan/104-preread-build-ram-short.yaml", "cases/plan/105-preread-first-deploy-during-build.yaml",
           "cases/plan/106-preread-build-not-with-dio.yaml", "cases/plan/127-preread-partial-seed-host.yaml",
-          "cases/plan/128-preread-no-room.yaml", "integration/test_load_docker.py"),
+          "cases/plan/128-preread-no-room.yaml", "cases/plan/129-preread-partial-after-build.yaml",
+          "integration/test_load_docker.py", "integration/test_partial_preread_docker.py"),
          seed="seed 000 step 5 (a ~15min+ cold load of the real ~861 GB model, paid again by every replacement); "
               "issue 15 (reloads that hide the read)"),
     Rule("kv-types-equal", "force", "K and V cache types are equal (f16/f16)",

@@ -234,7 +234,8 @@ def plan_preread(desired: Desired, observed: Observed, planned: tuple[Step, ...]
             return (Step("preread", target, Action.NOOP, f"cannot pre-read: {need}; less than "
                          f"{gib(partial_floor(size))} would fit beside the reserve: the swap's load reads the disk "
                          "(cold)", spec=spec),)
-        return (partial_step(desired, observed, target, name, budget, need),)
+        after = f"; not during the image build: {overlap.reason}" if overlap is not None else ""
+        return (partial_step(desired, observed, target, name, budget, need + after),)
     after_build = f"; not during the image build: {overlap.reason}" if overlap is not None else ""
     return (Step("preread", target, Action.READ, f"pre-read {gib(size)} into the page cache while "
                  f"{name} still serves (MemAvailable {gib(host.ram_available)} ≥ {gib(size)} + {gib(reserve)} "
@@ -242,7 +243,7 @@ def plan_preread(desired: Desired, observed: Observed, planned: tuple[Step, ...]
                  cost=f"~{duration(size / PREREAD_BYTES_PER_S)} of reading before the swap, no downtime"),)
 
 
-def partial_step(desired: Desired, observed: Observed, target: str, name: str, budget: int, need: str) -> Step:
+def partial_step(desired: Desired, observed: Observed, target: str, name: str, budget: int, why: str) -> Step:
     """Pre-read what fits (issue 27): the first `budget` bytes of the files in order, the start of the model the
     new server reads first (llama.cpp opens the shards in order and reads each buffer's tensors in file order), so
     the cached part is consumed before the load's own disk reads of the rest fill the cache and evict it."""
@@ -252,7 +253,7 @@ def partial_step(desired: Desired, observed: Observed, target: str, name: str, b
     cold_s, _ = predicted_load_s(observed, False, mode, parallel)
     warm_s, _ = predicted_load_s(observed, True, mode, parallel)
     return Step("preread", target, Action.READ,
-                f"pre-read part of the model: {need}, so only the first {gib(budget)} of {gib(size)} "
+                f"pre-read part of the model: {why}, so only the first {gib(budget)} of {gib(size)} "
                 f"({100 * budget / size:.0f} %: {prefix_text(observed, budget)}) into the page cache while {name} "
                 f"still serves; the other {gib(size - budget)} the swap's load reads from disk",
                 spec=preread_spec(observed, budget),
