@@ -122,6 +122,7 @@ class ImageBuild(Payload):
     patches: tuple[tuple[str, str], ...]  # (context name NN-x.patch, host path)
     build_args: tuple[tuple[str, str], ...]
     labels: tuple[tuple[str, str], ...]
+    variant: str = "cuda"  # build.variant: the build's duration is recorded per variant (host/build-time-<variant>)
     # Read the model into the page cache while dockerd compiles (issue 15): set by the image planner when a launch
     # of these weights follows and RAM holds them; the executor joins it before returning, and never fails on it.
     preread: PagecachePreread | None = None
