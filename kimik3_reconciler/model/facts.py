@@ -59,6 +59,9 @@ class HostFacts(_Fact):
     ram_total: int | None = None
     ram_available: int | None = None
     numa_balancing: int | None = None  # kernel.numa_balancing; None where the kernel has no such knob
+    # The NVIDIA kernel module (/proc/driver/nvidia/version): "open" (NVIDIA's open GPU kernel modules, which seed
+    # 000 requires and Blackwell needs), "proprietary"; None: no driver loaded, or not observed (pure tests).
+    nvidia_module: Literal["open", "proprietary"] | None = None
     docker_gpus: bool | None = None  # the NVIDIA runtime or CDI specs: can containers get GPUs?
     listeners: tuple[PortListener, ...] = ()  # sockets listening on serve.port (ours included; the gate sorts)
 
@@ -386,6 +389,14 @@ class ExporterFact(_Fact):
     unit: str | None = None  # the systemd unit that runs it (profile with `systemd:`); pid is then 0
 
 
+class HostSettingsFact(_Fact):
+    """The host settings kimik3 persists (`host.prepare`, issue 27 item 5): its sysctl.d file as systemd's host
+    has it, and each setting's live value (/proc/sys) there."""
+
+    file_text: str | None = None  # None: no such file
+    live: dict[str, str | None] = default(dict)  # kernel.numa_balancing -> "0"; None: the kernel has no such knob
+
+
 class Observed(_Fact):
     """Everything the planner may look at; nothing else reaches it."""
 
@@ -415,3 +426,4 @@ class Observed(_Fact):
     workers: tuple[WorkerFact, ...] = ()  # the profile's RPC workers, in profile order (none without `rpc:`)
     removed_workers: tuple[RemovedWorkerFact, ...] = ()  # recorded RPC workers the profile no longer names
     exporter: ExporterFact | None = None  # None: no exporter record (never started, or removed)
+    host_settings: HostSettingsFact | None = None  # None: not looked at (no `host.prepare`)

@@ -367,6 +367,17 @@ class PagecachePreread(Payload):
 
 
 @frozen_value
+class HostSettings(Payload):
+    """Persist kernel settings in a sysctl.d file and load it (host.prepare, issue 27 item 5); `write`: the file
+    differs (else only loaded again: a live value moved)."""
+
+    path: str  # /etc/sysctl.d/90-kimik3.conf, as systemd's host sees it
+    text: str
+    settings: tuple[tuple[str, str], ...]  # (key, value) the load must leave live
+    write: bool = True
+
+
+@frozen_value
 class UnitInstall(Payload):
     """Make the profile's unit true: write what differs, daemon-reload, enable or disable, start."""
 
@@ -419,7 +430,7 @@ class VerifyServer(Payload):
 PAYLOADS: tuple[type[Payload], ...] = (
     ModelDownload, RemoveModelFiles, ImageBuild, RetagImage, RemoveImage, LaunchContainer, StartContainer,
     StopContainer, RemoveContainer, ForgetDeployment, SmokeTest, QuantGateRun, GpuProbe, HealthWait, UnitInstall,
-    UnitRemoval, StopUnit, PagecachePreread,
+    UnitRemoval, StopUnit, PagecachePreread, HostSettings,
     VerifyServer,
     WorkerImage, WorkerLaunch, WorkerWait, WorkerRemove,
 )

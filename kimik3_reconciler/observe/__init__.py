@@ -23,6 +23,7 @@ from kimik3_reconciler.observe.docker_objects import (
 )
 from kimik3_reconciler.observe.exporter import collect_exporter
 from kimik3_reconciler.observe.host import collect_host
+from kimik3_reconciler.observe.host_settings import collect_host_settings
 from kimik3_reconciler.observe.local_inputs import collect_inputs
 from kimik3_reconciler.observe.model_cache import collect_model, collect_tokenizer
 from kimik3_reconciler.observe.model_layout import collect_layout
@@ -107,6 +108,7 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
         workers=collect_workers(profile, ports.worker_docker, ports.docker, ports.host, ports.state, inputs),
         removed_workers=collect_removed_workers(profile, ports.worker_docker, ports.state),
         exporter=exporter,
+        host_settings=collect_host_settings(profile, ports.units),
     )
 
 

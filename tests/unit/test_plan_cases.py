@@ -38,6 +38,7 @@ written by hand.
                               # each of the desired profile's rpc workers, as `previous` launched it (default)
       removed_workers: {name: {container: absent, error: "ssh: ..."}}
                               # `previous`'s workers the desired profile no longer names (recorded, running by default)
+      host_settings: {file: absent | written | "text", live: {kernel.numa_balancing: "1"}}  # host.prepare's file
       build_times: {compile: seconds, cached: seconds}        # host/build-time-<variant>[-cached] records
       exporter: serving | silent | dead                       # the metrics exporter `previous` started (pid 4242):
                                                               # answering /healthz, running but silent, pid gone
@@ -67,10 +68,11 @@ from support.observed import local_inputs, model_fact, observed, shard_files
 from support.recorded_hosts import recorded_host
 
 from kimik3_reconciler.model.facts import (
-    ContainerFact, ExporterFact, GpuPlumbing, HostFacts, ImageFact, Observed, PatchFact, RemoteFile, RemovedWorkerFact,
+    ContainerFact, ExporterFact, GpuPlumbing, HostFacts, HostSettingsFact, ImageFact, Observed, PatchFact, RemoteFile, RemovedWorkerFact,
     RpcDeviceFact, SystemdFacts, UnitFact, WorkerFact,
 )
 from kimik3_reconciler.errors import PlanError
+from kimik3_reconciler.model.host_settings import sysctl_text
 from kimik3_reconciler.model.specs import ContainerSpec
 from kimik3_reconciler.observe.docker_objects import parse_running
 from kimik3_reconciler.observe.host import parse_mount_of
@@ -157,6 +159,11 @@ def build_case(case: dict[str, Any]) -> tuple[Profile, Observed]:
     gpu = {"gpu_plumbing": GpuPlumbing(**obs_spec["gpu_plumbing"]) if "gpu_plumbing" in obs_spec else None,
            "gpu_probe_record": {"passed": True, **obs_spec["gpu_probe"]} if "gpu_probe" in obs_spec else None}
     observed = observed.model_copy(update=gpu)
+    if "host_settings" in obs_spec:  # kimik3's sysctl.d file (absent, written as kimik3 writes it, or a text)
+        settings = obs_spec["host_settings"]
+        text = {"absent": None, "written": sysctl_text()}.get(settings.get("file"), settings.get("file"))
+        observed = observed.model_copy(update={"host_settings": HostSettingsFact(file_text=text,
+                                                                                 live=settings.get("live", {}))})
     if "build_times" in obs_spec:  # the state records of the last builds measured here (host/build-time-*)
         observed = observed.model_copy(update={"build_time": obs_spec["build_times"].get("compile"),
                                                 "cached_build_time": obs_spec["build_times"].get("cached")})
