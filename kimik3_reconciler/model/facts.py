@@ -395,6 +395,8 @@ class HostSettingsFact(_Fact):
 
     file_text: str | None = None  # None: no such file
     live: dict[str, str | None] = default(dict)  # kernel.numa_balancing -> "0"; None: the kernel has no such knob
+    # (path, key, value): sysctl.d files that a boot loads after kimik3's and that set one of its keys otherwise
+    overridden_by: tuple[tuple[str, str, str], ...] = ()
 
 
 class Observed(_Fact):

@@ -205,6 +205,7 @@ RULES: tuple[Rule, ...] = (
          ("kimik3_reconciler.planning.host_step",),
          ("cases/plan/152-host-prepare-sets-numa-balancing.yaml", "cases/plan/153-host-prepare-converged.yaml",
           "cases/plan/154-host-prepare-value-moved.yaml", "cases/plan/155-host-prepare-file-edited.yaml",
+          "cases/plan/159-host-prepare-later-file-overrides.yaml",
           "unit/test_host_prepare.py", "integration/test_host_prepare_systemd.py"),
          seed="seed 000 step 5 (numa_balancing=0 and --load-mode none: required, not optional)"),
     Rule("nvidia-open-module", "refuse", "a requested Blackwell GPU (compute capability 10+) under the proprietary "

@@ -5,8 +5,10 @@ numa-balancing)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from kimik3_reconciler.model.facts import HostFacts, Observed
-from kimik3_reconciler.model.host_settings import SEED_SETTINGS, SYSCTL_FILE, sysctl_text
+from kimik3_reconciler.model.host_settings import SEED_SETTINGS, SYSCTL_FILE, parse_sysctl, sysctl_text
 from kimik3_reconciler.model.plan import Action, DiffItem, Step, flat_diff
 from kimik3_reconciler.model.specs import HostSettings
 from kimik3_reconciler.planning.desired import Desired
@@ -23,6 +25,17 @@ def module_said(host: HostFacts) -> str:
 def plan_host(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
     if not desired.profile.host.prepare:
         return ()
+    step = _plan_host(desired, observed)
+    overrides = observed.host_settings.overridden_by if observed.host_settings is not None else ()
+    # A later sysctl.d file that sets the same key wins at boot: the host comes up with the other value, and a
+    # server started at boot (a boot-enabled unit) runs under it until the next apply loads kimik3's file again.
+    wanted = dict(SEED_SETTINGS)
+    warnings = tuple(f"{path} sets {key} = {value} and a boot reads it after {SYSCTL_FILE}: every boot turns it "
+                     f"back (seed 000 needs {wanted[key]}); remove that line" for path, key, value in overrides)
+    return (replace(step, warnings=step.warnings + warnings),)
+
+
+def _plan_host(desired: Desired, observed: Observed) -> Step:
     # rule: host-prepare
     # Seed 000 step 5 names numa_balancing=0 a host prerequisite, "required, not optional"; a declarative tool
     # converges it as it converges the server (pyinfra's and Ansible's sysctl do): persisted, so a reboot keeps it.
@@ -35,26 +48,15 @@ def plan_host(desired: Desired, observed: Observed, planned: tuple[Step, ...] = 
     spec = HostSettings(SYSCTL_FILE, text, SEED_SETTINGS)
     settings = ", ".join(f"{k} = {v}" for k, v in SEED_SETTINGS)
     if written is None:
-        return (Step("host", SYSCTL_FILE, Action.CREATE, f"persist {settings} (seed 000) and load it{tail}",
-                     diff=tuple(DiffItem(k, live.get(k), v) for k, v in SEED_SETTINGS), spec=spec),)
+        return Step("host", SYSCTL_FILE, Action.CREATE, f"persist {settings} (seed 000) and load it{tail}",
+                    diff=tuple(DiffItem(k, live.get(k), v) for k, v in SEED_SETTINGS), spec=spec)
     if written != text:
-        return (Step("host", SYSCTL_FILE, Action.UPDATE, f"the file differs from what kimik3 writes: rewrite it and "
-                     f"load it{tail}", diff=flat_diff(_settings_in(written), dict(SEED_SETTINGS)), spec=spec),)
+        return Step("host", SYSCTL_FILE, Action.UPDATE, f"the file differs from what kimik3 writes: rewrite it and "
+                    f"load it{tail}", diff=flat_diff(parse_sysctl(written), dict(SEED_SETTINGS)), spec=spec)
     moved = {k: v for k, v in SEED_SETTINGS if live.get(k) != v}
     if moved:
         # Set back since the load (by hand, or a later sysctl.d file at boot): the file is right, load it again.
-        return (Step("host", SYSCTL_FILE, Action.UPDATE, f"the live value moved since the file was loaded: load it "
-                     f"again{tail}", diff=tuple(DiffItem(k, live.get(k), v) for k, v in moved.items()),
-                     spec=HostSettings(SYSCTL_FILE, text, SEED_SETTINGS, write=False)),)
-    return (Step("host", SYSCTL_FILE, Action.NOOP, f"{settings}, persisted in {SYSCTL_FILE}{tail}", spec=spec),)
-
-
-def _settings_in(text: str) -> dict[str, str]:
-    """`key = value` lines of a sysctl.d file (comments skipped; a leading '-' ignores errors there)."""
-    found = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if line and not line.startswith(("#", ";")) and "=" in line:
-            key, value = line.split("=", 1)
-            found[key.strip().lstrip("-").replace("/", ".")] = value.strip()
-    return found
+        return Step("host", SYSCTL_FILE, Action.UPDATE, f"the live value moved since the file was loaded: load it "
+                    f"again{tail}", diff=tuple(DiffItem(k, live.get(k), v) for k, v in moved.items()),
+                    spec=HostSettings(SYSCTL_FILE, text, SEED_SETTINGS, write=False))
+    return Step("host", SYSCTL_FILE, Action.NOOP, f"{settings}, persisted in {SYSCTL_FILE}{tail}", spec=spec)

@@ -118,3 +118,15 @@ def test_a_value_set_back_is_loaded_again_without_rewriting_the_file(work: Path,
     assert [(s["kind"], s["action"]) for s in applied["executed"]] == [("host", "update")]
     assert in_box("cat", KNOB) == "0" and (box / CONF.lstrip("/")).stat().st_mtime_ns == mtime
     assert this_machine() == before
+
+
+def test_a_later_file_that_turns_it_back_at_boot_is_warned(work: Path, box: Path) -> None:
+    later = "/etc/sysctl.d/99-zz-kimik3-test.conf"
+    in_box("sh", "-c", f"echo 'kernel.numa_balancing = 1' > {later}")
+    # What a boot does with both files, by the real loader: name order, the last value wins.
+    in_box("/usr/lib/systemd/systemd-sysctl", CONF, later)
+    assert in_box("cat", KNOB) == "1"
+    host = run(work, box, "plan")["steps"][0]
+    assert (host["action"], host["diff"]) == ("update", [{"field": "kernel.numa_balancing", "old": "1", "new": "0"}])
+    assert host["warnings"] == [f"{later} sets kernel.numa_balancing = 1 and a boot reads it after {CONF}: every boot "
+                                "turns it back (seed 000 needs 0); remove that line"]

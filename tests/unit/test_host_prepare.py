@@ -11,11 +11,12 @@ import pytest
 from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeHub, fake_ports
 
 from kimik3_reconciler.errors import PermanentError, PlanError, ProfileError
-from kimik3_reconciler.model.host_settings import SYSCTL_FILE, sysctl_text
+from kimik3_reconciler.model.host_settings import SYSCTL_FILE, parse_sysctl, read_after, sysctl_text
 from kimik3_reconciler.model.plan import Action
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.model.specs import HostSettings
 from kimik3_reconciler.observe.host import parse_nvidia_module
+from kimik3_reconciler.observe.host_settings import collect_host_settings
 from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.steps.host_settings import apply_host_settings
 from kimik3_reconciler.steps.report import NullReporter
@@ -99,3 +100,24 @@ def test_the_section_takes_only_prepare() -> None:
     assert parse_profile(FAKE_PROFILE, "test.yaml").profile.host.prepare is False
     with pytest.raises(ProfileError, match=r"host.sysctl"):
         parse_profile(FAKE_PROFILE + "host: {prepare: true, sysctl: {vm.swappiness: 1}}\n", "test.yaml")
+
+
+def test_a_later_sysctl_file_that_sets_the_key_otherwise_is_found(world) -> None:
+    _, ports = world
+    files = ports.units.files
+    files["/etc/sysctl.d/10-network-security.conf"] = "net.ipv4.conf.default.rp_filter = 2\n"
+    files["/etc/sysctl.d/50-early.conf"] = "kernel.numa_balancing = 1\n"  # read before kimik3's: ours wins
+    files["/usr/lib/sysctl.d/95-masked.conf"] = "kernel.numa_balancing = 1\n"  # masked by /etc's file of that name
+    files["/etc/sysctl.d/95-masked.conf"] = "# emptied by the operator\n"
+    files["/usr/lib/sysctl.d/99-tuning.conf"] = "-kernel/numa_balancing=1\n"  # '-' and '/' as systemd-sysctl reads them
+    files["/etc/sysctl.d/99-sysctl.conf"] = "; the /etc/sysctl.conf link\nkernel.numa_balancing = 0\n"  # agrees
+    facts = collect_host_settings(parse_profile(PREPARED, "test.yaml").profile, ports.units)
+    assert facts is not None and facts.overridden_by == (("/usr/lib/sysctl.d/99-tuning.conf", "kernel.numa_balancing",
+                                                          "1"),)
+    assert collect_host_settings(parse_profile(FAKE_PROFILE, "test.yaml").profile, ports.units) is None  # not asked
+
+
+def test_sysctl_files_parse_as_systemd_sysctl_reads_them() -> None:
+    assert parse_sysctl("# c\n; c\n kernel.numa_balancing = 0 \n-vm/swappiness=10\nnot a line\nkernel.numa_balancing=1\n") \
+        == {"kernel.numa_balancing": "1", "vm.swappiness": "10"}
+    assert read_after("90-kimik3.conf", {"/etc/sysctl.d/90-kimik3.conf": "kernel.numa_balancing = 0\n"}) == ()

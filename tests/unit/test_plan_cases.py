@@ -38,7 +38,8 @@ written by hand.
                               # each of the desired profile's rpc workers, as `previous` launched it (default)
       removed_workers: {name: {container: absent, error: "ssh: ..."}}
                               # `previous`'s workers the desired profile no longer names (recorded, running by default)
-      host_settings: {file: absent | written | "text", live: {kernel.numa_balancing: "1"}}  # host.prepare's file
+      host_settings: {file: absent | written | "text", live: {kernel.numa_balancing: "1"},  # host.prepare's file
+                      overridden_by: [[path, key, value]]}     # later sysctl.d files setting its keys otherwise
       build_times: {compile: seconds, cached: seconds}        # host/build-time-<variant>[-cached] records
       exporter: serving | silent | dead                       # the metrics exporter `previous` started (pid 4242):
                                                               # answering /healthz, running but silent, pid gone
@@ -162,8 +163,9 @@ def build_case(case: dict[str, Any]) -> tuple[Profile, Observed]:
     if "host_settings" in obs_spec:  # kimik3's sysctl.d file (absent, written as kimik3 writes it, or a text)
         settings = obs_spec["host_settings"]
         text = {"absent": None, "written": sysctl_text()}.get(settings.get("file"), settings.get("file"))
-        observed = observed.model_copy(update={"host_settings": HostSettingsFact(file_text=text,
-                                                                                 live=settings.get("live", {}))})
+        observed = observed.model_copy(update={"host_settings": HostSettingsFact(
+            file_text=text, live=settings.get("live", {}),
+            overridden_by=tuple(tuple(o) for o in settings.get("overridden_by", ())))})
     if "build_times" in obs_spec:  # the state records of the last builds measured here (host/build-time-*)
         observed = observed.model_copy(update={"build_time": obs_spec["build_times"].get("compile"),
                                                 "cached_build_time": obs_spec["build_times"].get("cached")})
