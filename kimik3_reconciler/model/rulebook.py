@@ -192,7 +192,8 @@ RULES: tuple[Rule, ...] = (
          "kimik3 never half-installs a unit or overwrites one it did not write",
          _UNITS, ("cases/plan/29-systemd-not-pid1.yaml", "unit/test_unit_orchestrator.py"),
          seed="seed 000 step 7 (one static unit per deployment, installed by hand there; kimik3 installs it)"),
-    Rule("numa-balancing", "refuse", "the host needs kernel.numa_balancing = 0",
+    Rule("numa-balancing", "refuse", "the host needs kernel.numa_balancing = 0 (with host.prepare kimik3 sets it: "
+         "rule host-prepare)",
          "measured as a 20+-minute single-request stall; the host gate refuses before any step runs",
          ("kimik3_reconciler.planning.host_gate",), ("unit/test_host_gate.py", "unit/test_orchestrator.py",
                                                       "cases/plan/156-numa-balancing-on-without-prepare.yaml"),
