@@ -130,6 +130,7 @@ class HostPort(Protocol):
     def nvml(self) -> dict[str, Any]: ...  # {"driver", "gpus": [...]} or {"error": "..."} (no driver)
     def meminfo(self) -> str: ...
     def numa_balancing(self) -> str | None: ...
+    def nvidia_version(self) -> str | None: ...  # /proc/driver/nvidia/version; None: no NVIDIA module loaded
     def numa_nodes(self) -> int: ...
     def cdi_specs(self) -> list[str]: ...
     def cdi_spec_text(self, path: str) -> str: ...  # "" when unreadable
@@ -228,6 +229,10 @@ class UnitsPort(Protocol):
         ...
 
     def systemctl(self, *args: str) -> None: ...  # daemon-reload, enable, disable, start, stop, reset-failed
+
+    # Kernel settings where systemd runs (host.prepare): systemd-sysctl loads a sysctl.d file as boot does.
+    def sysctl_value(self, name: str) -> str | None: ...  # /proc/sys/<name with / for .>; None: no such knob
+    def sysctl_load(self, path: str) -> None: ...  # systemd-sysctl PATH: that file's settings, written to /proc/sys
 
 
 class LockPort(Protocol):

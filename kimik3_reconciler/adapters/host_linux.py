@@ -61,6 +61,9 @@ class LinuxHost:
     def numa_balancing(self) -> str | None:
         return _read("/proc/sys/kernel/numa_balancing") or None
 
+    def nvidia_version(self) -> str | None:
+        return _read("/proc/driver/nvidia/version") or None
+
     def numa_nodes(self) -> int:
         return max(1, len(list(Path("/sys/devices/system/node").glob("node[0-9]*"))))
 

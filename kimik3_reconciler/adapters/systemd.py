@@ -15,6 +15,7 @@ from kimik3_reconciler.errors import PermanentError, TransientError
 
 # stop waits for ExecStop (docker stop -t 120) plus systemd's own margin; start of Type=simple is quick.
 _TIMEOUT_S = 200
+_SYSTEMD_SYSCTL = ("/usr/lib/systemd/systemd-sysctl", "/lib/systemd/systemd-sysctl")
 
 
 class SystemdUnits:
@@ -76,6 +77,27 @@ class SystemdUnits:
         if result.returncode != 0:
             raise TransientError(f"systemctl show {' '.join(units)}: {result.stderr.strip()}")
         return result.stdout
+
+    def sysctl_value(self, name: str) -> str | None:
+        path = "/proc/sys/" + name.replace(".", "/")  # the name is kimik3's (model/host_settings.py), never a profile's
+        if not self.prefix:
+            try:
+                return Path(path).read_text().strip()
+            except OSError:
+                return None
+        result = self._run(["cat", path])
+        return result.stdout.strip() if result.returncode == 0 else None
+
+    def sysctl_load(self, path: str) -> None:
+        # systemd-sysctl with a file argument applies that file alone (no condition on /proc/sys, unlike its
+        # unit), as boot applies it: the same parser, the same writes; every systemd has it.
+        for program in _SYSTEMD_SYSCTL:
+            result = self._run([program, path], timeout=30)
+            if result.returncode not in (126, 127):  # not there (no merged /usr): the next place
+                break
+        if result.returncode != 0:
+            raise PermanentError(f"systemd-sysctl {path} failed (exit {result.returncode}): "
+                                 f"{(result.stderr or result.stdout).strip()}")
 
     def systemctl(self, *args: str) -> None:
         result = self._run(["systemctl", *args], timeout=_TIMEOUT_S)

@@ -59,6 +59,9 @@ class HostFacts(_Fact):
     ram_total: int | None = None
     ram_available: int | None = None
     numa_balancing: int | None = None  # kernel.numa_balancing; None where the kernel has no such knob
+    # The NVIDIA kernel module (/proc/driver/nvidia/version): "open" (NVIDIA's open GPU kernel modules, which seed
+    # 000 requires and Blackwell needs), "proprietary"; None: no driver loaded, or not observed (pure tests).
+    nvidia_module: Literal["open", "proprietary"] | None = None
     docker_gpus: bool | None = None  # the NVIDIA runtime or CDI specs: can containers get GPUs?
     listeners: tuple[PortListener, ...] = ()  # sockets listening on serve.port (ours included; the gate sorts)
 
@@ -386,6 +389,16 @@ class ExporterFact(_Fact):
     unit: str | None = None  # the systemd unit that runs it (profile with `systemd:`); pid is then 0
 
 
+class HostSettingsFact(_Fact):
+    """The host settings kimik3 persists (`host.prepare`, issue 27 item 5): its sysctl.d file as systemd's host
+    has it, and each setting's live value (/proc/sys) there."""
+
+    file_text: str | None = None  # None: no such file
+    live: dict[str, str | None] = default(dict)  # kernel.numa_balancing -> "0"; None: the kernel has no such knob
+    # (path, key, value): sysctl.d files that a boot loads after kimik3's and that set one of its keys otherwise
+    overridden_by: tuple[tuple[str, str, str], ...] = ()
+
+
 class Observed(_Fact):
     """Everything the planner may look at; nothing else reaches it."""
 
@@ -406,6 +419,8 @@ class Observed(_Fact):
     last_good: str | None = None  # when this profile name last converged and passed verify (revert target)
     load_rate: float | None = None  # bytes/s of the last measured model load on this host (state record)
     warm_load_rate: float | None = None  # bytes/s of the last load here after a pre-read (state record)
+    build_time: float | None = None  # seconds of the last full compile of the profile's variant here (state record)
+    cached_build_time: float | None = None  # seconds of its last build answered by Docker's layer cache (record)
     others: tuple[ContainerFact, ...] = ()  # other profiles' kimik3 containers on this host
     systemd: SystemdFacts | None = None  # None: not looked at (no systemd section, no kimik3 unit)
     gpu_plumbing: GpuPlumbing | None = None  # None: not looked at (gpus: none, or a pure test)
@@ -413,3 +428,4 @@ class Observed(_Fact):
     workers: tuple[WorkerFact, ...] = ()  # the profile's RPC workers, in profile order (none without `rpc:`)
     removed_workers: tuple[RemovedWorkerFact, ...] = ()  # recorded RPC workers the profile no longer names
     exporter: ExporterFact | None = None  # None: no exporter record (never started, or removed)
+    host_settings: HostSettingsFact | None = None  # None: not looked at (no `host.prepare`)

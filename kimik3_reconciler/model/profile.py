@@ -96,6 +96,10 @@ class MetricsSpec(Section):
     """The exporter kimik3 runs next to the server (issue 17): one Prometheus port for the whole deployment."""
 
 
+class HostSpec(Section):
+    """Host preparation (issue 27 item 5): what seed 000 requires of the kernel, set and persisted by kimik3."""
+
+
 class Profile(Section):
     """What should be running on one host: one YAML file, validated, planned and converged."""
 
@@ -171,7 +175,7 @@ class Profile(Section):
 
 SECTIONS: dict[str, type[Section]] = {cls.__name__: cls for cls in (
     TokenizerSpec, ModelSpec, BaseImages, BuildSpec, SpecDraft, ServeSpec, QuantGate, GateSpec, SystemdSpec,
-    RpcWorker, RpcSpec, MetricsSpec, Profile)}
+    RpcWorker, RpcSpec, MetricsSpec, HostSpec, Profile)}
 
 
 def from_tree(tree: Any) -> Any:

@@ -480,6 +480,16 @@ class MetricsSpec(BaseModel):
         None, description="with proxy: llama-server's loopback port (default: serve.port + 10000, or - 10000)")
 
 
+class HostSpec(BaseModel):
+    """Host preparation (issue 27 item 5): what seed 000 requires of the kernel, set and persisted by kimik3.
+
+    Opt-in: a host setting outlives the deployment and touches every process on the host, so it is asked for."""
+
+    model_config = _CONFIG
+    prepare: bool = Field(False, description="write /etc/sysctl.d/90-kimik3.conf (kernel.numa_balancing = 0, seed "
+                                             "000) and load it with systemd-sysctl; false: the host gate only checks")
+
+
 class Profile(BaseModel):
     """What should be running on one host: one YAML file, validated, planned and converged."""
 
@@ -498,6 +508,7 @@ class Profile(BaseModel):
     systemd: Optional[SystemdSpec] = None
     rpc: Optional[RpcSpec] = None
     metrics: Optional[MetricsSpec] = None
+    host: HostSpec = HostSpec()
 
 
 def profile_json_schema() -> dict[str, Any]:

@@ -21,6 +21,12 @@ LOAD_RATE_KEY = "host/load-rate.json"  # {"bytes", "seconds"} of the last model 
 WARM_LOAD_RATE_KEY = "host/load-rate-warm.json"  # the same, of the last load after a pre-read (page cache warm)
 
 
+def build_time_key(variant: str, cached: bool) -> str:
+    """{"seconds", "date", "fingerprint"} of the last image build of `variant` (cuda, cpu) on this host: a full
+    compile, or (`cached`) one whose compile Docker's layer cache answered; the plan predicts the next build from it."""
+    return f"host/build-time-{variant}{'-cached' if cached else ''}.json"
+
+
 def gate_key(repo: str, revision: str, quant: str) -> str:
     """Quant-gate results of one quant, by image fingerprint (a passed gate is not re-run)."""
     return f"gate/{repo.replace('/', '--')}/{revision}/{quant}.json"

@@ -196,10 +196,31 @@ RULES: tuple[Rule, ...] = (
          "kimik3 never half-installs a unit or overwrites one it did not write",
          _UNITS, ("cases/plan/29-systemd-not-pid1.yaml", "unit/test_unit_orchestrator.py"),
          seed="seed 000 step 7 (one static unit per deployment, installed by hand there; kimik3 installs it)"),
-    Rule("numa-balancing", "refuse", "the host needs kernel.numa_balancing = 0",
+    Rule("numa-balancing", "refuse", "the host needs kernel.numa_balancing = 0 (with host.prepare kimik3 sets it: "
+         "rule host-prepare)",
          "measured as a 20+-minute single-request stall; the host gate refuses before any step runs",
-         ("kimik3_reconciler.planning.host_gate",), ("unit/test_host_gate.py", "unit/test_orchestrator.py"),
+         ("kimik3_reconciler.planning.host_gate",), ("unit/test_host_gate.py", "unit/test_orchestrator.py",
+                                                      "cases/plan/156-numa-balancing-on-without-prepare.yaml"),
          seed="seed 000 step 5 (numa_balancing=0 and --load-mode none: required, not optional)"),
+    Rule("host-prepare", "force", "with host: {prepare: true}, kimik3 persists kernel.numa_balancing = 0 in "
+         "/etc/sysctl.d/90-kimik3.conf and loads it with systemd-sysctl, as the plan's first step (a NOOP once "
+         "written and live); the host gate then does not refuse numa_balancing, the step sets it",
+         "the seed's host prerequisite, converged like the server instead of set by hand; persisted, so a reboot "
+         "keeps it; opt-in, because a kernel setting outlives the deployment and touches every process",
+         ("kimik3_reconciler.planning.host_step",),
+         ("cases/plan/152-host-prepare-sets-numa-balancing.yaml", "cases/plan/153-host-prepare-converged.yaml",
+          "cases/plan/154-host-prepare-value-moved.yaml", "cases/plan/155-host-prepare-file-edited.yaml",
+          "cases/plan/159-host-prepare-later-file-overrides.yaml",
+          "unit/test_host_prepare.py", "integration/test_host_prepare_systemd.py"),
+         seed="seed 000 step 5 (numa_balancing=0 and --load-mode none: required, not optional)"),
+    Rule("nvidia-open-module", "refuse", "a requested Blackwell GPU (compute capability 10+) under the proprietary "
+         "NVIDIA kernel module is refused; other GPUs under it are a plan warning",
+         "seed 000's host needs the open kernel module and NVIDIA supports Blackwell only on it; kimik3 reads "
+         "/proc/driver/nvidia/version and cannot switch modules, so it names the package",
+         ("kimik3_reconciler.planning.host_gate",),
+         ("cases/plan/157-proprietary-module-on-blackwell.yaml", "cases/plan/158-proprietary-module-on-h200.yaml",
+          "unit/test_host_prepare.py"),
+         seed="seed 000 Hardware target (Needs the NVIDIA driver (>=570, open kernel module))"),
     Rule("mmproj-fork-only", "refuse", "model.mmproj only with build.source: fork",
          "vision (MoonViT-3d) lives only in the fork; mainline errors or silently ignores --mmproj",
          _rules("build") + _LAUNCH, ("cases/profile/mmproj_mainline.yaml", "cases/plan/14-mainline-drops-mmproj.yaml"),

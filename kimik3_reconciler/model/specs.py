@@ -122,6 +122,7 @@ class ImageBuild(Payload):
     patches: tuple[tuple[str, str], ...]  # (context name NN-x.patch, host path)
     build_args: tuple[tuple[str, str], ...]
     labels: tuple[tuple[str, str], ...]
+    variant: str = "cuda"  # build.variant: the build's duration is recorded per variant (host/build-time-<variant>)
     # Read the model into the page cache while dockerd compiles (issue 15): set by the image planner when a launch
     # of these weights follows and RAM holds them; the executor joins it before returning, and never fails on it.
     preread: PagecachePreread | None = None
@@ -372,6 +373,17 @@ class PagecachePreread(Payload):
 
 
 @frozen_value
+class HostSettings(Payload):
+    """Persist kernel settings in a sysctl.d file and load it (host.prepare, issue 27 item 5); `write`: the file
+    differs (else only loaded again: a live value moved)."""
+
+    path: str  # /etc/sysctl.d/90-kimik3.conf, as systemd's host sees it
+    text: str
+    settings: tuple[tuple[str, str], ...]  # (key, value) the load must leave live
+    write: bool = True
+
+
+@frozen_value
 class UnitInstall(Payload):
     """Make the profile's unit true: write what differs, daemon-reload, enable or disable, start."""
 
@@ -424,7 +436,7 @@ class VerifyServer(Payload):
 PAYLOADS: tuple[type[Payload], ...] = (
     ModelDownload, RemoveModelFiles, ImageBuild, RetagImage, RemoveImage, LaunchContainer, StartContainer,
     StopContainer, RemoveContainer, ForgetDeployment, SmokeTest, QuantGateRun, GpuProbe, HealthWait, UnitInstall,
-    UnitRemoval, StopUnit, PagecachePreread,
+    UnitRemoval, StopUnit, PagecachePreread, HostSettings,
     VerifyServer,
     WorkerImage, WorkerLaunch, WorkerWait, WorkerRemove,
 )

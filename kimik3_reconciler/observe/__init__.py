@@ -8,7 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from kimik3_reconciler.model.facts import ModelFact, Observed
-from kimik3_reconciler.model.records import LOAD_RATE_KEY, WARM_LOAD_RATE_KEY, gate_key, last_good_key, unverified_key
+from kimik3_reconciler.model.records import (
+    LOAD_RATE_KEY, WARM_LOAD_RATE_KEY, build_time_key, gate_key, last_good_key, unverified_key,
+)
 from kimik3_reconciler.model.profile import Profile, bind_addresses, listened_ports
 from kimik3_reconciler.observe.docker_objects import (
     collect_base_images,
@@ -21,6 +23,7 @@ from kimik3_reconciler.observe.docker_objects import (
 )
 from kimik3_reconciler.observe.exporter import collect_exporter
 from kimik3_reconciler.observe.host import collect_host
+from kimik3_reconciler.observe.host_settings import collect_host_settings
 from kimik3_reconciler.observe.local_inputs import collect_inputs
 from kimik3_reconciler.observe.model_cache import collect_model, collect_tokenizer
 from kimik3_reconciler.observe.model_layout import collect_layout
@@ -97,12 +100,15 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
         others=others,
         load_rate=_load_rate(ports, LOAD_RATE_KEY),
         warm_load_rate=_load_rate(ports, WARM_LOAD_RATE_KEY),
+        build_time=_build_seconds(ports, build_time_key(profile.build.variant, cached=False)),
+        cached_build_time=_build_seconds(ports, build_time_key(profile.build.variant, cached=True)),
         last_good=(ports.state.read(last_good_key(profile.name)) or {}).get("date"),
         unverified=(ports.state.read(unverified_key(profile.name)) or {}).get("fingerprint"),
         systemd=collect_systemd(profile, ports.units, ports.processes),
         workers=collect_workers(profile, ports.worker_docker, ports.docker, ports.host, ports.state, inputs),
         removed_workers=collect_removed_workers(profile, ports.worker_docker, ports.state),
         exporter=exporter,
+        host_settings=collect_host_settings(profile, ports.units),
     )
 
 
@@ -127,6 +133,15 @@ class _Ahead:
         if self._error is not None:
             raise self._error
         return self._answer
+
+
+def _build_seconds(ports: Ports, key: str) -> float | None:
+    """Seconds of the last image build recorded here; None when none was, or the record is not a number (edited,
+    another version): the plan then states its default."""
+    seconds = (ports.state.read(key) or {}).get("seconds")
+    if not isinstance(seconds, int | float) or isinstance(seconds, bool) or not 0 <= seconds < float("inf"):
+        return None
+    return float(seconds)
 
 
 def _load_rate(ports: Ports, key: str) -> float | None:

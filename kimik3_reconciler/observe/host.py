@@ -1,5 +1,5 @@
-"""Host facts: CPU (physical cores, sockets, NUMA, flags), GPUs (NVML), RAM, numa_balancing, Docker GPU
-plumbing, Tailscale, listeners on the profile's port, the mount a path lives on. Pure parsers (tested on
+"""Host facts: CPU (physical cores, sockets, NUMA, flags), GPUs (NVML), RAM, numa_balancing, the NVIDIA kernel
+module, Docker GPU plumbing, Tailscale, listeners on the profile's port, the mount a path lives on. Pure parsers (tested on
 recorded outputs) + the collectors."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
-from typing import Any
+from typing import Any, Literal
 
 from kimik3_reconciler.model.facts import FilesystemFact, GpuFact, GpuProcess, HostFacts, PortListener
 from kimik3_reconciler.ports import DockerPort, HostPort
@@ -73,6 +73,16 @@ def parse_meminfo(text: str) -> tuple[int | None, int | None]:
 
 def parse_numa_balancing(text: str | None) -> int | None:
     return int(text.strip()) if text and text.strip().lstrip("-").isdigit() else None
+
+
+def parse_nvidia_module(version: str | None) -> Literal["open", "proprietary"] | None:
+    """Which NVIDIA kernel module is loaded, from /proc/driver/nvidia/version's NVRM line: the open GPU kernel
+    modules say "NVIDIA UNIX Open Kernel Module for x86_64  580.95.05 ...", the proprietary one "NVIDIA UNIX
+    x86_64 Kernel Module  580.95.05 ..."."""
+    line = next((line for line in (version or "").splitlines() if line.startswith("NVRM version:")), None)
+    if line is None:
+        return None  # no driver loaded (no file), or a format this kimik3 does not know: not judged
+    return "open" if "Open Kernel Module" in line else "proprietary"
 
 
 def parse_nvml(dump: dict[str, Any], our_pids: frozenset[int] = frozenset()) -> tuple[tuple[GpuFact, ...], str | None]:
@@ -221,6 +231,7 @@ def collect_host(host: HostPort, docker: DockerPort | None = None, our_pids: fro
         ram_total=ram_total,
         ram_available=ram_available,
         numa_balancing=parse_numa_balancing(host.numa_balancing()),
+        nvidia_module=parse_nvidia_module(host.nvidia_version()),
         docker_gpus=parse_docker_gpu(docker.info(), host.cdi_specs()) if docker is not None else None,
         listeners=tuple(listener for port in ports for listener in collect_listeners(host, port, our_pids)),
     )

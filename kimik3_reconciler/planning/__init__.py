@@ -21,6 +21,7 @@ from kimik3_reconciler.planning.desired import Desired, Planner, changes
 from kimik3_reconciler.planning.gpu_probe import plan_gpu_probe
 from kimik3_reconciler.planning.health_step import plan_health
 from kimik3_reconciler.planning.host_gate import host_gate
+from kimik3_reconciler.planning.host_step import plan_host
 from kimik3_reconciler.planning.image_step import image_tag, plan_image, render_image_build
 from kimik3_reconciler.planning.launch import refuse_keyless_key_file, render_launch
 from kimik3_reconciler.planning.metrics_step import plan_exporter, plan_exporter_teardown, plan_release_port
@@ -36,14 +37,15 @@ from kimik3_reconciler.planning.verify_step import plan_verify
 __all__ = ["PLANNERS", "Desired", "gate_reference", "plan", "plan_destroy", "plan_prune", "refuse_by_host_gate",
            "render_desired"]
 
-# In apply order. The GPU probe first: nothing is fetched or built for a host whose containers cannot see
+# In apply order. The host's kernel settings first (host.prepare): what every later step's server runs under.
+# Then the GPU probe: nothing is fetched or built for a host whose containers cannot see
 # its GPUs. Stale units go before the container: their ExecStop would stop a relaunched one. The pre-read
 # goes after everything that downloads, builds or gates, right before the swap (the old server still serves);
 # an image build may already have read the model while it compiled (ImageBuild.preread, from preread_step).
 # RPC workers (other hosts) listen before the main server starts: it connects to each at load. A worker the
 # profile dropped goes after the health wait: the old server keeps its tensors there until the new one serves.
 PLANNERS: tuple[Planner, ...] = (
-    plan_gpu_probe, plan_model, plan_tokenizer, plan_reference, plan_image, plan_smoke, plan_stop_for_gate, plan_gate,
+    plan_host, plan_gpu_probe, plan_model, plan_tokenizer, plan_reference, plan_image, plan_smoke, plan_stop_for_gate, plan_gate,
     plan_preread, plan_stale_units, plan_conflicts, plan_release_port, plan_workers, plan_container, plan_health,
     plan_removed_workers, plan_exporter, plan_verify, plan_unit,
 )

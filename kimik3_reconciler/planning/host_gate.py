@@ -256,15 +256,35 @@ def _cpu_findings(profile: Profile, observed: Observed) -> tuple[list[str], list
     return [], []
 
 
+def _module_findings(profile: Profile, host: HostFacts) -> tuple[list[str], list[str]]:
+    """The NVIDIA kernel module: seed 000's host needs the open one (Blackwell GPUs run only on it)."""
+    if profile.gpus == "none" or host.nvidia_module != "proprietary":
+        return [], []  # the open module, no driver loaded, or not observed: nothing to say
+    blackwell = [g for g in requested_gpus(profile, host)[0] if g.compute_capability[0] >= 10]
+    # rule: nvidia-open-module
+    # Seed 000: "Needs the NVIDIA driver (>=570, open kernel module)"; NVIDIA supports Blackwell (sm_100, sm_120)
+    # only on its open GPU kernel modules. kimik3 cannot switch modules: it says which package to install.
+    if blackwell:
+        return [f"GPU {blackwell[0].index} ({blackwell[0].name}) runs under the proprietary NVIDIA kernel module; "
+                "seed 000 requires the open one (Blackwell GPUs need it): install the driver's open kernel modules "
+                "(e.g. nvidia-driver-580-open, or the .run installer's -m=kernel-open) and reboot"], []
+    return [], ["the NVIDIA kernel module is the proprietary one; seed 000's host runs the open one (required for its "
+                "Blackwell GPUs; these GPUs also run on the proprietary one)"]
+
+
 def host_gate(profile: Profile, observed: Observed) -> tuple[list[str], list[str]]:
     """(refusals, warnings). Facts that were not observed (pure tests) are not judged."""
     host = observed.host
     refusals, warnings = [], []
     # rule: numa-balancing
-    if host.numa_balancing not in (None, 0):
-        refusals.append(f"kernel.numa_balancing = {host.numa_balancing}: set it to 0 (sysctl kernel.numa_balancing=0); "
+    # With host.prepare the plan's first step sets it (planning/host_step.py) before anything runs under it.
+    if host.numa_balancing not in (None, 0) and not profile.host.prepare:
+        refusals.append(f"kernel.numa_balancing = {host.numa_balancing}: set it to 0 (sysctl kernel.numa_balancing=0), "
+                        "or let kimik3 set and persist it (host: {prepare: true}); "
                         "seed 000 measured a 20+-minute single-request stall with it on")
     stoppable = _stoppable_pids(profile, observed)
+    module_refusals, module_warnings = _module_findings(profile, host)
+    refusals, warnings = refusals + module_refusals, warnings + module_warnings
     if profile.build.variant == "cuda" and host.gpu_probe is not None:
         refusals += _gpu_refusals(profile, observed, stoppable)
         if host.gpu_probe == "ok":

@@ -13,15 +13,13 @@ from kimik3_reconciler.model.plan import Action, DiffItem, Step, flat_diff
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.specs import ImageBuild, RetagImage
 from kimik3_reconciler.model.labels import BASE_DIGESTS, BASE_IMAGES, IMAGE_FINGERPRINT, IMAGE_INPUTS, PROFILE_LABEL
+from kimik3_reconciler.planning.build_time import build_cost
 from kimik3_reconciler.planning.build_flags import cmake_definitions, docker_build_args
 from kimik3_reconciler.planning.container_step import container_alone, container_changes
 from kimik3_reconciler.planning.desired import Desired
 from kimik3_reconciler.planning.patch_roles import rollback_requirement
 from kimik3_reconciler.planning.preread_step import build_overlap
 from kimik3_reconciler.planning.sources import source_archive
-
-_COMPILE = "compile llama.cpp (minutes)"
-
 
 def image_tag(profile: Profile) -> str:
     suffix = "-cpu" if profile.build.variant == "cpu" else ""
@@ -77,6 +75,7 @@ def render_image_build(profile: Profile, observed: Observed) -> ImageBuild:
         patches=patches,
         build_args=tuple(docker_build_args(profile, observed.host).items()),
         labels=labels,
+        variant=profile.build.variant,
     )
 
 
@@ -188,14 +187,14 @@ def _plan_image(desired: Desired, observed: Observed) -> tuple[Step, ...]:
         why = ("base image tag now points to another digest: rebuild on it"
                if any(d.field.startswith("base image tag ") for d in drift)
                else "a base image was updated since the build: rebuild on it")
-        return (Step("image", spec.tag, Action.CREATE, why, diff=drift, spec=spec, cost=_COMPILE,
+        return (Step("image", spec.tag, Action.CREATE, why, diff=drift, spec=spec, cost=build_cost(desired.profile, observed),
                      warnings=_pin_hints(desired.profile, observed)),)
     same_tag = [i for i in observed.images if spec.tag in i.tags]
     if not same_tag:
         return (Step("image", spec.tag, Action.CREATE, f"no image with fingerprint {spec.fingerprint}: build it",
-                     spec=spec, cost=_COMPILE, warnings=_pin_hints(desired.profile, observed)),)
+                     spec=spec, cost=build_cost(desired.profile, observed), warnings=_pin_hints(desired.profile, observed)),)
     diff = flat_diff(json.loads(same_tag[0].labels.get(IMAGE_INPUTS, "{}")), image_inputs(desired.profile, observed))
     return (Step("image", spec.tag, Action.CREATE,
                  f"{spec.tag} was built from other inputs (fingerprint {same_tag[0].fingerprint} → {spec.fingerprint}); "
                  "the old image stays as a rollback target",
-                 diff=diff, spec=spec, cost=_COMPILE, warnings=_pin_hints(desired.profile, observed)),)
+                 diff=diff, spec=spec, cost=build_cost(desired.profile, observed), warnings=_pin_hints(desired.profile, observed)),)

@@ -21,6 +21,7 @@ from kimik3_reconciler.model.specs import (
     ForgetDeployment,
     GpuProbe,
     HealthWait,
+    HostSettings,
     ImageBuild,
     LaunchContainer,
     ModelDownload,
@@ -67,6 +68,7 @@ def resolve(executor: Executor) -> Executor:
 
 
 EXECUTORS: dict[type[Payload], Executor] = {
+    HostSettings: _in("host_settings", "apply_host_settings"),
     GpuProbe: _in("gpu_probe", "probe_gpus"),
     ModelDownload: _in("model", "download_model"),
     RemoveModelFiles: _in("model", "remove_model_files"),

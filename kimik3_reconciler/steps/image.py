@@ -9,13 +9,15 @@ from pathlib import Path
 
 from kimik3_reconciler.errors import InputError
 from kimik3_reconciler.model.labels import BASE_DIGESTS, BASE_IMAGES, IMAGE_FINGERPRINT
-from kimik3_reconciler.model.records import archive_record_key
+from kimik3_reconciler.model.records import archive_record_key, build_time_key
 from kimik3_reconciler.model.specs import ImageBuild, RemoveImage, RetagImage
+from kimik3_reconciler.observe.build_log import compiled
 from kimik3_reconciler.observe.docker_objects import parse_repo_digest
 from kimik3_reconciler.observe.local_inputs import sha256_file
 from kimik3_reconciler.ports import DockerPort, Ports
 from kimik3_reconciler.steps.preread import preread_alongside
 from kimik3_reconciler.steps.report import Reporter
+from kimik3_reconciler.steps.statistic import write_statistic
 
 
 def _checked(sha: str, spec: ImageBuild, recorded: str | None) -> None:
@@ -63,17 +65,18 @@ def _base_images(spec: ImageBuild, ports: Ports, reporter: Reporter) -> tuple[di
     return ids, digests
 
 
-def build_image(spec: ImageBuild, ports: Ports, reporter: Reporter) -> None:
+def build_image(spec: ImageBuild, ports: Ports, reporter: Reporter, this_host: bool = True) -> None:
     """Build the image; with `spec.preread`, read the model into the page cache meanwhile (issue 15): the
-    compile takes minutes to an hour, the read hides behind it and the launch that follows loads warm."""
+    compile takes minutes to an hour, the read hides behind it and the launch that follows loads warm.
+    `this_host`: the build runs on this host's Docker, so its duration is this host's statistic (a worker's is not)."""
     if spec.preread is None:
-        _build(spec, ports, reporter)
+        _build(spec, ports, reporter, this_host)
         return
     with preread_alongside(spec.preread, ports, reporter, "the image build") as shared:
-        _build(spec, ports, shared)
+        _build(spec, ports, shared, this_host)
 
 
-def _build(spec: ImageBuild, ports: Ports, reporter: Reporter) -> None:
+def _build(spec: ImageBuild, ports: Ports, reporter: Reporter, this_host: bool) -> None:
     archive, sha = _source_archive(spec, ports, reporter)
     # Base image ids and digests are stamped on the image: a re-pulled base (security fix), a tag that now
     # points to another digest, shows up in the plan as a rebuild reason.
@@ -87,7 +90,26 @@ def _build(spec: ImageBuild, ports: Ports, reporter: Reporter) -> None:
     }
     # Recorded at first use (before building): every later use of this pin must match it.
     ports.state.write(archive_record_key(spec.source, spec.commit), {"location": spec.archive, "sha256": sha})
-    ports.docker.build_image(labelled, files, lambda text: reporter.line("build", text))
+    lines: list[str] = []
+
+    def line(text: str) -> None:
+        lines.append(text)
+        reporter.line("build", text)
+
+    started = ports.clock.monotonic()
+    ports.docker.build_image(labelled, files, line)
+    if this_host:
+        _record_build(spec, ports.clock.monotonic() - started, compiled(lines), ports, reporter)
+
+
+def _record_build(spec: ImageBuild, seconds: float, full: bool, ports: Ports, reporter: Reporter) -> None:
+    """The next plan predicts a build from what this host took (issue 27 item 7): full compiles and builds that
+    Docker's layer cache answered apart, so a 2-second cached build never stands for an hour's compile."""
+    # Statistics: a state dir that cannot take the record warns, it never fails a build that succeeded.
+    write_statistic(ports.state, build_time_key(spec.variant, cached=not full), {
+        "seconds": round(seconds, 1), "date": ports.clock.now().isoformat(timespec="seconds"),
+        "fingerprint": spec.fingerprint}, reporter)
+    reporter.event("built", image=spec.tag, seconds=round(seconds, 1), compile="full" if full else "layer cache")
 
 
 def retag_image(spec: RetagImage, ports: Ports, reporter: Reporter) -> None:

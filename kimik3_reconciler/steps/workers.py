@@ -39,7 +39,8 @@ def worker_image(spec: WorkerImage, ports: Ports, reporter: Reporter) -> None:
         reporter.event("retagged", worker=spec.host.name, image=spec.retag_id[:19], tag=spec.build.tag)
         return
     reporter.event("build", worker=spec.host.name, tag=spec.build.tag, ships_bytes=spec.context_bytes)
-    build_image(spec.build, _on_worker(ports, spec.host), reporter)
+    # Not this host's build time: the worker's CPUs compile, so nothing is recorded in this host's records.
+    build_image(spec.build, _on_worker(ports, spec.host), reporter, this_host=False)
 
 
 def launch_worker(spec: WorkerLaunch, ports: Ports, reporter: Reporter) -> None:

@@ -46,6 +46,9 @@ class RecordedHost:
     def numa_balancing(self) -> str | None:
         return self.numa
 
+    def nvidia_version(self) -> str | None:
+        return None  # /proc/driver/nvidia/version was not recorded on the H200
+
     def numa_nodes(self) -> int:
         return 1
 

@@ -38,12 +38,16 @@ written by hand.
                               # each of the desired profile's rpc workers, as `previous` launched it (default)
       removed_workers: {name: {container: absent, error: "ssh: ..."}}
                               # `previous`'s workers the desired profile no longer names (recorded, running by default)
+      host_settings: {file: absent | written | "text", live: {kernel.numa_balancing: "1"},  # host.prepare's file
+                      overridden_by: [[path, key, value]]}     # later sysctl.d files setting its keys otherwise
+      build_times: {compile: seconds, cached: seconds}        # host/build-time-<variant>[-cached] records
       exporter: serving | silent | dead                       # the metrics exporter `previous` started (pid 4242):
                                                               # answering /healthz, running but silent, pid gone
                                                               # the unit `previous` installed (edited: by hand)
     expect:
       - [kind, action, reason substring, [diff lines, * wildcards allowed]]
     warnings: [substring, ...]
+    costs: {kind: [substring, ...]}  # the step of that kind states each in its cost
     refuses: substring      # instead of expect: the planner raises PlanError saying this
 """
 
@@ -65,10 +69,11 @@ from support.observed import local_inputs, model_fact, observed, shard_files
 from support.recorded_hosts import recorded_host
 
 from kimik3_reconciler.model.facts import (
-    ContainerFact, ExporterFact, GpuPlumbing, HostFacts, ImageFact, Observed, PatchFact, RemoteFile, RemovedWorkerFact,
+    ContainerFact, ExporterFact, GpuPlumbing, HostFacts, HostSettingsFact, ImageFact, Observed, PatchFact, RemoteFile, RemovedWorkerFact,
     RpcDeviceFact, SystemdFacts, UnitFact, WorkerFact,
 )
 from kimik3_reconciler.errors import PlanError
+from kimik3_reconciler.model.host_settings import sysctl_text
 from kimik3_reconciler.model.specs import ContainerSpec
 from kimik3_reconciler.observe.docker_objects import parse_running
 from kimik3_reconciler.observe.host import parse_mount_of
@@ -155,6 +160,15 @@ def build_case(case: dict[str, Any]) -> tuple[Profile, Observed]:
     gpu = {"gpu_plumbing": GpuPlumbing(**obs_spec["gpu_plumbing"]) if "gpu_plumbing" in obs_spec else None,
            "gpu_probe_record": {"passed": True, **obs_spec["gpu_probe"]} if "gpu_probe" in obs_spec else None}
     observed = observed.model_copy(update=gpu)
+    if "host_settings" in obs_spec:  # kimik3's sysctl.d file (absent, written as kimik3 writes it, or a text)
+        settings = obs_spec["host_settings"]
+        text = {"absent": None, "written": sysctl_text()}.get(settings.get("file"), settings.get("file"))
+        observed = observed.model_copy(update={"host_settings": HostSettingsFact(
+            file_text=text, live=settings.get("live", {}),
+            overridden_by=tuple(tuple(o) for o in settings.get("overridden_by", ())))})
+    if "build_times" in obs_spec:  # the state records of the last builds measured here (host/build-time-*)
+        observed = observed.model_copy(update={"build_time": obs_spec["build_times"].get("compile"),
+                                                "cached_build_time": obs_spec["build_times"].get("cached")})
     if case.get("previous", {}) is None:
         return desired, observed.model_copy(update={"systemd": systemd_facts(obs_spec.get("systemd")),
                                                     "workers": worker_facts(desired, None, obs_spec.get("workers", {}))})
@@ -311,6 +325,9 @@ def test_plan_case(path: Path) -> None:
         if len(expected) > 3:
             lines = [str(d) for d in step.diff]
             assert len(lines) == len(expected[3]) and all(map(fnmatch.fnmatchcase, lines, expected[3])), lines
+    for kind, costs in case.get("costs", {}).items():
+        step = next(s for s in result.steps if s.kind == kind)
+        assert all(cost in step.cost for cost in costs), f"{kind}: {step.cost!r}"
     for warning in case.get("warnings", []):
         assert any(warning in w for w in result.warnings + tuple(w for s in result.steps for w in s.warnings)), warning
 

@@ -14,6 +14,7 @@ class FakeHost:
         self.free_bytes = 1 << 40
         self.nvml_dump: dict[str, Any] = {"error": "NVMLError_LibraryNotFound: NVML Shared Library Not Found"}
         self.numa: str | None = "0\n"
+        self.nvidia_version_text: str | None = None  # /proc/driver/nvidia/version; None: no module loaded
         self.tcp_text, self.owners = "", {}  # /proc/net/tcp{,6} and inode -> (pid, program): nothing listens
         self.cgroups: dict[int, str] = {}  # pid -> /proc/<pid>/cgroup text; default: not in a container
         self.mount_text = "/dev/nvme0n1p2 / ext4 rw,relatime 0 0\n"  # /proc/self/mounts: one local root
@@ -57,6 +58,9 @@ class FakeHost:
 
     def numa_balancing(self) -> str | None:
         return self.numa
+
+    def nvidia_version(self) -> str | None:
+        return self.nvidia_version_text
 
     def numa_nodes(self) -> int:
         return 1

@@ -23,6 +23,7 @@ class FakeUnits:
         self.loaded: set[str] = set()
         self.state: dict[str, dict[str, str]] = {}
         self.calls: list[str] = []
+        self.sysctl: dict[str, str] = {"kernel.numa_balancing": "0"}  # /proc/sys where systemd runs (as FakeHost)
 
     def booted(self) -> bool:
         return self.is_booted
@@ -72,6 +73,19 @@ class FakeUnits:
             values = {"Id": unit, "LoadState": loaded, "FragmentPath": fragment, **state}
             blocks.append("\n".join(f"{p}={values.get(p, '')}" for p in properties))
         return "\n\n".join(blocks) + "\n"
+
+    def sysctl_value(self, name: str) -> str | None:
+        return self.sysctl.get(name)
+
+    def sysctl_load(self, path: str) -> None:  # systemd-sysctl PATH: each `key = value` line written
+        self.calls.append(f"systemd-sysctl {path}")
+        if path not in self.files:
+            raise PermanentError(f"systemd-sysctl {path} failed (exit 1): No such file or directory")
+        for line in self.files[path].splitlines():
+            if line.strip() and not line.startswith(("#", ";")) and "=" in line:
+                key, value = (part.strip() for part in line.split("=", 1))
+                if key in self.sysctl:
+                    self.sysctl[key] = value
 
     def systemctl(self, *args: str) -> None:
         self.calls.append("systemctl " + " ".join(args))
