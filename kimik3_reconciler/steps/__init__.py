@@ -23,6 +23,7 @@ from kimik3_reconciler.model.specs import (
     HealthWait,
     ImageBuild,
     LaunchContainer,
+    LocalModelVerify,
     ModelDownload,
     PagecachePreread,
     Payload,
@@ -69,6 +70,7 @@ def resolve(executor: Executor) -> Executor:
 EXECUTORS: dict[type[Payload], Executor] = {
     GpuProbe: _in("gpu_probe", "probe_gpus"),
     ModelDownload: _in("model", "download_model"),
+    LocalModelVerify: _in("model", "verify_local_model"),
     RemoveModelFiles: _in("model", "remove_model_files"),
     ImageBuild: _in("image", "build_image"),
     RetagImage: _in("image", "retag_image"),
