@@ -539,7 +539,8 @@ RULES += (
          "shard or a checkpoint of another format", _LOCAL,
          ("cases/plan/174-local-path-missing.yaml", "cases/plan/175-local-path-not-gguf.yaml",
           "cases/plan/176-local-path-folder-without-shards.yaml", "cases/plan/177-local-path-shard-missing.yaml",
-          "cases/plan/178-local-path-not-a-gguf-name.yaml", "unit/test_local_model.py"),
+          "cases/plan/178-local-path-not-a-gguf-name.yaml", "cases/plan/179-local-path-folder-two-models.yaml",
+          "unit/test_local_model.py"),
          seed=f"{_OWN}issue 27 item 3 (bad input: a clear error naming the field, host untouched)"),
     Rule("local-path-verified", "force", "a local model is served only as kimik3 verified it: the first apply "
          "records its sha256 manifest, later plans compare each file's stat fingerprint and re-hash one that moved; "
