@@ -172,3 +172,42 @@ def test_bad_input_exits_2_naming_the_field_and_changes_nothing(world) -> None:
             orchestrator.apply(local_profile(path))
         assert refused.value.exit_code == 2 and str(refused.value).startswith(f"model.local_path: {path} ")
     assert docker.containers == {} and ports.state.read(local_model_key(str(tmp / "models" / "reap770.gguf"))) is None
+
+
+def test_verify_rehashes_every_file_and_a_plain_plan_none(tmp_path: Path) -> None:
+    folder = tmp_path / "reap770"
+    shards = [gguf(folder / f"K3-REAP-0000{i}-of-00002.gguf", f"shard{i}") for i in (1, 2)]
+    state, cache = MemoryState(), MemoryCache()
+    profile = local_profile("reap770").profile
+    first = collect_local_model(profile, state, cache, tmp_path, FakeHost())
+    step = LocalModelVerify(local_path=first.local_path, folder=first.cache_dir, quant=QUANT, files=first.files,
+                            stats=first.stats, manifest_key=local_model_key(first.local_path))
+    ports, _ = fake_ports(FakeHub("org/k3", FAKE_REVISION, {}, tmp_path / "hub"))
+    ports.state = state  # the manifest this test reads back
+    verify_local_model(step, ports, NullReporter())
+    plain, verifying = FakeHost(), FakeHost()
+    assert collect_local_model(profile, state, cache, tmp_path, plain).recorded_digest == first.digest
+    assert plain.hashed == {}
+    # --verify: every byte read again, the memo in the cache dir ignored (it is what --verify distrusts)
+    again = collect_local_model(profile, state, cache, tmp_path, verifying, rehash=True)
+    assert verifying.hashed == {str(p): p.stat().st_size for p in shards} and not again.drifted
+
+
+def test_a_shard_removed_from_the_folder_is_drift(tmp_path: Path) -> None:
+    folder = tmp_path / "reap770"
+    for name in ("k3-q2.gguf",):
+        gguf(folder / name, name)
+    state = MemoryState()
+    profile = local_profile("reap770").profile
+    first = collect_local_model(profile, state, None, tmp_path, FakeHost())
+    ports, _ = fake_ports(FakeHub("org/k3", FAKE_REVISION, {}, tmp_path / "hub"))
+    ports.state = state
+    verify_local_model(LocalModelVerify(local_path=first.local_path, folder=first.cache_dir, quant=QUANT,
+                                        files=first.files, stats=first.stats,
+                                        manifest_key=local_model_key(first.local_path)), ports, NullReporter())
+    (folder / "k3-q2.gguf").unlink()
+    for i in (1, 2):  # converted again, now as a split
+        gguf(folder / f"k3-q2-0000{i}-of-00002.gguf", f"split{i}")
+    now = collect_local_model(profile, state, None, tmp_path, FakeHost())
+    assert now.drifted and f"{QUANT}/k3-q2.gguf" in now.unrecorded
+    assert [f.path for f in now.files] == [f"{QUANT}/k3-q2-0000{i}-of-00002.gguf" for i in (1, 2)]
