@@ -77,7 +77,9 @@ def render_status(profile: Profile, observed: Observed, holder: LockHolder | Non
     # No verified manifest here and the hub unreachable: "0/0 files" read as an empty quant; say what is unknown.
     counted = (f"file list unknown ({m.listing_error})" if m.listing_error and not m.files
                else f"{len(m.files) - len(m.missing)}/{len(m.files)} files")
-    console.print(Text(f"model      {m.repo}@{m.revision[:12]}/{m.quant}: {counted}"
+    source = (f"{m.local_path} (local {m.quant}" + (", never verified" if m.recorded_digest is None else "") + ")"
+              if m.local_path is not None else f"{m.repo}@{m.revision[:12]}/{m.quant}")
+    console.print(Text(f"model      {source}: {counted}"
                        + (f", {len(m.corrupt)} corrupt (sha256 mismatch)" if m.corrupt else "")
                        + (f", {len(m.changed)} changed since verified (stat moved; not re-hashed here: `kimik3 plan` "
                           "re-hashes them)" if m.changed else "")))

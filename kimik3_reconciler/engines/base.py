@@ -20,9 +20,10 @@ if TYPE_CHECKING:
 # The values below are NamedTuples, not dataclasses: every plan imports this module, and four generated dataclasses
 # cost it ~2 ms more (python -X importtime, a no-op plan of the demo; bench/plan_seam.py).
 class ModelSource(NamedTuple):
-    """What of the model repo the engine serves. `gguf`: one quant's shards (`model.quant`'s folder), opened by
-    their first shard; `safetensors` (vLLM, SGLang): the whole checkpoint at the pinned revision, opened as a
-    folder. Downloaded, verified and mounted read-only by kimik3 either way (the container gets no token)."""
+    """What of the model repo the engine serves. `gguf`: one quant's shards (`model.quant`'s folder, or a GGUF made
+    on this host: `model.local_path`, listed as `<quant>/<name>` alike), opened by their first shard;
+    `safetensors` (vLLM, SGLang): the whole checkpoint at the pinned revision, opened as a folder. Downloaded (or,
+    local, hashed), verified and mounted read-only by kimik3 either way (the container gets no token)."""
 
     format: Literal["gguf", "safetensors"]
 

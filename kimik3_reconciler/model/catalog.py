@@ -58,6 +58,9 @@ class QuantInfo:
     refused: str | None = None  # why kimik3 will never serve it, or None
     note: str = ""
     all_vram_fit: FitMargin | None = None  # the margin measured for it all-VRAM; None: step 5's default
+    # Made on the user's host, not a folder of the repo (seed 000: REAP770 slices experts out of UD-Q2_K_XL): a
+    # profile serving it names its file (`model.local_path`); the hub has nothing to download.
+    made_locally: bool = False
 
 
 _CATALOG: tuple[QuantInfo, ...] = (
@@ -73,7 +76,8 @@ _CATALOG: tuple[QuantInfo, ...] = (
               # Seed 000 step 2: ~86 ms/token at 8 slots with --fit-target 4096; "a 6144 margin silently
               # spills 2-3 expert layers to the CPU and costs 40 %".
               all_vram_fit=FitMargin(4096, 4096, 6144, True, "seed 000 step 2 (REAP770: --fit-target 4096; "
-                                     "6144 spills 2-3 expert layers to the CPU, -40 %)")),
+                                     "6144 spills 2-3 expert layers to the CPU, -40 %)"),
+              made_locally=True),
     # Seed 000: "UD-TQ2_0 is known to produce corrupted logits on these GPUs".
     QuantInfo("UD-TQ2_0", None, None, "hybrid", False, None, None,
               refused="known to produce corrupted logits on sm_120 (seed 000)"),

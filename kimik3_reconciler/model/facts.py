@@ -3,6 +3,9 @@ kimik3's collectors make them, so they need values, not pydantic's validation)."
 
 from __future__ import annotations
 
+import hashlib
+import json
+from pathlib import PurePosixPath
 from typing import Any, Literal
 
 from kimik3_reconciler.model.frozen import Frozen, default
@@ -127,6 +130,12 @@ class FilesystemFact(_Fact):
     source: str  # the device or the server:/export
 
 
+def manifest_digest(files: tuple[RemoteFile, ...], quant: str) -> str:
+    """sha256 over each file's name (below the quant folder), size and sha256, sorted: one value for the content."""
+    rows = sorted([f.path.removeprefix(quant + "/"), f.size, f.sha256] for f in files)
+    return hashlib.sha256(json.dumps(rows, separators=(",", ":")).encode()).hexdigest()
+
+
 class ModelFact(_Fact):
     """Which files of repo@revision the deployment needs, and which are complete in the cache.
 
@@ -153,10 +162,34 @@ class ModelFact(_Fact):
     listing_error: str | None = None  # the hub could not list the files (the gate speaks first)
     cache_free_bytes: int | None = None  # free space on the cache's filesystem
     cache_fs: FilesystemFact | None = None  # the mount the cache lives on (None: not looked at)
+    # `model.local_path` (resolved): a GGUF file or a folder of shards on this host, served from there. Its files
+    # are listed as `<quant>/<name>` (as a hub quant's are, so the shard the server opens, the layout and the
+    # sizes read them alike); `cache_dir` is the folder holding them. None: the hub's quant in the HF cache.
+    local_path: str | None = None
+    recorded_digest: str | None = None  # local: the digest of the manifest kimik3 recorded (None: never verified)
 
     @property
     def complete(self) -> bool:
         return bool(self.files) and not self.missing
+
+    @property
+    def digest(self) -> str:
+        """The sha256 of the files' names, sizes and sha256 (a local model's content: what its container's
+        fingerprint carries, so a changed file relaunches the server)."""
+        return manifest_digest(self.files, self.quant)
+
+    @property
+    def drifted(self) -> bool:
+        """A local model whose content differs from the manifest kimik3 recorded (a new file was written there)."""
+        return self.recorded_digest is not None and self.recorded_digest != self.digest
+
+    def host_path(self, path: str) -> str:
+        """Where the file `path` (as listed: `<quant>/<name>` or a top-level file) is on this host: the snapshot
+        link in the HF cache, or under the local folder."""
+        if self.local_path is not None:
+            return str(PurePosixPath(self.cache_dir) / path.removeprefix(self.quant + "/"))
+        repo = "models--" + self.repo.replace("/", "--")  # the HF cache's folder of one repo (planning/launch.repo_dir)
+        return str(PurePosixPath(self.cache_dir) / repo / "snapshots" / self.revision / path)
 
     @property
     def total_bytes(self) -> int:

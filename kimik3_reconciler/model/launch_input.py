@@ -22,6 +22,11 @@ class ModelInput:
     cache_dir: str
     shard: str  # the -00001-of- shard, relative to the snapshot
     mmproj: str | None  # fork only: mainline would error or silently ignore --mmproj
+    # `model.local_path` as resolved (a file or a folder), mounted read-only in place of the HF cache's repo
+    # folder, and the sha256 digest of its verified content (a changed file relaunches the server). Both None for
+    # a hub quant: left out of `flat()` and of the fingerprint, so those stay as they were.
+    local_path: str | None = None
+    sha256: str | None = None
 
 
 @dataclass(frozen=True)
@@ -46,7 +51,8 @@ class LaunchInput:
         """{field: value}, named as the profile names them (`serve.ubatch`, `model.cache_dir`); the label.
         The shard's file name is left out: a function of repo@revision/quant, it would only repeat them."""
         flat: dict[str, Any] = {f"serve.{k}": v for k, v in self.serve.model_dump(mode="json").items()}
-        flat.update({f"model.{k}": v for k, v in asdict(self.model).items() if k != "shard"})
+        flat.update({f"model.{k}": v for k, v in asdict(self.model).items()
+                     if k != "shard" and not (k in ("local_path", "sha256") and v is None)})
         flat.update({
             "name": self.name,
             "gpus": self.gpus if isinstance(self.gpus, str) else list(self.gpus),

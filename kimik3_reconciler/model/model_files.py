@@ -13,9 +13,10 @@ import hashlib
 import os
 from typing import Any
 
-from kimik3_reconciler.model.facts import FileStat, RemoteFile
+from kimik3_reconciler.model.facts import FileStat, ModelFact, RemoteFile
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.record_shape import conforms, typed
+from kimik3_reconciler.model.records import layout_key, local_layout_key
 
 
 def wanted_paths(profile: Profile) -> tuple[str, ...]:
@@ -103,3 +104,11 @@ def tokenizer_manifest_key_before_locations(profile: Profile) -> str:
 def tokenizer_manifest_key(profile: Profile, cache_dir: str) -> str:
     """As manifest_key, for model.tokenizer's non-weight files in `cache_dir`."""
     return _located(tokenizer_manifest_key_before_locations(profile), cache_dir)
+
+
+def model_layout_key(model: ModelFact) -> str:
+    """Where the layout of this quant is recorded: per repo@revision/quant; a local model's per content (its
+    manifest's digest), so a changed file is read again."""
+    if model.local_path is not None:
+        return local_layout_key(model.digest)
+    return layout_key(model.repo, model.revision, model.quant)

@@ -232,6 +232,10 @@ class ModelSpec(BaseModel):
     tokenizer: Optional[TokenizerSpec] = None
     cache_dir: Optional[HostPath] = Field(None, description="HF hub cache; default: huggingface_hub's own")
     endpoint: Optional[HttpUrl] = Field(None, description="hub URL (a mirror); default: HF_ENDPOINT or the Hub")
+    local_path: Optional[HostPath] = Field(
+        None, description="a GGUF made or converted on this host: one .gguf file, or a folder of one quant's shards; "
+                          "served from there (verified by the sha256 manifest kimik3 records, mounted read-only) "
+                          "instead of the hub's quant folder")
 
 
 class BaseImages(BaseModel):

@@ -17,6 +17,19 @@ def file_hash_key(path: str) -> str:
     return f"sha256/{hashlib.sha256(path.encode()).hexdigest()[:32]}.json"
 
 
+def local_model_key(path: str) -> str:
+    """The verified sha256 manifest of a local model (`model.local_path`, resolved): its files, sizes, sha256 and
+    the stat fingerprints they had when hashed, one record per path (named by the path's hash; the record holds the
+    path itself). A plan stats against it and re-hashes only what moved."""
+    return f"models/local/{hashlib.sha256(path.encode()).hexdigest()[:32]}.json"
+
+
+def local_layout_key(digest: str) -> str:
+    """The GGUF-header summary of a local model, by its content (the manifest's digest): a changed file is read
+    again, an unchanged one never."""
+    return f"layout/local/{digest}.json"
+
+
 LOAD_RATE_KEY = "host/load-rate.json"  # {"bytes", "seconds"} of the last model load measured here (cold)
 WARM_LOAD_RATE_KEY = "host/load-rate-warm.json"  # the same, of the last load after a pre-read (page cache warm)
 

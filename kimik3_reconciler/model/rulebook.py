@@ -424,7 +424,7 @@ RULES: tuple[Rule, ...] = (
          "key ending in CR is held byte for byte, so every client (verify, the exporter) is refused",
          ("kimik3_reconciler.planning.launch",), ("unit/test_api_key_file.py",),
          seed=f"{_OWN}shared/PROFILE.md (api_key_file: read at launch); llama.cpp common/arg.cpp --api-key-file"),
-    Rule("paths-literal", "refuse", "a host path in the profile (model.cache_dir, a local build.archive, "
+    Rule("paths-literal", "refuse", "a host path in the profile (model.cache_dir, model.local_path, a local build.archive, "
          "build.patches, serve.api_key_file, a local spec_draft.model, rpc.workers[].tls_dir/cache_dir) does not "
          "start with '~' nor hold a $VARIABLE", "no shell reads a profile: `~/hub` was a folder named '~' beside "
          "the profile, where the model was downloaded", _rules("paths"), ("cases/profile/paths_shell_expansion.yaml",),
@@ -546,6 +546,49 @@ RULES += (
          ("kimik3_reconciler.planning.worker_step",), ("cases/plan/98-rpc-worker-dropped.yaml",
                                                      "cases/plan/99-rpc-section-removed.yaml"),
          seed="not in the seeds: issue 18 (an exposed RPC server is a security hole; a dropped worker is removed)"),
+)
+
+_LOCAL = ("kimik3_reconciler.observe.local_model",)
+_REAP_LOCAL = "seed 000 step 2 (UD-Q2_K_XL-REAP770: one 697 GiB file, made locally; REFERENCE.md \"REAP expert slicing\")"
+RULES += (
+    Rule("made-locally-needs-local-path", "refuse", "a quant the catalog lists as made locally "
+         "(UD-Q2_K_XL-REAP770) names its file or folder in model.local_path",
+         "it is no folder of the repo: a hub listing of it fails after the round trip (exit 6), and nothing can be "
+         "downloaded for it", _rules("quants"), ("cases/profile/reap770_needs_local_path.yaml",
+                                                 "cases/plan/41-reap770-default-fit-target.yaml"),
+         seed=f"{_REAP_LOCAL}; issue 27 item 3"),
+    Rule("local-path-gguf", "refuse", "model.local_path exists and is a GGUF: one .gguf file starting with the GGUF "
+         "magic, or a folder holding one such file or every shard of one split (-0000i-of-0000n.gguf); else exit 2 "
+         "naming the field, before anything changes",
+         "llama-server would fail minutes into a load, after the old server stopped, on a git-lfs pointer, a missing "
+         "shard or a checkpoint of another format", _LOCAL,
+         ("cases/plan/174-local-path-missing.yaml", "cases/plan/175-local-path-not-gguf.yaml",
+          "cases/plan/176-local-path-folder-without-shards.yaml", "cases/plan/177-local-path-shard-missing.yaml",
+          "cases/plan/178-local-path-not-a-gguf-name.yaml", "cases/plan/179-local-path-folder-two-models.yaml",
+          "unit/test_local_model.py"),
+         seed=f"{_OWN}issue 27 item 3 (bad input: a clear error naming the field, host untouched)"),
+    Rule("local-path-verified", "force", "a local model is served only as kimik3 verified it: the first apply "
+         "records its sha256 manifest, later plans compare each file's stat fingerprint and re-hash one that moved; "
+         "new content is drift (the container's fingerprint carries the content digest: the server is relaunched "
+         "on it); the file is mounted read-only",
+         "a file replaced under a running deployment would change the weights silently at the next restart; a touch "
+         "must not cost a 17-minute reload", ("kimik3_reconciler.planning.model_step", "kimik3_reconciler.steps.model",
+                                              "kimik3_reconciler.planning.launch"),
+         ("cases/plan/170-local-model-first-apply.yaml", "cases/plan/171-local-model-verified-noop.yaml",
+          "cases/plan/172-local-model-edited-relaunches.yaml", "cases/plan/173-local-model-touched-no-relaunch.yaml",
+          "unit/test_local_model.py", "integration/test_local_model_docker.py"),
+         seed=f"{_REAP_LOCAL}; issue 27 item 3 (verified by a sha256 manifest, mounted read-only like the cache)"),
+    Rule("local-path-no-mmproj", "refuse", "model.mmproj is not combined with model.local_path",
+         "the projector is a file of the repo: the local model would still need the hub", _rules("quants"),
+         ("cases/profile/local_path_with_mmproj.yaml",), seed=f"{_OWN}issue 27 item 3 (a local source, no hub)"),
+    Rule("local-path-not-gated", "refuse", "a local model that needs the quant gate (an unvetted IQ/TQ quant) is "
+         "refused: the gate runs on quants of the hub cache only so far",
+         "an IQ/TQ quant must pass the gate before it is served (a broken kernel scores KLD >> 1)",
+         ("kimik3_reconciler.planning.quant_gate",), ("unit/test_local_model.py",),
+         seed="seed 000 step 2 (any new IQ/TQ quant must pass the gate before it is served)"),
+    Rule("local-path-kept", "force", "destroy (with --model too) never removes model.local_path",
+         "the user made that file (REAP770's slicing takes hours); kimik3 removes only what it fetched",
+         ("kimik3_reconciler.planning",), ("unit/test_local_model.py",), seed=f"{_REAP_LOCAL}; issue 27 item 3"),
 )
 
 BY_ID = {rule.id: rule for rule in RULES}

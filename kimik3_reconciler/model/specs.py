@@ -99,6 +99,22 @@ class ModelDownload(Payload):
 
 
 @frozen_value
+class LocalModelVerify(Payload):
+    """Record the sha256 manifest of a local model (`model.local_path`): its files as this plan hashed them (or
+    found them unmoved since they were recorded). The step re-checks each file's stat fingerprint against `stats`
+    and re-hashes a file that moved since the plan: one that no longer matches stops the apply before the launch."""
+
+    local_path: str  # as resolved: the file or folder the profile names
+    folder: str  # the folder holding the files
+    quant: str
+    files: tuple[RemoteFile, ...]  # `<quant>/<name>`, with the sha256 the plan found
+    stats: tuple[FileStat, ...]  # their stat fingerprints when the plan read them
+    manifest_key: str
+    layout: ModelLayout | None = None  # what the plan read from the GGUF headers, recorded at `layout_key`
+    layout_key: str | None = None
+
+
+@frozen_value
 class RemoveModelFiles(Payload):
     """destroy --model: drop the cached files of one quant (blobs other revisions share stay) and its manifest."""
 
@@ -434,7 +450,7 @@ class VerifyServer(Payload):
 
 
 PAYLOADS: tuple[type[Payload], ...] = (
-    ModelDownload, RemoveModelFiles, ImageBuild, RetagImage, RemoveImage, LaunchContainer, StartContainer,
+    ModelDownload, LocalModelVerify, RemoveModelFiles, ImageBuild, RetagImage, RemoveImage, LaunchContainer, StartContainer,
     StopContainer, RemoveContainer, ForgetDeployment, SmokeTest, QuantGateRun, GpuProbe, HealthWait, UnitInstall,
     UnitRemoval, StopUnit, PagecachePreread, HostSettings,
     VerifyServer,

@@ -25,6 +25,7 @@ from kimik3_reconciler.observe.exporter import collect_exporter
 from kimik3_reconciler.observe.host import collect_host
 from kimik3_reconciler.observe.host_settings import collect_host_settings
 from kimik3_reconciler.observe.local_inputs import collect_inputs
+from kimik3_reconciler.observe.local_model import collect_local_model
 from kimik3_reconciler.observe.model_cache import collect_model, collect_tokenizer
 from kimik3_reconciler.observe.model_layout import collect_layout
 from kimik3_reconciler.observe.unit import collect_systemd
@@ -68,7 +69,10 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
         m = profile.model
         before_hub(Observed(host=host, inputs=inputs, container=container, others=others, exporter=exporter,
                             model=ModelFact(repo=m.repo, revision=m.revision, quant=m.quant, cache_dir="")))
-    model = collect_model(profile, ports.hub, ports.state, base_dir, ports.host, rehash, stat_only)
+    if profile.model.local_path is not None:  # a GGUF made on this host: nothing of the hub is asked
+        model = collect_local_model(profile, ports.state, ports.cache, base_dir, ports.host, rehash, stat_only)
+    else:
+        model = collect_model(profile, ports.hub, ports.state, base_dir, ports.host, rehash, stat_only)
     gated = gate_reference is not None
     reference = (collect_model(gate_reference, ports.hub, ports.state, base_dir, ports.host, rehash, stat_only)
                  if gate_reference is not None else None)

@@ -7,14 +7,17 @@ from __future__ import annotations
 from kimik3_reconciler.errors import DownloadFailed, TransientError
 from kimik3_reconciler.model.facts import ModelFact, ModelLayout, RemoteFile
 from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.model.model_files import model_layout_key
 from kimik3_reconciler.model.record_shape import typed
-from kimik3_reconciler.model.records import layout_key
 from kimik3_reconciler.ports import HubPort, StatePort
 
 FIRST_READ = 1 << 20
 
 
 def _head(profile: Profile, hub: HubPort, model: ModelFact, file: RemoteFile, nbytes: int) -> bytes:
+    if model.local_path is not None:  # a local model: its own file
+        with open(model.host_path(file.path), "rb") as f:
+            return f.read(nbytes)
     cached = hub.cached_file(model.repo, model.revision, file.path, model.cache_dir)
     if cached is None and file.path in model.in_blobs:  # unlinked, but its bytes are here: no hub request
         cached = hub.cached_blob(model.repo, file, model.cache_dir)
@@ -30,7 +33,7 @@ def collect_layout(profile: Profile, hub: HubPort, state: StatePort,
     the plan then says so."""
     if model.listing_error or not model.files:
         return None, False
-    recorded = typed(ModelLayout, state.read(layout_key(model.repo, model.revision, model.quant)))
+    recorded = typed(ModelLayout, state.read(model_layout_key(model)))
     if recorded is not None:  # a record of another shape (torn, edited, another version): the headers are read again
         return recorded, True
     # The GGUF parser only where the headers are read (a no-op plan reads the record above).

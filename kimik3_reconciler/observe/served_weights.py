@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from kimik3_reconciler.model.facts import ModelFact
 from kimik3_reconciler.model.gguf_header import NeedMoreBytes, NotGguf, parse_gguf_header
 from kimik3_reconciler.model.weights import Weights, unreadable, weights_of
@@ -12,8 +14,10 @@ MAX_HEADER = 256 << 20  # K3's ~164k-token vocabulary makes a header of a few MB
 
 
 def served_weights(hub: HubPort, model: ModelFact, shard: str) -> Weights:
-    """Weights of `shard` (the file llama-server opens) as the cache holds it: the container mounts that file."""
-    cached = hub.cached_file(model.repo, model.revision, shard, model.cache_dir)
+    """Weights of `shard` (the file llama-server opens) as the cache (or the local folder) holds it: the container
+    mounts that file."""
+    cached = (Path(model.host_path(shard)) if model.local_path is not None
+              else hub.cached_file(model.repo, model.revision, shard, model.cache_dir))
     if cached is None:
         return unreadable(shard, "not in the cache")
     size = FIRST_READ

@@ -115,7 +115,12 @@ def plan_destroy(profile: Profile, observed: Observed, *, images: bool = False, 
         steps.append(Step("image", tag, Action.NOOP, "kept (pass --images to remove)"))
     target = f"{observed.model.repo}@{observed.model.revision[:12]}/{observed.model.quant}"
     cached = len(observed.model.files) - len(observed.model.missing)
-    if model and cached:
+    if observed.model.local_path is not None:
+        # rule: local-path-kept
+        # The user made that file (seed 000: REAP770 took hours to slice): kimik3 never removes it, --model or not.
+        steps.append(Step("model", observed.model.local_path, Action.NOOP,
+                          "model.local_path is the user's file: kept (kimik3 never removes it)"))
+    elif model and cached:
         steps.append(Step("model", target, Action.DELETE, "--model: remove the cached files of this quant",
                           spec=RemoveModelFiles(model_spec(profile, observed))))
     elif cached:

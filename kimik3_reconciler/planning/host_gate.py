@@ -227,7 +227,8 @@ def _cache_filesystem_warning(model: ModelFact) -> str | None:
     # Seed 001: prefer NVMe to network-mounted, slow disks; the model cache's topology becomes part of inference.
     fuse_client = fs.fstype.startswith("fuse.") and kind in NETWORK_FUSE
     if fs.fstype in NETWORK_FS or fs.fstype.startswith("nfs") or fuse_client:
-        return (f"model.cache_dir {model.cache_dir} is on a network filesystem ({fs.fstype}, {fs.source} mounted at "
+        where = f"model.local_path {model.local_path}" if model.local_path else f"model.cache_dir {model.cache_dir}"
+        return (f"{where} is on a network filesystem ({fs.fstype}, {fs.source} mounted at "
                 f"{fs.mountpoint}): seed 001 wants local NVMe; every cold load reads the whole quant over it "
                 "(seed 000: ~17 min for 802 GB from local disk)")
     return None

@@ -161,7 +161,8 @@ def launch_input(profile: Profile, observed: Observed, image_tag: str, image_fp:
         model=ModelInput(repo=model.repo, revision=model.revision, quant=model.quant, cache_dir=model.cache_dir,
                          shard=engine.model_entry(model),
                          # rule: mmproj-fork-only
-                         mmproj=profile.model.mmproj if profile.build.source == "fork" else None),
+                         mmproj=profile.model.mmproj if profile.build.source == "fork" else None,
+                         local_path=model.local_path, sha256=model.digest if model.local_path is not None else None),
         serve=_resolved_serve(profile, observed, mode),
         bind=bind,
         threads=observed.host.physical_cores,
@@ -173,13 +174,30 @@ def launch_input(profile: Profile, observed: Observed, image_tag: str, image_fp:
     return value, warnings
 
 
+LOCAL_SNAPSHOT = f"{MODELS_MOUNT}/local"  # a local model's files appear under <quant>/ there, as a hub quant's do
+
+
 def _snapshot(model: ModelInput) -> str:
+    if model.local_path is not None:
+        return LOCAL_SNAPSHOT
     return f"{MODELS_MOUNT}/{PurePosixPath(repo_dir(model.cache_dir, model.repo)).name}/snapshots/{model.revision}"
 
 
+def _model_mount(model: ModelInput) -> Mount:
+    """The model, read-only: the HF cache's repo folder, or the local file (or folder of shards) in its place."""
+    if model.local_path is not None:
+        # rule: local-path-verified
+        # Read-only like the cache: the server must not be able to change what kimik3 verified.
+        inside = f"{LOCAL_SNAPSHOT}/{model.quant}"
+        if model.local_path != model.cache_dir:  # one file: mounted alone, not the folder it sits in
+            inside += f"/{PurePosixPath(model.local_path).name}"
+        return Mount(model.local_path, inside, read_only=True)
+    host_root = repo_dir(model.cache_dir, model.repo)
+    return Mount(host_root, f"{MODELS_MOUNT}/{PurePosixPath(host_root).name}", read_only=True)
+
+
 def _mounts(value: LaunchInput) -> tuple[Mount, ...]:
-    host_root = repo_dir(value.model.cache_dir, value.model.repo)
-    mounts = [Mount(host_root, f"{MODELS_MOUNT}/{PurePosixPath(host_root).name}", read_only=True)]
+    mounts = [_model_mount(value.model)]
     if value.serve.spec_draft is not None:
         draft = value.serve.spec_draft.model
         mounts.append(Mount(draft, f"{DRAFT_MOUNT}/{PurePosixPath(draft).name}", read_only=True))
@@ -203,14 +221,17 @@ def render_container(value: LaunchInput, engine: ServingEngine) -> ContainerSpec
     )
 
 
-def container_fingerprint(spec: ContainerSpec, image_fp: str, workers: tuple[str, ...] = ()) -> str:
-    """The rendered container (labels aside) and its image's inputs: what a running container is compared by."""
+def container_fingerprint(spec: ContainerSpec, image_fp: str, workers: tuple[str, ...] = (),
+                          model_sha256: str | None = None) -> str:
+    """The rendered container (labels aside) and its image's inputs: what a running container is compared by;
+    a local model's content digest too (its mount's path says nothing of what the file holds)."""
     hashed = {k: v for k, v in asdict(replace(spec, labels=())).items()
               if not (k == "entrypoint" and v is None) and not (k == "volumes" and not v) and k != "gpu_request"}
     # (a field added with its default must not change the fingerprint of every running container; how the
     # GPUs are requested, CDI or the runtime, is the host's plumbing, not what runs: a host that gains CDI
     # must not reload a 17-minute model for it)
-    return fingerprint({"spec": hashed, "image": image_fp, **({"workers": list(workers)} if workers else {})})
+    return fingerprint({"spec": hashed, "image": image_fp, **({"workers": list(workers)} if workers else {}),
+                        **({"model": model_sha256} if model_sha256 else {})})
 
 
 def render_launch(profile: Profile, observed: Observed, image_tag: str, image_fp: str,
@@ -221,7 +242,7 @@ def render_launch(profile: Profile, observed: Observed, image_tag: str, image_fp
     mode = derive_mode(profile, observed)
     value, warnings = launch_input(profile, observed, image_tag, image_fp, engine, mode)
     spec = render_container(value, engine)
-    digest = container_fingerprint(spec, image_fp, value.worker_fingerprints)
+    digest = container_fingerprint(spec, image_fp, value.worker_fingerprints, value.model.sha256)
     labels = (
         (PROFILE_LABEL, value.name),
         (CONTAINER_FINGERPRINT, digest),

@@ -4,7 +4,6 @@ ExporterConfig) moves or it stops answering /healthz, stopped when `metrics:` go
 
 from __future__ import annotations
 
-from pathlib import PurePosixPath
 
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.metrics import ExporterConfig
@@ -14,7 +13,7 @@ from kimik3_reconciler.model.specs import ExporterRun, ExporterStop, StopUnit
 from kimik3_reconciler.planning.container_step import container_changes, plan_container
 from kimik3_reconciler.planning.desired import Desired, changes
 from kimik3_reconciler.planning.exporter_unit import plan_exporter_unit
-from kimik3_reconciler.planning.launch import bind_address, gpus_of, repo_dir, upstream_port
+from kimik3_reconciler.planning.launch import bind_address, gpus_of, upstream_port
 
 _LOOPBACK = "127.0.0.1"
 
@@ -41,7 +40,6 @@ def render_exporter(desired: Desired, observed: Observed) -> ExporterConfig | No
     if profile.metrics is None:
         return None
     model = observed.model
-    snapshot = PurePosixPath(repo_dir(model.cache_dir, model.repo)) / "snapshots" / model.revision
     gpus, weights = gpus_of(profile), desired.engine.model_source.suffix
     return ExporterConfig(
         profile=profile.name,
@@ -55,7 +53,7 @@ def render_exporter(desired: Desired, observed: Observed) -> ExporterConfig | No
         container=launch.spec.name,
         server_url=launch.input.server_url,
         api_key_file=launch.input.serve.api_key_file,
-        shards=tuple(str(snapshot / f.path) for f in model.files if f.path.endswith(weights)),
+        shards=tuple(model.host_path(f.path) for f in model.files if f.path.endswith(weights)),
         gpus=gpus if isinstance(gpus, str) else tuple(str(g) for g in gpus),
         quant=model.quant, repo=model.repo, revision=model.revision, image_fingerprint=desired.build.fingerprint,
         # rule: proxy-server-on-loopback

@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kimik3_reconciler.model.facts import ModelFact, Observed
-from kimik3_reconciler.model.model_files import manifest_key, tokenizer_manifest_key
+from kimik3_reconciler.model.model_files import manifest_key, model_layout_key, tokenizer_manifest_key
 from kimik3_reconciler.model.plan import Action, Step
 from kimik3_reconciler.model.profile import Profile
-from kimik3_reconciler.model.records import layout_key
-from kimik3_reconciler.model.specs import ModelDownload
+from kimik3_reconciler.model.records import local_model_key
+from kimik3_reconciler.model.specs import LocalModelVerify, ModelDownload
 from kimik3_reconciler.planning.desired import Desired
 from kimik3_reconciler.planning.humanize import gib
 
@@ -85,7 +85,7 @@ def model_spec(profile: Profile, observed: Observed) -> ModelDownload:
     if observed.layout is None or observed.layout_recorded:
         return spec
     # Recorded by the step (a plan never writes state): later plans read one record, not the headers.
-    return replace(spec, layout=observed.layout, layout_key=layout_key(model.repo, model.revision, model.quant))
+    return replace(spec, layout=observed.layout, layout_key=model_layout_key(model))
 
 
 def plan_tokenizer(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
@@ -123,5 +123,48 @@ def model_step(kind: str, model: ModelFact, spec: ModelDownload) -> Step:
                                                                                   if model.fetch_bytes else ""))
 
 
+def local_spec(observed: Observed) -> LocalModelVerify:
+    model = observed.model
+    assert model.local_path is not None
+    spec = LocalModelVerify(local_path=model.local_path, folder=model.cache_dir, quant=model.quant, files=model.files,
+                            stats=model.stats, manifest_key=local_model_key(model.local_path))
+    if observed.layout is None or observed.layout_recorded:
+        return spec
+    return replace(spec, layout=observed.layout, layout_key=model_layout_key(model))
+
+
+def _short(sha: str | None) -> str:
+    return (sha or "?")[:12]
+
+
+def local_model_step(observed: Observed) -> Step:
+    """The local model: record its sha256 manifest (first use), re-record it after its content changed (drift: the
+    container's fingerprint carries the content, so the server is relaunched on the new file), or nothing."""
+    model, spec = observed.model, local_spec(observed)
+    target = f"{model.local_path} (local {model.quant})"
+    size = f"{len(model.files)} file(s), {gib(model.total_bytes)}"
+    # rule: local-path-verified
+    # Seed 000 serves a locally made GGUF (REAP770): kimik3 serves only what it hashed and recorded, and a file
+    # replaced under it is drift the plan shows, never a silent change of the weights a running server reads.
+    if model.recorded_digest is None:
+        return Step("model", target, Action.CREATE, f"not verified yet: record the sha256 manifest of {size} "
+                    "(hashed by this plan; served read-only from there)", spec=spec)
+    if model.drifted:
+        return Step("model", target, Action.UPDATE, f"changed since verified ({', '.join(model.changed) or 'files'}):"
+                    f" content {_short(model.recorded_digest)} -> {_short(model.digest)}, re-hashed: record the new "
+                    "manifest (the server is relaunched on it)", spec=spec)
+    if model.unrecorded:
+        return Step("model", target, Action.UPDATE, f"{len(model.unrecorded)} file(s) moved since verified "
+                    f"(re-hashed: sha256 matches): record their stat fingerprint ({', '.join(model.unrecorded)})",
+                    spec=spec)
+    if spec.layout is not None:
+        return Step("model", target, Action.UPDATE, "record the layout read from its GGUF headers (later plans read "
+                    "one record)", spec=spec)
+    return Step("model", target, Action.NOOP, f"{size} verified (sha256 recorded; size, mtime and inode unchanged: not re-read)",
+                spec=spec)
+
+
 def plan_model(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
+    if observed.model.local_path is not None:
+        return (local_model_step(observed),)
     return (model_step("model", observed.model, model_spec(desired.profile, observed)),)

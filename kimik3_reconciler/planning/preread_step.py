@@ -10,7 +10,6 @@ where the model is read, or why it is not, and the health step predicts the down
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import PurePosixPath
 
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.plan import Action, Step
@@ -24,7 +23,6 @@ from kimik3_reconciler.planning.container_step import container_alone, container
 from kimik3_reconciler.planning.desired import Desired, changes
 from kimik3_reconciler.planning.health_step import predicted_load_s, predicted_partial_load_s, reads_in_parallel
 from kimik3_reconciler.planning.humanize import duration, gib
-from kimik3_reconciler.planning.launch import repo_dir
 from kimik3_reconciler.planning.placement import forecast
 from kimik3_reconciler.planning.quant_gate import gate_pending
 
@@ -51,10 +49,10 @@ def reserve_bytes(ram_total: int | None) -> int:
 
 
 def model_paths(observed: Observed) -> tuple[str, ...]:
-    """The host paths the server opens: the snapshot links of every file of the quant (and mmproj)."""
+    """The host paths the server opens: the snapshot links of every file of the quant (and mmproj), or the files of
+    a local model."""
     model = observed.model
-    snapshot = PurePosixPath(repo_dir(model.cache_dir, model.repo)) / "snapshots" / model.revision
-    return tuple(str(snapshot / f.path) for f in model.files)
+    return tuple(model.host_path(f.path) for f in model.files)
 
 
 def launch_follows(desired: Desired, observed: Observed) -> bool:
@@ -198,7 +196,7 @@ def plan_preread(desired: Desired, observed: Observed, planned: tuple[Step, ...]
     if not launch_follows(desired, observed):
         return ()  # no launch follows (or memory not observed): no load to warm
     host, model, container = observed.host, observed.model, observed.container
-    target, size = f"{model.repo}/{model.quant}", model.total_bytes
+    target, size = model.local_path or f"{model.repo}/{model.quant}", model.total_bytes
     spec = preread_spec(observed)
     swap = _swaps_a_serving_container(desired, observed, planned)
     name = container.name if container else "the server"

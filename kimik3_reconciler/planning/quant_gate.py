@@ -205,6 +205,13 @@ def plan_gate(desired: Desired, observed: Observed, planned: tuple[Step, ...] = 
         # Seed 000 step 2: a quant must pass the gate before it is served; a recorded failure stays refused.
         raise PlanError(f"model.quant {profile.model.quant} failed its quant gate on this image ({record.get('why')}); "
                         "it is never served: pick a vetted quant, or change the image (a new build is gated again)")
+    if observed.model.local_path is not None:
+        # rule: local-path-not-gated
+        # The gate runs llama-perplexity on quants of the HF cache (its records are per repo@revision/quant): a
+        # local file has neither, and an IQ/TQ quant must not be served ungated (seed 000 step 2).
+        raise PlanError(f"gate.quant: {profile.model.quant} from model.local_path needs the quant gate, which kimik3 "
+                        "runs only on quants of the hub cache so far: serve a vetted quant locally, or gate it "
+                        "as a hub quant", (("model", "local_path"), ("gate", "quant")))
     reference, model, image, launch = observed.reference, observed.model, desired.build, desired.launch.input
     assert reference is not None  # observed whenever the gate applies (orchestrator: gate_reference)
     n_vocab = observed.layout.n_vocab if observed.layout else 0

@@ -3,10 +3,12 @@ the files' stat fingerprints; or remove them."""
 
 from __future__ import annotations
 
-from kimik3_reconciler.errors import DownloadFailed
+from pathlib import Path
+
+from kimik3_reconciler.errors import DownloadFailed, InputError
 from kimik3_reconciler.model.facts import FileStat
 from kimik3_reconciler.model.model_files import file_stat, manifest_record
-from kimik3_reconciler.model.specs import ModelDownload, RemoveModelFiles
+from kimik3_reconciler.model.specs import LocalModelVerify, ModelDownload, RemoveModelFiles
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps.report import Reporter
 
@@ -44,6 +46,32 @@ def _verified_stats(spec: ModelDownload, ports: Ports) -> tuple[FileStat, ...]:
         if f.path in missing or observed.get(f.path) == now:
             stats.append(now)
     return tuple(stats)
+
+
+def verify_local_model(spec: LocalModelVerify, ports: Ports, reporter: Reporter) -> None:
+    """Record the local model's manifest: each file as the plan hashed it when its stat has not moved since; one that
+    moved is re-hashed, and a sha256 other than the plan's stops the apply here (before the server is touched)."""
+    planned = {s.path: s for s in spec.stats}
+    stats = []
+    for f in spec.files:
+        host_path = f"{spec.folder.rstrip('/')}/{f.path.removeprefix(spec.quant + '/')}"
+        try:
+            now = file_stat(f.path, Path(host_path).stat())
+        except OSError as exc:
+            raise InputError(f"model.local_path: {host_path} {exc.strerror or exc} since this plan read it",
+                             (("model", "local_path"),)) from None
+        # rule: local-path-verified
+        # Serve only what was verified: a file written between the plan and this step is re-hashed, and a new
+        # content is not recorded under the plan's sha256 (the container's fingerprint carries it).
+        if planned.get(f.path) != now and ports.host.file_digest(host_path, "sha256") != f.sha256:
+            raise InputError(f"model.local_path: {host_path} changed after this plan hashed it (sha256 differs): "
+                             "plan again", (("model", "local_path"),))
+        stats.append(now)
+    ports.state.write(spec.manifest_key, manifest_record(spec.files, tuple(stats), spec.local_path))
+    if spec.layout is not None and spec.layout_key:
+        ports.state.write(spec.layout_key, spec.layout.model_dump(mode="json"))
+    reporter.event("recorded", what="local model manifest", path=spec.local_path, files=len(spec.files),
+                   bytes=sum(f.size for f in spec.files))
 
 
 def remove_model_files(spec: RemoveModelFiles, ports: Ports, reporter: Reporter) -> None:

@@ -7,13 +7,16 @@ from kimik3_reconciler.model.profile_source import parse_profile
 
 PROFILE = """apiVersion: kimik3/v1
 name: kimi-k3
-model: {{repo: unsloth/Kimi-K3-GGUF, revision: 0123456789abcdef0123456789abcdef01234567, quant: {quant}}}
+model: {{repo: unsloth/Kimi-K3-GGUF, revision: 0123456789abcdef0123456789abcdef01234567, quant: {quant}{local}}}
 serve: {{{serve}}}
 """
 
 
 def profile(quant: str, serve: str = ""):
-    return parse_profile(PROFILE.format(quant=quant, serve=serve), "p.yaml").profile
+    # A quant made locally (REAP770) is served from its file (issue 27 item 3): the profile names one.
+    local = ", local_path: /srv/models/reap770.gguf" if catalog.CATALOG.get(quant, None) and \
+        catalog.CATALOG[quant].made_locally else ""
+    return parse_profile(PROFILE.format(quant=quant, serve=serve, local=local), "p.yaml").profile
 
 
 def test_fit_margin_per_quant_and_mode() -> None:

@@ -41,6 +41,7 @@ written by hand.
       host_settings: {file: absent | written | "text", live: {kernel.numa_balancing: "1"},  # host.prepare's file
                       overridden_by: [[path, key, value]]}     # later sysctl.d files setting its keys otherwise
       build_times: {compile: seconds, cached: seconds}        # host/build-time-<variant>[-cached] records
+      local: verified | unverified | edited | touched   # model.local_path's file (a name), since `previous`
       exporter: serving | silent | dead                       # the metrics exporter `previous` started (pid 4242):
                                                               # answering /healthz, running but silent, pid gone
                                                               # the unit `previous` installed (edited: by hand)
@@ -49,6 +50,8 @@ written by hand.
     warnings: [substring, ...]
     costs: {kind: [substring, ...]}  # the step of that kind states each in its cost
     refuses: substring      # instead of expect: the planner raises PlanError saying this
+    local_files: {name: gguf | text | folder}   # written in a temporary folder (the profile's), and
+    refuses_input: substring                    # the real local-model collector refuses model.local_path so
 """
 
 from __future__ import annotations
@@ -64,16 +67,17 @@ from typing import Any
 
 import pytest
 import yaml
-from support.fakes import container_inspect
+from support.fakes import FakeHost, MemoryState, container_inspect
 from support.observed import local_inputs, model_fact, observed, shard_files
 from support.recorded_hosts import recorded_host
 
 from kimik3_reconciler.model.facts import (
-    ContainerFact, ExporterFact, GpuPlumbing, HostFacts, HostSettingsFact, ImageFact, Observed, PatchFact, RemoteFile, RemovedWorkerFact,
-    RpcDeviceFact, SystemdFacts, UnitFact, WorkerFact,
+    ContainerFact, ExporterFact, GpuPlumbing, HostFacts, HostSettingsFact, ImageFact, ModelFact, Observed, PatchFact,
+    RemoteFile, RemovedWorkerFact, RpcDeviceFact, SystemdFacts, UnitFact, WorkerFact, manifest_digest,
 )
-from kimik3_reconciler.errors import PlanError
+from kimik3_reconciler.errors import InputError, PlanError
 from kimik3_reconciler.model.host_settings import sysctl_text
+from kimik3_reconciler.observe.local_model import collect_local_model
 from kimik3_reconciler.model.specs import ContainerSpec
 from kimik3_reconciler.observe.docker_objects import parse_running
 from kimik3_reconciler.observe.host import parse_mount_of
@@ -114,8 +118,31 @@ def model_files(profile: Profile, quant_gib: float = 80) -> tuple[RemoteFile, ..
     return files
 
 
-def observed_for(profile: Profile, spec: dict[str, Any], host: HostFacts) -> Observed:
+LOCAL_DIR = "/srv/models"  # where a case's model.local_path (a file name) is on the fake host
+
+
+def local_model_fact(profile: Profile, spec: dict[str, Any], previous: bool) -> ModelFact:
+    """`model.local_path`'s file as the local collector reports it (observe/local_model.py); `observed.local` says
+    what happened to it since `previous` was applied: verified (recorded, unmoved), unverified (never recorded),
+    edited (new content: re-hashed, another sha256), touched (stat moved, sha256 the same)."""
+    state, quant = spec.get("local", "verified"), profile.model.quant
+    assert profile.model.local_path is not None
+    name = f"{quant}/{Path(profile.model.local_path).name}"
+    size = int(spec.get("quant_gib", 80) * (1 << 30))
+    then = (RemoteFile(path=name, size=size, sha256="1" * 64),)
+    now = (RemoteFile(path=name, size=size, sha256="2" * 64),) if state == "edited" and not previous else then
+    moved = (name,) if state in ("edited", "touched") and not previous else ()
+    return ModelFact(repo=profile.model.repo, revision=profile.model.revision, quant=quant, cache_dir=LOCAL_DIR,
+                     local_path=f"{LOCAL_DIR}/{Path(profile.model.local_path).name}", files=now, changed=moved,
+                     unrecorded=(name,) if moved or state == "unverified" else (),
+                     recorded_digest=None if state == "unverified" else manifest_digest(then, quant))
+
+
+def observed_for(profile: Profile, spec: dict[str, Any], host: HostFacts, previous: bool = False) -> Observed:
     """Observed state with no image/container: the inputs and model as the case says."""
+    if profile.model.local_path is not None:
+        return observed(profile, host=host, inputs=local_inputs(profile),
+                        model=local_model_fact(profile, spec, previous))
     contents = {Path(p).name: str(spec.get("patches", {}).get(Path(p).name, p)) for p in profile.build.patches}
     patches = tuple(
         PatchFact(name=Path(p).name, path=f"/profiles/{p}",
@@ -175,7 +202,7 @@ def build_case(case: dict[str, Any]) -> tuple[Profile, Observed]:
     previous = profile_of(merge(base, case.get("previous")))
     prev_host = host_facts(obs_spec["previous_host"]) if "previous_host" in obs_spec else host
     prev_obs = observed_for(previous, {**obs_spec, "patches": obs_spec.get("previous_patches", obs_spec.get("patches", {}))},
-                            prev_host).model_copy(update=gpu)
+                            prev_host, previous=True).model_copy(update=gpu)
     image = render_image_build(previous, prev_obs)
     images = ()
     if obs_spec.get("image", "previous") == "previous":
@@ -307,9 +334,35 @@ def case_files() -> list[Path]:
     return sorted(p for p in CASES.glob("*.yaml") if not p.name.startswith("_"))
 
 
+def write_local_files(root: Path, files: dict[str, str]) -> None:
+    """`local_files` of a case: name -> gguf (the GGUF magic and a few bytes), text (anything else), folder."""
+    for name, kind in files.items():
+        path = root / name
+        if kind == "folder":
+            path.mkdir(parents=True, exist_ok=True)
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"GGUF\x03\x00\x00\x00" + name.encode() if kind == "gguf" else b"version https://git-lfs")
+
+
+def refused_input(case: dict[str, Any], root: Path) -> None:
+    """A case of bad local input (`local_files` on a real folder): the real collector refuses it, naming the
+    field, before anything is planned (exit 2: InputError)."""
+    base = yaml.safe_load(case["base"]) if "base" in case else BASE
+    profile = profile_of(merge(base, case.get("desired")))
+    write_local_files(root, case.get("local_files", {}))
+    with pytest.raises(InputError, match=re.escape(case["refuses_input"])) as refused:
+        collect_local_model(profile, MemoryState(), None, root, FakeHost())
+    assert refused.value.exit_code == 2 and refused.value.fields == (("model", "local_path"),)
+    assert str(refused.value).startswith("model.local_path: ")
+
+
 @pytest.mark.parametrize("path", case_files(), ids=lambda p: p.stem)
-def test_plan_case(path: Path) -> None:
+def test_plan_case(path: Path, tmp_path: Path) -> None:
     case = yaml.safe_load(path.read_text())
+    if "refuses_input" in case:
+        refused_input(case, tmp_path)
+        return
     profile, observed = build_case(case)
     if "refuses" in case:
         with pytest.raises(PlanError, match=re.escape(case["refuses"])):

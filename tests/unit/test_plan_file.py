@@ -8,7 +8,7 @@ from dataclasses import fields
 import pytest
 
 from kimik3_reconciler.errors import InputError
-from kimik3_reconciler.model.facts import RemoteFile
+from kimik3_reconciler.model.facts import FileStat, RemoteFile
 from kimik3_reconciler.model.plan import Action, DiffItem, Step
 from kimik3_reconciler.model.plan_file import (
     SavedPlan,
@@ -32,6 +32,7 @@ from kimik3_reconciler.model.specs import (
     PagecachePreread,
     ImageBuild,
     LaunchContainer,
+    LocalModelVerify,
     ModelDownload,
     Mount,
     QuantGateRun,
@@ -63,6 +64,9 @@ SAMPLES = [
     DOWNLOAD,
     ModelDownload("org/k3", "ef" * 20, "tokenizer", None, "/cache", (), (), "k"),
     RemoveModelFiles(DOWNLOAD),
+    LocalModelVerify("/srv/models/reap770.gguf", "/srv/models", "UD-Q2_K_XL-REAP770", FILES,
+                     (FileStat(path="Q/a-00001-of-00002.gguf", size=1, mtime_ns=2, ctime_ns=3, inode=4),),
+                     "models/local/x.json"),
     ImageBuild("kimi-k3-llamacpp:x", "fp1", "mainline", "ad1de39", "/d/Dockerfile.llamacpp", "/a.tar.gz", None,
                (("01-x.patch", "/p/x.patch"),), (("CMAKE_ARGS", "-DGGML_CUDA=OFF"),), (("kimik3.image", "x"),),
                variant="cpu"),

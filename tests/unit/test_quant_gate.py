@@ -78,12 +78,12 @@ def test_seed_figures_against_the_defaults() -> None:
 def test_the_gate_step_on_fakes_inserted_skipped_recorded_and_refusing(tmp_path) -> None:
     from kimik3_reconciler.errors import GateFailed, PlanError
 
-    orchestrator, docker = fake_world(tmp_path, ("UD-Q2_K_XL", "UD-IQ2_M", "UD-Q2_K_XL-REAP770"))
+    orchestrator, docker = fake_world(tmp_path, ("UD-Q2_K_XL", "UD-IQ2_M", "UD-IQ2_XXS"))
 
     def profile(quant: str):
         return gated(quant, "variant: cpu, cpu_features: []", "none")
 
-    vetted = orchestrator.plan(profile("UD-Q2_K_XL-REAP770"))
+    vetted = orchestrator.plan(profile("UD-IQ2_XXS"))
     assert [s.action.name for s in vetted.steps if s.kind == "gate"] == ["NOOP"]
     assert not [s for s in vetted.steps if s.kind == "reference"]  # nothing to compare: no reference fetched
     docker.perplexity_outputs["UD-IQ2_M"] = (FIXTURES / "kld-other-weights.out").read_text()

@@ -21,10 +21,15 @@ LAYOUT = ModelLayout(**json.loads((Path(__file__).resolve().parents[1] / "fixtur
 
 def profile(quant: str = "UD-IQ2_XXS", gpus: str = "all", serve: str = "{}", variant: str = "cuda",
             gate: str = "{}"):
+    from kimik3_reconciler.model import catalog
+
+    # A quant made locally (REAP770) is served from its file (issue 27 item 3): the profile names one.
+    info = catalog.lookup(quant)
+    local = ", local_path: /srv/models/reap770.gguf" if info is not None and info.made_locally else ""
     return parse_profile(f"""
 apiVersion: kimik3/v1
 name: kimi-k3
-model: {{repo: unsloth/Kimi-K3-GGUF, revision: 0123456789abcdef0123456789abcdef01234567, quant: {quant}}}
+model: {{repo: unsloth/Kimi-K3-GGUF, revision: 0123456789abcdef0123456789abcdef01234567, quant: {quant}{local}}}
 build: {{source: mainline, variant: {variant}, cuda_architectures: ["90"]}}
 gpus: {gpus}
 serve: {serve}

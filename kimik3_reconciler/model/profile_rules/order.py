@@ -13,8 +13,8 @@ from kimik3_reconciler.model.profile_rules import (
 from kimik3_reconciler.model.profile_rules.finding import Finding
 
 RULES: tuple[Callable[[Profile], Iterator[Finding]], ...] = (
-    build.vision, quants.quant, no_secrets.endpoint, serving.fit_target, serving.ubatch, serving.batch,
-    serving.ctx_size, drafts.spec_draft, drafts.spec_type_args, build.variant, no_secrets.secrets,
+    build.vision, quants.quant, quants.local_source, no_secrets.endpoint, serving.fit_target, serving.ubatch,
+    serving.batch, serving.ctx_size, drafts.spec_draft, drafts.spec_type_args, build.variant, no_secrets.secrets,
     server_args.extra_args, listeners.host, build.archive, listeners.systemd, server_args.split_mode, quants.reap,
     serving.cache_ram, listeners.metrics, serving.load_mode, workers.worker_entries, workers.rpc_args,
     build.builtin_patches, paths.paths_literal,

@@ -13,6 +13,8 @@ def _local_paths(p: Profile) -> Iterator[tuple[FieldPath, str]]:
     """The host paths a profile names, where they are (URLs and hub files excepted)."""
     if p.model.cache_dir is not None:
         yield ("model", "cache_dir"), p.model.cache_dir
+    if p.model.local_path is not None:
+        yield ("model", "local_path"), p.model.local_path
     if p.build.archive is not None and "://" not in p.build.archive:
         yield ("build", "archive"), p.build.archive
     for i, patch in enumerate(p.build.patches):

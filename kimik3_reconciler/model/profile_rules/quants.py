@@ -36,6 +36,22 @@ def quant(p: Profile) -> Iterator[Finding]:
         yield warning(("model", "quant"), f"{quant} is not vetted on this hardware; consider gate.quant")
 
 
+def local_source(p: Profile) -> Iterator[Finding]:
+    """A quant made on the user's host is served from its file, never looked up in the repo."""
+    info, local = p.quant_info, p.model.local_path
+    if info is not None and info.made_locally and local is None:
+        # rule: made-locally-needs-local-path
+        # Seed 000: REAP770 is made locally (14 % of the experts sliced out of UD-Q2_K_XL into one 697 GiB file):
+        # the repo has no such folder, so a hub listing would fail after the round trip (exit 6).
+        yield error(("model", "local_path"), f"{p.model.quant} is made locally, not a folder of {p.model.repo} (seed 000): "
+                    "name the GGUF file (or the folder of its shards) you made; nothing is downloaded for it")
+    if local is not None and p.model.mmproj is not None:
+        # rule: local-path-no-mmproj
+        # The projector is a file of the repo: serving it beside a local model would still need the hub.
+        yield error(("model", "mmproj"), "is a file of the repo, not served with model.local_path: drop it (or "
+                    "serve the hub's quant)")
+
+
 def reap(p: Profile) -> Iterator[Finding]:
     if "REAP" in p.model.quant:
         # rule: reap770-code
