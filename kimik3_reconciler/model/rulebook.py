@@ -287,6 +287,22 @@ RULES: tuple[Rule, ...] = (
          ("cases/plan/52-sizing-headroom.yaml", "cases/plan/107-cpu-host-huge-quant.yaml", "unit/test_memory_gate.py", "unit/test_host_gate.py"),
          seed="seed 000 Key facts (Sizing gate is disk-and-memory); step 2 (130 GiB of RAM stay busy); seed 001 "
               "(download size + 10-15 % runtime headroom)"),
+    Rule("hybrid-ram-measured", "refuse", "a hybrid's RAM is at least what the seed measured for its quant on GPUs "
+         "with as much VRAM or more (UD-Q2_K_XL: ~130 GiB on 8x RTX PRO 6000), whatever kimik3 estimates",
+         "kimik3's estimate before the GGUF headers are read (the quant less the usable VRAM) was ~73 GiB on the "
+         "seed's host, so a 128 GiB host passed the sizing gate and would have been killed for memory in the load",
+         ("kimik3_reconciler.planning.vram_fit",),
+         ("cases/plan/120-seed-host-q2-ram-measured.yaml", "unit/test_memory_gate.py", "unit/test_host_gate.py"),
+         seed="seed 000 step 2 (UD-Q2_K_XL: hybrid, ~130 GiB of experts on CPU; 130 GiB of RAM stay busy)"),
+    Rule("prompt-cache-ram", "refuse", "the sizing gate counts llama-server's prompt cache in RAM: serve.cache_ram "
+         "MiB, else llama-server's default 8192 MiB, on top of the CPU experts",
+         "the host-RAM prompt cache (--cache-ram) fills the same RAM the hybrid's experts live in; counted nowhere, a "
+         "host with just the experts' RAM runs out once the cache fills",
+         ("kimik3_reconciler.planning.memory_gate",),
+         ("cases/plan/120-seed-host-q2-ram-measured.yaml", "cases/plan/52-sizing-headroom.yaml",
+          "unit/test_memory_gate.py", "unit/test_host_gate.py"),
+         seed="seed 000 step 5 (CACHE_RAM: 0 only when benchmarking); reference/llama-cpp.md §1.1 (--cache-ram "
+              "8192 MiB by default in b11434)"),
     Rule("draft-gpu-room", "refuse", "the draft's GPU keeps the quant's all-VRAM floor + 9216 MiB free after --fit "
          "(its fit_target entry: 6144 + 9216 for UD-IQ2_XXS all-VRAM; 9216 on a hybrid) and has that much VRAM at all",
          "seed 000 Speculative decoding: ~9 GB free on the draft's GPU plus room for the snapshots; use a per-device "

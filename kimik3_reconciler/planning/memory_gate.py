@@ -74,29 +74,54 @@ def memory_findings(profile: Profile, observed: Observed, ours_running: bool) ->
         return [f"the quant is {gib(size)}, {gib(need)} with seed 001's {RUNTIME_HEADROOM:.0%} runtime headroom, "
                 f"but VRAM + RAM is {gib(vram + host.ram_total + remote)} ({len(gpus)} GPU(s) {gib(vram)} + RAM "
                 f"{gib(host.ram_total)}{workers}): it cannot run at any split"], []
-    return _expert_ram(derive_mode(profile, observed), host.ram_total, host.ram_available, ours_running, remote)
+    return _expert_ram(derive_mode(profile, observed), host.ram_total, host.ram_available, ours_running, remote,
+                       prompt_cache_bytes(profile))
+
+
+def prompt_cache_bytes(profile: Profile) -> int:
+    """The host RAM llama-server's prompt cache may fill: serve.cache_ram, else its default (8192 MiB)."""
+    mib = profile.serve.cache_ram if profile.serve.cache_ram is not None else catalog.CACHE_RAM_DEFAULT_MIB
+    return mib * MIB
+
+
+def _cache_words(cache: int) -> str:
+    return f"the prompt cache {gib(cache)} (serve.cache_ram; llama-server's default {catalog.CACHE_RAM_DEFAULT_MIB} MiB)"
 
 
 def _expert_ram(decision: ModeDecision, ram_total: int, ram_available: int | None,
-                ours_running: bool, remote: int = 0) -> tuple[list[str], list[str]]:
+                ours_running: bool, remote: int = 0, cache: int = 0) -> tuple[list[str], list[str]]:
     # What the RPC workers hold does not stay in this host's RAM (llama.cpp puts their devices first).
     cpu = max(0, (decision.cpu_bytes or 0) - remote) if decision.cpu_bytes and remote else decision.cpu_bytes
+    if not cpu and not cache:
+        return [], []  # all-VRAM with no prompt cache, or the split is unknown (no GPU facts)
     if not cpu:
-        return [], []  # all-VRAM, or the split is unknown (no GPU facts)
-    need = _with_headroom(cpu)
-    where = "the CPU build keeps the whole quant" if decision.gpus == 0 else \
-        f"the hybrid keeps ~{gib(cpu)} of experts the {decision.gpus} GPU(s) cannot hold"
-    if remote:
+        where, weights = "the server keeps", 0  # all-VRAM (or the split unknown): only the prompt cache is in RAM
+    elif decision.gpus == 0:
+        where, weights = "the CPU build keeps the whole quant", _with_headroom(cpu)
+    elif remote:
         where = f"this host keeps ~{gib(cpu)} of the quant its GPUs and the RPC workers ({gib(remote)}) cannot hold"
+        weights = _with_headroom(cpu)
+    else:
+        where, weights = f"the hybrid keeps ~{gib(cpu)} of experts the {decision.gpus} GPU(s) cannot hold", _with_headroom(cpu)
+    if decision.floor and cpu:
+        where += f" ({decision.floor}; kimik3's own estimate was {gib(decision.estimate_bytes or 0)})"
+    need = weights + cache
+    if cpu and cache:
+        held = (f"in RAM, {gib(weights)} with {RUNTIME_HEADROOM:.0%} headroom, + {_cache_words(cache)} = {gib(need)}")
+    elif cpu:
+        held = f"in RAM, {gib(need)} with {RUNTIME_HEADROOM:.0%} headroom"
+    else:
+        held = f"{_cache_words(cache)} in RAM"
     # rule: sizing-headroom
     # Seed 000: the hybrid keeps its CPU experts in RAM (~130 GiB for UD-Q2_K_XL); --load-mode none allocates them.
+    # rule: prompt-cache-ram
+    # Seed 000 step 5 (CACHE_RAM): llama-server's prompt cache lives in the same RAM as the CPU experts.
     if need > ram_total:
-        return [f"{where} in RAM, {gib(need)} with {RUNTIME_HEADROOM:.0%} headroom, but the host has "
-                f"{gib(ram_total)} of RAM: use more GPUs, a smaller quant, or more RAM"], []
+        return [f"{where} {held}, but the host has {gib(ram_total)} of RAM: use more GPUs, a smaller quant, "
+                "a smaller serve.cache_ram, or more RAM"], []
     if ram_available is not None and need > ram_available and not ours_running:
-        return [], [f"{where} in RAM, {gib(need)} with {RUNTIME_HEADROOM:.0%} headroom, but only "
-                    f"{gib(ram_available)} of the {gib(ram_total)} is available now: other processes hold the "
-                    "rest (the load may be killed for memory)"]
+        return [], [f"{where} {held}, but only {gib(ram_available)} of the {gib(ram_total)} is available now: other "
+                    "processes hold the rest (the load may be killed for memory)"]
     return [], []
 
 

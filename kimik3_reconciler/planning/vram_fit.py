@@ -83,6 +83,8 @@ class ModeDecision:
     usable_bytes: int = 0  # VRAM less CUDA contexts and fit margins
     cpu_bytes: int | None = None  # what stays in RAM: the CPU experts (+ input embedding); None = unknown
     counted: str = "weights"  # what gpu_need_bytes holds: KV and buffers only once the GGUF headers are read
+    estimate_bytes: int | None = None  # kimik3's own estimate of cpu_bytes when the seed's measurement raised it
+    floor: str = ""  # the measurement that raised cpu_bytes to its figure ("" = none)
 
     @property
     def differs(self) -> bool:
@@ -151,8 +153,24 @@ def derive_mode(profile: Profile, observed: Observed) -> ModeDecision:
     mode = "all-vram" if need <= usable else "hybrid"
     if mode == "hybrid":
         need, usable = on_gpus("hybrid")
-    return _with(base, mode=mode, derived=True, gpus=len(gpus), vram_bytes=vram, usable_bytes=usable,
-                 gpu_need_bytes=need, cpu_bytes=max(0, need - usable) + host_only)
+    decided = _with(base, mode=mode, derived=True, gpus=len(gpus), vram_bytes=vram, usable_bytes=usable,
+                    gpu_need_bytes=need, cpu_bytes=max(0, need - usable) + host_only)
+    return _measured_floor(decided) if mode == "hybrid" else decided
+
+
+def _measured_floor(decision: ModeDecision) -> ModeDecision:
+    """A hybrid's RAM is at least what the seed measured for its quant on a host whose GPUs held as much
+    VRAM as these or more: kimik3's estimate (bytes less usable VRAM) missed ~57 GiB of it there."""
+    measured = catalog.measured_ram(decision.quant)
+    # rule: hybrid-ram-measured
+    # Seed 000 step 2: UD-Q2_K_XL keeps ~130 GiB of experts on CPU on 8x RTX PRO 6000 (765 GiB of VRAM); kimik3's
+    # estimate before the GGUF headers are read was 73 GiB there, so a 128 GiB host passed the sizing gate.
+    # "765 GiB" is the seed's rounding (8 x 97887 MiB = 764.7 GiB; 8 x 96 GiB = 768 GiB): 1 % covers the same GPUs.
+    if measured is None or decision.vram_bytes > measured.vram_bytes * 1.01 or \
+            (decision.cpu_bytes or 0) >= measured.cpu_bytes:
+        return decision
+    return _with(decision, cpu_bytes=measured.cpu_bytes, estimate_bytes=decision.cpu_bytes,
+                 floor=measured.source)
 
 
 def margin_refusal(profile: Profile, decision: ModeDecision) -> str | None:
