@@ -240,9 +240,15 @@ RULES: tuple[Rule, ...] = (
           "cases/plan/75-spec-draft-rollback-by-content.yaml", "cases/plan/46-spec-draft-rollback-only-in-comments.yaml",
           "unit/test_patch_roles.py"),
          seed=f"{_KEY_SPEC}: kimi-k3-rs-rollback.patch, bounded recurrent-state rollback for KIMI_K3"),
-    Rule("spec-draft-concurrency", "warn", "speculative decoding with parallel >= 4",
-         "verify batches multiply MoE expert reads: +23-72 % at c1, a loss at c4", _rules("drafts"),
-         ("cases/profile/spec_draft_parallel_warns.yaml",), seed=f"{_KEY_SPEC}: a loss at c4"),
+    Rule("spec-draft-concurrency", "warn", "speculative decoding where 4 or more requests can decode together "
+         "(parallel >= 4: the slots are what let them batch), and live in `status --watch` when the server drafts "
+         "with 4 or more requests processing",
+         "the seed measured concurrency, not slots: with 4 slots +23 %/+72 % at one request (c1), a loss at c4 "
+         "(verify batches multiply MoE expert reads); parallel <= 3 caps every batch below the loss",
+         _rules("drafts") + ("kimik3_reconciler.exporter.watch",),
+         ("cases/profile/spec_draft_parallel_warns.yaml", "cases/profile/spec_draft_parallel_3_ok.yaml",
+          "unit/test_watch_signals.py"),
+         seed=f"{_KEY_SPEC}: Measured on IQ2_XXS at 4 slots: +23 % / +72 % at c1; a loss at c4"),
     Rule("no-mtp-head", "refuse", "no draft-mtp speculation (spec_draft.type, --spec-type in extra_args or "
          "LLAMA_ARG_SPEC_TYPE)",
          "the checkpoint has no MTP head: there is nothing for draft-mtp to draft with", _rules("drafts"),
