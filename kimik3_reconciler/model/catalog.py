@@ -19,6 +19,10 @@ REFERENCE_QUANT = "UD-Q2_K_XL"
 # Seed 001: "K3 supports 1,048,576 tokens" (the official model specification; seed 000: "1M context").
 # llama.cpp only warns on a -c above the GGUF's kimi-k3.context_length (reference/llama-cpp.md §1.3).
 CONTEXT_LENGTH = 1_048_576
+# Seed 001: "start with 131072" (vLLM's --max-model-len 131072): a limit per request. llama-server gives each of
+# --parallel slots ctx_size/parallel tokens (without --kv-unified: reference/llama-cpp.md §1.1 `-np`), so the
+# default total is this times serve.parallel.
+REQUEST_CONTEXT = 131_072
 
 # Seed 000 step 5: BATCH/UBATCH 4096 for hybrid (copies the CPU experts once per prompt, halves TTFT),
 # 2048 for all-VRAM (the fix for the CUDA scratch pool's OOM on the first request).

@@ -86,6 +86,9 @@ class ModelLayout(_Fact):
     output_bytes: int  # output head: on the last GPU of the split
     token_embd_bytes: int  # the input embedding stays in host memory
     kv_bytes_per_token: int  # f16 MLA K cache over all MLA layers, per context cell
+    # <arch>.context_length: the trained context, each slot's cap (0: the header has none). No default, so a
+    # layout record written before it was read counts as absent and the headers are read again.
+    context_length: int
     n_embd: int = 0
     n_vocab: int = 0
 

@@ -143,4 +143,5 @@ def summarize(headers: list[GgufHeader]) -> ModelLayout:
     latent = int(meta.get(f"{arch}.attention.kv_lora_rank", 0)) + int(meta.get(f"{arch}.rope.dimension_count", 0))
     return ModelLayout(n_layer=n_layer, layer_dense=tuple(dense), layer_experts=tuple(experts), output_bytes=output,
                        token_embd_bytes=token_embd, kv_bytes_per_token=mla_layers * latent * 2,
-                       n_embd=int(meta.get(f"{arch}.embedding_length", 0)), n_vocab=n_vocab)
+                       n_embd=int(meta.get(f"{arch}.embedding_length", 0)), n_vocab=n_vocab,
+                       context_length=int(meta.get(f"{arch}.context_length", 0)))

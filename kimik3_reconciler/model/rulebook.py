@@ -84,11 +84,29 @@ RULES: tuple[Rule, ...] = (
          "the default must be the value the seed measured for that quant, not one number for all",
          _DEFAULTS, ("cases/plan/40-allvram-defaults-follow-quant.yaml", "cases/plan/41-reap770-default-fit-target.yaml"),
          seed=f"{_STEP5_FIT}; {_REAP_FIT}"),
-    Rule("ctx-size-limit", "refuse", "serve.ctx_size <= 1,048,576 (Kimi-K3's trained context)",
-         "llama.cpp only warns on a -c above the GGUF's context_length (reference/llama-cpp.md §1.3)",
-         _rules("serving"), ("cases/profile/ctx_size_above_trained.yaml", "cases/profile/ctx_size_at_trained_ok.yaml"),
+    Rule("ctx-size-limit", "refuse", "each request's context, serve.ctx_size / serve.parallel, <= the trained context "
+         "(1,048,576 for Kimi-K3; the GGUF header's context_length once read)",
+         "llama-server gives each slot ctx_size/parallel tokens and only warns on a slot above the GGUF's "
+         "context_length (reference/llama-cpp.md §1.1 -np, §1.3)",
+         _rules("serving") + ("kimik3_reconciler.planning.memory_gate",),
+         ("cases/profile/ctx_size_above_trained.yaml", "cases/profile/ctx_size_at_trained_ok.yaml",
+          "cases/profile/ctx_size_per_slot_at_trained_ok.yaml", "unit/test_context_per_slot.py"),
          seed="seed 001 (K3 supports 1,048,576 tokens: the model specification; start with 131072); seed 000 title "
               "(1M context)"),
+    Rule("ctx-size-default", "force", "an omitted serve.ctx_size is 131,072 tokens per request x serve.parallel "
+         "(each slot capped at the trained context), and the plan says what each request gets",
+         "seed 001's --max-model-len 131072 is per request; llama-server splits -c over the slots, so the old default "
+         "(131072 in all) gave each of 8 requests 16,384 tokens",
+         _DEFAULTS + _rules("serving"),
+         ("unit/test_context_per_slot.py", "cases/profile/ctx_size_default_overflows_int32.yaml",
+          "cases/plan/121-seed-host-context-per-request.yaml"),
+         seed="seed 001 (start with 131072: vLLM's --max-model-len, a limit per request)"),
+    Rule("kv-cache-fits", "refuse", "the KV cache of the whole -c (from the GGUF's attention shape) fits the GPUs with "
+         "the dense weights and compute buffers, whatever --fit moves to the CPU; the refusal says the context that fits",
+         "--fit moves only experts, and kimik3's explicit -c forbids --fit from shrinking the context: a KV cache "
+         "that does not fit fails the load after the whole read",
+         ("kimik3_reconciler.planning.memory_gate",), ("unit/test_context_per_slot.py",),
+         seed=f"{_OWN}llama.cpp's --fit (reference/llama-cpp.md §1.2.1) and the MLA K-only cache (§4.5)"),
     Rule("slot-context-floor", "refuse", "serve.ctx_size / serve.parallel >= 512 tokens a slot",
          "kimik3 sets --parallel, so llama-server splits ctx_size evenly over the slots; a smaller slot cannot hold "
          "a chat request and its reply (kimik3's verify fails after the whole load) and at a few tokens the "

@@ -25,11 +25,13 @@ from kimik3_reconciler.planning.launch import draft_device
 from kimik3_reconciler.planning.vram_fit import (
     CUDA_CONTEXT_BYTES,
     MIB,
+    context_total,
     ModeDecision,
     derive_mode,
     fit_margins,
     quant_bytes,
     requested_gpus,
+    trained_context,
 )
 
 # Seed 001: "download size plus about 10-15 % runtime headroom"; refuse below the lower bound.
@@ -123,6 +125,41 @@ def _expert_ram(decision: ModeDecision, ram_total: int, ram_available: int | Non
         return [], [f"{where} {held}, but only {gib(ram_available)} of the {gib(ram_total)} is available now: other "
                     "processes hold the rest (the load may be killed for memory)"]
     return [], []
+
+
+def context_refusals(profile: Profile, observed: Observed) -> list[str]:
+    """Each request's context against what the GGUF headers say: the trained context caps a slot, and the KV
+    cache of the whole -c must fit the GPUs with the dense weights and buffers, whatever --fit moves to the CPU."""
+    layout, trained = observed.layout, trained_context(observed)
+    total, parallel = context_total(profile, observed), profile.serve.parallel
+    slot = total // parallel
+    if profile.serve.ctx_size is not None and trained and slot > trained:
+        # rule: ctx-size-limit
+        # The model's own header caps each slot (seed 001: 1,048,576 for Kimi-K3); llama.cpp would only warn.
+        return [f"serve.ctx_size {total:,} over serve.parallel {parallel} slots is {slot:,} tokens a request, above "
+                f"this model's trained context of {trained:,} (its GGUF header); llama.cpp would only warn: write "
+                f"at most {trained * parallel:,}"]
+    if layout is None or not layout.kv_bytes_per_token or profile.build.variant != "cuda" or profile.gpus == "none" \
+            or profile.serve.n_cpu_moe is not None or profile.workers:
+        return []  # no attention shape yet, the KV cache is in RAM (counted there), or the split is the profile's
+    decision = derive_mode(profile, observed)
+    if not decision.derived:
+        return []
+    kv = total * layout.kv_bytes_per_token
+    always_on_gpus = decision.gpu_need_bytes - sum(layout.layer_experts)  # dense, output, KV, compute buffers
+    if always_on_gpus <= decision.usable_bytes:
+        return []
+    room = decision.usable_bytes - (always_on_gpus - kv)
+    fits = max(0, room) // layout.kv_bytes_per_token // parallel
+    told = f"serve.ctx_size {total:,} over {parallel} slots" if profile.serve.ctx_size is not None else \
+        f"the default context ({catalog.REQUEST_CONTEXT:,} a request, seed 001, x {parallel} slots)"
+    # rule: kv-cache-fits
+    # The KV cache stays on the GPUs with the dense weights (--fit moves only experts to the CPU, and kimik3's
+    # explicit -c forbids --fit from shrinking the context): if they do not fit, no split loads.
+    return [f"{told} needs a KV cache of {gib(kv)} ({layout.kv_bytes_per_token:,} bytes a token, from the GGUF "
+            f"headers); with the dense weights and compute buffers the GPUs must hold {gib(always_on_gpus)} even with "
+            f"every expert on the CPU, more than the {gib(decision.usable_bytes)} usable on {decision.gpus} GPU(s): "
+            f"{fits:,} tokens a request fit; write serve.ctx_size <= {fits * parallel:,} or lower serve.parallel"]
 
 
 def draft_device_refusal(profile: Profile, host: HostFacts) -> FieldRefusal | None:

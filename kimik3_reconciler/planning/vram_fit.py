@@ -45,6 +45,32 @@ def fit_margins(profile: Profile, count: int, mode: QuantMode) -> list[int]:
     return (margins + margins[-1:] * count)[:count] if margins else [0] * count
 
 
+def trained_context(observed: Observed) -> int | None:
+    """The GGUF's context_length, the cap of each slot's context; None before the headers are read."""
+    return observed.layout.context_length or None if observed.layout is not None else None
+
+
+def context_total(profile: Profile, observed: Observed) -> int:
+    """The -c llama-server gets: serve.ctx_size, else 131,072 per slot capped at the trained context."""
+    return profile.ctx_size_for(trained_context(observed))
+
+
+def context_note(profile: Profile, observed: Observed) -> str:
+    """What the plan says each request gets: the slot's share of -c (llama-server without --kv-unified), where
+    it comes from, and the KV cache of the whole -c once the GGUF headers say the attention shape."""
+    total, trained = context_total(profile, observed), trained_context(observed)
+    slot = total // profile.serve.parallel
+    if profile.serve.ctx_size is not None:
+        source = f"serve.ctx_size {total:,} over {profile.serve.parallel} slots"
+    else:
+        capped = f", capped at the trained {trained:,}" if trained and trained < catalog.REQUEST_CONTEXT else ""
+        source = (f"the default: seed 001's {catalog.REQUEST_CONTEXT:,} a request{capped}, x {profile.serve.parallel} "
+                  f"slots = -c {total:,}")
+    layout = observed.layout
+    kv = f"; KV cache {gib(total * layout.kv_bytes_per_token)} (f16, from the GGUF headers)" if layout else ""
+    return f"each request gets {slot:,} tokens ({source}){kv}"
+
+
 def compute_bytes(ubatch: int, layout: ModelLayout) -> int:
     """One device's compute buffers for one micro-batch: an estimate, fitted to llama.cpp's own
     measurement on an H200 (96 MiB at n_embd 64, 196 MiB at n_embd 256; ubatch 4096, vocab 260)."""
@@ -123,13 +149,14 @@ def derive_mode(profile: Profile, observed: Observed) -> ModeDecision:
     listed = profile.quant_mode
     size, source = quant_bytes(profile, observed)
     base = ModeDecision(listed, listed, False, profile.model.quant, size, source)
+    layout = observed.layout
+    kv = context_total(profile, observed) * layout.kv_bytes_per_token if layout else 0
     if profile.build.variant == "cpu" or profile.gpus == "none":
-        return base if size is None else _with(base, cpu_bytes=size)
+        # The CPU build keeps the KV cache in RAM with the weights.
+        return base if size is None else _with(base, cpu_bytes=size + kv)
     gpus, _ = requested_gpus(profile, observed.host)
     if observed.host.gpu_probe != "ok" or not gpus or size is None:
         return base  # GPU facts unknown (pure tests, the gate refuses), or no size: nothing to derive from
-    layout = observed.layout
-    kv = profile.serve.ctx_size * layout.kv_bytes_per_token if layout else 0
     host_only = layout.token_embd_bytes if layout else 0  # the input embedding stays in host memory
     vram = sum(g.memory_total for g in gpus)
     base = _with(base, counted="weights, KV, buffers" if layout else "weights; KV and buffers not known yet")

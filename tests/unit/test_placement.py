@@ -17,7 +17,7 @@ from kimik3_reconciler.planning.placement import forecast
 
 H200 = Path(__file__).resolve().parents[1] / "fixtures" / "h200"
 MIB = 1 << 20
-LAYOUT = ModelLayout(**json.loads((H200 / "synth-layout.json").read_text()))
+LAYOUT = ModelLayout(**json.loads((H200 / "synth-layout.json").read_text()), context_length=0)  # none recorded
 CASES = [json.loads(line) for line in (H200 / "forecast-cases.jsonl").read_text().splitlines()]
 REV = "d3e0c0de" * 5
 
