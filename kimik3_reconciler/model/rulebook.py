@@ -236,6 +236,14 @@ RULES: tuple[Rule, ...] = (
          "near-reference KLD (0.047) but HumanEval 86.6 % / MBPP 85.5 % vs 95.7 / 97.0 for UD-IQ2_XXS",
          _rules("quants"), ("cases/profile/reap770_code_use_warns.yaml",),
          seed="seed 000 step 2 (REAP770: not the right default for coding use)"),
+    Rule("task-check", "check", "kimik3 does not yet run the seed's task check (GSM8K/HumanEval/MBPP against the "
+         "served endpoint) and has no profile field that gates on an external evaluation: run it by hand "
+         "(docs/operations.md 'What verify and the quant gate do not check')",
+         "the seed vetted quants on tasks because KLD misleads both ways: it overstates UD-IQ2_XXS's damage (KLD 0.37, "
+         "tasks 97.5/95.7/97.0 %) and misses REAP770's code regression (KLD 0.047, HumanEval 86.6 %); kimik3's tests "
+         "serve random weights, where a task gate's judgment could not be exercised, so it is not yet built",
+         (), (), seed="seed 000 step 2 (the task check: 200 GSM8K, 164 HumanEval, 200 MBPP; KLD overstates its damage; "
+                      "the expert cut damages code generation despite the far better KLD)"),
     Rule("spec-draft-device", "refuse", "the draft sits on the GPU holding output.weight (last GPU of the split): "
          "with a gpus: list the profile rules count it, with gpus: all the host gate counts the host's GPUs",
          "anywhere else llama.cpp aborts in graph reservation", _rules("drafts") + _LAUNCH + ("kimik3_reconciler.planning.memory_gate",),
