@@ -323,8 +323,9 @@ RULES: tuple[Rule, ...] = (
          "with as much VRAM or more (UD-Q2_K_XL: ~130 GiB on 8x RTX PRO 6000), whatever kimik3 estimates",
          "kimik3's estimate before the GGUF headers are read (the quant less the usable VRAM) was ~73 GiB on the "
          "seed's host, so a 128 GiB host passed the sizing gate and would have been killed for memory in the load",
-         ("kimik3_reconciler.planning.vram_fit",),
-         ("cases/plan/120-seed-host-q2-ram-measured.yaml", "unit/test_memory_gate.py", "unit/test_host_gate.py"),
+         ("kimik3_reconciler.planning.vram_fit", "kimik3_reconciler.planning.placement"),
+         ("cases/plan/120-seed-host-q2-ram-measured.yaml", "unit/test_memory_gate.py", "unit/test_host_gate.py",
+          "unit/test_context_per_slot.py"),
          seed="seed 000 step 2 (UD-Q2_K_XL: hybrid, ~130 GiB of experts on CPU; 130 GiB of RAM stay busy)"),
     Rule("prompt-cache-ram", "refuse", "the sizing gate counts llama-server's prompt cache in RAM: serve.cache_ram "
          "MiB, else llama-server's default 8192 MiB, on top of the CPU experts",

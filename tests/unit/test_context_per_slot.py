@@ -97,3 +97,16 @@ def test_the_kv_cache_of_the_default_moves_experts_to_ram() -> None:
     ram = [derive_mode(p, observed(p, host=host, model=files, layout=heavy)).estimate_bytes or
            derive_mode(p, observed(p, host=host, model=files, layout=heavy)).cpu_bytes for p in (small, default)]
     assert ram[1] - ram[0] == 7 * 131072 * 64 * 1024  # the seven slots' KV more
+
+
+def test_the_forecast_says_when_the_gate_counts_the_seeds_measured_ram() -> None:
+    """Issue 27 item 2: the forecast's RAM is an aggregate estimate; on the seed's host the gate counts the ~130 GiB
+    the seed measured for UD-Q2_K_XL, and the forecast line says so rather than show a smaller figure alone."""
+    from kimik3_reconciler.planning.placement import forecast
+
+    light = layout(1152, 1_048_576, expert_gib=712, dense_gib=82)  # 802 GiB in all, a small KV cache
+    q2 = profile()
+    seen = observed(q2, host=seed000_host(), model=model_fact(q2, shards=2, size=401 * GIB), layout=light)
+    (line, *_) = forecast(q2, seen).lines()
+    assert line.startswith("placement forecast: hybrid")
+    assert "(the sizing gate counts 130.0 GiB: seed 000 step 2 measured ~130 GiB on 8x RTX PRO 6000" in line
