@@ -26,6 +26,7 @@ from kimik3_reconciler.planning.vram_fit import (
     CUDA_CONTEXT_BYTES,
     MIB,
     context_total,
+    memory_per_context,
     ModeDecision,
     derive_mode,
     fit_margins,
@@ -145,19 +146,21 @@ def context_refusals(profile: Profile, observed: Observed) -> list[str]:
     decision = derive_mode(profile, observed)
     if not decision.derived:
         return []
-    kv = total * layout.kv_bytes_per_token
+    kv = memory_per_context(profile, observed)
+    state = parallel * layout.state_bytes_per_slot
     always_on_gpus = decision.gpu_need_bytes - sum(layout.layer_experts)  # dense, output, KV, compute buffers
     if always_on_gpus <= decision.usable_bytes:
         return []
     room = decision.usable_bytes - (always_on_gpus - kv)
-    fits = max(0, room) // layout.kv_bytes_per_token // parallel
+    fits = max(0, room - state) // layout.kv_bytes_per_token // parallel
     told = f"serve.ctx_size {total:,} over {parallel} slots" if profile.serve.ctx_size is not None else \
         f"the default context ({catalog.REQUEST_CONTEXT:,} a request, seed 001, x {parallel} slots)"
     # rule: kv-cache-fits
     # The KV cache stays on the GPUs with the dense weights (--fit moves only experts to the CPU, and kimik3's
     # explicit -c forbids --fit from shrinking the context): if they do not fit, no split loads.
-    return [f"{told} needs a KV cache of {gib(kv)} ({layout.kv_bytes_per_token:,} bytes a token, from the GGUF "
-            f"headers); with the dense weights and compute buffers the GPUs must hold {gib(always_on_gpus)} even with "
+    states = f" and {parallel} slots' recurrent state" if state else ""
+    return [f"{told} needs a KV cache{states} of {gib(kv)} ({layout.kv_bytes_per_token:,} bytes a token, from the "
+            f"GGUF headers); with the dense weights and compute buffers the GPUs must hold {gib(always_on_gpus)} even with "
             f"every expert on the CPU, more than the {gib(decision.usable_bytes)} usable on {decision.gpus} GPU(s): "
             f"{fits:,} tokens a request fit; write serve.ctx_size <= {fits * parallel:,} or lower serve.parallel"]
 

@@ -21,9 +21,9 @@ from kimik3_reconciler.planning.humanize import gib
 from kimik3_reconciler.planning.vram_fit import (
     CUDA_CONTEXT_BYTES,
     compute_bytes,
-    context_total,
     derive_mode,
     fit_margins,
+    memory_per_context,
     requested_gpus,
 )
 
@@ -134,7 +134,7 @@ def forecast(profile: Profile, observed: Observed) -> Forecast | None:
     mode = decision.mode
     # The margins and buffers of the mode this host runs the quant in: the profile's, else the quant's.
     budgets = [g.memory_free - CUDA_CONTEXT_BYTES - t * MIB for g, t in zip(gpus, fit_margins(profile, len(gpus), mode))]
-    kv = context_total(profile, observed) * layout.kv_bytes_per_token
+    kv = memory_per_context(profile, observed)
     fixed = compute_bytes(profile.ubatch_for(mode), layout)
     dense = sum(layout.layer_dense) + layout.output_bytes + kv + fixed * len(gpus)
     cpu = _cpu_experts(profile, layout, sum(budgets) - dense)

@@ -55,6 +55,15 @@ def context_total(profile: Profile, observed: Observed) -> int:
     return profile.ctx_size_for(trained_context(observed))
 
 
+def memory_per_context(profile: Profile, observed: Observed) -> int:
+    """Bytes the context takes on the devices: the KV cache of the whole -c (MLA K-only, f16) plus each slot's
+    recurrent state (KDA layers, F32); 0 before the GGUF headers are read."""
+    layout = observed.layout
+    if layout is None:
+        return 0
+    return context_total(profile, observed) * layout.kv_bytes_per_token + profile.serve.parallel * layout.state_bytes_per_slot
+
+
 def context_note(profile: Profile, observed: Observed) -> str:
     """What the plan says each request gets: the slot's share of -c (llama-server without --kv-unified), where
     it comes from, and the KV cache of the whole -c once the GGUF headers say the attention shape."""
@@ -67,7 +76,11 @@ def context_note(profile: Profile, observed: Observed) -> str:
         source = (f"the default: seed 001's {catalog.REQUEST_CONTEXT:,} a request{capped}, x {profile.serve.parallel} "
                   f"slots = -c {total:,}")
     layout = observed.layout
-    kv = f"; KV cache {gib(total * layout.kv_bytes_per_token)} (f16, from the GGUF headers)" if layout else ""
+    kv = ""
+    if layout:
+        state = (f" + recurrent state {gib(profile.serve.parallel * layout.state_bytes_per_slot)}"
+                 if layout.state_bytes_per_slot else "")
+        kv = f"; KV cache {gib(total * layout.kv_bytes_per_token)}{state} (from the GGUF headers)"
     return f"each request gets {slot:,} tokens ({source}){kv}"
 
 
@@ -150,7 +163,7 @@ def derive_mode(profile: Profile, observed: Observed) -> ModeDecision:
     size, source = quant_bytes(profile, observed)
     base = ModeDecision(listed, listed, False, profile.model.quant, size, source)
     layout = observed.layout
-    kv = context_total(profile, observed) * layout.kv_bytes_per_token if layout else 0
+    kv = memory_per_context(profile, observed)
     if profile.build.variant == "cpu" or profile.gpus == "none":
         # The CPU build keeps the KV cache in RAM with the weights.
         return base if size is None else _with(base, cpu_bytes=size + kv)

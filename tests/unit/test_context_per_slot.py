@@ -34,7 +34,8 @@ def layout(kv_bytes_per_token: int, context_length: int, expert_gib: float = 700
     n = 60
     return ModelLayout(n_layer=n, layer_dense=(int(dense_gib * GIB / n),) * n,
                        layer_experts=(int(expert_gib * GIB / n),) * n, output_bytes=2 * GIB, token_embd_bytes=2 * GIB,
-                       kv_bytes_per_token=kv_bytes_per_token, context_length=context_length, n_embd=7168, n_vocab=163840)
+                       kv_bytes_per_token=kv_bytes_per_token, context_length=context_length, n_embd=7168, n_vocab=163840,
+                       state_bytes_per_slot=0)
 
 
 def test_the_default_gives_each_request_seed_001s_131072_tokens() -> None:
@@ -110,3 +111,28 @@ def test_the_forecast_says_when_the_gate_counts_the_seeds_measured_ram() -> None
     (line, *_) = forecast(q2, seen).lines()
     assert line.startswith("placement forecast: hybrid")
     assert "(the sizing gate counts 130.0 GiB: seed 000 step 2 measured ~130 GiB on 8x RTX PRO 6000" in line
+
+
+def test_the_context_memory_from_the_header_is_what_the_real_server_allocated(tmp_path) -> None:
+    """Against llama-server b11434's own log (tests/fixtures/demo/kv-cache-c8192-np2.log: the demo's tiny model,
+    -c 8192 -np 2): the f16 MLA K cache of the whole -c (18.00 MiB) and the KDA layers' F32 recurrent state per
+    slot (R 0.01 + S 0.02 MiB for 2 slots), from the GGUF header kimik3 reads."""
+    import re
+    from pathlib import Path
+
+    from kimik3_reconciler.model.gguf_header import parse_gguf_header, summarize
+    from kimik3_reconciler.steps.smoke_model import write_tiny_kimi_k3
+
+    log = (Path(__file__).resolve().parents[1] / "fixtures" / "demo" / "kv-cache-c8192-np2.log").read_text()
+    kv_mib = float(re.search(r"llama_kv_cache: size = +([\d.]+) MiB", log).group(1))
+    r_mib, s_mib = (float(x) for x in re.search(r"R \(f32\): +([\d.]+) MiB, S \(f32\): +([\d.]+) MiB", log).groups())
+    shards = write_tiny_kimi_k3(tmp_path, "Kimi-K3-tiny-UD-Q2_K_XL", shards=2, seed=0)
+    tiny = summarize([parse_gguf_header(p.read_bytes()) for p in shards])
+    assert tiny.context_length == 4096
+    assert 8192 * tiny.kv_bytes_per_token / (1 << 20) == kv_mib
+    state_mib = 2 * tiny.state_bytes_per_slot / (1 << 20)  # the log rounds each part to 0.01 MiB
+    assert abs(state_mib - (r_mib + s_mib)) <= 0.01
+    seen = observed(profile("{ctx_size: 8192, parallel: 2}"), host=h200_host(1), layout=tiny)
+    from kimik3_reconciler.planning.vram_fit import memory_per_context
+    assert memory_per_context(profile("{ctx_size: 8192, parallel: 2}"), seen) == 8192 * tiny.kv_bytes_per_token + \
+        2 * tiny.state_bytes_per_slot
