@@ -117,7 +117,7 @@ def bench(ctx: click.Context, file: str, grid: tuple[int, ...], prompts: int, pr
             _out.print(compare_table(runs))
     else:
         settings = BenchSettings(grid, prompts, prompt_tokens, output_tokens, repetitions)
-        refusal = settings.slot_refusal(loaded.profile.serve.ctx_size, loaded.profile.serve.parallel)
+        refusal = settings.slot_refusal(loaded.profile.ctx_size_for(), loaded.profile.serve.parallel)
         if refusal is not None:  # before the host is read: the profile alone says no request would fit
             raise InputError(refusal)
         observed = converged_deployment(orchestrator, loaded)

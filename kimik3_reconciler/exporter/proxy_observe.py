@@ -62,6 +62,12 @@ class ProxyMetrics:
                                   [*names, "kind"], registry=registry)
         self.tokens = Counter("kimik3_proxy_streamed_events", "streamed events with a delta (about one per token)",
                               names, registry=registry)
+        # Seed 001 lists the cache hit rate: llama-server's reply `timings` say how many prompt tokens it took from
+        # its cache (cache_n) and how many it evaluated (prompt_n).
+        self.prompt_cached = Counter("kimik3_proxy_prompt_cached_tokens", "prompt tokens llama-server reused from "
+                                     "its cache (the reply's timings.cache_n)", names, registry=registry)
+        self.prompt_evaluated = Counter("kimik3_proxy_prompt_evaluated_tokens", "prompt tokens llama-server "
+                                        "evaluated (the reply's timings.prompt_n)", names, registry=registry)
         self._models: set[str] = set()
 
     def model_label(self, body: bytes) -> str:
@@ -147,7 +153,7 @@ class RequestTrace:
             self._itl.observe(now - self.last)
         self.last = now
         # Parsed only when it can matter: a tool call, an error, or content (for leaked markup).
-        if b'"tool_calls"' in payload or b'"error"' in payload or b"<" in payload:
+        if b'"tool_calls"' in payload or b'"error"' in payload or b"<" in payload or b'"timings"' in payload:
             try:
                 event = json.loads(payload)
             except ValueError:
@@ -158,6 +164,8 @@ class RequestTrace:
     def _look_at(self, event: dict[str, Any]) -> None:
         if isinstance(event, dict) and event.get("error"):
             self.stream_error = True
+        if isinstance(event, dict) and isinstance(event.get("timings"), dict):
+            self._timings(event["timings"])
         for choice in (event.get("choices") or []) if isinstance(event, dict) else []:
             delta = choice.get("delta") or {}
             for call in delta.get("tool_calls") or []:
@@ -168,6 +176,14 @@ class RequestTrace:
             if isinstance(content, str) and content:
                 self.content_tail = (self.content_tail + content)[-64:]
                 self.leaked = self.leaked or any(m in self.content_tail for m in CALL_MARKUP)
+
+    def _timings(self, timings: dict[str, Any]) -> None:
+        """One reply's prompt tokens: from the cache (cache_n) and evaluated (prompt_n); llama-server sends
+        them once per reply (the last streamed event, or the whole reply)."""
+        cached, evaluated = timings.get("cache_n"), timings.get("prompt_n")
+        if isinstance(cached, int) and isinstance(evaluated, int) and cached >= 0 and evaluated >= 0:
+            self.metrics.prompt_cached.labels(**self.keys).inc(cached)
+            self.metrics.prompt_evaluated.labels(**self.keys).inc(evaluated)
 
     def finish(self, upstream_failed: bool = False, client_gone: bool = False) -> None:
         """`client_gone`: writing to the client failed; after `[DONE]` that is a client that did not wait for
@@ -189,6 +205,13 @@ class RequestTrace:
             m.errors.labels(**keys, kind="http_4xx").inc()
         if self.stream_error:
             m.errors.labels(**keys, kind="stream").inc()
+        if not self.streaming and self.status == 200 and b'"timings"' in self.body:
+            try:
+                reply = json.loads(bytes(self.body))
+            except ValueError:
+                reply = None
+            if isinstance(reply, dict) and isinstance(reply.get("timings"), dict):
+                self._timings(reply["timings"])
         kind = self._tool_parse_failure()
         if kind:
             m.tool_parse.labels(**keys, kind=kind).inc()

@@ -21,6 +21,7 @@ from kimik3_reconciler.exporter.registry import deployment_registry, exposition
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.metrics import ExporterConfig
 from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.model.profile_rules.drafts import SPEC_LOSS_CONCURRENCY
 from kimik3_reconciler.model.profile_schema import MetricsSpec, values_of
 from kimik3_reconciler.planning import render_desired
 from kimik3_reconciler.planning.metrics_step import render_exporter
@@ -131,6 +132,7 @@ def watch_rows(before: Samples, now: Samples, seconds: float) -> list[Row]:
         now_v, then_v = _one(now, counter), _one(before, counter)
         if now_v is not None and then_v is not None and seconds > 0:
             rows.append(Row("server", label, f"{max(now_v - then_v, 0) / seconds:.1f}"))
+    rows += _prompt_cache_rows(before, now) + _speculation_rows(before, now, processing)
     for name, label in (("kimik3_proxy_ttft_seconds", "TTFT p50/p95"), ("kimik3_proxy_itl_seconds", "ITL p50/p95")):
         p50, p95, when = quantile(now, before, name, 0.5), quantile(now, before, name, 0.95), "this interval"
         if p50 is None:  # no request in this interval: since the exporter started
@@ -143,6 +145,44 @@ def watch_rows(before: Samples, now: Samples, seconds: float) -> list[Row]:
         interval = f", {max(failures - earlier, 0):.0f} this interval" if earlier is not None else ""
         rows.append(Row("latency", "tool-call parse failures", f"{failures:.0f} since the exporter started{interval}"))
     return rows
+
+
+def _delta(before: Samples, now: Samples, name: str) -> float | None:
+    now_v, then_v = _one(now, name), _one(before, name)
+    return None if now_v is None or then_v is None else max(now_v - then_v, 0)
+
+
+def _prompt_cache_rows(before: Samples, now: Samples) -> list[Row]:
+    """Seed 001 lists the cache hit rate: the share of prompt tokens llama-server took from its cache
+    (`prompt_tokens_cached_total` / `prompt_tokens_total`; the proxy's per-reply `timings.cache_n` as well)."""
+    rows = []
+    cached, prompt = _delta(before, now, "llamacpp:prompt_tokens_cached_total"), \
+        _delta(before, now, "llamacpp:prompt_tokens_total")
+    if cached is not None and prompt:
+        rows.append(Row("server", "prompt cache hits", f"{100 * cached / (cached + prompt):.0f} % of prompt tokens "
+                                                       "this interval"))
+    proxy_cached = _one(now, "kimik3_proxy_prompt_cached_tokens_total")
+    proxy_evaluated = _one(now, "kimik3_proxy_prompt_evaluated_tokens_total")
+    if proxy_cached is not None and (proxy_cached + (proxy_evaluated or 0)) > 0:
+        share = 100 * proxy_cached / (proxy_cached + (proxy_evaluated or 0))
+        rows.append(Row("latency", "prompt cache hits", f"{share:.0f} % of prompt tokens in replies since the "
+                                                        "exporter started"))
+    return rows
+
+
+def _speculation_rows(before: Samples, now: Samples, processing: float | None) -> list[Row]:
+    """Drafting while 4 or more requests decode together: where seed 000 measured speculation lose."""
+    drafts = _delta(before, now, "llamacpp:spec_decode_num_drafts_total")
+    if not drafts or processing is None:
+        return []
+    # rule: spec-draft-concurrency
+    # Seed 000: +23 %/+72 % at c1 with 4 slots, a loss at c4: what predicts the loss is the concurrency served.
+    if processing >= SPEC_LOSS_CONCURRENCY:
+        return [Row("server", "speculation", f"drafting with {processing:.1f} requests decoding together (this "
+                                             f"interval's mean): seed 000 measured a loss at {SPEC_LOSS_CONCURRENCY} "
+                                             "concurrent requests; a profile without spec_draft serves them faster")]
+    return [Row("server", "speculation", f"drafting, {processing:.1f} requests decoding together (pays below "
+                                         f"{SPEC_LOSS_CONCURRENCY}, seed 000)")]
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,10 @@ REFERENCE_QUANT = "UD-Q2_K_XL"
 # Seed 001: "K3 supports 1,048,576 tokens" (the official model specification; seed 000: "1M context").
 # llama.cpp only warns on a -c above the GGUF's kimi-k3.context_length (reference/llama-cpp.md §1.3).
 CONTEXT_LENGTH = 1_048_576
+# Seed 001: "start with 131072" (vLLM's --max-model-len 131072): a limit per request. llama-server gives each of
+# --parallel slots ctx_size/parallel tokens (without --kv-unified: reference/llama-cpp.md §1.1 `-np`), so the
+# default total is this times serve.parallel.
+REQUEST_CONTEXT = 131_072
 
 # Seed 000 step 5: BATCH/UBATCH 4096 for hybrid (copies the CPU experts once per prompt, halves TTFT),
 # 2048 for all-VRAM (the fix for the CUDA scratch pool's OOM on the first request).
@@ -45,6 +49,26 @@ HYBRID_FIT = FitMargin(4096, None, None, False, "kimik3's hybrid default (seed 0
 
 
 @dataclass(frozen=True)
+class MeasuredRam:
+    """Host RAM a hybrid quant was measured to keep busy on one host (its CPU experts, --fit's split)."""
+
+    cpu_bytes: int  # the experts llama.cpp kept in RAM there
+    gpus: int  # the GPUs of the split there
+    vram_bytes: int  # their total memory: a host whose GPUs hold no more keeps at least cpu_bytes in RAM
+    source: str  # the seed passage
+
+
+# Seed 000 step 2: "UD-Q2_K_XL (19 shards, 802 GiB) - hybrid, ~130 GiB of experts on CPU" on 8x RTX PRO 6000
+# (765 GiB of VRAM), with --fit's split (step 5's default).
+Q2_K_XL_RAM = MeasuredRam(130 * GIB, 8, VRAM_POOL_BYTES,
+                          "seed 000 step 2 measured ~130 GiB on 8x RTX PRO 6000 (765 GiB of VRAM)")
+
+# llama-server's host-RAM prompt cache (--cache-ram) when the profile leaves serve.cache_ram out: 8192 MiB in the
+# pinned b11434 (reference/llama-cpp.md §1.1, `prompt cache is enabled, size limit: 8192 MiB`).
+CACHE_RAM_DEFAULT_MIB = 8192
+
+
+@dataclass(frozen=True)
 class QuantInfo:
     """One quant folder of unsloth/Kimi-K3-GGUF (or one made locally from it)."""
 
@@ -61,12 +85,14 @@ class QuantInfo:
     # Made on the user's host, not a folder of the repo (seed 000: REAP770 slices experts out of UD-Q2_K_XL): a
     # profile serving it names its file (`model.local_path`); the hub has nothing to download.
     made_locally: bool = False
+    hybrid_ram: MeasuredRam | None = None  # the RAM its hybrid was measured to keep; None: not measured
 
 
 _CATALOG: tuple[QuantInfo, ...] = (
     # Seed 000 step 2: the three quants verified end-to-end on 8x RTX PRO 6000 (2026-09-05).
     QuantInfo("UD-Q2_K_XL", 19, 802 * GIB, "hybrid", True, 0.0, 1.0,
-              note="the reference quality; ~130 GiB of experts on CPU; 5.8 tok/s c1, 16.0 tok/s c8 at -ub 4096"),
+              note="the reference quality; ~130 GiB of experts on CPU; 5.8 tok/s c1, 16.0 tok/s c8 at -ub 4096",
+              hybrid_ram=Q2_K_XL_RAM),
     QuantInfo("UD-IQ2_XXS", 16, 662 * GIB, "all-vram", True, 0.37, 0.846,
               note="13.9 tok/s c1, ~25 tok/s c4-c8; GSM8K 97.5 / HumanEval 95.7 / MBPP 97.0 %",
               # Seed 000 step 5: the all-VRAM quant of the recipe OOMs on the first request below 6144.
@@ -117,6 +143,12 @@ def fit_margin(quant: str, mode: QuantMode) -> FitMargin:
         return HYBRID_FIT
     info = lookup(quant)
     return info.all_vram_fit if info is not None and info.all_vram_fit is not None else ALL_VRAM_STEP5
+
+
+def measured_ram(quant: str) -> MeasuredRam | None:
+    """The RAM the seed measured `quant`'s hybrid to keep on its host, or None (not measured)."""
+    info = lookup(quant)
+    return info.hybrid_ram if info is not None else None
 
 
 def default_ubatch(mode: QuantMode) -> int:

@@ -92,6 +92,12 @@ class ModelLayout(_Fact):
     output_bytes: int  # output head: on the last GPU of the split
     token_embd_bytes: int  # the input embedding stays in host memory
     kv_bytes_per_token: int  # f16 MLA K cache over all MLA layers, per context cell
+    # <arch>.context_length: the trained context, each slot's cap (0: the header has none). No default, so a
+    # layout record written before it was read counts as absent and the headers are read again.
+    context_length: int
+    # F32 recurrent state of the KDA layers per sequence (slot): conv 3*(d_conv-1)*di + state hd*hd*n_head floats a
+    # layer (reference/llama-cpp.md §4.5); llama.cpp keeps one per slot beside the KV cache.
+    state_bytes_per_slot: int
     n_embd: int = 0
     n_vocab: int = 0
 

@@ -139,8 +139,19 @@ def summarize(headers: list[GgufHeader]) -> ModelLayout:
         else:
             output += tensor.nbytes  # output.weight, output_norm, output_res_score
     kv_heads = meta.get(f"{arch}.attention.head_count_kv", [1] * n_layer)
-    mla_layers = sum(1 for h in (kv_heads if isinstance(kv_heads, list) else [kv_heads] * n_layer) if h)
+    kv_heads = kv_heads if isinstance(kv_heads, list) else [kv_heads] * n_layer
+    mla_layers = sum(1 for h in kv_heads if h)
+    # KDA (head_count_kv 0) layers keep an F32 recurrent state per slot (reference/llama-cpp.md §4.5); layer 0's
+    # head count sizes them (§4.1: "layer 0's value is used for KDA dims").
+    heads = meta.get(f"{arch}.attention.head_count", 0)
+    n_head = int(heads[0] if isinstance(heads, list) and heads else heads or 0)
+    head_dim, d_conv = int(meta.get(f"{arch}.kda.head_dim", 0)), int(meta.get(f"{arch}.ssm.conv_kernel", 0))
+    d_inner = n_head * head_dim
+    state = (3 * max(0, d_conv - 1) * d_inner + head_dim * head_dim * n_head) * 4
+    kda_layers = sum(1 for h in kv_heads[:n_layer] if not h)
     latent = int(meta.get(f"{arch}.attention.kv_lora_rank", 0)) + int(meta.get(f"{arch}.rope.dimension_count", 0))
     return ModelLayout(n_layer=n_layer, layer_dense=tuple(dense), layer_experts=tuple(experts), output_bytes=output,
                        token_embd_bytes=token_embd, kv_bytes_per_token=mla_layers * latent * 2,
-                       n_embd=int(meta.get(f"{arch}.embedding_length", 0)), n_vocab=n_vocab)
+                       n_embd=int(meta.get(f"{arch}.embedding_length", 0)), n_vocab=n_vocab,
+                       context_length=int(meta.get(f"{arch}.context_length", 0)),
+                       state_bytes_per_slot=kda_layers * state)

@@ -140,6 +140,19 @@ class Profile(Section):
         # Seed 000: all-VRAM needs 6144 (step 5) but REAP770 spills at 6144 and runs at 4096 (step 2).
         return catalog.fit_margin(self.model.quant, mode).default
 
+    def ctx_size_for(self, trained: int | None = None) -> int:
+        """The total context llama-server gets (-c): serve.ctx_size, else seed 001's 131,072 per request times
+        serve.parallel, each slot capped at `trained` (the GGUF's context_length when read, else Kimi-K3's)."""
+        if self.serve.ctx_size is not None:
+            return self.serve.ctx_size
+        # rule: ctx-size-default
+        # Seed 001's 131072 is per request (vLLM's --max-model-len); llama-server splits -c over the slots.
+        return min(catalog.REQUEST_CONTEXT, trained or catalog.CONTEXT_LENGTH) * self.serve.parallel
+
+    def slot_context(self, trained: int | None = None) -> int:
+        """Tokens each request gets: the total over serve.parallel slots (llama-server without --kv-unified)."""
+        return self.ctx_size_for(trained) // self.serve.parallel
+
     @property
     def effective_ubatch(self) -> int:
         """serve.ubatch, else the default of the catalog's mode (the plan uses the host's: planning/vram_fit.py)."""

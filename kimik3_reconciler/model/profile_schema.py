@@ -343,8 +343,11 @@ class ServeSpec(BaseModel):
     ]] = Field(None, description="MiB per GPU; default per quant: 4096 hybrid, the quant's measured all-VRAM "
                                  "margin (6144 for UD-IQ2_XXS and unmeasured quants, 4096 for REAP770)")
     n_cpu_moe: Optional[MiB] = None  # a layer count; bounded like MiB (0..int32)
-    # The schema's maximum is rule ctx-size-trained's 1,048,576 (Kimi-K3's trained context), which validate applies.
-    ctx_size: Annotated[int, Field(gt=0, le=INT32_MAX, json_schema_extra={"maximum": 1048576})] = 131072
+    # The total over all slots (llama.cpp's -c); each slot gets ctx_size/parallel, at most the trained context
+    # (rule ctx-size-limit, which validate applies per slot).
+    ctx_size: Optional[Annotated[int, Field(gt=0, le=INT32_MAX)]] = Field(
+        None, description="tokens over all slots (llama.cpp -c); each request gets ctx_size/parallel. Default: "
+                          "131072 per slot (seed 001) x parallel, capped at the model's trained context per slot")
     parallel: Count = 8
     cache_ram: Optional[MiB] = None
     api_key_file: Optional[HostPath] = None

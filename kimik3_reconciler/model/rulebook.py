@@ -84,11 +84,29 @@ RULES: tuple[Rule, ...] = (
          "the default must be the value the seed measured for that quant, not one number for all",
          _DEFAULTS, ("cases/plan/40-allvram-defaults-follow-quant.yaml", "cases/plan/41-reap770-default-fit-target.yaml"),
          seed=f"{_STEP5_FIT}; {_REAP_FIT}"),
-    Rule("ctx-size-limit", "refuse", "serve.ctx_size <= 1,048,576 (Kimi-K3's trained context)",
-         "llama.cpp only warns on a -c above the GGUF's context_length (reference/llama-cpp.md §1.3)",
-         _rules("serving"), ("cases/profile/ctx_size_above_trained.yaml", "cases/profile/ctx_size_at_trained_ok.yaml"),
+    Rule("ctx-size-limit", "refuse", "each request's context, serve.ctx_size / serve.parallel, <= the trained context "
+         "(1,048,576 for Kimi-K3; the GGUF header's context_length once read)",
+         "llama-server gives each slot ctx_size/parallel tokens and only warns on a slot above the GGUF's "
+         "context_length (reference/llama-cpp.md §1.1 -np, §1.3)",
+         _rules("serving") + ("kimik3_reconciler.planning.memory_gate",),
+         ("cases/profile/ctx_size_above_trained.yaml", "cases/profile/ctx_size_at_trained_ok.yaml",
+          "cases/profile/ctx_size_per_slot_at_trained_ok.yaml", "unit/test_context_per_slot.py"),
          seed="seed 001 (K3 supports 1,048,576 tokens: the model specification; start with 131072); seed 000 title "
               "(1M context)"),
+    Rule("ctx-size-default", "force", "an omitted serve.ctx_size is 131,072 tokens per request x serve.parallel "
+         "(each slot capped at the trained context), and the plan says what each request gets",
+         "seed 001's --max-model-len 131072 is per request; llama-server splits -c over the slots, so the old default "
+         "(131072 in all) gave each of 8 requests 16,384 tokens",
+         _DEFAULTS + _rules("serving"),
+         ("unit/test_context_per_slot.py", "cases/profile/ctx_size_default_overflows_int32.yaml",
+          "cases/plan/121-seed-host-context-per-request.yaml"),
+         seed="seed 001 (start with 131072: vLLM's --max-model-len, a limit per request)"),
+    Rule("kv-cache-fits", "refuse", "the KV cache of the whole -c (from the GGUF's attention shape) fits the GPUs with "
+         "the dense weights and compute buffers, whatever --fit moves to the CPU; the refusal says the context that fits",
+         "--fit moves only experts, and kimik3's explicit -c forbids --fit from shrinking the context: a KV cache "
+         "that does not fit fails the load after the whole read",
+         ("kimik3_reconciler.planning.memory_gate",), ("unit/test_context_per_slot.py",),
+         seed=f"{_OWN}llama.cpp's --fit (reference/llama-cpp.md §1.2.1) and the MLA K-only cache (§4.5)"),
     Rule("slot-context-floor", "refuse", "serve.ctx_size / serve.parallel >= 512 tokens a slot",
          "kimik3 sets --parallel, so llama-server splits ctx_size evenly over the slots; a smaller slot cannot hold "
          "a chat request and its reply (kimik3's verify fails after the whole load) and at a few tokens the "
@@ -243,6 +261,14 @@ RULES: tuple[Rule, ...] = (
          "near-reference KLD (0.047) but HumanEval 86.6 % / MBPP 85.5 % vs 95.7 / 97.0 for UD-IQ2_XXS",
          _rules("quants"), ("cases/profile/reap770_code_use_warns.yaml",),
          seed="seed 000 step 2 (REAP770: not the right default for coding use)"),
+    Rule("task-check", "check", "kimik3 does not yet run the seed's task check (GSM8K/HumanEval/MBPP against the "
+         "served endpoint) and has no profile field that gates on an external evaluation: run it by hand "
+         "(docs/operations.md 'What verify and the quant gate do not check')",
+         "the seed vetted quants on tasks because KLD misleads both ways: it overstates UD-IQ2_XXS's damage (KLD 0.37, "
+         "tasks 97.5/95.7/97.0 %) and misses REAP770's code regression (KLD 0.047, HumanEval 86.6 %); kimik3's tests "
+         "serve random weights, where a task gate's judgment could not be exercised, so it is not yet built",
+         (), (), seed="seed 000 step 2 (the task check: 200 GSM8K, 164 HumanEval, 200 MBPP; KLD overstates its damage; "
+                      "the expert cut damages code generation despite the far better KLD)"),
     Rule("spec-draft-device", "refuse", "the draft sits on the GPU holding output.weight (last GPU of the split): "
          "with a gpus: list the profile rules count it, with gpus: all the host gate counts the host's GPUs",
          "anywhere else llama.cpp aborts in graph reservation", _rules("drafts") + _LAUNCH + ("kimik3_reconciler.planning.memory_gate",),
@@ -265,9 +291,15 @@ RULES: tuple[Rule, ...] = (
           "cases/plan/75-spec-draft-rollback-by-content.yaml", "cases/plan/46-spec-draft-rollback-only-in-comments.yaml",
           "unit/test_patch_roles.py"),
          seed=f"{_KEY_SPEC}: kimi-k3-rs-rollback.patch, bounded recurrent-state rollback for KIMI_K3"),
-    Rule("spec-draft-concurrency", "warn", "speculative decoding with parallel >= 4",
-         "verify batches multiply MoE expert reads: +23-72 % at c1, a loss at c4", _rules("drafts"),
-         ("cases/profile/spec_draft_parallel_warns.yaml",), seed=f"{_KEY_SPEC}: a loss at c4"),
+    Rule("spec-draft-concurrency", "warn", "speculative decoding where 4 or more requests can decode together "
+         "(parallel >= 4: the slots are what let them batch), and live in `status --watch` when the server drafts "
+         "with 4 or more requests processing",
+         "the seed measured concurrency, not slots: with 4 slots +23 %/+72 % at one request (c1), a loss at c4 "
+         "(verify batches multiply MoE expert reads); parallel <= 3 caps every batch below the loss",
+         _rules("drafts") + ("kimik3_reconciler.exporter.watch",),
+         ("cases/profile/spec_draft_parallel_warns.yaml", "cases/profile/spec_draft_parallel_3_ok.yaml",
+          "unit/test_watch_signals.py"),
+         seed=f"{_KEY_SPEC}: Measured on IQ2_XXS at 4 slots: +23 % / +72 % at c1; a loss at c4"),
     Rule("no-mtp-head", "refuse", "no draft-mtp speculation (spec_draft.type, --spec-type in extra_args or "
          "LLAMA_ARG_SPEC_TYPE)",
          "the checkpoint has no MTP head: there is nothing for draft-mtp to draft with", _rules("drafts"),
@@ -312,6 +344,23 @@ RULES: tuple[Rule, ...] = (
          ("cases/plan/52-sizing-headroom.yaml", "cases/plan/107-cpu-host-huge-quant.yaml", "unit/test_memory_gate.py", "unit/test_host_gate.py"),
          seed="seed 000 Key facts (Sizing gate is disk-and-memory); step 2 (130 GiB of RAM stay busy); seed 001 "
               "(download size + 10-15 % runtime headroom)"),
+    Rule("hybrid-ram-measured", "refuse", "a hybrid's RAM is at least what the seed measured for its quant on GPUs "
+         "with as much VRAM or more (UD-Q2_K_XL: ~130 GiB on 8x RTX PRO 6000), whatever kimik3 estimates",
+         "kimik3's estimate before the GGUF headers are read (the quant less the usable VRAM) was ~73 GiB on the "
+         "seed's host, so a 128 GiB host passed the sizing gate and would have been killed for memory in the load",
+         ("kimik3_reconciler.planning.vram_fit", "kimik3_reconciler.planning.placement"),
+         ("cases/plan/120-seed-host-q2-ram-measured.yaml", "unit/test_memory_gate.py", "unit/test_host_gate.py",
+          "unit/test_context_per_slot.py"),
+         seed="seed 000 step 2 (UD-Q2_K_XL: hybrid, ~130 GiB of experts on CPU; 130 GiB of RAM stay busy)"),
+    Rule("prompt-cache-ram", "refuse", "the sizing gate counts llama-server's prompt cache in RAM: serve.cache_ram "
+         "MiB, else llama-server's default 8192 MiB, on top of the CPU experts",
+         "the host-RAM prompt cache (--cache-ram) fills the same RAM the hybrid's experts live in; counted nowhere, a "
+         "host with just the experts' RAM runs out once the cache fills",
+         ("kimik3_reconciler.planning.memory_gate",),
+         ("cases/plan/120-seed-host-q2-ram-measured.yaml", "cases/plan/52-sizing-headroom.yaml",
+          "unit/test_memory_gate.py", "unit/test_host_gate.py"),
+         seed="seed 000 step 5 (CACHE_RAM: 0 only when benchmarking); reference/llama-cpp.md §1.1 (--cache-ram "
+              "8192 MiB by default in b11434)"),
     Rule("draft-gpu-room", "refuse", "the draft's GPU keeps the quant's all-VRAM floor + 9216 MiB free after --fit "
          "(its fit_target entry: 6144 + 9216 for UD-IQ2_XXS all-VRAM; 9216 on a hybrid) and has that much VRAM at all",
          "seed 000 Speculative decoding: ~9 GB free on the draft's GPU plus room for the snapshots; use a per-device "

@@ -3,6 +3,8 @@ after the model files it loaded were found corrupt (each with the field diff); o
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.plan import Action, DiffItem, Step, flat_diff
 from kimik3_reconciler.model.specs import LaunchContainer, StartContainer, WorkerLaunch
@@ -52,6 +54,14 @@ def container_alone(desired: Desired, observed: Observed) -> tuple[Step, ...]:
 
 
 def plan_container(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
+    """The container's step; a launch says what each request will get (issue 27: ctx_size is over the slots)."""
+    steps = _plan_container(desired, observed, planned)
+    context = desired.launch.context
+    return tuple(replace(s, reason=f"{s.reason}; {context}") if context and s.changes and
+                 isinstance(s.spec, LaunchContainer) else s for s in steps)
+
+
+def _plan_container(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
     launch = desired.launch
     name = launch.spec.name
     container = observed.container

@@ -25,7 +25,7 @@ from kimik3_reconciler.planning.host_compat import (
     image_cuda_version,
     version,
 )
-from kimik3_reconciler.planning.memory_gate import draft_room_refusals, memory_findings
+from kimik3_reconciler.planning.memory_gate import context_refusals, draft_room_refusals, memory_findings
 from kimik3_reconciler.planning.model_step import disk_refusal
 from kimik3_reconciler.planning.vram_fit import derive_mode, margin_refusal, requested_gpus
 
@@ -293,7 +293,7 @@ def host_gate(profile: Profile, observed: Observed) -> tuple[list[str], list[str
             refusals, warnings = refusals + found, warnings + cautions
     ours_running = bool(stoppable) or bool(observed.container and observed.container.loaded)  # its memory frees
     memory, caution = memory_findings(profile, observed, ours_running)
-    refusals += memory + draft_room_refusals(profile, observed)
+    refusals += memory + draft_room_refusals(profile, observed) + context_refusals(profile, observed)
     warnings += caution
     for refusal in (disk_refusal(observed.model), disk_refusal(observed.tokenizer) if observed.tokenizer else None):
         if refusal:

@@ -29,7 +29,7 @@ from kimik3_reconciler.model.launch_input import LaunchInput, ModelInput
 from kimik3_reconciler.model.profile import Profile, ServeSpec, upstream_port
 from kimik3_reconciler.model.specs import ContainerSpec, Mount
 from kimik3_reconciler.planning.worker_step import rpc_endpoints, worker_fingerprints
-from kimik3_reconciler.planning.vram_fit import ModeDecision, derive_mode
+from kimik3_reconciler.planning.vram_fit import ModeDecision, context_note, context_total, derive_mode
 
 @dataclass(frozen=True)
 class Launch:
@@ -41,6 +41,7 @@ class Launch:
     warnings: tuple[str, ...]
     mode: ModeDecision  # hybrid or all-VRAM on this host's GPUs (the ubatch default follows it)
     health_path: str  # answers 200 once the model is loaded (the engine's readiness)
+    context: str = ""  # what each request gets (vram_fit.context_note), said where the plan launches
 
     @property
     def inputs(self) -> dict[str, Any]:
@@ -123,6 +124,7 @@ def _resolved_serve(profile: Profile, observed: Observed, mode: ModeDecision) ->
     the host paths of its files."""
     serve, runs = profile.serve, mode.mode
     update: dict[str, Any] = {"batch": profile.batch_for(runs), "ubatch": profile.ubatch_for(runs),
+                              "ctx_size": context_total(profile, observed),
                               "fit_target": profile.fit_target_for(runs),
                               "api_key_file": observed.inputs.api_key_file}
     if upstream_port(profile) is not None:  # behind the latency proxy: the proxy holds serve.port
@@ -249,4 +251,5 @@ def render_launch(profile: Profile, observed: Observed, image_tag: str, image_fp
         (CONTAINER_INPUTS, json.dumps(value.flat(), sort_keys=True)),
         (HEALTH_URL, value.server_url + engine.readiness.path),
     )
-    return Launch(value, replace(spec, labels=labels), digest, warnings, mode, engine.readiness.path)
+    return Launch(value, replace(spec, labels=labels), digest, warnings, mode, engine.readiness.path,
+                  context_note(profile, observed))

@@ -25,11 +25,14 @@ from kimik3_reconciler.planning.launch import draft_device
 from kimik3_reconciler.planning.vram_fit import (
     CUDA_CONTEXT_BYTES,
     MIB,
+    context_total,
+    memory_per_context,
     ModeDecision,
     derive_mode,
     fit_margins,
     quant_bytes,
     requested_gpus,
+    trained_context,
 )
 
 # Seed 001: "download size plus about 10-15 % runtime headroom"; refuse below the lower bound.
@@ -74,30 +77,92 @@ def memory_findings(profile: Profile, observed: Observed, ours_running: bool) ->
         return [f"the quant is {gib(size)}, {gib(need)} with seed 001's {RUNTIME_HEADROOM:.0%} runtime headroom, "
                 f"but VRAM + RAM is {gib(vram + host.ram_total + remote)} ({len(gpus)} GPU(s) {gib(vram)} + RAM "
                 f"{gib(host.ram_total)}{workers}): it cannot run at any split"], []
-    return _expert_ram(derive_mode(profile, observed), host.ram_total, host.ram_available, ours_running, remote)
+    return _expert_ram(derive_mode(profile, observed), host.ram_total, host.ram_available, ours_running, remote,
+                       prompt_cache_bytes(profile))
+
+
+def prompt_cache_bytes(profile: Profile) -> int:
+    """The host RAM llama-server's prompt cache may fill: serve.cache_ram, else its default (8192 MiB)."""
+    mib = profile.serve.cache_ram if profile.serve.cache_ram is not None else catalog.CACHE_RAM_DEFAULT_MIB
+    return mib * MIB
+
+
+def _cache_words(cache: int) -> str:
+    return f"the prompt cache {gib(cache)} (serve.cache_ram; llama-server's default {catalog.CACHE_RAM_DEFAULT_MIB} MiB)"
 
 
 def _expert_ram(decision: ModeDecision, ram_total: int, ram_available: int | None,
-                ours_running: bool, remote: int = 0) -> tuple[list[str], list[str]]:
+                ours_running: bool, remote: int = 0, cache: int = 0) -> tuple[list[str], list[str]]:
     # What the RPC workers hold does not stay in this host's RAM (llama.cpp puts their devices first).
     cpu = max(0, (decision.cpu_bytes or 0) - remote) if decision.cpu_bytes and remote else decision.cpu_bytes
+    if not cpu and not cache:
+        return [], []  # all-VRAM with no prompt cache, or the split is unknown (no GPU facts)
     if not cpu:
-        return [], []  # all-VRAM, or the split is unknown (no GPU facts)
-    need = _with_headroom(cpu)
-    where = "the CPU build keeps the whole quant" if decision.gpus == 0 else \
-        f"the hybrid keeps ~{gib(cpu)} of experts the {decision.gpus} GPU(s) cannot hold"
-    if remote:
+        where, weights = "the server keeps", 0  # all-VRAM (or the split unknown): only the prompt cache is in RAM
+    elif decision.gpus == 0:
+        where, weights = "the CPU build keeps the whole quant", _with_headroom(cpu)
+    elif remote:
         where = f"this host keeps ~{gib(cpu)} of the quant its GPUs and the RPC workers ({gib(remote)}) cannot hold"
+        weights = _with_headroom(cpu)
+    else:
+        where, weights = f"the hybrid keeps ~{gib(cpu)} of experts the {decision.gpus} GPU(s) cannot hold", _with_headroom(cpu)
+    if decision.floor and cpu:
+        where += f" ({decision.floor}; kimik3's own estimate was {gib(decision.estimate_bytes or 0)})"
+    need = weights + cache
+    if cpu and cache:
+        held = (f"in RAM, {gib(weights)} with {RUNTIME_HEADROOM:.0%} headroom, + {_cache_words(cache)} = {gib(need)}")
+    elif cpu:
+        held = f"in RAM, {gib(need)} with {RUNTIME_HEADROOM:.0%} headroom"
+    else:
+        held = f"{_cache_words(cache)} in RAM"
     # rule: sizing-headroom
     # Seed 000: the hybrid keeps its CPU experts in RAM (~130 GiB for UD-Q2_K_XL); --load-mode none allocates them.
+    # rule: prompt-cache-ram
+    # Seed 000 step 5 (CACHE_RAM): llama-server's prompt cache lives in the same RAM as the CPU experts.
     if need > ram_total:
-        return [f"{where} in RAM, {gib(need)} with {RUNTIME_HEADROOM:.0%} headroom, but the host has "
-                f"{gib(ram_total)} of RAM: use more GPUs, a smaller quant, or more RAM"], []
+        return [f"{where} {held}, but the host has {gib(ram_total)} of RAM: use more GPUs, a smaller quant, "
+                "a smaller serve.cache_ram, or more RAM"], []
     if ram_available is not None and need > ram_available and not ours_running:
-        return [], [f"{where} in RAM, {gib(need)} with {RUNTIME_HEADROOM:.0%} headroom, but only "
-                    f"{gib(ram_available)} of the {gib(ram_total)} is available now: other processes hold the "
-                    "rest (the load may be killed for memory)"]
+        return [], [f"{where} {held}, but only {gib(ram_available)} of the {gib(ram_total)} is available now: other "
+                    "processes hold the rest (the load may be killed for memory)"]
     return [], []
+
+
+def context_refusals(profile: Profile, observed: Observed) -> list[str]:
+    """Each request's context against what the GGUF headers say: the trained context caps a slot, and the KV
+    cache of the whole -c must fit the GPUs with the dense weights and buffers, whatever --fit moves to the CPU."""
+    layout, trained = observed.layout, trained_context(observed)
+    total, parallel = context_total(profile, observed), profile.serve.parallel
+    slot = total // parallel
+    if profile.serve.ctx_size is not None and trained and slot > trained:
+        # rule: ctx-size-limit
+        # The model's own header caps each slot (seed 001: 1,048,576 for Kimi-K3); llama.cpp would only warn.
+        return [f"serve.ctx_size {total:,} over serve.parallel {parallel} slots is {slot:,} tokens a request, above "
+                f"this model's trained context of {trained:,} (its GGUF header); llama.cpp would only warn: write "
+                f"at most {trained * parallel:,}"]
+    if layout is None or not layout.kv_bytes_per_token or profile.build.variant != "cuda" or profile.gpus == "none" \
+            or profile.serve.n_cpu_moe is not None or profile.workers:
+        return []  # no attention shape yet, the KV cache is in RAM (counted there), or the split is the profile's
+    decision = derive_mode(profile, observed)
+    if not decision.derived:
+        return []
+    kv = memory_per_context(profile, observed)
+    state = parallel * layout.state_bytes_per_slot
+    always_on_gpus = decision.gpu_need_bytes - sum(layout.layer_experts)  # dense, output, KV, compute buffers
+    if always_on_gpus <= decision.usable_bytes:
+        return []
+    room = decision.usable_bytes - (always_on_gpus - kv)
+    fits = max(0, room - state) // layout.kv_bytes_per_token // parallel
+    told = f"serve.ctx_size {total:,} over {parallel} slots" if profile.serve.ctx_size is not None else \
+        f"the default context ({catalog.REQUEST_CONTEXT:,} a request, seed 001, x {parallel} slots)"
+    # rule: kv-cache-fits
+    # The KV cache stays on the GPUs with the dense weights (--fit moves only experts to the CPU, and kimik3's
+    # explicit -c forbids --fit from shrinking the context): if they do not fit, no split loads.
+    states = f" and {parallel} slots' recurrent state" if state else ""
+    return [f"{told} needs a KV cache{states} of {gib(kv)} ({layout.kv_bytes_per_token:,} bytes a token, from the "
+            f"GGUF headers); with the dense weights and compute buffers the GPUs must hold {gib(always_on_gpus)} even with "
+            f"every expert on the CPU, more than the {gib(decision.usable_bytes)} usable on {decision.gpus} GPU(s): "
+            f"{fits:,} tokens a request fit; write serve.ctx_size <= {fits * parallel:,} or lower serve.parallel"]
 
 
 def draft_device_refusal(profile: Profile, host: HostFacts) -> FieldRefusal | None:

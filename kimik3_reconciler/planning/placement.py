@@ -23,6 +23,7 @@ from kimik3_reconciler.planning.vram_fit import (
     compute_bytes,
     derive_mode,
     fit_margins,
+    memory_per_context,
     requested_gpus,
 )
 
@@ -45,6 +46,7 @@ class Forecast:
     host_bytes: int  # input embedding + CPU-resident experts (RAM)
     load_seconds: float
     rpc: tuple[str, ...] = ()  # one line per RPC worker device: what it offers and the layers it gets
+    measured_ram: str = ""  # where the seed measured more RAM than this forecast (the sizing gate counts that)
 
 
     def lines(self) -> list[str]:
@@ -52,7 +54,7 @@ class Forecast:
         # A CPU build has no other device: every expert is there, "partly" would be untrue.
         share = "all on" if self.mode == "cpu" else "(partly) on"
         where = f"{len(cpu)} layers' experts {share} the CPU ({cpu[0]}-{cpu[-1]})" if cpu else "no experts on the CPU"
-        out = [f"placement forecast: {self.mode}, {where}; RAM {gib(self.host_bytes)}; "
+        out = [f"placement forecast: {self.mode}, {where}; RAM {gib(self.host_bytes)}{self.measured_ram}; "
                f"load ~{self.load_seconds / 60:.0f} min"]
         out += [f"  {d.device}: {d.layers} layers, weights {gib(d.weight_bytes)}, with KV+compute {gib(d.total_bytes)}"
                 for d in self.devices]
@@ -128,13 +130,19 @@ def forecast(profile: Profile, observed: Observed) -> Forecast | None:
     gpus, _ = requested_gpus(profile, host)
     if not gpus:
         return None  # GPU facts unknown (or absent: the gate says so)
-    mode = derive_mode(profile, observed).mode
+    decision = derive_mode(profile, observed)
+    mode = decision.mode
     # The margins and buffers of the mode this host runs the quant in: the profile's, else the quant's.
     budgets = [g.memory_free - CUDA_CONTEXT_BYTES - t * MIB for g, t in zip(gpus, fit_margins(profile, len(gpus), mode))]
-    kv = profile.serve.ctx_size * layout.kv_bytes_per_token
+    kv = memory_per_context(profile, observed)
     fixed = compute_bytes(profile.ubatch_for(mode), layout)
     dense = sum(layout.layer_dense) + layout.output_bytes + kv + fixed * len(gpus)
     cpu = _cpu_experts(profile, layout, sum(budgets) - dense)
     shares = _split(layout, cpu, budgets, fixed, kv // max(1, layout.n_layer))
     host_bytes = layout.token_embd_bytes + sum(cpu.values())
-    return Forecast("hybrid" if cpu else "all-vram", tuple(sorted(cpu)), tuple(shares), host_bytes, load, rpc)
+    # rule: hybrid-ram-measured
+    # Seed 000 step 2 measured more RAM on its host than an aggregate forecast gives: the gate counts the measurement.
+    measured = f" (the sizing gate counts {gib(decision.cpu_bytes or 0)}: {decision.floor})" \
+        if decision.floor and (decision.cpu_bytes or 0) > host_bytes else ""
+    return Forecast("hybrid" if cpu else "all-vram", tuple(sorted(cpu)), tuple(shares), host_bytes, load, rpc,
+                    measured)

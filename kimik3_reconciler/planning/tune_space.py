@@ -16,6 +16,7 @@ from kimik3_reconciler.model.profile_source import LoadedProfile, parse_profile
 from kimik3_reconciler.model.tuning import FIT
 from kimik3_reconciler.planning import refuse_by_host_gate
 from kimik3_reconciler.planning.placement import forecast
+from kimik3_reconciler.planning.vram_fit import trained_context
 
 MIB = 1 << 20
 
@@ -66,9 +67,10 @@ def check_candidate(text: str, base: Profile, knobs: dict[str, Any], observed: O
     except ProfileError as exc:  # the seed rules (profile_rules.check_rules) and the schema
         return Verdict(None, "; ".join(p.message for p in exc.problems))
     profile = loaded.profile
-    if profile.serve.ctx_size // profile.serve.parallel < slot_tokens:
+    slot = profile.slot_context(trained_context(observed))
+    if slot < slot_tokens:
         return Verdict(None, f"parallel={profile.serve.parallel}: a slot holds ctx_size/parallel = "
-                             f"{profile.serve.ctx_size // profile.serve.parallel} tokens, a request needs {slot_tokens}")
+                             f"{slot} tokens, a request needs {slot_tokens}")
     try:
         refuse_by_host_gate(profile, observed)
     except PlanError as exc:

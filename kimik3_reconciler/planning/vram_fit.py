@@ -45,6 +45,45 @@ def fit_margins(profile: Profile, count: int, mode: QuantMode) -> list[int]:
     return (margins + margins[-1:] * count)[:count] if margins else [0] * count
 
 
+def trained_context(observed: Observed) -> int | None:
+    """The GGUF's context_length, the cap of each slot's context; None before the headers are read."""
+    return observed.layout.context_length or None if observed.layout is not None else None
+
+
+def context_total(profile: Profile, observed: Observed) -> int:
+    """The -c llama-server gets: serve.ctx_size, else 131,072 per slot capped at the trained context."""
+    return profile.ctx_size_for(trained_context(observed))
+
+
+def memory_per_context(profile: Profile, observed: Observed) -> int:
+    """Bytes the context takes on the devices: the KV cache of the whole -c (MLA K-only, f16) plus each slot's
+    recurrent state (KDA layers, F32); 0 before the GGUF headers are read."""
+    layout = observed.layout
+    if layout is None:
+        return 0
+    return context_total(profile, observed) * layout.kv_bytes_per_token + profile.serve.parallel * layout.state_bytes_per_slot
+
+
+def context_note(profile: Profile, observed: Observed) -> str:
+    """What the plan says each request gets: the slot's share of -c (llama-server without --kv-unified), where
+    it comes from, and the KV cache of the whole -c once the GGUF headers say the attention shape."""
+    total, trained = context_total(profile, observed), trained_context(observed)
+    slot = total // profile.serve.parallel
+    if profile.serve.ctx_size is not None:
+        source = f"serve.ctx_size {total:,} over {profile.serve.parallel} slots"
+    else:
+        capped = f", capped at the trained {trained:,}" if trained and trained < catalog.REQUEST_CONTEXT else ""
+        source = (f"the default: seed 001's {catalog.REQUEST_CONTEXT:,} a request{capped}, x {profile.serve.parallel} "
+                  f"slots = -c {total:,}")
+    layout = observed.layout
+    kv = ""
+    if layout:
+        state = (f" + recurrent state {gib(profile.serve.parallel * layout.state_bytes_per_slot)}"
+                 if layout.state_bytes_per_slot else "")
+        kv = f"; KV cache {gib(total * layout.kv_bytes_per_token)}{state} (from the GGUF headers)"
+    return f"each request gets {slot:,} tokens ({source}){kv}"
+
+
 def compute_bytes(ubatch: int, layout: ModelLayout) -> int:
     """One device's compute buffers for one micro-batch: an estimate, fitted to llama.cpp's own
     measurement on an H200 (96 MiB at n_embd 64, 196 MiB at n_embd 256; ubatch 4096, vocab 260)."""
@@ -83,6 +122,8 @@ class ModeDecision:
     usable_bytes: int = 0  # VRAM less CUDA contexts and fit margins
     cpu_bytes: int | None = None  # what stays in RAM: the CPU experts (+ input embedding); None = unknown
     counted: str = "weights"  # what gpu_need_bytes holds: KV and buffers only once the GGUF headers are read
+    estimate_bytes: int | None = None  # kimik3's own estimate of cpu_bytes when the seed's measurement raised it
+    floor: str = ""  # the measurement that raised cpu_bytes to its figure ("" = none)
 
     @property
     def differs(self) -> bool:
@@ -121,13 +162,14 @@ def derive_mode(profile: Profile, observed: Observed) -> ModeDecision:
     listed = profile.quant_mode
     size, source = quant_bytes(profile, observed)
     base = ModeDecision(listed, listed, False, profile.model.quant, size, source)
+    layout = observed.layout
+    kv = memory_per_context(profile, observed)
     if profile.build.variant == "cpu" or profile.gpus == "none":
-        return base if size is None else _with(base, cpu_bytes=size)
+        # The CPU build keeps the KV cache in RAM with the weights.
+        return base if size is None else _with(base, cpu_bytes=size + kv)
     gpus, _ = requested_gpus(profile, observed.host)
     if observed.host.gpu_probe != "ok" or not gpus or size is None:
         return base  # GPU facts unknown (pure tests, the gate refuses), or no size: nothing to derive from
-    layout = observed.layout
-    kv = profile.serve.ctx_size * layout.kv_bytes_per_token if layout else 0
     host_only = layout.token_embd_bytes if layout else 0  # the input embedding stays in host memory
     vram = sum(g.memory_total for g in gpus)
     base = _with(base, counted="weights, KV, buffers" if layout else "weights; KV and buffers not known yet")
@@ -151,8 +193,24 @@ def derive_mode(profile: Profile, observed: Observed) -> ModeDecision:
     mode = "all-vram" if need <= usable else "hybrid"
     if mode == "hybrid":
         need, usable = on_gpus("hybrid")
-    return _with(base, mode=mode, derived=True, gpus=len(gpus), vram_bytes=vram, usable_bytes=usable,
-                 gpu_need_bytes=need, cpu_bytes=max(0, need - usable) + host_only)
+    decided = _with(base, mode=mode, derived=True, gpus=len(gpus), vram_bytes=vram, usable_bytes=usable,
+                    gpu_need_bytes=need, cpu_bytes=max(0, need - usable) + host_only)
+    return _measured_floor(decided) if mode == "hybrid" else decided
+
+
+def _measured_floor(decision: ModeDecision) -> ModeDecision:
+    """A hybrid's RAM is at least what the seed measured for its quant on a host whose GPUs held as much
+    VRAM as these or more: kimik3's estimate (bytes less usable VRAM) missed ~57 GiB of it there."""
+    measured = catalog.measured_ram(decision.quant)
+    # rule: hybrid-ram-measured
+    # Seed 000 step 2: UD-Q2_K_XL keeps ~130 GiB of experts on CPU on 8x RTX PRO 6000 (765 GiB of VRAM); kimik3's
+    # estimate before the GGUF headers are read was 73 GiB there, so a 128 GiB host passed the sizing gate.
+    # "765 GiB" is the seed's rounding (8 x 97887 MiB = 764.7 GiB; 8 x 96 GiB = 768 GiB): 1 % covers the same GPUs.
+    if measured is None or decision.vram_bytes > measured.vram_bytes * 1.01 or \
+            (decision.cpu_bytes or 0) >= measured.cpu_bytes:
+        return decision
+    return _with(decision, cpu_bytes=measured.cpu_bytes, estimate_bytes=decision.cpu_bytes,
+                 floor=measured.source)
 
 
 def margin_refusal(profile: Profile, decision: ModeDecision) -> str | None:

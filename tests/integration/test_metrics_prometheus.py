@@ -183,6 +183,31 @@ def test_the_proxy_passes_the_openai_client_and_prometheus_sees_its_latency(prom
     assert httpx.get(f"http://127.0.0.1:{SERVER_PORT}/health", timeout=5).status_code == 200
 
 
+def test_the_prompt_cache_hit_rate_from_the_servers_counter_and_the_replies_timings(prometheus: str) -> None:
+    """Seed 001's cache hit rate (issue 27 item 8): the same prompt twice, the second from llama-server's cache. The
+    proxy counts each reply's `timings.cache_n`/`prompt_n` as the real server sends them (non-streamed: in the
+    reply; streamed: on the last event), and the server's own prompt_tokens_cached_total agrees."""
+    cached = f'sum(kimik3_proxy_prompt_cached_tokens_total{{{LABELS},route="/v1/chat/completions"}})'
+    evaluated = f'sum(kimik3_proxy_prompt_evaluated_tokens_total{{{LABELS},route="/v1/chat/completions"}})'
+    before = (query(cached) or [0.0])[0], (query(evaluated) or [0.0])[0]
+    messages = [{"role": "user", "content": "the prompt cache keeps this question " * 8}]
+    timings = []
+    for stream in (False, True):
+        with httpx.stream("POST", f"http://127.0.0.1:{PORT}/v1/chat/completions", timeout=120,
+                          headers={"Authorization": f"Bearer {API_KEY}"},
+                          json={"messages": messages, "max_tokens": 4, "stream": stream}) as reply:
+            assert reply.status_code == 200
+            bodies = [json.loads(line[6:]) for line in reply.iter_lines() if line.startswith("data: {")] if stream \
+                else [json.loads(reply.read())]
+        timings += [b["timings"] for b in bodies if "timings" in b]
+    assert len(timings) == 2, timings  # one per reply, as the proxy reads them
+    assert timings[1]["cache_n"] > 0  # the second asking of the same prompt came from the cache
+    want = (before[0] + sum(t["cache_n"] for t in timings), before[1] + sum(t["prompt_n"] for t in timings))
+    wait_for(lambda: (query(cached) or [None])[0] == want[0] and (query(evaluated) or [None])[0] == want[1],
+             f"the proxy's prompt token counters reach {want}")
+    assert query(f'llamacpp:prompt_tokens_cached_total{{{LABELS}}} >= {timings[1]["cache_n"]}')
+
+
 def test_a_scripted_bad_tool_call_through_the_proxy_is_counted(prometheus: str, stub_exporter: SseStub) -> None:
     stub_exporter.script = [{"tool_calls": [{"id": "call_1", "type": "function",
                                              "function": {"name": "get_weather", "arguments": '{"city": "Oslo"'}}]}]

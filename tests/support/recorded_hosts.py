@@ -4,6 +4,11 @@
     h200_host(gpus=8, ram_total=...) # the same GPU recorded once, as 8 of them (indices/UUIDs renumbered)
 
 Plan cases use it as `observed: host: {recorded: h200, gpus: 8, ...HostFacts fields}`.
+
+    seed000_host()                   # seed 000's host as the seed describes it (not recorded): 8x RTX PRO 6000
+                                     # (97887 MiB, sm_120), 1 TiB RAM; the CPU and driver facts are the H200 host's
+
+Plan cases use it as `observed: host: {described: seed-000, ram_total: ...}`.
 """
 
 from __future__ import annotations
@@ -53,11 +58,29 @@ def h200_host(gpus: int = 1, **overrides: Any) -> HostFacts:
     return HostFacts.model_validate({**facts.model_dump(), **overrides})
 
 
+# RTX PRO 6000 Blackwell Server Edition: 97887 MiB (8 of them: seed 000's "765 GiB of VRAM in total").
+RTX_PRO_6000_BYTES = 97887 << 20
+
+
+def seed000_host(gpus: int = 8, **overrides: Any) -> HostFacts:
+    """Seed 000's host as described (8x RTX PRO 6000, 1 TiB RAM): the H200 dump with the GPUs' name, memory and
+    compute capability replaced, parsed by kimik3's own parser."""
+    dump = h200_nvml(gpus)
+    for gpu in dump["gpus"]:
+        gpu.update(name="NVIDIA RTX PRO 6000 Blackwell Server Edition", compute_capability=[12, 0],
+                   memory_total=RTX_PRO_6000_BYTES, memory_free=RTX_PRO_6000_BYTES - (512 << 20), memory_used=512 << 20)
+    found, _ = parse_nvml(dump)
+    host = h200_host(gpus, ram_total=1 << 40, ram_available=1000 << 30)
+    return HostFacts.model_validate({**host.model_dump(), "gpus": found, **overrides})
+
+
 RECORDED = {"h200": h200_host}
+DESCRIBED = {"seed-000": seed000_host}
 
 
 def recorded_host(spec: dict[str, Any]) -> HostFacts:
-    """`{recorded: h200, gpus: N, field: value, ...}` -> that host's facts with the fields replaced."""
+    """`{recorded: h200, gpus: N, field: value, ...}` (or `{described: seed-000, ...}`) -> that host's facts with
+    the fields replaced."""
     fields = dict(spec)
-    make = RECORDED[fields.pop("recorded")]
-    return make(fields.pop("gpus", 1), **fields)
+    make = RECORDED[fields.pop("recorded")] if "recorded" in fields else DESCRIBED[fields.pop("described")]
+    return make(fields.pop("gpus", 8 if make is seed000_host else 1), **fields)

@@ -4,11 +4,12 @@ H200 host's facts (tests/fixtures/h200 through tests/support/recorded_hosts.py).
 from __future__ import annotations
 
 from support.observed import model_fact, observed
-from support.recorded_hosts import h200_host
+from support.recorded_hosts import h200_host, seed000_host
 
 from kimik3_reconciler.model.facts import GpuFact
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.planning.memory_gate import draft_room_refusals, memory_findings
+from kimik3_reconciler.planning.vram_fit import derive_mode
 
 GIB = 1 << 30
 TIB = 1 << 40
@@ -85,7 +86,8 @@ def test_the_cpu_variant_keeps_the_whole_quant_in_ram() -> None:
                         "420.0 GiB (0 GPU(s) 0 B + RAM 420.0 GiB): it cannot run at any split"]
     busy = h200_host(0, ram_total=TIB, ram_available=300 * GIB, gpu_probe="no-driver")
     _, warnings = memory_findings(cpu, observed(cpu, host=busy, model=model), ours_running=False)
-    assert warnings == ["the CPU build keeps the whole quant in RAM, 440.0 GiB with 10% headroom, but only 300.0 GiB "
+    assert warnings == ["the CPU build keeps the whole quant in RAM, 440.0 GiB with 10% headroom, + the prompt cache "
+                        "8.0 GiB (serve.cache_ram; llama-server's default 8192 MiB) = 448.0 GiB, but only 300.0 GiB "
                         "of the 1024.0 GiB is available now: other processes hold the rest (the load may be killed "
                         "for memory)"]
 
@@ -129,3 +131,27 @@ def test_with_gpus_all_a_named_draft_device_must_be_the_hosts_last_gpu() -> None
                               "the split): it is CUDA3, and gpus: all splits the model over this host's 8 GPUs")
     assert not any("spec_draft.device" in r for r in refusals("CUDA7"))
     assert not any("spec_draft.device" in r for r in refusals("auto"))
+
+
+def test_the_seed_hosts_hybrid_ram_is_at_least_what_the_seed_measured() -> None:
+    """Issue 27 item 2: on seed 000's host (8x RTX PRO 6000, 765 GiB of VRAM) the sizing gate counts at least the
+    ~130 GiB of UD-Q2_K_XL experts the seed measured in RAM (kimik3's own estimate: ~73 GiB), plus the prompt
+    cache; more VRAM than the seed's (eight H200s) is not that host, and IQ2_XXS was never measured hybrid."""
+    q2 = profile(gpus="all", quant="UD-Q2_K_XL")
+    seed = seed000_host()
+    files = model_fact(q2, shards=2, size=401 * GIB)  # 802 GiB
+    decision = derive_mode(q2, observed(q2, host=seed, model=files))
+    assert decision.mode == "hybrid" and decision.cpu_bytes is not None and decision.cpu_bytes >= 130 * GIB
+    assert decision.estimate_bytes is not None and decision.estimate_bytes < 80 * GIB
+    # 1 TiB (the seed's RAM) holds it; 150 GiB holds 143 GiB of experts with headroom, not the 8 GiB prompt cache too
+    assert memory_findings(q2, observed(q2, host=seed, model=files), ours_running=False) == ([], [])
+    (refused,), _ = memory_findings(q2, observed(q2, host=seed000_host(ram_total=150 * GIB), model=files), False)
+    assert "= 151.0 GiB, but the host has 150.0 GiB of RAM" in refused
+    cache_1g = profile(gpus="all", quant="UD-Q2_K_XL", serve="{cache_ram: 1024}")
+    assert memory_findings(cache_1g, observed(cache_1g, host=seed000_host(ram_total=150 * GIB), model=files),
+                           False) == ([], [])
+    h200s = derive_mode(q2, observed(q2, host=h200_host(8, ram_total=TIB), model=files))
+    assert h200s.mode == "all-vram" and h200s.estimate_bytes is None
+    iq2 = profile(gpus="[0, 1, 2, 3]", quant="UD-IQ2_XXS")
+    four = derive_mode(iq2, observed(iq2, host=seed000_host(4), model=model_fact(iq2, shards=2, size=331 * GIB)))
+    assert four.mode == "hybrid" and four.estimate_bytes is None  # its own estimate: no measurement to floor it

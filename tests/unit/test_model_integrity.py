@@ -67,7 +67,8 @@ def test_a_running_server_is_replaced_after_its_files_were_refetched(world):
     assert changes(plan) == [("model", Action.CREATE), ("preread", Action.READ), ("container", Action.REPLACE),
                              ("health", Action.READ)]
     container = plan.changes[2]
-    assert container.reason == f"the model files it loaded were re-fetched (sha256 mismatch: {SHARD})"
+    assert container.reason.startswith(f"the model files it loaded were re-fetched (sha256 mismatch: {SHARD}); each "
+                                      "request gets ")
     orchestrator.apply(profile)
     assert docker.calls[-2:] == ["rm k3-test", "run k3-test"]
     assert docker.containers["k3-test"]["Id"] != before

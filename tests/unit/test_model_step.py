@@ -62,7 +62,8 @@ def test_a_complete_model_whose_layout_is_not_recorded_records_it_once() -> None
     from kimik3_reconciler.model.records import layout_key
 
     layout = ModelLayout(**json.loads((Path(__file__).parent.parent / "fixtures" / "h200" / "synth-layout.json")
-                                      .read_text()))
+                                      .read_text()), context_length=0,
+                         state_bytes_per_slot=0)
     profile = parse_profile(PROFILE_TEXT_WITHOUT_EXTRAS).profile
     fresh = plan(profile, observed(profile, layout=layout, layout_recorded=False))
     model = next(s for s in fresh.steps if s.kind == "model")

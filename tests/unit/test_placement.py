@@ -17,7 +17,8 @@ from kimik3_reconciler.planning.placement import forecast
 
 H200 = Path(__file__).resolve().parents[1] / "fixtures" / "h200"
 MIB = 1 << 20
-LAYOUT = ModelLayout(**json.loads((H200 / "synth-layout.json").read_text()))
+LAYOUT = ModelLayout(**json.loads((H200 / "synth-layout.json").read_text()), context_length=0,  # none recorded
+                     state_bytes_per_slot=0)
 CASES = [json.loads(line) for line in (H200 / "forecast-cases.jsonl").read_text().splitlines()]
 REV = "d3e0c0de" * 5
 

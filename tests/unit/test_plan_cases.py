@@ -23,6 +23,7 @@ written by hand.
       unverified: true                                        # an apply launched it and never verified it
       host: {physical_cores: 8, cpu_flags: [...], tailscale_ipv4: null}
             # or {recorded: h200, gpus: 8, ram_total: ...}: the recorded H200 host (tests/support/recorded_hosts.py)
+            # or {described: seed-000, ram_total: ...}: seed 000's 8x RTX PRO 6000 host as the seed describes it
       quant_gib: 662                                          # the quant's size (default: two 40 GiB shards)
       cache_mounts: proc-self-mounts.nfs-models.txt           # tests/fixtures/host: the cache dir's mount from it
       previous_host: {...}                                    # the host the previous apply saw
@@ -175,7 +176,7 @@ def hand_made(spec: ContainerSpec, drift: dict[str, Any]) -> ContainerSpec:
 
 
 def host_facts(spec: dict[str, Any]) -> HostFacts:
-    return recorded_host(spec) if "recorded" in spec else HostFacts(**spec)
+    return recorded_host(spec) if "recorded" in spec or "described" in spec else HostFacts(**spec)
 
 
 def build_case(case: dict[str, Any]) -> tuple[Profile, Observed]:

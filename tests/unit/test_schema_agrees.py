@@ -100,6 +100,7 @@ CROSS_FIELD: dict[tuple[Any, ...], list[Any]] = {
     ("serve", "spec_draft", "device"): ["CUDA7"],  # must be the last GPU of the profile's gpus (here CUDA0)
     ("rpc", "workers", 0, "devices"): [["CUDA0"]],  # a CUDA device needs the worker's gpus
     ("rpc", "workers", 0, "bind"): ["8.8.8.8", "0.0.0.0"],  # rule rpc-bind-private: loopback or a private range
+    ("serve", "ctx_size"): [2**31 - 1],  # rule ctx-size-limit: the trained context caps ctx_size / serve.parallel
     # not cross-field, but not sayable: the kernel's MAX_ARG_STRLEN counts UTF-8 bytes, JSON Schema characters
     ("serve", "extra_args"): [["é" * 65536]],
 }

@@ -23,7 +23,8 @@ from kimik3_reconciler.model.records import layout_key
 FILES = {"UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00002.gguf": b"one" * 10,
          "UD-Q2_K_XL/k3-UD-Q2_K_XL-00002-of-00002.gguf": b"two" * 10}
 LAYOUT = {"n_layer": 2, "layer_dense": [10, 10], "layer_experts": [20, 20], "output_bytes": 5, "token_embd_bytes": 7,
-          "kv_bytes_per_token": 3}
+          "kv_bytes_per_token": 3, "context_length": 4096,
+          "state_bytes_per_slot": 0}
 
 
 @pytest.mark.parametrize("raw", [b"\xff\xfe garbage", b"[1, 2, 3]", b"42", b"null", b'{"torn": ', b""],

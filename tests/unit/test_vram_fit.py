@@ -15,8 +15,10 @@ from kimik3_reconciler.planning.launch import render_launch
 from kimik3_reconciler.planning.vram_fit import derive_mode
 
 GIB = 1 << 30
+# context_length 0: the synthetic model's header gives none (the recorded layout predates the field)
 LAYOUT = ModelLayout(**json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "h200" /
-                                   "synth-layout.json").read_text()))
+                                   "synth-layout.json").read_text()), context_length=0,
+                    state_bytes_per_slot=0)
 
 
 def profile(quant: str = "UD-IQ2_XXS", gpus: str = "all", serve: str = "{}", variant: str = "cuda",

@@ -110,22 +110,33 @@ def batch(p: Profile) -> Iterator[Finding]:
 # Tokens a slot needs for the chat template, kimik3's verify prompts and their replies on random weights; real
 # weights think first and get more (verify asks up to 1024, then 4096), which any sane profile has.
 MIN_SLOT_CONTEXT = 512
+INT32_MAX = 2**31 - 1  # llama.cpp parses -c into an int32
 
 
 def ctx_size(p: Profile) -> Iterator[Finding]:
-    if p.serve.ctx_size > catalog.CONTEXT_LENGTH:
+    total, per_slot = p.ctx_size_for(), p.slot_context()
+    if p.serve.ctx_size is None and total > INT32_MAX:
+        # rule: ctx-size-default
+        # The default is 131,072 per slot: enough slots make the total overflow llama.cpp's int -c.
+        yield error(("serve", "parallel"), f"{p.serve.parallel} slots x {catalog.REQUEST_CONTEXT:,} tokens (the "
+                    f"default context per request, seed 001) is {total:,}, more than llama.cpp's -c holds "
+                    f"({INT32_MAX:,}): write serve.ctx_size (the total over all slots) or lower parallel")
+        return
+    if per_slot > catalog.CONTEXT_LENGTH:
         # rule: ctx-size-limit
-        # Seed 001: K3 supports 1,048,576 tokens; llama.cpp only warns above the trained context length.
-        yield error(("serve", "ctx_size"), f"{p.serve.ctx_size} is above Kimi-K3's trained context of "
-                    f"{catalog.CONTEXT_LENGTH:,} tokens (seed 001: the model specification); llama.cpp would "
-                    "only warn. Seed 001 suggests starting with 131072")
-    per_slot = p.serve.ctx_size // p.serve.parallel
+        # Seed 001: K3 supports 1,048,576 tokens, per request; llama.cpp only warns when a slot's share of -c
+        # is above the trained context length.
+        yield error(("serve", "ctx_size"), f"{p.serve.ctx_size} over serve.parallel {p.serve.parallel} slots is "
+                    f"{per_slot:,} tokens a request, above Kimi-K3's trained context of {catalog.CONTEXT_LENGTH:,} "
+                    "tokens (seed 001: the model specification); llama.cpp would only warn. Seed 001 suggests "
+                    f"starting with {catalog.REQUEST_CONTEXT} a request (the default: ctx_size = "
+                    f"{catalog.REQUEST_CONTEXT} x parallel)")
     if per_slot < MIN_SLOT_CONTEXT:
         # rule: slot-context-floor
         # llama-server gives each of `parallel` slots ctx_size/parallel tokens (kimik3 sets --parallel, so the
         # KV cache is not unified): below this a chat template plus kimik3's verify reply do not fit, and at a
         # few tokens the server aborts at warm-up, both only after the whole load.
-        yield error(("serve", "ctx_size"), f"{p.serve.ctx_size} over serve.parallel {p.serve.parallel} slots is "
+        yield error(("serve", "ctx_size"), f"{total} over serve.parallel {p.serve.parallel} slots is "
                     f"{per_slot} tokens a slot, below {MIN_SLOT_CONTEXT}: too small for a chat request and its reply "
                     "(each slot gets ctx_size/parallel); raise ctx_size or lower parallel")
 
