@@ -26,6 +26,7 @@ from kimik3_reconciler.planning.launch import refuse_keyless_key_file, render_la
 from kimik3_reconciler.planning.metrics_step import plan_exporter, plan_exporter_teardown, plan_release_port
 from kimik3_reconciler.planning.model_step import model_spec, plan_model, plan_tokenizer
 from kimik3_reconciler.planning.placement import forecast
+from kimik3_reconciler.planning.routes import profile_routes
 from kimik3_reconciler.planning.worker_step import plan_removed_workers, plan_worker_teardown, plan_workers
 from kimik3_reconciler.planning.preread_step import plan_preread
 from kimik3_reconciler.planning.quant_gate import gate_reference, plan_gate, plan_reference, plan_stop_for_gate
@@ -81,7 +82,8 @@ def plan(profile: Profile, observed: Observed, warnings: tuple[str, ...] = ()) -
     if observed.last_good and (container_changes(steps) or changes(steps, QuantGateRun)):
         extra += (f"if the gate, the load or verify fails, apply relaunches the last good profile "
                   f"(recorded {observed.last_good})",)
-    return Plan(profile.name, steps, warnings=extra, forecast=forecast(profile, observed))
+    return Plan(profile.name, steps, warnings=extra, forecast=forecast(profile, observed),
+                routes=profile_routes(profile, observed.host, observed=observed))
 
 
 def plan_destroy(profile: Profile, observed: Observed, *, images: bool = False, model: bool = False) -> Plan:

@@ -23,6 +23,8 @@ written by hand.
       unverified: true                                        # an apply launched it and never verified it
       host: {physical_cores: 8, cpu_flags: [...], tailscale_ipv4: null}
             # or {recorded: h200, gpus: 8, ram_total: ...}: the recorded H200 host (tests/support/recorded_hosts.py)
+            # or {described: described-b300.yaml, numa_balancing: 0, ...}: a described host (tests/fixtures/host,
+            #   model/described_host.py, `kimik3 routes --host-facts`), the fields replaced
       quant_gib: 662                                          # the quant's size (default: two 40 GiB shards)
       cache_mounts: proc-self-mounts.nfs-models.txt           # tests/fixtures/host: the cache dir's mount from it
       previous_host: {...}                                    # the host the previous apply saw
@@ -44,6 +46,7 @@ written by hand.
     expect:
       - [kind, action, reason substring, [diff lines, * wildcards allowed]]
     warnings: [substring, ...]
+    routes: [substring, ...]  # each in a line of the plan's routes (planning/routes.py: "yes llamacpp ...")
     refuses: substring      # instead of expect: the planner raises PlanError saying this
 """
 
@@ -69,6 +72,7 @@ from kimik3_reconciler.model.facts import (
     RpcDeviceFact, SystemdFacts, UnitFact, WorkerFact,
 )
 from kimik3_reconciler.errors import PlanError
+from kimik3_reconciler.model.described_host import described_host
 from kimik3_reconciler.model.specs import ContainerSpec
 from kimik3_reconciler.observe.docker_objects import parse_running
 from kimik3_reconciler.observe.host import parse_mount_of
@@ -143,6 +147,11 @@ def hand_made(spec: ContainerSpec, drift: dict[str, Any]) -> ContainerSpec:
 
 
 def host_facts(spec: dict[str, Any]) -> HostFacts:
+    if "described" in spec:
+        fields = dict(spec)
+        path = HOST_FIXTURES / fields.pop("described")
+        described = described_host(yaml.safe_load(path.read_text()), path.name)
+        return HostFacts.model_validate({**described.model_dump(), **fields})
     return recorded_host(spec) if "recorded" in spec else HostFacts(**spec)
 
 
@@ -313,6 +322,8 @@ def test_plan_case(path: Path) -> None:
             assert len(lines) == len(expected[3]) and all(map(fnmatch.fnmatchcase, lines, expected[3])), lines
     for warning in case.get("warnings", []):
         assert any(warning in w for w in result.warnings + tuple(w for s in result.steps for w in s.warnings)), warning
+    for route in case.get("routes", []):
+        assert any(route in line for line in result.routes.lines()), (route, result.routes.lines())
 
 
 def test_there_are_enough_cases() -> None:
