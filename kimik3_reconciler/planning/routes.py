@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kimik3_reconciler.model import catalog
+from kimik3_reconciler.model.engine_names import NOT_ENGINES
 from kimik3_reconciler.model.facts import GpuFact, HostFacts, Observed
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.planning.host_compat import driver_floor, driver_text, version
@@ -55,9 +56,7 @@ NATIVE_MIN_BYTES = NATIVE_PARAMETERS * 425 // 800
 # kimik3's default base images are CUDA 13.0 (build.base_images): the driver floor of a GGUF route on GPUs.
 GGUF_CUDA = (13, 0, 0)
 
-OLLAMA_WHY = ("not a kimik3 engine: seed 001 calls Ollama a wrapper over the same GGUF path that does not change "
-              "its memory needs, and it gives no --n-cpu-moe/--override-tensor control, which the hybrid split "
-              "needs (seed 000); serve the same quant with engine: llamacpp")
+OLLAMA_WHY = f"engine: ollama {NOT_ENGINES['ollama']}"
 
 NOTES = (
     "layer-wise weight streaming (vLLM/SGLang --cpu-offload-gb) is not offered: PCIe-bound decode, unusable at "
