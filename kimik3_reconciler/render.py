@@ -25,6 +25,8 @@ def render_plan(plan: Plan, console: Stream, verbose: bool = False) -> None:
     if plan.forecast is not None:
         for line in plan.forecast.lines():
             console.print(Text(f"  {line}", style="cyan"))
+    if plan.routes is not None:
+        console.print(Text(f"  {plan.routes.summary()}", style="cyan"))
     hosts = plan.hosts()
     grouped = len(hosts) > 1  # RPC workers: the steps are shown per host, each with what it is sent
     for host, group in hosts.items():

@@ -358,6 +358,44 @@ def verify(ctx: click.Context, file: str, json_out: bool) -> None:
         sys.exit(1)
 
 
+@main.command()
+@click.argument("file", required=False, type=click.Path(dir_okay=False))
+@click.option("--host-facts", "host_file", type=click.Path(dir_okay=False), metavar="HOST",
+              help="judge a described host (YAML: gpus [{name, count, memory_gib}], ram_gib, driver) instead of this one")
+@click.option("--json", "json_out", is_flag=True, help="print the routes as JSON on stdout")
+@_run
+def routes(file: str | None, host_file: str | None, json_out: bool) -> None:
+    """Which ways of serving Kimi-K3 this host can take (GGUF quants on llama.cpp all-VRAM, hybrid or CPU; the
+    native checkpoint on vLLM or SGLang), and why not the others. With FILE, judged on its GPUs, its route marked.
+
+    Reads the host (NVML, /proc/meminfo) or HOST; changes nothing, asks no hub (exit 0 whatever is feasible)."""
+    from kimik3_reconciler.planning.routes import profile_routes
+
+    loaded = load(file, cached=True) if file else None
+    if host_file:
+        import yaml
+
+        from kimik3_reconciler.model.described_host import described_host
+
+        try:
+            data = yaml.safe_load(read_text(host_file))
+        except yaml.YAMLError as exc:
+            raise InputError(f"{host_file}: not YAML: {exc}") from None
+        host, source = described_host(data, host_file), host_file
+    else:
+        from kimik3_reconciler.adapters.host_linux import LinuxHost
+        from kimik3_reconciler.observe.host import collect_host
+
+        host, source = collect_host(LinuxHost()), "observed"
+    report = profile_routes(loaded.profile if loaded else None, host, source)
+    if json_out:
+        click.echo(json.dumps(report.to_json(), indent=2))
+        return
+    for line in report.lines():
+        style = "green" if line.startswith("yes") else "dim" if line.startswith(("no ", "note")) else "bold"
+        _out.print(Text(line, style=style))
+
+
 def _print_report(report) -> None:  # noqa: ANN001 - verify.VerifyReport, imported lazily
     from rich.table import Table
     from rich.text import Text as RichText

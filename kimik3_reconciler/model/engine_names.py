@@ -5,6 +5,18 @@ a plan first needs it. Adding an engine adds one entry here and one folder under
 
 from __future__ import annotations
 
+# Names people give that kimik3 deliberately does not deploy, with why and what to write instead (the schema refuses
+# them with this text; `kimik3 routes` shows it).
+NOT_ENGINES: dict[str, str] = {
+    # Seed 001: Ollama is "a convenience layer for the same GGUF path, not a fourth independent self-hosting method",
+    # and it "does not change K3's memory needs"; it exposes no --n-cpu-moe/--override-tensor, the expert split seed
+    # 000's hybrid needs. No Ollama binary is reachable from kimik3's test machines: nothing about it is tested.
+    "ollama": "is not a kimik3 engine: Ollama is a wrapper over the same GGUF path (seed 001) and gives no "
+              "--n-cpu-moe/--override-tensor control, which the hybrid expert split needs (seed 000); serve the "
+              "same quant with engine: llamacpp (model.repo unsloth/Kimi-K3-GGUF, model.quant as in "
+              "hf.co/unsloth/Kimi-K3-GGUF:<quant>)",
+}
+
 DEFAULT_ENGINE = "llamacpp"
 
 ENGINES: dict[str, str] = {

@@ -117,6 +117,7 @@ class Plan:
     steps: tuple[Step, ...]
     warnings: tuple[str, ...] = field(default=())
     forecast: Any = None  # planning.placement.Forecast, when the layout and GPU facts are known
+    routes: Any = None  # planning.routes.RouteReport: the ways this host can serve Kimi-K3 (issue 25 §4)
 
     @property
     def changes(self) -> tuple[Step, ...]:
@@ -152,6 +153,7 @@ class Plan:
             "hosts": self.hosts(),
             "warnings": list(self.warnings),
             "forecast": _jsonable(self.forecast),
+            "routes": self.routes.to_json() if self.routes is not None else None,
             "steps": [s.to_json() for s in self.steps],
         }
 

@@ -37,7 +37,20 @@ ABSOLUTE_SCHEMA = {"type": "string", "pattern": "^/", **_NOT_EXPANDED}
 UNIT_SCHEMA = {"type": "string",
                "pattern": r"^(?=.{1,64}$)(?!.*\.service$)[A-Za-z0-9][A-Za-z0-9_.-]*(?:@[A-Za-z0-9_.-]+)?$"}
 CpuFeature = Literal["avx512", "avx512_vbmi", "avx512_vnni", "avx512_bf16", "amx"]
-EngineName = Literal[tuple(ENGINES)]  # type: ignore[valid-type]  # the registry's names
+
+
+def _not_an_engine(value: Any) -> Any:
+    from kimik3_reconciler.model.engine_names import NOT_ENGINES
+
+    if isinstance(value, str) and value in NOT_ENGINES:
+        # rule: engine-not-offered
+        # A name people use for a route kimik3 deliberately does not deploy: say why and what to write instead, not
+        # only the list of choices.
+        raise refuse(f"{value!r} {NOT_ENGINES[value]}")
+    return value
+
+
+EngineName = Annotated[Literal[tuple(ENGINES)], BeforeValidator(_not_an_engine)]  # type: ignore[valid-type]
 CPU_FEATURES: tuple[str, ...] = get_args(CpuFeature)
 
 # strict: YAML `port: "8080"` is a mistake worth naming, not something to coerce.

@@ -555,6 +555,17 @@ RULES: tuple[Rule, ...] = (
               "broken sm_120 kernel for that type, don't serve it)"),
 )
 
+# Issue 25: the engines kimik3 does not deploy, and SGLang's (engines/sglang/; seed 001's TP8/DCP8 cookbook profile).
+RULES += (
+    Rule("engine-not-offered", "refuse", "engine: ollama is refused, saying why and what to write instead (engine: "
+         "llamacpp with the same quant)",
+         "Ollama serves the same GGUF path with no --n-cpu-moe/--override-tensor control, so it can only be a slower, "
+         "less controllable llama.cpp here; no Ollama binary is reachable to test it either",
+         ("kimik3_reconciler.model.profile_schema",), ("cases/profile/engine_ollama_refused.yaml",),
+         seed="seed 001 (\"Ollama is a convenience layer for the same GGUF path\"; it does not change memory needs); "
+              "seed 000 (the hybrid split is --n-cpu-moe/--override-tensor)"),
+)
+
 _RPC_SEED = ("not in the seeds: issue 18 (Beyond one host) and the pinned llama.cpp's tools/rpc/README.md: \"Never run the RPC server "
              "on an open network or in a sensitive environment!\"")
 RULES += (

@@ -27,6 +27,7 @@ from kimik3_reconciler.planning.launch import refuse_keyless_key_file, render_la
 from kimik3_reconciler.planning.metrics_step import plan_exporter, plan_exporter_teardown, plan_release_port
 from kimik3_reconciler.planning.model_step import model_spec, plan_model, plan_tokenizer
 from kimik3_reconciler.planning.placement import forecast
+from kimik3_reconciler.planning.routes import profile_routes
 from kimik3_reconciler.planning.worker_step import plan_removed_workers, plan_worker_teardown, plan_workers
 from kimik3_reconciler.planning.preread_step import plan_preread
 from kimik3_reconciler.planning.quant_gate import gate_reference, plan_gate, plan_reference, plan_stop_for_gate
@@ -63,7 +64,12 @@ def refuse_by_host_gate(profile: Profile, observed: Observed) -> list[str]:
     refusals, gate_warnings = host_gate(profile, observed)
     if refusals:
         fields = tuple(r.field for r in refusals if isinstance(r, FieldRefusal))
-        raise PlanError("the host gate refuses this profile:\n  - " + "\n  - ".join(refusals), fields)
+        message = "the host gate refuses this profile:\n  - " + "\n  - ".join(refusals)
+        if observed.host.gpu_probe is not None or profile.gpus == "none":  # GPUs observed (or none wanted)
+            # Seed 001: choose the engine by the hardware. A profile this host cannot run gets the routes it can.
+            instead = profile_routes(profile, observed.host, observed=observed).instead()
+            message += f"\n{instead}" if instead else ""
+        raise PlanError(message, fields)
     return gate_warnings
 
 
@@ -83,7 +89,8 @@ def plan(profile: Profile, observed: Observed, warnings: tuple[str, ...] = ()) -
     if observed.last_good and (container_changes(steps) or changes(steps, QuantGateRun)):
         extra += (f"if the gate, the load or verify fails, apply relaunches the last good profile "
                   f"(recorded {observed.last_good})",)
-    return Plan(profile.name, steps, warnings=extra, forecast=forecast(profile, observed))
+    return Plan(profile.name, steps, warnings=extra, forecast=forecast(profile, observed),
+                routes=profile_routes(profile, observed.host, observed=observed))
 
 
 def plan_destroy(profile: Profile, observed: Observed, *, images: bool = False, model: bool = False) -> Plan:

@@ -24,6 +24,8 @@ written by hand.
       host: {physical_cores: 8, cpu_flags: [...], tailscale_ipv4: null}
             # or {recorded: h200, gpus: 8, ram_total: ...}: the recorded H200 host (tests/support/recorded_hosts.py)
             # or {described: seed-000, ram_total: ...}: seed 000's 8x RTX PRO 6000 host as the seed describes it
+            # or {described: described-b300.yaml, numa_balancing: 0, ...}: a described host (tests/fixtures/host,
+            #   model/described_host.py, `kimik3 routes --host-facts`), the fields replaced
       quant_gib: 662                                          # the quant's size (default: two 40 GiB shards)
       cache_mounts: proc-self-mounts.nfs-models.txt           # tests/fixtures/host: the cache dir's mount from it
       previous_host: {...}                                    # the host the previous apply saw
@@ -50,6 +52,7 @@ written by hand.
       - [kind, action, reason substring, [diff lines, * wildcards allowed]]
     warnings: [substring, ...]
     costs: {kind: [substring, ...]}  # the step of that kind states each in its cost
+    routes: [substring, ...]  # each in a line of the plan's routes (planning/routes.py: "yes llamacpp ...")
     refuses: substring      # instead of expect: the planner raises PlanError saying this
     local_files: {name: gguf | text | folder}   # written in a temporary folder (the profile's), and
     refuses_input: substring                    # the real local-model collector refuses model.local_path so
@@ -79,6 +82,7 @@ from kimik3_reconciler.model.facts import (
 from kimik3_reconciler.errors import InputError, PlanError
 from kimik3_reconciler.model.host_settings import sysctl_text
 from kimik3_reconciler.observe.local_model import collect_local_model
+from kimik3_reconciler.model.described_host import described_host
 from kimik3_reconciler.model.specs import ContainerSpec
 from kimik3_reconciler.observe.docker_objects import parse_running
 from kimik3_reconciler.observe.host import parse_mount_of
@@ -176,6 +180,11 @@ def hand_made(spec: ContainerSpec, drift: dict[str, Any]) -> ContainerSpec:
 
 
 def host_facts(spec: dict[str, Any]) -> HostFacts:
+    if "described" in spec and str(spec["described"]).endswith(".yaml"):
+        fields = dict(spec)
+        path = HOST_FIXTURES / fields.pop("described")
+        described = described_host(yaml.safe_load(path.read_text()), path.name)
+        return HostFacts.model_validate({**described.model_dump(), **fields})
     return recorded_host(spec) if "recorded" in spec or "described" in spec else HostFacts(**spec)
 
 
@@ -384,6 +393,8 @@ def test_plan_case(path: Path, tmp_path: Path) -> None:
         assert all(cost in step.cost for cost in costs), f"{kind}: {step.cost!r}"
     for warning in case.get("warnings", []):
         assert any(warning in w for w in result.warnings + tuple(w for s in result.steps for w in s.warnings)), warning
+    for route in case.get("routes", []):
+        assert any(route in line for line in result.routes.lines()), (route, result.routes.lines())
 
 
 def test_there_are_enough_cases() -> None:
