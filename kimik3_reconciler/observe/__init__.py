@@ -20,6 +20,7 @@ from kimik3_reconciler.observe.docker_objects import (
     collect_runtime_cuda,
 )
 from kimik3_reconciler.observe.exporter import collect_exporter
+from kimik3_reconciler.observe.front import collect_front
 from kimik3_reconciler.observe.host import collect_host
 from kimik3_reconciler.observe.local_inputs import collect_inputs
 from kimik3_reconciler.observe.model_cache import collect_model, collect_tokenizer
@@ -60,10 +61,12 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
     inputs = collect_inputs(profile, base_dir, dockerfile, ports.state, rehash, ports.cache)
     # Before the gate: our exporter's proxy may hold serve.port (metrics.proxy), which the gate must not refuse.
     exporter = collect_exporter(profile.name, ports.state, ports.processes, ports.http)
+    # The front (metrics.handover) holds serve.port the same way.
+    front = collect_front(profile.name, ports.state, ports.processes, ports.http)
     others = others_ahead.result()
     if before_hub is not None:  # a host the gate refuses must not wait for the hub first
         m = profile.model
-        before_hub(Observed(host=host, inputs=inputs, container=container, others=others, exporter=exporter,
+        before_hub(Observed(host=host, inputs=inputs, container=container, others=others, exporter=exporter, front=front,
                             model=ModelFact(repo=m.repo, revision=m.revision, quant=m.quant, cache_dir="")))
     model = collect_model(profile, ports.hub, ports.state, base_dir, ports.host, rehash, stat_only)
     gated = gate_reference is not None
@@ -103,6 +106,7 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
         workers=collect_workers(profile, ports.worker_docker, ports.docker, ports.host, ports.state, inputs),
         removed_workers=collect_removed_workers(profile, ports.worker_docker, ports.state),
         exporter=exporter,
+        front=front,
     )
 
 
