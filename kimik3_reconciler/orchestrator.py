@@ -209,8 +209,11 @@ class Orchestrator:
             return
         from kimik3_reconciler.steps.front import release_clients  # only after a hold
 
-        for spec in dict.fromkeys(held):
-            release_clients(spec, self.ports, self.reporter)
+        released = set()
+        for spec in held:
+            if (spec.profile, spec.control_url) not in released:  # one release per front, however many holds
+                released.add((spec.profile, spec.control_url))
+                release_clients(spec, self.ports, self.reporter)
 
     def _check_room(self, steps: tuple[Step, ...]) -> None:
         """Refuse (exit 8) before a server is taken down when the state dir cannot hold the records the rest of the
