@@ -26,6 +26,9 @@ class Admission(Protocol):
 
     in_flight: int
 
+    @property
+    def holding(self) -> bool: ...
+
     async def admit(self) -> web.StreamResponse | None: ...
 
 
@@ -44,9 +47,10 @@ def proxy_app(upstream: str, metrics: ProxyMetrics, gate: Admission | None = Non
     async def forward(request: web.Request) -> web.StreamResponse:
         if gate is None:  # the exporter's proxy: nothing is ever held
             return await relay(request)
-        refused = await gate.admit()
-        if refused is not None:
-            return refused
+        if gate.holding:  # only during a replacement: otherwise one attribute test and a counter
+            refused = await gate.admit()
+            if refused is not None:
+                return refused
         gate.in_flight += 1
         try:
             return await relay(request)
