@@ -71,7 +71,10 @@ def plan_hold(desired: Desired, observed: Observed, planned: tuple[Step, ...] = 
                  spec=FrontHold(desired.profile.name, wanted.control_url, order.to_json()),
                  cost=f"clients held ~{duration(seconds)} (the predicted downtime: {how}) plus verify; drain up to "
                       f"{duration(spec.drain_s)}; at most {spec.queue} held, each up to {duration(spec.wait_s)}, past "
-                      f"either 503 Retry-After {retry} s"),)
+                      f"either 503 Retry-After {retry} s"
+                      # A wait bound under the predicted hold turns every held request into a 503: said here.
+                      + (f"; wait_s {duration(spec.wait_s)} is under the predicted hold: held requests will get 503"
+                         if spec.wait_s < seconds else "")),)
 
 
 def plan_front(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:

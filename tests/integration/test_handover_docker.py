@@ -109,7 +109,7 @@ def test_a_knob_change_under_load_fails_no_request(deployed: tuple[Path, dict]) 
     assert docker("inspect", "-f", "{{.Id}}", NAME) != old  # the server was replaced
     assert "hold new requests" in result.stdout + result.stderr
     report("knob change (ubatch)", load, started, ended)
-    print("the hold's event:", [line for line in result.stdout.splitlines() if '"held": true' in line][:1])
+    print("the hold's event:", [line for line in result.stderr.splitlines() if '"held": true' in line][:1])
     assert load.failed() == [], load.failed()[:5]
     assert any(o.stream for o in load.outcomes) and any(not o.stream for o in load.outcomes)
     # Some requests were held across the swap (the load never stopped while the server was down).
