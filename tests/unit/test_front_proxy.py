@@ -169,3 +169,29 @@ def test_a_hold_never_released_ends_by_its_lease(front: Front) -> None:
     assert status == 200 and json.loads(body)["choices"][0]["message"]["content"] == WORDS
     assert 0.4 <= time.monotonic() - started < 5
     assert front.status()["holding"] is False
+
+
+def test_the_exporter_serves_the_fronts_latency_series_with_the_deployments_labels(front: Front) -> None:
+    from support.fakes.state import MemoryState
+
+    from kimik3_reconciler.adapters.http import HttpClient
+    from kimik3_reconciler.exporter.registry import FrontSeries
+    from kimik3_reconciler.model.metrics import ExporterConfig
+    from kimik3_reconciler.model.records import front_config_key
+    from kimik3_reconciler.ports import Ports
+
+    front.upstream.script = [{"content": WORDS}]
+    assert front.chat(True)[0] == 200
+    state = MemoryState()
+    state.write(front_config_key("k3-front"), front.config.to_json())
+    ports = Ports(docker=None, hub=None, http=HttpClient(), host=None, state=state, clock=None)  # type: ignore[arg-type]
+    labels = {"profile": "k3-front", "quant": "UD-Q2_K_XL", "build": "b", "fingerprint": "f00d"}
+    config = ExporterConfig(profile="k3-front", labels=labels, bind="127.0.0.1", port=1, container="k3-front",
+                            server_url=front.config.server_url)
+    families = {f.name: f for f in FrontSeries(config, ports).collect()}
+    ttft = [s for s in families["kimik3_proxy_ttft_seconds"].samples if s.name.endswith("_count")]
+    assert ttft and all(s.labels["fingerprint"] == "f00d" and s.labels["quant"] == "UD-Q2_K_XL" for s in ttft)
+    assert sum(s.value for s in ttft) == 1
+    # Without a front record (no handover) the collector yields nothing and asks nothing.
+    assert list(FrontSeries(config, Ports(docker=None, hub=None, http=None, host=None, state=MemoryState(),  # type: ignore[arg-type]
+                                          clock=None)).collect()) == []  # type: ignore[arg-type]
