@@ -83,6 +83,10 @@ class Orchestrator:
         # own before a server is taken down; set by apply_or_revert.
         self._closing: tuple[dict | None, int] = (None, 0)
         self.restoring = False  # this orchestrator brings back the last good profile: nothing may refuse it
+        # Holds of the front's clients (issue 29: payloads that `holds_clients`) not released yet, and whether
+        # apply() releases them at its end (apply_or_revert releases after its check or its revert instead).
+        self._held: list = []
+        self._release_after_apply = True
 
     def locked(self, operation: str, profile: Profile, timeout_s: float) -> AbstractContextManager[LockHolder | None]:
         """The per-host lock around a change (apply, destroy, prune, a reconcile pass): one kimik3 at a
@@ -150,6 +154,14 @@ class Orchestrator:
         """Execute exactly `saved`'s steps, once nothing moved since it was made (else StalePlan, nothing run);
         then wait for health as apply does. `profile_text_now`: the profile file as it reads now; `check`: as
         for `apply`."""
+        try:
+            return self._apply_saved(loaded, saved, profile_text_now, check)
+        finally:
+            if self._release_after_apply:
+                self._release_held()
+
+    def _apply_saved(self, loaded: LoadedProfile, saved: SavedPlan, profile_text_now: str | None,
+                     check: Check | None) -> ApplyResult:
         ports = self.ports.verifying(check)
         # Nothing is down yet: a stale plan or a hub error from the observation below must never read as a
         # failure while a server is down (that would revert), whatever an earlier apply of this instance left.
@@ -183,9 +195,25 @@ class Orchestrator:
             self.reporter.event("step", kind=step.kind, action=step.action.name.lower(),
                                 target=step.target, reason=step.reason)
             execute(step, ports, self.reporter)
+            if step.spec is not None and step.spec.holds_clients:
+                self._held.append(step.spec)
             if step.spec is not None and step.spec.waits:
                 self._down = False  # a launch answers /health: a server runs again
             result.executed.append(step)
+
+    def _release_held(self) -> None:
+        """Send the front's held clients on to whatever serves now (issue 29): once per hold, whatever way the
+        apply ended (a release that fails is an event; the front's lease lets go by itself)."""
+        held, self._held = self._held, []
+        if not held:
+            return
+        from kimik3_reconciler.steps.front import release_clients  # only after a hold
+
+        released = set()
+        for spec in held:
+            if (spec.profile, spec.control_url) not in released:  # one release per front, however many holds
+                released.add((spec.profile, spec.control_url))
+                release_clients(spec, self.ports, self.reporter)
 
     def _check_room(self, steps: tuple[Step, ...]) -> None:
         """Refuse (exit 8) before a server is taken down when the state dir cannot hold the records the rest of the
@@ -220,6 +248,14 @@ class Orchestrator:
         `admit(plan)` sees each round's plan before any of its steps runs, and may refuse it (raise). `check`
         (verify) is what a step that `checks` runs (a launch an earlier apply left unverified); this apply's own
         launch is checked by the caller (`apply_checked`)."""
+        try:
+            return self._apply(loaded, max_rounds, rehash, admit, check)
+        finally:
+            if self._release_after_apply:
+                self._release_held()
+
+    def _apply(self, loaded: LoadedProfile, max_rounds: int, rehash: bool, admit: Callable[[Plan], None] | None,
+               check: Check | None) -> ApplyResult:
         ports = self.ports.verifying(check)
         result = ApplyResult()
         self._down = False
@@ -250,11 +286,17 @@ class Orchestrator:
         A `<= verify` step (a launch an earlier apply left unverified) runs `check` too.
         Either way the apply record (`apply_key`: date, result, converged fingerprint, reverts) says how it ended."""
         self._reverted = False
+        # Held clients wait through the check (verify) and a revert: released below, to the server that then runs.
+        self._release_after_apply = False
         try:
             result = self._apply_or_revert(loaded, check, max_rounds, rehash, run, admit)
         except Kimik3Error as failure:
+            self._release_held()  # before the record: the clients first
             self._record_apply(loaded.profile.name, failure)
             raise
+        finally:
+            self._release_after_apply = True
+            self._release_held()
         self._record_apply(loaded.profile.name, None)
         return result
 

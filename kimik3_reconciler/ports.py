@@ -266,6 +266,14 @@ class ProcessPort(Protocol):
         ...
 
 
+class FrontPort(Protocol):
+    """The front's control paths (issue 29: hold and release while an apply replaces the server)."""
+
+    def post(self, url: str, token: str, body: dict[str, Any], timeout_s: float) -> tuple[int, dict[str, Any] | str]:
+        """POST `body` as JSON with the token header: (status, the JSON answer); (0, why) when nothing answers."""
+        ...
+
+
 class Ports:
     """The bundle of effects the orchestrator runs on; the CLI wires real adapters, tests wire fakes."""
 
@@ -273,7 +281,8 @@ class Ports:
                  state: StatePort, clock: ClockPort, chat: ChatPort | None = None, units: UnitsPort | None = None,
                  lock: LockPort | None = None, load: LoadPort | None = None,
                  processes: ProcessPort | None = None, worker_docker: Callable[[DockerHost], DockerPort] | None = None,
-                 worker_lock: Callable[[DockerHost], LockPort] | None = None, cache: CachePort | None = None):
+                 worker_lock: Callable[[DockerHost], LockPort] | None = None, cache: CachePort | None = None,
+                 front: FrontPort | None = None):
         self.docker, self.hub, self.http = docker, hub, http
         self.host, self.state, self.clock = host, state, clock
         self.chat = chat  # only `kimik3 verify` talks to the server beyond /health
@@ -284,6 +293,7 @@ class Ports:
         self.worker_docker = worker_docker  # an RPC worker host's Docker (rpc.workers[].docker); None: no workers wired
         self.worker_lock = worker_lock  # the apply lock on a worker host (kept in its Docker)
         self.cache = cache  # None: nothing is cached (a source archive is hashed on every plan)
+        self.front = front  # None: no front is held or released (tests without one; metrics.handover needs it)
         # `kimik3 verify` of the profile being applied (VerifyFailed when a check fails): set only on the copy an
         # apply that verifies runs its steps with (`verifying`), None otherwise (then `<= verify` steps are left
         # for a later apply).

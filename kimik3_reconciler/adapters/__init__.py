@@ -26,6 +26,7 @@ def real_ports(state_dir: Path, docker_host: str | None = None, systemd_root: st
     from kimik3_reconciler.adapters.state_files import StateFiles, SystemClock
     from kimik3_reconciler.adapters.systemd import SystemdUnits
     from kimik3_reconciler.adapters.docker_engine import remote_engine
+    from kimik3_reconciler.adapters.front_control import FrontControl
 
     engines: dict[tuple[str, str | None], DockerEngine] = {}
 
@@ -45,7 +46,7 @@ def real_ports(state_dir: Path, docker_host: str | None = None, systemd_root: st
                  host=LinuxHost(), state=StateFiles(state_dir), clock=SystemClock(), chat=OpenAIChat(),
                  units=SystemdUnits(systemd_root, systemctl_prefix), lock=StateDirLock(state_dir, host_lock_path()),
                  load=HttpLoad(), processes=LocalProcesses(state_dir), worker_docker=worker_docker, worker_lock=worker_lock,
-                 cache=CacheFiles(cache_dir()))
+                 cache=CacheFiles(cache_dir()), front=FrontControl())
 
 
 def _download_workers() -> int:

@@ -4,6 +4,9 @@ back, SSE chunk by chunk as they arrive); exporter/proxy_observe.py watches the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Protocol
+
 import aiohttp
 from aiohttp import web
 
@@ -17,7 +20,20 @@ _HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-autho
 SESSION = web.AppKey("session", aiohttp.ClientSession)
 
 
-def proxy_app(upstream: str, metrics: ProxyMetrics) -> web.Application:
+class Admission(Protocol):
+    """The front's gate (adapters/front_proxy.py): `admit()` returns a refusal to send instead, or None once the
+    request may go upstream (then `in_flight` counts it until it ends)."""
+
+    in_flight: int
+
+    @property
+    def holding(self) -> bool: ...
+
+    async def admit(self) -> web.StreamResponse | None: ...
+
+
+def proxy_app(upstream: str, metrics: ProxyMetrics, gate: Admission | None = None,
+              routes: Callable[[web.Application], None] | None = None) -> web.Application:
     async def open_session(app: web.Application) -> None:
         # No total timeout: a long generation streams for minutes; connect fails fast. No decompression:
         # bytes pass as the server sent them. Enough connections for every slot and then some.
@@ -29,6 +45,19 @@ def proxy_app(upstream: str, metrics: ProxyMetrics) -> web.Application:
         await app[SESSION].close()
 
     async def forward(request: web.Request) -> web.StreamResponse:
+        if gate is None:  # the exporter's proxy: nothing is ever held
+            return await relay(request)
+        if gate.holding:  # only during a replacement: otherwise one attribute test and a counter
+            refused = await gate.admit()
+            if refused is not None:
+                return refused
+        gate.in_flight += 1
+        try:
+            return await relay(request)
+        finally:
+            gate.in_flight -= 1
+
+    async def relay(request: web.Request) -> web.StreamResponse:
         body = await request.read()
         trace = metrics.start(request.path, body)  # the clock only: the body's model is read after it went out
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP}
@@ -80,5 +109,7 @@ def proxy_app(upstream: str, metrics: ProxyMetrics) -> web.Application:
     app = web.Application(client_max_size=1 << 30)  # images in vision requests are large
     app.on_startup.append(open_session)
     app.on_cleanup.append(close_session)
+    if routes is not None:
+        routes(app)  # the front's control paths, matched before the catch-all below
     app.router.add_route("*", "/{tail:.*}", forward)
     return app

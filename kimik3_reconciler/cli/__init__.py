@@ -601,5 +601,41 @@ def metrics_serve(ctx: click.Context, name: str) -> None:
     serve(sites)
 
 
+@main.command(name="front-serve", hidden=True)
+@click.argument("name")
+@click.pass_context
+@_run
+def front_serve(ctx: click.Context, name: str) -> None:
+    """Run the front of profile NAME: its proxy on serve.port, holding requests while apply replaces the server
+    (started by apply: `metrics.handover` in the profile)."""
+    from kimik3_reconciler.adapters import real_ports
+    from kimik3_reconciler.adapters.front_proxy import front_app
+    from kimik3_reconciler.adapters.log_cap import cap_own_log
+    from kimik3_reconciler.adapters.metrics_http import serve
+    from kimik3_reconciler.exporter.proxy_observe import ProxyMetrics
+    from kimik3_reconciler.model.front import FrontConfig
+    from kimik3_reconciler.model.profile_schema import PROFILE_NAME
+    from kimik3_reconciler.model.records import front_config_key, front_token_key
+    from prometheus_client.registry import CollectorRegistry
+
+    if not re.fullmatch(PROFILE_NAME, name):
+        # NAME becomes a state-directory path (front/NAME/config.json): only a profile name, never '../..'.
+        raise InputError(f"{name!r} is not a profile name ({PROFILE_NAME}): kimik3 front-serve NAME takes the "
+                         "profile's `name`")
+    c = _ctx(ctx, False)
+    cap_own_log()
+    configure_logging(json_logs=True, verbose=c.verbose)
+    ports = real_ports(c.state_dir, c.docker_host, c.systemd_root, c.systemctl_prefix)
+    record, token = ports.state.read(front_config_key(name)), ports.state.read(front_token_key(name))
+    if record is None or not token or not token.get("token"):
+        raise InputError(f"no front configuration or token for profile {name!r} in {c.state_dir} (kimik3 apply "
+                         "writes them)")
+    config = FrontConfig.from_json(record)
+    registry = CollectorRegistry(auto_describe=False)
+    # Labelled with the profile only: the front outlives every server fingerprint behind it.
+    metrics = ProxyMetrics(registry, {"profile": config.profile})
+    serve([(front_app(config, str(token["token"]), registry, metrics), config.bind, config.port)])
+
+
 main.add_command(destroy, name="down")
 

@@ -418,7 +418,8 @@ class RemovedWorkerFact(_Fact):
 
 
 class ExporterFact(_Fact):
-    """The metrics exporter kimik3 started for this profile (its state record), and whether it still runs."""
+    """The metrics exporter (or the front, issue 29) kimik3 started for this profile (its state record), and whether
+    it still runs."""
 
     pid: int
     fingerprint: str  # of the configuration it was started with (the record)
@@ -468,3 +469,4 @@ class Observed(_Fact):
     removed_workers: tuple[RemovedWorkerFact, ...] = ()  # recorded RPC workers the profile no longer names
     exporter: ExporterFact | None = None  # None: no exporter record (never started, or removed)
     host_settings: HostSettingsFact | None = None  # None: not looked at (no `host.prepare`)
+    front: ExporterFact | None = None  # metrics.handover's front process (same shape); None: no front record

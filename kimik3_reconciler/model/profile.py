@@ -92,6 +92,10 @@ class RpcSpec(Section):
     """Workers whose devices llama-server uses through --rpc (llama.cpp's RPC backend)."""
 
 
+class HandoverSpec(Section):
+    """Drain, hold and hand over while kimik3 replaces the server (issue 29)."""
+
+
 class MetricsSpec(Section):
     """The exporter kimik3 runs next to the server (issue 17): one Prometheus port for the whole deployment."""
 
@@ -188,7 +192,7 @@ class Profile(Section):
 
 SECTIONS: dict[str, type[Section]] = {cls.__name__: cls for cls in (
     TokenizerSpec, ModelSpec, BaseImages, BuildSpec, SpecDraft, ServeSpec, QuantGate, GateSpec, SystemdSpec,
-    RpcWorker, RpcSpec, MetricsSpec, HostSpec, Profile)}
+    RpcWorker, RpcSpec, HandoverSpec, MetricsSpec, HostSpec, Profile)}
 
 
 def from_tree(tree: Any) -> Any:
@@ -202,6 +206,12 @@ def from_tree(tree: Any) -> Any:
     if isinstance(tree, list):
         return [from_tree(item) for item in tree]
     return tree
+
+
+def handover(profile: Profile) -> HandoverSpec | None:
+    """metrics.handover (issue 29): the front holds serve.port across replacements; None when the profile does not
+    ask for it."""
+    return profile.metrics.handover if profile.metrics is not None and profile.metrics.proxy else None
 
 
 def upstream_port(profile: Profile) -> int | None:

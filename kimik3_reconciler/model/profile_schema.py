@@ -484,6 +484,19 @@ class RpcSpec(BaseModel):
 
     model_config = _CONFIG
     workers: Annotated[list[RpcWorker], Field(min_length=1)]
+class HandoverSpec(BaseModel):
+    """Drain, hold and hand over (issue 29): while kimik3 replaces the server, the front (kimik3's proxy, a process
+    of its own on serve.port) lets in-flight requests finish, holds new ones and sends them to the new server."""
+
+    model_config = _CONFIG
+    drain_s: Annotated[int, Field(ge=0, le=3600)] = Field(
+        60, description="how long in-flight requests may run on the old server before it is stopped")
+    queue: Annotated[int, Field(ge=0, le=100000)] = Field(
+        64, description="requests held at most while the server is replaced; past it: 503 with Retry-After")
+    wait_s: Annotated[int, Field(ge=1, le=7200)] = Field(
+        900, description="longest a held request waits; past it: 503 with Retry-After")
+
+
 class MetricsSpec(BaseModel):
     """The exporter kimik3 runs next to the server (issue 17): one Prometheus port for the whole deployment.
 
@@ -498,6 +511,9 @@ class MetricsSpec(BaseModel):
                                            "127.0.0.1:server_port")
     server_port: Optional[Annotated[int, Field(ge=1, le=65535)]] = Field(
         None, description="with proxy: llama-server's loopback port (default: serve.port + 10000, or - 10000)")
+    handover: Optional[HandoverSpec] = Field(
+        None, description="with proxy: the proxy runs on its own (kimik3 front-serve) and holds requests while a "
+                          "replacement runs, so serve.port never closes (issue 29)")
 
 
 class HostSpec(BaseModel):

@@ -111,6 +111,21 @@ def exporter_config_key(profile_name: str) -> str:
     return f"metrics/{profile_name}/config.json"
 
 
+def front_key(profile_name: str) -> str:
+    """{"pid", "fingerprint", "config", "date"}: the front process (issue 29, metrics.handover) of this profile."""
+    return f"front/{profile_name}/process.json"
+
+
+def front_config_key(profile_name: str) -> str:
+    """The front's configuration (model/front.py FrontConfig), read by `kimik3 front-serve NAME`."""
+    return f"front/{profile_name}/config.json"
+
+
+def front_token_key(profile_name: str) -> str:
+    """{"token"}: what an apply sends the front with a hold or release; never in argv, a config or a plan."""
+    return f"front/{profile_name}/token.json"
+
+
 def rpc_workers_key(profile_name: str) -> str:
     """{"workers": [{"name", "docker", "tls_dir", "container"}, ...]}: every RPC worker an apply of this profile
     launched (added at each launch and when an apply converges, removed only once its rpc-server is removed).

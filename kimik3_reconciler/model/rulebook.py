@@ -495,6 +495,10 @@ RULES: tuple[Rule, ...] = (
          "two listeners on one port: the second fails to bind after the first is running",
          _rules("listeners"), ("cases/profile/metrics_port_is_serve_port.yaml",),
          seed="not in the seeds: issue 17 (the exporter and its proxy)"),
+    Rule("handover-needs-proxy", "refuse", "metrics.handover only with metrics.proxy: true",
+         "the front that holds requests across a replacement is the proxy; without it llama-server holds serve.port "
+         "and closes it at every replacement", _rules("listeners"), ("cases/profile/handover_without_proxy.yaml",),
+         seed="not in the seeds: issue 29 (drain, hold and hand over)"),
     Rule("proxy-server-on-loopback", "force", "with metrics.proxy llama-server listens on 127.0.0.1:server_port and "
          "the proxy on serve.host:serve.port", "a client reaching llama-server directly skips the latency series",
          _LAUNCH + ("kimik3_reconciler.planning.metrics_step",), ("cases/plan/82-metrics-proxy-turned-on.yaml",),

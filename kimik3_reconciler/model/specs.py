@@ -56,7 +56,9 @@ class Payload(_Value):
       plan's waits too (the plan was made while the server was loading);
     - `stops_server` / `takes_server_down()`: after the step no server may answer until a later launch is healthy
       (a stop, a removal, a replacing launch): the apply checks the state dir's room before it and reverts to the
-      last good profile after any failure that follows it (model/state_room.py, issue 30).
+      last good profile after any failure that follows it (model/state_room.py, issue 30);
+    - `holds_clients`: the step told the front to hold new requests (issue 29); the apply releases them when it
+      ends, after its check or its revert, whatever way it ends (`steps.front.release_clients`).
     """
 
     __slots__ = ()
@@ -64,6 +66,7 @@ class Payload(_Value):
     checks: ClassVar[bool] = False
     waits: ClassVar[bool] = False
     stops_server: ClassVar[bool] = False
+    holds_clients: ClassVar[bool] = False
 
     def takes_server_down(self) -> bool:
         """Whether no server answers after this step until a later launch is healthy (`stops_server` unless a
@@ -498,3 +501,41 @@ class ExporterUnit(Payload):
 
 
 PAYLOADS = (*PAYLOADS, ExporterRun, ExporterStop, ExporterUnit)
+
+
+# --- the front (issue 29, metrics.handover) ----------------------------------------------------------
+
+
+@frozen_value
+class FrontRun(Payload):
+    """Start `kimik3 front-serve <profile>` (stopping `replace_pid`, the front it replaces, first; its token record
+    made once), wait until its control /healthz answers `fingerprint`, and record it (pid, fingerprint, config)."""
+
+    profile: str
+    config: dict[str, Any]  # model/front.py FrontConfig.to_json(), written to the config record
+    fingerprint: str
+    health_url: str
+    replace_pid: int | None = None
+    timeout_s: float = 30.0
+
+
+@frozen_value
+class FrontStop(Payload):
+    """Stop the profile's front (metrics.handover removed, destroy) and delete its records."""
+
+    profile: str
+    pid: int
+
+
+@frozen_value
+class FrontHold(Payload):
+    """Before the server is taken down: the front stops sending new requests to it, lets those in flight finish
+    (up to `order["drain_s"]`) and holds new ones until the apply releases them."""
+
+    holds_clients: ClassVar[bool] = True
+    profile: str
+    control_url: str  # the front's control paths (model/front.py FrontConfig.control_url)
+    order: dict[str, Any]  # model/front.py HoldOrder.to_json()
+
+
+PAYLOADS = (*PAYLOADS, FrontRun, FrontStop, FrontHold)

@@ -22,6 +22,7 @@ from kimik3_reconciler.observe.docker_objects import (
     collect_runtime_cuda,
 )
 from kimik3_reconciler.observe.exporter import collect_exporter
+from kimik3_reconciler.observe.front import collect_front
 from kimik3_reconciler.observe.host import collect_host
 from kimik3_reconciler.observe.host_settings import collect_host_settings
 from kimik3_reconciler.observe.local_inputs import collect_inputs
@@ -64,10 +65,12 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
     inputs = collect_inputs(profile, base_dir, dockerfile, ports.state, rehash, ports.cache)
     # Before the gate: our exporter's proxy may hold serve.port (metrics.proxy), which the gate must not refuse.
     exporter = collect_exporter(profile.name, ports.state, ports.processes, ports.http)
+    # The front (metrics.handover) holds serve.port the same way.
+    front = collect_front(profile.name, ports.state, ports.processes, ports.http)
     others = others_ahead.result()
     if before_hub is not None:  # a host the gate refuses must not wait for the hub first
         m = profile.model
-        before_hub(Observed(host=host, inputs=inputs, container=container, others=others, exporter=exporter,
+        before_hub(Observed(host=host, inputs=inputs, container=container, others=others, exporter=exporter, front=front,
                             model=ModelFact(repo=m.repo, revision=m.revision, quant=m.quant, cache_dir="")))
     if profile.model.local_path is not None:  # a GGUF made on this host: nothing of the hub is asked
         model = collect_local_model(profile, ports.state, ports.cache, base_dir, ports.host, rehash, stat_only)
@@ -113,6 +116,7 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
         removed_workers=collect_removed_workers(profile, ports.worker_docker, ports.state),
         exporter=exporter,
         host_settings=collect_host_settings(profile, ports.units),
+        front=front,
     )
 
 

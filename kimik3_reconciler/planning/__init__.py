@@ -18,6 +18,7 @@ from kimik3_reconciler.model.specs import ForgetDeployment, ImageBuild, QuantGat
 from kimik3_reconciler.planning.conflict_step import plan_conflicts
 from kimik3_reconciler.planning.container_step import container_changes, plan_container
 from kimik3_reconciler.planning.desired import Desired, Planner, changes
+from kimik3_reconciler.planning.front_step import plan_front, plan_front_teardown, plan_hold, plan_release_front
 from kimik3_reconciler.planning.gpu_probe import plan_gpu_probe
 from kimik3_reconciler.planning.health_step import plan_health
 from kimik3_reconciler.planning.host_gate import host_gate
@@ -46,9 +47,9 @@ __all__ = ["PLANNERS", "Desired", "gate_reference", "plan", "plan_destroy", "pla
 # RPC workers (other hosts) listen before the main server starts: it connects to each at load. A worker the
 # profile dropped goes after the health wait: the old server keeps its tensors there until the new one serves.
 PLANNERS: tuple[Planner, ...] = (
-    plan_host, plan_gpu_probe, plan_model, plan_tokenizer, plan_reference, plan_image, plan_smoke, plan_stop_for_gate, plan_gate,
-    plan_preread, plan_stale_units, plan_conflicts, plan_release_port, plan_workers, plan_container, plan_health,
-    plan_removed_workers, plan_exporter, plan_verify, plan_unit,
+    plan_host, plan_gpu_probe, plan_model, plan_tokenizer, plan_reference, plan_image, plan_smoke, plan_stop_for_gate,
+    plan_gate, plan_preread, plan_hold, plan_stale_units, plan_conflicts, plan_release_front, plan_release_port,
+    plan_workers, plan_container, plan_health, plan_removed_workers, plan_exporter, plan_front, plan_verify, plan_unit,
 )
 
 
@@ -97,6 +98,7 @@ def plan_destroy(profile: Profile, observed: Observed, *, images: bool = False, 
     """Remove what the profile created; the model cache and images only when asked."""
     steps: list[Step] = list(plan_unit_teardown(profile, observed))  # first: a running unit would restart it
     steps += plan_exporter_teardown(profile, observed)
+    steps += plan_front_teardown(profile.name, observed)
     if observed.container is not None:
         steps.append(Step("container", profile.name, Action.DELETE, f"container {observed.container.state}: remove it",
                           spec=RemoveContainer(profile.name)))

@@ -42,6 +42,8 @@ def _stoppable_pids(profile: Profile, observed: Observed) -> frozenset[int]:
     pids = {observed.container.pid} if observed.container and observed.container.pid else set()
     if observed.exporter is not None and observed.exporter.alive and observed.exporter.pid:
         pids.add(observed.exporter.pid)
+    if observed.front is not None and observed.front.alive and observed.front.pid:
+        pids.add(observed.front.pid)  # the front (metrics.handover) holds serve.port
     # Under `systemd:` the exporter is a unit (planning/exporter_unit.py): its MainPID holds the same ports.
     pids |= {u.main_pid for u in (observed.systemd.units if observed.systemd else ())
              if u.main_pid and u.profile == profile.name and u.unit_file and runs_exporter_unit(u.unit_file.body)}
@@ -160,7 +162,8 @@ def _port_binders(profile: Profile) -> dict[int, tuple[str, str]]:
     if profile.metrics is not None:
         inner = upstream_port(profile)
         if inner is not None:
-            binders[profile.serve.port] = ("the latency proxy", "serve.port")
+            binders[profile.serve.port] = ("the latency proxy" if profile.metrics.handover is None else
+                                           "kimik3's front (metrics.handover)", "serve.port")
             binders.setdefault(inner, ("llama-server (behind the proxy)", "metrics.server_port"))
         binders.setdefault(profile.metrics.port, ("the metrics exporter", "metrics.port"))
     return binders
@@ -171,12 +174,16 @@ def _exporter_sockets(observed: Observed) -> frozenset[tuple[str, int]]:
     whoever listens at that address and port is it (its pid may be unknown: a unit's MainPID in another pid
     namespace, or not readable)."""
     running = observed.exporter
-    if running is None or running.serving is None or not running.config:
-        return frozenset()
-    config = running.config
-    sockets = {(str(config.get("bind")), int(config.get("port") or 0))}
-    if config.get("proxy_port"):
-        sockets.add((str(config.get("proxy_bind")), int(config["proxy_port"])))
+    sockets: set[tuple[str, int]] = set()
+    if running is not None and running.serving is not None and running.config:
+        config = running.config
+        sockets.add((str(config.get("bind")), int(config.get("port") or 0)))
+        if config.get("proxy_port"):
+            sockets.add((str(config.get("proxy_bind")), int(config["proxy_port"])))
+    front = observed.front
+    if front is not None and front.serving is not None and front.config:
+        # The front (metrics.handover): its control /healthz answered our fingerprint at that address and port.
+        sockets.add((str(front.config.get("bind")), int(front.config.get("port") or 0)))
     return frozenset(sockets)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.metrics import ExporterConfig
 from kimik3_reconciler.model.plan import Action, Step, flat_diff
-from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.model.profile import Profile, handover
 from kimik3_reconciler.model.specs import ExporterRun, ExporterStop, StopUnit
 from kimik3_reconciler.planning.container_step import container_changes, plan_container
 from kimik3_reconciler.planning.desired import Desired, changes
@@ -41,6 +41,7 @@ def render_exporter(desired: Desired, observed: Observed) -> ExporterConfig | No
         return None
     model = observed.model
     gpus, weights = gpus_of(profile), desired.engine.model_source.suffix
+    in_exporter = upstream_port(profile) is not None and handover(profile) is None
     return ExporterConfig(
         profile=profile.name,
         # rule: metrics-labels-no-secrets
@@ -58,8 +59,9 @@ def render_exporter(desired: Desired, observed: Observed) -> ExporterConfig | No
         quant=model.quant, repo=model.repo, revision=model.revision, image_fingerprint=desired.build.fingerprint,
         # rule: proxy-server-on-loopback
         # The proxy binds what serve.host resolves to, on serve.port; llama-server moved to loopback (launch.py).
-        proxy_bind=bind_address(profile, observed)[0] if upstream_port(profile) is not None else None,
-        proxy_port=profile.serve.port if upstream_port(profile) is not None else None,
+        # With metrics.handover the proxy is the front, a process of its own (planning/front_step.py).
+        proxy_bind=bind_address(profile, observed)[0] if in_exporter else None,
+        proxy_port=profile.serve.port if in_exporter else None,
     )
 
 

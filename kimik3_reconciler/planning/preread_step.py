@@ -10,6 +10,7 @@ where the model is read, or why it is not, and the health step predicts the down
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.plan import Action, Step

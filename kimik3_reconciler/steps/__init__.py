@@ -18,6 +18,9 @@ from kimik3_reconciler.model.specs import (
     ExporterRun,
     ExporterStop,
     ExporterUnit,
+    FrontHold,
+    FrontRun,
+    FrontStop,
     ForgetDeployment,
     GpuProbe,
     HealthWait,
@@ -96,6 +99,9 @@ EXECUTORS: dict[type[Payload], Executor] = {
     ExporterRun: _in("exporter", "run_exporter"),
     ExporterStop: _in("exporter", "stop_exporter"),
     ExporterUnit: _in("exporter", "run_exporter_unit"),
+    FrontRun: _in("front", "run_front"),
+    FrontStop: _in("front", "stop_front"),
+    FrontHold: _in("front", "hold_clients"),
     VerifyServer: _in("verify_server", "verify_server"),
 }
 

@@ -14,8 +14,8 @@ from click.testing import CliRunner
 from kimik3_reconciler.cli import main
 
 # Commands whose output is already JSON whatever the flags (schema, reconcile's JSON lines), or that print one line
-# for a person (force-unlock), or are started by kimik3 itself (metrics-serve).
-NOT_JSON_FLAGGED = {"schema", "reconcile", "force-unlock", "metrics-serve"}
+# for a person (force-unlock), or are started by kimik3 itself (metrics-serve, front-serve).
+NOT_JSON_FLAGGED = {"schema", "reconcile", "force-unlock", "metrics-serve", "front-serve"}
 
 
 def run(args: list[str], cwd: Path) -> tuple[int, str, str]:

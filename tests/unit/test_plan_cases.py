@@ -45,6 +45,7 @@ written by hand.
                       overridden_by: [[path, key, value]]}     # later sysctl.d files setting its keys otherwise
       build_times: {compile: seconds, cached: seconds}        # host/build-time-<variant>[-cached] records
       local: verified | unverified | edited | touched   # model.local_path's file (a name), since `previous`
+      front: serving | silent | dead                          # the front (metrics.handover) `previous` started (pid 4343)
       exporter: serving | silent | dead                       # the metrics exporter `previous` started (pid 4242):
                                                               # answering /healthz, running but silent, pid gone
                                                               # the unit `previous` installed (edited: by hand)
@@ -92,6 +93,7 @@ from kimik3_reconciler.observe.unit import parse_unit_file
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.planning import plan, render_desired
+from kimik3_reconciler.planning.front_step import render_front
 from kimik3_reconciler.planning.metrics_step import render_exporter
 from kimik3_reconciler.planning.image_step import render_image_build
 from kimik3_reconciler.planning.launch import render_launch
@@ -240,7 +242,9 @@ def build_case(case: dict[str, Any]) -> tuple[Profile, Observed]:
     workers = worker_facts(desired, previous, obs_spec.get("workers", {}), image)
     removed = removed_worker_facts(desired, previous, obs_spec.get("removed_workers", {}))
     exporter = exporter_fact(obs_spec.get("exporter"), previous, prev_obs)
-    return desired, observed.model_copy(update={"workers": workers, "exporter": exporter, "images": images,
+    front = front_fact(obs_spec.get("front"), previous, prev_obs)
+    return desired, observed.model_copy(update={"workers": workers, "exporter": exporter, "front": front,
+                                                "images": images,
                                                 "removed_workers": removed,
                                                 "container": container,
                                                 "base_images": obs_spec.get("base_images", {}), "systemd": systemd,
@@ -307,6 +311,16 @@ def exporter_fact(state: str | None, previous: Profile, prev_obs: Observed) -> E
                             serving=config.fingerprint if state == "serving" else None,
                             unit=f"{previous.unit_name}-metrics.service")
     return ExporterFact(pid=4242, fingerprint=config.fingerprint, config=config.to_json(), alive=state != "dead",
+                        serving=config.fingerprint if state == "serving" else None)
+
+
+def front_fact(state: str | None, previous: Profile, prev_obs: Observed) -> ExporterFact | None:
+    """The front (metrics.handover) the previous apply started, as its record and control /healthz show it now."""
+    if state is None:
+        return None
+    config = render_front(render_desired(previous, prev_obs), prev_obs)
+    assert config is not None, "front: needs a previous profile with metrics.handover"
+    return ExporterFact(pid=4343, fingerprint=config.fingerprint, config=config.to_json(), alive=state != "dead",
                         serving=config.fingerprint if state == "serving" else None)
 
 

@@ -50,3 +50,9 @@ def metrics(p: Profile) -> Iterator[Finding]:
         # rule: metrics-ports-distinct
         # llama-server behind the proxy needs a port neither the proxy nor the exporter holds.
         yield error(("metrics", "server_port"), f"{metrics.server_port} is already serve.port or metrics.port")
+    if metrics.handover is not None and not metrics.proxy:
+        # rule: handover-needs-proxy
+        # The front that holds requests is the proxy moved into a process of its own: without the proxy llama-server
+        # holds serve.port itself and closes it at every replacement.
+        yield error(("metrics", "handover"), "only with proxy: true (the proxy is what holds requests while the "
+                                             "server is replaced)")

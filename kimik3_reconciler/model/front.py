@@ -1,0 +1,74 @@
+"""The front (issue 29): kimik3's proxy as a process of its own (`kimik3 front-serve NAME`) that owns serve.port
+while llama-server listens on loopback behind it, so a replacement of the server never closes the public port.
+
+Pure values: what the front is started with (its fingerprint is its identity: it does NOT include the container's,
+so a relaunch of the server leaves the front running), and what an apply asks of it when it replaces the server
+(a `HoldOrder`). The control token is a state record of its own (model/records.py `front_token_key`): never in
+this config, in argv, or in a plan.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from typing import Any
+
+# Bump when the front's behaviour changes: an upgrade then replaces it (the public port closes for about a second).
+FRONT_VERSION = 1
+# The front answers its control requests under this path on its own port; every other path goes to the server.
+CONTROL_PREFIX = "/.kimik3/front"
+TOKEN_HEADER = "X-Kimik3-Front-Token"
+
+
+@dataclass(frozen=True)
+class FrontConfig:
+    profile: str
+    bind: str  # serve.host as an address: the front binds (bind, port)
+    port: int  # serve.port
+    server_url: str  # llama-server behind it, on loopback (metrics.server_port)
+    api_key_file: str | None = None  # host path: the front reads /slots with the key while it drains
+    version: int = FRONT_VERSION
+
+    def to_json(self) -> dict[str, Any]:
+        return json.loads(json.dumps(asdict(self)))
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> FrontConfig:
+        return cls(**data)
+
+    @property
+    def fingerprint(self) -> str:
+        return hashlib.sha256(json.dumps(self.to_json(), sort_keys=True).encode()).hexdigest()[:16]
+
+    @property
+    def control_url(self) -> str:
+        """Where this host reaches the front's control paths (a wildcard bind is asked on loopback)."""
+        host = "127.0.0.1" if self.bind in ("0.0.0.0", "::") else (f"[{self.bind}]" if ":" in self.bind else self.bind)
+        return f"http://{host}:{self.port}{CONTROL_PREFIX}"
+
+    @property
+    def health_url(self) -> str:
+        return f"{self.control_url}/healthz"
+
+
+@dataclass(frozen=True)
+class HoldOrder:
+    """What an apply asks the front before it takes the server down: stop sending new requests to it, let those in
+    flight finish for up to `drain_s`, hold new ones (at most `queue`, each for at most `wait_s`; past either a
+    503 with Retry-After `retry_after_s`) until released. An apply that dies never releases: the front lets go by
+    itself after `lease_s`."""
+
+    drain_s: float
+    queue: int
+    wait_s: float
+    lease_s: float
+    retry_after_s: int
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> HoldOrder:
+        return cls(drain_s=float(data["drain_s"]), queue=int(data["queue"]), wait_s=float(data["wait_s"]),
+                   lease_s=float(data["lease_s"]), retry_after_s=int(data["retry_after_s"]))

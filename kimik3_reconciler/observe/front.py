@@ -1,0 +1,40 @@
+"""The profile's front (issue 29, metrics.handover) as it is: its state record, whether its pid still runs
+`front-serve <profile>`, and the fingerprint its control path's /healthz answers."""
+
+from __future__ import annotations
+
+import json
+
+from kimik3_reconciler.model.facts import ExporterFact
+from kimik3_reconciler.model.records import front_key
+from kimik3_reconciler.ports import HttpPort, ProcessPort, StatePort
+
+FRONT_COMMAND = "front-serve"
+
+
+def runs_front(cmdline: tuple[str, ...] | None, profile: str) -> bool:
+    """The pid runs `... kimik3_reconciler front-serve <profile>`: a recycled pid is not our front."""
+    if not cmdline or FRONT_COMMAND not in cmdline:
+        return False
+    at = cmdline.index(FRONT_COMMAND)
+    return cmdline[at + 1:at + 2] == (profile,)
+
+
+def collect_front(profile: str, state: StatePort, processes: ProcessPort | None, http: HttpPort) -> ExporterFact | None:
+    record = state.read(front_key(profile))
+    if record is None or processes is None:
+        return None
+    pid = int(record.get("pid") or 0)
+    alive = pid > 0 and runs_front(processes.cmdline(pid), profile)
+    serving = None
+    if alive and record.get("config"):
+        from kimik3_reconciler.model.front import FrontConfig  # only where a front was started
+
+        status, body = http.get(FrontConfig.from_json(record["config"]).health_url, timeout_s=2.0)
+        if status == 200:
+            try:
+                serving = json.loads(body).get("fingerprint")
+            except (ValueError, AttributeError):
+                serving = None
+    return ExporterFact(pid=pid, fingerprint=str(record.get("fingerprint", "")), config=record.get("config") or {},
+                        alive=alive, serving=serving)

@@ -1,0 +1,98 @@
+"""A steady closed-loop client (issue 29): `workers` threads, each sending its next chat request as soon as the last
+one ended (half of them streaming), every reply read to its end and judged complete or failed. Used by the
+handover integration test and bench/handover.py."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass
+
+import httpx
+
+
+@dataclass(frozen=True)
+class Outcome:
+    started: float  # time.monotonic()
+    ended: float
+    stream: bool
+    status: int  # 0: no HTTP answer (refused, reset)
+    complete: bool  # a 200 whose body ended as llama-server ends one (finish_reason; [DONE] when streamed)
+    error: str = ""
+
+    @property
+    def seconds(self) -> float:
+        return self.ended - self.started
+
+
+def _complete(body: str, stream: bool) -> bool:
+    if not stream:
+        try:
+            return bool(json.loads(body)["choices"][0].get("finish_reason"))
+        except (ValueError, KeyError, IndexError, TypeError):
+            return False
+    events = [line[6:] for line in body.splitlines() if line.startswith("data: ")]
+    if events[-1:] != ["[DONE]"]:
+        return False
+    return any(json.loads(e)["choices"] and json.loads(e)["choices"][0].get("finish_reason")
+               for e in events[:-1] if e.startswith("{"))
+
+
+class ClosedLoop:
+    def __init__(self, url: str, workers: int = 4, max_tokens: int = 8, api_key: str | None = None,
+                 timeout_s: float = 900.0):
+        self.url, self.workers, self.max_tokens, self.timeout_s = url, workers, max_tokens, timeout_s
+        self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.outcomes: list[Outcome] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._run, args=(i % 2 == 0,), daemon=True) for i in range(workers)]
+
+    def __enter__(self) -> ClosedLoop:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(self.timeout_s)
+
+    def done(self) -> int:
+        with self._lock:
+            return len(self.outcomes)
+
+    def wait_for(self, count: int, timeout_s: float = 300.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while self.done() < count:
+            assert time.monotonic() < deadline, f"the load finished {self.done()} of {count} requests"
+            time.sleep(0.05)
+
+    def _run(self, stream: bool) -> None:
+        with httpx.Client(timeout=self.timeout_s) as client:
+            while not self._stop.is_set():
+                started = time.monotonic()
+                body = {"messages": [{"role": "user", "content": "Say something."}], "max_tokens": self.max_tokens,
+                        "stream": stream}
+                try:
+                    with client.stream("POST", f"{self.url}/v1/chat/completions", json=body,
+                                       headers=self.headers) as reply:
+                        text = reply.read().decode("utf-8", "replace")
+                    outcome = Outcome(started, time.monotonic(), stream, reply.status_code,
+                                      reply.status_code == 200 and _complete(text, stream),
+                                      "" if reply.status_code == 200 else text[:200])
+                except httpx.HTTPError as exc:
+                    outcome = Outcome(started, time.monotonic(), stream, 0, False, f"{type(exc).__name__}: {exc}")
+                    time.sleep(0.2)  # a refused connection answers at once: no busy loop
+                with self._lock:
+                    self.outcomes.append(outcome)
+
+    def failed(self) -> list[Outcome]:
+        with self._lock:
+            return [o for o in self.outcomes if not o.complete]
+
+    def between(self, start: float, end: float) -> list[Outcome]:
+        """Requests that were running at some moment in [start, end]."""
+        with self._lock:
+            return [o for o in self.outcomes if o.started <= end and o.ended >= start]
