@@ -22,6 +22,9 @@ from typing import Any
 from kimik3_reconciler.errors import DownloadFailed, TransientError
 from kimik3_reconciler.model.facts import FileStat, ModelFact, RemoteFile
 from kimik3_reconciler.model.model_files import (
+    CHECKPOINT,
+    checkpoint_file,
+    checkpoint_manifest_key,
     file_stat,
     is_weight,
     manifest_key,
@@ -138,6 +141,23 @@ def collect_model(profile: Profile, hub: HubPort, state: StatePort, base_dir: Pa
     return _collect(m.repo, m.revision, m.quant, (manifest_key(profile, cache_dir), manifest_key_before_locations(profile)),
                     lambda: hub.list_files(m.repo, m.revision, wanted_paths(profile), m.endpoint),
                     cache_dir, hub, state, host, rehash, stat_only)
+
+
+def collect_checkpoint(repo: str, revision: str, endpoint: str | None, cache_dir: str, hub: HubPort, state: StatePort,
+                       host: HostPort, rehash: bool = False, stat_only: bool = False) -> ModelFact:
+    """A safetensors checkpoint (vLLM, SGLang): every file of repo@revision its server opens (model_files.
+    checkpoint_file: weights, index, configs, tokenizer, remote code), verified like the GGUF shards: a manifest
+    once verified, a stat per file after, the hub's listing (sha256 of LFS files, git oid of the rest) before."""
+    def listing() -> list[RemoteFile]:
+        files = [f for f in hub.list_repo(repo, revision, endpoint) if checkpoint_file(f.path)]
+        if not any(f.path.endswith(".safetensors") for f in files):
+            # A GGUF or PyTorch-only repo lists no weights vLLM/SGLang can open here: say so before anything is fetched.
+            raise DownloadFailed(f"{repo}@{revision[:12]}: no *.safetensors at the top of the repository (model.repo "
+                                 "must be a Hugging Face checkpoint in safetensors for this engine)")
+        return files
+
+    key = checkpoint_manifest_key(repo, revision, cache_dir)
+    return _collect(repo, revision, CHECKPOINT, (key, key), listing, cache_dir, hub, state, host, rehash, stat_only)
 
 
 def collect_tokenizer(profile: Profile, hub: HubPort, state: StatePort, base_dir: Path, host: HostPort,
