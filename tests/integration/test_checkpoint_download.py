@@ -73,7 +73,8 @@ def test_the_checkpoint_is_listed_planned_fetched_verified_and_then_a_noop(hub: 
     assert fresh.listing == "hub" and set(fresh.missing) == {f.path for f in fresh.files}
     step = model_step("model", fresh, download_spec(fresh, hub.url, "unused"))
     assert step.action is Action.CREATE and step.target == f"{CHECKPOINT_REPO}@{CHECKPOINT_REVISION[:12]}/checkpoint"
-    assert step.cost.startswith("2.5 MiB to fetch")
+    assert step.cost.startswith("2.5 MiB to fetch") and "[*.safetensors 2 file(s) 2.5 MiB; config, tokenizer and " \
+        "code 6 file(s) " in step.cost  # one line for the weights however many shards
     apply(hub, tmp_path, fresh)
     for path in (f.path for f in fresh.files):
         assert cached(tmp_path, path).read_bytes() == local[path].read_bytes(), path
