@@ -41,7 +41,7 @@ from kimik3_reconciler.observe.host import collect_filesystem
 from kimik3_reconciler.ports import HostPort, HubPort, StatePort
 
 
-def _cache_dir(profile: Profile, hub: HubPort, base_dir: Path) -> str:
+def model_cache_dir(profile: Profile, hub: HubPort, base_dir: Path) -> str:
     # A relative cache_dir is relative to the profile file, like every other path in it.
     m = profile.model
     return str((base_dir / m.cache_dir).resolve()) if m.cache_dir else hub.default_cache_dir()
@@ -137,7 +137,7 @@ def _collect(repo: str, revision: str, quant: str, keys: tuple[str, str], listin
 def collect_model(profile: Profile, hub: HubPort, state: StatePort, base_dir: Path, host: HostPort,
                   rehash: bool = False, stat_only: bool = False) -> ModelFact:
     m = profile.model
-    cache_dir = _cache_dir(profile, hub, base_dir)
+    cache_dir = model_cache_dir(profile, hub, base_dir)
     return _collect(m.repo, m.revision, m.quant, (manifest_key(profile, cache_dir), manifest_key_before_locations(profile)),
                     lambda: hub.list_files(m.repo, m.revision, wanted_paths(profile), m.endpoint),
                     cache_dir, hub, state, host, rehash, stat_only)
@@ -172,6 +172,6 @@ def collect_tokenizer(profile: Profile, hub: HubPort, state: StatePort, base_dir
             raise TransientError(hub_down)
         return [f for f in hub.list_repo(t.repo, t.revision, profile.model.endpoint) if not is_weight(f.path)]
 
-    cache_dir = _cache_dir(profile, hub, base_dir)
+    cache_dir = model_cache_dir(profile, hub, base_dir)
     keys = (tokenizer_manifest_key(profile, cache_dir), tokenizer_manifest_key_before_locations(profile))
     return _collect(t.repo, t.revision, "tokenizer", keys, listing, cache_dir, hub, state, host, rehash, stat_only)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kimik3_reconciler.model.facts import ModelFact, Observed
-from kimik3_reconciler.model.model_files import CHECKPOINT, manifest_key, tokenizer_manifest_key
+from kimik3_reconciler.model.model_files import CHECKPOINT, checkpoint_manifest_key, manifest_key, tokenizer_manifest_key
 from kimik3_reconciler.model.plan import Action, Step
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.records import layout_key
@@ -91,7 +91,10 @@ def _why_record(model: ModelFact) -> str:
 
 def model_spec(profile: Profile, observed: Observed) -> ModelDownload:
     model = observed.model
-    spec = download_spec(model, profile.model.endpoint, manifest_key(profile, model.cache_dir))
+    # A checkpoint (vLLM, SGLang: observe/model_cache.collect_checkpoint) is recorded under its own key: no quant.
+    key = (checkpoint_manifest_key(model.repo, model.revision, model.cache_dir) if model.quant == CHECKPOINT
+           else manifest_key(profile, model.cache_dir))
+    spec = download_spec(model, profile.model.endpoint, key)
     if observed.layout is None or observed.layout_recorded:
         return spec
     # Recorded by the step (a plan never writes state): later plans read one record, not the headers.
