@@ -3,10 +3,10 @@ building it: present with the digest = nothing to do; else one pull, priced from
 
 from __future__ import annotations
 
-from kimik3_reconciler.model.facts import PulledImageFact
+from kimik3_reconciler.model.facts import ContainerFact, PulledImageFact
 from kimik3_reconciler.model.image_ref import pinned_image
 from kimik3_reconciler.model.plan import Action, Step
-from kimik3_reconciler.model.specs import ImagePull
+from kimik3_reconciler.model.specs import ImagePull, RemoveImage
 from kimik3_reconciler.planning.humanize import gib
 
 
@@ -27,3 +27,18 @@ def plan_pull(pulled: PulledImageFact) -> tuple[Step, ...]:
             if pulled.pull_bytes is not None else f"unknown size ({pulled.size_unknown or 'the registry did not say'})")
     return (Step("image", pulled.ref, Action.CREATE, f"no local image has digest {spec.digest[:19]}…: pull "
                  f"{spec.by_digest}", spec=spec, cost=cost),)
+
+
+def plan_pulled_removal(pulled: PulledImageFact, remove: bool, others: tuple[ContainerFact, ...] = ()) -> Step:
+    """`destroy`'s image step for a pulled image: kept unless `--images`, and kept when another profile's container
+    runs the same digest (docker would refuse, or leave that deployment without its image on the next restart)."""
+    spec = pull_spec(pulled.ref)
+    if pulled.image_id is None:
+        return Step("image", pulled.ref, Action.NOOP, f"no local image has digest {spec.digest[:19]}…")
+    users = sorted(c.name for c in others if c.image_id == pulled.image_id)
+    if users:
+        return Step("image", pulled.ref, Action.NOOP, f"kept: the container of {', '.join(users)} runs this digest")
+    if not remove:
+        return Step("image", pulled.ref, Action.NOOP, "kept (pass --images to remove)")
+    return Step("image", pulled.ref, Action.DELETE, "--images: remove the profile's image (pulled by digest: the next "
+                f"apply pulls it again, {spec.digest[:19]}…)", spec=RemoveImage(spec.by_digest))

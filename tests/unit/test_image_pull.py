@@ -139,3 +139,19 @@ def test_registry_manifests_are_summed_for_this_platform() -> None:
     challenge = 'Bearer realm="https://auth.docker.io/token",service="registry.docker.io",scope="repository:a/b:pull"'
     assert _challenge(challenge) == {"realm": "https://auth.docker.io/token", "service": "registry.docker.io",
                                      "scope": "repository:a/b:pull"}
+
+
+def test_destroy_removes_a_pulled_image_only_when_asked_and_unused() -> None:
+    from kimik3_reconciler.model.facts import ContainerFact
+    from kimik3_reconciler.model.specs import RemoveImage
+    from kimik3_reconciler.planning.image_pull import plan_pulled_removal
+
+    here = PulledImageFact(ref=VLLM, digest=DIGEST, image_id="sha256:" + "cd" * 32)
+    assert plan_pulled_removal(here, remove=False).reason == "kept (pass --images to remove)"
+    removed = plan_pulled_removal(here, remove=True)
+    assert removed.action is Action.DELETE and removed.spec == RemoveImage(f"vllm/vllm-openai@{DIGEST}")
+    other = ContainerFact(id="c1", name="k3-other", state="running", image_id=here.image_id)
+    shared = plan_pulled_removal(here, remove=True, others=(other,))
+    assert shared.action is Action.NOOP and "k3-other" in shared.reason
+    absent = plan_pulled_removal(PulledImageFact(ref=VLLM, digest=DIGEST), remove=True)
+    assert absent.action is Action.NOOP
