@@ -161,7 +161,13 @@ def _is_profiles_image(profile: Profile, observed: Observed, image: ImageFact, w
 def profile_images(profile: Profile, observed: Observed) -> tuple[str, list[str]]:
     """(the image this profile wants, how each local image that is this profile's reads): the one it wants, the
     one its container runs, and the older builds it labelled (rollback targets). Other profiles' images are not
-    its images, though `docker images` shows them side by side."""
+    its images, though `docker images` shows them side by side. A pulled image is its digest: here or not."""
+    if observed.pulled is not None:
+        pulled = observed.pulled
+        in_use = observed.container is not None and observed.container.image_id == pulled.image_id
+        state = ("not pulled yet" if pulled.image_id is None
+                 else f"{pulled.image_id[:19]} (current{', in use' if in_use else ''})")
+        return f"{pulled.ref} (pulled by digest)", [state]
     try:
         wanted: ImageBuild | None = render_image_build(profile, observed)
     except PlanError as exc:  # status reports what is there even when the planner would refuse the build
@@ -181,6 +187,9 @@ def profile_images(profile: Profile, observed: Observed) -> tuple[str, list[str]
 
 def plan_prune(profile: Profile, observed: Observed) -> Plan:
     """Remove the profile's older images (rollback targets), never the current one or one in use."""
+    if observed.pulled is not None:  # a pulled image has no older builds: the digest is the only one it runs
+        return Plan(profile.name, (Step("image", observed.pulled.ref, Action.NOOP,
+                                        "pulled by digest: no older builds to prune"),))
     current = render_image_build(profile, observed).fingerprint
     in_use = observed.container.image_id if observed.container else None
     steps = []

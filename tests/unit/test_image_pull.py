@@ -155,3 +155,17 @@ def test_destroy_removes_a_pulled_image_only_when_asked_and_unused() -> None:
     assert shared.action is Action.NOOP and "k3-other" in shared.reason
     absent = plan_pulled_removal(PulledImageFact(ref=VLLM, digest=DIGEST), remove=True)
     assert absent.action is Action.NOOP
+
+
+def test_status_and_prune_speak_of_the_digest_for_a_pulled_image() -> None:
+    from kimik3_reconciler.model.profile_source import parse_profile
+    from kimik3_reconciler.planning import plan_prune, profile_images
+    from support.observed import observed
+
+    profile = parse_profile("apiVersion: kimik3/v1\nname: k3\nmodel: {repo: unsloth/Kimi-K3-GGUF, revision: "
+                            + "0a" * 20 + ", quant: UD-Q2_K_XL}\n").profile
+    absent = observed(profile, pulled=PulledImageFact(ref=VLLM, digest=DIGEST))
+    assert profile_images(profile, absent) == (f"{VLLM} (pulled by digest)", ["not pulled yet"])
+    here = observed(profile, pulled=PulledImageFact(ref=VLLM, digest=DIGEST, image_id="sha256:" + "cd" * 32))
+    assert profile_images(profile, here)[1] == ["sha256:cdcdcdcdcdcd (current)"]
+    assert [s.action for s in plan_prune(profile, here).steps] == [Action.NOOP]
