@@ -6,9 +6,6 @@ pull; a digest the registry does not hold is refused naming image.ref. Seconds."
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
 import subprocess
 import urllib.request
 from collections.abc import Iterator
@@ -16,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from support.realparts import REPO_ROOT, docker, require_docker_and_demo_hub
+from support.registry import PAYLOAD, free_port, loopback_registry, push_random_image
 
 from kimik3_reconciler.adapters.docker_engine import DockerEngine
 from kimik3_reconciler.adapters.registry import RegistryApi
@@ -31,37 +29,19 @@ from support.fakes.state import FakeClock
 pytestmark = pytest.mark.docker
 
 REPOSITORY = "kimik3-pull25/tiny"
-PAYLOAD = 256 << 10
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     require_docker_and_demo_hub()
-    port, root = free_port(), tmp_path_factory.mktemp("registry")
-    started = subprocess.run(["bash", str(REPO_ROOT / "scripts" / "ensure-registry.sh"), str(port), str(root)],
-                             capture_output=True, text=True)
-    assert started.returncode == 0, started.stderr
-    yield started.stdout.strip()
-    os.kill(int((root / "registry.pid").read_text()), signal.SIGTERM)
+    with loopback_registry(tmp_path_factory.mktemp("registry")) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
 def pushed(registry: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     """(the tagged ref, its digest) of a one-file image built here, pushed and then removed from dockerd."""
-    context = tmp_path_factory.mktemp("image")
-    (context / "payload").write_bytes(os.urandom(PAYLOAD))  # unique per run (never pulled before), incompressible
-    (context / "Dockerfile").write_text("FROM scratch\nCOPY payload /payload\n")
-    tag = f"{registry}/{REPOSITORY}:test"
-    docker("build", "-q", "-t", tag, str(context))
-    docker("push", tag)
-    digest = json.loads(docker("image", "inspect", tag))[0]["RepoDigests"][0].partition("@")[2]
-    docker("rmi", tag)
+    tag, digest = push_random_image(registry, REPOSITORY, tmp_path_factory.mktemp("image"))
     yield tag, digest
     subprocess.run(["docker", "rmi", f"{registry}/{REPOSITORY}@{digest}"], capture_output=True)
 
