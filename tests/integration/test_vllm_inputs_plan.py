@@ -1,24 +1,31 @@
-"""`kimik3 plan` of an `engine: vllm` profile against real parts (issue 25 §2): the image is planned as a pull by
-digest from a registry on loopback, priced from its manifest, and the model as the safetensors checkpoint from
-the fixture hub, priced per kind; nothing of llama.cpp (no build, no GGUF layout) is planned; an image with the
-digest already here is a NOOP. The steps themselves: test_image_pull_registry.py, test_checkpoint_download.py; the
+"""What kimik3 observes and plans for an `engine: vllm` profile's image and model, against real parts (issue 25
+§2): the image as a pull by digest from a registry on loopback, priced from its manifest, and the model as the
+safetensors checkpoint from the fixture hub, priced per kind; nothing of llama.cpp (no base images, no GGUF
+layout) is looked at; an image with the digest already here is a NOOP. The steps themselves: test_image_pull_registry.py, test_checkpoint_download.py; the
 launch of vLLM is vllm25's integration test."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.realparts import kimik3, require_docker_and_demo_hub, write_profile
+import yaml
+from support.realparts import REPO_ROOT, require_docker_and_demo_hub
 from support.registry import free_port, loopback_registry, push_random_image
 
 from kimik3_demo.hub import FixtureHub
 from kimik3_demo.prepare import CHECKPOINT_REPO, CHECKPOINT_REVISION, checkpoint_repo, prepare_checkpoint_root
 
+from kimik3_reconciler.adapters import real_ports
 from kimik3_reconciler.model.engine_names import ENGINES
+from kimik3_reconciler.model.facts import Observed
+from kimik3_reconciler.model.plan import Action
+from kimik3_reconciler.model.profile_source import parse_profile
+from kimik3_reconciler.observe import observe
+from kimik3_reconciler.planning.image_pull import plan_pull
+from kimik3_reconciler.planning.model_step import download_spec, model_step
 
 pytestmark = [pytest.mark.docker,
               pytest.mark.skipif("vllm" not in ENGINES, reason="engine: vllm is not in the registry on this branch")]
@@ -49,22 +56,22 @@ def vllm_profile(work: Path, ref: str, hub_url: str) -> dict:
                      "max_model_len": 512, "enforce_eager": True}}
 
 
-def steps(work: Path) -> dict[str, dict]:
-    shown = kimik3(work, "plan", "profile.yaml", "--json", check=False)
-    assert shown.returncode in (0, 4), shown.stderr
-    return {step["kind"]: step for step in json.loads(shown.stdout)["steps"]}
+def observed_for(work: Path, profile: dict) -> Observed:
+    """What `kimik3 plan` observes for `profile` with the real adapters (dockerd, the registry, the hub)."""
+    loaded = parse_profile(yaml.safe_dump(profile), str(work / "profile.yaml")).profile
+    return observe(loaded, real_ports(work / "state"), work, REPO_ROOT / "Dockerfile.llamacpp")
 
 
-def test_a_vllm_profile_plans_a_pull_and_a_checkpoint(inputs: tuple[str, FixtureHub], tmp_path: Path) -> None:
+def test_a_vllm_profile_observes_a_pull_and_a_checkpoint(inputs: tuple[str, FixtureHub], tmp_path: Path) -> None:
     ref, hub = inputs
-    write_profile(tmp_path, vllm_profile(tmp_path, ref, hub.url))
-    planned = steps(tmp_path)
-    image, model = planned["image"], planned["model"]
-    assert image["action"] == "create" and image["target"] == ref
-    assert "to pull (registry manifest" in image["cost"] and "pull " in image["reason"]
-    assert model["action"] == "create" and model["target"].endswith("/checkpoint")
-    assert "*.safetensors 2 file(s)" in model["cost"]
-    assert "smoke" not in planned and "preread" not in planned  # nothing of llama.cpp's build or GGUF
+    seen = observed_for(tmp_path, vllm_profile(tmp_path, ref, hub.url))
+    assert seen.pulled is not None and seen.pulled.image_id is None and seen.base_images == {}
+    image, = plan_pull(seen.pulled)
+    assert image.action is Action.CREATE and image.target == ref and "to pull (registry manifest" in image.cost
+    assert seen.layout is None and seen.model.quant == "checkpoint"  # no GGUF header read
+    model = model_step("model", seen.model, download_spec(seen.model, hub.url, "unused"))
+    assert model.action is Action.CREATE and model.target.endswith("/checkpoint")
+    assert "*.safetensors 2 file(s)" in model.cost
 
 
 def test_an_image_with_the_digest_here_is_a_noop_in_the_plan(inputs: tuple[str, FixtureHub], tmp_path: Path) -> None:
@@ -72,6 +79,7 @@ def test_an_image_with_the_digest_here_is_a_noop_in_the_plan(inputs: tuple[str, 
     registry, _, rest = ref.partition("/")
     by_digest = f"{registry}/{rest.split(':')[0]}@{ref.rpartition('@')[2]}"
     subprocess.run(["docker", "pull", "-q", by_digest], capture_output=True, check=True)  # pulled by hand meanwhile
-    write_profile(tmp_path, vllm_profile(tmp_path, ref, hub.url))
-    image = steps(tmp_path)["image"]
-    assert image["action"] == "noop" and "nothing to pull" in image["reason"]
+    seen = observed_for(tmp_path, vllm_profile(tmp_path, ref, hub.url))
+    assert seen.pulled is not None and seen.pulled.image_id is not None and seen.pulled.pull_bytes is None
+    image, = plan_pull(seen.pulled)
+    assert image.action is Action.NOOP and "nothing to pull" in image.reason
