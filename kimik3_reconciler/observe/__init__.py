@@ -104,7 +104,7 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
         base_digests=base_digests,
         runtime_cuda=collect_runtime_cuda(ports.docker, profile.build.base_images.runtime)
         if profile.build.variant == "cuda" and not pulls else None,
-        pulled=collect_pulled(profile.image.ref, ports.docker, ports.registry) if pulls else None,
+        pulled=collect_pulled(profile.image.ref, ports.docker, None if stat_only else ports.registry) if pulls else None,
         container=container,
         others=others,
         load_rate=_load_rate(ports, LOAD_RATE_KEY),
