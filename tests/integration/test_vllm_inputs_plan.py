@@ -1,18 +1,20 @@
 """What kimik3 observes and plans for an `engine: vllm` profile's image and model, against real parts (issue 25
 §2): the image as a pull by digest from a registry on loopback, priced from its manifest, and the model as the
 safetensors checkpoint from the fixture hub, priced per kind; nothing of llama.cpp (no base images, no GGUF
-layout) is looked at; an image with the digest already here is a NOOP. The steps themselves: test_image_pull_registry.py, test_checkpoint_download.py; the
+layout) is looked at; an image with the digest already here is a NOOP; and `kimik3 plan` of the profile (the host
+gate and launch of vllm25's branch, f8ed687..b5febb5) plans the pull and the checkpoint and no smoke test. The steps themselves: test_image_pull_registry.py, test_checkpoint_download.py; the
 launch of vLLM is vllm25's integration test."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
-from support.realparts import REPO_ROOT, require_docker_and_demo_hub
+from support.realparts import REPO_ROOT, kimik3, require_docker_and_demo_hub, write_profile
 from support.registry import free_port, loopback_registry, push_random_image
 
 from kimik3_demo.hub import FixtureHub
@@ -79,7 +81,22 @@ def test_an_image_with_the_digest_here_is_a_noop_in_the_plan(inputs: tuple[str, 
     registry, _, rest = ref.partition("/")
     by_digest = f"{registry}/{rest.split(':')[0]}@{ref.rpartition('@')[2]}"
     subprocess.run(["docker", "pull", "-q", by_digest], capture_output=True, check=True)  # pulled by hand meanwhile
-    seen = observed_for(tmp_path, vllm_profile(tmp_path, ref, hub.url))
+    try:
+        seen = observed_for(tmp_path, vllm_profile(tmp_path, ref, hub.url))
+    finally:
+        subprocess.run(["docker", "rmi", by_digest], capture_output=True)  # the other tests start without it
     assert seen.pulled is not None and seen.pulled.image_id is not None and seen.pulled.pull_bytes is None
     image, = plan_pull(seen.pulled)
     assert image.action is Action.NOOP and "nothing to pull" in image.reason
+
+
+def test_kimik3_plan_of_a_vllm_profile_pulls_and_fetches_and_builds_nothing(inputs: tuple[str, FixtureHub],
+                                                                          tmp_path: Path) -> None:
+    ref, hub = inputs
+    write_profile(tmp_path, vllm_profile(tmp_path, ref, hub.url))
+    shown = kimik3(tmp_path, "plan", "profile.yaml", "--json")
+    planned = {step["kind"]: step for step in json.loads(shown.stdout)["steps"]}
+    assert planned["image"]["action"] == "create" and "to pull (registry manifest" in planned["image"]["cost"]
+    assert planned["image"]["spec"]["by_digest"].endswith(ref.rpartition("@")[2])
+    assert planned["model"]["target"].endswith("/checkpoint") and planned["model"]["action"] == "create"
+    assert "smoke" not in planned and "build" not in json.dumps(planned["image"]["spec"])
