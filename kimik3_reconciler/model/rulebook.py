@@ -185,7 +185,8 @@ RULES: tuple[Rule, ...] = (
     Rule("image-by-digest", "refuse", "an image the engine pulls (vLLM, SGLang) is named by digest "
          "(repository[:tag]@sha256:…); a tag alone is refused, and the pulled image's RepoDigests must hold the digest",
          "a tag moves under a deployment: two hosts, or one host before and after a re-pull, would run other bytes",
-         ("kimik3_reconciler.model.image_ref", "kimik3_reconciler.steps.image_pull"), ("unit/test_image_pull.py",),
+         ("kimik3_reconciler.model.image_ref", "kimik3_reconciler.steps.image_pull"),
+         ("unit/test_image_pull.py", "cases/plan/102-vllm-pull-digest-moved.yaml"),
          seed="seed 001 (vLLM's `vllm/vllm-openai:kimi-k3`, SGLang's image: pulled by tag there)"),
     Rule("build-args-safe", "refuse", "cmake arguments made from profile fields carry no shell or cmake "
          "metacharacters", "a profile field must never become shell text in the build",

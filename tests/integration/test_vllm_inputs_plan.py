@@ -2,8 +2,9 @@
 §2): the image as a pull by digest from a registry on loopback, priced from its manifest, and the model as the
 safetensors checkpoint from the fixture hub, priced per kind; nothing of llama.cpp (no base images, no GGUF
 layout) is looked at; an image with the digest already here is a NOOP; and `kimik3 plan` of the profile (the host
-gate and launch of vllm25's branch, f8ed687..b5febb5) plans the pull and the checkpoint and no smoke test. The steps themselves: test_image_pull_registry.py, test_checkpoint_download.py; the
-launch of vLLM is vllm25's integration test."""
+gate and launch of vllm25's branch, f8ed687..b5febb5) plans the pull and the checkpoint and no smoke test. The
+steps themselves: test_image_pull_registry.py, test_checkpoint_download.py; the launch of vLLM is vllm25's
+integration test."""
 
 from __future__ import annotations
 
