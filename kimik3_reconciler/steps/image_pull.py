@@ -19,7 +19,7 @@ def pull_image(spec: ImagePull, ports: Ports, reporter: Reporter) -> None:
     reporter.event("pull", image=spec.by_digest)
     started = ports.clock.monotonic()
     try:
-        ports.docker.pull_image(spec.by_digest)
+        ports.docker.pull_image(spec.by_digest, lambda done, total: reporter.progress("pull", done, total))
     except Kimik3Error as exc:
         # The daemon's message says why (manifest unknown, no route, a login); the ref says which profile field.
         again = TransientError if isinstance(exc, TransientError) else PermanentError

@@ -70,7 +70,14 @@ def test_pull_by_digest_is_planned_priced_pulled_and_then_a_noop(registry: str, 
     step, = plan_pull(absent)
     assert step.action is Action.CREATE and step.cost.endswith("to pull (registry manifest: config + layers, "
                                                                "compressed)")
-    pull_image(step.spec, _ports(), NullReporter())
+    class Progress(NullReporter):
+        seen: list[tuple[int, int]] = []
+
+        def progress(self, task: str, done: int, total: int, **fields: object) -> None:
+            self.seen.append((done, total))
+
+    pull_image(step.spec, _ports(), Progress())
+    assert Progress.seen and Progress.seen[-1][0] == Progress.seen[-1][1] > PAYLOAD  # the layer's bytes, to the end
     inspect = json.loads(docker("image", "inspect", f"{registry}/{REPOSITORY}@{digest}"))[0]
     assert f"{registry}/{REPOSITORY}@{digest}" in inspect["RepoDigests"]
     present = collect_pulled(ref, engine, RegistryApi())
