@@ -10,6 +10,7 @@ from kimik3_reconciler.engines import engine_for
 from kimik3_reconciler.errors import FieldRefusal, HubError, PlanError
 from kimik3_reconciler.model.facts import ImageFact, Observed
 from kimik3_reconciler.model.labels import PROFILE_LABEL
+from kimik3_reconciler.model.model_files import CHECKPOINT
 from kimik3_reconciler.model.plan import Action, Plan, Step
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.records import last_good_key, unverified_key
@@ -102,7 +103,8 @@ def plan_destroy(profile: Profile, observed: Observed, *, images: bool = False, 
     target = f"{observed.model.repo}@{observed.model.revision[:12]}/{observed.model.quant}"
     cached = len(observed.model.files) - len(observed.model.missing)
     if model and cached:
-        steps.append(Step("model", target, Action.DELETE, "--model: remove the cached files of this quant",
+        what = "checkpoint" if observed.model.quant == CHECKPOINT else "quant"
+        steps.append(Step("model", target, Action.DELETE, f"--model: remove the cached files of this {what}",
                           spec=RemoveModelFiles(model_spec(profile, observed))))
     elif cached:
         steps.append(Step("model", target, Action.NOOP, "kept (pass --model to remove)"))
