@@ -62,19 +62,20 @@ class RegistryApi:
         base = f"{'http' if image.loopback else 'https'}://{image.api_host}/v2/{image.repository}/manifests/"
         try:
             with httpx.Client(timeout=TIMEOUT_S, follow_redirects=True) as client:
-                manifest = self._get(client, image, base + image.digest)
+                auth: dict[str, str] = {}  # the anonymous token, once the registry asked for one (kept for this read)
+                manifest = self._get(client, image, base + image.digest, auth)
                 if manifest.get("mediaType") in _INDEX or "manifests" in manifest:
                     digest = platform_digest(manifest, host_platform())
                     if digest is None:
                         raise PermanentError(f"{ref}: the image index has no linux/{host_platform()} manifest")
-                    manifest = self._get(client, image, base + digest)
+                    manifest = self._get(client, image, base + digest, auth)
         except httpx.TransportError as exc:
             raise TransientError(f"registry {image.api_host} not reachable: {exc}") from exc
         return manifest_bytes(manifest)
 
-    def _get(self, client: httpx.Client, image: PinnedImage, url: str) -> dict[str, Any]:
+    def _get(self, client: httpx.Client, image: PinnedImage, url: str, auth: dict[str, str]) -> dict[str, Any]:
         accept = {"Accept": ", ".join((*_INDEX, *_MANIFEST))}
-        response = client.get(url, headers=accept)
+        response = client.get(url, headers={**accept, **auth})
         if response.status_code == 401 and response.headers.get("www-authenticate", "").lower().startswith("bearer"):
             # The registry's anonymous token for a public image: asked of its realm, used for this read only.
             params = _challenge(response.headers["www-authenticate"])
@@ -82,7 +83,8 @@ class RegistryApi:
             params.setdefault("scope", f"repository:{image.repository}:pull")
             token = client.get(realm, params=params) if realm else None
             if token is not None and token.status_code == 200:
-                response = client.get(url, headers={**accept, "Authorization": f"Bearer {token.json().get('token', '')}"})
+                auth["Authorization"] = f"Bearer {token.json().get('token', '')}"
+                response = client.get(url, headers={**accept, **auth})
         if response.status_code in (401, 403):
             raise PermanentError(f"registry {image.api_host} wants a login to read {image.repository}'s manifest")
         if response.status_code == 404:
