@@ -28,7 +28,7 @@ class DockerPort(Protocol):
     def list_images(self, label: str) -> list[dict[str, Any]]: ...
     def image_id(self, ref: str) -> str | None: ...
     def inspect_image(self, ref: str) -> dict[str, Any] | None: ...  # None: no such image
-    def pull_image(self, ref: str) -> str: ...
+    def pull_image(self, ref: str, on_progress: Callable[[int, int], None] | None = None) -> str: ...
     def tag_image(self, image_id: str, tag: str) -> None: ...
     def build_image(self, spec: ImageBuild, context_files: dict[str, Path], on_line: LineSink) -> str: ...
     def remove_image(self, ref: str) -> None: ...
@@ -60,6 +60,15 @@ class HubPort(Protocol):
         cache is verified and adopted, not fetched)."""
         ...
     def repo_cache_dir(self, repo: str, cache_dir: str) -> Path: ...
+
+
+class RegistryPort(Protocol):
+    """A container registry's HTTP API (docker distribution v2), read without credentials."""
+
+    def pull_bytes(self, ref: str) -> int:
+        """What pulling `ref` (pinned by digest) moves: its manifest's config and layers, compressed, for this
+        host's platform. A StepError saying why when the registry does not answer or wants a login."""
+        ...
 
 
 class HttpPort(Protocol):
@@ -282,7 +291,7 @@ class Ports:
                  lock: LockPort | None = None, load: LoadPort | None = None,
                  processes: ProcessPort | None = None, worker_docker: Callable[[DockerHost], DockerPort] | None = None,
                  worker_lock: Callable[[DockerHost], LockPort] | None = None, cache: CachePort | None = None,
-                 front: FrontPort | None = None):
+                 front: FrontPort | None = None, registry: RegistryPort | None = None):
         self.docker, self.hub, self.http = docker, hub, http
         self.host, self.state, self.clock = host, state, clock
         self.chat = chat  # only `kimik3 verify` talks to the server beyond /health
@@ -294,6 +303,7 @@ class Ports:
         self.worker_lock = worker_lock  # the apply lock on a worker host (kept in its Docker)
         self.cache = cache  # None: nothing is cached (a source archive is hashed on every plan)
         self.front = front  # None: no front is held or released (tests without one; metrics.handover needs it)
+        self.registry = registry  # None: a pull's size is not asked (the plan says "unknown size")
         # `kimik3 verify` of the profile being applied (VerifyFailed when a check fails): set only on the copy an
         # apply that verifies runs its steps with (`verifying`), None otherwise (then `<= verify` steps are left
         # for a later apply).

@@ -13,6 +13,7 @@ import re
 import stat
 import types
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -318,8 +319,29 @@ class DockerEngine:
         self._call(self.client.api.tag, image_id, repository, name, force=True)
 
     @_transient
-    def pull_image(self, ref: str) -> str:
-        return self._call(self.client.images.pull, ref).id
+    def pull_image(self, ref: str, on_progress: Callable[[int, int], None] | None = None) -> str:
+        """Pull `ref` (by digest where kimik3 pins one), reporting (bytes, of bytes) over the layers seen so far.
+        The pull's own stream is read (the SDK's images.pull drops its error events and then says only "no such
+        image"): an error event is a PermanentError with dockerd's words."""
+        from docker.utils import parse_repository_tag
+
+        repository, tag = parse_repository_tag(ref)
+        layers: dict[str, tuple[int, int]] = {}
+        with translated(self._translate):
+            for event in self.client.api.pull(repository, tag=tag, stream=True, decode=True):
+                if "error" in event:
+                    raise PermanentError(f"docker pull {ref}: {event['error']}")
+                layer, status, detail = event.get("id"), event.get("status", ""), event.get("progressDetail") or {}
+                if layer and status == "Downloading" and detail.get("total"):
+                    layers[layer] = (int(detail.get("current", 0)), int(detail["total"]))
+                elif layer in layers and status in ("Download complete", "Verifying Checksum", "Pull complete"):
+                    layers[layer] = (layers[layer][1], layers[layer][1])
+                else:
+                    continue
+                if on_progress is not None:
+                    on_progress(sum(done for done, _ in layers.values()), sum(total for _, total in layers.values()))
+        self._answered = True
+        return str(self._call(self.reads.inspect_image, ref)["Id"])
 
     @_transient
     def inspect_container(self, name: str) -> dict[str, Any] | None:

@@ -6,7 +6,7 @@ labels that apply would have stamped. The planner itself renders them; no finger
 written by hand.
 
     description: why this case exists
-    base: |                 # optional; default tests/cases/plan/_base.yaml
+    base: |                 # optional; default tests/cases/plan/_base.yaml (or a base file's name: _base-vllm-tp8.yaml)
     desired: {patch}        # the profile being planned = base + patch
     previous: {patch}       # what the last apply made (default: same as base); null = nothing
     observed:
@@ -14,6 +14,8 @@ written by hand.
                               # edited: stat moved, re-hashed, sha256 mismatch; touched: stat moved, sha256
                               # matches; corrupt: sha256 mismatch found by --verify (no stat moved)
       image: previous | absent
+      pulled: present | absent | {absent: why}               # an engine that pulls its image (vllm): the digest
+                                                              #   here (default), absent (12 GiB to pull), size unknown
       smoke: passed | failed | null                           # the previous image's smoke record
       built_on: {ref: id}   base_images: {ref: id}            # base image ids at build time / now
       built_on_digests: {ref: digest}   base_digests: {ref: digest}  # their repo digests at build time / now
@@ -78,12 +80,15 @@ from support.recorded_hosts import recorded_host
 
 from kimik3_reconciler.model.facts import (
     ContainerFact, ExporterFact, GpuPlumbing, HostFacts, HostSettingsFact, ImageFact, ModelFact, Observed, PatchFact,
-    RemoteFile, RemovedWorkerFact, RpcDeviceFact, SystemdFacts, UnitFact, WorkerFact, manifest_digest,
+    PulledImageFact, RemoteFile, RemovedWorkerFact, RpcDeviceFact, SystemdFacts, UnitFact, WorkerFact, manifest_digest,
 )
+from kimik3_reconciler.engines import engine_for
 from kimik3_reconciler.errors import InputError, PlanError
-from kimik3_reconciler.model.host_settings import sysctl_text
-from kimik3_reconciler.observe.local_model import collect_local_model
 from kimik3_reconciler.model.described_host import described_host
+from kimik3_reconciler.model.engine_names import ENGINES
+from kimik3_reconciler.model.host_settings import sysctl_text
+from kimik3_reconciler.model.model_files import CHECKPOINT
+from kimik3_reconciler.observe.local_model import collect_local_model
 from kimik3_reconciler.model.specs import ContainerSpec
 from kimik3_reconciler.observe.docker_objects import parse_running
 from kimik3_reconciler.observe.host import parse_mount_of
@@ -118,7 +123,17 @@ def profile_of(data: dict[str, Any]) -> Profile:
     return parse_profile(yaml.safe_dump(data), "case.yaml").profile
 
 
+def checkpoint_engine(profile: Profile) -> bool:
+    """Does the profile's engine serve a safetensors checkpoint (vllm, sglang) rather than a GGUF quant?"""
+    return engine_for(profile.engine).model_source.format == "safetensors"
+
+
 def model_files(profile: Profile, quant_gib: float = 80) -> tuple[RemoteFile, ...]:
+    if checkpoint_engine(profile):  # the checkpoint's top-level shards, index and config (quant_gib: its weights)
+        return tuple(RemoteFile(path=f"model-{i:05d}-of-00002.safetensors", size=int(quant_gib * (1 << 30)) // 2,
+                                sha256=str(i) * 64) for i in (1, 2)) + tuple(
+            RemoteFile(path=name, size=4096, git_oid=f"{i}" * 40) for i, name in
+            enumerate(("config.json", "model.safetensors.index.json", "tokenizer_config.json"), 3))
     files = shard_files(profile.model.quant, size=int(quant_gib * (1 << 30)) // 2, stem="K3")
     if profile.build.source == "fork" and profile.model.mmproj:
         files += (RemoteFile(path=profile.model.mmproj, size=900 << 20, sha256="f" * 64),)
@@ -164,10 +179,25 @@ def observed_for(profile: Profile, spec: dict[str, Any], host: HostFacts, previo
         else named("missing") + named("edited") + named("corrupt")
     cache_dir = profile.model.cache_dir or "/var/lib/kimik3/hub"
     mounts = (HOST_FIXTURES / spec["cache_mounts"]).read_text() if "cache_mounts" in spec else None
-    return observed(profile, host=host, inputs=local_inputs(profile, patches=patches),
+    pulled = pulled_fact(profile, spec.get("pulled", "present"))
+    return observed(profile, host=host, inputs=local_inputs(profile, patches=patches), pulled=pulled,
                     model=model_fact(profile, files=files, missing=missing, corrupt=named("edited") + named("corrupt"),
+                                     quant=CHECKPOINT if checkpoint_engine(profile) else profile.model.quant,
                                      changed=named("edited") + named("touched"), unrecorded=named("touched"),
                                      cache_dir=cache_dir, cache_fs=parse_mount_of(mounts, cache_dir) if mounts else None))
+
+
+def pulled_fact(profile: Profile, state: Any) -> PulledImageFact | None:
+    """The image of an engine that pulls it: `present` (the digest is here), `absent` (priced at 12 GiB), or
+    {absent: reason} (the registry did not say); None for an engine that builds its image."""
+    if engine_for(profile.engine).image_source.kind != "pull":
+        return None
+    ref = profile.image.ref
+    if state == "present":
+        return PulledImageFact(ref=ref, digest=ref.rpartition("@")[2], image_id="sha256:" + "9" * 64)
+    if isinstance(state, dict):
+        return PulledImageFact(ref=ref, digest=ref.rpartition("@")[2], size_unknown=state["absent"])
+    return PulledImageFact(ref=ref, digest=ref.rpartition("@")[2], pull_bytes=12 << 30)
 
 
 def hand_made(spec: ContainerSpec, drift: dict[str, Any]) -> ContainerSpec:
@@ -191,7 +221,11 @@ def host_facts(spec: dict[str, Any]) -> HostFacts:
 
 
 def build_case(case: dict[str, Any]) -> tuple[Profile, Observed]:
-    base = yaml.safe_load(case["base"]) if "base" in case else BASE
+    # `base:` is the base profile's text, or the name of a base file beside the cases (_base-vllm-tp8.yaml)
+    base = BASE if "base" not in case else yaml.safe_load(
+        (CASES / case["base"]).read_text() if re.fullmatch(r"_base[\w-]*\.yaml", case["base"]) else case["base"])
+    if merge(base, case.get("desired")).get("engine", "llamacpp") not in ENGINES:
+        pytest.skip(f"engine: {merge(base, case.get('desired'))['engine']} is not in the registry on this branch")
     desired = profile_of(merge(base, case.get("desired")))
     obs_spec = case.get("observed", {})
     host = host_facts(obs_spec.get("host", {"physical_cores": 8}))
@@ -216,8 +250,10 @@ def build_case(case: dict[str, Any]) -> tuple[Profile, Observed]:
     prev_obs = observed_for(previous, {**obs_spec, "patches": obs_spec.get("previous_patches", obs_spec.get("patches", {}))},
                             prev_host, previous=True).model_copy(update=gpu)
     image = render_image_build(previous, prev_obs)
+    pull = prev_obs.pulled  # an engine that pulls: the container runs image.ref, its fingerprint moves with the digest
+    image_ref, image_fp = (pull.ref, pull.digest) if pull is not None else (image.tag, image.fingerprint)
     images = ()
-    if obs_spec.get("image", "previous") == "previous":
+    if obs_spec.get("image", "previous") == "previous" and pull is None:
         labels = dict(image.labels)
         if "built_on" in obs_spec:  # the executor stamps the base image ids it built on
             labels["kimik3.base-images"] = json.dumps(obs_spec["built_on"])
@@ -228,11 +264,11 @@ def build_case(case: dict[str, Any]) -> tuple[Profile, Observed]:
     container = None
     c_spec = obs_spec.get("container", {"state": "running", "health": "ok"})
     if c_spec != "absent":
-        launch = render_launch(previous, prev_obs, image.tag, image.fingerprint)
+        launch = render_launch(previous, prev_obs, image_ref, image_fp)
         # What runs, read back through the real parser from the inspect JSON the adapter's launch makes.
         running = parse_running(container_inspect(hand_made(launch.spec, c_spec.get("drift", {})), "c" * 64, None))
         container = ContainerFact(id="c" * 64, name=previous.name, state=c_spec.get("state", "running"),
-                                  image=image.tag, fingerprint=launch.fingerprint, inputs=launch.inputs,
+                                  image=image_ref, fingerprint=launch.fingerprint, inputs=launch.inputs,
                                   exit_code=c_spec.get("exit_code"), health=c_spec.get("health"), running=running, pid=c_spec.get("pid"),
                                   rss_bytes=int(c_spec["rss_gib"] * (1 << 30)) if "rss_gib" in c_spec else None,
                                   crash=crash_cause(False, (FIXTURES / c_spec["log"]).read_text()) if "log" in c_spec else None)
