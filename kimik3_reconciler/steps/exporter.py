@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 from kimik3_reconciler.errors import StepError
 from kimik3_reconciler.model.records import exporter_config_key, exporter_key
@@ -37,18 +38,29 @@ def run_exporter(run: ExporterRun, ports: Ports, reporter: Reporter) -> None:
     # Recorded before the wait: an exporter that comes up after a timeout is still found (and replaced).
     ports.state.write(exporter_key(run.profile), {"pid": pid, "fingerprint": run.fingerprint, "config": run.config,
                                                   "date": ports.clock.now().isoformat(timespec="seconds")})
-    deadline = ports.clock.monotonic() + run.timeout_s
+    wait_detached(ports, reporter, pid, run.health_url, run.fingerprint, run.timeout_s,
+                  lambda cmdline: runs_exporter(cmdline, run.profile), log_key(run.profile),
+                  what="exporter", profile=run.profile, step="metrics")
+
+
+def wait_detached(ports: Ports, reporter: Reporter, pid: int, health_url: str, fingerprint: str, timeout_s: float,
+                  is_ours: Callable[[list[str] | None], bool], log: str, *, what: str, profile: str,
+                  step: str) -> None:
+    """Wait until a detached kimik3 process (the exporter, the front) answers `health_url` with its fingerprint;
+    a process that exits first, or one that does not answer in time (then stopped), fails the step, naming its log."""
+    processes = _processes(ports)
+    deadline = ports.clock.monotonic() + timeout_s
     while True:
-        status, body = ports.http.get(run.health_url, timeout_s=1.0)
-        if status == 200 and _fingerprint(body) == run.fingerprint:
-            reporter.event("exporter", profile=run.profile, pid=pid, url=run.health_url.removesuffix("/healthz"))
+        status, body = ports.http.get(health_url, timeout_s=1.0)
+        if status == 200 and _fingerprint(body) == fingerprint:
+            reporter.event(what, profile=profile, pid=pid, url=health_url.removesuffix("/healthz"))
             return
-        if not runs_exporter(processes.cmdline(pid), run.profile):
-            raise StepError(f"metrics: the exporter (pid {pid}) exited before answering {run.health_url}; "
-                            f"see the state directory's {log_key(run.profile)}")
+        if not is_ours(processes.cmdline(pid)):
+            raise StepError(f"{step}: the {what} (pid {pid}) exited before answering {health_url}; "
+                            f"see the state directory's {log}")
         if ports.clock.monotonic() > deadline:
             processes.terminate(pid, STOP_S)
-            raise StepError(f"metrics: the exporter did not answer {run.health_url} within {run.timeout_s:.0f} s "
+            raise StepError(f"{step}: the {what} did not answer {health_url} within {timeout_s:.0f} s "
                             f"(last: {status} {body[:120]}); stopped it")
         ports.clock.sleep(POLL_S)
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import secrets
 
-from kimik3_reconciler.errors import StepError
 from kimik3_reconciler.model.records import front_config_key, front_key, front_token_key
 from kimik3_reconciler.model.specs import FrontHold, FrontRun, FrontStop
 from kimik3_reconciler.observe.front import FRONT_COMMAND, runs_front
 from kimik3_reconciler.ports import Ports
-from kimik3_reconciler.steps.exporter import POLL_S, STOP_S, _fingerprint, _processes
+from kimik3_reconciler.steps.exporter import STOP_S, _processes, wait_detached
 from kimik3_reconciler.steps.report import Reporter
 
 RELEASE_TIMEOUT_S = 10.0
@@ -39,20 +38,9 @@ def run_front(run: FrontRun, ports: Ports, reporter: Reporter) -> None:
     pid = processes.spawn((FRONT_COMMAND, run.profile), log_key(run.profile))
     ports.state.write(front_key(run.profile), {"pid": pid, "fingerprint": run.fingerprint, "config": run.config,
                                                "date": ports.clock.now().isoformat(timespec="seconds")})
-    deadline = ports.clock.monotonic() + run.timeout_s
-    while True:
-        status, body = ports.http.get(run.health_url, timeout_s=1.0)
-        if status == 200 and _fingerprint(body) == run.fingerprint:
-            reporter.event("front", profile=run.profile, pid=pid, url=run.health_url.removesuffix("/healthz"))
-            return
-        if not runs_front(processes.cmdline(pid), run.profile):
-            raise StepError(f"front: the front (pid {pid}) exited before answering {run.health_url}; see the state "
-                            f"directory's {log_key(run.profile)}")
-        if ports.clock.monotonic() > deadline:
-            processes.terminate(pid, STOP_S)
-            raise StepError(f"front: the front did not answer {run.health_url} within {run.timeout_s:.0f} s "
-                            f"(last: {status} {body[:120]}); stopped it")
-        ports.clock.sleep(POLL_S)
+    wait_detached(ports, reporter, pid, run.health_url, run.fingerprint, run.timeout_s,
+                  lambda cmdline: runs_front(cmdline, run.profile), log_key(run.profile),
+                  what="front", profile=run.profile, step="front")
 
 
 def stop_front(stop: FrontStop, ports: Ports, reporter: Reporter) -> None:
