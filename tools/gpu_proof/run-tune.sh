@@ -3,9 +3,10 @@
 # 64 experts; every searched split keeps some experts on the CPU), then tune_vs_grid.py PHASE for each phase:
 #   bash tools/gpu_proof/run-tune.sh PHASE...
 #   prepare        the build (only when $LLAMA_BIN/llama-server is missing) and the model (only when missing)
-#   grid1 | grid2  the exhaustive grid of space 1 (n_cpu_moe x ubatch, aggregate@4) | space 2 (ubatch x parallel,
-#                  ttft-p95@4 under a decode floor set from this grid); resumable row by row across calls
-#   tune1 | tune2  three independent tune runs of that space, each followed by its alternating re-measure
+#   grid1 | grid2 | grid3  the exhaustive grid of space 1 (n_cpu_moe x ubatch, aggregate@4) | space 2 (ubatch x
+#                  parallel, ttft-p95@4 under a decode floor set from this grid) | space 3 (space 2 widened: ubatch
+#                  256..4096 x parallel 1..4, the same goal); resumable row by row across calls
+#   tune1 | tune2 | tune3  three independent tune runs of that space, each followed by its alternating re-measure
 #                  (= tune1a remeasure1a tune1b remeasure1b tune1c remeasure1c; each may also be named alone)
 #   (no phase, or `all`: prepare grid1 tune1 grid2 tune2, which is more than one call's time on the H200)
 # The lead's calls on the H200 (each under 560 s, chained at once: the machine goes back 30 s after a call, and
@@ -14,6 +15,9 @@
 #   2. grid1 tune1     3 x (~70 s tune + ~55 s re-measure) = ~6.5 min
 #   3. grid2 tune2     ~230 s grid + 3 x (~55 s + ~55 s) = ~9.5 min; tune2c is skipped when it would not fit:
 #   4. tune2c remeasure2c   (only if call 3 said "tune2c: skipped") ~2 min
+# Space 3 (issue 26's second space with its best inside), on a machine with a llama-server already there
+# (LLAMA_BIN, e.g. the Docker-built /app of issue 28: with-cuda-app.sh):
+#   1. prepare grid3   ~20 s model + ~330 s grid;   2. tune3a remeasure3a tune3b remeasure3b   3. tune3c remeasure3c
 # llama-server: $LLAMA_BIN/llama-server (default /tmp/build/bin); built here (native CUDA, kimik3's cmake args,
 # sm_90) ONLY when it is missing. The machine keeps /tmp between calls while warm.
 # CALL_LIMIT (seconds since this script began; default 560) bounds every phase, each keeping the expected time
@@ -34,7 +38,7 @@ for p in "${@:-all}"; do
   case $p in
     all) phases+=(prepare grid1 tune1a remeasure1a tune1b remeasure1b tune1c remeasure1c grid2 tune2a remeasure2a
                   tune2b remeasure2b tune2c remeasure2c);;
-    tune1|tune2) for r in a b c; do phases+=("$p$r" "remeasure${p#tune}$r"); done;;
+    tune1|tune2|tune3) for r in a b c; do phases+=("$p$r" "remeasure${p#tune}$r"); done;;
     *) phases+=("$p");;
   esac
 done
@@ -53,8 +57,11 @@ if [[ ! -s $MODEL ]]; then
 import sys
 from pathlib import Path
 from kimik3_reconciler.steps.smoke_model import TinyDims, write_tiny_kimi_k3
-dims = TinyDims(n_embd=64, n_expert=8, expert_ff=64, expert_latent=128) if sys.argv[2] == "1" else \
-    TinyDims(n_embd=256, n_expert=64, expert_ff=256, expert_latent=512)
+# a trained context of 32768 (TinyDims' default is 4096): space 3's one slot takes the whole ctx_size 8192, which
+# kimik3 refuses above the GGUF's trained context (issue 27); the weights and the compute are the same
+dims = TinyDims(n_embd=64, n_expert=8, expert_ff=64, expert_latent=128, context_length=32768) \
+    if sys.argv[2] == "1" else TinyDims(n_embd=256, n_expert=64, expert_ff=256, expert_latent=512,
+                                        context_length=32768)
 write_tiny_kimi_k3(Path(sys.argv[1]), "K3-synth", shards=1, seed=3, layers=24, dims=dims)
 PY
   GEN=$!
@@ -76,7 +83,8 @@ echo "ready at ${SECONDS} s of ${LIMIT} s"
 # Expected seconds of each phase on the H200 (warm page cache), kept free by the phases before it.
 expect() {
   local e
-  case $1 in grid1) e=210;; grid2) e=230;; tune1?) e=70;; tune2?) e=55;; remeasure*) e=55;; *) e=0;; esac
+  case $1 in grid1) e=210;; grid2) e=230;; grid3) e=330;; tune1?) e=70;; tune2?) e=55;; tune3?) e=100;;
+    remeasure3?) e=75;; remeasure*) e=55;; *) e=0;; esac
   python3 -c "print(int($e * float('${TUNE_EXPECT_SCALE:-1}')))"
 }
 for i in "${!phases[@]}"; do

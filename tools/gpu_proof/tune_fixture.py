@@ -4,7 +4,10 @@ every run of both spaces, each with its tune record (draws, standings with their
 alternating re-measure, and the ratios the criterion names (re-measured winner / grid best in the goal's
 direction, tune wall / grid wall, re-measured winner / profile as written).
 
-    python3 tools/gpu_proof/tune_fixture.py RESULTS_DIR > tests/fixtures/h200/tune-vs-grid.json
+    python3 tools/gpu_proof/tune_fixture.py RESULTS_DIR [--keep FIXTURE] [--server TEXT] > NEW.json
+
+--keep: the spaces FIXTURE records that RESULTS_DIR lacks are kept as they are (space 3 was measured on another
+day than spaces 1 and 2); --server: what served this folder's spaces (recorded per space).
 
 tests/unit/test_tune_vs_grid.py checks every run against the criterion and recomputes every ratio from the rows
 kept here.
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -78,27 +82,44 @@ def one_space(folder: Path, space_id: str) -> dict | None:
     best, judged = grid_best(rows, goal)
     return {"goal": str(goal), "space": {k: list(v) for k, v in SPACES[space_id].items()},
             "floor": summary.get("floor"), "baseline": summary["baseline"],
+            "trained_context": summary.get("trained_context"),  # the synthetic GGUF's (recorded since space 3)
             "grid": {"wall_s": summary["wall_s"], "cells": summary["cells"], "rows": grid_rows(rows, goal)},
             "grid_best": {"knobs": best, "figure": r3(judged.figure), "spread": r3(judged.spread, 4)},
             "runs": [run for r in "abc" if (run := one_run(folder, space_id, r, summary["wall_s"])) is not None]}
 
 
 def main() -> None:
-    folder = Path(sys.argv[1])
+    args = sys.argv[1:]
+    folder = Path(args[0])
+    kept = json.loads(Path(args[args.index("--keep") + 1]).read_text()) if "--keep" in args else {}
+    server = args[args.index("--server") + 1] if "--server" in args else \
+        "native llama-server (kimik3's rendered cmake args, sm_90)"
     settings = next(json.loads(p.read_text())["settings"] for p in sorted(folder.glob("grid*-summary.json")))
+    if kept and kept["bench"] != settings:  # a kept space's figures are comparable only under the same benches
+        sys.exit(f"--keep: its bench settings {kept['bench']} differ from this folder's {settings}")
+    spaces = dict(kept.get("spaces", {}))
+    for sid in SPACES:
+        if (s := one_space(folder, sid)) is not None:
+            spaces[sid] = {**s, "llama_server": server, "date": date_of(folder, sid)}
     print(json.dumps({
-        "what": "kimik3 tune vs the exhaustive grid, two spaces, three independent tune runs each with its "
-                "alternating re-measure; native llama-server (kimik3's rendered argv) on the lent H200; "
+        "what": "kimik3 tune vs the exhaustive grid, three spaces, three independent tune runs each with its "
+                "alternating re-measure; llama-server with kimik3's rendered argv, natively on the lent H200; "
                 "tools/gpu_proof/run-tune.sh, folded by tune_fixture.py",
-        "host": "1x NVIDIA H200, 16 cores; llama.cpp b11434 built with kimik3's cmake args (sm_90)",
+        "host": "1x NVIDIA H200, 16 cores; llama.cpp b11434 built with kimik3's cmake args (sm_90); which build "
+                "served a space: its llama_server",
         "model": {"file": "K3-synth.gguf", "layers": 24, "moe_layers": 23, "experts": 64},
         "page_cache": "warm: the GGUF is read once before the first load; every load is warm",
         "profile": PROFILE, "bench": settings,
         "grid_bench": "every grid cell: a launch, a warm-up not counted, `repeats` benches of long_requests; judged "
                       "as tune judges (the median figure, ranked by the mean log, infeasible if any draw broke a bound)",
-        "spaces": {sid: s for sid in ("1", "2") if (s := one_space(folder, sid)) is not None},
+        "spaces": {sid: spaces[sid] for sid in sorted(spaces)},
     }, indent=1))
 
+
+def date_of(folder: Path, space_id: str) -> str:
+    """The day the space's grid was measured (its summary file's time, UTC)."""
+    stamp = (folder / f"grid{space_id}-summary.json").stat().st_mtime
+    return datetime.fromtimestamp(stamp, tz=timezone.utc).date().isoformat()
 
 if __name__ == "__main__":
     main()

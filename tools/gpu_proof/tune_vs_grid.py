@@ -3,14 +3,18 @@ the same goal, every candidate a real native launch of kimik3's rendered argv (n
 
     python3 tools/gpu_proof/tune_vs_grid.py MODEL.gguf LLAMA_BIN_DIR OUT_DIR PHASE
 
-Two spaces (SPACES): 1 = n_cpu_moe x ubatch, goal aggregate@4 (the best at the edge: the fewest CPU experts);
-2 = ubatch x parallel at the written n_cpu_moe, goal ttft-p95@4 under a decode floor (the best inside).
+Three spaces (SPACES): 1 = n_cpu_moe x ubatch, goal aggregate@4 (the best at the edge: the fewest CPU experts);
+2 = ubatch x parallel at the written n_cpu_moe, goal ttft-p95@4 under a decode floor (on the H200 its best fell on
+a corner: the fewest slots and the smallest ubatch of the space); 3 = space 2 widened one step below on both
+knobs (ubatch 256, 512, 1024 and the written 4096; one slot to four), the same goal: one slot queues three of four
+requests (TTFT grows) and four slots break the floor, so the slots' best lies inside; whether ubatch's does is what
+the grid measures.
 PHASE is one of:
-- grid1 | grid2: every launchable candidate in page-cache order, each a launch, a warm-up not counted and
+- grid1 | grid2 | grid3: every launchable candidate in page-cache order, each a launch, a warm-up not counted and
   REPEATS benches; one JSON line per cell in OUT/gridS.jsonl with every draw's level, which a later call
-  resumes. The grid's wall time is the sum of its rows. grid2 then sets space 2's decode floor from its own
-  rows (floor_of: 3 % above the best decode of the 4-slot cells) and writes OUT/gridS-summary.json.
-- tuneSR (S = 1|2, R = a|b|c): an independent tune run (fresh state): the host starts on the profile as written
+  resumes. The grid's wall time is the sum of its rows. grid2 and grid3 then set the space's decode floor
+  from its own rows (floor_of: 3 % above the best decode of the 4-slot cells) and write OUT/gridS-summary.json.
+- tuneSR (S = 1|2|3, R = a|b|c): an independent tune run (fresh state): the host starts on the profile as written
   (a load, counted), then `Search` as `kimik3 tune` runs it, with --budget = a third of the grid's wall less
   the first converge and the last (settle) and 3 s; OUT/tuneSR.json: every draw, the standings with their spread, the
   winner (None: kept as written), the verdict, the wall time.
@@ -75,8 +79,12 @@ SPACES = {
          {"n_cpu_moe": (4, 10, 16, 22), "ubatch": (512, 1024, 2048, 4096)},
     "2": {"ubatch": (512, 4096), "parallel": (2, 4)} if FAST else
          {"ubatch": (512, 1024, 2048, 4096), "parallel": (2, 3, 4)},
+    "3": {"ubatch": (256, 4096), "parallel": (1, 2, 4)} if FAST else
+         {"ubatch": (256, 512, 1024, 4096), "parallel": (1, 2, 3, 4)},
 }
-GOALS = {"1": "aggregate@4", "2": "ttft-p95@4"}  # space 2: + ",decode>=FLOOR", the floor set from grid2
+# spaces 2 and 3: + ",decode>=FLOOR", the floor set from the space's own grid (floor_of)
+GOALS = {"1": "aggregate@4", "2": "ttft-p95@4", "3": "ttft-p95@4"}
+FLOORED = ("2", "3")
 PROMPT_TOKENS, OUTPUT_TOKENS = (128, 16) if FAST else (1024, 128)
 # short: sizes the warm-up (one round at c4); long: every bench (two rounds at c4, 8 requests); a grid cell gets
 # REPEATS benches of one launch; tune's final rounds give a candidate REPEATS draws at most; ROUNDS: slots of
@@ -147,14 +155,15 @@ def floor_of(rows: list[dict], space: dict) -> float:
 
 
 def goal_of(space_id: str, out: Path) -> Goal:
-    if space_id == "1":
-        return parse_goal(GOALS["1"])
-    summary_file = out / "grid2-summary.json"
-    if not summary_file.is_file():  # grid2 was cut at its bound: space 2's floor comes from its finished grid
-        raise SystemExit(f"space 2's goal needs {summary_file} (the floor): grid2 has not finished; name grid2 "
-                         "again in the next call (it resumes row by row), then tune2")
+    if space_id not in FLOORED:
+        return parse_goal(GOALS[space_id])
+    summary_file = out / f"grid{space_id}-summary.json"
+    if not summary_file.is_file():  # the grid was cut at its bound: the floor comes from its finished grid
+        raise SystemExit(f"space {space_id}'s goal needs {summary_file} (the floor): grid{space_id} has not "
+                         f"finished; name grid{space_id} again in the next call (it resumes row by row), then "
+                         f"tune{space_id}")
     summary = json.loads(summary_file.read_text())
-    return parse_goal(f"{GOALS['2']},decode>={summary['floor']}")
+    return parse_goal(f"{GOALS[space_id]},decode>={summary['floor']}")
 
 
 def grid_best(rows: list[dict], goal: Goal) -> tuple[dict, Standing]:
@@ -167,9 +176,9 @@ def grid_best(rows: list[dict], goal: Goal) -> tuple[dict, Standing]:
 
 def main() -> None:
     model, bindir, out, phase = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4]
-    match = re.fullmatch(r"(grid|tune|remeasure)([12])([abc]?)", phase)
+    match = re.fullmatch(r"(grid|tune|remeasure)([123])([abc]?)", phase)
     if not match:
-        sys.exit(f"unknown phase {phase!r}: grid1, grid2, tune1a..tune2c, remeasure1a..remeasure2c")
+        sys.exit(f"unknown phase {phase!r}: grid1..grid3, tune1a..tune3c, remeasure1a..remeasure3c")
     kind, space_id, run_id = match.groups()
     out.mkdir(parents=True, exist_ok=True)
     logs = Path("/tmp/tune-logs") / phase
@@ -201,8 +210,8 @@ def main() -> None:
             summary = {"space": {k: list(v) for k, v in space.items()}, "baseline": baseline_knobs,
                        "wall_s": round(sum(r["seconds"] for r in rows), 2), "cells": len(rows),
                        "loads": sum(r["status"] == "ok" or r["status"] == "failed" for r in rows),
-                       "settings": settings}
-            if space_id == "2":
+                       "trained_context": observed.layout.context_length, "settings": settings}
+            if space_id in FLOORED:
                 summary["floor"] = floor_of(rows, space)
             (out / f"grid{space_id}-summary.json").write_text(json.dumps(summary, indent=1))
             goal = goal_of(space_id, out)

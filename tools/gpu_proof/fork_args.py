@@ -1,0 +1,50 @@
+"""What a Docker build of a profile's image would compile, for a native build on a GPU host (issue 28's fork pin):
+kimik3's own image step renders it (observe/local_inputs + planning/image_step.render_image_build, as
+tools/cuda_image/build.py does before it builds), and this writes it beside the carried source instead of building.
+
+    python3 tools/gpu_proof/fork_args.py PROFILE OUT_DIR     (OUT_DIR: .fork28, carried to the device)
+
+OUT_DIR/rendered.json: {"cmake_args": [...], "build_args": {...}, "patches": [...], "tag", "fingerprint"};
+OUT_DIR/patches/: kimik3's patches under the names the image's build context gives them (the order they apply in).
+run-fork-build.sh reads both (lib.sh's build_llama: the cmake args of rendered.json, LLAMA_PATCHES in name order).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+from kimik3_reconciler.adapters import real_ports
+from kimik3_reconciler.adapters.host_linux import LinuxHost
+from kimik3_reconciler.model.facts import ModelFact, Observed
+from kimik3_reconciler.model.profile_source import parse_profile
+from kimik3_reconciler.observe.host import collect_host
+from kimik3_reconciler.observe.local_inputs import collect_inputs
+from kimik3_reconciler.planning.image_step import render_image_build
+
+DOCKERFILE = Path(__file__).resolve().parents[2] / "Dockerfile.llamacpp"
+
+
+def main() -> None:
+    path, out = Path(sys.argv[1]), Path(sys.argv[2])
+    profile = parse_profile(path.read_text(), str(path)).profile
+    ports = real_ports(Path("/tmp/kimik3-fork-args-state"))
+    inputs = collect_inputs(profile, path.resolve().parent, DOCKERFILE, ports.state)
+    model = ModelFact(repo=profile.model.repo, revision=profile.model.revision, quant=profile.model.quant,
+                      cache_dir=profile.model.cache_dir, files=())
+    spec = render_image_build(profile, Observed(host=collect_host(LinuxHost()), inputs=inputs, model=model))
+    (out / "patches").mkdir(parents=True, exist_ok=True)
+    for name, source in spec.patches:
+        shutil.copyfile(source, out / "patches" / name)
+    build_args = dict(spec.build_args)
+    rendered = {"tag": spec.tag, "fingerprint": spec.fingerprint, "build_args": build_args,
+                "cmake_args": build_args["CMAKE_ARGS"].split(), "patches": [n for n, _ in spec.patches],
+                "profile": path.name, "source_sha256": inputs.archive_sha256}
+    (out / "rendered.json").write_text(json.dumps(rendered, indent=1) + "\n")
+    print(json.dumps(rendered, indent=1))
+
+
+if __name__ == "__main__":
+    main()
