@@ -13,6 +13,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/lib.sh"
 F=${FORK:-.fork28}
 [[ -f $F/rendered.json && -f $F/source.tar.gz ]] || { echo "no $F/rendered.json or $F/source.tar.gz (fork_args.py)"; exit 1; }
+F=$(cd "$F" && pwd)  # absolute: build_llama applies the patches from inside the source tree
 mapfile -t PATCHES < <(ls "$F"/patches/*.patch)
 REPORT=$OUT/fork-build.txt
 {

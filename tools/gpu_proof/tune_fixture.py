@@ -4,10 +4,11 @@ every run of both spaces, each with its tune record (draws, standings with their
 alternating re-measure, and the ratios the criterion names (re-measured winner / grid best in the goal's
 direction, tune wall / grid wall, re-measured winner / profile as written).
 
-    python3 tools/gpu_proof/tune_fixture.py RESULTS_DIR [--keep FIXTURE] [--server TEXT] > NEW.json
+    python3 tools/gpu_proof/tune_fixture.py RESULTS_DIR [--keep FIXTURE] [--server TEXT] [--grid-again S:DIR] > NEW.json
 
 --keep: the spaces FIXTURE records that RESULTS_DIR lacks are kept as they are (space 3 was measured on another
-day than spaces 1 and 2); --server: what served this folder's spaces (recorded per space).
+day than spaces 1 and 2); --server: what served this folder's spaces (recorded per space); --grid-again: space S's
+grid measured again on a fresh machine (DIR holds its gridS.jsonl and summary), kept beside the first.
 
 tests/unit/test_tune_vs_grid.py checks every run against the criterion and recomputes every ratio from the rows
 kept here.
@@ -97,10 +98,15 @@ def main() -> None:
     settings = next(json.loads(p.read_text())["settings"] for p in sorted(folder.glob("grid*-summary.json")))
     if kept and kept["bench"] != settings:  # a kept space's figures are comparable only under the same benches
         sys.exit(f"--keep: its bench settings {kept['bench']} differ from this folder's {settings}")
-    spaces = dict(kept.get("spaces", {}))
+    # spaces 1 and 2 (2026-12-03) were served by a native build on the H200 (tests/fixtures/h200/build.txt)
+    spaces = {sid: {"llama_server": "native llama-server (kimik3's rendered cmake args, sm_90)", **kept_space}
+              for sid, kept_space in kept.get("spaces", {}).items()}
     for sid in SPACES:
         if (s := one_space(folder, sid)) is not None:
             spaces[sid] = {**s, "llama_server": server, "date": date_of(folder, sid)}
+    if "--grid-again" in args:  # SPACE:DIR: the same space's grid measured again on a fresh machine (its best's draw)
+        sid, _, again = args[args.index("--grid-again") + 1].partition(":")
+        spaces[sid]["grid_again"] = grid_again(Path(again), sid)
     print(json.dumps({
         "what": "kimik3 tune vs the exhaustive grid, three spaces, three independent tune runs each with its "
                 "alternating re-measure; llama-server with kimik3's rendered argv, natively on the lent H200; "
@@ -114,6 +120,17 @@ def main() -> None:
                       "as tune judges (the median figure, ranked by the mean log, infeasible if any draw broke a bound)",
         "spaces": {sid: spaces[sid] for sid in sorted(spaces)},
     }, indent=1))
+
+
+def grid_again(folder: Path, space_id: str) -> dict:
+    """A second exhaustive grid of one space (another machine, another day or hour): its own floor, rows and best."""
+    rows = read_rows(folder / f"grid{space_id}.jsonl")
+    summary = json.loads((folder / f"grid{space_id}-summary.json").read_text())
+    goal = goal_of(space_id, folder)
+    best, judged = grid_best(rows, goal)
+    return {"goal": str(goal), "floor": summary.get("floor"), "date": date_of(folder, space_id),
+            "wall_s": summary["wall_s"], "cells": summary["cells"], "rows": grid_rows(rows, goal),
+            "grid_best": {"knobs": best, "figure": r3(judged.figure), "spread": r3(judged.spread, 4)}}
 
 
 def date_of(folder: Path, space_id: str) -> str:
