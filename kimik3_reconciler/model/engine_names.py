@@ -9,4 +9,5 @@ DEFAULT_ENGINE = "llamacpp"
 
 ENGINES: dict[str, str] = {
     "llamacpp": "kimik3_reconciler.engines.llamacpp",
+    "vllm": "kimik3_reconciler.engines.vllm",
 }
