@@ -68,6 +68,20 @@ class ServerSeries(NamedTuple):
     slots: str | None
 
 
+class HostNeeds(NamedTuple):
+    """What a host needs to run an engine's recipe (the host gate, planning/host_gate.py, refuses with numbers):
+    the NVIDIA driver branch its image's CUDA needs, how many GPUs and of which kinds (NVML name fragments; an
+    empty tuple accepts any), where those numbers come from, the profile field that overrides the kinds, and the share of VRAM the engine may take (the checkpoint's weights
+    must fit in it, with room left for the KV cache)."""
+
+    min_driver: tuple[int, ...]
+    gpus: int
+    gpu_kinds: tuple[str, ...]
+    source: str
+    kinds_override: str
+    memory_share: float = 1.0  # the share of each GPU's memory the engine takes (vLLM: gpu_memory_utilization)
+
+
 @runtime_checkable
 class ServingEngine(Protocol):
     """One serving engine, as kimik3 deploys it."""
@@ -104,6 +118,11 @@ class ServingEngine(Protocol):
     def server_env(self, value: LaunchInput) -> tuple[tuple[str, str], ...]:
         """What the engine sets in the server's environment beside serve.env (vLLM: VLLM_USE_V2_MODEL_RUNNER,
         HF_HUB_OFFLINE; llama.cpp: nothing). The engine's value wins over serve.env (its rules refuse the names)."""
+        ...
+
+    def host_needs(self, profile: Profile) -> HostNeeds | None:
+        """What the host must have for this profile on GPUs; None where the generic gate derives it (llama.cpp: the
+        driver from the built image's CUDA, the GPUs from `gpus` and the quant's fit)."""
         ...
 
     def tune_space(self, profile: Profile, observed: Observed) -> dict[str, tuple[Any, ...]]:

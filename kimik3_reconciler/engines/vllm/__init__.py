@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kimik3_reconciler.engines.base import ImageSource, ModelSource, Readiness, ServerSeries
+from kimik3_reconciler.engines.base import HostNeeds, ImageSource, ModelSource, Readiness, ServerSeries
 from kimik3_reconciler.engines.vllm import launch
 from kimik3_reconciler.model.facts import ModelFact, Observed
 from kimik3_reconciler.model.launch_input import LaunchInput
@@ -44,6 +44,15 @@ class Vllm:
 
     def server_env(self, value: LaunchInput) -> tuple[tuple[str, str], ...]:
         return launch.server_env(value)
+
+    def host_needs(self, profile: Profile) -> HostNeeds:
+        knobs = profile.vllm
+        # Seed 001 (the vLLM Kimi K3 recipe): the CUDA 13 image needs driver R580+; at least 8x GB300 (the day-0
+        # guide: 8x B300); AMD's MI355X/MI350X take the ROCm image, which NVML does not see.
+        return HostNeeds(min_driver=(580,), gpus=knobs.tensor_parallel_size,
+                         gpu_kinds=() if knobs.any_gpu else ("B300", "GB300"),
+                         source="seed 001: vLLM's Kimi K3 recipe (CUDA 13 image, R580+, 8x GB300 or B300)",
+                         kinds_override="vllm.any_gpu", memory_share=knobs.gpu_memory_utilization)
 
     def tune_space(self, profile: Profile, observed: Observed) -> dict[str, tuple[Any, ...]]:
         from kimik3_reconciler.engines.vllm import tune  # tune only
