@@ -24,10 +24,17 @@ class Vllm:
     model_source = ModelSource("safetensors")
     image_source = ImageSource("pull")
     # vLLM binds its port only once the engine is up: while loading, connections are refused (TESTING.md §10).
-    readiness = Readiness("/health", while_loading="refused")
+    # Its startup (torch.compile, CUDA graph capture, the KV cache's profiling run) is not a read: 15 minutes of
+    # allowance before the weights' read (the tiny CPU test model: /health 200 after 40-50 s, TESTING.md §10).
+    readiness = Readiness("/health", while_loading="refused", startup_s=900.0)
+    # vLLM 0.32's names (vllm/v1/metrics/loggers.py; a counter's samples carry prometheus_client's `_total`).
     series = ServerSeries(prefix="vllm:", running="vllm:num_requests_running", waiting="vllm:num_requests_waiting",
                           generated_tokens_total="vllm:generation_tokens_total",
-                          prompt_tokens_total="vllm:prompt_tokens_total", slots=None)
+                          prompt_tokens_total="vllm:prompt_tokens_total", slots=None,
+                          ttft="vllm:time_to_first_token_seconds", itl="vllm:inter_token_latency_seconds",
+                          e2e="vllm:e2e_request_latency_seconds", kv_usage="vllm:kv_cache_usage_perc",
+                          prefix_cache_hits_total="vllm:prefix_cache_hits_total",
+                          prefix_cache_queries_total="vllm:prefix_cache_queries_total")
     reasoning_field = "reasoning"
 
     def model_entry(self, model: ModelFact) -> str:
