@@ -122,3 +122,32 @@ def test_vllms_log_lines_are_the_load_phase_and_its_startup_is_allowed_for() -> 
     vllm, llamacpp = engine_for("vllm").readiness, engine_for("llamacpp").readiness
     assert load_timeout(0, vllm.startup_s) - load_timeout(0, llamacpp.startup_s) == 780.0
     assert vllm.loading == "its port refuses connections"
+
+
+def _safetensors(metadata: dict[str, str]) -> bytes:
+    import json
+    import struct
+
+    header = json.dumps({"__metadata__": metadata, "w": {"dtype": "BF16", "shape": [2], "data_offsets": [0, 4]}})
+    return struct.pack("<Q", len(header)) + header.encode() + b"\0" * 4
+
+
+def test_a_checkpoint_says_random_weights_in_its_first_shards_safetensors_metadata(tmp_path: Path) -> None:
+    """vLLM opens the checkpoint folder ("."): verify judges content unless its first shard's header says it is one of
+    kimik3's random tiny models; no marker, another value or an unreadable header is a real model."""
+    from kimik3_reconciler.model.facts import ModelFact, RemoteFile
+    from kimik3_reconciler.observe.served_weights import served_weights
+
+    first, second = "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"
+    files = (RemoteFile(path=second, size=8), RemoteFile(path=first, size=8), RemoteFile(path="config.json", size=2))
+    model = ModelFact(repo="org/tiny", revision="a" * 40, quant="", cache_dir=str(tmp_path / "hub"), files=files)
+    (tmp_path / "hub" / "cache").mkdir(parents=True)
+    hub = FakeHub("org/tiny", "a" * 40, {}, tmp_path / "hub")
+    for metadata, random in (({"format": "pt", "kimik3.weights": "random"}, True), ({"format": "pt"}, False),
+                             ({"kimik3.weights": "real"}, False)):
+        (tmp_path / "hub" / "cache" / first).write_bytes(_safetensors(metadata))
+        (tmp_path / "hub" / "cache" / second).write_bytes(_safetensors({"kimik3.weights": "random"}))
+        judged = served_weights(hub, model, engine_for("vllm").model_entry(model))
+        assert judged.random is random and first in judged.source, judged
+    (tmp_path / "hub" / "cache" / first).write_bytes(b"not safetensors")
+    assert not served_weights(hub, model, ".").random
