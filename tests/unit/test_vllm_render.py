@@ -176,3 +176,15 @@ def test_tune_refuses_engine_vllm_before_touching_the_host() -> None:
     assert refused.value.exit_code == 2 and "engine vllm" in str(refused.value) and refused.value.fields == (("engine",),)
     assert set(engine_for("vllm").tune_space(loaded.profile, None)) == {  # type: ignore[arg-type]
         "max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization"}
+
+
+def test_a_pulled_image_gets_no_smoke_test_and_a_built_one_still_does() -> None:
+    from kimik3_reconciler.planning import render_desired
+    from kimik3_reconciler.planning.smoke_step import plan_smoke
+
+    profile = parse_profile(PROFILE.read_text(), "p.yaml").profile
+    facts = observed(profile, host=HOST)
+    assert plan_smoke(render_desired(profile, facts), facts) == ()
+    llama = parse_profile((ROOT / "profiles" / "hybrid-q2.yaml").read_text(), "h.yaml").profile
+    llama_facts = observed(llama, host=HOST)
+    assert [s.kind for s in plan_smoke(render_desired(llama, llama_facts), llama_facts)] == ["smoke"]
