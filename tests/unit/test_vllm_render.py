@@ -49,7 +49,7 @@ image: {ref: "127.0.0.1:5000/kimik3-test/vllm-cpu:0.32.0@sha256:%s"}
 gpus: none
 serve: {env: {VLLM_CPU_KVCACHE_SPACE: "1"}}
 vllm: {tensor_parallel_size: 1, max_model_len: 512, kv_cache_dtype: auto, attention_backend: null,
-       attention_config: null, prefix_match_unit: null, enforce_eager: true}
+       attention_config: null, prefix_match_unit: null, enforce_eager: true, v2_model_runner: false}
 """ % ("a" * 40, "b" * 64)
 VLLM_PYTHON = Path(os.environ.get("KIMIK3_VLLM_PYTHON", "/work/venv-vllm/bin/python"))
 
