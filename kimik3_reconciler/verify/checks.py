@@ -171,6 +171,10 @@ def tool_call(session: Session) -> Verdict:
 
 
 def vision(session: Session) -> Verdict:
+    if session.profile.engine != "llamacpp":
+        # The probe is llama.cpp's (--mmproj on a fork build); a checkpoint engine serves Kimi-K3's vision from the
+        # checkpoint itself, which no check here sends an image to yet.
+        return Status.SKIPPED, f"skipped: engine {session.profile.engine}: the vision probe is not sent yet"
     if not session.profile.vision:  # reference §6: the projector is only launched on a fork build
         return Status.SKIPPED, MAINLINE_SKIP
     image = "data:image/png;base64," + base64.b64encode(solid_png(PROBE_RGB)).decode()

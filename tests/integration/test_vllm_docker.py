@@ -128,6 +128,9 @@ def test_verify_talks_to_vllms_chat_api(deployed: Path) -> None:
     statuses = {c["name"]: c["status"] for c in report["checks"]}
     assert statuses["health"] == "ok" and statuses["models"] == "ok", report
     assert not [name for name, status in statuses.items() if status == "failed"], report
+    assert statuses["vision"] == "skipped" and "engine vllm" in next(c["detail"] for c in report["checks"]
+                                                                     if c["name"] == "vision")
+    assert report["weights"]["random"] is True  # the checkpoint's safetensors header says so
     reply = _chat({"model": NAME, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8,
                    "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {
                        "type": "object", "properties": {"city": {"type": "string"}}}}}], "tool_choice": "auto"})

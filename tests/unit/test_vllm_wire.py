@@ -151,3 +151,13 @@ def test_a_checkpoint_says_random_weights_in_its_first_shards_safetensors_metada
         assert judged.random is random and first in judged.source, judged
     (tmp_path / "hub" / "cache" / first).write_bytes(b"not safetensors")
     assert not served_weights(hub, model, ".").random
+
+
+def test_verify_skips_the_vision_probe_on_vllm_saying_why(tmp_path: Path) -> None:
+    from kimik3_reconciler.verify.checks import Session, vision
+    from kimik3_reconciler.verify.report import Status
+
+    profile = parse_profile(PROFILE, "p.yaml").profile
+    session = Session(None, None, profile, True, engine_for("vllm").reasoning_field)  # type: ignore[arg-type]
+    status, detail = vision(session)  # nothing is asked of the server
+    assert status is Status.SKIPPED and "engine vllm" in detail
