@@ -104,13 +104,6 @@ class ImageSpec(Section):
         """`sha256:<64 hex>`: what is pulled and run."""
         return self.ref.rsplit("@", 1)[1]
 
-    @property
-    def repository(self) -> str:
-        """The reference without tag and digest (`vllm/vllm-openai`): where the digest is pulled from."""
-        name = self.ref.rsplit("@", 1)[0]
-        last = name.rsplit("/", 1)[-1]
-        return name.rsplit(":", 1)[0] if ":" in last else name
-
 
 class VllmSpec(Section):
     """vLLM's own knobs (engine: vllm). The defaults are seed 001's TP8 recipe (profiles/vllm-tp8.yaml)."""
