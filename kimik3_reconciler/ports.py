@@ -99,8 +99,9 @@ class ChatPort(Protocol):
         ...
 
     def apply_template(self, base_url: str, api_key: str | None, messages: list[dict[str, Any]],
-                       tools: list[dict[str, Any]] | None = None) -> str:
-        """The prompt the server's chat template renders from `messages` (llama-server's /apply-template)."""
+                       tools: list[dict[str, Any]] | None = None, model: str | None = None) -> str:
+        """The prompt the server's chat template renders from `messages` (llama-server's /apply-template; vLLM's
+        /tokenize then /detokenize, for the served `model`)."""
         ...
 
 

@@ -58,12 +58,22 @@ class OpenAIChat:
         return {"message": message, "finish_reason": choice.finish_reason}
 
     def apply_template(self, base_url: str, api_key: str | None, messages: list[dict[str, Any]],
-                       tools: list[dict[str, Any]] | None = None) -> str:
+                       tools: list[dict[str, Any]] | None = None, model: str | None = None) -> str:
         # llama-server's POST /apply-template (at the root, not under /v1): the prompt its chat template
-        # renders from these messages, as a completion would see it; nothing is generated.
+        # renders from these messages, as a completion would see it; nothing is generated. vLLM has none (404): its
+        # POST /tokenize renders the same messages through its chat template, and /detokenize gives the text back.
         body: dict[str, Any] = {"messages": messages, **({"tools": tools} if tools else {})}
         with _client(base_url, api_key) as client, _translated(base_url, api_key):
-            answer = client.post(f"{base_url}/apply-template", cast_to=object, body=body)
+            try:
+                answer = client.post(f"{base_url}/apply-template", cast_to=object, body=body)
+            except _openai().NotFoundError:
+                named = {"model": model or _MODEL}
+                tokens = client.post(f"{base_url}/tokenize", cast_to=object,
+                                     body={**named, **body, "add_generation_prompt": True})
+                if not isinstance(tokens, dict) or not isinstance(tokens.get("tokens"), list):
+                    raise PermanentError(f"{base_url}/tokenize: no tokens in the answer") from None
+                answer = client.post(f"{base_url}/detokenize", cast_to=object,
+                                     body={**named, "tokens": tokens["tokens"]})
         if not isinstance(answer, dict) or not isinstance(answer.get("prompt"), str):
             raise PermanentError(f"{base_url}/apply-template: no prompt in the answer")
         return answer["prompt"]

@@ -221,10 +221,11 @@ def two_turn(session: Session) -> Verdict:
     # rule: verify-two-turn
     # Seed 001: clients send back the whole assistant message, reasoning and tool_calls included;
     # the server must put them back into the prompt, or K3 loses its thinking between turns.
-    render = session.chat.apply_template
-    before = render(session.server.base_url, session.server.api_key, first_messages, [WEATHER_TOOL])
-    dropped = _dropped(before, render(session.server.base_url, session.server.api_key, messages, [WEATHER_TOOL]),
-                       assistant, session.reasoning_field)
+    def render(sent: list[dict[str, Any]]) -> str:
+        return session.chat.apply_template(session.server.base_url, session.server.api_key, sent, [WEATHER_TOOL],
+                                           model=session.profile.name)
+
+    dropped = _dropped(render(first_messages), render(messages), assistant, session.reasoning_field)
     if dropped:
         return Status.FAILED, f"{shown}; the server's prompt for turn 2 lacks {', '.join(dropped)} (dropped)"
     second = session.ask(messages, tools=[WEATHER_TOOL])

@@ -131,6 +131,15 @@ def test_verify_talks_to_vllms_chat_api(deployed: Path) -> None:
     assert statuses["vision"] == "skipped" and "engine vllm" in next(c["detail"] for c in report["checks"]
                                                                      if c["name"] == "vision")
     assert report["weights"]["random"] is True  # the checkpoint's safetensors header says so
+    # The two-turn check on real weights reads the server's rendered prompt: vLLM has no /apply-template, so the
+    # adapter renders through its /tokenize and reads the text back from /detokenize (the tiny chat template shows
+    # every message's content).
+    from kimik3_reconciler.adapters.openai_chat import OpenAIChat
+
+    prompt = OpenAIChat().apply_template(f"http://127.0.0.1:{PORT}", None, [
+        {"role": "user", "content": "first question"}, {"role": "assistant", "content": "first answer"},
+        {"role": "user", "content": "second question"}], model=NAME)
+    assert prompt.index("first question") < prompt.index("first answer") < prompt.index("second question"), prompt
     reply = _chat({"model": NAME, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8,
                    "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {
                        "type": "object", "properties": {"city": {"type": "string"}}}}}], "tool_choice": "auto"})

@@ -161,3 +161,52 @@ def test_verify_skips_the_vision_probe_on_vllm_saying_why(tmp_path: Path) -> Non
     session = Session(None, None, profile, True, engine_for("vllm").reasoning_field)  # type: ignore[arg-type]
     status, detail = vision(session)  # nothing is asked of the server
     assert status is Status.SKIPPED and "engine vllm" in detail
+
+
+def test_the_prompt_check_renders_through_vllms_tokenize_when_there_is_no_apply_template() -> None:
+    """The real adapter against an HTTP stub shaped like vLLM: /apply-template 404, /tokenize renders the messages
+    (with the served model's name), /detokenize gives the text back."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from kimik3_reconciler.adapters.openai_chat import OpenAIChat
+
+    seen: list[tuple[str, dict]] = []
+
+    class Vllm(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append((self.path, body))
+            if self.path == "/tokenize" and body.get("model") == "k3-vllm":
+                text = "".join(f"<{m['role']}>{m['content']}" for m in body["messages"])
+                answer = {"count": len(text), "max_model_len": 512, "tokens": [ord(c) for c in text]}
+            elif self.path == "/detokenize":
+                answer = {"prompt": "".join(chr(t) for t in body["tokens"])}
+            else:
+                self.send_response(404)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(b'{"detail": "Not Found"}')
+                return
+            data = json.dumps(answer).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Vllm)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        prompt = OpenAIChat().apply_template(f"http://127.0.0.1:{server.server_port}", None,
+                                             [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}],
+                                             model="k3-vllm")
+    finally:
+        server.shutdown()
+    assert prompt == "<user>hi<assistant>yo"
+    assert [path for path, _ in seen] == ["/apply-template", "/tokenize", "/detokenize"]
+    assert seen[1][1]["add_generation_prompt"] is True

@@ -90,7 +90,7 @@ class FakeChat:
         return copy.deepcopy(reply)
 
     def apply_template(self, base_url: str, api_key: str | None, messages: list[dict[str, Any]],
-                       tools: list[dict[str, Any]] | None = None) -> str:
+                       tools: list[dict[str, Any]] | None = None, model: str | None = None) -> str:
         """Every message as JSON, as a template that keeps everything would; `dropped` fields left out."""
         self.templated.append(copy.deepcopy(messages))
         if self.error:
