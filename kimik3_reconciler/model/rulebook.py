@@ -208,7 +208,7 @@ RULES: tuple[Rule, ...] = (
          "(repository[:tag]@sha256:…); a tag alone is refused, and the pulled image's RepoDigests must hold the digest",
          "a tag moves under a deployment: two hosts, or one host before and after a re-pull, would run other bytes",
          ("kimik3_reconciler.model.image_ref", "kimik3_reconciler.steps.image_pull"),
-         ("unit/test_image_pull.py", "cases/plan/102-vllm-pull-digest-moved.yaml"),
+         ("unit/test_image_pull.py", "cases/plan/182-vllm-pull-digest-moved.yaml"),
          seed="seed 001 (vLLM's `vllm/vllm-openai:kimi-k3`, SGLang's image: pulled by tag there)"),
     Rule("build-args-safe", "refuse", "cmake arguments made from profile fields carry no shell or cmake "
          "metacharacters", "a profile field must never become shell text in the build",
@@ -616,6 +616,32 @@ RULES += (
          ("kimik3_reconciler.planning.worker_step",), ("cases/plan/98-rpc-worker-dropped.yaml",
                                                      "cases/plan/99-rpc-section-removed.yaml"),
          seed="not in the seeds: issue 18 (an exposed RPC server is a security hole; a dropped worker is removed)"),
+    Rule("engine-fields", "refuse", "a profile writes only what its engine reads: vllm/sglang refuse build, rpc, "
+         "model.quant/mmproj/tokenizer/local_path, gate and llama.cpp's serve fields and require image.ref (by digest); llamacpp "
+         "refuses image, vllm and sglang and requires model.quant",
+         "a field the engine does not read would be accepted and silently ignored: the user believes it applied",
+         _rules("engines"), ("cases/profile/vllm_llamacpp_fields.yaml", "cases/profile/vllm_image_missing.yaml",
+                             "cases/profile/llamacpp_vllm_sections.yaml", "cases/profile/llamacpp_quant_missing.yaml",
+                             "cases/profile/vllm_local_path.yaml"),
+         seed="seed 001 (one recipe per engine: vLLM's flags, SGLang's flags, llama.cpp's GGUF path); issue 25"),
+    Rule("vllm-owned-flags", "refuse", "serve.extra_args and serve.env never give a vLLM option kimik3 renders "
+         "(--model, --port, --tensor-parallel-size, VLLM_USE_V2_MODEL_RUNNER, ...): the profile's field does",
+         "argparse takes the last copy of a flag: the running server would not be the profile's, and the plan would "
+         "not see it", _rules("vllm"), ("cases/profile/vllm_owned_flags.yaml", "cases/profile/vllm_api_key_file.yaml"),
+         seed="seed 001 (the vLLM TP8 recipe's flags are the vllm section's fields)"),
+    Rule("engine-host-needs", "refuse", "an engine that holds the whole checkpoint in VRAM (vllm) gets its image's "
+         "driver floor (R580+ for the CUDA 13 image), tensor_parallel_size GPUs of the recipe's kinds (B300/GB300, or "
+         "vllm.any_gpu: true) and a checkpoint whose safetensors fit gpu_memory_utilization of their VRAM (warned "
+         "when under 10 % is left for the KV cache)",
+         "found after a multi-terabyte download and a long load otherwise: the container refuses the driver, the "
+         "ranks find no GPU, or the weights do not fit",
+         ("kimik3_reconciler.planning.host_gate",), ("unit/test_vllm_host_gate.py",),
+         seed="seed 001 (vLLM: at least 8x GB300, R580+ for the CUDA 13 image; the day-0 guide's 8x B300)"),
+    Rule("vllm-tensor-parallel", "refuse", "vllm.tensor_parallel_size is at most the GPUs the profile lists; with "
+         "gpus: none a GPU attention backend is warned about",
+         "vLLM puts one tensor-parallel rank on each GPU: more ranks than GPUs never start",
+         _rules("vllm"), ("cases/profile/vllm_tensor_parallel_gpus.yaml", "cases/profile/vllm_cpu_backend_warns.yaml"),
+         seed="seed 001 (TP8 on 8 GPUs)"),
 )
 
 _LOCAL = ("kimik3_reconciler.observe.local_model",)
