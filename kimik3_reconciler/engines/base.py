@@ -101,6 +101,11 @@ class ServingEngine(Protocol):
         model's snapshot is mounted in the container. Env and mounts are generic (planning/launch.py)."""
         ...
 
+    def server_env(self, value: LaunchInput) -> tuple[tuple[str, str], ...]:
+        """What the engine sets in the server's environment beside serve.env (vLLM: VLLM_USE_V2_MODEL_RUNNER,
+        HF_HUB_OFFLINE; llama.cpp: nothing). The engine's value wins over serve.env (its rules refuse the names)."""
+        ...
+
     def tune_space(self, profile: Profile, observed: Observed) -> dict[str, tuple[Any, ...]]:
         """The knobs `kimik3 tune` may search on this host (serve fields), each with the running value among
         its values (llama.cpp: ubatch, parallel, fit_target or n_cpu_moe; vLLM: max_num_seqs,

@@ -18,9 +18,9 @@ class ModelInput:
 
     repo: str
     revision: str
-    quant: str
+    quant: str | None  # llama.cpp's GGUF quant folder; None for a safetensors checkpoint (vllm)
     cache_dir: str
-    shard: str  # the -00001-of- shard, relative to the snapshot
+    shard: str  # the -00001-of- shard, relative to the snapshot (".": the checkpoint folder itself)
     mmproj: str | None  # fork only: mainline would error or silently ignore --mmproj
 
 
@@ -41,6 +41,7 @@ class LaunchInput:
     gpu_request: str = "runtime"  # CDI or the nvidia runtime (planning/gpu_probe.py); not in `flat()`
     rpc: tuple[str, ...] = ()  # the workers' rpc-server endpoints (--rpc), in profile order
     worker_fingerprints: tuple[str, ...] = ()  # theirs: a worker that changes replaces this server too
+    knobs: Any = None  # the engine's own section of the profile (`vllm:`), None for llama.cpp
 
     def flat(self) -> dict[str, Any]:
         """{field: value}, named as the profile names them (`serve.ubatch`, `model.cache_dir`); the label.
@@ -57,9 +58,16 @@ class LaunchInput:
             "host.draft_device": self.draft_device,
             "restart_policy": self.restart_policy,
         })
+        if self.knobs is not None:  # only for an engine with a section of its own: llama.cpp's label stays as it was
+            flat.update({f"{self.knobs_section}.{k}": v for k, v in self.knobs.model_dump(mode="json").items()})
         if self.rpc:  # only with workers: a single-host label stays as it was
             flat.update({"rpc.endpoints": list(self.rpc), "rpc.worker_fingerprints": list(self.worker_fingerprints)})
         return flat
+
+    @property
+    def knobs_section(self) -> str:
+        """The profile section the knobs come from (`vllm`), by its class: VllmSpec -> vllm."""
+        return type(self.knobs).__name__.removesuffix("Spec").lower()
 
     @property
     def server_url(self) -> str:

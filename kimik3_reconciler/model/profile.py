@@ -28,7 +28,7 @@ class TokenizerSpec(Section):
 
 
 class ModelSpec(Section):
-    """Which GGUF to serve: repo@revision/quant, from the HF hub cache."""
+    """Which model to serve: repo@revision, and for llama.cpp the GGUF quant folder; from the HF hub cache."""
 
 
 class BaseImages(Section):
@@ -94,6 +94,30 @@ class RpcSpec(Section):
 
 class MetricsSpec(Section):
     """The exporter kimik3 runs next to the server (issue 17): one Prometheus port for the whole deployment."""
+
+
+class ImageSpec(Section):
+    """The serving image, pulled by digest (vllm, sglang); llama.cpp's is built (`build:`)."""
+
+    @property
+    def digest(self) -> str:
+        """`sha256:<64 hex>`: what is pulled and run."""
+        return self.ref.rsplit("@", 1)[1]
+
+    @property
+    def repository(self) -> str:
+        """The reference without tag and digest (`vllm/vllm-openai`): where the digest is pulled from."""
+        name = self.ref.rsplit("@", 1)[0]
+        last = name.rsplit("/", 1)[-1]
+        return name.rsplit(":", 1)[0] if ":" in last else name
+
+
+class VllmSpec(Section):
+    """vLLM's own knobs (engine: vllm). The defaults are seed 001's TP8 recipe (profiles/vllm-tp8.yaml)."""
+
+
+class SglangSpec(Section):
+    """SGLang's own knobs (engine: sglang): seed 001's TP8/DCP8 recipe on 8x B300."""
 
 
 class Profile(Section):
@@ -171,7 +195,7 @@ class Profile(Section):
 
 SECTIONS: dict[str, type[Section]] = {cls.__name__: cls for cls in (
     TokenizerSpec, ModelSpec, BaseImages, BuildSpec, SpecDraft, ServeSpec, QuantGate, GateSpec, SystemdSpec,
-    RpcWorker, RpcSpec, MetricsSpec, Profile)}
+    RpcWorker, RpcSpec, MetricsSpec, ImageSpec, VllmSpec, SglangSpec, Profile)}
 
 
 def from_tree(tree: Any) -> Any:

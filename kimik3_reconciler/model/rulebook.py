@@ -521,6 +521,23 @@ RULES += (
          ("kimik3_reconciler.planning.worker_step",), ("cases/plan/98-rpc-worker-dropped.yaml",
                                                      "cases/plan/99-rpc-section-removed.yaml"),
          seed="not in the seeds: issue 18 (an exposed RPC server is a security hole; a dropped worker is removed)"),
+    Rule("engine-fields", "refuse", "a profile writes only what its engine reads: vllm/sglang refuse build, rpc, "
+         "model.quant/mmproj/tokenizer, gate and llama.cpp's serve fields and require image.ref (by digest); llamacpp "
+         "refuses image, vllm and sglang and requires model.quant",
+         "a field the engine does not read would be accepted and silently ignored: the user believes it applied",
+         _rules("engines"), ("cases/profile/vllm_llamacpp_fields.yaml", "cases/profile/vllm_image_missing.yaml",
+                             "cases/profile/llamacpp_vllm_sections.yaml", "cases/profile/llamacpp_quant_missing.yaml"),
+         seed="seed 001 (one recipe per engine: vLLM's flags, SGLang's flags, llama.cpp's GGUF path); issue 25"),
+    Rule("vllm-owned-flags", "refuse", "serve.extra_args and serve.env never give a vLLM option kimik3 renders "
+         "(--model, --port, --tensor-parallel-size, VLLM_USE_V2_MODEL_RUNNER, ...): the profile's field does",
+         "argparse takes the last copy of a flag: the running server would not be the profile's, and the plan would "
+         "not see it", _rules("vllm"), ("cases/profile/vllm_owned_flags.yaml",),
+         seed="seed 001 (the vLLM TP8 recipe's flags are the vllm section's fields)"),
+    Rule("vllm-tensor-parallel", "refuse", "vllm.tensor_parallel_size is at most the GPUs the profile lists; with "
+         "gpus: none a GPU attention backend is warned about",
+         "vLLM puts one tensor-parallel rank on each GPU: more ranks than GPUs never start",
+         _rules("vllm"), ("cases/profile/vllm_tensor_parallel_gpus.yaml", "cases/profile/vllm_cpu_backend_warns.yaml"),
+         seed="seed 001 (TP8 on 8 GPUs)"),
     Rule("engine-not-offered", "refuse", "engine: ollama is refused, saying why and what to write instead (engine: "
          "llamacpp with the same quant)",
          "Ollama serves the same GGUF path with no --n-cpu-moe/--override-tensor control, so it can only be a slower, "

@@ -194,7 +194,7 @@ def render_container(value: LaunchInput, engine: ServingEngine) -> ContainerSpec
         name=value.name,
         image=value.image,
         command=engine.server_argv(value, _snapshot(value.model)),
-        env=tuple(sorted(value.serve.env.items())),
+        env=tuple(sorted({**value.serve.env, **dict(engine.server_env(value))}.items())),
         mounts=_mounts(value),
         gpus=_container_gpus(value.gpus),
         labels=(),
