@@ -10,6 +10,7 @@ DEFAULT_ENGINE = "llamacpp"
 ENGINES: dict[str, str] = {
     "llamacpp": "kimik3_reconciler.engines.llamacpp",
     "vllm": "kimik3_reconciler.engines.vllm",
+    "sglang": "kimik3_reconciler.engines.sglang",
 }
 
 # Names people give that kimik3 deliberately does not deploy, with why and what to write instead (the schema refuses

@@ -541,6 +541,7 @@ class VllmSpec(BaseModel):
 
 def _refuse_placeholder(value: Any) -> Any:
     if isinstance(value, str):
+        # rule: sglang-memory-ratio
         # Seed 001 writes `--mamba-full-memory-ratio <value-from-official-calculator>`: copied as is, SGLang refuses
         # it at launch, after the checkpoint download.
         raise refuse("must be a number from SGLang's Kimi-K3 cookbook calculator (it depends on the average input "
