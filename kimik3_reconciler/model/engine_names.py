@@ -24,3 +24,13 @@ NOT_ENGINES: dict[str, str] = {
               "same quant with engine: llamacpp (model.repo unsloth/Kimi-K3-GGUF, model.quant as in "
               "hf.co/unsloth/Kimi-K3-GGUF:<quant>)",
 }
+
+# The sections and fields only one kind of engine reads (model/profile_rules/engines.py refuses them, written, for
+# the others; the JSON Schema says the same: profile_schema._engine_schema; a vllm container's `kimik3.inputs`
+# label leaves llama.cpp's serve fields out: model/launch_input.py).
+LLAMACPP_ONLY: tuple[tuple[str, ...], ...] = (
+    ("build",), ("rpc",), ("model", "quant"), ("model", "mmproj"), ("model", "tokenizer"), ("gate", "quant"),
+    ("gate", "smoke"), ("serve", "batch"), ("serve", "ubatch"), ("serve", "fit_target"), ("serve", "n_cpu_moe"),
+    ("serve", "ctx_size"), ("serve", "parallel"), ("serve", "cache_ram"), ("serve", "spec_draft"),
+    ("serve", "load_mode"))
+ENGINE_SECTIONS: dict[str, tuple[str, ...]] = {"image": ("vllm", "sglang"), "vllm": ("vllm",), "sglang": ("sglang",)}

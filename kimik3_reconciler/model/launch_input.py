@@ -9,6 +9,7 @@ import ipaddress
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from kimik3_reconciler.model.engine_names import LLAMACPP_ONLY
 from kimik3_reconciler.model.profile import ServeSpec
 
 
@@ -48,6 +49,9 @@ class LaunchInput:
         The shard's file name is left out: a function of repo@revision/quant, it would only repeat them."""
         flat: dict[str, Any] = {f"serve.{k}": v for k, v in self.serve.model_dump(mode="json").items()}
         flat.update({f"model.{k}": v for k, v in asdict(self.model).items() if k != "shard"})
+        if self.knobs is not None:  # an engine with its own section reads none of llama.cpp's fields: not its inputs
+            for path in LLAMACPP_ONLY:
+                flat.pop(".".join(path), None)
         flat.update({
             "name": self.name,
             "gpus": self.gpus if isinstance(self.gpus, str) else list(self.gpus),

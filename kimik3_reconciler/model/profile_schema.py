@@ -17,7 +17,7 @@ from pydantic_core import PydanticCustomError
 
 from kimik3_reconciler.model import catalog
 from kimik3_reconciler.model.builtin_patches import BUILTIN_PATCH_NAMES
-from kimik3_reconciler.model.engine_names import DEFAULT_ENGINE, ENGINES, NOT_ENGINES
+from kimik3_reconciler.model.engine_names import DEFAULT_ENGINE, ENGINE_SECTIONS, ENGINES, LLAMACPP_ONLY, NOT_ENGINES
 
 SHA40 = r"[0-9a-f]{40}"
 GPU_UUID = r"GPU-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
@@ -500,8 +500,12 @@ PinnedImageRef = _matching(IMAGE_REF.removesuffix("(?:@sha256:[0-9a-f]{64})?") +
                            "hex> (the tag is for people; a tag alone moves)")
 ParserName = _matching(r"[A-Za-z0-9][A-Za-z0-9_.-]*", "must be a parser name like kimi_k3")
 BackendName = _matching(r"[A-Z0-9][A-Z0-9_]*", "must be an attention backend name like TOKENSPEED_MLA")
-# vLLM 0.32's --kv-cache-dtype choices (vllm.config.cache.CacheDType; its real parser: tests/unit/test_vllm_argv.py)
-KV_CACHE_DTYPES = ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla")
+# vLLM 0.32's --kv-cache-dtype choices, as its vllm/config/cache.py `CacheDType` lists them (the real parser checks
+# a rendered argv: tests/unit/test_vllm_argv.py)
+KV_CACHE_DTYPES = ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla",
+                   "nvfp4_ds_mla", "turboquant_k8v4", "turboquant_4bit_nc", "turboquant_k3v4_nc", "turboquant_3bit_nc",
+                   "ultraquant_4bit", "int4_per_token_head", "int8_per_token_head", "fp8_per_token_head", "nvfp4",
+                   "nvfp4_4over6")
 # Seed 001's --attention-config for TOKENSPEED_MLA (the vLLM Kimi K3 recipe, 2026-09-10), as the default.
 SEED_ATTENTION_CONFIG: dict[str, Any] = {"use_prefill_query_quantization": True, "mla_prefill_backend": "TOKENSPEED_MLA"}
 JsonScalar = Union[bool, int, float, str]
@@ -564,14 +568,6 @@ class SglangSpec(BaseModel):
     reasoning_parser: Optional[ParserName] = Field("kimi_k3", description="--reasoning-parser; null: none")
 
 
-# The sections and fields that only one kind of engine reads (model/profile_rules/engines.py refuses them, written,
-# for the others; the JSON Schema says the same: _ENGINE_SCHEMA).
-LLAMACPP_ONLY: tuple[tuple[str, ...], ...] = (
-    ("build",), ("rpc",), ("model", "quant"), ("model", "mmproj"), ("model", "tokenizer"), ("gate", "quant"),
-    ("gate", "smoke"), ("serve", "batch"), ("serve", "ubatch"), ("serve", "fit_target"), ("serve", "n_cpu_moe"),
-    ("serve", "ctx_size"), ("serve", "parallel"), ("serve", "cache_ram"), ("serve", "spec_draft"),
-    ("serve", "load_mode"))
-ENGINE_SECTIONS: dict[str, tuple[str, ...]] = {"image": ("vllm", "sglang"), "vllm": ("vllm",), "sglang": ("sglang",)}
 
 
 def _engine_schema() -> list[dict[str, Any]]:

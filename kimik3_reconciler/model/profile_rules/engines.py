@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from kimik3_reconciler.model.engine_names import DEFAULT_ENGINE, ENGINES
+from kimik3_reconciler.model.engine_names import DEFAULT_ENGINE, ENGINE_SECTIONS, ENGINES, LLAMACPP_ONLY
 from kimik3_reconciler.model.profile_rules.finding import FieldPath, Finding, error
 
 # What to write instead, where the engine has its own knob for the same thing.
@@ -36,8 +36,6 @@ def _written(data: Mapping[str, Any], path: tuple[str, ...]) -> bool:
 
 def engine_fields(data: Any) -> Iterator[Finding]:
     """Findings on the profile's data as written (the YAML's mapping): fields another engine reads."""
-    from kimik3_reconciler.model.profile_schema import ENGINE_SECTIONS, LLAMACPP_ONLY
-
     if not isinstance(data, Mapping):
         return
     engine = data.get("engine", DEFAULT_ENGINE)

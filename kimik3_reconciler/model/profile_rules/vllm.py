@@ -53,6 +53,16 @@ def owned_args(p: Profile) -> Iterator[Finding]:
             yield error(("serve", "env", key), f"{key} is set by kimik3 for engine vllm: {OWNED_ENV[key.upper()]}")
 
 
+def api_key(p: Profile) -> Iterator[Finding]:
+    if p.serve.api_key_file is not None:
+        # rule: vllm-owned-flags
+        # vLLM takes its key from argv (--api-key) or the environment (VLLM_API_KEY), both shown by `docker inspect`;
+        # llama-server's --api-key-file has no vLLM twin yet. Refused rather than served without the key.
+        yield error(("serve", "api_key_file"), "is not supported for engine vllm yet: vLLM reads its key from argv or "
+                    "the environment, which `docker inspect` shows (a profile never puts a secret there); put an "
+                    "authenticating proxy in front of it, or use engine llamacpp")
+
+
 def tensor_parallel(p: Profile) -> Iterator[Finding]:
     size = p.vllm.tensor_parallel_size
     if isinstance(p.gpus, list) and size > len(p.gpus):
