@@ -11,20 +11,20 @@ import json
 import os
 import shlex
 import subprocess
-from dataclasses import replace
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 from support.observed import observed
 
-from kimik3_reconciler.engines import engine_for
-from kimik3_reconciler.model.launch_input import LaunchInput, ModelInput
+from kimik3_reconciler.model.facts import HostFacts
 from kimik3_reconciler.model.profile_source import parse_profile
-from kimik3_reconciler.planning.launch import bind_address, render_container
+from kimik3_reconciler.planning.launch import render_launch
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILE = ROOT / "profiles" / "sglang-tp8.yaml"
-GOLDEN = ROOT / "tests" / "golden" / "sglang-tp8.argv.json"
+GOLDEN = ROOT / "tests" / "golden" / "sglang-tp8.json"
+HOST = HostFacts(physical_cores=16, cpu_flags=("avx512f",))
 SGLANG_PYTHON = Path(os.environ.get("KIMIK3_SGLANG_PYTHON", "/work/venv-sglang/bin/python"))
 
 # Seed 001, "Hvordan deploye Kimi K3 med SGLang": the verified B300 TP8/DCP8 profile, as printed there (the ratio's
@@ -44,18 +44,15 @@ SEED_001 = """sglang serve \\
 KIMIK3_ADDS = {"--served-model-name": "kimi-k3", "--enable-metrics": None}
 
 
-def render(profile_text: str) -> tuple[str, ...]:
-    """The container's command for a profile: the launch input as planning/launch.py assembles it for this engine
-    (the section's knobs, the checkpoint folder as the model entry, the bind address), rendered by the generic
-    render_container with the engine."""
+def launch_of(profile_text: str):
+    """(profile, the planner's launch) on a GPU-less described host: planning/launch.render_launch, as a plan renders it
+    (the image by its digest, the checkpoint folder mounted read-only, the engine's argv and env)."""
     profile = parse_profile(profile_text, "sglang.yaml").profile
-    engine = engine_for(profile.engine)
-    bind, _ = bind_address(profile, observed(profile))
-    model = ModelInput(profile.model.repo, profile.model.revision, None, profile.model.cache_dir, ".", None)
-    value = LaunchInput(name=profile.name, image=profile.image.ref, image_fingerprint="-", gpus=profile.gpus,
-                        restart_policy="unless-stopped", model=model, serve=profile.serve, bind=bind, threads=1,
-                        draft_device=None, knobs=profile.sglang)
-    return render_container(value, engine).command
+    return profile, render_launch(profile, observed(profile, host=HOST), profile.image.ref, profile.image.digest)
+
+
+def render(profile_text: str) -> tuple[str, ...]:
+    return launch_of(profile_text)[1].spec.command
 
 
 def pairs(argv: list[str]) -> dict[str, str | None]:
@@ -69,34 +66,38 @@ def pairs(argv: list[str]) -> dict[str, str | None]:
 
 
 def test_golden_render_is_seed_001s_command() -> None:
-    argv = list(render(PROFILE.read_text()))
-    got = json.dumps(argv, indent=1) + "\n"
+    profile, launch = launch_of(PROFILE.read_text())
+    spec = asdict(launch.spec)
+    spec["labels"] = sorted(k for k, _ in launch.spec.labels)  # values hold fingerprints: names suffice
+    got = json.dumps({"container": spec, "health_url": launch.health_url, "warnings": list(launch.warnings)},
+                     indent=1, sort_keys=True) + "\n"
     if os.environ.get("KIMIK3_UPDATE_GOLDEN") == "1":
         GOLDEN.write_text(got)
     assert GOLDEN.read_text() == got
+    argv = list(launch.spec.command)
     seed = shlex.split(SEED_001.replace("\\\n", " "))
     assert argv[:2] == seed[:2] == ["sglang", "serve"]
     ours, theirs = pairs(argv[2:]), pairs(seed[2:])
-    ratio = parse_profile(PROFILE.read_text(), "p").profile.sglang.mamba_full_memory_ratio
-    theirs["--mamba-full-memory-ratio"] = str(ratio)
+    theirs["--mamba-full-memory-ratio"] = str(profile.sglang.mamba_full_memory_ratio)
     # The model is the mounted, verified snapshot at the pinned revision (read-only), not the Hub repo id.
-    assert ours.pop("--model-path") == ("/models/models--moonshotai--Kimi-K3/snapshots/"
-                                        "89abcdef0123456789abcdef0123456789abcdef")
+    assert ours.pop("--model-path") == f"/models/models--moonshotai--Kimi-K3/snapshots/{profile.model.revision}"
     theirs.pop("--model-path")
     assert {k: ours.pop(k) for k in KIMIK3_ADDS} == KIMIK3_ADDS
     assert ours == theirs  # every other flag and value is the seed's, none missing, none added
+    # The image runs by its digest; the container gets no token and fetches nothing; the checkpoint is read-only.
+    assert launch.spec.image == profile.image.ref
+    assert dict(launch.spec.env) == {"HF_HUB_OFFLINE": "1"}
+    assert all(m.read_only for m in launch.spec.mounts)
+    assert launch.health_url.endswith(":30000/health")
 
 
-def test_argv_and_env_keep_the_hub_out() -> None:
-    profile = parse_profile(PROFILE.read_text(), "p").profile
-    engine = engine_for("sglang")
-    value = LaunchInput(name="k", image=profile.image.ref, image_fingerprint="-", gpus="all", restart_policy="no",
-                        model=ModelInput("moonshotai/Kimi-K3", "0" * 40, None, "/c", ".", None), serve=profile.serve,
-                        bind="127.0.0.1", threads=1, draft_device=None, knobs=profile.sglang)
-    spec = render_container(value, engine)
-    assert dict(spec.env)["HF_HUB_OFFLINE"] == "1" and "HF_TOKEN" not in dict(spec.env)
-    assert all(m.read_only for m in spec.mounts)
-    assert not any("token" in word.lower() or "api-key" in word for word in spec.command)
+def test_a_knob_moves_its_flag_and_the_fingerprint() -> None:
+    text = PROFILE.read_text()
+    _, before = launch_of(text)
+    _, after = launch_of(text.replace("mamba_full_memory_ratio: 0.9", "mamba_full_memory_ratio: 0.5"))
+    assert pairs(list(after.spec.command))["--mamba-full-memory-ratio"] == "0.5"
+    assert after.fingerprint != before.fingerprint
+    assert after.inputs["sglang.mamba_full_memory_ratio"] == 0.5  # the label names the field that moved
 
 
 def _variants() -> list[tuple[str, str]]:
