@@ -67,7 +67,12 @@ def refuse_by_host_gate(profile: Profile, observed: Observed) -> list[str]:
     refusals, gate_warnings = host_gate(profile, observed)
     if refusals:
         fields = tuple(r.field for r in refusals if isinstance(r, FieldRefusal))
-        raise PlanError("the host gate refuses this profile:\n  - " + "\n  - ".join(refusals), fields)
+        message = "the host gate refuses this profile:\n  - " + "\n  - ".join(refusals)
+        if observed.host.gpu_probe is not None or profile.gpus == "none":  # GPUs observed (or none wanted)
+            # Seed 001: choose the engine by the hardware. A profile this host cannot run gets the routes it can.
+            instead = profile_routes(profile, observed.host, observed=observed).instead()
+            message += f"\n{instead}" if instead else ""
+        raise PlanError(message, fields)
     return gate_warnings
 
 

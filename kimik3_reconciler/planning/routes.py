@@ -124,6 +124,16 @@ class RouteReport:
         return (f"routes: {head}feasible here{' as well' if ours else ''}: {', '.join(feasible) or 'none'} "
                 "(`kimik3 routes` says why not the others)")
 
+    def instead(self) -> str | None:
+        """For a refusal: when the profile's own route cannot run here, the routes that can (None otherwise)."""
+        ours = next((r for r in self.routes if r.profile), None)
+        if ours is None or ours.feasible:
+            return None
+        others = [f"{r.engine} {r.model.rpartition(':')[2] if r.engine == 'llamacpp' else r.model} {r.placement}"
+                  for r in self.feasible]
+        return (f"routes this host can take instead: {', '.join(others) or 'none of Kimi-K3'} (`kimik3 routes FILE` "
+                "says why not the others)")
+
     def to_json(self) -> dict[str, Any]:
         return {"host": asdict(self.host), "routes": [asdict(r) for r in self.routes], "notes": list(self.notes)}
 
