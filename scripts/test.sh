@@ -20,6 +20,10 @@ command -v systemd-analyze >/dev/null 2>&1 || { apt-get update -qq
 # its own on loopback with its own config (a service the package may start elsewhere is not used).
 command -v prometheus >/dev/null 2>&1 || { apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+# A real container registry (Debian's docker-registry 2.8) for the pull by digest (tests/integration/
+# test_image_pull_registry.py starts its own on a free loopback port via scripts/ensure-registry.sh).
+command -v docker-registry >/dev/null 2>&1 || { apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-registry >/dev/null; }
 # The suite owns this machine's daemon: it may restart dockerd once (tests/integration/test_faults_dockerd_restart.py).
 # Set KIMIK3_DOCKERD_RESTART_TEST=0 when other work shares the daemon.
 export KIMIK3_DOCKERD_RESTART_TEST="${KIMIK3_DOCKERD_RESTART_TEST:-1}"

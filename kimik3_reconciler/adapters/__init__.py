@@ -23,6 +23,7 @@ def real_ports(state_dir: Path, docker_host: str | None = None, systemd_root: st
     from kimik3_reconciler.adapters.http import HttpClient
     from kimik3_reconciler.adapters.openai_chat import OpenAIChat
     from kimik3_reconciler.adapters.processes import LocalProcesses
+    from kimik3_reconciler.adapters.registry import RegistryApi
     from kimik3_reconciler.adapters.state_files import StateFiles, SystemClock
     from kimik3_reconciler.adapters.systemd import SystemdUnits
     from kimik3_reconciler.adapters.docker_engine import remote_engine
@@ -45,7 +46,7 @@ def real_ports(state_dir: Path, docker_host: str | None = None, systemd_root: st
                  host=LinuxHost(), state=StateFiles(state_dir), clock=SystemClock(), chat=OpenAIChat(),
                  units=SystemdUnits(systemd_root, systemctl_prefix), lock=StateDirLock(state_dir, host_lock_path()),
                  load=HttpLoad(), processes=LocalProcesses(state_dir), worker_docker=worker_docker, worker_lock=worker_lock,
-                 cache=CacheFiles(cache_dir()))
+                 cache=CacheFiles(cache_dir()), registry=RegistryApi())
 
 
 def _download_workers() -> int:

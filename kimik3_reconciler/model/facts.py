@@ -177,6 +177,18 @@ class ImageFact(_Fact):
     smoke_detail: str | None = None
 
 
+class PulledImageFact(_Fact):
+    """An image pulled by digest (engines whose image_source is `pull`): `ref` as the profile gives it, the local
+    image that carries `digest` among its RepoDigests (None: not here), and what a pull would move: the registry
+    manifest's bytes (config + layers, compressed), or why that is unknown (asked only when the image is absent)."""
+
+    ref: str
+    digest: str
+    image_id: str | None = None
+    pull_bytes: int | None = None
+    size_unknown: str | None = None  # why the registry did not say (unreachable, needs a login, ...)
+
+
 class MountFact(_Fact):
     """A bind mount as docker reports it (`Mounts`): host path, container path, read-only or not."""
 
@@ -398,6 +410,7 @@ class Observed(_Fact):
     reference: ModelFact | None = None  # gate.quant.reference_quant's files, when the gate applies
     gate_records: dict[str, dict[str, Any]] = default(dict)  # image fingerprint -> result  # from the quant's GGUF headers (ranged reads or the cache)  # model.tokenizer: non-weight files of an HF-format repo
     images: tuple[ImageFact, ...] = ()
+    pulled: PulledImageFact | None = None  # the image by digest, for an engine that pulls it (else None)
     base_images: dict[str, str | None] = default(dict)  # ref -> local image id
     base_digests: dict[str, str | None] = default(dict)  # ref -> its repo digest here (RepoDigests)
     runtime_cuda: str | None = None  # CUDA_VERSION of the runtime base image, when pulled (the driver floor)

@@ -94,6 +94,25 @@ def is_weight(path: str) -> bool:
     return path.lower().endswith(WEIGHT_SUFFIXES)
 
 
+# A safetensors checkpoint (vLLM, SGLang: ModelSource.format "safetensors") as its server opens it: the weights, their
+# index, the model and generation config, the tokenizer (tokenizer.json / .model / tiktoken, its config, chat
+# template) and the remote code a `trust_remote_code` model imports (Kimi's configuration_*.py, tokenization_*.py).
+CHECKPOINT = "checkpoint"  # ModelFact.quant of a checkpoint: the plan's target reads repo@revision/checkpoint
+CHECKPOINT_SUFFIXES = (".safetensors", ".json", ".py", ".model", ".tiktoken", ".jinja", ".txt")
+
+
+def checkpoint_file(path: str) -> bool:
+    """Does the server need `path` of a checkpoint repo? Top-level files only (a repo's `original/` or
+    `figures/` folders are other formats and pictures), of the suffixes above: never other weight formats
+    (.bin, .gguf, .pt: the same weights again), never README/LICENSE/images."""
+    return "/" not in path and path.lower().endswith(CHECKPOINT_SUFFIXES)
+
+
+def checkpoint_manifest_key(repo: str, revision: str, cache_dir: str) -> str:
+    """The verified manifest of repo@revision's checkpoint files in `cache_dir` (one per location, as manifest_key)."""
+    return _located(f"models/{repo.replace('/', '--')}/{revision}/{CHECKPOINT}.json", cache_dir)
+
+
 def tokenizer_manifest_key_before_locations(profile: Profile) -> str:
     t = profile.model.tokenizer
     assert t is not None

@@ -182,6 +182,11 @@ RULES: tuple[Rule, ...] = (
          "found after hundreds of GB otherwise", ("kimik3_reconciler.planning.model_step",),
          ("unit/test_model_step.py", "unit/test_orchestrator.py"),
          seed="seed 000 step 3 (the script sums the quant's bytes and refuses, with the numbers, if it won't fit)"),
+    Rule("image-by-digest", "refuse", "an image the engine pulls (vLLM, SGLang) is named by digest "
+         "(repository[:tag]@sha256:…); a tag alone is refused, and the pulled image's RepoDigests must hold the digest",
+         "a tag moves under a deployment: two hosts, or one host before and after a re-pull, would run other bytes",
+         ("kimik3_reconciler.model.image_ref", "kimik3_reconciler.steps.image_pull"), ("unit/test_image_pull.py",),
+         seed="seed 001 (vLLM's `vllm/vllm-openai:kimi-k3`, SGLang's image: pulled by tag there)"),
     Rule("build-args-safe", "refuse", "cmake arguments made from profile fields carry no shell or cmake "
          "metacharacters", "a profile field must never become shell text in the build",
          ("kimik3_reconciler.planning.build_flags",), ("unit/test_build_args.py",),

@@ -136,6 +136,16 @@ class RetagImage(Payload):
 
 
 @frozen_value
+class ImagePull(Payload):
+    """Pull `by_digest` (`repository@sha256:…`) for an engine whose image is pulled, not built; the pulled image's
+    RepoDigests must hold `digest`. `ref`: the profile's image.ref (its tag for people), named in every error."""
+
+    ref: str
+    by_digest: str
+    digest: str
+
+
+@frozen_value
 class RemoveImage(Payload):
     """Remove one image (destroy --images, prune)."""
 
@@ -416,7 +426,7 @@ class VerifyServer(Payload):
 
 
 PAYLOADS: tuple[type[Payload], ...] = (
-    ModelDownload, RemoveModelFiles, ImageBuild, RetagImage, RemoveImage, LaunchContainer, StartContainer,
+    ModelDownload, RemoveModelFiles, ImageBuild, ImagePull, RetagImage, RemoveImage, LaunchContainer, StartContainer,
     StopContainer, RemoveContainer, ForgetDeployment, SmokeTest, QuantGateRun, GpuProbe, HealthWait, UnitInstall,
     UnitRemoval, StopUnit, PagecachePreread,
     VerifyServer,

@@ -7,7 +7,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kimik3_reconciler.engines import engine_for
 from kimik3_reconciler.model.facts import ModelFact, Observed
+from kimik3_reconciler.model.model_files import CHECKPOINT
 from kimik3_reconciler.model.records import LOAD_RATE_KEY, WARM_LOAD_RATE_KEY, gate_key, last_good_key, unverified_key
 from kimik3_reconciler.model.profile import Profile, bind_addresses, listened_ports
 from kimik3_reconciler.observe.docker_objects import (
@@ -22,7 +24,8 @@ from kimik3_reconciler.observe.docker_objects import (
 from kimik3_reconciler.observe.exporter import collect_exporter
 from kimik3_reconciler.observe.host import collect_host
 from kimik3_reconciler.observe.local_inputs import collect_inputs
-from kimik3_reconciler.observe.model_cache import collect_model, collect_tokenizer
+from kimik3_reconciler.observe.model_cache import collect_checkpoint, collect_model, collect_tokenizer, model_cache_dir
+from kimik3_reconciler.observe.pulled_image import collect_pulled
 from kimik3_reconciler.observe.model_layout import collect_layout
 from kimik3_reconciler.observe.unit import collect_systemd
 from kimik3_reconciler.observe.workers import collect_removed_workers, collect_workers
@@ -47,7 +50,10 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
     # dockerd answers a label-filtered image list and an image inspect by name in ~20 ms each where it keeps
     # many images, and the other profiles' containers take a list and an inspect each: asked now, on other
     # connections, while the rest is observed (the daemon answered above).
-    base_refs = (profile.build.base_images.build, profile.build.base_images.runtime)
+    engine = engine_for(profile.engine)
+    # An engine that pulls its image (vLLM, SGLang) has no base images to look at: its image is one digest.
+    pulls = engine.image_source.kind == "pull"
+    base_refs = () if pulls else (profile.build.base_images.build, profile.build.base_images.runtime)
     images_ahead = _Ahead(lambda: (collect_images(ports.docker, ports.state),
                                    collect_base_images(ports.docker, base_refs)))
     others_ahead = _Ahead(lambda: collect_others(ports.docker, profile.name))
@@ -61,15 +67,20 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
     # Before the gate: our exporter's proxy may hold serve.port (metrics.proxy), which the gate must not refuse.
     exporter = collect_exporter(profile.name, ports.state, ports.processes, ports.http)
     others = others_ahead.result()
+    m = profile.model
     if before_hub is not None:  # a host the gate refuses must not wait for the hub first
-        m = profile.model
         before_hub(Observed(host=host, inputs=inputs, container=container, others=others, exporter=exporter,
-                            model=ModelFact(repo=m.repo, revision=m.revision, quant=m.quant, cache_dir="")))
-    model = collect_model(profile, ports.hub, ports.state, base_dir, ports.host, rehash, stat_only)
+                            model=ModelFact(repo=m.repo, revision=m.revision, quant=m.quant or CHECKPOINT,
+                                            cache_dir="")))
+    checkpoint = engine.model_source.format == "safetensors"
+    model = (collect_checkpoint(m.repo, m.revision, m.endpoint, model_cache_dir(profile, ports.hub, base_dir),
+                                ports.hub, ports.state, ports.host, rehash, stat_only) if checkpoint
+             else collect_model(profile, ports.hub, ports.state, base_dir, ports.host, rehash, stat_only))
     gated = gate_reference is not None
     reference = (collect_model(gate_reference, ports.hub, ports.state, base_dir, ports.host, rehash, stat_only)
                  if gate_reference is not None else None)
-    layout, layout_recorded = collect_layout(profile, ports.hub, ports.state, model)
+    # The layout is read from GGUF headers; a checkpoint has none (its engine places it by TP/DP sizes).
+    layout, layout_recorded = (None, False) if checkpoint else collect_layout(profile, ports.hub, ports.state, model)
     # GPU plumbing only for a profile that asks for GPUs: the CPU variant never probes.
     plumbing = collect_gpu_plumbing(ports.docker, ports.host) if gpu else None
     # The probe record is per GPU set (planning/gpu_probe.py asks for these docker device ids).
@@ -92,7 +103,8 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
         base_images=base_ids,
         base_digests=base_digests,
         runtime_cuda=collect_runtime_cuda(ports.docker, profile.build.base_images.runtime)
-        if profile.build.variant == "cuda" else None,
+        if profile.build.variant == "cuda" and not pulls else None,
+        pulled=collect_pulled(profile.image.ref, ports.docker, None if stat_only else ports.registry) if pulls else None,
         container=container,
         others=others,
         load_rate=_load_rate(ports, LOAD_RATE_KEY),

@@ -22,6 +22,9 @@ from typing import Any
 from kimik3_reconciler.errors import DownloadFailed, TransientError
 from kimik3_reconciler.model.facts import FileStat, ModelFact, RemoteFile
 from kimik3_reconciler.model.model_files import (
+    CHECKPOINT,
+    checkpoint_file,
+    checkpoint_manifest_key,
     file_stat,
     is_weight,
     manifest_key,
@@ -38,7 +41,7 @@ from kimik3_reconciler.observe.host import collect_filesystem
 from kimik3_reconciler.ports import HostPort, HubPort, StatePort
 
 
-def _cache_dir(profile: Profile, hub: HubPort, base_dir: Path) -> str:
+def model_cache_dir(profile: Profile, hub: HubPort, base_dir: Path) -> str:
     # A relative cache_dir is relative to the profile file, like every other path in it.
     m = profile.model
     return str((base_dir / m.cache_dir).resolve()) if m.cache_dir else hub.default_cache_dir()
@@ -134,10 +137,27 @@ def _collect(repo: str, revision: str, quant: str, keys: tuple[str, str], listin
 def collect_model(profile: Profile, hub: HubPort, state: StatePort, base_dir: Path, host: HostPort,
                   rehash: bool = False, stat_only: bool = False) -> ModelFact:
     m = profile.model
-    cache_dir = _cache_dir(profile, hub, base_dir)
+    cache_dir = model_cache_dir(profile, hub, base_dir)
     return _collect(m.repo, m.revision, m.quant, (manifest_key(profile, cache_dir), manifest_key_before_locations(profile)),
                     lambda: hub.list_files(m.repo, m.revision, wanted_paths(profile), m.endpoint),
                     cache_dir, hub, state, host, rehash, stat_only)
+
+
+def collect_checkpoint(repo: str, revision: str, endpoint: str | None, cache_dir: str, hub: HubPort, state: StatePort,
+                       host: HostPort, rehash: bool = False, stat_only: bool = False) -> ModelFact:
+    """A safetensors checkpoint (vLLM, SGLang): every file of repo@revision its server opens (model_files.
+    checkpoint_file: weights, index, configs, tokenizer, remote code), verified like the GGUF shards: a manifest
+    once verified, a stat per file after, the hub's listing (sha256 of LFS files, git oid of the rest) before."""
+    def listing() -> list[RemoteFile]:
+        files = [f for f in hub.list_repo(repo, revision, endpoint) if checkpoint_file(f.path)]
+        if not any(f.path.endswith(".safetensors") for f in files):
+            # A GGUF or PyTorch-only repo lists no weights vLLM/SGLang can open here: say so before anything is fetched.
+            raise DownloadFailed(f"{repo}@{revision[:12]}: no *.safetensors at the top of the repository (model.repo "
+                                 "must be a Hugging Face checkpoint in safetensors for this engine)")
+        return files
+
+    key = checkpoint_manifest_key(repo, revision, cache_dir)
+    return _collect(repo, revision, CHECKPOINT, (key, key), listing, cache_dir, hub, state, host, rehash, stat_only)
 
 
 def collect_tokenizer(profile: Profile, hub: HubPort, state: StatePort, base_dir: Path, host: HostPort,
@@ -152,6 +172,6 @@ def collect_tokenizer(profile: Profile, hub: HubPort, state: StatePort, base_dir
             raise TransientError(hub_down)
         return [f for f in hub.list_repo(t.repo, t.revision, profile.model.endpoint) if not is_weight(f.path)]
 
-    cache_dir = _cache_dir(profile, hub, base_dir)
+    cache_dir = model_cache_dir(profile, hub, base_dir)
     keys = (tokenizer_manifest_key(profile, cache_dir), tokenizer_manifest_key_before_locations(profile))
     return _collect(t.repo, t.revision, "tokenizer", keys, listing, cache_dir, hub, state, host, rehash, stat_only)

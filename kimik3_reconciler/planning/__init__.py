@@ -21,6 +21,7 @@ from kimik3_reconciler.planning.desired import Desired, Planner, changes
 from kimik3_reconciler.planning.gpu_probe import plan_gpu_probe
 from kimik3_reconciler.planning.health_step import plan_health
 from kimik3_reconciler.planning.host_gate import host_gate
+from kimik3_reconciler.planning.image_pull import plan_pulled_removal
 from kimik3_reconciler.planning.image_step import image_tag, plan_image, render_image_build
 from kimik3_reconciler.planning.launch import refuse_keyless_key_file, render_launch
 from kimik3_reconciler.planning.metrics_step import plan_exporter, plan_exporter_teardown, plan_release_port
@@ -106,6 +107,24 @@ def plan_destroy(profile: Profile, observed: Observed, *, images: bool = False, 
     else:
         steps.append(Step("container", profile.name, Action.NOOP, "no container"))
     steps += plan_worker_teardown(profile, observed)  # after the server: it holds connections to them
+    if observed.pulled is not None:  # an engine that pulls its image: the digest, never a build's tag
+        steps.append(plan_pulled_removal(observed.pulled, images, observed.others))
+    else:
+        steps += _built_image_teardown(profile, observed, images)
+    target = f"{observed.model.repo}@{observed.model.revision[:12]}/{observed.model.quant}"
+    cached = len(observed.model.files) - len(observed.model.missing)
+    if model and cached:
+        steps.append(Step("model", target, Action.DELETE, "--model: remove the cached files of this quant",
+                          spec=RemoveModelFiles(model_spec(profile, observed))))
+    elif cached:
+        steps.append(Step("model", target, Action.NOOP, "kept (pass --model to remove)"))
+    steps.append(_forget_step(profile, observed))  # last: a destroy that fails before it leaves a deployment to revert
+    return Plan(profile.name, tuple(steps))
+
+
+def _built_image_teardown(profile: Profile, observed: Observed, images: bool) -> list[Step]:
+    """The image step of `destroy` for a built image (its tag is this profile's source pin)."""
+    steps: list[Step] = []
     tag = image_tag(profile)
     tagged = [i for i in observed.images if tag in i.tags]
     wanted = _wanted_image_fingerprint(profile, observed)
@@ -123,15 +142,7 @@ def plan_destroy(profile: Profile, observed: Observed, *, images: bool = False, 
         steps.append(Step("image", tag, Action.DELETE, "--images: remove the profile's image", spec=RemoveImage(tag)))
     elif tagged:
         steps.append(Step("image", tag, Action.NOOP, "kept (pass --images to remove)"))
-    target = f"{observed.model.repo}@{observed.model.revision[:12]}/{observed.model.quant}"
-    cached = len(observed.model.files) - len(observed.model.missing)
-    if model and cached:
-        steps.append(Step("model", target, Action.DELETE, "--model: remove the cached files of this quant",
-                          spec=RemoveModelFiles(model_spec(profile, observed))))
-    elif cached:
-        steps.append(Step("model", target, Action.NOOP, "kept (pass --model to remove)"))
-    steps.append(_forget_step(profile, observed))  # last: a destroy that fails before it leaves a deployment to revert
-    return Plan(profile.name, tuple(steps))
+    return steps
 
 
 def _forget_step(profile: Profile, observed: Observed) -> Step:
@@ -162,7 +173,13 @@ def _is_profiles_image(profile: Profile, observed: Observed, image: ImageFact, w
 def profile_images(profile: Profile, observed: Observed) -> tuple[str, list[str]]:
     """(the image this profile wants, how each local image that is this profile's reads): the one it wants, the
     one its container runs, and the older builds it labelled (rollback targets). Other profiles' images are not
-    its images, though `docker images` shows them side by side."""
+    its images, though `docker images` shows them side by side. A pulled image is its digest: here or not."""
+    if observed.pulled is not None:
+        pulled = observed.pulled
+        in_use = observed.container is not None and observed.container.image_id == pulled.image_id
+        state = ("not pulled yet" if pulled.image_id is None
+                 else f"{pulled.image_id[:19]} (current{', in use' if in_use else ''})")
+        return f"{pulled.ref} (pulled by digest)", [state]
     try:
         wanted: ImageBuild | None = render_image_build(profile, observed)
     except PlanError as exc:  # status reports what is there even when the planner would refuse the build
@@ -182,6 +199,9 @@ def profile_images(profile: Profile, observed: Observed) -> tuple[str, list[str]
 
 def plan_prune(profile: Profile, observed: Observed) -> Plan:
     """Remove the profile's older images (rollback targets), never the current one or one in use."""
+    if observed.pulled is not None:  # a pulled image has no older builds: the digest is the only one it runs
+        return Plan(profile.name, (Step("image", observed.pulled.ref, Action.NOOP,
+                                        "pulled by digest: no older builds to prune"),))
     current = render_image_build(profile, observed).fingerprint
     in_use = observed.container.image_id if observed.container else None
     steps = []

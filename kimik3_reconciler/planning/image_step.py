@@ -16,6 +16,7 @@ from kimik3_reconciler.model.labels import BASE_DIGESTS, BASE_IMAGES, IMAGE_FING
 from kimik3_reconciler.planning.build_flags import cmake_definitions, docker_build_args
 from kimik3_reconciler.planning.container_step import container_alone, container_changes
 from kimik3_reconciler.planning.desired import Desired
+from kimik3_reconciler.planning.image_pull import plan_pull
 from kimik3_reconciler.planning.patch_roles import rollback_requirement
 from kimik3_reconciler.planning.preread_step import build_overlap
 from kimik3_reconciler.planning.sources import source_archive
@@ -128,7 +129,13 @@ def _tagged_id(observed: Observed, tag: str) -> str | None:
 
 
 def plan_image(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
-    """The image step; refused when a speculative draft is asked for and no patch is the rollback patch."""
+    """The image step: pulled by digest for an engine whose image is pulled (planning/image_pull.py), else built;
+    a build is refused when a speculative draft is asked for and no patch is the rollback patch."""
+    if desired.engine.image_source.kind == "pull":
+        if observed.pulled is None:  # observation looks at the image whenever the engine pulls: a fact missing is a bug
+            raise PlanError(f"engine {desired.engine.name} pulls its image, but nothing observed image.ref",
+                            fields=(("image", "ref"),))
+        return plan_pull(observed.pulled)
     rollback, refusal = rollback_requirement(desired.profile, observed.inputs.patches)
     if refusal:
         raise PlanError(refusal, fields=(("build", "patches"),))  # the orchestrator adds the profile's file:line

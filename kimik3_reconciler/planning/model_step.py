@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kimik3_reconciler.model.facts import ModelFact, Observed
-from kimik3_reconciler.model.model_files import manifest_key, tokenizer_manifest_key
+from kimik3_reconciler.model.model_files import CHECKPOINT, checkpoint_manifest_key, manifest_key, tokenizer_manifest_key
 from kimik3_reconciler.model.plan import Action, Step
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.records import layout_key
@@ -18,13 +18,23 @@ from kimik3_reconciler.planning.humanize import gib
 DISK_HEADROOM = 0.10
 
 
+def _source(path: str, quant: str) -> str:
+    """What a file is counted under: its folder (a quant), else for a checkpoint its weights or the rest (a repo of
+    ~60 shards is one line), else the file itself (mmproj)."""
+    if "/" in path:
+        return path.split("/")[0] + "/"
+    if quant == CHECKPOINT:
+        return "*.safetensors" if path.endswith(".safetensors") else "config, tokenizer and code"
+    return path
+
+
 def _breakdown(model: ModelFact) -> str:
-    """Bytes to fetch per source: the quant folder, and each top-level file (mmproj)."""
+    """Bytes to fetch per source: the quant folder, and each top-level file (mmproj); a checkpoint's weights."""
     missing = set(model.missing) - set(model.in_blobs)
     groups: dict[str, list[int]] = {}
     for f in model.files:
         if f.path in missing:
-            groups.setdefault(f.path.split("/")[0] + ("/" if "/" in f.path else ""), []).append(f.size)
+            groups.setdefault(_source(f.path, model.quant), []).append(f.size)
     return "; ".join(f"{name} {len(sizes)} file(s) {gib(sum(sizes))}" for name, sizes in sorted(groups.items()))
 
 
@@ -81,7 +91,10 @@ def _why_record(model: ModelFact) -> str:
 
 def model_spec(profile: Profile, observed: Observed) -> ModelDownload:
     model = observed.model
-    spec = download_spec(model, profile.model.endpoint, manifest_key(profile, model.cache_dir))
+    # A checkpoint (vLLM, SGLang: observe/model_cache.collect_checkpoint) is recorded under its own key: no quant.
+    key = (checkpoint_manifest_key(model.repo, model.revision, model.cache_dir) if model.quant == CHECKPOINT
+           else manifest_key(profile, model.cache_dir))
+    spec = download_spec(model, profile.model.endpoint, key)
     if observed.layout is None or observed.layout_recorded:
         return spec
     # Recorded by the step (a plan never writes state): later plans read one record, not the headers.

@@ -28,6 +28,9 @@ def render_smoke(profile: Profile, observed: Observed, image: ImageBuild, engine
 
 
 def plan_smoke(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
+    if desired.engine.model_source.format != "gguf":
+        # The smoke model is a tiny GGUF for llama-server: a vLLM/SGLang image (pulled by digest) cannot open it.
+        return ()
     spec = render_smoke(desired.profile, observed, desired.build, desired.engine)
     target = spec.image
     if not desired.profile.gate.smoke:

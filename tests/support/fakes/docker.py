@@ -86,8 +86,10 @@ class FakeDocker:
     def inspect_image(self, ref: str) -> dict[str, Any] | None:
         if ref in self.base_images:  # a pulled base image: its id and, when it came from a registry, its digest
             digest = self.base_digests.get(ref)
+            name = ref.split("@")[0]
+            repository = name.rpartition(":")[0] if ":" in name.rsplit("/", 1)[-1] else name
             return {"Id": self.base_images[ref], "RepoTags": [ref],
-                    "RepoDigests": [f"{ref.split('@')[0].rpartition(':')[0] or ref}@{digest}"] if digest else []}
+                    "RepoDigests": [f"{repository}@{digest}"] if digest else []}
         image_id = self.image_id(ref)
         return self.images.get(image_id) if image_id else None
 
