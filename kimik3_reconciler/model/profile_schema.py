@@ -541,6 +541,8 @@ class VllmSpec(BaseModel):
     reasoning_parser: Optional[ParserName] = Field("kimi_k3", description="--reasoning-parser; null: none")
     v2_model_runner: bool = Field(True, description="env VLLM_USE_V2_MODEL_RUNNER=1 (seed 001's recipe)")
     enforce_eager: bool = Field(False, description="--enforce-eager (no CUDA graphs; the CPU test image needs it)")
+    any_gpu: bool = Field(False, description="true: run the recipe on GPUs other than seed 001's B300/GB300 (the "
+                                             "host gate refuses them otherwise; the recipe was not measured there)")
 
 
 def _refuse_placeholder(value: Any) -> Any:

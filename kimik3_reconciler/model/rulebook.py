@@ -571,6 +571,14 @@ RULES += (
          "argparse takes the last copy of a flag: the running server would not be the profile's, and the plan would "
          "not see it", _rules("vllm"), ("cases/profile/vllm_owned_flags.yaml", "cases/profile/vllm_api_key_file.yaml"),
          seed="seed 001 (the vLLM TP8 recipe's flags are the vllm section's fields)"),
+    Rule("engine-host-needs", "refuse", "an engine that holds the whole checkpoint in VRAM (vllm) gets its image's "
+         "driver floor (R580+ for the CUDA 13 image), tensor_parallel_size GPUs of the recipe's kinds (B300/GB300, or "
+         "vllm.any_gpu: true) and a checkpoint whose safetensors fit gpu_memory_utilization of their VRAM (warned "
+         "when under 10 % is left for the KV cache)",
+         "found after a multi-terabyte download and a long load otherwise: the container refuses the driver, the "
+         "ranks find no GPU, or the weights do not fit",
+         ("kimik3_reconciler.planning.host_gate",), ("unit/test_vllm_host_gate.py",),
+         seed="seed 001 (vLLM: at least 8x GB300, R580+ for the CUDA 13 image; the day-0 guide's 8x B300)"),
     Rule("vllm-tensor-parallel", "refuse", "vllm.tensor_parallel_size is at most the GPUs the profile lists; with "
          "gpus: none a GPU attention backend is warned about",
          "vLLM puts one tensor-parallel rank on each GPU: more ranks than GPUs never start",

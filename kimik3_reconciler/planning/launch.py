@@ -24,6 +24,7 @@ from kimik3_reconciler.model.labels import (
     HEALTH_URL,
     MODELS_MOUNT,
     PROFILE_LABEL,
+    WHILE_LOADING,
 )
 from kimik3_reconciler.model.launch_input import LaunchInput, ModelInput
 from kimik3_reconciler.model.profile import Profile, ServeSpec, upstream_port
@@ -238,5 +239,6 @@ def render_launch(profile: Profile, observed: Observed, image_tag: str, image_fp
         (CONTAINER_FINGERPRINT, digest),
         (CONTAINER_INPUTS, json.dumps(value.flat(), sort_keys=True)),
         (HEALTH_URL, value.server_url + engine.readiness.path),
+        *(((WHILE_LOADING, engine.readiness.while_loading),) if engine.readiness.while_loading != "503" else ()),
     )
     return Launch(value, replace(spec, labels=labels), digest, warnings, mode, engine.readiness.path)

@@ -97,14 +97,16 @@ class Session:
     def ask(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         if self.random_weights:  # nothing is judged: a few tokens prove the plumbing
             return self.chat.chat(self.server.base_url, self.server.api_key, messages, tools=tools,
-                                  max_tokens=RANDOM_MAX_TOKENS * (2 if tools else 1))
+                                  max_tokens=RANDOM_MAX_TOKENS * (2 if tools else 1), model=self.profile.name)
         reply = self.chat.chat(self.server.base_url, self.server.api_key, messages, tools=tools,
-                               max_tokens=REAL_MAX_TOKENS, thinking_effort=THINKING_EFFORT)
+                               max_tokens=REAL_MAX_TOKENS, thinking_effort=THINKING_EFFORT,
+                               model=self.profile.name)
         # rule: verify-thinking-budget
         # K3 thinks first: a reply cut at max_tokens before any answer is asked once more, with room.
         if thinking_ran_out(reply):
             reply = self.chat.chat(self.server.base_url, self.server.api_key, messages, tools=tools,
-                                   max_tokens=THINKING_RETRY_MAX_TOKENS, thinking_effort=THINKING_EFFORT)
+                                   max_tokens=THINKING_RETRY_MAX_TOKENS, thinking_effort=THINKING_EFFORT,
+                                   model=self.profile.name)
         return reply
 
 
