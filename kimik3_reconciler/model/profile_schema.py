@@ -568,6 +568,8 @@ class SglangSpec(BaseModel):
         description="--mamba-full-memory-ratio: required, from SGLang's cookbook calculator for your workload")
     tool_call_parser: Optional[ParserName] = Field("kimi_k3", description="--tool-call-parser; null: none")
     reasoning_parser: Optional[ParserName] = Field("kimi_k3", description="--reasoning-parser; null: none")
+    any_gpu: bool = Field(False, description="true: run the profile on GPUs other than the cookbook's B300 (the "
+                                             "host gate refuses them otherwise; seed 001: do not copy this topology)")
 
 
 

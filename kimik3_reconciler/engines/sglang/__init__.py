@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kimik3_reconciler.engines.base import ImageSource, ModelSource, Readiness, ServerSeries
+from kimik3_reconciler.engines.base import HostNeeds, ImageSource, ModelSource, Readiness, ServerSeries
 from kimik3_reconciler.engines.sglang import launch
 from kimik3_reconciler.model.facts import ModelFact, Observed
 from kimik3_reconciler.model.launch_input import LaunchInput
@@ -50,6 +50,16 @@ class Sglang:
 
     def server_env(self, value: LaunchInput) -> tuple[tuple[str, str], ...]:
         return launch.server_env(value)
+
+    def host_needs(self, profile: Profile) -> HostNeeds:
+        knobs = profile.sglang
+        # Seed 001: the cookbook's verified profile is 8x B300 (tp 8), "do not copy it to H100/H200, GB200/GB300,
+        # AMD"; the seed gives R580+ for the CUDA 13 K3 image (vLLM's), which kimik3 applies to SGLang's too.
+        return HostNeeds(min_driver=launch.MIN_DRIVER, gpus=knobs.tp_size,
+                         gpu_kinds=() if knobs.any_gpu else launch.GPU_KINDS,
+                         source="seed 001: SGLang's Kimi-K3 cookbook, verified on 8x B300 (R580+ as for the CUDA 13 "
+                                "K3 image)", kinds_override="sglang.any_gpu",
+                         memory_share=knobs.mem_fraction_static, gpus_field="sglang.tp_size")
 
     def tune_space(self, profile: Profile, observed: Observed) -> dict[str, tuple[Any, ...]]:
         return launch.tune_space(profile)

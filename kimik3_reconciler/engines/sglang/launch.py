@@ -17,6 +17,11 @@ from kimik3_reconciler.model.launch_input import LaunchInput
 from kimik3_reconciler.model.profile import Profile
 
 COMMAND = ("sglang", "serve")
+# Seed 001: the cookbook's verified single-node profile runs on 8x B300 (GB300 is another topology there).
+GPU_KINDS = ("B300",)
+# Seed 001 states R580+ for the CUDA 13 K3 image (vLLM's); SGLang's K3 builds are held to the same floor (not in the
+# seed: an assumption, said in the gate's source text).
+MIN_DRIVER = (580,)
 # Seed 001's command carries --trust-remote-code: Kimi-K3's checkpoint ships its own model code. The checkpoint is
 # the pinned, sha256-verified revision kimik3 mounted read-only, so the code that runs is the code that was pinned.
 OWNED_FLAGS: tuple[str, ...] = ("--trust-remote-code", "--enable-metrics")
