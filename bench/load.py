@@ -17,6 +17,17 @@ Rows (each the median of --runs):
                  all-GPU warm load of the same file
   pre-read x1/x4/fadvise  the pre-read alone, cold, by method (the step uses `read`, 4 workers)
 
+--partial-preread (issue 27 item 6) measures only reloads of a serving server, with a balloon process
+(bench/balloon.py: anonymous memory, mlock'd where allowed, else every page touched) holding RAM so that the
+model does not fit in the page cache twice: MemAvailable less the reserve (--reserve, default kimik3's)
+keeps --cache-share of it. First
+--reference-draws whole pre-reads that fit (no balloon yet: the warm reference), then --runs rounds of three
+reloads in rotating order: no pre-read (cold), partial (the bytes planning/preread_step.partial_budget gives for
+the MemAvailable seen then: the first bytes of the files in order, read by the step's adapter) and full (the
+whole model read anyway, as before issue 27's rule skipped it). Printed: each mode's median downtime, its spread,
+its ratio to the cold median (per draw too), and kimik3's predicted partial downtime against the measured one.
+    bench/load.py --partial-preread --model DIR --native BINDIR --argv-file ARGV.json --runs 3 --json OUT.json
+
 The page cache is emptied with `echo 3 > /proc/sys/vm/drop_caches` when that works (checked with mincore),
 else per file with posix_fadvise(DONTNEED) (the dev VM ignores drop_caches; the table says which).
 
@@ -30,6 +41,7 @@ the server gets kimik3's fixed flags (--numa distribute, f16 K/V, --load-mode no
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
 import statistics
@@ -135,6 +147,249 @@ class Server:
         subprocess.run(["docker", "rm", "-f", name], capture_output=True)
 
 
+# --- issue 27: partial pre-read under a balloon ----------------------------------------------------------------
+
+MODES = ("none", "partial", "full")
+
+
+def meminfo() -> dict[str, int]:
+    values = {}
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        key, _, rest = line.partition(":")
+        values[key] = int(rest.split()[0]) * 1024
+    return values
+
+
+class NativeServer:
+    """llama-server started from a build folder (the GPU host has no Docker) with a fixed argv, kimik3's rendered
+    one (tools/gpu_proof/run-preread.sh writes it); the bench's native stand-in for `Server`."""
+
+    def __init__(self, bindir: Path, argv: list[str], timeout: float, logs: Path):
+        self.bindir, self.argv, self.timeout, self.logs = bindir, argv, timeout, logs
+        host = argv[argv.index("--host") + 1] if "--host" in argv else "127.0.0.1"
+        port = argv[argv.index("--port") + 1] if "--port" in argv else "8080"
+        self.url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}/health"
+        self.process: subprocess.Popen | None = None
+        self.count = 0
+
+    def start(self) -> float:
+        """Seconds from the exec to /health 200."""
+        self.count += 1
+        self.logs.mkdir(parents=True, exist_ok=True)
+        log = self.logs / f"server-{self.count:03d}.log"
+        start = time.perf_counter()
+        with open(log, "w") as out:
+            self.process = subprocess.Popen([str(self.bindir / "llama-server"), *self.argv], cwd=self.bindir,
+                                            stdout=out, stderr=subprocess.STDOUT,
+                                            env={**os.environ, "LD_LIBRARY_PATH": str(self.bindir)})
+        while time.perf_counter() - start < self.timeout:
+            try:
+                with urllib.request.urlopen(self.url, timeout=2) as r:
+                    if r.status == 200:
+                        return time.perf_counter() - start
+            except (urllib.error.URLError, OSError):
+                pass
+            if self.process.poll() is not None:
+                raise RuntimeError(f"llama-server exited {self.process.returncode} while loading:\n"
+                                   + log.read_text(errors="replace")[-3000:])
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"not healthy after {self.timeout} s ({log})")
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+class DockerServer:
+    """The bench's container, for the partial mode on a host with Docker (the CPU dev machine)."""
+
+    def __init__(self, server: Server):
+        self.server = server
+
+    def start(self) -> float:
+        return self.server.start()
+
+    def stop(self) -> None:
+        Server.remove()
+
+
+class Balloon:
+    """bench/balloon.py holding `size` bytes until closed."""
+
+    def __init__(self, size: int):
+        self.process = subprocess.Popen([sys.executable, str(ROOT / "bench" / "balloon.py"), str(size)],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        line = self.process.stdout.readline() if self.process.stdout else ""
+        if not line:
+            raise RuntimeError(f"the balloon of {size} bytes did not start (exit {self.process.wait()})")
+        self.facts = json.loads(line)
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.stdin.close()
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def resident(paths: list[str]) -> int:
+    return sum(page_cache.resident_bytes(p) for p in paths)
+
+
+def spread(values: list[float]) -> str:
+    return f"{min(values):.2f}-{max(values):.2f}" if values else "-"
+
+
+def partial_preread(args: argparse.Namespace, shards: list[Path]) -> None:
+    """Reload downtime, as a ratio of the cold one, for no, partial (kimik3's plan: what fits beside the reserve)
+    and full pre-read, with a balloon holding RAM so that the model does not fit twice; alternating draws."""
+    from kimik3_reconciler.planning.preread_step import partial_budget, reserve_bytes
+
+    paths = [str(p) for p in shards]
+    total = sum(p.stat().st_size for p in shards)
+    deadline = args.deadline or float("inf")
+    if args.native:
+        server = NativeServer(args.native, json.loads(args.argv_file.read_text()), args.timeout, args.logs)
+    else:
+        server = DockerServer(Server(args, shards))
+    draws: list[dict] = []
+    facts: dict = {"model_bytes": total, "files": len(shards), "native": bool(args.native)}
+    balloon: Balloon | None = None
+
+    def left() -> float:
+        return deadline - time.time()
+
+    def available() -> int:
+        return args.available if args.available else meminfo()["MemAvailable"]
+
+    def reload(mode: str, r: int) -> None:
+        """One draw: the cache emptied, the pre-read `mode` asks for while the old server serves, then the swap."""
+        how = empty_cache(shards)
+        row: dict = {"mode": mode, "round": r, "emptied_by": how, "mem_available": available()}
+        read = None if mode == "none" else total
+        if mode == "partial":
+            read = partial_budget(row["mem_available"], facts["reserve"], total)
+            row["planned"] = "none fits" if read is None else ("whole" if read >= total else "partial")
+            read = read if read is not None else 0
+        elif mode.startswith("full"):
+            row["planned"] = "whole (forced)"
+        if read:
+            started = time.perf_counter()
+            page_cache.preread(paths, args.workers, lambda n: None, limit=None if read >= total else read)
+            row["preread_s"] = round(time.perf_counter() - started, 3)
+        row["preread_bytes"] = read or 0
+        row["cached_before_swap"] = resident(paths)
+        if balloon is not None:  # the OOM killer's first pick is the largest process: a dead balloon voids the draw
+            row["balloon_alive"] = balloon.process.poll() is None
+        started = time.perf_counter()
+        server.stop()
+        row["load_s"] = round(server.start(), 3)
+        row["downtime_s"] = round(time.perf_counter() - started, 3)
+        row["cached_after_load"] = resident(paths)  # what the cache kept of the model through the load
+        row["at"] = time.strftime("%H:%M:%S")
+        draws.append(row)
+        print(json.dumps(row), flush=True)
+
+    try:
+        server.stop()
+        empty_cache(shards)
+        facts["first_cold_load_s"] = round(server.start(), 3)
+        meta = meminfo()
+        facts["mem_total"], facts["reserve_kimik3"] = meta["MemTotal"], reserve_bytes(meta["MemTotal"])
+        facts["reserve"] = int(args.reserve) if args.reserve is not None else facts["reserve_kimik3"]
+        # The reference for the plan's prediction: a whole pre-read that fits (no balloon yet), as this host's
+        # warm record would be made.
+        for r in range(args.reference_draws):
+            if left() < 120:
+                break
+            reload("full, fits (no balloon)", r)
+        empty_cache(shards)
+        avail = available()
+        size = args.balloon if args.balloon is not None else \
+            max(0, avail - facts["reserve"] - int(args.cache_share * total))
+        facts["mem_available_before_balloon"] = avail
+        balloon = Balloon(size)
+        facts["balloon"] = balloon.facts
+        facts["mem_available_with_balloon"] = available()
+        print(json.dumps(facts), flush=True)
+        per_round = 0.0
+        for r in range(args.runs):
+            started = time.time()
+            if left() < (1.2 * per_round if r else 60) + 20:
+                print(f"stopping after {r} round(s): {left():.0f} s left", flush=True)
+                break
+            for mode in MODES[r % 3:] + MODES[:r % 3]:  # rotated: no mode always first after the balloon settles
+                reload(mode, r)
+            per_round = time.time() - started
+    except Exception as exc:  # noqa: BLE001 - the draws so far are still reported (and written), then it fails
+        facts["error"] = f"{type(exc).__name__}: {str(exc)[-2000:]}"
+        print(f"stopped by an error: {facts['error']}", flush=True)
+    finally:
+        server.stop()
+        if balloon is not None:
+            balloon.close()
+    report_partial(args, facts, draws)
+    if "error" in facts:
+        raise SystemExit(1)
+
+
+def report_partial(args: argparse.Namespace, facts: dict, draws: list[dict]) -> None:
+    by: dict[str, list[dict]] = {}
+    for row in draws:
+        by.setdefault(row["mode"], []).append(row)
+    med = {mode: statistics.median(r["downtime_s"] for r in rows) for mode, rows in by.items()}
+    cold = med.get("none")
+    total = facts["model_bytes"]
+    balloon = facts.get("balloon", {})
+    print(f"model: {facts['files']} files, {total / (1 << 30):.2f} GiB; balloon {balloon.get('bytes', 0) / (1 << 30):.1f}"
+          f" GiB ({balloon.get('how')}, swap {balloon.get('swap_total', 0) >> 20} MiB); MemAvailable "
+          f"{facts.get('mem_available_with_balloon', 0) / (1 << 30):.1f} GiB with it, reserve "
+          f"{facts.get('reserve', 0) / (1 << 30):.1f} GiB (kimik3's for this host: "
+          f"{facts.get('reserve_kimik3', 0) / (1 << 30):.1f} GiB)")
+    dead = [r for r in draws if r.get("balloon_alive") is False]
+    if dead:
+        print(f"WARNING: the balloon was gone in {len(dead)} draw(s): those ran without the RAM it held")
+    print("| pre-read | draws | read GiB | cached at swap | downtime s (median) | spread | × cold (median) | × cold per draw |")
+    print("|---|---|---|---|---|---|---|---|")
+    summary = {}
+    for mode in ("none", "partial", "full", "full, fits (no balloon)"):
+        rows = by.get(mode)
+        if not rows:
+            continue
+        ratios = [r["downtime_s"] / cold for r in rows] if cold else []
+        cached = statistics.median(r["cached_before_swap"] for r in rows) / total
+        summary[mode] = {"n": len(rows), "downtime_s": med[mode], "ratio": round(med[mode] / cold, 3) if cold else None,
+                         "ratios": [round(x, 3) for x in ratios], "cached_share": round(cached, 3),
+                         "preread_gib": round(statistics.median(r["preread_bytes"] for r in rows) / (1 << 30), 2)}
+        print(f"| {mode} | {len(rows)} | {summary[mode]['preread_gib']} | {100 * cached:.0f} % | {med[mode]:.2f} | "
+              f"{spread([r['downtime_s'] for r in rows])} | {summary[mode]['ratio']} | "
+              f"{', '.join(f'{x:.2f}' for x in ratios)} |")
+    # kimik3's prediction for the partial draws (planning/health_step.predicted_partial_load_s) from this host's
+    # own cold and warm reloads (the records it would have), against the partial draws measured
+    warm = med.get("full, fits (no balloon)")
+    if cold and warm and "partial" in by:
+        share = statistics.median(r["preread_bytes"] for r in by["partial"]) / total
+        predicted = share * warm + (1 - share) * cold
+        summary["partial_predicted_s"] = round(predicted, 3)
+        summary["partial_measured_over_predicted"] = round(med["partial"] / predicted, 3)
+        print(f"partial: {100 * share:.0f} % pre-read; predicted downtime {predicted:.2f} s ({share:.2f} × warm "
+              f"{warm:.2f} s + {1 - share:.2f} × cold {cold:.2f} s), measured {med['partial']:.2f} s = "
+              f"{med['partial'] / predicted:.2f}× the prediction")
+    print("reload downtime / cold: " + ", ".join(f"{m} {s['ratio']}" for m, s in summary.items()
+                                                  if isinstance(s, dict)))
+    if args.json:
+        args.json.write_text(json.dumps({"facts": facts, "summary": summary, "draws": draws}, indent=1))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", type=Path, help="folder of the GGUF shards (default: a synthetic model)")
@@ -145,8 +400,30 @@ def main() -> None:
     parser.add_argument("--hybrid-args", default="", help="flags that put the experts on the CPU (GPU host)")
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=3600)
+    partial = parser.add_argument_group("--partial-preread (issue 27): reload downtime under a balloon")
+    partial.add_argument("--partial-preread", action="store_true",
+                         help="only the reloads: no, partial and full pre-read alternating, --runs rounds")
+    partial.add_argument("--native", type=Path, help="llama-server's build folder (no Docker: the GPU host)")
+    partial.add_argument("--argv-file", type=Path, help="JSON list: the server's argv after llama-server (--native)")
+    partial.add_argument("--cache-share", type=float, default=0.5,
+                         help="share of the model the page cache keeps beside the reserve once the balloon holds RAM")
+    partial.add_argument("--balloon", type=float, help="bytes the balloon holds (default: sized by --cache-share)")
+    partial.add_argument("--reserve", type=float,
+                         help="bytes kept free beside the cache (default: kimik3's reserve for this host, 10 %% of "
+                              "RAM); the partial budget and the balloon's size use it")
+    partial.add_argument("--available", type=int, default=0,
+                         help="MemAvailable as the plan sees it (a dry run's forced budget; default: /proc/meminfo)")
+    partial.add_argument("--reference-draws", type=int, default=1,
+                         help="whole pre-reads before the balloon (the warm reference of the prediction)")
+    partial.add_argument("--workers", type=int, default=4, help="pre-read readers (the step's default)")
+    partial.add_argument("--deadline", type=float, default=0, help="epoch seconds: no round is started past it")
+    partial.add_argument("--json", type=Path, help="write every draw and the summary here")
+    partial.add_argument("--logs", type=Path, default=Path("/tmp/bench-load-logs"), help="server logs (--native)")
     args = parser.parse_args()
     shards = sorted(args.model.glob("*.gguf")) if args.model else synthetic_model(args.gib)
+    if args.partial_preread:
+        partial_preread(args, shards)
+        return
     paths = [str(p) for p in shards]
     total = sum(p.stat().st_size for p in shards)
     server = Server(args, shards)

@@ -154,8 +154,9 @@ class HostPort(Protocol):
     def process_cgroup(self, pid: int) -> str: ...  # /proc/<pid>/cgroup as read ("" when gone or unreadable)
     def process_file(self, pid: int, name: str) -> str: ...  # /proc/<pid>/<name> (io) as read; "" if unreadable
     def preread(self, paths: list[str], workers: int, on_bytes: Callable[[int], None],
-                stop: threading.Event | None = None) -> None:
-        """Read every byte of `paths` into the page cache, `workers` chunks in parallel; `on_bytes(n)` per chunk
+                stop: threading.Event | None = None, limit_bytes: int | None = None) -> None:
+        """Read every byte of `paths` into the page cache (with `limit_bytes`: only their first that many bytes,
+        the files in the order given), `workers` chunks in parallel; `on_bytes(n)` per chunk
         (called from the reading threads). Once `stop` is set it returns early: no chunk is read after the ones
         the readers hold."""
         ...

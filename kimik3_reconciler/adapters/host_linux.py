@@ -33,10 +33,10 @@ class LinuxHost:
         return _read(f"/proc/{int(pid)}/{name}")
 
     def preread(self, paths: list[str], workers: int, on_bytes: Callable[[int], None],
-                stop: threading.Event | None = None) -> None:
+                stop: threading.Event | None = None, limit_bytes: int | None = None) -> None:
         from kimik3_reconciler.adapters import page_cache
 
-        page_cache.preread(paths, workers, on_bytes, stop=stop)
+        page_cache.preread(paths, workers, on_bytes, stop=stop, limit=limit_bytes)
 
     def resident_bytes(self, paths: list[str]) -> int:
         return sum((self.page_cache_bytes(p) or (0, 0))[0] for p in paths)

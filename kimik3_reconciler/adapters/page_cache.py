@@ -20,17 +20,26 @@ CHUNK = 16 << 20
 AHEAD_PER_WORKER = 2
 
 
-def _chunks(paths: Iterable[str]) -> Iterator[tuple[str, int, int]]:
+def _chunks(paths: Iterable[str], limit: int | None = None) -> Iterator[tuple[str, int, int]]:
+    """The files' chunks in order; with `limit`, only the first `limit` bytes of them all (a partial pre-read: the
+    files in the order the server opens them, the last one up to where the limit falls)."""
+    left = limit
     for path in paths:
         size = os.path.getsize(path)
         for offset in range(0, size, CHUNK):
-            yield path, offset, min(CHUNK, size - offset)
+            length = min(CHUNK, size - offset)
+            if left is not None:
+                if left <= 0:
+                    return
+                length = min(length, left)
+                left -= length
+            yield path, offset, length
 
 
 def preread(paths: list[str], workers: int, on_bytes: Callable[[int], None], method: str = "read",
-            stop: threading.Event | None = None) -> None:
-    """Bring every byte of `paths` into the page cache, `workers` chunks at a time; `on_bytes(n)` after each
-    chunk (from worker threads). Files are opened once each, shared by the workers (pread has no file offset).
+            stop: threading.Event | None = None, limit: int | None = None) -> None:
+    """Bring every byte of `paths` into the page cache (with `limit`: their first `limit` bytes, in order),
+    `workers` chunks at a time; `on_bytes(n)` after each chunk (from worker threads). Files are opened once each, shared by the workers (pread has no file offset).
     Returns early, the rest unread, once `stop` is set; a chunk that raises (`on_bytes` too) ends the read and
     is raised here. Either way at most `workers` chunks are read after it: queued chunks are not read."""
     fds = {path: os.open(path, os.O_RDONLY) for path in dict.fromkeys(paths)}
@@ -67,7 +76,7 @@ def preread(paths: list[str], workers: int, on_bytes: Callable[[int], None], met
             try:
                 # A bounded window, not every chunk queued up front: a pool's queue is run to its end at
                 # interpreter exit, which on an 800 GB model would be a full read before the process leaves.
-                for chunk in _chunks(fds):
+                for chunk in _chunks(fds, limit):
                     if stopped():
                         break
                     if len(pending) >= ahead:
@@ -81,7 +90,7 @@ def preread(paths: list[str], workers: int, on_bytes: Callable[[int], None], met
                 halt.set()
                 pool.shutdown(wait=True, cancel_futures=True)
                 raise
-        if method == "fadvise" and not stopped():
+        if method == "fadvise" and not stopped() and limit is None:
             _await_resident(list(fds))
     finally:
         for fd in fds.values():

@@ -5,14 +5,6 @@ a plan first needs it. Adding an engine adds one entry here and one folder under
 
 from __future__ import annotations
 
-DEFAULT_ENGINE = "llamacpp"
-
-ENGINES: dict[str, str] = {
-    "llamacpp": "kimik3_reconciler.engines.llamacpp",
-    "vllm": "kimik3_reconciler.engines.vllm",
-    "sglang": "kimik3_reconciler.engines.sglang",
-}
-
 # Names people give that kimik3 deliberately does not deploy, with why and what to write instead (the schema refuses
 # them with this text; `kimik3 routes` shows it).
 NOT_ENGINES: dict[str, str] = {
@@ -23,6 +15,14 @@ NOT_ENGINES: dict[str, str] = {
               "--n-cpu-moe/--override-tensor control, which the hybrid expert split needs (seed 000); serve the "
               "same quant with engine: llamacpp (model.repo unsloth/Kimi-K3-GGUF, model.quant as in "
               "hf.co/unsloth/Kimi-K3-GGUF:<quant>)",
+}
+
+DEFAULT_ENGINE = "llamacpp"
+
+ENGINES: dict[str, str] = {
+    "llamacpp": "kimik3_reconciler.engines.llamacpp",
+    "vllm": "kimik3_reconciler.engines.vllm",
+    "sglang": "kimik3_reconciler.engines.sglang",
 }
 
 # The sections and fields only one kind of engine reads (model/profile_rules/engines.py refuses them, written, for

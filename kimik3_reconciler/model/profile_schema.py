@@ -17,7 +17,7 @@ from pydantic_core import PydanticCustomError
 
 from kimik3_reconciler.model import catalog
 from kimik3_reconciler.model.builtin_patches import BUILTIN_PATCH_NAMES
-from kimik3_reconciler.model.engine_names import DEFAULT_ENGINE, ENGINE_SECTIONS, ENGINES, LLAMACPP_ONLY, NOT_ENGINES
+from kimik3_reconciler.model.engine_names import DEFAULT_ENGINE, ENGINE_SECTIONS, ENGINES, LLAMACPP_ONLY
 
 SHA40 = r"[0-9a-f]{40}"
 GPU_UUID = r"GPU-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
@@ -40,6 +40,8 @@ CpuFeature = Literal["avx512", "avx512_vbmi", "avx512_vnni", "avx512_bf16", "amx
 
 
 def _not_an_engine(value: Any) -> Any:
+    from kimik3_reconciler.model.engine_names import NOT_ENGINES
+
     if isinstance(value, str) and value in NOT_ENGINES:
         # rule: engine-not-offered
         # A name people use for a route kimik3 deliberately does not deploy: say why and what to write instead, not

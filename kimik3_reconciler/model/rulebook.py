@@ -139,8 +139,10 @@ RULES: tuple[Rule, ...] = (
          seed="seed 000 step 5 (numa_balancing=0 and --load-mode none, both required, not optional — skipping "
               "either measured as a 20+-minute single-request stall)"),
     Rule("preread-fits-ram", "refuse", "a swap of a serving container pre-reads the model into the page cache "
-         "first only when the model's bytes + a reserve (10 % of RAM, at least 2 GiB) fit MemAvailable (the running "
-         "server's RSS is already outside it, and the new one takes it again); an image build pre-reads it while it "
+         "first when the model's bytes + a reserve (10 % of RAM, at least 2 GiB) fit MemAvailable (the running "
+         "server's RSS is already outside it, and the new one takes it again); when they do not, only the first "
+         "MemAvailable − reserve bytes of the files in order (at least 1 GiB, else none), the downtime predicted from "
+         "that part at the warm rate and the rest at the cold one (issue 27); an image build pre-reads it while it "
          "compiles only when the compile's share (per core) also fits, or, with no server serving, the new server's "
          "host share (placement forecast, else the whole model) if larger; never with serve.load_mode dio",
          "a pre-read larger than free memory evicts its first shards before the load reaches them: the load reads "
@@ -149,7 +151,9 @@ RULES: tuple[Rule, ...] = (
          ("cases/plan/93-preread-before-swap.yaml", "cases/plan/94-preread-ram-short.yaml",
           "cases/plan/95-preread-not-with-dio.yaml", "cases/plan/103-preread-during-build.yaml",
           "cases/plan/104-preread-build-ram-short.yaml", "cases/plan/105-preread-first-deploy-during-build.yaml",
-          "cases/plan/106-preread-build-not-with-dio.yaml", "integration/test_load_docker.py"),
+          "cases/plan/106-preread-build-not-with-dio.yaml", "cases/plan/127-preread-partial-seed-host.yaml",
+          "cases/plan/128-preread-no-room.yaml", "cases/plan/129-preread-partial-after-build.yaml",
+          "integration/test_load_docker.py", "integration/test_partial_preread_docker.py"),
          seed="seed 000 step 5 (a ~15min+ cold load of the real ~861 GB model, paid again by every replacement); "
               "issue 15 (reloads that hide the read)"),
     Rule("kv-types-equal", "force", "K and V cache types are equal (f16/f16)",

@@ -299,6 +299,9 @@ class HealthWait(Payload):
     model_bytes: int = 0  # recorded with the measured load time: the next plan predicts downtime from it
     warm: bool = False  # a pre-read planned before the launch: the load reads the page cache (recorded as warm)
     unit: str | None = None  # the profile's systemd unit, stopped with a failed launch (Restart=on-failure loops)
+    # Bytes a partial pre-read leaves in the cache (issue 27): such a load is neither warm nor cold, and its rate is
+    # recorded as neither (it would make the next plan's cold or warm prediction wrong). None: no partial pre-read.
+    partial_bytes: int | None = None
 
 
 # --- RPC workers (other hosts, each reached through its own Docker) --------------------------------
@@ -370,6 +373,9 @@ class PagecachePreread(Payload):
     total_bytes: int
     workers: int = 4  # parallel readers (bench/load.py measured 1-8: docs/operations.md)
     sizes: tuple[int, ...] = ()  # each file's bytes, as listed (the progress total); () in plans saved before
+    # A partial pre-read (issue 27): only the first this many bytes, the files in the order the server opens them
+    # (the last one up to where the limit falls): what the page cache keeps beside the running server. None: all.
+    limit_bytes: int | None = None
 
 
 # --- systemd -------------------------------------------------------------------------------------

@@ -176,9 +176,16 @@ def order_edits(saved: tuple[Step, ...], now: tuple[Step, ...]) -> list[str]:
 
 def _health_identity(wait: HealthWait) -> HealthWait:
     # What a health wait acts on (the container it watches, stops or starts, the URL, the unit it stops after a
-    # failed load, the bytes its load rate is recorded for). Its timeout follows the measured load rate and `warm`
-    # the pre-read decision: both move on their own, and the saved values run.
-    return replace(wait, timeout_s=0.0, warm=False)
+    # failed load, the bytes its load rate is recorded for). Its timeout follows the measured load rate, `warm` and
+    # `partial_bytes` the pre-read decision: they move on their own, and the saved values run.
+    return replace(wait, timeout_s=0.0, warm=False, partial_bytes=None)
+
+
+def _preread_edited(preread: PagecachePreread, reads: PagecachePreread) -> bool:
+    # A partial pre-read's limit follows MemAvailable (it moves on its own, the saved one runs); the files are
+    # the model's, and a limit can only cut them: one outside (0, the model's bytes] was written by hand.
+    limit = preread.limit_bytes
+    return replace(preread, limit_bytes=None) != reads or (limit is not None and not 0 < limit <= reads.total_bytes)
 
 
 def payload_edits(saved: tuple[Step, ...], now: tuple[Step, ...], observed: Observed) -> list[str]:
@@ -194,7 +201,7 @@ def payload_edits(saved: tuple[Step, ...], now: tuple[Step, ...], observed: Obse
             moves.append(f"{where}: its health wait differs from the one planned now (container, URL, unit or "
                          "model bytes; was the plan file edited?)")
         preread = spec.preread if isinstance(spec, ImageBuild) else spec if isinstance(spec, PagecachePreread) else None
-        if preread is not None and preread != reads:
+        if preread is not None and _preread_edited(preread, reads):
             moves.append(f"{where}: its pre-read differs from the model's files now (was the plan file edited?)")
     return sorted(moves)
 

@@ -42,6 +42,29 @@ def preread_planned(planned: tuple[Step, ...]) -> bool:
     return any(s.changes and isinstance(s.spec, PagecachePreread) for s in planned)
 
 
+def partial_preread(planned: tuple[Step, ...]) -> int | None:
+    """Bytes a partial pre-read step leaves in the page cache before the launch; None when none is planned."""
+    return next((s.spec.limit_bytes for s in planned if s.changes and isinstance(s.spec, PagecachePreread)
+                 and s.spec.limit_bytes is not None), None)
+
+
+def predicted_partial_load_s(observed: Observed, cached_bytes: int, mode: str = "hybrid",
+                             parallel_read: bool = False) -> tuple[float, str]:
+    """Seconds to load when the page cache holds only `cached_bytes` of the model (a partial pre-read): those
+    at the warm load's speed, the rest at the cold one's (each from this host's records, else as
+    predicted_load_s says)."""
+    size = observed.model.total_bytes
+    cached = min(max(cached_bytes, 0), size)
+    share = cached / size if size else 1.0
+    warm_s, _ = predicted_load_s(observed, True, mode, parallel_read)
+    cold_s, _ = predicted_load_s(observed, False, mode, parallel_read)
+    warm_source = "measured here" if observed.warm_load_rate else "issue 15's warm/cold ratio"
+    cold_source = "measured here" if observed.load_rate else "seed 000's rate"
+    seconds = share * warm_s + (1 - share) * cold_s
+    return seconds, (f"partial pre-read: {gib(cached)} from the page cache at the warm rate ({warm_source}) + "
+                     f"{gib(size - cached)} from disk at the cold rate ({cold_source})")
+
+
 def load_timeout(total_bytes: int, startup_s: float = _STARTUP_S) -> float:
     """The health wait's limit: the engine's startup allowance plus the bytes at a quarter of seed 000's rate."""
     return startup_s + total_bytes / _LOAD_BYTES_PER_S
@@ -70,14 +93,18 @@ def predicted_load_s(observed: Observed, warm: bool = False, mode: str = "hybrid
 def plan_health(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
     launch, ready = desired.launch, desired.engine.readiness
     profile = desired.profile
-    warm = preread_planned(planned)
+    warm, partial = preread_planned(planned), partial_preread(planned)
     wait = HealthWait(container=launch.spec.name, url=launch.health_url,
                       timeout_s=load_timeout(observed.model.total_bytes, ready.startup_s), model_bytes=observed.model.total_bytes,
                       warm=warm,
-                      unit=f"{profile.unit_name}.service" if profile.systemd is not None else None)
+                      unit=f"{profile.unit_name}.service" if profile.systemd is not None else None,
+                      partial_bytes=partial)
     target = launch.health_url
     if container_changes(planned):
-        seconds, how = predicted_load_s(observed, warm, launch.mode.mode, reads_in_parallel(profile))
+        if partial is not None:
+            seconds, how = predicted_partial_load_s(observed, partial, launch.mode.mode, reads_in_parallel(profile))
+        else:
+            seconds, how = predicted_load_s(observed, warm, launch.mode.mode, reads_in_parallel(profile))
         return (Step("health", target, Action.READ, f"wait for the model to load ({ready.path} 200)", spec=wait,
                      cost=f"predicted downtime ~{duration(seconds)} ({how}); gives up after {duration(wait.timeout_s)}"),)
     container = observed.container

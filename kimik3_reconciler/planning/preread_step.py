@@ -22,6 +22,7 @@ from kimik3_reconciler.model.specs import (
 )
 from kimik3_reconciler.planning.container_step import container_alone, container_changes
 from kimik3_reconciler.planning.desired import Desired, changes
+from kimik3_reconciler.planning.health_step import predicted_load_s, predicted_partial_load_s, reads_in_parallel
 from kimik3_reconciler.planning.humanize import duration, gib
 from kimik3_reconciler.planning.launch import repo_dir
 from kimik3_reconciler.planning.placement import forecast
@@ -32,6 +33,12 @@ RESERVE_FRACTION = 0.10
 RESERVE_MIN = 2 << 30
 # bench/load.py on the dev machine: 4 parallel 16 MiB readers ~1.0-1.2 GiB/s cold; a plan estimate only.
 PREREAD_BYTES_PER_S = 1 << 30
+# A partial pre-read (issue 27) ends on a page boundary. It is planned only when at least a tenth of the model (or
+# 1 GiB, whichever is less) fits: less would shorten the load by a few per cent at most (the warm part still costs
+# ~0.3x of its cold time), not worth a step that competes with the serving process for memory.
+PAGE = 4096
+PARTIAL_MIN_BYTES = 1 << 30
+PARTIAL_MIN_SHARE = 0.10
 # Peak memory of the compile per job while the image builds (Dockerfile.llamacpp: `cmake --build -j$(nproc)`, one
 # job per logical CPU, twice the cores on an SMT host): nvcc on llama.cpp's CUDA template instances, g++ on its
 # CPU kernels. An estimate: a wrong one only lets the
@@ -56,10 +63,44 @@ def launch_follows(desired: Desired, observed: Observed) -> bool:
             and container_changes(container_alone(desired, observed)))
 
 
-def preread_spec(observed: Observed) -> PagecachePreread:
-    """Read every file of the quant, with the sizes the listing gave (the progress counts them)."""
+def preread_spec(observed: Observed, limit_bytes: int | None = None) -> PagecachePreread:
+    """Read every file of the quant (with `limit_bytes`: its first that many bytes, files in order), with the
+    sizes the listing gave (the progress counts them)."""
     return PagecachePreread(files=model_paths(observed), total_bytes=observed.model.total_bytes,
-                            sizes=tuple(f.size for f in observed.model.files))
+                            sizes=tuple(f.size for f in observed.model.files), limit_bytes=limit_bytes)
+
+
+def partial_floor(size: int) -> int:
+    """The least a partial pre-read is planned for."""
+    return min(PARTIAL_MIN_BYTES, int(size * PARTIAL_MIN_SHARE))
+
+
+def partial_budget(available: int | None, reserve: int, size: int) -> int | None:
+    """Bytes of the model the page cache keeps beside the running server (MemAvailable less the reserve), in whole
+    pages; None when the whole model fits (no need to cut) or too little room is left to matter."""
+    room = (available or 0) - reserve
+    if room >= size:
+        return None
+    room -= room % PAGE
+    return room if room >= max(PAGE, partial_floor(size)) else None
+
+
+def prefix_text(observed: Observed, limit: int) -> str:
+    """Which files a pre-read of the first `limit` bytes covers: the whole of the first ones, part of one."""
+    names = [PurePosixPath(f.path).name for f in observed.model.files]
+    left, whole, cut = limit, [], ""
+    for name, f in zip(names, observed.model.files, strict=True):
+        if left >= f.size:
+            whole.append(name)
+            left -= f.size
+            continue
+        if left > 0:
+            cut = f"{name} up to {gib(left)} of {gib(f.size)}"
+        break
+    rest = len(names) - len(whole) - (1 if cut else 0)
+    parts = [f"{len(whole)} file(s) whole ({whole[0]}{'…' + whole[-1] if len(whole) > 1 else ''})" if whole else "",
+             cut, f"{rest} file(s) not at all" if rest else ""]
+    return ", ".join(p for p in parts if p)
 
 
 def _stopped_for_gate(observed: Observed, planned: tuple[Step, ...]) -> bool:
@@ -186,11 +227,36 @@ def plan_preread(desired: Desired, observed: Observed, planned: tuple[Step, ...]
         # rule: preread-fits-ram
         # Reading more than MemAvailable evicts the first shards before the load reaches them (or pushes the
         # serving process to swap): the load would read the disk anyway, after a read that only cost time.
-        return (Step("preread", target, Action.NOOP, f"cannot pre-read: {gib(size)} of model files + "
-                     f"{gib(reserve)} reserve > MemAvailable {gib(host.ram_available)}{held}; the swap's load reads "
-                     "the disk (cold)", spec=spec),)
+        need = (f"{gib(size)} of model files + {gib(reserve)} reserve > MemAvailable "
+                f"{gib(host.ram_available)}{held}")
+        budget = partial_budget(host.ram_available, reserve, size)
+        if budget is None:
+            return (Step("preread", target, Action.NOOP, f"cannot pre-read: {need}; less than "
+                         f"{gib(partial_floor(size))} would fit beside the reserve: the swap's load reads the disk "
+                         "(cold)", spec=spec),)
+        after = f"; not during the image build: {overlap.reason}" if overlap is not None else ""
+        return (partial_step(desired, observed, target, name, budget, need + after),)
     after_build = f"; not during the image build: {overlap.reason}" if overlap is not None else ""
     return (Step("preread", target, Action.READ, f"pre-read {gib(size)} into the page cache while "
                  f"{name} still serves (MemAvailable {gib(host.ram_available)} ≥ {gib(size)} + {gib(reserve)} "
                  f"reserve{held}){after_build}", spec=spec,
                  cost=f"~{duration(size / PREREAD_BYTES_PER_S)} of reading before the swap, no downtime"),)
+
+
+def partial_step(desired: Desired, observed: Observed, target: str, name: str, budget: int, why: str) -> Step:
+    """Pre-read what fits (issue 27): the first `budget` bytes of the files in order, the start of the model the
+    new server reads first (llama.cpp opens the shards in order and reads each buffer's tensors in file order), so
+    the cached part is consumed before the load's own disk reads of the rest fill the cache and evict it."""
+    size, mode = observed.model.total_bytes, desired.launch.mode.mode
+    parallel = reads_in_parallel(desired.profile)
+    seconds, how = predicted_partial_load_s(observed, budget, mode, parallel)
+    cold_s, _ = predicted_load_s(observed, False, mode, parallel)
+    warm_s, _ = predicted_load_s(observed, True, mode, parallel)
+    return Step("preread", target, Action.READ,
+                f"pre-read part of the model: {why}, so only the first {gib(budget)} of {gib(size)} "
+                f"({100 * budget / size:.0f} %: {prefix_text(observed, budget)}) into the page cache while {name} "
+                f"still serves; the other {gib(size - budget)} the swap's load reads from disk",
+                spec=preread_spec(observed, budget),
+                cost=f"~{duration(budget / PREREAD_BYTES_PER_S)} of reading before the swap; predicted downtime "
+                     f"~{duration(seconds)} ({how}), against ~{duration(cold_s)} cold and ~{duration(warm_s)} with "
+                     "the whole model pre-read")

@@ -146,8 +146,14 @@ def wait_until_healthy(wait: HealthWait, ports: Ports, reporter: Reporter) -> No
                 # The next plan predicts reload downtime from what this host really did (a resumed wait is not
                 # that), cold and warm (after a pre-read) apart.
                 # Statistics: a full state dir warns here, it does not fail a load that succeeded (issue 30).
-                write_statistic(ports.state, WARM_LOAD_RATE_KEY if warm else LOAD_RATE_KEY,
-                                {"bytes": wait.model_bytes, "seconds": elapsed}, reporter)
+                if wait.partial_bytes is None:
+                    write_statistic(ports.state, WARM_LOAD_RATE_KEY if warm else LOAD_RATE_KEY,
+                                    {"bytes": wait.model_bytes, "seconds": elapsed}, reporter)
+                else:
+                    # Part from the cache, part from disk: neither rate; the next plan's partial prediction is
+                    # made of the two records as they stand.
+                    reporter.event("load-rate-kept", why=f"a partial pre-read ({wait.partial_bytes / (1 << 30):.1f} "
+                                   "GiB cached) made this load neither cold nor warm: the load rates are not updated")
                 # The exporter's load seconds/bytes of this container's last load (issue 17).
                 labels = ((inspect or {}).get("Config") or {}).get("Labels") or {}
                 write_statistic(ports.state, load_key(wait.container), {

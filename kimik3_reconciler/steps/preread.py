@@ -37,19 +37,39 @@ def _sizes(spec: PagecachePreread, cached: dict[str, tuple[int, int] | None]) ->
     return {path: found[1] if found is not None else mean for path, found in cached.items()}
 
 
+def prefix(files: list[str], sizes: dict[str, int], limit: int | None) -> dict[str, int]:
+    """The bytes of each file a pre-read of the first `limit` bytes (files in order) reads: the whole of the
+    leading files, part of the one where the limit falls, none of the rest (left out). None: every byte."""
+    if limit is None:
+        return {path: sizes[path] for path in files}
+    left, wanted = limit, {}
+    for path in files:
+        if left <= 0:
+            break
+        wanted[path] = min(sizes[path], left)
+        left -= wanted[path]
+    return wanted
+
+
 def preread_model(spec: PagecachePreread, ports: Ports, reporter: Reporter,
                   stop: threading.Event | None = None) -> None:
     files = list(spec.files)
     cached = {path: ports.host.page_cache_bytes(path) for path in files}  # (bytes cached, size); None: unknown
-    wanted = [path for path, found in cached.items() if found is None or found[0] < RESIDENT_SHARE * found[1]]
+    sizes = _sizes(spec, cached)
+    span = prefix(files, sizes, spec.limit_bytes)  # bytes of each file this pre-read covers
+    goal = sum(span.values())
+    # mincore counts a file's cached pages wherever they are: for the partial file, its count against the bytes
+    # of it the prefix covers (a cache that holds other pages of it overstates; the load reads those anyway).
+    wanted = [path for path, part in span.items()
+              if cached[path] is None or cached[path][0] < RESIDENT_SHARE * min(part, cached[path][1])]
+    partial = {} if spec.limit_bytes is None else {"limit_gib": _gib(goal), "of_gib": _gib(spec.total_bytes)}
     if not wanted:
-        held = sum(c[0] for c in cached.values() if c)
-        reporter.event("pre-read", files=len(files), gib=_gib(spec.total_bytes), read_files=0, seconds=0.0,
-                       resident=f"{100 * held / spec.total_bytes if spec.total_bytes else 100.0:.1f} %",
+        held = sum(min(c[0], span[p]) for p, c in cached.items() if c and p in span)
+        reporter.event("pre-read", files=len(span), gib=_gib(goal), read_files=0, seconds=0.0,
+                       resident=f"{100 * held / goal if goal else 100.0:.1f} %", **partial,
                        why="already resident: the page cache holds every file, nothing to read")
         return
-    sizes = _sizes(spec, cached)
-    todo = spec.total_bytes if len(wanted) == len(files) else sum(sizes[p] for p in wanted)
+    todo = goal if len(wanted) == len(span) else sum(span[p] for p in wanted)
     started = ports.clock.monotonic()
     lock, done = threading.Lock(), [0]
     task = f"pre-read {len(wanted)} model files"
@@ -62,20 +82,25 @@ def preread_model(spec: PagecachePreread, ports: Ports, reporter: Reporter,
             elapsed = max(ports.clock.monotonic() - started, 1e-6)
             reporter.progress(task, done[0], todo, rate_bps=int(done[0] / elapsed))
 
-    ports.host.preread(wanted, spec.workers, on_bytes, stop)
+    if spec.limit_bytes is None:
+        ports.host.preread(wanted, spec.workers, on_bytes, stop)
+    else:
+        # The files before the last one the prefix reaches are whole; only that one is cut: the limit, counted
+        # over the files still wanted (the resident ones are skipped, their bytes not counted).
+        ports.host.preread(wanted, spec.workers, on_bytes, stop, limit_bytes=todo)
     if stop is not None and stop.is_set():
         raise PrereadStopped  # the adapter returned early: the rest is unread
     seconds = ports.clock.monotonic() - started
-    resident = ports.host.resident_bytes(files)
-    share = resident / spec.total_bytes if spec.total_bytes else 1.0
-    reporter.event("pre-read", files=len(files), gib=_gib(spec.total_bytes), read_files=len(wanted),
+    resident = min(ports.host.resident_bytes(list(span)), goal)
+    share = resident / goal if goal else 1.0
+    reporter.event("pre-read", files=len(span), gib=_gib(goal), read_files=len(wanted),
                    read_gib=_gib(todo), seconds=round(seconds, 2),
                    gib_per_s=round(todo / GIB / seconds, 2) if seconds > 0 else None,
-                   resident=f"{100 * share:.1f} %", workers=spec.workers)
+                   resident=f"{100 * share:.1f} %", workers=spec.workers, **partial)
     if share < 0.9:
         # Memory ran short after the plan looked (another process grew): the load reads the rest from disk.
         reporter.event("pre-read-short", resident=f"{100 * share:.1f} %",
-                       why="the page cache kept less than 90 % of the model: the launch's load is partly cold")
+                       why="the page cache kept less than 90 % of what was pre-read: the launch's load is partly cold")
 
 
 @contextmanager

@@ -313,8 +313,8 @@ def test_the_adapter_stops_before_reading_once_stop_is_set(tmp_path: Path, monke
     reads, drawn, stop = SlowReads(monkeypatch, 0.001), [0], threading.Event()
     chunks = page_cache._chunks
 
-    def counted(paths):
-        for chunk in chunks(paths):
+    def counted(paths, limit=None):
+        for chunk in chunks(paths, limit):
             drawn[0] += 1
             yield chunk
 

@@ -22,6 +22,7 @@ class FakeHost:
         self.proc: dict[tuple[int, str], str] = {}  # (pid, "io" | "status") -> the /proc file's text
         self.cached: set[str] = set()  # paths the fake page cache holds (pre-read)
         self.preread_calls: list[tuple[list[str], int]] = []
+        self.preread_limits: list[int | None] = []  # each call's limit_bytes (None: every byte)
         self.rss: dict[int, int] = {}  # pid -> VmRSS bytes
         self.page_cache: dict[str, tuple[int, int]] = {}  # path -> (cached bytes, size)
         self.foreign_addresses: set[str] = set()  # IP literals this fake host cannot bind (not its own)
@@ -84,14 +85,29 @@ class FakeHost:
     def process_file(self, pid: int, name: str) -> str:
         return self.proc.get((pid, name), "")
 
-    def preread(self, paths: list[str], workers: int, on_bytes: Callable[[int], None], stop=None) -> None:
+    def preread(self, paths: list[str], workers: int, on_bytes: Callable[[int], None], stop=None,
+                limit_bytes: int | None = None) -> None:
+        """Every file cached whole; with `limit_bytes`, the files in order up to the limit (the last one in part,
+        as `page_cache` then says)."""
         self.preread_calls.append((list(paths), workers))
+        self.preread_limits.append(limit_bytes)
+        left = limit_bytes
         for path in paths:
+            size = Path(path).stat().st_size if Path(path).exists() else 0
+            if left is not None:
+                if left <= 0:
+                    break
+                if size > left:
+                    self.page_cache[path] = (left, size)
+                    on_bytes(left)
+                    break
+                left -= size
             self.cached.add(path)
-            on_bytes(Path(path).stat().st_size if Path(path).exists() else 0)
+            on_bytes(size)
 
     def resident_bytes(self, paths: list[str]) -> int:
-        return sum(Path(p).stat().st_size for p in paths if p in self.cached and Path(p).exists())
+        return sum(self.page_cache[p][0] if p in self.page_cache else Path(p).stat().st_size
+                   for p in paths if (p in self.cached or p in self.page_cache) and Path(p).exists())
 
     def file_digest(self, path: str, algorithm: str, prefix: bytes = b"") -> str:
         """The real digest of the real file (the fakes' caches are real folders), its bytes counted in `hashed`."""
