@@ -93,6 +93,7 @@ class HostNeeds(NamedTuple):
     source: str
     kinds_override: str
     memory_share: float = 1.0  # the share of each GPU's memory the engine takes (vLLM: gpu_memory_utilization)
+    gpus_field: str = "vllm.tensor_parallel_size"  # the profile field that sets `gpus` (SGLang: sglang.tp_size)
 
 
 @runtime_checkable

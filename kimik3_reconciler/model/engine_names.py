@@ -22,6 +22,7 @@ DEFAULT_ENGINE = "llamacpp"
 ENGINES: dict[str, str] = {
     "llamacpp": "kimik3_reconciler.engines.llamacpp",
     "vllm": "kimik3_reconciler.engines.vllm",
+    "sglang": "kimik3_reconciler.engines.sglang",
 }
 
 # The sections and fields only one kind of engine reads (model/profile_rules/engines.py refuses them, written, for

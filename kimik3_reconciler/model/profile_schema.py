@@ -583,6 +583,7 @@ class VllmSpec(BaseModel):
 
 def _refuse_placeholder(value: Any) -> Any:
     if isinstance(value, str):
+        # rule: sglang-memory-ratio
         # Seed 001 writes `--mamba-full-memory-ratio <value-from-official-calculator>`: copied as is, SGLang refuses
         # it at launch, after the checkpoint download.
         raise refuse("must be a number from SGLang's Kimi-K3 cookbook calculator (it depends on the average input "
@@ -603,6 +604,8 @@ class SglangSpec(BaseModel):
         description="--mamba-full-memory-ratio: required, from SGLang's cookbook calculator for your workload")
     tool_call_parser: Optional[ParserName] = Field("kimi_k3", description="--tool-call-parser; null: none")
     reasoning_parser: Optional[ParserName] = Field("kimi_k3", description="--reasoning-parser; null: none")
+    any_gpu: bool = Field(False, description="true: run the profile on GPUs other than the cookbook's B300 (the "
+                                             "host gate refuses them otherwise; seed 001: do not copy this topology)")
 
 
 def _engine_schema() -> list[dict[str, Any]]:

@@ -566,6 +566,7 @@ RULES: tuple[Rule, ...] = (
 )
 
 # Issue 25: the engines kimik3 does not deploy, and SGLang's (engines/sglang/; seed 001's TP8/DCP8 cookbook profile).
+_SGLANG_SEED = "seed 001 (the SGLang cookbook's verified 8x B300 TP8/DCP8 profile)"
 RULES += (
     Rule("engine-not-offered", "refuse", "engine: ollama is refused, saying why and what to write instead (engine: "
          "llamacpp with the same quant)",
@@ -574,6 +575,27 @@ RULES += (
          ("kimik3_reconciler.model.profile_schema",), ("cases/profile/engine_ollama_refused.yaml",),
          seed="seed 001 (\"Ollama is a convenience layer for the same GGUF path\"; it does not change memory needs); "
               "seed 000 (the hybrid split is --n-cpu-moe/--override-tensor)"),
+    Rule("sglang-memory-ratio", "refuse", "engine: sglang needs sglang.mamba_full_memory_ratio, a number; a missing "
+         "section or value, or seed 001's placeholder text, is refused naming the field",
+         "the ratio depends on the workload's average input + output length (the cookbook's calculator): no default "
+         "is right, and a placeholder copied from the guide fails at launch, after a multi-terabyte download",
+         _rules("sglang") + ("kimik3_reconciler.model.profile_schema",),
+         ("cases/profile/sglang_section_missing.yaml", "cases/profile/sglang_ratio_placeholder.yaml",
+          "cases/profile/sglang_ratio_missing.yaml"),
+         seed=_SGLANG_SEED + ": \"--mamba-full-memory-ratio <value-from-official-calculator>\" ... "
+              "\"arbeidsbelastningsavhengig\" (workload-dependent)"),
+    Rule("sglang-owned-flags", "refuse", "serve.extra_args and serve.env never give an SGLang option kimik3 renders "
+         "(--model-path, --port, --tp-size, --mamba-full-memory-ratio, --config, ...), and serve.api_key_file is "
+         "refused for engine sglang",
+         "argparse takes the last copy of a flag: the running server would not be the profile's; SGLang takes its API "
+         "key only as --api-key on the command line, where docker inspect and ps show it",
+         _rules("sglang"), ("cases/profile/sglang_owned_flags.yaml", "cases/profile/sglang_api_key_file.yaml"),
+         seed=_SGLANG_SEED + "; the secrets rule (never in argv)"),
+    Rule("sglang-topology", "refuse", "sglang.tp_size is at most the GPUs the profile lists and sglang.dcp_size "
+         "divides it; engine sglang needs GPUs (gpus: none refused)",
+         "one rank per GPU; SGLang asserts tp % dcp == 0 at start; its CPU path is a source build kimik3 does not "
+         "make", _rules("sglang"), ("cases/profile/sglang_topology.yaml", "cases/profile/sglang_no_gpus.yaml"),
+         seed=_SGLANG_SEED),
 )
 
 _RPC_SEED = ("not in the seeds: issue 18 (Beyond one host) and the pinned llama.cpp's tools/rpc/README.md: \"Never run the RPC server "

@@ -29,6 +29,7 @@ from kimik3_reconciler.planning.host_compat import (
 )
 from kimik3_reconciler.planning.memory_gate import context_refusals, draft_room_refusals, memory_findings
 from kimik3_reconciler.planning.model_step import disk_refusal
+from kimik3_reconciler.planning.routes import is_kind
 from kimik3_reconciler.planning.vram_fit import derive_mode, margin_refusal, requested_gpus
 
 MIB = 1 << 20
@@ -331,10 +332,10 @@ def checkpoint_findings(profile: Profile, observed: Observed, needs: HostNeeds,
     if len(gpus) < needs.gpus:
         # rule: engine-host-needs
         # One tensor-parallel rank per GPU: fewer GPUs than ranks never start.
-        refusals.append(FieldRefusal(("vllm", "tensor_parallel_size"), f"engine {profile.engine} runs "
+        refusals.append(FieldRefusal(tuple(needs.gpus_field.split(".")), f"engine {profile.engine} runs "
                                      f"{needs.gpus} tensor-parallel ranks, one per GPU, but the profile gets "
                                      f"{len(gpus)} GPU(s) here ({needs.source})"))
-    others = [g for g in gpus if needs.gpu_kinds and not any(kind in g.name for kind in needs.gpu_kinds)]
+    others = [g for g in gpus if needs.gpu_kinds and not is_kind(g.name, needs.gpu_kinds)]
     if others:
         # rule: engine-host-needs
         # The recipe was written and measured for these GPUs; elsewhere it is the operator's explicit choice.

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.profile_rules import (
-    build, drafts, listeners, no_secrets, paths, quants, server_args, serving, vllm, workers,
+    build, drafts, listeners, no_secrets, paths, quants, server_args, serving, sglang, vllm, workers,
 )
 from kimik3_reconciler.model.profile_rules.finding import Finding
 
@@ -31,4 +31,5 @@ GENERIC: tuple[Rule, ...] = (
 BY_ENGINE: dict[str, tuple[Rule, ...]] = {
     "llamacpp": RULES,
     "vllm": (*GENERIC, vllm.owned_args, vllm.api_key, vllm.tensor_parallel),
+    "sglang": (*GENERIC, sglang.section, sglang.owned_args, sglang.topology),
 }
