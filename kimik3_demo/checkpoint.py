@@ -8,7 +8,8 @@ Shape: LlamaForCausalLM, hidden 256, 4 heads of head_dim 64 (vLLM's CPU attentio
 shared/TESTING.md §10), 2 KV heads, 2 layers, intermediate 512, bf16, ~2.6 MB of weights in two shards plus
 `model.safetensors.index.json`; `config.json`, `generation_config.json`, and a tokenizer (`tokenizer.json`:
 byte-level BPE of the 256 bytes plus 4 special tokens, no merges; `tokenizer_config.json` with a chat template).
-The weights are random: a server loads it and answers nonsense.
+The weights are random: a server loads it and answers nonsense, and the shards' `__metadata__` says so
+(`kimik3.weights: random`, as the tiny GGUF's key), which verify reads.
 """
 
 from __future__ import annotations
@@ -111,7 +112,8 @@ def tensors(vocab_size: int, seed: int) -> dict[str, tuple[tuple[int, ...], byte
 def write_safetensors(path: Path, named: dict[str, tuple[tuple[int, ...], bytes]]) -> None:
     """The safetensors format: an 8-byte little-endian header length, the JSON header (padded with spaces to 8
     bytes), then the tensors' bytes back to back."""
-    header: dict[str, object] = {"__metadata__": {"format": "pt"}}
+    # kimik3.weights: verify (observe/served_weights.py) reads it to know the weights are random, as the tiny GGUF's key
+    header: dict[str, object] = {"__metadata__": {"format": "pt", "kimik3.weights": "random"}}
     offset = 0
     for name, (shape, data) in named.items():
         header[name] = {"dtype": "BF16", "shape": list(shape), "data_offsets": [offset, offset + len(data)]}

@@ -30,7 +30,7 @@ DEMO_REVISION = "d3e0c0d2" * 5  # d3e0c0de * 5 until the tiny model said it is r
 DEMO_QUANTS = {"UD-Q2_K_XL": 0, "UD-Q4_K_XL": 1}  # quant folder -> generator seed
 DEMO_SHARDS = 2
 CHECKPOINT_REPO = "kimik3-demo/Llama-tiny-random"  # safetensors, for vLLM/SGLang (kimik3_demo/checkpoint.py)
-CHECKPOINT_REVISION = "c4ec4b01" * 5
+CHECKPOINT_REVISION = "c4ec4b02" * 5  # c4ec4b01 * 5 until the shards said they are random (kimik3.weights)
 ARCHIVE_NAME = f"{TOP_FOLDER}.tar.gz"  # llama.cpp-b11434.tar.gz
 
 

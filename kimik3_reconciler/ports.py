@@ -98,8 +98,9 @@ class ChatPort(Protocol):
 
     def chat(self, base_url: str, api_key: str | None, messages: list[dict[str, Any]],
              tools: list[dict[str, Any]] | None = None, max_tokens: int = 32,
-             thinking_effort: str | None = None) -> dict[str, Any]:
-        """The first choice: `{"message": {role, content, [reasoning_content], [tool_calls]}, "finish_reason"}`.
+             thinking_effort: str | None = None, model: str | None = None) -> dict[str, Any]:
+        """The first choice: `{"message": {role, content, [reasoning_content | reasoning], [tool_calls]},
+        "finish_reason"}`; `model`: the served name asked for (vLLM answers only to its own).
 
         With `tools`, tool_choice is "auto"; `message` can be appended to the next request as is.
         `thinking_effort` (low/high/max) goes to the chat template (Kimi-K3's defaults to max).
@@ -107,8 +108,9 @@ class ChatPort(Protocol):
         ...
 
     def apply_template(self, base_url: str, api_key: str | None, messages: list[dict[str, Any]],
-                       tools: list[dict[str, Any]] | None = None) -> str:
-        """The prompt the server's chat template renders from `messages` (llama-server's /apply-template)."""
+                       tools: list[dict[str, Any]] | None = None, model: str | None = None) -> str:
+        """The prompt the server's chat template renders from `messages` (llama-server's /apply-template; vLLM's
+        /tokenize then /detokenize, for the served `model`)."""
         ...
 
 

@@ -14,10 +14,12 @@ from typing import TYPE_CHECKING, Any
 from kimik3_reconciler.adapters.translate import translated
 from kimik3_reconciler.errors import Kimik3Error, PermanentError, TransientError
 
-# llama-server serves one model and answers to any name (checked on b11434); the alias check is
-# `models()`'s job, so the request carries a fixed name.
+# llama-server serves one model and answers to any name (checked on b11434); vLLM only to its served name (404
+# otherwise): verify sends the profile's name, which both serve under (--alias, --served-model-name). A caller
+# without one gets this fixed name (llama-server only).
 _MODEL = "kimik3-verify"
-_MESSAGE_FIELDS = ("role", "content", "reasoning_content", "tool_calls")
+# The reasoning is `reasoning_content` from llama-server, `reasoning` from vLLM (engines/base.py reasoning_field).
+_MESSAGE_FIELDS = ("role", "content", "reasoning_content", "reasoning", "tool_calls")
 # A real quant thinks, then answers: 1024 tokens at the hybrid's 5.8 tok/s (seed 000) is ~3 minutes.
 _TIMEOUT_S = 600.0
 
@@ -40,28 +42,38 @@ class OpenAIChat:
 
     def chat(self, base_url: str, api_key: str | None, messages: list[dict[str, Any]],
              tools: list[dict[str, Any]] | None = None, max_tokens: int = 32,
-             thinking_effort: str | None = None) -> dict[str, Any]:
+             thinking_effort: str | None = None, model: str | None = None) -> dict[str, Any]:
         extra: dict[str, Any] = {"tools": tools, "tool_choice": "auto"} if tools else {}
         if thinking_effort:  # the Kimi-K3 chat template's own variable (default "max"), via llama-server's kwargs
             extra["extra_body"] = {"chat_template_kwargs": {"thinking_effort": thinking_effort}}
         with _client(base_url, api_key) as client, _translated(base_url, api_key):
-            reply = client.chat.completions.create(model=_MODEL, messages=messages, max_tokens=max_tokens, **extra)
+            reply = client.chat.completions.create(model=model or _MODEL, messages=messages, max_tokens=max_tokens, **extra)
         if not reply.choices:
             raise PermanentError(f"{base_url}: the chat completion has no choices")
         choice = reply.choices[0]
-        # model_dump keeps fields the SDK does not type (llama-server's reasoning_content).
+        # model_dump keeps fields the SDK does not type (llama-server's reasoning_content, vLLM's reasoning).
         dumped = choice.message.model_dump(exclude_none=True)
         message = {k: dumped[k] for k in _MESSAGE_FIELDS if k in dumped}
         message.setdefault("content", None)
         return {"message": message, "finish_reason": choice.finish_reason}
 
     def apply_template(self, base_url: str, api_key: str | None, messages: list[dict[str, Any]],
-                       tools: list[dict[str, Any]] | None = None) -> str:
+                       tools: list[dict[str, Any]] | None = None, model: str | None = None) -> str:
         # llama-server's POST /apply-template (at the root, not under /v1): the prompt its chat template
-        # renders from these messages, as a completion would see it; nothing is generated.
+        # renders from these messages, as a completion would see it; nothing is generated. vLLM has none (404): its
+        # POST /tokenize renders the same messages through its chat template, and /detokenize gives the text back.
         body: dict[str, Any] = {"messages": messages, **({"tools": tools} if tools else {})}
         with _client(base_url, api_key) as client, _translated(base_url, api_key):
-            answer = client.post(f"{base_url}/apply-template", cast_to=object, body=body)
+            try:
+                answer = client.post(f"{base_url}/apply-template", cast_to=object, body=body)
+            except _openai().NotFoundError:
+                named = {"model": model or _MODEL}
+                tokens = client.post(f"{base_url}/tokenize", cast_to=object,
+                                     body={**named, **body, "add_generation_prompt": True})
+                if not isinstance(tokens, dict) or not isinstance(tokens.get("tokens"), list):
+                    raise PermanentError(f"{base_url}/tokenize: no tokens in the answer") from None
+                answer = client.post(f"{base_url}/detokenize", cast_to=object,
+                                     body={**named, "tokens": tokens["tokens"]})
         if not isinstance(answer, dict) or not isinstance(answer.get("prompt"), str):
             raise PermanentError(f"{base_url}/apply-template: no prompt in the answer")
         return answer["prompt"]

@@ -552,7 +552,7 @@ def _watch(orchestrator: Orchestrator, loaded, observed, interval: float, iterat
             view.add_row(row.section, row.name, row.value)
         return view
 
-    rows = readings(source.read, interval, iterations)
+    rows = readings(source.read, interval, iterations, series=source.series)
     with Live(table(next(rows)), console=_out.rich, auto_refresh=False) as live:
         try:
             for reading in rows:

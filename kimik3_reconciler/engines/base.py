@@ -48,6 +48,9 @@ class Readiness(NamedTuple):
 
     path: str
     while_loading: Literal["503", "refused"]
+    # Seconds the server may take to start beyond reading its weights (the health wait's timeout adds the read at a
+    # pessimistic rate): llama-server 120; vLLM compiles and captures CUDA graphs (minutes on 8 GPUs).
+    startup_s: float = 120.0
 
     @property
     def loading(self) -> str:
@@ -57,9 +60,9 @@ class Readiness(NamedTuple):
 
 class ServerSeries(NamedTuple):
     """The server's own Prometheus names (its /metrics), by what kimik3 shows of them (`status --watch`, the
-    exporter's re-labelled families). llama-server: `llamacpp:*`; vLLM: `vllm:*` (num_requests_running,
-    num_requests_waiting, generation_tokens_total, prompt_tokens_total). `slots`: the path of per-slot state
-    where the engine has one (llama-server's /slots), else None."""
+    exporter's re-labelled families, bench's counter). llama-server: `llamacpp:*`; vLLM: `vllm:*`
+    (num_requests_running, num_requests_waiting, generation_tokens_total, prompt_tokens_total, its histograms).
+    `slots`: the path of per-slot state where the engine has one (llama-server's /slots), else None."""
 
     prefix: str
     running: str
@@ -67,6 +70,30 @@ class ServerSeries(NamedTuple):
     generated_tokens_total: str
     prompt_tokens_total: str
     slots: str | None
+    # The server's own latency histograms and cache gauges, where it has them (vLLM; llama-server has none: the
+    # exporter's latency proxy measures TTFT/ITL in front of it): time to first token, inter-token latency, request
+    # end to end, the KV cache's used share (0..1), prefix-cache hit and query counters (tokens).
+    ttft: str | None = None
+    itl: str | None = None
+    e2e: str | None = None
+    kv_usage: str | None = None
+    prefix_cache_hits_total: str | None = None
+    prefix_cache_queries_total: str | None = None
+
+
+class HostNeeds(NamedTuple):
+    """What a host needs to run an engine's recipe (the host gate, planning/host_gate.py, refuses with numbers):
+    the NVIDIA driver branch its image's CUDA needs, how many GPUs and of which kinds (NVML name fragments; an
+    empty tuple accepts any), where those numbers come from, the profile field that overrides the kinds, and the share of VRAM the engine may take (the checkpoint's weights
+    must fit in it, with room left for the KV cache)."""
+
+    min_driver: tuple[int, ...]
+    gpus: int
+    gpu_kinds: tuple[str, ...]
+    source: str
+    kinds_override: str
+    memory_share: float = 1.0  # the share of each GPU's memory the engine takes (vLLM: gpu_memory_utilization)
+    gpus_field: str = "vllm.tensor_parallel_size"  # the profile field that sets `gpus` (SGLang: sglang.tp_size)
 
 
 @runtime_checkable
@@ -100,6 +127,16 @@ class ServingEngine(Protocol):
     def server_argv(self, launch: LaunchInput, snapshot: str) -> tuple[str, ...]:
         """The server's argv (the image's entrypoint runs it) from the launch input; `snapshot`: where the
         model's snapshot is mounted in the container. Env and mounts are generic (planning/launch.py)."""
+        ...
+
+    def server_env(self, value: LaunchInput) -> tuple[tuple[str, str], ...]:
+        """What the engine sets in the server's environment beside serve.env (vLLM: VLLM_USE_V2_MODEL_RUNNER,
+        HF_HUB_OFFLINE; llama.cpp: nothing). The engine's value wins over serve.env (its rules refuse the names)."""
+        ...
+
+    def host_needs(self, profile: Profile) -> HostNeeds | None:
+        """What the host must have for this profile on GPUs; None where the generic gate derives it (llama.cpp: the
+        driver from the built image's CUDA, the GPUs from `gpus` and the quant's fit)."""
         ...
 
     def tune_space(self, profile: Profile, observed: Observed) -> dict[str, tuple[Any, ...]]:

@@ -21,6 +21,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoM
 from prometheus_client.registry import Collector
 
 from kimik3_reconciler import logs
+from kimik3_reconciler.engines import engine_for
 from kimik3_reconciler.model.api_keys import api_keys, sendable_key
 from kimik3_reconciler.model.facts import ContainerFact
 from kimik3_reconciler.model.metrics import ExporterConfig
@@ -48,6 +49,8 @@ class DeploymentCollector(Collector):
 
     def __init__(self, config: ExporterConfig, ports: Ports, reads: SourceReads | None = None):
         self.config, self.ports = config, ports
+        # The engine's names and wire behaviour (its /slots or none, "refused while loading"): the registry, by name.
+        self.engine = engine_for(config.engine)
         self.reads = reads or SourceReads()  # the reads in flight, shared by concurrent scrapes
         # rule: metrics-labels-no-secrets
         # Only the rendered labels (names and fingerprints) go on series; the key file is read per scrape
@@ -98,8 +101,9 @@ class DeploymentCollector(Collector):
                    # gone a serving llama-server is still up, and its counters still count.
                    "server_health": reads.start("server_health", self.ports.http.health, f"{url}/health"),
                    "server_metrics": reads.start("server_metrics", self._server_page, "/metrics"),
-                   "server_slots": reads.start("server_slots", self._server_page, "/slots"),
                    "state": reads.start("state", self._read_records)}
+        if self.engine.series.slots:  # llama-server's per-slot state; vLLM has none
+            pending["server_slots"] = reads.start("server_slots", self._server_page, self.engine.series.slots)
         if self.config.gpus != "none":
             pending["nvml"] = reads.start("nvml", self.ports.host.nvml)
         walk = self._start_walk()
@@ -111,10 +115,15 @@ class DeploymentCollector(Collector):
         if docker.answered and (container is None or container.state != "running") and health is not None:
             # Docker says ours is not running: whatever answers at its URL (another profile's server) is not ours.
             health = "unreachable"
+        if (health == "unreachable" and self.engine.readiness.while_loading == "refused" and docker.answered
+                and container is not None and container.state == "running"):
+            # vLLM binds its port only once loaded: while its container runs, a refusal is the load, not a failure.
+            health = "loading"
         if health is not None and health != "ok":
             # Loading (every route answers 503 for minutes) or not there: its pages were asked alongside /health
             # to keep the scrape short, but they are not a source that failed; reported as not asked, as before.
-            del got["server_metrics"], got["server_slots"]
+            got.pop("server_metrics")
+            got.pop("server_slots", None)
         # What needs the container's pid (or its log) starts once Docker answered, within the scrape's bound.
         got["proc"] = reads.result(reads.start("proc", self._proc, pid), deadline)
         phase = None
@@ -168,9 +177,9 @@ class DeploymentCollector(Collector):
             yield from self._gauge("kimik3_deployment_converged", "1 when the last apply succeeded and its "
                                    "container runs with the model loaded", 1.0 if converged else 0.0)
         if health is not None:
-            yield from self._gauge("kimik3_server_up", "1 when llama-server's /health answers 200",
+            yield from self._gauge("kimik3_server_up", "1 when the server's /health answers 200",
                                    1.0 if health == "ok" else 0.0)
-            yield from self._gauge("kimik3_server_loading", "1 while llama-server loads the model (/health 503)",
+            yield from self._gauge("kimik3_server_loading", "1 while the server loads the model (llama-server: /health 503; vLLM: its running container's port refuses)",
                                    1.0 if health == "loading" else 0.0)
         if phase is not None:
             yield from self._gauge("kimik3_load_phase", "the server's latest log line while it loads (label)", 1.0,
@@ -316,14 +325,14 @@ class DeploymentCollector(Collector):
     def _server(self, got: dict[str, Reading]) -> Iterator[Metric]:
         if "server_metrics" not in got:
             return
-        metrics, slots = got["server_metrics"], got["server_slots"]
+        metrics, slots = got["server_metrics"], got.get("server_slots")
         if metrics.answered:
             try:
                 yield from list(relabel(metrics.value[1], self.labels))
             except ValueError:
                 got["server_metrics"] = Reading("server_metrics", error="not a Prometheus exposition",
                                                 seconds=metrics.seconds)
-        if slots.answered:
+        if slots is not None and slots.answered:
             yield from slot_families(slots.value[1], self.labels)
 
     def _source_up(self, got: dict[str, Reading]) -> Iterator[Metric]:

@@ -17,7 +17,9 @@ from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from kimik3_reconciler.engines import ServerSeries, engine_for
 from kimik3_reconciler.exporter.registry import deployment_registry, exposition
+from kimik3_reconciler.model.engine_names import DEFAULT_ENGINE
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.metrics import ExporterConfig
 from kimik3_reconciler.model.profile import Profile
@@ -91,7 +93,52 @@ def _last_apply(now: Samples, reverts: float) -> str:
     return f"{said}; {reverts:.0f} revert{'' if reverts == 1 else 's'} of this profile {since}"
 
 
-def watch_rows(before: Samples, now: Samples, seconds: float) -> list[Row]:
+def _server_rows(before: Samples, now: Samples, seconds: float, series: ServerSeries) -> list[Row]:
+    """The server's own series, by the engine's names (llama-server's `llamacpp:*`, vLLM's `vllm:*`)."""
+    rows: list[Row] = []
+    running, waiting = _one(now, series.running), _one(now, series.waiting)
+    if running is not None:
+        rows.append(Row("server", "requests", f"{running:.0f} processing, {waiting or 0:.0f} queued"))
+    slots = now.get("kimik3_slot_processing", [])
+    if slots:
+        rows.append(Row("server", "slots busy", f"{sum(v for _, v in slots):.0f} of {len(slots)}"))
+    for counter, label in ((series.generated_tokens_total, "decode tok/s"), (series.prompt_tokens_total, "prompt tok/s")):
+        now_v, then_v = _one(now, counter), _one(before, counter)
+        if now_v is not None and then_v is not None and seconds > 0:
+            rows.append(Row("server", label, f"{max(now_v - then_v, 0) / seconds:.1f}"))
+    usage = _one(now, series.kv_usage) if series.kv_usage else None
+    if usage is not None:
+        rows.append(Row("server", "KV cache used", f"{100 * usage:.0f} %"))
+    if series.prefix_cache_hits_total and series.prefix_cache_queries_total:
+        hits, queries = _one(now, series.prefix_cache_hits_total), _one(now, series.prefix_cache_queries_total)
+        if hits is not None and queries:
+            rows.append(Row("server", "prefix cache hits", f"{100 * hits / queries:.0f} % of {queries:.0f} prompt "
+                            "tokens since the server started"))
+    return rows
+
+
+def _latency_rows(before: Samples, now: Samples, series: ServerSeries) -> list[Row]:
+    """TTFT/ITL percentiles from the exporter's proxy (in front of the server), else from the server's own
+    histograms where it has them (vLLM), and vLLM's end-to-end latency."""
+    names = (("kimik3_proxy_ttft_seconds", "TTFT p50/p95"), ("kimik3_proxy_itl_seconds", "ITL p50/p95"))
+    if not any(f"{name}_bucket" in now for name, _ in names):
+        names = tuple((name, label) for name, label in ((series.ttft, "TTFT p50/p95"), (series.itl, "ITL p50/p95"))
+                      if name)
+    names += ((series.e2e, "request p50/p95"),) if series.e2e else ()
+    rows: list[Row] = []
+    for name, label in names:
+        p50, p95, when = quantile(now, before, name, 0.5), quantile(now, before, name, 0.95), "this interval"
+        if p50 is None:  # no request in this interval: since the exporter (its proxy) or the server started
+            since = "since the exporter started" if name.startswith("kimik3_proxy_") else "since the server started"
+            p50, p95, when = quantile(now, {}, name, 0.5), quantile(now, {}, name, 0.95), since
+        if p50 is not None:
+            rows.append(Row("latency", label, f"{p50 * 1000:.0f} / {(p95 or p50) * 1000:.0f} ms ({when})"))
+    return rows
+
+
+def watch_rows(before: Samples, now: Samples, seconds: float, series: ServerSeries | None = None) -> list[Row]:
+    """The live view's rows; `series`: the serving engine's own names (default: llama.cpp's)."""
+    series = series or engine_for(DEFAULT_ENGINE).series
     rows: list[Row] = []
     converged = _one(now, "kimik3_deployment_converged")
     info = (now.get("kimik3_deployment_info") or [({}, 0)])[0][0]
@@ -121,24 +168,10 @@ def watch_rows(before: Samples, now: Samples, seconds: float) -> list[Row]:
     balancing = _one(now, "kimik3_numa_balancing")
     if balancing is not None:
         rows.append(Row("host", "numa_balancing", f"{balancing:.0f}" + ("" if balancing == 0 else " (seed 000: set 0)")))
-    processing, deferred = _one(now, "llamacpp:requests_processing"), _one(now, "llamacpp:requests_deferred")
-    if processing is not None:
-        rows.append(Row("server", "requests", f"{processing:.0f} processing, {deferred or 0:.0f} queued"))
-    slots = now.get("kimik3_slot_processing", [])
-    if slots:
-        rows.append(Row("server", "slots busy", f"{sum(v for _, v in slots):.0f} of {len(slots)}"))
-    for counter, label in (("llamacpp:tokens_predicted_total", "decode tok/s"),
-                           ("llamacpp:prompt_tokens_total", "prompt tok/s")):
-        now_v, then_v = _one(now, counter), _one(before, counter)
-        if now_v is not None and then_v is not None and seconds > 0:
-            rows.append(Row("server", label, f"{max(now_v - then_v, 0) / seconds:.1f}"))
-    rows += _prompt_cache_rows(before, now) + _speculation_rows(before, now, processing)
-    for name, label in (("kimik3_proxy_ttft_seconds", "TTFT p50/p95"), ("kimik3_proxy_itl_seconds", "ITL p50/p95")):
-        p50, p95, when = quantile(now, before, name, 0.5), quantile(now, before, name, 0.95), "this interval"
-        if p50 is None:  # no request in this interval: since the exporter started
-            p50, p95, when = quantile(now, {}, name, 0.5), quantile(now, {}, name, 0.95), "since the exporter started"
-        if p50 is not None:
-            rows.append(Row("latency", label, f"{p50 * 1000:.0f} / {(p95 or p50) * 1000:.0f} ms ({when})"))
+    rows += _server_rows(before, now, seconds, series)
+    # llama-server's prompt cache and speculation (names absent on other engines: no rows)
+    rows += _prompt_cache_rows(before, now) + _speculation_rows(before, now, _one(now, series.running))
+    rows += _latency_rows(before, now, series)
     failures = _one(now, "kimik3_proxy_tool_call_parse_failures_total")
     if failures is not None:  # a running total, as the revert count: said so, with this interval's part
         earlier = _one(before, "kimik3_proxy_tool_call_parse_failures_total")
@@ -191,6 +224,7 @@ class WatchSource:
 
     title: str
     read: Callable[[], str]
+    series: ServerSeries | None = None  # the serving engine's names (None: llama.cpp's)
 
 
 def watch_source(ports: Ports, profile: Profile, observed: Observed) -> WatchSource:
@@ -205,24 +239,24 @@ def watch_source(ports: Ports, profile: Profile, observed: Observed) -> WatchSou
             return text if status_code == 200 else ""
 
         return WatchSource(f"kimik3 {profile.name}: exporter {running.unit or f'pid {running.pid}'} ({url})",
-                           read_exporter)
+                           read_exporter, engine_for(profile.engine).series)
     with_metrics = profile if profile.metrics else profile.model_copy(
         update={"metrics": values_of(MetricsSpec(port=1))})
     registry = deployment_registry(render_exporter(render_desired(with_metrics, observed), observed), ports)
     return WatchSource(f"kimik3 {profile.name}: collected here (the profile runs no exporter: no proxy latency)",
-                       lambda: exposition(registry))
+                       lambda: exposition(registry), engine_for(profile.engine).series)
 
 
 def readings(read: Callable[[], str], interval: float, iterations: int,
              clock: Callable[[], float] = time.monotonic,
-             sleep: Callable[[float], None] = time.sleep) -> Iterator[list[Row]]:
+             sleep: Callable[[float], None] = time.sleep, series: ServerSeries | None = None) -> Iterator[list[Row]]:
     """The live view's rows: the first reading at once (no rates yet), then one every `interval` with the rates
     since the reading before; `iterations` refreshes after the first (0: until the caller stops, e.g. Ctrl-C)."""
     before, then = samples_of(read()), clock()
-    yield watch_rows(before, before, 0.0)
+    yield watch_rows(before, before, 0.0, series)
     count = 0
     while not iterations or count < iterations:
         sleep(interval)
         now, at = samples_of(read()), clock()
-        yield watch_rows(before, now, at - then)
+        yield watch_rows(before, now, at - then, series)
         before, then, count = now, at, count + 1

@@ -21,4 +21,16 @@ DEFAULT_ENGINE = "llamacpp"
 
 ENGINES: dict[str, str] = {
     "llamacpp": "kimik3_reconciler.engines.llamacpp",
+    "vllm": "kimik3_reconciler.engines.vllm",
+    "sglang": "kimik3_reconciler.engines.sglang",
 }
+
+# The sections and fields only one kind of engine reads (model/profile_rules/engines.py refuses them, written, for
+# the others; the JSON Schema says the same: profile_schema._engine_schema; a vllm container's `kimik3.inputs`
+# label leaves llama.cpp's serve fields out: model/launch_input.py).
+LLAMACPP_ONLY: tuple[tuple[str, ...], ...] = (
+    ("build",), ("rpc",), ("model", "quant"), ("model", "mmproj"), ("model", "tokenizer"), ("model", "local_path"),
+    ("gate", "quant"), ("gate", "smoke"), ("serve", "batch"), ("serve", "ubatch"), ("serve", "fit_target"),
+    ("serve", "n_cpu_moe"), ("serve", "ctx_size"), ("serve", "parallel"), ("serve", "cache_ram"),
+    ("serve", "spec_draft"), ("serve", "load_mode"))
+ENGINE_SECTIONS: dict[str, tuple[str, ...]] = {"image": ("vllm", "sglang"), "vllm": ("vllm",), "sglang": ("sglang",)}

@@ -8,6 +8,9 @@ CONTAINER_INPUTS = "kimik3.inputs"
 MODELS_MOUNT = "/models"
 API_KEY_MOUNT = "/run/secrets/kimik3-api-key"
 HEALTH_URL = "kimik3.health-url"
+# Stamped only where the engine's port refuses connections while it loads (vLLM): a running container whose
+# health URL does not answer is loading, not down (observe/docker_objects.py). Absent on llama.cpp's (503).
+WHILE_LOADING = "kimik3.while-loading"
 BASE_IMAGES = "kimik3.base-images"  # {ref: local image id} the image was built on
 BASE_DIGESTS = "kimik3.base-digests"  # {ref: repo digest (sha256:…) or null} the image was built on
 SMOKE_MOUNT = "/smoke"

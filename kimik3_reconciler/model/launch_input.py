@@ -9,6 +9,7 @@ import ipaddress
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from kimik3_reconciler.model.engine_names import LLAMACPP_ONLY
 from kimik3_reconciler.model.profile import ServeSpec
 
 
@@ -18,9 +19,9 @@ class ModelInput:
 
     repo: str
     revision: str
-    quant: str
+    quant: str | None  # llama.cpp's GGUF quant folder; None for a safetensors checkpoint (vllm)
     cache_dir: str
-    shard: str  # the -00001-of- shard, relative to the snapshot
+    shard: str  # the -00001-of- shard, relative to the snapshot (".": the checkpoint folder itself)
     mmproj: str | None  # fork only: mainline would error or silently ignore --mmproj
     # `model.local_path` as resolved (a file or a folder), mounted read-only in place of the HF cache's repo
     # folder, and the sha256 digest of its verified content (a changed file relaunches the server). Both None for
@@ -46,6 +47,7 @@ class LaunchInput:
     gpu_request: str = "runtime"  # CDI or the nvidia runtime (planning/gpu_probe.py); not in `flat()`
     rpc: tuple[str, ...] = ()  # the workers' rpc-server endpoints (--rpc), in profile order
     worker_fingerprints: tuple[str, ...] = ()  # theirs: a worker that changes replaces this server too
+    knobs: Any = None  # the engine's own section of the profile (`vllm:`), None for llama.cpp
 
     def flat(self) -> dict[str, Any]:
         """{field: value}, named as the profile names them (`serve.ubatch`, `model.cache_dir`); the label.
@@ -53,6 +55,9 @@ class LaunchInput:
         flat: dict[str, Any] = {f"serve.{k}": v for k, v in self.serve.model_dump(mode="json").items()}
         flat.update({f"model.{k}": v for k, v in asdict(self.model).items()
                      if k != "shard" and not (k in ("local_path", "sha256") and v is None)})
+        if self.knobs is not None:  # an engine with its own section reads none of llama.cpp's fields: not its inputs
+            for path in LLAMACPP_ONLY:
+                flat.pop(".".join(path), None)
         flat.update({
             "name": self.name,
             "gpus": self.gpus if isinstance(self.gpus, str) else list(self.gpus),
@@ -63,9 +68,16 @@ class LaunchInput:
             "host.draft_device": self.draft_device,
             "restart_policy": self.restart_policy,
         })
+        if self.knobs is not None:  # only for an engine with a section of its own: llama.cpp's label stays as it was
+            flat.update({f"{self.knobs_section}.{k}": v for k, v in self.knobs.model_dump(mode="json").items()})
         if self.rpc:  # only with workers: a single-host label stays as it was
             flat.update({"rpc.endpoints": list(self.rpc), "rpc.worker_fingerprints": list(self.worker_fingerprints)})
         return flat
+
+    @property
+    def knobs_section(self) -> str:
+        """The profile section the knobs come from (`vllm`), by its class: VllmSpec -> vllm."""
+        return type(self.knobs).__name__.removesuffix("Spec").lower()
 
     @property
     def server_url(self) -> str:

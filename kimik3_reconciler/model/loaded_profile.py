@@ -55,7 +55,7 @@ def line_for(path: FieldPath, lines: Mapping[FieldPath, int]) -> int | None:
     return None
 
 
-_TOP_KEYS = "apiVersion|name|model|build|gpus|share_gpus|serve|gate|systemd|rpc|metrics"
+_TOP_KEYS = "apiVersion|name|engine|model|image|build|gpus|share_gpus|serve|gate|systemd|rpc|metrics|vllm|sglang"
 _NAMED_FIELD = re.compile(rf"(?<![\w./-])({_TOP_KEYS})((?:\.[A-Za-z_][A-Za-z0-9_]*|\[\d+\])*)(?=[\s:=,;)]|$)")
 
 

@@ -36,9 +36,15 @@ class ExporterConfig:
     proxy_bind: str | None = None  # with metrics.proxy: the proxy listens on (proxy_bind, proxy_port)
     proxy_port: int | None = None
     version: int = EXPORTER_VERSION
+    engine: str = "llamacpp"  # the serving engine (its series names, slots, what loading looks like)
 
     def to_json(self) -> dict[str, Any]:
-        return json.loads(json.dumps(asdict(self)))
+        data = json.loads(json.dumps(asdict(self)))
+        if data["engine"] == "llamacpp":
+            # A field added with its default must not move the fingerprint of every running llama.cpp exporter
+            # (a replacement on upgrade); from_json gives it back.
+            del data["engine"]
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ExporterConfig:

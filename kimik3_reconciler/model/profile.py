@@ -28,7 +28,7 @@ class TokenizerSpec(Section):
 
 
 class ModelSpec(Section):
-    """Which GGUF to serve: repo@revision/quant, from the HF hub cache."""
+    """Which model to serve: repo@revision, and for llama.cpp the GGUF quant folder; from the HF hub cache."""
 
 
 class BaseImages(Section):
@@ -102,6 +102,23 @@ class MetricsSpec(Section):
 
 class HostSpec(Section):
     """Host preparation (issue 27 item 5): what seed 000 requires of the kernel, set and persisted by kimik3."""
+
+
+class ImageSpec(Section):
+    """The serving image, pulled by digest (vllm, sglang); llama.cpp's is built (`build:`)."""
+
+    @property
+    def digest(self) -> str:
+        """`sha256:<64 hex>`: what is pulled and run."""
+        return self.ref.rsplit("@", 1)[1]
+
+
+class VllmSpec(Section):
+    """vLLM's own knobs (engine: vllm). The defaults are seed 001's TP8 recipe (profiles/vllm-tp8.yaml)."""
+
+
+class SglangSpec(Section):
+    """SGLang's own knobs (engine: sglang): seed 001's TP8/DCP8 recipe on 8x B300."""
 
 
 class Profile(Section):
@@ -192,7 +209,7 @@ class Profile(Section):
 
 SECTIONS: dict[str, type[Section]] = {cls.__name__: cls for cls in (
     TokenizerSpec, ModelSpec, BaseImages, BuildSpec, SpecDraft, ServeSpec, QuantGate, GateSpec, SystemdSpec,
-    RpcWorker, RpcSpec, HandoverSpec, MetricsSpec, HostSpec, Profile)}
+    RpcWorker, RpcSpec, HandoverSpec, MetricsSpec, HostSpec, ImageSpec, VllmSpec, SglangSpec, Profile)}
 
 
 def from_tree(tree: Any) -> Any:

@@ -12,12 +12,12 @@ import re
 from typing import Annotated, Any, Literal, Optional, Union, get_args
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
 from pydantic_core import PydanticCustomError
 
 from kimik3_reconciler.model import catalog
 from kimik3_reconciler.model.builtin_patches import BUILTIN_PATCH_NAMES
-from kimik3_reconciler.model.engine_names import DEFAULT_ENGINE, ENGINES
+from kimik3_reconciler.model.engine_names import DEFAULT_ENGINE, ENGINE_SECTIONS, ENGINES, LLAMACPP_ONLY
 
 SHA40 = r"[0-9a-f]{40}"
 GPU_UUID = r"GPU-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
@@ -235,12 +235,13 @@ class TokenizerSpec(BaseModel):
 
 
 class ModelSpec(BaseModel):
-    """Which GGUF to serve: repo@revision/quant, from the HF hub cache."""
+    """Which model to serve: repo@revision, and for llama.cpp the GGUF quant folder; from the HF hub cache."""
 
     model_config = _CONFIG
     repo: RepoId
     revision: Sha40
-    quant: QuantName
+    quant: Optional[QuantName] = Field(None, description="llamacpp (required there): the GGUF quant folder; vllm and "
+                                                          "sglang serve the repo's safetensors checkpoint (refused)")
     mmproj: Optional[RepoFilePath] = Field(None, description="vision projector file in the repo; fork builds only")
     tokenizer: Optional[TokenizerSpec] = None
     cache_dir: Optional[HostPath] = Field(None, description="HF hub cache; default: huggingface_hub's own")
@@ -484,6 +485,8 @@ class RpcSpec(BaseModel):
 
     model_config = _CONFIG
     workers: Annotated[list[RpcWorker], Field(min_length=1)]
+
+
 class HandoverSpec(BaseModel):
     """Drain, hold and hand over (issue 29): while kimik3 replaces the server, the front (kimik3's proxy, a process
     of its own on serve.port) lets in-flight requests finish, holds new ones and sends them to the new server."""
@@ -526,14 +529,122 @@ class HostSpec(BaseModel):
                                              "000) and load it with systemd-sysctl; false: the host gate only checks")
 
 
+# An image is pulled by digest (vllm, sglang): the tag is for people, the digest is what runs (seed 001's
+# `vllm/vllm-openai:kimi-k3` moves under its tag).
+PinnedImageRef = _matching(IMAGE_REF.removesuffix("(?:@sha256:[0-9a-f]{64})?") + r"@sha256:[0-9a-f]{64}",
+                           "must be an image reference pinned by digest, e.g. vllm/vllm-openai:kimi-k3@sha256:<64 "
+                           "hex> (the tag is for people; a tag alone moves)")
+ParserName = _matching(r"[A-Za-z0-9][A-Za-z0-9_.-]*", "must be a parser name like kimi_k3")
+BackendName = _matching(r"[A-Z0-9][A-Z0-9_]*", "must be an attention backend name like TOKENSPEED_MLA")
+# vLLM 0.32's --kv-cache-dtype choices, as its vllm/config/cache.py `CacheDType` lists them (the real parser checks
+# a rendered argv: tests/unit/test_vllm_argv.py)
+KV_CACHE_DTYPES = ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla",
+                   "nvfp4_ds_mla", "turboquant_k8v4", "turboquant_4bit_nc", "turboquant_k3v4_nc", "turboquant_3bit_nc",
+                   "ultraquant_4bit", "int4_per_token_head", "int8_per_token_head", "fp8_per_token_head", "nvfp4",
+                   "nvfp4_4over6")
+# Seed 001's --attention-config for TOKENSPEED_MLA (the vLLM Kimi K3 recipe, 2026-09-10), as the default.
+SEED_ATTENTION_CONFIG: dict[str, Any] = {"use_prefill_query_quantization": True, "mla_prefill_backend": "TOKENSPEED_MLA"}
+JsonScalar = Union[bool, int, float, str]
+
+
+class ImageSpec(BaseModel):
+    """The serving image, pulled by digest (vllm, sglang); llama.cpp's is built (`build:`)."""
+
+    model_config = _CONFIG
+    ref: PinnedImageRef = Field(description="repo[:tag]@sha256:<64 hex>; the digest is what is pulled and run")
+
+
+class VllmSpec(BaseModel):
+    """vLLM's own knobs (engine: vllm). The defaults are seed 001's TP8 recipe (profiles/vllm-tp8.yaml)."""
+
+    model_config = _CONFIG
+    tensor_parallel_size: Count = Field(8, description="--tensor-parallel-size")
+    max_model_len: Annotated[int, Field(ge=1, le=1048576)] = Field(
+        131072, description="--max-model-len (at most Kimi-K3's trained 1,048,576)")
+    gpu_memory_utilization: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] = Field(
+        0.95, description="--gpu-memory-utilization: the share of each GPU's memory vLLM takes")
+    kv_cache_dtype: Literal[KV_CACHE_DTYPES] = Field("fp8", description="--kv-cache-dtype")  # type: ignore[valid-type]
+    max_num_seqs: Optional[Count] = Field(None, description="--max-num-seqs; default: vLLM's")
+    max_num_batched_tokens: Optional[Count] = Field(None, description="--max-num-batched-tokens; default: vLLM's")
+    enable_prefix_caching: bool = Field(True, description="--enable-prefix-caching (false: --no-enable-prefix-caching)")
+    prefix_match_unit: Optional[Count] = Field(128, description="--prefix-match-unit; null: vLLM's default")
+    attention_backend: Optional[BackendName] = Field("TOKENSPEED_MLA", description="--attention-backend; null: "
+                                                     "vLLM chooses (the CPU image has its own)")
+    attention_config: Optional[Annotated[dict[NonEmpty, JsonScalar], Field(min_length=1)]] = Field(
+        default_factory=lambda: dict(SEED_ATTENTION_CONFIG), description="--attention-config, as JSON; null: none")
+    tool_call_parser: Optional[ParserName] = Field("kimi_k3", description="--tool-call-parser with "
+                                                   "--enable-auto-tool-choice; null: no tool calls parsed")
+    reasoning_parser: Optional[ParserName] = Field("kimi_k3", description="--reasoning-parser; null: none")
+    v2_model_runner: bool = Field(True, description="env VLLM_USE_V2_MODEL_RUNNER=1 (seed 001's recipe)")
+    enforce_eager: bool = Field(False, description="--enforce-eager (no CUDA graphs; the CPU test image needs it)")
+    any_gpu: bool = Field(False, description="true: run the recipe on GPUs other than seed 001's B300/GB300 (the "
+                                             "host gate refuses them otherwise; the recipe was not measured there)")
+
+
+def _refuse_placeholder(value: Any) -> Any:
+    if isinstance(value, str):
+        # rule: sglang-memory-ratio
+        # Seed 001 writes `--mamba-full-memory-ratio <value-from-official-calculator>`: copied as is, SGLang refuses
+        # it at launch, after the checkpoint download.
+        raise refuse("must be a number from SGLang's Kimi-K3 cookbook calculator (it depends on the average input "
+                     f"plus output length of your workload), not {value!r}")
+    return value
+
+
+class SglangSpec(BaseModel):
+    """SGLang's own knobs (engine: sglang): seed 001's TP8/DCP8 recipe on 8x B300."""
+
+    model_config = _CONFIG
+    tp_size: Count = Field(8, description="--tp-size")
+    dcp_size: Count = Field(8, description="--dcp-size")
+    mem_fraction_static: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] = Field(
+        0.85, description="--mem-fraction-static")
+    mamba_full_memory_ratio: Annotated[float, BeforeValidator(_refuse_placeholder),
+                                       Field(gt=0, allow_inf_nan=False)] = Field(
+        description="--mamba-full-memory-ratio: required, from SGLang's cookbook calculator for your workload")
+    tool_call_parser: Optional[ParserName] = Field("kimi_k3", description="--tool-call-parser; null: none")
+    reasoning_parser: Optional[ParserName] = Field("kimi_k3", description="--reasoning-parser; null: none")
+    any_gpu: bool = Field(False, description="true: run the profile on GPUs other than the cookbook's B300 (the "
+                                             "host gate refuses them otherwise; seed 001: do not copy this topology)")
+
+
+def _engine_schema() -> list[dict[str, Any]]:
+    """JSON Schema `allOf` items: llamacpp requires model.quant and refuses `image`/`vllm`/`sglang`; the others
+    refuse what only llama.cpp reads (LLAMACPP_ONLY) and the sections of another engine."""
+
+    def absent(paths: Any) -> dict[str, Any]:
+        top = [p[0] for p in paths if len(p) == 1]
+        nested: dict[str, list[str]] = {}
+        for p in paths:
+            if len(p) == 2:
+                nested.setdefault(p[0], []).append(p[1])
+        return {"not": {"anyOf": [{"required": [name]} for name in top]},
+                "properties": {section: {"not": {"anyOf": [{"required": [f]} for f in fields]}}
+                               for section, fields in nested.items()}}
+
+    is_llamacpp = {"anyOf": [{"not": {"required": ["engine"]}}, {"properties": {"engine": {"const": "llamacpp"}}}]}
+    items = [{"if": is_llamacpp,
+              "then": {**absent([(s,) for s in ENGINE_SECTIONS]),
+                       "properties": {"model": {"required": ["quant"], "properties": {"quant": {"type": "string"}}}}}}]
+    for name in ("vllm", "sglang"):
+        other = [(s,) for s, engines in ENGINE_SECTIONS.items() if name not in engines]
+        required = ["image"] + ([name] if name == "sglang" else [])
+        items.append({"if": {"required": ["engine"], "properties": {"engine": {"const": name}}},
+                      "then": {**absent([*LLAMACPP_ONLY, *other]), "required": required}})
+    return items
+
+
 class Profile(BaseModel):
     """What should be running on one host: one YAML file, validated, planned and converged."""
 
-    model_config = _CONFIG
+    model_config = ConfigDict(**_CONFIG, json_schema_extra={"allOf": _engine_schema()})
     api_version: Literal["kimik3/v1"] = Field(alias="apiVersion")
     name: ProfileName
-    engine: EngineName = Field(DEFAULT_ENGINE, description="the serving engine (llamacpp: llama-server on GGUF quants)")
+    engine: EngineName = Field(DEFAULT_ENGINE, description="the serving engine: llamacpp (llama-server on GGUF quants, "
+                                                           "the image built), vllm (the safetensors checkpoint, the "
+                                                           "image pulled by digest)")
     model: ModelSpec
+    image: Optional[ImageSpec] = Field(None, description="vllm, sglang (required there): the image, by digest")
     build: BuildSpec = BuildSpec()
     gpus: Annotated[
         Union[Literal["all", "none"], GpuList], BeforeValidator(_check_gpus)
@@ -545,6 +656,17 @@ class Profile(BaseModel):
     rpc: Optional[RpcSpec] = None
     metrics: Optional[MetricsSpec] = None
     host: HostSpec = HostSpec()
+    vllm: Optional[VllmSpec] = Field(None, description="engine: vllm only: vLLM's knobs (default: seed 001's recipe)")
+    sglang: Optional[SglangSpec] = Field(None, description="engine: sglang only (required there): SGLang's knobs")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _engine_knobs(cls, data: Any) -> Any:
+        # `engine: vllm` without a `vllm:` section runs seed 001's recipe: the section's defaults, as values (the
+        # planners read profile.vllm, never a default of their own).
+        if isinstance(data, dict) and data.get("engine") == "vllm" and data.get("vllm") is None:
+            return {**data, "vllm": {}}
+        return data
 
 
 def profile_json_schema() -> dict[str, Any]:

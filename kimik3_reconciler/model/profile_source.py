@@ -16,6 +16,7 @@ from kimik3_reconciler.errors import ProfileError, ProfileProblem
 from kimik3_reconciler.model.loaded_profile import LoadedProfile, ProfileWarning, line_for, render_path
 from kimik3_reconciler.model.profile import from_tree
 from kimik3_reconciler.model.profile_rules import FieldPath, check_rules
+from kimik3_reconciler.model.profile_rules.engines import engine_fields
 from kimik3_reconciler.model.profile_schema import Profile, to_tree
 
 __all__ = ["LoadedProfile", "ProfileWarning", "parse_profile", "render_path"]
@@ -282,10 +283,16 @@ def parse_profile(text: str, source: str = "<profile>") -> LoadedProfile:
     problems = [ProfileProblem(source, line, render_path(path), message) for line, path, message in found]
     if data is None:
         raise ProfileError(problems)
+    # Fields another engine reads: checked as written (a schema default is not the user's), beside the schema.
+    mixed = [ProfileProblem(source, line_for(f.path, lines) or 1, render_path(f.path), f.message)
+             for f in engine_fields(data)]
+    problems += mixed
     try:
         tree = to_tree(Profile.model_validate(data))
     except ValidationError as exc:
         raise ProfileError(_sorted(problems + _validation_problems(exc, source, lines, written))) from None
+    if mixed:
+        raise ProfileError(_sorted(problems))  # the cross-field rules of a profile mixing two engines are noise
     profile = from_tree(tree)  # what every command plans with: the same values a cached profile gives
     warnings = []
     for finding in check_rules(profile):

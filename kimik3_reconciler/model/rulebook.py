@@ -208,7 +208,7 @@ RULES: tuple[Rule, ...] = (
          "(repository[:tag]@sha256:…); a tag alone is refused, and the pulled image's RepoDigests must hold the digest",
          "a tag moves under a deployment: two hosts, or one host before and after a re-pull, would run other bytes",
          ("kimik3_reconciler.model.image_ref", "kimik3_reconciler.steps.image_pull"),
-         ("unit/test_image_pull.py", "cases/plan/102-vllm-pull-digest-moved.yaml"),
+         ("unit/test_image_pull.py", "cases/plan/182-vllm-pull-digest-moved.yaml"),
          seed="seed 001 (vLLM's `vllm/vllm-openai:kimi-k3`, SGLang's image: pulled by tag there)"),
     Rule("build-args-safe", "refuse", "cmake arguments made from profile fields carry no shell or cmake "
          "metacharacters", "a profile field must never become shell text in the build",
@@ -566,6 +566,7 @@ RULES: tuple[Rule, ...] = (
 )
 
 # Issue 25: the engines kimik3 does not deploy, and SGLang's (engines/sglang/; seed 001's TP8/DCP8 cookbook profile).
+_SGLANG_SEED = "seed 001 (the SGLang cookbook's verified 8x B300 TP8/DCP8 profile)"
 RULES += (
     Rule("engine-not-offered", "refuse", "engine: ollama is refused, saying why and what to write instead (engine: "
          "llamacpp with the same quant)",
@@ -574,6 +575,27 @@ RULES += (
          ("kimik3_reconciler.model.profile_schema",), ("cases/profile/engine_ollama_refused.yaml",),
          seed="seed 001 (\"Ollama is a convenience layer for the same GGUF path\"; it does not change memory needs); "
               "seed 000 (the hybrid split is --n-cpu-moe/--override-tensor)"),
+    Rule("sglang-memory-ratio", "refuse", "engine: sglang needs sglang.mamba_full_memory_ratio, a number; a missing "
+         "section or value, or seed 001's placeholder text, is refused naming the field",
+         "the ratio depends on the workload's average input + output length (the cookbook's calculator): no default "
+         "is right, and a placeholder copied from the guide fails at launch, after a multi-terabyte download",
+         _rules("sglang") + ("kimik3_reconciler.model.profile_schema",),
+         ("cases/profile/sglang_section_missing.yaml", "cases/profile/sglang_ratio_placeholder.yaml",
+          "cases/profile/sglang_ratio_missing.yaml"),
+         seed=_SGLANG_SEED + ": \"--mamba-full-memory-ratio <value-from-official-calculator>\" ... "
+              "\"arbeidsbelastningsavhengig\" (workload-dependent)"),
+    Rule("sglang-owned-flags", "refuse", "serve.extra_args and serve.env never give an SGLang option kimik3 renders "
+         "(--model-path, --port, --tp-size, --mamba-full-memory-ratio, --config, ...), and serve.api_key_file is "
+         "refused for engine sglang",
+         "argparse takes the last copy of a flag: the running server would not be the profile's; SGLang takes its API "
+         "key only as --api-key on the command line, where docker inspect and ps show it",
+         _rules("sglang"), ("cases/profile/sglang_owned_flags.yaml", "cases/profile/sglang_api_key_file.yaml"),
+         seed=_SGLANG_SEED + "; the secrets rule (never in argv)"),
+    Rule("sglang-topology", "refuse", "sglang.tp_size is at most the GPUs the profile lists and sglang.dcp_size "
+         "divides it; engine sglang needs GPUs (gpus: none refused)",
+         "one rank per GPU; SGLang asserts tp % dcp == 0 at start; its CPU path is a source build kimik3 does not "
+         "make", _rules("sglang"), ("cases/profile/sglang_topology.yaml", "cases/profile/sglang_no_gpus.yaml"),
+         seed=_SGLANG_SEED),
 )
 
 _RPC_SEED = ("not in the seeds: issue 18 (Beyond one host) and the pinned llama.cpp's tools/rpc/README.md: \"Never run the RPC server "
@@ -616,6 +638,32 @@ RULES += (
          ("kimik3_reconciler.planning.worker_step",), ("cases/plan/98-rpc-worker-dropped.yaml",
                                                      "cases/plan/99-rpc-section-removed.yaml"),
          seed="not in the seeds: issue 18 (an exposed RPC server is a security hole; a dropped worker is removed)"),
+    Rule("engine-fields", "refuse", "a profile writes only what its engine reads: vllm/sglang refuse build, rpc, "
+         "model.quant/mmproj/tokenizer/local_path, gate and llama.cpp's serve fields and require image.ref (by digest); llamacpp "
+         "refuses image, vllm and sglang and requires model.quant",
+         "a field the engine does not read would be accepted and silently ignored: the user believes it applied",
+         _rules("engines"), ("cases/profile/vllm_llamacpp_fields.yaml", "cases/profile/vllm_image_missing.yaml",
+                             "cases/profile/llamacpp_vllm_sections.yaml", "cases/profile/llamacpp_quant_missing.yaml",
+                             "cases/profile/vllm_local_path.yaml"),
+         seed="seed 001 (one recipe per engine: vLLM's flags, SGLang's flags, llama.cpp's GGUF path); issue 25"),
+    Rule("vllm-owned-flags", "refuse", "serve.extra_args and serve.env never give a vLLM option kimik3 renders "
+         "(--model, --port, --tensor-parallel-size, VLLM_USE_V2_MODEL_RUNNER, ...): the profile's field does",
+         "argparse takes the last copy of a flag: the running server would not be the profile's, and the plan would "
+         "not see it", _rules("vllm"), ("cases/profile/vllm_owned_flags.yaml", "cases/profile/vllm_api_key_file.yaml"),
+         seed="seed 001 (the vLLM TP8 recipe's flags are the vllm section's fields)"),
+    Rule("engine-host-needs", "refuse", "an engine that holds the whole checkpoint in VRAM (vllm) gets its image's "
+         "driver floor (R580+ for the CUDA 13 image), tensor_parallel_size GPUs of the recipe's kinds (B300/GB300, or "
+         "vllm.any_gpu: true) and a checkpoint whose safetensors fit gpu_memory_utilization of their VRAM (warned "
+         "when under 10 % is left for the KV cache)",
+         "found after a multi-terabyte download and a long load otherwise: the container refuses the driver, the "
+         "ranks find no GPU, or the weights do not fit",
+         ("kimik3_reconciler.planning.host_gate",), ("unit/test_vllm_host_gate.py",),
+         seed="seed 001 (vLLM: at least 8x GB300, R580+ for the CUDA 13 image; the day-0 guide's 8x B300)"),
+    Rule("vllm-tensor-parallel", "refuse", "vllm.tensor_parallel_size is at most the GPUs the profile lists; with "
+         "gpus: none a GPU attention backend is warned about",
+         "vLLM puts one tensor-parallel rank on each GPU: more ranks than GPUs never start",
+         _rules("vllm"), ("cases/profile/vllm_tensor_parallel_gpus.yaml", "cases/profile/vllm_cpu_backend_warns.yaml"),
+         seed="seed 001 (TP8 on 8 GPUs)"),
 )
 
 _LOCAL = ("kimik3_reconciler.observe.local_model",)

@@ -28,12 +28,14 @@ class Weights:
 
 
 def weights_of(metadata: dict[str, Any], shard: str) -> Weights:
-    """From the first shard's GGUF metadata: random only when the file says so."""
+    """From the first shard's metadata (GGUF's keys, or a safetensors header's `__metadata__`): random only when
+    the file says so."""
+    kind = "safetensors metadata" if shard.endswith(".safetensors") else "GGUF key"
     marker = metadata.get(WEIGHTS_KEY)
     if marker == RANDOM_WEIGHTS:
-        return Weights(True, f"{shard}: GGUF key {WEIGHTS_KEY} = {RANDOM_WEIGHTS!r} (a kimik3 tiny model)")
+        return Weights(True, f"{shard}: {kind} {WEIGHTS_KEY} = {RANDOM_WEIGHTS!r} (a kimik3 tiny model)")
     if marker is not None:
-        return Weights(False, f"{shard}: GGUF key {WEIGHTS_KEY} = {marker!r}: judged as a real model")
+        return Weights(False, f"{shard}: {kind} {WEIGHTS_KEY} = {marker!r}: judged as a real model")
     return Weights(False, f"{shard}: no {WEIGHTS_KEY} key: judged as a real model")
 
 

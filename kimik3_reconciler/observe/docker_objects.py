@@ -8,7 +8,8 @@ from typing import Any
 
 from kimik3_reconciler.model.facts import ContainerFact, GpuPlumbing, ImageFact, MountFact, RunningConfig
 from kimik3_reconciler.model.records import gpu_probe_key, smoke_key
-from kimik3_reconciler.model.labels import PROFILE_LABEL, CONTAINER_FINGERPRINT, CONTAINER_INPUTS, HEALTH_URL, IMAGE_FINGERPRINT
+from kimik3_reconciler.model.labels import PROFILE_LABEL, CONTAINER_FINGERPRINT, CONTAINER_INPUTS, HEALTH_URL, IMAGE_FINGERPRINT, \
+    WHILE_LOADING
 from kimik3_reconciler.observe.server_log import crash_cause
 from kimik3_reconciler.ports import DockerPort, HostPort, HttpPort, StatePort
 
@@ -223,10 +224,14 @@ def collect_container(docker: DockerPort, http: HttpPort, name: str) -> Containe
         # A crashed server's log names the cause and its fix (a CUDA OOM needs more fit_target, not a restart).
         cause = crash_cause(bool(state.get("OOMKilled")), docker.container_logs(name, CRASH_LOG_TAIL))
         fact = fact.model_copy(update={"crash": cause})
-    url = ((inspect.get("Config") or {}).get("Labels") or {}).get(HEALTH_URL)
+    labels = (inspect.get("Config") or {}).get("Labels") or {}
+    url = labels.get(HEALTH_URL)
     if fact.state == "running" and url:
         # The container says where it listens (label stamped at launch), so no profile math here.
-        fact = fact.model_copy(update={"health": http.health(url)})
+        health = http.health(url)
+        if health == "unreachable" and labels.get(WHILE_LOADING) == "refused":
+            health = "loading"  # vLLM binds its port once loaded: a running container that refuses is loading
+        fact = fact.model_copy(update={"health": health})
     return fact
 
 

@@ -1,7 +1,11 @@
-"""The served quant's weights, real or random, read from its first shard's GGUF header in the local cache."""
+"""The served weights, real or random, read from the local cache: a GGUF quant's first shard's header, or a
+safetensors checkpoint's first shard's JSON header (its `__metadata__`, where kimik3's tiny checkpoint says
+`kimik3.weights: random`)."""
 
 from __future__ import annotations
 
+import json
+import struct
 from pathlib import Path
 
 from kimik3_reconciler.model.facts import ModelFact
@@ -15,7 +19,9 @@ MAX_HEADER = 256 << 20  # K3's ~164k-token vocabulary makes a header of a few MB
 
 def served_weights(hub: HubPort, model: ModelFact, shard: str) -> Weights:
     """Weights of `shard` (the file llama-server opens) as the cache (or the local folder) holds it: the container
-    mounts that file."""
+    mounts that file. A checkpoint folder (".": vLLM opens the snapshot) is judged by its first safetensors shard."""
+    if shard == ".":
+        return _checkpoint_weights(hub, model)
     cached = (Path(model.host_path(shard)) if model.local_path is not None
               else hub.cached_file(model.repo, model.revision, shard, model.cache_dir))
     if cached is None:
@@ -34,3 +40,24 @@ def served_weights(hub: HubPort, model: ModelFact, shard: str) -> Weights:
                     size = more.at_least
     except (NotGguf, OSError) as exc:
         return unreadable(shard, str(exc))
+
+
+def _checkpoint_weights(hub: HubPort, model: ModelFact) -> Weights:
+    shards = sorted(f.path for f in model.files if f.path.endswith(".safetensors"))
+    if not shards:
+        return unreadable(".", "no safetensors shard in the checkpoint")
+    shard = shards[0]
+    cached = hub.cached_file(model.repo, model.revision, shard, model.cache_dir)
+    if cached is None:
+        return unreadable(shard, "not in the cache")
+    try:
+        with open(cached, "rb") as handle:
+            # safetensors: an 8-byte little-endian header length, then the JSON header
+            (length,) = struct.unpack("<Q", handle.read(8))
+            if length > MAX_HEADER:
+                return unreadable(shard, f"a safetensors header of {length} bytes")
+            header = json.loads(handle.read(length))
+    except (OSError, struct.error, ValueError) as exc:
+        return unreadable(shard, f"not a safetensors file ({exc})")
+    metadata = header.get("__metadata__") if isinstance(header, dict) else None
+    return weights_of(metadata if isinstance(metadata, dict) else {}, shard)

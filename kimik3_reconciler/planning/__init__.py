@@ -58,6 +58,11 @@ PLANNERS: tuple[Planner, ...] = (
 def render_desired(profile: Profile, observed: Observed) -> Desired:
     engine = engine_for(profile.engine)  # the registry: every planner learns the engine from Desired.engine
     build = render_image_build(profile, observed)
+    if engine.image_source.kind == "pull":
+        # A pulled image is its digest: the container runs `repo:tag@sha256:…` and its fingerprint moves with the
+        # digest only (the image steps of a pull: planning/image_step, by engine.image_source.kind).
+        image = profile.image
+        return Desired(profile, build, render_launch(profile, observed, image.ref, image.digest, engine), engine)
     return Desired(profile, build, render_launch(profile, observed, build.tag, build.fingerprint, engine), engine)
 
 

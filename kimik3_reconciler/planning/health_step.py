@@ -65,8 +65,9 @@ def predicted_partial_load_s(observed: Observed, cached_bytes: int, mode: str = 
                      f"{gib(size - cached)} from disk at the cold rate ({cold_source})")
 
 
-def load_timeout(total_bytes: int) -> float:
-    return _STARTUP_S + total_bytes / _LOAD_BYTES_PER_S
+def load_timeout(total_bytes: int, startup_s: float = _STARTUP_S) -> float:
+    """The health wait's limit: the engine's startup allowance plus the bytes at a quarter of seed 000's rate."""
+    return startup_s + total_bytes / _LOAD_BYTES_PER_S
 
 
 def predicted_load_s(observed: Observed, warm: bool = False, mode: str = "hybrid",
@@ -94,7 +95,7 @@ def plan_health(desired: Desired, observed: Observed, planned: tuple[Step, ...] 
     profile = desired.profile
     warm, partial = preread_planned(planned), partial_preread(planned)
     wait = HealthWait(container=launch.spec.name, url=launch.health_url,
-                      timeout_s=load_timeout(observed.model.total_bytes), model_bytes=observed.model.total_bytes,
+                      timeout_s=load_timeout(observed.model.total_bytes, ready.startup_s), model_bytes=observed.model.total_bytes,
                       warm=warm,
                       unit=f"{profile.unit_name}.service" if profile.systemd is not None else None,
                       partial_bytes=partial)

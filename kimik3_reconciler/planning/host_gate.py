@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import re
 
+from kimik3_reconciler.engines import engine_for
+from kimik3_reconciler.engines.base import HostNeeds
 from kimik3_reconciler.errors import FieldRefusal
-from kimik3_reconciler.model.facts import HostFacts, ModelFact, Observed
+from kimik3_reconciler.model.facts import GpuFact, HostFacts, ModelFact, Observed
 from kimik3_reconciler.model.profile import Profile, bind_addresses, upstream_port
 from kimik3_reconciler.model.unit_files import runs_exporter_unit
 from kimik3_reconciler.planning.build_flags import HOST_FLAGS, cpu_features
@@ -27,6 +29,7 @@ from kimik3_reconciler.planning.host_compat import (
 )
 from kimik3_reconciler.planning.memory_gate import context_refusals, draft_room_refusals, memory_findings
 from kimik3_reconciler.planning.model_step import disk_refusal
+from kimik3_reconciler.planning.routes import is_kind
 from kimik3_reconciler.planning.vram_fit import derive_mode, margin_refusal, requested_gpus
 
 MIB = 1 << 20
@@ -280,10 +283,104 @@ def _module_findings(profile: Profile, host: HostFacts) -> tuple[list[str], list
                 "Blackwell GPUs; these GPUs also run on the proprietary one)"]
 
 
+GIB = 1 << 30
+# Below this share of the engine's memory left after the weights, the KV cache holds few requests: warned.
+KV_ROOM_WARN = 0.10
+
+
+def _foreign_gpu_processes(profile: Profile, gpus: tuple[GpuFact, ...], stoppable: frozenset[int]) -> list[str]:
+    refusals = []
+    if not profile.share_gpus:
+        for gpu in gpus:
+            for p in gpu.processes:
+                if not p.ours and p.pid not in stoppable:
+                    # rule: gpus-unclaimed
+                    # Seed 000 step 1: check who else uses the GPUs before claiming any (commonly a shared pool).
+                    refusals.append(f"GPU {gpu.index} ({gpu.uuid}) holds {p.used_bytes // MIB} MiB for pid {p.pid}, "
+                                    "not this profile's container: another job on a shared GPU? pick other gpus, "
+                                    "stop it, or set share_gpus: true")
+    return refusals
+
+
+def checkpoint_findings(profile: Profile, observed: Observed, needs: HostNeeds,
+                        stoppable: frozenset[int] = frozenset()) -> tuple[list[str], list[str]]:
+    """(refusals, warnings) for an engine that serves the whole checkpoint from VRAM (vllm): its driver floor,
+    GPU count and kinds (engine.host_needs: the numbers and their source), and the checkpoint's weights against
+    the engine's share of the GPUs' memory. Not judged with gpus: none (the CPU build) or GPUs not observed."""
+    host = observed.host
+    if profile.gpus == "none" or host.gpu_probe is None:
+        return [], []
+    floor = driver_text(needs.min_driver)
+    if host.gpu_probe == "no-driver" or not host.gpus:
+        # rule: engine-host-needs
+        # The recipe's image needs the driver and the GPUs; refused before a multi-terabyte download.
+        return [f"0 GPUs on this host ({host.gpu_probe_detail or 'NVML sees none'}): engine {profile.engine} needs "
+                f"{needs.gpus} GPUs and the NVIDIA driver >= {floor} ({needs.source}); use gpus: none only with a "
+                "CPU build of the engine"], []
+    refusals: list[str] = []
+    if version(host.driver_version or "0") < needs.min_driver:
+        # rule: engine-host-needs
+        # Seed 001: the CUDA 13 image needs R580+; the container would not start on an older driver.
+        refusals.append(f"NVIDIA driver {host.driver_version} is older than {floor}, the minimum of engine "
+                        f"{profile.engine}'s image ({needs.source}): upgrade the driver")
+    gpus, absent = requested_gpus(profile, host)
+    if absent:
+        # rule: gpus-present
+        # The profile's GPUs must be this host's (indices or UUIDs that NVML lists).
+        have = ", ".join(f"{g.index} ({g.uuid})" for g in host.gpus)
+        refusals.append(f"gpus: {', '.join(absent)} not on this host (it has {have})")
+    if len(gpus) < needs.gpus:
+        # rule: engine-host-needs
+        # One tensor-parallel rank per GPU: fewer GPUs than ranks never start.
+        refusals.append(FieldRefusal(tuple(needs.gpus_field.split(".")), f"engine {profile.engine} runs "
+                                     f"{needs.gpus} tensor-parallel ranks, one per GPU, but the profile gets "
+                                     f"{len(gpus)} GPU(s) here ({needs.source})"))
+    others = [g for g in gpus if needs.gpu_kinds and not is_kind(g.name, needs.gpu_kinds)]
+    if others:
+        # rule: engine-host-needs
+        # The recipe was written and measured for these GPUs; elsewhere it is the operator's explicit choice.
+        names = ", ".join(sorted({g.name for g in others}))
+        indices = ", ".join(str(g.index) for g in others)
+        refusals.append(FieldRefusal(tuple(needs.kinds_override.split(".")), f"GPUs {indices} are {names}, not "
+                                     f"{' or '.join(needs.gpu_kinds)} ({needs.source}): set {needs.kinds_override}: "
+                                     "true to run the recipe on them anyway"))
+    refusals += _foreign_gpu_processes(profile, gpus, stoppable)
+    if host.docker_gpus is False:
+        # rule: gpu-plumbing-probe
+        # No CDI spec and no nvidia runtime: no container can get a GPU.
+        refusals.append("Docker cannot give containers GPUs: install nvidia-container-toolkit (CDI specs in /etc/cdi "
+                        "or the nvidia runtime)")
+    weights = sum(f.size for f in observed.model.files if f.path.endswith(".safetensors"))
+    used = gpus[:needs.gpus] if len(gpus) >= needs.gpus else gpus
+    share = int(sum(g.memory_total for g in used) * needs.memory_share)
+    warnings: list[str] = []
+    if weights and used:
+        where = (f"{share / GIB:.0f} GiB: {needs.memory_share:g} of the {sum(g.memory_total for g in used) / GIB:.0f} "
+                 f"GiB of VRAM on {len(used)} GPU(s)")
+        if weights > share:
+            # rule: engine-host-needs
+            # The engine holds every weight in its share of VRAM (the checkpoint's safetensors, as the Hub lists them).
+            refusals.append(f"the checkpoint's weights ({weights / GIB:.0f} GiB of safetensors at "
+                            f"{profile.model.revision[:12]}) do not fit engine {profile.engine}'s memory ({where})")
+        elif share - weights < KV_ROOM_WARN * share:
+            warnings.append(f"the checkpoint's weights ({weights / GIB:.0f} GiB) leave {(share - weights) / GIB:.0f} "
+                            f"GiB of engine {profile.engine}'s memory ({where}) for the KV cache: few requests fit")
+    return refusals, warnings
+
+
 def host_gate(profile: Profile, observed: Observed) -> tuple[list[str], list[str]]:
     """(refusals, warnings). Facts that were not observed (pure tests) are not judged."""
     host = observed.host
     refusals, warnings = [], []
+    needs = engine_for(profile.engine).host_needs(profile)
+    if needs is not None:  # an engine with the whole checkpoint in VRAM: its needs, then what every deployment needs
+        refusals, warnings = checkpoint_findings(profile, observed, needs, _stoppable_pids(profile, observed))
+        module_refusals, module_warnings = _module_findings(profile, host)  # Blackwell needs the open module
+        refusals, warnings = refusals + module_refusals, warnings + module_warnings
+        refusals += [r for r in (disk_refusal(observed.model),) if r]
+        refusals += _port_refusals(profile, observed) + _address_refusals(profile, observed)
+        warnings += [w for w in (_cache_filesystem_warning(observed.model),) if w]
+        return refusals, warnings
     # rule: numa-balancing
     # With host.prepare the plan's first step sets it (planning/host_step.py) before anything runs under it.
     if host.numa_balancing not in (None, 0) and not profile.host.prepare:

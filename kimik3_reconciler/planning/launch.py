@@ -24,12 +24,17 @@ from kimik3_reconciler.model.labels import (
     HEALTH_URL,
     MODELS_MOUNT,
     PROFILE_LABEL,
+    WHILE_LOADING,
 )
 from kimik3_reconciler.model.launch_input import LaunchInput, ModelInput
 from kimik3_reconciler.model.profile import Profile, ServeSpec, upstream_port
 from kimik3_reconciler.model.specs import ContainerSpec, Mount
 from kimik3_reconciler.planning.worker_step import rpc_endpoints, worker_fingerprints
 from kimik3_reconciler.planning.vram_fit import ModeDecision, context_note, context_total, derive_mode
+
+# The mode of an engine that serves no GGUF quant (vllm): all of the model on the GPUs, nothing derived.
+NO_QUANT_MODE = ModeDecision("all-vram", "all-vram", False, "")
+
 
 @dataclass(frozen=True)
 class Launch:
@@ -118,15 +123,17 @@ def refuse_keyless_key_file(profile: Profile, observed: Observed) -> None:
         raise InputError(f"serve.api_key_file: {profile.serve.api_key_file} {problem}", (("serve", "api_key_file"),))
 
 
-def _resolved_serve(profile: Profile, observed: Observed, mode: ModeDecision) -> ServeSpec:
+def _resolved_serve(profile: Profile, observed: Observed, mode: ModeDecision | None) -> ServeSpec:
     """The serve section as the container gets it: batch/ubatch/fit_target of the mode this host runs the
     quant in (not the catalog's: seed 000 re-tunes per GPU count and memory) when omitted, per quant, and
-    the host paths of its files."""
-    serve, runs = profile.serve, mode.mode
-    update: dict[str, Any] = {"batch": profile.batch_for(runs), "ubatch": profile.ubatch_for(runs),
-                              "ctx_size": context_total(profile, observed),
-                              "fit_target": profile.fit_target_for(runs),
-                              "api_key_file": observed.inputs.api_key_file}
+    the host paths of its files. `mode` None: an engine without GGUF quants (vllm), whose batching and context are
+    its own section's, gets the host paths only."""
+    serve = profile.serve
+    update: dict[str, Any] = {"api_key_file": observed.inputs.api_key_file}
+    if mode is not None:
+        runs = mode.mode
+        update = {"batch": profile.batch_for(runs), "ubatch": profile.ubatch_for(runs),
+                  "ctx_size": context_total(profile, observed), "fit_target": profile.fit_target_for(runs), **update}
     if upstream_port(profile) is not None:  # behind the latency proxy: the proxy holds serve.port
         update["port"] = upstream_port(profile)
     if serve.spec_draft is not None:
@@ -140,14 +147,16 @@ def _resolved_serve(profile: Profile, observed: Observed, mode: ModeDecision) ->
 def launch_input(profile: Profile, observed: Observed, image_tag: str, image_fp: str, engine: ServingEngine,
                  mode: ModeDecision | None = None) -> tuple[LaunchInput, tuple[str, ...]]:
     """(the launch input, warnings) from the profile and what this host showed."""
-    mode = mode or derive_mode(profile, observed)
+    gguf = engine.model_source.format == "gguf"
+    if gguf:
+        mode = mode or derive_mode(profile, observed)
     bind, warnings = bind_address(profile, observed)
     if upstream_port(profile) is not None:
         # rule: proxy-server-on-loopback
         # Behind the proxy llama-server listens on loopback only: a client reaching it directly would skip the
         # latency series (and the proxy is where serve.host's address is bound).
         bind = "127.0.0.1"
-    note = mode.note(profile)
+    note = mode.note(profile) if gguf and mode is not None else None
     warnings += (note,) if note else ()
     model = observed.model
     host_gpus = len(observed.host.gpus) if observed.host.gpu_probe == "ok" else None
@@ -165,13 +174,14 @@ def launch_input(profile: Profile, observed: Observed, image_tag: str, image_fp:
                          # rule: mmproj-fork-only
                          mmproj=profile.model.mmproj if profile.build.source == "fork" else None,
                          local_path=model.local_path, sha256=model.digest if model.local_path is not None else None),
-        serve=_resolved_serve(profile, observed, mode),
+        serve=_resolved_serve(profile, observed, mode if gguf else None),
         bind=bind,
         threads=observed.host.physical_cores,
         draft_device=draft_device(profile, host_gpus),
         gpu_request=gpu_request(observed),
         rpc=rpc_endpoints(profile),
         worker_fingerprints=worker_fingerprints(profile, image_tag, image_fp),
+        knobs=getattr(profile, profile.engine, None),  # the engine's own section (`vllm:`); llama.cpp has none
     )
     return value, warnings
 
@@ -214,7 +224,7 @@ def render_container(value: LaunchInput, engine: ServingEngine) -> ContainerSpec
         name=value.name,
         image=value.image,
         command=engine.server_argv(value, _snapshot(value.model)),
-        env=tuple(sorted(value.serve.env.items())),
+        env=tuple(sorted({**value.serve.env, **dict(engine.server_env(value))}.items())),
         mounts=_mounts(value),
         gpus=_container_gpus(value.gpus),
         labels=(),
@@ -241,7 +251,8 @@ def render_launch(profile: Profile, observed: Observed, image_tag: str, image_fp
     """The launch on this host; `engine`: the profile's serving engine (render_desired hands it in; other
     callers get the one the profile names, from the registry)."""
     engine = engine or engine_for(profile.engine)
-    mode = derive_mode(profile, observed)
+    # Hybrid or all-VRAM is a GGUF quant's question; a checkpoint engine sizes its memory with its own knobs.
+    mode = derive_mode(profile, observed) if engine.model_source.format == "gguf" else NO_QUANT_MODE
     value, warnings = launch_input(profile, observed, image_tag, image_fp, engine, mode)
     spec = render_container(value, engine)
     digest = container_fingerprint(spec, image_fp, value.worker_fingerprints, value.model.sha256)
@@ -250,6 +261,8 @@ def render_launch(profile: Profile, observed: Observed, image_tag: str, image_fp
         (CONTAINER_FINGERPRINT, digest),
         (CONTAINER_INPUTS, json.dumps(value.flat(), sort_keys=True)),
         (HEALTH_URL, value.server_url + engine.readiness.path),
+        *(((WHILE_LOADING, engine.readiness.while_loading),) if engine.readiness.while_loading != "503" else ()),
     )
-    return Launch(value, replace(spec, labels=labels), digest, warnings, mode, engine.readiness.path,
-                  context_note(profile, observed))
+    # Slots sharing -c is llama-server's; a checkpoint engine's context is its own knob (vllm.max_model_len).
+    context = context_note(profile, observed) if engine.model_source.format == "gguf" else ""
+    return Launch(value, replace(spec, labels=labels), digest, warnings, mode, engine.readiness.path, context)

@@ -47,8 +47,10 @@ def render_exporter(desired: Desired, observed: Observed) -> ExporterConfig | No
         # rule: metrics-labels-no-secrets
         # Labels are what a dashboard shows and any scraper stores: names and fingerprints only, never a path
         # of the key file or a token.
-        labels={"profile": profile.name, "quant": model.quant, "build": build_label(profile),
-                "fingerprint": launch.fingerprint},
+        labels={"profile": profile.name, "quant": model.quant or "",
+                # a pulled image is named by its repository and tag (the digest is in the fingerprint)
+                "build": build_label(profile) if desired.engine.image_source.kind == "build"
+                else profile.image.ref.split("@")[0], "fingerprint": launch.fingerprint},
         bind=exporter_bind(profile, observed),
         port=profile.metrics.port,
         container=launch.spec.name,
@@ -56,12 +58,13 @@ def render_exporter(desired: Desired, observed: Observed) -> ExporterConfig | No
         api_key_file=launch.input.serve.api_key_file,
         shards=tuple(model.host_path(f.path) for f in model.files if f.path.endswith(weights)),
         gpus=gpus if isinstance(gpus, str) else tuple(str(g) for g in gpus),
-        quant=model.quant, repo=model.repo, revision=model.revision, image_fingerprint=desired.build.fingerprint,
+        quant=model.quant or "", repo=model.repo, revision=model.revision, image_fingerprint=desired.build.fingerprint,
         # rule: proxy-server-on-loopback
         # The proxy binds what serve.host resolves to, on serve.port; llama-server moved to loopback (launch.py).
         # With metrics.handover the proxy is the front, a process of its own (planning/front_step.py).
         proxy_bind=bind_address(profile, observed)[0] if in_exporter else None,
         proxy_port=profile.serve.port if in_exporter else None,
+        engine=desired.engine.name,
     )
 
 

@@ -44,7 +44,8 @@ SPEED_SOURCE = "seed 000 step 2 on 8x RTX PRO 6000"
 NATIVE_GPUS = 8
 VLLM_KINDS = ("GB300", "B300")
 # Seed 001: the SGLang cookbook's verified single-node profile is 8x B300 TP8/DCP8; "do not copy this B300
-# topology to H100/H200, GB200/GB300, AMD or multi-node deployments".
+# topology to H100/H200, GB200/GB300, AMD or multi-node deployments". Its driver floor is the vLLM image's R580
+# (the seed gives none for SGLang: engines/sglang/launch.py holds it to the same).
 SGLANG_KINDS = ("B300",)
 NATIVE_DRIVER = (580,)
 # Seed 001: 2.8T parameters; seed 000: SGLang/vLLM serve "the native MXFP4 checkpoint" (4-bit elements and an
@@ -138,9 +139,14 @@ class RouteReport:
         return {"host": asdict(self.host), "routes": [asdict(r) for r in self.routes], "notes": list(self.notes)}
 
 
+def is_kind(name: str, kinds: tuple[str, ...]) -> bool:
+    """A GPU's NVML name is one of `kinds`. Names read "NVIDIA B300 SXM6 AC", "NVIDIA GB300": a kind matches as a
+    word, so B300 is not GB300 (the SGLang cookbook's B300 profile must not run on GB300: seed 001)."""
+    return any(re.search(rf"(?<![A-Za-z0-9]){re.escape(kind)}(?![0-9])", name) for kind in kinds)
+
+
 def _kind(gpu: GpuFact, kinds: tuple[str, ...]) -> bool:
-    # NVML names read "NVIDIA B300 SXM6 AC", "NVIDIA GB300": match a kind as a word, so B300 is not GB300.
-    return any(re.search(rf"(?<![A-Za-z0-9]){kind}(?![0-9])", gpu.name) for kind in kinds)
+    return is_kind(gpu.name, kinds)
 
 
 def _driver_ok(driver: str | None, floor: tuple[int, ...]) -> bool:
@@ -240,7 +246,7 @@ def routes(host: HostFacts, gpus: tuple[GpuFact, ...] | None = None, source: str
             found.append(_gguf_route(info.name, size, gpus, host))
     found.append(_native_route("vllm", "tp8", VLLM_KINDS, gpus, host, NATIVE_DRIVER,
                                "seed 001's vLLM recipe (TP8, fp8 KV cache, vllm/vllm-openai:kimi-k3)"))
-    found.append(_native_route("sglang", "tp8-dcp8", SGLANG_KINDS, gpus, host, None,
+    found.append(_native_route("sglang", "tp8-dcp8", SGLANG_KINDS, gpus, host, NATIVE_DRIVER,
                                "seed 001's SGLang cookbook profile (TP8/DCP8, verified on 8x B300; needs "
                                "sglang.mamba_full_memory_ratio from the cookbook's calculator)"))
     found.append(Route("ollama", f"hf.co/{GGUF_REPO}:<quant>", "-", False, OLLAMA_WHY))

@@ -28,8 +28,10 @@ def render_smoke(profile: Profile, observed: Observed, image: ImageBuild, engine
 
 
 def plan_smoke(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
-    if desired.engine.model_source.format != "gguf":
-        # The smoke model is a tiny GGUF for llama-server: a vLLM/SGLang image (pulled by digest) cannot open it.
+    if desired.engine.model_source.format != "gguf" or desired.engine.image_source.kind != "build":
+        # The smoke test proves a build (llama-server from pinned source) on a tiny GGUF: a vLLM/SGLang image cannot
+        # open it, and a pulled image is the vendor's, pinned by digest, whose first launch's health wait and verify
+        # are its test.
         return ()
     spec = render_smoke(desired.profile, observed, desired.build, desired.engine)
     target = spec.image

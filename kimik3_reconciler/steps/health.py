@@ -1,4 +1,5 @@
-"""Wait healthy: /health 200 after the 503 "Loading model" phase; fail fast if the server exits."""
+"""Wait healthy: /health 200 after the loading phase (llama-server answers 503 "Loading model"; vLLM's port refuses
+connections: either is "not yet" until the container exits or the timeout); fail fast if the server exits."""
 
 from __future__ import annotations
 
@@ -20,7 +21,9 @@ LOG_TAIL = 20
 # dockerd's own stop (~13 s for a loading server) plus its start: long enough to see the policy start it again.
 RESTART_GRACE_S = 30.0
 _STOPPED_FROM_OUTSIDE = (0, 137, 143)  # a clean exit, SIGKILL, SIGTERM: what a stopping dockerd (or systemd) causes
-_PREFIX = re.compile(r"^\d+\.\d+\.\d+\.\d+ [IWED] ")  # llama-server's elapsed-time + level prefix
+# llama-server's elapsed-time + level prefix; vLLM's "(APIServer pid=1) INFO 12-03 23:40:00 [file.py:12] ".
+_PREFIX = re.compile(r"^\d+\.\d+\.\d+\.\d+ [IWED] |^(?:\(\w+ pid=\d+\) )?(?:INFO|WARNING|ERROR|DEBUG) "
+                     r"\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[^\]]*\] ")
 
 
 def load_phase(log_tail: str) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 
 from kimik3_reconciler.benchmark import converged_deployment
 from kimik3_reconciler.engines import engine_for
-from kimik3_reconciler.errors import NothingMeasured
+from kimik3_reconciler.errors import InputError, NothingMeasured
 from kimik3_reconciler.model.bench import BenchSettings
 from kimik3_reconciler.model.loaded_profile import LoadedProfile
 from kimik3_reconciler.model.profile_edit import set_serve_knobs
@@ -51,6 +51,12 @@ def tune(orchestrator: Orchestrator, runner: CandidateRunner, loaded: LoadedProf
     """Search under the host lock; with `write_profile` (--write) the winner's knobs are written into FILE's text
     (comments and key order kept, the figures as a comment) and the host converges on it; the host always ends
     on the winner written or on FILE as it was, whatever the search raised."""
+    if loaded.profile.engine != "llamacpp":
+        # A candidate is written as serve.* fields (planning/tune_space.serve_values); another engine's knobs live in
+        # its own section (vllm:), which no candidate writes yet: the search would measure one setting many times.
+        raise InputError(f"engine: kimik3 tune searches llama.cpp's serve fields; engine {loaded.profile.engine}'s "
+                         f"own knobs ({loaded.profile.engine}: section) are not searched yet: compare settings with "
+                         "kimik3 bench", (("engine",),))
     goal = request.goal
     short = with_settings(request.base, goal, request.prompts, 1)
     long = with_settings(request.base, goal, request.prompts * 2, 1)

@@ -97,14 +97,16 @@ class Session:
     def ask(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         if self.random_weights:  # nothing is judged: a few tokens prove the plumbing
             return self.chat.chat(self.server.base_url, self.server.api_key, messages, tools=tools,
-                                  max_tokens=RANDOM_MAX_TOKENS * (2 if tools else 1))
+                                  max_tokens=RANDOM_MAX_TOKENS * (2 if tools else 1), model=self.profile.name)
         reply = self.chat.chat(self.server.base_url, self.server.api_key, messages, tools=tools,
-                               max_tokens=REAL_MAX_TOKENS, thinking_effort=THINKING_EFFORT)
+                               max_tokens=REAL_MAX_TOKENS, thinking_effort=THINKING_EFFORT,
+                               model=self.profile.name)
         # rule: verify-thinking-budget
         # K3 thinks first: a reply cut at max_tokens before any answer is asked once more, with room.
         if thinking_ran_out(reply):
             reply = self.chat.chat(self.server.base_url, self.server.api_key, messages, tools=tools,
-                                   max_tokens=THINKING_RETRY_MAX_TOKENS, thinking_effort=THINKING_EFFORT)
+                                   max_tokens=THINKING_RETRY_MAX_TOKENS, thinking_effort=THINKING_EFFORT,
+                                   model=self.profile.name)
         return reply
 
 
@@ -169,6 +171,10 @@ def tool_call(session: Session) -> Verdict:
 
 
 def vision(session: Session) -> Verdict:
+    if session.profile.engine != "llamacpp":
+        # The probe is llama.cpp's (--mmproj on a fork build); a checkpoint engine serves Kimi-K3's vision from the
+        # checkpoint itself, which no check here sends an image to yet.
+        return Status.SKIPPED, f"skipped: engine {session.profile.engine}: the vision probe is not sent yet"
     if not session.profile.vision:  # reference §6: the projector is only launched on a fork build
         return Status.SKIPPED, MAINLINE_SKIP
     image = "data:image/png;base64," + base64.b64encode(solid_png(PROBE_RGB)).decode()
@@ -215,10 +221,11 @@ def two_turn(session: Session) -> Verdict:
     # rule: verify-two-turn
     # Seed 001: clients send back the whole assistant message, reasoning and tool_calls included;
     # the server must put them back into the prompt, or K3 loses its thinking between turns.
-    render = session.chat.apply_template
-    before = render(session.server.base_url, session.server.api_key, first_messages, [WEATHER_TOOL])
-    dropped = _dropped(before, render(session.server.base_url, session.server.api_key, messages, [WEATHER_TOOL]),
-                       assistant, session.reasoning_field)
+    def render(sent: list[dict[str, Any]]) -> str:
+        return session.chat.apply_template(session.server.base_url, session.server.api_key, sent, [WEATHER_TOOL],
+                                           model=session.profile.name)
+
+    dropped = _dropped(render(first_messages), render(messages), assistant, session.reasoning_field)
     if dropped:
         return Status.FAILED, f"{shown}; the server's prompt for turn 2 lacks {', '.join(dropped)} (dropped)"
     second = session.ask(messages, tools=[WEATHER_TOOL])

@@ -22,7 +22,6 @@ from kimik3_demo.hub import FixtureHub
 from kimik3_demo.prepare import CHECKPOINT_REPO, CHECKPOINT_REVISION, checkpoint_repo, prepare_checkpoint_root
 
 from kimik3_reconciler.adapters import real_ports
-from kimik3_reconciler.model.engine_names import ENGINES
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.plan import Action
 from kimik3_reconciler.model.profile_source import parse_profile
@@ -30,8 +29,7 @@ from kimik3_reconciler.observe import observe
 from kimik3_reconciler.planning.image_pull import plan_pull
 from kimik3_reconciler.planning.model_step import download_spec, model_step
 
-pytestmark = [pytest.mark.docker,
-              pytest.mark.skipif("vllm" not in ENGINES, reason="engine: vllm is not in the registry on this branch")]
+pytestmark = pytest.mark.docker
 
 REPOSITORY = "kimik3-pull25/vllm-inputs"
 

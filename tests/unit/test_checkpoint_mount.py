@@ -4,18 +4,13 @@ and the container gets no hub token and no hub address. Pure: render_launch of a
 
 from __future__ import annotations
 
-import pytest
-
-from kimik3_reconciler.model.engine_names import ENGINES
 from kimik3_reconciler.model.facts import ModelFact, RemoteFile
 from kimik3_reconciler.model.model_files import CHECKPOINT
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.planning.launch import render_launch
 from support.observed import observed
 
-pytestmark = pytest.mark.skipif("vllm" not in ENGINES, reason="engine: vllm is not in the registry on this branch")
-
-REV = "c4ec4b01" * 5
+REV = "c4ec4b02" * 5
 DIGEST = "sha256:" + "1" * 64
 PROFILE = f"""
 apiVersion: kimik3/v1

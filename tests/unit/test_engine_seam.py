@@ -37,7 +37,7 @@ def test_the_profile_defaults_to_llamacpp_and_refuses_a_name_the_registry_lacks(
     assert parse_profile(PROFILE, "p.yaml").profile.engine == DEFAULT_ENGINE == "llamacpp"
     assert parse_profile(PROFILE + "engine: llamacpp\n", "p.yaml").profile.engine == "llamacpp"
     with pytest.raises(ProfileError) as refused:
-        parse_profile(PROFILE + "engine: vllm\n", "p.yaml")
+        parse_profile(PROFILE + "engine: ollama\n", "p.yaml")
     assert refused.value.exit_code == 2 and "engine" in str(refused.value)
 
 

@@ -91,7 +91,24 @@ FIELDS: dict[tuple[Any, ...], list[Any]] = {
     ("rpc", "workers", 0, "devices"): [["CUDA0"], ["CPU"], [], ["CUDA 0"]],
     ("rpc", "workers", 0, "gpus"): ["all", "none", [0, 1], [0, 0], [UUID.upper()]],
     ("rpc", "workers", 0, "threads"): [1, 0],
+    # engine: vllm (set on the profile for these: VLLM_BASE)
+    ("image", "ref"): ["vllm/vllm-openai:kimi-k3@sha256:" + "e" * 64, "127.0.0.1:5000/a/b@sha256:" + "e" * 64,
+                       "vllm/vllm-openai:kimi-k3", "vllm/vllm-openai@sha256:" + "E" * 64, "Bad/Name@sha256:" + "e" * 64],
+    ("vllm", "tensor_parallel_size"): [1, 8, 0],
+    ("vllm", "max_model_len"): [512, 131072, 1048576, 1048577],
+    ("vllm", "gpu_memory_utilization"): [0.5, 0.95, 1, 1.01],
+    ("vllm", "kv_cache_dtype"): ["fp8", "auto", "nvfp4", "FP8", "int3"],
+    ("vllm", "max_num_seqs"): [1, 256],
+    ("vllm", "enable_prefix_caching"): [True, False, "yes"],
+    ("vllm", "attention_backend"): ["TOKENSPEED_MLA", "FLASH_ATTN", "flash", "A B"],
+    ("vllm", "attention_config"): [{"use_prefill_query_quantization": True, "mla_prefill_backend": "X"},
+                                   {"a": 1.5}, {"a": [1]}, {"": 1}],
+    ("vllm", "tool_call_parser"): ["kimi_k3", "hermes", "-x", "a b"],
+    ("vllm", "any_gpu"): [True, False, "yes"],
 }
+# An engine: vllm profile (no model.quant, the image by digest): the base of the image and vllm fields above.
+VLLM_BASE: dict[str, Any] = {"apiVersion": "kimik3/v1", "name": "k", "engine": "vllm", "model": {
+    "repo": "a/b", "revision": "a" * 40}, "image": {"ref": "vllm/vllm-openai:kimi-k3@sha256:" + "e" * 64}}
 
 # Rules that weigh one field against another (or against kimik3's own tables): the schema cannot say them, and
 # docs/profile.md says so ("The cross-field rules are checked only by kimik3 validate, plan and apply").
@@ -107,7 +124,7 @@ CROSS_FIELD: dict[tuple[Any, ...], list[Any]] = {
 
 
 def _profile(path: tuple[Any, ...], value: Any) -> dict[str, Any]:
-    tree = copy.deepcopy(BASE)
+    tree = copy.deepcopy(VLLM_BASE if path[0] in ("image", "vllm") else BASE)
     if path[0] == "rpc":
         tree["rpc"] = {"workers": [{**WORKER, path[-1]: value}]}
         if path[-1] == "docker" and str(value).startswith("tcp://"):

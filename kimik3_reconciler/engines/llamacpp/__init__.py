@@ -40,6 +40,12 @@ class LlamaCpp:
     def server_argv(self, value: LaunchInput, snapshot: str) -> tuple[str, ...]:
         return launch.server_argv(value, snapshot)
 
+    def server_env(self, value: LaunchInput) -> tuple[tuple[str, str], ...]:
+        return ()  # llama-server's environment is serve.env alone
+
+    def host_needs(self, profile: Profile) -> None:
+        return None  # the gate reads llama.cpp's needs from the profile's build and quant (planning/host_gate.py)
+
     def tune_space(self, profile: Profile, observed: Observed) -> dict[str, tuple[Any, ...]]:
         from kimik3_reconciler.engines.llamacpp import tune  # tune only: a plan does not load model/tuning.py
 

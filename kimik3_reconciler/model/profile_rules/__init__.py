@@ -1,7 +1,7 @@
 """Cross-field rules of a profile (shared/PROFILE.md; seed 000 says why): pure checks of a validated Profile.
 
-One module per concern (quants, serving, drafts, server_args, no_secrets, paths, build, listeners, workers);
-order.py lists them in the one order they run in. This package's own import stays light (the finding's
+One module per concern (quants, serving, drafts, server_args, no_secrets, paths, build, listeners, workers; engines,
+vllm); order.py lists them in the one order they run in, per engine (BY_ENGINE). This package's own import stays light (the finding's
 types): the profile's loaded form and the planners import it on every command, and only validating a
 profile (check_rules) loads the rule modules."""
 
@@ -19,6 +19,6 @@ __all__ = ["FieldPath", "Finding", "check_rules"]
 
 def check_rules(profile: Profile) -> tuple[Finding, ...]:
     """Every cross-field finding of a validated profile, errors and warnings, in rule order."""
-    from kimik3_reconciler.model.profile_rules.order import RULES  # validation only: a cached profile skips it
+    from kimik3_reconciler.model.profile_rules.order import BY_ENGINE  # validation only: a cached profile skips it
 
-    return tuple(finding for rule in RULES for finding in rule(profile))
+    return tuple(finding for rule in BY_ENGINE[profile.engine] for finding in rule(profile))

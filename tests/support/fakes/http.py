@@ -78,10 +78,10 @@ class FakeChat:
 
     def chat(self, base_url: str, api_key: str | None, messages: list[dict[str, Any]],
              tools: list[dict[str, Any]] | None = None, max_tokens: int = 32,
-             thinking_effort: str | None = None) -> dict[str, Any]:
+             thinking_effort: str | None = None, model: str | None = None) -> dict[str, Any]:
         self.requests.append(copy.deepcopy({"base_url": base_url, "api_key": api_key, "messages": messages,
                                             "tools": tools, "max_tokens": max_tokens,
-                                            "thinking_effort": thinking_effort}))
+                                            "thinking_effort": thinking_effort, "model": model}))
         if self.error:
             raise self.error
         reply = self.replies.pop(0) if self.replies else self.reply()
@@ -90,7 +90,7 @@ class FakeChat:
         return copy.deepcopy(reply)
 
     def apply_template(self, base_url: str, api_key: str | None, messages: list[dict[str, Any]],
-                       tools: list[dict[str, Any]] | None = None) -> str:
+                       tools: list[dict[str, Any]] | None = None, model: str | None = None) -> str:
         """Every message as JSON, as a template that keeps everything would; `dropped` fields left out."""
         self.templated.append(copy.deepcopy(messages))
         if self.error:

@@ -1,0 +1,68 @@
+"""SGLang behind the engine seam (engines/base.py), seed 001's second production route: the model's safetensors
+checkpoint at the pinned revision (downloaded, verified and mounted read-only by kimik3: the container gets no token
+and needs no network), the image pulled by digest, loading = the port refuses connections (SGLang starts its HTTP
+server once the schedulers have loaded the weights; /health answers 503 while it warms up), `sglang:*` metrics
+(served with --enable-metrics, which kimik3 renders), the reasoning in `message.reasoning_content`.
+
+No SGLang server runs on kimik3's test machines (its PyPI wheel needs CUDA; its CPU path is a source build for AMX
+Xeons): what is checked here is the rendered argv, against SGLang's own argument parser (tests/unit/test_sglang_argv.py).
+`ENGINE` is what the registry (model/engine_names.py, `engines.engine_for("sglang")`) hands out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kimik3_reconciler.engines.base import HostNeeds, ImageSource, ModelSource, Readiness, ServerSeries
+from kimik3_reconciler.engines.sglang import launch
+from kimik3_reconciler.model.facts import ModelFact, Observed
+from kimik3_reconciler.model.launch_input import LaunchInput
+from kimik3_reconciler.model.profile import Profile, ServeSpec
+
+
+class Sglang:
+    """SGLang's OpenAI server (`sglang serve`), as seed 001's TP8/DCP8 cookbook profile runs it."""
+
+    name = "sglang"
+    model_source = ModelSource("safetensors")
+    image_source = ImageSource("pull")
+    # sglang 0.5.23 (srt/entrypoints/http_server.py): launch_server waits for the schedulers to load the weights
+    # before it binds the port, then /health is 503 while the server warms up (ServerStatus.Starting).
+    readiness = Readiness("/health", while_loading="refused")
+    # sglang 0.5.23 srt/observability/metrics_collector.py (with --enable-metrics).
+    series = ServerSeries(prefix="sglang:", running="sglang:num_running_reqs", waiting="sglang:num_queue_reqs",
+                          generated_tokens_total="sglang:generation_tokens_total",
+                          prompt_tokens_total="sglang:prompt_tokens_total", slots=None)
+    # SGLang's chat completion message (srt/entrypoints/openai/protocol.py) carries it as reasoning_content.
+    reasoning_field = "reasoning_content"
+
+    def model_entry(self, model: ModelFact) -> str:
+        return "."  # the snapshot folder: config.json, the tokenizer, the custom code and the safetensors shards
+
+    def owned_flags(self, threads: int, load_mode: str = "none") -> tuple[str, ...]:
+        return launch.OWNED_FLAGS
+
+    def placement_flags(self, serve: ServeSpec, manual_split: bool = True) -> tuple[str, ...]:
+        return ()  # tp/dcp sizes are knobs of the `sglang:` section: server_argv renders them
+
+    def server_argv(self, value: LaunchInput, snapshot: str) -> tuple[str, ...]:
+        return launch.server_argv(value, snapshot)
+
+    def server_env(self, value: LaunchInput) -> tuple[tuple[str, str], ...]:
+        return launch.server_env(value)
+
+    def host_needs(self, profile: Profile) -> HostNeeds:
+        knobs = profile.sglang
+        # Seed 001: the cookbook's verified profile is 8x B300 (tp 8), "do not copy it to H100/H200, GB200/GB300,
+        # AMD"; the seed gives R580+ for the CUDA 13 K3 image (vLLM's), which kimik3 applies to SGLang's too.
+        return HostNeeds(min_driver=launch.MIN_DRIVER, gpus=knobs.tp_size,
+                         gpu_kinds=() if knobs.any_gpu else launch.GPU_KINDS,
+                         source="seed 001: SGLang's Kimi-K3 cookbook, verified on 8x B300 (R580+ as for the CUDA 13 "
+                                "K3 image)", kinds_override="sglang.any_gpu",
+                         memory_share=knobs.mem_fraction_static, gpus_field="sglang.tp_size")
+
+    def tune_space(self, profile: Profile, observed: Observed) -> dict[str, tuple[Any, ...]]:
+        return launch.tune_space(profile)
+
+
+ENGINE = Sglang()

@@ -1,0 +1,70 @@
+"""vLLM behind the engine seam (engines/base.py), seed 001's most direct production route: the model's
+safetensors checkpoint at the pinned revision (downloaded, verified and mounted read-only by kimik3: the container
+gets no token and needs no network), the image pulled by digest (`vllm/vllm-openai:kimi-k3@sha256:…`), loading =
+the port refuses connections, `vllm:*` metrics, the reasoning in `message.reasoning`.
+
+`ENGINE` is what the registry (model/engine_names.py, `engines.engine_for("vllm")`) hands out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kimik3_reconciler.engines.base import HostNeeds, ImageSource, ModelSource, Readiness, ServerSeries
+from kimik3_reconciler.engines.vllm import launch
+from kimik3_reconciler.model.facts import ModelFact, Observed
+from kimik3_reconciler.model.launch_input import LaunchInput
+from kimik3_reconciler.model.profile import Profile, ServeSpec
+
+
+class Vllm:
+    """vLLM's OpenAI server (`vllm serve`), as seed 001's TP8 recipe runs it."""
+
+    name = "vllm"
+    model_source = ModelSource("safetensors")
+    image_source = ImageSource("pull")
+    # vLLM binds its port only once the engine is up: while loading, connections are refused (TESTING.md §10).
+    # Its startup (torch.compile, CUDA graph capture, the KV cache's profiling run) is not a read: 15 minutes of
+    # allowance before the weights' read (the tiny CPU test model: /health 200 after 40-50 s, TESTING.md §10).
+    readiness = Readiness("/health", while_loading="refused", startup_s=900.0)
+    # vLLM 0.32's names (vllm/v1/metrics/loggers.py; a counter's samples carry prometheus_client's `_total`).
+    series = ServerSeries(prefix="vllm:", running="vllm:num_requests_running", waiting="vllm:num_requests_waiting",
+                          generated_tokens_total="vllm:generation_tokens_total",
+                          prompt_tokens_total="vllm:prompt_tokens_total", slots=None,
+                          ttft="vllm:time_to_first_token_seconds", itl="vllm:inter_token_latency_seconds",
+                          e2e="vllm:e2e_request_latency_seconds", kv_usage="vllm:kv_cache_usage_perc",
+                          prefix_cache_hits_total="vllm:prefix_cache_hits_total",
+                          prefix_cache_queries_total="vllm:prefix_cache_queries_total")
+    reasoning_field = "reasoning"
+
+    def model_entry(self, model: ModelFact) -> str:
+        return "."  # the snapshot folder: config.json, the tokenizer and the safetensors shards
+
+    def owned_flags(self, threads: int, load_mode: str = "none") -> tuple[str, ...]:
+        return launch.OWNED_FLAGS
+
+    def placement_flags(self, serve: ServeSpec, manual_split: bool = True) -> tuple[str, ...]:
+        return ()  # tensor parallelism is a knob of the `vllm:` section: server_argv renders it
+
+    def server_argv(self, value: LaunchInput, snapshot: str) -> tuple[str, ...]:
+        return launch.server_argv(value, snapshot)
+
+    def server_env(self, value: LaunchInput) -> tuple[tuple[str, str], ...]:
+        return launch.server_env(value)
+
+    def host_needs(self, profile: Profile) -> HostNeeds:
+        knobs = profile.vllm
+        # Seed 001 (the vLLM Kimi K3 recipe): the CUDA 13 image needs driver R580+; at least 8x GB300 (the day-0
+        # guide: 8x B300); AMD's MI355X/MI350X take the ROCm image, which NVML does not see.
+        return HostNeeds(min_driver=(580,), gpus=knobs.tensor_parallel_size,
+                         gpu_kinds=() if knobs.any_gpu else ("B300", "GB300"),
+                         source="seed 001: vLLM's Kimi K3 recipe (CUDA 13 image, R580+, 8x GB300 or B300)",
+                         kinds_override="vllm.any_gpu", memory_share=knobs.gpu_memory_utilization)
+
+    def tune_space(self, profile: Profile, observed: Observed) -> dict[str, tuple[Any, ...]]:
+        from kimik3_reconciler.engines.vllm import tune  # tune only
+
+        return tune.default_space(profile, observed)
+
+
+ENGINE = Vllm()

@@ -1,0 +1,87 @@
+"""Rules of an `engine: sglang` profile: the `sglang:` section is required (its mamba_full_memory_ratio has no
+default), the SGLang options kimik3 renders itself are not given again in serve.extra_args or serve.env, the
+topology fits the GPUs the profile gives, and no API key, which SGLang takes only on its command line."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.model.profile_rules.finding import NEVER_SECRETS, Finding, error
+
+# SGLang options kimik3 renders from the profile (engines/sglang/launch.py): (flags, what to write instead). A second
+# copy in extra_args would be parsed after ours (argparse: the last one wins) and move the server behind the plan.
+_OWNED: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("--model-path", "--model", "--tokenizer-path", "--revision", "--download-dir", "--load-format"),
+     "use model.repo / model.revision (kimik3 downloads and verifies the checkpoint and mounts it)"),
+    (("--served-model-name",), "the served model id is the profile's name"),
+    (("--host",), "use serve.host"),
+    (("--port",), "use serve.port"),
+    (("--api-key", "--admin-api-key"), f"SGLang takes keys only on its command line ({NEVER_SECRETS})"),
+    (("--trust-remote-code", "--enable-metrics"), "kimik3 always renders it"),
+    (("--tp-size", "--tensor-parallel-size", "--tp"), "use sglang.tp_size"),
+    (("--dcp-size",), "use sglang.dcp_size"),
+    (("--mem-fraction-static",), "use sglang.mem_fraction_static"),
+    (("--mamba-full-memory-ratio",), "use sglang.mamba_full_memory_ratio"),
+    (("--tool-call-parser",), "use sglang.tool_call_parser"),
+    (("--reasoning-parser",), "use sglang.reasoning_parser"),
+    (("--config",), "a config file would set flags the plan does not see: write them as profile fields"),
+)
+OWNED_FLAGS: dict[str, str] = {flag: instead for flags, instead in _OWNED for flag in flags}
+OWNED_ENV: dict[str, str] = {
+    "HF_HUB_OFFLINE": "kimik3 sets it: the container reads the mounted checkpoint, never the Hub",
+}
+
+
+def section(p: Profile) -> Iterator[Finding]:
+    if p.sglang is None:
+        # rule: sglang-memory-ratio
+        # Seed 001: --mamba-full-memory-ratio is workload-dependent, computed by the cookbook's calculator from the
+        # average input plus output length: there is no default to run with, so the section must be written.
+        yield error(("sglang",), "is required for engine sglang: at least sglang.mamba_full_memory_ratio, from "
+                    "SGLang's Kimi-K3 cookbook calculator for your workload's average input + output length "
+                    "(profiles/sglang-tp8.yaml has seed 001's other flags)")
+
+
+def owned_args(p: Profile) -> Iterator[Finding]:
+    for i, arg in enumerate(p.serve.extra_args):
+        flag = arg.split("=", 1)[0]
+        if flag in OWNED_FLAGS:
+            # rule: sglang-owned-flags
+            # A flag kimik3 renders, given again, is parsed after it: the running server is not the profile's.
+            yield error(("serve", "extra_args", i), f"{flag} is rendered by kimik3 for engine sglang: {OWNED_FLAGS[flag]}")
+    for key in p.serve.env:
+        if key.upper() in OWNED_ENV:
+            # rule: sglang-owned-flags
+            # The variable is the option behind the profile's field.
+            yield error(("serve", "env", key), f"{key} is set by kimik3 for engine sglang: {OWNED_ENV[key.upper()]}")
+    if p.serve.api_key_file is not None:
+        # rule: sglang-owned-flags
+        # sglang 0.5.23 reads its API key from --api-key only (no variable, no file): the key would be in the
+        # container's argv, which `docker inspect` and ps show to anyone who can read them.
+        yield error(("serve", "api_key_file"), "engine sglang takes its API key only as --api-key on the command "
+                    f"line ({NEVER_SECRETS}): leave api_key_file out and put an authenticating proxy in front, or "
+                    "use engine vllm")
+
+
+def topology(p: Profile) -> Iterator[Finding]:
+    knobs = p.sglang
+    if knobs is None:
+        return
+    if p.gpus == "none":
+        # rule: sglang-topology
+        # SGLang's PyPI build and images are CUDA's; its CPU path is a source build for AMX Xeons kimik3 does not make.
+        yield error(("gpus",), "is none, but engine sglang runs on GPUs only (its CPU path is a source build kimik3 "
+                    "does not make)")
+        return
+    if isinstance(p.gpus, list) and knobs.tp_size > len(p.gpus):
+        # rule: sglang-topology
+        # One tensor-parallel rank per GPU: more ranks than GPUs never start.
+        yield error(("sglang", "tp_size"), f"is {knobs.tp_size} but gpus lists {len(p.gpus)}: one rank per GPU, so "
+                    f"at most {len(p.gpus)}")
+    if knobs.tp_size % knobs.dcp_size:
+        # rule: sglang-topology
+        # sglang 0.5.23 (arg_groups/parallel_hook.py) asserts attn_tp_size % dcp_size == 0 at start: refused here,
+        # before the checkpoint download, instead of there.
+        yield error(("sglang", "dcp_size"), f"is {knobs.dcp_size}, which does not divide sglang.tp_size "
+                    f"{knobs.tp_size} (seed 001's profile: tp 8, dcp 8)")

@@ -1,0 +1,78 @@
+"""Rules of an `engine: vllm` profile: the vLLM options kimik3 renders itself (not in serve.extra_args or
+serve.env), tensor parallelism against the GPUs the profile gives, seed 001's recipe on the CPU image."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.model.profile_rules.finding import NEVER_SECRETS, Finding, error, warning
+
+# vLLM options kimik3 renders from the profile (engines/vllm/launch.py): (flags, what to write instead). A second
+# copy in extra_args would be parsed after ours (argparse: the last one wins) and move the server behind the plan.
+_OWNED: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("--model", "--tokenizer", "--revision", "--download-dir", "--load-format", "--hf-config-path"),
+     "use model.repo / model.revision (kimik3 downloads and verifies the checkpoint and mounts it)"),
+    (("--served-model-name",), "the served model id is the profile's name"),
+    (("--host",), "use serve.host"),
+    (("--port",), "use serve.port"),
+    (("--api-key",), f"use serve.api_key_file ({NEVER_SECRETS})"),
+    (("--hf-token",), f"the container gets no token: kimik3 downloads the checkpoint ({NEVER_SECRETS})"),
+    (("--tensor-parallel-size", "-tp"), "use vllm.tensor_parallel_size"),
+    (("--max-model-len",), "use vllm.max_model_len"),
+    (("--gpu-memory-utilization",), "use vllm.gpu_memory_utilization"),
+    (("--kv-cache-dtype",), "use vllm.kv_cache_dtype"),
+    (("--max-num-seqs",), "use vllm.max_num_seqs"),
+    (("--max-num-batched-tokens",), "use vllm.max_num_batched_tokens"),
+    (("--enable-prefix-caching", "--no-enable-prefix-caching"), "use vllm.enable_prefix_caching"),
+    (("--prefix-match-unit",), "use vllm.prefix_match_unit"),
+    (("--attention-backend",), "use vllm.attention_backend"),
+    (("--attention-config",), "use vllm.attention_config"),
+    (("--tool-call-parser", "--enable-auto-tool-choice"), "use vllm.tool_call_parser"),
+    (("--reasoning-parser",), "use vllm.reasoning_parser"),
+    (("--enforce-eager",), "use vllm.enforce_eager"),
+)
+OWNED_FLAGS: dict[str, str] = {flag: instead for flags, instead in _OWNED for flag in flags}
+OWNED_ENV: dict[str, str] = {
+    "VLLM_USE_V2_MODEL_RUNNER": "use vllm.v2_model_runner",
+    "HF_HUB_OFFLINE": "kimik3 sets it: the container reads the mounted checkpoint, never the Hub",
+}
+
+
+def owned_args(p: Profile) -> Iterator[Finding]:
+    for i, arg in enumerate(p.serve.extra_args):
+        flag = arg.split("=", 1)[0]
+        if flag in OWNED_FLAGS:
+            # rule: vllm-owned-flags
+            # A flag kimik3 renders, given again, is parsed after it: the running server is not the profile's.
+            yield error(("serve", "extra_args", i), f"{flag} is rendered by kimik3 for engine vllm: {OWNED_FLAGS[flag]}")
+    for key in p.serve.env:
+        if key.upper() in OWNED_ENV:
+            # rule: vllm-owned-flags
+            # The variable is the option behind the profile's field.
+            yield error(("serve", "env", key), f"{key} is set by kimik3 for engine vllm: {OWNED_ENV[key.upper()]}")
+
+
+def api_key(p: Profile) -> Iterator[Finding]:
+    if p.serve.api_key_file is not None:
+        # rule: vllm-owned-flags
+        # vLLM takes its key from argv (--api-key) or the environment (VLLM_API_KEY), both shown by `docker inspect`;
+        # llama-server's --api-key-file has no vLLM twin yet. Refused rather than served without the key.
+        yield error(("serve", "api_key_file"), "is not supported for engine vllm yet: vLLM reads its key from argv or "
+                    "the environment, which `docker inspect` shows (a profile never puts a secret there); put an "
+                    "authenticating proxy in front of it, or use engine llamacpp")
+
+
+def tensor_parallel(p: Profile) -> Iterator[Finding]:
+    size = p.vllm.tensor_parallel_size
+    if isinstance(p.gpus, list) and size > len(p.gpus):
+        # rule: vllm-tensor-parallel
+        # vLLM puts one tensor-parallel rank on each GPU: more ranks than GPUs never starts.
+        yield error(("vllm", "tensor_parallel_size"), f"is {size} but gpus lists {len(p.gpus)}: one rank per GPU, "
+                    f"so at most {len(p.gpus)}")
+    if p.gpus == "none" and p.vllm.attention_backend is not None:
+        # rule: vllm-tensor-parallel
+        # gpus: none runs vLLM's CPU build (the test image), whose attention is its own: a GPU backend is refused
+        # by the engine at start.
+        yield warning(("vllm", "attention_backend"), f"{p.vllm.attention_backend} is a GPU attention backend; with "
+                      "gpus: none (vLLM's CPU build) set it to null")
