@@ -13,11 +13,11 @@ Facts from shared/reference/upstream.md ("Upstream facts for the pin table", rea
   `clip.projector_type = kimik3` (tracked in ggml-org/llama.cpp#28264).
 - Source archives: `https://github.com/<owner>/<repo>/archive/<commit>.tar.gz`, top folder
   `<repo>-<commit>/`.
-- Built with the CUDA flags (issue 28, docs/operations.md "The CUDA image"): neither pin itself has been
-  through a whole CUDA build yet (the demo, CI and the H200 proofs build b11434, a mainline tree after
-  ad1de39). The fork at edfd4c1, partially: kimik3's patches apply, cmake configures for 120 (as 120a),
-  and every file the fork changes compiles, with the patched ggml-cuda.cu for sm_120a; the fork changes
-  nothing under ggml/, its CUDA kernels are upstream 34af94cd9's.
+- Built with the CUDA flags (issue 28, docs/operations.md "The CUDA image"): the fork at edfd4c1 compiled and
+  linked whole for sm_120 (as 120a) with kimik3's rendered cmake arguments and patches, natively on the H200's
+  16 cores (tests/fixtures/h200/fork-build.txt: 476 steps, every library of the three binaries resolves, no
+  kernel run there); mainline's pin itself has not been through a CUDA build (the demo, CI, the Docker-built CUDA
+  images for 90 and 120 and the H200 proofs build b11434, a mainline tree after ad1de39).
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ PY
   done
   echo "== architectures in libggml-cuda.so" | tee -a "$REPORT"
   CUOBJ=$(command -v cuobjdump || ls /usr/local/cuda*/bin/cuobjdump 2>/dev/null | head -1)
-  if [[ -n $CUOBJ ]]; then "$CUOBJ" --list-elf "$BIN"/libggml-cuda.so* 2>&1 | sed 's/.*\.\(sm_[0-9a-z]*\)\..*/\1/' | sort | uniq -c | tee -a "$REPORT"
+  if [[ -n $CUOBJ ]]; then "$CUOBJ" --list-elf "$(readlink -f "$BIN/libggml-cuda.so")" 2>&1 | sed 's/.*\.\(sm_[0-9a-z]*\)\..*/\1/' | sort | uniq -c | tee -a "$REPORT"
   else echo "no cuobjdump" | tee -a "$REPORT"; fi
   ls -l "$BIN"/libggml-cuda.so* | tee -a "$REPORT"
   echo "== llama-server --version" | tee -a "$REPORT"
