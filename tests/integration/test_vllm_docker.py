@@ -24,7 +24,8 @@ from kimik3_demo.hub import FixtureHub
 from kimik3_demo.prepare import CHECKPOINT_REPO, CHECKPOINT_REVISION, checkpoint_repo, prepare_checkpoint_root
 
 
-pytestmark = pytest.mark.docker
+# engines: CI runs it in its second stage (scripts/test-engines.sh builds the image first), not in the default suite
+pytestmark = [pytest.mark.docker, pytest.mark.engines]
 
 NAME = "k3-vllm25-it"  # the container, unit and exporter of this test only
 PORT, METRICS_PORT = 19471, 19472

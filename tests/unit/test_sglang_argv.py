@@ -1,5 +1,5 @@
 """engine: sglang (issue 25 §3): profiles/sglang-tp8.yaml renders seed 001's `sglang serve` command flag for flag
-(tests/golden/sglang-tp8.argv.json: the model is the mounted, verified checkpoint, not a repo the container
+(tests/golden/sglang-tp8.json: the model is the mounted, verified checkpoint, not a repo the container
 downloads), and every rendered argv is accepted by SGLang's own argument parser from its PyPI package.
 
 No SGLang server runs here (its wheel needs CUDA; TESTING.md §10): the parser test imports sglang 0.5.23 from
@@ -111,6 +111,7 @@ def _variants() -> list[tuple[str, str]]:
                 "port: 30000 ", "port: 30001\n  extra_args: [--context-length, \"131072\", --enable-torch-compile] "))]
 
 
+@pytest.mark.engines
 @pytest.mark.skipif(not SGLANG_PYTHON.exists(), reason=f"no SGLang venv at {SGLANG_PYTHON} (TESTING.md §10: pip "
                     "install --no-deps sglang==0.5.23 + its import deps; or set KIMIK3_SGLANG_PYTHON)")
 @pytest.mark.parametrize("name, text", _variants(), ids=[n for n, _ in _variants()])
@@ -143,6 +144,7 @@ def test_sglangs_own_parser_accepts_the_rendered_argv(name: str, text: str) -> N
     assert parsed["model_path"].endswith(f"/snapshots/{profile.model.revision}")
 
 
+@pytest.mark.engines
 @pytest.mark.skipif(not SGLANG_PYTHON.exists(), reason=f"no SGLang venv at {SGLANG_PYTHON}")
 def test_sglangs_parser_refuses_what_kimik3_refuses_first() -> None:
     """The placeholder seed 001 prints fails in SGLang's parser too (after a multi-terabyte download, at launch):

