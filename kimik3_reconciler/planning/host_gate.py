@@ -129,15 +129,7 @@ def _gpu_refusals(profile: Profile, observed: Observed, stoppable: frozenset[int
         # rule: gpus-present
         # An index and a UUID can name one GPU: it would be requested once and counted twice (fit_target, split).
         refusals.append(f"gpus: names GPU {', '.join(map(str, twice))} twice (by index and by UUID): list each GPU once")
-    if not profile.share_gpus:
-        for gpu in gpus:
-            for p in gpu.processes:
-                if not p.ours and p.pid not in stoppable:
-                    # rule: gpus-unclaimed
-                    # Seed 000 step 1: check who else uses the GPUs before claiming any (commonly a shared pool).
-                    refusals.append(f"GPU {gpu.index} ({gpu.uuid}) holds {p.used_bytes // MIB} MiB for pid {p.pid}, "
-                                    "not this profile's container: another job on a shared GPU? pick other gpus, "
-                                    "stop it, or set share_gpus: true")
+    refusals.extend(_foreign_gpu_processes(profile, gpus, stoppable))
     fit = profile.serve.fit_target
     if isinstance(fit, list) and profile.gpus == "all" and len(fit) != len(host.gpus):
         # rule: fit-target-list

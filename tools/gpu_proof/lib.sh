@@ -33,3 +33,20 @@ build_llama() {
   cmake --build "$build" -j"$(nproc)" --target "$@" >/tmp/build.log 2>&1 || { tail -40 /tmp/build.log; return 1; }
   echo "build_seconds=$(( $(date +%s) - t0 )) steps=$(grep -c '^\[' /tmp/build.log)"
 }
+
+# cuda_pip_libs: the folders of the device's pip cuBLAS and cudart (nvidia-cublas, nvidia-cuda-runtime), joined with
+# ':' for LD_LIBRARY_PATH: what a binary built elsewhere (the Docker image's /app, a build of the fork) needs beside
+# the driver's libcuda there
+cuda_pip_libs() {
+  python3 - <<'PY'
+import importlib.metadata as md, os
+dirs = set()
+for dist in ("nvidia-cublas", "nvidia-cuda-runtime"):
+    try:
+        d = md.distribution(dist)
+    except md.PackageNotFoundError:
+        continue
+    dirs |= {os.path.dirname(str(d.locate_file(f))) for f in d.files or () if "/lib/" in str(f) and ".so" in str(f)}
+print(":".join(sorted(dirs)))
+PY
+}

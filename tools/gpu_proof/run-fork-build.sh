@@ -33,18 +33,7 @@ grep -E "CUDA_ARCHITECTURES|CUDA Toolkit|Found CUDA" /tmp/configure.log | tee -a
 xz -c /tmp/build.log > "$OUT/fork-build.log.xz" 2>/dev/null
 if [[ $rc == 0 ]]; then
   BIN=/tmp/fork-build/bin
-  LIBS=$(python3 - <<'PY'
-import importlib.metadata as md, os
-dirs = set()
-for dist in ("nvidia-cublas", "nvidia-cuda-runtime"):
-    try:
-        d = md.distribution(dist)
-    except md.PackageNotFoundError:
-        continue
-    dirs |= {os.path.dirname(str(d.locate_file(f))) for f in d.files or () if "/lib/" in str(f) and ".so" in str(f)}
-print(":".join(sorted(dirs)))
-PY
-)
+  LIBS=$(cuda_pip_libs)
   for b in llama-server llama-perplexity ggml-rpc-server; do
     echo "== ldd $b: $(LD_LIBRARY_PATH=$BIN:$LIBS ldd "$BIN/$b" | grep -c '=>') libraries, unresolved: $(LD_LIBRARY_PATH=$BIN:$LIBS ldd "$BIN/$b" | grep -c 'not found')" | tee -a "$REPORT"
     LD_LIBRARY_PATH=$BIN:$LIBS ldd "$BIN/$b" | grep -E "not found|ggml|llama|mtmd|cuda|cublas" | tee -a "$REPORT"

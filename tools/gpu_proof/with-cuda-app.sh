@@ -6,24 +6,13 @@
 #        ".cuda_app/app.tar.xz"]; tools/cuda_image/export-app.sh made .cuda_app on the dev machine)
 # /app is unpacked once per warm machine into /tmp/cuda-app/app (LLAMA_BIN); cuBLAS and cudart come from the
 # device's pip packages (nvidia-cublas, nvidia-cuda-runtime) on LD_LIBRARY_PATH, libcuda from the driver.
-set -uo pipefail
+source "$(cd "$(dirname "$0")" && pwd)/lib.sh"  # cuda_pip_libs, the carried wheels
 APP=/tmp/cuda-app/app
 if [[ ! -x $APP/llama-server ]]; then
   [[ -f ${CUDA_APP:-.cuda_app}/app.tar.xz ]] || { echo "no ${CUDA_APP:-.cuda_app}/app.tar.xz (export-app.sh)"; exit 1; }
   mkdir -p /tmp/cuda-app && tar -xJf "${CUDA_APP:-.cuda_app}/app.tar.xz" -C /tmp/cuda-app || exit 1
 fi
-CUDA_PIP_LIBS=$(python3 - <<'PY'
-import importlib.metadata as md, os
-dirs = set()
-for dist in ("nvidia-cublas", "nvidia-cuda-runtime"):
-    try:
-        d = md.distribution(dist)
-    except md.PackageNotFoundError:
-        continue
-    dirs |= {os.path.dirname(str(d.locate_file(f))) for f in d.files or () if "/lib/" in str(f) and ".so" in str(f)}
-print(":".join(sorted(dirs)))
-PY
-)
+CUDA_PIP_LIBS=$(cuda_pip_libs)
 [[ -n $CUDA_PIP_LIBS ]] || { echo "no pip nvidia-cublas / nvidia-cuda-runtime found by python3"; exit 1; }
 export LD_LIBRARY_PATH=$APP:$CUDA_PIP_LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export LLAMA_BIN=$APP
