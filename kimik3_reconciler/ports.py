@@ -116,13 +116,14 @@ class ChatPort(Protocol):
 
 class LoadPort(Protocol):
     """The load generator `kimik3 bench` drives (adapters/bench_client.py): token ids from the server's own
-    tokenizer, its Prometheus `/metrics`, and closed-loop streamed requests."""
+    tokenizer, its Prometheus `/metrics`, and closed-loop streamed requests. `wire`: the engine's request shapes
+    (engines/base.py LoadWire: llama-server's native endpoints, or an OpenAI server's)."""
 
-    def tokenize(self, base_url: str, api_key: str | None, text: str) -> list[int]: ...
+    def tokenize(self, base_url: str, api_key: str | None, text: str, wire: str = "llamacpp") -> list[int]: ...
     def metrics(self, base_url: str, api_key: str | None) -> str | None: ...  # None: not served
 
     def run_level(self, base_url: str, api_key: str | None, prompts: list[list[int]], output_tokens: int,
-                  concurrency: int) -> tuple[list[RequestSample], float]:
+                  concurrency: int, wire: str = "llamacpp") -> tuple[list[RequestSample], float]:
         """Send every prompt (token ids) with `concurrency` requests in flight, each asking for exactly
         `output_tokens`; the per-request samples and the level's wall time (seconds)."""
         ...

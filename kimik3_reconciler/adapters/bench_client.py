@@ -1,11 +1,19 @@
-"""The load generator behind `kimik3 bench` (LoadPort): asyncio + httpx streaming against llama-server.
+"""The load generator behind `kimik3 bench` (LoadPort): asyncio + httpx streaming, on the engine's wire
+(engines/base.py LoadWire).
 
-Requests go to the native `/completion` endpoint with the prompt as token ids (exact length: the ids come
+llama-server (`llamacpp`): requests go to the native `/completion` endpoint with the prompt as token ids (exact length: the ids come
 from the server's own `/tokenize`), `cache_prompt: false` (a reused prefix would make TTFT a cache hit),
 `ignore_eos` (the output length is exact whatever the weights say) and `return_tokens` (every streamed
 chunk names the token ids it carries, so a token whose text is empty still counts). Clock:
 `time.perf_counter()` (monotonic, highest resolution). TTFT = first chunk carrying a token - the instant
 just before the request is written. The final chunk's `timings` is the server's own view of the request.
+
+An OpenAI server (`openai`: vLLM; SGLang's wire, not run here): `/tokenize {prompt}` for the ids, then streamed
+`/v1/completions` with the same token-id prompt, `max_tokens` with `ignore_eos` (vLLM's extra parameter: exact
+output length) and `stream_options.continuous_usage_stats` (every chunk carries the running completion_tokens: the
+counterpart of llama-server's tokens_predicted). It has no per-request timings: the level's cross-check is the
+`/metrics` counter alone. Its prefix cache stays on (vLLM's is a launch knob), which the prompts defeat: no two
+share a first token block (benchmark.exact_prompts).
 """
 
 from __future__ import annotations
@@ -34,12 +42,13 @@ class HttpLoad:
     def __init__(self, timeout_s: float = 600.0):
         self.timeout_s = timeout_s
 
-    def tokenize(self, base_url: str, api_key: str | None, text: str) -> list[int]:
+    def tokenize(self, base_url: str, api_key: str | None, text: str, wire: str = "llamacpp") -> list[int]:
         import httpx
 
+        body = {"content": text, "add_special": False} if wire == "llamacpp" else {
+            "prompt": text, "add_special_tokens": False}
         try:
-            reply = httpx.post(f"{base_url}/tokenize", json={"content": text, "add_special": False},
-                               headers=_headers(api_key), timeout=60)
+            reply = httpx.post(f"{base_url}/tokenize", json=body, headers=_headers(api_key), timeout=60)
             reply.raise_for_status()
         except httpx.HTTPError as exc:
             raise TransientError(f"{base_url}/tokenize: {exc}") from None
@@ -56,17 +65,19 @@ class HttpLoad:
         return reply.text if reply.status_code == 200 else None
 
     def run_level(self, base_url: str, api_key: str | None, prompts: list[list[int]], output_tokens: int,
-                  concurrency: int) -> tuple[list[RequestSample], float]:
+                  concurrency: int, wire: str = "llamacpp") -> tuple[list[RequestSample], float]:
         """Send `prompts` with `concurrency` in flight (closed loop); the samples and the level's wall time."""
         import asyncio  # a bench run only: a no-op plan builds this port and never calls it
 
-        return asyncio.run(self._level(base_url, api_key, prompts, output_tokens, concurrency))
+        return asyncio.run(self._level(base_url, api_key, prompts, output_tokens, concurrency, wire))
 
     async def _level(self, base_url: str, api_key: str | None, prompts: list[list[int]], output_tokens: int,
-                     concurrency: int) -> tuple[list[RequestSample], float]:
+                     concurrency: int, wire: str) -> tuple[list[RequestSample], float]:
         import asyncio
 
         import httpx
+
+        model = _served_model(base_url, api_key) if wire == "openai" else None
 
         queue = list(reversed(prompts))
         samples: list[RequestSample] = []
@@ -78,7 +89,9 @@ class HttpLoad:
                                      timeout=httpx.Timeout(self.timeout_s, connect=30)) as client:
             async def worker() -> None:
                 while queue:  # closed loop: the next request leaves when this one is done
-                    samples.append(await _one(client, queue.pop(), output_tokens))
+                    prompt = queue.pop()
+                    samples.append(await (_one(client, prompt, output_tokens) if model is None else
+                                          _one_openai(client, model, prompt, output_tokens)))
 
             started = time.perf_counter()
             await asyncio.gather(*(worker() for _ in range(concurrency)))
@@ -123,6 +136,55 @@ async def _one(client: httpx.AsyncClient, prompt: list[int], output_tokens: int)
     except (httpx.HTTPError, json.JSONDecodeError) as exc:
         error = f"{type(exc).__name__}: {exc}"[:200]
     return RequestSample(sent, first, last, tokens, len(prompt), error, timings, first_n, streamed)
+
+
+def _served_model(base_url: str, api_key: str | None) -> str:
+    """The model name an OpenAI server serves (its /v1/models' first id): /v1/completions names it."""
+    import httpx
+
+    try:
+        reply = httpx.get(f"{base_url}/v1/models", headers=_headers(api_key), timeout=60)
+        reply.raise_for_status()
+        return str(reply.json()["data"][0]["id"])
+    except (httpx.HTTPError, KeyError, IndexError, ValueError) as exc:
+        raise TransientError(f"{base_url}/v1/models: {exc}") from None
+
+
+async def _one_openai(client: httpx.AsyncClient, model: str, prompt: list[int], output_tokens: int) -> RequestSample:
+    """One streamed /v1/completions request; TTFT and the token count as `_one` measures them on llama-server."""
+    import httpx
+
+    from kimik3_reconciler.model.bench import RequestSample
+
+    body = {"model": model, "prompt": prompt, "max_tokens": output_tokens, "stream": True, "ignore_eos": True,
+            "temperature": 0.0, "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+    first = last = None
+    first_n = streamed = tokens = 0
+    error = None
+    sent = time.perf_counter()
+    try:
+        async with client.stream("POST", "/v1/completions", json=body) as reply:
+            if reply.status_code != 200:
+                text = (await reply.aread()).decode(errors="replace")[:200]
+                return RequestSample(sent, None, None, 0, len(prompt), f"HTTP {reply.status_code}: {text}")
+            async for line in reply.aiter_lines():
+                if not line.startswith("data: ") or line == "data: [DONE]":
+                    continue
+                now = time.perf_counter()
+                chunk: dict[str, Any] = json.loads(line[6:])
+                # The running count from the usage every chunk carries; the last chunk (no choices) is the total.
+                predicted = int((chunk.get("usage") or {}).get("completion_tokens") or 0)
+                if not chunk.get("choices"):
+                    tokens = max(tokens, predicted)
+                    continue
+                if predicted > streamed:
+                    if first is None:
+                        first, first_n = now, predicted
+                    last, streamed = now, predicted
+                    tokens = max(tokens, streamed)
+    except (httpx.HTTPError, json.JSONDecodeError) as exc:
+        error = f"{type(exc).__name__}: {exc}"[:200]
+    return RequestSample(sent, first, last, tokens, len(prompt), error, {}, first_n, streamed)
 
 
 def check_reachable(base_url: str) -> None:

@@ -43,10 +43,11 @@ def converged_deployment(orchestrator: Orchestrator, loaded: LoadedProfile) -> O
     return observed
 
 
-def exact_prompts(load: LoadPort, server: Server, count: int, length: int, salt: int = 0) -> list[list[int]]:
+def exact_prompts(load: LoadPort, server: Server, count: int, length: int, salt: int = 0,
+                  wire: str = "llamacpp") -> list[list[int]]:
     """`count` prompts of exactly `length` token ids, each starting at a different place in the text (no
     shared prefix, so no request is a prompt-cache hit of another even where the cache is on)."""
-    pool = load.tokenize(server.base_url, server.api_key, _PROSE)
+    pool = load.tokenize(server.base_url, server.api_key, _PROSE, wire)
     if not pool:
         raise PermanentError(f"{server.base_url}/tokenize returned no tokens")
     prompts = []
@@ -81,20 +82,24 @@ def run_sweep(orchestrator: Orchestrator, loaded: LoadedProfile, settings: Bench
     load = orchestrator.ports.load
     if load is None:
         raise PermanentError("bench needs a load port: none is wired into these ports")
-    series = engine_for(loaded.profile.engine).series  # the registry: the server's own counter names
-    levels = sweep_levels(load, serving_endpoint(loaded, observed), settings, series, on_level)
+    engine = engine_for(loaded.profile.engine)  # the registry: the server's own counter names and request shapes
+    levels = sweep_levels(load, serving_endpoint(loaded, observed), settings, engine.series, on_level,
+                          engine.load_wire)
     container = observed.container
     assert container is not None and container.fingerprint is not None  # converged_deployment checked
-    knobs = {k: container.inputs.get(k) for k in KNOB_INPUTS if k in container.inputs}
+    section, names = engine.tune_knobs  # and an engine section's knobs (vllm.max_num_seqs); serve.* are above
+    filed = (*KNOB_INPUTS, *(f"{section}.{name}" for name in names if section != "serve"))
+    knobs = {k: container.inputs.get(k) for k in filed if k in container.inputs}
     return BenchRun(loaded.profile.name, container.fingerprint,
                     orchestrator.ports.clock.now().isoformat(timespec="seconds"), settings, tuple(levels), knobs)
 
 
 def sweep_levels(load: LoadPort, server: Server, settings: BenchSettings, series: ServerSeries,
-                 on_level: Callable[[LevelResult], None] = lambda _level: None) -> tuple[LevelResult, ...]:
+                 on_level: Callable[[LevelResult], None] = lambda _level: None,
+                 wire: str = "llamacpp") -> tuple[LevelResult, ...]:
     """The sweep itself, against any server that answers the OpenAI API (a container, or a native process as
     tools/gpu_proof runs one): each level `repetitions` times, samples pooled, the server's generated-tokens
-    counter (`series`: the engine's names) diffed."""
+    counter (`series`: the engine's names) diffed; `wire`: the engine's request shapes."""
     counter = series.generated_tokens_total
     levels = []
     for concurrency in settings.grid:
@@ -102,10 +107,10 @@ def sweep_levels(load: LoadPort, server: Server, settings: BenchSettings, series
         wall, predicted = 0.0, 0.0
         for rep in range(settings.repetitions):
             prompts = exact_prompts(load, server, concurrency * settings.prompts, settings.prompt_tokens,
-                                    salt=concurrency * 100 + rep)
+                                    salt=concurrency * 100 + rep, wire=wire)
             before = parse_metrics(load.metrics(server.base_url, server.api_key), series.prefix).get(counter)
             got, seconds = load.run_level(server.base_url, server.api_key, prompts, settings.output_tokens,
-                                          concurrency)
+                                          concurrency, wire)
             after = parse_metrics(load.metrics(server.base_url, server.api_key), series.prefix).get(counter)
             samples += got
             wall += seconds

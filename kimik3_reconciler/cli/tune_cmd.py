@@ -44,7 +44,9 @@ def write_target(file: str) -> Path:
 @click.option("--budget", type=Duration(minimum=1.0), default="2h", show_default=True,
               help="no new launch once the search has run this long")
 @click.option("--space", multiple=True, metavar="KNOB=V1,V2",
-              help="search these values of a knob (repeatable); default: the profile's knobs for this host")
+              help="search these values of a knob (repeatable): llama.cpp's serve fields (ubatch, parallel, n_cpu_moe, "
+                   "...), vLLM's vllm fields (max_num_seqs, max_num_batched_tokens, gpu_memory_utilization), SGLang's "
+                   "mem_fraction_static; default: the profile's knobs for this host")
 @click.option("--prompts", type=click.IntRange(min=1), default=2, show_default=True,
               help="requests per concurrent stream in the warm-up's sizing; every draw's bench sends twice as many")
 @click.option("--prompt-tokens", type=click.IntRange(min=1), default=256, show_default=True)
@@ -70,6 +72,7 @@ def tune(ctx: click.Context, file: str, goal_text: str, budget: float, space: tu
     (replace, health, verify) and a bench; refused candidates are never launched. Writes back only what is
     measurably better than FILE as written (inside the noise FILE is kept, and tune says so). Resumable
     (state), holds the host lock, and always ends converged on the winner (--write) or on FILE as written."""
+    from kimik3_reconciler.engines import engine_for
     from kimik3_reconciler.model.tuning import parse_goal, parse_space
     from kimik3_reconciler.tuning import DockerRunner
     from kimik3_reconciler.tuning.session import TuneRequest, figure, proposed_text, tune as run_tune
@@ -77,7 +80,8 @@ def tune(ctx: click.Context, file: str, goal_text: str, budget: float, space: tu
     target_file = write_target(file) if write else None
     loaded = load(file)
     goal = parse_goal(goal_text)
-    request = TuneRequest(goal, parse_space(space), BenchSettings(prompt_tokens=prompt_tokens,
+    knobs = engine_for(loaded.profile.engine).tune_knobs  # --space names the engine's knobs (vllm: its section's)
+    request = TuneRequest(goal, parse_space(space, *knobs), BenchSettings(prompt_tokens=prompt_tokens,
                                                                   output_tokens=output_tokens),
                           prompts, budget, finalists, max_trials, repeats, lock_timeout)
     orchestrator = _ctx(ctx, json_out).orchestrator(file)

@@ -96,6 +96,21 @@ class HostNeeds(NamedTuple):
     gpus_field: str = "vllm.tensor_parallel_size"  # the profile field that sets `gpus` (SGLang: sglang.tp_size)
 
 
+class TuneKnobs(NamedTuple):
+    """What `kimik3 tune` may move on an engine: the profile section its knobs live in (`serve` for llama.cpp,
+    `vllm`, `sglang`: a candidate's values are written there) and their names in it (`--space NAME=...` takes
+    these only)."""
+
+    section: str
+    names: tuple[str, ...]
+
+
+# How bench (and tune's draws) talks to the server. `llamacpp`: llama-server's native /tokenize {content} and
+# /completion (token-id prompts, cache_prompt off, the server's per-request timings); `openai`: the OpenAI
+# server's /tokenize {prompt} and streamed /v1/completions with usage on every chunk (vLLM, SGLang).
+LoadWire = Literal["llamacpp", "openai"]
+
+
 @runtime_checkable
 class ServingEngine(Protocol):
     """One serving engine, as kimik3 deploys it."""
@@ -108,6 +123,8 @@ class ServingEngine(Protocol):
     # The chat completion's message field that carries the reasoning (verify's two-turn check sends it back):
     # llama-server `reasoning_content`, vLLM `reasoning`.
     reasoning_field: str
+    tune_knobs: TuneKnobs
+    load_wire: LoadWire
 
     def model_entry(self, model: ModelFact) -> str:
         """What the server opens, relative to the mounted snapshot: GGUF, the quant's -00001-of- shard (or its
@@ -140,7 +157,7 @@ class ServingEngine(Protocol):
         ...
 
     def tune_space(self, profile: Profile, observed: Observed) -> dict[str, tuple[Any, ...]]:
-        """The knobs `kimik3 tune` may search on this host (serve fields), each with the running value among
+        """The knobs `kimik3 tune` may search on this host (`tune_knobs`' fields), each with the running value among
         its values (llama.cpp: ubatch, parallel, fit_target or n_cpu_moe; vLLM: max_num_seqs,
         max_num_batched_tokens, gpu_memory_utilization, …)."""
         ...

@@ -1,4 +1,4 @@
-"""Rewrite a profile's serve knobs in place (`kimik3 tune --write`), keeping every comment and the key
+"""Rewrite a profile's knobs (one section's: serve for llama.cpp, vllm, sglang) in place (`kimik3 tune --write`), keeping every comment and the key
 order: a round-trip YAML load (ruamel.yaml), the knobs set, the measured figures as a comment. Pure:
 text in, text out (tune also uses it to make each candidate's profile text)."""
 
@@ -19,16 +19,17 @@ def _yaml() -> YAML:
     return yaml
 
 
-def set_serve_knobs(text: str, knobs: dict[str, Any], note: str | None = None) -> str:
-    """`text` with serve.<knob> = value for each knob (None removes the key: the default applies). Keys that
+def set_knobs(text: str, section: str, knobs: dict[str, Any], note: str | None = None) -> str:
+    """`text` with <section>.<knob> = value for each knob (None removes the key: the default applies). Keys that
     exist keep their place and their end-of-line comment; new ones go before the section's last key (so the
-    blank line after the section stays where it is). `note` becomes a comment line above `serve:`."""
+    blank line after the section stays where it is); a section the profile leaves to its defaults (`engine: vllm`
+    without `vllm:`) is added at the end. `note` becomes a comment line above the section's key."""
     yaml = _yaml()
     data = yaml.load(text)
-    serve = data.get("serve")
+    serve = data.get(section)
     if serve is None:
         serve = CommentedMap()
-        data["serve"] = serve
+        data[section] = serve
     for knob, value in knobs.items():
         if value is None:
             serve.pop(knob, None)
@@ -37,7 +38,7 @@ def set_serve_knobs(text: str, knobs: dict[str, Any], note: str | None = None) -
         else:
             serve.insert(max(0, len(serve) - 1), knob, value)
     if note:  # added under whatever the author wrote above `serve:`
-        data.yaml_set_comment_before_after_key("serve", before=note)
+        data.yaml_set_comment_before_after_key(section, before=note)
     out = io.StringIO()
     yaml.dump(data, out)
     return out.getvalue()

@@ -13,11 +13,6 @@ from typing import Any
 from kimik3_reconciler.errors import InputError
 from kimik3_reconciler.model.bench import LevelResult
 
-# The knobs tune may move, as serve.<knob> in the profile; `threads` is no profile field (seed 000 fixes it)
-# and is accepted only to be checked and refused; `load_mode` is serve.load_mode: none or dio, a mapped mode
-# is refused (planning/tune_space.py).
-KNOBS = ("ubatch", "batch", "parallel", "fit_target", "n_cpu_moe", "threads", "load_mode")
-
 _GOAL = re.compile(r"^(decode|aggregate|ttft-p95)(?:@(\d+))?((?:,(?:ttft-p95<=|decode>=)[0-9.]+)*)$")
 
 
@@ -96,34 +91,45 @@ def parse_goal(text: str) -> Goal:
 FIT = "fit"  # n_cpu_moe=fit: no manual split, --fit sizes it from free VRAM (the profile leaves n_cpu_moe unset)
 
 
-def parse_space(items: tuple[str, ...]) -> dict[str, tuple[Any, ...]]:
-    """`--space ubatch=512,1024 --space parallel=1,2 --space n_cpu_moe=fit,24,32`: knob -> values (whole
-    numbers; n_cpu_moe also `fit`; load_mode: words)."""
+def parse_space(items: tuple[str, ...], section: str, names: tuple[str, ...]) -> dict[str, tuple[Any, ...]]:
+    """`--space ubatch=512,1024 --space parallel=1,2 --space n_cpu_moe=fit,24,32`: knob -> values. `section`,
+    `names`: the engine's tune knobs (engines/base.py TuneKnobs: llama.cpp's serve fields, vLLM's vllm fields, ...).
+    Values are numbers (n_cpu_moe also `fit`; load_mode: words), each checked against the section's schema."""
     space: dict[str, tuple[Any, ...]] = {}
     for item in items:
         knob, _, values = item.partition("=")
         knob = knob.strip().replace("-", "_")
-        if knob not in KNOBS or not values:
-            raise InputError(f"--space {item!r}: expected KNOB=V1,V2,... with KNOB one of {', '.join(KNOBS)}")
+        if knob not in names or not values:
+            raise InputError(f"--space {item!r}: expected KNOB=V1,V2,... with KNOB one of {', '.join(names)} "
+                             f"({section}.<knob>)")
         words = [v.strip() for v in values.split(",") if v.strip()]
         try:
             space[knob] = tuple(words) if knob == "load_mode" else tuple(
-                FIT if knob == "n_cpu_moe" and v == FIT else int(v) for v in words)
+                FIT if knob == "n_cpu_moe" and v == FIT else _number(v) for v in words)
         except ValueError:
             also = " (or 'fit': --fit places the experts)" if knob == "n_cpu_moe" else ""
-            raise InputError(f"--space {item!r}: {knob} takes whole numbers{also}") from None
-        _check_knob_values(item, knob, space[knob])
+            raise InputError(f"--space {item!r}: {knob} takes numbers{also}") from None
+        _check_knob_values(item, section, knob, space[knob])
     return space
 
 
-def _check_knob_values(item: str, knob: str, values: tuple[Any, ...]) -> None:
-    """Refuse, before tune takes the lock or reads the host, a value the profile itself refuses for serve.<knob>
-    (`ubatch=0`, `parallel=-1`, `load_mode=mmap`) or a value listed twice: these used to pass, and tune then
-    locked the host, demanded a converged deployment and recorded a search whose candidates were all "never
-    launched" (exit 1). The bounds are the profile schema's own (model/profile_schema.py ServeSpec)."""
+def _number(word: str) -> int | float:
+    """A whole number where the word is one (ubatch=512), else a fraction (gpu_memory_utilization=0.9)."""
+    try:
+        return int(word)
+    except ValueError:
+        return float(word)
+
+
+def _check_knob_values(item: str, section: str, knob: str, values: tuple[Any, ...]) -> None:
+    """Refuse, before tune takes the lock or reads the host, a value the profile itself refuses for
+    <section>.<knob> (`ubatch=0`, `parallel=-1`, `load_mode=mmap`, `gpu_memory_utilization=1.5`) or a value listed
+    twice: these used to pass, and tune then locked the host, demanded a converged deployment and recorded a search
+    whose candidates were all "never launched" (exit 1). The bounds are the profile schema's own (the section's
+    model in model/profile_schema.py: ServeSpec, VllmSpec, ...)."""
     from pydantic import ValidationError
 
-    from kimik3_reconciler.model.profile_schema import ServeSpec
+    spec = section_model(section)
 
     if len(set(values)) != len(values):
         raise InputError(f"--space {item!r}: lists a value twice")
@@ -135,9 +141,22 @@ def _check_knob_values(item: str, knob: str, values: tuple[Any, ...]) -> None:
             raise InputError(f"--space {item!r}: load_mode is none or dio (seed 000: --load-mode none; a mapped "
                              f"mode stalls the first request), not {value!r}")
         try:
-            ServeSpec.model_validate({knob: value})
+            spec.model_validate({knob: value}, strict=isinstance(value, float))
         except ValidationError as exc:
-            raise InputError(f"--space {item!r}: {knob}={value}: {exc.errors()[0]['msg']} (serve.{knob})") from None
+            raise InputError(f"--space {item!r}: {knob}={value}: {exc.errors()[0]['msg']} ({section}.{knob})") from None
+
+
+def section_model(section: str) -> Any:
+    """The schema model of a profile section by its key (`serve` -> ServeSpec, `vllm` -> VllmSpec): read off the
+    Profile model's field, so an engine's section needs no entry here."""
+    from typing import get_args
+
+    from pydantic import BaseModel
+
+    from kimik3_reconciler.model.profile_schema import Profile
+
+    annotation = Profile.model_fields[section].annotation
+    return next(a for a in (annotation, *get_args(annotation)) if isinstance(a, type) and issubclass(a, BaseModel))
 
 
 def candidates(space: dict[str, tuple[Any, ...]]) -> list[dict[str, Any]]:

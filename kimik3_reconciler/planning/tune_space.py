@@ -7,11 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kimik3_reconciler.engines import ServingEngine
+from kimik3_reconciler.engines import ServingEngine, engine_for
 from kimik3_reconciler.errors import PlanError, ProfileError
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.profile import Profile
-from kimik3_reconciler.model.profile_edit import set_serve_knobs
+from kimik3_reconciler.model.profile_edit import set_knobs
 from kimik3_reconciler.model.profile_source import LoadedProfile, parse_profile
 from kimik3_reconciler.model.tuning import FIT
 from kimik3_reconciler.planning import refuse_by_host_gate
@@ -26,8 +26,15 @@ def default_space(engine: ServingEngine, profile: Profile, observed: Observed) -
     return engine.tune_space(profile, observed)
 
 
-def serve_values(profile: Profile, knobs: dict[str, Any]) -> dict[str, Any]:
-    """The serve fields a candidate writes: its knobs, and batch raised to ubatch when batch is not searched
+def candidate_text(text: str, profile: Profile, knobs: dict[str, Any], note: str | None = None) -> str:
+    """The profile text of a candidate: its knobs written into the engine's section (engines/base.py TuneKnobs:
+    serve for llama.cpp, vllm, sglang), comments and key order kept; `note`: a comment above that section."""
+    section = engine_for(profile.engine).tune_knobs.section
+    return set_knobs(text, section, section_values(profile, knobs), note)
+
+
+def section_values(profile: Profile, knobs: dict[str, Any]) -> dict[str, Any]:
+    """The fields a candidate writes: its knobs, and (llama.cpp's) batch raised to ubatch when batch is not searched
     (llama.cpp lowers ubatch to batch silently: the candidate would not be the one measured)."""
     values = {k: v for k, v in knobs.items() if k != "threads"}  # load_mode is serve.load_mode (none or dio)
     if values.get("n_cpu_moe") == FIT:
@@ -63,9 +70,9 @@ def check_candidate(text: str, base: Profile, knobs: dict[str, Any], observed: O
         return Verdict(None, f"load_mode={load_mode}: seed 000 requires --load-mode none (or dio)")
     source = "tune candidate " + ", ".join(f"{k}={v}" for k, v in sorted(knobs.items()))
     try:
-        loaded = parse_profile(set_serve_knobs(text, serve_values(base, knobs)), source=source)
+        loaded = parse_profile(candidate_text(text, base, knobs), source=source)
     except ProfileError as exc:  # the seed rules (profile_rules.check_rules) and the schema
-        return Verdict(None, "; ".join(p.message for p in exc.problems))
+        return Verdict(None, "; ".join(f"{p.field}: {p.message}" if p.field else p.message for p in exc.problems))
     profile = loaded.profile
     slot = profile.slot_context(trained_context(observed))
     if slot < slot_tokens:

@@ -11,14 +11,13 @@ from typing import Any
 
 from kimik3_reconciler.benchmark import converged_deployment
 from kimik3_reconciler.engines import engine_for
-from kimik3_reconciler.errors import InputError, NothingMeasured
+from kimik3_reconciler.errors import NothingMeasured
 from kimik3_reconciler.model.bench import BenchSettings
 from kimik3_reconciler.model.loaded_profile import LoadedProfile
-from kimik3_reconciler.model.profile_edit import set_serve_knobs
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.model.tuning import FIT, Goal, Trial, knob_id, search_key
 from kimik3_reconciler.orchestrator import Orchestrator
-from kimik3_reconciler.planning.tune_space import default_space, serve_values
+from kimik3_reconciler.planning.tune_space import candidate_text, default_space
 from kimik3_reconciler.tuning import CandidateRunner, Search, SearchResult, with_settings
 from kimik3_reconciler.tuning.evidence import Standing, spread_said
 
@@ -51,12 +50,6 @@ def tune(orchestrator: Orchestrator, runner: CandidateRunner, loaded: LoadedProf
     """Search under the host lock; with `write_profile` (--write) the winner's knobs are written into FILE's text
     (comments and key order kept, the figures as a comment) and the host converges on it; the host always ends
     on the winner written or on FILE as it was, whatever the search raised."""
-    if loaded.profile.engine != "llamacpp":
-        # A candidate is written as serve.* fields (planning/tune_space.serve_values); another engine's knobs live in
-        # its own section (vllm:), which no candidate writes yet: the search would measure one setting many times.
-        raise InputError(f"engine: kimik3 tune searches llama.cpp's serve fields; engine {loaded.profile.engine}'s "
-                         f"own knobs ({loaded.profile.engine}: section) are not searched yet: compare settings with "
-                         "kimik3 bench", (("engine",),))
     goal = request.goal
     short = with_settings(request.base, goal, request.prompts, 1)
     long = with_settings(request.base, goal, request.prompts * 2, 1)
@@ -72,7 +65,7 @@ def tune(orchestrator: Orchestrator, runner: CandidateRunner, loaded: LoadedProf
         else:
             observed = converged_deployment(orchestrator, loaded)  # refuses (exit 4) unless converged on FILE
             the_space = request.asked or default_space(engine_for(loaded.profile.engine), loaded.profile, observed)
-            baseline_knobs = running_knobs(the_space, observed)
+            baseline_knobs = running_knobs(the_space, observed, engine_for(loaded.profile.engine).tune_knobs.section)
             orchestrator.ports.state.write(key, {"space": {k: list(v) for k, v in the_space.items()},
                                                  "baseline": baseline_knobs, "file": str(Path(file).resolve())})
         say(f"tune {loaded.profile.name} for {goal}: space "
@@ -85,7 +78,7 @@ def tune(orchestrator: Orchestrator, runner: CandidateRunner, loaded: LoadedProf
             if write_profile is not None and result.winner is not None:
                 note = (f"kimik3 tune {orchestrator.ports.clock.now():%Y-%m-%d} ({goal}): "
                         f"{figure(result.winner, goal)} measured, was {figure(result.baseline, goal)} as written")
-                new_text = set_serve_knobs(loaded.text, serve_values(loaded.profile, result.winner.knobs), note)
+                new_text = candidate_text(loaded.text, loaded.profile, result.winner.knobs, note)
                 write_profile(new_text)
                 target = parse_profile(new_text, source=file)
         finally:  # never left on a candidate: the winner (written) or FILE as it was
@@ -94,11 +87,12 @@ def tune(orchestrator: Orchestrator, runner: CandidateRunner, loaded: LoadedProf
     return TuneOutcome(result, baseline_knobs, nothing_measured(result.trials, baseline_knobs))
 
 
-def running_knobs(space: dict[str, tuple[Any, ...]], observed) -> dict[str, Any]:  # noqa: ANN001 - Observed
-    """The running (as written) value of each searched knob: the trial that needs no load."""
+def running_knobs(space: dict[str, tuple[Any, ...]], observed, section: str = "serve") -> dict[str, Any]:  # noqa: ANN001
+    """The running (as written) value of each searched knob (the container's launch inputs, `<section>.<knob>`):
+    the trial that needs no load."""
     running = observed.container.inputs if observed.container else {}
     fixed = {"threads": observed.host.physical_cores, "load_mode": running.get("serve.load_mode") or "none"}
-    knobs = {k: fixed[k] if k in fixed else running.get(f"serve.{k}") for k in space}
+    knobs = {k: fixed[k] if k in fixed else running.get(f"{section}.{k}") for k in space}
     if "n_cpu_moe" in knobs and knobs["n_cpu_moe"] is None:
         knobs["n_cpu_moe"] = FIT  # the running profile leaves the split to --fit
     return knobs
@@ -118,7 +112,7 @@ def nothing_measured(trials: list[Trial], baseline_knobs: dict[str, Any]) -> Not
 def proposed_text(loaded: LoadedProfile, knobs: dict[str, Any]) -> str:
     """FILE's text with `knobs` written into it (comments and key order kept): what --write would write, less
     the figures' comment (the diff shown without --write)."""
-    return set_serve_knobs(loaded.text, serve_values(loaded.profile, knobs))
+    return candidate_text(loaded.text, loaded.profile, knobs)
 
 
 def figure(standing: Standing | None, goal: Goal) -> str:

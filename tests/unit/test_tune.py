@@ -13,12 +13,14 @@ from support.observed import observed
 
 from kimik3_reconciler.errors import InputError, LoadFailed
 from kimik3_reconciler.model.bench import BenchRun, BenchSettings, LevelResult
-from kimik3_reconciler.model.profile_edit import set_serve_knobs
+from kimik3_reconciler.model.profile_edit import set_knobs
 from kimik3_reconciler.model.profile_source import LoadedProfile, parse_profile
 from kimik3_reconciler.model.tuning import candidates, parse_goal, parse_space, search_key
 from kimik3_reconciler.engines import engine_for
 from kimik3_reconciler.planning.tune_space import check_candidate, default_space, placement_key
 from kimik3_reconciler.tuning import Search
+
+LLAMACPP_KNOBS = engine_for("llamacpp").tune_knobs  # (section, names): what --space takes on llama.cpp
 
 PROFILE = """\
 # a CPU profile to tune
@@ -72,12 +74,12 @@ def test_a_decode_floor_bounds_a_latency_goal() -> None:
 
 
 def test_spaces_parse_and_unknown_knobs_are_refused() -> None:
-    assert parse_space(("ubatch=256,512", "parallel=1,2")) == {"ubatch": (256, 512), "parallel": (1, 2)}
+    assert parse_space(("ubatch=256,512", "parallel=1,2"), *LLAMACPP_KNOBS) == {"ubatch": (256, 512), "parallel": (1, 2)}
     assert len(candidates({"ubatch": (256, 512), "parallel": (1, 2), "threads": (1, 8)})) == 8
-    assert parse_space(("n_cpu_moe=fit,24",)) == {"n_cpu_moe": ("fit", 24)}
+    assert parse_space(("n_cpu_moe=fit,24",), *LLAMACPP_KNOBS) == {"n_cpu_moe": ("fit", 24)}
     for bad in ("threads=x", "ctx=1", "ubatch", "ubatch=fit"):
         with pytest.raises(InputError):
-            parse_space((bad,))
+            parse_space((bad,), *LLAMACPP_KNOBS)
 
 
 @pytest.mark.parametrize(("bad", "said"), [
@@ -89,7 +91,7 @@ def test_space_values_the_profile_refuses_are_refused_before_the_host(bad: str, 
     # Was: accepted, then tune locked the host, required it converged and recorded a search of "never launched"
     # candidates. Now exit 2 naming --space, from the profile schema's own bounds.
     with pytest.raises(InputError) as caught:
-        parse_space((bad,))
+        parse_space((bad,), *LLAMACPP_KNOBS)
     assert "--space" in str(caught.value) and said in str(caught.value)
     assert caught.value.exit_code == 2
 
@@ -117,7 +119,7 @@ def test_a_candidate_kimik3_would_refuse_is_refused_with_the_reason() -> None:
 
 
 def test_write_keeps_comments_and_key_order_and_adds_the_figures() -> None:
-    text = set_serve_knobs(PROFILE, {"ubatch": 512, "parallel": 4, "n_cpu_moe": 3}, "kimik3 tune: 9.0 tok/s, was 6.0")
+    text = set_knobs(PROFILE, "serve", {"ubatch": 512, "parallel": 4, "n_cpu_moe": 3}, "kimik3 tune: 9.0 tok/s, was 6.0")
     assert "# a CPU profile to tune" in text and "port: 18999        # the port" in text
     assert "  ubatch: 512        # hybrid default" in text and "  parallel: 4        # slots" in text
     assert "# kimik3 tune: 9.0 tok/s, was 6.0\nserve:" in text
@@ -223,14 +225,14 @@ def test_a_killed_search_resumes_without_measuring_again() -> None:
 
 
 def test_n_cpu_moe_fit_leaves_the_split_to_fit_and_a_number_pins_it() -> None:
-    from kimik3_reconciler.planning.tune_space import serve_values
+    from kimik3_reconciler.planning.tune_space import section_values
 
     text = PROFILE.replace("  parallel: 2        # slots", "  parallel: 2        # slots\n  n_cpu_moe: 20")
     base = parse_profile(text, "tune.yaml")
-    assert serve_values(base.profile, {"n_cpu_moe": "fit"}) == {"n_cpu_moe": None}
-    unpinned = set_serve_knobs(text, serve_values(base.profile, {"n_cpu_moe": "fit"}))
+    assert section_values(base.profile, {"n_cpu_moe": "fit"}) == {"n_cpu_moe": None}
+    unpinned = set_knobs(text, "serve", section_values(base.profile, {"n_cpu_moe": "fit"}))
     assert "n_cpu_moe" not in unpinned and "# slots" in unpinned
-    assert parse_profile(set_serve_knobs(PROFILE, {"n_cpu_moe": 24}), "t.yaml").profile.serve.n_cpu_moe == 24
+    assert parse_profile(set_knobs(PROFILE, "serve", {"n_cpu_moe": 24}), "t.yaml").profile.serve.n_cpu_moe == 24
     assert sorted([{"n_cpu_moe": 24}, {"n_cpu_moe": "fit"}], key=placement_key) == [{"n_cpu_moe": "fit"},
                                                                                    {"n_cpu_moe": 24}]
 

@@ -165,20 +165,6 @@ def test_vllms_own_parser_accepts_the_rendered_argv_and_reads_the_recipe() -> No
     assert "--no-such-flag-kimik3" in unknown["error"]
 
 
-def test_tune_refuses_engine_vllm_before_touching_the_host() -> None:
-    """vLLM's knobs are its section's: tune writes serve.* candidates only, so it says so instead of measuring one
-    setting many times (engines/vllm/tune.py holds the space for when it does)."""
-    from kimik3_reconciler.errors import InputError
-    from kimik3_reconciler.tuning.session import tune
-
-    loaded = parse_profile(PROFILE.read_text(), "p.yaml")
-    with pytest.raises(InputError) as refused:
-        tune(None, None, loaded, "p.yaml", None, print)  # type: ignore[arg-type]  # nothing is reached
-    assert refused.value.exit_code == 2 and "engine vllm" in str(refused.value) and refused.value.fields == (("engine",),)
-    assert set(engine_for("vllm").tune_space(loaded.profile, None)) == {  # type: ignore[arg-type]
-        "max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization"}
-
-
 def test_a_pulled_image_gets_no_smoke_test_and_a_built_one_still_does() -> None:
     from kimik3_reconciler.planning import render_desired
     from kimik3_reconciler.planning.smoke_step import plan_smoke

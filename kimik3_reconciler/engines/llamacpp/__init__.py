@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kimik3_reconciler.engines.base import ImageSource, ModelSource, Readiness, ServerSeries
+from kimik3_reconciler.engines.base import ImageSource, ModelSource, Readiness, ServerSeries, TuneKnobs
 from kimik3_reconciler.engines.llamacpp import launch
 from kimik3_reconciler.model.facts import ModelFact, Observed
 from kimik3_reconciler.model.launch_input import LaunchInput
@@ -27,6 +27,10 @@ class LlamaCpp:
                           generated_tokens_total="llamacpp:tokens_predicted_total",
                           prompt_tokens_total="llamacpp:prompt_tokens_total", slots="/slots")
     reasoning_field = "reasoning_content"
+    # serve.<knob>; `threads` is no profile field (seed 000 fixes it) and is accepted only to be checked and refused;
+    # `load_mode` is serve.load_mode: none or dio, a mapped mode is refused (planning/tune_space.py).
+    tune_knobs = TuneKnobs("serve", ("ubatch", "batch", "parallel", "fit_target", "n_cpu_moe", "threads", "load_mode"))
+    load_wire = "llamacpp"
 
     def model_entry(self, model: ModelFact) -> str:
         return launch.first_shard(model)

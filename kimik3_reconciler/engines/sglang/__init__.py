@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kimik3_reconciler.engines.base import HostNeeds, ImageSource, ModelSource, Readiness, ServerSeries
+from kimik3_reconciler.engines.base import HostNeeds, ImageSource, ModelSource, Readiness, ServerSeries, TuneKnobs
 from kimik3_reconciler.engines.sglang import launch
 from kimik3_reconciler.model.facts import ModelFact, Observed
 from kimik3_reconciler.model.launch_input import LaunchInput
@@ -35,6 +35,8 @@ class Sglang:
                           prompt_tokens_total="sglang:prompt_tokens_total", slots=None)
     # SGLang's chat completion message (srt/entrypoints/openai/protocol.py) carries it as reasoning_content.
     reasoning_field = "reasoning_content"
+    tune_knobs = TuneKnobs("sglang", ("mem_fraction_static",))  # sglang.<knob> (launch.py: why only this one)
+    load_wire = "openai"
 
     def model_entry(self, model: ModelFact) -> str:
         return "."  # the snapshot folder: config.json, the tokenizer, the custom code and the safetensors shards

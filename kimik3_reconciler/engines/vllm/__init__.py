@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kimik3_reconciler.engines.base import HostNeeds, ImageSource, ModelSource, Readiness, ServerSeries
+from kimik3_reconciler.engines.base import HostNeeds, ImageSource, ModelSource, Readiness, ServerSeries, TuneKnobs
 from kimik3_reconciler.engines.vllm import launch
 from kimik3_reconciler.model.facts import ModelFact, Observed
 from kimik3_reconciler.model.launch_input import LaunchInput
@@ -36,6 +36,9 @@ class Vllm:
                           prefix_cache_hits_total="vllm:prefix_cache_hits_total",
                           prefix_cache_queries_total="vllm:prefix_cache_queries_total")
     reasoning_field = "reasoning"
+    # vllm.<knob> (engines/vllm/tune.py says why these and not tensor parallelism, the backend or the KV dtype).
+    tune_knobs = TuneKnobs("vllm", ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization"))
+    load_wire = "openai"
 
     def model_entry(self, model: ModelFact) -> str:
         return "."  # the snapshot folder: config.json, the tokenizer and the safetensors shards

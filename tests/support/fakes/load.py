@@ -13,18 +13,21 @@ class FakeLoad:
         self.ttft, self.rate, self.failing = ttft, rate, failing
         self.predicted = 0
         self.levels: list[tuple[int, list[list[int]], int]] = []
+        self.wires: set[str] = set()  # the engines' wires it was driven on
 
-    def tokenize(self, base_url: str, api_key: str | None, text: str) -> list[int]:
+    def tokenize(self, base_url: str, api_key: str | None, text: str, wire: str = "llamacpp") -> list[int]:
+        self.wires.add(wire)
         return list(text.encode())
 
     def metrics(self, base_url: str, api_key: str | None) -> str | None:
         return f"# HELP llamacpp:tokens_predicted_total x\nllamacpp:tokens_predicted_total {self.predicted}\n"
 
     def run_level(self, base_url: str, api_key: str | None, prompts: list[list[int]], output_tokens: int,
-                  concurrency: int) -> tuple[list[Any], float]:
+                  concurrency: int, wire: str = "llamacpp") -> tuple[list[Any], float]:
         from kimik3_reconciler.model.bench import RequestSample
 
         self.levels.append((concurrency, prompts, output_tokens))
+        self.wires.add(wire)
         samples = []
         span = (output_tokens - 1) / self.rate
         for i, prompt in enumerate(prompts):
