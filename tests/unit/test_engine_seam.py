@@ -25,6 +25,12 @@ def test_every_registered_engine_satisfies_the_protocol_under_its_own_name(name:
     engine = engine_for(name)
     assert isinstance(engine, ServingEngine) and engine.name == name
     assert engine.readiness.path.startswith("/") and engine.series.prefix and engine.reasoning_field
+    # tune writes a candidate into the engine's section: it must be a profile section whose fields are the knobs
+    from kimik3_reconciler.model.tuning import section_model
+
+    fields = section_model(engine.tune_knobs.section).model_fields
+    assert set(engine.tune_knobs.names) - {"threads"} <= set(fields)  # threads: named only to be refused (seed 000)
+    assert engine.load_wire in ("llamacpp", "openai")
 
 
 def test_an_unknown_engine_is_a_plan_error_naming_the_field() -> None:
