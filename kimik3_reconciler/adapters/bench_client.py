@@ -12,14 +12,15 @@ An OpenAI server (`openai`: vLLM; SGLang's wire, not run here): `/tokenize {prom
 `/v1/completions` with the same token-id prompt, `max_tokens` with `ignore_eos` (vLLM's extra parameter: exact
 output length) and `stream_options.continuous_usage_stats` (every chunk carries the running completion_tokens: the
 counterpart of llama-server's tokens_predicted). It has no per-request timings: the level's cross-check is the
-`/metrics` counter alone. Its prefix cache stays on (vLLM's is a launch knob), which the prompts defeat: no two
-share a first token block (benchmark.exact_prompts).
+`/metrics` counter alone. Its prefix cache stays on (vLLM's is a launch knob); a fresh `cache_salt` per request
+keeps every request out of it (the prompts repeat: the warm-up sends the bench's first ones).
 """
 
 from __future__ import annotations
 
 import json
 import time
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from kimik3_reconciler.errors import PermanentError, TransientError
@@ -156,8 +157,11 @@ async def _one_openai(client: httpx.AsyncClient, model: str, prompt: list[int], 
 
     from kimik3_reconciler.model.bench import RequestSample
 
+    # cache_salt (vLLM): a fresh one per request keeps it out of every cached prefix, the warm-up's and an earlier
+    # bench's included (they send the same prompts): llama-server's cache_prompt false, on this wire.
     body = {"model": model, "prompt": prompt, "max_tokens": output_tokens, "stream": True, "ignore_eos": True,
-            "temperature": 0.0, "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+            "temperature": 0.0, "cache_salt": uuid.uuid4().hex,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
     first = last = None
     first_n = streamed = tokens = 0
     error = None
@@ -172,6 +176,9 @@ async def _one_openai(client: httpx.AsyncClient, model: str, prompt: list[int], 
                     continue
                 now = time.perf_counter()
                 chunk: dict[str, Any] = json.loads(line[6:])
+                if "error" in chunk:  # vLLM reports a failure mid-stream as a data line: not a short success
+                    error = f"stream error: {json.dumps(chunk['error'])}"[:200]
+                    break
                 # The running count from the usage every chunk carries; the last chunk (no choices) is the total.
                 predicted = int((chunk.get("usage") or {}).get("completion_tokens") or 0)
                 if not chunk.get("choices"):

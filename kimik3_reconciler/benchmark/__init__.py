@@ -58,16 +58,22 @@ def exact_prompts(load: LoadPort, server: Server, count: int, length: int, salt:
 
 
 def parse_metrics(text: str | None, prefix: str) -> dict[str, float]:
-    """Prometheus text → {name: value} for the server's own unlabelled series (`prefix`: the engine's,
-    llama-server `llamacpp:`)."""
+    """Prometheus text → {sample name: value} for the server's own series (`prefix`: the engine's, llama-server
+    `llamacpp:`, vLLM `vllm:`), each summed over its labels: vLLM labels every sample (engine, model_name), so
+    `vllm:generation_tokens_total` is the sum over its engines; llama-server's are unlabelled. Line by line: a line
+    that does not parse is skipped, not the whole reading (the level's cross-check needs one counter)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
     values: dict[str, float] = {}
     for line in (text or "").splitlines():
-        if line.startswith(prefix):
-            name, _, value = line.partition(" ")
-            try:
-                values[name] = float(value.split()[0])
-            except (ValueError, IndexError):
-                continue
+        if not line.startswith(prefix):
+            continue
+        try:
+            samples = [s for family in text_string_to_metric_families(line + "\n") for s in family.samples]
+        except ValueError:
+            continue
+        for sample in samples:
+            values[sample.name] = values.get(sample.name, 0.0) + sample.value
     return values
 
 

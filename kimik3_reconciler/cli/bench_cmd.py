@@ -11,6 +11,7 @@ from rich.text import Text
 
 from kimik3_reconciler.cli import _ctx, _err, _out, _run
 from kimik3_reconciler.cli.inputs import load
+from kimik3_reconciler.engines import engine_for
 from kimik3_reconciler.errors import InputError, NothingMeasured
 from kimik3_reconciler.model.bench import (DEFAULT_GRID, DEFAULT_OUTPUT_TOKENS, DEFAULT_PROMPT_TOKENS,
                                            DEFAULT_PROMPTS, BenchRun, BenchSettings, LevelResult)
@@ -117,7 +118,7 @@ def bench(ctx: click.Context, file: str, grid: tuple[int, ...], prompts: int, pr
             _out.print(compare_table(runs))
     else:
         settings = BenchSettings(grid, prompts, prompt_tokens, output_tokens, repetitions)
-        refusal = settings.slot_refusal(loaded.profile.ctx_size_for(), loaded.profile.serve.parallel)
+        refusal = settings.slot_refusal(*engine_for(loaded.profile.engine).request_room(loaded.profile, None))
         if refusal is not None:  # before the host is read: the profile alone says no request would fit
             raise InputError(refusal)
         observed = converged_deployment(orchestrator, loaded)

@@ -156,6 +156,12 @@ class ServingEngine(Protocol):
         driver from the built image's CUDA, the GPUs from `gpus` and the quant's fit)."""
         ...
 
+    def request_room(self, profile: Profile, trained: int | None) -> tuple[int, str]:
+        """The most tokens (prompt + output) one request can hold on this profile, and what sets it, as a refusal
+        says it (llama.cpp: a slot's ctx_size/parallel; vLLM: max_model_len). `trained`: the model's trained
+        context where known. Bench and tune's candidate check refuse a request that would not fit before any load."""
+        ...
+
     def tune_space(self, profile: Profile, observed: Observed) -> dict[str, tuple[Any, ...]]:
         """The knobs `kimik3 tune` may search on this host (`tune_knobs`' fields), each with the running value among
         its values (llama.cpp: ubatch, parallel, fit_target or n_cpu_moe; vLLM: max_num_seqs,

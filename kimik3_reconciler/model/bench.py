@@ -32,17 +32,16 @@ class BenchSettings:
     def requests(self) -> int:
         return sum(c * self.prompts * self.repetitions for c in self.grid)
 
-    def slot_refusal(self, ctx_size: int, parallel: int) -> str | None:
-        """Why a request cannot fit one server slot (llama-server gives each of `parallel` slots ctx_size/parallel
-        tokens), or None. Without it a `--prompt-tokens 8192` sweep on a 2048-token slot sent every request and
-        measured errors (or short outputs) for minutes; tune refuses such candidates the same way."""
-        slot = ctx_size // parallel
+    def slot_refusal(self, room: int, said: str) -> str | None:
+        """Why a request cannot fit the server (`room` tokens a request, `said`: what sets it, from the engine's
+        request_room: llama-server's slot of ctx_size/parallel, vLLM's max_model_len), or None. Without it a
+        `--prompt-tokens 8192` sweep on a 2048-token slot sent every request and measured errors (or short outputs)
+        for minutes; tune refuses such candidates the same way."""
         need = self.prompt_tokens + self.output_tokens
-        if need <= slot:
+        if need <= room:
             return None
         return (f"--prompt-tokens {self.prompt_tokens} + --output-tokens {self.output_tokens} = {need} tokens a "
-                f"request, but a slot holds serve.ctx_size/serve.parallel = {ctx_size}/{parallel} = {slot}: lower "
-                "them, or raise serve.ctx_size (or lower serve.parallel) and apply")
+                f"request, but {said} = {room}: lower them, or raise it and apply")
 
 
 @dataclass(frozen=True)
@@ -163,7 +162,7 @@ class BenchRun:
     date: str
     settings: BenchSettings
     levels: tuple[LevelResult, ...]
-    knobs: dict[str, Any] = field(default_factory=dict)  # the serve knobs it ran with (tune's candidates)
+    knobs: dict[str, Any] = field(default_factory=dict)  # the knobs it ran with (tune's candidates: serve.*, vllm.*)
 
     def level(self, concurrency: int) -> LevelResult | None:
         return next((lv for lv in self.levels if lv.concurrency == concurrency), None)

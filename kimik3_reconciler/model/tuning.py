@@ -109,7 +109,7 @@ def parse_space(items: tuple[str, ...], section: str, names: tuple[str, ...]) ->
         except ValueError:
             also = " (or 'fit': --fit places the experts)" if knob == "n_cpu_moe" else ""
             raise InputError(f"--space {item!r}: {knob} takes numbers{also}") from None
-        _check_knob_values(item, section, knob, space[knob])
+        space[knob] = _check_knob_values(item, section, knob, space[knob])
     return space
 
 
@@ -121,19 +121,21 @@ def _number(word: str) -> int | float:
         return float(word)
 
 
-def _check_knob_values(item: str, section: str, knob: str, values: tuple[Any, ...]) -> None:
+def _check_knob_values(item: str, section: str, knob: str, values: tuple[Any, ...]) -> tuple[Any, ...]:
     """Refuse, before tune takes the lock or reads the host, a value the profile itself refuses for
     <section>.<knob> (`ubatch=0`, `parallel=-1`, `load_mode=mmap`, `gpu_memory_utilization=1.5`) or a value listed
     twice: these used to pass, and tune then locked the host, demanded a converged deployment and recorded a search
     whose candidates were all "never launched" (exit 1). The bounds are the profile schema's own (the section's
-    model in model/profile_schema.py: ServeSpec, VllmSpec, ...)."""
+    model in model/profile_schema.py: ServeSpec, VllmSpec, ...). The values as the schema keeps them: `1` for a
+    fraction is 1.0, as the running container's launch inputs say it (the search tells candidates apart by value)."""
     from pydantic import ValidationError
 
     spec = section_model(section)
-
     if len(set(values)) != len(values):
         raise InputError(f"--space {item!r}: lists a value twice")
+    kept: list[Any] = []
     for value in values:
+        kept.append(value)
         if knob == "threads" or value == FIT:
             continue  # threads: judged against the host's physical cores (planning/tune_space.check_candidate)
         if knob == "load_mode" and value not in ("none", "dio"):
@@ -141,9 +143,10 @@ def _check_knob_values(item: str, section: str, knob: str, values: tuple[Any, ..
             raise InputError(f"--space {item!r}: load_mode is none or dio (seed 000: --load-mode none; a mapped "
                              f"mode stalls the first request), not {value!r}")
         try:
-            spec.model_validate({knob: value}, strict=isinstance(value, float))
+            kept[-1] = getattr(spec.model_validate({knob: value}, strict=isinstance(value, float)), knob)
         except ValidationError as exc:
             raise InputError(f"--space {item!r}: {knob}={value}: {exc.errors()[0]['msg']} ({section}.{knob})") from None
+    return tuple(kept)
 
 
 def section_model(section: str) -> Any:

@@ -74,10 +74,9 @@ def check_candidate(text: str, base: Profile, knobs: dict[str, Any], observed: O
     except ProfileError as exc:  # the seed rules (profile_rules.check_rules) and the schema
         return Verdict(None, "; ".join(f"{p.field}: {p.message}" if p.field else p.message for p in exc.problems))
     profile = loaded.profile
-    slot = profile.slot_context(trained_context(observed))
-    if slot < slot_tokens:
-        return Verdict(None, f"parallel={profile.serve.parallel}: a slot holds ctx_size/parallel = "
-                             f"{slot} tokens, a request needs {slot_tokens}")
+    room, said = engine_for(profile.engine).request_room(profile, trained_context(observed))
+    if room < slot_tokens:  # every request of the candidate's bench would fail (or be cut): never launched
+        return Verdict(None, f"{said} = {room} tokens, a request needs {slot_tokens}")
     try:
         refuse_by_host_gate(profile, observed)
     except PlanError as exc:

@@ -13,6 +13,7 @@ from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeHub, FakeLoad, fake_p
 from kimik3_reconciler.benchmark import converged_deployment, exact_prompts, parse_metrics, run_sweep
 from kimik3_reconciler.benchmark.store import keep, kept, latest_per_fingerprint
 from kimik3_reconciler.orchestrator import Orchestrator
+from kimik3_reconciler.engines import engine_for
 from kimik3_reconciler.errors import NotConverged
 from kimik3_reconciler.model.bench import BenchRun, BenchSettings, RequestSample, percentile, summarise
 from kimik3_reconciler.model.profile_source import parse_profile
@@ -64,6 +65,12 @@ def test_prometheus_text_is_read_for_llamacpp_series_only() -> None:
     text = "# HELP llamacpp:tokens_predicted_total n\nllamacpp:tokens_predicted_total 122\nother 5\nllamacpp:x bad\n"
     assert parse_metrics(text, "llamacpp:") == {"llamacpp:tokens_predicted_total": 122.0}
     assert parse_metrics(None, "llamacpp:") == {}
+    # vLLM labels every sample (one per engine core): the counter is their sum
+    vllm = ('# TYPE vllm:generation_tokens_total counter\n'
+            'vllm:generation_tokens_total{engine="0",model_name="k3"} 32.0\n'
+            'vllm:generation_tokens_total{engine="1",model_name="k3"} 10.0\n'
+            'vllm:num_requests_running{engine="0",model_name="k3"} 1.0\n')
+    assert parse_metrics(vllm, "vllm:") == {"vllm:generation_tokens_total": 42.0, "vllm:num_requests_running": 1.0}
 
 
 def test_prompts_have_the_exact_length_and_no_shared_prefix() -> None:
@@ -166,8 +173,11 @@ def test_a_request_longer_than_a_slot_is_refused_before_the_host(tmp_path: Path,
 
     from kimik3_reconciler.cli import main
 
-    assert BenchSettings(prompt_tokens=1920, output_tokens=128).slot_refusal(4096, 2) is None  # 2048 fits
-    said = BenchSettings(prompt_tokens=1921, output_tokens=128).slot_refusal(4096, 2)
+    room = engine_for("llamacpp").request_room(parse_profile(FAKE_PROFILE, "p.yaml").profile, None)
+    assert BenchSettings(prompt_tokens=room[0] - 128, output_tokens=128).slot_refusal(*room) is None  # it fits
+    said = BenchSettings(prompt_tokens=room[0] - 127, output_tokens=128).slot_refusal(*room)
+    assert said is not None and "serve.ctx_size/serve.parallel" in said and f"= {room[0]}" in said
+    said = BenchSettings(prompt_tokens=1921, output_tokens=128).slot_refusal(2048, "serve.ctx_size/serve.parallel = 4096/2")
     assert said is not None and "4096/2 = 2048" in said and "--prompt-tokens 1921" in said
     profile = tmp_path / "p.yaml"
     profile.write_text(FAKE_PROFILE)

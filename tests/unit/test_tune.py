@@ -112,7 +112,7 @@ def test_a_candidate_kimik3_would_refuse_is_refused_with_the_reason() -> None:
     slots = check_candidate(base.text, base.profile, {"parallel": 16}, facts, 512)
     assert "256 tokens a slot, below 512" in slots.refusal  # the profile rule slot-context-floor, before tune's own
     bench = check_candidate(base.text, base.profile, {"parallel": 8}, facts, 1024)
-    assert "a slot holds ctx_size/parallel = 512 tokens, a request needs 1024" in bench.refusal
+    assert "a slot holds serve.ctx_size/serve.parallel = 4096/8 = 512 tokens, a request needs 1024" in bench.refusal
     # batch is searched below ubatch: the seed rule (batch never below ubatch) refuses it before any load
     below = check_candidate(base.text, base.profile, {"ubatch": 4096, "batch": 1024}, facts, 512)
     assert below.loaded is None and "ubatch" in below.refusal

@@ -2,7 +2,7 @@
 the space names them, `--space` takes them (and refuses llama.cpp's), a candidate is written into that section
 (comments kept, a section the profile left to its defaults added), the running values are read from the
 container's launch inputs, and bench talks the engine's wire. The search itself is engine-blind (test_tune.py);
-tests/integration/test_vllm_tune_docker.py runs it against a real vLLM server."""
+tests/integration/test_vllm_docker.py runs it (and bench) against a real vLLM server."""
 
 from __future__ import annotations
 
@@ -55,7 +55,8 @@ def test_the_vllm_space_is_its_sections_knobs_around_the_written_values() -> Non
 def test_space_takes_the_engines_knobs_and_refuses_the_others_naming_the_section() -> None:
     vllm = engine_for("vllm").tune_knobs
     assert parse_space(("max_num_seqs=2,8", "gpu_memory_utilization=0.9,1"), *vllm) == {
-        "max_num_seqs": (2, 8), "gpu_memory_utilization": (0.9, 1)}
+        "max_num_seqs": (2, 8), "gpu_memory_utilization": (0.9, 1.0)}
+    assert isinstance(parse_space(("gpu_memory_utilization=1",), *vllm)["gpu_memory_utilization"][0], float)
     with pytest.raises(InputError) as llama_knob:
         parse_space(("ubatch=512",), *vllm)
     assert "max_num_seqs" in str(llama_knob.value) and "vllm.<knob>" in str(llama_knob.value)
@@ -94,6 +95,9 @@ def test_a_vllm_candidate_is_checked_like_any_other_before_a_load() -> None:
     assert ok.loaded is not None and ok.loaded.profile.vllm.max_num_seqs == 8
     refused = check_candidate(base.text, base.profile, {"gpu_memory_utilization": 2}, facts, 256)
     assert refused.loaded is None and "gpu_memory_utilization" in refused.refusal
+    # a bench request longer than max_model_len: vLLM would answer every request 400 after a load of minutes
+    long = check_candidate(base.text, base.profile, {"max_num_seqs": 8}, facts, 1000)
+    assert long.loaded is None and long.refusal == "vllm.max_model_len = 512 tokens, a request needs 1000"
 
 
 def test_the_running_values_are_read_from_the_sections_launch_inputs() -> None:
@@ -108,6 +112,7 @@ def test_the_running_values_are_read_from_the_sections_launch_inputs() -> None:
 def test_bench_drives_the_engines_wire() -> None:
     load = FakeLoad()
     settings = BenchSettings(grid=(1,), prompts=1, prompt_tokens=8, output_tokens=4, repetitions=1)
-    sweep_levels(load, Server("http://127.0.0.1:1", None), settings, engine_for("vllm").series,
-                 wire=engine_for("vllm").load_wire)
+    levels = sweep_levels(load, Server("http://127.0.0.1:1", None), settings, engine_for("vllm").series,
+                          wire=engine_for("vllm").load_wire)
     assert load.wires == {"openai"}
+    assert levels[0].metrics_tokens == levels[0].client_tokens == 4  # vLLM's labelled counter read and diffed

@@ -63,6 +63,10 @@ class Sglang:
                                 "K3 image)", kinds_override="sglang.any_gpu",
                          memory_share=knobs.mem_fraction_static, gpus_field="sglang.tp_size")
 
+    def request_room(self, profile: Profile, trained: int | None) -> tuple[int, str]:
+        # kimik3 renders no --context-length: SGLang takes the checkpoint's (Kimi-K3's trained 1,048,576)
+        return trained or 1_048_576, "the checkpoint's context (SGLang's default --context-length)"
+
     def tune_space(self, profile: Profile, observed: Observed) -> dict[str, tuple[Any, ...]]:
         return launch.tune_space(profile)
 

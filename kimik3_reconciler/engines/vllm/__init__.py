@@ -64,6 +64,9 @@ class Vllm:
                          source="seed 001: vLLM's Kimi K3 recipe (CUDA 13 image, R580+, 8x GB300 or B300)",
                          kinds_override="vllm.any_gpu", memory_share=knobs.gpu_memory_utilization)
 
+    def request_room(self, profile: Profile, trained: int | None) -> tuple[int, str]:
+        return profile.vllm.max_model_len, "vllm.max_model_len"  # vLLM answers a longer request with HTTP 400
+
     def tune_space(self, profile: Profile, observed: Observed) -> dict[str, tuple[Any, ...]]:
         from kimik3_reconciler.engines.vllm import tune  # tune only
 

@@ -20,6 +20,8 @@ class FakeLoad:
         return list(text.encode())
 
     def metrics(self, base_url: str, api_key: str | None) -> str | None:
+        if "openai" in self.wires:  # vLLM's counter, labelled as vLLM labels it
+            return f'vllm:generation_tokens_total{{engine="0",model_name="k3"}} {self.predicted}.0\n'
         return f"# HELP llamacpp:tokens_predicted_total x\nllamacpp:tokens_predicted_total {self.predicted}\n"
 
     def run_level(self, base_url: str, api_key: str | None, prompts: list[list[int]], output_tokens: int,
