@@ -21,7 +21,8 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kimik3_reconciler.errors import PermanentError, TransientError
 
@@ -100,43 +101,86 @@ class HttpLoad:
         return samples, wall
 
 
+class _Read(NamedTuple):
+    """What one streamed chunk says: the server's running count of generated tokens, whether it is the closing
+    chunk (which carries the total, and on llama-server its timings), and those timings."""
+
+    predicted: int
+    final: bool = False
+    timings: dict[str, float] | None = None
+
+
+class _StreamError(Exception):
+    """The server reported a failure inside the stream (a data line, after the 200)."""
+
+
+def _llamacpp_chunk(chunk: dict[str, Any]) -> _Read:
+    if chunk.get("stop"):
+        timings = {k: float(v) for k, v in (chunk.get("timings") or {}).items() if k in _TIMINGS}
+        return _Read(int(chunk.get("tokens_predicted") or 0), True, timings)
+    # The server's running count, not the ids in the chunk: a token whose text is an incomplete UTF-8 sequence is
+    # held back and sent with a later one (byte-level vocabularies do this).
+    return _Read(int(chunk.get("tokens_predicted") or len(chunk.get("tokens") or ())))
+
+
+def _openai_chunk(chunk: dict[str, Any]) -> _Read:
+    if "error" in chunk:  # vLLM reports a failure mid-stream as a data line: not a short success
+        raise _StreamError(f"stream error: {json.dumps(chunk['error'])}")
+    # The running count from the usage every chunk carries; the last chunk (no choices) is the total.
+    return _Read(int((chunk.get("usage") or {}).get("completion_tokens") or 0), not chunk.get("choices"))
+
+
 async def _one(client: httpx.AsyncClient, prompt: list[int], output_tokens: int) -> RequestSample:
+    body = {"prompt": prompt, "n_predict": output_tokens, "stream": True, "cache_prompt": False,
+            "ignore_eos": True, "return_tokens": True, "temperature": 0.0}
+    return await _streamed(client, "/completion", body, len(prompt), _llamacpp_chunk)
+
+
+async def _one_openai(client: httpx.AsyncClient, model: str, prompt: list[int], output_tokens: int) -> RequestSample:
+    """One streamed /v1/completions request; TTFT and the token count as `_one` measures them on llama-server."""
+    # cache_salt (vLLM): a fresh one per request keeps it out of every cached prefix, the warm-up's and an earlier
+    # bench's included (they send the same prompts): llama-server's cache_prompt false, on this wire.
+    body = {"model": model, "prompt": prompt, "max_tokens": output_tokens, "stream": True, "ignore_eos": True,
+            "temperature": 0.0, "cache_salt": uuid.uuid4().hex,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+    return await _streamed(client, "/v1/completions", body, len(prompt), _openai_chunk)
+
+
+async def _streamed(client: httpx.AsyncClient, path: str, body: dict[str, Any], prompt_tokens: int,
+                    read: Callable[[dict[str, Any]], _Read]) -> RequestSample:
+    """POST `body` to `path` and time the stream: TTFT at the first chunk whose running count moved, the last such
+    chunk ends decode; `read` says what a chunk of this wire holds."""
     import httpx
 
     from kimik3_reconciler.model.bench import RequestSample
 
-    body = {"prompt": prompt, "n_predict": output_tokens, "stream": True, "cache_prompt": False,
-            "ignore_eos": True, "return_tokens": True, "temperature": 0.0}
     first = last = None
     first_n = streamed = tokens = 0
     timings: dict[str, float] = {}
     error = None
     sent = time.perf_counter()
     try:
-        async with client.stream("POST", "/completion", json=body) as reply:
+        async with client.stream("POST", path, json=body) as reply:
             if reply.status_code != 200:
                 text = (await reply.aread()).decode(errors="replace")[:200]
-                return RequestSample(sent, None, None, 0, len(prompt), f"HTTP {reply.status_code}: {text}")
+                return RequestSample(sent, None, None, 0, prompt_tokens, f"HTTP {reply.status_code}: {text}")
             async for line in reply.aiter_lines():
-                if not line.startswith("data: "):
+                if not line.startswith("data: ") or line == "data: [DONE]":
                     continue
                 now = time.perf_counter()
-                chunk: dict[str, Any] = json.loads(line[6:])
-                if chunk.get("stop"):
-                    timings = {k: float(v) for k, v in (chunk.get("timings") or {}).items() if k in _TIMINGS}
-                    tokens = max(tokens, int(chunk.get("tokens_predicted") or 0))
+                said = read(json.loads(line[6:]))
+                if said.final:
+                    timings = said.timings or {}
+                    tokens = max(tokens, said.predicted)
                     continue
-                # The server's running count, not the ids in the chunk: a token whose text is an incomplete
-                # UTF-8 sequence is held back and sent with a later one (byte-level vocabularies do this).
-                predicted = int(chunk.get("tokens_predicted") or len(chunk.get("tokens") or ()))
-                if predicted > streamed:
+                if said.predicted > streamed:
                     if first is None:
-                        first, first_n = now, predicted
-                    last, streamed = now, predicted
+                        first, first_n = now, said.predicted
+                    last, streamed = now, said.predicted
                     tokens = max(tokens, streamed)
-    except (httpx.HTTPError, json.JSONDecodeError) as exc:
-        error = f"{type(exc).__name__}: {exc}"[:200]
-    return RequestSample(sent, first, last, tokens, len(prompt), error, timings, first_n, streamed)
+    except (httpx.HTTPError, json.JSONDecodeError, _StreamError) as exc:
+        error = (str(exc) if isinstance(exc, _StreamError) else f"{type(exc).__name__}: {exc}")[:200]
+    return RequestSample(sent, first, last, tokens, prompt_tokens, error, timings, first_n, streamed)
 
 
 def _served_model(base_url: str, api_key: str | None) -> str:
@@ -149,49 +193,6 @@ def _served_model(base_url: str, api_key: str | None) -> str:
         return str(reply.json()["data"][0]["id"])
     except (httpx.HTTPError, KeyError, IndexError, ValueError) as exc:
         raise TransientError(f"{base_url}/v1/models: {exc}") from None
-
-
-async def _one_openai(client: httpx.AsyncClient, model: str, prompt: list[int], output_tokens: int) -> RequestSample:
-    """One streamed /v1/completions request; TTFT and the token count as `_one` measures them on llama-server."""
-    import httpx
-
-    from kimik3_reconciler.model.bench import RequestSample
-
-    # cache_salt (vLLM): a fresh one per request keeps it out of every cached prefix, the warm-up's and an earlier
-    # bench's included (they send the same prompts): llama-server's cache_prompt false, on this wire.
-    body = {"model": model, "prompt": prompt, "max_tokens": output_tokens, "stream": True, "ignore_eos": True,
-            "temperature": 0.0, "cache_salt": uuid.uuid4().hex,
-            "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
-    first = last = None
-    first_n = streamed = tokens = 0
-    error = None
-    sent = time.perf_counter()
-    try:
-        async with client.stream("POST", "/v1/completions", json=body) as reply:
-            if reply.status_code != 200:
-                text = (await reply.aread()).decode(errors="replace")[:200]
-                return RequestSample(sent, None, None, 0, len(prompt), f"HTTP {reply.status_code}: {text}")
-            async for line in reply.aiter_lines():
-                if not line.startswith("data: ") or line == "data: [DONE]":
-                    continue
-                now = time.perf_counter()
-                chunk: dict[str, Any] = json.loads(line[6:])
-                if "error" in chunk:  # vLLM reports a failure mid-stream as a data line: not a short success
-                    error = f"stream error: {json.dumps(chunk['error'])}"[:200]
-                    break
-                # The running count from the usage every chunk carries; the last chunk (no choices) is the total.
-                predicted = int((chunk.get("usage") or {}).get("completion_tokens") or 0)
-                if not chunk.get("choices"):
-                    tokens = max(tokens, predicted)
-                    continue
-                if predicted > streamed:
-                    if first is None:
-                        first, first_n = now, predicted
-                    last, streamed = now, predicted
-                    tokens = max(tokens, streamed)
-    except (httpx.HTTPError, json.JSONDecodeError) as exc:
-        error = f"{type(exc).__name__}: {exc}"[:200]
-    return RequestSample(sent, first, last, tokens, len(prompt), error, {}, first_n, streamed)
 
 
 def check_reachable(base_url: str) -> None:
