@@ -133,20 +133,20 @@ def _check_knob_values(item: str, section: str, knob: str, values: tuple[Any, ..
     spec = section_model(section)
     if len(set(values)) != len(values):
         raise InputError(f"--space {item!r}: lists a value twice")
-    kept: list[Any] = []
-    for value in values:
-        kept.append(value)
+
+    def checked(value: Any) -> Any:
         if knob == "threads" or value == FIT:
-            continue  # threads: judged against the host's physical cores (planning/tune_space.check_candidate)
+            return value  # threads: judged against the host's physical cores (planning/tune_space.check_candidate)
         if knob == "load_mode" and value not in ("none", "dio"):
             # The profile's rule (seed 000: a mapped model is a 20+-minute first-request stall), said up front.
             raise InputError(f"--space {item!r}: load_mode is none or dio (seed 000: --load-mode none; a mapped "
                              f"mode stalls the first request), not {value!r}")
         try:
-            kept[-1] = getattr(spec.model_validate({knob: value}, strict=isinstance(value, float)), knob)
+            return getattr(spec.model_validate({knob: value}, strict=isinstance(value, float)), knob)
         except ValidationError as exc:
             raise InputError(f"--space {item!r}: {knob}={value}: {exc.errors()[0]['msg']} ({section}.{knob})") from None
-    return tuple(kept)
+
+    return tuple(checked(value) for value in values)
 
 
 def section_model(section: str) -> Any:

@@ -51,10 +51,9 @@ class LlamaCpp:
         return None  # the gate reads llama.cpp's needs from the profile's build and quant (planning/host_gate.py)
 
     def request_room(self, profile: Profile, trained: int | None) -> tuple[int, str]:
-        # llama-server without --kv-unified gives each of serve.parallel slots ctx_size/parallel tokens
-        ctx = profile.ctx_size_for(trained)
-        return ctx // profile.serve.parallel, (f"parallel={profile.serve.parallel}: a slot holds "
-                                               f"serve.ctx_size/serve.parallel = {ctx}/{profile.serve.parallel}")
+        parallel = profile.serve.parallel  # a slot: Profile.slot_context (llama-server without --kv-unified)
+        return profile.slot_context(trained), (f"parallel={parallel}: a slot holds serve.ctx_size/serve.parallel = "
+                                               f"{profile.ctx_size_for(trained)}/{parallel}")
 
     def tune_space(self, profile: Profile, observed: Observed) -> dict[str, tuple[Any, ...]]:
         from kimik3_reconciler.engines.llamacpp import tune  # tune only: a plan does not load model/tuning.py
