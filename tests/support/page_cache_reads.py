@@ -1,0 +1,19 @@
+"""Real page-cache checks that survive memory pressure: the kernel may drop clean pages of a file at any moment
+between a pre-read and mincore's answer (a CI run once found the last two pages of a 48 MiB file gone), so a
+test reads again before it judges what the adapter did."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+TRIES = 3
+
+
+def read_until(read: Callable[[], None], done: Callable[[], bool]) -> bool:
+    """`read()` then `done()`, up to TRIES times: whether `done()` ever held. A pre-read that never brings the bytes
+    in fails every try; one whose pages the kernel reclaimed passes on the next."""
+    for _ in range(TRIES):
+        read()
+        if done():
+            return True
+    return False
