@@ -13,6 +13,7 @@ from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.model.bench import BenchRun, BenchSettings
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.loaded_profile import LoadedProfile
+from kimik3_reconciler.model.records import load_key
 from kimik3_reconciler.planning.placement import forecast
 
 
@@ -67,5 +68,11 @@ class DockerRunner:
         self.orchestrator.apply_or_revert(loaded, self._check(loaded))
 
     def load_seconds(self, loaded: LoadedProfile, observed: Observed) -> float:
+        """The placement forecast's load time; without one (a vLLM/SGLang checkpoint has no GGUF layout, a GPU
+        host's facts may be unknown), what this host's last load of the container took (the health wait's
+        record, the exporter's kimik3_model_load_seconds); 0 when it never loaded one."""
         placement = forecast(loaded.profile, observed)
-        return placement.load_seconds if placement is not None else 0.0
+        if placement is not None:
+            return placement.load_seconds
+        last = self.orchestrator.ports.state.read(load_key(loaded.profile.name)) or {}
+        return float(last.get("seconds") or 0.0)

@@ -116,3 +116,22 @@ def test_bench_drives_the_engines_wire() -> None:
                           wire=engine_for("vllm").load_wire)
     assert load.wires == {"openai"}
     assert levels[0].metrics_tokens == levels[0].client_tokens == 4  # vLLM's labelled counter read and diffed
+
+
+def test_a_checkpoints_predicted_load_is_this_hosts_last_load_of_its_container() -> None:
+    """A vLLM checkpoint has no GGUF layout, so no placement forecast: tune's predicted time takes the health
+    wait's record of the container's last load (0 before any), not 0 for every draw as it did."""
+    from types import SimpleNamespace
+
+    from support.fakes import MemoryState
+
+    from kimik3_reconciler.model.records import load_key
+    from kimik3_reconciler.tuning.runner import DockerRunner
+
+    loaded = parse_profile(VLLM, "v.yaml")
+    state = MemoryState()
+    runner = DockerRunner(SimpleNamespace(ports=SimpleNamespace(state=state)))  # type: ignore[arg-type]
+    facts = observed(loaded.profile, host=HOST)
+    assert runner.load_seconds(loaded, facts) == 0.0  # never loaded here
+    state.write(load_key(loaded.profile.name), {"bytes": 5 << 20, "seconds": 31.5, "cache": "cold"})
+    assert runner.load_seconds(loaded, facts) == 31.5
