@@ -23,7 +23,7 @@ def hold_step(case: str):  # noqa: ANN201
 
 
 def test_the_hold_says_how_long_clients_wait_and_within_what_bounds() -> None:
-    hold, health = hold_step("83-handover-knob-change.yaml")
+    hold, health = hold_step("190-handover-knob-change.yaml")
     predicted = health.cost.split("predicted downtime ~")[1].split(" ")[0]
     assert f"clients held ~{predicted} " in hold.cost
     assert "drain up to 45 s" in hold.cost and "at most 32 held, each up to 10 min" in hold.cost
@@ -35,5 +35,5 @@ def test_the_hold_says_how_long_clients_wait_and_within_what_bounds() -> None:
 
 
 def test_a_wait_bound_under_the_predicted_hold_is_said() -> None:
-    hold, _ = hold_step("86-handover-wait-under-the-hold.yaml")
+    hold, _ = hold_step("193-handover-wait-under-the-hold.yaml")
     assert "wait_s 30 s is under the predicted hold: held requests will get 503" in hold.cost
