@@ -139,6 +139,7 @@ def _tune_json(file: str, goal, result, written: bool, diff: str, failure=None) 
                 "baseline": trial(result.baseline), "winner": trial(result.winner), "leader": trial(result.leader),
                 "standings": [trial(s) for s in result.standings], "verdict": result.verdict,
                 "noise": trial(result.noise) if result.noise is not None and result.noise.df else None,
+                "predicted_s": round(result.predicted_s, 1),
                 "written": written and result.winner is not None, "diff": diff}
     if failure is not None:
         document = {**kimik3_error_document(failure), **document}

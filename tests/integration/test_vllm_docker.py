@@ -222,6 +222,10 @@ def test_tune_searches_vllms_own_knobs_and_ends_on_the_profile_as_written(deploy
     assert measured == {2, 4}, report["trials"]
     assert all(t["figure"] > 0 for t in report["trials"] if t["status"] == "ok")
     assert report["baseline"]["knobs"] == {"max_num_seqs": 2} and report["verdict"], report
+    # No placement forecast for a checkpoint: each draw's load is the deployment's last recorded one (~30 s here),
+    # so the prediction holds at least one such load (it was 0 loads + the bench's seconds).
+    load = json.loads((deployed / "state" / "load" / f"{NAME}.json").read_text())["seconds"]
+    assert report["predicted_s"] >= load > 0, (report["predicted_s"], load)
     if report["winner"] is not None:  # measurably better than as written: the diff is vllm's section, not serve's
         assert "+  max_num_seqs: 4" in report["diff"] and "ubatch" not in report["diff"]
     else:
