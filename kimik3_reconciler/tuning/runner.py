@@ -70,9 +70,12 @@ class DockerRunner:
     def load_seconds(self, loaded: LoadedProfile, observed: Observed) -> float:
         """The placement forecast's load time; without one (a vLLM/SGLang checkpoint has no GGUF layout, a GPU
         host's facts may be unknown), what this host's last load of the container took (the health wait's
-        record, the exporter's kimik3_model_load_seconds); 0 when it never loaded one."""
+        record, the exporter's kimik3_model_load_seconds), scaled to this model's bytes when the record's were
+        another's (the profile's model changed under the same name); 0 when it never loaded one."""
         placement = forecast(loaded.profile, observed)
         if placement is not None:
             return placement.load_seconds
         last = self.orchestrator.ports.state.read(load_key(loaded.profile.name)) or {}
-        return float(last.get("seconds") or 0.0)
+        seconds, then = float(last.get("seconds") or 0.0), last.get("bytes")
+        now = observed.model.total_bytes
+        return seconds * now / then if then and now and then != now else seconds

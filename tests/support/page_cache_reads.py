@@ -1,6 +1,7 @@
 """Real page-cache checks that survive memory pressure: the kernel may drop clean pages of a file at any moment
-between a pre-read and mincore's answer (a CI run once found the last two pages of a 48 MiB file gone), so a
-test reads again before it judges what the adapter did."""
+between a pre-read and mincore's answer (a CI run once found two pages of a 48 MiB file gone), so a test reads
+again before it judges what the adapter did. Each `read` must start from an evicted cache: then a try passes on
+its own pre-read alone, never on pages an earlier try left behind."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ TRIES = 3
 
 
 def read_until(read: Callable[[], None], done: Callable[[], bool]) -> bool:
-    """`read()` then `done()`, up to TRIES times: whether `done()` ever held. A pre-read that never brings the bytes
-    in fails every try; one whose pages the kernel reclaimed passes on the next."""
+    """`read()` then `done()`, up to TRIES times: whether `done()` ever held. A pre-read that does not bring the
+    bytes in fails every try; one whose pages the kernel reclaimed passes on the next."""
     for _ in range(TRIES):
         read()
         if done():

@@ -133,5 +133,9 @@ def test_a_checkpoints_predicted_load_is_this_hosts_last_load_of_its_container()
     runner = DockerRunner(SimpleNamespace(ports=SimpleNamespace(state=state)))  # type: ignore[arg-type]
     facts = observed(loaded.profile, host=HOST)
     assert runner.load_seconds(loaded, facts) == 0.0  # never loaded here
-    state.write(load_key(loaded.profile.name), {"bytes": 5 << 20, "seconds": 31.5, "cache": "cold"})
+    size = facts.model.total_bytes
+    state.write(load_key(loaded.profile.name), {"bytes": size, "seconds": 31.5, "cache": "cold"})
     assert runner.load_seconds(loaded, facts) == 31.5
+    # a record of another model under the same name (the profile's model changed): its rate, this model's bytes
+    state.write(load_key(loaded.profile.name), {"bytes": size // 2, "seconds": 31.5, "cache": "cold"})
+    assert runner.load_seconds(loaded, facts) == pytest.approx(63.0, rel=1e-3)
