@@ -1,6 +1,6 @@
-"""Rewrite a profile's knobs (one section's: serve for llama.cpp, vllm, sglang) in place (`kimik3 tune --write`), keeping every comment and the key
-order: a round-trip YAML load (ruamel.yaml), the knobs set, the measured figures as a comment. Pure:
-text in, text out (tune also uses it to make each candidate's profile text)."""
+"""Rewrite one section's knobs of a profile (serve for llama.cpp, vllm, sglang) in place (`kimik3 tune --write`),
+keeping every comment and the key order: a round-trip YAML load (ruamel.yaml), the knobs set, the measured figures
+as a comment. Pure: text in, text out (tune also uses it to make each candidate's profile text)."""
 
 from __future__ import annotations
 
@@ -26,18 +26,18 @@ def set_knobs(text: str, section: str, knobs: dict[str, Any], note: str | None =
     without `vllm:`) is added at the end. `note` becomes a comment line above the section's key."""
     yaml = _yaml()
     data = yaml.load(text)
-    serve = data.get(section)
-    if serve is None:
-        serve = CommentedMap()
-        data[section] = serve
+    fields = data.get(section)
+    if fields is None:
+        fields = CommentedMap()
+        data[section] = fields
     for knob, value in knobs.items():
         if value is None:
-            serve.pop(knob, None)
-        elif knob in serve:
-            serve[knob] = value
+            fields.pop(knob, None)
+        elif knob in fields:
+            fields[knob] = value
         else:
-            serve.insert(max(0, len(serve) - 1), knob, value)
-    if note:  # added under whatever the author wrote above `serve:`
+            fields.insert(max(0, len(fields) - 1), knob, value)
+    if note:  # added under whatever the author wrote above the section's key
         data.yaml_set_comment_before_after_key(section, before=note)
     out = io.StringIO()
     yaml.dump(data, out)

@@ -64,8 +64,9 @@ def tune(orchestrator: Orchestrator, runner: CandidateRunner, loaded: LoadedProf
             baseline_knobs = record["baseline"]
         else:
             observed = converged_deployment(orchestrator, loaded)  # refuses (exit 4) unless converged on FILE
-            the_space = request.asked or default_space(engine_for(loaded.profile.engine), loaded.profile, observed)
-            baseline_knobs = running_knobs(the_space, observed, engine_for(loaded.profile.engine).tune_knobs.section)
+            engine = engine_for(loaded.profile.engine)
+            the_space = request.asked or default_space(engine, loaded.profile, observed)
+            baseline_knobs = running_knobs(the_space, observed, engine.tune_knobs.section)
             orchestrator.ports.state.write(key, {"space": {k: list(v) for k, v in the_space.items()},
                                                  "baseline": baseline_knobs, "file": str(Path(file).resolve())})
         say(f"tune {loaded.profile.name} for {goal}: space "
