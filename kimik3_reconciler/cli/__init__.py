@@ -135,7 +135,8 @@ def _command_words(_ctx: click.Context, _param: click.Parameter, value: str | No
 
 
 @click.group(cls=LazyGroup, epilog=EXIT_CODES,
-             lazy={"bench": "kimik3_reconciler.cli.bench_cmd:bench", "tune": "kimik3_reconciler.cli.tune_cmd:tune"})
+             lazy={"bench": "kimik3_reconciler.cli.bench_cmd:bench", "tune": "kimik3_reconciler.cli.tune_cmd:tune",
+                   "fleet": "kimik3_reconciler.cli.fleet_cmd:fleet"})
 @click.option("--state-dir", default=None, show_default="$KIMIK3_STATE_DIR, else ~/.local/state/kimik3",
               help="where kimik3 keeps its records (verified model manifests, fetched archives)")
 @click.option("--dockerfile", default=None, help="Dockerfile.llamacpp to build (default: $KIMIK3_DOCKERFILE, else "
@@ -180,16 +181,33 @@ def _ctx(click_ctx: click.Context, json_out: bool) -> _Context:
     return _Context(**click_ctx.obj, json_out=json_out)
 
 
+def _is_fleet_file(path: str) -> bool:
+    try:
+        text = read_text(path)
+    except InputError:
+        return False  # load() reports it
+    from kimik3_reconciler.fleet.source import is_fleet_text
+
+    return is_fleet_text(text)
+
+
 @main.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--json", "json_out", is_flag=True, help="print each file's verdict, problems and warnings as JSON on stdout")
 @_run
 def validate(files: tuple[str, ...], json_out: bool) -> None:
-    """Check profiles without touching the host (exit 2 if any is invalid)."""
+    """Check profiles (and fleet files: `kind: Fleet`) without touching the host (exit 2 if any is invalid)."""
     from kimik3_reconciler.cli.json_out import emit, problem_json
 
     verdicts = []
     for path in files:
+        if _is_fleet_file(path):  # a fleet file: its own checks (cli/fleet_cmd.py), its profile's per host
+            from kimik3_reconciler.cli.fleet_cmd import validate_fleet
+
+            verdicts.append(validate_fleet(path))
+            if verdicts[-1]["valid"] and not json_out:
+                _out.print(f"{path}: ok (fleet of {len(verdicts[-1]['hosts'])} hosts)", highlight=False)
+            continue
         try:
             loaded = load(path)
         except ProfileError as exc:
