@@ -134,6 +134,12 @@ def _command_words(_ctx: click.Context, _param: click.Parameter, value: str | No
         raise click.BadParameter(str(exc)) from None
 
 
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(f"kimik3 {kimik3_identity()}")  # `kimik3 fleet` compares it with each host's
+        ctx.exit()
+
+
 @click.group(cls=LazyGroup, epilog=EXIT_CODES,
              lazy={"bench": "kimik3_reconciler.cli.bench_cmd:bench", "tune": "kimik3_reconciler.cli.tune_cmd:tune",
                    "fleet": "kimik3_reconciler.cli.fleet_cmd:fleet"})
@@ -143,6 +149,8 @@ def _command_words(_ctx: click.Context, _param: click.Parameter, value: str | No
                                                   "the one beside the package)")
 @click.option("--docker-host", envvar="DOCKER_HOST", default=None, help="docker daemon URL (default: DOCKER_HOST / socket)")
 @click.option("-v", "--verbose", is_flag=True, help="show NOOP steps with their reasons, and build output")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="print this kimik3's version and code digest, and exit")
 @click.option("--systemd-root", default=None, show_default="$KIMIK3_SYSTEMD_ROOT, else /",
               help="install root for units (ROOT/etc/systemd/system) and their env files (ROOT/etc/kimik3)")
 @click.option("--systemctl-prefix", default=None, callback=_command_words,

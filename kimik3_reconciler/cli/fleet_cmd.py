@@ -12,6 +12,7 @@ import click
 
 from kimik3_reconciler.cli import _err, _out, _run
 from kimik3_reconciler.cli.inputs import read_text
+from kimik3_reconciler.cli.options import CHANGES_PENDING, Duration
 from kimik3_reconciler.errors import InputError, ProfileError
 
 
@@ -70,3 +71,92 @@ def schema_cmd() -> None:
     from kimik3_reconciler.fleet import fleet_json_schema
 
     click.echo(json.dumps(fleet_json_schema(), indent=2))
+
+
+# A host whose plan or status could not be had (unreachable, another kimik3, its command refused): named, exit 3.
+HOST_FAILED = 3
+
+
+def _answers(fleet, words: tuple[str, ...], timeout_s: float):  # noqa: ANN001, ANN202 - fleet.Fleet -> answers
+    from kimik3_reconciler.adapters.ssh_shell import SshShell
+    from kimik3_reconciler.cli.inputs import kimik3_identity
+    from kimik3_reconciler.fleet.gather import ask, gather
+
+    shell, identity = SshShell(), kimik3_identity()
+    return gather(fleet.hosts, lambda host: ask(shell, host, words, identity, timeout_s))
+
+
+def _router_rows(fleet) -> dict:  # noqa: ANN001 - the seam for the router adapter (fleet apply's side wires it)
+    return {}
+
+
+@fleet.command(name="plan")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--json", "json_out", is_flag=True, help="print each host's plan and the rollout's price as JSON")
+@click.option("--detailed-exitcode", is_flag=True,
+              help="exit 4 when a host's plan has changes, 0 when none (a host not planned: 3)")
+@click.option("--timeout", type=Duration(minimum=1.0), default="10m", show_default=True,
+              help="longest a host's own plan may take")
+@_run
+def plan_cmd(file: str, json_out: bool, detailed_exitcode: bool, timeout: float) -> None:
+    """Each host's own plan (made there over SSH, in parallel) and the rollout priced: order, downtime, duration,
+    capacity, bytes."""
+    from kimik3_reconciler.fleet.host_plan import read_host_plan
+    from kimik3_reconciler.fleet.pricing import price_rollout
+    from kimik3_reconciler.fleet.report import plan_document, plan_lines
+
+    fleet = load_fleet(file)
+    answers = _answers(fleet, ("plan",), timeout)
+    plans = {a.host: read_host_plan(a.host, a.document) for a in answers if a.ok}
+    price = price_rollout(fleet.rollout, plans)
+    if json_out:
+        click.echo(json.dumps(plan_document(fleet, answers, plans, price), indent=2))
+    else:
+        for line in plan_lines(fleet, answers, plans, price):
+            _out.print(line, highlight=False)
+    for answer in answers:
+        if not answer.ok:
+            _err.print(f"error: {answer.message}", highlight=False)
+    if not all(a.ok for a in answers):
+        sys.exit(HOST_FAILED)
+    if detailed_exitcode and not all(p.converged for p in plans.values()):
+        sys.exit(CHANGES_PENDING)
+
+
+@fleet.command(name="status")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--json", "json_out", is_flag=True, help="print one row per host as JSON")
+@click.option("--watch", is_flag=True, help="redraw the table every --interval; Ctrl-C ends")
+@click.option("--interval", type=Duration(minimum=0.5), default="5s", show_default=True, help="--watch refresh")
+@click.option("--iterations", type=int, default=0, hidden=True, help="--watch: stop after N refreshes (tests)")
+@click.option("--timeout", type=Duration(minimum=1.0), default="60s", show_default=True,
+              help="longest a host's status may take")
+@_run
+def status_cmd(file: str, json_out: bool, watch: bool, interval: float, iterations: int, timeout: float) -> None:
+    """One row per host: fingerprint, quant, build, kimik3 version, health, requests in flight, router state,
+    drift (each host's own `kimik3 status`, over SSH, in parallel)."""
+    import time
+
+    from kimik3_reconciler.fleet.report import status_lines, status_row
+
+    if watch and json_out:
+        raise click.UsageError("--watch is a live table; --json prints the rows once")
+    fleet = load_fleet(file)
+    shown = 0
+    while True:
+        answers = _answers(fleet, ("status",), timeout)
+        router = _router_rows(fleet)
+        rows = [status_row(fleet, a, router) for a in answers]
+        if json_out:
+            click.echo(json.dumps({"fleet": fleet.name, "ok": all(r["ok"] for r in rows), "hosts": rows}, indent=2))
+        else:
+            if watch and _out.is_terminal:
+                click.clear()
+            for line in status_lines(rows):
+                _out.print(line, highlight=False)
+        shown += 1
+        if not watch or (iterations and shown >= iterations):
+            break
+        time.sleep(interval)
+    if not all(r["ok"] for r in rows):
+        sys.exit(HOST_FAILED)

@@ -5,7 +5,7 @@ from a fleet file; nothing here reads or runs anything."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,10 +53,13 @@ class RolloutPolicy:
         """The capacity floor: hosts in the router at every moment of a rollout that goes to plan."""
         return len(self.hosts) - self.max_unavailable
 
-    def batches(self) -> tuple[tuple[str, ...], ...]:
-        """The order: the canary hosts (in batches of max_unavailable), then the others (the same)."""
-        rest = tuple(h for h in self.hosts if h not in self.canary)
-        return _chunks(self.canary, self.max_unavailable) + _chunks(rest, self.max_unavailable)
+    def batches(self, among: Iterable[str] | None = None) -> tuple[tuple[str, ...], ...]:
+        """The order: the canary hosts (in batches of max_unavailable), then the others (the same); `among`: only
+        these hosts (those with changes), in the same order."""
+        chosen = set(self.hosts if among is None else among)
+        canary = tuple(h for h in self.canary if h in chosen)
+        rest = tuple(h for h in self.hosts if h not in self.canary and h in chosen)
+        return _chunks(canary, self.max_unavailable) + _chunks(rest, self.max_unavailable)
 
 
 def _chunks(names: tuple[str, ...], size: int) -> tuple[tuple[str, ...], ...]:
