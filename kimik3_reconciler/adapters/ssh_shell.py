@@ -18,6 +18,7 @@ class SshTarget(Protocol):
     address: str
     user: str | None
     port: int | None
+    ssh_options: tuple[str, ...]  # from the inventory's ansible_ssh_* vars
 
 
 class SshShell:
@@ -28,7 +29,8 @@ class SshShell:
 
     def command(self, host: SshTarget, argv: Sequence[str]) -> list[str]:
         """The local argv: ssh's options, the destination, then the remote words quoted into one string."""
-        words = [self.ssh, "-o", "BatchMode=yes", "-o", f"ConnectTimeout={self.connect_timeout_s}"]
+        words = [self.ssh, "-o", "BatchMode=yes", "-o", f"ConnectTimeout={self.connect_timeout_s}",
+                 *host.ssh_options]
         if host.port:
             words += ["-p", str(host.port)]
         if host.user:

@@ -75,6 +75,10 @@ class HostVars(BaseModel):
         None, description="the address SSH connects to (default: the inventory name)")
     ansible_user: Optional[Annotated[str, Field(min_length=1)]] = Field(None, description="the SSH user")
     ansible_port: Optional[Port] = Field(None, description="the SSH port (default: ssh's, 22)")
+    ansible_ssh_private_key_file: Optional[Annotated[str, Field(min_length=1)]] = Field(
+        None, description="the SSH key (ssh -i)")
+    ansible_ssh_common_args: Optional[str] = Field(None, description="more ssh options, e.g. -o UserKnownHostsFile=F")
+    ansible_ssh_extra_args: Optional[str] = Field(None, description="ssh options for ssh only (as Ansible)")
     kimik3_command: Optional[Union[Annotated[str, Field(min_length=1)],
                                    Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)]]] = Field(
         None, description="how kimik3 is run on the host: a path or an argv list, e.g. [/opt/kimik3/bin/kimik3] "

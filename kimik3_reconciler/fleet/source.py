@@ -8,6 +8,7 @@ through `read_text` (the CLI's bounded reader); nothing else is read, nothing is
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Callable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -174,6 +175,12 @@ def _host(spec: FleetFile, inventory: Inventory, name: str, base: LoadedProfile,
     entry = next(h for h in inventory.hosts if h.name == name)
     overrides = spec.overrides[name].model_dump(exclude_none=True) if name in spec.overrides else {}
     variables = dict(entry.vars)
+    for var in ("ansible_ssh_common_args", "ansible_ssh_extra_args"):
+        try:
+            shlex.split(str(variables.get(var) or ""))
+        except ValueError as exc:  # an unclosed quote: ssh would never be run with it
+            problems.add(("inventory", *entry.path, var), f"{exc}: write the ssh options as a shell would read them",
+                         near=("inventory", *entry.path))
     folder = variables.get("kimik3_profile_dir") or str(PurePosixPath(Path(base.source).parent))
     command = variables.get("kimik3_command") or "kimik3"
     text = with_overrides(base.text, overrides) if overrides else base.text

@@ -5,6 +5,7 @@ from a fleet file; nothing here reads or runs anything."""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +32,19 @@ class FleetHost:
     profile: Profile  # the effective profile, validated
     kimik3_command: tuple[str, ...]  # argv prefix that runs kimik3 there
     profile_dir: str  # absolute: what the profile's relative paths are relative to on that host
+
+    @property
+    def ssh_options(self) -> tuple[str, ...]:
+        """ssh options from the inventory's connection vars, as Ansible's ssh connection passes them:
+        ansible_ssh_private_key_file (-i), ansible_ssh_common_args and ansible_ssh_extra_args (split as a shell
+        would, never run by one). The operator's inventory, never a profile field."""
+        options: list[str] = []
+        if key := self.vars.get("ansible_ssh_private_key_file"):
+            options += ["-i", str(key)]
+        for name in ("ansible_ssh_common_args", "ansible_ssh_extra_args"):
+            if words := self.vars.get(name):
+                options += shlex.split(str(words))
+        return tuple(options)
 
     @property
     def ssh_target(self) -> str:

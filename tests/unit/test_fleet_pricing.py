@@ -133,8 +133,12 @@ def test_gather_keeps_the_hosts_order() -> None:
 def test_the_ssh_command_quotes_each_word_as_one() -> None:
     from kimik3_reconciler.adapters.ssh_shell import SshShell
 
-    host = FleetHost("a", "10.0.0.9", "ops", 2222, (), {}, {}, "", None, (), "/")  # type: ignore[arg-type]
+    inventory_vars = {"ansible_ssh_private_key_file": "/keys/fleet key",
+                      "ansible_ssh_common_args": "-o 'UserKnownHostsFile=/k h' -o StrictHostKeyChecking=yes"}
+    host = FleetHost("a", "10.0.0.9", "ops", 2222, (), inventory_vars, {}, "", None, (), "/")  # type: ignore[arg-type]
     argv = SshShell().command(host, ["/opt/k 3/kimik3", "plan", "--json", "/dev/stdin; rm -rf /"])
-    assert argv[:-1] == ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-p", "2222", "-l", "ops", "--",
+    # Ansible's connection vars become ssh's options, each one word (the inventory's, as Ansible passes them)
+    assert argv[:-1] == ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-i", "/keys/fleet key", "-o",
+                         "UserKnownHostsFile=/k h", "-o", "StrictHostKeyChecking=yes", "-p", "2222", "-l", "ops", "--",
                          "10.0.0.9"]
     assert argv[-1] == "'/opt/k 3/kimik3' plan --json '/dev/stdin; rm -rf /'"
