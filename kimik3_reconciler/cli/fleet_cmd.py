@@ -158,5 +158,8 @@ def status_cmd(file: str, json_out: bool, watch: bool, interval: float, iteratio
         if not watch or (iterations and shown >= iterations):
             break
         time.sleep(interval)
+    for row in rows:
+        if not row["ok"]:
+            _err.print(f"error: {row['message']}", highlight=False)
     if not all(r["ok"] for r in rows):
         sys.exit(HOST_FAILED)

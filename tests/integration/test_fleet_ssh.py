@@ -105,3 +105,4 @@ def test_fleet_status_one_row_per_host(work: Path, sshd: Sshd) -> None:
     header = text.stdout.splitlines()[0].split()
     assert header == ["host", "fingerprint", "quant", "build", "kimik3", "health", "in_flight", "router", "drift"]
     assert any(line.startswith("gone: gone (") for line in text.stdout.splitlines())
+    assert "error: gone (" in text.stderr and "error: old runs kimik3 0.0.9" in text.stderr
