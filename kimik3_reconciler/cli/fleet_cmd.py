@@ -86,6 +86,17 @@ def _answers(fleet, words: tuple[str, ...], timeout_s: float):  # noqa: ANN001, 
     return gather(fleet.hosts, lambda host: ask(shell, host, words, identity, timeout_s))
 
 
+def _in_flight(fleet, answers) -> dict:  # noqa: ANN001 - each running server's requests in flight, read at once
+    from kimik3_reconciler.adapters.http import HttpClient
+    from kimik3_reconciler.fleet.gather import gather
+    from kimik3_reconciler.fleet.server_load import in_flight
+
+    running = {a.host for a in answers if a.ok and ((a.document or {}).get("container") or {}).get("state") == "running"}
+    http = HttpClient()
+    hosts = [h for h in fleet.hosts if h.name in running]
+    return dict(zip((h.name for h in hosts), gather(hosts, lambda h: in_flight(h, lambda url: http.get(url)))))
+
+
 def _router_rows(fleet) -> dict:  # noqa: ANN001 - the seam for the router adapter (fleet apply's side wires it)
     return {}
 
@@ -146,7 +157,8 @@ def status_cmd(file: str, json_out: bool, watch: bool, interval: float, iteratio
     while True:
         answers = _answers(fleet, ("status",), timeout)
         router = _router_rows(fleet)
-        rows = [status_row(fleet, a, router) for a in answers]
+        loads = _in_flight(fleet, answers)
+        rows = [status_row(fleet, a, router, loads.get(a.host)) for a in answers]
         if json_out:
             click.echo(json.dumps({"fleet": fleet.name, "ok": all(r["ok"] for r in rows), "hosts": rows}, indent=2))
         else:

@@ -12,10 +12,11 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from kimik3_reconciler.fleet.values import FleetHost
 
+T = TypeVar("T")
 UNREACHABLE = 255  # ssh's own exit status: it could not connect or authenticate (ssh(1))
 NOT_FOUND = 127  # the remote shell found no such command
 TIMED_OUT = 124  # the shell adapter's: the command outlived its timeout
@@ -95,8 +96,7 @@ def ask(shell: HostShell, host: FleetHost, words: Sequence[str], identity: str, 
     return HostAnswer(host.name, document, version=version)
 
 
-def gather(hosts: Sequence[FleetHost], one: Callable[[FleetHost], HostAnswer],
-           workers: int = 16) -> tuple[HostAnswer, ...]:
+def gather(hosts: Sequence[FleetHost], one: Callable[[FleetHost], T], workers: int = 16) -> tuple[T, ...]:
     """`one(host)` for every host at once (a thread each, up to `workers`), answers in the hosts' order."""
     if not hosts:
         return ()

@@ -100,13 +100,16 @@ def plan_lines(fleet: Fleet, answers: tuple[HostAnswer, ...], plans: Mapping[str
     return lines
 
 
-def status_row(fleet: Fleet, answer: HostAnswer, router: Mapping[str, RouterRow]) -> dict[str, Any]:
-    """One row of `fleet status`: the host's container and model as its own `kimik3 status --json` reports them."""
+def status_row(fleet: Fleet, answer: HostAnswer, router: Mapping[str, RouterRow],
+               in_flight: int | None = None) -> dict[str, Any]:
+    """One row of `fleet status`: the host's container and model as its own `kimik3 status --json` reports them;
+    requests in flight from its server's /metrics (`in_flight`), else from the router."""
     host = fleet.host(answer.host)
     in_router = router.get(host.name)
     row: dict[str, Any] = {"host": host.name, "target": host.ssh_target, "kimik3": answer.version,
                            "router": in_router.state if in_router else None,
-                           "in_flight": in_router.in_flight if in_router else None}
+                           "in_flight": in_flight if in_flight is not None else in_router.in_flight if in_router
+                           else None}
     if not answer.ok:
         return {**row, "ok": False, "problem": answer.problem, "message": answer.message, "health": answer.problem}
     doc = answer.document or {}

@@ -143,3 +143,26 @@ def test_the_ssh_command_quotes_each_word_as_one() -> None:
                          "UserKnownHostsFile=/k h", "-o", "StrictHostKeyChecking=yes", "-p", "2222", "-l", "ops", "--",
                          "10.0.0.9"]
     assert argv[-1] == "'/opt/k 3/kimik3' plan --json '/dev/stdin; rm -rf /'"
+
+
+def test_in_flight_is_the_engines_running_gauge_at_the_address_the_router_uses() -> None:
+    from kimik3_reconciler.fleet.server_load import in_flight, running_requests
+
+    exposition = ("# HELP llamacpp:requests_processing Number of requests processing.\n"
+                  "# TYPE llamacpp:requests_processing gauge\nllamacpp:requests_processing 3\n"
+                  "llamacpp:requests_deferred 1\n")
+    assert running_requests(exposition, "llamacpp:requests_processing") == 3
+    assert running_requests('vllm:num_requests_running{model_name="k3"} 2.0\n', "vllm:num_requests_running") == 2
+    assert running_requests("", "llamacpp:requests_processing") is None
+
+    class Serve:
+        host, port = "10.231.0.12", 18181
+
+    class Profile:
+        serve, engine = Serve(), "llamacpp"
+
+    asked = []
+    host = FleetHost("b", "k3-b.example", None, None, (), {}, {}, "", Profile(), (), "/")  # type: ignore[arg-type]
+    assert in_flight(host, lambda url: (asked.append(url), (200, exposition))[1]) == 3
+    assert asked == ["http://10.231.0.12:18181/metrics"]
+    assert in_flight(host, lambda url: (0, "ConnectionRefusedError")) is None
