@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from kimik3_reconciler.fleet.values import FleetHost
+from kimik3_reconciler.model.plan import shown
 
 T = TypeVar("T")
 UNREACHABLE = 255  # ssh's own exit status: it could not connect or authenticate (ssh(1))
@@ -46,8 +47,9 @@ class HostAnswer:
 
 
 def _last_line(text: str) -> str:
+    """The last non-empty line of a host's output, escaped (model.plan.shown): it reaches this terminal."""
     lines = [line for line in text.strip().splitlines() if line.strip()]
-    return lines[-1].strip() if lines else ""
+    return shown(lines[-1].strip()) if lines else ""
 
 
 def _failed(host: FleetHost, code: int, err: str, what: str) -> HostAnswer:
@@ -75,7 +77,7 @@ def ask(shell: HostShell, host: FleetHost, words: Sequence[str], identity: str, 
     second.join()
     if code != 0:
         return _failed(host, code, err, "kimik3 --version")
-    version = out.strip().removeprefix("kimik3 ").strip()
+    version = shown(out.strip().removeprefix("kimik3 ").strip())
     if version != identity:
         # Another kimik3 plans with other rules and fingerprints: its plan is not this one's to price or apply.
         return HostAnswer(host.name, None, "version", f"{host.name} runs kimik3 {version or '(unknown)'}, not this "
@@ -89,7 +91,7 @@ def ask(shell: HostShell, host: FleetHost, words: Sequence[str], identity: str, 
     if isinstance(document, dict) and document.get("ok") is False and isinstance(document.get("error"), dict):
         error = document["error"]  # the host's kimik3 refused (cli/json_out.py's document): its message and code
         return HostAnswer(host.name, None, "refused", f"{host.name}: kimik3 {' '.join(words)} exited "
-                          f"{error.get('exit_code', code)}: {error.get('message', '')}", version)
+                          f"{error.get('exit_code', code)}: {shown(str(error.get('message', '')))}", version)
     if code != 0 or not isinstance(document, dict):
         answer = _failed(host, code if code != 0 else 1, err or out, f"kimik3 {' '.join(words)}")
         return HostAnswer(answer.host, None, answer.problem, answer.message, version)

@@ -75,7 +75,7 @@ def plan_lines(fleet: Fleet, answers: tuple[HostAnswer, ...], plans: Mapping[str
             continue
         p = plans[answer.host]
         lines.append(f"host {host.name} ({host.ssh_target}): {p.summary}")
-        lines += [f"  {change}" for change in p.changes]
+        lines += list(p.changes)
     lines.append("")
     lines.append(f"rollout: {price.hosts} hosts, at most {price.hosts - price.min_serving} out at once "
                  f"(at least {price.min_serving} serving)")

@@ -166,3 +166,12 @@ def test_in_flight_is_the_engines_running_gauge_at_the_address_the_router_uses()
     assert in_flight(host, lambda url: (asked.append(url), (200, exposition))[1]) == 3
     assert asked == ["http://10.231.0.12:18181/metrics"]
     assert in_flight(host, lambda url: (0, "ConnectionRefusedError")) is None
+
+
+def test_a_hosts_steps_read_as_kimik3_plan_prints_them_escaped() -> None:
+    step = {"kind": "container", "action": "replace", "symbol": "-/+", "target": "kimi-k3", "reason": "inputs moved",
+            "diff": [{"field": "serve.ubatch", "old": 2048, "new": 4096}], "cost": "predicted downtime ~40 s",
+            "warnings": ["\x1b[31mred"], "spec": {}}
+    read = read_host_plan("a", {"converged": False, "summary": "1 to replace", "steps": [step]})
+    assert read.changes == ("-/+ container kimi-k3", "      inputs moved", "        serve.ubatch: 2048 → 4096",
+                            "      cost: predicted downtime ~40 s", "      warning: \\x1b[31mred")
