@@ -107,6 +107,8 @@ def test_fleet_status_one_row_per_host(work: Path, sshd: Sshd) -> None:
     assert header == ["host", "fingerprint", "quant", "build", "kimik3", "health", "in_flight", "router", "drift"]
     assert any(line.startswith("gone: gone (") for line in text.stdout.splitlines())
     assert "error: gone (" in text.stderr and "error: old runs kimik3 0.0.9" in text.stderr
+    watched = fleet(work, sshd, "status", "--watch", "--interval", "0.5s", "--iterations", "2", "fleet.yaml")
+    assert watched.returncode == 3 and watched.stdout.count("host  ") == 2  # the table, drawn twice
 
 
 def test_fleet_status_of_a_serving_host(work: Path, sshd: Sshd) -> None:
