@@ -24,6 +24,7 @@ from kimik3_reconciler.cli.inputs import (check_made_by, check_plan_target, kimi
                                           profile_text_now, read_text, write_plan)
 from kimik3_reconciler.cli.options import CHANGES_PENDING, EXIT_CODES, Duration, LazyGroup, lock_timeout
 from kimik3_reconciler.model.env_knobs import command_words, knob_value, refuse_bad_knobs
+from kimik3_reconciler.model.fleet_kind import is_fleet_text
 from kimik3_reconciler.model.plan_file import read_saved_plan
 from kimik3_reconciler.render import render_plan, render_status, status_document
 from kimik3_reconciler.reporting import CliReporter, configure_logging
@@ -189,16 +190,6 @@ def _ctx(click_ctx: click.Context, json_out: bool) -> _Context:
     return _Context(**click_ctx.obj, json_out=json_out)
 
 
-def _is_fleet_file(path: str) -> bool:
-    try:
-        text = read_text(path)
-    except InputError:
-        return False  # load() reports it
-    from kimik3_reconciler.fleet.source import is_fleet_text
-
-    return is_fleet_text(text)
-
-
 @main.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--json", "json_out", is_flag=True, help="print each file's verdict, problems and warnings as JSON on stdout")
@@ -209,15 +200,16 @@ def validate(files: tuple[str, ...], json_out: bool) -> None:
 
     verdicts = []
     for path in files:
-        if _is_fleet_file(path):  # a fleet file: its own checks (cli/fleet_cmd.py), its profile's per host
-            from kimik3_reconciler.cli.fleet_cmd import validate_fleet
-
-            verdicts.append(validate_fleet(path))
-            if verdicts[-1]["valid"] and not json_out:
-                _out.print(f"{path}: ok (fleet of {len(verdicts[-1]['hosts'])} hosts)", highlight=False)
-            continue
         try:
-            loaded = load(path)
+            text = read_text(path)  # once: /dev/stdin reads only once
+            if is_fleet_text(text):  # a fleet file: its own checks (cli/fleet_cmd.py), its profile's per host
+                from kimik3_reconciler.cli.fleet_cmd import validate_fleet
+
+                verdicts.append(validate_fleet(path, text))
+                if verdicts[-1]["valid"] and not json_out:
+                    _out.print(f"{path}: ok (fleet of {len(verdicts[-1]['hosts'])} hosts)", highlight=False)
+                continue
+            loaded = load(path, text=text)
         except ProfileError as exc:
             verdicts.append({"file": path, "valid": False, "problems": [problem_json(p) for p in exc.problems]})
             for problem in exc.problems:

@@ -16,20 +16,21 @@ from kimik3_reconciler.cli.options import CHANGES_PENDING, Duration
 from kimik3_reconciler.errors import InputError, ProfileError
 
 
-def load_fleet(path: str):  # noqa: ANN201 - fleet.Fleet (the fleet package is imported here, not at module load)
-    """The fleet file at `path`, validated (its profile and each host's effective profile too); ProfileError (exit
-    2) naming `file:line: field` of every problem, InputError when a file cannot be read."""
+def load_fleet(path: str, text: str | None = None):  # noqa: ANN201 - fleet.Fleet (imported here, not at load)
+    """The fleet file at `path` (`text`: its content, read already), validated (its profile and each host's
+    effective profile too); ProfileError (exit 2) naming `file:line: field` of every problem, InputError when a file
+    cannot be read."""
     from kimik3_reconciler.fleet import parse_fleet
 
-    return parse_fleet(read_text(path), path, read_text)
+    return parse_fleet(read_text(path) if text is None else text, path, read_text)
 
 
-def validate_fleet(path: str) -> dict:
+def validate_fleet(path: str, text: str | None = None) -> dict:
     """One fleet file's verdict for `kimik3 validate` and `kimik3 fleet validate` (problems printed on stderr)."""
     from kimik3_reconciler.cli.json_out import problem_json
 
     try:
-        fleet = load_fleet(path)
+        fleet = load_fleet(path, text)
     except ProfileError as exc:
         for problem in exc.problems:
             _err.print(str(problem), highlight=False)

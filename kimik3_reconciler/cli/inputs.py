@@ -62,9 +62,10 @@ def read_text(path: str) -> str:
         raise InputError(f"{path}: not UTF-8 text (byte {exc.start}): save the profile as UTF-8") from exc
 
 
-def load(path: str, cached: bool = False) -> LoadedProfile:
-    """The profile in `path`; `cached`: a text validated before comes from the profile cache (in the cache dir)."""
-    text = read_text(path)
+def load(path: str, cached: bool = False, text: str | None = None) -> LoadedProfile:
+    """The profile in `path` (`text`: its content, read already); `cached`: a text validated before comes from the
+    profile cache (in the cache dir)."""
+    text = read_text(path) if text is None else text
     saved = read_saved_plan(text, path)
     if saved is not None:  # only apply executes a saved plan; the other commands take its profile
         raise InputError(f"{path} is a saved plan (made {saved.created}): `kimik3 apply {path}` executes it; "

@@ -27,13 +27,7 @@ from kimik3_reconciler.model.profile_schema import Profile as ProfileSchema
 from kimik3_reconciler.model.profile_source import load_yaml, parse_profile, validation_problems
 
 MAX_FLEET_CHARS = 256 * 1024
-_FLEET_KIND = re.compile(r"^kind:[ \t]*[\"']?Fleet[\"']?[ \t]*(#.*)?$", re.MULTILINE)
 _LOOPBACK = re.compile(r"localhost|127(\.\d{1,3}){3}|::1")
-
-
-def is_fleet_text(text: str) -> bool:
-    """Does this YAML say `kind: Fleet` at its top level (a fleet file, not a profile)?"""
-    return _FLEET_KIND.search(text) is not None
 
 
 class _Problems:
