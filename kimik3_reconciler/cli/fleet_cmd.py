@@ -1,7 +1,7 @@
 """`kimik3 fleet`: one profile served by the hosts of a fleet file (issue 36): validate, plan, status.
 
-Loaded lazily (cli/__init__'s LazyGroup): a host's own commands never import the fleet. `fleet apply` is added to
-this group by the rollout (Ansible) side."""
+Loaded lazily (cli/__init__'s LazyGroup): a host's own commands never import the fleet. `fleet apply` (the Ansible
+rollout) joins this group through LAZY_COMMANDS, or `@fleet.command` in this module."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import click
 
 from kimik3_reconciler.cli import _err, _out, _run
 from kimik3_reconciler.cli.inputs import read_text
-from kimik3_reconciler.cli.options import CHANGES_PENDING, Duration
+from kimik3_reconciler.cli.options import CHANGES_PENDING, Duration, LazyGroup
 from kimik3_reconciler.errors import InputError, ProfileError
 
 
@@ -43,7 +43,11 @@ def validate_fleet(path: str, text: str | None = None) -> dict:
             "hosts": [h.name for h in fleet.hosts], "batches": [list(b) for b in fleet.rollout.batches()]}
 
 
-@click.group()
+# Subcommands in their own modules, imported when run (`apply`: the Ansible rollout, "module:attribute").
+LAZY_COMMANDS: dict[str, str] = {}
+
+
+@click.group(cls=LazyGroup, lazy=LAZY_COMMANDS)
 def fleet() -> None:
     """One profile served by the hosts of a fleet file (an Ansible inventory behind a router)."""
 
