@@ -51,6 +51,12 @@ class Readiness(NamedTuple):
     # Seconds the server may take to start beyond reading its weights (the health wait's timeout adds the read at a
     # pessimistic rate): llama-server 120; vLLM compiles and captures CUDA graphs (minutes on 8 GPUs).
     startup_s: float = 120.0
+    # Seconds every launch spends beside reading the weights, for the downtime forecast until this host has recorded
+    # a launch of the container (then that record is the forecast), and where that figure comes from. llama-server:
+    # 0 (its load is the read, and the load rates measured here carry the rest); vLLM: imports, the engine's
+    # processes, the KV cache's profiling run (and torch.compile and CUDA graphs on GPUs).
+    fixed_s: float = 0.0
+    fixed_source: str = ""
 
     @property
     def loading(self) -> str:
@@ -116,6 +122,8 @@ class ServingEngine(Protocol):
     """One serving engine, as kimik3 deploys it."""
 
     name: str  # the profile's `engine:` value (model/engine_names.py: the registry)
+    # The server process, as a message names it ("… could not bind it"): llama-server, `vllm serve`, `sglang serve`.
+    server: str
     model_source: ModelSource
     image_source: ImageSource
     readiness: Readiness

@@ -472,6 +472,8 @@ class Observed(_Fact):
     last_good: str | None = None  # when this profile name last converged and passed verify (revert target)
     load_rate: float | None = None  # bytes/s of the last measured model load on this host (state record)
     warm_load_rate: float | None = None  # bytes/s of the last load here after a pre-read (state record)
+    # (bytes, seconds) of this container's last load here, from its start to /health 200 (load/<name>.json)
+    last_load: tuple[int, float] | None = None
     build_time: float | None = None  # seconds of the last full compile of the profile's variant here (state record)
     cached_build_time: float | None = None  # seconds of its last build answered by Docker's layer cache (record)
     others: tuple[ContainerFact, ...] = ()  # other profiles' kimik3 containers on this host

@@ -153,13 +153,14 @@ def _stoppable_containers(profile: Profile, observed: Observed) -> frozenset[str
 
 def _port_binders(profile: Profile) -> dict[int, tuple[str, str]]:
     """{port: (what binds it, the field that moves it)} for every port the profile's processes listen on."""
-    binders = {profile.serve.port: ("llama-server", "serve.port")}
+    server = engine_for(profile.engine).server  # a vLLM profile's port is vllm serve's, not llama-server's
+    binders = {profile.serve.port: (server, "serve.port")}
     if profile.metrics is not None:
         inner = upstream_port(profile)
         if inner is not None:
             binders[profile.serve.port] = ("the latency proxy" if profile.metrics.handover is None else
                                            "kimik3's front (metrics.handover)", "serve.port")
-            binders.setdefault(inner, ("llama-server (behind the proxy)", "metrics.server_port"))
+            binders.setdefault(inner, (f"{server} (behind the proxy)", "metrics.server_port"))
         binders.setdefault(profile.metrics.port, ("the metrics exporter", "metrics.port"))
     return binders
 
@@ -195,8 +196,9 @@ def _address_refusals(profile: Profile, observed: Observed) -> list[str]:
 
 
 def _port_refusals(profile: Profile, observed: Observed) -> list[str]:
-    """A foreign process on serve.port makes llama-server exit "couldn't bind" after the launch; on metrics.port or
-    llama-server's inner port (metrics.proxy) the exporter or the server behind the proxy fails the same way."""
+    """A foreign process on serve.port makes the engine's server exit "couldn't bind" after the launch; on
+    metrics.port or the server's inner port (metrics.proxy) the exporter or the server behind the proxy fails the
+    same way."""
     stoppable = _stoppable_pids(profile, observed)
     containers = _stoppable_containers(profile, observed)
     # An owner we cannot see (not root) may be our own container: only refuse when no kimik3 one is running.

@@ -19,6 +19,7 @@ class LlamaCpp:
     """llama-server (mainline or the Kimi-K3 fork), as seed 000 runs it."""
 
     name = "llamacpp"
+    server = "llama-server"
     model_source = ModelSource("gguf")
     image_source = ImageSource("build")
     readiness = Readiness("/health", while_loading="503")  # llama-server: 503 "Loading model", then 200

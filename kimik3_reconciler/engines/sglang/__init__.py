@@ -24,11 +24,15 @@ class Sglang:
     """SGLang's OpenAI server (`sglang serve`), as seed 001's TP8/DCP8 cookbook profile runs it."""
 
     name = "sglang"
+    server = "sglang serve"
     model_source = ModelSource("safetensors")
     image_source = ImageSource("pull")
     # sglang 0.5.23 (srt/entrypoints/http_server.py): launch_server waits for the schedulers to load the weights
     # before it binds the port, then /health is 503 while the server warms up (ServerStatus.Starting).
-    readiness = Readiness("/health", while_loading="refused")
+    # Its fixed start-up until a launch here is recorded: assumed as vLLM's (no SGLang server runs on kimik3's test
+    # machines), since it too starts its schedulers, profiles memory and captures CUDA graphs before it binds.
+    readiness = Readiness("/health", while_loading="refused", fixed_s=30.0,
+                          fixed_source="assumed as vLLM's: no SGLang launch measured by kimik3")
     # sglang 0.5.23 srt/observability/metrics_collector.py (with --enable-metrics).
     series = ServerSeries(prefix="sglang:", running="sglang:num_running_reqs", waiting="sglang:num_queue_reqs",
                           generated_tokens_total="sglang:generation_tokens_total",

@@ -21,12 +21,16 @@ class Vllm:
     """vLLM's OpenAI server (`vllm serve`), as seed 001's TP8 recipe runs it."""
 
     name = "vllm"
+    server = "vllm serve"
     model_source = ModelSource("safetensors")
     image_source = ImageSource("pull")
     # vLLM binds its port only once the engine is up: while loading, connections are refused (TESTING.md §10).
     # Its startup (torch.compile, CUDA graph capture, the KV cache's profiling run) is not a read: 15 minutes of
     # allowance before the weights' read (the tiny CPU test model: /health 200 after 40-50 s, TESTING.md §10).
-    readiness = Readiness("/health", while_loading="refused", startup_s=900.0)
+    # Its fixed start-up until a launch here is recorded: every launch of the CPU test model took 25-28 s (issue 38).
+    readiness = Readiness("/health", while_loading="refused", startup_s=900.0, fixed_s=30.0,
+                          fixed_source="the CPU test model's launches took 25-28 s; GPUs add torch.compile and CUDA "
+                                       "graph capture")
     # vLLM 0.32's names (vllm/v1/metrics/loggers.py; a counter's samples carry prometheus_client's `_total`).
     series = ServerSeries(prefix="vllm:", running="vllm:num_requests_running", waiting="vllm:num_requests_waiting",
                           generated_tokens_total="vllm:generation_tokens_total",
