@@ -25,6 +25,9 @@ class Sglang:
 
     name = "sglang"
     server = "sglang serve"
+    # One name (0.5.23's --served-model-name is a str); its Python OpenAI routes answer any `model` (not its Rust
+    # server, SGLANG_RUST_SERVER=1, which kimik3 does not set): seed 001's `moonshotai/Kimi-K3` is answered too.
+    served_name_flag, answers_any_name = "--served-model-name", True
     model_source = ModelSource("safetensors")
     image_source = ImageSource("pull")
     # sglang 0.5.23 (srt/entrypoints/http_server.py): launch_server waits for the schedulers to load the weights
@@ -44,6 +47,9 @@ class Sglang:
 
     def model_entry(self, model: ModelFact) -> str:
         return "."  # the snapshot folder: config.json, the tokenizer, the custom code and the safetensors shards
+
+    def served_names(self, value: LaunchInput) -> tuple[str, ...]:
+        return (value.name,)
 
     def owned_flags(self, threads: int, load_mode: str = "none") -> tuple[str, ...]:
         return launch.OWNED_FLAGS

@@ -22,6 +22,7 @@ class Vllm:
 
     name = "vllm"
     server = "vllm serve"
+    served_name_flag, answers_any_name = "--served-model-name", False
     model_source = ModelSource("safetensors")
     image_source = ImageSource("pull")
     # vLLM binds its port only once the engine is up: while loading, connections are refused (TESTING.md §10).
@@ -46,6 +47,9 @@ class Vllm:
 
     def model_entry(self, model: ModelFact) -> str:
         return "."  # the snapshot folder: config.json, the tokenizer and the safetensors shards
+
+    def served_names(self, value: LaunchInput) -> tuple[str, ...]:
+        return launch.served_names(value)
 
     def owned_flags(self, threads: int, load_mode: str = "none") -> tuple[str, ...]:
         return launch.OWNED_FLAGS
