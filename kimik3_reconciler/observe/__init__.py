@@ -14,6 +14,7 @@ from kimik3_reconciler.model.records import (
     LOAD_RATE_KEY, WARM_LOAD_RATE_KEY, build_time_key, gate_key, last_good_key, load_key, unverified_key,
 )
 from kimik3_reconciler.model.profile import Profile, bind_addresses, listened_ports
+from kimik3_reconciler.observe.checkpoint_config import collect_checkpoint_config
 from kimik3_reconciler.observe.docker_objects import (
     collect_base_images,
     collect_container,
@@ -121,6 +122,9 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
         load_rate=_load_rate(ports, LOAD_RATE_KEY),
         warm_load_rate=_load_rate(ports, WARM_LOAD_RATE_KEY),
         last_load=_load_record(ports, load_key(profile.name)),
+        # The heads tensor parallelism splits: read before any pull (status reads no hub for it).
+        checkpoint_config=(collect_checkpoint_config(profile, ports.hub, model)
+                           if checkpoint and not stat_only else None),
         build_time=_build_seconds(ports, build_time_key(profile.build.variant, cached=False)),
         cached_build_time=_build_seconds(ports, build_time_key(profile.build.variant, cached=True)),
         last_good=(ports.state.read(last_good_key(profile.name)) or {}).get("date"),

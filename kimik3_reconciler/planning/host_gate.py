@@ -30,6 +30,7 @@ from kimik3_reconciler.planning.host_compat import (
 from kimik3_reconciler.planning.memory_gate import context_refusals, draft_room_refusals, memory_findings
 from kimik3_reconciler.planning.model_step import disk_refusal
 from kimik3_reconciler.planning.routes import is_kind
+from kimik3_reconciler.planning.tensor_parallel import tensor_parallel_findings
 from kimik3_reconciler.planning.vram_fit import derive_mode, margin_refusal, requested_gpus
 
 MIB = 1 << 20
@@ -369,6 +370,8 @@ def host_gate(profile: Profile, observed: Observed) -> tuple[list[str], list[str
     needs = engine_for(profile.engine).host_needs(profile)
     if needs is not None:  # an engine with the whole checkpoint in VRAM: its needs, then what every deployment needs
         refusals, warnings = checkpoint_findings(profile, observed, needs, _stoppable_pids(profile, observed))
+        split_refusals, split_warnings = tensor_parallel_findings(profile, observed, needs)  # heads, idle GPUs
+        refusals, warnings = refusals + split_refusals, warnings + split_warnings
         module_refusals, module_warnings = _module_findings(profile, host)  # Blackwell needs the open module
         refusals, warnings = refusals + module_refusals, warnings + module_warnings
         refusals += [r for r in (disk_refusal(observed.model),) if r]
