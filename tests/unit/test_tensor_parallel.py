@@ -10,34 +10,23 @@ import json
 import pytest
 from support.observed import model_fact, observed
 from support.recorded_hosts import h200_host
+from test_vllm_host_gate import PROFILE, _checkpoint
 
 from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.model.checkpoint_config import parse_checkpoint_config
-from kimik3_reconciler.model.facts import CheckpointConfig, RemoteFile
+from kimik3_reconciler.model.facts import CheckpointConfig
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.planning import plan
 from kimik3_reconciler.planning.host_gate import host_gate
 
-GIB = 1 << 30
-VLLM = """apiVersion: kimik3/v1
-name: kimi-k3
-engine: vllm
-model: {repo: moonshotai/Kimi-K3, revision: %s}
-image: {ref: "vllm/vllm-openai:kimi-k3@sha256:%s"}
-""" % ("a" * 40, "b" * 64)
+VLLM = PROFILE
 SGLANG = VLLM.replace("engine: vllm", "engine: sglang").replace("vllm/vllm-openai", "lmsysorg/sglang")
-
-
-def _checkpoint() -> tuple[RemoteFile, ...]:
-    weights = tuple(RemoteFile(path=f"model-{i:05d}-of-00004.safetensors", size=100 * GIB, sha256=str(i) * 64)
-                    for i in range(1, 5))
-    return (*weights, RemoteFile(path="config.json", size=4000, git_oid="c" * 40))
 
 
 def _observed(text: str, heads: int | None, gpus: int = 8):
     profile = parse_profile(text, "p.yaml").profile
     config = CheckpointConfig(attention_heads=heads, heads_key="num_attention_heads") if heads else None
-    return profile, observed(profile, host=h200_host(gpus), model=model_fact(profile, quant="", files=_checkpoint()),
+    return profile, observed(profile, host=h200_host(gpus), model=model_fact(profile, quant="", files=_checkpoint(400)),
                              checkpoint_config=config)
 
 
