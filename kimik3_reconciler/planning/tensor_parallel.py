@@ -9,6 +9,11 @@ from kimik3_reconciler.errors import FieldRefusal
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.profile import Profile
 
+# Flags in serve.extra_args that put more ranks beside the tensor-parallel ones (vLLM 0.32's arg_utils.py, SGLang
+# 0.5.23's server_args.py): with them the engine uses tp x pp x dp GPUs, which kimik3 does not compute.
+_MORE_RANKS = frozenset(("--pipeline-parallel-size", "-pp", "--pp-size", "--data-parallel-size", "-dp", "--dp-size",
+                         "--data-parallel-size-local", "-dpl"))
+
 
 def tensor_parallel_findings(profile: Profile, observed: Observed, needs: HostNeeds) -> tuple[list[str], list[str]]:
     """(refusals, warnings); `needs.gpus` is the engine's tensor-parallel size, `needs.gpus_field` its field."""
@@ -27,7 +32,9 @@ def tensor_parallel_findings(profile: Profile, observed: Observed, needs: HostNe
                                      f"use one of {fits}"))
     warnings = []
     given = _given(profile, observed)
-    if given is not None and given > size:
+    # Pipeline or data parallelism in extra_args uses GPUs beyond `size`: "the rest stay idle" would be false.
+    more_ranks = any(arg.split("=", 1)[0] in _MORE_RANKS for arg in profile.serve.extra_args)
+    if given is not None and given > size and not more_ranks:
         # rule: tensor-parallel-idle-gpus
         # The container is given every listed GPU (and holds it from other jobs); the engine uses `size` of them.
         warnings.append(f"{field} {size} uses {size} of the {given} GPUs the profile gives the container "

@@ -75,3 +75,16 @@ def test_the_heads_are_read_at_the_top_or_in_the_language_config(data: dict, hea
                                  b'{"num_attention_heads": 0}'])
 def test_a_config_without_readable_heads_is_none(raw: bytes) -> None:
     assert parse_checkpoint_config(raw) is None
+
+
+@pytest.mark.parametrize("text, extra", [
+    (VLLM + "vllm: {tensor_parallel_size: 4, any_gpu: true}\n", '["--pipeline-parallel-size", "2"]'),
+    (VLLM + "vllm: {tensor_parallel_size: 4, any_gpu: true}\n", '["-dp=2"]'),
+    (SGLANG + "sglang: {tp_size: 4, dcp_size: 4, mamba_full_memory_ratio: 0.5, any_gpu: true}\n", '["--dp-size", "2"]'),
+])
+def test_pipeline_or_data_parallel_in_extra_args_is_not_called_idle(text: str, extra: str) -> None:
+    """TP 4 x PP (or DP) 2 uses all 8 GPUs: "the other 4 stay idle" would send the operator to drop GPUs the
+    engine uses. kimik3 does not compute those sizes, so it says nothing of idle GPUs then."""
+    profile, seen = _observed(text + f"serve: {{extra_args: {extra}}}\n", heads=64)
+    _, warnings = host_gate(profile, seen)
+    assert not [w for w in warnings if "stay idle" in w], warnings
