@@ -183,6 +183,9 @@ def launch_input(profile: Profile, observed: Observed, image_tag: str, image_fp:
         worker_fingerprints=worker_fingerprints(profile, image_tag, image_fp),
         knobs=getattr(profile, profile.engine, None),  # the engine's own section (`vllm:`); llama.cpp has none
     )
+    names = engine.served_names(value)
+    if names != (value.name,):  # an input of its own (issue 38: vLLM's second name), so the plan's diff names it
+        value = replace(value, served_names=names)
     return value, warnings
 
 

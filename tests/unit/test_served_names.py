@@ -5,6 +5,7 @@ with, read from its argv, so a container an older kimik3 launched is not said to
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from support.observed import observed
@@ -54,3 +55,30 @@ def test_names_are_read_up_to_the_next_flag_or_the_end() -> None:
     assert served_names_in(("--served-model-name", "a", "b/c"), "--served-model-name") == ("a", "b/c")
     assert served_names_in(("--alias", "k3", "--jinja"), "--alias") == ("k3",)
     assert served_names_in(("--port", "8000"), "--served-model-name") == ()
+
+
+def test_a_vllm_container_an_older_kimik3_launched_is_replaced_naming_the_served_names() -> None:
+    """Upgrading kimik3 moves a vLLM container's argv (the second name): the plan's reason and diff say so, not
+    "container was not made by this kimik3 profile", which sends an operator looking for who else made it."""
+    from support.observed import model_fact
+    from test_sglang_plan import host
+
+    from kimik3_reconciler.model.facts import PulledImageFact, RemoteFile
+    from kimik3_reconciler.planning import plan
+
+    profile = parse_profile((ROOT / "profiles" / "vllm-tp8.yaml").read_text(), "vllm-tp8.yaml").profile
+    files = (RemoteFile(path="model-00001-of-00001.safetensors", size=1 << 40, sha256="1" * 64),
+             RemoteFile(path="config.json", size=4096, sha256="c" * 64))
+    ref = profile.image.ref or ""
+    seen = observed(profile, host=host(), model=model_fact(profile, quant="checkpoint", files=files),
+                    pulled=PulledImageFact(ref=ref, digest=ref.split("@")[1], pull_bytes=1 << 30))
+    launch = next(s for s in plan(profile, seen).steps if s.kind == "container").spec.container
+    inputs = json.loads(dict(launch.labels)["kimik3.inputs"])
+    older = {k: v for k, v in inputs.items() if k != "served_names"}  # an older kimik3's label: no such input
+    container = ContainerFact(id="c" * 64, name=profile.name, state="running", health="ok", image=ref,
+                              fingerprint="73ec316473788f27", inputs=older, profile=profile.name)
+    step = next(s for s in plan(profile, seen.model_copy(update={"container": container})).steps
+                if s.kind == "container")
+    assert step.reason.startswith("launch inputs changed (fingerprint 73ec316473788f27 → ")
+    assert [(d.field, d.old, d.new) for d in step.diff] == [
+        ("served_names", None, ["kimi-k3", "moonshotai/Kimi-K3"])]
