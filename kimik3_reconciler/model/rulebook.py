@@ -678,7 +678,8 @@ RULES += (
          ("unit/test_tensor_parallel.py", "integration/test_vllm_inputs_plan.py"),
          seed="seed 001 (TP8 on 8 GPUs); vLLM's ModelConfig.verify_with_parallel_config"),
     Rule("tensor-parallel-idle-gpus", "warn", "a tensor-parallel size below the GPUs the container gets (the gpus "
-         "list, or the host's with gpus: all) is warned, unless serve.extra_args sets a pipeline- or data-parallel size",
+         "list, or the host's with gpus: all) is warned, unless serve.extra_args sets a pipeline- or data-parallel "
+         "size",
          "the engine uses as many GPUs as ranks; the rest are held "
          "from other jobs and idle (issue 38)", ("kimik3_reconciler.planning.tensor_parallel",),
          ("unit/test_tensor_parallel.py",), seed="seed 001 (TP8 on 8 GPUs)"),

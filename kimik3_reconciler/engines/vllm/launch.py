@@ -43,7 +43,8 @@ def knob_flags(knobs: Any) -> list[str]:
 
 def served_names(value: LaunchInput) -> tuple[str, ...]:
     """The profile's name (first: vLLM's /v1/models lists it first and its metrics' `model_name` is the first;
-    verify, bench and the exporter ask for it; a reply carries the name its request sent) and the checkpoint's repo id, which seed 001's client examples send (`model: moonshotai/Kimi-K3`)."""
+    verify, bench and the exporter ask for it; a reply carries the name its request sent) and the checkpoint's repo
+    id, which seed 001's client examples send (`model: moonshotai/Kimi-K3`)."""
     return tuple(dict.fromkeys((value.name, value.model.repo)))
 
 
