@@ -591,6 +591,15 @@ def _refuse_placeholder(value: Any) -> Any:
     return value
 
 
+class SglangWorkload(BaseModel):
+    """The average request sglang.mamba_full_memory_ratio was computed for (seed 001: the cookbook's calculator takes
+    the workload's average input plus output length)."""
+
+    model_config = _CONFIG
+    prompt_tokens: Count = Field(description="average input (prompt) tokens of a request")
+    output_tokens: Count = Field(description="average output tokens of a request")
+
+
 class SglangSpec(BaseModel):
     """SGLang's own knobs (engine: sglang): seed 001's TP8/DCP8 recipe on 8x B300."""
 
@@ -602,6 +611,9 @@ class SglangSpec(BaseModel):
     mamba_full_memory_ratio: Annotated[float, BeforeValidator(_refuse_placeholder),
                                        Field(gt=0, allow_inf_nan=False)] = Field(
         description="--mamba-full-memory-ratio: required, from SGLang's cookbook calculator for your workload")
+    workload: Optional[SglangWorkload] = Field(None, description="the average request mamba_full_memory_ratio was "
+                                               "computed for; without it the plan warns that the ratio is not tied "
+                                               "to a workload")
     tool_call_parser: Optional[ParserName] = Field("kimi_k3", description="--tool-call-parser; null: none")
     reasoning_parser: Optional[ParserName] = Field("kimi_k3", description="--reasoning-parser; null: none")
     any_gpu: bool = Field(False, description="true: run the profile on GPUs other than the cookbook's B300 (the "

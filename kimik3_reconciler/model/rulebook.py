@@ -596,6 +596,13 @@ RULES += (
          "one rank per GPU; SGLang asserts tp % dcp == 0 at start; its CPU path is a source build kimik3 does not "
          "make", _rules("sglang"), ("cases/profile/sglang_topology.yaml", "cases/profile/sglang_no_gpus.yaml"),
          seed=_SGLANG_SEED),
+    Rule("sglang-memory-ratio-workload", "warn", "sglang.mamba_full_memory_ratio without sglang.workload (the average "
+         "request it was computed for) is warned, saying what the ratio splits and SGLang's own fallback",
+         "the ratio is the workload's; profiles/sglang-tp8.yaml ships SGLang 0.5.23's fallback 0.9, which passed "
+         "without a word (issue 38)", _rules("sglang"),
+         ("cases/profile/sglang_ratio_without_workload_warns.yaml", "cases/profile/sglang_ratio_with_workload_ok.yaml"),
+         seed=_SGLANG_SEED + ": \"--mamba-full-memory-ratio er arbeidsbelastningsavhengig: beregn den ut fra "
+              "gjennomsnittlig lengde på input pluss output\""),
 )
 
 _RPC_SEED = ("not in the seeds: issue 18 (Beyond one host) and the pinned llama.cpp's tools/rpc/README.md: \"Never run the RPC server "
@@ -664,6 +671,18 @@ RULES += (
          "vLLM puts one tensor-parallel rank on each GPU: more ranks than GPUs never start",
          _rules("vllm"), ("cases/profile/vllm_tensor_parallel_gpus.yaml", "cases/profile/vllm_cpu_backend_warns.yaml"),
          seed="seed 001 (TP8 on 8 GPUs)"),
+    Rule("tensor-parallel-heads", "refuse", "vllm.tensor_parallel_size / sglang.tp_size divides the checkpoint's "
+         "attention heads (num_attention_heads in its config.json at the pinned revision, read before any pull)",
+         "every rank takes an equal share of the heads: vLLM refuses another size at start, after the image pull and "
+         "the checkpoint's download (issue 38)", ("kimik3_reconciler.planning.tensor_parallel",),
+         ("unit/test_tensor_parallel.py", "integration/test_vllm_inputs_plan.py"),
+         seed="seed 001 (TP8 on 8 GPUs); vLLM's ModelConfig.verify_with_parallel_config"),
+    Rule("tensor-parallel-idle-gpus", "warn", "a tensor-parallel size below the GPUs the container gets (the gpus "
+         "list, or the host's with gpus: all) is warned, unless serve.extra_args sets a pipeline- or data-parallel "
+         "size",
+         "the engine uses as many GPUs as ranks; the rest are held "
+         "from other jobs and idle (issue 38)", ("kimik3_reconciler.planning.tensor_parallel",),
+         ("unit/test_tensor_parallel.py",), seed="seed 001 (TP8 on 8 GPUs)"),
 )
 
 _LOCAL = ("kimik3_reconciler.observe.local_model",)

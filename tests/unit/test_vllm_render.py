@@ -77,9 +77,12 @@ def test_vllm_tp8_renders_seed_001_flag_for_flag() -> None:
     seed = shlex.split(SEED_001_TP8)
     snapshot = f"/models/models--moonshotai--Kimi-K3/snapshots/{profile.model.revision}"
     # The seed's repo id becomes the mounted checkpoint folder, pinned to the profile's revision.
-    assert _without(argv, KIMIK3_ADDS) == [snapshot if item == "moonshotai/Kimi-K3" else item for item in seed]
+    named = argv.index("--served-model-name")
+    assert argv[named + 1:named + 3] == ("kimi-k3", "moonshotai/Kimi-K3")  # the profile's name, then the seed's
+    unnamed = argv[:named + 2] + argv[named + 3:]  # the repo id served as a name aside: the seed's flags remain
+    assert _without(unnamed, KIMIK3_ADDS) == [snapshot if item == "moonshotai/Kimi-K3" else item for item in seed]
     pairs = dict(zip(argv, argv[1:]))
-    assert (pairs["--served-model-name"], pairs["--host"], pairs["--port"]) == ("kimi-k3", "127.0.0.1", "8000")
+    assert (pairs["--host"], pairs["--port"]) == ("127.0.0.1", "8000")
     env = dict(launch.spec.env)
     assert env == {**SEED_001_ENV, "HF_HUB_OFFLINE": "1"}
     assert not any("TOKEN" in name for name in env) and not any("hf_" in item for item in argv)
@@ -158,7 +161,7 @@ def test_vllms_own_parser_accepts_the_rendered_argv_and_reads_the_recipe() -> No
     assert "use_prefill_query_quantization=True" in config and "MLAPrefillBackendEnum.TOKENSPEED_MLA" in config, config
     assert args["enable_prefix_caching"] is True and args["enable_auto_tool_choice"] is True
     assert args["tool_call_parser"] == args["reasoning_parser"] == "kimi_k3"
-    assert args["served_model_name"] == ["kimi-k3"] and args["port"] == 8000
+    assert args["served_model_name"] == ["kimi-k3", "moonshotai/Kimi-K3"] and args["port"] == 8000
     assert "args" in small, small
     assert small["args"]["enforce_eager"] is True and small["args"]["max_model_len"] == 512
     assert small["args"]["attention_backend"] is None and small["args"]["kv_cache_dtype"] == "auto"

@@ -31,5 +31,5 @@ GENERIC: tuple[Rule, ...] = (
 BY_ENGINE: dict[str, tuple[Rule, ...]] = {
     "llamacpp": RULES,
     "vllm": (*GENERIC, vllm.owned_args, vllm.api_key, vllm.tensor_parallel),
-    "sglang": (*GENERIC, sglang.section, sglang.owned_args, sglang.topology),
+    "sglang": (*GENERIC, sglang.section, sglang.owned_args, sglang.topology, sglang.memory_ratio_workload),
 }
