@@ -151,7 +151,11 @@ def _command_words(_ctx: click.Context, _param: click.Parameter, value: str | No
 @_run
 def main(ctx: click.Context, state_dir: str | None, dockerfile: str | None, docker_host: str | None, verbose: bool,
          systemd_root: str | None, systemctl_prefix: tuple[str, ...] | None) -> None:
-    """kimik3: converge a host to a Kimi-K3 llama.cpp deployment profile."""
+    """kimik3: converge a host to a Kimi-K3 deployment profile.
+
+    Engines: llama.cpp (Unsloth's GGUF quants; llama-server built from pinned source in Docker, experts on the GPUs
+    or the CPU), vLLM and SGLang (the native checkpoint; their image pulled by digest). A profile's `engine:` picks
+    one; `kimik3 routes` says which this host can run. Start with `kimik3 validate FILE`, then `plan`, `apply`."""
     # A bad KIMIK3_* value (KIMIK3_DOWNLOAD_WORKERS=0, an unclosed quote in a prefix) is refused here, naming
     # the variable, before any command observes or changes anything (exit 2).
     refuse_bad_knobs(os.environ)
@@ -500,7 +504,10 @@ def reconcile(ctx: click.Context, file: str, interval: float, jitter: bool, once
 @click.option("--json", "json_out", is_flag=True, help="print the rule (or every rule) as JSON on stdout")
 @_run
 def explain(rule: str | None, json_out: bool) -> None:
-    """Print a seed-000 rule and why it exists (no RULE: list them)."""
+    """Print a rule kimik3 enforces, why it exists and where it comes from (no RULE: list them).
+
+    `from:` names the passage of kimik3's sources it comes from (docs/sources.md says what each source is and the
+    short names rules give them)."""
     import difflib
 
     from kimik3_reconciler.model.rulebook import BY_ID, RULES
