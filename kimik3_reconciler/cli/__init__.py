@@ -20,8 +20,8 @@ import click
 from kimik3_reconciler.console import Stream, Styled as Text
 from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.errors import InputError, Kimik3Error, LocalFileError, ProfileError, VerifyFailed
-from kimik3_reconciler.cli.inputs import (check_made_by, check_plan_target, kimik3_identity, load, parse_text,
-                                          profile_text_now, read_text, write_plan)
+from kimik3_reconciler.cli.inputs import (check_made_by, check_pinned, check_plan_target, kimik3_identity, load,
+                                          parse_text, profile_text_now, read_text, write_plan)
 from kimik3_reconciler.cli.options import CHANGES_PENDING, EXIT_CODES, Duration, LazyGroup, lock_timeout
 from kimik3_reconciler.model.env_knobs import command_words, knob_value, refuse_bad_knobs
 from kimik3_reconciler.model.plan_file import read_saved_plan
@@ -135,7 +135,8 @@ def _command_words(_ctx: click.Context, _param: click.Parameter, value: str | No
 
 
 @click.group(cls=LazyGroup, epilog=EXIT_CODES,
-             lazy={"bench": "kimik3_reconciler.cli.bench_cmd:bench", "tune": "kimik3_reconciler.cli.tune_cmd:tune"})
+             lazy={"bench": "kimik3_reconciler.cli.bench_cmd:bench", "tune": "kimik3_reconciler.cli.tune_cmd:tune",
+                   "pin": "kimik3_reconciler.cli.pin_cmd:pin"})
 @click.option("--state-dir", default=None, show_default="$KIMIK3_STATE_DIR, else ~/.local/state/kimik3",
               help="where kimik3 keeps its records (verified model manifests, fetched archives)")
 @click.option("--dockerfile", default=None, help="Dockerfile.llamacpp to build (default: $KIMIK3_DOCKERFILE, else "
@@ -184,18 +185,37 @@ def _ctx(click_ctx: click.Context, json_out: bool) -> _Context:
     return _Context(**click_ctx.obj, json_out=json_out)
 
 
+def refuse_made_up(loaded):  # noqa: ANN001, ANN201 - model.loaded_profile.LoadedProfile
+    """`loaded`, or a ProfileError naming each pin whose commit or digest is a placeholder (model/pinning.py)."""
+    from kimik3_reconciler.errors import ProfileProblem
+    from kimik3_reconciler.model.loaded_profile import line_for, render_path
+    from kimik3_reconciler.model.pinning import made_up_message, pins
+
+    # rule: pins-not-made-up
+    # A placeholder hash (0123456789abcdef…, sha256:000…) validates as a commit or digest and fails only at the hub
+    # or the registry, on the GPU host: validate (CI) says so at once, with the line.
+    fake = [pin for pin in pins(loaded.profile) if pin.made_up]
+    if fake:
+        raise ProfileError([ProfileProblem(loaded.source, line_for(pin.field, loaded.lines), render_path(pin.field),
+                                           made_up_message(pin)) for pin in fake])
+    return loaded
+
+
 @main.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--json", "json_out", is_flag=True, help="print each file's verdict, problems and warnings as JSON on stdout")
 @_run
 def validate(files: tuple[str, ...], json_out: bool) -> None:
-    """Check profiles without touching the host (exit 2 if any is invalid)."""
+    """Check profiles without touching the host (exit 2 if any is invalid).
+
+    A branch, tag or image tag where a pin goes is a warning (`kimik3 pin FILE` resolves it; plan and apply refuse
+    it); a made-up commit or digest (0123456789abcdef…, sha256:000…) is refused."""
     from kimik3_reconciler.cli.json_out import emit, problem_json
 
     verdicts = []
     for path in files:
         try:
-            loaded = load(path)
+            loaded = refuse_made_up(load(path, pinned=False))
         except ProfileError as exc:
             verdicts.append({"file": path, "valid": False, "problems": [problem_json(p) for p in exc.problems]})
             for problem in exc.problems:
@@ -255,7 +275,7 @@ def _apply_input(ctx: click.Context, file: str, json_out: bool):  # noqa: ANN202
     text = read_text(file)
     saved = read_saved_plan(text, file)
     if saved is None:
-        return parse_text(text, file, cached=True), _ctx(ctx, json_out).orchestrator(file), None
+        return check_pinned(parse_text(text, file, cached=True)), _ctx(ctx, json_out).orchestrator(file), None
     check_made_by(saved, file)
     loaded = parse_text(saved.profile_text, saved.profile_source, cached=True)
     orchestrator = _ctx(ctx, json_out).orchestrator(saved.profile_source)
@@ -375,7 +395,7 @@ def routes(file: str | None, host_file: str | None, json_out: bool) -> None:
     Reads the host (NVML, /proc/meminfo) or HOST; changes nothing, asks no hub (exit 0 whatever is feasible)."""
     from kimik3_reconciler.planning.routes import profile_routes
 
-    loaded = load(file, cached=True) if file else None
+    loaded = load(file, cached=True, pinned=False) if file else None  # routes judge GPUs and sizes, not pins
     if host_file:
         import yaml
 

@@ -62,14 +62,32 @@ def read_text(path: str) -> str:
         raise InputError(f"{path}: not UTF-8 text (byte {exc.start}): save the profile as UTF-8") from exc
 
 
-def load(path: str, cached: bool = False) -> LoadedProfile:
-    """The profile in `path`; `cached`: a text validated before comes from the profile cache (in the cache dir)."""
+def load(path: str, cached: bool = False, pinned: bool = True) -> LoadedProfile:
+    """The profile in `path`; `cached`: a text validated before comes from the profile cache (in the cache dir);
+    `pinned`: refuse a profile that names a branch, a tag or an image tag without its digest (check_pinned)."""
     text = read_text(path)
     saved = read_saved_plan(text, path)
     if saved is not None:  # only apply executes a saved plan; the other commands take its profile
         raise InputError(f"{path} is a saved plan (made {saved.created}): `kimik3 apply {path}` executes it; "
                          f"this command takes the profile ({saved.profile_source})")
-    return parse_text(text, path, cached)
+    loaded = parse_text(text, path, cached)
+    return check_pinned(loaded) if pinned else loaded
+
+
+def check_pinned(loaded: LoadedProfile) -> LoadedProfile:
+    """`loaded`, or a ProfileError (exit 2, file:line: field) naming each unpinned field and `kimik3 pin`."""
+    from kimik3_reconciler.errors import ProfileError, ProfileProblem
+    from kimik3_reconciler.model.loaded_profile import line_for, render_path
+    from kimik3_reconciler.model.pinning import unpinned, unpinned_message
+
+    # rule: pinned-to-serve
+    # What plan shows and apply serves must not move between them (or between two hosts): a branch or tag is
+    # resolved once, by `kimik3 pin`, into the profile, never silently at each run.
+    loose = unpinned(loaded.profile)
+    if loose:
+        raise ProfileError([ProfileProblem(loaded.source, line_for(pin.field, loaded.lines), render_path(pin.field),
+                                           unpinned_message(pin, loaded.source)) for pin in loose])
+    return loaded
 
 
 def parse_text(text: str, source: str, cached: bool = False) -> LoadedProfile:
