@@ -80,3 +80,27 @@ def test_links_to_headings_resolve() -> None:
             if name in anchors and anchor not in anchors[name]:
                 broken.append(f"{page.name}: {target}#{anchor}")
     assert not broken, broken
+
+
+def test_links_to_files_resolve() -> None:
+    broken = [f"{page.name}: {target}" for page in PAGES
+              for target in re.findall(r"\]\(((?:\.\./|\./)?[\w./-]+\.(?:py|md|toml|json|yaml|sh))(?:#[\w-]+)?\)",
+                                       page.read_text())
+              if not (page.parent / target).exists()]
+    assert not broken, broken
+
+
+def test_first_run_names_the_real_check_for_each_need() -> None:
+    """docs/first-run.md's table of what a host needs: each rule it names is kimik3's, enforced in a module the
+    row links to, so the page points at the code that makes the check."""
+    from kimik3_reconciler.model.rulebook import BY_ID
+
+    rows = [line for line in (ROOT / "docs" / "first-run.md").read_text().splitlines()
+            if line.startswith("| ") and "](../kimik3_reconciler/" in line]
+    assert len(rows) >= 10
+    for row in rows:
+        linked = {"kimik3_reconciler." + target.removesuffix(".py").replace("/", ".")
+                  for target in re.findall(r"\]\(\.\./kimik3_reconciler/([\w/]+\.py)\)", row)}
+        for rule in re.findall(r"`([a-z0-9]+(?:-[a-z0-9]+)+)`", row):
+            assert rule in BY_ID, (rule, row)
+            assert set(BY_ID[rule].enforced_by) & linked, (rule, BY_ID[rule].enforced_by, linked)
