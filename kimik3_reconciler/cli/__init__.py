@@ -20,8 +20,8 @@ import click
 from kimik3_reconciler.console import Stream, Styled as Text
 from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.errors import InputError, Kimik3Error, LocalFileError, ProfileError, VerifyFailed
-from kimik3_reconciler.cli.inputs import (check_made_by, check_pinned, check_plan_target, kimik3_identity, load,
-                                          parse_text, profile_text_now, read_text, write_plan)
+from kimik3_reconciler.cli.inputs import (check_made_by, check_not_made_up, check_pinned, check_plan_target,
+                                          kimik3_identity, load, parse_text, profile_text_now, read_text, write_plan)
 from kimik3_reconciler.cli.options import CHANGES_PENDING, EXIT_CODES, Duration, LazyGroup, lock_timeout
 from kimik3_reconciler.model.env_knobs import command_words, knob_value, refuse_bad_knobs
 from kimik3_reconciler.model.plan_file import read_saved_plan
@@ -185,22 +185,6 @@ def _ctx(click_ctx: click.Context, json_out: bool) -> _Context:
     return _Context(**click_ctx.obj, json_out=json_out)
 
 
-def refuse_made_up(loaded):  # noqa: ANN001, ANN201 - model.loaded_profile.LoadedProfile
-    """`loaded`, or a ProfileError naming each pin whose commit or digest is a placeholder (model/pinning.py)."""
-    from kimik3_reconciler.errors import ProfileProblem
-    from kimik3_reconciler.model.loaded_profile import line_for, render_path
-    from kimik3_reconciler.model.pinning import made_up_message, pins
-
-    # rule: pins-not-made-up
-    # A placeholder hash (0123456789abcdef…, sha256:000…) validates as a commit or digest and fails only at the hub
-    # or the registry, on the GPU host: validate (CI) says so at once, with the line.
-    fake = [pin for pin in pins(loaded.profile) if pin.made_up]
-    if fake:
-        raise ProfileError([ProfileProblem(loaded.source, line_for(pin.field, loaded.lines), render_path(pin.field),
-                                           made_up_message(pin)) for pin in fake])
-    return loaded
-
-
 @main.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--json", "json_out", is_flag=True, help="print each file's verdict, problems and warnings as JSON on stdout")
@@ -215,7 +199,7 @@ def validate(files: tuple[str, ...], json_out: bool) -> None:
     verdicts = []
     for path in files:
         try:
-            loaded = refuse_made_up(load(path, pinned=False))
+            loaded = check_not_made_up(load(path, pinned=False))
         except ProfileError as exc:
             verdicts.append({"file": path, "valid": False, "problems": [problem_json(p) for p in exc.problems]})
             for problem in exc.problems:

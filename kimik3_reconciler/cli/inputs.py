@@ -76,17 +76,31 @@ def load(path: str, cached: bool = False, pinned: bool = True) -> LoadedProfile:
 
 def check_pinned(loaded: LoadedProfile) -> LoadedProfile:
     """`loaded`, or a ProfileError (exit 2, file:line: field) naming each unpinned field and `kimik3 pin`."""
-    from kimik3_reconciler.errors import ProfileError, ProfileProblem
-    from kimik3_reconciler.model.loaded_profile import line_for, render_path
     from kimik3_reconciler.model.pinning import unpinned, unpinned_message
 
     # rule: pinned-to-serve
     # What plan shows and apply serves must not move between them (or between two hosts): a branch or tag is
     # resolved once, by `kimik3 pin`, into the profile, never silently at each run.
-    loose = unpinned(loaded.profile)
-    if loose:
+    return _refuse_pins(loaded, unpinned(loaded.profile), lambda pin: unpinned_message(pin, loaded.source))
+
+
+def check_not_made_up(loaded: LoadedProfile) -> LoadedProfile:
+    """`loaded`, or a ProfileError naming each pin whose commit or digest is a placeholder (model/pinning.py)."""
+    from kimik3_reconciler.model.pinning import made_up_message, pins
+
+    # rule: pins-not-made-up
+    # A placeholder hash (0123456789abcdef…, sha256:000…) validates as a commit or digest and fails only at the hub
+    # or the registry, on the GPU host: validate (CI) says so at once, with the line.
+    return _refuse_pins(loaded, tuple(pin for pin in pins(loaded.profile) if pin.made_up), made_up_message)
+
+
+def _refuse_pins(loaded: LoadedProfile, refused: tuple, message) -> LoadedProfile:  # noqa: ANN001 - Pin -> str
+    from kimik3_reconciler.errors import ProfileError, ProfileProblem
+    from kimik3_reconciler.model.loaded_profile import line_for, render_path
+
+    if refused:
         raise ProfileError([ProfileProblem(loaded.source, line_for(pin.field, loaded.lines), render_path(pin.field),
-                                           unpinned_message(pin, loaded.source)) for pin in loose])
+                                           message(pin)) for pin in refused])
     return loaded
 
 
