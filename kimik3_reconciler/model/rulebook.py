@@ -204,8 +204,24 @@ RULES: tuple[Rule, ...] = (
          "found after hundreds of GB otherwise", ("kimik3_reconciler.planning.model_step",),
          ("unit/test_model_step.py", "unit/test_orchestrator.py"),
          seed="seed 000 step 3 (the script sums the quant's bytes and refuses, with the numbers, if it won't fit)"),
+    Rule("pinned-to-serve", "refuse", "plan, apply and the commands that run a profile refuse a hub revision that "
+         "names a branch or tag, and an image tag without its digest; validate only warns, and `kimik3 pin FILE` writes "
+         "the commit (digest) served for it now into the profile, the name kept as a comment",
+         "a branch or tag moves: what plan showed and apply serves, or two hosts, could differ; resolved once, in the "
+         "file, like a lock file, never silently at each run",
+         ("kimik3_reconciler.model.profile_rules.pinned", "kimik3_reconciler.cli.inputs"),
+         ("cases/profile/revision_branch_warns.yaml", "cases/profile/vllm_image_tag_only.yaml", "unit/test_pins.py",
+          "integration/test_pin_hub_registry.py"),
+         seed="not in the seeds: kimik3's own rule: the llama.cpp recipe pins a commit, not a moving latest; the engines "
+              "guide pulls by tag"),
+    Rule("pins-not-made-up", "refuse", "validate refuses a commit or digest that is a placeholder (a run like "
+         "0123456789abcdef…, or one character repeated: sha256:000…)",
+         "a placeholder validates as a pin and fails only on the GPU host, at the hub or the registry",
+         ("kimik3_reconciler.cli.inputs",), ("unit/test_pins.py",),
+         seed="not in the seeds: kimik3's own rule: shipped profiles once carried such placeholders and validated"),
     Rule("image-by-digest", "refuse", "an image the engine pulls (vLLM, SGLang) is named by digest "
-         "(repository[:tag]@sha256:…); a tag alone is refused, and the pulled image's RepoDigests must hold the digest",
+         "(repository[:tag]@sha256:…); a tag alone is refused by plan and apply (`kimik3 pin` writes its digest), and "
+         "the pulled image's RepoDigests must hold the digest",
          "a tag moves under a deployment: two hosts, or one host before and after a re-pull, would run other bytes",
          ("kimik3_reconciler.model.image_ref", "kimik3_reconciler.steps.image_pull"),
          ("unit/test_image_pull.py", "cases/plan/182-vllm-pull-digest-moved.yaml"),

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 from support.observed import observed
+from support.shipped import pinned_text
 
 from kimik3_reconciler.model.facts import ContainerFact, RunningConfig
 from kimik3_reconciler.model.profile_source import parse_profile
@@ -29,7 +30,7 @@ class Lines:
 
 
 def _status(profile_file: str, argv: tuple[str, ...]) -> list[str]:
-    profile = parse_profile((ROOT / "profiles" / profile_file).read_text(), profile_file).profile
+    profile = parse_profile(pinned_text(ROOT / "profiles" / profile_file), profile_file).profile
     container = ContainerFact(id="c" * 64, name=profile.name, state="running", health="ok",
                               running=RunningConfig(image=profile.image.ref or "", command=argv))
     console = Lines()
@@ -66,7 +67,7 @@ def test_a_vllm_container_an_older_kimik3_launched_is_replaced_naming_the_served
     from kimik3_reconciler.model.facts import PulledImageFact, RemoteFile
     from kimik3_reconciler.planning import plan
 
-    profile = parse_profile((ROOT / "profiles" / "vllm-tp8.yaml").read_text(), "vllm-tp8.yaml").profile
+    profile = parse_profile(pinned_text(ROOT / "profiles" / "vllm-tp8.yaml"), "vllm-tp8.yaml").profile
     files = (RemoteFile(path="model-00001-of-00001.safetensors", size=1 << 40, sha256="1" * 64),
              RemoteFile(path="config.json", size=4096, sha256="c" * 64))
     ref = profile.image.ref or ""

@@ -15,9 +15,10 @@ from kimik3_reconciler.model.described_host import described_host
 from kimik3_reconciler.model.facts import HostFacts, PulledImageFact, RemoteFile
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.planning import plan
+from support.shipped import pinned_text
 
 ROOT = Path(__file__).resolve().parents[2]
-PROFILE = (ROOT / "profiles" / "sglang-tp8.yaml").read_text()
+PROFILE = pinned_text(ROOT / "profiles" / "sglang-tp8.yaml")
 B300 = yaml.safe_load((ROOT / "tests" / "fixtures" / "host" / "described-b300.yaml").read_text())
 GIB = 1 << 30
 

