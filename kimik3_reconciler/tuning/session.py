@@ -55,7 +55,7 @@ def tune(orchestrator: Orchestrator, runner: CandidateRunner, loaded: LoadedProf
     long = with_settings(request.base, goal, request.prompts * 2, 1)
     key = search_key(loaded.profile.name, loaded.text, goal, request.asked,
                      {"short": short.requests(), "long": long.requests(), "repeats": request.repeats,
-                      "tokens": [request.base.prompt_tokens, request.base.output_tokens], "search": 2})
+                      "tokens": [request.base.prompt_tokens, request.base.output_tokens], "search": 3})
     with orchestrator.locked("tune", loaded.profile, request.lock_timeout_s):
         record = orchestrator.ports.state.read(key) or {}
         if record.get("trials"):  # a killed search: the host may be on one of its candidates
