@@ -258,8 +258,11 @@ def test_a_gpu_profile_with_a_manual_split_searches_it_and_fit() -> None:
     assert space["n_cpu_moe"] == ("fit", 12, 16, 20, 24, 28) and "fit_target" not in space
 
 
-def run_tune_cli(tmp_path, monkeypatch, runner: FakeRunner, *args: str):  # noqa: ANN001, ANN201
-    """`kimik3 tune` on fakes (orchestrator, host lock, state) with `runner` standing in for DockerRunner."""
+def run_tune_cli(tmp_path, monkeypatch, runner: FakeRunner | None, *args: str,  # noqa: ANN001, ANN201
+                 records=None):  # noqa: ANN001
+    """`kimik3 tune` on fakes (orchestrator, host lock, state) with `runner` standing in for DockerRunner (None: the
+    real DockerRunner on the fake orchestrator); `records(orchestrator, loaded)`: state records written after the
+    first apply."""
     from click.testing import CliRunner
     from support.fakes import FakeHub, fake_ports
 
@@ -284,9 +287,52 @@ def run_tune_cli(tmp_path, monkeypatch, runner: FakeRunner, *args: str):  # noqa
         def orchestrator(self, _file: str) -> Orchestrator:
             return orchestrator
 
+    for key, record in (records(orchestrator, parse_profile(text, str(path))) if records else {}).items():
+        ports.state.write(key, record)
     monkeypatch.setattr(tune_cmd, "_ctx", lambda *_: Context())
-    monkeypatch.setattr(tuning, "DockerRunner", lambda _engine: runner)
+    if runner is not None:
+        monkeypatch.setattr(tuning, "DockerRunner", lambda _engine: runner)
+    run_tune_cli.ports = ports  # type: ignore[attr-defined]  # for the caller's look at the state afterwards
     return path, CliRunner().invoke(main, ["tune", str(path), "--goal", "aggregate@2", *args])
+
+
+def test_a_budget_that_fits_fewer_than_three_launches_is_refused_before_any(tmp_path, monkeypatch) -> None:
+    """Issue 38: FakeRunner's launch takes 10 s; --budget 25s fits two: exit 2 naming the budget needed, nothing
+    converged or settled, no search record; --budget 30s fits three and tune says so before its first draw."""
+    runner = FakeRunner()
+    _, result = run_tune_cli(tmp_path, monkeypatch, runner, "--space", "ubatch=512,1024", "--budget", "25s")
+    assert result.exit_code == 2, result.output
+    assert "--budget 25 s fits 2 launch(es) at this host's load time (~10 s a launch)" in result.stderr
+    assert "give --budget 1m or more (nothing was launched)" in result.stderr
+    assert runner.converged == [] and runner.settled == []
+    assert not [k for k in run_tune_cli.ports.state.records if k.startswith("tune/")]  # type: ignore[attr-defined]
+
+    runner = FakeRunner()
+    (tmp_path / "b").mkdir()
+    _, result = run_tune_cli(tmp_path / "b", monkeypatch, runner, "--space", "ubatch=512,1024", "--budget", "30s")
+    assert result.exit_code == 0, result.output
+    assert "budget 30 s: 3 launch(es) at this host's load time (~10 s a launch)" in result.stderr
+    assert runner.converged
+
+
+def test_the_budget_is_counted_at_the_load_time_recorded_on_this_host(tmp_path, monkeypatch) -> None:
+    """The real DockerRunner on the orchestrator's fakes (no GGUF layout there, so no placement forecast): the
+    container's last load as recorded here (load/<name>.json, the health wait's record), 6 min as on the seed's
+    host with its partial pre-read. --budget 15m fits two launches: refused (exit 2) naming 18m, nothing launched
+    (no docker call after the record)."""
+    from kimik3_reconciler.model.records import load_key
+
+    def six_minutes(orchestrator, loaded_):  # noqa: ANN001, ANN202
+        observed_ = orchestrator.observe(loaded_)
+        six_minutes.calls = list(orchestrator.ports.docker.calls)  # type: ignore[attr-defined]
+        return {load_key(loaded_.profile.name): {"seconds": 360.0, "bytes": observed_.model.total_bytes}}
+
+    _, result = run_tune_cli(tmp_path, monkeypatch, None, "--space", "ubatch=512,1024", "--budget", "15m",
+                             records=six_minutes)
+    assert result.exit_code == 2, result.output
+    assert "--budget 15.0 min fits 2 launch(es) at this host's load time (~6.0 min a launch)" in result.stderr
+    assert "give --budget 18m or more" in result.stderr
+    assert run_tune_cli.ports.docker.calls == six_minutes.calls  # type: ignore[attr-defined]  # no stop, run, start
 
 
 def test_tune_write_through_the_cli_rewrites_the_file_and_settles_on_it(tmp_path, monkeypatch) -> None:
