@@ -15,14 +15,15 @@ is measurably better than the profile as written.
    the best so far: a sum of the values, not their product; parallel, then ubatch, then batch, ...).
 5. The search stage says how many candidates it ranked on how many draws. Final rounds: the leader, the best few
    not yet told apart from it and (until each has `repeats` draws: the verdict looks once) the profile as written
-   are relaunched alternately (a slow spell of the host hits all of them) until
-   each is measurably worse than the leader, or has `repeats` draws, or the budget ends (tuning/evidence.py:
-   the noise pooled over every candidate drawn more than once). A candidate whose one draw grazed the goal's
+   are relaunched alternately (a slow spell of the host hits all of them) until each is measurably worse than
+   the leader, or has `repeats` draws, or the budget ends (tuning/evidence.py: the noise pooled over every
+   candidate drawn more than once). A candidate whose one draw grazed the goal's
    bound is in doubt, not out: it may be drawn again; a majority of its draws decides.
 6. The winner is written back only when it is measurably better than the profile as written, over all its draws
    at the level corrected for the candidates it was chosen among (FALSE_WIN / their number, Bonferroni: the best
-   of several equal candidates beats FILE by luck far more often than one does), and over the draws taken after it led (the best of several single draws is a lucky one more often than not);
-   otherwise the profile stays as written, and the search says so.
+   of several equal candidates beats FILE by luck far more often than one does), and over the draws taken after
+   it led (the best of several single draws is a lucky one more often than not); otherwise the profile stays as
+   written, and the search says so.
 A draw is a real converge (replace, health, verify), a warm-up that is not counted (the first requests after a
 load run cold: CUDA graphs, compute buffers, the CPU experts' pages), and one bench of the long settings at the
 goal's concurrency; every draw uses the same bench, so draws of any step compare. Every draw is written to state
@@ -349,8 +350,8 @@ class Search:
         self.say(f"the search stage ranked {len(stand)} candidate(s) on {draws} draw(s); {chosen}")
 
     def _final_rounds(self, feasible: Feasible, baseline: dict[str, Any]) -> None:
-        """Relaunch the leader, the best few not yet told apart from it and (until it is told apart) the profile
-        as written, alternately, until every one is told apart or has `repeats` draws."""
+        """Relaunch the leader, the best few not yet told apart from it and the profile as written, alternately,
+        until every one is told apart or has `repeats` draws (the profile as written: until it has them)."""
         base = knob_id(baseline)
         for round_ in range(2, 2 + max(0, self.repeats - 1) + 1):
             stand = self.standings()
@@ -385,13 +386,13 @@ class Search:
                 loaded = self.loaded if kid == base else feasible[kid][1]
                 self._draw(s.knobs, loaded, 2, f"final {round_}")
 
-    def _beats(self, leader: Standing, base: Standing, noise: Noise, rivals: int) -> bool:
+    def _beats(self, leader: Standing, base: Standing, noise: Noise, compared: int) -> bool:
         """The leader is measurably better than FILE as written over all its draws at the level corrected for the
-        `rivals` it was chosen among (Bonferroni: the best of several equal candidates beats FILE at 95 % in far
-        more than 5 searches in 100; issue 38: 42 of 400 on a flat landscape), and its draws taken after it was
+        `compared` candidates it was chosen among (Bonferroni: the best of several equal candidates beats FILE at
+        95 % in far more than 5 searches in 100; issue 38: 42 of 400 on a flat landscape), and its draws taken after it was
         chosen (the final rounds) are better than FILE's too: the draw that made it the leader must not be what
         carries it past FILE."""
-        if not noise.better(leader, base, FALSE_WIN / rivals):
+        if not noise.better(leader, base, FALSE_WIN / compared):
             return False
         kid = knob_id(leader.knobs)
         later = [(t.figure if t.status == "ok" else None, t.score, t.detail) for t in self.trials[:self._cursor]

@@ -4,8 +4,8 @@ the end state (the winner written, or FILE as it was). The CLI parses, calls `tu
 
 from __future__ import annotations
 
-from collections.abc import Callable
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any

@@ -518,3 +518,16 @@ def test_a_search_killed_mid_way_still_settles_on_file_as_written_and_writes_not
     written = (tmp_path / "tune.yaml").read_text()
     assert "# kimik3 tune" not in written and "ubatch: 4096" in written
     assert [p.profile.serve.ubatch for p in runner.settled] == [4096] and runner.settled[0].text == written
+
+
+def test_the_launches_a_budget_fits_at_the_seeds_load_times() -> None:
+    """Seed 000's host: ~6 min a launch with the partial pre-read, ~17 min cold (issue 38)."""
+    from kimik3_reconciler.errors import BudgetTooShort
+    from kimik3_reconciler.tuning.session import launches_said
+
+    assert launches_said(7200.0, 17 * 60.0) == "budget 120.0 min: 7 launch(es) at this host's load time (~17.0 min a launch)"
+    assert "20 launch(es)" in launches_said(7200.0, 6 * 60.0)
+    with pytest.raises(BudgetTooShort, match=r"fits 2 launch\(es\).*give --budget 51m or more") as refused:
+        launches_said(45 * 60.0, 17 * 60.0)
+    assert refused.value.exit_code == 2
+    assert "no load time on record" in launches_said(600.0, 0.0)  # never loaded here: not refused, said

@@ -108,7 +108,8 @@ def interior_truth(serve) -> tuple[float, float, float]:  # noqa: ANN001
 
 
 def run_once(space: dict, goal_text: str, truth, seed: int, budget_s: float,  # noqa: ANN001
-             sigma: float = 0.08, finalists: int = 2, repeats: int = 3) -> tuple[dict[str, Any] | None, float, int, Search]:
+             sigma: float = 0.08, finalists: int = 2,
+             repeats: int = 3) -> tuple[dict[str, Any] | None, float, int, Search]:
     base = parse_profile(PROFILE, "sim.yaml")
     goal = parse_goal(goal_text)
     clock, rng = FakeClock(), random.Random(seed)
