@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable
 
 from kimik3_reconciler.errors import StepError
+from kimik3_reconciler.model.helper_env import EXPORTER_READS
 from kimik3_reconciler.model.records import exporter_config_key, exporter_key
 from kimik3_reconciler.model.specs import ExporterRun, ExporterStop, ExporterUnit
 from kimik3_reconciler.observe.exporter import SERVE_COMMAND, runs_exporter
@@ -34,7 +35,7 @@ def run_exporter(run: ExporterRun, ports: Ports, reporter: Reporter) -> None:
         processes.terminate(run.replace_pid, STOP_S)
         reporter.event("stopped", exporter=run.profile, pid=run.replace_pid)
     ports.state.write(exporter_config_key(run.profile), run.config)
-    pid = processes.spawn((SERVE_COMMAND, run.profile), log_key(run.profile))
+    pid = processes.spawn((SERVE_COMMAND, run.profile), log_key(run.profile), EXPORTER_READS)
     # Recorded before the wait: an exporter that comes up after a timeout is still found (and replaced).
     ports.state.write(exporter_key(run.profile), {"pid": pid, "fingerprint": run.fingerprint, "config": run.config,
                                                   "date": ports.clock.now().isoformat(timespec="seconds")})

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import secrets
 
+from kimik3_reconciler.model.helper_env import FRONT_READS
 from kimik3_reconciler.model.records import front_config_key, front_key, front_token_key
 from kimik3_reconciler.model.specs import FrontHold, FrontRun, FrontStop
 from kimik3_reconciler.observe.front import FRONT_COMMAND, runs_front
@@ -35,7 +36,7 @@ def run_front(run: FrontRun, ports: Ports, reporter: Reporter) -> None:
         # Made once and kept: an apply's hold and release carry it; never in argv, the config or a plan.
         ports.state.write(front_token_key(run.profile), {"token": secrets.token_urlsafe(32)})
     ports.state.write(front_config_key(run.profile), run.config)
-    pid = processes.spawn((FRONT_COMMAND, run.profile), log_key(run.profile))
+    pid = processes.spawn((FRONT_COMMAND, run.profile), log_key(run.profile), FRONT_READS)
     ports.state.write(front_key(run.profile), {"pid": pid, "fingerprint": run.fingerprint, "config": run.config,
                                                "date": ports.clock.now().isoformat(timespec="seconds")})
     wait_detached(ports, reporter, pid, run.health_url, run.fingerprint, run.timeout_s,

@@ -17,7 +17,7 @@ class FakeProcesses:
         self.next_pid = 4000
         self.answer = True  # False: a spawned exporter never answers /healthz (a port taken, say)
 
-    def spawn(self, args: tuple[str, ...], log_key: str) -> int:
+    def spawn(self, args: tuple[str, ...], log_key: str, reads: tuple[str, ...]) -> int:
         from kimik3_reconciler.model.metrics import ExporterConfig
         from kimik3_reconciler.model.records import exporter_config_key
 
