@@ -400,6 +400,9 @@ class Orchestrator:
             revert_failure = exc
         else:
             self._reverted = True
+            # The failed candidate's owed verify went with it: the record would name a launch that no longer runs
+            # (the reverted launch is the last good profile, verified when it was applied).
+            self.ports.state.delete(unverified_key(loaded.profile.name))
             raise type(failure)(f"{failure}\nreverted to the last good profile (recorded {last.get('date')})") \
                 from None
         raise type(failure)(f"{failure}\nthe revert to the last good profile (recorded {last.get('date')}) "

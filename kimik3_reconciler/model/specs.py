@@ -322,6 +322,9 @@ class HealthWait(Payload):
     # Bytes a partial pre-read leaves in the cache (issue 27): such a load is neither warm nor cold, and its rate is
     # recorded as neither (it would make the next plan's cold or warm prediction wrong). None: no partial pre-read.
     partial_bytes: int | None = None
+    # model.local_path's file when the profile serves one: a GGUF that cannot be read is then the user's file to
+    # make again, not a cache to re-hash (observe/server_log.py). None: the hub's files in the cache.
+    local_model: str | None = None
 
 
 # --- RPC workers (other hosts, each reached through its own Docker) --------------------------------

@@ -51,6 +51,8 @@ def stop_front(stop: FrontStop, ports: Ports, reporter: Reporter) -> None:
         reporter.event("stopped", front=stop.profile, pid=stop.pid)
     ports.state.delete(front_key(stop.profile))
     ports.state.delete(front_config_key(stop.profile))
+    # The control token goes with the front it controls: a front started later makes its own.
+    ports.state.delete(front_token_key(stop.profile))
 
 
 def hold_clients(hold: FrontHold, ports: Ports, reporter: Reporter) -> None:
