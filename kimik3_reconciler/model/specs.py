@@ -58,7 +58,10 @@ class Payload(_Value):
       (a stop, a removal, a replacing launch): the apply checks the state dir's room before it and reverts to the
       last good profile after any failure that follows it (model/state_room.py, issue 30);
     - `holds_clients`: the step told the front to hold new requests (issue 29); the apply releases them when it
-      ends, after its check or its revert, whatever way it ends (`steps.front.release_clients`).
+      ends, after its check or its revert, whatever way it ends (`steps.front.release_clients`);
+    - `rebuilt_records()`: records the plan rebuilt from what is on the host (a record an older kimik3 wrote in
+      another shape, or none at all): an apply keeps them even when the step is a NOOP, so keeping them is never a
+      pending change (`plan --detailed-exitcode` stays 0 after an upgrade; issue 38 item 3).
     """
 
     __slots__ = ()
@@ -72,6 +75,15 @@ class Payload(_Value):
         """Whether no server answers after this step until a later launch is healthy (`stops_server` unless a
         payload's own fields decide, as a launch's `replace` does)."""
         return self.stops_server
+
+    def rebuilt_records(self) -> tuple[tuple[str, dict[str, Any]], ...]:
+        """(state key, record) pairs rebuilt from the host that an apply writes whatever the step's action."""
+        return ()
+
+
+def _layout_record(layout: ModelLayout | None, key: str | None) -> tuple[tuple[str, dict[str, Any]], ...]:
+    """The quant's layout, read from the cached GGUF headers, as its state record (none when not read)."""
+    return ((key, layout.model_dump(mode="json")),) if layout is not None and key else ()
 
 
 # --- the model cache -----------------------------------------------------------------------------
@@ -100,6 +112,10 @@ class ModelDownload(Payload):
         missing = set(self.missing)
         return sum(f.size for f in self.files if f.path in missing)
 
+    def rebuilt_records(self) -> tuple[tuple[str, dict[str, Any]], ...]:
+        # Only from files already here: a layout read from the hub (files missing) is recorded by the download.
+        return () if self.missing else _layout_record(self.layout, self.layout_key)
+
 
 @frozen_value
 class LocalModelVerify(Payload):
@@ -115,6 +131,9 @@ class LocalModelVerify(Payload):
     manifest_key: str
     layout: ModelLayout | None = None  # what the plan read from the GGUF headers, recorded at `layout_key`
     layout_key: str | None = None
+
+    def rebuilt_records(self) -> tuple[tuple[str, dict[str, Any]], ...]:
+        return _layout_record(self.layout, self.layout_key)
 
 
 @frozen_value
