@@ -508,6 +508,9 @@ class ExporterRun(Payload):
     health_url: str
     replace_pid: int | None = None
     timeout_s: float = 30.0
+    # The exporter it replaces offers its listening sockets (issue 38 item 2): the new one starts while it serves
+    # and takes them, so the proxy's public port never refuses a client; then the old one is stopped.
+    hand_over: bool = False
 
 
 @frozen_value
@@ -550,6 +553,7 @@ class FrontRun(Payload):
     health_url: str
     replace_pid: int | None = None
     timeout_s: float = 30.0
+    hand_over: bool = False  # as ExporterRun's: the front it replaces hands its socket on serve.port over
 
 
 @frozen_value

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from kimik3_reconciler.model.facts import ExporterFact
-from kimik3_reconciler.model.records import front_key
+from kimik3_reconciler.model.records import HANDS_OVER_SOCKETS, front_key
 from kimik3_reconciler.ports import HttpPort, ProcessPort, StatePort
 
 FRONT_COMMAND = "front-serve"
@@ -37,4 +37,4 @@ def collect_front(profile: str, state: StatePort, processes: ProcessPort | None,
             except (ValueError, AttributeError):
                 serving = None
     return ExporterFact(pid=pid, fingerprint=str(record.get("fingerprint", "")), config=record.get("config") or {},
-                        alive=alive, serving=serving)
+                        alive=alive, serving=serving, hands_over_sockets=bool(record.get(HANDS_OVER_SOCKETS)))

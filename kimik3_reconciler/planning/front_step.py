@@ -17,6 +17,7 @@ from kimik3_reconciler.planning.desired import Desired, changes
 from kimik3_reconciler.planning.health_step import predicted_load_s, preread_planned, reads_in_parallel
 from kimik3_reconciler.planning.humanize import duration
 from kimik3_reconciler.planning.launch import bind_address
+from kimik3_reconciler.planning.metrics_step import hands_over, swap_cost
 
 # A held request's Retry-After, when the front refuses it, is the predicted hold: bounded so a client neither
 # hammers (1 s) nor gives up on a server that is back in a minute.
@@ -83,18 +84,20 @@ def plan_front(desired: Desired, observed: Observed, planned: tuple[Step, ...] =
     if wanted is None:
         return ()  # plan_release_front stopped it
     run = FrontRun(profile=wanted.profile, config=wanted.to_json(), fingerprint=wanted.fingerprint,
-                   health_url=wanted.health_url, replace_pid=running.pid if running is not None and running.alive else None)
+                   health_url=wanted.health_url, replace_pid=running.pid if running is not None and running.alive else None,
+                   hand_over=hands_over(running))
     target = wanted.control_url.split("/.kimik3")[0]
+    swap = swap_cost(running, f"the public port {target}")
     if running is None or not running.alive:
         why = "no front" if running is None else f"front (pid {running.pid}) is not running"
         return (Step("front", target, Action.CREATE, f"{why}: start it (it holds {target} from now on)", spec=run),)
     if running.fingerprint != wanted.fingerprint:
         diff = flat_diff(running.config or {}, wanted.to_json())
-        return (Step("front", target, Action.REPLACE, f"front fingerprint {running.fingerprint} → {wanted.fingerprint}"
-                     " (the public port closes for about a second)", diff=diff, spec=run),)
+        return (Step("front", target, Action.REPLACE, f"front fingerprint {running.fingerprint} → {wanted.fingerprint}",
+                     diff=diff, spec=run, cost=swap),)
     if running.serving != wanted.fingerprint:
         return (Step("front", target, Action.REPLACE, f"front (pid {running.pid}) runs but does not answer its "
-                     "fingerprint: restart it", spec=run),)
+                     "fingerprint: restart it", spec=run, cost=swap),)
     return (Step("front", target, Action.NOOP, f"front pid {running.pid} holds {target}", spec=run),)
 
 

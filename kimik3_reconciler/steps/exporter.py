@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from kimik3_reconciler.errors import StepError
 from kimik3_reconciler.model.helper_env import EXPORTER_READS
-from kimik3_reconciler.model.records import exporter_config_key, exporter_key
+from kimik3_reconciler.model.records import HANDS_OVER_SOCKETS, exporter_config_key, exporter_key
 from kimik3_reconciler.model.specs import ExporterRun, ExporterStop, ExporterUnit
 from kimik3_reconciler.observe.exporter import SERVE_COMMAND, runs_exporter
 from kimik3_reconciler.ports import ProcessPort, Ports
@@ -30,18 +30,55 @@ def _processes(ports: Ports) -> ProcessPort:
 
 def run_exporter(run: ExporterRun, ports: Ports, reporter: Reporter) -> None:
     processes = _processes(ports)
-    if run.replace_pid and runs_exporter(processes.cmdline(run.replace_pid), run.profile):
-        # Stopped first: the new one binds the same port.
-        processes.terminate(run.replace_pid, STOP_S)
-        reporter.event("stopped", exporter=run.profile, pid=run.replace_pid)
-    ports.state.write(exporter_config_key(run.profile), run.config)
-    pid = processes.spawn((SERVE_COMMAND, run.profile), log_key(run.profile), EXPORTER_READS)
-    # Recorded before the wait: an exporter that comes up after a timeout is still found (and replaced).
-    ports.state.write(exporter_key(run.profile), {"pid": pid, "fingerprint": run.fingerprint, "config": run.config,
-                                                  "date": ports.clock.now().isoformat(timespec="seconds")})
-    wait_detached(ports, reporter, pid, run.health_url, run.fingerprint, run.timeout_s,
-                  lambda cmdline: runs_exporter(cmdline, run.profile), log_key(run.profile),
-                  what="exporter", profile=run.profile, step="metrics")
+    old = run.replace_pid if run.replace_pid and runs_exporter(processes.cmdline(run.replace_pid), run.profile) \
+        else None
+
+    def start() -> None:
+        pid = processes.spawn((SERVE_COMMAND, run.profile), log_key(run.profile), EXPORTER_READS)
+        # Recorded before the wait: an exporter that comes up after a timeout is still found (and replaced).
+        ports.state.write(exporter_key(run.profile), {"pid": pid, "fingerprint": run.fingerprint, "config": run.config,
+                                                      "date": ports.clock.now().isoformat(timespec="seconds"),
+                                                      HANDS_OVER_SOCKETS: True})
+        wait_detached(ports, reporter, pid, run.health_url, run.fingerprint, run.timeout_s,
+                      lambda cmdline: runs_exporter(cmdline, run.profile), log_key(run.profile),
+                      what="exporter", profile=run.profile, step="metrics")
+
+    replace_detached(ports, reporter, old, run.hand_over, start, what="exporter", profile=run.profile,
+                     before_start=lambda: ports.state.write(exporter_config_key(run.profile), run.config))
+
+
+def replace_detached(ports: Ports, reporter: Reporter, old: int | None, hand_over: bool, start: Callable[[], None],
+                     *, what: str, profile: str, before_start: Callable[[], None]) -> None:
+    """Start a detached helper (the exporter, the front), replacing `old` (its pid, None: none runs). Without
+    `hand_over` the old one is stopped first (the new one binds the same ports: they refuse clients meanwhile). With
+    it the new one starts while the old one serves and takes its listening sockets (adapters/socket_handover.py):
+    the ports never close; then the old one, no longer accepting, finishes what it holds and is stopped. A handover
+    that does not happen (the new one exits or never answers) falls back to stop, then start."""
+    processes = _processes(ports)
+    if old is not None and not hand_over:
+        processes.terminate(old, STOP_S)
+        reporter.event("stopped", **{what: profile}, pid=old)
+        old = None
+    before_start()
+    if old is None:
+        start()
+        return
+    try:
+        start()
+    except StepError as failed:
+        reporter.event("warning", **{what: profile}, handed_over=False, why=str(failed)[:300],
+                       consequence=f"the {what} is stopped, then started: its ports close meanwhile")
+        processes.terminate(old, STOP_S)
+        reporter.event("stopped", **{what: profile}, pid=old)
+        start()
+        return
+    # It stopped accepting at the handover and exits by itself once its clients moved over and what it held
+    # finished: waited for (STOP_S), then stopped (a signal sooner would close kept-alive connections under them).
+    deadline = ports.clock.monotonic() + STOP_S
+    while processes.cmdline(old) is not None and ports.clock.monotonic() < deadline:
+        ports.clock.sleep(POLL_S)
+    processes.terminate(old, STOP_S)
+    reporter.event("stopped", **{what: profile}, pid=old, handed_over=True)
 
 
 def wait_detached(ports: Ports, reporter: Reporter, pid: int, health_url: str, fingerprint: str, timeout_s: float,

@@ -6,11 +6,11 @@ from __future__ import annotations
 import secrets
 
 from kimik3_reconciler.model.helper_env import FRONT_READS
-from kimik3_reconciler.model.records import front_config_key, front_key, front_token_key
+from kimik3_reconciler.model.records import HANDS_OVER_SOCKETS, front_config_key, front_key, front_token_key
 from kimik3_reconciler.model.specs import FrontHold, FrontRun, FrontStop
 from kimik3_reconciler.observe.front import FRONT_COMMAND, runs_front
 from kimik3_reconciler.ports import Ports
-from kimik3_reconciler.steps.exporter import STOP_S, _processes, wait_detached
+from kimik3_reconciler.steps.exporter import STOP_S, _processes, replace_detached, wait_detached
 from kimik3_reconciler.steps.report import Reporter
 
 RELEASE_TIMEOUT_S = 10.0
@@ -28,20 +28,26 @@ def _token(ports: Ports, profile: str) -> str | None:
 
 def run_front(run: FrontRun, ports: Ports, reporter: Reporter) -> None:
     processes = _processes(ports)
-    if run.replace_pid and runs_front(processes.cmdline(run.replace_pid), run.profile):
-        # Stopped first: the new one binds the same port (the public port is closed for about a second).
-        processes.terminate(run.replace_pid, STOP_S)
-        reporter.event("stopped", front=run.profile, pid=run.replace_pid)
-    if _token(ports, run.profile) is None:
-        # Made once and kept: an apply's hold and release carry it; never in argv, the config or a plan.
-        ports.state.write(front_token_key(run.profile), {"token": secrets.token_urlsafe(32)})
-    ports.state.write(front_config_key(run.profile), run.config)
-    pid = processes.spawn((FRONT_COMMAND, run.profile), log_key(run.profile), FRONT_READS)
-    ports.state.write(front_key(run.profile), {"pid": pid, "fingerprint": run.fingerprint, "config": run.config,
-                                               "date": ports.clock.now().isoformat(timespec="seconds")})
-    wait_detached(ports, reporter, pid, run.health_url, run.fingerprint, run.timeout_s,
-                  lambda cmdline: runs_front(cmdline, run.profile), log_key(run.profile),
-                  what="front", profile=run.profile, step="front")
+    old = run.replace_pid if run.replace_pid and runs_front(processes.cmdline(run.replace_pid), run.profile) else None
+
+    def write_inputs() -> None:
+        if _token(ports, run.profile) is None:
+            # Made once and kept: an apply's hold and release carry it; never in argv, the config or a plan.
+            ports.state.write(front_token_key(run.profile), {"token": secrets.token_urlsafe(32)})
+        ports.state.write(front_config_key(run.profile), run.config)
+
+    def start() -> None:
+        pid = processes.spawn((FRONT_COMMAND, run.profile), log_key(run.profile), FRONT_READS)
+        ports.state.write(front_key(run.profile), {"pid": pid, "fingerprint": run.fingerprint, "config": run.config,
+                                                   "date": ports.clock.now().isoformat(timespec="seconds"),
+                                                   HANDS_OVER_SOCKETS: True})
+        wait_detached(ports, reporter, pid, run.health_url, run.fingerprint, run.timeout_s,
+                      lambda cmdline: runs_front(cmdline, run.profile), log_key(run.profile),
+                      what="front", profile=run.profile, step="front")
+
+    # Without a handover (a front an older kimik3 started) the public port is closed for about a second.
+    replace_detached(ports, reporter, old, run.hand_over, start, what="front", profile=run.profile,
+                     before_start=write_inputs)
 
 
 def stop_front(stop: FrontStop, ports: Ports, reporter: Reporter) -> None:
