@@ -575,4 +575,19 @@ class FrontHold(Payload):
     order: dict[str, Any]  # model/front.py HoldOrder.to_json()
 
 
-PAYLOADS = (*PAYLOADS, FrontRun, FrontStop, FrontHold)
+@frozen_value
+class FrontUnit(Payload):
+    """The front as a systemd unit (profile with `systemd:`, issue 38 item 12), as ExporterUnit is the exporter's:
+    stop `stop_pid` (a detached front it replaces), make the token record once, write the config record, install
+    and (re)start `install`, wait until the control /healthz answers `fingerprint`, record it (unit, fingerprint)."""
+
+    profile: str
+    config: dict[str, Any]  # model/front.py FrontConfig.to_json()
+    fingerprint: str
+    health_url: str
+    install: UnitInstall
+    stop_pid: int | None = None
+    timeout_s: float = 30.0
+
+
+PAYLOADS = (*PAYLOADS, FrontRun, FrontStop, FrontHold, FrontUnit)

@@ -17,6 +17,7 @@ from kimik3_reconciler.planning.desired import Desired, changes
 from kimik3_reconciler.planning.health_step import partial_preread, predicted_load_s, predicted_partial_load_s, \
     preread_planned, reads_in_parallel
 from kimik3_reconciler.planning.humanize import duration
+from kimik3_reconciler.planning.front_unit import plan_front_unit
 from kimik3_reconciler.planning.launch import bind_address
 from kimik3_reconciler.planning.metrics_step import hands_over, swap_cost
 
@@ -87,6 +88,11 @@ def plan_front(desired: Desired, observed: Observed, planned: tuple[Step, ...] =
     running = _running(observed, planned)
     if wanted is None:
         return ()  # plan_release_front stopped it
+    if desired.profile.systemd is not None:
+        # Under `systemd:` the front is a unit next to the server's (planning/front_unit.py): systemd restarts it.
+        return plan_front_unit(desired.profile, observed, wanted)
+    if running is not None and running.unit is not None:
+        running = None  # it ran as a unit, removed above with the `systemd:` section (plan_stale_units): start it
     run = FrontRun(profile=wanted.profile, config=wanted.to_json(), fingerprint=wanted.fingerprint,
                    health_url=wanted.health_url, replace_pid=running.pid if running is not None and running.alive else None,
                    hand_over=hands_over(running))

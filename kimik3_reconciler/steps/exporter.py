@@ -115,17 +115,23 @@ def run_exporter_unit(run: ExporterUnit, ports: Ports, reporter: Reporter) -> No
     ports.state.write(exporter_key(run.profile), {"pid": 0, "unit": run.install.unit, "fingerprint": run.fingerprint,
                                                   "config": run.config,
                                                   "date": ports.clock.now().isoformat(timespec="seconds")})
-    deadline = ports.clock.monotonic() + run.timeout_s
+    wait_unit(ports, reporter, run.install.unit, run.health_url, run.fingerprint, run.timeout_s,
+              what="exporter", profile=run.profile, step="metrics")
+
+
+def wait_unit(ports: Ports, reporter: Reporter, unit: str, health_url: str, fingerprint: str, timeout_s: float, *,
+              what: str, profile: str, step: str) -> None:
+    """Wait until a helper's unit (the exporter's, the front's) answers `health_url` with its fingerprint; one that
+    does not in time fails the step, naming its journal."""
+    deadline = ports.clock.monotonic() + timeout_s
     while True:
-        status, body = ports.http.get(run.health_url, timeout_s=1.0)
-        if status == 200 and _fingerprint(body) == run.fingerprint:
-            reporter.event("exporter", profile=run.profile, unit=run.install.unit,
-                           url=run.health_url.removesuffix("/healthz"))
+        status, body = ports.http.get(health_url, timeout_s=1.0)
+        if status == 200 and _fingerprint(body) == fingerprint:
+            reporter.event(what, profile=profile, unit=unit, url=health_url.removesuffix("/healthz"))
             return
         if ports.clock.monotonic() > deadline:
-            raise StepError(f"metrics: unit {run.install.unit} did not answer {run.health_url} within "
-                            f"{run.timeout_s:.0f} s (last: {status} {body[:120]}); see `journalctl -u "
-                            f"{run.install.unit}`")
+            raise StepError(f"{step}: unit {unit} did not answer {health_url} within {timeout_s:.0f} s (last: "
+                            f"{status} {body[:120]}); see `journalctl -u {unit}`")
         ports.clock.sleep(POLL_S)
 
 
