@@ -22,14 +22,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-import yaml
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bench.proxy import DEMO, kimik3  # noqa: E402
+from bench.proxy import DEMO, demo_hub, deploy_demo, kimik3  # noqa: E402
 from bench.proxy_measure import measure  # noqa: E402
-from kimik3_demo.hub import FixtureHub  # noqa: E402
-from kimik3_demo.prepare import demo_repos, ensure_source_archive, prepare_hub_root  # noqa: E402
 
 GOAL = {"tok_s_ratio_c8": ">= 0.98", "ttft_p50_added_ms": "<= 2"}
 
@@ -43,19 +39,10 @@ def main() -> None:
     parser.add_argument("--name", default="k3fr-bench", help="profile name (container k3fr-bench…)")
     parser.add_argument("--port", type=int, default=19380, help="the front's port; llama-server +1, exporter +2")
     args = parser.parse_args()
-    prepare_hub_root(DEMO / "hub")
-    archive = DEMO / "llama.cpp-b11434.tar.gz"
-    ensure_source_archive(DEMO / "cache", archive)
     work = Path(tempfile.mkdtemp(prefix="kimik3-bench-front-", dir=DEMO))
-    with FixtureHub(demo_repos(DEMO / "hub")) as hub:
-        profile = yaml.safe_load((ROOT / "profiles" / "demo-cpu.yaml").read_text())
-        profile["name"] = args.name
-        profile["model"].update(endpoint=hub.url, cache_dir=str(work / "hf-cache"))
-        profile["build"]["archive"] = str(archive)
-        profile["serve"]["port"] = args.port
-        profile["metrics"] = {"port": args.port + 2, "proxy": True, "server_port": args.port + 1, "handover": {}}
-        (work / "profile.yaml").write_text(yaml.safe_dump(profile, sort_keys=False))
-        kimik3(work, "apply", "profile.yaml", "--no-verify-server")
+    with demo_hub() as hub:
+        deploy_demo(work, hub.url, args.name, args.port,
+                    {"port": args.port + 2, "proxy": True, "server_port": args.port + 1, "handover": {}})
         front = json.loads((work / "state" / "front" / args.name / "process.json").read_text())
         try:
             result = measure(f"http://127.0.0.1:{args.port + 1}", f"http://127.0.0.1:{args.port}", front["pid"],

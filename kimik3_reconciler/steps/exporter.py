@@ -8,7 +8,7 @@ from collections.abc import Callable
 from kimik3_reconciler.errors import StepError
 from kimik3_reconciler.model.helper_env import EXPORTER_READS
 from kimik3_reconciler.model.records import HANDS_OVER_SOCKETS, exporter_config_key, exporter_key
-from kimik3_reconciler.model.specs import ExporterRun, ExporterStop, ExporterUnit
+from kimik3_reconciler.model.specs import ExporterRun, ExporterStop, ExporterUnit, FrontRun
 from kimik3_reconciler.observe.exporter import SERVE_COMMAND, runs_exporter
 from kimik3_reconciler.ports import ProcessPort, Ports
 from kimik3_reconciler.steps.report import Reporter
@@ -34,17 +34,25 @@ def run_exporter(run: ExporterRun, ports: Ports, reporter: Reporter) -> None:
         else None
 
     def start() -> None:
-        pid = processes.spawn((SERVE_COMMAND, run.profile), log_key(run.profile), EXPORTER_READS)
-        # Recorded before the wait: an exporter that comes up after a timeout is still found (and replaced).
-        ports.state.write(exporter_key(run.profile), {"pid": pid, "fingerprint": run.fingerprint, "config": run.config,
-                                                      "date": ports.clock.now().isoformat(timespec="seconds"),
-                                                      HANDS_OVER_SOCKETS: True})
-        wait_detached(ports, reporter, pid, run.health_url, run.fingerprint, run.timeout_s,
-                      lambda cmdline: runs_exporter(cmdline, run.profile), log_key(run.profile),
-                      what="exporter", profile=run.profile, step="metrics")
+        start_detached(run, ports, reporter, (SERVE_COMMAND, run.profile), EXPORTER_READS, exporter_key(run.profile),
+                       log_key(run.profile), lambda cmdline: runs_exporter(cmdline, run.profile),
+                       what="exporter", step="metrics")
 
     replace_detached(ports, reporter, old, run.hand_over, start, what="exporter", profile=run.profile,
                      before_start=lambda: ports.state.write(exporter_config_key(run.profile), run.config))
+
+
+def start_detached(run: ExporterRun | FrontRun, ports: Ports, reporter: Reporter, args: tuple[str, ...],
+                   reads: tuple[str, ...], record_key: str, log: str, is_ours: Callable[[list[str] | None], bool], *,
+                   what: str, step: str) -> None:
+    """Spawn a helper (`python -m kimik3_reconciler <args>`, only `reads` of the environment), record it, wait for
+    its /healthz to answer the fingerprint."""
+    pid = _processes(ports).spawn(args, log, reads)
+    # Recorded before the wait: a helper that comes up after a timeout is still found (and replaced).
+    ports.state.write(record_key, {"pid": pid, "fingerprint": run.fingerprint, "config": run.config,
+                                   "date": ports.clock.now().isoformat(timespec="seconds"), HANDS_OVER_SOCKETS: True})
+    wait_detached(ports, reporter, pid, run.health_url, run.fingerprint, run.timeout_s, is_ours, log,
+                  what=what, profile=run.profile, step=step)
 
 
 def replace_detached(ports: Ports, reporter: Reporter, old: int | None, hand_over: bool, start: Callable[[], None],

@@ -6,11 +6,11 @@ from __future__ import annotations
 import secrets
 
 from kimik3_reconciler.model.helper_env import FRONT_READS
-from kimik3_reconciler.model.records import HANDS_OVER_SOCKETS, front_config_key, front_key, front_token_key
+from kimik3_reconciler.model.records import front_config_key, front_key, front_token_key
 from kimik3_reconciler.model.specs import FrontHold, FrontRun, FrontStop, FrontUnit
 from kimik3_reconciler.observe.front import FRONT_COMMAND, runs_front
 from kimik3_reconciler.ports import Ports
-from kimik3_reconciler.steps.exporter import STOP_S, _processes, replace_detached, wait_detached, wait_unit
+from kimik3_reconciler.steps.exporter import STOP_S, _processes, replace_detached, start_detached, wait_unit
 from kimik3_reconciler.steps.unit import install_unit
 from kimik3_reconciler.steps.report import Reporter
 
@@ -38,13 +38,9 @@ def run_front(run: FrontRun, ports: Ports, reporter: Reporter) -> None:
         ports.state.write(front_config_key(run.profile), run.config)
 
     def start() -> None:
-        pid = processes.spawn((FRONT_COMMAND, run.profile), log_key(run.profile), FRONT_READS)
-        ports.state.write(front_key(run.profile), {"pid": pid, "fingerprint": run.fingerprint, "config": run.config,
-                                                   "date": ports.clock.now().isoformat(timespec="seconds"),
-                                                   HANDS_OVER_SOCKETS: True})
-        wait_detached(ports, reporter, pid, run.health_url, run.fingerprint, run.timeout_s,
-                      lambda cmdline: runs_front(cmdline, run.profile), log_key(run.profile),
-                      what="front", profile=run.profile, step="front")
+        start_detached(run, ports, reporter, (FRONT_COMMAND, run.profile), FRONT_READS, front_key(run.profile),
+                       log_key(run.profile), lambda cmdline: runs_front(cmdline, run.profile), what="front",
+                       step="front")
 
     # Without a handover (a front an older kimik3 started) the public port is closed for about a second.
     replace_detached(ports, reporter, old, run.hand_over, start, what="front", profile=run.profile,

@@ -102,6 +102,24 @@ def sd_kimik3(work: Path, box: Path, *args: str, check: bool = True) -> subproce
     return kimik3(work, "--systemd-root", str(box), "--systemctl-prefix", f"docker exec {BOX}", *args, check=check)
 
 
+def apply_helper_unit(work: Path, box: Path, file: str, kind: str, unit: str, command: str) -> None:
+    """apply installs and starts a helper's unit (the exporter's, the front's) running `command` with the observed
+    interpreter, restarted on failure."""
+    applied = json.loads(sd_kimik3(work, box, "apply", "--json", file).stdout)
+    assert (kind, "create") in [(s["kind"], s["action"]) for s in applied["executed"]]
+    assert in_box("systemctl", "is-active", unit) == "active"
+    lines = (box / "etc/systemd/system" / unit).read_text().splitlines()
+    assert f"ExecStart={sys.executable} -m kimik3_reconciler {command} ${{KIMIK3_PROFILE}}" in lines
+    assert "Restart=on-failure" in lines
+
+
+def crash_and_wait_restart(unit: str) -> None:
+    """A crash of a helper's unit (SIGKILL): systemd starts it again (Restart=on-failure, RestartSec=5)."""
+    in_box("systemctl", "kill", "--signal=SIGKILL", unit)
+    wait_for(f"{unit} to restart", lambda: in_box("systemctl", "show", "-p", "NRestarts", "--value", unit) == "1"
+             and in_box("systemctl", "is-active", unit, check=False) == "active")
+
+
 def plan_json(work: Path, box: Path, profile: str) -> dict:
     return json.loads(sd_kimik3(work, box, "plan", "--json", profile).stdout)
 
@@ -233,20 +251,12 @@ def test_the_exporter_is_a_unit_next_to_the_server(box: Path, hub: FixtureHub) -
     write_profile(work, profile, "metrics.yaml")
     unit = f"{METRICS_PROFILE}-metrics.service"
     try:
-        applied = json.loads(sd_kimik3(work, box, "apply", "--json", "metrics.yaml").stdout)
-        assert ("metrics", "create") in [(s["kind"], s["action"]) for s in applied["executed"]]
-        assert in_box("systemctl", "is-active", unit) == "active"
-        text = (box / "etc/systemd/system" / unit).read_text()
-        assert f"ExecStart={sys.executable} -m kimik3_reconciler metrics-serve ${{KIMIK3_PROFILE}}" in text.splitlines()
-        assert "Restart=on-failure" in text.splitlines()
+        apply_helper_unit(work, box, "metrics.yaml", "metrics", unit, "metrics-serve")
         with urllib.request.urlopen(f"http://127.0.0.1:{METRICS_PORT + 1}/metrics", timeout=5) as response:
             assert "kimik3_deployment_converged" in response.read().decode()
         plan = plan_json(work, box, "metrics.yaml")
         assert plan["converged"], [s for s in plan["steps"] if s["action"] != "noop"]
-        in_box("systemctl", "kill", "--signal=SIGKILL", unit)  # a crash: systemd restarts it (RestartSec=5)
-        wait_for("the exporter unit to restart", lambda: in_box("systemctl", "show", "-p", "NRestarts", "--value",
-                                                                unit) == "1" and in_box("systemctl", "is-active", unit,
-                                                                                        check=False) == "active")
+        crash_and_wait_restart(unit)
     finally:
         sd_kimik3(work, box, "destroy", "metrics.yaml", check=False)
     assert not (box / "etc/systemd/system" / unit).exists()
@@ -268,18 +278,11 @@ def test_the_front_is_a_unit_next_to_the_server(box: Path, hub: FixtureHub) -> N
     write_profile(work, profile, "front.yaml")
     unit = f"{FRONT_PROFILE}-front.service"
     try:
-        applied = json.loads(sd_kimik3(work, box, "apply", "--json", "front.yaml").stdout)
-        assert ("front", "create") in [(s["kind"], s["action"]) for s in applied["executed"]]
-        assert in_box("systemctl", "is-active", unit) == "active"
-        text = (box / "etc/systemd/system" / unit).read_text()
-        assert f"ExecStart={sys.executable} -m kimik3_reconciler front-serve ${{KIMIK3_PROFILE}}" in text.splitlines()
+        apply_helper_unit(work, box, "front.yaml", "front", unit, "front-serve")
         assert serves(FRONT_PORT)  # a chat answered through the front, the server behind it on FRONT_PORT + 1
         plan = plan_json(work, box, "front.yaml")
         assert plan["converged"], [s for s in plan["steps"] if s["action"] != "noop"]
-        in_box("systemctl", "kill", "--signal=SIGKILL", unit)  # a crash: systemd restarts it (RestartSec=5)
-        wait_for("the front unit to restart", lambda: in_box("systemctl", "show", "-p", "NRestarts", "--value",
-                                                             unit) == "1" and in_box("systemctl", "is-active", unit,
-                                                                                     check=False) == "active")
+        crash_and_wait_restart(unit)
         wait_for("the restarted front to serve", lambda: serves(FRONT_PORT))
     finally:
         sd_kimik3(work, box, "destroy", "front.yaml", check=False)

@@ -8,13 +8,13 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from aiohttp import web
 from support.closed_loop import ClosedLoop
+from support.sse_stub import SseStub
 
 from kimik3_reconciler.adapters import real_ports
 from kimik3_reconciler.model.front import FrontConfig
@@ -32,36 +32,13 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-class TokenServer:
+class TokenServer(SseStub):
     """/v1/chat/completions as llama-server ends a reply (finish_reason; `[DONE]` when streamed), `tokens` tokens
-    `gap_s` apart, every request, for ever; /health 200."""
+    `gap_s` apart, every request, for ever, no key asked; /health 200 (the scripted stub's server, another reply)."""
 
     def __init__(self, port: int, tokens: int = 8, gap_s: float = 0.01) -> None:
-        self.port, self.tokens, self.gap_s = port, tokens, gap_s
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.runner: web.AppRunner | None = None
-
-    def __enter__(self) -> TokenServer:
-        self.thread.start()
-        asyncio.run_coroutine_threadsafe(self._start(), self.loop).result(10)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)  # type: ignore[union-attr]
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
-
-    async def _start(self) -> None:
-        app = web.Application()
-        app.router.add_get("/health", self._health)
-        app.router.add_post("/v1/chat/completions", self._chat)
-        self.runner = web.AppRunner(app)
-        await self.runner.setup()
-        await web.TCPSite(self.runner, "127.0.0.1", self.port).start()
-
-    async def _health(self, _: web.Request) -> web.Response:
-        return web.json_response({"status": "ok"})
+        super().__init__(port, api_key="", gap_s=gap_s)
+        self.tokens = tokens
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
