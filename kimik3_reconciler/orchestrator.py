@@ -342,7 +342,8 @@ class Orchestrator:
         write_statistic(self.ports.state, apply_key(name), {
             "date": now,
             "result": "ok" if failure is None else "failed",
-            "error": None if failure is None else str(failure).splitlines()[0][:300],
+            # Whole: a first line cut at 300 characters kept "the host gate refuses this profile:" without the port.
+            "error": None if failure is None else str(failure),
             # What converged: the exporter's "converged" is this fingerprint running and healthy.
             "fingerprint": parse_container(inspect).fingerprint if inspect else None,
             "reverted": self._reverted,  # this apply relaunched the last good profile (`reverts` is the total)

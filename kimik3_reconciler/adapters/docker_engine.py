@@ -319,27 +319,21 @@ class DockerEngine:
         self._call(self.client.api.tag, image_id, repository, name, force=True)
 
     @_transient
-    def pull_image(self, ref: str, on_progress: Callable[[int, int], None] | None = None) -> str:
-        """Pull `ref` (by digest where kimik3 pins one), reporting (bytes, of bytes) over the layers seen so far.
-        The pull's own stream is read (the SDK's images.pull drops its error events and then says only "no such
-        image"): an error event is a PermanentError with dockerd's words."""
+    def pull_image(self, ref: str, on_progress: Callable[[int, int], None] | None = None,
+                   on_retry: Callable[[str, int, int], None] | None = None) -> str:
+        """Pull `ref` (by digest where kimik3 pins one), reporting (bytes, of bytes) over the layers seen so far and
+        dockerd's own retries of a layer (adapters/pull_events.py). The pull's own stream is read (the SDK's
+        images.pull drops its error events and then says only "no such image"): an error event is a
+        PermanentError with dockerd's words."""
         from docker.utils import parse_repository_tag
 
+        from kimik3_reconciler.adapters.pull_events import PullWatch
+
         repository, tag = parse_repository_tag(ref)
-        layers: dict[str, tuple[int, int]] = {}
+        watch = PullWatch(ref, on_progress, on_retry)
         with translated(self._translate):
             for event in self.client.api.pull(repository, tag=tag, stream=True, decode=True):
-                if "error" in event:
-                    raise PermanentError(f"docker pull {ref}: {event['error']}")
-                layer, status, detail = event.get("id"), event.get("status", ""), event.get("progressDetail") or {}
-                if layer and status == "Downloading" and detail.get("total"):
-                    layers[layer] = (int(detail.get("current", 0)), int(detail["total"]))
-                elif layer in layers and status in ("Download complete", "Verifying Checksum", "Pull complete"):
-                    layers[layer] = (layers[layer][1], layers[layer][1])
-                else:
-                    continue
-                if on_progress is not None:
-                    on_progress(sum(done for done, _ in layers.values()), sum(total for _, total in layers.values()))
+                watch.see(event)
         self._answered = True
         return str(self._call(self.reads.inspect_image, ref)["Id"])
 

@@ -20,8 +20,8 @@ import click
 from kimik3_reconciler.console import Stream, Styled as Text
 from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.errors import InputError, Kimik3Error, LocalFileError, ProfileError, VerifyFailed
-from kimik3_reconciler.cli.inputs import (check_made_by, check_plan_target, kimik3_identity, load, parse_text,
-                                          profile_text_now, read_text, write_plan)
+from kimik3_reconciler.cli.inputs import (check_made_by, check_not_made_up, check_pinned, check_plan_target,
+                                          kimik3_identity, load, parse_text, profile_text_now, read_text, write_plan)
 from kimik3_reconciler.cli.options import CHANGES_PENDING, EXIT_CODES, Duration, LazyGroup, lock_timeout
 from kimik3_reconciler.model.env_knobs import command_words, knob_value, refuse_bad_knobs
 from kimik3_reconciler.model.plan_file import read_saved_plan
@@ -135,7 +135,8 @@ def _command_words(_ctx: click.Context, _param: click.Parameter, value: str | No
 
 
 @click.group(cls=LazyGroup, epilog=EXIT_CODES,
-             lazy={"bench": "kimik3_reconciler.cli.bench_cmd:bench", "tune": "kimik3_reconciler.cli.tune_cmd:tune"})
+             lazy={"bench": "kimik3_reconciler.cli.bench_cmd:bench", "tune": "kimik3_reconciler.cli.tune_cmd:tune",
+                   "pin": "kimik3_reconciler.cli.pin_cmd:pin"})
 @click.option("--state-dir", default=None, show_default="$KIMIK3_STATE_DIR, else ~/.local/state/kimik3",
               help="where kimik3 keeps its records (verified model manifests, fetched archives)")
 @click.option("--dockerfile", default=None, help="Dockerfile.llamacpp to build (default: $KIMIK3_DOCKERFILE, else "
@@ -151,7 +152,11 @@ def _command_words(_ctx: click.Context, _param: click.Parameter, value: str | No
 @_run
 def main(ctx: click.Context, state_dir: str | None, dockerfile: str | None, docker_host: str | None, verbose: bool,
          systemd_root: str | None, systemctl_prefix: tuple[str, ...] | None) -> None:
-    """kimik3: converge a host to a Kimi-K3 llama.cpp deployment profile."""
+    """kimik3: converge a host to a Kimi-K3 deployment profile.
+
+    Engines: llama.cpp (Unsloth's GGUF quants; llama-server built from pinned source in Docker, experts on the GPUs
+    or the CPU), vLLM and SGLang (the native checkpoint; their image pulled by digest). A profile's `engine:` picks
+    one; `kimik3 routes` says which this host can run. Start with `kimik3 validate FILE`, then `plan`, `apply`."""
     # A bad KIMIK3_* value (KIMIK3_DOWNLOAD_WORKERS=0, an unclosed quote in a prefix) is refused here, naming
     # the variable, before any command observes or changes anything (exit 2).
     refuse_bad_knobs(os.environ)
@@ -185,13 +190,16 @@ def _ctx(click_ctx: click.Context, json_out: bool) -> _Context:
 @click.option("--json", "json_out", is_flag=True, help="print each file's verdict, problems and warnings as JSON on stdout")
 @_run
 def validate(files: tuple[str, ...], json_out: bool) -> None:
-    """Check profiles without touching the host (exit 2 if any is invalid)."""
+    """Check profiles without touching the host (exit 2 if any is invalid).
+
+    A branch, tag or image tag where a pin goes is a warning (`kimik3 pin FILE` resolves it; plan and apply refuse
+    it); a made-up commit or digest (0123456789abcdef…, sha256:000…) is refused."""
     from kimik3_reconciler.cli.json_out import emit, problem_json
 
     verdicts = []
     for path in files:
         try:
-            loaded = load(path)
+            loaded = check_not_made_up(load(path, pinned=False))
         except ProfileError as exc:
             verdicts.append({"file": path, "valid": False, "problems": [problem_json(p) for p in exc.problems]})
             for problem in exc.problems:
@@ -251,7 +259,7 @@ def _apply_input(ctx: click.Context, file: str, json_out: bool):  # noqa: ANN202
     text = read_text(file)
     saved = read_saved_plan(text, file)
     if saved is None:
-        return parse_text(text, file, cached=True), _ctx(ctx, json_out).orchestrator(file), None
+        return check_pinned(parse_text(text, file, cached=True)), _ctx(ctx, json_out).orchestrator(file), None
     check_made_by(saved, file)
     loaded = parse_text(saved.profile_text, saved.profile_source, cached=True)
     orchestrator = _ctx(ctx, json_out).orchestrator(saved.profile_source)
@@ -371,7 +379,7 @@ def routes(file: str | None, host_file: str | None, json_out: bool) -> None:
     Reads the host (NVML, /proc/meminfo) or HOST; changes nothing, asks no hub (exit 0 whatever is feasible)."""
     from kimik3_reconciler.planning.routes import profile_routes
 
-    loaded = load(file, cached=True) if file else None
+    loaded = load(file, cached=True, pinned=False) if file else None  # routes judge GPUs and sizes, not pins
     if host_file:
         import yaml
 
@@ -500,7 +508,10 @@ def reconcile(ctx: click.Context, file: str, interval: float, jitter: bool, once
 @click.option("--json", "json_out", is_flag=True, help="print the rule (or every rule) as JSON on stdout")
 @_run
 def explain(rule: str | None, json_out: bool) -> None:
-    """Print a seed-000 rule and why it exists (no RULE: list them)."""
+    """Print a rule kimik3 enforces, why it exists and where it comes from (no RULE: list them).
+
+    `from:` names the passage of kimik3's sources it comes from (docs/sources.md says what each source is and the
+    short names rules give them)."""
     import difflib
 
     from kimik3_reconciler.model.rulebook import BY_ID, RULES

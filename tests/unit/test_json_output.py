@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from kimik3_reconciler.cli import main
+from support.shipped import pinned_text
 
 # Commands whose output is already JSON whatever the flags (schema, reconcile's JSON lines), or that print one line
 # for a person (force-unlock), or are started by kimik3 itself (metrics-serve, front-serve).
@@ -78,7 +79,8 @@ def test_a_bad_knob_under_json_prints_the_json_error_too(tmp_path: Path, monkeyp
 
 def test_bench_compare_with_nothing_kept_is_a_json_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    profile = Path(__file__).resolve().parents[2] / "profiles" / "hybrid-q2.yaml"
+    profile = tmp_path / "hybrid-q2.yaml"
+    profile.write_text(pinned_text(Path(__file__).resolve().parents[2] / "profiles" / "hybrid-q2.yaml"))
     exit_code, stdout, stderr = run(["bench", "--compare", "--json", str(profile)], tmp_path)
     assert exit_code == 1 and "no kept bench runs of kimi-k3" in stderr
     assert json.loads(stdout)["error"]["type"] == "NothingMeasured"

@@ -47,6 +47,8 @@ written by hand.
       host_settings: {file: absent | written | "text", live: {kernel.numa_balancing: "1"},  # host.prepare's file
                       overridden_by: [[path, key, value]]}     # later sysctl.d files setting its keys otherwise
       build_times: {compile: seconds, cached: seconds}        # host/build-time-<variant>[-cached] records
+      loads: {rate: {bytes: n, seconds: s}, container: {seconds: s, bytes: n}}  # host/load-rate.json and
+                                                              # load/<name>.json (bytes: the model's by default)
       local: verified | unverified | edited | touched   # model.local_path's file (a name), since `previous`
       front: serving | silent | dead                          # the front (metrics.handover) `previous` started (pid 4343)
       exporter: serving | silent | dead                       # the metrics exporter `previous` started (pid 4242):
@@ -244,6 +246,11 @@ def build_case(case: dict[str, Any]) -> tuple[Profile, Observed]:
     if "build_times" in obs_spec:  # the state records of the last builds measured here (host/build-time-*)
         observed = observed.model_copy(update={"build_time": obs_spec["build_times"].get("compile"),
                                                 "cached_build_time": obs_spec["build_times"].get("cached")})
+    if "loads" in obs_spec:  # the state records of the last loads measured here (host/load-rate, load/<name>)
+        rate, last = obs_spec["loads"].get("rate"), obs_spec["loads"].get("container")
+        observed = observed.model_copy(update={
+            "load_rate": rate["bytes"] / rate["seconds"] if rate else None,
+            "last_load": (last.get("bytes", observed.model.total_bytes), float(last["seconds"])) if last else None})
     if case.get("previous", {}) is None:
         return desired, observed.model_copy(update={"systemd": systemd_facts(obs_spec.get("systemd")),
                                                     "workers": worker_facts(desired, None, obs_spec.get("workers", {}))})

@@ -21,6 +21,7 @@ from kimik3_reconciler.observe.unit import parse_show, parse_unit_file
 from kimik3_reconciler.planning.image_step import render_image_build
 from kimik3_reconciler.planning.launch import render_launch
 from kimik3_reconciler.planning.unit_step import render_env_file, render_install, unit_conflicts
+from support.shipped import pinned_text
 
 WITH_UNITS = [p for p in PROFILES if "\nsystemd:" in p.read_text()]
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "systemd"
@@ -123,7 +124,7 @@ def test_control_characters_are_refused_not_escaped() -> None:
 
 def test_no_secret_reaches_the_env_file(tmp_path: Path) -> None:
     with_key = tmp_path / WITH_UNITS[0].name
-    with_key.write_text(WITH_UNITS[0].read_text().replace("# api_key_file:", "api_key_file:"))
+    with_key.write_text(pinned_text(WITH_UNITS[0]).replace("# api_key_file:", "api_key_file:"))
     install = installed(with_key)
     assert "api-key" not in install.env_text + install.unit_text and "TOKEN" not in install.env_text.upper()
 
