@@ -14,8 +14,7 @@ from kimik3_reconciler.model.profile import handover
 from kimik3_reconciler.model.specs import FrontHold, FrontRun, FrontStop
 from kimik3_reconciler.planning.container_step import container_changes, plan_container
 from kimik3_reconciler.planning.desired import Desired, changes
-from kimik3_reconciler.planning.health_step import partial_preread, predicted_load_s, predicted_partial_load_s, \
-    preread_planned, reads_in_parallel
+from kimik3_reconciler.planning.health_step import predicted_downtime
 from kimik3_reconciler.planning.humanize import duration
 from kimik3_reconciler.planning.front_unit import plan_front_unit
 from kimik3_reconciler.planning.launch import bind_address
@@ -62,12 +61,9 @@ def plan_hold(desired: Desired, observed: Observed, planned: tuple[Step, ...] = 
     container = observed.container
     if container is None or not container.serving or not container_changes(plan_container(desired, observed, planned)):
         return ()
-    mode, parallel = desired.launch.mode.mode, reads_in_parallel(desired.profile)
-    partial = partial_preread(planned)
-    # The health step's prediction (planning/health_step.py plan_health): a partial pre-read leaves only a part of
-    # the model in the page cache, and the hold lasts as long as that load does.
-    seconds, how = (predicted_partial_load_s(observed, partial, mode, parallel) if partial is not None
-                    else predicted_load_s(observed, preread_planned(planned), mode, parallel))
+    # The health step's prediction: a partial pre-read leaves only a part of the model in the page cache, and an
+    # engine's fixed start-up (vLLM, SGLang) adds to the load: the hold lasts as long as that downtime does.
+    seconds, how = predicted_downtime(desired, observed, planned)
     retry = int(min(max(math.ceil(seconds), RETRY_AFTER_S[0]), RETRY_AFTER_S[1]))
     order = HoldOrder(drain_s=float(spec.drain_s), queue=spec.queue, wait_s=float(spec.wait_s),
                       lease_s=float(spec.drain_s + spec.wait_s + LEASE_MARGIN_S), retry_after_s=retry)
