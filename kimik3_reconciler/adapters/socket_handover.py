@@ -7,12 +7,14 @@ serves on them, and says so; the old one then stops accepting, finishes the requ
 moment one process or both accept on the port: no client is refused. A socket the old one offers that the new one
 does not serve (its port changed) is closed by both; one the new one serves that was not offered is bound as usual.
 
-Only a process of the same user (or root) may take them (SO_PEERCRED): the sockets are the public port.
+Only a process of the same user (or root) may take them, and a helper takes sockets only from one (SO_PEERCRED both
+ways: the sockets are the public port), each checked to listen where the offer says.
 """
 
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import json
 import os
 import socket
@@ -76,6 +78,10 @@ def take(name: str) -> Taken:
     channel.settimeout(TAKE_TIMEOUT_S)
     try:
         channel.connect(name)
+        # Only from a helper of this user (or root): anyone may bind an abstract name first, and a socket taken
+        # from them could listen on another address, or be accepted on by them too.
+        if not _same_user(channel):
+            raise ValueError("offered by another user")
         message, fds, _, _ = socket.recv_fds(channel, 1 << 16, MAX_SOCKETS)
         addresses = [tuple(a) for a in json.loads(message.decode())]
     except (OSError, ValueError):
@@ -87,8 +93,25 @@ def take(name: str) -> Taken:
         channel.close()
         return Taken()
     channel.settimeout(None)
-    sockets = {(str(host), int(port)): socket.socket(fileno=fd) for (host, port), fd in zip(addresses, fds)}
+    sockets = {}
+    for (host, port), fd in zip(addresses, fds):
+        sock = socket.socket(fileno=fd)
+        if _listens_on(sock, str(host), int(port)):
+            sockets[(str(host), int(port))] = sock
+        else:  # not what it claims to be: bound as usual instead
+            sock.close()
     return Taken(sockets, channel)
+
+
+def _listens_on(sock: socket.socket, host: str, port: int) -> bool:
+    """The received socket is a listening TCP socket bound to (host, port), as the offer says."""
+    try:
+        bound = sock.getsockname()
+        listening = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN) == 1
+        return listening and sock.type == socket.SOCK_STREAM and bound[1] == port and \
+            ipaddress.ip_address(bound[0]) == ipaddress.ip_address(host)
+    except (OSError, ValueError, IndexError, TypeError):
+        return False
 
 
 class Offer:

@@ -73,6 +73,64 @@ def test_nothing_is_offered_to_a_process_of_another_user() -> None:
     old.close()
 
 
+def test_a_socket_not_listening_where_the_offer_says_is_not_taken() -> None:
+    other = listener()  # listens on another port than the one it is offered as
+    name, handed = f"\0kimik3-test-{uuid.uuid4().hex}", threading.Event()
+    Offer(name, {("127.0.0.1", free_port(other)): other}, handed.set).start()
+    taken = take_when_answered(name)
+    assert taken.sockets == {}
+    taken.done()
+    other.close()
+
+
+def test_nothing_is_taken_from_a_process_of_another_user() -> None:
+    if os.getuid() != 0:
+        pytest.skip("needs root to run a child as another user")
+    name = f"\0kimik3-test-{uuid.uuid4().hex}"
+    ready, done = os.pipe(), os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - another user offers a socket under the name
+        os.setgid(65534)
+        os.setuid(65534)
+        sock = listener()
+        Offer(name, {("127.0.0.1", sock.getsockname()[1]): sock}, lambda: None).start()
+        os.write(ready[1], b"x")
+        os.read(done[0], 1)
+        os._exit(0)
+    os.read(ready[0], 1)
+    try:
+        assert take_when_answered(name).sockets == {}
+    finally:
+        os.write(done[1], b"x")
+        os.waitpid(child, 0)
+
+
+def free_port(taken: socket.socket) -> int:
+    """A port other than `taken`'s."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return port if port != taken.getsockname()[1] else port + 1
+
+
+def take_when_answered(name: str):  # noqa: ANN201 - Taken
+    """take(name) once the name answers (an empty Taken from a refusal means nobody offers yet)."""
+    import time
+
+    deadline = time.monotonic() + 5
+    while True:
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.connect(name)
+            probe.close()
+            break
+        except OSError:
+            probe.close()
+            assert time.monotonic() < deadline, "nothing offered under the name"
+            time.sleep(0.02)
+    return take(name)
+
+
 def take_when_offered(name: str):  # noqa: ANN201 - Taken
     """The offer's thread binds its name a moment after start(): asked until it answers."""
     import time
