@@ -263,11 +263,13 @@ class LockPort(Protocol):
 
 
 class ProcessPort(Protocol):
-    """kimik3's own helper processes on the host (the metrics exporter): started detached, found again by pid."""
+    """kimik3's own helper processes on the host (the metrics exporter, the front): started detached, found again
+    by pid."""
 
-    def spawn(self, args: tuple[str, ...], log_key: str) -> int:
+    def spawn(self, args: tuple[str, ...], log_key: str, reads: tuple[str, ...]) -> int:
         """Start `python -m kimik3_reconciler <args>` in its own session (it outlives this kimik3), stdout and
-        stderr appended to the state directory's file `log_key`, environment inherited (the state dir); its pid."""
+        stderr appended to the state directory's file `log_key`, its environment the variables named in `reads`
+        (model/helper_env.py) and the state dir, nothing else; its pid."""
         ...
 
     def cmdline(self, pid: int) -> tuple[str, ...] | None:  # argv of a live pid; None: no such process

@@ -583,6 +583,7 @@ def metrics_serve(ctx: click.Context, name: str) -> None:
     from kimik3_reconciler.adapters.latency_proxy import proxy_app
     from kimik3_reconciler.adapters.log_cap import cap_own_log
     from kimik3_reconciler.adapters.metrics_http import exporter_app, serve
+    from kimik3_reconciler.adapters.socket_handover import handover_name
     from kimik3_reconciler.exporter.registry import exporter_registry
     from kimik3_reconciler.exporter.sources import SOURCE_DEADLINE_S
     from kimik3_reconciler.model.metrics import ExporterConfig
@@ -609,7 +610,8 @@ def metrics_serve(ctx: click.Context, name: str) -> None:
     sites = [(exporter_app(config, registry), config.bind, config.port)]
     if proxy is not None and config.proxy_bind and config.proxy_port:
         sites.append((proxy_app(config.server_url, proxy), config.proxy_bind, config.proxy_port))
-    serve(sites)
+    # Its ports are taken from the exporter it replaces and offered to the next one: a replacement never closes them.
+    serve(sites, handover=handover_name(c.state_dir, "metrics-serve", name))
 
 
 @main.command(name="front-serve", hidden=True)
@@ -623,6 +625,7 @@ def front_serve(ctx: click.Context, name: str) -> None:
     from kimik3_reconciler.adapters.front_proxy import front_app
     from kimik3_reconciler.adapters.log_cap import cap_own_log
     from kimik3_reconciler.adapters.metrics_http import serve
+    from kimik3_reconciler.adapters.socket_handover import handover_name
     from kimik3_reconciler.exporter.proxy_observe import ProxyMetrics
     from kimik3_reconciler.model.front import FrontConfig
     from kimik3_reconciler.model.profile_schema import PROFILE_NAME
@@ -645,7 +648,8 @@ def front_serve(ctx: click.Context, name: str) -> None:
     registry = CollectorRegistry(auto_describe=False)
     # Labelled with the profile only: the front outlives every server fingerprint behind it.
     metrics = ProxyMetrics(registry, {"profile": config.profile})
-    serve([(front_app(config, str(token["token"]), registry, metrics), config.bind, config.port)])
+    serve([(front_app(config, str(token["token"]), registry, metrics), config.bind, config.port)],
+          handover=handover_name(c.state_dir, "front-serve", name))
 
 
 main.add_command(destroy, name="down")

@@ -447,6 +447,9 @@ class ExporterFact(_Fact):
     alive: bool = False  # the pid runs `kimik3 metrics-serve <profile>` (not a recycled pid)
     serving: str | None = None  # the fingerprint its /healthz answers; None: not answering
     unit: str | None = None  # the systemd unit that runs it (profile with `systemd:`); pid is then 0
+    # It offers its listening sockets to its replacement (records.HANDS_OVER_SOCKETS): replaced without closing its
+    # ports. False: started by a kimik3 before that (stopped, then its replacement started).
+    hands_over_sockets: bool = False
 
 
 class HostSettingsFact(_Fact):

@@ -131,7 +131,7 @@ def plan_health(desired: Desired, observed: Observed, planned: tuple[Step, ...] 
                       timeout_s=load_timeout(observed.model.total_bytes, ready.startup_s), model_bytes=observed.model.total_bytes,
                       warm=warm,
                       unit=f"{profile.unit_name}.service" if profile.systemd is not None else None,
-                      partial_bytes=partial)
+                      partial_bytes=partial, local_model=observed.model.local_path)
     target = launch.health_url
     if container_changes(planned):
         seconds, how = predicted_downtime(desired, observed, planned)

@@ -16,7 +16,7 @@ from kimik3_reconciler.engines.base import HostNeeds
 from kimik3_reconciler.errors import FieldRefusal
 from kimik3_reconciler.model.facts import GpuFact, HostFacts, ModelFact, Observed
 from kimik3_reconciler.model.profile import Profile, bind_addresses, upstream_port
-from kimik3_reconciler.model.unit_files import runs_exporter_unit
+from kimik3_reconciler.model.unit_files import runs_helper_unit
 from kimik3_reconciler.planning.build_flags import HOST_FLAGS, cpu_features
 from kimik3_reconciler.planning.conflict_step import why_conflicting
 from kimik3_reconciler.planning.host_compat import (
@@ -48,9 +48,10 @@ def _stoppable_pids(profile: Profile, observed: Observed) -> frozenset[int]:
         pids.add(observed.exporter.pid)
     if observed.front is not None and observed.front.alive and observed.front.pid:
         pids.add(observed.front.pid)  # the front (metrics.handover) holds serve.port
-    # Under `systemd:` the exporter is a unit (planning/exporter_unit.py): its MainPID holds the same ports.
+    # Under `systemd:` the exporter and the front are units (planning/exporter_unit.py, front_unit.py): their
+    # MainPIDs hold the same ports.
     pids |= {u.main_pid for u in (observed.systemd.units if observed.systemd else ())
-             if u.main_pid and u.profile == profile.name and u.unit_file and runs_exporter_unit(u.unit_file.body)}
+             if u.main_pid and u.profile == profile.name and u.unit_file and runs_helper_unit(u.unit_file.body)}
     pids |= {o.pid for o in observed.others
              if o.pid and o.up and why_conflicting(profile, o, profile.serve.port)}
     return frozenset(pids)
