@@ -50,7 +50,7 @@ def pin(file: str, update: bool, dry_run: bool, json_out: bool) -> None:
     if changes and not dry_run:
         new_text = set_pins(text, changes)
         parse_text(new_text, file)  # what is written validates, or nothing is written
-        target = Path(file)
+        target = Path(file).resolve()  # through a symlink: the rename must not replace the link with a copy
         if not target.is_file():
             raise InputError(f"{file} is not a regular file: pin rewrites FILE in place; give the profile's own path")
         write_atomically(target, new_text, make_folder=False, mode=target.stat().st_mode & 0o777)
