@@ -30,6 +30,7 @@ def pin(file: str, update: bool, dry_run: bool, json_out: bool) -> None:
     from kimik3_reconciler.model.pinning import pins
     from kimik3_reconciler.model.profile_edit import pinned_from, set_pins
 
+    # rule: pins-not-made-up
     # A placeholder is refused as validate refuses it: called "pinned" here, it would survive the command meant
     # to give the profile real pins.
     loaded = check_not_made_up(load(file, pinned=False))
