@@ -62,8 +62,9 @@ def pin(file: str, update: bool, dry_run: bool, json_out: bool) -> None:
         if row["changed"]:
             _out.print(f"{file}: {row['field']}: {row['from']} -> {row['value']}", highlight=False)
         else:
-            why = "pinned (--update resolves it again)" if row["from"] else "pinned (no branch or tag recorded)"
-            _out.print(f"{file}: {row['field']}: {row['value']} {why if not update else 'unchanged'}", highlight=False)
+            why = ("unchanged" if update else "pinned (--update resolves it again)") if row["from"] \
+                else "pinned (no branch or tag recorded)"  # --update too: nothing was asked, so not "unchanged"
+            _out.print(f"{file}: {row['field']}: {row['value']} {why}", highlight=False)
     if changes:
         _err.print(f"{file}: {'would write' if dry_run else 'wrote'} {len(changes)} pin(s)")
 

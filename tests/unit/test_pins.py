@@ -123,6 +123,8 @@ def test_pin_update_leaves_an_image_pinned_by_digest_alone(tmp_path: Path) -> No
     rows = json.loads(stdout)["pins"]
     assert [(r["field"], r["from"], r["value"], r["changed"]) for r in rows] == [
         ("model.revision", None, commit, False), ("image.ref", None, ref, False)]
+    code, stdout, _ = run(["pin", "--update", str(profile)], tmp_path)  # said as not asked, never "unchanged"
+    assert code == 0 and stdout.count("pinned (no branch or tag recorded)") == 2 and "unchanged" not in stdout
     assert profile.read_text() == before
 
 
