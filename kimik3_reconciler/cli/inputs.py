@@ -91,7 +91,8 @@ def check_not_made_up(loaded: LoadedProfile) -> LoadedProfile:
     # rule: pins-not-made-up
     # A placeholder hash (0123456789abcdef…, sha256:000…) validates as a commit or digest and fails only at the hub
     # or the registry, on the GPU host: validate (CI) says so at once, with the line.
-    return _refuse_pins(loaded, tuple(pin for pin in pins(loaded.profile) if pin.made_up), made_up_message)
+    return _refuse_pins(loaded, tuple(pin for pin in pins(loaded.profile) if pin.made_up),
+                       lambda pin: made_up_message(pin, loaded.source))
 
 
 def _refuse_pins(loaded: LoadedProfile, refused: tuple, message) -> LoadedProfile:  # noqa: ANN001 - Pin -> str

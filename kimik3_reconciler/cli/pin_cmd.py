@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from kimik3_reconciler.cli import _err, _out, _run
-from kimik3_reconciler.cli.inputs import load, parse_text, read_text
+from kimik3_reconciler.cli.inputs import check_not_made_up, load, parse_text, read_text
 from kimik3_reconciler.errors import InputError
 
 
@@ -30,13 +30,16 @@ def pin(file: str, update: bool, dry_run: bool, json_out: bool) -> None:
     from kimik3_reconciler.model.pinning import pins
     from kimik3_reconciler.model.profile_edit import pinned_from, set_pins
 
-    loaded = load(file, pinned=False)
+    # rule: pins-not-made-up
+    # A placeholder is refused as validate refuses it: called "pinned" here, it would survive the command meant
+    # to give the profile real pins.
+    loaded = check_not_made_up(load(file, pinned=False))
     text = read_text(file)
     changes: dict[tuple[str, ...], tuple[str, str | None]] = {}
     rows = []
     for found in pins(loaded.profile):
         path = tuple(str(p) for p in found.field)
-        name = found.name if not found.pinned else pinned_from(text, path) if found.kind == "hub" else found.name
+        name = found.name if not found.pinned else pinned_from(text, path) if found.kind == "hub" else _tag(found.name)
         if name is None or (found.pinned and not update):
             rows.append({"field": ".".join(path), "from": name, "value": found.value, "changed": False})
             continue
@@ -48,7 +51,7 @@ def pin(file: str, update: bool, dry_run: bool, json_out: bool) -> None:
     if changes and not dry_run:
         new_text = set_pins(text, changes)
         parse_text(new_text, file)  # what is written validates, or nothing is written
-        target = Path(file)
+        target = Path(file).resolve()  # through a symlink: the rename must not replace the link with a copy
         if not target.is_file():
             raise InputError(f"{file} is not a regular file: pin rewrites FILE in place; give the profile's own path")
         write_atomically(target, new_text, make_folder=False, mode=target.stat().st_mode & 0o777)
@@ -59,8 +62,9 @@ def pin(file: str, update: bool, dry_run: bool, json_out: bool) -> None:
         if row["changed"]:
             _out.print(f"{file}: {row['field']}: {row['from']} -> {row['value']}", highlight=False)
         else:
-            why = "pinned (--update resolves it again)" if row["from"] else "pinned (no branch or tag recorded)"
-            _out.print(f"{file}: {row['field']}: {row['value']} {why if not update else 'unchanged'}", highlight=False)
+            why = ("unchanged" if update else "pinned (--update resolves it again)") if row["from"] \
+                else "pinned (no branch or tag recorded)"  # --update too: nothing was asked, so not "unchanged"
+            _out.print(f"{file}: {row['field']}: {row['value']} {why}", highlight=False)
     if changes:
         _err.print(f"{file}: {'would write' if dry_run else 'wrote'} {len(changes)} pin(s)")
 
@@ -74,3 +78,16 @@ def _resolve(kind: str, source: str, name: str, endpoint: str | None) -> str:
     from kimik3_reconciler.adapters.registry import RegistryApi
 
     return f"{name}@{RegistryApi().digest_of(name)}"
+
+
+def _tag(ref: str) -> str | None:
+    """`ref` (an image reference without its digest) when it names a tag to resolve again, else None: an image pinned
+    by digest alone (`repo@sha256:…`) records no tag, as a commit without its `# pin:` comment records no branch."""
+    from kimik3_reconciler.errors import PlanError
+    from kimik3_reconciler.model.image_ref import tagged_image
+
+    try:
+        tagged_image(ref)  # a PlanError when it names no tag
+    except PlanError:
+        return None
+    return ref

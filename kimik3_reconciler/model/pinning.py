@@ -76,8 +76,9 @@ def unpinned_message(pin: Pin, source: str) -> str:
             "(plan and apply serve a pinned profile only)")
 
 
-def made_up_message(pin: Pin) -> str:
+def made_up_message(pin: Pin, source: str) -> str:
+    """What validate and pin say of a placeholder (`source`: the profile's file, for the command)."""
     what = "commit" if pin.kind == "hub" else "digest"
     example = "revision: main" if pin.kind == "hub" else f"ref: {pin.name}"
     return (f"{pin.value!r} looks made up (a placeholder, not a real {what}): write the branch or tag ({example}) "
-            f"and run `kimik3 pin FILE`, or the real {what}")
+            f"and run `kimik3 pin {source}`, or the real {what}")

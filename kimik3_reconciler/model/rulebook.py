@@ -214,10 +214,10 @@ RULES: tuple[Rule, ...] = (
           "integration/test_pin_hub_registry.py"),
          seed="not in the seeds: kimik3's own rule: the llama.cpp recipe pins a commit, not a moving latest; the engines "
               "guide pulls by tag"),
-    Rule("pins-not-made-up", "refuse", "validate refuses a commit or digest that is a placeholder (a run like "
+    Rule("pins-not-made-up", "refuse", "validate and pin refuse a commit or digest that is a placeholder (a run like "
          "0123456789abcdef…, or one character repeated: sha256:000…)",
          "a placeholder validates as a pin and fails only on the GPU host, at the hub or the registry",
-         ("kimik3_reconciler.cli.inputs",), ("unit/test_pins.py",),
+         ("kimik3_reconciler.cli.inputs", "kimik3_reconciler.cli.pin_cmd"), ("unit/test_pins.py",),
          seed="not in the seeds: kimik3's own rule: shipped profiles once carried such placeholders and validated"),
     Rule("image-by-digest", "refuse", "an image the engine pulls (vLLM, SGLang) is named by digest "
          "(repository[:tag]@sha256:…); a tag alone is refused by plan and apply (`kimik3 pin` writes its digest), and "

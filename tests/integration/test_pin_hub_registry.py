@@ -110,3 +110,18 @@ def test_pin_resolves_an_image_tag_at_the_registry(registry: str, tmp_path: Path
         text = profile.read_text()
         assert f"  ref: {tag}@{digest}\n" in text and f"  revision: {_commit('native-one')} # pin: main\n" in text
         assert load(str(profile)).profile.image.digest == digest
+
+
+def test_pin_through_a_symlink_writes_the_profile_it_names(tmp_path: Path) -> None:
+    """Before: the rename replaced the link with a pinned copy; the profile it named (the one kept in git, say)
+    stayed unpinned. Now the file behind the link is rewritten and the link stays a link."""
+    with _hub(tmp_path, "one") as hub:
+        real = tmp_path / "profiles" / "allvram.yaml"
+        real.parent.mkdir()
+        real.write_text(_served_by((ROOT / "profiles" / "allvram-iq2xxs.yaml").read_text(), hub.url))
+        link = tmp_path / "current.yaml"
+        link.symlink_to(real)
+        code, _, stderr = run(["pin", str(link)], tmp_path)
+        assert code == 0, stderr
+        assert link.is_symlink() and link.resolve() == real
+        assert f"  revision: {_commit('gguf-one')} # pin: main\n" in real.read_text()

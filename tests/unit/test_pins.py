@@ -94,3 +94,43 @@ def test_the_pin_writer_keeps_every_comment_and_records_the_branch() -> None:
     assert loaded.profile.model.revision == commit and not loaded.warnings
     again = set_pins(pinned, {("model", "revision"): ("9d0b" * 10, "main")})  # an update replaces the record
     assert "# pin: main # pin" not in again and pinned_from(again, ("model", "revision")) == "main"
+
+
+def test_pin_refuses_a_made_up_pin_before_asking_anyone(tmp_path: Path) -> None:
+    """Before: `kimik3 pin` called the placeholder `pinned (no branch or tag recorded)`, exit 0, and pinned the rest
+    around it: the user ran the command meant to give real pins and still held a made-up one."""
+    profile = tmp_path / "vllm.yaml"
+    profile.write_text(pinned_text(ROOT / "profiles" / "vllm-tp8.yaml"))
+    before = profile.read_text()
+    code, stdout, stderr = run(["pin", str(profile)], tmp_path)
+    assert code == 2 and stdout == ""
+    assert f"{profile}:13: model.revision: '89abcdef0123456789abcdef0123456789abcdef' looks made up" in stderr
+    assert f"write the branch or tag (revision: main) and run `kimik3 pin {profile}`" in stderr
+    assert profile.read_text() == before
+
+
+def test_pin_update_leaves_an_image_pinned_by_digest_alone(tmp_path: Path) -> None:
+    """Before: `pin --update` of `ref: repo@sha256:…` (no tag to resolve) was exit 3, "names no tag to resolve"; the
+    digest is the pin, as a commit without a `# pin:` record is, so it is left as it is (no registry asked)."""
+    text = (ROOT / "profiles" / "vllm-tp8.yaml").read_text()
+    ref, commit = "vllm/vllm-openai@sha256:" + "5e1f" * 16, "b0a2feb64c6fbd09f12af230734f072dd819ecb0"
+    profile = tmp_path / "vllm.yaml"
+    profile.write_text(text.replace("  ref: vllm/vllm-openai:kimi-k3\n", f"  ref: {ref}\n")
+                       .replace("  revision: main\n", f"  revision: {commit}\n"))
+    before = profile.read_text()
+    code, stdout, stderr = run(["pin", "--update", "--json", str(profile)], tmp_path)
+    assert code == 0, stderr
+    rows = json.loads(stdout)["pins"]
+    assert [(r["field"], r["from"], r["value"], r["changed"]) for r in rows] == [
+        ("model.revision", None, commit, False), ("image.ref", None, ref, False)]
+    code, stdout, _ = run(["pin", "--update", str(profile)], tmp_path)  # said as not asked, never "unchanged"
+    assert code == 0 and stdout.count("pinned (no branch or tag recorded)") == 2 and "unchanged" not in stdout
+    assert profile.read_text() == before
+
+
+def test_force_unlock_takes_an_unpinned_profile(tmp_path: Path) -> None:
+    """Before: force-unlock refused a profile naming `revision: main` (exit 2, `kimik3 pin`): a hung run's lock
+    could not be removed without asking the hub; it reads only the profile's name and RPC workers."""
+    result = CliRunner().invoke(main, ["force-unlock", "0000", str(ROOT / "profiles" / "hybrid-q2.yaml")], env={
+        "KIMIK3_STATE_DIR": str(tmp_path / "state"), "KIMIK3_HOST_LOCK": str(tmp_path / "host.lock")})
+    assert result.exit_code == 2 and "no lock 0000: the host is not locked" in result.stderr, result.stderr
