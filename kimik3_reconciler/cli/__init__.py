@@ -72,6 +72,22 @@ def _fail(exc: Kimik3Error, json_out: bool) -> None:
     sys.exit(exc.exit_code)
 
 
+def _unexpected(exc: Exception, json_out: bool) -> None:
+    """An exception outside kimik3's error tree: its traceback (what a bug report needs) and a one-line message on
+    stderr, and with --json still the one JSON document on stdout; exit 1 (a step failed). A --json caller got an
+    empty stdout and a traceback here (issue 39: the Docker daemon gone mid-build)."""
+    import traceback
+
+    traceback.print_exception(exc, file=sys.stderr)
+    message = f"unexpected {type(exc).__name__}: {exc} (not one of kimik3's own errors: the traceback above says where)"
+    _err.print(Text("error: ", style="red") + Text(message))
+    if json_out:
+        from kimik3_reconciler.cli.json_out import emit, error_document
+
+        emit(error_document(message, 1, type(exc).__name__))
+    sys.exit(1)
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where Ctrl-C raises KeyboardInterrupt, so both unwind the same way."""
 
@@ -123,6 +139,10 @@ def _run(fn):  # noqa: ANN001 - click callback wrapper
             _fail(LocalFileError.from_os_error(exc), _json_wanted(kwargs))
         except KeyboardInterrupt as exc:
             _interrupted(exc, _json_wanted(kwargs))
+        except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise  # click's own: a usage error (exit 2, its JSON document from LazyGroup.main), ctx.exit, an abort
+        except Exception as exc:  # noqa: BLE001 - a bug or an SDK error no adapter translated: still the contract
+            _unexpected(exc, _json_wanted(kwargs))
     wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
     return wrapper
 
@@ -484,11 +504,17 @@ def force_unlock(ctx: click.Context, lock_id: str, file: str | None) -> None:
 def reconcile(ctx: click.Context, file: str, interval: float, jitter: bool, once: bool, verify_server: bool) -> None:
     """Keep the host converged to FILE: a pass every interval (plan; apply when it has changes), one JSON
     line per pass on stdout; SIGTERM/SIGINT stop it (exit 0)."""
-    from kimik3_reconciler.reconcile import ReconcileLoop, run_until_stopped
+    from kimik3_reconciler.console import reader_gone
+    from kimik3_reconciler.reconcile import ReconcileLoop, Stopped, run_until_stopped
+
+    unread: list[bool] = []
 
     def emit(line: dict) -> None:
         click.echo(json.dumps(line))
         sys.stdout.flush()
+        if reader_gone() and not once and not unread:  # `reconcile | head -1`: nobody reads the passes, so it ends
+            unread.append(True)  # once: the loop's own "stopped" line comes after, into the same closed pipe
+            raise Stopped("stdout closed")
 
     loop = ReconcileLoop(file, _ctx(ctx, True).orchestrator(file), lambda path: load(path, cached=True), emit,
                          interval, jitter, verify_server)
@@ -540,6 +566,7 @@ def _watch(orchestrator: Orchestrator, loaded, observed, interval: float, iterat
     from rich.live import Live
     from rich.table import Table
 
+    from kimik3_reconciler.console import reader_gone
     from kimik3_reconciler.exporter.watch import readings, watch_source
 
     source = watch_source(orchestrator.ports, loaded.profile, observed)
@@ -557,6 +584,8 @@ def _watch(orchestrator: Orchestrator, loaded, observed, interval: float, iterat
         try:
             for reading in rows:
                 live.update(table(reading), refresh=True)
+                if reader_gone():  # `status --watch | head`: the view has no reader left, so it ends (exit 0)
+                    break
         except KeyboardInterrupt:  # Ctrl-C ends the view, not the command: exit 0 with the last table shown
             pass
 
