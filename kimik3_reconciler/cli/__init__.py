@@ -56,8 +56,10 @@ class _Context:
         from kimik3_reconciler.adapters import real_ports
 
         interactive = _err.is_terminal and not self.json_out
-        configure_logging(json_logs=not interactive, verbose=self.verbose)
-        reporter = CliReporter(_err, interactive, self.verbose)
+        # The events as structlog lines (JSON off a terminal) only for a machine: -v or --json; else plain lines.
+        machine = self.verbose or self.json_out
+        configure_logging(json_logs=not interactive, verbose=self.verbose, human=not machine)
+        reporter = CliReporter(_err, interactive, self.verbose, machine=machine)
         ports = real_ports(self.state_dir, self.docker_host, self.systemd_root, self.systemctl_prefix)
         return Orchestrator(ports, reporter, Path(profile_path).resolve().parent, self.dockerfile)
 
@@ -161,7 +163,8 @@ def _command_words(_ctx: click.Context, _param: click.Parameter, value: str | No
 @click.option("--dockerfile", default=None, help="Dockerfile.llamacpp to build (default: $KIMIK3_DOCKERFILE, else "
                                                   "the one beside the package)")
 @click.option("--docker-host", envvar="DOCKER_HOST", default=None, help="docker daemon URL (default: DOCKER_HOST / socket)")
-@click.option("-v", "--verbose", is_flag=True, help="show NOOP steps with their reasons, and build output")
+@click.option("-v", "--verbose", is_flag=True, help="show NOOP steps with their reasons, and apply's events as log "
+                                                     "lines (JSON off a terminal) with the build's output")
 @click.option("--systemd-root", default=None, show_default="$KIMIK3_SYSTEMD_ROOT, else /",
               help="install root for units (ROOT/etc/systemd/system) and their env files (ROOT/etc/kimik3)")
 @click.option("--systemctl-prefix", default=None, callback=_command_words,
@@ -193,7 +196,8 @@ def _verbose_here(ctx: click.Context, _param: click.Parameter, value: bool) -> b
 
 # `kimik3 apply -v FILE` as well as `kimik3 -v apply FILE`: people put the flag after the command.
 verbose_here = click.option("-v", "--verbose", is_flag=True, expose_value=False, callback=_verbose_here,
-                            help="show NOOP steps with their reasons, and build output (as `kimik3 -v`)")
+                            help="show NOOP steps with their reasons, and the events as log lines with the build's "
+                                 "output (as `kimik3 -v`)")
 
 
 def _ctx(click_ctx: click.Context, json_out: bool) -> _Context:
