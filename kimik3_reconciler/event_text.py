@@ -14,6 +14,7 @@ Fields = Mapping[str, object]
 
 _SYMBOL = {"noop": " ", "create": "+", "update": "~", "replace": "-/+", "delete": "-", "read": "<="}  # model.plan
 BUILD_STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")  # the classic builder's step line
+COMPILE_PERCENT = re.compile(r"^\[\s*(\d+)%\]")  # cmake's progress on its build lines: "[ 42%] Building CXX …"
 
 
 def size(n: object) -> str:

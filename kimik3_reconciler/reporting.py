@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from kimik3_reconciler import logs
 from kimik3_reconciler.console import Styled
-from kimik3_reconciler.event_text import (BUILD_STEP, event_line, log_line, progress_line, progress_quarter)
+from kimik3_reconciler.event_text import (BUILD_STEP, COMPILE_PERCENT, event_line, log_line, progress_line,
+                                          progress_quarter)
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
@@ -38,8 +39,10 @@ class CliReporter:
         self.machine = verbose if machine is None else machine
         self._progress: Progress | None = None
         self._tasks: dict[str, TaskID] = {}
-        self._last_step: dict[str, int] = {}
+        self._last_step: dict[str, int] = {}  # task -> the 10 % step of its last JSON event
+        self._quarters: dict[str, int] = {}  # task -> the quarters said (plain), until the next event
         self._waiting = False  # a lock wait was said: its repeats are not
+        self._build_step: tuple[int, int, str, int] | None = None  # (step, steps, what, compile percent said)
 
     @property
     def log(self) -> Any:
@@ -62,13 +65,13 @@ class CliReporter:
 
     def _plain_progress(self, task: str, done: int, total: int, fields: dict[str, object]) -> None:
         """A line per quarter of a task (none at 0 %); a download's files are followed by their total alone."""
-        if task != _DOWNLOAD_TOTAL and _DOWNLOAD_TOTAL in self._last_step:
+        if task != _DOWNLOAD_TOTAL and _DOWNLOAD_TOTAL in self._quarters:
             return
-        self._last_step.setdefault(task, 0)  # seen (a download's total from its first call on)
+        self._quarters.setdefault(task, 0)  # seen (a download's total from its first call on)
         quarter = progress_quarter(done, total)
-        if self._last_step[task] >= quarter:
+        if self._quarters[task] >= quarter:
             return
-        self._last_step[task] = quarter
+        self._quarters[task] = quarter
         self._say(progress_line("download" if task == _DOWNLOAD_TOTAL else task, done, total, _unit(task, fields)))
 
     def line(self, source: str, text: str) -> None:
@@ -79,14 +82,27 @@ class CliReporter:
                 self.log.info(source, line=text)
             else:
                 self.log.debug(source, line=text)
-        elif step and self.interactive:
-            done, total, what = int(step[1]), int(step[2]), step[3]
-            self._bar(source, f"{source} step {done}/{total}: {what[:60]}", done - 1, total, "steps")
         elif step:
-            self._say(f"    {source} step {step[1]}/{step[2]}: {step[3]}")
+            self._build_step = (int(step[1]), int(step[2]), step[3], 0)
+            if self.interactive:
+                self._bar(source, f"{source} step {step[1]}/{step[2]}: {_cut(step[3], 60)}", int(step[1]) - 1,
+                          int(step[2]), "steps")
+            else:
+                self._say(f"    {source} step {step[1]}/{step[2]}: {_cut(step[3], 100)}")
         elif "kimik3:" in text:
             self._say(f"    {source}: {text}")
+        elif (percent := COMPILE_PERCENT.match(text)) and self._build_step is not None:
+            self._compiling(source, int(percent[1]))
         # else: compiler output, only with -v
+
+    def _compiling(self, source: str, percent: int) -> None:
+        """The compile's own percent (cmake's) within its Dockerfile step: minutes of work that say how far."""
+        done, total, what, said = self._build_step  # type: ignore[misc]
+        if self.interactive:
+            self._bar(source, f"{source} step {done}/{total}: compiling {percent} %", done - 1, total, "steps")
+        elif percent // 25 > said // 25:
+            self._say(f"    {source} step {done}/{total}: compiling {percent} %")
+            self._build_step = (done, total, what, percent)
 
     def event(self, name: str, **fields: object) -> None:
         if name == "lock-wait" and not self.machine:
@@ -123,10 +139,15 @@ class CliReporter:
         self._progress.refresh()
 
     def close(self) -> None:
-        self._waiting = False
+        self._waiting, self._quarters = False, {}
         if self._progress is not None:
             self._progress.stop()
             self._progress, self._tasks = None, {}
+
+
+def _cut(text: str, width: int) -> str:
+    """A Dockerfile step on one line: a RUN of a dozen chained commands is not what a person reads here."""
+    return text if len(text) <= width else text[:width - 1] + "…"
 
 
 def _unit(task: str, fields: dict[str, object]) -> str:

@@ -86,42 +86,39 @@ def _relay(work: Path) -> DockerRelay:
     return relay
 
 
-def test_the_daemon_gone_mid_build_gives_one_json_error(tmp_path: Path) -> None:
-    relay = _relay(tmp_path)
+def _apply_losing_docker(work: Path, name: str, port: int, when: str, timeout: float) -> dict:
+    """`apply --json` of the demo profile as `name` on `port` through a relay, the relay taken away `when` ("build":
+    the RUN step is running; "download": the throttled hub has started sending). Its JSON error, once checked."""
+    relay = _relay(work)
     try:
         with demo_hub() as hub:
-            write_profile(tmp_path, demo_profile(tmp_path, NAME_BUILD, PORT_BUILD, hub.url))
-            apply = _Apply(tmp_path, relay, _slow_dockerfile(tmp_path))
-            wait_for("the build's RUN step", lambda: apply.said(BUILD_MARK) or apply.proc.poll() is not None,
-                     timeout=600)
-            assert apply.proc.poll() is None, "".join(apply.err)[-3000:]
-            relay.vanish()
-            code, out, err = apply.finish(timeout=300)
-    finally:
-        relay.close()
-        subprocess.run(["docker", "rm", "-f", NAME_BUILD], capture_output=True)
-    error = _one_json_error(code, out, err, 1)
-    print(f"\n{error['type']}: {error['message']}")
-    assert "docker" in error["message"], error
-
-
-def test_the_daemon_gone_mid_download_gives_one_json_error(tmp_path: Path) -> None:
-    relay = _relay(tmp_path)
-    try:
-        with demo_hub() as hub:
-            write_profile(tmp_path, demo_profile(tmp_path, NAME_DOWNLOAD, PORT_DOWNLOAD, hub.url))
-            hub.faults.bytes_per_second = 256 << 10  # the shards take seconds: the socket goes while they come
-            apply = _Apply(tmp_path, relay, _slow_dockerfile(tmp_path))
-            wait_for("the download", lambda: sum(hub.faults.served.values()) > 0 or apply.proc.poll() is not None,
-                     timeout=300, interval=0.05)
+            write_profile(work, demo_profile(work, name, port, hub.url))
+            if when == "download":
+                hub.faults.bytes_per_second = 256 << 10  # the shards take seconds: the socket goes while they come
+            apply = _Apply(work, relay, _slow_dockerfile(work))
+            started = (lambda: apply.said(BUILD_MARK)) if when == "build" else (
+                lambda: sum(hub.faults.served.values()) > 0)
+            wait_for(f"the {when}", lambda: started() or apply.proc.poll() is not None, timeout=600, interval=0.05)
             assert apply.proc.poll() is None, "".join(apply.err)[-3000:]
             relay.vanish()
             hub.faults.bytes_per_second = None
-            # The build after the download finds no daemon: its calls ride out a restart for 90 s, then fail.
-            code, out, err = apply.finish(timeout=400)
+            code, out, err = apply.finish(timeout=timeout)
     finally:
         relay.close()
-        subprocess.run(["docker", "rm", "-f", NAME_DOWNLOAD], capture_output=True)
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True)
     error = _one_json_error(code, out, err, 1)
     print(f"\n{error['type']}: {error['message']}")
-    assert "docker" in error["message"], error
+    return error
+
+
+def test_the_daemon_gone_mid_build_gives_one_json_error(tmp_path: Path) -> None:
+    """The build's stream cut: urllib3's ProtocolError escaped as a traceback with an empty stdout (issue 39)."""
+    error = _apply_losing_docker(tmp_path, NAME_BUILD, PORT_BUILD, "build", timeout=300)
+    assert error["type"] == "TransientError" and "docker daemon not answering" in error["message"], error
+
+
+def test_the_daemon_gone_mid_download_gives_one_json_error(tmp_path: Path) -> None:
+    """The download goes on (the hub is not Docker); the build after it finds no daemon, rides out a restart for
+    90 s (docker_engine.DAEMON_RESTART_S), then fails naming the socket."""
+    error = _apply_losing_docker(tmp_path, NAME_DOWNLOAD, PORT_DOWNLOAD, "download", timeout=400)
+    assert error["type"] == "TransientError" and "docker.sock is gone" in error["message"], error

@@ -12,25 +12,17 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from support.fakes import FakeHub, fake_ports
+from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeHub, fake_ports
 
 import kimik3_reconciler.adapters as adapters
 from kimik3_reconciler import cli
 from kimik3_reconciler.console import Stream
 from kimik3_reconciler.reporting import CliReporter
 
-REV = "ab" * 20
-PROFILE = f"""
-apiVersion: kimik3/v1
-name: k3-out
-model: {{repo: org/k3, revision: {REV}, quant: UD-Q2_K_XL}}
-build: {{source: mainline, variant: cpu, cpu_features: [], archive: src.tar.gz}}
-gpus: none
-serve: {{port: 18998, ctx_size: 4096, parallel: 2}}
-gate: {{smoke: false}}
-"""
+PROFILE = FAKE_PROFILE.replace("name: k3-test", "name: k3-out")
 FILES = {"UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00001.gguf": b"shard" * 40}
 COMPILER = "[ 50%] Building CXX object src/CMakeFiles/llama.dir/llama.cpp.o"
+COMPILER_DONE = "[100%] Linking CXX executable bin/llama-server"
 
 
 def _json_lines(text: str) -> list[dict]:
@@ -48,7 +40,7 @@ def apply_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201 
     (tmp_path / "src.tar.gz").write_bytes(b"source")
     (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
     (tmp_path / "p.yaml").write_text(PROFILE)
-    hub = FakeHub("org/k3", REV, FILES, tmp_path / "hub")
+    hub = FakeHub("org/k3", FAKE_REVISION, FILES, tmp_path / "hub")
     ports, docker = fake_ports(hub)
     download, build = hub.download, docker.build_image
 
@@ -56,12 +48,12 @@ def apply_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201 
         for path in spec.missing:
             size = len(FILES[path])
             for done in (0, size // 4, size // 2, size):
+                on_progress("total", done, size)  # adapters/hub_download.py's order: the total, then the file
                 on_progress(path, done, size)
-                on_progress("total", done, size)
         return download(spec, on_progress)
 
     def build_saying_steps(spec, files, on_line):  # noqa: ANN001, ANN202 - the classic builder's lines
-        for line in ("Step 1/2 : FROM scratch", "Step 2/2 : RUN make", COMPILER):
+        for line in ("Step 1/2 : FROM scratch", "Step 2/2 : RUN make", COMPILER, COMPILER_DONE):
             on_line(line)
         return build(spec, files, on_line)
 
@@ -87,7 +79,8 @@ def test_apply_speaks_to_a_person_without_json_log_lines(apply_run) -> None:  # 
     assert "    download: 25 % (50 B of 200 B)" in lines and "    download: 100 % (200 B of 200 B)" in lines, err
     assert not any("k3-UD-Q2_K_XL-00001" in line and "%" in line for line in lines), err  # the total speaks alone
     assert "    build step 1/2: FROM scratch" in lines and "    build step 2/2: RUN make" in lines, err
-    assert COMPILER not in err  # compiler output: -v only
+    assert COMPILER not in err and COMPILER_DONE not in err  # compiler output: -v only; its percent, a quarter's line
+    assert "    build step 2/2: compiling 50 %" in lines and "    build step 2/2: compiling 100 %" in lines, err
     assert any(line.startswith("    launched k3-out (") for line in lines), err
 
 
