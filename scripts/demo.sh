@@ -44,7 +44,8 @@ request = urllib.request.Request(
     data=json.dumps({"messages": [{"role": "user", "content": question}], "max_tokens": 24}).encode())
 with urllib.request.urlopen(request, timeout=120) as answer:
     message = json.load(answer)["choices"][0]["message"]
-print(f"\nchat: {question}\n  -> {(message.get('content') or message.get('reasoning_content') or '').strip()!r}")
+said = (message.get("content") or message.get("reasoning_content") or "").strip()
+print(f"\nchat: {question}\n  -> {said!r}  (random weights: nonsense, as verify says)")
 CHAT
 
 cat <<'NEXT'
