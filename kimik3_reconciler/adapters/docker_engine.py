@@ -141,9 +141,21 @@ def daemon_fault(exc: Exception, answered_before: bool, where: str,
         return PermanentError(f"the docker daemon at {where} did not answer within {timeout_s:g} s: {exc}")
     if isinstance(exc, docker.errors.APIError):
         return _refusal(str(exc.explanation or exc), exc.is_server_error(), exc)
+    if isinstance(exc, _cut_streams()):
+        # A stream (a build's, a pull's) cut mid-answer reaches us from urllib3 unwrapped: the daemon hung up.
+        return _unreachable(exc, True, answered_before, where)
     if not isinstance(exc, (requests.exceptions.ConnectionError, docker.errors.DockerException)):
         return None
     return _unreachable(exc, isinstance(exc, requests.exceptions.ConnectionError), answered_before, where)
+
+
+def _cut_streams() -> tuple[type[Exception], ...]:
+    """What reading a streamed answer raises when the daemon's end goes: the SDK iterates urllib3's response
+    itself (docker.api.client._stream_helper), so requests never wraps these into its ConnectionError."""
+    import requests.exceptions
+    import urllib3.exceptions
+
+    return urllib3.exceptions.ProtocolError, requests.exceptions.ChunkedEncodingError
 
 
 def _refusal(said: str, server_error: bool, exc: Exception) -> Kimik3Error:

@@ -272,8 +272,9 @@ class _Totals:
     def __call__(self, path: str, done: int, size: int) -> None:
         with self.lock:  # the display is not thread-safe: one worker reports at a time
             self.done[path] = done
-            self.progress(path, done, size)
+            # The total first: a plain display (not a terminal) follows it alone, from a download's first report.
             self.progress("total", sum(self.done.values()), self.total)
+            self.progress(path, done, size)
 
 
 def fetch_all(jobs: list[Target], token: str | None, progress: Progress, workers: int) -> int:

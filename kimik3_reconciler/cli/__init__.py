@@ -56,8 +56,10 @@ class _Context:
         from kimik3_reconciler.adapters import real_ports
 
         interactive = _err.is_terminal and not self.json_out
-        configure_logging(json_logs=not interactive, verbose=self.verbose)
-        reporter = CliReporter(_err, interactive, self.verbose)
+        # The events as structlog lines (JSON off a terminal) only for a machine: -v or --json; else plain lines.
+        machine = self.verbose or self.json_out
+        configure_logging(json_logs=not interactive, verbose=self.verbose, human=not machine)
+        reporter = CliReporter(_err, interactive, self.verbose, machine=machine)
         ports = real_ports(self.state_dir, self.docker_host, self.systemd_root, self.systemctl_prefix)
         return Orchestrator(ports, reporter, Path(profile_path).resolve().parent, self.dockerfile)
 
@@ -70,6 +72,22 @@ def _fail(exc: Kimik3Error, json_out: bool) -> None:
 
         emit(kimik3_error_document(exc))
     sys.exit(exc.exit_code)
+
+
+def _unexpected(exc: Exception, json_out: bool) -> None:
+    """An exception outside kimik3's error tree: its traceback (what a bug report needs) and a one-line message on
+    stderr, and with --json still the one JSON document on stdout; exit 1 (a step failed). A --json caller got an
+    empty stdout and a traceback here (issue 39: the Docker daemon gone mid-build)."""
+    import traceback
+
+    traceback.print_exception(exc, file=sys.stderr)
+    message = f"unexpected {type(exc).__name__}: {exc} (not one of kimik3's own errors: the traceback above says where)"
+    _err.print(Text("error: ", style="red") + Text(message))
+    if json_out:
+        from kimik3_reconciler.cli.json_out import emit, error_document
+
+        emit(error_document(message, 1, type(exc).__name__))
+    sys.exit(1)
 
 
 class Terminated(KeyboardInterrupt):
@@ -123,6 +141,10 @@ def _run(fn):  # noqa: ANN001 - click callback wrapper
             _fail(LocalFileError.from_os_error(exc), _json_wanted(kwargs))
         except KeyboardInterrupt as exc:
             _interrupted(exc, _json_wanted(kwargs))
+        except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise  # click's own: a usage error (exit 2, its JSON document from LazyGroup.main), ctx.exit, an abort
+        except Exception as exc:  # noqa: BLE001 - a bug or an SDK error no adapter translated: still the contract
+            _unexpected(exc, _json_wanted(kwargs))
     wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
     return wrapper
 
@@ -142,7 +164,8 @@ def _command_words(_ctx: click.Context, _param: click.Parameter, value: str | No
 @click.option("--dockerfile", default=None, help="Dockerfile.llamacpp to build (default: $KIMIK3_DOCKERFILE, else "
                                                   "the one beside the package)")
 @click.option("--docker-host", envvar="DOCKER_HOST", default=None, help="docker daemon URL (default: DOCKER_HOST / socket)")
-@click.option("-v", "--verbose", is_flag=True, help="show NOOP steps with their reasons, and build output")
+@click.option("-v", "--verbose", is_flag=True, help="show NOOP steps with their reasons, and apply's events as log "
+                                                     "lines (JSON off a terminal) with the build's output")
 @click.option("--systemd-root", default=None, show_default="$KIMIK3_SYSTEMD_ROOT, else /",
               help="install root for units (ROOT/etc/systemd/system) and their env files (ROOT/etc/kimik3)")
 @click.option("--systemctl-prefix", default=None, callback=_command_words,
@@ -178,7 +201,8 @@ def _verbose_here(ctx: click.Context, _param: click.Parameter, value: bool) -> b
 
 # `kimik3 apply -v FILE` as well as `kimik3 -v apply FILE`: people put the flag after the command.
 verbose_here = click.option("-v", "--verbose", is_flag=True, expose_value=False, callback=_verbose_here,
-                            help="show NOOP steps with their reasons, and build output (as `kimik3 -v`)")
+                            help="show NOOP steps with their reasons, and the events as log lines with the build's "
+                                 "output (as `kimik3 -v`)")
 
 
 def _ctx(click_ctx: click.Context, json_out: bool) -> _Context:
@@ -495,11 +519,17 @@ def force_unlock(ctx: click.Context, lock_id: str, file: str | None) -> None:
 def reconcile(ctx: click.Context, file: str, interval: float, jitter: bool, once: bool, verify_server: bool) -> None:
     """Keep the host converged to FILE: a pass every interval (plan; apply when it has changes), one JSON
     line per pass on stdout; SIGTERM/SIGINT stop it (exit 0)."""
-    from kimik3_reconciler.reconcile import ReconcileLoop, run_until_stopped
+    from kimik3_reconciler.console import reader_gone
+    from kimik3_reconciler.reconcile import ReconcileLoop, Stopped, run_until_stopped
+
+    unread: list[bool] = []
 
     def emit(line: dict) -> None:
         click.echo(json.dumps(line))
         sys.stdout.flush()
+        if reader_gone() and not once and not unread:  # `reconcile | head -1`: nobody reads the passes, so it ends
+            unread.append(True)  # once: the loop's own "stopped" line comes after, into the same closed pipe
+            raise Stopped("stdout closed")
 
     loop = ReconcileLoop(file, _ctx(ctx, True).orchestrator(file), lambda path: load(path, cached=True), emit,
                          interval, jitter, verify_server)
@@ -554,6 +584,7 @@ def _watch(orchestrator: Orchestrator, loaded, observed, interval: float, iterat
     from rich.live import Live
     from rich.table import Table
 
+    from kimik3_reconciler.console import reader_gone
     from kimik3_reconciler.exporter.watch import readings, watch_source
 
     source = watch_source(orchestrator.ports, loaded.profile, observed)
@@ -571,6 +602,8 @@ def _watch(orchestrator: Orchestrator, loaded, observed, interval: float, iterat
         try:
             for reading in rows:
                 live.update(table(reading), refresh=True)
+                if reader_gone():  # `status --watch | head`: the view has no reader left, so it ends (exit 0)
+                    break
         except KeyboardInterrupt:  # Ctrl-C ends the view, not the command: exit 0 with the last table shown
             pass
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import http.client
 import re
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ import httpx
 import openai
 import pytest
 import requests.exceptions
+import urllib3.exceptions
 from huggingface_hub import HfApi
 from huggingface_hub.errors import HfHubHTTPError, RemoteEntryNotFoundError, RepositoryNotFoundError
 
@@ -123,6 +125,24 @@ def test_docker_errors_mid_build_stream_are_translated_and_others_pass_unchanged
     with pytest.raises(KeyError) as caught:
         DockerEngine()._call(raising(bug))
     assert caught.value is bug
+
+
+@pytest.mark.parametrize("cut", [
+    urllib3.exceptions.ProtocolError("Connection broken: IncompleteRead(0 bytes read)",
+                                     http.client.IncompleteRead(b"")),
+    requests.exceptions.ChunkedEncodingError("Connection broken: InvalidChunkLength(got length b'', 0 bytes read)"),
+], ids=["urllib3 ProtocolError", "requests ChunkedEncodingError"])
+def test_a_build_stream_cut_mid_answer_is_the_daemon_gone_not_a_traceback(cut: Exception) -> None:
+    """What the SDK's stream really raises when dockerd's end goes mid-build (seen, issue 39): urllib3's own
+    ProtocolError, which requests never wraps; it passed the translation unchanged and `apply --json` died with a
+    traceback and an empty stdout."""
+    def stream() -> Any:
+        yield {"stream": "Step 2/3 : RUN make\n"}
+        raise cut
+
+    with pytest.raises(TransientError, match="^docker daemon not answering: .*Connection broken") as caught:
+        list(DockerEngine()._stream(stream()))
+    assert caught.value.__cause__ is cut
 
 
 # huggingface_hub ----------------------------------------------------------------------------------

@@ -128,3 +128,24 @@ def test_explain_json_lists_every_rule_or_one(tmp_path: Path) -> None:
     assert exit_code == 0 and [r["id"] for r in json.loads(stdout)] == [r.id for r in RULES]
     exit_code, stdout, _ = run(["explain", "--json", "slot-context-floor"], tmp_path)
     assert exit_code == 0 and json.loads(stdout)["id"] == "slot-context-floor"
+
+
+def test_an_exception_outside_kimik3s_errors_still_gives_one_json_document(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 39: an SDK error no adapter translated (urllib3's, the Docker daemon gone mid-build) left a --json
+    caller an empty stdout and a traceback. Whatever is raised, stdout holds one JSON error, exit 1; stderr keeps
+    the traceback (a bug report needs it) and one line saying what happened."""
+    import kimik3_reconciler.cli as cli
+
+    def broken(*_args: object, **_kwargs: object) -> None:
+        raise ValueError("no adapter knows this one")
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(cli, "load", broken)
+    exit_code, stdout, stderr = run(["plan", "--json", "p.yaml"], tmp_path)
+    error = json.loads(stdout)["error"]
+    assert exit_code == 1 and error["exit_code"] == 1 and error["type"] == "ValueError"
+    assert "no adapter knows this one" in error["message"]
+    assert "Traceback" in stderr and "error: unexpected ValueError: no adapter knows this one" in stderr
+    exit_code, stdout, stderr = run(["plan", "p.yaml"], tmp_path)  # without --json: stderr only, same exit
+    assert exit_code == 1 and stdout == "" and "error: unexpected ValueError" in stderr
