@@ -120,3 +120,18 @@ def test_validate_takes_a_fleet_file_and_names_each_problem(tmp_path: Path) -> N
     assert not (tmp_path / "state").exists()  # nothing written: validate touches nothing
     ok = CliRunner().invoke(main, ["validate", str(Path(__file__).parents[2] / "profiles" / "fleet-demo.yaml")], env=env)
     assert ok.exit_code == 0 and "ok (fleet of 3 hosts)" in ok.stdout
+
+
+def test_a_fleet_serving_an_unpinned_profile_is_refused_before_any_host(tmp_path: Path) -> None:
+    """rule pinned-to-serve: every host must serve the same bytes; a branch each host resolves itself is not that."""
+    fleet = (Path(__file__).parents[1] / "cases" / "fleet" / "ok_groups_and_vars.yaml").read_text()
+    text = yaml.safe_load(fleet)["fleet"]
+    shutil.copy(DEMO, tmp_path / "demo-cpu.yaml")
+    demo = (tmp_path / "demo-cpu.yaml").read_text()
+    (tmp_path / "demo-cpu.yaml").write_text(demo.replace("d3e0c0d2d3e0c0d2d3e0c0d2d3e0c0d2d3e0c0d2", "main"))
+    (tmp_path / "fleet.yaml").write_text(text)
+    with pytest.raises(ProfileError) as refused:
+        parse_fleet(text, str(tmp_path / "fleet.yaml"), read_text)
+    (problem,) = refused.value.problems
+    assert problem.source == str(tmp_path / "demo-cpu.yaml") and problem.field == "model.revision"
+    assert "'main' is a branch or tag, not a pin" in problem.message
