@@ -541,7 +541,8 @@ def test_a_resumed_search_is_not_refused_for_its_budget_and_settles_on_file(tmp_
     runner = FakeRunner(kill_at=1)
     with pytest.raises(Killed):
         run_tune_cli(tmp_path, monkeypatch, runner, "--space", "ubatch=512,1024,4096")
-    killed = {k: v for k, v in run_tune_cli.ports.state.records.items() if k.startswith("tune/")}  # type: ignore[attr-defined]
+    records = run_tune_cli.ports.state.records  # type: ignore[attr-defined]
+    killed = {k: v for k, v in records.items() if k.startswith("tune/")}
     assert killed and all(r.get("trials") for r in killed.values())
 
     runner = FakeRunner()
