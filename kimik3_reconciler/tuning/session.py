@@ -73,7 +73,9 @@ def tune(orchestrator: Orchestrator, runner: CandidateRunner, loaded: LoadedProf
             baseline_knobs = running_knobs(the_space, observed, engine.tune_knobs.section)
         say(f"tune {loaded.profile.name} for {goal}: space "
             + " ".join(f"{k}={','.join(map(str, v))}" for k, v in the_space.items()) + f" (state {key})")
-        say(launches_said(request.budget_s, runner.load_seconds(loaded, observed)))  # refuses a budget too short
+        # a fresh search with a budget too short is refused; a resumed one is not: the host may be on the killed
+        # search's candidate, and going on (as far as the budget allows) is what settles it back on FILE
+        say(launches_said(request.budget_s, runner.load_seconds(loaded, observed), resumed=bool(record.get("trials"))))
         if not record.get("trials"):  # recorded once the search may start: a refused budget leaves no record
             orchestrator.ports.state.write(key, {"space": {k: list(v) for k, v in the_space.items()},
                                                  "baseline": baseline_knobs, "file": str(Path(file).resolve())})
@@ -94,15 +96,20 @@ def tune(orchestrator: Orchestrator, runner: CandidateRunner, loaded: LoadedProf
     return TuneOutcome(result, baseline_knobs, nothing_measured(result.trials, baseline_knobs))
 
 
-def launches_said(budget_s: float, load_s: float) -> str:
+def launches_said(budget_s: float, load_s: float, resumed: bool = False) -> str:
     """How many launches `budget_s` fits at this host's load time (tuning/runner.py's load_seconds: the placement
     forecast at the load rate recorded here, or the container's last recorded load). A budget that fits fewer than
     MIN_LAUNCHES is refused before anything is launched: on the seed's host a launch is ~6 min warm, ~17 min cold,
-    and a search cut after one or two launches compares nothing, yet holds the host for the whole budget."""
+    and a search cut after one or two launches compares nothing, yet holds the host for the whole budget. A
+    `resumed` search is said, not refused: its run is what brings a host left on a candidate back to FILE."""
     if load_s <= 0:  # never loaded here and no forecast: the first launch measures it
         return (f"budget {minutes(budget_s)}: no load time on record for this host; the launches it fits are known "
                 "once the first is measured")
     fits = int(budget_s // load_s)
+    if fits < MIN_LAUNCHES and resumed:
+        return (f"budget {minutes(budget_s)}: {fits} launch(es) at this host's load time (~{minutes(load_s)} a "
+                f"launch), fewer than a search needs ({MIN_LAUNCHES}); a resumed search goes on as far as it allows, "
+                "then settles on FILE as written")
     if fits < MIN_LAUNCHES:
         needed = math.ceil(MIN_LAUNCHES * load_s / 60) * 60
         raise BudgetTooShort(f"--budget {minutes(budget_s)} fits {fits} launch(es) at this host's load time (~"

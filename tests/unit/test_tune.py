@@ -531,3 +531,38 @@ def test_the_launches_a_budget_fits_at_the_seeds_load_times() -> None:
         launches_said(45 * 60.0, 17 * 60.0)
     assert refused.value.exit_code == 2
     assert "no load time on record" in launches_said(600.0, 0.0)  # never loaded here: not refused, said
+
+
+def test_a_resumed_search_is_not_refused_for_its_budget_and_settles_on_file(tmp_path, monkeypatch) -> None:
+    """A killed search leaves the host on a candidate, maybe; its rerun is how the host gets back to FILE. The
+    budget refusal (issue 38) is for a search not yet started: a resumed one with a budget that fits fewer than
+    three launches goes on as far as the budget allows and settles on FILE as written (before: exit 2, nothing
+    settled, the host left on the killed candidate)."""
+    runner = FakeRunner(kill_at=1)
+    with pytest.raises(Killed):
+        run_tune_cli(tmp_path, monkeypatch, runner, "--space", "ubatch=512,1024,4096")
+    records = run_tune_cli.ports.state.records  # type: ignore[attr-defined]
+    killed = {k: v for k, v in records.items() if k.startswith("tune/")}
+    assert killed and all(r.get("trials") for r in killed.values())
+
+    runner = FakeRunner()
+    (tmp_path / "b").mkdir()
+    _, result = run_tune_cli(tmp_path / "b", monkeypatch, runner, "--space", "ubatch=512,1024,4096", "--budget",
+                             "25s", records=lambda *_: killed)
+    assert result.exit_code == 0, result.output
+    assert "budget 25 s: 2 launch(es) at this host's load time (~10 s a launch)" in result.stderr
+    assert "resumed" in result.stderr
+    assert [p.profile.serve.ubatch for p in runner.settled] == [4096]  # back on FILE as written
+
+
+def test_a_refused_budget_with_json_is_one_error_document_and_exit_2(tmp_path, monkeypatch) -> None:
+    """--json: the refusal is the one JSON document on stdout (ok false, the error's class and message), exit 2."""
+    import json
+
+    runner = FakeRunner()
+    _, result = run_tune_cli(tmp_path, monkeypatch, runner, "--space", "ubatch=512,1024", "--budget", "25s",
+                             "--json")
+    assert result.exit_code == 2, result.output
+    document = json.loads(result.stdout)
+    assert document["ok"] is False and "give --budget 1m or more" in json.dumps(document)
+    assert "BudgetTooShort" in json.dumps(document) and runner.converged == []
