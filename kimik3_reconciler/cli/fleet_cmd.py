@@ -96,7 +96,8 @@ def _in_flight(fleet, answers) -> dict:  # noqa: ANN001 - each running server's 
     from kimik3_reconciler.fleet.gather import gather
     from kimik3_reconciler.fleet.server_load import in_flight
 
-    running = {a.host for a in answers if a.ok and ((a.document or {}).get("container") or {}).get("state") == "running"}
+    running = {a.host for a in answers
+               if a.ok and ((a.document or {}).get("container") or {}).get("state") == "running"}
     http = HttpClient()
     hosts = [h for h in fleet.hosts if h.name in running]
     return dict(zip((h.name for h in hosts), gather(hosts, lambda h: in_flight(h, lambda url: http.get(url)))))

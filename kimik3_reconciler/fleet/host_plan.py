@@ -42,7 +42,8 @@ class HostPlan:
 def step_lines(step: Mapping[str, Any]) -> tuple[str, ...]:
     """A changing step as `kimik3 plan` prints it (render.py's _render_step): symbol, kind, target; the reason; each
     diff item; the cost; warnings. The host's text is escaped (model.plan.shown): it reaches this terminal."""
-    lines = [f"{shown(str(step.get('symbol') or '?')):>3} {shown(str(step.get('kind'))):<9} {shown(str(step.get('target')))}",
+    symbol, kind, target = (shown(str(step.get(k) or "?")) for k in ("symbol", "kind", "target"))
+    lines = [f"{symbol:>3} {kind:<9} {target}",
              f"      {shown(str(step.get('reason') or ''))}"]
     lines += [f"        {DiffItem(str(d.get('field')), d.get('old'), d.get('new'))}"
               for d in step.get("diff") or () if isinstance(d, Mapping)]

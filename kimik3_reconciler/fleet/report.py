@@ -88,7 +88,8 @@ def plan_lines(fleet: Fleet, answers: tuple[HostAnswer, ...], plans: Mapping[str
                              for h in batch.hosts)
         lines.append(f"  {what}: {', '.join(batch.hosts)} at +{_duration(batch.start_s)}: {downtime}; "
                      f"{batch.serving} serving meanwhile")
-    lines.append(f"  duration: ~{_duration(price.duration_s)} with immediate drains, ~{_duration(price.duration_max_s)} "
+    lines.append(f"  duration: ~{_duration(price.duration_s)} with immediate drains, "
+                 f"~{_duration(price.duration_max_s)} "
                  f"if every drain takes its whole timeout")
     lines.append("  capacity: " + " → ".join(f"{n}@+{_duration(t)}" for t, n, _ in price.timeline))
     for t in price.transfers:

@@ -152,7 +152,8 @@ class FleetFile(BaseModel):
     api_version: Literal["kimik3/v1"] = Field(alias="apiVersion")
     kind: Literal["Fleet"]
     name: ProfileName
-    profile: Annotated[str, Field(min_length=1)] = Field(description="the profile the hosts serve (relative to this file)")
+    profile: Annotated[str, Field(min_length=1)] = Field(
+        description="the profile the hosts serve (relative to this file)")
     inventory: dict[GroupName, Optional[InventoryGroup]] = Field(
         description="the hosts, as an Ansible YAML inventory (top-level groups, usually `all:`)", min_length=1)
     overrides: dict[HostName, HostOverrides] = Field(

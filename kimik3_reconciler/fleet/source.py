@@ -55,7 +55,8 @@ def parse_fleet(text: str, source: str, read_text: Callable[[str], str]) -> Flee
     try:
         spec = FleetFile.model_validate(data)
     except ValidationError as exc:
-        raise ProfileError(_sorted(problems.found + validation_problems(exc, source, lines, written, FleetFile))) from None
+        found = validation_problems(exc, source, lines, written, FleetFile)
+        raise ProfileError(_sorted(problems.found + found)) from None
     if problems.found:
         raise ProfileError(_sorted(problems.found))
     inventory = read_inventory(data["inventory"])

@@ -100,7 +100,8 @@ class FakeShell:
 
 
 def _host(name: str = "a") -> FleetHost:
-    return FleetHost(name, "10.0.0.9", "ops", None, ("all",), {}, {}, "name: k3\nserve: {port: 1}\n", None,  # type: ignore[arg-type]
+    return FleetHost(name, "10.0.0.9", "ops", None, ("all",), {}, {},  # type: ignore[arg-type]
+                     "name: k3\nserve: {port: 1}\n", None,
                      ("/opt/k3/bin/kimik3",), "/srv")
 
 
