@@ -24,6 +24,7 @@ from kimik3_reconciler.cli.inputs import (check_made_by, check_not_made_up, chec
                                           kimik3_identity, load, parse_text, profile_text_now, read_text, write_plan)
 from kimik3_reconciler.cli.options import CHANGES_PENDING, EXIT_CODES, Duration, LazyGroup, lock_timeout
 from kimik3_reconciler.model.env_knobs import command_words, knob_value, refuse_bad_knobs
+from kimik3_reconciler.model.fleet_kind import is_fleet_text
 from kimik3_reconciler.model.plan_file import read_saved_plan
 from kimik3_reconciler.render import render_plan, render_status, status_document
 from kimik3_reconciler.reporting import CliReporter, configure_logging
@@ -156,9 +157,15 @@ def _command_words(_ctx: click.Context, _param: click.Parameter, value: str | No
         raise click.BadParameter(str(exc)) from None
 
 
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(f"kimik3 {kimik3_identity()}")  # `kimik3 fleet` compares it with each host's
+        ctx.exit()
+
+
 @click.group(cls=LazyGroup, epilog=EXIT_CODES,
              lazy={"bench": "kimik3_reconciler.cli.bench_cmd:bench", "tune": "kimik3_reconciler.cli.tune_cmd:tune",
-                   "pin": "kimik3_reconciler.cli.pin_cmd:pin"})
+                   "pin": "kimik3_reconciler.cli.pin_cmd:pin", "fleet": "kimik3_reconciler.cli.fleet_cmd:fleet"})
 @click.option("--state-dir", default=None, show_default="$KIMIK3_STATE_DIR, else ~/.local/state/kimik3",
               help="where kimik3 keeps its records (verified model manifests, fetched archives)")
 @click.option("--dockerfile", default=None, help="Dockerfile.llamacpp to build (default: $KIMIK3_DOCKERFILE, else "
@@ -166,6 +173,8 @@ def _command_words(_ctx: click.Context, _param: click.Parameter, value: str | No
 @click.option("--docker-host", envvar="DOCKER_HOST", default=None, help="docker daemon URL (default: DOCKER_HOST / socket)")
 @click.option("-v", "--verbose", is_flag=True, help="show NOOP steps with their reasons, and apply's events as log "
                                                      "lines (JSON off a terminal) with the build's output")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="print this kimik3's version and code digest, and exit")
 @click.option("--systemd-root", default=None, show_default="$KIMIK3_SYSTEMD_ROOT, else /",
               help="install root for units (ROOT/etc/systemd/system) and their env files (ROOT/etc/kimik3)")
 @click.option("--systemctl-prefix", default=None, callback=_command_words,
@@ -214,7 +223,7 @@ def _ctx(click_ctx: click.Context, json_out: bool) -> _Context:
 @click.option("--json", "json_out", is_flag=True, help="print each file's verdict, problems and warnings as JSON on stdout")
 @_run
 def validate(files: tuple[str, ...], json_out: bool) -> None:
-    """Check profiles without touching the host (exit 2 if any is invalid).
+    """Check profiles (and fleet files: `kind: Fleet`) without touching the host (exit 2 if any is invalid).
 
     A branch, tag or image tag where a pin goes is a warning (`kimik3 pin FILE` resolves it; plan and apply refuse
     it); a made-up commit or digest (0123456789abcdef…, sha256:000…) is refused."""
@@ -223,7 +232,15 @@ def validate(files: tuple[str, ...], json_out: bool) -> None:
     verdicts = []
     for path in files:
         try:
-            loaded = check_not_made_up(load(path, pinned=False))
+            text = read_text(path)  # once: /dev/stdin reads only once
+            if is_fleet_text(text):  # a fleet file: its own checks (cli/fleet_cmd.py), its profile's per host
+                from kimik3_reconciler.cli.fleet_cmd import validate_fleet
+
+                verdicts.append(validate_fleet(path, text))
+                if verdicts[-1]["valid"] and not json_out:
+                    _out.print(f"{path}: ok (fleet of {len(verdicts[-1]['hosts'])} hosts)", highlight=False)
+                continue
+            loaded = check_not_made_up(load(path, pinned=False, text=text))
         except ProfileError as exc:
             verdicts.append({"file": path, "valid": False, "problems": [problem_json(p) for p in exc.problems]})
             for problem in exc.problems:

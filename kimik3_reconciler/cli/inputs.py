@@ -62,10 +62,11 @@ def read_text(path: str) -> str:
         raise InputError(f"{path}: not UTF-8 text (byte {exc.start}): save the profile as UTF-8") from exc
 
 
-def load(path: str, cached: bool = False, pinned: bool = True) -> LoadedProfile:
-    """The profile in `path`; `cached`: a text validated before comes from the profile cache (in the cache dir);
-    `pinned`: refuse a profile that names a branch, a tag or an image tag without its digest (check_pinned)."""
-    text = read_text(path)
+def load(path: str, cached: bool = False, pinned: bool = True, text: str | None = None) -> LoadedProfile:
+    """The profile in `path` (`text`: its content, read already); `cached`: a text validated before comes from the
+    profile cache (in the cache dir); `pinned`: refuse a profile that names a branch, a tag or an image tag without
+    its digest (check_pinned)."""
+    text = read_text(path) if text is None else text
     saved = read_saved_plan(text, path)
     if saved is not None:  # only apply executes a saved plan; the other commands take its profile
         raise InputError(f"{path} is a saved plan (made {saved.created}): `kimik3 apply {path}` executes it; "

@@ -19,7 +19,7 @@ from kimik3_reconciler.model.profile_rules import FieldPath, check_rules
 from kimik3_reconciler.model.profile_rules.engines import engine_fields
 from kimik3_reconciler.model.profile_schema import Profile, to_tree
 
-__all__ = ["LoadedProfile", "ProfileWarning", "parse_profile", "render_path"]
+__all__ = ["LoadedProfile", "ProfileWarning", "load_yaml", "parse_profile", "render_path", "validation_problems"]
 
 MAX_PROFILE_CHARS = 256 * 1024
 _STR_TAG = "tag:yaml.org,2002:str"
@@ -153,7 +153,7 @@ def _hidden_character(value: str, text: bool = False) -> str | None:
     return None
 
 
-def _load_yaml(text: str, written: dict[FieldPath, str]) -> tuple[Any, dict[FieldPath, int],
+def load_yaml(text: str, written: dict[FieldPath, str]) -> tuple[Any, dict[FieldPath, int],
                                                                  list[tuple[int | None, FieldPath, str]]]:
     """(data, key lines, problems); `written` gets every scalar as written. data is None when the text
     cannot be used at all."""
@@ -185,9 +185,9 @@ def _load_yaml(text: str, written: dict[FieldPath, str]) -> tuple[Any, dict[Fiel
             loader.dispose()
 
 
-def _model_at(path: FieldPath) -> type[BaseModel] | None:
-    """The pydantic model that validates the mapping at `path`, or None (a dict, a list item...)."""
-    model: type[BaseModel] = Profile
+def _model_at(path: FieldPath, root: type[BaseModel] = Profile) -> type[BaseModel] | None:
+    """The pydantic model that validates the mapping at `path` (under `root`), or None (a dict, a list item...)."""
+    model: type[BaseModel] = root
     for part in path:
         fields = {(f.alias or name): f for name, f in model.model_fields.items()}
         if part not in fields:
@@ -209,9 +209,9 @@ def _submodel(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
-def _suggest(path: FieldPath) -> str | None:
+def _suggest(path: FieldPath, root: type[BaseModel] = Profile) -> str | None:
     """The valid key nearest to the unknown key at `path` (difflib over that model's YAML keys)."""
-    model = _model_at(path[:-1])
+    model = _model_at(path[:-1], root)
     if model is None or not isinstance(path[-1], str):
         return None
     keys = [f.alias or name for name, f in model.model_fields.items()]
@@ -231,12 +231,13 @@ def _describe(value: Any) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
-def _message(err: Mapping[str, Any], path: FieldPath, written: Mapping[FieldPath, str]) -> str:
+def _message(err: Mapping[str, Any], path: FieldPath, written: Mapping[FieldPath, str],
+             root: type[BaseModel] = Profile) -> str:
     kind, value, ctx = err["type"], err.get("input"), err.get("ctx") or {}
     if kind == "kimik3":
         return str(ctx["reason"])
     if kind == "extra_forbidden":
-        suggestion = _suggest(path)
+        suggestion = _suggest(path, root)
         return "unknown key" + (f" (did you mean '{suggestion}'?)" if suggestion else "")
     if kind == "missing":
         return "required, but missing"
@@ -258,15 +259,17 @@ def _message(err: Mapping[str, Any], path: FieldPath, written: Mapping[FieldPath
     return str(err["msg"]).replace("Input should be", "must be").replace("List should have", "must have")
 
 
-def _validation_problems(exc: ValidationError, source: str, lines: Mapping[FieldPath, int],
-                         written: Mapping[FieldPath, str]) -> list[ProfileProblem]:
+def validation_problems(exc: ValidationError, source: str, lines: Mapping[FieldPath, int],
+                        written: Mapping[FieldPath, str], root: type[BaseModel] = Profile) -> list[ProfileProblem]:
+    """pydantic's errors as located problems (`root`: the model validated, the profile's or the fleet file's)."""
     errors = [(tuple(p for p in err["loc"] if p != "[key]"), err) for err in exc.errors()]
-    suggested = {(path[:-1], _suggest(path)) for path, err in errors if err["type"] == "extra_forbidden"}
+    suggested = {(path[:-1], _suggest(path, root)) for path, err in errors if err["type"] == "extra_forbidden"}
     problems = []
     for path, err in errors:
         if err["type"] == "missing" and (path[:-1], path[-1]) in suggested:
             continue  # `modle:` already says "did you mean 'model'?"; "model: required" would be noise
-        problems.append(ProfileProblem(source, line_for(path, lines) or 1, render_path(path), _message(err, path, written)))
+        problems.append(ProfileProblem(source, line_for(path, lines) or 1, render_path(path),
+                                       _message(err, path, written, root)))
     return problems
 
 
@@ -279,7 +282,7 @@ def parse_profile(text: str, source: str = "<profile>") -> LoadedProfile:
                                            f"kimik3 reads at most {MAX_PROFILE_CHARS // 1024} KiB; is this the "
                                            "right file?")])
     written: dict[FieldPath, str] = {}
-    data, lines, found = _load_yaml(text, written)
+    data, lines, found = load_yaml(text, written)
     problems = [ProfileProblem(source, line, render_path(path), message) for line, path, message in found]
     if data is None:
         raise ProfileError(problems)
@@ -290,7 +293,7 @@ def parse_profile(text: str, source: str = "<profile>") -> LoadedProfile:
     try:
         tree = to_tree(Profile.model_validate(data))
     except ValidationError as exc:
-        raise ProfileError(_sorted(problems + _validation_problems(exc, source, lines, written))) from None
+        raise ProfileError(_sorted(problems + validation_problems(exc, source, lines, written))) from None
     if mixed:
         raise ProfileError(_sorted(problems))  # the cross-field rules of a profile mixing two engines are noise
     profile = from_tree(tree)  # what every command plans with: the same values a cached profile gives

@@ -205,13 +205,14 @@ RULES: tuple[Rule, ...] = (
          ("unit/test_model_step.py", "unit/test_orchestrator.py"),
          seed="seed 000 step 3 (the script sums the quant's bytes and refuses, with the numbers, if it won't fit)"),
     Rule("pinned-to-serve", "refuse", "plan, apply and the commands that run a profile refuse a hub revision that "
-         "names a branch or tag, and an image tag without its digest; validate only warns, and `kimik3 pin FILE` writes "
-         "the commit (digest) served for it now into the profile, the name kept as a comment",
+         "names a branch or tag, and an image tag without its digest; validate only warns (a fleet file's profile: "
+         "refused), and `kimik3 pin FILE` writes the commit (digest) served for it now into the profile, the name kept "
+         "as a comment",
          "a branch or tag moves: what plan showed and apply serves, or two hosts, could differ; resolved once, in the "
          "file, like a lock file, never silently at each run",
-         ("kimik3_reconciler.model.profile_rules.pinned", "kimik3_reconciler.cli.inputs"),
+         ("kimik3_reconciler.model.profile_rules.pinned", "kimik3_reconciler.cli.inputs", "kimik3_reconciler.fleet.source"),
          ("cases/profile/revision_branch_warns.yaml", "cases/profile/vllm_image_tag_only.yaml", "unit/test_pins.py",
-          "integration/test_pin_hub_registry.py"),
+          "integration/test_pin_hub_registry.py", "unit/test_fleet_file.py"),
          seed="not in the seeds: kimik3's own rule: the llama.cpp recipe pins a commit, not a moving latest; the engines "
               "guide pulls by tag"),
     Rule("pins-not-made-up", "refuse", "validate and pin refuse a commit or digest that is a placeholder (a run like "

@@ -31,7 +31,10 @@ def test_every_command_that_prints_a_result_takes_json() -> None:
         if name in NOT_JSON_FLAGGED:
             continue
         command = main.get_command(ctx, name)
-        assert any("--json" in p.opts for p in command.params), f"kimik3 {name} has no --json"
+        # a group (kimik3 fleet): each of its commands that prints a result
+        for sub, each in (command.commands.items() if isinstance(command, click.Group) else [("", command)]):
+            if sub not in NOT_JSON_FLAGGED:
+                assert any("--json" in p.opts for p in each.params), f"kimik3 {name} {sub} has no --json"
 
 
 @pytest.mark.parametrize("args, code", [

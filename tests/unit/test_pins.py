@@ -18,7 +18,7 @@ from kimik3_reconciler.model.profile_edit import pinned_from, set_pins
 from kimik3_reconciler.model.profile_source import parse_profile
 
 ROOT = Path(__file__).resolve().parents[2]
-SHIPPED = sorted((ROOT / "profiles").glob("*.yaml"))
+SHIPPED = sorted(p for p in (ROOT / "profiles").glob("*.yaml") if "\nkind: Fleet" not in p.read_text())
 
 
 def run(args: list[str], cwd: Path) -> tuple[int, str, str]:

@@ -26,7 +26,7 @@ def _entries(state: Path) -> list[Path]:
     return sorted((state / "profiles").glob("*.json"))
 
 
-@pytest.mark.parametrize("path", [*OK_CASES, *sorted((ROOT / "profiles").glob("*.yaml"))], ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", [*OK_CASES, *sorted(p for p in (ROOT / "profiles").glob("*.yaml") if "\nkind: Fleet" not in p.read_text())], ids=lambda p: p.stem)
 def test_a_cache_hit_is_the_validation(tmp_path: Path, path: Path) -> None:
     text = yaml.safe_load(path.read_text())["profile"] if "cases" in path.parts else path.read_text()
     validated = parse_profile(text, "a.yaml")

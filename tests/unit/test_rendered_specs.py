@@ -21,7 +21,7 @@ from support.shipped import pinned_text
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden"
 # llama.cpp's example profiles (built image, GGUF quant): vllm-tp8.yaml has its own golden render (test_vllm_render.py).
-PROFILES = sorted(p for p in (ROOT / "profiles").glob("*.yaml") if "\nengine: " not in p.read_text())
+PROFILES = sorted(p for p in (ROOT / "profiles").glob("*.yaml") if "\nengine: " not in p.read_text() and "\nkind: Fleet" not in p.read_text())
 # A recorded-shape host: 16 physical cores with AVX-512 and AMX (an H200 host's lscpu, TESTING.md §7).
 HOST = HostFacts(physical_cores=16, cpu_flags=("amx_bf16", "amx_int8", "amx_tile", "avx512_bf16", "avx512f"))
 

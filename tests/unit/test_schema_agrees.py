@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from kimik3_reconciler.errors import ProfileError
-from kimik3_reconciler.model.profile_source import _load_yaml, parse_profile
+from kimik3_reconciler.model.profile_source import load_yaml, parse_profile
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = jsonschema.Draft202012Validator(json.loads((ROOT / "docs" / "profile.schema.json").read_text()))
@@ -167,9 +167,9 @@ def test_schema_and_validate_agree_on_one_field(path: tuple[Any, ...], value: An
         f"schema {'accepts' if SCHEMA.is_valid(tree) else 'refuses'}")
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "profiles").glob("*.yaml")), ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", sorted(p for p in (ROOT / "profiles").glob("*.yaml") if "\nkind: Fleet" not in p.read_text()), ids=lambda p: p.stem)
 def test_schema_accepts_the_example_profiles(path: Path) -> None:
-    assert SCHEMA.is_valid(_load_yaml(path.read_text(), {})[0])
+    assert SCHEMA.is_valid(load_yaml(path.read_text(), {})[0])
 
 
 def test_schema_accepts_every_valid_profile_case() -> None:
@@ -178,7 +178,7 @@ def test_schema_accepts_every_valid_profile_case() -> None:
     for case_path in sorted((ROOT / "tests" / "cases" / "profile").glob("*.yaml")):
         case = yaml.safe_load(case_path.read_text())
         if case["expect"] == "ok":
-            tree = _load_yaml(case["profile"], {})[0]  # YAML 1.2, as kimik3 reads it (`on` is a string)
+            tree = load_yaml(case["profile"], {})[0]  # YAML 1.2, as kimik3 reads it (`on` is a string)
             errors = [e.message for e in SCHEMA.iter_errors(tree)]
             assert errors == [], (case_path.name, errors)
             accepted += 1

@@ -9,7 +9,7 @@ from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.profile_rules.finding import FieldPath, Finding, error
 
 
-def _local_paths(p: Profile) -> Iterator[tuple[FieldPath, str]]:
+def local_paths(p: Profile) -> Iterator[tuple[FieldPath, str]]:
     """The host paths a profile names, where they are (URLs and hub files excepted)."""
     if p.model.cache_dir is not None:
         yield ("model", "cache_dir"), p.model.cache_dir
@@ -33,7 +33,7 @@ _SHELL_EXPANSION = re.compile(r"^~|\$(\{?[A-Za-z_][A-Za-z0-9_]*\}?)")
 
 
 def paths_literal(p: Profile) -> Iterator[Finding]:
-    for where, path in _local_paths(p):
+    for where, path in local_paths(p):
         if (found := _SHELL_EXPANSION.search(path)) is not None:
             # rule: paths-literal
             # No shell reads a profile: `~/hub` became a folder named '~' beside the profile (a cache_dir created

@@ -1,0 +1,183 @@
+"""`kimik3 fleet`: one profile served by the hosts of a fleet file (issue 36): validate, plan, status.
+
+Loaded lazily (cli/__init__'s LazyGroup): a host's own commands never import the fleet. `fleet apply` (the Ansible
+rollout) joins this group through LAZY_COMMANDS, or `@fleet.command` in this module."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from kimik3_reconciler.cli import _err, _out, _run
+from kimik3_reconciler.cli.inputs import read_text
+from kimik3_reconciler.cli.options import CHANGES_PENDING, Duration, LazyGroup
+from kimik3_reconciler.errors import InputError, ProfileError
+
+
+def load_fleet(path: str, text: str | None = None):  # noqa: ANN201 - fleet.Fleet (imported here, not at load)
+    """The fleet file at `path` (`text`: its content, read already), validated (its profile and each host's
+    effective profile too); ProfileError (exit 2) naming `file:line: field` of every problem, InputError when a file
+    cannot be read."""
+    from kimik3_reconciler.fleet import parse_fleet
+
+    return parse_fleet(read_text(path) if text is None else text, path, read_text)
+
+
+def validate_fleet(path: str, text: str | None = None) -> dict:
+    """One fleet file's verdict for `kimik3 validate` and `kimik3 fleet validate` (problems printed on stderr)."""
+    from kimik3_reconciler.cli.json_out import problem_json
+
+    try:
+        fleet = load_fleet(path, text)
+    except ProfileError as exc:
+        for problem in exc.problems:
+            _err.print(str(problem), highlight=False)
+        return {"file": path, "valid": False, "kind": "fleet", "problems": [problem_json(p) for p in exc.problems]}
+    except InputError as exc:
+        _err.print(str(exc), highlight=False)
+        return {"file": path, "valid": False, "kind": "fleet",
+                "problems": [{"file": path, "line": None, "field": "", "message": str(exc)}]}
+    return {"file": path, "valid": True, "kind": "fleet", "problems": [], "warnings": [],
+            "hosts": [h.name for h in fleet.hosts], "batches": [list(b) for b in fleet.rollout.batches()]}
+
+
+# Subcommands in their own modules, imported when run (`apply`: the Ansible rollout, "module:attribute").
+LAZY_COMMANDS: dict[str, str] = {}
+
+
+@click.group(cls=LazyGroup, lazy=LAZY_COMMANDS)
+def fleet() -> None:
+    """One profile served by the hosts of a fleet file (an Ansible inventory behind a router)."""
+
+
+@fleet.command(name="validate")
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--json", "json_out", is_flag=True, help="print each file's verdict and problems as JSON on stdout")
+@_run
+def validate_cmd(files: tuple[str, ...], json_out: bool) -> None:
+    """Check fleet files (and the profile each serves, per host) without touching a host (exit 2 if one is invalid)."""
+    verdicts = [validate_fleet(path) for path in files]
+    for verdict in verdicts:
+        if verdict["valid"] and not json_out:
+            _out.print(f"{verdict['file']}: ok ({len(verdict['hosts'])} hosts; batches "
+                       + " → ".join(",".join(b) for b in verdict["batches"]) + ")", highlight=False)
+    failed = not all(v["valid"] for v in verdicts)
+    if json_out:
+        click.echo(json.dumps({"ok": not failed, "files": verdicts}, indent=2))
+    if failed:
+        sys.exit(2)
+
+
+@fleet.command(name="schema")
+def schema_cmd() -> None:
+    """Print the fleet file's JSON Schema."""
+    from kimik3_reconciler.fleet import fleet_json_schema
+
+    click.echo(json.dumps(fleet_json_schema(), indent=2))
+
+
+# A host whose plan or status could not be had (unreachable, another kimik3, its command refused): named, exit 3.
+HOST_FAILED = 3
+
+
+def _answers(fleet, words: tuple[str, ...], timeout_s: float):  # noqa: ANN001, ANN202 - fleet.Fleet -> answers
+    from kimik3_reconciler.adapters.ssh_shell import SshShell
+    from kimik3_reconciler.cli.inputs import kimik3_identity
+    from kimik3_reconciler.fleet.gather import ask, gather
+
+    shell, identity = SshShell(), kimik3_identity()
+    return gather(fleet.hosts, lambda host: ask(shell, host, words, identity, timeout_s))
+
+
+def _in_flight(fleet, answers) -> dict:  # noqa: ANN001 - each running server's requests in flight, read at once
+    from kimik3_reconciler.adapters.http import HttpClient
+    from kimik3_reconciler.fleet.gather import gather
+    from kimik3_reconciler.fleet.server_load import in_flight
+
+    running = {a.host for a in answers
+               if a.ok and ((a.document or {}).get("container") or {}).get("state") == "running"}
+    http = HttpClient()
+    hosts = [h for h in fleet.hosts if h.name in running]
+    return dict(zip((h.name for h in hosts), gather(hosts, lambda h: in_flight(h, lambda url: http.get(url)))))
+
+
+def _router_rows(fleet) -> dict:  # noqa: ANN001 - the seam for the router adapter (fleet apply's side wires it)
+    return {}
+
+
+@fleet.command(name="plan")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--json", "json_out", is_flag=True, help="print each host's plan and the rollout's price as JSON")
+@click.option("--detailed-exitcode", is_flag=True,
+              help="exit 4 when a host's plan has changes, 0 when none (a host not planned: 3)")
+@click.option("--timeout", type=Duration(minimum=1.0), default="10m", show_default=True,
+              help="longest a host's own plan may take")
+@_run
+def plan_cmd(file: str, json_out: bool, detailed_exitcode: bool, timeout: float) -> None:
+    """Each host's own plan (made there over SSH, in parallel) and the rollout priced: order, downtime, duration,
+    capacity, bytes."""
+    from kimik3_reconciler.fleet.host_plan import read_host_plan
+    from kimik3_reconciler.fleet.pricing import price_rollout
+    from kimik3_reconciler.fleet.report import plan_document, plan_lines
+
+    fleet = load_fleet(file)
+    answers = _answers(fleet, ("plan",), timeout)
+    plans = {a.host: read_host_plan(a.host, a.document) for a in answers if a.ok}
+    price = price_rollout(fleet.rollout, plans)
+    if json_out:
+        click.echo(json.dumps(plan_document(fleet, answers, plans, price), indent=2))
+    else:
+        for line in plan_lines(fleet, answers, plans, price):
+            _out.print(line, highlight=False)
+    for answer in answers:
+        if not answer.ok:
+            _err.print(f"error: {answer.message}", highlight=False)
+    if not all(a.ok for a in answers):
+        sys.exit(HOST_FAILED)
+    if detailed_exitcode and not all(p.converged for p in plans.values()):
+        sys.exit(CHANGES_PENDING)
+
+
+@fleet.command(name="status")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--json", "json_out", is_flag=True, help="print one row per host as JSON")
+@click.option("--watch", is_flag=True, help="redraw the table every --interval; Ctrl-C ends")
+@click.option("--interval", type=Duration(minimum=0.5), default="5s", show_default=True, help="--watch refresh")
+@click.option("--iterations", type=int, default=0, hidden=True, help="--watch: stop after N refreshes (tests)")
+@click.option("--timeout", type=Duration(minimum=1.0), default="60s", show_default=True,
+              help="longest a host's status may take")
+@_run
+def status_cmd(file: str, json_out: bool, watch: bool, interval: float, iterations: int, timeout: float) -> None:
+    """One row per host: fingerprint, quant, build, kimik3 version, health, requests in flight, router state,
+    drift (each host's own `kimik3 status`, over SSH, in parallel)."""
+    import time
+
+    from kimik3_reconciler.fleet.report import status_lines, status_row
+
+    if watch and json_out:
+        raise click.UsageError("--watch is a live table; --json prints the rows once")
+    fleet = load_fleet(file)
+    shown = 0
+    while True:
+        answers = _answers(fleet, ("status",), timeout)
+        router = _router_rows(fleet)
+        loads = _in_flight(fleet, answers)
+        rows = [status_row(fleet, a, router, loads.get(a.host)) for a in answers]
+        if json_out:
+            click.echo(json.dumps({"fleet": fleet.name, "ok": all(r["ok"] for r in rows), "hosts": rows}, indent=2))
+        else:
+            if watch and _out.is_terminal:
+                click.clear()
+            for line in status_lines(rows):
+                _out.print(line, highlight=False)
+        shown += 1
+        if not watch or (iterations and shown >= iterations):
+            break
+        time.sleep(interval)
+    for row in rows:
+        if not row["ok"]:
+            _err.print(f"error: {row['message']}", highlight=False)
+    if not all(r["ok"] for r in rows):
+        sys.exit(HOST_FAILED)

@@ -1,0 +1,171 @@
+"""The fleet file's schema: pydantic v2 models (per-field checks, no I/O), and its JSON Schema.
+
+A fleet file says which profile N hosts serve, how each host differs (only what may differ), the hosts as a standard
+Ansible YAML inventory, the rollout policy and the router in front. Cross-field checks (groups the rollout names,
+the policy against the host count, each host's effective profile) are fleet/source.py's."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Optional, Union
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
+
+from kimik3_reconciler.model.durations import parse_duration
+# _matching: the profile's constrained-string type (pattern in the JSON Schema, the message as written)
+from kimik3_reconciler.model.profile_schema import ProfileName, _matching, refuse
+
+# strict, as a profile: `port: "22"` is a mistake worth naming, not something to coerce.
+_CONFIG = ConfigDict(extra="forbid", frozen=True, strict=True)
+# Host vars: Ansible's own (ansible_host, ansible_user, ansible_port) are checked; any other var is the
+# operator's (their playbooks read it) and passes through as written.
+_VARS_CONFIG = ConfigDict(extra="allow", frozen=True, strict=True)
+
+# Ansible's group names are Python identifiers (it warns about '-' and renames them); host names are inventory
+# names: what `ansible_host` defaults to, so a host name, an IPv4 address or an IPv6 literal's characters.
+GROUP_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+HOST_NAME = r"[A-Za-z0-9][A-Za-z0-9._:-]{0,252}"
+# The fields a host may set differently from the profile (its overrides); everything else every host serves as the
+# profile writes it, or the hosts would not be replicas of one deployment.
+OVERRIDABLE = ("gpus", "serve.port", "serve.host", "model.cache_dir", "rpc.workers")
+# smg's load-balancing policies (`smg --policy`; shared/TESTING.md §12: cache_aware is its default).
+ROUTER_POLICIES = ("cache_aware", "round_robin", "random", "power_of_two")
+
+
+GroupName = _matching(GROUP_NAME, "an Ansible group name: letters, digits and '_', not starting with a digit")
+HostName = _matching(HOST_NAME, "an inventory host name: letters, digits, '.', '-', '_' or ':' (a name or an "
+                                "address)")
+MemberName = _matching(r"[A-Za-z0-9_][A-Za-z0-9._:-]{0,252}", "a group or host name of the inventory")
+Port = Annotated[int, Field(ge=1, le=65535)]
+PinnedVersion = _matching(r"[0-9]+\.[0-9]+\.[0-9]+", "must be one exact release, e.g. \"1.13.0\" (quote it): a "
+                                                   "range or 'latest' moves under a running fleet")
+
+
+def _check_duration(value: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise refuse("must be a duration: seconds, or e.g. 30s, 2m, 1h30m")
+    try:
+        parse_duration(str(value))
+    except ValueError as exc:
+        raise refuse(str(exc)) from None
+    return value
+
+
+DurationText = Annotated[Union[int, str], AfterValidator(_check_duration),
+                         WithJsonSchema({"anyOf": [{"type": "integer", "minimum": 0},
+                                                   {"type": "string", "pattern": r"^(\d+(\.\d+)?(ms|s|m|h))+$"}]})]
+
+
+class HostVars(BaseModel):
+    """An inventory host's (or group's) vars: Ansible's connection vars checked, the rest kept as written."""
+
+    model_config = _VARS_CONFIG
+    ansible_host: Optional[Annotated[str, Field(min_length=1)]] = Field(
+        None, description="the address SSH connects to (default: the inventory name)")
+    ansible_user: Optional[Annotated[str, Field(min_length=1)]] = Field(None, description="the SSH user")
+    ansible_port: Optional[Port] = Field(None, description="the SSH port (default: ssh's, 22)")
+    ansible_ssh_private_key_file: Optional[Annotated[str, Field(min_length=1)]] = Field(
+        None, description="the SSH key (ssh -i)")
+    ansible_ssh_common_args: Optional[str] = Field(None, description="more ssh options, e.g. -o UserKnownHostsFile=F")
+    ansible_ssh_extra_args: Optional[str] = Field(None, description="ssh options for ssh only (as Ansible)")
+    kimik3_command: Optional[Union[Annotated[str, Field(min_length=1)],
+                                   Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)]]] = Field(
+        None, description="how kimik3 is run on the host: a path or an argv list, e.g. [/opt/kimik3/bin/kimik3] "
+                          "(default: kimik3 on the login PATH)")
+    kimik3_profile_dir: Optional[Annotated[str, Field(pattern="^/")]] = Field(
+        None, description="the folder the profile's relative paths mean on this host (absolute; default: the "
+                          "profile's folder here)")
+
+
+class InventoryGroup(BaseModel):
+    """One group of a YAML inventory: its hosts, child groups and vars (Ansible's `hosts`/`children`/`vars`)."""
+
+    model_config = _CONFIG
+    hosts: Optional[dict[HostName, Optional[HostVars]]] = None
+    children: Optional[dict[GroupName, Optional[InventoryGroup]]] = None
+    vars: Optional[HostVars] = None
+
+
+class ServeOverrides(BaseModel):
+    """What of `serve:` may differ between hosts: the port, and the address (an IP on that host)."""
+
+    model_config = _CONFIG
+    port: Optional[Any] = Field(None, description="serve.port on this host")
+    host: Optional[Any] = Field(None, description="serve.host on this host (loopback, or an IP of this host)")
+
+
+class ModelOverrides(BaseModel):
+    """What of `model:` may differ between hosts: where the hub cache is."""
+
+    model_config = _CONFIG
+    cache_dir: Optional[Any] = Field(None, description="model.cache_dir on this host")
+
+
+class RpcOverrides(BaseModel):
+    """A host's own RPC workers (a llama.cpp main server and its workers are one replica)."""
+
+    model_config = _CONFIG
+    workers: Any = Field(description="rpc.workers of this host's main server (as in a profile)")
+
+
+class HostOverrides(BaseModel):
+    """The fields this host sets differently from the profile (OVERRIDABLE); each is checked in the host's
+    effective profile, as a profile's own field is."""
+
+    model_config = _CONFIG
+    gpus: Optional[Any] = Field(None, description="gpus on this host: all, none, or a list of indices/UUIDs")
+    serve: Optional[ServeOverrides] = None
+    model: Optional[ModelOverrides] = None
+    rpc: Optional[RpcOverrides] = None
+
+
+class RolloutSpec(BaseModel):
+    """How `kimik3 fleet apply` rolls a change: batches, the canary, what a failure does, how long a drain waits."""
+
+    model_config = _CONFIG
+    hosts: MemberName = Field("all", description="the inventory group (or host) that serves the profile")
+    canary: Optional[MemberName] = Field(
+        None, description="a group or host rolled first, alone (default: the first host)")
+    max_unavailable: Annotated[int, Field(ge=1)] = Field(
+        1, description="hosts out of the router at once: the batch size (the rest keep serving)")
+    on_failure: Literal["halt", "continue"] = Field(
+        "halt", description="a host failing a gate is reverted; halt stops the rollout there, continue goes on")
+    drain_timeout: DurationText = Field(
+        "60s", description="how long a host out of the router may finish its in-flight requests")
+
+
+class RouterSpec(BaseModel):
+    """The router in front of the hosts: smg (the SGLang model gateway), pinned, where it runs, its port and policy."""
+
+    model_config = _CONFIG
+    kind: Literal["smg"] = Field("smg", description="smg: the SGLang model gateway (PyPI `smg`)")
+    version: PinnedVersion = Field(description="the exact smg release, e.g. \"1.13.0\"")
+    host: Annotated[str, Field(min_length=1)] = Field(
+        "localhost", description="where it runs: localhost (the machine running kimik3 fleet) or an inventory host")
+    port: Port = 30000
+    policy: Literal[ROUTER_POLICIES] = Field("cache_aware", description="smg --policy")  # type: ignore[valid-type]
+
+
+class FleetFile(BaseModel):
+    """A fleet: one profile served by the hosts of an Ansible inventory, rolled out behind a router."""
+
+    model_config = _CONFIG
+    api_version: Literal["kimik3/v1"] = Field(alias="apiVersion")
+    kind: Literal["Fleet"]
+    name: ProfileName
+    profile: Annotated[str, Field(min_length=1)] = Field(
+        description="the profile the hosts serve (relative to this file)")
+    inventory: dict[GroupName, Optional[InventoryGroup]] = Field(
+        description="the hosts, as an Ansible YAML inventory (top-level groups, usually `all:`)", min_length=1)
+    overrides: dict[HostName, HostOverrides] = Field(
+        default_factory=dict, description=f"per host, what differs from the profile ({', '.join(OVERRIDABLE)})")
+    rollout: RolloutSpec = RolloutSpec()
+    router: RouterSpec
+
+
+InventoryGroup.model_rebuild()
+
+
+def fleet_json_schema() -> dict[str, Any]:
+    """The JSON Schema of a fleet file."""
+    schema = FleetFile.model_json_schema(by_alias=True, mode="validation")
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": "kimik3/v1/fleet", **schema}
