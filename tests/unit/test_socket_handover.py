@@ -156,7 +156,7 @@ def test_the_sockets_taken_are_not_inherited_by_a_program_the_helper_runs() -> N
 
 
 @pytest.mark.parametrize("message", [b"not json", b'[["127.0.0.1"]]', b'{"a": 1}', b'[["127.0.0.1", 1], '
-                                     b'["127.0.0.1", 2]]'])
+                                     b'["127.0.0.1", 2]]'], ids=["not-json", "no-port", "object", "torn"])
 def test_a_malformed_offer_gives_nothing_and_leaks_no_descriptor(message: bytes) -> None:
     sock = listener()
     name = offer_raw(message, [sock.fileno()])
