@@ -7,9 +7,9 @@ serves on them, and says so; the old one then stops accepting, finishes the requ
 moment one process or both accept on the port: no client is refused. A socket the old one offers that the new one
 does not serve (its port changed) is closed by both; one the new one serves that was not offered is bound as usual.
 
-Only a process of the same user (or root) in this host's mount namespace may take them (not root in an engine's
-container, which shares the host's network and so its abstract names), and a helper takes sockets only from one
-(SO_PEERCRED both ways: the sockets are the public port), each checked to listen where the offer says.
+Only a process of the same user (root's only to root) in this host's mount namespace may take them (not root in an
+engine's container, which shares the host's network and so its abstract names), and a helper takes sockets only
+from one (SO_PEERCRED both ways: the sockets are the public port), each checked to listen where the offer says.
 """
 
 from __future__ import annotations
@@ -192,4 +192,5 @@ def _trusted(channel: socket.socket) -> bool:
     try:
         return os.readlink(f"/proc/{pid}/ns/mnt") == os.readlink("/proc/self/ns/mnt")
     except OSError:  # gone, in a pid namespace this one does not see (pid 0), or not ours to read: not trusted
+        # (so a helper of a user other than root trades no sockets with a root one: it could not stop it either)
         return False
