@@ -195,6 +195,30 @@ def test_root_in_another_mount_namespace_gets_nothing() -> None:
     old.close()
 
 
+
+def test_nothing_is_taken_from_root_in_another_mount_namespace() -> None:
+    if os.getuid() != 0:
+        pytest.skip("needs root to enter a mount namespace")
+    name = f"\0kimik3-test-{uuid.uuid4().hex}"
+    ready, done = os.pipe(), os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - a container's root offers a socket under the name
+        entered = ctypes.CDLL(None, use_errno=True).unshare(CLONE_NEWNS) == 0
+        sock = listener()
+        if entered:
+            Offer(name, {("127.0.0.1", sock.getsockname()[1]): sock}, lambda: None).start()
+        os.write(ready[1], b"y" if entered else b"n")
+        os.read(done[0], 1)
+        os._exit(0)
+    try:
+        if os.read(ready[0], 1) != b"y":
+            pytest.skip("unshare(CLONE_NEWNS) not permitted here")
+        assert take_when_answered(name).sockets == {}
+    finally:
+        os.write(done[1], b"x")
+        os.waitpid(child, 0)
+
+
 CLONE_NEWNS = 0x00020000
 
 
