@@ -9,6 +9,7 @@ import os
 import socket
 import threading
 import uuid
+from collections.abc import Callable
 
 import pytest
 
@@ -87,20 +88,31 @@ def test_a_socket_not_listening_where_the_offer_says_is_not_taken() -> None:
 def test_nothing_is_taken_from_a_process_of_another_user() -> None:
     if os.getuid() != 0:
         pytest.skip("needs root to run a child as another user")
+    assert taken_from_child(become_nobody) == {}
+
+
+def become_nobody() -> bool:
+    os.setgid(65534)
+    os.setuid(65534)
+    return True
+
+
+def taken_from_child(become: Callable[[], bool]) -> dict | None:
+    """What take() gets from a forked child that runs `become` (False: it could not), then offers a listening
+    socket under a fresh name; None when it could not become what was asked."""
     name = f"\0kimik3-test-{uuid.uuid4().hex}"
     ready, done = os.pipe(), os.pipe()
     child = os.fork()
-    if child == 0:  # pragma: no cover - another user offers a socket under the name
-        os.setgid(65534)
-        os.setuid(65534)
+    if child == 0:  # pragma: no cover - the child offers until the parent is done
+        became = become()
         sock = listener()
-        Offer(name, {("127.0.0.1", sock.getsockname()[1]): sock}, lambda: None).start()
-        os.write(ready[1], b"x")
+        if became:
+            Offer(name, {("127.0.0.1", sock.getsockname()[1]): sock}, lambda: None).start()
+        os.write(ready[1], b"y" if became else b"n")
         os.read(done[0], 1)
         os._exit(0)
-    os.read(ready[0], 1)
     try:
-        assert take_when_answered(name).sockets == {}
+        return take_when_answered(name).sockets if os.read(ready[0], 1) == b"y" else None
     finally:
         os.write(done[1], b"x")
         os.waitpid(child, 0)
@@ -199,24 +211,10 @@ def test_root_in_another_mount_namespace_gets_nothing() -> None:
 def test_nothing_is_taken_from_root_in_another_mount_namespace() -> None:
     if os.getuid() != 0:
         pytest.skip("needs root to enter a mount namespace")
-    name = f"\0kimik3-test-{uuid.uuid4().hex}"
-    ready, done = os.pipe(), os.pipe()
-    child = os.fork()
-    if child == 0:  # pragma: no cover - a container's root offers a socket under the name
-        entered = ctypes.CDLL(None, use_errno=True).unshare(CLONE_NEWNS) == 0
-        sock = listener()
-        if entered:
-            Offer(name, {("127.0.0.1", sock.getsockname()[1]): sock}, lambda: None).start()
-        os.write(ready[1], b"y" if entered else b"n")
-        os.read(done[0], 1)
-        os._exit(0)
-    try:
-        if os.read(ready[0], 1) != b"y":
-            pytest.skip("unshare(CLONE_NEWNS) not permitted here")
-        assert take_when_answered(name).sockets == {}
-    finally:
-        os.write(done[1], b"x")
-        os.waitpid(child, 0)
+    taken = taken_from_child(lambda: ctypes.CDLL(None, use_errno=True).unshare(CLONE_NEWNS) == 0)
+    if taken is None:
+        pytest.skip("unshare(CLONE_NEWNS) not permitted here")
+    assert taken == {}
 
 
 CLONE_NEWNS = 0x00020000
