@@ -7,8 +7,9 @@ serves on them, and says so; the old one then stops accepting, finishes the requ
 moment one process or both accept on the port: no client is refused. A socket the old one offers that the new one
 does not serve (its port changed) is closed by both; one the new one serves that was not offered is bound as usual.
 
-Only a process of the same user (or root) may take them, and a helper takes sockets only from one (SO_PEERCRED both
-ways: the sockets are the public port), each checked to listen where the offer says.
+Only a process of the same user (root's only to root) in this host's mount namespace may take them (not root in an
+engine's container, which shares the host's network and so its abstract names), and a helper takes sockets only
+from one (SO_PEERCRED both ways: the sockets are the public port), each checked to listen where the offer says.
 """
 
 from __future__ import annotations
@@ -78,26 +79,37 @@ def take(name: str) -> Taken:
     channel.settimeout(TAKE_TIMEOUT_S)
     try:
         channel.connect(name)
-        # Only from a helper of this user (or root): anyone may bind an abstract name first, and a socket taken
-        # from them could listen on another address, or be accepted on by them too.
-        if not _same_user(channel):
-            raise ValueError("offered by another user")
+        # Only from a helper of this user (or root) on this host: anyone may bind an abstract name first, and a
+        # socket taken from them could listen on another address, or be accepted on by them too.
+        if not _trusted(channel):
+            raise ValueError("offered by another user or from a container")
         message, fds, _, _ = socket.recv_fds(channel, 1 << 16, MAX_SOCKETS)
-        addresses = [tuple(a) for a in json.loads(message.decode())]
     except (OSError, ValueError):
         channel.close()
         return Taken()
-    if len(addresses) != len(fds):  # a torn message: use none of them, bind as usual
+    for fd in fds:
+        # Close-on-exec, as every descriptor Python opens (SCM_RIGHTS gives inheritable ones, and Python 3.11's
+        # recv_fds drops its flags argument): a program this helper runs must not hold the public port.
+        os.set_inheritable(fd, False)
+    try:
+        addresses = [(str(host), int(port)) for host, port in json.loads(message.decode())]
+        if len(addresses) != len(fds):
+            raise ValueError("torn message")
+    except (ValueError, TypeError):  # a torn or malformed message: use none of them, bind as usual
         for fd in fds:
             os.close(fd)
         channel.close()
         return Taken()
     channel.settimeout(None)
     sockets = {}
-    for (host, port), fd in zip(addresses, fds):
-        sock = socket.socket(fileno=fd)
-        if _listens_on(sock, str(host), int(port)):
-            sockets[(str(host), int(port))] = sock
+    for address, fd in zip(addresses, fds):
+        try:
+            sock = socket.socket(fileno=fd)
+        except OSError:  # not a socket at all: closed, the address bound as usual
+            os.close(fd)
+            continue
+        if _listens_on(sock, *address):
+            sockets[address] = sock
         else:  # not what it claims to be: bound as usual instead
             sock.close()
     return Taken(sockets, channel)
@@ -159,7 +171,7 @@ class Offer:
                     return
 
     def _hand_over(self, channel: socket.socket) -> bool:
-        if not _same_user(channel):
+        if not _trusted(channel):
             return False
         channel.settimeout(ACK_TIMEOUT_S)
         addresses = list(self.listeners)
@@ -170,7 +182,15 @@ class Offer:
             return False  # the replacement died or gave up: keep serving
 
 
-def _same_user(channel: socket.socket) -> bool:
-    """The peer runs as this process's user, or as root: nobody else may take the public port's socket."""
-    _, uid, _ = struct.unpack("3i", channel.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
-    return uid in (os.getuid(), 0)
+def _trusted(channel: socket.socket) -> bool:
+    """The peer runs as this process's user, or as root, and sees this host's filesystem (its mount namespace):
+    nobody else may take the public port's socket, nor hand this helper one. The namespace, as the engines' containers
+    run on the host's network and as root: their processes reach the same abstract names with uid 0."""
+    pid, uid, _ = struct.unpack("3i", channel.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    if uid not in (os.getuid(), 0):
+        return False
+    try:
+        return os.readlink(f"/proc/{pid}/ns/mnt") == os.readlink("/proc/self/ns/mnt")
+    except OSError:  # gone, in a pid namespace this one does not see (pid 0), or not ours to read: not trusted
+        # (so a helper of a user other than root trades no sockets with a root one: it could not stop it either)
+        return False
