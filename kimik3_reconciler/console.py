@@ -150,8 +150,24 @@ class PipeEnd:
 
 
 def reader_gone(stream: object = None) -> bool:
-    """Whether stdout's (or `stream`'s) reader has gone since `closed_pipes_dropped` began."""
-    return bool(getattr(sys.stdout if stream is None else stream, "reader_gone", False))
+    """Whether stdout's (or `stream`'s) reader has gone: a write met the closed pipe since `closed_pipes_dropped`
+    began, or the pipe says so before any write (`status --watch` off a terminal writes nothing until it ends)."""
+    stream = sys.stdout if stream is None else stream
+    return bool(getattr(stream, "reader_gone", False)) or _pipe_closed(stream)
+
+
+def _pipe_closed(stream: object) -> bool:
+    """A pipe's write end polls as POLLERR once its read end is closed (Linux, as for EPIPE); a file or a
+    terminal never does."""
+    import select
+
+    try:
+        fd = stream.fileno()  # type: ignore[attr-defined]
+    except (AttributeError, OSError, ValueError):  # no descriptor (a test's capture): only a failed write says
+        return False
+    poller = select.poll()
+    poller.register(fd, 0)  # no events asked: POLLERR and POLLHUP come whatever is asked
+    return any(events & select.POLLERR for _, events in poller.poll(0))
 
 
 @contextmanager

@@ -81,8 +81,12 @@ def _unexpected(exc: Exception, json_out: bool) -> None:
     empty stdout and a traceback here (issue 39: the Docker daemon gone mid-build)."""
     import traceback
 
-    traceback.print_exception(exc, file=sys.stderr)
-    message = f"unexpected {type(exc).__name__}: {exc} (not one of kimik3's own errors: the traceback above says where)"
+    from kimik3_reconciler.model.profile_rules.no_secrets import starred
+
+    # A foreign message may quote what kimik3 never prints (requests' InvalidHeader quotes `Bearer hf_…`).
+    sys.stderr.write(starred("".join(traceback.format_exception(exc)), os.environ))
+    message = starred(f"unexpected {type(exc).__name__}: {exc} (not one of kimik3's own errors: the traceback above "
+                      "says where)", os.environ)
     _err.print(Text("error: ", style="red") + Text(message))
     if json_out:
         from kimik3_reconciler.cli.json_out import emit, error_document

@@ -5,6 +5,7 @@ nothing about a pipe on stderr. (`plan` against the real dockerd and hub: tests/
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -35,3 +36,18 @@ def test_reconcile_ends_when_nobody_reads_its_passes(tmp_path: Path) -> None:
     (tmp_path / "bad.yaml").write_text("apiVersion: kimik3/v1\nname: k3\nmodle: {}\n")
     code, err = run_into_closed_pipe(["reconcile", "--interval", "1s", "bad.yaml"], tmp_path, read_first_line=True)
     assert code == 0 and "Error" not in err, (code, err[-2000:])
+
+
+def test_a_reader_gone_before_anything_is_written_is_seen() -> None:
+    """Review of issue 39: `status --watch | head -1` ran on forever. Off a terminal rich's Live writes nothing until
+    it stops, so no write ever met the closed pipe and `reader_gone` stayed False; it asks the pipe itself too (its
+    write end polls as POLLERR once the read end is closed). A real pipe; a pipe still read, and a file, are not."""
+    from kimik3_reconciler.console import reader_gone
+
+    read_end, write_end = os.pipe()
+    with os.fdopen(write_end, "w") as stream:
+        assert not reader_gone(stream)  # its reader is still there
+        os.close(read_end)
+        assert reader_gone(stream)
+    with open(os.devnull, "w") as stream:
+        assert not reader_gone(stream)

@@ -152,3 +152,29 @@ def test_an_exception_outside_kimik3s_errors_still_gives_one_json_document(tmp_p
     assert "Traceback" in stderr and "error: unexpected ValueError: no adapter knows this one" in stderr
     exit_code, stdout, stderr = run(["plan", "p.yaml"], tmp_path)  # without --json: stderr only, same exit
     assert exit_code == 1 and stdout == "" and "error: unexpected ValueError" in stderr
+
+
+def test_the_unexpected_error_path_never_prints_a_secret(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review of issue 39's catch-all: it prints whatever a foreign exception says, and its chain, on stderr and in
+    the JSON document. requests' InvalidHeader quotes the header's value (`Bearer hf_…` with a stray newline), so
+    the environment's HF_TOKEN (and any hf_… token) is starred there as everywhere else."""
+    import kimik3_reconciler.cli as cli
+
+    token = "hf_" + "Q" * 34
+    other = "hf_" + "Z" * 34  # a token-shaped string from elsewhere (a file, a cause's message)
+
+    def broken(*_args: object, **_kwargs: object) -> None:
+        try:
+            raise OSError(f"cause quoting {other}")
+        except OSError as cause:
+            raise ValueError(f"Invalid header value 'Bearer {token}\\n'") from cause
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_TOKEN", token)
+    monkeypatch.setattr(cli, "load", broken)
+    result = CliRunner().invoke(main, ["plan", "--json", "p.yaml"], catch_exceptions=False,
+                                env={"KIMIK3_STATE_DIR": str(tmp_path / "state"), "HF_TOKEN": token})
+    assert result.exit_code == 1 and json.loads(result.stdout)["error"]["type"] == "ValueError"
+    assert "Traceback" in result.stderr and "Invalid header value 'Bearer ***" in result.stderr
+    for secret in (token, other):
+        assert secret not in result.stdout and secret not in result.stderr

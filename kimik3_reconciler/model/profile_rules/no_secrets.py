@@ -4,7 +4,7 @@ that would set llama-server options or GPUs behind the profile."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from urllib.parse import urlsplit
 
 from kimik3_reconciler.model.hub_endpoint import TOKEN_POLICY, token_may_go_to
@@ -16,6 +16,16 @@ _SECRET_ENV = frozenset({"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "LLAMA_API_KEY"})
 _SECRET_SUFFIXES = ("_TOKEN", "_KEY", "_SECRET", "_PASSWORD")
 _HF_TOKEN = re.compile(r"hf_[A-Za-z0-9]{30,}")
 _NO_SECRETS = f"{NEVER_SECRETS}: use serve.api_key_file / the environment"
+
+
+def starred(text: str, environ: Mapping[str, str]) -> str:
+    """`text` with the environment's secrets (HF_TOKEN, the API key) and any hf_… token as ***: for text kimik3
+    did not write itself (a foreign exception's message and traceback), which may quote a header or a file."""
+    for name in sorted(_SECRET_ENV):
+        value = environ.get(name, "").strip()
+        if len(value) >= 8:  # a short value (a stray "1") would star ordinary words, and is no credential
+            text = text.replace(value, "***")
+    return _HF_TOKEN.sub("***", text)
 
 
 def endpoint(p: Profile) -> Iterator[Finding]:
