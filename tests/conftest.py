@@ -17,3 +17,20 @@ os.environ["KIMIK3_CACHE_DIR"] = tempfile.mkdtemp(prefix="kimik3-test-cache-")
 
 # Tests marked `engines` fail instead of skipping under KIMIK3_REQUIRE_ENGINES=1 (CI's engines stage).
 from support.require_engines import pytest_runtest_makereport  # noqa: E402,F401  (a hook: pytest finds it by name)
+# Tests marked `dockerd_restart` are deselected unless KIMIK3_DOCKERD_RESTART_TEST=1 asks for them.
+from support.opt_in import pytest_collection_modifyitems  # noqa: E402,F401  (a hook: pytest finds it by name)
+# The order is random (pytest-randomly); its seed is printed at the start and in the summary.
+from support.test_order import pytest_sessionstart, pytest_terminal_summary  # noqa: E402,F401  (hooks)
+
+import pytest  # noqa: E402
+from support.background import Background  # noqa: E402
+
+
+@pytest.fixture
+def background():  # noqa: ANN201 - a support.background.Background
+    """Start background processes through this; each one's process group is killed at teardown, passed or failed."""
+    started = Background()
+    try:
+        yield started
+    finally:
+        started.stop_all()

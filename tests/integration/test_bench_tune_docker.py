@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.background import Background
 from support.realparts import KIMIK3, demo_hub, demo_profile, docker, kimik3, write_profile
 
 pytestmark = pytest.mark.docker
@@ -69,14 +70,14 @@ def _tune_record(state: Path) -> dict:
     return json.loads(records[0].read_text()) if records else {}
 
 
-def test_tune_resumes_after_kill_writes_the_profile_and_ends_converged(serving: Path) -> None:
+def test_tune_resumes_after_kill_writes_the_profile_and_ends_converged(serving: Path, background: Background) -> None:
     cores = json.loads(docker("inspect", "-f", '{{index .Config.Labels "kimik3.inputs"}}', NAME))["host.threads"]
     other = cores + 1 if cores == 1 else 1
     args = ["tune", "profile.yaml", "--goal", "aggregate@2", "--space", "ubatch=256,512", "--space", "parallel=2,4",
             "--space", f"threads={other},{cores}", *SMALL, "--max-trials", "2", "--finalists", "1", "--write"]
     env = {**os.environ, "KIMIK3_STATE_DIR": str(serving / "state"), "HF_HOME": str(serving / "hf-home")}
     before = (serving / "profile.yaml").read_text()
-    first = subprocess.Popen([*KIMIK3, *args], cwd=serving, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    first = background.start([*KIMIK3, *args], cwd=serving, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and first.poll() is None:

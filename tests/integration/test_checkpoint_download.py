@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -30,6 +29,7 @@ from kimik3_reconciler.planning.model_step import download_spec, model_step
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps.model import download_model
 from kimik3_reconciler.steps.report import NullReporter
+from support.background import Background
 from support.fakes.state import FakeClock
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -85,7 +85,8 @@ def test_the_checkpoint_is_listed_planned_fetched_verified_and_then_a_noop(hub: 
 
 
 def test_a_download_killed_between_shards_resumes_without_fetching_them_again(hub: FixtureHub, served: Path,
-                                                                             tmp_path: Path) -> None:
+                                                                             tmp_path: Path,
+                                                                             background: Background) -> None:
     """kill -9 once the first shard is in the cache: the next apply fetches what is missing, not that shard.
     (Within a file kimik3 resumes from what it wrote, in 8 MiB chunks: tests/integration/test_download.py; these
     shards are smaller than one chunk.)"""
@@ -95,7 +96,7 @@ def test_a_download_killed_between_shards_resumes_without_fetching_them_again(hu
     script = ("from pathlib import Path; from tests.integration.test_checkpoint_download import *; "
               f"hub = type('H', (), {{'url': {hub.url!r}}})(); work = Path({str(tmp_path)!r}); "
               "apply(hub, work, observe(hub, work), workers=1)")
-    child = subprocess.Popen([sys.executable, "-c", script], cwd=REPO_ROOT,
+    child = background.start([sys.executable, "-c", script], cwd=REPO_ROOT,
                              env={**os.environ, "PYTHONPATH": f"{REPO_ROOT}:{REPO_ROOT / 'tests'}"})
     blobs = tmp_path / "cache" / f"models--{CHECKPOINT_REPO.replace('/', '--')}" / "blobs"
     done = blobs / hashlib.sha256(local[first].read_bytes()).hexdigest()

@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from huggingface_hub import scan_cache_dir, try_to_load_from_cache
@@ -21,6 +22,9 @@ from kimik3_reconciler.adapters.hf_hub import HuggingFaceHub
 from kimik3_reconciler.adapters.hub_download import CHUNK
 from kimik3_reconciler.errors import DownloadFailed
 from kimik3_reconciler.model.specs import ModelDownload
+
+if TYPE_CHECKING:  # the download child imports this module with the checkout alone on its path, not tests/
+    from support.background import Background
 
 REPO, REV = "kimik3-test/big-GGUF", "b1" * 20
 SIZE = 24 << 20  # above huggingface_hub's 10 MiB resume granularity, several of our chunks
@@ -49,14 +53,14 @@ def spec_for(hub: FixtureHub, cache: Path) -> ModelDownload:
                          missing=tuple(f.path for f in files), manifest_key="unused")
 
 
-def download_in_child(hub: FixtureHub, cache: Path, prelude: str = "") -> subprocess.Popen:
-    """The hub's files downloaded into `cache` by another process (one to kill -9); `prelude`: Python run first
-    there (the same settings as this test's monkeypatches)."""
+def download_in_child(background: Background, hub: FixtureHub, cache: Path, prelude: str = "") -> subprocess.Popen:
+    """The hub's files downloaded into `cache` by another process (one to kill -9; killed at teardown if the test
+    fails first); `prelude`: Python run first there (the same settings as this test's monkeypatches)."""
     script = (f"from tests.integration.test_download import *; {prelude}"
               f"hub = type('H', (), {{'url': {hub.url!r}}})(); "
               f"HuggingFaceHub().download(spec_for(hub, Path({str(cache)!r})), lambda *_: None)")
     root = Path(__file__).resolve().parents[2]
-    return subprocess.Popen([sys.executable, "-c", script], cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
+    return background.start([sys.executable, "-c", script], cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
 
 
 def assert_complete(cache: Path, shards: dict[str, Path]) -> None:
@@ -110,9 +114,10 @@ def test_a_corrupt_blob_in_the_cache_is_refetched_not_served(hub: FixtureHub, sh
     assert hub.faults.served == {spec.files[0].path: SIZE}  # only the bad one came again
 
 
-def test_kill_9_mid_shard_then_resume_refetches_at_most_one_chunk(hub: FixtureHub, shards, tmp_path: Path) -> None:
+def test_kill_9_mid_shard_then_resume_refetches_at_most_one_chunk(hub: FixtureHub, shards, tmp_path: Path,
+                                                                background: Background) -> None:
     hub.faults.bytes_per_second = 16 << 20  # ~1.5 s per shard: time to kill it mid-way
-    child = download_in_child(hub, tmp_path)
+    child = download_in_child(background, hub, tmp_path)
     partials: list[Path] = []
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -136,15 +141,15 @@ def test_kill_9_mid_shard_then_resume_refetches_at_most_one_chunk(hub: FixtureHu
         assert refetched <= SIZE - size + CHUNK, (path, refetched, size)
 
 
-def test_sigterm_mid_download_exits_at_once_and_the_next_download_resumes(hub: FixtureHub, shards,
-                                                                        tmp_path: Path) -> None:
+def test_sigterm_mid_download_exits_at_once_and_the_next_download_resumes(hub: FixtureHub, shards, tmp_path: Path,
+                                                                        background: Background) -> None:
     """SIGTERM (systemd, docker stop, a CI runner, timeout) goes through the CLI's handler: the download stops
     where it is instead of finishing every file in flight, exit 143, and the next download resumes."""
     hub.faults.bytes_per_second = 2 << 20  # ~12 s per shard: the files in flight would take that long to finish
     prelude = ("import signal; from kimik3_reconciler.cli import _run, _terminate_as_interrupt; "
                "signal.signal(signal.SIGTERM, _terminate_as_interrupt); "
                "HuggingFaceHub.download = _run(HuggingFaceHub.download); ")
-    child = download_in_child(hub, tmp_path, prelude)
+    child = download_in_child(background, hub, tmp_path, prelude)
     blobs = tmp_path / f"models--{REPO.replace('/', '--')}" / "blobs"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not any(p.stat().st_size >= 1 << 20 for p in blobs.glob("*.incomplete")):
@@ -290,14 +295,14 @@ def _settled(read, quiet_s: float = 2.5, timeout_s: float = 20) -> int:  # the h
 
 
 def test_kill_9_mid_ranges_then_resume_fetches_only_what_the_record_lacks(one_file_hub, tmp_path: Path,
-                                                                         monkeypatch) -> None:
+                                                                         monkeypatch, background: Background) -> None:
     hub, files = one_file_hub
     _ranged(monkeypatch)
     # per connection: 8 ranges of 6 MiB, ~6 s each: the kill lands mid-ranges even when this process is
     # descheduled for seconds on a loaded CI machine (at 4 MiB/s the whole file came in 1.5 s and CI once
     # found it finished before the kill)
     hub.faults.bytes_per_second = 1 << 20
-    child = download_in_child(hub, tmp_path, "from kimik3_reconciler.adapters import hub_download, hub_ranges; "
+    child = download_in_child(background, hub, tmp_path, "from kimik3_reconciler.adapters import hub_download, hub_ranges; "
                                              "hub_download.MIN_RANGE = 1 << 20; hub_ranges.RECORD_EVERY = 1 << 20; ")
     blobs = tmp_path / f"models--{REPO.replace('/', '--')}" / "blobs"
     recorded = 0

@@ -28,6 +28,7 @@ NAME, PORT = "kimi-k3-hostprep-27b", 18727  # not used by the other integration 
 FAKE = "/run/kimik3-test-numa_balancing"  # on the box's tmpfs
 KNOB = "/proc/sys/kernel/numa_balancing"
 CONF = "/etc/sysctl.d/90-kimik3.conf"
+LATER = "/etc/sysctl.d/99-zz-kimik3-test.conf"  # a file a boot reads after CONF (the last test writes it)
 
 
 def in_box(*args: str) -> str:
@@ -74,6 +75,14 @@ def work(tmp_path_factory: pytest.TempPathFactory, box: Path) -> Iterator[Path]:
         yield work
 
 
+@pytest.fixture
+def prepared(work: Path, box: Path) -> Path:
+    """The profile applied (a no-op when it already is): CONF written and loaded, whatever ran before (the tests run
+    in a random order), or alone."""
+    run(work, box, "apply")
+    return work
+
+
 def run(work: Path, box: Path, *args: str) -> dict:
     result = kimik3(work, "--systemd-root", str(box), "--systemctl-prefix", f"docker exec {BOX}", *args, "--json",
                     "profile.yaml")
@@ -81,6 +90,7 @@ def run(work: Path, box: Path, *args: str) -> dict:
 
 
 def test_the_plan_shows_the_setting_and_apply_persists_and_loads_it(work: Path, box: Path) -> None:
+    in_box("sh", "-c", f"rm -f {CONF} {LATER} && echo 1 > {FAKE}")  # a stock box, whatever ran before
     before = this_machine()
     plan = run(work, box, "plan")
     host = plan["steps"][0]
@@ -98,7 +108,8 @@ def test_the_plan_shows_the_setting_and_apply_persists_and_loads_it(work: Path, 
     assert this_machine() == before  # this machine's kernel setting did not move
 
 
-def test_a_second_apply_is_a_noop(work: Path, box: Path) -> None:
+def test_a_second_apply_is_a_noop(prepared: Path, box: Path) -> None:
+    work = prepared
     mtime = (box / CONF.lstrip("/")).stat().st_mtime_ns
     plan = run(work, box, "plan")
     assert plan["converged"] and plan["steps"][0]["action"] == "noop" and CONF in plan["steps"][0]["reason"]
@@ -107,7 +118,8 @@ def test_a_second_apply_is_a_noop(work: Path, box: Path) -> None:
     assert (box / CONF.lstrip("/")).stat().st_mtime_ns == mtime
 
 
-def test_a_value_set_back_is_loaded_again_without_rewriting_the_file(work: Path, box: Path) -> None:
+def test_a_value_set_back_is_loaded_again_without_rewriting_the_file(prepared: Path, box: Path) -> None:
+    work = prepared
     before = this_machine()
     in_box("sh", "-c", f"echo 1 > {FAKE}")
     mtime = (box / CONF.lstrip("/")).stat().st_mtime_ns
@@ -120,13 +132,17 @@ def test_a_value_set_back_is_loaded_again_without_rewriting_the_file(work: Path,
     assert this_machine() == before
 
 
-def test_a_later_file_that_turns_it_back_at_boot_is_warned(work: Path, box: Path) -> None:
-    later = "/etc/sysctl.d/99-zz-kimik3-test.conf"
+def test_a_later_file_that_turns_it_back_at_boot_is_warned(prepared: Path, box: Path) -> None:
+    work = prepared
+    later = LATER
     in_box("sh", "-c", f"echo 'kernel.numa_balancing = 1' > {later}")
-    # What a boot does with both files, by the real loader: name order, the last value wins.
-    in_box("/usr/lib/systemd/systemd-sysctl", CONF, later)
-    assert in_box("cat", KNOB) == "1"
-    host = run(work, box, "plan")["steps"][0]
+    try:
+        # What a boot does with both files, by the real loader: name order, the last value wins.
+        in_box("/usr/lib/systemd/systemd-sysctl", CONF, later)
+        assert in_box("cat", KNOB) == "1"
+        host = run(work, box, "plan")["steps"][0]
+    finally:  # gone for the tests after this one (the order is random); the next apply loads 0 again
+        in_box("rm", "-f", later)
     assert (host["action"], host["diff"]) == ("update", [{"field": "kernel.numa_balancing", "old": "1", "new": "0"}])
     assert host["warnings"] == [f"{later} sets kernel.numa_balancing = 1 and a boot reads it after {CONF}: every boot "
                                 "turns it back (seed 000 needs 0); remove that line"]

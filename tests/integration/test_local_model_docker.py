@@ -53,10 +53,10 @@ def steps_of(plan: dict) -> dict[str, dict]:
     return {s["kind"]: s for s in plan["steps"]}
 
 
-@pytest.fixture(scope="module")
-def work(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def local_model_work(work: Path) -> Path:
+    """In `work`: a GGUF made here (4 layers), profile.yaml serving it through model.local_path, and bad.yaml naming
+    a file that is no GGUF."""
     require_docker_and_demo_hub()
-    work = tmp_path_factory.mktemp("kimik3-local-model")
     made_here(work / "models", layers=4)
     profile = demo_profile(work, NAME, PORT, "http://127.0.0.1:9")  # the demo's build; its hub is never asked
     for key in ("endpoint", "cache_dir"):
@@ -66,6 +66,12 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     bad = json.loads(json.dumps(profile))
     bad["model"]["local_path"] = "models/notes.gguf"
     write_profile(work, bad, "bad.yaml")
+    return work
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    work = local_model_work(tmp_path_factory.mktemp("kimik3-local-model"))
     try:
         yield work
     finally:
@@ -73,7 +79,17 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)
 
 
-def test_a_gguf_made_here_is_verified_served_and_mounted_read_only(work: Path) -> None:
+@pytest.fixture
+def served(work: Path) -> Path:
+    """The module's profile applied (a no-op when it already is): whatever ran before, or alone."""
+    kimik3(work, "apply", "profile.yaml")
+    return work
+
+
+def test_a_gguf_made_here_is_verified_served_and_mounted_read_only(tmp_path: Path) -> None:
+    # A folder of its own, never verified, and the container removed: the first apply, whatever ran before.
+    work = local_model_work(tmp_path)
+    subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)
     first = steps_of(plan_json(work))["model"]
     assert first["action"] == "create" and "record the sha256 manifest of 1 file(s)" in first["reason"], first
     kimik3(work, "apply", "profile.yaml")  # its check (`kimik3 verify`) passes on the served model
@@ -90,7 +106,8 @@ def test_a_gguf_made_here_is_verified_served_and_mounted_read_only(work: Path) -
     assert again["converged"] is True and steps_of(again)["model"]["action"] == "noop"
 
 
-def test_a_changed_file_is_drift_and_the_apply_serves_the_new_one(work: Path) -> None:
+def test_a_changed_file_is_drift_and_the_apply_serves_the_new_one(served: Path) -> None:
+    work = served
     before = served_params()
     made_here(work / "models", layers=6)  # a new conversion written in place of the old one
     plan = steps_of(plan_json(work))
@@ -103,7 +120,8 @@ def test_a_changed_file_is_drift_and_the_apply_serves_the_new_one(work: Path) ->
     assert plan_json(work)["converged"] is True
 
 
-def test_bad_input_exits_2_naming_the_field_and_the_server_keeps_serving(work: Path) -> None:
+def test_bad_input_exits_2_naming_the_field_and_the_server_keeps_serving(served: Path) -> None:
+    work = served
     (work / "models" / "notes.gguf").write_text("version https://git-lfs.github.com/spec/v1\n")  # a pointer, no LFS
     running = json.loads(docker("inspect", NAME))[0]["Id"]
     refused = kimik3(work, "apply", "bad.yaml", check=False)

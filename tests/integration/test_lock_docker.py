@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.background import Background
 from support.realparts import KIMIK3, demo_profile, docker, kimik3, require_docker_and_demo_hub, write_profile
 
 from kimik3_demo.hub import FixtureHub
@@ -45,10 +46,11 @@ def env_for(work: Path, state: str = "state") -> dict[str, str]:
     return {**os.environ, "KIMIK3_STATE_DIR": str(work / state), "HF_HOME": str(work / "hf-home")}
 
 
-def concurrent_applies(work: Path, *options: str, states: tuple[str, ...] = ("state",)) -> list[subprocess.CompletedProcess[str]]:
+def concurrent_applies(background: Background, work: Path, *options: str,
+                       states: tuple[str, ...] = ("state",)) -> list[subprocess.CompletedProcess[str]]:
     """APPLIES real `kimik3 apply` processes started together (spread over the state dirs `states`); their
-    results once all have exited."""
-    procs = [subprocess.Popen([*KIMIK3, "apply", *options, "profile.yaml"], cwd=work,
+    results once all have exited (those still running when the test fails are killed at its teardown)."""
+    procs = [background.start([*KIMIK3, "apply", *options, "profile.yaml"], cwd=work,
                               env=env_for(work, states[i % len(states)]),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(APPLIES)]
     results = []
@@ -76,9 +78,11 @@ def assert_no_raw_errors(results: list[subprocess.CompletedProcess[str]]) -> Non
         assert not re.search(r"\b409\b", r.stderr), r.stderr[-3000:]  # Docker's status code, not in a timestamp
 
 
-def test_concurrent_first_applies_launch_once_and_the_others_exit_5_naming_the_holder(workdir: Path) -> None:
+def test_concurrent_first_applies_launch_once_and_the_others_exit_5_naming_the_holder(workdir: Path,
+                                                                                     background: Background) -> None:
+    subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)  # a first launch, whatever ran before
     since = time.time()
-    results = concurrent_applies(workdir)  # default --lock-timeout 0: fail at once
+    results = concurrent_applies(background, workdir)  # default --lock-timeout 0: fail at once
     until = time.time() + 1
     assert_no_raw_errors(results)
     assert {r.returncode for r in results} == {0, 5}, [(r.returncode, r.stderr[-2000:]) for r in results]
@@ -94,10 +98,11 @@ def test_concurrent_first_applies_launch_once_and_the_others_exit_5_naming_the_h
 
 
 @pytest.mark.parametrize("attempt", range(TRIES))
-def test_concurrent_applies_that_wait_relaunch_a_removed_container_once(workdir: Path, attempt: int) -> None:
+def test_concurrent_applies_that_wait_relaunch_a_removed_container_once(workdir: Path, attempt: int,
+                                                                       background: Background) -> None:
     docker("rm", "-f", NAME)
     since = time.time()
-    results = concurrent_applies(workdir, "--lock-timeout", "10m")
+    results = concurrent_applies(background, workdir, "--lock-timeout", "10m")
     until = time.time() + 1
     print(f"try {attempt + 1}: {APPLIES} waiting applies after docker rm -f: {until - 1 - since:.1f} s wall, "
           f"{sum(r.stderr.count('waiting for the host lock') for r in results)} lock-wait lines")
@@ -112,9 +117,10 @@ def test_concurrent_applies_that_wait_relaunch_a_removed_container_once(workdir:
     assert launches(since, until) == ["create", "start"]
 
 
-def test_concurrent_applies_on_a_converged_host_touch_nothing(workdir: Path) -> None:
+def test_concurrent_applies_on_a_converged_host_touch_nothing(workdir: Path, background: Background) -> None:
+    kimik3(workdir, "apply", "profile.yaml")  # converged, whatever ran before (a no-op when it already is)
     before, since = identity(), time.time()
-    results = concurrent_applies(workdir, "--lock-timeout", "5m")
+    results = concurrent_applies(background, workdir, "--lock-timeout", "5m")
     until = time.time() + 1
     assert_no_raw_errors(results)
     assert [r.returncode for r in results] == [0] * APPLIES
@@ -122,10 +128,11 @@ def test_concurrent_applies_on_a_converged_host_touch_nothing(workdir: Path) -> 
     assert launches(since, until) == [] and identity() == before
 
 
-def test_an_apply_killed_with_sigkill_leaves_a_lock_the_next_apply_takes_over(workdir: Path) -> None:
+def test_an_apply_killed_with_sigkill_leaves_a_lock_the_next_apply_takes_over(workdir: Path,
+                                                                              background: Background) -> None:
     docker("rm", "-f", NAME)
     record = workdir / "state" / "lock" / "holder.json"
-    proc = subprocess.Popen([*KIMIK3, "apply", "profile.yaml"], cwd=workdir, env=env_for(workdir),
+    proc = background.start([*KIMIK3, "apply", "profile.yaml"], cwd=workdir, env=env_for(workdir),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while not record.exists() and time.monotonic() < deadline:
@@ -156,10 +163,10 @@ def test_a_kimik3_with_another_state_dir_is_kept_out_by_the_host_wide_lock(workd
         other.release(holder)
 
 
-def test_concurrent_applies_from_two_state_dirs_launch_once(workdir: Path) -> None:
+def test_concurrent_applies_from_two_state_dirs_launch_once(workdir: Path, background: Background) -> None:
     docker("rm", "-f", NAME)
     since = time.time()
-    results = concurrent_applies(workdir, "--lock-timeout", "10m", states=("state", "second-state"))
+    results = concurrent_applies(background, workdir, "--lock-timeout", "10m", states=("state", "second-state"))
     until = time.time() + 1
     assert_no_raw_errors(results)
     assert [r.returncode for r in results] == [0] * APPLIES, [r.stderr[-2000:] for r in results]

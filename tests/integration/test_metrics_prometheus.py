@@ -249,6 +249,11 @@ def test_a_second_apply_keeps_the_exporter_and_destroy_stops_it(prometheus: str,
     plan = kimik3(deployed, "plan", "profile.yaml", "--detailed-exitcode", check=False)
     assert plan.returncode == 0, plan.stdout + plan.stderr
     kimik3(deployed, "destroy", "profile.yaml")
-    assert not Path(f"/proc/{record['pid']}").exists() or b"metrics-serve" not in \
-        Path(f"/proc/{record['pid']}/cmdline").read_bytes()
-    wait_for(lambda: query(f'up{{instance="127.0.0.1:{METRICS_PORT}"}}') == [0.0], "prometheus sees the exporter gone")
+    try:
+        assert not Path(f"/proc/{record['pid']}").exists() or b"metrics-serve" not in \
+            Path(f"/proc/{record['pid']}/cmdline").read_bytes()
+        wait_for(lambda: query(f'up{{instance="127.0.0.1:{METRICS_PORT}"}}') == [0.0],
+                 "prometheus sees the exporter gone")
+    finally:  # deployed again for the module's other tests, whichever run after this one (the order is random)
+        kimik3(deployed, "apply", "profile.yaml", "--no-verify-server")
+    wait_for(lambda: query(f'up{{instance="127.0.0.1:{METRICS_PORT}"}}') == [1.0], "prometheus sees it back")

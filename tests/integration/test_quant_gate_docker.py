@@ -46,8 +46,14 @@ def workdir(tmp_path_factory: pytest.TempPathFactory, hub: FixtureHub) -> Iterat
     subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)
 
 
-def test_a_candidate_with_the_reference_weights_passes_once(workdir: Path) -> None:
-    applied = json.loads(kimik3(workdir, "apply", "--json", "--no-verify-server", "profile.yaml").stdout)
+@pytest.fixture(scope="module")
+def first_apply(workdir: Path) -> dict:
+    """The first apply of the candidate (its report): both tests need it, whichever runs first."""
+    return json.loads(kimik3(workdir, "apply", "--json", "--no-verify-server", "profile.yaml").stdout)
+
+
+def test_a_candidate_with_the_reference_weights_passes_once(workdir: Path, first_apply: dict) -> None:
+    applied = first_apply
     kinds = [(s["kind"], s["action"]) for s in applied["executed"]]
     assert ("reference", "create") in kinds and ("gate", "read") in kinds
     assert kinds.index(("gate", "read")) < kinds.index(("container", "create"))
@@ -59,7 +65,8 @@ def test_a_candidate_with_the_reference_weights_passes_once(workdir: Path) -> No
     assert gate["action"] == "noop" and gate["reason"].startswith("passed on")  # not re-run
 
 
-def test_a_candidate_with_other_weights_fails_and_is_never_launched(workdir: Path) -> None:
+def test_a_candidate_with_other_weights_fails_and_is_never_launched(workdir: Path, first_apply: dict) -> None:
+    kimik3(workdir, "apply", "--no-verify-server", "profile.yaml")  # serving, whatever ran before (a no-op if it is)
     before = docker("inspect", "-f", "{{.Id}}", NAME)
     result = kimik3(workdir, "apply", "--no-verify-server", "other.yaml", check=False)
     assert result.returncode == 1 and "Traceback" not in result.stderr

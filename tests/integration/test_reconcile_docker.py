@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support.background import Background
 from support.realparts import (
     DEMO_DIR, REPO_ROOT, demo_profile, docker, kimik3, require_docker_and_demo_hub, write_profile,
 )
@@ -49,6 +50,28 @@ def workdir(tmp_path_factory: pytest.TempPathFactory, hub: FixtureHub) -> Iterat
     subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)
 
 
+@pytest.fixture
+def converged(workdir: Path) -> Path:
+    """The base profile applied (a no-op when it already is): each test that needs a running deployment has one,
+    whatever ran before it (the tests run in a random order) or whether it runs alone."""
+    kimik3(workdir, "apply", "profile.yaml")
+    return workdir
+
+
+def with_a_patch_that_does_not_apply(work: Path) -> Path:
+    """The base profile with a patch that does not apply to the pin's source: its build fails at the patch step."""
+    (work / "does-not-apply.patch").write_text(
+        "--- a/README.md\n+++ b/README.md\n@@ -1,1 +1,1 @@\n-this line is not in llama.cpp's README\n+kimik3\n")
+    return edited(work, lambda p: p["build"].update(patches=["does-not-apply.patch"]))
+
+
+def first_use_of_the_pin(work: Path) -> None:
+    """A build of the pin that fails at the patch step: it records the source archive's sha256 (at its first use,
+    before the build), touching nothing else."""
+    result = kimik3(work, "apply", with_a_patch_that_does_not_apply(work).name, check=False)
+    assert result.returncode == 1 and "PATCH FAILED: 00-does-not-apply.patch" in result.stderr, result.stderr[-3000:]
+
+
 def edited(work: Path, change) -> Path:  # noqa: ANN001 - a callable editing the profile dict
     profile = yaml.safe_load((work / "profile.yaml").read_text())
     change(profile)
@@ -60,6 +83,7 @@ def container_identity() -> tuple[str, str]:
 
 
 def test_apply_converges_and_answers_a_chat(workdir: Path) -> None:
+    subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)  # a launch to converge after, whatever ran before
     applied = kimik3(workdir, "apply", "profile.yaml")
     assert f"{NAME}: converged after" in applied.stdout
     assert docker("inspect", "-f", "{{.State.Status}}", NAME) == "running"
@@ -73,67 +97,69 @@ def test_apply_converges_and_answers_a_chat(workdir: Path) -> None:
     assert all(not m["RW"] for m in mounts), "weights must be mounted read-only"
 
 
-def test_the_image_was_smoke_tested_once(workdir: Path) -> None:
-    records = list((workdir / "state" / "smoke").glob("*.json"))
-    assert len(records) == 1 and json.loads(records[0].read_text())["passed"] is True
+def test_the_image_was_smoke_tested_once(converged: Path) -> None:
+    records = list((converged / "state" / "smoke").glob("*.json"))
+    assert records and all(json.loads(r.read_text())["passed"] is True for r in records)
     assert subprocess.run(["docker", "inspect", f"{NAME}-smoke"], capture_output=True).returncode != 0
-    plan = json.loads(kimik3(workdir, "plan", "--json", "profile.yaml").stdout)
+    plan = json.loads(kimik3(converged, "plan", "--json", "profile.yaml").stdout)
     smoke = next(s for s in plan["steps"] if s["kind"] == "smoke")
     assert (smoke["action"], smoke["reason"]) == ("noop", "image passed its smoke test")
+    kimik3(converged, "apply", "profile.yaml")  # once: another apply of the same image does not smoke-test it again
+    assert sorted((converged / "state" / "smoke").glob("*.json")) == sorted(records)
 
 
-def test_second_apply_changes_nothing(workdir: Path) -> None:
+def test_second_apply_changes_nothing(converged: Path) -> None:
     before = container_identity()
-    result = kimik3(workdir, "apply", "--json", "profile.yaml")
+    result = kimik3(converged, "apply", "--json", "profile.yaml")
     assert json.loads(result.stdout)["changed"] is False
     assert container_identity() == before
 
 
-def test_ubatch_change_replaces_only_the_container(workdir: Path) -> None:
-    path = edited(workdir, lambda p: p["serve"].update(ubatch=2048))
-    plan = json.loads(kimik3(workdir, "plan", "--json", path.name).stdout)
+def test_ubatch_change_replaces_only_the_container(converged: Path) -> None:
+    path = edited(converged, lambda p: p["serve"].update(ubatch=2048))
+    plan = json.loads(kimik3(converged, "plan", "--json", path.name).stdout)
     changes = [(s["kind"], s["action"]) for s in plan["steps"] if s["action"] != "noop"]
     assert changes == [("preread", "read"), ("container", "replace"), ("health", "read")]  # pre-read: issue 15
     container = next(s for s in plan["steps"] if s["kind"] == "container")
     assert container["diff"] == [{"field": "serve.ubatch", "old": 4096, "new": 2048}]
-    detailed = kimik3(workdir, "plan", "--detailed-exitcode", path.name, check=False)
+    detailed = kimik3(converged, "plan", "--detailed-exitcode", path.name, check=False)
     assert detailed.returncode == 4
     before = container_identity()
-    applied = json.loads(kimik3(workdir, "apply", "--json", path.name).stdout)
+    applied = json.loads(kimik3(converged, "apply", "--json", path.name).stdout)
     assert [(s["kind"], s["action"]) for s in applied["executed"]] == [
         ("preread", "read"), ("container", "replace"), ("health", "read")]
     assert container_identity() != before
     argv = json.loads(docker("inspect", "-f", "{{json .Config.Cmd}}", NAME))
     assert argv[argv.index("--ubatch-size") + 1] == "2048"
-    kimik3(workdir, "apply", "profile.yaml")  # back to the base profile for the next tests
+    kimik3(converged, "apply", "profile.yaml")  # back to the base profile for the next tests
 
 
-def test_commit_and_quant_changes_plan_the_right_layers(workdir: Path) -> None:
-    path = edited(workdir, lambda p: p["build"].update(commit="1" * 40))
-    plan = json.loads(kimik3(workdir, "plan", "--json", path.name).stdout)
+def test_commit_and_quant_changes_plan_the_right_layers(converged: Path) -> None:
+    path = edited(converged, lambda p: p["build"].update(commit="1" * 40))
+    plan = json.loads(kimik3(converged, "plan", "--json", path.name).stdout)
     assert [(s["kind"], s["action"]) for s in plan["steps"]] == [
         ("model", "noop"), ("image", "create"), ("smoke", "read"), ("preread", "read"), ("container", "replace"),
         ("health", "read")]
-    path = edited(workdir, lambda p: p["model"].update(quant="UD-Q4_K_XL"))
-    plan = json.loads(kimik3(workdir, "plan", "--json", path.name).stdout)
+    path = edited(converged, lambda p: p["model"].update(quant="UD-Q4_K_XL"))
+    plan = json.loads(kimik3(converged, "plan", "--json", path.name).stdout)
     assert [(s["kind"], s["action"]) for s in plan["steps"]] == [
         ("model", "create"), ("image", "noop"), ("smoke", "noop"), ("preread", "read"), ("container", "replace"),
         ("health", "read")]
-    (workdir / "extra.patch").write_text("--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-x\n+y\n")
-    path = edited(workdir, lambda p: p["build"].update(patches=["extra.patch"]))
-    plan = json.loads(kimik3(workdir, "plan", "--json", path.name).stdout)
+    (converged / "extra.patch").write_text("--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-x\n+y\n")
+    path = edited(converged, lambda p: p["build"].update(patches=["extra.patch"]))
+    plan = json.loads(kimik3(converged, "plan", "--json", path.name).stdout)
     image = next(s for s in plan["steps"] if s["kind"] == "image")
     assert image["action"] == "create" and image["diff"][0]["field"] == "build.patches"
 
 
-def test_killed_container_is_restored(workdir: Path) -> None:
+def test_killed_container_is_restored(converged: Path) -> None:
     docker("kill", NAME)
-    plan = kimik3(workdir, "plan", "profile.yaml").stdout
+    plan = kimik3(converged, "plan", "profile.yaml").stdout
     assert "start it" in plan
-    kimik3(workdir, "apply", "profile.yaml")
+    kimik3(converged, "apply", "profile.yaml")
     assert docker("inspect", "-f", "{{.State.Status}}", NAME) == "running"
     docker("rm", "-f", NAME)
-    kimik3(workdir, "apply", "profile.yaml")
+    kimik3(converged, "apply", "profile.yaml")
     assert docker("inspect", "-f", "{{.State.Status}}", NAME) == "running"
 
 
@@ -148,35 +174,32 @@ def test_crash_while_loading_fails_with_the_servers_last_lines(workdir: Path) ->
     assert docker("inspect", "-f", "{{.State.Status}}", NAME) == "running"
 
 
-def test_invalid_profile_is_refused_and_touches_nothing(workdir: Path) -> None:
+def test_invalid_profile_is_refused_and_touches_nothing(converged: Path) -> None:
     before = container_identity()
-    bad = workdir / "bad.yaml"
-    bad.write_text((workdir / "profile.yaml").read_text().replace("ubatch:", "ubatc:"))
+    bad = converged / "bad.yaml"
+    bad.write_text((converged / "profile.yaml").read_text().replace("ubatch:", "ubatc:"))
     for command in ("validate", "apply"):
-        result = kimik3(workdir, command, bad.name, check=False)
+        result = kimik3(converged, command, bad.name, check=False)
         assert result.returncode == 2
         assert "bad.yaml:" in result.stderr and "did you mean 'ubatch'" in result.stderr
         assert "Traceback" not in result.stderr
     assert container_identity() == before
 
 
-def test_destroy_keeps_model_and_image_unless_asked(workdir: Path) -> None:
-    kimik3(workdir, "destroy", "profile.yaml")
+def test_destroy_keeps_model_and_image_unless_asked(converged: Path) -> None:
+    kimik3(converged, "destroy", "profile.yaml")
     assert subprocess.run(["docker", "inspect", NAME], capture_output=True).returncode != 0
     assert docker("images", "-q", "kimi-k3-llamacpp:mainline-ad1de39-cpu")
-    status = json.loads(kimik3(workdir, "status", "--json", "profile.yaml").stdout)
+    status = json.loads(kimik3(converged, "status", "--json", "profile.yaml").stdout)
     assert status["container"] is None and status["model"]["missing"] == []
-    kimik3(workdir, "down", "--model", "profile.yaml")
-    status = json.loads(kimik3(workdir, "status", "--json", "profile.yaml").stdout)
+    kimik3(converged, "down", "--model", "profile.yaml")
+    status = json.loads(kimik3(converged, "status", "--json", "profile.yaml").stdout)
     assert len(status["model"]["missing"]) == 2
 
 
-def test_a_patch_that_does_not_apply_fails_the_build_naming_it(workdir: Path) -> None:
-    before = container_identity() if subprocess.run(["docker", "inspect", NAME], capture_output=True).returncode == 0 \
-        else None
-    (workdir / "does-not-apply.patch").write_text(
-        "--- a/README.md\n+++ b/README.md\n@@ -1,1 +1,1 @@\n-this line is not in llama.cpp's README\n+kimik3\n")
-    path = edited(workdir, lambda p: p["build"].update(patches=["does-not-apply.patch"]))
+def test_a_patch_that_does_not_apply_fails_the_build_naming_it(converged: Path) -> None:
+    workdir, before = converged, container_identity()
+    path = with_a_patch_that_does_not_apply(workdir)
     steps = {s["kind"]: s for s in json.loads(kimik3(workdir, "plan", "--json", path.name).stdout)["steps"]}
     # Issue 15: the build reads the model into the page cache while dockerd builds (when this host's RAM holds it
     # and the compile's share: else the pre-read step says why not); a build that fails still fails as before.
@@ -187,13 +210,13 @@ def test_a_patch_that_does_not_apply_fails_the_build_naming_it(workdir: Path) ->
     assert "PATCH FAILED: 00-does-not-apply.patch" in result.stderr
     assert "failed at Step" in result.stderr and "Hunk #1 FAILED" in result.stderr
     assert ("pre-read-alongside" in result.stderr) == during
-    if before:
-        assert container_identity() == before  # a failed build never touches the running container
+    assert container_identity() == before  # a failed build never touches the running container
 
 
 def test_a_changed_source_archive_is_refused(workdir: Path) -> None:
-    # The failed build above used the pin's archive: its sha256 is recorded. A different file for
-    # the same source@commit must be refused before anything runs.
+    # A build used the pin's archive: its sha256 is recorded. A different file for the same source@commit must be
+    # refused before anything runs.
+    first_use_of_the_pin(workdir)
     assert list((workdir / "state" / "archives").glob("mainline-*.json"))
     other = workdir / "other-archive.tar.gz"
     other.write_bytes((DEMO_DIR / "llama.cpp-b11434.tar.gz").read_bytes() + b"\0")
@@ -223,15 +246,16 @@ def test_a_patch_that_applies_is_built_in_and_going_back_retags_the_kept_build(w
     assert "(kimik3 test patch)" not in subprocess.run(["docker", "logs", NAME], capture_output=True, text=True).stderr
 
 
-def test_apply_killed_during_the_load_is_resumed_not_relaunched(workdir: Path) -> None:
+def test_apply_killed_during_the_load_is_resumed_not_relaunched(converged: Path, background: Background) -> None:
     import os
     import signal
     import sys
     import time
 
+    workdir = converged  # the image built and the model fetched: the launch comes within seconds of the start
     subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)
     env = {**os.environ, "KIMIK3_STATE_DIR": str(workdir / "state"), "HF_HOME": str(workdir / "hf-home")}
-    apply = subprocess.Popen([sys.executable, "-m", "kimik3_reconciler", "apply", "profile.yaml"], cwd=workdir,
+    apply = background.start([sys.executable, "-m", "kimik3_reconciler", "apply", "profile.yaml"], cwd=workdir,
                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while subprocess.run(["docker", "inspect", NAME], capture_output=True).returncode and time.monotonic() < deadline:

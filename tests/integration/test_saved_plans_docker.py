@@ -43,6 +43,13 @@ def workdir(tmp_path_factory: pytest.TempPathFactory, hub: FixtureHub) -> Iterat
     subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)
 
 
+@pytest.fixture
+def converged(workdir: Path) -> Path:
+    """The profile applied (a no-op when it already is): whatever ran before, or alone."""
+    kimik3(workdir, "apply", "profile.yaml")
+    return workdir
+
+
 def container_identity() -> str:
     return docker("inspect", "-f", "{{.Id}} {{.State.StartedAt}}", NAME)
 
@@ -51,7 +58,11 @@ def exists(name: str) -> bool:
     return subprocess.run(["docker", "inspect", name], capture_output=True).returncode == 0
 
 
-def test_plan_out_then_apply_plan_converges(workdir: Path) -> None:
+def test_plan_out_then_apply_plan_converges(tmp_path: Path, hub: FixtureHub) -> None:
+    # A state dir and model cache of its own, the container removed: the whole plan pending, whatever ran before.
+    workdir = tmp_path
+    write_profile(workdir, demo_profile(workdir, NAME, PORT, hub.url))
+    subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)
     planned = kimik3(workdir, "plan", "profile.yaml", "-out", "first.plan", "--detailed-exitcode", check=False)
     assert planned.returncode == 4, planned.stderr  # changes pending
     assert "plan saved to first.plan" in planned.stderr
@@ -65,7 +76,8 @@ def test_plan_out_then_apply_plan_converges(workdir: Path) -> None:
     assert kimik3(workdir, "plan", "--detailed-exitcode", "profile.yaml", check=False).returncode == 0
 
 
-def test_a_saved_plan_is_stale_once_the_container_is_removed(workdir: Path) -> None:
+def test_a_saved_plan_is_stale_once_the_container_is_removed(converged: Path) -> None:
+    workdir = converged
     kimik3(workdir, "plan", "profile.yaml", "--out", "second.plan")  # converged: a plan with nothing to do
     docker("rm", "-f", NAME)
     started = time.monotonic()
@@ -83,7 +95,8 @@ def test_a_saved_plan_is_stale_once_the_container_is_removed(workdir: Path) -> N
     assert result["final"]["converged"] is True and result["verify"]["ok"] is True
 
 
-def test_a_saved_plan_is_stale_once_the_profile_is_edited(workdir: Path) -> None:
+def test_a_saved_plan_is_stale_once_the_profile_is_edited(converged: Path) -> None:
+    workdir = converged
     kimik3(workdir, "plan", "profile.yaml", "-out=third.plan")
     before, text = container_identity(), (workdir / "profile.yaml").read_text()
     profile = yaml.safe_load(text)
@@ -98,13 +111,16 @@ def test_a_saved_plan_is_stale_once_the_profile_is_edited(workdir: Path) -> None
     assert container_identity() == before  # touched nothing
 
 
-def test_other_commands_name_a_saved_plan_instead_of_parsing_it(workdir: Path) -> None:
+def test_other_commands_name_a_saved_plan_instead_of_parsing_it(converged: Path) -> None:
+    workdir = converged
+    kimik3(workdir, "plan", "profile.yaml", "-out", "third.plan")
     result = kimik3(workdir, "plan", "third.plan", check=False)
     assert result.returncode == 2 and "third.plan is a saved plan" in result.stderr
     assert "`kimik3 apply third.plan` executes it" in result.stderr
 
 
-def test_verify_of_another_quant_than_the_deployed_one_fails_naming_model_quant(workdir: Path) -> None:
+def test_verify_of_another_quant_than_the_deployed_one_fails_naming_model_quant(converged: Path) -> None:
+    workdir = converged
     profile = yaml.safe_load((workdir / "profile.yaml").read_text())
     profile["model"]["quant"] = "UD-Q4_K_XL"
     write_profile(workdir, profile, "other-quant.yaml")
@@ -115,7 +131,8 @@ def test_verify_of_another_quant_than_the_deployed_one_fails_naming_model_quant(
     assert json.loads(kimik3(workdir, "verify", "--json", "profile.yaml").stdout)["ok"] is True
 
 
-def test_an_edited_or_cut_plan_is_refused_as_json_and_touches_nothing(workdir: Path) -> None:
+def test_an_edited_or_cut_plan_is_refused_as_json_and_touches_nothing(converged: Path) -> None:
+    workdir = converged
     """Held-back review: a health wait edited in the file (another container to watch and stop) ran unchecked, and a
     plan cut short read as "invalid YAML"; both are refused now, with the error as JSON on stdout for CI."""
     docker("stop", "-t", "2", NAME)

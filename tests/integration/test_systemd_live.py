@@ -133,15 +133,45 @@ ExecStart=/usr/bin/docker version
 """
 
 
-def test_a_systemd_without_docker_service_is_refused(work: Path, box: Path) -> None:
-    result = sd_kimik3(work, box, "plan", "main.yaml", check=False)
-    assert result.returncode == 3 and "no docker.service" in result.stderr and "Traceback" not in result.stderr
-    # The box's systemd does not run dockerd (the host's does): a stand-in unit says it is there.
-    (box / "etc/systemd/system/docker.service").write_text(DOCKER_STAND_IN)
+def with_docker_service(box: Path, present: bool) -> None:
+    """The box's systemd does not run dockerd (the host's does): a stand-in unit says it is there (or, taken away,
+    that it is not)."""
+    stand_in = box / "etc/systemd/system/docker.service"
+    if stand_in.exists() == present:
+        return
+    if present:
+        stand_in.write_text(DOCKER_STAND_IN)
+    else:
+        stand_in.unlink()
     in_box("systemctl", "daemon-reload")
 
 
-def test_apply_installs_enables_and_starts_the_unit(work: Path, box: Path) -> None:
+@pytest.fixture
+def docker_service(box: Path) -> Path:
+    with_docker_service(box, present=True)
+    return box
+
+
+@pytest.fixture
+def installed(work: Path, docker_service: Path) -> Path:
+    """main.yaml applied (a no-op when it already is): its unit installed and active, whatever ran before (the tests
+    run in a random order), or alone."""
+    sd_kimik3(work, docker_service, "apply", "main.yaml")
+    return work
+
+
+def test_a_systemd_without_docker_service_is_refused(work: Path, box: Path) -> None:
+    with_docker_service(box, present=False)
+    try:
+        result = sd_kimik3(work, box, "plan", "main.yaml", check=False)
+    finally:
+        with_docker_service(box, present=True)
+    assert result.returncode == 3 and "no docker.service" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_apply_installs_enables_and_starts_the_unit(work: Path, docker_service: Path) -> None:
+    box = docker_service
+    sd_kimik3(work, box, "destroy", "main.yaml")  # not installed, whatever ran before
     applied = json.loads(sd_kimik3(work, box, "apply", "--json", "main.yaml").stdout)
     assert [(s["kind"], s["action"]) for s in applied["executed"]][-2:] == [("health", "read"), ("unit", "create")]
     assert in_box("systemctl", "is-active", UNIT) == "active"
@@ -158,7 +188,8 @@ def test_apply_installs_enables_and_starts_the_unit(work: Path, box: Path) -> No
     assert f"unit       {UNIT}: active, enabled" in status
 
 
-def test_the_env_file_value_with_a_hash_survives_as_written(work: Path, box: Path) -> None:
+def test_the_env_file_value_with_a_hash_survives_as_written(installed: Path, box: Path) -> None:
+    work = installed
     env_file = (box / "etc/kimik3" / f"{MAIN}.env").read_text()
     assert f'KIMIK3_MODEL_CACHE="{work / CACHE_NAME}"' in env_file.splitlines()
     pid = in_box("systemctl", "show", "-p", "MainPID", "--value", UNIT)
@@ -167,21 +198,23 @@ def test_the_env_file_value_with_a_hash_survives_as_written(work: Path, box: Pat
     assert environ["KIMIK3_CONTAINER"] == MAIN
 
 
-def test_systemd_restarts_the_same_container_without_rebuilding(work: Path) -> None:
+def test_systemd_restarts_the_same_container_without_rebuilding(installed: Path) -> None:
+    restarts = int(in_box("systemctl", "show", "-p", "NRestarts", "--value", UNIT))
     container_id = docker("inspect", "-f", "{{.Id}}", MAIN)
     started = docker("inspect", "-f", "{{.State.StartedAt}}", MAIN)
     docker("kill", "-s", "KILL", MAIN)  # a crash: exit 137, the unit's Restart=on-failure (RestartSec=10)
     wait_for("the unit to restart the container", lambda: docker("inspect", "-f", "{{.State.StartedAt}}", MAIN)
              != started and state(MAIN) == "running", timeout=60)
     assert docker("inspect", "-f", "{{.Id}}", MAIN) == container_id  # same container: no download, no build
-    assert in_box("systemctl", "show", "-p", "NRestarts", "--value", UNIT) == "1"
+    assert in_box("systemctl", "show", "-p", "NRestarts", "--value", UNIT) == str(restarts + 1)
     wait_for("/health 200 after the restart", lambda: serves(PORT))
     in_box("systemctl", "restart", UNIT)  # ExecStop (docker stop -t 120) then docker start --attach
     wait_for("/health 200 after systemctl restart", lambda: serves(PORT))
     assert docker("inspect", "-f", "{{.Id}}", MAIN) == container_id and in_box("systemctl", "is-active", UNIT) == "active"
 
 
-def test_a_hand_edited_unit_is_drift_that_apply_restores(work: Path, box: Path) -> None:
+def test_a_hand_edited_unit_is_drift_that_apply_restores(installed: Path, box: Path) -> None:
+    work = installed
     path = box / "etc/systemd/system" / UNIT
     rendered = path.read_text()
     path.write_text(rendered.replace("TimeoutStopSec=150", "TimeoutStopSec=5"))
@@ -199,7 +232,8 @@ def test_a_hand_edited_unit_is_drift_that_apply_restores(work: Path, box: Path) 
     assert docker("inspect", "-f", "{{.Id}} {{.State.StartedAt}}", MAIN) == container  # the service kept running
 
 
-def test_the_conflicting_pair_switches(work: Path, box: Path) -> None:
+def test_the_conflicting_pair_switches(installed: Path, box: Path) -> None:
+    work = installed
     plan = plan_json(work, box, "other.yaml")
     conflict = [s for s in plan["steps"] if s["kind"] == "conflict"]
     assert [(s["target"], s["action"]) for s in conflict] == [(MAIN, "update")]
@@ -218,7 +252,9 @@ def test_the_conflicting_pair_switches(work: Path, box: Path) -> None:
     assert plan_json(work, box, "main.yaml")["converged"]
 
 
-def test_destroy_removes_the_units_it_installed_and_nothing_else(work: Path, box: Path) -> None:
+def test_destroy_removes_the_units_it_installed_and_nothing_else(installed: Path, box: Path) -> None:
+    work = installed
+    sd_kimik3(work, box, "apply", "other.yaml")  # both units installed (other's start stops main's: they conflict)
     foreign = box / "etc/systemd/system" / "operator-own.service"
     foreign.write_text("[Unit]\nDescription=installed by someone else\n[Service]\nExecStart=/bin/true\n")
     for profile, name in (("other.yaml", OTHER), ("main.yaml", MAIN)):
@@ -241,9 +277,7 @@ def test_without_systemd_as_pid1_the_plan_refuses(work: Path, tmp_path: Path) ->
 def test_the_exporter_is_a_unit_next_to_the_server(box: Path, hub: FixtureHub) -> None:
     """`metrics:` under `systemd:`: <unit>-metrics.service runs `metrics-serve` (the observed interpreter),
     serves /metrics, comes back after a crash (Restart=on-failure), and destroy removes both units."""
-    if not (box / "etc/systemd/system/docker.service").exists():  # run alone (-k): the stand-in first
-        (box / "etc/systemd/system/docker.service").write_text(DOCKER_STAND_IN)
-        in_box("systemctl", "daemon-reload")
+    with_docker_service(box, present=True)
     work = METRICS_WORK
     profile = demo_profile(work, METRICS_PROFILE, METRICS_PORT, hub.url)
     profile["systemd"] = {"unit": METRICS_PROFILE}

@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from support.background import Background
 from support.realparts import KIMIK3, demo_hub, demo_profile, docker, kimik3, serves, wait_for, write_profile
 
 pytestmark = pytest.mark.docker
@@ -18,13 +19,14 @@ pytestmark = pytest.mark.docker
 NAME, PORT = "k3un-unverified", 18620
 
 
-def test_a_launch_left_unverified_is_a_verify_step_that_the_next_apply_runs(tmp_path: Path) -> None:
+def test_a_launch_left_unverified_is_a_verify_step_that_the_next_apply_runs(tmp_path: Path,
+                                                                            background: Background) -> None:
     subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)
     with demo_hub() as hub:
         write_profile(tmp_path, demo_profile(tmp_path, NAME, PORT, hub.url))
         try:
             env = {**os.environ, "KIMIK3_STATE_DIR": str(tmp_path / "state"), "HF_HOME": str(tmp_path / "hf-home")}
-            apply = subprocess.Popen([*KIMIK3, "apply", "profile.yaml"], cwd=tmp_path, env=env,
+            apply = background.start([*KIMIK3, "apply", "profile.yaml"], cwd=tmp_path, env=env,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             record = tmp_path / "state" / "unverified" / f"{NAME}.json"
             wait_for("the launch", lambda: docker("ps", "-q", "--filter", f"name=^{NAME}$") != "", timeout=300,

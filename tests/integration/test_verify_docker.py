@@ -54,8 +54,10 @@ def workdir(tmp_path_factory: pytest.TempPathFactory, hub: FixtureHub) -> Iterat
     subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def serving(workdir: Path) -> Path:
+    """Applied before each test (a no-op when converged): a test that stopped the server (the last one here) leaves
+    none stopped for the tests after it, in whatever order they run."""
     kimik3(workdir, "apply", "profile.yaml")
     assert docker("inspect", "-f", "{{.State.Status}}", NAME) == "running"
     return workdir

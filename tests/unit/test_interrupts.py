@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.background import Background
 from support.fakes import FakeClock
 
 from kimik3_reconciler.adapters.host_lock import StateDirLock
@@ -22,14 +23,14 @@ from kimik3_reconciler.locking import new_holder
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _apply_waiting_for_the_lock(tmp_path: Path, *extra: str) -> subprocess.Popen[str]:
+def _apply_waiting_for_the_lock(background: Background, tmp_path: Path, *extra: str) -> subprocess.Popen[str]:
     env = {**os.environ, "KIMIK3_HOST_LOCK": "off", "KIMIK3_STATE_DIR": str(tmp_path / "state"),
            "KIMIK3_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)}
     command = [sys.executable, "-m", "kimik3_reconciler", "apply", *extra, "--lock-timeout", "5m",
                str(ROOT / "profiles" / "demo-cpu.yaml")]
     # SIGINT as a terminal's Ctrl-C would find it: a test run started in the background (`nohup … &`, as CI may be)
     # hands its children SIGINT ignored, and Python then (rightly) leaves it ignored.
-    child = subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    child = background.start(command, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 60
     line = ""
@@ -43,11 +44,11 @@ def _apply_waiting_for_the_lock(tmp_path: Path, *extra: str) -> subprocess.Popen
 @pytest.mark.parametrize(("sig", "code", "name"), [(signal.SIGTERM, 143, "SIGTERM"), (signal.SIGINT, 130, "SIGINT")])
 @pytest.mark.parametrize("json_out", [False, True], ids=["text", "json"])
 def test_a_signal_mid_apply_unwinds_says_so_and_exits_128_plus_it(tmp_path: Path, sig: int, code: int, name: str,
-                                                                   json_out: bool) -> None:
+                                                                   json_out: bool, background: Background) -> None:
     (tmp_path / "state").mkdir()
     other = StateDirLock(tmp_path / "state")
     assert other.try_acquire(new_holder("apply", "someone", FakeClock())).acquired
-    child = _apply_waiting_for_the_lock(tmp_path, *(["--json"] if json_out else []))
+    child = _apply_waiting_for_the_lock(background, tmp_path, *(["--json"] if json_out else []))
     child.send_signal(sig)
     stdout, stderr = child.communicate(timeout=30)
     assert child.returncode == code, (stdout, stderr)
