@@ -20,7 +20,7 @@ from support.require_engines import pytest_runtest_makereport  # noqa: E402,F401
 # Tests marked `dockerd_restart` are deselected unless KIMIK3_DOCKERD_RESTART_TEST=1 asks for them.
 from support.opt_in import pytest_collection_modifyitems  # noqa: E402,F401  (a hook: pytest finds it by name)
 # The order is random (pytest-randomly); its seed is printed at the start and in the summary.
-from support.test_order import pytest_sessionstart, pytest_terminal_summary  # noqa: E402,F401  (hooks)
+from support.test_order import pytest_configure, pytest_sessionstart, pytest_terminal_summary  # noqa: E402,F401  (hooks)
 
 import pytest  # noqa: E402
 from support.background import Background  # noqa: E402

@@ -30,7 +30,9 @@ from kimik3_reconciler.adapters.docker_engine import DockerEngine
 from kimik3_reconciler.adapters.worker_lock import DockerHostLock
 from kimik3_reconciler.model.host_lock import LockHolder
 
-pytestmark = pytest.mark.docker
+# Its tests build on one another (the destroy and dropped-worker tests break those after them): kept in file order
+# until its setup is made per test (tried: a worker then failed to start under load; a known gap).
+pytestmark = [pytest.mark.docker, pytest.mark.file_order]
 
 SSH_PORT = 19310
 WORKER_BIND, WORKER_PORT = "127.0.0.2", 19311

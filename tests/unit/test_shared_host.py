@@ -65,3 +65,31 @@ def test_a_failed_test_leaves_no_background_process_running(tmp_path: Path) -> N
     while any(_alive(pid) for pid in started) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not [pid for pid in started if _alive(pid)], "the failed test left its processes running"
+
+
+KEPT = '''
+import pytest
+pytestmark = pytest.mark.file_order
+{tests}
+'''
+SHUFFLED = "\n".join(f"def test_free_{n}():\n    pass\n" for n in range(8))
+
+
+def test_a_file_order_module_keeps_its_order_under_random_order(tmp_path: Path) -> None:
+    """A module marked `file_order` (its tests build on one another: a known gap) runs in the file's order whatever
+    the seed, while the other modules' tests are still shuffled."""
+    (tmp_path / "conftest.py").write_text((TESTS / "conftest.py").read_text().replace(
+        "TESTS = Path(__file__).resolve().parent", f"TESTS = Path({str(TESTS)!r})"))
+    written = [f"test_step_{n}" for n in range(8)]
+    (tmp_path / "test_kept.py").write_text(KEPT.format(tests="\n".join(f"def {n}():\n    pass\n" for n in written)))
+    (tmp_path / "test_free.py").write_text(SHUFFLED)
+    free_orders = set()
+    # seeds far apart: pytest-randomly orders by crc32(f"{seed}::{nodeid}"), and nearby seeds give nearly one order
+    for seed in (1, 987654, 4242424242):
+        ran = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "randomly",
+                              f"--randomly-seed={seed}", "--collect-only", "-q"],
+                             cwd=tmp_path, capture_output=True, text=True, timeout=120).stdout.splitlines()
+        kept = [line.split("::")[1] for line in ran if line.startswith("test_kept.py::")]
+        assert kept == written, (seed, kept)
+        free_orders.add(tuple(line for line in ran if line.startswith("test_free.py::")))
+    assert len(free_orders) > 1, "the other module's tests were not shuffled: the check would pass without the marker"
