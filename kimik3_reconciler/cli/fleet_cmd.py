@@ -86,8 +86,10 @@ def _answers(fleet, words: tuple[str, ...], timeout_s: float):  # noqa: ANN001, 
     return gather(fleet.hosts, lambda host: ask(shell, host, words, identity, timeout_s))
 
 
-def _router_rows(fleet) -> dict:  # noqa: ANN001 - the seam for the router adapter (fleet apply's side wires it)
-    return {}
+def _router_rows(fleet) -> dict:  # noqa: ANN001 - fleet.Fleet -> {host name: fleet.report.RouterRow}
+    from kimik3_reconciler.cli.fleet_apply import router_rows
+
+    return router_rows(fleet)
 
 
 @fleet.command(name="plan")
@@ -160,3 +162,13 @@ def status_cmd(file: str, json_out: bool, watch: bool, interval: float, iteratio
         time.sleep(interval)
     if not all(r["ok"] for r in rows):
         sys.exit(HOST_FAILED)
+
+
+def _add_apply() -> None:
+    """`fleet apply` and its hidden `router-step` (cli/fleet_apply.py: the rollout through Ansible)."""
+    from kimik3_reconciler.cli.fleet_apply import register
+
+    register(fleet)
+
+
+_add_apply()

@@ -1,0 +1,166 @@
+"""`kimik3 fleet apply` on the fleet rig (issue 36 item 3; shared/TESTING.md §12): three namespace hosts, each with
+its own sshd and dockerd, the llama.cpp CPU image built once here, pushed to the registry on the bridge and pulled
+by digest on every host; the fixture hub on the bridge; smg in front (started by `fleet apply`, bound to loopback);
+Ansible over real SSH.
+
+1. A first `fleet apply` deploys the demo profile (quant UD-Q2_K_XL) on the three hosts: each is rolled, gated and
+   put in the router.
+2. A closed-loop client (streaming and non-streaming chat) runs through the router while `fleet apply` rolls the
+   second quant (UD-Q4_K_XL: every container is replaced) across the three, one at a time: 0 failed requests,
+   0 truncated streams, and never fewer than 2 hosts in the router's rotation (sampled every second).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import yaml
+from support.closed_loop import ClosedLoop
+from support.fleet_hosts import GATEWAY, Rig, fleet_rig, publish_image, pull_everywhere
+from support.realparts import KIMIK3, converged_demo, demo_profile, docker, require_docker_and_demo_hub
+
+from kimik3_demo.hub import FixtureHub, FixtureRepo
+from kimik3_demo.prepare import DEMO_REPO, DEMO_REVISION, demo_repos
+from kimik3_reconciler.adapters.router_smg import SmgRouter
+
+pytestmark = pytest.mark.docker
+
+NAME, PORT = "k3fr-serve", 19361
+BUILD_NAME, BUILD_PORT = "k3fr-build", 19362
+ROUTER_PORT = 19363  # its metrics on 19364
+FLEET = "k3fr"
+GOOD_SHARD = "UD-Q2_K_XL/Kimi-K3-tiny-UD-Q2_K_XL-00001-of-00002.gguf"
+
+
+def fleet_cmd(work: Path, *args: str, timeout: float = 1500) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "KIMIK3_STATE_DIR": str(work / "controller-state")}
+    return subprocess.run([*KIMIK3, "fleet", *args], capture_output=True, text=True, env=env, cwd=work,
+                          timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FixtureHub]:
+    """The demo repo on the bridge address, plus UD-TRUNC (a shard cut to a third: downloads, cannot load)."""
+    repos = demo_repos(require_docker_and_demo_hub())
+    good = repos[0].files[GOOD_SHARD]
+    truncated = tmp_path_factory.mktemp("fleet-hub") / "Kimi-K3-tiny-UD-TRUNC.gguf"
+    truncated.write_bytes(good.read_bytes()[: good.stat().st_size // 3])
+    files = {**repos[0].files, "UD-TRUNC/Kimi-K3-tiny-UD-TRUNC.gguf": truncated}
+    with fleet_rig(3, prefix="k3fr") as rig:
+        with FixtureHub([FixtureRepo(DEMO_REPO, DEMO_REVISION, files)], host=GATEWAY) as running:
+            running.rig = rig  # type: ignore[attr-defined]
+            yield running
+
+
+@pytest.fixture(scope="module")
+def rig(hub: FixtureHub, tmp_path_factory: pytest.TempPathFactory) -> Rig:
+    """The rig with the llama.cpp image on every host: built here once (the demo's build, cached by layer),
+    pushed to the bridge registry, pulled by digest by each host's daemon."""
+    work = tmp_path_factory.mktemp("fleet-build")
+    with contextmanager(converged_demo)(work, BUILD_NAME, BUILD_PORT):
+        tag = docker("inspect", "-f", "{{.Config.Image}}", BUILD_NAME)
+    the_rig: Rig = hub.rig  # type: ignore[attr-defined]
+    ref = publish_image(the_rig, tag)
+    pull_everywhere(the_rig, ref)
+    return the_rig
+
+
+def write_fleet(work: Path, rig: Rig, hub: FixtureHub, quant: str) -> None:
+    profile = demo_profile(work, NAME, PORT, hub.url)
+    profile["model"]["quant"] = quant
+    (work / "profile.yaml").write_text(yaml.safe_dump(profile, sort_keys=False))
+    inventory = rig.inventory("serving")
+    inventory["all"]["vars"] = {"kimik3_command": [str(Path(sys.executable).parent / "kimik3")]}
+    document = {"apiVersion": "kimik3/v1", "kind": "Fleet", "name": FLEET, "profile": "profile.yaml",
+                "inventory": inventory,
+                "overrides": {h.name: {"serve": {"host": h.address}, "model": {"cache_dir": str(h.root / "hf-cache")}}
+                              for h in rig.hosts},
+                "rollout": {"hosts": "serving", "max_unavailable": 1, "drain_timeout": "60s"},
+                "router": {"version": "1.13.0", "host": "localhost", "port": ROUTER_PORT, "policy": "round_robin"}}
+    (work / "fleet.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
+
+
+def served_quant(rig: Rig, index: int) -> str:
+    argv = json.loads(rig.hosts[index].docker("inspect", "-f", "{{json .Config.Cmd}}", NAME))
+    return argv[argv.index("-m") + 1]
+
+
+class RotationSampler:
+    """How many workers the router has in rotation, read every second in a thread."""
+
+    def __init__(self, router: SmgRouter) -> None:
+        self.router, self.samples = router, []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> RotationSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.samples.append(sum(w.in_rotation for w in self.router.workers()))
+            self._stop.wait(1.0)
+
+
+@pytest.fixture(scope="module")
+def deployed(rig: Rig, hub: FixtureHub, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    work = tmp_path_factory.mktemp("fleet-rollout")
+    write_fleet(work, rig, hub, "UD-Q2_K_XL")
+    try:
+        first = fleet_cmd(work, "apply", "--traffic-timeout", "2", "fleet.yaml")
+        print(first.stdout, first.stderr[-3000:])
+        assert first.returncode == 0, first.stderr[-4000:]
+        yield work
+    finally:
+        router = work / "controller-state" / "fleet" / FLEET / "router.json"
+        if router.exists():
+            try:
+                os.kill(json.loads(router.read_text())["pid"], signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+
+def test_a_first_apply_deploys_every_host_behind_the_router(deployed: Path, rig: Rig) -> None:
+    router = SmgRouter(f"http://127.0.0.1:{ROUTER_PORT}", f"http://127.0.0.1:{ROUTER_PORT + 1}")
+    in_rotation = sorted(w.url for w in router.workers() if w.in_rotation)
+    assert in_rotation == sorted(f"http://{h.address}:{PORT}" for h in rig.hosts)
+    assert all("UD-Q2_K_XL" in served_quant(rig, i) for i in range(3))
+    # Each host converged its own daemon, with its own state: nothing ran on this machine's dockerd.
+    assert subprocess.run(["docker", "inspect", NAME], capture_output=True).returncode != 0
+
+
+def test_a_second_quant_rolls_across_three_hosts_under_load_with_no_failed_request(deployed: Path, rig: Rig,
+                                                                                   hub: FixtureHub) -> None:
+    write_fleet(deployed, rig, hub, "UD-Q4_K_XL")
+    router = SmgRouter(f"http://127.0.0.1:{ROUTER_PORT}", f"http://127.0.0.1:{ROUTER_PORT + 1}")
+    with ClosedLoop(f"http://127.0.0.1:{ROUTER_PORT}", workers=4) as load, RotationSampler(router) as sampler:
+        load.wait_for(8)
+        started = time.monotonic()
+        rolled = fleet_cmd(deployed, "apply", "fleet.yaml")
+        ended = time.monotonic()
+        load.wait_for(load.done() + 8)
+    print(f"\nrollout of 3 hosts: {ended - started:.0f} s; {len(load.outcomes)} requests "
+          f"({sum(o.stream for o in load.outcomes)} streamed), {len(load.failed())} failed; "
+          f"in rotation: min {min(sampler.samples)}, samples {len(sampler.samples)}")
+    assert rolled.returncode == 0, rolled.stderr[-4000:]
+    assert all("UD-Q4_K_XL" in served_quant(rig, i) for i in range(3))
+    assert load.failed() == [], load.failed()[:5]
+    assert any(o.stream for o in load.outcomes) and any(not o.stream for o in load.outcomes)
+    assert min(sampler.samples) >= 2, sampler.samples
+    assert len(load.between(started, ended)) >= 8  # the load ran through the rollout
+
