@@ -97,13 +97,16 @@ def _digest(texts: list[str]) -> str:
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--traffic-timeout", default=30.0, show_default=True, type=float,
               help="seconds to wait, after a host is back in the router, for the router to send it a request")
+@click.option("--install", "wheelhouse", default=None, type=click.Path(file_okay=False, exists=True),
+              help="install kimik3 on every host first, from this folder (its wheel and dependencies: "
+                   "`pip wheel . -w DIR`) into the host var kimik3_venv; the rollout then runs that kimik3")
 @click.pass_context
 @_run
-def apply_cmd(ctx: click.Context, file: str, traffic_timeout: float) -> None:
+def apply_cmd(ctx: click.Context, file: str, traffic_timeout: float, wheelhouse: str | None) -> None:
     """Roll the fleet file's profile across its hosts through Ansible, batch by batch, behind the router."""
     from kimik3_reconciler.adapters.ansible_play import FleetLock, run_playbook
     from kimik3_reconciler.cli.fleet_cmd import load_fleet
-    from kimik3_reconciler.fleet.playbook import RolloutHost, RouterStep, inventory, playbook
+    from kimik3_reconciler.fleet.playbook import Install, RolloutHost, RouterStep, inventory, playbook
 
     state_dir = Path(ctx.find_root().params.get("state_dir") or _state_dir())
     fleet = load_fleet(file)
@@ -122,6 +125,7 @@ def apply_cmd(ctx: click.Context, file: str, traffic_timeout: float) -> None:
         batches = [b for b in batches if b]
         if done:
             _err.print(f"resuming: {', '.join(sorted(done))} already rolled with these profiles", highlight=False)
+        install = _install(wheelhouse, fleet) if wheelhouse else None
         run_dir = base / "run"
         run_dir.mkdir(parents=True, exist_ok=True)
         hosts = []
@@ -130,7 +134,8 @@ def apply_cmd(ctx: click.Context, file: str, traffic_timeout: float) -> None:
             profile_file.write_text(fleet_host.profile_text)
             connection = {k: v for k, v in fleet_host.vars.items() if k.startswith("ansible_")}
             connection.setdefault("ansible_host", fleet_host.address)
-            hosts.append(RolloutHost(fleet_host.name, connection, fleet_host.kimik3_command,
+            command = ((f"{fleet_host.vars['kimik3_venv']}/bin/kimik3",) if install else fleet_host.kimik3_command)
+            hosts.append(RolloutHost(fleet_host.name, connection, command,
                                      worker_url(fleet_host.profile), str(profile_file)))
         url, metrics_url, _, _ = _router_urls(fleet)
         step = RouterStep((sys.executable, "-m", "kimik3_reconciler", "--state-dir", str(state_dir), "fleet",
@@ -140,7 +145,8 @@ def apply_cmd(ctx: click.Context, file: str, traffic_timeout: float) -> None:
         import yaml
 
         (run_dir / "inventory.json").write_text(json.dumps(inventory(hosts, batches), indent=2))
-        (run_dir / "playbook.yaml").write_text(yaml.safe_dump(playbook(fleet.name, batches, step), sort_keys=False))
+        (run_dir / "playbook.yaml").write_text(yaml.safe_dump(playbook(fleet.name, batches, step, install),
+                                                              sort_keys=False))
         if not batches:
             _out.print(f"{fleet.name}: every host already rolled; nothing to do", highlight=False)
             return
@@ -162,6 +168,22 @@ def apply_cmd(ctx: click.Context, file: str, traffic_timeout: float) -> None:
         _write_record(record_path, record)
         _out.print(f"{fleet.name}: rolled {len(record['done'])} host(s) in {time.monotonic() - started:.0f} s: "
                    + ", ".join(record["done"]), highlight=False)
+
+
+def _install(wheelhouse: str, fleet):  # noqa: ANN001, ANN202 - fleet.Fleet -> fleet.playbook.Install
+    """The wheelhouse's kimik3 wheel (exactly one); every host must name its venv (the host var kimik3_venv)."""
+    from kimik3_reconciler.errors import InputError
+    from kimik3_reconciler.fleet.playbook import Install
+
+    wheels = sorted(p.name for p in Path(wheelhouse).glob("kimik3*-*.whl"))
+    if len(wheels) != 1:
+        raise InputError(f"--install {wheelhouse}: holds {len(wheels)} kimik3 wheels ({', '.join(wheels) or 'none'})"
+                         "; it must hold exactly one (`pip wheel . -w DIR` in a fresh folder)")
+    missing = [h.name for h in fleet.hosts if not str(h.vars.get("kimik3_venv", "")).startswith("/")]
+    if missing:
+        raise InputError(f"--install: host(s) {', '.join(missing)} have no kimik3_venv (an absolute path) in the "
+                         "inventory: where kimik3 is installed there")
+    return Install(str(Path(wheelhouse).resolve()), wheels[0])
 
 
 def _state_dir() -> str:
@@ -234,6 +256,9 @@ def _take_out(router, host_name: str, worker: str, drain_timeout: float, min_ser
                             f"keeps {min_serving} serving: not taken out (waited {drain_timeout:.0f} s)")
         time.sleep(1)
     listed = router.find(worker)
+    if listed is None:  # removed meanwhile (by hand, or smg dropped it as unhealthy)
+        click.echo(f"{host_name}: no longer in the router")
+        return
     router.remove(listed.id)
     if router.wait_gone(listed.id, max(0.0, deadline - time.monotonic())):
         click.echo(f"{host_name}: out of the router, its requests ended")

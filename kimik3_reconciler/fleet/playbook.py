@@ -15,6 +15,7 @@ its rescue. Per host:
   router: in        (controller) back in rotation, then until the router sends it traffic
 rescue (a gate failed): router: in again (the reverted server), the failure recorded, then `fail` naming host and
 gate: the playbook stops.
+With `Install`, a first play installs kimik3 on every host (all at once: nothing is out of the router yet).
 Pure: no I/O."""
 
 from __future__ import annotations
@@ -74,11 +75,47 @@ def _on_host(gate: str, *words: str) -> dict:
             "changed_when": gate == "apply"}
 
 
-def playbook(name: str, batches: Sequence[Sequence[str]], step: RouterStep) -> list[dict]:
-    """The rollout play (module docstring)."""
+@dataclass(frozen=True)
+class Install:
+    """kimik3 installed on every host before the rollout: a wheelhouse folder on the controller (kimik3's wheel and
+    its dependencies: `pip wheel . -w DIR`) copied to `<kimik3_venv>.wheels/` there, a venv at the host var
+    `kimik3_venv`, the dependencies from the copy (`--no-index`: the host needs no package index), then kimik3's own
+    wheel forced over whatever was there (one pinned build: the same version number with other code reinstalls)."""
+
+    wheelhouse: str  # controller folder
+    wheel: str  # kimik3's wheel file name in it
+
+
+def install_play(install: Install) -> dict:
+    wheels = "{{ kimik3_venv }}.wheels"
+    pip = "{{ kimik3_venv }}/bin/pip"
+    return {
+        "name": f"install {install.wheel}",
+        "hosts": ROLLOUT_GROUP,
+        "gather_facts": False,
+        "any_errors_fatal": True,
+        "tasks": [
+            {"name": "kimik3: wheels", "ansible.builtin.copy": {"src": install.wheelhouse.rstrip("/") + "/",
+                                                                "dest": wheels + "/"}},
+            {"name": "kimik3: venv", "ansible.builtin.command": {"argv": ["python3", "-m", "venv", "{{ kimik3_venv }}"],
+                                                                 "creates": "{{ kimik3_venv }}/bin/python"}},
+            {"name": "kimik3: dependencies", "ansible.builtin.command": {
+                "argv": [pip, "install", "-q", "--no-index", "--find-links", wheels, f"{wheels}/{install.wheel}"]},
+             "changed_when": True},
+            {"name": "kimik3: this build", "ansible.builtin.command": {
+                "argv": [pip, "install", "-q", "--no-index", "--no-deps", "--force-reinstall",
+                         f"{wheels}/{install.wheel}"]},
+             "changed_when": True},
+        ],
+    }
+
+
+def playbook(name: str, batches: Sequence[Sequence[str]], step: RouterStep,
+             install: Install | None = None) -> list[dict]:
+    """The rollout play (module docstring), after the install play when kimik3 is installed by this run."""
     drain = ["--drain-timeout", f"{step.drain_timeout_s:g}", "--min-serving", str(step.min_serving)]
     back = ["--traffic-timeout", f"{step.traffic_timeout_s:g}"]
-    return [{
+    return ([install_play(install)] if install else []) + [{
         "name": f"kimik3 fleet apply {name}",
         "hosts": ROLLOUT_GROUP,
         "gather_facts": False,

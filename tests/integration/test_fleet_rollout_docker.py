@@ -144,6 +144,25 @@ def test_a_first_apply_deploys_every_host_behind_the_router(deployed: Path, rig:
     assert subprocess.run(["docker", "inspect", NAME], capture_output=True).returncode != 0
 
 
+
+def test_the_router_adapter_drains_a_host_and_takes_it_back(deployed: Path, rig: Rig) -> None:
+    """smg through kimik3's adapter, on the real servers: out (listed `draining`, then gone), the others still
+    in rotation with closed breakers; back in (in rotation again); `fleet status` shows the router's view."""
+    router = SmgRouter(f"http://127.0.0.1:{ROUTER_PORT}", f"http://127.0.0.1:{ROUTER_PORT + 1}")
+    url = f"http://{rig.hosts[0].address}:{PORT}"
+    worker = router.find(url)
+    assert worker is not None and worker.in_rotation
+    router.remove(worker.id)
+    assert router.wait_gone(worker.id, 30)
+    status = json.loads(fleet_cmd(deployed, "status", "--json", "fleet.yaml").stdout)
+    assert [h["router"] for h in status["hosts"]] == ["out", "in rotation", "in rotation"]
+    others = router.workers()
+    assert len(others) == 2 and all(w.in_rotation and w.breaker == "closed" for w in others)
+    router.add(url)
+    assert router.wait_in_rotation(url, 30).breaker in ("closed", "unknown")  # no series until it gets a request
+    status = json.loads(fleet_cmd(deployed, "status", "--json", "fleet.yaml").stdout)
+    assert [h["router"] for h in status["hosts"]] == ["in rotation"] * 3
+
 def test_a_second_quant_rolls_across_three_hosts_under_load_with_no_failed_request(deployed: Path, rig: Rig,
                                                                                    hub: FixtureHub) -> None:
     write_fleet(deployed, rig, hub, "UD-Q4_K_XL")
@@ -164,3 +183,38 @@ def test_a_second_quant_rolls_across_three_hosts_under_load_with_no_failed_reque
     assert min(sampler.samples) >= 2, sampler.samples
     assert len(load.between(started, ended)) >= 8  # the load ran through the rollout
 
+
+def test_a_server_killed_under_load_costs_at_most_its_requests_and_no_breaker_stays_open(deployed: Path,
+                                                                                        rig: Rig) -> None:
+    """kill -9 of one host's llama-server (its container's restart policy brings it back): failed requests at
+    most those in flight on it; the other hosts never leave rotation; the killed one is back in rotation within
+    one health interval of answering /health again, no breaker left open."""
+    router = SmgRouter(f"http://127.0.0.1:{ROUTER_PORT}", f"http://127.0.0.1:{ROUTER_PORT + 1}")
+    victim = rig.hosts[2]
+    url = f"http://{victim.address}:{PORT}"
+    with ClosedLoop(f"http://127.0.0.1:{ROUTER_PORT}", workers=4) as load, RotationSampler(router) as sampler:
+        load.wait_for(8)
+        killed_at = time.monotonic()
+        victim.docker("kill", "-s", "KILL", NAME)
+        healthy_at = None
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            if healthy_at is None and victim.run("curl", "-fsS", "-o", "/dev/null", f"{url}/health",
+                                                 check=False).returncode == 0:
+                healthy_at = time.monotonic()
+            listed = router.find(url)
+            if healthy_at is not None and listed is not None and listed.in_rotation:
+                break
+            time.sleep(0.2)
+        back_at = time.monotonic()
+        load.wait_for(load.done() + 8)
+    failed = load.failed()
+    on_victim = len(load.between(killed_at, killed_at + 0.5))
+    print(f"\nkill -9 under load: {len(load.outcomes)} requests, {len(failed)} failed (at most {on_victim} were "
+          f"running at the kill); /health again {healthy_at - killed_at if healthy_at else float('nan'):.1f} s "
+          f"after the kill, back in rotation {back_at - (healthy_at or back_at):.1f} s after that")
+    assert healthy_at is not None and router.find(url) is not None and router.find(url).in_rotation
+    assert back_at - healthy_at <= 2 + 2 + 1  # one health interval (2 s) + a probe's timeout + this loop's step
+    assert len(failed) <= on_victim, failed[:5]
+    assert min(sampler.samples) >= 2, sampler.samples  # the healthy hosts never left
+    assert all(w.breaker != "open" for w in router.workers())
