@@ -3,8 +3,8 @@ its own sshd and dockerd, the llama.cpp CPU image built once here, pushed to the
 by digest on every host; the fixture hub on the bridge; smg in front (started by `fleet apply`, bound to loopback);
 Ansible over real SSH.
 
-1. A first `fleet apply` deploys the demo profile (quant UD-Q2_K_XL) on the three hosts: each is rolled, gated and
-   put in the router.
+1. A first `fleet apply --install` installs kimik3 (a wheel of this checkout) into a venv on each host and deploys
+   the demo profile (quant UD-Q2_K_XL) on the three: each is rolled, gated and put in the router.
 2. A closed-loop client (streaming and non-streaming chat) runs through the router while `fleet apply` rolls the
    second quant (UD-Q4_K_XL: every container is replaced) across the three, one at a time: 0 failed requests,
    0 truncated streams, and never fewer than 2 hosts in the router's rotation (sampled every second).
@@ -27,7 +27,7 @@ import pytest
 import yaml
 from support.closed_loop import ClosedLoop
 from support.fleet_hosts import GATEWAY, Rig, fleet_rig, publish_image, pull_everywhere
-from support.realparts import KIMIK3, converged_demo, demo_profile, docker, require_docker_and_demo_hub
+from support.realparts import KIMIK3, REPO_ROOT, converged_demo, demo_profile, docker, require_docker_and_demo_hub
 
 from kimik3_demo.hub import FixtureHub, FixtureRepo
 from kimik3_demo.prepare import DEMO_REPO, DEMO_REVISION, demo_repos
@@ -49,44 +49,54 @@ def fleet_cmd(work: Path, *args: str, timeout: float = 1500) -> subprocess.Compl
 
 
 @pytest.fixture(scope="module")
-def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FixtureHub]:
-    """The demo repo on the bridge address, plus UD-TRUNC (a shard cut to a third: downloads, cannot load)."""
+def bare_rig() -> Iterator[Rig]:
+    with fleet_rig(3, prefix="k3fr") as rig:
+        yield rig
+
+
+@pytest.fixture(scope="module")
+def hub(bare_rig: Rig, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FixtureHub]:
+    """The demo repo on the bridge address (the hosts reach it there), plus UD-TRUNC (a shard cut to a third:
+    downloads, cannot load)."""
     repos = demo_repos(require_docker_and_demo_hub())
     good = repos[0].files[GOOD_SHARD]
     truncated = tmp_path_factory.mktemp("fleet-hub") / "Kimi-K3-tiny-UD-TRUNC.gguf"
     truncated.write_bytes(good.read_bytes()[: good.stat().st_size // 3])
     files = {**repos[0].files, "UD-TRUNC/Kimi-K3-tiny-UD-TRUNC.gguf": truncated}
-    with fleet_rig(3, prefix="k3fr") as rig:
-        with FixtureHub([FixtureRepo(DEMO_REPO, DEMO_REVISION, files)], host=GATEWAY) as running:
-            running.rig = rig  # type: ignore[attr-defined]
-            yield running
+    with FixtureHub([FixtureRepo(DEMO_REPO, DEMO_REVISION, files)], host=GATEWAY) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
-def rig(hub: FixtureHub, tmp_path_factory: pytest.TempPathFactory) -> Rig:
+def rig(bare_rig: Rig, tmp_path_factory: pytest.TempPathFactory) -> Rig:
     """The rig with the llama.cpp image on every host: built here once (the demo's build, cached by layer),
     pushed to the bridge registry, pulled by digest by each host's daemon."""
     work = tmp_path_factory.mktemp("fleet-build")
     with contextmanager(converged_demo)(work, BUILD_NAME, BUILD_PORT):
         tag = docker("inspect", "-f", "{{.Config.Image}}", BUILD_NAME)
-    the_rig: Rig = hub.rig  # type: ignore[attr-defined]
-    ref = publish_image(the_rig, tag)
-    pull_everywhere(the_rig, ref)
-    return the_rig
+    ref = publish_image(bare_rig, tag)
+    pull_everywhere(bare_rig, ref)
+    return bare_rig
 
 
-def write_fleet(work: Path, rig: Rig, hub: FixtureHub, quant: str) -> None:
+def write_fleet(work: Path, rig: Rig, hub: FixtureHub, quant: str, canary: int | None = None) -> None:
     profile = demo_profile(work, NAME, PORT, hub.url)
     profile["model"]["quant"] = quant
     (work / "profile.yaml").write_text(yaml.safe_dump(profile, sort_keys=False))
     inventory = rig.inventory("serving")
-    inventory["all"]["vars"] = {"kimik3_command": [str(Path(sys.executable).parent / "kimik3")]}
+    for host in rig.hosts:  # where the first `fleet apply --install` puts kimik3 on each host, and what runs it
+        venv = host.root / "kimik3-venv"
+        inventory["all"]["children"]["serving"]["hosts"][host.name].update(
+            kimik3_venv=str(venv), kimik3_command=[str(venv / "bin" / "kimik3")])
     document = {"apiVersion": "kimik3/v1", "kind": "Fleet", "name": FLEET, "profile": "profile.yaml",
                 "inventory": inventory,
                 "overrides": {h.name: {"serve": {"host": h.address}, "model": {"cache_dir": str(h.root / "hf-cache")}}
                               for h in rig.hosts},
-                "rollout": {"hosts": "serving", "max_unavailable": 1, "drain_timeout": "60s"},
+                "rollout": {"hosts": "serving", "max_unavailable": 1, "drain_timeout": "60s",
+                            **({"canary": "canary"} if canary is not None else {})},
                 "router": {"version": "1.13.0", "host": "localhost", "port": ROUTER_PORT, "policy": "round_robin"}}
+    if canary is not None:
+        inventory["all"]["children"]["canary"] = {"hosts": {rig.hosts[canary].name: {}}}
     (work / "fleet.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
 
 
@@ -121,8 +131,11 @@ class RotationSampler:
 def deployed(rig: Rig, hub: FixtureHub, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     work = tmp_path_factory.mktemp("fleet-rollout")
     write_fleet(work, rig, hub, "UD-Q2_K_XL")
+    wheelhouse = work / "wheelhouse"  # kimik3's wheel from this checkout and its dependencies
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", str(REPO_ROOT), "-w", str(wheelhouse)], check=True,
+                   capture_output=True, timeout=900)
     try:
-        first = fleet_cmd(work, "apply", "--traffic-timeout", "2", "fleet.yaml")
+        first = fleet_cmd(work, "apply", "--install", str(wheelhouse), "--traffic-timeout", "2", "fleet.yaml")
         print(first.stdout, first.stderr[-3000:])
         assert first.returncode == 0, first.stderr[-4000:]
         yield work
@@ -142,6 +155,10 @@ def test_a_first_apply_deploys_every_host_behind_the_router(deployed: Path, rig:
     assert all("UD-Q2_K_XL" in served_quant(rig, i) for i in range(3))
     # Each host converged its own daemon, with its own state: nothing ran on this machine's dockerd.
     assert subprocess.run(["docker", "inspect", NAME], capture_output=True).returncode != 0
+    # kimik3 was installed on each host by that run: the same build as this one's.
+    here = subprocess.run([*KIMIK3, "--version"], capture_output=True, text=True).stdout
+    for host in rig.hosts:
+        assert rig.ssh(host, str(host.root / "kimik3-venv" / "bin" / "kimik3"), "--version").stdout == here
 
 
 
@@ -167,7 +184,7 @@ def test_a_second_quant_rolls_across_three_hosts_under_load_with_no_failed_reque
                                                                                    hub: FixtureHub) -> None:
     write_fleet(deployed, rig, hub, "UD-Q4_K_XL")
     router = SmgRouter(f"http://127.0.0.1:{ROUTER_PORT}", f"http://127.0.0.1:{ROUTER_PORT + 1}")
-    with ClosedLoop(f"http://127.0.0.1:{ROUTER_PORT}", workers=4) as load, RotationSampler(router) as sampler:
+    with ClosedLoop(f"http://127.0.0.1:{ROUTER_PORT}", workers=4, model=NAME) as load, RotationSampler(router) as sampler:
         load.wait_for(8)
         started = time.monotonic()
         rolled = fleet_cmd(deployed, "apply", "fleet.yaml")
@@ -192,7 +209,7 @@ def test_a_server_killed_under_load_costs_at_most_its_requests_and_no_breaker_st
     router = SmgRouter(f"http://127.0.0.1:{ROUTER_PORT}", f"http://127.0.0.1:{ROUTER_PORT + 1}")
     victim = rig.hosts[2]
     url = f"http://{victim.address}:{PORT}"
-    with ClosedLoop(f"http://127.0.0.1:{ROUTER_PORT}", workers=4) as load, RotationSampler(router) as sampler:
+    with ClosedLoop(f"http://127.0.0.1:{ROUTER_PORT}", workers=4, model=NAME) as load, RotationSampler(router) as sampler:
         load.wait_for(8)
         killed_at = time.monotonic()
         victim.docker("kill", "-s", "KILL", NAME)
@@ -218,3 +235,26 @@ def test_a_server_killed_under_load_costs_at_most_its_requests_and_no_breaker_st
     assert len(failed) <= on_victim, failed[:5]
     assert min(sampler.samples) >= 2, sampler.samples  # the healthy hosts never left
     assert all(w.breaker != "open" for w in router.workers())
+
+
+def test_a_candidate_failing_on_the_second_host_is_reverted_back_in_rotation_and_halts(deployed: Path, rig: Rig,
+                                                                                       hub: FixtureHub) -> None:
+    """UD-TRUNC (downloads and verifies, cannot load) rolled with the second host as the canary: that host's
+    kimik3 reverts it to the last good profile, it is back in rotation, the rollout halts (exit 1) naming host and
+    gate before any other host is touched; no request fails."""
+    before = [served_quant(rig, i) for i in range(3)]
+    write_fleet(deployed, rig, hub, "UD-TRUNC", canary=1)
+    router = SmgRouter(f"http://127.0.0.1:{ROUTER_PORT}", f"http://127.0.0.1:{ROUTER_PORT + 1}")
+    with ClosedLoop(f"http://127.0.0.1:{ROUTER_PORT}", workers=4, model=NAME) as load, RotationSampler(router) as sampler:
+        load.wait_for(8)
+        rolled = fleet_cmd(deployed, "apply", "--traffic-timeout", "10", "fleet.yaml")
+        load.wait_for(load.done() + 8)
+    second = rig.hosts[1].name
+    print(f"\nfailing candidate: exit {rolled.returncode}; {len(load.outcomes)} requests, {len(load.failed())} failed; "
+          f"in rotation: min {min(sampler.samples)}\n{rolled.stderr[-600:]}")
+    assert rolled.returncode == 1, rolled.stderr[-4000:]
+    assert f"{second} failed gate: apply" in rolled.stderr and "rollout halted" in rolled.stderr
+    assert [served_quant(rig, i) for i in range(3)] == before  # host 2 reverted, the others never touched
+    assert router.find(f"http://{rig.hosts[1].address}:{PORT}").in_rotation
+    assert load.failed() == [], load.failed()[:5]
+    assert min(sampler.samples) >= 2, sampler.samples
