@@ -1,8 +1,8 @@
 """Running a rendered playbook with `ansible-playbook` (ansible-core, the `fleet` extra) and the fleet-wide lock.
 
 The playbook and inventory are files kimik3 wrote (fleet/playbook.py); ansible-playbook is run with an argv, its
-output passed through to kimik3's stderr line by line, its temp and control-socket folders under the run folder
-(a short path: ssh's ControlPath is a unix socket, at most 107 bytes).
+output passed through to kimik3's stderr line by line, its temp folder under the run folder, ssh's control sockets
+in a short folder of /tmp (a unix socket path is at most 107 bytes).
 
 The fleet lock is flock(2) on `<state>/fleet/<name>/lock`, held for the whole `fleet apply`: a second rollout of
 the same fleet from this controller is refused at once, naming the holder. The kernel drops it when the holder
@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -33,18 +34,23 @@ def ansible_playbook() -> str:
 
 def run_playbook(run_dir: Path, playbook: Path, inventory: Path, log) -> int:  # noqa: ANN001 - a text stream
     """ansible-playbook's exit status (0 ok, 2 a host failed, 4 a host unreachable, ...)."""
+    # ssh's ControlPath is a unix socket (at most 107 bytes): a short folder of its own, not under the state dir.
+    control = tempfile.mkdtemp(prefix="k3cp-", dir="/tmp")
     env = {**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_RETRY_FILES_ENABLED": "0",
-           "ANSIBLE_LOCAL_TEMP": str(run_dir / "tmp"), "ANSIBLE_SSH_CONTROL_PATH_DIR": str(run_dir / "cp"),
+           "ANSIBLE_LOCAL_TEMP": str(run_dir / "tmp"), "ANSIBLE_SSH_CONTROL_PATH_DIR": control,
            "ANSIBLE_PIPELINING": "1"}
     env.pop("ANSIBLE_CONFIG", None)  # the run's settings are these, not an ansible.cfg found in the cwd
-    process = subprocess.Popen([ansible_playbook(), "-i", str(inventory), str(playbook)], cwd=run_dir,
-                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               env=env)
-    assert process.stdout is not None
-    for line in process.stdout:
-        log.write(line)
-        log.flush()
-    return process.wait()
+    try:
+        process = subprocess.Popen([ansible_playbook(), "-i", str(inventory), str(playbook)], cwd=run_dir,
+                                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   text=True, env=env)
+        assert process.stdout is not None
+        for line in process.stdout:
+            log.write(line)
+            log.flush()
+        return process.wait()
+    finally:
+        shutil.rmtree(control, ignore_errors=True)
 
 
 class FleetLock:

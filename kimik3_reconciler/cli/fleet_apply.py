@@ -108,7 +108,7 @@ def apply_cmd(ctx: click.Context, file: str, traffic_timeout: float, wheelhouse:
     from kimik3_reconciler.cli.fleet_cmd import load_fleet
     from kimik3_reconciler.fleet.playbook import Install, RolloutHost, RouterStep, inventory, playbook
 
-    state_dir = Path(ctx.find_root().params.get("state_dir") or _state_dir())
+    state_dir = Path(ctx.obj["state_dir"])  # --state-dir, else $KIMIK3_STATE_DIR, else the default (cli.main)
     fleet = load_fleet(file)
     base = state_dir / "fleet" / fleet.name
     with FleetLock(base / "lock"):
@@ -128,11 +128,13 @@ def apply_cmd(ctx: click.Context, file: str, traffic_timeout: float, wheelhouse:
         install = _install(wheelhouse, fleet) if wheelhouse else None
         run_dir = base / "run"
         run_dir.mkdir(parents=True, exist_ok=True)
+        if install:
+            install = _packed(install, run_dir)
         hosts = []
         for index, fleet_host in enumerate(fleet.hosts):
             profile_file = run_dir / f"host-{index}.yaml"
             profile_file.write_text(fleet_host.profile_text)
-            connection = {k: v for k, v in fleet_host.vars.items() if k.startswith("ansible_")}
+            connection = {k: v for k, v in fleet_host.vars.items() if k.startswith("ansible_") or k == "kimik3_venv"}
             connection.setdefault("ansible_host", fleet_host.address)
             command = ((f"{fleet_host.vars['kimik3_venv']}/bin/kimik3",) if install else fleet_host.kimik3_command)
             hosts.append(RolloutHost(fleet_host.name, connection, command,
@@ -186,10 +188,16 @@ def _install(wheelhouse: str, fleet):  # noqa: ANN001, ANN202 - fleet.Fleet -> f
     return Install(str(Path(wheelhouse).resolve()), wheels[0])
 
 
-def _state_dir() -> str:
-    from kimik3_reconciler.cli import _default_state_dir
+def _packed(install, run_dir: Path):  # noqa: ANN001, ANN202 - fleet.playbook.Install -> the same, as one tar file
+    """The wheelhouse as one tar file in the run folder (the playbook unpacks it on each host)."""
+    import tarfile
+    from dataclasses import replace
 
-    return _default_state_dir()
+    archive = run_dir / "wheelhouse.tar"
+    with tarfile.open(archive, "w") as tar:
+        for wheel in sorted(Path(install.archive).glob("*.whl")):
+            tar.add(wheel, arcname=wheel.name)
+    return replace(install, archive=str(archive))
 
 
 def _served_tokens(url: str) -> float | None:
