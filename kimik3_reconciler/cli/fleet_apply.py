@@ -106,7 +106,7 @@ def apply_cmd(ctx: click.Context, file: str, traffic_timeout: float, wheelhouse:
     """Roll the fleet file's profile across its hosts through Ansible, batch by batch, behind the router."""
     from kimik3_reconciler.adapters.ansible_play import FleetLock, run_playbook
     from kimik3_reconciler.cli.fleet_cmd import load_fleet
-    from kimik3_reconciler.fleet.playbook import Install, RolloutHost, RouterStep, inventory, playbook
+    from kimik3_reconciler.fleet.playbook import RolloutHost, RouterStep, inventory, playbook
 
     state_dir = Path(ctx.obj["state_dir"])  # --state-dir, else $KIMIK3_STATE_DIR, else the default (cli.main)
     fleet = load_fleet(file)
@@ -125,11 +125,10 @@ def apply_cmd(ctx: click.Context, file: str, traffic_timeout: float, wheelhouse:
         batches = [b for b in batches if b]
         if done:
             _err.print(f"resuming: {', '.join(sorted(done))} already rolled with these profiles", highlight=False)
-        install = _install(wheelhouse, fleet) if wheelhouse else None
+        wheels = _install(wheelhouse, fleet) if wheelhouse else None
         run_dir = base / "run"
         run_dir.mkdir(parents=True, exist_ok=True)
-        if install:
-            install = _packed(install, run_dir)
+        install = _packed(*wheels, run_dir) if wheels else None
         hosts = []
         for index, fleet_host in enumerate(fleet.hosts):
             profile_file = run_dir / f"host-{index}.yaml"
@@ -172,10 +171,9 @@ def apply_cmd(ctx: click.Context, file: str, traffic_timeout: float, wheelhouse:
                    + ", ".join(record["done"]), highlight=False)
 
 
-def _install(wheelhouse: str, fleet):  # noqa: ANN001, ANN202 - fleet.Fleet -> fleet.playbook.Install
-    """The wheelhouse's kimik3 wheel (exactly one); every host must name its venv (the host var kimik3_venv)."""
+def _install(wheelhouse: str, fleet) -> tuple[Path, str]:  # noqa: ANN001 - fleet.Fleet
+    """(the wheelhouse, its kimik3 wheel: exactly one); every host must name its venv (the host var kimik3_venv)."""
     from kimik3_reconciler.errors import InputError
-    from kimik3_reconciler.fleet.playbook import Install
 
     wheels = sorted(p.name for p in Path(wheelhouse).glob("kimik3*-*.whl"))
     if len(wheels) != 1:
@@ -185,19 +183,20 @@ def _install(wheelhouse: str, fleet):  # noqa: ANN001, ANN202 - fleet.Fleet -> f
     if missing:
         raise InputError(f"--install: host(s) {', '.join(missing)} have no kimik3_venv (an absolute path) in the "
                          "inventory: where kimik3 is installed there")
-    return Install(str(Path(wheelhouse).resolve()), wheels[0])
+    return Path(wheelhouse).resolve(), wheels[0]
 
 
-def _packed(install, run_dir: Path):  # noqa: ANN001, ANN202 - fleet.playbook.Install -> the same, as one tar file
+def _packed(wheelhouse: Path, wheel: str, run_dir: Path):  # noqa: ANN202 - fleet.playbook.Install
     """The wheelhouse as one tar file in the run folder (the playbook unpacks it on each host)."""
     import tarfile
-    from dataclasses import replace
+
+    from kimik3_reconciler.fleet.playbook import Install
 
     archive = run_dir / "wheelhouse.tar"
     with tarfile.open(archive, "w") as tar:
-        for wheel in sorted(Path(install.archive).glob("*.whl")):
-            tar.add(wheel, arcname=wheel.name)
-    return replace(install, archive=str(archive))
+        for found in sorted(wheelhouse.glob("*.whl")):
+            tar.add(found, arcname=found.name)
+    return Install(str(archive), wheel)
 
 
 def _served_tokens(url: str) -> float | None:

@@ -33,7 +33,7 @@ class RolloutHost:
     the URL the router reaches its server at, and the controller file holding its effective profile."""
 
     name: str
-    connection: dict  # ansible_host, ansible_user, ansible_port, ansible_ssh_* ...: copied as they are
+    connection: dict  # ansible_host, ansible_user, ansible_port, ansible_ssh_* ... (and kimik3_venv): as they are
     kimik3_command: tuple[str, ...]
     worker_url: str
     profile_file: str
