@@ -212,7 +212,9 @@ def test_a_server_killed_under_load_costs_at_most_its_requests_and_no_breaker_st
     with ClosedLoop(f"http://127.0.0.1:{ROUTER_PORT}", workers=4, model=NAME) as load, RotationSampler(router) as sampler:
         load.wait_for(8)
         killed_at = time.monotonic()
-        victim.docker("kill", "-s", "KILL", NAME)
+        # SIGKILL to llama-server's pid (the container's main process), not `docker kill`: Docker counts that as a
+        # manual stop and its restart policy (unless-stopped) would then leave the container down.
+        os.kill(int(victim.docker("inspect", "-f", "{{.State.Pid}}", NAME)), signal.SIGKILL)
         healthy_at = None
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
