@@ -28,13 +28,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-import yaml
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
 from bench.proxy_measure import GOAL, measure  # noqa: E402
 from kimik3_demo.hub import FixtureHub  # noqa: E402
-from kimik3_demo.prepare import demo_repos, ensure_source_archive, prepare_hub_root  # noqa: E402
+from kimik3_demo.prepare import demo_repos, prepare_hub_root  # noqa: E402
+from support.realparts import demo_profile, write_profile  # noqa: E402
 
 DEMO = ROOT / ".kimik3-demo"
 KIMIK3 = [sys.executable, "-m", "kimik3_reconciler"]
@@ -48,6 +48,20 @@ def kimik3(work: Path, *args: str) -> None:
         sys.exit(f"kimik3 {' '.join(args)} exited {done.returncode}:\n{done.stderr[-2000:]}")
 
 
+def demo_hub() -> FixtureHub:
+    """The demo's hub (its files made when missing), to serve while a bench deploys the demo."""
+    prepare_hub_root(DEMO / "hub")
+    return FixtureHub(demo_repos(DEMO / "hub"))
+
+
+def deploy_demo(work: Path, hub_url: str, name: str, port: int, metrics: dict) -> None:
+    """`kimik3 apply` of the demo profile as `name` on `port` with `metrics`, its state and caches under `work`."""
+    profile = demo_profile(work, name, port, hub_url)
+    profile["metrics"] = metrics
+    write_profile(work, profile)
+    kimik3(work, "apply", "profile.yaml", "--no-verify-server")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
@@ -58,19 +72,10 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="deploy, print the URLs and leave it running")
     parser.add_argument("--port", type=int, default=19220, help="the proxy's port; llama-server +1, exporter +2")
     args = parser.parse_args()
-    prepare_hub_root(DEMO / "hub")
-    archive = DEMO / "llama.cpp-b11434.tar.gz"
-    ensure_source_archive(DEMO / "cache", archive)
     work = Path(tempfile.mkdtemp(prefix="kimik3-bench-proxy-", dir=DEMO))
-    with FixtureHub(demo_repos(DEMO / "hub")) as hub:
-        profile = yaml.safe_load((ROOT / "profiles" / "demo-cpu.yaml").read_text())
-        profile["name"] = args.name
-        profile["model"].update(endpoint=hub.url, cache_dir=str(work / "hf-cache"))
-        profile["build"]["archive"] = str(archive)
-        profile["serve"]["port"] = args.port
-        profile["metrics"] = {"port": args.port + 2, "proxy": True, "server_port": args.port + 1}
-        (work / "profile.yaml").write_text(yaml.safe_dump(profile, sort_keys=False))
-        kimik3(work, "apply", "profile.yaml", "--no-verify-server")
+    with demo_hub() as hub:
+        deploy_demo(work, hub.url, args.name, args.port,
+                    {"port": args.port + 2, "proxy": True, "server_port": args.port + 1})
         exporter = json.loads((work / "state" / "metrics" / args.name / "process.json").read_text())
         if args.keep:  # for profiling by hand; `kimik3 destroy` with KIMIK3_STATE_DIR=<work>/state removes it
             print(json.dumps({"work": str(work), "direct": f"http://127.0.0.1:{args.port + 1}",

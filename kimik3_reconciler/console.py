@@ -6,12 +6,17 @@ itself when rich would print them unstyled and untouched (not a terminal, no FOR
 TTY_INTERACTIVE, no tab or control character that rich would expand or strip) and hands everything else to
 a rich Console made on first use: a terminal, tables, progress, markup-free strings. The bytes are rich's
 either way (tests/unit/test_console.py compares them on every plan case).
+
+`closed_pipes_dropped` is the other half of the streams: a reader that goes (`kimik3 plan … | head -1`) ends the
+output quietly, never the command with a BrokenPipeError (exit 8, "a local file") or rich's exit 1.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, TextIO
 
 _RICH_ENV = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE")  # rich's own terminal overrides
@@ -103,3 +108,65 @@ class Stream:
 
     def __getattr__(self, name: str) -> Any:  # anything else rich's Console does (tables, Live, width)
         return getattr(self.rich, name)
+
+
+class PipeEnd:
+    """sys.stdout or sys.stderr while a command runs. Once its reader is gone (EPIPE), what is written to it is
+    dropped: the descriptor is pointed at /dev/null, as Python's documented SIGPIPE recipe does (its buffered rest
+    then never fails at exit either), and the command goes on to its own end and exit code. Ending it there instead
+    would stop an apply halfway because `| head` had read enough; the endless commands (`status --watch`,
+    `reconcile`) ask `reader_gone` and stop."""
+
+    def __init__(self, stream: TextIO):
+        self._stream = stream
+        self.reader_gone = False
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._drop()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._drop()
+
+    def _drop(self) -> None:
+        self.reader_gone = True
+        try:
+            fd = self._stream.fileno()
+        except (AttributeError, OSError, ValueError):  # no descriptor (a test's capture): the stream only
+            self._stream = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process's stdout
+            return
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)
+        os.close(devnull)
+
+    def __getattr__(self, name: str) -> Any:  # encoding, isatty, fileno, buffer...: the stream's own
+        return getattr(self._stream, name)
+
+
+def reader_gone(stream: object = None) -> bool:
+    """Whether stdout's (or `stream`'s) reader has gone since `closed_pipes_dropped` began."""
+    return bool(getattr(sys.stdout if stream is None else stream, "reader_gone", False))
+
+
+@contextmanager
+def closed_pipes_dropped() -> Iterator[None]:
+    """stdout and stderr as `PipeEnd`s for the block (the command), flushed at its end: output still buffered
+    when the block ends meets a closed pipe here, not in the interpreter's last flush (exit 120, "Exception
+    ignored")."""
+    saved = sys.stdout, sys.stderr
+    if not isinstance(sys.stdout, PipeEnd):
+        sys.stdout = PipeEnd(sys.stdout)  # type: ignore[assignment]
+    if not isinstance(sys.stderr, PipeEnd):
+        sys.stderr = PipeEnd(sys.stderr)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        sys.stdout, sys.stderr = saved

@@ -24,6 +24,7 @@ Exit codes (the one table; README and `kimik3 --help` repeat it):
     ├── ConvergenceError              rounds exhausted, names the unconverged steps
     ├── NotConverged                  bench/tune: the host is not converged (names the changes) exit 4
     ├── NothingMeasured               tune: every candidate it launched failed (host back on FILE) exit 1
+    ├── BudgetTooShort                tune: --budget fits fewer than three launches (nothing launched) exit 2
     ├── LockHeld                      another kimik3 holds the host lock (names it) exit 5
     ├── LocalFileError                an OSError on a local path (ENOSPC, EROFS...) exit 8
     └── StepError                     an effect failed
@@ -139,6 +140,13 @@ class NothingMeasured(Kimik3Error):
     """`kimik3 tune` launched candidates and every one failed (load, verify or bench): the search found
     nothing, which is not a success even though the host is back on the profile as written; `bench --compare`
     with no kept run of the profile."""
+
+
+class BudgetTooShort(Kimik3Error):
+    """`kimik3 tune --budget` fits fewer launches at this host's load time than a search can compare: it is refused
+    before the first draw (the message names the budget needed); nothing was launched."""
+
+    exit_code = 2
 
 
 class LockHeld(Kimik3Error):

@@ -9,14 +9,17 @@ and `logger()` loads it and applies them before the first line. Adapters log thr
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Mapping
 from typing import Any
 
-_pending: tuple[bool, bool] | None = None  # (json_logs, verbose) chosen but not applied yet
+Render = Callable[[Mapping[str, Any]], str]  # an event's fields (event, level, ...) -> the line a person reads
+_pending: tuple[bool, bool, Render | None] | None = None  # (json_logs, verbose, render) chosen, not applied yet
 
 
-def configure(json_logs: bool, verbose: bool) -> None:
+def configure(json_logs: bool, verbose: bool, render: Render | None = None) -> None:
+    """`render`: lines for a person (reporting.py's; no timestamp, no JSON) in place of the JSON/console renderer."""
     global _pending
-    _pending = (json_logs, verbose)
+    _pending = (json_logs, verbose, render)
     if "structlog" in sys.modules:  # already loaded (a test capturing logs, a second orchestrator): apply at once
         _apply()
 
@@ -38,11 +41,15 @@ def _apply() -> None:
 
     if _pending is None:
         return
-    json_logs, verbose = _pending
+    json_logs, verbose, render = _pending
     _pending = None
-    renderer = structlog.processors.JSONRenderer() if json_logs else structlog.dev.ConsoleRenderer(colors=False)
+    if render is not None:
+        processors: list[Any] = [structlog.processors.add_log_level, lambda _logger, _name, fields: render(fields)]
+    else:
+        renderer = structlog.processors.JSONRenderer() if json_logs else structlog.dev.ConsoleRenderer(colors=False)
+        processors = [structlog.processors.add_log_level, structlog.processors.TimeStamper(fmt="iso"), renderer]
     structlog.configure(
-        processors=[structlog.processors.add_log_level, structlog.processors.TimeStamper(fmt="iso"), renderer],
+        processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG if verbose else logging.INFO),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
     )

@@ -264,10 +264,12 @@ class Orchestrator:
             result.rounds, result.final = round_no, current
             steps = self._runnable(current.changes, result, ports)
             if not steps:
+                self._keep_rebuilt(current)
                 result.final = self._settled(current, result)
                 return result
             if admit is not None:
                 admit(current)
+            self._keep_rebuilt(current)  # once admitted: a refused plan (a declined prompt) writes nothing
             self._execute(steps, result, ports)
         final = self.plan(loaded)
         result.final = self._settled(final, result)
@@ -276,6 +278,22 @@ class Orchestrator:
             pending = tuple(f"{s.kind} {s.target}: {s.reason}" for s in pending_steps)
             raise ConvergenceError(f"not converged after {max_rounds} rounds:\n  " + "\n  ".join(pending), pending)
         return result
+
+    def _keep_rebuilt(self, current: Plan) -> None:
+        """Write the records this plan rebuilt from the host on its NOOP steps (a changing step's executor writes
+        its own). A record that cannot be written (a full state dir) only costs the next plan a re-read: a warning,
+        never the apply's failure."""
+        for step in current.steps:
+            if step.changes or step.spec is None:
+                continue
+            for key, record in step.spec.rebuilt_records():
+                try:
+                    self.ports.state.write(key, record)
+                except OSError as exc:
+                    self.reporter.event("warning", record=key, error=f"{exc.filename}: {exc.strerror}",
+                                        consequence="the next plan rebuilds it again")
+                    continue
+                self.reporter.event("recorded", what="rebuilt record", record=key)
 
     def apply_or_revert(self, loaded: LoadedProfile, check: Callable[[], None] | None = None,
                         max_rounds: int = DEFAULT_ROUNDS, rehash: bool = False,
@@ -324,7 +342,8 @@ class Orchestrator:
         write_statistic(self.ports.state, apply_key(name), {
             "date": now,
             "result": "ok" if failure is None else "failed",
-            "error": None if failure is None else str(failure).splitlines()[0][:300],
+            # Whole: a first line cut at 300 characters kept "the host gate refuses this profile:" without the port.
+            "error": None if failure is None else str(failure),
             # What converged: the exporter's "converged" is this fingerprint running and healthy.
             "fingerprint": parse_container(inspect).fingerprint if inspect else None,
             "reverted": self._reverted,  # this apply relaunched the last good profile (`reverts` is the total)
@@ -400,6 +419,9 @@ class Orchestrator:
             revert_failure = exc
         else:
             self._reverted = True
+            # The failed candidate's owed verify went with it: the record would name a launch that no longer runs
+            # (the reverted launch is the last good profile, verified when it was applied).
+            self.ports.state.delete(unverified_key(loaded.profile.name))
             raise type(failure)(f"{failure}\nreverted to the last good profile (recorded {last.get('date')})") \
                 from None
         raise type(failure)(f"{failure}\nthe revert to the last good profile (recorded {last.get('date')}) "

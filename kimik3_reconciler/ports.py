@@ -28,7 +28,11 @@ class DockerPort(Protocol):
     def list_images(self, label: str) -> list[dict[str, Any]]: ...
     def image_id(self, ref: str) -> str | None: ...
     def inspect_image(self, ref: str) -> dict[str, Any] | None: ...  # None: no such image
-    def pull_image(self, ref: str, on_progress: Callable[[int, int], None] | None = None) -> str: ...
+    def pull_image(self, ref: str, on_progress: Callable[[int, int], None] | None = None,
+                   on_retry: Callable[[str, int, int], None] | None = None) -> str:
+        """`on_progress(bytes, of bytes)`; `on_retry(layer, dockerd's retry number, seconds until it)` each second
+        dockerd waits to download a failed layer again."""
+        ...
     def tag_image(self, image_id: str, tag: str) -> None: ...
     def build_image(self, spec: ImageBuild, context_files: dict[str, Path], on_line: LineSink) -> str: ...
     def remove_image(self, ref: str) -> None: ...
@@ -259,11 +263,13 @@ class LockPort(Protocol):
 
 
 class ProcessPort(Protocol):
-    """kimik3's own helper processes on the host (the metrics exporter): started detached, found again by pid."""
+    """kimik3's own helper processes on the host (the metrics exporter, the front): started detached, found again
+    by pid."""
 
-    def spawn(self, args: tuple[str, ...], log_key: str) -> int:
+    def spawn(self, args: tuple[str, ...], log_key: str, reads: tuple[str, ...]) -> int:
         """Start `python -m kimik3_reconciler <args>` in its own session (it outlives this kimik3), stdout and
-        stderr appended to the state directory's file `log_key`, environment inherited (the state dir); its pid."""
+        stderr appended to the state directory's file `log_key`, its environment the variables named in `reads`
+        (model/helper_env.py) and the state dir, nothing else; its pid."""
         ...
 
     def cmdline(self, pid: int) -> tuple[str, ...] | None:  # argv of a live pid; None: no such process

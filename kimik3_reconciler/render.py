@@ -60,6 +60,16 @@ def status_document(observed: Observed, holder: LockHolder | None, locked: bool)
     return data
 
 
+def _served(profile: Profile, argv: tuple[str, ...], console: Stream) -> None:
+    from kimik3_reconciler.engines import engine_for
+    from kimik3_reconciler.planning.launch import served_names_in, served_note
+
+    engine = engine_for(profile.engine)
+    names = served_names_in(argv, engine.served_name_flag)
+    if names:
+        console.print(Text(f"model name {served_note(engine, names)}"))
+
+
 def render_status(profile: Profile, observed: Observed, holder: LockHolder | None, locked: bool,
                   console: Stream) -> None:
     """`kimik3 status`: one line per thing observed for this profile (lock, container, images, model, gate
@@ -71,6 +81,8 @@ def render_status(profile: Profile, observed: Observed, holder: LockHolder | Non
     c, m = observed.container, observed.model
     console.print(f"profile    {profile.name}")
     console.print(f"container  {c.state + ' (' + (c.health or '-') + ')' + ' ' + c.id[:12] if c else 'absent'}")
+    if c and c.running:  # the names clients may send, from the running argv (issue 38: seed 001's send the repo id)
+        _served(profile, c.running.command, console)
     if c and c.crash:  # read from its log: the cause, and for a CUDA OOM the fix
         console.print(Text(f"crashed    exit code {c.exit_code}: {c.crash}"))
     wanted, images = profile_images(profile, observed)  # this profile's, not every kimik3 image here

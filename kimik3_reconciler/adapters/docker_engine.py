@@ -141,9 +141,21 @@ def daemon_fault(exc: Exception, answered_before: bool, where: str,
         return PermanentError(f"the docker daemon at {where} did not answer within {timeout_s:g} s: {exc}")
     if isinstance(exc, docker.errors.APIError):
         return _refusal(str(exc.explanation or exc), exc.is_server_error(), exc)
+    if isinstance(exc, _cut_streams()):
+        # A stream (a build's, a pull's) cut mid-answer reaches us from urllib3 unwrapped: the daemon hung up.
+        return _unreachable(exc, True, answered_before, where)
     if not isinstance(exc, (requests.exceptions.ConnectionError, docker.errors.DockerException)):
         return None
     return _unreachable(exc, isinstance(exc, requests.exceptions.ConnectionError), answered_before, where)
+
+
+def _cut_streams() -> tuple[type[Exception], ...]:
+    """What reading a streamed answer raises when the daemon's end goes: the SDK iterates urllib3's response
+    itself (docker.api.client._stream_helper), so requests never wraps these into its ConnectionError."""
+    import requests.exceptions
+    import urllib3.exceptions
+
+    return urllib3.exceptions.ProtocolError, requests.exceptions.ChunkedEncodingError
 
 
 def _refusal(said: str, server_error: bool, exc: Exception) -> Kimik3Error:
@@ -319,27 +331,21 @@ class DockerEngine:
         self._call(self.client.api.tag, image_id, repository, name, force=True)
 
     @_transient
-    def pull_image(self, ref: str, on_progress: Callable[[int, int], None] | None = None) -> str:
-        """Pull `ref` (by digest where kimik3 pins one), reporting (bytes, of bytes) over the layers seen so far.
-        The pull's own stream is read (the SDK's images.pull drops its error events and then says only "no such
-        image"): an error event is a PermanentError with dockerd's words."""
+    def pull_image(self, ref: str, on_progress: Callable[[int, int], None] | None = None,
+                   on_retry: Callable[[str, int, int], None] | None = None) -> str:
+        """Pull `ref` (by digest where kimik3 pins one), reporting (bytes, of bytes) over the layers seen so far and
+        dockerd's own retries of a layer (adapters/pull_events.py). The pull's own stream is read (the SDK's
+        images.pull drops its error events and then says only "no such image"): an error event is a
+        PermanentError with dockerd's words."""
         from docker.utils import parse_repository_tag
 
+        from kimik3_reconciler.adapters.pull_events import PullWatch
+
         repository, tag = parse_repository_tag(ref)
-        layers: dict[str, tuple[int, int]] = {}
+        watch = PullWatch(ref, on_progress, on_retry)
         with translated(self._translate):
             for event in self.client.api.pull(repository, tag=tag, stream=True, decode=True):
-                if "error" in event:
-                    raise PermanentError(f"docker pull {ref}: {event['error']}")
-                layer, status, detail = event.get("id"), event.get("status", ""), event.get("progressDetail") or {}
-                if layer and status == "Downloading" and detail.get("total"):
-                    layers[layer] = (int(detail.get("current", 0)), int(detail["total"]))
-                elif layer in layers and status in ("Download complete", "Verifying Checksum", "Pull complete"):
-                    layers[layer] = (layers[layer][1], layers[layer][1])
-                else:
-                    continue
-                if on_progress is not None:
-                    on_progress(sum(done for done, _ in layers.values()), sum(total for _, total in layers.values()))
+                watch.see(event)
         self._answered = True
         return str(self._call(self.reads.inspect_image, ref)["Id"])
 

@@ -151,6 +151,19 @@ class HuggingFaceHub:
             entries = list(api.list_repo_tree(repo, recursive=True, revision=revision))
         return sorted((_remote(e) for e in entries if isinstance(e, RepoFile)), key=lambda f: f.path)
 
+    def commit_of(self, repo: str, revision: str, endpoint: str | None) -> str:
+        """The commit the hub serves for `revision` (a branch or tag) of `repo` now: its model info's `sha`."""
+        from huggingface_hub import HfApi
+
+        hub = endpoint or constants.ENDPOINT
+        what = f"{repo}@{revision}"
+        self._reachable(endpoint, what)
+        with translated(lambda exc: _hub_error(exc, what, hub)):
+            sha = HfApi(endpoint=endpoint, token=hub_token(hub)).model_info(repo, revision=revision).sha
+        if not sha or not _COMMIT.fullmatch(sha):  # a mirror that answers without one: never write a non-commit
+            raise HubError(f"{what}: hub {shown(hub)} named no commit for it (got {sha!r})")
+        return sha
+
     def read_head(self, repo: str, revision: str, path: str, endpoint: str | None, nbytes: int) -> bytes:
         """The first `nbytes` of a file on the hub (a Range request: headers before any download)."""
         url = f"{(endpoint or constants.ENDPOINT).rstrip('/')}/{repo}/resolve/{revision}/{quote(path)}"

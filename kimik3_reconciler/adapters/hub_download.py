@@ -13,7 +13,8 @@ and `try_to_load_from_cache` see the result:
   (adapters/hub_ranges.py: 8 connections shared by the files in flight, resumable per range); timeouts, dropped connections and 5xx are retried with
   backoff, each retry resuming where the last stopped; a refused connection or an unknown host
   name is tried once more only (the hub is down: fail fast). Giving up is a HubError naming the
-  hub and the partial kept for the next apply (path, bytes), or saying none is (nothing was fetched);
+  hub and the partial kept for the next apply (path, bytes: all that arrived), or saying none is (nothing
+  arrived), and what the download's other files came to;
 - the HF token goes only over https or to a loopback mirror (model/hub_endpoint.py).
 """
 
@@ -25,7 +26,7 @@ import hashlib
 import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote, urlsplit
@@ -168,12 +169,16 @@ def _append(client: httpx.Client, target: Target, digest: hashlib._Hash, progres
             if start and response.status_code == 200:
                 raise DownloadFailed(f"{target.file.path}: the server ignored the Range request")
             with open(target.partial, "ab") as out:
-                done = start
-                for block in response.iter_bytes(CHUNK):
-                    digest.update(block)
+                done = shown = start
+                # As received, not re-chunked: an 8 MiB block still being gathered when the connection dropped was
+                # never written, and "nothing of it was downloaded" was said after hundreds of KB had arrived.
+                for block in response.iter_bytes():
                     out.write(block)
+                    digest.update(block)  # after the write: the digest holds what the partial holds
                     done += len(block)
-                    progress(target.file.path, done, target.file.size)
+                    if done - shown >= CHUNK or done >= target.file.size:
+                        progress(target.file.path, done, target.file.size)
+                        shown = done
                 out.flush()
                 os.fsync(out.fileno())
 
@@ -267,8 +272,9 @@ class _Totals:
     def __call__(self, path: str, done: int, size: int) -> None:
         with self.lock:  # the display is not thread-safe: one worker reports at a time
             self.done[path] = done
-            self.progress(path, done, size)
+            # The total first: a plain display (not a terminal) follows it alone, from a download's first report.
             self.progress("total", sum(self.done.values()), self.total)
+            self.progress(path, done, size)
 
 
 def fetch_all(jobs: list[Target], token: str | None, progress: Progress, workers: int) -> int:
@@ -291,6 +297,9 @@ def fetch_all(jobs: list[Target], token: str | None, progress: Progress, workers
         try:
             futures = [pool.submit(_fetch_locked, client, same[0], progress, parts) for same in by_blob.values()]
             fetched = sum(future.result() for future in futures)
+        except (DownloadFailed, LocalFileError) as exc:  # a file failed: the others end, then it says what they did
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise type(exc)(f"{exc}{_the_others(futures)}") from (exc.__cause__ or exc)
         except BaseException as exc:
             # Ctrl-C or SIGTERM (not an Exception): do not wait here for every file in flight to finish, minutes
             # for a large shard; the CLI then exits without joining the workers (cli._interrupted), and the next
@@ -302,6 +311,21 @@ def fetch_all(jobs: list[Target], token: str | None, progress: Progress, workers
         for job in same[1:]:
             _link(job)
     return fetched
+
+
+def _the_others(futures: list[Future[int]]) -> str:
+    """What the download's other files came to once they ended: a failed shard said "nothing of it was downloaded"
+    while 393 KB of the checkpoint's other files had arrived, verified and kept (issue 38)."""
+    if len(futures) < 2:
+        return ""
+    ended = [f for f in futures if not f.cancelled()]
+    whole = [f.result() for f in ended if f.exception() is None]
+    said = [f"{len(whole)} complete and verified in the cache ({sum(whole)} bytes of them from the hub now)"]
+    if failed := len(ended) - len(whole) - 1:
+        said.append(f"{failed} failed too")
+    if skipped := len(futures) - len(ended):
+        said.append(f"{skipped} not started")
+    return f"; of the download's {len(futures) - 1} other file(s): {', '.join(said)}"
 
 
 def _fetch_locked(client: httpx.Client, target: Target, progress: Progress, parts: int = 1) -> int:

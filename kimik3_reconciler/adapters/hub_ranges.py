@@ -125,18 +125,20 @@ def _fetch_range(client: httpx.Client, url: str, partial: RangedPartial, index: 
         if response.status_code == 200:
             raise RangesIgnored(url)
         offset = pending = first + got
-        for piece in response.iter_bytes():  # as received: no re-chunking copy
-            piece = piece[: end - offset]
-            os.pwrite(fd, piece, offset)
-            offset += len(piece)
-            if offset - pending >= BLOCK or offset >= end:
-                partial.advance(index, offset - pending)  # recorded only once written
-                pending = offset
-                progress(partial.fetched)
-            if offset >= end:
-                break
-        if offset > pending:
-            partial.advance(index, offset - pending)
+        try:
+            for piece in response.iter_bytes():  # as received: no re-chunking copy
+                piece = piece[: end - offset]
+                os.pwrite(fd, piece, offset)
+                offset += len(piece)
+                if offset - pending >= BLOCK or offset >= end:
+                    partial.advance(index, offset - pending)  # recorded only once written
+                    pending = offset
+                    progress(partial.fetched)
+                if offset >= end:
+                    break
+        finally:  # also when the connection drops: what was written is kept, and said (not "nothing of it")
+            if offset > pending:
+                partial.advance(index, offset - pending)
 
 
 def _hash_in_order(partial: RangedPartial, fd: int, digest: hashlib._Hash, stop: threading.Event) -> None:

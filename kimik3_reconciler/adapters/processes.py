@@ -1,4 +1,5 @@
-"""kimik3's helper processes on the host (the metrics exporter): spawned detached, found by /proc/<pid>/cmdline."""
+"""kimik3's helper processes on the host (the metrics exporter, the front): spawned detached with only the
+environment they read (model/helper_env.py), found by /proc/<pid>/cmdline."""
 
 from __future__ import annotations
 
@@ -15,24 +16,26 @@ from kimik3_reconciler.adapters.log_cap import (
     open_log,
     rotate_if_over,
 )
+from kimik3_reconciler.model.helper_env import helper_environment
 
 
 class LocalProcesses:
     def __init__(self, state_dir: Path, log_cap: int = CAP_BYTES):
         self.state_dir, self.log_cap = Path(state_dir), log_cap
 
-    def spawn(self, args: tuple[str, ...], log_key: str) -> int:
+    def spawn(self, args: tuple[str, ...], log_key: str, reads: tuple[str, ...]) -> int:
         log = self.state_dir / log_key
         log.parent.mkdir(parents=True, exist_ok=True)
         rotate_if_over(log, self.log_cap)  # a process restarted again and again (a crash loop) grows it at each start too
         out = open_log(log)
         try:
             # Its own session: a Ctrl-C or the end of this kimik3 does not reach it; stdin closed. It caps its
-            # own log from then on (log_cap.py), found through KIMIK3_LOG_FILE.
+            # own log from then on (log_cap.py), found through KIMIK3_LOG_FILE. Its environment: what it reads
+            # and no more (the apply's HF_TOKEN would sit in /proc/PID/environ for the helper's whole life).
+            env = helper_environment(os.environ, reads, {"KIMIK3_STATE_DIR": str(self.state_dir),
+                                                         LOG_FILE_ENV: str(log.resolve())})
             process = subprocess.Popen([sys.executable, "-m", "kimik3_reconciler", *args], stdin=subprocess.DEVNULL,
-                                       stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                       env={**os.environ, "KIMIK3_STATE_DIR": str(self.state_dir),
-                                            LOG_FILE_ENV: str(log.resolve())})
+                                       stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env)
         finally:
             os.close(out)
         return process.pid

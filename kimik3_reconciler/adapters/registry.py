@@ -15,7 +15,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from kimik3_reconciler.errors import PermanentError, TransientError
-from kimik3_reconciler.model.image_ref import PinnedImage, pinned_image
+from kimik3_reconciler.model.image_ref import PinnedImage, pinned_image, tagged_image
 
 if TYPE_CHECKING:
     import httpx
@@ -73,7 +73,31 @@ class RegistryApi:
             raise TransientError(f"registry {image.api_host} not reachable: {exc}") from exc
         return manifest_bytes(manifest)
 
+    def digest_of(self, ref: str) -> str:
+        """The digest (`sha256:<64 hex>`) the registry serves for `ref`'s tag now: its manifest's, or its image
+        index's when the tag names several platforms (what `docker pull` records and pulls by)."""
+        import hashlib
+
+        import httpx
+
+        image = tagged_image(ref)
+        url = f"{'http' if image.loopback else 'https'}://{image.api_host}/v2/{image.repository}/manifests/{image.tag}"
+        try:
+            with httpx.Client(timeout=TIMEOUT_S, follow_redirects=True) as client:
+                response = self._answer(client, image, url, {})
+        except httpx.TransportError as exc:
+            raise TransientError(f"registry {image.api_host} not reachable: {exc}") from exc
+        digest = response.headers.get("docker-content-digest", "")
+        # A registry that leaves the header out: the digest is the sha256 of the manifest's bytes as served.
+        return digest if re.fullmatch(r"sha256:[0-9a-f]{64}", digest) else \
+            f"sha256:{hashlib.sha256(response.content).hexdigest()}"
+
     def _get(self, client: httpx.Client, image: PinnedImage, url: str, auth: dict[str, str]) -> dict[str, Any]:
+        body: dict[str, Any] = self._answer(client, image, url, auth).json()
+        return body
+
+    def _answer(self, client: httpx.Client, image: PinnedImage, url: str, auth: dict[str, str]) -> httpx.Response:
+        """The registry's 200 answer for a manifest URL (the anonymous token fetched when asked), else why not."""
         accept = {"Accept": ", ".join((*_INDEX, *_MANIFEST))}
         response = client.get(url, headers={**accept, **auth})
         if response.status_code == 401 and response.headers.get("www-authenticate", "").lower().startswith("bearer"):
@@ -91,5 +115,4 @@ class RegistryApi:
             raise PermanentError(f"registry {image.api_host} has no manifest {image.repository}@{url.rsplit('/', 1)[-1]}")
         if response.status_code != 200:
             raise TransientError(f"registry {image.api_host} answered HTTP {response.status_code} for the manifest")
-        body: dict[str, Any] = response.json()
-        return body
+        return response

@@ -20,10 +20,11 @@ import click
 from kimik3_reconciler.console import Stream, Styled as Text
 from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.errors import InputError, Kimik3Error, LocalFileError, ProfileError, VerifyFailed
-from kimik3_reconciler.cli.inputs import (check_made_by, check_plan_target, kimik3_identity, load, parse_text,
-                                          profile_text_now, read_text, write_plan)
+from kimik3_reconciler.cli.inputs import (check_made_by, check_not_made_up, check_pinned, check_plan_target,
+                                          kimik3_identity, load, parse_text, profile_text_now, read_text, write_plan)
 from kimik3_reconciler.cli.options import CHANGES_PENDING, EXIT_CODES, Duration, LazyGroup, lock_timeout
 from kimik3_reconciler.model.env_knobs import command_words, knob_value, refuse_bad_knobs
+from kimik3_reconciler.model.fleet_kind import is_fleet_text
 from kimik3_reconciler.model.plan_file import read_saved_plan
 from kimik3_reconciler.render import render_plan, render_status, status_document
 from kimik3_reconciler.reporting import CliReporter, configure_logging
@@ -56,8 +57,10 @@ class _Context:
         from kimik3_reconciler.adapters import real_ports
 
         interactive = _err.is_terminal and not self.json_out
-        configure_logging(json_logs=not interactive, verbose=self.verbose)
-        reporter = CliReporter(_err, interactive, self.verbose)
+        # The events as structlog lines (JSON off a terminal) only for a machine: -v or --json; else plain lines.
+        machine = self.verbose or self.json_out
+        configure_logging(json_logs=not interactive, verbose=self.verbose, human=not machine)
+        reporter = CliReporter(_err, interactive, self.verbose, machine=machine)
         ports = real_ports(self.state_dir, self.docker_host, self.systemd_root, self.systemctl_prefix)
         return Orchestrator(ports, reporter, Path(profile_path).resolve().parent, self.dockerfile)
 
@@ -70,6 +73,22 @@ def _fail(exc: Kimik3Error, json_out: bool) -> None:
 
         emit(kimik3_error_document(exc))
     sys.exit(exc.exit_code)
+
+
+def _unexpected(exc: Exception, json_out: bool) -> None:
+    """An exception outside kimik3's error tree: its traceback (what a bug report needs) and a one-line message on
+    stderr, and with --json still the one JSON document on stdout; exit 1 (a step failed). A --json caller got an
+    empty stdout and a traceback here (issue 39: the Docker daemon gone mid-build)."""
+    import traceback
+
+    traceback.print_exception(exc, file=sys.stderr)
+    message = f"unexpected {type(exc).__name__}: {exc} (not one of kimik3's own errors: the traceback above says where)"
+    _err.print(Text("error: ", style="red") + Text(message))
+    if json_out:
+        from kimik3_reconciler.cli.json_out import emit, error_document
+
+        emit(error_document(message, 1, type(exc).__name__))
+    sys.exit(1)
 
 
 class Terminated(KeyboardInterrupt):
@@ -123,6 +142,10 @@ def _run(fn):  # noqa: ANN001 - click callback wrapper
             _fail(LocalFileError.from_os_error(exc), _json_wanted(kwargs))
         except KeyboardInterrupt as exc:
             _interrupted(exc, _json_wanted(kwargs))
+        except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise  # click's own: a usage error (exit 2, its JSON document from LazyGroup.main), ctx.exit, an abort
+        except Exception as exc:  # noqa: BLE001 - a bug or an SDK error no adapter translated: still the contract
+            _unexpected(exc, _json_wanted(kwargs))
     wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
     return wrapper
 
@@ -142,13 +165,14 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
 
 @click.group(cls=LazyGroup, epilog=EXIT_CODES,
              lazy={"bench": "kimik3_reconciler.cli.bench_cmd:bench", "tune": "kimik3_reconciler.cli.tune_cmd:tune",
-                   "fleet": "kimik3_reconciler.cli.fleet_cmd:fleet"})
+                   "pin": "kimik3_reconciler.cli.pin_cmd:pin", "fleet": "kimik3_reconciler.cli.fleet_cmd:fleet"})
 @click.option("--state-dir", default=None, show_default="$KIMIK3_STATE_DIR, else ~/.local/state/kimik3",
               help="where kimik3 keeps its records (verified model manifests, fetched archives)")
 @click.option("--dockerfile", default=None, help="Dockerfile.llamacpp to build (default: $KIMIK3_DOCKERFILE, else "
                                                   "the one beside the package)")
 @click.option("--docker-host", envvar="DOCKER_HOST", default=None, help="docker daemon URL (default: DOCKER_HOST / socket)")
-@click.option("-v", "--verbose", is_flag=True, help="show NOOP steps with their reasons, and build output")
+@click.option("-v", "--verbose", is_flag=True, help="show NOOP steps with their reasons, and apply's events as log "
+                                                     "lines (JSON off a terminal) with the build's output")
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
               help="print this kimik3's version and code digest, and exit")
 @click.option("--systemd-root", default=None, show_default="$KIMIK3_SYSTEMD_ROOT, else /",
@@ -160,7 +184,11 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
 @_run
 def main(ctx: click.Context, state_dir: str | None, dockerfile: str | None, docker_host: str | None, verbose: bool,
          systemd_root: str | None, systemctl_prefix: tuple[str, ...] | None) -> None:
-    """kimik3: converge a host to a Kimi-K3 llama.cpp deployment profile."""
+    """kimik3: converge a host to a Kimi-K3 deployment profile.
+
+    Engines: llama.cpp (Unsloth's GGUF quants; llama-server built from pinned source in Docker, experts on the GPUs
+    or the CPU), vLLM and SGLang (the native checkpoint; their image pulled by digest). A profile's `engine:` picks
+    one; `kimik3 routes` says which this host can run. Start with `kimik3 validate FILE`, then `plan`, `apply`."""
     # A bad KIMIK3_* value (KIMIK3_DOWNLOAD_WORKERS=0, an unclosed quote in a prefix) is refused here, naming
     # the variable, before any command observes or changes anything (exit 2).
     refuse_bad_knobs(os.environ)
@@ -182,21 +210,12 @@ def _verbose_here(ctx: click.Context, _param: click.Parameter, value: bool) -> b
 
 # `kimik3 apply -v FILE` as well as `kimik3 -v apply FILE`: people put the flag after the command.
 verbose_here = click.option("-v", "--verbose", is_flag=True, expose_value=False, callback=_verbose_here,
-                            help="show NOOP steps with their reasons, and build output (as `kimik3 -v`)")
+                            help="show NOOP steps with their reasons, and the events as log lines with the build's "
+                                 "output (as `kimik3 -v`)")
 
 
 def _ctx(click_ctx: click.Context, json_out: bool) -> _Context:
     return _Context(**click_ctx.obj, json_out=json_out)
-
-
-def _is_fleet_file(path: str) -> bool:
-    try:
-        text = read_text(path)
-    except InputError:
-        return False  # load() reports it
-    from kimik3_reconciler.fleet.source import is_fleet_text
-
-    return is_fleet_text(text)
 
 
 @main.command()
@@ -204,20 +223,24 @@ def _is_fleet_file(path: str) -> bool:
 @click.option("--json", "json_out", is_flag=True, help="print each file's verdict, problems and warnings as JSON on stdout")
 @_run
 def validate(files: tuple[str, ...], json_out: bool) -> None:
-    """Check profiles (and fleet files: `kind: Fleet`) without touching the host (exit 2 if any is invalid)."""
+    """Check profiles (and fleet files: `kind: Fleet`) without touching the host (exit 2 if any is invalid).
+
+    A branch, tag or image tag where a pin goes is a warning (`kimik3 pin FILE` resolves it; plan and apply refuse
+    it); a made-up commit or digest (0123456789abcdef…, sha256:000…) is refused."""
     from kimik3_reconciler.cli.json_out import emit, problem_json
 
     verdicts = []
     for path in files:
-        if _is_fleet_file(path):  # a fleet file: its own checks (cli/fleet_cmd.py), its profile's per host
-            from kimik3_reconciler.cli.fleet_cmd import validate_fleet
-
-            verdicts.append(validate_fleet(path))
-            if verdicts[-1]["valid"] and not json_out:
-                _out.print(f"{path}: ok (fleet of {len(verdicts[-1]['hosts'])} hosts)", highlight=False)
-            continue
         try:
-            loaded = load(path)
+            text = read_text(path)  # once: /dev/stdin reads only once
+            if is_fleet_text(text):  # a fleet file: its own checks (cli/fleet_cmd.py), its profile's per host
+                from kimik3_reconciler.cli.fleet_cmd import validate_fleet
+
+                verdicts.append(validate_fleet(path, text))
+                if verdicts[-1]["valid"] and not json_out:
+                    _out.print(f"{path}: ok (fleet of {len(verdicts[-1]['hosts'])} hosts)", highlight=False)
+                continue
+            loaded = check_not_made_up(load(path, pinned=False, text=text))
         except ProfileError as exc:
             verdicts.append({"file": path, "valid": False, "problems": [problem_json(p) for p in exc.problems]})
             for problem in exc.problems:
@@ -277,7 +300,7 @@ def _apply_input(ctx: click.Context, file: str, json_out: bool):  # noqa: ANN202
     text = read_text(file)
     saved = read_saved_plan(text, file)
     if saved is None:
-        return parse_text(text, file, cached=True), _ctx(ctx, json_out).orchestrator(file), None
+        return check_pinned(parse_text(text, file, cached=True)), _ctx(ctx, json_out).orchestrator(file), None
     check_made_by(saved, file)
     loaded = parse_text(saved.profile_text, saved.profile_source, cached=True)
     orchestrator = _ctx(ctx, json_out).orchestrator(saved.profile_source)
@@ -397,7 +420,7 @@ def routes(file: str | None, host_file: str | None, json_out: bool) -> None:
     Reads the host (NVML, /proc/meminfo) or HOST; changes nothing, asks no hub (exit 0 whatever is feasible)."""
     from kimik3_reconciler.planning.routes import profile_routes
 
-    loaded = load(file, cached=True) if file else None
+    loaded = load(file, cached=True, pinned=False) if file else None  # routes judge GPUs and sizes, not pins
     if host_file:
         import yaml
 
@@ -494,7 +517,10 @@ def prune(ctx: click.Context, file: str, dry_run: bool, json_out: bool, lock_tim
 def force_unlock(ctx: click.Context, lock_id: str, file: str | None) -> None:
     """Remove the lock LOCK_ID (named in exit 5's message) left by a hung kimik3: on this host, and on the RPC
     worker hosts of FILE's profile (without FILE: the recorded workers of the profile this host's lock names)."""
-    _out.print(_ctx(ctx, False).orchestrator(file or ".").force_unlock(lock_id, load(file).profile if file else None))
+    # An unpinned profile is taken: the lock needs its name and RPC workers only, never the hub (a hung run's lock
+    # must be removable offline).
+    profile = load(file, pinned=False).profile if file else None
+    _out.print(_ctx(ctx, False).orchestrator(file or ".").force_unlock(lock_id, profile))
 
 
 @main.command()
@@ -510,11 +536,17 @@ def force_unlock(ctx: click.Context, lock_id: str, file: str | None) -> None:
 def reconcile(ctx: click.Context, file: str, interval: float, jitter: bool, once: bool, verify_server: bool) -> None:
     """Keep the host converged to FILE: a pass every interval (plan; apply when it has changes), one JSON
     line per pass on stdout; SIGTERM/SIGINT stop it (exit 0)."""
-    from kimik3_reconciler.reconcile import ReconcileLoop, run_until_stopped
+    from kimik3_reconciler.console import reader_gone
+    from kimik3_reconciler.reconcile import ReconcileLoop, Stopped, run_until_stopped
+
+    unread: list[bool] = []
 
     def emit(line: dict) -> None:
         click.echo(json.dumps(line))
         sys.stdout.flush()
+        if reader_gone() and not once and not unread:  # `reconcile | head -1`: nobody reads the passes, so it ends
+            unread.append(True)  # once: the loop's own "stopped" line comes after, into the same closed pipe
+            raise Stopped("stdout closed")
 
     loop = ReconcileLoop(file, _ctx(ctx, True).orchestrator(file), lambda path: load(path, cached=True), emit,
                          interval, jitter, verify_server)
@@ -526,7 +558,10 @@ def reconcile(ctx: click.Context, file: str, interval: float, jitter: bool, once
 @click.option("--json", "json_out", is_flag=True, help="print the rule (or every rule) as JSON on stdout")
 @_run
 def explain(rule: str | None, json_out: bool) -> None:
-    """Print a seed-000 rule and why it exists (no RULE: list them)."""
+    """Print a rule kimik3 enforces, why it exists and where it comes from (no RULE: list them).
+
+    `from:` names the passage of kimik3's sources it comes from (docs/sources.md says what each source is and the
+    short names rules give them)."""
     import difflib
 
     from kimik3_reconciler.model.rulebook import BY_ID, RULES
@@ -566,6 +601,7 @@ def _watch(orchestrator: Orchestrator, loaded, observed, interval: float, iterat
     from rich.live import Live
     from rich.table import Table
 
+    from kimik3_reconciler.console import reader_gone
     from kimik3_reconciler.exporter.watch import readings, watch_source
 
     source = watch_source(orchestrator.ports, loaded.profile, observed)
@@ -583,6 +619,8 @@ def _watch(orchestrator: Orchestrator, loaded, observed, interval: float, iterat
         try:
             for reading in rows:
                 live.update(table(reading), refresh=True)
+                if reader_gone():  # `status --watch | head`: the view has no reader left, so it ends (exit 0)
+                    break
         except KeyboardInterrupt:  # Ctrl-C ends the view, not the command: exit 0 with the last table shown
             pass
 
@@ -598,6 +636,7 @@ def metrics_serve(ctx: click.Context, name: str) -> None:
     from kimik3_reconciler.adapters.latency_proxy import proxy_app
     from kimik3_reconciler.adapters.log_cap import cap_own_log
     from kimik3_reconciler.adapters.metrics_http import exporter_app, serve
+    from kimik3_reconciler.adapters.socket_handover import handover_name
     from kimik3_reconciler.exporter.registry import exporter_registry
     from kimik3_reconciler.exporter.sources import SOURCE_DEADLINE_S
     from kimik3_reconciler.model.metrics import ExporterConfig
@@ -624,7 +663,8 @@ def metrics_serve(ctx: click.Context, name: str) -> None:
     sites = [(exporter_app(config, registry), config.bind, config.port)]
     if proxy is not None and config.proxy_bind and config.proxy_port:
         sites.append((proxy_app(config.server_url, proxy), config.proxy_bind, config.proxy_port))
-    serve(sites)
+    # Its ports are taken from the exporter it replaces and offered to the next one: a replacement never closes them.
+    serve(sites, handover=handover_name(c.state_dir, "metrics-serve", name))
 
 
 @main.command(name="front-serve", hidden=True)
@@ -638,6 +678,7 @@ def front_serve(ctx: click.Context, name: str) -> None:
     from kimik3_reconciler.adapters.front_proxy import front_app
     from kimik3_reconciler.adapters.log_cap import cap_own_log
     from kimik3_reconciler.adapters.metrics_http import serve
+    from kimik3_reconciler.adapters.socket_handover import handover_name
     from kimik3_reconciler.exporter.proxy_observe import ProxyMetrics
     from kimik3_reconciler.model.front import FrontConfig
     from kimik3_reconciler.model.profile_schema import PROFILE_NAME
@@ -660,7 +701,8 @@ def front_serve(ctx: click.Context, name: str) -> None:
     registry = CollectorRegistry(auto_describe=False)
     # Labelled with the profile only: the front outlives every server fingerprint behind it.
     metrics = ProxyMetrics(registry, {"profile": config.profile})
-    serve([(front_app(config, str(token["token"]), registry, metrics), config.bind, config.port)])
+    serve([(front_app(config, str(token["token"]), registry, metrics), config.bind, config.port)],
+          handover=handover_name(c.state_dir, "front-serve", name))
 
 
 main.add_command(destroy, name="down")

@@ -1,7 +1,7 @@
 """`kimik3 fleet`: one profile served by the hosts of a fleet file (issue 36): validate, plan, status.
 
-Loaded lazily (cli/__init__'s LazyGroup): a host's own commands never import the fleet. `fleet apply` is added to
-this group by the rollout (Ansible) side."""
+Loaded lazily (cli/__init__'s LazyGroup): a host's own commands never import the fleet. `fleet apply` (the Ansible
+rollout) joins this group through LAZY_COMMANDS, or `@fleet.command` in this module."""
 
 from __future__ import annotations
 
@@ -12,24 +12,25 @@ import click
 
 from kimik3_reconciler.cli import _err, _out, _run
 from kimik3_reconciler.cli.inputs import read_text
-from kimik3_reconciler.cli.options import CHANGES_PENDING, Duration
+from kimik3_reconciler.cli.options import CHANGES_PENDING, Duration, LazyGroup
 from kimik3_reconciler.errors import InputError, ProfileError
 
 
-def load_fleet(path: str):  # noqa: ANN201 - fleet.Fleet (the fleet package is imported here, not at module load)
-    """The fleet file at `path`, validated (its profile and each host's effective profile too); ProfileError (exit
-    2) naming `file:line: field` of every problem, InputError when a file cannot be read."""
+def load_fleet(path: str, text: str | None = None):  # noqa: ANN201 - fleet.Fleet (imported here, not at load)
+    """The fleet file at `path` (`text`: its content, read already), validated (its profile and each host's
+    effective profile too); ProfileError (exit 2) naming `file:line: field` of every problem, InputError when a file
+    cannot be read."""
     from kimik3_reconciler.fleet import parse_fleet
 
-    return parse_fleet(read_text(path), path, read_text)
+    return parse_fleet(read_text(path) if text is None else text, path, read_text)
 
 
-def validate_fleet(path: str) -> dict:
+def validate_fleet(path: str, text: str | None = None) -> dict:
     """One fleet file's verdict for `kimik3 validate` and `kimik3 fleet validate` (problems printed on stderr)."""
     from kimik3_reconciler.cli.json_out import problem_json
 
     try:
-        fleet = load_fleet(path)
+        fleet = load_fleet(path, text)
     except ProfileError as exc:
         for problem in exc.problems:
             _err.print(str(problem), highlight=False)
@@ -42,7 +43,11 @@ def validate_fleet(path: str) -> dict:
             "hosts": [h.name for h in fleet.hosts], "batches": [list(b) for b in fleet.rollout.batches()]}
 
 
-@click.group()
+# Subcommands in their own modules, imported when run (`apply`: the Ansible rollout, "module:attribute").
+LAZY_COMMANDS: dict[str, str] = {}
+
+
+@click.group(cls=LazyGroup, lazy=LAZY_COMMANDS)
 def fleet() -> None:
     """One profile served by the hosts of a fleet file (an Ansible inventory behind a router)."""
 
@@ -84,6 +89,18 @@ def _answers(fleet, words: tuple[str, ...], timeout_s: float):  # noqa: ANN001, 
 
     shell, identity = SshShell(), kimik3_identity()
     return gather(fleet.hosts, lambda host: ask(shell, host, words, identity, timeout_s))
+
+
+def _in_flight(fleet, answers) -> dict:  # noqa: ANN001 - each running server's requests in flight, read at once
+    from kimik3_reconciler.adapters.http import HttpClient
+    from kimik3_reconciler.fleet.gather import gather
+    from kimik3_reconciler.fleet.server_load import in_flight
+
+    running = {a.host for a in answers
+               if a.ok and ((a.document or {}).get("container") or {}).get("state") == "running"}
+    http = HttpClient()
+    hosts = [h for h in fleet.hosts if h.name in running]
+    return dict(zip((h.name for h in hosts), gather(hosts, lambda h: in_flight(h, lambda url: http.get(url)))))
 
 
 def _router_rows(fleet) -> dict:  # noqa: ANN001 - fleet.Fleet -> {host name: fleet.report.RouterRow}
@@ -148,7 +165,8 @@ def status_cmd(file: str, json_out: bool, watch: bool, interval: float, iteratio
     while True:
         answers = _answers(fleet, ("status",), timeout)
         router = _router_rows(fleet)
-        rows = [status_row(fleet, a, router) for a in answers]
+        loads = _in_flight(fleet, answers)
+        rows = [status_row(fleet, a, router, loads.get(a.host)) for a in answers]
         if json_out:
             click.echo(json.dumps({"fleet": fleet.name, "ok": all(r["ok"] for r in rows), "hosts": rows}, indent=2))
         else:
@@ -160,6 +178,9 @@ def status_cmd(file: str, json_out: bool, watch: bool, interval: float, iteratio
         if not watch or (iterations and shown >= iterations):
             break
         time.sleep(interval)
+    for row in rows:
+        if not row["ok"]:
+            _err.print(f"error: {row['message']}", highlight=False)
     if not all(r["ok"] for r in rows):
         sys.exit(HOST_FAILED)
 

@@ -62,14 +62,48 @@ def read_text(path: str) -> str:
         raise InputError(f"{path}: not UTF-8 text (byte {exc.start}): save the profile as UTF-8") from exc
 
 
-def load(path: str, cached: bool = False) -> LoadedProfile:
-    """The profile in `path`; `cached`: a text validated before comes from the profile cache (in the cache dir)."""
-    text = read_text(path)
+def load(path: str, cached: bool = False, pinned: bool = True, text: str | None = None) -> LoadedProfile:
+    """The profile in `path` (`text`: its content, read already); `cached`: a text validated before comes from the
+    profile cache (in the cache dir); `pinned`: refuse a profile that names a branch, a tag or an image tag without
+    its digest (check_pinned)."""
+    text = read_text(path) if text is None else text
     saved = read_saved_plan(text, path)
     if saved is not None:  # only apply executes a saved plan; the other commands take its profile
         raise InputError(f"{path} is a saved plan (made {saved.created}): `kimik3 apply {path}` executes it; "
                          f"this command takes the profile ({saved.profile_source})")
-    return parse_text(text, path, cached)
+    loaded = parse_text(text, path, cached)
+    return check_pinned(loaded) if pinned else loaded
+
+
+def check_pinned(loaded: LoadedProfile) -> LoadedProfile:
+    """`loaded`, or a ProfileError (exit 2, file:line: field) naming each unpinned field and `kimik3 pin`."""
+    from kimik3_reconciler.model.pinning import unpinned, unpinned_message
+
+    # rule: pinned-to-serve
+    # What plan shows and apply serves must not move between them (or between two hosts): a branch or tag is
+    # resolved once, by `kimik3 pin`, into the profile, never silently at each run.
+    return _refuse_pins(loaded, unpinned(loaded.profile), lambda pin: unpinned_message(pin, loaded.source))
+
+
+def check_not_made_up(loaded: LoadedProfile) -> LoadedProfile:
+    """`loaded`, or a ProfileError naming each pin whose commit or digest is a placeholder (model/pinning.py)."""
+    from kimik3_reconciler.model.pinning import made_up_message, pins
+
+    # rule: pins-not-made-up
+    # A placeholder hash (0123456789abcdef…, sha256:000…) validates as a commit or digest and fails only at the hub
+    # or the registry, on the GPU host: validate (CI) says so at once, with the line.
+    return _refuse_pins(loaded, tuple(pin for pin in pins(loaded.profile) if pin.made_up),
+                       lambda pin: made_up_message(pin, loaded.source))
+
+
+def _refuse_pins(loaded: LoadedProfile, refused: tuple, message) -> LoadedProfile:  # noqa: ANN001 - Pin -> str
+    from kimik3_reconciler.errors import ProfileError, ProfileProblem
+    from kimik3_reconciler.model.loaded_profile import line_for, render_path
+
+    if refused:
+        raise ProfileError([ProfileProblem(loaded.source, line_for(pin.field, loaded.lines), render_path(pin.field),
+                                           message(pin)) for pin in refused])
+    return loaded
 
 
 def parse_text(text: str, source: str, cached: bool = False) -> LoadedProfile:

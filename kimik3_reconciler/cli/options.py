@@ -67,6 +67,12 @@ class LazyGroup(click.Group):
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):  # noqa: ANN001, ANN201
         """As click's, and a usage error of a `--json` command line (a missing FILE, an unknown option) also prints
         its JSON error document on stdout (cli/json_out.py says why)."""
+        from kimik3_reconciler.console import closed_pipes_dropped
+
+        with closed_pipes_dropped():  # `kimik3 … | head -1`: the rest of the output dropped, the command's own exit
+            return self._main(args, prog_name, complete_var, standalone_mode, **extra)
+
+    def _main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):  # noqa: ANN001, ANN201
         from kimik3_reconciler.cli.json_out import usage_error_json, wants_json
 
         argv = list(sys.argv[1:] if args is None else args)

@@ -51,6 +51,12 @@ class Readiness(NamedTuple):
     # Seconds the server may take to start beyond reading its weights (the health wait's timeout adds the read at a
     # pessimistic rate): llama-server 120; vLLM compiles and captures CUDA graphs (minutes on 8 GPUs).
     startup_s: float = 120.0
+    # Seconds every launch spends beside reading the weights, for the downtime forecast until this host has recorded
+    # a launch of the container (then that record is the forecast), and where that figure comes from. llama-server:
+    # 0 (its load is the read, and the load rates measured here carry the rest); vLLM: imports, the engine's
+    # processes, the KV cache's profiling run (and torch.compile and CUDA graphs on GPUs).
+    fixed_s: float = 0.0
+    fixed_source: str = ""
 
     @property
     def loading(self) -> str:
@@ -116,6 +122,14 @@ class ServingEngine(Protocol):
     """One serving engine, as kimik3 deploys it."""
 
     name: str  # the profile's `engine:` value (model/engine_names.py: the registry)
+    # The server process, as a message names it ("… could not bind it"): llama-server, `vllm serve`, `sglang serve`.
+    server: str
+    # The argv flag that names the served model (`status` reads the running container's names from it), and whether
+    # the server answers a request that names another model: llama-server does (checked on b11434); so do SGLang
+    # 0.5.23's Python OpenAI routes (srt/entrypoints/openai/serving_base.py never compares `model` with it); vLLM
+    # answers only its served names (404 otherwise).
+    served_name_flag: str
+    answers_any_name: bool
     model_source: ModelSource
     image_source: ImageSource
     readiness: Readiness
@@ -129,6 +143,12 @@ class ServingEngine(Protocol):
     def model_entry(self, model: ModelFact) -> str:
         """What the server opens, relative to the mounted snapshot: GGUF, the quant's -00001-of- shard (or its
         only file); a safetensors checkpoint, "." (the snapshot folder itself)."""
+        ...
+
+    def served_names(self, value: LaunchInput) -> tuple[str, ...]:
+        """The model names the server lists (/v1/models) and answers to, the profile's name first (verify, bench and
+        the exporter ask for it). vLLM: the checkpoint's repo id too, the name seed 001's client examples send
+        (`--served-model-name` takes several); llama-server's --alias and SGLang's --served-model-name take one."""
         ...
 
     def owned_flags(self, threads: int, load_mode: str) -> tuple[str, ...]:

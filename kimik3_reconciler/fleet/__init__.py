@@ -9,8 +9,9 @@ API (stable: `fleet apply` builds on it): `parse_fleet(text, source, read_text) 
 """
 
 from kimik3_reconciler.fleet.schema import OVERRIDABLE, fleet_json_schema
-from kimik3_reconciler.fleet.source import is_fleet_text, parse_fleet
+from kimik3_reconciler.fleet.source import parse_fleet
 from kimik3_reconciler.fleet.values import Fleet, FleetHost, RolloutPolicy, RouterPlacement
+from kimik3_reconciler.model.fleet_kind import is_fleet_text
 
 __all__ = ["OVERRIDABLE", "Fleet", "FleetHost", "RolloutPolicy", "RouterPlacement", "fleet_json_schema",
            "is_fleet_text", "parse_fleet"]

@@ -11,20 +11,12 @@ import posixpath
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 
 from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.model.profile_edit import _yaml  # the round-trip reader `tune --write` edits profiles with
 from kimik3_reconciler.model.profile_rules import FieldPath
 from kimik3_reconciler.model.profile_rules.paths import local_paths
-
-
-def _yaml() -> YAML:
-    yaml = YAML(typ="rt")
-    yaml.preserve_quotes = True
-    yaml.width = 4096  # never re-wrap a long comment or value
-    yaml.indent(mapping=2, sequence=4, offset=2)
-    return yaml
 
 
 def override_paths(overrides: Mapping[str, Any]) -> tuple[FieldPath, ...]:

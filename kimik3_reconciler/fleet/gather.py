@@ -8,13 +8,16 @@ profile travels on stdin. No profile field is ever part of what the remote shell
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from kimik3_reconciler.fleet.values import FleetHost
+from kimik3_reconciler.model.plan import shown
 
+T = TypeVar("T")
 UNREACHABLE = 255  # ssh's own exit status: it could not connect or authenticate (ssh(1))
 NOT_FOUND = 127  # the remote shell found no such command
 TIMED_OUT = 124  # the shell adapter's: the command outlived its timeout
@@ -44,8 +47,9 @@ class HostAnswer:
 
 
 def _last_line(text: str) -> str:
+    """The last non-empty line of a host's output, escaped (model.plan.shown): it reaches this terminal."""
     lines = [line for line in text.strip().splitlines() if line.strip()]
-    return lines[-1].strip() if lines else ""
+    return shown(lines[-1].strip()) if lines else ""
 
 
 def _failed(host: FleetHost, code: int, err: str, what: str) -> HostAnswer:
@@ -61,19 +65,25 @@ def _failed(host: FleetHost, code: int, err: str, what: str) -> HostAnswer:
 
 
 def ask(shell: HostShell, host: FleetHost, words: Sequence[str], identity: str, timeout_s: float) -> HostAnswer:
-    """`kimik3 --version` on `host`, then (same kimik3 as `identity`) `kimik3 WORDS --json /dev/stdin` with the
-    host's effective profile on stdin."""
+    """`kimik3 --version` and `kimik3 WORDS --json /dev/stdin` (the host's effective profile on stdin) on `host`, at
+    once (both only read; a host's answer waits for the slower, not the sum); the answer is the second's when the
+    host's kimik3 is `identity`."""
+    asked: dict[str, tuple[int, str, str]] = {}
+    argv = (*host.kimik3_command, *words, "--json", "/dev/stdin")
+    second = threading.Thread(target=lambda: asked.update(answer=shell.run(host, argv, host.profile_text, timeout_s)),
+                              name=f"fleet-{host.name}", daemon=True)
+    second.start()
     code, out, err = shell.run(host, (*host.kimik3_command, "--version"), None, timeout_s)
+    second.join()
     if code != 0:
         return _failed(host, code, err, "kimik3 --version")
-    version = out.strip().removeprefix("kimik3 ").strip()
+    version = shown(out.strip().removeprefix("kimik3 ").strip())
     if version != identity:
         # Another kimik3 plans with other rules and fingerprints: its plan is not this one's to price or apply.
         return HostAnswer(host.name, None, "version", f"{host.name} runs kimik3 {version or '(unknown)'}, not this "
                           f"kimik3 {identity}: install the same kimik3 there (fleet apply installs the pinned one)",
                           version)
-    argv = (*host.kimik3_command, *words, "--json", "/dev/stdin")
-    code, out, err = shell.run(host, argv, host.profile_text, timeout_s)
+    code, out, err = asked.get("answer", (TIMED_OUT, "", "no answer"))
     try:
         document = json.loads(out) if out.strip() else None
     except ValueError:
@@ -81,15 +91,14 @@ def ask(shell: HostShell, host: FleetHost, words: Sequence[str], identity: str, 
     if isinstance(document, dict) and document.get("ok") is False and isinstance(document.get("error"), dict):
         error = document["error"]  # the host's kimik3 refused (cli/json_out.py's document): its message and code
         return HostAnswer(host.name, None, "refused", f"{host.name}: kimik3 {' '.join(words)} exited "
-                          f"{error.get('exit_code', code)}: {error.get('message', '')}", version)
+                          f"{error.get('exit_code', code)}: {shown(str(error.get('message', '')))}", version)
     if code != 0 or not isinstance(document, dict):
         answer = _failed(host, code if code != 0 else 1, err or out, f"kimik3 {' '.join(words)}")
         return HostAnswer(answer.host, None, answer.problem, answer.message, version)
     return HostAnswer(host.name, document, version=version)
 
 
-def gather(hosts: Sequence[FleetHost], one: Callable[[FleetHost], HostAnswer],
-           workers: int = 16) -> tuple[HostAnswer, ...]:
+def gather(hosts: Sequence[FleetHost], one: Callable[[FleetHost], T], workers: int = 16) -> tuple[T, ...]:
     """`one(host)` for every host at once (a thread each, up to `workers`), answers in the hosts' order."""
     if not hosts:
         return ()

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kimik3_reconciler.model.plan import DiffItem, shown
+
 _DURATION = r"~(\d+(?:\.\d+)?) (s|min)"
 _DOWNTIME = re.compile(r"predicted downtime " + _DURATION)
 _COMPILE = re.compile(r"compile llama\.cpp: " + _DURATION)
@@ -27,7 +29,7 @@ class HostPlan:
     host: str
     converged: bool
     summary: str
-    changes: tuple[str, ...]  # "<symbol> <kind> <target>: <reason>", one per changing step
+    changes: tuple[str, ...]  # the changing steps as `kimik3 plan` prints them (step_lines), line by line
     relaunch: bool  # its server is (re)launched: the host serves nothing for `downtime_s`
     downtime_s: float | None  # the health step's predicted downtime; None when the plan states none
     build_s: float | None  # the image compile's predicted duration, when one is planned
@@ -35,6 +37,20 @@ class HostPlan:
     pull_bytes: int  # image bytes this host pulls
     model: str  # repo@revision/quant: hosts holding the same files can give them to each other
     hub: str  # where the model step fetches from (its endpoint, else the Hugging Face hub)
+
+
+def step_lines(step: Mapping[str, Any]) -> tuple[str, ...]:
+    """A changing step as `kimik3 plan` prints it (render.py's _render_step): symbol, kind, target; the reason; each
+    diff item; the cost; warnings. The host's text is escaped (model.plan.shown): it reaches this terminal."""
+    symbol, kind, target = (shown(str(step.get(k) or "?")) for k in ("symbol", "kind", "target"))
+    lines = [f"{symbol:>3} {kind:<9} {target}",
+             f"      {shown(str(step.get('reason') or ''))}"]
+    lines += [f"        {DiffItem(str(d.get('field')), d.get('old'), d.get('new'))}"
+              for d in step.get("diff") or () if isinstance(d, Mapping)]
+    if step.get("cost"):
+        lines.append(f"      cost: {shown(str(step['cost']))}")
+    lines += [f"      warning: {shown(str(w))}" for w in step.get("warnings") or ()]
+    return tuple(lines)
 
 
 def _seconds(match: re.Match[str] | None) -> float | None:
@@ -64,6 +80,6 @@ def read_host_plan(host: str, document: Mapping[str, Any]) -> HostPlan:
             pull += int(float(found.group(1)) * _UNIT_BYTES[found.group(2)])
     relaunch = any(s.get("kind") == "container" and s.get("action") in ("create", "replace", "update")
                    for s in changing)
-    lines = tuple(f"{s.get('symbol') or '?'} {s.get('kind')} {s.get('target')}: {s.get('reason')}" for s in changing)
+    lines = tuple(line for s in changing for line in step_lines(s))
     return HostPlan(host, bool(document.get("converged")), str(document.get("summary") or ""), lines, relaunch,
                     downtime if relaunch else 0.0 if not changing else downtime, build, fetch, pull, model, hub)

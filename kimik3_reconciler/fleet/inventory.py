@@ -92,7 +92,8 @@ def read_inventory(tree: Mapping[str, Any]) -> Inventory:
     groups["all"] = list(order)
     hosts = []
     for host in order:
-        mine = sorted((g for g in depth if host in groups[g]), key=lambda g: depth[g])  # stable: file order within a depth
+        # stable: file order within a depth
+        mine = sorted((g for g in depth if host in groups[g]), key=lambda g: depth[g])
         merged: dict[str, Any] = {}
         for g in mine:
             merged.update(group_vars.get(g, {}))

@@ -75,7 +75,7 @@ def plan_lines(fleet: Fleet, answers: tuple[HostAnswer, ...], plans: Mapping[str
             continue
         p = plans[answer.host]
         lines.append(f"host {host.name} ({host.ssh_target}): {p.summary}")
-        lines += [f"  {change}" for change in p.changes]
+        lines += list(p.changes)
     lines.append("")
     lines.append(f"rollout: {price.hosts} hosts, at most {price.hosts - price.min_serving} out at once "
                  f"(at least {price.min_serving} serving)")
@@ -88,7 +88,8 @@ def plan_lines(fleet: Fleet, answers: tuple[HostAnswer, ...], plans: Mapping[str
                              for h in batch.hosts)
         lines.append(f"  {what}: {', '.join(batch.hosts)} at +{_duration(batch.start_s)}: {downtime}; "
                      f"{batch.serving} serving meanwhile")
-    lines.append(f"  duration: ~{_duration(price.duration_s)} with immediate drains, ~{_duration(price.duration_max_s)} "
+    lines.append(f"  duration: ~{_duration(price.duration_s)} with immediate drains, "
+                 f"~{_duration(price.duration_max_s)} "
                  f"if every drain takes its whole timeout")
     lines.append("  capacity: " + " → ".join(f"{n}@+{_duration(t)}" for t, n, _ in price.timeline))
     for t in price.transfers:
@@ -100,13 +101,16 @@ def plan_lines(fleet: Fleet, answers: tuple[HostAnswer, ...], plans: Mapping[str
     return lines
 
 
-def status_row(fleet: Fleet, answer: HostAnswer, router: Mapping[str, RouterRow]) -> dict[str, Any]:
-    """One row of `fleet status`: the host's container and model as its own `kimik3 status --json` reports them."""
+def status_row(fleet: Fleet, answer: HostAnswer, router: Mapping[str, RouterRow],
+               in_flight: int | None = None) -> dict[str, Any]:
+    """One row of `fleet status`: the host's container and model as its own `kimik3 status --json` reports them;
+    requests in flight from its server's /metrics (`in_flight`), else from the router."""
     host = fleet.host(answer.host)
     in_router = router.get(host.name)
     row: dict[str, Any] = {"host": host.name, "target": host.ssh_target, "kimik3": answer.version,
                            "router": in_router.state if in_router else None,
-                           "in_flight": in_router.in_flight if in_router else None}
+                           "in_flight": in_flight if in_flight is not None else in_router.in_flight if in_router
+                           else None}
     if not answer.ok:
         return {**row, "ok": False, "problem": answer.problem, "message": answer.message, "health": answer.problem}
     doc = answer.document or {}

@@ -11,7 +11,8 @@ from typing import Annotated, Any, Literal, Optional, Union
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
 
 from kimik3_reconciler.model.durations import parse_duration
-from kimik3_reconciler.model.profile_schema import ProfileName, refuse
+# _matching: the profile's constrained-string type (pattern in the JSON Schema, the message as written)
+from kimik3_reconciler.model.profile_schema import ProfileName, _matching, refuse
 
 # strict, as a profile: `port: "22"` is a mistake worth naming, not something to coerce.
 _CONFIG = ConfigDict(extra="forbid", frozen=True, strict=True)
@@ -28,19 +29,6 @@ HOST_NAME = r"[A-Za-z0-9][A-Za-z0-9._:-]{0,252}"
 OVERRIDABLE = ("gpus", "serve.port", "serve.host", "model.cache_dir", "rpc.workers")
 # smg's load-balancing policies (`smg --policy`; shared/TESTING.md §12: cache_aware is its default).
 ROUTER_POLICIES = ("cache_aware", "round_robin", "random", "power_of_two")
-
-
-def _matching(pattern: str, message: str) -> Any:
-    import re
-
-    compiled = re.compile(pattern)
-
-    def check(value: str) -> str:
-        if not compiled.fullmatch(value):
-            raise refuse(message)
-        return value
-
-    return Annotated[str, AfterValidator(check), WithJsonSchema({"type": "string", "pattern": f"^(?:{pattern})$"})]
 
 
 GroupName = _matching(GROUP_NAME, "an Ansible group name: letters, digits and '_', not starting with a digit")
@@ -164,7 +152,8 @@ class FleetFile(BaseModel):
     api_version: Literal["kimik3/v1"] = Field(alias="apiVersion")
     kind: Literal["Fleet"]
     name: ProfileName
-    profile: Annotated[str, Field(min_length=1)] = Field(description="the profile the hosts serve (relative to this file)")
+    profile: Annotated[str, Field(min_length=1)] = Field(
+        description="the profile the hosts serve (relative to this file)")
     inventory: dict[GroupName, Optional[InventoryGroup]] = Field(
         description="the hosts, as an Ansible YAML inventory (top-level groups, usually `all:`)", min_length=1)
     overrides: dict[HostName, HostOverrides] = Field(

@@ -22,18 +22,13 @@ from kimik3_reconciler.fleet.schema import OVERRIDABLE, FleetFile
 from kimik3_reconciler.fleet.values import Fleet, FleetHost, RolloutPolicy, RouterPlacement
 from kimik3_reconciler.model.durations import parse_duration
 from kimik3_reconciler.model.loaded_profile import LoadedProfile, line_for, render_path
+from kimik3_reconciler.model.pinning import unpinned, unpinned_message
 from kimik3_reconciler.model.profile_rules import FieldPath
 from kimik3_reconciler.model.profile_schema import Profile as ProfileSchema
 from kimik3_reconciler.model.profile_source import load_yaml, parse_profile, validation_problems
 
 MAX_FLEET_CHARS = 256 * 1024
-_FLEET_KIND = re.compile(r"^kind:[ \t]*[\"']?Fleet[\"']?[ \t]*(#.*)?$", re.MULTILINE)
 _LOOPBACK = re.compile(r"localhost|127(\.\d{1,3}){3}|::1")
-
-
-def is_fleet_text(text: str) -> bool:
-    """Does this YAML say `kind: Fleet` at its top level (a fleet file, not a profile)?"""
-    return _FLEET_KIND.search(text) is not None
 
 
 class _Problems:
@@ -60,7 +55,8 @@ def parse_fleet(text: str, source: str, read_text: Callable[[str], str]) -> Flee
     try:
         spec = FleetFile.model_validate(data)
     except ValidationError as exc:
-        raise ProfileError(_sorted(problems.found + validation_problems(exc, source, lines, written, FleetFile))) from None
+        found = validation_problems(exc, source, lines, written, FleetFile)
+        raise ProfileError(_sorted(problems.found + found)) from None
     if problems.found:
         raise ProfileError(_sorted(problems.found))
     inventory = read_inventory(data["inventory"])
@@ -162,7 +158,13 @@ def _base_profile(spec: FleetFile, source: str, read_text: Callable[[str], str],
                   problems: _Problems) -> LoadedProfile | None:
     path = Path(source).resolve().parent / spec.profile
     try:
-        return parse_profile(read_text(str(path)), source=str(path))
+        loaded = parse_profile(read_text(str(path)), source=str(path))
+        # rule: pinned-to-serve
+        # Every host must serve the same bytes: a branch or tag resolved by each host at its own time would not be
+        # one deployment. Each host's plan refuses it too; refused here before any host is asked.
+        problems.found += [ProfileProblem(loaded.source, line_for(pin.field, loaded.lines) or 1, render_path(pin.field),
+                                          unpinned_message(pin, loaded.source)) for pin in unpinned(loaded.profile)]
+        return loaded
     except InputError as exc:
         problems.add(("profile",), f"{exc} (the profile is relative to the fleet file)")
     except ProfileError as exc:

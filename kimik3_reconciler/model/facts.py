@@ -83,6 +83,14 @@ class GpuPlumbing(_Fact):
         return "cdi" if self.cdi else "runtime" if self.runtime else None
 
 
+class CheckpointConfig(_Fact):
+    """What the plan reads of a checkpoint's config.json at the pinned revision (model/checkpoint_config.py parses
+    it): the attention heads tensor parallelism splits over its ranks, and the key they were read from."""
+
+    attention_heads: int
+    heads_key: str  # "num_attention_heads", or "text_config.num_attention_heads" for a multimodal checkpoint
+
+
 class ModelLayout(_Fact):
     """What the placement forecast needs from a quant's GGUF headers (summed over all shards)."""
 
@@ -439,6 +447,9 @@ class ExporterFact(_Fact):
     alive: bool = False  # the pid runs `kimik3 metrics-serve <profile>` (not a recycled pid)
     serving: str | None = None  # the fingerprint its /healthz answers; None: not answering
     unit: str | None = None  # the systemd unit that runs it (profile with `systemd:`); pid is then 0
+    # It offers its listening sockets to its replacement (records.HANDS_OVER_SOCKETS): replaced without closing its
+    # ports. False: started by a kimik3 before that (stopped, then its replacement started).
+    hands_over_sockets: bool = False
 
 
 class HostSettingsFact(_Fact):
@@ -472,6 +483,9 @@ class Observed(_Fact):
     last_good: str | None = None  # when this profile name last converged and passed verify (revert target)
     load_rate: float | None = None  # bytes/s of the last measured model load on this host (state record)
     warm_load_rate: float | None = None  # bytes/s of the last load here after a pre-read (state record)
+    # (bytes, seconds) of this container's last load here, from its start to /health 200 (load/<name>.json)
+    last_load: tuple[int, float] | None = None
+    checkpoint_config: CheckpointConfig | None = None  # a safetensors checkpoint's config.json; None: not read
     build_time: float | None = None  # seconds of the last full compile of the profile's variant here (state record)
     cached_build_time: float | None = None  # seconds of its last build answered by Docker's layer cache (record)
     others: tuple[ContainerFact, ...] = ()  # other profiles' kimik3 containers on this host

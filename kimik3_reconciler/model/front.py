@@ -14,7 +14,8 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
-# Bump when the front's behaviour changes: an upgrade then replaces it (the public port closes for about a second).
+# Bump when the front's behaviour changes: an upgrade then replaces it (the new one takes its listening socket,
+# adapters/socket_handover.py; one an older kimik3 started is stopped first: the public port closes for a second).
 FRONT_VERSION = 1
 # The front answers its control requests under this path on its own port; every other path goes to the server.
 CONTROL_PREFIX = "/.kimik3/front"

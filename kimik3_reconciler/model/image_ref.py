@@ -64,6 +64,19 @@ def pinned_image(ref: str, field: str = "image.ref") -> PinnedImage:
     if not _DIGEST.fullmatch(digest):
         raise PlanError(f"{field}: {digest!r} is not a sha256 digest (sha256: and 64 lowercase hex digits)",
                         (tuple(field.split(".")),))
+    return _named(ref, name, digest, field)
+
+
+def tagged_image(ref: str, field: str = "image.ref") -> PinnedImage:
+    """`ref` named by its tag (`vllm/vllm-openai:kimi-k3`), for `kimik3 pin` to ask the registry its digest: the
+    parts as pinned_image gives them, `digest` empty. A PlanError naming `field` when it has no tag."""
+    image = _named(ref, ref.partition("@")[0], "", field)
+    if image.tag is None:
+        raise PlanError(f"{field}: {ref!r} names no tag to resolve: write repository:tag", (tuple(field.split(".")),))
+    return image
+
+
+def _named(ref: str, name: str, digest: str, field: str) -> PinnedImage:
     first, slash, rest = name.partition("/")
     # The first component is a registry when it looks like a host (a dot, a port, localhost): docker's own rule.
     registry = first if slash and ("." in first or ":" in first or first == "localhost") else DOCKER_HUB

@@ -48,6 +48,9 @@ class LaunchInput:
     rpc: tuple[str, ...] = ()  # the workers' rpc-server endpoints (--rpc), in profile order
     worker_fingerprints: tuple[str, ...] = ()  # theirs: a worker that changes replaces this server too
     knobs: Any = None  # the engine's own section of the profile (`vllm:`), None for llama.cpp
+    # The model names served beyond `name` (vLLM: and model.repo), in the label only where set: llama.cpp's and
+    # SGLang's labels stay as they were, and a vLLM container an older kimik3 launched diffs on it.
+    served_names: tuple[str, ...] = ()
 
     def flat(self) -> dict[str, Any]:
         """{field: value}, named as the profile names them (`serve.ubatch`, `model.cache_dir`); the label.
@@ -70,6 +73,8 @@ class LaunchInput:
         })
         if self.knobs is not None:  # only for an engine with a section of its own: llama.cpp's label stays as it was
             flat.update({f"{self.knobs_section}.{k}": v for k, v in self.knobs.model_dump(mode="json").items()})
+        if self.served_names:
+            flat["served_names"] = list(self.served_names)
         if self.rpc:  # only with workers: a single-host label stays as it was
             flat.update({"rpc.endpoints": list(self.rpc), "rpc.worker_fingerprints": list(self.worker_fingerprints)})
         return flat

@@ -117,6 +117,10 @@ class VllmSpec(Section):
     """vLLM's own knobs (engine: vllm). The defaults are seed 001's TP8 recipe (profiles/vllm-tp8.yaml)."""
 
 
+class SglangWorkload(Section):
+    """The average request sglang.mamba_full_memory_ratio was computed for."""
+
+
 class SglangSpec(Section):
     """SGLang's own knobs (engine: sglang): seed 001's TP8/DCP8 recipe on 8x B300."""
 
@@ -209,7 +213,8 @@ class Profile(Section):
 
 SECTIONS: dict[str, type[Section]] = {cls.__name__: cls for cls in (
     TokenizerSpec, ModelSpec, BaseImages, BuildSpec, SpecDraft, ServeSpec, QuantGate, GateSpec, SystemdSpec,
-    RpcWorker, RpcSpec, HandoverSpec, MetricsSpec, HostSpec, ImageSpec, VllmSpec, SglangSpec, Profile)}
+    RpcWorker, RpcSpec, HandoverSpec, MetricsSpec, HostSpec, ImageSpec, VllmSpec, SglangWorkload, SglangSpec,
+    Profile)}
 
 
 def from_tree(tree: Any) -> Any:

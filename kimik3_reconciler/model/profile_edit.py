@@ -42,3 +42,51 @@ def set_knobs(text: str, section: str, knobs: dict[str, Any], note: str | None =
     out = io.StringIO()
     yaml.dump(data, out)
     return out.getvalue()
+
+
+PIN_MARK = "pin:"  # the end-of-line comment that keeps the branch a commit was resolved from (`kimik3 pin --update`)
+
+
+def pinned_from(text: str, path: tuple[str, ...]) -> str | None:
+    """The branch or tag `kimik3 pin` resolved the field at `path` from (its `# pin: <name>` comment), if any."""
+    node, key = _parent(_yaml().load(text), path)
+    comment = _eol_comment(node, key)
+    words = comment.lstrip("#").split() if comment else []
+    return words[1].rstrip(";") if len(words) >= 2 and words[0] == PIN_MARK else None
+
+
+def set_pins(text: str, pins: dict[tuple[str, ...], tuple[str, str | None]]) -> str:
+    """`text` with each field at `path` set to its pinned value, comments and key order kept (a round trip); `pins`
+    maps a path to (value, the branch or tag it was resolved from, or None: no record). A recorded name becomes the
+    field's end-of-line comment `# pin: <name>`, before what the author wrote there."""
+    yaml = _yaml()
+    data = yaml.load(text)
+    for path, (value, name) in pins.items():
+        node, key = _parent(data, path)
+        node[key] = value
+        if name is None:
+            continue
+        old = _eol_comment(node, key)
+        words = old.lstrip("#").split() if old else []
+        if words[:1] == [PIN_MARK]:  # pinned before: replace the record, keep the rest of the comment
+            old = " ".join(words[2:])
+        rest = old.lstrip("#").strip() if old else ""
+        if key in node.ca.items:
+            node.ca.items[key][2] = None
+        node.yaml_add_eol_comment(f"{PIN_MARK} {name}" + (f"; {rest}" if rest else ""), key)
+    out = io.StringIO()
+    yaml.dump(data, out)
+    return out.getvalue()
+
+
+def _parent(data: Any, path: tuple[str, ...]) -> tuple[Any, str]:
+    node = data
+    for part in path[:-1]:
+        node = node[part]
+    return node, path[-1]
+
+
+def _eol_comment(node: Any, key: str) -> str | None:
+    entry = node.ca.items.get(key) if hasattr(node, "ca") else None
+    token = entry[2] if entry and len(entry) > 2 else None
+    return token.value.strip() if token is not None else None

@@ -85,6 +85,25 @@ def _check_sha40(value: str) -> str:
     raise refuse("must be a full 40-hex commit sha; branch and tag names move, so they are refused")
 
 
+# A branch or tag the hub resolves (`kimik3 pin` writes its commit): git's ref-name shape, never all hex nor 40 letters
+# and digits (a sha, short or mistyped: the hub would take a short one as a branch name).
+REF_NAME = r"(?![0-9a-fA-F]{4,}$)(?![0-9A-Za-z]{40}$)(?!.*\.\.)(?!.*//)(?!.*/$)(?!.*\.lock$)[A-Za-z0-9][A-Za-z0-9._/-]{0,99}"
+
+
+def _check_revision(value: str) -> str:
+    # A commit is what is served; a branch or tag is accepted here and refused by plan and apply until `kimik3 pin`
+    # resolves it (model/pinning.py): the profile records the name a person chose, the lock its commit.
+    if re.fullmatch(REF_NAME, value):
+        return value
+    try:
+        return _check_sha40(value)
+    except PydanticCustomError:
+        if re.fullmatch(r"[0-9a-fA-F]+", value):
+            raise
+    raise refuse("must be a full 40-hex commit sha, or a branch or tag name (letters, digits, '.', '_', '-', '/') "
+                 "that `kimik3 pin` resolves to its commit")
+
+
 def _check_url(value: str) -> str:
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.netloc:
@@ -178,6 +197,8 @@ def _check_cpu_features(value: Any) -> Any:
 
 Sha40 = Annotated[str, AfterValidator(_check_sha40), WithJsonSchema({"type": "string", "pattern": f"^{SHA40}$"})]
 Sha256 = _matching(r"[0-9a-f]{64}", "must be a sha256: 64 lowercase hex characters")
+HubRevision = Annotated[str, AfterValidator(_check_revision),
+                        WithJsonSchema({"type": "string", "pattern": f"^(?:{SHA40}|{REF_NAME})$"})]
 PROFILE_NAME = r"[a-z0-9][a-z0-9-]{0,62}"
 ProfileName = _matching(
     PROFILE_NAME,
@@ -231,7 +252,7 @@ class TokenizerSpec(BaseModel):
 
     model_config = _CONFIG
     repo: RepoId
-    revision: Sha40
+    revision: HubRevision
 
 
 class ModelSpec(BaseModel):
@@ -239,7 +260,7 @@ class ModelSpec(BaseModel):
 
     model_config = _CONFIG
     repo: RepoId
-    revision: Sha40
+    revision: HubRevision
     quant: Optional[QuantName] = Field(None, description="llamacpp (required there): the GGUF quant folder; vllm and "
                                                           "sglang serve the repo's safetensors checkpoint (refused)")
     mmproj: Optional[RepoFilePath] = Field(None, description="vision projector file in the repo; fork builds only")
@@ -531,9 +552,13 @@ class HostSpec(BaseModel):
 
 # An image is pulled by digest (vllm, sglang): the tag is for people, the digest is what runs (seed 001's
 # `vllm/vllm-openai:kimi-k3` moves under its tag).
-PinnedImageRef = _matching(IMAGE_REF.removesuffix("(?:@sha256:[0-9a-f]{64})?") + r"@sha256:[0-9a-f]{64}",
+# A tag alone is accepted here and refused by plan and apply until `kimik3 pin` writes the digest the registry serves
+# for it (model/pinning.py); a name with neither tag nor digest is refused (which `latest` was meant is unknowable).
+_IMAGE_NAME = IMAGE_REF.removesuffix(r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?")
+PinnedImageRef = _matching(_IMAGE_NAME + r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}(?:@sha256:[0-9a-f]{64})?"
+                                         r"|@sha256:[0-9a-f]{64})",
                            "must be an image reference pinned by digest, e.g. vllm/vllm-openai:kimi-k3@sha256:<64 "
-                           "hex> (the tag is for people; a tag alone moves)")
+                           "hex>, or by a tag that `kimik3 pin` resolves to its digest (vllm/vllm-openai:kimi-k3)")
 ParserName = _matching(r"[A-Za-z0-9][A-Za-z0-9_.-]*", "must be a parser name like kimi_k3")
 BackendName = _matching(r"[A-Z0-9][A-Z0-9_]*", "must be an attention backend name like TOKENSPEED_MLA")
 # vLLM 0.32's --kv-cache-dtype choices, as its vllm/config/cache.py `CacheDType` lists them (the real parser checks
@@ -551,7 +576,8 @@ class ImageSpec(BaseModel):
     """The serving image, pulled by digest (vllm, sglang); llama.cpp's is built (`build:`)."""
 
     model_config = _CONFIG
-    ref: PinnedImageRef = Field(description="repo[:tag]@sha256:<64 hex>; the digest is what is pulled and run")
+    ref: PinnedImageRef = Field(description="repo[:tag]@sha256:<64 hex>; the digest is what is pulled and run (a tag "
+                                            "alone: `kimik3 pin` writes its digest; plan and apply refuse it)")
 
 
 class VllmSpec(BaseModel):
@@ -591,6 +617,15 @@ def _refuse_placeholder(value: Any) -> Any:
     return value
 
 
+class SglangWorkload(BaseModel):
+    """The average request sglang.mamba_full_memory_ratio was computed for (seed 001: the cookbook's calculator takes
+    the workload's average input plus output length)."""
+
+    model_config = _CONFIG
+    prompt_tokens: Count = Field(description="average input (prompt) tokens of a request")
+    output_tokens: Count = Field(description="average output tokens of a request")
+
+
 class SglangSpec(BaseModel):
     """SGLang's own knobs (engine: sglang): seed 001's TP8/DCP8 recipe on 8x B300."""
 
@@ -602,6 +637,9 @@ class SglangSpec(BaseModel):
     mamba_full_memory_ratio: Annotated[float, BeforeValidator(_refuse_placeholder),
                                        Field(gt=0, allow_inf_nan=False)] = Field(
         description="--mamba-full-memory-ratio: required, from SGLang's cookbook calculator for your workload")
+    workload: Optional[SglangWorkload] = Field(None, description="the average request mamba_full_memory_ratio was "
+                                               "computed for; without it the plan warns that the ratio is not tied "
+                                               "to a workload")
     tool_call_parser: Optional[ParserName] = Field("kimi_k3", description="--tool-call-parser; null: none")
     reasoning_parser: Optional[ParserName] = Field("kimi_k3", description="--reasoning-parser; null: none")
     any_gpu: bool = Field(False, description="true: run the profile on GPUs other than the cookbook's B300 (the "

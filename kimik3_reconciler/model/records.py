@@ -101,8 +101,14 @@ def verify_key(profile_name: str) -> str:
     return f"verify/{profile_name}.json"
 
 
+# In a helper's process record (the exporter's, the front's): it offers its listening sockets to its replacement
+# (adapters/socket_handover.py), so replacing it never closes its ports. Absent: a helper an older kimik3 started.
+HANDS_OVER_SOCKETS = "hands_over_sockets"
+
+
 def exporter_key(profile_name: str) -> str:
-    """{"pid", "fingerprint", "config", "date"}: the exporter process kimik3 started for this profile."""
+    """{"pid", "fingerprint", "config", "date", "hands_over_sockets"}: the exporter process kimik3 started for this
+    profile."""
     return f"metrics/{profile_name}/process.json"
 
 

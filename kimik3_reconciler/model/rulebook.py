@@ -204,8 +204,25 @@ RULES: tuple[Rule, ...] = (
          "found after hundreds of GB otherwise", ("kimik3_reconciler.planning.model_step",),
          ("unit/test_model_step.py", "unit/test_orchestrator.py"),
          seed="seed 000 step 3 (the script sums the quant's bytes and refuses, with the numbers, if it won't fit)"),
+    Rule("pinned-to-serve", "refuse", "plan, apply and the commands that run a profile refuse a hub revision that "
+         "names a branch or tag, and an image tag without its digest; validate only warns (a fleet file's profile: "
+         "refused), and `kimik3 pin FILE` writes the commit (digest) served for it now into the profile, the name kept "
+         "as a comment",
+         "a branch or tag moves: what plan showed and apply serves, or two hosts, could differ; resolved once, in the "
+         "file, like a lock file, never silently at each run",
+         ("kimik3_reconciler.model.profile_rules.pinned", "kimik3_reconciler.cli.inputs", "kimik3_reconciler.fleet.source"),
+         ("cases/profile/revision_branch_warns.yaml", "cases/profile/vllm_image_tag_only.yaml", "unit/test_pins.py",
+          "integration/test_pin_hub_registry.py", "unit/test_fleet_file.py"),
+         seed="not in the seeds: kimik3's own rule: the llama.cpp recipe pins a commit, not a moving latest; the engines "
+              "guide pulls by tag"),
+    Rule("pins-not-made-up", "refuse", "validate and pin refuse a commit or digest that is a placeholder (a run like "
+         "0123456789abcdef…, or one character repeated: sha256:000…)",
+         "a placeholder validates as a pin and fails only on the GPU host, at the hub or the registry",
+         ("kimik3_reconciler.cli.inputs", "kimik3_reconciler.cli.pin_cmd"), ("unit/test_pins.py",),
+         seed="not in the seeds: kimik3's own rule: shipped profiles once carried such placeholders and validated"),
     Rule("image-by-digest", "refuse", "an image the engine pulls (vLLM, SGLang) is named by digest "
-         "(repository[:tag]@sha256:…); a tag alone is refused, and the pulled image's RepoDigests must hold the digest",
+         "(repository[:tag]@sha256:…); a tag alone is refused by plan and apply (`kimik3 pin` writes its digest), and "
+         "the pulled image's RepoDigests must hold the digest",
          "a tag moves under a deployment: two hosts, or one host before and after a re-pull, would run other bytes",
          ("kimik3_reconciler.model.image_ref", "kimik3_reconciler.steps.image_pull"),
          ("unit/test_image_pull.py", "cases/plan/182-vllm-pull-digest-moved.yaml"),
@@ -596,6 +613,13 @@ RULES += (
          "one rank per GPU; SGLang asserts tp % dcp == 0 at start; its CPU path is a source build kimik3 does not "
          "make", _rules("sglang"), ("cases/profile/sglang_topology.yaml", "cases/profile/sglang_no_gpus.yaml"),
          seed=_SGLANG_SEED),
+    Rule("sglang-memory-ratio-workload", "warn", "sglang.mamba_full_memory_ratio without sglang.workload (the average "
+         "request it was computed for) is warned, saying what the ratio splits and SGLang's own fallback",
+         "the ratio is the workload's; profiles/sglang-tp8.yaml ships SGLang 0.5.23's fallback 0.9, which passed "
+         "without a word (issue 38)", _rules("sglang"),
+         ("cases/profile/sglang_ratio_without_workload_warns.yaml", "cases/profile/sglang_ratio_with_workload_ok.yaml"),
+         seed=_SGLANG_SEED + ": \"--mamba-full-memory-ratio er arbeidsbelastningsavhengig: beregn den ut fra "
+              "gjennomsnittlig lengde på input pluss output\""),
 )
 
 _RPC_SEED = ("not in the seeds: issue 18 (Beyond one host) and the pinned llama.cpp's tools/rpc/README.md: \"Never run the RPC server "
@@ -664,6 +688,18 @@ RULES += (
          "vLLM puts one tensor-parallel rank on each GPU: more ranks than GPUs never start",
          _rules("vllm"), ("cases/profile/vllm_tensor_parallel_gpus.yaml", "cases/profile/vllm_cpu_backend_warns.yaml"),
          seed="seed 001 (TP8 on 8 GPUs)"),
+    Rule("tensor-parallel-heads", "refuse", "vllm.tensor_parallel_size / sglang.tp_size divides the checkpoint's "
+         "attention heads (num_attention_heads in its config.json at the pinned revision, read before any pull)",
+         "every rank takes an equal share of the heads: vLLM refuses another size at start, after the image pull and "
+         "the checkpoint's download (issue 38)", ("kimik3_reconciler.planning.tensor_parallel",),
+         ("unit/test_tensor_parallel.py", "integration/test_vllm_inputs_plan.py"),
+         seed="seed 001 (TP8 on 8 GPUs); vLLM's ModelConfig.verify_with_parallel_config"),
+    Rule("tensor-parallel-idle-gpus", "warn", "a tensor-parallel size below the GPUs the container gets (the gpus "
+         "list, or the host's with gpus: all) is warned, unless serve.extra_args sets a pipeline- or data-parallel "
+         "size",
+         "the engine uses as many GPUs as ranks; the rest are held "
+         "from other jobs and idle (issue 38)", ("kimik3_reconciler.planning.tensor_parallel",),
+         ("unit/test_tensor_parallel.py",), seed="seed 001 (TP8 on 8 GPUs)"),
 )
 
 _LOCAL = ("kimik3_reconciler.observe.local_model",)

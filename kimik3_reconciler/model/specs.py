@@ -58,7 +58,10 @@ class Payload(_Value):
       (a stop, a removal, a replacing launch): the apply checks the state dir's room before it and reverts to the
       last good profile after any failure that follows it (model/state_room.py, issue 30);
     - `holds_clients`: the step told the front to hold new requests (issue 29); the apply releases them when it
-      ends, after its check or its revert, whatever way it ends (`steps.front.release_clients`).
+      ends, after its check or its revert, whatever way it ends (`steps.front.release_clients`);
+    - `rebuilt_records()`: records the plan rebuilt from what is on the host (a record an older kimik3 wrote in
+      another shape, or none at all): an apply keeps them even when the step is a NOOP, so keeping them is never a
+      pending change (`plan --detailed-exitcode` stays 0 after an upgrade; issue 38 item 3).
     """
 
     __slots__ = ()
@@ -72,6 +75,15 @@ class Payload(_Value):
         """Whether no server answers after this step until a later launch is healthy (`stops_server` unless a
         payload's own fields decide, as a launch's `replace` does)."""
         return self.stops_server
+
+    def rebuilt_records(self) -> tuple[tuple[str, dict[str, Any]], ...]:
+        """(state key, record) pairs rebuilt from the host that an apply writes whatever the step's action."""
+        return ()
+
+
+def _layout_record(layout: ModelLayout | None, key: str | None) -> tuple[tuple[str, dict[str, Any]], ...]:
+    """The quant's layout, read from the cached GGUF headers, as its state record (none when not read)."""
+    return ((key, layout.model_dump(mode="json")),) if layout is not None and key else ()
 
 
 # --- the model cache -----------------------------------------------------------------------------
@@ -100,6 +112,10 @@ class ModelDownload(Payload):
         missing = set(self.missing)
         return sum(f.size for f in self.files if f.path in missing)
 
+    def rebuilt_records(self) -> tuple[tuple[str, dict[str, Any]], ...]:
+        # Only from files already here: a layout read from the hub (files missing) is recorded by the download.
+        return () if self.missing else _layout_record(self.layout, self.layout_key)
+
 
 @frozen_value
 class LocalModelVerify(Payload):
@@ -115,6 +131,9 @@ class LocalModelVerify(Payload):
     manifest_key: str
     layout: ModelLayout | None = None  # what the plan read from the GGUF headers, recorded at `layout_key`
     layout_key: str | None = None
+
+    def rebuilt_records(self) -> tuple[tuple[str, dict[str, Any]], ...]:
+        return _layout_record(self.layout, self.layout_key)
 
 
 @frozen_value
@@ -322,6 +341,9 @@ class HealthWait(Payload):
     # Bytes a partial pre-read leaves in the cache (issue 27): such a load is neither warm nor cold, and its rate is
     # recorded as neither (it would make the next plan's cold or warm prediction wrong). None: no partial pre-read.
     partial_bytes: int | None = None
+    # model.local_path's file when the profile serves one: a GGUF that cannot be read is then the user's file to
+    # make again, not a cache to re-hash (observe/server_log.py). None: the hub's files in the cache.
+    local_model: str | None = None
 
 
 # --- RPC workers (other hosts, each reached through its own Docker) --------------------------------
@@ -486,6 +508,9 @@ class ExporterRun(Payload):
     health_url: str
     replace_pid: int | None = None
     timeout_s: float = 30.0
+    # The exporter it replaces offers its listening sockets (issue 38 item 2): the new one starts while it serves
+    # and takes them, so the proxy's public port never refuses a client; then the old one is stopped.
+    hand_over: bool = False
 
 
 @frozen_value
@@ -528,6 +553,7 @@ class FrontRun(Payload):
     health_url: str
     replace_pid: int | None = None
     timeout_s: float = 30.0
+    hand_over: bool = False  # as ExporterRun's: the front it replaces hands its socket on serve.port over
 
 
 @frozen_value
@@ -549,4 +575,19 @@ class FrontHold(Payload):
     order: dict[str, Any]  # model/front.py HoldOrder.to_json()
 
 
-PAYLOADS = (*PAYLOADS, FrontRun, FrontStop, FrontHold)
+@frozen_value
+class FrontUnit(Payload):
+    """The front as a systemd unit (profile with `systemd:`, issue 38 item 12), as ExporterUnit is the exporter's:
+    stop `stop_pid` (a detached front it replaces), make the token record once, write the config record, install
+    and (re)start `install`, wait until the control /healthz answers `fingerprint`, record it (unit, fingerprint)."""
+
+    profile: str
+    config: dict[str, Any]  # model/front.py FrontConfig.to_json()
+    fingerprint: str
+    health_url: str
+    install: UnitInstall
+    stop_pid: int | None = None
+    timeout_s: float = 30.0
+
+
+PAYLOADS = (*PAYLOADS, FrontRun, FrontStop, FrontHold, FrontUnit)

@@ -26,6 +26,21 @@ def runs_exporter_unit(body: str) -> bool:
     return any(line.startswith("ExecStart=") and " metrics-serve " in line for line in body.splitlines())
 
 
+def front_unit(unit: str) -> str:
+    """`kimi-k3.service` -> kimi-k3-front.service: the front's unit (metrics.handover) next to the server's."""
+    return f"{unit.removesuffix('.service')}-front.service"
+
+
+def runs_front_unit(body: str) -> bool:
+    """A unit body kimik3 rendered for a front (its ExecStart runs `front-serve`)."""
+    return any(line.startswith("ExecStart=") and " front-serve " in line for line in body.splitlines())
+
+
+def runs_helper_unit(body: str) -> bool:
+    """A unit of one of kimik3's helper processes (the exporter, the front): no GPU, no container."""
+    return runs_exporter_unit(body) or runs_front_unit(body)
+
+
 def env_path(unit: str) -> str:
     """`kimi-k3.service` -> /etc/kimik3/kimi-k3.env"""
     return f"{ENV_DIR}/{unit.removesuffix('.service')}.env"

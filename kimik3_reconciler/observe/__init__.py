@@ -11,9 +11,10 @@ from kimik3_reconciler.engines import engine_for
 from kimik3_reconciler.model.facts import ModelFact, Observed
 from kimik3_reconciler.model.model_files import CHECKPOINT
 from kimik3_reconciler.model.records import (
-    LOAD_RATE_KEY, WARM_LOAD_RATE_KEY, build_time_key, gate_key, last_good_key, unverified_key,
+    LOAD_RATE_KEY, WARM_LOAD_RATE_KEY, build_time_key, gate_key, last_good_key, load_key, unverified_key,
 )
 from kimik3_reconciler.model.profile import Profile, bind_addresses, listened_ports
+from kimik3_reconciler.observe.checkpoint_config import collect_checkpoint_config
 from kimik3_reconciler.observe.docker_objects import (
     collect_base_images,
     collect_container,
@@ -49,7 +50,9 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
     # lscpu (a process) and NVML (a library to load) answer while dockerd does.
     host_ahead = _Ahead(lambda: (ports.host.lscpu_parseable(), ports.host.nvml()))
     # Inspected once: the container fact also tells the host collector which GPU process is ours.
-    container = collect_container(ports.docker, ports.http, profile.name)
+    # Relative to the profile's folder, as observe/local_model.py resolves it: a crash's advice names that file.
+    local_model = str((base_dir / profile.model.local_path).resolve()) if profile.model.local_path is not None else None
+    container = collect_container(ports.docker, ports.http, profile.name, local_model)
     if container is not None and container.pid:  # the pre-read weighs what the serving process holds
         container = container.model_copy(update={"rss_bytes": ports.host.process_rss(container.pid)})
     # dockerd answers a label-filtered image list and an image inspect by name in ~20 ms each where it keeps
@@ -120,6 +123,10 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
         others=others,
         load_rate=_load_rate(ports, LOAD_RATE_KEY),
         warm_load_rate=_load_rate(ports, WARM_LOAD_RATE_KEY),
+        last_load=_load_record(ports, load_key(profile.name)),
+        # The heads tensor parallelism splits: read before any pull (status reads no hub for it).
+        checkpoint_config=(collect_checkpoint_config(profile, ports.hub, model)
+                           if checkpoint and not stat_only else None),
         build_time=_build_seconds(ports, build_time_key(profile.build.variant, cached=False)),
         cached_build_time=_build_seconds(ports, build_time_key(profile.build.variant, cached=True)),
         last_good=(ports.state.read(last_good_key(profile.name)) or {}).get("date"),
@@ -165,11 +172,17 @@ def _build_seconds(ports: Ports, key: str) -> float | None:
     return float(seconds)
 
 
-def _load_rate(ports: Ports, key: str) -> float | None:
-    """Bytes a second of the last load measured here; None when none was, or the record is not numbers (edited,
-    another version): the plan then predicts from seed 000's rate, as on a first load."""
+def _load_record(ports: Ports, key: str) -> tuple[int, float] | None:
+    """(bytes, seconds) of a load recorded here; None when none was, or the record is not numbers (edited, another
+    version): the plan then predicts as on a first load."""
     record = ports.state.read(key) or {}
     size, seconds = record.get("bytes"), record.get("seconds")
     if not all(isinstance(v, int | float) and not isinstance(v, bool) and v > 0 for v in (size, seconds)):
         return None
-    return size / seconds
+    return int(size), float(seconds)
+
+
+def _load_rate(ports: Ports, key: str) -> float | None:
+    """Bytes a second of the last load measured here; None when none was (the plan predicts from seed 000's rate)."""
+    record = _load_record(ports, key)
+    return None if record is None else record[0] / record[1]

@@ -212,7 +212,8 @@ def collect_runtime_cuda(docker: DockerPort, ref: str) -> str | None:
     return image_env(docker.inspect_image(ref), "CUDA_VERSION")
 
 
-def collect_container(docker: DockerPort, http: HttpPort, name: str) -> ContainerFact | None:
+def collect_container(docker: DockerPort, http: HttpPort, name: str, local_model: str | None = None) -> ContainerFact | None:
+    """The serving container as it is; `local_model` (model.local_path, if any) picks a crash's advice."""
     inspect = docker.inspect_container(name)
     if inspect is None:
         return None
@@ -222,7 +223,7 @@ def collect_container(docker: DockerPort, http: HttpPort, name: str) -> Containe
     state = inspect.get("State") or {}
     if fact.state in ("exited", "dead", "restarting") and state.get("ExitCode"):
         # A crashed server's log names the cause and its fix (a CUDA OOM needs more fit_target, not a restart).
-        cause = crash_cause(bool(state.get("OOMKilled")), docker.container_logs(name, CRASH_LOG_TAIL))
+        cause = crash_cause(bool(state.get("OOMKilled")), docker.container_logs(name, CRASH_LOG_TAIL), local_model)
         fact = fact.model_copy(update={"crash": cause})
     labels = (inspect.get("Config") or {}).get("Labels") or {}
     url = labels.get(HEALTH_URL)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from kimik3_reconciler.model.facts import ExporterFact
-from kimik3_reconciler.model.records import exporter_key
+from kimik3_reconciler.model.records import HANDS_OVER_SOCKETS, exporter_key
 from kimik3_reconciler.ports import HttpPort, ProcessPort, StatePort
 
 SERVE_COMMAND = "metrics-serve"
@@ -39,4 +39,4 @@ def collect_exporter(profile: str, state: StatePort, processes: ProcessPort | No
                 serving = None
     return ExporterFact(pid=0 if unit else pid, fingerprint=str(record.get("fingerprint", "")),
                         config=record.get("config") or {}, alive=serving is not None if unit else alive,
-                        serving=serving, unit=unit)
+                        serving=serving, unit=unit, hands_over_sockets=bool(record.get(HANDS_OVER_SOCKETS)))

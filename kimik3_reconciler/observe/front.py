@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from kimik3_reconciler.model.facts import ExporterFact
-from kimik3_reconciler.model.records import front_key
+from kimik3_reconciler.model.records import HANDS_OVER_SOCKETS, front_key
 from kimik3_reconciler.ports import HttpPort, ProcessPort, StatePort
 
 FRONT_COMMAND = "front-serve"
@@ -25,9 +25,11 @@ def collect_front(profile: str, state: StatePort, processes: ProcessPort | None,
     if record is None or processes is None:
         return None
     pid = int(record.get("pid") or 0)
+    unit = record.get("unit")
+    # Under systemd the unit's MainPID changes on every restart: there, only the control /healthz says it runs.
     alive = pid > 0 and runs_front(processes.cmdline(pid), profile)
     serving = None
-    if alive and record.get("config"):
+    if (alive or unit) and record.get("config"):
         from kimik3_reconciler.model.front import FrontConfig  # only where a front was started
 
         status, body = http.get(FrontConfig.from_json(record["config"]).health_url, timeout_s=2.0)
@@ -36,5 +38,6 @@ def collect_front(profile: str, state: StatePort, processes: ProcessPort | None,
                 serving = json.loads(body).get("fingerprint")
             except (ValueError, AttributeError):
                 serving = None
-    return ExporterFact(pid=pid, fingerprint=str(record.get("fingerprint", "")), config=record.get("config") or {},
-                        alive=alive, serving=serving)
+    return ExporterFact(pid=0 if unit else pid, fingerprint=str(record.get("fingerprint", "")),
+                        config=record.get("config") or {}, alive=serving is not None if unit else alive,
+                        serving=serving, unit=unit, hands_over_sockets=bool(record.get(HANDS_OVER_SOCKETS)))

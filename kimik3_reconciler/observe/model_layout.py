@@ -14,7 +14,8 @@ from kimik3_reconciler.ports import HubPort, StatePort
 FIRST_READ = 1 << 20
 
 
-def _head(profile: Profile, hub: HubPort, model: ModelFact, file: RemoteFile, nbytes: int) -> bytes:
+def file_head(profile: Profile, hub: HubPort, model: ModelFact, file: RemoteFile, nbytes: int) -> bytes:
+    """The first `nbytes` of one of the model's files: the local file, the cache, else a ranged read from the hub."""
     if model.local_path is not None:  # a local model: its own file
         with open(model.host_path(file.path), "rb") as f:
             return f.read(nbytes)
@@ -46,7 +47,7 @@ def collect_layout(profile: Profile, hub: HubPort, state: StatePort,
             size = min(FIRST_READ, shard.size)
             while True:
                 try:
-                    headers.append(parse_gguf_header(_head(profile, hub, model, shard, size)))
+                    headers.append(parse_gguf_header(file_head(profile, hub, model, shard, size)))
                     break
                 except NeedMoreBytes as more:  # large vocabularies make long headers
                     if size >= shard.size:

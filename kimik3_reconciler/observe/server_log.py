@@ -38,10 +38,24 @@ class LoadCause:
     headline: str
 
 
+def _unreadable(local_model: str | None) -> str:
+    """The bad-GGUF headline and its fix: a cached hub file can be re-hashed and fetched again; a local file
+    (model.local_path) cannot: kimik3 recorded its sha256 when it first served it, a re-hash finds the same bytes."""
+    if local_model is None:
+        return ("failed while loading the model: the GGUF could not be read (truncated or corrupt shard?); "
+                "`kimik3 apply --verify` re-hashes the cached files")
+    return (f"failed while loading the model: the GGUF could not be read. It is model.local_path ({local_model}), "
+            "your own file, served with the sha256 kimik3 recorded for it, so re-hashing (`apply --verify`) finds the "
+            "same bytes and kimik3 has nothing to download: the file itself is bad (cut short or damaged when it was "
+            "made or copied, or a GGUF this llama.cpp build cannot read). Make or copy it again (`gguf-dump` from the "
+            "gguf package reads its header and tensor list), then apply: the changed file is re-hashed and served")
+
+
 def classify_load_failure(exit_code: int | None, oom_killed: bool, log_tail: str,
-                          while_serving: bool = False) -> LoadCause:
+                          while_serving: bool = False, local_model: str | None = None) -> LoadCause:
     """Name the cause: a bind failure is not a load failure, and OOM needs other flags than a bad GGUF does.
-    `while_serving`: the server had loaded and answered /health (verify's requests were running)."""
+    `while_serving`: the server had loaded and answered /health (verify's requests were running); `local_model`:
+    model.local_path when the profile serves a local file (its fix differs from a cached hub file's)."""
     text = log_tail.lower()
     if any(marker in text for marker in _BIND):
         return LoadCause("bind", "could not bind its port (address already in use?): another process listens on "
@@ -60,8 +74,7 @@ def classify_load_failure(exit_code: int | None, oom_killed: bool, log_tail: str
         return LoadCause("oom", "ran out of memory while loading the model (OOM-killed / failed to allocate): lower "
                                 "serve.ctx_size or fit_target, or pick a smaller quant")
     if any(marker in text for marker in _BAD_GGUF):
-        return LoadCause("bad-gguf", "failed while loading the model: the GGUF could not be read (truncated or "
-                                     "corrupt shard?); `kimik3 apply --verify` re-hashes the cached files")
+        return LoadCause("bad-gguf", _unreadable(local_model))
     if exit_code in _SIGNALLED:
         when = "while serving" if while_serving else "while loading the model"
         return LoadCause("killed", f"was stopped by a signal {when} ({_SIGNALLED[exit_code]}, not out of memory: "
@@ -72,8 +85,8 @@ def classify_load_failure(exit_code: int | None, oom_killed: bool, log_tail: str
     return LoadCause("other", "exited while loading the model")
 
 
-def crash_cause(oom_killed: bool, log_tail: str) -> str | None:
+def crash_cause(oom_killed: bool, log_tail: str, local_model: str | None = None) -> str | None:
     """An exited container's cause when its log (or the kernel's OOM kill) names one, for `plan` and `status`;
     None otherwise. The exit code alone is not used: 137 is also what a `docker stop` timeout leaves."""
-    cause = classify_load_failure(None, oom_killed, log_tail)
+    cause = classify_load_failure(None, oom_killed, log_tail, local_model=local_model)
     return None if cause.cause == "other" else f"{cause.headline} [{cause.cause}]"

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from kimik3_reconciler.model.facts import SystemdFacts, UnitFact, UnitFileFact
-from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.model.profile import Profile, handover
 from kimik3_reconciler.model.unit_files import (
     HEADER_PREFIX,
     UNIT_DIR,
     body_fingerprint,
     env_path,
     exporter_unit,
+    front_unit,
     split_header,
     unit_path,
 )
@@ -60,7 +61,8 @@ def collect_systemd(profile: Profile, units: UnitsPort | None,
     wanted = f"{profile.unit_name}.service" if profile.systemd is not None else None
     # The exporter's unit next to the server's (`metrics:` under `systemd:`).
     exporter = exporter_unit(wanted) if wanted and profile.metrics is not None else None
-    for name in (wanted, exporter):
+    front = front_unit(wanted) if wanted and handover(profile) is not None else None  # metrics.handover's front
+    for name in (wanted, exporter, front):
         if name and name not in files:
             text = units.read_file(unit_path(name))  # someone else's unit of that name, or nothing
             if text is not None:
@@ -68,8 +70,8 @@ def collect_systemd(profile: Profile, units: UnitsPort | None,
     if wanted is None and not files:
         return None
     booted = units.booted()
-    names = sorted(set(files) | {n for n in (wanted, exporter) if n})
-    argv, env = processes.invocation() if processes is not None and exporter else ((), {})
+    names = sorted(set(files) | {n for n in (wanted, exporter, front) if n})
+    argv, env = processes.invocation() if processes is not None and (exporter or front) else ((), {})
     # docker.service too: the units Require= it, and a host without it would fail every start.
     states = parse_show(units.show([*names, DOCKER_SERVICE], list(SHOW_PROPERTIES))) if booted else {}
     return SystemdFacts(

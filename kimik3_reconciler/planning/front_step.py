@@ -14,9 +14,11 @@ from kimik3_reconciler.model.profile import handover
 from kimik3_reconciler.model.specs import FrontHold, FrontRun, FrontStop
 from kimik3_reconciler.planning.container_step import container_changes, plan_container
 from kimik3_reconciler.planning.desired import Desired, changes
-from kimik3_reconciler.planning.health_step import predicted_load_s, preread_planned, reads_in_parallel
+from kimik3_reconciler.planning.health_step import predicted_downtime
 from kimik3_reconciler.planning.humanize import duration
+from kimik3_reconciler.planning.front_unit import plan_front_unit
 from kimik3_reconciler.planning.launch import bind_address
+from kimik3_reconciler.planning.metrics_step import hands_over, swap_cost
 
 # A held request's Retry-After, when the front refuses it, is the predicted hold: bounded so a client neither
 # hammers (1 s) nor gives up on a server that is back in a minute.
@@ -59,9 +61,9 @@ def plan_hold(desired: Desired, observed: Observed, planned: tuple[Step, ...] = 
     container = observed.container
     if container is None or not container.serving or not container_changes(plan_container(desired, observed, planned)):
         return ()
-    launch = desired.launch
-    seconds, how = predicted_load_s(observed, preread_planned(planned), launch.mode.mode,
-                                    reads_in_parallel(desired.profile))
+    # The health step's prediction: a partial pre-read leaves only a part of the model in the page cache, and an
+    # engine's fixed start-up (vLLM, SGLang) adds to the load: the hold lasts as long as that downtime does.
+    seconds, how = predicted_downtime(desired, observed, planned)
     retry = int(min(max(math.ceil(seconds), RETRY_AFTER_S[0]), RETRY_AFTER_S[1]))
     order = HoldOrder(drain_s=float(spec.drain_s), queue=spec.queue, wait_s=float(spec.wait_s),
                       lease_s=float(spec.drain_s + spec.wait_s + LEASE_MARGIN_S), retry_after_s=retry)
@@ -82,19 +84,26 @@ def plan_front(desired: Desired, observed: Observed, planned: tuple[Step, ...] =
     running = _running(observed, planned)
     if wanted is None:
         return ()  # plan_release_front stopped it
+    if desired.profile.systemd is not None:
+        # Under `systemd:` the front is a unit next to the server's (planning/front_unit.py): systemd restarts it.
+        return plan_front_unit(desired.profile, observed, wanted)
+    if running is not None and running.unit is not None:
+        running = None  # it ran as a unit, removed above with the `systemd:` section (plan_stale_units): start it
     run = FrontRun(profile=wanted.profile, config=wanted.to_json(), fingerprint=wanted.fingerprint,
-                   health_url=wanted.health_url, replace_pid=running.pid if running is not None and running.alive else None)
+                   health_url=wanted.health_url, replace_pid=running.pid if running is not None and running.alive else None,
+                   hand_over=hands_over(running))
     target = wanted.control_url.split("/.kimik3")[0]
+    swap = swap_cost(running, f"the public port {target}")
     if running is None or not running.alive:
         why = "no front" if running is None else f"front (pid {running.pid}) is not running"
         return (Step("front", target, Action.CREATE, f"{why}: start it (it holds {target} from now on)", spec=run),)
     if running.fingerprint != wanted.fingerprint:
         diff = flat_diff(running.config or {}, wanted.to_json())
-        return (Step("front", target, Action.REPLACE, f"front fingerprint {running.fingerprint} → {wanted.fingerprint}"
-                     " (the public port closes for about a second)", diff=diff, spec=run),)
+        return (Step("front", target, Action.REPLACE, f"front fingerprint {running.fingerprint} → {wanted.fingerprint}",
+                     diff=diff, spec=run, cost=swap),)
     if running.serving != wanted.fingerprint:
         return (Step("front", target, Action.REPLACE, f"front (pid {running.pid}) runs but does not answer its "
-                     "fingerprint: restart it", spec=run),)
+                     "fingerprint: restart it", spec=run, cost=swap),)
     return (Step("front", target, Action.NOOP, f"front pid {running.pid} holds {target}", spec=run),)
 
 

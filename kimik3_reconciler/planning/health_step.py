@@ -90,6 +90,39 @@ def predicted_load_s(observed: Observed, warm: bool = False, mode: str = "hybrid
     return size / rate, f"{gib(size)} at {gib(int(rate))}/s, {source}"
 
 
+def predicted_downtime(desired: Desired, observed: Observed, planned: tuple[Step, ...]) -> tuple[float, str]:
+    """Seconds from the launch to /health 200: the weights' read (predicted_load_s, or the partial pre-read's),
+    plus the engine's fixed start-up where it has one (vLLM, SGLang); there, this container's last launch recorded
+    here is the forecast when there is one (issue 38: a vLLM swap was forecast at 0-9 s, every launch took 25-28 s)."""
+    ready, server = desired.engine.readiness, desired.engine.server
+    if ready.fixed_s and observed.last_load is not None:
+        return _recorded_launch_s(observed, ready.fixed_s, server)
+    partial, mode, parallel = partial_preread(planned), desired.launch.mode.mode, reads_in_parallel(desired.profile)
+    if partial is not None:
+        seconds, how = predicted_partial_load_s(observed, partial, mode, parallel)
+    else:
+        seconds, how = predicted_load_s(observed, preread_planned(planned), mode, parallel)
+    if not ready.fixed_s:
+        return seconds, how
+    return seconds + ready.fixed_s, (f"{how} + ~{duration(ready.fixed_s)} of {server}'s start-up, not measured on "
+                                     f"this host yet ({ready.fixed_source})")
+
+
+def _recorded_launch_s(observed: Observed, fixed_s: float, server: str) -> tuple[float, str]:
+    """This container's last launch here, start-up included; another model's bytes moved by the difference at the
+    load rate (never below the start-up: a smaller model still starts the engine)."""
+    then_bytes, then_s = observed.last_load or (0, 0.0)
+    said = f"{server}'s last launch of this container here took {duration(then_s)}, start-up included"
+    size = observed.model.total_bytes
+    if size == then_bytes:
+        return then_s, said
+    rate = observed.load_rate or SEED_LOAD_BYTES_PER_S
+    source = "measured here" if observed.load_rate else "seed 000's rate"
+    seconds = max(then_s + (size - then_bytes) / rate, min(then_s, fixed_s))
+    return seconds, (f"{said}, for {gib(then_bytes)}; {gib(size)} now, the difference at {gib(int(rate))}/s "
+                     f"({source})")
+
+
 def plan_health(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
     launch, ready = desired.launch, desired.engine.readiness
     profile = desired.profile
@@ -98,13 +131,10 @@ def plan_health(desired: Desired, observed: Observed, planned: tuple[Step, ...] 
                       timeout_s=load_timeout(observed.model.total_bytes, ready.startup_s), model_bytes=observed.model.total_bytes,
                       warm=warm,
                       unit=f"{profile.unit_name}.service" if profile.systemd is not None else None,
-                      partial_bytes=partial)
+                      partial_bytes=partial, local_model=observed.model.local_path)
     target = launch.health_url
     if container_changes(planned):
-        if partial is not None:
-            seconds, how = predicted_partial_load_s(observed, partial, launch.mode.mode, reads_in_parallel(profile))
-        else:
-            seconds, how = predicted_load_s(observed, warm, launch.mode.mode, reads_in_parallel(profile))
+        seconds, how = predicted_downtime(desired, observed, planned)
         return (Step("health", target, Action.READ, f"wait for the model to load ({ready.path} 200)", spec=wait,
                      cost=f"predicted downtime ~{duration(seconds)} ({how}); gives up after {duration(wait.timeout_s)}"),)
     container = observed.container

@@ -16,7 +16,7 @@ from kimik3_reconciler.engines.base import HostNeeds
 from kimik3_reconciler.errors import FieldRefusal
 from kimik3_reconciler.model.facts import GpuFact, HostFacts, ModelFact, Observed
 from kimik3_reconciler.model.profile import Profile, bind_addresses, upstream_port
-from kimik3_reconciler.model.unit_files import runs_exporter_unit
+from kimik3_reconciler.model.unit_files import runs_helper_unit
 from kimik3_reconciler.planning.build_flags import HOST_FLAGS, cpu_features
 from kimik3_reconciler.planning.conflict_step import why_conflicting
 from kimik3_reconciler.planning.host_compat import (
@@ -30,6 +30,7 @@ from kimik3_reconciler.planning.host_compat import (
 from kimik3_reconciler.planning.memory_gate import context_refusals, draft_room_refusals, memory_findings
 from kimik3_reconciler.planning.model_step import disk_refusal
 from kimik3_reconciler.planning.routes import is_kind
+from kimik3_reconciler.planning.tensor_parallel import tensor_parallel_findings
 from kimik3_reconciler.planning.vram_fit import derive_mode, margin_refusal, requested_gpus
 
 MIB = 1 << 20
@@ -47,9 +48,10 @@ def _stoppable_pids(profile: Profile, observed: Observed) -> frozenset[int]:
         pids.add(observed.exporter.pid)
     if observed.front is not None and observed.front.alive and observed.front.pid:
         pids.add(observed.front.pid)  # the front (metrics.handover) holds serve.port
-    # Under `systemd:` the exporter is a unit (planning/exporter_unit.py): its MainPID holds the same ports.
+    # Under `systemd:` the exporter and the front are units (planning/exporter_unit.py, front_unit.py): their
+    # MainPIDs hold the same ports.
     pids |= {u.main_pid for u in (observed.systemd.units if observed.systemd else ())
-             if u.main_pid and u.profile == profile.name and u.unit_file and runs_exporter_unit(u.unit_file.body)}
+             if u.main_pid and u.profile == profile.name and u.unit_file and runs_helper_unit(u.unit_file.body)}
     pids |= {o.pid for o in observed.others
              if o.pid and o.up and why_conflicting(profile, o, profile.serve.port)}
     return frozenset(pids)
@@ -153,13 +155,14 @@ def _stoppable_containers(profile: Profile, observed: Observed) -> frozenset[str
 
 def _port_binders(profile: Profile) -> dict[int, tuple[str, str]]:
     """{port: (what binds it, the field that moves it)} for every port the profile's processes listen on."""
-    binders = {profile.serve.port: ("llama-server", "serve.port")}
+    server = engine_for(profile.engine).server  # a vLLM profile's port is vllm serve's, not llama-server's
+    binders = {profile.serve.port: (server, "serve.port")}
     if profile.metrics is not None:
         inner = upstream_port(profile)
         if inner is not None:
             binders[profile.serve.port] = ("the latency proxy" if profile.metrics.handover is None else
                                            "kimik3's front (metrics.handover)", "serve.port")
-            binders.setdefault(inner, ("llama-server (behind the proxy)", "metrics.server_port"))
+            binders.setdefault(inner, (f"{server} (behind the proxy)", "metrics.server_port"))
         binders.setdefault(profile.metrics.port, ("the metrics exporter", "metrics.port"))
     return binders
 
@@ -195,8 +198,9 @@ def _address_refusals(profile: Profile, observed: Observed) -> list[str]:
 
 
 def _port_refusals(profile: Profile, observed: Observed) -> list[str]:
-    """A foreign process on serve.port makes llama-server exit "couldn't bind" after the launch; on metrics.port or
-    llama-server's inner port (metrics.proxy) the exporter or the server behind the proxy fails the same way."""
+    """A foreign process on serve.port makes the engine's server exit "couldn't bind" after the launch; on
+    metrics.port or the server's inner port (metrics.proxy) the exporter or the server behind the proxy fails the
+    same way."""
     stoppable = _stoppable_pids(profile, observed)
     containers = _stoppable_containers(profile, observed)
     # An owner we cannot see (not root) may be our own container: only refuse when no kimik3 one is running.
@@ -367,6 +371,8 @@ def host_gate(profile: Profile, observed: Observed) -> tuple[list[str], list[str
     needs = engine_for(profile.engine).host_needs(profile)
     if needs is not None:  # an engine with the whole checkpoint in VRAM: its needs, then what every deployment needs
         refusals, warnings = checkpoint_findings(profile, observed, needs, _stoppable_pids(profile, observed))
+        split_refusals, split_warnings = tensor_parallel_findings(profile, observed, needs)  # heads, idle GPUs
+        refusals, warnings = refusals + split_refusals, warnings + split_warnings
         module_refusals, module_warnings = _module_findings(profile, host)  # Blackwell needs the open module
         refusals, warnings = refusals + module_refusals, warnings + module_warnings
         refusals += [r for r in (disk_refusal(observed.model),) if r]

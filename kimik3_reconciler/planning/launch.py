@@ -183,6 +183,9 @@ def launch_input(profile: Profile, observed: Observed, image_tag: str, image_fp:
         worker_fingerprints=worker_fingerprints(profile, image_tag, image_fp),
         knobs=getattr(profile, profile.engine, None),  # the engine's own section (`vllm:`); llama.cpp has none
     )
+    names = engine.served_names(value)
+    if names != (value.name,):  # an input of its own (issue 38: vLLM's second name), so the plan's diff names it
+        value = replace(value, served_names=names)
     return value, warnings
 
 
@@ -246,6 +249,21 @@ def container_fingerprint(spec: ContainerSpec, image_fp: str, workers: tuple[str
                         **({"model": model_sha256} if model_sha256 else {})})
 
 
+def served_note(engine: ServingEngine, names: tuple[str, ...]) -> str:
+    """What a client may send as `model`, as the plan and `status` say it."""
+    anyway = f" (and any other name: {engine.server} does not check it)" if engine.answers_any_name else ""
+    return f"answers to model {' or '.join(names)}{anyway}"
+
+
+def served_names_in(argv: tuple[str, ...], flag: str) -> tuple[str, ...]:
+    """The names a running container's argv gives after `flag` (up to the next flag): what it really serves, also
+    when an older kimik3 launched it."""
+    if flag not in argv:
+        return ()
+    after = argv[argv.index(flag) + 1:]
+    return tuple(a for a in after[:next((i for i, a in enumerate(after) if a.startswith("-")), len(after))])
+
+
 def render_launch(profile: Profile, observed: Observed, image_tag: str, image_fp: str,
                   engine: ServingEngine | None = None) -> Launch:
     """The launch on this host; `engine`: the profile's serving engine (render_desired hands it in; other
@@ -263,6 +281,8 @@ def render_launch(profile: Profile, observed: Observed, image_tag: str, image_fp
         (HEALTH_URL, value.server_url + engine.readiness.path),
         *(((WHILE_LOADING, engine.readiness.while_loading),) if engine.readiness.while_loading != "503" else ()),
     )
-    # Slots sharing -c is llama-server's; a checkpoint engine's context is its own knob (vllm.max_model_len).
-    context = context_note(profile, observed) if engine.model_source.format == "gguf" else ""
+    # Slots sharing -c is llama-server's; a checkpoint engine's context is its own knob (vllm.max_model_len): its
+    # plan says the names a client may send instead (issue 38: seed 001's examples send the repo id).
+    context = (context_note(profile, observed) if engine.model_source.format == "gguf"
+               else served_note(engine, engine.served_names(value)))
     return Launch(value, replace(spec, labels=labels), digest, warnings, mode, engine.readiness.path, context)

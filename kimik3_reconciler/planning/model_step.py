@@ -125,10 +125,12 @@ def model_step(kind: str, model: ModelFact, spec: ModelDownload) -> Step:
         # Without its new fingerprint every plan would re-hash the file again.
         return Step(kind, target, Action.UPDATE, _why_record(model), spec=spec)
     if model.complete and spec.layout is not None:
-        # The GGUF headers were read for this plan and nothing records them yet: without this, every plan
-        # would read every shard's header again (a plan never writes state: the step records it).
-        return Step(kind, target, Action.UPDATE, f"record the quant's layout read from the GGUF headers of its "
-                    f"{len(model.files)} cached files (later plans read one record)", spec=spec)
+        # The GGUF headers were read from the cached files for this plan: no record, or one an older kimik3 wrote
+        # in another shape. Rebuilt from the host, so not a change (an upgrade must not read as drift); the next
+        # apply keeps it (Payload.rebuilt_records), and later plans read one record, not every shard's header.
+        return Step(kind, target, Action.NOOP, f"all {len(model.files)} files verified in the cache "
+                    f"({gib(model.total_bytes)}); the quant's layout record was missing or in an older kimik3's "
+                    "shape: rebuilt from the cached GGUF headers, the next apply keeps it (not a change)", spec=spec)
     if model.complete:
         return Step(kind, target, Action.NOOP,
                     f"all {len(model.files)} files verified in the cache ({gib(model.total_bytes)})", spec=spec)
@@ -172,9 +174,9 @@ def local_model_step(observed: Observed) -> Step:
         return Step("model", target, Action.UPDATE, f"{len(model.unrecorded)} file(s) moved since verified "
                     f"(re-hashed: sha256 matches): record their stat fingerprint ({', '.join(model.unrecorded)})",
                     spec=spec)
-    if spec.layout is not None:
-        return Step("model", target, Action.UPDATE, "record the layout read from its GGUF headers (later plans read "
-                    "one record)", spec=spec)
+    if spec.layout is not None:  # rebuilt from the file itself: not a change (as a hub quant's, model_step)
+        return Step("model", target, Action.NOOP, f"{size} verified; the layout record was missing or in an older "
+                    "kimik3's shape: rebuilt from its GGUF headers, the next apply keeps it (not a change)", spec=spec)
     return Step("model", target, Action.NOOP, f"{size} verified (sha256 recorded; size, mtime and inode unchanged: not re-read)",
                 spec=spec)
 

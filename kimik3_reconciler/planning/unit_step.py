@@ -13,12 +13,15 @@ from dataclasses import replace
 from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.model.facts import Observed, SystemdFacts, UnitFact, UnitFileFact
 from kimik3_reconciler.model.plan import Action, DiffItem, Step, flat_diff
-from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.model.profile import Profile, handover
 from kimik3_reconciler.model.specs import UnitInstall, UnitRemoval
 from kimik3_reconciler.model.unit_files import (
     env_path,
     exporter_unit,
+    front_unit,
     runs_exporter_unit,
+    runs_front_unit,
+    runs_helper_unit,
     split_header,
     unit_path,
     with_header,
@@ -94,8 +97,8 @@ def unit_conflicts(profile: Profile, observed: Observed) -> tuple[str, ...]:
     for unit in observed.systemd.units if observed.systemd else ():
         if unit.profile in (None, profile.name) or not _UNIT_NAME.fullmatch(unit.name):
             continue  # a file name that is no unit name never reaches a unit line
-        if unit.unit_file is not None and runs_exporter_unit(unit.unit_file.body):
-            continue  # another profile's exporter holds no GPU and not the server's port: it may keep running
+        if unit.unit_file is not None and runs_helper_unit(unit.unit_file.body):
+            continue  # another profile's exporter or front holds no GPU and not this server's port: it may run on
         theirs = (c for c in observed.others if c.profile == unit.profile)
         if any(why_conflicting(profile, c, profile.serve.port) for c in theirs):
             names.add(unit.name)
@@ -217,9 +220,11 @@ def plan_stale_units(desired: Desired, observed: Observed, planned: tuple[Step, 
     """
     profile = desired.profile
     keep = f"{profile.unit_name}.service" if profile.systemd is not None else None
-    # The exporter's unit (planning/exporter_unit.py) stays while the profile has `metrics:` too.
-    exporter = exporter_unit(keep) if keep and profile.metrics is not None else None
-    return _removals(profile, observed.systemd, keep=keep, why="stale", also_keep=exporter)
+    # The exporter's unit (planning/exporter_unit.py) stays while the profile has `metrics:` too, the front's
+    # (planning/front_unit.py) while it has `metrics.handover`.
+    helpers = (exporter_unit(keep) if keep and profile.metrics is not None else None,
+               front_unit(keep) if keep and handover(profile) is not None else None)
+    return _removals(profile, observed.systemd, keep=keep, why="stale", also_keep=helpers)
 
 
 def plan_unit(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
@@ -251,10 +256,10 @@ def plan_unit(desired: Desired, observed: Observed, planned: tuple[Step, ...] = 
 
 
 def _removals(profile: Profile, facts: SystemdFacts | None, keep: str | None, why: str,
-              also_keep: str | None = None) -> tuple[Step, ...]:
+              also_keep: tuple[str | None, ...] = ()) -> tuple[Step, ...]:
     steps = []
     for unit in facts.units if facts else ():
-        if unit.profile != profile.name or unit.name in (keep, also_keep) or unit.unit_file is None:
+        if unit.profile != profile.name or unit.name in (keep, *also_keep) or unit.unit_file is None:
             continue
         env = unit.env_file
         removal = UnitRemoval(unit=unit.name, unit_path=unit.unit_file.path,
@@ -265,6 +270,8 @@ def _removals(profile: Profile, facts: SystemdFacts | None, keep: str | None, wh
                   "destroy": "installed by kimik3 for this profile"}[why]
         if why == "stale" and keep and profile.metrics is None and runs_exporter_unit(unit.unit_file.body):
             reason = "the metrics exporter's unit, and the profile has no `metrics:` section"
+        if why == "stale" and keep and handover(profile) is None and runs_front_unit(unit.unit_file.body):
+            reason = "the front's unit, and the profile has no `metrics.handover`"
         how = "stop, disable and remove it and its env file" if facts.booted else \
             "systemd is not running: remove its files only"
         steps.append(Step("unit", unit.name, Action.DELETE, f"{reason}: {how}", spec=removal))

@@ -21,6 +21,7 @@ from kimik3_reconciler.model.specs import (
     FrontHold,
     FrontRun,
     FrontStop,
+    FrontUnit,
     ForgetDeployment,
     GpuProbe,
     HealthWait,
@@ -104,6 +105,7 @@ EXECUTORS: dict[type[Payload], Executor] = {
     FrontRun: _in("front", "run_front"),
     FrontStop: _in("front", "stop_front"),
     FrontHold: _in("front", "hold_clients"),
+    FrontUnit: _in("front", "run_front_unit"),
     VerifyServer: _in("verify_server", "verify_server"),
 }
 

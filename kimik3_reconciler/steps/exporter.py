@@ -6,8 +6,9 @@ import json
 from collections.abc import Callable
 
 from kimik3_reconciler.errors import StepError
-from kimik3_reconciler.model.records import exporter_config_key, exporter_key
-from kimik3_reconciler.model.specs import ExporterRun, ExporterStop, ExporterUnit
+from kimik3_reconciler.model.helper_env import EXPORTER_READS
+from kimik3_reconciler.model.records import HANDS_OVER_SOCKETS, exporter_config_key, exporter_key
+from kimik3_reconciler.model.specs import ExporterRun, ExporterStop, ExporterUnit, FrontRun
 from kimik3_reconciler.observe.exporter import SERVE_COMMAND, runs_exporter
 from kimik3_reconciler.ports import ProcessPort, Ports
 from kimik3_reconciler.steps.report import Reporter
@@ -29,18 +30,63 @@ def _processes(ports: Ports) -> ProcessPort:
 
 def run_exporter(run: ExporterRun, ports: Ports, reporter: Reporter) -> None:
     processes = _processes(ports)
-    if run.replace_pid and runs_exporter(processes.cmdline(run.replace_pid), run.profile):
-        # Stopped first: the new one binds the same port.
-        processes.terminate(run.replace_pid, STOP_S)
-        reporter.event("stopped", exporter=run.profile, pid=run.replace_pid)
-    ports.state.write(exporter_config_key(run.profile), run.config)
-    pid = processes.spawn((SERVE_COMMAND, run.profile), log_key(run.profile))
-    # Recorded before the wait: an exporter that comes up after a timeout is still found (and replaced).
-    ports.state.write(exporter_key(run.profile), {"pid": pid, "fingerprint": run.fingerprint, "config": run.config,
-                                                  "date": ports.clock.now().isoformat(timespec="seconds")})
-    wait_detached(ports, reporter, pid, run.health_url, run.fingerprint, run.timeout_s,
-                  lambda cmdline: runs_exporter(cmdline, run.profile), log_key(run.profile),
-                  what="exporter", profile=run.profile, step="metrics")
+    old = run.replace_pid if run.replace_pid and runs_exporter(processes.cmdline(run.replace_pid), run.profile) \
+        else None
+
+    def start() -> None:
+        start_detached(run, ports, reporter, (SERVE_COMMAND, run.profile), EXPORTER_READS, exporter_key(run.profile),
+                       log_key(run.profile), lambda cmdline: runs_exporter(cmdline, run.profile),
+                       what="exporter", step="metrics")
+
+    replace_detached(ports, reporter, old, run.hand_over, start, what="exporter", profile=run.profile,
+                     before_start=lambda: ports.state.write(exporter_config_key(run.profile), run.config))
+
+
+def start_detached(run: ExporterRun | FrontRun, ports: Ports, reporter: Reporter, args: tuple[str, ...],
+                   reads: tuple[str, ...], record_key: str, log: str, is_ours: Callable[[list[str] | None], bool], *,
+                   what: str, step: str) -> None:
+    """Spawn a helper (`python -m kimik3_reconciler <args>`, only `reads` of the environment), record it, wait for
+    its /healthz to answer the fingerprint."""
+    pid = _processes(ports).spawn(args, log, reads)
+    # Recorded before the wait: a helper that comes up after a timeout is still found (and replaced).
+    ports.state.write(record_key, {"pid": pid, "fingerprint": run.fingerprint, "config": run.config,
+                                   "date": ports.clock.now().isoformat(timespec="seconds"), HANDS_OVER_SOCKETS: True})
+    wait_detached(ports, reporter, pid, run.health_url, run.fingerprint, run.timeout_s, is_ours, log,
+                  what=what, profile=run.profile, step=step)
+
+
+def replace_detached(ports: Ports, reporter: Reporter, old: int | None, hand_over: bool, start: Callable[[], None],
+                     *, what: str, profile: str, before_start: Callable[[], None]) -> None:
+    """Start a detached helper (the exporter, the front), replacing `old` (its pid, None: none runs). Without
+    `hand_over` the old one is stopped first (the new one binds the same ports: they refuse clients meanwhile). With
+    it the new one starts while the old one serves and takes its listening sockets (adapters/socket_handover.py):
+    the ports never close; then the old one, no longer accepting, finishes what it holds and is stopped. A handover
+    that does not happen (the new one exits or never answers) falls back to stop, then start."""
+    processes = _processes(ports)
+    if old is not None and not hand_over:
+        processes.terminate(old, STOP_S)
+        reporter.event("stopped", **{what: profile}, pid=old)
+        old = None
+    before_start()
+    if old is None:
+        start()
+        return
+    try:
+        start()
+    except StepError as failed:
+        reporter.event("warning", **{what: profile}, handed_over=False, why=str(failed)[:300],
+                       consequence=f"the {what} is stopped, then started: its ports close meanwhile")
+        processes.terminate(old, STOP_S)
+        reporter.event("stopped", **{what: profile}, pid=old)
+        start()
+        return
+    # It stopped accepting at the handover and exits by itself once its clients moved over and what it held
+    # finished: waited for (STOP_S), then stopped (a signal sooner would close kept-alive connections under them).
+    deadline = ports.clock.monotonic() + STOP_S
+    while processes.cmdline(old) is not None and ports.clock.monotonic() < deadline:
+        ports.clock.sleep(POLL_S)
+    processes.terminate(old, STOP_S)
+    reporter.event("stopped", **{what: profile}, pid=old, handed_over=True)
 
 
 def wait_detached(ports: Ports, reporter: Reporter, pid: int, health_url: str, fingerprint: str, timeout_s: float,
@@ -77,17 +123,23 @@ def run_exporter_unit(run: ExporterUnit, ports: Ports, reporter: Reporter) -> No
     ports.state.write(exporter_key(run.profile), {"pid": 0, "unit": run.install.unit, "fingerprint": run.fingerprint,
                                                   "config": run.config,
                                                   "date": ports.clock.now().isoformat(timespec="seconds")})
-    deadline = ports.clock.monotonic() + run.timeout_s
+    wait_unit(ports, reporter, run.install.unit, run.health_url, run.fingerprint, run.timeout_s,
+              what="exporter", profile=run.profile, step="metrics")
+
+
+def wait_unit(ports: Ports, reporter: Reporter, unit: str, health_url: str, fingerprint: str, timeout_s: float, *,
+              what: str, profile: str, step: str) -> None:
+    """Wait until a helper's unit (the exporter's, the front's) answers `health_url` with its fingerprint; one that
+    does not in time fails the step, naming its journal."""
+    deadline = ports.clock.monotonic() + timeout_s
     while True:
-        status, body = ports.http.get(run.health_url, timeout_s=1.0)
-        if status == 200 and _fingerprint(body) == run.fingerprint:
-            reporter.event("exporter", profile=run.profile, unit=run.install.unit,
-                           url=run.health_url.removesuffix("/healthz"))
+        status, body = ports.http.get(health_url, timeout_s=1.0)
+        if status == 200 and _fingerprint(body) == fingerprint:
+            reporter.event(what, profile=profile, unit=unit, url=health_url.removesuffix("/healthz"))
             return
         if ports.clock.monotonic() > deadline:
-            raise StepError(f"metrics: unit {run.install.unit} did not answer {run.health_url} within "
-                            f"{run.timeout_s:.0f} s (last: {status} {body[:120]}); see `journalctl -u "
-                            f"{run.install.unit}`")
+            raise StepError(f"{step}: unit {unit} did not answer {health_url} within {timeout_s:.0f} s (last: "
+                            f"{status} {body[:120]}); see `journalctl -u {unit}`")
         ports.clock.sleep(POLL_S)
 
 

@@ -48,7 +48,8 @@ def _fail_launch(wait: HealthWait, inspect: dict | None, ports: Ports, reporter:
         # ends that, and the next plan starts (or replaces) it as any stopped container.
         ports.docker.stop_container(wait.container)
         reporter.event("stopped", container=wait.container, why="failed launch")
-    cause = classify_load_failure(state.get("ExitCode"), bool(state.get("OOMKilled")), logs)
+    cause = classify_load_failure(state.get("ExitCode"), bool(state.get("OOMKilled")), logs,
+                                  local_model=wait.local_model)
     stopped = ", stopped" if inspect is not None else ""
     raise LoadFailed(f"container {wait.container} {cause.headline} [{cause.cause}: {status}, exit code "
                      f"{state.get('ExitCode')}{stopped}]", logs)

@@ -13,14 +13,17 @@ is measurably better than the profile as written.
    search goes on there and says so.
 4. The other knobs are searched one at a time around that point (each value of one knob, the others held at
    the best so far: a sum of the values, not their product; parallel, then ubatch, then batch, ...).
-5. Final rounds: the leader, the best few not yet told apart from it and (until the leader is told apart from
-   it) the profile as written are relaunched alternately (a slow spell of the host hits all of them) until
-   each is measurably worse than the leader, or has `repeats` draws, or the budget ends (tuning/evidence.py:
-   the noise pooled over every candidate drawn more than once). A candidate whose one draw grazed the goal's
+5. The search stage says how many candidates it ranked on how many draws. Final rounds: the leader, the best few
+   not yet told apart from it and (until each has `repeats` draws: the verdict looks once) the profile as written
+   are relaunched alternately (a slow spell of the host hits all of them) until each is measurably worse than
+   the leader, or has `repeats` draws, or the budget ends (tuning/evidence.py: the noise pooled over every
+   candidate drawn more than once). A candidate whose one draw grazed the goal's
    bound is in doubt, not out: it may be drawn again; a majority of its draws decides.
 6. The winner is written back only when it is measurably better than the profile as written, over all its draws
-   and over the draws taken after it led (the best of several single draws is a lucky one more often than not);
-   otherwise the profile stays as written, and the search says so.
+   at the level corrected for the candidates it was chosen among (FALSE_WIN / their number, Bonferroni: the best
+   of several equal candidates beats FILE by luck far more often than one does), and over the draws taken after
+   it led (the best of several single draws is a lucky one more often than not); otherwise the profile stays as
+   written, and the search says so.
 A draw is a real converge (replace, health, verify), a warm-up that is not counted (the first requests after a
 load run cold: CUDA graphs, compute buffers, the CPU experts' pages), and one bench of the long settings at the
 goal's concurrency; every draw uses the same bench, so draws of any step compare. Every draw is written to state
@@ -49,6 +52,9 @@ __all__ = ["CandidateRunner", "DockerRunner", "Noise", "Search", "SearchResult",
 
 Say = Callable[[str], None]
 SPLIT_KNOBS = ("n_cpu_moe", "fit_target")  # where the experts go: ranked by the forecast, not searched blind
+# The verdict's error rate over the whole search: FILE is rewritten, in a search where nothing beats it, in at most
+# 1 in 40 (issue 38 asks >= 97.5 % kept); split evenly over the candidates the leader was chosen among
+FALSE_WIN = 0.025
 LINE_ORDER = ("parallel", "ubatch", "batch", "load_mode", "threads")  # the rest, one at a time, in this order
 Feasible = dict[str, tuple[dict[str, Any], LoadedProfile]]
 
@@ -204,6 +210,7 @@ class Search:
                      f"load, verify, bench), budget {minutes(self.budget_s)}")
             self._save(predicted_s=predicted, started=self.clock.now().isoformat(timespec="seconds"))
             self._search_stage(feasible, splits, baseline_knobs)
+            self._ranked_said(baseline_knobs)
             self._final_rounds(feasible, baseline_knobs)
         except _Spent:
             if not self._replay_only:
@@ -326,9 +333,25 @@ class Search:
         scored = [kid for kid in line if kid in stand and stand[kid].feasible]
         return max(scored, key=lambda kid: stand[kid].score or 0.0) if scored else point
 
+    def _ranked_said(self, baseline: dict[str, Any]) -> None:
+        """What the search stage ranked its leader on, and the bar that follows from it: chosen as the best of
+        several, the leader must beat FILE by the bound corrected for that many comparisons."""
+        stand = self.standings()
+        ranked = sorted((s for s in stand.values() if s.feasible), key=lambda s: s.score or 0.0, reverse=True)
+        draws = sum(1 for t in self.trials[:self._cursor] if t.stage == 1 and t.status != "running")
+        if not ranked:
+            return
+        leader, base = ranked[0], knob_id(baseline)
+        chosen = f"the leader, {knobs_said(leader.knobs)}, " + (
+            "is the profile as written" if knob_id(leader.knobs) == base else
+            f"is the best of {rivals(stand, base)} candidate(s) besides the profile as written: it is written back "
+            f"only if it beats it by the one-sided bound corrected for that many comparisons "
+            f"({(1 - FALSE_WIN / rivals(stand, base)) * 100:.1f} %, Bonferroni)")
+        self.say(f"the search stage ranked {len(stand)} candidate(s) on {draws} draw(s); {chosen}")
+
     def _final_rounds(self, feasible: Feasible, baseline: dict[str, Any]) -> None:
-        """Relaunch the leader, the best few not yet told apart from it and (until it is told apart) the profile
-        as written, alternately, until every one is told apart or has `repeats` draws."""
+        """Relaunch the leader, the best few not yet told apart from it and the profile as written, alternately,
+        until every one is told apart or has `repeats` draws (the profile as written: until it has them)."""
         base = knob_id(baseline)
         for round_ in range(2, 2 + max(0, self.repeats - 1) + 1):
             stand = self.standings()
@@ -344,8 +367,11 @@ class Search:
             top = [s for s in hopeful if knob_id(s.knobs) != base][:self.finalists]
             open_ = [s for s in top if s is not leader and (s.doubtful or not noise.better(leader, s))]
             members = open_ + [leader] if open_ else []
-            if base in stand and stand[base] is not leader and not noise.better(leader, stand[base]):
-                members += [leader, stand[base]]  # until the leader is measurably better than FILE as written
+            if base in stand and stand[base] is not leader and stand[base].feasible:
+                # FILE and the leader until each has its `repeats` draws, whatever the draws so far say: the
+                # verdict looks once, at the end (stopping at the first round that looks better is a second
+                # chance for luck, issue 38)
+                members += [leader, stand[base]]
             members = [s for s in {knob_id(s.knobs): s for s in members}.values() if s.draws < self.repeats]
             if len(members) < 2:  # told apart, or every one has its `repeats` draws
                 return
@@ -360,11 +386,13 @@ class Search:
                 loaded = self.loaded if kid == base else feasible[kid][1]
                 self._draw(s.knobs, loaded, 2, f"final {round_}")
 
-    def _beats(self, leader: Standing, base: Standing, noise: Noise) -> bool:
-        """The leader is measurably better than FILE as written over all its draws, and its draws taken after it
-        was chosen (the final rounds) are better than FILE's too: the best of several single draws is a lucky one
-        more often than not, so the draw that made it the leader must not be what carries it past FILE."""
-        if not noise.better(leader, base):
+    def _beats(self, leader: Standing, base: Standing, noise: Noise, compared: int) -> bool:
+        """The leader is measurably better than FILE as written over all its draws at the level corrected for the
+        `compared` candidates it was chosen among (Bonferroni: the best of several equal candidates beats FILE at
+        95 % in far more than 5 searches in 100; issue 38: 42 of 400 on a flat landscape), and its draws taken after it was
+        chosen (the final rounds) are better than FILE's too: the draw that made it the leader must not be what
+        carries it past FILE."""
+        if not noise.better(leader, base, FALSE_WIN / compared):
             return False
         kid = knob_id(leader.knobs)
         later = [(t.figure if t.status == "ok" else None, t.score, t.detail) for t in self.trials[:self._cursor]
@@ -381,6 +409,7 @@ class Search:
         base = stand.get(knob_id(baseline))
         ranked = sorted((s for s in stand.values() if s.feasible), key=lambda s: s.score or 0.0, reverse=True)
         leader = ranked[0] if ranked else None
+        compared = rivals(stand, knob_id(base.knobs)) if base is not None else 1
         winner = None
         if leader is None:
             verdict = "no candidate met the goal: the profile stays as written"
@@ -390,13 +419,15 @@ class Search:
             winner = leader
             verdict = (f"{knobs_said(leader.knobs)}: {standing_said(leader, self.goal)}; the profile as written does not "
                        f"meet the goal ({base.detail or 'its draws failed'})")
-        elif base is None or self._beats(leader, base, noise):
+        elif base is None or self._beats(leader, base, noise, compared):
             winner = leader
             verdict = (f"{knobs_said(leader.knobs)}: {standing_said(leader, self.goal)}, measurably better than the "
-                       f"profile as written ({standing_said(base, self.goal)}; {noise.said()})")
+                       f"profile as written ({standing_said(base, self.goal)}; {noise.said()}"
+                       f"{_corrected(compared)})")
         else:
             verdict = (f"the best, {knobs_said(leader.knobs)} ({standing_said(leader, self.goal)}), is inside the noise of the "
-                       f"profile as written ({standing_said(base, self.goal)}; {noise.said()}): it stays as written")
+                       f"profile as written ({standing_said(base, self.goal)}; {noise.said()}{_corrected(compared)}): "
+                       "it stays as written")
         self.say(verdict)
         winner_loaded = feasible[knob_id(winner.knobs)][1] if winner else None
         if not self._replay_only:
@@ -404,6 +435,15 @@ class Search:
         return SearchResult(base, winner, self.trials, refused, predicted, winner_loaded,
                             sorted(stand.values(), key=lambda s: s.score if s.score is not None else float("-inf"),
                                    reverse=True), leader, verdict, noise)
+
+
+def rivals(stand: dict[str, Standing], base: str) -> int:
+    """How many candidates besides FILE as written the leader was chosen among: every one with a figure."""
+    return max(1, sum(1 for kid, s in stand.items() if kid != base and s.raw is not None))
+
+
+def _corrected(compared: int) -> str:
+    return f"; the bound corrected for {compared} comparisons" if compared > 1 else ""
 
 
 def _split_of(knobs: dict[str, Any], splits: list[Any]) -> tuple[tuple[str, Any], ...]:

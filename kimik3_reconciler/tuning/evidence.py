@@ -15,15 +15,39 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-# One-sided 95 % quantiles of Student's t by degrees of freedom (above 30: the normal's 1.645).
-_T95 = {1: 6.314, 2: 2.920, 3: 2.353, 4: 2.132, 5: 2.015, 6: 1.943, 7: 1.895, 8: 1.860, 9: 1.833, 10: 1.812,
-        12: 1.782, 15: 1.753, 20: 1.725, 30: 1.697}
+LEVEL = 0.05  # a comparison's one-sided error rate: "measurably better" is right 95 times in 100
 
 
-def t95(df: int) -> float:
+def t_bound(alpha: float, df: int) -> float:
+    """The one-sided (1 - alpha) quantile of Student's t with `df` degrees of freedom (inf without any): the
+    bisection of its exact distribution function, not a table, since a corrected level (alpha / comparisons)
+    can be any number."""
     if df < 1:
         return math.inf
-    return _T95[max(k for k in _T95 if k <= df)] if df <= 30 else 1.645
+    low, high = 0.0, 1.0
+    while _t_tail(high, df) > alpha:  # the tail falls as t grows: bracket, then halve
+        low, high = high, high * 2
+    for _ in range(60):
+        middle = (low + high) / 2
+        low, high = (middle, high) if _t_tail(middle, df) > alpha else (low, middle)
+    return high
+
+
+def _t_tail(t: float, df: int) -> float:
+    """P(T > t) for t >= 0: Abramowitz & Stegun 26.7.3-4, the closed form of Student's t for whole `df`."""
+    theta = math.atan(t / math.sqrt(df))
+    c2, term, total = math.cos(theta) ** 2, 1.0, 1.0
+    if df % 2 == 0:
+        for i in range(1, df // 2):
+            term *= c2 * (2 * i - 1) / (2 * i)
+            total += term
+        inside = math.sin(theta) * total
+    else:
+        for i in range(1, (df - 1) // 2):
+            term *= c2 * (2 * i) / (2 * i + 1)
+            total += term
+        inside = 2 / math.pi * (theta + (math.sin(theta) * math.cos(theta) * total if df > 1 else 0.0))
+    return (1 - inside) / 2
 
 
 @dataclass
@@ -88,19 +112,20 @@ class Noise:
                 df += len(values) - 1
         return cls(math.sqrt(squares / df) if df else math.inf, df)
 
-    def margin(self, a: Standing, b: Standing) -> float:
-        """The difference of mean log-values A must exceed to be measurably better than B."""
+    def margin(self, a: Standing, b: Standing, alpha: float = LEVEL) -> float:
+        """The difference of mean log-values A must exceed to be measurably better than B, at the one-sided
+        error rate `alpha`."""
         if not self.df or not a.draws or not b.draws:
             return math.inf
-        return t95(self.df) * self.sigma * math.sqrt(1 / a.draws + 1 / b.draws)
+        return t_bound(alpha, self.df) * self.sigma * math.sqrt(1 / a.draws + 1 / b.draws)
 
-    def better(self, a: Standing, b: Standing) -> bool:
+    def better(self, a: Standing, b: Standing, alpha: float = LEVEL) -> bool:
         """A is measurably better than B (B infeasible and A feasible counts as better)."""
         if not a.feasible or a.score is None:
             return False
         if not b.feasible or b.score is None:
             return b.draws > 0
-        return a.score - b.score > self.margin(a, b)
+        return a.score - b.score > self.margin(a, b, alpha)
 
     def said(self) -> str:
         if not self.df:

@@ -4,6 +4,7 @@ the end state (the winner written, or FILE as it was). The CLI parses, calls `tu
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,7 +12,7 @@ from typing import Any
 
 from kimik3_reconciler.benchmark import converged_deployment
 from kimik3_reconciler.engines import engine_for
-from kimik3_reconciler.errors import NothingMeasured
+from kimik3_reconciler.errors import BudgetTooShort, NothingMeasured
 from kimik3_reconciler.model.bench import BenchSettings
 from kimik3_reconciler.model.loaded_profile import LoadedProfile
 from kimik3_reconciler.model.profile_source import parse_profile
@@ -20,6 +21,9 @@ from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.planning.tune_space import candidate_text, default_space
 from kimik3_reconciler.tuning import CandidateRunner, Search, SearchResult, with_settings
 from kimik3_reconciler.tuning.evidence import Standing, spread_said
+from kimik3_reconciler.tuning.said import minutes
+
+MIN_LAUNCHES = 3  # the fewest a search compares: a candidate, a rival, and one relaunch to tell them apart
 
 
 @dataclass(frozen=True)
@@ -55,7 +59,7 @@ def tune(orchestrator: Orchestrator, runner: CandidateRunner, loaded: LoadedProf
     long = with_settings(request.base, goal, request.prompts * 2, 1)
     key = search_key(loaded.profile.name, loaded.text, goal, request.asked,
                      {"short": short.requests(), "long": long.requests(), "repeats": request.repeats,
-                      "tokens": [request.base.prompt_tokens, request.base.output_tokens], "search": 2})
+                      "tokens": [request.base.prompt_tokens, request.base.output_tokens], "search": 3})
     with orchestrator.locked("tune", loaded.profile, request.lock_timeout_s):
         record = orchestrator.ports.state.read(key) or {}
         if record.get("trials"):  # a killed search: the host may be on one of its candidates
@@ -67,10 +71,14 @@ def tune(orchestrator: Orchestrator, runner: CandidateRunner, loaded: LoadedProf
             engine = engine_for(loaded.profile.engine)
             the_space = request.asked or default_space(engine, loaded.profile, observed)
             baseline_knobs = running_knobs(the_space, observed, engine.tune_knobs.section)
-            orchestrator.ports.state.write(key, {"space": {k: list(v) for k, v in the_space.items()},
-                                                 "baseline": baseline_knobs, "file": str(Path(file).resolve())})
         say(f"tune {loaded.profile.name} for {goal}: space "
             + " ".join(f"{k}={','.join(map(str, v))}" for k, v in the_space.items()) + f" (state {key})")
+        # a fresh search with a budget too short is refused; a resumed one is not: the host may be on the killed
+        # search's candidate, and going on (as far as the budget allows) is what settles it back on FILE
+        say(launches_said(request.budget_s, runner.load_seconds(loaded, observed), resumed=bool(record.get("trials"))))
+        if not record.get("trials"):  # recorded once the search may start: a refused budget leaves no record
+            orchestrator.ports.state.write(key, {"space": {k: list(v) for k, v in the_space.items()},
+                                                 "baseline": baseline_knobs, "file": str(Path(file).resolve())})
         search = Search(runner, orchestrator.ports.state, orchestrator.ports.clock, say, loaded, goal, the_space,
                         short, long, key, request.budget_s, request.finalists, request.max_trials, request.repeats)
         target = loaded
@@ -86,6 +94,28 @@ def tune(orchestrator: Orchestrator, runner: CandidateRunner, loaded: LoadedProf
             say(f"converging on {'the winner' if target is not loaded else file + ' as written'}")
             runner.settle(target)
     return TuneOutcome(result, baseline_knobs, nothing_measured(result.trials, baseline_knobs))
+
+
+def launches_said(budget_s: float, load_s: float, resumed: bool = False) -> str:
+    """How many launches `budget_s` fits at this host's load time (tuning/runner.py's load_seconds: the placement
+    forecast at the load rate recorded here, or the container's last recorded load). A budget that fits fewer than
+    MIN_LAUNCHES is refused before anything is launched: on the seed's host a launch is ~6 min warm, ~17 min cold,
+    and a search cut after one or two launches compares nothing, yet holds the host for the whole budget. A
+    `resumed` search is said, not refused: its run is what brings a host left on a candidate back to FILE."""
+    if load_s <= 0:  # never loaded here and no forecast: the first launch measures it
+        return (f"budget {minutes(budget_s)}: no load time on record for this host; the launches it fits are known "
+                "once the first is measured")
+    fits = int(budget_s // load_s)
+    if fits < MIN_LAUNCHES and resumed:
+        return (f"budget {minutes(budget_s)}: {fits} launch(es) at this host's load time (~{minutes(load_s)} a "
+                f"launch), fewer than a search needs ({MIN_LAUNCHES}); a resumed search goes on as far as it allows, "
+                "then settles on FILE as written")
+    if fits < MIN_LAUNCHES:
+        needed = math.ceil(MIN_LAUNCHES * load_s / 60) * 60
+        raise BudgetTooShort(f"--budget {minutes(budget_s)} fits {fits} launch(es) at this host's load time (~"
+                             f"{minutes(load_s)} a launch); a search needs at least {MIN_LAUNCHES}: give --budget "
+                             f"{needed // 60:.0f}m or more (nothing was launched)")
+    return f"budget {minutes(budget_s)}: {fits} launch(es) at this host's load time (~{minutes(load_s)} a launch)"
 
 
 def running_knobs(space: dict[str, tuple[Any, ...]], observed, section: str = "serve") -> dict[str, Any]:  # noqa: ANN001

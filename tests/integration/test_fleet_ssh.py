@@ -1,9 +1,9 @@
 """`kimik3 fleet plan` and `fleet status` over real SSH (issue 36 items 2, 5): a real sshd on a loopback port (its
 own keys: tests/support/sshd.py) runs this machine's kimik3 as the fleet's first host, which plans the demo profile
 against this machine's Docker and the fixture hub; a second host whose SSH port is closed (unreachable) and a third
-whose kimik3 is another version are named, and both commands exit 3.
-
-Nothing is applied: plan and status only read (the host's state dir, Docker, the hub)."""
+whose kimik3 is another version are named, and both commands exit 3. Last, the profile is applied on the first
+host (this machine) and its status row says what serves there: fingerprint, quant, image, health, requests in
+flight (its server's /metrics); its plan is then converged."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from support.realparts import KIMIK3, demo_hub, demo_profile, write_profile
+from support.realparts import KIMIK3, demo_hub, demo_profile, docker, kimik3, write_profile
 from support.sshd import Sshd, running_sshd
 
 pytestmark = pytest.mark.docker
@@ -57,6 +57,7 @@ def work(tmp_path_factory: pytest.TempPathFactory, sshd: Sshd) -> Iterator[Path]
         }
         (work / "fleet.yaml").write_text(yaml.safe_dump(fleet, sort_keys=False))
         yield work
+    subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)
 
 
 def fleet(work: Path, sshd: Sshd, *args: str) -> subprocess.CompletedProcess[str]:
@@ -105,3 +106,21 @@ def test_fleet_status_one_row_per_host(work: Path, sshd: Sshd) -> None:
     header = text.stdout.splitlines()[0].split()
     assert header == ["host", "fingerprint", "quant", "build", "kimik3", "health", "in_flight", "router", "drift"]
     assert any(line.startswith("gone: gone (") for line in text.stdout.splitlines())
+    assert "error: gone (" in text.stderr and "error: old runs kimik3 0.0.9" in text.stderr
+    watched = fleet(work, sshd, "status", "--watch", "--interval", "0.5s", "--iterations", "2", "fleet.yaml")
+    assert watched.returncode == 3 and watched.stdout.count("host  ") == 2  # the table, drawn twice
+
+
+def test_fleet_status_of_a_serving_host(work: Path, sshd: Sshd) -> None:
+    """The host serving (applied here: the sshd's host is this machine, its kimik3 the same state dir and daemon):
+    its row says what runs there, and its server's requests in flight, read from its /metrics."""
+    kimik3(work, "apply", "profile.yaml")
+    done = fleet(work, sshd, "status", "--json", "fleet.yaml")
+    assert done.returncode == 3, done.stderr  # gone and old still fail
+    here = json.loads(done.stdout)["hosts"][0]
+    labels = json.loads(docker("inspect", NAME))[0]["Config"]["Labels"]
+    assert here["health"] == "ok" and here["drift"] == "none seen" and here["in_flight"] == 0
+    assert here["fingerprint"] == labels["kimik3.container.fingerprint"][:12]
+    assert here["quant"] == "UD-Q2_K_XL" and here["build"] == json.loads(docker("inspect", NAME))[0]["Config"]["Image"]
+    planned = json.loads(fleet(work, sshd, "plan", "--json", "fleet.yaml").stdout)
+    assert planned["hosts"][0]["converged"] and planned["rollout"]["batches"] == []

@@ -85,3 +85,38 @@ def test_a_hub_down_from_the_start_says_no_partial_is_kept_and_leaves_none(tmp_p
     blobs = cache / f"models--{REPO.replace('/', '--')}" / "blobs"
     left = [p.name for p in blobs.glob("*") if not p.name.endswith(".lock")] if blobs.exists() else []
     assert left == []  # no empty partial, no partial sized up front for ranges, no ranges record
+
+
+def test_what_arrived_before_the_hub_died_is_kept_and_said(tmp_path: Path) -> None:
+    """Issue 38 item 9: a checkpoint's small files arrived (393 KB), then the hub died a few hundred KB into the
+    shard, and the error said "nothing of it was downloaded, so no partial is kept": the shard's bytes sat in an
+    8 MiB block not yet written, and the other files were not mentioned. Now what arrived of the shard is kept and
+    named, and so are the other files."""
+    shard, tokenizer = tmp_path / "shard.safetensors", tmp_path / "tokenizer.json"
+    shard.write_bytes(os.urandom(SIZE))
+    tokenizer.write_bytes(os.urandom(393 * 1024))
+    small, big = "Q/00-tokenizer.json", "Q/model-00001-of-00001.safetensors"
+    cache = tmp_path / "cache"
+    hub = FixtureHub([FixtureRepo(REPO, REV, {small: tokenizer, big: shard})]).start()
+    listed = {f.path: f for f in HuggingFaceHub().list_files(REPO, REV, ["Q"], hub.url)}
+    files = (listed[small], listed[big])  # in this order: one worker fetches the tokenizer first
+    spec = ModelDownload(REPO, REV, "Q", hub.url, str(cache), files, (small, big), "unused")
+    cut = 300 * 1024  # less than the 8 MiB block the fetch gathered before writing anything
+    hub.faults.cut_after[big], hub.faults.cuts_left[big] = cut, 99
+
+    def stop_when_cut() -> None:
+        while hub.faults.served.get(big, 0) < cut:
+            time.sleep(0.005)
+        hub.stop()
+
+    threading.Thread(target=stop_when_cut, daemon=True).start()
+    with pytest.raises(HubError) as died:
+        HuggingFaceHub(download_workers=1).download(spec, lambda *_: None)
+    message = str(died.value)
+    print(message)
+    partial = next((cache / f"models--{REPO.replace('/', '--')}" / "blobs").glob("*.incomplete"))
+    kept = partial.stat().st_size
+    assert "nothing of it was downloaded" not in message and kept >= cut
+    assert f"the partial is kept for the next apply to resume: {partial} ({kept} of {SIZE} bytes)" in message
+    assert message.endswith("; of the download's 1 other file(s): 1 complete and verified in the cache "
+                            f"({393 * 1024} bytes of them from the hub now)")

@@ -6,6 +6,8 @@ pull; a digest the registry does not hold is refused naming image.ref. Seconds."
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import urllib.request
 from collections.abc import Iterator
@@ -116,3 +118,48 @@ def test_the_registry_script_is_idempotent(registry: str) -> None:
     again = subprocess.run(["bash", str(REPO_ROOT / "scripts" / "ensure-registry.sh"), port, "/nonexistent"],
                            capture_output=True, text=True)
     assert again.returncode == 0 and again.stdout.strip() == registry and not Path("/nonexistent").exists()
+
+
+def test_a_registry_dying_mid_pull_is_said_as_dockerds_retries_and_the_pull_resumes(tmp_path: Path) -> None:
+    """Issue 38 item 8: the registry died mid-pull and the progress line stood at the layer's bytes for 75 s (dockerd's
+    own retries: 5, 10, 15, 20, 25 s) before the error. Now the first retry is said as it starts (layer, retry number,
+    what dockerd does next) and counted down on the progress line; here the registry comes back during it and the
+    pull completes."""
+    root = tmp_path / "registry"
+    root.mkdir()
+    with loopback_registry(root) as running:
+        port = running.rpartition(":")[2]
+        tag, digest = push_random_image(running, "kimik3-pull38/dies", tmp_path, size=64 << 20)
+        ref = f"{tag}@{digest}"
+
+        class Dies(NullReporter):
+            said: list[tuple[str, dict[str, object]]] = []
+            phases: list[str] = []
+            killed = False
+
+            def progress(self, task: str, done: int, total: int, **fields: object) -> None:
+                # An eighth of the layer in (the image's config, fetched first, is here by then: a registry gone
+                # before it fails the config's fetch instead, which dockerd retries without a word): it dies.
+                if not Dies.killed and done >= total // 8:
+                    os.kill(int((root / "registry.pid").read_text()), signal.SIGKILL)
+                    Dies.killed = True
+                if fields.get("phase"):
+                    self.phases.append(str(fields["phase"]))
+
+            def event(self, name: str, **fields: object) -> None:
+                self.said.append((name, fields))
+                if name == "pull-retry":  # said within dockerd's first 5 s wait: bring the registry back
+                    subprocess.run(["bash", str(REPO_ROOT / "scripts" / "ensure-registry.sh"), port, str(root)],
+                                   capture_output=True, check=True)
+
+        try:
+            pull_image(pull_spec(ref), _ports(), Dies())
+        finally:
+            subprocess.run(["docker", "rmi", f"{running}/kimik3-pull38/dies@{digest}"], capture_output=True)
+    names = [name for name, _ in Dies.said]
+    assert names[0] == "pull" and names[-1] == "pulled" and "pull-retry" in names, names
+    retry = next(fields for name, fields in Dies.said if name == "pull-retry")  # the first (a slow restart: more)
+    assert retry["retry"] == 1 and retry["in_s"] == 5 and len(str(retry["layer"])) == 12
+    assert str(retry["why"]).startswith(f"downloading layer {retry['layer']} failed (the registry stopped answering?): "
+                                        "dockerd retries it, retry 1 of 5 by default")
+    assert any(p.startswith(f"layer {retry['layer']} failed, dockerd retries it in ") for p in Dies.phases), Dies.phases

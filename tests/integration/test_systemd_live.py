@@ -34,6 +34,7 @@ PORT = 18585  # shared by both: the second profile's unit gets `Conflicts=` deri
 UNIT, OTHER_UNIT = f"{MAIN}.service", f"{OTHER}.service"
 METRICS_PROFILE, METRICS_PORT = "k3m2-sd", 19290  # metrics under systemd: serve 19290, exporter 19291
 METRICS_WORK = DEMO_DIR / "systemd-metrics-itest"  # its state dir, mounted at the same path in the box
+FRONT_PROFILE, FRONT_PORT = "k3fr-sd", 19390  # metrics.handover under systemd: front 19390, server +1, exporter +2
 CACHE_NAME = "hf cache #1"  # a value with '#' and a space in the env file: it must survive as written
 
 
@@ -99,6 +100,24 @@ def work(tmp_path_factory: pytest.TempPathFactory, hub: FixtureHub, box: Path) -
 
 def sd_kimik3(work: Path, box: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return kimik3(work, "--systemd-root", str(box), "--systemctl-prefix", f"docker exec {BOX}", *args, check=check)
+
+
+def apply_helper_unit(work: Path, box: Path, file: str, kind: str, unit: str, command: str) -> None:
+    """apply installs and starts a helper's unit (the exporter's, the front's) running `command` with the observed
+    interpreter, restarted on failure."""
+    applied = json.loads(sd_kimik3(work, box, "apply", "--json", file).stdout)
+    assert (kind, "create") in [(s["kind"], s["action"]) for s in applied["executed"]]
+    assert in_box("systemctl", "is-active", unit) == "active"
+    lines = (box / "etc/systemd/system" / unit).read_text().splitlines()
+    assert f"ExecStart={sys.executable} -m kimik3_reconciler {command} ${{KIMIK3_PROFILE}}" in lines
+    assert "Restart=on-failure" in lines
+
+
+def crash_and_wait_restart(unit: str) -> None:
+    """A crash of a helper's unit (SIGKILL): systemd starts it again (Restart=on-failure, RestartSec=5)."""
+    in_box("systemctl", "kill", "--signal=SIGKILL", unit)
+    wait_for(f"{unit} to restart", lambda: in_box("systemctl", "show", "-p", "NRestarts", "--value", unit) == "1"
+             and in_box("systemctl", "is-active", unit, check=False) == "active")
 
 
 def plan_json(work: Path, box: Path, profile: str) -> dict:
@@ -232,22 +251,40 @@ def test_the_exporter_is_a_unit_next_to_the_server(box: Path, hub: FixtureHub) -
     write_profile(work, profile, "metrics.yaml")
     unit = f"{METRICS_PROFILE}-metrics.service"
     try:
-        applied = json.loads(sd_kimik3(work, box, "apply", "--json", "metrics.yaml").stdout)
-        assert ("metrics", "create") in [(s["kind"], s["action"]) for s in applied["executed"]]
-        assert in_box("systemctl", "is-active", unit) == "active"
-        text = (box / "etc/systemd/system" / unit).read_text()
-        assert f"ExecStart={sys.executable} -m kimik3_reconciler metrics-serve ${{KIMIK3_PROFILE}}" in text.splitlines()
-        assert "Restart=on-failure" in text.splitlines()
+        apply_helper_unit(work, box, "metrics.yaml", "metrics", unit, "metrics-serve")
         with urllib.request.urlopen(f"http://127.0.0.1:{METRICS_PORT + 1}/metrics", timeout=5) as response:
             assert "kimik3_deployment_converged" in response.read().decode()
         plan = plan_json(work, box, "metrics.yaml")
         assert plan["converged"], [s for s in plan["steps"] if s["action"] != "noop"]
-        in_box("systemctl", "kill", "--signal=SIGKILL", unit)  # a crash: systemd restarts it (RestartSec=5)
-        wait_for("the exporter unit to restart", lambda: in_box("systemctl", "show", "-p", "NRestarts", "--value",
-                                                                unit) == "1" and in_box("systemctl", "is-active", unit,
-                                                                                        check=False) == "active")
+        crash_and_wait_restart(unit)
     finally:
         sd_kimik3(work, box, "destroy", "metrics.yaml", check=False)
     assert not (box / "etc/systemd/system" / unit).exists()
     assert not (box / "etc/systemd/system" / f"{METRICS_PROFILE}.service").exists()
 
+
+
+def test_the_front_is_a_unit_next_to_the_server(box: Path, hub: FixtureHub) -> None:
+    """Issue 38 item 12: `metrics.handover` under `systemd:`: <unit>-front.service runs `front-serve` (the observed
+    interpreter) on serve.port in front of the server, comes back after a crash (Restart=on-failure), and destroy
+    removes the units and the front's token."""
+    if not (box / "etc/systemd/system/docker.service").exists():  # run alone (-k): the stand-in first
+        (box / "etc/systemd/system/docker.service").write_text(DOCKER_STAND_IN)
+        in_box("systemctl", "daemon-reload")
+    work = METRICS_WORK  # mounted in the box at the same path (the fixture's state dir)
+    profile = demo_profile(work, FRONT_PROFILE, FRONT_PORT, hub.url)
+    profile["systemd"] = {"unit": FRONT_PROFILE}
+    profile["metrics"] = {"port": FRONT_PORT + 2, "proxy": True, "server_port": FRONT_PORT + 1, "handover": {}}
+    write_profile(work, profile, "front.yaml")
+    unit = f"{FRONT_PROFILE}-front.service"
+    try:
+        apply_helper_unit(work, box, "front.yaml", "front", unit, "front-serve")
+        assert serves(FRONT_PORT)  # a chat answered through the front, the server behind it on FRONT_PORT + 1
+        plan = plan_json(work, box, "front.yaml")
+        assert plan["converged"], [s for s in plan["steps"] if s["action"] != "noop"]
+        crash_and_wait_restart(unit)
+        wait_for("the restarted front to serve", lambda: serves(FRONT_PORT))
+    finally:
+        sd_kimik3(work, box, "destroy", "front.yaml", check=False)
+    assert not (box / "etc/systemd/system" / unit).exists()
+    assert not (work / "state" / "front" / FRONT_PROFILE / "token.json").exists()

@@ -104,14 +104,15 @@ def test_converges_from_nothing_pulling_by_digest_and_mounting_the_verified_chec
     found = _inspect()
     argv, env = found["Config"]["Cmd"], dict(e.split("=", 1) for e in found["Config"]["Env"])
     snapshot = f"/models/models--{CHECKPOINT_REPO.replace('/', '--')}/snapshots/{CHECKPOINT_REVISION}"
-    assert argv[:4] == ["--model", snapshot, "--served-model-name", NAME]
+    assert argv[:5] == ["--model", snapshot, "--served-model-name", NAME, CHECKPOINT_REPO]
     assert {"--enforce-eager", "--enable-prefix-caching", "--enable-auto-tool-choice"} <= set(argv)
     assert env["HF_HUB_OFFLINE"] == "1" and "VLLM_USE_V2_MODEL_RUNNER" not in env
     assert env["VLLM_CPU_KVCACHE_SPACE"] == "1" and not any("TOKEN" in k for k in env)
     assert all(not m["RW"] for m in found["Mounts"])
     assert found["Image"] == json.loads(docker("image", "inspect", IMAGE))[0]["Id"]  # the pushed image, pulled
     models = json.loads(_get(f"http://127.0.0.1:{PORT}/v1/models"))
-    assert [(m["id"], m["max_model_len"]) for m in models["data"]] == [(NAME, 512)]
+    # The profile's name first (verify, bench), then the repo id seed 001's client examples send (issue 38).
+    assert [(m["id"], m["max_model_len"]) for m in models["data"]] == [(NAME, 512), (CHECKPOINT_REPO, 512)]
 
 
 def test_a_reapply_plans_nothing(deployed: Path) -> None:

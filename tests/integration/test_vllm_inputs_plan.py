@@ -99,3 +99,24 @@ def test_kimik3_plan_of_a_vllm_profile_pulls_and_fetches_and_builds_nothing(inpu
     assert planned["image"]["spec"]["by_digest"].endswith(ref.rpartition("@")[2])
     assert planned["model"]["target"].endswith("/checkpoint") and planned["model"]["action"] == "create"
     assert "smoke" not in planned and "build" not in json.dumps(planned["image"]["spec"])
+
+
+def test_a_tensor_parallel_size_that_does_not_divide_the_heads_is_refused_before_any_pull(
+        inputs: tuple[str, FixtureHub], tmp_path: Path) -> None:
+    """Issue 38 item 6: the tiny checkpoint's config.json (from the fixture hub, at the pinned revision) has 4
+    attention heads; vllm.tensor_parallel_size 3 is refused by `kimik3 apply` (exit 3, the field named) before the
+    image is pulled or a byte of the weights is fetched."""
+    ref, hub = inputs
+    profile = vllm_profile(tmp_path, ref, hub.url)
+    profile["vllm"]["tensor_parallel_size"] = 3
+    write_profile(tmp_path, profile)
+    weights_before = sum(n for path, n in hub.faults.served.items() if path.endswith(".safetensors"))
+    refused = kimik3(tmp_path, "apply", "profile.yaml", check=False)
+    assert refused.returncode == 3, refused.stderr
+    assert ("vllm.tensor_parallel_size 3 does not divide the checkpoint's 4 attention heads (num_attention_heads in "
+            f"config.json at {CHECKPOINT_REVISION[:12]})") in refused.stderr
+    registry, _, rest = ref.partition("/")
+    by_digest = f"{registry}/{rest.split(':')[0]}@{ref.rpartition('@')[2]}"
+    assert subprocess.run(["docker", "image", "inspect", by_digest], capture_output=True).returncode != 0  # not pulled
+    assert sum(n for path, n in hub.faults.served.items() if path.endswith(".safetensors")) == weights_before
+    assert not (tmp_path / "hf-cache").exists() or not list((tmp_path / "hf-cache").rglob("*.safetensors"))

@@ -33,13 +33,16 @@ def loopback_registry(root: Path) -> Iterator[str]:
     try:
         yield started.stdout.strip()
     finally:
-        os.kill(int((root / "registry.pid").read_text()), signal.SIGTERM)
+        try:
+            os.kill(int((root / "registry.pid").read_text()), signal.SIGTERM)
+        except ProcessLookupError:  # a test that killed it (a registry dying mid-pull) and did not bring it back
+            pass
 
 
-def push_random_image(registry: str, repository: str, context: Path) -> tuple[str, str]:
-    """(the tagged ref, its digest) of a one-layer image (FROM scratch, random bytes) built, pushed to `registry`
-    and then removed from dockerd: unique per call, so never already pulled."""
-    (context / "payload").write_bytes(os.urandom(PAYLOAD))
+def push_random_image(registry: str, repository: str, context: Path, size: int = PAYLOAD) -> tuple[str, str]:
+    """(the tagged ref, its digest) of a one-layer image (FROM scratch, `size` random bytes) built, pushed to
+    `registry` and then removed from dockerd: unique per call, so never already pulled."""
+    (context / "payload").write_bytes(os.urandom(size))
     (context / "Dockerfile").write_text("FROM scratch\nCOPY payload /payload\n")
     tag = f"{registry}/{repository}:test"
     docker("build", "-q", "-t", tag, str(context))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import http.client
 import re
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ import httpx
 import openai
 import pytest
 import requests.exceptions
+import urllib3.exceptions
 from huggingface_hub import HfApi
 from huggingface_hub.errors import HfHubHTTPError, RemoteEntryNotFoundError, RepositoryNotFoundError
 
@@ -123,6 +125,24 @@ def test_docker_errors_mid_build_stream_are_translated_and_others_pass_unchanged
     with pytest.raises(KeyError) as caught:
         DockerEngine()._call(raising(bug))
     assert caught.value is bug
+
+
+@pytest.mark.parametrize("cut", [
+    urllib3.exceptions.ProtocolError("Connection broken: IncompleteRead(0 bytes read)",
+                                     http.client.IncompleteRead(b"")),
+    requests.exceptions.ChunkedEncodingError("Connection broken: InvalidChunkLength(got length b'', 0 bytes read)"),
+], ids=["urllib3 ProtocolError", "requests ChunkedEncodingError"])
+def test_a_build_stream_cut_mid_answer_is_the_daemon_gone_not_a_traceback(cut: Exception) -> None:
+    """What the SDK's stream really raises when dockerd's end goes mid-build (seen, issue 39): urllib3's own
+    ProtocolError, which requests never wraps; it passed the translation unchanged and `apply --json` died with a
+    traceback and an empty stdout."""
+    def stream() -> Any:
+        yield {"stream": "Step 2/3 : RUN make\n"}
+        raise cut
+
+    with pytest.raises(TransientError, match="^docker daemon not answering: .*Connection broken") as caught:
+        list(DockerEngine()._stream(stream()))
+    assert caught.value.__cause__ is cut
 
 
 # huggingface_hub ----------------------------------------------------------------------------------
@@ -364,3 +384,32 @@ def test_a_ranged_partial_is_named_with_the_bytes_its_record_holds_not_its_size(
         fetch_with(job, first_range_only, parts=2)
     assert job.partial.stat().st_size == 4  # sized up front: its size is not what it holds
     assert fetch_with(job, lambda request: httpx.Response(206, content=b"cd"), parts=2) == 2  # resumed: the rest only
+
+
+def test_a_range_cut_short_of_its_first_mib_keeps_and_names_what_it_wrote(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 38 item 9: a range records what it wrote per MiB; bytes written since its last MiB were left out when
+    the connection dropped, so a hub dying in a range's first MiB was reported as "nothing of it was downloaded"."""
+    monkeypatch.setattr(hub_download, "MIN_RANGE", 2)
+
+    def one_byte_then_down(request: httpx.Request) -> httpx.Response:
+        if request.headers["Range"] == "bytes=0-1":
+            def body():  # noqa: ANN202
+                yield b"a"
+                raise httpx.ReadError("connection reset by peer")
+            return httpx.Response(206, content=body())
+        raise httpx.ConnectError("[Errno 111] Connection refused")
+
+    job = download_target(tmp_path)
+    with pytest.raises(HubError, match=r"refused; the partial is kept for the next apply to resume: "
+                                       r".*\.incomplete \(1 of 4 bytes\)$"):
+        fetch_with(job, one_byte_then_down, parts=2)
+    asked = []
+
+    def serves(request: httpx.Request) -> httpx.Response:  # the hub back: each range from where its record says
+        asked.append(request.headers["Range"])
+        first, last = map(int, request.headers["Range"].removeprefix("bytes=").split("-"))
+        return httpx.Response(206, content=b"abcd"[first:last + 1])
+
+    assert fetch_with(job, serves, parts=2) == 3 and sorted(asked) == ["bytes=1-1", "bytes=2-3"]
+    assert job.blob.read_bytes() == b"abcd"

@@ -288,3 +288,22 @@ def test_the_watch_loop_reads_every_interval_and_rates_over_the_time_between_rea
     rates = [{r.name: r.value for r in rows if r.section == "server"}.get("prompt tok/s") for rows in views]
     assert rates == [None, "10.0", "20.0"]  # (30 - 10) / 2 s, then (90 - 30) / 3 s
     assert slept == [2.0, 2.0]
+
+
+def test_the_apply_record_keeps_the_failures_whole_message(world):
+    """Issue 38 item 7: the record kept the error's first line cut at 300 characters, so a gate refusal was kept as
+    "the host gate refuses this profile:" without the port it named, and a long registry error lost its address."""
+    from kimik3_reconciler.errors import VerifyFailed
+    from kimik3_reconciler.model.records import apply_key
+
+    orchestrator, _ = world
+    message = ("the host gate refuses this profile:\n  serve.port 18999: held by another process (pid 4242, "
+               "python3)\n" + "  registry " + "r" * 320 + ".example:5000 answered 502")
+
+    def failing_check() -> None:
+        raise VerifyFailed(message)
+
+    with pytest.raises(VerifyFailed):
+        orchestrator.apply_or_revert(parse_profile(FAKE_PROFILE, "p.yaml"), failing_check)
+    record = orchestrator.ports.state.read(apply_key("k3-test"))
+    assert record["result"] == "failed" and record["error"] == message

@@ -156,6 +156,20 @@ def test_a_failing_resumed_verify_reverts(world):  # noqa: F811
     assert cmd[cmd.index("--ubatch-size") + 1] == "4096"
 
 
+def test_a_revert_leaves_no_record_of_the_failed_candidates_owed_verify(world):  # noqa: F811
+    """Issue 38 item 4: the record named the failed candidate after the revert replaced it."""
+    orchestrator, docker, _, _ = world
+    orchestrator.apply_or_revert(load(), lambda: None)  # good, verified
+
+    def failing() -> None:
+        raise VerifyFailed("verify failed (chat) for k3-test")
+
+    with pytest.raises(VerifyFailed, match="reverted to the last good profile"):
+        orchestrator.apply_or_revert(load(PROFILE.replace("parallel: 2", "parallel: 2, ubatch: 2048")), failing)
+    assert orchestrator.ports.state.read(unverified_key("k3-test")) is None
+    assert orchestrator.plan(load()).converged
+
+
 def test_a_started_container_is_recorded_unverified_too(world):  # noqa: F811
     orchestrator, docker, _, _ = world
     orchestrator.apply_or_revert(load(), lambda: None)

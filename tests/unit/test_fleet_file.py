@@ -3,6 +3,7 @@ and the problems it must produce (line, field, message), or none and what it res
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -83,3 +84,54 @@ def test_the_schema_names_the_overridable_fields() -> None:
     assert set(overrides) == {"gpus", "serve", "model", "rpc"}
     assert schema["properties"]["kind"] == {"const": "Fleet", "title": "Kind", "type": "string"} or \
         schema["properties"]["kind"].get("enum") == ["Fleet"] or schema["properties"]["kind"].get("const") == "Fleet"
+
+
+def test_the_json_schema_accepts_the_valid_fleet_files_and_refuses_a_misspelt_key() -> None:
+    from jsonschema import Draft202012Validator
+
+    from kimik3_reconciler.model.profile_source import load_yaml
+
+    schema = Draft202012Validator(fleet_json_schema())
+    example = Path(__file__).parents[2] / "profiles" / "fleet-demo.yaml"
+    assert schema.is_valid(load_yaml(example.read_text(), {})[0])
+    for case in CASES:
+        spec = yaml.safe_load(case.read_text())
+        if not spec["expect"]:
+            assert schema.is_valid(load_yaml(spec["fleet"], {})[0]), case.stem
+    unknown = yaml.safe_load((Path(__file__).parents[1] / "cases" / "fleet" / "unknown_key.yaml").read_text())
+    assert not schema.is_valid(load_yaml(unknown["fleet"], {})[0])
+
+
+def test_validate_takes_a_fleet_file_and_names_each_problem(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from kimik3_reconciler.cli import main
+
+    spec = yaml.safe_load((Path(__file__).parents[1] / "cases" / "fleet" / "every_host_down.yaml").read_text())
+    shutil.copy(DEMO, tmp_path / "demo-cpu.yaml")
+    (tmp_path / "fleet.yaml").write_text(spec["fleet"])
+    env = {"KIMIK3_STATE_DIR": str(tmp_path / "state"), "KIMIK3_CACHE_DIR": str(tmp_path / "cache")}
+    for args in (["validate"], ["fleet", "validate"]):
+        result = CliRunner().invoke(main, [*args, str(tmp_path / "fleet.yaml")], env=env, catch_exceptions=False)
+        assert result.exit_code == 2
+        assert f"{tmp_path / 'fleet.yaml'}:9: rollout.max_unavailable: 3 of 3 host(s) out at once" in result.stderr
+    result = CliRunner().invoke(main, ["fleet", "validate", "--json", str(tmp_path / "fleet.yaml")], env=env)
+    assert result.exit_code == 2 and json.loads(result.stdout)["files"][0]["problems"][0]["line"] == 9
+    assert not (tmp_path / "state").exists()  # nothing written: validate touches nothing
+    ok = CliRunner().invoke(main, ["validate", str(Path(__file__).parents[2] / "profiles" / "fleet-demo.yaml")], env=env)
+    assert ok.exit_code == 0 and "ok (fleet of 3 hosts)" in ok.stdout
+
+
+def test_a_fleet_serving_an_unpinned_profile_is_refused_before_any_host(tmp_path: Path) -> None:
+    """rule pinned-to-serve: every host must serve the same bytes; a branch each host resolves itself is not that."""
+    fleet = (Path(__file__).parents[1] / "cases" / "fleet" / "ok_groups_and_vars.yaml").read_text()
+    text = yaml.safe_load(fleet)["fleet"]
+    shutil.copy(DEMO, tmp_path / "demo-cpu.yaml")
+    demo = (tmp_path / "demo-cpu.yaml").read_text()
+    (tmp_path / "demo-cpu.yaml").write_text(demo.replace("d3e0c0d2d3e0c0d2d3e0c0d2d3e0c0d2d3e0c0d2", "main"))
+    (tmp_path / "fleet.yaml").write_text(text)
+    with pytest.raises(ProfileError) as refused:
+        parse_fleet(text, str(tmp_path / "fleet.yaml"), read_text)
+    (problem,) = refused.value.problems
+    assert problem.source == str(tmp_path / "demo-cpu.yaml") and problem.field == "model.revision"
+    assert "'main' is a branch or tag, not a pin" in problem.message

@@ -100,7 +100,8 @@ class FakeShell:
 
 
 def _host(name: str = "a") -> FleetHost:
-    return FleetHost(name, "10.0.0.9", "ops", None, ("all",), {}, {}, "name: k3\nserve: {port: 1}\n", None,  # type: ignore[arg-type]
+    return FleetHost(name, "10.0.0.9", "ops", None, ("all",), {}, {},  # type: ignore[arg-type]
+                     "name: k3\nserve: {port: 1}\n", None,
                      ("/opt/k3/bin/kimik3",), "/srv")
 
 
@@ -108,8 +109,9 @@ def test_ask_sends_the_profile_on_stdin_and_fixed_words_only() -> None:
     shell = FakeShell("1.0 (code x)", plan_out=json.dumps({"converged": True, "steps": []}))
     answer = ask(shell, _host(), ("plan",), "1.0 (code x)", 5)
     assert answer.ok and answer.document == {"converged": True, "steps": []}
-    assert shell.calls == [(("/opt/k3/bin/kimik3", "--version"), None),
-                           (("/opt/k3/bin/kimik3", "plan", "--json", "/dev/stdin"), "name: k3\nserve: {port: 1}\n")]
+    assert sorted(shell.calls, key=repr) == [  # both at once: in either order
+        (("/opt/k3/bin/kimik3", "--version"), None),
+        (("/opt/k3/bin/kimik3", "plan", "--json", "/dev/stdin"), "name: k3\nserve: {port: 1}\n")]
 
 
 @pytest.mark.parametrize("shell, problem, says", [
@@ -142,3 +144,35 @@ def test_the_ssh_command_quotes_each_word_as_one() -> None:
                          "UserKnownHostsFile=/k h", "-o", "StrictHostKeyChecking=yes", "-p", "2222", "-l", "ops", "--",
                          "10.0.0.9"]
     assert argv[-1] == "'/opt/k 3/kimik3' plan --json '/dev/stdin; rm -rf /'"
+
+
+def test_in_flight_is_the_engines_running_gauge_at_the_address_the_router_uses() -> None:
+    from kimik3_reconciler.fleet.server_load import in_flight, running_requests
+
+    exposition = ("# HELP llamacpp:requests_processing Number of requests processing.\n"
+                  "# TYPE llamacpp:requests_processing gauge\nllamacpp:requests_processing 3\n"
+                  "llamacpp:requests_deferred 1\n")
+    assert running_requests(exposition, "llamacpp:requests_processing") == 3
+    assert running_requests('vllm:num_requests_running{model_name="k3"} 2.0\n', "vllm:num_requests_running") == 2
+    assert running_requests("", "llamacpp:requests_processing") is None
+
+    class Serve:
+        host, port = "10.231.0.12", 18181
+
+    class Profile:
+        serve, engine = Serve(), "llamacpp"
+
+    asked = []
+    host = FleetHost("b", "k3-b.example", None, None, (), {}, {}, "", Profile(), (), "/")  # type: ignore[arg-type]
+    assert in_flight(host, lambda url: (asked.append(url), (200, exposition))[1]) == 3
+    assert asked == ["http://10.231.0.12:18181/metrics"]
+    assert in_flight(host, lambda url: (0, "ConnectionRefusedError")) is None
+
+
+def test_a_hosts_steps_read_as_kimik3_plan_prints_them_escaped() -> None:
+    step = {"kind": "container", "action": "replace", "symbol": "-/+", "target": "kimi-k3", "reason": "inputs moved",
+            "diff": [{"field": "serve.ubatch", "old": 2048, "new": 4096}], "cost": "predicted downtime ~40 s",
+            "warnings": ["\x1b[31mred"], "spec": {}}
+    read = read_host_plan("a", {"converged": False, "summary": "1 to replace", "steps": [step]})
+    assert read.changes == ("-/+ container kimi-k3", "      inputs moved", "        serve.ubatch: 2048 → 4096",
+                            "      cost: predicted downtime ~40 s", "      warning: \\x1b[31mred")

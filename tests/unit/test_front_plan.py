@@ -1,6 +1,6 @@
 """What the plan tells about the hold (issue 29): the predicted hold (the health step's downtime), the drain timeout,
 the queue and wait bounds, the Retry-After clients get; and that a wait bound under the predicted hold means 503s.
-The cases are tests/cases/plan/83 and 86 (their steps are checked by test_plan_cases.py; their cost lines here)."""
+The cases are tests/cases/plan/190, 193 and 194 (their steps are checked by test_plan_cases.py; their cost lines here)."""
 
 from __future__ import annotations
 
@@ -37,3 +37,14 @@ def test_the_hold_says_how_long_clients_wait_and_within_what_bounds() -> None:
 def test_a_wait_bound_under_the_predicted_hold_is_said() -> None:
     hold, _ = hold_step("193-handover-wait-under-the-hold.yaml")
     assert "wait_s 30 s is under the predicted hold: held requests will get 503" in hold.cost
+
+
+def test_the_hold_predicts_the_partial_preread_as_the_health_step_does() -> None:
+    """Issue 38 item 12: where only a part of the model fits the page cache the hold said a whole warm load's
+    downtime (from the page cache), much shorter than the health step's (the part cached warm, the rest from disk)."""
+    hold, health = hold_step("194-handover-hold-partial-preread.yaml")
+    predicted = health.cost.split("predicted downtime ~")[1].split(" (")[0]
+    assert "partial pre-read:" in health.cost
+    assert f"clients held ~{predicted} (the predicted downtime: partial pre-read: " in hold.cost
+    how = health.cost.split("predicted downtime ~")[1].split(" (", 1)[1].split("; gives up")[0]
+    assert f"(the predicted downtime: {how} plus verify" in hold.cost

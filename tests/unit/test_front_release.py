@@ -9,13 +9,15 @@ from typing import Any
 
 import pytest
 from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeHub, fake_ports
+from support.fakes.processes import FakeProcesses
 
 from kimik3_reconciler.errors import LoadFailed
 from kimik3_reconciler.model.front import HoldOrder
 from kimik3_reconciler.model.profile_source import parse_profile
-from kimik3_reconciler.model.records import front_token_key
-from kimik3_reconciler.model.specs import FrontHold
+from kimik3_reconciler.model.records import front_config_key, front_key, front_token_key
+from kimik3_reconciler.model.specs import FrontHold, FrontStop
 from kimik3_reconciler.orchestrator import ApplyResult, Orchestrator
+from kimik3_reconciler.steps.front import stop_front
 from kimik3_reconciler.steps.report import NullReporter
 
 URL = "http://127.0.0.1:8080/.kimik3/front"
@@ -70,3 +72,14 @@ def test_a_plain_apply_releases_at_its_own_end_and_a_silent_front_is_no_error(or
     monkeypatch.setattr(orch, "_apply", holding(orch))
     orch.apply(parse_profile(FAKE_PROFILE, "t.yaml"))
     assert front.posts == [(f"{URL}/release", "t0k")] and orch._held == []
+
+
+def test_stopping_the_front_forgets_its_token_with_its_other_records(orchestrator) -> None:
+    """Issue 38 item 4: destroy (and `metrics.handover` removed) left front/<name>/token.json behind."""
+    orch, _ = orchestrator
+    state = orch.ports.state
+    orch.ports.processes = FakeProcesses(state, orch.ports.http)
+    state.write(front_key("k3"), {"pid": 0, "fingerprint": "f"})
+    state.write(front_config_key("k3"), {"profile": "k3"})
+    stop_front(FrontStop("k3", 0), orch.ports, NullReporter())
+    assert [state.read(key("k3")) for key in (front_key, front_config_key, front_token_key)] == [None, None, None]

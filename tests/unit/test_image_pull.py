@@ -110,14 +110,14 @@ def test_the_step_pulls_by_digest_once_then_finds_it() -> None:
 class RewritingDocker(FakeDocker):
     """A daemon (or a mirror in front of it) that hands back an image under another digest."""
 
-    def pull_image(self, ref: str, on_progress: Any = None) -> str:
+    def pull_image(self, ref: str, on_progress: Any = None, on_retry: Any = None) -> str:
         image_id = super().pull_image(ref, on_progress)
         self.base_digests[ref] = "sha256:" + "ee" * 32
         return image_id
 
 
 class FailingDocker(FakeDocker):
-    def pull_image(self, ref: str, on_progress: Any = None) -> str:
+    def pull_image(self, ref: str, on_progress: Any = None, on_retry: Any = None) -> str:
         raise PermanentError("manifest unknown")
 
 

@@ -33,7 +33,8 @@ def _apply_waiting_for_the_lock(tmp_path: Path, *extra: str) -> subprocess.Popen
                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 60
     line = ""
-    while "lock-wait" not in line:  # the waiting apply says so on stderr (a JSON event: stderr is not a TTY)
+    # The waiting apply says so on stderr: a JSON event with --json, else one line for a person.
+    while "lock-wait" not in line and "waiting for the host lock" not in line:
         line = child.stderr.readline()
         assert line and time.monotonic() < deadline, "the apply never reached the lock wait"
     return child

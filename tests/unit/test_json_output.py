@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from kimik3_reconciler.cli import main
+from support.shipped import pinned_text
 
 # Commands whose output is already JSON whatever the flags (schema, reconcile's JSON lines), or that print one line
 # for a person (force-unlock), or are started by kimik3 itself (metrics-serve, front-serve).
@@ -30,7 +31,10 @@ def test_every_command_that_prints_a_result_takes_json() -> None:
         if name in NOT_JSON_FLAGGED:
             continue
         command = main.get_command(ctx, name)
-        assert any("--json" in p.opts for p in command.params), f"kimik3 {name} has no --json"
+        # a group (kimik3 fleet): each of its commands that prints a result
+        for sub, each in (command.commands.items() if isinstance(command, click.Group) else [("", command)]):
+            if sub not in NOT_JSON_FLAGGED:
+                assert any("--json" in p.opts for p in each.params), f"kimik3 {name} {sub} has no --json"
 
 
 @pytest.mark.parametrize("args, code", [
@@ -78,7 +82,8 @@ def test_a_bad_knob_under_json_prints_the_json_error_too(tmp_path: Path, monkeyp
 
 def test_bench_compare_with_nothing_kept_is_a_json_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    profile = Path(__file__).resolve().parents[2] / "profiles" / "hybrid-q2.yaml"
+    profile = tmp_path / "hybrid-q2.yaml"
+    profile.write_text(pinned_text(Path(__file__).resolve().parents[2] / "profiles" / "hybrid-q2.yaml"))
     exit_code, stdout, stderr = run(["bench", "--compare", "--json", str(profile)], tmp_path)
     assert exit_code == 1 and "no kept bench runs of kimi-k3" in stderr
     assert json.loads(stdout)["error"]["type"] == "NothingMeasured"
@@ -126,3 +131,24 @@ def test_explain_json_lists_every_rule_or_one(tmp_path: Path) -> None:
     assert exit_code == 0 and [r["id"] for r in json.loads(stdout)] == [r.id for r in RULES]
     exit_code, stdout, _ = run(["explain", "--json", "slot-context-floor"], tmp_path)
     assert exit_code == 0 and json.loads(stdout)["id"] == "slot-context-floor"
+
+
+def test_an_exception_outside_kimik3s_errors_still_gives_one_json_document(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 39: an SDK error no adapter translated (urllib3's, the Docker daemon gone mid-build) left a --json
+    caller an empty stdout and a traceback. Whatever is raised, stdout holds one JSON error, exit 1; stderr keeps
+    the traceback (a bug report needs it) and one line saying what happened."""
+    import kimik3_reconciler.cli as cli
+
+    def broken(*_args: object, **_kwargs: object) -> None:
+        raise ValueError("no adapter knows this one")
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(cli, "load", broken)
+    exit_code, stdout, stderr = run(["plan", "--json", "p.yaml"], tmp_path)
+    error = json.loads(stdout)["error"]
+    assert exit_code == 1 and error["exit_code"] == 1 and error["type"] == "ValueError"
+    assert "no adapter knows this one" in error["message"]
+    assert "Traceback" in stderr and "error: unexpected ValueError: no adapter knows this one" in stderr
+    exit_code, stdout, stderr = run(["plan", "p.yaml"], tmp_path)  # without --json: stderr only, same exit
+    assert exit_code == 1 and stdout == "" and "error: unexpected ValueError" in stderr

@@ -12,7 +12,7 @@ import pytest
 from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeHost, FakeHub, MemoryCache, MemoryState, fake_ports, gguf_bytes
 
 from kimik3_reconciler.engines import engine_for
-from kimik3_reconciler.errors import InputError, PlanError
+from kimik3_reconciler.errors import InputError, LoadFailed, PlanError
 from kimik3_reconciler.model.plan import Action
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.model.records import local_model_key
@@ -211,3 +211,34 @@ def test_a_shard_removed_from_the_folder_is_drift(tmp_path: Path) -> None:
     now = collect_local_model(profile, state, None, tmp_path, FakeHost())
     assert now.drifted and f"{QUANT}/k3-q2.gguf" in now.unrecorded
     assert [f.path for f in now.files] == [f"{QUANT}/k3-q2-0000{i}-of-00002.gguf" for i in (1, 2)]
+
+
+GGUF_LOG = ("gguf_init_from_file_impl: failed to read tensor data\nllama_model_load: error loading model\n"
+            "srv  llama_server: exiting due to model loading error\n")
+
+
+def test_a_local_file_that_fails_to_load_gets_advice_that_can_help(world) -> None:
+    """Issue 38 item 4: the advice was `apply --verify`, which re-hashes the bytes kimik3 recorded; the file is the
+    user's own, nothing to download. The failed launch, `plan` and `status` name the file to make again instead."""
+    orchestrator, _, docker, tmp = world
+    model = gguf(tmp / "models" / "reap770.gguf", "one")
+    docker.crash_on_start, docker.logs = True, GGUF_LOG
+    with pytest.raises(LoadFailed) as failed:
+        orchestrator.apply(local_profile("models/reap770.gguf"))
+    message = str(failed.value)
+    assert "[bad-gguf" in message and f"model.local_path ({model})" in message and "Make or copy it again" in message
+    assert "`kimik3 apply --verify` re-hashes" not in message
+    docker.containers["k3-test"]["State"]["ExitCode"] = 1  # `docker stop` of an exited container keeps its code
+    crash = orchestrator.observe(local_profile("models/reap770.gguf")).container.crash
+    assert f"model.local_path ({model})" in crash and "re-hashes the cached files" not in crash
+
+
+def test_a_hub_file_that_fails_to_load_still_gets_the_rehash_advice(tmp_path: Path) -> None:
+    (tmp_path / "src.tar.gz").write_bytes(b"source")
+    (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
+    ports, docker = fake_ports(FakeHub("org/k3", FAKE_REVISION, {"UD-Q2_K_XL/k3.gguf": gguf_bytes({})},
+                                       tmp_path / "hub"))
+    docker.crash_on_start, docker.logs = True, GGUF_LOG
+    with pytest.raises(LoadFailed, match=r"`kimik3 apply --verify` re-hashes the cached files"):
+        Orchestrator(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp").apply(
+            parse_profile(FAKE_PROFILE, "k3.yaml"))

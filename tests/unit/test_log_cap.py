@@ -53,7 +53,7 @@ def test_spawn_caps_the_log_before_a_start(tmp_path: Path) -> None:
     log.parent.mkdir(parents=True)
     log.write_text("an old exporter's crash loop\n")
     processes = LocalProcesses(tmp_path, log_cap=10)
-    pid = processes.spawn(("--help",), "metrics/k3/exporter.log")
+    pid = processes.spawn(("--help",), "metrics/k3/exporter.log", ())
     deadline = time.monotonic() + 30
     while processes.cmdline(pid) is not None and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -52,9 +52,10 @@ def test_sizing_gate_refuses_with_needed_free_shortfall_and_breakdown() -> None:
         "[UD-Q2_K_XL/ 19 file(s) 798.0 GiB; mmproj-BF16.gguf 1 file(s) 1.0 GiB]")
 
 
-def test_a_complete_model_whose_layout_is_not_recorded_records_it_once() -> None:
-    """The GGUF headers were read for this plan (no layout record: a cache from before the record existed):
-    `~ model` records them, so later plans read one record instead of every shard's header."""
+def test_a_complete_model_whose_layout_is_not_recorded_carries_it_for_the_apply_to_keep() -> None:
+    """The GGUF headers were read from the cached files for this plan (no layout record: a cache from before the
+    record existed): rebuilt from the host, so not a change (issue 38 item 3); the NOOP step carries the record for
+    the next apply to keep, so later plans read one record instead of every shard's header."""
     import json
     from pathlib import Path
 
@@ -67,9 +68,10 @@ def test_a_complete_model_whose_layout_is_not_recorded_records_it_once() -> None
     profile = parse_profile(PROFILE_TEXT_WITHOUT_EXTRAS).profile
     fresh = plan(profile, observed(profile, layout=layout, layout_recorded=False))
     model = next(s for s in fresh.steps if s.kind == "model")
-    assert model.action is Action.UPDATE and "record the quant's layout" in model.reason
+    assert model.action is Action.NOOP and "rebuilt from the cached GGUF headers" in model.reason
     assert model.spec.missing == () and model.spec.layout == layout
-    assert model.spec.layout_key == layout_key(profile.model.repo, profile.model.revision, profile.model.quant)
+    key = layout_key(profile.model.repo, profile.model.revision, profile.model.quant)
+    assert model.spec.rebuilt_records() == ((key, layout.model_dump(mode="json")),)
     recorded = plan(profile, observed(profile, layout=layout, layout_recorded=True))
     assert next(s for s in recorded.steps if s.kind == "model").action is Action.NOOP
 

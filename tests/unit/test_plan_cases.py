@@ -34,7 +34,8 @@ written by hand.
       patches: {name: content-tag}                            # local patch file contents (a multi-line
                                                               # value is the patch's diff text, parsed)
       systemd: {booted: true, unit: absent | installed | edited, enabled: bool, active: active,
-                exporter_unit: absent | installed | edited}       # <unit>-metrics.service `previous` installed
+                exporter_unit: absent | installed | edited,       # <unit>-metrics.service `previous` installed
+                front_unit: absent | installed}                   # <unit>-front.service (metrics.handover)
       gpu_plumbing: {cdi: true, runtime: false, toolkit_version: 1.17.4}  # GpuPlumbing (default: not observed)
       gpu_probe: {date: ..., seen: ...}                       # the passing probe record of this plumbing
       workers: {name: {image: previous | absent, container: {state: running, restarted: true} | absent,
@@ -46,6 +47,8 @@ written by hand.
       host_settings: {file: absent | written | "text", live: {kernel.numa_balancing: "1"},  # host.prepare's file
                       overridden_by: [[path, key, value]]}     # later sysctl.d files setting its keys otherwise
       build_times: {compile: seconds, cached: seconds}        # host/build-time-<variant>[-cached] records
+      loads: {rate: {bytes: n, seconds: s}, container: {seconds: s, bytes: n}}  # host/load-rate.json and
+                                                              # load/<name>.json (bytes: the model's by default)
       local: verified | unverified | edited | touched   # model.local_path's file (a name), since `previous`
       front: serving | silent | dead                          # the front (metrics.handover) `previous` started (pid 4343)
       exporter: serving | silent | dead                       # the metrics exporter `previous` started (pid 4242):
@@ -99,6 +102,7 @@ from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.planning import plan, render_desired
 from kimik3_reconciler.planning.front_step import render_front
+from kimik3_reconciler.planning.front_unit import plan_front_unit
 from kimik3_reconciler.planning.metrics_step import render_exporter
 from kimik3_reconciler.planning.image_step import render_image_build
 from kimik3_reconciler.planning.launch import render_launch
@@ -242,6 +246,11 @@ def build_case(case: dict[str, Any]) -> tuple[Profile, Observed]:
     if "build_times" in obs_spec:  # the state records of the last builds measured here (host/build-time-*)
         observed = observed.model_copy(update={"build_time": obs_spec["build_times"].get("compile"),
                                                 "cached_build_time": obs_spec["build_times"].get("cached")})
+    if "loads" in obs_spec:  # the state records of the last loads measured here (host/load-rate, load/<name>)
+        rate, last = obs_spec["loads"].get("rate"), obs_spec["loads"].get("container")
+        observed = observed.model_copy(update={
+            "load_rate": rate["bytes"] / rate["seconds"] if rate else None,
+            "last_load": (last.get("bytes", observed.model.total_bytes), float(last["seconds"])) if last else None})
     if case.get("previous", {}) is None:
         return desired, observed.model_copy(update={"systemd": systemd_facts(obs_spec.get("systemd")),
                                                     "workers": worker_facts(desired, None, obs_spec.get("workers", {}))})
@@ -356,6 +365,10 @@ def front_fact(state: str | None, previous: Profile, prev_obs: Observed) -> Expo
         return None
     config = render_front(render_desired(previous, prev_obs), prev_obs)
     assert config is not None, "front: needs a previous profile with metrics.handover"
+    if previous.systemd is not None:  # the unit's record: no pid, the control /healthz alone says it runs
+        return ExporterFact(pid=0, fingerprint=config.fingerprint, config=config.to_json(), alive=state == "serving",
+                            serving=config.fingerprint if state == "serving" else None,
+                            unit=f"{previous.unit_name}-front.service")
     return ExporterFact(pid=4343, fingerprint=config.fingerprint, config=config.to_json(), alive=state != "dead",
                         serving=config.fingerprint if state == "serving" else None)
 
@@ -387,6 +400,12 @@ def systemd_facts(spec: dict[str, Any] | None, previous: Profile | None = None, 
         units.append(UnitFact(name=exporter.unit, unit_file=parse_unit_file(exporter.unit_path, text),
                               env_file=parse_unit_file(exporter.env_path, exporter.env_text), load_state="loaded",
                               active_state="active", main_pid=4343, unit_file_state=unit.unit_file_state))
+    if spec.get("front_unit", "absent") != "absent":
+        config = render_front(render_desired(previous, prev_obs), prev_obs)
+        front = plan_front_unit(previous, prev_obs.model_copy(update={"systemd": facts}), config)[0].spec.install
+        units.append(UnitFact(name=front.unit, unit_file=parse_unit_file(front.unit_path, front.unit_text),
+                              env_file=parse_unit_file(front.env_path, front.env_text), load_state="loaded",
+                              active_state="active", main_pid=4444, unit_file_state=unit.unit_file_state))
     return facts.model_copy(update={"units": tuple(units)})
 
 

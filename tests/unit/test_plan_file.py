@@ -27,6 +27,7 @@ from kimik3_reconciler.model.specs import (
     FrontHold,
     FrontRun,
     FrontStop,
+    FrontUnit,
     ExporterUnit,
     HostSettings,
     ForgetDeployment,
@@ -123,6 +124,13 @@ SAMPLES = [
     FrontStop("k3", 4343),
     FrontHold("k3", "http://127.0.0.1:8080/.kimik3/front", {"drain_s": 60.0, "queue": 64, "wait_s": 900.0,
                                                             "lease_s": 1020.0, "retry_after_s": 12}),
+    FrontRun("k3", {"profile": "k3", "bind": "127.0.0.1", "port": 8080, "server_url": "http://127.0.0.1:18080"},
+             "0123456789abcdef", "http://127.0.0.1:8080/.kimik3/front/healthz", replace_pid=4343, hand_over=True),
+    FrontUnit("k3", {"profile": "k3", "bind": "127.0.0.1", "port": 8080, "server_url": "http://127.0.0.1:18080"},
+              "0123456789abcdef", "http://127.0.0.1:8080/.kimik3/front/healthz",
+              UnitInstall("k3-front.service", "k3", "/etc/systemd/system/k3-front.service", "[Unit]\n",
+                          "/etc/kimik3/k3-front.env", "KIMIK3_PROFILE=k3\n", False, True, True, True, restart=True),
+              stop_pid=4343),
 ]
 
 

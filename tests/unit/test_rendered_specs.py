@@ -16,6 +16,7 @@ from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.observe.local_inputs import parse_unified_diff
 from kimik3_reconciler.planning.image_step import render_image_build
 from kimik3_reconciler.planning.launch import render_launch
+from support.shipped import pinned_text
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden"
@@ -30,7 +31,7 @@ ROLLBACK_SHAPED = ROOT / "tests" / "fixtures" / "patches" / "recurrent-rollback-
 
 def observed_for(path: Path):
     """The profile on the H200-like host; its patches (not public) read as the rollback-shaped fixture."""
-    profile = parse_profile(path.read_text(), path.name).profile
+    profile = parse_profile(pinned_text(path), path.name).profile
     inputs = local_inputs(profile)
     files = parse_unified_diff(ROLLBACK_SHAPED.read_text())
     inputs = inputs.model_copy(update={"patches": tuple(p.model_copy(update={"files": files}) for p in inputs.patches)})

@@ -21,6 +21,7 @@ from kimik3_reconciler.observe.unit import parse_show, parse_unit_file
 from kimik3_reconciler.planning.image_step import render_image_build
 from kimik3_reconciler.planning.launch import render_launch
 from kimik3_reconciler.planning.unit_step import render_env_file, render_install, unit_conflicts
+from support.shipped import pinned_text
 
 WITH_UNITS = [p for p in PROFILES if "\nsystemd:" in p.read_text()]
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "systemd"
@@ -123,7 +124,7 @@ def test_control_characters_are_refused_not_escaped() -> None:
 
 def test_no_secret_reaches_the_env_file(tmp_path: Path) -> None:
     with_key = tmp_path / WITH_UNITS[0].name
-    with_key.write_text(WITH_UNITS[0].read_text().replace("# api_key_file:", "api_key_file:"))
+    with_key.write_text(pinned_text(WITH_UNITS[0]).replace("# api_key_file:", "api_key_file:"))
     install = installed(with_key)
     assert "api-key" not in install.env_text + install.unit_text and "TOKEN" not in install.env_text.upper()
 
@@ -155,3 +156,42 @@ def test_parse_show_on_a_recorded_systemctl_output() -> None:
     states = parse_show((FIXTURES / "show-two-units.txt").read_text())
     assert states["probe.service"]["ActiveState"] == "active" and states["probe.service"]["UnitFileState"] == "enabled"
     assert states["nothere.service"]["LoadState"] == "not-found"
+
+
+# The front's unit (issue 38 item 12: metrics.handover under `systemd:`), next to the exporter's -----------------
+
+FRONT_ARGV = ("/usr/bin/python3", "-m", "kimik3_reconciler")
+
+
+def test_the_front_unit_matches_golden_and_runs_front_serve_with_the_profile_as_one_word() -> None:
+    from kimik3_reconciler.planning.front_unit import render_front_unit_text
+
+    text = render_front_unit_text("kimi-k3", FRONT_ARGV, "/etc/kimik3/kimi-k3-front.env")
+    golden = GOLDEN / "kimi-k3-front.service"
+    if os.environ.get("KIMIK3_UPDATE_GOLDEN") == "1":
+        golden.write_text(text)
+    assert golden.read_text() == text, f"{golden.name} differs: KIMIK3_UPDATE_GOLDEN=1 and review the diff"
+    body = split_header(text)[2].splitlines()
+    assert "ExecStart=/usr/bin/python3 -m kimik3_reconciler front-serve ${KIMIK3_PROFILE}" in body
+    assert "Restart=on-failure" in body and "EnvironmentFile=/etc/kimik3/kimi-k3-front.env" in body
+
+
+def test_the_front_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
+    import sys
+
+    from kimik3_reconciler.planning.front_unit import render_front_unit_text
+
+    analyze = shutil.which("systemd-analyze")
+    assert analyze, "systemd-analyze is missing: apt-get install systemd (it needs no running systemd)"
+    unit = tmp_path / "kimi-k3-front.service"
+    unit.write_text(render_front_unit_text("kimi-k3", (sys.executable, "-m", "kimik3_reconciler"),
+                                           "/etc/kimik3/kimi-k3-front.env"))
+    result = subprocess.run([analyze, "verify", "--man=no", str(unit)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and not result.stderr.strip(), result.stderr
+
+
+def test_a_front_unit_refuses_an_interpreter_path_a_unit_cannot_run() -> None:
+    from kimik3_reconciler.planning.front_unit import render_front_unit_text
+
+    with pytest.raises(PlanError, match="absolute path without spaces"):
+        render_front_unit_text("kimi-k3", ("/opt/my python/bin/python3", "-m", "kimik3_reconciler"), "/etc/x.env")

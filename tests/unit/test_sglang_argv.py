@@ -20,6 +20,7 @@ from support.observed import observed
 from kimik3_reconciler.model.facts import HostFacts
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.planning.launch import render_launch
+from support.shipped import pinned_text
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILE = ROOT / "profiles" / "sglang-tp8.yaml"
@@ -66,7 +67,7 @@ def pairs(argv: list[str]) -> dict[str, str | None]:
 
 
 def test_golden_render_is_seed_001s_command() -> None:
-    profile, launch = launch_of(PROFILE.read_text())
+    profile, launch = launch_of(pinned_text(PROFILE))
     spec = asdict(launch.spec)
     spec["labels"] = sorted(k for k, _ in launch.spec.labels)  # values hold fingerprints: names suffice
     got = json.dumps({"container": spec, "health_url": launch.health_url, "warnings": list(launch.warnings)},
@@ -92,7 +93,7 @@ def test_golden_render_is_seed_001s_command() -> None:
 
 
 def test_a_knob_moves_its_flag_and_the_fingerprint() -> None:
-    text = PROFILE.read_text()
+    text = pinned_text(PROFILE)
     _, before = launch_of(text)
     _, after = launch_of(text.replace("mamba_full_memory_ratio: 0.9", "mamba_full_memory_ratio: 0.5"))
     assert pairs(list(after.spec.command))["--mamba-full-memory-ratio"] == "0.5"
@@ -102,7 +103,7 @@ def test_a_knob_moves_its_flag_and_the_fingerprint() -> None:
 
 def _variants() -> list[tuple[str, str]]:
     """The shipped profile and knob variants: every field of the `sglang:` section and the serve fields it renders."""
-    text = PROFILE.read_text()
+    text = pinned_text(PROFILE)
     return [("shipped", text),
             ("null parsers, other sizes", text.replace("tp_size: 8", "tp_size: 4").replace("dcp_size: 8", "dcp_size: 2")
              .replace("reasoning_parser: kimi_k3", "reasoning_parser: null")

@@ -15,9 +15,10 @@ from kimik3_reconciler.model.described_host import described_host
 from kimik3_reconciler.model.facts import HostFacts, PulledImageFact, RemoteFile
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.planning import plan
+from support.shipped import pinned_text
 
 ROOT = Path(__file__).resolve().parents[2]
-PROFILE = (ROOT / "profiles" / "sglang-tp8.yaml").read_text()
+PROFILE = pinned_text(ROOT / "profiles" / "sglang-tp8.yaml")
 B300 = yaml.safe_load((ROOT / "tests" / "fixtures" / "host" / "described-b300.yaml").read_text())
 GIB = 1 << 30
 
@@ -68,3 +69,13 @@ def test_any_gpu_lets_the_operator_run_it_on_gb300() -> None:
     text = PROFILE.replace("  tp_size: 8\n", "  tp_size: 8\n  any_gpu: true\n")
     result = plan_on(host(gpus=[{"name": "NVIDIA GB300", "count": 8, "memory_gib": 268}]), text)
     assert any(s.kind == "container" for s in result.changes)
+
+
+def test_the_launch_says_sglang_answers_the_seeds_model_name_too() -> None:
+    """Issue 38 item 5: SGLang 0.5.23 takes one --served-model-name (a str), and its OpenAI routes do not compare a
+    request's `model` with it, so seed 001's `model: moonshotai/Kimi-K3` is answered; the plan says so."""
+    result = plan_on(host())
+    step = next(s for s in result.steps if s.kind == "container")
+    command = step.spec.container.command
+    assert command[command.index("--served-model-name") + 1:][:2] == ("kimi-k3", "--enable-metrics")
+    assert step.reason.endswith("answers to model kimi-k3 (and any other name: sglang serve does not check it)")

@@ -108,7 +108,8 @@ def interior_truth(serve) -> tuple[float, float, float]:  # noqa: ANN001
 
 
 def run_once(space: dict, goal_text: str, truth, seed: int, budget_s: float,  # noqa: ANN001
-             sigma: float = 0.08) -> tuple[dict[str, Any] | None, float, int, Search]:
+             sigma: float = 0.08, finalists: int = 2,
+             repeats: int = 3) -> tuple[dict[str, Any] | None, float, int, Search]:
     base = parse_profile(PROFILE, "sim.yaml")
     goal = parse_goal(goal_text)
     clock, rng = FakeClock(), random.Random(seed)
@@ -116,7 +117,7 @@ def run_once(space: dict, goal_text: str, truth, seed: int, budget_s: float,  # 
     short = BenchSettings(grid=(goal.concurrency,), prompts=1, prompt_tokens=1024, output_tokens=128)
     long = BenchSettings(grid=(goal.concurrency,), prompts=2, prompt_tokens=1024, output_tokens=128)
     search = Search(runner, MemoryState(), clock, lambda _: None, base, goal, space, short, long,
-                    f"tune/sim/{seed}.json", budget_s, finalists=2, repeats=3)
+                    f"tune/sim/{seed}.json", budget_s, finalists=finalists, repeats=repeats)
     if knob_id(space) not in FEASIBLE:  # the candidate check parses every candidate's profile: once a space
         FEASIBLE[knob_id(space)] = search.prune(observed(base.profile))
     feasible, refused = FEASIBLE[knob_id(space)]
@@ -156,8 +157,10 @@ CASES = {
 # (case, launch noise, the success-rate floor asserted). 8 % is the H200's: between fresh launches one bench of
 # one candidate moved by 9 % there (tests/fixtures/h200/tune-vs-grid-2026-12-03.json's re-measure, 3 candidates x 3 launches),
 # 3.6 % between benches of one launch. At that noise the best and the second best of space 1 (0.889 of it) are
-# told apart in about 9 runs of 10 within a third of the grid's time; at half the noise in nearly every run.
-RATES = [(name, 0.04, 0.95) for name in CASES] + [(list(CASES)[0], 0.08, 0.85), (list(CASES)[1], 0.08, 0.75)]
+# told apart in about 8 runs of 10 within a third of the grid's time; at half the noise in nearly every run. Space
+# 1 at 8 % found it in 355 of 400 before the comparison with FILE was corrected for the rivals (issue 38), 317 since:
+# the price of keeping FILE in >= 97.5 % of flat searches, paid where a third of the grid allows three draws.
+RATES = [(name, 0.04, 0.95) for name in CASES] + [(list(CASES)[0], 0.08, 0.75), (list(CASES)[1], 0.08, 0.75)]
 
 
 @pytest.mark.parametrize(("name", "sigma", "floor"), RATES, ids=[f"{n[:7]}-noise{s}" for n, s, _ in RATES])
@@ -192,22 +195,39 @@ def test_the_search_finds_the_optimum_in_nearly_every_seed_and_never_writes_back
 
 
 def test_inside_the_noise_the_profile_stays_as_written() -> None:
-    """Every cell equally fast: whatever the draws say, nothing is measurably better than the profile as written."""
+    """Every cell equally fast: whatever the draws say, nothing is measurably better than the profile as written.
+    The leader is the best of several equal candidates, so its comparison with FILE is corrected for them (issue
+    38: at a plain one-sided 95 % FILE was kept in 358 of 400)."""
     space = {"ubatch": (512, 1024, 2048, 4096)}
     kept = sum(run_once(space, "aggregate@4", lambda serve: (300.0, 0.3, 100.0), seed, 600.0)[0] is None
                for seed in range(SEEDS))
-    print(f"\nequal cells: the profile kept in {kept}/{SEEDS} seeds")
-    assert kept >= 0.85 * SEEDS  # a one-sided 95 % bound, after the leader was picked as the best of several
+    print(f"\nequal cells (4, launch noise 8 %): the profile kept in {kept}/{SEEDS} runs ({kept / SEEDS:.1%})")
+    assert kept >= 0.975 * SEEDS
 
 
-def test_a_clear_gain_is_written_back() -> None:
-    space = {"ubatch": (512, 1024, 2048, 4096)}
+# A real difference must still be found (tuning/__init__.py corrects the comparison with FILE for the rivals):
+# (name, space, truth, launch noise, finalists, repeats, the found-share floor). The first is the vLLM measurement
+# of docs/measurements.md (max_num_seqs 4 against 2 as written: 536.2 against 402.5 tok/s, 1.33x, ±2.4 % noise,
+# `--repeats 2 --finalists 1`), on this simulator's `parallel`; the second the same ratio among four cells at the
+# H200's launch noise (8 %): 394 of 400 before the correction, 329 since (three rivals, three draws each: the
+# bound is 0.025 / 3 one-sided); `--repeats 4` finds it in ~94 % (docs/operations.md, tune).
+GAINS = [
+    ("vllm max_num_seqs, 2 candidates, noise 2.4 %", {"parallel": (2, 4)},
+     lambda serve: ((536.2 if serve.parallel == 2 else 402.5), 0.3, 100.0), 0.024, 1, 2, 0.99),
+    ("4 cells, noise 8 %", {"ubatch": (512, 1024, 2048, 4096)},
+     lambda serve: ((400.0 if serve.ubatch == 1024 else 300.0), 0.3, 100.0), 0.08, 2, 3, 0.8),
+]
 
-    def truth(serve):  # noqa: ANN001, ANN202
-        return (400.0 if serve.ubatch == 1024 else 300.0), 0.3, 100.0
 
-    winners = [run_once(space, "aggregate@4", truth, seed, 600.0)[0] for seed in range(50)]
-    assert all(w == {"ubatch": 1024} for w in winners)
+@pytest.mark.parametrize(("name", "space", "truth", "sigma", "finalists", "repeats", "floor"), GAINS,
+                         ids=["vllm-1.33x", "4cells-1.33x"])
+def test_a_clear_gain_is_written_back(name: str, space: dict, truth, sigma: float, finalists: int,  # noqa: ANN001
+                                      repeats: int, floor: float) -> None:
+    better = {"parallel": 2} if "parallel" in space else {"ubatch": 1024}
+    found = sum(run_once(space, "aggregate@4", truth, seed, 600.0, sigma, finalists, repeats)[0] == better
+                for seed in range(SEEDS))
+    print(f"\n{name}: the 1.33x candidate written back in {found}/{SEEDS} runs ({found / SEEDS:.1%})")
+    assert found >= floor * SEEDS
 
 
 def test_pooled_noise_tells_apart_only_what_exceeds_the_spread() -> None:
@@ -230,3 +250,14 @@ def test_pooled_noise_tells_apart_only_what_exceeds_the_spread() -> None:
     assert not once.feasible and once.doubtful  # one more draw meeting the bound would make it feasible
     failed = Standing.of({"x": 9}, [(None, None, "llama-server exited"), (95.0, 95.0, "")])
     assert not failed.feasible and not failed.doubtful  # a crash is no doubt
+
+
+def test_the_t_bound_is_students_quantile_at_any_level() -> None:
+    """The corrected level (0.025 / rivals) can be any number: the bound is computed, not looked up; these are the
+    printed tables' values (one-sided)."""
+    from kimik3_reconciler.tuning.evidence import t_bound
+
+    for alpha, df, table in [(0.05, 1, 6.314), (0.05, 6, 1.943), (0.05, 30, 1.697), (0.025, 10, 2.228),
+                             (0.005, 3, 5.841), (0.01, 20, 2.528), (0.05, 1000, 1.646)]:
+        assert t_bound(alpha, df) == pytest.approx(table, abs=1e-3)
+    assert t_bound(0.05, 0) == math.inf

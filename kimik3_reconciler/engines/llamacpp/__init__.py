@@ -19,6 +19,8 @@ class LlamaCpp:
     """llama-server (mainline or the Kimi-K3 fork), as seed 000 runs it."""
 
     name = "llamacpp"
+    server = "llama-server"
+    served_name_flag, answers_any_name = "--alias", True
     model_source = ModelSource("gguf")
     image_source = ImageSource("build")
     readiness = Readiness("/health", while_loading="503")  # llama-server: 503 "Loading model", then 200
@@ -34,6 +36,9 @@ class LlamaCpp:
 
     def model_entry(self, model: ModelFact) -> str:
         return launch.first_shard(model)
+
+    def served_names(self, value: LaunchInput) -> tuple[str, ...]:
+        return (value.name,)
 
     def owned_flags(self, threads: int, load_mode: str = "none") -> tuple[str, ...]:
         return launch.owned_flags(threads, load_mode)

@@ -24,11 +24,18 @@ class Sglang:
     """SGLang's OpenAI server (`sglang serve`), as seed 001's TP8/DCP8 cookbook profile runs it."""
 
     name = "sglang"
+    server = "sglang serve"
+    # One name (0.5.23's --served-model-name is a str); its Python OpenAI routes answer any `model` (not its Rust
+    # server, SGLANG_RUST_SERVER=1, which kimik3 does not set): seed 001's `moonshotai/Kimi-K3` is answered too.
+    served_name_flag, answers_any_name = "--served-model-name", True
     model_source = ModelSource("safetensors")
     image_source = ImageSource("pull")
     # sglang 0.5.23 (srt/entrypoints/http_server.py): launch_server waits for the schedulers to load the weights
     # before it binds the port, then /health is 503 while the server warms up (ServerStatus.Starting).
-    readiness = Readiness("/health", while_loading="refused")
+    # Its fixed start-up until a launch here is recorded: assumed as vLLM's (no SGLang server runs on kimik3's test
+    # machines), since it too starts its schedulers, profiles memory and captures CUDA graphs before it binds.
+    readiness = Readiness("/health", while_loading="refused", fixed_s=30.0,
+                          fixed_source="assumed as vLLM's: no SGLang launch measured by kimik3")
     # sglang 0.5.23 srt/observability/metrics_collector.py (with --enable-metrics).
     series = ServerSeries(prefix="sglang:", running="sglang:num_running_reqs", waiting="sglang:num_queue_reqs",
                           generated_tokens_total="sglang:generation_tokens_total",
@@ -40,6 +47,9 @@ class Sglang:
 
     def model_entry(self, model: ModelFact) -> str:
         return "."  # the snapshot folder: config.json, the tokenizer, the custom code and the safetensors shards
+
+    def served_names(self, value: LaunchInput) -> tuple[str, ...]:
+        return (value.name,)
 
     def owned_flags(self, threads: int, load_mode: str = "none") -> tuple[str, ...]:
         return launch.OWNED_FLAGS

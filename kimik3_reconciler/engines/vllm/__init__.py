@@ -21,12 +21,17 @@ class Vllm:
     """vLLM's OpenAI server (`vllm serve`), as seed 001's TP8 recipe runs it."""
 
     name = "vllm"
+    server = "vllm serve"
+    served_name_flag, answers_any_name = "--served-model-name", False
     model_source = ModelSource("safetensors")
     image_source = ImageSource("pull")
     # vLLM binds its port only once the engine is up: while loading, connections are refused (TESTING.md §10).
     # Its startup (torch.compile, CUDA graph capture, the KV cache's profiling run) is not a read: 15 minutes of
     # allowance before the weights' read (the tiny CPU test model: /health 200 after 40-50 s, TESTING.md §10).
-    readiness = Readiness("/health", while_loading="refused", startup_s=900.0)
+    # Its fixed start-up until a launch here is recorded: every launch of the CPU test model took 25-28 s (issue 38).
+    readiness = Readiness("/health", while_loading="refused", startup_s=900.0, fixed_s=30.0,
+                          fixed_source="the CPU test model's launches took 25-28 s; GPUs add torch.compile and CUDA "
+                                       "graph capture")
     # vLLM 0.32's names (vllm/v1/metrics/loggers.py; a counter's samples carry prometheus_client's `_total`).
     series = ServerSeries(prefix="vllm:", running="vllm:num_requests_running", waiting="vllm:num_requests_waiting",
                           generated_tokens_total="vllm:generation_tokens_total",
@@ -42,6 +47,9 @@ class Vllm:
 
     def model_entry(self, model: ModelFact) -> str:
         return "."  # the snapshot folder: config.json, the tokenizer and the safetensors shards
+
+    def served_names(self, value: LaunchInput) -> tuple[str, ...]:
+        return launch.served_names(value)
 
     def owned_flags(self, threads: int, load_mode: str = "none") -> tuple[str, ...]:
         return launch.OWNED_FLAGS

@@ -10,7 +10,7 @@ from typing import Any
 
 from kimik3_reconciler.model.launch_input import LaunchInput
 
-# Not knobs: the served id is the profile's name (verify, bench and the exporter ask for it), and tool choice
+# Not knobs: the served ids are the profile's name and the repo id (served_names), and tool choice
 # follows the parser (seed 001 pairs --enable-auto-tool-choice with --tool-call-parser).
 OWNED_FLAGS: tuple[str, ...] = ()
 
@@ -41,11 +41,18 @@ def knob_flags(knobs: Any) -> list[str]:
     return argv
 
 
+def served_names(value: LaunchInput) -> tuple[str, ...]:
+    """The profile's name (first: vLLM's /v1/models lists it first and its metrics' `model_name` is the first;
+    verify, bench and the exporter ask for it; a reply carries the name its request sent) and the checkpoint's repo
+    id, which seed 001's client examples send (`model: moonshotai/Kimi-K3`)."""
+    return tuple(dict.fromkeys((value.name, value.model.repo)))
+
+
 def server_argv(value: LaunchInput, snapshot: str) -> tuple[str, ...]:
     """vLLM's argv (the image's entrypoint, `vllm serve`, runs it): the mounted checkpoint folder, where it listens,
-    the profile's name as the served id, the `vllm:` knobs; `serve.extra_args` last."""
+    the served names, the `vllm:` knobs; `serve.extra_args` last."""
     serve = value.serve
-    argv = ["--model", snapshot, "--served-model-name", value.name,
+    argv = ["--model", snapshot, "--served-model-name", *served_names(value),
             "--host", value.bind, "--port", str(serve.port), *knob_flags(value.knobs)]
     return (*argv, *serve.extra_args)
 

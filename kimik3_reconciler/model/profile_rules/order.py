@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.profile_rules import (
-    build, drafts, listeners, no_secrets, paths, quants, server_args, serving, sglang, vllm, workers,
+    build, drafts, listeners, no_secrets, paths, pinned, quants, server_args, serving, sglang, vllm, workers,
 )
 from kimik3_reconciler.model.profile_rules.finding import Finding
 
@@ -19,7 +19,7 @@ RULES: tuple[Rule, ...] = (
     serving.batch, serving.ctx_size, drafts.spec_draft, drafts.spec_type_args, build.variant, no_secrets.secrets,
     server_args.extra_args, listeners.host, build.archive, listeners.systemd, server_args.split_mode, quants.reap,
     serving.cache_ram, listeners.metrics, serving.load_mode, workers.worker_entries, workers.rpc_args,
-    build.builtin_patches, paths.paths_literal,
+    build.builtin_patches, paths.paths_literal, pinned.pins,
 )
 
 # The rules every engine's profile meets (secrets, listeners, literal paths), in RULES' order; the rest of RULES
@@ -27,9 +27,10 @@ RULES: tuple[Rule, ...] = (
 # written for another engine.
 GENERIC: tuple[Rule, ...] = (
     no_secrets.endpoint, no_secrets.secrets, listeners.host, listeners.systemd, listeners.metrics, paths.paths_literal,
+    pinned.pins,
 )
 BY_ENGINE: dict[str, tuple[Rule, ...]] = {
     "llamacpp": RULES,
     "vllm": (*GENERIC, vllm.owned_args, vllm.api_key, vllm.tensor_parallel),
-    "sglang": (*GENERIC, sglang.section, sglang.owned_args, sglang.topology),
+    "sglang": (*GENERIC, sglang.section, sglang.owned_args, sglang.topology, sglang.memory_ratio_workload),
 }

@@ -7,7 +7,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from kimik3_reconciler.model.profile import Profile
-from kimik3_reconciler.model.profile_rules.finding import NEVER_SECRETS, Finding, error
+from kimik3_reconciler.model.profile_rules.finding import NEVER_SECRETS, Finding, error, warning
+
+# SGLang 0.5.23's value when none is given (srt/arg_groups/fields/schedule.py: fallback=0.9), which
+# profiles/sglang-tp8.yaml ships: a value nobody computed for a workload.
+SGLANG_FALLBACK_RATIO = 0.9
 
 # SGLang options kimik3 renders from the profile (engines/sglang/launch.py): (flags, what to write instead). A second
 # copy in extra_args would be parsed after ours (argparse: the last one wins) and move the server behind the plan.
@@ -41,6 +45,23 @@ def section(p: Profile) -> Iterator[Finding]:
         yield error(("sglang",), "is required for engine sglang: at least sglang.mamba_full_memory_ratio, from "
                     "SGLang's Kimi-K3 cookbook calculator for your workload's average input + output length "
                     "(profiles/sglang-tp8.yaml has seed 001's other flags)")
+
+
+def memory_ratio_workload(p: Profile) -> Iterator[Finding]:
+    knobs = p.sglang
+    if knobs is None or knobs.workload is not None:
+        return
+    ratio = knobs.mamba_full_memory_ratio
+    fallback = (f" ({ratio:g} is SGLang 0.5.23's own fallback, not a computed value)"
+                if ratio == SGLANG_FALLBACK_RATIO else "")
+    # rule: sglang-memory-ratio-workload
+    # Seed 001: the ratio is the workload's (average input + output length); SGLang 0.5.23 gives the KDA state
+    # r/(1+r) of the memory left after the weights (mem_cache/kv_cache_configurator.py), the KV cache the rest.
+    yield warning(("sglang", "mamba_full_memory_ratio"), f"{ratio:g} is not tied to a workload{fallback}: SGLang gives "
+                  f"the Kimi Delta Attention state {100 * ratio / (1 + ratio):.0f} % of the memory left after the "
+                  "weights and the KV cache the rest; seed 001 computes the ratio with SGLang's Kimi-K3 cookbook "
+                  "calculator from your average input + output length: write the request it was computed for as "
+                  "sglang.workload {prompt_tokens, output_tokens}")
 
 
 def owned_args(p: Profile) -> Iterator[Finding]:

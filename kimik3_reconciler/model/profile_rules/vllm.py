@@ -13,7 +13,7 @@ from kimik3_reconciler.model.profile_rules.finding import NEVER_SECRETS, Finding
 _OWNED: tuple[tuple[tuple[str, ...], str], ...] = (
     (("--model", "--tokenizer", "--revision", "--download-dir", "--load-format", "--hf-config-path"),
      "use model.repo / model.revision (kimik3 downloads and verifies the checkpoint and mounts it)"),
-    (("--served-model-name",), "the served model id is the profile's name"),
+    (("--served-model-name",), "the served model ids are the profile's name and model.repo"),
     (("--host",), "use serve.host"),
     (("--port",), "use serve.port"),
     (("--api-key",), f"use serve.api_key_file ({NEVER_SECRETS})"),

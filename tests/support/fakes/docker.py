@@ -103,7 +103,7 @@ class FakeDocker:
         for key, image in self.images.items():
             image["RepoTags"] = [t for t in image["RepoTags"] if t != tag] + ([tag] if key == image_id else [])
 
-    def pull_image(self, ref: str, on_progress: Any = None) -> str:
+    def pull_image(self, ref: str, on_progress: Any = None, on_retry: Any = None) -> str:
         self.calls.append(f"pull {ref}")
         self.base_images[ref] = "sha256:" + _new_id()
         if "@sha256:" in ref:  # pulled by digest: the registry's digest is the pinned one

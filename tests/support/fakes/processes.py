@@ -17,12 +17,17 @@ class FakeProcesses:
         self.next_pid = 4000
         self.answer = True  # False: a spawned exporter never answers /healthz (a port taken, say)
 
-    def spawn(self, args: tuple[str, ...], log_key: str) -> int:
+    def spawn(self, args: tuple[str, ...], log_key: str, reads: tuple[str, ...]) -> int:
         from kimik3_reconciler.model.metrics import ExporterConfig
         from kimik3_reconciler.model.records import exporter_config_key
 
         self.next_pid += 1
-        self.running[self.next_pid] = ("python", "-m", "kimik3_reconciler", *args)
+        command = ("python", "-m", "kimik3_reconciler", *args)
+        # A helper of the same command and profile still running hands its sockets to this one and exits (a real one
+        # once its clients moved over: adapters/socket_handover.py).
+        for pid in [p for p, running in self.running.items() if running == command]:
+            del self.running[pid]
+        self.running[self.next_pid] = command
         config = ExporterConfig.from_json(self.state.read(exporter_config_key(args[1])) or {})
         if self.answer:
             self.http.pages[config.health_url] = (200, json.dumps({"fingerprint": config.fingerprint}))
