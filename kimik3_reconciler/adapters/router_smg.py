@@ -6,7 +6,7 @@ What smg does that a rollout relies on (seen with smg 1.13 here): `DELETE /worke
 worker at once and keeps it listed with status `draining` until the requests it holds have ended; then it is gone
 from `GET /workers`. So "wait for its in-flight requests" is "wait until the worker is no longer listed".
 
-Its defaults are set for a long-lived pool, not for a rollout (shared/TESTING.md §12): a health check every 60 s
+Its defaults are set for a long-lived pool, not for a rollout (`smg launch --help`): a health check every 60 s
 and a breaker that opens after 10 failures for 60 s. `HEALTH` below replaces them: a worker a rollout put back is
 probed within 2 s, a dead one leaves rotation after 2 failed probes (4 s), and a breaker half-opens after 5 s, so
 a breaker opened by a killed server cannot keep a healthy host out for a minute. A rollout never opens a breaker

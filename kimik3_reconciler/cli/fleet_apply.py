@@ -100,9 +100,11 @@ def _digest(texts: list[str]) -> str:
 @click.option("--install", "wheelhouse", default=None, type=click.Path(file_okay=False, exists=True),
               help="install kimik3 on every host first, from this folder (its wheel and dependencies: "
                    "`pip wheel . -w DIR`) into the host var kimik3_venv; the rollout then runs that kimik3")
+@click.option("--json", "json_out", is_flag=True, help="print the outcome as JSON on stdout (Ansible's output stays "
+                                                     "on stderr)")
 @click.pass_context
 @_run
-def apply_cmd(ctx: click.Context, file: str, traffic_timeout: float, wheelhouse: str | None) -> None:
+def apply_cmd(ctx: click.Context, file: str, traffic_timeout: float, wheelhouse: str | None, json_out: bool) -> None:
     """Roll the fleet file's profile across its hosts through Ansible, batch by batch, behind the router."""
     from kimik3_reconciler.adapters.ansible_play import FleetLock, run_playbook
     from kimik3_reconciler.cli.fleet_cmd import load_fleet
@@ -149,7 +151,7 @@ def apply_cmd(ctx: click.Context, file: str, traffic_timeout: float, wheelhouse:
         (run_dir / "playbook.yaml").write_text(yaml.safe_dump(playbook(fleet.name, batches, step, install),
                                                               sort_keys=False))
         if not batches:
-            _out.print(f"{fleet.name}: every host already rolled; nothing to do", highlight=False)
+            _outcome(json_out, fleet.name, record, 0.0, f"{fleet.name}: every host already rolled; nothing to do")
             return
         _err.print("rollout: " + " → ".join(",".join(b) for b in batches)
                    + f" (at least {fleet.rollout.min_serving} in rotation throughout)", highlight=False)
@@ -167,8 +169,17 @@ def apply_cmd(ctx: click.Context, file: str, traffic_timeout: float, wheelhouse:
                             f"{', '.join(record.get('done', [])) or 'none'} (the next `fleet apply` resumes)")
         record["complete"] = True
         _write_record(record_path, record)
-        _out.print(f"{fleet.name}: rolled {len(record['done'])} host(s) in {time.monotonic() - started:.0f} s: "
-                   + ", ".join(record["done"]), highlight=False)
+        took = time.monotonic() - started
+        _outcome(json_out, fleet.name, record, took,
+                 f"{fleet.name}: rolled {len(record['done'])} host(s) in {took:.0f} s: " + ", ".join(record["done"]))
+
+
+def _outcome(json_out: bool, name: str, record: dict, took: float, line: str) -> None:
+    if json_out:
+        click.echo(json.dumps({"fleet": name, "ok": True, "rolled": record.get("done", []), "seconds": round(took, 1)},
+                              indent=2))
+    else:
+        _out.print(line, highlight=False)
 
 
 def _install(wheelhouse: str, fleet) -> tuple[Path, str]:  # noqa: ANN001 - fleet.Fleet
@@ -258,7 +269,7 @@ def _take_out(router, host_name: str, worker: str, drain_timeout: float, min_ser
         if len(others) >= min_serving:
             break
         if time.monotonic() > deadline:
-            # rule: the capacity floor. Taking this host out would leave fewer serving than the policy allows.
+            # The capacity floor: taking this host out would leave fewer serving than the policy allows.
             raise PlanError(f"{host_name}: only {len(others)} other host(s) in the router's rotation, the policy "
                             f"keeps {min_serving} serving: not taken out (waited {drain_timeout:.0f} s)")
         time.sleep(1)
