@@ -103,8 +103,10 @@ def _in_flight(fleet, answers) -> dict:  # noqa: ANN001 - each running server's 
     return dict(zip((h.name for h in hosts), gather(hosts, lambda h: in_flight(h, lambda url: http.get(url)))))
 
 
-def _router_rows(fleet) -> dict:  # noqa: ANN001 - the seam for the router adapter (fleet apply's side wires it)
-    return {}
+def _router_rows(fleet) -> dict:  # noqa: ANN001 - fleet.Fleet -> {host name: fleet.report.RouterRow}
+    from kimik3_reconciler.cli.fleet_apply import router_rows
+
+    return router_rows(fleet)
 
 
 @fleet.command(name="plan")
@@ -181,3 +183,13 @@ def status_cmd(file: str, json_out: bool, watch: bool, interval: float, iteratio
             _err.print(f"error: {row['message']}", highlight=False)
     if not all(r["ok"] for r in rows):
         sys.exit(HOST_FAILED)
+
+
+def _add_apply() -> None:
+    """`fleet apply` and its hidden `router-step` (cli/fleet_apply.py: the rollout through Ansible)."""
+    from kimik3_reconciler.cli.fleet_apply import register
+
+    register(fleet)
+
+
+_add_apply()

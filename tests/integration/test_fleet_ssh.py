@@ -19,7 +19,8 @@ import yaml
 from support.realparts import KIMIK3, demo_hub, demo_profile, docker, kimik3, write_profile
 from support.sshd import Sshd, running_sshd
 
-pytestmark = pytest.mark.docker
+# The last test applies the demo on the host, which the ones before it plan from nothing: kept in file order.
+pytestmark = [pytest.mark.docker, pytest.mark.file_order]
 
 SSH_PORT, CLOSED_PORT = 19340, 19341
 NAME, PORT = "k3fleet-ssh", 19342

@@ -41,8 +41,9 @@ def _complete(body: str, stream: bool) -> bool:
 
 class ClosedLoop:
     def __init__(self, url: str, workers: int = 4, max_tokens: int = 8, api_key: str | None = None,
-                 timeout_s: float = 900.0):
+                 timeout_s: float = 900.0, model: str | None = None):
         self.url, self.workers, self.max_tokens, self.timeout_s = url, workers, max_tokens, timeout_s
+        self.model = model  # a router (smg) wants the served model's name; llama-server alone does not
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.outcomes: list[Outcome] = []
         self._lock = threading.Lock()
@@ -74,7 +75,7 @@ class ClosedLoop:
             while not self._stop.is_set():
                 started = time.monotonic()
                 body = {"messages": [{"role": "user", "content": "Say something."}], "max_tokens": self.max_tokens,
-                        "stream": stream}
+                        "stream": stream, **({"model": self.model} if self.model else {})}
                 try:
                     with client.stream("POST", f"{self.url}/v1/chat/completions", json=body,
                                        headers=self.headers) as reply:

@@ -180,6 +180,7 @@ def _sshd(host: RigHost, client_pub: Path) -> None:
         f"AuthorizedKeysFile {d / 'authorized_keys'}", "AllowUsers root", "PermitRootLogin prohibit-password",
         "PasswordAuthentication no", "KbdInteractiveAuthentication no", "UsePAM no", "StrictModes no",
         "AllowTcpForwarding no", "X11Forwarding no", "MaxSessions 20", "MaxStartups 30",
+        "Subsystem sftp /usr/lib/openssh/sftp-server",  # Ansible copies files over sftp (else slower fallbacks)
         "SetEnv " + " ".join(f"{k}={v}" for k, v in env.items()), "",
     ]))
     Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege separation folder

@@ -16,7 +16,8 @@ from support.shipped import pinned_text
 
 # Commands whose output is already JSON whatever the flags (schema, reconcile's JSON lines), or that print one line
 # for a person (force-unlock), or are started by kimik3 itself (metrics-serve, front-serve).
-NOT_JSON_FLAGGED = {"schema", "reconcile", "force-unlock", "metrics-serve", "front-serve"}
+# router-step: fleet apply's hidden step, run by its playbook (its outcome is the rollout record)
+NOT_JSON_FLAGGED = {"schema", "reconcile", "force-unlock", "metrics-serve", "front-serve", "router-step"}
 
 
 def run(args: list[str], cwd: Path) -> tuple[int, str, str]:

@@ -1,0 +1,199 @@
+"""The router in front of a fleet: smg (the SGLang model gateway, PyPI `smg`, the `fleet` extra), started and
+stopped here, its workers added and removed at run time through its control API (`POST /workers`,
+`DELETE /workers/{id}`, `GET /workers`) and its breakers read from its Prometheus listener.
+
+What smg does that a rollout relies on (seen with smg 1.13 here): `DELETE /workers/{id}` stops new requests to the
+worker at once and keeps it listed with status `draining` until the requests it holds have ended; then it is gone
+from `GET /workers`. So "wait for its in-flight requests" is "wait until the worker is no longer listed".
+
+Its defaults are set for a long-lived pool, not for a rollout (`smg launch --help`): a health check every 60 s
+and a breaker that opens after 10 failures for 60 s. `HEALTH` below replaces them: a worker a rollout put back is
+probed within 2 s, a dead one leaves rotation after 2 failed probes (4 s), and a breaker half-opens after 5 s, so
+a breaker opened by a killed server cannot keep a healthy host out for a minute. A rollout never opens a breaker
+itself: a host leaves the router before its server stops and comes back only once kimik3 has verified it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from kimik3_reconciler.errors import TransientError
+
+# smg's own flag names; the values are kimik3's choice for rollouts (module docstring).
+HEALTH = (
+    "--health-check-interval-secs", "2", "--health-failure-threshold", "2", "--health-success-threshold", "1",
+    "--health-check-timeout-secs", "2", "--health-check-endpoint", "/health",
+    "--cb-failure-threshold", "5", "--cb-success-threshold", "1", "--cb-timeout-duration-secs", "5",
+    "--retry-max-retries", "3",
+)
+BREAKER_STATES = {0: "closed", 1: "open", 2: "half-open"}
+
+
+class RouterError(TransientError):
+    """The router did not answer, or did not do what was asked in time."""
+
+
+@dataclass(frozen=True)
+class RouterWorker:
+    """One worker as the router sees it: `in_rotation` when it is ready and healthy (new requests may go to it)."""
+
+    id: str
+    url: str
+    status: str  # ready | draining | pending | ...
+    healthy: bool
+    breaker: str  # closed | open | half-open | unknown
+
+    @property
+    def in_rotation(self) -> bool:
+        return self.status == "ready" and self.healthy and self.breaker != "open"
+
+
+def smg_argv(host: str, port: int, metrics_port: int, policy: str) -> list[str]:
+    """The router's command line: bound to `host` (loopback unless the fleet file says otherwise), its metrics
+    listener on the same address (smg's default is 0.0.0.0:29000), `--backend openai`: llama-server, vLLM and
+    SGLang are reached through their OpenAI API alike."""
+    binary = shutil.which("smg", path=str(Path(sys.executable).parent)) or shutil.which("smg")
+    if binary is None:
+        raise RouterError("smg is not installed: pip install 'kimik3[fleet]'")
+    return [binary, "launch", "--host", host, "--port", str(port), "--prometheus-host", host,
+            "--prometheus-port", str(metrics_port), "--policy", policy, "--backend", "openai", *HEALTH]
+
+
+class SmgRouter:
+    """smg's control API at `url` (http://HOST:PORT) and its metrics at `metrics_url`."""
+
+    def __init__(self, url: str, metrics_url: str | None = None, timeout_s: float = 10.0) -> None:
+        import httpx
+
+        self.url, self.metrics_url = url.rstrip("/"), metrics_url
+        self._client = httpx.Client(timeout=timeout_s)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def _call(self, method: str, path: str, **kwargs: object) -> dict:
+        import httpx
+
+        try:
+            answer = self._client.request(method, f"{self.url}{path}", **kwargs)  # type: ignore[arg-type]
+        except httpx.HTTPError as exc:
+            raise RouterError(f"router {self.url}: {method} {path}: {exc}") from exc
+        if answer.status_code >= 400:
+            raise RouterError(f"router {self.url}: {method} {path}: HTTP {answer.status_code}: {answer.text[:200]}")
+        return answer.json()
+
+    def answers(self) -> bool:
+        try:
+            self._call("GET", "/workers")
+        except RouterError:
+            return False
+        return True
+
+    def workers(self) -> list[RouterWorker]:
+        breakers = self._breakers()
+        return [RouterWorker(w["id"], w["url"], w.get("status", ""), bool(w.get("is_healthy")),
+                             breakers.get(w["url"], "unknown"))
+                for w in self._call("GET", "/workers").get("workers", [])]
+
+    def find(self, url: str) -> RouterWorker | None:
+        return next((w for w in self.workers() if w.url == url.rstrip("/")), None)
+
+    def add(self, url: str) -> str:
+        """Register `url` (http://HOST:PORT); its id. smg adds it in the background: `wait_in_rotation` after."""
+        return str(self._call("POST", "/workers", json={"url": url.rstrip("/")})["worker_id"])
+
+    def remove(self, worker_id: str) -> None:
+        """Take the worker out of rotation now; its in-flight requests run to their end (`wait_gone`)."""
+        self._call("DELETE", f"/workers/{worker_id}")
+
+    def wait_in_rotation(self, url: str, timeout_s: float) -> RouterWorker:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            worker = self.find(url)
+            if worker is not None and worker.in_rotation:
+                return worker
+            if time.monotonic() > deadline:
+                raise RouterError(f"{url} is not in the router's rotation after {timeout_s:.0f} s "
+                                  f"(router sees it as {worker})")
+            time.sleep(0.2)
+
+    def wait_gone(self, worker_id: str, timeout_s: float) -> bool:
+        """True once the router no longer lists the worker (its requests ended); False at the timeout."""
+        deadline = time.monotonic() + timeout_s
+        while any(w.id == worker_id for w in self.workers()):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.2)
+        return True
+
+    def _breakers(self) -> dict[str, str]:
+        """Each worker's breaker from `smg_worker_cb_state{worker="URL"}` (0 closed, 1 open, 2 half-open)."""
+        if not self.metrics_url:
+            return {}
+        import httpx
+
+        try:
+            text = self._client.get(f"{self.metrics_url.rstrip('/')}/metrics").text
+        except httpx.HTTPError:
+            return {}
+        states = {}
+        for line in text.splitlines():
+            if line.startswith('smg_worker_cb_state{worker="'):
+                url = line.split('"', 2)[1]
+                states[url] = BREAKER_STATES.get(int(float(line.rsplit(" ", 1)[1])), "unknown")
+        return states
+
+
+@dataclass(frozen=True)
+class RunningRouter:
+    pid: int
+    url: str
+    metrics_url: str
+    log: Path
+
+
+def start_smg(host: str, port: int, metrics_port: int, policy: str, log: Path, timeout_s: float = 60.0) -> RunningRouter:
+    """smg started detached (its own session, its output in `log`); returned once its control API answers."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        process = subprocess.Popen(smg_argv(host, port, metrics_port, policy), stdin=subprocess.DEVNULL, stdout=out,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+    running = RunningRouter(process.pid, f"http://{host}:{port}", f"http://{host}:{metrics_port}", log)
+    router = SmgRouter(running.url)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while not router.answers():
+            if process.poll() is not None or time.monotonic() > deadline:
+                stop_smg(running)
+                raise RouterError(f"smg did not answer on {running.url} (log: {log})")
+            time.sleep(0.2)
+    finally:
+        router.close()
+    return running
+
+
+def stop_smg(running: RunningRouter, timeout_s: float = 10.0) -> None:
+    """SIGTERM (smg drains), SIGKILL after `timeout_s`; by pid."""
+    try:
+        os.kill(running.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if os.waitpid(running.pid, os.WNOHANG)[0]:
+                return
+        except ChildProcessError:  # not our child (started by another kimik3): poll it
+            try:
+                os.kill(running.pid, 0)
+            except ProcessLookupError:
+                return
+        time.sleep(0.1)
+    os.kill(running.pid, signal.SIGKILL)

@@ -1,0 +1,332 @@
+"""`kimik3 fleet apply FILE` (issue 36 item 3): the rollout through Ansible behind the router, and the hidden
+`kimik3 fleet router-step out|in` the rendered playbook runs on the controller between a host's steps.
+
+apply: the fleet lock; the router up (smg started detached when nothing answers on its port; the hosts that serve
+registered); the playbook and inventory rendered (fleet/playbook.py) into `<state>/fleet/<name>/run/`;
+`ansible-playbook` run; its outcome read back from the rollout record the router steps write
+(`<state>/fleet/<name>/rollout.json`): which hosts are done, which host failed which gate. A rollout killed midway
+resumes: hosts the record lists as done with the same profiles are left out of the next run."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from kimik3_reconciler.cli import _err, _out, _run
+from kimik3_reconciler.errors import PlanError, StepError
+
+ROUTER_METRICS_OFFSET = 1  # smg's Prometheus listener: the router's port + 1, on the router's address
+
+
+class RolloutHalted(StepError):
+    """A host failed a gate: reverted by its own kimik3, back in rotation, the rollout stopped there."""
+
+
+def _record_path(state_dir: Path, fleet_name: str) -> Path:
+    return state_dir / "fleet" / fleet_name / "rollout.json"
+
+
+def _read_record(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _write_record(path: Path, record: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(record, indent=2, sort_keys=True))
+    tmp.replace(path)
+
+
+def worker_url(profile) -> str:  # noqa: ANN001 - model.profile.Profile
+    """Where the router reaches a host's server: serve.host (an address: the fleet refuses loopback) and port."""
+    host = profile.serve.host
+    return f"http://{'[' + host + ']' if ':' in host else host}:{profile.serve.port}"
+
+
+def _router_urls(fleet) -> tuple[str, str, str, int]:  # noqa: ANN001 - fleet.Fleet
+    host = "127.0.0.1" if fleet.router.host in ("localhost", "loopback") else fleet.router.host
+    return (f"http://{host}:{fleet.router.port}", f"http://{host}:{fleet.router.port + ROUTER_METRICS_OFFSET}",
+            host, fleet.router.port)
+
+
+def _ensure_router(fleet, state_dir: Path) -> None:  # noqa: ANN001
+    """smg answering on the fleet's router port (started detached when nothing does), every serving host in it."""
+    from kimik3_reconciler.adapters.router_smg import SmgRouter, start_smg
+
+    url, metrics_url, host, port = _router_urls(fleet)
+    router = SmgRouter(url, metrics_url)
+    try:
+        if not router.answers():
+            running = start_smg(host, port, port + ROUTER_METRICS_OFFSET, fleet.router.policy,
+                                state_dir / "fleet" / fleet.name / "router.log")
+            _write_record(state_dir / "fleet" / fleet.name / "router.json",
+                          {"pid": running.pid, "url": running.url, "metrics_url": running.metrics_url})
+            _err.print(f"router: smg started on {url} (pid {running.pid})", highlight=False)
+        listed = {w.url for w in router.workers()}
+        for fleet_host in fleet.hosts:
+            url_of = worker_url(fleet_host.profile)
+            if url_of not in listed and _serves(url_of):
+                router.add(url_of)
+                _err.print(f"router: {fleet_host.name} ({url_of}) added", highlight=False)
+    finally:
+        router.close()
+
+
+def _serves(url: str) -> bool:
+    import httpx
+
+    try:
+        return httpx.get(f"{url}/health", timeout=3).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _digest(texts: list[str]) -> str:
+    return hashlib.sha256("\0".join(texts).encode()).hexdigest()[:16]
+
+
+@click.command(name="apply")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--traffic-timeout", default=30.0, show_default=True, type=float,
+              help="seconds to wait, after a host is back in the router, for the router to send it a request")
+@click.option("--install", "wheelhouse", default=None, type=click.Path(file_okay=False, exists=True),
+              help="install kimik3 on every host first, from this folder (its wheel and dependencies: "
+                   "`pip wheel . -w DIR`) into the host var kimik3_venv; the rollout then runs that kimik3")
+@click.option("--json", "json_out", is_flag=True, help="print the outcome as JSON on stdout (Ansible's output stays "
+                                                     "on stderr)")
+@click.pass_context
+@_run
+def apply_cmd(ctx: click.Context, file: str, traffic_timeout: float, wheelhouse: str | None, json_out: bool) -> None:
+    """Roll the fleet file's profile across its hosts through Ansible, batch by batch, behind the router."""
+    from kimik3_reconciler.adapters.ansible_play import FleetLock, run_playbook
+    from kimik3_reconciler.cli.fleet_cmd import load_fleet
+    from kimik3_reconciler.fleet.playbook import RolloutHost, RouterStep, inventory, playbook
+
+    state_dir = Path(ctx.obj["state_dir"])  # --state-dir, else $KIMIK3_STATE_DIR, else the default (cli.main)
+    fleet = load_fleet(file)
+    base = state_dir / "fleet" / fleet.name
+    with FleetLock(base / "lock"):
+        record_path = _record_path(state_dir, fleet.name)
+        digest = _digest([h.profile_text for h in fleet.hosts])
+        record = _read_record(record_path)
+        if record.get("digest") != digest or record.get("complete"):
+            record = {"digest": digest, "done": [], "failed": None, "complete": False}
+        record["failed"] = None
+        _write_record(record_path, record)
+        _ensure_router(fleet, state_dir)
+        done = set(record["done"])
+        batches = [tuple(h for h in batch if h not in done) for batch in fleet.rollout.batches()]
+        batches = [b for b in batches if b]
+        if done:
+            _err.print(f"resuming: {', '.join(sorted(done))} already rolled with these profiles", highlight=False)
+        wheels = _install(wheelhouse, fleet) if wheelhouse else None
+        run_dir = base / "run"
+        run_dir.mkdir(parents=True, exist_ok=True)
+        install = _packed(*wheels, run_dir) if wheels else None
+        hosts = []
+        for index, fleet_host in enumerate(fleet.hosts):
+            profile_file = run_dir / f"host-{index}.yaml"
+            profile_file.write_text(fleet_host.profile_text)
+            connection = {k: v for k, v in fleet_host.vars.items() if k.startswith("ansible_") or k == "kimik3_venv"}
+            connection.setdefault("ansible_host", fleet_host.address)
+            command = ((f"{fleet_host.vars['kimik3_venv']}/bin/kimik3",) if install else fleet_host.kimik3_command)
+            hosts.append(RolloutHost(fleet_host.name, connection, command,
+                                     worker_url(fleet_host.profile), str(profile_file)))
+        url, metrics_url, _, _ = _router_urls(fleet)
+        step = RouterStep((sys.executable, "-m", "kimik3_reconciler", "--state-dir", str(state_dir), "fleet",
+                           "router-step", "--record", str(record_path)),
+                          url, metrics_url, fleet.rollout.drain_timeout_s, fleet.rollout.min_serving,
+                          traffic_timeout)
+        import yaml
+
+        (run_dir / "inventory.json").write_text(json.dumps(inventory(hosts, batches), indent=2))
+        (run_dir / "playbook.yaml").write_text(yaml.safe_dump(playbook(fleet.name, batches, step, install),
+                                                              sort_keys=False))
+        if not batches:
+            _outcome(json_out, fleet.name, record, 0.0, f"{fleet.name}: every host already rolled; nothing to do")
+            return
+        _err.print("rollout: " + " → ".join(",".join(b) for b in batches)
+                   + f" (at least {fleet.rollout.min_serving} in rotation throughout)", highlight=False)
+        started = time.monotonic()
+        code = run_playbook(run_dir, run_dir / "playbook.yaml", run_dir / "inventory.json", sys.stderr)
+        record = _read_record(record_path)
+        if record.get("failed"):
+            failed = record["failed"]
+            left = [h for b in batches for h in b if h not in record["done"] and h != failed["host"]]
+            raise RolloutHalted(f"{failed['host']} failed {failed['gate']}; its kimik3 reverted it and it is back "
+                                f"in rotation ({failed.get('rotation', 'unknown')}); rollout halted"
+                                + (f": {', '.join(left)} not rolled" if left else ""))
+        if code != 0:
+            raise StepError(f"ansible-playbook exited {code}: see its output above; rolled so far: "
+                            f"{', '.join(record.get('done', [])) or 'none'} (the next `fleet apply` resumes)")
+        record["complete"] = True
+        _write_record(record_path, record)
+        took = time.monotonic() - started
+        _outcome(json_out, fleet.name, record, took,
+                 f"{fleet.name}: rolled {len(record['done'])} host(s) in {took:.0f} s: " + ", ".join(record["done"]))
+
+
+def _outcome(json_out: bool, name: str, record: dict, took: float, line: str) -> None:
+    if json_out:
+        click.echo(json.dumps({"fleet": name, "ok": True, "rolled": record.get("done", []), "seconds": round(took, 1)},
+                              indent=2))
+    else:
+        _out.print(line, highlight=False)
+
+
+def _install(wheelhouse: str, fleet) -> tuple[Path, str]:  # noqa: ANN001 - fleet.Fleet
+    """(the wheelhouse, its kimik3 wheel: exactly one); every host must name its venv (the host var kimik3_venv)."""
+    from kimik3_reconciler.errors import InputError
+
+    wheels = sorted(p.name for p in Path(wheelhouse).glob("kimik3*-*.whl"))
+    if len(wheels) != 1:
+        raise InputError(f"--install {wheelhouse}: holds {len(wheels)} kimik3 wheels ({', '.join(wheels) or 'none'})"
+                         "; it must hold exactly one (`pip wheel . -w DIR` in a fresh folder)")
+    missing = [h.name for h in fleet.hosts if not str(h.vars.get("kimik3_venv", "")).startswith("/")]
+    if missing:
+        raise InputError(f"--install: host(s) {', '.join(missing)} have no kimik3_venv (an absolute path) in the "
+                         "inventory: where kimik3 is installed there")
+    return Path(wheelhouse).resolve(), wheels[0]
+
+
+def _packed(wheelhouse: Path, wheel: str, run_dir: Path):  # noqa: ANN202 - fleet.playbook.Install
+    """The wheelhouse as one tar file in the run folder (the playbook unpacks it on each host)."""
+    import tarfile
+
+    from kimik3_reconciler.fleet.playbook import Install
+
+    archive = run_dir / "wheelhouse.tar"
+    with tarfile.open(archive, "w") as tar:
+        for found in sorted(wheelhouse.glob("*.whl")):
+            tar.add(found, arcname=found.name)
+    return Install(str(archive), wheel)
+
+
+def _served_tokens(url: str) -> float | None:
+    """The server's own count of generated tokens (llama-server --metrics; vLLM/SGLang's counters), None when it
+    does not say."""
+    import httpx
+
+    try:
+        text = httpx.get(f"{url}/metrics", timeout=3).text
+    except httpx.HTTPError:
+        return None
+    names = ("llamacpp:tokens_predicted_total", "vllm:generation_tokens_total", "sglang:generation_tokens_total")
+    values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.split("{")[0].split(" ")[0] in names]
+    return sum(values) if values else None
+
+
+@click.command(name="router-step", hidden=True)
+@click.argument("direction", type=click.Choice(["out", "in"]))
+@click.option("--record", "record_file", required=True, type=click.Path(dir_okay=False))
+@click.option("--router", "router_url", required=True)
+@click.option("--metrics", "metrics_url", required=True)
+@click.option("--host", "host_name", required=True)
+@click.option("--worker", "worker", required=True)
+@click.option("--drain-timeout", default=60.0, type=float)
+@click.option("--min-serving", default=1, type=int)
+@click.option("--traffic-timeout", default=30.0, type=float)
+@click.option("--failed-gate", default=None)
+@_run
+def router_step(direction: str, record_file: str, router_url: str, metrics_url: str, host_name: str, worker: str,
+                drain_timeout: float, min_serving: int, traffic_timeout: float, failed_gate: str | None) -> None:
+    """One host out of the router (drained) or back in (in rotation, then sent traffic); run by the playbook."""
+    from kimik3_reconciler.adapters.router_smg import SmgRouter
+
+    router = SmgRouter(router_url, metrics_url)
+    record_path = Path(record_file)
+    try:
+        if direction == "out":
+            _take_out(router, host_name, worker, drain_timeout, min_serving)
+        else:
+            rotation = _put_back(router, host_name, worker, traffic_timeout)
+            record = _read_record(record_path)
+            if failed_gate:
+                record["failed"] = {"host": host_name, "gate": failed_gate, "rotation": rotation}
+            elif host_name not in record.setdefault("done", []):
+                record["done"].append(host_name)
+            _write_record(record_path, record)
+    finally:
+        router.close()
+
+
+def _take_out(router, host_name: str, worker: str, drain_timeout: float, min_serving: int) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + drain_timeout
+    if router.find(worker) is None:
+        # Not serving through the router (a first rollout, a host a failure left out): taking it costs no capacity.
+        click.echo(f"{host_name}: not in the router")
+        return
+    while True:
+        others = [w for w in router.workers() if w.in_rotation and w.url != worker.rstrip("/")]
+        if len(others) >= min_serving:
+            break
+        if time.monotonic() > deadline:
+            # The capacity floor: taking this host out would leave fewer serving than the policy allows.
+            raise PlanError(f"{host_name}: only {len(others)} other host(s) in the router's rotation, the policy "
+                            f"keeps {min_serving} serving: not taken out (waited {drain_timeout:.0f} s)")
+        time.sleep(1)
+    listed = router.find(worker)
+    if listed is None:  # removed meanwhile (by hand, or smg dropped it as unhealthy)
+        click.echo(f"{host_name}: no longer in the router")
+        return
+    router.remove(listed.id)
+    if router.wait_gone(listed.id, max(0.0, deadline - time.monotonic())):
+        click.echo(f"{host_name}: out of the router, its requests ended")
+    else:
+        click.echo(f"{host_name}: out of the router; the drain timeout ended with requests still on it")
+
+
+def _put_back(router, host_name: str, worker: str, traffic_timeout: float) -> str:  # noqa: ANN001
+    """'in rotation, sent traffic' | 'in rotation, no traffic within N s' | raises when it never gets in."""
+    if not _serves(worker):
+        raise StepError(f"{host_name}: its server at {worker} does not answer /health: left out of the router")
+    before = _served_tokens(worker)
+    if router.find(worker) is None:
+        router.add(worker)
+    router.wait_in_rotation(worker, timeout_s=60)
+    deadline = time.monotonic() + traffic_timeout
+    while time.monotonic() < deadline:
+        now = _served_tokens(worker)
+        if before is not None and now is not None and now > before:
+            click.echo(f"{host_name}: back in rotation, the router sends it traffic")
+            return "in rotation, sent traffic"
+        time.sleep(0.5)
+    click.echo(f"{host_name}: back in rotation; no request reached it within {traffic_timeout:.0f} s (idle fleet?)")
+    return f"in rotation, no traffic within {traffic_timeout:.0f} s"
+
+
+def router_rows(fleet) -> dict:  # noqa: ANN001 - fleet.Fleet -> {host name: fleet.report.RouterRow}
+    """Each host as the router sees it (`fleet status`'s router column); {} when no router answers."""
+    from kimik3_reconciler.adapters.router_smg import RouterError, SmgRouter
+    from kimik3_reconciler.fleet.report import RouterRow
+
+    url, metrics_url, _, _ = _router_urls(fleet)
+    router = SmgRouter(url, metrics_url, timeout_s=3)
+    try:
+        listed = {w.url: w for w in router.workers()}
+    except RouterError:
+        return {}
+    finally:
+        router.close()
+    rows = {}
+    for fleet_host in fleet.hosts:
+        seen = listed.get(worker_url(fleet_host.profile))
+        state = ("out" if seen is None else "in rotation" if seen.in_rotation
+                 else f"breaker {seen.breaker}" if seen.breaker == "open" else seen.status or "not healthy")
+        rows[fleet_host.name] = RouterRow(state)
+    return rows
+
+
+def register(group: click.Group) -> None:
+    """Add `apply` and the hidden `router-step` to the `kimik3 fleet` group."""
+    group.add_command(apply_cmd)
+    group.add_command(router_step)
+

@@ -1,0 +1,141 @@
+"""`kimik3 fleet apply`'s rollout as an Ansible playbook and inventory: data (dicts dumped as YAML/JSON), never a
+shell string; every command is an `argv` list, and the profile text reaches each host on the command's stdin from
+a file on the controller (`lookup('file')`: its result is not templated again, so a `{{` in a profile stays text).
+
+One play, `serial` = the policy's batch sizes (the canary batch first), `order: inventory` over an inventory
+written in batch order, `any_errors_fatal` + `max_fail_percentage: 0`: a host that fails halts the rollout after
+its rescue. Per host:
+
+  router: out       (controller) the host leaves the router; its in-flight requests end (up to the drain timeout);
+                    refused when fewer than the policy's floor would stay in rotation
+  gate: apply       `kimik3 apply` there (its own health wait and verify; a failure reverts to the last good
+                    profile and exits non-zero)
+  gate: converged   `kimik3 plan --detailed-exitcode` there exits 0: the server runs the fleet profile's fingerprint
+  gate: verify      `kimik3 verify` there
+  router: in        (controller) back in rotation, then until the router sends it traffic
+rescue (a gate failed): router: in again (the reverted server), the failure recorded, then `fail` naming host and
+gate: the playbook stops.
+With `Install`, a first play installs kimik3 on every host (all at once: nothing is out of the router yet).
+Pure: no I/O."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+ROLLOUT_GROUP = "kimik3_rollout"
+GATES = ("apply", "converged", "verify")
+
+
+@dataclass(frozen=True)
+class RolloutHost:
+    """A host as the playbook needs it: its inventory name and connection vars, the argv that runs kimik3 there,
+    the URL the router reaches its server at, and the controller file holding its effective profile."""
+
+    name: str
+    connection: dict  # ansible_host, ansible_user, ansible_port, ansible_ssh_* ... (and kimik3_venv): as they are
+    kimik3_command: tuple[str, ...]
+    worker_url: str
+    profile_file: str
+
+
+@dataclass(frozen=True)
+class RouterStep:
+    """The controller-side command (argv prefix) the playbook runs for router steps, and their settings."""
+
+    argv: tuple[str, ...]  # e.g. (python, -m, kimik3_reconciler, --state-dir, D, fleet, router-step)
+    router_url: str
+    metrics_url: str
+    drain_timeout_s: float
+    min_serving: int
+    traffic_timeout_s: float = 30.0
+
+
+def inventory(hosts: Sequence[RolloutHost], batches: Sequence[Sequence[str]]) -> dict:
+    """The rollout group, hosts in batch order (the play's `order: inventory` then follows the batches)."""
+    by_name = {h.name: h for h in hosts}
+    ordered = [by_name[name] for batch in batches for name in batch]
+    return {"all": {"children": {ROLLOUT_GROUP: {"hosts": {
+        h.name: {**h.connection, "kimik3_command": list(h.kimik3_command), "kimik3_worker_url": h.worker_url,
+                 "kimik3_profile_file": h.profile_file}
+        for h in ordered}}}}}
+
+
+def _controller(step: RouterStep, *words: str) -> dict:
+    return {"ansible.builtin.command": {"argv": [*step.argv, *words, "--router", step.router_url,
+                                                 "--metrics", step.metrics_url, "--host", "{{ inventory_hostname }}",
+                                                 "--worker", "{{ kimik3_worker_url }}"]},
+            "delegate_to": "localhost", "changed_when": True}
+
+
+def _on_host(gate: str, *words: str) -> dict:
+    return {"name": f"gate: {gate}",
+            "ansible.builtin.command": {"argv": "{{ kimik3_command + " + repr(list(words)) + " }}",
+                                        "stdin": "{{ lookup('ansible.builtin.file', kimik3_profile_file) }}"},
+            "changed_when": gate == "apply"}
+
+
+@dataclass(frozen=True)
+class Install:
+    """kimik3 installed on every host before the rollout: a wheelhouse (kimik3's wheel and its dependencies:
+    `pip wheel . -w DIR`), packed by the controller into one tar file (one transfer per host: Ansible copies a
+    folder file by file, minutes for ~70 files on the rig), unpacked to `<kimik3_venv>.wheels/` there; a venv at
+    the host var `kimik3_venv`; the dependencies from the copy (`--no-index`: the host needs no package index);
+    then kimik3's own wheel forced over whatever was there (one pinned build: the same version number with other
+    code reinstalls)."""
+
+    archive: str  # controller path of the wheelhouse's tar
+    wheel: str  # kimik3's wheel file name in it
+
+
+def install_play(install: Install) -> dict:
+    wheels = "{{ kimik3_venv }}.wheels"
+    pip = "{{ kimik3_venv }}/bin/pip"
+    return {
+        "name": f"install {install.wheel}",
+        "hosts": ROLLOUT_GROUP,
+        "gather_facts": False,
+        "any_errors_fatal": True,
+        "tasks": [
+            {"name": "kimik3: wheels folder", "ansible.builtin.file": {"path": wheels, "state": "directory"}},
+            {"name": "kimik3: wheels", "ansible.builtin.unarchive": {"src": install.archive, "dest": wheels}},
+            {"name": "kimik3: venv", "ansible.builtin.command": {"argv": ["python3", "-m", "venv", "{{ kimik3_venv }}"],
+                                                                 "creates": "{{ kimik3_venv }}/bin/python"}},
+            {"name": "kimik3: dependencies", "ansible.builtin.command": {
+                "argv": [pip, "install", "-q", "--no-index", "--find-links", wheels, f"{wheels}/{install.wheel}"]},
+             "changed_when": True},
+            {"name": "kimik3: this build", "ansible.builtin.command": {
+                "argv": [pip, "install", "-q", "--no-index", "--no-deps", "--force-reinstall",
+                         f"{wheels}/{install.wheel}"]},
+             "changed_when": True},
+        ],
+    }
+
+
+def playbook(name: str, batches: Sequence[Sequence[str]], step: RouterStep,
+             install: Install | None = None) -> list[dict]:
+    """The rollout play (module docstring), after the install play when kimik3 is installed by this run."""
+    drain = ["--drain-timeout", f"{step.drain_timeout_s:g}", "--min-serving", str(step.min_serving)]
+    back = ["--traffic-timeout", f"{step.traffic_timeout_s:g}"]
+    return ([install_play(install)] if install else []) + [{
+        "name": f"kimik3 fleet apply {name}",
+        "hosts": ROLLOUT_GROUP,
+        "gather_facts": False,
+        "order": "inventory",
+        "serial": [len(batch) for batch in batches],
+        "any_errors_fatal": True,
+        "max_fail_percentage": 0,
+        "tasks": [
+            {"name": "router: out", **_controller(step, "out", *drain)},
+            {"block": [_on_host("apply", "apply", "/dev/stdin"),
+                       _on_host("converged", "plan", "--detailed-exitcode", "/dev/stdin"),
+                       _on_host("verify", "verify", "/dev/stdin")],
+             "rescue": [
+                 {"name": "router: in (the reverted server)",
+                  **_controller(step, "in", *back, "--failed-gate", "{{ ansible_failed_task.name }}")},
+                 {"name": "halt", "ansible.builtin.fail": {
+                     "msg": "{{ inventory_hostname }} failed {{ ansible_failed_task.name }}: rollout halted"}},
+             ]},
+            {"name": "router: in", **_controller(step, "in", *back)},
+        ],
+    }]

@@ -1,0 +1,262 @@
+"""`kimik3 fleet apply` on the fleet rig (issue 36 item 3; shared/TESTING.md §12): three namespace hosts, each with
+its own sshd and dockerd, the llama.cpp CPU image built once here, pushed to the registry on the bridge and pulled
+by digest on every host; the fixture hub on the bridge; smg in front (started by `fleet apply`, bound to loopback);
+Ansible over real SSH.
+
+1. A first `fleet apply --install` installs kimik3 (a wheel of this checkout) into a venv on each host and deploys
+   the demo profile (quant UD-Q2_K_XL) on the three: each is rolled, gated and put in the router.
+2. A closed-loop client (streaming and non-streaming chat) runs through the router while `fleet apply` rolls the
+   second quant (UD-Q4_K_XL: every container is replaced) across the three, one at a time: 0 failed requests,
+   0 truncated streams, and never fewer than 2 hosts in the router's rotation (sampled every second).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import yaml
+from support.closed_loop import ClosedLoop
+from support.fleet_hosts import GATEWAY, Rig, fleet_rig, publish_image, pull_everywhere
+from support.realparts import KIMIK3, REPO_ROOT, converged_demo, demo_profile, docker, require_docker_and_demo_hub
+
+from kimik3_demo.hub import FixtureHub, FixtureRepo
+from kimik3_demo.prepare import DEMO_REPO, DEMO_REVISION, demo_repos
+from kimik3_reconciler.adapters.router_smg import SmgRouter
+
+pytestmark = [pytest.mark.docker, pytest.mark.fleet_rollout, pytest.mark.file_order]  # opt-in (support/opt_in.py); its tests share one rollout
+
+NAME, PORT = "k3fr-serve", 19361
+BUILD_NAME, BUILD_PORT = "k3fr-build", 19362
+ROUTER_PORT = 19363  # its metrics on 19364
+FLEET = "k3fr"
+GOOD_SHARD = "UD-Q2_K_XL/Kimi-K3-tiny-UD-Q2_K_XL-00001-of-00002.gguf"
+
+
+def fleet_cmd(work: Path, *args: str, timeout: float = 1500) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "KIMIK3_STATE_DIR": str(work / "controller-state")}
+    return subprocess.run([*KIMIK3, "fleet", *args], capture_output=True, text=True, env=env, cwd=work,
+                          timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def bare_rig() -> Iterator[Rig]:
+    with fleet_rig(3, prefix="k3fr") as rig:
+        yield rig
+
+
+@pytest.fixture(scope="module")
+def hub(bare_rig: Rig, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FixtureHub]:
+    """The demo repo on the bridge address (the hosts reach it there), plus UD-TRUNC (a shard cut to a third:
+    downloads, cannot load)."""
+    repos = demo_repos(require_docker_and_demo_hub())
+    good = repos[0].files[GOOD_SHARD]
+    truncated = tmp_path_factory.mktemp("fleet-hub") / "Kimi-K3-tiny-UD-TRUNC.gguf"
+    truncated.write_bytes(good.read_bytes()[: good.stat().st_size // 3])
+    files = {**repos[0].files, "UD-TRUNC/Kimi-K3-tiny-UD-TRUNC.gguf": truncated}
+    with FixtureHub([FixtureRepo(DEMO_REPO, DEMO_REVISION, files)], host=GATEWAY) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def rig(bare_rig: Rig, tmp_path_factory: pytest.TempPathFactory) -> Rig:
+    """The rig with the llama.cpp image on every host: built here once (the demo's build, cached by layer),
+    pushed to the bridge registry, pulled by digest by each host's daemon."""
+    work = tmp_path_factory.mktemp("fleet-build")
+    with contextmanager(converged_demo)(work, BUILD_NAME, BUILD_PORT):
+        tag = docker("inspect", "-f", "{{.Config.Image}}", BUILD_NAME)
+    ref = publish_image(bare_rig, tag)
+    pull_everywhere(bare_rig, ref)
+    return bare_rig
+
+
+def write_fleet(work: Path, rig: Rig, hub: FixtureHub, quant: str, canary: int | None = None) -> None:
+    profile = demo_profile(work, NAME, PORT, hub.url)
+    profile["model"]["quant"] = quant
+    (work / "profile.yaml").write_text(yaml.safe_dump(profile, sort_keys=False))
+    inventory = rig.inventory("serving")
+    for host in rig.hosts:  # where the first `fleet apply --install` puts kimik3 on each host, and what runs it
+        venv = host.root / "kimik3-venv"
+        inventory["all"]["children"]["serving"]["hosts"][host.name].update(
+            kimik3_venv=str(venv), kimik3_command=[str(venv / "bin" / "kimik3")])
+    document = {"apiVersion": "kimik3/v1", "kind": "Fleet", "name": FLEET, "profile": "profile.yaml",
+                "inventory": inventory,
+                "overrides": {h.name: {"serve": {"host": h.address}, "model": {"cache_dir": str(h.root / "hf-cache")}}
+                              for h in rig.hosts},
+                "rollout": {"hosts": "serving", "max_unavailable": 1, "drain_timeout": "60s",
+                            **({"canary": "canary"} if canary is not None else {})},
+                "router": {"version": "1.13.0", "host": "localhost", "port": ROUTER_PORT, "policy": "round_robin"}}
+    if canary is not None:
+        inventory["all"]["children"]["canary"] = {"hosts": {rig.hosts[canary].name: {}}}
+    (work / "fleet.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
+
+
+def served_quant(rig: Rig, index: int) -> str:
+    argv = json.loads(rig.hosts[index].docker("inspect", "-f", "{{json .Config.Cmd}}", NAME))
+    return argv[argv.index("-m") + 1]
+
+
+class RotationSampler:
+    """How many workers the router has in rotation, read every second in a thread."""
+
+    def __init__(self, router: SmgRouter) -> None:
+        self.router, self.samples = router, []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> RotationSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.samples.append(sum(w.in_rotation for w in self.router.workers()))
+            self._stop.wait(1.0)
+
+
+@pytest.fixture(scope="module")
+def deployed(rig: Rig, hub: FixtureHub, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    work = tmp_path_factory.mktemp("fleet-rollout")
+    write_fleet(work, rig, hub, "UD-Q2_K_XL")
+    wheelhouse = work / "wheelhouse"  # kimik3's wheel from this checkout and its dependencies
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", str(REPO_ROOT), "-w", str(wheelhouse)], check=True,
+                   capture_output=True, timeout=900)
+    try:
+        first = fleet_cmd(work, "apply", "--install", str(wheelhouse), "--traffic-timeout", "2", "fleet.yaml")
+        print(first.stdout, first.stderr[-3000:])
+        assert first.returncode == 0, first.stderr[-4000:]
+        yield work
+    finally:
+        router = work / "controller-state" / "fleet" / FLEET / "router.json"
+        if router.exists():
+            try:
+                os.kill(json.loads(router.read_text())["pid"], signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+
+def test_a_first_apply_deploys_every_host_behind_the_router(deployed: Path, rig: Rig) -> None:
+    router = SmgRouter(f"http://127.0.0.1:{ROUTER_PORT}", f"http://127.0.0.1:{ROUTER_PORT + 1}")
+    in_rotation = sorted(w.url for w in router.workers() if w.in_rotation)
+    assert in_rotation == sorted(f"http://{h.address}:{PORT}" for h in rig.hosts)
+    assert all("UD-Q2_K_XL" in served_quant(rig, i) for i in range(3))
+    # Each host converged its own daemon, with its own state: nothing ran on this machine's dockerd.
+    assert subprocess.run(["docker", "inspect", NAME], capture_output=True).returncode != 0
+    # kimik3 was installed on each host by that run: the same build as this one's.
+    here = subprocess.run([*KIMIK3, "--version"], capture_output=True, text=True).stdout
+    for host in rig.hosts:
+        assert rig.ssh(host, str(host.root / "kimik3-venv" / "bin" / "kimik3"), "--version").stdout == here
+
+
+
+def test_the_router_adapter_drains_a_host_and_takes_it_back(deployed: Path, rig: Rig) -> None:
+    """smg through kimik3's adapter, on the real servers: out (listed `draining`, then gone), the others still
+    in rotation with closed breakers; back in (in rotation again); `fleet status` shows the router's view."""
+    router = SmgRouter(f"http://127.0.0.1:{ROUTER_PORT}", f"http://127.0.0.1:{ROUTER_PORT + 1}")
+    url = f"http://{rig.hosts[0].address}:{PORT}"
+    worker = router.find(url)
+    assert worker is not None and worker.in_rotation
+    router.remove(worker.id)
+    assert router.wait_gone(worker.id, 30)
+    status = json.loads(fleet_cmd(deployed, "status", "--json", "fleet.yaml").stdout)
+    assert [h["router"] for h in status["hosts"]] == ["out", "in rotation", "in rotation"]
+    others = router.workers()
+    assert len(others) == 2 and all(w.in_rotation and w.breaker == "closed" for w in others)
+    router.add(url)
+    assert router.wait_in_rotation(url, 30).breaker in ("closed", "unknown")  # no series until it gets a request
+    status = json.loads(fleet_cmd(deployed, "status", "--json", "fleet.yaml").stdout)
+    assert [h["router"] for h in status["hosts"]] == ["in rotation"] * 3
+
+def test_a_second_quant_rolls_across_three_hosts_under_load_with_no_failed_request(deployed: Path, rig: Rig,
+                                                                                   hub: FixtureHub) -> None:
+    write_fleet(deployed, rig, hub, "UD-Q4_K_XL")
+    router = SmgRouter(f"http://127.0.0.1:{ROUTER_PORT}", f"http://127.0.0.1:{ROUTER_PORT + 1}")
+    with ClosedLoop(f"http://127.0.0.1:{ROUTER_PORT}", workers=4, model=NAME) as load, RotationSampler(router) as sampler:
+        load.wait_for(8)
+        started = time.monotonic()
+        rolled = fleet_cmd(deployed, "apply", "fleet.yaml")
+        ended = time.monotonic()
+        load.wait_for(load.done() + 8)
+    print(f"\nrollout of 3 hosts: {ended - started:.0f} s; {len(load.outcomes)} requests "
+          f"({sum(o.stream for o in load.outcomes)} streamed), {len(load.failed())} failed; "
+          f"in rotation: min {min(sampler.samples)}, samples {len(sampler.samples)}")
+    assert rolled.returncode == 0, rolled.stderr[-4000:]
+    assert all("UD-Q4_K_XL" in served_quant(rig, i) for i in range(3))
+    assert load.failed() == [], load.failed()[:5]
+    assert any(o.stream for o in load.outcomes) and any(not o.stream for o in load.outcomes)
+    assert min(sampler.samples) >= 2, sampler.samples
+    assert len(load.between(started, ended)) >= 8  # the load ran through the rollout
+
+
+def test_a_server_killed_under_load_costs_at_most_its_requests_and_no_breaker_stays_open(deployed: Path,
+                                                                                        rig: Rig) -> None:
+    """kill -9 of one host's llama-server (its container's restart policy brings it back): failed requests at
+    most those in flight on it; the other hosts never leave rotation; the killed one is back in rotation within
+    one health interval of answering /health again, no breaker left open."""
+    router = SmgRouter(f"http://127.0.0.1:{ROUTER_PORT}", f"http://127.0.0.1:{ROUTER_PORT + 1}")
+    victim = rig.hosts[2]
+    url = f"http://{victim.address}:{PORT}"
+    with ClosedLoop(f"http://127.0.0.1:{ROUTER_PORT}", workers=4, model=NAME) as load, RotationSampler(router) as sampler:
+        load.wait_for(8)
+        killed_at = time.monotonic()
+        # SIGKILL to llama-server's pid (the container's main process), not `docker kill`: Docker counts that as a
+        # manual stop and its restart policy (unless-stopped) would then leave the container down.
+        os.kill(int(victim.docker("inspect", "-f", "{{.State.Pid}}", NAME)), signal.SIGKILL)
+        healthy_at = None
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            if healthy_at is None and victim.run("curl", "-fsS", "-o", "/dev/null", f"{url}/health",
+                                                 check=False).returncode == 0:
+                healthy_at = time.monotonic()
+            listed = router.find(url)
+            if healthy_at is not None and listed is not None and listed.in_rotation:
+                break
+            time.sleep(0.2)
+        back_at = time.monotonic()
+        load.wait_for(load.done() + 8)
+    failed = load.failed()
+    on_victim = len(load.between(killed_at, killed_at + 0.5))
+    print(f"\nkill -9 under load: {len(load.outcomes)} requests, {len(failed)} failed (at most {on_victim} were "
+          f"running at the kill); /health again {healthy_at - killed_at if healthy_at else float('nan'):.1f} s "
+          f"after the kill, back in rotation {back_at - (healthy_at or back_at):.1f} s after that")
+    assert healthy_at is not None and router.find(url) is not None and router.find(url).in_rotation
+    assert back_at - healthy_at <= 2 + 2 + 1  # one health interval (2 s) + a probe's timeout + this loop's step
+    assert len(failed) <= on_victim, failed[:5]
+    assert min(sampler.samples) >= 2, sampler.samples  # the healthy hosts never left
+    assert all(w.breaker != "open" for w in router.workers())
+
+
+def test_a_candidate_failing_on_the_second_host_is_reverted_back_in_rotation_and_halts(deployed: Path, rig: Rig,
+                                                                                       hub: FixtureHub) -> None:
+    """UD-TRUNC (downloads and verifies, cannot load) rolled with the second host as the canary: that host's
+    kimik3 reverts it to the last good profile, it is back in rotation, the rollout halts (exit 1) naming host and
+    gate before any other host is touched; no request fails."""
+    before = [served_quant(rig, i) for i in range(3)]
+    write_fleet(deployed, rig, hub, "UD-TRUNC", canary=1)
+    router = SmgRouter(f"http://127.0.0.1:{ROUTER_PORT}", f"http://127.0.0.1:{ROUTER_PORT + 1}")
+    with ClosedLoop(f"http://127.0.0.1:{ROUTER_PORT}", workers=4, model=NAME) as load, RotationSampler(router) as sampler:
+        load.wait_for(8)
+        rolled = fleet_cmd(deployed, "apply", "--traffic-timeout", "10", "fleet.yaml")
+        load.wait_for(load.done() + 8)
+    second = rig.hosts[1].name
+    print(f"\nfailing candidate: exit {rolled.returncode}; {len(load.outcomes)} requests, {len(load.failed())} failed; "
+          f"in rotation: min {min(sampler.samples)}\n{rolled.stderr[-600:]}")
+    assert rolled.returncode == 1, rolled.stderr[-4000:]
+    assert f"{second} failed gate: apply" in rolled.stderr and "rollout halted" in rolled.stderr
+    assert [served_quant(rig, i) for i in range(3)] == before  # host 2 reverted, the others never touched
+    assert router.find(f"http://{rig.hosts[1].address}:{PORT}").in_rotation
+    assert load.failed() == [], load.failed()[:5]
+    assert min(sampler.samples) >= 2, sampler.samples
