@@ -67,7 +67,9 @@ def test_the_installed_kimik3_answers_and_validates(installed: tuple[Path, Path,
     profiles = sorted(str(p.relative_to(installed[2])) for p in (installed[2] / "profiles").glob("*.yaml"))
     validated = _kimik3(installed, "validate", *profiles)
     assert validated.returncode == 0, validated.stderr
-    assert validated.stdout.splitlines() == [f"{p}: ok" for p in profiles]
+    said = validated.stdout.splitlines()  # a fleet file says what it holds: "ok (fleet of 3 hosts)"
+    assert len(said) == len(profiles) and all(line in (f"{p}: ok", f"{p}: ok (fleet of 3 hosts)")
+                                              for line, p in zip(said, profiles)), said
     explained = _kimik3(installed, "explain", "numa-balancing")
     assert explained.returncode == 0 and "kimik3_reconciler.planning.host_gate" in explained.stdout
     routes = _kimik3(installed, "routes", "--host-facts", "tests/fixtures/host/described-b300.yaml",
