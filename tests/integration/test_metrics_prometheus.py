@@ -234,6 +234,11 @@ def test_no_secret_in_any_label_or_series(prometheus: str, deployed: Path) -> No
 
 
 def test_status_watch_reads_the_running_exporter(prometheus: str, deployed: Path) -> None:
+    # One streamed request through the proxy first: the TTFT row needs a sample, and the exporter may be a new one
+    # (the destroy-and-apply test relaunches it; the order is random).
+    client = openai.OpenAI(base_url=f"http://127.0.0.1:{PORT}/v1", api_key=API_KEY, max_retries=0, timeout=120)
+    assert [chunk for chunk in client.chat.completions.create(
+        model=NAME, stream=True, max_tokens=4, messages=[{"role": "user", "content": "hi"}])]
     shown = kimik3(deployed, "status", "profile.yaml", "--watch", "--interval", "1s", "--iterations", "1").stdout
     assert "exporter pid" in shown and f":{METRICS_PORT}/metrics" in shown
     for row in ("converged", "server RSS", "page cache", "slots busy", "decode tok/s", "TTFT p50/p95"):
