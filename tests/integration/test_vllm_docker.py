@@ -51,6 +51,9 @@ def _ensure_image() -> None:
 def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     require_docker_and_demo_hub()
     _ensure_image()
+    # The first test converges from nothing: a container of this name left by an earlier run killed before its
+    # teardown (CI's machine had one: the plan said "container replace") is removed first.
+    subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)
     work = tmp_path_factory.mktemp("vllm")
     hub_root = work / "hub"
     prepare_checkpoint_root(hub_root)
