@@ -41,7 +41,7 @@ def hold(size: int) -> tuple[mmap.mmap, str]:
     ones = b"\1" * TOUCH
     for offset in range(0, size, TOUCH):
         n = min(TOUCH, size - offset)
-        region[offset:offset + n] = ones[:n]
+        region[offset : offset + n] = ones[:n]
     return region, "touched"
 
 
@@ -50,8 +50,12 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     started = time.monotonic()
     region, how = hold(size) if size > 0 else (None, "none")  # noqa: F841 - held by being referenced
-    print(json.dumps({"bytes": size, "how": how, "seconds": round(time.monotonic() - started, 2),
-                      "swap_total": swap_total()}), flush=True)
+    print(
+        json.dumps(
+            {"bytes": size, "how": how, "seconds": round(time.monotonic() - started, 2), "swap_total": swap_total()}
+        ),
+        flush=True,
+    )
     sys.stdin.read()  # held until the parent closes stdin (or ends this process); the exit frees `region`
 
 

@@ -51,6 +51,7 @@ def floor(hub: FixtureHub, paths: list[str], out: Path) -> None:
         with httpx.stream("GET", f"{hub.url}/{REPO}/resolve/{REV}/{path}") as r, open(out / Path(path).name, "wb") as f:
             for block in r.iter_bytes(8 << 20):
                 f.write(block)
+
     threads = [threading.Thread(target=one, args=(p,)) for p in paths]
     for t in threads:
         t.start()
@@ -59,17 +60,34 @@ def floor(hub: FixtureHub, paths: list[str], out: Path) -> None:
 
 
 def hf_download(hub: FixtureHub, cache: Path) -> None:
-    env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_HUB_DISABLE_XET": "1", "HF_HUB_DISABLE_TELEMETRY": "1",
-           "HF_HOME": str(cache / "home")}
+    env = {
+        **os.environ,
+        "HF_ENDPOINT": hub.url,
+        "HF_HUB_DISABLE_XET": "1",
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "HF_HOME": str(cache / "home"),
+    }
     hf = shutil.which("hf", path=str(Path(sys.executable).parent)) or "hf"
-    subprocess.run([hf, "download", REPO, "--revision", REV, "--include", "Q/*", "--cache-dir", str(cache)],
-                   env=env, check=True, capture_output=True)
+    subprocess.run(
+        [hf, "download", REPO, "--revision", REV, "--include", "Q/*", "--cache-dir", str(cache)],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
 
 
 def kimik3(hub: FixtureHub, cache: Path) -> None:
     files = tuple(HuggingFaceHub().list_files(REPO, REV, ["Q"], hub.url))
-    spec = ModelDownload(repo=REPO, revision=REV, quant="Q", endpoint=hub.url, cache_dir=str(cache), files=files,
-                         missing=tuple(f.path for f in files), manifest_key="-")
+    spec = ModelDownload(
+        repo=REPO,
+        revision=REV,
+        quant="Q",
+        endpoint=hub.url,
+        cache_dir=str(cache),
+        files=files,
+        missing=tuple(f.path for f in files),
+        manifest_key="-",
+    )
     HuggingFaceHub().download(spec, lambda *_: None)
 
 
@@ -94,6 +112,7 @@ def ranged_floor(hub: FixtureHub, path: str, size: int, out: Path, parts: int = 
             for block in r.iter_bytes(1 << 20):
                 os.pwrite(fd, block, offset)
                 offset += len(block)
+
     threads = [threading.Thread(target=one, args=(a,)) for a in range(0, size, step)]
     for t in threads:
         t.start()
@@ -123,8 +142,9 @@ def one_file(args: argparse.Namespace, work: Path) -> None:
             results[name] = timed(lambda: kimik3(hub, work / name.replace("/", "-").replace(" ", "-")))
         # The floor again, last: the first one may still share the disk with the source file's write-back.
         (work / "floor.gguf").unlink()
-        results["floor"] = min(results["floor"], timed(lambda: ranged_floor(hub, f"Q/{path.name}", size,
-                                                                            work / "floor.gguf")))
+        results["floor"] = min(
+            results["floor"], timed(lambda: ranged_floor(hub, f"Q/{path.name}", size, work / "floor.gguf"))
+        )
     print(f"one file of {mib:.0f} MiB, each connection capped at {args.cap} MiB/s")
     print("| fetch | MiB/s | seconds | × floor |")
     print("|---|---|---|---|")
@@ -141,15 +161,21 @@ def main() -> None:
     parser.add_argument("--cap", type=int, default=50, help="MiB/s per connection (--one-file)")
     args = parser.parse_args()
     if args.one_file:
-        work = Path(tempfile.mkdtemp(prefix="kimik3-bench-", dir=ROOT / ".kimik3-demo"
-                                     if (ROOT / ".kimik3-demo").exists() else None))
+        work = Path(
+            tempfile.mkdtemp(
+                prefix="kimik3-bench-", dir=ROOT / ".kimik3-demo" if (ROOT / ".kimik3-demo").exists() else None
+            )
+        )
         try:
             one_file(args, work)
         finally:
             shutil.rmtree(work, ignore_errors=True)
         return
-    work = Path(tempfile.mkdtemp(prefix="kimik3-bench-", dir=ROOT / ".kimik3-demo" if (ROOT / ".kimik3-demo").exists()
-                                 else None))
+    work = Path(
+        tempfile.mkdtemp(
+            prefix="kimik3-bench-", dir=ROOT / ".kimik3-demo" if (ROOT / ".kimik3-demo").exists() else None
+        )
+    )
     try:
         files = {}
         for i in range(args.files):
@@ -170,8 +196,10 @@ def main() -> None:
             }
         for name, seconds in results.items():
             print(f"{name:<7} {total / seconds:7.1f} MiB/s  ({seconds:.2f} s for {total} MiB)")
-        print(f"kimik3 / hf download = {results['hf'] / results['kimik3']:.2f}x   "
-              f"kimik3 / floor = {results['floor'] / results['kimik3']:.2f}x   (kimik3 includes sha256 verification)")
+        print(
+            f"kimik3 / hf download = {results['hf'] / results['kimik3']:.2f}x   "
+            f"kimik3 / floor = {results['floor'] / results['kimik3']:.2f}x   (kimik3 includes sha256 verification)"
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

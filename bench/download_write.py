@@ -63,8 +63,16 @@ def rechunked(client: httpx.Client, target: hub_download.Target, digest: hashlib
 def fetch(hub: FixtureHub, cache: Path, append) -> float:  # noqa: ANN001
     hub_download._append = append
     files = tuple(HuggingFaceHub().list_files(REPO, REV, ["Q"], hub.url))
-    spec = ModelDownload(repo=REPO, revision=REV, quant="Q", endpoint=hub.url, cache_dir=str(cache), files=files,
-                         missing=tuple(f.path for f in files), manifest_key="-")
+    spec = ModelDownload(
+        repo=REPO,
+        revision=REV,
+        quant="Q",
+        endpoint=hub.url,
+        cache_dir=str(cache),
+        files=files,
+        missing=tuple(f.path for f in files),
+        manifest_key="-",
+    )
     start = time.perf_counter()
     HuggingFaceHub().download(spec, lambda *_: None)
     os.sync()
@@ -90,16 +98,20 @@ def main() -> None:
         with FixtureHub([FixtureRepo(REPO, REV, files)]) as hub:
             for r in range(args.rounds):
                 pair = {}
-                for name, append in (("as-received", AS_RECEIVED), ("re-chunked", rechunked))[::1 if r % 2 else -1]:
+                for name, append in (("as-received", AS_RECEIVED), ("re-chunked", rechunked))[:: 1 if r % 2 else -1]:
                     cache = work / f"{name}-{r}"
                     pair[name] = fetch(hub, cache, append)
                     shutil.rmtree(cache)
                 ratios.append(pair["re-chunked"] / pair["as-received"])  # > 1: as-received is faster
-                print(f"round {r + 1}: as-received {total / pair['as-received']:6.1f} MiB/s, re-chunked "
-                      f"{total / pair['re-chunked']:6.1f} MiB/s, ratio {ratios[-1]:.2f}")
+                print(
+                    f"round {r + 1}: as-received {total / pair['as-received']:6.1f} MiB/s, re-chunked "
+                    f"{total / pair['re-chunked']:6.1f} MiB/s, ratio {ratios[-1]:.2f}"
+                )
         hub_download._append = AS_RECEIVED
-        print(f"as-received / re-chunked throughput: median {statistics.median(ratios):.2f}x "
-              f"(min {min(ratios):.2f}, max {max(ratios):.2f}, {len(ratios)} rounds)")
+        print(
+            f"as-received / re-chunked throughput: median {statistics.median(ratios):.2f}x "
+            f"(min {min(ratios):.2f}, max {max(ratios):.2f}, {len(ratios)} rounds)"
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

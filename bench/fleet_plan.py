@@ -57,31 +57,57 @@ def main() -> None:
         write_profile(work, demo_profile(work, NAME, PORT, hub.url), "profile.yaml")
         inventory = rig.inventory("serving")
         inventory["all"]["vars"] = {"kimik3_command": [KIMIK3_THERE]}
-        (work / "fleet.yaml").write_text(yaml.safe_dump({
-            "apiVersion": "kimik3/v1", "kind": "Fleet", "name": "k3fleet-bench", "profile": "profile.yaml",
-            "inventory": inventory, "overrides": {h.name: {"serve": {"host": h.address}} for h in rig.hosts},
-            "rollout": {"hosts": "serving"}, "router": {"version": "1.13.0"}}, sort_keys=False))
+        (work / "fleet.yaml").write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "kimik3/v1",
+                    "kind": "Fleet",
+                    "name": "k3fleet-bench",
+                    "profile": "profile.yaml",
+                    "inventory": inventory,
+                    "overrides": {h.name: {"serve": {"host": h.address}} for h in rig.hosts},
+                    "rollout": {"hosts": "serving"},
+                    "router": {"version": "1.13.0"},
+                },
+                sort_keys=False,
+            )
+        )
         first = rig.hosts[0]
-        effective = json.loads(subprocess.run([*KIMIK3, "fleet", "validate", "--json", str(work / "fleet.yaml")],
-                                              capture_output=True, text=True).stdout)
+        effective = json.loads(
+            subprocess.run(
+                [*KIMIK3, "fleet", "validate", "--json", str(work / "fleet.yaml")], capture_output=True, text=True
+            ).stdout
+        )
         assert effective["ok"], effective
         sys.path.insert(0, str(ROOT))
         from kimik3_reconciler.cli.fleet_cmd import load_fleet
 
         profile_text = load_fleet(str(work / "fleet.yaml")).hosts[0].profile_text
-        ssh = ["ssh", "-i", str(rig.ssh_key), "-o", f"UserKnownHostsFile={rig.known_hosts}", "-o", "BatchMode=yes",
-               "-o", "IdentitiesOnly=yes", f"root@{first.address}"]
+        ssh = [
+            "ssh",
+            "-i",
+            str(rig.ssh_key),
+            "-o",
+            f"UserKnownHostsFile={rig.known_hosts}",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "IdentitiesOnly=yes",
+            f"root@{first.address}",
+        ]
         env = {**os.environ, "KIMIK3_STATE_DIR": str(work / "local-state")}
         for run in range(runs):
             measured = {
                 "ssh round trip": timed([*ssh, "true"]),
                 "ssh kimik3 --version": timed([*ssh, KIMIK3_THERE, "--version"]),
                 "one host: plan over ssh": timed([*ssh, KIMIK3_THERE, "plan", "--json", "/dev/stdin"], profile_text),
-                "one host: status over ssh": timed([*ssh, KIMIK3_THERE, "status", "--json", "/dev/stdin"],
-                                                   profile_text),
+                "one host: status over ssh": timed(
+                    [*ssh, KIMIK3_THERE, "status", "--json", "/dev/stdin"], profile_text
+                ),
                 "fleet plan (3 hosts)": timed([*KIMIK3, "fleet", "plan", "--json", str(work / "fleet.yaml")], env=env),
-                "fleet status (3 hosts)": timed([*KIMIK3, "fleet", "status", "--json", str(work / "fleet.yaml")],
-                                                env=env),
+                "fleet status (3 hosts)": timed(
+                    [*KIMIK3, "fleet", "status", "--json", str(work / "fleet.yaml")], env=env
+                ),
             }
             for what, seconds in measured.items():
                 figures.setdefault(what, []).append(seconds)
@@ -89,8 +115,10 @@ def main() -> None:
     print(f"\n{'':28} {'median':>8} {'min':>7} {'max':>7}   ({runs} runs)")
     for what, values in figures.items():
         print(f"{what:28} {statistics.median(values):7.2f}s {min(values):6.2f}s {max(values):6.2f}s")
-    ratios = {"fleet plan / one host's plan": ("fleet plan (3 hosts)", "one host: plan over ssh"),
-              "fleet status / one host's status": ("fleet status (3 hosts)", "one host: status over ssh")}
+    ratios = {
+        "fleet plan / one host's plan": ("fleet plan (3 hosts)", "one host: plan over ssh"),
+        "fleet status / one host's status": ("fleet status (3 hosts)", "one host: status over ssh"),
+    }
     for what, (num, den) in ratios.items():
         each = [a / b for a, b in zip(figures[num], figures[den])]
         print(f"{what:34} median {statistics.median(each):.2f}x (min {min(each):.2f}x, max {max(each):.2f}x)")

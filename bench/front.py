@@ -41,20 +41,40 @@ def main() -> None:
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="kimik3-bench-front-", dir=DEMO))
     with demo_hub() as hub:
-        deploy_demo(work, hub.url, args.name, args.port,
-                    {"port": args.port + 2, "proxy": True, "server_port": args.port + 1, "handover": {}})
+        deploy_demo(
+            work,
+            hub.url,
+            args.name,
+            args.port,
+            {"port": args.port + 2, "proxy": True, "server_port": args.port + 1, "handover": {}},
+        )
         front = json.loads((work / "state" / "front" / args.name / "process.json").read_text())
         try:
-            result = measure(f"http://127.0.0.1:{args.port + 1}", f"http://127.0.0.1:{args.port}", front["pid"],
-                             args.rounds, args.requests, args.tokens, args.pairs)
+            result = measure(
+                f"http://127.0.0.1:{args.port + 1}",
+                f"http://127.0.0.1:{args.port}",
+                front["pid"],
+                args.rounds,
+                args.requests,
+                args.tokens,
+                args.pairs,
+            )
         finally:
             kimik3(work, "destroy", "profile.yaml")
             shutil.rmtree(work, ignore_errors=True)
     rows = result.pop("rows")
     added = sorted(r["ttft_added_ms"] for r in rows)
-    print(json.dumps(result | {"tok_s_ratio_c8_rounds": [round(r["tok_s_ratio_c8"], 3) for r in rows],
-                               "ttft_added_ms_rounds": [round(r["ttft_added_ms"], 2) for r in rows],
-                               "ttft_added_ms_range": [added[0], added[-1]], "goal": GOAL}))
+    print(
+        json.dumps(
+            result
+            | {
+                "tok_s_ratio_c8_rounds": [round(r["tok_s_ratio_c8"], 3) for r in rows],
+                "ttft_added_ms_rounds": [round(r["ttft_added_ms"], 2) for r in rows],
+                "ttft_added_ms_range": [added[0], added[-1]],
+                "goal": GOAL,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -36,8 +36,12 @@ def one_mode(hub_url: str, name: str, port: int, handover: bool, workers: int, t
     with tempfile.TemporaryDirectory(prefix=f"kimik3-bench-{name}-") as folder:
         work = Path(folder)
         profile = demo_profile(work, name, port, hub_url)
-        profile["metrics"] = {"port": port + 1, "proxy": True, "server_port": port + 2,
-                              **({"handover": {"drain_s": 30, "queue": 64, "wait_s": 600}} if handover else {})}
+        profile["metrics"] = {
+            "port": port + 1,
+            "proxy": True,
+            "server_port": port + 2,
+            **({"handover": {"drain_s": 30, "queue": 64, "wait_s": 600}} if handover else {}),
+        }
         write_profile(work, profile)
         try:
             kimik3(work, "apply", "profile.yaml")
@@ -56,11 +60,18 @@ def one_mode(hub_url: str, name: str, port: int, handover: bool, workers: int, t
     all_s = [o.seconds for o in load.outcomes]
     ok_s = [o.seconds for o in load.outcomes if o.complete]
     during = [o.seconds for o in load.between(started, ended)]
-    return {"requests": len(load.outcomes), "failed": len(load.failed()), "apply_s": ended - started,
-            "p50": quantile(all_s, 0.5), "p99": quantile(all_s, 0.99),
-            "ok_p99": quantile(ok_s, 0.99), "during": len(during),
-            "during_p50": quantile(during, 0.5), "during_p99": quantile(during, 0.99),
-            "errors": sorted({o.error[:60] or str(o.status) for o in load.failed()})[:3]}
+    return {
+        "requests": len(load.outcomes),
+        "failed": len(load.failed()),
+        "apply_s": ended - started,
+        "p50": quantile(all_s, 0.5),
+        "p99": quantile(all_s, 0.99),
+        "ok_p99": quantile(ok_s, 0.99),
+        "during": len(during),
+        "during_p50": quantile(during, 0.5),
+        "during_p99": quantile(during, 0.99),
+        "errors": sorted({o.error[:60] or str(o.status) for o in load.failed()})[:3],
+    }
 
 
 def main() -> None:
@@ -74,14 +85,20 @@ def main() -> None:
     with demo_hub() as hub:
         for mode, on in (("off", False), ("on", True)):
             rows[mode] = one_mode(hub.url, f"{args.name}-{mode}", args.port, on, args.workers, args.tokens)
-    print(f"\n{'handover':8} {'requests':>8} {'failed':>6} {'apply s':>7} {'p50 s':>6} {'p99 s':>6} "
-          f"{'ok p99':>6} {'overlap':>7} {'ov p50':>6} {'ov p99':>6}  errors")
+    print(
+        f"\n{'handover':8} {'requests':>8} {'failed':>6} {'apply s':>7} {'p50 s':>6} {'p99 s':>6} "
+        f"{'ok p99':>6} {'overlap':>7} {'ov p50':>6} {'ov p99':>6}  errors"
+    )
     for mode, r in rows.items():
-        print(f"{mode:8} {r['requests']:8d} {r['failed']:6d} {r['apply_s']:7.1f} {r['p50']:6.2f} {r['p99']:6.2f} "
-              f"{r['ok_p99']:6.2f} {r['during']:7d} {r['during_p50']:6.2f} {r['during_p99']:6.2f}  {'; '.join(r['errors'])}")
+        print(
+            f"{mode:8} {r['requests']:8d} {r['failed']:6d} {r['apply_s']:7.1f} {r['p50']:6.2f} {r['p99']:6.2f} "
+            f"{r['ok_p99']:6.2f} {r['during']:7d} {r['during_p50']:6.2f} {r['during_p99']:6.2f}  {'; '.join(r['errors'])}"
+        )
     on, off = rows["on"], rows["off"]
-    print(f"\non/off: failed {on['failed']}/{off['failed']}; p99 {on['p99'] / off['p99']:.2f}x, p99 of complete replies {on['ok_p99'] / off['ok_p99']:.2f}x; apply "
-          f"{on['apply_s'] / off['apply_s']:.2f}x")
+    print(
+        f"\non/off: failed {on['failed']}/{off['failed']}; p99 {on['p99'] / off['p99']:.2f}x, p99 of complete replies {on['ok_p99'] / off['ok_p99']:.2f}x; apply "
+        f"{on['apply_s'] / off['apply_s']:.2f}x"
+    )
 
 
 if __name__ == "__main__":

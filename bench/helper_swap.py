@@ -42,8 +42,11 @@ def main() -> None:
                 with tempfile.TemporaryDirectory(prefix="kimik3-bench-swap-") as folder:
                     r = swap_under_load(Path(folder), helper, hand_over, workers=args.workers)
                 refused.append(r.refused)
-                print(f"| {helper} | {way} | {rep} | {r.requests} | {r.refused} | {r.failed} | {r.overlapping} | "
-                      f"{r.swap_s:.2f} |", flush=True)
+                print(
+                    f"| {helper} | {way} | {rep} | {r.requests} | {r.refused} | {r.failed} | {r.overlapping} | "
+                    f"{r.swap_s:.2f} |",
+                    flush=True,
+                )
             summary.append((helper, way, statistics.median(refused), min(refused), max(refused)))
     print("\n| helper | replaced by | refused, median | range |")
     print("|---|---|---|---|")

@@ -116,11 +116,41 @@ class Server:
         folder = self.shards[0].parent
         gpus = ["--gpus", self.args.gpus] if self.args.gpus else []
         threads = str(os.cpu_count() or 1)
-        return ["docker", "run", "-d", "--name", name, "--network", "host", *gpus,
-                "-v", f"{folder}:/models:ro", self.args.image, "-m", f"/models/{self.shards[0].name}",
-                "--host", "127.0.0.1", "--port", str(PORT), "--numa", "distribute", "--cache-type-k", "f16",
-                "--cache-type-v", "f16", "--load-mode", "none", "--threads", threads, "--threads-batch", threads,
-                "-c", "2048", *shlex.split(self.args.server_args), *shlex.split(extra)]
+        return [
+            "docker",
+            "run",
+            "-d",
+            "--name",
+            name,
+            "--network",
+            "host",
+            *gpus,
+            "-v",
+            f"{folder}:/models:ro",
+            self.args.image,
+            "-m",
+            f"/models/{self.shards[0].name}",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(PORT),
+            "--numa",
+            "distribute",
+            "--cache-type-k",
+            "f16",
+            "--cache-type-v",
+            "f16",
+            "--load-mode",
+            "none",
+            "--threads",
+            threads,
+            "--threads-batch",
+            threads,
+            "-c",
+            "2048",
+            *shlex.split(self.args.server_args),
+            *shlex.split(extra),
+        ]
 
     def start(self, name: str = NAME, extra: str = "") -> float:
         """Seconds from `docker run` to /health 200."""
@@ -134,8 +164,9 @@ class Server:
                         return time.perf_counter() - start
             except (urllib.error.URLError, OSError):
                 pass
-            state = subprocess.run(["docker", "inspect", "-f", "{{.State.Status}}", name], capture_output=True,
-                                   text=True).stdout.strip()
+            state = subprocess.run(
+                ["docker", "inspect", "-f", "{{.State.Status}}", name], capture_output=True, text=True
+            ).stdout.strip()
             if state not in ("running", "created"):
                 logs = subprocess.run(["docker", "logs", "--tail", "20", name], capture_output=True, text=True)
                 raise RuntimeError(f"server exited while loading:\n{logs.stdout}{logs.stderr}")
@@ -179,9 +210,13 @@ class NativeServer:
         log = self.logs / f"server-{self.count:03d}.log"
         start = time.perf_counter()
         with open(log, "w") as out:
-            self.process = subprocess.Popen([str(self.bindir / "llama-server"), *self.argv], cwd=self.bindir,
-                                            stdout=out, stderr=subprocess.STDOUT,
-                                            env={**os.environ, "LD_LIBRARY_PATH": str(self.bindir)})
+            self.process = subprocess.Popen(
+                [str(self.bindir / "llama-server"), *self.argv],
+                cwd=self.bindir,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "LD_LIBRARY_PATH": str(self.bindir)},
+            )
         while time.perf_counter() - start < self.timeout:
             try:
                 with urllib.request.urlopen(self.url, timeout=2) as r:
@@ -190,8 +225,10 @@ class NativeServer:
             except (urllib.error.URLError, OSError):
                 pass
             if self.process.poll() is not None:
-                raise RuntimeError(f"llama-server exited {self.process.returncode} while loading:\n"
-                                   + log.read_text(errors="replace")[-3000:])
+                raise RuntimeError(
+                    f"llama-server exited {self.process.returncode} while loading:\n"
+                    + log.read_text(errors="replace")[-3000:]
+                )
             time.sleep(0.05)
         self.stop()
         raise RuntimeError(f"not healthy after {self.timeout} s ({log})")
@@ -224,8 +261,12 @@ class Balloon:
     """bench/balloon.py holding `size` bytes until closed."""
 
     def __init__(self, size: int):
-        self.process = subprocess.Popen([sys.executable, str(ROOT / "bench" / "balloon.py"), str(size)],
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.process = subprocess.Popen(
+            [sys.executable, str(ROOT / "bench" / "balloon.py"), str(size)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         line = self.process.stdout.readline() if self.process.stdout else ""
         if not line:
             raise RuntimeError(f"the balloon of {size} bytes did not start (exit {self.process.wait()})")
@@ -314,8 +355,11 @@ def partial_preread(args: argparse.Namespace, shards: list[Path]) -> None:
             reload("full, fits (no balloon)", r)
         empty_cache(shards)
         avail = available()
-        size = args.balloon if args.balloon is not None else \
-            max(0, avail - facts["reserve"] - int(args.cache_share * total))
+        size = (
+            args.balloon
+            if args.balloon is not None
+            else max(0, avail - facts["reserve"] - int(args.cache_share * total))
+        )
         facts["mem_available_before_balloon"] = avail
         balloon = Balloon(size)
         facts["balloon"] = balloon.facts
@@ -327,7 +371,7 @@ def partial_preread(args: argparse.Namespace, shards: list[Path]) -> None:
             if left() < (1.2 * per_round if r else 60) + 20:
                 print(f"stopping after {r} round(s): {left():.0f} s left", flush=True)
                 break
-            for mode in MODES[r % 3:] + MODES[:r % 3]:  # rotated: no mode always first after the balloon settles
+            for mode in MODES[r % 3 :] + MODES[: r % 3]:  # rotated: no mode always first after the balloon settles
                 reload(mode, r)
             per_round = time.time() - started
     except Exception as exc:  # noqa: BLE001 - the draws so far are still reported (and written), then it fails
@@ -350,15 +394,19 @@ def report_partial(args: argparse.Namespace, facts: dict, draws: list[dict]) -> 
     cold = med.get("none")
     total = facts["model_bytes"]
     balloon = facts.get("balloon", {})
-    print(f"model: {facts['files']} files, {total / (1 << 30):.2f} GiB; balloon {balloon.get('bytes', 0) / (1 << 30):.1f}"
-          f" GiB ({balloon.get('how')}, swap {balloon.get('swap_total', 0) >> 20} MiB); MemAvailable "
-          f"{facts.get('mem_available_with_balloon', 0) / (1 << 30):.1f} GiB with it, reserve "
-          f"{facts.get('reserve', 0) / (1 << 30):.1f} GiB (kimik3's for this host: "
-          f"{facts.get('reserve_kimik3', 0) / (1 << 30):.1f} GiB)")
+    print(
+        f"model: {facts['files']} files, {total / (1 << 30):.2f} GiB; balloon {balloon.get('bytes', 0) / (1 << 30):.1f}"
+        f" GiB ({balloon.get('how')}, swap {balloon.get('swap_total', 0) >> 20} MiB); MemAvailable "
+        f"{facts.get('mem_available_with_balloon', 0) / (1 << 30):.1f} GiB with it, reserve "
+        f"{facts.get('reserve', 0) / (1 << 30):.1f} GiB (kimik3's for this host: "
+        f"{facts.get('reserve_kimik3', 0) / (1 << 30):.1f} GiB)"
+    )
     dead = [r for r in draws if r.get("balloon_alive") is False]
     if dead:
         print(f"WARNING: the balloon was gone in {len(dead)} draw(s): those ran without the RAM it held")
-    print("| pre-read | draws | read GiB | cached at swap | downtime s (median) | spread | × cold (median) | × cold per draw |")
+    print(
+        "| pre-read | draws | read GiB | cached at swap | downtime s (median) | spread | × cold (median) | × cold per draw |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     summary = {}
     for mode in ("none", "partial", "full", "full, fits (no balloon)"):
@@ -367,12 +415,19 @@ def report_partial(args: argparse.Namespace, facts: dict, draws: list[dict]) -> 
             continue
         ratios = [r["downtime_s"] / cold for r in rows] if cold else []
         cached = statistics.median(r["cached_before_swap"] for r in rows) / total
-        summary[mode] = {"n": len(rows), "downtime_s": med[mode], "ratio": round(med[mode] / cold, 3) if cold else None,
-                         "ratios": [round(x, 3) for x in ratios], "cached_share": round(cached, 3),
-                         "preread_gib": round(statistics.median(r["preread_bytes"] for r in rows) / (1 << 30), 2)}
-        print(f"| {mode} | {len(rows)} | {summary[mode]['preread_gib']} | {100 * cached:.0f} % | {med[mode]:.2f} | "
-              f"{spread([r['downtime_s'] for r in rows])} | {summary[mode]['ratio']} | "
-              f"{', '.join(f'{x:.2f}' for x in ratios)} |")
+        summary[mode] = {
+            "n": len(rows),
+            "downtime_s": med[mode],
+            "ratio": round(med[mode] / cold, 3) if cold else None,
+            "ratios": [round(x, 3) for x in ratios],
+            "cached_share": round(cached, 3),
+            "preread_gib": round(statistics.median(r["preread_bytes"] for r in rows) / (1 << 30), 2),
+        }
+        print(
+            f"| {mode} | {len(rows)} | {summary[mode]['preread_gib']} | {100 * cached:.0f} % | {med[mode]:.2f} | "
+            f"{spread([r['downtime_s'] for r in rows])} | {summary[mode]['ratio']} | "
+            f"{', '.join(f'{x:.2f}' for x in ratios)} |"
+        )
     # kimik3's prediction for the partial draws (planning/health_step.predicted_partial_load_s) from this host's
     # own cold and warm reloads (the records it would have), against the partial draws measured
     warm = med.get("full, fits (no balloon)")
@@ -381,11 +436,14 @@ def report_partial(args: argparse.Namespace, facts: dict, draws: list[dict]) -> 
         predicted = share * warm + (1 - share) * cold
         summary["partial_predicted_s"] = round(predicted, 3)
         summary["partial_measured_over_predicted"] = round(med["partial"] / predicted, 3)
-        print(f"partial: {100 * share:.0f} % pre-read; predicted downtime {predicted:.2f} s ({share:.2f} × warm "
-              f"{warm:.2f} s + {1 - share:.2f} × cold {cold:.2f} s), measured {med['partial']:.2f} s = "
-              f"{med['partial'] / predicted:.2f}× the prediction")
-    print("reload downtime / cold: " + ", ".join(f"{m} {s['ratio']}" for m, s in summary.items()
-                                                  if isinstance(s, dict)))
+        print(
+            f"partial: {100 * share:.0f} % pre-read; predicted downtime {predicted:.2f} s ({share:.2f} × warm "
+            f"{warm:.2f} s + {1 - share:.2f} × cold {cold:.2f} s), measured {med['partial']:.2f} s = "
+            f"{med['partial'] / predicted:.2f}× the prediction"
+        )
+    print(
+        "reload downtime / cold: " + ", ".join(f"{m} {s['ratio']}" for m, s in summary.items() if isinstance(s, dict))
+    )
     if args.json:
         args.json.write_text(json.dumps({"facts": facts, "summary": summary, "draws": draws}, indent=1))
 
@@ -401,20 +459,38 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=3600)
     partial = parser.add_argument_group("--partial-preread (issue 27): reload downtime under a balloon")
-    partial.add_argument("--partial-preread", action="store_true",
-                         help="only the reloads: no, partial and full pre-read alternating, --runs rounds")
+    partial.add_argument(
+        "--partial-preread",
+        action="store_true",
+        help="only the reloads: no, partial and full pre-read alternating, --runs rounds",
+    )
     partial.add_argument("--native", type=Path, help="llama-server's build folder (no Docker: the GPU host)")
     partial.add_argument("--argv-file", type=Path, help="JSON list: the server's argv after llama-server (--native)")
-    partial.add_argument("--cache-share", type=float, default=0.5,
-                         help="share of the model the page cache keeps beside the reserve once the balloon holds RAM")
+    partial.add_argument(
+        "--cache-share",
+        type=float,
+        default=0.5,
+        help="share of the model the page cache keeps beside the reserve once the balloon holds RAM",
+    )
     partial.add_argument("--balloon", type=float, help="bytes the balloon holds (default: sized by --cache-share)")
-    partial.add_argument("--reserve", type=float,
-                         help="bytes kept free beside the cache (default: kimik3's reserve for this host, 10 %% of "
-                              "RAM); the partial budget and the balloon's size use it")
-    partial.add_argument("--available", type=int, default=0,
-                         help="MemAvailable as the plan sees it (a dry run's forced budget; default: /proc/meminfo)")
-    partial.add_argument("--reference-draws", type=int, default=1,
-                         help="whole pre-reads before the balloon (the warm reference of the prediction)")
+    partial.add_argument(
+        "--reserve",
+        type=float,
+        help="bytes kept free beside the cache (default: kimik3's reserve for this host, 10 %% of "
+        "RAM); the partial budget and the balloon's size use it",
+    )
+    partial.add_argument(
+        "--available",
+        type=int,
+        default=0,
+        help="MemAvailable as the plan sees it (a dry run's forced budget; default: /proc/meminfo)",
+    )
+    partial.add_argument(
+        "--reference-draws",
+        type=int,
+        default=1,
+        help="whole pre-reads before the balloon (the warm reference of the prediction)",
+    )
     partial.add_argument("--workers", type=int, default=4, help="pre-read readers (the step's default)")
     partial.add_argument("--deadline", type=float, default=0, help="epoch seconds: no round is started past it")
     partial.add_argument("--json", type=Path, help="write every draw and the summary here")
@@ -440,8 +516,10 @@ def main() -> None:
             row("cold floor (1 reader)", timed(lambda: read_all(shards)))
             for method, workers in (("read", 1), ("read", 4), ("fadvise", 4)):
                 empty_cache(shards)
-                row(f"pre-read alone, {method} x{workers}, cold",
-                    timed(lambda: page_cache.preread(paths, workers, lambda n: None, method)))
+                row(
+                    f"pre-read alone, {method} x{workers}, cold",
+                    timed(lambda: page_cache.preread(paths, workers, lambda n: None, method)),
+                )
             empty_cache(shards)
             row("cold load", server.start())
             Server.remove()
@@ -459,17 +537,23 @@ def main() -> None:
     finally:
         Server.remove()
     med = {k: statistics.median(v) for k, v in rows.items()}
-    print(f"model: {len(shards)} shards, {total / (1 << 30):.2f} GiB ({shards[0].parent}); image {args.image}; "
-          f"{args.runs} run(s), median; cache emptied with {how}")
+    print(
+        f"model: {len(shards)} shards, {total / (1 << 30):.2f} GiB ({shards[0].parent}); image {args.image}; "
+        f"{args.runs} run(s), median; cache emptied with {how}"
+    )
     print("| run | seconds | GiB/s | × cold floor | × cold load |")
     print("|---|---|---|---|---|")
     for name, seconds in med.items():
-        print(f"| {name} | {seconds:.2f} | {total / (1 << 30) / seconds:.2f} | "
-              f"{seconds / med['cold floor (1 reader)']:.2f} | {seconds / med['cold load']:.2f} |")
-    print(f"cold load / cold floor = {med['cold load'] / med['cold floor (1 reader)']:.2f}x   "
-          f"warm / cold load = {med['warm load'] / med['cold load']:.2f}x   "
-          f"pre-read reload / cold reload downtime = "
-          f"{med['pre-read reload: downtime'] / med['cold reload: downtime']:.2f}x")
+        print(
+            f"| {name} | {seconds:.2f} | {total / (1 << 30) / seconds:.2f} | "
+            f"{seconds / med['cold floor (1 reader)']:.2f} | {seconds / med['cold load']:.2f} |"
+        )
+    print(
+        f"cold load / cold floor = {med['cold load'] / med['cold floor (1 reader)']:.2f}x   "
+        f"warm / cold load = {med['warm load'] / med['cold load']:.2f}x   "
+        f"pre-read reload / cold reload downtime = "
+        f"{med['pre-read reload: downtime'] / med['cold reload: downtime']:.2f}x"
+    )
     if "hybrid warm load" in med:
         print(f"hybrid warm / all-GPU warm = {med['hybrid warm load'] / med['warm load']:.2f}x")
 

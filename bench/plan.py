@@ -30,15 +30,17 @@ CONTAINER = "kimi-k3-demo"
 
 
 def _summary(name: str, times: list[float]) -> str:
-    return (f"{name:<13} median {statistics.median(times):.3f} s  min {min(times):.3f} s  "
-            f"max {max(times):.3f} s")
+    return f"{name:<13} median {statistics.median(times):.3f} s  min {min(times):.3f} s  max {max(times):.3f} s"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=15)
-    parser.add_argument("--profile", default=str(PROFILE),
-                        help="the converged demo's profile (default: this checkout's profiles/demo-cpu.yaml)")
+    parser.add_argument(
+        "--profile",
+        default=str(PROFILE),
+        help="the converged demo's profile (default: this checkout's profiles/demo-cpu.yaml)",
+    )
     args = parser.parse_args()
     runs, profile = args.runs, args.profile
     compileall.compile_dir(ROOT / "kimik3_reconciler", quiet=1)
@@ -46,8 +48,9 @@ def main() -> None:
     plan, floor, imports = [], [], []
     for _ in range(runs):
         plan.append(timed([*KIMIK3, "plan", profile]))
-        floor.append(timed([sys.executable, "-c", "pass"]) + timed(["docker", "ps"])
-                     + timed(["docker", "inspect", CONTAINER]))
+        floor.append(
+            timed([sys.executable, "-c", "pass"]) + timed(["docker", "ps"]) + timed(["docker", "inspect", CONTAINER])
+        )
         imports.append(timed([sys.executable, "-c", "import kimik3_reconciler.cli"]))
     ratio = statistics.median(plan) / statistics.median(floor)
     rest = statistics.median(plan) - statistics.median(imports)

@@ -27,8 +27,9 @@ from common import PROFILE, ROOT
 def _timed(root: Path, profile: str) -> float:
     env = {**os.environ, "PYTHONPATH": str(root)}
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "kimik3_reconciler", "plan", profile], cwd=root, env=env,
-                   capture_output=True, check=True)
+    subprocess.run(
+        [sys.executable, "-m", "kimik3_reconciler", "plan", profile], cwd=root, env=env, capture_output=True, check=True
+    )
     return time.perf_counter() - start
 
 
@@ -48,8 +49,10 @@ def main() -> None:
         other.append(_timed(baseline, args.profile))
     for name, times in (("this checkout", this), ("baseline", other)):
         print(f"{name:<14} median {statistics.median(times):.3f} s  min {min(times):.3f} s  max {max(times):.3f} s")
-    print(f"{args.runs} runs each, alternating; this/baseline: {statistics.median(this) / statistics.median(other):.3f}"
-          f" by medians, {min(this) / min(other):.3f} by minimums (goal <= 1)")
+    print(
+        f"{args.runs} runs each, alternating; this/baseline: {statistics.median(this) / statistics.median(other):.3f}"
+        f" by medians, {min(this) / min(other):.3f} by minimums (goal <= 1)"
+    )
 
 
 if __name__ == "__main__":

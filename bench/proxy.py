@@ -31,18 +31,23 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
+from support.realparts import demo_profile, write_profile  # noqa: E402
+
 from bench.proxy_measure import GOAL, measure  # noqa: E402
 from kimik3_demo.hub import FixtureHub  # noqa: E402
 from kimik3_demo.prepare import demo_repos, prepare_hub_root  # noqa: E402
-from support.realparts import demo_profile, write_profile  # noqa: E402
 
 DEMO = ROOT / ".kimik3-demo"
 KIMIK3 = [sys.executable, "-m", "kimik3_reconciler"]
 
 
 def kimik3(work: Path, *args: str) -> None:
-    env = {**os.environ, "KIMIK3_STATE_DIR": str(work / "state"), "HF_HOME": str(work / "hf-home"),
-           "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))}
+    env = {
+        **os.environ,
+        "KIMIK3_STATE_DIR": str(work / "state"),
+        "HF_HOME": str(work / "hf-home"),
+        "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH")))),
+    }
     done = subprocess.run([*KIMIK3, *args], cwd=work, env=env, capture_output=True, text=True)
     if done.returncode:
         sys.exit(f"kimik3 {' '.join(args)} exited {done.returncode}:\n{done.stderr[-2000:]}")
@@ -74,12 +79,21 @@ def main() -> None:
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="kimik3-bench-proxy-", dir=DEMO))
     with demo_hub() as hub:
-        deploy_demo(work, hub.url, args.name, args.port,
-                    {"port": args.port + 2, "proxy": True, "server_port": args.port + 1})
+        deploy_demo(
+            work, hub.url, args.name, args.port, {"port": args.port + 2, "proxy": True, "server_port": args.port + 1}
+        )
         exporter = json.loads((work / "state" / "metrics" / args.name / "process.json").read_text())
         if args.keep:  # for profiling by hand; `kimik3 destroy` with KIMIK3_STATE_DIR=<work>/state removes it
-            print(json.dumps({"work": str(work), "direct": f"http://127.0.0.1:{args.port + 1}",
-                              "proxy": f"http://127.0.0.1:{args.port}", "exporter_pid": exporter["pid"]}))
+            print(
+                json.dumps(
+                    {
+                        "work": str(work),
+                        "direct": f"http://127.0.0.1:{args.port + 1}",
+                        "proxy": f"http://127.0.0.1:{args.port}",
+                        "exporter_pid": exporter["pid"],
+                    }
+                )
+            )
             return
         try:
             run(args, exporter["pid"])
@@ -89,8 +103,15 @@ def main() -> None:
 
 
 def run(args: argparse.Namespace, exporter_pid: int) -> None:
-    result = measure(f"http://127.0.0.1:{args.port + 1}", f"http://127.0.0.1:{args.port}", exporter_pid, args.rounds,
-                     args.requests, args.tokens, args.pairs)
+    result = measure(
+        f"http://127.0.0.1:{args.port + 1}",
+        f"http://127.0.0.1:{args.port}",
+        exporter_pid,
+        args.rounds,
+        args.requests,
+        args.tokens,
+        args.pairs,
+    )
     print(json.dumps({key: value for key, value in result.items() if key != "rows"} | {"goal": GOAL}))
 
 

@@ -27,8 +27,10 @@ from bench.proxy_measure import cpu_seconds, load  # noqa: E402
 
 UPSTREAM_PORT, PROXY_PORT = 18770, 18771
 _ID = "chatcmpl-pFNmSY22FbfdB1ROKV6CUG6efyaUhPtw"
-_TAIL = (f'"created":1796292687,"id":"{_ID}","model":"Kimi-K3-UD-Q2_K_XL-00001-of-00012.gguf",'
-         '"system_fingerprint":"b11434-ad1de39","object":"chat.completion.chunk"}')
+_TAIL = (
+    f'"created":1796292687,"id":"{_ID}","model":"Kimi-K3-UD-Q2_K_XL-00001-of-00012.gguf",'
+    '"system_fingerprint":"b11434-ad1de39","object":"chat.completion.chunk"}'
+)
 
 
 def event(delta: str, finish: str = "null") -> bytes:
@@ -69,8 +71,12 @@ def proxy(profile: str | None, stock_loop: bool) -> None:
     from kimik3_reconciler.adapters.latency_proxy import proxy_app
     from kimik3_reconciler.exporter.proxy_observe import ProxyMetrics
 
-    labels = {"profile": "k3px17-cpu", "quant": "UD-Q2_K_XL", "build": "mainline-ad1de39-b11434-cpu",
-              "fingerprint": "0123456789abcdef"}
+    labels = {
+        "profile": "k3px17-cpu",
+        "quant": "UD-Q2_K_XL",
+        "build": "mainline-ad1de39-b11434-cpu",
+        "fingerprint": "0123456789abcdef",
+    }
     app = proxy_app(f"http://127.0.0.1:{UPSTREAM_PORT}", ProxyMetrics(CollectorRegistry(), labels))
     sites = [(app, "127.0.0.1", PROXY_PORT)]
 
@@ -112,8 +118,11 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=256)
     parser.add_argument("--rate", type=float, default=100.0, help="tokens/s per stream from the upstream")
     parser.add_argument("--profile", help="cProfile the proxy into this file")
-    parser.add_argument("--asyncio", action="store_true", help="run the proxy on asyncio's own event loop "
-                        "(`metrics-serve` runs it on uvloop's)")
+    parser.add_argument(
+        "--asyncio",
+        action="store_true",
+        help="run the proxy on asyncio's own event loop (`metrics-serve` runs it on uvloop's)",
+    )
     args = parser.parse_args()
     if args.role == "upstream":
         return upstream(args.rate)
@@ -122,8 +131,18 @@ def main() -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))}
     me = [sys.executable, __file__, "--rate", str(args.rate)]
     children = [subprocess.Popen([*me, "--role", "upstream"], env=env)]
-    children.append(subprocess.Popen([*me, "--role", "proxy", *(["--profile", args.profile] if args.profile else []),
-                                      *(["--asyncio"] if args.asyncio else [])], env=env))
+    children.append(
+        subprocess.Popen(
+            [
+                *me,
+                "--role",
+                "proxy",
+                *(["--profile", args.profile] if args.profile else []),
+                *(["--asyncio"] if args.asyncio else []),
+            ],
+            env=env,
+        )
+    )
     try:
         wait(f"http://127.0.0.1:{UPSTREAM_PORT}/health")
         wait(f"http://127.0.0.1:{PROXY_PORT}/health")
@@ -131,8 +150,17 @@ def main() -> None:
         cpu = cpu_seconds(pid)
         rate, events, _ = asyncio.run(load(f"http://127.0.0.1:{PROXY_PORT}", args.streams, args.requests, args.tokens))
         spent = cpu_seconds(pid) - cpu
-        print(json.dumps({"streams": args.streams, "events": events, "tok_s": round(rate, 1),
-                          "proxy_cpu_s": round(spent, 3), "proxy_cpu_us_per_token": round(spent / events * 1e6, 1)}))
+        print(
+            json.dumps(
+                {
+                    "streams": args.streams,
+                    "events": events,
+                    "tok_s": round(rate, 1),
+                    "proxy_cpu_s": round(spent, 3),
+                    "proxy_cpu_us_per_token": round(spent / events * 1e6, 1),
+                }
+            )
+        )
     finally:
         for child in reversed(children):
             child.send_signal(2)

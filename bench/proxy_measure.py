@@ -29,8 +29,12 @@ GOAL = {"tok_s_ratio_c8": ">= 0.98", "ttft_p50_added_ms": "<= 5"}
 
 async def one(client: httpx.AsyncClient, url: str, tokens: int) -> tuple[float, int]:
     """(TTFT, streamed events) of one streamed completion."""
-    body = {"messages": [{"role": "user", "content": "count"}], "max_tokens": tokens, "stream": True,
-            "ignore_eos": True}
+    body = {
+        "messages": [{"role": "user", "content": "count"}],
+        "max_tokens": tokens,
+        "stream": True,
+        "ignore_eos": True,
+    }
     start, first, events = time.perf_counter(), None, 0
     async with client.stream("POST", f"{url}/v1/chat/completions", json=body) as reply:
         if reply.status_code != 200:
@@ -73,7 +77,7 @@ async def paired_ttft(direct: str, proxied: str, pairs: int) -> tuple[list[float
         for url in (direct, proxied):
             await one(client, url, 4)  # warm both
         for i in range(pairs):
-            for url in ((direct, proxied) if i % 2 else (proxied, direct)):
+            for url in (direct, proxied) if i % 2 else (proxied, direct):
                 firsts[url].append((await one(client, url, 4))[0])
     return firsts[direct], firsts[proxied]
 
@@ -84,8 +88,9 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def measure_round(direct: str, proxied: str, proxy_pid: int, round_no: int, requests: int, tokens: int,
-                  pairs: int) -> dict[str, Any]:
+def measure_round(
+    direct: str, proxied: str, proxy_pid: int, round_no: int, requests: int, tokens: int, pairs: int
+) -> dict[str, Any]:
     """One round: c8 direct and proxied (which goes first alternates with the round), then `pairs` TTFT pairs.
     The row keeps what its ratios are computed from: tok/s of each side, the proxied tokens and the proxy's
     CPU seconds over them, the TTFT medians and the added TTFT (median of paired differences)."""
@@ -108,12 +113,16 @@ def measure_round(direct: str, proxied: str, proxy_pid: int, round_no: int, requ
 
 
 def describe(row: dict[str, Any]) -> str:
-    text = (f"round {row['round']}: c8 tok/s direct {row['c8_tok_s_direct']:.1f} proxy {row['c8_tok_s_proxy']:.1f} "
-            f"(ratio {row['tok_s_ratio_c8']:.3f}); proxy CPU {row['proxy_cpu_s'] / row['proxy_tokens'] * 1e6:.0f} "
-            f"us/token")
+    text = (
+        f"round {row['round']}: c8 tok/s direct {row['c8_tok_s_direct']:.1f} proxy {row['c8_tok_s_proxy']:.1f} "
+        f"(ratio {row['tok_s_ratio_c8']:.3f}); proxy CPU {row['proxy_cpu_s'] / row['proxy_tokens'] * 1e6:.0f} "
+        f"us/token"
+    )
     if "ttft_added_ms" in row:
-        text += (f"; TTFT p50 c1 direct {row['ttft_p50_ms_direct']:.2f} ms proxy {row['ttft_p50_ms_proxy']:.2f} ms, "
-                 f"added (median of pairs) {row['ttft_added_ms']:+.2f} ms")
+        text += (
+            f"; TTFT p50 c1 direct {row['ttft_p50_ms_direct']:.2f} ms proxy {row['ttft_p50_ms_proxy']:.2f} ms, "
+            f"added (median of pairs) {row['ttft_added_ms']:+.2f} ms"
+        )
     return text
 
 
@@ -124,16 +133,26 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "tok_s_ratio_c8": round(statistics.median(r["tok_s_ratio_c8"] for r in rows), 3),
         "tok_s_ratio_c8_range": [min(r["tok_s_ratio_c8"] for r in rows), max(r["tok_s_ratio_c8"] for r in rows)],
         "c8_tok_s_direct": round(statistics.median(r["c8_tok_s_direct"] for r in rows), 1),
-        "proxy_cpu_us_per_token": round(sum(r["proxy_cpu_s"] for r in rows) /
-                                        max(sum(r["proxy_tokens"] for r in rows), 1) * 1e6, 1),
+        "proxy_cpu_us_per_token": round(
+            sum(r["proxy_cpu_s"] for r in rows) / max(sum(r["proxy_tokens"] for r in rows), 1) * 1e6, 1
+        ),
     }
     if all("ttft_added_ms" in r for r in rows):
         summary["ttft_p50_added_ms_c1"] = round(statistics.median(r["ttft_added_ms"] for r in rows), 2)
     return summary
 
 
-def measure(direct: str, proxied: str, proxy_pid: int, rounds: int, requests: int, tokens: int, pairs: int,
-            report: Callable[[str], None] = print, deadline: float | None = None) -> dict[str, Any]:
+def measure(
+    direct: str,
+    proxied: str,
+    proxy_pid: int,
+    rounds: int,
+    requests: int,
+    tokens: int,
+    pairs: int,
+    report: Callable[[str], None] = print,
+    deadline: float | None = None,
+) -> dict[str, Any]:
     """`rounds` rounds (fewer if time.monotonic() passes `deadline` first, at least one), printed as they end;
     returns {"rows": [...], **summarize(rows)}."""
     rows: list[dict[str, Any]] = []

@@ -78,15 +78,19 @@ def main() -> None:
     name, port = data["name"], data["serve"]["port"]
     cache = (profile.parent / data["model"]["cache_dir"]).resolve()
     latencies = [ready_latency(profile, name) for _ in range(runs)]
-    print(f"ready latency (listening -> kimik3 healthy): median {statistics.median(latencies):.3f} s "
-          f"(runs: {', '.join(f'{x:.3f}' for x in latencies)}; goal <= 0.5 s)")
+    print(
+        f"ready latency (listening -> kimik3 healthy): median {statistics.median(latencies):.3f} s "
+        f"(runs: {', '.join(f'{x:.3f}' for x in latencies)}; goal <= 0.5 s)"
+    )
     noop = [timed([*KIMIK3, "apply", str(profile)]) for _ in range(runs)]
     start_import = [timed([sys.executable, "-c", IMPORTS]) for _ in range(runs)]
     raw = [raw_observation(name, port, cache) for _ in range(runs)]
     baseline = statistics.median(start_import) + statistics.median(raw)
-    print(f"no-op apply: median {statistics.median(noop):.3f} s; baseline (interpreter+imports "
-          f"{statistics.median(start_import):.3f} s + raw observation calls {statistics.median(raw):.3f} s) = "
-          f"{baseline:.3f} s; ratio {statistics.median(noop) / baseline:.2f}x")
+    print(
+        f"no-op apply: median {statistics.median(noop):.3f} s; baseline (interpreter+imports "
+        f"{statistics.median(start_import):.3f} s + raw observation calls {statistics.median(raw):.3f} s) = "
+        f"{baseline:.3f} s; ratio {statistics.median(noop) / baseline:.2f}x"
+    )
 
 
 if __name__ == "__main__":

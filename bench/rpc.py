@@ -50,8 +50,9 @@ def _ts(text: str) -> dt.datetime:
 
 def load_seconds(name: str) -> float:
     """Container start to llama-server's "listening on" line, from docker's own timestamps."""
-    started = subprocess.run(["docker", "inspect", "-f", "{{.State.StartedAt}}", name], capture_output=True,
-                             text=True, check=True).stdout.strip()
+    started = subprocess.run(
+        ["docker", "inspect", "-f", "{{.State.StartedAt}}", name], capture_output=True, text=True, check=True
+    ).stdout.strip()
     logs = subprocess.run(["docker", "logs", "-t", name], capture_output=True, text=True)
     line = next(ln for ln in (logs.stdout + logs.stderr).splitlines() if "listening on" in ln)
     return (_ts(line.split()[0]) - _ts(started)).total_seconds()
@@ -61,8 +62,9 @@ def tokens_per_second(port: int) -> float:
     rates = []
     for prompt in PROMPTS:
         body = json.dumps({"prompt": prompt, "n_predict": 64, "temperature": 0, "cache_prompt": False}).encode()
-        request = urllib.request.Request(f"http://127.0.0.1:{port}/completion", body,
-                                         {"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/completion", body, {"Content-Type": "application/json"}
+        )
         with urllib.request.urlopen(request, timeout=300) as answer:
             rates.append(json.loads(answer.read())["timings"]["predicted_per_second"])
     return statistics.mean(rates)
@@ -87,8 +89,9 @@ def main() -> None:
         solo["serve"]["n_cpu_moe"] = 2
         split = demo_profile(work, MAIN, MAIN_PORT, hub.url)
         split["serve"]["n_cpu_moe"] = 2
-        split["rpc"] = {"workers": [{"name": "w1", "docker": sshd.docker_url, "bind": "127.0.0.2",
-                                     "port": WORKER_PORT}]}
+        split["rpc"] = {
+            "workers": [{"name": "w1", "docker": sshd.docker_url, "bind": "127.0.0.2", "port": WORKER_PORT}]
+        }
         write_profile(work, solo, "solo.yaml")
         write_profile(work, split, "rpc.yaml")
         try:
@@ -109,7 +112,9 @@ def main() -> None:
     print(f"runs: {args.runs} (medians)")
     print("| measure | single host | with worker | ratio (worker / single) |")
     print("|---|---|---|---|")
-    print(f"| generation tok/s | {med['solo_tps']:.1f} | {med['rpc_tps']:.1f} | {med['rpc_tps'] / med['solo_tps']:.2f} |")
+    print(
+        f"| generation tok/s | {med['solo_tps']:.1f} | {med['rpc_tps']:.1f} | {med['rpc_tps'] / med['solo_tps']:.2f} |"
+    )
     print(f"| load s | {med['solo_load']:.2f} | {med['rpc_load']:.2f} | {med['rpc_load'] / med['solo_load']:.2f} |")
     print("| measure | cache cold | cache warm | ratio (warm / cold) |")
     print("|---|---|---|---|")

@@ -72,15 +72,23 @@ def start_twin(name: str) -> tuple[str, int, int, str]:
 
 def drive(port: int, model: str, seconds: float, concurrency: int, max_tokens: int) -> float:
     """Aggregate generated tokens per second of `concurrency` closed-loop clients over `seconds`."""
-    body = json.dumps({"model": model, "prompt": "The quick brown fox jumps over the lazy dog. " * 4,
-                       "max_tokens": max_tokens, "ignore_eos": True, "temperature": 0}).encode()
+    body = json.dumps(
+        {
+            "model": model,
+            "prompt": "The quick brown fox jumps over the lazy dog. " * 4,
+            "max_tokens": max_tokens,
+            "ignore_eos": True,
+            "temperature": 0,
+        }
+    ).encode()
     tokens = [0] * concurrency
     stop = time.monotonic() + seconds
 
     def client(i: int) -> None:
         while time.monotonic() < stop:
-            request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", data=body,
-                                             headers={"Content-Type": "application/json"})
+            request = urllib.request.Request(
+                f"http://127.0.0.1:{port}/v1/completions", data=body, headers={"Content-Type": "application/json"}
+            )
             with urllib.request.urlopen(request, timeout=300) as answer:
                 tokens[i] += json.load(answer)["usage"]["completion_tokens"]
 
@@ -113,12 +121,16 @@ def main() -> None:
             for results, server in order if round_ % 2 else reversed(order):
                 results.append(drive(server, served, args.seconds, args.concurrency, args.max_tokens))
             first = "deployed" if round_ % 2 else "hand"
-            print(f"round {round_} ({first} first): kimik3-deployed {deployed[-1]:.1f} tok/s, hand-started "
-                  f"{hand[-1]:.1f} tok/s")
+            print(
+                f"round {round_} ({first} first): kimik3-deployed {deployed[-1]:.1f} tok/s, hand-started "
+                f"{hand[-1]:.1f} tok/s"
+            )
         ratio = statistics.median(deployed) / statistics.median(hand)
-        print(f"c{args.concurrency}, {args.max_tokens} tokens a request, {args.seconds:g} s a round, {args.rounds} "
-              f"rounds: median {statistics.median(deployed):.1f} vs {statistics.median(hand):.1f} tok/s, "
-              f"deployed/hand {ratio:.3f} (goal >= 0.98)")
+        print(
+            f"c{args.concurrency}, {args.max_tokens} tokens a request, {args.seconds:g} s a round, {args.rounds} "
+            f"rounds: median {statistics.median(deployed):.1f} vs {statistics.median(hand):.1f} tok/s, "
+            f"deployed/hand {ratio:.3f} (goal >= 0.98)"
+        )
     finally:
         subprocess.run(["docker", "rm", "-f", twin], capture_output=True)
 

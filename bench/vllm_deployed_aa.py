@@ -62,16 +62,19 @@ def main() -> None:
             drive(port, NAME, 3, 4, 32)  # warm-up, uncounted
         names = list(ports)
         for r in range(args.rounds):
-            order = names[r % 3:] + names[:r % 3]
+            order = names[r % 3 :] + names[: r % 3]
             for key in order:
                 results[key].append(drive(ports[key], NAME, args.seconds, 4, 32))
-            print(f"round {r + 1} ({' '.join(order)}): " + ", ".join(f"{k} {results[k][-1]:.1f}" for k in names),
-                  flush=True)
+            print(
+                f"round {r + 1} ({' '.join(order)}): " + ", ".join(f"{k} {results[k][-1]:.1f}" for k in names),
+                flush=True,
+            )
         med = {k: statistics.median(v) for k, v in results.items()}
         for k, v in results.items():
             print(f"{k}: median {med[k]:.1f} tok/s, min {min(v):.1f}, max {max(v):.1f}, rounds {len(v)}")
-        print(f"D/H1 {med['D'] / med['H1']:.3f}  D/H2 {med['D'] / med['H2']:.3f}  "
-              f"H2/H1 (A/A) {med['H2'] / med['H1']:.3f}")
+        print(
+            f"D/H1 {med['D'] / med['H1']:.3f}  D/H2 {med['D'] / med['H2']:.3f}  H2/H1 (A/A) {med['H2'] / med['H1']:.3f}"
+        )
         wins = sum(d < min(h1, h2) for d, h1, h2 in zip(results["D"], results["H1"], results["H2"]))
         print(f"rounds where D was the slowest of the three: {wins} of {args.rounds}")
         print(json.dumps(results))

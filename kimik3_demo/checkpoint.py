@@ -26,15 +26,18 @@ HEAD_DIM = HIDDEN // HEADS
 SPECIAL = ("<|begin_of_text|>", "<|end_of_text|>", "<|im_start|>", "<|im_end|>")
 MAX_POSITIONS = 2048
 SHARDS = 2
-CHAT_TEMPLATE = ("{{ bos_token }}{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
-                 "{{ message['content'] }}<|im_end|>\n{% endfor %}"
-                 "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
+    "{{ message['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 
 
 def _byte_alphabet() -> list[str]:
     """GPT-2's bytes_to_unicode: the printable stand-in for each byte that byte-level BPE vocabularies use."""
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
-        list(range(ord("®"), ord("ÿ") + 1))
+    printable = (
+        list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    )
     chars, extra = [], 0
     for byte in range(256):
         if byte in printable:
@@ -52,32 +55,89 @@ def vocabulary() -> dict[str, int]:
 
 
 def tokenizer_json(vocab: dict[str, int]) -> dict:
-    added = [{"id": vocab[t], "content": t, "single_word": False, "lstrip": False, "rstrip": False,
-              "normalized": False, "special": True} for t in SPECIAL]
+    added = [
+        {
+            "id": vocab[t],
+            "content": t,
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "special": True,
+        }
+        for t in SPECIAL
+    ]
     byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
-    return {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added, "normalizer": None,
-            "pre_tokenizer": byte_level, "post_processor": byte_level, "decoder": byte_level,
-            "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
-                      "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
-                      "ignore_merges": False, "vocab": vocab, "merges": []}}
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": added,
+        "normalizer": None,
+        "pre_tokenizer": byte_level,
+        "post_processor": byte_level,
+        "decoder": byte_level,
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "ignore_merges": False,
+            "vocab": vocab,
+            "merges": [],
+        },
+    }
 
 
 def tokenizer_config(vocab: dict[str, int]) -> dict:
-    return {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": SPECIAL[0], "eos_token": SPECIAL[1],
-            "pad_token": SPECIAL[1], "add_bos_token": False, "model_max_length": MAX_POSITIONS,
-            "clean_up_tokenization_spaces": False, "chat_template": CHAT_TEMPLATE,
-            "added_tokens_decoder": {str(vocab[t]): {"content": t, "lstrip": False, "normalized": False,
-                                                     "rstrip": False, "single_word": False, "special": True}
-                                     for t in SPECIAL}}
+    return {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": SPECIAL[0],
+        "eos_token": SPECIAL[1],
+        "pad_token": SPECIAL[1],
+        "add_bos_token": False,
+        "model_max_length": MAX_POSITIONS,
+        "clean_up_tokenization_spaces": False,
+        "chat_template": CHAT_TEMPLATE,
+        "added_tokens_decoder": {
+            str(vocab[t]): {
+                "content": t,
+                "lstrip": False,
+                "normalized": False,
+                "rstrip": False,
+                "single_word": False,
+                "special": True,
+            }
+            for t in SPECIAL
+        },
+    }
 
 
 def model_config(vocab_size: int) -> dict:
-    return {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": HIDDEN,
-            "intermediate_size": INTERMEDIATE, "num_hidden_layers": LAYERS, "num_attention_heads": HEADS,
-            "num_key_value_heads": KV_HEADS, "head_dim": HEAD_DIM, "hidden_act": "silu",
-            "max_position_embeddings": MAX_POSITIONS, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
-            "vocab_size": vocab_size, "bos_token_id": 256, "eos_token_id": 257, "tie_word_embeddings": False,
-            "torch_dtype": "bfloat16", "attention_bias": False, "mlp_bias": False}
+    return {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": HIDDEN,
+        "intermediate_size": INTERMEDIATE,
+        "num_hidden_layers": LAYERS,
+        "num_attention_heads": HEADS,
+        "num_key_value_heads": KV_HEADS,
+        "head_dim": HEAD_DIM,
+        "hidden_act": "silu",
+        "max_position_embeddings": MAX_POSITIONS,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 10000.0,
+        "vocab_size": vocab_size,
+        "bos_token_id": 256,
+        "eos_token_id": 257,
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+        "attention_bias": False,
+        "mlp_bias": False,
+    }
 
 
 def _bf16(values: np.ndarray) -> bytes:
@@ -93,18 +153,25 @@ def tensors(vocab_size: int, seed: int) -> dict[str, tuple[tuple[int, ...], byte
     shapes: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (vocab_size, HIDDEN)}
     for i in range(LAYERS):
         p = f"model.layers.{i}"
-        shapes |= {f"{p}.input_layernorm.weight": (HIDDEN,), f"{p}.post_attention_layernorm.weight": (HIDDEN,),
-                   f"{p}.self_attn.q_proj.weight": (HEADS * HEAD_DIM, HIDDEN),
-                   f"{p}.self_attn.k_proj.weight": (KV_HEADS * HEAD_DIM, HIDDEN),
-                   f"{p}.self_attn.v_proj.weight": (KV_HEADS * HEAD_DIM, HIDDEN),
-                   f"{p}.self_attn.o_proj.weight": (HIDDEN, HEADS * HEAD_DIM),
-                   f"{p}.mlp.gate_proj.weight": (INTERMEDIATE, HIDDEN), f"{p}.mlp.up_proj.weight": (INTERMEDIATE, HIDDEN),
-                   f"{p}.mlp.down_proj.weight": (HIDDEN, INTERMEDIATE)}
+        shapes |= {
+            f"{p}.input_layernorm.weight": (HIDDEN,),
+            f"{p}.post_attention_layernorm.weight": (HIDDEN,),
+            f"{p}.self_attn.q_proj.weight": (HEADS * HEAD_DIM, HIDDEN),
+            f"{p}.self_attn.k_proj.weight": (KV_HEADS * HEAD_DIM, HIDDEN),
+            f"{p}.self_attn.v_proj.weight": (KV_HEADS * HEAD_DIM, HIDDEN),
+            f"{p}.self_attn.o_proj.weight": (HIDDEN, HEADS * HEAD_DIM),
+            f"{p}.mlp.gate_proj.weight": (INTERMEDIATE, HIDDEN),
+            f"{p}.mlp.up_proj.weight": (INTERMEDIATE, HIDDEN),
+            f"{p}.mlp.down_proj.weight": (HIDDEN, INTERMEDIATE),
+        }
     shapes |= {"model.norm.weight": (HIDDEN,), "lm_head.weight": (vocab_size, HIDDEN)}
     out = {}
     for name, shape in shapes.items():
-        values = np.ones(shape, np.float32) if name.endswith("norm.weight") else \
-            rng.normal(0.0, 0.02, shape).astype(np.float32)
+        values = (
+            np.ones(shape, np.float32)
+            if name.endswith("norm.weight")
+            else rng.normal(0.0, 0.02, shape).astype(np.float32)
+        )
         out[name] = (shape, _bf16(values))
     return out
 

@@ -125,7 +125,7 @@ class _Repo:
         prefix = f"{folder}/" if folder else ""
         paths = sorted(p for p in [*self.folders, *self.blobs] if p.startswith(prefix))
         if not recursive:
-            paths = [p for p in paths if "/" not in p[len(prefix):]]
+            paths = [p for p in paths if "/" not in p[len(prefix) :]]
         return [self.entry(p, expand) for p in paths]
 
     def info(self, blobs: bool) -> dict:
@@ -166,7 +166,7 @@ def _parse_range(header: str | None, size: int) -> tuple[int, int] | None:
     """(first, last) byte of a single `bytes=a-[b]` or `bytes=-n` range, or None for the whole body."""
     if not header or not header.startswith("bytes=") or "," in header:
         return None
-    first, _, last = header[len("bytes="):].strip().partition("-")
+    first, _, last = header[len("bytes=") :].strip().partition("-")
     if not first:
         length = int(last)
         return max(0, size - length), size - 1

@@ -175,8 +175,10 @@ def main(argv: list[str] | None = None) -> None:
     print(f"source archive {archive} sha256 {archive_sha256}")
     prepare_hub_root(args.root / "hub")
     prepare_checkpoint_root(args.root / "hub")
-    print(f"hub root {args.root / 'hub'}: {DEMO_REPO}@{DEMO_REVISION} ({', '.join(DEMO_QUANTS)}), "
-          f"{CHECKPOINT_REPO}@{CHECKPOINT_REVISION} (safetensors)")
+    print(
+        f"hub root {args.root / 'hub'}: {DEMO_REPO}@{DEMO_REVISION} ({', '.join(DEMO_QUANTS)}), "
+        f"{CHECKPOINT_REPO}@{CHECKPOINT_REVISION} (safetensors)"
+    )
     print(f"serve it with: python -m kimik3_demo.hub --root {args.root / 'hub'} --port 18080")
 
 

@@ -31,7 +31,11 @@ def repack_sdist(sdist: Path, out: Path) -> str:
     buffer = io.BytesIO()
     with tarfile.open(sdist, "r:gz") as src, tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as dst:
         members = sorted(
-            (m for m in src.getmembers() if "/llama.cpp/" in m.name + "/" and m.name.split("/", 2)[1:2] == ["llama.cpp"]),
+            (
+                m
+                for m in src.getmembers()
+                if "/llama.cpp/" in m.name + "/" and m.name.split("/", 2)[1:2] == ["llama.cpp"]
+            ),
             key=lambda m: m.name,
         )
         for member in members:

@@ -100,8 +100,11 @@ class Stream:
         return False if self._plain() else self.rich.is_terminal
 
     def print(self, *objects: Any, **options: Any) -> None:
-        if (self._plain() and set(options) <= {"highlight"}
-                and all(isinstance(o, Styled) and not _REWRITTEN & set(o.plain) for o in objects)):
+        if (
+            self._plain()
+            and set(options) <= {"highlight"}
+            and all(isinstance(o, Styled) and not _REWRITTEN & set(o.plain) for o in objects)
+        ):
             self.file.write(" ".join(o.plain for o in objects) + "\n")
             return
         self.rich.print(*(o.to_rich() if isinstance(o, Styled) else o for o in objects), **options)

@@ -78,7 +78,7 @@ class ProfileError(Kimik3Error):
 
     def __init__(self, problems: tuple[ProfileProblem, ...] | list[ProfileProblem]):
         self.problems = tuple(problems)
-        lines = [str(p) for p in self.problems[:self.SHOWN]]
+        lines = [str(p) for p in self.problems[: self.SHOWN]]
         if len(self.problems) > self.SHOWN:
             lines.append(f"... and {len(self.problems) - self.SHOWN} more problems (all of them: --json)")
         super().__init__("\n".join(lines))
@@ -236,7 +236,7 @@ class StalePlan(Kimik3Error):
 # What to do about each local file system failure; the path comes from the OSError itself.
 _LOCAL_ADVICE = {
     errno.ENOSPC: "no space left on the device: free space on that file system and run again (a download's partial, "
-                  "where one was written, is kept and resumed)",
+    "where one was written, is kept and resumed)",
     errno.EDQUOT: "disk quota exceeded: free space or raise the quota and run again",
     errno.EROFS: "read-only file system: point KIMIK3_STATE_DIR (or model.cache_dir) at a writable place",
     errno.EACCES: "permission denied: run as a user that may use it, or point KIMIK3_STATE_DIR elsewhere",

@@ -34,8 +34,10 @@ def _step(f: Fields) -> str:
 
 def _downloaded(f: Fields) -> str:
     adopted = f" ({size(f['adopted'])} already in the cache)" if f.get("adopted") else ""
-    return (f"    downloaded {f.get('files')} file(s) of {f.get('repo')}: {size(f.get('bytes'))} in {f.get('seconds')} s"
-            f"{adopted}")
+    return (
+        f"    downloaded {f.get('files')} file(s) of {f.get('repo')}: {size(f.get('bytes'))} in {f.get('seconds')} s"
+        f"{adopted}"
+    )
 
 
 def _healthy(f: Fields) -> str:
@@ -64,8 +66,9 @@ _TEXTS: dict[str, Callable[[Fields], str]] = {
     "revert": _revert,
     "warning": _warning,
     "built": lambda f: f"    built {f.get('image')} in {f.get('seconds')} s ({f.get('compile')})",
-    "launched": lambda f: f"    launched {f.get('container')} ({f.get('id')})"
-                          + (f" on {f['worker']}" if f.get("worker") else ""),
+    "launched": lambda f: (
+        f"    launched {f.get('container')} ({f.get('id')})" + (f" on {f['worker']}" if f.get("worker") else "")
+    ),
     "pull": lambda f: f"    pulling {f.get('image')}",
     "pulled": lambda f: f"    pulled {f.get('image')}",
     "fetch-archive": lambda f: f"    fetching the source archive {f.get('url')}",

@@ -51,12 +51,19 @@ def live_loop(ports: Ports, profile: str) -> tuple[LockHolder, dict] | None:
 
 
 def new_holder(operation: str, profile: str, clock: ClockPort) -> LockHolder:
-    return LockHolder(id=uuid.uuid4().hex[:12], operation=operation, profile=profile, pid=os.getpid(),
-                      host=socket.gethostname(), started=clock.now().isoformat(timespec="seconds"))
+    return LockHolder(
+        id=uuid.uuid4().hex[:12],
+        operation=operation,
+        profile=profile,
+        pid=os.getpid(),
+        host=socket.gethostname(),
+        started=clock.now().isoformat(timespec="seconds"),
+    )
 
 
-def acquire(lock: LockPort, clock: ClockPort, holder: LockHolder, timeout_s: float, say: Say,
-            worker: DockerHost | None = None) -> None:
+def acquire(
+    lock: LockPort, clock: ClockPort, holder: LockHolder, timeout_s: float, say: Say, worker: DockerHost | None = None
+) -> None:
     """Take the lock for `holder`, waiting at most `timeout_s`; LockHeld naming the holder after that.
     `worker`: the lock is that RPC worker host's (its Docker), not this host's."""
     start = clock.monotonic()
@@ -68,26 +75,40 @@ def acquire(lock: LockPort, clock: ClockPort, holder: LockHolder, timeout_s: flo
             if attempt.note is not None:
                 say("lock-host-wide-unavailable", why=attempt.note)
             if attempt.unrecorded is not None:
-                say("lock-record-unwritten", why=attempt.unrecorded, consequence="the lock holds; a kimik3 that "
-                    "waits for it cannot name this one")
+                say(
+                    "lock-record-unwritten",
+                    why=attempt.unrecorded,
+                    consequence="the lock holds; a kimik3 that waits for it cannot name this one",
+                )
             if attempt.holder is not None:
-                say("lock-taken-over", stale=attempt.holder.describe(), **where,
-                    why="its process is gone (the kernel released its lock); its run did not finish")
+                say(
+                    "lock-taken-over",
+                    stale=attempt.holder.describe(),
+                    **where,
+                    why="its process is gone (the kernel released its lock); its run did not finish",
+                )
             return
         now = clock.monotonic()
         waited = now - start
         if waited >= timeout_s:
-            raise LockHeld(_held_message(attempt.holder, waited, timeout_s, worker),
-                           attempt.holder.id if attempt.holder else None)
+            raise LockHeld(
+                _held_message(attempt.holder, waited, timeout_s, worker), attempt.holder.id if attempt.holder else None
+            )
         if now >= next_progress:
-            say("lock-wait", holder=attempt.holder.describe() if attempt.holder else "another kimik3", **where,
-                waited_s=round(waited), timeout_s=round(timeout_s))
+            say(
+                "lock-wait",
+                holder=attempt.holder.describe() if attempt.holder else "another kimik3",
+                **where,
+                waited_s=round(waited),
+                timeout_s=round(timeout_s),
+            )
             next_progress = now + PROGRESS_EVERY_S
         clock.sleep(min(POLL_S, timeout_s - waited))
 
 
-def _acquire_worker(ports: Ports, holder: LockHolder, timeout_s: float, say: Say, host: DockerHost,
-                    dropped: bool) -> LockPort:
+def _acquire_worker(
+    ports: Ports, holder: LockHolder, timeout_s: float, say: Say, host: DockerHost, dropped: bool
+) -> LockPort:
     if ports.worker_lock is None:
         raise InputError(f"rpc worker {host.name}: no lock port for worker hosts is wired")
     lock = ports.worker_lock(host)
@@ -98,17 +119,31 @@ def _acquire_worker(ports: Ports, holder: LockHolder, timeout_s: float, say: Say
     except Kimik3Error as exc:
         # Its Docker does not answer: nothing can be changed there, and nothing is changed anywhere (exit 3, as
         # the planner refuses an unreachable worker), the worker named.
-        gone = (f"\n  the profile no longer names this worker (state record {rpc_workers_key(holder.profile)}): "
+        gone = (
+            (
+                f"\n  the profile no longer names this worker (state record {rpc_workers_key(holder.profile)}): "
                 "bring its Docker back, or remove its rpc-server there by hand and delete its entry from that "
-                "record (docs/operations.md, \"Dropping a worker\")") if dropped else ""
-        raise PlanError(f"rpc worker {host.name}: cannot take the apply lock in its Docker at {host.url}: "
-                        f"{exc}{gone}") from exc
+                'record (docs/operations.md, "Dropping a worker")'
+            )
+            if dropped
+            else ""
+        )
+        raise PlanError(
+            f"rpc worker {host.name}: cannot take the apply lock in its Docker at {host.url}: {exc}{gone}"
+        ) from exc
     return lock
 
 
 @contextmanager
-def holding(ports: Ports, say: Say, operation: str, profile: str, timeout_s: float,
-            workers: tuple[DockerHost, ...] = (), dropped: tuple[DockerHost, ...] = ()) -> Iterator[LockHolder | None]:
+def holding(
+    ports: Ports,
+    say: Say,
+    operation: str,
+    profile: str,
+    timeout_s: float,
+    workers: tuple[DockerHost, ...] = (),
+    dropped: tuple[DockerHost, ...] = (),
+) -> Iterator[LockHolder | None]:
     """The lock held around the block (this host's, then each RPC worker host's: the profile's workers in
     profile order, then the recorded workers it dropped), released however the block ends."""
     if ports.lock is None:  # fakes without a lock port: orchestrator unit tests that do not test locking
@@ -138,8 +173,9 @@ def _one_per_docker(hosts: tuple[DockerHost, ...]) -> tuple[DockerHost, ...]:
     return tuple(seen.values())
 
 
-def force_unlock(lock: LockPort, lock_id: str, workers: Sequence[tuple[DockerHost, LockPort]] = (),
-                 hint: str = "") -> str:
+def force_unlock(
+    lock: LockPort, lock_id: str, workers: Sequence[tuple[DockerHost, LockPort]] = (), hint: str = ""
+) -> str:
     """Remove lock `lock_id` here and on each worker host where it is the current one (a run holds one id on
     every host it locks); says what was removed and whether its holder runs. A worker whose Docker does not
     answer is named with the commands that remove it there by hand. `hint`: added when the id is nowhere."""
@@ -158,8 +194,10 @@ def force_unlock(lock: LockPort, lock_id: str, workers: Sequence[tuple[DockerHos
             elif found is not None:
                 others.append(f"rpc worker {host.name}: {found.describe()}")
         except Kimik3Error as exc:
-            unreachable.append(f"rpc worker {host.name}: cannot reach its Docker at {host.url} ({exc}); "
-                               f"if lock {lock_id} is there: {worker_unlock_by_hand(host, lock_id)}")
+            unreachable.append(
+                f"rpc worker {host.name}: cannot reach its Docker at {host.url} ({exc}); "
+                f"if lock {lock_id} is there: {worker_unlock_by_hand(host, lock_id)}"
+            )
     if not said:
         if record is None:
             state = "is held, but its holder has not written its record yet; try again" if held else "is not locked"
@@ -179,20 +217,30 @@ def _removed(lock: LockPort, record: LockHolder, held: bool, where: str) -> str:
     if not held:
         return f"removed the stale lock record {record.id}{where} ({record.describe()}): its process is gone"
     if lock.alive(record):
-        return (f"removed lock {record.id}{where} ({record.describe()}); pid {record.pid} still runs on this host "
-                f"and may still change it: stop it (kill {record.pid}) if it is hung")
+        return (
+            f"removed lock {record.id}{where} ({record.describe()}); pid {record.pid} still runs on this host "
+            f"and may still change it: stop it (kill {record.pid}) if it is hung"
+        )
     return f"removed lock {record.id}{where} ({record.describe()})"
 
 
 def _held_message(holder: LockHolder | None, waited_s: float, timeout_s: float, worker: DockerHost | None) -> str:
     # No record: one not written yet, or another user's kimik3, which may lock the host-wide file (mode 0644)
     # but not write it.
-    who = holder.describe() if holder else ("another kimik3 (no record: not written yet, or another user's kimik3, "
-                                            "which cannot write the host-wide lock file)")
+    who = (
+        holder.describe()
+        if holder
+        else (
+            "another kimik3 (no record: not written yet, or another user's kimik3, "
+            "which cannot write the host-wide lock file)"
+        )
+    )
     waited = "did not wait (--lock-timeout 0)" if timeout_s <= 0 else f"waited {waited_s:.0f}s (--lock-timeout)"
     # A worker's lock is found through the profile's workers: force-unlock needs the profile file there.
     unlock = f"kimik3 force-unlock {holder.id}" + (" FILE (FILE: this profile)" if worker else "") if holder else ""
     hint = f"; if that process is hung: {unlock}" if holder else ""
     place = f"rpc worker {worker.name} ({worker.url})" if worker else "the host"
-    return (f"{place} is locked by another kimik3: {who}; {waited}. Nothing was changed. Retry when it is "
-            f"done, or wait for it with --lock-timeout DURATION{hint}")
+    return (
+        f"{place} is locked by another kimik3: {who}; {waited}. Nothing was changed. Retry when it is "
+        f"done, or wait for it with --lock-timeout DURATION{hint}"
+    )

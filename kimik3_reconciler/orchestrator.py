@@ -14,20 +14,33 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kimik3_reconciler.errors import ConvergenceError, HubError, InputError, Kimik3Error, LoadFailed, LocalFileError, \
-    PlanError, StalePlan, VerifyFailed
+from kimik3_reconciler.errors import (
+    ConvergenceError,
+    HubError,
+    InputError,
+    Kimik3Error,
+    LoadFailed,
+    LocalFileError,
+    PlanError,
+    StalePlan,
+    VerifyFailed,
+)
 from kimik3_reconciler.model.facts import Observed
-from kimik3_reconciler.model.plan import Plan, Step
 from kimik3_reconciler.model.loaded_profile import LoadedProfile
-from kimik3_reconciler.model.records import apply_key, last_good_key, unverified_key
+from kimik3_reconciler.model.plan import Plan, Step
 from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.model.records import apply_key, last_good_key, unverified_key
 from kimik3_reconciler.model.state_room import records_after, shortfall, takes_server_down
 from kimik3_reconciler.observe import observe
 from kimik3_reconciler.observe.docker_objects import parse_container
-from kimik3_reconciler.planning import gate_reference, plan, plan_destroy, plan_prune, refuse_by_host_gate
 from kimik3_reconciler.observe.workers import recorded_workers
-from kimik3_reconciler.planning.worker_step import docker_host, dropped_worker_hosts, recorded_worker_hosts, \
-    worker_hosts
+from kimik3_reconciler.planning import gate_reference, plan, plan_destroy, plan_prune, refuse_by_host_gate
+from kimik3_reconciler.planning.worker_step import (
+    docker_host,
+    dropped_worker_hosts,
+    recorded_worker_hosts,
+    worker_hosts,
+)
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps import Reporter, check_executable, execute
 
@@ -95,8 +108,15 @@ class Orchestrator:
         ones it dropped (their rpc-server is removed)."""
         from kimik3_reconciler.locking import holding  # the commands that change the host; a plan takes no lock
 
-        return holding(self.ports, self.reporter.event, operation, profile.name, timeout_s, worker_hosts(profile),
-                       dropped_worker_hosts(profile, recorded_workers(self.ports.state, profile.name)))
+        return holding(
+            self.ports,
+            self.reporter.event,
+            operation,
+            profile.name,
+            timeout_s,
+            worker_hosts(profile),
+            dropped_worker_hosts(profile, recorded_workers(self.ports.state, profile.name)),
+        )
 
     def force_unlock(self, lock_id: str, profile: Profile | None) -> str:
         """`kimik3 force-unlock ID [FILE]`: lock `lock_id` removed here and on the worker hosts a run of that
@@ -104,8 +124,10 @@ class Orchestrator:
         if self.ports.lock is None:
             raise InputError("no lock is wired")
         if profile is not None:
-            hosts = (*worker_hosts(profile), *dropped_worker_hosts(profile, recorded_workers(self.ports.state,
-                                                                                             profile.name)))
+            hosts = (
+                *worker_hosts(profile),
+                *dropped_worker_hosts(profile, recorded_workers(self.ports.state, profile.name)),
+            )
         else:
             record = self.ports.lock.holder()[0]
             named = record.profile if record is not None and record.id == lock_id else None
@@ -117,8 +139,9 @@ class Orchestrator:
         hint = "" if profile else "a lock on an RPC worker host: kimik3 force-unlock ID FILE (FILE: the profile)"
         return force_unlock(self.ports.lock, lock_id, tuple((h, self.ports.worker_lock(h)) for h in hosts), hint)
 
-    def observe(self, loaded: LoadedProfile, rehash: bool = False, gate_first: bool = False,
-                stat_only: bool = False) -> Observed:
+    def observe(
+        self, loaded: LoadedProfile, rehash: bool = False, gate_first: bool = False, stat_only: bool = False
+    ) -> Observed:
         """`rehash` (`--verify`): re-hash the cached model files instead of trusting the verified manifest;
         `stat_only` (`kimik3 status`): hash nothing, report a file whose stat moved as `changed`;
         `gate_first`: the host gate judges the host facts before any hub request (a no-GPU host is refused
@@ -126,8 +149,16 @@ class Orchestrator:
         profile = loaded.profile
         before_hub = (lambda partial: refuse_by_host_gate(profile, partial)) if gate_first else None
         with located(loaded):
-            return observe(profile, self.ports, self.base_dir, self.dockerfile, rehash, gate_reference(profile),
-                           before_hub=before_hub, stat_only=stat_only)
+            return observe(
+                profile,
+                self.ports,
+                self.base_dir,
+                self.dockerfile,
+                rehash,
+                gate_reference(profile),
+                before_hub=before_hub,
+                stat_only=stat_only,
+            )
 
     def plan(self, loaded: LoadedProfile, rehash: bool = False) -> Plan:
         return self._plan(loaded, self.observe(loaded, rehash, gate_first=True))
@@ -145,12 +176,19 @@ class Orchestrator:
         from kimik3_reconciler.planning.basis import observed_basis
 
         basis = observed_basis(loaded.profile, observed)
-        return made, SavedPlan(profile_source=source, profile_text=loaded.text, basis=basis, steps=made.steps,
-                               created=self.ports.clock.now().isoformat(timespec="seconds"),
-                               rehash=rehash, warnings=made.warnings)
+        return made, SavedPlan(
+            profile_source=source,
+            profile_text=loaded.text,
+            basis=basis,
+            steps=made.steps,
+            created=self.ports.clock.now().isoformat(timespec="seconds"),
+            rehash=rehash,
+            warnings=made.warnings,
+        )
 
-    def apply_saved(self, loaded: LoadedProfile, saved: SavedPlan, profile_text_now: str | None,
-                    check: Check | None = None) -> ApplyResult:
+    def apply_saved(
+        self, loaded: LoadedProfile, saved: SavedPlan, profile_text_now: str | None, check: Check | None = None
+    ) -> ApplyResult:
         """Execute exactly `saved`'s steps, once nothing moved since it was made (else StalePlan, nothing run);
         then wait for health as apply does. `profile_text_now`: the profile file as it reads now; `check`: as
         for `apply`."""
@@ -160,8 +198,9 @@ class Orchestrator:
             if self._release_after_apply:
                 self._release_held()
 
-    def _apply_saved(self, loaded: LoadedProfile, saved: SavedPlan, profile_text_now: str | None,
-                     check: Check | None) -> ApplyResult:
+    def _apply_saved(
+        self, loaded: LoadedProfile, saved: SavedPlan, profile_text_now: str | None, check: Check | None
+    ) -> ApplyResult:
         ports = self.ports.verifying(check)
         # Nothing is down yet: a stale plan or a hub error from the observation below must never read as a
         # failure while a server is down (that would revert), whatever an earlier apply of this instance left.
@@ -171,9 +210,12 @@ class Orchestrator:
 
         moved = stale_reasons(saved, loaded.profile, profile_text_now, observed, self._plan(loaded, observed))
         if moved:
-            raise StalePlan(f"the saved plan (made {saved.created}) is stale: the host or the profile moved since; "
-                            f"nothing was changed. Plan again (kimik3 plan {saved.profile_source} -out PLAN):\n  - "
-                            + "\n  - ".join(moved), moved)
+            raise StalePlan(
+                f"the saved plan (made {saved.created}) is stale: the host or the profile moved since; "
+                f"nothing was changed. Plan again (kimik3 plan {saved.profile_source} -out PLAN):\n  - "
+                + "\n  - ".join(moved),
+                moved,
+            )
         result = ApplyResult(rounds=1)
         self._execute(self._runnable(saved.changes, result, ports), result, ports)
         final = self.plan(loaded)
@@ -183,8 +225,9 @@ class Orchestrator:
         pending_steps = self._runnable(result.final.changes, result, ports)
         if pending_steps:
             pending = tuple(f"{s.kind} {s.target}: {s.reason}" for s in pending_steps)
-            raise ConvergenceError("the saved plan ran, but the host still wants changes (plan again):\n  "
-                                   + "\n  ".join(pending), pending)
+            raise ConvergenceError(
+                "the saved plan ran, but the host still wants changes (plan again):\n  " + "\n  ".join(pending), pending
+            )
         return result
 
     def _execute(self, steps: tuple[Step, ...], result: ApplyResult, ports: Ports) -> None:
@@ -192,8 +235,9 @@ class Orchestrator:
             if takes_server_down(step.spec) and not self._down:
                 self._check_room(steps[at:])
                 self._down = True  # before it runs: a step that fails halfway (removed, not relaunched) counts
-            self.reporter.event("step", kind=step.kind, action=step.action.name.lower(),
-                                target=step.target, reason=step.reason)
+            self.reporter.event(
+                "step", kind=step.kind, action=step.action.name.lower(), target=step.target, reason=step.reason
+            )
             execute(step, ports, self.reporter)
             if step.spec is not None and step.spec.holds_clients:
                 self._held.append(step.spec)
@@ -224,8 +268,10 @@ class Orchestrator:
         last_good, workers = self._closing
         why = shortfall(room, records_after(steps, last_good, workers))
         if why:
-            raise LocalFileError(f"{why}; nothing was stopped, the running server keeps serving. Free space there "
-                                 "(or point KIMIK3_STATE_DIR at a larger disk) and apply again [errno ENOSPC]")
+            raise LocalFileError(
+                f"{why}; nothing was stopped, the running server keeps serving. Free space there "
+                "(or point KIMIK3_STATE_DIR at a larger disk) and apply again [errno ENOSPC]"
+            )
 
     @staticmethod
     def _runnable(steps: tuple[Step, ...], result: ApplyResult, ports: Ports) -> tuple[Step, ...]:
@@ -242,8 +288,14 @@ class Orchestrator:
             return current
         return replace(current, steps=tuple(s for s in current.steps if not (s.spec is not None and s.spec.checks)))
 
-    def apply(self, loaded: LoadedProfile, max_rounds: int = DEFAULT_ROUNDS, rehash: bool = False,
-              admit: Callable[[Plan], None] | None = None, check: Check | None = None) -> ApplyResult:
+    def apply(
+        self,
+        loaded: LoadedProfile,
+        max_rounds: int = DEFAULT_ROUNDS,
+        rehash: bool = False,
+        admit: Callable[[Plan], None] | None = None,
+        check: Check | None = None,
+    ) -> ApplyResult:
         """Converge; `rehash` applies to the first observation only (what it finds missing is fetched again).
         `admit(plan)` sees each round's plan before any of its steps runs, and may refuse it (raise). `check`
         (verify) is what a step that `checks` runs (a launch an earlier apply left unverified); this apply's own
@@ -254,8 +306,14 @@ class Orchestrator:
             if self._release_after_apply:
                 self._release_held()
 
-    def _apply(self, loaded: LoadedProfile, max_rounds: int, rehash: bool, admit: Callable[[Plan], None] | None,
-               check: Check | None) -> ApplyResult:
+    def _apply(
+        self,
+        loaded: LoadedProfile,
+        max_rounds: int,
+        rehash: bool,
+        admit: Callable[[Plan], None] | None,
+        check: Check | None,
+    ) -> ApplyResult:
         ports = self.ports.verifying(check)
         result = ApplyResult()
         self._down = False
@@ -290,15 +348,24 @@ class Orchestrator:
                 try:
                     self.ports.state.write(key, record)
                 except OSError as exc:
-                    self.reporter.event("warning", record=key, error=f"{exc.filename}: {exc.strerror}",
-                                        consequence="the next plan rebuilds it again")
+                    self.reporter.event(
+                        "warning",
+                        record=key,
+                        error=f"{exc.filename}: {exc.strerror}",
+                        consequence="the next plan rebuilds it again",
+                    )
                     continue
                 self.reporter.event("recorded", what="rebuilt record", record=key)
 
-    def apply_or_revert(self, loaded: LoadedProfile, check: Callable[[], None] | None = None,
-                        max_rounds: int = DEFAULT_ROUNDS, rehash: bool = False,
-                        run: Callable[[Check | None], ApplyResult] | None = None,
-                        admit: Callable[[Plan], None] | None = None) -> ApplyResult:
+    def apply_or_revert(
+        self,
+        loaded: LoadedProfile,
+        check: Callable[[], None] | None = None,
+        max_rounds: int = DEFAULT_ROUNDS,
+        rehash: bool = False,
+        run: Callable[[Check | None], ApplyResult] | None = None,
+        admit: Callable[[Plan], None] | None = None,
+    ) -> ApplyResult:
         """Apply (or `run(check)`: a saved plan); then `check` (verify). On success record the profile as the last
         good one. When the gate, the load or the check fails, relaunch the last good profile and re-raise.
         A `<= verify` step (a launch an earlier apply left unverified) runs `check` too.
@@ -339,22 +406,39 @@ class Orchestrator:
         from kimik3_reconciler.steps.statistic import write_statistic  # an apply's end only
 
         # A statistic (the exporter's last apply): a full state dir must not turn an apply's end into exit 8.
-        write_statistic(self.ports.state, apply_key(name), {
-            "date": now,
-            "result": "ok" if failure is None else "failed",
-            # Whole: a first line cut at 300 characters kept "the host gate refuses this profile:" without the port.
-            "error": None if failure is None else str(failure),
-            # What converged: the exporter's "converged" is this fingerprint running and healthy.
-            "fingerprint": parse_container(inspect).fingerprint if inspect else None,
-            "reverted": self._reverted,  # this apply relaunched the last good profile (`reverts` is the total)
-            "reverts": before + (1 if self._reverted else 0), "reverts_since": since}, self.reporter)
+        write_statistic(
+            self.ports.state,
+            apply_key(name),
+            {
+                "date": now,
+                "result": "ok" if failure is None else "failed",
+                # Whole: a first line cut at 300 characters kept "the host gate refuses this profile:" without the port.
+                "error": None if failure is None else str(failure),
+                # What converged: the exporter's "converged" is this fingerprint running and healthy.
+                "fingerprint": parse_container(inspect).fingerprint if inspect else None,
+                "reverted": self._reverted,  # this apply relaunched the last good profile (`reverts` is the total)
+                "reverts": before + (1 if self._reverted else 0),
+                "reverts_since": since,
+            },
+            self.reporter,
+        )
 
-    def _apply_or_revert(self, loaded: LoadedProfile, check: Callable[[], None] | None, max_rounds: int,
-                         rehash: bool, run: Callable[[Check | None], ApplyResult] | None,
-                         admit: Callable[[Plan], None] | None) -> ApplyResult:
+    def _apply_or_revert(
+        self,
+        loaded: LoadedProfile,
+        check: Callable[[], None] | None,
+        max_rounds: int,
+        rehash: bool,
+        run: Callable[[Check | None], ApplyResult] | None,
+        admit: Callable[[Plan], None] | None,
+    ) -> ApplyResult:
         name = loaded.profile.name
-        last_good = {"text": loaded.text, "source": loaded.source, "base_dir": str(self.base_dir.resolve()),
-                     "date": self.ports.clock.now().isoformat(timespec="seconds")}
+        last_good = {
+            "text": loaded.text,
+            "source": loaded.source,
+            "base_dir": str(self.base_dir.resolve()),
+            "date": self.ports.clock.now().isoformat(timespec="seconds"),
+        }
         self._closing = (last_good, len(loaded.profile.workers))
         try:
             try:
@@ -379,25 +463,34 @@ class Orchestrator:
             # the same text (the failure was the host's, not the profile's).
             last = self.ports.state.read(last_good_key(name))
             if last is None:
-                raise type(failure)(f"{failure}\nno server of {name} runs now, and no last good profile is "
-                                    "recorded to bring back: apply again once the cause is fixed") from None
+                raise type(failure)(
+                    f"{failure}\nno server of {name} runs now, and no last good profile is "
+                    "recorded to bring back: apply again once the cause is fixed"
+                ) from None
             self._revert(loaded, failure, last, max_rounds)
         # Converged: every worker the profile names is recorded (also one an older kimik3 launched), so a
         # worker it drops later is removed rather than left listening.
         from kimik3_reconciler.steps.workers import remember_workers  # an apply's end only
 
         try:
-            remember_workers(self.ports.state, name, tuple((docker_host(w), w.container_name(name))
-                                                           for w in loaded.profile.workers), converged=True)
+            remember_workers(
+                self.ports.state,
+                name,
+                tuple((docker_host(w), w.container_name(name)) for w in loaded.profile.workers),
+                converged=True,
+            )
             # Also when a converged apply finds another text recorded: its own last-good write failed (a full
             # state dir, issue 30), and a later failing apply would otherwise revert to the older profile.
             if result.changed or (self.ports.state.read(last_good_key(name)) or {}).get("text") != loaded.text:
-                self.ports.state.write(last_good_key(name), {**last_good, "date": self.ports.clock.now().isoformat(
-                    timespec="seconds")})
+                self.ports.state.write(
+                    last_good_key(name), {**last_good, "date": self.ports.clock.now().isoformat(timespec="seconds")}
+                )
         except OSError as exc:  # room was checked before any server went down: another writer took it since
-            raise LocalFileError(f"{LocalFileError.from_os_error(exc)}\n{name} runs and answers (verified where "
-                                 "asked), but this apply could not record it as the last good profile: a later "
-                                 "failing apply would bring back an older one. Free space and apply again") from None
+            raise LocalFileError(
+                f"{LocalFileError.from_os_error(exc)}\n{name} runs and answers (verified where "
+                "asked), but this apply could not record it as the last good profile: a later "
+                "failing apply would bring back an older one. Free space and apply again"
+            ) from None
         return result
 
     def _revert(self, loaded: LoadedProfile, failure: Kimik3Error, last: dict, max_rounds: int) -> None:
@@ -408,11 +501,13 @@ class Orchestrator:
 
         try:
             # Its relative paths (build.archive, patches, api_key_file) are relative to *its* folder.
-            reverting = Orchestrator(self.ports, self.reporter, Path(last.get("base_dir") or self.base_dir),
-                                     self.dockerfile)
+            reverting = Orchestrator(
+                self.ports, self.reporter, Path(last.get("base_dir") or self.base_dir), self.dockerfile
+            )
             reverting.restoring = True  # no room check: bringing a server back is what the room was kept for
-            reverting.apply(parse_profile(last["text"], source=f"last good {loaded.profile.name} "
-                                                               f"({last.get('date')})"), max_rounds)
+            reverting.apply(
+                parse_profile(last["text"], source=f"last good {loaded.profile.name} ({last.get('date')})"), max_rounds
+            )
         except OSError as exc:
             revert_failure: Exception = LocalFileError.from_os_error(exc)
         except Kimik3Error as exc:
@@ -422,14 +517,20 @@ class Orchestrator:
             # The failed candidate's owed verify went with it: the record would name a launch that no longer runs
             # (the reverted launch is the last good profile, verified when it was applied).
             self.ports.state.delete(unverified_key(loaded.profile.name))
-            raise type(failure)(f"{failure}\nreverted to the last good profile (recorded {last.get('date')})") \
-                from None
-        raise type(failure)(f"{failure}\nthe revert to the last good profile (recorded {last.get('date')}) "
-                            f"failed too: {revert_failure}") from None
+            raise type(failure)(f"{failure}\nreverted to the last good profile (recorded {last.get('date')})") from None
+        raise type(failure)(
+            f"{failure}\nthe revert to the last good profile (recorded {last.get('date')}) failed too: {revert_failure}"
+        ) from None
 
-    def apply_checked(self, loaded: LoadedProfile, check: Check | None, max_rounds: int = DEFAULT_ROUNDS,
-                      rehash: bool = False, run: Callable[[Check | None], ApplyResult] | None = None,
-                      admit: Callable[[Plan], None] | None = None) -> ApplyResult:
+    def apply_checked(
+        self,
+        loaded: LoadedProfile,
+        check: Check | None,
+        max_rounds: int = DEFAULT_ROUNDS,
+        rehash: bool = False,
+        run: Callable[[Check | None], ApplyResult] | None = None,
+        admit: Callable[[Plan], None] | None = None,
+    ) -> ApplyResult:
         """Apply (or `run(check)`) with `check`, then run `check` on a change unless a step of the apply ran it
         already; a passing check clears the launch's `unverified/` record. No revert, no last-good record
         (apply_or_revert adds them; a tune candidate is never the profile to come back to)."""
@@ -456,10 +557,12 @@ class Orchestrator:
         found = live_loop(self.ports, loaded.profile.name)
         if found is not None:
             holder, record = found
-            raise PlanError(f"a reconcile loop keeps {loaded.profile.name} converged: `kimik3 reconcile "
-                            f"{record.get('file')}` (pid {holder.pid} on {holder.host}, last pass "
-                            f"{record.get('last_pass')}); its next pass would launch what destroy removes. Nothing was "
-                            "removed: stop the loop (or the timer or unit that runs it) first, then destroy")
+            raise PlanError(
+                f"a reconcile loop keeps {loaded.profile.name} converged: `kimik3 reconcile "
+                f"{record.get('file')}` (pid {holder.pid} on {holder.host}, last pass "
+                f"{record.get('last_pass')}); its next pass would launch what destroy removes. Nothing was "
+                "removed: stop the loop (or the timer or unit that runs it) first, then destroy"
+            )
         teardown = check_executable(plan_destroy(loaded.profile, self.observe(loaded), images=images, model=model))
         if execute_steps:
             for step in teardown.changes:

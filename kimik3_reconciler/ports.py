@@ -28,11 +28,16 @@ class DockerPort(Protocol):
     def list_images(self, label: str) -> list[dict[str, Any]]: ...
     def image_id(self, ref: str) -> str | None: ...
     def inspect_image(self, ref: str) -> dict[str, Any] | None: ...  # None: no such image
-    def pull_image(self, ref: str, on_progress: Callable[[int, int], None] | None = None,
-                   on_retry: Callable[[str, int, int], None] | None = None) -> str:
+    def pull_image(
+        self,
+        ref: str,
+        on_progress: Callable[[int, int], None] | None = None,
+        on_retry: Callable[[str, int, int], None] | None = None,
+    ) -> str:
         """`on_progress(bytes, of bytes)`; `on_retry(layer, dockerd's retry number, seconds until it)` each second
         dockerd waits to download a failed layer again."""
         ...
+
     def tag_image(self, image_id: str, tag: str) -> None: ...
     def build_image(self, spec: ImageBuild, context_files: dict[str, Path], on_line: LineSink) -> str: ...
     def remove_image(self, ref: str) -> None: ...
@@ -56,6 +61,7 @@ class HubPort(Protocol):
     def cached_blob(self, repo: str, file: RemoteFile, cache_dir: str) -> Path | None:
         """The file's content-addressed blob in the cache, linked from a snapshot or not (None: absent)."""
         ...
+
     def list_repo(self, repo: str, revision: str, endpoint: str | None) -> list[RemoteFile]: ...
     def remove_cached(self, repo: str, revision: str, path: str, cache_dir: str) -> None: ...
     def read_head(self, repo: str, revision: str, path: str, endpoint: str | None, nbytes: int) -> bytes: ...
@@ -63,6 +69,7 @@ class HubPort(Protocol):
         """Make spec.missing present and verified; the bytes that came from the hub (a blob already in the
         cache is verified and adopted, not fetched)."""
         ...
+
     def repo_cache_dir(self, repo: str, cache_dir: str) -> Path: ...
 
 
@@ -100,9 +107,16 @@ class ChatPort(Protocol):
     def models(self, base_url: str, api_key: str | None) -> dict[str, Any]:  # GET /v1/models, its JSON
         ...
 
-    def chat(self, base_url: str, api_key: str | None, messages: list[dict[str, Any]],
-             tools: list[dict[str, Any]] | None = None, max_tokens: int = 32,
-             thinking_effort: str | None = None, model: str | None = None) -> dict[str, Any]:
+    def chat(
+        self,
+        base_url: str,
+        api_key: str | None,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        max_tokens: int = 32,
+        thinking_effort: str | None = None,
+        model: str | None = None,
+    ) -> dict[str, Any]:
         """The first choice: `{"message": {role, content, [reasoning_content | reasoning], [tool_calls]},
         "finish_reason"}`; `model`: the served name asked for (vLLM answers only to its own).
 
@@ -111,8 +125,14 @@ class ChatPort(Protocol):
         """
         ...
 
-    def apply_template(self, base_url: str, api_key: str | None, messages: list[dict[str, Any]],
-                       tools: list[dict[str, Any]] | None = None, model: str | None = None) -> str:
+    def apply_template(
+        self,
+        base_url: str,
+        api_key: str | None,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        model: str | None = None,
+    ) -> str:
         """The prompt the server's chat template renders from `messages` (llama-server's /apply-template; vLLM's
         /tokenize then /detokenize, for the served `model`)."""
         ...
@@ -126,8 +146,15 @@ class LoadPort(Protocol):
     def tokenize(self, base_url: str, api_key: str | None, text: str, wire: str = "llamacpp") -> list[int]: ...
     def metrics(self, base_url: str, api_key: str | None) -> str | None: ...  # None: not served
 
-    def run_level(self, base_url: str, api_key: str | None, prompts: list[list[int]], output_tokens: int,
-                  concurrency: int, wire: str = "llamacpp") -> tuple[list[RequestSample], float]:
+    def run_level(
+        self,
+        base_url: str,
+        api_key: str | None,
+        prompts: list[list[int]],
+        output_tokens: int,
+        concurrency: int,
+        wire: str = "llamacpp",
+    ) -> tuple[list[RequestSample], float]:
         """Send every prompt (token ids) with `concurrency` requests in flight, each asking for exactly
         `output_tokens`; the per-request samples and the level's wall time (seconds)."""
         ...
@@ -155,18 +182,26 @@ class HostPort(Protocol):
     def tcp_listening(self) -> str: ...  # the LISTEN sockets only, in tcp_tables' line format (cheap)
     def process_rss(self, pid: int) -> int | None: ...  # resident bytes (VmRSS); None: gone or unreadable
     def page_cache_bytes(self, path: str) -> tuple[int, int] | None: ...  # (cached bytes, size): mincore
-    def socket_owners(self, inodes: set[int], likely: frozenset[int] = frozenset()) -> dict[int, tuple[int, str]]:
-        ...  # inode -> (pid, program); `likely` pids are looked at first
+    def socket_owners(
+        self, inodes: set[int], likely: frozenset[int] = frozenset()
+    ) -> dict[int, tuple[int, str]]: ...  # inode -> (pid, program); `likely` pids are looked at first
     def tcp_connect(self, address: str, port: int, timeout_s: float = 2.0) -> bool: ...  # a TCP connect succeeds
     def process_cgroup(self, pid: int) -> str: ...  # /proc/<pid>/cgroup as read ("" when gone or unreadable)
     def process_file(self, pid: int, name: str) -> str: ...  # /proc/<pid>/<name> (io) as read; "" if unreadable
-    def preread(self, paths: list[str], workers: int, on_bytes: Callable[[int], None],
-                stop: threading.Event | None = None, limit_bytes: int | None = None) -> None:
+    def preread(
+        self,
+        paths: list[str],
+        workers: int,
+        on_bytes: Callable[[int], None],
+        stop: threading.Event | None = None,
+        limit_bytes: int | None = None,
+    ) -> None:
         """Read every byte of `paths` into the page cache (with `limit_bytes`: only their first that many bytes,
         the files in the order given), `workers` chunks in parallel; `on_bytes(n)` per chunk
         (called from the reading threads). Once `stop` is set it returns early: no chunk is read after the ones
         the readers hold."""
         ...
+
     def resident_bytes(self, paths: list[str]) -> int: ...  # bytes of these files the page cache holds (mincore)
     def file_digest(self, path: str, algorithm: str, prefix: bytes = b"") -> str:
         """The hex digest (hashlib's `algorithm`) of `prefix` then every byte of the file: a model file re-hashed
@@ -295,12 +330,25 @@ class FrontPort(Protocol):
 class Ports:
     """The bundle of effects the orchestrator runs on; the CLI wires real adapters, tests wire fakes."""
 
-    def __init__(self, docker: DockerPort, hub: HubPort, http: HttpPort, host: HostPort,
-                 state: StatePort, clock: ClockPort, chat: ChatPort | None = None, units: UnitsPort | None = None,
-                 lock: LockPort | None = None, load: LoadPort | None = None,
-                 processes: ProcessPort | None = None, worker_docker: Callable[[DockerHost], DockerPort] | None = None,
-                 worker_lock: Callable[[DockerHost], LockPort] | None = None, cache: CachePort | None = None,
-                 front: FrontPort | None = None, registry: RegistryPort | None = None):
+    def __init__(
+        self,
+        docker: DockerPort,
+        hub: HubPort,
+        http: HttpPort,
+        host: HostPort,
+        state: StatePort,
+        clock: ClockPort,
+        chat: ChatPort | None = None,
+        units: UnitsPort | None = None,
+        lock: LockPort | None = None,
+        load: LoadPort | None = None,
+        processes: ProcessPort | None = None,
+        worker_docker: Callable[[DockerHost], DockerPort] | None = None,
+        worker_lock: Callable[[DockerHost], LockPort] | None = None,
+        cache: CachePort | None = None,
+        front: FrontPort | None = None,
+        registry: RegistryPort | None = None,
+    ):
         self.docker, self.hub, self.http = docker, hub, http
         self.host, self.state, self.clock = host, state, clock
         self.chat = chat  # only `kimik3 verify` talks to the server beyond /health

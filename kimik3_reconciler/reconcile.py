@@ -23,7 +23,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.errors import (
     BuildFailed,
     InputError,
@@ -38,9 +37,10 @@ from kimik3_reconciler.errors import (
 )
 from kimik3_reconciler.locking import live_loop, new_holder
 from kimik3_reconciler.model.host_lock import LockHolder
-from kimik3_reconciler.model.plan import Plan
 from kimik3_reconciler.model.loaded_profile import LoadedProfile
+from kimik3_reconciler.model.plan import Plan
 from kimik3_reconciler.model.records import reconcile_loop_key
+from kimik3_reconciler.orchestrator import Orchestrator
 
 JITTER_FRACTION = 0.1  # --jitter adds up to 10 % of the interval to each wait
 BACKOFF_CAP_S = 3600.0  # a failing profile is retried at least hourly
@@ -54,8 +54,17 @@ class Stopped(BaseException):
 class ReconcileLoop:
     """The passes and the waits between them; `emit` writes each pass's JSON line."""
 
-    def __init__(self, path: str, orchestrator: Orchestrator, load: Callable[[str], LoadedProfile], emit: Callable[[Line], None],
-                 interval_s: float, jitter: bool = False, verify_server: bool = True, rng: random.Random | None = None):
+    def __init__(
+        self,
+        path: str,
+        orchestrator: Orchestrator,
+        load: Callable[[str], LoadedProfile],
+        emit: Callable[[Line], None],
+        interval_s: float,
+        jitter: bool = False,
+        verify_server: bool = True,
+        rng: random.Random | None = None,
+    ):
         self.path, self.orchestrator, self.load, self.emit = path, orchestrator, load, emit
         self.interval_s, self.jitter, self.verify_server = interval_s, jitter, verify_server
         self.rng = rng or random.Random()
@@ -88,8 +97,9 @@ class ReconcileLoop:
         try:
             loaded = self.load(self.path)
         except (ProfileError, InputError) as exc:  # keep serving: nothing on the host is looked at or touched
-            line.update(result="error", exit_code=exc.exit_code, error=f"profile: {exc}",
-                        serving=_serving(self.last_parsed))
+            line.update(
+                result="error", exit_code=exc.exit_code, error=f"profile: {exc}", serving=_serving(self.last_parsed)
+            )
             return self._emit(line, started)
         self.last_parsed = (loaded.profile.name, at)
         try:
@@ -103,8 +113,12 @@ class ReconcileLoop:
         self.orchestrator.base_dir = Path(self.path).resolve().parent
         line["profile"] = loaded.profile.name
         if loaded.text == self.failed_text and self.clock.monotonic() < self.retry_at:
-            line.update(result="backoff", exit_code=0, failures=self.failures,
-                        retry_in_s=round(self.retry_at - self.clock.monotonic()))
+            line.update(
+                result="backoff",
+                exit_code=0,
+                failures=self.failures,
+                retry_in_s=round(self.retry_at - self.clock.monotonic()),
+            )
             return self._emit(line, started)
         line.update(self._converge(loaded))
         return self._emit(line, started)
@@ -112,8 +126,9 @@ class ReconcileLoop:
     def _converge(self, loaded: LoadedProfile) -> Line:
         try:
             with self.orchestrator.locked("reconcile", loaded.profile, timeout_s=0):
-                result = self.orchestrator.apply_or_revert(loaded, self._check(loaded) if self.verify_server else None,
-                                                     admit=self._admit)
+                result = self.orchestrator.apply_or_revert(
+                    loaded, self._check(loaded) if self.verify_server else None, admit=self._admit
+                )
         except LockHeld as exc:  # another kimik3 is at work: this pass is skipped, the next one looks again
             return {"result": "locked", "exit_code": exc.exit_code, "holder": exc.lock_id, "error": str(exc)}
         except LoopConflict as exc:  # nothing ran; the next pass looks again (the other loop may have stopped)
@@ -128,12 +143,21 @@ class ReconcileLoop:
             if isinstance(exc, OSError):  # a full disk, a read-only state dir: named as the CLI names it
                 exc = LocalFileError.from_os_error(exc)
             code = exc.exit_code if isinstance(exc, Kimik3Error) else 1
-            return {"result": "error", "exit_code": code, "error": str(exc) or type(exc).__name__,
-                    "failures": self.failures, "retry_in_s": max(0, round(self.retry_at - self.clock.monotonic()))}
+            return {
+                "result": "error",
+                "exit_code": code,
+                "error": str(exc) or type(exc).__name__,
+                "failures": self.failures,
+                "retry_in_s": max(0, round(self.retry_at - self.clock.monotonic())),
+            }
         self.failures, self.failed_text = 0, None
         steps = [f"{s.kind} {s.action.name.lower()} {s.target}" for s in result.executed]
-        return {"result": "changed" if result.changed else "converged", "exit_code": 0, "steps": steps,
-                "rounds": result.rounds}
+        return {
+            "result": "changed" if result.changed else "converged",
+            "exit_code": 0,
+            "steps": steps,
+            "rounds": result.rounds,
+        }
 
     def _register(self, profile: str, at: str) -> None:
         """Write (refresh) this loop's record: other profiles' loops read it before stopping our container."""
@@ -142,8 +166,15 @@ class ReconcileLoop:
             if self.me is not None:  # the file now names another profile: the old record is not ours any more
                 self.forget()
             self.me = new_holder("reconcile", profile, self.clock)
-        state.write(reconcile_loop_key(profile), {"holder": self.me.to_json(), "file": str(Path(self.path).resolve()),
-                                                  "interval_s": self.interval_s, "last_pass": at})
+        state.write(
+            reconcile_loop_key(profile),
+            {
+                "holder": self.me.to_json(),
+                "file": str(Path(self.path).resolve()),
+                "interval_s": self.interval_s,
+                "last_pass": at,
+            },
+        )
 
     def forget(self) -> None:
         """The loop stops: its record goes (only if it is still this loop's)."""
@@ -168,12 +199,13 @@ class ReconcileLoop:
                 f"{step.target} running: `kimik3 reconcile {record.get('file')}` (pid {other.pid} on {other.host}, "
                 f"since {other.started}, last pass {record.get('last_pass')}). Two loops for conflicting profiles "
                 "would stop each other every pass; nothing was changed. Stop one of the loops, or make the profiles "
-                "stop conflicting (gpus, serve.port, systemd.conflicts)")
+                "stop conflicting (gpus, serve.port, systemd.conflicts)"
+            )
 
     def _back_off(self, text: str) -> None:
         self.failures = self.failures + 1 if text == self.failed_text else 1
         self.failed_text = text
-        wait = min(self.interval_s * 2 ** self.failures, max(self.interval_s, BACKOFF_CAP_S))
+        wait = min(self.interval_s * 2**self.failures, max(self.interval_s, BACKOFF_CAP_S))
         self.retry_at = self.clock.monotonic() + wait
 
     def _check(self, loaded: LoadedProfile) -> Callable[[], None]:
@@ -218,6 +250,13 @@ def run_until_stopped(loop: ReconcileLoop) -> int:
         for s, handler in previous.items():
             signal.signal(s, handler)
         loop.forget()
-    loop.emit({"time": loop.clock.now().isoformat(timespec="seconds"), "file": loop.path,
-               "result": "stopped", "signal": caught[0] if caught else None, "interrupted_pass": interrupted})
+    loop.emit(
+        {
+            "time": loop.clock.now().isoformat(timespec="seconds"),
+            "file": loop.path,
+            "result": "stopped",
+            "signal": caught[0] if caught else None,
+            "interrupted_pass": interrupted,
+        }
+    )
     return 0

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kimik3_reconciler.console import Stream, Styled as Text
+from kimik3_reconciler.console import Stream
+from kimik3_reconciler.console import Styled as Text
 from kimik3_reconciler.model.plan import Action, Plan, Step
 
 if TYPE_CHECKING:  # annotations only: `kimik3 plan` imports this module, and must not pay for what status reads
@@ -13,8 +14,12 @@ if TYPE_CHECKING:  # annotations only: `kimik3 plan` imports this module, and mu
     from kimik3_reconciler.model.profile import Profile
 
 _STYLE = {
-    Action.CREATE: "green", Action.UPDATE: "yellow", Action.REPLACE: "magenta",
-    Action.DELETE: "red", Action.READ: "cyan", Action.NOOP: "dim",
+    Action.CREATE: "green",
+    Action.UPDATE: "yellow",
+    Action.REPLACE: "magenta",
+    Action.DELETE: "red",
+    Action.READ: "cyan",
+    Action.NOOP: "dim",
 }
 
 
@@ -70,8 +75,9 @@ def _served(profile: Profile, argv: tuple[str, ...], console: Stream) -> None:
         console.print(Text(f"model name {served_note(engine, names)}"))
 
 
-def render_status(profile: Profile, observed: Observed, holder: LockHolder | None, locked: bool,
-                  console: Stream) -> None:
+def render_status(
+    profile: Profile, observed: Observed, holder: LockHolder | None, locked: bool, console: Stream
+) -> None:
     """`kimik3 status`: one line per thing observed for this profile (lock, container, images, model, gate
     records, last good, exporter, units)."""
     from kimik3_reconciler.planning import profile_images
@@ -86,21 +92,39 @@ def render_status(profile: Profile, observed: Observed, holder: LockHolder | Non
     if c and c.crash:  # read from its log: the cause, and for a CUDA OOM the fix
         console.print(Text(f"crashed    exit code {c.exit_code}: {c.crash}"))
     wanted, images = profile_images(profile, observed)  # this profile's, not every kimik3 image here
-    console.print(f"images     {', '.join(images) if images else 'none'}"
-                  + ("" if any("current" in i for i in images) else f"; wants {wanted}, not built"))
+    console.print(
+        f"images     {', '.join(images) if images else 'none'}"
+        + ("" if any("current" in i for i in images) else f"; wants {wanted}, not built")
+    )
     # No verified manifest here and the hub unreachable: "0/0 files" read as an empty quant; say what is unknown.
-    counted = (f"file list unknown ({m.listing_error})" if m.listing_error and not m.files
-               else f"{len(m.files) - len(m.missing)}/{len(m.files)} files")
-    source = (f"{m.local_path} (local {m.quant}" + (", never verified" if m.recorded_digest is None else "") + ")"
-              if m.local_path is not None else f"{m.repo}@{m.revision[:12]}/{m.quant}")
-    console.print(Text(f"model      {source}: {counted}"
-                       + (f", {len(m.corrupt)} corrupt (sha256 mismatch)" if m.corrupt else "")
-                       + (f", {len(m.changed)} changed since verified (stat moved; not re-hashed here: `kimik3 plan` "
-                          "re-hashes them)" if m.changed else "")))
+    counted = (
+        f"file list unknown ({m.listing_error})"
+        if m.listing_error and not m.files
+        else f"{len(m.files) - len(m.missing)}/{len(m.files)} files"
+    )
+    source = (
+        f"{m.local_path} (local {m.quant}" + (", never verified" if m.recorded_digest is None else "") + ")"
+        if m.local_path is not None
+        else f"{m.repo}@{m.revision[:12]}/{m.quant}"
+    )
+    console.print(
+        Text(
+            f"model      {source}: {counted}"
+            + (f", {len(m.corrupt)} corrupt (sha256 mismatch)" if m.corrupt else "")
+            + (
+                f", {len(m.changed)} changed since verified (stat moved; not re-hashed here: `kimik3 plan` "
+                "re-hashes them)"
+                if m.changed
+                else ""
+            )
+        )
+    )
     for fingerprint, record in observed.gate_records.items():  # quant gate results, per image
         verdict = "passed" if record.get("passed") else "FAILED"
-        console.print(f"gate       {verdict} on {record.get('date')} (image {record.get('image')}, {fingerprint}): "
-                      f"{record.get('why')}")
+        console.print(
+            f"gate       {verdict} on {record.get('date')} (image {record.get('image')}, {fingerprint}): "
+            f"{record.get('why')}"
+        )
     if observed.last_good:
         console.print(f"last good  recorded {observed.last_good} (the revert target)")
     if observed.exporter is not None:
@@ -111,4 +135,3 @@ def render_status(profile: Profile, observed: Observed, holder: LockHolder | Non
         if unit.profile == profile.name:
             edited = ", edited by hand" if unit.unit_file and unit.unit_file.edited else ""
             console.print(f"unit       {unit.name}: {unit.active_state}, {unit.unit_file_state or '-'}{edited}")
-

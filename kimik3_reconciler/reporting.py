@@ -13,8 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 from kimik3_reconciler import logs
 from kimik3_reconciler.console import Styled
-from kimik3_reconciler.event_text import (BUILD_STEP, COMPILE_PERCENT, event_line, log_line, progress_line,
-                                          progress_quarter)
+from kimik3_reconciler.event_text import (
+    BUILD_STEP,
+    COMPILE_PERCENT,
+    event_line,
+    log_line,
+    progress_line,
+    progress_quarter,
+)
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
@@ -85,8 +91,13 @@ class CliReporter:
         elif step:
             self._build_step = (int(step[1]), int(step[2]), step[3], 0)
             if self.interactive:
-                self._bar(source, f"{source} step {step[1]}/{step[2]}: {_cut(step[3], 60)}", int(step[1]) - 1,
-                          int(step[2]), "steps")
+                self._bar(
+                    source,
+                    f"{source} step {step[1]}/{step[2]}: {_cut(step[3], 60)}",
+                    int(step[1]) - 1,
+                    int(step[2]),
+                    "steps",
+                )
             else:
                 self._say(f"    {source} step {step[1]}/{step[2]}: {_cut(step[3], 100)}")
         elif "kimik3:" in text:
@@ -129,9 +140,14 @@ class CliReporter:
         if self._progress is None:
             from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-            self._progress = Progress(TextColumn("{task.description}"), BarColumn(), _amount_column(),
-                                      TimeRemainingColumn(), console=getattr(self.console, "rich", self.console),
-                                      transient=True)
+            self._progress = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                _amount_column(),
+                TimeRemainingColumn(),
+                console=getattr(self.console, "rich", self.console),
+                transient=True,
+            )
             self._progress.start()
         if key not in self._tasks:
             self._tasks[key] = self._progress.add_task(description, total=total or None, unit=unit)
@@ -147,7 +163,7 @@ class CliReporter:
 
 def _cut(text: str, width: int) -> str:
     """A Dockerfile step on one line: a RUN of a dozen chained commands is not what a person reads here."""
-    return text if len(text) <= width else text[:width - 1] + "…"
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _unit(task: str, fields: dict[str, object]) -> str:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's second command: the whole test suite, as CI runs it.
-#   import layers (lint-imports), unit tests (planner cases, orchestrator on fakes, profile rules), and
+#   import layers (lint-imports), format and lint (ruff), unit tests (planner cases, orchestrator on fakes, profile rules), and
 #   integration tests against a real dockerd, the real CPU llama-server image built from
 #   Dockerfile.llamacpp, and the real huggingface_hub client against a local hub fixture.
 set -euo pipefail
@@ -30,5 +30,9 @@ command -v docker-registry >/dev/null 2>&1 || { apt-get update -qq
 # Nothing here restarts or stops the host's dockerd: the test that does (marked dockerd_restart) is deselected unless
 # KIMIK3_DOCKERD_RESTART_TEST=1 is set by whoever runs it, alone (tests/integration/test_faults_dockerd_restart.py).
 .venv/bin/lint-imports
+# The formatter and linter (pyproject.toml [tool.ruff]); a venv made before ruff joined the test extra gets it here.
+[ -x .venv/bin/ruff ] || .venv/bin/pip install -q "ruff>=0.6"
+.venv/bin/ruff format --check --quiet .
+.venv/bin/ruff check --quiet .
 # Tests marked `engines` (vLLM's and SGLang's real parts) run in CI's second stage, scripts/test-engines.sh.
 .venv/bin/python -m pytest -q -m "not engines" "$@"

@@ -16,14 +16,15 @@ for folder in (str(TESTS), str(TESTS.parent)):
 os.environ["KIMIK3_CACHE_DIR"] = tempfile.mkdtemp(prefix="kimik3-test-cache-")
 
 # Tests marked `engines` fail instead of skipping under KIMIK3_REQUIRE_ENGINES=1 (CI's engines stage).
-from support.require_engines import pytest_runtest_makereport  # noqa: E402,F401  (a hook: pytest finds it by name)
-# Tests marked `dockerd_restart` are deselected unless KIMIK3_DOCKERD_RESTART_TEST=1 asks for them.
-from support.opt_in import pytest_collection_modifyitems  # noqa: E402,F401  (a hook: pytest finds it by name)
-# The order is random (pytest-randomly); its seed is printed at the start and in the summary.
-from support.test_order import pytest_configure, pytest_sessionstart, pytest_terminal_summary  # noqa: E402,F401  (hooks)
-
 import pytest  # noqa: E402
 from support.background import Background  # noqa: E402
+
+# Tests marked `dockerd_restart` are deselected unless KIMIK3_DOCKERD_RESTART_TEST=1 asks for them.
+from support.opt_in import pytest_collection_modifyitems  # noqa: E402,F401  (a hook: pytest finds it by name)
+from support.require_engines import pytest_runtest_makereport  # noqa: E402,F401  (a hook: pytest finds it by name)
+
+# The order is random (pytest-randomly); its seed is printed at the start and in the summary.
+from support.test_order import pytest_configure, pytest_sessionstart, pytest_terminal_summary  # noqa: E402,F401  (hooks)
 
 
 @pytest.fixture

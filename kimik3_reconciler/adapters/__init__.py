@@ -12,22 +12,22 @@ from kimik3_reconciler.ports import LockPort, Ports
 __all__ = ["real_ports"]
 
 
-def real_ports(state_dir: Path, docker_host: str | None = None, systemd_root: str = "/",
-               systemctl_prefix: tuple[str, ...] = ()) -> Ports:
+def real_ports(
+    state_dir: Path, docker_host: str | None = None, systemd_root: str = "/", systemctl_prefix: tuple[str, ...] = ()
+) -> Ports:
     from kimik3_reconciler.adapters.bench_client import HttpLoad
     from kimik3_reconciler.adapters.cache_files import CacheFiles, cache_dir
-    from kimik3_reconciler.adapters.docker_engine import DockerEngine
+    from kimik3_reconciler.adapters.docker_engine import DockerEngine, remote_engine
+    from kimik3_reconciler.adapters.front_control import FrontControl
     from kimik3_reconciler.adapters.hf_hub import HuggingFaceHub
-    from kimik3_reconciler.adapters.host_lock import StateDirLock, host_lock_path
     from kimik3_reconciler.adapters.host_linux import LinuxHost
+    from kimik3_reconciler.adapters.host_lock import StateDirLock, host_lock_path
     from kimik3_reconciler.adapters.http import HttpClient
     from kimik3_reconciler.adapters.openai_chat import OpenAIChat
     from kimik3_reconciler.adapters.processes import LocalProcesses
     from kimik3_reconciler.adapters.registry import RegistryApi
     from kimik3_reconciler.adapters.state_files import StateFiles, SystemClock
     from kimik3_reconciler.adapters.systemd import SystemdUnits
-    from kimik3_reconciler.adapters.docker_engine import remote_engine
-    from kimik3_reconciler.adapters.front_control import FrontControl
 
     engines: dict[tuple[str, str | None], DockerEngine] = {}
 
@@ -43,11 +43,24 @@ def real_ports(state_dir: Path, docker_host: str | None = None, systemd_root: st
 
         return DockerHostLock(worker_docker(host), host.name)
 
-    return Ports(docker=DockerEngine(docker_host), hub=HuggingFaceHub(_download_workers()), http=HttpClient(),
-                 host=LinuxHost(), state=StateFiles(state_dir), clock=SystemClock(), chat=OpenAIChat(),
-                 units=SystemdUnits(systemd_root, systemctl_prefix), lock=StateDirLock(state_dir, host_lock_path()),
-                 load=HttpLoad(), processes=LocalProcesses(state_dir), worker_docker=worker_docker, worker_lock=worker_lock,
-                 cache=CacheFiles(cache_dir()), front=FrontControl(), registry=RegistryApi())
+    return Ports(
+        docker=DockerEngine(docker_host),
+        hub=HuggingFaceHub(_download_workers()),
+        http=HttpClient(),
+        host=LinuxHost(),
+        state=StateFiles(state_dir),
+        clock=SystemClock(),
+        chat=OpenAIChat(),
+        units=SystemdUnits(systemd_root, systemctl_prefix),
+        lock=StateDirLock(state_dir, host_lock_path()),
+        load=HttpLoad(),
+        processes=LocalProcesses(state_dir),
+        worker_docker=worker_docker,
+        worker_lock=worker_lock,
+        cache=CacheFiles(cache_dir()),
+        front=FrontControl(),
+        registry=RegistryApi(),
+    )
 
 
 def _download_workers() -> int:

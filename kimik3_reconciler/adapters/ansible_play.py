@@ -36,14 +36,25 @@ def run_playbook(run_dir: Path, playbook: Path, inventory: Path, log) -> int:  #
     """ansible-playbook's exit status (0 ok, 2 a host failed, 4 a host unreachable, ...)."""
     # ssh's ControlPath is a unix socket (at most 107 bytes): a short folder of its own, not under the state dir.
     control = tempfile.mkdtemp(prefix="k3cp-", dir="/tmp")
-    env = {**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_RETRY_FILES_ENABLED": "0",
-           "ANSIBLE_LOCAL_TEMP": str(run_dir / "tmp"), "ANSIBLE_SSH_CONTROL_PATH_DIR": control,
-           "ANSIBLE_PIPELINING": "1"}
+    env = {
+        **os.environ,
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_RETRY_FILES_ENABLED": "0",
+        "ANSIBLE_LOCAL_TEMP": str(run_dir / "tmp"),
+        "ANSIBLE_SSH_CONTROL_PATH_DIR": control,
+        "ANSIBLE_PIPELINING": "1",
+    }
     env.pop("ANSIBLE_CONFIG", None)  # the run's settings are these, not an ansible.cfg found in the cwd
     try:
-        process = subprocess.Popen([ansible_playbook(), "-i", str(inventory), str(playbook)], cwd=run_dir,
-                                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                   text=True, env=env)
+        process = subprocess.Popen(
+            [ansible_playbook(), "-i", str(inventory), str(playbook)],
+            cwd=run_dir,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+        )
         assert process.stdout is not None
         for line in process.stdout:
             log.write(line)
@@ -68,11 +79,15 @@ class FleetLock:
         except BlockingIOError:
             holder = os.read(fd, 4096).decode(errors="replace")
             os.close(fd)
-            raise LockHeld(f"another `kimik3 fleet apply` holds the fleet lock {self.path} ({holder or 'holder unknown'})"
-                           "; it stops by itself, or kill it: the kernel then drops the lock") from None
+            raise LockHeld(
+                f"another `kimik3 fleet apply` holds the fleet lock {self.path} ({holder or 'holder unknown'})"
+                "; it stops by itself, or kill it: the kernel then drops the lock"
+            ) from None
         os.ftruncate(fd, 0)
-        os.write(fd, json.dumps({"pid": os.getpid(), "since": time.strftime("%Y-%m-%d %H:%M:%S UTC",
-                                                                           time.gmtime())}).encode())
+        os.write(
+            fd,
+            json.dumps({"pid": os.getpid(), "since": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}).encode(),
+        )
         self._fd = fd
         return self
 

@@ -10,8 +10,9 @@ import tempfile
 from pathlib import Path
 
 
-def write_atomically(path: Path, text: str, *, durable: bool = False, mode: int | None = None,
-                     make_folder: bool = True) -> None:
+def write_atomically(
+    path: Path, text: str, *, durable: bool = False, mode: int | None = None, make_folder: bool = True
+) -> None:
     """`text` (UTF-8) at `path`, whole or not at all; the folder is made when missing (`make_folder`: a path the
     user named, such as `plan -out`, is not: its missing folder is the error). `durable`: fsynced before the
     rename (a record that must survive a crash); `mode`: the file's permissions (mkstemp makes 0600).

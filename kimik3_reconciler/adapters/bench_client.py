@@ -47,8 +47,11 @@ class HttpLoad:
     def tokenize(self, base_url: str, api_key: str | None, text: str, wire: str = "llamacpp") -> list[int]:
         import httpx
 
-        body = {"content": text, "add_special": False} if wire == "llamacpp" else {
-            "prompt": text, "add_special_tokens": False}
+        body = (
+            {"content": text, "add_special": False}
+            if wire == "llamacpp"
+            else {"prompt": text, "add_special_tokens": False}
+        )
         try:
             reply = httpx.post(f"{base_url}/tokenize", json=body, headers=_headers(api_key), timeout=60)
             reply.raise_for_status()
@@ -66,15 +69,29 @@ class HttpLoad:
             return None
         return reply.text if reply.status_code == 200 else None
 
-    def run_level(self, base_url: str, api_key: str | None, prompts: list[list[int]], output_tokens: int,
-                  concurrency: int, wire: str = "llamacpp") -> tuple[list[RequestSample], float]:
+    def run_level(
+        self,
+        base_url: str,
+        api_key: str | None,
+        prompts: list[list[int]],
+        output_tokens: int,
+        concurrency: int,
+        wire: str = "llamacpp",
+    ) -> tuple[list[RequestSample], float]:
         """Send `prompts` with `concurrency` in flight (closed loop); the samples and the level's wall time."""
         import asyncio  # a bench run only: a no-op plan builds this port and never calls it
 
         return asyncio.run(self._level(base_url, api_key, prompts, output_tokens, concurrency, wire))
 
-    async def _level(self, base_url: str, api_key: str | None, prompts: list[list[int]], output_tokens: int,
-                     concurrency: int, wire: str) -> tuple[list[RequestSample], float]:
+    async def _level(
+        self,
+        base_url: str,
+        api_key: str | None,
+        prompts: list[list[int]],
+        output_tokens: int,
+        concurrency: int,
+        wire: str,
+    ) -> tuple[list[RequestSample], float]:
         import asyncio
 
         import httpx
@@ -87,13 +104,23 @@ class HttpLoad:
         # is written on it (seen: "Server disconnected without sending a response"); loopback connects take
         # microseconds, and they are part of what a new client's TTFT is anyway.
         limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=0)
-        async with httpx.AsyncClient(base_url=base_url, headers=_headers(api_key), limits=limits,
-                                     timeout=httpx.Timeout(self.timeout_s, connect=30)) as client:
+        async with httpx.AsyncClient(
+            base_url=base_url,
+            headers=_headers(api_key),
+            limits=limits,
+            timeout=httpx.Timeout(self.timeout_s, connect=30),
+        ) as client:
+
             async def worker() -> None:
                 while queue:  # closed loop: the next request leaves when this one is done
                     prompt = queue.pop()
-                    samples.append(await (_one(client, prompt, output_tokens) if model is None else
-                                          _one_openai(client, model, prompt, output_tokens)))
+                    samples.append(
+                        await (
+                            _one(client, prompt, output_tokens)
+                            if model is None
+                            else _one_openai(client, model, prompt, output_tokens)
+                        )
+                    )
 
             started = time.perf_counter()
             await asyncio.gather(*(worker() for _ in range(concurrency)))
@@ -131,8 +158,15 @@ def _openai_chunk(chunk: dict[str, Any]) -> _Read:
 
 
 async def _one(client: httpx.AsyncClient, prompt: list[int], output_tokens: int) -> RequestSample:
-    body = {"prompt": prompt, "n_predict": output_tokens, "stream": True, "cache_prompt": False,
-            "ignore_eos": True, "return_tokens": True, "temperature": 0.0}
+    body = {
+        "prompt": prompt,
+        "n_predict": output_tokens,
+        "stream": True,
+        "cache_prompt": False,
+        "ignore_eos": True,
+        "return_tokens": True,
+        "temperature": 0.0,
+    }
     return await _streamed(client, "/completion", body, len(prompt), _llamacpp_chunk)
 
 
@@ -140,14 +174,26 @@ async def _one_openai(client: httpx.AsyncClient, model: str, prompt: list[int], 
     """One streamed /v1/completions request; TTFT and the token count as `_one` measures them on llama-server."""
     # cache_salt (vLLM): a fresh one per request keeps it out of every cached prefix, the warm-up's and an earlier
     # bench's included (they send the same prompts): llama-server's cache_prompt false, on this wire.
-    body = {"model": model, "prompt": prompt, "max_tokens": output_tokens, "stream": True, "ignore_eos": True,
-            "temperature": 0.0, "cache_salt": uuid.uuid4().hex,
-            "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+    body = {
+        "model": model,
+        "prompt": prompt,
+        "max_tokens": output_tokens,
+        "stream": True,
+        "ignore_eos": True,
+        "temperature": 0.0,
+        "cache_salt": uuid.uuid4().hex,
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+    }
     return await _streamed(client, "/v1/completions", body, len(prompt), _openai_chunk)
 
 
-async def _streamed(client: httpx.AsyncClient, path: str, body: dict[str, Any], prompt_tokens: int,
-                    read: Callable[[dict[str, Any]], _Read]) -> RequestSample:
+async def _streamed(
+    client: httpx.AsyncClient,
+    path: str,
+    body: dict[str, Any],
+    prompt_tokens: int,
+    read: Callable[[dict[str, Any]], _Read],
+) -> RequestSample:
     """POST `body` to `path` and time the stream: TTFT at the first chunk whose running count moved, the last such
     chunk ends decode; `read` says what a chunk of this wire holds."""
     import httpx

@@ -18,19 +18,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kimik3_reconciler import logs
-from kimik3_reconciler.adapters.docker_socket import (EngineApiError, EngineSocket, EngineUnreachable, engine_socket,
-                                                      unix_socket_path)
+from kimik3_reconciler.adapters.docker_socket import (
+    EngineApiError,
+    EngineSocket,
+    EngineUnreachable,
+    engine_socket,
+    unix_socket_path,
+)
 from kimik3_reconciler.adapters.translate import translated
 from kimik3_reconciler.errors import BuildFailed, InputError, Kimik3Error, PermanentError, TransientError
 from kimik3_reconciler.model.specs import ContainerSpec, ImageBuild
 from kimik3_reconciler.ports import LineSink
 
 if TYPE_CHECKING:
-    from tenacity import RetryCallState
-
     import docker
     import docker.tls
     import docker.types
+    from tenacity import RetryCallState
 
 # A daemon restart (systemctl restart docker, an upgrade) takes dockerd ~13 s to stop a loading server plus its
 # own start: keep trying well past that, so a restart during a 17-minute load does not fail the apply.
@@ -43,9 +47,11 @@ def _say_retrying(state: RetryCallState) -> None:
     error = state.outcome.exception() if state.outcome else None
     waited = state.seconds_since_start or 0.0
     logs.logger("kimik3").warning(
-        "docker-retry", call=getattr(state.fn, "__name__", "docker"),
+        "docker-retry",
+        call=getattr(state.fn, "__name__", "docker"),
         message=f"{error}: the docker daemon is not answering; kimik3 keeps trying for {DAEMON_RESTART_S:.0f} s "
-                f"in all ({waited:.0f} s so far, attempt {state.attempt_number})")
+        f"in all ({waited:.0f} s so far, attempt {state.attempt_number})",
+    )
 
 
 class _transient:  # noqa: N801 - used as a decorator
@@ -69,9 +75,13 @@ class _transient:  # noqa: N801 - used as a decorator
         if self._retried is None:
             from tenacity import retry, retry_if_exception_type, stop_after_delay, wait_exponential
 
-            self._retried = retry(retry=retry_if_exception_type(TransientError), stop=stop_after_delay(DAEMON_RESTART_S),
-                                  wait=wait_exponential(multiplier=0.5, max=5), before_sleep=_say_retrying,
-                                  reraise=True)(self.fn)
+            self._retried = retry(
+                retry=retry_if_exception_type(TransientError),
+                stop=stop_after_delay(DAEMON_RESTART_S),
+                wait=wait_exponential(multiplier=0.5, max=5),
+                before_sleep=_say_retrying,
+                reraise=True,
+            )(self.fn)
         return self._retried
 
     def __get__(self, engine: Any, owner: type | None = None) -> Any:
@@ -94,6 +104,7 @@ class _transient:  # noqa: N801 - used as a decorator
             return self.fn(*args, **kwargs)
 
         return self._tenacity().retry.copy()(attempt, *args, **kwargs)
+
 
 # What a restarting daemon looks like from the client: the socket is there (or was, a moment ago) but
 # nobody accepts or a connection is cut. Anything else (no socket ever, no permission, a 5xx from a
@@ -121,8 +132,9 @@ def os_error_in(exc: BaseException) -> OSError | None:
     return None
 
 
-def daemon_fault(exc: Exception, answered_before: bool, where: str,
-                 timeout_s: float = CLIENT_TIMEOUT_S) -> Kimik3Error | None:
+def daemon_fault(
+    exc: Exception, answered_before: bool, where: str, timeout_s: float = CLIENT_TIMEOUT_S
+) -> Kimik3Error | None:
     """What a Docker exception means, from the SDK or the socket reader alike: TransientError only for a daemon
     that looks like it is restarting; a clear PermanentError for a daemon that is not there, not ours to use,
     or failing; None: not Docker's. `answered_before`: this process reached the daemon earlier (a socket that
@@ -172,8 +184,10 @@ def _unreachable(exc: Exception, connection_error: bool, answered_before: bool, 
     cause = os_error_in(exc)
     code = cause.errno if cause is not None else None
     if code in (errno.EACCES, errno.EPERM):
-        return PermanentError(f"permission denied on the docker daemon's socket {where}: run kimik3 as root or as a "
-                              "member of the docker group")
+        return PermanentError(
+            f"permission denied on the docker daemon's socket {where}: run kimik3 as root or as a "
+            "member of the docker group"
+        )
     if code == errno.ENOENT:
         if answered_before:  # dockerd removes its socket while it restarts
             return TransientError(f"docker daemon not answering: its socket {where} is gone (restarting?)")
@@ -181,8 +195,10 @@ def _unreachable(exc: Exception, connection_error: bool, answered_before: bool, 
     if code == errno.ECONNREFUSED and _not_a_socket(where):
         # A path that is there but no socket (a directory, a file: a DOCKER_HOST typo) never starts answering:
         # 90 s of "restarting?" retries would only hide the typo.
-        return PermanentError(f"no docker daemon: {where} is not a socket (DOCKER_HOST or --docker-host names the "
-                              "daemon's socket, e.g. unix:///var/run/docker.sock)")
+        return PermanentError(
+            f"no docker daemon: {where} is not a socket (DOCKER_HOST or --docker-host names the "
+            "daemon's socket, e.g. unix:///var/run/docker.sock)"
+        )
     if code in _RESTARTING_ERRNOS or (code is None and connection_error):
         # No errno: "Connection aborted" with the daemon hanging up mid-request, as a stopping dockerd does.
         return TransientError(f"docker daemon not answering: {exc}")
@@ -209,9 +225,11 @@ def check_docker_url(url: str) -> None:
     "Invalid bind address protocol" (exit 1, "a step failed") named neither the variable nor what to write."""
     scheme = url.split("://", 1)[0].lower() if "://" in url else "tcp" if _HOST_PORT.fullmatch(url.strip()) else ""
     if scheme not in _DOCKER_URL_SCHEMES:
-        raise InputError(f"DOCKER_HOST (or --docker-host) {url!r} is not a docker daemon URL: write "
-                         "unix:///var/run/docker.sock, tcp://HOST:PORT or ssh://USER@HOST (or unset it for the local "
-                         "socket)")
+        raise InputError(
+            f"DOCKER_HOST (or --docker-host) {url!r} is not a docker daemon URL: write "
+            "unix:///var/run/docker.sock, tcp://HOST:PORT or ssh://USER@HOST (or unset it for the local "
+            "socket)"
+        )
 
 
 def _absent(exc: PermanentError, sdk_class: str = "NotFound") -> bool:
@@ -244,8 +262,13 @@ class DockerEngine:
     restart); off for the metrics exporter, whose scrape answers within its own bound and asks again at the next
     one. `timeout_s`: one API call's socket timeout."""
 
-    def __init__(self, base_url: str | None = None, tls: docker.tls.TLSConfig | None = None,
-                 rides_out_restarts: bool = True, timeout_s: float = CLIENT_TIMEOUT_S):
+    def __init__(
+        self,
+        base_url: str | None = None,
+        tls: docker.tls.TLSConfig | None = None,
+        rides_out_restarts: bool = True,
+        timeout_s: float = CLIENT_TIMEOUT_S,
+    ):
         self._base_url = base_url
         self._tls = tls
         self.rides_out_restarts, self._timeout_s = rides_out_restarts, timeout_s
@@ -273,9 +296,13 @@ class DockerEngine:
                 # operator's ssh config, keys and known_hosts apply as for any ssh login (the SDK still
                 # wants paramiko importable for ssh:// URLs).
                 remote = {"use_ssh_client": True} if (self._base_url or "").startswith("ssh://") else {}
-                self._client = (docker.DockerClient(base_url=self._base_url, timeout=self._timeout_s,
-                                                    tls=self._tls or False, **remote)
-                                if self._base_url else docker.from_env(timeout=self._timeout_s))
+                self._client = (
+                    docker.DockerClient(
+                        base_url=self._base_url, timeout=self._timeout_s, tls=self._tls or False, **remote
+                    )
+                    if self._base_url
+                    else docker.from_env(timeout=self._timeout_s)
+                )
             except docker.errors.DockerException as exc:
                 raise (self._translate(exc) or PermanentError(f"docker: {exc}")) from exc
             self._answered = True  # the client asked the daemon for its API version
@@ -331,8 +358,12 @@ class DockerEngine:
         self._call(self.client.api.tag, image_id, repository, name, force=True)
 
     @_transient
-    def pull_image(self, ref: str, on_progress: Callable[[int, int], None] | None = None,
-                   on_retry: Callable[[str, int, int], None] | None = None) -> str:
+    def pull_image(
+        self,
+        ref: str,
+        on_progress: Callable[[int, int], None] | None = None,
+        on_retry: Callable[[str, int, int], None] | None = None,
+    ) -> str:
         """Pull `ref` (by digest where kimik3 pins one), reporting (bytes, of bytes) over the layers seen so far and
         dockerd's own retries of a layer (adapters/pull_events.py). The pull's own stream is read (the SDK's
         images.pull drops its error events and then says only "no such image"): an error event is a
@@ -370,16 +401,27 @@ class DockerEngine:
     def run_container(self, spec: ContainerSpec) -> str:
         import docker.types
 
-        mounts = [docker.types.Mount(target=m.target, source=m.source, type="bind", read_only=m.read_only)
-                  for m in spec.mounts]
+        mounts = [
+            docker.types.Mount(target=m.target, source=m.source, type="bind", read_only=m.read_only)
+            for m in spec.mounts
+        ]
         # Named volumes (an rpc-server's tensor cache): Docker creates one on first use and keeps it.
         mounts += [docker.types.Mount(target=target, source=volume, type="volume") for volume, target in spec.volumes]
         device_requests = _device_requests(spec)
         container = self._call(
-            self.client.containers.run, spec.image, command=list(spec.command), name=spec.name, detach=True,
-            environment=dict(spec.env), mounts=mounts, network_mode=spec.network_mode, ipc_mode=spec.ipc_mode,
-            labels=dict(spec.labels), restart_policy={"Name": spec.restart_policy},
-            device_requests=device_requests or None, entrypoint=list(spec.entrypoint) if spec.entrypoint else None,
+            self.client.containers.run,
+            spec.image,
+            command=list(spec.command),
+            name=spec.name,
+            detach=True,
+            environment=dict(spec.env),
+            mounts=mounts,
+            network_mode=spec.network_mode,
+            ipc_mode=spec.ipc_mode,
+            labels=dict(spec.labels),
+            restart_policy={"Name": spec.restart_policy},
+            device_requests=device_requests or None,
+            entrypoint=list(spec.entrypoint) if spec.entrypoint else None,
         )
         return container.id
 
@@ -429,8 +471,9 @@ class DockerEngine:
         sock = self._call(self.client.api.exec_start, created["Id"], socket=True)
         try:
             with translated(self._translate):
-                return b"".join(data for stream, data in frames_iter(sock, tty=False)
-                                if stream == 1 and data).decode(errors="replace")
+                return b"".join(data for stream, data in frames_iter(sock, tty=False) if stream == 1 and data).decode(
+                    errors="replace"
+                )
         finally:
             try:
                 sock.close()
@@ -463,8 +506,15 @@ class DockerEngine:
                     tar.add(str(path), arcname=arcname, recursive=False)
             context.seek(0)
             stream = self._call(
-                self.client.api.build, fileobj=context, custom_context=True, dockerfile="Dockerfile.llamacpp",
-                tag=spec.tag, buildargs=dict(spec.build_args), labels=dict(spec.labels), rm=True, forcerm=True,
+                self.client.api.build,
+                fileobj=context,
+                custom_context=True,
+                dockerfile="Dockerfile.llamacpp",
+                tag=spec.tag,
+                buildargs=dict(spec.build_args),
+                labels=dict(spec.labels),
+                rm=True,
+                forcerm=True,
                 decode=True,
             )
             image_id = ""
@@ -479,8 +529,9 @@ class DockerEngine:
                 if "aux" in chunk and "ID" in chunk["aux"]:
                     image_id = chunk["aux"]["ID"]
                 if "error" in chunk:
-                    raise BuildFailed(f"docker build of {spec.tag} failed at {step}: {chunk['error'].strip()}",
-                                      "\n".join(tail))
+                    raise BuildFailed(
+                        f"docker build of {spec.tag} failed at {step}: {chunk['error'].strip()}", "\n".join(tail)
+                    )
         return image_id
 
 
@@ -493,6 +544,9 @@ def remote_engine(url: str, tls_dir: Path | None = None) -> DockerEngine:
     if url.startswith("tcp://"):
         if tls_dir is None:
             raise PermanentError(f"{url}: a tcp:// Docker needs TLS (rpc.workers[].tls_dir): never plain tcp")
-        tls = docker.tls.TLSConfig(client_cert=(str(tls_dir / "cert.pem"), str(tls_dir / "key.pem")),
-                                   ca_cert=str(tls_dir / "ca.pem"), verify=True)
+        tls = docker.tls.TLSConfig(
+            client_cert=(str(tls_dir / "cert.pem"), str(tls_dir / "key.pem")),
+            ca_cert=str(tls_dir / "ca.pem"),
+            verify=True,
+        )
     return DockerEngine(url, tls)

@@ -104,8 +104,13 @@ class EngineSocket:
         return self._get("/images/json", params)
 
     def containers(self, all: bool = False, filters: dict[str, Any] | None = None) -> list[dict[str, Any]]:  # noqa: A002 - the SDK's name
-        params = {"limit": -1, "all": 1 if all else 0, "size": 0, "trunc_cmd": 0,
-                  **({"filters": _filters(filters)} if filters else {})}
+        params = {
+            "limit": -1,
+            "all": 1 if all else 0,
+            "size": 0,
+            "trunc_cmd": 0,
+            **({"filters": _filters(filters)} if filters else {}),
+        }
         return self._get("/containers/json", params)
 
     def _get(self, path: str, params: dict[str, Any] | None = None) -> Any:

@@ -19,8 +19,12 @@ class FrontControl:
         parts = urlsplit(url)
         connection = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80, timeout=timeout_s)
         try:
-            connection.request("POST", parts.path, body=json.dumps(body).encode(),
-                               headers={"Content-Type": "application/json", TOKEN_HEADER: token})
+            connection.request(
+                "POST",
+                parts.path,
+                body=json.dumps(body).encode(),
+                headers={"Content-Type": "application/json", TOKEN_HEADER: token},
+            )
             reply = connection.getresponse()
             text = reply.read().decode("utf-8", "replace")
         except (OSError, http.client.HTTPException) as exc:

@@ -91,8 +91,11 @@ class Gate:
 
 
 def _busy(order: HoldOrder, why: str) -> web.Response:
-    return web.Response(status=503, text=f"kimik3: {why}; retry in {order.retry_after_s} s",
-                        headers={"Retry-After": str(order.retry_after_s)})
+    return web.Response(
+        status=503,
+        text=f"kimik3: {why}; retry in {order.retry_after_s} s",
+        headers={"Retry-After": str(order.retry_after_s)},
+    )
 
 
 def front_app(config: FrontConfig, token: str, registry: CollectorRegistry, metrics: ProxyMetrics) -> web.Application:
@@ -111,8 +114,15 @@ def front_app(config: FrontConfig, token: str, registry: CollectorRegistry, metr
         return on_host and hmac.compare_digest(sent.encode(), token.encode())
 
     def status() -> dict:
-        return {"profile": config.profile, "fingerprint": config.fingerprint, "holding": gate.holding,
-                "in_flight": gate.in_flight, "held": gate.held, "released": gate.released, "refused": gate.refused}
+        return {
+            "profile": config.profile,
+            "fingerprint": config.fingerprint,
+            "holding": gate.holding,
+            "in_flight": gate.in_flight,
+            "held": gate.held,
+            "released": gate.released,
+            "refused": gate.refused,
+        }
 
     async def healthz(_: web.Request) -> web.Response:
         return web.json_response(status())
@@ -124,8 +134,9 @@ def front_app(config: FrontConfig, token: str, registry: CollectorRegistry, metr
         started = time.monotonic()
         gate.hold(order)
         busy = await _drain(request.app, gate, order.drain_s)
-        return web.json_response({**status(), "drained": not busy, "busy": busy,
-                                  "drain_s": round(time.monotonic() - started, 3)})
+        return web.json_response(
+            {**status(), "drained": not busy, "busy": busy, "drain_s": round(time.monotonic() - started, 3)}
+        )
 
     async def release(request: web.Request) -> web.Response:
         if not allowed(request):
@@ -143,8 +154,11 @@ def front_app(config: FrontConfig, token: str, registry: CollectorRegistry, metr
         on loopback), at most `drain_s`; what was still busy then ("" when nothing)."""
         deadline = time.monotonic() + drain_s
         while True:
-            busy = f"{gate.in_flight} requests through the front" if gate.in_flight else \
-                await _busy_slots(app[SESSION], config)
+            busy = (
+                f"{gate.in_flight} requests through the front"
+                if gate.in_flight
+                else await _busy_slots(app[SESSION], config)
+            )
             if not busy or time.monotonic() >= deadline:
                 return busy
             await asyncio.sleep(min(SLOTS_POLL_S, max(0.0, deadline - time.monotonic())))
@@ -170,13 +184,17 @@ async def _busy_slots(session: aiohttp.ClientSession, config: FrontConfig) -> st
         if keys:
             headers["Authorization"] = f"Bearer {keys[0]}"
     try:
-        async with session.get(f"{config.server_url}/slots", headers=headers,
-                               timeout=aiohttp.ClientTimeout(total=2)) as reply:
+        async with session.get(
+            f"{config.server_url}/slots", headers=headers, timeout=aiohttp.ClientTimeout(total=2)
+        ) as reply:
             if reply.status != 200:
                 return ""
             slots = await reply.json(content_type=None)
     except (aiohttp.ClientError, TimeoutError, ValueError):
         return ""  # no server answering: nothing of it can still be busy
-    busy = [s.get("id") for s in slots if isinstance(s, dict) and s.get("is_processing")] \
-        if isinstance(slots, list) else []
+    busy = (
+        [s.get("id") for s in slots if isinstance(s, dict) and s.get("is_processing")]
+        if isinstance(slots, list)
+        else []
+    )
     return f"slots {busy} processing" if busy else ""

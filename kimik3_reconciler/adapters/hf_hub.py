@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from urllib.parse import quote
-
-import re
 from typing import TYPE_CHECKING
+from urllib.parse import quote
 
 # Only `constants` at import time: a converged plan never asks the hub, and huggingface_hub's API and
 # cache modules cost ~0.2 s to import (bench/plan.py); they, httpx and the downloader are imported where
@@ -30,9 +29,11 @@ PROBE_VALID_S = 60.0  # how long a hub that answered the reachability probe is t
 
 def _is_transport(exc: Exception) -> bool:
     """huggingface_hub 2.x speaks httpx2, whose errors are not httpx's classes: match them by name."""
-    return any(cls.__module__.split(".")[0] in ("httpx", "httpx2")
-               and cls.__name__ in ("TransportError", "ConnectError", "TimeoutException", "NetworkError")
-               for cls in type(exc).__mro__)
+    return any(
+        cls.__module__.split(".")[0] in ("httpx", "httpx2")
+        and cls.__name__ in ("TransportError", "ConnectError", "TimeoutException", "NetworkError")
+        for cls in type(exc).__mro__
+    )
 
 
 def _hub_error(exc: Exception, what: str, hub: str) -> Kimik3Error | None:
@@ -77,15 +78,18 @@ def hub_token(hub: str) -> str | bool | None:
     if token is not None and not re.fullmatch(r"[\x21-\x7e]+", token):
         # A BOM or a pasted invisible/non-ASCII character made httpx raise UnicodeEncodeError on the first request
         # (a traceback). A header carries printable ASCII only; the token itself is never shown.
-        raise InputError("the Hugging Face token (HF_TOKEN / HUGGING_FACE_HUB_TOKEN, else the token file of `hf auth "
-                         "login`) holds a space, a control or a non-ASCII character (a BOM or a pasted invisible "
-                         "character?): an HTTP header carries printable ASCII only; set it again as printed by the hub")
+        raise InputError(
+            "the Hugging Face token (HF_TOKEN / HUGGING_FACE_HUB_TOKEN, else the token file of `hf auth "
+            "login`) holds a space, a control or a non-ASCII character (a BOM or a pasted invisible "
+            "character?): an HTTP header carries printable ASCII only; set it again as printed by the hub"
+        )
     return token
 
 
 def _remote(entry: RepoFile) -> RemoteFile:
-    return RemoteFile(path=entry.path, size=entry.size, sha256=entry.lfs.sha256 if entry.lfs else None,
-                      git_oid=entry.blob_id)
+    return RemoteFile(
+        path=entry.path, size=entry.size, sha256=entry.lfs.sha256 if entry.lfs else None, git_oid=entry.blob_id
+    )
 
 
 class HuggingFaceHub:
@@ -105,8 +109,12 @@ class HuggingFaceHub:
         from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_fixed
 
         try:
-            for attempt in Retrying(retry=retry_if_exception_type(httpx.TransportError), stop=stop_after_attempt(2),
-                                    wait=wait_fixed(0.5), reraise=True):
+            for attempt in Retrying(
+                retry=retry_if_exception_type(httpx.TransportError),
+                stop=stop_after_attempt(2),
+                wait=wait_fixed(0.5),
+                reraise=True,
+            ):
                 with attempt:
                     httpx.head(hub, timeout=httpx.Timeout(10.0, connect=5.0))
         except httpx.TransportError as exc:

@@ -32,8 +32,14 @@ class LinuxHost:
     def process_file(self, pid: int, name: str) -> str:
         return _read(f"/proc/{int(pid)}/{name}")
 
-    def preread(self, paths: list[str], workers: int, on_bytes: Callable[[int], None],
-                stop: threading.Event | None = None, limit_bytes: int | None = None) -> None:
+    def preread(
+        self,
+        paths: list[str],
+        workers: int,
+        on_bytes: Callable[[int], None],
+        stop: threading.Event | None = None,
+        limit_bytes: int | None = None,
+    ) -> None:
         from kimik3_reconciler.adapters import page_cache
 
         page_cache.preread(paths, workers, on_bytes, stop=stop, limit=limit_bytes)
@@ -179,8 +185,10 @@ def _resident(path: str) -> tuple[int, int] | None:
     except OSError:
         return None
     libc = ctypes.CDLL(None, use_errno=True)
-    libc.mmap.restype, libc.mmap.argtypes = ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
-                                                              ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.mmap.restype, libc.mmap.argtypes = (
+        ctypes.c_void_p,
+        [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long],
+    )
     libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
     libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
     page = mmap.PAGESIZE

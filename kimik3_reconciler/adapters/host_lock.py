@@ -125,8 +125,11 @@ class HostWideLock:
             return open_lock_file(self.path, os.O_RDONLY)
         if not _holds_a_lock_record(fd):
             os.close(fd)
-            raise OSError(errno.EINVAL, "it holds something other than a kimik3 lock record; kimik3 leaves it as it is",
-                          str(self.path))
+            raise OSError(
+                errno.EINVAL,
+                "it holds something other than a kimik3 lock record; kimik3 leaves it as it is",
+                str(self.path),
+            )
         try:
             info = os.fstat(fd)
             # Only a file others may write (an older kimik3's 0666) is narrowed: an operator's own 0664 lock file
@@ -192,8 +195,10 @@ class StateDirLock:
                 taken, found = self.host.try_acquire(holder)
             except OSError as exc:
                 taken, found = True, None
-                note = (f"cannot use the host-wide lock {self.host.path} ({exc.strerror or exc}): only the state "
-                        f"dir's lock ({self.path}) keeps other kimik3s out; set KIMIK3_HOST_LOCK to a writable path")
+                note = (
+                    f"cannot use the host-wide lock {self.host.path} ({exc.strerror or exc}): only the state "
+                    f"dir's lock ({self.path}) keeps other kimik3s out; set KIMIK3_HOST_LOCK to a writable path"
+                )
             if not taken:  # another state dir's kimik3 is changing this host: let go of ours, name it
                 self._fd = None
                 os.close(fd)
@@ -257,8 +262,9 @@ class StateDirLock:
         try:
             return _flock(self.path, lambda: open_lock_file(self.path, os.O_RDWR | os.O_CREAT, 0o644))
         except OSError as exc:  # e.g. ENOLCK on a filesystem without locks: say where, do not run unlocked
-            raise StepError(f"cannot lock {self.path}: {exc.strerror} (keep the state dir on a local "
-                            "filesystem)") from exc
+            raise StepError(
+                f"cannot lock {self.path}: {exc.strerror} (keep the state dir on a local filesystem)"
+            ) from exc
 
     def _flocked(self) -> bool:
         return _flocked(self.path)
@@ -292,8 +298,11 @@ def open_lock_file(path: Path, flags: int, mode: int = 0o666) -> int:
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
         os.close(fd)
-        raise OSError(errno.EINVAL, "not a plain file of its own (a hard link, a FIFO or a device): kimik3 leaves "
-                      "it as it is", str(path))
+        raise OSError(
+            errno.EINVAL,
+            "not a plain file of its own (a hard link, a FIFO or a device): kimik3 leaves it as it is",
+            str(path),
+        )
     return fd
 
 

@@ -29,9 +29,12 @@ class HttpClient:
             port = parts.port or 80
             with socket.create_connection((parts.hostname, port), timeout=3.0) as sock:
                 host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-                status, _, _ = http_wire.get(sock, host if port == 80 else f"{host}:{port}",
-                                             (parts.path or "/") + (f"?{parts.query}" if parts.query else ""),
-                                             body=False)
+                status, _, _ = http_wire.get(
+                    sock,
+                    host if port == 80 else f"{host}:{port}",
+                    (parts.path or "/") + (f"?{parts.query}" if parts.query else ""),
+                    body=False,
+                )
         except (OSError, http_wire.MalformedAnswer, ValueError):  # refused, reset, timeout, a bad port
             return "unreachable"
         if status == 200:
@@ -42,8 +45,12 @@ class HttpClient:
         """Download `url` to `dest` (its sha256), retried on transient failures (4 tries)."""
         from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-        retried = retry(retry=retry_if_exception_type(TransientError), stop=stop_after_attempt(4),
-                        wait=wait_exponential(multiplier=1, max=20), reraise=True)(self._fetch_once)
+        retried = retry(
+            retry=retry_if_exception_type(TransientError),
+            stop=stop_after_attempt(4),
+            wait=wait_exponential(multiplier=1, max=20),
+            reraise=True,
+        )(self._fetch_once)
         return retried(url, dest)
 
     def _fetch_once(self, url: str, dest: Path) -> str:
@@ -77,8 +84,7 @@ class HttpClient:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         connection = http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=timeout_s)
         try:
-            connection.request("GET", (parts.path or "/") + (f"?{parts.query}" if parts.query else ""),
-                               headers=headers)
+            connection.request("GET", (parts.path or "/") + (f"?{parts.query}" if parts.query else ""), headers=headers)
             response = connection.getresponse()
             return response.status, response.read().decode("utf-8", errors="replace")
         except (OSError, http.client.HTTPException, ValueError) as exc:
@@ -96,7 +102,10 @@ class HttpClient:
 
         client = OpenAI(base_url=f"{base_url}/v1", api_key=api_key or "no-key", timeout=120.0, max_retries=1)
         reply = client.chat.completions.create(
-            model=model, messages=[{"role": "user", "content": prompt}], max_tokens=16, temperature=0.0,
+            model=model,
+            messages=[{"role": "user", "content": prompt}],
+            max_tokens=16,
+            temperature=0.0,
         )
         message = reply.choices[0].message
         return message.content or getattr(message, "reasoning_content", None) or ""

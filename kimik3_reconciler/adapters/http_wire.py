@@ -18,11 +18,16 @@ class MalformedAnswer(Exception):
     """The peer answered something that is not an HTTP/1.x response (or closed halfway through one)."""
 
 
-def get(sock: socket.socket, host: str, target: str, headers: dict[str, str] | None = None,
-        body: bool = True) -> tuple[int, str, bytes]:
+def get(
+    sock: socket.socket, host: str, target: str, headers: dict[str, str] | None = None, body: bool = True
+) -> tuple[int, str, bytes]:
     """(status, reason, body) of `GET target` on `sock`; `body=False`: the status alone (the body is not read)."""
-    lines = [f"GET {target} HTTP/1.1", f"Host: {host}", "Accept-Encoding: identity",
-             *(f"{name}: {value}" for name, value in (headers or {}).items())]
+    lines = [
+        f"GET {target} HTTP/1.1",
+        f"Host: {host}",
+        "Accept-Encoding: identity",
+        *(f"{name}: {value}" for name, value in (headers or {}).items()),
+    ]
     sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
     with sock.makefile("rb") as reader:
         while True:

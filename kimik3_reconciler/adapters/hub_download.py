@@ -70,8 +70,14 @@ def targets(repo: str, revision: str, files: tuple[RemoteFile, ...], endpoint: s
         blob_name = f.blob_name
         if not blob_name:
             raise DownloadFailed(f"{f.path}: the hub lists no sha256 or git oid for it, so it cannot be verified")
-        out.append(Target(f, f"{endpoint.rstrip('/')}/{repo}/resolve/{revision}/{quote(f.path)}",
-                          repo_dir / "blobs" / blob_name, repo_dir / "snapshots" / revision / f.path))
+        out.append(
+            Target(
+                f,
+                f"{endpoint.rstrip('/')}/{repo}/resolve/{revision}/{quote(f.path)}",
+                repo_dir / "blobs" / blob_name,
+                repo_dir / "snapshots" / revision / f.path,
+            )
+        )
     return out
 
 
@@ -111,10 +117,14 @@ def _raise_for(response: httpx.Response, target: Target) -> None:
     status = response.status_code
     if status in (401, 403):
         if not token_may_go_to(target.url):
-            raise HubError(f"{target.file.path}: HTTP {status} from the hub {_hub(target)}: no token was sent "
-                           "(plain http to a non-loopback host; the token goes only over https or to loopback)")
-        raise HubError(f"{target.file.path}: HTTP {status} from the hub {_hub(target)}: set HF_TOKEN or log in "
-                       "(huggingface_hub's token file); the token is sent only to the hub")
+            raise HubError(
+                f"{target.file.path}: HTTP {status} from the hub {_hub(target)}: no token was sent "
+                "(plain http to a non-loopback host; the token goes only over https or to loopback)"
+            )
+        raise HubError(
+            f"{target.file.path}: HTTP {status} from the hub {_hub(target)}: set HF_TOKEN or log in "
+            "(huggingface_hub's token file); the token is sent only to the hub"
+        )
     if status == 404:
         code = response.headers.get("X-Error-Code", "EntryNotFound")
         raise HubError(f"{target.file.path}: {code} (HTTP 404) at this revision (hub {_hub(target)})")
@@ -130,8 +140,9 @@ def _download_error(exc: Exception, target: Target) -> Kimik3Error | None:
     if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
         # A local disk, not the hub or the file: exit 8 as every full disk (errors.py's table, README), not 1.
         # What is kept for the next apply is said by `fetch`, once every range has stopped writing.
-        return LocalFileError(f"{target.file.path}: disk full in {target.blob.parent} [errno "
-                              f"{errno.errorcode[exc.errno]}]")
+        return LocalFileError(
+            f"{target.file.path}: disk full in {target.blob.parent} [errno {errno.errorcode[exc.errno]}]"
+        )
     return None
 
 
@@ -149,7 +160,9 @@ def _what_is_kept(target: Target) -> str:
     ranges). Called only after every range of the file has ended (`fetch`)."""
     held = _held(target)
     if held:
-        return f"the partial is kept for the next apply to resume: {target.partial} ({held} of {target.file.size} bytes)"
+        return (
+            f"the partial is kept for the next apply to resume: {target.partial} ({held} of {target.file.size} bytes)"
+        )
     # Nothing fetched: an empty (or sized but unwritten) partial would only look like progress. The blob's lock is
     # held (_fetch_locked) and this fetch's ranges have ended, so nothing else writes it.
     target.partial.unlink(missing_ok=True)
@@ -203,14 +216,27 @@ def _fetch_ranged(client: httpx.Client, target: Target, progress: Progress, part
     digest = _new_digest(target.file)
 
     def one_range(fetch_one: Callable[[], None]) -> None:
-        for attempt in Retrying(retry=retry_if_exception_type(TransientError), stop=_give_up,
-                                wait=wait_exponential(multiplier=0.5, max=30), reraise=True):
+        for attempt in Retrying(
+            retry=retry_if_exception_type(TransientError),
+            stop=_give_up,
+            wait=wait_exponential(multiplier=0.5, max=30),
+            reraise=True,
+        ):
             with attempt, translated(lambda exc: _download_error(exc, target)):
                 fetch_one()
 
-    fetched = fetch_ranges(client, target.url, target.partial, target.file.size, parts, digest,
-                           lambda response: _raise_for(response, target),
-                           lambda done: progress(target.file.path, done, target.file.size), one_range, HASH_AT_END)
+    fetched = fetch_ranges(
+        client,
+        target.url,
+        target.partial,
+        target.file.size,
+        parts,
+        digest,
+        lambda response: _raise_for(response, target),
+        lambda done: progress(target.file.path, done, target.file.size),
+        one_range,
+        HASH_AT_END,
+    )
     return _verified(target, digest.hexdigest(), target.file.sha256 or target.file.git_oid, fetched)
 
 
@@ -221,11 +247,13 @@ def fetch(client: httpx.Client, target: Target, progress: Progress, parts: int =
     try:
         return _fetch(client, target, progress, parts)
     except TransientError as exc:  # retries spent (the file's, or one range's once the others ended)
-        raise HubError(f"{target.file.path}: download from the hub {_hub(target)} failed: {exc}; "
-                       f"{_what_is_kept(target)}") from exc
+        raise HubError(
+            f"{target.file.path}: download from the hub {_hub(target)} failed: {exc}; {_what_is_kept(target)}"
+        ) from exc
     except LocalFileError as exc:  # a full disk (exit 8)
         raise LocalFileError(f"{exc}; {_what_is_kept(target)}: free space and run apply again") from (
-            exc.__cause__ or exc)
+            exc.__cause__ or exc
+        )
 
 
 def _fetch(client: httpx.Client, target: Target, progress: Progress, parts: int) -> int:
@@ -246,8 +274,12 @@ def _fetch(client: httpx.Client, target: Target, progress: Progress, parts: int)
             _ranges_record(target).unlink(missing_ok=True)
     kept = target.partial.stat().st_size if target.partial.exists() else 0
     digest = _digest_of(target.partial, target.file) if target.partial.exists() else _new_digest(target.file)
-    for attempt in Retrying(retry=retry_if_exception_type(TransientError), stop=_give_up,
-                            wait=wait_exponential(multiplier=0.5, max=30), reraise=True):
+    for attempt in Retrying(
+        retry=retry_if_exception_type(TransientError),
+        stop=_give_up,
+        wait=wait_exponential(multiplier=0.5, max=30),
+        reraise=True,
+    ):
         with attempt:
             _append(client, target, digest, progress)
     return _verified(target, digest.hexdigest(), want, target.file.size - kept)

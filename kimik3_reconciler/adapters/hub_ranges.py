@@ -115,8 +115,15 @@ def recorded_bytes(partial: Path, size: int) -> int | None:
         return None
 
 
-def _fetch_range(client: httpx.Client, url: str, partial: RangedPartial, index: int, fd: int,
-                 check: Callable[[httpx.Response], None], progress: Progress) -> None:
+def _fetch_range(
+    client: httpx.Client,
+    url: str,
+    partial: RangedPartial,
+    index: int,
+    fd: int,
+    check: Callable[[httpx.Response], None],
+    progress: Progress,
+) -> None:
     first, end, got = partial.ranges[index]
     if first + got >= end:
         return
@@ -159,9 +166,18 @@ def _hash_in_order(partial: RangedPartial, fd: int, digest: hashlib._Hash, stop:
             done += len(block)
 
 
-def fetch_ranges(client: httpx.Client, url: str, partial_path: Path, size: int, parts: int,
-                 digest: hashlib._Hash, check: Callable[[httpx.Response], None], progress: Progress,
-                 retry: Callable[[Callable[[], None]], None], hash_at_end: bool = False) -> int:
+def fetch_ranges(
+    client: httpx.Client,
+    url: str,
+    partial_path: Path,
+    size: int,
+    parts: int,
+    digest: hashlib._Hash,
+    check: Callable[[httpx.Response], None],
+    progress: Progress,
+    retry: Callable[[Callable[[], None]], None],
+    hash_at_end: bool = False,
+) -> int:
     """Fill `partial_path` to `size` bytes over `parts` ranges, `digest` updated in file order; returns the
     bytes fetched by this call. `retry(fn)` runs one range with the caller's retry policy."""
     partial = RangedPartial(partial_path, size, parts)
@@ -169,14 +185,21 @@ def fetch_ranges(client: httpx.Client, url: str, partial_path: Path, size: int, 
     fd = os.open(partial_path, os.O_RDWR)
     stop = threading.Event()
     try:
-        hasher = None if hash_at_end else threading.Thread(
-            target=_hash_in_order, args=(partial, fd, digest, stop), name="kimik3-range-hash", daemon=True)
+        hasher = (
+            None
+            if hash_at_end
+            else threading.Thread(
+                target=_hash_in_order, args=(partial, fd, digest, stop), name="kimik3-range-hash", daemon=True
+            )
+        )
         if hasher is not None:
             hasher.start()
         try:
             with ThreadPoolExecutor(max_workers=len(partial.ranges) or 1, thread_name_prefix="kimik3-range") as pool:
-                futures = [pool.submit(retry, lambda i=i: _fetch_range(client, url, partial, i, fd, check, progress))
-                           for i in range(len(partial.ranges))]
+                futures = [
+                    pool.submit(retry, lambda i=i: _fetch_range(client, url, partial, i, fd, check, progress))
+                    for i in range(len(partial.ranges))
+                ]
                 for future in futures:
                     future.result()
         finally:

@@ -13,8 +13,20 @@ from aiohttp import web
 from kimik3_reconciler.exporter.proxy_observe import ProxyMetrics
 
 # Hop-by-hop headers (RFC 9110 7.6.1) are the connection's own, not the message's: never forwarded.
-_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
-                  "transfer-encoding", "upgrade", "host", "content-length"})
+_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+    }
+)
 
 
 SESSION = web.AppKey("session", aiohttp.ClientSession)
@@ -32,14 +44,20 @@ class Admission(Protocol):
     async def admit(self) -> web.StreamResponse | None: ...
 
 
-def proxy_app(upstream: str, metrics: ProxyMetrics, gate: Admission | None = None,
-              routes: Callable[[web.Application], None] | None = None) -> web.Application:
+def proxy_app(
+    upstream: str,
+    metrics: ProxyMetrics,
+    gate: Admission | None = None,
+    routes: Callable[[web.Application], None] | None = None,
+) -> web.Application:
     async def open_session(app: web.Application) -> None:
         # No total timeout: a long generation streams for minutes; connect fails fast. No decompression:
         # bytes pass as the server sent them. Enough connections for every slot and then some.
         app[SESSION] = aiohttp.ClientSession(
-            timeout=aiohttp.ClientTimeout(total=None, sock_connect=10), auto_decompress=False,
-            connector=aiohttp.TCPConnector(limit=256, keepalive_timeout=30))
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
+            auto_decompress=False,
+            connector=aiohttp.TCPConnector(limit=256, keepalive_timeout=30),
+        )
 
     async def close_session(app: web.Application) -> None:
         await app[SESSION].close()
@@ -66,8 +84,13 @@ def proxy_app(upstream: str, metrics: ProxyMetrics, gate: Admission | None = Non
         try:
             for attempt in (1, 2):
                 try:
-                    upstream_reply = await session.request(request.method, upstream + request.path_qs,
-                                                           headers=headers, data=body or None, allow_redirects=False)
+                    upstream_reply = await session.request(
+                        request.method,
+                        upstream + request.path_qs,
+                        headers=headers,
+                        data=body or None,
+                        allow_redirects=False,
+                    )
                     break
                 except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
                     # A pooled keep-alive connection the server had just closed (cpp-httplib closes after a
@@ -101,8 +124,9 @@ def proxy_app(upstream: str, metrics: ProxyMetrics, gate: Admission | None = Non
             trace.finish(upstream_failed=True)
             if reply is not None and reply.prepared:
                 raise  # the status went out already: drop the connection, as the server would
-            return web.Response(status=502, text=f"kimik3 proxy: llama-server did not answer ({type(exc).__name__}: "
-                                                 f"{exc})")
+            return web.Response(
+                status=502, text=f"kimik3 proxy: llama-server did not answer ({type(exc).__name__}: {exc})"
+            )
         trace.finish()
         return reply
 

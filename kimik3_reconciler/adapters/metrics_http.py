@@ -62,11 +62,13 @@ def _listen(host: str, port: int) -> socket.socket:
 CLOSE_GRACE_S = 3.0
 
 
-async def _start(sites: list[tuple[web.Application, str, int]], taken: Taken,
-                 closing: asyncio.Event) -> tuple[list[web.AppRunner], dict[tuple[str, int], socket.socket]]:
+async def _start(
+    sites: list[tuple[web.Application, str, int]], taken: Taken, closing: asyncio.Event
+) -> tuple[list[web.AppRunner], dict[tuple[str, int], socket.socket]]:
     runners, listeners = [], {}
     try:
         for app, host, port in sites:
+
             async def close_after(_: web.Request, response: web.StreamResponse) -> None:
                 if closing.is_set():
                     # The header as well: aiohttp decided it before this hook, and a client told keep-alive would
@@ -96,8 +98,10 @@ async def _hand_off(runners: list[web.AppRunner], closing: asyncio.Event) -> Non
             await site.stop()
     closing.set()
     deadline = asyncio.get_running_loop().time() + CLOSE_GRACE_S
-    while any(r.server is not None and r.server.connections for r in runners) and \
-            asyncio.get_running_loop().time() < deadline:
+    while (
+        any(r.server is not None and r.server.connections for r in runners)
+        and asyncio.get_running_loop().time() < deadline
+    ):
         await asyncio.sleep(0.05)
 
 
@@ -115,8 +119,10 @@ async def _serve(sites: list[tuple[web.Application, str, int]], handover: str | 
     if handover:
         Offer(handover, listeners, lambda: loop.call_soon_threadsafe(handed_over.set)).start()
     try:
-        await asyncio.wait([asyncio.create_task(stop.wait()), asyncio.create_task(handed_over.wait())],
-                           return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(
+            [asyncio.create_task(stop.wait()), asyncio.create_task(handed_over.wait())],
+            return_when=asyncio.FIRST_COMPLETED,
+        )
         if handed_over.is_set():  # also when a SIGTERM came with it: its clients move over before anything closes
             await _hand_off(runners, closing)
     finally:

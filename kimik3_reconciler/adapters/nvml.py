@@ -6,7 +6,6 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-
 # pynvml's first step on Linux, and its error when that fails (tests/unit/test_import_costs.py compares them).
 LIBRARY = "libnvidia-ml.so.1"
 LIBRARY_NOT_FOUND = "NVMLError_LibraryNotFound: NVML Shared Library Not Found"
@@ -32,10 +31,12 @@ def nvml_dump() -> dict[str, Any]:
 
         pynvml.nvmlInit()
         try:
-            return {"driver": pynvml.nvmlSystemGetDriverVersion(),
-                    # the newest CUDA the driver runs, as 13000 for 13.0 (tools/gpu_proof/run.sh records it too)
-                    "cuda_driver": pynvml.nvmlSystemGetCudaDriverVersion(),
-                    "gpus": [_gpu(pynvml, i) for i in range(pynvml.nvmlDeviceGetCount())]}
+            return {
+                "driver": pynvml.nvmlSystemGetDriverVersion(),
+                # the newest CUDA the driver runs, as 13000 for 13.0 (tools/gpu_proof/run.sh records it too)
+                "cuda_driver": pynvml.nvmlSystemGetCudaDriverVersion(),
+                "gpus": [_gpu(pynvml, i) for i in range(pynvml.nvmlDeviceGetCount())],
+            }
         finally:
             pynvml.nvmlShutdown()
     except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ImportError...
@@ -46,9 +47,13 @@ def _gpu(pynvml: Any, index: int) -> dict[str, Any]:
     handle = pynvml.nvmlDeviceGetHandleByIndex(index)
     memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
     return {
-        "index": index, "uuid": pynvml.nvmlDeviceGetUUID(handle), "name": pynvml.nvmlDeviceGetName(handle),
+        "index": index,
+        "uuid": pynvml.nvmlDeviceGetUUID(handle),
+        "name": pynvml.nvmlDeviceGetName(handle),
         "compute_capability": list(pynvml.nvmlDeviceGetCudaComputeCapability(handle)),
-        "memory_total": memory.total, "memory_free": memory.free,
-        "processes": [{"pid": p.pid, "used_memory": p.usedGpuMemory}
-                      for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle)],
+        "memory_total": memory.total,
+        "memory_free": memory.free,
+        "processes": [
+            {"pid": p.pid, "used_memory": p.usedGpuMemory} for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
+        ],
     }

@@ -40,14 +40,23 @@ class OpenAIChat:
         with _client(base_url, api_key) as client, _translated(base_url, api_key):
             return client.models.with_raw_response.list().http_response.json()
 
-    def chat(self, base_url: str, api_key: str | None, messages: list[dict[str, Any]],
-             tools: list[dict[str, Any]] | None = None, max_tokens: int = 32,
-             thinking_effort: str | None = None, model: str | None = None) -> dict[str, Any]:
+    def chat(
+        self,
+        base_url: str,
+        api_key: str | None,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        max_tokens: int = 32,
+        thinking_effort: str | None = None,
+        model: str | None = None,
+    ) -> dict[str, Any]:
         extra: dict[str, Any] = {"tools": tools, "tool_choice": "auto"} if tools else {}
         if thinking_effort:  # the Kimi-K3 chat template's own variable (default "max"), via llama-server's kwargs
             extra["extra_body"] = {"chat_template_kwargs": {"thinking_effort": thinking_effort}}
         with _client(base_url, api_key) as client, _translated(base_url, api_key):
-            reply = client.chat.completions.create(model=model or _MODEL, messages=messages, max_tokens=max_tokens, **extra)
+            reply = client.chat.completions.create(
+                model=model or _MODEL, messages=messages, max_tokens=max_tokens, **extra
+            )
         if not reply.choices:
             raise PermanentError(f"{base_url}: the chat completion has no choices")
         choice = reply.choices[0]
@@ -57,8 +66,14 @@ class OpenAIChat:
         message.setdefault("content", None)
         return {"message": message, "finish_reason": choice.finish_reason}
 
-    def apply_template(self, base_url: str, api_key: str | None, messages: list[dict[str, Any]],
-                       tools: list[dict[str, Any]] | None = None, model: str | None = None) -> str:
+    def apply_template(
+        self,
+        base_url: str,
+        api_key: str | None,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        model: str | None = None,
+    ) -> str:
         # llama-server's POST /apply-template (at the root, not under /v1): the prompt its chat template
         # renders from these messages, as a completion would see it; nothing is generated. vLLM has none (404): its
         # POST /tokenize renders the same messages through its chat template, and /detokenize gives the text back.
@@ -68,24 +83,26 @@ class OpenAIChat:
                 answer = client.post(f"{base_url}/apply-template", cast_to=object, body=body)
             except _openai().NotFoundError:
                 named = {"model": model or _MODEL}
-                tokens = client.post(f"{base_url}/tokenize", cast_to=object,
-                                     body={**named, **body, "add_generation_prompt": True})
+                tokens = client.post(
+                    f"{base_url}/tokenize", cast_to=object, body={**named, **body, "add_generation_prompt": True}
+                )
                 if not isinstance(tokens, dict) or not isinstance(tokens.get("tokens"), list):
                     raise PermanentError(f"{base_url}/tokenize: no tokens in the answer") from None
-                answer = client.post(f"{base_url}/detokenize", cast_to=object,
-                                     body={**named, "tokens": tokens["tokens"]})
+                answer = client.post(
+                    f"{base_url}/detokenize", cast_to=object, body={**named, "tokens": tokens["tokens"]}
+                )
         if not isinstance(answer, dict) or not isinstance(answer.get("prompt"), str):
             raise PermanentError(f"{base_url}/apply-template: no prompt in the answer")
         return answer["prompt"]
 
 
-def _client(base_url: str, api_key: str | None) -> "openai.OpenAI":
-    return _openai().OpenAI(base_url=f"{base_url}/v1", api_key=api_key or "no-key", timeout=_TIMEOUT_S,
-                            max_retries=0)
+def _client(base_url: str, api_key: str | None) -> openai.OpenAI:
+    return _openai().OpenAI(base_url=f"{base_url}/v1", api_key=api_key or "no-key", timeout=_TIMEOUT_S, max_retries=0)
 
 
 def _translated(base_url: str, api_key: str | None) -> AbstractContextManager[None]:
     """openai's exceptions in kimik3's error tree; the api key reaches neither a message nor a cause."""
+
     def redact(text: str) -> str:
         return text.replace(api_key, "***") if api_key else text
 
@@ -102,7 +119,7 @@ def _translated(base_url: str, api_key: str | None) -> AbstractContextManager[No
     return translated(chat_error, hide_cause=True)
 
 
-def _server_message(exc: "openai.APIStatusError") -> str:
+def _server_message(exc: openai.APIStatusError) -> str:
     """llama-server's `{"error": {"message": …}}`, else the SDK's text."""
     body = exc.body
     if isinstance(body, dict):

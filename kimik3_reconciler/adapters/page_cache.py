@@ -36,8 +36,14 @@ def _chunks(paths: Iterable[str], limit: int | None = None) -> Iterator[tuple[st
             yield path, offset, length
 
 
-def preread(paths: list[str], workers: int, on_bytes: Callable[[int], None], method: str = "read",
-            stop: threading.Event | None = None, limit: int | None = None) -> None:
+def preread(
+    paths: list[str],
+    workers: int,
+    on_bytes: Callable[[int], None],
+    method: str = "read",
+    stop: threading.Event | None = None,
+    limit: int | None = None,
+) -> None:
     """Bring every byte of `paths` into the page cache (with `limit`: their first `limit` bytes, in order),
     `workers` chunks at a time; `on_bytes(n)` after each chunk (from worker threads). Files are opened once each, shared by the workers (pread has no file offset).
     Returns early, the rest unread, once `stop` is set; a chunk that raises (`on_bytes` too) ends the read and
@@ -50,6 +56,7 @@ def preread(paths: list[str], workers: int, on_bytes: Callable[[int], None], met
         return halt.is_set() or (stop is not None and stop.is_set())
 
     try:
+
         def one(chunk: tuple[str, int, int]) -> None:
             if stopped():  # checked by each reader before its read: a stop drops what is queued
                 return

@@ -26,16 +26,25 @@ class LocalProcesses:
     def spawn(self, args: tuple[str, ...], log_key: str, reads: tuple[str, ...]) -> int:
         log = self.state_dir / log_key
         log.parent.mkdir(parents=True, exist_ok=True)
-        rotate_if_over(log, self.log_cap)  # a process restarted again and again (a crash loop) grows it at each start too
+        rotate_if_over(
+            log, self.log_cap
+        )  # a process restarted again and again (a crash loop) grows it at each start too
         out = open_log(log)
         try:
             # Its own session: a Ctrl-C or the end of this kimik3 does not reach it; stdin closed. It caps its
             # own log from then on (log_cap.py), found through KIMIK3_LOG_FILE. Its environment: what it reads
             # and no more (the apply's HF_TOKEN would sit in /proc/PID/environ for the helper's whole life).
-            env = helper_environment(os.environ, reads, {"KIMIK3_STATE_DIR": str(self.state_dir),
-                                                         LOG_FILE_ENV: str(log.resolve())})
-            process = subprocess.Popen([sys.executable, "-m", "kimik3_reconciler", *args], stdin=subprocess.DEVNULL,
-                                       stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env)
+            env = helper_environment(
+                os.environ, reads, {"KIMIK3_STATE_DIR": str(self.state_dir), LOG_FILE_ENV: str(log.resolve())}
+            )
+            process = subprocess.Popen(
+                [sys.executable, "-m", "kimik3_reconciler", *args],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env=env,
+            )
         finally:
             os.close(out)
         return process.pid
@@ -43,8 +52,10 @@ class LocalProcesses:
     def invocation(self) -> tuple[tuple[str, ...], dict[str, str]]:
         # The interpreter and the directory kimik3_reconciler is imported from: a unit runs this kimik3.
         package_root = str(Path(__file__).resolve().parents[2])
-        return (sys.executable, "-m", "kimik3_reconciler"), {"KIMIK3_STATE_DIR": str(self.state_dir.resolve()),
-                                                             "PYTHONPATH": package_root}
+        return (sys.executable, "-m", "kimik3_reconciler"), {
+            "KIMIK3_STATE_DIR": str(self.state_dir.resolve()),
+            "PYTHONPATH": package_root,
+        }
 
     def cmdline(self, pid: int) -> tuple[str, ...] | None:
         try:

@@ -41,8 +41,9 @@ class PullWatch:
         else:
             return
         if self.on_progress is not None:
-            self.on_progress(sum(done for done, _ in self.layers.values()),
-                             sum(total for _, total in self.layers.values()))
+            self.on_progress(
+                sum(done for done, _ in self.layers.values()), sum(total for _, total in self.layers.values())
+            )
 
     def _retrying(self, layer: str, seconds: int) -> None:
         # A countdown that goes up again is dockerd's next retry (each waits 5 s more than the one before).

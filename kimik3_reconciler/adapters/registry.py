@@ -89,8 +89,11 @@ class RegistryApi:
             raise TransientError(f"registry {image.api_host} not reachable: {exc}") from exc
         digest = response.headers.get("docker-content-digest", "")
         # A registry that leaves the header out: the digest is the sha256 of the manifest's bytes as served.
-        return digest if re.fullmatch(r"sha256:[0-9a-f]{64}", digest) else \
-            f"sha256:{hashlib.sha256(response.content).hexdigest()}"
+        return (
+            digest
+            if re.fullmatch(r"sha256:[0-9a-f]{64}", digest)
+            else f"sha256:{hashlib.sha256(response.content).hexdigest()}"
+        )
 
     def _get(self, client: httpx.Client, image: PinnedImage, url: str, auth: dict[str, str]) -> dict[str, Any]:
         body: dict[str, Any] = self._answer(client, image, url, auth).json()
@@ -112,7 +115,9 @@ class RegistryApi:
         if response.status_code in (401, 403):
             raise PermanentError(f"registry {image.api_host} wants a login to read {image.repository}'s manifest")
         if response.status_code == 404:
-            raise PermanentError(f"registry {image.api_host} has no manifest {image.repository}@{url.rsplit('/', 1)[-1]}")
+            raise PermanentError(
+                f"registry {image.api_host} has no manifest {image.repository}@{url.rsplit('/', 1)[-1]}"
+            )
         if response.status_code != 200:
             raise TransientError(f"registry {image.api_host} answered HTTP {response.status_code} for the manifest")
         return response

@@ -28,10 +28,24 @@ from kimik3_reconciler.errors import TransientError
 
 # smg's own flag names; the values are kimik3's choice for rollouts (module docstring).
 HEALTH = (
-    "--health-check-interval-secs", "2", "--health-failure-threshold", "2", "--health-success-threshold", "1",
-    "--health-check-timeout-secs", "2", "--health-check-endpoint", "/health",
-    "--cb-failure-threshold", "5", "--cb-success-threshold", "1", "--cb-timeout-duration-secs", "5",
-    "--retry-max-retries", "3",
+    "--health-check-interval-secs",
+    "2",
+    "--health-failure-threshold",
+    "2",
+    "--health-success-threshold",
+    "1",
+    "--health-check-timeout-secs",
+    "2",
+    "--health-check-endpoint",
+    "/health",
+    "--cb-failure-threshold",
+    "5",
+    "--cb-success-threshold",
+    "1",
+    "--cb-timeout-duration-secs",
+    "5",
+    "--retry-max-retries",
+    "3",
 )
 BREAKER_STATES = {0: "closed", 1: "open", 2: "half-open"}
 
@@ -62,8 +76,23 @@ def smg_argv(host: str, port: int, metrics_port: int, policy: str) -> list[str]:
     binary = shutil.which("smg", path=str(Path(sys.executable).parent)) or shutil.which("smg")
     if binary is None:
         raise RouterError("smg is not installed: pip install 'kimik3[fleet]'")
-    return [binary, "launch", "--host", host, "--port", str(port), "--prometheus-host", host,
-            "--prometheus-port", str(metrics_port), "--policy", policy, "--backend", "openai", *HEALTH]
+    return [
+        binary,
+        "launch",
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--prometheus-host",
+        host,
+        "--prometheus-port",
+        str(metrics_port),
+        "--policy",
+        policy,
+        "--backend",
+        "openai",
+        *HEALTH,
+    ]
 
 
 class SmgRouter:
@@ -98,9 +127,12 @@ class SmgRouter:
 
     def workers(self) -> list[RouterWorker]:
         breakers = self._breakers()
-        return [RouterWorker(w["id"], w["url"], w.get("status", ""), bool(w.get("is_healthy")),
-                             breakers.get(w["url"], "unknown"))
-                for w in self._call("GET", "/workers").get("workers", [])]
+        return [
+            RouterWorker(
+                w["id"], w["url"], w.get("status", ""), bool(w.get("is_healthy")), breakers.get(w["url"], "unknown")
+            )
+            for w in self._call("GET", "/workers").get("workers", [])
+        ]
 
     def find(self, url: str) -> RouterWorker | None:
         return next((w for w in self.workers() if w.url == url.rstrip("/")), None)
@@ -120,8 +152,9 @@ class SmgRouter:
             if worker is not None and worker.in_rotation:
                 return worker
             if time.monotonic() > deadline:
-                raise RouterError(f"{url} is not in the router's rotation after {timeout_s:.0f} s "
-                                  f"(router sees it as {worker})")
+                raise RouterError(
+                    f"{url} is not in the router's rotation after {timeout_s:.0f} s (router sees it as {worker})"
+                )
             time.sleep(0.2)
 
     def wait_gone(self, worker_id: str, timeout_s: float) -> bool:
@@ -159,12 +192,19 @@ class RunningRouter:
     log: Path
 
 
-def start_smg(host: str, port: int, metrics_port: int, policy: str, log: Path, timeout_s: float = 60.0) -> RunningRouter:
+def start_smg(
+    host: str, port: int, metrics_port: int, policy: str, log: Path, timeout_s: float = 60.0
+) -> RunningRouter:
     """smg started detached (its own session, its output in `log`); returned once its control API answers."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
-        process = subprocess.Popen(smg_argv(host, port, metrics_port, policy), stdin=subprocess.DEVNULL, stdout=out,
-                                   stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(
+            smg_argv(host, port, metrics_port, policy),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     running = RunningRouter(process.pid, f"http://{host}:{port}", f"http://{host}:{metrics_port}", log)
     router = SmgRouter(running.url)
     try:

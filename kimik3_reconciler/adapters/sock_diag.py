@@ -27,14 +27,15 @@ _MESSAGE = struct.Struct("=BBBB2s2s16s16sI8sIIIII")  # struct inet_diag_msg (72 
 
 def _proc_hex(address: bytes) -> str:
     """An address as /proc/net/tcp prints it: each 32-bit word in host byte order, in hex."""
-    words = (address[i:i + 4] for i in range(0, len(address), 4))
+    words = (address[i : i + 4] for i in range(0, len(address), 4))
     return "".join(f"{struct.unpack('=I', word)[0]:08X}" for word in words)
 
 
 def _dump(sock: socket.socket, family: int, seq: int) -> list[str]:
     request = _REQUEST.pack(family, socket.IPPROTO_TCP, 0, 0, 1 << TCP_LISTEN)
-    sock.send(_HEADER.pack(_HEADER.size + len(request), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP, seq, 0)
-              + request)
+    sock.send(
+        _HEADER.pack(_HEADER.size + len(request), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP, seq, 0) + request
+    )
     width = 4 if family == socket.AF_INET else 16
     lines = []
     while True:
@@ -50,11 +51,14 @@ def _dump(sock: socket.socket, family: int, seq: int) -> list[str]:
             if length < _HEADER.size + _MESSAGE.size:
                 raise OSError(f"sock_diag: a {length}-byte message")
             (_, state, _, _, sport, _, src, _, _, _, _, _, _, uid, inode) = _MESSAGE.unpack_from(
-                data, offset + _HEADER.size)
+                data, offset + _HEADER.size
+            )
             port = struct.unpack("!H", sport)[0]
             # sl local rem st tx:rx tr:when retrnsmt uid timeout inode: the columns /proc/net/tcp has
-            lines.append(f"{len(lines)}: {_proc_hex(src[:width])}:{port:04X} {'0' * (2 * width)}:0000 {state:02X} "
-                         f"00000000:00000000 00:00000000 00000000 {uid} 0 {inode}")
+            lines.append(
+                f"{len(lines)}: {_proc_hex(src[:width])}:{port:04X} {'0' * (2 * width)}:0000 {state:02X} "
+                f"00000000:00000000 00:00000000 00000000 {uid} 0 {inode}"
+            )
             offset += (length + 3) & ~3
         if not data:
             raise OSError("sock_diag: the dump ended without NLMSG_DONE")

@@ -120,8 +120,12 @@ def _listens_on(sock: socket.socket, host: str, port: int) -> bool:
     try:
         bound = sock.getsockname()
         listening = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN) == 1
-        return listening and sock.type == socket.SOCK_STREAM and bound[1] == port and \
-            ipaddress.ip_address(bound[0]) == ipaddress.ip_address(host)
+        return (
+            listening
+            and sock.type == socket.SOCK_STREAM
+            and bound[1] == port
+            and ipaddress.ip_address(bound[0]) == ipaddress.ip_address(host)
+        )
     except (OSError, ValueError, IndexError, TypeError):
         return False
 

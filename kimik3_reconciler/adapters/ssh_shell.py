@@ -29,8 +29,7 @@ class SshShell:
 
     def command(self, host: SshTarget, argv: Sequence[str]) -> list[str]:
         """The local argv: ssh's options, the destination, then the remote words quoted into one string."""
-        words = [self.ssh, "-o", "BatchMode=yes", "-o", f"ConnectTimeout={self.connect_timeout_s}",
-                 *host.ssh_options]
+        words = [self.ssh, "-o", "BatchMode=yes", "-o", f"ConnectTimeout={self.connect_timeout_s}", *host.ssh_options]
         if host.port:
             words += ["-p", str(host.port)]
         if host.user:
@@ -39,8 +38,13 @@ class SshShell:
 
     def run(self, host: SshTarget, argv: Sequence[str], stdin: str | None, timeout_s: float) -> tuple[int, str, str]:
         try:
-            done = subprocess.run(self.command(host, argv), input=stdin if stdin is not None else "",
-                                  capture_output=True, text=True, timeout=timeout_s)
+            done = subprocess.run(
+                self.command(host, argv),
+                input=stdin if stdin is not None else "",
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+            )
         except subprocess.TimeoutExpired:
             return TIMED_OUT, "", f"no answer in {timeout_s:g} s"
         except FileNotFoundError:

@@ -117,7 +117,7 @@ class SystemClock:
         return time.monotonic()
 
     def now(self) -> datetime.datetime:
-        return datetime.datetime.now(datetime.timezone.utc)
+        return datetime.datetime.now(datetime.UTC)
 
     def sleep(self, seconds: float) -> None:
         time.sleep(seconds)

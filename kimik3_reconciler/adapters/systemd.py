@@ -51,8 +51,11 @@ class SystemdUnits:
         if not folder.is_dir():
             return []
         # Symlinks are systemd's (masks -> /dev/null, units linked from /lib): never kimik3's files.
-        return sorted(f"{directory}/{p.name}" for p in folder.iterdir()
-                      if p.name.endswith(suffix) and p.is_file() and not p.is_symlink())
+        return sorted(
+            f"{directory}/{p.name}"
+            for p in folder.iterdir()
+            if p.name.endswith(suffix) and p.is_file() and not p.is_symlink()
+        )
 
     def read_file(self, path: str) -> str | None:
         try:
@@ -96,11 +99,14 @@ class SystemdUnits:
             if result.returncode not in (126, 127):  # not there (no merged /usr): the next place
                 break
         if result.returncode != 0:
-            raise PermanentError(f"systemd-sysctl {path} failed (exit {result.returncode}): "
-                                 f"{(result.stderr or result.stdout).strip()}")
+            raise PermanentError(
+                f"systemd-sysctl {path} failed (exit {result.returncode}): {(result.stderr or result.stdout).strip()}"
+            )
 
     def systemctl(self, *args: str) -> None:
         result = self._run(["systemctl", *args], timeout=_TIMEOUT_S)
         if result.returncode != 0:
-            raise PermanentError(f"systemctl {' '.join(args)} failed (exit {result.returncode}): "
-                                 f"{(result.stderr or result.stdout).strip()}")
+            raise PermanentError(
+                f"systemctl {' '.join(args)} failed (exit {result.returncode}): "
+                f"{(result.stderr or result.stdout).strip()}"
+            )

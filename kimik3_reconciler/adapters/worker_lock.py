@@ -71,8 +71,12 @@ class DockerHostLock:
     def _create(self, holder: LockHolder) -> bool:
         with translated(_error):
             try:
-                self._api.create_container(LOCK_IMAGE, command=["kimik3-lock"], name=self.container,
-                                           labels={HOLDER_LABEL: json.dumps(holder.to_json())})
+                self._api.create_container(
+                    LOCK_IMAGE,
+                    command=["kimik3-lock"],
+                    name=self.container,
+                    labels={HOLDER_LABEL: json.dumps(holder.to_json())},
+                )
                 return True
             except docker.errors.APIError as exc:
                 if exc.status_code == 409:  # the name is taken: someone holds the lock

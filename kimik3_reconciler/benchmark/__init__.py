@@ -24,9 +24,11 @@ from kimik3_reconciler.verify.checks import Server
 __all__ = ["converged_deployment", "exact_prompts", "parse_metrics", "run_sweep", "sweep_levels"]
 
 # Text the prompts are cut from: the server's tokenizer turns it into ids; it is repeated to any length.
-_PROSE = ("The reconciler observes the host, plans the changes the profile asks for, applies them in order and "
-          "observes again until nothing is left to change. Weights are read once; experts that do not fit the "
-          "GPUs stay in system memory and are copied for each prompt. ")
+_PROSE = (
+    "The reconciler observes the host, plans the changes the profile asks for, applies them in order and "
+    "observes again until nothing is left to change. Weights are read once; experts that do not fit the "
+    "GPUs stay in system memory and are copied for each prompt. "
+)
 
 
 def converged_deployment(orchestrator: Orchestrator, loaded: LoadedProfile) -> Observed:
@@ -34,17 +36,21 @@ def converged_deployment(orchestrator: Orchestrator, loaded: LoadedProfile) -> O
     current = orchestrator.plan(loaded)
     if not current.converged:
         pending = tuple(f"{s.kind} {s.action.name.lower()} {s.target}: {s.reason}" for s in current.changes)
-        raise NotConverged(f"{loaded.profile.name} is not converged, so a benchmark would measure something the "
-                           f"profile does not describe; run `kimik3 apply {loaded.source}` first. The plan's "
-                           "changes:\n  - " + "\n  - ".join(pending), pending)
+        raise NotConverged(
+            f"{loaded.profile.name} is not converged, so a benchmark would measure something the "
+            f"profile does not describe; run `kimik3 apply {loaded.source}` first. The plan's "
+            "changes:\n  - " + "\n  - ".join(pending),
+            pending,
+        )
     observed = orchestrator.observe(loaded)
     if observed.container is None or observed.container.fingerprint is None:
         raise PermanentError(f"{loaded.profile.name}: no container fingerprint to keep the results under")
     return observed
 
 
-def exact_prompts(load: LoadPort, server: Server, count: int, length: int, salt: int = 0,
-                  wire: str = "llamacpp") -> list[list[int]]:
+def exact_prompts(
+    load: LoadPort, server: Server, count: int, length: int, salt: int = 0, wire: str = "llamacpp"
+) -> list[list[int]]:
     """`count` prompts of exactly `length` token ids, each starting at a different place in the text (no
     shared prefix, so no request is a prompt-cache hit of another even where the cache is on)."""
     pool = load.tokenize(server.base_url, server.api_key, _PROSE, wire)
@@ -78,31 +84,53 @@ def parse_metrics(text: str | None, prefix: str) -> dict[str, float]:
 
 
 # The launch inputs (label kimik3.inputs) a run is filed with: what tune moves, and what it cannot.
-KNOB_INPUTS = ("serve.batch", "serve.ubatch", "serve.fit_target", "serve.n_cpu_moe", "serve.parallel",
-               "serve.ctx_size", "host.threads")
+KNOB_INPUTS = (
+    "serve.batch",
+    "serve.ubatch",
+    "serve.fit_target",
+    "serve.n_cpu_moe",
+    "serve.parallel",
+    "serve.ctx_size",
+    "host.threads",
+)
 
 
-def run_sweep(orchestrator: Orchestrator, loaded: LoadedProfile, settings: BenchSettings, observed: Observed,
-              on_level: Callable[[LevelResult], None] = lambda _level: None) -> BenchRun:
+def run_sweep(
+    orchestrator: Orchestrator,
+    loaded: LoadedProfile,
+    settings: BenchSettings,
+    observed: Observed,
+    on_level: Callable[[LevelResult], None] = lambda _level: None,
+) -> BenchRun:
     """Every level of the grid, `repetitions` times over; a level's samples are pooled across repetitions."""
     load = orchestrator.ports.load
     if load is None:
         raise PermanentError("bench needs a load port: none is wired into these ports")
     engine = engine_for(loaded.profile.engine)  # the registry: the server's own counter names and request shapes
-    levels = sweep_levels(load, serving_endpoint(loaded, observed), settings, engine.series, on_level,
-                          engine.load_wire)
+    levels = sweep_levels(load, serving_endpoint(loaded, observed), settings, engine.series, on_level, engine.load_wire)
     container = observed.container
     assert container is not None and container.fingerprint is not None  # converged_deployment checked
     section, names = engine.tune_knobs  # and an engine section's knobs (vllm.max_num_seqs); serve.* are above
     filed = (*KNOB_INPUTS, *(f"{section}.{name}" for name in names if section != "serve"))
     knobs = {k: container.inputs.get(k) for k in filed if k in container.inputs}
-    return BenchRun(loaded.profile.name, container.fingerprint,
-                    orchestrator.ports.clock.now().isoformat(timespec="seconds"), settings, tuple(levels), knobs)
+    return BenchRun(
+        loaded.profile.name,
+        container.fingerprint,
+        orchestrator.ports.clock.now().isoformat(timespec="seconds"),
+        settings,
+        tuple(levels),
+        knobs,
+    )
 
 
-def sweep_levels(load: LoadPort, server: Server, settings: BenchSettings, series: ServerSeries,
-                 on_level: Callable[[LevelResult], None] = lambda _level: None,
-                 wire: str = "llamacpp") -> tuple[LevelResult, ...]:
+def sweep_levels(
+    load: LoadPort,
+    server: Server,
+    settings: BenchSettings,
+    series: ServerSeries,
+    on_level: Callable[[LevelResult], None] = lambda _level: None,
+    wire: str = "llamacpp",
+) -> tuple[LevelResult, ...]:
     """The sweep itself, against any server that answers the OpenAI API (a container, or a native process as
     tools/gpu_proof runs one): each level `repetitions` times, samples pooled, the server's generated-tokens
     counter (`series`: the engine's names) diffed; `wire`: the engine's request shapes."""
@@ -112,11 +140,18 @@ def sweep_levels(load: LoadPort, server: Server, settings: BenchSettings, series
         samples: list[RequestSample] = []
         wall, predicted = 0.0, 0.0
         for rep in range(settings.repetitions):
-            prompts = exact_prompts(load, server, concurrency * settings.prompts, settings.prompt_tokens,
-                                    salt=concurrency * 100 + rep, wire=wire)
+            prompts = exact_prompts(
+                load,
+                server,
+                concurrency * settings.prompts,
+                settings.prompt_tokens,
+                salt=concurrency * 100 + rep,
+                wire=wire,
+            )
             before = parse_metrics(load.metrics(server.base_url, server.api_key), series.prefix).get(counter)
-            got, seconds = load.run_level(server.base_url, server.api_key, prompts, settings.output_tokens,
-                                          concurrency, wire)
+            got, seconds = load.run_level(
+                server.base_url, server.api_key, prompts, settings.output_tokens, concurrency, wire
+            )
             after = parse_metrics(load.metrics(server.base_url, server.api_key), series.prefix).get(counter)
             samples += got
             wall += seconds

@@ -53,14 +53,16 @@ def plot_figure(runs: list[BenchRun]) -> Any:  # noqa: ANN401 - a matplotlib Fig
     handles = []
     for run in runs:
         grid = [lv.concurrency for lv in run.levels]
-        line, = rate.plot(grid, [lv.aggregate for lv in run.levels], marker="o")
+        (line,) = rate.plot(grid, [lv.aggregate for lv in run.levels], marker="o")
         colour = line.get_color()
         rate.plot(grid, [_nan(lv.decode_p50) for lv in run.levels], marker=".", linestyle="--", color=colour)
         ttft.plot(grid, [_nan(lv.ttft_p95) for lv in run.levels], marker="o", color=colour)
         ttft.plot(grid, [_nan(lv.ttft_p50) for lv in run.levels], marker=".", linestyle="--", color=colour)
         handles.append(Line2D([], [], color=colour, marker="o", label=run_label(run)))
-    handles += [Line2D([], [], color="grey", marker="o", label="solid: aggregate tok/s, TTFT p95"),
-                Line2D([], [], color="grey", marker=".", linestyle="--", label="dashed: per-request tok/s, TTFT p50")]
+    handles += [
+        Line2D([], [], color="grey", marker="o", label="solid: aggregate tok/s, TTFT p95"),
+        Line2D([], [], color="grey", marker=".", linestyle="--", label="dashed: per-request tok/s, TTFT p50"),
+    ]
     # The concurrency levels measured, as numbers: a log-2 axis would otherwise label 1, 2 as 2^0, 2^1 and
     # put ticks where nothing was measured.
     levels = sorted({lv.concurrency for run in runs for lv in run.levels})
@@ -77,8 +79,7 @@ def plot_figure(runs: list[BenchRun]) -> Any:  # noqa: ANN401 - a matplotlib Fig
         axis.set_ylim(0, highest * 1.1 or 1.0)
         axis.set_title(title)
         axis.grid(True, alpha=0.3)
-    fig.legend(handles=handles, loc="outside lower center", ncols=1 if len(runs) > 1 else 3, fontsize=8,
-               frameon=False)
+    fig.legend(handles=handles, loc="outside lower center", ncols=1 if len(runs) > 1 else 3, fontsize=8, frameon=False)
     fig.suptitle(f"kimik3 bench {runs[0].profile}" if runs else "kimik3 bench")
     return fig
 

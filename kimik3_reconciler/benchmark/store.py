@@ -11,8 +11,11 @@ def _index(state: StatePort, profile: str) -> dict:
     """The profile's index, its entries of the right shape only (a record edited by hand or of another version
     loses those entries, never the command)."""
     runs = (state.read(bench_index_key(profile)) or {}).get("runs")
-    return {"runs": [e for e in runs if isinstance(e, dict) and isinstance(e.get("key"), str)]
-            if isinstance(runs, list) else []}
+    return {
+        "runs": [e for e in runs if isinstance(e, dict) and isinstance(e.get("key"), str)]
+        if isinstance(runs, list)
+        else []
+    }
 
 
 def keep(state: StatePort, run: BenchRun) -> str:

@@ -17,15 +17,26 @@ from pathlib import Path
 
 import click
 
-from kimik3_reconciler.console import Stream, Styled as Text
-from kimik3_reconciler.orchestrator import Orchestrator
-from kimik3_reconciler.errors import InputError, Kimik3Error, LocalFileError, ProfileError, VerifyFailed
-from kimik3_reconciler.cli.inputs import (check_made_by, check_not_made_up, check_pinned, check_plan_target,
-                                          kimik3_identity, load, parse_text, profile_text_now, read_text, write_plan)
+from kimik3_reconciler.cli.inputs import (
+    check_made_by,
+    check_not_made_up,
+    check_pinned,
+    check_plan_target,
+    kimik3_identity,
+    load,
+    parse_text,
+    profile_text_now,
+    read_text,
+    write_plan,
+)
 from kimik3_reconciler.cli.options import CHANGES_PENDING, EXIT_CODES, Duration, LazyGroup, lock_timeout
+from kimik3_reconciler.console import Stream
+from kimik3_reconciler.console import Styled as Text
+from kimik3_reconciler.errors import InputError, Kimik3Error, LocalFileError, ProfileError, VerifyFailed
 from kimik3_reconciler.model.env_knobs import command_words, knob_value, refuse_bad_knobs
 from kimik3_reconciler.model.fleet_kind import is_fleet_text
 from kimik3_reconciler.model.plan_file import read_saved_plan
+from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.render import render_plan, render_status, status_document
 from kimik3_reconciler.reporting import CliReporter, configure_logging
 
@@ -47,8 +58,16 @@ def _default_dockerfile() -> str:
 
 
 class _Context:
-    def __init__(self, state_dir: str, dockerfile: str, docker_host: str | None, verbose: bool, json_out: bool,
-                 systemd_root: str = "/", systemctl_prefix: tuple[str, ...] = ()):
+    def __init__(
+        self,
+        state_dir: str,
+        dockerfile: str,
+        docker_host: str | None,
+        verbose: bool,
+        json_out: bool,
+        systemd_root: str = "/",
+        systemctl_prefix: tuple[str, ...] = (),
+    ):
         self.state_dir, self.dockerfile, self.docker_host = Path(state_dir), Path(dockerfile), docker_host
         self.verbose, self.json_out = verbose, json_out
         self.systemd_root, self.systemctl_prefix = systemd_root, systemctl_prefix
@@ -85,8 +104,10 @@ def _unexpected(exc: Exception, json_out: bool) -> None:
 
     # A foreign message may quote what kimik3 never prints (requests' InvalidHeader quotes `Bearer hf_…`).
     sys.stderr.write(starred("".join(traceback.format_exception(exc)), os.environ))
-    message = starred(f"unexpected {type(exc).__name__}: {exc} (not one of kimik3's own errors: the traceback above "
-                      "says where)", os.environ)
+    message = starred(
+        f"unexpected {type(exc).__name__}: {exc} (not one of kimik3's own errors: the traceback above says where)",
+        os.environ,
+    )
     _err.print(Text("error: ", style="red") + Text(message))
     if json_out:
         from kimik3_reconciler.cli.json_out import emit, error_document
@@ -109,8 +130,10 @@ def _terminate_as_interrupt(_signum: int, _frame: object) -> None:
 def _interrupted(exc: KeyboardInterrupt, json_out: bool) -> None:
     """Ctrl-C or SIGTERM mid-command: what the host is left with, and exit 128 + the signal."""
     name, code = ("SIGTERM", 143) if isinstance(exc, Terminated) else ("SIGINT (Ctrl-C)", 130)
-    message = (f"interrupted by {name}: the step in progress stopped where it was; `kimik3 apply` again converges "
-               "from there (downloads resume, a half-built image is built again, a loading server is waited for)")
+    message = (
+        f"interrupted by {name}: the step in progress stopped where it was; `kimik3 apply` again converges "
+        "from there (downloads resume, a half-built image is built again, a loading server is waited for)"
+    )
     _err.print(Text("error: ", style="red") + Text(message))
     if json_out:
         from kimik3_reconciler.cli.json_out import emit, error_document
@@ -137,6 +160,7 @@ def _json_wanted(kwargs: dict) -> bool:
 
 def _run(fn):  # noqa: ANN001 - click callback wrapper
     """Map kimik3's error tree to messages and exit codes; never a traceback for expected failures."""
+
     def wrapper(*args, **kwargs):  # noqa: ANN002, ANN003
         try:
             return fn(*args, **kwargs)
@@ -150,6 +174,7 @@ def _run(fn):  # noqa: ANN001 - click callback wrapper
             raise  # click's own: a usage error (exit 2, its JSON document from LazyGroup.main), ctx.exit, an abort
         except Exception as exc:  # noqa: BLE001 - a bug or an SDK error no adapter translated: still the contract
             _unexpected(exc, _json_wanted(kwargs))
+
     wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
     return wrapper
 
@@ -167,27 +192,69 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
         ctx.exit()
 
 
-@click.group(cls=LazyGroup, epilog=EXIT_CODES,
-             lazy={"bench": "kimik3_reconciler.cli.bench_cmd:bench", "tune": "kimik3_reconciler.cli.tune_cmd:tune",
-                   "pin": "kimik3_reconciler.cli.pin_cmd:pin", "fleet": "kimik3_reconciler.cli.fleet_cmd:fleet"})
-@click.option("--state-dir", default=None, show_default="$KIMIK3_STATE_DIR, else ~/.local/state/kimik3",
-              help="where kimik3 keeps its records (verified model manifests, fetched archives)")
-@click.option("--dockerfile", default=None, help="Dockerfile.llamacpp to build (default: $KIMIK3_DOCKERFILE, else "
-                                                  "the one beside the package)")
-@click.option("--docker-host", envvar="DOCKER_HOST", default=None, help="docker daemon URL (default: DOCKER_HOST / socket)")
-@click.option("-v", "--verbose", is_flag=True, help="show NOOP steps with their reasons, and apply's events as log "
-                                                     "lines (JSON off a terminal) with the build's output")
-@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
-              help="print this kimik3's version and code digest, and exit")
-@click.option("--systemd-root", default=None, show_default="$KIMIK3_SYSTEMD_ROOT, else /",
-              help="install root for units (ROOT/etc/systemd/system) and their env files (ROOT/etc/kimik3)")
-@click.option("--systemctl-prefix", default=None, callback=_command_words,
-              help="run systemctl through this command, e.g. 'docker exec sd' or 'ssh host' (default: "
-                   "$KIMIK3_SYSTEMCTL_PREFIX, else here)")
+@click.group(
+    cls=LazyGroup,
+    epilog=EXIT_CODES,
+    lazy={
+        "bench": "kimik3_reconciler.cli.bench_cmd:bench",
+        "tune": "kimik3_reconciler.cli.tune_cmd:tune",
+        "pin": "kimik3_reconciler.cli.pin_cmd:pin",
+        "fleet": "kimik3_reconciler.cli.fleet_cmd:fleet",
+    },
+)
+@click.option(
+    "--state-dir",
+    default=None,
+    show_default="$KIMIK3_STATE_DIR, else ~/.local/state/kimik3",
+    help="where kimik3 keeps its records (verified model manifests, fetched archives)",
+)
+@click.option(
+    "--dockerfile",
+    default=None,
+    help="Dockerfile.llamacpp to build (default: $KIMIK3_DOCKERFILE, else the one beside the package)",
+)
+@click.option(
+    "--docker-host", envvar="DOCKER_HOST", default=None, help="docker daemon URL (default: DOCKER_HOST / socket)"
+)
+@click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="show NOOP steps with their reasons, and apply's events as log "
+    "lines (JSON off a terminal) with the build's output",
+)
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="print this kimik3's version and code digest, and exit",
+)
+@click.option(
+    "--systemd-root",
+    default=None,
+    show_default="$KIMIK3_SYSTEMD_ROOT, else /",
+    help="install root for units (ROOT/etc/systemd/system) and their env files (ROOT/etc/kimik3)",
+)
+@click.option(
+    "--systemctl-prefix",
+    default=None,
+    callback=_command_words,
+    help="run systemctl through this command, e.g. 'docker exec sd' or 'ssh host' (default: "
+    "$KIMIK3_SYSTEMCTL_PREFIX, else here)",
+)
 @click.pass_context
 @_run
-def main(ctx: click.Context, state_dir: str | None, dockerfile: str | None, docker_host: str | None, verbose: bool,
-         systemd_root: str | None, systemctl_prefix: tuple[str, ...] | None) -> None:
+def main(
+    ctx: click.Context,
+    state_dir: str | None,
+    dockerfile: str | None,
+    docker_host: str | None,
+    verbose: bool,
+    systemd_root: str | None,
+    systemctl_prefix: tuple[str, ...] | None,
+) -> None:
     """kimik3: converge a host to a Kimi-K3 deployment profile.
 
     Engines: llama.cpp (Unsloth's GGUF quants; llama-server built from pinned source in Docker, experts on the GPUs
@@ -198,12 +265,16 @@ def main(ctx: click.Context, state_dir: str | None, dockerfile: str | None, dock
     refuse_bad_knobs(os.environ)
     if threading.current_thread() is threading.main_thread():  # signal.signal raises anywhere else (an embedder's)
         signal.signal(signal.SIGTERM, _terminate_as_interrupt)
-    ctx.obj = {"state_dir": state_dir or str(knob_value("KIMIK3_STATE_DIR", os.environ) or _default_state_dir()),
-               "dockerfile": dockerfile or str(knob_value("KIMIK3_DOCKERFILE", os.environ) or _default_dockerfile()),
-               "docker_host": docker_host, "verbose": verbose,
-               "systemd_root": systemd_root or str(knob_value("KIMIK3_SYSTEMD_ROOT", os.environ, "/")),
-               "systemctl_prefix": (systemctl_prefix if systemctl_prefix is not None
-                                    else knob_value("KIMIK3_SYSTEMCTL_PREFIX", os.environ, ()))}
+    ctx.obj = {
+        "state_dir": state_dir or str(knob_value("KIMIK3_STATE_DIR", os.environ) or _default_state_dir()),
+        "dockerfile": dockerfile or str(knob_value("KIMIK3_DOCKERFILE", os.environ) or _default_dockerfile()),
+        "docker_host": docker_host,
+        "verbose": verbose,
+        "systemd_root": systemd_root or str(knob_value("KIMIK3_SYSTEMD_ROOT", os.environ, "/")),
+        "systemctl_prefix": (
+            systemctl_prefix if systemctl_prefix is not None else knob_value("KIMIK3_SYSTEMCTL_PREFIX", os.environ, ())
+        ),
+    }
 
 
 def _verbose_here(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
@@ -213,9 +284,14 @@ def _verbose_here(ctx: click.Context, _param: click.Parameter, value: bool) -> b
 
 
 # `kimik3 apply -v FILE` as well as `kimik3 -v apply FILE`: people put the flag after the command.
-verbose_here = click.option("-v", "--verbose", is_flag=True, expose_value=False, callback=_verbose_here,
-                            help="show NOOP steps with their reasons, and the events as log lines with the build's "
-                                 "output (as `kimik3 -v`)")
+verbose_here = click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    expose_value=False,
+    callback=_verbose_here,
+    help="show NOOP steps with their reasons, and the events as log lines with the build's output (as `kimik3 -v`)",
+)
 
 
 def _ctx(click_ctx: click.Context, json_out: bool) -> _Context:
@@ -224,7 +300,9 @@ def _ctx(click_ctx: click.Context, json_out: bool) -> _Context:
 
 @main.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@click.option("--json", "json_out", is_flag=True, help="print each file's verdict, problems and warnings as JSON on stdout")
+@click.option(
+    "--json", "json_out", is_flag=True, help="print each file's verdict, problems and warnings as JSON on stdout"
+)
 @_run
 def validate(files: tuple[str, ...], json_out: bool) -> None:
     """Check profiles (and fleet files: `kind: Fleet`) without touching the host (exit 2 if any is invalid).
@@ -251,8 +329,13 @@ def validate(files: tuple[str, ...], json_out: bool) -> None:
                 _err.print(str(problem), highlight=False)
             continue
         except InputError as exc:  # unreadable file: report it and go on with the others
-            verdicts.append({"file": path, "valid": False, "problems": [{"file": path, "line": None, "field": "",
-                                                                         "message": str(exc)}]})
+            verdicts.append(
+                {
+                    "file": path,
+                    "valid": False,
+                    "problems": [{"file": path, "line": None, "field": "", "message": str(exc)}],
+                }
+            )
             _err.print(str(exc), highlight=False)
             continue
         for warning in loaded.warnings:
@@ -270,15 +353,26 @@ def validate(files: tuple[str, ...], json_out: bool) -> None:
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--json", "json_out", is_flag=True, help="print the plan as JSON on stdout")
-@click.option("--detailed-exitcode", is_flag=True, help=f"exit {CHANGES_PENDING} when the plan has changes, 0 when none (errors: their own codes)")
+@click.option(
+    "--detailed-exitcode",
+    is_flag=True,
+    help=f"exit {CHANGES_PENDING} when the plan has changes, 0 when none (errors: their own codes)",
+)
 @click.option("--verify", "rehash", is_flag=True, help=_REHASH_HELP)
 @click.option("-v", "--verbose", is_flag=True, help="also show NOOP steps and why nothing is needed")
-@click.option("-out", "--out", "out", type=click.Path(dir_okay=False), metavar="PLAN",
-              help="save the plan to this file: `kimik3 apply PLAN` executes exactly it, or refuses it as stale")
+@click.option(
+    "-out",
+    "--out",
+    "out",
+    type=click.Path(dir_okay=False),
+    metavar="PLAN",
+    help="save the plan to this file: `kimik3 apply PLAN` executes exactly it, or refuses it as stale",
+)
 @click.pass_context
 @_run
-def plan(ctx: click.Context, file: str, json_out: bool, detailed_exitcode: bool, rehash: bool, verbose: bool,
-         out: str | None) -> None:
+def plan(
+    ctx: click.Context, file: str, json_out: bool, detailed_exitcode: bool, rehash: bool, verbose: bool, out: str | None
+) -> None:
     """Show what apply would change, and why."""
     if out:
         check_plan_target(out)  # before the host and the hub are read: a wrong -out is known now
@@ -310,23 +404,31 @@ def _apply_input(ctx: click.Context, file: str, json_out: bool):  # noqa: ANN202
     orchestrator = _ctx(ctx, json_out).orchestrator(saved.profile_source)
     # Read when it runs, under the host lock (as the observation is): what an apply that held the lock
     # before us changed in the profile file is seen, and makes the plan stale.
-    return loaded, orchestrator, lambda check: orchestrator.apply_saved(loaded, saved,
-                                                                     profile_text_now(saved.profile_source), check)
+    return (
+        loaded,
+        orchestrator,
+        lambda check: orchestrator.apply_saved(loaded, saved, profile_text_now(saved.profile_source), check),
+    )
 
 
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--json", "json_out", is_flag=True, help="print the result as JSON on stdout")
 @click.option("--rounds", default=3, show_default=True, help="observe/plan/apply rounds before giving up")
-@click.option("--verify-server/--no-verify-server", default=True, show_default=True,
-              help="after a change (or a launch an interrupted apply left unverified), verify the server (as `kimik3 verify`)")
+@click.option(
+    "--verify-server/--no-verify-server",
+    default=True,
+    show_default=True,
+    help="after a change (or a launch an interrupted apply left unverified), verify the server (as `kimik3 verify`)",
+)
 @click.option("--verify", "rehash", is_flag=True, help=_REHASH_HELP)
 @lock_timeout
 @verbose_here
 @click.pass_context
 @_run
-def apply(ctx: click.Context, file: str, json_out: bool, rounds: int, verify_server: bool, rehash: bool,
-          lock_timeout: float) -> None:
+def apply(
+    ctx: click.Context, file: str, json_out: bool, rounds: int, verify_server: bool, rehash: bool, lock_timeout: float
+) -> None:
     """Converge the host: download, build, smoke-test, launch, wait healthy, verify.
 
     FILE is a profile, or a plan saved by `kimik3 plan FILE -out PLAN` (told apart by content): that plan's
@@ -347,16 +449,24 @@ def apply(ctx: click.Context, file: str, json_out: bool, rounds: int, verify_ser
     # Verify only what changed: on a converged host a 2.8T model would answer 4 requests for nothing.
     # A failing gate, load or verify relaunches the last good profile (orchestrator.apply_or_revert).
     with orchestrator.locked("apply", loaded.profile, lock_timeout):
-        result = orchestrator.apply_or_revert(loaded, check if verify_server else None, max_rounds=rounds, rehash=rehash,
-                                        run=run)
+        result = orchestrator.apply_or_revert(
+            loaded, check if verify_server else None, max_rounds=rounds, rehash=rehash, run=run
+        )
     report = reports[-1] if reports else None
     if json_out:
-        click.echo(json.dumps({
-            "profile": loaded.profile.name, "changed": result.changed, "rounds": result.rounds,
-            "executed": [s.to_json() for s in result.executed],
-            "final": result.final.to_json() if result.final else None,
-            "verify": report.to_json() if report else None,
-        }, indent=2))
+        click.echo(
+            json.dumps(
+                {
+                    "profile": loaded.profile.name,
+                    "changed": result.changed,
+                    "rounds": result.rounds,
+                    "executed": [s.to_json() for s in result.executed],
+                    "final": result.final.to_json() if result.final else None,
+                    "verify": report.to_json() if report else None,
+                },
+                indent=2,
+            )
+        )
     else:
         done = "no changes (converged)" if not result.changed else f"converged after {len(result.executed)} step(s)"
         if result.changed and all(s.kind == "verify" for s in result.executed):  # planning/verify_step.py
@@ -367,7 +477,9 @@ def apply(ctx: click.Context, file: str, json_out: bool, rounds: int, verify_ser
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--json", "json_out", is_flag=True, help="print the observed state as JSON on stdout")
-@click.option("--watch", is_flag=True, help="a live view of the exporter's numbers (VRAM, queue, tok/s, load); Ctrl-C ends")
+@click.option(
+    "--watch", is_flag=True, help="a live view of the exporter's numbers (VRAM, queue, tok/s, load); Ctrl-C ends"
+)
 @click.option("--interval", type=Duration(minimum=0.5), default="2s", show_default=True, help="--watch refresh")
 @click.option("--iterations", type=int, default=0, hidden=True, help="--watch: stop after N refreshes (tests)")
 @click.pass_context
@@ -375,8 +487,10 @@ def apply(ctx: click.Context, file: str, json_out: bool, rounds: int, verify_ser
 def status(ctx: click.Context, file: str, json_out: bool, watch: bool, interval: float, iterations: int) -> None:
     """Show what is observed for this profile (container, health, image, model)."""
     if watch and json_out:  # --watch redraws a table for a person: it would be the only thing on a JSON stdout
-        raise click.UsageError("--watch is a live table; --json prints the observation once (run it in a loop, or "
-                               "scrape the exporter's /metrics)")
+        raise click.UsageError(
+            "--watch is a live table; --json prints the observation once (run it in a loop, or "
+            "scrape the exporter's /metrics)"
+        )
     loaded = load(file, cached=True)
     orchestrator = _ctx(ctx, json_out).orchestrator(file)
     observed = orchestrator.observe(loaded, stat_only=True)  # status reads, never hashes (a 50 GB shard: minutes)
@@ -413,8 +527,13 @@ def verify(ctx: click.Context, file: str, json_out: bool) -> None:
 
 @main.command()
 @click.argument("file", required=False, type=click.Path(dir_okay=False))
-@click.option("--host-facts", "host_file", type=click.Path(dir_okay=False), metavar="HOST",
-              help="judge a described host (YAML: gpus [{name, count, memory_gib}], ram_gib, driver) instead of this one")
+@click.option(
+    "--host-facts",
+    "host_file",
+    type=click.Path(dir_okay=False),
+    metavar="HOST",
+    help="judge a described host (YAML: gpus [{name, count, memory_gib}], ram_gib, driver) instead of this one",
+)
 @click.option("--json", "json_out", is_flag=True, help="print the routes as JSON on stdout")
 @_run
 def routes(file: str | None, host_file: str | None, json_out: bool) -> None:
@@ -453,18 +572,26 @@ def _print_report(report) -> None:  # noqa: ANN001 - verify.VerifyReport, import
     from rich.table import Table
     from rich.text import Text as RichText
 
-    styles = {"ok": ("ok", "green"), "failed": ("FAIL", "red"), "not checkable": ("not checkable", "yellow"),
-              "inconclusive": ("inconclusive", "yellow"), "skipped": ("skipped", "dim")}
+    styles = {
+        "ok": ("ok", "green"),
+        "failed": ("FAIL", "red"),
+        "not checkable": ("not checkable", "yellow"),
+        "inconclusive": ("inconclusive", "yellow"),
+        "skipped": ("skipped", "dim"),
+    }
     table = Table("check", "result", "seconds", "detail", title=f"verify {report.profile}")
     for check in report.checks:  # Text cells: server output is never parsed as markup
-        table.add_row(check.name, RichText(*styles[check.status.value]), f"{check.seconds:.2f}",
-                      RichText(check.detail))
+        table.add_row(check.name, RichText(*styles[check.status.value]), f"{check.seconds:.2f}", RichText(check.detail))
     _out.print(table)
     if report.weights:
         _out.print(Text(f"weights: {'random' if report.weights.random else 'real'} ({report.weights.source})"))
     counts = report.tool_calls
-    _out.print(Text(f"tool calls: {counts.attempts} request(s), {counts.parse_failures} parse failure(s), "
-                    f"{counts.retries} retr{'y' if counts.retries == 1 else 'ies'}"))
+    _out.print(
+        Text(
+            f"tool calls: {counts.attempts} request(s), {counts.parse_failures} parse failure(s), "
+            f"{counts.retries} retr{'y' if counts.retries == 1 else 'ies'}"
+        )
+    )
     if report.crash:
         _out.print(Text(f"the server crashed: {report.crash}", style="red"))
     _out.print(Text(f"verify: {report.summary()}", style="green" if report.ok else "red"))
@@ -479,8 +606,9 @@ def _print_report(report) -> None:  # noqa: ANN001 - verify.VerifyReport, import
 @lock_timeout
 @click.pass_context
 @_run
-def destroy(ctx: click.Context, file: str, images: bool, model: bool, dry_run: bool, json_out: bool,
-            lock_timeout: float) -> None:
+def destroy(
+    ctx: click.Context, file: str, images: bool, model: bool, dry_run: bool, json_out: bool, lock_timeout: float
+) -> None:
     """Remove what the profile created (model cache and images only when asked)."""
     loaded = load(file, cached=True)
     orchestrator = _ctx(ctx, json_out).orchestrator(file)
@@ -532,8 +660,12 @@ def force_unlock(ctx: click.Context, lock_id: str, file: str | None) -> None:
 @click.option("--interval", type=Duration(minimum=1.0), default="3m", show_default=True, help="time between passes")
 @click.option("--jitter", is_flag=True, help="add a random 0-10% to each wait (hosts on one schedule spread out)")
 @click.option("--once", is_flag=True, help="run one pass and exit with its code (tests, cron)")
-@click.option("--verify-server/--no-verify-server", default=True, show_default=True,
-              help="after a change, verify the server (as apply does); a converged pass never does")
+@click.option(
+    "--verify-server/--no-verify-server",
+    default=True,
+    show_default=True,
+    help="after a change, verify the server (as apply does); a converged pass never does",
+)
 @verbose_here
 @click.pass_context
 @_run
@@ -552,8 +684,15 @@ def reconcile(ctx: click.Context, file: str, interval: float, jitter: bool, once
             unread.append(True)  # once: the loop's own "stopped" line comes after, into the same closed pipe
             raise Stopped("stdout closed")
 
-    loop = ReconcileLoop(file, _ctx(ctx, True).orchestrator(file), lambda path: load(path, cached=True), emit,
-                         interval, jitter, verify_server)
+    loop = ReconcileLoop(
+        file,
+        _ctx(ctx, True).orchestrator(file),
+        lambda path: load(path, cached=True),
+        emit,
+        interval,
+        jitter,
+        verify_server,
+    )
     sys.exit(loop.run_pass()["exit_code"] if once else run_until_stopped(loop))
 
 
@@ -571,13 +710,23 @@ def explain(rule: str | None, json_out: bool) -> None:
     from kimik3_reconciler.model.rulebook import BY_ID, RULES
 
     def as_json(r) -> dict:  # noqa: ANN001 - model.rulebook.Rule
-        return {"id": r.id, "kind": r.kind, "statement": r.statement, "reason": r.reason, "seed": r.seed,
-                "enforced_by": list(r.enforced_by), "cases": [f"tests/{c}" for c in r.cases]}
+        return {
+            "id": r.id,
+            "kind": r.kind,
+            "statement": r.statement,
+            "reason": r.reason,
+            "seed": r.seed,
+            "enforced_by": list(r.enforced_by),
+            "cases": [f"tests/{c}" for c in r.cases],
+        }
 
     if rule is not None and rule not in BY_ID:
         near = difflib.get_close_matches(rule, BY_ID, n=1)
-        raise InputError(f"unknown rule {rule!r}" + (f" (did you mean {near[0]!r}?)" if near else "")
-                         + ": `kimik3 explain` lists them")
+        raise InputError(
+            f"unknown rule {rule!r}"
+            + (f" (did you mean {near[0]!r}?)" if near else "")
+            + ": `kimik3 explain` lists them"
+        )
     if json_out:
         click.echo(json.dumps([as_json(r) for r in RULES] if rule is None else as_json(BY_ID[rule]), indent=2))
         return
@@ -644,14 +793,14 @@ def metrics_serve(ctx: click.Context, name: str) -> None:
     from kimik3_reconciler.exporter.registry import exporter_registry
     from kimik3_reconciler.exporter.sources import SOURCE_DEADLINE_S
     from kimik3_reconciler.model.metrics import ExporterConfig
-    from kimik3_reconciler.model.records import exporter_config_key
-
     from kimik3_reconciler.model.profile_schema import PROFILE_NAME
+    from kimik3_reconciler.model.records import exporter_config_key
 
     if not re.fullmatch(PROFILE_NAME, name):
         # NAME becomes a state-directory path (metrics/NAME/config.json): only a profile name, never '../..'.
-        raise InputError(f"{name!r} is not a profile name ({PROFILE_NAME}): kimik3 metrics-serve NAME takes the "
-                         "profile's `name`")
+        raise InputError(
+            f"{name!r} is not a profile name ({PROFILE_NAME}): kimik3 metrics-serve NAME takes the profile's `name`"
+        )
     c = _ctx(ctx, False)
     cap_own_log()  # started detached by apply: its log file is bounded (under systemd: none, the journal's)
     configure_logging(json_logs=True, verbose=c.verbose)
@@ -678,6 +827,8 @@ def metrics_serve(ctx: click.Context, name: str) -> None:
 def front_serve(ctx: click.Context, name: str) -> None:
     """Run the front of profile NAME: its proxy on serve.port, holding requests while apply replaces the server
     (started by apply: `metrics.handover` in the profile)."""
+    from prometheus_client.registry import CollectorRegistry
+
     from kimik3_reconciler.adapters import real_ports
     from kimik3_reconciler.adapters.front_proxy import front_app
     from kimik3_reconciler.adapters.log_cap import cap_own_log
@@ -687,27 +838,29 @@ def front_serve(ctx: click.Context, name: str) -> None:
     from kimik3_reconciler.model.front import FrontConfig
     from kimik3_reconciler.model.profile_schema import PROFILE_NAME
     from kimik3_reconciler.model.records import front_config_key, front_token_key
-    from prometheus_client.registry import CollectorRegistry
 
     if not re.fullmatch(PROFILE_NAME, name):
         # NAME becomes a state-directory path (front/NAME/config.json): only a profile name, never '../..'.
-        raise InputError(f"{name!r} is not a profile name ({PROFILE_NAME}): kimik3 front-serve NAME takes the "
-                         "profile's `name`")
+        raise InputError(
+            f"{name!r} is not a profile name ({PROFILE_NAME}): kimik3 front-serve NAME takes the profile's `name`"
+        )
     c = _ctx(ctx, False)
     cap_own_log()
     configure_logging(json_logs=True, verbose=c.verbose)
     ports = real_ports(c.state_dir, c.docker_host, c.systemd_root, c.systemctl_prefix)
     record, token = ports.state.read(front_config_key(name)), ports.state.read(front_token_key(name))
     if record is None or not token or not token.get("token"):
-        raise InputError(f"no front configuration or token for profile {name!r} in {c.state_dir} (kimik3 apply "
-                         "writes them)")
+        raise InputError(
+            f"no front configuration or token for profile {name!r} in {c.state_dir} (kimik3 apply writes them)"
+        )
     config = FrontConfig.from_json(record)
     registry = CollectorRegistry(auto_describe=False)
     # Labelled with the profile only: the front outlives every server fingerprint behind it.
     metrics = ProxyMetrics(registry, {"profile": config.profile})
-    serve([(front_app(config, str(token["token"]), registry, metrics), config.bind, config.port)],
-          handover=handover_name(c.state_dir, "front-serve", name))
+    serve(
+        [(front_app(config, str(token["token"]), registry, metrics), config.bind, config.port)],
+        handover=handover_name(c.state_dir, "front-serve", name),
+    )
 
 
 main.add_command(destroy, name="down")
-

@@ -13,8 +13,15 @@ from kimik3_reconciler.cli import _ctx, _err, _out, _run
 from kimik3_reconciler.cli.inputs import load
 from kimik3_reconciler.engines import engine_for
 from kimik3_reconciler.errors import InputError, NothingMeasured
-from kimik3_reconciler.model.bench import (DEFAULT_GRID, DEFAULT_OUTPUT_TOKENS, DEFAULT_PROMPT_TOKENS,
-                                           DEFAULT_PROMPTS, BenchRun, BenchSettings, LevelResult)
+from kimik3_reconciler.model.bench import (
+    DEFAULT_GRID,
+    DEFAULT_OUTPUT_TOKENS,
+    DEFAULT_PROMPT_TOKENS,
+    DEFAULT_PROMPTS,
+    BenchRun,
+    BenchSettings,
+    LevelResult,
+)
 
 
 class Grid(click.ParamType):
@@ -33,7 +40,7 @@ class Grid(click.ParamType):
             self.fail(f"{value!r}: expected concurrency levels of at least 1", param, ctx)
         if len(set(levels)) != len(levels):
             # A kept run has one result per level (BenchRun.level): `--grid 1,1` measured c=1 twice, --compare and the
-        # plot showed one of them.
+            # plot showed one of them.
             self.fail(f"{value!r}: lists a level twice; --repetitions N runs each level N times", param, ctx)
         return levels
 
@@ -47,14 +54,38 @@ def _num(value: float | None, fmt: str = "{:.1f}") -> str:
 
 
 def level_table(run: BenchRun) -> Table:
-    table = Table("c", "req", "err", "TTFT p50 s", "TTFT p95 s", "ITL p50 ms", "decode tok/s", "aggregate tok/s",
-                  "prompt tok/s", "server decode", "Δ decode", "Δ prompt", "Δ /metrics tokens",
-                  title=f"bench {run.profile} (deployment {run.fingerprint}, {run.date})")
+    table = Table(
+        "c",
+        "req",
+        "err",
+        "TTFT p50 s",
+        "TTFT p95 s",
+        "ITL p50 ms",
+        "decode tok/s",
+        "aggregate tok/s",
+        "prompt tok/s",
+        "server decode",
+        "Δ decode",
+        "Δ prompt",
+        "Δ /metrics tokens",
+        title=f"bench {run.profile} (deployment {run.fingerprint}, {run.date})",
+    )
     for lv in run.levels:
-        table.add_row(str(lv.concurrency), str(lv.requests), str(lv.errors), _num(lv.ttft_p50, "{:.3f}"),
-                      _num(lv.ttft_p95, "{:.3f}"), _num(lv.itl_p50 and lv.itl_p50 * 1000), _num(lv.decode_p50),
-                      _num(lv.aggregate), _num(lv.prompt_rate), _num(lv.server_decode_p50),
-                      _pct(lv.decode_disagreement), _pct(lv.prompt_disagreement), _pct(lv.metrics_disagreement))
+        table.add_row(
+            str(lv.concurrency),
+            str(lv.requests),
+            str(lv.errors),
+            _num(lv.ttft_p50, "{:.3f}"),
+            _num(lv.ttft_p95, "{:.3f}"),
+            _num(lv.itl_p50 and lv.itl_p50 * 1000),
+            _num(lv.decode_p50),
+            _num(lv.aggregate),
+            _num(lv.prompt_rate),
+            _num(lv.server_decode_p50),
+            _pct(lv.decode_disagreement),
+            _pct(lv.prompt_disagreement),
+            _pct(lv.metrics_disagreement),
+        )
     return table
 
 
@@ -69,33 +100,72 @@ def compare_table(runs: list[BenchRun]) -> Table:
         cells = []
         for run in runs:
             lv: LevelResult | None = run.level(c)
-            cells.append("-" if lv is None else
-                         f"{lv.aggregate:.1f} | {_num(lv.decode_p50)} | {_num(lv.ttft_p95, '{:.3f}')}")
+            cells.append(
+                "-" if lv is None else f"{lv.aggregate:.1f} | {_num(lv.decode_p50)} | {_num(lv.ttft_p95, '{:.3f}')}"
+            )
         table.add_row(str(c), *cells)
     return table
 
 
 @click.command()
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--grid", type=Grid(), default=",".join(map(str, DEFAULT_GRID)), show_default=True,
-              help="concurrency levels")
-@click.option("--prompts", type=click.IntRange(min=1), default=DEFAULT_PROMPTS, show_default=True,
-              help="requests per concurrent stream at each level (a level sends c x this many)")
-@click.option("--prompt-tokens", type=click.IntRange(min=1), default=DEFAULT_PROMPT_TOKENS, show_default=True,
-              help="exact prompt length in tokens (the server's own tokenizer)")
-@click.option("--output-tokens", type=click.IntRange(min=2), default=DEFAULT_OUTPUT_TOKENS, show_default=True,
-              help="exact output length in tokens (end-of-sequence ignored)")
-@click.option("--repetitions", type=click.IntRange(min=1), default=1, show_default=True,
-              help="run each level this many times (samples pooled)")
-@click.option("--compare", is_flag=True, help="send nothing: put the kept runs of this profile side by side "
-                                              "(the newest per deployment)")
-@click.option("--plot", type=click.Path(dir_okay=False), default=None,
-              help="write throughput and TTFT against concurrency to this .png or .svg")
+@click.option(
+    "--grid", type=Grid(), default=",".join(map(str, DEFAULT_GRID)), show_default=True, help="concurrency levels"
+)
+@click.option(
+    "--prompts",
+    type=click.IntRange(min=1),
+    default=DEFAULT_PROMPTS,
+    show_default=True,
+    help="requests per concurrent stream at each level (a level sends c x this many)",
+)
+@click.option(
+    "--prompt-tokens",
+    type=click.IntRange(min=1),
+    default=DEFAULT_PROMPT_TOKENS,
+    show_default=True,
+    help="exact prompt length in tokens (the server's own tokenizer)",
+)
+@click.option(
+    "--output-tokens",
+    type=click.IntRange(min=2),
+    default=DEFAULT_OUTPUT_TOKENS,
+    show_default=True,
+    help="exact output length in tokens (end-of-sequence ignored)",
+)
+@click.option(
+    "--repetitions",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="run each level this many times (samples pooled)",
+)
+@click.option(
+    "--compare",
+    is_flag=True,
+    help="send nothing: put the kept runs of this profile side by side (the newest per deployment)",
+)
+@click.option(
+    "--plot",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="write throughput and TTFT against concurrency to this .png or .svg",
+)
 @click.option("--json", "json_out", is_flag=True, help="print the run (or the compared runs) as JSON on stdout")
 @click.pass_context
 @_run
-def bench(ctx: click.Context, file: str, grid: tuple[int, ...], prompts: int, prompt_tokens: int,
-          output_tokens: int, repetitions: int, compare: bool, plot: str | None, json_out: bool) -> None:
+def bench(
+    ctx: click.Context,
+    file: str,
+    grid: tuple[int, ...],
+    prompts: int,
+    prompt_tokens: int,
+    output_tokens: int,
+    repetitions: int,
+    compare: bool,
+    plot: str | None,
+    json_out: bool,
+) -> None:
     """Measure the converged server: a closed-loop concurrency sweep (TTFT, inter-token latency, decode and
     aggregate tok/s), cross-checked against the server's own timings and /metrics; kept per deployment.
 
@@ -122,12 +192,16 @@ def bench(ctx: click.Context, file: str, grid: tuple[int, ...], prompts: int, pr
         if refusal is not None:  # before the host is read: the profile alone says no request would fit
             raise InputError(refusal)
         observed = converged_deployment(orchestrator, loaded)
-        _err.print(f"bench {loaded.profile.name}: {settings.requests()} requests over concurrency {list(grid)} "
-                   f"({prompt_tokens} prompt + {output_tokens} output tokens each, closed loop)")
+        _err.print(
+            f"bench {loaded.profile.name}: {settings.requests()} requests over concurrency {list(grid)} "
+            f"({prompt_tokens} prompt + {output_tokens} output tokens each, closed loop)"
+        )
 
         def said(level: LevelResult) -> None:
-            _err.print(f"  c={level.concurrency}: aggregate {level.aggregate:.1f} tok/s, TTFT p95 "
-                       f"{_num(level.ttft_p95, '{:.3f}')} s, {level.errors} error(s)")
+            _err.print(
+                f"  c={level.concurrency}: aggregate {level.aggregate:.1f} tok/s, TTFT p95 "
+                f"{_num(level.ttft_p95, '{:.3f}')} s, {level.errors} error(s)"
+            )
 
         run = run_sweep(orchestrator, loaded, settings, observed, said)
         key = keep(orchestrator.ports.state, run)
@@ -136,8 +210,10 @@ def bench(ctx: click.Context, file: str, grid: tuple[int, ...], prompts: int, pr
             click.echo(json.dumps({**run.to_json(), "kept_as": key}, indent=2))
         else:
             _out.print(level_table(run))
-            _out.print("Δ: the client's figure against the server's own (timings per request, /metrics counters "
-                       "for the level); kept as " + key)
+            _out.print(
+                "Δ: the client's figure against the server's own (timings per request, /metrics counters "
+                "for the level); kept as " + key
+            )
     if plot:
         plot_runs(runs, Path(plot))
         _err.print(f"plot written to {plot}")

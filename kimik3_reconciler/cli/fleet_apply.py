@@ -53,8 +53,12 @@ def worker_url(profile) -> str:  # noqa: ANN001 - model.profile.Profile
 
 def _router_urls(fleet) -> tuple[str, str, str, int]:  # noqa: ANN001 - fleet.Fleet
     host = "127.0.0.1" if fleet.router.host in ("localhost", "loopback") else fleet.router.host
-    return (f"http://{host}:{fleet.router.port}", f"http://{host}:{fleet.router.port + ROUTER_METRICS_OFFSET}",
-            host, fleet.router.port)
+    return (
+        f"http://{host}:{fleet.router.port}",
+        f"http://{host}:{fleet.router.port + ROUTER_METRICS_OFFSET}",
+        host,
+        fleet.router.port,
+    )
 
 
 def _ensure_router(fleet, state_dir: Path) -> None:  # noqa: ANN001
@@ -65,10 +69,17 @@ def _ensure_router(fleet, state_dir: Path) -> None:  # noqa: ANN001
     router = SmgRouter(url, metrics_url)
     try:
         if not router.answers():
-            running = start_smg(host, port, port + ROUTER_METRICS_OFFSET, fleet.router.policy,
-                                state_dir / "fleet" / fleet.name / "router.log")
-            _write_record(state_dir / "fleet" / fleet.name / "router.json",
-                          {"pid": running.pid, "url": running.url, "metrics_url": running.metrics_url})
+            running = start_smg(
+                host,
+                port,
+                port + ROUTER_METRICS_OFFSET,
+                fleet.router.policy,
+                state_dir / "fleet" / fleet.name / "router.log",
+            )
+            _write_record(
+                state_dir / "fleet" / fleet.name / "router.json",
+                {"pid": running.pid, "url": running.url, "metrics_url": running.metrics_url},
+            )
             _err.print(f"router: smg started on {url} (pid {running.pid})", highlight=False)
         listed = {w.url for w in router.workers()}
         for fleet_host in fleet.hosts:
@@ -95,13 +106,24 @@ def _digest(texts: list[str]) -> str:
 
 @click.command(name="apply")
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--traffic-timeout", default=30.0, show_default=True, type=float,
-              help="seconds to wait, after a host is back in the router, for the router to send it a request")
-@click.option("--install", "wheelhouse", default=None, type=click.Path(file_okay=False, exists=True),
-              help="install kimik3 on every host first, from this folder (its wheel and dependencies: "
-                   "`pip wheel . -w DIR`) into the host var kimik3_venv; the rollout then runs that kimik3")
-@click.option("--json", "json_out", is_flag=True, help="print the outcome as JSON on stdout (Ansible's output stays "
-                                                     "on stderr)")
+@click.option(
+    "--traffic-timeout",
+    default=30.0,
+    show_default=True,
+    type=float,
+    help="seconds to wait, after a host is back in the router, for the router to send it a request",
+)
+@click.option(
+    "--install",
+    "wheelhouse",
+    default=None,
+    type=click.Path(file_okay=False, exists=True),
+    help="install kimik3 on every host first, from this folder (its wheel and dependencies: "
+    "`pip wheel . -w DIR`) into the host var kimik3_venv; the rollout then runs that kimik3",
+)
+@click.option(
+    "--json", "json_out", is_flag=True, help="print the outcome as JSON on stdout (Ansible's output stays on stderr)"
+)
 @click.pass_context
 @_run
 def apply_cmd(ctx: click.Context, file: str, traffic_timeout: float, wheelhouse: str | None, json_out: bool) -> None:
@@ -137,47 +159,79 @@ def apply_cmd(ctx: click.Context, file: str, traffic_timeout: float, wheelhouse:
             profile_file.write_text(fleet_host.profile_text)
             connection = {k: v for k, v in fleet_host.vars.items() if k.startswith("ansible_") or k == "kimik3_venv"}
             connection.setdefault("ansible_host", fleet_host.address)
-            command = ((f"{fleet_host.vars['kimik3_venv']}/bin/kimik3",) if install else fleet_host.kimik3_command)
-            hosts.append(RolloutHost(fleet_host.name, connection, command,
-                                     worker_url(fleet_host.profile), str(profile_file)))
+            command = (f"{fleet_host.vars['kimik3_venv']}/bin/kimik3",) if install else fleet_host.kimik3_command
+            hosts.append(
+                RolloutHost(fleet_host.name, connection, command, worker_url(fleet_host.profile), str(profile_file))
+            )
         url, metrics_url, _, _ = _router_urls(fleet)
-        step = RouterStep((sys.executable, "-m", "kimik3_reconciler", "--state-dir", str(state_dir), "fleet",
-                           "router-step", "--record", str(record_path)),
-                          url, metrics_url, fleet.rollout.drain_timeout_s, fleet.rollout.min_serving,
-                          traffic_timeout)
+        step = RouterStep(
+            (
+                sys.executable,
+                "-m",
+                "kimik3_reconciler",
+                "--state-dir",
+                str(state_dir),
+                "fleet",
+                "router-step",
+                "--record",
+                str(record_path),
+            ),
+            url,
+            metrics_url,
+            fleet.rollout.drain_timeout_s,
+            fleet.rollout.min_serving,
+            traffic_timeout,
+        )
         import yaml
 
         (run_dir / "inventory.json").write_text(json.dumps(inventory(hosts, batches), indent=2))
-        (run_dir / "playbook.yaml").write_text(yaml.safe_dump(playbook(fleet.name, batches, step, install),
-                                                              sort_keys=False))
+        (run_dir / "playbook.yaml").write_text(
+            yaml.safe_dump(playbook(fleet.name, batches, step, install), sort_keys=False)
+        )
         if not batches:
             _outcome(json_out, fleet.name, record, 0.0, f"{fleet.name}: every host already rolled; nothing to do")
             return
-        _err.print("rollout: " + " → ".join(",".join(b) for b in batches)
-                   + f" (at least {fleet.rollout.min_serving} in rotation throughout)", highlight=False)
+        _err.print(
+            "rollout: "
+            + " → ".join(",".join(b) for b in batches)
+            + f" (at least {fleet.rollout.min_serving} in rotation throughout)",
+            highlight=False,
+        )
         started = time.monotonic()
         code = run_playbook(run_dir, run_dir / "playbook.yaml", run_dir / "inventory.json", sys.stderr)
         record = _read_record(record_path)
         if record.get("failed"):
             failed = record["failed"]
             left = [h for b in batches for h in b if h not in record["done"] and h != failed["host"]]
-            raise RolloutHalted(f"{failed['host']} failed {failed['gate']}; its kimik3 reverted it and it is back "
-                                f"in rotation ({failed.get('rotation', 'unknown')}); rollout halted"
-                                + (f": {', '.join(left)} not rolled" if left else ""))
+            raise RolloutHalted(
+                f"{failed['host']} failed {failed['gate']}; its kimik3 reverted it and it is back "
+                f"in rotation ({failed.get('rotation', 'unknown')}); rollout halted"
+                + (f": {', '.join(left)} not rolled" if left else "")
+            )
         if code != 0:
-            raise StepError(f"ansible-playbook exited {code}: see its output above; rolled so far: "
-                            f"{', '.join(record.get('done', [])) or 'none'} (the next `fleet apply` resumes)")
+            raise StepError(
+                f"ansible-playbook exited {code}: see its output above; rolled so far: "
+                f"{', '.join(record.get('done', [])) or 'none'} (the next `fleet apply` resumes)"
+            )
         record["complete"] = True
         _write_record(record_path, record)
         took = time.monotonic() - started
-        _outcome(json_out, fleet.name, record, took,
-                 f"{fleet.name}: rolled {len(record['done'])} host(s) in {took:.0f} s: " + ", ".join(record["done"]))
+        _outcome(
+            json_out,
+            fleet.name,
+            record,
+            took,
+            f"{fleet.name}: rolled {len(record['done'])} host(s) in {took:.0f} s: " + ", ".join(record["done"]),
+        )
 
 
 def _outcome(json_out: bool, name: str, record: dict, took: float, line: str) -> None:
     if json_out:
-        click.echo(json.dumps({"fleet": name, "ok": True, "rolled": record.get("done", []), "seconds": round(took, 1)},
-                              indent=2))
+        click.echo(
+            json.dumps(
+                {"fleet": name, "ok": True, "rolled": record.get("done", []), "seconds": round(took, 1)}, indent=2
+            )
+        )
     else:
         _out.print(line, highlight=False)
 
@@ -188,12 +242,16 @@ def _install(wheelhouse: str, fleet) -> tuple[Path, str]:  # noqa: ANN001 - flee
 
     wheels = sorted(p.name for p in Path(wheelhouse).glob("kimik3*-*.whl"))
     if len(wheels) != 1:
-        raise InputError(f"--install {wheelhouse}: holds {len(wheels)} kimik3 wheels ({', '.join(wheels) or 'none'})"
-                         "; it must hold exactly one (`pip wheel . -w DIR` in a fresh folder)")
+        raise InputError(
+            f"--install {wheelhouse}: holds {len(wheels)} kimik3 wheels ({', '.join(wheels) or 'none'})"
+            "; it must hold exactly one (`pip wheel . -w DIR` in a fresh folder)"
+        )
     missing = [h.name for h in fleet.hosts if not str(h.vars.get("kimik3_venv", "")).startswith("/")]
     if missing:
-        raise InputError(f"--install: host(s) {', '.join(missing)} have no kimik3_venv (an absolute path) in the "
-                         "inventory: where kimik3 is installed there")
+        raise InputError(
+            f"--install: host(s) {', '.join(missing)} have no kimik3_venv (an absolute path) in the "
+            "inventory: where kimik3 is installed there"
+        )
     return Path(wheelhouse).resolve(), wheels[0]
 
 
@@ -236,8 +294,18 @@ def _served_tokens(url: str) -> float | None:
 @click.option("--traffic-timeout", default=30.0, type=float)
 @click.option("--failed-gate", default=None)
 @_run
-def router_step(direction: str, record_file: str, router_url: str, metrics_url: str, host_name: str, worker: str,
-                drain_timeout: float, min_serving: int, traffic_timeout: float, failed_gate: str | None) -> None:
+def router_step(
+    direction: str,
+    record_file: str,
+    router_url: str,
+    metrics_url: str,
+    host_name: str,
+    worker: str,
+    drain_timeout: float,
+    min_serving: int,
+    traffic_timeout: float,
+    failed_gate: str | None,
+) -> None:
     """One host out of the router (drained) or back in (in rotation, then sent traffic); run by the playbook."""
     from kimik3_reconciler.adapters.router_smg import SmgRouter
 
@@ -270,8 +338,10 @@ def _take_out(router, host_name: str, worker: str, drain_timeout: float, min_ser
             break
         if time.monotonic() > deadline:
             # The capacity floor: taking this host out would leave fewer serving than the policy allows.
-            raise PlanError(f"{host_name}: only {len(others)} other host(s) in the router's rotation, the policy "
-                            f"keeps {min_serving} serving: not taken out (waited {drain_timeout:.0f} s)")
+            raise PlanError(
+                f"{host_name}: only {len(others)} other host(s) in the router's rotation, the policy "
+                f"keeps {min_serving} serving: not taken out (waited {drain_timeout:.0f} s)"
+            )
         time.sleep(1)
     listed = router.find(worker)
     if listed is None:  # removed meanwhile (by hand, or smg dropped it as unhealthy)
@@ -319,8 +389,15 @@ def router_rows(fleet) -> dict:  # noqa: ANN001 - fleet.Fleet -> {host name: fle
     rows = {}
     for fleet_host in fleet.hosts:
         seen = listed.get(worker_url(fleet_host.profile))
-        state = ("out" if seen is None else "in rotation" if seen.in_rotation
-                 else f"breaker {seen.breaker}" if seen.breaker == "open" else seen.status or "not healthy")
+        state = (
+            "out"
+            if seen is None
+            else "in rotation"
+            if seen.in_rotation
+            else f"breaker {seen.breaker}"
+            if seen.breaker == "open"
+            else seen.status or "not healthy"
+        )
         rows[fleet_host.name] = RouterRow(state)
     return rows
 
@@ -329,4 +406,3 @@ def register(group: click.Group) -> None:
     """Add `apply` and the hidden `router-step` to the `kimik3 fleet` group."""
     group.add_command(apply_cmd)
     group.add_command(router_step)
-

@@ -37,10 +37,21 @@ def validate_fleet(path: str, text: str | None = None) -> dict:
         return {"file": path, "valid": False, "kind": "fleet", "problems": [problem_json(p) for p in exc.problems]}
     except InputError as exc:
         _err.print(str(exc), highlight=False)
-        return {"file": path, "valid": False, "kind": "fleet",
-                "problems": [{"file": path, "line": None, "field": "", "message": str(exc)}]}
-    return {"file": path, "valid": True, "kind": "fleet", "problems": [], "warnings": [],
-            "hosts": [h.name for h in fleet.hosts], "batches": [list(b) for b in fleet.rollout.batches()]}
+        return {
+            "file": path,
+            "valid": False,
+            "kind": "fleet",
+            "problems": [{"file": path, "line": None, "field": "", "message": str(exc)}],
+        }
+    return {
+        "file": path,
+        "valid": True,
+        "kind": "fleet",
+        "problems": [],
+        "warnings": [],
+        "hosts": [h.name for h in fleet.hosts],
+        "batches": [list(b) for b in fleet.rollout.batches()],
+    }
 
 
 # Subcommands in their own modules, imported when run (`apply`: the Ansible rollout, "module:attribute").
@@ -61,8 +72,12 @@ def validate_cmd(files: tuple[str, ...], json_out: bool) -> None:
     verdicts = [validate_fleet(path) for path in files]
     for verdict in verdicts:
         if verdict["valid"] and not json_out:
-            _out.print(f"{verdict['file']}: ok ({len(verdict['hosts'])} hosts; batches "
-                       + " → ".join(",".join(b) for b in verdict["batches"]) + ")", highlight=False)
+            _out.print(
+                f"{verdict['file']}: ok ({len(verdict['hosts'])} hosts; batches "
+                + " → ".join(",".join(b) for b in verdict["batches"])
+                + ")",
+                highlight=False,
+            )
     failed = not all(v["valid"] for v in verdicts)
     if json_out:
         click.echo(json.dumps({"ok": not failed, "files": verdicts}, indent=2))
@@ -96,8 +111,9 @@ def _in_flight(fleet, answers) -> dict:  # noqa: ANN001 - each running server's 
     from kimik3_reconciler.fleet.gather import gather
     from kimik3_reconciler.fleet.server_load import in_flight
 
-    running = {a.host for a in answers
-               if a.ok and ((a.document or {}).get("container") or {}).get("state") == "running"}
+    running = {
+        a.host for a in answers if a.ok and ((a.document or {}).get("container") or {}).get("state") == "running"
+    }
     http = HttpClient()
     hosts = [h for h in fleet.hosts if h.name in running]
     return dict(zip((h.name for h in hosts), gather(hosts, lambda h: in_flight(h, lambda url: http.get(url)))))
@@ -112,10 +128,14 @@ def _router_rows(fleet) -> dict:  # noqa: ANN001 - fleet.Fleet -> {host name: fl
 @fleet.command(name="plan")
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--json", "json_out", is_flag=True, help="print each host's plan and the rollout's price as JSON")
-@click.option("--detailed-exitcode", is_flag=True,
-              help="exit 4 when a host's plan has changes, 0 when none (a host not planned: 3)")
-@click.option("--timeout", type=Duration(minimum=1.0), default="10m", show_default=True,
-              help="longest a host's own plan may take")
+@click.option(
+    "--detailed-exitcode",
+    is_flag=True,
+    help="exit 4 when a host's plan has changes, 0 when none (a host not planned: 3)",
+)
+@click.option(
+    "--timeout", type=Duration(minimum=1.0), default="10m", show_default=True, help="longest a host's own plan may take"
+)
 @_run
 def plan_cmd(file: str, json_out: bool, detailed_exitcode: bool, timeout: float) -> None:
     """Each host's own plan (made there over SSH, in parallel) and the rollout priced: order, downtime, duration,
@@ -148,8 +168,9 @@ def plan_cmd(file: str, json_out: bool, detailed_exitcode: bool, timeout: float)
 @click.option("--watch", is_flag=True, help="redraw the table every --interval; Ctrl-C ends")
 @click.option("--interval", type=Duration(minimum=0.5), default="5s", show_default=True, help="--watch refresh")
 @click.option("--iterations", type=int, default=0, hidden=True, help="--watch: stop after N refreshes (tests)")
-@click.option("--timeout", type=Duration(minimum=1.0), default="60s", show_default=True,
-              help="longest a host's status may take")
+@click.option(
+    "--timeout", type=Duration(minimum=1.0), default="60s", show_default=True, help="longest a host's status may take"
+)
 @_run
 def status_cmd(file: str, json_out: bool, watch: bool, interval: float, iterations: int, timeout: float) -> None:
     """One row per host: fingerprint, quant, build, kimik3 version, health, requests in flight, router state,

@@ -26,8 +26,13 @@ MAX_INPUT_BYTES = 4 << 20
 # Descriptors the caller opened and hands over by name (`validate /dev/stdin < k3.yaml`, bash's `<(...)` as
 # /dev/fd/63): a pipe there has its writer already, so it is read as it is.
 _HANDED_OVER = re.compile(r"/dev/stdin|/dev/fd/\d+|/proc/self/fd/\d+")
-_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a directory"),
+)
 
 
 def _read_bounded(path: str) -> bytes:
@@ -41,15 +46,18 @@ def _read_bounded(path: str) -> bytes:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
             what = next((name for test, name in _KINDS if test(mode)), "not a regular file")
-            raise InputError(f"{path}: is {what}: kimik3 reads a profile or saved plan from a regular file (or "
-                             "/dev/stdin)")
+            raise InputError(
+                f"{path}: is {what}: kimik3 reads a profile or saved plan from a regular file (or /dev/stdin)"
+            )
         return _bounded(path, f.read(MAX_INPUT_BYTES + 1))
 
 
 def _bounded(path: str, data: bytes) -> bytes:
     if len(data) > MAX_INPUT_BYTES:
-        raise InputError(f"{path}: larger than {MAX_INPUT_BYTES >> 20} MiB, so not a kimik3 profile or saved plan "
-                         "(a profile is a few KiB): check the file name")
+        raise InputError(
+            f"{path}: larger than {MAX_INPUT_BYTES >> 20} MiB, so not a kimik3 profile or saved plan "
+            "(a profile is a few KiB): check the file name"
+        )
     return data
 
 
@@ -69,8 +77,10 @@ def load(path: str, cached: bool = False, pinned: bool = True, text: str | None 
     text = read_text(path) if text is None else text
     saved = read_saved_plan(text, path)
     if saved is not None:  # only apply executes a saved plan; the other commands take its profile
-        raise InputError(f"{path} is a saved plan (made {saved.created}): `kimik3 apply {path}` executes it; "
-                         f"this command takes the profile ({saved.profile_source})")
+        raise InputError(
+            f"{path} is a saved plan (made {saved.created}): `kimik3 apply {path}` executes it; "
+            f"this command takes the profile ({saved.profile_source})"
+        )
     loaded = parse_text(text, path, cached)
     return check_pinned(loaded) if pinned else loaded
 
@@ -92,8 +102,11 @@ def check_not_made_up(loaded: LoadedProfile) -> LoadedProfile:
     # rule: pins-not-made-up
     # A placeholder hash (0123456789abcdef…, sha256:000…) validates as a commit or digest and fails only at the hub
     # or the registry, on the GPU host: validate (CI) says so at once, with the line.
-    return _refuse_pins(loaded, tuple(pin for pin in pins(loaded.profile) if pin.made_up),
-                       lambda pin: made_up_message(pin, loaded.source))
+    return _refuse_pins(
+        loaded,
+        tuple(pin for pin in pins(loaded.profile) if pin.made_up),
+        lambda pin: made_up_message(pin, loaded.source),
+    )
 
 
 def _refuse_pins(loaded: LoadedProfile, refused: tuple, message) -> LoadedProfile:  # noqa: ANN001 - Pin -> str
@@ -101,8 +114,12 @@ def _refuse_pins(loaded: LoadedProfile, refused: tuple, message) -> LoadedProfil
     from kimik3_reconciler.model.loaded_profile import line_for, render_path
 
     if refused:
-        raise ProfileError([ProfileProblem(loaded.source, line_for(pin.field, loaded.lines), render_path(pin.field),
-                                           message(pin)) for pin in refused])
+        raise ProfileError(
+            [
+                ProfileProblem(loaded.source, line_for(pin.field, loaded.lines), render_path(pin.field), message(pin))
+                for pin in refused
+            ]
+        )
     return loaded
 
 
@@ -139,16 +156,22 @@ def check_plan_target(path: str) -> None:
     KIMIK3_STATE_DIR and the profile's paths, neither of which was the problem."""
     target = Path(path)
     if target.is_symlink():
-        raise InputError(f"{path} is a symlink: refusing to replace it (plan -out writes a new file or replaces an "
-                         "older saved plan); name the file itself or another path")
+        raise InputError(
+            f"{path} is a symlink: refusing to replace it (plan -out writes a new file or replaces an "
+            "older saved plan); name the file itself or another path"
+        )
     if target.exists() and not (target.is_file() and _is_a_saved_plan(target)):
-        raise InputError(f"{path} exists and is not a kimik3 saved plan: refusing to replace it (plan -out writes a "
-                         "new file or replaces an older saved plan); choose another path")
+        raise InputError(
+            f"{path} exists and is not a kimik3 saved plan: refusing to replace it (plan -out writes a "
+            "new file or replaces an older saved plan); choose another path"
+        )
     folder = target.parent
     if not folder.is_dir():
         # exit 8, README's code for a missing local path; what was wrong is -out's folder, so say that.
-        raise LocalFileError(f"{folder}: -out {path}: this folder does not exist (or is not a folder): create it, or "
-                             "choose another -out path [errno ENOENT]")
+        raise LocalFileError(
+            f"{folder}: -out {path}: this folder does not exist (or is not a folder): create it, or "
+            "choose another -out path [errno ENOENT]"
+        )
 
 
 def write_plan(path: str, saved: SavedPlan) -> None:
@@ -172,8 +195,11 @@ _SHIPPED_NAMES = ("Dockerfile.llamacpp", "gate_text.txt")
 
 
 def _is_shipped(path: Path) -> bool:
-    return (path.is_file() and "__pycache__" not in path.parts
-            and (path.suffix in _SHIPPED_SUFFIXES or path.name in _SHIPPED_NAMES))
+    return (
+        path.is_file()
+        and "__pycache__" not in path.parts
+        and (path.suffix in _SHIPPED_SUFFIXES or path.name in _SHIPPED_NAMES)
+    )
 
 
 @cache
@@ -198,11 +224,17 @@ def check_made_by(saved: SavedPlan, source: str) -> None:
     fingerprints and the executors that would run them are that kimik3's, not this one's. One this kimik3 made
     without the content digests it writes into every plan had them removed: edited, also exit 7."""
     if saved.made_by == kimik3_identity() and not saved.sealed:  # this kimik3 writes the digests: they were removed
-        raise StalePlan(f"the saved plan {source} was edited after kimik3 wrote it (its content digests were removed): "
-                        f"nothing was changed. kimik3 applies a saved plan only as it was made: plan again (kimik3 plan "
-                        f"{saved.profile_source} -out PLAN)", ("edited: content_digest removed",))
+        raise StalePlan(
+            f"the saved plan {source} was edited after kimik3 wrote it (its content digests were removed): "
+            f"nothing was changed. kimik3 applies a saved plan only as it was made: plan again (kimik3 plan "
+            f"{saved.profile_source} -out PLAN)",
+            ("edited: content_digest removed",),
+        )
     if saved.made_by != kimik3_identity():
         made = f"kimik3 {saved.made_by}" if saved.made_by else "an older kimik3 (the plan names none)"
-        raise StalePlan(f"the saved plan {source} (made {saved.created}) was made by {made}; this is kimik3 "
-                        f"{kimik3_identity()}: nothing was changed. Plan again with this kimik3 (kimik3 plan "
-                        f"{saved.profile_source} -out PLAN)", (f"{made} → kimik3 {kimik3_identity()}",))
+        raise StalePlan(
+            f"the saved plan {source} (made {saved.created}) was made by {made}; this is kimik3 "
+            f"{kimik3_identity()}: nothing was changed. Plan again with this kimik3 (kimik3 plan "
+            f"{saved.profile_source} -out PLAN)",
+            (f"{made} → kimik3 {kimik3_identity()}",),
+        )

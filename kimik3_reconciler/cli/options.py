@@ -50,9 +50,13 @@ def _lock_timeout_knob(_ctx: click.Context, _param: click.Parameter, value: floa
 
 
 lock_timeout = click.option(
-    "--lock-timeout", type=Duration(), default=None, callback=_lock_timeout_knob,
+    "--lock-timeout",
+    type=Duration(),
+    default=None,
+    callback=_lock_timeout_knob,
     show_default="$KIMIK3_LOCK_TIMEOUT, else 0s",
-    help="when another kimik3 holds the host lock: wait this long for it (e.g. 10m), then exit 5 naming it")
+    help="when another kimik3 holds the host lock: wait this long for it (e.g. 10m), then exit 5 naming it",
+)
 
 
 class LazyGroup(click.Group):

@@ -15,8 +15,12 @@ from kimik3_reconciler.errors import InputError
 
 @click.command()
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--update", is_flag=True, help="also resolve again what was pinned before: a revision from the branch "
-                                             "or tag its `# pin:` comment records, an image from its tag")
+@click.option(
+    "--update",
+    is_flag=True,
+    help="also resolve again what was pinned before: a revision from the branch "
+    "or tag its `# pin:` comment records, an image from its tag",
+)
 @click.option("--dry-run", is_flag=True, help="say what would be pinned; write nothing")
 @click.option("--json", "json_out", is_flag=True, help="print the pins as JSON on stdout")
 @_run
@@ -62,8 +66,11 @@ def pin(file: str, update: bool, dry_run: bool, json_out: bool) -> None:
         if row["changed"]:
             _out.print(f"{file}: {row['field']}: {row['from']} -> {row['value']}", highlight=False)
         else:
-            why = ("unchanged" if update else "pinned (--update resolves it again)") if row["from"] \
-                else "pinned (no branch or tag recorded)"  # --update too: nothing was asked, so not "unchanged"
+            why = (
+                ("unchanged" if update else "pinned (--update resolves it again)")
+                if row["from"]
+                else "pinned (no branch or tag recorded)"
+            )  # --update too: nothing was asked, so not "unchanged"
             _out.print(f"{file}: {row['field']}: {row['value']} {why}", highlight=False)
     if changes:
         _err.print(f"{file}: {'would write' if dry_run else 'wrote'} {len(changes)} pin(s)")

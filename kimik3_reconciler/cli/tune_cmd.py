@@ -27,47 +27,100 @@ def write_target(file: str) -> Path:
     then failed to write the winner."""
     path = Path(file).resolve()
     if not path.is_file():
-        raise InputError(f"--write: {file} is not a regular file ({path}): tune rewrites FILE in place; give the "
-                         "profile's own path, or leave out --write to get the diff")
+        raise InputError(
+            f"--write: {file} is not a regular file ({path}): tune rewrites FILE in place; give the "
+            "profile's own path, or leave out --write to get the diff"
+        )
     for needed in (path.parent, path):
         if not os.access(needed, os.W_OK):
-            raise InputError(f"--write: {needed} is not writable by this user: tune could not rewrite {file} "
-                             "after the search; fix the permission, or leave out --write to get the diff")
+            raise InputError(
+                f"--write: {needed} is not writable by this user: tune could not rewrite {file} "
+                "after the search; fix the permission, or leave out --write to get the diff"
+            )
     return path
 
 
 @click.command()
 @click.argument("file", type=click.Path(dir_okay=False, exists=True))
-@click.option("--goal", "goal_text", required=True,
-              help="decode[@1] | aggregate@N | ttft-p95@N, optionally ',ttft-p95<=SECONDS' and/or ',decode>=TOK_S' "
-                   "(aggregate@8,ttft-p95<=2.5; ttft-p95@4,decode>=40)")
-@click.option("--budget", type=Duration(minimum=1.0), default="2h", show_default=True,
-              help="no new launch once the search has run this long")
-@click.option("--space", multiple=True, metavar="KNOB=V1,V2",
-              help="search these values of a knob (repeatable): llama.cpp's serve fields (ubatch, parallel, n_cpu_moe, "
-                   "...), vLLM's vllm fields (max_num_seqs, max_num_batched_tokens, gpu_memory_utilization), SGLang's "
-                   "mem_fraction_static; default: the profile's knobs for this host")
-@click.option("--prompts", type=click.IntRange(min=1), default=2, show_default=True,
-              help="requests per concurrent stream in the warm-up's sizing; every draw's bench sends twice as many")
+@click.option(
+    "--goal",
+    "goal_text",
+    required=True,
+    help="decode[@1] | aggregate@N | ttft-p95@N, optionally ',ttft-p95<=SECONDS' and/or ',decode>=TOK_S' "
+    "(aggregate@8,ttft-p95<=2.5; ttft-p95@4,decode>=40)",
+)
+@click.option(
+    "--budget",
+    type=Duration(minimum=1.0),
+    default="2h",
+    show_default=True,
+    help="no new launch once the search has run this long",
+)
+@click.option(
+    "--space",
+    multiple=True,
+    metavar="KNOB=V1,V2",
+    help="search these values of a knob (repeatable): llama.cpp's serve fields (ubatch, parallel, n_cpu_moe, "
+    "...), vLLM's vllm fields (max_num_seqs, max_num_batched_tokens, gpu_memory_utilization), SGLang's "
+    "mem_fraction_static; default: the profile's knobs for this host",
+)
+@click.option(
+    "--prompts",
+    type=click.IntRange(min=1),
+    default=2,
+    show_default=True,
+    help="requests per concurrent stream in the warm-up's sizing; every draw's bench sends twice as many",
+)
 @click.option("--prompt-tokens", type=click.IntRange(min=1), default=256, show_default=True)
 @click.option("--output-tokens", type=click.IntRange(min=2), default=64, show_default=True)
-@click.option("--finalists", type=click.IntRange(min=1), default=2, show_default=True,
-              help="the best this many (the leader among them) and FILE as written go to the final rounds")
-@click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True,
-              help="draws a candidate gets at most in the final rounds (each a relaunch, a warm-up and a bench); "
-                   "the rounds stop earlier once the candidates are told apart")
-@click.option("--max-trials", type=click.IntRange(min=1), default=None,
-              help="draws of the search stage at most, before the final rounds (default: what the space needs: the "
-                   "split, each value of each other knob, one neighbour split)")
-@click.option("--write", is_flag=True, help="rewrite FILE's knobs in place (comments and key order kept) with the "
-                                            "measured figures as a comment, and converge on it; without: print the diff")
+@click.option(
+    "--finalists",
+    type=click.IntRange(min=1),
+    default=2,
+    show_default=True,
+    help="the best this many (the leader among them) and FILE as written go to the final rounds",
+)
+@click.option(
+    "--repeats",
+    type=click.IntRange(min=1),
+    default=3,
+    show_default=True,
+    help="draws a candidate gets at most in the final rounds (each a relaunch, a warm-up and a bench); "
+    "the rounds stop earlier once the candidates are told apart",
+)
+@click.option(
+    "--max-trials",
+    type=click.IntRange(min=1),
+    default=None,
+    help="draws of the search stage at most, before the final rounds (default: what the space needs: the "
+    "split, each value of each other knob, one neighbour split)",
+)
+@click.option(
+    "--write",
+    is_flag=True,
+    help="rewrite FILE's knobs in place (comments and key order kept) with the "
+    "measured figures as a comment, and converge on it; without: print the diff",
+)
 @click.option("--json", "json_out", is_flag=True, help="print the trials, the winner and the diff as JSON on stdout")
 @lock_timeout
 @click.pass_context
 @_run
-def tune(ctx: click.Context, file: str, goal_text: str, budget: float, space: tuple[str, ...], prompts: int,
-         prompt_tokens: int, output_tokens: int, finalists: int, repeats: int, max_trials: int | None, write: bool,
-         json_out: bool, lock_timeout: float) -> None:
+def tune(
+    ctx: click.Context,
+    file: str,
+    goal_text: str,
+    budget: float,
+    space: tuple[str, ...],
+    prompts: int,
+    prompt_tokens: int,
+    output_tokens: int,
+    finalists: int,
+    repeats: int,
+    max_trials: int | None,
+    write: bool,
+    json_out: bool,
+    lock_timeout: float,
+) -> None:
     """Find the profile's fastest knobs on this host for a goal: every candidate is a real launch
     (replace, health, verify) and a bench; refused candidates are never launched. Writes back only what is
     measurably better than FILE as written (inside the noise FILE is kept, and tune says so). Resumable
@@ -75,24 +128,41 @@ def tune(ctx: click.Context, file: str, goal_text: str, budget: float, space: tu
     from kimik3_reconciler.engines import engine_for
     from kimik3_reconciler.model.tuning import parse_goal, parse_space
     from kimik3_reconciler.tuning import DockerRunner
-    from kimik3_reconciler.tuning.session import TuneRequest, figure, proposed_text, tune as run_tune
+    from kimik3_reconciler.tuning.session import TuneRequest, figure, proposed_text
+    from kimik3_reconciler.tuning.session import tune as run_tune
 
     target_file = write_target(file) if write else None
     loaded = load(file)
     goal = parse_goal(goal_text)
     knobs = engine_for(loaded.profile.engine).tune_knobs  # --space names the engine's knobs (vllm: its section's)
-    request = TuneRequest(goal, parse_space(space, *knobs), BenchSettings(prompt_tokens=prompt_tokens,
-                                                                  output_tokens=output_tokens),
-                          prompts, budget, finalists, max_trials, repeats, lock_timeout)
+    request = TuneRequest(
+        goal,
+        parse_space(space, *knobs),
+        BenchSettings(prompt_tokens=prompt_tokens, output_tokens=output_tokens),
+        prompts,
+        budget,
+        finalists,
+        max_trials,
+        repeats,
+        lock_timeout,
+    )
     orchestrator = _ctx(ctx, json_out).orchestrator(file)
-    outcome = run_tune(orchestrator, DockerRunner(orchestrator), loaded, file, request, _err.print,
-                       None if target_file is None else _profile_writer(target_file))
+    outcome = run_tune(
+        orchestrator,
+        DockerRunner(orchestrator),
+        loaded,
+        file,
+        request,
+        _err.print,
+        None if target_file is None else _profile_writer(target_file),
+    )
     result, failure = outcome.result, outcome.failure
     diff = ""
     if result.winner is not None and not write:
         proposed = proposed_text(loaded, result.winner.knobs)
-        diff = "".join(difflib.unified_diff(loaded.text.splitlines(True), proposed.splitlines(True), file,
-                                            f"{file} (tuned)"))
+        diff = "".join(
+            difflib.unified_diff(loaded.text.splitlines(True), proposed.splitlines(True), file, f"{file} (tuned)")
+        )
     if json_out:
         # One document on stdout whatever happened: the trials, and the error too when nothing was measured
         # (printing the trials, then _run's error document, made stdout two documents no parser reads).
@@ -107,8 +177,12 @@ def tune(ctx: click.Context, file: str, goal_text: str, budget: float, space: tu
     if result.winner is None:
         _out.print(Text(f"nothing measurably better than {file} as written: no change ({result.verdict})"))
         return
-    _out.print(Text(f"winner: {' '.join(f'{k}={v}' for k, v in sorted(result.winner.knobs.items()))}: "
-                    f"{figure(result.winner, goal)} against {figure(result.baseline, goal)} as written"))
+    _out.print(
+        Text(
+            f"winner: {' '.join(f'{k}={v}' for k, v in sorted(result.winner.knobs.items()))}: "
+            f"{figure(result.winner, goal)} against {figure(result.baseline, goal)} as written"
+        )
+    )
     if write:
         _out.print(f"{file} rewritten; the host runs it")
     else:
@@ -119,8 +193,10 @@ def tune(ctx: click.Context, file: str, goal_text: str, budget: float, space: tu
 def _profile_writer(path: Path) -> Callable[[str], None]:
     """--write: the tuned text replaces `path` whole or not at all, keeping the profile's own mode (the shared
     writer's temp file is 0600); a symlinked profile has its target rewritten (write_target), the link kept."""
+
     def write(text: str) -> None:
         write_atomically(path, text, mode=path.stat().st_mode & 0o7777, make_folder=False)
+
     return write
 
 
@@ -135,12 +211,20 @@ def _tune_json(file: str, goal, result, written: bool, diff: str, failure=None) 
     def trial(t) -> dict | None:  # noqa: ANN001 - Trial | None
         return None if t is None else dataclasses.asdict(t)
 
-    document = {"profile_file": file, "goal": str(goal), "trials": [trial(t) for t in result.trials],
-                "baseline": trial(result.baseline), "winner": trial(result.winner), "leader": trial(result.leader),
-                "standings": [trial(s) for s in result.standings], "verdict": result.verdict,
-                "noise": trial(result.noise) if result.noise is not None and result.noise.df else None,
-                "predicted_s": round(result.predicted_s, 1),
-                "written": written and result.winner is not None, "diff": diff}
+    document = {
+        "profile_file": file,
+        "goal": str(goal),
+        "trials": [trial(t) for t in result.trials],
+        "baseline": trial(result.baseline),
+        "winner": trial(result.winner),
+        "leader": trial(result.leader),
+        "standings": [trial(s) for s in result.standings],
+        "verdict": result.verdict,
+        "noise": trial(result.noise) if result.noise is not None and result.noise.df else None,
+        "predicted_s": round(result.predicted_s, 1),
+        "written": written and result.winner is not None,
+        "diff": diff,
+    }
     if failure is not None:
         document = {**kimik3_error_document(failure), **document}
     click.echo(json.dumps(document, indent=2, default=str))
@@ -149,23 +233,44 @@ def _tune_json(file: str, goal, result, written: bool, diff: str, failure=None) 
 def _standing_table(standings, goal) -> Table:  # noqa: ANN001 - list[Standing], Goal
     """Each candidate drawn: the median of its draws with the spread beside it (a figure without its spread
     is how the old search ranked noise)."""
-    table = Table("knobs", f"{goal.metric}@{goal.concurrency} {goal.unit} (median)", "spread", "draws", "result",
-                  title="candidates, best first")
+    table = Table(
+        "knobs",
+        f"{goal.metric}@{goal.concurrency} {goal.unit} (median)",
+        "spread",
+        "draws",
+        "result",
+        title="candidates, best first",
+    )
     for s in standings:
         knobs = " ".join(f"{k}={v}" for k, v in sorted(s.knobs.items()))
-        table.add_row(Text(knobs), "-" if s.figure is None else f"{s.figure:.2f}",
-                      "-" if s.spread is None else f"±{s.spread * 100:.1f} %", str(s.draws),
-                      Text("ok" if s.feasible else (s.detail or "failed")))
+        table.add_row(
+            Text(knobs),
+            "-" if s.figure is None else f"{s.figure:.2f}",
+            "-" if s.spread is None else f"±{s.spread * 100:.1f} %",
+            str(s.draws),
+            Text("ok" if s.feasible else (s.detail or "failed")),
+        )
     return table
 
 
-
 def _trial_table(trials, goal) -> Table:  # noqa: ANN001 - list[Trial], Goal
-    table = Table("stage", "knobs", "result", f"{goal.metric}@{goal.concurrency} {goal.unit}", "TTFT p95 s",
-                  "seconds", title=f"tune for {goal}")
+    table = Table(
+        "stage",
+        "knobs",
+        "result",
+        f"{goal.metric}@{goal.concurrency} {goal.unit}",
+        "TTFT p95 s",
+        "seconds",
+        title=f"tune for {goal}",
+    )
     for t in trials:
         knobs = " ".join(f"{k}={v}" for k, v in sorted(t.knobs.items()))
-        table.add_row(str(t.stage), Text(knobs), Text(t.status if not t.detail else f"{t.status}: {t.detail}"),
-                      "-" if t.figure is None else f"{t.figure:.2f}",
-                      "-" if t.ttft_p95 is None else f"{t.ttft_p95:.3f}", "-" if t.seconds is None else str(t.seconds))
+        table.add_row(
+            str(t.stage),
+            Text(knobs),
+            Text(t.status if not t.detail else f"{t.status}: {t.detail}"),
+            "-" if t.figure is None else f"{t.figure:.2f}",
+            "-" if t.ttft_p95 is None else f"{t.ttft_p95:.3f}",
+            "-" if t.seconds is None else str(t.seconds),
+        )
     return table

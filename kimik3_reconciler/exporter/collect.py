@@ -22,13 +22,13 @@ from prometheus_client.registry import Collector
 
 from kimik3_reconciler import logs
 from kimik3_reconciler.engines import engine_for
+from kimik3_reconciler.exporter.server_series import relabel, slot_families
+from kimik3_reconciler.exporter.sources import Reading, SourceReads
 from kimik3_reconciler.model.api_keys import api_keys, sendable_key
 from kimik3_reconciler.model.facts import ContainerFact
 from kimik3_reconciler.model.metrics import ExporterConfig
 from kimik3_reconciler.model.records import apply_key, gate_key, load_key, smoke_key, verify_key
 from kimik3_reconciler.observe.docker_objects import parse_container
-from kimik3_reconciler.exporter.server_series import relabel, slot_families
-from kimik3_reconciler.exporter.sources import Reading, SourceReads
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps.health import load_phase
 
@@ -96,12 +96,14 @@ class DeploymentCollector(Collector):
         """One scrape, answered within `self.reads.bound_s` whatever a source does (exporter/sources.py)."""
         deadline = time.monotonic() + self.reads.bound_s
         reads, url = self.reads, self.config.server_url
-        pending = {"docker": reads.start("docker", self.ports.docker.inspect_container, self.config.container),
-                   # The server's health and series come from the server, never through Docker: with dockerd
-                   # gone a serving llama-server is still up, and its counters still count.
-                   "server_health": reads.start("server_health", self.ports.http.health, f"{url}/health"),
-                   "server_metrics": reads.start("server_metrics", self._server_page, "/metrics"),
-                   "state": reads.start("state", self._read_records)}
+        pending = {
+            "docker": reads.start("docker", self.ports.docker.inspect_container, self.config.container),
+            # The server's health and series come from the server, never through Docker: with dockerd
+            # gone a serving llama-server is still up, and its counters still count.
+            "server_health": reads.start("server_health", self.ports.http.health, f"{url}/health"),
+            "server_metrics": reads.start("server_metrics", self._server_page, "/metrics"),
+            "state": reads.start("state", self._read_records),
+        }
         if self.engine.series.slots:  # llama-server's per-slot state; vLLM has none
             pending["server_slots"] = reads.start("server_slots", self._server_page, self.engine.series.slots)
         if self.config.gpus != "none":
@@ -115,8 +117,13 @@ class DeploymentCollector(Collector):
         if docker.answered and (container is None or container.state != "running") and health is not None:
             # Docker says ours is not running: whatever answers at its URL (another profile's server) is not ours.
             health = "unreachable"
-        if (health == "unreachable" and self.engine.readiness.while_loading == "refused" and docker.answered
-                and container is not None and container.state == "running"):
+        if (
+            health == "unreachable"
+            and self.engine.readiness.while_loading == "refused"
+            and docker.answered
+            and container is not None
+            and container.state == "running"
+        ):
             # vLLM binds its port only once loaded: while its container runs, a refusal is the load, not a failure.
             health = "loading"
         if health is not None and health != "ok":
@@ -128,8 +135,9 @@ class DeploymentCollector(Collector):
         got["proc"] = reads.result(reads.start("proc", self._proc, pid), deadline)
         phase = None
         if health == "loading" and container is not None:
-            logs = reads.result(reads.start("docker", self.ports.docker.container_logs, self.config.container, 1),
-                                deadline)
+            logs = reads.result(
+                reads.start("docker", self.ports.docker.container_logs, self.config.container, 1), deadline
+            )
             phase = load_phase(logs.value) if logs.answered else "unknown (docker did not answer)"
         got["page_cache"] = self._page_cache(reads.result(walk, deadline) if walk is not None else None)
         records = got["state"].value if got["state"].answered else None
@@ -144,77 +152,127 @@ class DeploymentCollector(Collector):
         """The state records a scrape shows, read on the "state" source's thread (a hung state dir is a late
         source, not a hung scrape)."""
         read, c = self.ports.state.read, self.config
-        return {"apply": read(apply_key(c.profile)), "load": read(load_key(c.container)),
-                "smoke": read(smoke_key(c.image_fingerprint)) if c.image_fingerprint else None,
-                "gate": read(gate_key(c.repo, c.revision, c.quant)), "verify": read(verify_key(c.profile))}
+        return {
+            "apply": read(apply_key(c.profile)),
+            "load": read(load_key(c.container)),
+            "smoke": read(smoke_key(c.image_fingerprint)) if c.image_fingerprint else None,
+            "gate": read(gate_key(c.repo, c.revision, c.quant)),
+            "verify": read(verify_key(c.profile)),
+        }
 
     def _server_page(self, path: str) -> tuple[int, str]:
         """GET the server's `path` with the key file's first key (read here: the file can hang too)."""
-        return self.ports.http.get(f"{self.config.server_url}{path}", api_key=self._api_key(),
-                                   timeout_s=self.reads.deadlines.get("server_metrics", 2.5))
+        return self.ports.http.get(
+            f"{self.config.server_url}{path}",
+            api_key=self._api_key(),
+            timeout_s=self.reads.deadlines.get("server_metrics", 2.5),
+        )
 
     def _proc(self, pid: int | None) -> tuple[str | None, int | None]:
         """kernel.numa_balancing, and the server's resident bytes when its pid is known."""
         return self.ports.host.numa_balancing(), self.ports.host.process_rss(pid) if pid else None
 
-    def _deployment(self, container: ContainerFact | None | _Unknown, health: str | None,
-                    records: dict[str, Any] | None, phase: str | None) -> Iterator[Metric]:
+    def _deployment(
+        self,
+        container: ContainerFact | None | _Unknown,
+        health: str | None,
+        records: dict[str, Any] | None,
+        phase: str | None,
+    ) -> Iterator[Metric]:
         known = not isinstance(container, _Unknown)
         running_fp = (container.fingerprint or "") if known and container is not None else ""
         info = InfoMetricFamily("kimik3_deployment", "what is deployed (one series, value 1)", labels=list(self.labels))
-        info.add_metric(list(self.labels.values()), {"repo": self.config.repo, "revision": self.config.revision,
-                                                     "container": self.config.container,
-                                                     "running_fingerprint": running_fp})
+        info.add_metric(
+            list(self.labels.values()),
+            {
+                "repo": self.config.repo,
+                "revision": self.config.revision,
+                "container": self.config.container,
+                "running_fingerprint": running_fp,
+            },
+        )
         yield info
         record = (records or {}).get("apply") or {}
         if known and health is not None and records is not None:
             running = container is not None and container.state == "running"
             # Converged: the last apply succeeded, the container it converged to runs, and its model is loaded.
             # Known only when Docker, the server and the state dir all answered: otherwise left out, not 0.
-            converged = (record.get("result") == "ok" and running and container is not None
-                         and container.fingerprint == record.get("fingerprint") == self.labels.get("fingerprint")
-                         and health == "ok")
-            yield from self._gauge("kimik3_deployment_converged", "1 when the last apply succeeded and its "
-                                   "container runs with the model loaded", 1.0 if converged else 0.0)
+            converged = (
+                record.get("result") == "ok"
+                and running
+                and container is not None
+                and container.fingerprint == record.get("fingerprint") == self.labels.get("fingerprint")
+                and health == "ok"
+            )
+            yield from self._gauge(
+                "kimik3_deployment_converged",
+                "1 when the last apply succeeded and its container runs with the model loaded",
+                1.0 if converged else 0.0,
+            )
         if health is not None:
-            yield from self._gauge("kimik3_server_up", "1 when the server's /health answers 200",
-                                   1.0 if health == "ok" else 0.0)
-            yield from self._gauge("kimik3_server_loading", "1 while the server loads the model (llama-server: /health 503; vLLM: its running container's port refuses)",
-                                   1.0 if health == "loading" else 0.0)
+            yield from self._gauge(
+                "kimik3_server_up", "1 when the server's /health answers 200", 1.0 if health == "ok" else 0.0
+            )
+            yield from self._gauge(
+                "kimik3_server_loading",
+                "1 while the server loads the model (llama-server: /health 503; vLLM: its running container's port refuses)",
+                1.0 if health == "loading" else 0.0,
+            )
         if phase is not None:
-            yield from self._gauge("kimik3_load_phase", "the server's latest log line while it loads (label)", 1.0,
-                                   phase=phase)
+            yield from self._gauge(
+                "kimik3_load_phase", "the server's latest log line while it loads (label)", 1.0, phase=phase
+            )
         if known and container is not None:
-            yield from self._gauge("kimik3_container_restarts", "the container's restart count (docker)",
-                                   float(container.restart_count))
+            yield from self._gauge(
+                "kimik3_container_restarts", "the container's restart count (docker)", float(container.restart_count)
+            )
         if record:
-            yield from self._gauge("kimik3_last_apply_timestamp_seconds", "when the last apply of this profile ended",
-                                   _epoch(record.get("date")))
-            yield from self._gauge("kimik3_last_apply_success", "1 when the last apply succeeded",
-                                   1.0 if record.get("result") == "ok" else 0.0)
+            yield from self._gauge(
+                "kimik3_last_apply_timestamp_seconds",
+                "when the last apply of this profile ended",
+                _epoch(record.get("date")),
+            )
+            yield from self._gauge(
+                "kimik3_last_apply_success",
+                "1 when the last apply succeeded",
+                1.0 if record.get("result") == "ok" else 0.0,
+            )
             if isinstance(record.get("reverted"), bool):  # records of an older kimik3 do not say
-                yield from self._gauge("kimik3_last_apply_reverted", "1 when the last apply failed and relaunched "
-                                       "the last good profile", 1.0 if record["reverted"] else 0.0)
-            reverts = CounterMetricFamily("kimik3_apply_reverts", "applies that failed and relaunched the last good "
-                                          "profile", labels=list(self.labels))
+                yield from self._gauge(
+                    "kimik3_last_apply_reverted",
+                    "1 when the last apply failed and relaunched the last good profile",
+                    1.0 if record["reverted"] else 0.0,
+                )
+            reverts = CounterMetricFamily(
+                "kimik3_apply_reverts",
+                "applies that failed and relaunched the last good profile",
+                labels=list(self.labels),
+            )
             # _created: when the count started (Prometheus' own "since" of a counter); absent when not known.
-            reverts.add_metric(list(self.labels.values()), float(record.get("reverts", 0)),
-                               created=_epoch(since) if isinstance(since := record.get("reverts_since"), str) else None)
+            reverts.add_metric(
+                list(self.labels.values()),
+                float(record.get("reverts", 0)),
+                created=_epoch(since) if isinstance(since := record.get("reverts_since"), str) else None,
+            )
             yield reverts
 
     def _records(self, records: dict[str, Any]) -> Iterator[Metric]:
         load = records.get("load")
         if load:
-            yield from self._gauge("kimik3_model_load_seconds", "seconds the last model load took (launch to /health "
-                                   "200)", load.get("seconds"))
+            yield from self._gauge(
+                "kimik3_model_load_seconds",
+                "seconds the last model load took (launch to /health 200)",
+                load.get("seconds"),
+            )
             yield from self._gauge("kimik3_model_load_bytes", "bytes of the model of the last load", load.get("bytes"))
         yield from self._gates(records)
         yield from self._verify(records.get("verify"))
 
     def _gates(self, records: dict[str, Any]) -> Iterator[Metric]:
         image_fp = self.config.image_fingerprint
-        passed = self._family("kimik3_gate_passed", "1 passed, 0 failed, per gate (absent: not run for this image)",
-                              ["gate"])
+        passed = self._family(
+            "kimik3_gate_passed", "1 passed, 0 failed, per gate (absent: not run for this image)", ["gate"]
+        )
         smoke = records.get("smoke")
         if smoke is not None:
             self._add(passed, 1.0 if smoke.get("passed") else 0.0, "smoke")
@@ -224,24 +282,32 @@ class DeploymentCollector(Collector):
             self._add(passed, 1.0 if result.get("passed") else 0.0, "quant")
             report = result.get("report") or {}
             yield from self._gauge("kimik3_gate_kld", "the quant gate's mean KL divergence", report.get("mean_kld"))
-            yield from self._gauge("kimik3_gate_top_token_agreement", "the quant gate's same-top-token share",
-                                   report.get("same_top_p"))
+            yield from self._gauge(
+                "kimik3_gate_top_token_agreement", "the quant gate's same-top-token share", report.get("same_top_p")
+            )
         if passed.samples:
             yield passed
 
     def _verify(self, report: dict[str, Any] | None) -> Iterator[Metric]:
         if not report:
             return
-        checks = self._family("kimik3_verify_check", "the last verify's outcome per check (status label), value 1",
-                              ["check", "status"])
+        checks = self._family(
+            "kimik3_verify_check", "the last verify's outcome per check (status label), value 1", ["check", "status"]
+        )
         for check in report.get("checks", []):
             self._add(checks, 1.0, str(check.get("name")), str(check.get("status")))
         yield checks
-        yield from self._gauge("kimik3_verify_tool_call_parse_failures", "tool-call replies that did not parse in "
-                               "the last verify", report.get("tool_call_parse_failures"))
-        yield from self._gauge("kimik3_verify_tool_call_retries", "tool-call requests verify sent again",
-                               report.get("tool_call_retries"))
-        yield from self._gauge("kimik3_verify_timestamp_seconds", "when the last verify ran", _epoch(report.get("date")))
+        yield from self._gauge(
+            "kimik3_verify_tool_call_parse_failures",
+            "tool-call replies that did not parse in the last verify",
+            report.get("tool_call_parse_failures"),
+        )
+        yield from self._gauge(
+            "kimik3_verify_tool_call_retries", "tool-call requests verify sent again", report.get("tool_call_retries")
+        )
+        yield from self._gauge(
+            "kimik3_verify_timestamp_seconds", "when the last verify ran", _epoch(report.get("date"))
+        )
 
     def _host(self, got: dict[str, Reading], server_pid: int | None | _Unknown) -> Iterator[Metric]:
         proc = got["proc"]
@@ -249,8 +315,9 @@ class DeploymentCollector(Collector):
             balancing, rss = proc.value
             yield from self._gauge("kimik3_server_rss_bytes", "llama-server's resident memory (VmRSS)", rss)
             if balancing is not None and balancing.strip().isdigit():
-                yield from self._gauge("kimik3_numa_balancing", "kernel.numa_balancing (seed 000: must be 0)",
-                                       float(balancing.strip()))
+                yield from self._gauge(
+                    "kimik3_numa_balancing", "kernel.numa_balancing (seed 000: must be 0)", float(balancing.strip())
+                )
         if "nvml" in got:
             yield from self._gpus(got["nvml"], server_pid)
         yield from self._shards(got["page_cache"])
@@ -264,8 +331,9 @@ class DeploymentCollector(Collector):
         total = self._family("kimik3_gpu_memory_total_bytes", "VRAM per GPU", names)
         used = self._family("kimik3_gpu_memory_used_bytes", "VRAM in use per GPU (every process)", names)
         ours = self._family("kimik3_gpu_server_memory_bytes", "VRAM llama-server holds per GPU", names)
-        foreign = self._family("kimik3_gpu_foreign_memory_bytes", "VRAM other processes hold on the profile's GPUs",
-                               names)
+        foreign = self._family(
+            "kimik3_gpu_foreign_memory_bytes", "VRAM other processes hold on the profile's GPUs", names
+        )
         foreign_n = self._family("kimik3_gpu_foreign_processes", "other processes on the profile's GPUs", names)
         for gpu in dump.get("gpus", []):
             index, uuid = str(gpu.get("index")), str(gpu.get("uuid"))
@@ -305,15 +373,19 @@ class DeploymentCollector(Collector):
             return Reading("page_cache", value=walk[1], seconds=took)
         if walked is not None and not walked.answered:
             return walked
-        return Reading("page_cache", error=f"no page-cache walk ended in the last {2 * PAGE_CACHE_EVERY_S:.0f} s",
-                       seconds=took)
+        return Reading(
+            "page_cache", error=f"no page-cache walk ended in the last {2 * PAGE_CACHE_EVERY_S:.0f} s", seconds=took
+        )
 
     def _shards(self, walk: Reading) -> Iterator[Metric]:
         if not walk.answered:
             return
         size = self._family("kimik3_shard_bytes", "size of each served GGUF shard", ["shard"])
-        cached = self._family("kimik3_shard_page_cache_bytes", "bytes of each shard in the page cache (mincore, "
-                              f"refreshed every {PAGE_CACHE_EVERY_S:.0f} s)", ["shard"])
+        cached = self._family(
+            "kimik3_shard_page_cache_bytes",
+            f"bytes of each shard in the page cache (mincore, refreshed every {PAGE_CACHE_EVERY_S:.0f} s)",
+            ["shard"],
+        )
         for path, result in walk.value:
             if result is None:
                 continue
@@ -330,16 +402,21 @@ class DeploymentCollector(Collector):
             try:
                 yield from list(relabel(metrics.value[1], self.labels))
             except ValueError:
-                got["server_metrics"] = Reading("server_metrics", error="not a Prometheus exposition",
-                                                seconds=metrics.seconds)
+                got["server_metrics"] = Reading(
+                    "server_metrics", error="not a Prometheus exposition", seconds=metrics.seconds
+                )
         if slots is not None and slots.answered:
             yield from slot_families(slots.value[1], self.labels)
 
     def _source_up(self, got: dict[str, Reading]) -> Iterator[Metric]:
-        up = self._family("kimik3_exporter_source_up", "1 when the source answered this scrape within its deadline",
-                          ["source"])
-        took = self._family("kimik3_exporter_source_seconds", "how long the source's read took this scrape (when "
-                            "late: how long it has been running)", ["source"])
+        up = self._family(
+            "kimik3_exporter_source_up", "1 when the source answered this scrape within its deadline", ["source"]
+        )
+        took = self._family(
+            "kimik3_exporter_source_seconds",
+            "how long the source's read took this scrape (when late: how long it has been running)",
+            ["source"],
+        )
         for source, reading in sorted(got.items()):
             self._add(up, 1.0 if reading.answered else 0.0, source)
             self._add(took, round(reading.seconds, 6), source)
@@ -351,10 +428,17 @@ class DeploymentCollector(Collector):
         was = self._answered.get(reading.source, True)
         self._answered[reading.source] = reading.answered
         if was and not reading.answered:
-            why = (f"no answer within {self.reads.deadlines.get(reading.source, 1.0):g} s (its read has run "
-                   f"{reading.seconds:.1f} s)" if reading.late else reading.error)
-            logs.logger("kimik3").warning("source-down", source=reading.source, message=f"{why}: its series are left "
-                                          "out until it answers; the scrape still answers")
+            why = (
+                f"no answer within {self.reads.deadlines.get(reading.source, 1.0):g} s (its read has run "
+                f"{reading.seconds:.1f} s)"
+                if reading.late
+                else reading.error
+            )
+            logs.logger("kimik3").warning(
+                "source-down",
+                source=reading.source,
+                message=f"{why}: its series are left out until it answers; the scrape still answers",
+            )
         elif reading.answered and not was:
             logs.logger("kimik3").info("source-up", source=reading.source, seconds=round(reading.seconds, 3))
 

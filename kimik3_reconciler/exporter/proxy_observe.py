@@ -20,9 +20,28 @@ from prometheus_client.registry import CollectorRegistry
 
 from kimik3_reconciler.verify.checks import CALL_MARKUP, UNPARSED_OUTPUT
 
-ROUTES = ("/v1/chat/completions", "/chat/completions", "/v1/completions", "/completions", "/completion",
-          "/v1/embeddings", "/embeddings", "/v1/messages", "/v1/responses", "/infill", "/tokenize", "/detokenize",
-          "/apply-template", "/v1/models", "/models", "/health", "/v1/health", "/metrics", "/slots", "/props")
+ROUTES = (
+    "/v1/chat/completions",
+    "/chat/completions",
+    "/v1/completions",
+    "/completions",
+    "/completion",
+    "/v1/embeddings",
+    "/embeddings",
+    "/v1/messages",
+    "/v1/responses",
+    "/infill",
+    "/tokenize",
+    "/detokenize",
+    "/apply-template",
+    "/v1/models",
+    "/models",
+    "/health",
+    "/v1/health",
+    "/metrics",
+    "/slots",
+    "/props",
+)
 MAX_MODELS = 16  # distinct model labels kept; more become "other" (a client's typo must not grow the series)
 MAX_BODY = 4 << 20  # a non-streamed reply is kept up to this size to look for tool calls
 TTFT_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300)
@@ -47,27 +66,64 @@ class ProxyMetrics:
     def __init__(self, registry: CollectorRegistry, labels: Mapping[str, str]):
         self.labels = dict(labels)
         names = [*self.labels, "route", "model"]
-        self.ttft = Histogram("kimik3_proxy_ttft_seconds", "time to the first streamed event (or the whole reply "
-                              "when not streamed)", names, registry=registry, buckets=TTFT_BUCKETS)
-        self.itl = Histogram("kimik3_proxy_itl_seconds", "time between streamed events (inter-token latency)", names,
-                             registry=registry, buckets=ITL_BUCKETS)
-        self.e2e = Histogram("kimik3_proxy_e2e_seconds", "request start to the reply's last byte", names,
-                             registry=registry, buckets=E2E_BUCKETS)
-        self.requests = Counter("kimik3_proxy_requests", "requests through the proxy, by status code",
-                                [*names, "code"], registry=registry)
-        self.errors = Counter("kimik3_proxy_errors", "failed requests: upstream (no answer), http_4xx, http_5xx, "
-                              "stream (an error event), client_gone (closed before the end)", [*names, "kind"], registry=registry)
-        self.tool_parse = Counter("kimik3_proxy_tool_call_parse_failures", "replies whose tool call did not parse "
-                                  "(parser refusal, arguments not a JSON object, markup left in the content)",
-                                  [*names, "kind"], registry=registry)
-        self.tokens = Counter("kimik3_proxy_streamed_events", "streamed events with a delta (about one per token)",
-                              names, registry=registry)
+        self.ttft = Histogram(
+            "kimik3_proxy_ttft_seconds",
+            "time to the first streamed event (or the whole reply when not streamed)",
+            names,
+            registry=registry,
+            buckets=TTFT_BUCKETS,
+        )
+        self.itl = Histogram(
+            "kimik3_proxy_itl_seconds",
+            "time between streamed events (inter-token latency)",
+            names,
+            registry=registry,
+            buckets=ITL_BUCKETS,
+        )
+        self.e2e = Histogram(
+            "kimik3_proxy_e2e_seconds",
+            "request start to the reply's last byte",
+            names,
+            registry=registry,
+            buckets=E2E_BUCKETS,
+        )
+        self.requests = Counter(
+            "kimik3_proxy_requests", "requests through the proxy, by status code", [*names, "code"], registry=registry
+        )
+        self.errors = Counter(
+            "kimik3_proxy_errors",
+            "failed requests: upstream (no answer), http_4xx, http_5xx, "
+            "stream (an error event), client_gone (closed before the end)",
+            [*names, "kind"],
+            registry=registry,
+        )
+        self.tool_parse = Counter(
+            "kimik3_proxy_tool_call_parse_failures",
+            "replies whose tool call did not parse "
+            "(parser refusal, arguments not a JSON object, markup left in the content)",
+            [*names, "kind"],
+            registry=registry,
+        )
+        self.tokens = Counter(
+            "kimik3_proxy_streamed_events",
+            "streamed events with a delta (about one per token)",
+            names,
+            registry=registry,
+        )
         # Seed 001 lists the cache hit rate: llama-server's reply `timings` say how many prompt tokens it took from
         # its cache (cache_n) and how many it evaluated (prompt_n).
-        self.prompt_cached = Counter("kimik3_proxy_prompt_cached_tokens", "prompt tokens llama-server reused from "
-                                     "its cache (the reply's timings.cache_n)", names, registry=registry)
-        self.prompt_evaluated = Counter("kimik3_proxy_prompt_evaluated_tokens", "prompt tokens llama-server "
-                                        "evaluated (the reply's timings.prompt_n)", names, registry=registry)
+        self.prompt_cached = Counter(
+            "kimik3_proxy_prompt_cached_tokens",
+            "prompt tokens llama-server reused from its cache (the reply's timings.cache_n)",
+            names,
+            registry=registry,
+        )
+        self.prompt_evaluated = Counter(
+            "kimik3_proxy_prompt_evaluated_tokens",
+            "prompt tokens llama-server evaluated (the reply's timings.prompt_n)",
+            names,
+            registry=registry,
+        )
         self._models: set[str] = set()
 
     def model_label(self, body: bytes) -> str:
@@ -127,7 +183,7 @@ class RequestTrace:
             if self.first is None:
                 self.first = now
             if len(self.body) < MAX_BODY:
-                self.body += data[:MAX_BODY - len(self.body)]
+                self.body += data[: MAX_BODY - len(self.body)]
             return
         if not self.pending and data.startswith(b"data:") and data.endswith(b"\n\n") and data.count(b"\n") == 2:
             # The common case, one event per chunk as llama-server writes it: no join, no split.
@@ -171,7 +227,8 @@ class RequestTrace:
             for call in delta.get("tool_calls") or []:
                 index = int(call.get("index", 0))
                 self.call_args[index] = self.call_args.get(index, "") + str(
-                    (call.get("function") or {}).get("arguments") or "")
+                    (call.get("function") or {}).get("arguments") or ""
+                )
             content = delta.get("content")
             if isinstance(content, str) and content:
                 self.content_tail = (self.content_tail + content)[-64:]

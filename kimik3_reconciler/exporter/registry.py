@@ -46,8 +46,9 @@ class FrontSeries:
         record = self.ports.state.read(front_config_key(self.config.profile))
         if not record:
             return  # no front: the profile runs without handover
-        status, body = self.ports.http.get(f"{FrontConfig.from_json(record).control_url}/metrics",
-                                           timeout_s=FRONT_READ_S)
+        status, body = self.ports.http.get(
+            f"{FrontConfig.from_json(record).control_url}/metrics", timeout_s=FRONT_READ_S
+        )
         if status == 200:
             yield from relabel(body, self.config.labels)
 

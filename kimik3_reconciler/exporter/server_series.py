@@ -31,8 +31,11 @@ def slot_families(slots_json: str, labels: Mapping[str, str]) -> Iterator[Metric
     names = [*labels, "slot"]
     processing = GaugeMetricFamily("kimik3_slot_processing", "1 while the slot serves a request", labels=names)
     context = GaugeMetricFamily("kimik3_slot_context_tokens", "the slot's context size (n_ctx)", labels=names)
-    held = GaugeMetricFamily("kimik3_slot_kv_tokens", "tokens the slot's KV cache holds (prompt + generated), "
-                             "where the build's /slots reports them", labels=names)
+    held = GaugeMetricFamily(
+        "kimik3_slot_kv_tokens",
+        "tokens the slot's KV cache holds (prompt + generated), where the build's /slots reports them",
+        labels=names,
+    )
     any_held = False
     for slot in slots:
         if not isinstance(slot, dict):
@@ -58,6 +61,10 @@ def _kv_tokens(slot: dict[str, Any]) -> int | None:
     token = slot.get("next_token")
     if isinstance(token, list) and token and isinstance(token[0], dict):
         token = token[0]
-    if isinstance(token, dict) and isinstance(token.get("n_decoded"), int) and isinstance(slot.get("n_prompt_tokens"), int):
+    if (
+        isinstance(token, dict)
+        and isinstance(token.get("n_decoded"), int)
+        and isinstance(slot.get("n_prompt_tokens"), int)
+    ):
         return slot["n_prompt_tokens"] + token["n_decoded"]
     return None

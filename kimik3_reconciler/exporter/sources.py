@@ -22,7 +22,9 @@ from typing import Any
 # that need the container's pid (its RSS, its log line while loading) start after Docker answers.
 SOURCE_DEADLINE_S = {
     "docker": 2.0,  # inspect over the local socket: ~1 ms when dockerd is there
-    "server_health": 2.0, "server_metrics": 2.5, "server_slots": 2.5,  # llama-server on this host
+    "server_health": 2.0,
+    "server_metrics": 2.5,
+    "server_slots": 2.5,  # llama-server on this host
     "state": 1.0,  # a few small JSON records in the state dir
     "proc": 1.0,  # /proc/sys/kernel/numa_balancing, /proc/<pid>/status
     "nvml": 2.0,  # a wedged driver can hang NVML calls for minutes

@@ -52,6 +52,7 @@ def _gib(value: float | None) -> str:
 def quantile(samples: Samples, before: Samples, name: str, q: float) -> float | None:
     """The q-quantile of a histogram's observations between two readings (all of them when `before` lacks it),
     by linear interpolation inside the bucket, as PromQL's histogram_quantile does."""
+
     def buckets(s: Samples) -> dict[float, float]:
         acc: dict[float, float] = defaultdict(float)
         for labels, value in s.get(f"{name}_bucket", []):
@@ -88,8 +89,11 @@ def _last_apply(now: Samples, reverts: float) -> str:
     if reverted is not None:  # an exporter of an older kimik3 does not say
         said += ", reverted to the last good profile" if reverted else ", no revert"
     created = _one(now, "kimik3_apply_reverts_created")
-    since = (f"since {datetime.datetime.fromtimestamp(created, datetime.UTC):%Y-%m-%d %H:%M} UTC"
-             if created is not None else "in all")
+    since = (
+        f"since {datetime.datetime.fromtimestamp(created, datetime.UTC):%Y-%m-%d %H:%M} UTC"
+        if created is not None
+        else "in all"
+    )
     return f"{said}; {reverts:.0f} revert{'' if reverts == 1 else 's'} of this profile {since}"
 
 
@@ -102,7 +106,10 @@ def _server_rows(before: Samples, now: Samples, seconds: float, series: ServerSe
     slots = now.get("kimik3_slot_processing", [])
     if slots:
         rows.append(Row("server", "slots busy", f"{sum(v for _, v in slots):.0f} of {len(slots)}"))
-    for counter, label in ((series.generated_tokens_total, "decode tok/s"), (series.prompt_tokens_total, "prompt tok/s")):
+    for counter, label in (
+        (series.generated_tokens_total, "decode tok/s"),
+        (series.prompt_tokens_total, "prompt tok/s"),
+    ):
         now_v, then_v = _one(now, counter), _one(before, counter)
         if now_v is not None and then_v is not None and seconds > 0:
             rows.append(Row("server", label, f"{max(now_v - then_v, 0) / seconds:.1f}"))
@@ -112,8 +119,13 @@ def _server_rows(before: Samples, now: Samples, seconds: float, series: ServerSe
     if series.prefix_cache_hits_total and series.prefix_cache_queries_total:
         hits, queries = _one(now, series.prefix_cache_hits_total), _one(now, series.prefix_cache_queries_total)
         if hits is not None and queries:
-            rows.append(Row("server", "prefix cache hits", f"{100 * hits / queries:.0f} % of {queries:.0f} prompt "
-                            "tokens since the server started"))
+            rows.append(
+                Row(
+                    "server",
+                    "prefix cache hits",
+                    f"{100 * hits / queries:.0f} % of {queries:.0f} prompt tokens since the server started",
+                )
+            )
     return rows
 
 
@@ -122,8 +134,9 @@ def _latency_rows(before: Samples, now: Samples, series: ServerSeries) -> list[R
     histograms where it has them (vLLM), and vLLM's end-to-end latency."""
     names = (("kimik3_proxy_ttft_seconds", "TTFT p50/p95"), ("kimik3_proxy_itl_seconds", "ITL p50/p95"))
     if not any(f"{name}_bucket" in now for name, _ in names):
-        names = tuple((name, label) for name, label in ((series.ttft, "TTFT p50/p95"), (series.itl, "ITL p50/p95"))
-                      if name)
+        names = tuple(
+            (name, label) for name, label in ((series.ttft, "TTFT p50/p95"), (series.itl, "ITL p50/p95")) if name
+        )
     names += ((series.e2e, "request p50/p95"),) if series.e2e else ()
     rows: list[Row] = []
     for name, label in names:
@@ -142,8 +155,14 @@ def watch_rows(before: Samples, now: Samples, seconds: float, series: ServerSeri
     rows: list[Row] = []
     converged = _one(now, "kimik3_deployment_converged")
     info = (now.get("kimik3_deployment_info") or [({}, 0)])[0][0]
-    rows.append(Row("deployment", "profile", f"{info.get('profile', '-')} {info.get('quant', '')} "
-                                             f"{info.get('build', '')} fp {info.get('fingerprint', '-')}"))
+    rows.append(
+        Row(
+            "deployment",
+            "profile",
+            f"{info.get('profile', '-')} {info.get('quant', '')} "
+            f"{info.get('build', '')} fp {info.get('fingerprint', '-')}",
+        )
+    )
     rows.append(Row("deployment", "converged", {1.0: "yes", 0.0: "no"}.get(converged, "-")))
     state = "loaded" if _one(now, "kimik3_server_up") else "loading" if _one(now, "kimik3_server_loading") else "down"
     phase = (now.get("kimik3_load_phase") or [({}, 0)])[0][0].get("phase")
@@ -157,17 +176,25 @@ def watch_rows(before: Samples, now: Samples, seconds: float, series: ServerSeri
     for labels, total in now.get("kimik3_gpu_memory_total_bytes", []):
         gpu = labels.get("gpu")
         pick = lambda n: next((v for lb, v in now.get(n, []) if lb.get("gpu") == gpu), None)  # noqa: E731
-        rows.append(Row("gpu", f"GPU {gpu}", f"{_gib(pick('kimik3_gpu_memory_used_bytes'))} / {_gib(total)} used, "
-                        f"server {_gib(pick('kimik3_gpu_server_memory_bytes'))}, others "
-                        f"{_gib(pick('kimik3_gpu_foreign_memory_bytes'))} "
-                        f"({pick('kimik3_gpu_foreign_processes') or 0:.0f} processes)"))
+        rows.append(
+            Row(
+                "gpu",
+                f"GPU {gpu}",
+                f"{_gib(pick('kimik3_gpu_memory_used_bytes'))} / {_gib(total)} used, "
+                f"server {_gib(pick('kimik3_gpu_server_memory_bytes'))}, others "
+                f"{_gib(pick('kimik3_gpu_foreign_memory_bytes'))} "
+                f"({pick('kimik3_gpu_foreign_processes') or 0:.0f} processes)",
+            )
+        )
     rows.append(Row("host", "server RSS", _gib(_one(now, "kimik3_server_rss_bytes"))))
     cached, size = _one(now, "kimik3_shard_page_cache_bytes"), _one(now, "kimik3_shard_bytes")
     if size:
         rows.append(Row("host", "page cache", f"{_gib(cached)} of {_gib(size)} ({100 * (cached or 0) / size:.0f} %)"))
     balancing = _one(now, "kimik3_numa_balancing")
     if balancing is not None:
-        rows.append(Row("host", "numa_balancing", f"{balancing:.0f}" + ("" if balancing == 0 else " (seed 000: set 0)")))
+        rows.append(
+            Row("host", "numa_balancing", f"{balancing:.0f}" + ("" if balancing == 0 else " (seed 000: set 0)"))
+        )
     rows += _server_rows(before, now, seconds, series)
     # llama-server's prompt cache and speculation (names absent on other engines: no rows)
     rows += _prompt_cache_rows(before, now) + _speculation_rows(before, now, _one(now, series.running))
@@ -189,17 +216,25 @@ def _prompt_cache_rows(before: Samples, now: Samples) -> list[Row]:
     """Seed 001 lists the cache hit rate: the share of prompt tokens llama-server took from its cache
     (`prompt_tokens_cached_total` / `prompt_tokens_total`; the proxy's per-reply `timings.cache_n` as well)."""
     rows = []
-    cached, prompt = _delta(before, now, "llamacpp:prompt_tokens_cached_total"), \
-        _delta(before, now, "llamacpp:prompt_tokens_total")
+    cached, prompt = (
+        _delta(before, now, "llamacpp:prompt_tokens_cached_total"),
+        _delta(before, now, "llamacpp:prompt_tokens_total"),
+    )
     if cached is not None and prompt:
-        rows.append(Row("server", "prompt cache hits", f"{100 * cached / (cached + prompt):.0f} % of prompt tokens "
-                                                       "this interval"))
+        rows.append(
+            Row(
+                "server",
+                "prompt cache hits",
+                f"{100 * cached / (cached + prompt):.0f} % of prompt tokens this interval",
+            )
+        )
     proxy_cached = _one(now, "kimik3_proxy_prompt_cached_tokens_total")
     proxy_evaluated = _one(now, "kimik3_proxy_prompt_evaluated_tokens_total")
     if proxy_cached is not None and (proxy_cached + (proxy_evaluated or 0)) > 0:
         share = 100 * proxy_cached / (proxy_cached + (proxy_evaluated or 0))
-        rows.append(Row("latency", "prompt cache hits", f"{share:.0f} % of prompt tokens in replies since the "
-                                                        "exporter started"))
+        rows.append(
+            Row("latency", "prompt cache hits", f"{share:.0f} % of prompt tokens in replies since the exporter started")
+        )
     return rows
 
 
@@ -211,11 +246,22 @@ def _speculation_rows(before: Samples, now: Samples, processing: float | None) -
     # rule: spec-draft-concurrency
     # Seed 000: +23 %/+72 % at c1 with 4 slots, a loss at c4: what predicts the loss is the concurrency served.
     if processing >= SPEC_LOSS_CONCURRENCY:
-        return [Row("server", "speculation", f"drafting with {processing:.1f} requests decoding together (this "
-                                             f"interval's mean): seed 000 measured a loss at {SPEC_LOSS_CONCURRENCY} "
-                                             "concurrent requests; a profile without spec_draft serves them faster")]
-    return [Row("server", "speculation", f"drafting, {processing:.1f} requests decoding together (pays below "
-                                         f"{SPEC_LOSS_CONCURRENCY}, seed 000)")]
+        return [
+            Row(
+                "server",
+                "speculation",
+                f"drafting with {processing:.1f} requests decoding together (this "
+                f"interval's mean): seed 000 measured a loss at {SPEC_LOSS_CONCURRENCY} "
+                "concurrent requests; a profile without spec_draft serves them faster",
+            )
+        ]
+    return [
+        Row(
+            "server",
+            "speculation",
+            f"drafting, {processing:.1f} requests decoding together (pays below {SPEC_LOSS_CONCURRENCY}, seed 000)",
+        )
+    ]
 
 
 @dataclass(frozen=True)
@@ -238,18 +284,30 @@ def watch_source(ports: Ports, profile: Profile, observed: Observed) -> WatchSou
             status_code, text = ports.http.get(url)
             return text if status_code == 200 else ""
 
-        return WatchSource(f"kimik3 {profile.name}: exporter {running.unit or f'pid {running.pid}'} ({url})",
-                           read_exporter, engine_for(profile.engine).series)
-    with_metrics = profile if profile.metrics else profile.model_copy(
-        update={"metrics": values_of(MetricsSpec(port=1))})
+        return WatchSource(
+            f"kimik3 {profile.name}: exporter {running.unit or f'pid {running.pid}'} ({url})",
+            read_exporter,
+            engine_for(profile.engine).series,
+        )
+    with_metrics = (
+        profile if profile.metrics else profile.model_copy(update={"metrics": values_of(MetricsSpec(port=1))})
+    )
     registry = deployment_registry(render_exporter(render_desired(with_metrics, observed), observed), ports)
-    return WatchSource(f"kimik3 {profile.name}: collected here (the profile runs no exporter: no proxy latency)",
-                       lambda: exposition(registry), engine_for(profile.engine).series)
+    return WatchSource(
+        f"kimik3 {profile.name}: collected here (the profile runs no exporter: no proxy latency)",
+        lambda: exposition(registry),
+        engine_for(profile.engine).series,
+    )
 
 
-def readings(read: Callable[[], str], interval: float, iterations: int,
-             clock: Callable[[], float] = time.monotonic,
-             sleep: Callable[[float], None] = time.sleep, series: ServerSeries | None = None) -> Iterator[list[Row]]:
+def readings(
+    read: Callable[[], str],
+    interval: float,
+    iterations: int,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    series: ServerSeries | None = None,
+) -> Iterator[list[Row]]:
     """The live view's rows: the first reading at once (no rates yet), then one every `interval` with the rates
     since the reading before; `iterations` refreshes after the first (0: until the caller stops, e.g. Ctrl-C)."""
     before, then = samples_of(read()), clock()

@@ -13,5 +13,13 @@ from kimik3_reconciler.fleet.source import parse_fleet
 from kimik3_reconciler.fleet.values import Fleet, FleetHost, RolloutPolicy, RouterPlacement
 from kimik3_reconciler.model.fleet_kind import is_fleet_text
 
-__all__ = ["OVERRIDABLE", "Fleet", "FleetHost", "RolloutPolicy", "RouterPlacement", "fleet_json_schema",
-           "is_fleet_text", "parse_fleet"]
+__all__ = [
+    "OVERRIDABLE",
+    "Fleet",
+    "FleetHost",
+    "RolloutPolicy",
+    "RouterPlacement",
+    "fleet_json_schema",
+    "is_fleet_text",
+    "parse_fleet",
+]

@@ -26,8 +26,9 @@ TIMED_OUT = 124  # the shell adapter's: the command outlived its timeout
 class HostShell(Protocol):
     """Runs argv on a host (its shell reads them quoted), `stdin` as its input: (exit status, stdout, stderr)."""
 
-    def run(self, host: FleetHost, argv: Sequence[str], stdin: str | None, timeout_s: float) -> tuple[int, str, str]:
-        ...
+    def run(
+        self, host: FleetHost, argv: Sequence[str], stdin: str | None, timeout_s: float
+    ) -> tuple[int, str, str]: ...
 
 
 @dataclass(frozen=True)
@@ -54,13 +55,22 @@ def _last_line(text: str) -> str:
 
 def _failed(host: FleetHost, code: int, err: str, what: str) -> HostAnswer:
     if code == UNREACHABLE:
-        return HostAnswer(host.name, None, "unreachable", f"{host.name} ({host.ssh_target}) is unreachable over SSH: "
-                          f"{_last_line(err) or 'ssh exited 255'}")
+        return HostAnswer(
+            host.name,
+            None,
+            "unreachable",
+            f"{host.name} ({host.ssh_target}) is unreachable over SSH: {_last_line(err) or 'ssh exited 255'}",
+        )
     if code == TIMED_OUT:
         return HostAnswer(host.name, None, "timeout", f"{host.name}: {what} did not answer in time ({_last_line(err)})")
     if code == NOT_FOUND:
-        return HostAnswer(host.name, None, "missing", f"{host.name}: {' '.join(host.kimik3_command)} is not "
-                          f"installed there (exit 127: {_last_line(err)}); set kimik3_command in the inventory")
+        return HostAnswer(
+            host.name,
+            None,
+            "missing",
+            f"{host.name}: {' '.join(host.kimik3_command)} is not "
+            f"installed there (exit 127: {_last_line(err)}); set kimik3_command in the inventory",
+        )
     return HostAnswer(host.name, None, "refused", f"{host.name}: {what} exited {code}: {_last_line(err)}")
 
 
@@ -70,8 +80,11 @@ def ask(shell: HostShell, host: FleetHost, words: Sequence[str], identity: str, 
     host's kimik3 is `identity`."""
     asked: dict[str, tuple[int, str, str]] = {}
     argv = (*host.kimik3_command, *words, "--json", "/dev/stdin")
-    second = threading.Thread(target=lambda: asked.update(answer=shell.run(host, argv, host.profile_text, timeout_s)),
-                              name=f"fleet-{host.name}", daemon=True)
+    second = threading.Thread(
+        target=lambda: asked.update(answer=shell.run(host, argv, host.profile_text, timeout_s)),
+        name=f"fleet-{host.name}",
+        daemon=True,
+    )
     second.start()
     code, out, err = shell.run(host, (*host.kimik3_command, "--version"), None, timeout_s)
     second.join()
@@ -80,9 +93,14 @@ def ask(shell: HostShell, host: FleetHost, words: Sequence[str], identity: str, 
     version = shown(out.strip().removeprefix("kimik3 ").strip())
     if version != identity:
         # Another kimik3 plans with other rules and fingerprints: its plan is not this one's to price or apply.
-        return HostAnswer(host.name, None, "version", f"{host.name} runs kimik3 {version or '(unknown)'}, not this "
-                          f"kimik3 {identity}: install the same kimik3 there (fleet apply installs the pinned one)",
-                          version)
+        return HostAnswer(
+            host.name,
+            None,
+            "version",
+            f"{host.name} runs kimik3 {version or '(unknown)'}, not this "
+            f"kimik3 {identity}: install the same kimik3 there (fleet apply installs the pinned one)",
+            version,
+        )
     code, out, err = asked.get("answer", (TIMED_OUT, "", "no answer"))
     try:
         document = json.loads(out) if out.strip() else None
@@ -90,8 +108,14 @@ def ask(shell: HostShell, host: FleetHost, words: Sequence[str], identity: str, 
         document = None
     if isinstance(document, dict) and document.get("ok") is False and isinstance(document.get("error"), dict):
         error = document["error"]  # the host's kimik3 refused (cli/json_out.py's document): its message and code
-        return HostAnswer(host.name, None, "refused", f"{host.name}: kimik3 {' '.join(words)} exited "
-                          f"{error.get('exit_code', code)}: {shown(str(error.get('message', '')))}", version)
+        return HostAnswer(
+            host.name,
+            None,
+            "refused",
+            f"{host.name}: kimik3 {' '.join(words)} exited "
+            f"{error.get('exit_code', code)}: {shown(str(error.get('message', '')))}",
+            version,
+        )
     if code != 0 or not isinstance(document, dict):
         answer = _failed(host, code if code != 0 else 1, err or out, f"kimik3 {' '.join(words)}")
         return HostAnswer(answer.host, None, answer.problem, answer.message, version)

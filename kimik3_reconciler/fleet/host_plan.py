@@ -43,10 +43,12 @@ def step_lines(step: Mapping[str, Any]) -> tuple[str, ...]:
     """A changing step as `kimik3 plan` prints it (render.py's _render_step): symbol, kind, target; the reason; each
     diff item; the cost; warnings. The host's text is escaped (model.plan.shown): it reaches this terminal."""
     symbol, kind, target = (shown(str(step.get(k) or "?")) for k in ("symbol", "kind", "target"))
-    lines = [f"{symbol:>3} {kind:<9} {target}",
-             f"      {shown(str(step.get('reason') or ''))}"]
-    lines += [f"        {DiffItem(str(d.get('field')), d.get('old'), d.get('new'))}"
-              for d in step.get("diff") or () if isinstance(d, Mapping)]
+    lines = [f"{symbol:>3} {kind:<9} {target}", f"      {shown(str(step.get('reason') or ''))}"]
+    lines += [
+        f"        {DiffItem(str(d.get('field')), d.get('old'), d.get('new'))}"
+        for d in step.get("diff") or ()
+        if isinstance(d, Mapping)
+    ]
     if step.get("cost"):
         lines.append(f"      cost: {shown(str(step['cost']))}")
     lines += [f"      warning: {shown(str(w))}" for w in step.get("warnings") or ()]
@@ -78,8 +80,20 @@ def read_host_plan(host: str, document: Mapping[str, Any]) -> HostPlan:
         build = _seconds(_COMPILE.search(cost)) if build is None else build
         if step.get("kind") == "image" and (found := _PULL.search(cost)):
             pull += int(float(found.group(1)) * _UNIT_BYTES[found.group(2)])
-    relaunch = any(s.get("kind") == "container" and s.get("action") in ("create", "replace", "update")
-                   for s in changing)
+    relaunch = any(
+        s.get("kind") == "container" and s.get("action") in ("create", "replace", "update") for s in changing
+    )
     lines = tuple(line for s in changing for line in step_lines(s))
-    return HostPlan(host, bool(document.get("converged")), str(document.get("summary") or ""), lines, relaunch,
-                    downtime if relaunch else 0.0 if not changing else downtime, build, fetch, pull, model, hub)
+    return HostPlan(
+        host,
+        bool(document.get("converged")),
+        str(document.get("summary") or ""),
+        lines,
+        relaunch,
+        downtime if relaunch else 0.0 if not changing else downtime,
+        build,
+        fetch,
+        pull,
+        model,
+        hub,
+    )

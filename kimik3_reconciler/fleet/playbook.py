@@ -55,24 +55,55 @@ def inventory(hosts: Sequence[RolloutHost], batches: Sequence[Sequence[str]]) ->
     """The rollout group, hosts in batch order (the play's `order: inventory` then follows the batches)."""
     by_name = {h.name: h for h in hosts}
     ordered = [by_name[name] for batch in batches for name in batch]
-    return {"all": {"children": {ROLLOUT_GROUP: {"hosts": {
-        h.name: {**h.connection, "kimik3_command": list(h.kimik3_command), "kimik3_worker_url": h.worker_url,
-                 "kimik3_profile_file": h.profile_file}
-        for h in ordered}}}}}
+    return {
+        "all": {
+            "children": {
+                ROLLOUT_GROUP: {
+                    "hosts": {
+                        h.name: {
+                            **h.connection,
+                            "kimik3_command": list(h.kimik3_command),
+                            "kimik3_worker_url": h.worker_url,
+                            "kimik3_profile_file": h.profile_file,
+                        }
+                        for h in ordered
+                    }
+                }
+            }
+        }
+    }
 
 
 def _controller(step: RouterStep, *words: str) -> dict:
-    return {"ansible.builtin.command": {"argv": [*step.argv, *words, "--router", step.router_url,
-                                                 "--metrics", step.metrics_url, "--host", "{{ inventory_hostname }}",
-                                                 "--worker", "{{ kimik3_worker_url }}"]},
-            "delegate_to": "localhost", "changed_when": True}
+    return {
+        "ansible.builtin.command": {
+            "argv": [
+                *step.argv,
+                *words,
+                "--router",
+                step.router_url,
+                "--metrics",
+                step.metrics_url,
+                "--host",
+                "{{ inventory_hostname }}",
+                "--worker",
+                "{{ kimik3_worker_url }}",
+            ]
+        },
+        "delegate_to": "localhost",
+        "changed_when": True,
+    }
 
 
 def _on_host(gate: str, *words: str) -> dict:
-    return {"name": f"gate: {gate}",
-            "ansible.builtin.command": {"argv": "{{ kimik3_command + " + repr(list(words)) + " }}",
-                                        "stdin": "{{ lookup('ansible.builtin.file', kimik3_profile_file) }}"},
-            "changed_when": gate == "apply"}
+    return {
+        "name": f"gate: {gate}",
+        "ansible.builtin.command": {
+            "argv": "{{ kimik3_command + " + repr(list(words)) + " }}",
+            "stdin": "{{ lookup('ansible.builtin.file', kimik3_profile_file) }}",
+        },
+        "changed_when": gate == "apply",
+    }
 
 
 @dataclass(frozen=True)
@@ -99,43 +130,76 @@ def install_play(install: Install) -> dict:
         "tasks": [
             {"name": "kimik3: wheels folder", "ansible.builtin.file": {"path": wheels, "state": "directory"}},
             {"name": "kimik3: wheels", "ansible.builtin.unarchive": {"src": install.archive, "dest": wheels}},
-            {"name": "kimik3: venv", "ansible.builtin.command": {"argv": ["python3", "-m", "venv", "{{ kimik3_venv }}"],
-                                                                 "creates": "{{ kimik3_venv }}/bin/python"}},
-            {"name": "kimik3: dependencies", "ansible.builtin.command": {
-                "argv": [pip, "install", "-q", "--no-index", "--find-links", wheels, f"{wheels}/{install.wheel}"]},
-             "changed_when": True},
-            {"name": "kimik3: this build", "ansible.builtin.command": {
-                "argv": [pip, "install", "-q", "--no-index", "--no-deps", "--force-reinstall",
-                         f"{wheels}/{install.wheel}"]},
-             "changed_when": True},
+            {
+                "name": "kimik3: venv",
+                "ansible.builtin.command": {
+                    "argv": ["python3", "-m", "venv", "{{ kimik3_venv }}"],
+                    "creates": "{{ kimik3_venv }}/bin/python",
+                },
+            },
+            {
+                "name": "kimik3: dependencies",
+                "ansible.builtin.command": {
+                    "argv": [pip, "install", "-q", "--no-index", "--find-links", wheels, f"{wheels}/{install.wheel}"]
+                },
+                "changed_when": True,
+            },
+            {
+                "name": "kimik3: this build",
+                "ansible.builtin.command": {
+                    "argv": [
+                        pip,
+                        "install",
+                        "-q",
+                        "--no-index",
+                        "--no-deps",
+                        "--force-reinstall",
+                        f"{wheels}/{install.wheel}",
+                    ]
+                },
+                "changed_when": True,
+            },
         ],
     }
 
 
-def playbook(name: str, batches: Sequence[Sequence[str]], step: RouterStep,
-             install: Install | None = None) -> list[dict]:
+def playbook(
+    name: str, batches: Sequence[Sequence[str]], step: RouterStep, install: Install | None = None
+) -> list[dict]:
     """The rollout play (module docstring), after the install play when kimik3 is installed by this run."""
     drain = ["--drain-timeout", f"{step.drain_timeout_s:g}", "--min-serving", str(step.min_serving)]
     back = ["--traffic-timeout", f"{step.traffic_timeout_s:g}"]
-    return ([install_play(install)] if install else []) + [{
-        "name": f"kimik3 fleet apply {name}",
-        "hosts": ROLLOUT_GROUP,
-        "gather_facts": False,
-        "order": "inventory",
-        "serial": [len(batch) for batch in batches],
-        "any_errors_fatal": True,
-        "max_fail_percentage": 0,
-        "tasks": [
-            {"name": "router: out", **_controller(step, "out", *drain)},
-            {"block": [_on_host("apply", "apply", "/dev/stdin"),
-                       _on_host("converged", "plan", "--detailed-exitcode", "/dev/stdin"),
-                       _on_host("verify", "verify", "/dev/stdin")],
-             "rescue": [
-                 {"name": "router: in (the reverted server)",
-                  **_controller(step, "in", *back, "--failed-gate", "{{ ansible_failed_task.name }}")},
-                 {"name": "halt", "ansible.builtin.fail": {
-                     "msg": "{{ inventory_hostname }} failed {{ ansible_failed_task.name }}: rollout halted"}},
-             ]},
-            {"name": "router: in", **_controller(step, "in", *back)},
-        ],
-    }]
+    return ([install_play(install)] if install else []) + [
+        {
+            "name": f"kimik3 fleet apply {name}",
+            "hosts": ROLLOUT_GROUP,
+            "gather_facts": False,
+            "order": "inventory",
+            "serial": [len(batch) for batch in batches],
+            "any_errors_fatal": True,
+            "max_fail_percentage": 0,
+            "tasks": [
+                {"name": "router: out", **_controller(step, "out", *drain)},
+                {
+                    "block": [
+                        _on_host("apply", "apply", "/dev/stdin"),
+                        _on_host("converged", "plan", "--detailed-exitcode", "/dev/stdin"),
+                        _on_host("verify", "verify", "/dev/stdin"),
+                    ],
+                    "rescue": [
+                        {
+                            "name": "router: in (the reverted server)",
+                            **_controller(step, "in", *back, "--failed-gate", "{{ ansible_failed_task.name }}"),
+                        },
+                        {
+                            "name": "halt",
+                            "ansible.builtin.fail": {
+                                "msg": "{{ inventory_hostname }} failed {{ ansible_failed_task.name }}: rollout halted"
+                            },
+                        },
+                    ],
+                },
+                {"name": "router: in", **_controller(step, "in", *back)},
+            ],
+        }
+    ]

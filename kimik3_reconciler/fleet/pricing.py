@@ -93,5 +93,13 @@ def price_rollout(policy: RolloutPolicy, plans: Mapping[str, HostPlan]) -> Rollo
         timeline.append((clock, serving_now, f"{', '.join(hosts)} back in the router"))
     drains = len(batches) * policy.drain_timeout_s
     unpriced = tuple(h for h in changing if plans[h].relaunch and plans[h].downtime_s is None)
-    return RolloutPrice(tuple(batches), clock, clock + drains, tuple(timeline), transfers(policy.hosts, plans),
-                        unpriced, len(policy.hosts), policy.min_serving)
+    return RolloutPrice(
+        tuple(batches),
+        clock,
+        clock + drains,
+        tuple(timeline),
+        transfers(policy.hosts, plans),
+        unpriced,
+        len(policy.hosts),
+        policy.min_serving,
+    )

@@ -26,8 +26,7 @@ class RouterRow:
 class RouterView(Protocol):
     """The seam for a router adapter (smg): each host's state in the router, by host name."""
 
-    def rows(self, fleet: Fleet) -> Mapping[str, RouterRow]:
-        ...
+    def rows(self, fleet: Fleet) -> Mapping[str, RouterRow]: ...
 
 
 def _duration(seconds: float) -> str:
@@ -39,34 +38,59 @@ def _gib(n: int) -> str:
 
 
 def price_json(price: RolloutPrice) -> dict[str, Any]:
-    return {"batches": [asdict(b) for b in price.batches], "duration_s": price.duration_s,
-            "duration_max_s": price.duration_max_s, "hosts": price.hosts, "min_serving": price.min_serving,
-            "timeline": [{"at_s": t, "serving": n, "event": e} for t, n, e in price.timeline],
-            "transfers": [asdict(t) for t in price.transfers], "hub_bytes": price.hub_bytes,
-            "peer_bytes": price.peer_bytes, "unpriced": list(price.unpriced)}
+    return {
+        "batches": [asdict(b) for b in price.batches],
+        "duration_s": price.duration_s,
+        "duration_max_s": price.duration_max_s,
+        "hosts": price.hosts,
+        "min_serving": price.min_serving,
+        "timeline": [{"at_s": t, "serving": n, "event": e} for t, n, e in price.timeline],
+        "transfers": [asdict(t) for t in price.transfers],
+        "hub_bytes": price.hub_bytes,
+        "peer_bytes": price.peer_bytes,
+        "unpriced": list(price.unpriced),
+    }
 
 
-def plan_document(fleet: Fleet, answers: tuple[HostAnswer, ...], plans: Mapping[str, HostPlan],
-                  price: RolloutPrice) -> dict[str, Any]:
+def plan_document(
+    fleet: Fleet, answers: tuple[HostAnswer, ...], plans: Mapping[str, HostPlan], price: RolloutPrice
+) -> dict[str, Any]:
     hosts = []
     for answer in answers:
         host = fleet.host(answer.host)
-        entry: dict[str, Any] = {"host": host.name, "target": host.ssh_target, "ok": answer.ok,
-                                 "kimik3": answer.version}
+        entry: dict[str, Any] = {
+            "host": host.name,
+            "target": host.ssh_target,
+            "ok": answer.ok,
+            "kimik3": answer.version,
+        }
         if not answer.ok:
             entry.update(problem=answer.problem, message=answer.message)
         else:
             p = plans[answer.host]
-            entry.update(converged=p.converged, summary=p.summary, relaunch=p.relaunch, downtime_s=p.downtime_s,
-                         build_s=p.build_s, fetch_bytes=p.fetch_bytes, pull_bytes=p.pull_bytes, plan=answer.document)
+            entry.update(
+                converged=p.converged,
+                summary=p.summary,
+                relaunch=p.relaunch,
+                downtime_s=p.downtime_s,
+                build_s=p.build_s,
+                fetch_bytes=p.fetch_bytes,
+                pull_bytes=p.pull_bytes,
+                plan=answer.document,
+            )
         hosts.append(entry)
-    return {"fleet": fleet.name, "ok": all(a.ok for a in answers),
-            "converged": all(a.ok and plans[a.host].converged for a in answers),
-            "hosts": hosts, "rollout": price_json(price)}
+    return {
+        "fleet": fleet.name,
+        "ok": all(a.ok for a in answers),
+        "converged": all(a.ok and plans[a.host].converged for a in answers),
+        "hosts": hosts,
+        "rollout": price_json(price),
+    }
 
 
-def plan_lines(fleet: Fleet, answers: tuple[HostAnswer, ...], plans: Mapping[str, HostPlan],
-               price: RolloutPrice) -> list[str]:
+def plan_lines(
+    fleet: Fleet, answers: tuple[HostAnswer, ...], plans: Mapping[str, HostPlan], price: RolloutPrice
+) -> list[str]:
     lines = []
     for answer in answers:
         host = fleet.host(answer.host)
@@ -77,20 +101,28 @@ def plan_lines(fleet: Fleet, answers: tuple[HostAnswer, ...], plans: Mapping[str
         lines.append(f"host {host.name} ({host.ssh_target}): {p.summary}")
         lines += list(p.changes)
     lines.append("")
-    lines.append(f"rollout: {price.hosts} hosts, at most {price.hosts - price.min_serving} out at once "
-                 f"(at least {price.min_serving} serving)")
+    lines.append(
+        f"rollout: {price.hosts} hosts, at most {price.hosts - price.min_serving} out at once "
+        f"(at least {price.min_serving} serving)"
+    )
     if not price.batches:
         lines.append("  nothing to roll: no planned host has changes")
     for i, batch in enumerate(price.batches, 1):
         what = "canary" if batch.canary else f"batch {i}"
-        downtime = ", ".join(f"{h} ~{_duration(plans[h].downtime_s or 0)} downtime"
-                             + (f" + ~{_duration(plans[h].build_s)} compile" if plans[h].build_s else "")
-                             for h in batch.hosts)
-        lines.append(f"  {what}: {', '.join(batch.hosts)} at +{_duration(batch.start_s)}: {downtime}; "
-                     f"{batch.serving} serving meanwhile")
-    lines.append(f"  duration: ~{_duration(price.duration_s)} with immediate drains, "
-                 f"~{_duration(price.duration_max_s)} "
-                 f"if every drain takes its whole timeout")
+        downtime = ", ".join(
+            f"{h} ~{_duration(plans[h].downtime_s or 0)} downtime"
+            + (f" + ~{_duration(plans[h].build_s)} compile" if plans[h].build_s else "")
+            for h in batch.hosts
+        )
+        lines.append(
+            f"  {what}: {', '.join(batch.hosts)} at +{_duration(batch.start_s)}: {downtime}; "
+            f"{batch.serving} serving meanwhile"
+        )
+    lines.append(
+        f"  duration: ~{_duration(price.duration_s)} with immediate drains, "
+        f"~{_duration(price.duration_max_s)} "
+        f"if every drain takes its whole timeout"
+    )
     lines.append("  capacity: " + " → ".join(f"{n}@+{_duration(t)}" for t, n, _ in price.timeline))
     for t in price.transfers:
         lines.append(f"  bytes: {t.host} needs {_gib(t.bytes)} of {t.model} from {t.source}")
@@ -101,36 +133,54 @@ def plan_lines(fleet: Fleet, answers: tuple[HostAnswer, ...], plans: Mapping[str
     return lines
 
 
-def status_row(fleet: Fleet, answer: HostAnswer, router: Mapping[str, RouterRow],
-               in_flight: int | None = None) -> dict[str, Any]:
+def status_row(
+    fleet: Fleet, answer: HostAnswer, router: Mapping[str, RouterRow], in_flight: int | None = None
+) -> dict[str, Any]:
     """One row of `fleet status`: the host's container and model as its own `kimik3 status --json` reports them;
     requests in flight from its server's /metrics (`in_flight`), else from the router."""
     host = fleet.host(answer.host)
     in_router = router.get(host.name)
-    row: dict[str, Any] = {"host": host.name, "target": host.ssh_target, "kimik3": answer.version,
-                           "router": in_router.state if in_router else None,
-                           "in_flight": in_flight if in_flight is not None else in_router.in_flight if in_router
-                           else None}
+    row: dict[str, Any] = {
+        "host": host.name,
+        "target": host.ssh_target,
+        "kimik3": answer.version,
+        "router": in_router.state if in_router else None,
+        "in_flight": in_flight if in_flight is not None else in_router.in_flight if in_router else None,
+    }
     if not answer.ok:
         return {**row, "ok": False, "problem": answer.problem, "message": answer.message, "health": answer.problem}
     doc = answer.document or {}
     container = doc.get("container") or {}
     inputs = container.get("inputs") or {}
     model = doc.get("model") or {}
-    drift = ("no container" if not container else f"container {container.get('state')}"
-             if container.get("state") != "running" else "unverified launch" if doc.get("unverified") else "none seen")
-    return {**row, "ok": True, "fingerprint": (container.get("fingerprint") or "")[:12] or None,
-            "quant": inputs.get("model.quant") or model.get("quant"), "build": container.get("image") or None,
-            "health": container.get("health") or container.get("state") or "absent", "drift": drift,
-            "locked": bool((doc.get("lock") or {}).get("held"))}
+    drift = (
+        "no container"
+        if not container
+        else f"container {container.get('state')}"
+        if container.get("state") != "running"
+        else "unverified launch"
+        if doc.get("unverified")
+        else "none seen"
+    )
+    return {
+        **row,
+        "ok": True,
+        "fingerprint": (container.get("fingerprint") or "")[:12] or None,
+        "quant": inputs.get("model.quant") or model.get("quant"),
+        "build": container.get("image") or None,
+        "health": container.get("health") or container.get("state") or "absent",
+        "drift": drift,
+        "locked": bool((doc.get("lock") or {}).get("held")),
+    }
 
 
 STATUS_COLUMNS = ("host", "fingerprint", "quant", "build", "kimik3", "health", "in_flight", "router", "drift")
 
 
 def status_lines(rows: list[dict[str, Any]]) -> list[str]:
-    table = [list(STATUS_COLUMNS)] + [[("-" if r.get(c) is None else str(r.get(c))) for c in STATUS_COLUMNS]
-                                      for r in rows]
+    table = [list(STATUS_COLUMNS)] + [
+        [("-" if r.get(c) is None else str(r.get(c))) for c in STATUS_COLUMNS] for r in rows
+    ]
     widths = [max(len(line[i]) for line in table) for i in range(len(STATUS_COLUMNS))]
     out = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in table]
     out += [f"{r['host']}: {r['message']}" for r in rows if not r["ok"]]

@@ -6,11 +6,12 @@ the policy against the host count, each host's effective profile) are fleet/sour
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Optional, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
 
 from kimik3_reconciler.model.durations import parse_duration
+
 # _matching: the profile's constrained-string type (pattern in the JSON Schema, the message as written)
 from kimik3_reconciler.model.profile_schema import ProfileName, _matching, refuse
 
@@ -32,12 +33,13 @@ ROUTER_POLICIES = ("cache_aware", "round_robin", "random", "power_of_two")
 
 
 GroupName = _matching(GROUP_NAME, "an Ansible group name: letters, digits and '_', not starting with a digit")
-HostName = _matching(HOST_NAME, "an inventory host name: letters, digits, '.', '-', '_' or ':' (a name or an "
-                                "address)")
+HostName = _matching(HOST_NAME, "an inventory host name: letters, digits, '.', '-', '_' or ':' (a name or an address)")
 MemberName = _matching(r"[A-Za-z0-9_][A-Za-z0-9._:-]{0,252}", "a group or host name of the inventory")
 Port = Annotated[int, Field(ge=1, le=65535)]
-PinnedVersion = _matching(r"[0-9]+\.[0-9]+\.[0-9]+", "must be one exact release, e.g. \"1.13.0\" (quote it): a "
-                                                   "range or 'latest' moves under a running fleet")
+PinnedVersion = _matching(
+    r"[0-9]+\.[0-9]+\.[0-9]+",
+    "must be one exact release, e.g. \"1.13.0\" (quote it): a range or 'latest' moves under a running fleet",
+)
 
 
 def _check_duration(value: Any) -> Any:
@@ -50,54 +52,67 @@ def _check_duration(value: Any) -> Any:
     return value
 
 
-DurationText = Annotated[Union[int, str], AfterValidator(_check_duration),
-                         WithJsonSchema({"anyOf": [{"type": "integer", "minimum": 0},
-                                                   {"type": "string", "pattern": r"^(\d+(\.\d+)?(ms|s|m|h))+$"}]})]
+DurationText = Annotated[
+    int | str,
+    AfterValidator(_check_duration),
+    WithJsonSchema(
+        {"anyOf": [{"type": "integer", "minimum": 0}, {"type": "string", "pattern": r"^(\d+(\.\d+)?(ms|s|m|h))+$"}]}
+    ),
+]
 
 
 class HostVars(BaseModel):
     """An inventory host's (or group's) vars: Ansible's connection vars checked, the rest kept as written."""
 
     model_config = _VARS_CONFIG
-    ansible_host: Optional[Annotated[str, Field(min_length=1)]] = Field(
-        None, description="the address SSH connects to (default: the inventory name)")
-    ansible_user: Optional[Annotated[str, Field(min_length=1)]] = Field(None, description="the SSH user")
-    ansible_port: Optional[Port] = Field(None, description="the SSH port (default: ssh's, 22)")
-    ansible_ssh_private_key_file: Optional[Annotated[str, Field(min_length=1)]] = Field(
-        None, description="the SSH key (ssh -i)")
-    ansible_ssh_common_args: Optional[str] = Field(None, description="more ssh options, e.g. -o UserKnownHostsFile=F")
-    ansible_ssh_extra_args: Optional[str] = Field(None, description="ssh options for ssh only (as Ansible)")
-    kimik3_command: Optional[Union[Annotated[str, Field(min_length=1)],
-                                   Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)]]] = Field(
-        None, description="how kimik3 is run on the host: a path or an argv list, e.g. [/opt/kimik3/bin/kimik3] "
-                          "(default: kimik3 on the login PATH)")
-    kimik3_profile_dir: Optional[Annotated[str, Field(pattern="^/")]] = Field(
-        None, description="the folder the profile's relative paths mean on this host (absolute; default: the "
-                          "profile's folder here)")
+    ansible_host: Annotated[str, Field(min_length=1)] | None = Field(
+        None, description="the address SSH connects to (default: the inventory name)"
+    )
+    ansible_user: Annotated[str, Field(min_length=1)] | None = Field(None, description="the SSH user")
+    ansible_port: Port | None = Field(None, description="the SSH port (default: ssh's, 22)")
+    ansible_ssh_private_key_file: Annotated[str, Field(min_length=1)] | None = Field(
+        None, description="the SSH key (ssh -i)"
+    )
+    ansible_ssh_common_args: str | None = Field(None, description="more ssh options, e.g. -o UserKnownHostsFile=F")
+    ansible_ssh_extra_args: str | None = Field(None, description="ssh options for ssh only (as Ansible)")
+    kimik3_command: (
+        Annotated[str, Field(min_length=1)]
+        | Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)]
+        | None
+    ) = Field(
+        None,
+        description="how kimik3 is run on the host: a path or an argv list, e.g. [/opt/kimik3/bin/kimik3] "
+        "(default: kimik3 on the login PATH)",
+    )
+    kimik3_profile_dir: Annotated[str, Field(pattern="^/")] | None = Field(
+        None,
+        description="the folder the profile's relative paths mean on this host (absolute; default: the "
+        "profile's folder here)",
+    )
 
 
 class InventoryGroup(BaseModel):
     """One group of a YAML inventory: its hosts, child groups and vars (Ansible's `hosts`/`children`/`vars`)."""
 
     model_config = _CONFIG
-    hosts: Optional[dict[HostName, Optional[HostVars]]] = None
-    children: Optional[dict[GroupName, Optional[InventoryGroup]]] = None
-    vars: Optional[HostVars] = None
+    hosts: dict[HostName, HostVars | None] | None = None
+    children: dict[GroupName, InventoryGroup | None] | None = None
+    vars: HostVars | None = None
 
 
 class ServeOverrides(BaseModel):
     """What of `serve:` may differ between hosts: the port, and the address (an IP on that host)."""
 
     model_config = _CONFIG
-    port: Optional[Any] = Field(None, description="serve.port on this host")
-    host: Optional[Any] = Field(None, description="serve.host on this host (loopback, or an IP of this host)")
+    port: Any | None = Field(None, description="serve.port on this host")
+    host: Any | None = Field(None, description="serve.host on this host (loopback, or an IP of this host)")
 
 
 class ModelOverrides(BaseModel):
     """What of `model:` may differ between hosts: where the hub cache is."""
 
     model_config = _CONFIG
-    cache_dir: Optional[Any] = Field(None, description="model.cache_dir on this host")
+    cache_dir: Any | None = Field(None, description="model.cache_dir on this host")
 
 
 class RpcOverrides(BaseModel):
@@ -112,10 +127,10 @@ class HostOverrides(BaseModel):
     effective profile, as a profile's own field is."""
 
     model_config = _CONFIG
-    gpus: Optional[Any] = Field(None, description="gpus on this host: all, none, or a list of indices/UUIDs")
-    serve: Optional[ServeOverrides] = None
-    model: Optional[ModelOverrides] = None
-    rpc: Optional[RpcOverrides] = None
+    gpus: Any | None = Field(None, description="gpus on this host: all, none, or a list of indices/UUIDs")
+    serve: ServeOverrides | None = None
+    model: ModelOverrides | None = None
+    rpc: RpcOverrides | None = None
 
 
 class RolloutSpec(BaseModel):
@@ -123,14 +138,16 @@ class RolloutSpec(BaseModel):
 
     model_config = _CONFIG
     hosts: MemberName = Field("all", description="the inventory group (or host) that serves the profile")
-    canary: Optional[MemberName] = Field(
-        None, description="a group or host rolled first, alone (default: the first host)")
+    canary: MemberName | None = Field(None, description="a group or host rolled first, alone (default: the first host)")
     max_unavailable: Annotated[int, Field(ge=1)] = Field(
-        1, description="hosts out of the router at once: the batch size (the rest keep serving)")
+        1, description="hosts out of the router at once: the batch size (the rest keep serving)"
+    )
     on_failure: Literal["halt", "continue"] = Field(
-        "halt", description="a host failing a gate is reverted; halt stops the rollout there, continue goes on")
+        "halt", description="a host failing a gate is reverted; halt stops the rollout there, continue goes on"
+    )
     drain_timeout: DurationText = Field(
-        "60s", description="how long a host out of the router may finish its in-flight requests")
+        "60s", description="how long a host out of the router may finish its in-flight requests"
+    )
 
 
 class RouterSpec(BaseModel):
@@ -138,9 +155,10 @@ class RouterSpec(BaseModel):
 
     model_config = _CONFIG
     kind: Literal["smg"] = Field("smg", description="smg: the SGLang model gateway (PyPI `smg`)")
-    version: PinnedVersion = Field(description="the exact smg release, e.g. \"1.13.0\"")
+    version: PinnedVersion = Field(description='the exact smg release, e.g. "1.13.0"')
     host: Annotated[str, Field(min_length=1)] = Field(
-        "localhost", description="where it runs: localhost (the machine running kimik3 fleet) or an inventory host")
+        "localhost", description="where it runs: localhost (the machine running kimik3 fleet) or an inventory host"
+    )
     port: Port = 30000
     policy: Literal[ROUTER_POLICIES] = Field("cache_aware", description="smg --policy")  # type: ignore[valid-type]
 
@@ -153,11 +171,14 @@ class FleetFile(BaseModel):
     kind: Literal["Fleet"]
     name: ProfileName
     profile: Annotated[str, Field(min_length=1)] = Field(
-        description="the profile the hosts serve (relative to this file)")
-    inventory: dict[GroupName, Optional[InventoryGroup]] = Field(
-        description="the hosts, as an Ansible YAML inventory (top-level groups, usually `all:`)", min_length=1)
+        description="the profile the hosts serve (relative to this file)"
+    )
+    inventory: dict[GroupName, InventoryGroup | None] = Field(
+        description="the hosts, as an Ansible YAML inventory (top-level groups, usually `all:`)", min_length=1
+    )
     overrides: dict[HostName, HostOverrides] = Field(
-        default_factory=dict, description=f"per host, what differs from the profile ({', '.join(OVERRIDABLE)})")
+        default_factory=dict, description=f"per host, what differs from the profile ({', '.join(OVERRIDABLE)})"
+    )
     rollout: RolloutSpec = RolloutSpec()
     router: RouterSpec
 

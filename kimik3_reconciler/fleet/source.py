@@ -64,8 +64,11 @@ def parse_fleet(text: str, source: str, read_text: Callable[[str], str]) -> Flee
     _check_router(spec, inventory, problems)
     for name in spec.overrides:
         if rollout is not None and name not in rollout.hosts:
-            problems.add(("overrides", name), f"{name!r} is not a host of the rollout's group "
-                         f"{spec.rollout.hosts!r}: hosts are named as the inventory names them")
+            problems.add(
+                ("overrides", name),
+                f"{name!r} is not a host of the rollout's group "
+                f"{spec.rollout.hosts!r}: hosts are named as the inventory names them",
+            )
     base = _base_profile(spec, source, read_text, problems)
     if problems.found or rollout is None or base is None:
         raise ProfileError(_sorted(problems.found))
@@ -74,8 +77,16 @@ def parse_fleet(text: str, source: str, read_text: Callable[[str], str]) -> Flee
     if problems.found:
         raise ProfileError(_sorted(problems.found))
     r = spec.router
-    return Fleet(spec.name, source, Path(base.source).resolve(), hosts, rollout,  # type: ignore[arg-type]
-                 RouterPlacement(r.kind, r.version, r.host, r.port, r.policy), data["inventory"], lines)
+    return Fleet(
+        spec.name,
+        source,
+        Path(base.source).resolve(),
+        hosts,
+        rollout,  # type: ignore[arg-type]
+        RouterPlacement(r.kind, r.version, r.host, r.port, r.policy),
+        data["inventory"],
+        lines,
+    )
 
 
 def _fixed_overrides(data: Any, problems: _Problems) -> Any:
@@ -94,15 +105,19 @@ def _fixed_overrides(data: Any, problems: _Problems) -> Any:
         for key, value in tree.items():
             nested = isinstance(value, dict) and key in ("serve", "model", "rpc")
             inner = {k: v for k, v in value.items() if f"{key}.{k}" in OVERRIDABLE} if nested else value
-            for k in (value if nested else {}):
+            for k in value if nested else {}:
                 if f"{key}.{k}" not in OVERRIDABLE:
-                    problems.add(("overrides", host, key, k), f"{key}.{k} cannot differ between hosts: every host "
-                                 f"serves the profile's value ({allowed})")
+                    problems.add(
+                        ("overrides", host, key, k),
+                        f"{key}.{k} cannot differ between hosts: every host serves the profile's value ({allowed})",
+                    )
             if key == "gpus" or nested:
                 kept[host][key] = inner
             elif key in profile_fields:
-                problems.add(("overrides", host, key), f"{key} cannot differ between hosts: every host serves the "
-                             f"profile's value ({allowed})")
+                problems.add(
+                    ("overrides", host, key),
+                    f"{key} cannot differ between hosts: every host serves the profile's value ({allowed})",
+                )
             else:
                 kept[host][key] = value  # not a profile field: the schema says "unknown key" with a suggestion
     return {**data, "overrides": kept}
@@ -122,27 +137,39 @@ def _rollout(spec: FleetFile, inventory: Inventory, problems: _Problems) -> Roll
     if r.canary is not None:
         named = inventory.members(r.canary)
         if named is None:
-            problems.add(("rollout", "canary"), f"no group or host {r.canary!r} in the inventory (groups: "
-                         f"{', '.join(sorted(inventory.groups))})")
+            problems.add(
+                ("rollout", "canary"),
+                f"no group or host {r.canary!r} in the inventory (groups: {', '.join(sorted(inventory.groups))})",
+            )
             return None
         outside = [h for h in named if h not in hosts]
         if outside:
-            problems.add(("rollout", "canary"), f"{outside[0]!r} is in the canary but not in the rollout's hosts "
-                         f"({r.hosts!r})")
+            problems.add(
+                ("rollout", "canary"), f"{outside[0]!r} is in the canary but not in the rollout's hosts ({r.hosts!r})"
+            )
             return None
         canary = tuple(h for h in hosts if h in named)
         if len(canary) == len(hosts) and len(hosts) > 1:
             # A canary is the few hosts a bad change reaches first; all of them leaves nothing it protects.
-            problems.add(("rollout", "canary"), f"{r.canary!r} is every host of the rollout: a canary is the "
-                         "first few hosts, so a bad change stops before it reaches the rest")
+            problems.add(
+                ("rollout", "canary"),
+                f"{r.canary!r} is every host of the rollout: a canary is the "
+                "first few hosts, so a bad change stops before it reaches the rest",
+            )
             return None
     if r.max_unavailable >= len(hosts):
         # Out of the router at once = every host: the fleet would serve nothing for a batch.
-        problems.add(("rollout", "max_unavailable"), f"{r.max_unavailable} of {len(hosts)} host(s) out at once "
-                     "would take every host down: at most "
-                     + (f"{len(hosts) - 1}, so one keeps serving" if len(hosts) > 1 else
-                        "0 are possible with one host: add a host (a fleet rolls behind a router without downtime)"),
-                     near=("rollout", "hosts") if ("rollout", "hosts") in problems.lines else ("inventory",))
+        problems.add(
+            ("rollout", "max_unavailable"),
+            f"{r.max_unavailable} of {len(hosts)} host(s) out at once "
+            "would take every host down: at most "
+            + (
+                f"{len(hosts) - 1}, so one keeps serving"
+                if len(hosts) > 1
+                else "0 are possible with one host: add a host (a fleet rolls behind a router without downtime)"
+            ),
+            near=("rollout", "hosts") if ("rollout", "hosts") in problems.lines else ("inventory",),
+        )
         return None
     return RolloutPolicy(hosts, canary, r.max_unavailable, r.on_failure, parse_duration(str(r.drain_timeout)))
 
@@ -150,20 +177,31 @@ def _rollout(spec: FleetFile, inventory: Inventory, problems: _Problems) -> Roll
 def _check_router(spec: FleetFile, inventory: Inventory, problems: _Problems) -> None:
     where = spec.router.host
     if where != "localhost" and inventory.members(where) != (where,):
-        problems.add(("router", "host"), f"{where!r} is neither localhost nor a host of the inventory: the router "
-                     "runs where kimik3 fleet runs (localhost) or on an inventory host")
+        problems.add(
+            ("router", "host"),
+            f"{where!r} is neither localhost nor a host of the inventory: the router "
+            "runs where kimik3 fleet runs (localhost) or on an inventory host",
+        )
 
 
-def _base_profile(spec: FleetFile, source: str, read_text: Callable[[str], str],
-                  problems: _Problems) -> LoadedProfile | None:
+def _base_profile(
+    spec: FleetFile, source: str, read_text: Callable[[str], str], problems: _Problems
+) -> LoadedProfile | None:
     path = Path(source).resolve().parent / spec.profile
     try:
         loaded = parse_profile(read_text(str(path)), source=str(path))
         # rule: pinned-to-serve
         # Every host must serve the same bytes: a branch or tag resolved by each host at its own time would not be
         # one deployment. Each host's plan refuses it too; refused here before any host is asked.
-        problems.found += [ProfileProblem(loaded.source, line_for(pin.field, loaded.lines) or 1, render_path(pin.field),
-                                          unpinned_message(pin, loaded.source)) for pin in unpinned(loaded.profile)]
+        problems.found += [
+            ProfileProblem(
+                loaded.source,
+                line_for(pin.field, loaded.lines) or 1,
+                render_path(pin.field),
+                unpinned_message(pin, loaded.source),
+            )
+            for pin in unpinned(loaded.profile)
+        ]
         return loaded
     except InputError as exc:
         problems.add(("profile",), f"{exc} (the profile is relative to the fleet file)")
@@ -172,8 +210,7 @@ def _base_profile(spec: FleetFile, source: str, read_text: Callable[[str], str],
     return None
 
 
-def _host(spec: FleetFile, inventory: Inventory, name: str, base: LoadedProfile,
-          problems: _Problems) -> FleetHost:
+def _host(spec: FleetFile, inventory: Inventory, name: str, base: LoadedProfile, problems: _Problems) -> FleetHost:
     entry = next(h for h in inventory.hosts if h.name == name)
     overrides = spec.overrides[name].model_dump(exclude_none=True) if name in spec.overrides else {}
     variables = dict(entry.vars)
@@ -181,8 +218,11 @@ def _host(spec: FleetFile, inventory: Inventory, name: str, base: LoadedProfile,
         try:
             shlex.split(str(variables.get(var) or ""))
         except ValueError as exc:  # an unclosed quote: ssh would never be run with it
-            problems.add(("inventory", *entry.path, var), f"{exc}: write the ssh options as a shell would read them",
-                         near=("inventory", *entry.path))
+            problems.add(
+                ("inventory", *entry.path, var),
+                f"{exc}: write the ssh options as a shell would read them",
+                near=("inventory", *entry.path),
+            )
     folder = variables.get("kimik3_profile_dir") or str(PurePosixPath(Path(base.source).parent))
     command = variables.get("kimik3_command") or "kimik3"
     text = with_overrides(base.text, overrides) if overrides else base.text
@@ -195,9 +235,19 @@ def _host(spec: FleetFile, inventory: Inventory, name: str, base: LoadedProfile,
     except ProfileError as exc:
         for problem in exc.problems:
             _host_problem(name, overrides, problem, problems)
-    return FleetHost(name, str(variables.get("ansible_host") or name), variables.get("ansible_user"),
-                     variables.get("ansible_port"), entry.groups, variables, overrides, text, loaded.profile,
-                     (command,) if isinstance(command, str) else tuple(command), folder)
+    return FleetHost(
+        name,
+        str(variables.get("ansible_host") or name),
+        variables.get("ansible_user"),
+        variables.get("ansible_port"),
+        entry.groups,
+        variables,
+        overrides,
+        text,
+        loaded.profile,
+        (command,) if isinstance(command, str) else tuple(command),
+        folder,
+    )
 
 
 def _field_path(rendered: str) -> FieldPath:
@@ -208,32 +258,39 @@ def _host_problem(name: str, overrides: Mapping[str, Any], problem: ProfileProbl
     """A problem of a host's effective profile: at the override that caused it when one did, else as the profile
     reads (the host named)."""
     path = _field_path(problem.field)
-    if any(path[:len(o)] == o for o in override_paths(overrides)):
+    if any(path[: len(o)] == o for o in override_paths(overrides)):
         problems.add(("overrides", name, *path), f"{problem.message} (host {name}'s effective profile)")
     else:
         problems.found.append(ProfileProblem(problem.source, problem.line, problem.field, problem.message))
 
 
-def _check_reachable(spec: FleetFile, hosts: tuple[FleetHost, ...], entries: Mapping[str, FieldPath],
-                     problems: _Problems) -> None:
+def _check_reachable(
+    spec: FleetFile, hosts: tuple[FleetHost, ...], entries: Mapping[str, FieldPath], problems: _Problems
+) -> None:
     """The router must reach every host's server, and two servers on one address need two ports."""
     seen: dict[tuple[str, int], str] = {}
     for host in hosts:
         serve = host.profile.serve
         where = host.address if serve.host == "loopback" else serve.host
         if (where, serve.port) in seen:
-            problems.add(("overrides", host.name), f"host {host.name} serves on {where}:{serve.port} as host "
-                         f"{seen[(where, serve.port)]} does: give one of them another serve.port",
-                         near=("inventory", *entries[host.name]))
+            problems.add(
+                ("overrides", host.name),
+                f"host {host.name} serves on {where}:{serve.port} as host "
+                f"{seen[(where, serve.port)]} does: give one of them another serve.port",
+                near=("inventory", *entries[host.name]),
+            )
         seen[(where, serve.port)] = host.name
         remote_router = spec.router.host not in (host.name,) and not (
-            spec.router.host == "localhost" and _LOOPBACK.fullmatch(host.address))
+            spec.router.host == "localhost" and _LOOPBACK.fullmatch(host.address)
+        )
         if serve.host == "loopback" and remote_router:
             # A loopback bind answers only on that host: the router elsewhere would see it down forever.
-            problems.add(("overrides", host.name, "serve", "host"),
-                         f"host {host.name}'s server binds loopback, which the router on {spec.router.host} cannot "
-                         f"reach: set overrides.{host.name}.serve.host to an address of {host.address}",
-                         near=("inventory", *entries[host.name]))
+            problems.add(
+                ("overrides", host.name, "serve", "host"),
+                f"host {host.name}'s server binds loopback, which the router on {spec.router.host} cannot "
+                f"reach: set overrides.{host.name}.serve.host to an address of {host.address}",
+                near=("inventory", *entries[host.name]),
+            )
 
 
 def _sorted(items: list[ProfileProblem]) -> list[ProfileProblem]:

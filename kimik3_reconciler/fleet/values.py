@@ -77,7 +77,7 @@ class RolloutPolicy:
 
 
 def _chunks(names: tuple[str, ...], size: int) -> tuple[tuple[str, ...], ...]:
-    return tuple(names[i:i + size] for i in range(0, len(names), size))
+    return tuple(names[i : i + size] for i in range(0, len(names), size))
 
 
 @dataclass(frozen=True)

@@ -38,11 +38,15 @@ def key_file_problem(text: str) -> str | None:
     keys = api_keys(text)
     if not keys:
         # llama-server with --api-key-file and no key in it serves everyone: the profile asked for a key.
-        return ("holds no key (only empty or '#' lines): llama-server would start without one and answer anyone "
-                "who reaches its port; write the key on a line of its own")
+        return (
+            "holds no key (only empty or '#' lines): llama-server would start without one and answer anyone "
+            "who reaches its port; write the key on a line of its own"
+        )
     for number, line in enumerate(text.split("\n"), start=1):
         if line in keys and not _KEY.fullmatch(line):
-            return (f"line {number}: a key holds whitespace, a carriage return (a CRLF file?) or a non-ASCII "
-                    "character: llama-server compares the line byte for byte, so clients sending the key as typed "
-                    "are refused (401); write each key as printable ASCII on a line of its own, LF line endings")
+            return (
+                f"line {number}: a key holds whitespace, a carriage return (a CRLF file?) or a non-ASCII "
+                "character: llama-server compares the line byte for byte, so clients sending the key as typed "
+                "are refused (401); write each key as printable ASCII on a line of its own, LF line endings"
+            )
     return None

@@ -40,8 +40,10 @@ class BenchSettings:
         need = self.prompt_tokens + self.output_tokens
         if need <= room:
             return None
-        return (f"--prompt-tokens {self.prompt_tokens} + --output-tokens {self.output_tokens} = {need} tokens a "
-                f"request, but {said} = {room}: lower them, or raise it and apply")
+        return (
+            f"--prompt-tokens {self.prompt_tokens} + --output-tokens {self.output_tokens} = {need} tokens a "
+            f"request, but {said} = {room}: lower them, or raise it and apply"
+        )
 
 
 @dataclass(frozen=True)
@@ -123,8 +125,11 @@ class LevelResult:
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
-        data.update(decode_disagreement=self.decode_disagreement, prompt_disagreement=self.prompt_disagreement,
-                    metrics_disagreement=self.metrics_disagreement)
+        data.update(
+            decode_disagreement=self.decode_disagreement,
+            prompt_disagreement=self.prompt_disagreement,
+            metrics_disagreement=self.metrics_disagreement,
+        )
         return data
 
     @classmethod
@@ -133,8 +138,9 @@ class LevelResult:
         return cls(**{k: v for k, v in data.items() if k in names})
 
 
-def summarise(concurrency: int, samples: list[RequestSample], wall_s: float,
-              metrics_tokens: float | None) -> LevelResult:
+def summarise(
+    concurrency: int, samples: list[RequestSample], wall_s: float, metrics_tokens: float | None
+) -> LevelResult:
     ok = [s for s in samples if s.error is None and s.first_token is not None]
     failed = [s for s in samples if s not in ok]
     ttfts = [s.ttft for s in ok if s.ttft is not None]
@@ -144,13 +150,22 @@ def summarise(concurrency: int, samples: list[RequestSample], wall_s: float,
     server_prompt = [s.server["prompt_per_second"] for s in ok if s.server.get("prompt_per_second")]
     tokens = sum(s.tokens for s in ok)
     return LevelResult(
-        concurrency=concurrency, requests=len(samples), errors=len(failed), wall_s=wall_s,
-        ttft_p50=percentile(ttfts, 0.5), ttft_p95=percentile(ttfts, 0.95),
-        itl_p50=percentile([1 / r for r in rates], 0.5), decode_p50=percentile(rates, 0.5),
-        aggregate=tokens / wall_s if wall_s > 0 else 0.0, prompt_rate=percentile(prompt_rates, 0.5),
-        server_decode_p50=percentile(server_decode, 0.5), server_prompt_p50=percentile(server_prompt, 0.5),
-        metrics_tokens=metrics_tokens, client_tokens=tokens,
-        first_error=next((s.error for s in failed if s.error), "no token streamed" if failed else None))
+        concurrency=concurrency,
+        requests=len(samples),
+        errors=len(failed),
+        wall_s=wall_s,
+        ttft_p50=percentile(ttfts, 0.5),
+        ttft_p95=percentile(ttfts, 0.95),
+        itl_p50=percentile([1 / r for r in rates], 0.5),
+        decode_p50=percentile(rates, 0.5),
+        aggregate=tokens / wall_s if wall_s > 0 else 0.0,
+        prompt_rate=percentile(prompt_rates, 0.5),
+        server_decode_p50=percentile(server_decode, 0.5),
+        server_prompt_p50=percentile(server_prompt, 0.5),
+        metrics_tokens=metrics_tokens,
+        client_tokens=tokens,
+        first_error=next((s.error for s in failed if s.error), "no token streamed" if failed else None),
+    )
 
 
 @dataclass(frozen=True)
@@ -168,16 +183,27 @@ class BenchRun:
         return next((lv for lv in self.levels if lv.concurrency == concurrency), None)
 
     def to_json(self) -> dict[str, Any]:
-        return {"profile": self.profile, "fingerprint": self.fingerprint, "date": self.date,
-                "settings": asdict(self.settings), "knobs": self.knobs,
-                "levels": [lv.to_json() for lv in self.levels]}
+        return {
+            "profile": self.profile,
+            "fingerprint": self.fingerprint,
+            "date": self.date,
+            "settings": asdict(self.settings),
+            "knobs": self.knobs,
+            "levels": [lv.to_json() for lv in self.levels],
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> BenchRun:
         settings = dict(data["settings"])
         settings["grid"] = tuple(settings["grid"])
-        return cls(data["profile"], data["fingerprint"], data["date"], BenchSettings(**settings),
-                   tuple(LevelResult.from_json(lv) for lv in data["levels"]), data.get("knobs", {}))
+        return cls(
+            data["profile"],
+            data["fingerprint"],
+            data["date"],
+            BenchSettings(**settings),
+            tuple(LevelResult.from_json(lv) for lv in data["levels"]),
+            data.get("knobs", {}),
+        )
 
 
 def bench_index_key(profile: str) -> str:

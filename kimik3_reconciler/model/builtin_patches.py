@@ -33,7 +33,7 @@ BUILTIN_PATCHES: tuple[BuiltinPatch, ...] = (
         variants=("cuda",),
         default_for=("cuda",),  # measured on the H200 host: hybrid load 0.44x, tokens identical (operations.md)
         what="the pinned (CUDA_Host) buffer of the CPU experts is faulted in by several threads, then registered "
-             "with CUDA, instead of one thread in cudaMallocHost (issue 15: 5-9 s of a 16 GB hybrid load)",
+        "with CUDA, instead of one thread in cudaMallocHost (issue 15: 5-9 s of a 16 GB hybrid load)",
         runtime_off="serve.env: {KIMIK3_PARALLEL_PIN: '0'} (stock cudaMallocHost path, no rebuild)",
     ),
     BuiltinPatch(
@@ -42,9 +42,9 @@ BUILTIN_PATCHES: tuple[BuiltinPatch, ...] = (
         # the code path is the loader's (src/llama-model-loader.cpp), the same for the CPU buffer of a CPU build
         variants=("cuda", "cpu"),
         what="without mmap, the tensors of host buffers (the CPU experts of a hybrid load, every tensor of a CPU "
-             "build) are read by several threads with pread() instead of one read() at a time on the loader's "
-             "thread (issue 15: ~3.5 GB/s from the page cache on one thread, ~35 GB/s on 8; a pre-read reload "
-             "0.2-0.3x the cold one instead of 0.5x)",
+        "build) are read by several threads with pread() instead of one read() at a time on the loader's "
+        "thread (issue 15: ~3.5 GB/s from the page cache on one thread, ~35 GB/s on 8; a pre-read reload "
+        "0.2-0.3x the cold one instead of 0.5x)",
         runtime_off="serve.env: {KIMIK3_PARALLEL_READ: '0'} (stock one-thread read, no rebuild)",
         # CUDA: measured on the H200 host (run-load.sh measure3, tests/fixtures/h200/read-patch-h200*.json): warm
         # hybrid load 0.41x / 0.38x the pin-only build, pre-read reload 0.28x / 0.20x the cold one (16 / 41 GB),

@@ -60,8 +60,9 @@ class MeasuredRam:
 
 # Seed 000 step 2: "UD-Q2_K_XL (19 shards, 802 GiB) - hybrid, ~130 GiB of experts on CPU" on 8x RTX PRO 6000
 # (765 GiB of VRAM), with --fit's split (step 5's default).
-Q2_K_XL_RAM = MeasuredRam(130 * GIB, 8, VRAM_POOL_BYTES,
-                          "seed 000 step 2 measured ~130 GiB on 8x RTX PRO 6000 (765 GiB of VRAM)")
+Q2_K_XL_RAM = MeasuredRam(
+    130 * GIB, 8, VRAM_POOL_BYTES, "seed 000 step 2 measured ~130 GiB on 8x RTX PRO 6000 (765 GiB of VRAM)"
+)
 
 # llama-server's host-RAM prompt cache (--cache-ram) when the profile leaves serve.cache_ram out: 8192 MiB in the
 # pinned b11434 (reference/llama-cpp.md §1.1, `prompt cache is enabled, size limit: 8192 MiB`).
@@ -90,26 +91,64 @@ class QuantInfo:
 
 _CATALOG: tuple[QuantInfo, ...] = (
     # Seed 000 step 2: the three quants verified end-to-end on 8x RTX PRO 6000 (2026-09-05).
-    QuantInfo("UD-Q2_K_XL", 19, 802 * GIB, "hybrid", True, 0.0, 1.0,
-              note="the reference quality; ~130 GiB of experts on CPU; 5.8 tok/s c1, 16.0 tok/s c8 at -ub 4096",
-              hybrid_ram=Q2_K_XL_RAM),
-    QuantInfo("UD-IQ2_XXS", 16, 662 * GIB, "all-vram", True, 0.37, 0.846,
-              note="13.9 tok/s c1, ~25 tok/s c4-c8; GSM8K 97.5 / HumanEval 95.7 / MBPP 97.0 %",
-              # Seed 000 step 5: the all-VRAM quant of the recipe OOMs on the first request below 6144.
-              all_vram_fit=FitMargin(6144, 6144, None, True, "seed 000 step 5 (all-VRAM needs --fit-target 6144)")),
-    QuantInfo("UD-Q2_K_XL-REAP770", 1, 697 * GIB, "all-vram", True, 0.047, 0.954,
-              note="made locally (14 % least-used experts sliced off); HumanEval 86.6 % / MBPP 85.5 %: not for coding",
-              # Seed 000 step 2: ~86 ms/token at 8 slots with --fit-target 4096; "a 6144 margin silently
-              # spills 2-3 expert layers to the CPU and costs 40 %".
-              all_vram_fit=FitMargin(4096, 4096, 6144, True, "seed 000 step 2 (REAP770: --fit-target 4096; "
-                                     "6144 spills 2-3 expert layers to the CPU, -40 %)"),
-              made_locally=True),
+    QuantInfo(
+        "UD-Q2_K_XL",
+        19,
+        802 * GIB,
+        "hybrid",
+        True,
+        0.0,
+        1.0,
+        note="the reference quality; ~130 GiB of experts on CPU; 5.8 tok/s c1, 16.0 tok/s c8 at -ub 4096",
+        hybrid_ram=Q2_K_XL_RAM,
+    ),
+    QuantInfo(
+        "UD-IQ2_XXS",
+        16,
+        662 * GIB,
+        "all-vram",
+        True,
+        0.37,
+        0.846,
+        note="13.9 tok/s c1, ~25 tok/s c4-c8; GSM8K 97.5 / HumanEval 95.7 / MBPP 97.0 %",
+        # Seed 000 step 5: the all-VRAM quant of the recipe OOMs on the first request below 6144.
+        all_vram_fit=FitMargin(6144, 6144, None, True, "seed 000 step 5 (all-VRAM needs --fit-target 6144)"),
+    ),
+    QuantInfo(
+        "UD-Q2_K_XL-REAP770",
+        1,
+        697 * GIB,
+        "all-vram",
+        True,
+        0.047,
+        0.954,
+        note="made locally (14 % least-used experts sliced off); HumanEval 86.6 % / MBPP 85.5 %: not for coding",
+        # Seed 000 step 2: ~86 ms/token at 8 slots with --fit-target 4096; "a 6144 margin silently
+        # spills 2-3 expert layers to the CPU and costs 40 %".
+        all_vram_fit=FitMargin(
+            4096,
+            4096,
+            6144,
+            True,
+            "seed 000 step 2 (REAP770: --fit-target 4096; 6144 spills 2-3 expert layers to the CPU, -40 %)",
+        ),
+        made_locally=True,
+    ),
     # Seed 000: "UD-TQ2_0 is known to produce corrupted logits on these GPUs".
-    QuantInfo("UD-TQ2_0", None, None, "hybrid", False, None, None,
-              refused="known to produce corrupted logits on sm_120 (seed 000)"),
+    QuantInfo(
+        "UD-TQ2_0",
+        None,
+        None,
+        "hybrid",
+        False,
+        None,
+        None,
+        refused="known to produce corrupted logits on sm_120 (seed 000)",
+    ),
     # Seed 001: sizes from the Unsloth model card; mechanically supported, never vetted here.
-    QuantInfo("UD-Q4_K_XL", None, int(1.51e12), "hybrid", False, None, None,
-              note="~1.51 TB (seed 001): twice the VRAM pool"),
+    QuantInfo(
+        "UD-Q4_K_XL", None, int(1.51e12), "hybrid", False, None, None, note="~1.51 TB (seed 001): twice the VRAM pool"
+    ),
     QuantInfo("UD-IQ1_M", None, 649 * GB, "all-vram", False, None, None),
     QuantInfo("UD-IQ1_S", None, 594 * GB, "all-vram", False, None, None),
 )

@@ -23,6 +23,7 @@ def parse_checkpoint_config(data: bytes) -> CheckpointConfig | None:
     for prefix, section in ((None, config), *((key, config.get(key)) for key in _NESTED)):
         heads = section.get("num_attention_heads") if isinstance(section, dict) else None
         if isinstance(heads, int) and not isinstance(heads, bool) and heads > 0:
-            return CheckpointConfig(attention_heads=heads,
-                                    heads_key=f"{prefix}.num_attention_heads" if prefix else "num_attention_heads")
+            return CheckpointConfig(
+                attention_heads=heads, heads_key=f"{prefix}.num_attention_heads" if prefix else "num_attention_heads"
+            )
     return None

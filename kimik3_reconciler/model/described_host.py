@@ -22,8 +22,12 @@ _GPU = ("name", "count", "memory_gib", "memory_bytes", "compute_capability")
 
 def _number(value: Any, where: str, source: str, integer: bool = False) -> float:
     # bool is an int to Python: `count: yes` must not read as one GPU.
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0 or (integer and not
-                                                                                            isinstance(value, int)):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or value <= 0
+        or (integer and not isinstance(value, int))
+    ):
         kind = "a positive whole number" if integer else "a positive number"
         raise InputError(f"{source}: {where}: must be {kind}, got {value!r}")
     return value
@@ -65,16 +69,32 @@ def described_host(data: Any, source: str) -> HostFacts:
         count = int(_number(entry.get("count", 1), f"{where}count", source, integer=True))
         memory = _bytes(entry, "memory", where, source)
         capability = entry.get("compute_capability", [0, 0])
-        if not (isinstance(capability, list) and len(capability) == 2
-                and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in capability)):
+        if not (
+            isinstance(capability, list)
+            and len(capability) == 2
+            and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in capability)
+        ):
             raise InputError(f"{source}: {where}compute_capability: must be [major, minor], e.g. [10, 3]")
         for _ in range(count):
             n = len(gpus)
-            gpus.append(GpuFact(index=n, uuid=f"described-{n}", name=name, compute_capability=tuple(capability),
-                                memory_total=memory, memory_free=memory))
+            gpus.append(
+                GpuFact(
+                    index=n,
+                    uuid=f"described-{n}",
+                    name=name,
+                    compute_capability=tuple(capability),
+                    memory_total=memory,
+                    memory_free=memory,
+                )
+            )
     driver = data.get("driver")
     if driver is not None and not (isinstance(driver, str) and driver[:1].isdigit()):
-        raise InputError(f"{source}: driver: must be a version as nvidia-smi prints it (quoted), e.g. \"580.95.05\"")
+        raise InputError(f'{source}: driver: must be a version as nvidia-smi prints it (quoted), e.g. "580.95.05"')
     ram = _bytes(data, "ram", "", source)
-    return HostFacts(gpus=tuple(gpus), ram_total=ram, ram_available=ram, driver_version=driver,
-                     gpu_probe="ok" if driver else "no-driver")
+    return HostFacts(
+        gpus=tuple(gpus),
+        ram_total=ram,
+        ram_available=ram,
+        driver_version=driver,
+        gpu_probe="ok" if driver else "no-driver",
+    )

@@ -12,9 +12,9 @@ NOT_ENGINES: dict[str, str] = {
     # and it "does not change K3's memory needs"; it exposes no --n-cpu-moe/--override-tensor, the expert split seed
     # 000's hybrid needs. No Ollama binary is reachable from kimik3's test machines: nothing about it is tested.
     "ollama": "is not a kimik3 engine: Ollama is a wrapper over the same GGUF path (seed 001) and gives no "
-              "--n-cpu-moe/--override-tensor control, which the hybrid expert split needs (seed 000); serve the "
-              "same quant with engine: llamacpp (model.repo unsloth/Kimi-K3-GGUF, model.quant as in "
-              "hf.co/unsloth/Kimi-K3-GGUF:<quant>)",
+    "--n-cpu-moe/--override-tensor control, which the hybrid expert split needs (seed 000); serve the "
+    "same quant with engine: llamacpp (model.repo unsloth/Kimi-K3-GGUF, model.quant as in "
+    "hf.co/unsloth/Kimi-K3-GGUF:<quant>)",
 }
 
 DEFAULT_ENGINE = "llamacpp"
@@ -29,8 +29,22 @@ ENGINES: dict[str, str] = {
 # the others; the JSON Schema says the same: profile_schema._engine_schema; a vllm container's `kimik3.inputs`
 # label leaves llama.cpp's serve fields out: model/launch_input.py).
 LLAMACPP_ONLY: tuple[tuple[str, ...], ...] = (
-    ("build",), ("rpc",), ("model", "quant"), ("model", "mmproj"), ("model", "tokenizer"), ("model", "local_path"),
-    ("gate", "quant"), ("gate", "smoke"), ("serve", "batch"), ("serve", "ubatch"), ("serve", "fit_target"),
-    ("serve", "n_cpu_moe"), ("serve", "ctx_size"), ("serve", "parallel"), ("serve", "cache_ram"),
-    ("serve", "spec_draft"), ("serve", "load_mode"))
+    ("build",),
+    ("rpc",),
+    ("model", "quant"),
+    ("model", "mmproj"),
+    ("model", "tokenizer"),
+    ("model", "local_path"),
+    ("gate", "quant"),
+    ("gate", "smoke"),
+    ("serve", "batch"),
+    ("serve", "ubatch"),
+    ("serve", "fit_target"),
+    ("serve", "n_cpu_moe"),
+    ("serve", "ctx_size"),
+    ("serve", "parallel"),
+    ("serve", "cache_ram"),
+    ("serve", "spec_draft"),
+    ("serve", "load_mode"),
+)
 ENGINE_SECTIONS: dict[str, tuple[str, ...]] = {"image": ("vllm", "sglang"), "vllm": ("vllm",), "sglang": ("sglang",)}

@@ -275,8 +275,11 @@ class RunningConfig(_Fact):
     restart_policy: str = "no"
 
     # In JSON (`status --json`, logs) env values and secret flags never show: only names and positions.
-    _json = {"env": lambda pairs: _names_only(pairs), "defaults": lambda pairs: _names_only(pairs),
-             "command": lambda argv: list(mask_secret_args(argv))}
+    _json = {
+        "env": lambda pairs: _names_only(pairs),
+        "defaults": lambda pairs: _names_only(pairs),
+        "command": lambda argv: list(mask_secret_args(argv)),
+    }
 
 
 def _names_only(pairs: tuple[tuple[str, str], ...]) -> list[list[str]]:
@@ -425,6 +428,8 @@ class WorkerFact(_Fact):
     mem_total: int | None = None  # the worker host's RAM (docker info MemTotal): the CPU device's memory
     cpus: int | None = None
     context_bytes: int = 0  # bytes an image build there ships (source archive, patches, Dockerfile)
+
+
 class RemovedWorkerFact(_Fact):
     """An RPC worker an apply launched (its state record) that the profile no longer names, seen through its
     recorded Docker: its rpc-server would keep listening on the network unless it is removed."""
@@ -472,7 +477,9 @@ class Observed(_Fact):
     layout: ModelLayout | None = None
     layout_recorded: bool = False  # read from its state record (else from the GGUF headers: the model step records it)
     reference: ModelFact | None = None  # gate.quant.reference_quant's files, when the gate applies
-    gate_records: dict[str, dict[str, Any]] = default(dict)  # image fingerprint -> result  # from the quant's GGUF headers (ranged reads or the cache)  # model.tokenizer: non-weight files of an HF-format repo
+    gate_records: dict[str, dict[str, Any]] = default(
+        dict
+    )  # image fingerprint -> result  # from the quant's GGUF headers (ranged reads or the cache)  # model.tokenizer: non-weight files of an HF-format repo
     images: tuple[ImageFact, ...] = ()
     pulled: PulledImageFact | None = None  # the image by digest, for an engine that pulls it (else None)
     base_images: dict[str, str | None] = default(dict)  # ref -> local image id

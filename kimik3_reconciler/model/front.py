@@ -71,5 +71,10 @@ class HoldOrder:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> HoldOrder:
-        return cls(drain_s=float(data["drain_s"]), queue=int(data["queue"]), wait_s=float(data["wait_s"]),
-                   lease_s=float(data["lease_s"]), retry_after_s=int(data["retry_after_s"]))
+        return cls(
+            drain_s=float(data["drain_s"]),
+            queue=int(data["queue"]),
+            wait_s=float(data["wait_s"]),
+            lease_s=float(data["lease_s"]),
+            retry_after_s=int(data["retry_after_s"]),
+        )

@@ -145,12 +145,17 @@ class Frozen:
         from pydantic_core import core_schema
 
         hints = typing.get_type_hints(cls)
-        fields = {name: core_schema.typed_dict_field(handler.generate_schema(hints[name]),
-                                                     required=name not in cls._defaults) for name in cls._fields}
+        fields = {
+            name: core_schema.typed_dict_field(handler.generate_schema(hints[name]), required=name not in cls._defaults)
+            for name in cls._fields
+        }
         return core_schema.no_info_after_validator_function(
-            lambda data: cls(**data), core_schema.typed_dict_schema(fields, extra_behavior="forbid"),
+            lambda data: cls(**data),
+            core_schema.typed_dict_schema(fields, extra_behavior="forbid"),
             serialization=core_schema.plain_serializer_function_ser_schema(
-                lambda value, info: value.model_dump(mode=info.mode), info_arg=True))
+                lambda value, info: value.model_dump(mode=info.mode), info_arg=True
+            ),
+        )
 
 
 def _may_convert(hint: Any) -> bool:

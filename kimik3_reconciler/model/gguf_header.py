@@ -7,9 +7,9 @@ ggml type); tensor data is never touched. Sizes per ggml type come from ggml's b
 
 from __future__ import annotations
 
+import re
 import struct
 from dataclasses import dataclass
-import re
 from typing import Any
 
 from kimik3_reconciler.model.facts import ModelLayout
@@ -33,11 +33,38 @@ class NotGguf(ValueError):
 
 # ggml type id -> (elements per block, bytes per block)  (ggml.h / ggml.c type traits)
 TYPE_SIZES: dict[int, tuple[int, int]] = {
-    0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24), 8: (32, 34), 9: (32, 36),
-    10: (256, 84), 11: (256, 110), 12: (256, 144), 13: (256, 176), 14: (256, 210), 15: (256, 292),
-    16: (256, 66), 17: (256, 74), 18: (256, 98), 19: (256, 50), 20: (32, 18), 21: (256, 110), 22: (256, 82),
-    23: (256, 136), 24: (1, 1), 25: (1, 2), 26: (1, 4), 27: (1, 8), 28: (1, 8), 29: (256, 56), 30: (1, 2),
-    34: (256, 54), 35: (256, 66), 39: (32, 17),
+    0: (1, 4),
+    1: (1, 2),
+    2: (32, 18),
+    3: (32, 20),
+    6: (32, 22),
+    7: (32, 24),
+    8: (32, 34),
+    9: (32, 36),
+    10: (256, 84),
+    11: (256, 110),
+    12: (256, 144),
+    13: (256, 176),
+    14: (256, 210),
+    15: (256, 292),
+    16: (256, 66),
+    17: (256, 74),
+    18: (256, 98),
+    19: (256, 50),
+    20: (32, 18),
+    21: (256, 110),
+    22: (256, 82),
+    23: (256, 136),
+    24: (1, 1),
+    25: (1, 2),
+    26: (1, 4),
+    27: (1, 8),
+    28: (1, 8),
+    29: (256, 56),
+    30: (1, 2),
+    34: (256, 54),
+    35: (256, 66),
+    39: (32, 17),
 }
 _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 
@@ -70,7 +97,7 @@ class _Reader:
     def take(self, n: int) -> bytes:
         if self.pos + n > len(self.data):
             raise NeedMoreBytes(max(2 * len(self.data), self.pos + n + (1 << 20)))
-        chunk = self.data[self.pos:self.pos + n]
+        chunk = self.data[self.pos : self.pos + n]
         self.pos += n
         return chunk
 
@@ -150,8 +177,15 @@ def summarize(headers: list[GgufHeader]) -> ModelLayout:
     state = (3 * max(0, d_conv - 1) * d_inner + head_dim * head_dim * n_head) * 4
     kda_layers = sum(1 for h in kv_heads[:n_layer] if not h)
     latent = int(meta.get(f"{arch}.attention.kv_lora_rank", 0)) + int(meta.get(f"{arch}.rope.dimension_count", 0))
-    return ModelLayout(n_layer=n_layer, layer_dense=tuple(dense), layer_experts=tuple(experts), output_bytes=output,
-                       token_embd_bytes=token_embd, kv_bytes_per_token=mla_layers * latent * 2,
-                       n_embd=int(meta.get(f"{arch}.embedding_length", 0)), n_vocab=n_vocab,
-                       context_length=int(meta.get(f"{arch}.context_length", 0)),
-                       state_bytes_per_slot=kda_layers * state)
+    return ModelLayout(
+        n_layer=n_layer,
+        layer_dense=tuple(dense),
+        layer_experts=tuple(experts),
+        output_bytes=output,
+        token_embd_bytes=token_embd,
+        kv_bytes_per_token=mla_layers * latent * 2,
+        n_embd=int(meta.get(f"{arch}.embedding_length", 0)),
+        n_vocab=n_vocab,
+        context_length=int(meta.get(f"{arch}.context_length", 0)),
+        state_bytes_per_slot=kda_layers * state,
+    )

@@ -17,4 +17,3 @@ def canonical_json(value: Any) -> str:
 def fingerprint(value: Any) -> str:
     """A short stable digest of `value` (64 bits of sha256 are plenty to detect drift)."""
     return hashlib.sha256(canonical_json(value).encode()).hexdigest()[:FINGERPRINT_LENGTH]
-

@@ -18,8 +18,10 @@ WORKER_HOLDER_LABEL = "kimik3.lock.holder"  # that container's label: the holder
 def docker_cli(host: DockerHost) -> str:
     """The `docker` command line that reaches a worker's Docker as kimik3 does (for a message to the operator)."""
     if host.tls_dir:
-        certs = {flag: shlex.quote(f"{host.tls_dir.rstrip('/')}/{name}")
-                 for flag, name in (("--tlscacert", "ca.pem"), ("--tlscert", "cert.pem"), ("--tlskey", "key.pem"))}
+        certs = {
+            flag: shlex.quote(f"{host.tls_dir.rstrip('/')}/{name}")
+            for flag, name in (("--tlscacert", "ca.pem"), ("--tlscert", "cert.pem"), ("--tlskey", "key.pem"))
+        }
         return f"docker -H {shlex.quote(host.url)} --tlsverify " + " ".join(f"{f} {p}" for f, p in certs.items())
     return f"docker -H {shlex.quote(host.url)}"
 
@@ -29,8 +31,10 @@ def worker_unlock_by_hand(host: DockerHost, lock_id: str) -> str:
     the label names that lock: another kimik3 may have taken the worker since)."""
     cli = docker_cli(host)
     label = shlex.quote(f'{{{{index .Config.Labels "{WORKER_HOLDER_LABEL}"}}}}')
-    return (f"check that `{cli} inspect --format {label} {WORKER_LOCK_CONTAINER}` names lock id {lock_id}, "
-            f"then `{cli} rm {WORKER_LOCK_CONTAINER}`")
+    return (
+        f"check that `{cli} inspect --format {label} {WORKER_LOCK_CONTAINER}` names lock id {lock_id}, "
+        f"then `{cli} rm {WORKER_LOCK_CONTAINER}`"
+    )
 
 
 @dataclass(frozen=True)
@@ -45,8 +49,10 @@ class LockHolder:
     started: str  # ISO 8601, UTC
 
     def describe(self) -> str:
-        return (f"{self.operation} of {self.profile} by pid {self.pid} on {self.host} "
-                f"since {self.started} (lock id {self.id})")
+        return (
+            f"{self.operation} of {self.profile} by pid {self.pid} on {self.host} "
+            f"since {self.started} (lock id {self.id})"
+        )
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -55,8 +61,14 @@ class LockHolder:
     def from_json(cls, data: dict[str, Any]) -> LockHolder | None:
         """None for a record that is not one of ours (torn, hand-edited): it names nobody."""
         try:
-            return cls(id=str(data["id"]), operation=str(data["operation"]), profile=str(data["profile"]),
-                       pid=int(data["pid"]), host=str(data["host"]), started=str(data["started"]))
+            return cls(
+                id=str(data["id"]),
+                operation=str(data["operation"]),
+                profile=str(data["profile"]),
+                pid=int(data["pid"]),
+                host=str(data["host"]),
+                started=str(data["started"]),
+            )
         except (KeyError, TypeError, ValueError):
             return None
 

@@ -30,19 +30,26 @@ def parse_sysctl(text: str) -> dict[str, str]:
     return found
 
 
-def read_after(name: str, files: dict[str, str], settings: tuple[tuple[str, str], ...] = SEED_SETTINGS
-               ) -> tuple[tuple[str, str, str], ...]:
+def read_after(
+    name: str, files: dict[str, str], settings: tuple[tuple[str, str], ...] = SEED_SETTINGS
+) -> tuple[tuple[str, str, str], ...]:
     """(path, key, value) of the settings a boot would load after the file `name` and set otherwise: systemd-sysctl
     loads every file in name order, and the last value of a key wins. `files`: path -> text, one path a name."""
     wanted = dict(settings)
     later = sorted((path for path in files if path.rsplit("/", 1)[1] > name), key=lambda p: p.rsplit("/", 1)[1])
-    return tuple((path, key, value) for path in later for key, value in parse_sysctl(files[path]).items()
-                 if key in wanted and value != wanted[key])
+    return tuple(
+        (path, key, value)
+        for path in later
+        for key, value in parse_sysctl(files[path]).items()
+        if key in wanted and value != wanted[key]
+    )
 
 
 def sysctl_text(settings: tuple[tuple[str, str], ...] = SEED_SETTINGS) -> str:
     """The file's whole text: a header saying whose it is, one `key = value` line per setting."""
-    lines = ["# kimik3: host.prepare: the kernel settings seed 000 requires. Written by kimik3 (edits are overwritten;",
-             "# remove host.prepare from the profile to manage them yourself).",
-             *(f"{key} = {value}" for key, value in settings)]
+    lines = [
+        "# kimik3: host.prepare: the kernel settings seed 000 requires. Written by kimik3 (edits are overwritten;",
+        "# remove host.prepare from the profile to manage them yourself).",
+        *(f"{key} = {value}" for key, value in settings),
+    ]
     return "\n".join(lines) + "\n"

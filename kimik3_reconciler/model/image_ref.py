@@ -45,8 +45,11 @@ class PinnedImage(NamedTuple):
     @property
     def loopback(self) -> bool:
         """A registry on this host: dockerd allows plain http to 127.0.0.0/8 (and so does kimik3's size query)."""
-        host = self.registry.rsplit("]", 1)[0].lstrip("[") if self.registry.startswith("[") \
+        host = (
+            self.registry.rsplit("]", 1)[0].lstrip("[")
+            if self.registry.startswith("[")
             else self.registry.rsplit(":", 1)[0]
+        )
         return is_loopback_host(host)
 
 
@@ -58,12 +61,16 @@ def pinned_image(ref: str, field: str = "image.ref") -> PinnedImage:
     # Seed 001 runs `vllm/vllm-openai:kimi-k3`, a tag that moves: pulled by digest, every host runs the same bytes
     # and a re-apply pulls nothing.
     if not at:
-        raise PlanError(f"{field}: {ref!r} names no digest: write it as repository[:tag]@sha256:<64 hex> (`docker "
-                        "buildx imagetools inspect REF` or the registry page shows it); a tag alone can move",
-                        (tuple(field.split(".")),))
+        raise PlanError(
+            f"{field}: {ref!r} names no digest: write it as repository[:tag]@sha256:<64 hex> (`docker "
+            "buildx imagetools inspect REF` or the registry page shows it); a tag alone can move",
+            (tuple(field.split(".")),),
+        )
     if not _DIGEST.fullmatch(digest):
-        raise PlanError(f"{field}: {digest!r} is not a sha256 digest (sha256: and 64 lowercase hex digits)",
-                        (tuple(field.split(".")),))
+        raise PlanError(
+            f"{field}: {digest!r} is not a sha256 digest (sha256: and 64 lowercase hex digits)",
+            (tuple(field.split(".")),),
+        )
     return _named(ref, name, digest, field)
 
 
@@ -90,6 +97,5 @@ def _named(ref: str, name: str, digest: str, field: str) -> PinnedImage:
     if registry == DOCKER_HUB and "/" not in path:
         path = f"library/{path}"  # Docker Hub's official images
     if not _REPOSITORY.fullmatch(path):
-        raise PlanError(f"{field}: {name!r} is not a valid image repository name",
-                        (tuple(field.split(".")),))
+        raise PlanError(f"{field}: {name!r} is not a valid image repository name", (tuple(field.split(".")),))
     return PinnedImage(ref, "docker.io" if registry == "index.docker.io" else registry, path, tag, digest)

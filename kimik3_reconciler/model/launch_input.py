@@ -56,21 +56,28 @@ class LaunchInput:
         """{field: value}, named as the profile names them (`serve.ubatch`, `model.cache_dir`); the label.
         The shard's file name is left out: a function of repo@revision/quant, it would only repeat them."""
         flat: dict[str, Any] = {f"serve.{k}": v for k, v in self.serve.model_dump(mode="json").items()}
-        flat.update({f"model.{k}": v for k, v in asdict(self.model).items()
-                     if k != "shard" and not (k in ("local_path", "sha256") and v is None)})
+        flat.update(
+            {
+                f"model.{k}": v
+                for k, v in asdict(self.model).items()
+                if k != "shard" and not (k in ("local_path", "sha256") and v is None)
+            }
+        )
         if self.knobs is not None:  # an engine with its own section reads none of llama.cpp's fields: not its inputs
             for path in LLAMACPP_ONLY:
                 flat.pop(".".join(path), None)
-        flat.update({
-            "name": self.name,
-            "gpus": self.gpus if isinstance(self.gpus, str) else list(self.gpus),
-            "image": self.image,
-            "image.fingerprint": self.image_fingerprint,
-            "host.bind": self.bind,
-            "host.threads": self.threads,
-            "host.draft_device": self.draft_device,
-            "restart_policy": self.restart_policy,
-        })
+        flat.update(
+            {
+                "name": self.name,
+                "gpus": self.gpus if isinstance(self.gpus, str) else list(self.gpus),
+                "image": self.image,
+                "image.fingerprint": self.image_fingerprint,
+                "host.bind": self.bind,
+                "host.threads": self.threads,
+                "host.draft_device": self.draft_device,
+                "restart_policy": self.restart_policy,
+            }
+        )
         if self.knobs is not None:  # only for an engine with a section of its own: llama.cpp's label stays as it was
             flat.update({f"{self.knobs_section}.{k}": v for k, v in self.knobs.model_dump(mode="json").items()})
         if self.served_names:

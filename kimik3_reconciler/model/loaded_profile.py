@@ -65,8 +65,8 @@ def fields_named(message: str, lines: Mapping[FieldPath, int]) -> tuple[FieldPat
     found: list[FieldPath] = []
     for match in _NAMED_FIELD.finditer(message):
         head, rest = match.group(1), match.group(2)
-        opens = match.start() == 0 or message[:match.start()].endswith(("\n", "- "))
-        if not rest and not (opens and message[match.end():].startswith(":")):
+        opens = match.start() == 0 or message[: match.start()].endswith(("\n", "- "))
+        if not rest and not (opens and message[match.end() :].startswith(":")):
             continue  # a bare word ("the model ...", "with gpus: none") is prose; a refusal opening "gpus: ..." names it
         path: list[str | int] = [head]
         for part in re.findall(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]", rest):
@@ -76,7 +76,7 @@ def fields_named(message: str, lines: Mapping[FieldPath, int]) -> tuple[FieldPat
         if tuple(path) in lines and tuple(path) not in found:
             found.append(tuple(path))
     # "check model.quant / model.mmproj" without an mmproj: model.quant's line says it; "model" would be noise.
-    return tuple(f for f in found if not any(g != f and g[:len(f)] == f for g in found))
+    return tuple(f for f in found if not any(g != f and g[: len(f)] == f for g in found))
 
 
 def render_path(path: FieldPath) -> str:
@@ -90,9 +90,11 @@ def render_path(path: FieldPath) -> str:
 def to_entry(loaded: LoadedProfile) -> dict[str, Any]:
     """What the profile cache keeps of a validation: everything but the text (its key) and the source (the
     same text may be read under another name: the warnings name the file as it is read now)."""
-    return {"tree": loaded.tree,
-            "warnings": [[w.line, w.field, w.message] for w in loaded.warnings],
-            "lines": [[list(path), line] for path, line in loaded.lines.items()]}
+    return {
+        "tree": loaded.tree,
+        "warnings": [[w.line, w.field, w.message] for w in loaded.warnings],
+        "lines": [[list(path), line] for path, line in loaded.lines.items()],
+    }
 
 
 def from_entry(entry: Mapping[str, Any], text: str, source: str) -> LoadedProfile:

@@ -47,17 +47,22 @@ def manifest_key(profile: Profile, cache_dir: str) -> str:
     return _located(manifest_key_before_locations(profile), cache_dir)
 
 
-def manifest_record(files: tuple[RemoteFile, ...], stats: tuple[FileStat, ...] = (),
-                    cache_dir: str | None = None) -> dict[str, Any]:
-    record = {"files": [f.model_dump() for f in files], "verified": [f.path for f in files],
-              "stats": {s.path: s.model_dump(exclude={"path"}) for s in stats}}
+def manifest_record(
+    files: tuple[RemoteFile, ...], stats: tuple[FileStat, ...] = (), cache_dir: str | None = None
+) -> dict[str, Any]:
+    record = {
+        "files": [f.model_dump() for f in files],
+        "verified": [f.path for f in files],
+        "stats": {s.path: s.model_dump(exclude={"path"}) for s in stats},
+    }
     return record if cache_dir is None else {**record, "cache_dir": cache_dir}
 
 
 def file_stat(path: str, stat: os.stat_result) -> FileStat:
     """The stat fingerprint of a file (its blob: the snapshot link is followed)."""
-    return FileStat(path=path, size=stat.st_size, mtime_ns=stat.st_mtime_ns, ctime_ns=stat.st_ctime_ns,
-                    inode=stat.st_ino)
+    return FileStat(
+        path=path, size=stat.st_size, mtime_ns=stat.st_mtime_ns, ctime_ns=stat.st_ctime_ns, inode=stat.st_ino
+    )
 
 
 def manifest_readable(record: Any, cache_dir: str | None = None) -> bool:
@@ -70,9 +75,13 @@ def manifest_readable(record: Any, cache_dir: str | None = None) -> bool:
         return False
     files, stats = record.get("files", []), record.get("stats", {})
     # No quant or tokenizer repo has zero files: an empty list is an edit, and would read as "nothing to fetch".
-    return (isinstance(files, list) and bool(files) and all(typed(RemoteFile, f) is not None for f in files)
-            and isinstance(stats, dict)
-            and all(isinstance(s, dict) and typed(FileStat, {**s, "path": p}) is not None for p, s in stats.items()))
+    return (
+        isinstance(files, list)
+        and bool(files)
+        and all(typed(RemoteFile, f) is not None for f in files)
+        and isinstance(stats, dict)
+        and all(isinstance(s, dict) and typed(FileStat, {**s, "path": p}) is not None for p, s in stats.items())
+    )
 
 
 def parse_manifest(record: dict[str, Any]) -> tuple[tuple[RemoteFile, ...], frozenset[str]]:

@@ -57,8 +57,15 @@ def pins(profile: Profile) -> tuple[Pin, ...]:
     model = profile.model
     found = [Pin(("model", "revision"), "hub", model.revision, model.repo, model.endpoint)]
     if model.tokenizer is not None:
-        found.append(Pin(("model", "tokenizer", "revision"), "hub", model.tokenizer.revision, model.tokenizer.repo,
-                         model.endpoint))
+        found.append(
+            Pin(
+                ("model", "tokenizer", "revision"),
+                "hub",
+                model.tokenizer.revision,
+                model.tokenizer.repo,
+                model.endpoint,
+            )
+        )
     if profile.image is not None:
         found.append(Pin(("image", "ref"), "image", profile.image.ref, profile.image.ref))
     return tuple(found)
@@ -72,13 +79,17 @@ def unpinned_message(pin: Pin, source: str) -> str:
     """What plan, apply and validate say of an unpinned field (`source`: the profile's file, for the command)."""
     what = "branch or tag" if pin.kind == "hub" else "tag without a digest"
     served = "commit the hub" if pin.kind == "hub" else "digest the registry"
-    return (f"{pin.value!r} is a {what}, not a pin: `kimik3 pin {source}` writes the {served} serves for it now "
-            "(plan and apply serve a pinned profile only)")
+    return (
+        f"{pin.value!r} is a {what}, not a pin: `kimik3 pin {source}` writes the {served} serves for it now "
+        "(plan and apply serve a pinned profile only)"
+    )
 
 
 def made_up_message(pin: Pin, source: str) -> str:
     """What validate and pin say of a placeholder (`source`: the profile's file, for the command)."""
     what = "commit" if pin.kind == "hub" else "digest"
     example = "revision: main" if pin.kind == "hub" else f"ref: {pin.name}"
-    return (f"{pin.value!r} looks made up (a placeholder, not a real {what}): write the branch or tag ({example}) "
-            f"and run `kimik3 pin {source}`, or the real {what}")
+    return (
+        f"{pin.value!r} looks made up (a placeholder, not a real {what}): write the branch or tag ({example}) "
+        f"and run `kimik3 pin {source}`, or the real {what}"
+    )

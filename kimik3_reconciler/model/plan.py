@@ -50,8 +50,11 @@ def shown(text: str) -> str:
 def flat_diff(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> tuple[DiffItem, ...]:
     """The fields whose values differ between two flat {field: value} maps, sorted by field: the one diff
     behind every REPLACE/UPDATE reason (container inputs, image inputs, unit file settings)."""
-    return tuple(DiffItem(f"{prefix}{key}", old.get(key), new.get(key))
-                 for key in sorted(old.keys() | new.keys()) if old.get(key) != new.get(key))
+    return tuple(
+        DiffItem(f"{prefix}{key}", old.get(key), new.get(key))
+        for key in sorted(old.keys() | new.keys())
+        if old.get(key) != new.get(key)
+    )
 
 
 @dataclass(frozen=True)

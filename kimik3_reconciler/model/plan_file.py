@@ -62,8 +62,15 @@ class _Shape(ValueError):
     """A part of a plan file of the wrong shape; the message names it by its place in the file."""
 
 
-_JSON_TYPES = {dict: "an object", list: "a list", str: "a string", bool: "true or false", int: "a number",
-               float: "a number", type(None): "null"}
+_JSON_TYPES = {
+    dict: "an object",
+    list: "a list",
+    str: "a string",
+    bool: "true or false",
+    int: "a number",
+    float: "a number",
+    type(None): "null",
+}
 
 
 def _member(data: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:  # noqa: ANN401
@@ -107,8 +114,9 @@ def step_from_json(data: Any, number: int = 1) -> Step:  # noqa: ANN401 - JSON a
     kind, target = _member(data, "kind", str, where), _member(data, "target", str, where)
     action_name = _member(data, "action", str, where)
     if action_name.upper() not in Action.__members__:
-        raise _Shape(f"{where}action: one of {', '.join(a.name.lower() for a in Action)} expected, found "
-                     f"{action_name!r}")
+        raise _Shape(
+            f"{where}action: one of {', '.join(a.name.lower() for a in Action)} expected, found {action_name!r}"
+        )
     action = Action[action_name.upper()]
     where = f"step {number} ({action.symbol.strip()} {kind} {target}): "
     diff = []
@@ -127,8 +135,16 @@ def step_from_json(data: Any, number: int = 1) -> Step:  # noqa: ANN401 - JSON a
     warnings = _member(data, "warnings", list, where) if "warnings" in data else []
     cost = _member(data, "cost", (str, type(None)), where) if "cost" in data else None
     try:
-        return Step(kind=kind, target=target, action=action, reason=_member(data, "reason", str, where),
-                    diff=tuple(diff), spec=spec, cost=cost, warnings=tuple(str(w) for w in warnings))
+        return Step(
+            kind=kind,
+            target=target,
+            action=action,
+            reason=_member(data, "reason", str, where),
+            diff=tuple(diff),
+            spec=spec,
+            cost=cost,
+            warnings=tuple(str(w) for w in warnings),
+        )
     except TypeError as exc:  # Step's own checks: a change without a payload
         raise _Shape(f"{where}{exc}") from exc
 
@@ -140,17 +156,23 @@ def _digest(value: Any) -> str:  # noqa: ANN401 - JSON
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-_PARTS = {"profile": "the profile text", "observed": "the observed facts",
-          "header": "the header (created, kimik3, warnings)"}
+_PARTS = {
+    "profile": "the profile text",
+    "observed": "the observed facts",
+    "header": "the header (created, kimik3, warnings)",
+}
 
 
 def content_digest(data: dict[str, Any]) -> dict[str, Any]:
     """The digests a plan file carries of its own parts (everything but `content_digest` itself)."""
     header = {k: v for k, v in data.items() if k not in ("profile", "observed", "steps", "content_digest")}
     steps = data.get("steps")
-    return {"profile": _digest(data.get("profile")), "observed": _digest(data.get("observed")),
-            "header": _digest(header),
-            "steps": [_digest(s) for s in steps] if isinstance(steps, list) else _digest(steps)}
+    return {
+        "profile": _digest(data.get("profile")),
+        "observed": _digest(data.get("observed")),
+        "header": _digest(header),
+        "steps": [_digest(s) for s in steps] if isinstance(steps, list) else _digest(steps),
+    }
 
 
 def _edits(data: dict[str, Any], saved: Any) -> list[str]:  # noqa: ANN401 - JSON as read
@@ -216,10 +238,16 @@ class SavedPlan:
 
     def to_json(self) -> dict[str, Any]:
         data = {
-            "format": FORMAT, "version": VERSION, "created": self.created, "kimik3": self.made_by,
+            "format": FORMAT,
+            "version": VERSION,
+            "created": self.created,
+            "kimik3": self.made_by,
             "profile": {"source": self.profile_source, "text": self.profile_text},
-            "observed": {"rehash": self.rehash, "digest": basis_digest(self.basis),
-                         "basis": dict(sorted(self.basis.items()))},
+            "observed": {
+                "rehash": self.rehash,
+                "digest": basis_digest(self.basis),
+                "basis": dict(sorted(self.basis.items())),
+            },
             "warnings": list(self.warnings),
             "steps": [step_to_json(s) for s in self.steps],
         }
@@ -230,8 +258,10 @@ class SavedPlan:
         """`source`: the plan file, named in errors. An edited file is StalePlan (exit 7, as every other change
         since the plan was made), naming the parts edited; a part of the wrong shape is InputError (exit 2)."""
         if data.get("version") != VERSION:
-            raise InputError(f"{source}: saved plan format version {data.get('version')!r}; this kimik3 reads "
-                             f"version {VERSION}: make the plan again with this kimik3")
+            raise InputError(
+                f"{source}: saved plan format version {data.get('version')!r}; this kimik3 reads "
+                f"version {VERSION}: make the plan again with this kimik3"
+            )
         sealed = "content_digest" in data  # absent: an older kimik3's file (check_made_by refuses it), or removed
         edits = _edits(data, data["content_digest"]) if sealed else []
         try:
@@ -248,23 +278,29 @@ class SavedPlan:
     def _read(cls, data: dict[str, Any], sealed: bool) -> SavedPlan:
         profile, observed = _member(data, "profile", dict, ""), _member(data, "observed", dict, "")
         basis = _member(observed, "basis", dict, "observed.")
-        return cls(profile_source=_member(profile, "source", str, "profile."),
-                   profile_text=_member(profile, "text", str, "profile."),
-                   basis={str(k): str(v) for k, v in basis.items()},
-                   steps=tuple(step_from_json(s, i) for i, s in enumerate(_member(data, "steps", list, ""), 1)),
-                   created=_member(data, "created", str, ""), rehash=bool(observed.get("rehash", False)),
-                   warnings=tuple(str(w) for w in (_member(data, "warnings", list, "") if "warnings" in data else ())),
-                   made_by=str(data.get("kimik3", "")), sealed=sealed)
+        return cls(
+            profile_source=_member(profile, "source", str, "profile."),
+            profile_text=_member(profile, "text", str, "profile."),
+            basis={str(k): str(v) for k, v in basis.items()},
+            steps=tuple(step_from_json(s, i) for i, s in enumerate(_member(data, "steps", list, ""), 1)),
+            created=_member(data, "created", str, ""),
+            rehash=bool(observed.get("rehash", False)),
+            warnings=tuple(str(w) for w in (_member(data, "warnings", list, "") if "warnings" in data else ())),
+            made_by=str(data.get("kimik3", "")),
+            sealed=sealed,
+        )
 
 
 def _edited(source: str, data: dict[str, Any], edits: list[str], detail: str = "") -> StalePlan:
     profile = data.get("profile")
     path = profile.get("source") if isinstance(profile, dict) and isinstance(profile.get("source"), str) else ""
     path = path if path.isprintable() and path.encode("utf-8", "replace").decode() == path else "PROFILE"
-    return StalePlan(f"the saved plan {source} was edited after kimik3 wrote it (what differs from the digests "
-                     f"saved with it: {', '.join(edits)}{detail}): nothing was changed. kimik3 applies a saved plan "
-                     f"only as it was made: plan again (kimik3 plan {path} -out PLAN)",
-                     tuple(f"edited: {e}" for e in edits))
+    return StalePlan(
+        f"the saved plan {source} was edited after kimik3 wrote it (what differs from the digests "
+        f"saved with it: {', '.join(edits)}{detail}): nothing was changed. kimik3 applies a saved plan "
+        f"only as it was made: plan again (kimik3 plan {path} -out PLAN)",
+        tuple(f"edited: {e}" for e in edits),
+    )
 
 
 def basis_digest(basis: dict[str, str]) -> str:
@@ -282,9 +318,11 @@ def read_saved_plan(text: str, source: str) -> SavedPlan | None:
         # A plan cut short (a full disk, a killed copy, a merge) would otherwise be parsed as a YAML profile and
         # refused as "invalid YAML" at some line: say what the file is and what to do.
         if f'"format": "{FORMAT}"' in text[:200]:
-            raise InputError(f"{source}: a damaged kimik3 saved plan (not complete JSON: {exc.msg}, line "
-                             f"{exc.lineno} column {exc.colno}; truncated or edited?): make the plan again with "
-                             "`kimik3 plan PROFILE -out PLAN`") from exc
+            raise InputError(
+                f"{source}: a damaged kimik3 saved plan (not complete JSON: {exc.msg}, line "
+                f"{exc.lineno} column {exc.colno}; truncated or edited?): make the plan again with "
+                "`kimik3 plan PROFILE -out PLAN`"
+            ) from exc
         return None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         return None

@@ -211,10 +211,30 @@ class Profile(Section):
         return self.systemd.unit or self.name
 
 
-SECTIONS: dict[str, type[Section]] = {cls.__name__: cls for cls in (
-    TokenizerSpec, ModelSpec, BaseImages, BuildSpec, SpecDraft, ServeSpec, QuantGate, GateSpec, SystemdSpec,
-    RpcWorker, RpcSpec, HandoverSpec, MetricsSpec, HostSpec, ImageSpec, VllmSpec, SglangWorkload, SglangSpec,
-    Profile)}
+SECTIONS: dict[str, type[Section]] = {
+    cls.__name__: cls
+    for cls in (
+        TokenizerSpec,
+        ModelSpec,
+        BaseImages,
+        BuildSpec,
+        SpecDraft,
+        ServeSpec,
+        QuantGate,
+        GateSpec,
+        SystemdSpec,
+        RpcWorker,
+        RpcSpec,
+        HandoverSpec,
+        MetricsSpec,
+        HostSpec,
+        ImageSpec,
+        VllmSpec,
+        SglangWorkload,
+        SglangSpec,
+        Profile,
+    )
+}
 
 
 def from_tree(tree: Any) -> Any:
@@ -255,8 +275,11 @@ def bind_addresses(profile: Profile) -> tuple[tuple[tuple[str, str], str], ...]:
     written = [(("serve", "host"), profile.serve.host)]
     if profile.metrics is not None:
         written.append((("metrics", "bind"), profile.metrics.bind))
-    return tuple((field, address) for field, address in written
-                 if address not in ("loopback", "tailscale") and not ipaddress.ip_address(address).is_unspecified)
+    return tuple(
+        (field, address)
+        for field, address in written
+        if address not in ("loopback", "tailscale") and not ipaddress.ip_address(address).is_unspecified
+    )
 
 
 def listened_ports(profile: Profile) -> tuple[int, ...]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Annotated, Any, Literal, Optional, Union, get_args
+from typing import Annotated, Any, Literal, Union, get_args
 from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
@@ -30,12 +30,17 @@ _IPV6 = r"[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}(?::[0-9.]+)?(?:%[A-Za-z0-9_
 _NOT_IPV6 = {"anyOf": [{"pattern": r"^(?:0{0,4}:){0,5}:?[fF]{4}:"}, {"pattern": ":::|::.*::"}]}
 _NOT_EXPANDED = {"not": {"pattern": r"^~|\$\{?[A-Za-z_]"}}  # rule paths-literal (model/profile_rules/paths.py)
 IPV4_SCHEMA = {"type": "string", "pattern": f"^{_IPV4}$"}  # rpc.workers[].bind: rpc-server listens on IPv4 only
-HOST_SCHEMA = {"type": "string", "anyOf": [{"enum": ["loopback", "tailscale"]}, {"pattern": f"^{_IPV4}$"},
-                                           {"pattern": f"^{_IPV6}$"}], "not": _NOT_IPV6}
+HOST_SCHEMA = {
+    "type": "string",
+    "anyOf": [{"enum": ["loopback", "tailscale"]}, {"pattern": f"^{_IPV4}$"}, {"pattern": f"^{_IPV6}$"}],
+    "not": _NOT_IPV6,
+}
 PATH_SCHEMA = {"type": "string", "minLength": 1, **_NOT_EXPANDED}
 ABSOLUTE_SCHEMA = {"type": "string", "pattern": "^/", **_NOT_EXPANDED}
-UNIT_SCHEMA = {"type": "string",
-               "pattern": r"^(?=.{1,64}$)(?!.*\.service$)[A-Za-z0-9][A-Za-z0-9_.-]*(?:@[A-Za-z0-9_.-]+)?$"}
+UNIT_SCHEMA = {
+    "type": "string",
+    "pattern": r"^(?=.{1,64}$)(?!.*\.service$)[A-Za-z0-9][A-Za-z0-9_.-]*(?:@[A-Za-z0-9_.-]+)?$",
+}
 CpuFeature = Literal["avx512", "avx512_vbmi", "avx512_vnni", "avx512_bf16", "amx"]
 
 
@@ -87,7 +92,9 @@ def _check_sha40(value: str) -> str:
 
 # A branch or tag the hub resolves (`kimik3 pin` writes its commit): git's ref-name shape, never all hex nor 40 letters
 # and digits (a sha, short or mistyped: the hub would take a short one as a branch name).
-REF_NAME = r"(?![0-9a-fA-F]{4,}$)(?![0-9A-Za-z]{40}$)(?!.*\.\.)(?!.*//)(?!.*/$)(?!.*\.lock$)[A-Za-z0-9][A-Za-z0-9._/-]{0,99}"
+REF_NAME = (
+    r"(?![0-9a-fA-F]{4,}$)(?![0-9A-Za-z]{40}$)(?!.*\.\.)(?!.*//)(?!.*/$)(?!.*\.lock$)[A-Za-z0-9][A-Za-z0-9._/-]{0,99}"
+)
 
 
 def _check_revision(value: str) -> str:
@@ -100,8 +107,10 @@ def _check_revision(value: str) -> str:
     except PydanticCustomError:
         if re.fullmatch(r"[0-9a-fA-F]+", value):
             raise
-    raise refuse("must be a full 40-hex commit sha, or a branch or tag name (letters, digits, '.', '_', '-', '/') "
-                 "that `kimik3 pin` resolves to its commit")
+    raise refuse(
+        "must be a full 40-hex commit sha, or a branch or tag name (letters, digits, '.', '_', '-', '/') "
+        "that `kimik3 pin` resolves to its commit"
+    )
 
 
 def _check_url(value: str) -> str:
@@ -117,8 +126,10 @@ def _refuse_mapped(value: str) -> str:
     socket bound to them listens on every IPv4 interface / on loopback."""
     mapped = ipaddress.ip_address(value)
     if mapped.version == 6 and mapped.ipv4_mapped is not None:
-        raise refuse(f"{value} is an IPv4-mapped IPv6 address: write the IPv4 address {mapped.ipv4_mapped} (the "
-                     "mapped form of 0.0.0.0 binds every interface without being seen as the wildcard)")
+        raise refuse(
+            f"{value} is an IPv4-mapped IPv6 address: write the IPv4 address {mapped.ipv4_mapped} (the "
+            "mapped form of 0.0.0.0 binds every interface without being seen as the wildcard)"
+        )
     return value
 
 
@@ -147,8 +158,9 @@ def _check_unit(value: str) -> str:
     if value.endswith("@") or value.count("@") > 1:
         # 'name@' is a template (systemctl cannot start it without an instance: 'name@instance'), and systemd
         # allows one '@': the unit file would be written and then refused at `systemctl enable`.
-        raise refuse("a template name ('name@') or a second '@' is not a unit systemd can start: write "
-                     "'name' or 'name@instance'")
+        raise refuse(
+            "a template name ('name@') or a second '@' is not a unit systemd can start: write 'name' or 'name@instance'"
+        )
     return value
 
 
@@ -178,8 +190,9 @@ def _check_fit_target(value: Any) -> Any:
 
     if is_mib(value) or (isinstance(value, list) and value and all(is_mib(v) for v in value)):
         return value
-    raise refuse(f"must be a margin in MiB (an integer >= 0, at most {INT32_MAX}) or a non-empty list of them, one per "
-                 "GPU")
+    raise refuse(
+        f"must be a margin in MiB (an integer >= 0, at most {INT32_MAX}) or a non-empty list of them, one per GPU"
+    )
 
 
 def _check_cpu_features(value: Any) -> Any:
@@ -197,8 +210,9 @@ def _check_cpu_features(value: Any) -> Any:
 
 Sha40 = Annotated[str, AfterValidator(_check_sha40), WithJsonSchema({"type": "string", "pattern": f"^{SHA40}$"})]
 Sha256 = _matching(r"[0-9a-f]{64}", "must be a sha256: 64 lowercase hex characters")
-HubRevision = Annotated[str, AfterValidator(_check_revision),
-                        WithJsonSchema({"type": "string", "pattern": f"^(?:{SHA40}|{REF_NAME})$"})]
+HubRevision = Annotated[
+    str, AfterValidator(_check_revision), WithJsonSchema({"type": "string", "pattern": f"^(?:{SHA40}|{REF_NAME})$"})
+]
 PROFILE_NAME = r"[a-z0-9][a-z0-9-]{0,62}"
 ProfileName = _matching(
     PROFILE_NAME,
@@ -208,31 +222,44 @@ RepoId = _matching(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*", "mu
 QuantName = _matching(r"[A-Za-z0-9][A-Za-z0-9._-]*", "must be a quant folder of the repo, e.g. UD-Q2_K_XL")
 CudaArch = _matching(
     r"[0-9]{2,3}[a-z]?(-real|-virtual)?",
-    "must be a CUDA architecture like \"120\", \"90\" or \"120a-real\" (quote it: a string)",
+    'must be a CUDA architecture like "120", "90" or "120a-real" (quote it: a string)',
 )
 EnvName = _matching(r"[A-Za-z_][A-Za-z0-9_]*", "must be an environment variable name (letters, digits, '_')")
 # Docker's reference grammar (distribution/reference): [domain[:port]/]path[/path...][:tag][@sha256:digest]. The
 # build passes it as FROM; anything else reached Docker and came back as a 400 (exit 1) after the plan said ok.
 _DOMAIN_PART = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?"
 _PATH_PART = r"[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*"
-IMAGE_REF = (rf"(?:{_DOMAIN_PART}(?:\.{_DOMAIN_PART})*(?::[0-9]+)?/)?{_PATH_PART}(?:/{_PATH_PART})*"
-             r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?")
-ImageRef = _matching(IMAGE_REF,
-                     "must be an image reference like nvidia/cuda:13.0.0-devel-ubuntu24.04, pinned or not by "
-                     "digest (nvidia/cuda:13.0.0-devel-ubuntu24.04@sha256:<64 hex>)")
+IMAGE_REF = (
+    rf"(?:{_DOMAIN_PART}(?:\.{_DOMAIN_PART})*(?::[0-9]+)?/)?{_PATH_PART}(?:/{_PATH_PART})*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?"
+)
+ImageRef = _matching(
+    IMAGE_REF,
+    "must be an image reference like nvidia/cuda:13.0.0-devel-ubuntu24.04, pinned or not by "
+    "digest (nvidia/cuda:13.0.0-devel-ubuntu24.04@sha256:<64 hex>)",
+)
 DraftDevice = _matching(r"auto|CUDA[0-9]+", "must be 'auto' or a CUDA device like CUDA7")
 NonEmpty = Annotated[str, Field(min_length=1)]
-HttpUrl = Annotated[str, AfterValidator(_check_url),
-                   WithJsonSchema({"type": "string", "pattern": "^[hH][tT][tT][pP][sS]?://[^/?#]"})]
+HttpUrl = Annotated[
+    str, AfterValidator(_check_url), WithJsonSchema({"type": "string", "pattern": "^[hH][tT][tT][pP][sS]?://[^/?#]"})
+]
 HostPath = Annotated[NonEmpty, WithJsonSchema(PATH_SCHEMA)]
 UnitName = Annotated[str, AfterValidator(_check_unit), WithJsonSchema(UNIT_SCHEMA)]
 # llama-server and rpc-server parse their numbers into 32-bit ints: a larger value is refused here, not at launch.
 INT32_MAX = 2**31 - 1
 MiB = Annotated[int, Field(ge=0, le=INT32_MAX)]
 Count = Annotated[int, Field(ge=1, le=INT32_MAX)]
-GpuRef = Union[Annotated[int, Field(ge=0)], Annotated[str, Field(pattern=f"^{GPU_UUID}$"), WithJsonSchema(
-    # lowercase only, as _check_gpus requires (NVML reports lowercase; Docker gets the UUID as written)
-    {"type": "string", "pattern": "^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"})]]
+GpuRef = Union[  # noqa: UP007 - a type alias of Annotated members: JSON Schema and messages unchanged this way
+    Annotated[int, Field(ge=0)],
+    Annotated[
+        str,
+        Field(pattern=f"^{GPU_UUID}$"),
+        WithJsonSchema(
+            # lowercase only, as _check_gpus requires (NVML reports lowercase; Docker gets the UUID as written)
+            {"type": "string", "pattern": "^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"}
+        ),
+    ],
+]
 GpuList = Annotated[list[GpuRef], Field(min_length=1, json_schema_extra={"uniqueItems": True})]
 
 
@@ -243,8 +270,11 @@ def _check_repo_file(value: str) -> str:
     return value
 
 
-RepoFilePath = Annotated[NonEmpty, AfterValidator(_check_repo_file), WithJsonSchema(
-    {"type": "string", "minLength": 1, "not": {"pattern": r"^/|\\|(?:^|/)\.\.(?:/|$)"}})]
+RepoFilePath = Annotated[
+    NonEmpty,
+    AfterValidator(_check_repo_file),
+    WithJsonSchema({"type": "string", "minLength": 1, "not": {"pattern": r"^/|\\|(?:^|/)\.\.(?:/|$)"}}),
+]
 
 
 class TokenizerSpec(BaseModel):
@@ -261,16 +291,21 @@ class ModelSpec(BaseModel):
     model_config = _CONFIG
     repo: RepoId
     revision: HubRevision
-    quant: Optional[QuantName] = Field(None, description="llamacpp (required there): the GGUF quant folder; vllm and "
-                                                          "sglang serve the repo's safetensors checkpoint (refused)")
-    mmproj: Optional[RepoFilePath] = Field(None, description="vision projector file in the repo; fork builds only")
-    tokenizer: Optional[TokenizerSpec] = None
-    cache_dir: Optional[HostPath] = Field(None, description="HF hub cache; default: huggingface_hub's own")
-    endpoint: Optional[HttpUrl] = Field(None, description="hub URL (a mirror); default: HF_ENDPOINT or the Hub")
-    local_path: Optional[HostPath] = Field(
-        None, description="a GGUF made or converted on this host: one .gguf file, or a folder of one quant's shards; "
-                          "served from there (verified by the sha256 manifest kimik3 records, mounted read-only) "
-                          "instead of the hub's quant folder")
+    quant: QuantName | None = Field(
+        None,
+        description="llamacpp (required there): the GGUF quant folder; vllm and "
+        "sglang serve the repo's safetensors checkpoint (refused)",
+    )
+    mmproj: RepoFilePath | None = Field(None, description="vision projector file in the repo; fork builds only")
+    tokenizer: TokenizerSpec | None = None
+    cache_dir: HostPath | None = Field(None, description="HF hub cache; default: huggingface_hub's own")
+    endpoint: HttpUrl | None = Field(None, description="hub URL (a mirror); default: HF_ENDPOINT or the Hub")
+    local_path: HostPath | None = Field(
+        None,
+        description="a GGUF made or converted on this host: one .gguf file, or a folder of one quant's shards; "
+        "served from there (verified by the sha256 manifest kimik3 records, mounted read-only) "
+        "instead of the hub's quant folder",
+    )
 
 
 class BaseImages(BaseModel):
@@ -307,24 +342,42 @@ class BuildSpec(BaseModel):
 
     model_config = _CONFIG
     source: Literal["fork", "mainline"] = "fork"
-    commit: Optional[Sha40] = Field(None, description="default: the pin table (kimik3_reconciler/model/pins.py)")
+    commit: Sha40 | None = Field(None, description="default: the pin table (kimik3_reconciler/model/pins.py)")
     variant: Literal["cuda", "cpu"] = "cuda"
     cuda_architectures: Annotated[list[CudaArch], Field(min_length=1)] = ["120"]
     cpu_features: Annotated[
-        Union[Literal["auto"], Annotated[list[CpuFeature], Field(json_schema_extra={"uniqueItems": True})]],
+        Literal["auto"] | Annotated[list[CpuFeature], Field(json_schema_extra={"uniqueItems": True})],
         BeforeValidator(_check_cpu_features),
     ] = "auto"
     patches: list[HostPath] = []
-    builtin_patches: Optional[Annotated[list[NonEmpty], AfterValidator(_refuse_repeats), WithJsonSchema(
-        {"type": "array", "uniqueItems": True, "items": {"enum": list(BUILTIN_PATCH_NAMES)}})]] = Field(
-        None, description="kimik3's own llama.cpp patches by name (model/builtin_patches.py); default: the default "
-                          "ones for the variant (opt-in ones only when named); [] builds the source as it is")
-    archive: Optional[Annotated[NonEmpty, AfterValidator(_check_archive), WithJsonSchema(
-        {"type": "string", "minLength": 1,
-         "not": {"pattern": r"^~|^(?!.*://).*\$\{?[A-Za-z_]|^(?!https?://)[A-Za-z][A-Za-z0-9+.-]*://"}})]] = Field(
-        None, description="path (relative to the profile) or http(s) URL of the source archive")
-    archive_sha256: Optional[Sha256] = None
-    build_number: Optional[MiB] = None  # bounded like MiB (0..int32): cmake's LLAMA_BUILD_NUMBER is an int
+    builtin_patches: (
+        Annotated[
+            list[NonEmpty],
+            AfterValidator(_refuse_repeats),
+            WithJsonSchema({"type": "array", "uniqueItems": True, "items": {"enum": list(BUILTIN_PATCH_NAMES)}}),
+        ]
+        | None
+    ) = Field(
+        None,
+        description="kimik3's own llama.cpp patches by name (model/builtin_patches.py); default: the default "
+        "ones for the variant (opt-in ones only when named); [] builds the source as it is",
+    )
+    archive: (
+        Annotated[
+            NonEmpty,
+            AfterValidator(_check_archive),
+            WithJsonSchema(
+                {
+                    "type": "string",
+                    "minLength": 1,
+                    "not": {"pattern": r"^~|^(?!.*://).*\$\{?[A-Za-z_]|^(?!https?://)[A-Za-z][A-Za-z0-9+.-]*://"},
+                }
+            ),
+        ]
+        | None
+    ) = Field(None, description="path (relative to the profile) or http(s) URL of the source archive")
+    archive_sha256: Sha256 | None = None
+    build_number: MiB | None = None  # bounded like MiB (0..int32): cmake's LLAMA_BUILD_NUMBER is an int
     base_images: BaseImages = BaseImages()
 
 
@@ -333,11 +386,12 @@ class SpecDraft(BaseModel):
 
     model_config = _CONFIG
     model: NonEmpty = Field(description="a local GGUF path (relative to the profile), or repo/file with revision")
-    revision: Optional[Sha40] = None
+    revision: Sha40 | None = None
     device: DraftDevice = "auto"
     # llama.cpp b11434 auto-detects only MTP and DFlash drafts; a plain draft needs draft-simple.
     type: Literal["draft-simple", "draft-dspark", "draft-eagle3", "draft-mtp", "draft-dflash"] = Field(
-        "draft-dspark", description="--spec-type (seed 000 deploys the RadixArk DSpark draft)")
+        "draft-dspark", description="--spec-type (seed 000 deploys the RadixArk DSpark draft)"
+    )
 
 
 # Linux refuses to exec a program when one argv or environment string ("NAME=value") is MAX_ARG_STRLEN bytes or more
@@ -348,9 +402,11 @@ MAX_ARG_STRLEN = 131072
 
 def _fits_exec(value: str) -> str:
     if len(value.encode()) >= MAX_ARG_STRLEN:
-        raise refuse(f"is {len(value.encode())} bytes: Linux execs no program with an argument or environment "
-                     f"string of {MAX_ARG_STRLEN} bytes or more (MAX_ARG_STRLEN); put a long text in a file "
-                     "(e.g. --chat-template-file)")
+        raise refuse(
+            f"is {len(value.encode())} bytes: Linux execs no program with an argument or environment "
+            f"string of {MAX_ARG_STRLEN} bytes or more (MAX_ARG_STRLEN); put a long text in a file "
+            "(e.g. --chat-template-file)"
+        )
     return value
 
 
@@ -360,8 +416,11 @@ def _env_fits_exec(value: dict[str, str]) -> dict[str, str]:
     return value
 
 
-ExecString = Annotated[str, AfterValidator(_fits_exec),
-                       WithJsonSchema({"type": "string", "pattern": r"\S", "maxLength": MAX_ARG_STRLEN - 1})]
+ExecString = Annotated[
+    str,
+    AfterValidator(_fits_exec),
+    WithJsonSchema({"type": "string", "pattern": r"\S", "maxLength": MAX_ARG_STRLEN - 1}),
+]
 
 
 class ServeSpec(BaseModel):
@@ -370,28 +429,38 @@ class ServeSpec(BaseModel):
     model_config = _CONFIG
     host: Annotated[str, AfterValidator(_check_host), WithJsonSchema(HOST_SCHEMA)] = "loopback"
     port: Annotated[int, Field(ge=1, le=65535)] = 8080
-    batch: Optional[Count] = Field(
-        None, description="default: 4096 hybrid, 2048 all-VRAM (never below ubatch)")
-    ubatch: Optional[Count] = Field(None, description="default: 4096 hybrid, 2048 all-VRAM")
-    fit_target: Optional[Annotated[
-        Union[MiB, Annotated[list[MiB], Field(min_length=1)]], BeforeValidator(_check_fit_target)
-    ]] = Field(None, description="MiB per GPU; default per quant: 4096 hybrid, the quant's measured all-VRAM "
-                                 "margin (6144 for UD-IQ2_XXS and unmeasured quants, 4096 for REAP770)")
-    n_cpu_moe: Optional[MiB] = None  # a layer count; bounded like MiB (0..int32)
+    batch: Count | None = Field(None, description="default: 4096 hybrid, 2048 all-VRAM (never below ubatch)")
+    ubatch: Count | None = Field(None, description="default: 4096 hybrid, 2048 all-VRAM")
+    fit_target: (
+        Annotated[MiB | Annotated[list[MiB], Field(min_length=1)], BeforeValidator(_check_fit_target)] | None
+    ) = Field(
+        None,
+        description="MiB per GPU; default per quant: 4096 hybrid, the quant's measured all-VRAM "
+        "margin (6144 for UD-IQ2_XXS and unmeasured quants, 4096 for REAP770)",
+    )
+    n_cpu_moe: MiB | None = None  # a layer count; bounded like MiB (0..int32)
     # The total over all slots (llama.cpp's -c); each slot gets ctx_size/parallel, at most the trained context
     # (rule ctx-size-limit, which validate applies per slot).
-    ctx_size: Optional[Annotated[int, Field(gt=0, le=INT32_MAX)]] = Field(
-        None, description="tokens over all slots (llama.cpp -c); each request gets ctx_size/parallel. Default: "
-                          "131072 per slot (seed 001) x parallel, capped at the model's trained context per slot")
+    ctx_size: Annotated[int, Field(gt=0, le=INT32_MAX)] | None = Field(
+        None,
+        description="tokens over all slots (llama.cpp -c); each request gets ctx_size/parallel. Default: "
+        "131072 per slot (seed 001) x parallel, capped at the model's trained context per slot",
+    )
     parallel: Count = 8
-    cache_ram: Optional[MiB] = None
-    api_key_file: Optional[HostPath] = None
-    env: Annotated[dict[EnvName, Annotated[str, Field(json_schema_extra={"maxLength": MAX_ARG_STRLEN - 3})]],
-                   AfterValidator(_env_fits_exec), Field(json_schema_extra={"additionalProperties": False})] = {}
+    cache_ram: MiB | None = None
+    api_key_file: HostPath | None = None
+    env: Annotated[
+        dict[EnvName, Annotated[str, Field(json_schema_extra={"maxLength": MAX_ARG_STRLEN - 3})]],
+        AfterValidator(_env_fits_exec),
+        Field(json_schema_extra={"additionalProperties": False}),
+    ] = {}
     extra_args: list[ExecString] = []
-    spec_draft: Optional[SpecDraft] = None
-    load_mode: Annotated[NonEmpty, WithJsonSchema({"enum": ["none", "dio"]})] = Field("none", description="none (read into allocated memory, the default) or dio "
-                                                    "(direct I/O, around the page cache); mmap/auto are refused")
+    spec_draft: SpecDraft | None = None
+    load_mode: Annotated[NonEmpty, WithJsonSchema({"enum": ["none", "dio"]})] = Field(
+        "none",
+        description="none (read into allocated memory, the default) or dio "
+        "(direct I/O, around the page cache); mmap/auto are refused",
+    )
 
 
 class QuantGate(BaseModel):
@@ -408,14 +477,14 @@ class GateSpec(BaseModel):
 
     model_config = _CONFIG
     smoke: bool = True
-    quant: Optional[QuantGate] = None
+    quant: QuantGate | None = None
 
 
 class SystemdSpec(BaseModel):
     """Optional productionization as a systemd unit (seed 000 step 7)."""
 
     model_config = _CONFIG
-    unit: Optional[UnitName] = Field(None, description="default: the profile name")
+    unit: UnitName | None = Field(None, description="default: the profile name")
     enable: bool = Field(False, description="false = on-demand, true = boot-enabled")
     conflicts: list[UnitName] = []
 
@@ -428,8 +497,11 @@ _SSH_USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 
 _HOST_PATTERN = r"(?:[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?|\[[0-9A-Fa-f:.]+\])"
 _PORT_PATTERN = r"(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"
-DOCKER_URL_SCHEMA = {"type": "string", "pattern": rf"^(?:ssh://[A-Za-z0-9_][A-Za-z0-9_.-]*@{_HOST_PATTERN}(?::"
-                                                  rf"{_PORT_PATTERN})?|tcp://{_HOST_PATTERN}:{_PORT_PATTERN})/?$"}
+DOCKER_URL_SCHEMA = {
+    "type": "string",
+    "pattern": rf"^(?:ssh://[A-Za-z0-9_][A-Za-z0-9_.-]*@{_HOST_PATTERN}(?::"
+    rf"{_PORT_PATTERN})?|tcp://{_HOST_PATTERN}:{_PORT_PATTERN})/?$",
+}
 
 
 def _check_docker_url(value: str) -> str:
@@ -470,8 +542,9 @@ def _check_bind(value: str) -> str:
     return _refuse_mapped(value)
 
 
-WorkerName = _matching(r"[a-z0-9][a-z0-9-]{0,30}", "must be 1-31 characters of a-z, 0-9 and '-' (it names the "
-                       "worker's container)")
+WorkerName = _matching(
+    r"[a-z0-9][a-z0-9-]{0,30}", "must be 1-31 characters of a-z, 0-9 and '-' (it names the worker's container)"
+)
 RpcDevice = _matching(r"[A-Za-z]+[0-9]*", "must be a ggml device name like CUDA0 or CPU")
 
 
@@ -481,24 +554,30 @@ class RpcWorker(BaseModel):
     model_config = _CONFIG
     name: WorkerName
     docker: Annotated[str, AfterValidator(_check_docker_url), WithJsonSchema(DOCKER_URL_SCHEMA)] = Field(
-        description="how kimik3 reaches this host's Docker: ssh://user@host[:port] or tcp://host:port (TLS)")
-    tls_dir: Optional[Annotated[NonEmpty, AfterValidator(_check_absolute), WithJsonSchema(ABSOLUTE_SCHEMA)]] = Field(
-        None, description="tcp:// only: absolute path of a folder with ca.pem, cert.pem, key.pem")
+        description="how kimik3 reaches this host's Docker: ssh://user@host[:port] or tcp://host:port (TLS)"
+    )
+    tls_dir: Annotated[NonEmpty, AfterValidator(_check_absolute), WithJsonSchema(ABSOLUTE_SCHEMA)] | None = Field(
+        None, description="tcp:// only: absolute path of a folder with ca.pem, cert.pem, key.pem"
+    )
     bind: Annotated[str, AfterValidator(_check_bind), WithJsonSchema(IPV4_SCHEMA)] = Field(
-        description="the address rpc-server binds and the main server connects to: loopback or a private address")
+        description="the address rpc-server binds and the main server connects to: loopback or a private address"
+    )
     port: Annotated[int, Field(ge=1, le=65535)] = 50052
-    devices: Optional[Annotated[list[RpcDevice], Field(min_length=1)]] = Field(
-        None, description="rpc-server --device; default: every accelerator of the host, else its CPU")
-    gpus: Annotated[
-        Union[Literal["all", "none"], GpuList], BeforeValidator(_check_gpus)
-    ] = Field("none", description="GPUs the worker's container gets (as the profile's gpus)")
-    threads: Optional[Count] = Field(None, description="rpc-server -t (CPU device threads)")
-    cache: bool = Field(True, description="rpc-server -c: keep received tensors on the worker, so a reload "
-                                          "does not resend them")
+    devices: Annotated[list[RpcDevice], Field(min_length=1)] | None = Field(
+        None, description="rpc-server --device; default: every accelerator of the host, else its CPU"
+    )
+    gpus: Annotated[Literal["all", "none"] | GpuList, BeforeValidator(_check_gpus)] = Field(
+        "none", description="GPUs the worker's container gets (as the profile's gpus)"
+    )
+    threads: Count | None = Field(None, description="rpc-server -t (CPU device threads)")
+    cache: bool = Field(
+        True, description="rpc-server -c: keep received tensors on the worker, so a reload does not resend them"
+    )
     # Absolute, as tls_dir: a bind mount on the worker's Docker has no folder a relative path could be relative to
     # (a relative one passed validate and plan, then failed the worker's container create).
-    cache_dir: Optional[Annotated[NonEmpty, AfterValidator(_check_absolute), WithJsonSchema(ABSOLUTE_SCHEMA)]] = Field(
-        None, description="host folder of the tensor cache on the worker (absolute); default: a Docker volume")
+    cache_dir: Annotated[NonEmpty, AfterValidator(_check_absolute), WithJsonSchema(ABSOLUTE_SCHEMA)] | None = Field(
+        None, description="host folder of the tensor cache on the worker (absolute); default: a Docker volume"
+    )
 
 
 class RpcSpec(BaseModel):
@@ -514,11 +593,14 @@ class HandoverSpec(BaseModel):
 
     model_config = _CONFIG
     drain_s: Annotated[int, Field(ge=0, le=3600)] = Field(
-        60, description="how long in-flight requests may run on the old server before it is stopped")
+        60, description="how long in-flight requests may run on the old server before it is stopped"
+    )
     queue: Annotated[int, Field(ge=0, le=100000)] = Field(
-        64, description="requests held at most while the server is replaced; past it: 503 with Retry-After")
+        64, description="requests held at most while the server is replaced; past it: 503 with Retry-After"
+    )
     wait_s: Annotated[int, Field(ge=1, le=7200)] = Field(
-        900, description="longest a held request waits; past it: 503 with Retry-After")
+        900, description="longest a held request waits; past it: 503 with Retry-After"
+    )
 
 
 class MetricsSpec(BaseModel):
@@ -530,14 +612,19 @@ class MetricsSpec(BaseModel):
     model_config = _CONFIG
     port: Annotated[int, Field(ge=1, le=65535)] = Field(description="the exporter's port (/metrics, /healthz)")
     bind: Annotated[str, AfterValidator(_check_host), WithJsonSchema(HOST_SCHEMA)] = Field(
-        "loopback", description="loopback (default: the node's Prometheus scrapes locally), tailscale or an IP")
-    proxy: bool = Field(False, description="put a latency-recording proxy on serve.port; llama-server moves to "
-                                           "127.0.0.1:server_port")
-    server_port: Optional[Annotated[int, Field(ge=1, le=65535)]] = Field(
-        None, description="with proxy: llama-server's loopback port (default: serve.port + 10000, or - 10000)")
-    handover: Optional[HandoverSpec] = Field(
-        None, description="with proxy: the proxy runs on its own (kimik3 front-serve) and holds requests while a "
-                          "replacement runs, so serve.port never closes (issue 29)")
+        "loopback", description="loopback (default: the node's Prometheus scrapes locally), tailscale or an IP"
+    )
+    proxy: bool = Field(
+        False, description="put a latency-recording proxy on serve.port; llama-server moves to 127.0.0.1:server_port"
+    )
+    server_port: Annotated[int, Field(ge=1, le=65535)] | None = Field(
+        None, description="with proxy: llama-server's loopback port (default: serve.port + 10000, or - 10000)"
+    )
+    handover: HandoverSpec | None = Field(
+        None,
+        description="with proxy: the proxy runs on its own (kimik3 front-serve) and holds requests while a "
+        "replacement runs, so serve.port never closes (issue 29)",
+    )
 
 
 class HostSpec(BaseModel):
@@ -546,8 +633,11 @@ class HostSpec(BaseModel):
     Opt-in: a host setting outlives the deployment and touches every process on the host, so it is asked for."""
 
     model_config = _CONFIG
-    prepare: bool = Field(False, description="write /etc/sysctl.d/90-kimik3.conf (kernel.numa_balancing = 0, seed "
-                                             "000) and load it with systemd-sysctl; false: the host gate only checks")
+    prepare: bool = Field(
+        False,
+        description="write /etc/sysctl.d/90-kimik3.conf (kernel.numa_balancing = 0, seed "
+        "000) and load it with systemd-sysctl; false: the host gate only checks",
+    )
 
 
 # An image is pulled by digest (vllm, sglang): the tag is for people, the digest is what runs (seed 001's
@@ -555,29 +645,53 @@ class HostSpec(BaseModel):
 # A tag alone is accepted here and refused by plan and apply until `kimik3 pin` writes the digest the registry serves
 # for it (model/pinning.py); a name with neither tag nor digest is refused (which `latest` was meant is unknowable).
 _IMAGE_NAME = IMAGE_REF.removesuffix(r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?")
-PinnedImageRef = _matching(_IMAGE_NAME + r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}(?:@sha256:[0-9a-f]{64})?"
-                                         r"|@sha256:[0-9a-f]{64})",
-                           "must be an image reference pinned by digest, e.g. vllm/vllm-openai:kimi-k3@sha256:<64 "
-                           "hex>, or by a tag that `kimik3 pin` resolves to its digest (vllm/vllm-openai:kimi-k3)")
+PinnedImageRef = _matching(
+    _IMAGE_NAME + r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}(?:@sha256:[0-9a-f]{64})?"
+    r"|@sha256:[0-9a-f]{64})",
+    "must be an image reference pinned by digest, e.g. vllm/vllm-openai:kimi-k3@sha256:<64 "
+    "hex>, or by a tag that `kimik3 pin` resolves to its digest (vllm/vllm-openai:kimi-k3)",
+)
 ParserName = _matching(r"[A-Za-z0-9][A-Za-z0-9_.-]*", "must be a parser name like kimi_k3")
 BackendName = _matching(r"[A-Z0-9][A-Z0-9_]*", "must be an attention backend name like TOKENSPEED_MLA")
 # vLLM 0.32's --kv-cache-dtype choices, as its vllm/config/cache.py `CacheDType` lists them (the real parser checks
 # a rendered argv: tests/unit/test_vllm_argv.py)
-KV_CACHE_DTYPES = ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla",
-                   "nvfp4_ds_mla", "turboquant_k8v4", "turboquant_4bit_nc", "turboquant_k3v4_nc", "turboquant_3bit_nc",
-                   "ultraquant_4bit", "int4_per_token_head", "int8_per_token_head", "fp8_per_token_head", "nvfp4",
-                   "nvfp4_4over6")
+KV_CACHE_DTYPES = (
+    "auto",
+    "float16",
+    "bfloat16",
+    "fp8",
+    "fp8_e4m3",
+    "fp8_e5m2",
+    "fp8_inc",
+    "fp8_ds_mla",
+    "nvfp4_ds_mla",
+    "turboquant_k8v4",
+    "turboquant_4bit_nc",
+    "turboquant_k3v4_nc",
+    "turboquant_3bit_nc",
+    "ultraquant_4bit",
+    "int4_per_token_head",
+    "int8_per_token_head",
+    "fp8_per_token_head",
+    "nvfp4",
+    "nvfp4_4over6",
+)
 # Seed 001's --attention-config for TOKENSPEED_MLA (the vLLM Kimi K3 recipe, 2026-09-10), as the default.
-SEED_ATTENTION_CONFIG: dict[str, Any] = {"use_prefill_query_quantization": True, "mla_prefill_backend": "TOKENSPEED_MLA"}
-JsonScalar = Union[bool, int, float, str]
+SEED_ATTENTION_CONFIG: dict[str, Any] = {
+    "use_prefill_query_quantization": True,
+    "mla_prefill_backend": "TOKENSPEED_MLA",
+}
+JsonScalar = Union[bool, int, float, str]  # noqa: UP007 - pydantic tries the members in this order
 
 
 class ImageSpec(BaseModel):
     """The serving image, pulled by digest (vllm, sglang); llama.cpp's is built (`build:`)."""
 
     model_config = _CONFIG
-    ref: PinnedImageRef = Field(description="repo[:tag]@sha256:<64 hex>; the digest is what is pulled and run (a tag "
-                                            "alone: `kimik3 pin` writes its digest; plan and apply refuse it)")
+    ref: PinnedImageRef = Field(
+        description="repo[:tag]@sha256:<64 hex>; the digest is what is pulled and run (a tag "
+        "alone: `kimik3 pin` writes its digest; plan and apply refuse it)"
+    )
 
 
 class VllmSpec(BaseModel):
@@ -586,25 +700,33 @@ class VllmSpec(BaseModel):
     model_config = _CONFIG
     tensor_parallel_size: Count = Field(8, description="--tensor-parallel-size")
     max_model_len: Annotated[int, Field(ge=1, le=1048576)] = Field(
-        131072, description="--max-model-len (at most Kimi-K3's trained 1,048,576)")
+        131072, description="--max-model-len (at most Kimi-K3's trained 1,048,576)"
+    )
     gpu_memory_utilization: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] = Field(
-        0.95, description="--gpu-memory-utilization: the share of each GPU's memory vLLM takes")
+        0.95, description="--gpu-memory-utilization: the share of each GPU's memory vLLM takes"
+    )
     kv_cache_dtype: Literal[KV_CACHE_DTYPES] = Field("fp8", description="--kv-cache-dtype")  # type: ignore[valid-type]
-    max_num_seqs: Optional[Count] = Field(None, description="--max-num-seqs; default: vLLM's")
-    max_num_batched_tokens: Optional[Count] = Field(None, description="--max-num-batched-tokens; default: vLLM's")
+    max_num_seqs: Count | None = Field(None, description="--max-num-seqs; default: vLLM's")
+    max_num_batched_tokens: Count | None = Field(None, description="--max-num-batched-tokens; default: vLLM's")
     enable_prefix_caching: bool = Field(True, description="--enable-prefix-caching (false: --no-enable-prefix-caching)")
-    prefix_match_unit: Optional[Count] = Field(128, description="--prefix-match-unit; null: vLLM's default")
-    attention_backend: Optional[BackendName] = Field("TOKENSPEED_MLA", description="--attention-backend; null: "
-                                                     "vLLM chooses (the CPU image has its own)")
-    attention_config: Optional[Annotated[dict[NonEmpty, JsonScalar], Field(min_length=1)]] = Field(
-        default_factory=lambda: dict(SEED_ATTENTION_CONFIG), description="--attention-config, as JSON; null: none")
-    tool_call_parser: Optional[ParserName] = Field("kimi_k3", description="--tool-call-parser with "
-                                                   "--enable-auto-tool-choice; null: no tool calls parsed")
-    reasoning_parser: Optional[ParserName] = Field("kimi_k3", description="--reasoning-parser; null: none")
+    prefix_match_unit: Count | None = Field(128, description="--prefix-match-unit; null: vLLM's default")
+    attention_backend: BackendName | None = Field(
+        "TOKENSPEED_MLA", description="--attention-backend; null: vLLM chooses (the CPU image has its own)"
+    )
+    attention_config: Annotated[dict[NonEmpty, JsonScalar], Field(min_length=1)] | None = Field(
+        default_factory=lambda: dict(SEED_ATTENTION_CONFIG), description="--attention-config, as JSON; null: none"
+    )
+    tool_call_parser: ParserName | None = Field(
+        "kimi_k3", description="--tool-call-parser with --enable-auto-tool-choice; null: no tool calls parsed"
+    )
+    reasoning_parser: ParserName | None = Field("kimi_k3", description="--reasoning-parser; null: none")
     v2_model_runner: bool = Field(True, description="env VLLM_USE_V2_MODEL_RUNNER=1 (seed 001's recipe)")
     enforce_eager: bool = Field(False, description="--enforce-eager (no CUDA graphs; the CPU test image needs it)")
-    any_gpu: bool = Field(False, description="true: run the recipe on GPUs other than seed 001's B300/GB300 (the "
-                                             "host gate refuses them otherwise; the recipe was not measured there)")
+    any_gpu: bool = Field(
+        False,
+        description="true: run the recipe on GPUs other than seed 001's B300/GB300 (the "
+        "host gate refuses them otherwise; the recipe was not measured there)",
+    )
 
 
 def _refuse_placeholder(value: Any) -> Any:
@@ -612,8 +734,10 @@ def _refuse_placeholder(value: Any) -> Any:
         # rule: sglang-memory-ratio
         # Seed 001 writes `--mamba-full-memory-ratio <value-from-official-calculator>`: copied as is, SGLang refuses
         # it at launch, after the checkpoint download.
-        raise refuse("must be a number from SGLang's Kimi-K3 cookbook calculator (it depends on the average input "
-                     f"plus output length of your workload), not {value!r}")
+        raise refuse(
+            "must be a number from SGLang's Kimi-K3 cookbook calculator (it depends on the average input "
+            f"plus output length of your workload), not {value!r}"
+        )
     return value
 
 
@@ -633,17 +757,24 @@ class SglangSpec(BaseModel):
     tp_size: Count = Field(8, description="--tp-size")
     dcp_size: Count = Field(8, description="--dcp-size")
     mem_fraction_static: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] = Field(
-        0.85, description="--mem-fraction-static")
-    mamba_full_memory_ratio: Annotated[float, BeforeValidator(_refuse_placeholder),
-                                       Field(gt=0, allow_inf_nan=False)] = Field(
-        description="--mamba-full-memory-ratio: required, from SGLang's cookbook calculator for your workload")
-    workload: Optional[SglangWorkload] = Field(None, description="the average request mamba_full_memory_ratio was "
-                                               "computed for; without it the plan warns that the ratio is not tied "
-                                               "to a workload")
-    tool_call_parser: Optional[ParserName] = Field("kimi_k3", description="--tool-call-parser; null: none")
-    reasoning_parser: Optional[ParserName] = Field("kimi_k3", description="--reasoning-parser; null: none")
-    any_gpu: bool = Field(False, description="true: run the profile on GPUs other than the cookbook's B300 (the "
-                                             "host gate refuses them otherwise; seed 001: do not copy this topology)")
+        0.85, description="--mem-fraction-static"
+    )
+    mamba_full_memory_ratio: Annotated[
+        float, BeforeValidator(_refuse_placeholder), Field(gt=0, allow_inf_nan=False)
+    ] = Field(description="--mamba-full-memory-ratio: required, from SGLang's cookbook calculator for your workload")
+    workload: SglangWorkload | None = Field(
+        None,
+        description="the average request mamba_full_memory_ratio was "
+        "computed for; without it the plan warns that the ratio is not tied "
+        "to a workload",
+    )
+    tool_call_parser: ParserName | None = Field("kimi_k3", description="--tool-call-parser; null: none")
+    reasoning_parser: ParserName | None = Field("kimi_k3", description="--reasoning-parser; null: none")
+    any_gpu: bool = Field(
+        False,
+        description="true: run the profile on GPUs other than the cookbook's B300 (the "
+        "host gate refuses them otherwise; seed 001: do not copy this topology)",
+    )
 
 
 def _engine_schema() -> list[dict[str, Any]]:
@@ -656,19 +787,32 @@ def _engine_schema() -> list[dict[str, Any]]:
         for p in paths:
             if len(p) == 2:
                 nested.setdefault(p[0], []).append(p[1])
-        return {"not": {"anyOf": [{"required": [name]} for name in top]},
-                "properties": {section: {"not": {"anyOf": [{"required": [f]} for f in fields]}}
-                               for section, fields in nested.items()}}
+        return {
+            "not": {"anyOf": [{"required": [name]} for name in top]},
+            "properties": {
+                section: {"not": {"anyOf": [{"required": [f]} for f in fields]}} for section, fields in nested.items()
+            },
+        }
 
     is_llamacpp = {"anyOf": [{"not": {"required": ["engine"]}}, {"properties": {"engine": {"const": "llamacpp"}}}]}
-    items = [{"if": is_llamacpp,
-              "then": {**absent([(s,) for s in ENGINE_SECTIONS]),
-                       "properties": {"model": {"required": ["quant"], "properties": {"quant": {"type": "string"}}}}}}]
+    items = [
+        {
+            "if": is_llamacpp,
+            "then": {
+                **absent([(s,) for s in ENGINE_SECTIONS]),
+                "properties": {"model": {"required": ["quant"], "properties": {"quant": {"type": "string"}}}},
+            },
+        }
+    ]
     for name in ("vllm", "sglang"):
         other = [(s,) for s, engines in ENGINE_SECTIONS.items() if name not in engines]
         required = ["image"] + ([name] if name == "sglang" else [])
-        items.append({"if": {"required": ["engine"], "properties": {"engine": {"const": name}}},
-                      "then": {**absent([*LLAMACPP_ONLY, *other]), "required": required}})
+        items.append(
+            {
+                "if": {"required": ["engine"], "properties": {"engine": {"const": name}}},
+                "then": {**absent([*LLAMACPP_ONLY, *other]), "required": required},
+            }
+        )
     return items
 
 
@@ -678,24 +822,25 @@ class Profile(BaseModel):
     model_config = ConfigDict(**_CONFIG, json_schema_extra={"allOf": _engine_schema()})
     api_version: Literal["kimik3/v1"] = Field(alias="apiVersion")
     name: ProfileName
-    engine: EngineName = Field(DEFAULT_ENGINE, description="the serving engine: llamacpp (llama-server on GGUF quants, "
-                                                           "the image built), vllm (the safetensors checkpoint, the "
-                                                           "image pulled by digest)")
+    engine: EngineName = Field(
+        DEFAULT_ENGINE,
+        description="the serving engine: llamacpp (llama-server on GGUF quants, "
+        "the image built), vllm (the safetensors checkpoint, the "
+        "image pulled by digest)",
+    )
     model: ModelSpec
-    image: Optional[ImageSpec] = Field(None, description="vllm, sglang (required there): the image, by digest")
+    image: ImageSpec | None = Field(None, description="vllm, sglang (required there): the image, by digest")
     build: BuildSpec = BuildSpec()
-    gpus: Annotated[
-        Union[Literal["all", "none"], GpuList], BeforeValidator(_check_gpus)
-    ] = "all"
+    gpus: Annotated[Literal["all", "none"] | GpuList, BeforeValidator(_check_gpus)] = "all"
     share_gpus: bool = Field(False, description="allow other processes' memory on the requested GPUs (shared pool)")
     serve: ServeSpec = ServeSpec()
     gate: GateSpec = GateSpec()
-    systemd: Optional[SystemdSpec] = None
-    rpc: Optional[RpcSpec] = None
-    metrics: Optional[MetricsSpec] = None
+    systemd: SystemdSpec | None = None
+    rpc: RpcSpec | None = None
+    metrics: MetricsSpec | None = None
     host: HostSpec = HostSpec()
-    vllm: Optional[VllmSpec] = Field(None, description="engine: vllm only: vLLM's knobs (default: seed 001's recipe)")
-    sglang: Optional[SglangSpec] = Field(None, description="engine: sglang only (required there): SGLang's knobs")
+    vllm: VllmSpec | None = Field(None, description="engine: vllm only: vLLM's knobs (default: seed 001's recipe)")
+    sglang: SglangSpec | None = Field(None, description="engine: sglang only (required there): SGLang's knobs")
 
     @model_validator(mode="before")
     @classmethod
@@ -717,8 +862,10 @@ def to_tree(value: Any) -> Any:
     """A validated profile (or section) as plain JSON data, each model tagged with its class name: what
     model/profile.py builds its values from, and what the profile cache keeps."""
     if isinstance(value, BaseModel):
-        return {"@model": type(value).__name__,
-                "fields": {name: to_tree(getattr(value, name)) for name in type(value).model_fields}}
+        return {
+            "@model": type(value).__name__,
+            "fields": {name: to_tree(getattr(value, name)) for name in type(value).model_fields},
+        }
     if isinstance(value, list):
         return [to_tree(item) for item in value]
     if isinstance(value, dict):

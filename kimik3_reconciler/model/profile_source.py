@@ -25,11 +25,19 @@ MAX_PROFILE_CHARS = 256 * 1024
 _STR_TAG = "tag:yaml.org,2002:str"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 _YAML11_BOOLS = frozenset({"yes", "no", "on", "off", "y", "n"})
-_YAML11_NUMBER = re.compile(r"[-+]?(0[xob][0-9a-fA-F_]+|[0-9][0-9_]*(:[0-5]?[0-9])+(\.[0-9_]*)?|[0-9][0-9_]*_[0-9_]*"
-                            r"(\.[0-9_]*)?|[0-9]+[eE][-+]?[0-9]+)")
+_YAML11_NUMBER = re.compile(
+    r"[-+]?(0[xob][0-9a-fA-F_]+|[0-9][0-9_]*(:[0-5]?[0-9])+(\.[0-9_]*)?|[0-9][0-9_]*_[0-9_]*"
+    r"(\.[0-9_]*)?|[0-9]+[eE][-+]?[0-9]+)"
+)
 _TYPE_WORDS = {
-    "string_type": "a string", "int_type": "an integer", "float_type": "a number", "bool_type": "true or false",
-    "list_type": "a list", "dict_type": "a mapping", "model_type": "a mapping", "model_attributes_type": "a mapping",
+    "string_type": "a string",
+    "int_type": "an integer",
+    "float_type": "a number",
+    "bool_type": "true or false",
+    "list_type": "a list",
+    "dict_type": "a mapping",
+    "model_type": "a mapping",
+    "model_attributes_type": "a mapping",
 }
 
 
@@ -50,8 +58,12 @@ class _Refused(Exception):
 _IMPLICIT = (
     ("tag:yaml.org,2002:bool", r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
     ("tag:yaml.org,2002:int", r"^[-+]?[0-9]+$", "-+0123456789"),
-    ("tag:yaml.org,2002:float", r"^(?:[-+]?(?:[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)"
-     r"|\.(?:nan|NaN|NAN))$", "-+0123456789."),
+    (
+        "tag:yaml.org,2002:float",
+        r"^(?:[-+]?(?:[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)"
+        r"|\.(?:nan|NaN|NAN))$",
+        "-+0123456789.",
+    ),
     ("tag:yaml.org,2002:null", r"^(?:~|null|Null|NULL|)$", ["~", "n", "N", ""]),
     ("tag:yaml.org,2002:merge", r"^(?:<<)$", ["<"]),  # resolved only to be refused by name (_walk)
 )
@@ -66,14 +78,17 @@ class _ProfileLoader(yaml.SafeLoader):
     def compose_node(self, parent: Node | None, index: Any) -> Node:
         event = self.peek_event()
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
-            raise _Refused(event.start_mark, "anchors and aliases (&name, *name) are not allowed in a profile: "
-                           "write the value out")
+            raise _Refused(
+                event.start_mark, "anchors and aliases (&name, *name) are not allowed in a profile: write the value out"
+            )
         if getattr(event, "tag", None) not in (None, "!"):
             # `!!int abc`, `!!bool x`, `!!timestamp x` raised from PyYAML's constructors (a traceback); `!!binary`
             # and `!!python/...` make values no profile field takes. A profile's values are plain YAML.
             shown_tag = event.tag.replace("tag:yaml.org,2002:", "!!")
-            raise _Refused(event.start_mark, f"explicit tags ({shown_tag}) are not allowed in a profile: write the "
-                           "value plainly (quote a string)")
+            raise _Refused(
+                event.start_mark,
+                f"explicit tags ({shown_tag}) are not allowed in a profile: write the value plainly (quote a string)",
+            )
         return super().compose_node(parent, index)
 
 
@@ -83,8 +98,13 @@ for _tag, _pattern, _first in _IMPLICIT:
 _ProfileLoader.add_constructor("tag:yaml.org,2002:int", lambda loader, node: int(loader.construct_scalar(node), 10))
 
 
-def _walk(node: Node, path: FieldPath, lines: dict[FieldPath, int], found: list[tuple[int, FieldPath, str]],
-          written: dict[FieldPath, str]) -> None:
+def _walk(
+    node: Node,
+    path: FieldPath,
+    lines: dict[FieldPath, int],
+    found: list[tuple[int, FieldPath, str]],
+    written: dict[FieldPath, str],
+) -> None:
     """Record the line of every key and list item, and every scalar as written; report duplicate, merge and
     non-scalar keys."""
     if isinstance(node, ScalarNode):
@@ -145,16 +165,24 @@ def _hidden_character(value: str, text: bool = False) -> str | None:
     for char in value:
         category = unicodedata.category(char)
         if category in _HIDDEN_CATEGORIES and not (text and char in _TEXT_CONTROLS):
-            what = (_CONTROL_NAMES.get(ord(char)) or ("a lone surrogate" if category == "Cs" else None)
-                    or unicodedata.name(char, "a control character").lower())
-            allowed = " (tab and newline only in serve.env values and serve.extra_args)" if char in _TEXT_CONTROLS else ""
-            return (f"holds U+{ord(char):04X} ({what}): a profile's values are plain text (names, paths, flags, "
-                    f"env values), never control or invisible characters{allowed}")
+            what = (
+                _CONTROL_NAMES.get(ord(char))
+                or ("a lone surrogate" if category == "Cs" else None)
+                or unicodedata.name(char, "a control character").lower()
+            )
+            allowed = (
+                " (tab and newline only in serve.env values and serve.extra_args)" if char in _TEXT_CONTROLS else ""
+            )
+            return (
+                f"holds U+{ord(char):04X} ({what}): a profile's values are plain text (names, paths, flags, "
+                f"env values), never control or invisible characters{allowed}"
+            )
     return None
 
 
-def load_yaml(text: str, written: dict[FieldPath, str]) -> tuple[Any, dict[FieldPath, int],
-                                                                 list[tuple[int | None, FieldPath, str]]]:
+def load_yaml(
+    text: str, written: dict[FieldPath, str]
+) -> tuple[Any, dict[FieldPath, int], list[tuple[int | None, FieldPath, str]]]:
     """(data, key lines, problems); `written` gets every scalar as written. data is None when the text
     cannot be used at all."""
     lines: dict[FieldPath, int] = {}
@@ -166,7 +194,11 @@ def load_yaml(text: str, written: dict[FieldPath, str]) -> tuple[Any, dict[Field
         if node is None:
             return None, lines, [(1, (), "the profile is empty")]
         if not isinstance(node, MappingNode):
-            return None, lines, [(node.start_mark.line + 1, (), "the top level must be a mapping (apiVersion, name, model, ...)")]
+            return (
+                None,
+                lines,
+                [(node.start_mark.line + 1, (), "the top level must be a mapping (apiVersion, name, model, ...)")],
+            )
         _walk(node, (), lines, found, written)
         return loader.construct_document(node), lines, found
     except _Refused as exc:
@@ -231,8 +263,9 @@ def _describe(value: Any) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
-def _message(err: Mapping[str, Any], path: FieldPath, written: Mapping[FieldPath, str],
-             root: type[BaseModel] = Profile) -> str:
+def _message(
+    err: Mapping[str, Any], path: FieldPath, written: Mapping[FieldPath, str], root: type[BaseModel] = Profile
+) -> str:
     kind, value, ctx = err["type"], err.get("input"), err.get("ctx") or {}
     if kind == "kimik3":
         return str(ctx["reason"])
@@ -259,8 +292,13 @@ def _message(err: Mapping[str, Any], path: FieldPath, written: Mapping[FieldPath
     return str(err["msg"]).replace("Input should be", "must be").replace("List should have", "must have")
 
 
-def validation_problems(exc: ValidationError, source: str, lines: Mapping[FieldPath, int],
-                        written: Mapping[FieldPath, str], root: type[BaseModel] = Profile) -> list[ProfileProblem]:
+def validation_problems(
+    exc: ValidationError,
+    source: str,
+    lines: Mapping[FieldPath, int],
+    written: Mapping[FieldPath, str],
+    root: type[BaseModel] = Profile,
+) -> list[ProfileProblem]:
     """pydantic's errors as located problems (`root`: the model validated, the profile's or the fleet file's)."""
     errors = [(tuple(p for p in err["loc"] if p != "[key]"), err) for err in exc.errors()]
     suggested = {(path[:-1], _suggest(path, root)) for path, err in errors if err["type"] == "extra_forbidden"}
@@ -268,8 +306,9 @@ def validation_problems(exc: ValidationError, source: str, lines: Mapping[FieldP
     for path, err in errors:
         if err["type"] == "missing" and (path[:-1], path[-1]) in suggested:
             continue  # `modle:` already says "did you mean 'model'?"; "model: required" would be noise
-        problems.append(ProfileProblem(source, line_for(path, lines) or 1, render_path(path),
-                                       _message(err, path, written, root)))
+        problems.append(
+            ProfileProblem(source, line_for(path, lines) or 1, render_path(path), _message(err, path, written, root))
+        )
     return problems
 
 
@@ -278,17 +317,28 @@ def parse_profile(text: str, source: str = "<profile>") -> LoadedProfile:
     if len(text) > MAX_PROFILE_CHARS:
         # Parsing is linear but slow in pure Python (~0.5 ms a key): a 10 MB file of keys took minutes before
         # saying anything. A real profile is a few KiB; this says at once that the file is not one.
-        raise ProfileError([ProfileProblem(source, None, "", f"{len(text) // 1024} KiB: a profile is a few KiB and "
-                                           f"kimik3 reads at most {MAX_PROFILE_CHARS // 1024} KiB; is this the "
-                                           "right file?")])
+        raise ProfileError(
+            [
+                ProfileProblem(
+                    source,
+                    None,
+                    "",
+                    f"{len(text) // 1024} KiB: a profile is a few KiB and "
+                    f"kimik3 reads at most {MAX_PROFILE_CHARS // 1024} KiB; is this the "
+                    "right file?",
+                )
+            ]
+        )
     written: dict[FieldPath, str] = {}
     data, lines, found = load_yaml(text, written)
     problems = [ProfileProblem(source, line, render_path(path), message) for line, path, message in found]
     if data is None:
         raise ProfileError(problems)
     # Fields another engine reads: checked as written (a schema default is not the user's), beside the schema.
-    mixed = [ProfileProblem(source, line_for(f.path, lines) or 1, render_path(f.path), f.message)
-             for f in engine_fields(data)]
+    mixed = [
+        ProfileProblem(source, line_for(f.path, lines) or 1, render_path(f.path), f.message)
+        for f in engine_fields(data)
+    ]
     problems += mixed
     try:
         tree = to_tree(Profile.model_validate(data))

@@ -73,8 +73,9 @@ def reconcile_loop_key(profile_name: str) -> str:
     return f"reconcile/{profile_name}.json"
 
 
-def gpu_probe_key(driver: str | None, toolkit: str | None, request: str, gpus: str | tuple[str, ...],
-                  host_gpus: int) -> str:
+def gpu_probe_key(
+    driver: str | None, toolkit: str | None, request: str, gpus: str | tuple[str, ...], host_gpus: int
+) -> str:
     """A passing GPU-plumbing probe (a real container running nvidia-smi) of one (driver, toolkit, request, GPUs):
     run once; a driver or toolkit upgrade, a switch between CDI and the runtime, or other GPUs probe again.
     `gpus`: the profile's docker device ids, or "all" (then the host's count is part of it): `gpus: [0, 1]`

@@ -485,12 +485,32 @@ class VerifyServer(Payload):
 
 
 PAYLOADS: tuple[type[Payload], ...] = (
-    ModelDownload, LocalModelVerify, RemoveModelFiles, ImageBuild, ImagePull, RetagImage, RemoveImage, LaunchContainer,
+    ModelDownload,
+    LocalModelVerify,
+    RemoveModelFiles,
+    ImageBuild,
+    ImagePull,
+    RetagImage,
+    RemoveImage,
+    LaunchContainer,
     StartContainer,
-    StopContainer, RemoveContainer, ForgetDeployment, SmokeTest, QuantGateRun, GpuProbe, HealthWait, UnitInstall,
-    UnitRemoval, StopUnit, PagecachePreread, HostSettings,
+    StopContainer,
+    RemoveContainer,
+    ForgetDeployment,
+    SmokeTest,
+    QuantGateRun,
+    GpuProbe,
+    HealthWait,
+    UnitInstall,
+    UnitRemoval,
+    StopUnit,
+    PagecachePreread,
+    HostSettings,
     VerifyServer,
-    WorkerImage, WorkerLaunch, WorkerWait, WorkerRemove,
+    WorkerImage,
+    WorkerLaunch,
+    WorkerWait,
+    WorkerRemove,
 )
 
 

@@ -67,8 +67,7 @@ def step_records(spec: Payload | None, workers: int) -> tuple[tuple[str, int], .
     return ()
 
 
-def records_after(steps: Sequence[Step], last_good: dict[str, Any] | None,
-                  workers: int) -> tuple[tuple[str, int], ...]:
+def records_after(steps: Sequence[Step], last_good: dict[str, Any] | None, workers: int) -> tuple[tuple[str, int], ...]:
     """Every record the apply writes from the first of `steps` on, and at its end: the last good profile (`last_good`:
     the record as it would be written; None when this apply writes none) and, with RPC workers, their record."""
     records = [record for step in steps for record in step_records(step.spec, workers)]
@@ -91,12 +90,16 @@ def shortfall(room: StateRoom, records: Sequence[tuple[str, int]]) -> str | None
     need = needed_bytes(records, room.block_bytes)
     names = ", ".join(sorted({name for name, _ in records}))
     if need > room.free_bytes:
-        return (f"{room.path}: {_kib(room.free_bytes)} free, but after it stops the server this apply must write "
-                f"{len(records)} record(s) there ({names}: {_kib(need)})")
+        return (
+            f"{room.path}: {_kib(room.free_bytes)} free, but after it stops the server this apply must write "
+            f"{len(records)} record(s) there ({names}: {_kib(need)})"
+        )
     files = 2 * len(records)  # a temp file and a folder each, at most
     if room.free_files is not None and files > room.free_files:
-        return (f"{room.path}: {room.free_files} free inode(s), but after it stops the server this apply must write "
-                f"{len(records)} record(s) there ({names})")
+        return (
+            f"{room.path}: {room.free_files} free inode(s), but after it stops the server this apply must write "
+            f"{len(records)} record(s) there ({names})"
+        )
     return None
 
 

@@ -44,8 +44,9 @@ class Goal:
         """The goal's figure as measured (tok/s or seconds), None when the level has none."""
         if level is None or level.errors:
             return None
-        return {"decode": level.decode_p50, "aggregate": level.aggregate or None,
-                "ttft-p95": level.ttft_p95}[self.metric]
+        return {"decode": level.decode_p50, "aggregate": level.aggregate or None, "ttft-p95": level.ttft_p95}[
+            self.metric
+        ]
 
     def score(self, level: LevelResult | None) -> float | None:
         """Higher is better; None = infeasible (errors, nothing measured, or the TTFT bound broken)."""
@@ -68,8 +69,10 @@ class Goal:
 def parse_goal(text: str) -> Goal:
     match = _GOAL.match(text.strip().replace(" ", ""))
     if not match:
-        raise InputError(f"--goal {text!r}: expected decode[@1], aggregate@N, ttft-p95@N, or one of them with "
-                         "',ttft-p95<=SECONDS' and/or ',decode>=TOK_S' (e.g. aggregate@8,ttft-p95<=2.5)")
+        raise InputError(
+            f"--goal {text!r}: expected decode[@1], aggregate@N, ttft-p95@N, or one of them with "
+            "',ttft-p95<=SECONDS' and/or ',decode>=TOK_S' (e.g. aggregate@8,ttft-p95<=2.5)"
+        )
     metric, at, bounds = match.groups()
     limits: dict[str, float] = {}
     for bound in filter(None, bounds.split(",")):
@@ -100,12 +103,16 @@ def parse_space(items: tuple[str, ...], section: str, names: tuple[str, ...]) ->
         knob, _, values = item.partition("=")
         knob = knob.strip().replace("-", "_")
         if knob not in names or not values:
-            raise InputError(f"--space {item!r}: expected KNOB=V1,V2,... with KNOB one of {', '.join(names)} "
-                             f"({section}.<knob>)")
+            raise InputError(
+                f"--space {item!r}: expected KNOB=V1,V2,... with KNOB one of {', '.join(names)} ({section}.<knob>)"
+            )
         words = [v.strip() for v in values.split(",") if v.strip()]
         try:
-            space[knob] = tuple(words) if knob == "load_mode" else tuple(
-                FIT if knob == "n_cpu_moe" and v == FIT else _number(v) for v in words)
+            space[knob] = (
+                tuple(words)
+                if knob == "load_mode"
+                else tuple(FIT if knob == "n_cpu_moe" and v == FIT else _number(v) for v in words)
+            )
         except ValueError:
             also = " (or 'fit': --fit places the experts)" if knob == "n_cpu_moe" else ""
             raise InputError(f"--space {item!r}: {knob} takes numbers{also}") from None
@@ -139,8 +146,10 @@ def _check_knob_values(item: str, section: str, knob: str, values: tuple[Any, ..
             return value  # threads: judged against the host's physical cores (planning/tune_space.check_candidate)
         if knob == "load_mode" and value not in ("none", "dio"):
             # The profile's rule (seed 000: a mapped model is a 20+-minute first-request stall), said up front.
-            raise InputError(f"--space {item!r}: load_mode is none or dio (seed 000: --load-mode none; a mapped "
-                             f"mode stalls the first request), not {value!r}")
+            raise InputError(
+                f"--space {item!r}: load_mode is none or dio (seed 000: --load-mode none; a mapped "
+                f"mode stalls the first request), not {value!r}"
+            )
         try:
             return getattr(spec.model_validate({knob: value}, strict=isinstance(value, float)), knob)
         except ValidationError as exc:
@@ -193,8 +202,9 @@ class Trial:
 
 def search_key(profile: str, text: str, goal: Goal, space: dict[str, tuple[Any, ...]], settings: dict[str, Any]) -> str:
     """The record of one search: the same profile text, goal, space and bench settings resume it."""
-    digest = hashlib.sha256(json.dumps([text, str(goal), {k: list(v) for k, v in sorted(space.items())}, settings],
-                                       sort_keys=True).encode()).hexdigest()[:16]
+    digest = hashlib.sha256(
+        json.dumps([text, str(goal), {k: list(v) for k, v in sorted(space.items())}, settings], sort_keys=True).encode()
+    ).hexdigest()[:16]
     return f"tune/{profile}/{digest}.json"
 
 

@@ -10,10 +10,16 @@ from typing import Any
 from kimik3_reconciler.engines import engine_for
 from kimik3_reconciler.model.facts import ModelFact, Observed
 from kimik3_reconciler.model.model_files import CHECKPOINT
-from kimik3_reconciler.model.records import (
-    LOAD_RATE_KEY, WARM_LOAD_RATE_KEY, build_time_key, gate_key, last_good_key, load_key, unverified_key,
-)
 from kimik3_reconciler.model.profile import Profile, bind_addresses, listened_ports
+from kimik3_reconciler.model.records import (
+    LOAD_RATE_KEY,
+    WARM_LOAD_RATE_KEY,
+    build_time_key,
+    gate_key,
+    last_good_key,
+    load_key,
+    unverified_key,
+)
 from kimik3_reconciler.observe.checkpoint_config import collect_checkpoint_config
 from kimik3_reconciler.observe.docker_objects import (
     collect_base_images,
@@ -31,8 +37,8 @@ from kimik3_reconciler.observe.host_settings import collect_host_settings
 from kimik3_reconciler.observe.local_inputs import collect_inputs
 from kimik3_reconciler.observe.local_model import collect_local_model
 from kimik3_reconciler.observe.model_cache import collect_checkpoint, collect_model, collect_tokenizer, model_cache_dir
-from kimik3_reconciler.observe.pulled_image import collect_pulled
 from kimik3_reconciler.observe.model_layout import collect_layout
+from kimik3_reconciler.observe.pulled_image import collect_pulled
 from kimik3_reconciler.observe.unit import collect_systemd
 from kimik3_reconciler.observe.workers import collect_removed_workers, collect_workers
 from kimik3_reconciler.ports import Ports
@@ -40,9 +46,16 @@ from kimik3_reconciler.ports import Ports
 __all__ = ["observe"]
 
 
-def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, rehash: bool = False,
-            gate_reference: Profile | None = None, before_hub: Callable[[Observed], object] | None = None,
-            stat_only: bool = False) -> Observed:
+def observe(
+    profile: Profile,
+    ports: Ports,
+    base_dir: Path,
+    dockerfile: Path,
+    rehash: bool = False,
+    gate_reference: Profile | None = None,
+    before_hub: Callable[[Observed], object] | None = None,
+    stat_only: bool = False,
+) -> Observed:
     """What the planner may look at. `rehash`: re-hash the cached model files (`--verify`); `stat_only`
     (`kimik3 status`): never hash, a file whose stat moved is only reported `changed`;
     `gate_reference`: the quant gate's reference profile, whose files are observed too (planning says when);
@@ -62,15 +75,23 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
     # An engine that pulls its image (vLLM, SGLang) has no base images to look at: its image is one digest.
     pulls = engine.image_source.kind == "pull"
     base_refs = () if pulls else (profile.build.base_images.build, profile.build.base_images.runtime)
-    images_ahead = _Ahead(lambda: (collect_images(ports.docker, ports.state),
-                                   collect_base_images(ports.docker, base_refs)))
+    images_ahead = _Ahead(
+        lambda: (collect_images(ports.docker, ports.state), collect_base_images(ports.docker, base_refs))
+    )
     others_ahead = _Ahead(lambda: collect_others(ports.docker, profile.name))
     ours = frozenset({container.pid}) if container is not None and container.pid else frozenset()
     # Whether Docker can give containers GPUs (`docker info`) matters only to a profile that asks for GPUs.
     gpu = profile.build.variant == "cuda" and profile.gpus != "none"
     lscpu, nvml = host_ahead.result()
-    host = collect_host(ports.host, ports.docker if gpu else None, ours, listened_ports(profile), lscpu, nvml,
-                        binds=tuple(dict.fromkeys(address for _, address in bind_addresses(profile))))
+    host = collect_host(
+        ports.host,
+        ports.docker if gpu else None,
+        ours,
+        listened_ports(profile),
+        lscpu,
+        nvml,
+        binds=tuple(dict.fromkeys(address for _, address in bind_addresses(profile))),
+    )
     inputs = collect_inputs(profile, base_dir, dockerfile, ports.state, rehash, ports.cache)
     # Before the gate: our exporter's proxy may hold serve.port (metrics.proxy), which the gate must not refuse.
     exporter = collect_exporter(profile.name, ports.state, ports.processes, ports.http)
@@ -79,20 +100,40 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
     others = others_ahead.result()
     m = profile.model
     if before_hub is not None:  # a host the gate refuses must not wait for the hub first
-        before_hub(Observed(host=host, inputs=inputs, container=container, others=others, exporter=exporter, front=front,
-                            model=ModelFact(repo=m.repo, revision=m.revision, quant=m.quant or CHECKPOINT,
-                                            cache_dir="")))
+        before_hub(
+            Observed(
+                host=host,
+                inputs=inputs,
+                container=container,
+                others=others,
+                exporter=exporter,
+                front=front,
+                model=ModelFact(repo=m.repo, revision=m.revision, quant=m.quant or CHECKPOINT, cache_dir=""),
+            )
+        )
     checkpoint = engine.model_source.format == "safetensors"
     if profile.model.local_path is not None:  # a GGUF made on this host: nothing of the hub is asked
         model = collect_local_model(profile, ports.state, ports.cache, base_dir, ports.host, rehash, stat_only)
     elif checkpoint:
-        model = collect_checkpoint(m.repo, m.revision, m.endpoint, model_cache_dir(profile, ports.hub, base_dir),
-                                   ports.hub, ports.state, ports.host, rehash, stat_only)
+        model = collect_checkpoint(
+            m.repo,
+            m.revision,
+            m.endpoint,
+            model_cache_dir(profile, ports.hub, base_dir),
+            ports.hub,
+            ports.state,
+            ports.host,
+            rehash,
+            stat_only,
+        )
     else:
         model = collect_model(profile, ports.hub, ports.state, base_dir, ports.host, rehash, stat_only)
     gated = gate_reference is not None
-    reference = (collect_model(gate_reference, ports.hub, ports.state, base_dir, ports.host, rehash, stat_only)
-                 if gate_reference is not None else None)
+    reference = (
+        collect_model(gate_reference, ports.hub, ports.state, base_dir, ports.host, rehash, stat_only)
+        if gate_reference is not None
+        else None
+    )
     # The layout is read from GGUF headers; a checkpoint has none (its engine places it by TP/DP sizes).
     layout, layout_recorded = (None, False) if checkpoint else collect_layout(profile, ports.hub, ports.state, model)
     # GPU plumbing only for a profile that asks for GPUs: the CPU variant never probes.
@@ -102,8 +143,9 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
     images, (base_ids, base_digests) = images_ahead.result()
     return Observed(
         gpu_plumbing=plumbing,
-        gpu_probe_record=(collect_gpu_probe(ports.state, plumbing, host.driver_version, probed,
-                                            len(host.gpus)) if plumbing else None),
+        gpu_probe_record=(
+            collect_gpu_probe(ports.state, plumbing, host.driver_version, probed, len(host.gpus)) if plumbing else None
+        ),
         reference=reference,
         gate_records=(ports.state.read(gate_key(model.repo, model.revision, model.quant)) or {}) if gated else {},
         host=host,
@@ -111,22 +153,34 @@ def observe(profile: Profile, ports: Ports, base_dir: Path, dockerfile: Path, re
         model=model,
         layout=layout,
         layout_recorded=layout_recorded,
-        tokenizer=collect_tokenizer(profile, ports.hub, ports.state, base_dir, ports.host, rehash,
-                                    hub_down=model.listing_error, stat_only=stat_only),
+        tokenizer=collect_tokenizer(
+            profile,
+            ports.hub,
+            ports.state,
+            base_dir,
+            ports.host,
+            rehash,
+            hub_down=model.listing_error,
+            stat_only=stat_only,
+        ),
         images=images,
         base_images=base_ids,
         base_digests=base_digests,
         runtime_cuda=collect_runtime_cuda(ports.docker, profile.build.base_images.runtime)
-        if profile.build.variant == "cuda" and not pulls else None,
-        pulled=collect_pulled(profile.image.ref, ports.docker, None if stat_only else ports.registry) if pulls else None,
+        if profile.build.variant == "cuda" and not pulls
+        else None,
+        pulled=collect_pulled(profile.image.ref, ports.docker, None if stat_only else ports.registry)
+        if pulls
+        else None,
         container=container,
         others=others,
         load_rate=_load_rate(ports, LOAD_RATE_KEY),
         warm_load_rate=_load_rate(ports, WARM_LOAD_RATE_KEY),
         last_load=_load_record(ports, load_key(profile.name)),
         # The heads tensor parallelism splits: read before any pull (status reads no hub for it).
-        checkpoint_config=(collect_checkpoint_config(profile, ports.hub, model)
-                           if checkpoint and not stat_only else None),
+        checkpoint_config=(
+            collect_checkpoint_config(profile, ports.hub, model) if checkpoint and not stat_only else None
+        ),
         build_time=_build_seconds(ports, build_time_key(profile.build.variant, cached=False)),
         cached_build_time=_build_seconds(ports, build_time_key(profile.build.variant, cached=True)),
         last_good=(ports.state.read(last_good_key(profile.name)) or {}).get("date"),

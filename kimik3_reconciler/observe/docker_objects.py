@@ -7,9 +7,15 @@ import re
 from typing import Any
 
 from kimik3_reconciler.model.facts import ContainerFact, GpuPlumbing, ImageFact, MountFact, RunningConfig
+from kimik3_reconciler.model.labels import (
+    CONTAINER_FINGERPRINT,
+    CONTAINER_INPUTS,
+    HEALTH_URL,
+    IMAGE_FINGERPRINT,
+    PROFILE_LABEL,
+    WHILE_LOADING,
+)
 from kimik3_reconciler.model.records import gpu_probe_key, smoke_key
-from kimik3_reconciler.model.labels import PROFILE_LABEL, CONTAINER_FINGERPRINT, CONTAINER_INPUTS, HEALTH_URL, IMAGE_FINGERPRINT, \
-    WHILE_LOADING
 from kimik3_reconciler.observe.server_log import crash_cause
 from kimik3_reconciler.ports import DockerPort, HostPort, HttpPort, StatePort
 
@@ -17,7 +23,9 @@ from kimik3_reconciler.ports import DockerPort, HostPort, HttpPort, StatePort
 def parse_image(attrs: dict[str, Any]) -> ImageFact:
     labels = (attrs.get("Config") or {}).get("Labels") or {}
     return ImageFact(
-        id=attrs["Id"], tags=tuple(attrs.get("RepoTags") or ()), fingerprint=labels.get(IMAGE_FINGERPRINT),
+        id=attrs["Id"],
+        tags=tuple(attrs.get("RepoTags") or ()),
+        fingerprint=labels.get(IMAGE_FINGERPRINT),
         labels=dict(labels),
     )
 
@@ -39,8 +47,13 @@ def parse_gpus(device_requests: list[dict[str, Any]] | None) -> str | tuple[str,
     nvidia.com/gpu=all) or device ids (the CDI names' part after `=`): the same GPUs however requested."""
     requests = device_requests or ()
     runtime = [r for r in requests if ["gpu"] in (r.get("Capabilities") or [])]
-    cdi = [d.partition("=")[2] for r in requests if r.get("Driver") == "cdi"
-           for d in r.get("DeviceIDs") or () if d.startswith(CDI_GPU + "=")]
+    cdi = [
+        d.partition("=")[2]
+        for r in requests
+        if r.get("Driver") == "cdi"
+        for d in r.get("DeviceIDs") or ()
+        if d.startswith(CDI_GPU + "=")
+    ]
     if not runtime and not cdi:
         return "none"
     if any(r.get("Count") == -1 for r in runtime) or "all" in cdi:
@@ -73,8 +86,12 @@ def _daemon_reads_cdi(info: dict[str, Any]) -> bool:
 def parse_gpu_plumbing(info: dict[str, Any], cdi_specs: dict[str, str], toolkit: str) -> GpuPlumbing:
     """GPU plumbing from docker info, the CDI spec files (path -> text) and the toolkit's --version output."""
     gpu_specs = tuple(sorted(path for path, text in cdi_specs.items() if parse_cdi_kind(text) == CDI_GPU))
-    return GpuPlumbing(cdi=bool(gpu_specs) and _daemon_reads_cdi(info),
-                       runtime="nvidia" in (info.get("Runtimes") or {}), toolkit_version=parse_toolkit_version(toolkit), cdi_specs=gpu_specs)
+    return GpuPlumbing(
+        cdi=bool(gpu_specs) and _daemon_reads_cdi(info),
+        runtime="nvidia" in (info.get("Runtimes") or {}),
+        toolkit_version=parse_toolkit_version(toolkit),
+        cdi_specs=gpu_specs,
+    )
 
 
 def collect_gpu_plumbing(docker: DockerPort, host: HostPort) -> GpuPlumbing:
@@ -82,8 +99,9 @@ def collect_gpu_plumbing(docker: DockerPort, host: HostPort) -> GpuPlumbing:
     return parse_gpu_plumbing(docker.info(), specs, host.container_toolkit_version())
 
 
-def collect_gpu_probe(state: StatePort, plumbing: GpuPlumbing, driver: str | None, gpus: str | tuple[str, ...],
-                      host_gpus: int) -> dict[str, Any] | None:
+def collect_gpu_probe(
+    state: StatePort, plumbing: GpuPlumbing, driver: str | None, gpus: str | tuple[str, ...], host_gpus: int
+) -> dict[str, Any] | None:
     """The passing probe record of this (driver, toolkit, request, GPUs), if any."""
     if plumbing.request is None:
         return None
@@ -102,15 +120,22 @@ def parse_running(inspect: dict[str, Any], image: dict[str, Any] | None = None) 
     entrypoint = tuple(config.get("Entrypoint") or ())
     # Anonymous volumes for the image's VOLUMEs are docker's doing, not a launch choice.
     image_volumes = set(image_config.get("Volumes") or ())
-    mounts = tuple(sorted((MountFact(source=m.get("Source", ""), target=m.get("Destination", ""),
-                                     read_only=not m.get("RW", True))
-                           for m in inspect.get("Mounts") or ()
-                           if not (m.get("Type") == "volume" and m.get("Destination") in image_volumes)),
-                          key=lambda m: m.target))
+    mounts = tuple(
+        sorted(
+            (
+                MountFact(source=m.get("Source", ""), target=m.get("Destination", ""), read_only=not m.get("RW", True))
+                for m in inspect.get("Mounts") or ()
+                if not (m.get("Type") == "volume" and m.get("Destination") in image_volumes)
+            ),
+            key=lambda m: m.target,
+        )
+    )
     return RunningConfig(
         image=config.get("Image", ""),
         command=tuple(config.get("Cmd") or ()),
-        entrypoint=None if entrypoint == tuple(image_config.get("Entrypoint") or ()) else entrypoint,  # None: the image's
+        entrypoint=None
+        if entrypoint == tuple(image_config.get("Entrypoint") or ())
+        else entrypoint,  # None: the image's
         image_entrypoint=tuple(image_config.get("Entrypoint") or ()),
         env=tuple(sorted((k, v) for k, v in env.items() if defaults.get(k) != v)),
         defaults=tuple(sorted(defaults.items())),
@@ -152,8 +177,9 @@ def collect_images(docker: DockerPort, state: StatePort) -> tuple[ImageFact, ...
         fact = parse_image(attrs)
         record = state.read(smoke_key(fact.fingerprint)) if fact.fingerprint else None
         if record:
-            fact = fact.model_copy(update={"smoke": "passed" if record.get("passed") else "failed",
-                                           "smoke_detail": record.get("detail")})
+            fact = fact.model_copy(
+                update={"smoke": "passed" if record.get("passed") else "failed", "smoke_detail": record.get("detail")}
+            )
         facts.append(fact)
     return tuple(facts)
 
@@ -212,7 +238,9 @@ def collect_runtime_cuda(docker: DockerPort, ref: str) -> str | None:
     return image_env(docker.inspect_image(ref), "CUDA_VERSION")
 
 
-def collect_container(docker: DockerPort, http: HttpPort, name: str, local_model: str | None = None) -> ContainerFact | None:
+def collect_container(
+    docker: DockerPort, http: HttpPort, name: str, local_model: str | None = None
+) -> ContainerFact | None:
     """The serving container as it is; `local_model` (model.local_path, if any) picks a crash's advice."""
     inspect = docker.inspect_container(name)
     if inspect is None:

@@ -16,10 +16,12 @@ def runs_exporter(cmdline: tuple[str, ...] | None, profile: str) -> bool:
     if not cmdline or SERVE_COMMAND not in cmdline:
         return False
     at = cmdline.index(SERVE_COMMAND)
-    return cmdline[at + 1:at + 2] == (profile,)
+    return cmdline[at + 1 : at + 2] == (profile,)
 
 
-def collect_exporter(profile: str, state: StatePort, processes: ProcessPort | None, http: HttpPort) -> ExporterFact | None:
+def collect_exporter(
+    profile: str, state: StatePort, processes: ProcessPort | None, http: HttpPort
+) -> ExporterFact | None:
     record = state.read(exporter_key(profile))
     if record is None or processes is None:
         return None
@@ -37,6 +39,12 @@ def collect_exporter(profile: str, state: StatePort, processes: ProcessPort | No
                 serving = json.loads(body).get("fingerprint")
             except (ValueError, AttributeError):
                 serving = None
-    return ExporterFact(pid=0 if unit else pid, fingerprint=str(record.get("fingerprint", "")),
-                        config=record.get("config") or {}, alive=serving is not None if unit else alive,
-                        serving=serving, unit=unit, hands_over_sockets=bool(record.get(HANDS_OVER_SOCKETS)))
+    return ExporterFact(
+        pid=0 if unit else pid,
+        fingerprint=str(record.get("fingerprint", "")),
+        config=record.get("config") or {},
+        alive=serving is not None if unit else alive,
+        serving=serving,
+        unit=unit,
+        hands_over_sockets=bool(record.get(HANDS_OVER_SOCKETS)),
+    )

@@ -17,7 +17,7 @@ def runs_front(cmdline: tuple[str, ...] | None, profile: str) -> bool:
     if not cmdline or FRONT_COMMAND not in cmdline:
         return False
     at = cmdline.index(FRONT_COMMAND)
-    return cmdline[at + 1:at + 2] == (profile,)
+    return cmdline[at + 1 : at + 2] == (profile,)
 
 
 def collect_front(profile: str, state: StatePort, processes: ProcessPort | None, http: HttpPort) -> ExporterFact | None:
@@ -38,6 +38,12 @@ def collect_front(profile: str, state: StatePort, processes: ProcessPort | None,
                 serving = json.loads(body).get("fingerprint")
             except (ValueError, AttributeError):
                 serving = None
-    return ExporterFact(pid=0 if unit else pid, fingerprint=str(record.get("fingerprint", "")),
-                        config=record.get("config") or {}, alive=serving is not None if unit else alive,
-                        serving=serving, unit=unit, hands_over_sockets=bool(record.get(HANDS_OVER_SOCKETS)))
+    return ExporterFact(
+        pid=0 if unit else pid,
+        fingerprint=str(record.get("fingerprint", "")),
+        config=record.get("config") or {},
+        alive=serving is not None if unit else alive,
+        serving=serving,
+        unit=unit,
+        hands_over_sockets=bool(record.get(HANDS_OVER_SOCKETS)),
+    )

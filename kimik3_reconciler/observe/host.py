@@ -15,11 +15,7 @@ from kimik3_reconciler.ports import DockerPort, HostPort
 
 def parse_lscpu_cores(parseable: str) -> int:
     """`lscpu -p=CORE,SOCKET` -> number of distinct (core, socket) pairs = physical cores."""
-    pairs = {
-        tuple(line.split(",")[:2])
-        for line in parseable.splitlines()
-        if line.strip() and not line.startswith("#")
-    }
+    pairs = {tuple(line.split(",")[:2]) for line in parseable.splitlines() if line.strip() and not line.startswith("#")}
     return max(1, len(pairs))
 
 
@@ -55,8 +51,11 @@ def parse_cpu_flags(cpuinfo: str) -> tuple[str, ...]:
 
 
 def parse_lscpu_sockets(parseable: str) -> int:
-    sockets = {line.split(",")[1] for line in parseable.splitlines()
-               if line.strip() and not line.startswith("#") and line.count(",") >= 1}
+    sockets = {
+        line.split(",")[1]
+        for line in parseable.splitlines()
+        if line.strip() and not line.startswith("#") and line.count(",") >= 1
+    }
     return max(1, len(sockets))
 
 
@@ -88,11 +87,20 @@ def parse_nvidia_module(version: str | None) -> Literal["open", "proprietary"] |
 def parse_nvml(dump: dict[str, Any], our_pids: frozenset[int] = frozenset()) -> tuple[tuple[GpuFact, ...], str | None]:
     """The NVML dump (adapters/nvml.py, tests/fixtures/h200/nvml.json) -> GPU facts and the driver version."""
     gpus = tuple(
-        GpuFact(index=g["index"], uuid=g["uuid"], name=g["name"], compute_capability=tuple(g["compute_capability"]),
-                memory_total=g["memory_total"], memory_free=g["memory_free"],
-                processes=tuple(GpuProcess(pid=p["pid"], used_bytes=p.get("used_memory") or 0, ours=p["pid"] in our_pids)
-                                for p in g.get("processes", ())))
-        for g in dump.get("gpus", ()))
+        GpuFact(
+            index=g["index"],
+            uuid=g["uuid"],
+            name=g["name"],
+            compute_capability=tuple(g["compute_capability"]),
+            memory_total=g["memory_total"],
+            memory_free=g["memory_free"],
+            processes=tuple(
+                GpuProcess(pid=p["pid"], used_bytes=p.get("used_memory") or 0, ours=p["pid"] in our_pids)
+                for p in g.get("processes", ())
+            ),
+        )
+        for g in dump.get("gpus", ())
+    )
     return gpus, dump.get("driver")
 
 
@@ -139,7 +147,7 @@ _TCP_LISTEN = "0A"  # include/net/tcp_states.h: TCP_LISTEN = 10
 def _proc_net_address(hex_address: str) -> str:
     """/proc/net/tcp prints addresses as host-order 32-bit words in hex: 0100007F is 127.0.0.1."""
     raw = bytes.fromhex(hex_address)
-    words = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+    words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
     return str(ipaddress.ip_address(words))
 
 
@@ -193,14 +201,19 @@ def collect_listeners(host: HostPort, port: int, our_pids: frozenset[int] = froz
     for inode, address in sorted(sockets.items()):
         pid, program = owners.get(inode, (None, None))
         container_id = parse_cgroup_container(host.process_cgroup(pid)) if pid else None
-        listeners.append(PortListener(address=address, port=port, pid=pid, program=program,
-                                      container_id=container_id))
+        listeners.append(PortListener(address=address, port=port, pid=pid, program=program, container_id=container_id))
     return tuple(listeners)
 
 
-def collect_host(host: HostPort, docker: DockerPort | None = None, our_pids: frozenset[int] = frozenset(),
-                 ports: tuple[int, ...] = (), lscpu: str | None = None, nvml: dict | None = None,
-                 binds: tuple[str, ...] = ()) -> HostFacts:
+def collect_host(
+    host: HostPort,
+    docker: DockerPort | None = None,
+    our_pids: frozenset[int] = frozenset(),
+    ports: tuple[int, ...] = (),
+    lscpu: str | None = None,
+    nvml: dict | None = None,
+    binds: tuple[str, ...] = (),
+) -> HostFacts:
     """`ports`: the TCP ports the profile binds (their listeners are read); `binds`: the IP literals it binds on
     (each asked whether this host has it). `lscpu`, `nvml`: the port's answers when the caller asked for them
     already (observe/__init__.py asks ahead, while dockerd answers); else asked here."""

@@ -13,9 +13,11 @@ def collect_host_settings(profile: Profile, units: UnitsPort | None) -> HostSett
     """None without `host.prepare` (nothing is read: a plain profile costs nothing) or without the units port."""
     if not profile.host.prepare or units is None:
         return None
-    return HostSettingsFact(file_text=units.read_file(SYSCTL_FILE),
-                            live={key: units.sysctl_value(key) for key, _ in SEED_SETTINGS},
-                            overridden_by=read_after(SYSCTL_FILE.rsplit("/", 1)[1], _boot_files(units)))
+    return HostSettingsFact(
+        file_text=units.read_file(SYSCTL_FILE),
+        live={key: units.sysctl_value(key) for key, _ in SEED_SETTINGS},
+        overridden_by=read_after(SYSCTL_FILE.rsplit("/", 1)[1], _boot_files(units)),
+    )
 
 
 def _boot_files(units: UnitsPort) -> dict[str, str]:

@@ -13,8 +13,8 @@ from kimik3_reconciler.errors import InputError
 from kimik3_reconciler.model.api_keys import key_file_problem
 from kimik3_reconciler.model.builtin_patches import builtin_patches_for
 from kimik3_reconciler.model.facts import LocalInputs, PatchedFile, PatchFact
-from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.loaded_profile import render_path
+from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.records import archive_record_key, file_hash_key
 from kimik3_reconciler.ports import CachePort, StatePort
 
@@ -30,8 +30,13 @@ def sha256_file(path: Path) -> str:
 def _stat_fingerprint(path: Path) -> dict[str, int]:
     st = os.stat(path)
     # ctime moves on every write and cannot be set back by a user (touch -d restores only mtime).
-    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns, "inode": st.st_ino,
-            "device": st.st_dev}
+    return {
+        "size": st.st_size,
+        "mtime_ns": st.st_mtime_ns,
+        "ctime_ns": st.st_ctime_ns,
+        "inode": st.st_ino,
+        "device": st.st_dev,
+    }
 
 
 def archive_sha256(path: Path, cache: CachePort | None, rehash: bool = False) -> str:
@@ -88,8 +93,10 @@ def patch_fact(path: Path) -> PatchFact:
 def builtin_patch_facts(profile: Profile) -> tuple[PatchFact, ...]:
     """kimik3's own patches this profile's image gets (its variant, build.builtin_patches), hashed: their bytes
     are in the image fingerprint, so a changed patch rebuilds."""
-    return tuple(patch_fact(PATCH_DIR / p.file)
-                 for p in builtin_patches_for(profile.build.variant, profile.build.builtin_patches))
+    return tuple(
+        patch_fact(PATCH_DIR / p.file)
+        for p in builtin_patches_for(profile.build.variant, profile.build.builtin_patches)
+    )
 
 
 def _existing(base_dir: Path, raw: str, field: tuple[str | int, ...]) -> Path:
@@ -128,8 +135,11 @@ def _api_key_file(base_dir: Path, raw: str) -> tuple[Path, str | None]:
         # An unreadable file (EACCES) is the profile's input, not kimik3's failure: name the field (exit 2).
         raise InputError(f"{render_path(field)}: {raw} cannot be read: {exc.strerror or exc}", (field,)) from None
     try:
-        problem = (f"is larger than {_MAX_KEY_FILE_BYTES // 1024} KiB: not a key file" if len(data) > _MAX_KEY_FILE_BYTES
-                   else key_file_problem(data.decode("utf-8")))
+        problem = (
+            f"is larger than {_MAX_KEY_FILE_BYTES // 1024} KiB: not a key file"
+            if len(data) > _MAX_KEY_FILE_BYTES
+            else key_file_problem(data.decode("utf-8"))
+        )
     except UnicodeDecodeError:
         problem = "is not UTF-8 text: not a key file"
     return path, problem
@@ -144,15 +154,23 @@ def _check_recorded(profile: Profile, archive_sha: str, state: StatePort) -> Non
     raise InputError(
         f"build.archive: the source archive of {build.source}@{build.effective_commit[:7]} changed since its "
         f"first use (recorded sha256 {record.get('sha256')}, now {archive_sha}). A pinned source must not "
-        f"change; if this archive is intended, pin it with build.archive_sha256: {archive_sha}", (("build", "archive"),))
+        f"change; if this archive is intended, pin it with build.archive_sha256: {archive_sha}",
+        (("build", "archive"),),
+    )
 
 
 def _is_url(raw: str) -> bool:
     return raw.startswith(("http://", "https://"))
 
 
-def collect_inputs(profile: Profile, base_dir: Path, dockerfile: Path, state: StatePort,
-                   rehash: bool = False, cache: CachePort | None = None) -> LocalInputs:
+def collect_inputs(
+    profile: Profile,
+    base_dir: Path,
+    dockerfile: Path,
+    state: StatePort,
+    rehash: bool = False,
+    cache: CachePort | None = None,
+) -> LocalInputs:
     if not dockerfile.is_file():
         raise InputError(f"Dockerfile not found: {dockerfile}")
     patches = []
@@ -163,8 +181,11 @@ def collect_inputs(profile: Profile, base_dir: Path, dockerfile: Path, state: St
         if fact.sha256 in seen:
             # The build applies each patch with `patch --forward`: the same change a second time is "previously
             # applied" and fails the image build ("PATCH FAILED") minutes in, after plan said ok.
-            raise InputError(f"build.patches[{i}]: {raw} is the same patch as {seen[fact.sha256]}: it would be "
-                             "applied twice and fail the build; list it once", (("build", "patches", i),))
+            raise InputError(
+                f"build.patches[{i}]: {raw} is the same patch as {seen[fact.sha256]}: it would be "
+                "applied twice and fail the build; list it once",
+                (("build", "patches", i),),
+            )
         seen[fact.sha256] = f"build.patches[{i}] ({raw})"
         patches.append(fact)
     archive_location, archive_sha = None, None
@@ -175,9 +196,11 @@ def collect_inputs(profile: Profile, base_dir: Path, dockerfile: Path, state: St
         path = _existing(base_dir, raw_archive, ("build", "archive"))
         archive_location, archive_sha = str(path), archive_sha256(path, cache, rehash)
         if profile.build.archive_sha256 and profile.build.archive_sha256 != archive_sha:
-            raise InputError(f"build.archive: {raw_archive} has sha256 {archive_sha}, "
-                             f"but build.archive_sha256 pins {profile.build.archive_sha256}",
-                             (("build", "archive"), ("build", "archive_sha256")))
+            raise InputError(
+                f"build.archive: {raw_archive} has sha256 {archive_sha}, "
+                f"but build.archive_sha256 pins {profile.build.archive_sha256}",
+                (("build", "archive"), ("build", "archive_sha256")),
+            )
         _check_recorded(profile, archive_sha, state)
     api_key, api_key_problem = None, None
     if profile.serve.api_key_file:
@@ -191,8 +214,13 @@ def collect_inputs(profile: Profile, base_dir: Path, dockerfile: Path, state: St
     if spec_draft is not None and spec_draft.revision is None:
         draft = str(_existing(base_dir, spec_draft.model, ("serve", "spec_draft", "model")))
     return LocalInputs(
-        dockerfile_path=str(dockerfile), dockerfile_sha256=sha256_file(dockerfile), patches=tuple(patches),
+        dockerfile_path=str(dockerfile),
+        dockerfile_sha256=sha256_file(dockerfile),
+        patches=tuple(patches),
         builtin_patches=builtin,
-        archive_location=archive_location, archive_sha256=archive_sha, api_key_file=api_key,
-        api_key_problem=api_key_problem, draft_model=draft,
+        archive_location=archive_location,
+        archive_sha256=archive_sha,
+        api_key_file=api_key,
+        api_key_problem=api_key_problem,
+        draft_model=draft,
     )

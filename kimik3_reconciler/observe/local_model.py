@@ -60,8 +60,10 @@ def _shards(folder: Path, raw: str) -> list[Path]:
     if split:
         counts = {int(m.group(2)) for m in split}
         if len(counts) > 1:
-            raise _refuse(raw, f"holds shards of more than one split ({', '.join(p.name for p in ggufs)}): keep one "
-                          "model a folder")
+            raise _refuse(
+                raw,
+                f"holds shards of more than one split ({', '.join(p.name for p in ggufs)}): keep one model a folder",
+            )
         total = counts.pop()
         missing = sorted(set(range(1, total + 1)) - {int(m.group(1)) for m in split})
         if missing:
@@ -69,8 +71,11 @@ def _shards(folder: Path, raw: str) -> list[Path]:
             raise _refuse(raw, f"is missing shard(s) {', '.join(f'{i:05d}' for i in missing)} of {total:05d}")
         ggufs = [p for p in ggufs if _SHARD.search(p.name)]
     elif len(ggufs) > 1:
-        raise _refuse(raw, f"holds {len(ggufs)} GGUF files that are not the shards of one split "
-                      f"({', '.join(p.name for p in ggufs)}): name the file to serve")
+        raise _refuse(
+            raw,
+            f"holds {len(ggufs)} GGUF files that are not the shards of one split "
+            f"({', '.join(p.name for p in ggufs)}): name the file to serve",
+        )
     return ggufs
 
 
@@ -99,7 +104,12 @@ def _digest(path: Path, stat: os.stat_result, host: HostPort, cache: CachePort |
     `plan` then `apply` read a 697 GiB file once. `rehash` (`--verify`) always reads."""
     key, fingerprint = file_hash_key(str(path)), _stat_memo(stat)
     memo = None if rehash or cache is None else cache.read(key)
-    if memo and memo.get("path") == str(path) and memo.get("stat") == fingerprint and isinstance(memo.get("sha256"), str):
+    if (
+        memo
+        and memo.get("path") == str(path)
+        and memo.get("stat") == fingerprint
+        and isinstance(memo.get("sha256"), str)
+    ):
         return memo["sha256"]
     sha = host.file_digest(str(path), "sha256")
     if cache is not None and _stat_memo(path.stat()) == fingerprint:  # not while it was being written
@@ -108,12 +118,24 @@ def _digest(path: Path, stat: os.stat_result, host: HostPort, cache: CachePort |
 
 
 def _stat_memo(st: os.stat_result) -> dict[str, int]:
-    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns, "inode": st.st_ino,
-            "device": st.st_dev}
+    return {
+        "size": st.st_size,
+        "mtime_ns": st.st_mtime_ns,
+        "ctime_ns": st.st_ctime_ns,
+        "inode": st.st_ino,
+        "device": st.st_dev,
+    }
 
 
-def collect_local_model(profile: Profile, state: StatePort, cache: CachePort | None, base_dir: Path, host: HostPort,
-                        rehash: bool = False, stat_only: bool = False) -> ModelFact:
+def collect_local_model(
+    profile: Profile,
+    state: StatePort,
+    cache: CachePort | None,
+    base_dir: Path,
+    host: HostPort,
+    rehash: bool = False,
+    stat_only: bool = False,
+) -> ModelFact:
     """The local model as a ModelFact: its files as `<quant>/<name>` with their sha256 now, `changed` (stat moved since
     recorded: re-hashed), `unrecorded` (to record), `recorded_digest` (the manifest's content). `stat_only`
     (`kimik3 status`): a moved file keeps its recorded sha256 and is reported `changed`, never hashed."""
@@ -148,7 +170,15 @@ def collect_local_model(profile: Profile, state: StatePort, cache: CachePort | N
             found["unrecorded"].append(name)
     if set(then) - {f.path for f in found["files"]}:  # a shard removed from the folder: the manifest must follow
         found["unrecorded"] += sorted(set(then) - {f.path for f in found["files"]})
-    return ModelFact(repo=m.repo, revision=m.revision, quant=m.quant, cache_dir=str(folder), local_path=str(path),
-                     recorded_digest=recorded_digest, listing="manifest", cache_free_bytes=host.disk_free(str(folder)),
-                     cache_fs=collect_filesystem(host, str(folder)),
-                     **{key: tuple(values) for key, values in found.items()})
+    return ModelFact(
+        repo=m.repo,
+        revision=m.revision,
+        quant=m.quant,
+        cache_dir=str(folder),
+        local_path=str(path),
+        recorded_digest=recorded_digest,
+        listing="manifest",
+        cache_free_bytes=host.disk_free(str(folder)),
+        cache_fs=collect_filesystem(host, str(folder)),
+        **{key: tuple(values) for key, values in found.items()},
+    )

@@ -56,13 +56,28 @@ def content_matches(cached: Path, f: RemoteFile, host: HostPort) -> bool:
     return host.file_digest(str(cached), "sha1", f"blob {f.size}\0".encode()) == f.git_oid
 
 
-def _check_files(files: tuple[RemoteFile, ...], verified: frozenset[str], recorded: dict[str, FileStat] | None, repo: str,
-                 revision: str, cache_dir: str, hub: HubPort, host: HostPort, rehash: bool,
-                 stat_only: bool = False) -> dict[str, Any]:
+def _check_files(
+    files: tuple[RemoteFile, ...],
+    verified: frozenset[str],
+    recorded: dict[str, FileStat] | None,
+    repo: str,
+    revision: str,
+    cache_dir: str,
+    hub: HubPort,
+    host: HostPort,
+    rehash: bool,
+    stat_only: bool = False,
+) -> dict[str, Any]:
     """ModelFact's cache fields: missing, corrupt, changed, stats (of the files verified now), unrecorded, in_blobs.
     `stat_only` (`kimik3 status`): a moved file is reported `changed`, never re-hashed (a 50 GB shard)."""
-    found: dict[str, list[Any]] = {"missing": [], "corrupt": [], "changed": [], "stats": [], "unrecorded": [],
-                                   "in_blobs": []}
+    found: dict[str, list[Any]] = {
+        "missing": [],
+        "corrupt": [],
+        "changed": [],
+        "stats": [],
+        "unrecorded": [],
+        "in_blobs": [],
+    }
     for f in files:
         cached = hub.cached_file(repo, revision, f.path, cache_dir)
         stat = cached.stat() if cached is not None else None
@@ -111,9 +126,19 @@ def _manifest(state: StatePort, keys: tuple[str, str], cache_dir: str) -> dict[s
     return record if record is not None and manifest_readable(record) else None
 
 
-def _collect(repo: str, revision: str, quant: str, keys: tuple[str, str], listing: Callable[[], list[RemoteFile]],
-             cache_dir: str, hub: HubPort, state: StatePort, host: HostPort, rehash: bool,
-             stat_only: bool = False) -> ModelFact:
+def _collect(
+    repo: str,
+    revision: str,
+    quant: str,
+    keys: tuple[str, str],
+    listing: Callable[[], list[RemoteFile]],
+    cache_dir: str,
+    hub: HubPort,
+    state: StatePort,
+    host: HostPort,
+    rehash: bool,
+    stat_only: bool = False,
+) -> ModelFact:
     """The verified manifest when there is one, else the hub's listing; then what is missing locally."""
     record = _manifest(state, keys, cache_dir)
     if record is not None:
@@ -125,43 +150,95 @@ def _collect(repo: str, revision: str, quant: str, keys: tuple[str, str], listin
         except (DownloadFailed, TransientError) as exc:
             # Kept as a fact: on a host the gate refuses anyway (no GPU, numa_balancing...), that
             # refusal is the more useful answer; otherwise the planner reports this error.
-            return ModelFact(repo=repo, revision=revision, quant=quant, cache_dir=cache_dir, listing="hub",
-                             listing_error=str(exc), cache_free_bytes=host.disk_free(cache_dir),
-                             cache_fs=collect_filesystem(host, cache_dir))
+            return ModelFact(
+                repo=repo,
+                revision=revision,
+                quant=quant,
+                cache_dir=cache_dir,
+                listing="hub",
+                listing_error=str(exc),
+                cache_free_bytes=host.disk_free(cache_dir),
+                cache_fs=collect_filesystem(host, cache_dir),
+            )
     checked = _check_files(files, verified, recorded, repo, revision, cache_dir, hub, host, rehash, stat_only)
-    return ModelFact(repo=repo, revision=revision, quant=quant, cache_dir=cache_dir, files=files, **checked,
-                     listing=source, cache_free_bytes=host.disk_free(cache_dir),
-                     cache_fs=collect_filesystem(host, cache_dir))
+    return ModelFact(
+        repo=repo,
+        revision=revision,
+        quant=quant,
+        cache_dir=cache_dir,
+        files=files,
+        **checked,
+        listing=source,
+        cache_free_bytes=host.disk_free(cache_dir),
+        cache_fs=collect_filesystem(host, cache_dir),
+    )
 
 
-def collect_model(profile: Profile, hub: HubPort, state: StatePort, base_dir: Path, host: HostPort,
-                  rehash: bool = False, stat_only: bool = False) -> ModelFact:
+def collect_model(
+    profile: Profile,
+    hub: HubPort,
+    state: StatePort,
+    base_dir: Path,
+    host: HostPort,
+    rehash: bool = False,
+    stat_only: bool = False,
+) -> ModelFact:
     m = profile.model
     cache_dir = model_cache_dir(profile, hub, base_dir)
-    return _collect(m.repo, m.revision, m.quant, (manifest_key(profile, cache_dir), manifest_key_before_locations(profile)),
-                    lambda: hub.list_files(m.repo, m.revision, wanted_paths(profile), m.endpoint),
-                    cache_dir, hub, state, host, rehash, stat_only)
+    return _collect(
+        m.repo,
+        m.revision,
+        m.quant,
+        (manifest_key(profile, cache_dir), manifest_key_before_locations(profile)),
+        lambda: hub.list_files(m.repo, m.revision, wanted_paths(profile), m.endpoint),
+        cache_dir,
+        hub,
+        state,
+        host,
+        rehash,
+        stat_only,
+    )
 
 
-def collect_checkpoint(repo: str, revision: str, endpoint: str | None, cache_dir: str, hub: HubPort, state: StatePort,
-                       host: HostPort, rehash: bool = False, stat_only: bool = False) -> ModelFact:
+def collect_checkpoint(
+    repo: str,
+    revision: str,
+    endpoint: str | None,
+    cache_dir: str,
+    hub: HubPort,
+    state: StatePort,
+    host: HostPort,
+    rehash: bool = False,
+    stat_only: bool = False,
+) -> ModelFact:
     """A safetensors checkpoint (vLLM, SGLang): every file of repo@revision its server opens (model_files.
     checkpoint_file: weights, index, configs, tokenizer, remote code), verified like the GGUF shards: a manifest
     once verified, a stat per file after, the hub's listing (sha256 of LFS files, git oid of the rest) before."""
+
     def listing() -> list[RemoteFile]:
         files = [f for f in hub.list_repo(repo, revision, endpoint) if checkpoint_file(f.path)]
         if not any(f.path.endswith(".safetensors") for f in files):
             # A GGUF or PyTorch-only repo lists no weights vLLM/SGLang can open here: say so before anything is fetched.
-            raise DownloadFailed(f"{repo}@{revision[:12]}: no *.safetensors at the top of the repository (model.repo "
-                                 "must be a Hugging Face checkpoint in safetensors for this engine)")
+            raise DownloadFailed(
+                f"{repo}@{revision[:12]}: no *.safetensors at the top of the repository (model.repo "
+                "must be a Hugging Face checkpoint in safetensors for this engine)"
+            )
         return files
 
     key = checkpoint_manifest_key(repo, revision, cache_dir)
     return _collect(repo, revision, CHECKPOINT, (key, key), listing, cache_dir, hub, state, host, rehash, stat_only)
 
 
-def collect_tokenizer(profile: Profile, hub: HubPort, state: StatePort, base_dir: Path, host: HostPort,
-                      rehash: bool = False, hub_down: str | None = None, stat_only: bool = False) -> ModelFact | None:
+def collect_tokenizer(
+    profile: Profile,
+    hub: HubPort,
+    state: StatePort,
+    base_dir: Path,
+    host: HostPort,
+    rehash: bool = False,
+    hub_down: str | None = None,
+    stat_only: bool = False,
+) -> ModelFact | None:
     """model.tokenizer: every non-weight file of the HF-format repo (the GGUF repo has no tokenizer)."""
     t = profile.model.tokenizer
     if t is None:

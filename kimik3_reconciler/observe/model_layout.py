@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from kimik3_reconciler.errors import DownloadFailed, TransientError
 from kimik3_reconciler.model.facts import ModelFact, ModelLayout, RemoteFile
-from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.model_files import model_layout_key
+from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.record_shape import typed
 from kimik3_reconciler.ports import HubPort, StatePort
 
@@ -28,8 +28,9 @@ def file_head(profile: Profile, hub: HubPort, model: ModelFact, file: RemoteFile
     return hub.read_head(model.repo, model.revision, file.path, profile.model.endpoint, nbytes)
 
 
-def collect_layout(profile: Profile, hub: HubPort, state: StatePort,
-                   model: ModelFact) -> tuple[ModelLayout | None, bool]:
+def collect_layout(
+    profile: Profile, hub: HubPort, state: StatePort, model: ModelFact
+) -> tuple[ModelLayout | None, bool]:
     """(layout, read from its record). None when it cannot be known (no listing, hub down, not a GGUF):
     the plan then says so."""
     if model.listing_error or not model.files:

@@ -15,8 +15,9 @@ from kimik3_reconciler.ports import DockerPort, RegistryPort
 def holds_digest(ref: str, digest: str, inspect: dict[str, Any] | None) -> bool:
     """Does the local image carry `digest` for `ref`'s repository among its RepoDigests (docker's record of what
     it pulled)? An imported or locally built image has none and never counts as the pinned one."""
-    return any(parse_repo_digest(ref, {"RepoDigests": [entry]}) == digest
-               for entry in (inspect or {}).get("RepoDigests") or ())
+    return any(
+        parse_repo_digest(ref, {"RepoDigests": [entry]}) == digest for entry in (inspect or {}).get("RepoDigests") or ()
+    )
 
 
 def collect_pulled(ref: str, docker: DockerPort, registry: RegistryPort | None) -> PulledImageFact:

@@ -22,8 +22,11 @@ def served_weights(hub: HubPort, model: ModelFact, shard: str) -> Weights:
     mounts that file. A checkpoint folder (".": vLLM opens the snapshot) is judged by its first safetensors shard."""
     if shard == ".":
         return _checkpoint_weights(hub, model)
-    cached = (Path(model.host_path(shard)) if model.local_path is not None
-              else hub.cached_file(model.repo, model.revision, shard, model.cache_dir))
+    cached = (
+        Path(model.host_path(shard))
+        if model.local_path is not None
+        else hub.cached_file(model.repo, model.revision, shard, model.cache_dir)
+    )
     if cached is None:
         return unreadable(shard, "not in the cache")
     size = FIRST_READ

@@ -14,8 +14,10 @@ _OOM = ("failed to allocate", "cudamalloc", "out of memory", "cannot allocate me
 _SIGNALLED = {137: "exit 137: SIGKILL", 143: "exit 143: SIGTERM"}
 _BAD_GGUF = ("invalid magic", "gguf_init", "failed to load model", "error loading model", "failed to read")
 # Seed 000 "When startup crashes" and step 5: the fix for the scratch pool's OOM.
-CUDA_OOM_FIX = ("raise serve.fit_target (the VRAM margin --fit leaves free per GPU for compute buffers; seed "
-                "000 step 5: all-VRAM needs --fit-target 6144) and use serve.ubatch 2048")
+CUDA_OOM_FIX = (
+    "raise serve.fit_target (the VRAM margin --fit leaves free per GPU for compute buffers; seed "
+    "000 step 5: all-VRAM needs --fit-target 6144) and use serve.ubatch 2048"
+)
 
 
 # Proof the server had loaded, in the tail itself: its "model loaded" line, or a request's own lines (a slot
@@ -42,44 +44,60 @@ def _unreadable(local_model: str | None) -> str:
     """The bad-GGUF headline and its fix: a cached hub file can be re-hashed and fetched again; a local file
     (model.local_path) cannot: kimik3 recorded its sha256 when it first served it, a re-hash finds the same bytes."""
     if local_model is None:
-        return ("failed while loading the model: the GGUF could not be read (truncated or corrupt shard?); "
-                "`kimik3 apply --verify` re-hashes the cached files")
-    return (f"failed while loading the model: the GGUF could not be read. It is model.local_path ({local_model}), "
-            "your own file, served with the sha256 kimik3 recorded for it, so re-hashing (`apply --verify`) finds the "
-            "same bytes and kimik3 has nothing to download: the file itself is bad (cut short or damaged when it was "
-            "made or copied, or a GGUF this llama.cpp build cannot read). Make or copy it again (`gguf-dump` from the "
-            "gguf package reads its header and tensor list), then apply: the changed file is re-hashed and served")
+        return (
+            "failed while loading the model: the GGUF could not be read (truncated or corrupt shard?); "
+            "`kimik3 apply --verify` re-hashes the cached files"
+        )
+    return (
+        f"failed while loading the model: the GGUF could not be read. It is model.local_path ({local_model}), "
+        "your own file, served with the sha256 kimik3 recorded for it, so re-hashing (`apply --verify`) finds the "
+        "same bytes and kimik3 has nothing to download: the file itself is bad (cut short or damaged when it was "
+        "made or copied, or a GGUF this llama.cpp build cannot read). Make or copy it again (`gguf-dump` from the "
+        "gguf package reads its header and tensor list), then apply: the changed file is re-hashed and served"
+    )
 
 
-def classify_load_failure(exit_code: int | None, oom_killed: bool, log_tail: str,
-                          while_serving: bool = False, local_model: str | None = None) -> LoadCause:
+def classify_load_failure(
+    exit_code: int | None, oom_killed: bool, log_tail: str, while_serving: bool = False, local_model: str | None = None
+) -> LoadCause:
     """Name the cause: a bind failure is not a load failure, and OOM needs other flags than a bad GGUF does.
     `while_serving`: the server had loaded and answered /health (verify's requests were running); `local_model`:
     model.local_path when the profile serves a local file (its fix differs from a cached hub file's)."""
     text = log_tail.lower()
     if any(marker in text for marker in _BIND):
-        return LoadCause("bind", "could not bind its port (address already in use?): another process listens on "
-                                 "it; stop that process or change serve.port")
+        return LoadCause(
+            "bind",
+            "could not bind its port (address already in use?): another process listens on "
+            "it; stop that process or change serve.port",
+        )
     # rule: cuda-oom-first-request
     # Checked before host OOM: its fix is the VRAM margin, not a smaller context or quant (seed 000 "When
     # startup crashes": CUDA error: out of memory in alloc on the first request after an all-VRAM load).
     if _CUDA_OOM in text:
-        when = ("on a request after a successful load" if while_serving or _served(text) else "while loading")
-        return LoadCause("cuda-oom", f"crashed with CUDA error: out of memory {when} (the CUDA scratch pool "
-                                     f"found no VRAM left): {CUDA_OOM_FIX}")
+        when = "on a request after a successful load" if while_serving or _served(text) else "while loading"
+        return LoadCause(
+            "cuda-oom",
+            f"crashed with CUDA error: out of memory {when} (the CUDA scratch pool found no VRAM left): {CUDA_OOM_FIX}",
+        )
     # Out of memory only when it says so: Docker's State.OOMKilled (the kernel's OOM killer or the memory
     # limit) or llama.cpp's own allocation failure. A bare exit 137 is any SIGKILL: `docker stop`'s timeout,
     # a stopping dockerd, a kill by hand; calling that OOM sends the operator to shrink a model that fits.
     if oom_killed or any(marker in text for marker in _OOM):
-        return LoadCause("oom", "ran out of memory while loading the model (OOM-killed / failed to allocate): lower "
-                                "serve.ctx_size or fit_target, or pick a smaller quant")
+        return LoadCause(
+            "oom",
+            "ran out of memory while loading the model (OOM-killed / failed to allocate): lower "
+            "serve.ctx_size or fit_target, or pick a smaller quant",
+        )
     if any(marker in text for marker in _BAD_GGUF):
         return LoadCause("bad-gguf", _unreadable(local_model))
     if exit_code in _SIGNALLED:
         when = "while serving" if while_serving else "while loading the model"
-        return LoadCause("killed", f"was stopped by a signal {when} ({_SIGNALLED[exit_code]}, not out of memory: "
-                                   "Docker did not report an OOM kill): a `docker stop`, a dockerd restart or a "
-                                   "kill from outside; the next apply starts it again")
+        return LoadCause(
+            "killed",
+            f"was stopped by a signal {when} ({_SIGNALLED[exit_code]}, not out of memory: "
+            "Docker did not report an OOM kill): a `docker stop`, a dockerd restart or a "
+            "kill from outside; the next apply starts it again",
+        )
     if while_serving:
         return LoadCause("other", "exited while serving a request")
     return LoadCause("other", "exited while loading the model")

@@ -18,8 +18,14 @@ from kimik3_reconciler.ports import ProcessPort, UnitsPort
 
 DOCKER_SERVICE = "docker.service"
 SHOW_PROPERTIES = ("Id", "LoadState", "ActiveState", "SubState", "UnitFileState", "Result", "FragmentPath", "MainPID")
-_FIELDS = {"LoadState": "load_state", "ActiveState": "active_state", "SubState": "sub_state",
-           "UnitFileState": "unit_file_state", "Result": "result", "FragmentPath": "fragment_path"}
+_FIELDS = {
+    "LoadState": "load_state",
+    "ActiveState": "active_state",
+    "SubState": "sub_state",
+    "UnitFileState": "unit_file_state",
+    "Result": "result",
+    "FragmentPath": "fragment_path",
+}
 
 
 def parse_show(text: str) -> dict[str, dict[str, str]]:
@@ -34,8 +40,9 @@ def parse_show(text: str) -> dict[str, dict[str, str]]:
 
 def parse_unit_file(path: str, text: str) -> UnitFileFact:
     fingerprint, profile, body = split_header(text)
-    return UnitFileFact(path=path, fingerprint=fingerprint, profile=profile, body=body,
-                        body_fingerprint=body_fingerprint(body))
+    return UnitFileFact(
+        path=path, fingerprint=fingerprint, profile=profile, body=body, body_fingerprint=body_fingerprint(body)
+    )
 
 
 def _unit_fact(name: str, unit_file: UnitFileFact | None, units: UnitsPort, state: dict[str, str]) -> UnitFact:
@@ -47,8 +54,9 @@ def _unit_fact(name: str, unit_file: UnitFileFact | None, units: UnitsPort, stat
     return UnitFact(name=name, unit_file=unit_file, env_file=env_file, **fields)
 
 
-def collect_systemd(profile: Profile, units: UnitsPort | None,
-                    processes: ProcessPort | None = None) -> SystemdFacts | None:
+def collect_systemd(
+    profile: Profile, units: UnitsPort | None, processes: ProcessPort | None = None
+) -> SystemdFacts | None:
     """kimik3's units (files with its header) and the profile's unit; None when neither exists and the
     profile has no `systemd:` section, so a plain profile costs a directory listing and no systemctl."""
     if units is None:

@@ -45,22 +45,37 @@ def context_bytes(inputs: LocalInputs) -> int:
     return sum(Path(p).stat().st_size for p in paths if Path(p).is_file())
 
 
-def collect_worker(profile: Profile, worker: RpcWorker, docker: DockerPort, host: HostPort, state: StatePort,
-                   main_daemon: str | None, shipped: int) -> WorkerFact:
+def collect_worker(
+    profile: Profile,
+    worker: RpcWorker,
+    docker: DockerPort,
+    host: HostPort,
+    state: StatePort,
+    main_daemon: str | None,
+    shipped: int,
+) -> WorkerFact:
     fact = WorkerFact(name=worker.name, docker=worker.docker, context_bytes=shipped)
     try:
         info = docker.info()
         name = worker.container_name(profile.name)
         inspect = docker.inspect_container(name)
-        fact = fact.model_copy(update={
-            "same_daemon": bool(main_daemon) and info.get("ID") == main_daemon,
-            "mem_total": info.get("MemTotal"), "cpus": info.get("NCPU"),
-            "images": collect_images(docker, state)})
+        fact = fact.model_copy(
+            update={
+                "same_daemon": bool(main_daemon) and info.get("ID") == main_daemon,
+                "mem_total": info.get("MemTotal"),
+                "cpus": info.get("NCPU"),
+                "images": collect_images(docker, state),
+            }
+        )
         if inspect is None:
             return fact
         labels = (inspect.get("Config") or {}).get("Labels") or {}
-        container = parse_container(inspect).model_copy(update={
-            "fingerprint": labels.get(WORKER_FINGERPRINT), "inputs": json.loads(labels.get(WORKER_INPUTS) or "{}")})
+        container = parse_container(inspect).model_copy(
+            update={
+                "fingerprint": labels.get(WORKER_FINGERPRINT),
+                "inputs": json.loads(labels.get(WORKER_INPUTS) or "{}"),
+            }
+        )
         fact = fact.model_copy(update={"container": container})
         if container.state != "running":
             return fact
@@ -69,29 +84,41 @@ def collect_worker(profile: Profile, worker: RpcWorker, docker: DockerPort, host
         except Kimik3Error:  # it stopped or began restarting since the inspect: its sockets are unknown now
             return fact.model_copy(update={"port_open": False})
         clients = parse_tcp_clients(tables, worker.port)
-        return fact.model_copy(update={
-            "devices": parse_rpc_devices(docker.container_logs(name, _LOG_TAIL)),
-            "listeners": tuple(sorted(set(parse_tcp_listeners(tables, worker.port).values()))),
-            "clients": clients,
-            # rpc-server serves one client at a time with a backlog of 1: while the main server is connected a
-            # probe would wait in that backlog (and a second one be dropped). A connected client proves the
-            # port reachable; only an idle worker is probed.
-            "port_open": True if clients else host.tcp_connect(worker.bind, worker.port)})
+        return fact.model_copy(
+            update={
+                "devices": parse_rpc_devices(docker.container_logs(name, _LOG_TAIL)),
+                "listeners": tuple(sorted(set(parse_tcp_listeners(tables, worker.port).values()))),
+                "clients": clients,
+                # rpc-server serves one client at a time with a backlog of 1: while the main server is connected a
+                # probe would wait in that backlog (and a second one be dropped). A connected client proves the
+                # port reachable; only an idle worker is probed.
+                "port_open": True if clients else host.tcp_connect(worker.bind, worker.port),
+            }
+        )
     except Kimik3Error as exc:
         return fact.model_copy(update={"error": str(exc)})
 
 
-def collect_workers(profile: Profile, worker_docker: Callable[[DockerHost], DockerPort] | None, main: DockerPort,
-                    host: HostPort, state: StatePort, inputs: LocalInputs) -> tuple[WorkerFact, ...]:
+def collect_workers(
+    profile: Profile,
+    worker_docker: Callable[[DockerHost], DockerPort] | None,
+    main: DockerPort,
+    host: HostPort,
+    state: StatePort,
+    inputs: LocalInputs,
+) -> tuple[WorkerFact, ...]:
     if not profile.workers:
         return ()
     if worker_docker is None:
         raise Kimik3Error("the profile has rpc workers but no way to reach their Docker was wired")
     main_daemon = main.info().get("ID")
     shipped = context_bytes(inputs)
-    return tuple(collect_worker(profile, w, worker_docker(DockerHost(w.name, w.docker, w.tls_dir)), host, state,
-                                 main_daemon, shipped)
-                 for w in profile.workers)
+    return tuple(
+        collect_worker(
+            profile, w, worker_docker(DockerHost(w.name, w.docker, w.tls_dir)), host, state, main_daemon, shipped
+        )
+        for w in profile.workers
+    )
 
 
 def recorded_workers(state: StatePort, profile_name: str) -> list[dict[str, str | None]]:
@@ -99,8 +126,9 @@ def recorded_workers(state: StatePort, profile_name: str) -> list[dict[str, str 
     return list((state.read(rpc_workers_key(profile_name)) or {}).get("workers") or [])
 
 
-def collect_removed_workers(profile: Profile, worker_docker: Callable[[DockerHost], DockerPort] | None,
-                            state: StatePort) -> tuple[RemovedWorkerFact, ...]:
+def collect_removed_workers(
+    profile: Profile, worker_docker: Callable[[DockerHost], DockerPort] | None, state: StatePort
+) -> tuple[RemovedWorkerFact, ...]:
     """Recorded workers whose (Docker, container) the profile no longer names, each seen through its own Docker.
     A Docker that does not answer is recorded, not raised: the planner refuses with the worker named."""
     named = {(w.docker, w.container_name(profile.name)) for w in profile.workers}
@@ -109,8 +137,12 @@ def collect_removed_workers(profile: Profile, worker_docker: Callable[[DockerHos
     for entry in recorded_workers(state, profile.name):
         if (entry.get("docker"), entry.get("container")) in named:
             continue
-        fact = RemovedWorkerFact(name=str(entry["name"]), docker=str(entry["docker"]), tls_dir=entry.get("tls_dir"),
-                                 container_name=str(entry["container"]))
+        fact = RemovedWorkerFact(
+            name=str(entry["name"]),
+            docker=str(entry["docker"]),
+            tls_dir=entry.get("tls_dir"),
+            container_name=str(entry["container"]),
+        )
         try:
             if worker_docker is None:
                 raise Kimik3Error("no way to reach worker Docker hosts was wired")

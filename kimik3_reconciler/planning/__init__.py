@@ -14,8 +14,14 @@ from kimik3_reconciler.model.model_files import CHECKPOINT
 from kimik3_reconciler.model.plan import Action, Plan, Step
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.records import last_good_key, unverified_key
-from kimik3_reconciler.model.specs import ForgetDeployment, ImageBuild, QuantGateRun, RemoveContainer, RemoveImage, \
-    RemoveModelFiles
+from kimik3_reconciler.model.specs import (
+    ForgetDeployment,
+    ImageBuild,
+    QuantGateRun,
+    RemoveContainer,
+    RemoveImage,
+    RemoveModelFiles,
+)
 from kimik3_reconciler.planning.conflict_step import plan_conflicts
 from kimik3_reconciler.planning.container_step import container_changes, plan_container
 from kimik3_reconciler.planning.desired import Desired, Planner, changes
@@ -30,16 +36,24 @@ from kimik3_reconciler.planning.launch import refuse_keyless_key_file, render_la
 from kimik3_reconciler.planning.metrics_step import plan_exporter, plan_exporter_teardown, plan_release_port
 from kimik3_reconciler.planning.model_step import model_spec, plan_model, plan_tokenizer
 from kimik3_reconciler.planning.placement import forecast
-from kimik3_reconciler.planning.routes import profile_routes
-from kimik3_reconciler.planning.worker_step import plan_removed_workers, plan_worker_teardown, plan_workers
 from kimik3_reconciler.planning.preread_step import plan_preread
 from kimik3_reconciler.planning.quant_gate import gate_reference, plan_gate, plan_reference, plan_stop_for_gate
+from kimik3_reconciler.planning.routes import profile_routes
 from kimik3_reconciler.planning.smoke_step import plan_smoke
 from kimik3_reconciler.planning.unit_step import plan_stale_units, plan_unit, plan_unit_teardown
 from kimik3_reconciler.planning.verify_step import plan_verify
+from kimik3_reconciler.planning.worker_step import plan_removed_workers, plan_worker_teardown, plan_workers
 
-__all__ = ["PLANNERS", "Desired", "gate_reference", "plan", "plan_destroy", "plan_prune", "refuse_by_host_gate",
-           "render_desired"]
+__all__ = [
+    "PLANNERS",
+    "Desired",
+    "gate_reference",
+    "plan",
+    "plan_destroy",
+    "plan_prune",
+    "refuse_by_host_gate",
+    "render_desired",
+]
 
 # In apply order. The host's kernel settings first (host.prepare): what every later step's server runs under.
 # Then the GPU probe: nothing is fetched or built for a host whose containers cannot see
@@ -49,9 +63,29 @@ __all__ = ["PLANNERS", "Desired", "gate_reference", "plan", "plan_destroy", "pla
 # RPC workers (other hosts) listen before the main server starts: it connects to each at load. A worker the
 # profile dropped goes after the health wait: the old server keeps its tensors there until the new one serves.
 PLANNERS: tuple[Planner, ...] = (
-    plan_host, plan_gpu_probe, plan_model, plan_tokenizer, plan_reference, plan_image, plan_smoke, plan_stop_for_gate,
-    plan_gate, plan_preread, plan_hold, plan_stale_units, plan_conflicts, plan_release_front, plan_release_port,
-    plan_workers, plan_container, plan_health, plan_removed_workers, plan_exporter, plan_front, plan_verify, plan_unit,
+    plan_host,
+    plan_gpu_probe,
+    plan_model,
+    plan_tokenizer,
+    plan_reference,
+    plan_image,
+    plan_smoke,
+    plan_stop_for_gate,
+    plan_gate,
+    plan_preread,
+    plan_hold,
+    plan_stale_units,
+    plan_conflicts,
+    plan_release_front,
+    plan_release_port,
+    plan_workers,
+    plan_container,
+    plan_health,
+    plan_removed_workers,
+    plan_exporter,
+    plan_front,
+    plan_verify,
+    plan_unit,
 )
 
 
@@ -95,10 +129,17 @@ def plan(profile: Profile, observed: Observed, warnings: tuple[str, ...] = ()) -
         steps += planner(desired, observed, steps)
     extra = (*warnings, *gate_warnings, *desired.launch.warnings)
     if observed.last_good and (container_changes(steps) or changes(steps, QuantGateRun)):
-        extra += (f"if the gate, the load or verify fails, apply relaunches the last good profile "
-                  f"(recorded {observed.last_good})",)
-    return Plan(profile.name, steps, warnings=extra, forecast=forecast(profile, observed),
-                routes=profile_routes(profile, observed.host, observed=observed))
+        extra += (
+            f"if the gate, the load or verify fails, apply relaunches the last good profile "
+            f"(recorded {observed.last_good})",
+        )
+    return Plan(
+        profile.name,
+        steps,
+        warnings=extra,
+        forecast=forecast(profile, observed),
+        routes=profile_routes(profile, observed.host, observed=observed),
+    )
 
 
 def plan_destroy(profile: Profile, observed: Observed, *, images: bool = False, model: bool = False) -> Plan:
@@ -107,8 +148,15 @@ def plan_destroy(profile: Profile, observed: Observed, *, images: bool = False, 
     steps += plan_exporter_teardown(profile, observed)
     steps += plan_front_teardown(profile.name, observed)
     if observed.container is not None:
-        steps.append(Step("container", profile.name, Action.DELETE, f"container {observed.container.state}: remove it",
-                          spec=RemoveContainer(profile.name)))
+        steps.append(
+            Step(
+                "container",
+                profile.name,
+                Action.DELETE,
+                f"container {observed.container.state}: remove it",
+                spec=RemoveContainer(profile.name),
+            )
+        )
     else:
         steps.append(Step("container", profile.name, Action.NOOP, "no container"))
     steps += plan_worker_teardown(profile, observed)  # after the server: it holds connections to them
@@ -121,12 +169,25 @@ def plan_destroy(profile: Profile, observed: Observed, *, images: bool = False, 
     if observed.model.local_path is not None:
         # rule: local-path-kept
         # The user made that file (seed 000: REAP770 took hours to slice): kimik3 never removes it, --model or not.
-        steps.append(Step("model", observed.model.local_path, Action.NOOP,
-                          "model.local_path is the user's file: kept (kimik3 never removes it)"))
+        steps.append(
+            Step(
+                "model",
+                observed.model.local_path,
+                Action.NOOP,
+                "model.local_path is the user's file: kept (kimik3 never removes it)",
+            )
+        )
     elif model and cached:
         what = "checkpoint" if observed.model.quant == CHECKPOINT else "quant"
-        steps.append(Step("model", target, Action.DELETE, f"--model: remove the cached files of this {what}",
-                          spec=RemoveModelFiles(model_spec(profile, observed))))
+        steps.append(
+            Step(
+                "model",
+                target,
+                Action.DELETE,
+                f"--model: remove the cached files of this {what}",
+                spec=RemoveModelFiles(model_spec(profile, observed)),
+            )
+        )
     elif cached:
         steps.append(Step("model", target, Action.NOOP, "kept (pass --model to remove)"))
     steps.append(_forget_step(profile, observed))  # last: a destroy that fails before it leaves a deployment to revert
@@ -147,8 +208,14 @@ def _built_image_teardown(profile: Profile, observed: Observed, images: bool) ->
         image = foreign[0]
         owner = image.labels.get(PROFILE_LABEL) or "no kimik3 profile"
         known = f"this profile's build is {wanted}" if wanted else "this profile's build cannot be rendered here"
-        steps.append(Step("image", tag, Action.NOOP, f"kept: the tag holds another build (fingerprint "
-                                                      f"{image.fingerprint}, built for {owner}; {known})"))
+        steps.append(
+            Step(
+                "image",
+                tag,
+                Action.NOOP,
+                f"kept: the tag holds another build (fingerprint {image.fingerprint}, built for {owner}; {known})",
+            )
+        )
     elif images and tagged:
         steps.append(Step("image", tag, Action.DELETE, "--images: remove the profile's image", spec=RemoveImage(tag)))
     elif tagged:
@@ -159,12 +226,22 @@ def _built_image_teardown(profile: Profile, observed: Observed, images: bool) ->
 def _forget_step(profile: Profile, observed: Observed) -> Step:
     """The records that would bring the destroyed deployment back: the last good profile is the revert target of
     any later failing apply of this name (it relaunched what the operator removed), an owed verify names a launch."""
-    keys = tuple(key for key, held in ((last_good_key(profile.name), observed.last_good),
-                                       (unverified_key(profile.name), observed.unverified)) if held)
+    keys = tuple(
+        key
+        for key, held in (
+            (last_good_key(profile.name), observed.last_good),
+            (unverified_key(profile.name), observed.unverified),
+        )
+        if held
+    )
     if not keys:
         return Step("records", profile.name, Action.NOOP, "no revert target recorded")
-    what = (f"the last good profile (recorded {observed.last_good}): a later failing apply of {profile.name} would "
-            "relaunch it" if observed.last_good else "the launch's owed verify")
+    what = (
+        f"the last good profile (recorded {observed.last_good}): a later failing apply of {profile.name} would "
+        "relaunch it"
+        if observed.last_good
+        else "the launch's owed verify"
+    )
     return Step("records", ", ".join(keys), Action.DELETE, f"forget {what}", spec=ForgetDeployment(keys))
 
 
@@ -178,7 +255,11 @@ def _wanted_image_fingerprint(profile: Profile, observed: Observed) -> str | Non
 def _is_profiles_image(profile: Profile, observed: Observed, image: ImageFact, wanted: str | None) -> bool:
     """Is `image` this profile's: the build it wants (by fingerprint), the one its container runs, or one it built?"""
     in_use = observed.container is not None and image.id == observed.container.image_id
-    return in_use or image.labels.get(PROFILE_LABEL) == profile.name or (wanted is not None and image.fingerprint == wanted)
+    return (
+        in_use
+        or image.labels.get(PROFILE_LABEL) == profile.name
+        or (wanted is not None and image.fingerprint == wanted)
+    )
 
 
 def profile_images(profile: Profile, observed: Observed) -> tuple[str, list[str]]:
@@ -188,8 +269,11 @@ def profile_images(profile: Profile, observed: Observed) -> tuple[str, list[str]
     if observed.pulled is not None:
         pulled = observed.pulled
         in_use = observed.container is not None and observed.container.image_id == pulled.image_id
-        state = ("not pulled yet" if pulled.image_id is None
-                 else f"{pulled.image_id[:19]} (current{', in use' if in_use else ''})")
+        state = (
+            "not pulled yet"
+            if pulled.image_id is None
+            else f"{pulled.image_id[:19]} (current{', in use' if in_use else ''})"
+        )
         return f"{pulled.ref} (pulled by digest)", [state]
     try:
         wanted: ImageBuild | None = render_image_build(profile, observed)
@@ -198,21 +282,31 @@ def profile_images(profile: Profile, observed: Observed) -> tuple[str, list[str]
     in_use = observed.container.image_id if observed.container else None
     shown = []
     for image in observed.images:
-        roles = [role for role, yes in (("current", wanted is not None and image.fingerprint == wanted.fingerprint),
-                                        ("in use", image.id == in_use)) if yes]
+        roles = [
+            role
+            for role, yes in (
+                ("current", wanted is not None and image.fingerprint == wanted.fingerprint),
+                ("in use", image.id == in_use),
+            )
+            if yes
+        ]
         if not roles and image.labels.get(PROFILE_LABEL) == profile.name:
             roles = ["older build"]
         if roles:
             shown.append(f"{image.tags[0] if image.tags else image.id[:19]} ({', '.join(roles)})")
-    return (f"{wanted.tag} (fingerprint {wanted.fingerprint})" if wanted else f"an image the planner refuses: {refused}",
-            shown)
+    return (
+        f"{wanted.tag} (fingerprint {wanted.fingerprint})" if wanted else f"an image the planner refuses: {refused}",
+        shown,
+    )
 
 
 def plan_prune(profile: Profile, observed: Observed) -> Plan:
     """Remove the profile's older images (rollback targets), never the current one or one in use."""
     if observed.pulled is not None:  # a pulled image has no older builds: the digest is the only one it runs
-        return Plan(profile.name, (Step("image", observed.pulled.ref, Action.NOOP,
-                                        "pulled by digest: no older builds to prune"),))
+        return Plan(
+            profile.name,
+            (Step("image", observed.pulled.ref, Action.NOOP, "pulled by digest: no older builds to prune"),),
+        )
     current = render_image_build(profile, observed).fingerprint
     in_use = observed.container.image_id if observed.container else None
     steps = []
@@ -223,6 +317,13 @@ def plan_prune(profile: Profile, observed: Observed) -> Plan:
         if image.fingerprint == current or image.id == in_use:
             steps.append(Step("image", name, Action.NOOP, "current image" if image.id != in_use else "in use"))
         else:
-            steps.append(Step("image", name, Action.DELETE, f"older build (fingerprint {image.fingerprint})",
-                              spec=RemoveImage(image.id)))
+            steps.append(
+                Step(
+                    "image",
+                    name,
+                    Action.DELETE,
+                    f"older build (fingerprint {image.fingerprint})",
+                    spec=RemoveImage(image.id),
+                )
+            )
     return Plan(profile.name, tuple(steps))

@@ -20,7 +20,6 @@ import hashlib
 from dataclasses import replace
 from typing import Any
 
-
 from kimik3_reconciler.model.facts import ContainerFact, ModelFact, Observed
 from kimik3_reconciler.model.plan import Plan, Step, flat_diff
 from kimik3_reconciler.model.plan_file import SavedPlan
@@ -43,8 +42,10 @@ def _model(label: str, fact: ModelFact | None) -> dict[str, str]:
     if fact is None:
         return {}
     files = _digest(*(f"{f.path} {f.size} {f.sha256 or f.git_oid}" for f in fact.files))
-    return {f"{label}": f"{fact.repo}@{fact.revision}/{fact.quant} ({len(fact.files)} files, listing {files})",
-            f"{label}.missing": ", ".join(fact.missing) or "none"}
+    return {
+        f"{label}": f"{fact.repo}@{fact.revision}/{fact.quant} ({len(fact.files)} files, listing {files})",
+        f"{label}.missing": ", ".join(fact.missing) or "none",
+    }
 
 
 def _docker(profile: Profile, observed: Observed) -> dict[str, str]:
@@ -63,8 +64,9 @@ def _docker(profile: Profile, observed: Observed) -> dict[str, str]:
     for container in (observed.container, *conflicting):
         if container is not None:
             image = (container.image_id or "-")[:19]
-            facts[f"container {container.name}"] = (f"{container.state} {container.id[:12]}, "
-                                                    f"fingerprint {container.fingerprint}, image {image}")
+            facts[f"container {container.name}"] = (
+                f"{container.state} {container.id[:12]}, fingerprint {container.fingerprint}, image {image}"
+            )
     return facts
 
 
@@ -74,41 +76,59 @@ def _workers(profile: Profile, observed: Observed) -> dict[str, str]:
     tag, wanted = image_tag(profile), render_image_build(profile, observed).fingerprint
     facts = {}
     for worker in observed.workers:
-        facts[f"worker {worker.name}"] = f"unreachable ({worker.error})" if worker.error else _rpc_server(worker.container)
+        facts[f"worker {worker.name}"] = (
+            f"unreachable ({worker.error})" if worker.error else _rpc_server(worker.container)
+        )
         for image in () if worker.same_daemon else worker.images:  # on the main daemon: the images above
             if tag in image.tags or image.fingerprint == wanted:
-                facts[f"worker {worker.name} image {image.id[:19]}"] = (f"fingerprint {image.fingerprint}, tags "
-                                                                        f"{', '.join(image.tags) or '-'}")
+                facts[f"worker {worker.name} image {image.id[:19]}"] = (
+                    f"fingerprint {image.fingerprint}, tags {', '.join(image.tags) or '-'}"
+                )
     for dropped in observed.removed_workers:
         facts[f"dropped worker {dropped.name} ({dropped.docker})"] = (
-            f"unreachable ({dropped.error})" if dropped.error else _rpc_server(dropped.container))
+            f"unreachable ({dropped.error})" if dropped.error else _rpc_server(dropped.container)
+        )
     return facts
 
 
 def _rpc_server(container: ContainerFact | None) -> str:
     if container is None:
         return "no rpc-server"
-    return (f"rpc-server {container.state} {container.id[:12]} since {container.started_at or '-'}, "
-            f"fingerprint {container.fingerprint}")
+    return (
+        f"rpc-server {container.state} {container.id[:12]} since {container.started_at or '-'}, "
+        f"fingerprint {container.fingerprint}"
+    )
 
 
 def observed_basis(profile: Profile, observed: Observed) -> dict[str, str]:
     """The facts a saved plan must find unchanged (see the module docstring for what is left out)."""
     host, inputs = observed.host, observed.inputs
-    facts = {**_model("model", observed.model), **_model("tokenizer", observed.tokenizer),
-             **_model("reference", observed.reference), **_docker(profile, observed),
-             **_workers(profile, observed)}
-    facts |= {"input dockerfile": inputs.dockerfile_sha256, "input archive": _s(inputs.archive_sha256),
-              "input patches": ", ".join(f"{p.name} {p.sha256[:16]}" for p in inputs.patches) or "none",
-              "input builtin patches": ", ".join(f"{p.name} {p.sha256[:16]}" for p in inputs.builtin_patches)
-              or "none",
-              "input api_key_file": _s(inputs.api_key_file), "input draft_model": _s(inputs.draft_model)}
-    facts |= {"host physical_cores": str(host.physical_cores), "host cpu_flags": _digest(*host.cpu_flags),
-              "host gpus": ", ".join(g.uuid for g in host.gpus) or "none", "host driver": _s(host.driver_version)}
+    facts = {
+        **_model("model", observed.model),
+        **_model("tokenizer", observed.tokenizer),
+        **_model("reference", observed.reference),
+        **_docker(profile, observed),
+        **_workers(profile, observed),
+    }
+    facts |= {
+        "input dockerfile": inputs.dockerfile_sha256,
+        "input archive": _s(inputs.archive_sha256),
+        "input patches": ", ".join(f"{p.name} {p.sha256[:16]}" for p in inputs.patches) or "none",
+        "input builtin patches": ", ".join(f"{p.name} {p.sha256[:16]}" for p in inputs.builtin_patches) or "none",
+        "input api_key_file": _s(inputs.api_key_file),
+        "input draft_model": _s(inputs.draft_model),
+    }
+    facts |= {
+        "host physical_cores": str(host.physical_cores),
+        "host cpu_flags": _digest(*host.cpu_flags),
+        "host gpus": ", ".join(g.uuid for g in host.gpus) or "none",
+        "host driver": _s(host.driver_version),
+    }
     for unit in observed.systemd.units if observed.systemd else ():
         files = [f.fingerprint if f else "-" for f in (unit.unit_file, unit.env_file)]
-        facts[f"unit {unit.name}"] = (f"{unit.load_state} {unit.active_state} {unit.unit_file_state or '-'}, "
-                                      f"files {files[0]} {files[1]}")
+        facts[f"unit {unit.name}"] = (
+            f"{unit.load_state} {unit.active_state} {unit.unit_file_state or '-'}, files {files[0]} {files[1]}"
+        )
     facts |= {f"gate {fp}": "passed" if r.get("passed") else "failed" for fp, r in observed.gate_records.items()}
     return facts
 
@@ -138,8 +158,11 @@ def _decisions(steps: tuple[Step, ...]) -> dict[tuple[str, str, str], Any]:
     # Health waits are not decisions: apply waits for health after the saved steps whatever they say. Nor is
     # the pre-read, on its own or during the image build: it follows MemAvailable, which moves on its own, and
     # only speeds the load up (the saved plan's build pre-reads as planned, or not).
-    return {(s.kind, s.target, s.action.symbol): replace(s.spec, preread=None) if isinstance(s.spec, ImageBuild)
-            else s.spec for s in steps if s.changes and not isinstance(s.spec, HealthWait | PagecachePreread)}
+    return {
+        (s.kind, s.target, s.action.symbol): replace(s.spec, preread=None) if isinstance(s.spec, ImageBuild) else s.spec
+        for s in steps
+        if s.changes and not isinstance(s.spec, HealthWait | PagecachePreread)
+    }
 
 
 def step_moves(saved: tuple[Step, ...], now: tuple[Step, ...]) -> list[str]:
@@ -160,14 +183,18 @@ def order_edits(saved: tuple[Step, ...], now: tuple[Step, ...]) -> list[str]:
     """A saved plan runs its steps in the file's order, each once: a step listed twice, or steps in another order
     than the planner's (a launch before its download, a health wait before the launch), is an edit that the
     per-step comparison cannot see."""
+
     def key(step: Step) -> tuple[str, str, str]:
         return step.kind, step.target, step.action.symbol
 
     before = [key(s) for s in saved if s.changes]
     after = [key(s) for s in now if s.changes]
-    moves = [f"step {symbol} {kind} {target}: listed {before.count((kind, target, symbol))} times in the saved plan "
-             "(was the plan file edited?)" for kind, target, symbol in sorted(set(before)) if before.count(
-                 (kind, target, symbol)) > 1]
+    moves = [
+        f"step {symbol} {kind} {target}: listed {before.count((kind, target, symbol))} times in the saved plan "
+        "(was the plan file edited?)"
+        for kind, target, symbol in sorted(set(before))
+        if before.count((kind, target, symbol)) > 1
+    ]
     common = set(before) & set(after)
     if not moves and [k for k in before if k in common] != [k for k in after if k in common]:
         moves.append("steps: in another order than the planner's (was the plan file edited?)")
@@ -198,18 +225,24 @@ def payload_edits(saved: tuple[Step, ...], now: tuple[Step, ...], observed: Obse
     for step in (s for s in saved if s.changes):
         spec, where = step.spec, f"step {step.action.symbol} {step.kind} {step.target}"
         if isinstance(spec, HealthWait) and waits.get((step.kind, step.target)) != _health_identity(spec):
-            moves.append(f"{where}: its health wait differs from the one planned now (container, URL, unit or "
-                         "model bytes; was the plan file edited?)")
+            moves.append(
+                f"{where}: its health wait differs from the one planned now (container, URL, unit or "
+                "model bytes; was the plan file edited?)"
+            )
         preread = spec.preread if isinstance(spec, ImageBuild) else spec if isinstance(spec, PagecachePreread) else None
         if preread is not None and _preread_edited(preread, reads):
             moves.append(f"{where}: its pre-read differs from the model's files now (was the plan file edited?)")
     return sorted(moves)
 
 
-def stale_reasons(saved: SavedPlan, profile: Profile, profile_text_now: str | None, observed: Observed,
-                  now: Plan) -> tuple[str, ...]:
+def stale_reasons(
+    saved: SavedPlan, profile: Profile, profile_text_now: str | None, observed: Observed, now: Plan
+) -> tuple[str, ...]:
     """Everything that moved since `saved` (of `profile`) was made; empty = it may be executed as saved."""
-    return (*profile_moves(saved.profile_source, saved.profile_text, profile_text_now),
-            *(str(d) for d in flat_diff(saved.basis, observed_basis(profile, observed))),
-            *step_moves(saved.steps, now.steps), *payload_edits(saved.steps, now.steps, observed),
-            *order_edits(saved.steps, now.steps))
+    return (
+        *profile_moves(saved.profile_source, saved.profile_text, profile_text_now),
+        *(str(d) for d in flat_diff(saved.basis, observed_basis(profile, observed))),
+        *step_moves(saved.steps, now.steps),
+        *payload_edits(saved.steps, now.steps, observed),
+        *order_edits(saved.steps, now.steps),
+    )

@@ -60,14 +60,20 @@ def cmake_definitions(profile: Profile, host: HostFacts) -> dict[str, str]:
     for name, switches in FEATURE_SWITCHES.items():
         for switch in switches:
             defs[switch] = "ON" if name in features else "OFF"
-    defs.update({
-        "LLAMA_BUILD_TESTS": "OFF", "LLAMA_BUILD_EXAMPLES": "OFF", "LLAMA_BUILD_APP": "OFF",
-        # The UI step would fetch assets from the network.
-        "LLAMA_BUILD_UI": "OFF", "LLAMA_USE_PREBUILT_UI": "OFF", "LLAMA_OPENSSL": "OFF",
-        # Baked in so /props and system_fingerprint say which source the image holds.
-        "LLAMA_BUILD_NUMBER": str(build.effective_build_number),
-        "LLAMA_BUILD_COMMIT": build.effective_commit[:7],
-    })
+    defs.update(
+        {
+            "LLAMA_BUILD_TESTS": "OFF",
+            "LLAMA_BUILD_EXAMPLES": "OFF",
+            "LLAMA_BUILD_APP": "OFF",
+            # The UI step would fetch assets from the network.
+            "LLAMA_BUILD_UI": "OFF",
+            "LLAMA_USE_PREBUILT_UI": "OFF",
+            "LLAMA_OPENSSL": "OFF",
+            # Baked in so /props and system_fingerprint say which source the image holds.
+            "LLAMA_BUILD_NUMBER": str(build.effective_build_number),
+            "LLAMA_BUILD_COMMIT": build.effective_commit[:7],
+        }
+    )
     return defs
 
 

@@ -36,8 +36,14 @@ def supervising_unit(observed: Observed, profile: str | None) -> UnitFact | None
     """The kimik3 unit of another profile that is running (or restarting) its container, if any."""
     if observed.systemd is None or not observed.systemd.booted:
         return None
-    return next((u for u in observed.systemd.units
-                 if u.profile == profile and u.active_state in ("active", "activating", "reloading")), None)
+    return next(
+        (
+            u
+            for u in observed.systemd.units
+            if u.profile == profile and u.active_state in ("active", "activating", "reloading")
+        ),
+        None,
+    )
 
 
 def _kept(profile: Profile, other: ContainerFact) -> str:
@@ -45,8 +51,10 @@ def _kept(profile: Profile, other: ContainerFact) -> str:
     if other.profile == profile.name:
         # This profile's own labels under another name (renamed by hand, or a copy): kimik3 launches the profile
         # under its own name, so nothing would ever start this one again; say how to remove it.
-        return (f"it carries this profile's labels under another name (renamed by hand?): kimik3 runs the profile "
-                f"as {profile.name} and leaves {other.name} stopped; `docker rm {other.name}` removes it")
+        return (
+            f"it carries this profile's labels under another name (renamed by hand?): kimik3 runs the profile "
+            f"as {profile.name} and leaves {other.name} stopped; `docker rm {other.name}` removes it"
+        )
     return "its container is kept, `kimik3 apply` of that profile starts it again"
 
 
@@ -62,13 +70,27 @@ def plan_conflicts(desired: Desired, observed: Observed, planned: tuple[Step, ..
             continue
         if unit is not None:
             # Stopping only the container, systemd would see a failure and start it again (Restart=on-failure).
-            steps.append(Step("conflict", other.name, Action.UPDATE,
-                              f"stop unit {unit.name} (profile {other.profile}, container {other.name}) first: {why}; "
-                              f"its container is kept, `kimik3 apply` of that profile or `systemctl start {unit.name}` "
-                              "starts it again", spec=StopUnit(unit.name),
-                              cost="the other deployment is down while this one runs"))
+            steps.append(
+                Step(
+                    "conflict",
+                    other.name,
+                    Action.UPDATE,
+                    f"stop unit {unit.name} (profile {other.profile}, container {other.name}) first: {why}; "
+                    f"its container is kept, `kimik3 apply` of that profile or `systemctl start {unit.name}` "
+                    "starts it again",
+                    spec=StopUnit(unit.name),
+                    cost="the other deployment is down while this one runs",
+                )
+            )
             continue
-        steps.append(Step("conflict", other.name, Action.UPDATE,
-                          f"stop {other.name} (profile {other.profile}) first: {why}; {_kept(profile, other)}",
-                          spec=StopContainer(other.name), cost="the other deployment is down while this one runs"))
+        steps.append(
+            Step(
+                "conflict",
+                other.name,
+                Action.UPDATE,
+                f"stop {other.name} (profile {other.profile}) first: {why}; {_kept(profile, other)}",
+                spec=StopContainer(other.name),
+                cost="the other deployment is down while this one runs",
+            )
+        )
     return tuple(steps)

@@ -27,7 +27,7 @@ def _argv_change(old: tuple[str, ...], new: tuple[str, ...]) -> tuple[str, str]:
     start = max(prefix - 1, 0)  # keep the flag whose value changed
 
     def stretch(argv: tuple[str, ...]) -> str:
-        middle = " ".join(argv[start:len(argv) - suffix]) or "(nothing)"
+        middle = " ".join(argv[start : len(argv) - suffix]) or "(nothing)"
         return ("… " if start else "") + middle + (" …" if suffix else "")
 
     return stretch(old), stretch(new)
@@ -38,8 +38,11 @@ def _env_diff(spec: ContainerSpec, running: RunningConfig) -> list[DiffItem]:
     # A profile variable equal to the image's default is indistinguishable from the default itself.
     wanted = {k: v for k, v in spec.env if defaults.get(k) != v}
     found = dict(running.env)
-    return [DiffItem(f"container.env.{key}", HIDDEN if key in found else None, HIDDEN if key in wanted else None)
-            for key in sorted(wanted.keys() | found.keys()) if wanted.get(key) != found.get(key)]
+    return [
+        DiffItem(f"container.env.{key}", HIDDEN if key in found else None, HIDDEN if key in wanted else None)
+        for key in sorted(wanted.keys() | found.keys())
+        if wanted.get(key) != found.get(key)
+    ]
 
 
 def _mount_text(mount: MountFact | None) -> str | None:
@@ -58,8 +61,13 @@ def _mount_diff(spec: ContainerSpec, running: RunningConfig) -> list[DiffItem]:
             continue
         if old is not None and new is not None and old.source == new.source:
             # The weights mount must be read-only: a server that can write its GGUF can corrupt it.
-            items.append(DiffItem(f"mount {target}", "read-only" if old.read_only else "read-write",
-                                  "read-only" if new.read_only else "read-write"))
+            items.append(
+                DiffItem(
+                    f"mount {target}",
+                    "read-only" if old.read_only else "read-write",
+                    "read-only" if new.read_only else "read-write",
+                )
+            )
         else:
             items.append(DiffItem(f"mount {target}", _mount_text(old), _mount_text(new)))
     return items
@@ -73,8 +81,13 @@ def running_drift(spec: ContainerSpec, running: RunningConfig) -> tuple[DiffItem
     # None on either side is the image's own entrypoint, which a spec may also name explicitly.
     wanted_entrypoint = None if spec.entrypoint == running.image_entrypoint else spec.entrypoint
     if running.entrypoint != wanted_entrypoint:
-        items.append(DiffItem("container.entrypoint", " ".join(running.entrypoint or ("(the image's)",)),
-                              " ".join(spec.entrypoint or ("(the image's)",))))
+        items.append(
+            DiffItem(
+                "container.entrypoint",
+                " ".join(running.entrypoint or ("(the image's)",)),
+                " ".join(spec.entrypoint or ("(the image's)",)),
+            )
+        )
     if running.command != spec.command:
         items.append(DiffItem("container.command", *_argv_change(running.command, spec.command)))
     items += _env_diff(spec, running)

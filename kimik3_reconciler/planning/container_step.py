@@ -20,8 +20,13 @@ def _rebuilt_image_id(launch: Launch, observed: Observed) -> str | None:
     tagged = next((i for i in observed.images if launch.spec.image in i.tags), None)
     # Only a rebuild of *these* inputs (same fingerprint, e.g. a new base image) counts; the tag may
     # point at another profile's build of the same pin, which says nothing about this container.
-    if (container is not None and tagged and container.image_id and tagged.id != container.image_id
-            and tagged.fingerprint == launch.input.image_fingerprint):
+    if (
+        container is not None
+        and tagged
+        and container.image_id
+        and tagged.id != container.image_id
+        and tagged.fingerprint == launch.input.image_fingerprint
+    ):
         return tagged.id
     return None
 
@@ -57,8 +62,12 @@ def plan_container(desired: Desired, observed: Observed, planned: tuple[Step, ..
     """The container's step; a launch says what each request will get (issue 27: ctx_size is over the slots)."""
     steps = _plan_container(desired, observed, planned)
     context = desired.launch.context
-    return tuple(replace(s, reason=f"{s.reason}; {context}") if context and s.changes and
-                 isinstance(s.spec, LaunchContainer) else s for s in steps)
+    return tuple(
+        replace(s, reason=f"{s.reason}; {context}")
+        if context and s.changes and isinstance(s.spec, LaunchContainer)
+        else s
+        for s in steps
+    )
 
 
 def _plan_container(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
@@ -66,13 +75,30 @@ def _plan_container(desired: Desired, observed: Observed, planned: tuple[Step, .
     name = launch.spec.name
     container = observed.container
     if container is None:
-        return (Step("container", name, Action.CREATE, "no container: launch it", spec=LaunchContainer(launch.spec),
-                     warnings=launch.warnings),)
+        return (
+            Step(
+                "container",
+                name,
+                Action.CREATE,
+                "no container: launch it",
+                spec=LaunchContainer(launch.spec),
+                warnings=launch.warnings,
+            ),
+        )
     if container.fingerprint != launch.fingerprint:
         diff = flat_diff(container.inputs, launch.inputs)
         why = "launch inputs changed" if diff else "container was not made by this kimik3 profile (fingerprint differs)"
-        return (Step("container", name, Action.REPLACE, f"{why} (fingerprint {container.fingerprint} → {launch.fingerprint})",
-                     diff=diff, spec=LaunchContainer(launch.spec, replace=True), warnings=launch.warnings),)
+        return (
+            Step(
+                "container",
+                name,
+                Action.REPLACE,
+                f"{why} (fingerprint {container.fingerprint} → {launch.fingerprint})",
+                diff=diff,
+                spec=LaunchContainer(launch.spec, replace=True),
+                warnings=launch.warnings,
+            ),
+        )
     relaunched = [s.target for s in planned if s.changes and isinstance(s.spec, WorkerLaunch)]
     restarted = restarted_workers(observed)
     if container.loaded and (relaunched or restarted):
@@ -80,33 +106,78 @@ def _plan_container(desired: Desired, observed: Observed, planned: tuple[Step, .
         # The server's tensors on a worker live in that rpc-server's memory: a new rpc-server holds none of them.
         who = ", ".join(relaunched) or ", ".join(restarted)
         why = ("its worker is relaunched" if relaunched else "its worker restarted after it started") + f" ({who})"
-        return (Step("container", name, Action.REPLACE, f"{why}: the layers placed there are gone, reload",
-                     diff=(DiffItem("rpc worker", "started before the server", "restarted"),),
-                     spec=LaunchContainer(launch.spec, replace=True), warnings=launch.warnings),)
+        return (
+            Step(
+                "container",
+                name,
+                Action.REPLACE,
+                f"{why}: the layers placed there are gone, reload",
+                diff=(DiffItem("rpc worker", "started before the server", "restarted"),),
+                spec=LaunchContainer(launch.spec, replace=True),
+                warnings=launch.warnings,
+            ),
+        )
     drift = _drift(launch, observed)
     if drift:
-        return (Step("container", name, Action.REPLACE, "the running container differs from the rendered one "
-                     "(changed outside kimik3)", diff=drift, spec=LaunchContainer(launch.spec, replace=True),
-                     warnings=launch.warnings),)
+        return (
+            Step(
+                "container",
+                name,
+                Action.REPLACE,
+                "the running container differs from the rendered one (changed outside kimik3)",
+                diff=drift,
+                spec=LaunchContainer(launch.spec, replace=True),
+                warnings=launch.warnings,
+            ),
+        )
     corrupt = _loaded_corrupt(observed)
     if corrupt:
         # Its memory may hold the bad bytes: serve only what the refetch verified (the model step runs first).
-        return (Step("container", name, Action.REPLACE, "the model files it loaded were re-fetched "
-                     f"(sha256 mismatch: {', '.join(corrupt)})", spec=LaunchContainer(launch.spec, replace=True),
-                     warnings=launch.warnings),)
+        return (
+            Step(
+                "container",
+                name,
+                Action.REPLACE,
+                f"the model files it loaded were re-fetched (sha256 mismatch: {', '.join(corrupt)})",
+                spec=LaunchContainer(launch.spec, replace=True),
+                warnings=launch.warnings,
+            ),
+        )
     rebuilt = _rebuilt_image_id(launch, observed)
     if rebuilt is not None and container.image_id:
         # Same fingerprint, new image under the tag (a base-image rebuild): run the new one.
-        return (Step("container", name, Action.REPLACE, f"{launch.spec.image} was rebuilt since this container started",
-                     diff=(DiffItem("image id", container.image_id[:19], rebuilt[:19]),),
-                     spec=LaunchContainer(launch.spec, replace=True)),)
+        return (
+            Step(
+                "container",
+                name,
+                Action.REPLACE,
+                f"{launch.spec.image} was rebuilt since this container started",
+                diff=(DiffItem("image id", container.image_id[:19], rebuilt[:19]),),
+                spec=LaunchContainer(launch.spec, replace=True),
+            ),
+        )
     if container.up:
         # The payload rides along (never executed): `plan --json` shows what runs.
-        return (Step("container", name, Action.NOOP, f"running, fingerprint {launch.fingerprint} matches",
-                     spec=LaunchContainer(launch.spec)),)
+        return (
+            Step(
+                "container",
+                name,
+                Action.NOOP,
+                f"running, fingerprint {launch.fingerprint} matches",
+                spec=LaunchContainer(launch.spec),
+            ),
+        )
     exit_note = f" (exit code {container.exit_code})" if container.exit_code is not None else ""
     if container.crash:  # its log named the cause: starting it as it is may crash it the same way
         exit_note = f" (exit code {container.exit_code}: it {container.crash})"
     verb = "unpause" if container.state == "paused" else "start"
-    return (Step("container", name, Action.UPDATE, f"container is {container.state}{exit_note}: {verb} it",
-                 diff=(DiffItem("state", container.state, "running"),), spec=StartContainer(name)),)
+    return (
+        Step(
+            "container",
+            name,
+            Action.UPDATE,
+            f"container is {container.state}{exit_note}: {verb} it",
+            diff=(DiffItem("state", container.state, "running"),),
+            spec=StartContainer(name),
+        ),
+    )

@@ -17,7 +17,6 @@ from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.specs import ImageBuild, Payload
 from kimik3_reconciler.planning.launch import Launch
 
-
 T = TypeVar("T")
 
 

@@ -26,17 +26,27 @@ _ENV_NAMES = ("KIMIK3_STATE_DIR", "PYTHONPATH")
 
 
 def render_exporter_unit_text(profile: str, argv: tuple[str, ...], env_file: str, server_unit: str) -> str:
-    return render_helper_unit_text(profile, argv, env_file, f"After=network-online.target {server_unit}",
-                                   "metrics-serve", "Kimi-K3 metrics exporter")
+    return render_helper_unit_text(
+        profile,
+        argv,
+        env_file,
+        f"After=network-online.target {server_unit}",
+        "metrics-serve",
+        "Kimi-K3 metrics exporter",
+    )
 
 
-def render_helper_unit_text(profile: str, argv: tuple[str, ...], env_file: str, after: str, command: str,
-                            what: str) -> str:
+def render_helper_unit_text(
+    profile: str, argv: tuple[str, ...], env_file: str, after: str, command: str, what: str
+) -> str:
     """A kimik3 helper's unit (`command`: metrics-serve, front-serve). ExecStart is argv words only: the interpreter
     path (checked absolute, no spaces) and fixed words; the profile name comes from the env file as one word
     (`${KIMIK3_PROFILE}`), never spliced into a shell string."""
-    if not argv or not ABSOLUTE.fullmatch(argv[0]) or any(not ABSOLUTE.fullmatch(a) and not a.replace("_", "")
-                                                         .replace("-", "").isalnum() for a in argv):
+    if (
+        not argv
+        or not ABSOLUTE.fullmatch(argv[0])
+        or any(not ABSOLUTE.fullmatch(a) and not a.replace("_", "").replace("-", "").isalnum() for a in argv)
+    ):
         raise PlanError(f"kimik3 interpreter {argv!r}: a unit needs an absolute path without spaces or quotes")
     lines = [
         f"# Rendered by kimik3 from profile {profile}; `kimik3 apply` restores any edit.",
@@ -64,20 +74,28 @@ def render_exporter_install(profile: Profile, observed: Observed, docker_cli: st
     assert facts is not None and profile.unit_name is not None
     server = f"{profile.unit_name}.service"
     unit = exporter_unit(server)
-    return helper_install(profile, observed, unit,
-                          render_exporter_unit_text(profile.name, facts.kimik3_argv, env_path(unit), server))
+    return helper_install(
+        profile, observed, unit, render_exporter_unit_text(profile.name, facts.kimik3_argv, env_path(unit), server)
+    )
 
 
 def helper_install(profile: Profile, observed: Observed, unit: str, text: str) -> UnitInstall:
     """A helper's unit and its env file (the profile's name, this kimik3's state dir and import path: nothing else)."""
     facts = observed.systemd
     assert facts is not None
-    values = {"KIMIK3_PROFILE": profile.name,
-              **{k: facts.kimik3_env[k] for k in _ENV_NAMES if facts.kimik3_env.get(k)}}
-    return UnitInstall(unit=unit, profile=profile.name, unit_path=unit_path(unit), unit_text=text,
-                       env_path=env_path(unit), env_text=render_env_file(values, profile.name),
-                       enable=bool(profile.systemd and profile.systemd.enable),
-                       write_unit=True, write_env=True, reload=True)
+    values = {"KIMIK3_PROFILE": profile.name, **{k: facts.kimik3_env[k] for k in _ENV_NAMES if facts.kimik3_env.get(k)}}
+    return UnitInstall(
+        unit=unit,
+        profile=profile.name,
+        unit_path=unit_path(unit),
+        unit_text=text,
+        env_path=env_path(unit),
+        env_text=render_env_file(values, profile.name),
+        enable=bool(profile.systemd and profile.systemd.enable),
+        write_unit=True,
+        write_env=True,
+        reload=True,
+    )
 
 
 def plan_exporter_unit(profile: Profile, observed: Observed, wanted: ExporterConfig) -> tuple[Step, ...]:
@@ -88,16 +106,37 @@ def plan_exporter_unit(profile: Profile, observed: Observed, wanted: ExporterCon
     install = render_exporter_install(profile, observed, docker_cli_or_refuse(profile, facts, current, unit))
     running = observed.exporter
     detached = running.pid if running is not None and running.unit is None and running.alive else None
-    spec = ExporterUnit(profile=profile.name, config=wanted.to_json(), fingerprint=wanted.fingerprint,
-                        health_url=wanted.health_url, install=install, stop_pid=detached)
+    spec = ExporterUnit(
+        profile=profile.name,
+        config=wanted.to_json(),
+        fingerprint=wanted.fingerprint,
+        health_url=wanted.health_url,
+        install=install,
+        stop_pid=detached,
+    )
     old = ExporterConfig.from_json(running.config).flat() if running is not None and running.config else {}
-    return plan_helper_unit("metrics", "exporter", current, spec, running, wanted.fingerprint,
-                            flat_diff(old, wanted.flat()), wanted.health_url.removesuffix("/healthz") + "/metrics")
+    return plan_helper_unit(
+        "metrics",
+        "exporter",
+        current,
+        spec,
+        running,
+        wanted.fingerprint,
+        flat_diff(old, wanted.flat()),
+        wanted.health_url.removesuffix("/healthz") + "/metrics",
+    )
 
 
-def plan_helper_unit(kind: str, what: str, current: UnitFact | None, spec: ExporterUnit | FrontUnit,
-                     running: ExporterFact | None, fingerprint: str, config_diff: tuple[DiffItem, ...],
-                     target: str) -> tuple[Step, ...]:
+def plan_helper_unit(
+    kind: str,
+    what: str,
+    current: UnitFact | None,
+    spec: ExporterUnit | FrontUnit,
+    running: ExporterFact | None,
+    fingerprint: str,
+    config_diff: tuple[DiffItem, ...],
+    target: str,
+) -> tuple[Step, ...]:
     """A helper's unit step (the exporter's, the front's): install it, or update what moved (its files, its
     configuration's fingerprint, its enablement; a detached one beside it is stopped), or nothing."""
     install, unit, detached = spec.install, spec.install.unit, spec.stop_pid
@@ -121,9 +160,16 @@ def plan_helper_unit(kind: str, what: str, current: UnitFact | None, spec: Expor
     if (current.unit_file_state == "enabled") != install.enable:
         reasons.append("enable it at boot" if install.enable else "disable it (on-demand)")
     restart = bool(reasons)
-    spec = replace(spec, install=replace(install, write_unit=unit_why is not None, write_env=env_why is not None,
-                                         reload=unit_why is not None or current.load_state != "loaded",
-                                         restart=restart))
+    spec = replace(
+        spec,
+        install=replace(
+            install,
+            write_unit=unit_why is not None,
+            write_env=env_why is not None,
+            reload=unit_why is not None or current.load_state != "loaded",
+            restart=restart,
+        ),
+    )
     if not reasons:
         return (Step(kind, target, Action.NOOP, f"unit {unit} serves fingerprint {fingerprint}", spec=spec),)
     return (Step(kind, unit, Action.UPDATE, "; ".join(reasons), diff=tuple(diff), spec=spec),)

@@ -14,9 +14,9 @@ from kimik3_reconciler.model.profile import handover
 from kimik3_reconciler.model.specs import FrontHold, FrontRun, FrontStop
 from kimik3_reconciler.planning.container_step import container_changes, plan_container
 from kimik3_reconciler.planning.desired import Desired, changes
+from kimik3_reconciler.planning.front_unit import plan_front_unit
 from kimik3_reconciler.planning.health_step import predicted_downtime
 from kimik3_reconciler.planning.humanize import duration
-from kimik3_reconciler.planning.front_unit import plan_front_unit
 from kimik3_reconciler.planning.launch import bind_address
 from kimik3_reconciler.planning.metrics_step import hands_over, swap_cost
 
@@ -32,8 +32,13 @@ def render_front(desired: Desired, observed: Observed) -> FrontConfig | None:
     profile, launch = desired.profile, desired.launch
     if handover(profile) is None:
         return None
-    return FrontConfig(profile=profile.name, bind=bind_address(profile, observed)[0], port=profile.serve.port,
-                       server_url=launch.input.server_url, api_key_file=launch.input.serve.api_key_file)
+    return FrontConfig(
+        profile=profile.name,
+        bind=bind_address(profile, observed)[0],
+        port=profile.serve.port,
+        server_url=launch.input.server_url,
+        api_key_file=launch.input.serve.api_key_file,
+    )
 
 
 def _running(observed: Observed, planned: tuple[Step, ...]):  # noqa: ANN202 - ExporterFact | None
@@ -47,8 +52,15 @@ def plan_release_front(desired: Desired, observed: Observed, planned: tuple[Step
     if running is None or render_front(desired, observed) is not None:
         return ()
     why = "metrics.handover removed" if running.alive else "record of a front that no longer runs"
-    return (Step("front", desired.profile.name, Action.DELETE, why,
-                 spec=FrontStop(desired.profile.name, running.pid if running.alive else 0)),)
+    return (
+        Step(
+            "front",
+            desired.profile.name,
+            Action.DELETE,
+            why,
+            spec=FrontStop(desired.profile.name, running.pid if running.alive else 0),
+        ),
+    )
 
 
 def plan_hold(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
@@ -65,18 +77,32 @@ def plan_hold(desired: Desired, observed: Observed, planned: tuple[Step, ...] = 
     # engine's fixed start-up (vLLM, SGLang) adds to the load: the hold lasts as long as that downtime does.
     seconds, how = predicted_downtime(desired, observed, planned)
     retry = int(min(max(math.ceil(seconds), RETRY_AFTER_S[0]), RETRY_AFTER_S[1]))
-    order = HoldOrder(drain_s=float(spec.drain_s), queue=spec.queue, wait_s=float(spec.wait_s),
-                      lease_s=float(spec.drain_s + spec.wait_s + LEASE_MARGIN_S), retry_after_s=retry)
+    order = HoldOrder(
+        drain_s=float(spec.drain_s),
+        queue=spec.queue,
+        wait_s=float(spec.wait_s),
+        lease_s=float(spec.drain_s + spec.wait_s + LEASE_MARGIN_S),
+        retry_after_s=retry,
+    )
     public = wanted.control_url.split("/.kimik3")[0]
-    return (Step("front", public, Action.READ,
-                 f"hold new requests at {public} while the server is replaced; in-flight ones finish first",
-                 spec=FrontHold(desired.profile.name, wanted.control_url, order.to_json()),
-                 cost=f"clients held ~{duration(seconds)} (the predicted downtime: {how}) plus verify; drain up to "
-                      f"{duration(spec.drain_s)}; at most {spec.queue} held, each up to {duration(spec.wait_s)}, past "
-                      f"either 503 Retry-After {retry} s"
-                      # A wait bound under the predicted hold turns every held request into a 503: said here.
-                      + (f"; wait_s {duration(spec.wait_s)} is under the predicted hold: held requests will get 503"
-                         if spec.wait_s < seconds else "")),)
+    return (
+        Step(
+            "front",
+            public,
+            Action.READ,
+            f"hold new requests at {public} while the server is replaced; in-flight ones finish first",
+            spec=FrontHold(desired.profile.name, wanted.control_url, order.to_json()),
+            cost=f"clients held ~{duration(seconds)} (the predicted downtime: {how}) plus verify; drain up to "
+            f"{duration(spec.drain_s)}; at most {spec.queue} held, each up to {duration(spec.wait_s)}, past "
+            f"either 503 Retry-After {retry} s"
+            # A wait bound under the predicted hold turns every held request into a 503: said here.
+            + (
+                f"; wait_s {duration(spec.wait_s)} is under the predicted hold: held requests will get 503"
+                if spec.wait_s < seconds
+                else ""
+            ),
+        ),
+    )
 
 
 def plan_front(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
@@ -89,9 +115,14 @@ def plan_front(desired: Desired, observed: Observed, planned: tuple[Step, ...] =
         return plan_front_unit(desired.profile, observed, wanted)
     if running is not None and running.unit is not None:
         running = None  # it ran as a unit, removed above with the `systemd:` section (plan_stale_units): start it
-    run = FrontRun(profile=wanted.profile, config=wanted.to_json(), fingerprint=wanted.fingerprint,
-                   health_url=wanted.health_url, replace_pid=running.pid if running is not None and running.alive else None,
-                   hand_over=hands_over(running))
+    run = FrontRun(
+        profile=wanted.profile,
+        config=wanted.to_json(),
+        fingerprint=wanted.fingerprint,
+        health_url=wanted.health_url,
+        replace_pid=running.pid if running is not None and running.alive else None,
+        hand_over=hands_over(running),
+    )
     target = wanted.control_url.split("/.kimik3")[0]
     swap = swap_cost(running, f"the public port {target}")
     if running is None or not running.alive:
@@ -99,11 +130,28 @@ def plan_front(desired: Desired, observed: Observed, planned: tuple[Step, ...] =
         return (Step("front", target, Action.CREATE, f"{why}: start it (it holds {target} from now on)", spec=run),)
     if running.fingerprint != wanted.fingerprint:
         diff = flat_diff(running.config or {}, wanted.to_json())
-        return (Step("front", target, Action.REPLACE, f"front fingerprint {running.fingerprint} → {wanted.fingerprint}",
-                     diff=diff, spec=run, cost=swap),)
+        return (
+            Step(
+                "front",
+                target,
+                Action.REPLACE,
+                f"front fingerprint {running.fingerprint} → {wanted.fingerprint}",
+                diff=diff,
+                spec=run,
+                cost=swap,
+            ),
+        )
     if running.serving != wanted.fingerprint:
-        return (Step("front", target, Action.REPLACE, f"front (pid {running.pid}) runs but does not answer its "
-                     "fingerprint: restart it", spec=run, cost=swap),)
+        return (
+            Step(
+                "front",
+                target,
+                Action.REPLACE,
+                f"front (pid {running.pid}) runs but does not answer its fingerprint: restart it",
+                spec=run,
+                cost=swap,
+            ),
+        )
     return (Step("front", target, Action.NOOP, f"front pid {running.pid} holds {target}", spec=run),)
 
 
@@ -112,6 +160,12 @@ def plan_front_teardown(desired_name: str, observed: Observed) -> tuple[Step, ..
     running = observed.front
     if running is None:
         return ()
-    return (Step("front", desired_name, Action.DELETE, "stop the front" if running.alive else
-                 "remove the record of a stopped front", spec=FrontStop(desired_name, running.pid if running.alive
-                                                                        else 0)),)
+    return (
+        Step(
+            "front",
+            desired_name,
+            Action.DELETE,
+            "stop the front" if running.alive else "remove the record of a stopped front",
+            spec=FrontStop(desired_name, running.pid if running.alive else 0),
+        ),
+    )

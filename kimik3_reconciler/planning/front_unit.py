@@ -21,8 +21,9 @@ from kimik3_reconciler.planning.unit_step import docker_cli_or_refuse
 
 def render_front_unit_text(profile: str, argv: tuple[str, ...], env_file: str) -> str:
     # Not after the server's unit: the front holds the public port whatever runs behind it (a 502 while nothing does).
-    return render_helper_unit_text(profile, argv, env_file, "After=network-online.target", "front-serve",
-                                   "Kimi-K3 front")
+    return render_helper_unit_text(
+        profile, argv, env_file, "After=network-online.target", "front-serve", "Kimi-K3 front"
+    )
 
 
 def plan_front_unit(profile: Profile, observed: Observed, wanted: FrontConfig) -> tuple[Step, ...]:
@@ -31,12 +32,27 @@ def plan_front_unit(profile: Profile, observed: Observed, wanted: FrontConfig) -
     current = next((u for u in facts.units if u.name == unit), None) if facts else None
     docker_cli_or_refuse(profile, facts, current, unit)  # systemd is PID 1, no foreign file of that name
     assert facts is not None
-    install = helper_install(profile, observed, unit,
-                             render_front_unit_text(profile.name, facts.kimik3_argv, env_path(unit)))
+    install = helper_install(
+        profile, observed, unit, render_front_unit_text(profile.name, facts.kimik3_argv, env_path(unit))
+    )
     running = observed.front
     detached = running.pid if running is not None and running.unit is None and running.alive else None
-    spec = FrontUnit(profile=profile.name, config=wanted.to_json(), fingerprint=wanted.fingerprint,
-                     health_url=wanted.health_url, install=install, stop_pid=detached)
+    spec = FrontUnit(
+        profile=profile.name,
+        config=wanted.to_json(),
+        fingerprint=wanted.fingerprint,
+        health_url=wanted.health_url,
+        install=install,
+        stop_pid=detached,
+    )
     old = running.config if running is not None and running.config else {}
-    return plan_helper_unit("front", "front", current, spec, running, wanted.fingerprint,
-                            flat_diff(old, wanted.to_json()), wanted.control_url.split("/.kimik3")[0])
+    return plan_helper_unit(
+        "front",
+        "front",
+        current,
+        spec,
+        running,
+        wanted.fingerprint,
+        flat_diff(old, wanted.to_json()),
+        wanted.control_url.split("/.kimik3")[0],
+    )

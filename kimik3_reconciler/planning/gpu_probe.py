@@ -38,19 +38,27 @@ def render_probe(desired: Desired, observed: Observed) -> GpuProbe | None:
     request = plumbing.request
     if request is None:
         # rule: gpu-plumbing-probe
-        raise PlanError("Docker cannot give containers GPUs here: no CDI spec of nvidia.com/gpu in /etc/cdi or "
-                        "/var/run/cdi that the daemon reads, and no nvidia runtime; install nvidia-container-toolkit "
-                        "and run `nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`")
+        raise PlanError(
+            "Docker cannot give containers GPUs here: no CDI spec of nvidia.com/gpu in /etc/cdi or "
+            "/var/run/cdi that the daemon reads, and no nvidia runtime; install nvidia-container-toolkit "
+            "and run `nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`"
+        )
     # Any local image will do (the toolkit injects nvidia-smi): the profile's own if built, else its runtime base.
     built = any(desired.build.tag in image.tags for image in observed.images)
     image = desired.build.tag if built else profile.build.base_images.runtime
     host = observed.host
     expected = len(host.gpus) if gpus == "all" else len(gpus)
-    return GpuProbe(container=f"{profile.name}-gpu-probe", image=image, gpus=gpus, gpu_request=request,
-                    expected_gpus=expected, driver=host.driver_version, toolkit=plumbing.toolkit_version,
-                    record_key=gpu_probe_key(host.driver_version, plumbing.toolkit_version, request, gpus,
-                                              len(host.gpus)),
-                    labels=((PROFILE_LABEL, profile.name), ("kimik3.role", "gpu-probe")))
+    return GpuProbe(
+        container=f"{profile.name}-gpu-probe",
+        image=image,
+        gpus=gpus,
+        gpu_request=request,
+        expected_gpus=expected,
+        driver=host.driver_version,
+        toolkit=plumbing.toolkit_version,
+        record_key=gpu_probe_key(host.driver_version, plumbing.toolkit_version, request, gpus, len(host.gpus)),
+        labels=((PROFILE_LABEL, profile.name), ("kimik3.role", "gpu-probe")),
+    )
 
 
 def plan_gpu_probe(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
@@ -61,10 +69,25 @@ def plan_gpu_probe(desired: Desired, observed: Observed, planned: tuple[Step, ..
     versions = f"driver {probe.driver or 'unknown'}, toolkit {probe.toolkit or 'unknown'}"
     record = observed.gpu_probe_record
     if record is not None:
-        return (Step("gpu", how, Action.NOOP, f"containers get GPUs through {how}: probed on {record.get('date')} "
-                     f"({versions}; {record.get('seen')})", spec=probe),)
+        return (
+            Step(
+                "gpu",
+                how,
+                Action.NOOP,
+                f"containers get GPUs through {how}: probed on {record.get('date')} ({versions}; {record.get('seen')})",
+                spec=probe,
+            ),
+        )
     # rule: gpu-plumbing-probe
     # Seed 000 step 1: GPU containers must be seen to work before a download of hundreds of GB or a build.
-    return (Step("gpu", how, Action.READ,
-                 f"prove containers get GPUs through {how} before anything else runs: nvidia-smi in a container "
-                 f"(once per {versions})", spec=probe, cost="seconds"),)
+    return (
+        Step(
+            "gpu",
+            how,
+            Action.READ,
+            f"prove containers get GPUs through {how} before anything else runs: nvidia-smi in a container "
+            f"(once per {versions})",
+            spec=probe,
+            cost="seconds",
+        ),
+    )

@@ -32,8 +32,10 @@ WARM_FRACTION_PARALLEL_READ = {"hybrid": 0.3}
 def reads_in_parallel(profile: Profile) -> bool:
     """Does the server copy its host tensors with kimik3's parallel-host-read patch: built into the image (its
     variant's default, or named), and not turned off at run time (`serve.env` KIMIK3_PARALLEL_READ=0)?"""
-    built = any(p.name == "parallel-host-read"
-                for p in builtin_patches_for(profile.build.variant, profile.build.builtin_patches))
+    built = any(
+        p.name == "parallel-host-read"
+        for p in builtin_patches_for(profile.build.variant, profile.build.builtin_patches)
+    )
     return built and profile.serve.env.get("KIMIK3_PARALLEL_READ") != "0"
 
 
@@ -44,12 +46,19 @@ def preread_planned(planned: tuple[Step, ...]) -> bool:
 
 def partial_preread(planned: tuple[Step, ...]) -> int | None:
     """Bytes a partial pre-read step leaves in the page cache before the launch; None when none is planned."""
-    return next((s.spec.limit_bytes for s in planned if s.changes and isinstance(s.spec, PagecachePreread)
-                 and s.spec.limit_bytes is not None), None)
+    return next(
+        (
+            s.spec.limit_bytes
+            for s in planned
+            if s.changes and isinstance(s.spec, PagecachePreread) and s.spec.limit_bytes is not None
+        ),
+        None,
+    )
 
 
-def predicted_partial_load_s(observed: Observed, cached_bytes: int, mode: str = "hybrid",
-                             parallel_read: bool = False) -> tuple[float, str]:
+def predicted_partial_load_s(
+    observed: Observed, cached_bytes: int, mode: str = "hybrid", parallel_read: bool = False
+) -> tuple[float, str]:
     """Seconds to load when the page cache holds only `cached_bytes` of the model (a partial pre-read): those
     at the warm load's speed, the rest at the cold one's (each from this host's records, else as
     predicted_load_s says)."""
@@ -61,8 +70,10 @@ def predicted_partial_load_s(observed: Observed, cached_bytes: int, mode: str = 
     warm_source = "measured here" if observed.warm_load_rate else "issue 15's warm/cold ratio"
     cold_source = "measured here" if observed.load_rate else "seed 000's rate"
     seconds = share * warm_s + (1 - share) * cold_s
-    return seconds, (f"partial pre-read: {gib(cached)} from the page cache at the warm rate ({warm_source}) + "
-                     f"{gib(size - cached)} from disk at the cold rate ({cold_source})")
+    return seconds, (
+        f"partial pre-read: {gib(cached)} from the page cache at the warm rate ({warm_source}) + "
+        f"{gib(size - cached)} from disk at the cold rate ({cold_source})"
+    )
 
 
 def load_timeout(total_bytes: int, startup_s: float = _STARTUP_S) -> float:
@@ -70,8 +81,9 @@ def load_timeout(total_bytes: int, startup_s: float = _STARTUP_S) -> float:
     return startup_s + total_bytes / _LOAD_BYTES_PER_S
 
 
-def predicted_load_s(observed: Observed, warm: bool = False, mode: str = "hybrid",
-                     parallel_read: bool = False) -> tuple[float, str]:
+def predicted_load_s(
+    observed: Observed, warm: bool = False, mode: str = "hybrid", parallel_read: bool = False
+) -> tuple[float, str]:
     """Seconds to load the model, from the last load measured on this host (else seed 000's rate); `warm`:
     after a pre-read, from the last warm load measured here (else the cold figure scaled by issue 15's ratio,
     the parallel-host-read patch's when the server has it)."""
@@ -84,8 +96,10 @@ def predicted_load_s(observed: Observed, warm: bool = False, mode: str = "hybrid
     if warm:
         fraction = (WARM_FRACTION_PARALLEL_READ if parallel_read else {}).get(mode, WARM_FRACTION.get(mode, 1.0))
         patched = ", parallel-host-read" if parallel_read and mode in WARM_FRACTION_PARALLEL_READ else ""
-        how = (f"pre-read: {fraction:g}x the cold {gib(size)} at {gib(int(rate))}/s "
-               f"({source}; issue 15's warm/cold ratio, {mode}{patched})")
+        how = (
+            f"pre-read: {fraction:g}x the cold {gib(size)} at {gib(int(rate))}/s "
+            f"({source}; issue 15's warm/cold ratio, {mode}{patched})"
+        )
         return fraction * size / rate, how
     return size / rate, f"{gib(size)} at {gib(int(rate))}/s, {source}"
 
@@ -104,8 +118,10 @@ def predicted_downtime(desired: Desired, observed: Observed, planned: tuple[Step
         seconds, how = predicted_load_s(observed, preread_planned(planned), mode, parallel)
     if not ready.fixed_s:
         return seconds, how
-    return seconds + ready.fixed_s, (f"{how} + ~{duration(ready.fixed_s)} of {server}'s start-up, not measured on "
-                                     f"this host yet ({ready.fixed_source})")
+    return seconds + ready.fixed_s, (
+        f"{how} + ~{duration(ready.fixed_s)} of {server}'s start-up, not measured on "
+        f"this host yet ({ready.fixed_source})"
+    )
 
 
 def _recorded_launch_s(observed: Observed, fixed_s: float, server: str) -> tuple[float, str]:
@@ -119,24 +135,36 @@ def _recorded_launch_s(observed: Observed, fixed_s: float, server: str) -> tuple
     rate = observed.load_rate or SEED_LOAD_BYTES_PER_S
     source = "measured here" if observed.load_rate else "seed 000's rate"
     seconds = max(then_s + (size - then_bytes) / rate, min(then_s, fixed_s))
-    return seconds, (f"{said}, for {gib(then_bytes)}; {gib(size)} now, the difference at {gib(int(rate))}/s "
-                     f"({source})")
+    return seconds, (f"{said}, for {gib(then_bytes)}; {gib(size)} now, the difference at {gib(int(rate))}/s ({source})")
 
 
 def plan_health(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
     launch, ready = desired.launch, desired.engine.readiness
     profile = desired.profile
     warm, partial = preread_planned(planned), partial_preread(planned)
-    wait = HealthWait(container=launch.spec.name, url=launch.health_url,
-                      timeout_s=load_timeout(observed.model.total_bytes, ready.startup_s), model_bytes=observed.model.total_bytes,
-                      warm=warm,
-                      unit=f"{profile.unit_name}.service" if profile.systemd is not None else None,
-                      partial_bytes=partial, local_model=observed.model.local_path)
+    wait = HealthWait(
+        container=launch.spec.name,
+        url=launch.health_url,
+        timeout_s=load_timeout(observed.model.total_bytes, ready.startup_s),
+        model_bytes=observed.model.total_bytes,
+        warm=warm,
+        unit=f"{profile.unit_name}.service" if profile.systemd is not None else None,
+        partial_bytes=partial,
+        local_model=observed.model.local_path,
+    )
     target = launch.health_url
     if container_changes(planned):
         seconds, how = predicted_downtime(desired, observed, planned)
-        return (Step("health", target, Action.READ, f"wait for the model to load ({ready.path} 200)", spec=wait,
-                     cost=f"predicted downtime ~{duration(seconds)} ({how}); gives up after {duration(wait.timeout_s)}"),)
+        return (
+            Step(
+                "health",
+                target,
+                Action.READ,
+                f"wait for the model to load ({ready.path} 200)",
+                spec=wait,
+                cost=f"predicted downtime ~{duration(seconds)} ({how}); gives up after {duration(wait.timeout_s)}",
+            ),
+        )
     container = observed.container
     health = container.health if container else None
     if health == "ok":

@@ -18,8 +18,9 @@ def module_said(host: HostFacts) -> str:
     """What the plan says of the NVIDIA kernel module (the host gate judges it: rule nvidia-open-module)."""
     if host.nvidia_module is None:
         return "NVIDIA kernel module: none loaded" if host.gpu_probe == "no-driver" else ""
-    return f"NVIDIA kernel module: {host.nvidia_module}" + (" (seed 000 requires the open one)"
-                                                             if host.nvidia_module == "proprietary" else "")
+    return f"NVIDIA kernel module: {host.nvidia_module}" + (
+        " (seed 000 requires the open one)" if host.nvidia_module == "proprietary" else ""
+    )
 
 
 def plan_host(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
@@ -30,8 +31,11 @@ def plan_host(desired: Desired, observed: Observed, planned: tuple[Step, ...] = 
     # A later sysctl.d file that sets the same key wins at boot: the host comes up with the other value, and a
     # server started at boot (a boot-enabled unit) runs under it until the next apply loads kimik3's file again.
     wanted = dict(SEED_SETTINGS)
-    warnings = tuple(f"{path} sets {key} = {value} and a boot reads it after {SYSCTL_FILE}: every boot turns it "
-                     f"back (seed 000 needs {wanted[key]}); remove that line" for path, key, value in overrides)
+    warnings = tuple(
+        f"{path} sets {key} = {value} and a boot reads it after {SYSCTL_FILE}: every boot turns it "
+        f"back (seed 000 needs {wanted[key]}); remove that line"
+        for path, key, value in overrides
+    )
     return (replace(step, warnings=step.warnings + warnings),)
 
 
@@ -48,15 +52,32 @@ def _plan_host(desired: Desired, observed: Observed) -> Step:
     spec = HostSettings(SYSCTL_FILE, text, SEED_SETTINGS)
     settings = ", ".join(f"{k} = {v}" for k, v in SEED_SETTINGS)
     if written is None:
-        return Step("host", SYSCTL_FILE, Action.CREATE, f"persist {settings} (seed 000) and load it{tail}",
-                    diff=tuple(DiffItem(k, live.get(k), v) for k, v in SEED_SETTINGS), spec=spec)
+        return Step(
+            "host",
+            SYSCTL_FILE,
+            Action.CREATE,
+            f"persist {settings} (seed 000) and load it{tail}",
+            diff=tuple(DiffItem(k, live.get(k), v) for k, v in SEED_SETTINGS),
+            spec=spec,
+        )
     if written != text:
-        return Step("host", SYSCTL_FILE, Action.UPDATE, f"the file differs from what kimik3 writes: rewrite it and "
-                    f"load it{tail}", diff=flat_diff(parse_sysctl(written), dict(SEED_SETTINGS)), spec=spec)
+        return Step(
+            "host",
+            SYSCTL_FILE,
+            Action.UPDATE,
+            f"the file differs from what kimik3 writes: rewrite it and load it{tail}",
+            diff=flat_diff(parse_sysctl(written), dict(SEED_SETTINGS)),
+            spec=spec,
+        )
     moved = {k: v for k, v in SEED_SETTINGS if live.get(k) != v}
     if moved:
         # Set back since the load (by hand, or a later sysctl.d file at boot): the file is right, load it again.
-        return Step("host", SYSCTL_FILE, Action.UPDATE, f"the live value moved since the file was loaded: load it "
-                    f"again{tail}", diff=tuple(DiffItem(k, live.get(k), v) for k, v in moved.items()),
-                    spec=HostSettings(SYSCTL_FILE, text, SEED_SETTINGS, write=False))
+        return Step(
+            "host",
+            SYSCTL_FILE,
+            Action.UPDATE,
+            f"the live value moved since the file was loaded: load it again{tail}",
+            diff=tuple(DiffItem(k, live.get(k), v) for k, v in moved.items()),
+            spec=HostSettings(SYSCTL_FILE, text, SEED_SETTINGS, write=False),
+        )
     return Step("host", SYSCTL_FILE, Action.NOOP, f"{settings}, persisted in {SYSCTL_FILE}{tail}", spec=spec)

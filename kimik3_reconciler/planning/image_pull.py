@@ -20,13 +20,30 @@ def plan_pull(pulled: PulledImageFact) -> tuple[Step, ...]:
     """The image step: NOOP when an image with the digest is here (no registry asked), else a pull."""
     spec = pull_spec(pulled.ref)
     if pulled.image_id is not None:
-        return (Step("image", pulled.ref, Action.NOOP,
-                     f"image {spec.digest[:19]}… present ({pulled.image_id[:19]}): pinned by digest, nothing to pull",
-                     spec=spec),)
-    cost = (f"{gib(pulled.pull_bytes)} to pull (registry manifest: config + layers, compressed)"
-            if pulled.pull_bytes is not None else f"unknown size ({pulled.size_unknown or 'the registry did not say'})")
-    return (Step("image", pulled.ref, Action.CREATE, f"no local image has digest {spec.digest[:19]}…: pull "
-                 f"{spec.by_digest}", spec=spec, cost=cost),)
+        return (
+            Step(
+                "image",
+                pulled.ref,
+                Action.NOOP,
+                f"image {spec.digest[:19]}… present ({pulled.image_id[:19]}): pinned by digest, nothing to pull",
+                spec=spec,
+            ),
+        )
+    cost = (
+        f"{gib(pulled.pull_bytes)} to pull (registry manifest: config + layers, compressed)"
+        if pulled.pull_bytes is not None
+        else f"unknown size ({pulled.size_unknown or 'the registry did not say'})"
+    )
+    return (
+        Step(
+            "image",
+            pulled.ref,
+            Action.CREATE,
+            f"no local image has digest {spec.digest[:19]}…: pull {spec.by_digest}",
+            spec=spec,
+            cost=cost,
+        ),
+    )
 
 
 def plan_pulled_removal(pulled: PulledImageFact, remove: bool, others: tuple[ContainerFact, ...] = ()) -> Step:
@@ -40,5 +57,10 @@ def plan_pulled_removal(pulled: PulledImageFact, remove: bool, others: tuple[Con
         return Step("image", pulled.ref, Action.NOOP, f"kept: the container of {', '.join(users)} runs this digest")
     if not remove:
         return Step("image", pulled.ref, Action.NOOP, "kept (pass --images to remove)")
-    return Step("image", pulled.ref, Action.DELETE, "--images: remove the profile's image (pulled by digest: the next "
-                f"apply pulls it again, {spec.digest[:19]}…)", spec=RemoveImage(spec.by_digest))
+    return Step(
+        "image",
+        pulled.ref,
+        Action.DELETE,
+        f"--images: remove the profile's image (pulled by digest: the next apply pulls it again, {spec.digest[:19]}…)",
+        spec=RemoveImage(spec.by_digest),
+    )

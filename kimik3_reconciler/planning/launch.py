@@ -29,8 +29,8 @@ from kimik3_reconciler.model.labels import (
 from kimik3_reconciler.model.launch_input import LaunchInput, ModelInput
 from kimik3_reconciler.model.profile import Profile, ServeSpec, upstream_port
 from kimik3_reconciler.model.specs import ContainerSpec, Mount
-from kimik3_reconciler.planning.worker_step import rpc_endpoints, worker_fingerprints
 from kimik3_reconciler.planning.vram_fit import ModeDecision, context_note, context_total, derive_mode
+from kimik3_reconciler.planning.worker_step import rpc_endpoints, worker_fingerprints
 
 # The mode of an engine that serves no GGUF quant (vllm): all of the model on the GPUs, nothing derived.
 NO_QUANT_MODE = ModeDecision("all-vram", "all-vram", False, "")
@@ -108,8 +108,10 @@ def draft_device(profile: Profile, host_gpus: int | None = None) -> str | None:
         return f"CUDA{len(profile.gpus) - 1}"
     if host_gpus:
         return f"CUDA{host_gpus - 1}"
-    raise PlanError("serve.spec_draft.device: auto needs the GPU count; with gpus: all list the GPUs or name the "
-                    "device (CUDA<n>, the last GPU of the split)")
+    raise PlanError(
+        "serve.spec_draft.device: auto needs the GPU count; with gpus: all list the GPUs or name the "
+        "device (CUDA<n>, the last GPU of the split)"
+    )
 
 
 def refuse_keyless_key_file(profile: Profile, observed: Observed) -> None:
@@ -132,20 +134,33 @@ def _resolved_serve(profile: Profile, observed: Observed, mode: ModeDecision | N
     update: dict[str, Any] = {"api_key_file": observed.inputs.api_key_file}
     if mode is not None:
         runs = mode.mode
-        update = {"batch": profile.batch_for(runs), "ubatch": profile.ubatch_for(runs),
-                  "ctx_size": context_total(profile, observed), "fit_target": profile.fit_target_for(runs), **update}
+        update = {
+            "batch": profile.batch_for(runs),
+            "ubatch": profile.ubatch_for(runs),
+            "ctx_size": context_total(profile, observed),
+            "fit_target": profile.fit_target_for(runs),
+            **update,
+        }
     if upstream_port(profile) is not None:  # behind the latency proxy: the proxy holds serve.port
         update["port"] = upstream_port(profile)
     if serve.spec_draft is not None:
         if observed.inputs.draft_model is None:
-            raise PlanError("serve.spec_draft: a draft from the hub (repo/file + revision) is not downloaded by "
-                            "kimik3 yet; give a local GGUF path")
+            raise PlanError(
+                "serve.spec_draft: a draft from the hub (repo/file + revision) is not downloaded by "
+                "kimik3 yet; give a local GGUF path"
+            )
         update["spec_draft"] = serve.spec_draft.model_copy(update={"model": observed.inputs.draft_model})
     return serve.model_copy(update=update)
 
 
-def launch_input(profile: Profile, observed: Observed, image_tag: str, image_fp: str, engine: ServingEngine,
-                 mode: ModeDecision | None = None) -> tuple[LaunchInput, tuple[str, ...]]:
+def launch_input(
+    profile: Profile,
+    observed: Observed,
+    image_tag: str,
+    image_fp: str,
+    engine: ServingEngine,
+    mode: ModeDecision | None = None,
+) -> tuple[LaunchInput, tuple[str, ...]]:
     """(the launch input, warnings) from the profile and what this host showed."""
     gguf = engine.model_source.format == "gguf"
     if gguf:
@@ -164,16 +179,23 @@ def launch_input(profile: Profile, observed: Observed, image_tag: str, image_fp:
         name=profile.name,
         image=image_tag,
         image_fingerprint=image_fp,
-        gpus="none" if gpus_of(profile) == "none" else (profile.gpus if isinstance(profile.gpus, str)
-                                                        else tuple(profile.gpus)),
+        gpus="none"
+        if gpus_of(profile) == "none"
+        else (profile.gpus if isinstance(profile.gpus, str) else tuple(profile.gpus)),
         # Under a kimik3 unit systemd is the one supervisor: dockerd restarting it too would start an
         # on-demand deployment at boot, and fight `systemctl stop`.
         restart_policy="no" if profile.systemd is not None else "unless-stopped",
-        model=ModelInput(repo=model.repo, revision=model.revision, quant=model.quant, cache_dir=model.cache_dir,
-                         shard=engine.model_entry(model),
-                         # rule: mmproj-fork-only
-                         mmproj=profile.model.mmproj if profile.build.source == "fork" else None,
-                         local_path=model.local_path, sha256=model.digest if model.local_path is not None else None),
+        model=ModelInput(
+            repo=model.repo,
+            revision=model.revision,
+            quant=model.quant,
+            cache_dir=model.cache_dir,
+            shard=engine.model_entry(model),
+            # rule: mmproj-fork-only
+            mmproj=profile.model.mmproj if profile.build.source == "fork" else None,
+            local_path=model.local_path,
+            sha256=model.digest if model.local_path is not None else None,
+        ),
         serve=_resolved_serve(profile, observed, mode if gguf else None),
         bind=bind,
         threads=observed.host.physical_cores,
@@ -236,17 +258,27 @@ def render_container(value: LaunchInput, engine: ServingEngine) -> ContainerSpec
     )
 
 
-def container_fingerprint(spec: ContainerSpec, image_fp: str, workers: tuple[str, ...] = (),
-                          model_sha256: str | None = None) -> str:
+def container_fingerprint(
+    spec: ContainerSpec, image_fp: str, workers: tuple[str, ...] = (), model_sha256: str | None = None
+) -> str:
     """The rendered container (labels aside) and its image's inputs: what a running container is compared by;
     a local model's content digest too (its mount's path says nothing of what the file holds)."""
-    hashed = {k: v for k, v in asdict(replace(spec, labels=())).items()
-              if not (k == "entrypoint" and v is None) and not (k == "volumes" and not v) and k != "gpu_request"}
+    hashed = {
+        k: v
+        for k, v in asdict(replace(spec, labels=())).items()
+        if not (k == "entrypoint" and v is None) and not (k == "volumes" and not v) and k != "gpu_request"
+    }
     # (a field added with its default must not change the fingerprint of every running container; how the
     # GPUs are requested, CDI or the runtime, is the host's plumbing, not what runs: a host that gains CDI
     # must not reload a 17-minute model for it)
-    return fingerprint({"spec": hashed, "image": image_fp, **({"workers": list(workers)} if workers else {}),
-                        **({"model": model_sha256} if model_sha256 else {})})
+    return fingerprint(
+        {
+            "spec": hashed,
+            "image": image_fp,
+            **({"workers": list(workers)} if workers else {}),
+            **({"model": model_sha256} if model_sha256 else {}),
+        }
+    )
 
 
 def served_note(engine: ServingEngine, names: tuple[str, ...]) -> str:
@@ -260,12 +292,13 @@ def served_names_in(argv: tuple[str, ...], flag: str) -> tuple[str, ...]:
     when an older kimik3 launched it."""
     if flag not in argv:
         return ()
-    after = argv[argv.index(flag) + 1:]
-    return tuple(a for a in after[:next((i for i, a in enumerate(after) if a.startswith("-")), len(after))])
+    after = argv[argv.index(flag) + 1 :]
+    return tuple(a for a in after[: next((i for i, a in enumerate(after) if a.startswith("-")), len(after))])
 
 
-def render_launch(profile: Profile, observed: Observed, image_tag: str, image_fp: str,
-                  engine: ServingEngine | None = None) -> Launch:
+def render_launch(
+    profile: Profile, observed: Observed, image_tag: str, image_fp: str, engine: ServingEngine | None = None
+) -> Launch:
     """The launch on this host; `engine`: the profile's serving engine (render_desired hands it in; other
     callers get the one the profile names, from the registry)."""
     engine = engine or engine_for(profile.engine)
@@ -283,6 +316,9 @@ def render_launch(profile: Profile, observed: Observed, image_tag: str, image_fp
     )
     # Slots sharing -c is llama-server's; a checkpoint engine's context is its own knob (vllm.max_model_len): its
     # plan says the names a client may send instead (issue 38: seed 001's examples send the repo id).
-    context = (context_note(profile, observed) if engine.model_source.format == "gguf"
-               else served_note(engine, engine.served_names(value)))
+    context = (
+        context_note(profile, observed)
+        if engine.model_source.format == "gguf"
+        else served_note(engine, engine.served_names(value))
+    )
     return Launch(value, replace(spec, labels=labels), digest, warnings, mode, engine.readiness.path, context)

@@ -25,11 +25,11 @@ from kimik3_reconciler.planning.launch import draft_device
 from kimik3_reconciler.planning.vram_fit import (
     CUDA_CONTEXT_BYTES,
     MIB,
-    context_total,
-    memory_per_context,
     ModeDecision,
+    context_total,
     derive_mode,
     fit_margins,
+    memory_per_context,
     quant_bytes,
     requested_gpus,
     trained_context,
@@ -74,11 +74,19 @@ def memory_findings(profile: Profile, observed: Observed, ours_running: bool) ->
     # Seed 000: if the quant does not fit VRAM + RAM it cannot run at any split; seed 001: + 10-15 % headroom.
     if need > vram + host.ram_total + remote:
         workers = f" + RPC workers {gib(remote)} ({'; '.join(notes)})" if notes else ""
-        return [f"the quant is {gib(size)}, {gib(need)} with seed 001's {RUNTIME_HEADROOM:.0%} runtime headroom, "
-                f"but VRAM + RAM is {gib(vram + host.ram_total + remote)} ({len(gpus)} GPU(s) {gib(vram)} + RAM "
-                f"{gib(host.ram_total)}{workers}): it cannot run at any split"], []
-    return _expert_ram(derive_mode(profile, observed), host.ram_total, host.ram_available, ours_running, remote,
-                       prompt_cache_bytes(profile))
+        return [
+            f"the quant is {gib(size)}, {gib(need)} with seed 001's {RUNTIME_HEADROOM:.0%} runtime headroom, "
+            f"but VRAM + RAM is {gib(vram + host.ram_total + remote)} ({len(gpus)} GPU(s) {gib(vram)} + RAM "
+            f"{gib(host.ram_total)}{workers}): it cannot run at any split"
+        ], []
+    return _expert_ram(
+        derive_mode(profile, observed),
+        host.ram_total,
+        host.ram_available,
+        ours_running,
+        remote,
+        prompt_cache_bytes(profile),
+    )
 
 
 def prompt_cache_bytes(profile: Profile) -> int:
@@ -88,11 +96,19 @@ def prompt_cache_bytes(profile: Profile) -> int:
 
 
 def _cache_words(cache: int) -> str:
-    return f"the prompt cache {gib(cache)} (serve.cache_ram; llama-server's default {catalog.CACHE_RAM_DEFAULT_MIB} MiB)"
+    return (
+        f"the prompt cache {gib(cache)} (serve.cache_ram; llama-server's default {catalog.CACHE_RAM_DEFAULT_MIB} MiB)"
+    )
 
 
-def _expert_ram(decision: ModeDecision, ram_total: int, ram_available: int | None,
-                ours_running: bool, remote: int = 0, cache: int = 0) -> tuple[list[str], list[str]]:
+def _expert_ram(
+    decision: ModeDecision,
+    ram_total: int,
+    ram_available: int | None,
+    ours_running: bool,
+    remote: int = 0,
+    cache: int = 0,
+) -> tuple[list[str], list[str]]:
     # What the RPC workers hold does not stay in this host's RAM (llama.cpp puts their devices first).
     cpu = max(0, (decision.cpu_bytes or 0) - remote) if decision.cpu_bytes and remote else decision.cpu_bytes
     if not cpu and not cache:
@@ -105,12 +121,15 @@ def _expert_ram(decision: ModeDecision, ram_total: int, ram_available: int | Non
         where = f"this host keeps ~{gib(cpu)} of the quant its GPUs and the RPC workers ({gib(remote)}) cannot hold"
         weights = _with_headroom(cpu)
     else:
-        where, weights = f"the hybrid keeps ~{gib(cpu)} of experts the {decision.gpus} GPU(s) cannot hold", _with_headroom(cpu)
+        where, weights = (
+            f"the hybrid keeps ~{gib(cpu)} of experts the {decision.gpus} GPU(s) cannot hold",
+            _with_headroom(cpu),
+        )
     if decision.floor and cpu:
         where += f" ({decision.floor}; kimik3's own estimate was {gib(decision.estimate_bytes or 0)})"
     need = weights + cache
     if cpu and cache:
-        held = (f"in RAM, {gib(weights)} with {RUNTIME_HEADROOM:.0%} headroom, + {_cache_words(cache)} = {gib(need)}")
+        held = f"in RAM, {gib(weights)} with {RUNTIME_HEADROOM:.0%} headroom, + {_cache_words(cache)} = {gib(need)}"
     elif cpu:
         held = f"in RAM, {gib(need)} with {RUNTIME_HEADROOM:.0%} headroom"
     else:
@@ -120,11 +139,15 @@ def _expert_ram(decision: ModeDecision, ram_total: int, ram_available: int | Non
     # rule: prompt-cache-ram
     # Seed 000 step 5 (CACHE_RAM): llama-server's prompt cache lives in the same RAM as the CPU experts.
     if need > ram_total:
-        return [f"{where} {held}, but the host has {gib(ram_total)} of RAM: use more GPUs, a smaller quant, "
-                "a smaller serve.cache_ram, or more RAM"], []
+        return [
+            f"{where} {held}, but the host has {gib(ram_total)} of RAM: use more GPUs, a smaller quant, "
+            "a smaller serve.cache_ram, or more RAM"
+        ], []
     if ram_available is not None and need > ram_available and not ours_running:
-        return [], [f"{where} {held}, but only {gib(ram_available)} of the {gib(ram_total)} is available now: other "
-                    "processes hold the rest (the load may be killed for memory)"]
+        return [], [
+            f"{where} {held}, but only {gib(ram_available)} of the {gib(ram_total)} is available now: other "
+            "processes hold the rest (the load may be killed for memory)"
+        ]
     return [], []
 
 
@@ -137,11 +160,19 @@ def context_refusals(profile: Profile, observed: Observed) -> list[str]:
     if profile.serve.ctx_size is not None and trained and slot > trained:
         # rule: ctx-size-limit
         # The model's own header caps each slot (seed 001: 1,048,576 for Kimi-K3); llama.cpp would only warn.
-        return [f"serve.ctx_size {total:,} over serve.parallel {parallel} slots is {slot:,} tokens a request, above "
-                f"this model's trained context of {trained:,} (its GGUF header); llama.cpp would only warn: write "
-                f"at most {trained * parallel:,}"]
-    if layout is None or not layout.kv_bytes_per_token or profile.build.variant != "cuda" or profile.gpus == "none" \
-            or profile.serve.n_cpu_moe is not None or profile.workers:
+        return [
+            f"serve.ctx_size {total:,} over serve.parallel {parallel} slots is {slot:,} tokens a request, above "
+            f"this model's trained context of {trained:,} (its GGUF header); llama.cpp would only warn: write "
+            f"at most {trained * parallel:,}"
+        ]
+    if (
+        layout is None
+        or not layout.kv_bytes_per_token
+        or profile.build.variant != "cuda"
+        or profile.gpus == "none"
+        or profile.serve.n_cpu_moe is not None
+        or profile.workers
+    ):
         return []  # no attention shape yet, the KV cache is in RAM (counted there), or the split is the profile's
     decision = derive_mode(profile, observed)
     if not decision.derived:
@@ -153,16 +184,21 @@ def context_refusals(profile: Profile, observed: Observed) -> list[str]:
         return []
     room = decision.usable_bytes - (always_on_gpus - kv)
     fits = max(0, room - state) // layout.kv_bytes_per_token // parallel
-    told = f"serve.ctx_size {total:,} over {parallel} slots" if profile.serve.ctx_size is not None else \
-        f"the default context ({catalog.REQUEST_CONTEXT:,} a request, seed 001, x {parallel} slots)"
+    told = (
+        f"serve.ctx_size {total:,} over {parallel} slots"
+        if profile.serve.ctx_size is not None
+        else f"the default context ({catalog.REQUEST_CONTEXT:,} a request, seed 001, x {parallel} slots)"
+    )
     # rule: kv-cache-fits
     # The KV cache stays on the GPUs with the dense weights (--fit moves only experts to the CPU, and kimik3's
     # explicit -c forbids --fit from shrinking the context): if they do not fit, no split loads.
     states = f" and {parallel} slots' recurrent state" if state else ""
-    return [f"{told} needs a KV cache{states} of {gib(kv)} ({layout.kv_bytes_per_token:,} bytes a token, from the "
-            f"GGUF headers); with the dense weights and compute buffers the GPUs must hold {gib(always_on_gpus)} even with "
-            f"every expert on the CPU, more than the {gib(decision.usable_bytes)} usable on {decision.gpus} GPU(s): "
-            f"{fits:,} tokens a request fit; write serve.ctx_size <= {fits * parallel:,} or lower serve.parallel"]
+    return [
+        f"{told} needs a KV cache{states} of {gib(kv)} ({layout.kv_bytes_per_token:,} bytes a token, from the "
+        f"GGUF headers); with the dense weights and compute buffers the GPUs must hold {gib(always_on_gpus)} even with "
+        f"every expert on the CPU, more than the {gib(decision.usable_bytes)} usable on {decision.gpus} GPU(s): "
+        f"{fits:,} tokens a request fit; write serve.ctx_size <= {fits * parallel:,} or lower serve.parallel"
+    ]
 
 
 def draft_device_refusal(profile: Profile, host: HostFacts) -> FieldRefusal | None:
@@ -179,10 +215,12 @@ def draft_device_refusal(profile: Profile, host: HostFacts) -> FieldRefusal | No
     # (--spec-draft-device CUDA7 on 8 GPUs); anywhere else llama.cpp aborts in graph reservation after the load.
     if draft.device == last:
         return None
-    return FieldRefusal(("serve", "spec_draft", "device"),
-                        f"serve.spec_draft.device must be {last} (the GPU holding output.weight, the last of the "
-                        f"split): it is {draft.device}, and gpus: all splits the model over this host's "
-                        f"{len(host.gpus)} GPUs; elsewhere llama.cpp aborts in graph reservation (write {last} or auto)")
+    return FieldRefusal(
+        ("serve", "spec_draft", "device"),
+        f"serve.spec_draft.device must be {last} (the GPU holding output.weight, the last of the "
+        f"split): it is {draft.device}, and gpus: all splits the model over this host's "
+        f"{len(host.gpus)} GPUs; elsewhere llama.cpp aborts in graph reservation (write {last} or auto)",
+    )
 
 
 def draft_room_refusals(profile: Profile, observed: Observed) -> list[str]:
@@ -218,14 +256,22 @@ def draft_room_refusals(profile: Profile, observed: Observed) -> list[str]:
     floor = catalog.fit_margin(profile.model.quant, mode).minimum or 0
     need = floor + DRAFT_ROOM_MIB
     if margin < need:
-        parts = (f"{floor} MiB ({profile.model.quant}'s all-VRAM margin: the CUDA scratch pool's room) + "
-                 f"{DRAFT_ROOM_MIB} MiB (the DSpark draft, ~9 GB)" if floor else f"~{DRAFT_ROOM_MIB} MiB (~9 GB)")
-        return [f"{_margin_field(profile, index)} leaves {margin} MiB free on the draft's GPU {name}; it needs "
-                f"{parts} there plus room for the draft's snapshots (seed 000): write one margin per GPU, >= "
-                f"{need} for {device}"]
+        parts = (
+            f"{floor} MiB ({profile.model.quant}'s all-VRAM margin: the CUDA scratch pool's room) + "
+            f"{DRAFT_ROOM_MIB} MiB (the DSpark draft, ~9 GB)"
+            if floor
+            else f"~{DRAFT_ROOM_MIB} MiB (~9 GB)"
+        )
+        return [
+            f"{_margin_field(profile, index)} leaves {margin} MiB free on the draft's GPU {name}; it needs "
+            f"{parts} there plus room for the draft's snapshots (seed 000): write one margin per GPU, >= "
+            f"{need} for {device}"
+        ]
     if margin * MIB >= gpu.memory_total - CUDA_CONTEXT_BYTES:
-        return [f"{_margin_field(profile, index)} = {margin} MiB is more than the draft's GPU {name} has: --fit would "
-                "put no layer there, but the draft must sit with output.weight"]
+        return [
+            f"{_margin_field(profile, index)} = {margin} MiB is more than the draft's GPU {name} has: --fit would "
+            "put no layer there, but the draft must sit with output.weight"
+        ]
     return []
 
 

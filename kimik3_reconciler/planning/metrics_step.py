@@ -4,7 +4,6 @@ ExporterConfig) moves or it stops answering /healthz, stopped when `metrics:` go
 
 from __future__ import annotations
 
-
 from kimik3_reconciler.model.facts import ExporterFact, Observed
 from kimik3_reconciler.model.metrics import ExporterConfig
 from kimik3_reconciler.model.plan import Action, Step, flat_diff
@@ -47,10 +46,15 @@ def render_exporter(desired: Desired, observed: Observed) -> ExporterConfig | No
         # rule: metrics-labels-no-secrets
         # Labels are what a dashboard shows and any scraper stores: names and fingerprints only, never a path
         # of the key file or a token.
-        labels={"profile": profile.name, "quant": model.quant or "",
-                # a pulled image is named by its repository and tag (the digest is in the fingerprint)
-                "build": build_label(profile) if desired.engine.image_source.kind == "build"
-                else profile.image.ref.split("@")[0], "fingerprint": launch.fingerprint},
+        labels={
+            "profile": profile.name,
+            "quant": model.quant or "",
+            # a pulled image is named by its repository and tag (the digest is in the fingerprint)
+            "build": build_label(profile)
+            if desired.engine.image_source.kind == "build"
+            else profile.image.ref.split("@")[0],
+            "fingerprint": launch.fingerprint,
+        },
         bind=exporter_bind(profile, observed),
         port=profile.metrics.port,
         container=launch.spec.name,
@@ -58,7 +62,10 @@ def render_exporter(desired: Desired, observed: Observed) -> ExporterConfig | No
         api_key_file=launch.input.serve.api_key_file,
         shards=tuple(model.host_path(f.path) for f in model.files if f.path.endswith(weights)),
         gpus=gpus if isinstance(gpus, str) else tuple(str(g) for g in gpus),
-        quant=model.quant or "", repo=model.repo, revision=model.revision, image_fingerprint=desired.build.fingerprint,
+        quant=model.quant or "",
+        repo=model.repo,
+        revision=model.revision,
+        image_fingerprint=desired.build.fingerprint,
         # rule: proxy-server-on-loopback
         # The proxy binds what serve.host resolves to, on serve.port; llama-server moved to loopback (launch.py).
         # With metrics.handover the proxy is the front, a process of its own (planning/front_step.py).
@@ -82,8 +89,9 @@ def plan_release_port(desired: Desired, observed: Observed, planned: tuple[Step,
     if running.unit is not None:
         # A unit's process: stopping the pid alone, systemd would start it again; the metrics step restarts it.
         return (Step("metrics", running.unit, Action.DELETE, why, spec=StopUnit(running.unit)),)
-    return (Step("metrics", desired.profile.name, Action.DELETE, why,
-                 spec=ExporterStop(desired.profile.name, running.pid)),)
+    return (
+        Step("metrics", desired.profile.name, Action.DELETE, why, spec=ExporterStop(desired.profile.name, running.pid)),
+    )
 
 
 def plan_exporter(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
@@ -96,18 +104,29 @@ def plan_exporter(desired: Desired, observed: Observed, planned: tuple[Step, ...
         why = "metrics: removed from the profile" if running.alive else "record of an exporter that no longer runs"
         if running.unit is not None:
             why = f"metrics: removed from the profile (its unit {running.unit} goes above): delete its records"
-        return (Step("metrics", desired.profile.name, Action.DELETE, why,
-                     spec=ExporterStop(desired.profile.name, running.pid if running.alive else 0)),)
+        return (
+            Step(
+                "metrics",
+                desired.profile.name,
+                Action.DELETE,
+                why,
+                spec=ExporterStop(desired.profile.name, running.pid if running.alive else 0),
+            ),
+        )
     if desired.profile.systemd is not None:
         # Under `systemd:` the exporter is a unit next to the server's: systemd restarts it, not the next apply.
         return plan_exporter_unit(desired.profile, observed, wanted)
     if running is not None and running.unit is not None:
         # It ran as a unit, removed above with the `systemd:` section (plan_stale_units): start it detached.
         running = None
-    run = ExporterRun(profile=wanted.profile, config=wanted.to_json(), fingerprint=wanted.fingerprint,
-                      health_url=wanted.health_url,
-                      replace_pid=running.pid if running is not None and running.alive else None,
-                      hand_over=hands_over(running))
+    run = ExporterRun(
+        profile=wanted.profile,
+        config=wanted.to_json(),
+        fingerprint=wanted.fingerprint,
+        health_url=wanted.health_url,
+        replace_pid=running.pid if running is not None and running.alive else None,
+        hand_over=hands_over(running),
+    )
     target = wanted.health_url.removesuffix("/healthz") + "/metrics"
     proxy = (running.config.get("proxy_port") if running is not None else None) or wanted.proxy_port
     swap = swap_cost(running, f"metrics.port and the proxy's serve.port {proxy}" if proxy else "metrics.port")
@@ -116,20 +135,49 @@ def plan_exporter(desired: Desired, observed: Observed, planned: tuple[Step, ...
         return (Step("metrics", target, Action.CREATE, f"{why}: start it", spec=run),)
     if running.fingerprint != wanted.fingerprint:
         diff = flat_diff(ExporterConfig.from_json(running.config).flat() if running.config else {}, wanted.flat())
-        return (Step("metrics", target, Action.REPLACE, f"exporter fingerprint {running.fingerprint} → "
-                     f"{wanted.fingerprint}", diff=diff, spec=run, cost=swap),)
+        return (
+            Step(
+                "metrics",
+                target,
+                Action.REPLACE,
+                f"exporter fingerprint {running.fingerprint} → {wanted.fingerprint}",
+                diff=diff,
+                spec=run,
+                cost=swap,
+            ),
+        )
     if running.serving != wanted.fingerprint:
-        return (Step("metrics", target, Action.REPLACE, f"exporter (pid {running.pid}) runs but /healthz does not "
-                     "answer its fingerprint: restart it", spec=run, cost=swap),)
-    return (Step("metrics", target, Action.NOOP, f"exporter pid {running.pid} serves fingerprint {wanted.fingerprint}",
-                 spec=run),)
+        return (
+            Step(
+                "metrics",
+                target,
+                Action.REPLACE,
+                f"exporter (pid {running.pid}) runs but /healthz does not answer its fingerprint: restart it",
+                spec=run,
+                cost=swap,
+            ),
+        )
+    return (
+        Step(
+            "metrics",
+            target,
+            Action.NOOP,
+            f"exporter pid {running.pid} serves fingerprint {wanted.fingerprint}",
+            spec=run,
+        ),
+    )
 
 
 def hands_over(running: ExporterFact | None) -> bool:
     """The running helper (exporter, front) offers its listening sockets to its replacement and answers: the new
     one starts beside it and takes them (steps/exporter.py replace_detached)."""
-    return running is not None and running.alive and running.unit is None and running.hands_over_sockets \
+    return (
+        running is not None
+        and running.alive
+        and running.unit is None
+        and running.hands_over_sockets
         and running.serving is not None
+    )
 
 
 def swap_cost(running: ExporterFact | None, ports: str) -> str | None:
@@ -140,9 +188,11 @@ def swap_cost(running: ExporterFact | None, ports: str) -> str | None:
         return f"{ports} stay open: the new process takes the listening sockets, the old one finishes what it holds"
     # A helper an older kimik3 started (or one that does not answer) cannot hand its sockets over: it is stopped
     # before its replacement binds them; measured by bench/helper_swap.py.
-    return (f"{ports} refuse connections for about a second (the running process "
-            f"{'does not answer' if running.serving is None else 'predates the socket handover'}: stopped, then "
-            "its replacement started)")
+    return (
+        f"{ports} refuse connections for about a second (the running process "
+        f"{'does not answer' if running.serving is None else 'predates the socket handover'}: stopped, then "
+        "its replacement started)"
+    )
 
 
 def plan_exporter_teardown(profile: Profile, observed: Observed) -> tuple[Step, ...]:
@@ -150,6 +200,12 @@ def plan_exporter_teardown(profile: Profile, observed: Observed) -> tuple[Step, 
     running = observed.exporter
     if running is None:
         return ()
-    return (Step("metrics", profile.name, Action.DELETE, "stop the exporter" if running.alive else
-                 "remove the record of a stopped exporter",
-                 spec=ExporterStop(profile.name, running.pid if running.alive else 0)),)
+    return (
+        Step(
+            "metrics",
+            profile.name,
+            Action.DELETE,
+            "stop the exporter" if running.alive else "remove the record of a stopped exporter",
+            spec=ExporterStop(profile.name, running.pid if running.alive else 0),
+        ),
+    )

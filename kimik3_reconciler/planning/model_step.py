@@ -7,7 +7,11 @@ from dataclasses import replace
 
 from kimik3_reconciler.model.facts import ModelFact, Observed
 from kimik3_reconciler.model.model_files import (
-    CHECKPOINT, checkpoint_manifest_key, manifest_key, model_layout_key, tokenizer_manifest_key,
+    CHECKPOINT,
+    checkpoint_manifest_key,
+    manifest_key,
+    model_layout_key,
+    tokenizer_manifest_key,
 )
 from kimik3_reconciler.model.plan import Action, Step
 from kimik3_reconciler.model.profile import Profile
@@ -53,49 +57,72 @@ def disk_refusal(model: ModelFact) -> str | None:
     if with_headroom <= model.cache_free_bytes:
         return None
     what = "tokenizer" if model.quant == "tokenizer" else "model"
-    return (f"{what}: {gib(needed)} to fetch (+{DISK_HEADROOM:.0%} headroom: {gib(with_headroom)}) but only "
-            f"{gib(model.cache_free_bytes)} free on {model.cache_dir} (model.cache_dir): short by "
-            f"{gib(with_headroom - model.cache_free_bytes)} [{_breakdown(model)}]")
+    return (
+        f"{what}: {gib(needed)} to fetch (+{DISK_HEADROOM:.0%} headroom: {gib(with_headroom)}) but only "
+        f"{gib(model.cache_free_bytes)} free on {model.cache_dir} (model.cache_dir): short by "
+        f"{gib(with_headroom - model.cache_free_bytes)} [{_breakdown(model)}]"
+    )
 
 
 def download_spec(fact: ModelFact, endpoint: str | None, key: str) -> ModelDownload:
-    return ModelDownload(repo=fact.repo, revision=fact.revision, quant=fact.quant, endpoint=endpoint,
-                         cache_dir=fact.cache_dir, files=fact.files, missing=fact.missing, manifest_key=key,
-                         verified=fact.stats)
+    return ModelDownload(
+        repo=fact.repo,
+        revision=fact.revision,
+        quant=fact.quant,
+        endpoint=endpoint,
+        cache_dir=fact.cache_dir,
+        files=fact.files,
+        missing=fact.missing,
+        manifest_key=key,
+        verified=fact.stats,
+    )
 
 
 def _why_fetch(model: ModelFact) -> str:
-    """"N of M files missing", and which present ones re-hashed to another sha256 (and why they were re-hashed)."""
+    """ "N of M files missing", and which present ones re-hashed to another sha256 (and why they were re-hashed)."""
     corrupt, in_blobs = set(model.corrupt), set(model.in_blobs)
     absent = [p for p in model.missing if p not in corrupt and p not in in_blobs]
     parts = [f"{len(absent)} of {len(model.files)} files missing from the cache"] if absent else []
     if in_blobs:
-        parts.append(f"{len(in_blobs)} of {len(model.files)} in the cache's blobs but not linked and verified at this "
-                     f"revision: re-hashed and linked, not fetched ({', '.join(sorted(in_blobs))})")
+        parts.append(
+            f"{len(in_blobs)} of {len(model.files)} in the cache's blobs but not linked and verified at this "
+            f"revision: re-hashed and linked, not fetched ({', '.join(sorted(in_blobs))})"
+        )
     changed = [p for p in model.corrupt if p in model.changed]
     verified = [p for p in model.corrupt if p not in model.changed]
     if changed:
-        parts.append(f"{len(changed)} of {len(model.files)} changed since verified: re-hashed, sha256 mismatch "
-                     f"({', '.join(changed)})")
+        parts.append(
+            f"{len(changed)} of {len(model.files)} changed since verified: re-hashed, sha256 mismatch "
+            f"({', '.join(changed)})"
+        )
     if verified:
-        parts.append(f"{len(verified)} of {len(model.files)} re-hashed (--verify): sha256 mismatch ({', '.join(verified)})")
+        parts.append(
+            f"{len(verified)} of {len(model.files)} re-hashed (--verify): sha256 mismatch ({', '.join(verified)})"
+        )
     return "; ".join(parts)
 
 
 def _why_record(model: ModelFact) -> str:
     changed = [p for p in model.unrecorded if p in model.changed]
     if changed:
-        return (f"{len(changed)} file(s) changed since verified (re-hashed: sha256 matches): record their "
-                f"stat fingerprint ({', '.join(changed)})")
-    return (f"record the stat fingerprint of {len(model.unrecorded)} verified file(s) (the manifest predates them; "
-            "`apply --verify` re-hashes first)")
+        return (
+            f"{len(changed)} file(s) changed since verified (re-hashed: sha256 matches): record their "
+            f"stat fingerprint ({', '.join(changed)})"
+        )
+    return (
+        f"record the stat fingerprint of {len(model.unrecorded)} verified file(s) (the manifest predates them; "
+        "`apply --verify` re-hashes first)"
+    )
 
 
 def model_spec(profile: Profile, observed: Observed) -> ModelDownload:
     model = observed.model
     # A checkpoint (vLLM, SGLang: observe/model_cache.collect_checkpoint) is recorded under its own key: no quant.
-    key = (checkpoint_manifest_key(model.repo, model.revision, model.cache_dir) if model.quant == CHECKPOINT
-           else manifest_key(profile, model.cache_dir))
+    key = (
+        checkpoint_manifest_key(model.repo, model.revision, model.cache_dir)
+        if model.quant == CHECKPOINT
+        else manifest_key(profile, model.cache_dir)
+    )
     spec = download_spec(model, profile.model.endpoint, key)
     if observed.layout is None or observed.layout_recorded:
         return spec
@@ -113,9 +140,19 @@ def plan_tokenizer(desired: Desired, observed: Observed, planned: tuple[Step, ..
     if fact.complete and fact.unrecorded:
         return (Step("tokenizer", target, Action.UPDATE, _why_record(fact), spec=spec),)
     if fact.complete:
-        return (Step("tokenizer", target, Action.NOOP, f"all {len(fact.files)} files verified in the cache", spec=spec),)
-    return (Step("tokenizer", target, Action.CREATE, f"{_why_fetch(fact)} (weights are never fetched from this repo)",
-                 spec=spec, cost=f"{gib(fact.fetch_bytes)} to fetch"),)
+        return (
+            Step("tokenizer", target, Action.NOOP, f"all {len(fact.files)} files verified in the cache", spec=spec),
+        )
+    return (
+        Step(
+            "tokenizer",
+            target,
+            Action.CREATE,
+            f"{_why_fetch(fact)} (weights are never fetched from this repo)",
+            spec=spec,
+            cost=f"{gib(fact.fetch_bytes)} to fetch",
+        ),
+    )
 
 
 def model_step(kind: str, model: ModelFact, spec: ModelDownload) -> Step:
@@ -128,23 +165,45 @@ def model_step(kind: str, model: ModelFact, spec: ModelDownload) -> Step:
         # The GGUF headers were read from the cached files for this plan: no record, or one an older kimik3 wrote
         # in another shape. Rebuilt from the host, so not a change (an upgrade must not read as drift); the next
         # apply keeps it (Payload.rebuilt_records), and later plans read one record, not every shard's header.
-        return Step(kind, target, Action.NOOP, f"all {len(model.files)} files verified in the cache "
-                    f"({gib(model.total_bytes)}); the quant's layout record was missing or in an older kimik3's "
-                    "shape: rebuilt from the cached GGUF headers, the next apply keeps it (not a change)", spec=spec)
+        return Step(
+            kind,
+            target,
+            Action.NOOP,
+            f"all {len(model.files)} files verified in the cache "
+            f"({gib(model.total_bytes)}); the quant's layout record was missing or in an older kimik3's "
+            "shape: rebuilt from the cached GGUF headers, the next apply keeps it (not a change)",
+            spec=spec,
+        )
     if model.complete:
-        return Step(kind, target, Action.NOOP,
-                    f"all {len(model.files)} files verified in the cache ({gib(model.total_bytes)})", spec=spec)
+        return Step(
+            kind,
+            target,
+            Action.NOOP,
+            f"all {len(model.files)} files verified in the cache ({gib(model.total_bytes)})",
+            spec=spec,
+        )
     free = f" of {gib(model.cache_free_bytes)} free" if model.cache_free_bytes is not None else ""
-    return Step(kind, target, Action.CREATE, _why_fetch(model),
-                spec=spec, cost=f"{gib(model.fetch_bytes)} to fetch{free}" + (f" [{_breakdown(model)}]"
-                                                                                  if model.fetch_bytes else ""))
+    return Step(
+        kind,
+        target,
+        Action.CREATE,
+        _why_fetch(model),
+        spec=spec,
+        cost=f"{gib(model.fetch_bytes)} to fetch{free}" + (f" [{_breakdown(model)}]" if model.fetch_bytes else ""),
+    )
 
 
 def local_spec(observed: Observed) -> LocalModelVerify:
     model = observed.model
     assert model.local_path is not None
-    spec = LocalModelVerify(local_path=model.local_path, folder=model.cache_dir, quant=model.quant, files=model.files,
-                            stats=model.stats, manifest_key=local_model_key(model.local_path))
+    spec = LocalModelVerify(
+        local_path=model.local_path,
+        folder=model.cache_dir,
+        quant=model.quant,
+        files=model.files,
+        stats=model.stats,
+        manifest_key=local_model_key(model.local_path),
+    )
     if observed.layout is None or observed.layout_recorded:
         return spec
     return replace(spec, layout=observed.layout, layout_key=model_layout_key(model))
@@ -164,21 +223,49 @@ def local_model_step(observed: Observed) -> Step:
     # Seed 000 serves a locally made GGUF (REAP770): kimik3 serves only what it hashed and recorded, and a file
     # replaced under it is drift the plan shows, never a silent change of the weights a running server reads.
     if model.recorded_digest is None:
-        return Step("model", target, Action.CREATE, f"not verified yet: record the sha256 manifest of {size} "
-                    "(hashed by this plan; served read-only from there)", spec=spec)
+        return Step(
+            "model",
+            target,
+            Action.CREATE,
+            f"not verified yet: record the sha256 manifest of {size} "
+            "(hashed by this plan; served read-only from there)",
+            spec=spec,
+        )
     if model.drifted:
-        return Step("model", target, Action.UPDATE, f"changed since verified ({', '.join(model.changed) or 'files'}):"
-                    f" content {_short(model.recorded_digest)} -> {_short(model.digest)}, re-hashed: record the new "
-                    "manifest (the server is relaunched on it)", spec=spec)
+        return Step(
+            "model",
+            target,
+            Action.UPDATE,
+            f"changed since verified ({', '.join(model.changed) or 'files'}):"
+            f" content {_short(model.recorded_digest)} -> {_short(model.digest)}, re-hashed: record the new "
+            "manifest (the server is relaunched on it)",
+            spec=spec,
+        )
     if model.unrecorded:
-        return Step("model", target, Action.UPDATE, f"{len(model.unrecorded)} file(s) moved since verified "
-                    f"(re-hashed: sha256 matches): record their stat fingerprint ({', '.join(model.unrecorded)})",
-                    spec=spec)
+        return Step(
+            "model",
+            target,
+            Action.UPDATE,
+            f"{len(model.unrecorded)} file(s) moved since verified "
+            f"(re-hashed: sha256 matches): record their stat fingerprint ({', '.join(model.unrecorded)})",
+            spec=spec,
+        )
     if spec.layout is not None:  # rebuilt from the file itself: not a change (as a hub quant's, model_step)
-        return Step("model", target, Action.NOOP, f"{size} verified; the layout record was missing or in an older "
-                    "kimik3's shape: rebuilt from its GGUF headers, the next apply keeps it (not a change)", spec=spec)
-    return Step("model", target, Action.NOOP, f"{size} verified (sha256 recorded; size, mtime and inode unchanged: not re-read)",
-                spec=spec)
+        return Step(
+            "model",
+            target,
+            Action.NOOP,
+            f"{size} verified; the layout record was missing or in an older "
+            "kimik3's shape: rebuilt from its GGUF headers, the next apply keeps it (not a change)",
+            spec=spec,
+        )
+    return Step(
+        "model",
+        target,
+        Action.NOOP,
+        f"{size} verified (sha256 recorded; size, mtime and inode unchanged: not re-read)",
+        spec=spec,
+    )
 
 
 def plan_model(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:

@@ -75,17 +75,23 @@ def rollback_requirement(profile: Profile, patches: tuple[PatchFact, ...]) -> tu
         return found, None
     # rule: spec-draft-rollback
     # Seed 000: without the rollback patch the per-draft-step state checkpoint costs more than the drafts save.
-    looked = "; ".join(f"{p.name} changes {', '.join(f.path for f in p.files) or 'no file'}{_only_said(p)}"
-                       for p in patches)
-    return None, ("serve.spec_draft needs the recurrent-state rollback patch (seed 000: kimi-k3-rs-rollback.patch) "
-                  "in build.patches: a patch that changes llama.cpp's recurrent-state memory "
-                  "(src/llama-memory-recurrent.cpp/.h) adding rollback code (a function, member or call named "
-                  "*rollback*; comments do not count); "
-                  + (f"none does ({looked})" if patches else "build.patches is empty"))
+    looked = "; ".join(
+        f"{p.name} changes {', '.join(f.path for f in p.files) or 'no file'}{_only_said(p)}" for p in patches
+    )
+    return None, (
+        "serve.spec_draft needs the recurrent-state rollback patch (seed 000: kimi-k3-rs-rollback.patch) "
+        "in build.patches: a patch that changes llama.cpp's recurrent-state memory "
+        "(src/llama-memory-recurrent.cpp/.h) adding rollback code (a function, member or call named "
+        "*rollback*; comments do not count); " + (f"none does ({looked})" if patches else "build.patches is empty")
+    )
 
 
 def _only_said(patch: PatchFact) -> str:
     """Say so when the recurrent-state memory's added lines mention a rollback in comments or strings only."""
-    said = any(ROLLBACK_IDENTIFIER.search(line) for f in patch.files if RECURRENT_STATE_SOURCE.search(f.path)
-               for line in f.added)
+    said = any(
+        ROLLBACK_IDENTIFIER.search(line)
+        for f in patch.files
+        if RECURRENT_STATE_SOURCE.search(f.path)
+        for line in f.added
+    )
     return " (rollback only in comments or strings there, no code)" if said else ""

@@ -48,16 +48,19 @@ class Forecast:
     rpc: tuple[str, ...] = ()  # one line per RPC worker device: what it offers and the layers it gets
     measured_ram: str = ""  # where the seed measured more RAM than this forecast (the sizing gate counts that)
 
-
     def lines(self) -> list[str]:
         cpu = self.cpu_expert_layers
         # A CPU build has no other device: every expert is there, "partly" would be untrue.
         share = "all on" if self.mode == "cpu" else "(partly) on"
         where = f"{len(cpu)} layers' experts {share} the CPU ({cpu[0]}-{cpu[-1]})" if cpu else "no experts on the CPU"
-        out = [f"placement forecast: {self.mode}, {where}; RAM {gib(self.host_bytes)}{self.measured_ram}; "
-               f"load ~{self.load_seconds / 60:.0f} min"]
-        out += [f"  {d.device}: {d.layers} layers, weights {gib(d.weight_bytes)}, with KV+compute {gib(d.total_bytes)}"
-                for d in self.devices]
+        out = [
+            f"placement forecast: {self.mode}, {where}; RAM {gib(self.host_bytes)}{self.measured_ram}; "
+            f"load ~{self.load_seconds / 60:.0f} min"
+        ]
+        out += [
+            f"  {d.device}: {d.layers} layers, weights {gib(d.weight_bytes)}, with KV+compute {gib(d.total_bytes)}"
+            for d in self.devices
+        ]
         out += [f"  {line}" for line in self.rpc]
         return out
 
@@ -98,8 +101,9 @@ def _cpu_experts(profile: Profile, layout: ModelLayout, spare: int) -> dict[int,
     return on_cpu
 
 
-def _split(layout: ModelLayout, cpu: dict[int, int], budgets: list[int], fixed: int,
-           kv_per_layer: int) -> list[DeviceShare]:
+def _split(
+    layout: ModelLayout, cpu: dict[int, int], budgets: list[int], fixed: int, kv_per_layer: int
+) -> list[DeviceShare]:
     """Layers back to front over the devices (the last device gets the last layers and the output)."""
     shares, layer = [], layout.n_layer - 1
     for d in reversed(range(len(budgets))):
@@ -133,7 +137,9 @@ def forecast(profile: Profile, observed: Observed) -> Forecast | None:
     decision = derive_mode(profile, observed)
     mode = decision.mode
     # The margins and buffers of the mode this host runs the quant in: the profile's, else the quant's.
-    budgets = [g.memory_free - CUDA_CONTEXT_BYTES - t * MIB for g, t in zip(gpus, fit_margins(profile, len(gpus), mode))]
+    budgets = [
+        g.memory_free - CUDA_CONTEXT_BYTES - t * MIB for g, t in zip(gpus, fit_margins(profile, len(gpus), mode))
+    ]
     kv = memory_per_context(profile, observed)
     fixed = compute_bytes(profile.ubatch_for(mode), layout)
     dense = sum(layout.layer_dense) + layout.output_bytes + kv + fixed * len(gpus)
@@ -142,7 +148,9 @@ def forecast(profile: Profile, observed: Observed) -> Forecast | None:
     host_bytes = layout.token_embd_bytes + sum(cpu.values())
     # rule: hybrid-ram-measured
     # Seed 000 step 2 measured more RAM on its host than an aggregate forecast gives: the gate counts the measurement.
-    measured = f" (the sizing gate counts {gib(decision.cpu_bytes or 0)}: {decision.floor})" \
-        if decision.floor and (decision.cpu_bytes or 0) > host_bytes else ""
-    return Forecast("hybrid" if cpu else "all-vram", tuple(sorted(cpu)), tuple(shares), host_bytes, load, rpc,
-                    measured)
+    measured = (
+        f" (the sizing gate counts {gib(decision.cpu_bytes or 0)}: {decision.floor})"
+        if decision.floor and (decision.cpu_bytes or 0) > host_bytes
+        else ""
+    )
+    return Forecast("hybrid" if cpu else "all-vram", tuple(sorted(cpu)), tuple(shares), host_bytes, load, rpc, measured)

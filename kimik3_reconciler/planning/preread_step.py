@@ -58,15 +58,22 @@ def model_paths(observed: Observed) -> tuple[str, ...]:
 
 def launch_follows(desired: Desired, observed: Observed) -> bool:
     """Is there a load to warm: a launch is planned, memory was observed, the model's files are listed?"""
-    return (observed.host.ram_available is not None and bool(observed.model.files)
-            and container_changes(container_alone(desired, observed)))
+    return (
+        observed.host.ram_available is not None
+        and bool(observed.model.files)
+        and container_changes(container_alone(desired, observed))
+    )
 
 
 def preread_spec(observed: Observed, limit_bytes: int | None = None) -> PagecachePreread:
     """Read every file of the quant (with `limit_bytes`: its first that many bytes, files in order), with the
     sizes the listing gave (the progress counts them)."""
-    return PagecachePreread(files=model_paths(observed), total_bytes=observed.model.total_bytes,
-                            sizes=tuple(f.size for f in observed.model.files), limit_bytes=limit_bytes)
+    return PagecachePreread(
+        files=model_paths(observed),
+        total_bytes=observed.model.total_bytes,
+        sizes=tuple(f.size for f in observed.model.files),
+        limit_bytes=limit_bytes,
+    )
 
 
 def partial_floor(size: int) -> int:
@@ -97,15 +104,19 @@ def prefix_text(observed: Observed, limit: int) -> str:
             cut = f"{name} up to {gib(left)} of {gib(f.size)}"
         break
     rest = len(names) - len(whole) - (1 if cut else 0)
-    parts = [f"{len(whole)} file(s) whole ({whole[0]}{'…' + whole[-1] if len(whole) > 1 else ''})" if whole else "",
-             cut, f"{rest} file(s) not at all" if rest else ""]
+    parts = [
+        f"{len(whole)} file(s) whole ({whole[0]}{'…' + whole[-1] if len(whole) > 1 else ''})" if whole else "",
+        cut,
+        f"{rest} file(s) not at all" if rest else "",
+    ]
     return ", ".join(p for p in parts if p)
 
 
 def _stopped_for_gate(observed: Observed, planned: tuple[Step, ...]) -> bool:
     container = observed.container
     return container is not None and any(
-        s.changes and isinstance(s.spec, StopContainer) and s.spec.name == container.name for s in planned)
+        s.changes and isinstance(s.spec, StopContainer) and s.spec.name == container.name for s in planned
+    )
 
 
 def _swaps_a_serving_container(desired: Desired, observed: Observed, planned: tuple[Step, ...]) -> bool:
@@ -168,14 +179,17 @@ def _build_overlap(desired: Desired, observed: Observed) -> BuildOverlap | None:
     if gate_pending(desired, observed):
         # The gate's llama-perplexity runs (the reference quant's included) come between the build and the
         # launch and take the memory: what the build read would be evicted before the launch reads it.
-        return BuildOverlap(None, "the quant gate's llama-perplexity runs (the reference quant's too) come between "
-                                  "the build and the launch")
+        return BuildOverlap(
+            None,
+            "the quant gate's llama-perplexity runs (the reference quant's too) come between the build and the launch",
+        )
     size, reserve = model.total_bytes, reserve_bytes(host.ram_total)
     compile_bytes, compile_why = _compile_bytes(desired, observed)
     # The swapped server's RSS is outside MemAvailable and freed at the swap (the new one takes it again); with
     # none serving, the new server's host share comes out of MemAvailable while the cache still holds the model.
-    server_bytes, server_why = (0, "") if _swaps_a_serving_container(desired, observed, ()) \
-        else _new_server_bytes(desired, observed)
+    server_bytes, server_why = (
+        (0, "") if _swaps_a_serving_container(desired, observed, ()) else _new_server_bytes(desired, observed)
+    )
     # The compile is over before the load starts: the larger of the two shares the memory with the cache.
     peak, peak_why = max((compile_bytes, compile_why), (server_bytes, server_why))
     need = f"{gib(size)} of model files + {gib(reserve)} reserve + ~{gib(peak)} for {peak_why}"
@@ -184,9 +198,11 @@ def _build_overlap(desired: Desired, observed: Observed) -> BuildOverlap | None:
         # Reading more than MemAvailable leaves while the compile (or the new server) takes its share evicts the
         # first shards before the load reaches them: a read that only cost time.
         return BuildOverlap(None, f"{need} > MemAvailable {gib(host.ram_available)}")
-    return BuildOverlap(preread_spec(observed),
-                        f"the build pre-reads {gib(size)} into the page cache while it compiles (MemAvailable "
-                        f"{gib(host.ram_available)} ≥ {need})")
+    return BuildOverlap(
+        preread_spec(observed),
+        f"the build pre-reads {gib(size)} into the page cache while it compiles (MemAvailable "
+        f"{gib(host.ram_available)} ≥ {need})",
+    )
 
 
 def _read_during_build(planned: tuple[Step, ...]) -> bool:
@@ -205,41 +221,83 @@ def plan_preread(desired: Desired, observed: Observed, planned: tuple[Step, ...]
         # The build read it (or is reading it) already: this step only finds what the cache lost since (the
         # compile's memory, another process) and reads that, files the cache holds are not read again.
         where = f"before the swap ({name} still serves)" if swap else "before the launch"
-        return (Step("preread", target, Action.READ, f"the image build pre-reads {gib(size)} into the page cache "
-                     f"while it compiles; {where}: read only the files the cache lost since", spec=spec,
-                     cost="a residency check (mincore); evicted files are read again, no downtime"),)
+        return (
+            Step(
+                "preread",
+                target,
+                Action.READ,
+                f"the image build pre-reads {gib(size)} into the page cache "
+                f"while it compiles; {where}: read only the files the cache lost since",
+                spec=spec,
+                cost="a residency check (mincore); evicted files are read again, no downtime",
+            ),
+        )
     overlap = build_overlap(desired, observed) if changes(planned, ImageBuild) else None
     if not swap:
         idle = f"the quant gate stops {name} first" if _stopped_for_gate(observed, planned) else _idle(observed)
-        during = f"not during the image build ({overlap.reason})" if overlap is not None else "no image build runs first"
-        return (Step("preread", target, Action.NOOP, f"no pre-read: {during}, and {idle}: a read before the launch "
-                     "would only move the load's read in front of it", spec=spec),)
+        during = (
+            f"not during the image build ({overlap.reason})" if overlap is not None else "no image build runs first"
+        )
+        return (
+            Step(
+                "preread",
+                target,
+                Action.NOOP,
+                f"no pre-read: {during}, and {idle}: a read before the launch "
+                "would only move the load's read in front of it",
+                spec=spec,
+            ),
+        )
     if desired.profile.serve.load_mode == "dio":
         # Direct I/O reads around the page cache: a cached copy would not shorten the load, only cost RAM.
-        return (Step("preread", target, Action.NOOP, "no pre-read: serve.load_mode dio reads around the page cache "
-                     "(the load reads the disk whatever is cached)", spec=spec),)
+        return (
+            Step(
+                "preread",
+                target,
+                Action.NOOP,
+                "no pre-read: serve.load_mode dio reads around the page cache "
+                "(the load reads the disk whatever is cached)",
+                spec=spec,
+            ),
+        )
     reserve = reserve_bytes(host.ram_total)
     rss = container.rss_bytes if container is not None else None
-    held = (f"; the running server holds {gib(rss)} (RSS), freed at the swap and taken again by the new one"
-            if rss else "")
+    held = (
+        f"; the running server holds {gib(rss)} (RSS), freed at the swap and taken again by the new one" if rss else ""
+    )
     if size + reserve > host.ram_available:
         # rule: preread-fits-ram
         # Reading more than MemAvailable evicts the first shards before the load reaches them (or pushes the
         # serving process to swap): the load would read the disk anyway, after a read that only cost time.
-        need = (f"{gib(size)} of model files + {gib(reserve)} reserve > MemAvailable "
-                f"{gib(host.ram_available)}{held}")
+        need = f"{gib(size)} of model files + {gib(reserve)} reserve > MemAvailable {gib(host.ram_available)}{held}"
         budget = partial_budget(host.ram_available, reserve, size)
         if budget is None:
-            return (Step("preread", target, Action.NOOP, f"cannot pre-read: {need}; less than "
-                         f"{gib(partial_floor(size))} would fit beside the reserve: the swap's load reads the disk "
-                         "(cold)", spec=spec),)
+            return (
+                Step(
+                    "preread",
+                    target,
+                    Action.NOOP,
+                    f"cannot pre-read: {need}; less than "
+                    f"{gib(partial_floor(size))} would fit beside the reserve: the swap's load reads the disk "
+                    "(cold)",
+                    spec=spec,
+                ),
+            )
         after = f"; not during the image build: {overlap.reason}" if overlap is not None else ""
         return (partial_step(desired, observed, target, name, budget, need + after),)
     after_build = f"; not during the image build: {overlap.reason}" if overlap is not None else ""
-    return (Step("preread", target, Action.READ, f"pre-read {gib(size)} into the page cache while "
-                 f"{name} still serves (MemAvailable {gib(host.ram_available)} ≥ {gib(size)} + {gib(reserve)} "
-                 f"reserve{held}){after_build}", spec=spec,
-                 cost=f"~{duration(size / PREREAD_BYTES_PER_S)} of reading before the swap, no downtime"),)
+    return (
+        Step(
+            "preread",
+            target,
+            Action.READ,
+            f"pre-read {gib(size)} into the page cache while "
+            f"{name} still serves (MemAvailable {gib(host.ram_available)} ≥ {gib(size)} + {gib(reserve)} "
+            f"reserve{held}){after_build}",
+            spec=spec,
+            cost=f"~{duration(size / PREREAD_BYTES_PER_S)} of reading before the swap, no downtime",
+        ),
+    )
 
 
 def partial_step(desired: Desired, observed: Observed, target: str, name: str, budget: int, why: str) -> Step:
@@ -251,11 +309,15 @@ def partial_step(desired: Desired, observed: Observed, target: str, name: str, b
     seconds, how = predicted_partial_load_s(observed, budget, mode, parallel)
     cold_s, _ = predicted_load_s(observed, False, mode, parallel)
     warm_s, _ = predicted_load_s(observed, True, mode, parallel)
-    return Step("preread", target, Action.READ,
-                f"pre-read part of the model: {why}, so only the first {gib(budget)} of {gib(size)} "
-                f"({100 * budget / size:.0f} %: {prefix_text(observed, budget)}) into the page cache while {name} "
-                f"still serves; the other {gib(size - budget)} the swap's load reads from disk",
-                spec=preread_spec(observed, budget),
-                cost=f"~{duration(budget / PREREAD_BYTES_PER_S)} of reading before the swap; predicted downtime "
-                     f"~{duration(seconds)} ({how}), against ~{duration(cold_s)} cold and ~{duration(warm_s)} with "
-                     "the whole model pre-read")
+    return Step(
+        "preread",
+        target,
+        Action.READ,
+        f"pre-read part of the model: {why}, so only the first {gib(budget)} of {gib(size)} "
+        f"({100 * budget / size:.0f} %: {prefix_text(observed, budget)}) into the page cache while {name} "
+        f"still serves; the other {gib(size - budget)} the swap's load reads from disk",
+        spec=preread_spec(observed, budget),
+        cost=f"~{duration(budget / PREREAD_BYTES_PER_S)} of reading before the swap; predicted downtime "
+        f"~{duration(seconds)} ({how}), against ~{duration(cold_s)} cold and ~{duration(warm_s)} with "
+        "the whole model pre-read",
+    )

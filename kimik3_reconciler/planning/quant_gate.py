@@ -101,8 +101,9 @@ def parse_kld_report(stdout: str) -> KldReport | None:
     if not kld or not top:
         return None
     ppl = _PPL.search(stdout)
-    return KldReport(mean_kld=float(kld.group(1)), same_top_p=float(top.group(1)) / 100,
-                     ppl=float(ppl.group(1)) if ppl else None)
+    return KldReport(
+        mean_kld=float(kld.group(1)), same_top_p=float(top.group(1)) / 100, ppl=float(ppl.group(1)) if ppl else None
+    )
 
 
 def gate_verdict(report: KldReport | None, gate: QuantGate) -> tuple[bool, str]:
@@ -114,8 +115,10 @@ def gate_verdict(report: KldReport | None, gate: QuantGate) -> tuple[bool, str]:
     # Not "too lossy": the fix is another quant type or another build, never a looser max_kld.
     # A NaN or infinite mean KLD is the same verdict: the kernel produced non-numbers, not a lossy quant.
     if not math.isfinite(report.mean_kld) or report.mean_kld > BROKEN_KERNEL_KLD:
-        problems.append(f"KLD {report.mean_kld:.3f} >> 1: broken kernel for that quant type on this GPU, "
-                        "don't serve it (seed 000 \"When startup crashes\")")
+        problems.append(
+            f"KLD {report.mean_kld:.3f} >> 1: broken kernel for that quant type on this GPU, "
+            'don\'t serve it (seed 000 "When startup crashes")'
+        )
     elif report.mean_kld > gate.max_kld:
         problems.append(f"KLD {report.mean_kld:.3f} > max_kld {gate.max_kld}")
     if not math.isfinite(report.same_top_p) or report.same_top_p < gate.min_top_token_agreement:
@@ -161,8 +164,9 @@ def plan_reference(desired: Desired, observed: Observed, planned: tuple[Step, ..
     fact = observed.reference
     if fact is None or not gate_pending(desired, observed):
         return ()
-    spec = download_spec(fact, desired.profile.model.endpoint,
-                         manifest_key(reference_profile(desired.profile), fact.cache_dir))
+    spec = download_spec(
+        fact, desired.profile.model.endpoint, manifest_key(reference_profile(desired.profile), fact.cache_dir)
+    )
     step = model_step("reference", fact, spec)
     return (replace(step, reason=step.reason + " (the quant gate's reference)"),)
 
@@ -176,11 +180,17 @@ def plan_stop_for_gate(desired: Desired, observed: Observed, planned: tuple[Step
     if not container.up:
         return ()
     load_s, _ = predicted_load_s(observed)
-    return (Step("stop", container.name, Action.UPDATE,
-                 "the quant gate runs on the GPUs this container holds: stop it first (a failed gate starts it again)",
-                 spec=StopContainer(container.name),
-                 cost=f"downtime from now until the new container is healthy: the gate's two llama-perplexity runs "
-                      f"+ a load of ~{load_s / 60:.0f} min"),)
+    return (
+        Step(
+            "stop",
+            container.name,
+            Action.UPDATE,
+            "the quant gate runs on the GPUs this container holds: stop it first (a failed gate starts it again)",
+            spec=StopContainer(container.name),
+            cost=f"downtime from now until the new container is healthy: the gate's two llama-perplexity runs "
+            f"+ a load of ~{load_s / 60:.0f} min",
+        ),
+    )
 
 
 def plan_gate(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
@@ -192,8 +202,10 @@ def plan_gate(desired: Desired, observed: Observed, planned: tuple[Step, ...] = 
     if not gate_applies(profile):
         info = catalog.lookup(profile.model.quant)
         if info is not None and info.kld is not None:
-            why = (f"vetted in the catalog: KLD {info.kld} / top-token agreement {info.top_token_agreement:.1%} "
-                   f"vs {gate.reference_quant} (seed 000)")
+            why = (
+                f"vetted in the catalog: KLD {info.kld} / top-token agreement {info.top_token_agreement:.1%} "
+                f"vs {gate.reference_quant} (seed 000)"
+            )
         else:
             why = "the reference quant itself, or vetted in the catalog: no gate needed"
         return (Step("gate", target, Action.NOOP, why),)
@@ -203,36 +215,51 @@ def plan_gate(desired: Desired, observed: Observed, planned: tuple[Step, ...] = 
     if record is not None:
         # rule: unvetted-iq-tq
         # Seed 000 step 2: a quant must pass the gate before it is served; a recorded failure stays refused.
-        raise PlanError(f"model.quant {profile.model.quant} failed its quant gate on this image ({record.get('why')}); "
-                        "it is never served: pick a vetted quant, or change the image (a new build is gated again)")
+        raise PlanError(
+            f"model.quant {profile.model.quant} failed its quant gate on this image ({record.get('why')}); "
+            "it is never served: pick a vetted quant, or change the image (a new build is gated again)"
+        )
     if observed.model.local_path is not None:
         # rule: local-path-not-gated
         # The gate runs llama-perplexity on quants of the HF cache (its records are per repo@revision/quant): a
         # local file has neither, and an IQ/TQ quant must not be served ungated (seed 000 step 2).
-        raise PlanError(f"gate.quant: {profile.model.quant} from model.local_path needs the quant gate, which kimik3 "
-                        "runs only on quants of the hub cache so far: serve a vetted quant locally, or gate it "
-                        "as a hub quant", (("model", "local_path"), ("gate", "quant")))
+        raise PlanError(
+            f"gate.quant: {profile.model.quant} from model.local_path needs the quant gate, which kimik3 "
+            "runs only on quants of the hub cache so far: serve a vetted quant locally, or gate it "
+            "as a hub quant",
+            (("model", "local_path"), ("gate", "quant")),
+        )
     reference, model, image, launch = observed.reference, observed.model, desired.build, desired.launch.input
     assert reference is not None  # observed whenever the gate applies (orchestrator: gate_reference)
     n_vocab = observed.layout.n_vocab if observed.layout else 0
     logits = CHUNKS * (CTX // 2) * n_vocab * 2  # uint16 log-probs of the scored half of each chunk
     run = QuantGateRun(
-        image=image.tag, image_fingerprint=image.fingerprint,
+        image=image.tag,
+        image_fingerprint=image.fingerprint,
         reference_repo_dir=repo_dir(reference.cache_dir, reference.repo),
         reference_model=f"{reference.revision}/{desired.engine.model_entry(reference)}",
         candidate_repo_dir=repo_dir(model.cache_dir, model.repo),
         candidate_model=f"{model.revision}/{desired.engine.model_entry(model)}",
-        revision=model.revision, gpus=gpus_of(profile),
+        revision=model.revision,
+        gpus=gpus_of(profile),
         reference_flags=gate_flags(desired.engine, reference_serve(profile), launch.threads, candidate=False),
         candidate_flags=gate_flags(desired.engine, launch.serve, launch.threads, candidate=True),
         gpu_request=gpu_request(observed),
-        max_kld=gate.max_kld, min_top_token_agreement=gate.min_top_token_agreement,
+        max_kld=gate.max_kld,
+        min_top_token_agreement=gate.min_top_token_agreement,
         record_key=gate_key(model.repo, model.revision, model.quant),
         logits_key=f"gate-logits/{reference.repo.replace('/', '--')}/{reference.revision}/"
-                   f"{reference.quant}-{TEXT_VERSION}-c{CTX}x{CHUNKS}.kld",
+        f"{reference.quant}-{TEXT_VERSION}-c{CTX}x{CHUNKS}.kld",
     )
-    return (Step("gate", target, Action.READ,
-                 f"{profile.model.quant} is not vetted: check its logits against {gate.reference_quant} "
-                 f"(KLD <= {gate.max_kld}, top-token agreement >= {gate.min_top_token_agreement:.0%}) before serving",
-                 spec=run, cost=f"reference logits ~{gib(logits)} (computed once, cached); two llama-perplexity runs, "
-                      "each a full load of its quant (--load-mode none, like the server)"),)
+    return (
+        Step(
+            "gate",
+            target,
+            Action.READ,
+            f"{profile.model.quant} is not vetted: check its logits against {gate.reference_quant} "
+            f"(KLD <= {gate.max_kld}, top-token agreement >= {gate.min_top_token_agreement:.0%}) before serving",
+            spec=run,
+            cost=f"reference logits ~{gib(logits)} (computed once, cached); two llama-perplexity runs, "
+            "each a full load of its quant (--load-mode none, like the server)",
+        ),
+    )

@@ -118,22 +118,35 @@ class RouteReport:
     def summary(self) -> str:
         """One line for the plan: the profile's route and the feasible ones."""
         ours = next((r for r in self.routes if r.profile), None)
-        feasible = [f"{r.engine} {r.model.rpartition(':')[2] if r.engine == 'llamacpp' else r.placement}"
-                    for r in self.feasible if not r.profile]
-        head = (f"this profile's route ({ours.engine} {ours.placement}) is {'feasible' if ours.feasible else 'NOT feasible'}"
-                f" here; " if ours else "")
-        return (f"routes: {head}feasible here{' as well' if ours else ''}: {', '.join(feasible) or 'none'} "
-                "(`kimik3 routes` says why not the others)")
+        feasible = [
+            f"{r.engine} {r.model.rpartition(':')[2] if r.engine == 'llamacpp' else r.placement}"
+            for r in self.feasible
+            if not r.profile
+        ]
+        head = (
+            f"this profile's route ({ours.engine} {ours.placement}) is {'feasible' if ours.feasible else 'NOT feasible'}"
+            f" here; "
+            if ours
+            else ""
+        )
+        return (
+            f"routes: {head}feasible here{' as well' if ours else ''}: {', '.join(feasible) or 'none'} "
+            "(`kimik3 routes` says why not the others)"
+        )
 
     def instead(self) -> str | None:
         """For a refusal: when the profile's own route cannot run here, the routes that can (None otherwise)."""
         ours = next((r for r in self.routes if r.profile), None)
         if ours is None or ours.feasible:
             return None
-        others = [f"{r.engine} {r.model.rpartition(':')[2] if r.engine == 'llamacpp' else r.model} {r.placement}"
-                  for r in self.feasible]
-        return (f"routes this host can take instead: {', '.join(others) or 'none of Kimi-K3'} (`kimik3 routes FILE` "
-                "says why not the others)")
+        others = [
+            f"{r.engine} {r.model.rpartition(':')[2] if r.engine == 'llamacpp' else r.model} {r.placement}"
+            for r in self.feasible
+        ]
+        return (
+            f"routes this host can take instead: {', '.join(others) or 'none of Kimi-K3'} (`kimik3 routes FILE` "
+            "says why not the others)"
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {"host": asdict(self.host), "routes": [asdict(r) for r in self.routes], "notes": list(self.notes)}
@@ -157,79 +170,147 @@ def summarize_host(host: HostFacts, gpus: tuple[GpuFact, ...], source: str) -> H
     groups: dict[tuple[str, int], int] = {}
     for gpu in gpus:
         groups[(gpu.name, gpu.memory_total)] = groups.get((gpu.name, gpu.memory_total), 0) + 1
-    return HostSummary(source, tuple((name, n, size) for (name, size), n in groups.items()),
-                       sum(g.memory_total for g in gpus), host.ram_total, host.driver_version)
+    return HostSummary(
+        source,
+        tuple((name, n, size) for (name, size), n in groups.items()),
+        sum(g.memory_total for g in gpus),
+        host.ram_total,
+        host.driver_version,
+    )
 
 
-def _gguf_route(quant: str, size: int, gpus: tuple[GpuFact, ...], host: HostFacts,
-                why_size: str = "") -> Route:
+def _gguf_route(quant: str, size: int, gpus: tuple[GpuFact, ...], host: HostFacts, why_size: str = "") -> Route:
     """One quant on llama.cpp: all-VRAM, hybrid or CPU only, as the host gate would judge it."""
     model = f"{GGUF_REPO}:{quant}"
     # The seed's numbers are of one host and one mode: said with both, never as this host's speed.
-    speed = (f"{SEED_SPEEDS[quant]} ({catalog.quant_mode(quant)}, {SPEED_SOURCE})" if quant in SEED_SPEEDS
-             else None)
+    speed = f"{SEED_SPEEDS[quant]} ({catalog.quant_mode(quant)}, {SPEED_SOURCE})" if quant in SEED_SPEEDS else None
     ram = host.ram_total or 0
     with_room = int(size * (1 + RUNTIME_HEADROOM))
     sized = f"{gib(size)}{why_size}"
     if not gpus:
         placement = "cpu"
         if with_room <= ram:
-            return Route("llamacpp", model, placement, True, f"{sized} + 10 % fits the RAM ({gib(ram)}); no GPU: "
-                         "no seed measured a CPU-only Kimi-K3 (seed 001: expect it to be slow)")
-        return Route("llamacpp", model, placement, False, f"{sized} + 10 % = {gib(with_room)} > RAM {gib(ram)} "
-                     "(no GPU to hold any of it)")
+            return Route(
+                "llamacpp",
+                model,
+                placement,
+                True,
+                f"{sized} + 10 % fits the RAM ({gib(ram)}); no GPU: "
+                "no seed measured a CPU-only Kimi-K3 (seed 001: expect it to be slow)",
+            )
+        return Route(
+            "llamacpp",
+            model,
+            placement,
+            False,
+            f"{sized} + 10 % = {gib(with_room)} > RAM {gib(ram)} (no GPU to hold any of it)",
+        )
     floor, _ = driver_floor(GGUF_CUDA)
     if not _driver_ok(host.driver_version, floor):
-        return Route("llamacpp", model, "-", False, f"driver {host.driver_version or 'none'} is below "
-                     f"{driver_text(floor)}, the floor of kimik3's CUDA 13.0 base images", speed)
+        return Route(
+            "llamacpp",
+            model,
+            "-",
+            False,
+            f"driver {host.driver_version or 'none'} is below "
+            f"{driver_text(floor)}, the floor of kimik3's CUDA 13.0 base images",
+            speed,
+        )
     all_vram = catalog.fit_margin(quant, "all-vram").default
     usable = sum(g.memory_total - CUDA_CONTEXT_BYTES - all_vram * MIB for g in gpus)
     vram = sum(g.memory_total for g in gpus)
     if size <= usable:
-        return Route("llamacpp", model, "all-vram", True, f"{sized} fits the {gib(usable)} usable on {len(gpus)} "
-                     f"GPU(s) ({gib(vram)} less CUDA contexts and --fit-target {all_vram} MiB each)", speed)
+        return Route(
+            "llamacpp",
+            model,
+            "all-vram",
+            True,
+            f"{sized} fits the {gib(usable)} usable on {len(gpus)} "
+            f"GPU(s) ({gib(vram)} less CUDA contexts and --fit-target {all_vram} MiB each)",
+            speed,
+        )
     hybrid = catalog.fit_margin(quant, "hybrid").default
     usable = sum(g.memory_total - CUDA_CONTEXT_BYTES - hybrid * MIB for g in gpus)
     in_ram = int((size - usable) * (1 + RUNTIME_HEADROOM))
     if with_room > vram + ram:
-        return Route("llamacpp", model, "hybrid", False, f"{sized} + 10 % = {gib(with_room)} > VRAM + RAM "
-                     f"{gib(vram + ram)}", speed)
+        return Route(
+            "llamacpp",
+            model,
+            "hybrid",
+            False,
+            f"{sized} + 10 % = {gib(with_room)} > VRAM + RAM {gib(vram + ram)}",
+            speed,
+        )
     if in_ram > ram:
-        return Route("llamacpp", model, "hybrid", False, f"{sized} is more than the {gib(usable)} usable on "
-                     f"{len(gpus)} GPU(s); the ~{gib(size - usable)} of experts left for RAM + 10 % > RAM {gib(ram)}",
-                     speed)
-    return Route("llamacpp", model, "hybrid", True, f"{sized} is more than the {gib(usable)} usable on {len(gpus)} "
-                 f"GPU(s): at least ~{gib(size - usable)} of experts in RAM ({gib(ram)}); seed 000: the hybrid decodes "
-                 "~2x slower than all-VRAM", speed)
+        return Route(
+            "llamacpp",
+            model,
+            "hybrid",
+            False,
+            f"{sized} is more than the {gib(usable)} usable on "
+            f"{len(gpus)} GPU(s); the ~{gib(size - usable)} of experts left for RAM + 10 % > RAM {gib(ram)}",
+            speed,
+        )
+    return Route(
+        "llamacpp",
+        model,
+        "hybrid",
+        True,
+        f"{sized} is more than the {gib(usable)} usable on {len(gpus)} "
+        f"GPU(s): at least ~{gib(size - usable)} of experts in RAM ({gib(ram)}); seed 000: the hybrid decodes "
+        "~2x slower than all-VRAM",
+        speed,
+    )
 
 
-def _native_route(engine: str, placement: str, kinds: tuple[str, ...], gpus: tuple[GpuFact, ...],
-                  host: HostFacts, driver_floor_: tuple[int, ...] | None, recipe: str) -> Route:
+def _native_route(
+    engine: str,
+    placement: str,
+    kinds: tuple[str, ...],
+    gpus: tuple[GpuFact, ...],
+    host: HostFacts,
+    driver_floor_: tuple[int, ...] | None,
+    recipe: str,
+) -> Route:
     listed = tuple(g for g in gpus if _kind(g, kinds))
     vram = sum(g.memory_total for g in listed[:NATIVE_GPUS])
     wanted = " or ".join(kinds)
     problems = []
     if len(listed) < NATIVE_GPUS:
         others = sorted({g.name for g in gpus if g not in listed})
-        problems.append(f"{len(listed)} GPU(s) of the kinds {recipe} lists ({wanted}), {NATIVE_GPUS} needed"
-                        + (f" ({', '.join(others)}: not a listed kind)" if others else ""))
+        problems.append(
+            f"{len(listed)} GPU(s) of the kinds {recipe} lists ({wanted}), {NATIVE_GPUS} needed"
+            + (f" ({', '.join(others)}: not a listed kind)" if others else "")
+        )
     if len(listed) >= NATIVE_GPUS and vram < NATIVE_MIN_BYTES:
-        problems.append(f"their VRAM {gib(vram)} < {gib(NATIVE_MIN_BYTES)}, the native checkpoint's lower bound "
-                        "(2.8T parameters at MXFP4's 4.25 bits)")
+        problems.append(
+            f"their VRAM {gib(vram)} < {gib(NATIVE_MIN_BYTES)}, the native checkpoint's lower bound "
+            "(2.8T parameters at MXFP4's 4.25 bits)"
+        )
     if driver_floor_ is not None and not _driver_ok(host.driver_version, driver_floor_):
-        problems.append(f"driver {host.driver_version or 'none'} below R{driver_floor_[0]} (seed 001: the CUDA 13 "
-                        "K3 image)")
+        problems.append(
+            f"driver {host.driver_version or 'none'} below R{driver_floor_[0]} (seed 001: the CUDA 13 K3 image)"
+        )
     if problems:
         return Route(engine, NATIVE_REPO, placement, False, "; ".join(problems))
-    floor_note = ("" if driver_floor_ is None
-                  else f", driver {host.driver_version} >= R{driver_floor_[0]}")
+    floor_note = "" if driver_floor_ is None else f", driver {host.driver_version} >= R{driver_floor_[0]}"
     names = ", ".join(sorted({g.name for g in listed[:NATIVE_GPUS]}))
-    return Route(engine, NATIVE_REPO, placement, True, f"{NATIVE_GPUS}x {names} ({gib(vram)}){floor_note}: "
-                 f"{recipe}; no seed measured its speed")
+    return Route(
+        engine,
+        NATIVE_REPO,
+        placement,
+        True,
+        f"{NATIVE_GPUS}x {names} ({gib(vram)}){floor_note}: {recipe}; no seed measured its speed",
+    )
 
 
-def routes(host: HostFacts, gpus: tuple[GpuFact, ...] | None = None, source: str = "observed",
-           profile_route: tuple[str, str, str] | None = None, profile_quant_bytes: int | None = None) -> RouteReport:
+def routes(
+    host: HostFacts,
+    gpus: tuple[GpuFact, ...] | None = None,
+    source: str = "observed",
+    profile_route: tuple[str, str, str] | None = None,
+    profile_quant_bytes: int | None = None,
+) -> RouteReport:
     """Every route on `host`, judged on `gpus` (default: all the host's; a profile's GPU selection otherwise).
     `profile_route`: (engine, repo, quant) of a profile, marked as its route; a GGUF that is not one of the
     catalog's (another repo, another quant) is judged on `profile_quant_bytes` (its files) and added."""
@@ -244,24 +325,52 @@ def routes(host: HostFacts, gpus: tuple[GpuFact, ...] | None = None, source: str
             found.append(Route("llamacpp", f"{GGUF_REPO}:{info.name}", "-", False, f"refused: {info.refused}"))
         elif size is not None:
             found.append(_gguf_route(info.name, size, gpus, host))
-    found.append(_native_route("vllm", "tp8", VLLM_KINDS, gpus, host, NATIVE_DRIVER,
-                               "seed 001's vLLM recipe (TP8, fp8 KV cache, vllm/vllm-openai:kimi-k3)"))
-    found.append(_native_route("sglang", "tp8-dcp8", SGLANG_KINDS, gpus, host, NATIVE_DRIVER,
-                               "seed 001's SGLang cookbook profile (TP8/DCP8, verified on 8x B300; needs "
-                               "sglang.mamba_full_memory_ratio from the cookbook's calculator)"))
+    found.append(
+        _native_route(
+            "vllm",
+            "tp8",
+            VLLM_KINDS,
+            gpus,
+            host,
+            NATIVE_DRIVER,
+            "seed 001's vLLM recipe (TP8, fp8 KV cache, vllm/vllm-openai:kimi-k3)",
+        )
+    )
+    found.append(
+        _native_route(
+            "sglang",
+            "tp8-dcp8",
+            SGLANG_KINDS,
+            gpus,
+            host,
+            NATIVE_DRIVER,
+            "seed 001's SGLang cookbook profile (TP8/DCP8, verified on 8x B300; needs "
+            "sglang.mamba_full_memory_ratio from the cookbook's calculator)",
+        )
+    )
     found.append(Route("ollama", f"hf.co/{GGUF_REPO}:<quant>", "-", False, OLLAMA_WHY))
     notes = NOTES
     if not any(r.feasible for r in found):
-        notes += ("no route serves Kimi-K3 here: what runs on this host is the demo (profiles/demo-cpu.yaml: a tiny "
-                  "random kimi-k3 GGUF, the same steps) or a hosted API (seed 001)",)
+        notes += (
+            "no route serves Kimi-K3 here: what runs on this host is the demo (profiles/demo-cpu.yaml: a tiny "
+            "random kimi-k3 GGUF, the same steps) or a hosted API (seed 001)",
+        )
     if engine == "llamacpp" and not catalogued:
         model = f"{repo}:{quant}"
         if profile_quant_bytes:
             ours = _gguf_route(quant, profile_quant_bytes, gpus, host, " (its files)")
             found.insert(0, Route(**{**asdict(ours), "model": model, "speed": None}))
         else:
-            found.insert(0, Route("llamacpp", model, "-", False, "its size is not known until the hub lists its "
-                                  "files (not a quant of the catalog)"))
+            found.insert(
+                0,
+                Route(
+                    "llamacpp",
+                    model,
+                    "-",
+                    False,
+                    "its size is not known until the hub lists its files (not a quant of the catalog)",
+                ),
+            )
     if profile_route is not None:
         found = [_mark(r, engine, f"{repo}:{quant}") for r in found]
     return RouteReport(summarize_host(host, gpus, source), tuple(found), notes)
@@ -272,8 +381,9 @@ def _mark(route: Route, engine: str, model: str) -> Route:
     return Route(**{**asdict(route), "profile": True}) if ours else route
 
 
-def profile_routes(profile: Profile | None, host: HostFacts, source: str = "observed",
-                   observed: Observed | None = None) -> RouteReport:
+def profile_routes(
+    profile: Profile | None, host: HostFacts, source: str = "observed", observed: Observed | None = None
+) -> RouteReport:
     """The routes on `host`; with a profile, judged on its GPUs and with its own route marked (its quant sized from
     its files when `observed` knows them, else from the catalog)."""
     if profile is None:

@@ -19,12 +19,28 @@ SMOKE_MODEL = "Kimi-K3-tiny-00001-of-00002.gguf"
 
 
 def render_smoke(profile: Profile, observed: Observed, image: ImageBuild, engine: ServingEngine) -> SmokeTest:
-    command = ("-m", f"{SMOKE_MOUNT}/{SMOKE_MODEL}", "--alias", "kimik3-smoke",
-               *engine.owned_flags(observed.host.physical_cores, "none"), "--ctx-size", "2048", "--parallel", "1",
-               "--log-colors", "off")
-    return SmokeTest(container=f"{profile.name}-smoke", image=image.tag, image_fingerprint=image.fingerprint,
-                     command=command, gpus=gpus_of(profile), gpu_request=gpu_request(observed),
-                     labels=((PROFILE_LABEL, profile.name), ("kimik3.role", "smoke")))
+    command = (
+        "-m",
+        f"{SMOKE_MOUNT}/{SMOKE_MODEL}",
+        "--alias",
+        "kimik3-smoke",
+        *engine.owned_flags(observed.host.physical_cores, "none"),
+        "--ctx-size",
+        "2048",
+        "--parallel",
+        "1",
+        "--log-colors",
+        "off",
+    )
+    return SmokeTest(
+        container=f"{profile.name}-smoke",
+        image=image.tag,
+        image_fingerprint=image.fingerprint,
+        command=command,
+        gpus=gpus_of(profile),
+        gpu_request=gpu_request(observed),
+        labels=((PROFILE_LABEL, profile.name), ("kimik3.role", "smoke")),
+    )
 
 
 def plan_smoke(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
@@ -38,13 +54,28 @@ def plan_smoke(desired: Desired, observed: Observed, planned: tuple[Step, ...] =
     if not desired.profile.gate.smoke:
         return (Step("smoke", target, Action.NOOP, "gate.smoke is off", spec=spec),)
     if changes(planned, ImageBuild):  # a new build (a re-tag reuses a tested one)
-        return (Step("smoke", target, Action.READ, "smoke-test the new image with a tiny kimi-k3 GGUF", spec=spec,
-                     cost="seconds"),)
+        return (
+            Step(
+                "smoke",
+                target,
+                Action.READ,
+                "smoke-test the new image with a tiny kimi-k3 GGUF",
+                spec=spec,
+                cost="seconds",
+            ),
+        )
     image = next((i for i in observed.images if i.fingerprint == spec.image_fingerprint), None)
     if image is not None and image.smoke == "passed":
         return (Step("smoke", target, Action.NOOP, "image passed its smoke test", spec=spec),)
     if image is not None and image.smoke == "failed":
-        return (Step("smoke", target, Action.READ,
-                     f"the last smoke test failed ({image.smoke_detail}); the real model is not launched on this image "
-                     "until it passes: trying again", spec=spec),)
+        return (
+            Step(
+                "smoke",
+                target,
+                Action.READ,
+                f"the last smoke test failed ({image.smoke_detail}); the real model is not launched on this image "
+                "until it passes: trying again",
+                spec=spec,
+            ),
+        )
     return (Step("smoke", target, Action.READ, "image was never smoke-tested", spec=spec, cost="seconds"),)

@@ -11,8 +11,18 @@ from kimik3_reconciler.model.profile import Profile
 
 # Flags in serve.extra_args that put more ranks beside the tensor-parallel ones (vLLM 0.32's arg_utils.py, SGLang
 # 0.5.23's server_args.py): with them the engine uses tp x pp x dp GPUs, which kimik3 does not compute.
-_MORE_RANKS = frozenset(("--pipeline-parallel-size", "-pp", "--pp-size", "--data-parallel-size", "-dp", "--dp-size",
-                         "--data-parallel-size-local", "-dpl"))
+_MORE_RANKS = frozenset(
+    (
+        "--pipeline-parallel-size",
+        "-pp",
+        "--pp-size",
+        "--data-parallel-size",
+        "-dp",
+        "--dp-size",
+        "--data-parallel-size-local",
+        "-dpl",
+    )
+)
 
 
 def tensor_parallel_findings(profile: Profile, observed: Observed, needs: HostNeeds) -> tuple[list[str], list[str]]:
@@ -26,10 +36,15 @@ def tensor_parallel_findings(profile: Profile, observed: Observed, needs: HostNe
         # rule: tensor-parallel-heads
         # Each rank takes an equal share of the heads: vLLM refuses at start ("Total number of attention heads (H)
         # must be divisible by tensor parallel size (N)"), after the image pull and the checkpoint's download.
-        refusals.append(FieldRefusal(tuple(field.split(".")), f"{field} {size} does not divide the checkpoint's "
-                                     f"{heads} attention heads ({config.heads_key} in config.json at "
-                                     f"{profile.model.revision[:12]}): every rank takes an equal share of them; "
-                                     f"use one of {fits}"))
+        refusals.append(
+            FieldRefusal(
+                tuple(field.split(".")),
+                f"{field} {size} does not divide the checkpoint's "
+                f"{heads} attention heads ({config.heads_key} in config.json at "
+                f"{profile.model.revision[:12]}): every rank takes an equal share of them; "
+                f"use one of {fits}",
+            )
+        )
     warnings = []
     given = _given(profile, observed)
     # Pipeline or data parallelism in extra_args uses GPUs beyond `size`: "the rest stay idle" would be false.
@@ -37,10 +52,12 @@ def tensor_parallel_findings(profile: Profile, observed: Observed, needs: HostNe
     if given is not None and given > size and not more_ranks:
         # rule: tensor-parallel-idle-gpus
         # The container is given every listed GPU (and holds it from other jobs); the engine uses `size` of them.
-        warnings.append(f"{field} {size} uses {size} of the {given} GPUs the profile gives the container "
-                        f"(gpus: {profile.gpus if isinstance(profile.gpus, str) else list(profile.gpus)}): the other "
-                        f"{given - size} stay idle and held from other jobs; list {size} GPU(s) in gpus, or raise "
-                        f"{field}")
+        warnings.append(
+            f"{field} {size} uses {size} of the {given} GPUs the profile gives the container "
+            f"(gpus: {profile.gpus if isinstance(profile.gpus, str) else list(profile.gpus)}): the other "
+            f"{given - size} stay idle and held from other jobs; list {size} GPU(s) in gpus, or raise "
+            f"{field}"
+        )
     return refusals, warnings
 
 

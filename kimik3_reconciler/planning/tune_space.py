@@ -52,16 +52,18 @@ class Verdict:
     refusal: str | None = None
 
 
-def check_candidate(text: str, base: Profile, knobs: dict[str, Any], observed: Observed,
-                    slot_tokens: int) -> Verdict:
+def check_candidate(text: str, base: Profile, knobs: dict[str, Any], observed: Observed, slot_tokens: int) -> Verdict:
     """Would kimik3 launch this candidate here? `slot_tokens`: prompt + output tokens one request needs."""
     threads = knobs.get("threads")
     if threads is not None and threads != observed.host.physical_cores:
         # rule: fixed-flags
         # Seed 000: --threads/--threads-batch = the physical core count is a hardware requirement, not a
         # tuning choice; only the host's own count is ever launched.
-        return Verdict(None, f"threads={threads}: seed 000 fixes --threads to the physical cores "
-                             f"({observed.host.physical_cores} here), not a tuning choice")
+        return Verdict(
+            None,
+            f"threads={threads}: seed 000 fixes --threads to the physical cores "
+            f"({observed.host.physical_cores} here), not a tuning choice",
+        )
     load_mode = knobs.get("load_mode")
     if load_mode is not None and load_mode not in ("none", "dio"):
         # rule: fixed-flags
@@ -89,8 +91,10 @@ def check_candidate(text: str, base: Profile, knobs: dict[str, Any], observed: O
             return Verdict(None, f"the placement forecast does not fit {', '.join(over)}")
         ram = observed.host.ram_available or observed.host.ram_total
         if ram and placement.host_bytes > ram:
-            return Verdict(None, f"the placement forecast needs {placement.host_bytes // MIB} MiB of RAM, "
-                                 f"{ram // MIB} MiB available")
+            return Verdict(
+                None,
+                f"the placement forecast needs {placement.host_bytes // MIB} MiB of RAM, {ram // MIB} MiB available",
+            )
     return Verdict(loaded)
 
 
@@ -98,8 +102,13 @@ def placement_key(knobs: dict[str, Any]) -> tuple[Any, ...]:
     """Candidates with equal keys put the same tensors in the same places: run them one after the other, so
     a load finds the weights it needs still in the page cache."""
     split = knobs.get("n_cpu_moe", -1)
-    return (-1 if split == FIT else split, knobs.get("fit_target", -1), knobs.get("ubatch", -1),
-            knobs.get("batch", -1), knobs.get("parallel", -1))
+    return (
+        -1 if split == FIT else split,
+        knobs.get("fit_target", -1),
+        knobs.get("ubatch", -1),
+        knobs.get("batch", -1),
+        knobs.get("parallel", -1),
+    )
 
 
 def split_rank(profile: Profile, observed: Observed, knobs: dict[str, Any]) -> tuple[Any, ...]:

@@ -55,8 +55,10 @@ def env_value(name: str, value: str) -> str:
 
 def render_env_file(values: dict[str, str], profile: str) -> str:
     """The env file: kimik3 header, one `NAME=value` per line, bare or quoted, no comment after a value."""
-    lines = [f"# Rendered by kimik3 from profile {profile}; `kimik3 apply` restores any edit.",
-             *(f"{name}={env_value(name, value)}" for name, value in values.items())]
+    lines = [
+        f"# Rendered by kimik3 from profile {profile}; `kimik3 apply` restores any edit.",
+        *(f"{name}={env_value(name, value)}" for name, value in values.items()),
+    ]
     return with_header("\n".join(lines) + "\n", profile)
 
 
@@ -115,12 +117,24 @@ def render_install(profile: Profile, observed: Observed, launch: Launch, docker_
         "KIMIK3_MODEL_CACHE": observed.model.cache_dir,
         "KIMIK3_HEALTH_URL": launch.health_url,
     }
-    text = render_unit(profile=profile.name, docker_cli=docker_cli, env_file=env_path(unit),
-                       conflicts=unit_conflicts(profile, observed))
-    return UnitInstall(unit=unit, profile=profile.name, unit_path=unit_path(unit), unit_text=text,
-                       env_path=env_path(unit), env_text=render_env_file(values, profile.name),
-                       enable=bool(profile.systemd and profile.systemd.enable),
-                       write_unit=True, write_env=True, reload=True)
+    text = render_unit(
+        profile=profile.name,
+        docker_cli=docker_cli,
+        env_file=env_path(unit),
+        conflicts=unit_conflicts(profile, observed),
+    )
+    return UnitInstall(
+        unit=unit,
+        profile=profile.name,
+        unit_path=unit_path(unit),
+        unit_text=text,
+        env_path=env_path(unit),
+        env_text=render_env_file(values, profile.name),
+        enable=bool(profile.systemd and profile.systemd.enable),
+        write_unit=True,
+        write_env=True,
+        reload=True,
+    )
 
 
 def _settings(body: str) -> dict[str, str]:
@@ -140,8 +154,9 @@ def _settings(body: str) -> dict[str, str]:
     return found
 
 
-def file_change(label: str, path: str, found: UnitFileFact | None,
-                 text: str) -> tuple[str | None, tuple[DiffItem, ...]]:
+def file_change(
+    label: str, path: str, found: UnitFileFact | None, text: str
+) -> tuple[str | None, tuple[DiffItem, ...]]:
     """(why the file must be written, or None; the settings that differ)."""
     fingerprint, _, body = split_header(text)
     if found is None:
@@ -152,8 +167,10 @@ def file_change(label: str, path: str, found: UnitFileFact | None,
     if found.edited:
         return f"{label} file {path} was edited by hand (body ≠ its kimik3 header): restore it", diff
     if found.fingerprint != fingerprint:
-        return f"the profile renders another {label} file (fingerprint {found.fingerprint} → {fingerprint}): " \
-            "rewrite it", diff
+        return (
+            f"the profile renders another {label} file (fingerprint {found.fingerprint} → {fingerprint}): rewrite it",
+            diff,
+        )
     return None, ()
 
 
@@ -164,43 +181,57 @@ def docker_cli_or_refuse(profile: Profile, facts: SystemdFacts | None, current: 
     # package's, operator's or other profile's unit is overwritten, docker.service and a docker CLI exist.
     if facts is None or not facts.booted:
         state = facts.state if facts else "not observed"
-        raise PlanError(f"systemd.unit {unit}: systemd is not PID 1 on this host (`systemctl is-system-running`: "
-                        f"{state}), so kimik3 cannot install or supervise the unit; run on a systemd host, or remove "
-                        "the profile's `systemd:` section to run the container alone")
+        raise PlanError(
+            f"systemd.unit {unit}: systemd is not PID 1 on this host (`systemctl is-system-running`: "
+            f"{state}), so kimik3 cannot install or supervise the unit; run on a systemd host, or remove "
+            "the profile's `systemd:` section to run the container alone"
+        )
     if unit.endswith("@.service"):
         raise PlanError(f"systemd.unit {unit}: a template cannot run by itself; name an instance (name@x)")
-    if current is not None and current.unit_file is None and current.load_state == "loaded" \
-            and current.fragment_path not in ("", unit_path(unit)):
+    if (
+        current is not None
+        and current.unit_file is None
+        and current.load_state == "loaded"
+        and current.fragment_path not in ("", unit_path(unit))
+    ):
         # e.g. systemd.unit: docker — a file in /etc would silently override the package's unit.
-        raise PlanError(f"systemd.unit {unit} already exists ({current.fragment_path}); set systemd.unit to "
-                        "another name")
+        raise PlanError(
+            f"systemd.unit {unit} already exists ({current.fragment_path}); set systemd.unit to another name"
+        )
     if current is not None and current.unit_file_state.startswith("masked"):
         raise PlanError(f"systemd.unit {unit} is masked; `systemctl unmask {unit}` to let kimik3 manage it")
     if current is not None and current.unit_file is not None and current.unit_file.fingerprint is None:
         # Never overwrite what an operator or a package installed (destroy would not remove it either).
-        raise PlanError(f"systemd.unit {unit}: {current.unit_file.path} exists and was not installed by kimik3 "
-                        "(no `# kimik3:` header); move it away or set systemd.unit to another name")
+        raise PlanError(
+            f"systemd.unit {unit}: {current.unit_file.path} exists and was not installed by kimik3 "
+            "(no `# kimik3:` header); move it away or set systemd.unit to another name"
+        )
     if current is not None and current.profile not in (None, profile.name):
-        raise PlanError(f"systemd.unit {unit} belongs to kimik3 profile {current.profile}; set systemd.unit to "
-                        "another name")
+        raise PlanError(
+            f"systemd.unit {unit} belongs to kimik3 profile {current.profile}; set systemd.unit to another name"
+        )
     if facts.docker_service == "not-found":
-        raise PlanError(f"systemd.unit {unit}: systemd here has no docker.service, which the unit requires "
-                        "(After=/Requires=docker.service); run Docker as that systemd unit")
+        raise PlanError(
+            f"systemd.unit {unit}: systemd here has no docker.service, which the unit requires "
+            "(After=/Requires=docker.service); run Docker as that systemd unit"
+        )
     if facts.docker_cli is None:
-        raise PlanError(f"systemd.unit {unit}: no docker CLI on the PATH where systemd runs units "
-                        "(the unit runs `docker start --attach`)")
+        raise PlanError(
+            f"systemd.unit {unit}: no docker CLI on the PATH where systemd runs units "
+            "(the unit runs `docker start --attach`)"
+        )
     return facts.docker_cli
 
 
-def _state_changes(install: UnitInstall, current: UnitFact,
-                   relaunched: bool) -> tuple[list[str], list[DiffItem]]:
+def _state_changes(install: UnitInstall, current: UnitFact, relaunched: bool) -> tuple[list[str], list[DiffItem]]:
     reasons: list[str] = []
     diff: list[DiffItem] = []
     enabled = current.unit_file_state == "enabled"
     if install.enable != enabled:
         reasons.append("enable it at boot" if install.enable else f"disable it: the profile says {_ON_DEMAND}")
-        diff.append(DiffItem("enabled", current.unit_file_state or "(unknown)",
-                             "enabled" if install.enable else "disabled"))
+        diff.append(
+            DiffItem("enabled", current.unit_file_state or "(unknown)", "enabled" if install.enable else "disabled")
+        )
     if current.active_state == "failed":
         reasons.append(f"unit failed (result {current.result}): reset it and start it")
     elif current.active_state != "active":
@@ -222,8 +253,10 @@ def plan_stale_units(desired: Desired, observed: Observed, planned: tuple[Step, 
     keep = f"{profile.unit_name}.service" if profile.systemd is not None else None
     # The exporter's unit (planning/exporter_unit.py) stays while the profile has `metrics:` too, the front's
     # (planning/front_unit.py) while it has `metrics.handover`.
-    helpers = (exporter_unit(keep) if keep and profile.metrics is not None else None,
-               front_unit(keep) if keep and handover(profile) is not None else None)
+    helpers = (
+        exporter_unit(keep) if keep and profile.metrics is not None else None,
+        front_unit(keep) if keep and handover(profile) is not None else None,
+    )
     return _removals(profile, observed.systemd, keep=keep, why="stale", also_keep=helpers)
 
 
@@ -245,35 +278,49 @@ def plan_unit(desired: Desired, observed: Observed, planned: tuple[Step, ...] = 
     env_why, env_diff = file_change("env", install.env_path, current.env_file, install.env_text)
     state_why, state_diff = _state_changes(install, current, relaunched)
     reasons = [r for r in (unit_why, env_why) if r] + state_why
-    spec = replace(install, write_unit=unit_why is not None, write_env=env_why is not None,
-                   reload=unit_why is not None or current.load_state != "loaded")
+    spec = replace(
+        install,
+        write_unit=unit_why is not None,
+        write_env=env_why is not None,
+        reload=unit_why is not None or current.load_state != "loaded",
+    )
     if not reasons:
         boot = "enabled at boot" if install.enable else _ON_DEMAND
         why = f"installed (fingerprint {current.unit_file.fingerprint}), {boot}, active"
         return (Step("unit", wanted, Action.NOOP, why, spec=spec),)
-    return (Step("unit", wanted, Action.UPDATE, "; ".join(reasons), diff=(*unit_diff, *env_diff, *state_diff),
-                 spec=spec),)
+    return (
+        Step("unit", wanted, Action.UPDATE, "; ".join(reasons), diff=(*unit_diff, *env_diff, *state_diff), spec=spec),
+    )
 
 
-def _removals(profile: Profile, facts: SystemdFacts | None, keep: str | None, why: str,
-              also_keep: tuple[str | None, ...] = ()) -> tuple[Step, ...]:
+def _removals(
+    profile: Profile, facts: SystemdFacts | None, keep: str | None, why: str, also_keep: tuple[str | None, ...] = ()
+) -> tuple[Step, ...]:
     steps = []
     for unit in facts.units if facts else ():
         if unit.profile != profile.name or unit.name in (keep, *also_keep) or unit.unit_file is None:
             continue
         env = unit.env_file
-        removal = UnitRemoval(unit=unit.name, unit_path=unit.unit_file.path,
-                              env_path=env.path if env and env.profile == profile.name else None,
-                              systemctl=facts.booted)
-        reason = {"stale": "the profile no longer names this unit" + (f" (systemd.unit is {keep})" if keep else
-                                                                       " (no `systemd:` section)"),
-                  "destroy": "installed by kimik3 for this profile"}[why]
+        removal = UnitRemoval(
+            unit=unit.name,
+            unit_path=unit.unit_file.path,
+            env_path=env.path if env and env.profile == profile.name else None,
+            systemctl=facts.booted,
+        )
+        reason = {
+            "stale": "the profile no longer names this unit"
+            + (f" (systemd.unit is {keep})" if keep else " (no `systemd:` section)"),
+            "destroy": "installed by kimik3 for this profile",
+        }[why]
         if why == "stale" and keep and profile.metrics is None and runs_exporter_unit(unit.unit_file.body):
             reason = "the metrics exporter's unit, and the profile has no `metrics:` section"
         if why == "stale" and keep and handover(profile) is None and runs_front_unit(unit.unit_file.body):
             reason = "the front's unit, and the profile has no `metrics.handover`"
-        how = "stop, disable and remove it and its env file" if facts.booted else \
-            "systemd is not running: remove its files only"
+        how = (
+            "stop, disable and remove it and its env file"
+            if facts.booted
+            else "systemd is not running: remove its files only"
+        )
         steps.append(Step("unit", unit.name, Action.DELETE, f"{reason}: {how}", spec=removal))
     return tuple(steps)
 

@@ -15,10 +15,21 @@ def plan_verify(desired: Desired, observed: Observed, planned: tuple[Step, ...] 
     container = observed.container
     # Only the launch the record names, as it runs now: a container this plan (re)launches or starts gets a
     # fresh record and is verified by the apply that launches it.
-    if (container is None or observed.unverified is None or container.fingerprint != observed.unverified
-            or container.fingerprint != desired.launch.fingerprint or container_changes(planned)):
+    if (
+        container is None
+        or observed.unverified is None
+        or container.fingerprint != observed.unverified
+        or container.fingerprint != desired.launch.fingerprint
+        or container_changes(planned)
+    ):
         return ()
-    return (Step("verify", container.name, Action.READ,
-                 "launched by an apply that did not verify it (interrupted?): verify it (as `kimik3 verify`)",
-                 spec=VerifyServer(container.name, container.fingerprint),
-                 cost="health, models, text, tool call, two turns: a few short requests"),)
+    return (
+        Step(
+            "verify",
+            container.name,
+            Action.READ,
+            "launched by an apply that did not verify it (interrupted?): verify it (as `kimik3 verify`)",
+            spec=VerifyServer(container.name, container.fingerprint),
+            cost="health, models, text, tool call, two turns: a few short requests",
+        ),
+    )

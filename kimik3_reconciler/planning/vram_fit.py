@@ -61,7 +61,10 @@ def memory_per_context(profile: Profile, observed: Observed) -> int:
     layout = observed.layout
     if layout is None:
         return 0
-    return context_total(profile, observed) * layout.kv_bytes_per_token + profile.serve.parallel * layout.state_bytes_per_slot
+    return (
+        context_total(profile, observed) * layout.kv_bytes_per_token
+        + profile.serve.parallel * layout.state_bytes_per_slot
+    )
 
 
 def context_note(profile: Profile, observed: Observed) -> str:
@@ -73,13 +76,18 @@ def context_note(profile: Profile, observed: Observed) -> str:
         source = f"serve.ctx_size {total:,} over {profile.serve.parallel} slots"
     else:
         capped = f", capped at the trained {trained:,}" if trained and trained < catalog.REQUEST_CONTEXT else ""
-        source = (f"the default: seed 001's {catalog.REQUEST_CONTEXT:,} a request{capped}, x {profile.serve.parallel} "
-                  f"slots = -c {total:,}")
+        source = (
+            f"the default: seed 001's {catalog.REQUEST_CONTEXT:,} a request{capped}, x {profile.serve.parallel} "
+            f"slots = -c {total:,}"
+        )
     layout = observed.layout
     kv = ""
     if layout:
-        state = (f" + recurrent state {gib(profile.serve.parallel * layout.state_bytes_per_slot)}"
-                 if layout.state_bytes_per_slot else "")
+        state = (
+            f" + recurrent state {gib(profile.serve.parallel * layout.state_bytes_per_slot)}"
+            if layout.state_bytes_per_slot
+            else ""
+        )
         kv = f"; KV cache {gib(total * layout.kv_bytes_per_token)}{state} (from the GGUF headers)"
     return f"each request gets {slot:,} tokens ({source}){kv}"
 
@@ -95,8 +103,9 @@ def quant_bytes(profile: Profile, observed: Observed) -> tuple[int | None, str]:
     files as listed or cached, else the catalog's size."""
     quant, layout = profile.model.quant, observed.layout
     if layout is not None:
-        return (sum(layout.layer_dense) + sum(layout.layer_experts) + layout.output_bytes
-                + layout.token_embd_bytes), "its GGUF headers"
+        return (
+            sum(layout.layer_dense) + sum(layout.layer_experts) + layout.output_bytes + layout.token_embd_bytes
+        ), "its GGUF headers"
     listed = sum(f.size for f in observed.model.files if f.path.startswith(quant + "/")) or observed.model.total_bytes
     if listed:
         return listed, "its files"
@@ -142,17 +151,26 @@ class ModeDecision:
             uses += f", batch {profile.batch_for(self.mode)}"
         if profile.serve.fit_target is None and profile.serve.n_cpu_moe is None:
             uses += f", fit_target {profile.fit_target_for(self.mode)} MiB"
-        listed = f"the catalog's {self.catalog_mode}" if catalog.lookup(self.quant) else "hybrid, assumed for a quant " \
-            "not in the catalog"
+        listed = (
+            f"the catalog's {self.catalog_mode}"
+            if catalog.lookup(self.quant)
+            else "hybrid, assumed for a quant not in the catalog"
+        )
         if self.mode == "hybrid":
-            why = (f"{gib(self.gpu_need_bytes)} ({self.counted}) is more than the {gib(self.usable_bytes)} "
-                   f"usable on {self.gpus} GPU(s) ({gib(self.vram_bytes)} less fit margins and CUDA contexts); "
-                   f"~{gib(self.cpu_bytes or 0)} of experts stay in RAM")
+            why = (
+                f"{gib(self.gpu_need_bytes)} ({self.counted}) is more than the {gib(self.usable_bytes)} "
+                f"usable on {self.gpus} GPU(s) ({gib(self.vram_bytes)} less fit margins and CUDA contexts); "
+                f"~{gib(self.cpu_bytes or 0)} of experts stay in RAM"
+            )
         else:
-            why = (f"{gib(self.gpu_need_bytes)} ({self.counted}) fits the {gib(self.usable_bytes)} usable on "
-                   f"{self.gpus} GPU(s) ({gib(self.vram_bytes)})")
-        return (f"mode: {self.quant} runs {self.mode} on this host, not {listed} (measured on 8x RTX PRO 6000): "
-                f"{why}; {uses}")
+            why = (
+                f"{gib(self.gpu_need_bytes)} ({self.counted}) fits the {gib(self.usable_bytes)} usable on "
+                f"{self.gpus} GPU(s) ({gib(self.vram_bytes)})"
+            )
+        return (
+            f"mode: {self.quant} runs {self.mode} on this host, not {listed} (measured on 8x RTX PRO 6000): "
+            f"{why}; {uses}"
+        )
 
 
 def derive_mode(profile: Profile, observed: Observed) -> ModeDecision:
@@ -176,14 +194,24 @@ def derive_mode(profile: Profile, observed: Observed) -> ModeDecision:
     if profile.serve.n_cpu_moe is not None:
         # A manual split: the profile pins N layers' experts to the CPU; no --fit margin applies.
         usable = vram - CUDA_CONTEXT_BYTES * len(gpus)
-        cpu = sum(layout.layer_experts[:profile.serve.n_cpu_moe]) if layout else None
+        cpu = sum(layout.layer_experts[: profile.serve.n_cpu_moe]) if layout else None
         mode: QuantMode = "hybrid" if profile.serve.n_cpu_moe > 0 else "all-vram"
-        return _with(base, mode=mode, derived=True, gpus=len(gpus), vram_bytes=vram, usable_bytes=usable,
-                     gpu_need_bytes=size - host_only + kv, cpu_bytes=None if cpu is None else cpu + host_only)
+        return _with(
+            base,
+            mode=mode,
+            derived=True,
+            gpus=len(gpus),
+            vram_bytes=vram,
+            usable_bytes=usable,
+            gpu_need_bytes=size - host_only + kv,
+            cpu_bytes=None if cpu is None else cpu + host_only,
+        )
+
     def on_gpus(mode: QuantMode) -> tuple[int, int]:
         """(bytes the GPUs must hold, bytes they can) with the margins and ubatch of `mode`."""
-        usable = sum(g.memory_total - CUDA_CONTEXT_BYTES - m * MIB
-                     for g, m in zip(gpus, fit_margins(profile, len(gpus), mode)))
+        usable = sum(
+            g.memory_total - CUDA_CONTEXT_BYTES - m * MIB for g, m in zip(gpus, fit_margins(profile, len(gpus), mode))
+        )
         buffers = compute_bytes(profile.ubatch_for(mode), layout) * len(gpus) if layout else 0
         return size - host_only + kv + buffers, usable
 
@@ -193,8 +221,16 @@ def derive_mode(profile: Profile, observed: Observed) -> ModeDecision:
     mode = "all-vram" if need <= usable else "hybrid"
     if mode == "hybrid":
         need, usable = on_gpus("hybrid")
-    decided = _with(base, mode=mode, derived=True, gpus=len(gpus), vram_bytes=vram, usable_bytes=usable,
-                    gpu_need_bytes=need, cpu_bytes=max(0, need - usable) + host_only)
+    decided = _with(
+        base,
+        mode=mode,
+        derived=True,
+        gpus=len(gpus),
+        vram_bytes=vram,
+        usable_bytes=usable,
+        gpu_need_bytes=need,
+        cpu_bytes=max(0, need - usable) + host_only,
+    )
     return _measured_floor(decided) if mode == "hybrid" else decided
 
 
@@ -206,11 +242,13 @@ def _measured_floor(decision: ModeDecision) -> ModeDecision:
     # Seed 000 step 2: UD-Q2_K_XL keeps ~130 GiB of experts on CPU on 8x RTX PRO 6000 (765 GiB of VRAM); kimik3's
     # estimate before the GGUF headers are read was 73 GiB there, so a 128 GiB host passed the sizing gate.
     # "765 GiB" is the seed's rounding (8 x 97887 MiB = 764.7 GiB; 8 x 96 GiB = 768 GiB): 1 % covers the same GPUs.
-    if measured is None or decision.vram_bytes > measured.vram_bytes * 1.01 or \
-            (decision.cpu_bytes or 0) >= measured.cpu_bytes:
+    if (
+        measured is None
+        or decision.vram_bytes > measured.vram_bytes * 1.01
+        or (decision.cpu_bytes or 0) >= measured.cpu_bytes
+    ):
         return decision
-    return _with(decision, cpu_bytes=measured.cpu_bytes, estimate_bytes=decision.cpu_bytes,
-                 floor=measured.source)
+    return _with(decision, cpu_bytes=measured.cpu_bytes, estimate_bytes=decision.cpu_bytes, floor=measured.source)
 
 
 def margin_refusal(profile: Profile, decision: ModeDecision) -> str | None:
@@ -224,10 +262,12 @@ def margin_refusal(profile: Profile, decision: ModeDecision) -> str | None:
     # Seed 000 step 5: all-VRAM needs its margin, else the CUDA scratch pool OOMs on the first request after a load.
     if min(margins) >= floor:
         return None
-    return (f"{profile.model.quant} runs all-VRAM on this host's {decision.gpus} GPU(s) (the catalog says "
-            f"{decision.catalog_mode}), and serve.fit_target {min(margins)} MiB is below the {floor} MiB it needs "
-            "all-VRAM: the CUDA scratch pool OOMs on the first request after the load (seed 000 step 5); raise "
-            "fit_target or leave it out")
+    return (
+        f"{profile.model.quant} runs all-VRAM on this host's {decision.gpus} GPU(s) (the catalog says "
+        f"{decision.catalog_mode}), and serve.fit_target {min(margins)} MiB is below the {floor} MiB it needs "
+        "all-VRAM: the CUDA scratch pool OOMs on the first request after the load (seed 000 step 5); raise "
+        "fit_target or leave it out"
+    )
 
 
 def _with(decision: ModeDecision, **changes: object) -> ModeDecision:

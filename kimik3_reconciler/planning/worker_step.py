@@ -21,8 +21,16 @@ from kimik3_reconciler.model.labels import PROFILE_LABEL, RPC_CACHE_MOUNT, WORKE
 from kimik3_reconciler.model.plan import Action, DiffItem, Step, flat_diff
 from kimik3_reconciler.model.profile import Profile, RpcWorker
 from kimik3_reconciler.model.records import rpc_workers_key
-from kimik3_reconciler.model.specs import ContainerSpec, DockerHost, ImageBuild, Mount, WorkerImage, WorkerLaunch, \
-    WorkerRemove, WorkerWait
+from kimik3_reconciler.model.specs import (
+    ContainerSpec,
+    DockerHost,
+    ImageBuild,
+    Mount,
+    WorkerImage,
+    WorkerLaunch,
+    WorkerRemove,
+    WorkerWait,
+)
 
 RPC_SERVER = "/app/ggml-rpc-server"  # Dockerfile.llamacpp copies it beside llama-server
 WORKER_WAIT_S = 120.0  # rpc-server listens within a second; a worker that needs longer is broken
@@ -67,8 +75,10 @@ def cache_volume(profile: Profile, worker: RpcWorker) -> str:
 
 def worker_inputs(profile: Profile, worker: RpcWorker, image_fp: str) -> dict[str, object]:
     """The worker's flat form (named as the profile names it), stamped as a label for replacement diffs."""
-    return {**{f"rpc.workers.{worker.name}.{k}": v for k, v in worker.model_dump(mode="json").items()},
-            "image.fingerprint": image_fp}
+    return {
+        **{f"rpc.workers.{worker.name}.{k}": v for k, v in worker.model_dump(mode="json").items()},
+        "image.fingerprint": image_fp,
+    }
 
 
 def _argv(worker: RpcWorker) -> tuple[str, ...]:
@@ -85,7 +95,9 @@ def _argv(worker: RpcWorker) -> tuple[str, ...]:
 def render_worker(profile: Profile, worker: RpcWorker, image_tag: str, image_fp: str) -> tuple[ContainerSpec, str]:
     """The worker's rpc-server container (labels included) and its fingerprint."""
     gpus = worker.gpus if isinstance(worker.gpus, str) else tuple(str(g) for g in worker.gpus)
-    cache_mounts = (Mount(worker.cache_dir, RPC_CACHE_MOUNT, read_only=False),) if worker.cache and worker.cache_dir else ()
+    cache_mounts = (
+        (Mount(worker.cache_dir, RPC_CACHE_MOUNT, read_only=False),) if worker.cache and worker.cache_dir else ()
+    )
     volumes = ((cache_volume(profile, worker), RPC_CACHE_MOUNT),) if worker.cache and not worker.cache_dir else ()
     spec = ContainerSpec(
         name=worker_container_name(profile, worker),
@@ -106,8 +118,11 @@ def render_worker(profile: Profile, worker: RpcWorker, image_tag: str, image_fp:
         volumes=volumes,
     )
     digest = fingerprint({"spec": asdict(replace(spec, gpu_request="")), "image": image_fp})
-    labels = ((PROFILE_LABEL, profile.name), (WORKER_FINGERPRINT, digest),
-              (WORKER_INPUTS, json.dumps(worker_inputs(profile, worker, image_fp), sort_keys=True)))
+    labels = (
+        (PROFILE_LABEL, profile.name),
+        (WORKER_FINGERPRINT, digest),
+        (WORKER_INPUTS, json.dumps(worker_inputs(profile, worker, image_fp), sort_keys=True)),
+    )
     return replace(spec, labels=labels), digest
 
 
@@ -132,8 +147,7 @@ def restarted_workers(observed: Observed) -> tuple[str, ...]:
     main = _started(observed.container) if observed.workers else None
     if main is None:
         return ()
-    return tuple(w.name for w in observed.workers
-                 if w.container is not None and (_started(w.container) or main) > main)
+    return tuple(w.name for w in observed.workers if w.container is not None and (_started(w.container) or main) > main)
 
 
 def _fact(observed: Observed, worker: RpcWorker) -> WorkerFact:
@@ -151,33 +165,71 @@ def _image_step(build: ImageBuild, worker: RpcWorker, fact: WorkerFact) -> Step 
     if fact.same_daemon:
         return None  # the main host's image step builds it in this very daemon
     if any(i.fingerprint == build.fingerprint and build.tag in i.tags for i in fact.images):
-        return Step("worker image", target, Action.NOOP, f"image present on {worker.name} "
-                    f"(fingerprint {build.fingerprint})", spec=WorkerImage(host, build, 0))
+        return Step(
+            "worker image",
+            target,
+            Action.NOOP,
+            f"image present on {worker.name} (fingerprint {build.fingerprint})",
+            spec=WorkerImage(host, build, 0),
+        )
     kept = next((i for i in fact.images if i.fingerprint == build.fingerprint), None)
     if kept is not None:
-        return Step("worker image", target, Action.UPDATE, f"a kept build on {worker.name} has fingerprint "
-                    f"{build.fingerprint}: tag it again", spec=WorkerImage(host, build, 0, retag_id=kept.id))
-    return Step("worker image", target, Action.CREATE,
-                f"no image with fingerprint {build.fingerprint} on {worker.name}: build it there from the same "
-                f"source and patches (ships {fact.context_bytes} bytes)",
-                spec=WorkerImage(host, build, fact.context_bytes), cost="compile llama.cpp on the worker (minutes)")
+        return Step(
+            "worker image",
+            target,
+            Action.UPDATE,
+            f"a kept build on {worker.name} has fingerprint {build.fingerprint}: tag it again",
+            spec=WorkerImage(host, build, 0, retag_id=kept.id),
+        )
+    return Step(
+        "worker image",
+        target,
+        Action.CREATE,
+        f"no image with fingerprint {build.fingerprint} on {worker.name}: build it there from the same "
+        f"source and patches (ships {fact.context_bytes} bytes)",
+        spec=WorkerImage(host, build, fact.context_bytes),
+        cost="compile llama.cpp on the worker (minutes)",
+    )
 
 
-def _container_step(spec: ContainerSpec, digest: str, worker: RpcWorker, fact: WorkerFact,
-                    inputs: dict[str, object]) -> Step:
+def _container_step(
+    spec: ContainerSpec, digest: str, worker: RpcWorker, fact: WorkerFact, inputs: dict[str, object]
+) -> Step:
     host, target = docker_host(worker), f"{worker.name}: {spec.name}"
     found = fact.container
     if found is None:
-        return Step("worker", target, Action.CREATE, f"no rpc-server on {worker.name}: launch it on "
-                    f"{endpoint(worker)}", spec=WorkerLaunch(host, spec))
+        return Step(
+            "worker",
+            target,
+            Action.CREATE,
+            f"no rpc-server on {worker.name}: launch it on {endpoint(worker)}",
+            spec=WorkerLaunch(host, spec),
+        )
     if found.fingerprint != digest:
-        return Step("worker", target, Action.REPLACE, f"worker inputs changed (fingerprint {found.fingerprint} → "
-                    f"{digest})", diff=flat_diff(found.inputs, inputs), spec=WorkerLaunch(host, spec, replace=True))
+        return Step(
+            "worker",
+            target,
+            Action.REPLACE,
+            f"worker inputs changed (fingerprint {found.fingerprint} → {digest})",
+            diff=flat_diff(found.inputs, inputs),
+            spec=WorkerLaunch(host, spec, replace=True),
+        )
     if found.state != "running":
-        return Step("worker", target, Action.REPLACE, f"rpc-server on {worker.name} is {found.state}: launch it again",
-                    diff=(DiffItem("state", found.state, "running"),), spec=WorkerLaunch(host, spec, replace=True))
-    return Step("worker", target, Action.NOOP, f"running on {worker.name}, fingerprint {digest} matches",
-                spec=WorkerLaunch(host, spec))
+        return Step(
+            "worker",
+            target,
+            Action.REPLACE,
+            f"rpc-server on {worker.name} is {found.state}: launch it again",
+            diff=(DiffItem("state", found.state, "running"),),
+            spec=WorkerLaunch(host, spec, replace=True),
+        )
+    return Step(
+        "worker",
+        target,
+        Action.NOOP,
+        f"running on {worker.name}, fingerprint {digest} matches",
+        spec=WorkerLaunch(host, spec),
+    )
 
 
 def plan_workers(desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:  # noqa: ANN001
@@ -195,11 +247,25 @@ def plan_workers(desired, observed: Observed, planned: tuple[Step, ...] = ()) ->
         if container.changes or fact.port_open is False:
             # rule: rpc-workers-first
             # llama-server connects to every --rpc endpoint at start and fails without one: workers listen first.
-            steps.append(Step("worker health", f"{worker.name}: {endpoint(worker)}", Action.READ,
-                              f"wait until rpc-server accepts connections at {endpoint(worker)}", spec=wait))
+            steps.append(
+                Step(
+                    "worker health",
+                    f"{worker.name}: {endpoint(worker)}",
+                    Action.READ,
+                    f"wait until rpc-server accepts connections at {endpoint(worker)}",
+                    spec=wait,
+                )
+            )
         else:
-            steps.append(Step("worker health", f"{worker.name}: {endpoint(worker)}", Action.NOOP,
-                              f"{endpoint(worker)} accepts connections", spec=wait))
+            steps.append(
+                Step(
+                    "worker health",
+                    f"{worker.name}: {endpoint(worker)}",
+                    Action.NOOP,
+                    f"{endpoint(worker)} accepts connections",
+                    spec=wait,
+                )
+            )
     return tuple(steps)
 
 
@@ -208,20 +274,35 @@ def _removal(profile: Profile, fact: RemovedWorkerFact) -> Step:
     if fact.error:
         # rule: rpc-removed-worker-removed
         # Its rpc-server may still listen, open to anyone on that network: never forget it silently.
-        raise PlanError(f"rpc.workers {fact.name}: the profile no longer names this worker, but its rpc-server "
-                        f"{fact.container_name} cannot be removed: cannot reach its Docker at {fact.docker}: "
-                        f"{fact.error}\n  remove it by hand on that host (`docker rm -f {fact.container_name}`), "
-                        f"then delete its entry from the state record {rpc_workers_key(profile.name)}")
+        raise PlanError(
+            f"rpc.workers {fact.name}: the profile no longer names this worker, but its rpc-server "
+            f"{fact.container_name} cannot be removed: cannot reach its Docker at {fact.docker}: "
+            f"{fact.error}\n  remove it by hand on that host (`docker rm -f {fact.container_name}`), "
+            f"then delete its entry from the state record {rpc_workers_key(profile.name)}"
+        )
     if fact.container is None:
-        return Step("worker", target, Action.DELETE, f"{fact.name} is no longer in rpc.workers and its rpc-server "
-                    f"is gone already: forget it", spec=WorkerRemove(host, fact.container_name, profile.name))
-    return Step("worker", target, Action.DELETE, f"{fact.name} is no longer in rpc.workers: remove its rpc-server "
-                f"({fact.container.state}; a left RPC server listens open on the network)",
-                spec=WorkerRemove(host, fact.container_name, profile.name))
+        return Step(
+            "worker",
+            target,
+            Action.DELETE,
+            f"{fact.name} is no longer in rpc.workers and its rpc-server is gone already: forget it",
+            spec=WorkerRemove(host, fact.container_name, profile.name),
+        )
+    return Step(
+        "worker",
+        target,
+        Action.DELETE,
+        f"{fact.name} is no longer in rpc.workers: remove its rpc-server "
+        f"({fact.container.state}; a left RPC server listens open on the network)",
+        spec=WorkerRemove(host, fact.container_name, profile.name),
+    )
 
 
-def plan_removed_workers(desired, observed: Observed,  # noqa: ANN001
-                         planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
+def plan_removed_workers(
+    desired,
+    observed: Observed,  # noqa: ANN001
+    planned: tuple[Step, ...] = (),
+) -> tuple[Step, ...]:
     """Workers an apply launched that the profile no longer names: their rpc-server is removed (after the main
     server's swap: the old server keeps its tensors there until the new one, without --rpc to it, serves)."""
     return tuple(_removal(desired.profile, fact) for fact in observed.removed_workers)
@@ -237,9 +318,15 @@ def plan_worker_teardown(profile: Profile, observed: Observed) -> tuple[Step, ..
         if fact is not None and fact.error:
             raise PlanError(f"rpc.workers {worker.name}: cannot reach its Docker at {worker.docker}: {fact.error}")
         if fact is not None and fact.container is not None:
-            steps.append(Step("worker", f"{worker.name}: {name}", Action.DELETE, f"rpc-server {fact.container.state} on "
-                              f"{worker.name}: remove it",
-                              spec=WorkerRemove(docker_host(worker), name, profile.name)))
+            steps.append(
+                Step(
+                    "worker",
+                    f"{worker.name}: {name}",
+                    Action.DELETE,
+                    f"rpc-server {fact.container.state} on {worker.name}: remove it",
+                    spec=WorkerRemove(docker_host(worker), name, profile.name),
+                )
+            )
         else:
             steps.append(Step("worker", f"{worker.name}: {name}", Action.NOOP, f"no rpc-server on {worker.name}"))
     return tuple(steps)

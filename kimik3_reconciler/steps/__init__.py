@@ -18,11 +18,11 @@ from kimik3_reconciler.model.specs import (
     ExporterRun,
     ExporterStop,
     ExporterUnit,
+    ForgetDeployment,
     FrontHold,
     FrontRun,
     FrontStop,
     FrontUnit,
-    ForgetDeployment,
     GpuProbe,
     HealthWait,
     HostSettings,
@@ -44,11 +44,11 @@ from kimik3_reconciler.model.specs import (
     StopUnit,
     UnitInstall,
     UnitRemoval,
+    VerifyServer,
     WorkerImage,
     WorkerLaunch,
     WorkerRemove,
     WorkerWait,
-    VerifyServer,
 )
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps.report import Reporter
@@ -60,6 +60,7 @@ Executor = Callable[[Any, Ports, Reporter], None]
 
 def _in(module: str, name: str) -> Executor:
     """The executor `name` of steps/<module>.py, imported when it first runs."""
+
     def run(spec: Any, ports: Ports, reporter: Reporter) -> None:
         return resolve(run)(spec, ports, reporter)
 

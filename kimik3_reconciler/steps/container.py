@@ -7,8 +7,13 @@ import json
 
 from kimik3_reconciler.model.labels import CONTAINER_FINGERPRINT, CONTAINER_INPUTS
 from kimik3_reconciler.model.records import unverified_key
-from kimik3_reconciler.model.specs import ForgetDeployment, LaunchContainer, RemoveContainer, StartContainer, \
-    StopContainer
+from kimik3_reconciler.model.specs import (
+    ForgetDeployment,
+    LaunchContainer,
+    RemoveContainer,
+    StartContainer,
+    StopContainer,
+)
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps.image import pin_tag
 from kimik3_reconciler.steps.report import Reporter
@@ -18,8 +23,9 @@ def _record_unverified(ports: Ports, name: str, fingerprint: str | None) -> None
     """Written before the health wait: if apply dies (or dockerd restarts) before verify, the next plan holds
     `<= verify`. Only by an apply that verifies (a verifier is wired): `--no-verify-server` owes no verify."""
     if fingerprint and ports.verifier is not None:
-        ports.state.write(unverified_key(name), {"fingerprint": fingerprint,
-                                                 "date": ports.clock.now().isoformat(timespec="seconds")})
+        ports.state.write(
+            unverified_key(name), {"fingerprint": fingerprint, "date": ports.clock.now().isoformat(timespec="seconds")}
+        )
 
 
 def launch_container(spec: LaunchContainer, ports: Ports, reporter: Reporter) -> None:
@@ -44,8 +50,12 @@ def start_container(spec: StartContainer, ports: Ports, reporter: Reporter) -> N
     except OSError as exc:
         # Nothing serves (the container is stopped): a full state dir must not keep the server from starting
         # (issue 30). This apply still verifies the start at its end; only an interrupted one would not be owed.
-        reporter.event("warning", record=unverified_key(spec.name), error=f"{exc.filename}: {exc.strerror}",
-                       consequence="started without the record of an owed verify")
+        reporter.event(
+            "warning",
+            record=unverified_key(spec.name),
+            error=f"{exc.filename}: {exc.strerror}",
+            consequence="started without the record of an owed verify",
+        )
     ports.docker.start_container(spec.name)
     reporter.event("started", container=spec.name)
 

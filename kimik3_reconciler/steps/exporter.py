@@ -10,7 +10,7 @@ from kimik3_reconciler.model.helper_env import EXPORTER_READS
 from kimik3_reconciler.model.records import HANDS_OVER_SOCKETS, exporter_config_key, exporter_key
 from kimik3_reconciler.model.specs import ExporterRun, ExporterStop, ExporterUnit, FrontRun
 from kimik3_reconciler.observe.exporter import SERVE_COMMAND, runs_exporter
-from kimik3_reconciler.ports import ProcessPort, Ports
+from kimik3_reconciler.ports import Ports, ProcessPort
 from kimik3_reconciler.steps.report import Reporter
 from kimik3_reconciler.steps.unit import install_unit
 
@@ -30,33 +30,89 @@ def _processes(ports: Ports) -> ProcessPort:
 
 def run_exporter(run: ExporterRun, ports: Ports, reporter: Reporter) -> None:
     processes = _processes(ports)
-    old = run.replace_pid if run.replace_pid and runs_exporter(processes.cmdline(run.replace_pid), run.profile) \
-        else None
+    old = (
+        run.replace_pid if run.replace_pid and runs_exporter(processes.cmdline(run.replace_pid), run.profile) else None
+    )
 
     def start() -> None:
-        start_detached(run, ports, reporter, (SERVE_COMMAND, run.profile), EXPORTER_READS, exporter_key(run.profile),
-                       log_key(run.profile), lambda cmdline: runs_exporter(cmdline, run.profile),
-                       what="exporter", step="metrics")
+        start_detached(
+            run,
+            ports,
+            reporter,
+            (SERVE_COMMAND, run.profile),
+            EXPORTER_READS,
+            exporter_key(run.profile),
+            log_key(run.profile),
+            lambda cmdline: runs_exporter(cmdline, run.profile),
+            what="exporter",
+            step="metrics",
+        )
 
-    replace_detached(ports, reporter, old, run.hand_over, start, what="exporter", profile=run.profile,
-                     before_start=lambda: ports.state.write(exporter_config_key(run.profile), run.config))
+    replace_detached(
+        ports,
+        reporter,
+        old,
+        run.hand_over,
+        start,
+        what="exporter",
+        profile=run.profile,
+        before_start=lambda: ports.state.write(exporter_config_key(run.profile), run.config),
+    )
 
 
-def start_detached(run: ExporterRun | FrontRun, ports: Ports, reporter: Reporter, args: tuple[str, ...],
-                   reads: tuple[str, ...], record_key: str, log: str, is_ours: Callable[[list[str] | None], bool], *,
-                   what: str, step: str) -> None:
+def start_detached(
+    run: ExporterRun | FrontRun,
+    ports: Ports,
+    reporter: Reporter,
+    args: tuple[str, ...],
+    reads: tuple[str, ...],
+    record_key: str,
+    log: str,
+    is_ours: Callable[[list[str] | None], bool],
+    *,
+    what: str,
+    step: str,
+) -> None:
     """Spawn a helper (`python -m kimik3_reconciler <args>`, only `reads` of the environment), record it, wait for
     its /healthz to answer the fingerprint."""
     pid = _processes(ports).spawn(args, log, reads)
     # Recorded before the wait: a helper that comes up after a timeout is still found (and replaced).
-    ports.state.write(record_key, {"pid": pid, "fingerprint": run.fingerprint, "config": run.config,
-                                   "date": ports.clock.now().isoformat(timespec="seconds"), HANDS_OVER_SOCKETS: True})
-    wait_detached(ports, reporter, pid, run.health_url, run.fingerprint, run.timeout_s, is_ours, log,
-                  what=what, profile=run.profile, step=step)
+    ports.state.write(
+        record_key,
+        {
+            "pid": pid,
+            "fingerprint": run.fingerprint,
+            "config": run.config,
+            "date": ports.clock.now().isoformat(timespec="seconds"),
+            HANDS_OVER_SOCKETS: True,
+        },
+    )
+    wait_detached(
+        ports,
+        reporter,
+        pid,
+        run.health_url,
+        run.fingerprint,
+        run.timeout_s,
+        is_ours,
+        log,
+        what=what,
+        profile=run.profile,
+        step=step,
+    )
 
 
-def replace_detached(ports: Ports, reporter: Reporter, old: int | None, hand_over: bool, start: Callable[[], None],
-                     *, what: str, profile: str, before_start: Callable[[], None]) -> None:
+def replace_detached(
+    ports: Ports,
+    reporter: Reporter,
+    old: int | None,
+    hand_over: bool,
+    start: Callable[[], None],
+    *,
+    what: str,
+    profile: str,
+    before_start: Callable[[], None],
+) -> None:
     """Start a detached helper (the exporter, the front), replacing `old` (its pid, None: none runs). Without
     `hand_over` the old one is stopped first (the new one binds the same ports: they refuse clients meanwhile). With
     it the new one starts while the old one serves and takes its listening sockets (adapters/socket_handover.py):
@@ -74,8 +130,13 @@ def replace_detached(ports: Ports, reporter: Reporter, old: int | None, hand_ove
     try:
         start()
     except StepError as failed:
-        reporter.event("warning", **{what: profile}, handed_over=False, why=str(failed)[:300],
-                       consequence=f"the {what} is stopped, then started: its ports close meanwhile")
+        reporter.event(
+            "warning",
+            **{what: profile},
+            handed_over=False,
+            why=str(failed)[:300],
+            consequence=f"the {what} is stopped, then started: its ports close meanwhile",
+        )
         processes.terminate(old, STOP_S)
         reporter.event("stopped", **{what: profile}, pid=old)
         start()
@@ -89,9 +150,20 @@ def replace_detached(ports: Ports, reporter: Reporter, old: int | None, hand_ove
     reporter.event("stopped", **{what: profile}, pid=old, handed_over=True)
 
 
-def wait_detached(ports: Ports, reporter: Reporter, pid: int, health_url: str, fingerprint: str, timeout_s: float,
-                  is_ours: Callable[[list[str] | None], bool], log: str, *, what: str, profile: str,
-                  step: str) -> None:
+def wait_detached(
+    ports: Ports,
+    reporter: Reporter,
+    pid: int,
+    health_url: str,
+    fingerprint: str,
+    timeout_s: float,
+    is_ours: Callable[[list[str] | None], bool],
+    log: str,
+    *,
+    what: str,
+    profile: str,
+    step: str,
+) -> None:
     """Wait until a detached kimik3 process (the exporter, the front) answers `health_url` with its fingerprint;
     a process that exits first, or one that does not answer in time (then stopped), fails the step, naming its log."""
     processes = _processes(ports)
@@ -102,33 +174,65 @@ def wait_detached(ports: Ports, reporter: Reporter, pid: int, health_url: str, f
             reporter.event(what, profile=profile, pid=pid, url=health_url.removesuffix("/healthz"))
             return
         if not is_ours(processes.cmdline(pid)):
-            raise StepError(f"{step}: the {what} (pid {pid}) exited before answering {health_url}; "
-                            f"see the state directory's {log}")
+            raise StepError(
+                f"{step}: the {what} (pid {pid}) exited before answering {health_url}; see the state directory's {log}"
+            )
         if ports.clock.monotonic() > deadline:
             processes.terminate(pid, STOP_S)
-            raise StepError(f"{step}: the {what} did not answer {health_url} within {timeout_s:.0f} s "
-                            f"(last: {status} {body[:120]}); stopped it")
+            raise StepError(
+                f"{step}: the {what} did not answer {health_url} within {timeout_s:.0f} s "
+                f"(last: {status} {body[:120]}); stopped it"
+            )
         ports.clock.sleep(POLL_S)
 
 
 def run_exporter_unit(run: ExporterUnit, ports: Ports, reporter: Reporter) -> None:
     """The exporter as a systemd unit: its config record first (the unit's process reads it at start), then the
     unit machinery (write, daemon-reload, enable, (re)start, watch it stay up), then /healthz."""
-    if run.stop_pid and ports.processes is not None and runs_exporter(ports.processes.cmdline(run.stop_pid),
-                                                                      run.profile):
+    if (
+        run.stop_pid
+        and ports.processes is not None
+        and runs_exporter(ports.processes.cmdline(run.stop_pid), run.profile)
+    ):
         ports.processes.terminate(run.stop_pid, STOP_S)  # the detached one holds the ports the unit binds
         reporter.event("stopped", exporter=run.profile, pid=run.stop_pid)
     ports.state.write(exporter_config_key(run.profile), run.config)
     install_unit(run.install, ports, reporter)
-    ports.state.write(exporter_key(run.profile), {"pid": 0, "unit": run.install.unit, "fingerprint": run.fingerprint,
-                                                  "config": run.config,
-                                                  "date": ports.clock.now().isoformat(timespec="seconds")})
-    wait_unit(ports, reporter, run.install.unit, run.health_url, run.fingerprint, run.timeout_s,
-              what="exporter", profile=run.profile, step="metrics")
+    ports.state.write(
+        exporter_key(run.profile),
+        {
+            "pid": 0,
+            "unit": run.install.unit,
+            "fingerprint": run.fingerprint,
+            "config": run.config,
+            "date": ports.clock.now().isoformat(timespec="seconds"),
+        },
+    )
+    wait_unit(
+        ports,
+        reporter,
+        run.install.unit,
+        run.health_url,
+        run.fingerprint,
+        run.timeout_s,
+        what="exporter",
+        profile=run.profile,
+        step="metrics",
+    )
 
 
-def wait_unit(ports: Ports, reporter: Reporter, unit: str, health_url: str, fingerprint: str, timeout_s: float, *,
-              what: str, profile: str, step: str) -> None:
+def wait_unit(
+    ports: Ports,
+    reporter: Reporter,
+    unit: str,
+    health_url: str,
+    fingerprint: str,
+    timeout_s: float,
+    *,
+    what: str,
+    profile: str,
+    step: str,
+) -> None:
     """Wait until a helper's unit (the exporter's, the front's) answers `health_url` with its fingerprint; one that
     does not in time fails the step, naming its journal."""
     deadline = ports.clock.monotonic() + timeout_s
@@ -138,8 +242,10 @@ def wait_unit(ports: Ports, reporter: Reporter, unit: str, health_url: str, fing
             reporter.event(what, profile=profile, unit=unit, url=health_url.removesuffix("/healthz"))
             return
         if ports.clock.monotonic() > deadline:
-            raise StepError(f"{step}: unit {unit} did not answer {health_url} within {timeout_s:.0f} s (last: "
-                            f"{status} {body[:120]}); see `journalctl -u {unit}`")
+            raise StepError(
+                f"{step}: unit {unit} did not answer {health_url} within {timeout_s:.0f} s (last: "
+                f"{status} {body[:120]}); see `journalctl -u {unit}`"
+            )
         ports.clock.sleep(POLL_S)
 
 

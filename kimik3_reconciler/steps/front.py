@@ -11,8 +11,8 @@ from kimik3_reconciler.model.specs import FrontHold, FrontRun, FrontStop, FrontU
 from kimik3_reconciler.observe.front import FRONT_COMMAND, runs_front
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps.exporter import STOP_S, _processes, replace_detached, start_detached, wait_unit
-from kimik3_reconciler.steps.unit import install_unit
 from kimik3_reconciler.steps.report import Reporter
+from kimik3_reconciler.steps.unit import install_unit
 
 RELEASE_TIMEOUT_S = 10.0
 
@@ -38,32 +38,57 @@ def run_front(run: FrontRun, ports: Ports, reporter: Reporter) -> None:
         ports.state.write(front_config_key(run.profile), run.config)
 
     def start() -> None:
-        start_detached(run, ports, reporter, (FRONT_COMMAND, run.profile), FRONT_READS, front_key(run.profile),
-                       log_key(run.profile), lambda cmdline: runs_front(cmdline, run.profile), what="front",
-                       step="front")
+        start_detached(
+            run,
+            ports,
+            reporter,
+            (FRONT_COMMAND, run.profile),
+            FRONT_READS,
+            front_key(run.profile),
+            log_key(run.profile),
+            lambda cmdline: runs_front(cmdline, run.profile),
+            what="front",
+            step="front",
+        )
 
     # Without a handover (a front an older kimik3 started) the public port is closed for about a second.
-    replace_detached(ports, reporter, old, run.hand_over, start, what="front", profile=run.profile,
-                     before_start=write_inputs)
+    replace_detached(
+        ports, reporter, old, run.hand_over, start, what="front", profile=run.profile, before_start=write_inputs
+    )
 
 
 def run_front_unit(run: FrontUnit, ports: Ports, reporter: Reporter) -> None:
     """The front as a systemd unit (as steps/exporter.py run_exporter_unit): the detached front stopped first (it
     holds serve.port), its token and config records (the unit's process reads them at start), the unit machinery,
     then the control /healthz."""
-    if run.stop_pid and ports.processes is not None and runs_front(ports.processes.cmdline(run.stop_pid),
-                                                                   run.profile):
+    if run.stop_pid and ports.processes is not None and runs_front(ports.processes.cmdline(run.stop_pid), run.profile):
         ports.processes.terminate(run.stop_pid, STOP_S)
         reporter.event("stopped", front=run.profile, pid=run.stop_pid)
     if _token(ports, run.profile) is None:
         ports.state.write(front_token_key(run.profile), {"token": secrets.token_urlsafe(32)})
     ports.state.write(front_config_key(run.profile), run.config)
     install_unit(run.install, ports, reporter)
-    ports.state.write(front_key(run.profile), {"pid": 0, "unit": run.install.unit, "fingerprint": run.fingerprint,
-                                               "config": run.config,
-                                               "date": ports.clock.now().isoformat(timespec="seconds")})
-    wait_unit(ports, reporter, run.install.unit, run.health_url, run.fingerprint, run.timeout_s,
-              what="front", profile=run.profile, step="front")
+    ports.state.write(
+        front_key(run.profile),
+        {
+            "pid": 0,
+            "unit": run.install.unit,
+            "fingerprint": run.fingerprint,
+            "config": run.config,
+            "date": ports.clock.now().isoformat(timespec="seconds"),
+        },
+    )
+    wait_unit(
+        ports,
+        reporter,
+        run.install.unit,
+        run.health_url,
+        run.fingerprint,
+        run.timeout_s,
+        what="front",
+        profile=run.profile,
+        step="front",
+    )
 
 
 def stop_front(stop: FrontStop, ports: Ports, reporter: Reporter) -> None:
@@ -84,14 +109,22 @@ def hold_clients(hold: FrontHold, ports: Ports, reporter: Reporter) -> None:
     if ports.front is None or token is None:
         reporter.event("front", profile=hold.profile, held=False, why="no front control wired or no token record")
         return
-    status, answer = ports.front.post(f"{hold.control_url}/hold", token, hold.order,
-                                      timeout_s=float(hold.order["drain_s"]) + RELEASE_TIMEOUT_S)
+    status, answer = ports.front.post(
+        f"{hold.control_url}/hold", token, hold.order, timeout_s=float(hold.order["drain_s"]) + RELEASE_TIMEOUT_S
+    )
     if status != 200 or not isinstance(answer, dict):
         reporter.event("front", profile=hold.profile, held=False, why=f"hold answered {status}: {str(answer)[:160]}")
         return
     # In flight past the drain timeout: those requests end when the server stops (the operator chose drain_s).
-    reporter.event("front", profile=hold.profile, held=True, drained=answer.get("drained"),
-                   busy=answer.get("busy") or None, drain_s=answer.get("drain_s"), waiting=answer.get("held"))
+    reporter.event(
+        "front",
+        profile=hold.profile,
+        held=True,
+        drained=answer.get("drained"),
+        busy=answer.get("busy") or None,
+        drain_s=answer.get("drain_s"),
+        waiting=answer.get("held"),
+    )
 
 
 def release_clients(hold: FrontHold, ports: Ports, reporter: Reporter) -> None:
@@ -103,7 +136,8 @@ def release_clients(hold: FrontHold, ports: Ports, reporter: Reporter) -> None:
     status, answer = ports.front.post(f"{hold.control_url}/release", token, {}, timeout_s=RELEASE_TIMEOUT_S)
     if status != 200 or not isinstance(answer, dict):
         # Its lease lets go by itself (model/front.py HoldOrder.lease_s) if it is still up.
-        reporter.event("front", profile=hold.profile, released=False, why=f"release answered {status}: "
-                                                                         f"{str(answer)[:160]}")
+        reporter.event(
+            "front", profile=hold.profile, released=False, why=f"release answered {status}: {str(answer)[:160]}"
+        )
         return
     reporter.event("front", profile=hold.profile, released=answer.get("released_now"), held_s=answer.get("held_s"))

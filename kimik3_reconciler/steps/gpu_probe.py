@@ -16,9 +16,9 @@ _GPU_LINE = re.compile(r"^GPU \d+: .*\(UUID: (GPU-[0-9a-fA-F-]+)\)", re.M)
 
 _FIX = {
     "cdi": "regenerate the CDI spec for this driver (`nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`) and "
-           "check that dockerd reads CDI specs (Docker >= 25 with the cdi feature; on by default from 28)",
+    "check that dockerd reads CDI specs (Docker >= 25 with the cdi feature; on by default from 28)",
     "runtime": "configure the runtime (`nvidia-ctk runtime configure --runtime=docker`, then restart docker), or "
-               "generate a CDI spec (`nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`)",
+    "generate a CDI spec (`nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`)",
 }
 
 
@@ -28,20 +28,30 @@ def parse_gpu_listing(stdout: str) -> tuple[str, ...]:
 
 
 def _refuse(probe: GpuProbe, what: str, detail: str = "") -> GpuProbeFailed:
-    command = (f"docker run --rm {docker_flags(probe.gpus, probe.gpu_request)} --entrypoint nvidia-smi "
-               f"{probe.image} -L")
+    command = f"docker run --rm {docker_flags(probe.gpus, probe.gpu_request)} --entrypoint nvidia-smi {probe.image} -L"
     tail = f"\n{detail.strip()}" if detail.strip() else ""
-    return GpuProbeFailed(f"containers cannot use the GPUs on this host: `{command}` {what}. Nothing was changed. "
-                          f"Fix: {_FIX.get(probe.gpu_request, _FIX['runtime'])}.{tail}")
+    return GpuProbeFailed(
+        f"containers cannot use the GPUs on this host: `{command}` {what}. Nothing was changed. "
+        f"Fix: {_FIX.get(probe.gpu_request, _FIX['runtime'])}.{tail}"
+    )
 
 
 def probe_gpus(probe: GpuProbe, ports: Ports, reporter: Reporter) -> None:
     if ports.docker.image_id(probe.image) is None:
         reporter.event("pull", image=probe.image)
         ports.docker.pull_image(probe.image)
-    spec = ContainerSpec(name=probe.container, image=probe.image, entrypoint=("nvidia-smi",), command=("-L",),
-                         env=(), mounts=(), gpus=probe.gpus, labels=probe.labels, restart_policy="no",
-                         gpu_request=probe.gpu_request)
+    spec = ContainerSpec(
+        name=probe.container,
+        image=probe.image,
+        entrypoint=("nvidia-smi",),
+        command=("-L",),
+        env=(),
+        mounts=(),
+        gpus=probe.gpus,
+        labels=probe.labels,
+        restart_policy="no",
+        gpu_request=probe.gpu_request,
+    )
     try:
         code, out, err = ports.docker.run_to_completion(spec, PROBE_TIMEOUT_S)
     except PermanentError as exc:  # dockerd refused the device request (no driver for it, unknown CDI device)
@@ -51,9 +61,16 @@ def probe_gpus(probe: GpuProbe, ports: Ports, reporter: Reporter) -> None:
         raise _refuse(probe, f"exited {code}", err or out)
     if len(seen) != probe.expected_gpus:
         raise _refuse(probe, f"listed {len(seen)} GPU(s), the profile asks for {probe.expected_gpus}", out)
-    ports.state.write(probe.record_key, {
-        "passed": True, "request": probe.gpu_request, "driver": probe.driver, "toolkit": probe.toolkit,
-        "image": probe.image, "seen": f"{len(seen)} GPU(s): {', '.join(seen)}",
-        "date": ports.clock.now().isoformat(timespec="seconds"),
-    })
+    ports.state.write(
+        probe.record_key,
+        {
+            "passed": True,
+            "request": probe.gpu_request,
+            "driver": probe.driver,
+            "toolkit": probe.toolkit,
+            "image": probe.image,
+            "seen": f"{len(seen)} GPU(s): {', '.join(seen)}",
+            "date": ports.clock.now().isoformat(timespec="seconds"),
+        },
+    )
     reporter.event("gpu-probe-passed", request=probe.gpu_request, gpus=len(seen))

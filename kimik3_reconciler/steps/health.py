@@ -22,8 +22,10 @@ LOG_TAIL = 20
 RESTART_GRACE_S = 30.0
 _STOPPED_FROM_OUTSIDE = (0, 137, 143)  # a clean exit, SIGKILL, SIGTERM: what a stopping dockerd (or systemd) causes
 # llama-server's elapsed-time + level prefix; vLLM's "(APIServer pid=1) INFO 12-03 23:40:00 [file.py:12] ".
-_PREFIX = re.compile(r"^\d+\.\d+\.\d+\.\d+ [IWED] |^(?:\(\w+ pid=\d+\) )?(?:INFO|WARNING|ERROR|DEBUG) "
-                     r"\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[^\]]*\] ")
+_PREFIX = re.compile(
+    r"^\d+\.\d+\.\d+\.\d+ [IWED] |^(?:\(\w+ pid=\d+\) )?(?:INFO|WARNING|ERROR|DEBUG) "
+    r"\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[^\]]*\] "
+)
 
 
 def load_phase(log_tail: str) -> str:
@@ -48,11 +50,15 @@ def _fail_launch(wait: HealthWait, inspect: dict | None, ports: Ports, reporter:
         # ends that, and the next plan starts (or replaces) it as any stopped container.
         ports.docker.stop_container(wait.container)
         reporter.event("stopped", container=wait.container, why="failed launch")
-    cause = classify_load_failure(state.get("ExitCode"), bool(state.get("OOMKilled")), logs,
-                                  local_model=wait.local_model)
+    cause = classify_load_failure(
+        state.get("ExitCode"), bool(state.get("OOMKilled")), logs, local_model=wait.local_model
+    )
     stopped = ", stopped" if inspect is not None else ""
-    raise LoadFailed(f"container {wait.container} {cause.headline} [{cause.cause}: {status}, exit code "
-                     f"{state.get('ExitCode')}{stopped}]", logs)
+    raise LoadFailed(
+        f"container {wait.container} {cause.headline} [{cause.cause}: {status}, exit code "
+        f"{state.get('ExitCode')}{stopped}]",
+        logs,
+    )
 
 
 def _started_again(wait: HealthWait, inspect: dict, ports: Ports, reporter: Reporter) -> bool:
@@ -67,8 +73,11 @@ def _started_again(wait: HealthWait, inspect: dict, ports: Ports, reporter: Repo
         return False  # the server said why it failed (bind, allocation, GGUF): that is the answer
     policy = ((inspect.get("HostConfig") or {}).get("RestartPolicy") or {}).get("Name") or "no"
     if policy == "no":
-        reporter.event("starting", container=wait.container, why="killed by a signal with restart policy \"no\" "
-                       "(dockerd restarted?): nobody else starts it again")
+        reporter.event(
+            "starting",
+            container=wait.container,
+            why='killed by a signal with restart policy "no" (dockerd restarted?): nobody else starts it again',
+        )
         ports.docker.start_container(wait.container)
         return True
     deadline = ports.clock.monotonic() + RESTART_GRACE_S
@@ -124,8 +133,11 @@ def wait_until_healthy(wait: HealthWait, ports: Ports, reporter: Reporter) -> No
             # Waited out once: a second kill in one wait fails the load (`killed`, or `oom` when Docker says so).
             if inspect is not None and not resumed and _started_again(wait, inspect, ports, reporter):
                 resumed = True
-                reporter.event("restarted", container=wait.container, why="killed by a signal and started again "
-                               "(dockerd restarted?): waiting for the load again")
+                reporter.event(
+                    "restarted",
+                    container=wait.container,
+                    why="killed by a signal and started again (dockerd restarted?): waiting for the load again",
+                )
                 continue
             _fail_launch(wait, inspect, ports, reporter)
         health = ports.http.health(wait.url)
@@ -134,35 +146,59 @@ def wait_until_healthy(wait: HealthWait, ports: Ports, reporter: Reporter) -> No
             phase, phase_at = load_phase(ports.docker.container_logs(wait.container, 1)), elapsed
         io = watch.sample(_server_io(state, ports), elapsed)
         if io:  # the server's own reads against the bytes it must load: a real bar, rate and ETA
-            reporter.progress(f"loading {wait.container}", min(int(io["read_bytes"]), wait.model_bytes),
-                              wait.model_bytes, phase=phase, seconds=round(elapsed, 1), **io)
+            reporter.progress(
+                f"loading {wait.container}",
+                min(int(io["read_bytes"]), wait.model_bytes),
+                wait.model_bytes,
+                phase=phase,
+                seconds=round(elapsed, 1),
+                **io,
+            )
         else:  # its /proc is not readable (not root, another host's pid namespace): time against the timeout
             reporter.progress(f"loading {wait.container}", int(elapsed), int(wait.timeout_s), phase=phase)
         if health == "ok":
             warm = watch.warm(wait.warm)
             read = {"read_bytes": watch.last.rchar, "from_storage_bytes": watch.last.read_bytes} if watch.last else {}
-            reporter.event("healthy", container=wait.container, seconds=round(elapsed, 1),
-                           cache="warm" if warm else "cold", **read)
+            reporter.event(
+                "healthy", container=wait.container, seconds=round(elapsed, 1), cache="warm" if warm else "cold", **read
+            )
             if wait.model_bytes and elapsed > 0 and not resumed:
                 # The next plan predicts reload downtime from what this host really did (a resumed wait is not
                 # that), cold and warm (after a pre-read) apart.
                 # Statistics: a full state dir warns here, it does not fail a load that succeeded (issue 30).
                 if wait.partial_bytes is None:
-                    write_statistic(ports.state, WARM_LOAD_RATE_KEY if warm else LOAD_RATE_KEY,
-                                    {"bytes": wait.model_bytes, "seconds": elapsed}, reporter)
+                    write_statistic(
+                        ports.state,
+                        WARM_LOAD_RATE_KEY if warm else LOAD_RATE_KEY,
+                        {"bytes": wait.model_bytes, "seconds": elapsed},
+                        reporter,
+                    )
                 else:
                     # Part from the cache, part from disk: neither rate; the next plan's partial prediction is
                     # made of the two records as they stand.
-                    reporter.event("load-rate-kept", why=f"a partial pre-read ({wait.partial_bytes / (1 << 30):.1f} "
-                                   "GiB cached) made this load neither cold nor warm: the load rates are not updated")
+                    reporter.event(
+                        "load-rate-kept",
+                        why=f"a partial pre-read ({wait.partial_bytes / (1 << 30):.1f} "
+                        "GiB cached) made this load neither cold nor warm: the load rates are not updated",
+                    )
                 # The exporter's load seconds/bytes of this container's last load (issue 17).
                 labels = ((inspect or {}).get("Config") or {}).get("Labels") or {}
-                write_statistic(ports.state, load_key(wait.container), {
-                    "bytes": wait.model_bytes, "seconds": elapsed,
-                    "date": ports.clock.now().isoformat(timespec="seconds"),
-                    "fingerprint": labels.get(CONTAINER_FINGERPRINT), "cache": "warm" if warm else "cold"}, reporter)
+                write_statistic(
+                    ports.state,
+                    load_key(wait.container),
+                    {
+                        "bytes": wait.model_bytes,
+                        "seconds": elapsed,
+                        "date": ports.clock.now().isoformat(timespec="seconds"),
+                        "fingerprint": labels.get(CONTAINER_FINGERPRINT),
+                        "cache": "warm" if warm else "cold",
+                    },
+                    reporter,
+                )
             return
         if elapsed > wait.timeout_s:
-            raise LoadFailed(f"{wait.container}: not healthy after {wait.timeout_s:.0f} s (timeout derived from the "
-                             "bytes to load)", ports.docker.container_logs(wait.container, LOG_TAIL))
+            raise LoadFailed(
+                f"{wait.container}: not healthy after {wait.timeout_s:.0f} s (timeout derived from the bytes to load)",
+                ports.docker.container_logs(wait.container, LOG_TAIL),
+            )
         ports.clock.sleep(POLL_S)

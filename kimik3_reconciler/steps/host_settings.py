@@ -18,8 +18,13 @@ def apply_host_settings(spec: HostSettings, ports: Ports, reporter: Reporter) ->
     live = {key: ports.units.sysctl_value(key) for key, _ in spec.settings}
     wrong = {key: live[key] for key, value in spec.settings if live[key] != value}
     if wrong:
-        raise PermanentError(f"after systemd-sysctl {spec.path}: " + ", ".join(
-            f"{key} is {now if now is not None else 'absent'} (wanted {dict(spec.settings)[key]})"
-            for key, now in wrong.items()))
-    reporter.event("host-settings", file=spec.path, written=spec.write,
-                   settings=", ".join(f"{k} = {v}" for k, v in spec.settings))
+        raise PermanentError(
+            f"after systemd-sysctl {spec.path}: "
+            + ", ".join(
+                f"{key} is {now if now is not None else 'absent'} (wanted {dict(spec.settings)[key]})"
+                for key, now in wrong.items()
+            )
+        )
+    reporter.event(
+        "host-settings", file=spec.path, written=spec.write, settings=", ".join(f"{k} = {v}" for k, v in spec.settings)
+    )

@@ -24,8 +24,10 @@ def _checked(sha: str, spec: ImageBuild, recorded: str | None) -> None:
     if spec.archive_sha256 and sha != spec.archive_sha256:
         raise InputError(f"source archive {spec.archive}: sha256 {sha} != build.archive_sha256 {spec.archive_sha256}")
     if recorded and sha != recorded and sha != spec.archive_sha256:
-        raise InputError(f"source archive {spec.archive}: sha256 {sha} differs from its first use ({recorded}); "
-                         "a pinned source must not change")
+        raise InputError(
+            f"source archive {spec.archive}: sha256 {sha} differs from its first use ({recorded}); "
+            "a pinned source must not change"
+        )
 
 
 def _source_archive(spec: ImageBuild, ports: Ports, reporter: Reporter) -> tuple[Path, str]:
@@ -81,8 +83,12 @@ def _build(spec: ImageBuild, ports: Ports, reporter: Reporter, this_host: bool) 
     # Base image ids and digests are stamped on the image: a re-pulled base (security fix), a tag that now
     # points to another digest, shows up in the plan as a rebuild reason.
     ids, digests = _base_images(spec, ports, reporter)
-    labelled = replace(spec, preread=None, labels=spec.labels + ((BASE_IMAGES, json.dumps(ids, sort_keys=True)),
-                                                   (BASE_DIGESTS, json.dumps(digests, sort_keys=True))))
+    labelled = replace(
+        spec,
+        preread=None,
+        labels=spec.labels
+        + ((BASE_IMAGES, json.dumps(ids, sort_keys=True)), (BASE_DIGESTS, json.dumps(digests, sort_keys=True))),
+    )
     files = {
         "Dockerfile.llamacpp": Path(spec.dockerfile),
         "source.tar.gz": archive,
@@ -106,9 +112,16 @@ def _record_build(spec: ImageBuild, seconds: float, full: bool, ports: Ports, re
     """The next plan predicts a build from what this host took (issue 27 item 7): full compiles and builds that
     Docker's layer cache answered apart, so a 2-second cached build never stands for an hour's compile."""
     # Statistics: a state dir that cannot take the record warns, it never fails a build that succeeded.
-    write_statistic(ports.state, build_time_key(spec.variant, cached=not full), {
-        "seconds": round(seconds, 1), "date": ports.clock.now().isoformat(timespec="seconds"),
-        "fingerprint": spec.fingerprint}, reporter)
+    write_statistic(
+        ports.state,
+        build_time_key(spec.variant, cached=not full),
+        {
+            "seconds": round(seconds, 1),
+            "date": ports.clock.now().isoformat(timespec="seconds"),
+            "fingerprint": spec.fingerprint,
+        },
+        reporter,
+    )
     reporter.event("built", image=spec.tag, seconds=round(seconds, 1), compile="full" if full else "layer cache")
 
 

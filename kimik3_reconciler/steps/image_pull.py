@@ -12,7 +12,9 @@ from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps.report import Reporter
 
 
-def _watchers(spec: ImagePull, reporter: Reporter) -> tuple[Callable[[int, int], None], Callable[[str, int, int], None]]:
+def _watchers(
+    spec: ImagePull, reporter: Reporter
+) -> tuple[Callable[[int, int], None], Callable[[str, int, int], None]]:
     """The pull's progress, and dockerd's retries of a failed layer said as they start (issue 38: 75 s of a still
     progress line before the error) and counted down on the progress line."""
     shown = {"done": 0, "total": 0}
@@ -25,12 +27,22 @@ def _watchers(spec: ImagePull, reporter: Reporter) -> tuple[Callable[[int, int],
     def retry(layer: str, attempt: int, seconds: int) -> None:
         if said.get(layer) != attempt:
             said[layer] = attempt
-            reporter.event("pull-retry", image=spec.by_digest, layer=layer, retry=attempt, in_s=seconds,
-                           why=f"downloading layer {layer} failed (the registry stopped answering?): dockerd retries "
-                               f"it, retry {attempt} of 5 by default (--max-download-attempts), waiting 5, 10, 15, "
-                               "20, 25 s: up to 75 s before the pull fails")
-        reporter.progress("pull", shown["done"], shown["total"],
-                          phase=f"layer {layer} failed, dockerd retries it in {seconds} s (retry {attempt})")
+            reporter.event(
+                "pull-retry",
+                image=spec.by_digest,
+                layer=layer,
+                retry=attempt,
+                in_s=seconds,
+                why=f"downloading layer {layer} failed (the registry stopped answering?): dockerd retries "
+                f"it, retry {attempt} of 5 by default (--max-download-attempts), waiting 5, 10, 15, "
+                "20, 25 s: up to 75 s before the pull fails",
+            )
+        reporter.progress(
+            "pull",
+            shown["done"],
+            shown["total"],
+            phase=f"layer {layer} failed, dockerd retries it in {seconds} s (retry {attempt})",
+        )
 
     return progress, retry
 
@@ -54,7 +66,12 @@ def pull_image(spec: ImagePull, ports: Ports, reporter: Reporter) -> None:
     # What docker holds must be what the profile pins: a daemon or mirror that rewrote the manifest is refused.
     if pulled is None or not holds_digest(spec.by_digest, spec.digest, pulled):
         found = ", ".join((pulled or {}).get("RepoDigests") or ()) or "none"
-        raise PermanentError(f"image.ref {spec.ref}: the pulled image does not carry {spec.digest} "
-                             f"(its RepoDigests: {found})")
-    reporter.event("pulled", image=spec.by_digest, id=str(pulled.get("Id", ""))[:19],
-                   seconds=round(ports.clock.monotonic() - started, 1))
+        raise PermanentError(
+            f"image.ref {spec.ref}: the pulled image does not carry {spec.digest} (its RepoDigests: {found})"
+        )
+    reporter.event(
+        "pulled",
+        image=spec.by_digest,
+        id=str(pulled.get("Id", ""))[:19],
+        seconds=round(ports.clock.monotonic() - started, 1),
+    )

@@ -22,9 +22,15 @@ def download_model(spec: ModelDownload, ports: Ports, reporter: Reporter) -> Non
         fetched = ports.hub.download(spec, lambda name, done, total: reporter.progress(name, done, total))
         seconds = max(ports.clock.monotonic() - started, 1e-6)
         # Only bytes that came from the hub count: blobs already in the cache are verified and adopted.
-        reporter.event("downloaded", repo=spec.repo, files=len(spec.missing), bytes=fetched,
-                       adopted=spec.bytes_to_fetch - fetched, seconds=round(seconds, 1),
-                       mib_per_s=round(fetched / seconds / (1 << 20), 1))
+        reporter.event(
+            "downloaded",
+            repo=spec.repo,
+            files=len(spec.missing),
+            bytes=fetched,
+            adopted=spec.bytes_to_fetch - fetched,
+            seconds=round(seconds, 1),
+            mib_per_s=round(fetched / seconds / (1 << 20), 1),
+        )
     stats = _verified_stats(spec, ports)
     ports.state.write(spec.manifest_key, manifest_record(spec.files, stats, spec.cache_dir))
     if spec.layout is not None and spec.layout_key:
@@ -58,20 +64,29 @@ def verify_local_model(spec: LocalModelVerify, ports: Ports, reporter: Reporter)
         try:
             now = file_stat(f.path, Path(host_path).stat())
         except OSError as exc:
-            raise InputError(f"model.local_path: {host_path} {exc.strerror or exc} since this plan read it",
-                             (("model", "local_path"),)) from None
+            raise InputError(
+                f"model.local_path: {host_path} {exc.strerror or exc} since this plan read it",
+                (("model", "local_path"),),
+            ) from None
         # rule: local-path-verified
         # Serve only what was verified: a file written between the plan and this step is re-hashed, and a new
         # content is not recorded under the plan's sha256 (the container's fingerprint carries it).
         if planned.get(f.path) != now and ports.host.file_digest(host_path, "sha256") != f.sha256:
-            raise InputError(f"model.local_path: {host_path} changed after this plan hashed it (sha256 differs): "
-                             "plan again", (("model", "local_path"),))
+            raise InputError(
+                f"model.local_path: {host_path} changed after this plan hashed it (sha256 differs): plan again",
+                (("model", "local_path"),),
+            )
         stats.append(now)
     ports.state.write(spec.manifest_key, manifest_record(spec.files, tuple(stats), spec.local_path))
     if spec.layout is not None and spec.layout_key:
         ports.state.write(spec.layout_key, spec.layout.model_dump(mode="json"))
-    reporter.event("recorded", what="local model manifest", path=spec.local_path, files=len(spec.files),
-                   bytes=sum(f.size for f in spec.files))
+    reporter.event(
+        "recorded",
+        what="local model manifest",
+        path=spec.local_path,
+        files=len(spec.files),
+        bytes=sum(f.size for f in spec.files),
+    )
 
 
 def remove_model_files(spec: RemoveModelFiles, ports: Ports, reporter: Reporter) -> None:

@@ -51,8 +51,9 @@ def prefix(files: list[str], sizes: dict[str, int], limit: int | None) -> dict[s
     return wanted
 
 
-def preread_model(spec: PagecachePreread, ports: Ports, reporter: Reporter,
-                  stop: threading.Event | None = None) -> None:
+def preread_model(
+    spec: PagecachePreread, ports: Ports, reporter: Reporter, stop: threading.Event | None = None
+) -> None:
     files = list(spec.files)
     cached = {path: ports.host.page_cache_bytes(path) for path in files}  # (bytes cached, size); None: unknown
     sizes = _sizes(spec, cached)
@@ -60,14 +61,24 @@ def preread_model(spec: PagecachePreread, ports: Ports, reporter: Reporter,
     goal = sum(span.values())
     # mincore counts a file's cached pages wherever they are: for the partial file, its count against the bytes
     # of it the prefix covers (a cache that holds other pages of it overstates; the load reads those anyway).
-    wanted = [path for path, part in span.items()
-              if cached[path] is None or cached[path][0] < RESIDENT_SHARE * min(part, cached[path][1])]
+    wanted = [
+        path
+        for path, part in span.items()
+        if cached[path] is None or cached[path][0] < RESIDENT_SHARE * min(part, cached[path][1])
+    ]
     partial = {} if spec.limit_bytes is None else {"limit_gib": _gib(goal), "of_gib": _gib(spec.total_bytes)}
     if not wanted:
         held = sum(min(c[0], span[p]) for p, c in cached.items() if c and p in span)
-        reporter.event("pre-read", files=len(span), gib=_gib(goal), read_files=0, seconds=0.0,
-                       resident=f"{100 * held / goal if goal else 100.0:.1f} %", **partial,
-                       why="already resident: the page cache holds every file, nothing to read")
+        reporter.event(
+            "pre-read",
+            files=len(span),
+            gib=_gib(goal),
+            read_files=0,
+            seconds=0.0,
+            resident=f"{100 * held / goal if goal else 100.0:.1f} %",
+            **partial,
+            why="already resident: the page cache holds every file, nothing to read",
+        )
         return
     todo = goal if len(wanted) == len(span) else sum(span[p] for p in wanted)
     started = ports.clock.monotonic()
@@ -93,14 +104,25 @@ def preread_model(spec: PagecachePreread, ports: Ports, reporter: Reporter,
     seconds = ports.clock.monotonic() - started
     resident = min(ports.host.resident_bytes(list(span)), goal)
     share = resident / goal if goal else 1.0
-    reporter.event("pre-read", files=len(span), gib=_gib(goal), read_files=len(wanted),
-                   read_gib=_gib(todo), seconds=round(seconds, 2),
-                   gib_per_s=round(todo / GIB / seconds, 2) if seconds > 0 else None,
-                   resident=f"{100 * share:.1f} %", workers=spec.workers, **partial)
+    reporter.event(
+        "pre-read",
+        files=len(span),
+        gib=_gib(goal),
+        read_files=len(wanted),
+        read_gib=_gib(todo),
+        seconds=round(seconds, 2),
+        gib_per_s=round(todo / GIB / seconds, 2) if seconds > 0 else None,
+        resident=f"{100 * share:.1f} %",
+        workers=spec.workers,
+        **partial,
+    )
     if share < 0.9:
         # Memory ran short after the plan looked (another process grew): the load reads the rest from disk.
-        reporter.event("pre-read-short", resident=f"{100 * share:.1f} %",
-                       why="the page cache kept less than 90 % of what was pre-read: the launch's load is partly cold")
+        reporter.event(
+            "pre-read-short",
+            resident=f"{100 * share:.1f} %",
+            why="the page cache kept less than 90 % of what was pre-read: the launch's load is partly cold",
+        )
 
 
 @contextmanager
@@ -118,8 +140,11 @@ def preread_alongside(spec: PagecachePreread, ports: Ports, reporter: Reporter, 
         except PrereadStopped:
             shared.event("pre-read-stopped", why=f"{why[0]}: the pre-read stops with it")
         except Exception as error:  # noqa: BLE001 - a pre-read only warms: the build's result stands
-            shared.event("pre-read-failed", error=f"{type(error).__name__}: {error}",
-                         why=f"{during} goes on; the pre-read step before the launch reads what is missing")
+            shared.event(
+                "pre-read-failed",
+                error=f"{type(error).__name__}: {error}",
+                why=f"{during} goes on; the pre-read step before the launch reads what is missing",
+            )
         finally:
             finished.set()
 

@@ -35,26 +35,36 @@ def _tiny_model(ports: Ports) -> str:
 def smoke_test(spec: SmokeTest, ports: Ports, reporter: Reporter) -> None:
     port = ports.http.free_port()
     container = ContainerSpec(
-        name=spec.container, image=spec.image,
+        name=spec.container,
+        image=spec.image,
         command=(*spec.command, "--host", "127.0.0.1", "--port", str(port)),
-        env=(), mounts=(Mount(_tiny_model(ports), SMOKE_MOUNT, read_only=True),), gpus=spec.gpus,
-        labels=spec.labels, restart_policy="no", gpu_request=spec.gpu_request,
+        env=(),
+        mounts=(Mount(_tiny_model(ports), SMOKE_MOUNT, read_only=True),),
+        gpus=spec.gpus,
+        labels=spec.labels,
+        restart_policy="no",
+        gpu_request=spec.gpu_request,
     )
     ports.docker.remove_container(spec.container)  # a leftover of an interrupted smoke test
     record = {"image": spec.image, "date": ports.clock.now().isoformat(timespec="seconds")}
     try:
         ports.docker.run_container(container)
-        wait_until_healthy(HealthWait(spec.container, f"http://127.0.0.1:{port}/health", SMOKE_TIMEOUT_S),
-                           ports, reporter)
+        wait_until_healthy(
+            HealthWait(spec.container, f"http://127.0.0.1:{port}/health", SMOKE_TIMEOUT_S), ports, reporter
+        )
         answer = ports.http.chat(f"http://127.0.0.1:{port}", "kimik3-smoke", "Hello", None)
     except TransientError:
         raise  # the daemon hiccuped: says nothing about the image, record nothing
     except (LoadFailed, PermanentError, Exception) as exc:  # noqa: BLE001 - any failure fails the image
         detail = str(exc).splitlines()[0][:200]
         ports.state.write(smoke_key(spec.image_fingerprint), {**record, "passed": False, "detail": detail})
-        raise SmokeFailed(f"image {spec.image} failed its smoke test: {detail}",
-                          getattr(exc, "log_tail", "") or ports.docker.container_logs(spec.container, 20)) from exc
+        raise SmokeFailed(
+            f"image {spec.image} failed its smoke test: {detail}",
+            getattr(exc, "log_tail", "") or ports.docker.container_logs(spec.container, 20),
+        ) from exc
     finally:
         ports.docker.remove_container(spec.container)
-    ports.state.write(smoke_key(spec.image_fingerprint), {**record, "passed": True, "detail": f"answered {answer!r}"[:200]})
+    ports.state.write(
+        smoke_key(spec.image_fingerprint), {**record, "passed": True, "detail": f"answered {answer!r}"[:200]}
+    )
     reporter.event("smoke-passed", image=spec.image)

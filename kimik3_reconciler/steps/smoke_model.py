@@ -319,14 +319,29 @@ def write_shard(
 def as_f16(tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The same weights re-typed: matrices to F16; what the converter keeps F32 stays F32 (1-D
     tensors, norms, the router, ssm_conv1d_*, and every tensor not named *.weight)."""
+
     def keep_f32(name: str, array: np.ndarray) -> bool:
-        return (array.ndim < 2 or not name.endswith(".weight") or "norm" in name or "ffn_gate_inp" in name
-                or "ssm_conv1d" in name)
+        return (
+            array.ndim < 2
+            or not name.endswith(".weight")
+            or "norm" in name
+            or "ffn_gate_inp" in name
+            or "ssm_conv1d" in name
+        )
+
     return {n: a if keep_f32(n, a) else a.astype(np.float16) for n, a in tensors.items()}
 
 
-def write_tiny_kimi_k3(out_dir: Path, stem: str, *, shards: int = 2, seed: int = 0, layers: int = 4,
-                       dims: TinyDims | None = None, f16: bool = False) -> list[Path]:
+def write_tiny_kimi_k3(
+    out_dir: Path,
+    stem: str,
+    *,
+    shards: int = 2,
+    seed: int = 0,
+    layers: int = 4,
+    dims: TinyDims | None = None,
+    f16: bool = False,
+) -> list[Path]:
     """Write the tiny model as `shards` GGUF files in `out_dir`; return their paths, first shard first.
     `dims` makes bigger synthetic models (GB-sized, for placement tests on a GPU)."""
     if layers < 2:

@@ -16,7 +16,11 @@ def write_statistic(state: StatePort, key: str, value: dict[str, Any], reporter:
     try:
         state.write(key, value)
     except OSError as exc:
-        reporter.event("warning", record=key, error=f"{exc.filename or key}: {exc.strerror or exc}",
-                       consequence="statistic not recorded (the apply goes on)")
+        reporter.event(
+            "warning",
+            record=key,
+            error=f"{exc.filename or key}: {exc.strerror or exc}",
+            consequence="statistic not recorded (the apply goes on)",
+        )
         return False
     return True

@@ -51,11 +51,14 @@ def _check_started(unit: str, ports: Ports, units: UnitsPort) -> None:
         if state.get("ActiveState") == "active" and waited >= START_CHECK_S:
             return
         if state.get("ActiveState") == "failed" or state.get("SubState") == "auto-restart":
-            raise PermanentError(f"unit {unit} did not stay up (ActiveState={state.get('ActiveState')}, "
-                                 f"Result={state.get('Result')}); see `journalctl -u {unit}`")
+            raise PermanentError(
+                f"unit {unit} did not stay up (ActiveState={state.get('ActiveState')}, "
+                f"Result={state.get('Result')}); see `journalctl -u {unit}`"
+            )
         if waited >= START_CHECK_S and (state.get("ActiveState") != "activating" or waited > 10 * START_CHECK_S):
-            raise PermanentError(f"unit {unit} is {state.get('ActiveState')} after `systemctl start`; "
-                                 f"see `journalctl -u {unit}`")
+            raise PermanentError(
+                f"unit {unit} is {state.get('ActiveState')} after `systemctl start`; see `journalctl -u {unit}`"
+            )
         ports.clock.sleep(_POLL_S)
         waited += _POLL_S
 

@@ -7,10 +7,10 @@ import copy
 import json
 
 from kimik3_reconciler.errors import LoadFailed, PlanError
-from kimik3_reconciler.model.specs import DockerHost, WorkerImage, WorkerLaunch, WorkerRemove, WorkerWait
-from kimik3_reconciler.ports import DockerPort, Ports, StatePort
 from kimik3_reconciler.model.labels import PROFILE_LABEL, WORKER_INPUTS
 from kimik3_reconciler.model.records import rpc_workers_key
+from kimik3_reconciler.model.specs import DockerHost, WorkerImage, WorkerLaunch, WorkerRemove, WorkerWait
+from kimik3_reconciler.ports import DockerPort, Ports, StatePort
 from kimik3_reconciler.steps.image import build_image, pin_tag
 from kimik3_reconciler.steps.report import Reporter
 
@@ -70,10 +70,12 @@ def wait_for_worker(spec: WorkerWait, ports: Ports, reporter: Reporter) -> None:
             looping = state == "restarting" or inspect.get("RestartCount", 0) >= _RESTARTS
             if state not in ("running", "created", "restarting") or looping or now > deadline:
                 # Its log says why (a bind refused, no devices, no binary): the main server must not start without it.
-                raise LoadFailed(f"rpc-server {spec.container} on {spec.host.name} does not accept connections at "
-                                 f"{spec.address}:{spec.port} (container {state}, "
-                                 f"{inspect.get('RestartCount', 0)} restart(s))",
-                                 docker.container_logs(spec.container, _LOG_TAIL))
+                raise LoadFailed(
+                    f"rpc-server {spec.container} on {spec.host.name} does not accept connections at "
+                    f"{spec.address}:{spec.port} (container {state}, "
+                    f"{inspect.get('RestartCount', 0)} restart(s))",
+                    docker.container_logs(spec.container, _LOG_TAIL),
+                )
             next_look = now + _LOOK_EVERY_S
         ports.clock.sleep(0.5)
     reporter.event("listening", worker=spec.host.name, endpoint=f"{spec.address}:{spec.port}")
@@ -94,8 +96,9 @@ def _same(entry: dict[str, str | None], host: DockerHost, container: str) -> boo
     return entry.get("docker") == host.url and entry.get("container") == container
 
 
-def remember_workers(state: StatePort, profile: str, launched: tuple[tuple[DockerHost, str], ...],
-                     converged: bool = False) -> None:
+def remember_workers(
+    state: StatePort, profile: str, launched: tuple[tuple[DockerHost, str], ...], converged: bool = False
+) -> None:
     """Add (worker Docker, rpc-server container) pairs to the profile's record of launched workers (issue 18):
     a worker the profile later drops is found there and removed, not left listening on the network.
     `converged`: an apply converged to these workers, so an entry of the same container under another Docker
@@ -106,8 +109,9 @@ def remember_workers(state: StatePort, profile: str, launched: tuple[tuple[Docke
     recorded = list((state.read(key) or {}).get("workers") or [])
     entries = recorded
     for host, container in launched:
-        entries = [e for e in entries
-                   if not (_same(e, host, container) or (converged and e.get("container") == container))]
+        entries = [
+            e for e in entries if not (_same(e, host, container) or (converged and e.get("container") == container))
+        ]
         entries.append(_entry(host, container))
     if sorted(map(str, entries)) != sorted(map(str, recorded)):
         state.write(key, {"workers": entries})

@@ -109,8 +109,13 @@ class Search:
     # --- the record -------------------------------------------------------------------------------
     def _save(self, **extra: Any) -> None:
         record = self.state.read(self.key) or {}
-        record.update(profile=self.loaded.profile.name, goal=str(self.goal),
-                      space={k: list(v) for k, v in self.space.items()}, trials=trials_to_json(self.trials), **extra)
+        record.update(
+            profile=self.loaded.profile.name,
+            goal=str(self.goal),
+            space={k: list(v) for k, v in self.space.items()},
+            trials=trials_to_json(self.trials),
+            **extra,
+        )
         self.state.write(self.key, record)
 
     # --- one draw ---------------------------------------------------------------------------------
@@ -121,7 +126,7 @@ class Search:
             if knob_id(recorded.knobs) == knob_id(knobs) and recorded.status != "running":
                 self._cursor += 1
                 return recorded
-            del self.trials[self._cursor:]  # the draw a kill interrupted: it runs again from here
+            del self.trials[self._cursor :]  # the draw a kill interrupted: it runs again from here
         if self._replay_only or self.clock.monotonic() - self._started + self._per_draw > self.budget_s:
             raise _Spent()
         trial = Trial(knobs, stage, "running", step=step)
@@ -143,8 +148,9 @@ class Search:
             trial.figures = [trial.figure]
             trial.ttft_p95 = level.ttft_p95 if level else None
             if trial.score is None:
-                trial.detail = (level.first_error or self.goal.broken(level) or "no figure") if level else \
-                    "no level measured"
+                trial.detail = (
+                    (level.first_error or self.goal.broken(level) or "no figure") if level else "no level measured"
+                )
         trial.seconds = round(self.clock.monotonic() - started, 2)
         self._save()
         launched = [t.seconds for t in self.trials[1:] if t.seconds]
@@ -156,7 +162,7 @@ class Search:
     def standings(self) -> dict[str, Standing]:
         draws: dict[str, list[tuple[float | None, float | None, str]]] = {}
         knobs_of: dict[str, dict[str, Any]] = {}
-        for t in self.trials[:self._cursor]:  # a resumed search replays its record: only what it has reached
+        for t in self.trials[: self._cursor]:  # a resumed search replays its record: only what it has reached
             if t.status == "running":
                 continue
             kid = knob_id(t.knobs)
@@ -171,8 +177,9 @@ class Search:
 
     def prune(self, observed: Observed) -> tuple[Feasible, list[tuple[dict[str, Any], str]]]:
         """Every candidate checked before any load: the launchable ones, and the refused with the reason."""
-        slot_tokens = max(self.short.prompt_tokens + self.short.output_tokens,
-                          self.long.prompt_tokens + self.long.output_tokens)
+        slot_tokens = max(
+            self.short.prompt_tokens + self.short.output_tokens, self.long.prompt_tokens + self.long.output_tokens
+        )
         feasible: Feasible = {}
         refused: list[tuple[dict[str, Any], str]] = []
         for knobs in candidates(self.space):
@@ -183,14 +190,21 @@ class Search:
                 feasible[knob_id(knobs)] = (knobs, verdict.loaded)
         return feasible, refused
 
-    def search(self, feasible: Feasible, refused: list[tuple[dict[str, Any], str]], observed: Observed,
-               baseline_knobs: dict[str, Any]) -> SearchResult:
+    def search(
+        self,
+        feasible: Feasible,
+        refused: list[tuple[dict[str, Any], str]],
+        observed: Observed,
+        baseline_knobs: dict[str, Any],
+    ) -> SearchResult:
         record = self.state.read(self.key)
         if record and record.get("trials"):
             self.trials = trials_from_json(record["trials"])
             self._replay_only = bool(record.get("finished"))
-            self.say(f"resuming the search {self.key}: {sum(t.status != 'running' for t in self.trials)} "
-                     "draw(s) already measured")
+            self.say(
+                f"resuming the search {self.key}: {sum(t.status != 'running' for t in self.trials)} "
+                "draw(s) already measured"
+            )
         self._cursor, self._started = 0, self.clock.monotonic()
         for knobs, why in refused:
             self.say(f"  never launched: {knobs_said(knobs)}: {why}")
@@ -204,10 +218,12 @@ class Search:
             self._per_draw = self.runner.load_seconds(self.loaded, observed) + (first.seconds or 0.0)
             planned, finals = self._planned(feasible, splits)
             predicted = self._per_draw * (planned + finals)
-            self.say(f"the search: {len(feasible)} launchable candidate(s), {len(refused)} refused without a load; "
-                     f"{planned} draw(s) to search, then at most {finals} in the final rounds (fewer once the "
-                     f"candidates are told apart); predicted {minutes(predicted)} (~{self._per_draw:.0f} s a draw: "
-                     f"load, verify, bench), budget {minutes(self.budget_s)}")
+            self.say(
+                f"the search: {len(feasible)} launchable candidate(s), {len(refused)} refused without a load; "
+                f"{planned} draw(s) to search, then at most {finals} in the final rounds (fewer once the "
+                f"candidates are told apart); predicted {minutes(predicted)} (~{self._per_draw:.0f} s a draw: "
+                f"load, verify, bench), budget {minutes(self.budget_s)}"
+            )
             self._save(predicted_s=predicted, started=self.clock.now().isoformat(timespec="seconds"))
             self._search_stage(feasible, splits, baseline_knobs)
             self._ranked_said(baseline_knobs)
@@ -246,8 +262,10 @@ class Search:
         members = [kid for kid, (c, _) in feasible.items() if all(c[k] == v for k, v in split)]
         if not members:
             return None
-        return max(sorted(members, key=lambda kid: placement_key(feasible[kid][0])),
-                   key=lambda kid: sum(feasible[kid][0].get(k) == v for k, v in baseline.items()))
+        return max(
+            sorted(members, key=lambda kid: placement_key(feasible[kid][0])),
+            key=lambda kid: sum(feasible[kid][0].get(k) == v for k, v in baseline.items()),
+        )
 
     def _search_stage(self, feasible: Feasible, splits: list[Any], baseline: dict[str, Any]) -> str | None:
         budget = self.max_trials
@@ -280,8 +298,10 @@ class Search:
                 return None
             if splits:
                 point = self._confirm_split(feasible, splits, anchor or 0, point, draw)
-                self.say(f"the split: {knobs_said(dict(_split_of(feasible[point][0], splits)))} (the fewest CPU expert "
-                         "layers that fit and measured faster, seed 000); the other knobs one at a time around it")
+                self.say(
+                    f"the split: {knobs_said(dict(_split_of(feasible[point][0], splits)))} (the fewest CPU expert "
+                    "layers that fit and measured faster, seed 000); the other knobs one at a time around it"
+                )
             for knob in self._line_knobs():
                 point = self._line(feasible, point, knob, draw)
             return point
@@ -289,14 +309,15 @@ class Search:
             self.say(f"  --max-trials ({budget}) reached: the final rounds")
             return None
 
-    def _confirm_split(self, feasible: Feasible, splits: list[Any], anchor: int, point: str,
-                       draw: Callable[[str, str], Trial]) -> str:
+    def _confirm_split(
+        self, feasible: Feasible, splits: list[Any], anchor: int, point: str, draw: Callable[[str, str], Trial]
+    ) -> str:
         """Seed 000's rule, confirmed by one measurement rather than assumed: the start point against a looser
         split (more CPU experts) with the same other knobs: one already drawn (FILE as written, when its split
         is looser: no load), else the next split, drawn once. When the looser one measured better, the search
         goes on around it and says so."""
         others = {k: v for k, v in feasible[point][0].items() if k not in SPLIT_KNOBS}
-        looser = [kid for split in splits[anchor + 1:] if (kid := self._moved(feasible, point, dict(split)))]
+        looser = [kid for split in splits[anchor + 1 :] if (kid := self._moved(feasible, point, dict(split)))]
         drawn = [kid for kid in looser if kid in self._measured()]
         if not drawn and looser:
             draw(looser[0], "neighbour")
@@ -306,15 +327,19 @@ class Search:
         stand = self.standings()
         here, there = stand[point], stand[drawn[0]]
         if there.feasible and (not here.feasible or (there.score or 0.0) > (here.score or 0.0)):
-            self.say(f"  the looser split {knobs_said(feasible[drawn[0]][0])} measured better than "
-                     f"{knobs_said(feasible[point][0])}: seed 000's rule did not hold here; the search goes on there")
+            self.say(
+                f"  the looser split {knobs_said(feasible[drawn[0]][0])} measured better than "
+                f"{knobs_said(feasible[point][0])}: seed 000's rule did not hold here; the search goes on there"
+            )
             return drawn[0]
-        self.say(f"  fewer CPU experts measured faster: {knobs_said(feasible[point][0])} against "
-                 f"{knobs_said(feasible[drawn[0]][0])} ({knobs_said(others)} alike)")
+        self.say(
+            f"  fewer CPU experts measured faster: {knobs_said(feasible[point][0])} against "
+            f"{knobs_said(feasible[drawn[0]][0])} ({knobs_said(others)} alike)"
+        )
         return point
 
     def _measured(self) -> set[str]:
-        return {knob_id(t.knobs) for t in self.trials[:self._cursor] if t.status != "running"}
+        return {knob_id(t.knobs) for t in self.trials[: self._cursor] if t.status != "running"}
 
     def _moved(self, feasible: Feasible, point: str, change: dict[str, Any]) -> str | None:
         knobs = {**feasible[point][0], **change}
@@ -324,8 +349,10 @@ class Search:
     def _line(self, feasible: Feasible, point: str, knob: str, draw: Callable[[str, str], Trial]) -> str:
         """Every value of `knob` with the others held at `point`, one draw each; the best becomes the point."""
         fixed = {k: v for k, v in feasible[point][0].items() if k != knob}
-        line = sorted((kid for kid, (c, _) in feasible.items() if all(c.get(k) == v for k, v in fixed.items())),
-                      key=lambda kid: placement_key(feasible[kid][0]))
+        line = sorted(
+            (kid for kid, (c, _) in feasible.items() if all(c.get(k) == v for k, v in fixed.items())),
+            key=lambda kid: placement_key(feasible[kid][0]),
+        )
         for kid in line:
             if kid not in self._measured():
                 draw(kid, knob)
@@ -338,15 +365,17 @@ class Search:
         several, the leader must beat FILE by the bound corrected for that many comparisons."""
         stand = self.standings()
         ranked = sorted((s for s in stand.values() if s.feasible), key=lambda s: s.score or 0.0, reverse=True)
-        draws = sum(1 for t in self.trials[:self._cursor] if t.stage == 1 and t.status != "running")
+        draws = sum(1 for t in self.trials[: self._cursor] if t.stage == 1 and t.status != "running")
         if not ranked:
             return
         leader, base = ranked[0], knob_id(baseline)
         chosen = f"the leader, {knobs_said(leader.knobs)}, " + (
-            "is the profile as written" if knob_id(leader.knobs) == base else
-            f"is the best of {rivals(stand, base)} candidate(s) besides the profile as written: it is written back "
+            "is the profile as written"
+            if knob_id(leader.knobs) == base
+            else f"is the best of {rivals(stand, base)} candidate(s) besides the profile as written: it is written back "
             f"only if it beats it by the one-sided bound corrected for that many comparisons "
-            f"({(1 - FALSE_WIN / rivals(stand, base)) * 100:.1f} %, Bonferroni)")
+            f"({(1 - FALSE_WIN / rivals(stand, base)) * 100:.1f} %, Bonferroni)"
+        )
         self.say(f"the search stage ranked {len(stand)} candidate(s) on {draws} draw(s); {chosen}")
 
     def _final_rounds(self, feasible: Feasible, baseline: dict[str, Any]) -> None:
@@ -362,9 +391,10 @@ class Search:
             leader = ranked[0]
             # a candidate whose one draw grazed a bound is in doubt, not out: ranked by its figures, it may be
             # drawn again (a decode floor near a candidate's figure is broken by one draw in several)
-            hopeful = sorted((s for s in stand.values() if s.feasible or s.doubtful), key=lambda s: s.raw or 0.0,
-                             reverse=True)
-            top = [s for s in hopeful if knob_id(s.knobs) != base][:self.finalists]
+            hopeful = sorted(
+                (s for s in stand.values() if s.feasible or s.doubtful), key=lambda s: s.raw or 0.0, reverse=True
+            )
+            top = [s for s in hopeful if knob_id(s.knobs) != base][: self.finalists]
             open_ = [s for s in top if s is not leader and (s.doubtful or not noise.better(leader, s))]
             members = open_ + [leader] if open_ else []
             if base in stand and stand[base] is not leader and stand[base].feasible:
@@ -376,8 +406,10 @@ class Search:
             if len(members) < 2:  # told apart, or every one has its `repeats` draws
                 return
             if round_ == 2:
-                self.say(f"final rounds: {len(members)} candidate(s) relaunched alternately until told apart "
-                         f"(at most {self.repeats} draws each; {noise.said()})")
+                self.say(
+                    f"final rounds: {len(members)} candidate(s) relaunched alternately until told apart "
+                    f"(at most {self.repeats} draws each; {noise.said()})"
+                )
             # FILE as written first, then the leader: nothing is written back until the leader's final draws tell
             # it apart from FILE, so a budget that ends mid-round cuts a contender, not them
             order = sorted(members, key=lambda s: (knob_id(s.knobs) != base, s is not leader, -(s.raw or 0.0)))
@@ -395,15 +427,19 @@ class Search:
         if not noise.better(leader, base, FALSE_WIN / compared):
             return False
         kid = knob_id(leader.knobs)
-        later = [(t.figure if t.status == "ok" else None, t.score, t.detail) for t in self.trials[:self._cursor]
-                 if t.stage == 2 and t.status != "running" and knob_id(t.knobs) == kid]
+        later = [
+            (t.figure if t.status == "ok" else None, t.score, t.detail)
+            for t in self.trials[: self._cursor]
+            if t.stage == 2 and t.status != "running" and knob_id(t.knobs) == kid
+        ]
         if not later or not base.feasible:
             return True
         confirmed = Standing.of(leader.knobs, later, self.goal.minimised)
         return confirmed.feasible and (confirmed.score or 0.0) > (base.score or 0.0)
 
-    def _decide(self, feasible: Feasible, refused: list[tuple[dict[str, Any], str]], baseline: dict[str, Any],
-                predicted: float) -> SearchResult:
+    def _decide(
+        self, feasible: Feasible, refused: list[tuple[dict[str, Any], str]], baseline: dict[str, Any], predicted: float
+    ) -> SearchResult:
         stand = self.standings()
         noise = Noise.pooled(list(stand.values()))
         base = stand.get(knob_id(baseline))
@@ -417,24 +453,39 @@ class Search:
             verdict = f"the profile as written measured best ({standing_said(base, self.goal)}): it stays as written"
         elif base is not None and not base.feasible:
             winner = leader
-            verdict = (f"{knobs_said(leader.knobs)}: {standing_said(leader, self.goal)}; the profile as written does not "
-                       f"meet the goal ({base.detail or 'its draws failed'})")
+            verdict = (
+                f"{knobs_said(leader.knobs)}: {standing_said(leader, self.goal)}; the profile as written does not "
+                f"meet the goal ({base.detail or 'its draws failed'})"
+            )
         elif base is None or self._beats(leader, base, noise, compared):
             winner = leader
-            verdict = (f"{knobs_said(leader.knobs)}: {standing_said(leader, self.goal)}, measurably better than the "
-                       f"profile as written ({standing_said(base, self.goal)}; {noise.said()}"
-                       f"{_corrected(compared)})")
+            verdict = (
+                f"{knobs_said(leader.knobs)}: {standing_said(leader, self.goal)}, measurably better than the "
+                f"profile as written ({standing_said(base, self.goal)}; {noise.said()}"
+                f"{_corrected(compared)})"
+            )
         else:
-            verdict = (f"the best, {knobs_said(leader.knobs)} ({standing_said(leader, self.goal)}), is inside the noise of the "
-                       f"profile as written ({standing_said(base, self.goal)}; {noise.said()}{_corrected(compared)}): "
-                       "it stays as written")
+            verdict = (
+                f"the best, {knobs_said(leader.knobs)} ({standing_said(leader, self.goal)}), is inside the noise of the "
+                f"profile as written ({standing_said(base, self.goal)}; {noise.said()}{_corrected(compared)}): "
+                "it stays as written"
+            )
         self.say(verdict)
         winner_loaded = feasible[knob_id(winner.knobs)][1] if winner else None
         if not self._replay_only:
             self._save(finished=True, winner=winner.knobs if winner else None)
-        return SearchResult(base, winner, self.trials, refused, predicted, winner_loaded,
-                            sorted(stand.values(), key=lambda s: s.score if s.score is not None else float("-inf"),
-                                   reverse=True), leader, verdict, noise)
+        return SearchResult(
+            base,
+            winner,
+            self.trials,
+            refused,
+            predicted,
+            winner_loaded,
+            sorted(stand.values(), key=lambda s: s.score if s.score is not None else float("-inf"), reverse=True),
+            leader,
+            verdict,
+            noise,
+        )
 
 
 def rivals(stand: dict[str, Standing], base: str) -> int:

@@ -70,8 +70,9 @@ class Standing:
     doubtful: bool = False  # infeasible only by a bound, and one more draw meeting it would make it feasible
 
     @classmethod
-    def of(cls, knobs: dict[str, Any], draws: list[tuple[float | None, float | None, str]],
-           minimised: bool = False) -> Standing:
+    def of(
+        cls, knobs: dict[str, Any], draws: list[tuple[float | None, float | None, str]], minimised: bool = False
+    ) -> Standing:
         """From (figure, score, detail) per draw: the figure as measured, the goal's score (None: the draw failed
         or broke a bound), why not."""
         figures = [f for f, _, _ in draws]
@@ -85,8 +86,19 @@ class Standing:
         known = [v for v in values if v is not None]
         raw = sum(known) / len(known) if known else None
         doubtful = not feasible and bool(draws) and len(known) == len(draws) and (met + 1) * 2 >= len(draws) + 1
-        return cls(knobs, figures, values, figure, spread, raw if feasible else None, len(draws), feasible, detail,
-                   raw, doubtful)
+        return cls(
+            knobs,
+            figures,
+            values,
+            figure,
+            spread,
+            raw if feasible else None,
+            len(draws),
+            feasible,
+            detail,
+            raw,
+            doubtful,
+        )
 
 
 def _median(sorted_values: list[float]) -> float:

@@ -49,17 +49,34 @@ class TuneOutcome:
     failure: NothingMeasured | None  # candidates were launched and none was measured (exit 1)
 
 
-def tune(orchestrator: Orchestrator, runner: CandidateRunner, loaded: LoadedProfile, file: str, request: TuneRequest,
-         say: Callable[[str], None], write_profile: Callable[[str], None] | None = None) -> TuneOutcome:
+def tune(
+    orchestrator: Orchestrator,
+    runner: CandidateRunner,
+    loaded: LoadedProfile,
+    file: str,
+    request: TuneRequest,
+    say: Callable[[str], None],
+    write_profile: Callable[[str], None] | None = None,
+) -> TuneOutcome:
     """Search under the host lock; with `write_profile` (--write) the winner's knobs are written into FILE's text
     (comments and key order kept, the figures as a comment) and the host converges on it; the host always ends
     on the winner written or on FILE as it was, whatever the search raised."""
     goal = request.goal
     short = with_settings(request.base, goal, request.prompts, 1)
     long = with_settings(request.base, goal, request.prompts * 2, 1)
-    key = search_key(loaded.profile.name, loaded.text, goal, request.asked,
-                     {"short": short.requests(), "long": long.requests(), "repeats": request.repeats,
-                      "tokens": [request.base.prompt_tokens, request.base.output_tokens], "search": 3})
+    key = search_key(
+        loaded.profile.name,
+        loaded.text,
+        goal,
+        request.asked,
+        {
+            "short": short.requests(),
+            "long": long.requests(),
+            "repeats": request.repeats,
+            "tokens": [request.base.prompt_tokens, request.base.output_tokens],
+            "search": 3,
+        },
+    )
     with orchestrator.locked("tune", loaded.profile, request.lock_timeout_s):
         record = orchestrator.ports.state.read(key) or {}
         if record.get("trials"):  # a killed search: the host may be on one of its candidates
@@ -71,22 +88,47 @@ def tune(orchestrator: Orchestrator, runner: CandidateRunner, loaded: LoadedProf
             engine = engine_for(loaded.profile.engine)
             the_space = request.asked or default_space(engine, loaded.profile, observed)
             baseline_knobs = running_knobs(the_space, observed, engine.tune_knobs.section)
-        say(f"tune {loaded.profile.name} for {goal}: space "
-            + " ".join(f"{k}={','.join(map(str, v))}" for k, v in the_space.items()) + f" (state {key})")
+        say(
+            f"tune {loaded.profile.name} for {goal}: space "
+            + " ".join(f"{k}={','.join(map(str, v))}" for k, v in the_space.items())
+            + f" (state {key})"
+        )
         # a fresh search with a budget too short is refused; a resumed one is not: the host may be on the killed
         # search's candidate, and going on (as far as the budget allows) is what settles it back on FILE
         say(launches_said(request.budget_s, runner.load_seconds(loaded, observed), resumed=bool(record.get("trials"))))
         if not record.get("trials"):  # recorded once the search may start: a refused budget leaves no record
-            orchestrator.ports.state.write(key, {"space": {k: list(v) for k, v in the_space.items()},
-                                                 "baseline": baseline_knobs, "file": str(Path(file).resolve())})
-        search = Search(runner, orchestrator.ports.state, orchestrator.ports.clock, say, loaded, goal, the_space,
-                        short, long, key, request.budget_s, request.finalists, request.max_trials, request.repeats)
+            orchestrator.ports.state.write(
+                key,
+                {
+                    "space": {k: list(v) for k, v in the_space.items()},
+                    "baseline": baseline_knobs,
+                    "file": str(Path(file).resolve()),
+                },
+            )
+        search = Search(
+            runner,
+            orchestrator.ports.state,
+            orchestrator.ports.clock,
+            say,
+            loaded,
+            goal,
+            the_space,
+            short,
+            long,
+            key,
+            request.budget_s,
+            request.finalists,
+            request.max_trials,
+            request.repeats,
+        )
         target = loaded
         try:
             result = search.run(observed, baseline_knobs)
             if write_profile is not None and result.winner is not None:
-                note = (f"kimik3 tune {orchestrator.ports.clock.now():%Y-%m-%d} ({goal}): "
-                        f"{figure(result.winner, goal)} measured, was {figure(result.baseline, goal)} as written")
+                note = (
+                    f"kimik3 tune {orchestrator.ports.clock.now():%Y-%m-%d} ({goal}): "
+                    f"{figure(result.winner, goal)} measured, was {figure(result.baseline, goal)} as written"
+                )
                 new_text = candidate_text(loaded.text, loaded.profile, result.winner.knobs, note)
                 write_profile(new_text)
                 target = parse_profile(new_text, source=file)
@@ -103,18 +145,24 @@ def launches_said(budget_s: float, load_s: float, resumed: bool = False) -> str:
     and a search cut after one or two launches compares nothing, yet holds the host for the whole budget. A
     `resumed` search is said, not refused: its run is what brings a host left on a candidate back to FILE."""
     if load_s <= 0:  # never loaded here and no forecast: the first launch measures it
-        return (f"budget {minutes(budget_s)}: no load time on record for this host; the launches it fits are known "
-                "once the first is measured")
+        return (
+            f"budget {minutes(budget_s)}: no load time on record for this host; the launches it fits are known "
+            "once the first is measured"
+        )
     fits = int(budget_s // load_s)
     if fits < MIN_LAUNCHES and resumed:
-        return (f"budget {minutes(budget_s)}: {fits} launch(es) at this host's load time (~{minutes(load_s)} a "
-                f"launch), fewer than a search needs ({MIN_LAUNCHES}); a resumed search goes on as far as it allows, "
-                "then settles on FILE as written")
+        return (
+            f"budget {minutes(budget_s)}: {fits} launch(es) at this host's load time (~{minutes(load_s)} a "
+            f"launch), fewer than a search needs ({MIN_LAUNCHES}); a resumed search goes on as far as it allows, "
+            "then settles on FILE as written"
+        )
     if fits < MIN_LAUNCHES:
         needed = math.ceil(MIN_LAUNCHES * load_s / 60) * 60
-        raise BudgetTooShort(f"--budget {minutes(budget_s)} fits {fits} launch(es) at this host's load time (~"
-                             f"{minutes(load_s)} a launch); a search needs at least {MIN_LAUNCHES}: give --budget "
-                             f"{needed // 60:.0f}m or more (nothing was launched)")
+        raise BudgetTooShort(
+            f"--budget {minutes(budget_s)} fits {fits} launch(es) at this host's load time (~"
+            f"{minutes(load_s)} a launch); a search needs at least {MIN_LAUNCHES}: give --budget "
+            f"{needed // 60:.0f}m or more (nothing was launched)"
+        )
     return f"budget {minutes(budget_s)}: {fits} launch(es) at this host's load time (~{minutes(load_s)} a launch)"
 
 
@@ -135,8 +183,9 @@ def nothing_measured(trials: list[Trial], baseline_knobs: dict[str, Any]) -> Not
     launched = [t for t in trials if knob_id(t.knobs) != knob_id(baseline_knobs)]
     if launched and all(t.status == "failed" for t in launched):
         first = next(t.detail for t in launched)
-        return NothingMeasured(f"every candidate tune launched failed ({len(launched)}; the first: {first}); "
-                               "the host runs FILE as written")
+        return NothingMeasured(
+            f"every candidate tune launched failed ({len(launched)}; the first: {first}); the host runs FILE as written"
+        )
     return None
 
 

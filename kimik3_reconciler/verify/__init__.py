@@ -14,28 +14,38 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.engines import ServingEngine, engine_for
 from kimik3_reconciler.errors import InputError, PermanentError, StepError, VerifyFailed
 from kimik3_reconciler.model.api_keys import api_keys
 from kimik3_reconciler.model.facts import ContainerFact, Observed
-from kimik3_reconciler.model.plan import Action
 from kimik3_reconciler.model.loaded_profile import LoadedProfile
+from kimik3_reconciler.model.plan import Action
 from kimik3_reconciler.model.records import verify_key
 from kimik3_reconciler.model.weights import Weights
 from kimik3_reconciler.observe.served_weights import served_weights
 from kimik3_reconciler.observe.server_log import classify_load_failure
+from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.planning import render_desired
 from kimik3_reconciler.planning.container_step import plan_container
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps.statistic import write_statistic
 from kimik3_reconciler.verify import checks
 from kimik3_reconciler.verify.checks import MAINLINE_SKIP, WEATHER_TOOL, Server, Session, solid_png
-from kimik3_reconciler.verify.workers import check_workers
 from kimik3_reconciler.verify.report import NOT_CHECKABLE, CheckResult, Status, ToolCallCounts, VerifyReport
+from kimik3_reconciler.verify.workers import check_workers
 
-__all__ = ["MAINLINE_SKIP", "NOT_CHECKABLE", "WEATHER_TOOL", "CheckResult", "Status", "ToolCallCounts",
-           "VerifyReport", "serving_endpoint", "solid_png", "verify"]
+__all__ = [
+    "MAINLINE_SKIP",
+    "NOT_CHECKABLE",
+    "WEATHER_TOOL",
+    "CheckResult",
+    "Status",
+    "ToolCallCounts",
+    "VerifyReport",
+    "serving_endpoint",
+    "solid_png",
+    "verify",
+]
 
 CRASH_LOG_TAIL = 200  # a crash's lines sit behind the request's own log lines
 RPC_LOG_TAIL = 100_000  # the load lines come first; verify's own requests follow them
@@ -43,10 +53,12 @@ RPC_LOG_TAIL = 100_000  # the load lines come first; verify's own requests follo
 
 def verification(orchestrator: Orchestrator, loaded: LoadedProfile) -> Callable[[], None]:
     """The check an apply runs after it changed something: verify, VerifyFailed naming the failures."""
+
     def check() -> None:
         report = verify(orchestrator, loaded)
         if not report.ok:
             raise VerifyFailed(report.failure_text())
+
     return check
 
 
@@ -71,8 +83,16 @@ def verify(orchestrator: Orchestrator, loaded: LoadedProfile) -> VerifyReport:
         ("two_turn", lambda: checks.two_turn(session)),
     ]
     if loaded.profile.workers:  # placement over RPC: the load log and the workers' sockets, not a request
-        named.append(("rpc", lambda: check_workers(loaded.profile, observed, orchestrator.ports.docker.container_logs(
-            loaded.profile.name, RPC_LOG_TAIL))))
+        named.append(
+            (
+                "rpc",
+                lambda: check_workers(
+                    loaded.profile,
+                    observed,
+                    orchestrator.ports.docker.container_logs(loaded.profile.name, RPC_LOG_TAIL),
+                ),
+            )
+        )
     clock, container = orchestrator.ports.clock, observed.container
     assert container is not None  # _serving refused otherwise
     for name, check in named:
@@ -93,8 +113,12 @@ def verify(orchestrator: Orchestrator, loaded: LoadedProfile) -> VerifyReport:
         report.checks.append(CheckResult(name, status, detail, round(clock.monotonic() - started, 3)))
     # The exporter's verify series (issue 17): outcomes per check, tool-call parse failures and retries.
     # A statistic: a full state dir warns, it does not turn a passing verify into a failed apply (issue 30).
-    write_statistic(orchestrator.ports.state, verify_key(loaded.profile.name),
-                    {**report.to_json(), "date": clock.now().isoformat(timespec="seconds")}, orchestrator.reporter)
+    write_statistic(
+        orchestrator.ports.state,
+        verify_key(loaded.profile.name),
+        {**report.to_json(), "date": clock.now().isoformat(timespec="seconds")},
+        orchestrator.reporter,
+    )
     return report
 
 
@@ -130,8 +154,7 @@ def _sent_key(loaded: LoadedProfile, observed: Observed) -> str | None:
         # (plan refuses to launch it again like this; destroy tears it down).
         return keys[0] if keys else None
     # A key no request can carry (a CR of a CRLF file, a space, non-UTF-8): the server refuses every client.
-    raise InputError(f"serve.api_key_file: {loaded.profile.serve.api_key_file} {problem}",
-                     (("serve", "api_key_file"),))
+    raise InputError(f"serve.api_key_file: {loaded.profile.serve.api_key_file} {problem}", (("serve", "api_key_file"),))
 
 
 def _require_current(loaded: LoadedProfile, observed: Observed) -> None:
@@ -139,19 +162,22 @@ def _require_current(loaded: LoadedProfile, observed: Observed) -> None:
     or image would vouch for a deployment the profile does not describe. The container planner decides,
     so verify and plan never disagree on "current"."""
     if observed.model.listing_error:  # no manifest here and the hub is down: the shard's name (part of the
-        return                        # launch) is unknown, so "current" cannot be judged; the checks still run
+        return  # launch) is unknown, so "current" cannot be judged; the checks still run
     (step,) = plan_container(render_desired(loaded.profile, observed), observed)
     if step.action in (Action.CREATE, Action.REPLACE):
         moved = "; ".join(str(d) for d in step.diff) or step.reason
-        raise VerifyFailed(f"{loaded.profile.name}: the running container is not this profile's current deployment "
-                           f"({loaded.source}): {moved}; run `kimik3 apply {loaded.source}`")
+        raise VerifyFailed(
+            f"{loaded.profile.name}: the running container is not this profile's current deployment "
+            f"({loaded.source}): {moved}; run `kimik3 apply {loaded.source}`"
+        )
 
 
 def _weights(ports: Ports, observed: Observed, engine: ServingEngine) -> Weights:
     """Real or random, from the shard the current container opens (_require_current made sure it is this one)."""
     if observed.model.listing_error:
-        return Weights(False, f"the quant's files are not known ({observed.model.listing_error}): "
-                              "judged as a real model")
+        return Weights(
+            False, f"the quant's files are not known ({observed.model.listing_error}): judged as a real model"
+        )
     return served_weights(ports.hub, observed.model, engine.model_entry(observed.model))
 
 
@@ -160,13 +186,19 @@ def _crash(ports: Ports, container: ContainerFact) -> str | None:
     inspect = ports.docker.inspect_container(container.name)
     state = (inspect or {}).get("State") or {}
     restarted = (inspect or {}).get("RestartCount", 0) != container.restart_count or (
-        container.started_at is not None and state.get("StartedAt") not in (None, container.started_at))
+        container.started_at is not None and state.get("StartedAt") not in (None, container.started_at)
+    )
     if inspect is not None and state.get("Status") == "running" and not restarted:
         return None
     logs = ports.docker.container_logs(container.name, CRASH_LOG_TAIL) if inspect is not None else ""
     cause = classify_load_failure(state.get("ExitCode"), bool(state.get("OOMKilled")), logs, while_serving=True)
-    status = "gone" if inspect is None else ("restarted by its restart policy" if restarted and
-                                             state.get("Status") == "running" else state.get("Status"))
+    status = (
+        "gone"
+        if inspect is None
+        else (
+            "restarted by its restart policy" if restarted and state.get("Status") == "running" else state.get("Status")
+        )
+    )
     return f"container {container.name} {cause.headline} [{cause.cause}: {status}, exit code {state.get('ExitCode')}]"
 
 

@@ -58,8 +58,24 @@ CALL_MARKUP = _CALL_MARKUP  # the latency proxy looks for the same signs in live
 # Colour words -> the colour they name. Shades of red count as red (a model may say "crimson" for (200, 30, 30));
 # other colours, including red's neighbours (orange, pink, purple, brown), count as themselves: a wrong answer.
 _COLOURS = {
-    **dict.fromkeys(("red", "reddish", "crimson", "scarlet", "maroon", "vermilion", "vermillion", "carmine",
-                     "cardinal", "ruby", "cherry", "burgundy", "brick"), "red"),
+    **dict.fromkeys(
+        (
+            "red",
+            "reddish",
+            "crimson",
+            "scarlet",
+            "maroon",
+            "vermilion",
+            "vermillion",
+            "carmine",
+            "cardinal",
+            "ruby",
+            "cherry",
+            "burgundy",
+            "brick",
+        ),
+        "red",
+    ),
     **dict.fromkeys(("green", "greenish", "lime", "olive", "teal"), "green"),
     **dict.fromkeys(("blue", "bluish", "navy", "azure", "cyan", "turquoise"), "blue"),
     **dict.fromkeys(("yellow", "yellowish", "gold", "golden"), "yellow"),
@@ -67,7 +83,10 @@ _COLOURS = {
     **dict.fromkeys(("purple", "violet", "magenta", "lavender", "lilac"), "purple"),
     **dict.fromkeys(("pink", "pinkish", "rose", "salmon"), "pink"),
     **dict.fromkeys(("brown", "brownish", "tan", "beige"), "brown"),
-    "black": "black", "white": "white", "grey": "grey", "gray": "grey",
+    "black": "black",
+    "white": "white",
+    "grey": "grey",
+    "gray": "grey",
 }
 
 
@@ -96,17 +115,35 @@ class Session:
 
     def ask(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         if self.random_weights:  # nothing is judged: a few tokens prove the plumbing
-            return self.chat.chat(self.server.base_url, self.server.api_key, messages, tools=tools,
-                                  max_tokens=RANDOM_MAX_TOKENS * (2 if tools else 1), model=self.profile.name)
-        reply = self.chat.chat(self.server.base_url, self.server.api_key, messages, tools=tools,
-                               max_tokens=REAL_MAX_TOKENS, thinking_effort=THINKING_EFFORT,
-                               model=self.profile.name)
+            return self.chat.chat(
+                self.server.base_url,
+                self.server.api_key,
+                messages,
+                tools=tools,
+                max_tokens=RANDOM_MAX_TOKENS * (2 if tools else 1),
+                model=self.profile.name,
+            )
+        reply = self.chat.chat(
+            self.server.base_url,
+            self.server.api_key,
+            messages,
+            tools=tools,
+            max_tokens=REAL_MAX_TOKENS,
+            thinking_effort=THINKING_EFFORT,
+            model=self.profile.name,
+        )
         # rule: verify-thinking-budget
         # K3 thinks first: a reply cut at max_tokens before any answer is asked once more, with room.
         if thinking_ran_out(reply):
-            reply = self.chat.chat(self.server.base_url, self.server.api_key, messages, tools=tools,
-                                   max_tokens=THINKING_RETRY_MAX_TOKENS, thinking_effort=THINKING_EFFORT,
-                                   model=self.profile.name)
+            reply = self.chat.chat(
+                self.server.base_url,
+                self.server.api_key,
+                messages,
+                tools=tools,
+                max_tokens=THINKING_RETRY_MAX_TOKENS,
+                thinking_effort=THINKING_EFFORT,
+                model=self.profile.name,
+            )
         return reply
 
 
@@ -218,12 +255,14 @@ def two_turn(session: Session) -> Verdict:
         if thinking_ran_out(first):
             return Status.INCONCLUSIVE, "turn 1 (tool_call) was inconclusive: no tool call to answer yet"
         return Status.FAILED, "turn 1 made no tool call to answer (see tool_call)"
+
     # rule: verify-two-turn
     # Seed 001: clients send back the whole assistant message, reasoning and tool_calls included;
     # the server must put them back into the prompt, or K3 loses its thinking between turns.
     def render(sent: list[dict[str, Any]]) -> str:
-        return session.chat.apply_template(session.server.base_url, session.server.api_key, sent, [WEATHER_TOOL],
-                                           model=session.profile.name)
+        return session.chat.apply_template(
+            session.server.base_url, session.server.api_key, sent, [WEATHER_TOOL], model=session.profile.name
+        )
 
     dropped = _dropped(render(first_messages), render(messages), assistant, session.reasoning_field)
     if dropped:
@@ -233,8 +272,10 @@ def two_turn(session: Session) -> Verdict:
         return inconclusive(second, session.reasoning_field)
     content = str((second.get("message") or {}).get("content") or "").lower()
     if "sun" not in content:
-        return (Status.FAILED,
-                f"{shown}; turn 2 did not use the tool result (sunny): {describe(second, session.reasoning_field)}")
+        return (
+            Status.FAILED,
+            f"{shown}; turn 2 did not use the tool result (sunny): {describe(second, session.reasoning_field)}",
+        )
     return Status.OK, f"{shown}, all in the prompt; turn 2: {describe(second, session.reasoning_field)}"
 
 
@@ -334,8 +375,7 @@ def colours_named(content: str) -> set[str]:
 
 def describe(reply: dict[str, Any], reasoning: str, width: int = 60) -> str:
     message = reply.get("message") or {}
-    parts = [f"{k}={excerpt(message[k], width)}"
-             for k in ("content", reasoning) if message.get(k) is not None]
+    parts = [f"{k}={excerpt(message[k], width)}" for k in ("content", reasoning) if message.get(k) is not None]
     parts += [call_text(c) for c in message.get("tool_calls") or []]
     return f"{', '.join(parts) or 'no message'} (finish: {reply.get('finish_reason')})"
 
@@ -352,6 +392,7 @@ def call_text(call: dict[str, Any]) -> str:
 
 def solid_png(rgb: tuple[int, int, int], size: int = 64) -> bytes:
     """A size×size PNG of one colour (8-bit RGB, no filter), built with zlib and struct only."""
+
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 

@@ -43,8 +43,13 @@ class CheckResult:
     def to_json(self) -> dict[str, Any]:
         # ok: true passed, false failed, null neither (not checkable, inconclusive, skipped)
         ok = {Status.OK: True, Status.FAILED: False}.get(self.status)
-        return {"name": self.name, "status": self.status.value, "ok": ok, "detail": self.detail,
-                "seconds": self.seconds}
+        return {
+            "name": self.name,
+            "status": self.status.value,
+            "ok": ok,
+            "detail": self.detail,
+            "seconds": self.seconds,
+        }
 
 
 @dataclass
@@ -111,10 +116,17 @@ class VerifyReport:
         return f"verify failed ({failed}) for {self.profile}{crash}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"profile": self.profile, "ok": self.ok, "content": self.content, "summary": self.summary(),
-                "weights": self.weights.to_json() if self.weights else None,
-                "tool_call_parse_failures": self.tool_calls.parse_failures,
-                "tool_call_retries": self.tool_calls.retries,
-                "tool_calls": self.tool_calls.to_json(), "crash": self.crash,
-                "not_checkable": self.not_checkable, "inconclusive": self.inconclusive,
-                "checks": [c.to_json() for c in self.checks]}
+        return {
+            "profile": self.profile,
+            "ok": self.ok,
+            "content": self.content,
+            "summary": self.summary(),
+            "weights": self.weights.to_json() if self.weights else None,
+            "tool_call_parse_failures": self.tool_calls.parse_failures,
+            "tool_call_retries": self.tool_calls.retries,
+            "tool_calls": self.tool_calls.to_json(),
+            "crash": self.crash,
+            "not_checkable": self.not_checkable,
+            "inconclusive": self.inconclusive,
+            "checks": [c.to_json() for c in self.checks],
+        }

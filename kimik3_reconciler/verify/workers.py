@@ -41,8 +41,10 @@ def check_workers(profile: Profile, observed: Observed, server_log: str) -> tupl
         # The profile names the one network the port may be on: any other listening address is a leak.
         stray = [a for a in fact.listeners if a != worker.bind]
         if stray or not fact.listeners:
-            problems.append(f"{worker.name}: port {worker.port} is bound at {', '.join(fact.listeners) or 'no address'}"
-                            f", the profile names only {worker.bind}")
+            problems.append(
+                f"{worker.name}: port {worker.port} is bound at {', '.join(fact.listeners) or 'no address'}"
+                f", the profile names only {worker.bind}"
+            )
         if fact.port_open is False:
             problems.append(f"{worker.name}: {endpoint} does not accept connections from the main host")
         elif held and fact.clients:

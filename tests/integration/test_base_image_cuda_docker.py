@@ -26,8 +26,12 @@ def test_a_pulled_runtime_image_says_its_cuda_version_and_the_gate_follows_it() 
     require_docker_and_demo_hub()
     empty = io.BytesIO()
     tarfile.open(fileobj=empty, mode="w").close()
-    subprocess.run(["docker", "import", "-c", "ENV CUDA_VERSION=12.8.1", "-", REF], input=empty.getvalue(),
-                   capture_output=True, check=True)
+    subprocess.run(
+        ["docker", "import", "-c", "ENV CUDA_VERSION=12.8.1", "-", REF],
+        input=empty.getvalue(),
+        capture_output=True,
+        check=True,
+    )
     try:
         collected = collect_runtime_cuda(DockerEngine(), REF)
         assert collected == "12.8.1"
@@ -41,7 +45,9 @@ gpus: [0]
 """).profile
         host = h200_host(1, driver_version="565.57.01", driver_cuda=(12, 7))
         refusals, _ = host_gate(profile, observed(profile, host=host, runtime_cuda=collected))
-        assert refusals[0].startswith(f"NVIDIA driver 565.57.01 is older than 570.124.06, the minimum for the runtime "
-                                      f"base image {REF} (CUDA 12.8.1")
+        assert refusals[0].startswith(
+            f"NVIDIA driver 565.57.01 is older than 570.124.06, the minimum for the runtime "
+            f"base image {REF} (CUDA 12.8.1"
+        )
     finally:
         docker("image", "rm", REF)

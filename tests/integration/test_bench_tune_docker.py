@@ -53,8 +53,9 @@ def test_bench_sweeps_cross_checks_and_refuses_an_unconverged_host(serving: Path
     for level in run["levels"]:  # exact output lengths, counted by the client and by /metrics alike
         assert level["client_tokens"] == 8 * level["requests"] == level["metrics_tokens"]
         assert level["server_decode_p50"] and level["ttft_p95"] is not None
-    assert run["fingerprint"] == docker("inspect", "-f", '{{index .Config.Labels "kimik3.container.fingerprint"}}',
-                                        NAME)
+    assert run["fingerprint"] == docker(
+        "inspect", "-f", '{{index .Config.Labels "kimik3.container.fingerprint"}}', NAME
+    )
     assert (serving / "state" / run["kept_as"]).is_file()
     assert (serving / "sweep.svg").read_text().lstrip().startswith("<?xml")
 
@@ -73,12 +74,29 @@ def _tune_record(state: Path) -> dict:
 def test_tune_resumes_after_kill_writes_the_profile_and_ends_converged(serving: Path, background: Background) -> None:
     cores = json.loads(docker("inspect", "-f", '{{index .Config.Labels "kimik3.inputs"}}', NAME))["host.threads"]
     other = cores + 1 if cores == 1 else 1
-    args = ["tune", "profile.yaml", "--goal", "aggregate@2", "--space", "ubatch=256,512", "--space", "parallel=2,4",
-            "--space", f"threads={other},{cores}", *SMALL, "--max-trials", "2", "--finalists", "1", "--write"]
+    args = [
+        "tune",
+        "profile.yaml",
+        "--goal",
+        "aggregate@2",
+        "--space",
+        "ubatch=256,512",
+        "--space",
+        "parallel=2,4",
+        "--space",
+        f"threads={other},{cores}",
+        *SMALL,
+        "--max-trials",
+        "2",
+        "--finalists",
+        "1",
+        "--write",
+    ]
     env = {**os.environ, "KIMIK3_STATE_DIR": str(serving / "state"), "HF_HOME": str(serving / "hf-home")}
     before = (serving / "profile.yaml").read_text()
-    first = background.start([*KIMIK3, *args], cwd=serving, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True)
+    first = background.start(
+        [*KIMIK3, *args], cwd=serving, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and first.poll() is None:
         # the profile as written (no load) and two launched candidates
@@ -100,7 +118,8 @@ def test_tune_resumes_after_kill_writes_the_profile_and_ends_converged(serving: 
     assert all(t["status"] in ("ok", "failed") for t in record["trials"])  # the killed draw ran again
     # the search stage draws each candidate once (the final rounds relaunch on purpose): nothing twice across the kill
     assert len({json.dumps(t["knobs"], sort_keys=True) for t in record["trials"] if t["stage"] == 1}) == len(
-        [t for t in record["trials"] if t["stage"] == 1])
+        [t for t in record["trials"] if t["stage"] == 1]
+    )
     assert "candidates, best first" in resumed.stdout and "spread" in resumed.stdout
 
     # Which side wins is a measurement (never asserted): two concurrent requests on one slot queue, so the

@@ -38,13 +38,28 @@ def test_a_compile_and_a_layer_cache_build_are_recorded_apart(tmp_path: Path) ->
     (tmp_path / "Dockerfile.llamacpp").write_text(DOCKERFILE)
     (tmp_path / "source.tar.gz").write_bytes(b"unused by this Dockerfile")
     state = StateFiles(tmp_path / "state")
-    ports = Ports(docker=DockerEngine(), hub=None, http=None, host=None, state=state,  # type: ignore[arg-type]
-                  clock=SystemClock())
+    ports = Ports(
+        docker=DockerEngine(),
+        hub=None,
+        http=None,
+        host=None,
+        state=state,  # type: ignore[arg-type]
+        clock=SystemClock(),
+    )
     stamp = uuid.uuid4().hex  # a RUN no earlier build cached
-    spec = ImageBuild(TAG, "fp-buildtime", "mainline", "ad1de39", str(tmp_path / "Dockerfile.llamacpp"),
-                      str(tmp_path / "source.tar.gz"), None, (),
-                      (("BUILD_IMAGE", BASE), ("RUNTIME_IMAGE", BASE), ("STAMP", stamp)),
-                      (("kimik3.image.fingerprint", "fp-buildtime"),), variant="cpu")
+    spec = ImageBuild(
+        TAG,
+        "fp-buildtime",
+        "mainline",
+        "ad1de39",
+        str(tmp_path / "Dockerfile.llamacpp"),
+        str(tmp_path / "source.tar.gz"),
+        None,
+        (),
+        (("BUILD_IMAGE", BASE), ("RUNTIME_IMAGE", BASE), ("STAMP", stamp)),
+        (("kimik3.image.fingerprint", "fp-buildtime"),),
+        variant="cpu",
+    )
     try:
         build_image(spec, ports, NullReporter())
         full = state.read(build_time_key("cpu", cached=False))

@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.background import Background
+from support.fakes.state import FakeClock
 
 from kimik3_demo.hub import FixtureHub
 from kimik3_demo.prepare import CHECKPOINT_REPO, CHECKPOINT_REVISION, checkpoint_repo, prepare_checkpoint_root
@@ -29,8 +31,6 @@ from kimik3_reconciler.planning.model_step import download_spec, model_step
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps.model import download_model
 from kimik3_reconciler.steps.report import NullReporter
-from support.background import Background
-from support.fakes.state import FakeClock
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SHARD = "model-00001-of-00002.safetensors"
@@ -50,14 +50,27 @@ def hub(served: Path) -> Iterator[FixtureHub]:
 
 
 def observe(hub: FixtureHub, work: Path) -> ModelFact:
-    return collect_checkpoint(CHECKPOINT_REPO, CHECKPOINT_REVISION, hub.url, str(work / "cache"), HuggingFaceHub(),
-                              StateFiles(work / "state"), LinuxHost())
+    return collect_checkpoint(
+        CHECKPOINT_REPO,
+        CHECKPOINT_REVISION,
+        hub.url,
+        str(work / "cache"),
+        HuggingFaceHub(),
+        StateFiles(work / "state"),
+        LinuxHost(),
+    )
 
 
 def apply(hub: FixtureHub, work: Path, fact: ModelFact, workers: int = 4) -> None:
     spec = download_spec(fact, hub.url, checkpoint_manifest_key(CHECKPOINT_REPO, CHECKPOINT_REVISION, fact.cache_dir))
-    ports = Ports(docker=None, hub=HuggingFaceHub(workers), http=None, host=LinuxHost(),  # type: ignore[arg-type]
-                  state=StateFiles(work / "state"), clock=FakeClock())
+    ports = Ports(
+        docker=None,
+        hub=HuggingFaceHub(workers),
+        http=None,
+        host=LinuxHost(),  # type: ignore[arg-type]
+        state=StateFiles(work / "state"),
+        clock=FakeClock(),
+    )
     download_model(spec, ports, NullReporter())
 
 
@@ -65,16 +78,19 @@ def cached(work: Path, path: str) -> Path:
     return work / "cache" / f"models--{CHECKPOINT_REPO.replace('/', '--')}" / "snapshots" / CHECKPOINT_REVISION / path
 
 
-def test_the_checkpoint_is_listed_planned_fetched_verified_and_then_a_noop(hub: FixtureHub, served: Path,
-                                                                          tmp_path: Path) -> None:
+def test_the_checkpoint_is_listed_planned_fetched_verified_and_then_a_noop(
+    hub: FixtureHub, served: Path, tmp_path: Path
+) -> None:
     fresh = observe(hub, tmp_path)
     local = checkpoint_repo(served).files
     assert {f.path for f in fresh.files} == set(local) - {"README.md"}  # what a server opens, nothing else
     assert fresh.listing == "hub" and set(fresh.missing) == {f.path for f in fresh.files}
     step = model_step("model", fresh, download_spec(fresh, hub.url, "unused"))
     assert step.action is Action.CREATE and step.target == f"{CHECKPOINT_REPO}@{CHECKPOINT_REVISION[:12]}/checkpoint"
-    assert step.cost.startswith("2.5 MiB to fetch") and "[*.safetensors 2 file(s) 2.5 MiB; config, tokenizer and " \
-        "code 6 file(s) " in step.cost  # one line for the weights however many shards
+    assert (
+        step.cost.startswith("2.5 MiB to fetch")
+        and "[*.safetensors 2 file(s) 2.5 MiB; config, tokenizer and code 6 file(s) " in step.cost
+    )  # one line for the weights however many shards
     apply(hub, tmp_path, fresh)
     for path in (f.path for f in fresh.files):
         assert cached(tmp_path, path).read_bytes() == local[path].read_bytes(), path
@@ -84,20 +100,25 @@ def test_the_checkpoint_is_listed_planned_fetched_verified_and_then_a_noop(hub: 
     assert model_step("model", again, download_spec(again, hub.url, "unused")).action is Action.NOOP
 
 
-def test_a_download_killed_between_shards_resumes_without_fetching_them_again(hub: FixtureHub, served: Path,
-                                                                             tmp_path: Path,
-                                                                             background: Background) -> None:
+def test_a_download_killed_between_shards_resumes_without_fetching_them_again(
+    hub: FixtureHub, served: Path, tmp_path: Path, background: Background
+) -> None:
     """kill -9 once the first shard is in the cache: the next apply fetches what is missing, not that shard.
     (Within a file kimik3 resumes from what it wrote, in 8 MiB chunks: tests/integration/test_download.py; these
     shards are smaller than one chunk.)"""
     local = checkpoint_repo(served).files
     first, second = SHARD, SHARD.replace("00001-of", "00002-of")
     hub.faults.bytes_per_second = 1 << 20  # ~1.3 s per shard, one file at a time: time to kill between them
-    script = ("from pathlib import Path; from tests.integration.test_checkpoint_download import *; "
-              f"hub = type('H', (), {{'url': {hub.url!r}}})(); work = Path({str(tmp_path)!r}); "
-              "apply(hub, work, observe(hub, work), workers=1)")
-    child = background.start([sys.executable, "-c", script], cwd=REPO_ROOT,
-                             env={**os.environ, "PYTHONPATH": f"{REPO_ROOT}:{REPO_ROOT / 'tests'}"})
+    script = (
+        "from pathlib import Path; from tests.integration.test_checkpoint_download import *; "
+        f"hub = type('H', (), {{'url': {hub.url!r}}})(); work = Path({str(tmp_path)!r}); "
+        "apply(hub, work, observe(hub, work), workers=1)"
+    )
+    child = background.start(
+        [sys.executable, "-c", script],
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": f"{REPO_ROOT}:{REPO_ROOT / 'tests'}"},
+    )
     blobs = tmp_path / "cache" / f"models--{CHECKPOINT_REPO.replace('/', '--')}" / "blobs"
     done = blobs / hashlib.sha256(local[first].read_bytes()).hexdigest()
     deadline = time.monotonic() + 120

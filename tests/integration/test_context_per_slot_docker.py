@@ -37,8 +37,10 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def test_the_plan_says_what_each_request_gets_and_the_server_gives_each_slot_that(work: Path) -> None:
     plan = json.loads(kimik3(work, "plan", "profile.yaml", "--json").stdout)
     (container,) = [s for s in plan["steps"] if s["kind"] == "container"]
-    assert ("each request gets 4,096 tokens (the default: seed 001's 131,072 a request, capped at the trained "
-            "4,096, x 2 slots = -c 8,192); KV cache") in container["reason"]
+    assert (
+        "each request gets 4,096 tokens (the default: seed 001's 131,072 a request, capped at the trained "
+        "4,096, x 2 slots = -c 8,192); KV cache"
+    ) in container["reason"]
     command = container["spec"]["command"]  # the rendered container (LaunchContainer.to_json)
     assert command[command.index("--ctx-size") + 1] == "8192" and command[command.index("--parallel") + 1] == "2"
     kimik3(work, "apply", "profile.yaml", "--no-verify-server")

@@ -81,10 +81,21 @@ def cuda_images() -> list[str]:
 
 def check_runtime_image(image: str) -> dict[str, dict[str, str | None]]:
     """The runtime stage of a CUDA image: every library but the driver's resolves; no driver library inside."""
-    run = subprocess.run(["docker", "run", "--rm", "--entrypoint", "sh", image, "-c",
-                          f"ldd {' '.join(BINARIES)}; echo '== ldconfig'; ldconfig -p; echo '== find';"
-                          " find /app -name 'libcuda.so*'"],
-                         capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [
+            "docker",
+            "run",
+            "--rm",
+            "--entrypoint",
+            "sh",
+            image,
+            "-c",
+            f"ldd {' '.join(BINARIES)}; echo '== ldconfig'; ldconfig -p; echo '== find'; find /app -name 'libcuda.so*'",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stderr
     ldd_text, rest = run.stdout.split("== ldconfig\n")
     ldconfig, found_driver = rest.split("== find\n")
@@ -96,7 +107,9 @@ def check_runtime_image(image: str) -> dict[str, dict[str, str | None]]:
         # the CUDA runtime and cuBLAS come from the base image's toolkit folder, the llama.cpp libraries from /app
         assert (needed.get("libcudart.so.13") or "").startswith("/usr/local/cuda"), needed
         assert (needed.get("libcublas.so.13") or "").startswith("/usr/local/cuda"), needed
-        ggml_cuda = [path for name, path in needed.items() if name.startswith("libggml-cuda.so")]  # .so.0 when versioned
+        ggml_cuda = [
+            path for name, path in needed.items() if name.startswith("libggml-cuda.so")
+        ]  # .so.0 when versioned
         assert ggml_cuda and (ggml_cuda[0] or "").startswith("/app/"), needed
     # nothing the loader finds stands in for the driver's library (nvidia/cuda's compat folder is off its path)
     assert "libcuda.so" not in ldconfig and found_driver.strip() == "", (ldconfig, found_driver)
@@ -110,8 +123,9 @@ def test_every_cuda_image_here_resolves_its_libraries_but_the_driver() -> None:
     require_docker_and_demo_hub()
     images = cuda_images()
     if not images:
-        pytest.skip(f"no CUDA image built by kimik3 on this daemon: {OPT_IN}=1 builds one "
-                    "(111 min measured on 2 shared cores)")
+        pytest.skip(
+            f"no CUDA image built by kimik3 on this daemon: {OPT_IN}=1 builds one (111 min measured on 2 shared cores)"
+        )
     for image in images:
         check_runtime_image(image)
 
@@ -120,14 +134,19 @@ def test_the_offline_bases_link_without_libcuda_and_resolve_all_else_at_run_time
     """The bases' contract, in seconds instead of the hour the real image takes: linking needs only the stub,
     and the runtime base resolves cudart and cuBLAS by itself (the same check as for a built image)."""
     require_docker_and_demo_hub()
-    missing = [ref for ref in BASES if subprocess.run(["docker", "image", "inspect", ref], capture_output=True).returncode]
+    missing = [
+        ref for ref in BASES if subprocess.run(["docker", "image", "inspect", ref], capture_output=True).returncode
+    ]
     if missing:
-        pytest.skip(f"no offline CUDA bases here ({', '.join(missing)}): bash scripts/ensure-cuda-base-images.sh "
-                    "(~3.5 min the first time, 0.5 GB of NVIDIA wheels from PyPI)")
+        pytest.skip(
+            f"no offline CUDA bases here ({', '.join(missing)}): bash scripts/ensure-cuda-base-images.sh "
+            "(~3.5 min the first time, 0.5 GB of NVIDIA wheels from PyPI)"
+        )
     (tmp_path / "Dockerfile").write_text(MINI_DOCKERFILE)
     tag = f"k3-cuda-mini:{uuid.uuid4().hex[:12]}"  # this test's own image, removed after
-    built = subprocess.run(["docker", "build", "-q", "-t", tag, str(tmp_path)], capture_output=True, text=True,
-                           timeout=600)
+    built = subprocess.run(
+        ["docker", "build", "-q", "-t", tag, str(tmp_path)], capture_output=True, text=True, timeout=600
+    )
     assert built.returncode == 0, built.stderr
     try:
         libraries = check_runtime_image(tag)
@@ -138,11 +157,15 @@ def test_the_offline_bases_link_without_libcuda_and_resolve_all_else_at_run_time
 
 
 def test_parse_ldd_reads_resolved_missing_and_virtual_entries() -> None:
-    text = ("/app/llama-server:\n\tlinux-vdso.so.1 (0x00007ffd)\n"
-            "\tlibcuda.so.1 => not found\n\tlibggml-cuda.so => /app/libggml-cuda.so (0x00007f01)\n"
-            "/app/ggml-rpc-server:\n\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x00007f02)\n")
-    assert parse_ldd(text) == {"/app/llama-server": {"libcuda.so.1": None, "libggml-cuda.so": "/app/libggml-cuda.so"},
-                               "/app/ggml-rpc-server": {"libc.so.6": "/lib/x86_64-linux-gnu/libc.so.6"}}
+    text = (
+        "/app/llama-server:\n\tlinux-vdso.so.1 (0x00007ffd)\n"
+        "\tlibcuda.so.1 => not found\n\tlibggml-cuda.so => /app/libggml-cuda.so (0x00007f01)\n"
+        "/app/ggml-rpc-server:\n\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x00007f02)\n"
+    )
+    assert parse_ldd(text) == {
+        "/app/llama-server": {"libcuda.so.1": None, "libggml-cuda.so": "/app/libggml-cuda.so"},
+        "/app/ggml-rpc-server": {"libc.so.6": "/lib/x86_64-linux-gnu/libc.so.6"},
+    }
 
 
 def test_kimik3_builds_the_cuda_image_from_the_offline_bases(tmp_path) -> None:  # noqa: ANN001
@@ -156,9 +179,19 @@ def test_kimik3_builds_the_cuda_image_from_the_offline_bases(tmp_path) -> None: 
     profile["build"]["archive"] = str(archive)
     path = tmp_path / "profile.yaml"
     path.write_text(yaml.safe_dump(profile, sort_keys=False))
-    built = subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "cuda_image" / "build.py"), str(path),
-                            "--state-dir", str(tmp_path / "state")], capture_output=True, text=True, timeout=3 * 3600,
-                           env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), *sys.path])})
+    built = subprocess.run(
+        [
+            sys.executable,
+            str(REPO_ROOT / "tools" / "cuda_image" / "build.py"),
+            str(path),
+            "--state-dir",
+            str(tmp_path / "state"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=3 * 3600,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), *sys.path])},
+    )
     assert built.returncode == 0, built.stderr[-4000:]
     summary = json.loads(built.stdout)
     assert summary["patches"] == ["00-kimik3-parallel-pinned-host-buffer.patch", "01-kimik3-parallel-host-read.patch"]

@@ -37,8 +37,9 @@ def hub(tmp_path: Path) -> Iterator[FixtureHub]:
     subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)
 
 
-def test_a_failing_apply_after_destroy_does_not_bring_the_destroyed_deployment_back(tmp_path: Path,
-                                                                                    hub: FixtureHub) -> None:
+def test_a_failing_apply_after_destroy_does_not_bring_the_destroyed_deployment_back(
+    tmp_path: Path, hub: FixtureHub
+) -> None:
     good = demo_profile(tmp_path, NAME, PORT, hub.url)
     write_profile(tmp_path, good, "good.yaml")
     kimik3(tmp_path, "apply", "good.yaml")

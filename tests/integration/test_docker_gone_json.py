@@ -36,8 +36,7 @@ def _slow_dockerfile(work: Path) -> Path:
     """A Dockerfile that says it started, then sleeps: the build is mid-stream for a minute. A nonce keeps
     Docker's layer cache from answering it."""
     path = work / "Dockerfile.slow"
-    path.write_text("ARG BUILD_IMAGE\nFROM ${BUILD_IMAGE}\n"
-                    f"RUN echo '{BUILD_MARK} {uuid.uuid4().hex}' && sleep 60\n")
+    path.write_text(f"ARG BUILD_IMAGE\nFROM ${{BUILD_IMAGE}}\nRUN echo '{BUILD_MARK} {uuid.uuid4().hex}' && sleep 60\n")
     return path
 
 
@@ -45,10 +44,21 @@ class _Apply:
     """`kimik3 apply --json` with DOCKER_HOST at the relay; stderr read line by line as it comes."""
 
     def __init__(self, work: Path, relay: DockerRelay, dockerfile: Path):
-        env = {**os.environ, "KIMIK3_STATE_DIR": str(work / "state"), "HF_HOME": str(work / "hf-home"),
-               "KIMIK3_HOST_LOCK": str(work / "host.lock"), "DOCKER_HOST": f"unix://{relay.path}"}
-        self.proc = subprocess.Popen([*KIMIK3, "--dockerfile", str(dockerfile), "apply", "--json", "profile.yaml"],
-                                     cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        env = {
+            **os.environ,
+            "KIMIK3_STATE_DIR": str(work / "state"),
+            "HF_HOME": str(work / "hf-home"),
+            "KIMIK3_HOST_LOCK": str(work / "host.lock"),
+            "DOCKER_HOST": f"unix://{relay.path}",
+        }
+        self.proc = subprocess.Popen(
+            [*KIMIK3, "--dockerfile", str(dockerfile), "apply", "--json", "profile.yaml"],
+            cwd=work,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         self.err: list[str] = []
         self._reader = threading.Thread(target=self._read_err, daemon=True)
         self._reader.start()
@@ -96,8 +106,9 @@ def _apply_losing_docker(work: Path, name: str, port: int, when: str, timeout: f
             if when == "download":
                 hub.faults.bytes_per_second = 256 << 10  # the shards take seconds: the socket goes while they come
             apply = _Apply(work, relay, _slow_dockerfile(work))
-            started = (lambda: apply.said(BUILD_MARK)) if when == "build" else (
-                lambda: sum(hub.faults.served.values()) > 0)
+            started = (
+                (lambda: apply.said(BUILD_MARK)) if when == "build" else (lambda: sum(hub.faults.served.values()) > 0)
+            )
             wait_for(f"the {when}", lambda: started() or apply.proc.poll() is not None, timeout=600, interval=0.05)
             assert apply.proc.poll() is None, "".join(apply.err)[-3000:]
             relay.vanish()

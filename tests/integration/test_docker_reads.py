@@ -25,8 +25,17 @@ LABEL = f"kimik3.test={NAME}"
 def container() -> Iterator[str]:
     require_docker_and_demo_hub()
     docker("rm", "-f", NAME)
-    docker("create", "--name", NAME, "--label", LABEL, "--label", "kimik3.health-url=http://127.0.0.1:9/health",
-           BASE, "true")
+    docker(
+        "create",
+        "--name",
+        NAME,
+        "--label",
+        LABEL,
+        "--label",
+        "kimik3.health-url=http://127.0.0.1:9/health",
+        BASE,
+        "true",
+    )
     yield NAME
     docker("rm", "-f", NAME)
 
@@ -55,5 +64,6 @@ def test_the_engine_reads_over_the_socket_what_the_sdk_reads(container: str) -> 
     assert engine.inspect_container("k3perf-absent") is None and through_sdk.inspect_container("k3perf-absent") is None
     assert engine.image_id(BASE) == through_sdk.image_id(BASE) == docker("image", "inspect", "-f", "{{.Id}}", BASE)
     assert engine.list_images(IMAGE_FINGERPRINT) == through_sdk.list_images(IMAGE_FINGERPRINT)
-    assert engine.list_images(IMAGE_FINGERPRINT) == [i.attrs for i in docker_sdk.from_env().images.list(
-        filters={"label": IMAGE_FINGERPRINT})]  # what list_images returned before it read over the socket
+    assert engine.list_images(IMAGE_FINGERPRINT) == [
+        i.attrs for i in docker_sdk.from_env().images.list(filters={"label": IMAGE_FINGERPRINT})
+    ]  # what list_images returned before it read over the socket

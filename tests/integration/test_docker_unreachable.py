@@ -18,8 +18,9 @@ def plan_with_docker_host(work: Path, docker_host: str) -> tuple[subprocess.Comp
     (work / "profile.yaml").write_text(FAKE_PROFILE)
     env = {**os.environ, "KIMIK3_STATE_DIR": str(work / "state"), "DOCKER_HOST": docker_host}
     started = time.monotonic()
-    result = subprocess.run([*KIMIK3, "plan", "profile.yaml"], cwd=work, env=env, capture_output=True, text=True,
-                            timeout=120)
+    result = subprocess.run(
+        [*KIMIK3, "plan", "profile.yaml"], cwd=work, env=env, capture_output=True, text=True, timeout=120
+    )
     return result, time.monotonic() - started
 
 
@@ -39,8 +40,14 @@ def test_a_socket_nobody_accepts_on_is_retried_as_a_restarting_daemon(tmp_path: 
     (tmp_path / "src.tar.gz").write_bytes(b"source")
     (tmp_path / "profile.yaml").write_text(FAKE_PROFILE)
     env = {**os.environ, "KIMIK3_STATE_DIR": str(tmp_path / "state"), "DOCKER_HOST": f"unix://{path}"}
-    proc = subprocess.Popen([*KIMIK3, "plan", "profile.yaml"], cwd=tmp_path, env=env, stderr=subprocess.PIPE,
-                            stdout=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [*KIMIK3, "plan", "profile.yaml"],
+        cwd=tmp_path,
+        env=env,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         time.sleep(6)  # long enough for the first retries, far short of the 90 s window
         assert proc.poll() is None, "gave up on a refused socket before the restart window"

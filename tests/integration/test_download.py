@@ -49,16 +49,26 @@ def hub(shards: dict[str, Path]) -> Iterator[FixtureHub]:
 
 def spec_for(hub: FixtureHub, cache: Path) -> ModelDownload:
     files = tuple(HuggingFaceHub().list_files(REPO, REV, ["Q"], hub.url))
-    return ModelDownload(repo=REPO, revision=REV, quant="Q", endpoint=hub.url, cache_dir=str(cache), files=files,
-                         missing=tuple(f.path for f in files), manifest_key="unused")
+    return ModelDownload(
+        repo=REPO,
+        revision=REV,
+        quant="Q",
+        endpoint=hub.url,
+        cache_dir=str(cache),
+        files=files,
+        missing=tuple(f.path for f in files),
+        manifest_key="unused",
+    )
 
 
 def download_in_child(background: Background, hub: FixtureHub, cache: Path, prelude: str = "") -> subprocess.Popen:
     """The hub's files downloaded into `cache` by another process (one to kill -9; killed at teardown if the test
     fails first); `prelude`: Python run first there (the same settings as this test's monkeypatches)."""
-    script = (f"from tests.integration.test_download import *; {prelude}"
-              f"hub = type('H', (), {{'url': {hub.url!r}}})(); "
-              f"HuggingFaceHub().download(spec_for(hub, Path({str(cache)!r})), lambda *_: None)")
+    script = (
+        f"from tests.integration.test_download import *; {prelude}"
+        f"hub = type('H', (), {{'url': {hub.url!r}}})(); "
+        f"HuggingFaceHub().download(spec_for(hub, Path({str(cache)!r})), lambda *_: None)"
+    )
     root = Path(__file__).resolve().parents[2]
     return background.start([sys.executable, "-c", script], cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
 
@@ -77,8 +87,9 @@ def test_parallel_download_lands_in_the_hf_cache_layout(hub: FixtureHub, shards,
     assert sum(hub.faults.served.values()) == 3 * SIZE
 
 
-def test_blobs_already_in_the_cache_are_adopted_and_not_counted_as_fetched(hub: FixtureHub, shards,
-                                                                         tmp_path: Path) -> None:
+def test_blobs_already_in_the_cache_are_adopted_and_not_counted_as_fetched(
+    hub: FixtureHub, shards, tmp_path: Path
+) -> None:
     """A fresh state dir over a full cache: the files are verified and adopted; nothing comes from the hub,
     so the reported download figure is 0 bytes (it used to report the whole size at some MiB/s)."""
     HuggingFaceHub().download(spec_for(hub, tmp_path), lambda *_: None)
@@ -114,15 +125,19 @@ def test_a_corrupt_blob_in_the_cache_is_refetched_not_served(hub: FixtureHub, sh
     assert hub.faults.served == {spec.files[0].path: SIZE}  # only the bad one came again
 
 
-def test_kill_9_mid_shard_then_resume_refetches_at_most_one_chunk(hub: FixtureHub, shards, tmp_path: Path,
-                                                                background: Background) -> None:
+def test_kill_9_mid_shard_then_resume_refetches_at_most_one_chunk(
+    hub: FixtureHub, shards, tmp_path: Path, background: Background
+) -> None:
     hub.faults.bytes_per_second = 16 << 20  # ~1.5 s per shard: time to kill it mid-way
     child = download_in_child(background, hub, tmp_path)
     partials: list[Path] = []
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        partials = [p for p in (tmp_path / f"models--{REPO.replace('/', '--')}" / "blobs").glob("*.incomplete")
-                    if p.stat().st_size >= 4 << 20]
+        partials = [
+            p
+            for p in (tmp_path / f"models--{REPO.replace('/', '--')}" / "blobs").glob("*.incomplete")
+            if p.stat().st_size >= 4 << 20
+        ]
         if partials:
             break
         time.sleep(0.05)
@@ -141,14 +156,17 @@ def test_kill_9_mid_shard_then_resume_refetches_at_most_one_chunk(hub: FixtureHu
         assert refetched <= SIZE - size + CHUNK, (path, refetched, size)
 
 
-def test_sigterm_mid_download_exits_at_once_and_the_next_download_resumes(hub: FixtureHub, shards, tmp_path: Path,
-                                                                        background: Background) -> None:
+def test_sigterm_mid_download_exits_at_once_and_the_next_download_resumes(
+    hub: FixtureHub, shards, tmp_path: Path, background: Background
+) -> None:
     """SIGTERM (systemd, docker stop, a CI runner, timeout) goes through the CLI's handler: the download stops
     where it is instead of finishing every file in flight, exit 143, and the next download resumes."""
     hub.faults.bytes_per_second = 2 << 20  # ~12 s per shard: the files in flight would take that long to finish
-    prelude = ("import signal; from kimik3_reconciler.cli import _run, _terminate_as_interrupt; "
-               "signal.signal(signal.SIGTERM, _terminate_as_interrupt); "
-               "HuggingFaceHub.download = _run(HuggingFaceHub.download); ")
+    prelude = (
+        "import signal; from kimik3_reconciler.cli import _run, _terminate_as_interrupt; "
+        "signal.signal(signal.SIGTERM, _terminate_as_interrupt); "
+        "HuggingFaceHub.download = _run(HuggingFaceHub.download); "
+    )
     child = download_in_child(background, hub, tmp_path, prelude)
     blobs = tmp_path / f"models--{REPO.replace('/', '--')}" / "blobs"
     deadline = time.monotonic() + 30
@@ -181,23 +199,33 @@ def test_sizing_gate_refuses_before_any_byte_with_the_numbers(shards, tmp_path: 
         assert "153600.0 GiB to fetch" in result.stderr and "free on" in result.stderr
         assert "[Q/ 3 file(s) 153600.0 GiB]" in result.stderr
         # both halves of the sizing gate speak at once: disk, and VRAM + RAM
-        assert ("the quant is 153600.0 GiB, 168960.0 GiB with seed 001's 10% runtime headroom, but VRAM + RAM is"
-                in result.stderr)
+        assert (
+            "the quant is 153600.0 GiB, 168960.0 GiB with seed 001's 10% runtime headroom, but VRAM + RAM is"
+            in result.stderr
+        )
         # only the shards' GGUF headers were read (Range requests for the placement forecast): no body
         assert sum(big.faults.served.values()) <= 3 * (1 << 20)
     assert not (tmp_path / "hf-cache").exists()
 
 
 def test_the_tokenizer_repo_gives_its_non_weight_files_only(tmp_path: Path) -> None:
+    from support.fakes import MemoryState
+
     from kimik3_reconciler.adapters.host_linux import LinuxHost
     from kimik3_reconciler.model.profile_source import parse_profile
     from kimik3_reconciler.observe.model_cache import collect_tokenizer
-    from support.fakes import MemoryState
 
     src = tmp_path / "src"
     src.mkdir()
-    names = ["tokenizer.json", "config.json", "tiktoken.model", "model-00001-of-00002.safetensors",
-             "pytorch_model.bin", "Kimi-K3.gguf", "consolidated.pt"]
+    names = [
+        "tokenizer.json",
+        "config.json",
+        "tiktoken.model",
+        "model-00001-of-00002.safetensors",
+        "pytorch_model.bin",
+        "Kimi-K3.gguf",
+        "consolidated.pt",
+    ]
     files = {}
     for name in names:
         (src / name).write_bytes(os.urandom(4096))
@@ -217,8 +245,16 @@ model:
 """).profile
         fact = collect_tokenizer(profile, HuggingFaceHub(), MemoryState(), tmp_path, LinuxHost())
         assert [f.path for f in fact.files] == ["config.json", "tiktoken.model", "tokenizer.json"]
-        spec = ModelDownload(repo=fact.repo, revision=tok_rev, quant="tokenizer", endpoint=hub.url,
-                             cache_dir=fact.cache_dir, files=fact.files, missing=fact.missing, manifest_key="-")
+        spec = ModelDownload(
+            repo=fact.repo,
+            revision=tok_rev,
+            quant="tokenizer",
+            endpoint=hub.url,
+            cache_dir=fact.cache_dir,
+            files=fact.files,
+            missing=fact.missing,
+            manifest_key="-",
+        )
         HuggingFaceHub().download(spec, lambda *_: None)
         fetched = {p.rsplit("/", 1)[-1] for m, p in hub.requests if m == "GET" and "/resolve/" in p}
     assert fetched == {"config.json", "tiktoken.model", "tokenizer.json"}  # no weight file was ever requested
@@ -294,16 +330,22 @@ def _settled(read, quiet_s: float = 2.5, timeout_s: float = 20) -> int:  # the h
     return value
 
 
-def test_kill_9_mid_ranges_then_resume_fetches_only_what_the_record_lacks(one_file_hub, tmp_path: Path,
-                                                                         monkeypatch, background: Background) -> None:
+def test_kill_9_mid_ranges_then_resume_fetches_only_what_the_record_lacks(
+    one_file_hub, tmp_path: Path, monkeypatch, background: Background
+) -> None:
     hub, files = one_file_hub
     _ranged(monkeypatch)
     # per connection: 8 ranges of 6 MiB, ~6 s each: the kill lands mid-ranges even when this process is
     # descheduled for seconds on a loaded CI machine (at 4 MiB/s the whole file came in 1.5 s and CI once
     # found it finished before the kill)
     hub.faults.bytes_per_second = 1 << 20
-    child = download_in_child(background, hub, tmp_path, "from kimik3_reconciler.adapters import hub_download, hub_ranges; "
-                                             "hub_download.MIN_RANGE = 1 << 20; hub_ranges.RECORD_EVERY = 1 << 20; ")
+    child = download_in_child(
+        background,
+        hub,
+        tmp_path,
+        "from kimik3_reconciler.adapters import hub_download, hub_ranges; "
+        "hub_download.MIN_RANGE = 1 << 20; hub_ranges.RECORD_EVERY = 1 << 20; ",
+    )
     blobs = tmp_path / f"models--{REPO.replace('/', '--')}" / "blobs"
     recorded = 0
     deadline = time.monotonic() + 30
@@ -329,15 +371,16 @@ def test_kill_9_mid_ranges_then_resume_fetches_only_what_the_record_lacks(one_fi
     assert hub.faults.served["Q/K3-ONE.gguf"] - served_before == ONE - kept  # each range from its record
 
 
-def test_a_removed_snapshot_link_is_priced_at_what_apply_fetches_nothing(hub: FixtureHub, shards,
-                                                                         tmp_path: Path) -> None:
+def test_a_removed_snapshot_link_is_priced_at_what_apply_fetches_nothing(
+    hub: FixtureHub, shards, tmp_path: Path
+) -> None:
     """Held-back review (issue 30): with a shard's snapshot link removed and its blob present, the plan priced the
     shard as to fetch, and apply fetched 0 bytes (it re-hashes the blob and links it again). The real HF cache
     layout and downloader, the fixture hub; the orchestrator on fake Docker (nothing here needs a container)."""
     from support.fakes import FAKE_PROFILE, FakeHub, fake_ports
 
-    from kimik3_reconciler.orchestrator import Orchestrator
     from kimik3_reconciler.model.profile_source import parse_profile
+    from kimik3_reconciler.orchestrator import Orchestrator
     from kimik3_reconciler.steps.report import NullReporter
 
     class Events(NullReporter):
@@ -353,9 +396,10 @@ def test_a_removed_snapshot_link_is_priced_at_what_apply_fetches_nothing(hub: Fi
     ports.hub = HuggingFaceHub()
     events = Events()
     orchestrator = Orchestrator(ports, events, tmp_path, tmp_path / "Dockerfile.llamacpp")
-    text = FAKE_PROFILE.replace("{repo: org/k3, revision: " + "ab" * 20 + ", quant: UD-Q2_K_XL}",
-                                f"{{repo: {REPO}, revision: '{REV}', quant: Q, endpoint: '{hub.url}', "
-                                f"cache_dir: '{tmp_path / 'cache'}'}}")
+    text = FAKE_PROFILE.replace(
+        "{repo: org/k3, revision: " + "ab" * 20 + ", quant: UD-Q2_K_XL}",
+        f"{{repo: {REPO}, revision: '{REV}', quant: Q, endpoint: '{hub.url}', cache_dir: '{tmp_path / 'cache'}'}}",
+    )
     profile = parse_profile(text, str(tmp_path / "p.yaml"))
     orchestrator.apply(profile)
     assert orchestrator.plan(profile).converged
@@ -366,8 +410,10 @@ def test_a_removed_snapshot_link_is_priced_at_what_apply_fetches_nothing(hub: Fi
     step = next(s for s in orchestrator.plan(profile).steps if s.kind == "model")
     print(step.reason, "|", step.cost)
     assert step.action.name == "CREATE" and step.cost.startswith("0 B to fetch")
-    assert f"in the cache's blobs but not linked and verified at this revision: re-hashed and linked, not fetched " \
-           f"({first})" in step.reason
+    assert (
+        f"in the cache's blobs but not linked and verified at this revision: re-hashed and linked, not fetched "
+        f"({first})" in step.reason
+    )
     hub.faults.served.clear()
     events.seen.clear()
     orchestrator.apply(profile)

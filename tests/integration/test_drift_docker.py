@@ -38,9 +38,16 @@ def test_the_rendered_container_run_by_the_adapter_reads_back_unchanged(tmp_path
     """run_container and parse_running are symmetric, for every field the launch sets."""
     require_docker_and_demo_hub()
     spec = ContainerSpec(
-        name="k3-drift-roundtrip", image=IMAGE, command=("--version",), env=(("K3_DRIFT_TEST", "1"),),
+        name="k3-drift-roundtrip",
+        image=IMAGE,
+        command=("--version",),
+        env=(("K3_DRIFT_TEST", "1"),),
         mounts=(Mount(str(tmp_path), "/models/m", read_only=True), Mount(str(tmp_path), "/scratch", read_only=False)),
-        gpus="none", labels=(("kimik3.test", "drift"),), restart_policy="no", entrypoint=("/app/llama-server",))
+        gpus="none",
+        labels=(("kimik3.test", "drift"),),
+        restart_policy="no",
+        entrypoint=("/app/llama-server",),
+    )
     engine = DockerEngine()
     try:
         engine.run_container(spec)
@@ -69,8 +76,10 @@ def recreate_by_hand(extra: list[str], argv_edit: tuple[str, str] | None = None,
     for key, value in config["Labels"].items():
         options += ["--label", f"{key}={value}"]
     for mount in found["Mounts"]:
-        options += ["--mount", f"type=bind,src={mount['Source']},dst={mount['Destination']}"
-                    + ("" if writable else ",readonly")]
+        options += [
+            "--mount",
+            f"type=bind,src={mount['Source']},dst={mount['Destination']}" + ("" if writable else ",readonly"),
+        ]
     docker("rm", "-f", NAME)
     docker("run", "-d", "--name", NAME, *options, *extra, config["Image"], *argv)
     # Serving again before the plan: a container still loading is not swapped behind a pre-read (nothing serves
@@ -78,13 +87,23 @@ def recreate_by_hand(extra: list[str], argv_edit: tuple[str, str] | None = None,
     wait_for("the recreated server to serve", lambda: serves(PORT), timeout=120)
 
 
-@pytest.mark.parametrize("change, field, shown", [
-    (dict(argv_edit=("--ubatch-size", "512")), "container.command",
-     ("… --ubatch-size 512 …", "… --ubatch-size 4096 …")),
-    (dict(extra=["-e", "K3_DRIFT_BY_HAND=secret-value"]), "container.env.K3_DRIFT_BY_HAND",
-     ("(sensitive value)", None)),
-    (dict(writable=True), "mount /models/models--kimik3-demo--Kimi-K3-tiny-GGUF", ("read-write", "read-only")),
-], ids=["argv", "env", "writable-weights"])
+@pytest.mark.parametrize(
+    "change, field, shown",
+    [
+        (
+            dict(argv_edit=("--ubatch-size", "512")),
+            "container.command",
+            ("… --ubatch-size 512 …", "… --ubatch-size 4096 …"),
+        ),
+        (
+            dict(extra=["-e", "K3_DRIFT_BY_HAND=secret-value"]),
+            "container.env.K3_DRIFT_BY_HAND",
+            ("(sensitive value)", None),
+        ),
+        (dict(writable=True), "mount /models/models--kimik3-demo--Kimi-K3-tiny-GGUF", ("read-write", "read-only")),
+    ],
+    ids=["argv", "env", "writable-weights"],
+)
 def test_a_container_recreated_by_hand_is_replaced_naming_the_field(workdir: Path, change, field, shown) -> None:
     recreate_by_hand(change.pop("extra", []), **change)
     plan = kimik3(workdir, "plan", "--json", "profile.yaml")
@@ -94,7 +113,10 @@ def test_a_container_recreated_by_hand_is_replaced_naming_the_field(workdir: Pat
     assert [(d["field"], d["old"], d["new"]) for d in container["diff"]] == [(field, *shown)]
     applied = json.loads(kimik3(workdir, "apply", "--json", "profile.yaml").stdout)
     assert [(s["kind"], s["action"]) for s in applied["executed"]] == [
-        ("preread", "read"), ("container", "replace"), ("health", "read")]
+        ("preread", "read"),
+        ("container", "replace"),
+        ("health", "read"),
+    ]
     restored = inspect(NAME)
     assert "--ubatch-size" in restored["Config"]["Cmd"] and "4096" in restored["Config"]["Cmd"]
     assert not any(e.startswith("K3_DRIFT_BY_HAND=") for e in restored["Config"]["Env"])

@@ -54,8 +54,9 @@ def status_of(name: str) -> tuple[str, int]:
     return state, int(restarts)
 
 
-def test_a_truncated_gguf_is_stopped_not_crash_looping_and_named(tmp_path: Path, hub: FixtureHub,
-                                                                 cleanup: list[str]) -> None:
+def test_a_truncated_gguf_is_stopped_not_crash_looping_and_named(
+    tmp_path: Path, hub: FixtureHub, cleanup: list[str]
+) -> None:
     cleanup.append(BAD)
     profile = demo_profile(tmp_path, BAD, BAD_PORT, hub.url)
     profile["model"]["quant"] = "UD-TRUNC"
@@ -76,8 +77,11 @@ def test_a_truncated_gguf_is_stopped_not_crash_looping_and_named(tmp_path: Path,
 
 def test_a_foreign_listener_on_the_port_is_refused_naming_its_pid(tmp_path: Path, hub: FixtureHub) -> None:
     write_profile(tmp_path, demo_profile(tmp_path, "k3-fault-listener", LISTENER_PORT, hub.url))
-    server = subprocess.Popen([sys.executable, "-m", "http.server", str(LISTENER_PORT), "--bind", "127.0.0.1"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "http.server", str(LISTENER_PORT), "--bind", "127.0.0.1"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 10
         while f":{LISTENER_PORT:04X} " not in Path("/proc/net/tcp").read_text() and time.monotonic() < deadline:
@@ -92,8 +96,9 @@ def test_a_foreign_listener_on_the_port_is_refused_naming_its_pid(tmp_path: Path
         server.wait()
 
 
-def test_the_revert_finds_the_good_profiles_files_from_another_folder(tmp_path: Path, hub: FixtureHub,
-                                                                      cleanup: list[str]) -> None:
+def test_the_revert_finds_the_good_profiles_files_from_another_folder(
+    tmp_path: Path, hub: FixtureHub, cleanup: list[str]
+) -> None:
     cleanup.append(REVERT)
     good_dir, bad_dir = tmp_path / "good", tmp_path / "bad"
     good_dir.mkdir(), bad_dir.mkdir()
@@ -103,8 +108,11 @@ def test_the_revert_finds_the_good_profiles_files_from_another_folder(tmp_path: 
     good["model"]["cache_dir"] = "hf-cache"
     write_profile(good_dir, good)
     kimik3(tmp_path, "apply", "good/profile.yaml")
-    bad = {**good, "build": {**good["build"], "archive": str(good_dir / "src.tar.gz")},
-           "model": {**good["model"], "quant": "UD-TRUNC", "cache_dir": str(good_dir / "hf-cache")}}
+    bad = {
+        **good,
+        "build": {**good["build"], "archive": str(good_dir / "src.tar.gz")},
+        "model": {**good["model"], "quant": "UD-TRUNC", "cache_dir": str(good_dir / "hf-cache")},
+    }
     write_profile(bad_dir, bad)
     result = kimik3(tmp_path, "apply", "bad/profile.yaml", check=False)
     assert result.returncode == 1 and "Traceback" not in result.stderr

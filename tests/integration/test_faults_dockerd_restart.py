@@ -48,8 +48,13 @@ def wait_for(what: str, check, timeout: float) -> float:  # noqa: ANN001 - a cal
 def start_dockerd() -> None:
     """As scripts/ensure-docker.sh does: `nohup dockerd --iptables=false --bridge=none >/var/log/dockerd.log 2>&1 &`."""
     with open("/var/log/dockerd.log", "ab") as log:
-        subprocess.Popen(["nohup", "dockerd", "--iptables=false", "--bridge=none"], stdout=log, stderr=subprocess.STDOUT,
-                         stdin=subprocess.DEVNULL, start_new_session=True)
+        subprocess.Popen(
+            ["nohup", "dockerd", "--iptables=false", "--bridge=none"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
 
 
 def restart_dockerd() -> tuple[float, float]:
@@ -72,11 +77,20 @@ def test_dockerd_restart_during_the_health_wait(tmp_path: Path, hub: FixtureHub,
     write_profile(tmp_path, demo_profile(tmp_path, NAME, PORT, hub.url))
     subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)
     env = {**os.environ, "KIMIK3_STATE_DIR": str(tmp_path / "state"), "HF_HOME": str(tmp_path / "hf-home")}
-    apply = background.start([sys.executable, "-m", "kimik3_reconciler", "apply", "--json", "profile.yaml"],
-                             cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    apply = background.start(
+        [sys.executable, "-m", "kimik3_reconciler", "apply", "--json", "profile.yaml"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
-        wait_for("the launch", lambda: subprocess.run(["docker", "inspect", NAME], capture_output=True).returncode == 0,
-                 timeout=300)
+        wait_for(
+            "the launch",
+            lambda: subprocess.run(["docker", "inspect", NAME], capture_output=True).returncode == 0,
+            timeout=300,
+        )
         docker("pause", NAME)  # keep it loading (1 % of a CPU) while dockerd goes away
         docker("update", "--cpus", "0.01", NAME)
         docker("unpause", NAME)

@@ -44,9 +44,29 @@ def box() -> Iterator[Path]:
     subprocess.run(["bash", str(REPO_ROOT / "scripts" / "ensure-systemd-image.sh")], check=True)
     cli = Path(shutil.which("docker") or "/usr/bin/docker").resolve()
     subprocess.run(["docker", "rm", "-f", BOX, NAME], capture_output=True)
-    docker("run", "-d", "--name", BOX, "--cap-add", "SYS_ADMIN", "--security-opt", "seccomp=unconfined",
-           "--network", "host", "--tmpfs", "/run", "--tmpfs", "/run/lock", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
-           "-v", "/var/run/docker.sock:/var/run/docker.sock", "-v", f"{cli}:/usr/bin/docker:ro", IMAGE)
+    docker(
+        "run",
+        "-d",
+        "--name",
+        BOX,
+        "--cap-add",
+        "SYS_ADMIN",
+        "--security-opt",
+        "seccomp=unconfined",
+        "--network",
+        "host",
+        "--tmpfs",
+        "/run",
+        "--tmpfs",
+        "/run/lock",
+        "-v",
+        "/sys/fs/cgroup:/sys/fs/cgroup:rw",
+        "-v",
+        "/var/run/docker.sock:/var/run/docker.sock",
+        "-v",
+        f"{cli}:/usr/bin/docker:ro",
+        IMAGE,
+    )
     try:
         deadline = time.monotonic() + 60
         while in_box("systemctl", "is-system-running").stdout.strip() not in ("running", "degraded"):

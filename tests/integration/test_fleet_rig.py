@@ -19,8 +19,9 @@ def _small_image(context: Path) -> str:
     context.mkdir()
     (context / "hello").write_text("fleet\n")
     (context / "Dockerfile").write_text("FROM scratch\nCOPY hello /hello\n")
-    subprocess.run(["docker", "build", "-q", "-t", "k3fl-rig-test:small", str(context)], check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["docker", "build", "-q", "-t", "k3fl-rig-test:small", str(context)], check=True, capture_output=True
+    )
     return "k3fl-rig-test:small"
 
 

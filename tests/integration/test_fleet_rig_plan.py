@@ -40,10 +40,16 @@ def test_fleet_plan_and_status_on_three_namespace_hosts(tmp_path: Path) -> None:
         write_profile(tmp_path, demo_profile(tmp_path, NAME, PORT, hub.url), "profile.yaml")
         inventory = rig.inventory("serving")
         inventory["all"]["vars"] = {"kimik3_command": [str(Path(sys.executable).parent / "kimik3")]}
-        document = {"apiVersion": "kimik3/v1", "kind": "Fleet", "name": "k3fleet-rig", "profile": "profile.yaml",
-                    "inventory": inventory,
-                    "overrides": {h.name: {"serve": {"host": h.address}} for h in rig.hosts},
-                    "rollout": {"hosts": "serving", "max_unavailable": 1}, "router": {"version": "1.13.0"}}
+        document = {
+            "apiVersion": "kimik3/v1",
+            "kind": "Fleet",
+            "name": "k3fleet-rig",
+            "profile": "profile.yaml",
+            "inventory": inventory,
+            "overrides": {h.name: {"serve": {"host": h.address}} for h in rig.hosts},
+            "rollout": {"hosts": "serving", "max_unavailable": 1},
+            "router": {"version": "1.13.0"},
+        }
         (tmp_path / "fleet.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
         names = [h.name for h in rig.hosts]
 
@@ -72,4 +78,6 @@ def test_fleet_plan_and_status_on_three_namespace_hosts(tmp_path: Path) -> None:
         assert f"host {names[1]} (root@{rig.hosts[1].address}): NOT PLANNED (unreachable)" in done.stdout
         assert f"error: {names[1]} (root@{rig.hosts[1].address}) is unreachable over SSH" in done.stderr
         assert f"host {names[0]} (root@{rig.hosts[0].address}): " in done.stdout
-        assert "NOT PLANNED" not in next(line for line in done.stdout.splitlines() if line.startswith(f"host {names[2]}"))
+        assert "NOT PLANNED" not in next(
+            line for line in done.stdout.splitlines() if line.startswith(f"host {names[2]}")
+        )

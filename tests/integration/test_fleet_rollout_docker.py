@@ -33,7 +33,11 @@ from kimik3_demo.hub import FixtureHub, FixtureRepo
 from kimik3_demo.prepare import DEMO_REPO, DEMO_REVISION, demo_repos
 from kimik3_reconciler.adapters.router_smg import SmgRouter
 
-pytestmark = [pytest.mark.docker, pytest.mark.fleet_rollout, pytest.mark.file_order]  # opt-in (support/opt_in.py); its tests share one rollout
+pytestmark = [
+    pytest.mark.docker,
+    pytest.mark.fleet_rollout,
+    pytest.mark.file_order,
+]  # opt-in (support/opt_in.py); its tests share one rollout
 
 NAME, PORT = "k3fr-serve", 19361
 BUILD_NAME, BUILD_PORT = "k3fr-build", 19362
@@ -44,8 +48,7 @@ GOOD_SHARD = "UD-Q2_K_XL/Kimi-K3-tiny-UD-Q2_K_XL-00001-of-00002.gguf"
 
 def fleet_cmd(work: Path, *args: str, timeout: float = 1500) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "KIMIK3_STATE_DIR": str(work / "controller-state")}
-    return subprocess.run([*KIMIK3, "fleet", *args], capture_output=True, text=True, env=env, cwd=work,
-                          timeout=timeout)
+    return subprocess.run([*KIMIK3, "fleet", *args], capture_output=True, text=True, env=env, cwd=work, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -87,14 +90,25 @@ def write_fleet(work: Path, rig: Rig, hub: FixtureHub, quant: str, canary: int |
     for host in rig.hosts:  # where the first `fleet apply --install` puts kimik3 on each host, and what runs it
         venv = host.root / "kimik3-venv"
         inventory["all"]["children"]["serving"]["hosts"][host.name].update(
-            kimik3_venv=str(venv), kimik3_command=[str(venv / "bin" / "kimik3")])
-    document = {"apiVersion": "kimik3/v1", "kind": "Fleet", "name": FLEET, "profile": "profile.yaml",
-                "inventory": inventory,
-                "overrides": {h.name: {"serve": {"host": h.address}, "model": {"cache_dir": str(h.root / "hf-cache")}}
-                              for h in rig.hosts},
-                "rollout": {"hosts": "serving", "max_unavailable": 1, "drain_timeout": "60s",
-                            **({"canary": "canary"} if canary is not None else {})},
-                "router": {"version": "1.13.0", "host": "localhost", "port": ROUTER_PORT, "policy": "round_robin"}}
+            kimik3_venv=str(venv), kimik3_command=[str(venv / "bin" / "kimik3")]
+        )
+    document = {
+        "apiVersion": "kimik3/v1",
+        "kind": "Fleet",
+        "name": FLEET,
+        "profile": "profile.yaml",
+        "inventory": inventory,
+        "overrides": {
+            h.name: {"serve": {"host": h.address}, "model": {"cache_dir": str(h.root / "hf-cache")}} for h in rig.hosts
+        },
+        "rollout": {
+            "hosts": "serving",
+            "max_unavailable": 1,
+            "drain_timeout": "60s",
+            **({"canary": "canary"} if canary is not None else {}),
+        },
+        "router": {"version": "1.13.0", "host": "localhost", "port": ROUTER_PORT, "policy": "round_robin"},
+    }
     if canary is not None:
         inventory["all"]["children"]["canary"] = {"hosts": {rig.hosts[canary].name: {}}}
     (work / "fleet.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
@@ -132,8 +146,12 @@ def deployed(rig: Rig, hub: FixtureHub, tmp_path_factory: pytest.TempPathFactory
     work = tmp_path_factory.mktemp("fleet-rollout")
     write_fleet(work, rig, hub, "UD-Q2_K_XL")
     wheelhouse = work / "wheelhouse"  # kimik3's wheel from this checkout and its dependencies
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", str(REPO_ROOT), "-w", str(wheelhouse)], check=True,
-                   capture_output=True, timeout=900)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", str(REPO_ROOT), "-w", str(wheelhouse)],
+        check=True,
+        capture_output=True,
+        timeout=900,
+    )
     try:
         first = fleet_cmd(work, "apply", "--install", str(wheelhouse), "--traffic-timeout", "2", "fleet.yaml")
         print(first.stdout, first.stderr[-3000:])
@@ -161,7 +179,6 @@ def test_a_first_apply_deploys_every_host_behind_the_router(deployed: Path, rig:
         assert rig.ssh(host, str(host.root / "kimik3-venv" / "bin" / "kimik3"), "--version").stdout == here
 
 
-
 def test_the_router_adapter_drains_a_host_and_takes_it_back(deployed: Path, rig: Rig) -> None:
     """smg through kimik3's adapter, on the real servers: out (listed `draining`, then gone), the others still
     in rotation with closed breakers; back in (in rotation again); `fleet status` shows the router's view."""
@@ -180,19 +197,26 @@ def test_the_router_adapter_drains_a_host_and_takes_it_back(deployed: Path, rig:
     status = json.loads(fleet_cmd(deployed, "status", "--json", "fleet.yaml").stdout)
     assert [h["router"] for h in status["hosts"]] == ["in rotation"] * 3
 
-def test_a_second_quant_rolls_across_three_hosts_under_load_with_no_failed_request(deployed: Path, rig: Rig,
-                                                                                   hub: FixtureHub) -> None:
+
+def test_a_second_quant_rolls_across_three_hosts_under_load_with_no_failed_request(
+    deployed: Path, rig: Rig, hub: FixtureHub
+) -> None:
     write_fleet(deployed, rig, hub, "UD-Q4_K_XL")
     router = SmgRouter(f"http://127.0.0.1:{ROUTER_PORT}", f"http://127.0.0.1:{ROUTER_PORT + 1}")
-    with ClosedLoop(f"http://127.0.0.1:{ROUTER_PORT}", workers=4, model=NAME) as load, RotationSampler(router) as sampler:
+    with (
+        ClosedLoop(f"http://127.0.0.1:{ROUTER_PORT}", workers=4, model=NAME) as load,
+        RotationSampler(router) as sampler,
+    ):
         load.wait_for(8)
         started = time.monotonic()
         rolled = fleet_cmd(deployed, "apply", "fleet.yaml")
         ended = time.monotonic()
         load.wait_for(load.done() + 8)
-    print(f"\nrollout of 3 hosts: {ended - started:.0f} s; {len(load.outcomes)} requests "
-          f"({sum(o.stream for o in load.outcomes)} streamed), {len(load.failed())} failed; "
-          f"in rotation: min {min(sampler.samples)}, samples {len(sampler.samples)}")
+    print(
+        f"\nrollout of 3 hosts: {ended - started:.0f} s; {len(load.outcomes)} requests "
+        f"({sum(o.stream for o in load.outcomes)} streamed), {len(load.failed())} failed; "
+        f"in rotation: min {min(sampler.samples)}, samples {len(sampler.samples)}"
+    )
     assert rolled.returncode == 0, rolled.stderr[-4000:]
     assert all("UD-Q4_K_XL" in served_quant(rig, i) for i in range(3))
     assert load.failed() == [], load.failed()[:5]
@@ -201,15 +225,19 @@ def test_a_second_quant_rolls_across_three_hosts_under_load_with_no_failed_reque
     assert len(load.between(started, ended)) >= 8  # the load ran through the rollout
 
 
-def test_a_server_killed_under_load_costs_at_most_its_requests_and_no_breaker_stays_open(deployed: Path,
-                                                                                        rig: Rig) -> None:
+def test_a_server_killed_under_load_costs_at_most_its_requests_and_no_breaker_stays_open(
+    deployed: Path, rig: Rig
+) -> None:
     """kill -9 of one host's llama-server (its container's restart policy brings it back): failed requests at
     most those in flight on it; the other hosts never leave rotation; the killed one is back in rotation within
     one health interval of answering /health again, no breaker left open."""
     router = SmgRouter(f"http://127.0.0.1:{ROUTER_PORT}", f"http://127.0.0.1:{ROUTER_PORT + 1}")
     victim = rig.hosts[2]
     url = f"http://{victim.address}:{PORT}"
-    with ClosedLoop(f"http://127.0.0.1:{ROUTER_PORT}", workers=4, model=NAME) as load, RotationSampler(router) as sampler:
+    with (
+        ClosedLoop(f"http://127.0.0.1:{ROUTER_PORT}", workers=4, model=NAME) as load,
+        RotationSampler(router) as sampler,
+    ):
         load.wait_for(8)
         killed_at = time.monotonic()
         # SIGKILL to llama-server's pid (the container's main process), not `docker kill`: Docker counts that as a
@@ -218,8 +246,10 @@ def test_a_server_killed_under_load_costs_at_most_its_requests_and_no_breaker_st
         healthy_at = None
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
-            if healthy_at is None and victim.run("curl", "-fsS", "-o", "/dev/null", f"{url}/health",
-                                                 check=False).returncode == 0:
+            if (
+                healthy_at is None
+                and victim.run("curl", "-fsS", "-o", "/dev/null", f"{url}/health", check=False).returncode == 0
+            ):
                 healthy_at = time.monotonic()
             listed = router.find(url)
             if healthy_at is not None and listed is not None and listed.in_rotation:
@@ -229,9 +259,11 @@ def test_a_server_killed_under_load_costs_at_most_its_requests_and_no_breaker_st
         load.wait_for(load.done() + 8)
     failed = load.failed()
     on_victim = len(load.between(killed_at, killed_at + 0.5))
-    print(f"\nkill -9 under load: {len(load.outcomes)} requests, {len(failed)} failed (at most {on_victim} were "
-          f"running at the kill); /health again {healthy_at - killed_at if healthy_at else float('nan'):.1f} s "
-          f"after the kill, back in rotation {back_at - (healthy_at or back_at):.1f} s after that")
+    print(
+        f"\nkill -9 under load: {len(load.outcomes)} requests, {len(failed)} failed (at most {on_victim} were "
+        f"running at the kill); /health again {healthy_at - killed_at if healthy_at else float('nan'):.1f} s "
+        f"after the kill, back in rotation {back_at - (healthy_at or back_at):.1f} s after that"
+    )
     assert healthy_at is not None and router.find(url) is not None and router.find(url).in_rotation
     assert back_at - healthy_at <= 2 + 2 + 1  # one health interval (2 s) + a probe's timeout + this loop's step
     assert len(failed) <= on_victim, failed[:5]
@@ -239,21 +271,27 @@ def test_a_server_killed_under_load_costs_at_most_its_requests_and_no_breaker_st
     assert all(w.breaker != "open" for w in router.workers())
 
 
-def test_a_candidate_failing_on_the_second_host_is_reverted_back_in_rotation_and_halts(deployed: Path, rig: Rig,
-                                                                                       hub: FixtureHub) -> None:
+def test_a_candidate_failing_on_the_second_host_is_reverted_back_in_rotation_and_halts(
+    deployed: Path, rig: Rig, hub: FixtureHub
+) -> None:
     """UD-TRUNC (downloads and verifies, cannot load) rolled with the second host as the canary: that host's
     kimik3 reverts it to the last good profile, it is back in rotation, the rollout halts (exit 1) naming host and
     gate before any other host is touched; no request fails."""
     before = [served_quant(rig, i) for i in range(3)]
     write_fleet(deployed, rig, hub, "UD-TRUNC", canary=1)
     router = SmgRouter(f"http://127.0.0.1:{ROUTER_PORT}", f"http://127.0.0.1:{ROUTER_PORT + 1}")
-    with ClosedLoop(f"http://127.0.0.1:{ROUTER_PORT}", workers=4, model=NAME) as load, RotationSampler(router) as sampler:
+    with (
+        ClosedLoop(f"http://127.0.0.1:{ROUTER_PORT}", workers=4, model=NAME) as load,
+        RotationSampler(router) as sampler,
+    ):
         load.wait_for(8)
         rolled = fleet_cmd(deployed, "apply", "--traffic-timeout", "10", "fleet.yaml")
         load.wait_for(load.done() + 8)
     second = rig.hosts[1].name
-    print(f"\nfailing candidate: exit {rolled.returncode}; {len(load.outcomes)} requests, {len(load.failed())} failed; "
-          f"in rotation: min {min(sampler.samples)}\n{rolled.stderr[-600:]}")
+    print(
+        f"\nfailing candidate: exit {rolled.returncode}; {len(load.outcomes)} requests, {len(load.failed())} failed; "
+        f"in rotation: min {min(sampler.samples)}\n{rolled.stderr[-600:]}"
+    )
     assert rolled.returncode == 1, rolled.stderr[-4000:]
     assert f"{second} failed gate: apply" in rolled.stderr and "rollout halted" in rolled.stderr
     assert [served_quant(rig, i) for i in range(3)] == before  # host 2 reverted, the others never touched

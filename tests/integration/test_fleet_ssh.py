@@ -42,16 +42,29 @@ def work(tmp_path_factory: pytest.TempPathFactory, sshd: Sshd) -> Iterator[Path]
         old.chmod(0o755)
         # The host's kimik3: this checkout's, with the test's state dir, HF home and host lock (sshd gives the
         # session a clean environment; the inventory says how kimik3 runs there, as an operator's would).
-        remote = ["env", f"KIMIK3_STATE_DIR={work / 'state'}", f"HF_HOME={work / 'hf-home'}",
-                  f"KIMIK3_HOST_LOCK={os.environ['KIMIK3_HOST_LOCK']}", "HF_HUB_DISABLE_XET=1",
-                  str(Path(sys.executable).parent / "kimik3")]
+        remote = [
+            "env",
+            f"KIMIK3_STATE_DIR={work / 'state'}",
+            f"HF_HOME={work / 'hf-home'}",
+            f"KIMIK3_HOST_LOCK={os.environ['KIMIK3_HOST_LOCK']}",
+            "HF_HUB_DISABLE_XET=1",
+            str(Path(sys.executable).parent / "kimik3"),
+        ]
         fleet = {
-            "apiVersion": "kimik3/v1", "kind": "Fleet", "name": "k3fleet", "profile": "profile.yaml",
-            "inventory": {"all": {
-                "vars": {"ansible_host": "127.0.0.1", "ansible_user": sshd.user, "kimik3_command": remote},
-                "hosts": {"here": {"ansible_port": SSH_PORT},
-                          "gone": {"ansible_port": CLOSED_PORT},
-                          "old": {"ansible_port": SSH_PORT, "kimik3_command": [str(old)]}}}},
+            "apiVersion": "kimik3/v1",
+            "kind": "Fleet",
+            "name": "k3fleet",
+            "profile": "profile.yaml",
+            "inventory": {
+                "all": {
+                    "vars": {"ansible_host": "127.0.0.1", "ansible_user": sshd.user, "kimik3_command": remote},
+                    "hosts": {
+                        "here": {"ansible_port": SSH_PORT},
+                        "gone": {"ansible_port": CLOSED_PORT},
+                        "old": {"ansible_port": SSH_PORT, "kimik3_command": [str(old)]},
+                    },
+                }
+            },
             "overrides": {"gone": {"serve": {"port": PORT + 1}}, "old": {"serve": {"port": PORT + 2}}},
             "rollout": {"max_unavailable": 1},
             "router": {"version": "1.13.0"},

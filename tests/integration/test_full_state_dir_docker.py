@@ -34,8 +34,9 @@ def state_on_tmpfs(tmp_path: Path) -> Iterator[Path]:
     """`tmp_path/state` (the state dir `kimik3()` uses) on its own 1 MiB tmpfs, unmounted at the end."""
     state = tmp_path / "state"
     state.mkdir()
-    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "k3-fullstate", str(state)],
-                          capture_output=True, text=True)
+    made = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "k3-fullstate", str(state)], capture_output=True, text=True
+    )
     if made.returncode != 0:
         pytest.fail(f"cannot mount a tmpfs (the test runs as root, as CI does): {made.stderr.strip()}")
     try:
@@ -86,8 +87,7 @@ def ubatch_running() -> str:
     return argv[argv.index("--ubatch-size") + 1]
 
 
-def test_an_apply_into_a_full_state_dir_always_leaves_a_server_answering(tmp_path: Path,
-                                                                         state_on_tmpfs: Path) -> None:
+def test_an_apply_into_a_full_state_dir_always_leaves_a_server_answering(tmp_path: Path, state_on_tmpfs: Path) -> None:
     with demo_hub() as hub:
         profiles = {}
         for ubatch in ("4096", "2048"):
@@ -108,8 +108,13 @@ def test_an_apply_into_a_full_state_dir_always_leaves_a_server_answering(tmp_pat
                 other = "2048" if running == "4096" else "4096"
                 leave_free(state_on_tmpfs, free)
                 done = threading.Event()
-                filler = threading.Thread(target=fill_once_removed, args=(state_on_tmpfs, docker(
-                    "inspect", "-f", "{{.Id}}", NAME), done)) if level == "race" else None
+                filler = (
+                    threading.Thread(
+                        target=fill_once_removed, args=(state_on_tmpfs, docker("inspect", "-f", "{{.Id}}", NAME), done)
+                    )
+                    if level == "race"
+                    else None
+                )
                 if filler is not None:
                     filler.start()
                 result = kimik3(tmp_path, "apply", profiles[other], check=False)
@@ -140,8 +145,10 @@ def test_an_apply_into_a_full_state_dir_always_leaves_a_server_answering(tmp_pat
                 assert f"ubatch: {other}" in good  # the revert target is what runs now
                 running = other
         finally:
-            print("\nfree bytes (-1: 256 KiB, filled to 0 once the old container was removed) | apply exit | "
-                  "ubatch before | ubatch answering after | message")
+            print(
+                "\nfree bytes (-1: 256 KiB, filled to 0 once the old container was removed) | apply exit | "
+                "ubatch before | ubatch answering after | message"
+            )
             for free, code, before, now, said in rows:
                 print(f"{free:>10} | {code:>10} | {before:>13} | {now:>22} | {said}")
         assert asked is not None and asked > 3 * BLOCK

@@ -22,19 +22,30 @@ NAME = "k3bg-gpu-probe"
 IMAGE = "kimik3-test/debian-build:bookworm"  # the imported base image CI makes anyway (no pull: no registry)
 
 
-@pytest.mark.parametrize(("request_kind", "docker_says"), [
-    ("cdi", 'could not select device driver "cdi"'),
-    ("runtime", 'could not select device driver "" with capabilities: [[gpu]]'),
-])
+@pytest.mark.parametrize(
+    ("request_kind", "docker_says"),
+    [
+        ("cdi", 'could not select device driver "cdi"'),
+        ("runtime", 'could not select device driver "" with capabilities: [[gpu]]'),
+    ],
+)
 def test_no_gpu_plumbing_is_a_clear_refusal(request_kind: str, docker_says: str) -> None:
     require_docker_and_demo_hub()
     if subprocess.run(["docker", "image", "inspect", IMAGE], capture_output=True).returncode:
         pytest.fail(f"{IMAGE} is missing: scripts/ensure-base-image.sh makes it (CI runs it)")
     state = MemoryState()
     ports = Ports(docker=DockerEngine(), hub=None, http=None, host=None, state=state, clock=FakeClock())  # type: ignore[arg-type]
-    probe = GpuProbe(container=NAME, image=IMAGE, gpus="all", gpu_request=request_kind, expected_gpus=1,
-                     record_key=f"gpu-probe/driver-x/toolkit-y/{request_kind}.json", driver=None, toolkit=None,
-                     labels=(("kimik3.role", "gpu-probe"),))
+    probe = GpuProbe(
+        container=NAME,
+        image=IMAGE,
+        gpus="all",
+        gpu_request=request_kind,
+        expected_gpus=1,
+        record_key=f"gpu-probe/driver-x/toolkit-y/{request_kind}.json",
+        driver=None,
+        toolkit=None,
+        labels=(("kimik3.role", "gpu-probe"),),
+    )
     with pytest.raises(GpuProbeFailed) as refused:
         probe_gpus(probe, ports, NullReporter())
     message = str(refused.value)

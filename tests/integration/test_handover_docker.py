@@ -50,8 +50,12 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FixtureHub]:
 def deployed(tmp_path_factory: pytest.TempPathFactory, hub: FixtureHub) -> Iterator[tuple[Path, dict]]:
     work = tmp_path_factory.mktemp("kimik3-handover")
     profile = demo_profile(work, NAME, PORT, hub.url)
-    profile["metrics"] = {"port": METRICS_PORT, "proxy": True, "server_port": SERVER_PORT,
-                          "handover": {"drain_s": 30, "queue": 64, "wait_s": 600}}
+    profile["metrics"] = {
+        "port": METRICS_PORT,
+        "proxy": True,
+        "server_port": SERVER_PORT,
+        "handover": {"drain_s": 30, "queue": 64, "wait_s": 600},
+    }
     write_profile(work, profile)
     try:
         kimik3(work, "apply", "profile.yaml")
@@ -82,9 +86,11 @@ def report(what: str, load: ClosedLoop, started: float, ended: float) -> None:
     during = load.between(started, ended)
     baseline = statistics.median(before)
     added = sorted(o.seconds - baseline for o in during)
-    print(f"\n{what}: {len(load.outcomes)} requests, {len(load.failed())} failed; apply {ended - started:.1f} s; "
-          f"{len(during)} requests overlapped it; baseline median {baseline * 1000:.0f} ms; added latency of "
-          f"those: median {statistics.median(added):.2f} s, max {added[-1]:.2f} s")
+    print(
+        f"\n{what}: {len(load.outcomes)} requests, {len(load.failed())} failed; apply {ended - started:.1f} s; "
+        f"{len(during)} requests overlapped it; baseline median {baseline * 1000:.0f} ms; added latency of "
+        f"those: median {statistics.median(added):.2f} s, max {added[-1]:.2f} s"
+    )
 
 
 def test_the_front_owns_serve_port_and_the_server_is_behind_it(deployed: tuple[Path, dict]) -> None:
@@ -143,8 +149,11 @@ def test_the_front_killed_mid_hold_refuses_then_the_next_apply_restores_it(deplo
     def held_request() -> None:
         started = time.monotonic()
         try:
-            httpx.post(f"http://127.0.0.1:{PORT}/v1/chat/completions", timeout=600,
-                       json={"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})
+            httpx.post(
+                f"http://127.0.0.1:{PORT}/v1/chat/completions",
+                timeout=600,
+                json={"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4},
+            )
             outcome["error"] = None
         except httpx.HTTPError as exc:
             outcome["error"] = type(exc).__name__

@@ -17,8 +17,9 @@ from kimik3_reconciler.observe.host import collect_filesystem
 def mounted(tmp_path: Path):
     target = tmp_path / "k3hf-mnt"
     target.mkdir()
-    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "k3hf-cache", str(target)],
-                          capture_output=True, text=True)
+    made = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "k3hf-cache", str(target)], capture_output=True, text=True
+    )
     if made.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {made.stderr.strip()}")
     try:

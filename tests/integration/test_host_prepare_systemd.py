@@ -17,8 +17,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.realparts import (REPO_ROOT, demo_hub, demo_profile, docker, kimik3, require_docker_and_demo_hub,
-                               wait_for, write_profile)
+from support.realparts import (
+    REPO_ROOT,
+    demo_hub,
+    demo_profile,
+    docker,
+    kimik3,
+    require_docker_and_demo_hub,
+    wait_for,
+    write_profile,
+)
 
 pytestmark = pytest.mark.docker
 
@@ -51,13 +59,36 @@ def box() -> Iterator[Path]:
     require_docker_and_demo_hub()
     subprocess.run(["bash", str(REPO_ROOT / "scripts" / "ensure-systemd-image.sh")], check=True)
     subprocess.run(["docker", "rm", "-f", BOX, NAME], capture_output=True)
-    docker("run", "-d", "--name", BOX, "--cap-add", "SYS_ADMIN", "--security-opt", "seccomp=unconfined",
-           "--network", "none", "--tmpfs", "/run", "--tmpfs", "/run/lock", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
-           IMAGE)
+    docker(
+        "run",
+        "-d",
+        "--name",
+        BOX,
+        "--cap-add",
+        "SYS_ADMIN",
+        "--security-opt",
+        "seccomp=unconfined",
+        "--network",
+        "none",
+        "--tmpfs",
+        "/run",
+        "--tmpfs",
+        "/run/lock",
+        "-v",
+        "/sys/fs/cgroup:/sys/fs/cgroup:rw",
+        IMAGE,
+    )
     try:
-        wait_for("systemd in the box", lambda: subprocess.run(
-            ["docker", "exec", BOX, "systemctl", "is-system-running"], capture_output=True, text=True
-        ).stdout.strip() in ("running", "degraded"), timeout=60)
+        wait_for(
+            "systemd in the box",
+            lambda: (
+                subprocess.run(
+                    ["docker", "exec", BOX, "systemctl", "is-system-running"], capture_output=True, text=True
+                ).stdout.strip()
+                in ("running", "degraded")
+            ),
+            timeout=60,
+        )
         in_box("sh", "-c", f"echo 1 > {FAKE} && mount --bind {FAKE} {KNOB}")
         assert in_box("cat", KNOB) == "1"
         yield Path(docker("inspect", "-f", "{{.GraphDriver.Data.MergedDir}}", BOX))
@@ -84,8 +115,9 @@ def prepared(work: Path, box: Path) -> Path:
 
 
 def run(work: Path, box: Path, *args: str) -> dict:
-    result = kimik3(work, "--systemd-root", str(box), "--systemctl-prefix", f"docker exec {BOX}", *args, "--json",
-                    "profile.yaml")
+    result = kimik3(
+        work, "--systemd-root", str(box), "--systemctl-prefix", f"docker exec {BOX}", *args, "--json", "profile.yaml"
+    )
     return json.loads(result.stdout)
 
 
@@ -144,5 +176,7 @@ def test_a_later_file_that_turns_it_back_at_boot_is_warned(prepared: Path, box: 
     finally:  # gone for the tests after this one (the order is random); the next apply loads 0 again
         in_box("rm", "-f", later)
     assert (host["action"], host["diff"]) == ("update", [{"field": "kernel.numa_balancing", "old": "1", "new": "0"}])
-    assert host["warnings"] == [f"{later} sets kernel.numa_balancing = 1 and a boot reads it after {CONF}: every boot "
-                                "turns it back (seed 000 needs 0); remove that line"]
+    assert host["warnings"] == [
+        f"{later} sets kernel.numa_balancing = 1 and a boot reads it after {CONF}: every boot "
+        "turns it back (seed 000 needs 0); remove that line"
+    ]

@@ -63,9 +63,9 @@ def test_a_hub_dying_mid_fetch_names_the_hub_and_the_kept_partial_then_resumes(t
 
 
 @pytest.mark.parametrize("ranged", [False, True], ids=["one-connection", "ranges"])
-def test_a_hub_down_from_the_start_says_no_partial_is_kept_and_leaves_none(tmp_path: Path,
-                                                                           monkeypatch: pytest.MonkeyPatch,
-                                                                           ranged: bool) -> None:
+def test_a_hub_down_from_the_start_says_no_partial_is_kept_and_leaves_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ranged: bool
+) -> None:
     """Held-back review (issue 30): with the hub down, the error named a kept partial that did not exist."""
     import kimik3_reconciler.adapters.hub_download as hub_download
 
@@ -118,5 +118,7 @@ def test_what_arrived_before_the_hub_died_is_kept_and_said(tmp_path: Path) -> No
     kept = partial.stat().st_size
     assert "nothing of it was downloaded" not in message and kept >= cut
     assert f"the partial is kept for the next apply to resume: {partial} ({kept} of {SIZE} bytes)" in message
-    assert message.endswith("; of the download's 1 other file(s): 1 complete and verified in the cache "
-                            f"({393 * 1024} bytes of them from the hub now)")
+    assert message.endswith(
+        "; of the download's 1 other file(s): 1 complete and verified in the cache "
+        f"({393 * 1024} bytes of them from the hub now)"
+    )

@@ -83,7 +83,9 @@ def test_paths_info_and_model_info(api, contents):
 
 
 def test_snapshot_download_then_cache_lookup(hub, contents, tmp_path):
-    folder = snapshot_download(REPO, revision=SHA, allow_patterns=["Q/*"], cache_dir=tmp_path, endpoint=hub.url, token=False)
+    folder = snapshot_download(
+        REPO, revision=SHA, allow_patterns=["Q/*"], cache_dir=tmp_path, endpoint=hub.url, token=False
+    )
     assert Path(folder) == tmp_path / "models--kimik3-test--Tiny-GGUF" / "snapshots" / SHA
     for path, data in contents.items():
         cached = try_to_load_from_cache(REPO, path, revision=SHA, cache_dir=tmp_path)

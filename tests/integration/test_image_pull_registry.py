@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.fakes.state import FakeClock
 from support.realparts import REPO_ROOT, docker, require_docker_and_demo_hub
 from support.registry import PAYLOAD, free_port, loopback_registry, push_random_image
 
@@ -26,7 +27,6 @@ from kimik3_reconciler.planning.image_pull import plan_pull, pull_spec
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps.image_pull import pull_image
 from kimik3_reconciler.steps.report import NullReporter
-from support.fakes.state import FakeClock
 
 pytestmark = pytest.mark.docker
 
@@ -49,14 +49,24 @@ def pushed(registry: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 
 
 def _ports() -> Ports:
-    return Ports(docker=DockerEngine(), hub=None, http=None, host=None, state=None,  # type: ignore[arg-type]
-                 clock=FakeClock())
+    return Ports(
+        docker=DockerEngine(),
+        hub=None,
+        http=None,
+        host=None,
+        state=None,  # type: ignore[arg-type]
+        clock=FakeClock(),
+    )
 
 
 def _manifest_layers(registry: str, digest: str) -> int:
     """The manifest's config and layer sizes read by hand (the registry's own answer to compare with)."""
-    request = urllib.request.Request(f"http://{registry}/v2/{REPOSITORY}/manifests/{digest}", headers={
-        "Accept": "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json"})
+    request = urllib.request.Request(
+        f"http://{registry}/v2/{REPOSITORY}/manifests/{digest}",
+        headers={
+            "Accept": "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json"
+        },
+    )
     with urllib.request.urlopen(request, timeout=10) as answer:
         manifest = json.load(answer)
     return int(manifest["config"]["size"]) + sum(int(layer["size"]) for layer in manifest["layers"])
@@ -69,9 +79,11 @@ def test_pull_by_digest_is_planned_priced_pulled_and_then_a_noop(registry: str, 
     absent = collect_pulled(ref, engine, RegistryApi())
     assert absent.image_id is None and absent.pull_bytes == _manifest_layers(registry, digest)
     assert absent.pull_bytes > PAYLOAD  # random bytes do not compress: the layer holds at least the payload
-    step, = plan_pull(absent)
-    assert step.action is Action.CREATE and step.cost.endswith("to pull (registry manifest: config + layers, "
-                                                               "compressed)")
+    (step,) = plan_pull(absent)
+    assert step.action is Action.CREATE and step.cost.endswith(
+        "to pull (registry manifest: config + layers, compressed)"
+    )
+
     class Progress(NullReporter):
         seen: list[tuple[int, int]] = []
 
@@ -109,14 +121,17 @@ def test_a_digest_the_registry_does_not_hold_is_refused_naming_the_ref(registry:
 def test_an_unreachable_registry_leaves_the_size_unknown() -> None:
     ref = f"127.0.0.1:{free_port()}/{REPOSITORY}@sha256:{'1' * 64}"
     fact = collect_pulled(ref, DockerEngine(), RegistryApi())
-    step, = plan_pull(fact)
+    (step,) = plan_pull(fact)
     assert step.cost.startswith("unknown size (registry 127.0.0.1:") and "not reachable" in step.cost
 
 
 def test_the_registry_script_is_idempotent(registry: str) -> None:
     port = registry.rpartition(":")[2]
-    again = subprocess.run(["bash", str(REPO_ROOT / "scripts" / "ensure-registry.sh"), port, "/nonexistent"],
-                           capture_output=True, text=True)
+    again = subprocess.run(
+        ["bash", str(REPO_ROOT / "scripts" / "ensure-registry.sh"), port, "/nonexistent"],
+        capture_output=True,
+        text=True,
+    )
     assert again.returncode == 0 and again.stdout.strip() == registry and not Path("/nonexistent").exists()
 
 
@@ -149,8 +164,11 @@ def test_a_registry_dying_mid_pull_is_said_as_dockerds_retries_and_the_pull_resu
             def event(self, name: str, **fields: object) -> None:
                 self.said.append((name, fields))
                 if name == "pull-retry":  # said within dockerd's first 5 s wait: bring the registry back
-                    subprocess.run(["bash", str(REPO_ROOT / "scripts" / "ensure-registry.sh"), port, str(root)],
-                                   capture_output=True, check=True)
+                    subprocess.run(
+                        ["bash", str(REPO_ROOT / "scripts" / "ensure-registry.sh"), port, str(root)],
+                        capture_output=True,
+                        check=True,
+                    )
 
         try:
             pull_image(pull_spec(ref), _ports(), Dies())
@@ -160,6 +178,8 @@ def test_a_registry_dying_mid_pull_is_said_as_dockerds_retries_and_the_pull_resu
     assert names[0] == "pull" and names[-1] == "pulled" and "pull-retry" in names, names
     retry = next(fields for name, fields in Dies.said if name == "pull-retry")  # the first (a slow restart: more)
     assert retry["retry"] == 1 and retry["in_s"] == 5 and len(str(retry["layer"])) == 12
-    assert str(retry["why"]).startswith(f"downloading layer {retry['layer']} failed (the registry stopped answering?): "
-                                        "dockerd retries it, retry 1 of 5 by default")
+    assert str(retry["why"]).startswith(
+        f"downloading layer {retry['layer']} failed (the registry stopped answering?): "
+        "dockerd retries it, retry 1 of 5 by default"
+    )
     assert any(p.startswith(f"layer {retry['layer']} failed, dockerd retries it in ") for p in Dies.phases), Dies.phases

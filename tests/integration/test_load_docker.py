@@ -34,8 +34,12 @@ def blobs(work: Path) -> list[Path]:
 
 
 def resident(paths: list[Path]) -> int:
-    out = subprocess.run(["fincore", "--bytes", "--noheadings", "--raw", "--output", "RES", *map(str, paths)],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["fincore", "--bytes", "--noheadings", "--raw", "--output", "RES", *map(str, paths)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return sum(int(v) for v in out.split())
 
 

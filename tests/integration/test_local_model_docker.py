@@ -39,8 +39,9 @@ def served_params() -> int:
 
 def answers() -> dict:
     body = json.dumps({"messages": [{"role": "user", "content": "hello"}], "max_tokens": 4}).encode()
-    request = urllib.request.Request(f"http://127.0.0.1:{PORT}/v1/chat/completions", data=body,
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{PORT}/v1/chat/completions", data=body, headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(request, timeout=60) as answer:
         return json.load(answer)
 
@@ -97,7 +98,8 @@ def test_a_gguf_made_here_is_verified_served_and_mounted_read_only(tmp_path: Pat
     found = json.loads(docker("inspect", NAME))[0]
     model = work / "models" / "k3-reap770.gguf"
     assert [(m["Source"], m["Destination"], m["RW"]) for m in found["Mounts"]] == [
-        (str(model), f"/models/local/{QUANT}/k3-reap770.gguf", False)]
+        (str(model), f"/models/local/{QUANT}/k3-reap770.gguf", False)
+    ]
     argv = found["Config"]["Cmd"]
     assert argv[argv.index("-m") + 1] == f"/models/local/{QUANT}/k3-reap770.gguf"
     records = list((work / "state" / "models" / "local").glob("*.json"))

@@ -19,10 +19,10 @@ from support.background import Background
 from support.realparts import KIMIK3, demo_profile, docker, kimik3, require_docker_and_demo_hub, write_profile
 
 from kimik3_demo.hub import FixtureHub
+from kimik3_demo.prepare import demo_repos
 from kimik3_reconciler.adapters.host_lock import StateDirLock
 from kimik3_reconciler.adapters.state_files import SystemClock
 from kimik3_reconciler.locking import new_holder
-from kimik3_demo.prepare import demo_repos
 
 pytestmark = pytest.mark.docker
 
@@ -46,13 +46,22 @@ def env_for(work: Path, state: str = "state") -> dict[str, str]:
     return {**os.environ, "KIMIK3_STATE_DIR": str(work / state), "HF_HOME": str(work / "hf-home")}
 
 
-def concurrent_applies(background: Background, work: Path, *options: str,
-                       states: tuple[str, ...] = ("state",)) -> list[subprocess.CompletedProcess[str]]:
+def concurrent_applies(
+    background: Background, work: Path, *options: str, states: tuple[str, ...] = ("state",)
+) -> list[subprocess.CompletedProcess[str]]:
     """APPLIES real `kimik3 apply` processes started together (spread over the state dirs `states`); their
     results once all have exited (those still running when the test fails are killed at its teardown)."""
-    procs = [background.start([*KIMIK3, "apply", *options, "profile.yaml"], cwd=work,
-                              env=env_for(work, states[i % len(states)]),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(APPLIES)]
+    procs = [
+        background.start(
+            [*KIMIK3, "apply", *options, "profile.yaml"],
+            cwd=work,
+            env=env_for(work, states[i % len(states)]),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(APPLIES)
+    ]
     results = []
     for proc in procs:
         out, err = proc.communicate(timeout=900)
@@ -62,8 +71,19 @@ def concurrent_applies(background: Background, work: Path, *options: str,
 
 def launches(since: float, until: float) -> list[str]:
     """Docker's events for our container in that window: `create` and `start` are launches."""
-    actions = docker("events", "--since", f"{since:.3f}", "--until", f"{until:.3f}", "--filter", f"container={NAME}",
-                     "--filter", "type=container", "--format", "{{.Action}}").split()
+    actions = docker(
+        "events",
+        "--since",
+        f"{since:.3f}",
+        "--until",
+        f"{until:.3f}",
+        "--filter",
+        f"container={NAME}",
+        "--filter",
+        "type=container",
+        "--format",
+        "{{.Action}}",
+    ).split()
     return [a for a in actions if a in ("create", "start")]
 
 
@@ -78,8 +98,9 @@ def assert_no_raw_errors(results: list[subprocess.CompletedProcess[str]]) -> Non
         assert not re.search(r"\b409\b", r.stderr), r.stderr[-3000:]  # Docker's status code, not in a timestamp
 
 
-def test_concurrent_first_applies_launch_once_and_the_others_exit_5_naming_the_holder(workdir: Path,
-                                                                                     background: Background) -> None:
+def test_concurrent_first_applies_launch_once_and_the_others_exit_5_naming_the_holder(
+    workdir: Path, background: Background
+) -> None:
     subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)  # a first launch, whatever ran before
     since = time.time()
     results = concurrent_applies(background, workdir)  # default --lock-timeout 0: fail at once
@@ -88,8 +109,9 @@ def test_concurrent_first_applies_launch_once_and_the_others_exit_5_naming_the_h
     assert {r.returncode for r in results} == {0, 5}, [(r.returncode, r.stderr[-2000:]) for r in results]
     # One launched; one started so late that the launch was over would find the host converged.
     assert sum(f"{NAME}: converged after" in r.stdout for r in results) == 1
-    assert all("no changes (converged)" in r.stdout for r in results if r.returncode == 0 and
-               "converged after" not in r.stdout)
+    assert all(
+        "no changes (converged)" in r.stdout for r in results if r.returncode == 0 and "converged after" not in r.stdout
+    )
     for loser in (r for r in results if r.returncode == 5):
         assert f"the host is locked by another kimik3: apply of {NAME} by pid" in loser.stderr
         assert "kimik3 force-unlock " in loser.stderr and "Nothing was changed" in loser.stderr
@@ -98,14 +120,17 @@ def test_concurrent_first_applies_launch_once_and_the_others_exit_5_naming_the_h
 
 
 @pytest.mark.parametrize("attempt", range(TRIES))
-def test_concurrent_applies_that_wait_relaunch_a_removed_container_once(workdir: Path, attempt: int,
-                                                                       background: Background) -> None:
+def test_concurrent_applies_that_wait_relaunch_a_removed_container_once(
+    workdir: Path, attempt: int, background: Background
+) -> None:
     docker("rm", "-f", NAME)
     since = time.time()
     results = concurrent_applies(background, workdir, "--lock-timeout", "10m")
     until = time.time() + 1
-    print(f"try {attempt + 1}: {APPLIES} waiting applies after docker rm -f: {until - 1 - since:.1f} s wall, "
-          f"{sum(r.stderr.count('waiting for the host lock') for r in results)} lock-wait lines")
+    print(
+        f"try {attempt + 1}: {APPLIES} waiting applies after docker rm -f: {until - 1 - since:.1f} s wall, "
+        f"{sum(r.stderr.count('waiting for the host lock') for r in results)} lock-wait lines"
+    )
     assert_no_raw_errors(results)
     assert [r.returncode for r in results] == [0] * APPLIES, [r.stderr[-2000:] for r in results]
     changed = [r for r in results if "converged after" in r.stdout]
@@ -128,12 +153,19 @@ def test_concurrent_applies_on_a_converged_host_touch_nothing(workdir: Path, bac
     assert launches(since, until) == [] and identity() == before
 
 
-def test_an_apply_killed_with_sigkill_leaves_a_lock_the_next_apply_takes_over(workdir: Path,
-                                                                              background: Background) -> None:
+def test_an_apply_killed_with_sigkill_leaves_a_lock_the_next_apply_takes_over(
+    workdir: Path, background: Background
+) -> None:
     docker("rm", "-f", NAME)
     record = workdir / "state" / "lock" / "holder.json"
-    proc = background.start([*KIMIK3, "apply", "profile.yaml"], cwd=workdir, env=env_for(workdir),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = background.start(
+        [*KIMIK3, "apply", "profile.yaml"],
+        cwd=workdir,
+        env=env_for(workdir),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 60
     while not record.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -158,7 +190,7 @@ def test_a_kimik3_with_another_state_dir_is_kept_out_by_the_host_wide_lock(workd
         assert refused.returncode == 5, refused.stderr[-2000:]
         assert f"locked by another kimik3: apply of someone-elses-profile by pid {os.getpid()}" in refused.stderr
         status = kimik3(workdir, "status", "profile.yaml")
-        assert f"lock       held: apply of someone-elses-profile" in status.stdout
+        assert "lock       held: apply of someone-elses-profile" in status.stdout
     finally:
         other.release(holder)
 

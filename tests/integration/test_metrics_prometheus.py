@@ -18,8 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import pytest
 import openai
+import pytest
 from support.realparts import KIMIK3, demo_hub, demo_profile, kimik3, write_profile
 from support.sse_stub import SseStub
 
@@ -62,10 +62,16 @@ def deployed(tmp_path_factory: pytest.TempPathFactory, hub: FixtureHub) -> Itera
 @pytest.fixture(scope="module")
 def stub_exporter(deployed: Path) -> Iterator[SseStub]:
     """A second exporter whose proxy fronts a scripted server (same code, started as apply starts one)."""
-    config = ExporterConfig(profile=STUB, labels={"profile": STUB, "quant": "stub", "build": "stub", "fingerprint": "0"},
-                            bind="127.0.0.1", port=STUB_METRICS, container=f"{STUB}-absent",
-                            server_url=f"http://127.0.0.1:{STUB_UPSTREAM}", proxy_bind="127.0.0.1",
-                            proxy_port=STUB_PROXY)
+    config = ExporterConfig(
+        profile=STUB,
+        labels={"profile": STUB, "quant": "stub", "build": "stub", "fingerprint": "0"},
+        bind="127.0.0.1",
+        port=STUB_METRICS,
+        container=f"{STUB}-absent",
+        server_url=f"http://127.0.0.1:{STUB_UPSTREAM}",
+        proxy_bind="127.0.0.1",
+        proxy_port=STUB_PROXY,
+    )
     path = deployed / "state" / exporter_config_key(STUB)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(config.to_json()))
@@ -92,13 +98,30 @@ def prometheus(deployed: Path, stub_exporter: SseStub) -> Iterator[str]:
     if shutil.which("prometheus") is None:
         pytest.fail("no prometheus binary: scripts/test.sh installs Debian's package")
     config = deployed / "prometheus.yml"
-    config.write_text(json.dumps({  # YAML is a superset of JSON
-        "global": {"scrape_interval": "1s", "scrape_timeout": "1s"},
-        "scrape_configs": [{"job_name": "kimik3", "static_configs": [{"targets": [f"127.0.0.1:{METRICS_PORT}",
-                                                                             f"127.0.0.1:{STUB_METRICS}"]}]}]}))
+    config.write_text(
+        json.dumps(
+            {  # YAML is a superset of JSON
+                "global": {"scrape_interval": "1s", "scrape_timeout": "1s"},
+                "scrape_configs": [
+                    {
+                        "job_name": "kimik3",
+                        "static_configs": [{"targets": [f"127.0.0.1:{METRICS_PORT}", f"127.0.0.1:{STUB_METRICS}"]}],
+                    }
+                ],
+            }
+        )
+    )
     log = open(deployed / "prometheus.log", "wb")
-    process = subprocess.Popen(["prometheus", f"--config.file={config}", f"--storage.tsdb.path={deployed / 'tsdb'}",
-                                f"--web.listen-address=127.0.0.1:{PROM_PORT}"], stdout=log, stderr=subprocess.STDOUT)
+    process = subprocess.Popen(
+        [
+            "prometheus",
+            f"--config.file={config}",
+            f"--storage.tsdb.path={deployed / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{PROM_PORT}",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     try:
         wait_for(lambda: query('up{job="kimik3"}') == [1.0, 1.0], "prometheus scrapes both exporters (up == 1)")
         yield PROM
@@ -140,34 +163,44 @@ def test_promql_sees_the_converged_deployment(prometheus: str) -> None:
     # The demo's two shards were just read by the load: in the page cache.
     assert len(query(f"kimik3_shard_page_cache_bytes{{{LABELS}}} > 0")) == 2
     # This CPU host has no NVML: no GPU series at all, not zeros.
-    assert query(f'count(kimik3_gpu_memory_total_bytes{{{LABELS}}})') == []
+    assert query(f"count(kimik3_gpu_memory_total_bytes{{{LABELS}}})") == []
     info = httpx.get(f"{PROM}/api/v1/query", params={"query": f"kimik3_deployment_info{{{LABELS}}}"}).json()
     metric = info["data"]["result"][0]["metric"]
-    assert metric["quant"] == "UD-Q2_K_XL" and metric["build"].startswith("mainline-") and len(metric["fingerprint"]) > 8
+    assert (
+        metric["quant"] == "UD-Q2_K_XL" and metric["build"].startswith("mainline-") and len(metric["fingerprint"]) > 8
+    )
 
 
 def test_the_servers_token_counter_rises_after_a_completion(prometheus: str) -> None:
-    series = f"llamacpp:tokens_predicted_total{{{LABELS},quant=\"UD-Q2_K_XL\"}}"
+    series = f'llamacpp:tokens_predicted_total{{{LABELS},quant="UD-Q2_K_XL"}}'
     wait_for(lambda: len(query(series)) == 1, "the server's re-labelled counter is scraped")
     before = query(series)[0]
-    reply = httpx.post(f"http://127.0.0.1:{PORT}/v1/chat/completions", timeout=120,
-                       headers={"Authorization": f"Bearer {API_KEY}"},
-                       json={"messages": [{"role": "user", "content": "count"}], "max_tokens": 8})
+    reply = httpx.post(
+        f"http://127.0.0.1:{PORT}/v1/chat/completions",
+        timeout=120,
+        headers={"Authorization": f"Bearer {API_KEY}"},
+        json={"messages": [{"role": "user", "content": "count"}], "max_tokens": 8},
+    )
     assert reply.status_code == 200
     wait_for(lambda: query(series)[0] > before, "tokens_predicted_total rises")
 
 
 def test_the_proxy_passes_the_openai_client_and_prometheus_sees_its_latency(prometheus: str) -> None:
     client = openai.OpenAI(base_url=f"http://127.0.0.1:{PORT}/v1", api_key=API_KEY, max_retries=0, timeout=120)
-    stream = client.chat.completions.create(model=NAME, stream=True, max_tokens=8,
-                                            messages=[{"role": "user", "content": "count to five"}])
+    stream = client.chat.completions.create(
+        model=NAME, stream=True, max_tokens=8, messages=[{"role": "user", "content": "count to five"}]
+    )
     events = [chunk for chunk in stream]
     # The chat parser may hold random tokens back (a possible start of markup) until the end: one event or more.
     assert events and events[-1].choices[0].finish_reason in ("length", "stop")
     # The raw completion route streams one event per token: the proxy passes them one by one.
-    with httpx.stream("POST", f"http://127.0.0.1:{PORT}/completion", timeout=120,
-                      headers={"Authorization": f"Bearer {API_KEY}"},
-                      json={"prompt": "count", "n_predict": 12, "stream": True, "ignore_eos": True}) as raw:
+    with httpx.stream(
+        "POST",
+        f"http://127.0.0.1:{PORT}/completion",
+        timeout=120,
+        headers={"Authorization": f"Bearer {API_KEY}"},
+        json={"prompt": "count", "n_predict": 12, "stream": True, "ignore_eos": True},
+    ) as raw:
         assert raw.headers["content-type"].startswith("text/event-stream")
         data = [line for line in raw.iter_lines() if line.startswith("data: ")]
     assert len(data) >= 3  # (random bytes that are not UTF-8 yet wait for the next token: not always 12)
@@ -193,27 +226,49 @@ def test_the_prompt_cache_hit_rate_from_the_servers_counter_and_the_replies_timi
     messages = [{"role": "user", "content": "the prompt cache keeps this question " * 8}]
     timings = []
     for stream in (False, True):
-        with httpx.stream("POST", f"http://127.0.0.1:{PORT}/v1/chat/completions", timeout=120,
-                          headers={"Authorization": f"Bearer {API_KEY}"},
-                          json={"messages": messages, "max_tokens": 4, "stream": stream}) as reply:
+        with httpx.stream(
+            "POST",
+            f"http://127.0.0.1:{PORT}/v1/chat/completions",
+            timeout=120,
+            headers={"Authorization": f"Bearer {API_KEY}"},
+            json={"messages": messages, "max_tokens": 4, "stream": stream},
+        ) as reply:
             assert reply.status_code == 200
-            bodies = [json.loads(line[6:]) for line in reply.iter_lines() if line.startswith("data: {")] if stream \
+            bodies = (
+                [json.loads(line[6:]) for line in reply.iter_lines() if line.startswith("data: {")]
+                if stream
                 else [json.loads(reply.read())]
+            )
         timings += [b["timings"] for b in bodies if "timings" in b]
     assert len(timings) == 2, timings  # one per reply, as the proxy reads them
     assert timings[1]["cache_n"] > 0  # the second asking of the same prompt came from the cache
     want = (before[0] + sum(t["cache_n"] for t in timings), before[1] + sum(t["prompt_n"] for t in timings))
-    wait_for(lambda: (query(cached) or [None])[0] == want[0] and (query(evaluated) or [None])[0] == want[1],
-             f"the proxy's prompt token counters reach {want}")
-    assert query(f'llamacpp:prompt_tokens_cached_total{{{LABELS}}} >= {timings[1]["cache_n"]}')
+    wait_for(
+        lambda: (query(cached) or [None])[0] == want[0] and (query(evaluated) or [None])[0] == want[1],
+        f"the proxy's prompt token counters reach {want}",
+    )
+    assert query(f"llamacpp:prompt_tokens_cached_total{{{LABELS}}} >= {timings[1]['cache_n']}")
 
 
 def test_a_scripted_bad_tool_call_through_the_proxy_is_counted(prometheus: str, stub_exporter: SseStub) -> None:
-    stub_exporter.script = [{"tool_calls": [{"id": "call_1", "type": "function",
-                                             "function": {"name": "get_weather", "arguments": '{"city": "Oslo"'}}]}]
+    stub_exporter.script = [
+        {
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Oslo"'},
+                }
+            ]
+        }
+    ]
     client = openai.OpenAI(base_url=f"http://127.0.0.1:{STUB_PROXY}/v1", api_key=API_KEY, max_retries=0)
-    streamed = client.chat.completions.create(model="kimi-k3", stream=True, messages=[{"role": "user", "content": "?"}],
-                                              tools=[{"type": "function", "function": {"name": "get_weather"}}])
+    streamed = client.chat.completions.create(
+        model="kimi-k3",
+        stream=True,
+        messages=[{"role": "user", "content": "?"}],
+        tools=[{"type": "function", "function": {"name": "get_weather"}}],
+    )
     assert "".join(c.choices[0].delta.tool_calls[0].function.arguments or "" for c in streamed) == '{"city": "Oslo"'
     failures = f'kimik3_proxy_tool_call_parse_failures_total{{profile="{STUB}",kind="arguments"}}'
     wait_for(lambda: query(failures) == [1.0], "the parse failure is counted in Prometheus")
@@ -237,8 +292,12 @@ def test_status_watch_reads_the_running_exporter(prometheus: str, deployed: Path
     # One streamed request through the proxy first: the TTFT row needs a sample, and the exporter may be a new one
     # (the destroy-and-apply test relaunches it; the order is random).
     client = openai.OpenAI(base_url=f"http://127.0.0.1:{PORT}/v1", api_key=API_KEY, max_retries=0, timeout=120)
-    assert [chunk for chunk in client.chat.completions.create(
-        model=NAME, stream=True, max_tokens=4, messages=[{"role": "user", "content": "hi"}])]
+    assert [
+        chunk
+        for chunk in client.chat.completions.create(
+            model=NAME, stream=True, max_tokens=4, messages=[{"role": "user", "content": "hi"}]
+        )
+    ]
     shown = kimik3(deployed, "status", "profile.yaml", "--watch", "--interval", "1s", "--iterations", "1").stdout
     assert "exporter pid" in shown and f":{METRICS_PORT}/metrics" in shown
     for row in ("converged", "server RSS", "page cache", "slots busy", "decode tok/s", "TTFT p50/p95"):
@@ -255,10 +314,13 @@ def test_a_second_apply_keeps_the_exporter_and_destroy_stops_it(prometheus: str,
     assert plan.returncode == 0, plan.stdout + plan.stderr
     kimik3(deployed, "destroy", "profile.yaml")
     try:
-        assert not Path(f"/proc/{record['pid']}").exists() or b"metrics-serve" not in \
-            Path(f"/proc/{record['pid']}/cmdline").read_bytes()
-        wait_for(lambda: query(f'up{{instance="127.0.0.1:{METRICS_PORT}"}}') == [0.0],
-                 "prometheus sees the exporter gone")
+        assert (
+            not Path(f"/proc/{record['pid']}").exists()
+            or b"metrics-serve" not in Path(f"/proc/{record['pid']}/cmdline").read_bytes()
+        )
+        wait_for(
+            lambda: query(f'up{{instance="127.0.0.1:{METRICS_PORT}"}}') == [0.0], "prometheus sees the exporter gone"
+        )
     finally:  # deployed again for the module's other tests, whichever run after this one (the order is random)
         kimik3(deployed, "apply", "profile.yaml", "--no-verify-server")
     wait_for(lambda: query(f'up{{instance="127.0.0.1:{METRICS_PORT}"}}') == [1.0], "prometheus sees it back")

@@ -34,9 +34,17 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 def kimik3_with(available: int, work: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "KIMIK3_STATE_DIR": str(work / "state"), "HF_HOME": str(work / "hf-home")}
-    result = subprocess.run([sys.executable, str(FORCED), str(available), *args], capture_output=True, text=True,
-                            env=env, cwd=work, timeout=3600)
-    assert result.returncode == 0, f"kimik3 {' '.join(args)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}"
+    result = subprocess.run(
+        [sys.executable, str(FORCED), str(available), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=work,
+        timeout=3600,
+    )
+    assert result.returncode == 0, (
+        f"kimik3 {' '.join(args)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}"
+    )
     return result
 
 

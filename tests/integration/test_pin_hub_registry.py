@@ -30,19 +30,32 @@ def _commit(word: str) -> str:
 
 def _hub(tmp_path: Path, generation: str) -> FixtureHub:
     (tmp_path / "config.json").write_text("{}")
-    return FixtureHub([FixtureRepo(GGUF, _commit(f"gguf-{generation}"), {"config.json": tmp_path / "config.json"}),
-                       FixtureRepo(NATIVE, _commit(f"native-{generation}"), {"config.json": tmp_path / "config.json"})])
+    return FixtureHub(
+        [
+            FixtureRepo(GGUF, _commit(f"gguf-{generation}"), {"config.json": tmp_path / "config.json"}),
+            FixtureRepo(NATIVE, _commit(f"native-{generation}"), {"config.json": tmp_path / "config.json"}),
+        ]
+    )
 
 
 def _served_by(text: str, hub: str) -> str:
-    return text.replace("  repo: unsloth/Kimi-K3-GGUF\n", f"  repo: unsloth/Kimi-K3-GGUF\n  endpoint: {hub}\n") \
-               .replace("  repo: moonshotai/Kimi-K3\n  # A", f"  repo: moonshotai/Kimi-K3\n  endpoint: {hub}\n  # A")
+    return text.replace("  repo: unsloth/Kimi-K3-GGUF\n", f"  repo: unsloth/Kimi-K3-GGUF\n  endpoint: {hub}\n").replace(
+        "  repo: moonshotai/Kimi-K3\n  # A", f"  repo: moonshotai/Kimi-K3\n  endpoint: {hub}\n  # A"
+    )
 
 
 def run(args: list[str], tmp_path: Path) -> tuple[int, str, str]:
-    result = CliRunner().invoke(main, args, catch_exceptions=False, env={
-        "KIMIK3_STATE_DIR": str(tmp_path / "state"), "KIMIK3_CACHE_DIR": str(tmp_path / "cache"),
-        "HF_TOKEN": None, "HF_HUB_OFFLINE": None})
+    result = CliRunner().invoke(
+        main,
+        args,
+        catch_exceptions=False,
+        env={
+            "KIMIK3_STATE_DIR": str(tmp_path / "state"),
+            "KIMIK3_CACHE_DIR": str(tmp_path / "cache"),
+            "HF_TOKEN": None,
+            "HF_HUB_OFFLINE": None,
+        },
+    )
     return result.exit_code, result.stdout, result.stderr
 
 
@@ -62,8 +75,9 @@ def test_pin_resolves_branches_at_the_hub_keeping_comments(tmp_path: Path) -> No
         assert f"    revision: {_commit('native-one')}  # pin: main; `kimik3 pin` resolves it too\n" in after
         comments = [line.split("#", 1)[1].strip() for line in before.splitlines() if "#" in line]
         assert all(comment in after for comment in comments)
-        assert [l for l in after.splitlines() if "revision" not in l] == \
-            [l for l in before.splitlines() if "revision" not in l]
+        assert [l for l in after.splitlines() if "revision" not in l] == [
+            l for l in before.splitlines() if "revision" not in l
+        ]
         assert not load(str(profile)).warnings  # pinned: plan and apply take it
         code, stdout, stderr = run(["validate", str(profile)], tmp_path)
         assert code == 0 and stderr == ""
@@ -79,8 +93,11 @@ def test_pin_resolves_branches_at_the_hub_keeping_comments(tmp_path: Path) -> No
 def test_an_unknown_branch_is_the_hubs_error_and_nothing_is_written(tmp_path: Path) -> None:
     with _hub(tmp_path, "one") as hub:
         profile = tmp_path / "p.yaml"
-        profile.write_text(_served_by((ROOT / "profiles" / "allvram-iq2xxs.yaml").read_text(), hub.url)
-                           .replace("  revision: main\n", "  revision: no-such-branch\n", 1))
+        profile.write_text(
+            _served_by((ROOT / "profiles" / "allvram-iq2xxs.yaml").read_text(), hub.url).replace(
+                "  revision: main\n", "  revision: no-such-branch\n", 1
+            )
+        )
         before = profile.read_text()
         code, stdout, stderr = run(["pin", "--json", str(profile)], tmp_path)
         assert code == 6 and "no-such-branch" in stderr and "revision not found" in stderr
@@ -100,8 +117,11 @@ def test_pin_resolves_an_image_tag_at_the_registry(registry: str, tmp_path: Path
     tag, digest = push_random_image(registry, "kimik3-pin/tiny", tmp_path)
     with _hub(tmp_path, "one") as hub:
         profile = tmp_path / "vllm-tp8.yaml"
-        profile.write_text(_served_by((ROOT / "profiles" / "vllm-tp8.yaml").read_text(), hub.url)
-                           .replace("  ref: vllm/vllm-openai:kimi-k3\n", f"  ref: {tag}\n"))
+        profile.write_text(
+            _served_by((ROOT / "profiles" / "vllm-tp8.yaml").read_text(), hub.url).replace(
+                "  ref: vllm/vllm-openai:kimi-k3\n", f"  ref: {tag}\n"
+            )
+        )
         code, stdout, stderr = run(["pin", "--dry-run", str(profile)], tmp_path)
         assert code == 0 and f"image.ref: {tag} -> {tag}@{digest}" in stdout and "would write 2 pin(s)" in stderr
         assert f"  ref: {tag}\n" in profile.read_text()  # --dry-run wrote nothing

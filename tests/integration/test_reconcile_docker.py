@@ -16,7 +16,13 @@ import pytest
 import yaml
 from support.background import Background
 from support.realparts import (
-    DEMO_DIR, REPO_ROOT, demo_profile, docker, kimik3, require_docker_and_demo_hub, write_profile,
+    DEMO_DIR,
+    REPO_ROOT,
+    demo_profile,
+    docker,
+    kimik3,
+    require_docker_and_demo_hub,
+    write_profile,
 )
 
 from kimik3_demo.hub import FixtureHub, FixtureRepo
@@ -61,7 +67,8 @@ def converged(workdir: Path) -> Path:
 def with_a_patch_that_does_not_apply(work: Path) -> Path:
     """The base profile with a patch that does not apply to the pin's source: its build fails at the patch step."""
     (work / "does-not-apply.patch").write_text(
-        "--- a/README.md\n+++ b/README.md\n@@ -1,1 +1,1 @@\n-this line is not in llama.cpp's README\n+kimik3\n")
+        "--- a/README.md\n+++ b/README.md\n@@ -1,1 +1,1 @@\n-this line is not in llama.cpp's README\n+kimik3\n"
+    )
     return edited(work, lambda p: p["build"].update(patches=["does-not-apply.patch"]))
 
 
@@ -127,7 +134,10 @@ def test_ubatch_change_replaces_only_the_container(converged: Path) -> None:
     before = container_identity()
     applied = json.loads(kimik3(converged, "apply", "--json", path.name).stdout)
     assert [(s["kind"], s["action"]) for s in applied["executed"]] == [
-        ("preread", "read"), ("container", "replace"), ("health", "read")]
+        ("preread", "read"),
+        ("container", "replace"),
+        ("health", "read"),
+    ]
     assert container_identity() != before
     argv = json.loads(docker("inspect", "-f", "{{json .Config.Cmd}}", NAME))
     assert argv[argv.index("--ubatch-size") + 1] == "2048"
@@ -138,13 +148,23 @@ def test_commit_and_quant_changes_plan_the_right_layers(converged: Path) -> None
     path = edited(converged, lambda p: p["build"].update(commit="1" * 40))
     plan = json.loads(kimik3(converged, "plan", "--json", path.name).stdout)
     assert [(s["kind"], s["action"]) for s in plan["steps"]] == [
-        ("model", "noop"), ("image", "create"), ("smoke", "read"), ("preread", "read"), ("container", "replace"),
-        ("health", "read")]
+        ("model", "noop"),
+        ("image", "create"),
+        ("smoke", "read"),
+        ("preread", "read"),
+        ("container", "replace"),
+        ("health", "read"),
+    ]
     path = edited(converged, lambda p: p["model"].update(quant="UD-Q4_K_XL"))
     plan = json.loads(kimik3(converged, "plan", "--json", path.name).stdout)
     assert [(s["kind"], s["action"]) for s in plan["steps"]] == [
-        ("model", "create"), ("image", "noop"), ("smoke", "noop"), ("preread", "read"), ("container", "replace"),
-        ("health", "read")]
+        ("model", "create"),
+        ("image", "noop"),
+        ("smoke", "noop"),
+        ("preread", "read"),
+        ("container", "replace"),
+        ("health", "read"),
+    ]
     (converged / "extra.patch").write_text("--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-x\n+y\n")
     path = edited(converged, lambda p: p["build"].update(patches=["extra.patch"]))
     plan = json.loads(kimik3(converged, "plan", "--json", path.name).stdout)
@@ -241,7 +261,11 @@ def test_a_patch_that_applies_is_built_in_and_going_back_retags_the_kept_build(w
     assert docker("image", "inspect", "-f", "{{.Id}}", unpatched) == unpatched  # kept as a rollback target
     back = json.loads(kimik3(workdir, "apply", "--json", "profile.yaml").stdout)
     assert [(s["kind"], s["action"]) for s in back["executed"]] == [
-        ("image", "update"), ("preread", "read"), ("container", "replace"), ("health", "read")]
+        ("image", "update"),
+        ("preread", "read"),
+        ("container", "replace"),
+        ("health", "read"),
+    ]
     assert docker("image", "inspect", "-f", "{{.Id}}", tag) == unpatched
     assert "(kimik3 test patch)" not in subprocess.run(["docker", "logs", NAME], capture_output=True, text=True).stderr
 
@@ -255,8 +279,13 @@ def test_apply_killed_during_the_load_is_resumed_not_relaunched(converged: Path,
     workdir = converged  # the image built and the model fetched: the launch comes within seconds of the start
     subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)
     env = {**os.environ, "KIMIK3_STATE_DIR": str(workdir / "state"), "HF_HOME": str(workdir / "hf-home")}
-    apply = background.start([sys.executable, "-m", "kimik3_reconciler", "apply", "profile.yaml"], cwd=workdir,
-                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    apply = background.start(
+        [sys.executable, "-m", "kimik3_reconciler", "apply", "profile.yaml"],
+        cwd=workdir,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 60
     while subprocess.run(["docker", "inspect", NAME], capture_output=True).returncode and time.monotonic() < deadline:
         time.sleep(0.05)

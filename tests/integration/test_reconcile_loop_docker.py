@@ -48,8 +48,9 @@ class Loop:
     def __init__(self, background: Background, work: Path, *args: str):
         env = {**os.environ, "KIMIK3_STATE_DIR": str(work / "state"), "HF_HOME": str(work / "hf-home")}
         self.stderr = (work / "reconcile.stderr").open("w")
-        self.proc = background.start([*KIMIK3, "reconcile", *args], cwd=work, env=env, text=True,
-                                     stdout=subprocess.PIPE, stderr=self.stderr)
+        self.proc = background.start(
+            [*KIMIK3, "reconcile", *args], cwd=work, env=env, text=True, stdout=subprocess.PIPE, stderr=self.stderr
+        )
         self.lines: queue.Queue[dict] = queue.Queue()
         self.seen: list[dict] = []
         threading.Thread(target=self._read, daemon=True).start()
@@ -87,11 +88,14 @@ def identity() -> tuple[str, ...]:
     return tuple(docker("inspect", "-f", "{{.Id}} {{.State.StartedAt}}", NAME).split())
 
 
-def test_reconcile_relaunches_after_docker_rm_and_leaves_the_host_alone_on_a_broken_file(workdir: Path,
-        background: Background) -> None:
+def test_reconcile_relaunches_after_docker_rm_and_leaves_the_host_alone_on_a_broken_file(
+    workdir: Path, background: Background
+) -> None:
     profile = workdir / "profile.yaml"
     good = profile.read_text()
-    subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)  # a launch for the first pass, whatever ran before
+    subprocess.run(
+        ["docker", "rm", "-f", NAME], capture_output=True
+    )  # a launch for the first pass, whatever ran before
     loop = Loop(background, workdir, "--interval", "2s", "profile.yaml")
     try:
         first = loop.wait_for(result_is("changed", "converged", "error"), 900)
@@ -137,8 +141,10 @@ def test_once_is_one_pass_and_a_held_lock_skips_it_with_exit_5(workdir: Path) ->
     assert [line["result"] for line in lines] == ["converged"]
     started = time.monotonic()
     kimik3(workdir, "plan", "profile.yaml")
-    print(f"converged host: reconcile --once pass {lines[0]['duration_s']} s; a whole `kimik3 plan` process "
-          f"{time.monotonic() - started:.2f} s")
+    print(
+        f"converged host: reconcile --once pass {lines[0]['duration_s']} s; a whole `kimik3 plan` process "
+        f"{time.monotonic() - started:.2f} s"
+    )
     lock, holder = StateDirLock(workdir / "state"), new_holder("apply", NAME, SystemClock())
     assert lock.try_acquire(holder).acquired
     try:
@@ -149,13 +155,16 @@ def test_once_is_one_pass_and_a_held_lock_skips_it_with_exit_5(workdir: Path) ->
         assert identity() == before
         status = kimik3(workdir, "status", "profile.yaml").stdout  # read-only: runs while the host is locked
         assert f"lock       held: apply of {NAME} by pid {os.getpid()}" in status and holder.id in status
-        assert json.loads(kimik3(workdir, "status", "--json", "profile.yaml").stdout)["lock"]["holder"]["id"] == holder.id
+        assert (
+            json.loads(kimik3(workdir, "status", "--json", "profile.yaml").stdout)["lock"]["holder"]["id"] == holder.id
+        )
     finally:
         lock.release(holder)
 
 
-
-def test_sigterm_during_a_pass_interrupts_it_releases_the_lock_and_exits_0(workdir: Path, background: Background) -> None:
+def test_sigterm_during_a_pass_interrupts_it_releases_the_lock_and_exits_0(
+    workdir: Path, background: Background
+) -> None:
     docker("rm", "-f", NAME)  # ours: the next pass has a launch and a health wait to do
     record = workdir / "state" / "lock" / "holder.json"
     loop = Loop(background, workdir, "--interval", "1h", "profile.yaml")

@@ -161,8 +161,9 @@ def test_a_removed_worker_is_drift_and_apply_heals_it(converged: Path) -> None:
     assert completion(MAIN_PORT, PROMPTS[1]) == completion(SOLO_PORT, PROMPTS[1])
 
 
-def test_a_dropped_worker_is_removed_under_its_hosts_lock_which_force_unlock_clears(converged: Path,
-                                                                                     sshd: Sshd) -> None:
+def test_a_dropped_worker_is_removed_under_its_hosts_lock_which_force_unlock_clears(
+    converged: Path, sshd: Sshd
+) -> None:
     """The rpc section dropped: the apply takes the lock on the dropped worker's host too, so a lock a run of
     another main host left there stops it (exit 5, the worker named, nothing changed); `force-unlock ID FILE`
     reaches that host through the state record; then the apply relaunches the main server without --rpc and
@@ -170,14 +171,22 @@ def test_a_dropped_worker_is_removed_under_its_hosts_lock_which_force_unlock_cle
     profile = yaml.safe_load((converged / "rpc.yaml").read_text())
     del profile["rpc"]
     write_profile(converged, profile, "dropped.yaml")
-    other = LockHolder(id="0123456789ab", operation="apply", profile=MAIN, pid=4242, host="another-main-host",
-                       started="2026-12-03T04:24:03+00:00")
+    other = LockHolder(
+        id="0123456789ab",
+        operation="apply",
+        profile=MAIN,
+        pid=4242,
+        host="another-main-host",
+        started="2026-12-03T04:24:03+00:00",
+    )
     left = DockerHostLock(DockerEngine(), "w1")  # the worker's Docker is this daemon (reached over ssh by kimik3)
     assert left.try_acquire(other).acquired
     try:
         held = kimik3(converged, "apply", "dropped.yaml", check=False)
         assert held.returncode == 5, held.stderr
-        assert f"rpc worker w1 ({sshd.docker_url}) is locked by another kimik3: apply of {MAIN} by pid 4242" in held.stderr
+        assert (
+            f"rpc worker w1 ({sshd.docker_url}) is locked by another kimik3: apply of {MAIN} by pid 4242" in held.stderr
+        )
         assert "kimik3 force-unlock 0123456789ab FILE" in held.stderr
         assert docker("inspect", "-f", "{{.State.Status}}", WORKER) == "running"  # nothing was changed
         said = kimik3(converged, "force-unlock", "0123456789ab", "dropped.yaml").stdout

@@ -138,13 +138,21 @@ def test_an_edited_or_cut_plan_is_refused_as_json_and_touches_nothing(converged:
     docker("stop", "-t", "2", NAME)
     kimik3(workdir, "plan", "profile.yaml", "-out", "restart.plan")
     data = json.loads((workdir / "restart.plan").read_text())
-    number, step = next((i, s) for i, s in enumerate(data["steps"], 1) if s["kind"] == "health" and s["action"] == "read")
+    number, step = next(
+        (i, s) for i, s in enumerate(data["steps"], 1) if s["kind"] == "health" and s["action"] == "read"
+    )
     step["spec"]["fields"]["container"] = "someone-elses-db"
     (workdir / "edited.plan").write_text(json.dumps(data))
     (workdir / "cut.plan").write_text((workdir / "restart.plan").read_text()[:300])
-    for plan, code, says in (("edited.plan", 7, "was edited after kimik3 wrote it (what differs from the digests "
-                                                f"saved with it: step {number} (<= health {step['target']})"),
-                             ("cut.plan", 2, "a damaged kimik3 saved plan")):
+    for plan, code, says in (
+        (
+            "edited.plan",
+            7,
+            "was edited after kimik3 wrote it (what differs from the digests "
+            f"saved with it: step {number} (<= health {step['target']})",
+        ),
+        ("cut.plan", 2, "a damaged kimik3 saved plan"),
+    ):
         refused = kimik3(workdir, "apply", "--json", plan, check=False)
         error = json.loads(refused.stdout)["error"]  # stdout is the JSON document and nothing else
         assert refused.returncode == code == error["exit_code"] and says in error["message"], refused.stderr
@@ -153,10 +161,12 @@ def test_an_edited_or_cut_plan_is_refused_as_json_and_touches_nothing(converged:
     assert docker("inspect", "-f", "{{.State.Status}}", NAME) == "running"
 
 
-@pytest.mark.parametrize("endpoint", [f"http://127.0.0.1:{CLOSED_PORT}", "http://k3-plan-hub.invalid:19198"],
-                         ids=["refused", "unresolvable"])
-def test_an_unreachable_hub_exits_6_within_seconds_naming_its_url(tmp_path: Path, hub: FixtureHub,
-                                                                  endpoint: str) -> None:
+@pytest.mark.parametrize(
+    "endpoint", [f"http://127.0.0.1:{CLOSED_PORT}", "http://k3-plan-hub.invalid:19198"], ids=["refused", "unresolvable"]
+)
+def test_an_unreachable_hub_exits_6_within_seconds_naming_its_url(
+    tmp_path: Path, hub: FixtureHub, endpoint: str
+) -> None:
     with socket.socket() as probe:  # the "closed" port must really be closed
         assert probe.connect_ex(("127.0.0.1", CLOSED_PORT)) != 0
     write_profile(tmp_path, demo_profile(tmp_path, "k3-plan-hub", 19151, endpoint))  # fresh state: the hub is asked

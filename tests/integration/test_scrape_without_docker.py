@@ -62,8 +62,14 @@ def relay(deployed: Path) -> Iterator[DockerRelay]:
     assert upstream, "the tests reach dockerd over a unix socket"
     record = json.loads((deployed / "state" / exporter_key(NAME)).read_text())
     os.kill(record["pid"], signal.SIGTERM)  # the exporter this module's apply started
-    wait_for("the apply's exporter to stop", lambda: not Path(f"/proc/{record['pid']}").exists()
-             or b"metrics-serve" not in Path(f"/proc/{record['pid']}/cmdline").read_bytes(), timeout=30)
+    wait_for(
+        "the apply's exporter to stop",
+        lambda: (
+            not Path(f"/proc/{record['pid']}").exists()
+            or b"metrics-serve" not in Path(f"/proc/{record['pid']}/cmdline").read_bytes()
+        ),
+        timeout=30,
+    )
     relay = DockerRelay(deployed / "k3sg-docker.sock", upstream)
     relay.forward()
     env = {**os.environ, "KIMIK3_STATE_DIR": str(deployed / "state"), "DOCKER_HOST": f"unix://{relay.path}"}
@@ -112,8 +118,9 @@ def predicted(series: dict) -> float:
 
 
 def complete() -> None:
-    reply = httpx.post(f"http://127.0.0.1:{PORT}/completion", timeout=120,
-                       json={"prompt": "count", "n_predict": 4, "ignore_eos": True})
+    reply = httpx.post(
+        f"http://127.0.0.1:{PORT}/completion", timeout=120, json={"prompt": "count", "n_predict": 4, "ignore_eos": True}
+    )
     assert reply.status_code == 200
 
 
@@ -154,8 +161,11 @@ def test_server_up_follows_the_server_while_docker_is_gone(relay: DockerRelay) -
         assert value(series, "kimik3_server_up") == 0.0 and "llamacpp:tokens_predicted_total" not in series
         assert value(series, "kimik3_exporter_source_up", source="docker") == 0.0
         docker("start", NAME)
-        wait_for("the exporter to see the server up again", lambda: value(scrape("hang, server starting"),
-                                                                          "kimik3_server_up") == 1.0, timeout=120)
+        wait_for(
+            "the exporter to see the server up again",
+            lambda: value(scrape("hang, server starting"), "kimik3_server_up") == 1.0,
+            timeout=120,
+        )
         assert "llamacpp:tokens_predicted_total" in scrape("hang, server back")
     finally:
         relay.forward()

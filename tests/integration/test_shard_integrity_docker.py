@@ -84,7 +84,7 @@ def test_flipped_byte_then_stop_then_apply_refetches_before_the_start(workdir: P
     applied = kimik3(workdir, "apply", "--json", "profile.yaml")
     assert executed(applied) == [("model", "create"), ("container", "update"), ("health", "read")]
     assert sha256(blob(workdir)) == verified_sha256(workdir)
-    refetched = datetime.datetime.fromtimestamp(blob(workdir).stat().st_mtime, datetime.timezone.utc)
+    refetched = datetime.datetime.fromtimestamp(blob(workdir).stat().st_mtime, datetime.UTC)
     assert started_at(NAME) > refetched  # the server started only after the good bytes landed
     assert json.loads(kimik3(workdir, "plan", "--json", "profile.yaml").stdout)["converged"] is True
 
@@ -104,8 +104,12 @@ def test_bit_rot_under_the_running_server_is_caught_by_verify(workdir: Path) -> 
     flip_one_byte(blob(workdir))
     # Below the filesystem no stat field moves: as if, record the blob's stat as it is now.
     stat = blob(workdir).stat()
-    record["stats"][SHARD] = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "ctime_ns": stat.st_ctime_ns,
-                              "inode": stat.st_ino}
+    record["stats"][SHARD] = {
+        "size": stat.st_size,
+        "mtime_ns": stat.st_mtime_ns,
+        "ctime_ns": stat.st_ctime_ns,
+        "inode": stat.st_ino,
+    }
     manifest(workdir).write_text(json.dumps(record))
     assert json.loads(kimik3(workdir, "plan", "--json", "profile.yaml").stdout)["converged"] is True  # the limit
     model = steps(kimik3(workdir, "plan", "--json", "--verify", "profile.yaml"))["model"]

@@ -19,8 +19,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.realparts import (DEMO_DIR, REPO_ROOT, demo_profile, docker, kimik3, require_docker_and_demo_hub, serves,
-                               wait_for, write_profile)
+from support.realparts import (
+    DEMO_DIR,
+    REPO_ROOT,
+    demo_profile,
+    docker,
+    kimik3,
+    require_docker_and_demo_hub,
+    serves,
+    wait_for,
+    write_profile,
+)
 
 from kimik3_demo.hub import FixtureHub, FixtureRepo
 from kimik3_demo.prepare import DEMO_REPO, DEMO_REVISION, demo_repos
@@ -64,13 +73,38 @@ def box() -> Iterator[Path]:
     same_paths = [f"{p}:{p}:ro" for p in sorted({sys.base_prefix, sys.prefix, str(REPO_ROOT)})]
     shutil.rmtree(METRICS_WORK, ignore_errors=True)
     METRICS_WORK.mkdir(parents=True)
-    docker("run", "-d", "--name", BOX, "--cap-add", "SYS_ADMIN", "--security-opt", "seccomp=unconfined",
-           "--network", "host", "--tmpfs", "/run", "--tmpfs", "/run/lock", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
-           "-v", "/var/run/docker.sock:/var/run/docker.sock", "-v", f"{cli}:/usr/bin/docker:ro",
-           *(arg for p in same_paths for arg in ("-v", p)), "-v", f"{METRICS_WORK}:{METRICS_WORK}", IMAGE)
+    docker(
+        "run",
+        "-d",
+        "--name",
+        BOX,
+        "--cap-add",
+        "SYS_ADMIN",
+        "--security-opt",
+        "seccomp=unconfined",
+        "--network",
+        "host",
+        "--tmpfs",
+        "/run",
+        "--tmpfs",
+        "/run/lock",
+        "-v",
+        "/sys/fs/cgroup:/sys/fs/cgroup:rw",
+        "-v",
+        "/var/run/docker.sock:/var/run/docker.sock",
+        "-v",
+        f"{cli}:/usr/bin/docker:ro",
+        *(arg for p in same_paths for arg in ("-v", p)),
+        "-v",
+        f"{METRICS_WORK}:{METRICS_WORK}",
+        IMAGE,
+    )
     try:
-        wait_for("systemd in the box", lambda: in_box("systemctl", "is-system-running", check=False)
-                 in ("running", "degraded"), timeout=60)
+        wait_for(
+            "systemd in the box",
+            lambda: in_box("systemctl", "is-system-running", check=False) in ("running", "degraded"),
+            timeout=60,
+        )
         yield Path(docker("inspect", "-f", "{{.GraphDriver.Data.MergedDir}}", BOX))
     finally:
         subprocess.run(["docker", "rm", "-f", MAIN, OTHER, METRICS_PROFILE, BOX], capture_output=True)
@@ -116,8 +150,13 @@ def apply_helper_unit(work: Path, box: Path, file: str, kind: str, unit: str, co
 def crash_and_wait_restart(unit: str) -> None:
     """A crash of a helper's unit (SIGKILL): systemd starts it again (Restart=on-failure, RestartSec=5)."""
     in_box("systemctl", "kill", "--signal=SIGKILL", unit)
-    wait_for(f"{unit} to restart", lambda: in_box("systemctl", "show", "-p", "NRestarts", "--value", unit) == "1"
-             and in_box("systemctl", "is-active", unit, check=False) == "active")
+    wait_for(
+        f"{unit} to restart",
+        lambda: (
+            in_box("systemctl", "show", "-p", "NRestarts", "--value", unit) == "1"
+            and in_box("systemctl", "is-active", unit, check=False) == "active"
+        ),
+    )
 
 
 def plan_json(work: Path, box: Path, profile: str) -> dict:
@@ -203,14 +242,19 @@ def test_systemd_restarts_the_same_container_without_rebuilding(installed: Path)
     container_id = docker("inspect", "-f", "{{.Id}}", MAIN)
     started = docker("inspect", "-f", "{{.State.StartedAt}}", MAIN)
     docker("kill", "-s", "KILL", MAIN)  # a crash: exit 137, the unit's Restart=on-failure (RestartSec=10)
-    wait_for("the unit to restart the container", lambda: docker("inspect", "-f", "{{.State.StartedAt}}", MAIN)
-             != started and state(MAIN) == "running", timeout=60)
+    wait_for(
+        "the unit to restart the container",
+        lambda: docker("inspect", "-f", "{{.State.StartedAt}}", MAIN) != started and state(MAIN) == "running",
+        timeout=60,
+    )
     assert docker("inspect", "-f", "{{.Id}}", MAIN) == container_id  # same container: no download, no build
     assert in_box("systemctl", "show", "-p", "NRestarts", "--value", UNIT) == str(restarts + 1)
     wait_for("/health 200 after the restart", lambda: serves(PORT))
     in_box("systemctl", "restart", UNIT)  # ExecStop (docker stop -t 120) then docker start --attach
     wait_for("/health 200 after systemctl restart", lambda: serves(PORT))
-    assert docker("inspect", "-f", "{{.Id}}", MAIN) == container_id and in_box("systemctl", "is-active", UNIT) == "active"
+    assert (
+        docker("inspect", "-f", "{{.Id}}", MAIN) == container_id and in_box("systemctl", "is-active", UNIT) == "active"
+    )
 
 
 def test_a_hand_edited_unit_is_drift_that_apply_restores(installed: Path, box: Path) -> None:
@@ -295,7 +339,6 @@ def test_the_exporter_is_a_unit_next_to_the_server(box: Path, hub: FixtureHub) -
         sd_kimik3(work, box, "destroy", "metrics.yaml", check=False)
     assert not (box / "etc/systemd/system" / unit).exists()
     assert not (box / "etc/systemd/system" / f"{METRICS_PROFILE}.service").exists()
-
 
 
 def test_the_front_is_a_unit_next_to_the_server(box: Path, hub: FixtureHub) -> None:

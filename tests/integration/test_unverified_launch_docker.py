@@ -19,18 +19,26 @@ pytestmark = pytest.mark.docker
 NAME, PORT = "k3un-unverified", 18620
 
 
-def test_a_launch_left_unverified_is_a_verify_step_that_the_next_apply_runs(tmp_path: Path,
-                                                                            background: Background) -> None:
+def test_a_launch_left_unverified_is_a_verify_step_that_the_next_apply_runs(
+    tmp_path: Path, background: Background
+) -> None:
     subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)
     with demo_hub() as hub:
         write_profile(tmp_path, demo_profile(tmp_path, NAME, PORT, hub.url))
         try:
             env = {**os.environ, "KIMIK3_STATE_DIR": str(tmp_path / "state"), "HF_HOME": str(tmp_path / "hf-home")}
-            apply = background.start([*KIMIK3, "apply", "profile.yaml"], cwd=tmp_path, env=env,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            apply = background.start(
+                [*KIMIK3, "apply", "profile.yaml"],
+                cwd=tmp_path,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
             record = tmp_path / "state" / "unverified" / f"{NAME}.json"
-            wait_for("the launch", lambda: docker("ps", "-q", "--filter", f"name=^{NAME}$") != "", timeout=300,
-                     interval=0.1)
+            wait_for(
+                "the launch", lambda: docker("ps", "-q", "--filter", f"name=^{NAME}$") != "", timeout=300, interval=0.1
+            )
             docker("pause", NAME)  # hold the load: the apply cannot get past its health wait meanwhile
             assert record.exists()  # written before the launch
             os.kill(apply.pid, signal.SIGKILL)  # the apply dies in its health wait: nobody verifies this launch

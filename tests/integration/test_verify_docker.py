@@ -75,8 +75,13 @@ def test_verify_runs_every_check_against_the_server(serving: Path) -> None:
     assert [c["name"] for c in report["checks"]] == CHECKS
     checks = {c["name"]: c for c in report["checks"]}
     assert {n: c["status"] for n, c in checks.items()} == {
-        "health": "ok", "models": "ok", "text": "not checkable", "tool_call": "not checkable",
-        "vision": "skipped", "two_turn": "not checkable"}
+        "health": "ok",
+        "models": "ok",
+        "text": "not checkable",
+        "tool_call": "not checkable",
+        "vision": "skipped",
+        "two_turn": "not checkable",
+    }
     assert report["weights"]["random"] is True and "kimik3.weights = 'random'" in report["weights"]["source"]
     assert report["not_checkable"] == ["text", "tool_call", "two_turn"]
     assert checks["models"]["detail"] == f"serves '{NAME}'"
@@ -114,9 +119,11 @@ def test_the_chat_adapter_returns_plain_dicts(serving: Path) -> None:
 
 
 def test_the_chat_adapter_renders_the_servers_chat_template(serving: Path) -> None:
-    messages = [{"role": "user", "content": "What is the weather in Oslo?"},
-                {"role": "assistant", "content": "Let me look.", "reasoning_content": "Oslo: call the tool."},
-                {"role": "user", "content": "And tomorrow?"}]
+    messages = [
+        {"role": "user", "content": "What is the weather in Oslo?"},
+        {"role": "assistant", "content": "Let me look.", "reasoning_content": "Oslo: call the tool."},
+        {"role": "user", "content": "And tomorrow?"},
+    ]
     prompt = OpenAIChat().apply_template(BASE_URL, API_KEY, messages)
     # the demo's ChatML template (steps/smoke_model.py) renders role and content only: it drops the
     # thinking, which is why verify judges the prompt only on real weights (K3's template keeps it)

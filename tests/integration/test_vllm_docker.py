@@ -24,7 +24,6 @@ from support.realparts import REPO_ROOT, docker, kimik3, require_docker_and_demo
 from kimik3_demo.hub import FixtureHub
 from kimik3_demo.prepare import CHECKPOINT_REPO, CHECKPOINT_REVISION, checkpoint_repo, prepare_checkpoint_root
 
-
 # engines: CI runs it in its second stage (scripts/test-engines.sh builds the image first), not in the default suite
 # Its tests build on the first one (it converges from nothing; the others use that deployment): kept in file order
 # under the random order (a known gap, like test_rpc_docker.py).
@@ -34,16 +33,24 @@ NAME = "k3-vllm25-it"  # the container, unit and exporter of this test only
 PORT, METRICS_PORT = 19471, 19472
 IMAGE = "kimik3-test/vllm-cpu:0.32.0"
 REPOSITORY = "kimik3-vllm25/vllm-cpu"
-CPU_KNOBS = {"tensor_parallel_size": 1, "max_model_len": 512, "max_num_seqs": 2, "kv_cache_dtype": "auto",
-             "attention_backend": None,
-             "attention_config": None, "prefix_match_unit": None, "enforce_eager": True,
-             # vLLM's V2 model runner needs Triton, which has no CPU backend (the image leaves it out): V1 here
-             "v2_model_runner": False}
+CPU_KNOBS = {
+    "tensor_parallel_size": 1,
+    "max_model_len": 512,
+    "max_num_seqs": 2,
+    "kv_cache_dtype": "auto",
+    "attention_backend": None,
+    "attention_config": None,
+    "prefix_match_unit": None,
+    "enforce_eager": True,
+    # vLLM's V2 model runner needs Triton, which has no CPU backend (the image leaves it out): V1 here
+    "v2_model_runner": False,
+}
 
 
 def _ensure_image() -> None:
-    built = subprocess.run(["bash", str(REPO_ROOT / "scripts" / "ensure-vllm-image.sh")], capture_output=True,
-                           text=True, timeout=3600)
+    built = subprocess.run(
+        ["bash", str(REPO_ROOT / "scripts" / "ensure-vllm-image.sh")], capture_output=True, text=True, timeout=3600
+    )
     assert built.returncode == 0, built.stderr[-3000:]
 
 
@@ -63,12 +70,22 @@ def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         docker("push", tag)
         digest = json.loads(docker("image", "inspect", tag))[0]["RepoDigests"][0].partition("@")[2]
         docker("rmi", tag)  # the registry's name gone from dockerd: kimik3 must pull it (its layers stay local)
-        profile = {"apiVersion": "kimik3/v1", "name": NAME, "engine": "vllm",
-                   "model": {"repo": CHECKPOINT_REPO, "revision": CHECKPOINT_REVISION, "endpoint": hub.url,
-                             "cache_dir": str(work / "hf-cache")},
-                   "image": {"ref": f"{tag}@{digest}"}, "gpus": "none",
-                   "serve": {"port": PORT, "env": {"VLLM_CPU_KVCACHE_SPACE": "1"}},
-                   "metrics": {"port": METRICS_PORT}, "vllm": CPU_KNOBS}
+        profile = {
+            "apiVersion": "kimik3/v1",
+            "name": NAME,
+            "engine": "vllm",
+            "model": {
+                "repo": CHECKPOINT_REPO,
+                "revision": CHECKPOINT_REVISION,
+                "endpoint": hub.url,
+                "cache_dir": str(work / "hf-cache"),
+            },
+            "image": {"ref": f"{tag}@{digest}"},
+            "gpus": "none",
+            "serve": {"port": PORT, "env": {"VLLM_CPU_KVCACHE_SPACE": "1"}},
+            "metrics": {"port": METRICS_PORT},
+            "vllm": CPU_KNOBS,
+        }
         (work / "profile.yaml").write_text(yaml.safe_dump(profile, sort_keys=False))
         try:
             yield work
@@ -92,8 +109,11 @@ def _get(url: str) -> str:
 
 
 def _chat(body: dict) -> dict:
-    request = urllib.request.Request(f"http://127.0.0.1:{PORT}/v1/chat/completions", data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{PORT}/v1/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(request, timeout=120) as answer:
         return json.load(answer)
 
@@ -101,8 +121,12 @@ def _chat(body: dict) -> dict:
 def test_converges_from_nothing_pulling_by_digest_and_mounting_the_verified_checkpoint(deployed: Path) -> None:
     planned = kimik3(deployed, "plan", "--json", "profile.yaml")
     steps = dict(_steps(planned))
-    assert (steps["image"], steps["model"], steps["container"], steps["health"]) == ("create", "create", "create",
-                                                                                     "read")
+    assert (steps["image"], steps["model"], steps["container"], steps["health"]) == (
+        "create",
+        "create",
+        "create",
+        "read",
+    )
     assert "smoke" not in steps and "gate" not in steps  # llama.cpp's checks of a built image
     kimik3(deployed, "apply", "profile.yaml")
     assert serves(PORT)
@@ -134,21 +158,43 @@ def test_verify_talks_to_vllms_chat_api(deployed: Path) -> None:
     statuses = {c["name"]: c["status"] for c in report["checks"]}
     assert statuses["health"] == "ok" and statuses["models"] == "ok", report
     assert not [name for name, status in statuses.items() if status == "failed"], report
-    assert statuses["vision"] == "skipped" and "engine vllm" in next(c["detail"] for c in report["checks"]
-                                                                     if c["name"] == "vision")
+    assert statuses["vision"] == "skipped" and "engine vllm" in next(
+        c["detail"] for c in report["checks"] if c["name"] == "vision"
+    )
     assert report["weights"]["random"] is True  # the checkpoint's safetensors header says so
     # The two-turn check on real weights reads the server's rendered prompt: vLLM has no /apply-template, so the
     # adapter renders through its /tokenize and reads the text back from /detokenize (the tiny chat template shows
     # every message's content).
     from kimik3_reconciler.adapters.openai_chat import OpenAIChat
 
-    prompt = OpenAIChat().apply_template(f"http://127.0.0.1:{PORT}", None, [
-        {"role": "user", "content": "first question"}, {"role": "assistant", "content": "first answer"},
-        {"role": "user", "content": "second question"}], model=NAME)
+    prompt = OpenAIChat().apply_template(
+        f"http://127.0.0.1:{PORT}",
+        None,
+        [
+            {"role": "user", "content": "first question"},
+            {"role": "assistant", "content": "first answer"},
+            {"role": "user", "content": "second question"},
+        ],
+        model=NAME,
+    )
     assert prompt.index("first question") < prompt.index("first answer") < prompt.index("second question"), prompt
-    reply = _chat({"model": NAME, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8,
-                   "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {
-                       "type": "object", "properties": {"city": {"type": "string"}}}}}], "tool_choice": "auto"})
+    reply = _chat(
+        {
+            "model": NAME,
+            "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": 8,
+            "tools": [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": "get_weather",
+                        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+                    },
+                }
+            ],
+            "tool_choice": "auto",
+        }
+    )
     message = reply["choices"][0]["message"]
     # vLLM's shape: the reasoning field is `reasoning` (kimi_k3's parser found none in random text), tool_calls a list
     assert message["role"] == "assistant" and "reasoning_content" not in message
@@ -160,10 +206,17 @@ def test_the_exporter_serves_vllms_own_series(deployed: Path) -> None:
     text = _get(f"http://127.0.0.1:{METRICS_PORT}/metrics")
     samples = {line.split("{")[0].split(" ")[0]: line for line in text.splitlines() if line and line[0] != "#"}
     assert samples["kimik3_server_up"].endswith(" 1.0")
-    for name in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
-                 "vllm:time_to_first_token_seconds_count", "vllm:inter_token_latency_seconds_count",
-                 "vllm:e2e_request_latency_seconds_count", "vllm:prefix_cache_queries_total",
-                 "vllm:prefix_cache_hits_total", "vllm:generation_tokens_total"):
+    for name in (
+        "vllm:num_requests_running",
+        "vllm:num_requests_waiting",
+        "vllm:kv_cache_usage_perc",
+        "vllm:time_to_first_token_seconds_count",
+        "vllm:inter_token_latency_seconds_count",
+        "vllm:e2e_request_latency_seconds_count",
+        "vllm:prefix_cache_queries_total",
+        "vllm:prefix_cache_hits_total",
+        "vllm:generation_tokens_total",
+    ):
         assert name in samples, name
         assert f'profile="{NAME}"' in samples[name]  # re-labelled with the deployment's labels
     assert float(samples["vllm:e2e_request_latency_seconds_count"].rsplit(" ", 1)[1]) >= 1
@@ -176,9 +229,20 @@ def _recreate_by_hand(argv_edit: tuple[str, str], env: str) -> None:
     config, host = found["Config"], found["HostConfig"]
     argv = list(config["Cmd"])
     argv[argv.index(argv_edit[0]) + 1] = argv_edit[1]
-    options = ["--network", host["NetworkMode"], "--ipc", host["IpcMode"], "--restart", host["RestartPolicy"]["Name"],
-               "-e", env,
-               "-e", "VLLM_CPU_KVCACHE_SPACE=1", "-e", "HF_HUB_OFFLINE=1"]
+    options = [
+        "--network",
+        host["NetworkMode"],
+        "--ipc",
+        host["IpcMode"],
+        "--restart",
+        host["RestartPolicy"]["Name"],
+        "-e",
+        env,
+        "-e",
+        "VLLM_CPU_KVCACHE_SPACE=1",
+        "-e",
+        "HF_HUB_OFFLINE=1",
+    ]
     for key, value in config["Labels"].items():
         options += ["--label", f"{key}={value}"]
     for mount in found["Mounts"]:
@@ -205,8 +269,22 @@ def test_drift_of_argv_and_env_is_replaced_naming_both(deployed: Path) -> None:
 def test_bench_measures_vllm_on_its_openai_wire(deployed: Path) -> None:
     """/tokenize {prompt} for exact token-id prompts, streamed /v1/completions with ignore_eos: every request gets
     exactly the output asked for, and vLLM's own generation counter moved by what the client counted."""
-    run = json.loads(kimik3(deployed, "bench", "--json", "profile.yaml", "--grid", "1,2", "--prompts", "2",
-                            "--prompt-tokens", "32", "--output-tokens", "16").stdout)
+    run = json.loads(
+        kimik3(
+            deployed,
+            "bench",
+            "--json",
+            "profile.yaml",
+            "--grid",
+            "1,2",
+            "--prompts",
+            "2",
+            "--prompt-tokens",
+            "32",
+            "--output-tokens",
+            "16",
+        ).stdout
+    )
     assert run["knobs"]["vllm.max_num_seqs"] == 2  # the run is filed with the engine's knobs
     for level in run["levels"]:
         assert level["errors"] == 0 and level["requests"] == 2 * level["concurrency"], level
@@ -221,9 +299,27 @@ def test_tune_searches_vllms_own_knobs_and_ends_on_the_profile_as_written(deploy
     what is asserted is that both were measured and the verdict follows from the draws."""
     # The load on record before tune: the one its prediction takes for each draw (a checkpoint has no forecast).
     load = json.loads((deployed / "state" / "load" / f"{NAME}.json").read_text())["seconds"]
-    done = kimik3(deployed, "tune", "--json", "profile.yaml", "--goal", "aggregate@4", "--space", "max_num_seqs=2,4",
-                  "--prompts", "1", "--prompt-tokens", "32", "--output-tokens", "16", "--repeats", "2",
-                  "--finalists", "1", check=False)
+    done = kimik3(
+        deployed,
+        "tune",
+        "--json",
+        "profile.yaml",
+        "--goal",
+        "aggregate@4",
+        "--space",
+        "max_num_seqs=2,4",
+        "--prompts",
+        "1",
+        "--prompt-tokens",
+        "32",
+        "--output-tokens",
+        "16",
+        "--repeats",
+        "2",
+        "--finalists",
+        "1",
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout)
     measured = {t["knobs"]["max_num_seqs"] for t in report["trials"] if t["status"] == "ok"}

@@ -20,7 +20,6 @@ from support.registry import free_port, loopback_registry, push_random_image
 
 from kimik3_demo.hub import FixtureHub
 from kimik3_demo.prepare import CHECKPOINT_REPO, CHECKPOINT_REVISION, checkpoint_repo, prepare_checkpoint_root
-
 from kimik3_reconciler.adapters import real_ports
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.plan import Action
@@ -40,21 +39,34 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Fixt
     require_docker_and_demo_hub()
     root = tmp_path_factory.mktemp("hub")
     prepare_checkpoint_root(root)
-    with loopback_registry(tmp_path_factory.mktemp("registry")) as registry, \
-            FixtureHub([checkpoint_repo(root)]) as hub:
+    with loopback_registry(tmp_path_factory.mktemp("registry")) as registry, FixtureHub([checkpoint_repo(root)]) as hub:
         tag, digest = push_random_image(registry, REPOSITORY, tmp_path_factory.mktemp("image"))
         yield f"{tag}@{digest}", hub
         subprocess.run(["docker", "rmi", f"{registry}/{REPOSITORY}@{digest}"], capture_output=True)
 
 
 def vllm_profile(work: Path, ref: str, hub_url: str) -> dict:
-    return {"apiVersion": "kimik3/v1", "name": "k3-pull25-vllm", "engine": "vllm",
-            "model": {"repo": CHECKPOINT_REPO, "revision": CHECKPOINT_REVISION, "endpoint": hub_url,
-                      "cache_dir": str(work / "hf-cache")},
-            "image": {"ref": ref}, "gpus": "none",
-            "serve": {"host": "loopback", "port": free_port()},
-            "vllm": {"tensor_parallel_size": 1, "attention_backend": None, "attention_config": None,
-                     "max_model_len": 512, "enforce_eager": True}}
+    return {
+        "apiVersion": "kimik3/v1",
+        "name": "k3-pull25-vllm",
+        "engine": "vllm",
+        "model": {
+            "repo": CHECKPOINT_REPO,
+            "revision": CHECKPOINT_REVISION,
+            "endpoint": hub_url,
+            "cache_dir": str(work / "hf-cache"),
+        },
+        "image": {"ref": ref},
+        "gpus": "none",
+        "serve": {"host": "loopback", "port": free_port()},
+        "vllm": {
+            "tensor_parallel_size": 1,
+            "attention_backend": None,
+            "attention_config": None,
+            "max_model_len": 512,
+            "enforce_eager": True,
+        },
+    }
 
 
 def observed_for(work: Path, profile: dict) -> Observed:
@@ -67,7 +79,7 @@ def test_a_vllm_profile_observes_a_pull_and_a_checkpoint(inputs: tuple[str, Fixt
     ref, hub = inputs
     seen = observed_for(tmp_path, vllm_profile(tmp_path, ref, hub.url))
     assert seen.pulled is not None and seen.pulled.image_id is None and seen.base_images == {}
-    image, = plan_pull(seen.pulled)
+    (image,) = plan_pull(seen.pulled)
     assert image.action is Action.CREATE and image.target == ref and "to pull (registry manifest" in image.cost
     assert seen.layout is None and seen.model.quant == "checkpoint"  # no GGUF header read
     model = model_step("model", seen.model, download_spec(seen.model, hub.url, "unused"))
@@ -85,12 +97,13 @@ def test_an_image_with_the_digest_here_is_a_noop_in_the_plan(inputs: tuple[str, 
     finally:
         subprocess.run(["docker", "rmi", by_digest], capture_output=True)  # the other tests start without it
     assert seen.pulled is not None and seen.pulled.image_id is not None and seen.pulled.pull_bytes is None
-    image, = plan_pull(seen.pulled)
+    (image,) = plan_pull(seen.pulled)
     assert image.action is Action.NOOP and "nothing to pull" in image.reason
 
 
-def test_kimik3_plan_of_a_vllm_profile_pulls_and_fetches_and_builds_nothing(inputs: tuple[str, FixtureHub],
-                                                                          tmp_path: Path) -> None:
+def test_kimik3_plan_of_a_vllm_profile_pulls_and_fetches_and_builds_nothing(
+    inputs: tuple[str, FixtureHub], tmp_path: Path
+) -> None:
     ref, hub = inputs
     write_profile(tmp_path, vllm_profile(tmp_path, ref, hub.url))
     shown = kimik3(tmp_path, "plan", "profile.yaml", "--json")
@@ -102,7 +115,8 @@ def test_kimik3_plan_of_a_vllm_profile_pulls_and_fetches_and_builds_nothing(inpu
 
 
 def test_a_tensor_parallel_size_that_does_not_divide_the_heads_is_refused_before_any_pull(
-        inputs: tuple[str, FixtureHub], tmp_path: Path) -> None:
+    inputs: tuple[str, FixtureHub], tmp_path: Path
+) -> None:
     """Issue 38 item 6: the tiny checkpoint's config.json (from the fixture hub, at the pinned revision) has 4
     attention heads; vllm.tensor_parallel_size 3 is refused by `kimik3 apply` (exit 3, the field named) before the
     image is pulled or a byte of the weights is fetched."""
@@ -113,8 +127,10 @@ def test_a_tensor_parallel_size_that_does_not_divide_the_heads_is_refused_before
     weights_before = sum(n for path, n in hub.faults.served.items() if path.endswith(".safetensors"))
     refused = kimik3(tmp_path, "apply", "profile.yaml", check=False)
     assert refused.returncode == 3, refused.stderr
-    assert ("vllm.tensor_parallel_size 3 does not divide the checkpoint's 4 attention heads (num_attention_heads in "
-            f"config.json at {CHECKPOINT_REVISION[:12]})") in refused.stderr
+    assert (
+        "vllm.tensor_parallel_size 3 does not divide the checkpoint's 4 attention heads (num_attention_heads in "
+        f"config.json at {CHECKPOINT_REVISION[:12]})"
+    ) in refused.stderr
     registry, _, rest = ref.partition("/")
     by_digest = f"{registry}/{rest.split(':')[0]}@{ref.rpartition('@')[2]}"
     assert subprocess.run(["docker", "image", "inspect", by_digest], capture_output=True).returncode != 0  # not pulled

@@ -24,8 +24,14 @@ HERE = DockerHost("w1", "unix:///var/run/docker.sock")
 
 
 def holder(lock_id: str) -> LockHolder:
-    return LockHolder(id=lock_id, operation="apply", profile="k3gaps", pid=4242, host="another-main-host",
-                      started="2026-12-03T04:24:03+00:00")
+    return LockHolder(
+        id=lock_id,
+        operation="apply",
+        profile="k3gaps",
+        pid=4242,
+        host="another-main-host",
+        started="2026-12-03T04:24:03+00:00",
+    )
 
 
 @pytest.fixture
@@ -37,8 +43,9 @@ def lock() -> Iterator[DockerHostLock]:
     subprocess.run(["docker", "rm", "-f", NAME], capture_output=True, check=False)
 
 
-def test_the_lock_container_excludes_another_run_and_force_unlock_removes_it(lock: DockerHostLock,
-                                                                             tmp_path: Path) -> None:
+def test_the_lock_container_excludes_another_run_and_force_unlock_removes_it(
+    lock: DockerHostLock, tmp_path: Path
+) -> None:
     first, second = holder("aaaaaaaaaaaa"), holder("bbbbbbbbbbbb")
     assert lock.try_acquire(first).acquired
     assert docker("inspect", "-f", "{{.State.Status}}", NAME) == "created"  # never started: it only holds a name

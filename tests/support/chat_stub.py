@@ -29,7 +29,7 @@ class ChatStub:
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
 
-    def __enter__(self) -> "ChatStub":
+    def __enter__(self) -> ChatStub:
         self.thread.start()
         return self
 
@@ -53,9 +53,14 @@ class ChatStub:
             return status, {"error": {"code": status, "message": message, "type": "server_error"}}
         step = dict(step)  # a step may say its finish_reason ("length": the token budget ran out)
         finish = step.pop("finish_reason", None) or ("tool_calls" if step.get("tool_calls") else "stop")
-        return 200, {"id": "chatcmpl-stub", "object": "chat.completion", "created": 1796205741, "model": self.alias,
-                     "choices": [{"index": 0, "finish_reason": finish, "message": {"role": "assistant", **step}}],
-                     "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
+        return 200, {
+            "id": "chatcmpl-stub",
+            "object": "chat.completion",
+            "created": 1796205741,
+            "model": self.alias,
+            "choices": [{"index": 0, "finish_reason": finish, "message": {"role": "assistant", **step}}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+        }
 
 
 def _bind(stub: ChatStub) -> ThreadingHTTPServer:
@@ -86,8 +91,15 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path == "/health":
             self._send(200, {"status": "ok"})
         elif self.path == "/v1/models":
-            self._send(200, {"object": "list", "data": [{"id": self.stub.alias, "aliases": [self.stub.alias],
-                                                         "object": "model", "owned_by": "llamacpp"}]})
+            self._send(
+                200,
+                {
+                    "object": "list",
+                    "data": [
+                        {"id": self.stub.alias, "aliases": [self.stub.alias], "object": "model", "owned_by": "llamacpp"}
+                    ],
+                },
+            )
         else:
             self._send(404, {"error": {"code": 404, "message": "File Not Found", "type": "not_found_error"}})
 

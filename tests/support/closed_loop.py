@@ -35,13 +35,23 @@ def _complete(body: str, stream: bool) -> bool:
     events = [line[6:] for line in body.splitlines() if line.startswith("data: ")]
     if events[-1:] != ["[DONE]"]:
         return False
-    return any(json.loads(e)["choices"] and json.loads(e)["choices"][0].get("finish_reason")
-               for e in events[:-1] if e.startswith("{"))
+    return any(
+        json.loads(e)["choices"] and json.loads(e)["choices"][0].get("finish_reason")
+        for e in events[:-1]
+        if e.startswith("{")
+    )
 
 
 class ClosedLoop:
-    def __init__(self, url: str, workers: int = 4, max_tokens: int = 8, api_key: str | None = None,
-                 timeout_s: float = 900.0, model: str | None = None):
+    def __init__(
+        self,
+        url: str,
+        workers: int = 4,
+        max_tokens: int = 8,
+        api_key: str | None = None,
+        timeout_s: float = 900.0,
+        model: str | None = None,
+    ):
         self.url, self.workers, self.max_tokens, self.timeout_s = url, workers, max_tokens, timeout_s
         self.model = model  # a router (smg) wants the served model's name; llama-server alone does not
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -74,15 +84,25 @@ class ClosedLoop:
         with httpx.Client(timeout=self.timeout_s) as client:
             while not self._stop.is_set():
                 started = time.monotonic()
-                body = {"messages": [{"role": "user", "content": "Say something."}], "max_tokens": self.max_tokens,
-                        "stream": stream, **({"model": self.model} if self.model else {})}
+                body = {
+                    "messages": [{"role": "user", "content": "Say something."}],
+                    "max_tokens": self.max_tokens,
+                    "stream": stream,
+                    **({"model": self.model} if self.model else {}),
+                }
                 try:
-                    with client.stream("POST", f"{self.url}/v1/chat/completions", json=body,
-                                       headers=self.headers) as reply:
+                    with client.stream(
+                        "POST", f"{self.url}/v1/chat/completions", json=body, headers=self.headers
+                    ) as reply:
                         text = reply.read().decode("utf-8", "replace")
-                    outcome = Outcome(started, time.monotonic(), stream, reply.status_code,
-                                      reply.status_code == 200 and _complete(text, stream),
-                                      "" if reply.status_code == 200 else text[:200])
+                    outcome = Outcome(
+                        started,
+                        time.monotonic(),
+                        stream,
+                        reply.status_code,
+                        reply.status_code == 200 and _complete(text, stream),
+                        "" if reply.status_code == 200 else text[:200],
+                    )
                 except httpx.HTTPError as exc:
                     outcome = Outcome(started, time.monotonic(), stream, 0, False, f"{type(exc).__name__}: {exc}")
                     time.sleep(0.2)  # a refused connection answers at once: no busy loop

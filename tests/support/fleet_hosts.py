@@ -56,8 +56,9 @@ class RigHost:
 
     def docker(self, *args: str, check: bool = True, timeout: float = 600) -> str:
         """The docker CLI against this host's daemon."""
-        done = subprocess.run(["docker", "-H", self.docker_host, *args], capture_output=True, text=True,
-                              timeout=timeout)
+        done = subprocess.run(
+            ["docker", "-H", self.docker_host, *args], capture_output=True, text=True, timeout=timeout
+        )
         if check and done.returncode:
             raise RuntimeError(f"docker {' '.join(args)} on {self.name}: {done.stderr.strip()}")
         return done.stdout.strip()
@@ -77,20 +78,47 @@ class Rig:
 
     def inventory(self, group: str = "serving") -> dict:
         """A standard Ansible inventory (YAML form) of the hosts, reached over real SSH as root with the rig's key."""
-        common = {"ansible_user": "root", "ansible_ssh_private_key_file": str(self.ssh_key),
-                  "ansible_ssh_common_args": f"-o UserKnownHostsFile={self.known_hosts} -o StrictHostKeyChecking=yes "
-                                             "-o IdentitiesOnly=yes",
-                  "ansible_python_interpreter": shutil.which("python3") or "/usr/bin/python3"}
-        return {"all": {"children": {group: {"hosts": {h.name: {"ansible_host": h.address} for h in self.hosts},
-                                             "vars": common}}}}
+        common = {
+            "ansible_user": "root",
+            "ansible_ssh_private_key_file": str(self.ssh_key),
+            "ansible_ssh_common_args": f"-o UserKnownHostsFile={self.known_hosts} -o StrictHostKeyChecking=yes "
+            "-o IdentitiesOnly=yes",
+            "ansible_python_interpreter": shutil.which("python3") or "/usr/bin/python3",
+        }
+        return {
+            "all": {
+                "children": {
+                    group: {"hosts": {h.name: {"ansible_host": h.address} for h in self.hosts}, "vars": common}
+                }
+            }
+        }
 
-    def ssh(self, host: RigHost, *argv: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    def ssh(
+        self, host: RigHost, *argv: str, check: bool = True, timeout: float = 600
+    ) -> subprocess.CompletedProcess[str]:
         """`argv` run on `host` over SSH (the words are quoted for the remote shell)."""
         import shlex
-        done = subprocess.run(["ssh", "-i", str(self.ssh_key), "-o", f"UserKnownHostsFile={self.known_hosts}",
-                               "-o", "StrictHostKeyChecking=yes", "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes",
-                               f"root@{host.address}", shlex.join(argv)],
-                              capture_output=True, text=True, timeout=timeout)
+
+        done = subprocess.run(
+            [
+                "ssh",
+                "-i",
+                str(self.ssh_key),
+                "-o",
+                f"UserKnownHostsFile={self.known_hosts}",
+                "-o",
+                "StrictHostKeyChecking=yes",
+                "-o",
+                "IdentitiesOnly=yes",
+                "-o",
+                "BatchMode=yes",
+                f"root@{host.address}",
+                shlex.join(argv),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
         if check and done.returncode:
             raise RuntimeError(f"ssh {host.name} {argv}: exit {done.returncode}: {done.stderr.strip()}")
         return done
@@ -109,8 +137,9 @@ def _wait(what: str, check: Callable[[], bool], timeout: float = 60.0) -> None:
 
 
 def _keygen(path: Path) -> None:
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "kimik3-fleet-rig", "-f", str(path)],
-                   check=True)
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "kimik3-fleet-rig", "-f", str(path)], check=True
+    )
 
 
 def _kill_pidfile(path: Path, timeout: float = 20.0) -> None:
@@ -172,24 +201,53 @@ def _sshd(host: RigHost, client_pub: Path) -> None:
     d.mkdir(parents=True)
     _keygen(d / "host_key")
     (d / "authorized_keys").write_text(client_pub.read_text())
-    env = {"DOCKER_HOST": host.docker_host, "KIMIK3_STATE_DIR": str(host.state_dir),
-           "KIMIK3_HOST_LOCK": str(host.root / "kimik3.lock"), "HF_HOME": str(host.root / "hf-home"),
-           "KIMIK3_DOCKERD_RESTART_TEST": "0"}
-    (d / "sshd_config").write_text("\n".join([
-        "Port 22", f"ListenAddress {host.address}", f"HostKey {d / 'host_key'}", f"PidFile {d / 'sshd.pid'}",
-        f"AuthorizedKeysFile {d / 'authorized_keys'}", "AllowUsers root", "PermitRootLogin prohibit-password",
-        "PasswordAuthentication no", "KbdInteractiveAuthentication no", "UsePAM no", "StrictModes no",
-        "AllowTcpForwarding no", "X11Forwarding no", "MaxSessions 20", "MaxStartups 30",
-        "Subsystem sftp /usr/lib/openssh/sftp-server",  # Ansible copies files over sftp (else slower fallbacks)
-        "SetEnv " + " ".join(f"{k}={v}" for k, v in env.items()), "",
-    ]))
+    env = {
+        "DOCKER_HOST": host.docker_host,
+        "KIMIK3_STATE_DIR": str(host.state_dir),
+        "KIMIK3_HOST_LOCK": str(host.root / "kimik3.lock"),
+        "HF_HOME": str(host.root / "hf-home"),
+        "KIMIK3_DOCKERD_RESTART_TEST": "0",
+    }
+    (d / "sshd_config").write_text(
+        "\n".join(
+            [
+                "Port 22",
+                f"ListenAddress {host.address}",
+                f"HostKey {d / 'host_key'}",
+                f"PidFile {d / 'sshd.pid'}",
+                f"AuthorizedKeysFile {d / 'authorized_keys'}",
+                "AllowUsers root",
+                "PermitRootLogin prohibit-password",
+                "PasswordAuthentication no",
+                "KbdInteractiveAuthentication no",
+                "UsePAM no",
+                "StrictModes no",
+                "AllowTcpForwarding no",
+                "X11Forwarding no",
+                "MaxSessions 20",
+                "MaxStartups 30",
+                "Subsystem sftp /usr/lib/openssh/sftp-server",  # Ansible copies files over sftp (else slower fallbacks)
+                "SetEnv " + " ".join(f"{k}={v}" for k, v in env.items()),
+                "",
+            ]
+        )
+    )
     Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege separation folder
     log = open(d / "sshd.log", "wb")  # noqa: SIM115 - the daemon's stderr for its whole life
-    proc = subprocess.Popen(["nsenter", f"--net={host.netns}", SSHD, "-D", "-e", "-f", str(d / "sshd_config")],
-                            stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
+    proc = subprocess.Popen(
+        ["nsenter", f"--net={host.netns}", SSHD, "-D", "-e", "-f", str(d / "sshd_config")],
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+        start_new_session=True,
+    )
     (d / "run.pid").write_text(str(proc.pid))
-    _wait(f"sshd on {host.name}", lambda: host.run("bash", "-c", f"exec 3<>/dev/tcp/{host.address}/22",
-                                                   check=False).returncode == 0 or proc.poll() is not None)
+    _wait(
+        f"sshd on {host.name}",
+        lambda: (
+            host.run("bash", "-c", f"exec 3<>/dev/tcp/{host.address}/22", check=False).returncode == 0
+            or proc.poll() is not None
+        ),
+    )
     if proc.poll() is not None:
         raise RuntimeError(f"sshd on {host.name} exited: {(d / 'sshd.log').read_text()}")
 
@@ -198,23 +256,48 @@ def _dockerd(host: RigHost, registry: str) -> None:
     """The host's own dockerd, started inside its namespace (`nsenter --net`: `ip netns exec` remounts /sys and
     dockerd then fails on the devices cgroup); the bridge registry allowed without TLS."""
     log = open(host.root / "dockerd.log", "wb")  # noqa: SIM115
-    subprocess.Popen(["nsenter", f"--net={host.netns}", "dockerd", "--data-root", str(host.root / "docker-data"),
-                      "--exec-root", str(host.root / "x"), "-H", host.docker_host, "--pidfile",
-                      str(host.root / "docker.pid"), "--bridge=none", "--iptables=false", "--ip6tables=false",
-                      "--insecure-registry", registry],
-                     stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
-    _wait(f"dockerd on {host.name}", lambda: subprocess.run(["docker", "-H", host.docker_host, "info"],
-                                                            capture_output=True).returncode == 0, timeout=90)
+    subprocess.Popen(
+        [
+            "nsenter",
+            f"--net={host.netns}",
+            "dockerd",
+            "--data-root",
+            str(host.root / "docker-data"),
+            "--exec-root",
+            str(host.root / "x"),
+            "-H",
+            host.docker_host,
+            "--pidfile",
+            str(host.root / "docker.pid"),
+            "--bridge=none",
+            "--iptables=false",
+            "--ip6tables=false",
+            "--insecure-registry",
+            registry,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+        start_new_session=True,
+    )
+    _wait(
+        f"dockerd on {host.name}",
+        lambda: subprocess.run(["docker", "-H", host.docker_host, "info"], capture_output=True).returncode == 0,
+        timeout=90,
+    )
 
 
 def _bridge_registry(root: Path, loopback_storage: Path, port: int) -> str:
     """A second docker-registry on the bridge address serving the loopback registry's storage (the main dockerd
     pushes to 127.0.0.1, which it allows without TLS; the hosts pull from the bridge)."""
     from support.realparts import REPO_ROOT
+
     root.mkdir(parents=True, exist_ok=True)
     (root / "storage").symlink_to(loopback_storage)
-    started = subprocess.run(["bash", str(REPO_ROOT / "scripts" / "ensure-registry.sh"), str(port), str(root),
-                              GATEWAY], capture_output=True, text=True)
+    started = subprocess.run(
+        ["bash", str(REPO_ROOT / "scripts" / "ensure-registry.sh"), str(port), str(root), GATEWAY],
+        capture_output=True,
+        text=True,
+    )
     if started.returncode:
         raise RuntimeError(started.stderr)
     return started.stdout.strip()
@@ -228,8 +311,9 @@ def _teardown(hosts: list[RigHost]) -> None:
 def _host_down(host: RigHost) -> None:
     """Containers, the daemon and sshd (by pid), the mounts under its folder, its veth, its namespace."""
     if host.docker_socket.exists():
-        ids = subprocess.run(["docker", "-H", host.docker_host, "ps", "-aq"], capture_output=True,
-                             text=True).stdout.split()
+        ids = subprocess.run(
+            ["docker", "-H", host.docker_host, "ps", "-aq"], capture_output=True, text=True
+        ).stdout.split()
         if ids:
             subprocess.run(["docker", "-H", host.docker_host, "rm", "-f", *ids], capture_output=True, timeout=120)
     _kill_pidfile(host.root / "docker.pid")
@@ -244,8 +328,9 @@ def fleet_rig(count: int, prefix: str = "k3fl") -> Iterator[Rig]:
     """`count` hosts up (network, sshd, dockerd started in parallel) and a registry on the bridge; all removed after.
     The image is not loaded here: `publish_image` pushes it, `pull_everywhere` pulls it by digest."""
     if shutil.which("nsenter") is None or not Path(SSHD).exists() or shutil.which("docker-registry") is None:
-        raise RuntimeError("the fleet rig needs nsenter, openssh-server and docker-registry (scripts/test.sh "
-                           "installs them)")
+        raise RuntimeError(
+            "the fleet rig needs nsenter, openssh-server and docker-registry (scripts/test.sh installs them)"
+        )
     root = Path(tempfile.mkdtemp(prefix=f"{prefix}-", dir="/tmp"))  # short: unix socket paths are at most 107 bytes
     hosts = [RigHost(f"{prefix}-h{i}", f"{SUBNET}.{10 + i}", root / f"h{i}") for i in range(1, count + 1)]
     with ExitStack() as cleanup:
@@ -260,12 +345,16 @@ def fleet_rig(count: int, prefix: str = "k3fl") -> Iterator[Rig]:
         _ip("addr", "add", f"{GATEWAY}/24", "dev", BRIDGE)
         _ip("link", "set", BRIDGE, "up")
         _keygen(root / "client_key")
-        from support.registry import free_port
         from support.realparts import REPO_ROOT
+        from support.registry import free_port
+
         loopback = root / "registry-lo"
         port = free_port()
-        started = subprocess.run(["bash", str(REPO_ROOT / "scripts" / "ensure-registry.sh"), str(port),
-                                  str(loopback)], capture_output=True, text=True)
+        started = subprocess.run(
+            ["bash", str(REPO_ROOT / "scripts" / "ensure-registry.sh"), str(port), str(loopback)],
+            capture_output=True,
+            text=True,
+        )
         if started.returncode:
             raise RuntimeError(started.stderr)
         cleanup.callback(_kill_pidfile, loopback / "registry.pid")
@@ -285,8 +374,11 @@ def fleet_rig(count: int, prefix: str = "k3fl") -> Iterator[Rig]:
         with ThreadPoolExecutor(len(hosts)) as pool:
             list(pool.map(up, enumerate(hosts, 1)))
         known = root / "known_hosts"
-        known.write_text("".join(
-            f"{h.address} {' '.join((h.root / 'sshd' / 'host_key.pub').read_text().split()[:2])}\n" for h in hosts))
+        known.write_text(
+            "".join(
+                f"{h.address} {' '.join((h.root / 'sshd' / 'host_key.pub').read_text().split()[:2])}\n" for h in hosts
+            )
+        )
         yield Rig(tuple(hosts), root / "client_key", known, registry, root)
 
 
@@ -302,8 +394,9 @@ def publish_image(rig: Rig, tag: str, repository: str = "kimik3/llamacpp") -> st
     subprocess.run(["docker", "tag", tag, pushed], check=True, capture_output=True)
     try:
         subprocess.run(["docker", "push", pushed], check=True, capture_output=True, timeout=1200)
-        digests = json.loads(subprocess.run(["docker", "image", "inspect", pushed], check=True, capture_output=True,
-                                            text=True).stdout)[0]["RepoDigests"]
+        digests = json.loads(
+            subprocess.run(["docker", "image", "inspect", pushed], check=True, capture_output=True, text=True).stdout
+        )[0]["RepoDigests"]
     finally:
         subprocess.run(["docker", "rmi", pushed], capture_output=True)  # the tag only: the image stays
     digest = next(d for d in digests if d.startswith(pushed.rsplit(":", 1)[0])).partition("@")[2]

@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aiohttp import web
-from support.closed_loop import ClosedLoop
-from support.sse_stub import SseStub
 
 from kimik3_reconciler.adapters import real_ports
 from kimik3_reconciler.model.front import FrontConfig
@@ -24,6 +22,8 @@ from kimik3_reconciler.model.specs import ExporterRun, FrontRun
 from kimik3_reconciler.steps.exporter import run_exporter
 from kimik3_reconciler.steps.front import run_front
 from kimik3_reconciler.steps.report import NullReporter
+from support.closed_loop import ClosedLoop
+from support.sse_stub import SseStub
 
 
 def free_port() -> int:
@@ -44,15 +44,27 @@ class TokenServer(SseStub):
         body = await request.json()
         if not body.get("stream"):
             await asyncio.sleep(self.gap_s * self.tokens)
-            return web.json_response({"object": "chat.completion", "choices": [
-                {"index": 0, "finish_reason": "length", "message": {"role": "assistant", "content": "w " * self.tokens}}]})
+            return web.json_response(
+                {
+                    "object": "chat.completion",
+                    "choices": [
+                        {
+                            "index": 0,
+                            "finish_reason": "length",
+                            "message": {"role": "assistant", "content": "w " * self.tokens},
+                        }
+                    ],
+                }
+            )
         reply = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await reply.prepare(request)
         for i in range(self.tokens):
             await asyncio.sleep(self.gap_s)
             last = i == self.tokens - 1
-            event = {"object": "chat.completion.chunk", "choices": [
-                {"index": 0, "delta": {"content": "w "}, "finish_reason": "length" if last else None}]}
+            event = {
+                "object": "chat.completion.chunk",
+                "choices": [{"index": 0, "delta": {"content": "w "}, "finish_reason": "length" if last else None}],
+            }
             await reply.write(f"data: {json.dumps(event)}\n\n".encode())
         await reply.write(b"data: [DONE]\n\n")
         await reply.write_eof()
@@ -71,24 +83,46 @@ class SwapResult:
     errors: tuple[str, ...] = ()  # what the failed requests got (one line each)
 
 
-def _exporter_run(port: int, metrics_port: int, server: str, label: str, replace_pid: int | None,
-                  hand_over: bool) -> ExporterRun:
-    config = ExporterConfig(profile="k3swap", labels={"profile": "k3swap", "build": label}, bind="127.0.0.1",
-                            port=metrics_port, container="k3swap-none", server_url=server, proxy_bind="127.0.0.1",
-                            proxy_port=port)
-    return ExporterRun(profile="k3swap", config=config.to_json(), fingerprint=config.fingerprint,
-                       health_url=config.health_url, replace_pid=replace_pid, hand_over=hand_over)
+def _exporter_run(
+    port: int, metrics_port: int, server: str, label: str, replace_pid: int | None, hand_over: bool
+) -> ExporterRun:
+    config = ExporterConfig(
+        profile="k3swap",
+        labels={"profile": "k3swap", "build": label},
+        bind="127.0.0.1",
+        port=metrics_port,
+        container="k3swap-none",
+        server_url=server,
+        proxy_bind="127.0.0.1",
+        proxy_port=port,
+    )
+    return ExporterRun(
+        profile="k3swap",
+        config=config.to_json(),
+        fingerprint=config.fingerprint,
+        health_url=config.health_url,
+        replace_pid=replace_pid,
+        hand_over=hand_over,
+    )
 
 
 def _front_run(port: int, server: str, label: str, replace_pid: int | None, hand_over: bool) -> FrontRun:
-    config = FrontConfig(profile="k3swap", bind="127.0.0.1", port=port, server_url=server,
-                         api_key_file=f"/nonexistent/{label}")  # only to move the fingerprint
-    return FrontRun(profile="k3swap", config=config.to_json(), fingerprint=config.fingerprint,
-                    health_url=config.health_url, replace_pid=replace_pid, hand_over=hand_over)
+    config = FrontConfig(
+        profile="k3swap", bind="127.0.0.1", port=port, server_url=server, api_key_file=f"/nonexistent/{label}"
+    )  # only to move the fingerprint
+    return FrontRun(
+        profile="k3swap",
+        config=config.to_json(),
+        fingerprint=config.fingerprint,
+        health_url=config.health_url,
+        replace_pid=replace_pid,
+        hand_over=hand_over,
+    )
 
 
-def swap_under_load(state_dir: Path, helper: str, hand_over: bool, workers: int = 4, before_s: float = 1.0,
-                    after_s: float = 1.0) -> SwapResult:
+def swap_under_load(
+    state_dir: Path, helper: str, hand_over: bool, workers: int = 4, before_s: float = 1.0, after_s: float = 1.0
+) -> SwapResult:
     """Start `helper` ("exporter" or "front") in front of a TokenServer, run `workers` closed-loop clients through its
     public port, replace it (a new fingerprint; `hand_over` as the planner would set it), and count."""
     ports = real_ports(state_dir)
@@ -99,8 +133,9 @@ def swap_under_load(state_dir: Path, helper: str, hand_over: bool, workers: int 
 
         def run(label: str, replace_pid: int | None) -> None:
             if helper == "exporter":
-                run_exporter(_exporter_run(public, metrics_port, server, label, replace_pid, hand_over), ports,
-                             NullReporter())
+                run_exporter(
+                    _exporter_run(public, metrics_port, server, label, replace_pid, hand_over), ports, NullReporter()
+                )
             else:
                 run_front(_front_run(public, server, label, replace_pid, hand_over), ports, NullReporter())
 
@@ -121,8 +156,17 @@ def swap_under_load(state_dir: Path, helper: str, hand_over: bool, workers: int 
             for pid in {old, new} - {0}:
                 ports.processes.terminate(pid, 10.0)  # type: ignore[union-attr]
     outcomes = clients.outcomes
-    return SwapResult(requests=len(outcomes), refused=sum("ConnectError" in o.error for o in outcomes),
-                      failed=sum(not o.complete for o in outcomes), swap_s=ended - started,
-                      overlapping=len(clients.between(started, ended)), old_gone=old_gone, serving=serving,
-                      errors=tuple(f"{o.started - started:+.2f}..{o.ended - started:+.2f} s after the swap began: "
-                                   f"{o.status} {o.error}"[:200] for o in outcomes if not o.complete))
+    return SwapResult(
+        requests=len(outcomes),
+        refused=sum("ConnectError" in o.error for o in outcomes),
+        failed=sum(not o.complete for o in outcomes),
+        swap_s=ended - started,
+        overlapping=len(clients.between(started, ended)),
+        old_gone=old_gone,
+        serving=serving,
+        errors=tuple(
+            f"{o.started - started:+.2f}..{o.ended - started:+.2f} s after the swap began: {o.status} {o.error}"[:200]
+            for o in outcomes
+            if not o.complete
+        ),
+    )

@@ -25,18 +25,24 @@ HOST = HostFacts(physical_cores=8)
 
 def shard_files(quant: str = QUANT, count: int = 2, size: int = GIB, stem: str = "Kimi-K3") -> tuple[RemoteFile, ...]:
     """`count` shards of `size` bytes named as llama-gguf-split names them; shard i's sha256 is "i" * 64."""
-    return tuple(RemoteFile(path=f"{quant}/{stem}-{quant}-{i:05d}-of-{count:05d}.gguf", size=size, sha256=str(i) * 64)
-                 for i in range(1, count + 1))
+    return tuple(
+        RemoteFile(path=f"{quant}/{stem}-{quant}-{i:05d}-of-{count:05d}.gguf", size=size, sha256=str(i) * 64)
+        for i in range(1, count + 1)
+    )
 
 
-def model_fact(profile: Profile | None = None, *, shards: int = 2, size: int = GIB, stem: str = "Kimi-K3",
-               **changes: Any) -> ModelFact:
+def model_fact(
+    profile: Profile | None = None, *, shards: int = 2, size: int = GIB, stem: str = "Kimi-K3", **changes: Any
+) -> ModelFact:
     """The profile's repo@revision and quant (without a profile: unsloth/Kimi-K3-GGUF UD-Q2_K_XL at
     REVISION), `shard_files(quant, shards, size, stem)`, all in the cache; `changes` replace any field."""
     quant = changes.get("quant") or (profile.model.quant if profile else QUANT)
     fields: dict[str, Any] = {
-        "repo": profile.model.repo if profile else REPO, "revision": profile.model.revision if profile else REVISION,
-        "quant": quant, "cache_dir": CACHE_DIR, "files": shard_files(quant, shards, size, stem),
+        "repo": profile.model.repo if profile else REPO,
+        "revision": profile.model.revision if profile else REVISION,
+        "quant": quant,
+        "cache_dir": CACHE_DIR,
+        "files": shard_files(quant, shards, size, stem),
     }
     return ModelFact(**{**fields, **changes})
 
@@ -48,8 +54,9 @@ def local_inputs(profile: Profile | None = None, **changes: Any) -> LocalInputs:
     fields: dict[str, Any] = {"dockerfile_path": "/pkg/Dockerfile.llamacpp", "dockerfile_sha256": "d" * 64}
     if profile is not None:
         fields.update(
-            patches=tuple(PatchFact(name=Path(p).name, path=f"/profiles/{p}", sha256="e" * 64)
-                          for p in profile.build.patches),
+            patches=tuple(
+                PatchFact(name=Path(p).name, path=f"/profiles/{p}", sha256="e" * 64) for p in profile.build.patches
+            ),
             builtin_patches=builtin_patch_facts(profile),  # the real files: their bytes are in the fingerprint
             archive_location="/archives/src.tar.gz" if profile.build.archive else None,
             archive_sha256="a" * 64 if profile.build.archive else None,
@@ -59,10 +66,20 @@ def local_inputs(profile: Profile | None = None, **changes: Any) -> LocalInputs:
     return LocalInputs(**{**fields, **changes})
 
 
-def observed(profile: Profile | None = None, *, host: HostFacts = HOST, inputs: LocalInputs | None = None,
-             model: ModelFact | None = None, **updates: Any) -> Observed:
+def observed(
+    profile: Profile | None = None,
+    *,
+    host: HostFacts = HOST,
+    inputs: LocalInputs | None = None,
+    model: ModelFact | None = None,
+    **updates: Any,
+) -> Observed:
     """Observed state for `profile`: `host` (8 physical cores, nothing else known), `local_inputs(profile)`,
     `model_fact(profile)` and no image, container or unit; `updates` set any other Observed field
     (tokenizer, layout, images, container, systemd, ...)."""
-    return Observed(host=host, inputs=inputs if inputs is not None else local_inputs(profile),
-                    model=model if model is not None else model_fact(profile), **updates)
+    return Observed(
+        host=host,
+        inputs=inputs if inputs is not None else local_inputs(profile),
+        model=model if model is not None else model_fact(profile),
+        **updates,
+    )

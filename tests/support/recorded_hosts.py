@@ -51,10 +51,18 @@ def h200_host(gpus: int = 1, **overrides: Any) -> HostFacts:
     lscpu = h200_section("lscpu -p=CORE,SOCKET")
     found, driver = parse_nvml(h200_nvml(gpus))
     ram_total, ram_available = parse_meminfo(h200_section("meminfo"))
-    facts = HostFacts(physical_cores=parse_lscpu_cores(lscpu), sockets=parse_lscpu_sockets(lscpu),
-                      cpu_flags=parse_cpu_flags(h200_section("cpuinfo flags")), gpu_probe="ok",
-                      driver_version=driver, gpus=found, ram_total=ram_total, ram_available=ram_available,
-                      numa_balancing=parse_numa_balancing(h200_section("numa_balancing")), docker_gpus=True)
+    facts = HostFacts(
+        physical_cores=parse_lscpu_cores(lscpu),
+        sockets=parse_lscpu_sockets(lscpu),
+        cpu_flags=parse_cpu_flags(h200_section("cpuinfo flags")),
+        gpu_probe="ok",
+        driver_version=driver,
+        gpus=found,
+        ram_total=ram_total,
+        ram_available=ram_available,
+        numa_balancing=parse_numa_balancing(h200_section("numa_balancing")),
+        docker_gpus=True,
+    )
     return HostFacts.model_validate({**facts.model_dump(), **overrides})
 
 
@@ -67,8 +75,13 @@ def seed000_host(gpus: int = 8, **overrides: Any) -> HostFacts:
     compute capability replaced, parsed by kimik3's own parser."""
     dump = h200_nvml(gpus)
     for gpu in dump["gpus"]:
-        gpu.update(name="NVIDIA RTX PRO 6000 Blackwell Server Edition", compute_capability=[12, 0],
-                   memory_total=RTX_PRO_6000_BYTES, memory_free=RTX_PRO_6000_BYTES - (512 << 20), memory_used=512 << 20)
+        gpu.update(
+            name="NVIDIA RTX PRO 6000 Blackwell Server Edition",
+            compute_capability=[12, 0],
+            memory_total=RTX_PRO_6000_BYTES,
+            memory_free=RTX_PRO_6000_BYTES - (512 << 20),
+            memory_used=512 << 20,
+        )
     found, _ = parse_nvml(dump)
     host = h200_host(gpus, ram_total=1 << 40, ram_available=1000 << 30)
     return HostFacts.model_validate({**host.model_dump(), "gpus": found, **overrides})

@@ -27,8 +27,11 @@ def free_port() -> int:
 def loopback_registry(root: Path) -> Iterator[str]:
     """`127.0.0.1:PORT` of a registry started for the caller (storage, config, log under `root`); stopped after."""
     port = free_port()
-    started = subprocess.run(["bash", str(REPO_ROOT / "scripts" / "ensure-registry.sh"), str(port), str(root)],
-                             capture_output=True, text=True)
+    started = subprocess.run(
+        ["bash", str(REPO_ROOT / "scripts" / "ensure-registry.sh"), str(port), str(root)],
+        capture_output=True,
+        text=True,
+    )
     assert started.returncode == 0, started.stderr
     try:
         yield started.stdout.strip()

@@ -15,8 +15,12 @@ import pytest
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     outcome = yield
     report = outcome.get_result()
-    if os.environ.get("KIMIK3_REQUIRE_ENGINES") == "1" and report.skipped and not hasattr(report, "wasxfail") \
-            and item.get_closest_marker("engines") is not None:
+    if (
+        os.environ.get("KIMIK3_REQUIRE_ENGINES") == "1"
+        and report.skipped
+        and not hasattr(report, "wasxfail")
+        and item.get_closest_marker("engines") is not None
+    ):
         said = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         reason = said.removeprefix("Skipped: ")
         report.outcome = "failed"

@@ -32,7 +32,7 @@ class SseStub:
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.runner: web.AppRunner | None = None
 
-    def __enter__(self) -> "SseStub":
+    def __enter__(self) -> SseStub:
         self.thread.start()
         asyncio.run_coroutine_threadsafe(self._start(), self.loop).result(10)
         return self
@@ -58,25 +58,40 @@ class SseStub:
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         self.headers_seen.append(dict(request.headers))
         if request.headers.get("Authorization") != f"Bearer {self.api_key}":
-            return web.json_response({"error": {"code": 401, "message": "Invalid API Key",
-                                                "type": "authentication_error"}}, status=401)
+            return web.json_response(
+                {"error": {"code": 401, "message": "Invalid API Key", "type": "authentication_error"}}, status=401
+            )
         body = await request.json()
         step = self.script.pop(0) if self.script else (500, "the stub's script is used up")
         if isinstance(step, tuple):
-            return web.json_response({"error": {"code": step[0], "message": step[1], "type": "server_error"}},
-                                     status=step[0])
+            return web.json_response(
+                {"error": {"code": step[0], "message": step[1], "type": "server_error"}}, status=step[0]
+            )
         if not body.get("stream"):
             finish = "tool_calls" if step.get("tool_calls") else "stop"
-            return web.json_response({"id": "chatcmpl-stub", "object": "chat.completion", "created": 1, "model": "m",
-                                      "choices": [{"index": 0, "finish_reason": finish,
-                                                   "message": {"role": "assistant", "content": None, **step}}]})
+            return web.json_response(
+                {
+                    "id": "chatcmpl-stub",
+                    "object": "chat.completion",
+                    "created": 1,
+                    "model": "m",
+                    "choices": [
+                        {"index": 0, "finish_reason": finish, "message": {"role": "assistant", "content": None, **step}}
+                    ],
+                }
+            )
         reply = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await reply.prepare(request)
         for sent, delta in enumerate(_deltas(step)):
             await self._reader_took(sent)
             await asyncio.sleep(self.gap_s)
-            event = {"id": "chatcmpl-stub", "object": "chat.completion.chunk", "created": 1, "model": "m",
-                     "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+            event = {
+                "id": "chatcmpl-stub",
+                "object": "chat.completion.chunk",
+                "created": 1,
+                "model": "m",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
+            }
             await reply.write(f"data: {json.dumps(event)}\n\n".encode())
         await reply.write(b"data: [DONE]\n\n")
         await reply.write_eof()
@@ -94,9 +109,21 @@ def _deltas(step: dict[str, Any]) -> list[dict[str, Any]]:
         deltas = []
         for index, call in enumerate(step["tool_calls"]):
             arguments = call["function"]["arguments"]
-            deltas.append({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
-                                           "function": {"name": call["function"]["name"], "arguments": ""}}]})
-            deltas += [{"tool_calls": [{"index": index, "function": {"arguments": arguments[i:i + 4]}}]}
-                       for i in range(0, len(arguments), 4)]
+            deltas.append(
+                {
+                    "tool_calls": [
+                        {
+                            "index": index,
+                            "id": call["id"],
+                            "type": "function",
+                            "function": {"name": call["function"]["name"], "arguments": ""},
+                        }
+                    ]
+                }
+            )
+            deltas += [
+                {"tool_calls": [{"index": index, "function": {"arguments": arguments[i : i + 4]}}]}
+                for i in range(0, len(arguments), 4)
+            ]
         return deltas
     return [{"content": word + " "} for word in str(step.get("content", "")).split()]

@@ -68,17 +68,42 @@ def running_sshd(root: Path, port: int) -> Iterator[Sshd]:
     (root / "authorized_keys").write_text((root / "client_key.pub").read_text())
     host_pub = (root / "host_key.pub").read_text().split()
     (root / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_pub[0]} {host_pub[1]}\n")
-    (root / "sshd_config").write_text("\n".join([
-        f"Port {port}", "ListenAddress 127.0.0.1", f"HostKey {root / 'host_key'}", f"PidFile {root / 'sshd.pid'}",
-        f"AuthorizedKeysFile {root / 'authorized_keys'}", f"AllowUsers {user}",
-        "PasswordAuthentication no", "KbdInteractiveAuthentication no", "UsePAM no", "StrictModes no",
-        "PermitRootLogin prohibit-password", "AllowTcpForwarding no", "X11Forwarding no", "",
-    ]))
-    (root / "ssh_config").write_text("\n".join([
-        "Host 127.0.0.1", f"  Port {port}", f"  User {user}", f"  IdentityFile {root / 'client_key'}",
-        "  IdentitiesOnly yes", f"  UserKnownHostsFile {root / 'known_hosts'}", "  StrictHostKeyChecking yes",
-        "  BatchMode yes", "  ConnectTimeout 10", "",
-    ]))
+    (root / "sshd_config").write_text(
+        "\n".join(
+            [
+                f"Port {port}",
+                "ListenAddress 127.0.0.1",
+                f"HostKey {root / 'host_key'}",
+                f"PidFile {root / 'sshd.pid'}",
+                f"AuthorizedKeysFile {root / 'authorized_keys'}",
+                f"AllowUsers {user}",
+                "PasswordAuthentication no",
+                "KbdInteractiveAuthentication no",
+                "UsePAM no",
+                "StrictModes no",
+                "PermitRootLogin prohibit-password",
+                "AllowTcpForwarding no",
+                "X11Forwarding no",
+                "",
+            ]
+        )
+    )
+    (root / "ssh_config").write_text(
+        "\n".join(
+            [
+                "Host 127.0.0.1",
+                f"  Port {port}",
+                f"  User {user}",
+                f"  IdentityFile {root / 'client_key'}",
+                "  IdentitiesOnly yes",
+                f"  UserKnownHostsFile {root / 'known_hosts'}",
+                "  StrictHostKeyChecking yes",
+                "  BatchMode yes",
+                "  ConnectTimeout 10",
+                "",
+            ]
+        )
+    )
     bin_dir = root / "bin"
     bin_dir.mkdir(exist_ok=True)
     wrapper = bin_dir / "ssh"
@@ -86,8 +111,9 @@ def running_sshd(root: Path, port: int) -> Iterator[Sshd]:
     wrapper.chmod(0o755)
     if os.geteuid() == 0:
         Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege separation folder, when run as root
-    proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(root / "sshd_config")], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [SSHD, "-D", "-e", "-f", str(root / "sshd_config")], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     try:
         _wait_listening(port, proc)
         yield Sshd(port, user, bin_dir)

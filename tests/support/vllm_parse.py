@@ -24,6 +24,12 @@ for argv in json.load(sys.stdin):
         results.append({"error": said.getvalue()})
         continue
     # Values argparse made objects of (--attention-config: an AttentionConfig) are shown by their repr.
-    results.append({"args": {key: value if isinstance(value, (str, int, float, bool, list, dict, type(None)))
-                             else repr(value) for key, value in vars(args).items()}})
+    results.append(
+        {
+            "args": {
+                key: value if isinstance(value, (str, int, float, bool, list, dict, type(None))) else repr(value)
+                for key, value in vars(args).items()
+            }
+        }
+    )
 print(json.dumps(results, default=repr))

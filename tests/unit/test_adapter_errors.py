@@ -22,10 +22,9 @@ import urllib3.exceptions
 from huggingface_hub import HfApi
 from huggingface_hub.errors import HfHubHTTPError, RemoteEntryNotFoundError, RepositoryNotFoundError
 
-from kimik3_reconciler.adapters import hub_download, openai_chat, real_ports
+from kimik3_reconciler.adapters import hub_download, nvml, openai_chat, real_ports
 from kimik3_reconciler.adapters.docker_engine import DockerEngine
 from kimik3_reconciler.adapters.hf_hub import HuggingFaceHub
-from kimik3_reconciler.adapters import nvml
 from kimik3_reconciler.adapters.nvml import nvml_dump
 from kimik3_reconciler.adapters.translate import translated
 from kimik3_reconciler.errors import (
@@ -42,10 +41,12 @@ from kimik3_reconciler.model.facts import RemoteFile
 def raising(exc: BaseException) -> Any:
     def fn(*_: Any, **__: Any) -> Any:
         raise exc
+
     return fn
 
 
 # the shared context manager ----------------------------------------------------------------------
+
 
 def only_lookup_errors(exc: Exception) -> Kimik3Error | None:
     return TransientError(f"translated: {exc}") if isinstance(exc, LookupError) else None
@@ -75,6 +76,7 @@ def test_translated_lets_unknown_exceptions_and_results_through() -> None:
 
 
 # docker -------------------------------------------------------------------------------------------
+
 
 def docker_error(cls: type[docker.errors.APIError], status: int, explanation: str) -> docker.errors.APIError:
     response = requests.Response()
@@ -127,15 +129,21 @@ def test_docker_errors_mid_build_stream_are_translated_and_others_pass_unchanged
     assert caught.value is bug
 
 
-@pytest.mark.parametrize("cut", [
-    urllib3.exceptions.ProtocolError("Connection broken: IncompleteRead(0 bytes read)",
-                                     http.client.IncompleteRead(b"")),
-    requests.exceptions.ChunkedEncodingError("Connection broken: InvalidChunkLength(got length b'', 0 bytes read)"),
-], ids=["urllib3 ProtocolError", "requests ChunkedEncodingError"])
+@pytest.mark.parametrize(
+    "cut",
+    [
+        urllib3.exceptions.ProtocolError(
+            "Connection broken: IncompleteRead(0 bytes read)", http.client.IncompleteRead(b"")
+        ),
+        requests.exceptions.ChunkedEncodingError("Connection broken: InvalidChunkLength(got length b'', 0 bytes read)"),
+    ],
+    ids=["urllib3 ProtocolError", "requests ChunkedEncodingError"],
+)
 def test_a_build_stream_cut_mid_answer_is_the_daemon_gone_not_a_traceback(cut: Exception) -> None:
     """What the SDK's stream really raises when dockerd's end goes mid-build (seen, issue 39): urllib3's own
     ProtocolError, which requests never wraps; it passed the translation unchanged and `apply --json` died with a
     traceback and an empty stdout."""
+
     def stream() -> Any:
         yield {"stream": "Step 2/3 : RUN make\n"}
         raise cut
@@ -146,6 +154,7 @@ def test_a_build_stream_cut_mid_answer_is_the_daemon_gone_not_a_traceback(cut: E
 
 
 # huggingface_hub ----------------------------------------------------------------------------------
+
 
 def hub_error(cls: type[HfHubHTTPError], status: int) -> HfHubHTTPError:
     return cls(f"{status} from the hub", response=SimpleNamespace(status_code=status, headers={}, request=None))
@@ -160,16 +169,20 @@ def hub_answers(monkeypatch: pytest.MonkeyPatch) -> None:
 HUB = "https://huggingface.co"
 
 
-@pytest.mark.parametrize(("raised", "text"), [
-    (hub_error(RepositoryNotFoundError, 404), f"repository not found (or private without a token) at hub {HUB}"),
-    (hub_error(RemoteEntryNotFoundError, 404), "path not found at this revision"),
-    (httpx.ConnectError("refused"), f"hub {HUB} not reachable: refused"),
-    (hub_error(HfHubHTTPError, 503), f"503 from the hub (hub {HUB})"),
-    (hub_error(HfHubHTTPError, 429), "429 from the hub"),
-    (hub_error(HfHubHTTPError, 400), "400 from the hub"),
-])
-def test_hub_errors_name_what_was_asked_and_the_hub(monkeypatch: pytest.MonkeyPatch, hub_answers: None,
-                                                    raised: Exception, text: str) -> None:
+@pytest.mark.parametrize(
+    ("raised", "text"),
+    [
+        (hub_error(RepositoryNotFoundError, 404), f"repository not found (or private without a token) at hub {HUB}"),
+        (hub_error(RemoteEntryNotFoundError, 404), "path not found at this revision"),
+        (httpx.ConnectError("refused"), f"hub {HUB} not reachable: refused"),
+        (hub_error(HfHubHTTPError, 503), f"503 from the hub (hub {HUB})"),
+        (hub_error(HfHubHTTPError, 429), "429 from the hub"),
+        (hub_error(HfHubHTTPError, 400), "400 from the hub"),
+    ],
+)
+def test_hub_errors_name_what_was_asked_and_the_hub(
+    monkeypatch: pytest.MonkeyPatch, hub_answers: None, raised: Exception, text: str
+) -> None:
     monkeypatch.setattr(HfApi, "list_repo_tree", raising(raised))
     with pytest.raises(HubError, match="^org/k3@abababababab:Q: " + re.escape(text)) as caught:
         HuggingFaceHub().list_files("org/k3", "ab" * 20, ["Q"], None)
@@ -187,8 +200,11 @@ def test_a_hub_refusing_connections_fails_after_one_short_retry_naming_its_url(m
 
     monkeypatch.setattr(httpx, "head", refused)
     monkeypatch.setattr(HfApi, "list_repo_tree", raising(AssertionError("huggingface_hub must not be asked")))
-    with pytest.raises(HubError, match=r"^org/k3@abababababab:Q: hub http://127.0.0.1:9 not reachable: "
-                                       r"\[Errno 111\] Connection refused \(tried twice\)$"):
+    with pytest.raises(
+        HubError,
+        match=r"^org/k3@abababababab:Q: hub http://127.0.0.1:9 not reachable: "
+        r"\[Errno 111\] Connection refused \(tried twice\)$",
+    ):
         HuggingFaceHub().list_files("org/k3", "ab" * 20, ["Q"], "http://127.0.0.1:9")
     assert probes == ["http://127.0.0.1:9"] * 2
 
@@ -208,6 +224,7 @@ def test_hub_errors_that_are_not_the_hubs_pass_unchanged(monkeypatch: pytest.Mon
 
 
 # the downloader (httpx) ---------------------------------------------------------------------------
+
 
 def download_target(tmp_path: Path) -> hub_download.Target:
     file = RemoteFile(path="Q/a.gguf", size=4, sha256=hashlib.sha256(b"abcd").hexdigest(), git_oid=None)
@@ -231,8 +248,9 @@ def test_download_dropped_connection_is_transient(tmp_path: Path) -> None:
         append(download_target(tmp_path), raising(httpx.ReadTimeout("too slow")))
 
 
-def test_a_hub_that_dies_mid_fetch_is_named_with_the_partial_kept(tmp_path: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_hub_that_dies_mid_fetch_is_named_with_the_partial_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     job = download_target(tmp_path)
     monkeypatch.setattr(hub_download, "CHUNK", 2)  # bytes land 2 at a time (8 MiB in real downloads)
     served = []
@@ -248,30 +266,44 @@ def test_a_hub_that_dies_mid_fetch_is_named_with_the_partial_kept(tmp_path: Path
         raise httpx.ReadError("connection reset by peer")
 
     with httpx.Client(transport=httpx.MockTransport(dies_after_two_bytes)) as client:
-        with pytest.raises(HubError, match=r"^Q/a.gguf: download from the hub http://hub.test failed: .*Connection "
-                           r"refused; the partial is kept for the next apply to resume: .*\.incomplete \(2 of 4 bytes\)$"):
+        with pytest.raises(
+            HubError,
+            match=r"^Q/a.gguf: download from the hub http://hub.test failed: .*Connection "
+            r"refused; the partial is kept for the next apply to resume: .*\.incomplete \(2 of 4 bytes\)$",
+        ):
             hub_download.fetch(client, job, lambda *_: None)
     # a dropped connection is resumed; a refused one ends it at once (a down hub: no 6 rounds of backoff)
     assert served == [None, "bytes=2-"]
     assert job.partial.read_bytes() == b"ab"
 
 
-def test_download_disk_full_says_what_is_kept_and_other_os_errors_pass(tmp_path: Path,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_download_disk_full_says_what_is_kept_and_other_os_errors_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     job = download_target(tmp_path)
     full = OSError(errno.ENOSPC, "No space left on device")
     monkeypatch.setattr(hub_download, "open", raising(full), raising=False)
     # a local disk's fault, not the hub's or the file's: exit 8 as every full disk (README's exit codes), not 1;
     # the first write failed, so there is no partial to keep (it said "the partial download is kept")
-    with pytest.raises(LocalFileError, match=r"disk full in .*blobs \[errno ENOSPC\]; nothing of it was downloaded, "
-                                             r"so no partial is kept: free space and run apply again$") as caught:
+    with pytest.raises(
+        LocalFileError,
+        match=r"disk full in .*blobs \[errno ENOSPC\]; nothing of it was downloaded, "
+        r"so no partial is kept: free space and run apply again$",
+    ) as caught:
         fetch_with(job, lambda request: httpx.Response(200, content=b"abcd"))
     assert caught.value.__cause__ is full and caught.value.exit_code == 8 and not job.partial.exists()
     job.partial.write_bytes(b"ab")  # a partial an earlier apply left: resumed, then the disk fills on appending
-    monkeypatch.setattr(hub_download, "open", lambda path, mode="r", *a: (_ for _ in ()).throw(full) if mode == "ab"
-                        else open(path, mode, *a), raising=False)
-    with pytest.raises(LocalFileError, match=r"ENOSPC\]; the partial is kept for the next apply to resume: "
-                                             r".*\.incomplete \(2 of 4 bytes\): free space and run apply again$"):
+    monkeypatch.setattr(
+        hub_download,
+        "open",
+        lambda path, mode="r", *a: (_ for _ in ()).throw(full) if mode == "ab" else open(path, mode, *a),
+        raising=False,
+    )
+    with pytest.raises(
+        LocalFileError,
+        match=r"ENOSPC\]; the partial is kept for the next apply to resume: "
+        r".*\.incomplete \(2 of 4 bytes\): free space and run apply again$",
+    ):
         fetch_with(job, lambda request: httpx.Response(206, content=b"cd"))
     job.partial.unlink()
     denied = PermissionError(errno.EACCES, "Permission denied")
@@ -294,17 +326,26 @@ def test_download_workers_are_read_when_ports_are_made(tmp_path: Path, monkeypat
 
 # openai (llama-server's chat API) -----------------------------------------------------------------
 
+
 def chat_server(monkeypatch: pytest.MonkeyPatch, handler: Any) -> None:
     def client(base_url: str, api_key: str | None) -> openai.OpenAI:
-        return openai.OpenAI(base_url=f"{base_url}/v1", api_key=api_key or "no-key", max_retries=0,
-                             http_client=httpx.Client(transport=httpx.MockTransport(handler)))
+        return openai.OpenAI(
+            base_url=f"{base_url}/v1",
+            api_key=api_key or "no-key",
+            max_retries=0,
+            http_client=httpx.Client(transport=httpx.MockTransport(handler)),
+        )
+
     monkeypatch.setattr(openai_chat, "_client", client)
 
 
-def test_chat_status_errors_are_permanent_with_the_servers_message_and_no_key(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    chat_server(monkeypatch, lambda request: httpx.Response(
-        401, json={"error": {"message": f"bad key {request.headers['authorization'][7:]}"}}))
+def test_chat_status_errors_are_permanent_with_the_servers_message_and_no_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    chat_server(
+        monkeypatch,
+        lambda request: httpx.Response(
+            401, json={"error": {"message": f"bad key {request.headers['authorization'][7:]}"}}
+        ),
+    )
     with pytest.raises(PermanentError, match=r"^http://llm: HTTP 401: bad key \*\*\*$") as caught:
         openai_chat.OpenAIChat().models("http://llm", "sk-secret")
     assert type(caught.value) is PermanentError
@@ -326,11 +367,16 @@ def test_chat_body_that_is_not_json_is_permanent(monkeypatch: pytest.MonkeyPatch
 
 # NVML: a failure is a fact (0 GPUs), not an exception -------------------------------------------
 
+
 def test_nvml_failure_is_a_fact_and_nvml_is_shut_down(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
-    fake = SimpleNamespace(nvmlInit=lambda: calls.append("init"), nvmlShutdown=lambda: calls.append("shutdown"),
-                           nvmlSystemGetDriverVersion=lambda: "580.1", nvmlSystemGetCudaDriverVersion=lambda: 13000,
-                           nvmlDeviceGetCount=raising(RuntimeError("GPU is lost")))
+    fake = SimpleNamespace(
+        nvmlInit=lambda: calls.append("init"),
+        nvmlShutdown=lambda: calls.append("shutdown"),
+        nvmlSystemGetDriverVersion=lambda: "580.1",
+        nvmlSystemGetCudaDriverVersion=lambda: 13000,
+        nvmlDeviceGetCount=raising(RuntimeError("GPU is lost")),
+    )
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     monkeypatch.setattr(nvml, "_library_loads", lambda: True)  # a host with the library: pynvml is asked
     assert nvml_dump() == {"error": "RuntimeError: GPU is lost"} and calls == ["init", "shutdown"]
@@ -339,7 +385,8 @@ def test_nvml_failure_is_a_fact_and_nvml_is_shut_down(monkeypatch: pytest.Monkey
 
 
 def test_without_the_nvml_library_the_fact_is_pynvmls_own_error_without_importing_it(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The ctypes pre-check answers as pynvml.nvmlInit() would on a host without libnvidia-ml.so.1."""
     import pynvml
 
@@ -352,8 +399,9 @@ def test_without_the_nvml_library_the_fact_is_pynvmls_own_error_without_importin
 
 
 @pytest.mark.parametrize("parts", [1, 2], ids=["one-connection", "ranges"])
-def test_a_hub_down_before_the_first_byte_says_no_partial_is_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                  parts: int) -> None:
+def test_a_hub_down_before_the_first_byte_says_no_partial_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, parts: int
+) -> None:
     """Held-back review (issue 30): with the hub down, the error said "the partial is kept for the next apply to
     resume: …incomplete (0 of N bytes)" and no such file existed; over ranges, the partial is sized to the whole file
     up front, so it said N of N bytes of a file holding nothing. Now what is on disk decides what is said."""
@@ -363,14 +411,18 @@ def test_a_hub_down_before_the_first_byte_says_no_partial_is_kept(tmp_path: Path
         raise httpx.ConnectError("[Errno 111] Connection refused")
 
     job = download_target(tmp_path)
-    with pytest.raises(HubError, match=r"^Q/a.gguf: download from the hub http://hub.test failed: .*Connection refused; "
-                                       r"nothing of it was downloaded, so no partial is kept$"):
+    with pytest.raises(
+        HubError,
+        match=r"^Q/a.gguf: download from the hub http://hub.test failed: .*Connection refused; "
+        r"nothing of it was downloaded, so no partial is kept$",
+    ):
         fetch_with(job, down, parts)
     assert list(job.blob.parent.iterdir()) == []  # no empty or sized-but-unwritten partial, no ranges record
 
 
-def test_a_ranged_partial_is_named_with_the_bytes_its_record_holds_not_its_size(tmp_path: Path,
-                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_ranged_partial_is_named_with_the_bytes_its_record_holds_not_its_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(hub_download, "MIN_RANGE", 2)
 
     def first_range_only(request: httpx.Request) -> httpx.Response:
@@ -379,37 +431,46 @@ def test_a_ranged_partial_is_named_with_the_bytes_its_record_holds_not_its_size(
         raise httpx.ConnectError("[Errno 111] Connection refused")
 
     job = download_target(tmp_path)
-    with pytest.raises(HubError, match=r"refused; the partial is kept for the next apply to resume: "
-                                       r".*\.incomplete \(2 of 4 bytes\)$"):
+    with pytest.raises(
+        HubError,
+        match=r"refused; the partial is kept for the next apply to resume: "
+        r".*\.incomplete \(2 of 4 bytes\)$",
+    ):
         fetch_with(job, first_range_only, parts=2)
     assert job.partial.stat().st_size == 4  # sized up front: its size is not what it holds
     assert fetch_with(job, lambda request: httpx.Response(206, content=b"cd"), parts=2) == 2  # resumed: the rest only
 
 
-def test_a_range_cut_short_of_its_first_mib_keeps_and_names_what_it_wrote(tmp_path: Path,
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_range_cut_short_of_its_first_mib_keeps_and_names_what_it_wrote(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Issue 38 item 9: a range records what it wrote per MiB; bytes written since its last MiB were left out when
     the connection dropped, so a hub dying in a range's first MiB was reported as "nothing of it was downloaded"."""
     monkeypatch.setattr(hub_download, "MIN_RANGE", 2)
 
     def one_byte_then_down(request: httpx.Request) -> httpx.Response:
         if request.headers["Range"] == "bytes=0-1":
+
             def body():  # noqa: ANN202
                 yield b"a"
                 raise httpx.ReadError("connection reset by peer")
+
             return httpx.Response(206, content=body())
         raise httpx.ConnectError("[Errno 111] Connection refused")
 
     job = download_target(tmp_path)
-    with pytest.raises(HubError, match=r"refused; the partial is kept for the next apply to resume: "
-                                       r".*\.incomplete \(1 of 4 bytes\)$"):
+    with pytest.raises(
+        HubError,
+        match=r"refused; the partial is kept for the next apply to resume: "
+        r".*\.incomplete \(1 of 4 bytes\)$",
+    ):
         fetch_with(job, one_byte_then_down, parts=2)
     asked = []
 
     def serves(request: httpx.Request) -> httpx.Response:  # the hub back: each range from where its record says
         asked.append(request.headers["Range"])
         first, last = map(int, request.headers["Range"].removeprefix("bytes=").split("-"))
-        return httpx.Response(206, content=b"abcd"[first:last + 1])
+        return httpx.Response(206, content=b"abcd"[first : last + 1])
 
     assert fetch_with(job, serves, parts=2) == 3 and sorted(asked) == ["bytes=1-1", "bytes=2-3"]
     assert job.blob.read_bytes() == b"abcd"

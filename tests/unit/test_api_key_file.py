@@ -27,13 +27,16 @@ def test_keys_are_the_lines_llama_server_takes() -> None:
     assert api_keys("sk-crlf\r\n") == ("sk-crlf\r",)  # std::getline splits on LF only: the CR stays in the key
 
 
-@pytest.mark.parametrize(("text", "wanted"), [
-    ("", "holds no key"),
-    ("\n\n", "holds no key"),
-    ("# the key goes here\n", "holds no key"),
-    ("sk-secret-value\r\n", "line 1: a key holds whitespace, a carriage return"),
-    ("# comment\nsk secret\n", "line 2: a key holds whitespace"),
-])
+@pytest.mark.parametrize(
+    ("text", "wanted"),
+    [
+        ("", "holds no key"),
+        ("\n\n", "holds no key"),
+        ("# the key goes here\n", "holds no key"),
+        ("sk-secret-value\r\n", "line 1: a key holds whitespace, a carriage return"),
+        ("# comment\nsk secret\n", "line 2: a key holds whitespace"),
+    ],
+)
 def test_a_key_file_without_a_usable_key_says_why_without_the_key(text: str, wanted: str) -> None:
     problem = key_file_problem(text)
     assert problem is not None and problem.startswith(wanted)
@@ -138,8 +141,15 @@ def test_the_exporter_sends_the_first_key_the_server_holds(tmp_path: Path) -> No
 
     key_file = tmp_path / "api.key"
     key_file.write_text("# rotated 2026-12\nsk-first\nsk-second\n")
-    config = ExporterConfig(profile="k3", labels={}, bind="127.0.0.1", port=9100, container="k3",
-                            server_url="http://127.0.0.1:8080", api_key_file=str(key_file))
+    config = ExporterConfig(
+        profile="k3",
+        labels={},
+        bind="127.0.0.1",
+        port=9100,
+        container="k3",
+        server_url="http://127.0.0.1:8080",
+        api_key_file=str(key_file),
+    )
     assert DeploymentCollector(config, ports=None)._api_key() == "sk-first"  # type: ignore[arg-type]
 
 
@@ -188,8 +198,15 @@ def test_the_exporter_sends_exactly_the_keys_the_server_can_match(key: str, acce
 
     key_file = tmp_path / "api.key"
     key_file.write_bytes(f"# the server's key\n{key}\n".encode())
-    config = ExporterConfig(profile="k3", labels={}, bind="127.0.0.1", port=9100, container="k3",
-                            server_url="http://127.0.0.1:8080", api_key_file=str(key_file))
+    config = ExporterConfig(
+        profile="k3",
+        labels={},
+        bind="127.0.0.1",
+        port=9100,
+        container="k3",
+        server_url="http://127.0.0.1:8080",
+        api_key_file=str(key_file),
+    )
     sent = DeploymentCollector(config, ports=None)._api_key()  # type: ignore[arg-type]
     assert sent == (key if accepted else None)
     assert (sendable_key(key) is not None) is accepted

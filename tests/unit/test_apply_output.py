@@ -62,8 +62,14 @@ def apply_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201 
     monkeypatch.setattr(adapters, "real_ports", lambda *a, **k: ports)
 
     def run(*flags: str) -> tuple[int, str, str]:
-        args = ["--dockerfile", str(tmp_path / "Dockerfile.llamacpp"), "apply", *flags, "--no-verify-server",
-                str(tmp_path / "p.yaml")]
+        args = [
+            "--dockerfile",
+            str(tmp_path / "Dockerfile.llamacpp"),
+            "apply",
+            *flags,
+            "--no-verify-server",
+            str(tmp_path / "p.yaml"),
+        ]
         result = CliRunner().invoke(cli.main, args, env={"KIMIK3_STATE_DIR": str(tmp_path / "state")})
         return result.exit_code, result.stdout, result.stderr
 
@@ -117,8 +123,10 @@ def test_a_long_lock_wait_is_one_line_for_a_person() -> None:
     for waited in range(0, 400, 10):  # 40 of locking.acquire's events: 400 s at one per 10 s
         reporter.event("lock-wait", holder="apply of k3 by pid 7", waited_s=waited, timeout_s=600)
     reporter.event("step", kind="container", action="create", target="k3", reason="not running")
-    assert console.printed == ["waiting for the host lock, held by apply of k3 by pid 7 (up to 600 s)",
-                               "  + container k3: not running"]
+    assert console.printed == [
+        "waiting for the host lock, held by apply of k3 by pid 7 (up to 600 s)",
+        "  + container k3: not running",
+    ]
 
 
 def test_on_a_terminal_the_lock_wait_is_one_bar_updated(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -145,4 +153,3 @@ def test_the_plain_progress_is_a_line_per_quarter() -> None:
     for done in range(0, 101):
         reporter.progress("loading k3", done << 20, 100 << 20, read_bytes=done << 20)
     assert console.printed == [f"    loading k3: {p} % ({p}.0 MiB of 100.0 MiB)" for p in (25, 50, 75, 100)]
-

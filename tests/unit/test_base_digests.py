@@ -10,19 +10,21 @@ from pathlib import Path
 import pytest
 from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeHub, fake_ports
 
-from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.errors import ProfileError
 from kimik3_reconciler.model.labels import BASE_DIGESTS, BASE_IMAGES
 from kimik3_reconciler.model.plan import Action
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.observe.docker_objects import parse_repo_digest, repository
+from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.steps.report import NullReporter
 
 RUNTIME = "nvidia/cuda:13.0.0-runtime-ubuntu24.04"
 BUILD = "nvidia/cuda:13.0.0-devel-ubuntu24.04"
 D1, D2, D3 = (f"sha256:{c * 64}" for c in "abc")
 FILES = {"UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00001.gguf": b"shard" * 10}
-TAGGED = FAKE_PROFILE.replace("cpu_features: []", f"cpu_features: [], base_images: {{build: '{BUILD}', runtime: '{RUNTIME}'}}")
+TAGGED = FAKE_PROFILE.replace(
+    "cpu_features: []", f"cpu_features: [], base_images: {{build: '{BUILD}', runtime: '{RUNTIME}'}}"
+)
 
 
 def test_the_repository_of_a_ref_and_its_digest_among_repo_digests() -> None:

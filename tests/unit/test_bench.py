@@ -12,11 +12,11 @@ from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeHub, FakeLoad, fake_p
 
 from kimik3_reconciler.benchmark import converged_deployment, exact_prompts, parse_metrics, run_sweep
 from kimik3_reconciler.benchmark.store import keep, kept, latest_per_fingerprint
-from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.engines import engine_for
 from kimik3_reconciler.errors import NotConverged
 from kimik3_reconciler.model.bench import BenchRun, BenchSettings, RequestSample, percentile, summarise
 from kimik3_reconciler.model.profile_source import parse_profile
+from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.steps.report import NullReporter
 from kimik3_reconciler.verify.checks import Server
 
@@ -40,8 +40,9 @@ def test_percentiles_interpolate_between_ranks() -> None:
 
 def test_decode_rate_leaves_out_the_first_chunk_and_counts_held_back_tokens() -> None:
     # The first chunk carried 2 tokens (an incomplete UTF-8 byte held back), the last one ended at 11 of 12.
-    sample = RequestSample(sent=0.0, first_token=0.4, last_token=1.4, tokens=12, prompt_tokens=64,
-                           first_tokens=2, streamed_tokens=11)
+    sample = RequestSample(
+        sent=0.0, first_token=0.4, last_token=1.4, tokens=12, prompt_tokens=64, first_tokens=2, streamed_tokens=11
+    )
     assert sample.ttft == pytest.approx(0.4)
     assert sample.decode_rate == pytest.approx(9.0)
     assert RequestSample(0.0, None, None, 0, 64, "HTTP 503").decode_rate is None
@@ -49,9 +50,11 @@ def test_decode_rate_leaves_out_the_first_chunk_and_counts_held_back_tokens() ->
 
 def test_a_level_summary_cross_checks_the_client_against_timings_and_metrics() -> None:
     server = {"predicted_per_second": 10.0, "prompt_per_second": 100.0}
-    samples = [RequestSample(0.0, 1.0, 2.0, 11, 100, None, server),  # client: 10 tok/s, 100 prompt tok/s
-               RequestSample(0.0, 1.25, 2.25, 11, 100, None, server),  # 10 tok/s, 80 prompt tok/s
-               RequestSample(0.0, None, None, 0, 100, "HTTP 503: busy")]
+    samples = [
+        RequestSample(0.0, 1.0, 2.0, 11, 100, None, server),  # client: 10 tok/s, 100 prompt tok/s
+        RequestSample(0.0, 1.25, 2.25, 11, 100, None, server),  # 10 tok/s, 80 prompt tok/s
+        RequestSample(0.0, None, None, 0, 100, "HTTP 503: busy"),
+    ]
     level = summarise(2, samples, wall_s=2.25, metrics_tokens=24.0)
     assert (level.requests, level.errors, level.first_error) == (3, 1, "HTTP 503: busy")
     assert level.ttft_p50 == pytest.approx(1.125) and level.decode_p50 == pytest.approx(10.0)
@@ -66,10 +69,12 @@ def test_prometheus_text_is_read_for_llamacpp_series_only() -> None:
     assert parse_metrics(text, "llamacpp:") == {"llamacpp:tokens_predicted_total": 122.0}
     assert parse_metrics(None, "llamacpp:") == {}
     # vLLM labels every sample (one per engine core): the counter is their sum
-    vllm = ('# TYPE vllm:generation_tokens_total counter\n'
-            'vllm:generation_tokens_total{engine="0",model_name="k3"} 32.0\n'
-            'vllm:generation_tokens_total{engine="1",model_name="k3"} 10.0\n'
-            'vllm:num_requests_running{engine="0",model_name="k3"} 1.0\n')
+    vllm = (
+        "# TYPE vllm:generation_tokens_total counter\n"
+        'vllm:generation_tokens_total{engine="0",model_name="k3"} 32.0\n'
+        'vllm:generation_tokens_total{engine="1",model_name="k3"} 10.0\n'
+        'vllm:num_requests_running{engine="0",model_name="k3"} 1.0\n'
+    )
     assert parse_metrics(vllm, "vllm:") == {"vllm:generation_tokens_total": 42.0, "vllm:num_requests_running": 1.0}
 
 
@@ -111,17 +116,25 @@ def test_a_sweep_sends_c_times_prompts_per_level_and_is_kept_per_fingerprint(orc
     runs = kept(state, "k3-test")
     assert len(runs) == 3 and runs[0].levels == run.levels
     assert [(r.fingerprint, r.date) for r in latest_per_fingerprint(runs)] == [
-        (run.fingerprint, "2026-01-02T00:00:00+00:00"), ("0123456789abcdef", run.date)]
+        (run.fingerprint, "2026-01-02T00:00:00+00:00"),
+        ("0123456789abcdef", run.date),
+    ]
 
 
-def test_the_plot_is_written_as_png_or_svg_and_other_suffixes_are_refused(orchestrator: Orchestrator, tmp_path: Path) -> None:
+def test_the_plot_is_written_as_png_or_svg_and_other_suffixes_are_refused(
+    orchestrator: Orchestrator, tmp_path: Path
+) -> None:
     from kimik3_reconciler.benchmark.plot import plot_runs
     from kimik3_reconciler.errors import InputError
 
     loaded = parse_profile(FAKE_PROFILE, "test.yaml")
     orchestrator.apply(loaded)
-    run = run_sweep(orchestrator, loaded, BenchSettings(grid=(1, 2), prompts=1, output_tokens=8),
-                    converged_deployment(orchestrator, loaded))
+    run = run_sweep(
+        orchestrator,
+        loaded,
+        BenchSettings(grid=(1, 2), prompts=1, output_tokens=8),
+        converged_deployment(orchestrator, loaded),
+    )
     plot_runs([run, BenchRun.from_json({**run.to_json(), "fingerprint": "feedface00000000"})], tmp_path / "b.svg")
     plot_runs([run], tmp_path / "b.png")
     assert (tmp_path / "b.svg").read_text().lstrip().startswith("<?xml")
@@ -137,10 +150,15 @@ def test_the_tables_show_each_level_and_compare_runs_side_by_side(orchestrator: 
 
     loaded = parse_profile(FAKE_PROFILE, "test.yaml")
     orchestrator.apply(loaded)
-    run = run_sweep(orchestrator, loaded, BenchSettings(grid=(1, 2), prompts=1, output_tokens=21),
-                    converged_deployment(orchestrator, loaded))
-    other = BenchRun.from_json({**run.to_json(), "fingerprint": "feedface00000000",
-                                "levels": [run.levels[0].to_json()]})
+    run = run_sweep(
+        orchestrator,
+        loaded,
+        BenchSettings(grid=(1, 2), prompts=1, output_tokens=21),
+        converged_deployment(orchestrator, loaded),
+    )
+    other = BenchRun.from_json(
+        {**run.to_json(), "fingerprint": "feedface00000000", "levels": [run.levels[0].to_json()]}
+    )
     console = Console(width=400, record=True)
     console.print(level_table(run))
     console.print(compare_table([run, other]))
@@ -151,8 +169,9 @@ def test_the_tables_show_each_level_and_compare_runs_side_by_side(orchestrator: 
 
 
 @pytest.mark.parametrize("name", ["b.pdf", "no-such-dir/b.png"])
-def test_a_plot_path_that_cannot_be_written_is_refused_before_any_request(tmp_path: Path, monkeypatch,
-                                                                         name: str) -> None:
+def test_a_plot_path_that_cannot_be_written_is_refused_before_any_request(
+    tmp_path: Path, monkeypatch, name: str
+) -> None:
     """Adversary review: `kimik3 bench FILE --plot b.pdf` ran the whole sweep (minutes of load on the server) and only
     then refused the suffix; a --plot folder that does not exist failed the same way. Now exit 2 before loading FILE."""
     from click.testing import CliRunner
@@ -161,8 +180,10 @@ def test_a_plot_path_that_cannot_be_written_is_refused_before_any_request(tmp_pa
     from kimik3_reconciler import cli
 
     monkeypatch.setattr(benchmark, "run_sweep", lambda *a, **k: pytest.fail("the sweep ran before --plot was checked"))
-    shown = CliRunner().invoke(cli.main, ["--state-dir", str(tmp_path / "state"), "bench", str(tmp_path / "p.yaml"),
-                                          "--plot", str(tmp_path / name)])
+    shown = CliRunner().invoke(
+        cli.main,
+        ["--state-dir", str(tmp_path / "state"), "bench", str(tmp_path / "p.yaml"), "--plot", str(tmp_path / name)],
+    )
     assert shown.exit_code == 2 and str(tmp_path / name) in shown.output, shown.output
 
 
@@ -177,13 +198,14 @@ def test_a_request_longer_than_a_slot_is_refused_before_the_host(tmp_path: Path,
     assert BenchSettings(prompt_tokens=room[0] - 128, output_tokens=128).slot_refusal(*room) is None  # it fits
     said = BenchSettings(prompt_tokens=room[0] - 127, output_tokens=128).slot_refusal(*room)
     assert said is not None and "serve.ctx_size/serve.parallel" in said and f"= {room[0]}" in said
-    said = BenchSettings(prompt_tokens=1921, output_tokens=128).slot_refusal(2048, "serve.ctx_size/serve.parallel = 4096/2")
+    said = BenchSettings(prompt_tokens=1921, output_tokens=128).slot_refusal(
+        2048, "serve.ctx_size/serve.parallel = 4096/2"
+    )
     assert said is not None and "4096/2 = 2048" in said and "--prompt-tokens 1921" in said
     profile = tmp_path / "p.yaml"
     profile.write_text(FAKE_PROFILE)
     monkeypatch.setenv("KIMIK3_STATE_DIR", str(tmp_path / "state"))
-    monkeypatch.setattr("kimik3_reconciler.benchmark.converged_deployment",
-                        lambda *a: pytest.fail("the host was read"))
+    monkeypatch.setattr("kimik3_reconciler.benchmark.converged_deployment", lambda *a: pytest.fail("the host was read"))
     loaded = parse_profile(FAKE_PROFILE, "p.yaml")
     too_long = loaded.profile.serve.ctx_size // loaded.profile.serve.parallel
     result = CliRunner().invoke(main, ["bench", str(profile), "--prompt-tokens", str(too_long)])
@@ -191,7 +213,9 @@ def test_a_request_longer_than_a_slot_is_refused_before_the_host(tmp_path: Path,
     assert "--prompt-tokens" in result.output and "serve.ctx_size/serve.parallel" in result.output
 
 
-@pytest.mark.parametrize(("grid", "said"), [("1,1", "twice"), ("4 1 4", "twice"), ("0,1", "at least 1"), ("", "at least 1")])
+@pytest.mark.parametrize(
+    ("grid", "said"), [("1,1", "twice"), ("4 1 4", "twice"), ("0,1", "at least 1"), ("", "at least 1")]
+)
 def test_a_grid_level_twice_or_below_one_is_a_usage_error(grid: str, said: str) -> None:
     """A kept run has one result per level (BenchRun.level): `--grid 1,1` measured c=1 twice and --compare and the
     plot showed one. Exit 2 naming --grid, before the profile or the host is read."""

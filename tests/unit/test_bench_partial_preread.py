@@ -25,15 +25,24 @@ def _draw(mode: str, downtime: float, read: int, cached: int) -> dict:
     return {"mode": mode, "downtime_s": downtime, "preread_bytes": read, "cached_before_swap": cached}
 
 
-FACTS = {"model_bytes": 1000, "files": 4, "balloon": {"bytes": 10, "how": "mlock", "swap_total": 0},
-         "mem_available_with_balloon": 700, "reserve": 200, "reserve_kimik3": 100}
+FACTS = {
+    "model_bytes": 1000,
+    "files": 4,
+    "balloon": {"bytes": 10, "how": "mlock", "swap_total": 0},
+    "mem_available_with_balloon": 700,
+    "reserve": 200,
+    "reserve_kimik3": 100,
+}
 
 
 def test_the_ratios_and_the_prediction(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    draws = [_draw("full, fits (no balloon)", 3.0, 1000, 1000), _draw("full, fits (no balloon)", 3.2, 1000, 1000),
-             *(_draw("none", s, 0, 0) for s in (10.0, 11.0, 9.0)),
-             *(_draw("partial", s, 500, 500) for s in (7.0, 6.0, 8.0)),
-             *(_draw("full", s, 1000, 600) for s in (12.0, 10.0, 11.0))]
+    draws = [
+        _draw("full, fits (no balloon)", 3.0, 1000, 1000),
+        _draw("full, fits (no balloon)", 3.2, 1000, 1000),
+        *(_draw("none", s, 0, 0) for s in (10.0, 11.0, 9.0)),
+        *(_draw("partial", s, 500, 500) for s in (7.0, 6.0, 8.0)),
+        *(_draw("full", s, 1000, 600) for s in (12.0, 10.0, 11.0)),
+    ]
     out = tmp_path / "partial.json"
     _bench().report_partial(argparse.Namespace(json=out), FACTS, draws)
     summary = json.loads(out.read_text())["summary"]
@@ -48,8 +57,9 @@ def test_the_ratios_and_the_prediction(tmp_path: Path, capsys: pytest.CaptureFix
 
 def test_a_run_cut_short_reports_what_it_has(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "short.json"
-    _bench().report_partial(argparse.Namespace(json=out), {**FACTS, "error": "RuntimeError: boom"},
-                            [_draw("partial", 7.0, 500, 500)])
+    _bench().report_partial(
+        argparse.Namespace(json=out), {**FACTS, "error": "RuntimeError: boom"}, [_draw("partial", 7.0, 500, 500)]
+    )
     summary = json.loads(out.read_text())["summary"]
     assert summary["partial"]["ratio"] is None and "partial_predicted_s" not in summary
     assert json.loads(out.read_text())["facts"]["error"] == "RuntimeError: boom"

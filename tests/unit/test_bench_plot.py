@@ -12,11 +12,25 @@ from kimik3_reconciler.model.bench import BenchRun, BenchSettings, LevelResult
 
 
 def _run(fingerprint: str, grid: list[int], aggregate: list[float], knobs: dict) -> BenchRun:
-    levels = tuple(LevelResult(concurrency=c, requests=c * 4, errors=0, wall_s=10.0, ttft_p50=0.2 * c,
-                               ttft_p95=0.3 * c, itl_p50=0.05, decode_p50=agg / c, aggregate=agg, prompt_rate=500.0,
-                               server_decode_p50=agg / c, server_prompt_p50=500.0, metrics_tokens=c * 512.0,
-                               client_tokens=c * 512)
-                   for c, agg in zip(grid, aggregate))
+    levels = tuple(
+        LevelResult(
+            concurrency=c,
+            requests=c * 4,
+            errors=0,
+            wall_s=10.0,
+            ttft_p50=0.2 * c,
+            ttft_p95=0.3 * c,
+            itl_p50=0.05,
+            decode_p50=agg / c,
+            aggregate=agg,
+            prompt_rate=500.0,
+            server_decode_p50=agg / c,
+            server_prompt_p50=500.0,
+            metrics_tokens=c * 512.0,
+            client_tokens=c * 512,
+        )
+        for c, agg in zip(grid, aggregate)
+    )
     return BenchRun("k3-h200", fingerprint, "2026-12-03T14:02:11+00:00", BenchSettings(grid=tuple(grid)), levels, knobs)
 
 
@@ -24,9 +38,10 @@ def _run(fingerprint: str, grid: list[int], aggregate: list[float], knobs: dict)
 UNSET = {"serve.ubatch": 512, "serve.parallel": 1, "serve.n_cpu_moe": None, "serve.fit_target": None}
 RUNS = {
     "the reviewer's grid 1,2": [_run("77e0b1c5d2aa0943", [1, 2], [24.0, 31.5], UNSET)],
-    "two runs compared": [_run("3f9c2a71d04e8b55", [1, 4, 8, 16, 32], [18.2, 52.1, 81.4, 104.9, 118.3], UNSET),
-                          _run("a81d55e0c3b7f912", [1, 4, 8, 16, 32], [19.5, 58.8, 96.0, 131.2, 139.7],
-                               {**UNSET, "serve.n_cpu_moe": 40})],
+    "two runs compared": [
+        _run("3f9c2a71d04e8b55", [1, 4, 8, 16, 32], [18.2, 52.1, 81.4, 104.9, 118.3], UNSET),
+        _run("a81d55e0c3b7f912", [1, 4, 8, 16, 32], [19.5, 58.8, 96.0, 131.2, 139.7], {**UNSET, "serve.n_cpu_moe": 40}),
+    ],
     "one level": [_run("11e0b1c5d2aa0943", [1], [24.0], {})],
 }
 
@@ -59,7 +74,7 @@ def test_the_legend_covers_nothing_and_the_ticks_are_the_levels(case: str) -> No
                 px, py = axis.transData.transform((x, y))
                 assert frame.x0 < px < frame.x1 and frame.y0 < py < frame.y1, f"{case}: ({x}, {y}) on the edge"
     texts = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert [run_label(run) for run in runs] == texts[:len(runs)] and not any("None" in t for t in texts)
+    assert [run_label(run) for run in runs] == texts[: len(runs)] and not any("None" in t for t in texts)
 
 
 def test_the_plot_is_written_as_png(tmp_path: Path) -> None:

@@ -90,8 +90,9 @@ def _world(tmp_path: Path, behaviour: str = "read", fail: bool = False):
     host = ReadingHost(behaviour)
     docker = BuildingDocker(host.preread_started, fail)
     host.docker = docker
-    ports = Ports(docker=docker, hub=None, http=None, host=host, state=MemoryState(tmp_path / "state"),
-                  clock=FakeClock())
+    ports = Ports(
+        docker=docker, hub=None, http=None, host=host, state=MemoryState(tmp_path / "state"), clock=FakeClock()
+    )
     (tmp_path / "src.tar.gz").write_bytes(b"source")
     (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
     files = []
@@ -100,10 +101,19 @@ def _world(tmp_path: Path, behaviour: str = "read", fail: bool = False):
         shard.write_bytes(b"w" * 1000)
         files.append(str(shard))
     preread = PagecachePreread(tuple(files), 2000, workers=2)
-    spec = ImageBuild("kimi-k3-llamacpp:x", "fp1", "mainline", "ad1de39", str(tmp_path / "Dockerfile.llamacpp"),
-                      str(tmp_path / "src.tar.gz"), None, (),
-                      (("BUILD_IMAGE", "b:1"), ("RUNTIME_IMAGE", "r:1"), ("CMAKE_ARGS", "-DGGML_CUDA=OFF")),
-                      (("kimik3.image.fingerprint", "fp1"),), preread=preread)
+    spec = ImageBuild(
+        "kimi-k3-llamacpp:x",
+        "fp1",
+        "mainline",
+        "ad1de39",
+        str(tmp_path / "Dockerfile.llamacpp"),
+        str(tmp_path / "src.tar.gz"),
+        None,
+        (),
+        (("BUILD_IMAGE", "b:1"), ("RUNTIME_IMAGE", "r:1"), ("CMAKE_ARGS", "-DGGML_CUDA=OFF")),
+        (("kimik3.image.fingerprint", "fp1"),),
+        preread=preread,
+    )
     return ports, host, docker, spec, preread
 
 
@@ -202,8 +212,11 @@ def test_a_file_of_unknown_size_counts_its_listed_bytes(tmp_path: Path) -> None:
     # A plan saved before sizes were carried: the look's size where it has one, the model's mean file where not.
     host, reporter = UnknownSizeHost(files[1]), Recorder()
     host.cached = {files[0]}
-    preread_model(PagecachePreread(tuple(files), 14000), Ports(docker=None, hub=None, http=None, host=host,
-                                                               state=MemoryState(tmp_path), clock=FakeClock()), reporter)
+    preread_model(
+        PagecachePreread(tuple(files), 14000),
+        Ports(docker=None, hub=None, http=None, host=host, state=MemoryState(tmp_path), clock=FakeClock()),
+        reporter,
+    )
     assert reporter.progress_calls[-1][2] == 14000 // 3 + 9000
 
 
@@ -267,14 +280,30 @@ def test_an_interrupt_while_waiting_for_the_preread_stops_it(tmp_path: Path, mon
     shard = tmp_path / "k3.gguf"
     shard.write_bytes(b"\x03" * (8000 * page_cache.CHUNK))  # 8000 chunks: ~8 s of slow reads with 2 workers
     reads = SlowReads(monkeypatch)
-    ports = Ports(docker=FakeDocker(), hub=None, http=None, host=PagecacheHost(), state=MemoryState(tmp_path / "st"),
-                  clock=FakeClock())
+    ports = Ports(
+        docker=FakeDocker(),
+        hub=None,
+        http=None,
+        host=PagecacheHost(),
+        state=MemoryState(tmp_path / "st"),
+        clock=FakeClock(),
+    )
     (tmp_path / "src.tar.gz").write_bytes(b"source")
     (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
     preread = PagecachePreread((str(shard),), shard.stat().st_size, workers=2)
-    spec = ImageBuild("kimi-k3-llamacpp:x", "fp1", "mainline", "ad1de39", str(tmp_path / "Dockerfile.llamacpp"),
-                      str(tmp_path / "src.tar.gz"), None, (), (("BUILD_IMAGE", "b:1"), ("RUNTIME_IMAGE", "r:1")),
-                      (("kimik3.image.fingerprint", "fp1"),), preread=preread)
+    spec = ImageBuild(
+        "kimi-k3-llamacpp:x",
+        "fp1",
+        "mainline",
+        "ad1de39",
+        str(tmp_path / "Dockerfile.llamacpp"),
+        str(tmp_path / "src.tar.gz"),
+        None,
+        (),
+        (("BUILD_IMAGE", "b:1"), ("RUNTIME_IMAGE", "r:1")),
+        (("kimik3.image.fingerprint", "fp1"),),
+        preread=preread,
+    )
     reporter, sent = Recorder(), {}
     main = threading.main_thread().ident
 
@@ -348,8 +377,10 @@ observed: {{container: {{state: exited, exit_code: 137}}, host: {RAM}}}
 """)
     assert steps["container"].action is Action.UPDATE  # started again, same image: nothing built
     assert steps["preread"].action is Action.NOOP
-    assert ("no pre-read: no image build runs first, and kimi-k3 is exited: a read before the launch would only "
-            "move the load's read in front of it") in steps["preread"].reason
+    assert (
+        "no pre-read: no image build runs first, and kimi-k3 is exited: a read before the launch would only "
+        "move the load's read in front of it"
+    ) in steps["preread"].reason
     assert "pre-read" not in steps["health"].cost
 
 
@@ -368,13 +399,15 @@ observed: {{container: {{state: exited, exit_code: 0}}, host: {RAM}}}
 
 
 def test_no_preread_during_the_build_when_the_quant_gate_runs_between() -> None:
-    profile, observed = build_case(yaml.safe_load(f"""
+    profile, observed = build_case(
+        yaml.safe_load(f"""
 desired: {{build: {{commit: "1111111111111111111111111111111111111111"}}, gate: {{quant: {{reference_quant: Q8_0}}}},
           model: {{quant: IQ1_S}}}}
 previous: {{build: {{commit: "2222222222222222222222222222222222222222"}}, model: {{quant: IQ1_S}},
            gate: {{quant: {{reference_quant: Q8_0}}}}}}
 observed: {{host: {RAM}}}
-"""))
+""")
+    )
     observed = observed.model_copy(update={"reference": observed.model})  # the reference quant is cached too
     steps = {s.kind: s for s in plan(profile, observed).steps}
     assert steps["gate"].action is Action.READ and steps["image"].spec.preread is None
@@ -393,7 +426,8 @@ observed: {host: {physical_cores: 8, ram_total: 137438953472, ram_available: 107
 
 
 def test_the_planners_plan_the_container_alone_once_and_decide_the_overlap_once(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The image planner (and its `build_overlap`) and `plan_preread` ask the same questions of one plan: the
     container's steps planned alone and whether the build pre-reads are computed once per plan, kept on that
     plan's Desired (no module state: a second plan computes its own)."""

@@ -21,12 +21,20 @@ from kimik3_reconciler.planning.build_time import build_cost, predicted_build
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps.image import build_image
 
-MAKE_LOG = ["Step 9/14 : RUN cmake -S /src -B /build", " ---> Running in 3f2a", "-- Configuring done",
-            "[  3%] Building C object ggml/src/CMakeFiles/ggml-base.dir/ggml.c.o",
-            "[100%] Linking CXX executable ../../bin/llama-server"]
+MAKE_LOG = [
+    "Step 9/14 : RUN cmake -S /src -B /build",
+    " ---> Running in 3f2a",
+    "-- Configuring done",
+    "[  3%] Building C object ggml/src/CMakeFiles/ggml-base.dir/ggml.c.o",
+    "[100%] Linking CXX executable ../../bin/llama-server",
+]
 NINJA_LOG = ["[17/230] Building CUDA object ggml/src/ggml-cuda/CMakeFiles/ggml-cuda.dir/fattn.cu.o"]
-CACHED_LOG = ["Step 9/14 : RUN cmake -S /src -B /build", " ---> Using cache", " ---> 5d1c0a9b2e11",
-              "Successfully built 5d1c0a9b2e11"]
+CACHED_LOG = [
+    "Step 9/14 : RUN cmake -S /src -B /build",
+    " ---> Using cache",
+    " ---> 5d1c0a9b2e11",
+    "Successfully built 5d1c0a9b2e11",
+]
 
 
 class TimedDocker(FakeDocker):
@@ -43,17 +51,32 @@ class TimedDocker(FakeDocker):
         return super().build_image(spec, context_files, on_line)
 
 
-def _build(tmp_path: Path, seconds: float, log: list[str], variant: str = "cpu", this_host: bool = True,
-           state: MemoryState | None = None) -> tuple[MemoryState, Recorder]:
+def _build(
+    tmp_path: Path,
+    seconds: float,
+    log: list[str],
+    variant: str = "cpu",
+    this_host: bool = True,
+    state: MemoryState | None = None,
+) -> tuple[MemoryState, Recorder]:
     clock = FakeClock()
     state = state or MemoryState(tmp_path / "state")
     ports = Ports(docker=TimedDocker(clock, seconds, log), hub=None, http=None, host=None, state=state, clock=clock)
     (tmp_path / "src.tar.gz").write_bytes(b"source")
     (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
-    spec = ImageBuild("kimi-k3-llamacpp:x", "fp1", "mainline", "ad1de39", str(tmp_path / "Dockerfile.llamacpp"),
-                      str(tmp_path / "src.tar.gz"), None, (),
-                      (("BUILD_IMAGE", "b:1"), ("RUNTIME_IMAGE", "r:1"), ("CMAKE_ARGS", "-DGGML_CUDA=OFF")),
-                      (("kimik3.image.fingerprint", "fp1"),), variant=variant)
+    spec = ImageBuild(
+        "kimi-k3-llamacpp:x",
+        "fp1",
+        "mainline",
+        "ad1de39",
+        str(tmp_path / "Dockerfile.llamacpp"),
+        str(tmp_path / "src.tar.gz"),
+        None,
+        (),
+        (("BUILD_IMAGE", "b:1"), ("RUNTIME_IMAGE", "r:1"), ("CMAKE_ARGS", "-DGGML_CUDA=OFF")),
+        (("kimik3.image.fingerprint", "fp1"),),
+        variant=variant,
+    )
     reporter = Recorder()
     build_image(spec, ports, reporter, this_host=this_host)
     return state, reporter
@@ -102,9 +125,18 @@ def test_a_workers_build_is_not_this_hosts_statistic(tmp_path: Path) -> None:
     assert not any(key.startswith("host/build-time-") for key in state.records)
 
 
-@pytest.mark.parametrize("record, seconds", [
-    ({"seconds": 412.5}, 412.5), ({"seconds": 0}, 0.0), ({"seconds": "412"}, None), ({"seconds": True}, None),
-    ({"seconds": -3}, None), ({}, None), (None, None)])
+@pytest.mark.parametrize(
+    "record, seconds",
+    [
+        ({"seconds": 412.5}, 412.5),
+        ({"seconds": 0}, 0.0),
+        ({"seconds": "412"}, None),
+        ({"seconds": True}, None),
+        ({"seconds": -3}, None),
+        ({}, None),
+        (None, None),
+    ],
+)
 def test_an_edited_record_counts_as_absent(tmp_path: Path, record: dict | None, seconds: float | None) -> None:
     state = MemoryState(tmp_path)
     if record is not None:

@@ -47,14 +47,18 @@ def test_cuda_image_gets_the_patch_in_its_context_and_fingerprint() -> None:
     p = profile("cuda")
     obs = observed(p, inputs=local_inputs(p))
     build = render_image_build(p, obs)
-    assert build.patches == (("00-kimik3-parallel-pinned-host-buffer.patch", str(PIN)),
-                             ("01-kimik3-parallel-host-read.patch", str(PATCH_DIR / "parallel-host-read.patch")))
+    assert build.patches == (
+        ("00-kimik3-parallel-pinned-host-buffer.patch", str(PIN)),
+        ("01-kimik3-parallel-host-read.patch", str(PATCH_DIR / "parallel-host-read.patch")),
+    )
     assert image_inputs(p, obs)["build.builtin_patches"] == [
         f"parallel-pinned-host-buffer.patch@{sha256_file(PIN)[:12]}",
-        f"parallel-host-read.patch@{sha256_file(PATCH_DIR / 'parallel-host-read.patch')[:12]}"]
+        f"parallel-host-read.patch@{sha256_file(PATCH_DIR / 'parallel-host-read.patch')[:12]}",
+    ]
     # other bytes in the patch file (an edited patch) move the image fingerprint: the image is rebuilt
-    edited = observed(p, inputs=local_inputs(p, builtin_patches=(
-        PatchFact(name=PIN.name, path=str(PIN), sha256="f" * 64),)))
+    edited = observed(
+        p, inputs=local_inputs(p, builtin_patches=(PatchFact(name=PIN.name, path=str(PIN), sha256="f" * 64),))
+    )
     assert render_image_build(p, edited).fingerprint != build.fingerprint
 
 
@@ -72,8 +76,11 @@ def test_user_patches_apply_after_kimik3s_own() -> None:
     p = profile("cuda", ", patches: [fix.patch]")
     obs = observed(p, inputs=local_inputs(p))
     names = [name for name, _ in render_image_build(p, obs).patches]
-    assert names == ["00-kimik3-parallel-pinned-host-buffer.patch", "01-kimik3-parallel-host-read.patch",
-                     "02-fix.patch"]  # Dockerfile: name order
+    assert names == [
+        "00-kimik3-parallel-pinned-host-buffer.patch",
+        "01-kimik3-parallel-host-read.patch",
+        "02-fix.patch",
+    ]  # Dockerfile: name order
 
 
 def test_builtin_patches_empty_builds_without_and_saved_plans_see_the_patch() -> None:
@@ -92,15 +99,23 @@ def test_the_patch_changes_only_the_cuda_backend_and_reads_its_switches() -> Non
     assert [f.path for f in facts[0].files] == [CUDA_FILE]
     added = "\n".join(facts[0].files[0].added)
     # the documented switches exist in the code, and the existing opt-out is still honoured
-    for needle in ('getenv("KIMIK3_PARALLEL_PIN")', 'getenv("KIMIK3_PARALLEL_PIN_HUGEPAGE")',
-                   'getenv("GGML_CUDA_NO_PINNED")', "cudaHostRegister(", "cudaHostUnregister(", "munmap(",
-                   "!defined(GGML_USE_HIP) && !defined(GGML_USE_MUSA)"):
+    for needle in (
+        'getenv("KIMIK3_PARALLEL_PIN")',
+        'getenv("KIMIK3_PARALLEL_PIN_HUGEPAGE")',
+        'getenv("GGML_CUDA_NO_PINNED")',
+        "cudaHostRegister(",
+        "cudaHostUnregister(",
+        "munmap(",
+        "!defined(GGML_USE_HIP) && !defined(GGML_USE_MUSA)",
+    ):
         assert needle in added, needle
     assert facts[0].files[0].removed == 0  # additions only: the stock cudaMallocHost path stays as the fallback
 
 
-@pytest.mark.skipif(not (DEMO_DIR / "llama.cpp-b11434.tar.gz").is_file() or shutil.which("patch") is None,
-                    reason="the b11434 archive (scripts/demo.sh fetches it) or patch(1) is absent")
+@pytest.mark.skipif(
+    not (DEMO_DIR / "llama.cpp-b11434.tar.gz").is_file() or shutil.which("patch") is None,
+    reason="the b11434 archive (scripts/demo.sh fetches it) or patch(1) is absent",
+)
 def test_the_patch_applies_to_the_b11434_archive(tmp_path: Path) -> None:
     _applies_cleanly_to_b11434(tmp_path, PIN, CUDA_FILE)
 
@@ -119,8 +134,13 @@ def _applies_cleanly_to_b11434(tree: Path, patch: Path, name: str) -> None:
 
 def _dry_run(tree: Path, patch: Path) -> subprocess.CompletedProcess:
     # exactly as Dockerfile.llamacpp applies it (without --dry-run there)
-    return subprocess.run(["patch", "-p1", "--forward", "--batch", "--dry-run", "-i", str(patch)], check=False,
-                          cwd=tree, capture_output=True, text=True)
+    return subprocess.run(
+        ["patch", "-p1", "--forward", "--batch", "--dry-run", "-i", str(patch)],
+        check=False,
+        cwd=tree,
+        capture_output=True,
+        text=True,
+    )
 
 
 # --- parallel-host-read (issue 15: the warm hybrid load's one-thread copy); a CUDA default since measured on the
@@ -144,7 +164,9 @@ def test_opt_in_patches_come_only_when_named_so_the_cpu_image_does_not_move() ->
     assert builtin_patches_for("cpu", None) == ()
     # named: in BUILTIN_PATCHES order (the apply order), whatever order the profile lists them in
     assert [p.name for p in builtin_patches_for("cuda", ["parallel-host-read", "parallel-pin"])] == [
-        "parallel-pin", "parallel-host-read"]
+        "parallel-pin",
+        "parallel-host-read",
+    ]
     assert [p.name for p in builtin_patches_for("cuda", ["parallel-host-read"])] == ["parallel-host-read"]
     assert [p.name for p in builtin_patches_for("cpu", ["parallel-host-read"])] == ["parallel-host-read"]
     assert builtin_patches_for("cpu", ["parallel-pin"]) == ()  # CUDA only (profile_rules refuses the name)
@@ -165,17 +187,28 @@ def test_cuda_image_with_both_applies_the_pin_patch_first() -> None:
     p = profile("cuda", ", builtin_patches: [parallel-host-read, parallel-pin]")
     obs = observed(p, inputs=local_inputs(p))
     assert [name for name, _ in render_image_build(p, obs).patches] == [
-        "00-kimik3-parallel-pinned-host-buffer.patch", "01-kimik3-parallel-host-read.patch"]
+        "00-kimik3-parallel-pinned-host-buffer.patch",
+        "01-kimik3-parallel-host-read.patch",
+    ]
 
 
 def test_the_read_patch_changes_only_the_loader_and_keeps_the_stock_paths() -> None:
     facts = builtin_patch_facts(profile("cpu", ", builtin_patches: [parallel-host-read]"))
     assert [f.path for f in facts[0].files] == [LOADER_FILE]
     added = "\n".join(facts[0].files[0].added)
-    for needle in ('getenv("KIMIK3_PARALLEL_READ")', 'getenv("KIMIK3_PARALLEL_READ_THREADS")', "pread(",
-                   "errno == EINTR", "file.has_direct_io()", "file.read_alignment() > 1", "#ifndef _WIN32",
-                   '"unexpectedly reached end of file"', "kimik3_reader.finish(", "ggml_validate_row_data(",
-                   "~kimik3_parallel_reader() { stop_and_join(); }"):
+    for needle in (
+        'getenv("KIMIK3_PARALLEL_READ")',
+        'getenv("KIMIK3_PARALLEL_READ_THREADS")',
+        "pread(",
+        "errno == EINTR",
+        "file.has_direct_io()",
+        "file.read_alignment() > 1",
+        "#ifndef _WIN32",
+        '"unexpectedly reached end of file"',
+        "kimik3_reader.finish(",
+        "ggml_validate_row_data(",
+        "~kimik3_parallel_reader() { stop_and_join(); }",
+    ):
         assert needle in added, needle
     # additions only: the stock read (read_raw) stays for dio files, KIMIK3_PARALLEL_READ=0 and Windows
     assert facts[0].files[0].removed == 0
@@ -190,8 +223,10 @@ def test_the_read_patch_applies_to_both_pins(tmp_path: Path) -> None:
     assert done.returncode == 0 and "FAILED" not in done.stdout and "fuzz" not in done.stdout, done.stdout + done.stderr
 
 
-@pytest.mark.skipif(not (DEMO_DIR / "llama.cpp-b11434.tar.gz").is_file() or shutil.which("patch") is None,
-                    reason="the b11434 archive (scripts/demo.sh fetches it) or patch(1) is absent")
+@pytest.mark.skipif(
+    not (DEMO_DIR / "llama.cpp-b11434.tar.gz").is_file() or shutil.which("patch") is None,
+    reason="the b11434 archive (scripts/demo.sh fetches it) or patch(1) is absent",
+)
 def test_the_read_patch_applies_to_the_b11434_archive(tmp_path: Path) -> None:
     _applies_cleanly_to_b11434(tmp_path, READ, LOADER_FILE)
 
@@ -211,10 +246,13 @@ def test_a_patch_listed_twice_by_content_is_refused_before_the_build(tmp_path: P
     (tmp_path / "mine.patch").write_text("--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n")
     shutil.copy(PATCH_DIR / "parallel-host-read.patch", tmp_path / "copy.patch")
     second = "copy.patch" if copy_of == "parallel-host-read" else "./mine.patch"
-    text = PROFILE.format(variant="cpu", gpus="none", extra=", builtin_patches: [parallel-host-read], "
-                                                          f"patches: [mine.patch, {second}]")
+    text = PROFILE.format(
+        variant="cpu", gpus="none", extra=f", builtin_patches: [parallel-host-read], patches: [mine.patch, {second}]"
+    )
     with pytest.raises(InputError) as refused:
         collect_inputs(parse_profile(text, "k3.yaml").profile, tmp_path, tmp_path / "Dockerfile", MemoryState())
     said = str(refused.value)
     assert "build.patches[1]" in said and "applied twice" in said
-    assert ("built-in parallel-host-read" if copy_of == "parallel-host-read" else "build.patches[0] (mine.patch)") in said
+    assert (
+        "built-in parallel-host-read" if copy_of == "parallel-host-read" else "build.patches[0] (mine.patch)"
+    ) in said

@@ -12,8 +12,7 @@ import pytest
 from click.testing import CliRunner
 from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeHub, fake_ports
 
-from kimik3_reconciler import adapters
-from kimik3_reconciler import cli
+from kimik3_reconciler import adapters, cli
 from kimik3_reconciler.adapters.cache_files import CacheFiles, cache_dir
 from kimik3_reconciler.adapters.state_files import StateFiles
 
@@ -70,14 +69,24 @@ def _plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cache_root: Path) -> 
 
     monkeypatch.setattr(adapters, "real_ports", real_ports)
     monkeypatch.setenv("KIMIK3_CACHE_DIR", str(cache_root))
-    result = CliRunner().invoke(cli.main, ["--state-dir", str(tmp_path / "state"), "--dockerfile",
-                                           str(work / "Dockerfile.llamacpp"), "plan", str(work / "profile.yaml")])
+    result = CliRunner().invoke(
+        cli.main,
+        [
+            "--state-dir",
+            str(tmp_path / "state"),
+            "--dockerfile",
+            str(work / "Dockerfile.llamacpp"),
+            "plan",
+            str(work / "profile.yaml"),
+        ],
+    )
     assert result.exception is None or isinstance(result.exception, SystemExit), result.output
     return result.exit_code, result.output
 
 
-def test_plan_never_creates_the_state_dir_and_caches_in_the_cache_dir(tmp_path: Path,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_plan_never_creates_the_state_dir_and_caches_in_the_cache_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     first = _plan(tmp_path, monkeypatch, tmp_path / "cache")
     assert first[0] == 0, first[1]
     assert not (tmp_path / "state").exists()
@@ -96,10 +105,13 @@ def test_an_unwritable_cache_dir_only_costs_speed(tmp_path: Path, monkeypatch: p
     assert "Traceback" not in cached[1] and not (tmp_path / "state").exists()
 
 
-@pytest.mark.parametrize(("cache_dir", "said"), [("weights.gguf", "is not a directory (resolved"),
-                                                  ("weights.gguf/hub", "weights.gguf is not a directory")])
-def test_a_model_cache_dir_that_is_a_file_is_refused_at_plan_naming_the_field(tmp_path: Path, cache_dir: str,
-                                                                               said: str) -> None:
+@pytest.mark.parametrize(
+    ("cache_dir", "said"),
+    [("weights.gguf", "is not a directory (resolved"), ("weights.gguf/hub", "weights.gguf is not a directory")],
+)
+def test_a_model_cache_dir_that_is_a_file_is_refused_at_plan_naming_the_field(
+    tmp_path: Path, cache_dir: str, said: str
+) -> None:
     """Was: planned a download, then apply failed at mkdir (exit 8). Now exit 2 naming model.cache_dir, from the
     observation every command makes, before any step."""
     from support.fakes import MemoryState

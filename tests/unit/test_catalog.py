@@ -14,8 +14,11 @@ serve: {{{serve}}}
 
 def profile(quant: str, serve: str = ""):
     # A quant made locally (REAP770) is served from its file (issue 27 item 3): the profile names one.
-    local = ", local_path: /srv/models/reap770.gguf" if catalog.CATALOG.get(quant, None) and \
-        catalog.CATALOG[quant].made_locally else ""
+    local = (
+        ", local_path: /srv/models/reap770.gguf"
+        if catalog.CATALOG.get(quant, None) and catalog.CATALOG[quant].made_locally
+        else ""
+    )
     return parse_profile(PROFILE.format(quant=quant, serve=serve, local=local), "p.yaml").profile
 
 
@@ -43,7 +46,11 @@ def test_defaults_follow_the_quant() -> None:
 
 def test_written_values_win_and_batch_never_defaults_below_ubatch() -> None:
     written = profile("UD-IQ2_XXS", "batch: 8192, ubatch: 1024, fit_target: [6144, 8192]")
-    assert (written.effective_batch, written.effective_ubatch, written.effective_fit_target) == (8192, 1024, [6144, 8192])
+    assert (written.effective_batch, written.effective_ubatch, written.effective_fit_target) == (
+        8192,
+        1024,
+        [6144, 8192],
+    )
     assert profile("UD-IQ2_XXS", "ubatch: 4096").effective_batch == 4096
 
 

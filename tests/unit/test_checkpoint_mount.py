@@ -4,11 +4,12 @@ and the container gets no hub token and no hub address. Pure: render_launch of a
 
 from __future__ import annotations
 
+from support.observed import observed
+
 from kimik3_reconciler.model.facts import ModelFact, RemoteFile
 from kimik3_reconciler.model.model_files import CHECKPOINT
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.planning.launch import render_launch
-from support.observed import observed
 
 REV = "c4ec4b02" * 5
 DIGEST = "sha256:" + "1" * 64
@@ -25,11 +26,16 @@ vllm: {{tensor_parallel_size: 1}}
 
 def test_the_checkpoint_is_mounted_read_only_and_opened_at_the_revision() -> None:
     profile = parse_profile(PROFILE).profile
-    model = ModelFact(repo=profile.model.repo, revision=REV, quant=CHECKPOINT, cache_dir="/var/lib/kimik3/hub",
-                      files=(RemoteFile(path="model.safetensors", size=10, sha256="a" * 64),))
+    model = ModelFact(
+        repo=profile.model.repo,
+        revision=REV,
+        quant=CHECKPOINT,
+        cache_dir="/var/lib/kimik3/hub",
+        files=(RemoteFile(path="model.safetensors", size=10, sha256="a" * 64),),
+    )
     spec = render_launch(profile, observed(profile, model=model), profile.image.ref, DIGEST).spec
     repo_dir = "/var/lib/kimik3/hub/models--kimik3-demo--Llama-tiny-random"
-    mount, = (m for m in spec.mounts if m.source == repo_dir)
+    (mount,) = (m for m in spec.mounts if m.source == repo_dir)
     assert mount.read_only
     snapshot = f"{mount.target}/snapshots/{REV}"
     assert any(arg == snapshot or arg.startswith(snapshot + "/") for arg in spec.command), spec.command

@@ -15,10 +15,12 @@ TRIES = 5
 
 
 @pytest.mark.parametrize("read_first_line", [True, False], ids=["head -1", "closed at once"])
-@pytest.mark.parametrize("args", [["explain"], ["explain", "--json"], ["--help"], ["schema"]],
-                         ids=lambda a: " ".join(a))
-def test_a_reader_that_goes_early_ends_the_output_quietly_exit_0(tmp_path: Path, args: list[str],
-                                                                 read_first_line: bool) -> None:
+@pytest.mark.parametrize(
+    "args", [["explain"], ["explain", "--json"], ["--help"], ["schema"]], ids=lambda a: " ".join(a)
+)
+def test_a_reader_that_goes_early_ends_the_output_quietly_exit_0(
+    tmp_path: Path, args: list[str], read_first_line: bool
+) -> None:
     for _ in range(TRIES):
         code, err = run_into_closed_pipe(args, tmp_path, read_first_line)
         assert code == 0 and "Error" not in err and "error:" not in err, (code, err[-2000:])

@@ -14,17 +14,21 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def other(profile: str, gpus: object, port: int = 9999) -> ContainerFact:
-    return ContainerFact(id="x" * 64, name=profile, state="running", profile=profile,
-                         inputs={"gpus": gpus, "serve.port": port})
+    return ContainerFact(
+        id="x" * 64, name=profile, state="running", profile=profile, inputs={"gpus": gpus, "serve.port": port}
+    )
 
 
-@pytest.mark.parametrize(("gpus", "port", "why"), [
-    ("all", 9999, "holds GPUs all"),
-    ([6, 7], 9999, "holds GPUs ['6', '7']"),
-    ([8, 9], 9999, None),
-    ("none", 8080, "listens on port 8080"),
-    ("none", 9999, None),
-])
+@pytest.mark.parametrize(
+    ("gpus", "port", "why"),
+    [
+        ("all", 9999, "holds GPUs all"),
+        ([6, 7], 9999, "holds GPUs ['6', '7']"),
+        ([8, 9], 9999, None),
+        ("none", 8080, "listens on port 8080"),
+        ("none", 9999, None),
+    ],
+)
 def test_gpu_overlap_and_port(gpus: object, port: int, why: str | None) -> None:
     interactive = parse_profile((ROOT / "profiles" / "interactive.yaml").read_text()).profile
     found = why_conflicting(interactive.model_copy(update={"systemd": None}), other("someone", gpus, port), 8080)
@@ -49,7 +53,8 @@ def test_a_renamed_copy_of_this_profiles_container_is_not_promised_a_restart() -
 def test_explicit_systemd_conflicts() -> None:
     main = parse_profile((ROOT / "profiles" / "hybrid-q2.yaml").read_text()).profile
     assert "systemd.conflicts lists kimi-k3-interactive" == why_conflicting(
-        main, other("kimi-k3-interactive", "none", 1), 8080)
+        main, other("kimi-k3-interactive", "none", 1), 8080
+    )
 
 
 def test_draft_device_is_derived_from_the_gpu_subset() -> None:

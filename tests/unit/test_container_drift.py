@@ -31,10 +31,19 @@ def test_recorded_container_parses_to_the_shape_kimik3_launched() -> None:
     assert running.command == tuple(RECORDED["Config"]["Cmd"]) and "--ubatch-size" in running.command
     assert running.entrypoint is None  # the image's own /app/llama-server
     assert running.env == ()  # PATH and LD_LIBRARY_PATH come from the image
-    assert running.mounts == (MountFact(source="/work/main/.kimik3-demo/hf-cache/models--kimik3-demo--Kimi-K3-tiny-GGUF",
-                                        target="/models/models--kimik3-demo--Kimi-K3-tiny-GGUF", read_only=True),)
+    assert running.mounts == (
+        MountFact(
+            source="/work/main/.kimik3-demo/hf-cache/models--kimik3-demo--Kimi-K3-tiny-GGUF",
+            target="/models/models--kimik3-demo--Kimi-K3-tiny-GGUF",
+            read_only=True,
+        ),
+    )
     assert (running.gpus, running.network_mode, running.ipc_mode, running.restart_policy) == (
-        "none", "host", "host", "unless-stopped")
+        "none",
+        "host",
+        "host",
+        "unless-stopped",
+    )
 
 
 def test_without_its_image_the_defaults_are_not_known() -> None:
@@ -43,7 +52,9 @@ def test_without_its_image_the_defaults_are_not_known() -> None:
 
 
 def test_gpu_requests_as_dockerd_stores_them() -> None:
-    assert parse_gpus([{"Driver": "", "Count": -1, "DeviceIDs": None, "Capabilities": [["gpu"]], "Options": {}}]) == "all"
+    assert (
+        parse_gpus([{"Driver": "", "Count": -1, "DeviceIDs": None, "Capabilities": [["gpu"]], "Options": {}}]) == "all"
+    )
     assert parse_gpus([{"Driver": "", "Count": 0, "DeviceIDs": ["0", "3"], "Capabilities": [["gpu"]]}]) == ("0", "3")
     assert parse_gpus(None) == "none" and parse_gpus([]) == "none"
 
@@ -57,8 +68,15 @@ def test_each_changed_field_is_named() -> None:
     spec = rendered()
     command = list(spec.command)
     command[command.index("--ctx-size") + 1] = "8192"
-    by_hand = replace(spec, image="debian:bookworm", command=tuple(command), network_mode="bridge", ipc_mode="private",
-                      gpus=("0",), mounts=tuple(replace(m, read_only=False) for m in spec.mounts))
+    by_hand = replace(
+        spec,
+        image="debian:bookworm",
+        command=tuple(command),
+        network_mode="bridge",
+        ipc_mode="private",
+        gpus=("0",),
+        mounts=tuple(replace(m, read_only=False) for m in spec.mounts),
+    )
     drift = {d.field: (d.old, d.new) for d in running_drift(spec, parse_running(container_inspect(by_hand, "c", None)))}
     target = spec.mounts[0].target
     assert drift == {
@@ -75,8 +93,10 @@ def test_env_values_are_never_shown() -> None:
     spec = rendered(FAKE_PROFILE.replace("parallel: 2}", "parallel: 2, env: {LLAMA_ARG_X: '1'}}"))
     by_hand = replace(spec, env=(("LLAMA_ARG_X", "2"), ("HF_TOKEN", "hf_secret")))
     drift = running_drift(spec, parse_running(container_inspect(by_hand, "c", None)))
-    assert [str(d) for d in drift] == ["container.env.HF_TOKEN: (sensitive value) → (none)",
-                                       "container.env.LLAMA_ARG_X: (sensitive value) → (sensitive value)"]
+    assert [str(d) for d in drift] == [
+        "container.env.HF_TOKEN: (sensitive value) → (none)",
+        "container.env.LLAMA_ARG_X: (sensitive value) → (sensitive value)",
+    ]
     assert "hf_secret" not in repr(drift)
 
 
@@ -90,8 +110,10 @@ def test_a_removed_mount_and_a_swapped_source_are_named() -> None:
     spec = rendered(FAKE_PROFILE.replace("parallel: 2}", "parallel: 2, api_key_file: /etc/k3/key}"))
     by_hand = replace(spec, mounts=(replace(spec.mounts[0], source="/elsewhere"),))
     drift = [str(d) for d in running_drift(spec, parse_running(container_inspect(by_hand, "c", None)))]
-    assert drift == [f"mount {spec.mounts[0].target}: /elsewhere (read-only) → {spec.mounts[0].source} (read-only)",
-                     "mount /run/secrets/kimik3-api-key: (none) → /etc/k3/key (read-only)"]
+    assert drift == [
+        f"mount {spec.mounts[0].target}: /elsewhere (read-only) → {spec.mounts[0].source} (read-only)",
+        "mount /run/secrets/kimik3-api-key: (none) → /etc/k3/key (read-only)",
+    ]
 
 
 def test_a_secret_flag_added_by_hand_is_named_but_its_value_never_shown() -> None:

@@ -32,10 +32,18 @@ serve: {serve}
 def layout(kv_bytes_per_token: int, context_length: int, expert_gib: float = 700, dense_gib: float = 90) -> ModelLayout:
     """A Kimi-K3-sized layout in 60 layers (the bytes made up; the shape is what the gate reads)."""
     n = 60
-    return ModelLayout(n_layer=n, layer_dense=(int(dense_gib * GIB / n),) * n,
-                       layer_experts=(int(expert_gib * GIB / n),) * n, output_bytes=2 * GIB, token_embd_bytes=2 * GIB,
-                       kv_bytes_per_token=kv_bytes_per_token, context_length=context_length, n_embd=7168, n_vocab=163840,
-                       state_bytes_per_slot=0)
+    return ModelLayout(
+        n_layer=n,
+        layer_dense=(int(dense_gib * GIB / n),) * n,
+        layer_experts=(int(expert_gib * GIB / n),) * n,
+        output_bytes=2 * GIB,
+        token_embd_bytes=2 * GIB,
+        kv_bytes_per_token=kv_bytes_per_token,
+        context_length=context_length,
+        n_embd=7168,
+        n_vocab=163840,
+        state_bytes_per_slot=0,
+    )
 
 
 def test_the_default_gives_each_request_seed_001s_131072_tokens() -> None:
@@ -59,11 +67,13 @@ def test_the_trained_context_in_the_header_caps_the_default_and_refuses_a_writte
     assert context_total(default, seen) == 8 * 4096
     assert context_note(default, seen).startswith(
         "each request gets 4,096 tokens (the default: seed 001's 131,072 a request, capped at the trained 4,096, x 8 "
-        "slots = -c 32,768); KV cache ")
+        "slots = -c 32,768); KV cache "
+    )
     written = profile("{ctx_size: 65536, parallel: 8}")
     assert context_refusals(written, observed(written, host=h200_host(1), model=model_fact(written), layout=tiny)) == [
         "serve.ctx_size 65,536 over serve.parallel 8 slots is 8,192 tokens a request, above this model's trained "
-        "context of 4,096 (its GGUF header); llama.cpp would only warn: write at most 32,768"]
+        "context of 4,096 (its GGUF header); llama.cpp would only warn: write at most 32,768"
+    ]
 
 
 def test_a_kv_cache_the_gpus_cannot_hold_is_refused_with_the_context_that_fits() -> None:
@@ -74,17 +84,27 @@ def test_a_kv_cache_the_gpus_cannot_hold_is_refused_with_the_context_that_fits()
     host = h200_host(1, ram_total=1 << 40)
     seen = observed(default, host=host, model=model_fact(default, shards=2, size=396 * GIB), layout=heavy)
     (refused,) = context_refusals(default, seen)
-    assert refused.startswith("the default context (131,072 a request, seed 001, x 8 slots) needs a KV cache of 64.0 "
-                              "GiB (65,536 bytes a token, from the GGUF headers)")
+    assert refused.startswith(
+        "the default context (131,072 a request, seed 001, x 8 slots) needs a KV cache of 64.0 "
+        "GiB (65,536 bytes a token, from the GGUF headers)"
+    )
     fits = int(refused.rsplit("write serve.ctx_size <= ", 1)[1].split(" ")[0].replace(",", ""))
     assert 0 < fits < 8 * 131072
     smaller = profile(f"{{ctx_size: {fits}}}", gpus="[0]")
-    assert context_refusals(smaller, observed(smaller, host=host, model=model_fact(smaller, shards=2, size=396 * GIB),
-                                              layout=heavy)) == []
+    assert (
+        context_refusals(
+            smaller, observed(smaller, host=host, model=model_fact(smaller, shards=2, size=396 * GIB), layout=heavy)
+        )
+        == []
+    )
     # The seed's host holds it: eight RTX PRO 6000 have room for the dense weights and 64 GiB of KV.
     eight = profile()
-    assert context_refusals(eight, observed(eight, host=seed000_host(), model=model_fact(eight, shards=2, size=396 * GIB),
-                                            layout=heavy)) == []
+    assert (
+        context_refusals(
+            eight, observed(eight, host=seed000_host(), model=model_fact(eight, shards=2, size=396 * GIB), layout=heavy)
+        )
+        == []
+    )
 
 
 def test_the_kv_cache_of_the_default_moves_experts_to_ram() -> None:
@@ -95,8 +115,11 @@ def test_the_kv_cache_of_the_default_moves_experts_to_ram() -> None:
     host = seed000_host()
     small, default = profile("{ctx_size: 131072}"), profile()
     files = model_fact(default, shards=2, size=396 * GIB)
-    ram = [derive_mode(p, observed(p, host=host, model=files, layout=heavy)).estimate_bytes or
-           derive_mode(p, observed(p, host=host, model=files, layout=heavy)).cpu_bytes for p in (small, default)]
+    ram = [
+        derive_mode(p, observed(p, host=host, model=files, layout=heavy)).estimate_bytes
+        or derive_mode(p, observed(p, host=host, model=files, layout=heavy)).cpu_bytes
+        for p in (small, default)
+    ]
     assert ram[1] - ram[0] == 7 * 131072 * 64 * 1024  # the seven slots' KV more
 
 
@@ -134,5 +157,8 @@ def test_the_context_memory_from_the_header_is_what_the_real_server_allocated(tm
     assert abs(state_mib - (r_mib + s_mib)) <= 0.01
     seen = observed(profile("{ctx_size: 8192, parallel: 2}"), host=h200_host(1), layout=tiny)
     from kimik3_reconciler.planning.vram_fit import memory_per_context
-    assert memory_per_context(profile("{ctx_size: 8192, parallel: 2}"), seen) == 8192 * tiny.kv_bytes_per_token + \
-        2 * tiny.state_bytes_per_slot
+
+    assert (
+        memory_per_context(profile("{ctx_size: 8192, parallel: 2}"), seen)
+        == 8192 * tiny.kv_bytes_per_token + 2 * tiny.state_bytes_per_slot
+    )

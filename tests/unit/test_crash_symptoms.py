@@ -22,8 +22,9 @@ from kimik3_reconciler.planning.quant_gate import KldReport, gate_verdict, parse
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "server-logs"
 CUDA_OOM = (LOGS / "cuda-oom-first-request.log").read_text()
 # the same crash during the load: the startup lines only, then ggml's error lines
-CUDA_OOM_LOADING = "\n".join(line for line in CUDA_OOM.splitlines()
-                             if "llama_server:" not in line and "slot" not in line)
+CUDA_OOM_LOADING = "\n".join(
+    line for line in CUDA_OOM.splitlines() if "llama_server:" not in line and "slot" not in line
+)
 
 
 def test_a_cuda_oom_after_the_load_names_the_fit_target_and_ubatch_fix() -> None:
@@ -40,7 +41,9 @@ def test_a_cuda_oom_while_loading_is_the_same_cause_and_fix() -> None:
     assert "raise serve.fit_target" in cause.headline
     # verify knows the server had loaded even when the tail no longer shows it
     tail = "\n".join(CUDA_OOM.splitlines()[-5:])
-    assert "on a request after a successful load" in classify_load_failure(134, False, tail, while_serving=True).headline
+    assert (
+        "on a request after a successful load" in classify_load_failure(134, False, tail, while_serving=True).headline
+    )
 
 
 def test_a_host_allocation_failure_is_not_the_cuda_scratch_pool() -> None:
@@ -69,8 +72,9 @@ def test_kld_far_above_one_is_a_broken_kernel_not_a_lossy_quant() -> None:
     report = parse_kld_report(broken_kernel_output())
     assert report is not None and report.mean_kld == pytest.approx(3.214871)
     passed, why = gate_verdict(report, GATE)
-    assert not passed and why.startswith("KLD 3.215 >> 1: broken kernel for that quant type on this GPU, "
-                                         "don't serve it")
+    assert not passed and why.startswith(
+        "KLD 3.215 >> 1: broken kernel for that quant type on this GPU, don't serve it"
+    )
     lossy = gate_verdict(KldReport(mean_kld=0.8, same_top_p=0.9), GATE)[1]
     assert lossy == "KLD 0.800 > max_kld 0.5" and "broken kernel" not in lossy
 
@@ -96,8 +100,11 @@ def test_an_exited_container_carries_the_cause_its_log_names(tmp_path: Path) -> 
     fact = collect_container(docker, orchestrator.ports.http, "k3-test")
     assert fact is not None and fact.crash is not None
     assert fact.crash.startswith("crashed with CUDA error: out of memory") and fact.crash.endswith("[cuda-oom]")
-    step = next(s for s in orchestrator.plan(gated("UD-Q2_K_XL", "variant: cpu, cpu_features: []", "none")).steps
-                if s.kind == "container")
+    step = next(
+        s
+        for s in orchestrator.plan(gated("UD-Q2_K_XL", "variant: cpu, cpu_features: []", "none")).steps
+        if s.kind == "container"
+    )
     assert "raise serve.fit_target" in step.reason and step.reason.endswith(": start it")
     docker.containers["k3-test"]["State"].update(ExitCode=0)  # a clean stop: its log is not read
     assert collect_container(docker, orchestrator.ports.http, "k3-test").crash is None
@@ -112,8 +119,9 @@ def test_a_nan_or_infinite_mean_kld_is_a_broken_kernel(printed: str) -> None:
     report = parse_kld_report(out)
     assert report is not None and not math.isfinite(report.mean_kld)
     passed, why = gate_verdict(report, GATE)
-    assert not passed and why.startswith(f"KLD {report.mean_kld:.3f} >> 1: broken kernel for that quant type on "
-                                         "this GPU, don't serve it")
+    assert not passed and why.startswith(
+        f"KLD {report.mean_kld:.3f} >> 1: broken kernel for that quant type on this GPU, don't serve it"
+    )
 
 
 def test_a_request_in_the_tail_says_after_the_load_even_when_model_loaded_scrolled_out() -> None:
@@ -122,4 +130,5 @@ def test_a_request_in_the_tail_says_after_the_load_even_when_model_loaded_scroll
     tail = "\n".join(line for line in CUDA_OOM.splitlines() if "llama_server:" not in line)
     assert "model loaded" not in tail and "launch_slot_" in tail
     assert classify_load_failure(134, False, tail).headline.startswith(
-        "crashed with CUDA error: out of memory on a request after a successful load")
+        "crashed with CUDA error: out of memory on a request after a successful load"
+    )

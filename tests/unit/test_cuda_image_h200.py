@@ -20,8 +20,10 @@ sys.path.insert(0, str(ROOT / "tools" / "cuda_image"))
 @pytest.fixture(scope="module")
 def proof() -> dict:
     if not FIXTURE.exists():
-        pytest.skip("the H200 run of the CUDA image has not landed yet: tools/gpu_proof/run-cuda-image.sh, "
-                    "then tools/cuda_image/fold.py (docs/operations.md, 'The CUDA image')")
+        pytest.skip(
+            "the H200 run of the CUDA image has not landed yet: tools/gpu_proof/run-cuda-image.sh, "
+            "then tools/cuda_image/fold.py (docs/operations.md, 'The CUDA image')"
+        )
     return json.loads(FIXTURE.read_text())
 
 
@@ -66,8 +68,10 @@ def test_the_image_was_built_with_what_kimik3_renders_on_the_h200(proof: dict) -
     # ones kimik3 renders on the H200 itself for tools/gpu_proof/h200-tiny.yaml (cpu_features: auto)
     assert proof["cmake_args_image"] == proof["cmake_args_rendered_here"]
     assert "-DCMAKE_CUDA_ARCHITECTURES=90" in proof["cmake_args_image"]
-    assert proof["image"]["patches"] == ["00-kimik3-parallel-pinned-host-buffer.patch",
-                                         "01-kimik3-parallel-host-read.patch"]
+    assert proof["image"]["patches"] == [
+        "00-kimik3-parallel-pinned-host-buffer.patch",
+        "01-kimik3-parallel-host-read.patch",
+    ]
 
 
 def test_fold_judges_tokens_and_decode_per_placement() -> None:
@@ -75,14 +79,25 @@ def test_fold_judges_tokens_and_decode_per_placement() -> None:
     from fold import summarize
 
     def load(placement: str, build: str, decode: float, tokens: list[int], error: str | None = None) -> dict:
-        return {"placement": placement, "build": build, "decode_tps": decode, "prompt_tps": 2 * decode,
-                "tokens": tokens, **({"error": error} if error else {})}
+        return {
+            "placement": placement,
+            "build": build,
+            "decode_tps": decode,
+            "prompt_tps": 2 * decode,
+            "tokens": tokens,
+            **({"error": error} if error else {}),
+        }
 
-    samples = [load("gpu", "native", 100.0, [1, 2]), load("gpu", "image", 98.0, [1, 2]),
-               load("gpu", "native", 104.0, [1, 2]), load("gpu", "image", 99.0, [1, 2]),
-               load("gpu", "image", 0.0, [], error="exited 1"),
-               load("hybrid", "native", 50.0, [1, 2]), load("hybrid", "image", 50.0, [1, 3]),
-               load("both", "native", 1.0, [1])]
+    samples = [
+        load("gpu", "native", 100.0, [1, 2]),
+        load("gpu", "image", 98.0, [1, 2]),
+        load("gpu", "native", 104.0, [1, 2]),
+        load("gpu", "image", 99.0, [1, 2]),
+        load("gpu", "image", 0.0, [], error="exited 1"),
+        load("hybrid", "native", 50.0, [1, 2]),
+        load("hybrid", "image", 50.0, [1, 3]),
+        load("both", "native", 1.0, [1]),
+    ]
     summary = summarize(samples)
     gpu = summary["gpu"]
     assert gpu["loads"] == {"native": 2, "image": 2} and gpu["tokens_identical"]  # the failed load is left out

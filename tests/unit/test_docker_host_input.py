@@ -13,16 +13,28 @@ from kimik3_reconciler.adapters.docker_engine import DockerEngine, _unreachable,
 from kimik3_reconciler.errors import InputError, PermanentError, TransientError
 
 
-@pytest.mark.parametrize("url", ["unix:///var/run/docker.sock", "tcp://10.0.0.2:2376", "ssh://me@gpu2",
-                                 "http://127.0.0.1:2375", "127.0.0.1:2375", "npipe:////./pipe/docker_engine"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "unix:///var/run/docker.sock",
+        "tcp://10.0.0.2:2376",
+        "ssh://me@gpu2",
+        "http://127.0.0.1:2375",
+        "127.0.0.1:2375",
+        "npipe:////./pipe/docker_engine",
+    ],
+)
 def test_docker_urls_the_sdk_takes_pass(url: str) -> None:
     check_docker_url(url)
 
 
 @pytest.mark.parametrize("url", ["bogus://x", "/var/run/docker.sock", "localhost", "docker.sock", "fd://"])
 def test_a_url_no_daemon_can_be_at_is_input_naming_the_variable(url: str) -> None:
-    with pytest.raises(InputError, match=r"^DOCKER_HOST \(or --docker-host\) .* is not a docker daemon URL: write "
-                                         r"unix:///var/run/docker.sock") as refused:
+    with pytest.raises(
+        InputError,
+        match=r"^DOCKER_HOST \(or --docker-host\) .* is not a docker daemon URL: write "
+        r"unix:///var/run/docker.sock",
+    ) as refused:
         check_docker_url(url)
     assert refused.value.exit_code == 2
 

@@ -48,8 +48,10 @@ def unreachable(os_error: OSError) -> EngineUnreachable:
 
 
 # What a read raises while dockerd is away: through the SDK (requests), and over the socket.
-DOWN = {"sdk": requests.exceptions.ConnectionError("connection refused"),
-        "socket": unreachable(ConnectionRefusedError(111, "Connection refused"))}
+DOWN = {
+    "sdk": requests.exceptions.ConnectionError("connection refused"),
+    "socket": unreachable(ConnectionRefusedError(111, "Connection refused")),
+}
 
 
 def daemon_down_until(clock: FakeTime, back_at: float, down: Exception = DOWN["sdk"]) -> Any:
@@ -57,6 +59,7 @@ def daemon_down_until(clock: FakeTime, back_at: float, down: Exception = DOWN["s
         if clock.now < back_at:
             raise down
         return {"ServerVersion": "26"}
+
     return info
 
 
@@ -72,8 +75,9 @@ def test_a_daemon_back_after_40_s_is_waited_for_with_a_message_per_retry(clock: 
         assert engine.info() == {"ServerVersion": "26"}
     retries = [entry for entry in logs if entry["event"] == "docker-retry"]
     assert len(retries) >= 5
-    assert all("the docker daemon is not answering; kimik3 keeps trying for 90 s in all" in r["message"]
-               for r in retries)
+    assert all(
+        "the docker daemon is not answering; kimik3 keeps trying for 90 s in all" in r["message"] for r in retries
+    )
     assert "connection refused" in retries[0]["message"].lower() and retries[0]["call"] == "info"
 
 
@@ -103,13 +107,16 @@ def test_the_exporters_engine_does_not_ride_out_a_restart(clock: FakeTime, trans
 
 def test_container_logs_are_best_effort_while_the_daemon_is_down() -> None:
     engine = DockerEngine()
+
     def logs(*_: Any, **__: Any) -> bytes:
         raise requests.exceptions.ConnectionError("connection refused")
+
     engine._client = SimpleNamespace(api=SimpleNamespace(logs=logs))
     assert engine.container_logs("k3-fault-x", 20) == ""
 
 
 # What is retried: only what a restarting daemon looks like (review of issue 13, item 5) ----------------
+
 
 def socket_error(os_error: OSError) -> requests.exceptions.ConnectionError:
     """As the SDK raises it on a unix socket: ConnectionError(ProtocolError('Connection aborted.', OSError))."""
@@ -122,19 +129,31 @@ def failing(error: Exception, calls: list[int]) -> Any:
     def info() -> dict[str, Any]:
         calls.append(1)
         raise error
+
     return info
 
 
-@pytest.mark.parametrize(("error", "says"), [
-    (socket_error(FileNotFoundError(2, "No such file or directory")), "no docker daemon: unix:///k3un.sock does not exist"),
-    (socket_error(PermissionError(13, "Permission denied")), "permission denied on the docker daemon's socket"),
-    (requests.exceptions.ReadTimeout("read timed out"), "did not answer within 120 s"),
-    (unreachable(FileNotFoundError(2, "No such file or directory")), "no docker daemon: unix:///k3un.sock does not exist"),
-    (unreachable(PermissionError(13, "Permission denied")), "permission denied on the docker daemon's socket"),
-    (unreachable(TimeoutError("timed out")), "did not answer within 120 s"),
-], ids=["sdk-no-socket", "sdk-permission", "sdk-timeout", "socket-no-socket", "socket-permission", "socket-timeout"])
-def test_no_daemon_no_permission_or_a_timeout_fail_at_once_saying_why(clock: FakeTime, error: Exception,
-                                                                      says: str) -> None:
+@pytest.mark.parametrize(
+    ("error", "says"),
+    [
+        (
+            socket_error(FileNotFoundError(2, "No such file or directory")),
+            "no docker daemon: unix:///k3un.sock does not exist",
+        ),
+        (socket_error(PermissionError(13, "Permission denied")), "permission denied on the docker daemon's socket"),
+        (requests.exceptions.ReadTimeout("read timed out"), "did not answer within 120 s"),
+        (
+            unreachable(FileNotFoundError(2, "No such file or directory")),
+            "no docker daemon: unix:///k3un.sock does not exist",
+        ),
+        (unreachable(PermissionError(13, "Permission denied")), "permission denied on the docker daemon's socket"),
+        (unreachable(TimeoutError("timed out")), "did not answer within 120 s"),
+    ],
+    ids=["sdk-no-socket", "sdk-permission", "sdk-timeout", "socket-no-socket", "socket-permission", "socket-timeout"],
+)
+def test_no_daemon_no_permission_or_a_timeout_fail_at_once_saying_why(
+    clock: FakeTime, error: Exception, says: str
+) -> None:
     engine, calls, started = DockerEngine("unix:///k3un.sock"), [], clock.now
     engine._reads = SimpleNamespace(info=failing(error, calls))
     with capture_logs() as logs, pytest.raises(PermanentError, match=says):
@@ -154,6 +173,7 @@ def test_a_socket_that_vanishes_after_the_daemon_answered_is_a_restart(clock: Fa
         if clock.now < 1030:
             raise gone
         return {"ServerVersion": "27"}
+
     engine._reads = SimpleNamespace(info=info)
     assert engine.info() == {"ServerVersion": "26"}
     with capture_logs():
@@ -180,6 +200,7 @@ def test_retries_do_not_nest(clock: FakeTime, monkeypatch: pytest.MonkeyPatch) -
     def inspect_container(name: str) -> dict[str, Any]:
         inspects.append(name)
         raise socket_error(ConnectionRefusedError(111, "Connection refused"))
+
     engine._reads = SimpleNamespace(containers=lambda **_: [{"Id": "a"}], inspect_container=inspect_container)
     started = clock.now
     with capture_logs(), pytest.raises(TransientError):
@@ -199,4 +220,3 @@ def test_the_real_socket_reader_classifies_as_the_sdk_does(clock: FakeTime, tmp_
     with capture_logs() as logs, pytest.raises(TransientError, match="its socket .* is gone"):
         engine.info()
     assert [e["call"] for e in logs if e["event"] == "docker-retry"][:1] == ["info"]
-

@@ -31,22 +31,26 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-@pytest.mark.parametrize(("base_url", "environ", "socket"), [
-    (None, {}, DEFAULT_SOCKET),                                           # nothing set: the default context
-    (None, {"DOCKER_HOST": "unix:///run/user/1000/docker.sock"}, "/run/user/1000/docker.sock"),  # rootless
-    ("unix:///tmp/d.sock", {"DOCKER_HOST": "tcp://10.0.0.1:2375"}, "/tmp/d.sock"),  # --docker-host wins
-    ("http+unix:///tmp/d.sock/", {}, "/tmp/d.sock"),
-    ("unix://", {}, DEFAULT_SOCKET),
-    (None, {"DOCKER_HOST": ""}, DEFAULT_SOCKET),                          # empty = unset, as the SDK reads it
-    ("tcp://10.0.0.1:2375", {}, None),                                    # the SDK reads (TLS, proxies: its own)
-    ("ssh://builder", {}, None),
-    ("10.0.0.1:2375", {}, None),
-    ("unix://var/run/docker.sock", {}, None),                             # the SDK's legacy relative form
-    (None, {"DOCKER_CONTEXT": "remote"}, None),                           # a named context: the SDK resolves it
-    (None, {"DOCKER_CONTEXT": "default"}, DEFAULT_SOCKET),
-])
-def test_the_socket_is_used_where_the_sdk_would_use_it(home: Path, base_url: str | None, environ: dict[str, str],
-                                                       socket: str | None) -> None:
+@pytest.mark.parametrize(
+    ("base_url", "environ", "socket"),
+    [
+        (None, {}, DEFAULT_SOCKET),  # nothing set: the default context
+        (None, {"DOCKER_HOST": "unix:///run/user/1000/docker.sock"}, "/run/user/1000/docker.sock"),  # rootless
+        ("unix:///tmp/d.sock", {"DOCKER_HOST": "tcp://10.0.0.1:2375"}, "/tmp/d.sock"),  # --docker-host wins
+        ("http+unix:///tmp/d.sock/", {}, "/tmp/d.sock"),
+        ("unix://", {}, DEFAULT_SOCKET),
+        (None, {"DOCKER_HOST": ""}, DEFAULT_SOCKET),  # empty = unset, as the SDK reads it
+        ("tcp://10.0.0.1:2375", {}, None),  # the SDK reads (TLS, proxies: its own)
+        ("ssh://builder", {}, None),
+        ("10.0.0.1:2375", {}, None),
+        ("unix://var/run/docker.sock", {}, None),  # the SDK's legacy relative form
+        (None, {"DOCKER_CONTEXT": "remote"}, None),  # a named context: the SDK resolves it
+        (None, {"DOCKER_CONTEXT": "default"}, DEFAULT_SOCKET),
+    ],
+)
+def test_the_socket_is_used_where_the_sdk_would_use_it(
+    home: Path, base_url: str | None, environ: dict[str, str], socket: str | None
+) -> None:
     assert engine_socket(base_url, environ) == socket
 
 
@@ -119,13 +123,19 @@ CALLS = [
 
 
 @pytest.mark.parametrize(("call", "args", "kwargs"), CALLS)
-def test_each_read_asks_what_the_sdk_asks_and_returns_its_answer(daemon: tuple[FakeDaemon, str], call: str,
-                                                                 args: tuple[str, ...], kwargs: dict) -> None:
+def test_each_read_asks_what_the_sdk_asks_and_returns_its_answer(
+    daemon: tuple[FakeDaemon, str], call: str, args: tuple[str, ...], kwargs: dict
+) -> None:
     fake, path = daemon
     answer = [{"Id": "sha256:1"}] if call in ("images", "containers") else {"Id": "sha256:1", "Name": "x"}
-    for target in ("/info", "/containers/kimi-k3-demo/json", "/images/json", "/containers/json",
-                   "/images/kimi-k3-llamacpp:mainline-ad1de39-cpu/json",
-                   "/images/nvidia/cuda%40sha256:" + "ab" * 32 + "/json"):
+    for target in (
+        "/info",
+        "/containers/kimi-k3-demo/json",
+        "/images/json",
+        "/containers/json",
+        "/images/kimi-k3-llamacpp:mainline-ad1de39-cpu/json",
+        "/images/nvidia/cuda%40sha256:" + "ab" * 32 + "/json",
+    ):
         fake.answers[target] = (200, answer)
     ours = getattr(EngineSocket(path), call)(*args, **kwargs)
     sdk = getattr(docker.APIClient(base_url=f"unix://{path}", version="1.41"), call)(*args, **kwargs)

@@ -16,8 +16,10 @@ ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 # What a reader cannot open: the sources by their internal numbers (docs/sources.md names them, once each),
 # tracker issues, and the project's working files outside the repository.
-ELSEWHERE = re.compile(r"\b[Ss]eeds?[- ]0\d\d\b|\b[Ii]ssues? #?\d+|\bshared/|\bseeds/|PROFILE\.md|REFERENCE\.md|"
-                       r"TESTING\.md|STYLE\.md|(?<![\w.])/work/")
+ELSEWHERE = re.compile(
+    r"\b[Ss]eeds?[- ]0\d\d\b|\b[Ii]ssues? #?\d+|\bshared/|\bseeds/|PROFILE\.md|REFERENCE\.md|"
+    r"TESTING\.md|STYLE\.md|(?<![\w.])/work/"
+)
 SOURCES_NAMING = re.compile(r'\(short name in rules: "seed 00\d"\)|\("seed 000 step 5"\)')
 
 
@@ -34,7 +36,7 @@ def _helps() -> dict[str, str]:
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
 def test_pages_point_at_nothing_the_reader_lacks(page: Path) -> None:
     text = SOURCES_NAMING.sub("", page.read_text())
-    found = [f"{page.name}:{text[:m.start()].count(chr(10)) + 1}: {m.group()}" for m in ELSEWHERE.finditer(text)]
+    found = [f"{page.name}:{text[: m.start()].count(chr(10)) + 1}: {m.group()}" for m in ELSEWHERE.finditer(text)]
     assert not found, found
 
 
@@ -71,8 +73,9 @@ def _anchor(heading: str) -> str:
 
 
 def test_links_to_headings_resolve() -> None:
-    anchors = {page.name: {_anchor(h) for h in re.findall(r"^#+ (.+)$", page.read_text(), re.MULTILINE)}
-               for page in PAGES}
+    anchors = {
+        page.name: {_anchor(h) for h in re.findall(r"^#+ (.+)$", page.read_text(), re.MULTILINE)} for page in PAGES
+    }
     broken = []
     for page in PAGES:
         for target, anchor in re.findall(r"\]\(([\w./-]*\.md|)#([\w-]+)\)", page.read_text()):
@@ -83,10 +86,14 @@ def test_links_to_headings_resolve() -> None:
 
 
 def test_links_to_files_resolve() -> None:
-    broken = [f"{page.name}: {target}" for page in PAGES
-              for target in re.findall(r"\]\(((?:\.\./|\./)?[\w./-]+\.(?:py|md|toml|json|yaml|sh))(?:#[\w-]+)?\)",
-                                       page.read_text())
-              if not (page.parent / target).exists()]
+    broken = [
+        f"{page.name}: {target}"
+        for page in PAGES
+        for target in re.findall(
+            r"\]\(((?:\.\./|\./)?[\w./-]+\.(?:py|md|toml|json|yaml|sh))(?:#[\w-]+)?\)", page.read_text()
+        )
+        if not (page.parent / target).exists()
+    ]
     assert not broken, broken
 
 
@@ -95,12 +102,17 @@ def test_first_run_names_the_real_check_for_each_need() -> None:
     row links to, so the page points at the code that makes the check."""
     from kimik3_reconciler.model.rulebook import BY_ID
 
-    rows = [line for line in (ROOT / "docs" / "first-run.md").read_text().splitlines()
-            if line.startswith("| ") and "](../kimik3_reconciler/" in line]
+    rows = [
+        line
+        for line in (ROOT / "docs" / "first-run.md").read_text().splitlines()
+        if line.startswith("| ") and "](../kimik3_reconciler/" in line
+    ]
     assert len(rows) >= 10
     for row in rows:
-        linked = {"kimik3_reconciler." + target.removesuffix(".py").replace("/", ".")
-                  for target in re.findall(r"\]\(\.\./kimik3_reconciler/([\w/]+\.py)\)", row)}
+        linked = {
+            "kimik3_reconciler." + target.removesuffix(".py").replace("/", ".")
+            for target in re.findall(r"\]\(\.\./kimik3_reconciler/([\w/]+\.py)\)", row)
+        }
         for rule in re.findall(r"`([a-z0-9]+(?:-[a-z0-9]+)+)`", row):
             assert rule in BY_ID, (rule, row)
             assert set(BY_ID[rule].enforced_by) & linked, (rule, BY_ID[rule].enforced_by, linked)

@@ -49,7 +49,10 @@ def test_good_values_parse_and_empty_is_unset() -> None:
     assert knob_value("KIMIK3_DOWNLOAD_WORKERS", {}, 4) == 4
     assert knob_value("KIMIK3_LOCK_TIMEOUT", {"KIMIK3_LOCK_TIMEOUT": "1h30m"}) == 5400
     assert knob_value("KIMIK3_SYSTEMCTL_PREFIX", {"KIMIK3_SYSTEMCTL_PREFIX": "docker exec 'my box'"}) == (
-        "docker", "exec", "my box")
+        "docker",
+        "exec",
+        "my box",
+    )
     assert knob_value("KIMIK3_HOST_LOCK", {"KIMIK3_HOST_LOCK": "OFF"}, Path("/d")) is None
     assert knob_value("KIMIK3_HOST_LOCK", {}, Path("/d")) == Path("/d")
     assert knob_value("KIMIK3_STATE_DIR", {"KIMIK3_STATE_DIR": "rel/state dir"}) == Path("rel/state dir")
@@ -57,17 +60,18 @@ def test_good_values_parse_and_empty_is_unset() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(BAD))
-def test_the_cli_refuses_a_bad_knob_before_touching_anything(name: str, tmp_path: Path,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_cli_refuses_a_bad_knob_before_touching_anything(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Exit 2 with the variable named, for a reading command and a changing one alike: no adapter made (so
     nothing observed, locked or changed), no state dir, no cache dir."""
+
     def no_ports(*_: object, **__: object) -> None:
         raise AssertionError("a refused environment must not get as far as the host's adapters")
 
     monkeypatch.setattr(adapters, "real_ports", no_ports)
     (tmp_path / "profile.yaml").write_text(FAKE_PROFILE)
-    env = {"KIMIK3_STATE_DIR": str(tmp_path / "state"), "KIMIK3_CACHE_DIR": str(tmp_path / "cache"),
-           name: BAD[name][0]}
+    env = {"KIMIK3_STATE_DIR": str(tmp_path / "state"), "KIMIK3_CACHE_DIR": str(tmp_path / "cache"), name: BAD[name][0]}
     for command in (["apply", str(tmp_path / "profile.yaml")], ["validate", str(tmp_path / "profile.yaml")]):
         result = CliRunner().invoke(cli.main, command, env=env)
         assert result.exit_code == 2, result.output
@@ -82,8 +86,9 @@ def test_the_cli_takes_its_knobs_from_the_parser_and_flags_win(tmp_path: Path, m
     (work / "src.tar.gz").write_bytes(b"source")
     (work / "Dockerfile.llamacpp").write_text("FROM scratch\n")
     (work / "profile.yaml").write_text(FAKE_PROFILE)
-    ports, _ = fake_ports(FakeHub("org/k3", FAKE_REVISION, {"UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00001.gguf": b"x"},
-                                  tmp_path / "hub"))
+    ports, _ = fake_ports(
+        FakeHub("org/k3", FAKE_REVISION, {"UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00001.gguf": b"x"}, tmp_path / "hub")
+    )
     seen: list[tuple] = []
 
     def real_ports(*args: object) -> object:
@@ -91,8 +96,12 @@ def test_the_cli_takes_its_knobs_from_the_parser_and_flags_win(tmp_path: Path, m
         return ports
 
     monkeypatch.setattr(adapters, "real_ports", real_ports)
-    env = {"KIMIK3_STATE_DIR": str(tmp_path / "state"), "KIMIK3_DOCKERFILE": str(work / "Dockerfile.llamacpp"),
-           "KIMIK3_SYSTEMD_ROOT": str(tmp_path / "root"), "KIMIK3_SYSTEMCTL_PREFIX": "docker exec 'my box'"}
+    env = {
+        "KIMIK3_STATE_DIR": str(tmp_path / "state"),
+        "KIMIK3_DOCKERFILE": str(work / "Dockerfile.llamacpp"),
+        "KIMIK3_SYSTEMD_ROOT": str(tmp_path / "root"),
+        "KIMIK3_SYSTEMCTL_PREFIX": "docker exec 'my box'",
+    }
     plan = ["plan", str(work / "profile.yaml")]
     assert CliRunner().invoke(cli.main, plan, env=env).exit_code == 0
     assert seen[-1] == (tmp_path / "state", None, str(tmp_path / "root"), ("docker", "exec", "my box"))
@@ -113,24 +122,34 @@ def test_the_lock_timeout_knob_and_its_flag() -> None:
 
     assert CliRunner().invoke(probe, [], env={"KIMIK3_LOCK_TIMEOUT": None}).output.strip() == "0.0"
     assert CliRunner().invoke(probe, [], env={"KIMIK3_LOCK_TIMEOUT": "5m"}).output.strip() == "300.0"
-    assert CliRunner().invoke(probe, ["--lock-timeout", "2s"], env={"KIMIK3_LOCK_TIMEOUT": "5m"}).output.strip() == "2.0"
+    assert (
+        CliRunner().invoke(probe, ["--lock-timeout", "2s"], env={"KIMIK3_LOCK_TIMEOUT": "5m"}).output.strip() == "2.0"
+    )
 
 
 def test_the_code_reads_knobs_only_through_the_parser() -> None:
     """No `os.environ.get("KIMIK3_...")`, `os.getenv`, `environ["KIMIK3_..."]` or click `envvar="KIMIK3_..."`
     outside model/env_knobs.py: each would be a knob with its own (or no) checks, as KIMIK3_DOWNLOAD_WORKERS was."""
     read = re.compile(r"""(environ\.get\(|getenv\(|environ\[|envvar=)\s*["']KIMIK3_""")
-    offenders = [f"{path.relative_to(ROOT)}:{n}" for path in sorted((ROOT / "kimik3_reconciler").rglob("*.py"))
-                 if path.name != "env_knobs.py"
-                 for n, line in enumerate(path.read_text().splitlines(), 1) if read.search(line)]
+    offenders = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for path in sorted((ROOT / "kimik3_reconciler").rglob("*.py"))
+        if path.name != "env_knobs.py"
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if read.search(line)
+    ]
     assert offenders == []
-    named = set(re.findall(r'knob_value\(\s*"(KIMIK3_[A-Z_]+)"', "\n".join(
-        p.read_text() for p in (ROOT / "kimik3_reconciler").rglob("*.py"))))
+    named = set(
+        re.findall(
+            r'knob_value\(\s*"(KIMIK3_[A-Z_]+)"',
+            "\n".join(p.read_text() for p in (ROOT / "kimik3_reconciler").rglob("*.py")),
+        )
+    )
     assert named <= set(KNOBS)
 
 
 def test_docs_list_every_knob() -> None:
     text = (ROOT / "docs" / "operations.md").read_text()
-    section = text[text.index("## Environment knobs"):]
-    section = section[:section.index("\n## ", 1)]
+    section = text[text.index("## Environment knobs") :]
+    section = section[: section.index("\n## ", 1)]
     assert {name for name in KNOBS if f"`{name}`" not in section} == set()

@@ -38,13 +38,16 @@ def test_each_error_class_exits_with_its_documented_code() -> None:
     assert errors.StalePlan.exit_code == 7 and errors.LocalFileError.exit_code == 8
 
 
-@pytest.mark.parametrize(("code", "says"), [
-    (errno.ENOSPC, "no space left on the device: free space on that file system"),
-    (errno.EROFS, "read-only file system: point KIMIK3_STATE_DIR"),
-    (errno.ENOENT, "no such file or directory"),
-    (errno.EACCES, "permission denied: run as a user that may use it"),
-    (errno.ENOTDIR, "a path component is not a directory"),
-])
+@pytest.mark.parametrize(
+    ("code", "says"),
+    [
+        (errno.ENOSPC, "no space left on the device: free space on that file system"),
+        (errno.EROFS, "read-only file system: point KIMIK3_STATE_DIR"),
+        (errno.ENOENT, "no such file or directory"),
+        (errno.EACCES, "permission denied: run as a user that may use it"),
+        (errno.ENOTDIR, "a path component is not a directory"),
+    ],
+)
 def test_an_os_error_reaching_the_cli_is_exit_8_naming_the_path_never_a_traceback(monkeypatch, code, says) -> None:
     import kimik3_reconciler.cli as cli
 
@@ -61,7 +64,8 @@ def test_an_os_error_reaching_the_cli_is_exit_8_naming_the_path_never_a_tracebac
 def test_an_os_error_without_a_path_or_errno_still_reads_plainly() -> None:
     assert str(errors.LocalFileError.from_os_error(TimeoutError("timed out"))) == "TimeoutError: timed out"
     assert str(errors.LocalFileError.from_os_error(OSError(errno.ENOSPC, "No space left on device"))).startswith(
-        "OSError: no space left on the device")
+        "OSError: no space left on the device"
+    )
 
 
 @pytest.mark.parametrize("command", ["apply", "reconcile"])
@@ -78,8 +82,12 @@ def test_verbose_after_the_command_name_is_the_global_flag(monkeypatch, tmp_path
         raise errors.InputError("stopped by the test")
 
     monkeypatch.setattr(cli, "_ctx", grab)
-    for args in ([command, "-v", str(profile)], [command, str(profile)], ["-v", command, str(profile)],
-                 [command, "--verbose", str(profile)]):
+    for args in (
+        [command, "-v", str(profile)],
+        [command, str(profile)],
+        ["-v", command, str(profile)],
+        [command, "--verbose", str(profile)],
+    ):
         result = CliRunner().invoke(main, args)
         assert "No such option" not in result.output and "stopped by the test" in result.output, result.output
     assert seen == [True, False, True, True]

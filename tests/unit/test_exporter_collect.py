@@ -11,7 +11,6 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeHub, FakeProcesses, fake_ports
 
-from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.errors import TransientError
 from kimik3_reconciler.exporter.proxy_observe import ProxyMetrics
 from kimik3_reconciler.exporter.registry import deployment_registry, exposition
@@ -20,6 +19,7 @@ from kimik3_reconciler.model.metrics import ExporterConfig
 from kimik3_reconciler.model.plan import Action
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.model.records import exporter_config_key, exporter_key, verify_key
+from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.steps.report import NullReporter
 
 FILES = {"UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00001.gguf": b"shard" * 10}
@@ -31,8 +31,12 @@ llamacpp:prompt_tokens_total 12
 # TYPE llamacpp:requests_processing gauge
 llamacpp:requests_processing 1
 """
-SLOTS = json.dumps([{"id": 0, "n_ctx": 2048, "is_processing": True, "n_prompt_tokens": 30,
-                     "next_token": [{"n_decoded": 5}]}, {"id": 1, "n_ctx": 2048, "is_processing": False}])
+SLOTS = json.dumps(
+    [
+        {"id": 0, "n_ctx": 2048, "is_processing": True, "n_prompt_tokens": 30, "next_token": [{"n_decoded": 5}]},
+        {"id": 1, "n_ctx": 2048, "is_processing": False},
+    ]
+)
 
 
 @pytest.fixture
@@ -46,8 +50,10 @@ def world(tmp_path: Path):
 
 
 def with_metrics(extra: str = "") -> str:
-    return FAKE_PROFILE.replace("serve: {port: 18999,", "serve: {api_key_file: api.key, port: 18999,") + \
-        f"metrics: {{port: 19201{extra}}}\n"
+    return (
+        FAKE_PROFILE.replace("serve: {port: 18999,", "serve: {api_key_file: api.key, port: 18999,")
+        + f"metrics: {{port: 19201{extra}}}\n"
+    )
 
 
 def scrape(orchestrator: Orchestrator) -> dict[str, list]:
@@ -90,9 +96,15 @@ def test_an_exporter_that_never_answers_fails_the_step_and_is_stopped(world):
 def test_one_scrape_tells_state_server_and_host_without_the_key(world):
     orchestrator, docker = world
     orchestrator.apply_or_revert(parse_profile(with_metrics(), "p.yaml"))  # writes the apply record
-    orchestrator.ports.state.write(verify_key("k3-test"), {"checks": [{"name": "text", "status": "not checkable"}],
-                                                     "tool_call_parse_failures": 2, "tool_call_retries": 1,
-                                                     "date": "2026-01-01T00:00:00+00:00"})
+    orchestrator.ports.state.write(
+        verify_key("k3-test"),
+        {
+            "checks": [{"name": "text", "status": "not checkable"}],
+            "tool_call_parse_failures": 2,
+            "tool_call_retries": 1,
+            "date": "2026-01-01T00:00:00+00:00",
+        },
+    )
     base = "http://127.0.0.1:18999"
     orchestrator.ports.http.pages.update({f"{base}/metrics": (200, SERVER_METRICS), f"{base}/slots": (200, SLOTS)})
     docker.containers["k3-test"]["State"]["Pid"] = 777
@@ -157,12 +169,28 @@ def test_a_scrape_while_dockerd_is_gone_answers_with_docker_down(world, monkeypa
 
 def test_gpu_series_are_the_profiles_gpus_with_the_servers_share_and_foreign_holders(world):
     orchestrator, _ = world
-    config = ExporterConfig(profile="k3-test", labels={"profile": "k3-test"}, bind="127.0.0.1", port=1,
-                            container="k3-test", server_url="http://127.0.0.1:1", gpus=("1",))
-    orchestrator.ports.host.nvml_dump = {"driver": "580", "gpus": [
-        {"index": 0, "uuid": "GPU-a", "memory_total": 100, "memory_free": 100, "processes": []},
-        {"index": 1, "uuid": "GPU-b", "memory_total": 100, "memory_free": 30,
-         "processes": [{"pid": 777, "used_memory": 50}, {"pid": 999, "used_memory": 20}]}]}
+    config = ExporterConfig(
+        profile="k3-test",
+        labels={"profile": "k3-test"},
+        bind="127.0.0.1",
+        port=1,
+        container="k3-test",
+        server_url="http://127.0.0.1:1",
+        gpus=("1",),
+    )
+    orchestrator.ports.host.nvml_dump = {
+        "driver": "580",
+        "gpus": [
+            {"index": 0, "uuid": "GPU-a", "memory_total": 100, "memory_free": 100, "processes": []},
+            {
+                "index": 1,
+                "uuid": "GPU-b",
+                "memory_total": 100,
+                "memory_free": 30,
+                "processes": [{"pid": 777, "used_memory": 50}, {"pid": 999, "used_memory": 20}],
+            },
+        ],
+    }
     text = generate_latest(deployment_registry(config, orchestrator.ports)).decode()
     got = {(s.name, s.labels.get("gpu")): s.value for f in text_string_to_metric_families(text) for s in f.samples}
     assert ("kimik3_gpu_memory_total_bytes", "0") not in got
@@ -182,9 +210,14 @@ def test_the_watch_view_reads_the_same_numbers_with_rates_and_percentiles(world)
     config = ExporterConfig.from_json(orchestrator.ports.state.read(exporter_config_key("k3-test")))
     registry = deployment_registry(config, orchestrator.ports)
     before = samples_of(exposition(registry))
-    orchestrator.ports.http.pages[f"{base}/metrics"] = (200, SERVER_METRICS.replace(
-        "llamacpp:requests_processing 1", "llamacpp:requests_processing 1\n# TYPE llamacpp:tokens_predicted_total "
-        "counter\nllamacpp:tokens_predicted_total 40").replace("prompt_tokens_total 12", "prompt_tokens_total 32"))
+    orchestrator.ports.http.pages[f"{base}/metrics"] = (
+        200,
+        SERVER_METRICS.replace(
+            "llamacpp:requests_processing 1",
+            "llamacpp:requests_processing 1\n# TYPE llamacpp:tokens_predicted_total "
+            "counter\nllamacpp:tokens_predicted_total 40",
+        ).replace("prompt_tokens_total 12", "prompt_tokens_total 32"),
+    )
     now = samples_of(exposition(registry))
     metrics = ProxyMetrics(registry, config.labels)
     for seconds in (0.1, 0.2, 0.3, 0.4):
@@ -209,8 +242,20 @@ def test_status_watch_renders_without_an_exporter(world, monkeypatch, tmp_path):
     orchestrator.apply_or_revert(parse_profile(text, "p.yaml"))
     (tmp_path / "profile.yaml").write_text(text)
     monkeypatch.setattr(adapters, "real_ports", lambda *a, **k: orchestrator.ports)
-    result = CliRunner().invoke(cli.main, ["--dockerfile", str(tmp_path / "Dockerfile.llamacpp"), "status", "--watch",
-                                           "--interval", "0.5s", "--iterations", "1", str(tmp_path / "profile.yaml")])
+    result = CliRunner().invoke(
+        cli.main,
+        [
+            "--dockerfile",
+            str(tmp_path / "Dockerfile.llamacpp"),
+            "status",
+            "--watch",
+            "--interval",
+            "0.5s",
+            "--iterations",
+            "1",
+            str(tmp_path / "profile.yaml"),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "collected here" in result.output and "converged" in result.output and "yes" in result.output
 
@@ -238,9 +283,12 @@ def test_the_watch_view_says_what_the_last_apply_did_apart_from_the_revert_total
         raise VerifyFailed("verify failed (tool_call) for k3-test")
 
     with pytest.raises(VerifyFailed, match="reverted to the last good profile"):
-        orchestrator.apply_or_revert(parse_profile(with_metrics().replace("parallel: 2", "parallel: 2, ubatch: 2048"),
-                                             "p.yaml"), failing_check)
-    assert last_apply() == "FAILED, reverted to the last good profile; 1 revert of this profile since 2026-01-01 00:00 UTC"
+        orchestrator.apply_or_revert(
+            parse_profile(with_metrics().replace("parallel: 2", "parallel: 2, ubatch: 2048"), "p.yaml"), failing_check
+        )
+    assert (
+        last_apply() == "FAILED, reverted to the last good profile; 1 revert of this profile since 2026-01-01 00:00 UTC"
+    )
     orchestrator.apply_or_revert(good)  # converged: nothing to do, nothing reverted
     assert last_apply() == "ok, no revert; 1 revert of this profile since 2026-01-01 00:00 UTC"
     record = orchestrator.ports.state.read(apply_key("k3-test"))
@@ -255,8 +303,10 @@ def test_a_revert_total_an_older_kimik3_left_is_not_given_a_start_date(world):
     orchestrator, _ = world
     orchestrator.apply_or_revert(parse_profile(with_metrics(), "p.yaml"))
     record = orchestrator.ports.state.read(apply_key("k3-test"))
-    orchestrator.ports.state.write(apply_key("k3-test"), {k: v for k, v in record.items()
-                                                    if k not in ("reverted", "reverts_since")} | {"reverts": 3})
+    orchestrator.ports.state.write(
+        apply_key("k3-test"),
+        {k: v for k, v in record.items() if k not in ("reverted", "reverts_since")} | {"reverts": 3},
+    )
     config = ExporterConfig.from_json(orchestrator.ports.state.read(exporter_config_key("k3-test")))
     rows = watch_rows({}, samples_of(exposition(deployment_registry(config, orchestrator.ports))), 1.0)
     assert next(r.value for r in rows if r.name == "last apply") == "ok; 3 reverts of this profile in all"
@@ -267,8 +317,10 @@ def test_a_revert_total_an_older_kimik3_left_is_not_given_a_start_date(world):
 def test_the_tool_call_failure_total_says_since_when_and_this_intervals_part():
     """The same class as the revert total: a bare "3" read as this interval's failures."""
     name = "kimik3_proxy_tool_call_parse_failures_total"
-    rows = {r.name: r.value for r in watch_rows({name: [({}, 2.0)]}, {name: [({"kind": "parser"}, 2.0),
-                                                                          ({"kind": "markup"}, 1.0)]}, 1.0)}
+    rows = {
+        r.name: r.value
+        for r in watch_rows({name: [({}, 2.0)]}, {name: [({"kind": "parser"}, 2.0), ({"kind": "markup"}, 1.0)]}, 1.0)
+    }
     assert rows["tool-call parse failures"] == "3 since the exporter started, 1 this interval"
     rows = {r.name: r.value for r in watch_rows({}, {name: [({}, 3.0)]}, 1.0)}
     assert rows["tool-call parse failures"] == "3 since the exporter started"
@@ -297,8 +349,10 @@ def test_the_apply_record_keeps_the_failures_whole_message(world):
     from kimik3_reconciler.model.records import apply_key
 
     orchestrator, _ = world
-    message = ("the host gate refuses this profile:\n  serve.port 18999: held by another process (pid 4242, "
-               "python3)\n" + "  registry " + "r" * 320 + ".example:5000 answered 502")
+    message = (
+        "the host gate refuses this profile:\n  serve.port 18999: held by another process (pid 4242, "
+        "python3)\n" + "  registry " + "r" * 320 + ".example:5000 answered 502"
+    )
 
     def failing_check() -> None:
         raise VerifyFailed(message)

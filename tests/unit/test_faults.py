@@ -10,13 +10,13 @@ import pytest
 from support.fakes import FakeHub, fake_ports
 from test_orchestrator import FILES, PROFILE, REV, load, world  # noqa: F401 - `world` is a fixture
 
-from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.errors import LoadFailed, PermanentError, PlanError, VerifyFailed
 from kimik3_reconciler.model.plan import Action
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.model.records import unverified_key
 from kimik3_reconciler.observe.host import collect_listeners, parse_cgroup_container, parse_tcp_listeners
 from kimik3_reconciler.observe.server_log import classify_load_failure
+from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.steps.report import NullReporter
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "host"
@@ -25,31 +25,46 @@ TCP_HEADER = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when
 
 def listening(port: int, inode: int, address: str = "0100007F") -> str:
     """One /proc/net/tcp row: `address` (host-order hex) listening on `port`, socket `inode`."""
-    return f"   0: {address}:{port:04X} 00000000:0000 0A 00000000:00000000 00:00000000 00000000  0  0 {inode} 1 0 100 0\n"
+    return (
+        f"   0: {address}:{port:04X} 00000000:0000 0A 00000000:00000000 00:00000000 00000000  0  0 {inode} 1 0 100 0\n"
+    )
 
 
-BIND_LOG = ("srv         start: couldn't bind HTTP server socket, hostname: 127.0.0.1, port: 18999\n"
-            "srv  llama_server: exiting due to HTTP server error\n")
-GGUF_LOG = ("gguf_init_from_file_impl: failed to read tensor data\nllama_model_load: error loading model\n"
-            "srv    load_model: failed to load model, '/models/x.gguf'\n"
-            "srv  llama_server: exiting due to model loading error\n")
+BIND_LOG = (
+    "srv         start: couldn't bind HTTP server socket, hostname: 127.0.0.1, port: 18999\n"
+    "srv  llama_server: exiting due to HTTP server error\n"
+)
+GGUF_LOG = (
+    "gguf_init_from_file_impl: failed to read tensor data\nllama_model_load: error loading model\n"
+    "srv    load_model: failed to load model, '/models/x.gguf'\n"
+    "srv  llama_server: exiting due to model loading error\n"
+)
 
 
 # the cause of a failed launch, from its log --------------------------------------------------------
 
-@pytest.mark.parametrize(("exit_code", "oom_killed", "log", "cause"), [
-    (1, False, BIND_LOG, "bind"),
-    (1, False, "bind(): Address already in use\n", "bind"),
-    (137, False, "load_tensors: loading model tensors\n", "killed"),  # SIGKILL is not OOM unless Docker says so
-    (143, False, "", "killed"),
-    (137, True, "load_tensors: loading model tensors\n", "oom"),  # State.OOMKilled
-    (1, True, "", "oom"),
-    (1, False, "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 9000 MiB: cudaMalloc failed: out of memory\n"
-               + GGUF_LOG, "oom"),
-    (1, False, "gguf_init_from_file_impl: invalid magic characters: 'abcd'\n", "bad-gguf"),
-    (1, False, GGUF_LOG, "bad-gguf"),
-    (1, False, "something else entirely\n", "other"),
-])
+
+@pytest.mark.parametrize(
+    ("exit_code", "oom_killed", "log", "cause"),
+    [
+        (1, False, BIND_LOG, "bind"),
+        (1, False, "bind(): Address already in use\n", "bind"),
+        (137, False, "load_tensors: loading model tensors\n", "killed"),  # SIGKILL is not OOM unless Docker says so
+        (143, False, "", "killed"),
+        (137, True, "load_tensors: loading model tensors\n", "oom"),  # State.OOMKilled
+        (1, True, "", "oom"),
+        (
+            1,
+            False,
+            "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 9000 MiB: cudaMalloc failed: out of memory\n"
+            + GGUF_LOG,
+            "oom",
+        ),
+        (1, False, "gguf_init_from_file_impl: invalid magic characters: 'abcd'\n", "bad-gguf"),
+        (1, False, GGUF_LOG, "bad-gguf"),
+        (1, False, "something else entirely\n", "other"),
+    ],
+)
 def test_the_cause_is_read_from_the_exit_and_the_log(exit_code, oom_killed, log, cause) -> None:
     assert classify_load_failure(exit_code, oom_killed, log).cause == cause
 
@@ -61,14 +76,17 @@ def test_a_bind_failure_is_not_called_a_model_load_failure() -> None:
 
 # a failed launch is stopped, named, and the next plan starts it like any stopped container ----------
 
+
 def test_a_failed_launch_is_stopped_with_its_cause_and_log_tail(world):  # noqa: F811
     orchestrator, docker, _, _ = world
     docker.crash_on_start, docker.logs = True, BIND_LOG
     with pytest.raises(LoadFailed) as failed:
         orchestrator.apply(load())
     message = str(failed.value)
-    assert message.startswith("container k3-test could not bind its port") and "[bind: exited, exit code 1, stopped]" \
-        in message
+    assert (
+        message.startswith("container k3-test could not bind its port")
+        and "[bind: exited, exit code 1, stopped]" in message
+    )
     assert "couldn't bind HTTP server socket" in failed.value.log_tail
     assert docker.calls[-2:] == ["run k3-test", "stop k3-test"]  # no crash loop under unless-stopped
     plan = orchestrator.plan(load())
@@ -92,6 +110,7 @@ def test_a_crash_looping_container_is_stopped_too(world):  # noqa: F811
 
 
 # an interrupted health wait: the next apply verifies ------------------------------------------------
+
 
 def died_before_verify(orchestrator: Orchestrator, loaded) -> None:  # noqa: ANN001
     """An apply that meant to verify (a verifier wired) launched, then died before its verify ran."""
@@ -181,6 +200,7 @@ def test_a_started_container_is_recorded_unverified_too(world):  # noqa: F811
 
 # a foreign listener on the port ------------------------------------------------------------------
 
+
 def test_proc_net_tcp_listeners_are_parsed_from_a_recorded_table() -> None:
     tables = (FIXTURES / "proc-net-tcp.dev-listeners.txt").read_text()  # http.server on 127.0.0.1:19251, ::1:19252
     assert list(parse_tcp_listeners(tables, 19251).values()) == ["127.0.0.1"]
@@ -240,6 +260,7 @@ def test_any_process_inside_our_container_is_ours_by_its_cgroup(world):  # noqa:
 
 # a revert resolves the last good profile against its own folder -----------------------------------
 
+
 def test_the_revert_uses_the_folder_the_good_profile_was_applied_from(tmp_path: Path):
     good_dir, bad_dir = tmp_path / "good", tmp_path / "bad"
     good_dir.mkdir(), bad_dir.mkdir()
@@ -251,8 +272,12 @@ def test_the_revert_uses_the_folder_the_good_profile_was_applied_from(tmp_path: 
         return Orchestrator(ports, NullReporter(), folder, tmp_path / "Dockerfile.llamacpp")
 
     orchestrator(good_dir).apply_or_revert(load())
-    bad = parse_profile(PROFILE.replace("archive: src.tar.gz", f"archive: {good_dir / 'src.tar.gz'}")
-                        .replace("parallel: 2", "parallel: 2, ubatch: 2048"), str(bad_dir / "bad.yaml"))
+    bad = parse_profile(
+        PROFILE.replace("archive: src.tar.gz", f"archive: {good_dir / 'src.tar.gz'}").replace(
+            "parallel: 2", "parallel: 2, ubatch: 2048"
+        ),
+        str(bad_dir / "bad.yaml"),
+    )
     docker.crash_on_start = True
     real_run = docker.run_container
 
@@ -269,6 +294,7 @@ def test_the_revert_uses_the_folder_the_good_profile_was_applied_from(tmp_path: 
 
 # systemd.enable: false -------------------------------------------------------------------------------
 
+
 def test_enable_false_installs_when_reset_failed_finds_the_unit_unloaded(world):  # noqa: F811
     orchestrator, _, _, _ = world
     units = orchestrator.ports.units
@@ -284,9 +310,14 @@ def test_enable_false_installs_when_reset_failed_finds_the_unit_unloaded(world):
     assert units.state["k3-test.service"]["ActiveState"] == "active"
 
 
-@pytest.mark.parametrize("answer", ["Failed to connect to bus: No such file or directory",
-                                    "Access denied", "Failed to reset failed state of unit k3-test.service: "
-                                                     "Connection timed out"])
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "Failed to connect to bus: No such file or directory",
+        "Access denied",
+        "Failed to reset failed state of unit k3-test.service: Connection timed out",
+    ],
+)
 def test_reset_failed_failing_for_another_reason_fails_the_install(world, answer):  # noqa: F811
     """Only "not loaded" / "not found" means nothing to reset; a broken systemd is not swallowed."""
     orchestrator, _, _, _ = world
@@ -305,6 +336,7 @@ def test_reset_failed_failing_for_another_reason_fails_the_install(world, answer
 
 
 # a dockerd restart during the health wait -----------------------------------------------------------
+
 
 def killed_then(docker, restarts: int):  # noqa: ANN001, ANN201 - FakeDocker; its run_container, patched
     """The launch is killed (137, as a stopping dockerd does); its restart policy starts it `restarts` times."""
@@ -342,8 +374,11 @@ def test_a_kill_that_is_not_followed_by_a_restart_fails_as_killed_not_out_of_mem
     docker.logs = "load_tensors: loading model tensors\n"
     docker.run_container, docker.inspect_container = killed_then(docker, restarts=0)
     started = orchestrator.ports.clock.monotonic()
-    with pytest.raises(LoadFailed, match=r"stopped by a signal .*not out of memory.* \[killed: exited, exit code 137, "
-                                         r"stopped\]") as failed:
+    with pytest.raises(
+        LoadFailed,
+        match=r"stopped by a signal .*not out of memory.* \[killed: exited, exit code 137, "
+        r"stopped\]",
+    ) as failed:
         orchestrator.apply(load())
     assert "ran out of memory" not in str(failed.value)
     assert orchestrator.ports.clock.monotonic() - started >= 30  # the grace for a restart policy to start it again
@@ -358,6 +393,7 @@ def test_an_oom_kill_docker_reports_is_named_out_of_memory_and_not_waited_on(wor
         cid = real_run(spec)
         docker.containers[spec.name]["State"].update(Status="exited", ExitCode=137, OOMKilled=True)
         return cid
+
     docker.run_container = run
     with pytest.raises(LoadFailed, match=r"ran out of memory .* \[oom: exited, exit code 137, stopped\]"):
         orchestrator.apply(load())
@@ -374,6 +410,7 @@ def test_a_systemd_profiles_container_killed_by_a_dockerd_restart_is_started_by_
         cid = real_run(spec)
         docker.containers[spec.name]["State"].update(Status="exited", ExitCode=137)  # dockerd stopped it
         return cid
+
     docker.run_container = run
     result = orchestrator.apply(load(PROFILE + "systemd: {unit: k3-test, enable: true}\n"))
     assert result.final.converged and "start k3-test" in docker.calls and "stop k3-test" not in docker.calls

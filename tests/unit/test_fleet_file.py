@@ -38,8 +38,10 @@ def test_fleet_case(case: Path, tmp_path: Path) -> None:
         _fleet(tmp_path, spec["fleet"])
     got = [(p.line, p.field, p.message) for p in refused.value.problems]
     for want in spec["expect"]:
-        assert any(line == want["line"] and field == want["field"] and want["message"] in message
-                   for line, field, message in got), f"{want} not among {got}"
+        assert any(
+            line == want["line"] and field == want["field"] and want["message"] in message
+            for line, field, message in got
+        ), f"{want} not among {got}"
     assert len(got) == len(spec["expect"]), got
     assert all(p.source == str(tmp_path / "fleet.yaml") for p in refused.value.problems)
 
@@ -53,7 +55,9 @@ def test_the_shipped_example_is_valid_and_rolls_its_canary_first() -> None:
 
 
 def test_each_host_gets_its_overrides_and_absolute_paths(tmp_path: Path) -> None:
-    fleet = _fleet(tmp_path, """\
+    fleet = _fleet(
+        tmp_path,
+        """\
 apiVersion: kimik3/v1
 kind: Fleet
 name: f
@@ -66,7 +70,8 @@ inventory:
 overrides:
   b: {serve: {port: 18182}, model: {cache_dir: /data/hub}}
 router: {version: "1.13.0"}
-""")
+""",
+    )
     a, b = fleet.hosts
     assert (a.profile.serve.port, b.profile.serve.port) == (18181, 18182)
     # Relative paths mean the profile's folder on that host: /srv/gitops/profiles for a, this one for b.
@@ -82,8 +87,11 @@ def test_the_schema_names_the_overridable_fields() -> None:
     schema = fleet_json_schema()
     overrides = schema["$defs"]["HostOverrides"]["properties"]
     assert set(overrides) == {"gpus", "serve", "model", "rpc"}
-    assert schema["properties"]["kind"] == {"const": "Fleet", "title": "Kind", "type": "string"} or \
-        schema["properties"]["kind"].get("enum") == ["Fleet"] or schema["properties"]["kind"].get("const") == "Fleet"
+    assert (
+        schema["properties"]["kind"] == {"const": "Fleet", "title": "Kind", "type": "string"}
+        or schema["properties"]["kind"].get("enum") == ["Fleet"]
+        or schema["properties"]["kind"].get("const") == "Fleet"
+    )
 
 
 def test_the_json_schema_accepts_the_valid_fleet_files_and_refuses_a_misspelt_key() -> None:
@@ -118,7 +126,9 @@ def test_validate_takes_a_fleet_file_and_names_each_problem(tmp_path: Path) -> N
     result = CliRunner().invoke(main, ["fleet", "validate", "--json", str(tmp_path / "fleet.yaml")], env=env)
     assert result.exit_code == 2 and json.loads(result.stdout)["files"][0]["problems"][0]["line"] == 9
     assert not (tmp_path / "state").exists()  # nothing written: validate touches nothing
-    ok = CliRunner().invoke(main, ["validate", str(Path(__file__).parents[2] / "profiles" / "fleet-demo.yaml")], env=env)
+    ok = CliRunner().invoke(
+        main, ["validate", str(Path(__file__).parents[2] / "profiles" / "fleet-demo.yaml")], env=env
+    )
     assert ok.exit_code == 0 and "ok (fleet of 3 hosts)" in ok.stdout
 
 

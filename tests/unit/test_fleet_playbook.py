@@ -13,25 +13,38 @@ from kimik3_reconciler.cli.fleet_apply import _take_out
 from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.fleet.playbook import ROLLOUT_GROUP, RolloutHost, RouterStep, inventory, playbook
 
-STEP = RouterStep(("py", "-m", "kimik3_reconciler", "fleet", "router-step"), "http://127.0.0.1:30000",
-                  "http://127.0.0.1:30001", 60.0, 2)
+STEP = RouterStep(
+    ("py", "-m", "kimik3_reconciler", "fleet", "router-step"),
+    "http://127.0.0.1:30000",
+    "http://127.0.0.1:30001",
+    60.0,
+    2,
+)
 
 
 def _hosts() -> list[RolloutHost]:
-    return [RolloutHost(n, {"ansible_host": f"10.0.0.{i}", "ansible_user": "root"}, ("/opt/kimik3/bin/kimik3",),
-                        f"http://10.0.0.{i}:8080", f"/run/host-{i}.yaml") for i, n in enumerate(["a", "b", "c"], 1)]
+    return [
+        RolloutHost(
+            n,
+            {"ansible_host": f"10.0.0.{i}", "ansible_user": "root"},
+            ("/opt/kimik3/bin/kimik3",),
+            f"http://10.0.0.{i}:8080",
+            f"/run/host-{i}.yaml",
+        )
+        for i, n in enumerate(["a", "b", "c"], 1)
+    ]
 
 
 def test_the_play_rolls_in_the_policy_batches_canary_first_and_halts_on_any_failure() -> None:
     batches = [("c",), ("a", "b")]  # c is the canary, alone; then a batch of two
-    play, = playbook("f", batches, STEP)
+    (play,) = playbook("f", batches, STEP)
     assert play["serial"] == [1, 2] and play["order"] == "inventory"
     assert play["any_errors_fatal"] is True and play["max_fail_percentage"] == 0
     assert list(inventory(_hosts(), batches)["all"]["children"][ROLLOUT_GROUP]["hosts"]) == ["c", "a", "b"]
 
 
 def test_every_command_is_an_argv_and_the_profile_goes_by_stdin_from_a_controller_file() -> None:
-    play, = playbook("f", [("a",), ("b",), ("c",)], STEP)
+    (play,) = playbook("f", [("a",), ("b",), ("c",)], STEP)
     out, block, back = play["tasks"]
     assert [t["name"] for t in block["block"]] == ["gate: apply", "gate: converged", "gate: verify"]
     for task in [out, back, *block["block"], block["rescue"][0]]:
@@ -48,7 +61,9 @@ def test_every_command_is_an_argv_and_the_profile_goes_by_stdin_from_a_controlle
     assert "{{ inventory_hostname }} failed {{ ansible_failed_task.name }}" in halt["ansible.builtin.fail"]["msg"]
     yaml.safe_load(yaml.safe_dump([play]))  # plain data
     hosts = inventory(_hosts(), [("a",), ("b",), ("c",)])["all"]["children"][ROLLOUT_GROUP]["hosts"]
-    assert hosts["a"]["kimik3_profile_file"] == "/run/host-1.yaml" and "profile" not in json.dumps(hosts["a"]["kimik3_command"])
+    assert hosts["a"]["kimik3_profile_file"] == "/run/host-1.yaml" and "profile" not in json.dumps(
+        hosts["a"]["kimik3_command"]
+    )
 
 
 class _Router:

@@ -17,20 +17,38 @@ HUB = "http://127.0.0.1:18080"
 MODEL = "org/K3@0123456789ab/UD-Q2_K_XL"
 
 
-def plan(host: str, downtime_s: float | None = 40.0, fetch: int = 0, build_s: float | None = None,
-         converged: bool = False) -> HostPlan:
-    return HostPlan(host, converged, "no changes" if converged else "1 to replace", (), not converged, downtime_s,
-                    build_s, fetch, 0, MODEL, HUB)
+def plan(
+    host: str, downtime_s: float | None = 40.0, fetch: int = 0, build_s: float | None = None, converged: bool = False
+) -> HostPlan:
+    return HostPlan(
+        host,
+        converged,
+        "no changes" if converged else "1 to replace",
+        (),
+        not converged,
+        downtime_s,
+        build_s,
+        fetch,
+        0,
+        MODEL,
+        HUB,
+    )
 
 
-def policy(hosts: tuple[str, ...] = ("a", "b", "c"), canary: tuple[str, ...] = ("a",), max_unavailable: int = 1,
-           drain_s: float = 60.0) -> RolloutPolicy:
+def policy(
+    hosts: tuple[str, ...] = ("a", "b", "c"),
+    canary: tuple[str, ...] = ("a",),
+    max_unavailable: int = 1,
+    drain_s: float = 60.0,
+) -> RolloutPolicy:
     return RolloutPolicy(hosts, canary, max_unavailable, "halt", drain_s)
 
 
 def test_canary_first_then_batches_each_priced_by_its_slowest_host() -> None:
-    price = price_rollout(policy(("a", "b", "c", "d", "e"), ("c",), 2),
-                          {h: plan(h, downtime_s=d) for h, d in zip("abcde", (10, 30, 20, 5, 50))})
+    price = price_rollout(
+        policy(("a", "b", "c", "d", "e"), ("c",), 2),
+        {h: plan(h, downtime_s=d) for h, d in zip("abcde", (10, 30, 20, 5, 50))},
+    )
     assert [b.hosts for b in price.batches] == [("c",), ("a", "b"), ("d", "e")]
     assert [b.canary for b in price.batches] == [True, False, False]
     assert [b.out_s for b in price.batches] == [20, 30, 50]
@@ -42,8 +60,9 @@ def test_canary_first_then_batches_each_priced_by_its_slowest_host() -> None:
 
 
 def test_converged_hosts_never_leave_the_router_and_compile_time_counts() -> None:
-    price = price_rollout(policy(), {"a": plan("a", converged=True), "b": plan("b", 40, build_s=600),
-                                     "c": plan("c", 40)})
+    price = price_rollout(
+        policy(), {"a": plan("a", converged=True), "b": plan("b", 40, build_s=600), "c": plan("c", 40)}
+    )
     assert [b.hosts for b in price.batches] == [("b",), ("c",)]  # the canary a has nothing to do
     assert price.duration_s == 640 + 40
 
@@ -62,20 +81,44 @@ def test_a_host_not_planned_is_not_counted_as_serving_and_an_unpriced_one_is_nam
 
 
 def _step(kind: str, action: str, cost: str = "", spec: dict | None = None) -> dict:
-    return {"kind": kind, "action": action, "symbol": "+", "target": kind, "reason": "r", "cost": cost,
-            "spec": spec or {}}
+    return {
+        "kind": kind,
+        "action": action,
+        "symbol": "+",
+        "target": kind,
+        "reason": "r",
+        "cost": cost,
+        "spec": spec or {},
+    }
 
 
 def test_a_plan_document_is_read_for_its_figures() -> None:
     files = [{"path": "q/a.gguf", "size": 3 << 30}, {"path": "q/b.gguf", "size": 1 << 30}]
-    document = {"profile": "k3", "converged": False, "summary": "3 to add", "steps": [
-        _step("model", "create", "4 GiB to fetch", {"repo": "org/K3", "revision": "0123456789abcdef",
-                                                   "quant": "UD-Q2_K_XL", "endpoint": HUB, "files": files,
-                                                   "missing": ["q/a.gguf"]}),
-        _step("image", "create", "compile llama.cpp: ~12 min (the default)"),
-        _step("container", "replace"),
-        _step("health", "read", "predicted downtime ~95 s (95 GiB at 1.0 GiB/s, measured here); gives up after 9 min"),
-    ]}
+    document = {
+        "profile": "k3",
+        "converged": False,
+        "summary": "3 to add",
+        "steps": [
+            _step(
+                "model",
+                "create",
+                "4 GiB to fetch",
+                {
+                    "repo": "org/K3",
+                    "revision": "0123456789abcdef",
+                    "quant": "UD-Q2_K_XL",
+                    "endpoint": HUB,
+                    "files": files,
+                    "missing": ["q/a.gguf"],
+                },
+            ),
+            _step("image", "create", "compile llama.cpp: ~12 min (the default)"),
+            _step("container", "replace"),
+            _step(
+                "health", "read", "predicted downtime ~95 s (95 GiB at 1.0 GiB/s, measured here); gives up after 9 min"
+            ),
+        ],
+    }
     read = read_host_plan("a", document)
     assert (read.fetch_bytes, read.build_s, read.downtime_s, read.relaunch) == (3 << 30, 720, 95, True)
     assert read.model == "org/K3@0123456789ab/UD-Q2_K_XL" and read.hub == HUB
@@ -100,9 +143,19 @@ class FakeShell:
 
 
 def _host(name: str = "a") -> FleetHost:
-    return FleetHost(name, "10.0.0.9", "ops", None, ("all",), {}, {},  # type: ignore[arg-type]
-                     "name: k3\nserve: {port: 1}\n", None,
-                     ("/opt/k3/bin/kimik3",), "/srv")
+    return FleetHost(
+        name,
+        "10.0.0.9",
+        "ops",
+        None,
+        ("all",),
+        {},
+        {},  # type: ignore[arg-type]
+        "name: k3\nserve: {port: 1}\n",
+        None,
+        ("/opt/k3/bin/kimik3",),
+        "/srv",
+    )
 
 
 def test_ask_sends_the_profile_on_stdin_and_fixed_words_only() -> None:
@@ -111,17 +164,24 @@ def test_ask_sends_the_profile_on_stdin_and_fixed_words_only() -> None:
     assert answer.ok and answer.document == {"converged": True, "steps": []}
     assert sorted(shell.calls, key=repr) == [  # both at once: in either order
         (("/opt/k3/bin/kimik3", "--version"), None),
-        (("/opt/k3/bin/kimik3", "plan", "--json", "/dev/stdin"), "name: k3\nserve: {port: 1}\n")]
+        (("/opt/k3/bin/kimik3", "plan", "--json", "/dev/stdin"), "name: k3\nserve: {port: 1}\n"),
+    ]
 
 
-@pytest.mark.parametrize("shell, problem, says", [
-    (FakeShell("1.0 (code x)", reach=255), "unreachable", "a (ops@10.0.0.9) is unreachable over SSH: ssh: connect"),
-    (FakeShell("1.0 (code x)", reach=127), "missing", "/opt/k3/bin/kimik3 is not installed there"),
-    (FakeShell("0.9 (code y)"), "version", "a runs kimik3 0.9 (code y), not this kimik3 1.0 (code x)"),
-    (FakeShell("1.0 (code x)", 6, json.dumps({"ok": False, "error": {"message": "hub down", "exit_code": 6}})),
-     "refused", "a: kimik3 plan exited 6: hub down"),
-    (FakeShell("1.0 (code x)", 1, "Traceback ..."), "refused", "a: kimik3 plan exited 1"),
-])
+@pytest.mark.parametrize(
+    "shell, problem, says",
+    [
+        (FakeShell("1.0 (code x)", reach=255), "unreachable", "a (ops@10.0.0.9) is unreachable over SSH: ssh: connect"),
+        (FakeShell("1.0 (code x)", reach=127), "missing", "/opt/k3/bin/kimik3 is not installed there"),
+        (FakeShell("0.9 (code y)"), "version", "a runs kimik3 0.9 (code y), not this kimik3 1.0 (code x)"),
+        (
+            FakeShell("1.0 (code x)", 6, json.dumps({"ok": False, "error": {"message": "hub down", "exit_code": 6}})),
+            "refused",
+            "a: kimik3 plan exited 6: hub down",
+        ),
+        (FakeShell("1.0 (code x)", 1, "Traceback ..."), "refused", "a: kimik3 plan exited 1"),
+    ],
+)
 def test_a_host_that_cannot_answer_is_named_with_why(shell: FakeShell, problem: str, says: str) -> None:
     answer = ask(shell, _host(), ("plan",), "1.0 (code x)", 5)
     assert answer.problem == problem and says in answer.message and answer.document is None
@@ -135,23 +195,43 @@ def test_gather_keeps_the_hosts_order() -> None:
 def test_the_ssh_command_quotes_each_word_as_one() -> None:
     from kimik3_reconciler.adapters.ssh_shell import SshShell
 
-    inventory_vars = {"ansible_ssh_private_key_file": "/keys/fleet key",
-                      "ansible_ssh_common_args": "-o 'UserKnownHostsFile=/k h' -o StrictHostKeyChecking=yes"}
+    inventory_vars = {
+        "ansible_ssh_private_key_file": "/keys/fleet key",
+        "ansible_ssh_common_args": "-o 'UserKnownHostsFile=/k h' -o StrictHostKeyChecking=yes",
+    }
     host = FleetHost("a", "10.0.0.9", "ops", 2222, (), inventory_vars, {}, "", None, (), "/")  # type: ignore[arg-type]
     argv = SshShell().command(host, ["/opt/k 3/kimik3", "plan", "--json", "/dev/stdin; rm -rf /"])
     # Ansible's connection vars become ssh's options, each one word (the inventory's, as Ansible passes them)
-    assert argv[:-1] == ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-i", "/keys/fleet key", "-o",
-                         "UserKnownHostsFile=/k h", "-o", "StrictHostKeyChecking=yes", "-p", "2222", "-l", "ops", "--",
-                         "10.0.0.9"]
+    assert argv[:-1] == [
+        "ssh",
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        "ConnectTimeout=10",
+        "-i",
+        "/keys/fleet key",
+        "-o",
+        "UserKnownHostsFile=/k h",
+        "-o",
+        "StrictHostKeyChecking=yes",
+        "-p",
+        "2222",
+        "-l",
+        "ops",
+        "--",
+        "10.0.0.9",
+    ]
     assert argv[-1] == "'/opt/k 3/kimik3' plan --json '/dev/stdin; rm -rf /'"
 
 
 def test_in_flight_is_the_engines_running_gauge_at_the_address_the_router_uses() -> None:
     from kimik3_reconciler.fleet.server_load import in_flight, running_requests
 
-    exposition = ("# HELP llamacpp:requests_processing Number of requests processing.\n"
-                  "# TYPE llamacpp:requests_processing gauge\nllamacpp:requests_processing 3\n"
-                  "llamacpp:requests_deferred 1\n")
+    exposition = (
+        "# HELP llamacpp:requests_processing Number of requests processing.\n"
+        "# TYPE llamacpp:requests_processing gauge\nllamacpp:requests_processing 3\n"
+        "llamacpp:requests_deferred 1\n"
+    )
     assert running_requests(exposition, "llamacpp:requests_processing") == 3
     assert running_requests('vllm:num_requests_running{model_name="k3"} 2.0\n', "vllm:num_requests_running") == 2
     assert running_requests("", "llamacpp:requests_processing") is None
@@ -170,9 +250,22 @@ def test_in_flight_is_the_engines_running_gauge_at_the_address_the_router_uses()
 
 
 def test_a_hosts_steps_read_as_kimik3_plan_prints_them_escaped() -> None:
-    step = {"kind": "container", "action": "replace", "symbol": "-/+", "target": "kimi-k3", "reason": "inputs moved",
-            "diff": [{"field": "serve.ubatch", "old": 2048, "new": 4096}], "cost": "predicted downtime ~40 s",
-            "warnings": ["\x1b[31mred"], "spec": {}}
+    step = {
+        "kind": "container",
+        "action": "replace",
+        "symbol": "-/+",
+        "target": "kimi-k3",
+        "reason": "inputs moved",
+        "diff": [{"field": "serve.ubatch", "old": 2048, "new": 4096}],
+        "cost": "predicted downtime ~40 s",
+        "warnings": ["\x1b[31mred"],
+        "spec": {},
+    }
     read = read_host_plan("a", {"converged": False, "summary": "1 to replace", "steps": [step]})
-    assert read.changes == ("-/+ container kimi-k3", "      inputs moved", "        serve.ubatch: 2048 → 4096",
-                            "      cost: predicted downtime ~40 s", "      warning: \\x1b[31mred")
+    assert read.changes == (
+        "-/+ container kimi-k3",
+        "      inputs moved",
+        "        serve.ubatch: 2048 → 4096",
+        "      cost: predicted downtime ~40 s",
+        "      warning: \\x1b[31mred",
+    )

@@ -52,9 +52,13 @@ class Front:
 
     def chat(self, stream: bool) -> tuple[int, str, dict[str, str]]:
         """(status, the whole body, headers) of one chat request through the front."""
-        with httpx.stream("POST", f"{self.url}/v1/chat/completions", timeout=60,
-                          headers={"Authorization": f"Bearer {KEY}"},
-                          json={"messages": [{"role": "user", "content": "hi"}], "stream": stream}) as reply:
+        with httpx.stream(
+            "POST",
+            f"{self.url}/v1/chat/completions",
+            timeout=60,
+            headers={"Authorization": f"Bearer {KEY}"},
+            json={"messages": [{"role": "user", "content": "hi"}], "stream": stream},
+        ) as reply:
             return reply.status_code, reply.read().decode(), dict(reply.headers)
 
 
@@ -63,8 +67,9 @@ def front() -> Iterator[Front]:
     registry = CollectorRegistry(auto_describe=False)
     with SseStub(free_port(), KEY, gap_s=0.05) as upstream:
         port = free_port()
-        config = FrontConfig(profile="k3-front", bind="127.0.0.1", port=port,
-                             server_url=f"http://127.0.0.1:{upstream.port}")
+        config = FrontConfig(
+            profile="k3-front", bind="127.0.0.1", port=port, server_url=f"http://127.0.0.1:{upstream.port}"
+        )
         loop = asyncio.new_event_loop()
         thread = threading.Thread(target=loop.run_forever, daemon=True)
         thread.start()
@@ -186,12 +191,32 @@ def test_the_exporter_serves_the_fronts_latency_series_with_the_deployments_labe
     state.write(front_config_key("k3-front"), front.config.to_json())
     ports = Ports(docker=None, hub=None, http=HttpClient(), host=None, state=state, clock=None)  # type: ignore[arg-type]
     labels = {"profile": "k3-front", "quant": "UD-Q2_K_XL", "build": "b", "fingerprint": "f00d"}
-    config = ExporterConfig(profile="k3-front", labels=labels, bind="127.0.0.1", port=1, container="k3-front",
-                            server_url=front.config.server_url)
+    config = ExporterConfig(
+        profile="k3-front",
+        labels=labels,
+        bind="127.0.0.1",
+        port=1,
+        container="k3-front",
+        server_url=front.config.server_url,
+    )
     families = {f.name: f for f in FrontSeries(config, ports).collect()}
     ttft = [s for s in families["kimik3_proxy_ttft_seconds"].samples if s.name.endswith("_count")]
     assert ttft and all(s.labels["fingerprint"] == "f00d" and s.labels["quant"] == "UD-Q2_K_XL" for s in ttft)
     assert sum(s.value for s in ttft) == 1
     # Without a front record (no handover) the collector yields nothing and asks nothing.
-    assert list(FrontSeries(config, Ports(docker=None, hub=None, http=None, host=None, state=MemoryState(),  # type: ignore[arg-type]
-                                          clock=None)).collect()) == []  # type: ignore[arg-type]
+    assert (
+        list(
+            FrontSeries(
+                config,
+                Ports(
+                    docker=None,
+                    hub=None,
+                    http=None,
+                    host=None,
+                    state=MemoryState(),  # type: ignore[arg-type]
+                    clock=None,
+                ),
+            ).collect()
+        )
+        == []
+    )  # type: ignore[arg-type]

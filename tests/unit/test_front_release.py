@@ -48,6 +48,7 @@ def holding(orchestrator: Orchestrator, fail: Exception | None = None):  # noqa:
         if fail is not None:
             raise fail
         return ApplyResult()
+
     return run
 
 

@@ -15,8 +15,16 @@ from kimik3_reconciler.model.profile import ServeSpec, from_tree
 
 def _generated_twin(payload: object) -> object:
     cls = type(payload)
-    twin_class = dataclasses.dataclass(frozen=True)(type(cls.__name__, (), {
-        "__annotations__": {f.name: f.type for f in dataclasses.fields(payload)}, "__qualname__": cls.__qualname__}))
+    twin_class = dataclasses.dataclass(frozen=True)(
+        type(
+            cls.__name__,
+            (),
+            {
+                "__annotations__": {f.name: f.type for f in dataclasses.fields(payload)},
+                "__qualname__": cls.__qualname__,
+            },
+        )
+    )
     return twin_class(**{f.name: getattr(payload, f.name) for f in dataclasses.fields(payload)})
 
 
@@ -40,11 +48,22 @@ def test_a_payload_behaves_as_a_generated_dataclass(payload: object) -> None:
 
 
 def test_facts_and_profile_values_are_frozen_and_convert_input_as_pydantic_did() -> None:
-    host = HostFacts(cpu_flags=["avx2"], gpus=[{"index": 0, "uuid": "GPU-1", "name": "H200",
-                                                "compute_capability": [9, 0], "memory_total": 1, "memory_free": 1}])
-    assert host.cpu_flags == ("avx2",) and host.gpus == (GpuFact(index=0, uuid="GPU-1", name="H200",
-                                                                  compute_capability=(9, 0), memory_total=1,
-                                                                  memory_free=1),)
+    host = HostFacts(
+        cpu_flags=["avx2"],
+        gpus=[
+            {
+                "index": 0,
+                "uuid": "GPU-1",
+                "name": "H200",
+                "compute_capability": [9, 0],
+                "memory_total": 1,
+                "memory_free": 1,
+            }
+        ],
+    )
+    assert host.cpu_flags == ("avx2",) and host.gpus == (
+        GpuFact(index=0, uuid="GPU-1", name="H200", compute_capability=(9, 0), memory_total=1, memory_free=1),
+    )
     assert hash(host) == hash(HostFacts.model_validate(host.model_dump()))
     with pytest.raises(AttributeError):
         host.sockets = 2  # type: ignore[misc]

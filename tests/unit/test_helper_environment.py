@@ -54,6 +54,7 @@ def _recording(spawn, started: list[int]):  # noqa: ANN001, ANN202
     def wrapped(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
         started.append(pid := spawn(*args, **kwargs))
         return pid
+
     return wrapped
 
 
@@ -66,24 +67,41 @@ def _assert_only_reads(pid: int, reads: tuple[str, ...]) -> None:
 
 def test_the_exporter_gets_only_what_it_reads(ports: Ports) -> None:
     port = free_port()
-    config = ExporterConfig(profile="k3", labels={"profile": "k3"}, bind="127.0.0.1", port=port, container="k3",
-                            server_url=f"http://127.0.0.1:{free_port()}")
-    run_exporter(ExporterRun(profile="k3", config=config.to_json(), fingerprint=config.fingerprint,
-                             health_url=config.health_url), ports, NullReporter())
+    config = ExporterConfig(
+        profile="k3",
+        labels={"profile": "k3"},
+        bind="127.0.0.1",
+        port=port,
+        container="k3",
+        server_url=f"http://127.0.0.1:{free_port()}",
+    )
+    run_exporter(
+        ExporterRun(
+            profile="k3", config=config.to_json(), fingerprint=config.fingerprint, health_url=config.health_url
+        ),
+        ports,
+        NullReporter(),
+    )
     pid = ports.state.read("metrics/k3/process.json")["pid"]  # type: ignore[index]
     _assert_only_reads(pid, EXPORTER_READS)
 
 
 def test_the_front_gets_only_what_it_reads(ports: Ports) -> None:
     config = FrontConfig(profile="k3", bind="127.0.0.1", port=free_port(), server_url=f"http://127.0.0.1:{free_port()}")
-    run_front(FrontRun(profile="k3", config=config.to_json(), fingerprint=config.fingerprint,
-                       health_url=config.health_url), ports, NullReporter())
+    run_front(
+        FrontRun(profile="k3", config=config.to_json(), fingerprint=config.fingerprint, health_url=config.health_url),
+        ports,
+        NullReporter(),
+    )
     pid = ports.state.read("front/k3/process.json")["pid"]  # type: ignore[index]
     _assert_only_reads(pid, FRONT_READS)
     assert not {"DOCKER_HOST", "SSH_AUTH_SOCK", "LD_LIBRARY_PATH"} & set(FRONT_READS)  # it talks to no daemon
 
 
 def test_the_names_read_pass_and_kimik3s_own_win() -> None:
-    env = helper_environment({"PATH": "/bin", "HF_TOKEN": TOKEN, "KIMIK3_STATE_DIR": "/elsewhere"},
-                             ("PATH", "DOCKER_HOST"), {"KIMIK3_STATE_DIR": "/var/lib/kimik3"})
+    env = helper_environment(
+        {"PATH": "/bin", "HF_TOKEN": TOKEN, "KIMIK3_STATE_DIR": "/elsewhere"},
+        ("PATH", "DOCKER_HOST"),
+        {"KIMIK3_STATE_DIR": "/var/lib/kimik3"},
+    )
     assert env == {"PATH": "/bin", "KIMIK3_STATE_DIR": "/var/lib/kimik3"}

@@ -53,14 +53,17 @@ def test_the_plan_says_what_the_exporters_clients_see_while_it_is_replaced(hands
     if hands_over:
         assert step.cost.startswith("metrics.port stay open: the new process takes the listening sockets")
     else:
-        assert step.cost == ("metrics.port refuse connections for about a second (the running process predates the "
-                             "socket handover: stopped, then its replacement started)")
+        assert step.cost == (
+            "metrics.port refuse connections for about a second (the running process predates the "
+            "socket handover: stopped, then its replacement started)"
+        )
 
 
 @pytest.mark.parametrize("hands_over", [True, False])
 def test_the_plan_says_what_the_fronts_clients_see_while_it_is_replaced(hands_over: bool) -> None:
-    step = _step("190-handover-knob-change.yaml", "front", "front", fingerprint="0123456789abcdef",
-                 hands_over_sockets=hands_over)
+    step = _step(
+        "190-handover-knob-change.yaml", "front", "front", fingerprint="0123456789abcdef", hands_over_sockets=hands_over
+    )
     assert step.spec.hand_over is hands_over and "the public port http://" in step.cost
     assert ("stay open" in step.cost) is hands_over and ("predates the socket handover" in step.cost) is not hands_over
 
@@ -87,11 +90,29 @@ def test_a_handover_that_does_not_happen_falls_back_to_stop_then_start(tmp_path:
     processes.spawned = []
     ports.processes = processes
     processes.running[4000] = ("python", "-m", "kimik3_reconciler", "metrics-serve", "k3")
-    config = ExporterConfig(profile="k3", labels={}, bind="127.0.0.1", port=9400, container="k3",
-                            server_url="http://127.0.0.1:18999", proxy_bind="127.0.0.1", proxy_port=8080)
+    config = ExporterConfig(
+        profile="k3",
+        labels={},
+        bind="127.0.0.1",
+        port=9400,
+        container="k3",
+        server_url="http://127.0.0.1:18999",
+        proxy_bind="127.0.0.1",
+        proxy_port=8080,
+    )
     events = RecordingReporter()
-    run_exporter(ExporterRun(profile="k3", config=config.to_json(), fingerprint=config.fingerprint,
-                             health_url=config.health_url, replace_pid=4000, hand_over=True), ports, events)
+    run_exporter(
+        ExporterRun(
+            profile="k3",
+            config=config.to_json(),
+            fingerprint=config.fingerprint,
+            health_url=config.health_url,
+            replace_pid=4000,
+            hand_over=True,
+        ),
+        ports,
+        events,
+    )
     assert 4000 not in processes.running and processes.spawned == [4001, 4002] and 4002 in processes.running
     warning = next(fields for name, fields in events.events if name == "warning")
     assert warning["handed_over"] is False and "stopped, then started" in warning["consequence"]

@@ -54,7 +54,11 @@ def test_a_second_holder_is_refused_and_told_who_holds_it(tmp_path: Path) -> Non
     assert not attempt.acquired and attempt.holder == mine
     record = json.loads((tmp_path / LOCK_RECORD).read_text())
     assert {k: record[k] for k in ("id", "operation", "profile", "pid")} == {
-        "id": mine.id, "operation": "apply", "profile": "k3-a", "pid": os.getpid()}
+        "id": mine.id,
+        "operation": "apply",
+        "profile": "k3-a",
+        "pid": os.getpid(),
+    }
     assert record["host"] and record["started"]
     first.release(mine)
     assert not (tmp_path / LOCK_RECORD).exists()
@@ -100,8 +104,14 @@ def test_a_waiter_gets_the_lock_when_the_holder_releases(tmp_path: Path) -> None
 
 
 def test_a_stale_record_of_a_dead_process_is_taken_over_with_a_message(tmp_path: Path) -> None:
-    gone = LockHolder(id="deadbeef0001", operation="apply", profile="k3-a", pid=dead_pid(),
-                      host=os.uname().nodename, started="2026-01-01T00:00:00+00:00")
+    gone = LockHolder(
+        id="deadbeef0001",
+        operation="apply",
+        profile="k3-a",
+        pid=dead_pid(),
+        host=os.uname().nodename,
+        started="2026-01-01T00:00:00+00:00",
+    )
     (tmp_path / "lock").mkdir(exist_ok=True)
     (tmp_path / LOCK_RECORD).write_text(json.dumps(gone.to_json()))
     events = Events()
@@ -111,11 +121,13 @@ def test_a_stale_record_of_a_dead_process_is_taken_over_with_a_message(tmp_path:
 
 
 def test_a_holder_killed_with_sigkill_leaves_no_lock_behind(tmp_path: Path) -> None:
-    script = ("import sys, time; from kimik3_reconciler.adapters.host_lock import StateDirLock; "
-              "from kimik3_reconciler.locking import new_holder; from support.fakes import FakeClock; "
-              "from pathlib import Path; "
-              "assert StateDirLock(Path(sys.argv[1])).try_acquire(new_holder('apply', 'k3-a', FakeClock())).acquired; "
-              "print('locked', flush=True); time.sleep(60)")
+    script = (
+        "import sys, time; from kimik3_reconciler.adapters.host_lock import StateDirLock; "
+        "from kimik3_reconciler.locking import new_holder; from support.fakes import FakeClock; "
+        "from pathlib import Path; "
+        "assert StateDirLock(Path(sys.argv[1])).try_acquire(new_holder('apply', 'k3-a', FakeClock())).acquired; "
+        "print('locked', flush=True); time.sleep(60)"
+    )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), *sys.path])}
     child = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], stdout=subprocess.PIPE, text=True, env=env)
     try:
@@ -146,8 +158,14 @@ def test_force_unlock_needs_the_current_id_and_lets_the_next_one_in(tmp_path: Pa
 def test_force_unlock_of_a_stale_record_and_of_nothing(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="the host is not locked"):
         force_unlock(StateDirLock(tmp_path), "abc")
-    gone = LockHolder(id="deadbeef0002", operation="prune", profile="k3-a", pid=dead_pid(),
-                      host=os.uname().nodename, started="2026-01-01T00:00:00+00:00")
+    gone = LockHolder(
+        id="deadbeef0002",
+        operation="prune",
+        profile="k3-a",
+        pid=dead_pid(),
+        host=os.uname().nodename,
+        started="2026-01-01T00:00:00+00:00",
+    )
     (tmp_path / "lock").mkdir(exist_ok=True)
     (tmp_path / LOCK_RECORD).write_text(json.dumps(gone.to_json()))
     assert "removed the stale lock record deadbeef0002" in force_unlock(StateDirLock(tmp_path), "deadbeef0002")
@@ -161,8 +179,10 @@ def test_nested_locking_in_one_process_is_a_bug_not_a_deadlock(tmp_path: Path) -
         lock.try_acquire(holder())
 
 
-@pytest.mark.parametrize(("text", "seconds"), [("0", 0), ("90", 90), ("90s", 90), ("3m", 180), ("1h30m", 5400),
-                                               ("500ms", 0.5), ("2.5m", 150)])
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("0", 0), ("90", 90), ("90s", 90), ("3m", 180), ("1h30m", 5400), ("500ms", 0.5), ("2.5m", 150)],
+)
 def test_durations(text: str, seconds: float) -> None:
     assert parse_duration(text) == seconds
 
@@ -181,11 +201,14 @@ def test_durations_past_a_year_are_refused_not_a_traceback_at_the_first_wait(tex
         parse_duration(text)
 
 
-@pytest.mark.parametrize(("args", "says"), [
-    (["apply", "--lock-timeout", "3x", "p.yaml"], "'--lock-timeout': '3x' is not a duration"),
-    (["prune", "--lock-timeout", "-5", "p.yaml"], "'--lock-timeout'"),
-    (["reconcile", "--interval", "0", "p.yaml"], "'--interval': 0 is too short: at least 1s"),
-])
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["apply", "--lock-timeout", "3x", "p.yaml"], "'--lock-timeout': '3x' is not a duration"),
+        (["prune", "--lock-timeout", "-5", "p.yaml"], "'--lock-timeout'"),
+        (["reconcile", "--interval", "0", "p.yaml"], "'--interval': 0 is too short: at least 1s"),
+    ],
+)
 def test_bad_durations_on_the_command_line_exit_2_naming_the_option(args: list[str], says: str) -> None:
     from click.testing import CliRunner
 
@@ -206,6 +229,7 @@ def test_asking_who_holds_the_lock_never_takes_it(tmp_path: Path, monkeypatch: p
 
 
 # the host-wide lock: kimik3s with other state dirs (two users) are kept out too ------------------------
+
 
 def test_two_state_dirs_on_one_host_exclude_each_other_through_the_host_wide_lock(tmp_path: Path) -> None:
     shared = tmp_path / "run-lock" / "kimik3.lock"
@@ -231,7 +255,7 @@ def test_a_host_wide_lock_that_cannot_be_used_falls_back_to_the_state_dir_saying
     events = Events()
     nowhere = tmp_path / "no-such-dir" / "kimik3.lock"  # e.g. a host without /run/lock
     acquire(StateDirLock(tmp_path / "state", nowhere), FakeClock(), holder(), timeout_s=0, say=events)
-    (name, fields), = events.seen
+    ((name, fields),) = events.seen
     assert name == "lock-host-wide-unavailable" and f"cannot use the host-wide lock {nowhere}" in fields["why"]
     assert "only the state dir's lock" in fields["why"]
 
@@ -255,13 +279,17 @@ def test_force_unlock_from_another_state_dir_clears_the_host_wide_lock(tmp_path:
 
 
 @pytest.mark.parametrize("planted", ["symlink", "hardlink", "foreign-file", "small-json", "fifo"])
-def test_a_host_wide_lock_path_that_is_not_a_plain_lock_file_is_never_written_through(tmp_path: Path,
-                                                                                      planted: str) -> None:
+def test_a_host_wide_lock_path_that_is_not_a_plain_lock_file_is_never_written_through(
+    tmp_path: Path, planted: str
+) -> None:
     """Held-back review: KIMIK3_HOST_LOCK (or a symlink planted in world-writable /run/lock) pointing at another
     file made one apply truncate that file (it emptied /etc/passwd). Now the path must be a plain file of its own
     holding a lock record or nothing; else kimik3 keeps the state dir's lock only, says so, and leaves it alone."""
-    content = ('{"auths": {"registry.example": {"auth": "dXNlcjpwYXNz"}}}\n' if planted == "small-json"
-               else "root:x:0:0:root:/root:/bin/bash\n")
+    content = (
+        '{"auths": {"registry.example": {"auth": "dXNlcjpwYXNz"}}}\n'
+        if planted == "small-json"
+        else "root:x:0:0:root:/root:/bin/bash\n"
+    )
     victim = tmp_path / "passwd"
     victim.write_text(content)
     victim.chmod(0o640)  # as /etc/shadow: the lock's mode fix (0644) must not reach it either
@@ -278,7 +306,7 @@ def test_a_host_wide_lock_path_that_is_not_a_plain_lock_file_is_never_written_th
     lock = StateDirLock(tmp_path / "state", shared)
     acquire(lock, FakeClock(), mine, timeout_s=0, say=events)
     lock.release(mine)
-    (name, fields), = events.seen
+    ((name, fields),) = events.seen
     assert name == "lock-host-wide-unavailable" and f"cannot use the host-wide lock {shared}" in fields["why"]
     assert victim.read_text() == content
     # force-unlock of the state dir's lock takes the host-wide file along when it names nobody: never this one
@@ -300,8 +328,10 @@ def test_a_torn_host_wide_record_is_still_a_lock_file(tmp_path: Path, torn: str)
 
 # the host-wide file's mode: 0644, its creator's; other users still lock it --------------------------------
 
+
 def test_the_host_wide_file_is_0644_whatever_the_umask_and_an_older_0666_one_of_ours_is_narrowed(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     shared, mine = tmp_path / "kimik3.lock", holder()
     before = os.umask(0o077)  # a umask that would make it 0600: other users could not open it to lock
     try:
@@ -353,16 +383,30 @@ def _as_other_user(folder: Path, shared: Path) -> subprocess.Popen:
     os.chown(state, OTHER_USER, OTHER_USER)
     root = Path(__file__).parents[2]
     for python in (sys.executable, "/usr/bin/python3"):  # the test's venv may sit in a folder nobody may enter
-        as_other = {"user": OTHER_USER, "group": OTHER_USER, "extra_groups": [], "cwd": "/",
-                    "env": {"PYTHONPATH": str(root)}}
+        as_other = {
+            "user": OTHER_USER,
+            "group": OTHER_USER,
+            "extra_groups": [],
+            "cwd": "/",
+            "env": {"PYTHONPATH": str(root)},
+        }
         try:
-            probe = subprocess.run([python, "-c", "import kimik3_reconciler.adapters.host_lock"], **as_other,
-                                   capture_output=True, check=False)
+            probe = subprocess.run(
+                [python, "-c", "import kimik3_reconciler.adapters.host_lock"],
+                **as_other,
+                capture_output=True,
+                check=False,
+            )
         except PermissionError:
             continue
         if probe.returncode == 0:
-            return subprocess.Popen([python, "-c", _AS_OTHER_USER, str(state), str(shared)], **as_other,
-                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            return subprocess.Popen(
+                [python, "-c", _AS_OTHER_USER, str(state), str(shared)],
+                **as_other,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
     pytest.skip("no Python another user can run kimik3's lock code with")
 
 
@@ -392,7 +436,8 @@ def run_lock() -> Path:
 
 
 def test_another_users_kimik3_still_excludes_through_the_0644_file_but_cannot_write_its_record(
-        run_lock: Path, tmp_path: Path) -> None:
+    run_lock: Path, tmp_path: Path
+) -> None:
     shared, mine = run_lock / "kimik3.lock", holder("apply", "k3-root")
     lock = StateDirLock(tmp_path / "state", shared)
     assert lock.try_acquire(mine).acquired
@@ -409,8 +454,7 @@ def test_another_users_kimik3_still_excludes_through_the_0644_file_but_cannot_wr
     _finish(theirs)
 
 
-def test_a_host_wide_file_another_user_cannot_open_leaves_them_the_state_dir_lock_saying_so(
-        run_lock: Path) -> None:
+def test_a_host_wide_file_another_user_cannot_open_leaves_them_the_state_dir_lock_saying_so(run_lock: Path) -> None:
     shared = run_lock / "kimik3.lock"
     shared.write_text("")
     shared.chmod(0o600)  # e.g. made by hand, or by a umask-bound tool: not readable by others

@@ -22,11 +22,15 @@ from kimik3_reconciler.steps.host_settings import apply_host_settings
 from kimik3_reconciler.steps.report import NullReporter
 
 # /proc/driver/nvidia/version as the two modules write it (580 series).
-OPEN = ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build  "
-        "(dvs-builder@U22-I3-AF03-09-1)  Tue Sep 23 09:51:42 UTC 2025\n"
-        "GCC version:  gcc version 12.3.0 (Ubuntu 12.3.0-1ubuntu1~22.04)\n")
-PROPRIETARY = ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.95.05  Tue Sep 23 09:57:40 UTC 2025\n"
-               "GCC version:  gcc version 12.3.0 (Ubuntu 12.3.0-1ubuntu1~22.04)\n")
+OPEN = (
+    "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build  "
+    "(dvs-builder@U22-I3-AF03-09-1)  Tue Sep 23 09:51:42 UTC 2025\n"
+    "GCC version:  gcc version 12.3.0 (Ubuntu 12.3.0-1ubuntu1~22.04)\n"
+)
+PROPRIETARY = (
+    "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.95.05  Tue Sep 23 09:57:40 UTC 2025\n"
+    "GCC version:  gcc version 12.3.0 (Ubuntu 12.3.0-1ubuntu1~22.04)\n"
+)
 PREPARED = FAKE_PROFILE + "host: {prepare: true}\n"
 FILES = {"UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00001.gguf": b"shard" * 10}
 
@@ -83,15 +87,17 @@ def test_a_load_that_leaves_another_value_fails_the_step(world) -> None:
     _, ports = world
     ports.units.sysctl_load = lambda path: None  # systemd-sysctl exits 0 yet /proc/sys keeps 1 (read-only there)
     with pytest.raises(PermanentError, match=r"kernel.numa_balancing is 1 \(wanted 0\)"):
-        apply_host_settings(HostSettings(SYSCTL_FILE, sysctl_text(), (("kernel.numa_balancing", "0"),)), ports,
-                            NullReporter())
+        apply_host_settings(
+            HostSettings(SYSCTL_FILE, sysctl_text(), (("kernel.numa_balancing", "0"),)), ports, NullReporter()
+        )
 
 
 def test_a_reload_does_not_rewrite_the_file(world) -> None:
     _, ports = world
     ports.units.files[SYSCTL_FILE] = sysctl_text()
-    apply_host_settings(HostSettings(SYSCTL_FILE, sysctl_text(), (("kernel.numa_balancing", "0"),), write=False),
-                        ports, NullReporter())
+    apply_host_settings(
+        HostSettings(SYSCTL_FILE, sysctl_text(), (("kernel.numa_balancing", "0"),), write=False), ports, NullReporter()
+    )
     assert ports.units.calls == [f"systemd-sysctl {SYSCTL_FILE}"] and ports.units.sysctl["kernel.numa_balancing"] == "0"
 
 
@@ -112,12 +118,14 @@ def test_a_later_sysctl_file_that_sets_the_key_otherwise_is_found(world) -> None
     files["/usr/lib/sysctl.d/99-tuning.conf"] = "-kernel/numa_balancing=1\n"  # '-' and '/' as systemd-sysctl reads them
     files["/etc/sysctl.d/99-sysctl.conf"] = "; the /etc/sysctl.conf link\nkernel.numa_balancing = 0\n"  # agrees
     facts = collect_host_settings(parse_profile(PREPARED, "test.yaml").profile, ports.units)
-    assert facts is not None and facts.overridden_by == (("/usr/lib/sysctl.d/99-tuning.conf", "kernel.numa_balancing",
-                                                          "1"),)
+    assert facts is not None and facts.overridden_by == (
+        ("/usr/lib/sysctl.d/99-tuning.conf", "kernel.numa_balancing", "1"),
+    )
     assert collect_host_settings(parse_profile(FAKE_PROFILE, "test.yaml").profile, ports.units) is None  # not asked
 
 
 def test_sysctl_files_parse_as_systemd_sysctl_reads_them() -> None:
-    assert parse_sysctl("# c\n; c\n kernel.numa_balancing = 0 \n-vm/swappiness=10\nnot a line\nkernel.numa_balancing=1\n") \
-        == {"kernel.numa_balancing": "1", "vm.swappiness": "10"}
+    assert parse_sysctl(
+        "# c\n; c\n kernel.numa_balancing = 0 \n-vm/swappiness=10\nnot a line\nkernel.numa_balancing=1\n"
+    ) == {"kernel.numa_balancing": "1", "vm.swappiness": "10"}
     assert read_after("90-kimik3.conf", {"/etc/sysctl.d/90-kimik3.conf": "kernel.numa_balancing = 0\n"}) == ()

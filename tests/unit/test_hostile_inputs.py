@@ -34,8 +34,15 @@ def test_an_endless_device_is_refused_before_a_byte_is_read(tmp_path: Path) -> N
 
 def test_an_endless_stdin_is_refused_after_a_bounded_read(tmp_path: Path) -> None:
     with open("/dev/zero", "rb") as zeros:  # stdin is read as it is, but never past the limit
-        run = subprocess.run([sys.executable, "-m", "kimik3_reconciler", "validate", "/dev/stdin"], stdin=zeros,
-                             capture_output=True, text=True, timeout=60, env=_env(tmp_path), check=False)
+        run = subprocess.run(
+            [sys.executable, "-m", "kimik3_reconciler", "validate", "/dev/stdin"],
+            stdin=zeros,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=_env(tmp_path),
+            check=False,
+        )
     assert run.returncode == 2 and run.stderr.startswith("/dev/stdin: larger than 4 MiB")
 
 
@@ -47,8 +54,14 @@ def test_a_fifo_without_a_writer_is_refused_at_once_naming_it(tmp_path: Path) ->
     fifo = tmp_path / "k3.yaml"
     os.mkfifo(fifo)
     for command in ("validate", "plan"):  # before: open() waited for a writer forever
-        run = subprocess.run([sys.executable, "-m", "kimik3_reconciler", command, str(fifo)], capture_output=True,
-                             text=True, timeout=60, env=_env(tmp_path), check=False)
+        run = subprocess.run(
+            [sys.executable, "-m", "kimik3_reconciler", command, str(fifo)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=_env(tmp_path),
+            check=False,
+        )
         assert run.returncode == 2, run.stderr
         assert f"{fifo}: is a FIFO (named pipe): kimik3 reads a profile or saved plan from a regular file" in run.stderr
         assert "Traceback" not in run.stderr
@@ -58,17 +71,37 @@ def test_a_fifo_without_a_writer_is_refused_at_once_naming_it(tmp_path: Path) ->
 def test_a_profile_on_stdin_or_a_handed_over_descriptor_still_reads(tmp_path: Path) -> None:
     demo = ROOT / "profiles" / "demo-cpu.yaml"
     with open(demo, "rb") as profile:
-        as_file = subprocess.run([sys.executable, "-m", "kimik3_reconciler", "validate", "/dev/stdin"], stdin=profile,
-                                 capture_output=True, text=True, timeout=60, env=_env(tmp_path), check=False)
-    piped = subprocess.run([sys.executable, "-m", "kimik3_reconciler", "validate", "/dev/stdin"], input=DEMO,
-                           capture_output=True, text=True, timeout=60, env=_env(tmp_path), check=False)
+        as_file = subprocess.run(
+            [sys.executable, "-m", "kimik3_reconciler", "validate", "/dev/stdin"],
+            stdin=profile,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=_env(tmp_path),
+            check=False,
+        )
+    piped = subprocess.run(
+        [sys.executable, "-m", "kimik3_reconciler", "validate", "/dev/stdin"],
+        input=DEMO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_env(tmp_path),
+        check=False,
+    )
     read_end, write_end = os.pipe()  # bash's `validate <(cat k3.yaml)`: a pipe named /dev/fd/N
     os.write(write_end, DEMO.encode())
     os.close(write_end)
     try:
-        substituted = subprocess.run([sys.executable, "-m", "kimik3_reconciler", "validate", f"/dev/fd/{read_end}"],
-                                     pass_fds=(read_end,), capture_output=True, text=True, timeout=60,
-                                     env=_env(tmp_path), check=False)
+        substituted = subprocess.run(
+            [sys.executable, "-m", "kimik3_reconciler", "validate", f"/dev/fd/{read_end}"],
+            pass_fds=(read_end,),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=_env(tmp_path),
+            check=False,
+        )
     finally:
         os.close(read_end)
     for run, name in ((as_file, "/dev/stdin"), (piped, "/dev/stdin"), (substituted, f"/dev/fd/{read_end}")):
@@ -108,20 +141,24 @@ serve:
 """ % ("ab" * 20)
 
 
-@pytest.mark.parametrize(("missing", "line", "field"), [
-    ("patches/missing.patch", 8, "build.patches[1]"),
-    ("src.tar.gz", 5, "build.archive"),
-    ("keys/api-key", 11, "serve.api_key_file"),
-])
+@pytest.mark.parametrize(
+    ("missing", "line", "field"),
+    [
+        ("patches/missing.patch", 8, "build.patches[1]"),
+        ("src.tar.gz", 5, "build.archive"),
+        ("keys/api-key", 11, "serve.api_key_file"),
+    ],
+)
 def test_a_file_the_profile_names_that_is_missing_is_refused_at_the_line_that_names_it(
-        tmp_path: Path, missing: str, line: int, field: str) -> None:
+    tmp_path: Path, missing: str, line: int, field: str
+) -> None:
     """Review: plan's refusal of a missing patch/archive/key file named the field but not the profile's file:line
     (validate cannot see files; the observer that can sees no profile file)."""
     from support.fakes.state import MemoryState
 
-    from kimik3_reconciler.orchestrator import located
     from kimik3_reconciler.errors import InputError
     from kimik3_reconciler.observe.local_inputs import collect_inputs
+    from kimik3_reconciler.orchestrator import located
 
     for name in ("src.tar.gz", "patches/ok.patch", "patches/missing.patch", "keys/api-key", "Dockerfile"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -135,13 +172,15 @@ def test_a_file_the_profile_names_that_is_missing_is_refused_at_the_line_that_na
 
 
 def test_a_refusal_without_fields_gets_the_lines_of_the_fields_its_text_names() -> None:
-    from kimik3_reconciler.orchestrator import located
     from kimik3_reconciler.errors import PlanError
+    from kimik3_reconciler.orchestrator import located
 
     loaded = parse_profile(PROFILE_WITH_FILES, "k3.yaml")
     with pytest.raises(PlanError) as refused, located(loaded):
-        raise PlanError("the host gate refuses this profile:\n  - gpus: 0 not on this host\n  - serve.api_key_file "
-                        "x; serve.spec_draft.device unset; the model and gpus: none are prose")
+        raise PlanError(
+            "the host gate refuses this profile:\n  - gpus: 0 not on this host\n  - serve.api_key_file "
+            "x; serve.spec_draft.device unset; the model and gpus: none are prose"
+        )
     assert str(refused.value).endswith("\n  at k3.yaml:9: gpus\n  at k3.yaml:11: serve.api_key_file")
     from kimik3_reconciler.errors import HubError
 
@@ -162,8 +201,10 @@ def test_hub_errors_never_print_the_credentials_of_a_hub_url() -> None:
 
     assert shown("https://u:pw@hub.example.com/x") == "https://***@hub.example.com/x"
     assert shown("https://hub.example.com") == "https://hub.example.com"
-    assert masked("404 for url: https://u:pw@hub.example.com/api", "https://u:pw@hub.example.com") == \
-        "404 for url: https://***@hub.example.com/api"
+    assert (
+        masked("404 for url: https://u:pw@hub.example.com/api", "https://u:pw@hub.example.com")
+        == "404 for url: https://***@hub.example.com/api"
+    )
     with socket.socket() as closed:  # a port nothing listens on: connection refused at once
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]
@@ -187,18 +228,28 @@ def test_status_lists_this_profiles_images_not_every_kimik3_image_on_the_host(tm
     from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeHub, fake_ports
 
     import kimik3_reconciler.adapters as adapters
-    from kimik3_reconciler import cli
     from kimik3_reconciler.orchestrator import Orchestrator
     from kimik3_reconciler.steps.report import NullReporter
 
     (tmp_path / "src.tar.gz").write_bytes(b"source")
     (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
-    hub = FakeHub("org/k3", FAKE_REVISION, {"UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00002.gguf": b"x" * 64, "UD-Q2_K_XL/k3-UD-Q2_K_XL-00002-of-00002.gguf": b"y" * 64}, tmp_path / "hub")
+    hub = FakeHub(
+        "org/k3",
+        FAKE_REVISION,
+        {
+            "UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00002.gguf": b"x" * 64,
+            "UD-Q2_K_XL/k3-UD-Q2_K_XL-00002-of-00002.gguf": b"y" * 64,
+        },
+        tmp_path / "hub",
+    )
     ports, docker = fake_ports(hub)
     orchestrator = Orchestrator(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp")
     orchestrator.apply(parse_profile(FAKE_PROFILE, "test.yaml"))
-    docker.images["sha256:other"] = {"Id": "sha256:other", "RepoTags": ["kimi-k3-llamacpp:other-1234567-cpu"],
-                                     "Config": {"Labels": {"kimik3.image.fingerprint": "0ther", "kimik3.profile": "x"}}}
+    docker.images["sha256:other"] = {
+        "Id": "sha256:other",
+        "RepoTags": ["kimi-k3-llamacpp:other-1234567-cpu"],
+        "Config": {"Labels": {"kimik3.image.fingerprint": "0ther", "kimik3.profile": "x"}},
+    }
     monkeypatch.setattr(adapters, "real_ports", lambda *a, **k: orchestrator.ports)
     status = ["--dockerfile", str(tmp_path / "Dockerfile.llamacpp"), "status"]
     (tmp_path / "p.yaml").write_text(FAKE_PROFILE)
@@ -219,8 +270,15 @@ def test_plan_out_replaces_only_a_new_file_or_an_older_saved_plan(tmp_path: Path
     from kimik3_reconciler.errors import InputError
     from kimik3_reconciler.model.plan_file import SavedPlan
 
-    saved = SavedPlan(profile_source=str(tmp_path / "k3.yaml"), profile_text=DEMO, basis={}, steps=(),
-                      created="2026-12-03T10:00:00+00:00", rehash=False, warnings=())
+    saved = SavedPlan(
+        profile_source=str(tmp_path / "k3.yaml"),
+        profile_text=DEMO,
+        basis={},
+        steps=(),
+        created="2026-12-03T10:00:00+00:00",
+        rehash=False,
+        warnings=(),
+    )
     profile = tmp_path / "k3.yaml"
     profile.write_text(DEMO)
     with pytest.raises(InputError, match="exists and is not a kimik3 saved plan"):
@@ -238,8 +296,9 @@ def test_plan_out_replaces_only_a_new_file_or_an_older_saved_plan(tmp_path: Path
     assert (tmp_path / "k3.plan").read_text().lstrip().startswith("{")
 
 
-def test_a_plan_that_cannot_be_written_is_exit_8_naming_the_path_and_leaves_no_temp_file(tmp_path: Path,
-                                                                                          monkeypatch) -> None:
+def test_a_plan_that_cannot_be_written_is_exit_8_naming_the_path_and_leaves_no_temp_file(
+    tmp_path: Path, monkeypatch
+) -> None:
     """Adversary review: `-out` into a missing folder or onto a full disk said exit 2 (invalid input) and a failed
     rename left `.k3.plan.kimik3-tmp` behind; the README's exit 8 is for a local path that cannot be used."""
     import errno
@@ -248,8 +307,15 @@ def test_a_plan_that_cannot_be_written_is_exit_8_naming_the_path_and_leaves_no_t
     from kimik3_reconciler.errors import LocalFileError
     from kimik3_reconciler.model.plan_file import SavedPlan
 
-    saved = SavedPlan(profile_source=str(tmp_path / "k3.yaml"), profile_text=DEMO, basis={}, steps=(),
-                      created="2026-12-03T10:00:00+00:00", rehash=False, warnings=())
+    saved = SavedPlan(
+        profile_source=str(tmp_path / "k3.yaml"),
+        profile_text=DEMO,
+        basis={},
+        steps=(),
+        created="2026-12-03T10:00:00+00:00",
+        rehash=False,
+        warnings=(),
+    )
     with pytest.raises(LocalFileError) as missing:
         write_plan(str(tmp_path / "no-such-dir" / "k3.plan"), saved)
     assert missing.value.exit_code == 8 and str(tmp_path / "no-such-dir") in str(missing.value)
@@ -272,8 +338,13 @@ def test_plan_out_never_writes_through_a_symlink_planted_at_a_temp_name(tmp_path
     victim = tmp_path / "victim"
     victim.write_text("precious\n")
     (tmp_path / ".k3.plan.kimik3-tmp").symlink_to(victim)
-    saved = SavedPlan(profile_source=str(tmp_path / "k3.yaml"), profile_text=DEMO, basis={}, steps=(),
-                      created="2026-12-03T10:00:00+00:00")
+    saved = SavedPlan(
+        profile_source=str(tmp_path / "k3.yaml"),
+        profile_text=DEMO,
+        basis={},
+        steps=(),
+        created="2026-12-03T10:00:00+00:00",
+    )
     write_plan(str(tmp_path / "k3.plan"), saved)
     assert victim.read_text() == "precious\n" and (tmp_path / "k3.plan").read_text().startswith("{")
     assert (tmp_path / "k3.plan").stat().st_mode & 0o777 == 0o644

@@ -25,18 +25,21 @@ TOKEN = "hf_" + "t" * 34
 REMOTE = "http://192.0.2.1:8080"  # plain http, not loopback: reached through the proxy below
 
 
-@pytest.mark.parametrize(("url", "allowed"), [
-    ("https://huggingface.co", True),
-    ("https://mirror.example:8443/hub", True),
-    ("http://127.0.0.1:18080", True),
-    ("http://127.1.2.3", True),
-    ("http://localhost:8080", True),
-    ("http://[::1]:8080", True),
-    ("http://10.20.30.40:8080", False),
-    ("http://mirror.internal", False),
-    ("http://localhost.evil.example", False),
-    ("ftp://127.0.0.1", False),
-])
+@pytest.mark.parametrize(
+    ("url", "allowed"),
+    [
+        ("https://huggingface.co", True),
+        ("https://mirror.example:8443/hub", True),
+        ("http://127.0.0.1:18080", True),
+        ("http://127.1.2.3", True),
+        ("http://localhost:8080", True),
+        ("http://[::1]:8080", True),
+        ("http://10.20.30.40:8080", False),
+        ("http://mirror.internal", False),
+        ("http://localhost.evil.example", False),
+        ("ftp://127.0.0.1", False),
+    ],
+)
 def test_token_goes_only_over_https_or_to_loopback(url: str, allowed: bool) -> None:
     assert token_may_go_to(url) is allowed
 
@@ -63,8 +66,16 @@ def test_the_adapter_withholds_the_token_from_a_plain_http_remote_hub(hub: Fixtu
     adapter = HuggingFaceHub()
     files = tuple(adapter.list_files(REPO, REV, ["Q"], REMOTE))
     head = adapter.read_head(REPO, REV, files[0].path, REMOTE, 4)
-    spec = ModelDownload(repo=REPO, revision=REV, quant="Q", endpoint=REMOTE, cache_dir=str(tmp_path / "cache"),
-                         files=files, missing=tuple(f.path for f in files), manifest_key="unused")
+    spec = ModelDownload(
+        repo=REPO,
+        revision=REV,
+        quant="Q",
+        endpoint=REMOTE,
+        cache_dir=str(tmp_path / "cache"),
+        files=files,
+        missing=tuple(f.path for f in files),
+        manifest_key="unused",
+    )
     adapter.download(spec, lambda *_: None)
     assert head == b"GGUF"
     # Every request reached the fixture (listing, header read, download), none with a token.

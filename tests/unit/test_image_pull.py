@@ -8,6 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from support.fakes.docker import FakeDocker
+from support.fakes.state import FakeClock
 
 from kimik3_reconciler.adapters.registry import _challenge, manifest_bytes, platform_digest
 from kimik3_reconciler.errors import PermanentError, PlanError, TransientError
@@ -21,8 +23,6 @@ from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps import EXECUTORS
 from kimik3_reconciler.steps.image_pull import pull_image
 from kimik3_reconciler.steps.report import NullReporter
-from support.fakes.docker import FakeDocker
-from support.fakes.state import FakeClock
 
 DIGEST = "sha256:" + "ab" * 32
 VLLM = f"vllm/vllm-openai:kimi-k3@{DIGEST}"
@@ -48,11 +48,14 @@ def test_refs_parse_as_docker_names_them() -> None:
     assert not pinned_image(f"ghcr.io/org/img@{DIGEST}").loopback
 
 
-@pytest.mark.parametrize("ref, says", [
-    ("vllm/vllm-openai:kimi-k3", "names no digest"),
-    ("vllm/vllm-openai@sha256:abc", "is not a sha256 digest"),
-    (f"Vllm/Upper@{DIGEST}", "not a valid image repository"),
-])
+@pytest.mark.parametrize(
+    "ref, says",
+    [
+        ("vllm/vllm-openai:kimi-k3", "names no digest"),
+        ("vllm/vllm-openai@sha256:abc", "is not a sha256 digest"),
+        (f"Vllm/Upper@{DIGEST}", "not a valid image repository"),
+    ],
+)
 def test_a_ref_without_a_digest_is_refused_naming_the_field(ref: str, says: str) -> None:
     with pytest.raises(PlanError) as refused:
         pull_spec(ref)
@@ -131,14 +134,21 @@ def test_the_step_refuses_an_image_without_the_digest_and_names_the_ref() -> Non
 
 
 def test_registry_manifests_are_summed_for_this_platform() -> None:
-    index = {"manifests": [{"digest": "sha256:att", "platform": {"os": "unknown", "architecture": "unknown"}},
-                           {"digest": "sha256:arm", "platform": {"os": "linux", "architecture": "arm64"}},
-                           {"digest": "sha256:amd", "platform": {"os": "linux", "architecture": "amd64"}}]}
+    index = {
+        "manifests": [
+            {"digest": "sha256:att", "platform": {"os": "unknown", "architecture": "unknown"}},
+            {"digest": "sha256:arm", "platform": {"os": "linux", "architecture": "arm64"}},
+            {"digest": "sha256:amd", "platform": {"os": "linux", "architecture": "amd64"}},
+        ]
+    }
     assert platform_digest(index, "amd64") == "sha256:amd" and platform_digest(index, "s390x") is None
     assert manifest_bytes({"config": {"size": 10}, "layers": [{"size": 100}, {"size": 1000}]}) == 1110
     challenge = 'Bearer realm="https://auth.docker.io/token",service="registry.docker.io",scope="repository:a/b:pull"'
-    assert _challenge(challenge) == {"realm": "https://auth.docker.io/token", "service": "registry.docker.io",
-                                     "scope": "repository:a/b:pull"}
+    assert _challenge(challenge) == {
+        "realm": "https://auth.docker.io/token",
+        "service": "registry.docker.io",
+        "scope": "repository:a/b:pull",
+    }
 
 
 def test_destroy_removes_a_pulled_image_only_when_asked_and_unused() -> None:
@@ -158,12 +168,16 @@ def test_destroy_removes_a_pulled_image_only_when_asked_and_unused() -> None:
 
 
 def test_status_and_prune_speak_of_the_digest_for_a_pulled_image() -> None:
-    from kimik3_reconciler.model.profile_source import parse_profile
-    from kimik3_reconciler.planning import plan_prune, profile_images
     from support.observed import observed
 
-    profile = parse_profile("apiVersion: kimik3/v1\nname: k3\nmodel: {repo: unsloth/Kimi-K3-GGUF, revision: "
-                            + "0a" * 20 + ", quant: UD-Q2_K_XL}\n").profile
+    from kimik3_reconciler.model.profile_source import parse_profile
+    from kimik3_reconciler.planning import plan_prune, profile_images
+
+    profile = parse_profile(
+        "apiVersion: kimik3/v1\nname: k3\nmodel: {repo: unsloth/Kimi-K3-GGUF, revision: "
+        + "0a" * 20
+        + ", quant: UD-Q2_K_XL}\n"
+    ).profile
     absent = observed(profile, pulled=PulledImageFact(ref=VLLM, digest=DIGEST))
     assert profile_images(profile, absent) == (f"{VLLM} (pulled by digest)", ["not pulled yet"])
     here = observed(profile, pulled=PulledImageFact(ref=VLLM, digest=DIGEST, image_id="sha256:" + "cd" * 32))

@@ -20,14 +20,48 @@ import sys
 from pathlib import Path
 
 NOT_LOADED_BY_A_NOOP_PLAN = (
-    "docker", "requests", "urllib3", "httpx", "httpcore", "openai", "structlog", "numpy", "gguf",
-    "huggingface_hub.hf_api", "huggingface_hub.file_download", "rich.progress", "tarfile",
-    "pydantic", "pydantic_core", "yaml", "asyncio", "zipfile", "rich", "tenacity", "http.client", "email", "ssl",
-    "kimik3_reconciler.cli.bench_cmd", "kimik3_reconciler.cli.tune_cmd", "kimik3_reconciler.model.profile_schema",
+    "docker",
+    "requests",
+    "urllib3",
+    "httpx",
+    "httpcore",
+    "openai",
+    "structlog",
+    "numpy",
+    "gguf",
+    "huggingface_hub.hf_api",
+    "huggingface_hub.file_download",
+    "rich.progress",
+    "tarfile",
+    "pydantic",
+    "pydantic_core",
+    "yaml",
+    "asyncio",
+    "zipfile",
+    "rich",
+    "tenacity",
+    "http.client",
+    "email",
+    "ssl",
+    "kimik3_reconciler.cli.bench_cmd",
+    "kimik3_reconciler.cli.tune_cmd",
+    "kimik3_reconciler.model.profile_schema",
     "kimik3_reconciler.model.profile_source",
     # the profile rules run when a profile is validated; a cached one is not (model/profile_rules/__init__.py)
-    *(f"kimik3_reconciler.model.profile_rules.{concern}" for concern in (
-        "order", "quants", "serving", "server_args", "no_secrets", "paths", "build", "listeners", "workers")),
+    *(
+        f"kimik3_reconciler.model.profile_rules.{concern}"
+        for concern in (
+            "order",
+            "quants",
+            "serving",
+            "server_args",
+            "no_secrets",
+            "paths",
+            "build",
+            "listeners",
+            "workers",
+        )
+    ),
 )
 NO_NVML_LIBRARY = ("pynvml",)  # where the library is absent (a CPU host, CI): the ctypes pre-check answers
 
@@ -60,16 +94,31 @@ print("\\n".join(sorted(sys.modules)))
 
 def test_the_noop_plan_path_does_not_import_the_heavy_sdks(tmp_path: Path) -> None:
     root = Path(__file__).resolve().parents[2]
-    env = {"PYTHONPATH": f"{root}:{root / 'tests'}", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "home"),
-           "KIMIK3_CACHE_DIR": str(tmp_path / "cache")}
+    env = {
+        "PYTHONPATH": f"{root}:{root / 'tests'}",
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path / "home"),
+        "KIMIK3_CACHE_DIR": str(tmp_path / "cache"),
+    }
     profile, state_dir = str(root / "profiles" / "demo-cpu.yaml"), str(tmp_path / "state")
     warm = "import sys; from kimik3_reconciler.cli.inputs import load; load(sys.argv[1], cached=True)"
     subprocess.run([sys.executable, "-c", warm, profile, state_dir], cwd=root, env=env, check=True)  # validates
-    result = subprocess.run([sys.executable, "-c", PLAN_PATH, state_dir, profile], capture_output=True, text=True,
-                            cwd=root, env=env, check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", PLAN_PATH, state_dir, profile],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env=env,
+        check=True,
+    )
     loaded = set(result.stdout.split())
-    assert {"kimik3_reconciler.cli", "kimik3_reconciler.adapters.docker_engine", "kimik3_reconciler.render",
-            "kimik3_reconciler.adapters.docker_socket", "kimik3_reconciler.adapters.http"} <= loaded  # it ran
+    assert {
+        "kimik3_reconciler.cli",
+        "kimik3_reconciler.adapters.docker_engine",
+        "kimik3_reconciler.render",
+        "kimik3_reconciler.adapters.docker_socket",
+        "kimik3_reconciler.adapters.http",
+    } <= loaded  # it ran
     heavy_names = NOT_LOADED_BY_A_NOOP_PLAN + (NO_NVML_LIBRARY if not _nvml_library() else ())
     heavy = sorted(m for m in loaded if any(m == h or m.startswith(h + ".") for h in heavy_names))
     assert heavy == [], f"a no-op plan now imports {heavy}: import them where they are used (see this module)"

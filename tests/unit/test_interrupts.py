@@ -24,14 +24,34 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _apply_waiting_for_the_lock(background: Background, tmp_path: Path, *extra: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "KIMIK3_HOST_LOCK": "off", "KIMIK3_STATE_DIR": str(tmp_path / "state"),
-           "KIMIK3_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)}
-    command = [sys.executable, "-m", "kimik3_reconciler", "apply", *extra, "--lock-timeout", "5m",
-               str(ROOT / "profiles" / "demo-cpu.yaml")]
+    env = {
+        **os.environ,
+        "KIMIK3_HOST_LOCK": "off",
+        "KIMIK3_STATE_DIR": str(tmp_path / "state"),
+        "KIMIK3_CACHE_DIR": str(tmp_path / "cache"),
+        "PYTHONPATH": str(ROOT),
+    }
+    command = [
+        sys.executable,
+        "-m",
+        "kimik3_reconciler",
+        "apply",
+        *extra,
+        "--lock-timeout",
+        "5m",
+        str(ROOT / "profiles" / "demo-cpu.yaml"),
+    ]
     # SIGINT as a terminal's Ctrl-C would find it: a test run started in the background (`nohup … &`, as CI may be)
     # hands its children SIGINT ignored, and Python then (rightly) leaves it ignored.
-    child = background.start(command, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    child = background.start(
+        command,
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     deadline = time.monotonic() + 60
     line = ""
     # The waiting apply says so on stderr: a JSON event with --json, else one line for a person.
@@ -43,8 +63,9 @@ def _apply_waiting_for_the_lock(background: Background, tmp_path: Path, *extra: 
 
 @pytest.mark.parametrize(("sig", "code", "name"), [(signal.SIGTERM, 143, "SIGTERM"), (signal.SIGINT, 130, "SIGINT")])
 @pytest.mark.parametrize("json_out", [False, True], ids=["text", "json"])
-def test_a_signal_mid_apply_unwinds_says_so_and_exits_128_plus_it(tmp_path: Path, sig: int, code: int, name: str,
-                                                                   json_out: bool, background: Background) -> None:
+def test_a_signal_mid_apply_unwinds_says_so_and_exits_128_plus_it(
+    tmp_path: Path, sig: int, code: int, name: str, json_out: bool, background: Background
+) -> None:
     (tmp_path / "state").mkdir()
     other = StateDirLock(tmp_path / "state")
     assert other.try_acquire(new_holder("apply", "someone", FakeClock())).acquired

@@ -10,9 +10,9 @@ from pathlib import Path
 import click
 import pytest
 from click.testing import CliRunner
+from support.shipped import pinned_text
 
 from kimik3_reconciler.cli import main
-from support.shipped import pinned_text
 
 # Commands whose output is already JSON whatever the flags (schema, reconcile's JSON lines), or that print one line
 # for a person (force-unlock), or are started by kimik3 itself (metrics-serve, front-serve).
@@ -21,8 +21,12 @@ NOT_JSON_FLAGGED = {"schema", "reconcile", "force-unlock", "metrics-serve", "fro
 
 
 def run(args: list[str], cwd: Path) -> tuple[int, str, str]:
-    result = CliRunner().invoke(main, args, catch_exceptions=False, env={"KIMIK3_STATE_DIR": str(cwd / "state"),
-                                                                        "KIMIK3_CACHE_DIR": str(cwd / "cache")})
+    result = CliRunner().invoke(
+        main,
+        args,
+        catch_exceptions=False,
+        env={"KIMIK3_STATE_DIR": str(cwd / "state"), "KIMIK3_CACHE_DIR": str(cwd / "cache")},
+    )
     return result.exit_code, result.stdout, result.stderr
 
 
@@ -33,32 +37,37 @@ def test_every_command_that_prints_a_result_takes_json() -> None:
             continue
         command = main.get_command(ctx, name)
         # a group (kimik3 fleet): each of its commands that prints a result
-        for sub, each in (command.commands.items() if isinstance(command, click.Group) else [("", command)]):
+        for sub, each in command.commands.items() if isinstance(command, click.Group) else [("", command)]:
             if sub not in NOT_JSON_FLAGGED:
                 assert any("--json" in p.opts for p in each.params), f"kimik3 {name} {sub} has no --json"
 
 
-@pytest.mark.parametrize("args, code", [
-    (["plan", "--json", "missing.yaml"], 2),
-    (["plan", "--json", "bad.yaml"], 2),
-    (["apply", "--json", "bad.yaml"], 2),
-    (["status", "--json", "bad.yaml"], 2),
-    (["verify", "--json", "bad.yaml"], 2),
-    (["destroy", "--json", "bad.yaml"], 2),
-    (["down", "--json", "bad.yaml"], 2),
-    (["prune", "--json", "bad.yaml"], 2),
-    (["bench", "--json", "bad.yaml"], 2),
-    (["tune", "--json", "bad.yaml", "--goal", "decode"], 2),
-    (["explain", "--json", "no-such-rule"], 2),
-    (["apply", "--json", "cut.plan"], 2),
-    (["plan", "--json"], 2),  # usage errors: a missing FILE, an unknown option or command, a bad value
-    (["plan", "--json", "--no-such-option", "bad.yaml"], 2),
-    (["plna", "--json", "bad.yaml"], 2),
-    (["bench", "--json", "--grid", "0", "bad.yaml"], 2),
-    (["status", "--json", "--watch", "bad.yaml"], 2),  # a live table would be all of a JSON stdout
-], ids=lambda v: " ".join(v) if isinstance(v, list) else str(v))
-def test_a_failing_json_command_prints_one_json_error_on_stdout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                               args: list[str], code: int) -> None:
+@pytest.mark.parametrize(
+    "args, code",
+    [
+        (["plan", "--json", "missing.yaml"], 2),
+        (["plan", "--json", "bad.yaml"], 2),
+        (["apply", "--json", "bad.yaml"], 2),
+        (["status", "--json", "bad.yaml"], 2),
+        (["verify", "--json", "bad.yaml"], 2),
+        (["destroy", "--json", "bad.yaml"], 2),
+        (["down", "--json", "bad.yaml"], 2),
+        (["prune", "--json", "bad.yaml"], 2),
+        (["bench", "--json", "bad.yaml"], 2),
+        (["tune", "--json", "bad.yaml", "--goal", "decode"], 2),
+        (["explain", "--json", "no-such-rule"], 2),
+        (["apply", "--json", "cut.plan"], 2),
+        (["plan", "--json"], 2),  # usage errors: a missing FILE, an unknown option or command, a bad value
+        (["plan", "--json", "--no-such-option", "bad.yaml"], 2),
+        (["plna", "--json", "bad.yaml"], 2),
+        (["bench", "--json", "--grid", "0", "bad.yaml"], 2),
+        (["status", "--json", "--watch", "bad.yaml"], 2),  # a live table would be all of a JSON stdout
+    ],
+    ids=lambda v: " ".join(v) if isinstance(v, list) else str(v),
+)
+def test_a_failing_json_command_prints_one_json_error_on_stdout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], code: int
+) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "bad.yaml").write_text("apiVersion: kimik3/v1\nname: k3\nmodle: {}\n")
     (tmp_path / "cut.plan").write_text('{\n  "format": "kimik3-plan",\n  "version": 1,\n  "created": "20')
@@ -90,8 +99,9 @@ def test_bench_compare_with_nothing_kept_is_a_json_error(tmp_path: Path, monkeyp
     assert json.loads(stdout)["error"]["type"] == "NothingMeasured"
 
 
-def test_a_profile_of_many_problems_shows_the_first_fifty_and_json_keeps_all(tmp_path: Path,
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_profile_of_many_problems_shows_the_first_fifty_and_json_keeps_all(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     keys = "".join(f"unknown_{i}: 1\n" for i in range(60))
     (tmp_path / "many.yaml").write_text(f"apiVersion: kimik3/v1\nname: k3\n{keys}")
@@ -108,8 +118,12 @@ def test_a_profile_error_as_json_names_file_line_and_field(tmp_path: Path, monke
     (tmp_path / "bad.yaml").write_text("apiVersion: kimik3/v1\nname: k3\nmodle: {}\n")
     _, stdout, _ = run(["plan", "--json", "bad.yaml"], tmp_path)
     problems = json.loads(stdout)["error"]["problems"]
-    assert {"file": "bad.yaml", "line": 3, "field": "modle", "message": "unknown key (did you mean 'model'?)"} \
-        in problems
+    assert {
+        "file": "bad.yaml",
+        "line": 3,
+        "field": "modle",
+        "message": "unknown key (did you mean 'model'?)",
+    } in problems
 
 
 def test_validate_json_gives_each_files_verdict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -119,8 +133,11 @@ def test_validate_json_gives_each_files_verdict(tmp_path: Path, monkeypatch: pyt
     exit_code, stdout, _ = run(["validate", "--json", str(good), "bad.yaml", "gone.yaml"], tmp_path)
     document = json.loads(stdout)
     assert exit_code == 2 and document["ok"] is False
-    assert [(f["file"], f["valid"]) for f in document["files"]] == [(str(good), True), ("bad.yaml", False),
-                                                                    ("gone.yaml", False)]
+    assert [(f["file"], f["valid"]) for f in document["files"]] == [
+        (str(good), True),
+        ("bad.yaml", False),
+        ("gone.yaml", False),
+    ]
     exit_code, stdout, _ = run(["validate", "--json", str(good)], tmp_path)
     assert exit_code == 0 and json.loads(stdout)["ok"] is True
 
@@ -134,8 +151,9 @@ def test_explain_json_lists_every_rule_or_one(tmp_path: Path) -> None:
     assert exit_code == 0 and json.loads(stdout)["id"] == "slot-context-floor"
 
 
-def test_an_exception_outside_kimik3s_errors_still_gives_one_json_document(tmp_path: Path,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_exception_outside_kimik3s_errors_still_gives_one_json_document(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Issue 39: an SDK error no adapter translated (urllib3's, the Docker daemon gone mid-build) left a --json
     caller an empty stdout and a traceback. Whatever is raised, stdout holds one JSON error, exit 1; stderr keeps
     the traceback (a bug report needs it) and one line saying what happened."""
@@ -173,8 +191,12 @@ def test_the_unexpected_error_path_never_prints_a_secret(tmp_path: Path, monkeyp
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HF_TOKEN", token)
     monkeypatch.setattr(cli, "load", broken)
-    result = CliRunner().invoke(main, ["plan", "--json", "p.yaml"], catch_exceptions=False,
-                                env={"KIMIK3_STATE_DIR": str(tmp_path / "state"), "HF_TOKEN": token})
+    result = CliRunner().invoke(
+        main,
+        ["plan", "--json", "p.yaml"],
+        catch_exceptions=False,
+        env={"KIMIK3_STATE_DIR": str(tmp_path / "state"), "HF_TOKEN": token},
+    )
     assert result.exit_code == 1 and json.loads(result.stdout)["error"]["type"] == "ValueError"
     assert "Traceback" in result.stderr and "Invalid header value 'Bearer ***" in result.stderr
     for secret in (token, other):

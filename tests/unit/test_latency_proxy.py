@@ -23,8 +23,15 @@ from kimik3_reconciler.exporter.proxy_observe import ProxyMetrics
 
 KEY = "sk-proxy-test-5d8e"
 LABELS = {"profile": "k3-test", "quant": "UD-Q2_K_XL", "build": "b", "fingerprint": "f"}
-TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
-    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        },
+    }
+]
 
 
 def free_port() -> int:
@@ -34,8 +41,11 @@ def free_port() -> int:
 
 
 def call(arguments: str) -> dict:
-    return {"tool_calls": [{"id": "call_1", "type": "function",
-                            "function": {"name": "get_weather", "arguments": arguments}}]}
+    return {
+        "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": arguments}}
+        ]
+    }
 
 
 @pytest.fixture
@@ -65,6 +75,7 @@ def proxied() -> Iterator[tuple[SseStub, str, CollectorRegistry]]:
 def samples(registry: CollectorRegistry, requests: int) -> dict[tuple[str, tuple], float]:
     """The registry's samples once `requests` requests are recorded: a client stops reading at `[DONE]`, a moment
     before the proxy has written the end of the stream and recorded the request."""
+
     def read() -> dict[tuple[str, tuple], float]:
         out = {}
         for family in text_string_to_metric_families(generate_latest(registry).decode()):
@@ -83,8 +94,12 @@ def samples(registry: CollectorRegistry, requests: int) -> dict[tuple[str, tuple
 
 def streamed_events(registry: CollectorRegistry) -> float:
     """Events the proxy has timed so far (it counts each after taking its time)."""
-    return sum(s.value for family in text_string_to_metric_families(generate_latest(registry).decode())
-               for s in family.samples if s.name == "kimik3_proxy_streamed_events_total")
+    return sum(
+        s.value
+        for family in text_string_to_metric_families(generate_latest(registry).decode())
+        for s in family.samples
+        if s.name == "kimik3_proxy_streamed_events_total"
+    )
 
 
 def client(base: str, key: str = KEY) -> openai.OpenAI:
@@ -98,8 +113,9 @@ def test_streaming_chat_passes_through_and_is_timed(proxied):
     # sum to its read of the last event minus its read of the first; unpaced, a busy CPU that delayed the first
     # read more than the last made that less than the stub's sleeps (seen: 0.032 s < 0.036 s, 2 cores loaded).
     upstream.paced_by = lambda sent: streamed_events(registry) >= sent
-    stream = client(base).chat.completions.create(model="kimi-k3", stream=True,
-                                                  messages=[{"role": "user", "content": "count"}])
+    stream = client(base).chat.completions.create(
+        model="kimi-k3", stream=True, messages=[{"role": "user", "content": "count"}]
+    )
     text = "".join(chunk.choices[0].delta.content or "" for chunk in stream)
     assert text == "one two three four five "
     assert upstream.headers_seen[-1]["Authorization"] == f"Bearer {KEY}"  # the key passed unchanged
@@ -114,8 +130,12 @@ def test_streaming_chat_passes_through_and_is_timed(proxied):
 
 def test_tools_pass_and_a_bad_tool_call_is_counted_streamed_or_not(proxied):
     upstream, base, registry = proxied
-    upstream.script = [call('{"city": "Oslo"}'), call('{"city": "Oslo"'), call("Oslo, please"),
-                       (500, "The model produced output that does not match the expected Kimi K3 format")]
+    upstream.script = [
+        call('{"city": "Oslo"}'),
+        call('{"city": "Oslo"'),
+        call("Oslo, please"),
+        (500, "The model produced output that does not match the expected Kimi K3 format"),
+    ]
     ask = client(base).chat.completions.create
     messages = [{"role": "user", "content": "weather in Oslo?"}]
     good = ask(model="kimi-k3", messages=messages, tools=TOOLS)
@@ -131,8 +151,15 @@ def test_tools_pass_and_a_bad_tool_call_is_counted_streamed_or_not(proxied):
     failures = {k[1]: v for k, v in got.items() if k[0] == "kimik3_proxy_tool_call_parse_failures_total"}
     by_kind = {dict(labels)["kind"]: value for labels, value in failures.items()}
     assert by_kind == {"arguments": 2.0, "parser": 1.0}
-    assert got[("kimik3_proxy_errors_total", (("kind", "http_5xx"), ("model", "kimi-k3"),
-                                              ("route", "/v1/chat/completions")))] == 1
+    assert (
+        got[
+            (
+                "kimik3_proxy_errors_total",
+                (("kind", "http_5xx"), ("model", "kimi-k3"), ("route", "/v1/chat/completions")),
+            )
+        ]
+        == 1
+    )
 
 
 def test_a_wrong_key_and_health_pass_unchanged(proxied):
@@ -143,8 +170,15 @@ def test_a_wrong_key_and_health_pass_unchanged(proxied):
     health = httpx.get(f"{base}/health")
     assert health.status_code == 200 and health.json() == {"status": "ok"}
     got = samples(registry, 2)
-    assert got[("kimik3_proxy_errors_total", (("kind", "http_4xx"), ("model", "kimi-k3"),
-                                              ("route", "/v1/chat/completions")))] == 1
+    assert (
+        got[
+            (
+                "kimik3_proxy_errors_total",
+                (("kind", "http_4xx"), ("model", "kimi-k3"), ("route", "/v1/chat/completions")),
+            )
+        ]
+        == 1
+    )
     assert got[("kimik3_proxy_requests_total", (("code", "200"), ("model", "default"), ("route", "/health")))] == 1
 
 
@@ -154,5 +188,7 @@ def test_an_upstream_that_does_not_answer_is_a_502_and_an_error(proxied):
     reply = httpx.post(f"{base}/v1/chat/completions", json={"model": "m", "messages": []})
     assert reply.status_code == 502
     got = samples(registry, 1)
-    assert got[("kimik3_proxy_errors_total", (("kind", "upstream"), ("model", "m"),
-                                              ("route", "/v1/chat/completions")))] == 1
+    assert (
+        got[("kimik3_proxy_errors_total", (("kind", "upstream"), ("model", "m"), ("route", "/v1/chat/completions")))]
+        == 1
+    )

@@ -35,8 +35,14 @@ BIG = ROOT / "tests" / "fixtures" / "h200" / "reload-h200-40gb.json"
 
 def _group(samples: list[dict], key: str) -> list[dict]:
     kind, config, mode, cache = key.split("/")
-    return [s for s in samples if s["kind"] == kind and s["config"] == config
-            and s.get("load_mode", "none") == mode and s.get("cache", "warm") == cache]
+    return [
+        s
+        for s in samples
+        if s["kind"] == kind
+        and s["config"] == config
+        and s.get("load_mode", "none") == mode
+        and s.get("cache", "warm") == cache
+    ]
 
 
 def test_every_ratio_is_the_ratio_of_the_medians_of_its_samples(proof: dict) -> None:
@@ -44,8 +50,10 @@ def test_every_ratio_is_the_ratio_of_the_medians_of_its_samples(proof: dict) -> 
     for ratio in proof["ratios"]:
         if ratio["value"] is None:
             continue
-        values = [[s[ratio["field"]] for s in _group(samples, ratio[side]) if s.get(ratio["field"]) is not None]
-                  for side in ("numerator", "denominator")]
+        values = [
+            [s[ratio["field"]] for s in _group(samples, ratio[side]) if s.get(ratio["field"]) is not None]
+            for side in ("numerator", "denominator")
+        ]
         least = 3  # the issue asks for >= 3 samples a side
         assert all(len(v) >= least for v in values), (ratio["name"], [len(v) for v in values])
         want = statistics.median(values[0]) / statistics.median(values[1])

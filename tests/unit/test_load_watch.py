@@ -134,9 +134,11 @@ def test_downtime_prediction_uses_the_warm_figure_after_a_preread() -> None:
 
 def _profile(variant: str, build: str = "", serve: str = ""):
     gpus = "none" if variant == "cpu" else "all"
-    text = (f"apiVersion: kimik3/v1\nname: k3\nmodel: {{repo: unsloth/Kimi-K3-GGUF, revision: {'0123456789abcdef' * 2 + '01234567'}, "
-            f"quant: UD-Q2_K_XL}}\ngpus: {gpus}\nbuild: {{source: mainline, variant: {variant}{build}}}\n"
-            f"serve: {{port: 8080{serve}}}\n")
+    text = (
+        f"apiVersion: kimik3/v1\nname: k3\nmodel: {{repo: unsloth/Kimi-K3-GGUF, revision: {'0123456789abcdef' * 2 + '01234567'}, "
+        f"quant: UD-Q2_K_XL}}\ngpus: {gpus}\nbuild: {{source: mainline, variant: {variant}{build}}}\n"
+        f"serve: {{port: 8080{serve}}}\n"
+    )
     return parse_profile(text, "p.yaml").profile
 
 

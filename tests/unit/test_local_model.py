@@ -9,7 +9,16 @@ import os
 from pathlib import Path
 
 import pytest
-from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeHost, FakeHub, MemoryCache, MemoryState, fake_ports, gguf_bytes
+from support.fakes import (
+    FAKE_PROFILE,
+    FAKE_REVISION,
+    FakeHost,
+    FakeHub,
+    MemoryCache,
+    MemoryState,
+    fake_ports,
+    gguf_bytes,
+)
 
 from kimik3_reconciler.engines import engine_for
 from kimik3_reconciler.errors import InputError, LoadFailed, PlanError
@@ -76,7 +85,8 @@ def test_the_container_mounts_the_file_read_only_and_opens_it(world) -> None:
     container = docker.containers["k3-test"]
     mounts = container["Mounts"]
     assert [(m["Source"], m["Destination"], m["RW"]) for m in mounts] == [
-        (str(model), f"/models/local/{QUANT}/reap770.gguf", False)]
+        (str(model), f"/models/local/{QUANT}/reap770.gguf", False)
+    ]
     argv = container["Config"]["Cmd"]
     assert argv[argv.index("-m") + 1] == f"/models/local/{QUANT}/reap770.gguf"
 
@@ -152,9 +162,12 @@ def test_destroy_with_model_never_removes_the_local_file(world) -> None:
 def test_an_unvetted_iq_quant_from_a_local_file_is_refused_by_the_gate(world) -> None:
     orchestrator, _, _, tmp = world
     gguf(tmp / "models" / "k3-iq2m.gguf", "iq")
-    gated = parse_profile(FAKE_PROFILE.replace("quant: UD-Q2_K_XL}", "quant: UD-IQ2_M, local_path: models/k3-iq2m.gguf}")
-                          .replace("gate: {smoke: false}", "gate: {smoke: false, quant: {reference_quant: UD-Q2_K_XL}}"),
-                          "k3.yaml")
+    gated = parse_profile(
+        FAKE_PROFILE.replace("quant: UD-Q2_K_XL}", "quant: UD-IQ2_M, local_path: models/k3-iq2m.gguf}").replace(
+            "gate: {smoke: false}", "gate: {smoke: false, quant: {reference_quant: UD-Q2_K_XL}}"
+        ),
+        "k3.yaml",
+    )
     assert gated.profile.gate.quant is not None
     with pytest.raises(PlanError, match="runs only on quants of the hub cache") as refused:
         orchestrator.plan(gated)
@@ -166,8 +179,11 @@ def test_bad_input_exits_2_naming_the_field_and_changes_nothing(world) -> None:
     (tmp / "models").mkdir()
     (tmp / "empty").mkdir()
     (tmp / "models" / "reap770.gguf").write_text("version https://git-lfs.github.com/spec/v1\n")
-    for path, said in (("models/absent.gguf", "not found"), ("models/reap770.gguf", "is not a GGUF file"),
-                       ("empty", "is a folder with no GGUF shards")):
+    for path, said in (
+        ("models/absent.gguf", "not found"),
+        ("models/reap770.gguf", "is not a GGUF file"),
+        ("empty", "is a folder with no GGUF shards"),
+    ):
         with pytest.raises(InputError, match=said) as refused:
             orchestrator.apply(local_profile(path))
         assert refused.value.exit_code == 2 and str(refused.value).startswith(f"model.local_path: {path} ")
@@ -180,8 +196,14 @@ def test_verify_rehashes_every_file_and_a_plain_plan_none(tmp_path: Path) -> Non
     state, cache = MemoryState(), MemoryCache()
     profile = local_profile("reap770").profile
     first = collect_local_model(profile, state, cache, tmp_path, FakeHost())
-    step = LocalModelVerify(local_path=first.local_path, folder=first.cache_dir, quant=QUANT, files=first.files,
-                            stats=first.stats, manifest_key=local_model_key(first.local_path))
+    step = LocalModelVerify(
+        local_path=first.local_path,
+        folder=first.cache_dir,
+        quant=QUANT,
+        files=first.files,
+        stats=first.stats,
+        manifest_key=local_model_key(first.local_path),
+    )
     ports, _ = fake_ports(FakeHub("org/k3", FAKE_REVISION, {}, tmp_path / "hub"))
     ports.state = state  # the manifest this test reads back
     verify_local_model(step, ports, NullReporter())
@@ -202,9 +224,18 @@ def test_a_shard_removed_from_the_folder_is_drift(tmp_path: Path) -> None:
     first = collect_local_model(profile, state, None, tmp_path, FakeHost())
     ports, _ = fake_ports(FakeHub("org/k3", FAKE_REVISION, {}, tmp_path / "hub"))
     ports.state = state
-    verify_local_model(LocalModelVerify(local_path=first.local_path, folder=first.cache_dir, quant=QUANT,
-                                        files=first.files, stats=first.stats,
-                                        manifest_key=local_model_key(first.local_path)), ports, NullReporter())
+    verify_local_model(
+        LocalModelVerify(
+            local_path=first.local_path,
+            folder=first.cache_dir,
+            quant=QUANT,
+            files=first.files,
+            stats=first.stats,
+            manifest_key=local_model_key(first.local_path),
+        ),
+        ports,
+        NullReporter(),
+    )
     (folder / "k3-q2.gguf").unlink()
     for i in (1, 2):  # converted again, now as a split
         gguf(folder / f"k3-q2-0000{i}-of-00002.gguf", f"split{i}")
@@ -213,8 +244,10 @@ def test_a_shard_removed_from_the_folder_is_drift(tmp_path: Path) -> None:
     assert [f.path for f in now.files] == [f"{QUANT}/k3-q2-0000{i}-of-00002.gguf" for i in (1, 2)]
 
 
-GGUF_LOG = ("gguf_init_from_file_impl: failed to read tensor data\nllama_model_load: error loading model\n"
-            "srv  llama_server: exiting due to model loading error\n")
+GGUF_LOG = (
+    "gguf_init_from_file_impl: failed to read tensor data\nllama_model_load: error loading model\n"
+    "srv  llama_server: exiting due to model loading error\n"
+)
 
 
 def test_a_local_file_that_fails_to_load_gets_advice_that_can_help(world) -> None:
@@ -236,9 +269,11 @@ def test_a_local_file_that_fails_to_load_gets_advice_that_can_help(world) -> Non
 def test_a_hub_file_that_fails_to_load_still_gets_the_rehash_advice(tmp_path: Path) -> None:
     (tmp_path / "src.tar.gz").write_bytes(b"source")
     (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
-    ports, docker = fake_ports(FakeHub("org/k3", FAKE_REVISION, {"UD-Q2_K_XL/k3.gguf": gguf_bytes({})},
-                                       tmp_path / "hub"))
+    ports, docker = fake_ports(
+        FakeHub("org/k3", FAKE_REVISION, {"UD-Q2_K_XL/k3.gguf": gguf_bytes({})}, tmp_path / "hub")
+    )
     docker.crash_on_start, docker.logs = True, GGUF_LOG
     with pytest.raises(LoadFailed, match=r"`kimik3 apply --verify` re-hashes the cached files"):
         Orchestrator(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp").apply(
-            parse_profile(FAKE_PROFILE, "k3.yaml"))
+            parse_profile(FAKE_PROFILE, "k3.yaml")
+        )

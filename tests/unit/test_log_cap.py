@@ -33,14 +33,22 @@ def test_a_log_under_the_cap_stays_and_one_over_it_moves_to_dot_1_under_the_writ
 def test_the_spawned_process_caps_its_own_log_while_it_runs(tmp_path: Path) -> None:
     """A child like the exporter: fds 1/2 on the log, KIMIK3_LOG_FILE naming it, cap_own_log's thread running."""
     log = tmp_path / "exporter.log"
-    script = ("import sys, time; from kimik3_reconciler.adapters.log_cap import cap_own_log; "
-              "cap_own_log(cap=1000, every_s=0.05); "
-              "[print('x' * 99, file=sys.stderr, flush=True) or time.sleep(0.002) for _ in range(300)]; "
-              "time.sleep(0.2); print('last', flush=True)")
+    script = (
+        "import sys, time; from kimik3_reconciler.adapters.log_cap import cap_own_log; "
+        "cap_own_log(cap=1000, every_s=0.05); "
+        "[print('x' * 99, file=sys.stderr, flush=True) or time.sleep(0.002) for _ in range(300)]; "
+        "time.sleep(0.2); print('last', flush=True)"
+    )
     out = open_log(log)
     root = Path(__file__).resolve().parents[2]
-    child = subprocess.run([sys.executable, "-c", script], stdout=out, stderr=subprocess.STDOUT, timeout=60,
-                           env={**os.environ, LOG_FILE_ENV: str(log), "PYTHONPATH": str(root)}, check=True)
+    child = subprocess.run(
+        [sys.executable, "-c", script],
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        timeout=60,
+        env={**os.environ, LOG_FILE_ENV: str(log), "PYTHONPATH": str(root)},
+        check=True,
+    )
     os.close(out)
     assert child.returncode == 0
     backup = tmp_path / "exporter.log.1"

@@ -64,11 +64,16 @@ def test_a_running_server_is_replaced_after_its_files_were_refetched(world):
     before = docker.containers["k3-test"]["Id"]
     flip_one_byte(hub.root / "cache" / SHARD, keep_mtime=False)
     plan = orchestrator.plan(profile)
-    assert changes(plan) == [("model", Action.CREATE), ("preread", Action.READ), ("container", Action.REPLACE),
-                             ("health", Action.READ)]
+    assert changes(plan) == [
+        ("model", Action.CREATE),
+        ("preread", Action.READ),
+        ("container", Action.REPLACE),
+        ("health", Action.READ),
+    ]
     container = plan.changes[2]
-    assert container.reason.startswith(f"the model files it loaded were re-fetched (sha256 mismatch: {SHARD}); each "
-                                      "request gets ")
+    assert container.reason.startswith(
+        f"the model files it loaded were re-fetched (sha256 mismatch: {SHARD}); each request gets "
+    )
     orchestrator.apply(profile)
     assert docker.calls[-2:] == ["rm k3-test", "run k3-test"]
     assert docker.containers["k3-test"]["Id"] != before
@@ -81,8 +86,12 @@ def test_bit_rot_is_caught_by_verify_only(world):
     flip_one_byte(cached, keep_mtime=False)
     key = manifest_key(profile.profile, str(hub.root))
     files, _ = parse_manifest(orchestrator.ports.state.read(key))
-    orchestrator.ports.state.write(key, manifest_record(files, tuple(file_stat(f.path, (hub.root / "cache" / f.path).stat())
-                                                              for f in files), str(hub.root)))  # as if no stat had moved
+    orchestrator.ports.state.write(
+        key,
+        manifest_record(
+            files, tuple(file_stat(f.path, (hub.root / "cache" / f.path).stat()) for f in files), str(hub.root)
+        ),
+    )  # as if no stat had moved
     assert orchestrator.plan(profile).converged
     plan = orchestrator.plan(profile, rehash=True)
     assert plan.steps[0].reason == f"1 of 2 re-hashed (--verify): sha256 mismatch ({SHARD})"
@@ -148,7 +157,9 @@ def test_status_only_stats_a_moved_file_and_says_so_without_hashing(world, monke
     work = Path(orchestrator.base_dir)
     (work / "p.yaml").write_text(FAKE_PROFILE)
     monkeypatch.setattr(adapters, "real_ports", lambda *a, **k: orchestrator.ports)
-    shown = CliRunner().invoke(cli.main, ["--dockerfile", str(work / "Dockerfile.llamacpp"), "status", str(work / "p.yaml")])
+    shown = CliRunner().invoke(
+        cli.main, ["--dockerfile", str(work / "Dockerfile.llamacpp"), "status", str(work / "p.yaml")]
+    )
     assert shown.exit_code == 0, shown.output
     assert "1 changed since verified (stat moved; not re-hashed here" in shown.output and hashed == {}
     assert orchestrator.observe(profile).model.corrupt == (SHARD,)  # a plan does re-hash it
@@ -176,8 +187,17 @@ def test_status_with_no_manifest_and_the_hub_down_says_the_file_list_is_unknown(
     ports, _ = fake_ports(hub)
     monkeypatch.setattr(adapters, "real_ports", lambda *a, **k: ports)
     (tmp_path / "p.yaml").write_text(FAKE_PROFILE)
-    shown = CliRunner().invoke(cli.main, ["--state-dir", str(tmp_path / "state"), "--dockerfile",
-                                          str(tmp_path / "Dockerfile.llamacpp"), "status", str(tmp_path / "p.yaml")])
+    shown = CliRunner().invoke(
+        cli.main,
+        [
+            "--state-dir",
+            str(tmp_path / "state"),
+            "--dockerfile",
+            str(tmp_path / "Dockerfile.llamacpp"),
+            "status",
+            str(tmp_path / "p.yaml"),
+        ],
+    )
     assert shown.exit_code == 0, shown.output
     line = next(x for x in shown.output.splitlines() if x.startswith("model"))
     assert "0/0 files" not in line and "file list unknown" in line and "[Errno -2] Name or service not known" in line

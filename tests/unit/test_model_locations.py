@@ -12,19 +12,22 @@ from pathlib import Path
 import pytest
 from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeHub, fake_ports
 
-from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.model.model_files import manifest_key, manifest_key_before_locations
 from kimik3_reconciler.model.plan import Action
 from kimik3_reconciler.model.profile_source import parse_profile
+from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.steps.report import NullReporter
 
-FILES = {"UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00002.gguf": b"shard-one" * 1000,
-         "UD-Q2_K_XL/k3-UD-Q2_K_XL-00002-of-00002.gguf": b"shard-two" * 1000}
+FILES = {
+    "UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00002.gguf": b"shard-one" * 1000,
+    "UD-Q2_K_XL/k3-UD-Q2_K_XL-00002-of-00002.gguf": b"shard-two" * 1000,
+}
 
 
 def profile_in(cache_dir: str):  # noqa: ANN201
-    return parse_profile(FAKE_PROFILE.replace("quant: UD-Q2_K_XL}", f"quant: UD-Q2_K_XL, cache_dir: {cache_dir}}}"),
-                         "k3.yaml")
+    return parse_profile(
+        FAKE_PROFILE.replace("quant: UD-Q2_K_XL}", f"quant: UD-Q2_K_XL, cache_dir: {cache_dir}}}"), "k3.yaml"
+    )
 
 
 def checkout(root: Path) -> Path:
@@ -79,7 +82,9 @@ def test_two_checkouts_of_one_gitops_repo_on_one_state_dir_rehash_nothing(world)
     ports, tmp = world
     first, second = checkout(tmp / "ci-1"), checkout(tmp / "ci-2")
     profile = profile_in("hub-cache")
-    orchestrators = [Orchestrator(ports, NullReporter(), root, root / "Dockerfile.llamacpp") for root in (first, second)]
+    orchestrators = [
+        Orchestrator(ports, NullReporter(), root, root / "Dockerfile.llamacpp") for root in (first, second)
+    ]
     for orchestrator in orchestrators:
         orchestrator.apply(profile)
     ports.hub.downloads.clear()
@@ -121,7 +126,8 @@ def test_another_locations_record_copied_under_this_key_counts_as_absent(world):
     orchestrator = Orchestrator(ports, NullReporter(), checkout(tmp / "repo"), tmp / "repo" / "Dockerfile.llamacpp")
     a, b = profile_in(str(tmp / "nvme-a")), profile_in(str(tmp / "nvme-b"))
     orchestrator.apply(a)
-    ports.state.write(manifest_key(b.profile, str(tmp / "nvme-b")),
-                      ports.state.read(manifest_key(a.profile, str(tmp / "nvme-a"))))
+    ports.state.write(
+        manifest_key(b.profile, str(tmp / "nvme-b")), ports.state.read(manifest_key(a.profile, str(tmp / "nvme-a")))
+    )
     action, reason = model_step(orchestrator, b)
     assert action is Action.CREATE and "2 of 2 files missing" in reason

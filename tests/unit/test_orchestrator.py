@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeHub, fake_ports
 
-from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.errors import ConvergenceError, DownloadFailed, LoadFailed
 from kimik3_reconciler.model.plan import Action
 from kimik3_reconciler.model.profile_source import parse_profile
+from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.steps.report import NullReporter
 
 REV, PROFILE = FAKE_REVISION, FAKE_PROFILE
@@ -48,11 +48,19 @@ def test_first_apply_downloads_builds_launches_and_waits(world):
     result = orchestrator.apply(load())
     # The build pre-reads the model meanwhile (RAM holds it): the pre-read step before the launch finds it resident.
     assert [(s.kind, s.action) for s in result.executed] == [
-        ("model", Action.CREATE), ("image", Action.CREATE), ("preread", Action.READ), ("container", Action.CREATE),
-        ("health", Action.READ)]
+        ("model", Action.CREATE),
+        ("image", Action.CREATE),
+        ("preread", Action.READ),
+        ("container", Action.CREATE),
+        ("health", Action.READ),
+    ]
     assert result.executed[1].spec.preread is not None and len(orchestrator.ports.host.preread_calls) == 1
-    assert docker.calls == ["pull nvidia/cuda:13.0.0-devel-ubuntu24.04", "pull nvidia/cuda:13.0.0-runtime-ubuntu24.04",
-                            "build kimi-k3-llamacpp:mainline-ad1de39-cpu", "run k3-test"]
+    assert docker.calls == [
+        "pull nvidia/cuda:13.0.0-devel-ubuntu24.04",
+        "pull nvidia/cuda:13.0.0-runtime-ubuntu24.04",
+        "build kimi-k3-llamacpp:mainline-ad1de39-cpu",
+        "run k3-test",
+    ]
     assert hub.downloads == [tuple(sorted(p for p in FILES if p.startswith("UD-Q2_K_XL/")))]
     assert result.final.converged
 
@@ -76,7 +84,10 @@ def test_ubatch_change_replaces_only_the_container(world):
     changes = plan.changes
     # the serving container is swapped: its model is pre-read first (issue 15), while it still serves
     assert [(s.kind, s.action) for s in changes] == [
-        ("preread", Action.READ), ("container", Action.REPLACE), ("health", Action.READ)]
+        ("preread", Action.READ),
+        ("container", Action.REPLACE),
+        ("health", Action.READ),
+    ]
     assert [str(d) for d in changes[1].diff] == ["serve.ubatch: 4096 → 2048"]
 
 
@@ -86,7 +97,11 @@ def test_quant_change_downloads_and_replaces_without_building(world):
     calls = len(docker.calls)
     result = orchestrator.apply(load(PROFILE.replace("UD-Q2_K_XL", "UD-Q4_K_XL")))
     assert [(s.kind, s.action) for s in result.executed] == [
-        ("model", Action.CREATE), ("preread", Action.READ), ("container", Action.REPLACE), ("health", Action.READ)]
+        ("model", Action.CREATE),
+        ("preread", Action.READ),
+        ("container", Action.REPLACE),
+        ("health", Action.READ),
+    ]
     assert docker.calls[calls:] == ["rm k3-test", "run k3-test"]
 
 
@@ -166,9 +181,14 @@ def test_destroy_images_never_removes_another_profiles_build_under_the_same_tag(
     orchestrator, docker, hub, tmp = world
     orchestrator.apply(load())  # k3-test builds kimi-k3-llamacpp:mainline-<commit>-cpu
     (tmp / "src2.tar.gz").write_bytes(b"other source")  # another archive: another build, the same tag
-    other = load(**{"name: k3-test": "name: k3-other", "archive: src.tar.gz": "archive: src2.tar.gz, archive_sha256: "
-                    + hashlib.sha256(b"other source").hexdigest(),
-                    "port: 18999": "port: 18998"})
+    other = load(
+        **{
+            "name: k3-test": "name: k3-other",
+            "archive: src.tar.gz": "archive: src2.tar.gz, archive_sha256: "
+            + hashlib.sha256(b"other source").hexdigest(),
+            "port: 18999": "port: 18998",
+        }
+    )
     plan = orchestrator.destroy(other, images=True, model=False)
     kept = [s for s in plan.steps if s.kind == "image"]
     assert kept and kept[0].action == Action.NOOP and "another build" in kept[0].reason and "k3-test" in kept[0].reason
@@ -185,7 +205,11 @@ def test_patch_change_rebuilds_and_replaces_without_download(world):
     (tmp / "fix.patch").write_text("--- a/x\n+++ b/x\n")
     plan = orchestrator.plan(load(PROFILE.replace("archive: src.tar.gz", "archive: src.tar.gz, patches: [fix.patch]")))
     assert [(s.kind, s.action) for s in plan.changes] == [
-        ("image", Action.CREATE), ("preread", Action.READ), ("container", Action.REPLACE), ("health", Action.READ)]
+        ("image", Action.CREATE),
+        ("preread", Action.READ),
+        ("container", Action.REPLACE),
+        ("health", Action.READ),
+    ]
     assert any(d.field == "build.patches" for d in plan.changes[0].diff)
     digest = hashlib.sha256(b"--- a/x\n+++ b/x\n").hexdigest()[:12]
     assert f"fix.patch@{digest}" in str(plan.changes[0].diff)
@@ -206,7 +230,10 @@ def test_smoke_test_runs_once_per_image_and_a_failing_image_is_never_launched(wo
     assert docker.calls.count("run k3-test-smoke") == 2 and "run k3-test" in docker.calls
     orchestrator.apply(with_smoke)
     assert docker.calls.count("run k3-test-smoke") == 2  # passed once: not run again
-    assert next(s for s in orchestrator.plan(with_smoke).steps if s.kind == "smoke").reason == "image passed its smoke test"
+    assert (
+        next(s for s in orchestrator.plan(with_smoke).steps if s.kind == "smoke").reason
+        == "image passed its smoke test"
+    )
 
 
 def test_prune_removes_older_builds_but_not_the_current_image(world):
@@ -303,8 +330,11 @@ def test_two_profiles_on_one_pin_do_not_relaunch_each_other(world):
     orchestrator, docker, _, tmp = world
     (tmp / "fix.patch").write_text("--- a/x\n+++ b/x\n")
     a = load()
-    b = load(PROFILE.replace("name: k3-test", "name: k3-b").replace("port: 18999", "port: 18998")
-             .replace("archive: src.tar.gz", "archive: src.tar.gz, patches: [fix.patch]"))
+    b = load(
+        PROFILE.replace("name: k3-test", "name: k3-b")
+        .replace("port: 18999", "port: 18998")
+        .replace("archive: src.tar.gz", "archive: src.tar.gz, patches: [fix.patch]")
+    )
     orchestrator.apply(a)
     orchestrator.apply(b)  # moves the shared tag to B's build
     assert orchestrator.plan(a).converged and orchestrator.plan(b).converged
@@ -327,8 +357,13 @@ def test_apply_verifies_after_a_change_unless_told_not_to(world, monkeypatch):
     (tmp / "p.yaml").write_text(PROFILE)
     monkeypatch.setattr(adapters, "real_ports", lambda *a, **k: orchestrator.ports)
     calls = []
-    monkeypatch.setattr(verify_module, "verify", lambda eng, loaded: calls.append(loaded.profile.name) or
-                        verify_module.VerifyReport(profile=loaded.profile.name))
+    monkeypatch.setattr(
+        verify_module,
+        "verify",
+        lambda eng, loaded: (
+            calls.append(loaded.profile.name) or verify_module.VerifyReport(profile=loaded.profile.name)
+        ),
+    )
     args = ["--dockerfile", str(tmp / "Dockerfile.llamacpp"), "apply", str(tmp / "p.yaml")]
     assert CliRunner().invoke(cli.main, [*args, "--no-verify-server"]).exit_code == 0
     assert calls == []  # changed, but told not to verify
@@ -402,7 +437,9 @@ def test_a_plan_writes_no_state(world):
     state = orchestrator.ports.state
     orchestrator.plan(load())
     assert state.records == {}
-    assert list(orchestrator.ports.cache.entries) and all(k.startswith("sha256/") for k in orchestrator.ports.cache.entries)
+    assert list(orchestrator.ports.cache.entries) and all(
+        k.startswith("sha256/") for k in orchestrator.ports.cache.entries
+    )
     orchestrator.apply(load())
     before = copy.deepcopy(state.records)
     orchestrator.plan(load())

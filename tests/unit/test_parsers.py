@@ -88,8 +88,10 @@ def test_cmake_args_rendered_for_sm90_match_the_h200_build() -> None:
     from kimik3_reconciler.planning.build_flags import cmake_configure_args
 
     host = fixture("h200", "host.txt")
-    facts = HostFacts(physical_cores=parse_lscpu_cores(_section(host, "lscpu -p=CORE,SOCKET")),
-                      cpu_flags=parse_cpu_flags(_section(host, "cpuinfo flags")))
+    facts = HostFacts(
+        physical_cores=parse_lscpu_cores(_section(host, "lscpu -p=CORE,SOCKET")),
+        cpu_flags=parse_cpu_flags(_section(host, "cpuinfo flags")),
+    )
     root = Path(__file__).resolve().parents[2]
     profile = parse_profile((root / "tools" / "gpu_proof" / "h200-tiny.yaml").read_text()).profile
     recorded = json.loads(fixture("h200", "rendered.json"))
@@ -123,14 +125,20 @@ def test_h200_draft_run_used_the_argv_kimik3_renders_today() -> None:
     recorded = json.loads(fixture("h200", "rendered-draft.json"))
     root = Path(__file__).resolve().parents[2]
     profile = parse_profile((root / "tools" / "gpu_proof" / "h200-draft.yaml").read_text()).profile
-    facts = observed(profile, host=HostFacts(**recorded["host"]),
-                     inputs=local_inputs(profile, draft_model=".gpu_proof/Kimi-K3-tiny-draft.gguf"),
-                     model=model_fact(profile, size=1, stem="Kimi-K3-tiny", cache_dir="/models-cache"))
+    facts = observed(
+        profile,
+        host=HostFacts(**recorded["host"]),
+        inputs=local_inputs(profile, draft_model=".gpu_proof/Kimi-K3-tiny-draft.gguf"),
+        model=model_fact(profile, size=1, stem="Kimi-K3-tiny", cache_dir="/models-cache"),
+    )
     assert list(render_launch(profile, facts, "img", "fp").spec.command) == recorded["argv"]
     log = fixture("h200", "draft-server.log")
     assert "adding speculative implementation 'draft-simple'" in log and "devices=[CUDA0]" in log
-    drafts = [ln for ln in fixture("h200", "draft-probe.txt").splitlines()
-              if ln.startswith("llamacpp:spec_decode_num_drafts_total")]
+    drafts = [
+        ln
+        for ln in fixture("h200", "draft-probe.txt").splitlines()
+        if ln.startswith("llamacpp:spec_decode_num_drafts_total")
+    ]
     assert drafts and int(drafts[0].split()[-1]) > 0
 
 
@@ -144,8 +152,11 @@ def test_the_mount_of_a_path_from_recorded_mount_tables() -> None:
     assert docker is not None and docker.mountpoint == "/var/lib/docker"
     nfs = fixture("host", "proc-self-mounts.nfs-models.txt")  # the same plus an nfs4 and a nested local mount
     hub = parse_mount_of(nfs, "/mnt/models/hub")
-    assert hub is not None and (hub.fstype, hub.source, hub.mountpoint) == ("nfs4", "nas01.lan:/export/models",
-                                                                            "/mnt/models")
+    assert hub is not None and (hub.fstype, hub.source, hub.mountpoint) == (
+        "nfs4",
+        "nas01.lan:/export/models",
+        "/mnt/models",
+    )
     scratch = parse_mount_of(nfs, "/mnt/models/local scratch/hub")  # the kernel writes the space as \040
     assert scratch is not None and (scratch.fstype, scratch.mountpoint) == ("xfs", "/mnt/models/local scratch")
     assert parse_mount_of(nfs, "/mnt/modelsX") is not None and parse_mount_of(nfs, "/mnt/modelsX").mountpoint == "/"

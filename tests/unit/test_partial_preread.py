@@ -50,14 +50,20 @@ def _files(tmp_path: Path, sizes: list[int]) -> list[str]:
     return paths
 
 
-def test_the_adapter_reads_the_first_bytes_of_the_files_in_order(tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_adapter_reads_the_first_bytes_of_the_files_in_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Real files and the real page cache: the prefix is read, chunk by chunk, and nothing past it."""
     monkeypatch.setattr(page_cache, "CHUNK", 64 << 10)
     paths = _files(tmp_path, [200 << 10, 200 << 10, 200 << 10])
     assert list(page_cache._chunks(paths, 300 << 10)) == [
-        (paths[0], 0, 64 << 10), (paths[0], 64 << 10, 64 << 10), (paths[0], 128 << 10, 64 << 10),
-        (paths[0], 192 << 10, 8 << 10), (paths[1], 0, 64 << 10), (paths[1], 64 << 10, 36 << 10)]
+        (paths[0], 0, 64 << 10),
+        (paths[0], 64 << 10, 64 << 10),
+        (paths[0], 128 << 10, 64 << 10),
+        (paths[0], 192 << 10, 8 << 10),
+        (paths[1], 0, 64 << 10),
+        (paths[1], 64 << 10, 36 << 10),
+    ]
     seen: list[int] = []
 
     def read() -> None:  # each try from an empty cache: a pre-read that misses pages cannot pass by adding up tries
@@ -68,8 +74,10 @@ def test_the_adapter_reads_the_first_bytes_of_the_files_in_order(tmp_path: Path,
         assert sum(seen) == 300 << 10
 
     # the first file whole, the second at least its first 100 KiB (readahead may bring in more of it)
-    assert read_until(read, lambda: page_cache.resident_bytes(paths[0]) == 200 << 10
-                      and page_cache.resident_bytes(paths[1]) >= 100 << 10)
+    assert read_until(
+        read,
+        lambda: page_cache.resident_bytes(paths[0]) == 200 << 10 and page_cache.resident_bytes(paths[1]) >= 100 << 10,
+    )
     assert page_cache.resident_bytes(paths[2]) == 0  # never opened for a read: readahead stops at a file's end
 
 
@@ -91,19 +99,18 @@ def test_the_step_reads_only_the_prefix_and_says_how_much_of_it_the_cache_holds(
     # Again, the first file still cached: only the second file's part is read, the limit counted over it alone.
     host2, ports2 = _step_ports(tmp_path)
     host2.cached = {paths[0]}
-    preread_model(PagecachePreread(tuple(paths), 3000, sizes=(1000, 1000, 1000), limit_bytes=1500), ports2,
-                  Recorder())
+    preread_model(PagecachePreread(tuple(paths), 3000, sizes=(1000, 1000, 1000), limit_bytes=1500), ports2, Recorder())
     assert host2.preread_calls == [([paths[1]], 4)] and host2.preread_limits == [500]
     # And once the cache holds the whole prefix: nothing is read.
     reporter = Recorder()
-    preread_model(PagecachePreread(tuple(paths), 3000, sizes=(1000, 1000, 1000), limit_bytes=1500), ports2,
-                  reporter)
+    preread_model(PagecachePreread(tuple(paths), 3000, sizes=(1000, 1000, 1000), limit_bytes=1500), ports2, reporter)
     assert host2.preread_calls == [([paths[1]], 4)] and dict(reporter.events)["pre-read"]["read_files"] == 0
 
 
 def test_the_partial_prediction_weighs_the_warm_and_the_cold_rate_by_the_bytes_cached() -> None:
     obs = observed(model=model_fact(shards=2, size=50 << 30)).model_copy(
-        update={"load_rate": float(1 << 30), "warm_load_rate": float(4 << 30)})
+        update={"load_rate": float(1 << 30), "warm_load_rate": float(4 << 30)}
+    )
     cold, _ = predicted_load_s(obs)
     warm, _ = predicted_load_s(obs, warm=True)
     assert (cold, warm) == (100, 25)
@@ -137,8 +144,9 @@ def test_a_partly_warm_load_updates_neither_load_rate(tmp_path: Path) -> None:
     host = FakeHost()
     ports = _ports(tmp_path, host, _Docker(), _Http(host))
     reporter = Recorder()
-    wait_until_healthy(HealthWait("k3", "http://x/health", 600, model_bytes=12_000, warm=True, partial_bytes=6000),
-                       ports, reporter)
+    wait_until_healthy(
+        HealthWait("k3", "http://x/health", 600, model_bytes=12_000, warm=True, partial_bytes=6000), ports, reporter
+    )
     assert ports.state.read(LOAD_RATE_KEY) is None and ports.state.read(WARM_LOAD_RATE_KEY) is None
     assert "neither cold nor warm" in dict(reporter.events)["load-rate-kept"]["why"]
 
@@ -157,7 +165,13 @@ def test_a_saved_partial_preread_is_no_edit_when_memory_moved_but_a_limit_past_t
     assert {s.kind: s for s in now}["preread"].spec.limit_bytes is None
     assert payload_edits(tuple(saved.values()), now, roomy) == []
     step = saved["preread"]
-    edited = Step(step.kind, step.target, step.action, step.reason,
-                  spec=replace(step.spec, limit_bytes=obs.model.total_bytes + 1), cost=step.cost)
+    edited = Step(
+        step.kind,
+        step.target,
+        step.action,
+        step.reason,
+        spec=replace(step.spec, limit_bytes=obs.model.total_bytes + 1),
+        cost=step.cost,
+    )
     moved = payload_edits((edited,), now, roomy)
     assert moved and "its pre-read differs" in moved[0]

@@ -58,8 +58,10 @@ def test_the_real_one_renamed_is_recognised_by_content(tmp_path: Path) -> None:
     profile, inputs = inputs_for(tmp_path, SHAPED, "0003-state-undo.patch")
     found, refusal = rollback_requirement(profile, inputs.patches)
     assert refusal is None and found is not None
-    assert str(found) == ("0003-state-undo.patch (recognised by content: adds rollback code (rollback_to, "
-                          "n_rollback) to src/llama-memory-recurrent.h +3/-0, src/llama-memory-recurrent.cpp +2/-1)")
+    assert str(found) == (
+        "0003-state-undo.patch (recognised by content: adds rollback code (rollback_to, "
+        "n_rollback) to src/llama-memory-recurrent.h +3/-0, src/llama-memory-recurrent.cpp +2/-1)"
+    )
 
 
 def test_a_file_named_like_it_with_other_content_is_refused(tmp_path: Path) -> None:
@@ -74,9 +76,11 @@ def test_no_draft_no_judgement_and_a_rollback_elsewhere_does_not_count(tmp_path:
     profile, inputs = inputs_for(tmp_path, OTHER, "x.patch", spec_draft=False)
     assert rollback_requirement(profile, inputs.patches) == (None, None)
     # "rollback" in a file that is not the recurrent-state memory (the server's own checkpoints) is not it.
-    elsewhere = parse_unified_diff("--- a/tools/server/server.cpp\n+++ b/tools/server/server.cpp\n@@ -1 +1 @@\n"
-                                   "+    // rollback the slot\n")
+    elsewhere = parse_unified_diff(
+        "--- a/tools/server/server.cpp\n+++ b/tools/server/server.cpp\n@@ -1 +1 @@\n+    // rollback the slot\n"
+    )
     from kimik3_reconciler.model.facts import PatchFact
+
     assert rollback_patch((PatchFact(name="p", path="/p", sha256="0" * 64, files=elsewhere),)) is None
 
 
@@ -97,20 +101,33 @@ def test_a_rollback_said_only_in_comments_or_strings_is_not_the_patch() -> None:
 
     def patch(*added: str) -> PatchFact:
         body = "".join(f"+{line}\n" for line in added)
-        files = parse_unified_diff("--- a/src/llama-memory-recurrent.cpp\n+++ b/src/llama-memory-recurrent.cpp\n"
-                                   f"@@ -1 +1,{len(added)} @@\n{body}")
+        files = parse_unified_diff(
+            "--- a/src/llama-memory-recurrent.cpp\n+++ b/src/llama-memory-recurrent.cpp\n"
+            f"@@ -1 +1,{len(added)} @@\n{body}"
+        )
         return PatchFact(name="rs.patch", path="/rs.patch", sha256="0" * 64, files=files)
 
-    for comment_only in (("    // TODO: rollback someday",), ("    /* rollback later */",), ("     * rollback: see below",),
-                         ('    LLAMA_LOG_INFO("rollback not supported\\n");',)):
+    for comment_only in (
+        ("    // TODO: rollback someday",),
+        ("    /* rollback later */",),
+        ("     * rollback: see below",),
+        ('    LLAMA_LOG_INFO("rollback not supported\\n");',),
+    ):
         assert rollback_patch((patch(*comment_only),)) is None, comment_only
     assert code_of("    return rollback_to(seq_id, p0); // rollback") == "    return rollback_to(seq_id, p0); "
     found = rollback_patch((patch("    // bounded", "    bool seq_rollback(llama_seq_id id);"),))
-    assert found is not None and found.evidence == ("adds rollback code (seq_rollback) to "
-                                                    "src/llama-memory-recurrent.cpp +2/-0")
+    assert found is not None and found.evidence == (
+        "adds rollback code (seq_rollback) to src/llama-memory-recurrent.cpp +2/-0"
+    )
     _, refusal = rollback_requirement(profile_with("rs.patch"), (patch("    // TODO: rollback someday"),))
-    assert refusal is not None and ("none does (rs.patch changes src/llama-memory-recurrent.cpp (rollback only in "
-                                    "comments or strings there, no code))") in refusal
+    assert (
+        refusal is not None
+        and (
+            "none does (rs.patch changes src/llama-memory-recurrent.cpp (rollback only in "
+            "comments or strings there, no code))"
+        )
+        in refusal
+    )
 
 
 def test_the_plan_time_refusal_names_build_patches_with_the_profile_file_and_line(tmp_path: Path) -> None:
@@ -121,9 +138,11 @@ def test_the_plan_time_refusal_names_build_patches_with_the_profile_file_and_lin
     from kimik3_reconciler.planning import plan
 
     profile, inputs = inputs_for(tmp_path, OTHER, "kimi-k3-rs-rollback.patch")
-    text = (f"apiVersion: kimik3/v1\nname: k3\nmodel: {{repo: org/k3, revision: {'ab' * 20}, quant: UD-IQ2_XXS}}\n"
-            "build:\n  patches: [patches/kimi-k3-rs-rollback.patch]\ngpus: [0, 1]\nserve:\n  parallel: 2\n"
-            "  spec_draft: {model: draft.gguf}\n")
+    text = (
+        f"apiVersion: kimik3/v1\nname: k3\nmodel: {{repo: org/k3, revision: {'ab' * 20}, quant: UD-IQ2_XXS}}\n"
+        "build:\n  patches: [patches/kimi-k3-rs-rollback.patch]\ngpus: [0, 1]\nserve:\n  parallel: 2\n"
+        "  spec_draft: {model: draft.gguf}\n"
+    )
     loaded = parse_profile(text, source="interactive.yaml")
     with pytest.raises(PlanError) as refused, located(loaded):
         plan(profile, observed(profile, inputs=inputs))

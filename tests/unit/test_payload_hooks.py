@@ -8,20 +8,26 @@ import ast
 from pathlib import Path
 
 import pytest
+from support.fakes import converged_fake
 
 import kimik3_reconciler.orchestrator as orchestrator_module
 from kimik3_reconciler.errors import VerifyFailed
 from kimik3_reconciler.model import specs
-from support.fakes import converged_fake
 
-FILES = {"UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00002.gguf": b"one" * 10,
-         "UD-Q2_K_XL/k3-UD-Q2_K_XL-00002-of-00002.gguf": b"two" * 10}
+FILES = {
+    "UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00002.gguf": b"one" * 10,
+    "UD-Q2_K_XL/k3-UD-Q2_K_XL-00002-of-00002.gguf": b"two" * 10,
+}
 
 
 def test_the_orchestrator_imports_no_payload_type() -> None:
     tree = ast.parse(Path(orchestrator_module.__file__).read_text())
-    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
-                and node.module == "kimik3_reconciler.model.specs" for alias in node.names}
+    imported = {
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "kimik3_reconciler.model.specs"
+        for alias in node.names
+    }
     named = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)} & {p.__name__ for p in specs.PAYLOADS}
     assert imported == set() and named == set()
 
@@ -57,8 +63,12 @@ def test_a_failing_check_leaves_no_verifier_on_the_shared_ports(tmp_path: Path) 
 def test_which_payloads_take_a_server_down_is_the_payloads_own_answer() -> None:
     """Review of the merge (issue 30 on the seam): the room check and the revert trigger ask the payload, so a new
     step or a second engine's launch that replaces the server declares it instead of being added to a type list."""
-    assert {p.__name__ for p in specs.PAYLOADS if p.stops_server} == {"StopContainer", "RemoveContainer",
-                                                                     "UnitRemoval", "StopUnit"}
+    assert {p.__name__ for p in specs.PAYLOADS if p.stops_server} == {
+        "StopContainer",
+        "RemoveContainer",
+        "UnitRemoval",
+        "StopUnit",
+    }
     container = specs.ContainerSpec(name="k3", image="i", command=(), env=(), mounts=(), gpus="none", labels=())
     assert specs.LaunchContainer(container, replace=True).takes_server_down()
     assert not specs.LaunchContainer(container, replace=False).takes_server_down()

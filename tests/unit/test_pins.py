@@ -22,17 +22,31 @@ SHIPPED = sorted(p for p in (ROOT / "profiles").glob("*.yaml") if "\nkind: Fleet
 
 
 def run(args: list[str], cwd: Path) -> tuple[int, str, str]:
-    result = CliRunner().invoke(main, args, catch_exceptions=False, env={
-        "KIMIK3_STATE_DIR": str(cwd / "state"), "KIMIK3_CACHE_DIR": str(cwd / "cache"),
-        "DOCKER_HOST": f"unix://{cwd}/no-docker.sock"})  # a refusal must come before any host access
+    result = CliRunner().invoke(
+        main,
+        args,
+        catch_exceptions=False,
+        env={
+            "KIMIK3_STATE_DIR": str(cwd / "state"),
+            "KIMIK3_CACHE_DIR": str(cwd / "cache"),
+            "DOCKER_HOST": f"unix://{cwd}/no-docker.sock",
+        },
+    )  # a refusal must come before any host access
     return result.exit_code, result.stdout, result.stderr
 
 
-@pytest.mark.parametrize("value, made_up", [
-    ("0123456789abcdef0123456789abcdef01234567", True), ("89abcdef0123456789abcdef0123456789abcdef", True),
-    ("f" * 40, True), ("1234567890123456789012345678901234567890", True),
-    ("d3e0c0d2d3e0c0d2d3e0c0d2d3e0c0d2d3e0c0d2", False),  # the demo hub's commit: served, not a placeholder
-    ("b0a2feb64c6fbd09f12af230734f072dd819ecb0", False), ("main", False)])
+@pytest.mark.parametrize(
+    "value, made_up",
+    [
+        ("0123456789abcdef0123456789abcdef01234567", True),
+        ("89abcdef0123456789abcdef0123456789abcdef", True),
+        ("f" * 40, True),
+        ("1234567890123456789012345678901234567890", True),
+        ("d3e0c0d2d3e0c0d2d3e0c0d2d3e0c0d2d3e0c0d2", False),  # the demo hub's commit: served, not a placeholder
+        ("b0a2feb64c6fbd09f12af230734f072dd819ecb0", False),
+        ("main", False),
+    ],
+)
 def test_a_placeholder_commit_is_told_from_a_real_one(value: str, made_up: bool) -> None:
     assert Pin(("model", "revision"), "hub", value, "a/b").made_up is made_up
 
@@ -70,8 +84,10 @@ def test_plan_and_apply_refuse_an_unpinned_profile_naming_the_field(command: lis
     profile = ROOT / "profiles" / "hybrid-q2.yaml"
     code, stdout, stderr = run([*command, str(profile)], tmp_path)
     assert code == 2
-    assert (f"{profile}:11: model.revision: 'main' is a branch or tag, not a pin: `kimik3 pin {profile}` writes the "
-            "commit the hub serves for it now") in stderr
+    assert (
+        f"{profile}:11: model.revision: 'main' is a branch or tag, not a pin: `kimik3 pin {profile}` writes the "
+        "commit the hub serves for it now"
+    ) in stderr
     assert f"{profile}:16: model.tokenizer.revision:" in stderr
     if "--json" in command:
         problems = json.loads(stdout)["error"]["problems"]
@@ -82,8 +98,9 @@ def test_plan_and_apply_refuse_an_unpinned_profile_naming_the_field(command: lis
 def test_the_pin_writer_keeps_every_comment_and_records_the_branch() -> None:
     text = (ROOT / "profiles" / "hybrid-q2.yaml").read_text()
     commit, tokenizer = "5e1f" * 10, "a7c3" * 10
-    pinned = set_pins(text, {("model", "revision"): (commit, "main"),
-                             ("model", "tokenizer", "revision"): (tokenizer, "main")})
+    pinned = set_pins(
+        text, {("model", "revision"): (commit, "main"), ("model", "tokenizer", "revision"): (tokenizer, "main")}
+    )
     comments = [line.split("#", 1)[1].strip() for line in text.splitlines() if "#" in line]
     assert all(comment in pinned for comment in comments)
     assert f"  revision: {commit} # pin: main\n" in pinned
@@ -115,14 +132,19 @@ def test_pin_update_leaves_an_image_pinned_by_digest_alone(tmp_path: Path) -> No
     text = (ROOT / "profiles" / "vllm-tp8.yaml").read_text()
     ref, commit = "vllm/vllm-openai@sha256:" + "5e1f" * 16, "b0a2feb64c6fbd09f12af230734f072dd819ecb0"
     profile = tmp_path / "vllm.yaml"
-    profile.write_text(text.replace("  ref: vllm/vllm-openai:kimi-k3\n", f"  ref: {ref}\n")
-                       .replace("  revision: main\n", f"  revision: {commit}\n"))
+    profile.write_text(
+        text.replace("  ref: vllm/vllm-openai:kimi-k3\n", f"  ref: {ref}\n").replace(
+            "  revision: main\n", f"  revision: {commit}\n"
+        )
+    )
     before = profile.read_text()
     code, stdout, stderr = run(["pin", "--update", "--json", str(profile)], tmp_path)
     assert code == 0, stderr
     rows = json.loads(stdout)["pins"]
     assert [(r["field"], r["from"], r["value"], r["changed"]) for r in rows] == [
-        ("model.revision", None, commit, False), ("image.ref", None, ref, False)]
+        ("model.revision", None, commit, False),
+        ("image.ref", None, ref, False),
+    ]
     code, stdout, _ = run(["pin", "--update", str(profile)], tmp_path)  # said as not asked, never "unchanged"
     assert code == 0 and stdout.count("pinned (no branch or tag recorded)") == 2 and "unchanged" not in stdout
     assert profile.read_text() == before
@@ -131,6 +153,9 @@ def test_pin_update_leaves_an_image_pinned_by_digest_alone(tmp_path: Path) -> No
 def test_force_unlock_takes_an_unpinned_profile(tmp_path: Path) -> None:
     """Before: force-unlock refused a profile naming `revision: main` (exit 2, `kimik3 pin`): a hung run's lock
     could not be removed without asking the hub; it reads only the profile's name and RPC workers."""
-    result = CliRunner().invoke(main, ["force-unlock", "0000", str(ROOT / "profiles" / "hybrid-q2.yaml")], env={
-        "KIMIK3_STATE_DIR": str(tmp_path / "state"), "KIMIK3_HOST_LOCK": str(tmp_path / "host.lock")})
+    result = CliRunner().invoke(
+        main,
+        ["force-unlock", "0000", str(ROOT / "profiles" / "hybrid-q2.yaml")],
+        env={"KIMIK3_STATE_DIR": str(tmp_path / "state"), "KIMIK3_HOST_LOCK": str(tmp_path / "host.lock")},
+    )
     assert result.exit_code == 2 and "no lock 0000: the host is not locked" in result.stderr, result.stderr

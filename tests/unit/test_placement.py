@@ -17,8 +17,11 @@ from kimik3_reconciler.planning.placement import forecast
 
 H200 = Path(__file__).resolve().parents[1] / "fixtures" / "h200"
 MIB = 1 << 20
-LAYOUT = ModelLayout(**json.loads((H200 / "synth-layout.json").read_text()), context_length=0,  # none recorded
-                     state_bytes_per_slot=0)
+LAYOUT = ModelLayout(
+    **json.loads((H200 / "synth-layout.json").read_text()),
+    context_length=0,  # none recorded
+    state_bytes_per_slot=0,
+)
 CASES = [json.loads(line) for line in (H200 / "forecast-cases.jsonl").read_text().splitlines()]
 REV = "d3e0c0de" * 5
 
@@ -26,7 +29,7 @@ REV = "d3e0c0de" * 5
 def cpu_layers_in_log(fit_target: int) -> list[int]:
     """Layers whose expert tensors the real load put in host memory (after the fit passes)."""
     log = (H200 / f"forecast-server-{fit_target}.log").read_text()
-    final = log[log.index("successfully fit params"):]
+    final = log[log.index("successfully fit params") :]
     return sorted({int(m) for m in re.findall(r"tensor blk\.(\d+)\.ffn_\w+_exps\.weight .*CUDA_Host", final)})
 
 
@@ -39,8 +42,14 @@ build: {{source: mainline, cuda_architectures: ["90"]}}
 gpus: [0]
 serve: {{ctx_size: 4096, parallel: 1, fit_target: {case["fit_target_mib"]}}}
 """).profile
-    gpu = GpuFact(index=0, uuid="GPU-71bec584", name="NVIDIA H200", compute_capability=(9, 0),
-                  memory_total=150754820096, memory_free=case["nvml_free_mib"] * MIB)
+    gpu = GpuFact(
+        index=0,
+        uuid="GPU-71bec584",
+        name="NVIDIA H200",
+        compute_capability=(9, 0),
+        memory_total=150754820096,
+        memory_free=case["nvml_free_mib"] * MIB,
+    )
     return forecast(profile, observed(profile, host=HostFacts(gpu_probe="ok", gpus=(gpu,)), layout=LAYOUT))
 
 

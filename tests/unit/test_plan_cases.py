@@ -67,9 +67,9 @@ written by hand.
 from __future__ import annotations
 
 import copy
-import json
 import fnmatch
 import hashlib
+import json
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -81,34 +81,49 @@ from support.fakes import FakeHost, MemoryState, container_inspect
 from support.observed import local_inputs, model_fact, observed, shard_files
 from support.recorded_hosts import recorded_host
 
-from kimik3_reconciler.model.facts import (
-    ContainerFact, ExporterFact, GpuPlumbing, HostFacts, HostSettingsFact, ImageFact, ModelFact, Observed, PatchFact,
-    PulledImageFact, RemoteFile, RemovedWorkerFact, RpcDeviceFact, SystemdFacts, UnitFact, WorkerFact, manifest_digest,
-)
 from kimik3_reconciler.engines import engine_for
 from kimik3_reconciler.errors import InputError, PlanError
 from kimik3_reconciler.model.described_host import described_host
 from kimik3_reconciler.model.engine_names import ENGINES
+from kimik3_reconciler.model.facts import (
+    ContainerFact,
+    ExporterFact,
+    GpuPlumbing,
+    HostFacts,
+    HostSettingsFact,
+    ImageFact,
+    ModelFact,
+    Observed,
+    PatchFact,
+    PulledImageFact,
+    RemoteFile,
+    RemovedWorkerFact,
+    RpcDeviceFact,
+    SystemdFacts,
+    UnitFact,
+    WorkerFact,
+    manifest_digest,
+)
 from kimik3_reconciler.model.host_settings import sysctl_text
 from kimik3_reconciler.model.model_files import CHECKPOINT
-from kimik3_reconciler.observe.local_model import collect_local_model
+from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.model.specs import ContainerSpec
 from kimik3_reconciler.observe.docker_objects import parse_running
 from kimik3_reconciler.observe.host import parse_mount_of
 from kimik3_reconciler.observe.local_inputs import parse_unified_diff
+from kimik3_reconciler.observe.local_model import collect_local_model
 from kimik3_reconciler.observe.server_log import crash_cause
 from kimik3_reconciler.observe.unit import parse_unit_file
-from kimik3_reconciler.model.profile import Profile
-from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.planning import plan, render_desired
+from kimik3_reconciler.planning.exporter_unit import render_exporter_install
 from kimik3_reconciler.planning.front_step import render_front
 from kimik3_reconciler.planning.front_unit import plan_front_unit
-from kimik3_reconciler.planning.metrics_step import render_exporter
 from kimik3_reconciler.planning.image_step import render_image_build
 from kimik3_reconciler.planning.launch import render_launch
-from kimik3_reconciler.planning.worker_step import render_worker, worker_inputs
-from kimik3_reconciler.planning.exporter_unit import render_exporter_install
+from kimik3_reconciler.planning.metrics_step import render_exporter
 from kimik3_reconciler.planning.unit_step import render_install
+from kimik3_reconciler.planning.worker_step import render_worker, worker_inputs
 
 CASES = Path(__file__).parent.parent / "cases" / "plan"
 FIXTURES = Path(__file__).parent.parent / "fixtures"
@@ -119,7 +134,9 @@ BASE = yaml.safe_load((CASES / "_base.yaml").read_text())
 def merge(base: dict[str, Any], patch: dict[str, Any] | None) -> dict[str, Any]:
     out = copy.deepcopy(base)
     for key, value in (patch or {}).items():
-        out[key] = merge(out.get(key, {}), value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+        out[key] = (
+            merge(out.get(key, {}), value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+        )
     return out
 
 
@@ -134,10 +151,15 @@ def checkpoint_engine(profile: Profile) -> bool:
 
 def model_files(profile: Profile, quant_gib: float = 80) -> tuple[RemoteFile, ...]:
     if checkpoint_engine(profile):  # the checkpoint's top-level shards, index and config (quant_gib: its weights)
-        return tuple(RemoteFile(path=f"model-{i:05d}-of-00002.safetensors", size=int(quant_gib * (1 << 30)) // 2,
-                                sha256=str(i) * 64) for i in (1, 2)) + tuple(
-            RemoteFile(path=name, size=4096, git_oid=f"{i}" * 40) for i, name in
-            enumerate(("config.json", "model.safetensors.index.json", "tokenizer_config.json"), 3))
+        return tuple(
+            RemoteFile(
+                path=f"model-{i:05d}-of-00002.safetensors", size=int(quant_gib * (1 << 30)) // 2, sha256=str(i) * 64
+            )
+            for i in (1, 2)
+        ) + tuple(
+            RemoteFile(path=name, size=4096, git_oid=f"{i}" * 40)
+            for i, name in enumerate(("config.json", "model.safetensors.index.json", "tokenizer_config.json"), 3)
+        )
     files = shard_files(profile.model.quant, size=int(quant_gib * (1 << 30)) // 2, stem="K3")
     if profile.build.source == "fork" and profile.model.mmproj:
         files += (RemoteFile(path=profile.model.mmproj, size=900 << 20, sha256="f" * 64),)
@@ -158,37 +180,67 @@ def local_model_fact(profile: Profile, spec: dict[str, Any], previous: bool) -> 
     then = (RemoteFile(path=name, size=size, sha256="1" * 64),)
     now = (RemoteFile(path=name, size=size, sha256="2" * 64),) if state == "edited" and not previous else then
     moved = (name,) if state in ("edited", "touched") and not previous else ()
-    return ModelFact(repo=profile.model.repo, revision=profile.model.revision, quant=quant, cache_dir=LOCAL_DIR,
-                     local_path=f"{LOCAL_DIR}/{Path(profile.model.local_path).name}", files=now, changed=moved,
-                     unrecorded=(name,) if moved or state == "unverified" else (),
-                     recorded_digest=None if state == "unverified" else manifest_digest(then, quant))
+    return ModelFact(
+        repo=profile.model.repo,
+        revision=profile.model.revision,
+        quant=quant,
+        cache_dir=LOCAL_DIR,
+        local_path=f"{LOCAL_DIR}/{Path(profile.model.local_path).name}",
+        files=now,
+        changed=moved,
+        unrecorded=(name,) if moved or state == "unverified" else (),
+        recorded_digest=None if state == "unverified" else manifest_digest(then, quant),
+    )
 
 
 def observed_for(profile: Profile, spec: dict[str, Any], host: HostFacts, previous: bool = False) -> Observed:
     """Observed state with no image/container: the inputs and model as the case says."""
     if profile.model.local_path is not None:
-        return observed(profile, host=host, inputs=local_inputs(profile),
-                        model=local_model_fact(profile, spec, previous))
+        return observed(
+            profile, host=host, inputs=local_inputs(profile), model=local_model_fact(profile, spec, previous)
+        )
     contents = {Path(p).name: str(spec.get("patches", {}).get(Path(p).name, p)) for p in profile.build.patches}
     patches = tuple(
-        PatchFact(name=Path(p).name, path=f"/profiles/{p}",
-                  sha256=hashlib.sha256(contents[Path(p).name].encode()).hexdigest(),
-                  files=parse_unified_diff(contents[Path(p).name]))
-        for p in profile.build.patches)
+        PatchFact(
+            name=Path(p).name,
+            path=f"/profiles/{p}",
+            sha256=hashlib.sha256(contents[Path(p).name].encode()).hexdigest(),
+            files=parse_unified_diff(contents[Path(p).name]),
+        )
+        for p in profile.build.patches
+    )
     files = model_files(profile, spec.get("quant_gib", 80))
     model_spec = spec.get("model", "complete")
-    named = (lambda key: tuple(f.path for f in files if Path(f.path).name in model_spec.get(key, ()))) \
-        if isinstance(model_spec, dict) else (lambda key: ())
-    missing = {"complete": (), "absent": tuple(f.path for f in files)}.get(model_spec) if isinstance(model_spec, str) \
+    named = (
+        (lambda key: tuple(f.path for f in files if Path(f.path).name in model_spec.get(key, ())))
+        if isinstance(model_spec, dict)
+        else (lambda key: ())
+    )
+    missing = (
+        {"complete": (), "absent": tuple(f.path for f in files)}.get(model_spec)
+        if isinstance(model_spec, str)
         else named("missing") + named("edited") + named("corrupt")
+    )
     cache_dir = profile.model.cache_dir or "/var/lib/kimik3/hub"
     mounts = (HOST_FIXTURES / spec["cache_mounts"]).read_text() if "cache_mounts" in spec else None
     pulled = pulled_fact(profile, spec.get("pulled", "present"))
-    return observed(profile, host=host, inputs=local_inputs(profile, patches=patches), pulled=pulled,
-                    model=model_fact(profile, files=files, missing=missing, corrupt=named("edited") + named("corrupt"),
-                                     quant=CHECKPOINT if checkpoint_engine(profile) else profile.model.quant,
-                                     changed=named("edited") + named("touched"), unrecorded=named("touched"),
-                                     cache_dir=cache_dir, cache_fs=parse_mount_of(mounts, cache_dir) if mounts else None))
+    return observed(
+        profile,
+        host=host,
+        inputs=local_inputs(profile, patches=patches),
+        pulled=pulled,
+        model=model_fact(
+            profile,
+            files=files,
+            missing=missing,
+            corrupt=named("edited") + named("corrupt"),
+            quant=CHECKPOINT if checkpoint_engine(profile) else profile.model.quant,
+            changed=named("edited") + named("touched"),
+            unrecorded=named("touched"),
+            cache_dir=cache_dir,
+            cache_fs=parse_mount_of(mounts, cache_dir) if mounts else None,
+        ),
+    )
 
 
 def pulled_fact(profile: Profile, state: Any) -> PulledImageFact | None:
@@ -226,38 +278,66 @@ def host_facts(spec: dict[str, Any]) -> HostFacts:
 
 def build_case(case: dict[str, Any]) -> tuple[Profile, Observed]:
     # `base:` is the base profile's text, or the name of a base file beside the cases (_base-vllm-tp8.yaml)
-    base = BASE if "base" not in case else yaml.safe_load(
-        (CASES / case["base"]).read_text() if re.fullmatch(r"_base[\w-]*\.yaml", case["base"]) else case["base"])
+    base = (
+        BASE
+        if "base" not in case
+        else yaml.safe_load(
+            (CASES / case["base"]).read_text() if re.fullmatch(r"_base[\w-]*\.yaml", case["base"]) else case["base"]
+        )
+    )
     if merge(base, case.get("desired")).get("engine", "llamacpp") not in ENGINES:
         pytest.skip(f"engine: {merge(base, case.get('desired'))['engine']} is not in the registry on this branch")
     desired = profile_of(merge(base, case.get("desired")))
     obs_spec = case.get("observed", {})
     host = host_facts(obs_spec.get("host", {"physical_cores": 8}))
     observed = observed_for(desired, obs_spec, host)
-    gpu = {"gpu_plumbing": GpuPlumbing(**obs_spec["gpu_plumbing"]) if "gpu_plumbing" in obs_spec else None,
-           "gpu_probe_record": {"passed": True, **obs_spec["gpu_probe"]} if "gpu_probe" in obs_spec else None}
+    gpu = {
+        "gpu_plumbing": GpuPlumbing(**obs_spec["gpu_plumbing"]) if "gpu_plumbing" in obs_spec else None,
+        "gpu_probe_record": {"passed": True, **obs_spec["gpu_probe"]} if "gpu_probe" in obs_spec else None,
+    }
     observed = observed.model_copy(update=gpu)
     if "host_settings" in obs_spec:  # kimik3's sysctl.d file (absent, written as kimik3 writes it, or a text)
         settings = obs_spec["host_settings"]
         text = {"absent": None, "written": sysctl_text()}.get(settings.get("file"), settings.get("file"))
-        observed = observed.model_copy(update={"host_settings": HostSettingsFact(
-            file_text=text, live=settings.get("live", {}),
-            overridden_by=tuple(tuple(o) for o in settings.get("overridden_by", ())))})
+        observed = observed.model_copy(
+            update={
+                "host_settings": HostSettingsFact(
+                    file_text=text,
+                    live=settings.get("live", {}),
+                    overridden_by=tuple(tuple(o) for o in settings.get("overridden_by", ())),
+                )
+            }
+        )
     if "build_times" in obs_spec:  # the state records of the last builds measured here (host/build-time-*)
-        observed = observed.model_copy(update={"build_time": obs_spec["build_times"].get("compile"),
-                                                "cached_build_time": obs_spec["build_times"].get("cached")})
+        observed = observed.model_copy(
+            update={
+                "build_time": obs_spec["build_times"].get("compile"),
+                "cached_build_time": obs_spec["build_times"].get("cached"),
+            }
+        )
     if "loads" in obs_spec:  # the state records of the last loads measured here (host/load-rate, load/<name>)
         rate, last = obs_spec["loads"].get("rate"), obs_spec["loads"].get("container")
-        observed = observed.model_copy(update={
-            "load_rate": rate["bytes"] / rate["seconds"] if rate else None,
-            "last_load": (last.get("bytes", observed.model.total_bytes), float(last["seconds"])) if last else None})
+        observed = observed.model_copy(
+            update={
+                "load_rate": rate["bytes"] / rate["seconds"] if rate else None,
+                "last_load": (last.get("bytes", observed.model.total_bytes), float(last["seconds"])) if last else None,
+            }
+        )
     if case.get("previous", {}) is None:
-        return desired, observed.model_copy(update={"systemd": systemd_facts(obs_spec.get("systemd")),
-                                                    "workers": worker_facts(desired, None, obs_spec.get("workers", {}))})
+        return desired, observed.model_copy(
+            update={
+                "systemd": systemd_facts(obs_spec.get("systemd")),
+                "workers": worker_facts(desired, None, obs_spec.get("workers", {})),
+            }
+        )
     previous = profile_of(merge(base, case.get("previous")))
     prev_host = host_facts(obs_spec["previous_host"]) if "previous_host" in obs_spec else host
-    prev_obs = observed_for(previous, {**obs_spec, "patches": obs_spec.get("previous_patches", obs_spec.get("patches", {}))},
-                            prev_host, previous=True).model_copy(update=gpu)
+    prev_obs = observed_for(
+        previous,
+        {**obs_spec, "patches": obs_spec.get("previous_patches", obs_spec.get("patches", {}))},
+        prev_host,
+        previous=True,
+    ).model_copy(update=gpu)
     image = render_image_build(previous, prev_obs)
     pull = prev_obs.pulled  # an engine that pulls: the container runs image.ref, its fingerprint moves with the digest
     image_ref, image_fp = (pull.ref, pull.digest) if pull is not None else (image.tag, image.fingerprint)
@@ -268,19 +348,35 @@ def build_case(case: dict[str, Any]) -> tuple[Profile, Observed]:
             labels["kimik3.base-images"] = json.dumps(obs_spec["built_on"])
         if "built_on_digests" in obs_spec:  # ... and their repo digests
             labels["kimik3.base-digests"] = json.dumps(obs_spec["built_on_digests"])
-        images = (ImageFact(id="sha256:prev", tags=(image.tag,), fingerprint=image.fingerprint,
-                            labels=labels, smoke=obs_spec.get("smoke", "passed")),)
+        images = (
+            ImageFact(
+                id="sha256:prev",
+                tags=(image.tag,),
+                fingerprint=image.fingerprint,
+                labels=labels,
+                smoke=obs_spec.get("smoke", "passed"),
+            ),
+        )
     container = None
     c_spec = obs_spec.get("container", {"state": "running", "health": "ok"})
     if c_spec != "absent":
         launch = render_launch(previous, prev_obs, image_ref, image_fp)
         # What runs, read back through the real parser from the inspect JSON the adapter's launch makes.
         running = parse_running(container_inspect(hand_made(launch.spec, c_spec.get("drift", {})), "c" * 64, None))
-        container = ContainerFact(id="c" * 64, name=previous.name, state=c_spec.get("state", "running"),
-                                  image=image_ref, fingerprint=launch.fingerprint, inputs=launch.inputs,
-                                  exit_code=c_spec.get("exit_code"), health=c_spec.get("health"), running=running, pid=c_spec.get("pid"),
-                                  rss_bytes=int(c_spec["rss_gib"] * (1 << 30)) if "rss_gib" in c_spec else None,
-                                  crash=crash_cause(False, (FIXTURES / c_spec["log"]).read_text()) if "log" in c_spec else None)
+        container = ContainerFact(
+            id="c" * 64,
+            name=previous.name,
+            state=c_spec.get("state", "running"),
+            image=image_ref,
+            fingerprint=launch.fingerprint,
+            inputs=launch.inputs,
+            exit_code=c_spec.get("exit_code"),
+            health=c_spec.get("health"),
+            running=running,
+            pid=c_spec.get("pid"),
+            rss_bytes=int(c_spec["rss_gib"] * (1 << 30)) if "rss_gib" in c_spec else None,
+            crash=crash_cause(False, (FIXTURES / c_spec["log"]).read_text()) if "log" in c_spec else None,
+        )
     systemd = systemd_facts(obs_spec.get("systemd"), previous, prev_obs, image.tag, image.fingerprint)
     if desired.workers and container is not None:
         container = container.model_copy(update={"started_at": MAIN_STARTED})
@@ -288,42 +384,64 @@ def build_case(case: dict[str, Any]) -> tuple[Profile, Observed]:
     removed = removed_worker_facts(desired, previous, obs_spec.get("removed_workers", {}))
     exporter = exporter_fact(obs_spec.get("exporter"), previous, prev_obs)
     front = front_fact(obs_spec.get("front"), previous, prev_obs)
-    return desired, observed.model_copy(update={"workers": workers, "exporter": exporter, "front": front,
-                                                "images": images,
-                                                "removed_workers": removed,
-                                                "container": container,
-                                                "base_images": obs_spec.get("base_images", {}), "systemd": systemd,
-                                                "base_digests": obs_spec.get("base_digests", {}),
-                                                "unverified": container.fingerprint if container and
-                                                obs_spec.get("unverified") else None})
+    return desired, observed.model_copy(
+        update={
+            "workers": workers,
+            "exporter": exporter,
+            "front": front,
+            "images": images,
+            "removed_workers": removed,
+            "container": container,
+            "base_images": obs_spec.get("base_images", {}),
+            "systemd": systemd,
+            "base_digests": obs_spec.get("base_digests", {}),
+            "unverified": container.fingerprint if container and obs_spec.get("unverified") else None,
+        }
+    )
 
 
 MAIN_STARTED, WORKER_STARTED, LATER = "2026-12-01T10:00:00.5Z", "2026-12-01T09:59:58.123456789Z", "2026-12-01T11:00:00Z"
 
 
-def worker_facts(desired: Profile, previous: Profile | None, spec: dict[str, Any], image: Any = None) -> tuple[WorkerFact, ...]:
+def worker_facts(
+    desired: Profile, previous: Profile | None, spec: dict[str, Any], image: Any = None
+) -> tuple[WorkerFact, ...]:
     """Each desired worker's host as `previous` left it (its image, its rpc-server) unless the case says otherwise."""
     facts = []
     made = {w.name: w for w in previous.workers} if previous is not None else {}
     for worker in desired.workers:
         w_spec = spec.get(worker.name, {})
-        fact = WorkerFact(name=worker.name, docker=worker.docker, error=w_spec.get("error"),
-                          same_daemon=w_spec.get("same_daemon", False), context_bytes=w_spec.get("context_bytes", 1 << 20),
-                          mem_total=w_spec.get("mem_total"),
-                          devices=tuple(RpcDeviceFact(name=n, total=t, free=f) for n, t, f in w_spec.get("devices", ())))
+        fact = WorkerFact(
+            name=worker.name,
+            docker=worker.docker,
+            error=w_spec.get("error"),
+            same_daemon=w_spec.get("same_daemon", False),
+            context_bytes=w_spec.get("context_bytes", 1 << 20),
+            mem_total=w_spec.get("mem_total"),
+            devices=tuple(RpcDeviceFact(name=n, total=t, free=f) for n, t, f in w_spec.get("devices", ())),
+        )
         was = made.get(worker.name)
         if w_spec.get("image", "previous") == "previous" and was is not None:
-            fact = fact.model_copy(update={"images": (ImageFact(id="sha256:prev", tags=(image.tag,),
-                                                                fingerprint=image.fingerprint),)})
+            fact = fact.model_copy(
+                update={"images": (ImageFact(id="sha256:prev", tags=(image.tag,), fingerprint=image.fingerprint),)}
+            )
         c_spec = w_spec.get("container", {"state": "running"})
         if c_spec != "absent" and was is not None:
             cspec, digest = render_worker(previous, was, image.tag, image.fingerprint)
-            fact = fact.model_copy(update={
-                "container": ContainerFact(id="w" * 64, name=cspec.name, state=c_spec.get("state", "running"),
-                                           fingerprint=digest, inputs=worker_inputs(previous, was, image.fingerprint),
-                                           started_at=LATER if c_spec.get("restarted") else WORKER_STARTED),
-                "port_open": w_spec.get("port_open", c_spec.get("state", "running") == "running"),
-                "listeners": tuple(w_spec.get("listeners", (worker.bind,)))})
+            fact = fact.model_copy(
+                update={
+                    "container": ContainerFact(
+                        id="w" * 64,
+                        name=cspec.name,
+                        state=c_spec.get("state", "running"),
+                        fingerprint=digest,
+                        inputs=worker_inputs(previous, was, image.fingerprint),
+                        started_at=LATER if c_spec.get("restarted") else WORKER_STARTED,
+                    ),
+                    "port_open": w_spec.get("port_open", c_spec.get("state", "running") == "running"),
+                    "listeners": tuple(w_spec.get("listeners", (worker.bind,))),
+                }
+            )
         facts.append(fact)
     return tuple(facts)
 
@@ -337,8 +455,13 @@ def removed_worker_facts(desired: Profile, previous: Profile, spec: dict[str, An
         if (worker.docker, container) in named:
             continue
         w_spec = spec.get(worker.name, {})
-        fact = RemovedWorkerFact(name=worker.name, docker=worker.docker, tls_dir=worker.tls_dir,
-                                 container_name=container, error=w_spec.get("error"))
+        fact = RemovedWorkerFact(
+            name=worker.name,
+            docker=worker.docker,
+            tls_dir=worker.tls_dir,
+            container_name=container,
+            error=w_spec.get("error"),
+        )
         if w_spec.get("container", "running") != "absent" and not fact.error:
             fact = fact.model_copy(update={"container": ContainerFact(id="r" * 64, name=container, state="running")})
         facts.append(fact)
@@ -352,11 +475,21 @@ def exporter_fact(state: str | None, previous: Profile, prev_obs: Observed) -> E
     config = render_exporter(render_desired(previous, prev_obs), prev_obs)
     assert config is not None, "exporter: needs a previous profile with a metrics: section"
     if previous.systemd is not None:  # the unit's record: no pid, /healthz alone says it runs
-        return ExporterFact(pid=0, fingerprint=config.fingerprint, config=config.to_json(), alive=state == "serving",
-                            serving=config.fingerprint if state == "serving" else None,
-                            unit=f"{previous.unit_name}-metrics.service")
-    return ExporterFact(pid=4242, fingerprint=config.fingerprint, config=config.to_json(), alive=state != "dead",
-                        serving=config.fingerprint if state == "serving" else None)
+        return ExporterFact(
+            pid=0,
+            fingerprint=config.fingerprint,
+            config=config.to_json(),
+            alive=state == "serving",
+            serving=config.fingerprint if state == "serving" else None,
+            unit=f"{previous.unit_name}-metrics.service",
+        )
+    return ExporterFact(
+        pid=4242,
+        fingerprint=config.fingerprint,
+        config=config.to_json(),
+        alive=state != "dead",
+        serving=config.fingerprint if state == "serving" else None,
+    )
 
 
 def front_fact(state: str | None, previous: Profile, prev_obs: Observed) -> ExporterFact | None:
@@ -366,46 +499,85 @@ def front_fact(state: str | None, previous: Profile, prev_obs: Observed) -> Expo
     config = render_front(render_desired(previous, prev_obs), prev_obs)
     assert config is not None, "front: needs a previous profile with metrics.handover"
     if previous.systemd is not None:  # the unit's record: no pid, the control /healthz alone says it runs
-        return ExporterFact(pid=0, fingerprint=config.fingerprint, config=config.to_json(), alive=state == "serving",
-                            serving=config.fingerprint if state == "serving" else None,
-                            unit=f"{previous.unit_name}-front.service")
-    return ExporterFact(pid=4343, fingerprint=config.fingerprint, config=config.to_json(), alive=state != "dead",
-                        serving=config.fingerprint if state == "serving" else None)
+        return ExporterFact(
+            pid=0,
+            fingerprint=config.fingerprint,
+            config=config.to_json(),
+            alive=state == "serving",
+            serving=config.fingerprint if state == "serving" else None,
+            unit=f"{previous.unit_name}-front.service",
+        )
+    return ExporterFact(
+        pid=4343,
+        fingerprint=config.fingerprint,
+        config=config.to_json(),
+        alive=state != "dead",
+        serving=config.fingerprint if state == "serving" else None,
+    )
 
 
-def systemd_facts(spec: dict[str, Any] | None, previous: Profile | None = None, prev_obs: Observed | None = None,
-                  tag: str = "", image_fp: str = "") -> SystemdFacts | None:
+def systemd_facts(
+    spec: dict[str, Any] | None,
+    previous: Profile | None = None,
+    prev_obs: Observed | None = None,
+    tag: str = "",
+    image_fp: str = "",
+) -> SystemdFacts | None:
     """systemd as the case says; an installed unit is the one kimik3 rendered for `previous`."""
     if spec is None:
         return None
-    facts = SystemdFacts(booted=spec.get("booted", True), state="running" if spec.get("booted", True) else "offline",
-                         docker_cli="/usr/bin/docker", kimik3_argv=("/usr/bin/python3", "-m", "kimik3_reconciler"),
-                         kimik3_env={"KIMIK3_STATE_DIR": "/var/lib/kimik3", "PYTHONPATH": "/opt/kimik3"})
+    facts = SystemdFacts(
+        booted=spec.get("booted", True),
+        state="running" if spec.get("booted", True) else "offline",
+        docker_cli="/usr/bin/docker",
+        kimik3_argv=("/usr/bin/python3", "-m", "kimik3_reconciler"),
+        kimik3_env={"KIMIK3_STATE_DIR": "/var/lib/kimik3", "PYTHONPATH": "/opt/kimik3"},
+    )
     if spec.get("unit", "absent") == "absent" or previous is None or previous.systemd is None:
         return facts
     install = render_install(previous, prev_obs, render_launch(previous, prev_obs, tag, image_fp), "/usr/bin/docker")
     text = install.unit_text
     if spec["unit"] == "edited":  # an operator's edit, header kept
         text = text.replace("RestartSec=10", "RestartSec=30")
-    unit = UnitFact(name=install.unit, unit_file=parse_unit_file(install.unit_path, text),
-                    env_file=parse_unit_file(install.env_path, install.env_text), load_state="loaded",
-                    active_state=spec.get("active", "active"),
-                    unit_file_state="enabled" if spec.get("enabled", previous.systemd.enable) else "disabled")
+    unit = UnitFact(
+        name=install.unit,
+        unit_file=parse_unit_file(install.unit_path, text),
+        env_file=parse_unit_file(install.env_path, install.env_text),
+        load_state="loaded",
+        active_state=spec.get("active", "active"),
+        unit_file_state="enabled" if spec.get("enabled", previous.systemd.enable) else "disabled",
+    )
     units = [unit]
     if spec.get("exporter_unit", "absent") != "absent":
         exporter = render_exporter_install(previous, prev_obs.model_copy(update={"systemd": facts}), "/usr/bin/docker")
         text = exporter.unit_text
         if spec["exporter_unit"] == "edited":
             text = text.replace("RestartSec=5", "RestartSec=30")
-        units.append(UnitFact(name=exporter.unit, unit_file=parse_unit_file(exporter.unit_path, text),
-                              env_file=parse_unit_file(exporter.env_path, exporter.env_text), load_state="loaded",
-                              active_state="active", main_pid=4343, unit_file_state=unit.unit_file_state))
+        units.append(
+            UnitFact(
+                name=exporter.unit,
+                unit_file=parse_unit_file(exporter.unit_path, text),
+                env_file=parse_unit_file(exporter.env_path, exporter.env_text),
+                load_state="loaded",
+                active_state="active",
+                main_pid=4343,
+                unit_file_state=unit.unit_file_state,
+            )
+        )
     if spec.get("front_unit", "absent") != "absent":
         config = render_front(render_desired(previous, prev_obs), prev_obs)
         front = plan_front_unit(previous, prev_obs.model_copy(update={"systemd": facts}), config)[0].spec.install
-        units.append(UnitFact(name=front.unit, unit_file=parse_unit_file(front.unit_path, front.unit_text),
-                              env_file=parse_unit_file(front.env_path, front.env_text), load_state="loaded",
-                              active_state="active", main_pid=4444, unit_file_state=unit.unit_file_state))
+        units.append(
+            UnitFact(
+                name=front.unit,
+                unit_file=parse_unit_file(front.unit_path, front.unit_text),
+                env_file=parse_unit_file(front.env_path, front.env_text),
+                load_state="loaded",
+                active_state="active",
+                main_pid=4444,
+                unit_file_state=unit.unit_file_state,
+            )
+        )
     return facts.model_copy(update={"units": tuple(units)})
 
 

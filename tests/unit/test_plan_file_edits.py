@@ -14,10 +14,10 @@ from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeHub, fake_ports
 
 import kimik3_reconciler.adapters as adapters
 from kimik3_reconciler import cli
-from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.errors import InputError, StalePlan
 from kimik3_reconciler.model.plan_file import content_digest, read_saved_plan, write_saved_plan
 from kimik3_reconciler.model.profile_source import parse_profile
+from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.steps.report import NullReporter
 
 FILES = {"UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00001.gguf": b"shard-one" * 10}
@@ -77,11 +77,17 @@ def test_a_plan_reformatted_without_an_edit_still_reads(world) -> None:
     assert read_saved_plan(again, "p.plan") == read_saved_plan(json.dumps(data), "p.plan")
 
 
-@pytest.mark.parametrize(("edit", "said"), [
-    ("header", "the header (created, kimik3, warnings)"), ("profile", "the profile text"),
-    ("observed", "the observed facts"), ("reorder", "the order of the steps"),
-    ("copy", "step 6 (+ container k3-test) (a copy)"), ("remove", "1 step(s) removed"),
-])
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        ("header", "the header (created, kimik3, warnings)"),
+        ("profile", "the profile text"),
+        ("observed", "the observed facts"),
+        ("reorder", "the order of the steps"),
+        ("copy", "step 6 (+ container k3-test) (a copy)"),
+        ("remove", "1 step(s) removed"),
+    ],
+)
 def test_each_edited_part_is_named(world, edit: str, said: str) -> None:
     orchestrator, _, work = world
     data = _plan_file(orchestrator, work)
@@ -120,17 +126,27 @@ def test_a_plan_whose_digests_were_removed_is_edited_and_an_older_one_is_another
         check_made_by(dataclasses.replace(stripped, made_by=""), "p.plan")
 
 
-@pytest.mark.parametrize(("edit", "said"), [
-    (lambda d: _launch(d).update(command="llama-server -c 4096"),
-     "step 5 (+ container k3-test): payload LaunchContainer: container.command: Input should be a list "
-     "(found 'llama-server -c 4096')"),
-    (lambda d: _launch(d).update(mounts=[{"source": 1}]),
-     "step 5 (+ container k3-test): payload LaunchContainer: container.mounts[0].source: Input should be a valid "
-     "string (found 1); container.mounts[0].target: Field required"),
-    (lambda d: d["steps"][0].update(action="delete-everything"),
-     "step 1: action: one of noop, create, update, replace, delete, read expected, found 'delete-everything'"),
-    (lambda d: d["profile"].update(text=None), "profile.text: a string expected, found null"),
-], ids=["argv-as-string", "mount-fields", "unknown-action", "profile-text"])
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        (
+            lambda d: _launch(d).update(command="llama-server -c 4096"),
+            "step 5 (+ container k3-test): payload LaunchContainer: container.command: Input should be a list "
+            "(found 'llama-server -c 4096')",
+        ),
+        (
+            lambda d: _launch(d).update(mounts=[{"source": 1}]),
+            "step 5 (+ container k3-test): payload LaunchContainer: container.mounts[0].source: Input should be a valid "
+            "string (found 1); container.mounts[0].target: Field required",
+        ),
+        (
+            lambda d: d["steps"][0].update(action="delete-everything"),
+            "step 1: action: one of noop, create, update, replace, delete, read expected, found 'delete-everything'",
+        ),
+        (lambda d: d["profile"].update(text=None), "profile.text: a string expected, found null"),
+    ],
+    ids=["argv-as-string", "mount-fields", "unknown-action", "profile-text"],
+)
 def test_a_wrong_shaped_part_is_named_by_its_place_not_dumped_by_pydantic(world, edit, said: str) -> None:
     orchestrator, _, work = world
     data = _plan_file(orchestrator, work)
@@ -143,7 +159,9 @@ def test_a_wrong_shaped_part_is_named_by_its_place_not_dumped_by_pydantic(world,
     assert "\n" not in message and "validation error" not in message and "pydantic.dev" not in message
     with pytest.raises(StalePlan) as edited:  # as a hand edit leaves it: the edit first, then what no longer reads
         read_saved_plan(json.dumps(data), "p.plan")
-    assert "was edited after kimik3 wrote it" in str(edited.value) and f"it no longer reads: {said}" in str(edited.value)
+    assert "was edited after kimik3 wrote it" in str(edited.value) and f"it no longer reads: {said}" in str(
+        edited.value
+    )
 
 
 def test_a_wrong_shaped_plan_through_the_command_is_one_line_exit_2(world) -> None:

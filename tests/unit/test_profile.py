@@ -39,7 +39,11 @@ def test_profile_case(path: Path) -> None:
     assert all(str(p).startswith("case.yaml") for p in problems)
 
 
-@pytest.mark.parametrize("path", sorted(p for p in (ROOT / "profiles").glob("*.yaml") if "\nkind: Fleet" not in p.read_text()), ids=lambda p: p.stem)
+@pytest.mark.parametrize(
+    "path",
+    sorted(p for p in (ROOT / "profiles").glob("*.yaml") if "\nkind: Fleet" not in p.read_text()),
+    ids=lambda p: p.stem,
+)
 def test_example_profiles_are_valid(path: Path) -> None:
     parse_profile(path.read_text(), str(path))
 

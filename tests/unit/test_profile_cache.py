@@ -17,8 +17,11 @@ from kimik3_reconciler.errors import ProfileError
 from kimik3_reconciler.model.profile_source import parse_profile
 
 ROOT = Path(__file__).resolve().parents[2]
-OK_CASES = [p for p in sorted((ROOT / "tests" / "cases" / "profile").glob("*.yaml"))
-            if yaml.safe_load(p.read_text())["expect"] == "ok"]
+OK_CASES = [
+    p
+    for p in sorted((ROOT / "tests" / "cases" / "profile").glob("*.yaml"))
+    if yaml.safe_load(p.read_text())["expect"] == "ok"
+]
 DEMO = (ROOT / "profiles" / "demo-cpu.yaml").read_text()
 
 
@@ -26,7 +29,11 @@ def _entries(state: Path) -> list[Path]:
     return sorted((state / "profiles").glob("*.json"))
 
 
-@pytest.mark.parametrize("path", [*OK_CASES, *sorted(p for p in (ROOT / "profiles").glob("*.yaml") if "\nkind: Fleet" not in p.read_text())], ids=lambda p: p.stem)
+@pytest.mark.parametrize(
+    "path",
+    [*OK_CASES, *sorted(p for p in (ROOT / "profiles").glob("*.yaml") if "\nkind: Fleet" not in p.read_text())],
+    ids=lambda p: p.stem,
+)
 def test_a_cache_hit_is_the_validation(tmp_path: Path, path: Path) -> None:
     text = yaml.safe_load(path.read_text())["profile"] if "cases" in path.parts else path.read_text()
     validated = parse_profile(text, "a.yaml")
@@ -50,8 +57,14 @@ def test_a_corrupt_or_foreign_entry_is_ignored_and_replaced(tmp_path: Path) -> N
     (entry,) = _entries(tmp_path)
     good = json.loads(entry.read_text())
     edited = {**good, "tree": {**good["tree"], "fields": {**good["tree"]["fields"], "name": "someone-else"}}}
-    for broken in (b"", b"{", json.dumps(edited).encode(), json.dumps({**good, "key": "0" * 64}).encode(), b"[]",
-                   b"\xff\xfe"):  # torn, truncated, edited (digest), another key, another shape, not UTF-8
+    for broken in (
+        b"",
+        b"{",
+        json.dumps(edited).encode(),
+        json.dumps({**good, "key": "0" * 64}).encode(),
+        b"[]",
+        b"\xff\xfe",
+    ):  # torn, truncated, edited (digest), another key, another shape, not UTF-8
         entry.write_bytes(broken)
         assert profile_cache.load(tmp_path, DEMO, "p.yaml").profile.name == "kimi-k3-demo"
         assert json.loads(entry.read_text()) == good  # validated again, written whole

@@ -16,12 +16,18 @@ KEYS = {**LABELS, "route": "/v1/chat/completions", "model": "default"}
 
 
 def event(delta: dict) -> bytes:
-    return b"data: " + json.dumps({"choices": [{"index": 0, "delta": delta}], "object": "chat.completion.chunk"}
-                                  ).encode() + b"\n\n"
+    return (
+        b"data: "
+        + json.dumps({"choices": [{"index": 0, "delta": delta}], "object": "chat.completion.chunk"}).encode()
+        + b"\n\n"
+    )
 
 
-STREAM = [event({"role": "assistant", "content": None}), *(event({"content": f" {i}"}) for i in range(5)),
-          b"data: [DONE]\n\n"]
+STREAM = [
+    event({"role": "assistant", "content": None}),
+    *(event({"content": f" {i}"}) for i in range(5)),
+    b"data: [DONE]\n\n",
+]
 EVENTS = len(STREAM) - 1  # [DONE] is no decoded step
 
 
@@ -36,7 +42,7 @@ def all_in_one(stream: list[bytes]) -> list[bytes]:
 def split_events(stream: list[bytes]) -> list[bytes]:
     """Every event cut in two, the cut inside its JSON, and the halves joined to the neighbours' pieces."""
     whole = b"".join(stream)
-    return [whole[i:i + 37] for i in range(0, len(whole), 37)]
+    return [whole[i : i + 37] for i in range(0, len(whole), 37)]
 
 
 def crlf(stream: list[bytes]) -> list[bytes]:
@@ -51,10 +57,12 @@ def observed(chunks: list[bytes], registry: CollectorRegistry | None = None) -> 
         trace.chunk(chunk)
     trace.finish()
     value = registry.get_sample_value
-    return {"events": value("kimik3_proxy_streamed_events_total", KEYS),
-            "ttft": value("kimik3_proxy_ttft_seconds_count", KEYS),
-            "itl": value("kimik3_proxy_itl_seconds_count", KEYS),
-            "requests": value("kimik3_proxy_requests_total", {**KEYS, "code": "200"})}, trace
+    return {
+        "events": value("kimik3_proxy_streamed_events_total", KEYS),
+        "ttft": value("kimik3_proxy_ttft_seconds_count", KEYS),
+        "itl": value("kimik3_proxy_itl_seconds_count", KEYS),
+        "requests": value("kimik3_proxy_requests_total", {**KEYS, "code": "200"}),
+    }, trace
 
 
 @pytest.mark.parametrize("cut", [one_per_chunk, all_in_one, split_events, crlf])
@@ -65,11 +73,12 @@ def test_the_same_stream_counts_the_same_however_it_is_chunked(cut):
 
 
 def test_a_tool_calls_fragments_are_joined_across_chunks_and_a_bad_one_counted():
-    calls = [event({"tool_calls": [{"index": 0, "function": {"name": "f", "arguments": part}}]})
-             for part in ('{"city": ', '"Paris"')]  # never closed: not a JSON object
+    calls = [
+        event({"tool_calls": [{"index": 0, "function": {"name": "f", "arguments": part}}]})
+        for part in ('{"city": ', '"Paris"')
+    ]  # never closed: not a JSON object
     registry = CollectorRegistry(auto_describe=False)
     counts, trace = observed(split_events([*calls, b"data: [DONE]\n\n"]), registry)
     assert trace.call_args == {0: '{"city": "Paris"'}
     assert counts["events"] == 2
-    assert registry.get_sample_value("kimik3_proxy_tool_call_parse_failures_total",
-                                     {**KEYS, "kind": "arguments"}) == 1
+    assert registry.get_sample_value("kimik3_proxy_tool_call_parse_failures_total", {**KEYS, "kind": "arguments"}) == 1

@@ -19,9 +19,10 @@ REV = "ab" * 20
 
 def fake_world(tmp_path: Path, quants: tuple[str, ...]):
     """An orchestrator on fakes whose hub holds `quants` of org/k3 (2 shards each)."""
+    from support.fakes import FakeHub, fake_ports
+
     from kimik3_reconciler.orchestrator import Orchestrator
     from kimik3_reconciler.steps.report import NullReporter
-    from support.fakes import FakeHub, fake_ports
 
     files = {f"{q}/k3-{q}-0000{i}-of-00002.gguf": f"{q}{i}".encode() * 10 for q in quants for i in (1, 2)}
     (tmp_path / "src.tar.gz").write_bytes(b"source")
@@ -131,7 +132,9 @@ def test_on_gpus_the_serving_container_stops_before_the_gate_and_a_failure_start
     plan = orchestrator.plan(profile("UD-IQ2_M"))
     kinds = [s.kind for s in plan.changes]
     assert kinds.index("stop") < kinds.index("gate") < kinds.index("container")
-    assert "downtime from now until the new container is healthy" in next(s for s in plan.changes if s.kind == "stop").cost
+    assert (
+        "downtime from now until the new container is healthy" in next(s for s in plan.changes if s.kind == "stop").cost
+    )
     docker.perplexity_outputs["UD-IQ2_M"] = (FIXTURES / "kld-other-weights.out").read_text()
     with pytest.raises(GateFailed, match="reverted to the last good profile"):
         orchestrator.apply_or_revert(profile("UD-IQ2_M"))
@@ -152,16 +155,56 @@ def test_llama_perplexity_gets_the_servers_owned_flags_from_the_same_function(tm
     with pytest.raises(GateFailed):
         orchestrator.apply(profile)
     reference, candidate = docker.one_shots
-    owned = ("--numa", "distribute", "--cache-type-k", "f16", "--cache-type-v", "f16", "--load-mode", "none",
-             "--threads", "12", "--threads-batch", "12")
+    owned = (
+        "--numa",
+        "distribute",
+        "--cache-type-k",
+        "f16",
+        "--cache-type-v",
+        "f16",
+        "--load-mode",
+        "none",
+        "--threads",
+        "12",
+        "--threads-batch",
+        "12",
+    )
     assert owned_flags(12) == owned
     assert reference.entrypoint == candidate.entrypoint == ("/app/llama-perplexity",)
     # The reference is another quant: --fit with the profile's margins; the candidate: the served split.
-    assert reference.command == ("-m", reference.command[1], "-f", "/text/gate_text.txt", "--chunks", "8",
-                                 "--kl-divergence-base", reference.command[7], "-c", "512",
-                                 *owned, "--fit", "on", "--fit-target", "2048")
-    assert candidate.command == ("-m", candidate.command[1], "--kl-divergence-base", candidate.command[3],
-                                 "--kl-divergence", "-c", "512", *owned, "--fit", "off", "-ngl", "999", "--n-cpu-moe", "3")
+    assert reference.command == (
+        "-m",
+        reference.command[1],
+        "-f",
+        "/text/gate_text.txt",
+        "--chunks",
+        "8",
+        "--kl-divergence-base",
+        reference.command[7],
+        "-c",
+        "512",
+        *owned,
+        "--fit",
+        "on",
+        "--fit-target",
+        "2048",
+    )
+    assert candidate.command == (
+        "-m",
+        candidate.command[1],
+        "--kl-divergence-base",
+        candidate.command[3],
+        "--kl-divergence",
+        "-c",
+        "512",
+        *owned,
+        "--fit",
+        "off",
+        "-ngl",
+        "999",
+        "--n-cpu-moe",
+        "3",
+    )
     assert placement_flags(profile.profile.serve) == candidate.command[-6:]
 
 
@@ -170,9 +213,9 @@ def test_the_server_and_the_gate_render_the_owned_flags_alike() -> None:
     stretch."""
     from support.observed import observed
 
+    from kimik3_reconciler.engines.llamacpp.launch import owned_flags
     from kimik3_reconciler.model.facts import HostFacts
     from kimik3_reconciler.planning import render_desired
-    from kimik3_reconciler.engines.llamacpp.launch import owned_flags
     from kimik3_reconciler.planning.quant_gate import gate_flags
 
     profile = gated("UD-IQ2_M", 'cuda_architectures: ["90"]', "[0]").profile
@@ -180,7 +223,10 @@ def test_the_server_and_the_gate_render_the_owned_flags_alike() -> None:
     argv = render_desired(profile, facts).launch.spec.command
     owned = owned_flags(48)
     start = argv.index("--numa")
-    assert argv[start:start + len(owned)] == owned
+    assert argv[start : start + len(owned)] == owned
     desired = render_desired(profile, facts)
     launch = desired.launch.input
-    assert gate_flags(desired.engine, launch.serve, launch.threads, candidate=True) == (*owned, *argv[argv.index("--fit"):][:4])
+    assert gate_flags(desired.engine, launch.serve, launch.threads, candidate=True) == (
+        *owned,
+        *argv[argv.index("--fit") :][:4],
+    )

@@ -22,12 +22,18 @@ sys.path.insert(0, str(ROOT / "tools" / "gpu_proof"))
 RUNS = {"16gb": H200 / "read-patch-h200.json", "40gb": H200 / "read-patch-h200-40gb.json"}
 # the ratios docs/operations.md quotes ("The warm load's host read"), per model
 QUOTED = {
-    "16gb": {"hybrid warm load read-patch / pin-only": 0.406, "pre-read reload / cold reload, read patch": 0.279,
-             "pre-read reload / cold reload, pin-only (measure3)": 0.564,
-             "cold reload downtime read-patch / pin-only": 1.029},
-    "40gb": {"hybrid warm load read-patch / pin-only": 0.384, "pre-read reload / cold reload, read patch": 0.202,
-             "pre-read reload / cold reload, pin-only (measure3)": 0.463,
-             "cold reload downtime read-patch / pin-only": 0.955},
+    "16gb": {
+        "hybrid warm load read-patch / pin-only": 0.406,
+        "pre-read reload / cold reload, read patch": 0.279,
+        "pre-read reload / cold reload, pin-only (measure3)": 0.564,
+        "cold reload downtime read-patch / pin-only": 1.029,
+    },
+    "40gb": {
+        "hybrid warm load read-patch / pin-only": 0.384,
+        "pre-read reload / cold reload, read patch": 0.202,
+        "pre-read reload / cold reload, pin-only (measure3)": 0.463,
+        "cold reload downtime read-patch / pin-only": 0.955,
+    },
 }
 
 
@@ -38,8 +44,14 @@ def run(request: pytest.FixtureRequest) -> tuple[str, dict]:
 
 def _group(samples: list[dict], key: str) -> list[dict]:
     kind, config, mode, cache = key.split("/")
-    return [s for s in samples if s["kind"] == kind and s["config"] == config
-            and s.get("load_mode", "none") == mode and s.get("cache", "warm") == cache]
+    return [
+        s
+        for s in samples
+        if s["kind"] == kind
+        and s["config"] == config
+        and s.get("load_mode", "none") == mode
+        and s.get("cache", "warm") == cache
+    ]
 
 
 def test_the_quoted_ratios_are_the_ratios_of_the_medians_of_at_least_three_samples(run: tuple[str, dict]) -> None:
@@ -47,8 +59,10 @@ def test_the_quoted_ratios_are_the_ratios_of_the_medians_of_at_least_three_sampl
     by_name = {r["name"]: r for r in proof["ratios"]}
     for ratio_name, quoted in QUOTED[name].items():
         ratio = by_name[ratio_name]
-        values = [[s[ratio["field"]] for s in _group(proof["samples"], ratio[side])
-                   if s.get(ratio["field"]) is not None] for side in ("numerator", "denominator")]
+        values = [
+            [s[ratio["field"]] for s in _group(proof["samples"], ratio[side]) if s.get(ratio["field"]) is not None]
+            for side in ("numerator", "denominator")
+        ]
         assert all(len(v) >= 3 for v in values), (ratio_name, [len(v) for v in values])  # the issue: >= 3 a side
         assert statistics.median(values[0]) / statistics.median(values[1]) == pytest.approx(quoted, abs=0.002)
         assert ratio["value"] == quoted
@@ -67,8 +81,10 @@ def test_the_summary_is_what_load_probe_computes_from_the_samples(run: tuple[str
 def test_tokens_are_identical_with_and_without_the_read_patch(run: tuple[str, dict]) -> None:
     _, proof = run
     loads = [s for s in proof["samples"] if s["kind"] == "read-warm-load"]
-    tokens = {cfg: [s["tokens"] for s in loads if s["config"] == cfg and s.get("tokens")]
-              for cfg in ("hybrid-patched", "hybrid-read", "hybrid-readoff")}
+    tokens = {
+        cfg: [s["tokens"] for s in loads if s["config"] == cfg and s.get("tokens")]
+        for cfg in ("hybrid-patched", "hybrid-read", "hybrid-readoff")
+    }
     assert len(tokens["hybrid-patched"]) >= 3 and len(tokens["hybrid-read"]) >= 3 and tokens["hybrid-readoff"]
     first = tokens["hybrid-patched"][0]
     assert len(first) == 64  # seed fixed, temperature 0, 64 tokens (ignore_eos)
@@ -80,8 +96,11 @@ def test_the_read_patch_tokens_equal_stock_llama_cpps_on_the_same_file() -> None
     stock = json.loads((H200 / "load-h200.json").read_text())
     read = json.loads(RUNS["16gb"].read_text())
     assert stock["model"] == read["model"]  # the same 16.35 GB file (load_probe.py writes it deterministically)
-    stock_tokens = {tuple(s["tokens"]) for s in stock["samples"]
-                    if s["kind"] == "warm-load" and s["config"] == "hybrid-stock" and s.get("tokens")}
+    stock_tokens = {
+        tuple(s["tokens"])
+        for s in stock["samples"]
+        if s["kind"] == "warm-load" and s["config"] == "hybrid-stock" and s.get("tokens")
+    }
     read_tokens = {tuple(s["tokens"]) for s in read["samples"] if s.get("tokens")}
     assert len(stock_tokens) == 1 and read_tokens == stock_tokens
 

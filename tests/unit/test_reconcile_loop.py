@@ -16,8 +16,8 @@ from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeHub, fake_ports
 
 from kimik3_reconciler.adapters.host_lock import StateDirLock
 from kimik3_reconciler.cli import load
-from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.locking import new_holder
+from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.reconcile import ReconcileLoop, run_until_stopped
 from kimik3_reconciler.steps.report import NullReporter
 
@@ -39,7 +39,9 @@ class World:
         self.profile.write_text(FAKE_PROFILE)
         self.lines: list[dict] = []
         orchestrator = Orchestrator(self.ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp")
-        self.loop = ReconcileLoop(str(self.profile), orchestrator, load, self.lines.append, INTERVAL, verify_server=False)
+        self.loop = ReconcileLoop(
+            str(self.profile), orchestrator, load, self.lines.append, INTERVAL, verify_server=False
+        )
 
     def mutations(self) -> list[str]:
         return list(self.docker.calls)
@@ -53,9 +55,13 @@ def world(tmp_path: Path) -> World:
 def test_a_pass_applies_changes_and_a_converged_pass_is_one_plan(world: World) -> None:
     first = world.loop.run_pass()
     assert first["result"] == "changed" and first["exit_code"] == 0 and first["profile"] == "k3-test"
-    assert [s.split()[:2] for s in first["steps"]] == [["model", "create"], ["image", "create"],
-                                                       ["preread", "read"], ["container", "create"],
-                                                       ["health", "read"]]
+    assert [s.split()[:2] for s in first["steps"]] == [
+        ["model", "create"],
+        ["image", "create"],
+        ["preread", "read"],
+        ["container", "create"],
+        ["health", "read"],
+    ]
     assert "container create k3-test" in first["steps"]
     calls = world.mutations()
     second = world.loop.run_pass()
@@ -168,12 +174,15 @@ def test_relative_paths_follow_a_swapped_checkout_symlink(tmp_path: Path) -> Non
 
 # two loops for conflicting profiles do not stop each other forever ---------------------------------------
 
+
 def second_loop(world: World) -> tuple[ReconcileLoop, list[dict]]:
     """A loop for profile k3-b on the same host and port as the world's k3-test: they conflict."""
     other = world.profile.parent / "b.yaml"
     other.write_text(FAKE_PROFILE.replace("name: k3-test", "name: k3-b"))
     lines: list[dict] = []
-    orchestrator = Orchestrator(world.ports, NullReporter(), world.profile.parent, world.profile.parent / "Dockerfile.llamacpp")
+    orchestrator = Orchestrator(
+        world.ports, NullReporter(), world.profile.parent, world.profile.parent / "Dockerfile.llamacpp"
+    )
     return ReconcileLoop(str(other), orchestrator, load, lines.append, INTERVAL, verify_server=False), lines
 
 
@@ -183,8 +192,12 @@ def test_a_loop_refuses_to_stop_a_container_another_loop_keeps_running(world: Wo
     calls = world.mutations()
     refused = loop_b.run_pass()
     assert (refused["result"], refused["exit_code"]) == ("conflict", 3)
-    assert "would stop k3-test" in refused["error"] and "another reconcile loop keeps k3-test running" in refused["error"]
-    assert f"kimik3 reconcile {world.profile.resolve()}" in refused["error"] and f"pid {os.getpid()}" in refused["error"]
+    assert (
+        "would stop k3-test" in refused["error"] and "another reconcile loop keeps k3-test running" in refused["error"]
+    )
+    assert (
+        f"kimik3 reconcile {world.profile.resolve()}" in refused["error"] and f"pid {os.getpid()}" in refused["error"]
+    )
     assert world.mutations() == calls and world.docker.containers["k3-test"]["State"]["Status"] == "running"
     assert world.loop.run_pass()["result"] == "converged"  # A is left alone: no flapping
     world.loop.forget()  # loop A stops (run_until_stopped does this on SIGTERM)

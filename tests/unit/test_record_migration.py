@@ -18,8 +18,9 @@ from kimik3_reconciler.model.plan import Action
 from kimik3_reconciler.model.records import layout_key
 from kimik3_reconciler.steps.smoke_model import write_tiny_kimi_k3
 
-OLD_RECORD = json.loads((Path(__file__).parent.parent / "fixtures" / "records" /
-                         "demo-layout-before-context.json").read_text())
+OLD_RECORD = json.loads(
+    (Path(__file__).parent.parent / "fixtures" / "records" / "demo-layout-before-context.json").read_text()
+)
 
 
 def demo_shards(tmp_path: Path) -> dict[str, bytes]:

@@ -15,11 +15,18 @@ from kimik3_reconciler.adapters.registry import RegistryApi, host_platform
 from kimik3_reconciler.errors import PermanentError
 
 INDEX_DIGEST, PLATFORM_DIGEST = "sha256:" + "a" * 64, "sha256:" + "b" * 64
-INDEX = {"mediaType": "application/vnd.oci.image.index.v1+json", "manifests": [
-    {"digest": "sha256:" + "c" * 64, "platform": {"os": "unknown", "architecture": "unknown"}},
-    {"digest": PLATFORM_DIGEST, "platform": {"os": "linux", "architecture": host_platform()}}]}
-MANIFEST = {"mediaType": "application/vnd.oci.image.manifest.v1+json", "config": {"size": 7000},
-            "layers": [{"size": 3 << 30}, {"size": 5 << 20}]}
+INDEX = {
+    "mediaType": "application/vnd.oci.image.index.v1+json",
+    "manifests": [
+        {"digest": "sha256:" + "c" * 64, "platform": {"os": "unknown", "architecture": "unknown"}},
+        {"digest": PLATFORM_DIGEST, "platform": {"os": "linux", "architecture": host_platform()}},
+    ],
+}
+MANIFEST = {
+    "mediaType": "application/vnd.oci.image.manifest.v1+json",
+    "config": {"size": 7000},
+    "layers": [{"size": 3 << 30}, {"size": 5 << 20}],
+}
 
 
 class Hub(BaseHTTPRequestHandler):
@@ -46,8 +53,10 @@ class Hub(BaseHTTPRequestHandler):
         if self.headers.get("Authorization") != "Bearer anonymous-token":
             challenge = f'Bearer realm="http://{host}/token",service="stub",scope="repository:vllm/vllm-openai:pull"'
             return self._json(401, {"errors": [{"code": "UNAUTHORIZED"}]}, {"WWW-Authenticate": challenge})
-        documents = {f"/v2/vllm/vllm-openai/manifests/{INDEX_DIGEST}": INDEX,
-                     f"/v2/vllm/vllm-openai/manifests/{PLATFORM_DIGEST}": MANIFEST}
+        documents = {
+            f"/v2/vllm/vllm-openai/manifests/{INDEX_DIGEST}": INDEX,
+            f"/v2/vllm/vllm-openai/manifests/{PLATFORM_DIGEST}": MANIFEST,
+        }
         if self.path in documents:
             return self._json(200, documents[self.path])
         return self._json(404, {"errors": [{"code": "MANIFEST_UNKNOWN"}]})

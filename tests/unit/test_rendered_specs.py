@@ -10,18 +10,22 @@ from pathlib import Path
 
 import pytest
 from support.observed import local_inputs, observed
+from support.shipped import pinned_text
 
 from kimik3_reconciler.model.facts import HostFacts
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.observe.local_inputs import parse_unified_diff
 from kimik3_reconciler.planning.image_step import render_image_build
 from kimik3_reconciler.planning.launch import render_launch
-from support.shipped import pinned_text
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden"
 # llama.cpp's example profiles (built image, GGUF quant): vllm-tp8.yaml has its own golden render (test_vllm_render.py).
-PROFILES = sorted(p for p in (ROOT / "profiles").glob("*.yaml") if "\nengine: " not in p.read_text() and "\nkind: Fleet" not in p.read_text())
+PROFILES = sorted(
+    p
+    for p in (ROOT / "profiles").glob("*.yaml")
+    if "\nengine: " not in p.read_text() and "\nkind: Fleet" not in p.read_text()
+)
 # A recorded-shape host: 16 physical cores with AVX-512 and AMX (an H200 host's lscpu, TESTING.md §7).
 HOST = HostFacts(physical_cores=16, cpu_flags=("amx_bf16", "amx_int8", "amx_tile", "avx512_bf16", "avx512f"))
 
@@ -44,8 +48,12 @@ def rendered(path: Path) -> dict:
     launch = render_launch(profile, observed, image.tag, image.fingerprint)
     spec = asdict(launch.spec)
     spec["labels"] = sorted(k for k, _ in launch.spec.labels)  # values hold fingerprints: names suffice
-    return {"image": {"tag": image.tag, "build_args": dict(image.build_args)}, "container": spec,
-            "health_url": launch.health_url, "warnings": list(launch.warnings)}
+    return {
+        "image": {"tag": image.tag, "build_args": dict(image.build_args)},
+        "container": spec,
+        "health_url": launch.health_url,
+        "warnings": list(launch.warnings),
+    }
 
 
 @pytest.mark.parametrize("path", PROFILES, ids=lambda p: p.stem)
@@ -103,14 +111,25 @@ def test_plan_json_shows_the_rendered_container_whether_or_not_it_changes(path: 
     from kimik3_reconciler.planning import plan
 
     profile, facts = observed_for(path)
-    facts = facts.model_copy(update={"systemd": SystemdFacts(booted=True, state="running", docker_cli="/usr/bin/docker")})
+    facts = facts.model_copy(
+        update={"systemd": SystemdFacts(booted=True, state="running", docker_cli="/usr/bin/docker")}
+    )
     golden = json.loads((GOLDEN / f"{path.stem}.json").read_text())["container"]
     fresh = plan(profile, facts).to_json()
     image = render_image_build(profile, facts)
     launch = render_launch(profile, facts, image.tag, image.fingerprint)
-    running = facts.model_copy(update={"container": ContainerFact(
-        id="c" * 64, name=profile.name, state="running", fingerprint=launch.fingerprint, inputs=launch.inputs,
-        health="ok")})
+    running = facts.model_copy(
+        update={
+            "container": ContainerFact(
+                id="c" * 64,
+                name=profile.name,
+                state="running",
+                fingerprint=launch.fingerprint,
+                inputs=launch.inputs,
+                health="ok",
+            )
+        }
+    )
     converged = plan(profile, running).to_json()
     for result, action, replace in ((fresh, "create", False), (converged, "noop", False)):
         step = next(s for s in result["steps"] if s["kind"] == "container")

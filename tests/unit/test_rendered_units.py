@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from support.shipped import pinned_text
 from test_rendered_specs import GOLDEN, PROFILES, observed_for
 
 from kimik3_reconciler.errors import PlanError
@@ -21,7 +22,6 @@ from kimik3_reconciler.observe.unit import parse_show, parse_unit_file
 from kimik3_reconciler.planning.image_step import render_image_build
 from kimik3_reconciler.planning.launch import render_launch
 from kimik3_reconciler.planning.unit_step import render_env_file, render_install, unit_conflicts
-from support.shipped import pinned_text
 
 WITH_UNITS = [p for p in PROFILES if "\nsystemd:" in p.read_text()]
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "systemd"
@@ -108,7 +108,7 @@ def _assignments(env_text: str) -> dict[str, str]:
 
 def test_env_file_values_survive_as_written_never_with_an_inline_comment() -> None:
     # systemd folds `VALUE # comment` into the value; a value with '#' (or spaces, quotes, $) is quoted.
-    tricky = {"KIMIK3_MODEL_CACHE": "/srv/models #2/hub", "QUOTES": 'a"b\\c$d`e \'f\'', "PLAIN": "kimi-k3"}
+    tricky = {"KIMIK3_MODEL_CACHE": "/srv/models #2/hub", "QUOTES": "a\"b\\c$d`e 'f'", "PLAIN": "kimi-k3"}
     text = render_env_file(tricky, "kimi-k3")
     assert 'KIMIK3_MODEL_CACHE="/srv/models #2/hub"' in text.splitlines()
     assert "PLAIN=kimi-k3" in text.splitlines()
@@ -141,12 +141,16 @@ def test_a_hand_edit_is_seen_against_the_header() -> None:
 def test_gpu_overlap_adds_the_other_profiles_unit_to_conflicts() -> None:
     profile, observed = observed_for(WITH_UNITS[0])
     profile = profile.model_copy(update={"systemd": profile.systemd.model_copy(update={"conflicts": []})})
-    other_unit = UnitFact(name="k3-eval.service", unit_file=UnitFileFact(path="/etc/systemd/system/k3-eval.service",
-                                                                         fingerprint="0" * 16, profile="k3-eval"))
-    sharing = ContainerFact(id="e" * 64, name="k3-eval", state="exited", profile="k3-eval",
-                            inputs={"gpus": [7], "serve.port": 9000})
-    observed = observed.model_copy(update={"others": (sharing,),
-                                           "systemd": SystemdFacts(booted=True, units=(other_unit,))})
+    other_unit = UnitFact(
+        name="k3-eval.service",
+        unit_file=UnitFileFact(path="/etc/systemd/system/k3-eval.service", fingerprint="0" * 16, profile="k3-eval"),
+    )
+    sharing = ContainerFact(
+        id="e" * 64, name="k3-eval", state="exited", profile="k3-eval", inputs={"gpus": [7], "serve.port": 9000}
+    )
+    observed = observed.model_copy(
+        update={"others": (sharing,), "systemd": SystemdFacts(booted=True, units=(other_unit,))}
+    )
     assert unit_conflicts(profile, observed) == ("k3-eval.service",)
     apart = sharing.model_copy(update={"inputs": {"gpus": "none", "serve.port": 9000}})
     assert unit_conflicts(profile, observed.model_copy(update={"others": (apart,)})) == ()
@@ -184,8 +188,9 @@ def test_the_front_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
     analyze = shutil.which("systemd-analyze")
     assert analyze, "systemd-analyze is missing: apt-get install systemd (it needs no running systemd)"
     unit = tmp_path / "kimi-k3-front.service"
-    unit.write_text(render_front_unit_text("kimi-k3", (sys.executable, "-m", "kimik3_reconciler"),
-                                           "/etc/kimik3/kimi-k3-front.env"))
+    unit.write_text(
+        render_front_unit_text("kimi-k3", (sys.executable, "-m", "kimik3_reconciler"), "/etc/kimik3/kimi-k3-front.env")
+    )
     result = subprocess.run([analyze, "verify", "--man=no", str(unit)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and not result.stderr.strip(), result.stderr
 

@@ -8,7 +8,7 @@ import pytest
 
 pytest_plugins = ["pytester"]
 
-TESTS = '''
+TESTS = """
 import pytest
 
 @pytest.mark.engines
@@ -23,13 +23,14 @@ def test_has_its_part():
 @pytest.mark.skipif(True, reason="not an engines test")
 def test_other_skip():
     pass
-'''
+"""
 CONFTEST = "from support.require_engines import pytest_runtest_makereport  # noqa: F401\n"
 
 
 @pytest.mark.parametrize("required", [False, True])
-def test_an_engines_skip_fails_only_when_required(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
-                                                  required: bool) -> None:
+def test_an_engines_skip_fails_only_when_required(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, required: bool
+) -> None:
     if required:
         monkeypatch.setenv("KIMIK3_REQUIRE_ENGINES", "1")
     else:

@@ -25,9 +25,12 @@ B300_HOST = HOSTS / "described-b300.yaml"
 
 
 def run(args: list[str], tmp_path: Path) -> tuple[int, str, str]:
-    result = CliRunner().invoke(main, ["routes", *args], catch_exceptions=False,
-                                env={"KIMIK3_STATE_DIR": str(tmp_path / "state"),
-                                     "KIMIK3_CACHE_DIR": str(tmp_path / "cache")})
+    result = CliRunner().invoke(
+        main,
+        ["routes", *args],
+        catch_exceptions=False,
+        env={"KIMIK3_STATE_DIR": str(tmp_path / "state"), "KIMIK3_CACHE_DIR": str(tmp_path / "cache")},
+    )
     return result.exit_code, result.stdout, result.stderr
 
 
@@ -56,7 +59,10 @@ def test_seed_host_gguf_routes_and_no_native(tmp_path: Path) -> None:
     assert "seed 000 step 2 on 8x RTX PRO 6000" in iq2["speed"]
     assert by_model[("llamacpp", "unsloth/Kimi-K3-GGUF:UD-IQ1_M")]["speed"] is None  # nobody measured it
     vllm = by_model[("vllm", "moonshotai/Kimi-K3")]
-    assert "0 GPU(s) of the kinds" in vllm["why"] and "RTX PRO 6000 Blackwell Server Edition: not a listed kind" in vllm["why"]
+    assert (
+        "0 GPU(s) of the kinds" in vllm["why"]
+        and "RTX PRO 6000 Blackwell Server Edition: not a listed kind" in vllm["why"]
+    )
     assert "refused" in by_model[("llamacpp", "unsloth/Kimi-K3-GGUF:UD-TQ2_0")]["why"]
     assert "wrapper over the same GGUF path" in by_model[("ollama", "hf.co/unsloth/Kimi-K3-GGUF:<quant>")]["why"]
 
@@ -116,21 +122,27 @@ def test_text_marks_the_profiles_route(tmp_path: Path) -> None:
     lines = out.splitlines()
     assert lines[0].startswith(f"host ({SEED_HOST}): 8x NVIDIA RTX PRO 6000 Blackwell Server Edition (95.6 GiB)")
     assert [line for line in lines if "(this profile)" in line] == [
-        next(line for line in lines if line.startswith("yes llamacpp unsloth/Kimi-K3-GGUF:UD-IQ2_XXS all-vram"))]
+        next(line for line in lines if line.startswith("yes llamacpp unsloth/Kimi-K3-GGUF:UD-IQ2_XXS all-vram"))
+    ]
 
 
-@pytest.mark.parametrize("data, field", [
-    ({"gpus": [{"name": "B300", "count": 8}], "ram_gib": 1}, "gpus[0].memory_gib: required"),
-    ({"gpus": [{"name": "B300", "count": True, "memory_gib": 1}], "ram_gib": 1}, "gpus[0].count: must be"),
-    ({"gpus": [{"name": "B300", "count": 8, "memory_gb": 1}], "ram_gib": 1}, "gpus[0].memory_gb: not a field"),
-    ({"gpus": [{"count": 8, "memory_gib": 1}], "ram_gib": 1}, "gpus[0].name: required"),
-    ({"ram_gib": -1}, "ram_gib: must be a positive number"),
-    ({"ram_gib": 1, "driver": 580.95}, "driver: must be a version"),
-    ({"ram_gib": 1, "ram_bytes": 1}, "ram_gib and ram_bytes: give one of them"),
-    ({"gpus": [{"name": "B300", "memory_gib": 1, "compute_capability": "10.3"}], "ram_gib": 1},
-     "gpus[0].compute_capability: must be [major, minor]"),
-    ([1, 2], "a described host is a mapping"),
-])
+@pytest.mark.parametrize(
+    "data, field",
+    [
+        ({"gpus": [{"name": "B300", "count": 8}], "ram_gib": 1}, "gpus[0].memory_gib: required"),
+        ({"gpus": [{"name": "B300", "count": True, "memory_gib": 1}], "ram_gib": 1}, "gpus[0].count: must be"),
+        ({"gpus": [{"name": "B300", "count": 8, "memory_gb": 1}], "ram_gib": 1}, "gpus[0].memory_gb: not a field"),
+        ({"gpus": [{"count": 8, "memory_gib": 1}], "ram_gib": 1}, "gpus[0].name: required"),
+        ({"ram_gib": -1}, "ram_gib: must be a positive number"),
+        ({"ram_gib": 1, "driver": 580.95}, "driver: must be a version"),
+        ({"ram_gib": 1, "ram_bytes": 1}, "ram_gib and ram_bytes: give one of them"),
+        (
+            {"gpus": [{"name": "B300", "memory_gib": 1, "compute_capability": "10.3"}], "ram_gib": 1},
+            "gpus[0].compute_capability: must be [major, minor]",
+        ),
+        ([1, 2], "a described host is a mapping"),
+    ],
+)
 def test_described_host_refusals_name_the_field(data: object, field: str) -> None:
     with pytest.raises(InputError, match=r"^host\.yaml: " + field.replace("[", r"\[").replace("]", r"\]")):
         described_host(data, "host.yaml")

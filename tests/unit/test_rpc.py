@@ -8,18 +8,24 @@ from support.observed import GIB, observed
 
 from kimik3_reconciler.model.facts import ContainerFact, HostFacts, RpcDeviceFact, WorkerFact
 from kimik3_reconciler.model.profile_source import parse_profile
+from kimik3_reconciler.observe.workers import parse_rpc_devices
 from kimik3_reconciler.planning import plan, render_desired
 from kimik3_reconciler.planning.memory_gate import memory_findings
 from kimik3_reconciler.planning.worker_step import render_worker
-from kimik3_reconciler.observe.workers import parse_rpc_devices
 from kimik3_reconciler.verify.report import Status
 from kimik3_reconciler.verify.workers import check_workers, rpc_buffers
 
 PROFILE = {
-    "apiVersion": "kimik3/v1", "name": "k3",
-    "model": {"repo": "unsloth/Kimi-K3-GGUF", "revision": "0123456789abcdef0123456789abcdef01234567",
-              "quant": "UD-Q2_K_XL"},
-    "build": {"variant": "cpu", "cpu_features": []}, "gpus": "none", "gate": {"smoke": False},
+    "apiVersion": "kimik3/v1",
+    "name": "k3",
+    "model": {
+        "repo": "unsloth/Kimi-K3-GGUF",
+        "revision": "0123456789abcdef0123456789abcdef01234567",
+        "quant": "UD-Q2_K_XL",
+    },
+    "build": {"variant": "cpu", "cpu_features": []},
+    "gpus": "none",
+    "gate": {"smoke": False},
     "rpc": {"workers": [{"name": "w1", "docker": "ssh://k3@10.0.0.2", "bind": "10.0.0.2", "threads": 8}]},
 }
 # tools/rpc/rpc-server.cpp's start-up banner, as `docker logs` shows it (stdout line-buffered by stdbuf)
@@ -44,9 +50,15 @@ def profile(**worker: object):  # noqa: ANN201 - a Profile
 def worker_fact(p, **changes: object) -> WorkerFact:  # noqa: ANN001
     desired = render_desired(p, observed(p))
     spec, digest = render_worker(p, p.workers[0], desired.build.tag, desired.build.fingerprint)
-    fields = {"name": "w1", "docker": "ssh://k3@10.0.0.2", "port_open": True, "listeners": ("10.0.0.2",),
-              "container": ContainerFact(id="w", name=spec.name, state="running", fingerprint=digest),
-              "devices": parse_rpc_devices(WORKER_LOG), "mem_total": 512 * GIB}
+    fields = {
+        "name": "w1",
+        "docker": "ssh://k3@10.0.0.2",
+        "port_open": True,
+        "listeners": ("10.0.0.2",),
+        "container": ContainerFact(id="w", name=spec.name, state="running", fingerprint=digest),
+        "devices": parse_rpc_devices(WORKER_LOG),
+        "mem_total": 512 * GIB,
+    }
     return WorkerFact(**{**fields, **changes})
 
 
@@ -57,7 +69,9 @@ def test_the_worker_runs_rpc_server_bound_to_its_address_with_the_tensor_cache()
     assert spec.name == "k3-rpc-w1" and spec.image == desired.build.tag  # the same image as the main server
     assert spec.entrypoint == ("stdbuf", "-oL", "/app/ggml-rpc-server")
     assert spec.command == ("-H", "10.0.0.2", "-p", "50052", "-t", "8", "-c")
-    assert dict(spec.env) == {"LLAMA_CACHE": "/rpc-cache"} and spec.volumes == (("kimik3-rpc-cache-k3-w1", "/rpc-cache"),)
+    assert dict(spec.env) == {"LLAMA_CACHE": "/rpc-cache"} and spec.volumes == (
+        ("kimik3-rpc-cache-k3-w1", "/rpc-cache"),
+    )
     assert spec.network_mode == "host"  # it binds the worker's own address; nothing is published
     uncached, _ = render_worker(profile(cache=False), profile(cache=False).workers[0], "t", "f")
     assert "-c" not in uncached.command and uncached.volumes == () and uncached.env == ()
@@ -79,8 +93,11 @@ def test_the_plan_groups_steps_by_host_with_the_bytes_each_is_sent() -> None:
     hosts = result.hosts()
     assert list(hosts) == ["this host", "w1"]
     assert hosts["w1"]["ships_bytes"] == 30 << 20 and hosts["this host"]["ships_bytes"] == 0
-    assert hosts["w1"]["steps"] == ["worker image w1: " + render_desired(p, observed(p)).build.tag,
-                                    "worker w1: k3-rpc-w1", "worker health w1: 10.0.0.2:50052"]
+    assert hosts["w1"]["steps"] == [
+        "worker image w1: " + render_desired(p, observed(p)).build.tag,
+        "worker w1: k3-rpc-w1",
+        "worker health w1: 10.0.0.2:50052",
+    ]
     order = [s.kind for s in result.steps]
     assert order.index("worker health") < order.index("container")  # workers listen first
 
@@ -89,8 +106,13 @@ def test_the_sizing_gate_counts_the_workers_memory() -> None:
     p = profile()
     host = HostFacts(physical_cores=8, ram_total=40 * GIB, ram_available=40 * GIB)
     big = observed(p, host=host)
-    big = big.model_copy(update={"model": big.model.model_copy(update={"files": tuple(
-        f.model_copy(update={"size": 40 * GIB}) for f in big.model.files)})})
+    big = big.model_copy(
+        update={
+            "model": big.model.model_copy(
+                update={"files": tuple(f.model_copy(update={"size": 40 * GIB}) for f in big.model.files)}
+            )
+        }
+    )
     refusals, _ = memory_findings(p, big, ours_running=False)
     assert refusals and "cannot run at any split" in refusals[0]
     with_worker = big.model_copy(update={"workers": (worker_fact(p),)})
@@ -100,8 +122,9 @@ def test_the_sizing_gate_counts_the_workers_memory() -> None:
 def test_verify_reads_the_rpc_buffers_and_the_worker_listeners() -> None:
     p = profile()
     assert rpc_buffers(SERVER_LOG) == {"10.0.0.2:50052": 3.40}
-    assert parse_rpc_devices(WORKER_LOG) == (RpcDeviceFact(name="CPU", description="AMD EPYC 9654 96-Core Processor",
-                                                           total=515890 << 20, free=500001 << 20),)
+    assert parse_rpc_devices(WORKER_LOG) == (
+        RpcDeviceFact(name="CPU", description="AMD EPYC 9654 96-Core Processor", total=515890 << 20, free=500001 << 20),
+    )
     ok = observed(p, workers=(worker_fact(p),))
     status, detail = check_workers(p, ok, SERVER_LOG)
     assert status is Status.OK and "w1 (10.0.0.2:50052) holds 3.40 MiB" in detail
@@ -123,8 +146,11 @@ def test_a_tcp_worker_docker_needs_its_tls_client_certificate(tmp_path) -> None:
     for name in ("ca.pem", "cert.pem", "key.pem"):
         (tmp_path / name).write_text("x")
     engine = remote_engine("tcp://10.0.0.3:2376", tmp_path)
-    assert engine._tls.verify is True and engine._tls.ca_cert == str(tmp_path / "ca.pem") and engine._tls.cert == (
-        str(tmp_path / "cert.pem"), str(tmp_path / "key.pem"))
+    assert (
+        engine._tls.verify is True
+        and engine._tls.ca_cert == str(tmp_path / "ca.pem")
+        and engine._tls.cert == (str(tmp_path / "cert.pem"), str(tmp_path / "key.pem"))
+    )
     assert remote_engine("ssh://k3@10.0.0.2")._tls is None  # ssh: the ssh client's keys, no TLS
 
 
@@ -153,8 +179,11 @@ def test_a_launch_points_a_moved_tag_back_at_its_own_build() -> None:
     docker = FakeDocker()
     docker.images = {
         "sha256:ours": {"Id": "sha256:ours", "RepoTags": [], "Config": {"Labels": {IMAGE_FINGERPRINT: "fp-ours"}}},
-        "sha256:theirs": {"Id": "sha256:theirs", "RepoTags": ["k3:tag"],
-                          "Config": {"Labels": {IMAGE_FINGERPRINT: "fp-theirs"}}},
+        "sha256:theirs": {
+            "Id": "sha256:theirs",
+            "RepoTags": ["k3:tag"],
+            "Config": {"Labels": {IMAGE_FINGERPRINT: "fp-theirs"}},
+        },
     }
     pin_tag(docker, "k3:tag", "fp-ours", NullReporter())
     assert docker.images["sha256:ours"]["RepoTags"] == ["k3:tag"] and docker.images["sha256:theirs"]["RepoTags"] == []

@@ -24,12 +24,22 @@ from kimik3_reconciler.steps.report import NullReporter
 from kimik3_reconciler.steps.workers import launch_worker, remember_workers, remove_worker
 
 PROFILE = {
-    "apiVersion": "kimik3/v1", "name": "k3",
-    "model": {"repo": "unsloth/Kimi-K3-GGUF", "revision": "0123456789abcdef0123456789abcdef01234567",
-              "quant": "UD-Q2_K_XL"},
-    "build": {"variant": "cpu", "cpu_features": []}, "gpus": "none", "gate": {"smoke": False},
-    "rpc": {"workers": [{"name": "w1", "docker": "ssh://k3@10.0.0.2", "bind": "10.0.0.2"},
-                        {"name": "w2", "docker": "tcp://10.0.0.3:2376", "tls_dir": "/etc/k3/w2", "bind": "10.0.0.3"}]},
+    "apiVersion": "kimik3/v1",
+    "name": "k3",
+    "model": {
+        "repo": "unsloth/Kimi-K3-GGUF",
+        "revision": "0123456789abcdef0123456789abcdef01234567",
+        "quant": "UD-Q2_K_XL",
+    },
+    "build": {"variant": "cpu", "cpu_features": []},
+    "gpus": "none",
+    "gate": {"smoke": False},
+    "rpc": {
+        "workers": [
+            {"name": "w1", "docker": "ssh://k3@10.0.0.2", "bind": "10.0.0.2"},
+            {"name": "w2", "docker": "tcp://10.0.0.3:2376", "tls_dir": "/etc/k3/w2", "bind": "10.0.0.3"},
+        ]
+    },
 }
 W1 = DockerHost("w1", "ssh://k3@10.0.0.2")
 W2 = DockerHost("w2", "tcp://10.0.0.3:2376", "/etc/k3/w2")
@@ -51,9 +61,12 @@ def test_a_launch_records_the_worker_and_a_removal_forgets_it() -> None:
     for worker, host in zip(p.workers, (W1, W2)):
         spec, _ = render_worker(p, worker, desired.build.tag, desired.build.fingerprint)
         launch_worker(WorkerLaunch(host, spec), ports, NullReporter())
-    assert state.read(rpc_workers_key("k3")) == {"workers": [
-        {"name": "w1", "docker": "ssh://k3@10.0.0.2", "tls_dir": None, "container": "k3-rpc-w1"},
-        {"name": "w2", "docker": "tcp://10.0.0.3:2376", "tls_dir": "/etc/k3/w2", "container": "k3-rpc-w2"}]}
+    assert state.read(rpc_workers_key("k3")) == {
+        "workers": [
+            {"name": "w1", "docker": "ssh://k3@10.0.0.2", "tls_dir": None, "container": "k3-rpc-w1"},
+            {"name": "w2", "docker": "tcp://10.0.0.3:2376", "tls_dir": "/etc/k3/w2", "container": "k3-rpc-w2"},
+        ]
+    }
     remember_workers(state, "k3", ((W1, "k3-rpc-w1"),))  # a converged apply: already recorded, nothing moves
     assert [e["name"] for e in state.read(rpc_workers_key("k3"))["workers"]] == ["w1", "w2"]
     remove_worker(WorkerRemove(W2, "k3-rpc-w2", "k3"), ports, NullReporter())
@@ -66,8 +79,13 @@ def test_a_launch_records_the_worker_and_a_removal_forgets_it() -> None:
 def test_observe_finds_the_recorded_workers_the_profile_dropped_through_their_own_docker() -> None:
     state, w2 = MemoryState(), FakeDocker()
     remember_workers(state, "k3", ((W1, "k3-rpc-w1"), (W2, "k3-rpc-w2")))
-    w2.containers["k3-rpc-w2"] = {"Id": "w" * 64, "Name": "/k3-rpc-w2", "State": {"Status": "running"},
-                                  "Config": {"Labels": {}, "Image": "t"}, "Image": "sha256:x"}
+    w2.containers["k3-rpc-w2"] = {
+        "Id": "w" * 64,
+        "Name": "/k3-rpc-w2",
+        "State": {"Status": "running"},
+        "Config": {"Labels": {}, "Image": "t"},
+        "Image": "sha256:x",
+    }
     opened: list[DockerHost] = []
 
     def workers(host: DockerHost) -> FakeDocker:
@@ -79,7 +97,11 @@ def test_observe_finds_the_recorded_workers_the_profile_dropped_through_their_ow
     (found,) = collect_removed_workers(profile(1), workers, state)
     assert opened == [W2]  # with its recorded TLS folder
     assert (found.name, found.docker, found.tls_dir, found.container_name) == (
-        "w2", "tcp://10.0.0.3:2376", "/etc/k3/w2", "k3-rpc-w2") and found.container.state == "running"
+        "w2",
+        "tcp://10.0.0.3:2376",
+        "/etc/k3/w2",
+        "k3-rpc-w2",
+    ) and found.container.state == "running"
 
     def unreachable(host: DockerHost) -> FakeDocker:
         raise Kimik3Error("ssh: connect to host 10.0.0.2 port 22: No route to host")
@@ -90,8 +112,13 @@ def test_observe_finds_the_recorded_workers_the_profile_dropped_through_their_ow
 
 
 def removed(**changes: object) -> RemovedWorkerFact:
-    fields = {"name": "w2", "docker": "tcp://10.0.0.3:2376", "tls_dir": "/etc/k3/w2", "container_name": "k3-rpc-w2",
-              "container": ContainerFact(id="w", name="k3-rpc-w2", state="running")}
+    fields = {
+        "name": "w2",
+        "docker": "tcp://10.0.0.3:2376",
+        "tls_dir": "/etc/k3/w2",
+        "container_name": "k3-rpc-w2",
+        "container": ContainerFact(id="w", name="k3-rpc-w2", state="running"),
+    }
     return RemovedWorkerFact(**{**fields, **changes})
 
 
@@ -131,8 +158,9 @@ def test_an_apply_records_its_workers_and_the_next_one_without_them_removes_them
 
     (tmp_path / "src.tar.gz").write_bytes(b"source")
     (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
-    hub = FakeHub("org/k3", FAKE_REVISION, {"UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00001.gguf": b"shard" * 10},
-                  tmp_path / "hub")
+    hub = FakeHub(
+        "org/k3", FAKE_REVISION, {"UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00001.gguf": b"shard" * 10}, tmp_path / "hub"
+    )
     ports, _ = fake_ports(hub)
     worker = WorkerDocker()
     ports.worker_docker = lambda host: worker
@@ -168,4 +196,5 @@ def test_a_worker_whose_docker_url_moved_on_the_same_daemon_is_not_removed() -> 
     assert (found.docker, found.container_name, found.container) == ("ssh://k3@10.0.0.3", "k3-rpc-w2", None)
     remember_workers(state, "k3", ((W2, "k3-rpc-w2"),), converged=True)  # converged: the old URL's entry goes
     assert state.read(rpc_workers_key("k3"))["workers"] == [
-        {"name": "w2", "docker": "tcp://10.0.0.3:2376", "tls_dir": "/etc/k3/w2", "container": "k3-rpc-w2"}]
+        {"name": "w2", "docker": "tcp://10.0.0.3:2376", "tls_dir": "/etc/k3/w2", "container": "k3-rpc-w2"}
+    ]

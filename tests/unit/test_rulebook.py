@@ -58,8 +58,9 @@ def test_explain_prints_the_reason_and_refuses_unknown_rules() -> None:
     run = [sys.executable, "-m", "kimik3_reconciler", "explain"]
     shown = subprocess.run([*run, "spec-draft-device"], capture_output=True, text=True)
     assert shown.returncode == 0 and "graph reservation" in shown.stdout
-    assert ("enforced by: kimik3_reconciler.model.profile_rules.drafts, kimik3_reconciler.planning.launch"
-            in shown.stdout)
+    assert (
+        "enforced by: kimik3_reconciler.model.profile_rules.drafts, kimik3_reconciler.planning.launch" in shown.stdout
+    )
     unknown = subprocess.run([*run, "spec-draft-devise"], capture_output=True, text=True)
     assert unknown.returncode == 2 and "did you mean 'spec-draft-device'" in unknown.stderr
 
@@ -72,8 +73,9 @@ def test_every_rule_names_its_seed_passage_and_explain_lists_it() -> None:
     assert listed.returncode == 0
     for rule in RULES:
         assert f"{rule.id} " in listed.stdout and f"from: {rule.seed}" in listed.stdout, rule.id
-    shown = subprocess.run([sys.executable, "-m", "kimik3_reconciler", "explain", "fit-target-spill"],
-                           capture_output=True, text=True)
+    shown = subprocess.run(
+        [sys.executable, "-m", "kimik3_reconciler", "explain", "fit-target-spill"], capture_output=True, text=True
+    )
     assert "from: seed 000 step 2 (REAP770" in shown.stdout
 
 

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeHub, fake_ports
 
-from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.errors import StalePlan
 from kimik3_reconciler.model.plan import Action
 from kimik3_reconciler.model.plan_file import content_digest, read_saved_plan, write_saved_plan
 from kimik3_reconciler.model.profile_source import parse_profile
+from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.steps.report import NullReporter
 
 FILES = {"UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00001.gguf": b"shard-one" * 10}
@@ -42,8 +42,12 @@ def test_a_saved_plan_runs_exactly_its_steps_and_converges(world):
     orchestrator, docker, work = world
     saved = save(orchestrator, work)
     assert [(s.kind, s.action) for s in saved.changes] == [
-        ("model", Action.CREATE), ("image", Action.CREATE), ("preread", Action.READ), ("container", Action.CREATE),
-        ("health", Action.READ)]
+        ("model", Action.CREATE),
+        ("image", Action.CREATE),
+        ("preread", Action.READ),
+        ("container", Action.CREATE),
+        ("health", Action.READ),
+    ]
     assert saved.changes[1].spec.preread is not None  # the build's pre-read went through the file
     result = apply_saved(orchestrator, saved)
     assert [s.spec for s in result.executed] == [s.spec for s in saved.changes]
@@ -139,7 +143,9 @@ def test_the_preread_is_not_a_decision_memory_that_moved_does_not_make_a_plan_st
     apply_saved(orchestrator, save(orchestrator, work))
     text, source = FAKE_PROFILE.replace("parallel: 2", "parallel: 3"), str(work / "profile.yaml")
     (work / "profile.yaml").write_text(text)
-    saved = read_saved_plan(write_saved_plan(orchestrator.save_plan(parse_profile(text, source), source)[1]), "plan.json")
+    saved = read_saved_plan(
+        write_saved_plan(orchestrator.save_plan(parse_profile(text, source), source)[1]), "plan.json"
+    )
     assert [s.kind for s in saved.changes] == ["preread", "container", "health"]
     orchestrator.ports.host.meminfo = lambda: "MemTotal:       24683584 kB\nMemAvailable:     102400 kB\n"
     now = orchestrator.plan(parse_profile(text, source))
@@ -173,8 +179,11 @@ def test_a_saved_plan_with_an_owed_verify_runs_it_through_the_verifier(world):
     assert [(s.kind, s.action) for s in saved.changes] == [("verify", Action.READ)]
     checks: list[str] = []
     loaded = parse_profile(saved.profile_text, saved.profile_source)
-    result = orchestrator.apply_or_revert(loaded, lambda: checks.append("verify"),
-                                    run=lambda check: orchestrator.apply_saved(loaded, saved, FAKE_PROFILE, check))
+    result = orchestrator.apply_or_revert(
+        loaded,
+        lambda: checks.append("verify"),
+        run=lambda check: orchestrator.apply_saved(loaded, saved, FAKE_PROFILE, check),
+    )
     assert checks == ["verify"] and [s.kind for s in result.executed] == ["verify"]
     assert orchestrator.plan(loaded).converged
 
@@ -303,8 +312,10 @@ def test_a_dropped_worker_that_moved_since_the_plan_makes_it_stale_naming_it(wit
     del worker.containers["k3-test-rpc-w1"]  # removed by hand meanwhile
     with pytest.raises(StalePlan) as stale:
         apply_saved(orchestrator, saved)
-    assert any(m.startswith("dropped worker w1 (ssh://k3@10.0.0.2): rpc-server running ") and
-               m.endswith("→ no rpc-server") for m in stale.value.moved), stale.value.moved
+    assert any(
+        m.startswith("dropped worker w1 (ssh://k3@10.0.0.2): rpc-server running ") and m.endswith("→ no rpc-server")
+        for m in stale.value.moved
+    ), stale.value.moved
 
 
 def _resealed(data: dict) -> dict:
@@ -326,8 +337,15 @@ def _spec_of(steps: list[dict], kind: str) -> dict:
     return next(s["spec"]["fields"] for s in steps if s["kind"] == kind and s["action"] != "noop")
 
 
-@pytest.mark.parametrize("field, value", [("container", "someone-elses-db"), ("unit", "sshd.service"),
-                                          ("url", "http://127.0.0.1:1/health"), ("model_bytes", 1)])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("container", "someone-elses-db"),
+        ("unit", "sshd.service"),
+        ("url", "http://127.0.0.1:1/health"),
+        ("model_bytes", 1),
+    ],
+)
 def test_a_hand_edited_health_wait_makes_the_plan_stale_and_nothing_runs(world, field, value):
     """Health waits are not decisions (they are left out of the step comparison), but their payload acts: a failed
     load stops `container` and `unit`. Found by the held-back review: an edited wait ran unchecked."""
@@ -358,7 +376,9 @@ def test_a_hand_edited_preread_makes_the_plan_stale(world, kind):
         apply_saved(orchestrator, saved)
         text, source = FAKE_PROFILE.replace("parallel: 2", "parallel: 3"), str(work / "profile.yaml")
         (work / "profile.yaml").write_text(text)
-        saved = read_saved_plan(write_saved_plan(orchestrator.save_plan(parse_profile(text, source), source)[1]), "p.json")
+        saved = read_saved_plan(
+            write_saved_plan(orchestrator.save_plan(parse_profile(text, source), source)[1]), "p.json"
+        )
     reads = list(orchestrator.ports.host.preread_calls)
     with pytest.raises(StalePlan, match=rf"step \S+ {kind} .*: its pre-read differs from the model's files now"):
         apply_saved(orchestrator, _edited(saved, edit))
@@ -377,9 +397,12 @@ def test_a_plan_made_by_another_kimik3_is_stale_before_anything_is_observed(worl
     saved = save(orchestrator, work)
     check_made_by(dataclasses.replace(saved, made_by=kimik3_identity()), "plan.json")  # this kimik3's: runs
     back = read_saved_plan(write_saved_plan(dataclasses.replace(saved, made_by=made_by)), "plan.json")
-    with pytest.raises(StalePlan, match=r"^the saved plan plan.json \(made .*\) was made by (kimik3 0\.1\.0 \(code 0+\)"
-                                        r"|an older kimik3 \(the plan names none\)); this is kimik3 .*: nothing was "
-                                        r"changed") as stale:
+    with pytest.raises(
+        StalePlan,
+        match=r"^the saved plan plan.json \(made .*\) was made by (kimik3 0\.1\.0 \(code 0+\)"
+        r"|an older kimik3 \(the plan names none\)); this is kimik3 .*: nothing was "
+        r"changed",
+    ) as stale:
         check_made_by(back, "plan.json")
     assert stale.value.exit_code == 7
 
@@ -389,9 +412,16 @@ def test_what_makes_a_kimik3_is_what_it_ships_not_stray_files_beside_it(tmp_path
     stale (exit 7): the identity hashes the code and the package data only."""
     from kimik3_reconciler.cli.inputs import _is_shipped
 
-    for name, shipped in [("orchestrator.py", True), ("patches/x.patch", True), ("gate_text.txt", True),
-                          ("Dockerfile.llamacpp", True), (".orchestrator.py.swp", False), ("orchestrator.py.orig", False),
-                          ("patches/x.patch.rej", False), ("__pycache__/orchestrator.cpython-311.py", False)]:
+    for name, shipped in [
+        ("orchestrator.py", True),
+        ("patches/x.patch", True),
+        ("gate_text.txt", True),
+        ("Dockerfile.llamacpp", True),
+        (".orchestrator.py.swp", False),
+        ("orchestrator.py.orig", False),
+        ("patches/x.patch.rej", False),
+        ("__pycache__/orchestrator.cpython-311.py", False),
+    ]:
         path = tmp_path / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("x")
@@ -411,8 +441,10 @@ def test_a_step_listed_twice_or_moved_makes_the_plan_stale(world, edit):
         else:
             steps.insert(0, steps.pop(at))
 
-    with pytest.raises(StalePlan, match="listed 2 times in the saved plan" if edit == "duplicate"
-                       else "in another order than the planner's"):
+    with pytest.raises(
+        StalePlan,
+        match="listed 2 times in the saved plan" if edit == "duplicate" else "in another order than the planner's",
+    ):
         apply_saved(orchestrator, _edited(save(orchestrator, work), change))
     assert "k3-test" not in docker.containers and docker.builds == []
 

@@ -23,12 +23,31 @@ from kimik3_reconciler.model.profile_source import load_yaml, parse_profile
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = jsonschema.Draft202012Validator(json.loads((ROOT / "docs" / "profile.schema.json").read_text()))
-BASE: dict[str, Any] = {"apiVersion": "kimik3/v1", "name": "k", "model": {
-    "repo": "a/b", "revision": "a" * 40, "quant": "UD-Q2_K_XL"}}
+BASE: dict[str, Any] = {
+    "apiVersion": "kimik3/v1",
+    "name": "k",
+    "model": {"repo": "a/b", "revision": "a" * 40, "quant": "UD-Q2_K_XL"},
+}
 WORKER = {"name": "w", "docker": "ssh://u@h", "bind": "10.0.0.2"}
 UUID = "GPU-abcdef01-0000-0000-0000-000000000000"
-IPS = ["127.0.0.1", "10.0.0.2", "::1", "fe80::1%eth0", "2001:db8::1", "1:2:3:4:5:6:7:8", "64:ff9b::1.2.3.4",
-       "::ffff:127.0.0.1", "0:0:0:0:0:ffff:0.0.0.0", "01.2.3.4", "256.1.1.1", "1.2.3", ":::", "localhost", "", "x"]
+IPS = [
+    "127.0.0.1",
+    "10.0.0.2",
+    "::1",
+    "fe80::1%eth0",
+    "2001:db8::1",
+    "1:2:3:4:5:6:7:8",
+    "64:ff9b::1.2.3.4",
+    "::ffff:127.0.0.1",
+    "0:0:0:0:0:ffff:0.0.0.0",
+    "01.2.3.4",
+    "256.1.1.1",
+    "1.2.3",
+    ":::",
+    "localhost",
+    "",
+    "x",
+]
 PATHS = ["/abs/dir", "rel/dir", "./x", "~/hub", "~", "$HOME/x", "a/${X}/b", "cost$1", ""]
 ANY = [0, -1, 1.5, True, None, [], {}, "x" * 5000]
 
@@ -36,28 +55,76 @@ FIELDS: dict[tuple[Any, ...], list[Any]] = {
     ("name",): ["k", "kimi-k3", "-k", "K", "k_3", "k" * 63, "k" * 64, ""],
     ("engine",): ["llamacpp", "vllm", "LLAMACPP", "", 1, None],
     ("model", "repo"): ["a/b", "a", "a/b/c", "/b", "a/.b"],
-    ("model", "revision"): ["a" * 40, "A" * 40, "abc1234", "main", "a" * 41, "v1.0", "refs/pr/1", "a..b", "main/",
-                            "x.lock", "-main", "g" * 40, "cafe", "release-2026.12"],
+    ("model", "revision"): [
+        "a" * 40,
+        "A" * 40,
+        "abc1234",
+        "main",
+        "a" * 41,
+        "v1.0",
+        "refs/pr/1",
+        "a..b",
+        "main/",
+        "x.lock",
+        "-main",
+        "g" * 40,
+        "cafe",
+        "release-2026.12",
+    ],
     ("model", "quant"): ["UD-Q2_K_XL", "Q4_K_M", "-x", "a/b"],
-    ("model", "mmproj"): ["mmproj-BF16.gguf", "sub/m.gguf", "/abs.gguf", "../x.gguf", "a/../x", "a..b.gguf",
-                          "a\\b", ""],
+    ("model", "mmproj"): [
+        "mmproj-BF16.gguf",
+        "sub/m.gguf",
+        "/abs.gguf",
+        "../x.gguf",
+        "a/../x",
+        "a..b.gguf",
+        "a\\b",
+        "",
+    ],
     ("model", "cache_dir"): PATHS,
-    ("model", "endpoint"): ["https://hf.co", "http://127.0.0.1:18080", "HTTPS://hf.co", "hf.co", "https://",
-                            "ftp://hf.co", ""],
+    ("model", "endpoint"): [
+        "https://hf.co",
+        "http://127.0.0.1:18080",
+        "HTTPS://hf.co",
+        "hf.co",
+        "https://",
+        "ftp://hf.co",
+        "",
+    ],
     ("build", "source"): ["fork", "mainline", "Fork"],
     ("build", "commit"): ["b" * 40, "B" * 40, "master"],
     ("build", "cuda_architectures"): [["120"], ["90", "120a-real"], [120], [], ["sm_120"]],
     ("build", "cpu_features"): ["auto", [], ["amx"], ["avx512", "amx"], ["amx", "amx"], ["sse"], "none"],
     ("build", "patches"): [[], ["p.patch"], ["/abs.patch"], ["~/p.patch"], ["$P/p.patch"], [""]],
-    ("build", "builtin_patches"): [[], ["parallel-pin", "parallel-host-read"], ["parallel-host-read", "parallel-pin"],
-                                   ["parallel-pin", "parallel-pin", "parallel-host-read"],
-                                   ["nope"], [""]],
-    ("build", "archive"): ["../a.tar.gz", "/a.tar.gz", "https://x/a.tar.gz", "~/a.tar.gz", "$A/a.tar.gz",
-                           "https://x/$a.tar.gz", "file:///a.tar.gz", "HTTPS://x/a", "ftp://x/a", ""],
+    ("build", "builtin_patches"): [
+        [],
+        ["parallel-pin", "parallel-host-read"],
+        ["parallel-host-read", "parallel-pin"],
+        ["parallel-pin", "parallel-pin", "parallel-host-read"],
+        ["nope"],
+        [""],
+    ],
+    ("build", "archive"): [
+        "../a.tar.gz",
+        "/a.tar.gz",
+        "https://x/a.tar.gz",
+        "~/a.tar.gz",
+        "$A/a.tar.gz",
+        "https://x/$a.tar.gz",
+        "file:///a.tar.gz",
+        "HTTPS://x/a",
+        "ftp://x/a",
+        "",
+    ],
     ("build", "archive_sha256"): ["c" * 64, "C" * 64, "c" * 63],
     ("build", "build_number"): [0, 10473, 2**31 - 1, 2**31, -1],
-    ("build", "base_images", "build"): ["nvidia/cuda:13.0.0-devel-ubuntu24.04", "reg.io:5000/a/b:t@sha256:" + "d" * 64,
-                                        "Bad/Name", "a b"],
+    ("build", "base_images", "build"): [
+        "nvidia/cuda:13.0.0-devel-ubuntu24.04",
+        "reg.io:5000/a/b:t@sha256:" + "d" * 64,
+        "Bad/Name",
+        "a b",
+    ],
     ("gpus",): ["all", [0], [0, 1], [UUID], [0, UUID], [0, 0], [UUID, UUID], [UUID.upper()], [-1], [], "0"],
     ("share_gpus",): [True, False, "yes"],
     ("serve", "host"): ["loopback", "tailscale", "0.0.0.0", "::", *IPS],
@@ -69,33 +136,94 @@ FIELDS: dict[tuple[Any, ...], list[Any]] = {
     ("serve", "parallel"): [1, 8, 0],
     ("serve", "cache_ram"): [0, 8192, -1],
     ("serve", "api_key_file"): [p for p in PATHS if p not in ("~", "cost$1")],
-    ("serve", "env"): [{}, {"GGML_CUDA_DISABLE_GRAPHS": "1"}, {"_X": "a b"}, {"1A": "x"}, {"A-B": "x"}, {"A": 1},
-                       {"": "x"}, {"A": "x" * 131000}, {"A": "x" * 131100}],
-    ("serve", "extra_args"): [[], ["--jinja"], ["--chat-template", "a\nb"], [""], [" "], ["\t"], [1],
-                              ["x" * 131071], ["x" * 131072], ["é" * 65536]],
+    ("serve", "env"): [
+        {},
+        {"GGML_CUDA_DISABLE_GRAPHS": "1"},
+        {"_X": "a b"},
+        {"1A": "x"},
+        {"A-B": "x"},
+        {"A": 1},
+        {"": "x"},
+        {"A": "x" * 131000},
+        {"A": "x" * 131100},
+    ],
+    ("serve", "extra_args"): [
+        [],
+        ["--jinja"],
+        ["--chat-template", "a\nb"],
+        [""],
+        [" "],
+        ["\t"],
+        [1],
+        ["x" * 131071],
+        ["x" * 131072],
+        ["é" * 65536],
+    ],
     ("serve", "load_mode"): ["none", "dio", "mmap", "auto", "mlock", "None", ""],
     ("serve", "spec_draft", "device"): ["auto", "CUDA0", "CUDA7", "cuda0", "CPU"],
     ("gate", "smoke"): [True, "on"],
     ("gate", "quant", "max_kld"): [0, 0.5, 100, -0.1],
     ("gate", "quant", "min_top_token_agreement"): [0, 0.8, 1, 1.01, -0.1],
-    ("systemd", "unit"): ["kimi-k3", "kimi-k3.service", "a@b", "a@", "a@b@c", "@a", "a b", "a" * 64, "a" * 65,
-                          "kimi_k3.v2", ""],
+    ("systemd", "unit"): [
+        "kimi-k3",
+        "kimi-k3.service",
+        "a@b",
+        "a@",
+        "a@b@c",
+        "@a",
+        "a b",
+        "a" * 64,
+        "a" * 65,
+        "kimi_k3.v2",
+        "",
+    ],
     ("systemd", "conflicts"): [[], ["kimi-k3-interactive"], ["x.service"], [""], ["a@"]],
     ("metrics", "bind"): ["loopback", "tailscale", "0.0.0.0", *IPS],
     ("rpc", "workers", 0, "name"): ["w", "gpu-2", "W", "w" * 31, "w" * 32],
-    ("rpc", "workers", 0, "docker"): ["ssh://u@h", "ssh://u@10.0.0.2:2222", "ssh://u@[::1]", "ssh://u@h:0",
-                                      "ssh://u@h:65536", "ssh://u@h:", "ssh://h", "ssh://-x@h", "ssh://u@-h",
-                                      "ssh://u@h/p", "ssh://u@h?q", "tcp://h", "http://h:1", "ssh://u:p@h", ""],
-    ("rpc", "workers", 0, "bind"): ["10.0.0.2", "127.0.0.1", "fe80::1", "::ffff:10.0.0.2", "8.8.8.8", "0.0.0.0", "localhost", "h", ""],
+    ("rpc", "workers", 0, "docker"): [
+        "ssh://u@h",
+        "ssh://u@10.0.0.2:2222",
+        "ssh://u@[::1]",
+        "ssh://u@h:0",
+        "ssh://u@h:65536",
+        "ssh://u@h:",
+        "ssh://h",
+        "ssh://-x@h",
+        "ssh://u@-h",
+        "ssh://u@h/p",
+        "ssh://u@h?q",
+        "tcp://h",
+        "http://h:1",
+        "ssh://u:p@h",
+        "",
+    ],
+    ("rpc", "workers", 0, "bind"): [
+        "10.0.0.2",
+        "127.0.0.1",
+        "fe80::1",
+        "::ffff:10.0.0.2",
+        "8.8.8.8",
+        "0.0.0.0",
+        "localhost",
+        "h",
+        "",
+    ],
     ("rpc", "workers", 0, "tls_dir"): ["/etc/docker/tls", "rel", "~/tls", "/a/$X", ""],
     ("rpc", "workers", 0, "cache_dir"): ["/var/cache/rpc", "rel", "~/c", "/a/${X}", ""],
     ("rpc", "workers", 0, "devices"): [["CUDA0"], ["CPU"], [], ["CUDA 0"]],
     ("rpc", "workers", 0, "gpus"): ["all", "none", [0, 1], [0, 0], [UUID.upper()]],
     ("rpc", "workers", 0, "threads"): [1, 0],
     # engine: vllm (set on the profile for these: VLLM_BASE)
-    ("image", "ref"): ["vllm/vllm-openai:kimi-k3@sha256:" + "e" * 64, "127.0.0.1:5000/a/b@sha256:" + "e" * 64,
-                       "vllm/vllm-openai:kimi-k3", "vllm/vllm-openai@sha256:" + "E" * 64, "Bad/Name@sha256:" + "e" * 64,
-                       "vllm/vllm-openai", "127.0.0.1:5000/a/b:test", "a/b:t@sha256:" + "e" * 63],
+    ("image", "ref"): [
+        "vllm/vllm-openai:kimi-k3@sha256:" + "e" * 64,
+        "127.0.0.1:5000/a/b@sha256:" + "e" * 64,
+        "vllm/vllm-openai:kimi-k3",
+        "vllm/vllm-openai@sha256:" + "E" * 64,
+        "Bad/Name@sha256:" + "e" * 64,
+        "vllm/vllm-openai",
+        "127.0.0.1:5000/a/b:test",
+        "a/b:t@sha256:" + "e" * 63,
+    ],
     ("vllm", "tensor_parallel_size"): [1, 8, 0],
     ("vllm", "max_model_len"): [512, 131072, 1048576, 1048577],
     ("vllm", "gpu_memory_utilization"): [0.5, 0.95, 1, 1.01],
@@ -103,14 +231,23 @@ FIELDS: dict[tuple[Any, ...], list[Any]] = {
     ("vllm", "max_num_seqs"): [1, 256],
     ("vllm", "enable_prefix_caching"): [True, False, "yes"],
     ("vllm", "attention_backend"): ["TOKENSPEED_MLA", "FLASH_ATTN", "flash", "A B"],
-    ("vllm", "attention_config"): [{"use_prefill_query_quantization": True, "mla_prefill_backend": "X"},
-                                   {"a": 1.5}, {"a": [1]}, {"": 1}],
+    ("vllm", "attention_config"): [
+        {"use_prefill_query_quantization": True, "mla_prefill_backend": "X"},
+        {"a": 1.5},
+        {"a": [1]},
+        {"": 1},
+    ],
     ("vllm", "tool_call_parser"): ["kimi_k3", "hermes", "-x", "a b"],
     ("vllm", "any_gpu"): [True, False, "yes"],
 }
 # An engine: vllm profile (no model.quant, the image by digest): the base of the image and vllm fields above.
-VLLM_BASE: dict[str, Any] = {"apiVersion": "kimik3/v1", "name": "k", "engine": "vllm", "model": {
-    "repo": "a/b", "revision": "a" * 40}, "image": {"ref": "vllm/vllm-openai:kimi-k3@sha256:" + "e" * 64}}
+VLLM_BASE: dict[str, Any] = {
+    "apiVersion": "kimik3/v1",
+    "name": "k",
+    "engine": "vllm",
+    "model": {"repo": "a/b", "revision": "a" * 40},
+    "image": {"ref": "vllm/vllm-openai:kimi-k3@sha256:" + "e" * 64},
+}
 
 # Rules that weigh one field against another (or against kimik3's own tables): the schema cannot say them, and
 # docs/profile.md says so ("The cross-field rules are checked only by kimik3 validate, plan and apply").
@@ -164,10 +301,15 @@ def test_schema_and_validate_agree_on_one_field(path: tuple[Any, ...], value: An
         return  # a cross-field refusal: below, the same value is checked to be one the schema accepts
     assert SCHEMA.is_valid(tree) == accepted, (
         f"{'.'.join(map(str, path))}: {value!r}: validate {'accepts' if accepted else 'refuses: ' + why}, the "
-        f"schema {'accepts' if SCHEMA.is_valid(tree) else 'refuses'}")
+        f"schema {'accepts' if SCHEMA.is_valid(tree) else 'refuses'}"
+    )
 
 
-@pytest.mark.parametrize("path", sorted(p for p in (ROOT / "profiles").glob("*.yaml") if "\nkind: Fleet" not in p.read_text()), ids=lambda p: p.stem)
+@pytest.mark.parametrize(
+    "path",
+    sorted(p for p in (ROOT / "profiles").glob("*.yaml") if "\nkind: Fleet" not in p.read_text()),
+    ids=lambda p: p.stem,
+)
 def test_schema_accepts_the_example_profiles(path: Path) -> None:
     assert SCHEMA.is_valid(load_yaml(path.read_text(), {})[0])
 

@@ -14,18 +14,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import CollectorRegistry
-from prometheus_client import generate_latest
 from support.fakes import FAKE_REVISION, FakeHub, fake_ports
+from support.fakes.docker import container_inspect
 
 from kimik3_reconciler.exporter.collect import DeploymentCollector
 from kimik3_reconciler.exporter.sources import SOURCE_DEADLINE_S, SourceReads
+from kimik3_reconciler.model.labels import CONTAINER_FINGERPRINT
 from kimik3_reconciler.model.metrics import ExporterConfig
 from kimik3_reconciler.model.records import apply_key
-from kimik3_reconciler.model.labels import CONTAINER_FINGERPRINT
 from kimik3_reconciler.model.specs import ContainerSpec
-from support.fakes.docker import container_inspect
 
 DEADLINE_S, BOUND_S = 0.5, 1.5
 SLACK_S = 1.0  # a loaded 2-core CI box (and structlog's first import, ~0.3 s there); a missing bound hangs 30 s
@@ -58,19 +58,43 @@ def deployment(tmp_path: Path) -> Iterator[tuple[DeploymentCollector, Any]]:
     shard = tmp_path / "k3-00001-of-00001.gguf"
     shard.write_bytes(b"gguf" * 64)
     ports.host.page_cache[str(shard)] = (128, 256)
-    spec = ContainerSpec(name="k3-test", image="kimik3/llama:x", command=("--port", "18999"), env=(), mounts=(),
-                         gpus=("0",), labels=((CONTAINER_FINGERPRINT, "fp1"),))
+    spec = ContainerSpec(
+        name="k3-test",
+        image="kimik3/llama:x",
+        command=("--port", "18999"),
+        env=(),
+        mounts=(),
+        gpus=("0",),
+        labels=((CONTAINER_FINGERPRINT, "fp1"),),
+    )
     docker.containers["k3-test"] = container_inspect(spec, "c" * 64, "sha256:i")
     docker.containers["k3-test"]["State"]["Pid"] = 777
     ports.host.rss[777] = 5 << 30
-    ports.host.nvml_dump = {"driver": "580", "gpus": [{"index": 0, "uuid": "GPU-a", "memory_total": 100,
-                                                       "memory_free": 40, "processes": [{"pid": 777,
-                                                                                         "used_memory": 60}]}]}
+    ports.host.nvml_dump = {
+        "driver": "580",
+        "gpus": [
+            {
+                "index": 0,
+                "uuid": "GPU-a",
+                "memory_total": 100,
+                "memory_free": 40,
+                "processes": [{"pid": 777, "used_memory": 60}],
+            }
+        ],
+    }
     ports.http.loading_polls = 0
     ports.http.pages.update({f"{SERVER}/metrics": (200, SERVER_METRICS), f"{SERVER}/slots": (200, "[]")})
     ports.state.write(apply_key("k3-test"), {"result": "ok", "fingerprint": "fp1", "date": "2026-01-01T00:00:00+00:00"})
-    config = ExporterConfig(profile="k3-test", labels={"profile": "k3-test", "fingerprint": "fp1"}, bind="127.0.0.1",
-                            port=1, container="k3-test", server_url=SERVER, shards=(str(shard),), gpus=("0",))
+    config = ExporterConfig(
+        profile="k3-test",
+        labels={"profile": "k3-test", "fingerprint": "fp1"},
+        bind="127.0.0.1",
+        port=1,
+        container="k3-test",
+        server_url=SERVER,
+        shards=(str(shard),),
+        gpus=("0",),
+    )
     reads = SourceReads({source: DEADLINE_S for source in SOURCE_DEADLINE_S}, bound_s=BOUND_S)
     yield DeploymentCollector(config, ports, reads), ports
 
@@ -99,11 +123,20 @@ def scrape(collector: DeploymentCollector) -> tuple[dict[str, float], dict[str, 
 
 # source -> (the port method that hangs, series that only this source gives)
 HANGS: dict[str, tuple[Callable[[Any], tuple[object, str]], tuple[str, ...]]] = {
-    "docker": (lambda p: (p.docker, "inspect_container"),
-               ("kimik3_container_restarts", "kimik3_deployment_converged", "kimik3_server_rss_bytes",
-                "kimik3_gpu_server_memory_bytes", "kimik3_gpu_foreign_memory_bytes")),
-    "server_health": (lambda p: (p.http, "health"),
-                      ("kimik3_server_up", "kimik3_server_loading", "kimik3_deployment_converged")),
+    "docker": (
+        lambda p: (p.docker, "inspect_container"),
+        (
+            "kimik3_container_restarts",
+            "kimik3_deployment_converged",
+            "kimik3_server_rss_bytes",
+            "kimik3_gpu_server_memory_bytes",
+            "kimik3_gpu_foreign_memory_bytes",
+        ),
+    ),
+    "server_health": (
+        lambda p: (p.http, "health"),
+        ("kimik3_server_up", "kimik3_server_loading", "kimik3_deployment_converged"),
+    ),
     "state": (lambda p: (p.state, "read"), ("kimik3_last_apply_success", "kimik3_deployment_converged")),
     "proc": (lambda p: (p.host, "numa_balancing"), ("kimik3_numa_balancing", "kimik3_server_rss_bytes")),
     "nvml": (lambda p: (p.host, "nvml"), ("kimik3_gpu_memory_total_bytes", "kimik3_gpu_memory_used_bytes")),
@@ -114,8 +147,16 @@ HANGS: dict[str, tuple[Callable[[Any], tuple[object, str]], tuple[str, ...]]] = 
 def test_every_source_answers_when_nothing_hangs(deployment):
     collector, _ = deployment
     samples, up, took = scrape(collector)
-    assert set(up) == {"docker", "server_health", "server_metrics", "server_slots", "state", "proc", "nvml",
-                       "page_cache"} and set(up.values()) == {1.0}, up
+    assert set(up) == {
+        "docker",
+        "server_health",
+        "server_metrics",
+        "server_slots",
+        "state",
+        "proc",
+        "nvml",
+        "page_cache",
+    } and set(up.values()) == {1.0}, up
     for _, only in HANGS.values():
         assert all(name in samples for name in only), [name for name in only if name not in samples]
     assert samples["kimik3_deployment_converged"] == 1.0 and samples["llamacpp:tokens_predicted_total"] == 40

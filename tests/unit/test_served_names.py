@@ -31,8 +31,13 @@ class Lines:
 
 def _status(profile_file: str, argv: tuple[str, ...]) -> list[str]:
     profile = parse_profile(pinned_text(ROOT / "profiles" / profile_file), profile_file).profile
-    container = ContainerFact(id="c" * 64, name=profile.name, state="running", health="ok",
-                              running=RunningConfig(image=profile.image.ref or "", command=argv))
+    container = ContainerFact(
+        id="c" * 64,
+        name=profile.name,
+        state="running",
+        health="ok",
+        running=RunningConfig(image=profile.image.ref or "", command=argv),
+    )
     console = Lines()
     render_status(profile, observed(profile, container=container), None, False, console)
     return console.lines
@@ -48,8 +53,9 @@ def test_status_says_the_names_the_running_vllm_answers_to() -> None:
 
 def test_status_says_sglang_answers_any_name() -> None:
     argv = ("sglang", "serve", "--served-model-name", "kimi-k3", "--enable-metrics")
-    assert ("model name answers to model kimi-k3 (and any other name: sglang serve does not check it)"
-            in _status("sglang-tp8.yaml", argv))
+    assert "model name answers to model kimi-k3 (and any other name: sglang serve does not check it)" in _status(
+        "sglang-tp8.yaml", argv
+    )
 
 
 def test_names_are_read_up_to_the_next_flag_or_the_end() -> None:
@@ -68,18 +74,32 @@ def test_a_vllm_container_an_older_kimik3_launched_is_replaced_naming_the_served
     from kimik3_reconciler.planning import plan
 
     profile = parse_profile(pinned_text(ROOT / "profiles" / "vllm-tp8.yaml"), "vllm-tp8.yaml").profile
-    files = (RemoteFile(path="model-00001-of-00001.safetensors", size=1 << 40, sha256="1" * 64),
-             RemoteFile(path="config.json", size=4096, sha256="c" * 64))
+    files = (
+        RemoteFile(path="model-00001-of-00001.safetensors", size=1 << 40, sha256="1" * 64),
+        RemoteFile(path="config.json", size=4096, sha256="c" * 64),
+    )
     ref = profile.image.ref or ""
-    seen = observed(profile, host=host(), model=model_fact(profile, quant="checkpoint", files=files),
-                    pulled=PulledImageFact(ref=ref, digest=ref.split("@")[1], pull_bytes=1 << 30))
+    seen = observed(
+        profile,
+        host=host(),
+        model=model_fact(profile, quant="checkpoint", files=files),
+        pulled=PulledImageFact(ref=ref, digest=ref.split("@")[1], pull_bytes=1 << 30),
+    )
     launch = next(s for s in plan(profile, seen).steps if s.kind == "container").spec.container
     inputs = json.loads(dict(launch.labels)["kimik3.inputs"])
     older = {k: v for k, v in inputs.items() if k != "served_names"}  # an older kimik3's label: no such input
-    container = ContainerFact(id="c" * 64, name=profile.name, state="running", health="ok", image=ref,
-                              fingerprint="73ec316473788f27", inputs=older, profile=profile.name)
-    step = next(s for s in plan(profile, seen.model_copy(update={"container": container})).steps
-                if s.kind == "container")
+    container = ContainerFact(
+        id="c" * 64,
+        name=profile.name,
+        state="running",
+        health="ok",
+        image=ref,
+        fingerprint="73ec316473788f27",
+        inputs=older,
+        profile=profile.name,
+    )
+    step = next(
+        s for s in plan(profile, seen.model_copy(update={"container": container})).steps if s.kind == "container"
+    )
     assert step.reason.startswith("launch inputs changed (fingerprint 73ec316473788f27 → ")
-    assert [(d.field, d.old, d.new) for d in step.diff] == [
-        ("served_names", None, ["kimi-k3", "moonshotai/Kimi-K3"])]
+    assert [(d.field, d.old, d.new) for d in step.diff] == [("served_names", None, ["kimi-k3", "moonshotai/Kimi-K3"])]

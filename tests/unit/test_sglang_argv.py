@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 from support.observed import observed
+from support.shipped import pinned_text
 
 from kimik3_reconciler.model.facts import HostFacts
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.planning.launch import render_launch
-from support.shipped import pinned_text
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILE = ROOT / "profiles" / "sglang-tp8.yaml"
@@ -70,8 +70,14 @@ def test_golden_render_is_seed_001s_command() -> None:
     profile, launch = launch_of(pinned_text(PROFILE))
     spec = asdict(launch.spec)
     spec["labels"] = sorted(k for k, _ in launch.spec.labels)  # values hold fingerprints: names suffice
-    got = json.dumps({"container": spec, "health_url": launch.health_url, "warnings": list(launch.warnings)},
-                     indent=1, sort_keys=True) + "\n"
+    got = (
+        json.dumps(
+            {"container": spec, "health_url": launch.health_url, "warnings": list(launch.warnings)},
+            indent=1,
+            sort_keys=True,
+        )
+        + "\n"
+    )
     if os.environ.get("KIMIK3_UPDATE_GOLDEN") == "1":
         GOLDEN.write_text(got)
     assert GOLDEN.read_text() == got
@@ -104,17 +110,30 @@ def test_a_knob_moves_its_flag_and_the_fingerprint() -> None:
 def _variants() -> list[tuple[str, str]]:
     """The shipped profile and knob variants: every field of the `sglang:` section and the serve fields it renders."""
     text = pinned_text(PROFILE)
-    return [("shipped", text),
-            ("null parsers, other sizes", text.replace("tp_size: 8", "tp_size: 4").replace("dcp_size: 8", "dcp_size: 2")
-             .replace("reasoning_parser: kimi_k3", "reasoning_parser: null")
-             .replace("tool_call_parser: kimi_k3", "tool_call_parser: null")),
-            ("loopback, extra args", text.replace("host: 0.0.0.0 ", "host: loopback ").replace(
-                "port: 30000 ", "port: 30001\n  extra_args: [--context-length, \"131072\", --enable-torch-compile] "))]
+    return [
+        ("shipped", text),
+        (
+            "null parsers, other sizes",
+            text.replace("tp_size: 8", "tp_size: 4")
+            .replace("dcp_size: 8", "dcp_size: 2")
+            .replace("reasoning_parser: kimi_k3", "reasoning_parser: null")
+            .replace("tool_call_parser: kimi_k3", "tool_call_parser: null"),
+        ),
+        (
+            "loopback, extra args",
+            text.replace("host: 0.0.0.0 ", "host: loopback ").replace(
+                "port: 30000 ", 'port: 30001\n  extra_args: [--context-length, "131072", --enable-torch-compile] '
+            ),
+        ),
+    ]
 
 
 @pytest.mark.engines
-@pytest.mark.skipif(not SGLANG_PYTHON.exists(), reason=f"no SGLang venv at {SGLANG_PYTHON} (TESTING.md §10: pip "
-                    "install --no-deps sglang==0.5.23 + its import deps; or set KIMIK3_SGLANG_PYTHON)")
+@pytest.mark.skipif(
+    not SGLANG_PYTHON.exists(),
+    reason=f"no SGLang venv at {SGLANG_PYTHON} (TESTING.md §10: pip "
+    "install --no-deps sglang==0.5.23 + its import deps; or set KIMIK3_SGLANG_PYTHON)",
+)
 @pytest.mark.parametrize("name, text", _variants(), ids=[n for n, _ in _variants()])
 def test_sglangs_own_parser_accepts_the_rendered_argv(name: str, text: str) -> None:
     argv = list(render(text))
@@ -129,9 +148,15 @@ def test_sglangs_own_parser_accepts_the_rendered_argv(name: str, text: str) -> N
         "args = parser.parse_args(json.loads(sys.argv[1]))\n"
         "print(json.dumps({k: getattr(args, k) for k in ('model_path', 'tp_size', 'dcp_size', 'mem_fraction_static',"
         " 'mamba_full_memory_ratio', 'reasoning_parser', 'tool_call_parser', 'host', 'port', 'served_model_name',"
-        " 'trust_remote_code', 'enable_metrics')}))\n")
-    done = subprocess.run([str(SGLANG_PYTHON), "-c", script, json.dumps(argv[2:])], capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+        " 'trust_remote_code', 'enable_metrics')}))\n"
+    )
+    done = subprocess.run(
+        [str(SGLANG_PYTHON), "-c", script, json.dumps(argv[2:])],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     parsed = json.loads(done.stdout.strip().splitlines()[-1])
     profile = parse_profile(text, "p").profile
@@ -150,8 +175,10 @@ def test_sglangs_own_parser_accepts_the_rendered_argv(name: str, text: str) -> N
 def test_sglangs_parser_refuses_what_kimik3_refuses_first() -> None:
     """The placeholder seed 001 prints fails in SGLang's parser too (after a multi-terabyte download, at launch):
     kimik3's schema refuses it when the profile is loaded (cases/profile/sglang_ratio_placeholder.yaml)."""
-    script = ("import argparse, sys\nfrom sglang.srt.server_args import ServerArgs\n"
-              "p = argparse.ArgumentParser(); ServerArgs.add_cli_args(p)\n"
-              "p.parse_args(['--model-path', '/m', '--mamba-full-memory-ratio', '<value-from-official-calculator>'])\n")
+    script = (
+        "import argparse, sys\nfrom sglang.srt.server_args import ServerArgs\n"
+        "p = argparse.ArgumentParser(); ServerArgs.add_cli_args(p)\n"
+        "p.parse_args(['--model-path', '/m', '--mamba-full-memory-ratio', '<value-from-official-calculator>'])\n"
+    )
     done = subprocess.run([str(SGLANG_PYTHON), "-c", script], capture_output=True, text=True, timeout=300)
     assert done.returncode == 2 and "mamba-full-memory-ratio" in done.stderr

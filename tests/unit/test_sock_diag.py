@@ -24,7 +24,8 @@ def test_netlink_finds_what_proc_lists_on_both_families() -> None:
         found = parse_tcp_listeners(listening_tcp(), port)
         assert found == parse_tcp_listeners(proc, port)
         assert sorted(found.values()) == ["127.0.0.1", "::1"] and set(found) == {
-            int(Path(f"/proc/self/fd/{s.fileno()}").readlink().name.strip("socket:[]")) for s in (v4, v6)}
+            int(Path(f"/proc/self/fd/{s.fileno()}").readlink().name.strip("socket:[]")) for s in (v4, v6)
+        }
         assert parse_tcp_listeners(listening_tcp(), idle.getsockname()[1]) == {}
 
 

@@ -167,8 +167,11 @@ def test_the_sockets_taken_are_not_inherited_by_a_program_the_helper_runs() -> N
     old.close()
 
 
-@pytest.mark.parametrize("message", [b"not json", b'[["127.0.0.1"]]', b'{"a": 1}', b'[["127.0.0.1", 1], '
-                                     b'["127.0.0.1", 2]]'], ids=["not-json", "no-port", "object", "torn"])
+@pytest.mark.parametrize(
+    "message",
+    [b"not json", b'[["127.0.0.1"]]', b'{"a": 1}', b'[["127.0.0.1", 1], ["127.0.0.1", 2]]'],
+    ids=["not-json", "no-port", "object", "torn"],
+)
 def test_a_malformed_offer_gives_nothing_and_leaks_no_descriptor(message: bytes) -> None:
     sock = listener()
     name = offer_raw(message, [sock.fileno()])
@@ -205,7 +208,6 @@ def test_root_in_another_mount_namespace_gets_nothing() -> None:
         pytest.skip("unshare(CLONE_NEWNS) not permitted here")
     assert os.waitstatus_to_exitcode(status) == 0 and not handed.is_set()
     old.close()
-
 
 
 def test_nothing_is_taken_from_root_in_another_mount_namespace() -> None:

@@ -59,8 +59,9 @@ def _produce_slowly(root: str, out: str) -> None:
 
 def test_two_processes_producing_one_key_make_it_once(tmp_path: Path) -> None:
     log = tmp_path / "made.log"
-    procs = [multiprocessing.Process(target=_produce_slowly, args=(str(tmp_path / "state"), str(log)))
-             for _ in range(2)]
+    procs = [
+        multiprocessing.Process(target=_produce_slowly, args=(str(tmp_path / "state"), str(log))) for _ in range(2)
+    ]
     for p in procs:
         p.start()
     for p in procs:
@@ -80,8 +81,10 @@ def test_records_are_written_atomically_and_a_torn_one_reads_as_absent(tmp_path:
     assert state.read("models/x.json") is None
 
 
-@pytest.mark.parametrize("key", ["../outside.json", "a/../../outside.json", "/tmp/outside.json", "a//b.json", "./a.json",
-                                 "..", "gate///.json"])
+@pytest.mark.parametrize(
+    "key",
+    ["../outside.json", "a/../../outside.json", "/tmp/outside.json", "a//b.json", "./a.json", "..", "gate///.json"],
+)
 def test_a_state_key_never_reaches_outside_the_state_directory(tmp_path: Path, key: str) -> None:
     """Keys are paths under the state dir; one that climbs out (`kimik3 metrics-serve ../..` made one) is refused by
     every operation that changes something, and discard (an rmtree) removes nothing outside; reading one finds no
@@ -92,8 +95,12 @@ def test_a_state_key_never_reaches_outside_the_state_directory(tmp_path: Path, k
     outside = tmp_path / "outside.json"
     outside.write_text("{}")
     state = StateFiles(root)
-    for call in (lambda: state.write(key, {}), lambda: state.delete(key), lambda: state.discard(key),
-                 lambda: state.produce(key, lambda p: p.write_text("x"))):
+    for call in (
+        lambda: state.write(key, {}),
+        lambda: state.delete(key),
+        lambda: state.discard(key),
+        lambda: state.produce(key, lambda p: p.write_text("x")),
+    ):
         with pytest.raises(ValueError, match="state key"):
             call()
     assert state.read(key) is None and state.artifact(key) is None

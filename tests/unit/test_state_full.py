@@ -44,6 +44,7 @@ def running(docker) -> bool:  # noqa: ANN001
 
 # the pure part: which steps take a server down, and what the records after them need -----------------------
 
+
 def launch(replace: bool) -> LaunchContainer:
     container = ContainerSpec(name="k3-test", image="i", command=(), env=(), mounts=(), gpus="none", labels=())
     return LaunchContainer(container, replace=replace)
@@ -66,6 +67,7 @@ def test_each_record_needs_its_blocks_and_one_for_a_folder() -> None:
 
 
 # the apply ---------------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("free", [0, 4096, 3 * 4096])
 def test_a_state_dir_without_room_refuses_before_the_server_is_stopped(world, free):  # noqa: F811
@@ -107,8 +109,13 @@ def test_statistics_that_do_not_fit_warn_and_the_apply_converges_and_verifies(wo
     assert state.read("last-good/k3-test.json")["text"] == load(CHANGED).text  # the revert target moved on
 
 
-@pytest.mark.parametrize("failure", [StepError("docker run k3-test: no space left on device"),
-                                     OSError(errno.ENOSPC, "No space left on device", "/var/lib/docker/tmp")])
+@pytest.mark.parametrize(
+    "failure",
+    [
+        StepError("docker run k3-test: no space left on device"),
+        OSError(errno.ENOSPC, "No space left on device", "/var/lib/docker/tmp"),
+    ],
+)
 def test_a_failure_after_the_old_server_is_removed_brings_back_the_last_good_profile(world, failure):  # noqa: F811
     orchestrator, docker, _, _ = world
     orchestrator.apply_or_revert(load())
@@ -137,10 +144,12 @@ def test_a_last_good_record_that_no_longer_fits_says_the_new_server_runs(world):
     def another_writer_fills_the_disk() -> None:  # the check (verify) passes; meanwhile the disk filled up
         def full(key: str, value: dict) -> None:
             raise OSError(errno.ENOSPC, "No space left on device", f"state/{key}")
+
         state.write = full
 
-    with pytest.raises(LocalFileError, match="k3-test runs and answers .* could not record it as the last good "
-                                             "profile") as failed:
+    with pytest.raises(
+        LocalFileError, match="k3-test runs and answers .* could not record it as the last good profile"
+    ) as failed:
         orchestrator.apply_or_revert(load(CHANGED), another_writer_fills_the_disk)
     assert failed.value.exit_code == 8 and "state/last-good/k3-test.json" in str(failed.value)
     assert running(docker) and ubatch(docker) == "2048"  # verified, serving: nothing to revert

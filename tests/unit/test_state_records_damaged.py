@@ -20,15 +20,27 @@ from kimik3_reconciler.model.model_files import manifest_key, manifest_readable,
 from kimik3_reconciler.model.record_shape import typed
 from kimik3_reconciler.model.records import layout_key
 
-FILES = {"UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00002.gguf": b"one" * 10,
-         "UD-Q2_K_XL/k3-UD-Q2_K_XL-00002-of-00002.gguf": b"two" * 10}
-LAYOUT = {"n_layer": 2, "layer_dense": [10, 10], "layer_experts": [20, 20], "output_bytes": 5, "token_embd_bytes": 7,
-          "kv_bytes_per_token": 3, "context_length": 4096,
-          "state_bytes_per_slot": 0}
+FILES = {
+    "UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00002.gguf": b"one" * 10,
+    "UD-Q2_K_XL/k3-UD-Q2_K_XL-00002-of-00002.gguf": b"two" * 10,
+}
+LAYOUT = {
+    "n_layer": 2,
+    "layer_dense": [10, 10],
+    "layer_experts": [20, 20],
+    "output_bytes": 5,
+    "token_embd_bytes": 7,
+    "kv_bytes_per_token": 3,
+    "context_length": 4096,
+    "state_bytes_per_slot": 0,
+}
 
 
-@pytest.mark.parametrize("raw", [b"\xff\xfe garbage", b"[1, 2, 3]", b"42", b"null", b'{"torn": ', b""],
-                         ids=["not-utf8", "a-list", "a-number", "null", "torn", "empty"])
+@pytest.mark.parametrize(
+    "raw",
+    [b"\xff\xfe garbage", b"[1, 2, 3]", b"42", b"null", b'{"torn": ', b""],
+    ids=["not-utf8", "a-list", "a-number", "null", "torn", "empty"],
+)
 def test_a_record_that_is_not_a_json_object_reads_as_absent(tmp_path: Path, raw: bytes) -> None:
     state = StateFiles(tmp_path)
     state.write("apply/k3.json", {"date": "2026-12-03"})
@@ -36,9 +48,18 @@ def test_a_record_that_is_not_a_json_object_reads_as_absent(tmp_path: Path, raw:
     assert state.read("apply/k3.json") is None
 
 
-@pytest.mark.parametrize("edit", [{"layer_dense": None}, {"output_bytes": "5"}, {"n_layer": True},
-                                  {"layer_experts": [1, "x"]}, {"version": 2}, {"kv_bytes_per_token": None}],
-                         ids=["none-tuple", "str-int", "bool-int", "mixed-tuple", "unknown-field", "none-int"])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        {"layer_dense": None},
+        {"output_bytes": "5"},
+        {"n_layer": True},
+        {"layer_experts": [1, "x"]},
+        {"version": 2},
+        {"kv_bytes_per_token": None},
+    ],
+    ids=["none-tuple", "str-int", "bool-int", "mixed-tuple", "unknown-field", "none-int"],
+)
 def test_a_layout_record_of_another_shape_is_not_a_layout(edit: dict) -> None:
     assert typed(ModelLayout, LAYOUT) == ModelLayout(**LAYOUT)
     assert typed(ModelLayout, {**LAYOUT, **edit}) is None
@@ -50,12 +71,19 @@ def test_a_layout_record_of_another_shape_is_not_a_layout(edit: dict) -> None:
 def test_a_manifest_of_another_shape_is_not_readable() -> None:
     from kimik3_reconciler.model.facts import FileStat, RemoteFile
 
-    good = manifest_record((RemoteFile(path="q/a.gguf", size=3, sha256="ab"),),
-                           (FileStat(path="q/a.gguf", size=3, mtime_ns=1, ctime_ns=2, inode=4),))
+    good = manifest_record(
+        (RemoteFile(path="q/a.gguf", size=3, sha256="ab"),),
+        (FileStat(path="q/a.gguf", size=3, mtime_ns=1, ctime_ns=2, inode=4),),
+    )
     assert manifest_readable(good)
-    for bad in ({**good, "files": None}, {**good, "verified": None}, {**good, "stats": None},
-                {**good, "files": [{"path": "q/a.gguf"}]}, {**good, "stats": {"q/a.gguf": {"size": "3"}}},
-                {**good, "files": [[1]]}):
+    for bad in (
+        {**good, "files": None},
+        {**good, "verified": None},
+        {**good, "stats": None},
+        {**good, "files": [{"path": "q/a.gguf"}]},
+        {**good, "stats": {"q/a.gguf": {"size": "3"}}},
+        {**good, "files": [[1]]},
+    ):
         assert not manifest_readable(bad), bad
 
 
@@ -72,7 +100,11 @@ def test_plan_and_apply_survive_each_field_of_a_record_edited(world, which: str,
     (the manifest as absent: the files are re-verified), and an apply converges again."""
     orchestrator, profile, hub = world
     p = profile.profile
-    key = manifest_key(p, str(hub.root)) if which == "manifest" else layout_key(p.model.repo, p.model.revision, p.model.quant)
+    key = (
+        manifest_key(p, str(hub.root))
+        if which == "manifest"
+        else layout_key(p.model.repo, p.model.revision, p.model.quant)
+    )
     original = orchestrator.ports.state.read(key) or (LAYOUT if which == "layout" else None)
     assert original is not None
     for field in original:
@@ -84,6 +116,7 @@ def test_plan_and_apply_survive_each_field_of_a_record_edited(world, which: str,
 
 def test_a_failed_state_write_names_its_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """ENOSPC from write()/fsync() carries no file name: the error must still name the record (exit 8's message)."""
+
     def full(_fd: int) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 

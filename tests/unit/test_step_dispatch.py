@@ -16,8 +16,11 @@ from kimik3_reconciler.steps import EXECUTORS, resolve
 
 
 def _payload_types() -> list[type]:
-    return [c for _, c in inspect.getmembers(specs, inspect.isclass)
-            if issubclass(c, specs.Payload) and c is not specs.Payload and c.__module__ == specs.__name__]
+    return [
+        c
+        for _, c in inspect.getmembers(specs, inspect.isclass)
+        if issubclass(c, specs.Payload) and c is not specs.Payload and c.__module__ == specs.__name__
+    ]
 
 
 def test_every_payload_has_exactly_one_executor_and_is_listed() -> None:

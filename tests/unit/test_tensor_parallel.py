@@ -26,20 +26,29 @@ SGLANG = VLLM.replace("engine: vllm", "engine: sglang").replace("vllm/vllm-opena
 def _observed(text: str, heads: int | None, gpus: int = 8):
     profile = parse_profile(text, "p.yaml").profile
     config = CheckpointConfig(attention_heads=heads, heads_key="num_attention_heads") if heads else None
-    return profile, observed(profile, host=h200_host(gpus), model=model_fact(profile, quant="", files=_checkpoint(400)),
-                             checkpoint_config=config)
+    return profile, observed(
+        profile,
+        host=h200_host(gpus),
+        model=model_fact(profile, quant="", files=_checkpoint(400)),
+        checkpoint_config=config,
+    )
 
 
-@pytest.mark.parametrize("text, knobs, field", [
-    (VLLM, "vllm: {tensor_parallel_size: 8, any_gpu: true}\n", "vllm.tensor_parallel_size"),
-    (SGLANG, "sglang: {tp_size: 8, dcp_size: 8, mamba_full_memory_ratio: 0.5, any_gpu: true}\n", "sglang.tp_size"),
-])
+@pytest.mark.parametrize(
+    "text, knobs, field",
+    [
+        (VLLM, "vllm: {tensor_parallel_size: 8, any_gpu: true}\n", "vllm.tensor_parallel_size"),
+        (SGLANG, "sglang: {tp_size: 8, dcp_size: 8, mamba_full_memory_ratio: 0.5, any_gpu: true}\n", "sglang.tp_size"),
+    ],
+)
 def test_a_size_that_does_not_divide_the_heads_is_refused_naming_the_field(text: str, knobs: str, field: str) -> None:
     profile, seen = _observed(text + knobs, heads=12)
     refusals, _ = host_gate(profile, seen)
     said = [r for r in refusals if "attention heads" in r]
-    assert said == [f"{field} 8 does not divide the checkpoint's 12 attention heads (num_attention_heads in "
-                    f"config.json at aaaaaaaaaaaa): every rank takes an equal share of them; use one of 1, 2, 3, 4, 6"]
+    assert said == [
+        f"{field} 8 does not divide the checkpoint's 12 attention heads (num_attention_heads in "
+        f"config.json at aaaaaaaaaaaa): every rank takes an equal share of them; use one of 1, 2, 3, 4, 6"
+    ]
     assert said[0].field == tuple(field.split("."))
     with pytest.raises(PlanError, match="does not divide the checkpoint's 12 attention heads"):
         plan(profile, seen)  # the plan refuses: no step (pull, download) is planned, let alone run
@@ -62,26 +71,40 @@ def test_a_size_below_the_gpus_given_warns_that_the_rest_stay_idle(gpus: str, gi
     assert f"the other {given - 4} stay idle" in idle[0]
 
 
-@pytest.mark.parametrize("data, heads, key", [
-    ({"num_attention_heads": 64, "num_key_value_heads": 64}, 64, "num_attention_heads"),
-    ({"architectures": ["KimiK3ForConditionalGeneration"], "text_config": {"num_attention_heads": 96}}, 96,
-     "text_config.num_attention_heads"),
-])
+@pytest.mark.parametrize(
+    "data, heads, key",
+    [
+        ({"num_attention_heads": 64, "num_key_value_heads": 64}, 64, "num_attention_heads"),
+        (
+            {"architectures": ["KimiK3ForConditionalGeneration"], "text_config": {"num_attention_heads": 96}},
+            96,
+            "text_config.num_attention_heads",
+        ),
+    ],
+)
 def test_the_heads_are_read_at_the_top_or_in_the_language_config(data: dict, heads: int, key: str) -> None:
     assert parse_checkpoint_config(json.dumps(data).encode()) == CheckpointConfig(attention_heads=heads, heads_key=key)
 
 
-@pytest.mark.parametrize("raw", [b"not json", b"[1, 2]", b'{"num_attention_heads": true}', b'{"hidden_size": 8}',
-                                 b'{"num_attention_heads": 0}'])
+@pytest.mark.parametrize(
+    "raw",
+    [b"not json", b"[1, 2]", b'{"num_attention_heads": true}', b'{"hidden_size": 8}', b'{"num_attention_heads": 0}'],
+)
 def test_a_config_without_readable_heads_is_none(raw: bytes) -> None:
     assert parse_checkpoint_config(raw) is None
 
 
-@pytest.mark.parametrize("text, extra", [
-    (VLLM + "vllm: {tensor_parallel_size: 4, any_gpu: true}\n", '["--pipeline-parallel-size", "2"]'),
-    (VLLM + "vllm: {tensor_parallel_size: 4, any_gpu: true}\n", '["-dp=2"]'),
-    (SGLANG + "sglang: {tp_size: 4, dcp_size: 4, mamba_full_memory_ratio: 0.5, any_gpu: true}\n", '["--dp-size", "2"]'),
-])
+@pytest.mark.parametrize(
+    "text, extra",
+    [
+        (VLLM + "vllm: {tensor_parallel_size: 4, any_gpu: true}\n", '["--pipeline-parallel-size", "2"]'),
+        (VLLM + "vllm: {tensor_parallel_size: 4, any_gpu: true}\n", '["-dp=2"]'),
+        (
+            SGLANG + "sglang: {tp_size: 4, dcp_size: 4, mamba_full_memory_ratio: 0.5, any_gpu: true}\n",
+            '["--dp-size", "2"]',
+        ),
+    ],
+)
 def test_pipeline_or_data_parallel_in_extra_args_is_not_called_idle(text: str, extra: str) -> None:
     """TP 4 x PP (or DP) 2 uses all 8 GPUs: "the other 4 stay idle" would send the operator to drop GPUs the
     engine uses. kimik3 does not compute those sizes, so it says nothing of idle GPUs then."""

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeHub, fake_ports
 
-from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.model.plan import DiffItem, shown
 from kimik3_reconciler.model.profile_source import parse_profile
+from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.render import render_plan
 from kimik3_reconciler.steps.report import NullReporter
 
@@ -18,7 +18,10 @@ TEMPLATE = "{% for m in messages %}\n\t{{ m.content }}\n{% endfor %}"
 
 def test_shown_escapes_control_characters_only() -> None:
     assert shown("a\tb\nc\x1b[31m é") == "a\\tb\\nc\\x1b[31m é"
-    assert str(DiffItem("container.argv", None, "--chat-template x\ny")) == "container.argv: (none) → --chat-template x\\ny"
+    assert (
+        str(DiffItem("container.argv", None, "--chat-template x\ny"))
+        == "container.argv: (none) → --chat-template x\\ny"
+    )
 
 
 def test_a_multi_line_chat_template_reaches_the_container_as_written_and_the_plan_escaped(tmp_path: Path) -> None:
@@ -29,8 +32,10 @@ def test_a_multi_line_chat_template_reaches_the_container_as_written_and_the_pla
     orchestrator = Orchestrator(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp")
     orchestrator.apply(parse_profile(FAKE_PROFILE, "k3.yaml"))
     escaped = TEMPLATE.replace("\n", "\\n").replace("\t", "\\t")  # as a double-quoted YAML scalar writes it
-    text = FAKE_PROFILE.replace("serve: {port: 18999,", f'serve: {{extra_args: [--chat-template, "{escaped}"], '
-                                'env: {MY_NOTE: "a\\tb"}, port: 18999,')
+    text = FAKE_PROFILE.replace(
+        "serve: {port: 18999,",
+        f'serve: {{extra_args: [--chat-template, "{escaped}"], env: {{MY_NOTE: "a\\tb"}}, port: 18999,',
+    )
     loaded = parse_profile(text, "k3.yaml")
     assert loaded.profile.serve.extra_args == ["--chat-template", TEMPLATE]
     plan = orchestrator.plan(loaded)

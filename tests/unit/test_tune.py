@@ -5,18 +5,19 @@ profile as written among them), resuming after a kill, and `--write`'s in-place 
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
 from support.fakes import FakeClock, MemoryState
 from support.observed import observed
 
+from kimik3_reconciler.engines import engine_for
 from kimik3_reconciler.errors import InputError, LoadFailed
 from kimik3_reconciler.model.bench import BenchRun, BenchSettings, LevelResult
 from kimik3_reconciler.model.profile_edit import set_knobs
 from kimik3_reconciler.model.profile_source import LoadedProfile, parse_profile
 from kimik3_reconciler.model.tuning import candidates, parse_goal, parse_space, search_key
-from kimik3_reconciler.engines import engine_for
 from kimik3_reconciler.planning.tune_space import check_candidate, default_space, placement_key
 from kimik3_reconciler.tuning import Search
 
@@ -74,7 +75,10 @@ def test_a_decode_floor_bounds_a_latency_goal() -> None:
 
 
 def test_spaces_parse_and_unknown_knobs_are_refused() -> None:
-    assert parse_space(("ubatch=256,512", "parallel=1,2"), *LLAMACPP_KNOBS) == {"ubatch": (256, 512), "parallel": (1, 2)}
+    assert parse_space(("ubatch=256,512", "parallel=1,2"), *LLAMACPP_KNOBS) == {
+        "ubatch": (256, 512),
+        "parallel": (1, 2),
+    }
     assert len(candidates({"ubatch": (256, 512), "parallel": (1, 2), "threads": (1, 8)})) == 8
     assert parse_space(("n_cpu_moe=fit,24",), *LLAMACPP_KNOBS) == {"n_cpu_moe": ("fit", 24)}
     for bad in ("threads=x", "ctx=1", "ubatch", "ubatch=fit"):
@@ -82,11 +86,18 @@ def test_spaces_parse_and_unknown_knobs_are_refused() -> None:
             parse_space((bad,), *LLAMACPP_KNOBS)
 
 
-@pytest.mark.parametrize(("bad", "said"), [
-    ("ubatch=0,512", "ubatch=0"), ("parallel=-1", "parallel=-1"), ("batch=2147483648", "batch=2147483648"),
-    ("fit_target=-4096", "fit_target=-4096"), ("n_cpu_moe=fit,-2", "n_cpu_moe=-2"), ("load_mode=none,mmap", "mmap"),
-    ("ubatch=512,512", "twice"),
-])
+@pytest.mark.parametrize(
+    ("bad", "said"),
+    [
+        ("ubatch=0,512", "ubatch=0"),
+        ("parallel=-1", "parallel=-1"),
+        ("batch=2147483648", "batch=2147483648"),
+        ("fit_target=-4096", "fit_target=-4096"),
+        ("n_cpu_moe=fit,-2", "n_cpu_moe=-2"),
+        ("load_mode=none,mmap", "mmap"),
+        ("ubatch=512,512", "twice"),
+    ],
+)
 def test_space_values_the_profile_refuses_are_refused_before_the_host(bad: str, said: str) -> None:
     # Was: accepted, then tune locked the host, required it converged and recorded a search of "never launched"
     # candidates. Now exit 2 naming --space, from the profile schema's own bounds.
@@ -119,7 +130,9 @@ def test_a_candidate_kimik3_would_refuse_is_refused_with_the_reason() -> None:
 
 
 def test_write_keeps_comments_and_key_order_and_adds_the_figures() -> None:
-    text = set_knobs(PROFILE, "serve", {"ubatch": 512, "parallel": 4, "n_cpu_moe": 3}, "kimik3 tune: 9.0 tok/s, was 6.0")
+    text = set_knobs(
+        PROFILE, "serve", {"ubatch": 512, "parallel": 4, "n_cpu_moe": 3}, "kimik3 tune: 9.0 tok/s, was 6.0"
+    )
     assert "# a CPU profile to tune" in text and "port: 18999        # the port" in text
     assert "  ubatch: 512        # hybrid default" in text and "  parallel: 4        # slots" in text
     assert "# kimik3 tune: 9.0 tok/s, was 6.0\nserve:" in text
@@ -154,8 +167,9 @@ class FakeRunner:
         serve = loaded.profile.serve
         rate = 100.0 / (1 + abs(serve.ubatch - 1024) / 512) + serve.parallel
         c = settings.grid[0]
-        level = LevelResult(c, c * settings.prompts, 0, 1.0, 0.5, 0.6, 0.05, 20.0, rate, 100.0, 20.0, 100.0,
-                            rate, int(rate))
+        level = LevelResult(
+            c, c * settings.prompts, 0, 1.0, 0.5, 0.6, 0.05, 20.0, rate, 100.0, 20.0, 100.0, rate, int(rate)
+        )
         run = BenchRun(loaded.profile.name, "f" * 16, "2026-01-01", settings, (level,), {})
         return run, "bench/x.json"
 
@@ -178,8 +192,7 @@ def search(runner: FakeRunner, state: MemoryState, said: list[str], budget: floa
     short = BenchSettings(grid=(2,), prompts=1, prompt_tokens=64, output_tokens=16)
     long = BenchSettings(grid=(2,), prompts=2, prompt_tokens=64, output_tokens=16, repetitions=2)
     key = search_key("k3-tune", PROFILE, goal, SPACE, {})
-    return Search(runner, state, FakeClock(), said.append, loaded(), goal, SPACE, short, long, key, budget,
-                  finalists=2)
+    return Search(runner, state, FakeClock(), said.append, loaded(), goal, SPACE, short, long, key, budget, finalists=2)
 
 
 def test_a_search_draws_each_value_of_one_knob_at_a_time_then_the_final_rounds() -> None:
@@ -190,14 +203,24 @@ def test_a_search_draws_each_value_of_one_knob_at_a_time_then_the_final_rounds()
     assert len(result.refused) == 8 and all(k["threads"] == 4 for k, _ in result.refused)
     assert all(c["ubatch"] in (512, 1024, 2048, 4096) for c in runner.converged)
     stage1 = [(t.step, t.knobs["ubatch"], t.knobs["parallel"], t.status) for t in result.trials if t.stage == 1]
-    assert stage1 == [("as written", 4096, 2, "ok"), ("parallel", 4096, 1, "ok"), ("ubatch", 512, 2, "ok"),
-                      ("ubatch", 1024, 2, "ok"), ("ubatch", 2048, 2, "failed")]
+    assert stage1 == [
+        ("as written", 4096, 2, "ok"),
+        ("parallel", 4096, 1, "ok"),
+        ("ubatch", 512, 2, "ok"),
+        ("ubatch", 1024, 2, "ok"),
+        ("ubatch", 2048, 2, "failed"),
+    ]
     assert any("predicted" in line for line in said)
     stage2 = [t for t in result.trials if t.stage == 2]
     # FILE as written first, then the leader, then the contender not yet told apart from it; then, the contender
     # told apart, FILE and the leader until each has its 3 draws: the verdict looks once, at the end (issue 38)
-    assert [(t.knobs["ubatch"], t.knobs["parallel"]) for t in stage2] == [(4096, 2), (1024, 2), (512, 2),
-                                                                          (4096, 2), (1024, 2)]
+    assert [(t.knobs["ubatch"], t.knobs["parallel"]) for t in stage2] == [
+        (4096, 2),
+        (1024, 2),
+        (512, 2),
+        (4096, 2),
+        (1024, 2),
+    ]
     assert result.winner is not None and result.winner.knobs == {"ubatch": 1024, "parallel": 2, "threads": 8}
     assert result.winner.figure == 102.0 and result.winner.draws == 3 and result.winner.spread == 0.0
     ranked = next(line for line in said if line.startswith("the search stage ranked"))
@@ -239,27 +262,36 @@ def test_n_cpu_moe_fit_leaves_the_split_to_fit_and_a_number_pins_it() -> None:
     unpinned = set_knobs(text, "serve", section_values(base.profile, {"n_cpu_moe": "fit"}))
     assert "n_cpu_moe" not in unpinned and "# slots" in unpinned
     assert parse_profile(set_knobs(PROFILE, "serve", {"n_cpu_moe": 24}), "t.yaml").profile.serve.n_cpu_moe == 24
-    assert sorted([{"n_cpu_moe": 24}, {"n_cpu_moe": "fit"}], key=placement_key) == [{"n_cpu_moe": "fit"},
-                                                                                   {"n_cpu_moe": 24}]
+    assert sorted([{"n_cpu_moe": 24}, {"n_cpu_moe": "fit"}], key=placement_key) == [
+        {"n_cpu_moe": "fit"},
+        {"n_cpu_moe": 24},
+    ]
 
 
 def test_candidates_run_in_page_cache_order() -> None:
-    assert sorted([{"n_cpu_moe": 8, "ubatch": 512}, {"n_cpu_moe": 4, "ubatch": 4096}, {"n_cpu_moe": 8, "ubatch": 256}],
-                  key=placement_key) == [{"n_cpu_moe": 4, "ubatch": 4096}, {"n_cpu_moe": 8, "ubatch": 256},
-                                         {"n_cpu_moe": 8, "ubatch": 512}]
+    assert sorted(
+        [{"n_cpu_moe": 8, "ubatch": 512}, {"n_cpu_moe": 4, "ubatch": 4096}, {"n_cpu_moe": 8, "ubatch": 256}],
+        key=placement_key,
+    ) == [{"n_cpu_moe": 4, "ubatch": 4096}, {"n_cpu_moe": 8, "ubatch": 256}, {"n_cpu_moe": 8, "ubatch": 512}]
 
 
 def test_a_gpu_profile_with_a_manual_split_searches_it_and_fit() -> None:
     text = PROFILE.replace("build: {source: mainline, variant: cpu, cpu_features: []}", "build: {source: mainline}")
-    text = text.replace("gpus: none", "gpus: all").replace("  parallel: 2        # slots",
-                                                          "  parallel: 2        # slots\n  n_cpu_moe: 20")
+    text = text.replace("gpus: none", "gpus: all").replace(
+        "  parallel: 2        # slots", "  parallel: 2        # slots\n  n_cpu_moe: 20"
+    )
     gpu = parse_profile(text, "gpu.yaml").profile
     space = default_space(engine_for("llamacpp"), gpu, observed(gpu))
     assert space["n_cpu_moe"] == ("fit", 12, 16, 20, 24, 28) and "fit_target" not in space
 
 
-def run_tune_cli(tmp_path, monkeypatch, runner: FakeRunner | None, *args: str,  # noqa: ANN001, ANN201
-                 records=None):  # noqa: ANN001
+def run_tune_cli(
+    tmp_path,
+    monkeypatch,
+    runner: FakeRunner | None,
+    *args: str,  # noqa: ANN001, ANN201
+    records=None,
+):  # noqa: ANN001
     """`kimik3 tune` on fakes (orchestrator, host lock, state) with `runner` standing in for DockerRunner (None: the
     real DockerRunner on the fake orchestrator); `records(orchestrator, loaded)`: state records written after the
     first apply."""
@@ -273,8 +305,10 @@ def run_tune_cli(tmp_path, monkeypatch, runner: FakeRunner | None, *args: str,  
     from kimik3_reconciler.steps.report import NullReporter
 
     (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
-    text = PROFILE.replace("build: {source: mainline, variant: cpu, cpu_features: []}",
-                           "build: {source: mainline, variant: cpu, cpu_features: [], archive: src.tar.gz}")
+    text = PROFILE.replace(
+        "build: {source: mainline, variant: cpu, cpu_features: []}",
+        "build: {source: mainline, variant: cpu, cpu_features: [], archive: src.tar.gz}",
+    )
     (tmp_path / "src.tar.gz").write_bytes(b"source")
     path = tmp_path / "tune.yaml"
     path.write_text(text)
@@ -327,8 +361,9 @@ def test_the_budget_is_counted_at_the_load_time_recorded_on_this_host(tmp_path, 
         six_minutes.calls = list(orchestrator.ports.docker.calls)  # type: ignore[attr-defined]
         return {load_key(loaded_.profile.name): {"seconds": 360.0, "bytes": observed_.model.total_bytes}}
 
-    _, result = run_tune_cli(tmp_path, monkeypatch, None, "--space", "ubatch=512,1024", "--budget", "15m",
-                             records=six_minutes)
+    _, result = run_tune_cli(
+        tmp_path, monkeypatch, None, "--space", "ubatch=512,1024", "--budget", "15m", records=six_minutes
+    )
     assert result.exit_code == 2, result.output
     assert "--budget 15.0 min fits 2 launch(es) at this host's load time (~6.0 min a launch)" in result.stderr
     assert "give --budget 18m or more" in result.stderr
@@ -339,8 +374,9 @@ def test_tune_write_through_the_cli_rewrites_the_file_and_settles_on_it(tmp_path
     """The command end to end on fakes (orchestrator, host lock, state) with FakeRunner's figures: deterministic,
     so the written file is checked whatever a real machine's noise would have measured."""
     runner = FakeRunner()
-    path, result = run_tune_cli(tmp_path, monkeypatch, runner, "--space", "ubatch=512,1024", "--space",
-                                "parallel=1,2", "--write")
+    path, result = run_tune_cli(
+        tmp_path, monkeypatch, runner, "--space", "ubatch=512,1024", "--space", "parallel=1,2", "--write"
+    )
     assert result.exit_code == 0, result.output
     written = path.read_text()
     assert "# a CPU profile to tune" in written and "port: 18999        # the port" in written
@@ -377,8 +413,9 @@ class NoisyRunner(FakeRunner):
         rate = queue.pop(0) if self.warm else self.COLD
         queue.append(rate)
         c = settings.grid[0]
-        level = LevelResult(c, c * settings.prompts, 0, 1.0, 0.5, 0.6, 0.05, 20.0, rate, 100.0, 20.0, 100.0,
-                            rate, int(rate))
+        level = LevelResult(
+            c, c * settings.prompts, 0, 1.0, 0.5, 0.6, 0.05, 20.0, rate, 100.0, 20.0, 100.0, rate, int(rate)
+        )
         return BenchRun(loaded.profile.name, "f" * 16, "2026-01-01", settings, (level,), {}), f"bench/{ubatch}.json"
 
 
@@ -387,9 +424,22 @@ def noisy_search(runner: FakeRunner, state: MemoryState, repeats: int = 3) -> Se
     short = BenchSettings(grid=(2,), prompts=1, prompt_tokens=64, output_tokens=32)
     long = BenchSettings(grid=(2,), prompts=2, prompt_tokens=64, output_tokens=32)
     space = {"ubatch": (512, 1024, 2048, 4096)}
-    return Search(runner, state, FakeClock(), [].append, loaded(), goal, space, short, long,
-                  search_key("k3-tune", PROFILE, goal, space, {}), 3600.0, finalists=2, max_trials=3,
-                  repeats=repeats)
+    return Search(
+        runner,
+        state,
+        FakeClock(),
+        [].append,
+        loaded(),
+        goal,
+        space,
+        short,
+        long,
+        search_key("k3-tune", PROFILE, goal, space, {}),
+        3600.0,
+        finalists=2,
+        max_trials=3,
+        repeats=repeats,
+    )
 
 
 @pytest.mark.parametrize("written", [40.0, 60.0])
@@ -398,8 +448,9 @@ def test_a_lucky_first_draw_does_not_pick_the_winner(written: float) -> None:
     relaunch both until 1024 leads on the mean of its draws. It is written back only when it beats FILE as written
     by the bound corrected for the 3 candidates it was chosen among (0.025 / 3 one-sided); 512's draws make the
     pooled noise ±42 %, so that bound is ~3.1x: 1024 is written back against FILE at 40, not at 60 (issue 38)."""
-    runner = NoisyRunner({512: [300.0, 90.0, 80.0], 1024: [150.0, 140.0, 160.0], 2048: [50.0],
-                          4096: [written, written + 2, written + 1]})
+    runner = NoisyRunner(
+        {512: [300.0, 90.0, 80.0], 1024: [150.0, 140.0, 160.0], 2048: [50.0], 4096: [written, written + 2, written + 1]}
+    )
     result = noisy_search(runner, MemoryState()).run(observed(loaded().profile), {"ubatch": 4096})
     by = {s.knobs["ubatch"]: s for s in result.standings}
     assert by[512].figures == [300.0, 90.0, 80.0] and by[512].figure == 90.0 and by[512].spread > 0.5
@@ -454,7 +505,8 @@ def test_tune_exits_1_when_every_candidate_it_launched_failed(tmp_path, monkeypa
 
 
 def test_tune_json_when_every_candidate_failed_is_one_document_with_the_trials_and_the_error(
-        tmp_path, monkeypatch) -> None:
+    tmp_path, monkeypatch
+) -> None:
     import json
 
     runner = FakeRunner(fail=(512, 1024))
@@ -525,7 +577,10 @@ def test_the_launches_a_budget_fits_at_the_seeds_load_times() -> None:
     from kimik3_reconciler.errors import BudgetTooShort
     from kimik3_reconciler.tuning.session import launches_said
 
-    assert launches_said(7200.0, 17 * 60.0) == "budget 120.0 min: 7 launch(es) at this host's load time (~17.0 min a launch)"
+    assert (
+        launches_said(7200.0, 17 * 60.0)
+        == "budget 120.0 min: 7 launch(es) at this host's load time (~17.0 min a launch)"
+    )
     assert "20 launch(es)" in launches_said(7200.0, 6 * 60.0)
     with pytest.raises(BudgetTooShort, match=r"fits 2 launch\(es\).*give --budget 51m or more") as refused:
         launches_said(45 * 60.0, 17 * 60.0)
@@ -547,8 +602,16 @@ def test_a_resumed_search_is_not_refused_for_its_budget_and_settles_on_file(tmp_
 
     runner = FakeRunner()
     (tmp_path / "b").mkdir()
-    _, result = run_tune_cli(tmp_path / "b", monkeypatch, runner, "--space", "ubatch=512,1024,4096", "--budget",
-                             "25s", records=lambda *_: killed)
+    _, result = run_tune_cli(
+        tmp_path / "b",
+        monkeypatch,
+        runner,
+        "--space",
+        "ubatch=512,1024,4096",
+        "--budget",
+        "25s",
+        records=lambda *_: killed,
+    )
     assert result.exit_code == 0, result.output
     assert "budget 25 s: 2 launch(es) at this host's load time (~10 s a launch)" in result.stderr
     assert "resumed" in result.stderr
@@ -560,8 +623,7 @@ def test_a_refused_budget_with_json_is_one_error_document_and_exit_2(tmp_path, m
     import json
 
     runner = FakeRunner()
-    _, result = run_tune_cli(tmp_path, monkeypatch, runner, "--space", "ubatch=512,1024", "--budget", "25s",
-                             "--json")
+    _, result = run_tune_cli(tmp_path, monkeypatch, runner, "--space", "ubatch=512,1024", "--budget", "25s", "--json")
     assert result.exit_code == 2, result.output
     document = json.loads(result.stdout)
     assert document["ok"] is False and "give --budget 1m or more" in json.dumps(document)

@@ -55,14 +55,19 @@ def test_the_vllm_space_is_its_sections_knobs_around_the_written_values() -> Non
 def test_space_takes_the_engines_knobs_and_refuses_the_others_naming_the_section() -> None:
     vllm = engine_for("vllm").tune_knobs
     assert parse_space(("max_num_seqs=2,8", "gpu_memory_utilization=0.9,1"), *vllm) == {
-        "max_num_seqs": (2, 8), "gpu_memory_utilization": (0.9, 1.0)}
+        "max_num_seqs": (2, 8),
+        "gpu_memory_utilization": (0.9, 1.0),
+    }
     assert isinstance(parse_space(("gpu_memory_utilization=1",), *vllm)["gpu_memory_utilization"][0], float)
     with pytest.raises(InputError) as llama_knob:
         parse_space(("ubatch=512",), *vllm)
     assert "max_num_seqs" in str(llama_knob.value) and "vllm.<knob>" in str(llama_knob.value)
-    for bad, said in (("gpu_memory_utilization=1.5", "vllm.gpu_memory_utilization"),
-                      ("max_num_seqs=0", "vllm.max_num_seqs"), ("max_num_seqs=2.5", "max_num_seqs=2.5"),
-                      ("max_num_seqs=many", "takes numbers")):
+    for bad, said in (
+        ("gpu_memory_utilization=1.5", "vllm.gpu_memory_utilization"),
+        ("max_num_seqs=0", "vllm.max_num_seqs"),
+        ("max_num_seqs=2.5", "max_num_seqs=2.5"),
+        ("max_num_seqs=many", "takes numbers"),
+    ):
         with pytest.raises(InputError) as caught:
             parse_space((bad,), *vllm)
         assert said in str(caught.value) and caught.value.exit_code == 2
@@ -72,8 +77,12 @@ def test_space_takes_the_engines_knobs_and_refuses_the_others_naming_the_section
 
 def test_a_vllm_candidate_is_written_into_the_vllm_section_keeping_comments() -> None:
     base = parse_profile(VLLM, "v.yaml")
-    text = candidate_text(base.text, base.profile, {"max_num_seqs": 8, "max_num_batched_tokens": 2048},
-                          note="kimik3 tune: 9.0 tok/s, was 6.0")
+    text = candidate_text(
+        base.text,
+        base.profile,
+        {"max_num_seqs": 8, "max_num_batched_tokens": 2048},
+        note="kimik3 tune: 9.0 tok/s, was 6.0",
+    )
     assert "  max_num_seqs: 8           # as written" in text and "  max_model_len: 512        # the tiny" in text
     assert "# kimik3 tune: 9.0 tok/s, was 6.0\nvllm:" in text and "ubatch" not in text
     tuned = parse_profile(text, "v.yaml").profile
@@ -102,18 +111,25 @@ def test_a_vllm_candidate_is_checked_like_any_other_before_a_load() -> None:
 
 def test_the_running_values_are_read_from_the_sections_launch_inputs() -> None:
     profile = parse_profile(VLLM, "v.yaml").profile
-    container = ContainerFact(id="c1", name="k3", state="running",
-                              inputs={"vllm.max_num_seqs": 2, "vllm.max_num_batched_tokens": None, "serve.ubatch": 9})
+    container = ContainerFact(
+        id="c1",
+        name="k3",
+        state="running",
+        inputs={"vllm.max_num_seqs": 2, "vllm.max_num_batched_tokens": None, "serve.ubatch": 9},
+    )
     facts = observed(profile, host=HOST, container=container)
     assert running_knobs({"max_num_seqs": (2, 8), "max_num_batched_tokens": (2048,)}, facts, "vllm") == {
-        "max_num_seqs": 2, "max_num_batched_tokens": None}
+        "max_num_seqs": 2,
+        "max_num_batched_tokens": None,
+    }
 
 
 def test_bench_drives_the_engines_wire() -> None:
     load = FakeLoad()
     settings = BenchSettings(grid=(1,), prompts=1, prompt_tokens=8, output_tokens=4, repetitions=1)
-    levels = sweep_levels(load, Server("http://127.0.0.1:1", None), settings, engine_for("vllm").series,
-                          wire=engine_for("vllm").load_wire)
+    levels = sweep_levels(
+        load, Server("http://127.0.0.1:1", None), settings, engine_for("vllm").series, wire=engine_for("vllm").load_wire
+    )
     assert load.wires == {"openai"}
     assert levels[0].metrics_tokens == levels[0].client_tokens == 4  # vLLM's labelled counter read and diffed
 

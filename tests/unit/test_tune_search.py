@@ -76,8 +76,22 @@ class SimulatedServer:
         aggregate, ttft, decode = self.truth(loaded.profile.serve)
         self.clock.t += bench_seconds(aggregate)
         c = settings.grid[0]
-        level = LevelResult(c, c * settings.prompts, 0, 1.0, ttft * noise, ttft * noise, 0.01,
-                            decode / noise, aggregate * noise, 100.0, None, None, None, 100)
+        level = LevelResult(
+            c,
+            c * settings.prompts,
+            0,
+            1.0,
+            ttft * noise,
+            ttft * noise,
+            0.01,
+            decode / noise,
+            aggregate * noise,
+            100.0,
+            None,
+            None,
+            None,
+            100,
+        )
         return BenchRun(loaded.profile.name, "f" * 16, "2026-01-01", settings, (level,), {}), "bench/sim.json"
 
     def settle(self, loaded: LoadedProfile) -> None:
@@ -107,17 +121,37 @@ def interior_truth(serve) -> tuple[float, float, float]:  # noqa: ANN001
     return 120.0 + 60.0 * serve.parallel, 0.4 * ttft * UB_TTFT[serve.ubatch], decode
 
 
-def run_once(space: dict, goal_text: str, truth, seed: int, budget_s: float,  # noqa: ANN001
-             sigma: float = 0.08, finalists: int = 2,
-             repeats: int = 3) -> tuple[dict[str, Any] | None, float, int, Search]:
+def run_once(
+    space: dict,
+    goal_text: str,
+    truth,
+    seed: int,
+    budget_s: float,  # noqa: ANN001
+    sigma: float = 0.08,
+    finalists: int = 2,
+    repeats: int = 3,
+) -> tuple[dict[str, Any] | None, float, int, Search]:
     base = parse_profile(PROFILE, "sim.yaml")
     goal = parse_goal(goal_text)
     clock, rng = FakeClock(), random.Random(seed)
     runner = SimulatedServer(truth, clock, rng, sigma)
     short = BenchSettings(grid=(goal.concurrency,), prompts=1, prompt_tokens=1024, output_tokens=128)
     long = BenchSettings(grid=(goal.concurrency,), prompts=2, prompt_tokens=1024, output_tokens=128)
-    search = Search(runner, MemoryState(), clock, lambda _: None, base, goal, space, short, long,
-                    f"tune/sim/{seed}.json", budget_s, finalists=finalists, repeats=repeats)
+    search = Search(
+        runner,
+        MemoryState(),
+        clock,
+        lambda _: None,
+        base,
+        goal,
+        space,
+        short,
+        long,
+        f"tune/sim/{seed}.json",
+        budget_s,
+        finalists=finalists,
+        repeats=repeats,
+    )
     if knob_id(space) not in FEASIBLE:  # the candidate check parses every candidate's profile: once a space
         FEASIBLE[knob_id(space)] = search.prune(observed(base.profile))
     feasible, refused = FEASIBLE[knob_id(space)]
@@ -146,11 +180,16 @@ def quality(score: float, best: float) -> float:
 
 
 CASES = {
-    "space 1 (H200 grid, aggregate@4)": ({"n_cpu_moe": (4, 10, 16, 22), "ubatch": (512, 1024, 2048, 4096)},
-                                         "aggregate@4", h200_truth),
-    "space 2 (interior, ttft-p95@4 with a decode floor)": ({"ubatch": (512, 1024, 2048, 4096),
-                                                           "parallel": (2, 3, 4)},
-                                                          "ttft-p95@4,decode>=80", interior_truth),
+    "space 1 (H200 grid, aggregate@4)": (
+        {"n_cpu_moe": (4, 10, 16, 22), "ubatch": (512, 1024, 2048, 4096)},
+        "aggregate@4",
+        h200_truth,
+    ),
+    "space 2 (interior, ttft-p95@4 with a decode floor)": (
+        {"ubatch": (512, 1024, 2048, 4096), "parallel": (2, 3, 4)},
+        "ttft-p95@4,decode>=80",
+        interior_truth,
+    ),
 }
 
 
@@ -165,7 +204,8 @@ RATES = [(name, 0.04, 0.95) for name in CASES] + [(list(CASES)[0], 0.08, 0.75), 
 
 @pytest.mark.parametrize(("name", "sigma", "floor"), RATES, ids=[f"{n[:7]}-noise{s}" for n, s, _ in RATES])
 def test_the_search_finds_the_optimum_in_nearly_every_seed_and_never_writes_back_a_loss(
-        name: str, sigma: float, floor: float) -> None:
+    name: str, sigma: float, floor: float
+) -> None:
     space, goal_text, truth = CASES[name]
     cells = [dict(zip(sorted(space), values)) for values in itertools.product(*(space[k] for k in sorted(space)))]
     scores = {knob_id(c): true_score(truth, c, goal_text) for c in cells}
@@ -186,9 +226,11 @@ def test_the_search_finds_the_optimum_in_nearly_every_seed_and_never_writes_back
         costs.append((spent + 2 * LOAD_S) / grid_s)
         loads.append(launched)
     rate = good / SEEDS
-    print(f"\n{name}, launch noise {sigma:.0%}: >= 0.97x the optimum in {good}/{SEEDS} seeds ({rate:.1%}); "
-          f"never below as written in {never_worse}/{SEEDS}; kept as written in {kept}; cost / grid: mean "
-          f"{sum(costs) / SEEDS:.3f}, max {max(costs):.3f}; loads mean {sum(loads) / SEEDS:.1f} (grid {len(cells)})")
+    print(
+        f"\n{name}, launch noise {sigma:.0%}: >= 0.97x the optimum in {good}/{SEEDS} seeds ({rate:.1%}); "
+        f"never below as written in {never_worse}/{SEEDS}; kept as written in {kept}; cost / grid: mean "
+        f"{sum(costs) / SEEDS:.3f}, max {max(costs):.3f}; loads mean {sum(loads) / SEEDS:.1f} (grid {len(cells)})"
+    )
     assert never_worse == SEEDS
     assert rate >= floor
     assert max(costs) <= 1 / 3 + 1e-9  # the budget holds in every seed (counted in simulated seconds, not timed)
@@ -199,8 +241,10 @@ def test_inside_the_noise_the_profile_stays_as_written() -> None:
     The leader is the best of several equal candidates, so its comparison with FILE is corrected for them (issue
     38: at a plain one-sided 95 % FILE was kept in 358 of 400)."""
     space = {"ubatch": (512, 1024, 2048, 4096)}
-    kept = sum(run_once(space, "aggregate@4", lambda serve: (300.0, 0.3, 100.0), seed, 600.0)[0] is None
-               for seed in range(SEEDS))
+    kept = sum(
+        run_once(space, "aggregate@4", lambda serve: (300.0, 0.3, 100.0), seed, 600.0)[0] is None
+        for seed in range(SEEDS)
+    )
     print(f"\nequal cells (4, launch noise 8 %): the profile kept in {kept}/{SEEDS} runs ({kept / SEEDS:.1%})")
     assert kept >= 0.975 * SEEDS
 
@@ -212,20 +256,44 @@ def test_inside_the_noise_the_profile_stays_as_written() -> None:
 # H200's launch noise (8 %): 394 of 400 before the correction, 329 since (three rivals, three draws each: the
 # bound is 0.025 / 3 one-sided); `--repeats 4` finds it in ~94 % (docs/operations.md, tune).
 GAINS = [
-    ("vllm max_num_seqs, 2 candidates, noise 2.4 %", {"parallel": (2, 4)},
-     lambda serve: ((536.2 if serve.parallel == 2 else 402.5), 0.3, 100.0), 0.024, 1, 2, 0.99),
-    ("4 cells, noise 8 %", {"ubatch": (512, 1024, 2048, 4096)},
-     lambda serve: ((400.0 if serve.ubatch == 1024 else 300.0), 0.3, 100.0), 0.08, 2, 3, 0.8),
+    (
+        "vllm max_num_seqs, 2 candidates, noise 2.4 %",
+        {"parallel": (2, 4)},
+        lambda serve: ((536.2 if serve.parallel == 2 else 402.5), 0.3, 100.0),
+        0.024,
+        1,
+        2,
+        0.99,
+    ),
+    (
+        "4 cells, noise 8 %",
+        {"ubatch": (512, 1024, 2048, 4096)},
+        lambda serve: ((400.0 if serve.ubatch == 1024 else 300.0), 0.3, 100.0),
+        0.08,
+        2,
+        3,
+        0.8,
+    ),
 ]
 
 
-@pytest.mark.parametrize(("name", "space", "truth", "sigma", "finalists", "repeats", "floor"), GAINS,
-                         ids=["vllm-1.33x", "4cells-1.33x"])
-def test_a_clear_gain_is_written_back(name: str, space: dict, truth, sigma: float, finalists: int,  # noqa: ANN001
-                                      repeats: int, floor: float) -> None:
+@pytest.mark.parametrize(
+    ("name", "space", "truth", "sigma", "finalists", "repeats", "floor"), GAINS, ids=["vllm-1.33x", "4cells-1.33x"]
+)
+def test_a_clear_gain_is_written_back(
+    name: str,
+    space: dict,
+    truth,
+    sigma: float,
+    finalists: int,  # noqa: ANN001
+    repeats: int,
+    floor: float,
+) -> None:
     better = {"parallel": 2} if "parallel" in space else {"ubatch": 1024}
-    found = sum(run_once(space, "aggregate@4", truth, seed, 600.0, sigma, finalists, repeats)[0] == better
-                for seed in range(SEEDS))
+    found = sum(
+        run_once(space, "aggregate@4", truth, seed, 600.0, sigma, finalists, repeats)[0] == better
+        for seed in range(SEEDS)
+    )
     print(f"\n{name}: the 1.33x candidate written back in {found}/{SEEDS} runs ({found / SEEDS:.1%})")
     assert found >= floor * SEEDS
 
@@ -257,7 +325,14 @@ def test_the_t_bound_is_students_quantile_at_any_level() -> None:
     printed tables' values (one-sided)."""
     from kimik3_reconciler.tuning.evidence import t_bound
 
-    for alpha, df, table in [(0.05, 1, 6.314), (0.05, 6, 1.943), (0.05, 30, 1.697), (0.025, 10, 2.228),
-                             (0.005, 3, 5.841), (0.01, 20, 2.528), (0.05, 1000, 1.646)]:
+    for alpha, df, table in [
+        (0.05, 1, 6.314),
+        (0.05, 6, 1.943),
+        (0.05, 30, 1.697),
+        (0.025, 10, 2.228),
+        (0.005, 3, 5.841),
+        (0.01, 20, 2.528),
+        (0.05, 1000, 1.646),
+    ]:
         assert t_bound(alpha, df) == pytest.approx(table, abs=1e-3)
     assert t_bound(0.05, 0) == math.inf

@@ -22,9 +22,11 @@ import pytest
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "h200" / "tune-vs-grid.json"
 RECORD = json.loads(FIXTURE.read_text()) if FIXTURE.exists() else None
-pytestmark = pytest.mark.skipif(RECORD is None or "spaces" not in RECORD,
-                                reason="issue 26's H200 run (two spaces x three tune runs) is not folded yet: "
-                                       "tools/gpu_proof/run-tune.sh, then tune_fixture.py")
+pytestmark = pytest.mark.skipif(
+    RECORD is None or "spaces" not in RECORD,
+    reason="issue 26's H200 run (two spaces x three tune runs) is not folded yet: "
+    "tools/gpu_proof/run-tune.sh, then tune_fixture.py",
+)
 SPACES = (RECORD or {}).get("spaces", {})
 RUNS = [(sid, run) for sid, space in SPACES.items() for run in space["runs"]]
 RUN_IDS = [f"space{sid}-{run['run']}" for sid, run in RUNS]
@@ -62,8 +64,10 @@ def test_the_grid_is_exhaustive_and_its_best_follows_from_its_rows(sid: str) -> 
     assert space["grid"]["wall_s"] == pytest.approx(sum(r["seconds"] for r in rows), abs=0.05)
     repeats = RECORD["bench"]["repeats"]
     ok = [r for r in rows if r["status"] == "ok"]
-    assert all(len(r["figures"]) == repeats and r["figure"] == pytest.approx(statistics.median(r["figures"]),
-                                                                              abs=0.002) for r in ok)
+    assert all(
+        len(r["figures"]) == repeats and r["figure"] == pytest.approx(statistics.median(r["figures"]), abs=0.002)
+        for r in ok
+    )
     feasible = [r for r in ok if r["feasible"]]
     sign = -1 if _minimised(space["goal"]) else 1
     best = max(feasible, key=lambda r: statistics.fmean(sign * math.log(f) for f in r["figures"]))
@@ -78,15 +82,18 @@ def test_every_run_meets_the_criterion(sid: str, run: dict) -> None:
     """>= 0.97x the grid's best, <= 1/3 of the grid's wall, never below the profile as written: each run."""
     space = SPACES[sid]
     again, tune = run["remeasure"], run["tune"]
-    print(f"\nspace {sid} run {run['run']}: winner {tune['winner']}; re-measured {again['medians']} "
-          f"(spreads {again['spreads']}); winner/grid best {again['winner_over_grid_best']}, "
-          f"wall {run['tune_wall_over_grid_wall']}, gain over as written {again['winner_gain_over_baseline']}")
+    print(
+        f"\nspace {sid} run {run['run']}: winner {tune['winner']}; re-measured {again['medians']} "
+        f"(spreads {again['spreads']}); winner/grid best {again['winner_over_grid_best']}, "
+        f"wall {run['tune_wall_over_grid_wall']}, gain over as written {again['winner_gain_over_baseline']}"
+    )
     assert run["tune_wall_over_grid_wall"] <= 1 / 3
     assert again["winner_over_grid_best"] >= 0.97
     # never below FILE as written: FILE kept, or FILE breaks the goal's bound (space 2's floor) and the winner
     # does not, or the winner measured at least as good
-    assert again["winner_is_as_written"] or again["baseline_breaks_the_bound"] or \
-        again["winner_gain_over_baseline"] >= 1.0
+    assert (
+        again["winner_is_as_written"] or again["baseline_breaks_the_bound"] or again["winner_gain_over_baseline"] >= 1.0
+    )
     assert again["feasible"]["tune_winner"]  # the winner met the goal's bounds when measured again
     assert run["tune_wall_over_grid_wall"] == pytest.approx(tune["wall_s"] / space["grid"]["wall_s"], abs=0.0015)
 
@@ -106,9 +113,11 @@ def test_the_remeasure_alternates_fresh_launches_and_its_ratios_are_ratios_of_me
         assert medians[role] == pytest.approx(statistics.median(figures), abs=0.002)
         assert again["spreads"][role] is not None  # every figure reported with its spread
     assert again["winner_over_grid_best"] == pytest.approx(
-        _better_or_equal(goal, medians["tune_winner"], medians["grid_best"]), abs=0.0015)
+        _better_or_equal(goal, medians["tune_winner"], medians["grid_best"]), abs=0.0015
+    )
     assert again["winner_gain_over_baseline"] == pytest.approx(
-        _better_or_equal(goal, medians["tune_winner"], medians["baseline"]), abs=0.0015)
+        _better_or_equal(goal, medians["tune_winner"], medians["baseline"]), abs=0.0015
+    )
     if again["winner_is_grid_best"]:
         assert again["winner_over_grid_best"] == 1.0 and "by construction" in again["winner_over_grid_best_note"]
 
@@ -126,8 +135,10 @@ def test_tune_writes_back_only_what_it_measured_better_and_reports_the_spread(si
     if tune["winner"] is None:
         assert "stays as written" in tune["verdict"]
     else:
-        assert ("measurably better than the profile as written" in tune["verdict"]
-                or "the profile as written does not meet the goal" in tune["verdict"])
+        assert (
+            "measurably better than the profile as written" in tune["verdict"]
+            or "the profile as written does not meet the goal" in tune["verdict"]
+        )
         assert standings[_id(tune["winner"])]["draws"] >= 2  # relaunched at least once after it led
     assert tune["trials"][0]["step"] == "as written" and tune["trials"][0]["knobs"] == tune["baseline"]
 
@@ -141,17 +152,24 @@ def test_space_3s_best_lies_inside_the_space_in_both_grids() -> None:
     smallest ubatch); space 3 widens both knobs by a step below, and its grid, measured twice on fresh machines,
     puts the best inside on every knob both times: one slot queues three of four requests, four break the floor."""
     space = SPACES["3"]
-    grids = [(space["grid"]["rows"], space["grid_best"]), (space["grid_again"]["rows"], space["grid_again"]["grid_best"])]
+    grids = [
+        (space["grid"]["rows"], space["grid_best"]),
+        (space["grid_again"]["rows"], space["grid_again"]["grid_best"]),
+    ]
     for rows, best in grids:
         assert _inside(best["knobs"], space["space"]), best
         sign = -1
         feasible = [r for r in rows if r["status"] == "ok" and r["feasible"]]
-        assert best["knobs"] == max(feasible, key=lambda r: statistics.fmean(sign * math.log(f)
-                                                                             for f in r["figures"]))["knobs"]
+        assert (
+            best["knobs"]
+            == max(feasible, key=lambda r: statistics.fmean(sign * math.log(f) for f in r["figures"]))["knobs"]
+        )
         four = [r for r in rows if r["knobs"]["parallel"] == max(space["space"]["parallel"])]
         assert four and not any(r["feasible"] for r in four)  # the floor binds where the slots are most
     assert space["grid_again"]["grid_best"]["knobs"] == space["grid_best"]["knobs"]
     assert space["trained_context"] >= 8192  # one slot may take the whole ctx_size 8192 (issue 27's refusal)
-    print(f"\nspace 3 best {space['grid_best']['knobs']}: {space['grid_best']['figure']} "
-          f"(±{space['grid_best']['spread'] * 100:.1f} %), again {space['grid_again']['grid_best']['figure']} "
-          f"(±{space['grid_again']['grid_best']['spread'] * 100:.1f} %)")
+    print(
+        f"\nspace 3 best {space['grid_best']['knobs']}: {space['grid_best']['figure']} "
+        f"(±{space['grid_best']['spread'] * 100:.1f} %), again {space['grid_again']['grid_best']['figure']} "
+        f"(±{space['grid_again']['grid_best']['spread'] * 100:.1f} %)"
+    )

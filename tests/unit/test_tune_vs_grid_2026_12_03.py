@@ -67,7 +67,7 @@ def test_tune_stayed_within_its_trial_budget_and_ranked_its_finalists_by_the_med
     stage2 = [t for t in tune["trials"] if t["stage"] == 2]
     assert len(stage1) == min(tune["max_trials"] + 1, len(_space_ids()))  # + the profile as written
     best1 = sorted((t for t in stage1 if t["figure"] is not None), key=lambda t: t["figure"], reverse=True)
-    expected2 = {_id(t["knobs"]) for t in best1[:tune["finalists"]]} | {_id(tune["baseline"])}
+    expected2 = {_id(t["knobs"]) for t in best1[: tune["finalists"]]} | {_id(tune["baseline"])}
     assert {_id(t["knobs"]) for t in stage2} == expected2 and len(stage2) == len(expected2)
     assert all(len(t["figures"]) == 1 for t in stage1)
     assert all(len(t["figures"]) == REPEATS and t["figure"] == _median_draw(t["figures"]) for t in stage2)
@@ -76,8 +76,10 @@ def test_tune_stayed_within_its_trial_budget_and_ranked_its_finalists_by_the_med
     assert _id(best2["knobs"]) == _id(tune["winner"]) and best2["figure"] == tune["winner_figure"]
     assert next(t for t in stage2 if _id(t["knobs"]) == _id(tune["baseline"]))["figure"] == tune["baseline_figure"]
     # the profile as written: stage 1 and stage 2 first, while the host ran it
-    assert [(_id(t["knobs"]), t["stage"]) for t in tune["trials"][:2]] == [(_id(tune["baseline"]), 1),
-                                                                           (_id(tune["baseline"]), 2)]
+    assert [(_id(t["knobs"]), t["stage"]) for t in tune["trials"][:2]] == [
+        (_id(tune["baseline"]), 1),
+        (_id(tune["baseline"]), 2),
+    ]
 
 
 @pytest.mark.parametrize("run", PASSES, ids=IDS)
@@ -113,8 +115,7 @@ def test_the_remeasure_alternates_fresh_launches_and_its_ratios_are_ratios_of_me
         assert again["medians"][role] == pytest.approx(statistics.median(again["figures"][role]))
     medians = again["medians"]
     assert again["winner_over_grid_best"] == pytest.approx(medians["tune_winner"] / medians["grid_best"], abs=0.0015)
-    assert again["winner_gain_over_baseline"] == pytest.approx(medians["tune_winner"] / medians["baseline"],
-                                                               abs=0.0015)
+    assert again["winner_gain_over_baseline"] == pytest.approx(medians["tune_winner"] / medians["baseline"], abs=0.0015)
     if again["winner_is_grid_best"]:
         assert again["winner_over_grid_best"] == 1.0 and "by construction" in again["winner_over_grid_best_note"]
 

@@ -29,8 +29,14 @@ def test_first_apply_installs_and_starts_the_unit_after_health(world):  # noqa: 
     units = units_of(orchestrator)
     assert units.files[unit_path(UNIT)].startswith("# kimik3: fingerprint=")
     assert "KIMIK3_CONTAINER=k3-test" in units.files[env_path(UNIT)].splitlines()
-    assert units.calls == [f"write {env_path(UNIT)}", f"write {unit_path(UNIT)}", "systemctl daemon-reload",
-                           f"systemctl disable {UNIT}", f"systemctl reset-failed {UNIT}", f"systemctl start {UNIT}"]
+    assert units.calls == [
+        f"write {env_path(UNIT)}",
+        f"write {unit_path(UNIT)}",
+        "systemctl daemon-reload",
+        f"systemctl disable {UNIT}",
+        f"systemctl reset-failed {UNIT}",
+        f"systemctl start {UNIT}",
+    ]
     assert units.state[UNIT]["ActiveState"] == "active" and units.state[UNIT]["UnitFileState"] == "disabled"
     # systemd supervises: dockerd must not restart the container too (nor start it at boot).
     assert docker.containers["k3-test"]["spec"].restart_policy == "no"
@@ -90,7 +96,9 @@ def test_a_stopped_or_failed_unit_is_started_again(world):  # noqa: F811
     orchestrator.apply(load(WITH_UNIT))
     assert units.state[UNIT]["ActiveState"] == "active"
     units.state[UNIT].update(ActiveState="failed", Result="exit-code")
-    assert "unit failed (result exit-code): reset it and start it" in orchestrator.plan(load(WITH_UNIT)).changes[0].reason
+    assert (
+        "unit failed (result exit-code): reset it and start it" in orchestrator.plan(load(WITH_UNIT)).changes[0].reason
+    )
 
 
 def test_without_systemd_as_pid1_the_plan_refuses_the_unit_but_plain_profiles_plan(world):  # noqa: F811
@@ -141,8 +149,14 @@ def test_destroy_removes_only_what_kimik3_installed_for_the_profile(world):  # n
     assert [(s.kind, s.action) for s in teardown.steps][:2] == [("unit", Action.DELETE), ("container", Action.DELETE)]
     assert unit_path(UNIT) not in units.files and env_path(UNIT) not in units.files
     assert foreign in units.files
-    assert units.calls == [f"systemctl stop {UNIT}", f"systemctl disable {UNIT}", f"rm {unit_path(UNIT)}",
-                           f"rm {env_path(UNIT)}", "systemctl daemon-reload", f"systemctl reset-failed {UNIT}"]
+    assert units.calls == [
+        f"systemctl stop {UNIT}",
+        f"systemctl disable {UNIT}",
+        f"rm {unit_path(UNIT)}",
+        f"rm {env_path(UNIT)}",
+        "systemctl daemon-reload",
+        f"systemctl reset-failed {UNIT}",
+    ]
     assert "k3-test" not in docker.containers
 
 
@@ -150,8 +164,12 @@ def test_dropping_the_systemd_section_removes_the_unit_before_the_relaunch(world
     orchestrator, _, _, _ = world
     orchestrator.apply(load(WITH_UNIT))
     plan = orchestrator.plan(load())
-    assert changes(plan) == [("preread", Action.READ), ("unit", Action.DELETE), ("container", Action.REPLACE),
-                             ("health", Action.READ)]
+    assert changes(plan) == [
+        ("preread", Action.READ),
+        ("unit", Action.DELETE),
+        ("container", Action.REPLACE),
+        ("health", Action.READ),
+    ]
     orchestrator.apply(load())
     assert not units_of(orchestrator).files
 

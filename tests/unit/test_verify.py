@@ -13,17 +13,18 @@ from pathlib import Path
 import pytest
 from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeChat, FakeHub, fake_ports, gguf_bytes
 
-from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.errors import PermanentError, TransientError
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.model.weights import RANDOM_WEIGHTS, WEIGHTS_KEY
+from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.steps.report import NullReporter
 from kimik3_reconciler.verify import MAINLINE_SKIP, NOT_CHECKABLE, Status, solid_png, verify
 from kimik3_reconciler.verify.checks import TOOL_CALL_ATTEMPTS
 
 REV, PROFILE = FAKE_REVISION, FAKE_PROFILE
 FORK = PROFILE.replace("quant: UD-Q2_K_XL}", "quant: UD-Q2_K_XL, mmproj: mmproj-F16.gguf}").replace(
-    "source: mainline", "source: fork")
+    "source: mainline", "source: fork"
+)
 SHARD = "UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00001.gguf"
 CHECKS = ["health", "models", "text", "tool_call", "vision", "two_turn"]
 GOOD_ARGS, BAD_ARGS = '{"city": "Oslo"}', '{"city": Oslo'
@@ -73,6 +74,7 @@ SUNNY = FakeChat.reply("It is sunny in Oslo.")
 
 # --- real weights: the answers are judged -------------------------------------------------------
 
+
 def test_a_real_model_that_answers_right_passes_every_check(world):
     orchestrator, chat, _ = world
     loaded = serving(orchestrator)
@@ -119,11 +121,14 @@ def test_a_real_model_that_does_not_say_the_word_fails_text(world):
     assert text.status is Status.FAILED and text.detail.startswith("asked for the word 'pong', got content=")
 
 
-@pytest.mark.parametrize(("answer", "status", "detail"), [
-    ("Red.", Status.OK, "named red: "),
-    ("Blue", Status.FAILED, "named blue for a red image: "),
-    ("A square.", Status.FAILED, "named no colour for a red image: "),
-])
+@pytest.mark.parametrize(
+    ("answer", "status", "detail"),
+    [
+        ("Red.", Status.OK, "named red: "),
+        ("Blue", Status.FAILED, "named blue for a red image: "),
+        ("A square.", Status.FAILED, "named no colour for a red image: "),
+    ],
+)
 def test_vision_judges_the_probe_colour_on_a_fork(world, answer, status, detail):
     orchestrator, chat, _ = world
     loaded = serving(orchestrator, FORK)
@@ -136,12 +141,18 @@ def test_vision_judges_the_probe_colour_on_a_fork(world, answer, status, detail)
 
 # --- tool-call parse failures: bounded retries, counted -----------------------------------------
 
-@pytest.mark.parametrize("broken", [
-    FakeChat.reply(None, tool_calls=[call(BAD_ARGS)]),
-    FakeChat.reply("<|open|>call tool=\"get_weather\"<|sep|>Oslo"),  # markup the parser did not take
-    PermanentError("http://127.0.0.1:18999: HTTP 500: The model produced output that does not match the expected "
-                   "Kimi K3 format"),
-])
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        FakeChat.reply(None, tool_calls=[call(BAD_ARGS)]),
+        FakeChat.reply('<|open|>call tool="get_weather"<|sep|>Oslo'),  # markup the parser did not take
+        PermanentError(
+            "http://127.0.0.1:18999: HTTP 500: The model produced output that does not match the expected "
+            "Kimi K3 format"
+        ),
+    ],
+)
 def test_an_unparsed_tool_call_is_retried_and_counted(world, broken):
     orchestrator, chat, _ = world
     loaded = serving(orchestrator)
@@ -177,6 +188,7 @@ def test_another_server_error_is_not_counted_as_a_parse_failure(world):
 
 # --- two turns: the whole message goes back, and the server keeps it ----------------------------
 
+
 def test_two_turn_sends_the_whole_assistant_message_back_and_checks_the_prompt(world):
     orchestrator, chat, _ = world
     loaded = serving(orchestrator)
@@ -191,15 +203,17 @@ def test_two_turn_sends_the_whole_assistant_message_back_and_checks_the_prompt(w
     assert two_turn.detail.startswith("sent back reasoning_content, tool_calls + 1 tool result(s), all in the prompt")
 
 
-@pytest.mark.parametrize(("dropped", "lacks"), [({"reasoning_content"}, "reasoning_content"),
-                                                ({"tool_calls"}, "tool_calls")])
+@pytest.mark.parametrize(
+    ("dropped", "lacks"), [({"reasoning_content"}, "reasoning_content"), ({"tool_calls"}, "tool_calls")]
+)
 def test_two_turn_fails_when_the_server_drops_part_of_the_message(world, dropped, lacks):
     orchestrator, chat, _ = world
     loaded = serving(orchestrator)
     chat.replies, chat.dropped = [PONG, CALLS, SUNNY], dropped
     two_turn = check(verify(orchestrator, loaded), "two_turn")
-    assert two_turn.status is Status.FAILED and two_turn.detail.endswith(f"the server's prompt for turn 2 lacks "
-                                                                         f"{lacks} (dropped)")
+    assert two_turn.status is Status.FAILED and two_turn.detail.endswith(
+        f"the server's prompt for turn 2 lacks {lacks} (dropped)"
+    )
 
 
 def test_two_turn_fails_when_the_answer_ignores_the_tool_result(world):
@@ -212,12 +226,19 @@ def test_two_turn_fails_when_the_answer_ignores_the_tool_result(world):
 
 # --- random weights: never "ok" for what the model says -----------------------------------------
 
+
 def test_random_weights_are_not_checkable_never_ok(demo):
     orchestrator, chat, _ = demo
     report = verify(orchestrator, serving(orchestrator))
     statuses = {c.name: c.status for c in report.checks}
-    assert statuses == {"health": Status.OK, "models": Status.OK, "text": Status.NOT_CHECKABLE,
-                        "tool_call": Status.NOT_CHECKABLE, "vision": Status.SKIPPED, "two_turn": Status.NOT_CHECKABLE}
+    assert statuses == {
+        "health": Status.OK,
+        "models": Status.OK,
+        "text": Status.NOT_CHECKABLE,
+        "tool_call": Status.NOT_CHECKABLE,
+        "vision": Status.SKIPPED,
+        "two_turn": Status.NOT_CHECKABLE,
+    }
     assert report.ok and report.weights.random and f"{WEIGHTS_KEY} = 'random'" in report.weights.source
     for name in ("text", "tool_call", "two_turn"):
         assert check(report, name).detail.startswith(NOT_CHECKABLE) and not check(report, name).ok
@@ -255,12 +276,13 @@ def test_a_header_longer_than_the_first_read_is_read_whole(tmp_path):
     # The fake hub keeps its files under <cache dir>/cache/: the hub's own folder is the cache dir here.
     model = ModelFact(repo="org/k3", revision=REV, quant="UD-Q2_K_XL", cache_dir=str(tmp_path / "hub"))
     assert served_weights(hub, model, SHARD).random
-    (tmp_path / "hub" / "cache" / SHARD).write_bytes(long_header[:FIRST_READ + 100])  # cut short
+    (tmp_path / "hub" / "cache" / SHARD).write_bytes(long_header[: FIRST_READ + 100])  # cut short
     cut = served_weights(hub, model, SHARD)
     assert not cut.random and "header is longer than the file" in cut.source
 
 
 # --- a crash during a check names its cause and fix ---------------------------------------------
+
 
 class CrashingChat(FakeChat):
     """The server aborts on its first completion, as llama-server does on a CUDA error."""
@@ -288,14 +310,15 @@ def test_a_cuda_oom_on_the_first_request_names_the_fix(world):
 
 # --- the rest of verify ---------------------------------------------------------------------------
 
+
 def test_the_image_is_a_valid_64x64_png():
     png = solid_png((200, 30, 30))
     assert png.startswith(b"\x89PNG\r\n\x1a\n")
     pos, chunks = 8, {}
     while pos < len(png):
-        (length,) = struct.unpack(">I", png[pos:pos + 4])
-        kind, data = png[pos + 4:pos + 8], png[pos + 8:pos + 8 + length]
-        assert struct.unpack(">I", png[pos + 8 + length:pos + 12 + length])[0] == zlib.crc32(kind + data)
+        (length,) = struct.unpack(">I", png[pos : pos + 4])
+        kind, data = png[pos + 4 : pos + 8], png[pos + 8 : pos + 8 + length]
+        assert struct.unpack(">I", png[pos + 8 + length : pos + 12 + length])[0] == zlib.crc32(kind + data)
         chunks[kind], pos = data, pos + 12 + length
     assert struct.unpack(">IIBB", chunks[b"IHDR"][:10]) == (64, 64, 8, 2)
     assert zlib.decompress(chunks[b"IDAT"]) == (b"\x00" + bytes((200, 30, 30)) * 64) * 64
@@ -314,8 +337,13 @@ def test_a_server_error_fails_its_checks_without_stopping_the_others(world):
     chat.error = TransientError("http://127.0.0.1:18999: Connection error.")
     report = verify(orchestrator, loaded)
     assert [(c.name, c.status) for c in report.checks] == [
-        ("health", Status.OK), ("models", Status.FAILED), ("text", Status.FAILED), ("tool_call", Status.FAILED),
-        ("vision", Status.SKIPPED), ("two_turn", Status.FAILED)]
+        ("health", Status.OK),
+        ("models", Status.FAILED),
+        ("text", Status.FAILED),
+        ("tool_call", Status.FAILED),
+        ("vision", Status.SKIPPED),
+        ("two_turn", Status.FAILED),
+    ]
     assert report.checks[1].detail == "http://127.0.0.1:18999: Connection error."
     assert report.crash is None  # the container still runs: not a crash
 

@@ -19,9 +19,9 @@ import kimik3_reconciler.adapters as adapters
 from kimik3_reconciler import cli
 from kimik3_reconciler.adapters.http import HttpClient
 from kimik3_reconciler.adapters.openai_chat import OpenAIChat
-from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.model.weights import RANDOM_WEIGHTS, WEIGHTS_KEY
+from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.steps.report import NullReporter
 
 SHARD = "UD-Q2_K_XL/k3-UD-Q2_K_XL-00001-of-00001.gguf"
@@ -29,14 +29,21 @@ REAL = gguf_bytes({"general.architecture": "kimi-k3"})
 FORK = ("quant: UD-Q2_K_XL}", "quant: UD-Q2_K_XL, mmproj: mmproj-F16.gguf}", "source: mainline", "source: fork")
 REASONING = "The user asks for Oslo's weather; the get_weather tool answers that."
 PONG = {"content": "pong"}
-CALL = {"content": None, "reasoning_content": REASONING, "tool_calls": [
-    {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}]}
+CALL = {
+    "content": None,
+    "reasoning_content": REASONING,
+    "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}
+    ],
+}
 SUNNY = {"content": "It is sunny in Oslo right now."}
 
 
 def tool_call(name: str = "get_weather", arguments: str = '{"city": "Oslo"}') -> dict:
-    return {"content": None, "tool_calls": [{"id": "call_9", "type": "function",
-                                             "function": {"name": name, "arguments": arguments}}]}
+    return {
+        "content": None,
+        "tool_calls": [{"id": "call_9", "type": "function", "function": {"name": name, "arguments": arguments}}],
+    }
 
 
 UNPARSED_500 = (500, "The model produced output that does not match the expected Kimi K3 format")
@@ -48,8 +55,9 @@ def stub() -> Iterator[ChatStub]:
         yield running
 
 
-def deploy(tmp_path: Path, stub: ChatStub, monkeypatch: pytest.MonkeyPatch, shard: bytes = REAL,
-           fork: bool = False) -> list[str]:
+def deploy(
+    tmp_path: Path, stub: ChatStub, monkeypatch: pytest.MonkeyPatch, shard: bytes = REAL, fork: bool = False
+) -> list[str]:
     """The fake orchestrator serves the profile on the stub's port; returns the CLI arguments of `kimik3 verify --json`."""
     text = FAKE_PROFILE.replace("port: 18999", f"port: {stub.port}")
     if fork:
@@ -57,8 +65,9 @@ def deploy(tmp_path: Path, stub: ChatStub, monkeypatch: pytest.MonkeyPatch, shar
     (tmp_path / "src.tar.gz").write_bytes(b"source")
     (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
     (tmp_path / "profile.yaml").write_text(text)
-    ports, _ = fake_ports(FakeHub("org/k3", FAKE_REVISION, {SHARD: shard, "mmproj-F16.gguf": b"projector"},
-                                  tmp_path / "hub"))
+    ports, _ = fake_ports(
+        FakeHub("org/k3", FAKE_REVISION, {SHARD: shard, "mmproj-F16.gguf": b"projector"}, tmp_path / "hub")
+    )
     ports.chat, ports.http = OpenAIChat(), HttpClient()
     orchestrator = Orchestrator(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp")
     orchestrator.apply(parse_profile(text, str(tmp_path / "profile.yaml")))
@@ -79,15 +88,21 @@ def test_right_answers_pass_every_check_and_exit_0(tmp_path, stub, monkeypatch):
     assert code == 0 and report["ok"] is True, report
     assert report["content"] == "checked" and report["summary"] == "ok: plumbing and content checked"
     assert [c["status"] for c in report["checks"]] == ["ok", "ok", "ok", "ok", "skipped", "ok"]
-    assert report["weights"]["random"] is False and report["tool_calls"] == {"attempts": 1, "parse_failures": 0,
-                                                                           "retries": 0}
+    assert report["weights"]["random"] is False and report["tool_calls"] == {
+        "attempts": 1,
+        "parse_failures": 0,
+        "retries": 0,
+    }
     first, _, turn2 = stub.completions()
     assert first["max_tokens"] == 1024 and first["chat_template_kwargs"] == {"thinking_effort": "low"}
     # what the real openai client put on the wire for turn 2: the whole assistant message, then the tool result
     assistant = turn2["messages"][1]
     assert assistant["reasoning_content"] == REASONING and assistant["tool_calls"] == CALL["tool_calls"]
-    assert turn2["messages"][2] == {"role": "tool", "tool_call_id": "call_1",
-                                    "content": '{"city": "Oslo", "weather": "sunny"}'}
+    assert turn2["messages"][2] == {
+        "role": "tool",
+        "tool_call_id": "call_1",
+        "content": '{"city": "Oslo", "weather": "sunny"}',
+    }
     templated = [body for path, body in stub.received if path == "/apply-template"]
     assert [len(t["messages"]) for t in templated] == [1, 3] and templated[1]["messages"] == turn2["messages"]
 
@@ -201,10 +216,19 @@ def test_truncated_with_an_answer_is_judged_as_an_answer(tmp_path, stub, monkeyp
     assert code == 1 and checks["text"]["status"] == "failed" and len(stub.completions()) == 3
 
 
-@pytest.mark.parametrize(("answer", "status"), [
-    ("Crimson.", "ok"), ("Scarlet", "ok"), ("maroon", "ok"), ("A reddish colour.", "ok"),
-    ("Orange.", "failed"), ("Pink", "failed"), ("Red or orange.", "failed"), ("Purple.", "failed"),
-])
+@pytest.mark.parametrize(
+    ("answer", "status"),
+    [
+        ("Crimson.", "ok"),
+        ("Scarlet", "ok"),
+        ("maroon", "ok"),
+        ("A reddish colour.", "ok"),
+        ("Orange.", "failed"),
+        ("Pink", "failed"),
+        ("Red or orange.", "failed"),
+        ("Purple.", "failed"),
+    ],
+)
 def test_vision_accepts_shades_of_red_and_no_other_colour(tmp_path, stub, monkeypatch, answer, status):
     args = deploy(tmp_path, stub, monkeypatch, fork=True)
     stub.script = [PONG, CALL, {"content": answer}, SUNNY]

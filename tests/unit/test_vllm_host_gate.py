@@ -21,8 +21,10 @@ image: {ref: "vllm/vllm-openai:kimi-k3@sha256:%s"}
 
 
 def _checkpoint(gib: int, shards: int = 4) -> tuple[RemoteFile, ...]:
-    weights = tuple(RemoteFile(path=f"model-{i:05d}-of-{shards:05d}.safetensors", size=gib * GIB // shards,
-                               sha256=str(i) * 64) for i in range(1, shards + 1))
+    weights = tuple(
+        RemoteFile(path=f"model-{i:05d}-of-{shards:05d}.safetensors", size=gib * GIB // shards, sha256=str(i) * 64)
+        for i in range(1, shards + 1)
+    )
     return (*weights, RemoteFile(path="config.json", size=4000, git_oid="c" * 40))
 
 

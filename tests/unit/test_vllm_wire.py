@@ -82,8 +82,15 @@ def test_a_running_vllm_container_that_refuses_is_loading_and_a_llama_one_is_not
 
 def test_the_exporter_says_loading_asks_no_slots_and_passes_vllms_families(tmp_path: Path) -> None:
     profile, ports, docker, launch = _world(tmp_path)
-    config = ExporterConfig(profile="k3-vllm", labels={"profile": "k3-vllm"}, bind="127.0.0.1", port=19201,
-                            container=launch.spec.name, server_url="http://127.0.0.1:18998", engine="vllm")
+    config = ExporterConfig(
+        profile="k3-vllm",
+        labels={"profile": "k3-vllm"},
+        bind="127.0.0.1",
+        port=19201,
+        container=launch.spec.name,
+        server_url="http://127.0.0.1:18998",
+        engine="vllm",
+    )
     assert ExporterConfig.from_json(config.to_json()).engine == "vllm"
     asked: list[str] = []
     ports.http.health = lambda url: "unreachable"
@@ -92,7 +99,9 @@ def test_the_exporter_says_loading_asks_no_slots_and_passes_vllms_families(tmp_p
     assert loading["kimik3_server_loading"][0][1] == 1.0 and loading["kimik3_server_up"][0][1] == 0.0
     ports.http.health = lambda url: "ok"
     ports.http.get = lambda url, api_key=None, timeout_s=5.0: (
-        asked.append(url), (200, VLLM_METRICS % "50.0") if url.endswith("/metrics") else (404, "Not Found"))[1]
+        asked.append(url),
+        (200, VLLM_METRICS % "50.0") if url.endswith("/metrics") else (404, "Not Found"),
+    )[1]
     text = generate_latest(deployment_registry(config, ports)).decode()
     assert not any(url.endswith("/slots") for url in asked)
     up = samples_of(text)
@@ -143,8 +152,11 @@ def test_a_checkpoint_says_random_weights_in_its_first_shards_safetensors_metada
     model = ModelFact(repo="org/tiny", revision="a" * 40, quant="", cache_dir=str(tmp_path / "hub"), files=files)
     (tmp_path / "hub" / "cache").mkdir(parents=True)
     hub = FakeHub("org/tiny", "a" * 40, {}, tmp_path / "hub")
-    for metadata, random in (({"format": "pt", "kimik3.weights": "random"}, True), ({"format": "pt"}, False),
-                             ({"kimik3.weights": "real"}, False)):
+    for metadata, random in (
+        ({"format": "pt", "kimik3.weights": "random"}, True),
+        ({"format": "pt"}, False),
+        ({"kimik3.weights": "real"}, False),
+    ):
         (tmp_path / "hub" / "cache" / first).write_bytes(_safetensors(metadata))
         (tmp_path / "hub" / "cache" / second).write_bytes(_safetensors({"kimik3.weights": "random"}))
         judged = served_weights(hub, model, engine_for("vllm").model_entry(model))
@@ -202,9 +214,12 @@ def test_the_prompt_check_renders_through_vllms_tokenize_when_there_is_no_apply_
     server = ThreadingHTTPServer(("127.0.0.1", 0), Vllm)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        prompt = OpenAIChat().apply_template(f"http://127.0.0.1:{server.server_port}", None,
-                                             [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}],
-                                             model="k3-vllm")
+        prompt = OpenAIChat().apply_template(
+            f"http://127.0.0.1:{server.server_port}",
+            None,
+            [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}],
+            model="k3-vllm",
+        )
     finally:
         server.shutdown()
     assert prompt == "<user>hi<assistant>yo"

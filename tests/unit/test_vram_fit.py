@@ -16,13 +16,14 @@ from kimik3_reconciler.planning.vram_fit import derive_mode
 
 GIB = 1 << 30
 # context_length 0: the synthetic model's header gives none (the recorded layout predates the field)
-LAYOUT = ModelLayout(**json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "h200" /
-                                   "synth-layout.json").read_text()), context_length=0,
-                    state_bytes_per_slot=0)
+LAYOUT = ModelLayout(
+    **json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "h200" / "synth-layout.json").read_text()),
+    context_length=0,
+    state_bytes_per_slot=0,
+)
 
 
-def profile(quant: str = "UD-IQ2_XXS", gpus: str = "all", serve: str = "{}", variant: str = "cuda",
-            gate: str = "{}"):
+def profile(quant: str = "UD-IQ2_XXS", gpus: str = "all", serve: str = "{}", variant: str = "cuda", gate: str = "{}"):
     from kimik3_reconciler.model import catalog
 
     # A quant made locally (REAP770) is served from its file (issue 27 item 3): the profile names one.
@@ -53,7 +54,9 @@ def test_the_catalog_stands_without_gpu_facts_or_a_size() -> None:
     iq2 = profile()
     assert not derive_mode(iq2, observed(iq2, host=HostFacts(physical_cores=8))).derived  # pure tests, no NVML
     unknown = profile(quant="UD-Q3_K_M")  # not in the catalog and nothing listed: hybrid, assumed
-    assert derive_mode(unknown, observed(unknown, host=h200_host(8), model=model_fact(unknown, files=()))).mode == "hybrid"
+    assert (
+        derive_mode(unknown, observed(unknown, host=h200_host(8), model=model_fact(unknown, files=()))).mode == "hybrid"
+    )
 
 
 def test_a_manual_split_and_the_cpu_variant() -> None:
@@ -76,11 +79,14 @@ def test_the_headers_count_kv_and_buffers() -> None:
 
 def test_the_plan_note_names_a_set_ubatch_and_the_defaults_it_takes() -> None:
     q2 = profile(quant="UD-Q2_K_XL", serve="{ubatch: 4096}")
-    launch = render_launch(q2, observed(q2, host=h200_host(8), model=model_fact(q2, shards=2, size=401 * GIB)),
-                           "img", "fp")
+    launch = render_launch(
+        q2, observed(q2, host=h200_host(8), model=model_fact(q2, shards=2, size=401 * GIB)), "img", "fp"
+    )
     (note,) = launch.warnings
-    assert note.startswith("mode: UD-Q2_K_XL runs all-vram on this host, not the catalog's hybrid (measured on 8x "
-                           "RTX PRO 6000): 802.0 GiB (weights; KV and buffers not known yet) fits the ")
+    assert note.startswith(
+        "mode: UD-Q2_K_XL runs all-vram on this host, not the catalog's hybrid (measured on 8x "
+        "RTX PRO 6000): 802.0 GiB (weights; KV and buffers not known yet) fits the "
+    )
     assert note.endswith("the launch uses ubatch 4096 as set (seed 000 uses 2048 for all-vram), fit_target 6144 MiB")
     assert (launch.input.serve.ubatch, launch.input.serve.batch, launch.input.serve.fit_target) == (4096, 4096, 6144)
     assert launch.mode.mode == "all-vram"
@@ -92,9 +98,11 @@ def test_a_derived_all_vram_mode_with_a_short_margin_is_refused() -> None:
     q2 = profile(quant="UD-Q2_K_XL", serve="{fit_target: 4096}")
     facts = observed(q2, host=h200_host(8, ram_total=1 << 40), model=model_fact(q2, shards=2, size=401 * GIB))
     refusals, _ = host_gate(q2, facts)
-    assert refusals == ["UD-Q2_K_XL runs all-VRAM on this host's 8 GPU(s) (the catalog says hybrid), and "
-                        "serve.fit_target 4096 MiB is below the 6144 MiB it needs all-VRAM: the CUDA scratch pool OOMs "
-                        "on the first request after the load (seed 000 step 5); raise fit_target or leave it out"]
+    assert refusals == [
+        "UD-Q2_K_XL runs all-VRAM on this host's 8 GPU(s) (the catalog says hybrid), and "
+        "serve.fit_target 4096 MiB is below the 6144 MiB it needs all-VRAM: the CUDA scratch pool OOMs "
+        "on the first request after the load (seed 000 step 5); raise fit_target or leave it out"
+    ]
     four = observed(q2, host=h200_host(4, ram_total=1 << 40), model=model_fact(q2, shards=2, size=401 * GIB))
     assert host_gate(q2, four)[0] == []  # hybrid on four: 4096 is the hybrid's margin
 
@@ -107,9 +115,17 @@ def test_the_derivation_reproduces_the_catalog_on_the_seed_host() -> None:
     from kimik3_reconciler.model.facts import GpuFact
 
     per_gpu = 765 * GIB // 8
-    pool = tuple(GpuFact(index=i, uuid=f"GPU-{i:08d}-0000-0000-0000-000000000000", name="NVIDIA RTX PRO 6000 Blackwell "
-                         "Server Edition", compute_capability=(12, 0), memory_total=per_gpu, memory_free=per_gpu)
-                 for i in range(8))
+    pool = tuple(
+        GpuFact(
+            index=i,
+            uuid=f"GPU-{i:08d}-0000-0000-0000-000000000000",
+            name="NVIDIA RTX PRO 6000 Blackwell Server Edition",
+            compute_capability=(12, 0),
+            memory_total=per_gpu,
+            memory_free=per_gpu,
+        )
+        for i in range(8)
+    )
     host = h200_host(1).model_copy(update={"gpus": pool})
     checked = 0
     for info in catalog.CATALOG.values():

@@ -17,16 +17,28 @@ LABELS = {"profile": "k3-test", "quant": "UD-Q2_K_XL", "build": "b", "fingerprin
 KEYS = {**LABELS, "route": "/v1/chat/completions", "model": "default"}
 # The shape of llama-server's `timings` (b11434 tools/server/server-common.cpp `server_slot_stats::to_json`), the
 # numbers made up. Streamed, it rides on the last event (server-task.cpp: `deltas.back()["timings"]`).
-TIMINGS = {"cache_n": 300, "prompt_n": 100, "prompt_ms": 50.0, "prompt_per_token_ms": 0.5,
-           "prompt_per_second": 2000.0, "predicted_n": 3, "predicted_ms": 30.0}
+TIMINGS = {
+    "cache_n": 300,
+    "prompt_n": 100,
+    "prompt_ms": 50.0,
+    "prompt_per_token_ms": 0.5,
+    "prompt_per_second": 2000.0,
+    "predicted_n": 3,
+    "predicted_ms": 30.0,
+}
 
 
 def sse(payload: dict) -> bytes:
     return b"data: " + json.dumps(payload).encode() + b"\n\n"
 
 
-def trace_of(registry: CollectorRegistry, streaming: bool, chunks: list[bytes], status: int = 200,
-             metrics: ProxyMetrics | None = None) -> None:
+def trace_of(
+    registry: CollectorRegistry,
+    streaming: bool,
+    chunks: list[bytes],
+    status: int = 200,
+    metrics: ProxyMetrics | None = None,
+) -> None:
     trace = (metrics or ProxyMetrics(registry, LABELS)).start("/v1/chat/completions", b"{}")
     trace.response(status, "text/event-stream" if streaming else "application/json")
     for chunk in chunks:
@@ -54,8 +66,13 @@ def test_a_reply_without_timings_or_a_failed_one_counts_no_prompt_tokens() -> No
     registry = CollectorRegistry(auto_describe=False)
     metrics = ProxyMetrics(registry, LABELS)
     trace_of(registry, False, [json.dumps({"choices": []}).encode()], metrics=metrics)
-    trace_of(registry, False, [json.dumps({"error": {"message": "x"}, "timings": TIMINGS}).encode()], status=500,
-             metrics=metrics)
+    trace_of(
+        registry,
+        False,
+        [json.dumps({"error": {"message": "x"}, "timings": TIMINGS}).encode()],
+        status=500,
+        metrics=metrics,
+    )
     assert registry.get_sample_value("kimik3_proxy_prompt_cached_tokens_total", KEYS) is None
 
 
@@ -71,24 +88,34 @@ llamacpp:spec_decode_num_drafts_total {drafts}
 
 
 def rows(before: dict, now: dict) -> dict:
-    return {(r.section, r.name): r.value
-            for r in watch_rows(samples_of(SERVER.format(**before)), samples_of(SERVER.format(**now)), 2.0)}
+    return {
+        (r.section, r.name): r.value
+        for r in watch_rows(samples_of(SERVER.format(**before)), samples_of(SERVER.format(**now)), 2.0)
+    }
 
 
 def test_the_watch_shows_the_servers_cache_hit_rate_this_interval() -> None:
     """llama-server counts prompt tokens it evaluated (prompt_tokens_total, "excluding cached tokens") and those
     it took from its cache (prompt_tokens_cached_total) apart: 600 cached and 200 evaluated in the interval is 75 %."""
-    seen = rows({"prompt": 100, "cached": 0, "processing": 1, "drafts": 0},
-                {"prompt": 300, "cached": 600, "processing": 1, "drafts": 0})
+    seen = rows(
+        {"prompt": 100, "cached": 0, "processing": 1, "drafts": 0},
+        {"prompt": 300, "cached": 600, "processing": 1, "drafts": 0},
+    )
     assert seen[("server", "prompt cache hits")] == "75 % of prompt tokens this interval"
     assert ("server", "speculation") not in seen  # no draft in the interval: nothing to say
 
 
 def test_drafting_with_four_requests_decoding_together_is_where_the_seed_measured_the_loss() -> None:
-    busy = rows({"prompt": 0, "cached": 0, "processing": 4, "drafts": 10},
-                {"prompt": 0, "cached": 0, "processing": 4.5, "drafts": 30})
-    assert busy[("server", "speculation")].startswith("drafting with 4.5 requests decoding together (this interval's "
-                                                      "mean): seed 000 measured a loss at 4 concurrent requests")
-    quiet = rows({"prompt": 0, "cached": 0, "processing": 1, "drafts": 10},
-                 {"prompt": 0, "cached": 0, "processing": 1, "drafts": 30})
+    busy = rows(
+        {"prompt": 0, "cached": 0, "processing": 4, "drafts": 10},
+        {"prompt": 0, "cached": 0, "processing": 4.5, "drafts": 30},
+    )
+    assert busy[("server", "speculation")].startswith(
+        "drafting with 4.5 requests decoding together (this interval's "
+        "mean): seed 000 measured a loss at 4 concurrent requests"
+    )
+    quiet = rows(
+        {"prompt": 0, "cached": 0, "processing": 1, "drafts": 10},
+        {"prompt": 0, "cached": 0, "processing": 1, "drafts": 30},
+    )
     assert quiet[("server", "speculation")] == "drafting, 1.0 requests decoding together (pays below 4, seed 000)"

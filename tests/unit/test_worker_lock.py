@@ -13,13 +13,13 @@ from support.fakes import FAKE_PROFILE, FakeClock, FakeHub, fake_ports
 from support.fakes.lock import FakeWorkerLocks
 
 from kimik3_reconciler.adapters.host_lock import StateDirLock
-from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.errors import InputError, LockHeld, PlanError
 from kimik3_reconciler.locking import force_unlock, new_holder
 from kimik3_reconciler.model.host_lock import LockHolder, worker_unlock_by_hand
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.model.records import rpc_workers_key
 from kimik3_reconciler.model.specs import DockerHost
+from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.steps.report import NullReporter
 from kimik3_reconciler.steps.workers import remember_workers
 
@@ -31,9 +31,18 @@ W3 = DockerHost("w3", "ssh://k3@10.0.0.2")  # a second rpc-server on w1's host (
 def profile(*workers: DockerHost):
     data = yaml.safe_load(FAKE_PROFILE)
     if workers:
-        data["rpc"] = {"workers": [
-            {"name": w.name, "docker": w.url, "bind": "10.0.0.2", "port": 50052 + i,
-             **({"tls_dir": w.tls_dir} if w.tls_dir else {})} for i, w in enumerate(workers)]}
+        data["rpc"] = {
+            "workers": [
+                {
+                    "name": w.name,
+                    "docker": w.url,
+                    "bind": "10.0.0.2",
+                    "port": 50052 + i,
+                    **({"tls_dir": w.tls_dir} if w.tls_dir else {}),
+                }
+                for i, w in enumerate(workers)
+            ]
+        }
     return parse_profile(yaml.safe_dump(data), "p.yaml").profile
 
 
@@ -45,8 +54,9 @@ def orchestrator(tmp_path: Path, locks: FakeWorkerLocks) -> Orchestrator:
 
 def foreign(lock_id: str = "0123456789ab") -> LockHolder:
     """A holder on another main host sharing the worker: its pid means nothing here."""
-    return LockHolder(id=lock_id, operation="apply", profile="k3-test", pid=4242, host="gpu-07",
-                      started="2026-12-03T04:24:03+00:00")
+    return LockHolder(
+        id=lock_id, operation="apply", profile="k3-test", pid=4242, host="gpu-07", started="2026-12-03T04:24:03+00:00"
+    )
 
 
 def test_an_apply_locks_the_named_workers_then_the_dropped_ones_once_per_docker(tmp_path: Path) -> None:
@@ -104,8 +114,10 @@ def test_force_unlock_of_a_lock_left_on_a_worker_by_another_main_host(tmp_path: 
     with pytest.raises(InputError, match="kimik3 force-unlock ID FILE"):  # this host alone does not have it
         e.force_unlock("0123456789ab", None)
     said = e.force_unlock("0123456789ab", profile(W2))
-    assert said == (f"removed lock 0123456789ab on rpc worker w2 ({W2.url}) (apply of k3-test by pid 4242 on gpu-07 "
-                    "since 2026-12-03T04:24:03+00:00 (lock id 0123456789ab))")
+    assert said == (
+        f"removed lock 0123456789ab on rpc worker w2 ({W2.url}) (apply of k3-test by pid 4242 on gpu-07 "
+        "since 2026-12-03T04:24:03+00:00 (lock id 0123456789ab))"
+    )
     assert locks.records == {}
     with pytest.raises(InputError) as again:  # gone everywhere now; the file was given, so no hint to give it
         e.force_unlock("0123456789ab", profile(W2))
@@ -113,7 +125,8 @@ def test_force_unlock_of_a_lock_left_on_a_worker_by_another_main_host(tmp_path: 
 
 
 def test_force_unlock_without_the_file_reaches_the_recorded_workers_of_the_profile_the_lock_names(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     hung = new_holder("apply", "k3-test", FakeClock())
     StateDirLock(tmp_path / "state").try_acquire(hung)
     locks = FakeWorkerLocks()
@@ -140,9 +153,12 @@ def test_force_unlock_names_the_command_for_a_worker_it_cannot_reach(tmp_path: P
 def test_the_hand_commands_reach_the_worker_as_kimik3_does() -> None:
     assert worker_unlock_by_hand(W1, "abc") == (
         "check that `docker -H ssh://k3@10.0.0.2 inspect --format '{{index .Config.Labels \"kimik3.lock.holder\"}}' "
-        "kimik3-host-lock` names lock id abc, then `docker -H ssh://k3@10.0.0.2 rm kimik3-host-lock`")
-    tls = "docker -H tcp://10.0.0.3:2376 --tlsverify --tlscacert /etc/k3/w2/ca.pem --tlscert /etc/k3/w2/cert.pem " \
-          "--tlskey /etc/k3/w2/key.pem"
+        "kimik3-host-lock` names lock id abc, then `docker -H ssh://k3@10.0.0.2 rm kimik3-host-lock`"
+    )
+    tls = (
+        "docker -H tcp://10.0.0.3:2376 --tlsverify --tlscacert /etc/k3/w2/ca.pem --tlscert /etc/k3/w2/cert.pem "
+        "--tlskey /etc/k3/w2/key.pem"
+    )
     assert f"then `{tls} rm kimik3-host-lock`" in worker_unlock_by_hand(W2, "abc")
 
 

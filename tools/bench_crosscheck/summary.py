@@ -11,6 +11,8 @@ for i in (1, 2, 3):
     for level in k3["levels"]:
         c = level["concurrency"]
         other = next(b for b in lb["benchmarks"] if b["concurrency"] == c)
-        print(f"| {i} | {c} | {level['ttft_p50']:.2f} | {st.median(other['e2e_ttft']['values']) / 1000:.2f} | "
-              f"{level['decode_p50']:.1f} | {level['server_decode_p50']:.1f} | "
-              f"{st.median(other['tg_req_throughput']['values']):.1f} |")
+        print(
+            f"| {i} | {c} | {level['ttft_p50']:.2f} | {st.median(other['e2e_ttft']['values']) / 1000:.2f} | "
+            f"{level['decode_p50']:.1f} | {level['server_decode_p50']:.1f} | "
+            f"{st.median(other['tg_req_throughput']['values']):.1f} |"
+        )

@@ -58,20 +58,29 @@ def main(argv: list[str] | None = None) -> int:
     profile = parse_profile(args.profile.read_text(), str(args.profile)).profile
     ports = real_ports(args.state_dir)
     inputs = collect_inputs(profile, args.profile.resolve().parent, DOCKERFILE, ports.state)
-    model = ModelFact(repo=profile.model.repo, revision=profile.model.revision, quant=profile.model.quant,
-                      cache_dir=profile.model.cache_dir, files=())
+    model = ModelFact(
+        repo=profile.model.repo,
+        revision=profile.model.revision,
+        quant=profile.model.quant,
+        cache_dir=profile.model.cache_dir,
+        files=(),
+    )
     observed = Observed(host=collect_host(LinuxHost()), inputs=inputs, model=model)
     spec = render_image_build(profile, observed)
     reporter = Lines()
-    reporter.event("build", tag=spec.tag, fingerprint=spec.fingerprint,
-                   patches=[name for name, _ in spec.patches])
+    reporter.event("build", tag=spec.tag, fingerprint=spec.fingerprint, patches=[name for name, _ in spec.patches])
     t0 = time.monotonic()
     build_image(spec, ports, reporter)
     seconds = round(time.monotonic() - t0)
     image = ports.docker.inspect_image(spec.tag) or {}
-    summary = {"tag": spec.tag, "image_id": image.get("Id"), "fingerprint": spec.fingerprint,
-               "build_args": dict(spec.build_args), "patches": [name for name, _ in spec.patches],
-               "build_seconds": seconds}
+    summary = {
+        "tag": spec.tag,
+        "image_id": image.get("Id"),
+        "fingerprint": spec.fingerprint,
+        "build_args": dict(spec.build_args),
+        "patches": [name for name, _ in spec.patches],
+        "build_seconds": seconds,
+    }
     text = json.dumps(summary, indent=1)
     print(text)
     if args.json:

@@ -17,8 +17,21 @@ import statistics
 import sys
 from pathlib import Path
 
-KEPT = ("placement", "build", "round", "healthy_s", "tokens", "content", "prompt_tokens", "prompt_tps",
-        "decode_tokens", "decode_tps", "mapped", "lib", "error")
+KEPT = (
+    "placement",
+    "build",
+    "round",
+    "healthy_s",
+    "tokens",
+    "content",
+    "prompt_tokens",
+    "prompt_tps",
+    "decode_tokens",
+    "decode_tps",
+    "mapped",
+    "lib",
+    "error",
+)
 
 
 def _spread(values: list[float]) -> float:

@@ -65,10 +65,20 @@ def main() -> None:
                 count += 1
                 # both builds see the same libraries: their own folder, then the pip cuBLAS/cudart (CUDA_PIP_LIBS)
                 paths = [str(bins[build]), *filter(None, os.environ.get("CUDA_PIP_LIBS", "").split(":"))]
-                server = Server(bins[build], argv, logs / f"{count:02d}-{placement}-{build}.log",
-                                env={"LD_LIBRARY_PATH": ":".join(paths)}, deadline=deadline)
-                row = {"placement": placement, "build": build, "round": round_, "argv": argv,
-                       "model_bytes": sum(p.stat().st_size for p in shards(model_dir))}
+                server = Server(
+                    bins[build],
+                    argv,
+                    logs / f"{count:02d}-{placement}-{build}.log",
+                    env={"LD_LIBRARY_PATH": ":".join(paths)},
+                    deadline=deadline,
+                )
+                row = {
+                    "placement": placement,
+                    "build": build,
+                    "round": round_,
+                    "argv": argv,
+                    "model_bytes": sum(p.stat().st_size for p in shards(model_dir)),
+                }
                 try:
                     row.update(server.start_and_wait())
                     row.update(probe(server))
@@ -78,8 +88,15 @@ def main() -> None:
                     row["stop_s"] = server.stop()
                 with open(out / "samples.jsonl", "a") as f:
                     f.write(json.dumps(row) + "\n")
-                print(json.dumps({k: row.get(k) for k in ("placement", "build", "round", "healthy_s", "decode_tps",
-                                                          "prompt_tps", "error")}), flush=True)
+                print(
+                    json.dumps(
+                        {
+                            k: row.get(k)
+                            for k in ("placement", "build", "round", "healthy_s", "decode_tps", "prompt_tps", "error")
+                        }
+                    ),
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

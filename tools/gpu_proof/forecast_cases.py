@@ -46,12 +46,24 @@ def actual(log: str) -> dict:
     gpu = re.findall(r"CUDA0 model buffer size =\s+([\d.]+) MiB", log)
     host = re.findall(r"CUDA_Host model buffer size =\s+([\d.]+) MiB", log)
     compute = re.findall(r"CUDA0 compute buffer size =\s+([\d.]+) MiB", log)
-    final = log[log.index("successfully fit params"):] if "successfully fit params" in log else log
+    final = log[log.index("successfully fit params") :] if "successfully fit params" in log else log
     # only the real load counts: --fit's throw-away passes put every expert on the host first
-    cpu_layers = sorted({int(m) for m in re.findall(r"tensor blk\.(\d+)\.ffn_\w+_exps\.weight .*buffer type overridden to "
-                                                    r"CUDA_Host", final)})
-    return {"gpu_weights_mib": float(gpu[-1]) if gpu else None, "host_weights_mib": float(host[-1]) if host else None,
-            "compute_mib": float(compute[-1]) if compute else None, "cpu_expert_layers": cpu_layers}
+    cpu_layers = sorted(
+        {
+            int(m)
+            for m in re.findall(
+                r"tensor blk\.(\d+)\.ffn_\w+_exps\.weight .*buffer type overridden to "
+                r"CUDA_Host",
+                final,
+            )
+        }
+    )
+    return {
+        "gpu_weights_mib": float(gpu[-1]) if gpu else None,
+        "host_weights_mib": float(host[-1]) if host else None,
+        "compute_mib": float(compute[-1]) if compute else None,
+        "cpu_expert_layers": cpu_layers,
+    }
 
 
 def run_case(model: Path, bindir: Path, fit_target: int) -> dict:
@@ -59,14 +71,24 @@ def run_case(model: Path, bindir: Path, fit_target: int) -> dict:
     host = collect_host(LinuxHost(), NoDocker())
     layout = summarize([parse_gguf_header(model.read_bytes()[: 8 << 20])])
     files = (RemoteFile(path=f"UD-SYNTH/{model.name}", size=model.stat().st_size),)
-    observed = Observed(host=host, inputs=LocalInputs(dockerfile_path="-", dockerfile_sha256="-"), layout=layout,
-                        model=ModelFact(repo=profile.model.repo, revision=REV, quant="UD-SYNTH",
-                                        cache_dir="/models-cache", files=files))
+    observed = Observed(
+        host=host,
+        inputs=LocalInputs(dockerfile_path="-", dockerfile_sha256="-"),
+        layout=layout,
+        model=ModelFact(
+            repo=profile.model.repo, revision=REV, quant="UD-SYNTH", cache_dir="/models-cache", files=files
+        ),
+    )
     predicted = forecast(profile, observed)
     argv = list(render_launch(profile, observed, "img", "fp").spec.command)
     with open(f"/tmp/server-{fit_target}.log", "w") as log:
-        server = subprocess.Popen([str(bindir / "llama-server"), *argv, "-lv", "5"], cwd=bindir, stdout=log, stderr=log,
-                                  env={**os.environ, "LD_LIBRARY_PATH": f"{bindir}:{os.environ.get('LD_LIBRARY_PATH', '')}"})
+        server = subprocess.Popen(
+            [str(bindir / "llama-server"), *argv, "-lv", "5"],
+            cwd=bindir,
+            stdout=log,
+            stderr=log,
+            env={**os.environ, "LD_LIBRARY_PATH": f"{bindir}:{os.environ.get('LD_LIBRARY_PATH', '')}"},
+        )
         for _ in range(600):
             try:
                 if urllib.request.urlopen("http://127.0.0.1:18191/health", timeout=2).status == 200:
@@ -79,12 +101,18 @@ def run_case(model: Path, bindir: Path, fit_target: int) -> dict:
         server.wait()
     text = Path(f"/tmp/server-{fit_target}.log").read_text(errors="replace")
     free = host.gpus[0].memory_free // MIB
-    return {"fit_target_mib": fit_target, "nvml_free_mib": free,
-            "forecast": {"mode": predicted.mode, "cpu_expert_layers": list(predicted.cpu_expert_layers),
-                         "gpu_weights_mib": round(predicted.devices[0].weight_bytes / MIB, 1),
-                         "host_weights_mib": round(predicted.host_bytes / MIB, 1)},
-            "actual": actual(text),
-            "fit_log": [ln for ln in text.splitlines() if "common_params_fit_impl" in ln or "fit_params" in ln][-8:]}
+    return {
+        "fit_target_mib": fit_target,
+        "nvml_free_mib": free,
+        "forecast": {
+            "mode": predicted.mode,
+            "cpu_expert_layers": list(predicted.cpu_expert_layers),
+            "gpu_weights_mib": round(predicted.devices[0].weight_bytes / MIB, 1),
+            "host_weights_mib": round(predicted.host_bytes / MIB, 1),
+        },
+        "actual": actual(text),
+        "fit_log": [ln for ln in text.splitlines() if "common_params_fit_impl" in ln or "fit_params" in ln][-8:],
+    }
 
 
 def main() -> None:

@@ -32,16 +32,27 @@ def main() -> None:
     profile = parse_profile(path.read_text(), str(path)).profile
     ports = real_ports(Path("/tmp/kimik3-fork-args-state"))
     inputs = collect_inputs(profile, path.resolve().parent, DOCKERFILE, ports.state)
-    model = ModelFact(repo=profile.model.repo, revision=profile.model.revision, quant=profile.model.quant,
-                      cache_dir=profile.model.cache_dir, files=())
+    model = ModelFact(
+        repo=profile.model.repo,
+        revision=profile.model.revision,
+        quant=profile.model.quant,
+        cache_dir=profile.model.cache_dir,
+        files=(),
+    )
     spec = render_image_build(profile, Observed(host=collect_host(LinuxHost()), inputs=inputs, model=model))
     (out / "patches").mkdir(parents=True, exist_ok=True)
     for name, source in spec.patches:
         shutil.copyfile(source, out / "patches" / name)
     build_args = dict(spec.build_args)
-    rendered = {"tag": spec.tag, "fingerprint": spec.fingerprint, "build_args": build_args,
-                "cmake_args": build_args["CMAKE_ARGS"].split(), "patches": [n for n, _ in spec.patches],
-                "profile": path.name, "source_sha256": inputs.archive_sha256}
+    rendered = {
+        "tag": spec.tag,
+        "fingerprint": spec.fingerprint,
+        "build_args": build_args,
+        "cmake_args": build_args["CMAKE_ARGS"].split(),
+        "patches": [n for n, _ in spec.patches],
+        "profile": path.name,
+        "source_sha256": inputs.archive_sha256,
+    }
     (out / "rendered.json").write_text(json.dumps(rendered, indent=1) + "\n")
     print(json.dumps(rendered, indent=1))
 

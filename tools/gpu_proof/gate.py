@@ -35,18 +35,36 @@ def gate(gpus: str, share: bool = False) -> dict:
     text = PROFILE.replace("GPUS", gpus) + ("share_gpus: true\n" if share else "")
     profile = parse_profile(text).profile
     host = collect_host(LinuxHost(), NoDocker())
-    model = ModelFact(repo=profile.model.repo, revision=profile.model.revision, quant="UD-Q2_K_XL", cache_dir="/c",
-                      files=(RemoteFile(path="UD-Q2_K_XL/a.gguf", size=1 << 30),))
-    refusals, warnings = host_gate(profile, Observed(host=host, inputs=LocalInputs(dockerfile_path="-",
-                                                                                   dockerfile_sha256="-"), model=model))
-    return {"gpus": gpus, "share_gpus": share, "refusals": refusals, "warnings": warnings,
-            "facts": host.model_dump(mode="json", exclude={"cpu_flags"})}
+    model = ModelFact(
+        repo=profile.model.repo,
+        revision=profile.model.revision,
+        quant="UD-Q2_K_XL",
+        cache_dir="/c",
+        files=(RemoteFile(path="UD-Q2_K_XL/a.gguf", size=1 << 30),),
+    )
+    refusals, warnings = host_gate(
+        profile, Observed(host=host, inputs=LocalInputs(dockerfile_path="-", dockerfile_sha256="-"), model=model)
+    )
+    return {
+        "gpus": gpus,
+        "share_gpus": share,
+        "refusals": refusals,
+        "warnings": warnings,
+        "facts": host.model_dump(mode="json", exclude={"cpu_flags"}),
+    }
 
 
 def main() -> None:
     results = [gate("[0]")]
-    holder = subprocess.Popen([sys.executable, "-c", "import torch, time; x = torch.empty(10 << 30, dtype=torch.uint8, "
-                               "device='cuda'); print('holding', flush=True); time.sleep(120)"], stdout=subprocess.PIPE)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import torch, time; x = torch.empty(10 << 30, dtype=torch.uint8, "
+            "device='cuda'); print('holding', flush=True); time.sleep(120)",
+        ],
+        stdout=subprocess.PIPE,
+    )
     holder.stdout.readline()
     time.sleep(1)
     results += [gate("[0]"), gate("[0]", share=True), gate("[1]"), gate("all")]

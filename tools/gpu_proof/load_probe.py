@@ -60,14 +60,20 @@ LAYERS = 24
 PORT = int(os.environ.get("LOAD_PROBE_PORT", "18720"))  # a dry run beside other servers picks its own
 DRY = os.environ.get("LOAD_PROBE_DRY") == "1"
 BULK = 64 << 20  # rchar past this: the server reads the model (libraries and headers are far smaller)
-PATCH_LINE = re.compile(r"kimik3_parallel_pin_malloc: pinned ([\d.]+) MiB: (\d+) threads faulted its pages in "
-                        r"([\d.]+) s, cudaHostRegister ([\d.]+) s")
-READ_LINE = re.compile(r"kimik3 parallel read: (\d+) host tensors, ([\d.]+) MiB in (\d+) threads \+ the loader's, "
-                       r"([\d.]+) s \(([\d.]+) GB/s\)")
+PATCH_LINE = re.compile(
+    r"kimik3_parallel_pin_malloc: pinned ([\d.]+) MiB: (\d+) threads faulted its pages in "
+    r"([\d.]+) s, cudaHostRegister ([\d.]+) s"
+)
+READ_LINE = re.compile(
+    r"kimik3 parallel read: (\d+) host tensors, ([\d.]+) MiB in (\d+) threads \+ the loader's, "
+    r"([\d.]+) s \(([\d.]+) GB/s\)"
+)
 HOST_BUFFER = re.compile(r"CUDA_Host model buffer size = +([\d.]+) MiB")
 TOKENS_PROMPT = "The reconciler observes the host, plans each step and"
 # byte-level vocabulary: one token per character; a dry run on 2 CPU cores shortens both
-PERF_PROMPT = ("kimik3 renders one profile into a plan; " * 40)[:int(os.environ.get("LOAD_PROBE_PROMPT_CHARS", "1000"))]
+PERF_PROMPT = ("kimik3 renders one profile into a plan; " * 40)[
+    : int(os.environ.get("LOAD_PROBE_PROMPT_CHARS", "1000"))
+]
 N_PREDICT = int(os.environ.get("LOAD_PROBE_N_PREDICT", "64"))
 
 
@@ -107,20 +113,25 @@ def observe(model_dir: Path) -> Observed:
     with open(files[0], "rb") as f:
         layout = summarize([parse_gguf_header(f.read(8 << 20))])
     remote = tuple(RemoteFile(path=f"{QUANT}/{p.name}", size=p.stat().st_size) for p in files)
-    return Observed(host=collect_host(LinuxHost(), NoDocker()), layout=layout,
-                    inputs=LocalInputs(dockerfile_path="-", dockerfile_sha256="-"),
-                    model=ModelFact(repo="kimik3-demo/Kimi-K3-tiny-GGUF", revision=REV, quant=QUANT,
-                                    cache_dir="/models-cache", files=remote))
+    return Observed(
+        host=collect_host(LinuxHost(), NoDocker()),
+        layout=layout,
+        inputs=LocalInputs(dockerfile_path="-", dockerfile_sha256="-"),
+        model=ModelFact(
+            repo="kimik3-demo/Kimi-K3-tiny-GGUF", revision=REV, quant=QUANT, cache_dir="/models-cache", files=remote
+        ),
+    )
 
 
 def argv_for(observed: Observed, n_cpu_moe: int, load_mode: str) -> list[str]:
     loaded = parse_profile(profile_text(n_cpu_moe, load_mode), source="k3-load-proof.yaml")
     argv = list(render_launch(loaded.profile, observed, "native", "native").spec.command)
     mount = os.environ.get("LOAD_PROBE_MOUNT")  # a dry run: the cache folder that stands for /models
-    return [mount + a[len("/models"):] if mount and a.startswith("/models/") else a for a in argv]
+    return [mount + a[len("/models") :] if mount and a.startswith("/models/") else a for a in argv]
 
 
 # --- the server process ---------------------------------------------------------------------------------------
+
 
 def _proc_io(pid: int) -> int | None:
     try:
@@ -182,8 +193,9 @@ def _ggml_cuda_lib(pid: int) -> str | None:
 
 
 class Server:
-    def __init__(self, bindir: Path, argv: list[str], log: Path, env: dict[str, str] | None = None,
-                 deadline: float | None = None):
+    def __init__(
+        self, bindir: Path, argv: list[str], log: Path, env: dict[str, str] | None = None, deadline: float | None = None
+    ):
         self.bindir, self.argv, self.log, self.deadline = bindir, argv, log, deadline
         self.env = {**os.environ, "LD_LIBRARY_PATH": str(bindir), **(env or {})}
         self.process: subprocess.Popen | None = None
@@ -198,8 +210,13 @@ class Server:
         timeout_s = self.budget_s(timeout_s)
         t0 = time.monotonic()
         with open(self.log, "w") as out:  # the child keeps its own copy of the descriptor
-            self.process = subprocess.Popen([str(self.bindir / "llama-server"), *self.argv], cwd=self.bindir,
-                                            stdout=out, stderr=subprocess.STDOUT, env=self.env)
+            self.process = subprocess.Popen(
+                [str(self.bindir / "llama-server"), *self.argv],
+                cwd=self.bindir,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+            )
         pid = self.process.pid
         rchar0, first, lib, libllama, peak_rss, last_rchar = None, None, None, None, 0, 0
         while True:
@@ -216,8 +233,10 @@ class Server:
             if _healthy(self.url):
                 break
             if self.process.poll() is not None:
-                raise RuntimeError(f"llama-server exited {self.process.returncode} while loading; log {self.log}:\n"
-                                   + self.log.read_text()[-3000:])
+                raise RuntimeError(
+                    f"llama-server exited {self.process.returncode} while loading; log {self.log}:\n"
+                    + self.log.read_text()[-3000:]
+                )
             if now > timeout_s:
                 self.stop()
                 raise RuntimeError(f"llama-server not healthy after {timeout_s:.0f} s; log {self.log}")
@@ -227,22 +246,53 @@ class Server:
         pin = PATCH_LINE.search(text)
         host = HOST_BUFFER.search(text)
         read = READ_LINE.search(text)
-        return {"healthy_s": round(healthy, 3), "first_read_s": first["s"] if first else None,
-                "rss_at_first_read": first["rss"] if first else None,
-                "cpu_s_at_first_read": first["cpu_s"] if first else None,
-                "peak_rss": peak_rss, "rchar": last_rchar - (rchar0 or 0), "cpu_s": _cpu_s(pid),
-                "lib": lib, "host_buffer_mib": float(host.group(1)) if host else None,
-                "pin": ({"mib": float(pin.group(1)), "threads": int(pin.group(2)), "fault_s": float(pin.group(3)),
-                         "register_s": float(pin.group(4))} if pin else None),
-                "libllama": libllama,
-                "read": ({"tensors": int(read.group(1)), "mib": float(read.group(2)), "threads": int(read.group(3)),
-                          "s": float(read.group(4)), "gbps": float(read.group(5))} if read else None)}
+        return {
+            "healthy_s": round(healthy, 3),
+            "first_read_s": first["s"] if first else None,
+            "rss_at_first_read": first["rss"] if first else None,
+            "cpu_s_at_first_read": first["cpu_s"] if first else None,
+            "peak_rss": peak_rss,
+            "rchar": last_rchar - (rchar0 or 0),
+            "cpu_s": _cpu_s(pid),
+            "lib": lib,
+            "host_buffer_mib": float(host.group(1)) if host else None,
+            "pin": (
+                {
+                    "mib": float(pin.group(1)),
+                    "threads": int(pin.group(2)),
+                    "fault_s": float(pin.group(3)),
+                    "register_s": float(pin.group(4)),
+                }
+                if pin
+                else None
+            ),
+            "libllama": libllama,
+            "read": (
+                {
+                    "tensors": int(read.group(1)),
+                    "mib": float(read.group(2)),
+                    "threads": int(read.group(3)),
+                    "s": float(read.group(4)),
+                    "gbps": float(read.group(5)),
+                }
+                if read
+                else None
+            ),
+        }
 
     def complete(self, prompt: str, n_predict: int) -> dict:
-        body = {"prompt": prompt, "n_predict": n_predict, "temperature": 0, "seed": 42, "ignore_eos": True,
-                "cache_prompt": False, "return_tokens": True}
-        request = urllib.request.Request(f"{self.url}/completion", json.dumps(body).encode(),
-                                         {"Content-Type": "application/json"})
+        body = {
+            "prompt": prompt,
+            "n_predict": n_predict,
+            "temperature": 0,
+            "seed": 42,
+            "ignore_eos": True,
+            "cache_prompt": False,
+            "return_tokens": True,
+        }
+        request = urllib.request.Request(
+            f"{self.url}/completion", json.dumps(body).encode(), {"Content-Type": "application/json"}
+        )
         return json.loads(urllib.request.urlopen(request, timeout=self.budget_s(300)).read())
 
     def stop(self) -> float:
@@ -259,6 +309,7 @@ class Server:
 
 
 # --- the page cache -------------------------------------------------------------------------------------------
+
 
 def drop_cache(files: list[Path]) -> str:
     """Empty the page cache of the model: drop_caches (root on the GPU host), else per file (dev machine)."""
@@ -290,6 +341,7 @@ def preread(files: list[Path]) -> dict:
 
 # --- phases ---------------------------------------------------------------------------------------------------
 
+
 class Phase:
     def __init__(self, stock: Path, patched: Path, model_dir: Path, out: Path, name: str, read: Path | None = None):
         self.bins = {"stock": stock, "patched": patched, **({"read": read} if read else {})}
@@ -309,15 +361,30 @@ class Phase:
         row = {"phase": self.name, "at": time.strftime("%H:%M:%S"), **row}
         with open(self.out / "samples.jsonl", "a") as f:
             f.write(json.dumps(row) + "\n")
-        brief = {k: row.get(k) for k in ("kind", "config", "build", "load_mode", "cache", "round", "healthy_s",
-                                          "first_read_s", "downtime_s", "decode_tps", "prompt_tps")}
+        brief = {
+            k: row.get(k)
+            for k in (
+                "kind",
+                "config",
+                "build",
+                "load_mode",
+                "cache",
+                "round",
+                "healthy_s",
+                "first_read_s",
+                "downtime_s",
+                "decode_tps",
+                "prompt_tps",
+            )
+        }
         print(json.dumps({k: v for k, v in brief.items() if v is not None}), "pin:", row.get("pin"), flush=True)
 
     def server(self, build: str, n_cpu_moe: int, load_mode: str = "none", env: dict | None = None) -> Server:
         self.count += 1
         argv = argv_for(self.observed, n_cpu_moe, load_mode)
-        return Server(self.bins[build], argv, self.logs / f"{self.count:03d}-{self.name}-{build}.log", env,
-                      self.deadline)
+        return Server(
+            self.bins[build], argv, self.logs / f"{self.count:03d}-{self.name}-{build}.log", env, self.deadline
+        )
 
     def config(self, name: str) -> tuple[str, int, dict]:
         build, placement = name.split("-")[1], name.split("-")[0]
@@ -351,9 +418,13 @@ def generated_tokens(server: Server) -> dict:
 def tokens_and_speeds(server: Server) -> dict:
     """The tokens, then prompt and decode speed from llama-server's own timings of a second request."""
     timings = server.complete(PERF_PROMPT, N_PREDICT).get("timings", {})
-    return {**generated_tokens(server), "prompt_tokens": timings.get("prompt_n"),
-            "prompt_tps": timings.get("prompt_per_second"), "decode_tokens": timings.get("predicted_n"),
-            "decode_tps": timings.get("predicted_per_second")}
+    return {
+        **generated_tokens(server),
+        "prompt_tokens": timings.get("prompt_n"),
+        "prompt_tps": timings.get("prompt_per_second"),
+        "decode_tokens": timings.get("predicted_n"),
+        "decode_tps": timings.get("predicted_per_second"),
+    }
 
 
 def measure1(phase: Phase, rounds: int) -> None:
@@ -366,8 +437,17 @@ def measure1(phase: Phase, rounds: int) -> None:
                 return
             build, n_cpu_moe, env = phase.config(name)
             server = phase.server(build, n_cpu_moe, "none", env)
-            row = {"kind": "warm-load", "config": name, "build": build, "n_cpu_moe": n_cpu_moe, "load_mode": "none",
-                   "cache": "warm", "round": r, "cached_before": cached_share(phase.files), "argv": server.argv}
+            row = {
+                "kind": "warm-load",
+                "config": name,
+                "build": build,
+                "n_cpu_moe": n_cpu_moe,
+                "load_mode": "none",
+                "cache": "warm",
+                "round": r,
+                "cached_before": cached_share(phase.files),
+                "argv": server.argv,
+            }
             sample(phase, server, row, tokens_and_speeds)
         if phase.left_s() < 1.5 * (time.monotonic() - started) + 20:
             print(f"measure1: stopping after round {r}: {phase.left_s():.0f} s left in the call", flush=True)
@@ -390,9 +470,17 @@ def measure2(phase: Phase, rounds: int) -> None:
                         preread(phase.files)
                     before = cached_share(phase.files)
                     server = phase.server("patched", n_cpu_moe, mode)
-                    row = {"kind": "load-mode", "config": f"{label}-patched", "build": "patched",
-                           "n_cpu_moe": n_cpu_moe, "load_mode": mode, "cache": cache, "dropped_by": how,
-                           "round": r, "cached_before": before}
+                    row = {
+                        "kind": "load-mode",
+                        "config": f"{label}-patched",
+                        "build": "patched",
+                        "n_cpu_moe": n_cpu_moe,
+                        "load_mode": mode,
+                        "cache": cache,
+                        "dropped_by": how,
+                        "round": r,
+                        "cached_before": before,
+                    }
                     sample(phase, server, row)
             if phase.left_s() < 2.5 * (time.monotonic() - started) + 30:
                 print(f"measure2: load modes stop after {label} round {r}: {phase.left_s():.0f} s left", flush=True)
@@ -440,14 +528,24 @@ def reloads(phase: Phase, rounds: int) -> None:
                     print(f"measure2: out of time before the {how} reload of round {r}", flush=True)
                     return  # the finally below stops the server
                 dropped = drop_cache(phase.files)
-                row = {"kind": "reload", "config": "hybrid-patched", "build": "patched", "n_cpu_moe": hybrid,
-                       "load_mode": "none", "cache": how, "dropped_by": dropped, "round": r}
+                row = {
+                    "kind": "reload",
+                    "config": "hybrid-patched",
+                    "build": "patched",
+                    "n_cpu_moe": hybrid,
+                    "load_mode": "none",
+                    "cache": how,
+                    "dropped_by": dropped,
+                    "round": r,
+                }
                 old = swap(phase, old, row, lambda: phase.server("patched", hybrid))
             if phase.left_s() < 1.5 * (time.monotonic() - started) + 60:
                 print(f"measure2: reloads stop after round {r}: {phase.left_s():.0f} s left", flush=True)
                 break
     except Exception as exc:  # noqa: BLE001 - recorded, the table says what is missing
-        phase.record({"kind": "reload-error", "config": "hybrid-patched", "build": "patched", "error": str(exc)[-2000:]})
+        phase.record(
+            {"kind": "reload-error", "config": "hybrid-patched", "build": "patched", "error": str(exc)[-2000:]}
+        )
     finally:
         old.stop()
 
@@ -480,8 +578,17 @@ def measure3(phase: Phase, rounds: int) -> None:
             if cached_share(phase.files) < 0.99:
                 preread(phase.files)
             server = server3(phase, build, hybrid, READ_OFF if name == "hybrid-readoff" else None)
-            row = {"kind": "read-warm-load", "config": name, "build": build, "n_cpu_moe": hybrid, "load_mode": "none",
-                   "cache": "warm", "round": r, "cached_before": cached_share(phase.files), "argv": server.argv}
+            row = {
+                "kind": "read-warm-load",
+                "config": name,
+                "build": build,
+                "n_cpu_moe": hybrid,
+                "load_mode": "none",
+                "cache": "warm",
+                "round": r,
+                "cached_before": cached_share(phase.files),
+                "argv": server.argv,
+            }
             sample(phase, server, row, generated_tokens)
         # the reloads need about as long again per round: keep half of what is left for them
         if phase.left_s() < 3 * (time.monotonic() - started) + 60:
@@ -503,8 +610,16 @@ def read_reloads(phase: Phase, rounds: int) -> None:
                     print(f"measure3: out of time before the {build} {how} reload of round {r}", flush=True)
                     return  # the finally below stops the server
                 dropped = drop_cache(phase.files)
-                row = {"kind": "read-reload", "config": f"hybrid-{build}", "build": build, "n_cpu_moe": hybrid,
-                       "load_mode": "none", "cache": how, "dropped_by": dropped, "round": r}
+                row = {
+                    "kind": "read-reload",
+                    "config": f"hybrid-{build}",
+                    "build": build,
+                    "n_cpu_moe": hybrid,
+                    "load_mode": "none",
+                    "cache": how,
+                    "dropped_by": dropped,
+                    "round": r,
+                }
                 old = swap(phase, old, row, lambda b=build: server3(phase, b, hybrid))
             if phase.left_s() < 1.3 * (time.monotonic() - started) + 30:
                 print(f"measure3: reloads stop after round {r}: {phase.left_s():.0f} s left", flush=True)
@@ -517,6 +632,7 @@ def read_reloads(phase: Phase, rounds: int) -> None:
 
 # --- the table ------------------------------------------------------------------------------------------------
 
+
 def _median(rows: list[dict], key: str) -> float | None:
     values = [r[key] for r in rows if r.get(key) is not None]
     return round(statistics.median(values), 3) if values else None
@@ -528,38 +644,79 @@ def summarize_samples(rows: list[dict]) -> dict:
     for row in rows:
         key = f"{row['kind']}/{row['config']}/{row.get('load_mode', 'none')}/{row.get('cache', 'warm')}"
         groups.setdefault(key, []).append(row)
-    medians = {key: {"n": len(g), "healthy_s": _median(g, "healthy_s"), "first_read_s": _median(g, "first_read_s"),
-                     "downtime_s": _median(g, "downtime_s"), "decode_tps": _median(g, "decode_tps"),
-                     "prompt_tps": _median(g, "prompt_tps"), "preread_s": _median(g, "preread_s"),
-                     "fault_s": _median([r["pin"] for r in g if r.get("pin")], "fault_s"),
-                     "register_s": _median([r["pin"] for r in g if r.get("pin")], "register_s")}
-               for key, g in sorted(groups.items())}
+    medians = {
+        key: {
+            "n": len(g),
+            "healthy_s": _median(g, "healthy_s"),
+            "first_read_s": _median(g, "first_read_s"),
+            "downtime_s": _median(g, "downtime_s"),
+            "decode_tps": _median(g, "decode_tps"),
+            "prompt_tps": _median(g, "prompt_tps"),
+            "preread_s": _median(g, "preread_s"),
+            "fault_s": _median([r["pin"] for r in g if r.get("pin")], "fault_s"),
+            "register_s": _median([r["pin"] for r in g if r.get("pin")], "register_s"),
+        }
+        for key, g in sorted(groups.items())
+    }
 
     def ratio(name: str, num: str, den: str, field: str) -> dict:
         a, b = medians.get(num, {}).get(field), medians.get(den, {}).get(field)
-        return {"name": name, "numerator": num, "denominator": den, "field": field,
-                "value": round(a / b, 3) if a and b else None}
+        return {
+            "name": name,
+            "numerator": num,
+            "denominator": den,
+            "field": field,
+            "value": round(a / b, 3) if a and b else None,
+        }
 
     w = "warm-load/{}/none/warm"
     ratios = [
         ratio("hybrid / all-GPU load, stock", w.format("hybrid-stock"), w.format("gpu-stock"), "healthy_s"),
         ratio("hybrid / all-GPU load, patched", w.format("hybrid-patched"), w.format("gpu-patched"), "healthy_s"),
         ratio("hybrid load patched / stock", w.format("hybrid-patched"), w.format("hybrid-stock"), "healthy_s"),
-        ratio("hybrid patched without MADV_HUGEPAGE / with", w.format("hybrid-patched-nohuge"),
-              w.format("hybrid-patched"), "healthy_s"),
+        ratio(
+            "hybrid patched without MADV_HUGEPAGE / with",
+            w.format("hybrid-patched-nohuge"),
+            w.format("hybrid-patched"),
+            "healthy_s",
+        ),
         ratio("all-GPU load patched / stock", w.format("gpu-patched"), w.format("gpu-stock"), "healthy_s"),
-        ratio("hybrid decode tok/s patched / stock", w.format("hybrid-patched"), w.format("hybrid-stock"), "decode_tps"),
-        ratio("hybrid prompt tok/s patched / stock", w.format("hybrid-patched"), w.format("hybrid-stock"), "prompt_tps"),
-        ratio("hybrid load dio / none, cold", "load-mode/hybrid-patched/dio/cold", "load-mode/hybrid-patched/none/cold",
-              "healthy_s"),
-        ratio("hybrid load dio / none, warm", "load-mode/hybrid-patched/dio/warm", "load-mode/hybrid-patched/none/warm",
-              "healthy_s"),
-        ratio("all-GPU load dio / none, cold", "load-mode/gpu-patched/dio/cold", "load-mode/gpu-patched/none/cold",
-              "healthy_s"),
-        ratio("all-GPU load dio / none, warm", "load-mode/gpu-patched/dio/warm", "load-mode/gpu-patched/none/warm",
-              "healthy_s"),
-        ratio("pre-read reload / cold reload (downtime)", "reload/hybrid-patched/none/preread",
-              "reload/hybrid-patched/none/cold", "downtime_s"),
+        ratio(
+            "hybrid decode tok/s patched / stock", w.format("hybrid-patched"), w.format("hybrid-stock"), "decode_tps"
+        ),
+        ratio(
+            "hybrid prompt tok/s patched / stock", w.format("hybrid-patched"), w.format("hybrid-stock"), "prompt_tps"
+        ),
+        ratio(
+            "hybrid load dio / none, cold",
+            "load-mode/hybrid-patched/dio/cold",
+            "load-mode/hybrid-patched/none/cold",
+            "healthy_s",
+        ),
+        ratio(
+            "hybrid load dio / none, warm",
+            "load-mode/hybrid-patched/dio/warm",
+            "load-mode/hybrid-patched/none/warm",
+            "healthy_s",
+        ),
+        ratio(
+            "all-GPU load dio / none, cold",
+            "load-mode/gpu-patched/dio/cold",
+            "load-mode/gpu-patched/none/cold",
+            "healthy_s",
+        ),
+        ratio(
+            "all-GPU load dio / none, warm",
+            "load-mode/gpu-patched/dio/warm",
+            "load-mode/gpu-patched/none/warm",
+            "healthy_s",
+        ),
+        ratio(
+            "pre-read reload / cold reload (downtime)",
+            "reload/hybrid-patched/none/preread",
+            "reload/hybrid-patched/none/cold",
+            "downtime_s",
+        ),
     ]
     hybrid = [r for r in rows if r["kind"] == "warm-load" and r["config"].startswith("hybrid") and r.get("tokens")]
     token_sets = {json.dumps(r["tokens"]) for r in hybrid}
@@ -567,33 +724,61 @@ def summarize_samples(rows: list[dict]) -> dict:
         "tokens_identical": len(token_sets) == 1 and len(hybrid) >= 2,
         "token_samples": {c: sum(1 for r in hybrid if r["config"] == c) for c in sorted({r["config"] for r in hybrid})},
         "tokens": hybrid[0]["tokens"] if hybrid else None,
-        "patch_logged_only_by_patched": all((r.get("pin") is not None) == (r["build"] in ("patched", "read"))
-                                            for r in rows if r.get("n_cpu_moe") and r.get("healthy_s") and not DRY),
+        "patch_logged_only_by_patched": all(
+            (r.get("pin") is not None) == (r["build"] in ("patched", "read"))
+            for r in rows
+            if r.get("n_cpu_moe") and r.get("healthy_s") and not DRY
+        ),
         "libs": sorted({f"{r['build']}: {r.get('lib')}" for r in rows}),
     }
     if any(r["kind"].startswith("read-") for r in rows):  # measure3 ran: the read patch's ratios and checks
         m3 = "read-warm-load/{}/none/warm"
         reload3 = "read-reload/{}/none/{}"
         ratios += [
-            ratio("hybrid warm load read-patch / pin-only", m3.format("hybrid-read"), m3.format("hybrid-patched"),
-                  "healthy_s"),
-            ratio("pre-read reload / cold reload, read patch", reload3.format("hybrid-read", "preread"),
-                  reload3.format("hybrid-read", "cold"), "downtime_s"),
-            ratio("pre-read reload / cold reload, pin-only (measure3)", reload3.format("hybrid-patched", "preread"),
-                  reload3.format("hybrid-patched", "cold"), "downtime_s"),
-            ratio("pre-read reload downtime read-patch / pin-only", reload3.format("hybrid-read", "preread"),
-                  reload3.format("hybrid-patched", "preread"), "downtime_s"),
-            ratio("cold reload downtime read-patch / pin-only", reload3.format("hybrid-read", "cold"),
-                  reload3.format("hybrid-patched", "cold"), "downtime_s"),
+            ratio(
+                "hybrid warm load read-patch / pin-only",
+                m3.format("hybrid-read"),
+                m3.format("hybrid-patched"),
+                "healthy_s",
+            ),
+            ratio(
+                "pre-read reload / cold reload, read patch",
+                reload3.format("hybrid-read", "preread"),
+                reload3.format("hybrid-read", "cold"),
+                "downtime_s",
+            ),
+            ratio(
+                "pre-read reload / cold reload, pin-only (measure3)",
+                reload3.format("hybrid-patched", "preread"),
+                reload3.format("hybrid-patched", "cold"),
+                "downtime_s",
+            ),
+            ratio(
+                "pre-read reload downtime read-patch / pin-only",
+                reload3.format("hybrid-read", "preread"),
+                reload3.format("hybrid-patched", "preread"),
+                "downtime_s",
+            ),
+            ratio(
+                "cold reload downtime read-patch / pin-only",
+                reload3.format("hybrid-read", "cold"),
+                reload3.format("hybrid-patched", "cold"),
+                "downtime_s",
+            ),
         ]
         warm3 = [r for r in rows if r["kind"] == "read-warm-load" and r.get("tokens")]
         read_rows = [r for r in rows if r["kind"].startswith("read-") and r.get("healthy_s")]
         checks["read_patch"] = {
             "tokens_identical": len({json.dumps(r["tokens"]) for r in warm3}) == 1 and len(warm3) >= 2,
-            "token_samples": {c: sum(1 for r in warm3 if r["config"] == c) for c in sorted({r["config"] for r in warm3})},
+            "token_samples": {
+                c: sum(1 for r in warm3 if r["config"] == c) for c in sorted({r["config"] for r in warm3})
+            },
             # the patch's log line (seen only when the server's verbosity shows it) never where the patch is off
-            "read_line_where_off": [r["config"] for r in read_rows if r.get("read")
-                                    and (r["build"] != "read" or r["config"] == "hybrid-readoff")],
+            "read_line_where_off": [
+                r["config"]
+                for r in read_rows
+                if r.get("read") and (r["build"] != "read" or r["config"] == "hybrid-readoff")
+            ],
             "read_lines_seen": sum(1 for r in read_rows if r.get("read")),
             "read_lines": [r["read"] for r in read_rows if r.get("read")][:12],
             "libllama": sorted({f"{r['build']}: {r.get('libllama')}" for r in read_rows}),
@@ -608,25 +793,46 @@ def table(out: Path) -> None:
     for name in ("enabled", "defrag"):
         p = Path(f"/sys/kernel/mm/transparent_hugepage/{name}")
         host[f"thp_{name}"] = p.read_text().strip() if p.exists() else None
-    model = {"files": [f.name for f in shards(Path(sys.argv[4]))] if len(sys.argv) > 4 else None,
-             "bytes": sum(f.stat().st_size for f in shards(Path(sys.argv[4]))) if len(sys.argv) > 4 else None}
-    (out / "load-h200.json").write_text(json.dumps({"host": host, "model": model, **summary, "samples": rows},
-                                                   indent=1))
-    print(f"{'group':<46} {'n':>2} {'load s':>8} {'1st read':>8} {'downtime':>8} {'decode':>8} {'prompt':>8} "
-          f"{'fault s':>7} {'reg s':>6}")
+    model = {
+        "files": [f.name for f in shards(Path(sys.argv[4]))] if len(sys.argv) > 4 else None,
+        "bytes": sum(f.stat().st_size for f in shards(Path(sys.argv[4]))) if len(sys.argv) > 4 else None,
+    }
+    (out / "load-h200.json").write_text(
+        json.dumps({"host": host, "model": model, **summary, "samples": rows}, indent=1)
+    )
+    print(
+        f"{'group':<46} {'n':>2} {'load s':>8} {'1st read':>8} {'downtime':>8} {'decode':>8} {'prompt':>8} "
+        f"{'fault s':>7} {'reg s':>6}"
+    )
     for key, m in summary["medians"].items():
-        cells = [m[k] for k in ("healthy_s", "first_read_s", "downtime_s", "decode_tps", "prompt_tps",
-                                "fault_s", "register_s")]
+        cells = [
+            m[k]
+            for k in ("healthy_s", "first_read_s", "downtime_s", "decode_tps", "prompt_tps", "fault_s", "register_s")
+        ]
         print(f"{key:<46} {m['n']:>2} " + " ".join(f"{'-' if c is None else c:>8}" for c in cells))
     for r in summary["ratios"]:
         print(f"{r['name']:<46} {'-' if r['value'] is None else r['value']}")
-    print(json.dumps(summary["checks"]["token_samples"]), "tokens identical:", summary["checks"]["tokens_identical"],
-          "| patch log only in patched:", summary["checks"]["patch_logged_only_by_patched"])
+    print(
+        json.dumps(summary["checks"]["token_samples"]),
+        "tokens identical:",
+        summary["checks"]["tokens_identical"],
+        "| patch log only in patched:",
+        summary["checks"]["patch_logged_only_by_patched"],
+    )
     if "read_patch" in summary["checks"]:
         read = summary["checks"]["read_patch"]
-        print("read patch:", json.dumps(read["token_samples"]), "tokens identical:", read["tokens_identical"],
-              "| read log lines:", read["read_lines_seen"], "where off:", read["read_line_where_off"], "|",
-              read["read_lines"][:2])
+        print(
+            "read patch:",
+            json.dumps(read["token_samples"]),
+            "tokens identical:",
+            read["tokens_identical"],
+            "| read log lines:",
+            read["read_lines_seen"],
+            "where off:",
+            read["read_line_where_off"],
+            "|",
+            read["read_lines"][:2],
+        )
 
 
 def write_model(out_dir: Path) -> None:

@@ -36,8 +36,9 @@ from kimik3_reconciler.verify.checks import Server
 
 
 class NativeRunner:
-    def __init__(self, bindir: Path, observed: Observed, state: StatePort, logdir: Path,
-                 ready_timeout_s: float = 300.0):
+    def __init__(
+        self, bindir: Path, observed: Observed, state: StatePort, logdir: Path, ready_timeout_s: float = 300.0
+    ):
         self.bindir, self.observed, self.state, self.logdir = bindir, observed, state, logdir
         self.ready_timeout_s = ready_timeout_s
         self.process: subprocess.Popen | None = None
@@ -68,8 +69,9 @@ class NativeRunner:
         started = time.monotonic()
         log = open(self.logdir / f"server-{len(self.loads):02d}.log", "w")
         env = {**os.environ, "LD_LIBRARY_PATH": f"{self.bindir}:{os.environ.get('LD_LIBRARY_PATH', '')}"}
-        self.process = subprocess.Popen([str(self.bindir / "llama-server"), *argv], cwd=self.bindir,
-                                        stdout=log, stderr=subprocess.STDOUT, env=env)
+        self.process = subprocess.Popen(
+            [str(self.bindir / "llama-server"), *argv], cwd=self.bindir, stdout=log, stderr=subprocess.STDOUT, env=env
+        )
         self.argv = argv
         url = self.base_url(loaded)
         while not _healthy(url):
@@ -83,13 +85,15 @@ class NativeRunner:
             time.sleep(0.1)
         healthy = time.monotonic() - started
         _verify(url)
-        self.loads.append({"argv": argv, "healthy_s": round(healthy, 2),
-                           "verified_s": round(time.monotonic() - started, 2)})
+        self.loads.append(
+            {"argv": argv, "healthy_s": round(healthy, 2), "verified_s": round(time.monotonic() - started, 2)}
+        )
 
     def measure(self, loaded: LoadedProfile, settings: BenchSettings) -> tuple[BenchRun, str]:
         assert self.argv is not None, "measure after converge"
-        levels = sweep_levels(HttpLoad(), Server(self.base_url(loaded), None), settings,
-                              engine_for(loaded.profile.engine).series)
+        levels = sweep_levels(
+            HttpLoad(), Server(self.base_url(loaded), None), settings, engine_for(loaded.profile.engine).series
+        )
         fingerprint = hashlib.sha256(json.dumps(self.argv).encode()).hexdigest()[:16]
         serve = loaded.profile.serve
         knobs = {"serve.n_cpu_moe": serve.n_cpu_moe, "serve.ubatch": serve.ubatch, "serve.parallel": serve.parallel}
@@ -99,8 +103,9 @@ class NativeRunner:
 
     def warm_up(self, loaded: LoadedProfile, settings: BenchSettings) -> None:
         assert self.argv is not None, "warm up after converge"
-        sweep_levels(HttpLoad(), Server(self.base_url(loaded), None), settings,
-                     engine_for(loaded.profile.engine).series)  # thrown away
+        sweep_levels(
+            HttpLoad(), Server(self.base_url(loaded), None), settings, engine_for(loaded.profile.engine).series
+        )  # thrown away
 
     def settle(self, loaded: LoadedProfile) -> None:
         self.converge(loaded)

@@ -43,10 +43,14 @@ def _server(bindir: Path, observed, log: Path, env: dict | None = None, extra: t
 
 
 def tokens_check(bins: dict[str, Path], observed, out: Path) -> dict:
-    cases = {"stock": ("stock", None), "read": ("read", None), "read-off": ("read", {"KIMIK3_PARALLEL_READ": "0"}),
-             "read-1-thread": ("read", {"KIMIK3_PARALLEL_READ_THREADS": "1"}),
-             "read-5-threads": ("read", {"KIMIK3_PARALLEL_READ_THREADS": "5"}),
-             "read-check-tensors": ("read", None)}
+    cases = {
+        "stock": ("stock", None),
+        "read": ("read", None),
+        "read-off": ("read", {"KIMIK3_PARALLEL_READ": "0"}),
+        "read-1-thread": ("read", {"KIMIK3_PARALLEL_READ_THREADS": "1"}),
+        "read-5-threads": ("read", {"KIMIK3_PARALLEL_READ_THREADS": "5"}),
+        "read-check-tensors": ("read", None),
+    }
     got = {}
     for name, (build, env) in cases.items():
         extra = ("--check-tensors",) if name.endswith("check-tensors") else ()
@@ -57,13 +61,26 @@ def tokens_check(bins: dict[str, Path], observed, out: Path) -> dict:
             got[name] = {"tokens": reply.get("tokens"), "read": load.get("read"), "healthy_s": load["healthy_s"]}
         finally:
             server.stop()
-        print(name, json.dumps({k: v for k, v in got[name].items() if k != "tokens"}),
-              (got[name]["tokens"] or [])[:8], flush=True)
+        print(
+            name,
+            json.dumps({k: v for k, v in got[name].items() if k != "tokens"}),
+            (got[name]["tokens"] or [])[:8],
+            flush=True,
+        )
     sets = {json.dumps(v["tokens"]) for v in got.values()}
-    paths_ok = (got["stock"]["read"] is None and got["read-off"]["read"] is None and got["read"]["read"] is not None
-                and got["read-1-thread"]["read"]["threads"] == 1 and got["read-5-threads"]["read"]["threads"] == 5)
-    return {"identical": len(sets) == 1 and all(v["tokens"] for v in got.values()), "paths_as_expected": paths_ok,
-            "n_tokens": len(got["stock"]["tokens"] or []), "runs": got}
+    paths_ok = (
+        got["stock"]["read"] is None
+        and got["read-off"]["read"] is None
+        and got["read"]["read"] is not None
+        and got["read-1-thread"]["read"]["threads"] == 1
+        and got["read-5-threads"]["read"]["threads"] == 5
+    )
+    return {
+        "identical": len(sets) == 1 and all(v["tokens"] for v in got.values()),
+        "paths_as_expected": paths_ok,
+        "n_tokens": len(got["stock"]["tokens"] or []),
+        "runs": got,
+    }
 
 
 def _copy_model(model_dir: Path, work: Path) -> tuple[Path, list[str]]:
@@ -90,15 +107,25 @@ def invalid_data_check(bindir: Path, model_dir: Path, out: Path, name: str) -> d
     log = out / f"invalid-{name}.log"
     try:
         with open(log, "w") as f:
-            done = subprocess.run([str(bindir / "llama-server"), *argv, "--check-tensors"], stdout=f,
-                                  stderr=subprocess.STDOUT, env={**os.environ, "LD_LIBRARY_PATH": str(bindir)},
-                                  cwd=bindir, timeout=120, check=False)
+            done = subprocess.run(
+                [str(bindir / "llama-server"), *argv, "--check-tensors"],
+                stdout=f,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "LD_LIBRARY_PATH": str(bindir)},
+                cwd=bindir,
+                timeout=120,
+                check=False,
+            )
     finally:
         shutil.rmtree(copy.parent, ignore_errors=True)
     text = log.read_text(errors="replace")
     wanted = f"tensor '{tensor.name}' has invalid data"
-    return {"ok": done.returncode > 0 and wanted in text, "rc": done.returncode, "tensor": tensor.name,
-            "error_lines": [line for line in text.splitlines() if "invalid data" in line][:4]}
+    return {
+        "ok": done.returncode > 0 and wanted in text,
+        "rc": done.returncode,
+        "tensor": tensor.name,
+        "error_lines": [line for line in text.splitlines() if "invalid data" in line][:4],
+    }
 
 
 def truncated_check(bindir: Path, model_dir: Path, out: Path, name: str, env: dict | None = None) -> dict:
@@ -108,8 +135,9 @@ def truncated_check(bindir: Path, model_dir: Path, out: Path, name: str, env: di
     log = out / f"truncated-{name}.log"
     envs = {**os.environ, "LD_LIBRARY_PATH": str(bindir), **(env or {})}
     with open(log, "w") as f:
-        process = subprocess.Popen([str(bindir / "llama-server"), *argv], stdout=f, stderr=subprocess.STDOUT,
-                                   env=envs, cwd=bindir)
+        process = subprocess.Popen(
+            [str(bindir / "llama-server"), *argv], stdout=f, stderr=subprocess.STDOUT, env=envs, cwd=bindir
+        )
     stopped_at = None
     deadline = time.monotonic() + 60
     try:
@@ -134,8 +162,12 @@ def truncated_check(bindir: Path, model_dir: Path, out: Path, name: str, env: di
         shutil.rmtree(copy.parent, ignore_errors=True)
     text = log.read_text(errors="replace")
     errors = [line for line in text.splitlines() if "error loading model" in line]
-    ok = (stopped_at is not None and rc is not None and rc > 0  # an error exit, not a signal (crash)
-          and "unexpectedly reached end of file" in text)
+    ok = (
+        stopped_at is not None
+        and rc is not None
+        and rc > 0  # an error exit, not a signal (crash)
+        and "unexpectedly reached end of file" in text
+    )
     return {"ok": ok, "rc": rc, "stopped_before_read": stopped_at is not None, "error_lines": errors[:6]}
 
 
@@ -155,8 +187,12 @@ def warm_loads(bins: dict[str, Path], observed, files: list[Path], out: Path) ->
             if load.get("read"):
                 reads.append(load["read"])
     med = {k: round(statistics.median(v), 3) for k, v in samples.items()}
-    return {"samples": samples, "median_s": med, "ratio_read_over_stock": round(med["read"] / med["stock"], 3),
-            "read_lines": reads}
+    return {
+        "samples": samples,
+        "median_s": med,
+        "ratio_read_over_stock": round(med["read"] / med["stock"], 3),
+        "read_lines": reads,
+    }
 
 
 def main() -> None:
@@ -166,35 +202,59 @@ def main() -> None:
     files = lp.shards(model_dir)
     observed = lp.observe(model_dir)
     lp.preread(files)
-    result = {"model": {"files": [f.name for f in files], "bytes": sum(f.stat().st_size for f in files)},
-              "nproc": os.cpu_count()}
+    result = {
+        "model": {"files": [f.name for f in files], "bytes": sum(f.stat().st_size for f in files)},
+        "nproc": os.cpu_count(),
+    }
     result["tokens"] = tokens_check(bins, observed, out)
-    result["truncated"] = {"stock": truncated_check(stock, model_dir, out, "stock"),
-                           "read": truncated_check(read, model_dir, out, "read")}
-    result["invalid"] = {"stock": invalid_data_check(stock, model_dir, out, "stock"),
-                         "read": invalid_data_check(read, model_dir, out, "read")}
+    result["truncated"] = {
+        "stock": truncated_check(stock, model_dir, out, "stock"),
+        "read": truncated_check(read, model_dir, out, "read"),
+    }
+    result["invalid"] = {
+        "stock": invalid_data_check(stock, model_dir, out, "stock"),
+        "read": invalid_data_check(read, model_dir, out, "read"),
+    }
     result["warm"] = warm_loads(bins, observed, files, out)
     (out / "read-patch-check.json").write_text(json.dumps(result, indent=1))
     t, w = result["tokens"], result["warm"]
-    print(f"\n(a) 64 greedy tokens identical over {', '.join(t['runs'])}: {t['identical']} "
-          f"(read path taken exactly where expected: {t['paths_as_expected']})")
+    print(
+        f"\n(a) 64 greedy tokens identical over {', '.join(t['runs'])}: {t['identical']} "
+        f"(read path taken exactly where expected: {t['paths_as_expected']})"
+    )
     for name, r in result["truncated"].items():
-        print(f"(b) last shard cut to half during the load, {name}: clean failure {r['ok']} (exit {r['rc']}): "
-              f"{r['error_lines'][-1] if r['error_lines'] else '-'}")
+        print(
+            f"(b) last shard cut to half during the load, {name}: clean failure {r['ok']} (exit {r['rc']}): "
+            f"{r['error_lines'][-1] if r['error_lines'] else '-'}"
+        )
     for name, r in result["invalid"].items():
-        print(f"(b) a NaN in {r['tensor']}, --check-tensors, {name}: clean failure {r['ok']} (exit {r['rc']}): "
-              f"{r['error_lines'][0] if r['error_lines'] else '-'}")
-    print(f"(c) warm load, {ROUNDS} a side alternating, model {result['model']['bytes'] / 1e9:.2f} GB, "
-          f"{result['nproc']} cores:")
+        print(
+            f"(b) a NaN in {r['tensor']}, --check-tensors, {name}: clean failure {r['ok']} (exit {r['rc']}): "
+            f"{r['error_lines'][0] if r['error_lines'] else '-'}"
+        )
+    print(
+        f"(c) warm load, {ROUNDS} a side alternating, model {result['model']['bytes'] / 1e9:.2f} GB, "
+        f"{result['nproc']} cores:"
+    )
     print("| build | median s | samples |\n|---|---|---|")
     for build in ("stock", "read"):
         print(f"| {build} | {w['median_s'][build]} | {', '.join(str(s) for s in w['samples'][build])} |")
     print(f"| read / stock | {w['ratio_read_over_stock']} | |")
     if w["read_lines"]:
-        print("read patch's own line (median s):", statistics.median(x["s"] for x in w["read_lines"]),
-              "threads", w["read_lines"][0]["threads"], "GB/s", statistics.median(x["gbps"] for x in w["read_lines"]))
-    ok = (t["identical"] and t["paths_as_expected"] and all(r["ok"] for r in result["truncated"].values())
-          and all(r["ok"] for r in result["invalid"].values()))
+        print(
+            "read patch's own line (median s):",
+            statistics.median(x["s"] for x in w["read_lines"]),
+            "threads",
+            w["read_lines"][0]["threads"],
+            "GB/s",
+            statistics.median(x["gbps"] for x in w["read_lines"]),
+        )
+    ok = (
+        t["identical"]
+        and t["paths_as_expected"]
+        and all(r["ok"] for r in result["truncated"].values())
+        and all(r["ok"] for r in result["invalid"].values())
+    )
     sys.exit(0 if ok else 1)
 
 

@@ -33,22 +33,32 @@ def main() -> None:
     host = collect_host(LinuxHost())
     q = profile.model.quant
     files = tuple(RemoteFile(path=f"{q}/{p.name}", size=p.stat().st_size) for p in sorted(tiny.glob("*.gguf")))
-    model = ModelFact(repo=profile.model.repo, revision=profile.model.revision, quant=q,
-                      cache_dir=profile.model.cache_dir, files=files)
+    model = ModelFact(
+        repo=profile.model.repo,
+        revision=profile.model.revision,
+        quant=q,
+        cache_dir=profile.model.cache_dir,
+        files=files,
+    )
     draft = sys.argv[3] if len(sys.argv) > 3 else None
     inputs = LocalInputs(dockerfile_path="Dockerfile.llamacpp", dockerfile_sha256="-", draft_model=draft)
     observed = Observed(host=host, inputs=inputs, model=model)
     image = render_image_build(profile, observed)
     launch = render_launch(profile, observed, image.tag, image.fingerprint)
     exporter = render_exporter(Desired(profile, image, launch), observed)
-    print(json.dumps({
-        "host": host.model_dump(),
-        "cmake_args": list(cmake_configure_args(profile, host)),
-        "argv": list(launch.spec.command),
-        "mounts": [[m.source, m.target] for m in launch.spec.mounts],
-        "health_url": launch.health_url,
-        "exporter": exporter.to_json() if exporter is not None else None,
-    }, indent=1))
+    print(
+        json.dumps(
+            {
+                "host": host.model_dump(),
+                "cmake_args": list(cmake_configure_args(profile, host)),
+                "argv": list(launch.spec.command),
+                "mounts": [[m.source, m.target] for m in launch.spec.mounts],
+                "health_url": launch.health_url,
+                "exporter": exporter.to_json() if exporter is not None else None,
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -75,12 +75,15 @@ gate:
 """
 FAST = os.environ.get("TUNE_FAST") == "1"  # the CPU dry run: short prompts, 2x2 spaces
 SPACES = {
-    "1": {"n_cpu_moe": (4, 16), "ubatch": (512, 4096)} if FAST else
-         {"n_cpu_moe": (4, 10, 16, 22), "ubatch": (512, 1024, 2048, 4096)},
-    "2": {"ubatch": (512, 4096), "parallel": (2, 4)} if FAST else
-         {"ubatch": (512, 1024, 2048, 4096), "parallel": (2, 3, 4)},
-    "3": {"ubatch": (256, 4096), "parallel": (1, 2, 4)} if FAST else
-         {"ubatch": (256, 512, 1024, 4096), "parallel": (1, 2, 3, 4)},
+    "1": {"n_cpu_moe": (4, 16), "ubatch": (512, 4096)}
+    if FAST
+    else {"n_cpu_moe": (4, 10, 16, 22), "ubatch": (512, 1024, 2048, 4096)},
+    "2": {"ubatch": (512, 4096), "parallel": (2, 4)}
+    if FAST
+    else {"ubatch": (512, 1024, 2048, 4096), "parallel": (2, 3, 4)},
+    "3": {"ubatch": (256, 4096), "parallel": (1, 2, 4)}
+    if FAST
+    else {"ubatch": (256, 512, 1024, 4096), "parallel": (1, 2, 3, 4)},
 }
 # spaces 2 and 3: + ",decode>=FLOOR", the floor set from the space's own grid (floor_of)
 GOALS = {"1": "aggregate@4", "2": "ttft-p95@4", "3": "ttft-p95@4"}
@@ -111,10 +114,14 @@ def observe(model: Path) -> Observed:
     with open(model, "rb") as f:
         layout = summarize([parse_gguf_header(f.read(8 << 20))])
     files = (RemoteFile(path=f"UD-SYNTH/{model.name}", size=model.stat().st_size),)
-    return Observed(host=collect_host(RecordedGpuHost() if CPU else LinuxHost(), NoDocker()), layout=layout,
-                    inputs=LocalInputs(dockerfile_path="-", dockerfile_sha256="-"),
-                    model=ModelFact(repo="kimik3-demo/Kimi-K3-tiny-GGUF", revision=REV, quant="UD-SYNTH",
-                                    cache_dir="/models-cache", files=files))
+    return Observed(
+        host=collect_host(RecordedGpuHost() if CPU else LinuxHost(), NoDocker()),
+        layout=layout,
+        inputs=LocalInputs(dockerfile_path="-", dockerfile_sha256="-"),
+        model=ModelFact(
+            repo="kimik3-demo/Kimi-K3-tiny-GGUF", revision=REV, quant="UD-SYNTH", cache_dir="/models-cache", files=files
+        ),
+    )
 
 
 def knob_key(knobs: dict) -> str:
@@ -159,9 +166,11 @@ def goal_of(space_id: str, out: Path) -> Goal:
         return parse_goal(GOALS[space_id])
     summary_file = out / f"grid{space_id}-summary.json"
     if not summary_file.is_file():  # the grid was cut at its bound: the floor comes from its finished grid
-        raise SystemExit(f"space {space_id}'s goal needs {summary_file} (the floor): grid{space_id} has not "
-                         f"finished; name grid{space_id} again in the next call (it resumes row by row), then "
-                         f"tune{space_id}")
+        raise SystemExit(
+            f"space {space_id}'s goal needs {summary_file} (the floor): grid{space_id} has not "
+            f"finished; name grid{space_id} again in the next call (it resumes row by row), then "
+            f"tune{space_id}"
+        )
     summary = json.loads(summary_file.read_text())
     return parse_goal(f"{GOALS[space_id]},decode>={summary['floor']}")
 
@@ -190,34 +199,51 @@ def main() -> None:
     state = StateFiles(Path("/tmp/tune-state") / phase)
     runner = NativeRunner(bindir, observed, state, logs)
     argv = runner.argv_for(loaded)
-    written = {"n_cpu_moe": loaded.profile.serve.n_cpu_moe, "ubatch": int(argv[argv.index("--ubatch-size") + 1]),
-               "parallel": loaded.profile.serve.parallel}
+    written = {
+        "n_cpu_moe": loaded.profile.serve.n_cpu_moe,
+        "ubatch": int(argv[argv.index("--ubatch-size") + 1]),
+        "parallel": loaded.profile.serve.parallel,
+    }
     baseline_knobs = {k: written[k] for k in space}
     print(f"{phase}: space {space}; baseline {baseline_knobs}; argv {' '.join(argv)}", flush=True)
     slot_tokens = PROMPT_TOKENS + OUTPUT_TOKENS
     concurrency = int(GOALS[space_id].split("@")[1].split(",")[0])
     short = with_settings(base, parse_goal(f"aggregate@{concurrency}"), SHORT_PROMPTS, 1)
     long = with_settings(base, parse_goal(f"aggregate@{concurrency}"), LONG_PROMPTS, 1)
-    settings = {"prompt_tokens": PROMPT_TOKENS, "output_tokens": OUTPUT_TOKENS, "long_requests": long.requests(),
-                "repeats": REPEATS, "rounds": ROUNDS, "finalists": FINALISTS,
-                "warm_up_requests": warm_up_settings(short).requests(),
-                "warm_up_output_tokens": warm_up_settings(short).output_tokens}
+    settings = {
+        "prompt_tokens": PROMPT_TOKENS,
+        "output_tokens": OUTPUT_TOKENS,
+        "long_requests": long.requests(),
+        "repeats": REPEATS,
+        "rounds": ROUNDS,
+        "finalists": FINALISTS,
+        "warm_up_requests": warm_up_settings(short).requests(),
+        "warm_up_output_tokens": warm_up_settings(short).output_tokens,
+    }
     try:
         if kind == "grid":
             path = out / f"grid{space_id}.jsonl"
             grid(runner, loaded, observed, space, short, long, slot_tokens, path)
             rows = read_rows(path)
-            summary = {"space": {k: list(v) for k, v in space.items()}, "baseline": baseline_knobs,
-                       "wall_s": round(sum(r["seconds"] for r in rows), 2), "cells": len(rows),
-                       "loads": sum(r["status"] == "ok" or r["status"] == "failed" for r in rows),
-                       "trained_context": observed.layout.context_length, "settings": settings}
+            summary = {
+                "space": {k: list(v) for k, v in space.items()},
+                "baseline": baseline_knobs,
+                "wall_s": round(sum(r["seconds"] for r in rows), 2),
+                "cells": len(rows),
+                "loads": sum(r["status"] == "ok" or r["status"] == "failed" for r in rows),
+                "trained_context": observed.layout.context_length,
+                "settings": settings,
+            }
             if space_id in FLOORED:
                 summary["floor"] = floor_of(rows, space)
             (out / f"grid{space_id}-summary.json").write_text(json.dumps(summary, indent=1))
             goal = goal_of(space_id, out)
             knobs, best = grid_best(rows, goal)
-            print(f"grid{space_id} ({goal}): best {knobs}: {best.figure:.3f} ({best.spread or 0:.1%}); "
-                  f"wall {summary['wall_s']} s", flush=True)
+            print(
+                f"grid{space_id} ({goal}): best {knobs}: {best.figure:.3f} ({best.spread or 0:.1%}); "
+                f"wall {summary['wall_s']} s",
+                flush=True,
+            )
         elif kind == "tune":
             tune(runner, loaded, observed, space_id, run_id, short, long, baseline_knobs, settings, state, out)
         else:
@@ -226,8 +252,19 @@ def main() -> None:
         runner.stop()
 
 
-def tune(runner: NativeRunner, loaded, observed, space_id: str, run_id: str, short, long,  # noqa: ANN001
-         baseline_knobs: dict, settings: dict, state: StateFiles, out: Path) -> None:
+def tune(
+    runner: NativeRunner,
+    loaded,
+    observed,
+    space_id: str,
+    run_id: str,
+    short,
+    long,  # noqa: ANN001
+    baseline_knobs: dict,
+    settings: dict,
+    state: StateFiles,
+    out: Path,
+) -> None:
     started = time.monotonic()
     goal, space = goal_of(space_id, out), SPACES[space_id]
     grid_wall = json.loads((out / f"grid{space_id}-summary.json").read_text())["wall_s"]
@@ -238,30 +275,77 @@ def tune(runner: NativeRunner, loaded, observed, space_id: str, run_id: str, sho
     if os.environ.get("TUNE_BUDGET"):  # dry runs only: a third of a 2x2 grid pays for no search at all
         budget = float(os.environ["TUNE_BUDGET"])
     key = search_key(loaded.profile.name, loaded.text, goal, space, {"long": long.requests(), "run": run_id})
-    search = Search(runner, state, SystemClock(), lambda s: print(s, flush=True), loaded, goal, space,
-                    short, long, key, budget, FINALISTS, None, REPEATS)
+    search = Search(
+        runner,
+        state,
+        SystemClock(),
+        lambda s: print(s, flush=True),
+        loaded,
+        goal,
+        space,
+        short,
+        long,
+        key,
+        budget,
+        FINALISTS,
+        None,
+        REPEATS,
+    )
     result = search.run(observed, baseline_knobs)
     runner.settle(result.winner_loaded or loaded)
     wall = time.monotonic() - started
 
     def stand(s: Standing | None) -> dict | None:
-        return None if s is None else {"knobs": s.knobs, "figure": s.figure, "spread": s.spread, "draws": s.draws,
-                                       "figures": s.figures, "score": s.score, "feasible": s.feasible,
-                                       "detail": s.detail}
+        return (
+            None
+            if s is None
+            else {
+                "knobs": s.knobs,
+                "figure": s.figure,
+                "spread": s.spread,
+                "draws": s.draws,
+                "figures": s.figures,
+                "score": s.score,
+                "feasible": s.feasible,
+                "detail": s.detail,
+            }
+        )
 
-    (out / f"tune{space_id}{run_id}.json").write_text(json.dumps({
-        "space": {k: list(v) for k, v in space.items()}, "goal": str(goal), "run": run_id,
-        "wall_s": round(wall, 2), "grid_wall_s": grid_wall, "budget_s": round(budget, 2),
-        "first_converge_s": round(first, 2),
-        "winner": result.winner.knobs if result.winner else None, "winner_standing": stand(result.winner),
-        "leader": stand(result.leader), "baseline": baseline_knobs, "baseline_standing": stand(result.baseline),
-        "verdict": result.verdict, "noise": {"sigma": result.noise.sigma if result.noise and result.noise.df else None,
-                                             "df": result.noise.df if result.noise else 0},
-        "standings": [stand(s) for s in result.standings], "predicted_s": result.predicted_s,
-        "trials": trials_to_json(result.trials), "refused": [[k, why] for k, why in result.refused],
-        "loads": runner.loads, "settings": settings}, indent=1))
-    print(f"tune{space_id}{run_id} wall {wall:.1f} s of the grid's {grid_wall} s ({wall / grid_wall:.3f}); "
-          f"winner {result.winner.knobs if result.winner else None}", flush=True)
+    (out / f"tune{space_id}{run_id}.json").write_text(
+        json.dumps(
+            {
+                "space": {k: list(v) for k, v in space.items()},
+                "goal": str(goal),
+                "run": run_id,
+                "wall_s": round(wall, 2),
+                "grid_wall_s": grid_wall,
+                "budget_s": round(budget, 2),
+                "first_converge_s": round(first, 2),
+                "winner": result.winner.knobs if result.winner else None,
+                "winner_standing": stand(result.winner),
+                "leader": stand(result.leader),
+                "baseline": baseline_knobs,
+                "baseline_standing": stand(result.baseline),
+                "verdict": result.verdict,
+                "noise": {
+                    "sigma": result.noise.sigma if result.noise and result.noise.df else None,
+                    "df": result.noise.df if result.noise else 0,
+                },
+                "standings": [stand(s) for s in result.standings],
+                "predicted_s": result.predicted_s,
+                "trials": trials_to_json(result.trials),
+                "refused": [[k, why] for k, why in result.refused],
+                "loads": runner.loads,
+                "settings": settings,
+            },
+            indent=1,
+        )
+    )
+    print(
+        f"tune{space_id}{run_id} wall {wall:.1f} s of the grid's {grid_wall} s ({wall / grid_wall:.3f}); "
+        f"winner {result.winner.knobs if result.winner else None}",
+        flush=True,
+    )
 
 
 def cell(runner: NativeRunner, loaded, goal_concurrency: int, short, long) -> dict:  # noqa: ANN001
@@ -272,8 +356,16 @@ def cell(runner: NativeRunner, loaded, goal_concurrency: int, short, long) -> di
     return {"status": "ok", "levels": [lv.to_json() if lv else None for lv in levels]}
 
 
-def grid(runner: NativeRunner, loaded, observed, space: dict, short, long, slot_tokens: int,  # noqa: ANN001
-         path: Path) -> None:
+def grid(
+    runner: NativeRunner,
+    loaded,
+    observed,
+    space: dict,
+    short,
+    long,
+    slot_tokens: int,  # noqa: ANN001
+    path: Path,
+) -> None:
     done = {knob_key(r["knobs"]) for r in read_rows(path)}
     with open(path, "a") as sink:  # resumable across calls: rows already measured are kept, not rerun
         for knobs in sorted(candidates(space), key=placement_key):
@@ -291,16 +383,35 @@ def grid(runner: NativeRunner, loaded, observed, space: dict, short, long, slot_
                     row.update(status="failed", detail=str(exc)[:300])
             row["seconds"] = round(time.monotonic() - t0, 2)
             shown = [(lv or {}).get("aggregate") for lv in row.get("levels", [])]
-            print(json.dumps({"knobs": knobs, "status": row["status"], "aggregate": shown,
-                              "ttft_p95": [(lv or {}).get("ttft_p95") for lv in row.get("levels", [])],
-                              "decode": [(lv or {}).get("decode_p50") for lv in row.get("levels", [])],
-                              "seconds": row["seconds"]}), flush=True)
+            print(
+                json.dumps(
+                    {
+                        "knobs": knobs,
+                        "status": row["status"],
+                        "aggregate": shown,
+                        "ttft_p95": [(lv or {}).get("ttft_p95") for lv in row.get("levels", [])],
+                        "decode": [(lv or {}).get("decode_p50") for lv in row.get("levels", [])],
+                        "seconds": row["seconds"],
+                    }
+                ),
+                flush=True,
+            )
             sink.write(json.dumps(row) + "\n")
             sink.flush()
 
 
-def remeasure(runner: NativeRunner, loaded, observed, space_id: str, run_id: str, short, long,  # noqa: ANN001
-              slot_tokens: int, out: Path, baseline: dict) -> None:
+def remeasure(
+    runner: NativeRunner,
+    loaded,
+    observed,
+    space_id: str,
+    run_id: str,
+    short,
+    long,  # noqa: ANN001
+    slot_tokens: int,
+    out: Path,
+    baseline: dict,
+) -> None:
     """The grid's best, the run's winner and the profile as written, alternating in one run: each slot a fresh
     launch (the server is stopped first even when the argv is the same), the warm-up, one long bench."""
     goal = goal_of(space_id, out)
@@ -327,8 +438,15 @@ def remeasure(runner: NativeRunner, loaded, observed, space_id: str, run_id: str
             except Exception as exc:  # noqa: BLE001 - a failed slot is recorded, the alternation goes on
                 print(f"slot failed: {exc}", flush=True)
                 level = None
-            slots.append({"round": round_, "knobs": knobs, "level": level.to_json() if level else None,
-                          "figure": goal.figure(level), "seconds": round(time.monotonic() - t0, 2)})
+            slots.append(
+                {
+                    "round": round_,
+                    "knobs": knobs,
+                    "level": level.to_json() if level else None,
+                    "figure": goal.figure(level),
+                    "seconds": round(time.monotonic() - t0, 2),
+                }
+            )
             print(json.dumps({k: v for k, v in slots[-1].items() if k != "level"}), flush=True)
             path.write_text(json.dumps(summary(goal, roles, slots, run_id), indent=1))  # kept after every slot
 
@@ -336,8 +454,9 @@ def remeasure(runner: NativeRunner, loaded, observed, space_id: str, run_id: str
 def summary(goal: Goal, roles: dict, slots: list[dict], run_id: str) -> dict:
     """Per role: its slots' figures, their median and spread, feasibility under the goal's bounds; the ratios the
     criterion names, in the goal's direction (1.0 = as good as the grid's best; > 1 = better than as written)."""
-    judged = {role: standing(goal, knobs, [s["level"] for s in slots if s["knobs"] == knobs])
-              for role, knobs in roles.items()}
+    judged = {
+        role: standing(goal, knobs, [s["level"] for s in slots if s["knobs"] == knobs]) for role, knobs in roles.items()
+    }
 
     def ratio(a: str, b: str) -> float | None:
         fa, fb = judged[a].figure, judged[b].figure
@@ -348,19 +467,26 @@ def summary(goal: Goal, roles: dict, slots: list[dict], run_id: str) -> dict:
     same = roles["tune_winner"] == roles["grid_best"]
     # FILE as written may break the goal's bound (space 2: 4 slots under the decode floor); a feasible winner is
     # then better by the goal whatever the figures say, and the ratio is kept for what it is
-    return {"goal": str(goal), "run": run_id, "roles": roles, "winner_is_grid_best": same,
-            "baseline_breaks_the_bound": not judged["baseline"].feasible,
-            "winner_is_as_written": roles["tune_winner"] == roles["baseline"],
-            "figures": {role: s.figures for role, s in judged.items()},
-            "medians": {role: s.figure for role, s in judged.items()},
-            "spreads": {role: s.spread for role, s in judged.items()},
-            "feasible": {role: s.feasible for role, s in judged.items()},
-            "winner_over_grid_best": ratio("tune_winner", "grid_best"),
-            "winner_over_grid_best_note": "the same knobs: 1 by construction" if same else
-            "medians of alternating fresh launches in one run, in the goal's direction",
-            "winner_gain_over_baseline": ratio("tune_winner", "baseline"),
-            "grid_best_gain_over_baseline": ratio("grid_best", "baseline"),
-            "slots": slots, "wall_s": round(sum(s["seconds"] for s in slots), 2)}
+    return {
+        "goal": str(goal),
+        "run": run_id,
+        "roles": roles,
+        "winner_is_grid_best": same,
+        "baseline_breaks_the_bound": not judged["baseline"].feasible,
+        "winner_is_as_written": roles["tune_winner"] == roles["baseline"],
+        "figures": {role: s.figures for role, s in judged.items()},
+        "medians": {role: s.figure for role, s in judged.items()},
+        "spreads": {role: s.spread for role, s in judged.items()},
+        "feasible": {role: s.feasible for role, s in judged.items()},
+        "winner_over_grid_best": ratio("tune_winner", "grid_best"),
+        "winner_over_grid_best_note": "the same knobs: 1 by construction"
+        if same
+        else "medians of alternating fresh launches in one run, in the goal's direction",
+        "winner_gain_over_baseline": ratio("tune_winner", "baseline"),
+        "grid_best_gain_over_baseline": ratio("grid_best", "baseline"),
+        "slots": slots,
+        "wall_s": round(sum(s["seconds"] for s in slots), 2),
+    }
 
 
 if __name__ == "__main__":

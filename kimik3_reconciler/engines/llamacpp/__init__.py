@@ -24,10 +24,14 @@ class LlamaCpp:
     model_source = ModelSource("gguf")
     image_source = ImageSource("build")
     readiness = Readiness("/health", while_loading="503")  # llama-server: 503 "Loading model", then 200
-    series = ServerSeries(prefix="llamacpp:", running="llamacpp:requests_processing",
-                          waiting="llamacpp:requests_deferred",
-                          generated_tokens_total="llamacpp:tokens_predicted_total",
-                          prompt_tokens_total="llamacpp:prompt_tokens_total", slots="/slots")
+    series = ServerSeries(
+        prefix="llamacpp:",
+        running="llamacpp:requests_processing",
+        waiting="llamacpp:requests_deferred",
+        generated_tokens_total="llamacpp:tokens_predicted_total",
+        prompt_tokens_total="llamacpp:prompt_tokens_total",
+        slots="/slots",
+    )
     reasoning_field = "reasoning_content"
     # serve.<knob>; `threads` is no profile field (seed 000 fixes it) and is accepted only to be checked and refused;
     # `load_mode` is serve.load_mode: none or dio, a mapped mode is refused (planning/tune_space.py).
@@ -57,8 +61,10 @@ class LlamaCpp:
 
     def request_room(self, profile: Profile, trained: int | None) -> tuple[int, str]:
         parallel = profile.serve.parallel  # a slot: Profile.slot_context (llama-server without --kv-unified)
-        return profile.slot_context(trained), (f"parallel={parallel}: a slot holds serve.ctx_size/serve.parallel = "
-                                               f"{profile.ctx_size_for(trained)}/{parallel}")
+        return profile.slot_context(trained), (
+            f"parallel={parallel}: a slot holds serve.ctx_size/serve.parallel = "
+            f"{profile.ctx_size_for(trained)}/{parallel}"
+        )
 
     def tune_space(self, profile: Profile, observed: Observed) -> dict[str, tuple[Any, ...]]:
         from kimik3_reconciler.engines.llamacpp import tune  # tune only: a plan does not load model/tuning.py

@@ -50,14 +50,27 @@ def server_argv(value: LaunchInput, snapshot: str) -> tuple[str, ...]:
     flags, the placement, the profile's serve section; `serve.extra_args` last."""
     serve = value.serve
     argv: list[str] = [
-        "-m", f"{snapshot}/{value.model.shard}",
-        "--host", value.bind, "--port", str(serve.port),
-        "--alias", value.name,
+        "-m",
+        f"{snapshot}/{value.model.shard}",
+        "--host",
+        value.bind,
+        "--port",
+        str(serve.port),
+        "--alias",
+        value.name,
         *owned_flags(value.threads, serve.load_mode),
-        "--batch-size", str(serve.batch), "--ubatch-size", str(serve.ubatch),
-        "--ctx-size", str(serve.ctx_size), "--parallel", str(serve.parallel),
+        "--batch-size",
+        str(serve.batch),
+        "--ubatch-size",
+        str(serve.ubatch),
+        "--ctx-size",
+        str(serve.ctx_size),
+        "--parallel",
+        str(serve.parallel),
         *placement_flags(serve),
-        "--metrics", "--log-colors", "off",
+        "--metrics",
+        "--log-colors",
+        "off",
     ]
     if serve.cache_ram is not None:
         argv += ["--cache-ram", str(serve.cache_ram)]
@@ -66,8 +79,12 @@ def server_argv(value: LaunchInput, snapshot: str) -> tuple[str, ...]:
         # The key stays in a read-only mounted file: never in argv, env or docker inspect.
         argv += ["--api-key-file", API_KEY_MOUNT]
     if serve.spec_draft is not None:
-        argv += ["--spec-draft-model", f"{DRAFT_MOUNT}/{PurePosixPath(serve.spec_draft.model).name}",
-                 "--spec-type", serve.spec_draft.type]
+        argv += [
+            "--spec-draft-model",
+            f"{DRAFT_MOUNT}/{PurePosixPath(serve.spec_draft.model).name}",
+            "--spec-type",
+            serve.spec_draft.type,
+        ]
         argv += ["--spec-draft-device", value.draft_device] if value.draft_device else []
     if value.model.mmproj:
         argv += ["--mmproj", f"{snapshot}/{value.model.mmproj}"]

@@ -34,12 +34,21 @@ class Sglang:
     # before it binds the port, then /health is 503 while the server warms up (ServerStatus.Starting).
     # Its fixed start-up until a launch here is recorded: assumed as vLLM's (no SGLang server runs on kimik3's test
     # machines), since it too starts its schedulers, profiles memory and captures CUDA graphs before it binds.
-    readiness = Readiness("/health", while_loading="refused", fixed_s=30.0,
-                          fixed_source="assumed as vLLM's: no SGLang launch measured by kimik3")
+    readiness = Readiness(
+        "/health",
+        while_loading="refused",
+        fixed_s=30.0,
+        fixed_source="assumed as vLLM's: no SGLang launch measured by kimik3",
+    )
     # sglang 0.5.23 srt/observability/metrics_collector.py (with --enable-metrics).
-    series = ServerSeries(prefix="sglang:", running="sglang:num_running_reqs", waiting="sglang:num_queue_reqs",
-                          generated_tokens_total="sglang:generation_tokens_total",
-                          prompt_tokens_total="sglang:prompt_tokens_total", slots=None)
+    series = ServerSeries(
+        prefix="sglang:",
+        running="sglang:num_running_reqs",
+        waiting="sglang:num_queue_reqs",
+        generated_tokens_total="sglang:generation_tokens_total",
+        prompt_tokens_total="sglang:prompt_tokens_total",
+        slots=None,
+    )
     # SGLang's chat completion message (srt/entrypoints/openai/protocol.py) carries it as reasoning_content.
     reasoning_field = "reasoning_content"
     tune_knobs = TuneKnobs("sglang", ("mem_fraction_static",))  # sglang.<knob> (launch.py: why only this one)
@@ -67,11 +76,15 @@ class Sglang:
         knobs = profile.sglang
         # Seed 001: the cookbook's verified profile is 8x B300 (tp 8), "do not copy it to H100/H200, GB200/GB300,
         # AMD"; the seed gives R580+ for the CUDA 13 K3 image (vLLM's), which kimik3 applies to SGLang's too.
-        return HostNeeds(min_driver=launch.MIN_DRIVER, gpus=knobs.tp_size,
-                         gpu_kinds=() if knobs.any_gpu else launch.GPU_KINDS,
-                         source="seed 001: SGLang's Kimi-K3 cookbook, verified on 8x B300 (R580+ as for the CUDA 13 "
-                                "K3 image)", kinds_override="sglang.any_gpu",
-                         memory_share=knobs.mem_fraction_static, gpus_field="sglang.tp_size")
+        return HostNeeds(
+            min_driver=launch.MIN_DRIVER,
+            gpus=knobs.tp_size,
+            gpu_kinds=() if knobs.any_gpu else launch.GPU_KINDS,
+            source="seed 001: SGLang's Kimi-K3 cookbook, verified on 8x B300 (R580+ as for the CUDA 13 K3 image)",
+            kinds_override="sglang.any_gpu",
+            memory_share=knobs.mem_fraction_static,
+            gpus_field="sglang.tp_size",
+        )
 
     def request_room(self, profile: Profile, trained: int | None) -> tuple[int, str]:
         # kimik3 renders no --context-length: SGLang takes the checkpoint's (Kimi-K3's trained 1,048,576)

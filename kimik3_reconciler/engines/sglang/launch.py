@@ -34,9 +34,16 @@ MEM_FRACTIONS = (0.80, 0.85, 0.90)
 
 def knob_flags(knobs: Any) -> list[str]:
     """The `sglang:` section as flags, in seed 001's order; a null parser leaves SGLang's default (none)."""
-    argv = ["--tp-size", str(knobs.tp_size), "--dcp-size", str(knobs.dcp_size),
-            "--mem-fraction-static", str(knobs.mem_fraction_static),
-            "--mamba-full-memory-ratio", str(knobs.mamba_full_memory_ratio)]
+    argv = [
+        "--tp-size",
+        str(knobs.tp_size),
+        "--dcp-size",
+        str(knobs.dcp_size),
+        "--mem-fraction-static",
+        str(knobs.mem_fraction_static),
+        "--mamba-full-memory-ratio",
+        str(knobs.mamba_full_memory_ratio),
+    ]
     if knobs.reasoning_parser is not None:
         argv += ["--reasoning-parser", knobs.reasoning_parser]
     if knobs.tool_call_parser is not None:
@@ -48,8 +55,20 @@ def server_argv(value: LaunchInput, snapshot: str) -> tuple[str, ...]:
     """`sglang serve` and its flags: the mounted checkpoint folder, the `sglang:` knobs, where it listens, the
     profile's name as the served id; `serve.extra_args` last."""
     serve = value.serve
-    argv = [*COMMAND, "--trust-remote-code", "--model-path", snapshot, *knob_flags(value.knobs),
-            "--host", value.bind, "--port", str(serve.port), "--served-model-name", value.name, "--enable-metrics"]
+    argv = [
+        *COMMAND,
+        "--trust-remote-code",
+        "--model-path",
+        snapshot,
+        *knob_flags(value.knobs),
+        "--host",
+        value.bind,
+        "--port",
+        str(serve.port),
+        "--served-model-name",
+        value.name,
+        "--enable-metrics",
+    ]
     return (*argv, *serve.extra_args)
 
 

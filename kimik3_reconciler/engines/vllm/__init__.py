@@ -29,17 +29,28 @@ class Vllm:
     # Its startup (torch.compile, CUDA graph capture, the KV cache's profiling run) is not a read: 15 minutes of
     # allowance before the weights' read (the tiny CPU test model: /health 200 after 40-50 s, TESTING.md §10).
     # Its fixed start-up until a launch here is recorded: every launch of the CPU test model took 25-28 s (issue 38).
-    readiness = Readiness("/health", while_loading="refused", startup_s=900.0, fixed_s=30.0,
-                          fixed_source="the CPU test model's launches took 25-28 s; GPUs add torch.compile and CUDA "
-                                       "graph capture")
+    readiness = Readiness(
+        "/health",
+        while_loading="refused",
+        startup_s=900.0,
+        fixed_s=30.0,
+        fixed_source="the CPU test model's launches took 25-28 s; GPUs add torch.compile and CUDA graph capture",
+    )
     # vLLM 0.32's names (vllm/v1/metrics/loggers.py; a counter's samples carry prometheus_client's `_total`).
-    series = ServerSeries(prefix="vllm:", running="vllm:num_requests_running", waiting="vllm:num_requests_waiting",
-                          generated_tokens_total="vllm:generation_tokens_total",
-                          prompt_tokens_total="vllm:prompt_tokens_total", slots=None,
-                          ttft="vllm:time_to_first_token_seconds", itl="vllm:inter_token_latency_seconds",
-                          e2e="vllm:e2e_request_latency_seconds", kv_usage="vllm:kv_cache_usage_perc",
-                          prefix_cache_hits_total="vllm:prefix_cache_hits_total",
-                          prefix_cache_queries_total="vllm:prefix_cache_queries_total")
+    series = ServerSeries(
+        prefix="vllm:",
+        running="vllm:num_requests_running",
+        waiting="vllm:num_requests_waiting",
+        generated_tokens_total="vllm:generation_tokens_total",
+        prompt_tokens_total="vllm:prompt_tokens_total",
+        slots=None,
+        ttft="vllm:time_to_first_token_seconds",
+        itl="vllm:inter_token_latency_seconds",
+        e2e="vllm:e2e_request_latency_seconds",
+        kv_usage="vllm:kv_cache_usage_perc",
+        prefix_cache_hits_total="vllm:prefix_cache_hits_total",
+        prefix_cache_queries_total="vllm:prefix_cache_queries_total",
+    )
     reasoning_field = "reasoning"
     # vllm.<knob> (engines/vllm/tune.py says why these and not tensor parallelism, the backend or the KV dtype).
     tune_knobs = TuneKnobs("vllm", ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization"))
@@ -67,10 +78,14 @@ class Vllm:
         knobs = profile.vllm
         # Seed 001 (the vLLM Kimi K3 recipe): the CUDA 13 image needs driver R580+; at least 8x GB300 (the day-0
         # guide: 8x B300); AMD's MI355X/MI350X take the ROCm image, which NVML does not see.
-        return HostNeeds(min_driver=(580,), gpus=knobs.tensor_parallel_size,
-                         gpu_kinds=() if knobs.any_gpu else ("B300", "GB300"),
-                         source="seed 001: vLLM's Kimi K3 recipe (CUDA 13 image, R580+, 8x GB300 or B300)",
-                         kinds_override="vllm.any_gpu", memory_share=knobs.gpu_memory_utilization)
+        return HostNeeds(
+            min_driver=(580,),
+            gpus=knobs.tensor_parallel_size,
+            gpu_kinds=() if knobs.any_gpu else ("B300", "GB300"),
+            source="seed 001: vLLM's Kimi K3 recipe (CUDA 13 image, R580+, 8x GB300 or B300)",
+            kinds_override="vllm.any_gpu",
+            memory_share=knobs.gpu_memory_utilization,
+        )
 
     def request_room(self, profile: Profile, trained: int | None) -> tuple[int, str]:
         return profile.vllm.max_model_len, "vllm.max_model_len"  # vLLM answers a longer request with HTTP 400

@@ -17,17 +17,25 @@ OWNED_FLAGS: tuple[str, ...] = ()
 
 def knob_flags(knobs: Any) -> list[str]:
     """The `vllm:` section as flags, in seed 001's order; a null knob leaves vLLM's default."""
-    argv = ["--tensor-parallel-size", str(knobs.tensor_parallel_size),
-            "--gpu-memory-utilization", str(knobs.gpu_memory_utilization),
-            "--kv-cache-dtype", knobs.kv_cache_dtype]
+    argv = [
+        "--tensor-parallel-size",
+        str(knobs.tensor_parallel_size),
+        "--gpu-memory-utilization",
+        str(knobs.gpu_memory_utilization),
+        "--kv-cache-dtype",
+        knobs.kv_cache_dtype,
+    ]
     if knobs.attention_backend is not None:
         argv += ["--attention-backend", knobs.attention_backend]
     if knobs.attention_config is not None:
         argv += ["--attention-config", json.dumps(knobs.attention_config, separators=(",", ":"))]
     if knobs.prefix_match_unit is not None:
         argv += ["--prefix-match-unit", str(knobs.prefix_match_unit)]
-    argv += ["--enable-prefix-caching" if knobs.enable_prefix_caching else "--no-enable-prefix-caching",
-             "--max-model-len", str(knobs.max_model_len)]
+    argv += [
+        "--enable-prefix-caching" if knobs.enable_prefix_caching else "--no-enable-prefix-caching",
+        "--max-model-len",
+        str(knobs.max_model_len),
+    ]
     if knobs.max_num_seqs is not None:
         argv += ["--max-num-seqs", str(knobs.max_num_seqs)]
     if knobs.max_num_batched_tokens is not None:
@@ -52,8 +60,17 @@ def server_argv(value: LaunchInput, snapshot: str) -> tuple[str, ...]:
     """vLLM's argv (the image's entrypoint, `vllm serve`, runs it): the mounted checkpoint folder, where it listens,
     the served names, the `vllm:` knobs; `serve.extra_args` last."""
     serve = value.serve
-    argv = ["--model", snapshot, "--served-model-name", *served_names(value),
-            "--host", value.bind, "--port", str(serve.port), *knob_flags(value.knobs)]
+    argv = [
+        "--model",
+        snapshot,
+        "--served-model-name",
+        *served_names(value),
+        "--host",
+        value.bind,
+        "--port",
+        str(serve.port),
+        *knob_flags(value.knobs),
+    ]
     return (*argv, *serve.extra_args)
 
 
@@ -64,4 +81,3 @@ def server_env(value: LaunchInput) -> tuple[tuple[str, str], ...]:
     if value.knobs.v2_model_runner:
         env.append(("VLLM_USE_V2_MODEL_RUNNER", "1"))
     return tuple(env)
-

@@ -19,8 +19,9 @@ def default_space(profile: Profile, observed: Observed) -> dict[str, tuple[Any, 
     knobs = profile.vllm
     space: dict[str, tuple[Any, ...]] = {
         "max_num_seqs": tuple(sorted({*SEQS, *((knobs.max_num_seqs,) if knobs.max_num_seqs else ())})),
-        "max_num_batched_tokens": tuple(sorted({*BATCHED_TOKENS, *(
-            (knobs.max_num_batched_tokens,) if knobs.max_num_batched_tokens else ())})),
+        "max_num_batched_tokens": tuple(
+            sorted({*BATCHED_TOKENS, *((knobs.max_num_batched_tokens,) if knobs.max_num_batched_tokens else ())})
+        ),
     }
     if profile.gpus != "none":  # the CPU build sizes its KV cache by VLLM_CPU_KVCACHE_SPACE instead
         space["gpu_memory_utilization"] = tuple(sorted({*MEMORY_SHARES, knobs.gpu_memory_utilization}))

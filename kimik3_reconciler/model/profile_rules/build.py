@@ -14,8 +14,10 @@ def vision(p: Profile) -> Iterator[Finding]:
     if p.model.mmproj is not None and p.build.source == "mainline":
         # rule: mmproj-fork-only
         # Seed 000: vision lives only in the fork; mainline errors on --mmproj or silently ignores it.
-        yield error(("model", "mmproj"), "mainline has no vision (MoonViT-3d is only in the fork): "
-                    "drop mmproj or use build.source: fork")
+        yield error(
+            ("model", "mmproj"),
+            "mainline has no vision (MoonViT-3d is only in the fork): drop mmproj or use build.source: fork",
+        )
 
 
 def variant(p: Profile) -> Iterator[Finding]:
@@ -48,8 +50,10 @@ def builtin_patches(p: Profile) -> Iterator[Finding]:
         elif p.build.variant not in patch.variants:
             # rule: builtin-patch-names
             # The patch changes code the other variant does not compile (the CPU image has no CUDA backend).
-            yield error(("build", "builtin_patches", i), f"{name!r} applies to {'/'.join(patch.variants)} builds "
-                        f"only, not build.variant {p.build.variant}")
+            yield error(
+                ("build", "builtin_patches", i),
+                f"{name!r} applies to {'/'.join(patch.variants)} builds only, not build.variant {p.build.variant}",
+            )
     chosen = p.build.builtin_patches
     if chosen:  # [] turns every patch off on purpose: nothing to warn about
         # rule: builtin-patches-whole-set
@@ -58,5 +62,8 @@ def builtin_patches(p: Profile) -> Iterator[Finding]:
         left_out = [b.name for b in builtin_patches_for(p.build.variant, None) if b.name not in chosen]
         if left_out:
             them = "it" if len(left_out) == 1 else "them"
-            yield warning(("build", "builtin_patches"), f"leaves out {', '.join(left_out)}, built by default for "
-                          f"build.variant {p.build.variant}: the list is the whole set; add {them} to keep {them}")
+            yield warning(
+                ("build", "builtin_patches"),
+                f"leaves out {', '.join(left_out)}, built by default for "
+                f"build.variant {p.build.variant}: the list is the whole set; add {them} to keep {them}",
+            )

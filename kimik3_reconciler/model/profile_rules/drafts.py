@@ -19,27 +19,36 @@ def spec_draft(p: Profile) -> Iterator[Finding]:
     if draft.type == "draft-mtp":
         # rule: no-mtp-head
         # Seed 000 "Key facts": no MTP head in the checkpoint, so there is nothing for draft-mtp to draft with.
-        yield error(("serve", "spec_draft", "type"), "draft-mtp needs an MTP head and the Kimi-K3 checkpoint has "
-                    "none (seed 000): use draft-dspark (the RadixArk DSpark draft) or draft-simple")
+        yield error(
+            ("serve", "spec_draft", "type"),
+            "draft-mtp needs an MTP head and the Kimi-K3 checkpoint has "
+            "none (seed 000): use draft-dspark (the RadixArk DSpark draft) or draft-simple",
+        )
     if not p.build.patches:
         # rule: spec-draft-rollback
         # Seed 000: the draft pays only with the rollback patch in the image; with no patch at all there is
         # nothing to judge, so `validate` refuses it. Which patch is the rollback is judged by content when the
         # plan reads the files (planning/patch_roles.py).
-        yield error(("build", "patches"), "is empty, but serve.spec_draft needs the recurrent-state rollback patch "
-                    "(seed 000: kimi-k3-rs-rollback.patch; without it each draft step's state checkpoint costs more "
-                    "than the drafts save): list it here")
+        yield error(
+            ("build", "patches"),
+            "is empty, but serve.spec_draft needs the recurrent-state rollback patch "
+            "(seed 000: kimi-k3-rs-rollback.patch; without it each draft step's state checkpoint costs more "
+            "than the drafts save): list it here",
+        )
     if p.serve.parallel >= SPEC_LOSS_CONCURRENCY:
         # rule: spec-draft-concurrency
         # Seed 000 measured concurrency, not slots: with 4 slots the draft gained +23 %/+72 % at one request at a
         # time (c1) and lost at 4 concurrent requests (c4: verify batches multiply MoE expert reads). The slots are
         # what lets 4 requests decode together; fewer than 4 caps every batch below the loss.
-        yield warning(("serve", "parallel"), f"{p.serve.parallel} slots let {p.serve.parallel} requests decode "
-                      f"together, and speculative decoding measured a loss at {SPEC_LOSS_CONCURRENCY} concurrent "
-                      "requests (seed 000: +23 %/+72 % at one request with 4 slots, a loss at c4): it pays for clients "
-                      f"that send fewer than {SPEC_LOSS_CONCURRENCY} at once; parallel <= {SPEC_LOSS_CONCURRENCY - 1} "
-                      "caps every batch below the loss (the interactive profile uses 2), and `kimik3 status --watch` "
-                      "says when the server decodes 4 or more with the draft")
+        yield warning(
+            ("serve", "parallel"),
+            f"{p.serve.parallel} slots let {p.serve.parallel} requests decode "
+            f"together, and speculative decoding measured a loss at {SPEC_LOSS_CONCURRENCY} concurrent "
+            "requests (seed 000: +23 %/+72 % at one request with 4 slots, a loss at c4): it pays for clients "
+            f"that send fewer than {SPEC_LOSS_CONCURRENCY} at once; parallel <= {SPEC_LOSS_CONCURRENCY - 1} "
+            "caps every batch below the loss (the interactive profile uses 2), and `kimik3 status --watch` "
+            "says when the server decodes 4 or more with the draft",
+        )
     if draft.device == "auto":
         return
     if p.gpus == "none":
@@ -49,8 +58,11 @@ def spec_draft(p: Profile) -> Iterator[Finding]:
     elif isinstance(p.gpus, list) and int(draft.device.removeprefix("CUDA")) != len(p.gpus) - 1:
         # rule: spec-draft-device
         # Seed 000: the draft must sit on the GPU holding output.weight; anywhere else aborts in graph reservation.
-        yield error(("serve", "spec_draft", "device"), f"must be CUDA{len(p.gpus) - 1} (or auto): the last of the "
-                    f"{len(p.gpus)} GPUs holds the target's output.weight; elsewhere llama.cpp aborts")
+        yield error(
+            ("serve", "spec_draft", "device"),
+            f"must be CUDA{len(p.gpus) - 1} (or auto): the last of the "
+            f"{len(p.gpus)} GPUs holds the target's output.weight; elsewhere llama.cpp aborts",
+        )
 
 
 def _spec_types_written(p: Profile) -> Iterator[tuple[FieldPath, set[str]]]:
@@ -72,10 +84,16 @@ def spec_type_args(p: Profile) -> Iterator[Finding]:
         if "draft-mtp" in types:
             # rule: no-mtp-head
             # Seed 000 "Key facts": no MTP head in the checkpoint.
-            yield error(at, "--spec-type draft-mtp: the Kimi-K3 checkpoint has no MTP head (seed 000); use "
-                        "serve.spec_draft with the DSpark draft")
+            yield error(
+                at,
+                "--spec-type draft-mtp: the Kimi-K3 checkpoint has no MTP head (seed 000); use "
+                "serve.spec_draft with the DSpark draft",
+            )
         if "ngram-mod" in types:
             # rule: ngram-mod-neutral
             # Seed 000 "Key facts": ngram-mod is ~ neutral on this model; the draft (DSpark) is what pays.
-            yield warning(at, "--spec-type ngram-mod measured ~ neutral on Kimi-K3 (seed 000); the DSpark draft "
-                          "(serve.spec_draft) is what pays, at low concurrency")
+            yield warning(
+                at,
+                "--spec-type ngram-mod measured ~ neutral on Kimi-K3 (seed 000); the DSpark draft "
+                "(serve.spec_draft) is what pays, at low concurrency",
+            )

@@ -53,8 +53,9 @@ def engine_fields(data: Any) -> Iterator[Finding]:
         if isinstance(data.get("model"), Mapping) and data["model"].get("quant") is None:
             # rule: engine-fields
             # llama.cpp serves one GGUF quant folder of the repo: which one is the user's choice (seed 000's table).
-            yield error(("model", "quant"), "is required for engine llamacpp: the GGUF quant folder to serve "
-                        "(e.g. UD-Q2_K_XL)")
+            yield error(
+                ("model", "quant"), "is required for engine llamacpp: the GGUF quant folder to serve (e.g. UD-Q2_K_XL)"
+            )
         return
     for path in LLAMACPP_ONLY:
         if _written(data, path):
@@ -63,11 +64,22 @@ def engine_fields(data: Any) -> Iterator[Finding]:
             instead = _INSTEAD.get(path)
             if instead is not None and engine != "vllm" and instead.startswith("vllm."):
                 instead = None
-            yield error(path, f"is llama.cpp's (engine llamacpp); this profile's engine is {engine}"
-                        + (f": {instead}" if instead and not instead.startswith("vllm.") else
-                           f": use {instead} instead" if instead else ": remove it"))
+            yield error(
+                path,
+                f"is llama.cpp's (engine llamacpp); this profile's engine is {engine}"
+                + (
+                    f": {instead}"
+                    if instead and not instead.startswith("vllm.")
+                    else f": use {instead} instead"
+                    if instead
+                    else ": remove it"
+                ),
+            )
     if "image" not in data:
         # rule: engine-fields
         # vLLM and SGLang images are pulled, never built: which one (by digest) is the profile's to say.
-        yield error(("image",), f"is required for engine {engine}: image.ref, the serving image pinned by digest "
-                    "(repo:tag@sha256:<64 hex>)")
+        yield error(
+            ("image",),
+            f"is required for engine {engine}: image.ref, the serving image pinned by digest "
+            "(repo:tag@sha256:<64 hex>)",
+        )

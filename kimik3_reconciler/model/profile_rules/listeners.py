@@ -54,5 +54,7 @@ def metrics(p: Profile) -> Iterator[Finding]:
         # rule: handover-needs-proxy
         # The front that holds requests is the proxy moved into a process of its own: without the proxy llama-server
         # holds serve.port itself and closes it at every replacement.
-        yield error(("metrics", "handover"), "only with proxy: true (the proxy is what holds requests while the "
-                                             "server is replaced)")
+        yield error(
+            ("metrics", "handover"),
+            "only with proxy: true (the proxy is what holds requests while the server is replaced)",
+        )

@@ -33,8 +33,11 @@ def endpoint(p: Profile) -> Iterator[Finding]:
     if endpoint is not None and not token_may_go_to(endpoint):
         # rule: hub-token-https
         # A token over plain http to another host travels in clear text: the hub adapters withhold it.
-        yield warning(("model", "endpoint"), f"plain http to a non-loopback host: {TOKEN_POLICY}, so this hub "
-                      "gets no token (a private or gated repo will be refused); use https")
+        yield warning(
+            ("model", "endpoint"),
+            f"plain http to a non-loopback host: {TOKEN_POLICY}, so this hub "
+            "gets no token (a private or gated repo will be refused); use https",
+        )
 
 
 def secrets(p: Profile) -> Iterator[Finding]:
@@ -55,8 +58,11 @@ def secrets(p: Profile) -> Iterator[Finding]:
             # reference/llama-cpp.md §1.0: llama-server reads it as the option kimik3 renders; where kimik3 renders
             # that option only sometimes (or never: -hf), the variable is the one that counts.
             instead = OWNED_ENV[upper]
-            yield error(("serve", "env", key), f"{key} sets a llama-server option kimik3 renders itself: "
-                        + (instead if instead is not None else FIXED.removeprefix("is ")))
+            yield error(
+                ("serve", "env", key),
+                f"{key} sets a llama-server option kimik3 renders itself: "
+                + (instead if instead is not None else FIXED.removeprefix("is ")),
+            )
         elif key in NOT_SERVING_ENV:
             # rule: serving-contract-flags
             # llama-server reads the variable as the option (reference/llama-cpp.md §1.0).
@@ -64,12 +70,16 @@ def secrets(p: Profile) -> Iterator[Finding]:
         elif upper in GPU_SELECTION_ENV:
             # rule: owned-env
             # The container's GPUs are `gpus` (Docker's device request); this would select or renumber them behind it.
-            yield error(("serve", "env", key), f"{key} selects GPUs behind the profile: use gpus (the container gets "
-                        "exactly those)")
+            yield error(
+                ("serve", "env", key),
+                f"{key} selects GPUs behind the profile: use gpus (the container gets exactly those)",
+            )
         elif upper.startswith("LLAMA_ARG_"):
             # rule: llama-arg-env
             # llama-cpp.md §1.0: env sets llama-server options behind the CLI (list options even append).
-            yield warning(("serve", "env", key), "sets a llama-server option behind kimik3's argv; prefer the profile field")
+            yield warning(
+                ("serve", "env", key), "sets a llama-server option behind kimik3's argv; prefer the profile field"
+            )
     for i, arg in enumerate(p.serve.extra_args):
         if _HF_TOKEN.search(arg):
             # rule: no-secrets
@@ -79,15 +89,21 @@ def secrets(p: Profile) -> Iterator[Finding]:
         if urlsplit(url).password is not None:
             # rule: no-secrets
             # A password in a URL is a secret in the profile, and errors and plans print the URL they could not reach.
-            yield error(where, f"the URL holds a password (user:password@); {NEVER_SECRETS}: a hub mirror takes "
-                        "HF_TOKEN from the environment, a Docker host its ssh keys or tls_dir")
+            yield error(
+                where,
+                f"the URL holds a password (user:password@); {NEVER_SECRETS}: a hub mirror takes "
+                "HF_TOKEN from the environment, a Docker host its ssh keys or tls_dir",
+            )
     key_file = p.serve.api_key_file
     if key_file is not None and _looks_like_a_key(key_file):
         # rule: no-secrets
         # serve.api_key_file is the path of a file holding the key; a key written here is in the GitOps repo (and
         # plan's "not found" would print it).
-        yield error(("serve", "api_key_file"), f"looks like an API key, not a path; {NEVER_SECRETS}: write the "
-                    "key into a file (chmod 600) and give its path here")
+        yield error(
+            ("serve", "api_key_file"),
+            f"looks like an API key, not a path; {NEVER_SECRETS}: write the "
+            "key into a file (chmod 600) and give its path here",
+        )
 
 
 def _urls(p: Profile) -> Iterator[tuple[FieldPath, str]]:
@@ -108,5 +124,10 @@ def _looks_like_a_key(value: str) -> bool:
     and digits with no path separator or file suffix."""
     if _HF_TOKEN.search(value) or _KEY_PREFIX.fullmatch(value):
         return True
-    return ("/" not in value and "." not in value and len(value) >= 24 and any(c.isdigit() for c in value)
-            and any(c.isalpha() for c in value))
+    return (
+        "/" not in value
+        and "." not in value
+        and len(value) >= 24
+        and any(c.isdigit() for c in value)
+        and any(c.isalpha() for c in value)
+    )

@@ -38,5 +38,8 @@ def paths_literal(p: Profile) -> Iterator[Finding]:
             # rule: paths-literal
             # No shell reads a profile: `~/hub` became a folder named '~' beside the profile (a cache_dir created
             # there, the model downloaded into it), `$HOME/key` a path with a '$' in it that does not exist.
-            yield error(where, f"{found.group(0)!r} is not expanded: no shell reads a profile; write an absolute "
-                        "path or one relative to the profile's folder")
+            yield error(
+                where,
+                f"{found.group(0)!r} is not expanded: no shell reads a profile; write an absolute "
+                "path or one relative to the profile's folder",
+            )

@@ -14,9 +14,23 @@ from kimik3_reconciler.model.profile_rules.finding import FIXED, NEVER_SECRETS, 
 # and its variable are refused: the variable is a second way to the same option, and for an option kimik3 renders
 # only sometimes (--mmproj, --cache-ram, a draft) or not at all (-hf: another model) it is the one that counts.
 _OWNED: tuple[tuple[tuple[str, ...], tuple[str, ...], str | None], ...] = (
-    (("-m", "--model", "-mu", "--model-url", "-hf", "-hfr", "--hf-repo", "-hff", "--hf-file", "-dr", "--docker-repo"),
-     ("LLAMA_ARG_MODEL", "LLAMA_ARG_MODEL_URL", "LLAMA_ARG_HF_REPO", "LLAMA_ARG_HF_FILE", "LLAMA_ARG_DOCKER_REPO"),
-     "use model.repo / model.quant (the verified, pinned download)"),
+    (
+        (
+            "-m",
+            "--model",
+            "-mu",
+            "--model-url",
+            "-hf",
+            "-hfr",
+            "--hf-repo",
+            "-hff",
+            "--hf-file",
+            "-dr",
+            "--docker-repo",
+        ),
+        ("LLAMA_ARG_MODEL", "LLAMA_ARG_MODEL_URL", "LLAMA_ARG_HF_REPO", "LLAMA_ARG_HF_FILE", "LLAMA_ARG_DOCKER_REPO"),
+        "use model.repo / model.quant (the verified, pinned download)",
+    ),
     (("--host",), ("LLAMA_ARG_HOST",), "use serve.host"),
     (("--port",), ("LLAMA_ARG_PORT",), "use serve.port"),
     (("--api-key", "--api-key-file"), ("LLAMA_ARG_API_KEY_FILE",), f"use serve.api_key_file ({NEVER_SECRETS})"),
@@ -27,12 +41,21 @@ _OWNED: tuple[tuple[tuple[str, ...], tuple[str, ...], str | None], ...] = (
     (("--numa",), ("LLAMA_ARG_NUMA",), None),
     (("-ctk", "--cache-type-k", "-ctv", "--cache-type-v"), ("LLAMA_ARG_CACHE_TYPE_K", "LLAMA_ARG_CACHE_TYPE_V"), None),
     (("-t", "--threads", "-tb", "--threads-batch"), ("LLAMA_ARG_THREADS",), None),
-    (("-lm", "--load-mode", "--mmap", "--no-mmap", "--mlock"), ("LLAMA_ARG_LOAD_MODE",),
-     "use serve.load_mode (none or dio)"),
-    (("-fit", "--fit", "-fitt", "--fit-target"), ("LLAMA_ARG_FIT", "LLAMA_ARG_FIT_TARGET"),
-     "use serve.fit_target (or serve.n_cpu_moe for a manual split)"),
-    (("-ngl", "--gpu-layers", "--n-gpu-layers", "-ncmoe", "--n-cpu-moe", "-cmoe", "--cpu-moe"),
-     ("LLAMA_ARG_N_GPU_LAYERS", "LLAMA_ARG_N_CPU_MOE", "LLAMA_ARG_CPU_MOE"), "use serve.n_cpu_moe"),
+    (
+        ("-lm", "--load-mode", "--mmap", "--no-mmap", "--mlock"),
+        ("LLAMA_ARG_LOAD_MODE",),
+        "use serve.load_mode (none or dio)",
+    ),
+    (
+        ("-fit", "--fit", "-fitt", "--fit-target"),
+        ("LLAMA_ARG_FIT", "LLAMA_ARG_FIT_TARGET"),
+        "use serve.fit_target (or serve.n_cpu_moe for a manual split)",
+    ),
+    (
+        ("-ngl", "--gpu-layers", "--n-gpu-layers", "-ncmoe", "--n-cpu-moe", "-cmoe", "--cpu-moe"),
+        ("LLAMA_ARG_N_GPU_LAYERS", "LLAMA_ARG_N_CPU_MOE", "LLAMA_ARG_CPU_MOE"),
+        "use serve.n_cpu_moe",
+    ),
     (("-b", "--batch-size"), ("LLAMA_ARG_BATCH",), "use serve.batch"),
     (("-ub", "--ubatch-size"), ("LLAMA_ARG_UBATCH",), "use serve.ubatch"),
     (("-c", "--ctx-size"), ("LLAMA_ARG_CTX_SIZE",), "use serve.ctx_size"),
@@ -40,23 +63,48 @@ _OWNED: tuple[tuple[tuple[str, ...], tuple[str, ...], str | None], ...] = (
     (("-cram", "--cache-ram"), ("LLAMA_ARG_CACHE_RAM",), "use serve.cache_ram"),
     (("--metrics",), ("LLAMA_ARG_ENDPOINT_METRICS",), "it is always on"),
     (("-mm", "--mmproj"), ("LLAMA_ARG_MMPROJ",), "use model.mmproj"),
-    (("-md", "--model-draft", "--spec-draft-model", "-devd", "--device-draft", "--spec-draft-device",
-      "-hfd", "-hfrd", "--hf-repo-draft", "--spec-draft-hf"),
-     ("LLAMA_ARG_SPEC_DRAFT_MODEL", "LLAMA_ARG_SPEC_DRAFT_HF_REPO"), "use serve.spec_draft"),
+    (
+        (
+            "-md",
+            "--model-draft",
+            "--spec-draft-model",
+            "-devd",
+            "--device-draft",
+            "--spec-draft-device",
+            "-hfd",
+            "-hfrd",
+            "--hf-repo-draft",
+            "--spec-draft-hf",
+        ),
+        ("LLAMA_ARG_SPEC_DRAFT_MODEL", "LLAMA_ARG_SPEC_DRAFT_HF_REPO"),
+        "use serve.spec_draft",
+    ),
 )
 OWNED_FLAGS: dict[str, str | None] = {flag: instead for flags, _, instead in _OWNED for flag in flags}
 # llama-server options kimik3 does not render but that break what a deployment is (b11434 common/arg.cpp): the
 # server prints and exits, or serves something kimik3's health wait, verify and exporter cannot reach or check
 # (apply would wait out the health timeout, fail verify and revert). (flags, their variables, why).
 _NOT_SERVING: tuple[tuple[tuple[str, ...], tuple[str, ...], str], ...] = (
-    (("-h", "--help", "--usage", "--version", "-cl", "--cache-list", "--completion-bash", "--list-devices"), (),
-     "makes llama-server print and exit: it would never serve (the launch fails its health wait)"),
-    (("--api-prefix",), ("LLAMA_ARG_API_PREFIX",),
-     "moves every endpoint under a prefix: kimik3's health wait, verify and exporter call /health, /v1 and /metrics"),
-    (("--embedding", "--embeddings", "--rerank", "--reranking"), ("LLAMA_ARG_EMBEDDINGS", "LLAMA_ARG_RERANKING"),
-     "restricts the server to embeddings/reranking: a Kimi-K3 deployment serves chat (verify would fail)"),
-    (("--ssl-key-file", "--ssl-cert-file"), ("LLAMA_ARG_SSL_KEY_FILE", "LLAMA_ARG_SSL_CERT_FILE"),
-     "serves https: kimik3's health wait, verify and exporter speak http to it; terminate TLS in front of it"),
+    (
+        ("-h", "--help", "--usage", "--version", "-cl", "--cache-list", "--completion-bash", "--list-devices"),
+        (),
+        "makes llama-server print and exit: it would never serve (the launch fails its health wait)",
+    ),
+    (
+        ("--api-prefix",),
+        ("LLAMA_ARG_API_PREFIX",),
+        "moves every endpoint under a prefix: kimik3's health wait, verify and exporter call /health, /v1 and /metrics",
+    ),
+    (
+        ("--embedding", "--embeddings", "--rerank", "--reranking"),
+        ("LLAMA_ARG_EMBEDDINGS", "LLAMA_ARG_RERANKING"),
+        "restricts the server to embeddings/reranking: a Kimi-K3 deployment serves chat (verify would fail)",
+    ),
+    (
+        ("--ssl-key-file", "--ssl-cert-file"),
+        ("LLAMA_ARG_SSL_KEY_FILE", "LLAMA_ARG_SSL_CERT_FILE"),
+        "serves https: kimik3's health wait, verify and exporter speak http to it; terminate TLS in front of it",
+    ),
 )
 NOT_SERVING_FLAGS: dict[str, str] = {flag: why for flags, _, why in _NOT_SERVING for flag in flags}
 NOT_SERVING_ENV: dict[str, str] = {env: why for _, envs, why in _NOT_SERVING for env in envs}
@@ -79,8 +127,9 @@ def extra_args(p: Profile) -> Iterator[Finding]:
         if not arg.strip():
             # rule: extra-args-argv
             # An empty item is an empty argv word: llama-server stops at it ("invalid argument"), the launch fails.
-            yield error(("serve", "extra_args", i), "is empty (or blank): each item is one argv word passed as is; "
-                        "drop it")
+            yield error(
+                ("serve", "extra_args", i), "is empty (or blank): each item is one argv word passed as is; drop it"
+            )
             continue
         flag = arg.split("=", 1)[0]
         if flag.startswith("-") and flag.split() != [flag]:
@@ -88,9 +137,11 @@ def extra_args(p: Profile) -> Iterator[Finding]:
             # Each item is one argv word, never split by a shell: '--ubatch-size 512' is one unknown flag to
             # llama-server (the launch fails), and a flag hidden behind a space would pass the owned-flag check.
             words = flag.split()
-            yield error(("serve", "extra_args", i), f"{arg!r} is one argv item with a space in its flag: each item is "
-                        "passed as is, never through a shell; write one item per word"
-                        + (f", e.g. {words!r}" if words else ""))
+            yield error(
+                ("serve", "extra_args", i),
+                f"{arg!r} is one argv item with a space in its flag: each item is "
+                "passed as is, never through a shell; write one item per word" + (f", e.g. {words!r}" if words else ""),
+            )
             flag = words[0] if words else flag
         if flag.startswith("--"):
             flag = flag.replace("_", "-")  # llama-cpp.md §1.0: llama-server reads --foo_bar as --foo-bar
@@ -99,9 +150,12 @@ def extra_args(p: Profile) -> Iterator[Finding]:
             # rule: extra-args-argv
             # llama-server takes a flag's value as the next argv item: '-ub512' is an unknown flag (the launch fails),
             # and it names an owned flag the check below would not see.
-            yield error(("serve", "extra_args", i), f"{arg!r} joins a value to {joined}: llama-server reads the value "
-                        f"as its own item ({joined} {flag[len(joined):]}), and {joined} is set by kimik3: "
-                        f"{OWNED_FLAGS[joined] or FIXED.removeprefix('is ')}")
+            yield error(
+                ("serve", "extra_args", i),
+                f"{arg!r} joins a value to {joined}: llama-server reads the value "
+                f"as its own item ({joined} {flag[len(joined) :]}), and {joined} is set by kimik3: "
+                f"{OWNED_FLAGS[joined] or FIXED.removeprefix('is ')}",
+            )
             continue
         if flag in NOT_SERVING_FLAGS:
             # rule: serving-contract-flags
@@ -127,5 +181,8 @@ def split_mode(p: Profile) -> Iterator[Finding]:
         if value in ("row", "tensor"):
             # rule: split-mode
             # reference/llama-cpp.md §1.3: kimi-k3 has no tensor split; CUDA dropped row split buffers.
-            yield error(("serve", "extra_args", i), f"-sm {value} fails to load kimi-k3 (tensor: not implemented for "
-                        "the architecture; row: CUDA has no split buffers): keep the default layer split")
+            yield error(
+                ("serve", "extra_args", i),
+                f"-sm {value} fails to load kimi-k3 (tensor: not implemented for "
+                "the architecture; row: CUDA has no split buffers): keep the default layer split",
+            )

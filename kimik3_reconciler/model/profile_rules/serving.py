@@ -63,24 +63,36 @@ def fit_margin_findings(p: Profile, mode: catalog.QuantMode) -> Iterator[Finding
             # rule: allvram-fit-target
             # Seed 000 step 5: too small a margin OOMs the CUDA scratch pool on the first request after a full
             # (~17-minute) load; the floor is per quant (REAP770 measured fine at 4096, step 2).
-            yield error(at, f"{mib} MiB is too small for {p.model.quant} all-VRAM: needs >= {margin.minimum} "
-                        f"(the CUDA scratch pool OOMs on the first request after the load){unmeasured}. Write "
-                        f"{margin.default}{' here' if margins is not None else ''} (or leave serve.fit_target out: "
-                        f"its default follows the quant); {margin.source}{_measured_elsewhere(p.model.quant, mib)}")
+            yield error(
+                at,
+                f"{mib} MiB is too small for {p.model.quant} all-VRAM: needs >= {margin.minimum} "
+                f"(the CUDA scratch pool OOMs on the first request after the load){unmeasured}. Write "
+                f"{margin.default}{' here' if margins is not None else ''} (or leave serve.fit_target out: "
+                f"its default follows the quant); {margin.source}{_measured_elsewhere(p.model.quant, mib)}",
+            )
         elif margin.spills_at is not None and mib >= margin.spills_at and i != draft_index:
             # rule: fit-target-spill
             # Seed 000 step 2: on REAP770 a 6144 margin silently spills 2-3 expert layers to the CPU, -40 %.
-            yield warning(at, f"{mib} MiB on {p.model.quant} spills 2-3 expert layers to the CPU (-40 % measured "
-                          f"at {margin.spills_at}); {margin.default} is the measured setting")
+            yield warning(
+                at,
+                f"{mib} MiB on {p.model.quant} spills 2-3 expert layers to the CPU (-40 % measured "
+                f"at {margin.spills_at}); {margin.default} is the measured setting",
+            )
 
 
 def _measured_elsewhere(quant: str, mib: int) -> str:
     """Where a too-small margin comes from when another quant was measured at it (REAP770's 4096, seed 000
     step 2, which kimik3 once shipped for UD-IQ2_XXS too: docs/operations.md "Upgrading kimik3")."""
-    others = [q for q in catalog.CATALOG.values()
-              if q.name != quant and q.all_vram_fit is not None and q.all_vram_fit.default == mib]
-    return "".join(f"; {mib} is {q.name}'s measured margin ({q.all_vram_fit.source}), not {quant}'s"
-                   for q in others if q.all_vram_fit is not None)
+    others = [
+        q
+        for q in catalog.CATALOG.values()
+        if q.name != quant and q.all_vram_fit is not None and q.all_vram_fit.default == mib
+    ]
+    return "".join(
+        f"; {mib} is {q.name}'s measured margin ({q.all_vram_fit.source}), not {quant}'s"
+        for q in others
+        if q.all_vram_fit is not None
+    )
 
 
 def ubatch(p: Profile) -> Iterator[Finding]:
@@ -103,8 +115,11 @@ def batch(p: Profile) -> Iterator[Finding]:
         # rule: batch-below-ubatch
         # llama.cpp lowers ubatch to batch without a word, undoing seed 000 step 5's BATCH/UBATCH setting.
         told = "" if p.serve.ubatch is not None else f" (the default for {p.quant_mode} {p.model.quant})"
-        yield error(("serve", "batch"), f"{batch} is below serve.ubatch {ubatch}{told}: llama.cpp would lower "
-                    f"ubatch to {batch} silently; set batch >= ubatch (seed 000: BATCH = UBATCH)")
+        yield error(
+            ("serve", "batch"),
+            f"{batch} is below serve.ubatch {ubatch}{told}: llama.cpp would lower "
+            f"ubatch to {batch} silently; set batch >= ubatch (seed 000: BATCH = UBATCH)",
+        )
 
 
 # Tokens a slot needs for the chat template, kimik3's verify prompts and their replies on random weights; real
@@ -118,27 +133,36 @@ def ctx_size(p: Profile) -> Iterator[Finding]:
     if p.serve.ctx_size is None and total > INT32_MAX:
         # rule: ctx-size-default
         # The default is 131,072 per slot: enough slots make the total overflow llama.cpp's int -c.
-        yield error(("serve", "parallel"), f"{p.serve.parallel} slots x {catalog.REQUEST_CONTEXT:,} tokens (the "
-                    f"default context per request, seed 001) is {total:,}, more than llama.cpp's -c holds "
-                    f"({INT32_MAX:,}): write serve.ctx_size (the total over all slots) or lower parallel")
+        yield error(
+            ("serve", "parallel"),
+            f"{p.serve.parallel} slots x {catalog.REQUEST_CONTEXT:,} tokens (the "
+            f"default context per request, seed 001) is {total:,}, more than llama.cpp's -c holds "
+            f"({INT32_MAX:,}): write serve.ctx_size (the total over all slots) or lower parallel",
+        )
         return
     if per_slot > catalog.CONTEXT_LENGTH:
         # rule: ctx-size-limit
         # Seed 001: K3 supports 1,048,576 tokens, per request; llama.cpp only warns when a slot's share of -c
         # is above the trained context length.
-        yield error(("serve", "ctx_size"), f"{p.serve.ctx_size} over serve.parallel {p.serve.parallel} slots is "
-                    f"{per_slot:,} tokens a request, above Kimi-K3's trained context of {catalog.CONTEXT_LENGTH:,} "
-                    "tokens (seed 001: the model specification); llama.cpp would only warn. Seed 001 suggests "
-                    f"starting with {catalog.REQUEST_CONTEXT} a request (the default: ctx_size = "
-                    f"{catalog.REQUEST_CONTEXT} x parallel)")
+        yield error(
+            ("serve", "ctx_size"),
+            f"{p.serve.ctx_size} over serve.parallel {p.serve.parallel} slots is "
+            f"{per_slot:,} tokens a request, above Kimi-K3's trained context of {catalog.CONTEXT_LENGTH:,} "
+            "tokens (seed 001: the model specification); llama.cpp would only warn. Seed 001 suggests "
+            f"starting with {catalog.REQUEST_CONTEXT} a request (the default: ctx_size = "
+            f"{catalog.REQUEST_CONTEXT} x parallel)",
+        )
     if per_slot < MIN_SLOT_CONTEXT:
         # rule: slot-context-floor
         # llama-server gives each of `parallel` slots ctx_size/parallel tokens (kimik3 sets --parallel, so the
         # KV cache is not unified): below this a chat template plus kimik3's verify reply do not fit, and at a
         # few tokens the server aborts at warm-up, both only after the whole load.
-        yield error(("serve", "ctx_size"), f"{total} over serve.parallel {p.serve.parallel} slots is "
-                    f"{per_slot} tokens a slot, below {MIN_SLOT_CONTEXT}: too small for a chat request and its reply "
-                    "(each slot gets ctx_size/parallel); raise ctx_size or lower parallel")
+        yield error(
+            ("serve", "ctx_size"),
+            f"{total} over serve.parallel {p.serve.parallel} slots is "
+            f"{per_slot} tokens a slot, below {MIN_SLOT_CONTEXT}: too small for a chat request and its reply "
+            "(each slot gets ctx_size/parallel); raise ctx_size or lower parallel",
+        )
 
 
 def cache_ram(p: Profile) -> Iterator[Finding]:
@@ -158,8 +182,11 @@ def load_mode(p: Profile) -> Iterator[Finding]:
         # rule: load-mode
         # Seed 000: --load-mode none is required, not optional: a mapped model measured as a 20+-minute
         # single-request stall (pages faulted in by the first request, not at load).
-        yield error(("serve", "load_mode"), f"{mode!r} maps the model: seed 000 measured a 20+-minute "
-                    "single-request stall without --load-mode none; use 'none' (default) or 'dio'")
+        yield error(
+            ("serve", "load_mode"),
+            f"{mode!r} maps the model: seed 000 measured a 20+-minute "
+            "single-request stall without --load-mode none; use 'none' (default) or 'dio'",
+        )
     elif mode not in LOAD_MODES:
         # rule: load-mode
         # llama.cpp's other modes are the mapped ones above; anything else it would refuse at launch.

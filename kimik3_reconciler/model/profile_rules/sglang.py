@@ -16,8 +16,10 @@ SGLANG_FALLBACK_RATIO = 0.9
 # SGLang options kimik3 renders from the profile (engines/sglang/launch.py): (flags, what to write instead). A second
 # copy in extra_args would be parsed after ours (argparse: the last one wins) and move the server behind the plan.
 _OWNED: tuple[tuple[tuple[str, ...], str], ...] = (
-    (("--model-path", "--model", "--tokenizer-path", "--revision", "--download-dir", "--load-format"),
-     "use model.repo / model.revision (kimik3 downloads and verifies the checkpoint and mounts it)"),
+    (
+        ("--model-path", "--model", "--tokenizer-path", "--revision", "--download-dir", "--load-format"),
+        "use model.repo / model.revision (kimik3 downloads and verifies the checkpoint and mounts it)",
+    ),
     (("--served-model-name",), "the served model id is the profile's name"),
     (("--host",), "use serve.host"),
     (("--port",), "use serve.port"),
@@ -42,9 +44,12 @@ def section(p: Profile) -> Iterator[Finding]:
         # rule: sglang-memory-ratio
         # Seed 001: --mamba-full-memory-ratio is workload-dependent, computed by the cookbook's calculator from the
         # average input plus output length: there is no default to run with, so the section must be written.
-        yield error(("sglang",), "is required for engine sglang: at least sglang.mamba_full_memory_ratio, from "
-                    "SGLang's Kimi-K3 cookbook calculator for your workload's average input + output length "
-                    "(profiles/sglang-tp8.yaml has seed 001's other flags)")
+        yield error(
+            ("sglang",),
+            "is required for engine sglang: at least sglang.mamba_full_memory_ratio, from "
+            "SGLang's Kimi-K3 cookbook calculator for your workload's average input + output length "
+            "(profiles/sglang-tp8.yaml has seed 001's other flags)",
+        )
 
 
 def memory_ratio_workload(p: Profile) -> Iterator[Finding]:
@@ -52,16 +57,20 @@ def memory_ratio_workload(p: Profile) -> Iterator[Finding]:
     if knobs is None or knobs.workload is not None:
         return
     ratio = knobs.mamba_full_memory_ratio
-    fallback = (f" ({ratio:g} is SGLang 0.5.23's own fallback, not a computed value)"
-                if ratio == SGLANG_FALLBACK_RATIO else "")
+    fallback = (
+        f" ({ratio:g} is SGLang 0.5.23's own fallback, not a computed value)" if ratio == SGLANG_FALLBACK_RATIO else ""
+    )
     # rule: sglang-memory-ratio-workload
     # Seed 001: the ratio is the workload's (average input + output length); SGLang 0.5.23 gives the KDA state
     # r/(1+r) of the memory left after the weights (mem_cache/kv_cache_configurator.py), the KV cache the rest.
-    yield warning(("sglang", "mamba_full_memory_ratio"), f"{ratio:g} is not tied to a workload{fallback}: SGLang gives "
-                  f"the Kimi Delta Attention state {100 * ratio / (1 + ratio):.0f} % of the memory left after the "
-                  "weights and the KV cache the rest; seed 001 computes the ratio with SGLang's Kimi-K3 cookbook "
-                  "calculator from your average input + output length: write the request it was computed for as "
-                  "sglang.workload {prompt_tokens, output_tokens}")
+    yield warning(
+        ("sglang", "mamba_full_memory_ratio"),
+        f"{ratio:g} is not tied to a workload{fallback}: SGLang gives "
+        f"the Kimi Delta Attention state {100 * ratio / (1 + ratio):.0f} % of the memory left after the "
+        "weights and the KV cache the rest; seed 001 computes the ratio with SGLang's Kimi-K3 cookbook "
+        "calculator from your average input + output length: write the request it was computed for as "
+        "sglang.workload {prompt_tokens, output_tokens}",
+    )
 
 
 def owned_args(p: Profile) -> Iterator[Finding]:
@@ -70,7 +79,9 @@ def owned_args(p: Profile) -> Iterator[Finding]:
         if flag in OWNED_FLAGS:
             # rule: sglang-owned-flags
             # A flag kimik3 renders, given again, is parsed after it: the running server is not the profile's.
-            yield error(("serve", "extra_args", i), f"{flag} is rendered by kimik3 for engine sglang: {OWNED_FLAGS[flag]}")
+            yield error(
+                ("serve", "extra_args", i), f"{flag} is rendered by kimik3 for engine sglang: {OWNED_FLAGS[flag]}"
+            )
     for key in p.serve.env:
         if key.upper() in OWNED_ENV:
             # rule: sglang-owned-flags
@@ -80,9 +91,12 @@ def owned_args(p: Profile) -> Iterator[Finding]:
         # rule: sglang-owned-flags
         # sglang 0.5.23 reads its API key from --api-key only (no variable, no file): the key would be in the
         # container's argv, which `docker inspect` and ps show to anyone who can read them.
-        yield error(("serve", "api_key_file"), "engine sglang takes its API key only as --api-key on the command "
-                    f"line ({NEVER_SECRETS}): leave api_key_file out and put an authenticating proxy in front, or "
-                    "use engine vllm")
+        yield error(
+            ("serve", "api_key_file"),
+            "engine sglang takes its API key only as --api-key on the command "
+            f"line ({NEVER_SECRETS}): leave api_key_file out and put an authenticating proxy in front, or "
+            "use engine vllm",
+        )
 
 
 def topology(p: Profile) -> Iterator[Finding]:
@@ -92,17 +106,24 @@ def topology(p: Profile) -> Iterator[Finding]:
     if p.gpus == "none":
         # rule: sglang-topology
         # SGLang's PyPI build and images are CUDA's; its CPU path is a source build for AMX Xeons kimik3 does not make.
-        yield error(("gpus",), "is none, but engine sglang runs on GPUs only (its CPU path is a source build kimik3 "
-                    "does not make)")
+        yield error(
+            ("gpus",),
+            "is none, but engine sglang runs on GPUs only (its CPU path is a source build kimik3 does not make)",
+        )
         return
     if isinstance(p.gpus, list) and knobs.tp_size > len(p.gpus):
         # rule: sglang-topology
         # One tensor-parallel rank per GPU: more ranks than GPUs never start.
-        yield error(("sglang", "tp_size"), f"is {knobs.tp_size} but gpus lists {len(p.gpus)}: one rank per GPU, so "
-                    f"at most {len(p.gpus)}")
+        yield error(
+            ("sglang", "tp_size"),
+            f"is {knobs.tp_size} but gpus lists {len(p.gpus)}: one rank per GPU, so at most {len(p.gpus)}",
+        )
     if knobs.tp_size % knobs.dcp_size:
         # rule: sglang-topology
         # sglang 0.5.23 (arg_groups/parallel_hook.py) asserts attn_tp_size % dcp_size == 0 at start: refused here,
         # before the checkpoint download, instead of there.
-        yield error(("sglang", "dcp_size"), f"is {knobs.dcp_size}, which does not divide sglang.tp_size "
-                    f"{knobs.tp_size} (seed 001's profile: tp 8, dcp 8)")
+        yield error(
+            ("sglang", "dcp_size"),
+            f"is {knobs.dcp_size}, which does not divide sglang.tp_size "
+            f"{knobs.tp_size} (seed 001's profile: tp 8, dcp 8)",
+        )

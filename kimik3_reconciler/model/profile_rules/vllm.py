@@ -11,8 +11,10 @@ from kimik3_reconciler.model.profile_rules.finding import NEVER_SECRETS, Finding
 # vLLM options kimik3 renders from the profile (engines/vllm/launch.py): (flags, what to write instead). A second
 # copy in extra_args would be parsed after ours (argparse: the last one wins) and move the server behind the plan.
 _OWNED: tuple[tuple[tuple[str, ...], str], ...] = (
-    (("--model", "--tokenizer", "--revision", "--download-dir", "--load-format", "--hf-config-path"),
-     "use model.repo / model.revision (kimik3 downloads and verifies the checkpoint and mounts it)"),
+    (
+        ("--model", "--tokenizer", "--revision", "--download-dir", "--load-format", "--hf-config-path"),
+        "use model.repo / model.revision (kimik3 downloads and verifies the checkpoint and mounts it)",
+    ),
     (("--served-model-name",), "the served model ids are the profile's name and model.repo"),
     (("--host",), "use serve.host"),
     (("--port",), "use serve.port"),
@@ -45,7 +47,9 @@ def owned_args(p: Profile) -> Iterator[Finding]:
         if flag in OWNED_FLAGS:
             # rule: vllm-owned-flags
             # A flag kimik3 renders, given again, is parsed after it: the running server is not the profile's.
-            yield error(("serve", "extra_args", i), f"{flag} is rendered by kimik3 for engine vllm: {OWNED_FLAGS[flag]}")
+            yield error(
+                ("serve", "extra_args", i), f"{flag} is rendered by kimik3 for engine vllm: {OWNED_FLAGS[flag]}"
+            )
     for key in p.serve.env:
         if key.upper() in OWNED_ENV:
             # rule: vllm-owned-flags
@@ -58,9 +62,12 @@ def api_key(p: Profile) -> Iterator[Finding]:
         # rule: vllm-owned-flags
         # vLLM takes its key from argv (--api-key) or the environment (VLLM_API_KEY), both shown by `docker inspect`;
         # llama-server's --api-key-file has no vLLM twin yet. Refused rather than served without the key.
-        yield error(("serve", "api_key_file"), "is not supported for engine vllm yet: vLLM reads its key from argv or "
-                    "the environment, which `docker inspect` shows (a profile never puts a secret there); put an "
-                    "authenticating proxy in front of it, or use engine llamacpp")
+        yield error(
+            ("serve", "api_key_file"),
+            "is not supported for engine vllm yet: vLLM reads its key from argv or "
+            "the environment, which `docker inspect` shows (a profile never puts a secret there); put an "
+            "authenticating proxy in front of it, or use engine llamacpp",
+        )
 
 
 def tensor_parallel(p: Profile) -> Iterator[Finding]:
@@ -68,11 +75,15 @@ def tensor_parallel(p: Profile) -> Iterator[Finding]:
     if isinstance(p.gpus, list) and size > len(p.gpus):
         # rule: vllm-tensor-parallel
         # vLLM puts one tensor-parallel rank on each GPU: more ranks than GPUs never starts.
-        yield error(("vllm", "tensor_parallel_size"), f"is {size} but gpus lists {len(p.gpus)}: one rank per GPU, "
-                    f"so at most {len(p.gpus)}")
+        yield error(
+            ("vllm", "tensor_parallel_size"),
+            f"is {size} but gpus lists {len(p.gpus)}: one rank per GPU, so at most {len(p.gpus)}",
+        )
     if p.gpus == "none" and p.vllm.attention_backend is not None:
         # rule: vllm-tensor-parallel
         # gpus: none runs vLLM's CPU build (the test image), whose attention is its own: a GPU backend is refused
         # by the engine at start.
-        yield warning(("vllm", "attention_backend"), f"{p.vllm.attention_backend} is a GPU attention backend; with "
-                      "gpus: none (vLLM's CPU build) set it to null")
+        yield warning(
+            ("vllm", "attention_backend"),
+            f"{p.vllm.attention_backend} is a GPU attention backend; with gpus: none (vLLM's CPU build) set it to null",
+        )

@@ -9,15 +9,20 @@ from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.profile_rules.finding import Finding, error, warning
 
 # tools/rpc/README.md of the pinned llama.cpp, quoted in every refusal of an RPC address.
-RPC_WARNING = ("upstream: \"the RPC backend is fragile and insecure. Never run the RPC server on an open network or "
-               "in a sensitive environment!\" (no authentication, no encryption)")
+RPC_WARNING = (
+    'upstream: "the RPC backend is fragile and insecure. Never run the RPC server on an open network or '
+    'in a sensitive environment!" (no authentication, no encryption)'
+)
 _CGNAT = ipaddress.ip_network("100.64.0.0/10")  # Tailscale's tailnet addresses: private to the tailnet
 
 
 def _private(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     """Loopback, RFC 1918 / ULA / link-local, or a tailnet address: reachable only on a network the operator runs."""
-    return address.is_loopback or address.is_private or address in _CGNAT if address.version == 4 else (
-        address.is_loopback or address.is_private or address.is_link_local)
+    return (
+        address.is_loopback or address.is_private or address in _CGNAT
+        if address.version == 4
+        else (address.is_loopback or address.is_private or address.is_link_local)
+    )
 
 
 def rpc_args(p: Profile) -> Iterator[Finding]:
@@ -25,8 +30,11 @@ def rpc_args(p: Profile) -> Iterator[Finding]:
         if arg.split("=", 1)[0] == "--rpc":
             # rule: rpc-extra-args
             # An --rpc endpoint nobody checked or converged: kimik3 could not keep it off open networks.
-            yield error(("serve", "extra_args", i), f"--rpc is set by kimik3 from the rpc section, which checks "
-                        f"every worker's address and converges its rpc-server; {RPC_WARNING}")
+            yield error(
+                ("serve", "extra_args", i),
+                f"--rpc is set by kimik3 from the rpc section, which checks "
+                f"every worker's address and converges its rpc-server; {RPC_WARNING}",
+            )
 
 
 def worker_entries(p: Profile) -> Iterator[Finding]:
@@ -38,13 +46,19 @@ def worker_entries(p: Profile) -> Iterator[Finding]:
         if address.is_unspecified:
             # rule: rpc-bind-private
             # Issue 18 / upstream tools/rpc: rpc-server has no authentication; every interface means every network.
-            yield error((*where, "bind"), f"{worker.bind} binds every interface of the worker: name one loopback or "
-                        f"private address; {RPC_WARNING}")
+            yield error(
+                (*where, "bind"),
+                f"{worker.bind} binds every interface of the worker: name one loopback or "
+                f"private address; {RPC_WARNING}",
+            )
         elif not _private(address):
             # rule: rpc-bind-private
             # A public address puts an unauthenticated tensor server on the internet.
-            yield error((*where, "bind"), f"{worker.bind} is a public address: bind a loopback or private one "
-                        f"(10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7); {RPC_WARNING}")
+            yield error(
+                (*where, "bind"),
+                f"{worker.bind} is a public address: bind a loopback or private one "
+                f"(10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7); {RPC_WARNING}",
+            )
         if address.version == 6:
             # rule: rpc-worker-shape
             # rpc-server (b11434 transport.cpp) opens an AF_INET socket and parses the host with inet_addr.
@@ -63,8 +77,10 @@ def worker_entries(p: Profile) -> Iterator[Finding]:
         if worker.docker.startswith("tcp://") and worker.tls_dir is None:
             # rule: rpc-docker-tls
             # A plain tcp:// Docker socket is root on that host for anyone who can reach it.
-            yield error((*where, "tls_dir"), "a tcp:// Docker needs TLS: give tls_dir (ca.pem, cert.pem, key.pem), "
-                        "or use ssh://user@host")
+            yield error(
+                (*where, "tls_dir"),
+                "a tcp:// Docker needs TLS: give tls_dir (ca.pem, cert.pem, key.pem), or use ssh://user@host",
+            )
         if worker.tls_dir is not None and not worker.docker.startswith("tcp://"):
             # rule: rpc-docker-tls
             # ssh brings its own keys: a TLS folder there is a leftover, said so rather than ignored silently.

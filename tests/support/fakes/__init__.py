@@ -15,8 +15,24 @@ from support.fakes.processes import FakeProcesses
 from support.fakes.state import FakeClock, MemoryCache, MemoryState
 from support.fakes.units import FakeUnits
 
-__all__ = ["FAKE_PROFILE", "FAKE_REVISION", "FakeChat", "FakeClock", "FakeDocker", "FakeHost", "FakeHttp", "FakeHub",
-           "FakeLoad", "FakeProcesses", "FakeUnits", "MemoryCache", "MemoryState", "container_inspect", "fake_ports", "gguf_bytes"]
+__all__ = [
+    "FAKE_PROFILE",
+    "FAKE_REVISION",
+    "FakeChat",
+    "FakeClock",
+    "FakeDocker",
+    "FakeHost",
+    "FakeHttp",
+    "FakeHub",
+    "FakeLoad",
+    "FakeProcesses",
+    "FakeUnits",
+    "MemoryCache",
+    "MemoryState",
+    "container_inspect",
+    "fake_ports",
+    "gguf_bytes",
+]
 
 # The profile the orchestrator unit tests start from: CPU variant, no GPUs, a local archive, no smoke test.
 FAKE_REVISION = "ab" * 20
@@ -33,16 +49,24 @@ gate: {{smoke: false}}
 
 def fake_ports(hub: FakeHub, cores: int = 8) -> tuple[Ports, FakeDocker]:
     docker = FakeDocker()
-    return Ports(docker=docker, hub=hub, http=FakeHttp(docker), host=FakeHost(cores),
-                 state=MemoryState(hub.root / "state"), clock=FakeClock(), chat=FakeChat(docker),
-                 units=FakeUnits(docker), cache=MemoryCache()), docker
+    return Ports(
+        docker=docker,
+        hub=hub,
+        http=FakeHttp(docker),
+        host=FakeHost(cores),
+        state=MemoryState(hub.root / "state"),
+        clock=FakeClock(),
+        chat=FakeChat(docker),
+        units=FakeUnits(docker),
+        cache=MemoryCache(),
+    ), docker
 
 
 def converged_fake(tmp_path: Path, files: dict[str, bytes]):  # noqa: ANN201 - (Orchestrator, FakeDocker, FakeHub, Profile)
     """FAKE_PROFILE applied on fakes, its quant's `files` served by a FakeHub under `tmp_path`: the converged host
     a fault test then damages."""
-    from kimik3_reconciler.orchestrator import Orchestrator
     from kimik3_reconciler.model.profile_source import parse_profile
+    from kimik3_reconciler.orchestrator import Orchestrator
     from kimik3_reconciler.steps.report import NullReporter
 
     (tmp_path / "src.tar.gz").write_bytes(b"source")

@@ -10,7 +10,6 @@ from typing import Any
 from kimik3_reconciler.model.specs import ContainerSpec, ImageBuild
 from kimik3_reconciler.ports import LineSink
 
-
 _ids = itertools.count(1)
 
 
@@ -27,23 +26,36 @@ def _device_requests(spec: ContainerSpec) -> list[dict[str, Any]] | None:
     return [{"Count": 0, "DeviceIDs": list(spec.gpus), "Capabilities": [["gpu"]]}]
 
 
-def container_inspect(spec: ContainerSpec, cid: str, image_id: str | None, status: str = "running",
-                      image: dict[str, Any] | None = None) -> dict[str, Any]:
+def container_inspect(
+    spec: ContainerSpec, cid: str, image_id: str | None, status: str = "running", image: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """docker inspect of a container created from `spec` the way the adapter's run_container creates it
     (dockerd merges the `image`'s Env under the container's, and keeps its Entrypoint unless overridden)."""
     image_config = (image or {}).get("Config") or {}
     env = dict(item.partition("=")[::2] for item in image_config.get("Env") or ())
     env.update(spec.env)
     return {
-        "Id": cid, "Name": "/" + spec.name, "RestartCount": 0, "Image": image_id,
+        "Id": cid,
+        "Name": "/" + spec.name,
+        "RestartCount": 0,
+        "Image": image_id,
         "State": {"Status": status, "ExitCode": 0, "StartedAt": f"t{cid[:6]}"},
-        "Config": {"Image": spec.image, "Labels": dict(spec.labels), "Cmd": list(spec.command),
-                   "Env": [f"{k}={v}" for k, v in env.items()],
-                   "Entrypoint": list(spec.entrypoint or image_config.get("Entrypoint") or []) or None},
-        "HostConfig": {"NetworkMode": spec.network_mode, "IpcMode": spec.ipc_mode,
-                       "RestartPolicy": {"Name": spec.restart_policy}, "DeviceRequests": _device_requests(spec)},
-        "Mounts": [{"Type": "bind", "Source": m.source, "Destination": m.target, "RW": not m.read_only}
-                   for m in spec.mounts],
+        "Config": {
+            "Image": spec.image,
+            "Labels": dict(spec.labels),
+            "Cmd": list(spec.command),
+            "Env": [f"{k}={v}" for k, v in env.items()],
+            "Entrypoint": list(spec.entrypoint or image_config.get("Entrypoint") or []) or None,
+        },
+        "HostConfig": {
+            "NetworkMode": spec.network_mode,
+            "IpcMode": spec.ipc_mode,
+            "RestartPolicy": {"Name": spec.restart_policy},
+            "DeviceRequests": _device_requests(spec),
+        },
+        "Mounts": [
+            {"Type": "bind", "Source": m.source, "Destination": m.target, "RW": not m.read_only} for m in spec.mounts
+        ],
         "spec": spec,
     }
 
@@ -70,8 +82,11 @@ class FakeDocker:
 
     def list_images(self, label: str) -> list[dict[str, Any]]:
         key, _, value = label.partition("=")  # docker's filter: `key` or `key=value`
-        return [i for i in self.images.values() if key in i["Config"]["Labels"]
-                and (not value or i["Config"]["Labels"][key] == value)]
+        return [
+            i
+            for i in self.images.values()
+            if key in i["Config"]["Labels"] and (not value or i["Config"]["Labels"][key] == value)
+        ]
 
     def build_image(self, spec: ImageBuild, context_files: dict[str, Path], on_line: LineSink) -> str:
         self.calls.append(f"build {spec.tag}")
@@ -88,8 +103,11 @@ class FakeDocker:
             digest = self.base_digests.get(ref)
             name = ref.split("@")[0]
             repository = name.rpartition(":")[0] if ":" in name.rsplit("/", 1)[-1] else name
-            return {"Id": self.base_images[ref], "RepoTags": [ref],
-                    "RepoDigests": [f"{repository}@{digest}"] if digest else []}
+            return {
+                "Id": self.base_images[ref],
+                "RepoTags": [ref],
+                "RepoDigests": [f"{repository}@{digest}"] if digest else [],
+            }
         image_id = self.image_id(ref)
         return self.images.get(image_id) if image_id else None
 
@@ -141,8 +159,13 @@ class FakeDocker:
             if self.gpu_probe_error is not None:
                 raise self.gpu_probe_error
             count = self.host_gpus if spec.gpus == "all" else len(spec.gpus)
-            return 0, "".join(f"GPU {i}: NVIDIA H200 (UUID: GPU-{i:08d}-0000-0000-0000-000000000000)\n"
-                              for i in range(count)), ""
+            return (
+                0,
+                "".join(
+                    f"GPU {i}: NVIDIA H200 (UUID: GPU-{i:08d}-0000-0000-0000-000000000000)\n" for i in range(count)
+                ),
+                "",
+            )
         model = spec.command[spec.command.index("-m") + 1]
         for quant, out in self.perplexity_outputs.items():
             if f"/{quant}/" in model:

@@ -89,8 +89,9 @@ class FakeHost:
     def process_file(self, pid: int, name: str) -> str:
         return self.proc.get((pid, name), "")
 
-    def preread(self, paths: list[str], workers: int, on_bytes: Callable[[int], None], stop=None,
-                limit_bytes: int | None = None) -> None:
+    def preread(
+        self, paths: list[str], workers: int, on_bytes: Callable[[int], None], stop=None, limit_bytes: int | None = None
+    ) -> None:
         """Every file cached whole; with `limit_bytes`, the files in order up to the limit (the last one in part,
         as `page_cache` then says)."""
         self.preread_calls.append((list(paths), workers))
@@ -110,8 +111,11 @@ class FakeHost:
             on_bytes(size)
 
     def resident_bytes(self, paths: list[str]) -> int:
-        return sum(self.page_cache[p][0] if p in self.page_cache else Path(p).stat().st_size
-                   for p in paths if (p in self.cached or p in self.page_cache) and Path(p).exists())
+        return sum(
+            self.page_cache[p][0] if p in self.page_cache else Path(p).stat().st_size
+            for p in paths
+            if (p in self.cached or p in self.page_cache) and Path(p).exists()
+        )
 
     def file_digest(self, path: str, algorithm: str, prefix: bytes = b"") -> str:
         """The real digest of the real file (the fakes' caches are real folders), its bytes counted in `hashed`."""

@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-
 from support.fakes.docker import FakeDocker
 
 
@@ -56,8 +55,12 @@ class FakeChat:
         self.error: Exception | None = None
 
     @staticmethod
-    def reply(content: str | None = "fake", reasoning: str | None = None,
-              tool_calls: list[dict[str, Any]] | None = None, finish: str = "stop") -> dict[str, Any]:
+    def reply(
+        content: str | None = "fake",
+        reasoning: str | None = None,
+        tool_calls: list[dict[str, Any]] | None = None,
+        finish: str = "stop",
+    ) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": content}
         if reasoning is not None:
             message["reasoning_content"] = reasoning
@@ -72,16 +75,36 @@ class FakeChat:
     def models(self, base_url: str, api_key: str | None) -> dict[str, Any]:
         if self.error:
             raise self.error
-        names = [c["spec"].command[c["spec"].command.index("--alias") + 1] for c in self.docker.containers.values()
-                 if c["State"]["Status"] == "running" and "--alias" in c["spec"].command]
+        names = [
+            c["spec"].command[c["spec"].command.index("--alias") + 1]
+            for c in self.docker.containers.values()
+            if c["State"]["Status"] == "running" and "--alias" in c["spec"].command
+        ]
         return {"object": "list", "data": [{"id": n, "aliases": [n], "object": "model"} for n in names]}
 
-    def chat(self, base_url: str, api_key: str | None, messages: list[dict[str, Any]],
-             tools: list[dict[str, Any]] | None = None, max_tokens: int = 32,
-             thinking_effort: str | None = None, model: str | None = None) -> dict[str, Any]:
-        self.requests.append(copy.deepcopy({"base_url": base_url, "api_key": api_key, "messages": messages,
-                                            "tools": tools, "max_tokens": max_tokens,
-                                            "thinking_effort": thinking_effort, "model": model}))
+    def chat(
+        self,
+        base_url: str,
+        api_key: str | None,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        max_tokens: int = 32,
+        thinking_effort: str | None = None,
+        model: str | None = None,
+    ) -> dict[str, Any]:
+        self.requests.append(
+            copy.deepcopy(
+                {
+                    "base_url": base_url,
+                    "api_key": api_key,
+                    "messages": messages,
+                    "tools": tools,
+                    "max_tokens": max_tokens,
+                    "thinking_effort": thinking_effort,
+                    "model": model,
+                }
+            )
+        )
         if self.error:
             raise self.error
         reply = self.replies.pop(0) if self.replies else self.reply()
@@ -89,8 +112,14 @@ class FakeChat:
             raise reply
         return copy.deepcopy(reply)
 
-    def apply_template(self, base_url: str, api_key: str | None, messages: list[dict[str, Any]],
-                       tools: list[dict[str, Any]] | None = None, model: str | None = None) -> str:
+    def apply_template(
+        self,
+        base_url: str,
+        api_key: str | None,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        model: str | None = None,
+    ) -> str:
         """Every message as JSON, as a template that keeps everything would; `dropped` fields left out."""
         self.templated.append(copy.deepcopy(messages))
         if self.error:

@@ -33,8 +33,11 @@ class FakeHub:
         if (repo, revision) != (self.repo, self.revision):
             raise DownloadFailed(f"{repo}@{revision}: not found")
         wanted = tuple(paths)
-        return [RemoteFile(path=p, size=len(b), sha256=hashlib.sha256(b).hexdigest())
-                for p, b in sorted(self.files.items()) if any(p == w or p.startswith(w + "/") for w in wanted)]
+        return [
+            RemoteFile(path=p, size=len(b), sha256=hashlib.sha256(b).hexdigest())
+            for p, b in sorted(self.files.items())
+            if any(p == w or p.startswith(w + "/") for w in wanted)
+        ]
 
     def list_repo(self, repo: str, revision: str, endpoint: str | None) -> list[RemoteFile]:
         return self.list_files(repo, revision, {p.split("/")[0] for p in self.files}, endpoint)
@@ -73,6 +76,7 @@ class FakeHub:
 
 def gguf_bytes(metadata: dict[str, str]) -> bytes:
     """A GGUF v3 file with string metadata and no tensors: all that verify reads of a shard (model/weights.py)."""
+
     def text(value: str) -> bytes:
         return struct.pack("<Q", len(value.encode())) + value.encode()
 

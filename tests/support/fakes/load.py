@@ -24,8 +24,15 @@ class FakeLoad:
             return f'vllm:generation_tokens_total{{engine="0",model_name="k3"}} {self.predicted}.0\n'
         return f"# HELP llamacpp:tokens_predicted_total x\nllamacpp:tokens_predicted_total {self.predicted}\n"
 
-    def run_level(self, base_url: str, api_key: str | None, prompts: list[list[int]], output_tokens: int,
-                  concurrency: int, wire: str = "llamacpp") -> tuple[list[Any], float]:
+    def run_level(
+        self,
+        base_url: str,
+        api_key: str | None,
+        prompts: list[list[int]],
+        output_tokens: int,
+        concurrency: int,
+        wire: str = "llamacpp",
+    ) -> tuple[list[Any], float]:
         from kimik3_reconciler.model.bench import RequestSample
 
         self.levels.append((concurrency, prompts, output_tokens))
@@ -38,8 +45,11 @@ class FakeLoad:
                 continue
             start = (i // concurrency) * (self.ttft + span)
             server = {"predicted_per_second": self.rate, "prompt_per_second": len(prompt) / self.ttft}
-            samples.append(RequestSample(start, start + self.ttft, start + self.ttft + span, output_tokens,
-                                         len(prompt), None, server))
+            samples.append(
+                RequestSample(
+                    start, start + self.ttft, start + self.ttft + span, output_tokens, len(prompt), None, server
+                )
+            )
             self.predicted += output_tokens
         rounds = -(-len(prompts) // concurrency)
         return samples, rounds * (self.ttft + span)

@@ -34,8 +34,10 @@ class FakeProcesses:
         return self.next_pid
 
     def invocation(self) -> tuple[tuple[str, ...], dict[str, str]]:
-        return ("/usr/bin/python3", "-m", "kimik3_reconciler"), {"KIMIK3_STATE_DIR": "/var/lib/kimik3",
-                                                                  "PYTHONPATH": "/opt/kimik3"}
+        return ("/usr/bin/python3", "-m", "kimik3_reconciler"), {
+            "KIMIK3_STATE_DIR": "/var/lib/kimik3",
+            "PYTHONPATH": "/opt/kimik3",
+        }
 
     def cmdline(self, pid: int) -> tuple[str, ...] | None:
         return self.running.get(pid)

@@ -101,4 +101,4 @@ class FakeClock:
         self.t += seconds
 
     def now(self) -> datetime.datetime:
-        return datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc) + datetime.timedelta(seconds=self.t)
+        return datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC) + datetime.timedelta(seconds=self.t)

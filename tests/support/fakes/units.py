@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-
 from kimik3_reconciler.errors import PermanentError
-
 from support.fakes.docker import FakeDocker
 
 
@@ -56,8 +54,9 @@ class FakeUnits:
         return self._setting(f"/etc/kimik3/{unit.removesuffix('.service')}.env", "KIMIK3_CONTAINER")
 
     def _unit_state(self, unit: str) -> dict[str, str]:
-        state = self.state.setdefault(unit, {"ActiveState": "inactive", "SubState": "dead", "Result": "success",
-                                             "UnitFileState": ""})
+        state = self.state.setdefault(
+            unit, {"ActiveState": "inactive", "SubState": "dead", "Result": "success", "UnitFileState": ""}
+        )
         container = self.docker.containers.get(state.get("container", ""))  # read at start, like EnvironmentFile
         if state["ActiveState"] == "active" and (container is None or container["State"]["Status"] != "running"):
             state.update(ActiveState="inactive", SubState="dead")  # `docker start --attach` returned
