@@ -109,7 +109,7 @@ def refuse_by_host_gate(profile: Profile, observed: Observed) -> list[str]:
         message = "the host gate refuses this profile:\n  - " + "\n  - ".join(refusals)
         if observed.host.gpu_probe is not None or profile.gpus == "none":  # GPUs observed (or none wanted)
             # Seed 001: choose the engine by the hardware. A profile this host cannot run gets the routes it can.
-            instead = profile_routes(profile, observed.host, observed=observed).instead()
+            instead = profile_routes(profile, observed.host, observed=observed, refusals=refusals).instead()
             message += f"\n{instead}" if instead else ""
         raise PlanError(message, fields)
     return gate_warnings
@@ -138,7 +138,7 @@ def plan(profile: Profile, observed: Observed, warnings: tuple[str, ...] = ()) -
         steps,
         warnings=extra,
         forecast=forecast(profile, observed),
-        routes=profile_routes(profile, observed.host, observed=observed),
+        routes=profile_routes(profile, observed.host, observed=observed, refusals=[]),  # the gate passed it
     )
 
 

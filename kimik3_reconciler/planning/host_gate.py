@@ -29,7 +29,6 @@ from kimik3_reconciler.planning.host_compat import (
 )
 from kimik3_reconciler.planning.memory_gate import context_refusals, draft_room_refusals, memory_findings
 from kimik3_reconciler.planning.model_step import disk_refusal
-from kimik3_reconciler.planning.routes import is_kind
 from kimik3_reconciler.planning.tensor_parallel import tensor_parallel_findings
 from kimik3_reconciler.planning.vram_fit import derive_mode, margin_refusal, requested_gpus
 
@@ -340,6 +339,12 @@ def _module_findings(profile: Profile, host: HostFacts) -> tuple[list[str], list
         "the NVIDIA kernel module is the proprietary one; seed 000's host runs the open one (required for its "
         "Blackwell GPUs; these GPUs also run on the proprietary one)"
     ]
+
+
+def is_kind(name: str, kinds: tuple[str, ...]) -> bool:
+    """A GPU's NVML name is one of `kinds`. Names read "NVIDIA B300 SXM6 AC", "NVIDIA GB300": a kind matches as a
+    word, so B300 is not GB300 (the SGLang cookbook's B300 profile must not run on GB300: seed 001)."""
+    return any(re.search(rf"(?<![A-Za-z0-9]){re.escape(kind)}(?![0-9])", name) for kind in kinds)
 
 
 GIB = 1 << 30
