@@ -183,33 +183,36 @@ def _nvidia(gpu: GpuFact) -> bool:
     return not gpu.uuid.startswith("described-") or "nvidia" in gpu.name.lower()
 
 
-def route_observation(profile: Profile, host: HostFacts, size: int | None) -> Observed:
+def route_observation(profile: Profile, host: HostFacts, size: int | None, start: Observed | None = None) -> Observed:
     """What the plan's gate is given to judge a route on a host: the host's facts (without its listeners: a port
     is the deployment's choice, not the route's) and the route's weights as one file of `size` bytes (a quant's
-    size, or the checkpoint's lower bound), so that the gate's sizing reads the numbers the route is judged on."""
+    size, or the checkpoint's lower bound), so that the gate's sizing reads the numbers the route is judged on.
+    `start`: an observation made here for another route of the same host (copied: a route costs no conversion)."""
     gguf = engine_for(profile.engine).model_source.format == "gguf"
     name = f"{profile.model.quant}/route.gguf" if gguf else "route.safetensors"
-    model = ModelFact(
-        repo=profile.model.repo,
-        revision=profile.model.revision,
-        quant=profile.model.quant,
-        cache_dir=profile.model.cache_dir,
-        files=(RemoteFile(path=name, size=size),) if size else (),
-    )
+    fields = {
+        "repo": profile.model.repo,
+        "revision": profile.model.revision,
+        "quant": profile.model.quant,
+        "cache_dir": profile.model.cache_dir,
+        "files": (RemoteFile(path=name, size=size),) if size else (),
+    }
+    if start is not None:
+        return start.model_copy(update={"model": start.model.model_copy(update=fields)})
     # A host whose GPUs were not probed (a pure test, a plan made without NVML) has none a route can count on: the
     # gate leaves unobserved GPUs unjudged, routes answer what this host is known to have.
     probed = host.gpu_probe or "no-driver"
     return Observed(
         host=host.model_copy(update={"listeners": (), "gpu_probe": probed}),
         inputs=LocalInputs(dockerfile_path="", dockerfile_sha256=""),
-        model=model,
+        model=ModelFact(**fields),
     )
 
 
-def gate_refusals(profile: Profile, host: HostFacts, size: int | None) -> list[str]:
-    """The plan's host gate (planning/host_gate.py) on the host's facts: what `kimik3 plan` refuses this route for.
+def gate_refusals(profile: Profile, facts: Observed) -> list[str]:
+    """The plan's host gate (planning/host_gate.py) on a route's observation: what `kimik3 plan` refuses it for.
     What no profile field can change comes first (a checkpoint larger than the VRAM before the GPUs' kind)."""
-    refusals, _ = host_gate(profile, route_observation(profile, host, size))
+    refusals, _ = host_gate(profile, facts)
     return sorted(refusals, key=lambda r: isinstance(r, FieldRefusal))
 
 
@@ -248,7 +251,14 @@ def _gguf_profile(base: Profile, quant: str, host: HostFacts, adapt: bool) -> Pr
     return base.model_copy(update=update)
 
 
-def _gguf_route(profile: Profile, host: HostFacts, size: int, why_size: str = "") -> Route:
+def _gguf_route(
+    profile: Profile,
+    host: HostFacts,
+    size: int,
+    why_size: str = "",
+    start: Observed | None = None,
+    plan: tuple[Observed, list[str] | None] | None = None,
+) -> Route:
     """One quant on llama.cpp: feasible exactly when the plan's gate passes it here; the numbers either way."""
     quant = profile.model.quant
     model = f"{profile.model.repo}:{quant}"
@@ -261,8 +271,9 @@ def _gguf_route(profile: Profile, host: HostFacts, size: int, why_size: str = ""
         return Route(
             "llamacpp", model, "-", False, f"{names}: kimik3 builds llama.cpp's image for NVIDIA (CUDA) only", speed
         )
-    refusals = gate_refusals(profile, host, size)
-    decision = derive_mode(profile, route_observation(profile, host, size))
+    facts, refusals = plan or (route_observation(profile, host, size, start), None)
+    refusals = gate_refusals(profile, facts) if refusals is None else refusals
+    decision = derive_mode(profile, facts)
     placement = "cpu" if not gpus or profile.build.variant == "cpu" else decision.mode
     sized = f"{gib(size)}{why_size}"
     if refusals:
@@ -321,12 +332,18 @@ def _native_profile(base: Profile, engine: str) -> Profile:
     return base.model_copy(update={"engine": engine, engine: knobs, "model": model, "gpus": "all"})
 
 
-def _native_route(profile: Profile, host: HostFacts) -> Route:
+def _native_route(
+    profile: Profile,
+    host: HostFacts,
+    start: Observed | None = None,
+    plan: tuple[Observed, list[str] | None] | None = None,
+) -> Route:
     """The native checkpoint on vLLM or SGLang, judged by the plan's gate at the checkpoint's lower bound."""
     engine = profile.engine
     needs = engine_for(engine).host_needs(profile)
     placement = f"tp{needs.gpus}" + (f"-dcp{profile.sglang.dcp_size}" if engine == "sglang" else "")
-    refusals = gate_refusals(profile, host, NATIVE_MIN_BYTES)
+    facts, refusals = plan or (route_observation(profile, host, NATIVE_MIN_BYTES, start), None)
+    refusals = gate_refusals(profile, facts) if refusals is None else refusals
     others = sorted({g.name for g in _gpus_of(profile, host) if not _nvidia(g)})
     if others:
         # Seed 001's AMD route (MI355X, MI350X) takes the ROCm image; kimik3 pulls the CUDA one, and any_gpu does not
@@ -369,11 +386,12 @@ def recommend(found: tuple[Route, ...]) -> tuple[Route, str] | None:
     if not feasible:
         return None
 
-    def rank(route: Route) -> int:
-        return RANK.index(route.engine if route.engine != "llamacpp" else route.placement)
+    def kind(route: Route) -> str:
+        return route.engine if route.engine != "llamacpp" else route.placement
 
-    best = min(feasible, key=rank)  # min keeps the catalog's order among equals
-    return best, RANK_WHY[best.engine if best.engine != "llamacpp" else best.placement]
+    # A placement not known here (a GGUF of another repo before its files are listed) ranks last.
+    best = min(feasible, key=lambda r: RANK.index(kind(r)) if kind(r) in RANK else len(RANK))  # ties: listed order
+    return best, RANK_WHY.get(kind(best), "the profile's own route: the plan's gate passes it")
 
 
 def default_base() -> Profile:
@@ -390,6 +408,7 @@ def routes(
     profile: Profile | None = None,
     profile_refusals: list[str] | None = None,
     profile_quant_bytes: int | None = None,
+    observed: Observed | None = None,
 ) -> RouteReport:
     """Every route on `host`: each a profile made from `base` (model/engine swapped in) and judged by the plan's
     gate. `profile`: the user's, marked as its route; `profile_refusals`: what the plan's gate said of it (the plan
@@ -397,6 +416,12 @@ def routes(
     facts. A GGUF that is not one of the catalog's (another repo, another quant) is judged on
     `profile_quant_bytes` (its files) and added. Without `base`, ROUTES_BASE."""
     base = base or default_base()
+    start = route_observation(base, host, None)  # the host's facts once: each route copies them
+
+    def ours_plan(route_profile: Profile) -> tuple[Observed, list[str] | None] | None:
+        """The profile's own route is the plan's: its observation and, when the plan gave it, its gate's verdict."""
+        return (observed, profile_refusals) if route_profile is profile and observed is not None else None
+
     adapted = profile is None or base.engine != "llamacpp"  # judged on the host's GPUs, not a profile's choice
     gpus = (host.gpus if host.gpu_probe == "ok" else ()) if adapted else _gpus_of(base, host)
     found: list[Route] = []
@@ -406,8 +431,11 @@ def routes(
         elif info.size_bytes is not None:
             ours = profile is not None and _same(profile, "llamacpp", GGUF_REPO, info.name)
             size = profile_quant_bytes if ours and profile_quant_bytes else info.size_bytes
-            found.append(_gguf_route(_gguf_profile(base, info.name, host, profile is None), host, size))
-    found += [_native_route(_native_profile(base, engine), host) for engine in ("vllm", "sglang")]
+            route_profile = _gguf_profile(base, info.name, host, profile is None)
+            found.append(_gguf_route(route_profile, host, size, start=start, plan=ours_plan(route_profile)))
+    for engine in ("vllm", "sglang"):
+        route_profile = _native_profile(base, engine)
+        found.append(_native_route(route_profile, host, start, ours_plan(route_profile)))
     found.append(Route("ollama", f"hf.co/{GGUF_REPO}:<quant>", "-", False, OLLAMA_WHY))
     notes = NOTES
     if not any(r.feasible for r in found):
@@ -470,4 +498,4 @@ def profile_routes(
     if profile is None:
         return routes(host, base, source)
     size = quant_bytes(profile, observed)[0] if profile.engine == "llamacpp" and observed is not None else None
-    return routes(host, profile, source, profile, refusals, size)
+    return routes(host, profile, source, profile, refusals, size, observed)
