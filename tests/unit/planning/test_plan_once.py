@@ -16,7 +16,7 @@ from kimik3_reconciler.model.facts import RemoteFile
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.planning import plan
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 GIB = 1 << 30
 
 

@@ -22,7 +22,7 @@ from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.planning.host_gate import host_gate
 from kimik3_reconciler.planning.routes import GGUF_REPO, NATIVE_DEFAULTS, NATIVE_MIN_BYTES, profile_routes, routes
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 HOSTS = ROOT / "tests" / "fixtures" / "host"
 GIB = 1 << 30
 
