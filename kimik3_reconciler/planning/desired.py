@@ -32,7 +32,9 @@ class Desired:
     build: ImageBuild
     launch: Launch
     engine: ServingEngine  # what differs between llama.cpp, vLLM and SGLang (engines/base.py)
-    plan: EnginePlan | None = None  # the mode, forecast and routes, rendered once (render_desired; None: a tool's)
+    # The mode, forecast and routes, rendered once with it (render_desired; None: a tool's Desired). Derived from the
+    # profile and the observation, as the launch is: not part of its value (two renders of one input are equal).
+    plan: EnginePlan | None = field(default=None, compare=False, repr=False)
     # Answers several planners ask of one plan (the container's steps planned alone, whether the build pre-reads),
     # each computed once: made with this Desired (render_desired: one per plan) and gone with it; not its value.
     _answers: dict[str, tuple[Observed, Any]] = field(default_factory=dict, init=False, compare=False, repr=False)
