@@ -3,14 +3,13 @@
 
 A route is an engine with a model form and a placement: a GGUF quant of unsloth/Kimi-K3-GGUF on llama.cpp
 (all-VRAM, hybrid VRAM+RAM, or CPU only), the native checkpoint moonshotai/Kimi-K3 on vLLM (TP8) or SGLang
-(TP8/DCP8), and Ollama (named, never offered). Each is judged from the GPUs (kind, count, VRAM), the RAM and
-the driver, with the numbers, and carries the speeds the seeds measured where they exist (only seed 000's
-8x RTX PRO 6000 numbers: no seed measured vLLM or SGLang). Pure: facts in, a `RouteReport` out; `kimik3
-routes` and the plan (`Plan.routes`) render it.
-
-The GGUF arithmetic is the host gate's (planning/vram_fit.py, planning/memory_gate.py) with the catalog's
-size: all-VRAM when the quant fits the GPUs' memory less CUDA contexts and its all-VRAM margin; hybrid when
-quant + 10 % fits VRAM + RAM and what stays in RAM (+ 10 %) fits the RAM.
+(TP8/DCP8), and Ollama (named, never offered). Each is a profile (the user's, or ROUTES_BASE, with the route's
+quant or engine swapped in) judged by the plan's own host gate (planning/host_gate.py) on the host's facts at the
+route's size (a quant's, or the checkpoint's lower bound): feasible exactly when `kimik3 plan` would pass it, with
+the gate's words when not. The profile's own route is the profile itself, and in a plan it takes the plan's gate
+verdict. Routes carry the speeds the seeds measured where they exist (only seed 000's 8x RTX PRO 6000 numbers: no
+seed measured vLLM or SGLang), and name one to start with in seed 001's order (RANK). Pure: facts in, a
+`RouteReport` out; `kimik3 routes` and the plan (`Plan.routes`, planning/engine_plan.py) render it.
 """
 
 from __future__ import annotations
@@ -42,6 +41,7 @@ SEED_SPEEDS: dict[str, str] = {
 SPEED_SOURCE = "seed 000 step 2 on 8x RTX PRO 6000"
 
 # The engines' own needs (kinds, count, driver, memory share) are theirs: engine.host_needs, read by the gate.
+
 # Seed 001: 2.8T parameters; seed 000: SGLang/vLLM serve "the native MXFP4 checkpoint" (4-bit elements and an
 # 8-bit scale per 32: 4.25 bits). A lower bound of its bytes (layers kept in higher precision only add): no seed
 # gives the checkpoint's size, and a host below this bound cannot hold it whatever the engine.
