@@ -7,6 +7,7 @@ and the steps planned before it, and returns its own steps. A new step kind is o
 from __future__ import annotations
 
 from kimik3_reconciler.engines import engine_for
+from kimik3_reconciler.engines.llamacpp.placement import forecast
 from kimik3_reconciler.errors import FieldRefusal, HubError, PlanError
 from kimik3_reconciler.model.facts import ImageFact, Observed
 from kimik3_reconciler.model.labels import PROFILE_LABEL
@@ -35,7 +36,6 @@ from kimik3_reconciler.planning.image_step import image_tag, plan_image, render_
 from kimik3_reconciler.planning.launch import refuse_keyless_key_file, render_launch
 from kimik3_reconciler.planning.metrics_step import plan_exporter, plan_exporter_teardown, plan_release_port
 from kimik3_reconciler.planning.model_step import model_spec, plan_model, plan_tokenizer
-from kimik3_reconciler.planning.placement import forecast
 from kimik3_reconciler.planning.preread_step import plan_preread
 from kimik3_reconciler.planning.quant_gate import gate_reference, plan_gate, plan_reference, plan_stop_for_gate
 from kimik3_reconciler.planning.routes import profile_routes

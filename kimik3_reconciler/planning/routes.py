@@ -8,7 +8,7 @@ the driver, with the numbers, and carries the speeds the seeds measured where th
 8x RTX PRO 6000 numbers: no seed measured vLLM or SGLang). Pure: facts in, a `RouteReport` out; `kimik3
 routes` and the plan (`Plan.routes`) render it.
 
-The GGUF arithmetic is the host gate's (planning/vram_fit.py, planning/memory_gate.py) with the catalog's
+The GGUF arithmetic is the host gate's (engines/llamacpp/vram_fit.py, engines/llamacpp/memory_gate.py) with the catalog's
 size: all-VRAM when the quant fits the GPUs' memory less CUDA contexts and its all-VRAM margin; hybrid when
 quant + 10 % fits VRAM + RAM and what stays in RAM (+ 10 %) fits the RAM.
 """
@@ -19,14 +19,14 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from kimik3_reconciler.engines.llamacpp.host_compat import driver_floor, driver_text, version
+from kimik3_reconciler.engines.llamacpp.memory_gate import RUNTIME_HEADROOM
+from kimik3_reconciler.engines.llamacpp.vram_fit import CUDA_CONTEXT_BYTES, MIB, quant_bytes, requested_gpus
 from kimik3_reconciler.model import catalog
 from kimik3_reconciler.model.engine_names import NOT_ENGINES
 from kimik3_reconciler.model.facts import GpuFact, HostFacts, Observed
+from kimik3_reconciler.model.humanize import gib
 from kimik3_reconciler.model.profile import Profile
-from kimik3_reconciler.planning.host_compat import driver_floor, driver_text, version
-from kimik3_reconciler.planning.humanize import gib
-from kimik3_reconciler.planning.memory_gate import RUNTIME_HEADROOM
-from kimik3_reconciler.planning.vram_fit import CUDA_CONTEXT_BYTES, MIB, quant_bytes, requested_gpus
 
 GGUF_REPO = "unsloth/Kimi-K3-GGUF"
 NATIVE_REPO = "moonshotai/Kimi-K3"

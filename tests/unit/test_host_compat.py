@@ -1,10 +1,10 @@
-"""The driver floor and the CUDA-architecture coverage, table by table (planning/host_compat.py)."""
+"""The driver floor and the CUDA-architecture coverage, table by table (engines/llamacpp/host_compat.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from kimik3_reconciler.planning.host_compat import (
+from kimik3_reconciler.engines.llamacpp.host_compat import (
     arch_coverage,
     best_coverage,
     driver_floor,
