@@ -18,19 +18,18 @@ from kimik3_reconciler.engines.llamacpp.host_compat import (
     arch_name,
     best_coverage,
     driver_floor,
-    driver_text,
     image_cuda_version,
-    version,
 )
 from kimik3_reconciler.engines.llamacpp.memory_gate import context_refusals, draft_room_refusals, memory_findings
 from kimik3_reconciler.engines.llamacpp.vram_fit import derive_mode, margin_refusal, requested_gpus
 from kimik3_reconciler.errors import FieldRefusal
+from kimik3_reconciler.model.driver import driver_text, version
 from kimik3_reconciler.model.facts import GpuFact, HostFacts, ModelFact, Observed
 from kimik3_reconciler.model.profile import Profile, bind_addresses, upstream_port
+from kimik3_reconciler.model.route import is_kind
 from kimik3_reconciler.model.unit_files import runs_helper_unit
 from kimik3_reconciler.planning.conflict_step import why_conflicting
 from kimik3_reconciler.planning.model_step import disk_refusal
-from kimik3_reconciler.planning.routes import is_kind
 from kimik3_reconciler.planning.tensor_parallel import tensor_parallel_findings
 
 MIB = 1 << 20
