@@ -91,12 +91,13 @@ PLANNERS: tuple[Planner, ...] = (
 
 def render_desired(profile: Profile, observed: Observed) -> Desired:
     engine = engine_for(profile.engine)  # the registry: every planner learns the engine from Desired.engine
-    build = render_image_build(profile, observed)
     if engine.image_source.kind == "pull":
         # A pulled image is its digest: the container runs `repo:tag@sha256:…` and its fingerprint moves with the
-        # digest only (the image steps of a pull: planning/image_step, by engine.image_source.kind).
+        # digest only (the image steps of a pull: planning/image_step, by engine.image_source.kind). No build is
+        # rendered: llama.cpp's Dockerfile, patches and CMake flags are no input of this engine's plan.
         image = profile.image
-        return Desired(profile, build, render_launch(profile, observed, image.ref, image.digest, engine), engine)
+        return Desired(profile, None, render_launch(profile, observed, image.ref, image.digest, engine), engine)
+    build = render_image_build(profile, observed)
     return Desired(profile, build, render_launch(profile, observed, build.tag, build.fingerprint, engine), engine)
 
 
@@ -246,6 +247,8 @@ def _forget_step(profile: Profile, observed: Observed) -> Step:
 
 
 def _wanted_image_fingerprint(profile: Profile, observed: Observed) -> str | None:
+    if engine_for(profile.engine).image_source.kind == "pull":
+        return None  # a pulled image is its digest: the container's (in use) is the one to keep
     try:
         return render_image_build(profile, observed).fingerprint
     except PlanError:  # destroy goes on when the planner would refuse a build

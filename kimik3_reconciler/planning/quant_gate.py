@@ -70,8 +70,10 @@ def _record(desired: Desired, observed: Observed) -> dict | None:
 
 def gate_pending(desired: Desired, observed: Observed) -> bool:
     """The gate applies and has not passed on this image yet."""
+    if not gate_applies(desired.profile):  # first: a pulled image (no build) has no gate records
+        return False
     record = _record(desired, observed)
-    return gate_applies(desired.profile) and not (record is not None and record.get("passed"))
+    return not (record is not None and record.get("passed"))
 
 
 # --- what llama-perplexity says, and the verdict -----------------------------------------------
