@@ -7,6 +7,7 @@ and the steps planned before it, and returns its own steps. A new step kind is o
 from __future__ import annotations
 
 from kimik3_reconciler.engines import engine_for
+from kimik3_reconciler.engines.llamacpp.placement import forecast
 from kimik3_reconciler.errors import FieldRefusal, HubError, PlanError
 from kimik3_reconciler.model.facts import ImageFact, Observed
 from kimik3_reconciler.model.labels import PROFILE_LABEL
@@ -35,7 +36,6 @@ from kimik3_reconciler.planning.image_step import image_tag, plan_image, render_
 from kimik3_reconciler.planning.launch import refuse_keyless_key_file, render_launch
 from kimik3_reconciler.planning.metrics_step import plan_exporter, plan_exporter_teardown, plan_release_port
 from kimik3_reconciler.planning.model_step import model_spec, plan_model, plan_tokenizer
-from kimik3_reconciler.planning.placement import forecast
 from kimik3_reconciler.planning.preread_step import plan_preread
 from kimik3_reconciler.planning.quant_gate import gate_reference, plan_gate, plan_reference, plan_stop_for_gate
 from kimik3_reconciler.planning.routes import profile_routes
@@ -91,12 +91,13 @@ PLANNERS: tuple[Planner, ...] = (
 
 def render_desired(profile: Profile, observed: Observed) -> Desired:
     engine = engine_for(profile.engine)  # the registry: every planner learns the engine from Desired.engine
-    build = render_image_build(profile, observed)
     if engine.image_source.kind == "pull":
         # A pulled image is its digest: the container runs `repo:tag@sha256:…` and its fingerprint moves with the
-        # digest only (the image steps of a pull: planning/image_step, by engine.image_source.kind).
+        # digest only (the image steps of a pull: planning/image_step, by engine.image_source.kind). No build is
+        # rendered: llama.cpp's Dockerfile, patches and CMake flags are no input of this engine's plan.
         image = profile.image
-        return Desired(profile, build, render_launch(profile, observed, image.ref, image.digest, engine), engine)
+        return Desired(profile, None, render_launch(profile, observed, image.ref, image.digest, engine), engine)
+    build = render_image_build(profile, observed)
     return Desired(profile, build, render_launch(profile, observed, build.tag, build.fingerprint, engine), engine)
 
 
@@ -246,6 +247,8 @@ def _forget_step(profile: Profile, observed: Observed) -> Step:
 
 
 def _wanted_image_fingerprint(profile: Profile, observed: Observed) -> str | None:
+    if engine_for(profile.engine).image_source.kind == "pull":
+        return None  # a pulled image is its digest: the container's (in use) is the one to keep
     try:
         return render_image_build(profile, observed).fingerprint
     except PlanError:  # destroy goes on when the planner would refuse a build

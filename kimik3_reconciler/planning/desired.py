@@ -25,7 +25,7 @@ class Desired:
     """The profile, the image build it renders, the container it launches and the serving engine it names."""
 
     profile: Profile
-    build: ImageBuild
+    build: ImageBuild | None  # None where the engine pulls its image (image_source.kind "pull"): nothing is built
     launch: Launch
     engine: ServingEngine  # what differs between llama.cpp, vLLM and SGLang (engines/base.py)
     # Answers several planners ask of one plan (the container's steps planned alone, whether the build pre-reads),
