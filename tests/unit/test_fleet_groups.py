@@ -200,3 +200,26 @@ def test_fleet_status_shows_each_groups_workers(groups) -> None:  # noqa: ANN001
     assert a.endswith("wa dead (10.0.0.11:50052 does not accept connections)") and c.endswith("-")
     # a fleet without groups keeps its columns
     assert status_lines(rows[1:])[0].split()[-1] == "drift"
+
+
+def test_fleet_plan_lists_a_groups_workers_under_its_main_host(groups) -> None:  # noqa: ANN001
+    from kimik3_reconciler.fleet.host_plan import HostPlan
+    from kimik3_reconciler.fleet.pricing import price_rollout
+    from kimik3_reconciler.fleet.report import plan_document, plan_lines
+
+    answers = tuple(HostAnswer(n, {}, version="1") for n in ("a", "b", "c"))
+    plans = {
+        n: HostPlan(n, True, "converged", (), False, 0.0, None, 0, 0, "r@v/q", "https://hub") for n in ("a", "b", "c")
+    }
+    price = price_rollout(groups.rollout, plans)
+    lines = plan_lines(groups, answers, plans, price)
+    assert lines[:4] == [
+        "host a (10.0.0.1): converged",
+        group_line(groups.host("a")),
+        "host b (10.0.0.2): converged",
+        group_line(groups.host("b")),
+    ]
+    assert lines[4] == "host c (10.0.0.3): converged"
+    hosts = plan_document(groups, answers, plans, price)["hosts"]
+    assert hosts[0]["workers"] == [{"name": "wa", "host": "10.0.0.11", "endpoint": "10.0.0.11:50052"}]
+    assert "workers" not in hosts[2]
