@@ -223,3 +223,29 @@ def test_fleet_plan_lists_a_groups_workers_under_its_main_host(groups) -> None: 
     hosts = plan_document(groups, answers, plans, price)["hosts"]
     assert hosts[0]["workers"] == [{"name": "wa", "host": "10.0.0.11", "endpoint": "10.0.0.11:50052"}]
     assert "workers" not in hosts[2]
+
+
+def _recover(tmp_path: Path, *args: str):  # noqa: ANN202 - click's Result
+    from click.testing import CliRunner
+
+    from kimik3_reconciler.cli import main
+
+    env = {"KIMIK3_STATE_DIR": str(tmp_path / "state"), "KIMIK3_CACHE_DIR": str(tmp_path / "cache")}
+    return CliRunner().invoke(main, ["fleet", "recover", *args, str(tmp_path / "fleet.yaml")], env=env)
+
+
+def test_recover_never_runs_beside_a_rollout_and_watch_waits_for_the_next_pass(groups, tmp_path: Path) -> None:  # noqa: ANN001
+    from kimik3_reconciler.adapters.ansible_play import FleetLock
+
+    with FleetLock(tmp_path / "state" / "fleet" / "f" / "lock"):  # a `fleet apply` running
+        once = _recover(tmp_path)
+        watching = _recover(tmp_path, "--watch", "--iterations", "1", "--interval", "1s")
+    assert once.exit_code == 5 and "holds the fleet lock" in once.stderr
+    assert watching.exit_code == 0 and "looking again in 1 s" in watching.stderr
+
+
+def test_recover_of_a_fleet_without_groups_does_nothing(tmp_path: Path) -> None:
+    text = yaml.safe_load((CASES / "same_address_same_port.yaml").read_text())["fleet"]
+    _fleet(tmp_path, text.replace("b: {ansible_host: 127.0.0.1}", "b: {ansible_host: 127.0.0.2}"))
+    result = _recover(tmp_path)
+    assert result.exit_code == 0 and "no host has RPC workers: nothing to recover" in result.stdout
