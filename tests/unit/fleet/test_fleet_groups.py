@@ -19,8 +19,8 @@ from kimik3_reconciler.fleet.recovery import dead_groups, recover
 from kimik3_reconciler.fleet.report import group_line, status_lines, status_row
 from kimik3_reconciler.fleet.values import FleetHost
 
-CASES = Path(__file__).parents[1] / "cases" / "fleet"
-DEMO = Path(__file__).parents[2] / "profiles" / "demo-cpu.yaml"
+CASES = Path(__file__).parents[2] / "cases" / "fleet"
+DEMO = Path(__file__).parents[3] / "profiles" / "demo-cpu.yaml"
 MAIN_STARTED = "2026-12-05T04:00:00.000000000Z"
 
 
