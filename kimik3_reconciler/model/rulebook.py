@@ -138,7 +138,7 @@ RULES: tuple[Rule, ...] = (
         "(1,048,576 for Kimi-K3; the GGUF header's context_length once read)",
         "llama-server gives each slot ctx_size/parallel tokens and only warns on a slot above the GGUF's "
         "context_length (reference/llama-cpp.md §1.1 -np, §1.3)",
-        _rules("serving") + ("kimik3_reconciler.planning.memory_gate",),
+        _rules("serving") + ("kimik3_reconciler.engines.llamacpp.memory_gate",),
         (
             "cases/profile/ctx_size_above_trained.yaml",
             "cases/profile/ctx_size_at_trained_ok.yaml",
@@ -170,7 +170,7 @@ RULES: tuple[Rule, ...] = (
         "the dense weights and compute buffers, whatever --fit moves to the CPU; the refusal says the context that fits",
         "--fit moves only experts, and kimik3's explicit -c forbids --fit from shrinking the context: a KV cache "
         "that does not fit fails the load after the whole read",
-        ("kimik3_reconciler.planning.memory_gate",),
+        ("kimik3_reconciler.engines.llamacpp.memory_gate",),
         ("unit/planning/test_context_per_slot.py",),
         seed=f"{_OWN}llama.cpp's --fit (reference/llama-cpp.md §1.2.1) and the MLA K-only cache (§4.5)",
     ),
@@ -409,7 +409,7 @@ RULES: tuple[Rule, ...] = (
         "refuse",
         "cmake arguments made from profile fields carry no shell or cmake metacharacters",
         "a profile field must never become shell text in the build",
-        ("kimik3_reconciler.planning.build_flags",),
+        ("kimik3_reconciler.engines.llamacpp.build_flags",),
         ("unit/planning/test_build_args.py",),
         seed="not in the seeds: kimik3's own rule: never build a shell string from profile fields",
     ),
@@ -542,7 +542,8 @@ RULES: tuple[Rule, ...] = (
         "the draft sits on the GPU holding output.weight (last GPU of the split): "
         "with a gpus: list the profile rules count it, with gpus: all the host gate counts the host's GPUs",
         "anywhere else llama.cpp aborts in graph reservation",
-        _rules("drafts") + _LAUNCH + ("kimik3_reconciler.planning.memory_gate",),
+        _rules("drafts")
+        + ("kimik3_reconciler.engines.llamacpp.drafts", "kimik3_reconciler.engines.llamacpp.memory_gate"),
         (
             "cases/profile/spec_draft_not_last_gpu.yaml",
             "cases/plan/44-draft-not-last-gpu-with-gpus-all.yaml",
@@ -571,7 +572,7 @@ RULES: tuple[Rule, ...] = (
         "file name",
         "without it the host-side state checkpoint per draft step costs more than the drafts save; the patch is "
         "not public, so there is no sha256 to record",
-        _rules("drafts") + ("kimik3_reconciler.planning.patch_roles",),
+        _rules("drafts") + ("kimik3_reconciler.engines.llamacpp.patch_roles",),
         (
             "cases/profile/spec_draft_no_patches.yaml",
             "cases/plan/59-spec-draft-patch-named-but-not-rollback.yaml",
@@ -668,7 +669,7 @@ RULES: tuple[Rule, ...] = (
         "quant's all-VRAM floor is refused",
         "seed 000 Key facts: the split is reproducible per (quant, GPU count, GPU memory), re-tune if any changes; "
         "UD-IQ2_XXS is all-VRAM on 8x RTX PRO 6000 (765 GiB), not on four GPUs",
-        ("kimik3_reconciler.planning.vram_fit",),
+        ("kimik3_reconciler.engines.llamacpp.vram_fit",),
         (
             "cases/plan/50-iq2xxs-hybrid-on-four-gpus.yaml",
             "cases/plan/51-q2-all-vram-on-eight-h200.yaml",
@@ -685,7 +686,7 @@ RULES: tuple[Rule, ...] = (
         "cannot hold (the hybrid's CPU experts, + 10 %) must fit the RAM; MemAvailable short of it warns",
         "seed 000 Sizing gate: a quant that does not fit VRAM + RAM cannot run at any split, and the hybrid keeps "
         "~130 GiB of RAM busy; seed 001: plan the download size + 10-15 % runtime headroom",
-        ("kimik3_reconciler.planning.memory_gate",),
+        ("kimik3_reconciler.engines.llamacpp.memory_gate",),
         (
             "cases/plan/52-sizing-headroom.yaml",
             "cases/plan/107-cpu-host-huge-quant.yaml",
@@ -702,7 +703,7 @@ RULES: tuple[Rule, ...] = (
         "with as much VRAM or more (UD-Q2_K_XL: ~130 GiB on 8x RTX PRO 6000), whatever kimik3 estimates",
         "kimik3's estimate before the GGUF headers are read (the quant less the usable VRAM) was ~73 GiB on the "
         "seed's host, so a 128 GiB host passed the sizing gate and would have been killed for memory in the load",
-        ("kimik3_reconciler.planning.vram_fit", "kimik3_reconciler.planning.placement"),
+        ("kimik3_reconciler.engines.llamacpp.vram_fit", "kimik3_reconciler.engines.llamacpp.placement"),
         (
             "cases/plan/120-seed-host-q2-ram-measured.yaml",
             "unit/planning/test_memory_gate.py",
@@ -718,7 +719,7 @@ RULES: tuple[Rule, ...] = (
         "MiB, else llama-server's default 8192 MiB, on top of the CPU experts",
         "the host-RAM prompt cache (--cache-ram) fills the same RAM the hybrid's experts live in; counted nowhere, a "
         "host with just the experts' RAM runs out once the cache fills",
-        ("kimik3_reconciler.planning.memory_gate",),
+        ("kimik3_reconciler.engines.llamacpp.memory_gate",),
         (
             "cases/plan/120-seed-host-q2-ram-measured.yaml",
             "cases/plan/52-sizing-headroom.yaml",
@@ -735,7 +736,7 @@ RULES: tuple[Rule, ...] = (
         "(its fit_target entry: 6144 + 9216 for UD-IQ2_XXS all-VRAM; 9216 on a hybrid) and has that much VRAM at all",
         "seed 000 Speculative decoding: ~9 GB free on the draft's GPU plus room for the snapshots; use a per-device "
         "--fit-target list",
-        ("kimik3_reconciler.planning.memory_gate",),
+        ("kimik3_reconciler.engines.llamacpp.memory_gate",),
         (
             "cases/plan/53-draft-gpu-without-room.yaml",
             "cases/plan/45-draft-room-on-top-of-allvram-floor.yaml",

@@ -25,7 +25,7 @@ from kimik3_reconciler.model.specs import (
 from kimik3_reconciler.planning.conflict_step import plan_conflicts
 from kimik3_reconciler.planning.container_step import container_changes, plan_container
 from kimik3_reconciler.planning.desired import Desired, Planner, changes
-from kimik3_reconciler.planning.engine_plan import EnginePlan
+from kimik3_reconciler.planning.engine_plan import PlanOnHost
 from kimik3_reconciler.planning.front_step import plan_front, plan_front_teardown, plan_hold, plan_release_front
 from kimik3_reconciler.planning.gpu_probe import plan_gpu_probe
 from kimik3_reconciler.planning.health_step import plan_health
@@ -42,7 +42,6 @@ from kimik3_reconciler.planning.routes import profile_routes
 from kimik3_reconciler.planning.smoke_step import plan_smoke
 from kimik3_reconciler.planning.unit_step import plan_stale_units, plan_unit, plan_unit_teardown
 from kimik3_reconciler.planning.verify_step import plan_verify
-from kimik3_reconciler.planning.vram_fit import derive_mode
 from kimik3_reconciler.planning.worker_step import plan_removed_workers, plan_worker_teardown, plan_workers
 
 __all__ = [
@@ -94,17 +93,18 @@ def render_desired(profile: Profile, observed: Observed, refusals: tuple[str, ..
     """What the profile renders to on this host, its engine's plan (mode, forecast, routes) made once with it;
     `refusals`: the plan's gate verdict (none: it passed), which the profile's own route takes."""
     engine = engine_for(profile.engine)  # the registry: every planner learns the engine from Desired.engine
-    build = render_image_build(profile, observed)
+    engine_plan = PlanOnHost(profile, observed, engine.render_plan(profile, observed), refusals)
     # Hybrid or all-VRAM is a GGUF quant's question; a checkpoint engine sizes its memory with its own knobs.
-    mode = derive_mode(profile, observed) if engine.model_source.format == "gguf" else NO_QUANT_MODE
-    engine_plan = EnginePlan(profile, observed, mode, refusals)
+    mode = engine_plan.mode or NO_QUANT_MODE
     if engine.image_source.kind == "pull":
         # A pulled image is its digest: the container runs `repo:tag@sha256:…` and its fingerprint moves with the
-        # digest only (the image steps of a pull: planning/image_step, by engine.image_source.kind).
+        # digest only (the image steps of a pull: planning/image_step, by engine.image_source.kind). No build is
+        # rendered: llama.cpp's Dockerfile, patches and CMake flags are no input of this engine's plan.
         image = profile.image
         launch = render_launch(profile, observed, image.ref, image.digest, engine, mode)
-    else:
-        launch = render_launch(profile, observed, build.tag, build.fingerprint, engine, mode)
+        return Desired(profile, None, launch, engine, engine_plan)
+    build = render_image_build(profile, observed)
+    launch = render_launch(profile, observed, build.tag, build.fingerprint, engine, mode)
     return Desired(profile, build, launch, engine, engine_plan)
 
 
@@ -249,6 +249,8 @@ def _forget_step(profile: Profile, observed: Observed) -> Step:
 
 
 def _wanted_image_fingerprint(profile: Profile, observed: Observed) -> str | None:
+    if engine_for(profile.engine).image_source.kind == "pull":
+        return None  # a pulled image is its digest: the container's (in use) is the one to keep
     try:
         return render_image_build(profile, observed).fingerprint
     except PlanError:  # destroy goes on when the planner would refuse a build

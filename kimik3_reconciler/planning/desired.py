@@ -18,7 +18,7 @@ from kimik3_reconciler.model.specs import ImageBuild, Payload
 from kimik3_reconciler.planning.launch import Launch
 
 if TYPE_CHECKING:  # planning/engine_plan.py imports the gate's modules, which import this one
-    from kimik3_reconciler.planning.engine_plan import EnginePlan
+    from kimik3_reconciler.planning.engine_plan import PlanOnHost
 
 T = TypeVar("T")
 
@@ -29,12 +29,12 @@ class Desired:
     that engine's plan holds beside them."""
 
     profile: Profile
-    build: ImageBuild
+    build: ImageBuild | None  # None where the engine pulls its image (image_source.kind "pull"): nothing is built
     launch: Launch
     engine: ServingEngine  # what differs between llama.cpp, vLLM and SGLang (engines/base.py)
     # The mode, forecast and routes, rendered once with it (render_desired; None: a tool's Desired). Derived from the
     # profile and the observation, as the launch is: not part of its value (two renders of one input are equal).
-    plan: EnginePlan | None = field(default=None, compare=False, repr=False)
+    plan: PlanOnHost | None = field(default=None, compare=False, repr=False)
     # Answers several planners ask of one plan (the container's steps planned alone, whether the build pre-reads),
     # each computed once: made with this Desired (render_desired: one per plan) and gone with it; not its value.
     _answers: dict[str, tuple[Observed, Any]] = field(default_factory=dict, init=False, compare=False, repr=False)

@@ -1,32 +1,29 @@
-"""What one plan renders of its engine beside the launch, once, and holds on `Desired.plan`: the mode (hybrid or
-all-VRAM: a GGUF quant's; a checkpoint engine's is NO_QUANT_MODE), the placement forecast and the routes. The launch,
-the pre-read's memory check, the plan's forecast and routes lines read it instead of deriving it again.
+"""What one plan renders of its engine beside the launch, once, and holds on `Desired.plan`: the engine's plan
+(`ServingEngine.render_plan`: the mode, hybrid or all-VRAM, a GGUF quant's; the placement forecast) and the routes.
+The launch, the pre-read's memory check, the plan's forecast and routes lines read it instead of deriving it again.
 
-The forecast and the routes are made when first read (`kimik3 status --watch` renders a Desired and reads neither).
-The routes take the plan's own gate verdict for the profile's route: feasible exactly when the plan is.
+The routes are made when first read (`kimik3 status --watch` renders a Desired and never reads them); they take the
+plan's own gate verdict for the profile's route: feasible exactly when the plan is.
 """
 
 from __future__ import annotations
 
 from functools import cached_property
+from typing import Any
 
+from kimik3_reconciler.engines.base import EnginePlan
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.profile import Profile
-from kimik3_reconciler.planning.placement import Forecast, forecast
 from kimik3_reconciler.planning.routes import RouteReport, profile_routes
-from kimik3_reconciler.planning.vram_fit import ModeDecision
 
 
-class EnginePlan:
-    """The engine's plan for one profile on one observation."""
+class PlanOnHost:
+    """The engine's plan for one profile on one observation, and the routes judged with it."""
 
-    def __init__(self, profile: Profile, observed: Observed, mode: ModeDecision, refusals: tuple[str, ...] = ()):
-        self.profile, self.observed, self.mode, self.refusals = profile, observed, mode, refusals
-
-    @cached_property
-    def forecast(self) -> Forecast | None:
-        """Where the weights go on this host (planning/placement.py), from the one mode decision."""
-        return forecast(self.profile, self.observed)
+    def __init__(self, profile: Profile, observed: Observed, rendered: EnginePlan, refusals: tuple[str, ...] = ()):
+        self.profile, self.observed, self.refusals = profile, observed, refusals
+        self.mode: Any = rendered.mode  # None: the engine sizes its memory with its own knobs
+        self.forecast: Any = rendered.forecast
 
     @cached_property
     def routes(self) -> RouteReport:

@@ -18,16 +18,25 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kimik3_reconciler.engines import engine_for
+from kimik3_reconciler.engines.llamacpp.host_compat import arch_name
+from kimik3_reconciler.engines.llamacpp.vram_fit import (
+    CUDA_CONTEXT_BYTES,
+    MIB,
+    derive_mode,
+    quant_bytes,
+    requested_gpus,
+)
 from kimik3_reconciler.errors import FieldRefusal
 from kimik3_reconciler.model import catalog
-from kimik3_reconciler.model.engine_names import NOT_ENGINES
+from kimik3_reconciler.model.engine_names import ENGINES, NOT_ENGINES
 from kimik3_reconciler.model.facts import GpuFact, HostFacts, LocalInputs, ModelFact, Observed, RemoteFile
+from kimik3_reconciler.model.humanize import gib
 from kimik3_reconciler.model.model_files import CHECKPOINT
 from kimik3_reconciler.model.profile import SECTIONS, Profile
-from kimik3_reconciler.planning.host_compat import arch_name
+from kimik3_reconciler.model.route import Route, is_kind
 from kimik3_reconciler.planning.host_gate import host_gate
-from kimik3_reconciler.planning.humanize import gib
-from kimik3_reconciler.planning.vram_fit import CUDA_CONTEXT_BYTES, MIB, derive_mode, quant_bytes, requested_gpus
+
+__all__ = ["HostSummary", "Route", "RouteReport", "is_kind", "profile_routes", "routes"]
 
 GGUF_REPO = "unsloth/Kimi-K3-GGUF"
 NATIVE_REPO = "moonshotai/Kimi-K3"
@@ -67,25 +76,6 @@ NOTES = (
 
 
 @dataclass(frozen=True)
-class Route:
-    """One way to serve Kimi-K3, judged on one host."""
-
-    engine: str  # llamacpp, vllm, sglang, ollama (model/engine_names.py's names, ollama aside)
-    model: str  # repo[:quant]
-    placement: str  # all-vram, hybrid, cpu, tp8, tp8-dcp8, -
-    feasible: bool
-    why: str  # the numbers it was judged on
-    speed: str | None = None  # the seed's measured speed, with its source
-    profile: bool = False  # the route the given profile takes
-
-    def line(self) -> str:
-        mark = "yes" if self.feasible else "no "
-        ours = " (this profile)" if self.profile else ""
-        speed = f"; measured: {self.speed}" if self.speed else ""
-        return f"{mark} {self.engine:<8} {self.model} {self.placement}{ours}: {self.why}{speed}"
-
-
-@dataclass(frozen=True)
 class HostSummary:
     """What the routes were judged on."""
 
@@ -122,11 +112,7 @@ class RouteReport:
     def summary(self) -> str:
         """One line for the plan: the profile's route and the feasible ones."""
         ours = next((r for r in self.routes if r.profile), None)
-        feasible = [
-            f"{r.engine} {r.model.rpartition(':')[2] if r.engine == 'llamacpp' else r.placement}"
-            for r in self.feasible
-            if not r.profile
-        ]
+        feasible = [f"{r.engine} {r.form or r.placement}" for r in self.feasible if not r.profile]
         head = (
             f"this profile's route ({ours.engine} {ours.placement}) is {'feasible' if ours.feasible else 'NOT feasible'}"
             f" here; "
@@ -143,10 +129,7 @@ class RouteReport:
         ours = next((r for r in self.routes if r.profile), None)
         if ours is None or ours.feasible:
             return None
-        others = [
-            f"{r.engine} {r.model.rpartition(':')[2] if r.engine == 'llamacpp' else r.model} {r.placement}"
-            for r in self.feasible
-        ]
+        others = [f"{r.engine} {r.form or r.model} {r.placement}" for r in self.feasible]
         return (
             f"routes this host can take instead: {', '.join(others) or 'none of Kimi-K3'} (`kimik3 routes FILE` "
             "says why not the others)"
@@ -313,6 +296,9 @@ NATIVE_DEFAULTS: dict[str, dict[str, Any]] = {
     "vllm": {"tensor_parallel_size": 8, "gpu_memory_utilization": 0.95, "any_gpu": False},
     "sglang": {"tp_size": 8, "dcp_size": 8, "mem_fraction_static": 0.85, "any_gpu": False},
 }
+# The engines whose routes are profiles judged by the gate here; another registered engine offers its own
+# (`ServingEngine.routes`).
+JUDGED = ("llamacpp", "vllm", "sglang")
 RECIPES = {
     "vllm": "seed 001's vLLM recipe (TP8, fp8 KV cache, vllm/vllm-openai:kimi-k3)",
     "sglang": "seed 001's SGLang cookbook profile (TP8/DCP8, verified on 8x B300; needs "
@@ -436,6 +422,12 @@ def routes(
     for engine in ("vllm", "sglang"):
         route_profile = _native_profile(base, engine)
         found.append(_native_route(route_profile, host, start, ours_plan(route_profile)))
+    for name in ENGINES:
+        if name not in JUDGED:  # an engine kimik3 does not judge by the gate here (a probe): its own routes
+            offered = engine_for(name).routes(
+                host, gpus, profile if profile and profile.engine == name else None, observed
+            )
+            found += (*offered.own, *offered.kimi)
     found.append(Route("ollama", f"hf.co/{GGUF_REPO}:<quant>", "-", False, OLLAMA_WHY))
     notes = NOTES
     if not any(r.feasible for r in found):

@@ -13,10 +13,11 @@ from click.testing import CliRunner
 from support.recorded_hosts import h200_host
 
 from kimik3_reconciler.cli import main
+from kimik3_reconciler.engines.native_route import NATIVE_MIN_BYTES
 from kimik3_reconciler.errors import InputError
 from kimik3_reconciler.model.described_host import described_host
 from kimik3_reconciler.model.facts import HostFacts
-from kimik3_reconciler.planning.routes import NATIVE_MIN_BYTES, routes
+from kimik3_reconciler.planning.routes import routes
 
 HOSTS = Path(__file__).parents[2] / "fixtures" / "host"
 PROFILES = Path(__file__).parents[3] / "profiles"

@@ -59,7 +59,8 @@ def test_explain_prints_the_reason_and_refuses_unknown_rules() -> None:
     shown = subprocess.run([*run, "spec-draft-device"], capture_output=True, text=True)
     assert shown.returncode == 0 and "graph reservation" in shown.stdout
     assert (
-        "enforced by: kimik3_reconciler.model.profile_rules.drafts, kimik3_reconciler.planning.launch" in shown.stdout
+        "enforced by: kimik3_reconciler.model.profile_rules.drafts, kimik3_reconciler.engines.llamacpp.drafts"
+        in shown.stdout
     )
     unknown = subprocess.run([*run, "spec-draft-devise"], capture_output=True, text=True)
     assert unknown.returncode == 2 and "did you mean 'spec-draft-device'" in unknown.stderr
@@ -102,14 +103,15 @@ def test_every_profile_rule_finding_sits_under_its_own_rule_mark() -> None:
 
 
 def test_every_rule_function_of_the_profile_rules_package_runs() -> None:
-    """model/profile_rules/ holds one module per concern and runs what order.py's BY_ENGINE lists (RULES for
-    llamacpp): a rule function (public, one profile argument, yielding findings) left out of them would never run, and no case would say so."""
+    """model/profile_rules/ holds one module per concern and runs what each engine's rules module lists (the registry's
+    `rules`: order.py's RULES for llamacpp): a rule function (public, one profile argument, yielding findings) left out of them would never run, and no case would say so."""
     import pkgutil
 
     from kimik3_reconciler.model import profile_rules
-    from kimik3_reconciler.model.profile_rules.order import BY_ENGINE
+    from kimik3_reconciler.model.engine_names import ENGINES
+    from kimik3_reconciler.model.profile_rules import rules_for
 
-    listed = {rule for rules in BY_ENGINE.values() for rule in rules}
+    listed = {rule for name in ENGINES for rule in rules_for(name)}
     found = []
     for info in pkgutil.iter_modules(profile_rules.__path__):
         module = importlib.import_module(f"{profile_rules.__name__}.{info.name}")

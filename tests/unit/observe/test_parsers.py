@@ -83,9 +83,9 @@ def test_h200_host_recorded_facts() -> None:
 def test_cmake_args_rendered_for_sm90_match_the_h200_build() -> None:
     """The cmake arguments of the native CUDA build that served the tiny model on an H200
     (tests/fixtures/h200/build.txt, probe.txt) are what kimik3 renders today for that profile."""
+    from kimik3_reconciler.engines.llamacpp.build_flags import cmake_configure_args
     from kimik3_reconciler.model.facts import HostFacts
     from kimik3_reconciler.model.profile_source import parse_profile
-    from kimik3_reconciler.planning.build_flags import cmake_configure_args
 
     host = fixture("h200", "host.txt")
     facts = HostFacts(

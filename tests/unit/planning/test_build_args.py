@@ -1,4 +1,4 @@
-"""Profile fields never become shell or cmake text (planning/build_flags.py): a value the profile schema would
+"""Profile fields never become shell or cmake text (engines/llamacpp/build_flags.py): a value the profile schema would
 refuse, slipped past it, is refused again where the cmake arguments are made."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from support.recorded_hosts import h200_host
 
+from kimik3_reconciler.engines.llamacpp.build_flags import cmake_configure_args
 from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.model.profile_source import parse_profile
-from kimik3_reconciler.planning.build_flags import cmake_configure_args
 
 PROFILE = """
 apiVersion: kimik3/v1

@@ -9,11 +9,11 @@ from __future__ import annotations
 from support.observed import model_fact, observed
 from support.recorded_hosts import h200_host, seed000_host
 
+from kimik3_reconciler.engines.llamacpp.memory_gate import context_refusals
+from kimik3_reconciler.engines.llamacpp.vram_fit import context_note, context_total
 from kimik3_reconciler.model.facts import ModelLayout
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.planning.launch import render_launch
-from kimik3_reconciler.planning.memory_gate import context_refusals
-from kimik3_reconciler.planning.vram_fit import context_note, context_total
 
 GIB = 1 << 30
 
@@ -109,7 +109,7 @@ def test_a_kv_cache_the_gpus_cannot_hold_is_refused_with_the_context_that_fits()
 
 def test_the_kv_cache_of_the_default_moves_experts_to_ram() -> None:
     """The KV cache of 131,072 tokens a request is counted in the split: more KV on the GPUs, more experts in RAM."""
-    from kimik3_reconciler.planning.vram_fit import derive_mode
+    from kimik3_reconciler.engines.llamacpp.vram_fit import derive_mode
 
     heavy = layout(64 * 1024, 1_048_576)
     host = seed000_host()
@@ -126,7 +126,7 @@ def test_the_kv_cache_of_the_default_moves_experts_to_ram() -> None:
 def test_the_forecast_says_when_the_gate_counts_the_seeds_measured_ram() -> None:
     """Issue 27 item 2: the forecast's RAM is an aggregate estimate; on the seed's host the gate counts the ~130 GiB
     the seed measured for UD-Q2_K_XL, and the forecast line says so rather than show a smaller figure alone."""
-    from kimik3_reconciler.planning.placement import forecast
+    from kimik3_reconciler.engines.llamacpp.placement import forecast
 
     light = layout(1152, 1_048_576, expert_gib=712, dense_gib=82)  # 802 GiB in all, a small KV cache
     q2 = profile()
@@ -143,7 +143,7 @@ def test_the_context_memory_from_the_header_is_what_the_real_server_allocated(tm
     import re
     from pathlib import Path
 
-    from kimik3_reconciler.model.gguf_header import parse_gguf_header, summarize
+    from kimik3_reconciler.engines.llamacpp.gguf_header import parse_gguf_header, summarize
     from kimik3_reconciler.steps.smoke_model import write_tiny_kimi_k3
 
     log = (Path(__file__).resolve().parents[2] / "fixtures" / "demo" / "kv-cache-c8192-np2.log").read_text()
@@ -156,7 +156,7 @@ def test_the_context_memory_from_the_header_is_what_the_real_server_allocated(tm
     state_mib = 2 * tiny.state_bytes_per_slot / (1 << 20)  # the log rounds each part to 0.01 MiB
     assert abs(state_mib - (r_mib + s_mib)) <= 0.01
     seen = observed(profile("{ctx_size: 8192, parallel: 2}"), host=h200_host(1), layout=tiny)
-    from kimik3_reconciler.planning.vram_fit import memory_per_context
+    from kimik3_reconciler.engines.llamacpp.vram_fit import memory_per_context
 
     assert (
         memory_per_context(profile("{ctx_size: 8192, parallel: 2}"), seen)

@@ -1,17 +1,16 @@
-"""The driver floor and the CUDA-architecture coverage, table by table (planning/host_compat.py)."""
+"""The driver floor and the CUDA-architecture coverage, table by table (engines/llamacpp/host_compat.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from kimik3_reconciler.planning.host_compat import (
+from kimik3_reconciler.engines.llamacpp.host_compat import (
     arch_coverage,
     best_coverage,
     driver_floor,
-    driver_text,
     image_cuda_version,
-    version,
 )
+from kimik3_reconciler.model.driver import driver_text, version
 
 H200, RTX_PRO_6000, B200, RTX_4090 = (9, 0), (12, 0), (10, 0), (8, 9)
 

@@ -1,4 +1,4 @@
-"""The memory half of the sizing gate and the draft GPU's room (planning/memory_gate.py), on the recorded
+"""The memory half of the sizing gate and the draft GPU's room (engines/llamacpp/memory_gate.py), on the recorded
 H200 host's facts (tests/fixtures/h200 through tests/support/recorded_hosts.py)."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 from support.observed import model_fact, observed
 from support.recorded_hosts import h200_host, seed000_host
 
+from kimik3_reconciler.engines.llamacpp.memory_gate import draft_room_refusals, memory_findings
+from kimik3_reconciler.engines.llamacpp.vram_fit import derive_mode
 from kimik3_reconciler.model.facts import GpuFact
 from kimik3_reconciler.model.profile_source import parse_profile
-from kimik3_reconciler.planning.memory_gate import draft_room_refusals, memory_findings
-from kimik3_reconciler.planning.vram_fit import derive_mode
 
 GIB = 1 << 30
 TIB = 1 << 40

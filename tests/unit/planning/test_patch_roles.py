@@ -1,5 +1,5 @@
 """The speculative draft's rollback patch is recognised by what it changes, never by its file name:
-the diff parser (observe/local_inputs.py) on real files, the judgement (planning/patch_roles.py)."""
+the diff parser (observe/local_inputs.py) on real files, the judgement (engines/llamacpp/patch_roles.py)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from kimik3_reconciler.engines.llamacpp.patch_roles import rollback_patch, rollback_requirement
 from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.observe.local_inputs import collect_inputs, parse_unified_diff
-from kimik3_reconciler.planning.patch_roles import rollback_patch, rollback_requirement
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 SHAPED = FIXTURES / "patches" / "recurrent-rollback-shaped.patch"
@@ -96,8 +96,8 @@ def test_the_plan_refuses_before_any_step(tmp_path: Path) -> None:
 
 def test_a_rollback_said_only_in_comments_or_strings_is_not_the_patch() -> None:
     """Review of issue 14: any added line mentioning "rollback" counted; only code naming one does now."""
+    from kimik3_reconciler.engines.llamacpp.patch_roles import code_of
     from kimik3_reconciler.model.facts import PatchFact
-    from kimik3_reconciler.planning.patch_roles import code_of
 
     def patch(*added: str) -> PatchFact:
         body = "".join(f"+{line}\n" for line in added)

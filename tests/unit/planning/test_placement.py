@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from support.observed import observed
 
+from kimik3_reconciler.engines.llamacpp.placement import forecast
 from kimik3_reconciler.model.facts import GpuFact, HostFacts, ModelLayout
 from kimik3_reconciler.model.profile_source import parse_profile
-from kimik3_reconciler.planning.placement import forecast
 
 H200 = Path(__file__).resolve().parents[2] / "fixtures" / "h200"
 MIB = 1 << 20
@@ -73,7 +73,7 @@ def test_the_plan_text_says_what_goes_where() -> None:
 
 def test_a_cpu_forecast_says_every_expert_is_on_the_cpu_not_partly() -> None:
     """Review: the demo's plan said "3 layers' experts (partly) on the CPU" for a CPU build, where all of them are."""
-    from kimik3_reconciler.planning.placement import Forecast
+    from kimik3_reconciler.engines.llamacpp.placement import Forecast
 
     cpu = Forecast(mode="cpu", cpu_expert_layers=(1, 2, 3), devices=(), host_bytes=0, load_seconds=0.0)
     assert cpu.lines()[0].startswith("placement forecast: cpu, 3 layers' experts all on the CPU (1-3)")

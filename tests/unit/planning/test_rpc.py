@@ -6,11 +6,11 @@ from __future__ import annotations
 import yaml
 from support.observed import GIB, observed
 
+from kimik3_reconciler.engines.llamacpp.memory_gate import memory_findings
 from kimik3_reconciler.model.facts import ContainerFact, HostFacts, RpcDeviceFact, WorkerFact
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.observe.workers import parse_rpc_devices
 from kimik3_reconciler.planning import plan, render_desired
-from kimik3_reconciler.planning.memory_gate import memory_findings
 from kimik3_reconciler.planning.worker_step import render_worker
 from kimik3_reconciler.verify.report import Status
 from kimik3_reconciler.verify.workers import check_workers, rpc_buffers

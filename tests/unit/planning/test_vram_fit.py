@@ -1,4 +1,4 @@
-"""Hybrid or all-VRAM per (quant, GPU count, GPU memory), on the recorded H200 (planning/vram_fit.py)."""
+"""Hybrid or all-VRAM per (quant, GPU count, GPU memory), on the recorded H200 (engines/llamacpp/vram_fit.py)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from pathlib import Path
 from support.observed import model_fact, observed
 from support.recorded_hosts import h200_host
 
+from kimik3_reconciler.engines.llamacpp.vram_fit import derive_mode
 from kimik3_reconciler.model.facts import HostFacts, ModelLayout
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.planning.host_gate import host_gate
 from kimik3_reconciler.planning.launch import render_launch
-from kimik3_reconciler.planning.vram_fit import derive_mode
 
 GIB = 1 << 30
 # context_length 0: the synthetic model's header gives none (the recorded layout predates the field)

@@ -12,12 +12,12 @@ from support.observed import observed
 from test_load_watch import Recorder
 from test_plan_cases import BASE, merge, profile_of
 
+from kimik3_reconciler.engines.llamacpp.build_time import build_cost, predicted_build
 from kimik3_reconciler.model.facts import HostFacts
 from kimik3_reconciler.model.records import build_time_key
 from kimik3_reconciler.model.specs import ImageBuild
 from kimik3_reconciler.observe import _build_seconds
 from kimik3_reconciler.observe.build_log import compiled
-from kimik3_reconciler.planning.build_time import build_cost, predicted_build
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps.image import build_image
 

@@ -192,7 +192,7 @@ def test_wrong_checksum_leaves_nothing_behind(tmp_path, sdist_server, monkeypatc
 
 def test_the_tiny_model_says_its_weights_are_random(tmp_path: Path) -> None:
     """verify reads this key to report what the model says as "not checkable" (model/weights.py)."""
-    from kimik3_reconciler.model.gguf_header import parse_gguf_header
+    from kimik3_reconciler.engines.llamacpp.gguf_header import parse_gguf_header
     from kimik3_reconciler.model.weights import weights_of
 
     first, second = write_tiny_kimi_k3(tmp_path, "tiny", shards=2)

@@ -14,11 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kimik3_reconciler.model.facts import ModelLayout, Observed
-from kimik3_reconciler.model.profile import Profile
-from kimik3_reconciler.planning.health_step import SEED_LOAD_BYTES_PER_S
-from kimik3_reconciler.planning.humanize import gib
-from kimik3_reconciler.planning.vram_fit import (
+from kimik3_reconciler.engines.llamacpp.vram_fit import (
     CUDA_CONTEXT_BYTES,
     compute_bytes,
     derive_mode,
@@ -26,6 +22,9 @@ from kimik3_reconciler.planning.vram_fit import (
     memory_per_context,
     requested_gpus,
 )
+from kimik3_reconciler.model.facts import ModelLayout, Observed
+from kimik3_reconciler.model.humanize import SEED_LOAD_BYTES_PER_S, gib
+from kimik3_reconciler.model.profile import Profile
 
 MIB = 1 << 20
 

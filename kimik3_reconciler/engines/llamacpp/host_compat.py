@@ -39,21 +39,6 @@ TOOLKIT_DRIVER: tuple[tuple[tuple[int, int, int], tuple[int, ...]], ...] = (
 SEED_MIN_DRIVER = (570,)  # seed 000: "the NVIDIA driver (>=570, open kernel module)"
 
 
-def version(text: str) -> tuple[int, ...]:
-    """'580.159.04' -> (580, 159, 4); the leading numeric fields only."""
-    parts = []
-    for part in text.split("."):
-        if not part.isdigit():
-            break
-        parts.append(int(part))
-    return tuple(parts)
-
-
-def driver_text(v: tuple[int, ...]) -> str:
-    """(580, 65, 6) -> '580.65.06', as nvidia-smi prints driver versions."""
-    return ".".join(f"{n:02d}" if i == 2 else str(n) for i, n in enumerate(v))
-
-
 def cuda_text(v: tuple[int, ...]) -> str:
     return ".".join(map(str, v))
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass, replace
 from kimik3_reconciler.model import catalog
 from kimik3_reconciler.model.catalog import QuantMode
 from kimik3_reconciler.model.facts import GpuFact, HostFacts, ModelLayout, Observed
+from kimik3_reconciler.model.humanize import gib
 from kimik3_reconciler.model.profile import Profile
-from kimik3_reconciler.planning.humanize import gib
 
 MIB = 1 << 20
 # What llama-server's own CUDA context takes before it measures free memory: NVML showed 143156

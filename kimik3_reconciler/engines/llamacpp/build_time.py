@@ -5,8 +5,8 @@ default scaled to this host's CPUs; a build that Docker's layer cache answers is
 from __future__ import annotations
 
 from kimik3_reconciler.model.facts import Observed
+from kimik3_reconciler.model.humanize import duration
 from kimik3_reconciler.model.profile import Profile
-from kimik3_reconciler.planning.humanize import duration
 
 # Defaults before the first build here: (seconds, CPUs it ran on, what it was), one CUDA architecture.
 # cuda: sm_90, natively on the 16-CPU H200 host with kimik3's cmake arguments, 271 s (tests/fixtures/h200/build.txt;
