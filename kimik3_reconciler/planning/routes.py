@@ -19,6 +19,7 @@ from typing import Any
 
 from kimik3_reconciler.engines import engine_for
 from kimik3_reconciler.engines.llamacpp.host_compat import arch_name
+from kimik3_reconciler.engines.llamacpp.routes import GGUF_REPO, SEED_SPEEDS, SPEED_SOURCE
 from kimik3_reconciler.engines.llamacpp.vram_fit import (
     CUDA_CONTEXT_BYTES,
     MIB,
@@ -38,16 +39,7 @@ from kimik3_reconciler.planning.host_gate import host_gate
 
 __all__ = ["HostSummary", "Route", "RouteReport", "is_kind", "profile_routes", "routes"]
 
-GGUF_REPO = "unsloth/Kimi-K3-GGUF"
 NATIVE_REPO = "moonshotai/Kimi-K3"
-
-# Seed 000 step 2, measured on 8x RTX PRO 6000 (2026-09-05); the only serving speeds the seeds give.
-SEED_SPEEDS: dict[str, str] = {
-    "UD-Q2_K_XL": "5.8 tok/s c1 (TTFT 4.6 s), 16.0 tok/s aggregate c8 at -ub 4096",
-    "UD-IQ2_XXS": "13.9 tok/s c1, ~25 tok/s aggregate c4-c8",
-    "UD-Q2_K_XL-REAP770": "~86 ms/token at 8 slots, 17.9 tok/s aggregate c16, TTFT 3.6 s c1",
-}
-SPEED_SOURCE = "seed 000 step 2 on 8x RTX PRO 6000"
 
 # The engines' own needs (kinds, count, driver, memory share) are theirs: engine.host_needs, read by the gate.
 
