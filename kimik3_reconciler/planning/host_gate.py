@@ -341,12 +341,6 @@ def _module_findings(profile: Profile, host: HostFacts) -> tuple[list[str], list
     ]
 
 
-def is_kind(name: str, kinds: tuple[str, ...]) -> bool:
-    """A GPU's NVML name is one of `kinds`. Names read "NVIDIA B300 SXM6 AC", "NVIDIA GB300": a kind matches as a
-    word, so B300 is not GB300 (the SGLang cookbook's B300 profile must not run on GB300: seed 001)."""
-    return any(re.search(rf"(?<![A-Za-z0-9]){re.escape(kind)}(?![0-9])", name) for kind in kinds)
-
-
 GIB = 1 << 30
 # Below this share of the engine's memory left after the weights, the KV cache holds few requests: warned.
 KV_ROOM_WARN = 0.10
