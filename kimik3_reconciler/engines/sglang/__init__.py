@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from kimik3_reconciler.engines.base import (
+    EnginePlan,
     EngineRoutes,
     HostNeeds,
     ImageSource,
@@ -102,6 +103,9 @@ class Sglang:
 
     def tune_space(self, profile: Profile, observed: Observed) -> dict[str, tuple[Any, ...]]:
         return launch.tune_space(profile)
+
+    def render_plan(self, profile: Profile, observed: Observed) -> EnginePlan:
+        return EnginePlan()  # the whole checkpoint in VRAM, sized by sglang.mem_fraction_static: no mode, no split
 
     def routes(
         self, host: HostFacts, gpus: tuple[GpuFact, ...], profile: Profile | None, observed: Observed | None

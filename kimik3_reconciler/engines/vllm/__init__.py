@@ -12,6 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from kimik3_reconciler.engines.base import (
+    EnginePlan,
     EngineRoutes,
     HostNeeds,
     ImageSource,
@@ -104,6 +105,9 @@ class Vllm:
         from kimik3_reconciler.engines.vllm import tune  # tune only
 
         return tune.default_space(profile, observed)
+
+    def render_plan(self, profile: Profile, observed: Observed) -> EnginePlan:
+        return EnginePlan()  # the whole checkpoint in VRAM, sized by vllm.gpu_memory_utilization: no mode, no split
 
     def routes(
         self, host: HostFacts, gpus: tuple[GpuFact, ...], profile: Profile | None, observed: Observed | None
