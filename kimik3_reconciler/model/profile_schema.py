@@ -21,7 +21,7 @@ from kimik3_reconciler.model.engine_names import DEFAULT_ENGINE, ENGINES, LLAMAC
 
 SHA40 = r"[0-9a-f]{40}"
 GPU_UUID = r"GPU-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
-# The JSON Schema says what validate says of one field on its own (tests/unit/test_schema_agrees.py): an editor that
+# The JSON Schema says what validate says of one field on its own (tests/unit/model/test_schema_agrees.py): an editor that
 # accepted `host: localhost` or `unit: kimi-k3.service` sent the user to CI to learn it. These are the schema forms of
 # the per-field checks below that are Python code (the patterns are ECMA-262 and Python `re` alike).
 _IPV4 = r"(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
@@ -664,7 +664,7 @@ PinnedImageRef = _matching(
 ParserName = _matching(r"[A-Za-z0-9][A-Za-z0-9_.-]*", "must be a parser name like kimi_k3")
 BackendName = _matching(r"[A-Z0-9][A-Z0-9_]*", "must be an attention backend name like TOKENSPEED_MLA")
 # vLLM 0.32's --kv-cache-dtype choices, as its vllm/config/cache.py `CacheDType` lists them (the real parser checks
-# a rendered argv: tests/unit/test_vllm_argv.py)
+# a rendered argv: tests/unit/engines/test_vllm_render.py)
 KV_CACHE_DTYPES = (
     "auto",
     "float16",

@@ -5,7 +5,7 @@ server once the schedulers have loaded the weights; /health answers 503 while it
 (served with --enable-metrics, which kimik3 renders), the reasoning in `message.reasoning_content`.
 
 No SGLang server runs on kimik3's test machines (its PyPI wheel needs CUDA; its CPU path is a source build for AMX
-Xeons): what is checked here is the rendered argv, against SGLang's own argument parser (tests/unit/test_sglang_argv.py).
+Xeons): what is checked here is the rendered argv, against SGLang's own argument parser (tests/unit/engines/test_sglang_argv.py).
 `ENGINE` is what the registry (model/engine_names.py, `engines.engine_for("sglang")`) hands out.
 """
 
