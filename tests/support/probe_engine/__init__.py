@@ -1,5 +1,5 @@
-"""A probe engine, for tests only (tests/unit/engines/test_probe_engine.py): what a fourth engine is, and nothing
-more. One folder (this one: the ServingEngine, its rules, its profile cases) and one registry entry (`ENTRY`, which the
+"""A probe engine, for tests only (tests/unit/engines/test_probe_engine.py): what a fourth engine is, and nothing more.
+One folder (this one: the ServingEngine, its rules, its profile cases) and one registry entry (`ENTRY`, which the
 test adds to model/engine_names.ENGINES the way a real engine's line sits there), with no generic module edited.
 
 It serves a safetensors checkpoint from a pulled image (`image:` by digest), with no profile section of its own:
