@@ -72,19 +72,7 @@ def start_detached(helper: Helper, run: ExporterRun | FrontRun, ports: Ports, re
             HANDS_OVER_SOCKETS: True,
         },
     )
-    wait_detached(
-        ports,
-        reporter,
-        pid,
-        run.health_url,
-        run.fingerprint,
-        run.timeout_s,
-        lambda cmdline: helper.runs(cmdline, run.profile),
-        log,
-        what=helper.what,
-        profile=run.profile,
-        step=helper.step,
-    )
+    wait_detached(helper, run, ports, reporter, pid, log)
 
 
 def replace_detached(
@@ -136,39 +124,29 @@ def replace_detached(
 
 
 def wait_detached(
-    ports: Ports,
-    reporter: Reporter,
-    pid: int,
-    health_url: str,
-    fingerprint: str,
-    timeout_s: float,
-    is_ours: Callable[[list[str] | None], bool],
-    log: str,
-    *,
-    what: str,
-    profile: str,
-    step: str,
+    helper: Helper, run: ExporterRun | FrontRun, ports: Ports, reporter: Reporter, pid: int, log: str
 ) -> None:
-    """Wait until a detached kimik3 process (the exporter, the front) answers `health_url` with its fingerprint;
-    a process that exits first, or one that does not answer in time (then stopped), fails the step, naming its log."""
+    """Wait until the spawned helper answers its /healthz with its fingerprint; a process that exits first, or one
+    that does not answer in time (then stopped), fails the step, naming its log."""
     processes = _processes(ports)
-    deadline = ports.clock.monotonic() + timeout_s
-    while True:
-        status, body = ports.http.get(health_url, timeout_s=1.0)
-        if status == 200 and _fingerprint(body) == fingerprint:
-            reporter.event(what, profile=profile, pid=pid, url=health_url.removesuffix("/healthz"))
-            return
-        if not is_ours(processes.cmdline(pid)):
-            raise StepError(
-                f"{step}: the {what} (pid {pid}) exited before answering {health_url}; see the state directory's {log}"
-            )
-        if ports.clock.monotonic() > deadline:
-            processes.terminate(pid, STOP_S)
-            raise StepError(
-                f"{step}: the {what} did not answer {health_url} within {timeout_s:.0f} s "
-                f"(last: {status} {body[:120]}); stopped it"
-            )
-        ports.clock.sleep(POLL_S)
+
+    def gone() -> StepError | None:
+        if helper.runs(processes.cmdline(pid), run.profile):
+            return None
+        return StepError(
+            f"{helper.step}: the {helper.what} (pid {pid}) exited before answering {run.health_url}; "
+            f"see the state directory's {log}"
+        )
+
+    def late(last: str) -> StepError:
+        processes.terminate(pid, STOP_S)
+        return StepError(
+            f"{helper.step}: the {helper.what} did not answer {run.health_url} within {run.timeout_s:.0f} s "
+            f"(last: {last}); stopped it"
+        )
+
+    _await_fingerprint(ports, run, gone, late)
+    reporter.event(helper.what, profile=run.profile, pid=pid, url=run.health_url.removesuffix("/healthz"))
 
 
 def run_helper_unit(
@@ -197,44 +175,42 @@ def run_helper_unit(
             "date": ports.clock.now().isoformat(timespec="seconds"),
         },
     )
-    wait_unit(
-        ports,
-        reporter,
-        run.install.unit,
-        run.health_url,
-        run.fingerprint,
-        run.timeout_s,
-        what=helper.what,
-        profile=run.profile,
-        step=helper.step,
-    )
+    wait_unit(helper, run, ports, reporter)
 
 
-def wait_unit(
+def wait_unit(helper: Helper, run: ExporterUnit | FrontUnit, ports: Ports, reporter: Reporter) -> None:
+    """Wait until the helper's unit answers its /healthz with its fingerprint; one that does not in time fails the
+    step, naming its journal."""
+    unit = run.install.unit
+
+    def late(last: str) -> StepError:
+        return StepError(
+            f"{helper.step}: unit {unit} did not answer {run.health_url} within {run.timeout_s:.0f} s (last: "
+            f"{last}); see `journalctl -u {unit}`"
+        )
+
+    _await_fingerprint(ports, run, lambda: None, late)
+    reporter.event(helper.what, profile=run.profile, unit=unit, url=run.health_url.removesuffix("/healthz"))
+
+
+def _await_fingerprint(
     ports: Ports,
-    reporter: Reporter,
-    unit: str,
-    health_url: str,
-    fingerprint: str,
-    timeout_s: float,
-    *,
-    what: str,
-    profile: str,
-    step: str,
+    run: ExporterRun | FrontRun | ExporterUnit | FrontUnit,
+    gone: Callable[[], StepError | None],
+    late: Callable[[str], StepError],
 ) -> None:
-    """Wait until a helper's unit (the exporter's, the front's) answers `health_url` with its fingerprint; one that
-    does not in time fails the step, naming its journal."""
-    deadline = ports.clock.monotonic() + timeout_s
+    """Poll `run.health_url` until it answers `run.fingerprint`; `gone` (the process exited) or, past
+    `run.timeout_s`, `late` (given the last answer) is raised."""
+    deadline = ports.clock.monotonic() + run.timeout_s
     while True:
-        status, body = ports.http.get(health_url, timeout_s=1.0)
-        if status == 200 and _fingerprint(body) == fingerprint:
-            reporter.event(what, profile=profile, unit=unit, url=health_url.removesuffix("/healthz"))
+        status, body = ports.http.get(run.health_url, timeout_s=1.0)
+        if status == 200 and _fingerprint(body) == run.fingerprint:
             return
+        failure = gone()
+        if failure is not None:
+            raise failure
         if ports.clock.monotonic() > deadline:
-            raise StepError(
-                f"{step}: unit {unit} did not answer {health_url} within {timeout_s:.0f} s (last: "
-                f"{status} {body[:120]}); see `journalctl -u {unit}`"
-            )
+            raise late(f"{status} {body[:120]}")
         ports.clock.sleep(POLL_S)
 
 

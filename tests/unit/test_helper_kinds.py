@@ -3,26 +3,48 @@ whose exporter and front an earlier kimik3 started finds them again (records, lo
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from kimik3_reconciler.model.helper_env import EXPORTER_READS, FRONT_READS
 from kimik3_reconciler.model.helpers import EXPORTER, FRONT, Helper
+from kimik3_reconciler.model.records import exporter_config_key, exporter_key, front_config_key, front_key
+from kimik3_reconciler.model.unit_files import exporter_unit, front_unit
 
 
 @pytest.mark.parametrize(
-    ("helper", "folder", "log", "unit", "reads"),
+    ("helper", "folder", "log", "unit", "reads", "record_key", "config_key", "unit_of"),
     [
-        (EXPORTER, "metrics", "exporter.log", "kimi-k3-metrics.service", EXPORTER_READS),
-        (FRONT, "front", "front.log", "kimi-k3-front.service", FRONT_READS),
+        (
+            EXPORTER,
+            "metrics",
+            "exporter.log",
+            "kimi-k3-metrics.service",
+            EXPORTER_READS,
+            exporter_key,
+            exporter_config_key,
+            exporter_unit,
+        ),
+        (FRONT, "front", "front.log", "kimi-k3-front.service", FRONT_READS, front_key, front_config_key, front_unit),
     ],
 )
 def test_a_helpers_records_log_and_unit_are_where_earlier_kimik3_put_them(
-    helper: Helper, folder: str, log: str, unit: str, reads: tuple[str, ...]
+    helper: Helper,
+    folder: str,
+    log: str,
+    unit: str,
+    reads: tuple[str, ...],
+    record_key: Callable[[str], str],
+    config_key: Callable[[str], str],
+    unit_of: Callable[[str], str],
 ) -> None:
-    assert helper.record_key("k3") == f"{folder}/k3/process.json"
-    assert helper.config_key("k3") == f"{folder}/k3/config.json"
+    """The same paths as model/records.py's keys (the CLI and the exporter's registry read those) and
+    model/unit_files.py's unit names (the stale-unit planner matches those)."""
+    assert helper.record_key("k3") == f"{folder}/k3/process.json" == record_key("k3")
+    assert helper.config_key("k3") == f"{folder}/k3/config.json" == config_key("k3")
     assert helper.log_key("k3") == f"{folder}/k3/{log}"
-    assert helper.unit_of("kimi-k3.service") == unit
+    assert helper.unit_of("kimi-k3.service") == unit == unit_of("kimi-k3.service")
     assert helper.reads == reads
 
 
