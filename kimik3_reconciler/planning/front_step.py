@@ -10,6 +10,7 @@ import math
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.front import FrontConfig, HoldOrder
 from kimik3_reconciler.model.helpers import FRONT
+from kimik3_reconciler.model.humanize import duration
 from kimik3_reconciler.model.plan import Action, Step
 from kimik3_reconciler.model.profile import handover
 from kimik3_reconciler.model.specs import FrontHold, FrontStop
@@ -18,7 +19,6 @@ from kimik3_reconciler.planning.desired import Desired, changes
 from kimik3_reconciler.planning.front_unit import plan_front_unit
 from kimik3_reconciler.planning.health_step import predicted_downtime
 from kimik3_reconciler.planning.helper_step import plan_detached, plan_helper_teardown
-from kimik3_reconciler.planning.humanize import duration
 from kimik3_reconciler.planning.launch import bind_address
 
 # A held request's Retry-After, when the front refuses it, is the predicted hold: bounded so a client neither

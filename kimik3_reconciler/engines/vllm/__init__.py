@@ -8,11 +8,22 @@ the port refuses connections, `vllm:*` metrics, the reasoning in `message.reason
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from kimik3_reconciler.engines.base import HostNeeds, ImageSource, ModelSource, Readiness, ServerSeries, TuneKnobs
+from kimik3_reconciler.engines.base import (
+    EnginePlan,
+    EngineRoutes,
+    HostNeeds,
+    ImageSource,
+    ModelSource,
+    Readiness,
+    ServerSeries,
+    TuneKnobs,
+)
+from kimik3_reconciler.engines.native_route import NATIVE_DRIVER, VLLM_KINDS, native_route
 from kimik3_reconciler.engines.vllm import launch
-from kimik3_reconciler.model.facts import ModelFact, Observed
+from kimik3_reconciler.model.facts import GpuFact, HostFacts, ModelFact, Observed
 from kimik3_reconciler.model.launch_input import LaunchInput
 from kimik3_reconciler.model.profile import Profile, ServeSpec
 
@@ -94,6 +105,23 @@ class Vllm:
         from kimik3_reconciler.engines.vllm import tune  # tune only
 
         return tune.default_space(profile, observed)
+
+    def render_plan(self, profile: Profile, observed: Observed) -> EnginePlan:
+        return EnginePlan()  # the whole checkpoint in VRAM, sized by vllm.gpu_memory_utilization: no mode, no split
+
+    def routes(
+        self, host: HostFacts, gpus: tuple[GpuFact, ...], profile: Profile | None, observed: Observed | None
+    ) -> EngineRoutes:
+        route = native_route(
+            "vllm",
+            "tp8",
+            VLLM_KINDS,
+            gpus,
+            host,
+            NATIVE_DRIVER,
+            "seed 001's vLLM recipe (TP8, fp8 KV cache, vllm/vllm-openai:kimi-k3)",
+        )
+        return EngineRoutes((replace(route, profile=profile is not None),))
 
 
 ENGINE = Vllm()

@@ -1,13 +1,12 @@
-"""RULES: every cross-field rule of model/profile_rules/, in the one order they run in, so findings come out in the
-same order whatever module holds the rule. Imported only when a profile is validated (check_rules): a no-op plan
+"""RULES: the cross-field rules of an `engine: llamacpp` profile (the registry's `rules` for llama.cpp: every rule of
+model/profile_rules/ but the other engines' own), in the one order they run in, so findings come out in the same
+order whatever module holds the rule. Imported only when a profile is validated (check_rules): a no-op plan
 reads a cached profile and loads none of the rule modules (docs/design.md "What a no-op plan imports")."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-
-from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.profile_rules import (
+    Rule,
     build,
     drafts,
     listeners,
@@ -17,13 +16,8 @@ from kimik3_reconciler.model.profile_rules import (
     quants,
     server_args,
     serving,
-    sglang,
-    vllm,
     workers,
 )
-from kimik3_reconciler.model.profile_rules.finding import Finding
-
-Rule = Callable[[Profile], Iterator[Finding]]
 
 RULES: tuple[Rule, ...] = (
     build.vision,
@@ -53,21 +47,3 @@ RULES: tuple[Rule, ...] = (
     paths.paths_literal,
     pinned.pins,
 )
-
-# The rules every engine's profile meets (secrets, listeners, literal paths), in RULES' order; the rest of RULES
-# weigh llama.cpp's fields (quants, batches, drafts, workers). engine_fields (engines.py) already refused those
-# written for another engine.
-GENERIC: tuple[Rule, ...] = (
-    no_secrets.endpoint,
-    no_secrets.secrets,
-    listeners.host,
-    listeners.systemd,
-    listeners.metrics,
-    paths.paths_literal,
-    pinned.pins,
-)
-BY_ENGINE: dict[str, tuple[Rule, ...]] = {
-    "llamacpp": RULES,
-    "vllm": (*GENERIC, vllm.owned_args, vllm.api_key, vllm.tensor_parallel),
-    "sglang": (*GENERIC, sglang.section, sglang.owned_args, sglang.topology, sglang.memory_ratio_workload),
-}
