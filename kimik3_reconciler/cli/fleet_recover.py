@@ -58,15 +58,22 @@ def _pass(fleet, state_dir: Path, timeout: float, drain: float, traffic: float, 
     """One look at every group and the recovery of the dead ones; True when nothing is left dead or failed."""
     from kimik3_reconciler.adapters.ansible_play import FleetLock
     from kimik3_reconciler.adapters.ssh_shell import SshShell
+    from kimik3_reconciler.cli.fleet_apply import _read_record, _write_record
     from kimik3_reconciler.cli.fleet_cmd import _answers
     from kimik3_reconciler.fleet.groups import worker_states
-    from kimik3_reconciler.fleet.recovery import dead_groups, recover
+    from kimik3_reconciler.fleet.recovery import recover, to_recover
 
     with FleetLock(state_dir / "fleet" / fleet.name / "lock"):
         answers = _answers(fleet, ("status",), timeout)
         groups = {a.host: worker_states(fleet.host(a.host), a.document if a.ok else None) for a in answers}
         groups = {name: states for name, states in groups.items() if states}
-        dead = dead_groups(fleet, answers)
+        # The groups earlier passes took out and did not put back: their workers may look up now, yet they are
+        # out of the router until they pass the gates (without this record a failed gate left a group out for good).
+        record = state_dir / "fleet" / fleet.name / "recovering.json"
+        pending = set(_read_record(record).get("out", ()))
+        dead = to_recover(fleet, answers, pending)
+        # Written before any group leaves the router: a pass killed between out and in leaves it recorded.
+        _write_record(record, {"out": sorted(pending | set(dead))})
         for name, states in groups.items():
             if name not in dead:
                 _say(f"{name}: workers {'; '.join(s.text() for s in states)}")
@@ -77,6 +84,7 @@ def _pass(fleet, state_dir: Path, timeout: float, drain: float, traffic: float, 
                 recovered = recover(fleet, dead, router, SshShell(), timeout, _say)
             finally:
                 router.close()
+        _write_record(record, {"out": sorted((pending | set(dead)) - {r.host for r in recovered if r.ok})})
         for r in recovered:
             (_out if r.ok else _err).print(r.message, highlight=False)
         if json_out:

@@ -249,3 +249,48 @@ def test_recover_of_a_fleet_without_groups_does_nothing(tmp_path: Path) -> None:
     _fleet(tmp_path, text.replace("b: {ansible_host: 127.0.0.1}", "b: {ansible_host: 127.0.0.2}"))
     result = _recover(tmp_path)
     assert result.exit_code == 0 and "no host has RPC workers: nothing to recover" in result.stdout
+
+
+def _wire(monkeypatch, events: list[str], statuses: list[dict], fails: dict[str, str]) -> None:  # noqa: ANN001
+    """`fleet recover`'s ports replaced: each pass's status answers from `statuses` (one per pass), a FakeRouter,
+    a FakeShell failing `fails` (changed between passes by the test)."""
+    import kimik3_reconciler.adapters.ssh_shell as ssh_shell
+    import kimik3_reconciler.cli.fleet_cmd as fleet_cmd
+    import kimik3_reconciler.cli.fleet_recover as fleet_recover
+
+    class Router(FakeRouter):
+        def __init__(self, *_: object) -> None:
+            super().__init__(events)
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(fleet_cmd, "_answers", lambda fleet, words, timeout: (HostAnswer("a", statuses.pop(0)),))
+    monkeypatch.setattr(fleet_recover, "_Router", Router)
+    monkeypatch.setattr(ssh_shell, "SshShell", lambda: FakeShell(events, fails))
+
+
+def test_a_group_a_failed_pass_left_out_of_the_router_is_recovered_by_the_next_pass(
+    groups,  # noqa: ANN001
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Pass 1: a's worker dead, taken out, applied (its worker relaunched, its main server replaced), verify fails:
+    left out. Pass 2 sees the worker up (started before the new main server); the group is still out of the router,
+    so it must be gated again and put back, not left out for good."""
+    events: list[str] = []
+    fails = {"a": "verify"}
+    dead = _status(_worker("wa", container={"state": "exited"}))
+    up = _status(_worker("wa"), started_at="2026-12-05T05:00:00.000000000Z")
+    _wire(monkeypatch, events, [dead, up, up], fails)
+    first = _recover(tmp_path)
+    assert first.exit_code == 1 and "a failed gate verify" in first.stderr
+    assert events == ["out a", "apply a", "plan a", "verify a"]
+    fails.clear()  # the cause is fixed (a device back, a retry that passes)
+    events.clear()
+    second = _recover(tmp_path)
+    assert second.exit_code == 0, second.output
+    assert events == ["out a", "apply a", "plan a", "verify a", "in a"]
+    events.clear()
+    third = _recover(tmp_path)  # back in: nothing is left to do
+    assert third.exit_code == 0 and events == []
