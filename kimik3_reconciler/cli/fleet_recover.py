@@ -18,7 +18,7 @@ import click
 
 from kimik3_reconciler.cli import _err, _out, _run
 from kimik3_reconciler.cli.options import Duration
-from kimik3_reconciler.errors import LockHeld, StepError
+from kimik3_reconciler.errors import Kimik3Error, LockHeld, StepError
 
 
 class _Router:
@@ -148,6 +148,13 @@ def recover_cmd(
                 raise
             _say(f"{exc}: looking again in {interval:g} s")
             ok = True
+        except Kimik3Error as exc:
+            # --watch is the supervisor's loop: a pass the router or a host failed (router down, SSH refused) is
+            # said and tried again; the groups it took out are recorded, so the next pass takes them up.
+            if not watch:
+                raise
+            _say(f"error: {exc}: looking again in {interval:g} s")
+            ok = False
         passes += 1
         if not watch:
             if not ok:

@@ -294,3 +294,35 @@ def test_a_group_a_failed_pass_left_out_of_the_router_is_recovered_by_the_next_p
     events.clear()
     third = _recover(tmp_path)  # back in: nothing is left to do
     assert third.exit_code == 0 and events == []
+
+
+def test_recover_watch_outlives_a_pass_the_router_fails(
+    groups, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # noqa: ANN001
+    """The router down for one pass: `--watch` (the supervisor's loop) says so and looks again, it does not exit."""
+    import kimik3_reconciler.cli.fleet_recover as fleet_recover
+    from kimik3_reconciler.adapters.router_smg import RouterError
+
+    events: list[str] = []
+    dead = _status(_worker("wa", container={"state": "exited"}))
+    _wire(monkeypatch, events, [dead, dead], {})
+    down = [True]
+
+    class Router(FakeRouter):
+        def __init__(self, *_: object) -> None:
+            super().__init__(events)
+
+        def take_out(self, host: FleetHost) -> str:
+            if down.pop(0) if down else False:
+                raise RouterError("router http://127.0.0.1:30000: GET /workers: connection refused")
+            return super().take_out(host)
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(fleet_recover, "_Router", Router)
+    result = _recover(tmp_path, "--watch", "--iterations", "2", "--interval", "1s")
+    assert "connection refused" in result.stderr and "looking again in 1 s" in result.stderr
+    assert events == ["out a", "apply a", "plan a", "verify a", "in a"]  # the second pass recovered it
+    assert result.exit_code == 0, result.output
+
