@@ -9,6 +9,7 @@ the next."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -81,12 +82,14 @@ def _pass(fleet, state_dir: Path, timeout: float, drain: float, traffic: float, 
         if dead:
             router = _Router(fleet, drain, traffic)
             try:
-                recovered = recover(fleet, dead, router, SshShell(), timeout, _say)
+                # --json: stdout carries the one document; the router steps' lines (click.echo) go to stderr.
+                with contextlib.redirect_stdout(sys.stderr) if json_out else contextlib.nullcontext():
+                    recovered = recover(fleet, dead, router, SshShell(), timeout, _say)
             finally:
                 router.close()
         _write_record(record, {"out": sorted((pending | set(dead)) - {r.host for r in recovered if r.ok})})
         for r in recovered:
-            (_out if r.ok else _err).print(r.message, highlight=False)
+            (_out if r.ok and not json_out else _err).print(r.message, highlight=False)
         if json_out:
             click.echo(
                 json.dumps(

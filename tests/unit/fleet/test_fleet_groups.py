@@ -326,3 +326,13 @@ def test_recover_watch_outlives_a_pass_the_router_fails(
     assert events == ["out a", "apply a", "plan a", "verify a", "in a"]  # the second pass recovered it
     assert result.exit_code == 0, result.output
 
+
+def test_recover_json_is_one_document_on_stdout(groups, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    import json
+
+    events: list[str] = []
+    _wire(monkeypatch, events, [_status(_worker("wa", container={"state": "exited"}))], {})
+    result = _recover(tmp_path, "--json")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert document["recovered"][0]["ok"] and document["recovered"][0]["host"] == "a"
