@@ -13,6 +13,7 @@ there), so the whole group must leave the router and be re-converged. Read from 
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +36,18 @@ def _worker_names(worker: RpcWorker) -> set[str]:
     if worker.bind not in _LOOPBACK:
         names.add(worker.bind.lower())
     return names
+
+
+def _on_its_main_host(worker: RpcWorker) -> bool:
+    """The worker's Docker is dialled from its main host: a loopback one (127.0.0.0/8, ::1, localhost) is that host's
+    own daemon, whichever host it is."""
+    address = worker_address(worker)
+    if address == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:  # a name: its host is whatever it resolves to
+        return False
 
 
 def _replica_names(host: FleetHost) -> set[str]:
@@ -64,7 +77,7 @@ def conflicts(hosts: Sequence[FleetHost]) -> tuple[Conflict, ...]:
         mine = _replica_names(host)
         for index, worker in enumerate(host.profile.workers):
             names = _worker_names(worker)
-            if names & mine:
+            if names & mine or _on_its_main_host(worker):
                 continue  # the main host lends its own devices too: inside the group
             replica = next((replicas[n] for n in sorted(names) if n in replicas), None)
             if replica is not None:

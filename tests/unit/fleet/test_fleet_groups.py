@@ -336,3 +336,22 @@ def test_recover_json_is_one_document_on_stdout(groups, tmp_path: Path, monkeypa
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
     assert document["recovered"][0]["ok"] and document["recovered"][0]["host"] == "a"
+
+
+@pytest.mark.parametrize("docker", ["ssh://k3@127.0.0.1", "ssh://k3@localhost:2222", "tcp://[::1]:2376"])
+def test_a_worker_on_each_main_hosts_own_loopback_is_inside_its_group(tmp_path: Path, docker: str) -> None:
+    """A worker's Docker URL is dialled from its main host: a loopback one is that host's own daemon, so the
+    profile's loopback worker is each host's own (not one host two groups share)."""
+    tls = "      tls_dir: /etc/k3/tls\n" if docker.startswith("tcp") else ""
+    profile = (
+        DEMO.read_text() + f"rpc:\n  workers:\n    - name: w\n      docker: {docker}\n{tls}      bind: 127.0.0.1\n"
+    )
+    fleet = _fleet(
+        tmp_path,
+        "apiVersion: kimik3/v1\nkind: Fleet\nname: f\nprofile: demo-cpu.yaml\ninventory:\n  all:\n"
+        "    hosts: {a: {ansible_host: 10.0.0.1}, b: {ansible_host: 10.0.0.2}}\n"
+        "overrides:\n  a: {serve: {host: 10.0.0.1}}\n  b: {serve: {host: 10.0.0.2}}\n"
+        'router: {version: "1.13.0"}\n',
+        profile,
+    )
+    assert [h.name for h in fleet.hosts if h.profile.workers] == ["a", "b"]
