@@ -140,6 +140,9 @@ def recover_cmd(
     state_dir = Path(ctx.obj["state_dir"])
     fleet = load_fleet(file)
     if not any(h.profile.workers for h in fleet.hosts):
+        if json_out:  # --json's stdout is always the document, an empty one here
+            click.echo(json.dumps({"fleet": fleet.name, "groups": {}, "recovered": []}, indent=2))
+            return
         _out.print(f"{fleet.name}: no host has RPC workers: nothing to recover", highlight=False)
         return
     passes = 0

@@ -355,3 +355,13 @@ def test_a_worker_on_each_main_hosts_own_loopback_is_inside_its_group(tmp_path: 
         profile,
     )
     assert [h.name for h in fleet.hosts if h.profile.workers] == ["a", "b"]
+
+
+def test_recover_json_of_a_fleet_without_groups_is_a_json_document(tmp_path: Path) -> None:
+    import json
+
+    text = yaml.safe_load((CASES / "same_address_same_port.yaml").read_text())["fleet"]
+    _fleet(tmp_path, text.replace("b: {ansible_host: 127.0.0.1}", "b: {ansible_host: 127.0.0.2}"))
+    result = _recover(tmp_path, "--json")
+    assert result.exit_code == 0
+    assert json.loads(result.stdout) == {"fleet": "f", "groups": {}, "recovered": []}
