@@ -87,7 +87,9 @@ def conflicts(hosts: Sequence[FleetHost]) -> tuple[Conflict, ...]:
                         index,
                         f"worker {worker.name} runs on {worker_address(worker)}, which is host {replica}, a replica "
                         "of this fleet: a host is a replica or one group's worker, not both (their servers would "
-                        "share its devices, and the worker's failure would take the replica down too)",
+                        "share its devices, and the worker's failure would take the replica down too); a worker "
+                        "host stays in the inventory outside rollout.hosts' group (a group of the main hosts, "
+                        "not all)",
                     )
                 )
                 continue

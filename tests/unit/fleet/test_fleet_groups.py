@@ -365,3 +365,12 @@ def test_recover_json_of_a_fleet_without_groups_is_a_json_document(tmp_path: Pat
     result = _recover(tmp_path, "--json")
     assert result.exit_code == 0
     assert json.loads(result.stdout) == {"fleet": "f", "groups": {}, "recovered": []}
+
+
+def test_a_worker_host_in_the_rollouts_group_is_refused_with_how_to_keep_it_out(tmp_path: Path) -> None:
+    """An Ansible user lists every machine in the inventory, worker hosts too; rollout.hosts (default `all`) then
+    makes the worker a replica. The refusal says how to keep it a worker only."""
+    text = yaml.safe_load((CASES / "rpc_worker_is_a_replica.yaml").read_text())["fleet"]
+    with pytest.raises(ProfileError) as refused:
+        _fleet(tmp_path, text)
+    assert "rollout.hosts" in str(refused.value)
