@@ -13,6 +13,7 @@ there), so the whole group must leave the router and be re-converged. Read from 
 
 from __future__ import annotations
 
+import datetime
 import ipaddress
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -138,6 +139,17 @@ def worker_states(host: FleetHost, status: Mapping[str, Any] | None) -> tuple[Wo
     return tuple(_state(w, seen.get(w.name), main, status is not None) for w in host.profile.workers)
 
 
+def _moment(stamp: object) -> datetime.datetime | None:
+    """Docker's StartedAt (RFC 3339, UTC, a zero fraction dropped: compared as text '.5Z' sorts before 'Z'); None for
+    Docker's zero time (never started) or what does not read as a time."""
+    if not isinstance(stamp, str) or stamp.startswith("0001-"):
+        return None
+    try:
+        return datetime.datetime.fromisoformat(stamp)
+    except ValueError:
+        return None
+
+
 def _state(worker: RpcWorker, fact: Mapping[str, Any] | None, main_started: str | None, answered: bool) -> WorkerState:
     where = worker_endpoint(worker)
     if fact is None:
@@ -157,8 +169,9 @@ def _state(worker: RpcWorker, fact: Mapping[str, Any] | None, main_started: str 
         return WorkerState(worker.name, where, "dead", f"rpc-server container {container.get('state')}")
     if fact.get("port_open") is False:
         return WorkerState(worker.name, where, "dead", f"{where} does not accept connections")
-    started = container.get("started_at")
-    if main_started and started and started > main_started:
+    started = _moment(container.get("started_at"))
+    main = _moment(main_started)
+    if main and started and started > main:
         # A new rpc-server holds none of the tensors the main server placed on the old one.
         return WorkerState(worker.name, where, "dead", "rpc-server restarted after the main server started")
     return WorkerState(worker.name, where, "up")

@@ -374,3 +374,15 @@ def test_a_worker_host_in_the_rollouts_group_is_refused_with_how_to_keep_it_out(
     with pytest.raises(ProfileError) as refused:
         _fleet(tmp_path, text)
     assert "rollout.hosts" in str(refused.value)
+
+
+def test_a_worker_restarted_within_the_main_servers_whole_second_is_dead(groups) -> None:  # noqa: ANN001
+    """Docker's RFC 3339 drops a zero fraction ("...:00Z"): compared as text, '.5Z' sorts before 'Z'; as times, the
+    worker started half a second after the main server (as the host's own planner reads them)."""
+    status = _status(_worker("wa", container={"state": "running", "started_at": "2026-12-05T04:00:00.5Z"}))
+    status["container"]["started_at"] = "2026-12-05T04:00:00Z"
+    (state,) = worker_states(groups.host("a"), status)
+    assert (state.state, state.why) == ("dead", "rpc-server restarted after the main server started")
+    # a main container never started (Docker's zero time) says nothing of when its workers started
+    status["container"]["started_at"] = "0001-01-01T00:00:00Z"
+    assert worker_states(groups.host("a"), status)[0].state == "up"
