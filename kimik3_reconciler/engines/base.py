@@ -112,6 +112,17 @@ class TuneKnobs(NamedTuple):
     names: tuple[str, ...]
 
 
+class EnginePlan(NamedTuple):
+    """What the engine renders of its plan once per `kimik3 plan`, beside the image and the launch (held on
+    `Desired.plan`, planning/engine_plan.py): `mode`, its sizing of the model on this host's devices (llama.cpp: hybrid
+    or all-VRAM, engines/llamacpp/vram_fit.py; None: the engine sizes its memory with its own knobs), and `forecast`,
+    where the weights go and what a load reads (llama.cpp: engines/llamacpp/placement.py; None where it has none).
+    The launch, the pre-read's memory check and the plan's forecast line read these instead of deriving them."""
+
+    mode: Any = None
+    forecast: Any = None
+
+
 class EngineRoutes(NamedTuple):
     """The routes an engine offers on a host (`kimik3 routes`, the plan's routes line): `kimi`, its ways of serving
     Kimi-K3 (llama.cpp: each quant of the catalog; vLLM, SGLang: the native checkpoint's recipe); `own`, the
@@ -196,6 +207,10 @@ class ServingEngine(Protocol):
         """The knobs `kimik3 tune` may search on this host (`tune_knobs`' fields), each with the running value among
         its values (llama.cpp: ubatch, parallel, fit_target or n_cpu_moe; vLLM: max_num_seqs,
         max_num_batched_tokens, gpu_memory_utilization, …)."""
+        ...
+
+    def render_plan(self, profile: Profile, observed: Observed) -> EnginePlan:
+        """The engine's plan for this profile on this observation, rendered once per plan (render_desired)."""
         ...
 
     def routes(

@@ -4,9 +4,13 @@ driver floor and recipe. Pure: host facts in, a Route out."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from kimik3_reconciler.engines.base import EngineRoutes
 from kimik3_reconciler.model.driver import driver_at_least
 from kimik3_reconciler.model.facts import GpuFact, HostFacts
 from kimik3_reconciler.model.humanize import gib
+from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.route import Route, is_kind
 
 NATIVE_REPO = "moonshotai/Kimi-K3"
@@ -66,3 +70,17 @@ def native_route(
         True,
         f"{NATIVE_GPUS}x {names} ({gib(vram)}){floor_note}: {recipe}; no seed measured its speed",
     )
+
+
+def native_routes(
+    engine: str,
+    placement: str,
+    kinds: tuple[str, ...],
+    recipe: str,
+    host: HostFacts,
+    gpus: tuple[GpuFact, ...],
+    profile: Profile | None,
+) -> EngineRoutes:
+    """An engine's one route, the native checkpoint on its recipe, marked when the profile names this engine."""
+    route = native_route(engine, placement, kinds, gpus, host, NATIVE_DRIVER, recipe)
+    return EngineRoutes((replace(route, profile=profile is not None),))

@@ -34,9 +34,17 @@ _VERIFY_CASES = ("unit/verify/test_verify.py", "unit/verify/test_verify_stub_ser
 _OWN = "not in the seeds: kimik3's own rule: "
 
 
+_LLAMACPP_RULES = ("serving", "quants", "build", "workers")  # engines/llamacpp/rules/: llama.cpp's profile only
+
+
 def _rules(*concerns: str) -> tuple[str, ...]:
-    """The modules of model/profile_rules/ (one per concern) whose guards apply a rule."""
-    return tuple(f"kimik3_reconciler.model.profile_rules.{concern}" for concern in concerns)
+    """The rule modules (one per concern) whose guards apply a rule: model/profile_rules/, or llama.cpp's own."""
+    return tuple(
+        f"kimik3_reconciler.engines.llamacpp.rules.{concern}"
+        if concern in _LLAMACPP_RULES
+        else f"kimik3_reconciler.model.profile_rules.{concern}"
+        for concern in concerns
+    )
 
 
 RULES: tuple[Rule, ...] = (

@@ -269,13 +269,19 @@ def served_names_in(argv: tuple[str, ...], flag: str) -> tuple[str, ...]:
 
 
 def render_launch(
-    profile: Profile, observed: Observed, image_tag: str, image_fp: str, engine: ServingEngine | None = None
+    profile: Profile,
+    observed: Observed,
+    image_tag: str,
+    image_fp: str,
+    engine: ServingEngine | None = None,
+    mode: ModeDecision | None = None,
 ) -> Launch:
-    """The launch on this host; `engine`: the profile's serving engine (render_desired hands it in; other
-    callers get the one the profile names, from the registry)."""
+    """The launch on this host; `engine`: the profile's serving engine and `mode` its sizing (render_desired hands
+    both in, from the engine's plan; other callers get the engine the profile names and the mode derived here)."""
     engine = engine or engine_for(profile.engine)
-    # Hybrid or all-VRAM is a GGUF quant's question; a checkpoint engine sizes its memory with its own knobs.
-    mode = derive_mode(profile, observed) if engine.model_source.format == "gguf" else NO_QUANT_MODE
+    if mode is None:
+        # Hybrid or all-VRAM is a GGUF quant's question; a checkpoint engine sizes its memory with its own knobs.
+        mode = derive_mode(profile, observed) if engine.model_source.format == "gguf" else NO_QUANT_MODE
     value, warnings = launch_input(profile, observed, image_tag, image_fp, engine, mode)
     spec = render_container(value, engine)
     digest = container_fingerprint(spec, image_fp, value.worker_fingerprints, value.model.sha256)

@@ -156,7 +156,9 @@ def _compile_bytes(desired: Desired, observed: Observed) -> tuple[int, str]:
 
 def _new_server_bytes(desired: Desired, observed: Observed) -> tuple[int, str]:
     """Host memory the new server takes as it loads, when no running server frees its own at a swap."""
-    placed = forecast(desired.profile, observed)
+    # The engine's plan holds the forecast when it is this plan's observation (the plan's lines read the same one).
+    mine = desired.plan is not None and desired.plan.observed is observed
+    placed = desired.plan.forecast if mine else forecast(desired.profile, observed)
     if placed is None:
         # Unknown placement: count every byte as host memory (the CPU variant, or all experts on the CPU).
         return observed.model.total_bytes, "the new server (no placement forecast: the whole model)"

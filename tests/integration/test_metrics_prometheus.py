@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
-from support.realparts import KIMIK3, demo_hub, demo_profile, kimik3, write_profile
+from support.realparts import KIMIK3, applied, demo_hub, demo_profile, kimik3, write_profile
 from support.sse_stub import SseStub
 
 from kimik3_demo.hub import FixtureHub
@@ -51,12 +51,8 @@ def deployed(tmp_path_factory: pytest.TempPathFactory, hub: FixtureHub) -> Itera
     profile["metrics"] = {"port": METRICS_PORT, "proxy": True, "server_port": SERVER_PORT}
     (work / "api.key").write_text(f"{API_KEY}\n")
     write_profile(work, profile)
-    try:
-        kimik3(work, "apply", "profile.yaml", "--no-verify-server")
+    with applied(work, NAME, "--no-verify-server"):
         yield work
-    finally:
-        kimik3(work, "destroy", "profile.yaml", check=False)
-        subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)
 
 
 @pytest.fixture(scope="module")

@@ -173,8 +173,23 @@ class ModeDecision:
         )
 
 
+# The last decision and what it was made of: the gate, the launch, the forecast and each route ask it of the same
+# profile and observation several times in one plan, and it is a pure function of the two (frozen values).
+_last: tuple[Profile, Observed, ModeDecision] | None = None
+
+
 def derive_mode(profile: Profile, observed: Observed) -> ModeDecision:
-    """The mode from the quant's bytes against the profile's GPUs; the catalog's where facts are missing."""
+    """The mode from the quant's bytes against the profile's GPUs; the catalog's where facts are missing. Derived
+    once for a profile and an observation (the same objects), however many planners ask."""
+    global _last
+    if _last is not None and _last[0] is profile and _last[1] is observed:
+        return _last[2]
+    decision = _derive_mode(profile, observed)
+    _last = (profile, observed, decision)
+    return decision
+
+
+def _derive_mode(profile: Profile, observed: Observed) -> ModeDecision:
     # rule: quant-mode-derived
     # Seed 000: the split is reproducible per (quant, GPU count, GPU memory) and re-tuned when any changes.
     listed = profile.quant_mode

@@ -11,10 +11,10 @@ Xeons): what is checked here is the rendered argv, against SGLang's own argument
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from kimik3_reconciler.engines.base import (
+    EnginePlan,
     EngineRoutes,
     HostNeeds,
     ImageSource,
@@ -23,7 +23,7 @@ from kimik3_reconciler.engines.base import (
     ServerSeries,
     TuneKnobs,
 )
-from kimik3_reconciler.engines.native_route import NATIVE_DRIVER, SGLANG_KINDS, native_route
+from kimik3_reconciler.engines.native_route import SGLANG_KINDS, native_routes
 from kimik3_reconciler.engines.sglang import launch
 from kimik3_reconciler.model.facts import GpuFact, HostFacts, ModelFact, Observed
 from kimik3_reconciler.model.launch_input import LaunchInput
@@ -103,20 +103,17 @@ class Sglang:
     def tune_space(self, profile: Profile, observed: Observed) -> dict[str, tuple[Any, ...]]:
         return launch.tune_space(profile)
 
+    def render_plan(self, profile: Profile, observed: Observed) -> EnginePlan:
+        return EnginePlan()  # the whole checkpoint in VRAM, sized by sglang.mem_fraction_static: no mode, no split
+
     def routes(
         self, host: HostFacts, gpus: tuple[GpuFact, ...], profile: Profile | None, observed: Observed | None
     ) -> EngineRoutes:
-        route = native_route(
-            "sglang",
-            "tp8-dcp8",
-            SGLANG_KINDS,
-            gpus,
-            host,
-            NATIVE_DRIVER,
+        recipe = (
             "seed 001's SGLang cookbook profile (TP8/DCP8, verified on 8x B300; needs "
-            "sglang.mamba_full_memory_ratio from the cookbook's calculator)",
+            "sglang.mamba_full_memory_ratio from the cookbook's calculator)"
         )
-        return EngineRoutes((replace(route, profile=profile is not None),))
+        return native_routes("sglang", "tp8-dcp8", SGLANG_KINDS, recipe, host, gpus, profile)
 
 
 ENGINE = Sglang()

@@ -8,10 +8,10 @@ the port refuses connections, `vllm:*` metrics, the reasoning in `message.reason
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from kimik3_reconciler.engines.base import (
+    EnginePlan,
     EngineRoutes,
     HostNeeds,
     ImageSource,
@@ -20,7 +20,7 @@ from kimik3_reconciler.engines.base import (
     ServerSeries,
     TuneKnobs,
 )
-from kimik3_reconciler.engines.native_route import NATIVE_DRIVER, VLLM_KINDS, native_route
+from kimik3_reconciler.engines.native_route import VLLM_KINDS, native_routes
 from kimik3_reconciler.engines.vllm import launch
 from kimik3_reconciler.model.facts import GpuFact, HostFacts, ModelFact, Observed
 from kimik3_reconciler.model.launch_input import LaunchInput
@@ -105,19 +105,14 @@ class Vllm:
 
         return tune.default_space(profile, observed)
 
+    def render_plan(self, profile: Profile, observed: Observed) -> EnginePlan:
+        return EnginePlan()  # the whole checkpoint in VRAM, sized by vllm.gpu_memory_utilization: no mode, no split
+
     def routes(
         self, host: HostFacts, gpus: tuple[GpuFact, ...], profile: Profile | None, observed: Observed | None
     ) -> EngineRoutes:
-        route = native_route(
-            "vllm",
-            "tp8",
-            VLLM_KINDS,
-            gpus,
-            host,
-            NATIVE_DRIVER,
-            "seed 001's vLLM recipe (TP8, fp8 KV cache, vllm/vllm-openai:kimi-k3)",
-        )
-        return EngineRoutes((replace(route, profile=profile is not None),))
+        recipe = "seed 001's vLLM recipe (TP8, fp8 KV cache, vllm/vllm-openai:kimi-k3)"
+        return native_routes("vllm", "tp8", VLLM_KINDS, recipe, host, gpus, profile)
 
 
 ENGINE = Vllm()

@@ -1,7 +1,8 @@
 """Cross-field rules of a profile (shared/PROFILE.md; seed 000 says why): pure checks of a validated Profile.
 
-One module per concern (quants, serving, drafts, server_args, no_secrets, paths, build, listeners, workers; engines,
-vllm, sglang); each engine's rules module (its registry entry's `rules`: order.py for llama.cpp, vllm.py, sglang.py)
+One module per concern (drafts, server_args, no_secrets, paths, listeners; engines, vllm, sglang; llama.cpp's own:
+engines/llamacpp/rules/); each engine's rules module (its registry entry's `rules`: vllm.py, sglang.py, llama.cpp's
+engines/llamacpp/rules/order.py)
 lists its rules in the one order they run in. This package's own import stays light (the finding's types): the
 profile's loaded form and the planners import it on every command, and only validating a profile (check_rules)
 loads the rule modules."""

@@ -1,5 +1,5 @@
 """GENERIC: the rules every engine's profile meets (secrets, listeners, literal paths, pins), in llama.cpp's RULES
-order (order.py); an engine's own rules module lists them first in its RULES. Another engine's fields are refused
+order (engines/llamacpp/rules/order.py); an engine's own rules module lists them first in its RULES. Another engine's fields are refused
 before these run (engine_fields, engines.py)."""
 
 from __future__ import annotations

@@ -60,10 +60,10 @@ def test_seed_host_gguf_routes_and_no_native(tmp_path: Path) -> None:
     assert "seed 000 step 2 on 8x RTX PRO 6000" in iq2["speed"]
     assert by_model[("llamacpp", "unsloth/Kimi-K3-GGUF:UD-IQ1_M")]["speed"] is None  # nobody measured it
     vllm = by_model[("vllm", "moonshotai/Kimi-K3")]
-    assert (
-        "0 GPU(s) of the kinds" in vllm["why"]
-        and "RTX PRO 6000 Blackwell Server Edition: not a listed kind" in vllm["why"]
-    )
+    # Issue 37: the first reason is the one no profile field changes (the checkpoint is larger than the VRAM);
+    # "not a listed kind" alone read as if vllm.any_gpu would make it run.
+    assert vllm["why"].startswith("the checkpoint's weights (1385 GiB of safetensors at lower bound) do not fit")
+    assert "are NVIDIA RTX PRO 6000 Blackwell Server Edition, not B300 or GB300" in vllm["why"]
     assert "refused" in by_model[("llamacpp", "unsloth/Kimi-K3-GGUF:UD-TQ2_0")]["why"]
     assert "wrapper over the same GGUF path" in by_model[("ollama", "hf.co/unsloth/Kimi-K3-GGUF:<quant>")]["why"]
 
@@ -81,10 +81,10 @@ def test_b300_below_the_driver_floor_refuses_vllm_only(tmp_path: Path) -> None:
     data = yaml.safe_load(B300_HOST.read_text()) | {"driver": "575.57.08"}  # seed 001: R575/CUDA 12.9 stack
     report = routes(described_host(data, "b300-575.yaml"))
     by_engine = {r.engine: r for r in report.routes if r.engine != "llamacpp"}
-    assert not by_engine["vllm"].feasible and "driver 575.57.08 below R580" in by_engine["vllm"].why
+    assert not by_engine["vllm"].feasible and "NVIDIA driver 575.57.08 is older than 580" in by_engine["vllm"].why
     # llama.cpp's default base images are CUDA 13.0 too: NVIDIA's table says 580.65.06.
     assert not any(r.feasible for r in report.routes if r.engine == "llamacpp")
-    assert "below 580.65.06" in report.routes[0].why
+    assert "older than 580.65.06" in report.routes[0].why
 
 
 def test_gb300_is_vllm_not_sglang() -> None:
@@ -92,7 +92,7 @@ def test_gb300_is_vllm_not_sglang() -> None:
     data = {"gpus": [{"name": "NVIDIA GB300", "count": 8, "memory_gib": 268}], "ram_gib": 1024, "driver": "580.95.05"}
     by_engine = {r.engine: r for r in routes(described_host(data, "gb300.yaml")).routes}
     assert by_engine["vllm"].feasible
-    assert not by_engine["sglang"].feasible and "(NVIDIA GB300: not a listed kind)" in by_engine["sglang"].why
+    assert not by_engine["sglang"].feasible and "are NVIDIA GB300, not B300" in by_engine["sglang"].why
 
 
 def test_eight_h200_hold_no_native_checkpoint() -> None:

@@ -103,18 +103,21 @@ def test_every_profile_rule_finding_sits_under_its_own_rule_mark() -> None:
 
 
 def test_every_rule_function_of_the_profile_rules_package_runs() -> None:
-    """model/profile_rules/ holds one module per concern and runs what each engine's rules module lists (the registry's
-    `rules`: order.py's RULES for llamacpp): a rule function (public, one profile argument, yielding findings) left out of them would never run, and no case would say so."""
+    """model/profile_rules/ and engines/llamacpp/rules/ hold one module per concern, and each engine's rules module
+    lists what runs (the registry's `rules`): a rule function (public, one profile argument, yielding findings) left
+    out of them would never run, and no case would say so."""
     import pkgutil
 
+    from kimik3_reconciler.engines.llamacpp import rules as llamacpp_rules
     from kimik3_reconciler.model import profile_rules
     from kimik3_reconciler.model.engine_names import ENGINES
     from kimik3_reconciler.model.profile_rules import rules_for
 
     listed = {rule for name in ENGINES for rule in rules_for(name)}
     found = []
-    for info in pkgutil.iter_modules(profile_rules.__path__):
-        module = importlib.import_module(f"{profile_rules.__name__}.{info.name}")
+    packages = (profile_rules, llamacpp_rules)
+    for package, info in ((p, info) for p in packages for info in pkgutil.iter_modules(p.__path__)):
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
         for name, function in inspect.getmembers(module, inspect.isfunction):
             if function.__module__ != module.__name__ or name.startswith("_"):
                 continue
