@@ -54,3 +54,12 @@ def test_what_the_map_says_of_engine_imports_is_what_the_contract_allows() -> No
         assert "never imports an engine's folder" not in DESIGN.replace("\n", " ")
         assert "only through the protocol" not in DESIGN.replace("\n", " ")
         assert "ignore_imports" in DESIGN
+
+
+def test_the_map_names_where_each_engines_profile_rules_run() -> None:
+    from kimik3_reconciler.model.engine_names import ENGINES
+
+    flat = DESIGN.replace("\n", " ")
+    for name, entry in ENGINES.items():
+        path = entry.rules.removeprefix("kimik3_reconciler.").replace(".", "/") + ".py"
+        assert path in flat, f"{name}: its rules run in {path}, which docs/design.md does not name"
