@@ -10,7 +10,8 @@
 #   - nsenter, sshd/ssh and Debian's docker-registry (scripts/test.sh installs them too; here for a run of this
 #     stage alone).
 # The rig's bridge and addresses are one per machine: the tests run under `flock /tmp/k3-fleet-rig.lock`, so two
-# runs on one machine wait for each other instead of colliding. Extra arguments go to pytest.
+# runs on one machine wait for each other instead of colliding. pytest prints its 15 slowest steps (where the
+# stage's time goes). Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/pytest ] || { python3 -m venv .venv && .venv/bin/pip install -q -e ".[test,demo]"; }
@@ -40,4 +41,4 @@ bash scripts/ensure-base-image.sh
 timed "fleet extra (pip)" fleet_extra
 timed "rig tools (apt)" rig_tools
 export KIMIK3_FLEET_ROLLOUT_TEST=1 KIMIK3_DOCKERD_RESTART_TEST=0
-timed "pytest -m fleet_rollout" flock /tmp/k3-fleet-rig.lock .venv/bin/python -m pytest -q -rs -m fleet_rollout "$@"
+timed "pytest -m fleet_rollout" flock /tmp/k3-fleet-rig.lock .venv/bin/python -m pytest -q -rs --durations=15 -m fleet_rollout "$@"

@@ -405,7 +405,8 @@ def _wait_idle(in_flight: Callable[[], int | None], deadline: float, step_s: flo
 
 def server_in_flight(url: str, series: tuple[str, ...]) -> Callable[[], int | None]:
     """Reads the requests the server at `url` holds: the sum of its `series` gauges on its /metrics (running and
-    waiting: a request queued for a slot is in flight too); None when /metrics does not answer or has none."""
+    waiting: a request queued for a slot is in flight too); None when /metrics is refused, not 200 or has none of
+    them (a stopped server, an API key the controller does not hold)."""
     import httpx
 
     from kimik3_reconciler.fleet.server_load import running_requests
@@ -413,6 +414,9 @@ def server_in_flight(url: str, series: tuple[str, ...]) -> Callable[[], int | No
     def read() -> int | None:
         try:
             answer = httpx.get(f"{url}/metrics", timeout=3)
+        except httpx.TimeoutException:
+            # llama-server answers /metrics between its decode steps: no answer in time is a server at work.
+            return 1
         except httpx.HTTPError:
             return None
         if answer.status_code != 200:
