@@ -16,12 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/pytest ] || { python3 -m venv .venv && .venv/bin/pip install -q -e ".[test,demo]"; }
 
-timed() {  # timed NAME COMMAND...: run it, then say how long it took (stderr)
-  local name=$1 start=$SECONDS
-  shift
-  "$@"
-  echo "test-fleet: $name took $((SECONDS - start)) s" >&2
-}
+source scripts/timed.sh  # timed NAME COMMAND...: run it, then say how long it took (stderr)
 
 fleet_extra() {
   { [ -x .venv/bin/smg ] && [ -x .venv/bin/ansible-playbook ]; } && return 0

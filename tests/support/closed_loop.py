@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import httpx
 
+from kimik3_reconciler.verify.checks import TOOL_PROMPT, WEATHER_TOOL  # verify's own tool request
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -26,16 +28,6 @@ class Outcome:
     @property
     def seconds(self) -> float:
         return self.ended - self.started
-
-
-WEATHER_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "The current weather in a city.",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-    },
-}
 
 
 def _complete(body: str, stream: bool) -> bool:
@@ -102,9 +94,7 @@ class ClosedLoop:
                 offer = self.tools and sent % 2 == 1
                 sent += 1
                 body = {
-                    "messages": [
-                        {"role": "user", "content": "What is the weather in Paris?" if offer else "Say something."}
-                    ],
+                    "messages": [{"role": "user", "content": TOOL_PROMPT if offer else "Say something."}],
                     "max_tokens": self.max_tokens,
                     "stream": stream,
                     **({"model": self.model} if self.model else {}),
