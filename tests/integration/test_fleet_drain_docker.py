@@ -41,10 +41,15 @@ def _chat(server: str, tokens: int) -> httpx.Response:
 
 
 def _tokens_for(server: str, seconds: float) -> int:
-    """Tokens a reply takes about `seconds` to generate here (a short reply timed first: machines differ tenfold)."""
+    """Tokens a reply takes about `seconds` to generate here, from the server's own rate on a short reply
+    (`timings.predicted_per_second`, without the prompt and queue time that made a wall-clock estimate ten times
+    short once); machines differ tenfold."""
+    _chat(server, 8)  # the first reply after a load is slower
     started = time.monotonic()
-    assert _chat(server, 8).status_code == 200
-    return max(8, min(1500, round(8 * seconds / (time.monotonic() - started))))
+    answer = _chat(server, 16)
+    assert answer.status_code == 200
+    rate = answer.json().get("timings", {}).get("predicted_per_second") or 16 / (time.monotonic() - started)
+    return max(16, min(1500, round(rate * seconds)))
 
 
 @pytest.fixture(scope="module")
