@@ -20,12 +20,7 @@ SGLANG_REQ=tests/fixtures/sglang-parser/requirements.txt
 export KIMIK3_VLLM_WHEELS=${KIMIK3_VLLM_WHEELS:-/var/tmp/kimik3-vllm-wheels}
 export KIMIK3_VLLM_PIP="$ROOT/.venv/bin/pip"
 
-timed() {  # timed NAME COMMAND...: run it, then say how long it took (stderr)
-  local name=$1 start=$SECONDS
-  shift
-  "$@"
-  echo "test-engines: $name took $((SECONDS - start)) s" >&2
-}
+source scripts/timed.sh  # timed NAME COMMAND...: run it, then say how long it took (stderr)
 
 registry() {
   command -v docker-registry >/dev/null 2>&1 && return 0

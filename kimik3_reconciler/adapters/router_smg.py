@@ -3,8 +3,10 @@ stopped here, its workers added and removed at run time through its control API 
 `DELETE /workers/{id}`, `GET /workers`) and its breakers read from its Prometheus listener.
 
 What smg does that a rollout relies on (seen with smg 1.13 here): `DELETE /workers/{id}` stops new requests to the
-worker at once and keeps it listed with status `draining` until the requests it holds have ended; then it is gone
-from `GET /workers`. So "wait for its in-flight requests" is "wait until the worker is no longer listed".
+worker at once and keeps it listed with status `draining` for a fixed 5 s ("Draining 1 worker(s) for 5s before
+removal"); then it is gone from `GET /workers`, whether or not the requests it sent there have ended (a reply that
+runs longer is still on the server). So "wait for its in-flight requests" is: until the worker is no longer listed,
+then until the server's own count of running and queued requests is 0 (cli/fleet_apply.py).
 
 Its defaults are set for a long-lived pool, not for a rollout (`smg launch --help`): a health check every 60 s
 and a breaker that opens after 10 failures for 60 s. `HEALTH` below replaces them: a worker a rollout put back is
@@ -142,7 +144,7 @@ class SmgRouter:
         return str(self._call("POST", "/workers", json={"url": url.rstrip("/")})["worker_id"])
 
     def remove(self, worker_id: str) -> None:
-        """Take the worker out of rotation now; its in-flight requests run to their end (`wait_gone`)."""
+        """Take the worker out of rotation now; the requests it holds keep running (smg does not wait for them)."""
         self._call("DELETE", f"/workers/{worker_id}")
 
     def wait_in_rotation(self, url: str, timeout_s: float) -> RouterWorker:
@@ -158,7 +160,7 @@ class SmgRouter:
             time.sleep(0.2)
 
     def wait_gone(self, worker_id: str, timeout_s: float) -> bool:
-        """True once the router no longer lists the worker (its requests ended); False at the timeout."""
+        """True once the router no longer lists the worker (its drain period ended); False at the timeout."""
         deadline = time.monotonic() + timeout_s
         while any(w.id == worker_id for w in self.workers()):
             if time.monotonic() > deadline:

@@ -13,6 +13,7 @@ import hashlib
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -130,6 +131,7 @@ def apply_cmd(ctx: click.Context, file: str, traffic_timeout: float, wheelhouse:
     """Roll the fleet file's profile across its hosts through Ansible, batch by batch, behind the router."""
     from kimik3_reconciler.adapters.ansible_play import FleetLock, run_playbook
     from kimik3_reconciler.cli.fleet_cmd import load_fleet
+    from kimik3_reconciler.engines import engine_for
     from kimik3_reconciler.fleet.playbook import RolloutHost, RouterStep, inventory, playbook
 
     state_dir = Path(ctx.obj["state_dir"])  # --state-dir, else $KIMIK3_STATE_DIR, else the default (cli.main)
@@ -160,8 +162,16 @@ def apply_cmd(ctx: click.Context, file: str, traffic_timeout: float, wheelhouse:
             connection = {k: v for k, v in fleet_host.vars.items() if k.startswith("ansible_") or k == "kimik3_venv"}
             connection.setdefault("ansible_host", fleet_host.address)
             command = (f"{fleet_host.vars['kimik3_venv']}/bin/kimik3",) if install else fleet_host.kimik3_command
+            series = engine_for(fleet_host.profile.engine).series
             hosts.append(
-                RolloutHost(fleet_host.name, connection, command, worker_url(fleet_host.profile), str(profile_file))
+                RolloutHost(
+                    fleet_host.name,
+                    connection,
+                    command,
+                    worker_url(fleet_host.profile),
+                    str(profile_file),
+                    (series.running, series.waiting),
+                )
             )
         url, metrics_url, _, _ = _router_urls(fleet)
         step = RouterStep(
@@ -293,6 +303,9 @@ def _served_tokens(url: str) -> float | None:
 @click.option("--min-serving", default=1, type=int)
 @click.option("--traffic-timeout", default=30.0, type=float)
 @click.option("--failed-gate", default=None)
+@click.option(
+    "--in-flight-series", default="", help="the server's gauges of requests it runs and queues, comma-separated"
+)
 @_run
 def router_step(
     direction: str,
@@ -305,6 +318,7 @@ def router_step(
     min_serving: int,
     traffic_timeout: float,
     failed_gate: str | None,
+    in_flight_series: str,
 ) -> None:
     """One host out of the router (drained) or back in (in rotation, then sent traffic); run by the playbook."""
     from kimik3_reconciler.adapters.router_smg import SmgRouter
@@ -313,7 +327,8 @@ def router_step(
     record_path = Path(record_file)
     try:
         if direction == "out":
-            _take_out(router, host_name, worker, drain_timeout, min_serving)
+            series = tuple(name for name in in_flight_series.split(",") if name)
+            _take_out(router, host_name, worker, drain_timeout, min_serving, server_in_flight(worker, series))
         else:
             rotation = _put_back(router, host_name, worker, traffic_timeout)
             record = _read_record(record_path)
@@ -326,7 +341,10 @@ def router_step(
         router.close()
 
 
-def _take_out(router, host_name: str, worker: str, drain_timeout: float, min_serving: int) -> None:  # noqa: ANN001
+def _take_out(  # noqa: ANN001 - adapters.router_smg.SmgRouter
+    router, host_name: str, worker: str, drain_timeout: float, min_serving: int, in_flight: Callable[[], int | None]
+) -> None:
+    """Out of the router once the others keep the floor; then until its server runs no request (drain timeout)."""
     deadline = time.monotonic() + drain_timeout
     if router.find(worker) is None:
         # Not serving through the router (a first rollout, a host a failure left out): taking it costs no capacity.
@@ -348,16 +366,80 @@ def _take_out(router, host_name: str, worker: str, drain_timeout: float, min_ser
         click.echo(f"{host_name}: no longer in the router")
         return
     router.remove(listed.id)
-    if router.wait_gone(listed.id, max(0.0, deadline - time.monotonic())):
+    router.wait_gone(listed.id, max(0.0, deadline - time.monotonic()))
+    # smg's drain is a fixed wait (1.13: "Draining 1 worker(s) for 5s before removal"), not the end of the requests
+    # it sent there: a reply still running on the server past it was cut when `kimik3 apply` stopped the server
+    # (one 503 "failed to contact upstream" in a rollout under load). The server's own count says when it is idle.
+    running = _wait_idle(in_flight, deadline)
+    if running == 0:
         click.echo(f"{host_name}: out of the router, its requests ended")
+    elif running is None:
+        click.echo(f"{host_name}: out of the router; its server does not say what it runs (its /metrics)")
     else:
-        click.echo(f"{host_name}: out of the router; the drain timeout ended with requests still on it")
+        click.echo(
+            f"{host_name}: out of the router; the drain timeout ended with {running} request(s) still on its server"
+        )
+
+
+HEALTH_RETRY_S = 30.0  # how long `router: in` tries the server's /health before leaving it out
+IDLE_SETTLE_S = 1.0  # the server's count must stay 0 this long
+
+
+def _wait_idle(in_flight: Callable[[], int | None], deadline: float, step_s: float = 0.2) -> int | None:
+    """The server's in-flight count once it stayed 0 for IDLE_SETTLE_S, or at the deadline; None when the server
+    does not say."""
+    idle_since = None
+    while True:
+        running = in_flight()
+        if running is None:
+            return None
+        now = time.monotonic()
+        # One 0 is not enough: llama-server reads 0 running and 0 queued for an instant when slots end and a queued
+        # request is between the queues (seen: the step went on while a third reply had 34 s left to run).
+        idle_since = (idle_since or now) if running == 0 else None
+        if idle_since is not None and now - idle_since >= IDLE_SETTLE_S:
+            return 0
+        if now > deadline:
+            return running
+        time.sleep(step_s)
+
+
+def server_in_flight(url: str, series: tuple[str, ...]) -> Callable[[], int | None]:
+    """Reads the requests the server at `url` holds: the sum of its `series` gauges on its /metrics (running and
+    waiting: a request queued for a slot is in flight too); None when /metrics is refused, not 200 or has none of
+    them (a stopped server, an API key the controller does not hold)."""
+    import httpx
+
+    from kimik3_reconciler.fleet.server_load import running_requests
+
+    def read() -> int | None:
+        try:
+            answer = httpx.get(f"{url}/metrics", timeout=3)
+        except httpx.TimeoutException:
+            # llama-server answers /metrics between its decode steps: no answer in time is a server at work.
+            return 1
+        except httpx.HTTPError:
+            return None
+        if answer.status_code != 200:
+            return None
+        counts = [running_requests(answer.text, name) for name in series]
+        return None if all(c is None for c in counts) else sum(c or 0 for c in counts)
+
+    return read
 
 
 def _put_back(router, host_name: str, worker: str, traffic_timeout: float) -> str:  # noqa: ANN001
     """'in rotation, sent traffic' | 'in rotation, no traffic within N s' | raises when it never gets in."""
-    if not _serves(worker):
-        raise StepError(f"{host_name}: its server at {worker} does not answer /health: left out of the router")
+    # A few tries, not one: a server that just passed the gates can miss one 3 s /health on a host under load (seen
+    # on the shared 2-core rig: a verified host left out of the router and the rollout failed).
+    deadline = time.monotonic() + HEALTH_RETRY_S
+    while not _serves(worker):
+        if time.monotonic() > deadline:
+            raise StepError(
+                f"{host_name}: its server at {worker} does not answer /health (for {HEALTH_RETRY_S:.0f} s): left out "
+                "of the router"
+            )
+        time.sleep(1)
     before = _served_tokens(worker)
     if router.find(worker) is None:
         router.add(worker)

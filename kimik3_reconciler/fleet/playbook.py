@@ -6,8 +6,9 @@ One play, `serial` = the policy's batch sizes (the canary batch first), `order: 
 written in batch order, `any_errors_fatal` + `max_fail_percentage: 0`: a host that fails halts the rollout after
 its rescue. Per host:
 
-  router: out       (controller) the host leaves the router; its in-flight requests end (up to the drain timeout);
-                    refused when fewer than the policy's floor would stay in rotation
+  router: out       (controller) the host leaves the router; then until its server's own in-flight count (its
+                    /metrics) is 0, up to the drain timeout; refused when fewer than the policy's floor would stay
+                    in rotation
   gate: apply       `kimik3 apply` there (its own health wait and verify; a failure reverts to the last good
                     profile and exits non-zero)
   gate: converged   `kimik3 plan --detailed-exitcode` there exits 0: the server runs the fleet profile's fingerprint
@@ -37,6 +38,7 @@ class RolloutHost:
     kimik3_command: tuple[str, ...]
     worker_url: str
     profile_file: str
+    in_flight_series: tuple[str, ...] = ()  # the server's gauges of requests it runs and queues (its /metrics)
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,7 @@ def inventory(hosts: Sequence[RolloutHost], batches: Sequence[Sequence[str]]) ->
                             "kimik3_command": list(h.kimik3_command),
                             "kimik3_worker_url": h.worker_url,
                             "kimik3_profile_file": h.profile_file,
+                            "kimik3_in_flight_series": ",".join(h.in_flight_series),
                         }
                         for h in ordered
                     }
@@ -167,7 +170,14 @@ def playbook(
     name: str, batches: Sequence[Sequence[str]], step: RouterStep, install: Install | None = None
 ) -> list[dict]:
     """The rollout play (module docstring), after the install play when kimik3 is installed by this run."""
-    drain = ["--drain-timeout", f"{step.drain_timeout_s:g}", "--min-serving", str(step.min_serving)]
+    drain = [
+        "--drain-timeout",
+        f"{step.drain_timeout_s:g}",
+        "--min-serving",
+        str(step.min_serving),
+        "--in-flight-series",
+        "{{ kimik3_in_flight_series }}",
+    ]
     back = ["--traffic-timeout", f"{step.traffic_timeout_s:g}"]
     return ([install_play(install)] if install else []) + [
         {

@@ -5,7 +5,7 @@ Ansible over real SSH.
 
 1. A first `fleet apply --install` installs kimik3 (a wheel of this checkout) into a venv on each host and deploys
    the demo profile (quant UD-Q2_K_XL) on the three: each is rolled, gated and put in the router.
-2. A closed-loop client (streaming and non-streaming chat) runs through the router while `fleet apply` rolls the
+2. A closed-loop client (streaming and non-streaming chat, every other request offering a tool) runs through the router while `fleet apply` rolls the
    second quant (UD-Q4_K_XL: every container is replaced) across the three, one at a time: 0 failed requests,
    0 truncated streams, and never fewer than 2 hosts in the router's rotation (sampled every second).
 """
@@ -204,7 +204,7 @@ def test_a_second_quant_rolls_across_three_hosts_under_load_with_no_failed_reque
     write_fleet(deployed, rig, hub, "UD-Q4_K_XL")
     router = SmgRouter(f"http://127.0.0.1:{ROUTER_PORT}", f"http://127.0.0.1:{ROUTER_PORT + 1}")
     with (
-        ClosedLoop(f"http://127.0.0.1:{ROUTER_PORT}", workers=4, model=NAME) as load,
+        ClosedLoop(f"http://127.0.0.1:{ROUTER_PORT}", workers=4, model=NAME, tools=True) as load,
         RotationSampler(router) as sampler,
     ):
         load.wait_for(8)
@@ -221,6 +221,7 @@ def test_a_second_quant_rolls_across_three_hosts_under_load_with_no_failed_reque
     assert all("UD-Q4_K_XL" in served_quant(rig, i) for i in range(3))
     assert load.failed() == [], load.failed()[:5]
     assert any(o.stream for o in load.outcomes) and any(not o.stream for o in load.outcomes)
+    assert any(o.tools and o.stream for o in load.outcomes) and any(o.tools and not o.stream for o in load.outcomes)
     assert min(sampler.samples) >= 2, sampler.samples
     assert len(load.between(started, ended)) >= 8  # the load ran through the rollout
 
@@ -235,7 +236,7 @@ def test_a_server_killed_under_load_costs_at_most_its_requests_and_no_breaker_st
     victim = rig.hosts[2]
     url = f"http://{victim.address}:{PORT}"
     with (
-        ClosedLoop(f"http://127.0.0.1:{ROUTER_PORT}", workers=4, model=NAME) as load,
+        ClosedLoop(f"http://127.0.0.1:{ROUTER_PORT}", workers=4, model=NAME, tools=True) as load,
         RotationSampler(router) as sampler,
     ):
         load.wait_for(8)
@@ -281,7 +282,7 @@ def test_a_candidate_failing_on_the_second_host_is_reverted_back_in_rotation_and
     write_fleet(deployed, rig, hub, "UD-TRUNC", canary=1)
     router = SmgRouter(f"http://127.0.0.1:{ROUTER_PORT}", f"http://127.0.0.1:{ROUTER_PORT + 1}")
     with (
-        ClosedLoop(f"http://127.0.0.1:{ROUTER_PORT}", workers=4, model=NAME) as load,
+        ClosedLoop(f"http://127.0.0.1:{ROUTER_PORT}", workers=4, model=NAME, tools=True) as load,
         RotationSampler(router) as sampler,
     ):
         load.wait_for(8)

@@ -1,6 +1,7 @@
 """A steady closed-loop client (issue 29): `workers` threads, each sending its next chat request as soon as the last
-one ended (half of them streaming), every reply read to its end and judged complete or failed. Used by the
-handover integration test and bench/handover.py."""
+one ended (half of them streaming; with `tools`, every other request offers a tool, as an agent's do), every reply
+read to its end and judged complete or failed. Used by the handover and fleet integration tests and
+bench/handover.py."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from dataclasses import dataclass
 
 import httpx
 
+from kimik3_reconciler.verify.checks import TOOL_PROMPT, WEATHER_TOOL  # verify's own tool request
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -20,6 +23,7 @@ class Outcome:
     status: int  # 0: no HTTP answer (refused, reset)
     complete: bool  # a 200 whose body ended as llama-server ends one (finish_reason; [DONE] when streamed)
     error: str = ""
+    tools: bool = False  # the request offered a tool (the reply may call it or answer)
 
     @property
     def seconds(self) -> float:
@@ -51,9 +55,11 @@ class ClosedLoop:
         api_key: str | None = None,
         timeout_s: float = 900.0,
         model: str | None = None,
+        tools: bool = False,
     ):
         self.url, self.workers, self.max_tokens, self.timeout_s = url, workers, max_tokens, timeout_s
         self.model = model  # a router (smg) wants the served model's name; llama-server alone does not
+        self.tools = tools
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.outcomes: list[Outcome] = []
         self._lock = threading.Lock()
@@ -81,14 +87,18 @@ class ClosedLoop:
             time.sleep(0.05)
 
     def _run(self, stream: bool) -> None:
+        sent = 0
         with httpx.Client(timeout=self.timeout_s) as client:
             while not self._stop.is_set():
                 started = time.monotonic()
+                offer = self.tools and sent % 2 == 1
+                sent += 1
                 body = {
-                    "messages": [{"role": "user", "content": "Say something."}],
+                    "messages": [{"role": "user", "content": TOOL_PROMPT if offer else "Say something."}],
                     "max_tokens": self.max_tokens,
                     "stream": stream,
                     **({"model": self.model} if self.model else {}),
+                    **({"tools": [WEATHER_TOOL]} if offer else {}),
                 }
                 try:
                     with client.stream(
@@ -102,9 +112,12 @@ class ClosedLoop:
                         reply.status_code,
                         reply.status_code == 200 and _complete(text, stream),
                         "" if reply.status_code == 200 else text[:200],
+                        offer,
                     )
                 except httpx.HTTPError as exc:
-                    outcome = Outcome(started, time.monotonic(), stream, 0, False, f"{type(exc).__name__}: {exc}")
+                    outcome = Outcome(
+                        started, time.monotonic(), stream, 0, False, f"{type(exc).__name__}: {exc}", offer
+                    )
                     time.sleep(0.2)  # a refused connection answers at once: no busy loop
                 with self._lock:
                     self.outcomes.append(outcome)

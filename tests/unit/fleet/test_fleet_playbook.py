@@ -89,15 +89,40 @@ def _worker(n: int, healthy: bool = True) -> RouterWorker:
 
 def test_a_host_is_taken_out_only_while_the_floor_stays_in_rotation() -> None:
     router = _Router([_worker(1), _worker(2), _worker(3)])
-    _take_out(router, "a", "http://10.0.0.1:8080", 5, 2)
+    _take_out(router, "a", "http://10.0.0.1:8080", 5, 2, lambda: 0)
     assert router.removed == ["id1"]
     short = _Router([_worker(1), _worker(2), _worker(3, healthy=False)])  # one host already out of rotation
     with pytest.raises(PlanError, match="only 1 other host.*keeps 2 serving"):
-        _take_out(short, "a", "http://10.0.0.1:8080", 0, 2)
+        _take_out(short, "a", "http://10.0.0.1:8080", 0, 2, lambda: 0)
     assert short.removed == []
 
 
 def test_a_host_the_router_does_not_list_costs_no_capacity() -> None:
     router = _Router([])  # a first rollout: nothing serves yet
-    _take_out(router, "a", "http://10.0.0.1:8080", 0, 2)
+    _take_out(router, "a", "http://10.0.0.1:8080", 0, 2, lambda: 0)
     assert router.removed == []
+
+
+def test_out_waits_past_the_routers_drain_until_the_server_runs_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    """smg drops a removed worker after a fixed drain (5 s in 1.13), not when its requests ended: the step reads the
+    server's own count until it is 0 (a reply still running there would be cut by the apply that follows)."""
+    router = _Router([_worker(1), _worker(2), _worker(3)])
+    counts = iter([2, 1, 0, 1] + [0] * 10 + [5])  # one 0 between a slot's end and the next queued request's start
+    _take_out(router, "a", "http://10.0.0.1:8080", 30, 2, lambda: next(counts))
+    rest = list(counts)
+    assert rest[-1] == 5 and len(rest) <= 6  # past the lone 0, until 0 held for 1 s (5+ reads at 0.2 s), no further
+    assert "its requests ended" in capsys.readouterr().out
+    busy = _Router([_worker(1), _worker(2), _worker(3)])
+    _take_out(busy, "a", "http://10.0.0.1:8080", 0.5, 2, lambda: 1)  # never idle: goes on at the drain timeout
+    assert "drain timeout ended with 1 request(s) still on its server" in capsys.readouterr().out
+    _take_out(_Router([_worker(1), _worker(2), _worker(3)]), "a", "http://10.0.0.1:8080", 5, 2, lambda: None)
+    assert "does not say what it runs" in capsys.readouterr().out
+
+
+def test_the_out_step_names_the_servers_in_flight_gauges() -> None:
+    hosts = [RolloutHost("a", {}, ("k",), "http://10.0.0.1:8080", "/p", ("x:running", "x:waiting"))]
+    (play,) = playbook("f", [("a",)], STEP)
+    argv = play["tasks"][0]["ansible.builtin.command"]["argv"]
+    assert argv[argv.index("--in-flight-series") + 1] == "{{ kimik3_in_flight_series }}"
+    listed = inventory(hosts, [("a",)])["all"]["children"][ROLLOUT_GROUP]["hosts"]["a"]
+    assert listed["kimik3_in_flight_series"] == "x:running,x:waiting"
