@@ -124,9 +124,10 @@ class EnginePlan(NamedTuple):
 
 
 class EngineRoutes(NamedTuple):
-    """The routes an engine offers on a host (`kimik3 routes`, the plan's routes line): `kimi`, its ways of serving
-    Kimi-K3 (llama.cpp: each quant of the catalog; vLLM, SGLang: the native checkpoint's recipe); `own`, the
-    profile's model where it is none of those (a GGUF of another repo or quant: judged, but serving no Kimi-K3)."""
+    """The routes an engine offers on a host (`kimik3 routes`, the plan's routes line) beside those planning/routes.py
+    makes as profiles and judges with the plan's gate (llama.cpp's catalog quants, vLLM's and SGLang's native
+    checkpoint: those three offer none here): `kimi`, its ways of serving Kimi-K3; `own`, the profile's model where
+    it is none of those."""
 
     kimi: tuple[Route, ...]
     own: tuple[Route, ...] = ()
@@ -216,6 +217,7 @@ class ServingEngine(Protocol):
     def routes(
         self, host: HostFacts, gpus: tuple[GpuFact, ...], profile: Profile | None, observed: Observed | None
     ) -> EngineRoutes:
-        """This engine's routes on `gpus` of `host`, judged with their numbers. `profile`: given when the profile
+        """This engine's own routes on `gpus` of `host`, judged with their numbers, beyond the profiles
+        planning/routes.py judges with the gate (none for llama.cpp, vLLM, SGLang). `profile`: given when the profile
         names this engine: its route is marked (`Route.profile`), sized from its files where `observed` knows them."""
         ...

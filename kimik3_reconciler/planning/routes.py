@@ -27,6 +27,7 @@ from kimik3_reconciler.engines.llamacpp.vram_fit import (
     quant_bytes,
     requested_gpus,
 )
+from kimik3_reconciler.engines.native_route import NATIVE_MIN_BYTES, NATIVE_REPO
 from kimik3_reconciler.errors import FieldRefusal
 from kimik3_reconciler.model import catalog
 from kimik3_reconciler.model.engine_names import ENGINES, NOT_ENGINES
@@ -39,15 +40,7 @@ from kimik3_reconciler.planning.host_gate import host_gate
 
 __all__ = ["HostSummary", "Route", "RouteReport", "is_kind", "profile_routes", "routes"]
 
-NATIVE_REPO = "moonshotai/Kimi-K3"
-
 # The engines' own needs (kinds, count, driver, memory share) are theirs: engine.host_needs, read by the gate.
-
-# Seed 001: 2.8T parameters; seed 000: SGLang/vLLM serve "the native MXFP4 checkpoint" (4-bit elements and an
-# 8-bit scale per 32: 4.25 bits). A lower bound of its bytes (layers kept in higher precision only add): no seed
-# gives the checkpoint's size, and a host below this bound cannot hold it whatever the engine.
-NATIVE_PARAMETERS = 2_800_000_000_000
-NATIVE_MIN_BYTES = NATIVE_PARAMETERS * 425 // 800
 
 # What `kimik3 routes` without a profile judges the routes as: a llama.cpp profile with every default (the CUDA
 # build for this host's GPUs, the CPU build without them), the quant and engine of each route swapped in. The
@@ -288,9 +281,6 @@ NATIVE_DEFAULTS: dict[str, dict[str, Any]] = {
     "vllm": {"tensor_parallel_size": 8, "gpu_memory_utilization": 0.95, "any_gpu": False},
     "sglang": {"tp_size": 8, "dcp_size": 8, "mem_fraction_static": 0.85, "any_gpu": False},
 }
-# The engines whose routes are profiles judged by the gate here; another registered engine offers its own
-# (`ServingEngine.routes`).
-JUDGED = ("llamacpp", "vllm", "sglang")
 RECIPES = {
     "vllm": "seed 001's vLLM recipe (TP8, fp8 KV cache, vllm/vllm-openai:kimi-k3)",
     "sglang": "seed 001's SGLang cookbook profile (TP8/DCP8, verified on 8x B300; needs "
@@ -414,12 +404,9 @@ def routes(
     for engine in ("vllm", "sglang"):
         route_profile = _native_profile(base, engine)
         found.append(_native_route(route_profile, host, start, ours_plan(route_profile)))
-    for name in ENGINES:
-        if name not in JUDGED:  # an engine kimik3 does not judge by the gate here (a probe): its own routes
-            offered = engine_for(name).routes(
-                host, gpus, profile if profile and profile.engine == name else None, observed
-            )
-            found += (*offered.own, *offered.kimi)
+    for name in ENGINES:  # what an engine offers beyond the routes judged above (a probe's): none for those three
+        offered = engine_for(name).routes(host, gpus, profile if profile and profile.engine == name else None, observed)
+        found += (*offered.own, *offered.kimi)
     found.append(Route("ollama", f"hf.co/{GGUF_REPO}:<quant>", "-", False, OLLAMA_WHY))
     notes = NOTES
     if not any(r.feasible for r in found):

@@ -18,7 +18,6 @@ from kimik3_reconciler.engines.base import (
     TuneKnobs,
 )
 from kimik3_reconciler.engines.llamacpp import launch, placement, vram_fit
-from kimik3_reconciler.engines.llamacpp.routes import gguf_routes
 from kimik3_reconciler.model.facts import GpuFact, HostFacts, ModelFact, Observed
 from kimik3_reconciler.model.launch_input import LaunchInput
 from kimik3_reconciler.model.profile import Profile, ServeSpec
@@ -88,7 +87,7 @@ class LlamaCpp:
     def routes(
         self, host: HostFacts, gpus: tuple[GpuFact, ...], profile: Profile | None, observed: Observed | None
     ) -> EngineRoutes:
-        return gguf_routes(host, gpus, profile, observed)
+        return EngineRoutes(())  # each catalog quant's route is a profile planning/routes.py judges by the gate
 
 
 ENGINE = LlamaCpp()

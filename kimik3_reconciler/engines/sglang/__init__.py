@@ -23,7 +23,6 @@ from kimik3_reconciler.engines.base import (
     ServerSeries,
     TuneKnobs,
 )
-from kimik3_reconciler.engines.native_route import SGLANG_KINDS, native_routes
 from kimik3_reconciler.engines.sglang import launch
 from kimik3_reconciler.model.facts import GpuFact, HostFacts, ModelFact, Observed
 from kimik3_reconciler.model.launch_input import LaunchInput
@@ -109,11 +108,7 @@ class Sglang:
     def routes(
         self, host: HostFacts, gpus: tuple[GpuFact, ...], profile: Profile | None, observed: Observed | None
     ) -> EngineRoutes:
-        recipe = (
-            "seed 001's SGLang cookbook profile (TP8/DCP8, verified on 8x B300; needs "
-            "sglang.mamba_full_memory_ratio from the cookbook's calculator)"
-        )
-        return native_routes("sglang", "tp8-dcp8", SGLANG_KINDS, recipe, host, gpus, profile)
+        return EngineRoutes(())  # the native checkpoint's route is a profile planning/routes.py judges by the gate
 
 
 ENGINE = Sglang()

@@ -20,7 +20,6 @@ from kimik3_reconciler.engines.base import (
     ServerSeries,
     TuneKnobs,
 )
-from kimik3_reconciler.engines.native_route import VLLM_KINDS, native_routes
 from kimik3_reconciler.engines.vllm import launch
 from kimik3_reconciler.model.facts import GpuFact, HostFacts, ModelFact, Observed
 from kimik3_reconciler.model.launch_input import LaunchInput
@@ -111,8 +110,7 @@ class Vllm:
     def routes(
         self, host: HostFacts, gpus: tuple[GpuFact, ...], profile: Profile | None, observed: Observed | None
     ) -> EngineRoutes:
-        recipe = "seed 001's vLLM recipe (TP8, fp8 KV cache, vllm/vllm-openai:kimi-k3)"
-        return native_routes("vllm", "tp8", VLLM_KINDS, recipe, host, gpus, profile)
+        return EngineRoutes(())  # the native checkpoint's route is a profile planning/routes.py judges by the gate
 
 
 ENGINE = Vllm()
