@@ -133,6 +133,18 @@ class EngineRoutes(NamedTuple):
     own: tuple[Route, ...] = ()
 
 
+class NativeRoute(NamedTuple):
+    """How an engine serves the native checkpoint (moonshotai/Kimi-K3) as a route of `kimik3 routes`
+    (planning/routes.py makes a profile of it and judges it with the plan's gate): `knobs`, what its profile section
+    takes when the profile names another engine (seed 001's recipe: the schema's defaults); `placement`, the route's
+    name, formatted with `gpus` (the recipe's tensor-parallel ranks) and the section's knobs; `recipe`, where the
+    route comes from, as a feasible route says it."""
+
+    knobs: dict[str, Any]
+    placement: str
+    recipe: str
+
+
 # How bench (and tune's draws) talks to the server. `llamacpp`: llama-server's native /tokenize {content} and
 # /completion (token-id prompts, cache_prompt off, the server's per-request timings); `openai`: the OpenAI
 # server's /tokenize {prompt} and streamed /v1/completions with usage on every chunk (vLLM, SGLang).
@@ -161,6 +173,8 @@ class ServingEngine(Protocol):
     reasoning_field: str
     tune_knobs: TuneKnobs
     load_wire: LoadWire
+    # Its route of the native checkpoint (vLLM, SGLang); None where it serves none (llama.cpp: GGUF quants).
+    native_route: NativeRoute | None
 
     def model_entry(self, model: ModelFact) -> str:
         """What the server opens, relative to the mounted snapshot: GGUF, the quant's -00001-of- shard (or its

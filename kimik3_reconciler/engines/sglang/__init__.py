@@ -19,6 +19,7 @@ from kimik3_reconciler.engines.base import (
     HostNeeds,
     ImageSource,
     ModelSource,
+    NativeRoute,
     Readiness,
     ServerSeries,
     TuneKnobs,
@@ -62,6 +63,12 @@ class Sglang:
     reasoning_field = "reasoning_content"
     tune_knobs = TuneKnobs("sglang", ("mem_fraction_static",))  # sglang.<knob> (launch.py: why only this one)
     load_wire = "openai"
+    native_route = NativeRoute(
+        {"tp_size": 8, "dcp_size": 8, "mem_fraction_static": 0.85, "any_gpu": False},  # the schema's defaults
+        "tp{gpus}-dcp{dcp_size}",
+        "seed 001's SGLang cookbook profile (TP8/DCP8, verified on 8x B300; needs "
+        "sglang.mamba_full_memory_ratio from the cookbook's calculator)",
+    )
 
     def model_entry(self, model: ModelFact) -> str:
         return "."  # the snapshot folder: config.json, the tokenizer, the custom code and the safetensors shards

@@ -16,6 +16,7 @@ from kimik3_reconciler.engines.base import (
     HostNeeds,
     ImageSource,
     ModelSource,
+    NativeRoute,
     Readiness,
     ServerSeries,
     TuneKnobs,
@@ -64,6 +65,11 @@ class Vllm:
     # vllm.<knob> (engines/vllm/tune.py says why these and not tensor parallelism, the backend or the KV dtype).
     tune_knobs = TuneKnobs("vllm", ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization"))
     load_wire = "openai"
+    native_route = NativeRoute(
+        {"tensor_parallel_size": 8, "gpu_memory_utilization": 0.95, "any_gpu": False},  # the schema's defaults
+        "tp{gpus}",
+        "seed 001's vLLM recipe (TP8, fp8 KV cache, vllm/vllm-openai:kimi-k3)",
+    )
 
     def model_entry(self, model: ModelFact) -> str:
         return "."  # the snapshot folder: config.json, the tokenizer and the safetensors shards
