@@ -175,6 +175,9 @@ class ServingEngine(Protocol):
     load_wire: LoadWire
     # Its route of the native checkpoint (vLLM, SGLang); None where it serves none (llama.cpp: GGUF quants).
     native_route: NativeRoute | None
+    # Whether verify's vision check sends it an image: llama-server launched with the fork's --mmproj answers one;
+    # vLLM and SGLang serve Kimi-K3's vision from the checkpoint itself, which no check sends an image to yet.
+    vision_probe: bool
 
     def model_entry(self, model: ModelFact) -> str:
         """What the server opens, relative to the mounted snapshot: GGUF, the quant's -00001-of- shard (or its

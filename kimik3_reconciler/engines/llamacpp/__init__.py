@@ -45,6 +45,7 @@ class LlamaCpp:
     # `load_mode` is serve.load_mode: none or dio, a mapped mode is refused (planning/tune_space.py).
     tune_knobs = TuneKnobs("serve", ("ubatch", "batch", "parallel", "fit_target", "n_cpu_moe", "threads", "load_mode"))
     load_wire = "llamacpp"
+    vision_probe = True  # with the fork build's --mmproj (profile.vision)
     native_route = None  # GGUF quants of the catalog: planning/routes.py makes their profiles
 
     def model_entry(self, model: ModelFact) -> str:

@@ -65,6 +65,7 @@ class Vllm:
     # vllm.<knob> (engines/vllm/tune.py says why these and not tensor parallelism, the backend or the KV dtype).
     tune_knobs = TuneKnobs("vllm", ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization"))
     load_wire = "openai"
+    vision_probe = False  # its vision is the checkpoint's, which no check sends an image to yet
     native_route = NativeRoute(
         {"tensor_parallel_size": 8, "gpu_memory_utilization": 0.95, "any_gpu": False},  # the schema's defaults
         "tp{gpus}",
