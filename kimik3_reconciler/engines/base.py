@@ -124,12 +124,25 @@ class EnginePlan(NamedTuple):
 
 
 class EngineRoutes(NamedTuple):
-    """The routes an engine offers on a host (`kimik3 routes`, the plan's routes line): `kimi`, its ways of serving
-    Kimi-K3 (llama.cpp: each quant of the catalog; vLLM, SGLang: the native checkpoint's recipe); `own`, the
-    profile's model where it is none of those (a GGUF of another repo or quant: judged, but serving no Kimi-K3)."""
+    """The routes an engine offers on a host (`kimik3 routes`, the plan's routes line) beside those planning/routes.py
+    makes as profiles and judges with the plan's gate (llama.cpp's catalog quants, vLLM's and SGLang's native
+    checkpoint: those three offer none here): `kimi`, its ways of serving Kimi-K3; `own`, the profile's model where
+    it is none of those."""
 
     kimi: tuple[Route, ...]
     own: tuple[Route, ...] = ()
+
+
+class NativeRoute(NamedTuple):
+    """How an engine serves the native checkpoint (moonshotai/Kimi-K3) as a route of `kimik3 routes`
+    (planning/routes.py makes a profile of it and judges it with the plan's gate): `knobs`, what its profile section
+    takes when the profile names another engine (seed 001's recipe: the schema's defaults); `placement`, the route's
+    name, formatted with `gpus` (the recipe's tensor-parallel ranks) and the section's knobs; `recipe`, where the
+    route comes from, as a feasible route says it."""
+
+    knobs: dict[str, Any]
+    placement: str
+    recipe: str
 
 
 # How bench (and tune's draws) talks to the server. `llamacpp`: llama-server's native /tokenize {content} and
@@ -160,6 +173,11 @@ class ServingEngine(Protocol):
     reasoning_field: str
     tune_knobs: TuneKnobs
     load_wire: LoadWire
+    # Its route of the native checkpoint (vLLM, SGLang); None where it serves none (llama.cpp: GGUF quants).
+    native_route: NativeRoute | None
+    # Whether verify's vision check sends it an image: llama-server launched with the fork's --mmproj answers one;
+    # vLLM and SGLang serve Kimi-K3's vision from the checkpoint itself, which no check sends an image to yet.
+    vision_probe: bool
 
     def model_entry(self, model: ModelFact) -> str:
         """What the server opens, relative to the mounted snapshot: GGUF, the quant's -00001-of- shard (or its
@@ -216,6 +234,7 @@ class ServingEngine(Protocol):
     def routes(
         self, host: HostFacts, gpus: tuple[GpuFact, ...], profile: Profile | None, observed: Observed | None
     ) -> EngineRoutes:
-        """This engine's routes on `gpus` of `host`, judged with their numbers. `profile`: given when the profile
+        """This engine's own routes on `gpus` of `host`, judged with their numbers, beyond the profiles
+        planning/routes.py judges with the gate (none for llama.cpp, vLLM, SGLang). `profile`: given when the profile
         names this engine: its route is marked (`Route.profile`), sized from its files where `observed` knows them."""
         ...

@@ -7,6 +7,7 @@ and the steps planned before it, and returns its own steps. A new step kind is o
 from __future__ import annotations
 
 from kimik3_reconciler.engines import engine_for
+from kimik3_reconciler.engines.base import EnginePlan
 from kimik3_reconciler.errors import FieldRefusal, HubError, PlanError
 from kimik3_reconciler.model.facts import ImageFact, Observed
 from kimik3_reconciler.model.labels import PROFILE_LABEL
@@ -89,11 +90,15 @@ PLANNERS: tuple[Planner, ...] = (
 )
 
 
-def render_desired(profile: Profile, observed: Observed, refusals: tuple[str, ...] = ()) -> Desired:
+def render_desired(
+    profile: Profile, observed: Observed, refusals: tuple[str, ...] = (), rendered: EnginePlan | None = None
+) -> Desired:
     """What the profile renders to on this host, its engine's plan (mode, forecast, routes) made once with it;
-    `refusals`: the plan's gate verdict (none: it passed), which the profile's own route takes."""
+    `refusals`: the plan's gate verdict (none: it passed), which the profile's own route takes; `rendered`: the
+    engine's plan where the caller rendered it already (`plan`: its gate read it first)."""
     engine = engine_for(profile.engine)  # the registry: every planner learns the engine from Desired.engine
-    engine_plan = PlanOnHost(profile, observed, engine.render_plan(profile, observed), refusals)
+    rendered = rendered if rendered is not None else engine.render_plan(profile, observed)
+    engine_plan = PlanOnHost(profile, observed, rendered, refusals)
     # Hybrid or all-VRAM is a GGUF quant's question; a checkpoint engine sizes its memory with its own knobs.
     mode = engine_plan.mode or NO_QUANT_MODE
     if engine.image_source.kind == "pull":
@@ -108,10 +113,11 @@ def render_desired(profile: Profile, observed: Observed, refusals: tuple[str, ..
     return Desired(profile, build, launch, engine, engine_plan)
 
 
-def refuse_by_host_gate(profile: Profile, observed: Observed) -> list[str]:
+def refuse_by_host_gate(profile: Profile, observed: Observed, rendered: EnginePlan | None = None) -> list[str]:
     """PlanError naming every failing fact, else the gate's warnings. Observation calls it once before any
-    hub request too (with no model files yet: the sizing half waits for the listing)."""
-    refusals, gate_warnings = host_gate(profile, observed)
+    hub request too (with no model files yet: the sizing half waits for the listing). `rendered`: the engine's plan,
+    where the caller has it (host_gate)."""
+    refusals, gate_warnings = host_gate(profile, observed, rendered)
     if refusals:
         fields = tuple(r.field for r in refusals if isinstance(r, FieldRefusal))
         message = "the host gate refuses this profile:\n  - " + "\n  - ".join(refusals)
@@ -126,12 +132,14 @@ def refuse_by_host_gate(profile: Profile, observed: Observed) -> list[str]:
 def plan(profile: Profile, observed: Observed, warnings: tuple[str, ...] = ()) -> Plan:
     """Ordered steps: model, image, smoke, container, health, verify, unit. A step that must change carries its reason.
     The host gate comes first: a refusal names every failing fact, and nothing runs."""
-    gate_warnings = refuse_by_host_gate(profile, observed)
+    # The engine's plan, rendered once: the gate reads its mode, the desired state holds it.
+    rendered = engine_for(profile.engine).render_plan(profile, observed)
+    gate_warnings = refuse_by_host_gate(profile, observed, rendered)
     for fact in (observed.model, observed.tokenizer):
         if fact is not None and fact.listing_error:  # after the gate: a refused host is the more useful answer
             raise HubError(f"cannot plan the download of {fact.repo}: {fact.listing_error}")
     refuse_keyless_key_file(profile, observed)
-    desired = render_desired(profile, observed)
+    desired = render_desired(profile, observed, rendered=rendered)
     steps: tuple[Step, ...] = ()
     for planner in PLANNERS:
         steps += planner(desired, observed, steps)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 from kimik3_reconciler.engines import engine_for
-from kimik3_reconciler.engines.base import HostNeeds
+from kimik3_reconciler.engines.base import EnginePlan, HostNeeds
 from kimik3_reconciler.engines.llamacpp.build_flags import HOST_FLAGS, cpu_features
 from kimik3_reconciler.engines.llamacpp.host_compat import (
     arch_name,
@@ -294,7 +294,7 @@ def _cache_filesystem_warning(model: ModelFact) -> str | None:
     return None
 
 
-def _cpu_findings(profile: Profile, observed: Observed) -> tuple[list[str], list[str]]:
+def _cpu_findings(profile: Profile, observed: Observed, mode: str) -> tuple[list[str], list[str]]:
     """AVX-512 is what the CPU experts use; AMX is irrelevant to them (seed 000), so it is not judged."""
     host = observed.host
     if not host.cpu_flags:
@@ -309,7 +309,7 @@ def _cpu_findings(profile: Profile, observed: Observed) -> tuple[list[str], list
             f"build.cpu_features lists {', '.join(missing)} but this CPU lacks {lacks}: "
             "the image's CPU kernels would stop on an illegal instruction here; use cpu_features: auto"
         ], []
-    experts_on_cpu = profile.build.variant == "cpu" or derive_mode(profile, observed).mode == "hybrid"
+    experts_on_cpu = profile.build.variant == "cpu" or mode == "hybrid"
     # rule: avx512-experts
     # Seed 000: the hybrid's CPU experts run on AVX-512; AMX "turns out to be irrelevant to the experts".
     # An explicit list is the profile's choice (`[]`: a portable image): only `auto` on a CPU without AVX-512 warns.
@@ -451,8 +451,9 @@ def checkpoint_findings(
     return refusals, warnings
 
 
-def host_gate(profile: Profile, observed: Observed) -> tuple[list[str], list[str]]:
-    """(refusals, warnings). Facts that were not observed (pure tests) are not judged."""
+def host_gate(profile: Profile, observed: Observed, rendered: EnginePlan | None = None) -> tuple[list[str], list[str]]:
+    """(refusals, warnings). Facts that were not observed (pure tests) are not judged. `rendered`: the engine's plan
+    for this profile and observation where the caller has it (`plan`), else llama.cpp's mode is derived here."""
     host = observed.host
     refusals, warnings = [], []
     needs = engine_for(profile.engine).host_needs(profile)
@@ -490,8 +491,9 @@ def host_gate(profile: Profile, observed: Observed) -> tuple[list[str], list[str
         if refusal:
             refusals.append(refusal)
     refusals += _port_refusals(profile, observed) + _address_refusals(profile, observed)
-    refusals += [r for r in (margin_refusal(profile, derive_mode(profile, observed)),) if r]
-    cpu_refusals, cpu_warnings = _cpu_findings(profile, observed)
+    decision = rendered.mode if rendered is not None and rendered.mode is not None else derive_mode(profile, observed)
+    refusals += [r for r in (margin_refusal(profile, decision),) if r]
+    cpu_refusals, cpu_warnings = _cpu_findings(profile, observed, decision.mode)
     refusals, warnings = refusals + cpu_refusals, warnings + cpu_warnings
     warnings += [w for w in (_cache_filesystem_warning(observed.model),) if w]
     return refusals, warnings

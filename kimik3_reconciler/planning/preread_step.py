@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from kimik3_reconciler.engines.llamacpp.placement import forecast
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.humanize import duration, gib
 from kimik3_reconciler.model.plan import Action, Step
@@ -158,7 +157,7 @@ def _new_server_bytes(desired: Desired, observed: Observed) -> tuple[int, str]:
     """Host memory the new server takes as it loads, when no running server frees its own at a swap."""
     # The engine's plan holds the forecast when it is this plan's observation (the plan's lines read the same one).
     mine = desired.plan is not None and desired.plan.observed is observed
-    placed = desired.plan.forecast if mine else forecast(desired.profile, observed)
+    placed = desired.plan.forecast if mine else desired.engine.render_plan(desired.profile, observed).forecast
     if placed is None:
         # Unknown placement: count every byte as host memory (the CPU variant, or all experts on the CPU).
         return observed.model.total_bytes, "the new server (no placement forecast: the whole model)"

@@ -27,6 +27,7 @@ from kimik3_reconciler.engines.llamacpp.vram_fit import (
     quant_bytes,
     requested_gpus,
 )
+from kimik3_reconciler.engines.native_route import NATIVE_MIN_BYTES, NATIVE_REPO
 from kimik3_reconciler.errors import FieldRefusal
 from kimik3_reconciler.model import catalog
 from kimik3_reconciler.model.engine_names import ENGINES, NOT_ENGINES
@@ -39,15 +40,7 @@ from kimik3_reconciler.planning.host_gate import host_gate
 
 __all__ = ["HostSummary", "Route", "RouteReport", "is_kind", "profile_routes", "routes"]
 
-NATIVE_REPO = "moonshotai/Kimi-K3"
-
 # The engines' own needs (kinds, count, driver, memory share) are theirs: engine.host_needs, read by the gate.
-
-# Seed 001: 2.8T parameters; seed 000: SGLang/vLLM serve "the native MXFP4 checkpoint" (4-bit elements and an
-# 8-bit scale per 32: 4.25 bits). A lower bound of its bytes (layers kept in higher precision only add): no seed
-# gives the checkpoint's size, and a host below this bound cannot hold it whatever the engine.
-NATIVE_PARAMETERS = 2_800_000_000_000
-NATIVE_MIN_BYTES = NATIVE_PARAMETERS * 425 // 800
 
 # What `kimik3 routes` without a profile judges the routes as: a llama.cpp profile with every default (the CUDA
 # build for this host's GPUs, the CPU build without them), the quant and engine of each route swapped in. The
@@ -282,28 +275,12 @@ def _gguf_route(
     return Route("llamacpp", model, placement, True, why, speed)
 
 
-# The knobs a native route takes where the profile names another engine (or none): the schema's defaults, seed
-# 001's recipes (model/profile_schema.py; tests/unit/test_routes.py keeps them equal).
-NATIVE_DEFAULTS: dict[str, dict[str, Any]] = {
-    "vllm": {"tensor_parallel_size": 8, "gpu_memory_utilization": 0.95, "any_gpu": False},
-    "sglang": {"tp_size": 8, "dcp_size": 8, "mem_fraction_static": 0.85, "any_gpu": False},
-}
-# The engines whose routes are profiles judged by the gate here; another registered engine offers its own
-# (`ServingEngine.routes`).
-JUDGED = ("llamacpp", "vllm", "sglang")
-RECIPES = {
-    "vllm": "seed 001's vLLM recipe (TP8, fp8 KV cache, vllm/vllm-openai:kimi-k3)",
-    "sglang": "seed 001's SGLang cookbook profile (TP8/DCP8, verified on 8x B300; needs "
-    "sglang.mamba_full_memory_ratio from the cookbook's calculator)",
-}
-
-
 def _native_profile(base: Profile, engine: str) -> Profile:
     """The native checkpoint on `engine`, as `base` would run it: a profile of that engine is itself; another's
-    takes the recipe's knobs (NATIVE_DEFAULTS) on all the host's GPUs."""
+    takes the recipe's knobs (the engine's `native_route`) on all the host's GPUs."""
     if base.engine == engine:
         return base
-    knobs = SECTIONS[f"{engine.capitalize()}Spec"](**NATIVE_DEFAULTS[engine])
+    knobs = SECTIONS[f"{engine.capitalize()}Spec"](**engine_for(engine).native_route.knobs)
     model = base.model.model_copy(
         update={"repo": NATIVE_REPO, "quant": CHECKPOINT, "local_path": None, "revision": "lower bound"}
     )
@@ -317,9 +294,10 @@ def _native_route(
     plan: tuple[Observed, list[str] | None] | None = None,
 ) -> Route:
     """The native checkpoint on vLLM or SGLang, judged by the plan's gate at the checkpoint's lower bound."""
-    engine = profile.engine
+    engine, native = profile.engine, engine_for(profile.engine).native_route
     needs = engine_for(engine).host_needs(profile)
-    placement = f"tp{needs.gpus}" + (f"-dcp{profile.sglang.dcp_size}" if engine == "sglang" else "")
+    section = getattr(profile, engine)  # the engine's own section (vllm: may be left out, its defaults)
+    placement = native.placement.format(gpus=needs.gpus, **(section.model_dump() if section is not None else {}))
     facts, refusals = plan or (route_observation(profile, host, NATIVE_MIN_BYTES, start), None)
     refusals = gate_refusals(profile, facts) if refusals is None else refusals
     others = sorted({g.name for g in _gpus_of(profile, host) if not _nvidia(g)})
@@ -339,7 +317,7 @@ def _native_route(
         profile.model.repo,
         placement,
         True,
-        f"{len(used)}x {names} ({gib(sum(g.memory_total for g in used))}){floor}: {RECIPES[engine]}; no seed "
+        f"{len(used)}x {names} ({gib(sum(g.memory_total for g in used))}){floor}: {native.recipe}; no seed "
         "measured its speed",
     )
 
@@ -411,15 +389,12 @@ def routes(
             size = profile_quant_bytes if ours and profile_quant_bytes else info.size_bytes
             route_profile = _gguf_profile(base, info.name, host, profile is None)
             found.append(_gguf_route(route_profile, host, size, start=start, plan=ours_plan(route_profile)))
-    for engine in ("vllm", "sglang"):
+    for engine in (name for name in ENGINES if engine_for(name).native_route is not None):  # vLLM, SGLang
         route_profile = _native_profile(base, engine)
         found.append(_native_route(route_profile, host, start, ours_plan(route_profile)))
-    for name in ENGINES:
-        if name not in JUDGED:  # an engine kimik3 does not judge by the gate here (a probe): its own routes
-            offered = engine_for(name).routes(
-                host, gpus, profile if profile and profile.engine == name else None, observed
-            )
-            found += (*offered.own, *offered.kimi)
+    for name in ENGINES:  # what an engine offers beyond the routes judged above (a probe's): none for those three
+        offered = engine_for(name).routes(host, gpus, profile if profile and profile.engine == name else None, observed)
+        found += (*offered.own, *offered.kimi)
     found.append(Route("ollama", f"hf.co/{GGUF_REPO}:<quant>", "-", False, OLLAMA_WHY))
     notes = NOTES
     if not any(r.feasible for r in found):

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from kimik3_reconciler.engines import ServingEngine, engine_for
-from kimik3_reconciler.engines.llamacpp.placement import forecast
 from kimik3_reconciler.engines.llamacpp.vram_fit import trained_context
 from kimik3_reconciler.errors import PlanError, ProfileError
 from kimik3_reconciler.model.facts import Observed
@@ -83,7 +82,7 @@ def check_candidate(text: str, base: Profile, knobs: dict[str, Any], observed: O
         refuse_by_host_gate(profile, observed)
     except PlanError as exc:
         return Verdict(None, str(exc).replace("\n", " "))
-    placement = forecast(profile, observed)
+    placement = engine_for(profile.engine).render_plan(profile, observed).forecast  # the engine's own plan
     if placement is not None:
         free = {f"CUDA{i}": g.memory_free for i, g in enumerate(observed.host.gpus)}
         over = [d.device for d in placement.devices if d.device in free and d.total_bytes > free[d.device]]
@@ -118,7 +117,7 @@ def split_rank(profile: Profile, observed: Observed, knobs: dict[str, Any]) -> t
     that fits only inside it; then the fewest CPU expert layers, the fewest bytes of them; of equal splits the
     larger fit_target (the same placement with more room). Without a forecast (no GGUF header read yet): the
     written n_cpu_moe, fewest first."""
-    placement = forecast(profile, observed)
+    placement = engine_for(profile.engine).render_plan(profile, observed).forecast
     margin = knobs.get("fit_target")
     if not isinstance(margin, int):
         margin = profile.serve.fit_target if isinstance(profile.serve.fit_target, int) else 1024

@@ -9,7 +9,7 @@ from typing import Protocol
 
 from kimik3_reconciler.benchmark import converged_deployment, run_sweep
 from kimik3_reconciler.benchmark.store import keep
-from kimik3_reconciler.engines.llamacpp.placement import forecast
+from kimik3_reconciler.engines import engine_for
 from kimik3_reconciler.model.bench import BenchRun, BenchSettings
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.loaded_profile import LoadedProfile
@@ -72,7 +72,7 @@ class DockerRunner:
         host's facts may be unknown), what this host's last load of the container took (the health wait's
         record, the exporter's kimik3_model_load_seconds), scaled to this model's bytes when the record's were
         another's (the profile's model changed under the same name); 0 when it never loaded one."""
-        placement = forecast(loaded.profile, observed)
+        placement = engine_for(loaded.profile.engine).render_plan(loaded.profile, observed).forecast
         if placement is not None:
             return placement.load_seconds
         last = self.orchestrator.ports.state.read(load_key(loaded.profile.name)) or {}

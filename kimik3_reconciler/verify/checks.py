@@ -20,6 +20,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from kimik3_reconciler.engines import engine_for
 from kimik3_reconciler.errors import PermanentError
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.ports import ChatPort
@@ -208,9 +209,9 @@ def tool_call(session: Session) -> Verdict:
 
 
 def vision(session: Session) -> Verdict:
-    if session.profile.engine != "llamacpp":
+    if not engine_for(session.profile.engine).vision_probe:
         # The probe is llama.cpp's (--mmproj on a fork build); a checkpoint engine serves Kimi-K3's vision from the
-        # checkpoint itself, which no check here sends an image to yet.
+        # checkpoint itself, which no check here sends an image to yet (ServingEngine.vision_probe).
         return Status.SKIPPED, f"skipped: engine {session.profile.engine}: the vision probe is not sent yet"
     if not session.profile.vision:  # reference §6: the projector is only launched on a fork build
         return Status.SKIPPED, MAINLINE_SKIP

@@ -18,7 +18,6 @@ from kimik3_reconciler.engines.base import (
     TuneKnobs,
 )
 from kimik3_reconciler.engines.llamacpp import launch, placement, vram_fit
-from kimik3_reconciler.engines.llamacpp.routes import gguf_routes
 from kimik3_reconciler.model.facts import GpuFact, HostFacts, ModelFact, Observed
 from kimik3_reconciler.model.launch_input import LaunchInput
 from kimik3_reconciler.model.profile import Profile, ServeSpec
@@ -46,6 +45,8 @@ class LlamaCpp:
     # `load_mode` is serve.load_mode: none or dio, a mapped mode is refused (planning/tune_space.py).
     tune_knobs = TuneKnobs("serve", ("ubatch", "batch", "parallel", "fit_target", "n_cpu_moe", "threads", "load_mode"))
     load_wire = "llamacpp"
+    vision_probe = True  # with the fork build's --mmproj (profile.vision)
+    native_route = None  # GGUF quants of the catalog: planning/routes.py makes their profiles
 
     def model_entry(self, model: ModelFact) -> str:
         return launch.first_shard(model)
@@ -88,7 +89,7 @@ class LlamaCpp:
     def routes(
         self, host: HostFacts, gpus: tuple[GpuFact, ...], profile: Profile | None, observed: Observed | None
     ) -> EngineRoutes:
-        return gguf_routes(host, gpus, profile, observed)
+        return EngineRoutes(())  # each catalog quant's route is a profile planning/routes.py judges by the gate
 
 
 ENGINE = LlamaCpp()

@@ -19,11 +19,11 @@ from kimik3_reconciler.engines.base import (
     HostNeeds,
     ImageSource,
     ModelSource,
+    NativeRoute,
     Readiness,
     ServerSeries,
     TuneKnobs,
 )
-from kimik3_reconciler.engines.native_route import SGLANG_KINDS, native_routes
 from kimik3_reconciler.engines.sglang import launch
 from kimik3_reconciler.model.facts import GpuFact, HostFacts, ModelFact, Observed
 from kimik3_reconciler.model.launch_input import LaunchInput
@@ -63,6 +63,13 @@ class Sglang:
     reasoning_field = "reasoning_content"
     tune_knobs = TuneKnobs("sglang", ("mem_fraction_static",))  # sglang.<knob> (launch.py: why only this one)
     load_wire = "openai"
+    vision_probe = False  # its vision is the checkpoint's, which no check sends an image to yet
+    native_route = NativeRoute(
+        {"tp_size": 8, "dcp_size": 8, "mem_fraction_static": 0.85, "any_gpu": False},  # the schema's defaults
+        "tp{gpus}-dcp{dcp_size}",
+        "seed 001's SGLang cookbook profile (TP8/DCP8, verified on 8x B300; needs "
+        "sglang.mamba_full_memory_ratio from the cookbook's calculator)",
+    )
 
     def model_entry(self, model: ModelFact) -> str:
         return "."  # the snapshot folder: config.json, the tokenizer, the custom code and the safetensors shards
@@ -109,11 +116,7 @@ class Sglang:
     def routes(
         self, host: HostFacts, gpus: tuple[GpuFact, ...], profile: Profile | None, observed: Observed | None
     ) -> EngineRoutes:
-        recipe = (
-            "seed 001's SGLang cookbook profile (TP8/DCP8, verified on 8x B300; needs "
-            "sglang.mamba_full_memory_ratio from the cookbook's calculator)"
-        )
-        return native_routes("sglang", "tp8-dcp8", SGLANG_KINDS, recipe, host, gpus, profile)
+        return EngineRoutes(())  # the native checkpoint's route is a profile planning/routes.py judges by the gate
 
 
 ENGINE = Sglang()

@@ -16,11 +16,11 @@ from kimik3_reconciler.engines.base import (
     HostNeeds,
     ImageSource,
     ModelSource,
+    NativeRoute,
     Readiness,
     ServerSeries,
     TuneKnobs,
 )
-from kimik3_reconciler.engines.native_route import VLLM_KINDS, native_routes
 from kimik3_reconciler.engines.vllm import launch
 from kimik3_reconciler.model.facts import GpuFact, HostFacts, ModelFact, Observed
 from kimik3_reconciler.model.launch_input import LaunchInput
@@ -65,6 +65,12 @@ class Vllm:
     # vllm.<knob> (engines/vllm/tune.py says why these and not tensor parallelism, the backend or the KV dtype).
     tune_knobs = TuneKnobs("vllm", ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization"))
     load_wire = "openai"
+    vision_probe = False  # its vision is the checkpoint's, which no check sends an image to yet
+    native_route = NativeRoute(
+        {"tensor_parallel_size": 8, "gpu_memory_utilization": 0.95, "any_gpu": False},  # the schema's defaults
+        "tp{gpus}",
+        "seed 001's vLLM recipe (TP8, fp8 KV cache, vllm/vllm-openai:kimi-k3)",
+    )
 
     def model_entry(self, model: ModelFact) -> str:
         return "."  # the snapshot folder: config.json, the tokenizer and the safetensors shards
@@ -111,8 +117,7 @@ class Vllm:
     def routes(
         self, host: HostFacts, gpus: tuple[GpuFact, ...], profile: Profile | None, observed: Observed | None
     ) -> EngineRoutes:
-        recipe = "seed 001's vLLM recipe (TP8, fp8 KV cache, vllm/vllm-openai:kimi-k3)"
-        return native_routes("vllm", "tp8", VLLM_KINDS, recipe, host, gpus, profile)
+        return EngineRoutes(())  # the native checkpoint's route is a profile planning/routes.py judges by the gate
 
 
 ENGINE = Vllm()

@@ -50,6 +50,8 @@ class Probe:
     reasoning_field = "reasoning"
     tune_knobs = TuneKnobs("serve", ())
     load_wire = "openai"
+    vision_probe = False
+    native_route = None  # its own routes (`routes`), no native checkpoint
 
     def model_entry(self, model: ModelFact) -> str:
         return "."

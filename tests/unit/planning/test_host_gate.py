@@ -4,12 +4,15 @@ and every host-gate refusal, asserting the numbers in its message."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 from support.observed import model_fact, observed
 
+from kimik3_reconciler.engines import engine_for
+from kimik3_reconciler.engines.base import EnginePlan
 from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.model.facts import HostFacts
 from kimik3_reconciler.model.profile_source import parse_profile
@@ -253,6 +256,23 @@ def test_avx512_matters_for_the_hybrid_and_amx_does_not() -> None:
     # an all-VRAM quant keeps no expert on the CPU: nothing to say
     iq2 = profile(**{**SEED_BUILD, "quant: UD-Q2_K_XL": "quant: UD-IQ2_XXS"})
     assert host_gate(iq2, observed(host=no_avx512, model=model_fact(iq2, shards=1, size=662 * GIB)))[1] == []
+
+
+def test_the_gate_judges_the_mode_of_the_engines_plan_it_is_given() -> None:
+    """plan() renders the engine's plan once and the gate reads its mode (no second derivation): an all-VRAM quant
+    whose rendered plan says hybrid gets the hybrid's AVX-512 warning, and the plan's own mode gives the same
+    verdict as the gate deriving it."""
+    iq2 = profile(**{**SEED_BUILD, "quant: UD-Q2_K_XL": "quant: UD-IQ2_XXS"})
+    no_avx512 = rtx_pro_pool(1024, amx=False).model_copy(update={"cpu_flags": ("avx", "avx2", "fma")})
+    facts = observed(host=no_avx512, model=model_fact(iq2, shards=1, size=662 * GIB))
+    rendered = engine_for(iq2.engine).render_plan(iq2, facts)
+    assert rendered.mode.mode == "all-vram"
+    assert host_gate(iq2, facts, rendered) == host_gate(iq2, facts) == ([], [])
+    hybrid = EnginePlan(dataclasses.replace(rendered.mode, mode="hybrid"), rendered.forecast)
+    assert host_gate(iq2, facts, hybrid)[1] == [
+        "no AVX-512 on this CPU: the hybrid's CPU-resident experts run on AVX2 kernels, slower than the AVX-512 ones "
+        "seed 000 measured (AMX does not matter for them)"
+    ]
 
 
 def test_avx512_kernels_listed_for_a_cpu_without_them_are_refused() -> None:

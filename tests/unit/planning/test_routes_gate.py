@@ -14,13 +14,14 @@ from support.observed import model_fact, observed
 from support.recorded_hosts import h200_host, seed000_host
 from support.shipped import pinned_text
 
+from kimik3_reconciler.engines import engine_for
 from kimik3_reconciler.model import catalog
 from kimik3_reconciler.model.described_host import described_host
 from kimik3_reconciler.model.facts import HostFacts, RemoteFile
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.planning.host_gate import host_gate
-from kimik3_reconciler.planning.routes import GGUF_REPO, NATIVE_DEFAULTS, NATIVE_MIN_BYTES, profile_routes, routes
+from kimik3_reconciler.planning.routes import GGUF_REPO, NATIVE_MIN_BYTES, profile_routes, routes
 
 ROOT = Path(__file__).resolve().parents[3]
 HOSTS = ROOT / "tests" / "fixtures" / "host"
@@ -162,5 +163,5 @@ def test_native_defaults_are_the_schemas() -> None:
     from kimik3_reconciler.model.profile_schema import SglangSpec, VllmSpec
 
     for engine, schema in (("vllm", VllmSpec), ("sglang", SglangSpec)):
-        for knob, value in NATIVE_DEFAULTS[engine].items():
+        for knob, value in engine_for(engine).native_route.knobs.items():
             assert schema.model_fields[knob].default == value, (engine, knob)
