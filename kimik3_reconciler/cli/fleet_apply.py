@@ -51,6 +51,18 @@ def worker_url(profile) -> str:  # noqa: ANN001 - model.profile.Profile
     return f"http://{'[' + host + ']' if ':' in host else host}:{profile.serve.port}"
 
 
+def mirror_port(fleet_host) -> int:  # noqa: ANN001 - fleet.values.FleetHost
+    """The port a host's model mirror listens on: the host var kimik3_mirror_port, else fleet/playbook.py's."""
+    from kimik3_reconciler.fleet.playbook import MIRROR_PORT
+
+    return int(fleet_host.vars.get("kimik3_mirror_port", MIRROR_PORT))
+
+
+def mirror_urls(fleet) -> dict[str, str]:  # noqa: ANN001 - fleet.Fleet
+    """Each host's model mirror (cli/fleet_mirror.py), on the address the router reaches it at: the site's."""
+    return {h.name: f"{worker_url(h.profile).rsplit(':', 1)[0]}:{mirror_port(h)}" for h in fleet.hosts}
+
+
 def _router_urls(fleet) -> tuple[str, str, str, int]:  # noqa: ANN001 - fleet.Fleet
     host = "127.0.0.1" if fleet.router.host in ("localhost", "loopback") else fleet.router.host
     return (
@@ -130,7 +142,13 @@ def apply_cmd(ctx: click.Context, file: str, traffic_timeout: float, wheelhouse:
     """Roll the fleet file's profile across its hosts through Ansible, batch by batch, behind the router."""
     from kimik3_reconciler.adapters.ansible_play import FleetLock, run_playbook
     from kimik3_reconciler.cli.fleet_cmd import load_fleet
-    from kimik3_reconciler.fleet.playbook import RolloutHost, RouterStep, inventory, playbook
+    from kimik3_reconciler.fleet.playbook import (
+        RolloutHost,
+        RouterStep,
+        inventory,
+        mirror_stop_playbook,
+        playbook,
+    )
 
     state_dir = Path(ctx.obj["state_dir"])  # --state-dir, else $KIMIK3_STATE_DIR, else the default (cli.main)
     fleet = load_fleet(file)
@@ -154,6 +172,8 @@ def apply_cmd(ctx: click.Context, file: str, traffic_timeout: float, wheelhouse:
         run_dir.mkdir(parents=True, exist_ok=True)
         install = _packed(*wheels, run_dir) if wheels else None
         hosts = []
+        mirrors = mirror_urls(fleet)
+        order = [name for batch in fleet.rollout.batches() for name in batch]
         for index, fleet_host in enumerate(fleet.hosts):
             profile_file = run_dir / f"host-{index}.yaml"
             profile_file.write_text(fleet_host.profile_text)
@@ -161,7 +181,15 @@ def apply_cmd(ctx: click.Context, file: str, traffic_timeout: float, wheelhouse:
             connection.setdefault("ansible_host", fleet_host.address)
             command = (f"{fleet_host.vars['kimik3_venv']}/bin/kimik3",) if install else fleet_host.kimik3_command
             hosts.append(
-                RolloutHost(fleet_host.name, connection, command, worker_url(fleet_host.profile), str(profile_file))
+                RolloutHost(
+                    fleet_host.name,
+                    connection,
+                    command,
+                    worker_url(fleet_host.profile),
+                    str(profile_file),
+                    mirror_port(fleet_host),
+                    tuple(mirrors[name] for name in order if name != fleet_host.name),
+                )
             )
         url, metrics_url, _, _ = _router_urls(fleet)
         step = RouterStep(
@@ -198,7 +226,12 @@ def apply_cmd(ctx: click.Context, file: str, traffic_timeout: float, wheelhouse:
             highlight=False,
         )
         started = time.monotonic()
-        code = run_playbook(run_dir, run_dir / "playbook.yaml", run_dir / "inventory.json", sys.stderr)
+        (run_dir / "mirrors-stop.yaml").write_text(yaml.safe_dump(mirror_stop_playbook(), sort_keys=False))
+        try:
+            code = run_playbook(run_dir, run_dir / "playbook.yaml", run_dir / "inventory.json", sys.stderr)
+        finally:
+            # The hosts' model mirrors serve only during the rollout, whatever its outcome.
+            run_playbook(run_dir, run_dir / "mirrors-stop.yaml", run_dir / "inventory.json", sys.stderr)
         record = _read_record(record_path)
         if record.get("failed"):
             failed = record["failed"]

@@ -15,7 +15,9 @@ its rescue. Per host:
   router: in        (controller) back in rotation, then until the router sends it traffic
 rescue (a gate failed): router: in again (the reverted server), the failure recorded, then `fail` naming host and
 gate: the playbook stops.
-With `Install`, a first play installs kimik3 on every host (all at once: nothing is out of the router yet).
+With `Install`, a first play installs kimik3 on every host (all at once: nothing is out of the router yet). Then
+every host of the site serves its verified model files (`mirror_play`), and each host's apply asks the others
+(`kimik3_peers`, in rollout order) before the hub; `mirror_stop_playbook` ends them after the rollout.
 Pure: no I/O."""
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 ROLLOUT_GROUP = "kimik3_rollout"
+SITE_GROUP = "kimik3_site"  # every host of the fleet: each serves its verified model files to the others
+MIRROR_PORT = 8089  # the model mirror's port on each host, unless the host var kimik3_mirror_port says otherwise
+MIRROR_LIFETIME_S = 6 * 3600  # a mirror ends itself after this long (a controller killed midway never stops it)
 GATES = ("apply", "converged", "verify")
 
 
@@ -37,6 +42,8 @@ class RolloutHost:
     kimik3_command: tuple[str, ...]
     worker_url: str
     profile_file: str
+    mirror_port: int = MIRROR_PORT
+    peers: tuple[str, ...] = ()  # the other hosts' mirrors, in rollout order: asked for model files before the hub
 
 
 @dataclass(frozen=True)
@@ -52,23 +59,29 @@ class RouterStep:
 
 
 def inventory(hosts: Sequence[RolloutHost], batches: Sequence[Sequence[str]]) -> dict:
-    """The rollout group, hosts in batch order (the play's `order: inventory` then follows the batches)."""
+    """Every host of the fleet in the site group (with its vars: each serves its files to the others during the
+    rollout, a host rolled before included), the rolled ones in the rollout group; both in batch order (the play's
+    `order: inventory` then follows the batches), the hosts not rolled now (done by a run that was stopped) last."""
     by_name = {h.name: h for h in hosts}
-    ordered = [by_name[name] for batch in batches for name in batch]
+    rolled = [name for batch in batches for name in batch]
+    ordered = [by_name[name] for name in rolled] + [h for h in hosts if h.name not in rolled]
     return {
         "all": {
             "children": {
-                ROLLOUT_GROUP: {
+                SITE_GROUP: {
                     "hosts": {
                         h.name: {
                             **h.connection,
                             "kimik3_command": list(h.kimik3_command),
                             "kimik3_worker_url": h.worker_url,
                             "kimik3_profile_file": h.profile_file,
+                            "kimik3_mirror_port": h.mirror_port,
+                            "kimik3_peers": ",".join(h.peers),
                         }
                         for h in ordered
                     }
-                }
+                },
+                ROLLOUT_GROUP: {"hosts": {name: {} for name in rolled}},
             }
         }
     }
@@ -95,15 +108,63 @@ def _controller(step: RouterStep, *words: str) -> dict:
     }
 
 
-def _on_host(gate: str, *words: str) -> dict:
+def _kimik3(*words: str) -> dict:
+    """kimik3 on the host with `words`, the host's effective profile on stdin."""
     return {
-        "name": f"gate: {gate}",
         "ansible.builtin.command": {
             "argv": "{{ kimik3_command + " + repr(list(words)) + " }}",
             "stdin": "{{ lookup('ansible.builtin.file', kimik3_profile_file) }}",
-        },
-        "changed_when": gate == "apply",
+        }
     }
+
+
+def _on_host(gate: str, *words: str) -> dict:
+    task = {"name": f"gate: {gate}", **_kimik3(*words), "changed_when": gate == "apply"}
+    if gate == "apply":  # the model files from the site's hosts first (KIMIK3_PEERS: adapters/hf_hub.py), the hub after
+        task["environment"] = {"KIMIK3_PEERS": "{{ kimik3_peers }}"}
+    return task
+
+
+def mirror_play(lifetime_s: int = MIRROR_LIFETIME_S) -> dict:
+    """Every host serves its verified model files to the site (cli/fleet_mirror.py) before any host is rolled: the
+    first host rolled fetches from the hub, the next ones from it. Hosts outside the rollout (rolled by an earlier,
+    stopped run) serve too. A host whose mirror does not start only costs hub bytes: the rollout goes on."""
+    return {
+        "name": "model mirrors",
+        "hosts": SITE_GROUP,
+        "gather_facts": False,
+        "tasks": [
+            {
+                "name": "mirror: start",
+                **_kimik3(
+                    "fleet", "mirror", "start", "--port", "{{ kimik3_mirror_port }}", "--lifetime", str(lifetime_s)
+                ),
+                "ignore_errors": True,
+                "ignore_unreachable": True,
+                "changed_when": True,
+            }
+        ],
+    }
+
+
+def mirror_stop_playbook() -> list[dict]:
+    """Run by `fleet apply` after the rollout, whatever its outcome: every host's mirror stopped."""
+    return [
+        {
+            "name": "model mirrors: stop",
+            "hosts": SITE_GROUP,
+            "gather_facts": False,
+            "tasks": [
+                {
+                    "name": "mirror: stop",
+                    "ansible.builtin.command": {"argv": "{{ kimik3_command + ['fleet', 'mirror', 'stop'] }}"},
+                    "ignore_errors": True,
+                    "ignore_unreachable": True,
+                    "changed_when": True,
+                }
+            ],
+        }
+    ]
 
 
 @dataclass(frozen=True)
@@ -124,7 +185,7 @@ def install_play(install: Install) -> dict:
     pip = "{{ kimik3_venv }}/bin/pip"
     return {
         "name": f"install {install.wheel}",
-        "hosts": ROLLOUT_GROUP,
+        "hosts": SITE_GROUP,
         "gather_facts": False,
         "any_errors_fatal": True,
         "tasks": [
@@ -170,6 +231,7 @@ def playbook(
     drain = ["--drain-timeout", f"{step.drain_timeout_s:g}", "--min-serving", str(step.min_serving)]
     back = ["--traffic-timeout", f"{step.traffic_timeout_s:g}"]
     return ([install_play(install)] if install else []) + [
+        mirror_play(),
         {
             "name": f"kimik3 fleet apply {name}",
             "hosts": ROLLOUT_GROUP,
@@ -201,5 +263,5 @@ def playbook(
                 },
                 {"name": "router: in", **_controller(step, "in", *back)},
             ],
-        }
+        },
     ]
