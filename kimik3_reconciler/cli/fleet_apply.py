@@ -134,11 +134,19 @@ def _digest(texts: list[str]) -> str:
     "`pip wheel . -w DIR`) into the host var kimik3_venv; the rollout then runs that kimik3",
 )
 @click.option(
+    "--registry",
+    default=None,
+    help="the site's registry (ADDRESS:PORT, reached by the hosts' Docker daemons): the first host rolled pushes "
+    "the image its server runs there, every later host pulls it by digest before its apply (no other host builds)",
+)
+@click.option(
     "--json", "json_out", is_flag=True, help="print the outcome as JSON on stdout (Ansible's output stays on stderr)"
 )
 @click.pass_context
 @_run
-def apply_cmd(ctx: click.Context, file: str, traffic_timeout: float, wheelhouse: str | None, json_out: bool) -> None:
+def apply_cmd(
+    ctx: click.Context, file: str, traffic_timeout: float, wheelhouse: str | None, registry: str | None, json_out: bool
+) -> None:
     """Roll the fleet file's profile across its hosts through Ansible, batch by batch, behind the router."""
     from kimik3_reconciler.adapters.ansible_play import FleetLock, run_playbook
     from kimik3_reconciler.cli.fleet_cmd import load_fleet
@@ -214,7 +222,7 @@ def apply_cmd(ctx: click.Context, file: str, traffic_timeout: float, wheelhouse:
 
         (run_dir / "inventory.json").write_text(json.dumps(inventory(hosts, batches), indent=2))
         (run_dir / "playbook.yaml").write_text(
-            yaml.safe_dump(playbook(fleet.name, batches, step, install), sort_keys=False)
+            yaml.safe_dump(playbook(fleet.name, batches, step, install, registry), sort_keys=False)
         )
         if not batches:
             _outcome(json_out, fleet.name, record, 0.0, f"{fleet.name}: every host already rolled; nothing to do")

@@ -224,12 +224,45 @@ def install_play(install: Install) -> dict:
     }
 
 
+def image_tasks(first: str, registry: str) -> tuple[list[dict], list[dict]]:
+    """Images once per site (cli/fleet_image.py): (before `router: out`, after `router: in`). The first host rolled
+    pushes the image its server runs (once it passed every gate) to `registry`; every later host pulls that
+    reference, by digest, while it still serves, so its apply finds the image and builds nothing. A host rolled in
+    the same batch as the first one has no reference yet: it builds (or finds) its own."""
+    published = f"hostvars[{first!r}]['kimik3_image']"
+    pull = {
+        "name": "image: pull",
+        "ansible.builtin.command": {"argv": "{{ kimik3_command + ['fleet', 'image', 'pull', " + published + "] }}"},
+        "when": f"inventory_hostname != {first!r} and {published} is defined",
+        "changed_when": True,
+    }
+    push = {
+        "name": "image: push",
+        **_kimik3("fleet", "image", "push", "--registry", registry, "/dev/stdin"),
+        "when": f"inventory_hostname == {first!r}",
+        "register": "kimik3_pushed",
+        "changed_when": True,
+    }
+    share = {
+        "name": "image: the reference the others pull",
+        "ansible.builtin.set_fact": {"kimik3_image": "{{ (kimik3_pushed.stdout | from_json).ref }}"},
+        "when": f"inventory_hostname == {first!r}",
+    }
+    return [pull], [push, share]
+
+
 def playbook(
-    name: str, batches: Sequence[Sequence[str]], step: RouterStep, install: Install | None = None
+    name: str,
+    batches: Sequence[Sequence[str]],
+    step: RouterStep,
+    install: Install | None = None,
+    registry: str | None = None,
 ) -> list[dict]:
-    """The rollout play (module docstring), after the install play when kimik3 is installed by this run."""
+    """The rollout play (module docstring), after the install play when kimik3 is installed by this run; with
+    `registry` (the site's), the image is pushed once and pulled by digest (`image_tasks`)."""
     drain = ["--drain-timeout", f"{step.drain_timeout_s:g}", "--min-serving", str(step.min_serving)]
     back = ["--traffic-timeout", f"{step.traffic_timeout_s:g}"]
+    before, after = image_tasks(batches[0][0], registry) if registry and batches else ([], [])
     return ([install_play(install)] if install else []) + [
         mirror_play(),
         {
@@ -241,6 +274,7 @@ def playbook(
             "any_errors_fatal": True,
             "max_fail_percentage": 0,
             "tasks": [
+                *before,
                 {"name": "router: out", **_controller(step, "out", *drain)},
                 {
                     "block": [
@@ -262,6 +296,7 @@ def playbook(
                     ],
                 },
                 {"name": "router: in", **_controller(step, "in", *back)},
+                *after,
             ],
         },
     ]

@@ -99,6 +99,23 @@ def test_every_host_serves_its_files_before_the_rollout_and_each_apply_asks_the_
     assert stop["tasks"][0]["ansible.builtin.command"]["argv"] == "{{ kimik3_command + ['fleet', 'mirror', 'stop'] }}"
 
 
+def test_with_a_registry_the_first_host_pushes_what_it_serves_and_the_later_ones_pull_it_by_digest() -> None:
+    *_, play = playbook("f", [("c",), ("a",), ("b",)], STEP, registry="10.0.0.9:5000")
+    names = [t.get("name") for t in play["tasks"]]
+    assert names[:2] == ["image: pull", "router: out"]  # pulled while the host still serves
+    assert names[-2:] == ["image: push", "image: the reference the others pull"]  # after its gates passed
+    pull, push, share = play["tasks"][0], play["tasks"][-2], play["tasks"][-1]
+    assert pull["when"] == "inventory_hostname != 'c' and hostvars['c']['kimik3_image'] is defined"
+    assert pull["ansible.builtin.command"]["argv"] == (
+        "{{ kimik3_command + ['fleet', 'image', 'pull', hostvars['c']['kimik3_image']] }}"
+    )
+    assert push["when"] == share["when"] == "inventory_hostname == 'c'"
+    assert "'--registry', '10.0.0.9:5000'" in push["ansible.builtin.command"]["argv"]
+    assert share["ansible.builtin.set_fact"] == {"kimik3_image": "{{ (kimik3_pushed.stdout | from_json).ref }}"}
+    *_, plain = playbook("f", [("c",), ("a",)], STEP)
+    assert not [t for t in plain["tasks"] if str(t.get("name", "")).startswith("image:")]
+
+
 class _Router:
     def __init__(self, workers: list[RouterWorker]) -> None:
         self.listed, self.removed = workers, []
