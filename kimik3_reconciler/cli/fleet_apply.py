@@ -53,9 +53,19 @@ def worker_url(profile) -> str:  # noqa: ANN001 - model.profile.Profile
 
 def mirror_port(fleet_host) -> int:  # noqa: ANN001 - fleet.values.FleetHost
     """The port a host's model mirror listens on: the host var kimik3_mirror_port, else fleet/playbook.py's."""
+    from kimik3_reconciler.errors import InputError
     from kimik3_reconciler.fleet.playbook import MIRROR_PORT
 
-    return int(fleet_host.vars.get("kimik3_mirror_port", MIRROR_PORT))
+    port = fleet_host.vars.get("kimik3_mirror_port", MIRROR_PORT)
+    # An inventory var is the operator's text: refuse a port that is none, or the server's own, by name.
+    if (
+        isinstance(port, bool)
+        or not isinstance(port, int)
+        or not 0 < port < 65536
+        or port == fleet_host.profile.serve.port
+    ):
+        raise InputError(f"{fleet_host.name}: kimik3_mirror_port {port!r}: a TCP port (1-65535) other than serve.port")
+    return port
 
 
 def mirror_urls(fleet) -> dict[str, str]:  # noqa: ANN001 - fleet.Fleet
@@ -160,6 +170,7 @@ def apply_cmd(
 
     state_dir = Path(ctx.obj["state_dir"])  # --state-dir, else $KIMIK3_STATE_DIR, else the default (cli.main)
     fleet = load_fleet(file)
+    mirrors = mirror_urls(fleet)  # before anything runs: a bad kimik3_mirror_port is refused with nothing touched
     base = state_dir / "fleet" / fleet.name
     with FleetLock(base / "lock"):
         record_path = _record_path(state_dir, fleet.name)
@@ -180,7 +191,6 @@ def apply_cmd(
         run_dir.mkdir(parents=True, exist_ok=True)
         install = _packed(*wheels, run_dir) if wheels else None
         hosts = []
-        mirrors = mirror_urls(fleet)
         order = [name for batch in fleet.rollout.batches() for name in batch]
         for index, fleet_host in enumerate(fleet.hosts):
             profile_file = run_dir / f"host-{index}.yaml"

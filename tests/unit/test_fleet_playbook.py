@@ -151,3 +151,18 @@ def test_a_host_the_router_does_not_list_costs_no_capacity() -> None:
     router = _Router([])  # a first rollout: nothing serves yet
     _take_out(router, "a", "http://10.0.0.1:8080", 0, 2)
     assert router.removed == []
+
+
+@pytest.mark.parametrize("port", ["8089", 0, 70000, 8080, True])
+def test_a_mirror_port_that_is_no_port_or_the_servers_own_is_refused_naming_the_host(port: object) -> None:
+    from types import SimpleNamespace
+
+    from kimik3_reconciler.cli.fleet_apply import mirror_port
+    from kimik3_reconciler.errors import InputError
+
+    host = SimpleNamespace(
+        name="a", vars={"kimik3_mirror_port": port}, profile=SimpleNamespace(serve=SimpleNamespace(port=8080))
+    )
+    with pytest.raises(InputError, match=r"^a: kimik3_mirror_port .*other than serve\.port"):
+        mirror_port(host)
+    assert mirror_port(SimpleNamespace(name="a", vars={}, profile=host.profile)) == 8089
