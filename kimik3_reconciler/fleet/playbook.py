@@ -136,9 +136,13 @@ def mirror_play(lifetime_s: int = MIRROR_LIFETIME_S) -> dict:
         "tasks": [
             {
                 "name": "mirror: start",
-                **_kimik3(
-                    "fleet", "mirror", "start", "--port", "{{ kimik3_mirror_port }}", "--lifetime", str(lifetime_s)
-                ),
+                "ansible.builtin.command": {
+                    # The port is a host var: an expression inside the argv's, never a nested "{{ }}" (Ansible
+                    # does not template a template's result again: it would reach kimik3 as that text).
+                    "argv": "{{ kimik3_command + ['fleet', 'mirror', 'start', '--port', kimik3_mirror_port | string, "
+                    f"'--lifetime', '{lifetime_s}', '/dev/stdin'] }}}}",
+                    "stdin": "{{ lookup('ansible.builtin.file', kimik3_profile_file) }}",
+                },
                 "ignore_errors": True,
                 "ignore_unreachable": True,
                 "changed_when": True,

@@ -85,7 +85,11 @@ def test_every_host_serves_its_files_before_the_rollout_and_each_apply_asks_the_
     mirror, play = playbook("f", [("c",), ("a",)], STEP)  # b: rolled by a run that stopped
     assert mirror["hosts"] == SITE_GROUP and play["hosts"] == ROLLOUT_GROUP
     (start,) = mirror["tasks"]
-    assert start["ansible.builtin.command"]["argv"].startswith("{{ kimik3_command + ['fleet', 'mirror', 'start'")
+    assert start["ansible.builtin.command"]["argv"] == (
+        "{{ kimik3_command + ['fleet', 'mirror', 'start', '--port', kimik3_mirror_port | string, "
+        "'--lifetime', '21600', '/dev/stdin'] }}"
+    )
+    assert "{{" not in start["ansible.builtin.command"]["argv"][2:]  # no template nested in the expression
     assert start["ansible.builtin.command"]["stdin"] == "{{ lookup('ansible.builtin.file', kimik3_profile_file) }}"
     assert start["ignore_errors"] is True  # a mirror that does not start costs hub bytes, not the rollout
     apply = play["tasks"][1]["block"][0]
