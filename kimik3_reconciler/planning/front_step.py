@@ -9,6 +9,7 @@ import math
 
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.front import FrontConfig, HoldOrder
+from kimik3_reconciler.model.humanize import duration
 from kimik3_reconciler.model.plan import Action, Step, flat_diff
 from kimik3_reconciler.model.profile import handover
 from kimik3_reconciler.model.specs import FrontHold, FrontRun, FrontStop
@@ -16,7 +17,6 @@ from kimik3_reconciler.planning.container_step import container_changes, plan_co
 from kimik3_reconciler.planning.desired import Desired, changes
 from kimik3_reconciler.planning.front_unit import plan_front_unit
 from kimik3_reconciler.planning.health_step import predicted_downtime
-from kimik3_reconciler.planning.humanize import duration
 from kimik3_reconciler.planning.launch import bind_address
 from kimik3_reconciler.planning.metrics_step import hands_over, swap_cost
 

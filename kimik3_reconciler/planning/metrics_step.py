@@ -65,7 +65,8 @@ def render_exporter(desired: Desired, observed: Observed) -> ExporterConfig | No
         quant=model.quant or "",
         repo=model.repo,
         revision=model.revision,
-        image_fingerprint=desired.build.fingerprint,
+        # the smoke and quant gate records are a built image's; a pulled image has none
+        image_fingerprint=desired.build.fingerprint if desired.build is not None else "",
         # rule: proxy-server-on-loopback
         # The proxy binds what serve.host resolves to, on serve.port; llama-server moved to loopback (launch.py).
         # With metrics.handover the proxy is the front, a process of its own (planning/front_step.py).

@@ -1,6 +1,6 @@
 """Replace a helper that owns the public port (the exporter with its proxy, or the front) under a real client loop,
 as an apply does (the steps, the real process adapter), and count what the clients saw (issue 38 item 2). Upstream:
-an endless llama-server look-alike (`TokenServer`). Used by tests/unit/test_helper_swap.py and bench/helper_swap.py.
+an endless llama-server look-alike (`TokenServer`). Used by tests/unit/steps/test_helper_swap.py and bench/helper_swap.py.
 """
 
 from __future__ import annotations
