@@ -200,6 +200,7 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send_json(404, {"error": "Not Found"})
         self.server.requests.append((method, unquote(url.path)))
         self.server.authorizations.append((method, unquote(url.path), self.headers.get("Authorization")))
+        self.server.ranges.append((method, unquote(url.path), self.headers.get("Range")))
         try:
             self._route(method, segments, parse_qs(url.query), body)
         except _NotFound as missing:
@@ -333,6 +334,7 @@ class _HubServer(ThreadingHTTPServer):
         self.repos = repos
         self.requests: list[tuple[str, str]] = []
         self.authorizations: list[tuple[str, str, str | None]] = []
+        self.ranges: list[tuple[str, str, str | None]] = []  # (method, path, Range header or None)
         self.faults = HubFaults()
 
 
@@ -355,6 +357,15 @@ class FixtureHub:
     def authorizations(self) -> list[tuple[str, str, str | None]]:
         """(method, path, Authorization header or None) of every request so far: which ones carried a token."""
         return self._server.authorizations
+
+    @property
+    def whole_downloads(self) -> list[str]:
+        """The repo path of every GET of a file's whole body (no Range: not a header read, not a resumed part)."""
+        return [
+            path.split("/resolve/", 1)[1].split("/", 1)[1]
+            for method, path, span in self._server.ranges
+            if method == "GET" and "/resolve/" in path and span is None
+        ]
 
     def start(self) -> Self:
         self._thread = threading.Thread(target=self._server.serve_forever, name="fixture-hub", daemon=True)

@@ -65,9 +65,15 @@ class HubPort(Protocol):
     def list_repo(self, repo: str, revision: str, endpoint: str | None) -> list[RemoteFile]: ...
     def remove_cached(self, repo: str, revision: str, path: str, cache_dir: str) -> None: ...
     def read_head(self, repo: str, revision: str, path: str, endpoint: str | None, nbytes: int) -> bytes: ...
-    def download(self, spec: ModelDownload, on_progress: Callable[[str, int, int], None]) -> int:
+    def download(
+        self,
+        spec: ModelDownload,
+        on_progress: Callable[[str, int, int], None],
+        on_line: Callable[[str], None] | None = None,
+    ) -> int:
         """Make spec.missing present and verified; the bytes that came from the hub (a blob already in the
-        cache is verified and adopted, not fetched)."""
+        cache is verified and adopted, not fetched; one a site peer gave is counted as adopted). `on_line`: where
+        each file taken from, or refused from, a peer is said."""
         ...
 
     def repo_cache_dir(self, repo: str, cache_dir: str) -> Path: ...

@@ -45,7 +45,7 @@ def real_ports(
 
     return Ports(
         docker=DockerEngine(docker_host),
-        hub=HuggingFaceHub(_download_workers()),
+        hub=HuggingFaceHub(_download_workers(), _peers()),
         http=HttpClient(),
         host=LinuxHost(),
         state=StateFiles(state_dir),
@@ -66,3 +66,9 @@ def real_ports(
 def _download_workers() -> int:
     """KIMIK3_DOWNLOAD_WORKERS (default 4): how many files the model step fetches at a time."""
     return knob_value("KIMIK3_DOWNLOAD_WORKERS", os.environ, 4)
+
+
+def _peers() -> tuple[str, ...]:
+    """KIMIK3_PEERS: the site hosts' mirrors (http://ADDRESS:PORT, comma-separated) the model step asks before the
+    hub; `kimik3 fleet apply` sets it for each host's apply (cli/fleet_mirror.py). Unset: the hub alone."""
+    return knob_value("KIMIK3_PEERS", os.environ, ())

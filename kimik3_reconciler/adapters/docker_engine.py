@@ -380,6 +380,23 @@ class DockerEngine:
         self._answered = True
         return str(self._call(self.reads.inspect_image, ref)["Id"])
 
+    def push_image(self, image_id: str, ref: str) -> str:
+        """`image_id` tagged `ref` (REGISTRY/REPOSITORY:TAG) and pushed there; the digest the registry stored it
+        under (sha256:…). An error event of the push stream is a PermanentError with dockerd's words."""
+        from kimik3_reconciler.errors import PermanentError
+
+        repository, _, tag = ref.rpartition(":")
+        self._call(self.client.api.tag, image_id, repository, tag, force=True)
+        digest = None
+        with translated(self._translate):
+            for event in self.client.api.push(repository, tag=tag, stream=True, decode=True):
+                if event.get("error"):
+                    raise PermanentError(f"docker push {ref}: {event['error']}")
+                digest = (event.get("aux") or {}).get("Digest") or digest
+        if not digest:
+            raise PermanentError(f"docker push {ref}: the registry named no digest")
+        return str(digest)
+
     @_transient
     def inspect_container(self, name: str) -> dict[str, Any] | None:
         return self._inspect_container(name)

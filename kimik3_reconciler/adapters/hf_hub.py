@@ -93,8 +93,9 @@ def _remote(entry: RepoFile) -> RemoteFile:
 
 
 class HuggingFaceHub:
-    def __init__(self, download_workers: int = 4):
+    def __init__(self, download_workers: int = 4, peers: tuple[str, ...] = ()):
         self.download_workers = download_workers  # files fetched at a time
+        self.peers = peers  # site hosts' mirrors asked before the hub (fleet apply's KIMIK3_PEERS)
         self._answered: dict[str, float] = {}  # hub URL -> when it last answered the reachability probe
 
     def _reachable(self, endpoint: str | None, what: str) -> None:
@@ -213,13 +214,25 @@ class HuggingFaceHub:
         blob = self.repo_cache_dir(repo, cache_dir) / "blobs" / name if name and "/" not in name else None
         return blob if blob is not None and blob.is_file() else None
 
-    def download(self, spec: ModelDownload, on_progress: Callable[[str, int, int], None]) -> int:
-        """Fetch the missing files (resumable, sha256-verified, parallel): adapters/hub_download.py."""
-        from kimik3_reconciler.adapters.hub_download import fetch_all, targets
+    def download(
+        self,
+        spec: ModelDownload,
+        on_progress: Callable[[str, int, int], None],
+        on_line: Callable[[str], None] | None = None,
+    ) -> int:
+        """Fetch the missing files (resumable, sha256-verified, parallel): adapters/hub_download.py; from the
+        peers first when there are any (each file checked against the hub's sha256 alike)."""
+        from kimik3_reconciler.adapters.hub_download import fetch_all, fetch_from_peers, targets
 
         missing = set(spec.missing)
         files = tuple(f for f in spec.files if f.path in missing)
         endpoint = spec.endpoint or constants.ENDPOINT
         jobs = targets(spec.repo, spec.revision, files, endpoint, self.repo_cache_dir(spec.repo, spec.cache_dir))
+        if self.peers:
+            jobs, _ = fetch_from_peers(
+                jobs, self.peers, spec.repo, spec.revision, on_progress, on_line or (lambda _text: None)
+            )
+            if not jobs:
+                return 0
         token = hub_token(endpoint)
         return fetch_all(jobs, token if isinstance(token, str) else None, on_progress, self.download_workers)

@@ -27,7 +27,7 @@ import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import quote, urlsplit
 
@@ -366,3 +366,39 @@ def _fetch_locked(client: httpx.Client, target: Target, progress: Progress, part
     with open(target.blob.with_name(target.blob.name + ".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         return fetch(client, target, progress, parts)
+
+
+def fetch_from_peers(
+    jobs: list[Target], peers: tuple[str, ...], repo: str, revision: str, progress: Progress, say: Callable[[str], None]
+) -> tuple[list[Target], int]:
+    """Each file from the first peer holding it (a kimik3 fleet mirror: adapters/cache_mirror.py), through the same
+    fetch as from the hub, checked against the same sha256 (the hub's listing): a copy that fails it is removed and
+    refused, and the file is asked of the next peer, then of the hub. Returns the jobs left for the hub and the
+    bytes that came from peers. The hub's token is never sent to a peer (a client without it)."""
+    totals = _Totals(jobs, progress)
+    left: list[Target] = []
+    moved = 0
+    live = list(peers)
+    with httpx.Client(follow_redirects=False, timeout=httpx.Timeout(60.0, connect=5.0)) as client:
+        for job in jobs:
+            for peer in list(live):
+                url = f"{peer.rstrip('/')}/{repo}/resolve/{revision}/{quote(job.file.path)}"
+                try:
+                    held = client.head(url).status_code == 200
+                except httpx.TransportError as exc:
+                    # A peer that does not answer is dropped for this download: the hub is the fallback.
+                    say(f"peer {shown(peer)} not reachable ({type(exc).__name__}): not asked again")
+                    live.remove(peer)
+                    continue
+                if not held:  # 404: that host does not hold it verified (yet)
+                    continue
+                try:
+                    moved += _fetch_locked(client, replace(job, url=url), totals, CONNECTIONS)
+                except (DownloadFailed, HubError) as exc:  # a full disk (LocalFileError) goes up: no source helps
+                    say(f"{job.file.path}: the copy from peer {shown(peer)} is refused: {exc}")
+                    continue
+                say(f"{job.file.path}: from peer {shown(peer)}, sha256 checked")
+                break
+            else:
+                left.append(job)
+    return left, moved

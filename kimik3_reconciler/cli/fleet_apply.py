@@ -52,6 +52,28 @@ def worker_url(profile) -> str:  # noqa: ANN001 - model.profile.Profile
     return f"http://{'[' + host + ']' if ':' in host else host}:{profile.serve.port}"
 
 
+def mirror_port(fleet_host) -> int:  # noqa: ANN001 - fleet.values.FleetHost
+    """The port a host's model mirror listens on: the host var kimik3_mirror_port, else fleet/playbook.py's."""
+    from kimik3_reconciler.errors import InputError
+    from kimik3_reconciler.fleet.playbook import MIRROR_PORT
+
+    port = fleet_host.vars.get("kimik3_mirror_port", MIRROR_PORT)
+    # An inventory var is the operator's text: refuse a port that is none, or the server's own, by name.
+    if (
+        isinstance(port, bool)
+        or not isinstance(port, int)
+        or not 0 < port < 65536
+        or port == fleet_host.profile.serve.port
+    ):
+        raise InputError(f"{fleet_host.name}: kimik3_mirror_port {port!r}: a TCP port (1-65535) other than serve.port")
+    return port
+
+
+def mirror_urls(fleet) -> dict[str, str]:  # noqa: ANN001 - fleet.Fleet
+    """Each host's model mirror (cli/fleet_mirror.py), on the address the router reaches it at: the site's."""
+    return {h.name: f"{worker_url(h.profile).rsplit(':', 1)[0]}:{mirror_port(h)}" for h in fleet.hosts}
+
+
 def _router_urls(fleet) -> tuple[str, str, str, int]:  # noqa: ANN001 - fleet.Fleet
     host = "127.0.0.1" if fleet.router.host in ("localhost", "loopback") else fleet.router.host
     return (
@@ -123,19 +145,34 @@ def _digest(texts: list[str]) -> str:
     "`pip wheel . -w DIR`) into the host var kimik3_venv; the rollout then runs that kimik3",
 )
 @click.option(
+    "--registry",
+    default=None,
+    help="the site's registry (ADDRESS:PORT, reached by the hosts' Docker daemons): the first host rolled pushes "
+    "the image its server runs there, every later host pulls it by digest before its apply (no other host builds)",
+)
+@click.option(
     "--json", "json_out", is_flag=True, help="print the outcome as JSON on stdout (Ansible's output stays on stderr)"
 )
 @click.pass_context
 @_run
-def apply_cmd(ctx: click.Context, file: str, traffic_timeout: float, wheelhouse: str | None, json_out: bool) -> None:
+def apply_cmd(
+    ctx: click.Context, file: str, traffic_timeout: float, wheelhouse: str | None, registry: str | None, json_out: bool
+) -> None:
     """Roll the fleet file's profile across its hosts through Ansible, batch by batch, behind the router."""
     from kimik3_reconciler.adapters.ansible_play import FleetLock, run_playbook
     from kimik3_reconciler.cli.fleet_cmd import load_fleet
     from kimik3_reconciler.engines import engine_for
-    from kimik3_reconciler.fleet.playbook import RolloutHost, RouterStep, inventory, playbook
+    from kimik3_reconciler.fleet.playbook import (
+        RolloutHost,
+        RouterStep,
+        inventory,
+        mirror_stop_playbook,
+        playbook,
+    )
 
     state_dir = Path(ctx.obj["state_dir"])  # --state-dir, else $KIMIK3_STATE_DIR, else the default (cli.main)
     fleet = load_fleet(file)
+    mirrors = mirror_urls(fleet)  # before anything runs: a bad kimik3_mirror_port is refused with nothing touched
     base = state_dir / "fleet" / fleet.name
     with FleetLock(base / "lock"):
         record_path = _record_path(state_dir, fleet.name)
@@ -156,6 +193,7 @@ def apply_cmd(ctx: click.Context, file: str, traffic_timeout: float, wheelhouse:
         run_dir.mkdir(parents=True, exist_ok=True)
         install = _packed(*wheels, run_dir) if wheels else None
         hosts = []
+        order = [name for batch in fleet.rollout.batches() for name in batch]
         for index, fleet_host in enumerate(fleet.hosts):
             profile_file = run_dir / f"host-{index}.yaml"
             profile_file.write_text(fleet_host.profile_text)
@@ -171,6 +209,8 @@ def apply_cmd(ctx: click.Context, file: str, traffic_timeout: float, wheelhouse:
                     worker_url(fleet_host.profile),
                     str(profile_file),
                     (series.running, series.waiting),
+                    mirror_port(fleet_host),
+                    tuple(mirrors[name] for name in order if name != fleet_host.name),
                 )
             )
         url, metrics_url, _, _ = _router_urls(fleet)
@@ -196,7 +236,7 @@ def apply_cmd(ctx: click.Context, file: str, traffic_timeout: float, wheelhouse:
 
         (run_dir / "inventory.json").write_text(json.dumps(inventory(hosts, batches), indent=2))
         (run_dir / "playbook.yaml").write_text(
-            yaml.safe_dump(playbook(fleet.name, batches, step, install), sort_keys=False)
+            yaml.safe_dump(playbook(fleet.name, batches, step, install, registry), sort_keys=False)
         )
         if not batches:
             _outcome(json_out, fleet.name, record, 0.0, f"{fleet.name}: every host already rolled; nothing to do")
@@ -208,7 +248,12 @@ def apply_cmd(ctx: click.Context, file: str, traffic_timeout: float, wheelhouse:
             highlight=False,
         )
         started = time.monotonic()
-        code = run_playbook(run_dir, run_dir / "playbook.yaml", run_dir / "inventory.json", sys.stderr)
+        (run_dir / "mirrors-stop.yaml").write_text(yaml.safe_dump(mirror_stop_playbook(), sort_keys=False))
+        try:
+            code = run_playbook(run_dir, run_dir / "playbook.yaml", run_dir / "inventory.json", sys.stderr)
+        finally:
+            # The hosts' model mirrors serve only during the rollout, whatever its outcome.
+            run_playbook(run_dir, run_dir / "mirrors-stop.yaml", run_dir / "inventory.json", sys.stderr)
         record = _read_record(record_path)
         if record.get("failed"):
             failed = record["failed"]

@@ -208,9 +208,12 @@ def status_cmd(file: str, json_out: bool, watch: bool, interval: float, iteratio
 
 def _add_apply() -> None:
     """`fleet apply` and its hidden `router-step` (cli/fleet_apply.py: the rollout through Ansible)."""
+    from kimik3_reconciler.cli import fleet_image, fleet_mirror
     from kimik3_reconciler.cli.fleet_apply import register
 
     register(fleet)
+    fleet_mirror.register(fleet)
+    fleet_image.register(fleet)
 
 
 _add_apply()

@@ -16,7 +16,9 @@ its rescue. Per host:
   router: in        (controller) back in rotation, then until the router sends it traffic
 rescue (a gate failed): router: in again (the reverted server), the failure recorded, then `fail` naming host and
 gate: the playbook stops.
-With `Install`, a first play installs kimik3 on every host (all at once: nothing is out of the router yet).
+With `Install`, a first play installs kimik3 on every host (all at once: nothing is out of the router yet). Then
+every host of the site serves its verified model files (`mirror_play`), and each host's apply asks the others
+(`kimik3_peers`, in rollout order) before the hub; `mirror_stop_playbook` ends them after the rollout.
 Pure: no I/O."""
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 ROLLOUT_GROUP = "kimik3_rollout"
+SITE_GROUP = "kimik3_site"  # every host of the fleet: each serves its verified model files to the others
+MIRROR_PORT = 8089  # the model mirror's port on each host, unless the host var kimik3_mirror_port says otherwise
+MIRROR_LIFETIME_S = 6 * 3600  # a mirror ends itself after this long (a controller killed midway never stops it)
 GATES = ("apply", "converged", "verify")
 
 
@@ -39,6 +44,8 @@ class RolloutHost:
     worker_url: str
     profile_file: str
     in_flight_series: tuple[str, ...] = ()  # the server's gauges of requests it runs and queues (its /metrics)
+    mirror_port: int = MIRROR_PORT
+    peers: tuple[str, ...] = ()  # the other hosts' mirrors, in rollout order: asked for model files before the hub
 
 
 @dataclass(frozen=True)
@@ -54,13 +61,16 @@ class RouterStep:
 
 
 def inventory(hosts: Sequence[RolloutHost], batches: Sequence[Sequence[str]]) -> dict:
-    """The rollout group, hosts in batch order (the play's `order: inventory` then follows the batches)."""
+    """Every host of the fleet in the site group (with its vars: each serves its files to the others during the
+    rollout, a host rolled before included), the rolled ones in the rollout group; both in batch order (the play's
+    `order: inventory` then follows the batches), the hosts not rolled now (done by a run that was stopped) last."""
     by_name = {h.name: h for h in hosts}
-    ordered = [by_name[name] for batch in batches for name in batch]
+    rolled = [name for batch in batches for name in batch]
+    ordered = [by_name[name] for name in rolled] + [h for h in hosts if h.name not in rolled]
     return {
         "all": {
             "children": {
-                ROLLOUT_GROUP: {
+                SITE_GROUP: {
                     "hosts": {
                         h.name: {
                             **h.connection,
@@ -68,10 +78,13 @@ def inventory(hosts: Sequence[RolloutHost], batches: Sequence[Sequence[str]]) ->
                             "kimik3_worker_url": h.worker_url,
                             "kimik3_profile_file": h.profile_file,
                             "kimik3_in_flight_series": ",".join(h.in_flight_series),
+                            "kimik3_mirror_port": h.mirror_port,
+                            "kimik3_peers": ",".join(h.peers),
                         }
                         for h in ordered
                     }
-                }
+                },
+                ROLLOUT_GROUP: {"hosts": {name: {} for name in rolled}},
             }
         }
     }
@@ -98,15 +111,67 @@ def _controller(step: RouterStep, *words: str) -> dict:
     }
 
 
-def _on_host(gate: str, *words: str) -> dict:
+def _kimik3(*words: str) -> dict:
+    """kimik3 on the host with `words`, the host's effective profile on stdin."""
     return {
-        "name": f"gate: {gate}",
         "ansible.builtin.command": {
             "argv": "{{ kimik3_command + " + repr(list(words)) + " }}",
             "stdin": "{{ lookup('ansible.builtin.file', kimik3_profile_file) }}",
-        },
-        "changed_when": gate == "apply",
+        }
     }
+
+
+def _on_host(gate: str, *words: str) -> dict:
+    task = {"name": f"gate: {gate}", **_kimik3(*words), "changed_when": gate == "apply"}
+    if gate == "apply":  # the model files from the site's hosts first (KIMIK3_PEERS: adapters/hf_hub.py), the hub after
+        task["environment"] = {"KIMIK3_PEERS": "{{ kimik3_peers }}"}
+    return task
+
+
+def mirror_play(lifetime_s: int = MIRROR_LIFETIME_S) -> dict:
+    """Every host serves its verified model files to the site (cli/fleet_mirror.py) before any host is rolled: the
+    first host rolled fetches from the hub, the next ones from it. Hosts outside the rollout (rolled by an earlier,
+    stopped run) serve too. A host whose mirror does not start only costs hub bytes: the rollout goes on."""
+    return {
+        "name": "model mirrors",
+        "hosts": SITE_GROUP,
+        "gather_facts": False,
+        "tasks": [
+            {
+                "name": "mirror: start",
+                "ansible.builtin.command": {
+                    # The port is a host var: an expression inside the argv's, never a nested "{{ }}" (Ansible
+                    # does not template a template's result again: it would reach kimik3 as that text).
+                    "argv": "{{ kimik3_command + ['fleet', 'mirror', 'start', '--port', kimik3_mirror_port | string, "
+                    f"'--lifetime', '{lifetime_s}', '/dev/stdin'] }}}}",
+                    "stdin": "{{ lookup('ansible.builtin.file', kimik3_profile_file) }}",
+                },
+                "ignore_errors": True,
+                "ignore_unreachable": True,
+                "changed_when": True,
+            }
+        ],
+    }
+
+
+def mirror_stop_playbook() -> list[dict]:
+    """Run by `fleet apply` after the rollout, whatever its outcome: every host's mirror stopped."""
+    return [
+        {
+            "name": "model mirrors: stop",
+            "hosts": SITE_GROUP,
+            "gather_facts": False,
+            "tasks": [
+                {
+                    "name": "mirror: stop",
+                    "ansible.builtin.command": {"argv": "{{ kimik3_command + ['fleet', 'mirror', 'stop'] }}"},
+                    "ignore_errors": True,
+                    "ignore_unreachable": True,
+                    "changed_when": True,
+                }
+            ],
+        }
+    ]
 
 
 @dataclass(frozen=True)
@@ -127,7 +192,7 @@ def install_play(install: Install) -> dict:
     pip = "{{ kimik3_venv }}/bin/pip"
     return {
         "name": f"install {install.wheel}",
-        "hosts": ROLLOUT_GROUP,
+        "hosts": SITE_GROUP,
         "gather_facts": False,
         "any_errors_fatal": True,
         "tasks": [
@@ -166,10 +231,42 @@ def install_play(install: Install) -> dict:
     }
 
 
+def image_tasks(first: str, registry: str) -> tuple[list[dict], list[dict]]:
+    """Images once per site (cli/fleet_image.py): (before `router: out`, after `router: in`). The first host rolled
+    pushes the image its server runs (once it passed every gate) to `registry`; every later host pulls that
+    reference, by digest, while it still serves, so its apply finds the image and builds nothing. A host rolled in
+    the same batch as the first one has no reference yet: it builds (or finds) its own."""
+    published = f"hostvars[{first!r}]['kimik3_image']"
+    pull = {
+        "name": "image: pull",
+        "ansible.builtin.command": {"argv": "{{ kimik3_command + ['fleet', 'image', 'pull', " + published + "] }}"},
+        "when": f"inventory_hostname != {first!r} and {published} is defined",
+        "changed_when": True,
+    }
+    push = {
+        "name": "image: push",
+        **_kimik3("fleet", "image", "push", "--registry", registry, "/dev/stdin"),
+        "when": f"inventory_hostname == {first!r}",
+        "register": "kimik3_pushed",
+        "changed_when": True,
+    }
+    share = {
+        "name": "image: the reference the others pull",
+        "ansible.builtin.set_fact": {"kimik3_image": "{{ (kimik3_pushed.stdout | from_json).ref }}"},
+        "when": f"inventory_hostname == {first!r}",
+    }
+    return [pull], [push, share]
+
+
 def playbook(
-    name: str, batches: Sequence[Sequence[str]], step: RouterStep, install: Install | None = None
+    name: str,
+    batches: Sequence[Sequence[str]],
+    step: RouterStep,
+    install: Install | None = None,
+    registry: str | None = None,
 ) -> list[dict]:
-    """The rollout play (module docstring), after the install play when kimik3 is installed by this run."""
+    """The rollout play (module docstring), after the install play when kimik3 is installed by this run; with
+    `registry` (the site's), the image is pushed once and pulled by digest (`image_tasks`)."""
     drain = [
         "--drain-timeout",
         f"{step.drain_timeout_s:g}",
@@ -179,7 +276,9 @@ def playbook(
         "{{ kimik3_in_flight_series }}",
     ]
     back = ["--traffic-timeout", f"{step.traffic_timeout_s:g}"]
+    before, after = image_tasks(batches[0][0], registry) if registry and batches else ([], [])
     return ([install_play(install)] if install else []) + [
+        mirror_play(),
         {
             "name": f"kimik3 fleet apply {name}",
             "hosts": ROLLOUT_GROUP,
@@ -189,6 +288,7 @@ def playbook(
             "any_errors_fatal": True,
             "max_fail_percentage": 0,
             "tasks": [
+                *before,
                 {"name": "router: out", **_controller(step, "out", *drain)},
                 {
                     "block": [
@@ -210,6 +310,7 @@ def playbook(
                     ],
                 },
                 {"name": "router: in", **_controller(step, "in", *back)},
+                *after,
             ],
-        }
+        },
     ]

@@ -60,21 +60,27 @@ def _out_s(plan: HostPlan) -> float:
     return (plan.build_s or 0.0) + (plan.downtime_s or 0.0)
 
 
-def transfers(order: tuple[str, ...], plans: Mapping[str, HostPlan]) -> tuple[Transfer, ...]:
-    """Bytes per host in rollout order: the first host lacking a model's files fetches them from the hub; a later
-    one takes them from a host that holds them (one that lacked nothing, or fetched them before it)."""
-    holders: dict[str, str] = {}
-    for name in order:
-        if name in plans and plans[name].fetch_bytes == 0 and plans[name].model:
-            holders.setdefault(plans[name].model, name)
+def transfers(batches: tuple[tuple[str, ...], ...], plans: Mapping[str, HostPlan]) -> tuple[Transfer, ...]:
+    """Bytes per host in rollout order, from where `fleet apply` then takes them (cli/fleet_mirror.py: every host
+    serves its verified files from the start of the rollout; each host asks the others in rollout order, then
+    the hub): from the first other host holding them when it is rolled (one that lacked nothing, or one of an
+    earlier batch, which fetched them), else from the hub. A host of the same batch is rolled at the same time, so
+    it holds nothing yet."""
+    order = [(index, name) for index, batch in enumerate(batches) for name in batch if name in plans]
     moved = []
-    for name in order:
-        plan = plans.get(name)
-        if plan is None or plan.fetch_bytes == 0:
+    for index, name in order:
+        plan = plans[name]
+        if plan.fetch_bytes == 0:
             continue
-        peer = holders.get(plan.model)
+        peer = next(
+            (
+                other
+                for at, other in order
+                if other != name and plans[other].model == plan.model and (plans[other].fetch_bytes == 0 or at < index)
+            ),
+            None,
+        )
         moved.append(Transfer(name, plan.fetch_bytes, f"peer {peer}" if peer else plan.hub, plan.model))
-        holders.setdefault(plan.model, name)
     return tuple(moved)
 
 
@@ -98,7 +104,7 @@ def price_rollout(policy: RolloutPolicy, plans: Mapping[str, HostPlan]) -> Rollo
         clock,
         clock + drains,
         tuple(timeline),
-        transfers(policy.hosts, plans),
+        transfers(policy.batches(), plans),  # every host: fleet apply rolls (and mirrors) each one
         unpriced,
         len(policy.hosts),
         policy.min_serving,

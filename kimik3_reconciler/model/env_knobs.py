@@ -53,6 +53,16 @@ def command_words(text: str) -> tuple[str, ...]:
     return words
 
 
+def peer_urls(text: str) -> tuple[str, ...]:
+    """http(s)://ADDRESS:PORT, comma-separated: site hosts' mirrors (adapters/cache_mirror.py)."""
+    urls = tuple(word.strip().rstrip("/") for word in text.split(",") if word.strip())
+    # A URL that is not one would only make every download fall back to the hub without a word of why.
+    bad = [u for u in urls if not re.fullmatch(r"https?://[^/\s?#@]+", u)]
+    if bad or not urls:
+        raise ValueError(f"expected http://ADDRESS:PORT URLs, comma-separated (got {', '.join(bad) or 'none'})")
+    return urls
+
+
 # Each knob and its parser (ValueError saying what is expected). docs/operations.md "Environment knobs" has the
 # table of defaults and meanings; tests/unit/model/test_env_knobs.py checks both lists and the code's readers agree.
 KNOBS: dict[str, Callable[[str], Any]] = {
@@ -65,6 +75,7 @@ KNOBS: dict[str, Callable[[str], Any]] = {
     "KIMIK3_HOST_LOCK": _path_or_off,  # the host-wide lock file; `off`: none
     "KIMIK3_DOWNLOAD_WORKERS": _count,  # model files downloaded at a time
     "KIMIK3_LOG_FILE": _path,  # a detached exporter's own log (set by kimik3 when it spawns one)
+    "KIMIK3_PEERS": peer_urls,  # site hosts' mirrors asked for model files before the hub (set by fleet apply)
 }
 
 

@@ -19,7 +19,11 @@ def download_model(spec: ModelDownload, ports: Ports, reporter: Reporter) -> Non
     # unless its stat fingerprint moves.
     if spec.missing:
         started = ports.clock.monotonic()
-        fetched = ports.hub.download(spec, lambda name, done, total: reporter.progress(name, done, total))
+        fetched = ports.hub.download(
+            spec,
+            lambda name, done, total: reporter.progress(name, done, total),
+            lambda text: reporter.line("model", text),
+        )
         seconds = max(ports.clock.monotonic() - started, 1e-6)
         # Only bytes that came from the hub count: blobs already in the cache are verified and adopted.
         reporter.event(

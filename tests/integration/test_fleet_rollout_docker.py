@@ -12,6 +12,7 @@ Ansible over real SSH.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -26,7 +27,7 @@ from pathlib import Path
 import pytest
 import yaml
 from support.closed_loop import ClosedLoop
-from support.fleet_hosts import GATEWAY, Rig, fleet_rig, publish_image, pull_everywhere
+from support.fleet_hosts import GATEWAY, Rig, fleet_rig, publish_image
 from support.realparts import KIMIK3, REPO_ROOT, converged_demo, demo_profile, docker, require_docker_and_demo_hub
 
 from kimik3_demo.hub import FixtureHub, FixtureRepo
@@ -72,13 +73,14 @@ def hub(bare_rig: Rig, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fix
 
 @pytest.fixture(scope="module")
 def rig(bare_rig: Rig, tmp_path_factory: pytest.TempPathFactory) -> Rig:
-    """The rig with the llama.cpp image on every host: built here once (the demo's build, cached by layer),
-    pushed to the bridge registry, pulled by digest by each host's daemon."""
+    """The rig with the llama.cpp image on the first host (rolled first): built here once (the demo's build, cached
+    by layer), pushed to the bridge registry, pulled by digest by that host's daemon. The other hosts get it from
+    `fleet apply --registry` (the first host pushes what it serves, they pull it by digest): none builds."""
     work = tmp_path_factory.mktemp("fleet-build")
     with contextmanager(converged_demo)(work, BUILD_NAME, BUILD_PORT):
         tag = docker("inspect", "-f", "{{.Config.Image}}", BUILD_NAME)
     ref = publish_image(bare_rig, tag)
-    pull_everywhere(bare_rig, ref)
+    bare_rig.hosts[0].docker("pull", ref, timeout=1800)
     return bare_rig
 
 
@@ -153,7 +155,17 @@ def deployed(rig: Rig, hub: FixtureHub, tmp_path_factory: pytest.TempPathFactory
         timeout=900,
     )
     try:
-        first = fleet_cmd(work, "apply", "--install", str(wheelhouse), "--traffic-timeout", "2", "fleet.yaml")
+        first = fleet_cmd(
+            work,
+            "apply",
+            "--install",
+            str(wheelhouse),
+            "--registry",
+            rig.registry,
+            "--traffic-timeout",
+            "2",
+            "fleet.yaml",
+        )
         print(first.stdout, first.stderr[-3000:])
         assert first.returncode == 0, first.stderr[-4000:]
         yield work
@@ -177,6 +189,49 @@ def test_a_first_apply_deploys_every_host_behind_the_router(deployed: Path, rig:
     here = subprocess.run([*KIMIK3, "--version"], capture_output=True, text=True).stdout
     for host in rig.hosts:
         assert rig.ssh(host, str(host.root / "kimik3-venv" / "bin" / "kimik3"), "--version").stdout == here
+
+
+def repo_files() -> dict[str, Path]:
+    return demo_repos(require_docker_and_demo_hub())[0].files
+
+
+def quant_files(quant: str) -> list[str]:
+    return sorted(path for path in repo_files() if path.startswith(quant + "/"))
+
+
+def cache_sha256s(rig: Rig, index: int, paths: list[str]) -> list[str]:
+    snapshots = rig.hosts[index].root / "hf-cache" / ("models--" + DEMO_REPO.replace("/", "--")) / "snapshots"
+    return [hashlib.sha256((snapshots / DEMO_REVISION / p).read_bytes()).hexdigest() for p in paths]
+
+
+def test_bytes_once_per_site_the_first_host_fetched_from_the_hub_the_others_from_it(
+    deployed: Path, rig: Rig, hub: FixtureHub
+) -> None:
+    """Issue 36 item 4: the first host rolled fetched each file of the quant from the hub, the two others took it
+    from a host that held it verified (the hub sent each file's whole body once, for three hosts: its log), every
+    copy checked against the hub's sha256; the mirrors served only during the rollout."""
+    files = quant_files("UD-Q2_K_XL")
+    assert files and sorted(p for p in hub.whole_downloads if p in files) == files, hub.whole_downloads
+    want = [hashlib.sha256(repo_files()[p].read_bytes()).hexdigest() for p in files]
+    assert [cache_sha256s(rig, i, files) for i in range(3)] == [want] * 3
+    for host in rig.hosts:  # stopped after the rollout: nothing listens on the mirror port any more
+        assert host.run("curl", "-sS", "-o", "/dev/null", f"http://{host.address}:8089/", check=False).returncode == 7
+
+
+def test_images_once_the_other_hosts_pulled_the_first_hosts_image_by_digest_and_built_nothing(
+    deployed: Path, rig: Rig
+) -> None:
+    """Only the first host had the image; `fleet apply --registry` pushed what its server runs to the site's
+    registry and the two others pulled that digest before their apply: the same image id, from the registry on
+    the bridge, and no build on their daemons."""
+    first = json.loads(rig.hosts[0].docker("inspect", NAME))[0]["Image"]
+    for host in rig.hosts[1:]:
+        running = json.loads(host.docker("inspect", NAME))[0]["Image"]
+        assert running == first
+        digests = json.loads(host.docker("image", "inspect", running))[0]["RepoDigests"]
+        assert any(d.startswith(f"{rig.registry}/kimik3/{NAME}@sha256:") for d in digests), digests
+        # A build would have left its base images and intermediate layers on that daemon: only the pulled one is.
+        assert set(host.docker("images", "-a", "-q", "--no-trunc").split()) == {running}
 
 
 def test_the_router_adapter_drains_a_host_and_takes_it_back(deployed: Path, rig: Rig) -> None:
@@ -224,6 +279,8 @@ def test_a_second_quant_rolls_across_three_hosts_under_load_with_no_failed_reque
     assert any(o.tools and o.stream for o in load.outcomes) and any(o.tools and not o.stream for o in load.outcomes)
     assert min(sampler.samples) >= 2, sampler.samples
     assert len(load.between(started, ended)) >= 8  # the load ran through the rollout
+    files = quant_files("UD-Q4_K_XL")  # the second quant's bytes, once per site too
+    assert files and sorted(p for p in hub.whole_downloads if p in files) == files, hub.whole_downloads
 
 
 def test_a_server_killed_under_load_costs_at_most_its_requests_and_no_breaker_stays_open(

@@ -57,7 +57,12 @@ class FakeHub:
         blob = self.root / "blobs" / (file.blob_name or "-")
         return blob if blob.is_file() else None
 
-    def download(self, spec: ModelDownload, on_progress: Callable[[str, int, int], None]) -> int:
+    def download(
+        self,
+        spec: ModelDownload,
+        on_progress: Callable[[str, int, int], None],
+        on_line: Callable[[str], None] | None = None,
+    ) -> int:
         """Like the real one: a file whose bytes don't hash to the listing is refused, never cached; a cached blob
         of the right content is adopted (linked), not fetched."""
         self.downloads.append(spec.missing)

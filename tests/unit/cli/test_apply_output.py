@@ -44,7 +44,7 @@ def apply_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201 
     ports, docker = fake_ports(hub)
     download, build = hub.download, docker.build_image
 
-    def download_saying_progress(spec, on_progress):  # noqa: ANN001, ANN202 - as the real hub reports
+    def download_saying_progress(spec, on_progress, on_line=None):  # noqa: ANN001, ANN202 - as the real hub reports
         for path in spec.missing:
             size = len(FILES[path])
             for done in (0, size // 4, size // 2, size):

@@ -16,8 +16,17 @@ from kimik3_reconciler.cli import main
 
 # Commands whose output is already JSON whatever the flags (schema, reconcile's JSON lines), or that print one line
 # for a person (force-unlock), or are started by kimik3 itself (metrics-serve, front-serve).
-# router-step: fleet apply's hidden step, run by its playbook (its outcome is the rollout record)
-NOT_JSON_FLAGGED = {"schema", "reconcile", "force-unlock", "metrics-serve", "front-serve", "router-step"}
+# router-step, mirror, image: fleet apply's hidden steps, run by its playbook (the rollout record; image prints JSON)
+NOT_JSON_FLAGGED = {
+    "schema",
+    "reconcile",
+    "force-unlock",
+    "metrics-serve",
+    "front-serve",
+    "router-step",
+    "mirror",
+    "image",
+}
 
 
 def run(args: list[str], cwd: Path) -> tuple[int, str, str]:

@@ -11,7 +11,15 @@ import yaml
 from kimik3_reconciler.adapters.router_smg import RouterWorker
 from kimik3_reconciler.cli.fleet_apply import _take_out
 from kimik3_reconciler.errors import PlanError
-from kimik3_reconciler.fleet.playbook import ROLLOUT_GROUP, RolloutHost, RouterStep, inventory, playbook
+from kimik3_reconciler.fleet.playbook import (
+    ROLLOUT_GROUP,
+    SITE_GROUP,
+    RolloutHost,
+    RouterStep,
+    inventory,
+    mirror_stop_playbook,
+    playbook,
+)
 
 STEP = RouterStep(
     ("py", "-m", "kimik3_reconciler", "fleet", "router-step"),
@@ -37,14 +45,14 @@ def _hosts() -> list[RolloutHost]:
 
 def test_the_play_rolls_in_the_policy_batches_canary_first_and_halts_on_any_failure() -> None:
     batches = [("c",), ("a", "b")]  # c is the canary, alone; then a batch of two
-    (play,) = playbook("f", batches, STEP)
+    *_, play = playbook("f", batches, STEP)
     assert play["serial"] == [1, 2] and play["order"] == "inventory"
     assert play["any_errors_fatal"] is True and play["max_fail_percentage"] == 0
     assert list(inventory(_hosts(), batches)["all"]["children"][ROLLOUT_GROUP]["hosts"]) == ["c", "a", "b"]
 
 
 def test_every_command_is_an_argv_and_the_profile_goes_by_stdin_from_a_controller_file() -> None:
-    (play,) = playbook("f", [("a",), ("b",), ("c",)], STEP)
+    *_, play = playbook("f", [("a",), ("b",), ("c",)], STEP)
     out, block, back = play["tasks"]
     assert [t["name"] for t in block["block"]] == ["gate: apply", "gate: converged", "gate: verify"]
     for task in [out, back, *block["block"], block["rescue"][0]]:
@@ -60,10 +68,56 @@ def test_every_command_is_an_argv_and_the_profile_goes_by_stdin_from_a_controlle
     assert "--failed-gate" in rescue_in["ansible.builtin.command"]["argv"]
     assert "{{ inventory_hostname }} failed {{ ansible_failed_task.name }}" in halt["ansible.builtin.fail"]["msg"]
     yaml.safe_load(yaml.safe_dump([play]))  # plain data
-    hosts = inventory(_hosts(), [("a",), ("b",), ("c",)])["all"]["children"][ROLLOUT_GROUP]["hosts"]
+    hosts = inventory(_hosts(), [("a",), ("b",), ("c",)])["all"]["children"][SITE_GROUP]["hosts"]
     assert hosts["a"]["kimik3_profile_file"] == "/run/host-1.yaml" and "profile" not in json.dumps(
         hosts["a"]["kimik3_command"]
     )
+
+
+def test_every_host_serves_its_files_before_the_rollout_and_each_apply_asks_the_others_first() -> None:
+    """Bytes once per site: the mirror play (every host of the fleet, a host an earlier run rolled included) comes
+    before the rollout play; each host's apply gets the others' mirrors in rollout order (KIMIK3_PEERS); the
+    mirrors are stopped by a playbook of their own (run after the rollout whatever its outcome)."""
+    hosts = [
+        RolloutHost(h.name, h.connection, h.kimik3_command, h.worker_url, h.profile_file, mirror_port=8089, peers=peers)
+        for h, peers in zip(_hosts(), [("http://10.0.0.3:8089", "http://10.0.0.2:8089"), (), ()])
+    ]
+    mirror, play = playbook("f", [("c",), ("a",)], STEP)  # b: rolled by a run that stopped
+    assert mirror["hosts"] == SITE_GROUP and play["hosts"] == ROLLOUT_GROUP
+    (start,) = mirror["tasks"]
+    assert start["ansible.builtin.command"]["argv"] == (
+        "{{ kimik3_command + ['fleet', 'mirror', 'start', '--port', kimik3_mirror_port | string, "
+        "'--lifetime', '21600', '/dev/stdin'] }}"
+    )
+    assert "{{" not in start["ansible.builtin.command"]["argv"][2:]  # no template nested in the expression
+    assert start["ansible.builtin.command"]["stdin"] == "{{ lookup('ansible.builtin.file', kimik3_profile_file) }}"
+    assert start["ignore_errors"] is True  # a mirror that does not start costs hub bytes, not the rollout
+    apply = play["tasks"][1]["block"][0]
+    assert apply["environment"] == {"KIMIK3_PEERS": "{{ kimik3_peers }}"}
+    groups = inventory(hosts, [("c",), ("a",)])["all"]["children"]
+    assert list(groups[ROLLOUT_GROUP]["hosts"]) == ["c", "a"]
+    assert list(groups[SITE_GROUP]["hosts"]) == ["c", "a", "b"]
+    assert groups[SITE_GROUP]["hosts"]["a"]["kimik3_peers"] == "http://10.0.0.3:8089,http://10.0.0.2:8089"
+    (stop,) = mirror_stop_playbook()
+    assert stop["hosts"] == SITE_GROUP
+    assert stop["tasks"][0]["ansible.builtin.command"]["argv"] == "{{ kimik3_command + ['fleet', 'mirror', 'stop'] }}"
+
+
+def test_with_a_registry_the_first_host_pushes_what_it_serves_and_the_later_ones_pull_it_by_digest() -> None:
+    *_, play = playbook("f", [("c",), ("a",), ("b",)], STEP, registry="10.0.0.9:5000")
+    names = [t.get("name") for t in play["tasks"]]
+    assert names[:2] == ["image: pull", "router: out"]  # pulled while the host still serves
+    assert names[-2:] == ["image: push", "image: the reference the others pull"]  # after its gates passed
+    pull, push, share = play["tasks"][0], play["tasks"][-2], play["tasks"][-1]
+    assert pull["when"] == "inventory_hostname != 'c' and hostvars['c']['kimik3_image'] is defined"
+    assert pull["ansible.builtin.command"]["argv"] == (
+        "{{ kimik3_command + ['fleet', 'image', 'pull', hostvars['c']['kimik3_image']] }}"
+    )
+    assert push["when"] == share["when"] == "inventory_hostname == 'c'"
+    assert "'--registry', '10.0.0.9:5000'" in push["ansible.builtin.command"]["argv"]
+    assert share["ansible.builtin.set_fact"] == {"kimik3_image": "{{ (kimik3_pushed.stdout | from_json).ref }}"}
+    *_, plain = playbook("f", [("c",), ("a",)], STEP)
+    assert not [t for t in plain["tasks"] if str(t.get("name", "")).startswith("image:")]
 
 
 class _Router:
@@ -121,8 +175,23 @@ def test_out_waits_past_the_routers_drain_until_the_server_runs_nothing(capsys: 
 
 def test_the_out_step_names_the_servers_in_flight_gauges() -> None:
     hosts = [RolloutHost("a", {}, ("k",), "http://10.0.0.1:8080", "/p", ("x:running", "x:waiting"))]
-    (play,) = playbook("f", [("a",)], STEP)
+    *_, play = playbook("f", [("a",)], STEP)
     argv = play["tasks"][0]["ansible.builtin.command"]["argv"]
     assert argv[argv.index("--in-flight-series") + 1] == "{{ kimik3_in_flight_series }}"
-    listed = inventory(hosts, [("a",)])["all"]["children"][ROLLOUT_GROUP]["hosts"]["a"]
+    listed = inventory(hosts, [("a",)])["all"]["children"][SITE_GROUP]["hosts"]["a"]  # host vars: the site group
     assert listed["kimik3_in_flight_series"] == "x:running,x:waiting"
+
+
+@pytest.mark.parametrize("port", ["8089", 0, 70000, 8080, True])
+def test_a_mirror_port_that_is_no_port_or_the_servers_own_is_refused_naming_the_host(port: object) -> None:
+    from types import SimpleNamespace
+
+    from kimik3_reconciler.cli.fleet_apply import mirror_port
+    from kimik3_reconciler.errors import InputError
+
+    host = SimpleNamespace(
+        name="a", vars={"kimik3_mirror_port": port}, profile=SimpleNamespace(serve=SimpleNamespace(port=8080))
+    )
+    with pytest.raises(InputError, match=r"^a: kimik3_mirror_port .*other than serve\.port"):
+        mirror_port(host)
+    assert mirror_port(SimpleNamespace(name="a", vars={}, profile=host.profile)) == 8089

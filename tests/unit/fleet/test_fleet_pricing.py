@@ -75,6 +75,23 @@ def test_bytes_come_from_the_hub_once_then_from_a_peer() -> None:
     assert [(t.host, t.source) for t in held.transfers] == [("a", "peer b")]  # b already holds the files
 
 
+def test_bytes_follow_the_rollout_order_and_a_host_of_the_same_batch_holds_nothing_yet() -> None:
+    """As fleet apply moves them: the canary (here the last host of the inventory) is rolled first and fetches
+    from the hub; a host rolled alongside it (the same batch) cannot take them from it; later hosts take them from
+    the first host that holds them."""
+    lacking = {h: plan(h, fetch=100) for h in "abc"}
+    canary_last = price_rollout(policy(canary=("c",)), lacking)
+    assert [(t.host, t.source) for t in canary_last.transfers] == [("c", HUB), ("a", "peer c"), ("b", "peer c")]
+    together = price_rollout(policy(("a", "b", "c", "d"), ("a", "b"), 2), {**lacking, "d": plan("d", fetch=100)})
+    assert [(t.host, t.source) for t in together.transfers] == [
+        ("a", HUB),
+        ("b", HUB),
+        ("c", "peer a"),
+        ("d", "peer a"),
+    ]
+    assert (together.hub_bytes, together.peer_bytes) == (200, 200)
+
+
 def test_a_host_not_planned_is_not_counted_as_serving_and_an_unpriced_one_is_named() -> None:
     price = price_rollout(policy(), {"a": plan("a", downtime_s=None), "b": plan("b")})
     assert price.timeline[0][1] == 2 and price.unpriced == ("a",)

@@ -28,6 +28,7 @@ BAD = {  # knob -> values it must refuse (each a mistake seen or likely: a zero,
     "KIMIK3_SYSTEMD_ROOT": ["/\x1b"],
     "KIMIK3_HOST_LOCK": [" off", "/run/lock/k.lock\n"],
     "KIMIK3_LOG_FILE": ["\t"],
+    "KIMIK3_PEERS": ["10.0.0.2:8089", "ftp://10.0.0.2", "http://10.0.0.2:8089/x", ",", "http://u:p@10.0.0.2"],
 }
 
 
@@ -56,6 +57,10 @@ def test_good_values_parse_and_empty_is_unset() -> None:
     assert knob_value("KIMIK3_HOST_LOCK", {"KIMIK3_HOST_LOCK": "OFF"}, Path("/d")) is None
     assert knob_value("KIMIK3_HOST_LOCK", {}, Path("/d")) == Path("/d")
     assert knob_value("KIMIK3_STATE_DIR", {"KIMIK3_STATE_DIR": "rel/state dir"}) == Path("rel/state dir")
+    assert knob_value("KIMIK3_PEERS", {"KIMIK3_PEERS": "http://10.0.0.2:8089/, http://[fd00::3]:8089"}) == (
+        "http://10.0.0.2:8089",
+        "http://[fd00::3]:8089",
+    )
     refuse_bad_knobs({})
 
 
