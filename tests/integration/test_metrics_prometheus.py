@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
-from support.realparts import KIMIK3, demo_hub, demo_profile, kimik3, write_profile
+from support.realparts import KIMIK3, demo_hub, demo_profile, kimik3, remove_leftovers, write_profile
 from support.sse_stub import SseStub
 
 from kimik3_demo.hub import FixtureHub
@@ -46,6 +46,7 @@ def hub() -> Iterator[FixtureHub]:
 @pytest.fixture(scope="module")
 def deployed(tmp_path_factory: pytest.TempPathFactory, hub: FixtureHub) -> Iterator[Path]:
     work = tmp_path_factory.mktemp("kimik3-metrics")
+    remove_leftovers(NAME)
     profile = demo_profile(work, NAME, PORT, hub.url)
     profile["serve"]["api_key_file"] = "api.key"
     profile["metrics"] = {"port": METRICS_PORT, "proxy": True, "server_port": SERVER_PORT}
