@@ -1,11 +1,16 @@
-"""Shared by the benchmarks: the demo profile, the environment kimik3 runs in, and timing a whole command."""
+"""Shared by the benchmarks: the demo profile, the environment kimik3 runs in, timing a whole command, and a scratch
+folder removed after."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -19,3 +24,15 @@ def timed(argv: list[str]) -> float:
     start = time.perf_counter()
     subprocess.run(argv, capture_output=True, env=ENV, check=True)
     return time.perf_counter() - start
+
+
+@contextmanager
+def scratch(on_disk: bool = False) -> Iterator[Path]:
+    """A folder for a bench's files, removed after; `on_disk`: under .kimik3-demo/ where it exists (a disk, where the
+    system's temporary folder may be a tmpfs that no write reaches a disk in)."""
+    demo = ROOT / ".kimik3-demo"
+    work = Path(tempfile.mkdtemp(prefix="kimik3-bench-", dir=demo if on_disk and demo.exists() else None))
+    try:
+        yield work
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

@@ -29,7 +29,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -39,9 +38,10 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.common import scratch  # noqa: E402
 from kimik3_demo.hub import FixtureHub, FixtureRepo  # noqa: E402
+from kimik3_demo.quant_files import random_shards, whole_quant  # noqa: E402
 from kimik3_reconciler.adapters.hf_hub import HuggingFaceHub  # noqa: E402
-from kimik3_reconciler.model.specs import ModelDownload  # noqa: E402
 
 REPO, REV = "kimik3-bench/big-GGUF", "be" * 20
 
@@ -77,18 +77,7 @@ def hf_download(hub: FixtureHub, cache: Path) -> None:
 
 
 def kimik3(hub: FixtureHub, cache: Path) -> None:
-    files = tuple(HuggingFaceHub().list_files(REPO, REV, ["Q"], hub.url))
-    spec = ModelDownload(
-        repo=REPO,
-        revision=REV,
-        quant="Q",
-        endpoint=hub.url,
-        cache_dir=str(cache),
-        files=files,
-        missing=tuple(f.path for f in files),
-        manifest_key="-",
-    )
-    HuggingFaceHub().download(spec, lambda *_: None)
+    HuggingFaceHub().download(whole_quant(hub.url, REPO, REV, cache), lambda *_: None)
 
 
 def timed(fn) -> float:  # noqa: ANN001
@@ -161,30 +150,11 @@ def main() -> None:
     parser.add_argument("--cap", type=int, default=50, help="MiB/s per connection (--one-file)")
     args = parser.parse_args()
     if args.one_file:
-        work = Path(
-            tempfile.mkdtemp(
-                prefix="kimik3-bench-", dir=ROOT / ".kimik3-demo" if (ROOT / ".kimik3-demo").exists() else None
-            )
-        )
-        try:
+        with scratch(on_disk=True) as work:
             one_file(args, work)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
         return
-    work = Path(
-        tempfile.mkdtemp(
-            prefix="kimik3-bench-", dir=ROOT / ".kimik3-demo" if (ROOT / ".kimik3-demo").exists() else None
-        )
-    )
-    try:
-        files = {}
-        for i in range(args.files):
-            path = work / "src" / f"K3-Q-{i + 1:05d}-of-{args.files:05d}.gguf"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with open(path, "wb") as f:
-                for _ in range(args.mib):
-                    f.write(os.urandom(1 << 20))
-            files[f"Q/{path.name}"] = path
+    with scratch(on_disk=True) as work:
+        files = random_shards(work / "src", args.files, args.mib << 20)
         os.sync()
         total = args.files * args.mib
         with FixtureHub([FixtureRepo(REPO, REV, files)]) as hub:
@@ -200,8 +170,6 @@ def main() -> None:
             f"kimik3 / hf download = {results['hf'] / results['kimik3']:.2f}x   "
             f"kimik3 / floor = {results['floor'] / results['kimik3']:.2f}x   (kimik3 includes sha256 verification)"
         )
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ import os
 import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -27,12 +26,13 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.common import scratch  # noqa: E402
 from kimik3_demo.hub import FixtureHub, FixtureRepo  # noqa: E402
+from kimik3_demo.quant_files import random_shards, whole_quant  # noqa: E402
 from kimik3_reconciler.adapters import hub_download  # noqa: E402
 from kimik3_reconciler.adapters.hf_hub import HuggingFaceHub  # noqa: E402
 from kimik3_reconciler.adapters.translate import translated  # noqa: E402
 from kimik3_reconciler.errors import DownloadFailed  # noqa: E402
-from kimik3_reconciler.model.specs import ModelDownload  # noqa: E402
 
 REPO, REV = "kimik3-bench/write-GGUF", "bf" * 20
 AS_RECEIVED = hub_download._append
@@ -62,17 +62,7 @@ def rechunked(client: httpx.Client, target: hub_download.Target, digest: hashlib
 
 def fetch(hub: FixtureHub, cache: Path, append) -> float:  # noqa: ANN001
     hub_download._append = append
-    files = tuple(HuggingFaceHub().list_files(REPO, REV, ["Q"], hub.url))
-    spec = ModelDownload(
-        repo=REPO,
-        revision=REV,
-        quant="Q",
-        endpoint=hub.url,
-        cache_dir=str(cache),
-        files=files,
-        missing=tuple(f.path for f in files),
-        manifest_key="-",
-    )
+    spec = whole_quant(hub.url, REPO, REV, cache)
     start = time.perf_counter()
     HuggingFaceHub().download(spec, lambda *_: None)
     os.sync()
@@ -85,14 +75,8 @@ def main() -> None:
     parser.add_argument("--mib", type=int, default=48)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="kimik3-bench-"))
-    try:
-        files = {}
-        for i in range(args.files):
-            path = work / "src" / f"K3-Q-{i + 1:05d}-of-{args.files:05d}.gguf"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(os.urandom(args.mib << 20))
-            files[f"Q/{path.name}"] = path
+    with scratch() as work:
+        files = random_shards(work / "src", args.files, args.mib << 20)
         os.sync()
         total, ratios = args.files * args.mib, []
         with FixtureHub([FixtureRepo(REPO, REV, files)]) as hub:
@@ -112,8 +96,6 @@ def main() -> None:
             f"as-received / re-chunked throughput: median {statistics.median(ratios):.2f}x "
             f"(min {min(ratios):.2f}, max {max(ratios):.2f}, {len(ratios)} rounds)"
         )
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

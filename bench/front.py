@@ -15,7 +15,6 @@ time per streamed token. Removes the deployment after (`kimik3 destroy`).
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import sys
@@ -24,21 +23,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bench.proxy import DEMO, demo_hub, deploy_demo, kimik3  # noqa: E402
+from bench.proxy import DEMO, demo_hub, deploy_demo, kimik3, measure_arguments  # noqa: E402
 from bench.proxy_measure import measure  # noqa: E402
 
 GOAL = {"tok_s_ratio_c8": ">= 0.98", "ttft_p50_added_ms": "<= 2"}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--requests", type=int, default=6, help="completions per client at c8")
-    parser.add_argument("--tokens", type=int, default=64)
-    parser.add_argument("--pairs", type=int, default=40, help="interleaved direct/front TTFT pairs per round")
-    parser.add_argument("--name", default="k3fr-bench", help="profile name (container k3fr-bench…)")
-    parser.add_argument("--port", type=int, default=19380, help="the front's port; llama-server +1, exporter +2")
-    args = parser.parse_args()
+    args = measure_arguments(__doc__, 5, "k3fr-bench", 19380, "front").parse_args()
     work = Path(tempfile.mkdtemp(prefix="kimik3-bench-front-", dir=DEMO))
     with demo_hub() as hub:
         deploy_demo(

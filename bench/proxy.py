@@ -67,15 +67,22 @@ def deploy_demo(work: Path, hub_url: str, name: str, port: int, metrics: dict) -
     kimik3(work, "apply", "profile.yaml", "--no-verify-server")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=3)
+def measure_arguments(doc: str, rounds: int, name: str, port: int, proxy: str) -> argparse.ArgumentParser:
+    """The arguments of a proxy's cost bench (this one's, bench/front.py's): rounds and load, the deployment's
+    profile name and ports (`proxy`: what holds --port)."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=rounds)
     parser.add_argument("--requests", type=int, default=6, help="completions per client at c8")
     parser.add_argument("--tokens", type=int, default=64)
-    parser.add_argument("--name", default="k3mx-bench", help="profile name (container k3mx-bench-…)")
-    parser.add_argument("--pairs", type=int, default=40, help="interleaved direct/proxy TTFT pairs per round")
+    parser.add_argument("--pairs", type=int, default=40, help=f"interleaved direct/{proxy} TTFT pairs per round")
+    parser.add_argument("--name", default=name, help=f"profile name (container {name}…)")
+    parser.add_argument("--port", type=int, default=port, help=f"the {proxy}'s port; llama-server +1, exporter +2")
+    return parser
+
+
+def main() -> None:
+    parser = measure_arguments(__doc__, 3, "k3mx-bench", 19220, "proxy")
     parser.add_argument("--keep", action="store_true", help="deploy, print the URLs and leave it running")
-    parser.add_argument("--port", type=int, default=19220, help="the proxy's port; llama-server +1, exporter +2")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="kimik3-bench-proxy-", dir=DEMO))
     with demo_hub() as hub:

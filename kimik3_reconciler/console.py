@@ -5,7 +5,7 @@ few lines that, piped into CI logs or a file, come out as plain text anyway. `St
 itself when rich would print them unstyled and untouched (not a terminal, no FORCE_COLOR/TTY_COMPATIBLE/
 TTY_INTERACTIVE, no tab or control character that rich would expand or strip) and hands everything else to
 a rich Console made on first use: a terminal, tables, progress, markup-free strings. The bytes are rich's
-either way (tests/unit/test_console.py compares them on every plan case).
+either way (tests/unit/cli/test_console.py compares them on every plan case).
 
 `closed_pipes_dropped` is the other half of the streams: a reader that goes (`kimik3 plan … | head -1`) ends the
 output quietly, never the command with a BrokenPipeError (exit 8, "a local file") or rich's exit 1.

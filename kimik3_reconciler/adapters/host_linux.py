@@ -40,7 +40,7 @@ class LinuxHost:
         stop: threading.Event | None = None,
         limit_bytes: int | None = None,
     ) -> None:
-        from kimik3_reconciler.adapters import page_cache
+        from kimik3_reconciler.adapters import page_cache  # its thread pool: not loaded by a plan that reads none
 
         page_cache.preread(paths, workers, on_bytes, stop=stop, limit=limit_bytes)
 
@@ -141,7 +141,9 @@ class LinuxHost:
     def page_cache_bytes(self, path: str) -> tuple[int, int] | None:
         """(bytes of `path` in the page cache, its size), by mincore(2) over 1 GiB windows of a read-only
         mapping (what fincore does; nothing is read or faulted in). None: unreadable."""
-        return _resident(path)
+        from kimik3_reconciler.adapters import page_cache
+
+        return page_cache.resident(path)
 
     def socket_owners(self, inodes: set[int], likely: frozenset[int] = frozenset()) -> dict[int, tuple[int, str]]:
         """Which process holds each socket inode: /proc/<pid>/fd/* links read `socket:[inode]` (what ss -p does).
@@ -168,49 +170,6 @@ class LinuxHost:
 
     def process_cgroup(self, pid: int) -> str:
         return _read(f"/proc/{pid}/cgroup")
-
-
-_WINDOW = 1 << 30
-# mincore sets bit 0 of a page's byte when it is resident (the other bits are reserved): counted in C, ~10x a
-# Python loop (an 800 GB model is 200 M pages: ~1 s instead of ~11 s per residency check).
-_LOW_BIT = bytes(i & 1 for i in range(256))
-
-
-def _resident(path: str) -> tuple[int, int] | None:
-    import ctypes
-    import mmap
-
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return None
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mmap.restype, libc.mmap.argtypes = (
-        ctypes.c_void_p,
-        [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long],
-    )
-    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
-    page = mmap.PAGESIZE
-    try:
-        size = os.fstat(fd).st_size
-        resident = 0
-        for offset in range(0, size, _WINDOW):
-            length = min(_WINDOW, size - offset)
-            address = libc.mmap(None, length, mmap.PROT_READ, mmap.MAP_SHARED, fd, offset)
-            if address in (None, ctypes.c_void_p(-1).value):
-                return None
-            try:
-                pages = (length + page - 1) // page
-                vector = ctypes.create_string_buffer(pages)
-                if libc.mincore(address, length, vector) != 0:
-                    return None
-                resident += vector.raw.translate(_LOW_BIT).count(1) * page
-            finally:
-                libc.munmap(address, length)
-        return min(resident, size), size
-    finally:
-        os.close(fd)
 
 
 def _existing(path: Path) -> Path:

@@ -2,7 +2,7 @@
 (the exporter's fingerprint: how kimik3 tells its own exporter from whatever holds the port).
 
 aiohttp: one maintained package that is both the server and, for the latency proxy, the streaming
-client, on one event loop (docs/design.md says why not starlette+uvicorn+httpx); the loop is uvloop's
+client, on one event loop (docs/metrics.md says why not starlette+uvicorn+httpx); the loop is uvloop's
 (libuv): the proxy relays one chunk per token, and asyncio's own loop costs a quarter more CPU per
 token (bench/proxy_cpu.py).
 """

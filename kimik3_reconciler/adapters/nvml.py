@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-# pynvml's first step on Linux, and its error when that fails (tests/unit/test_import_costs.py compares them).
+# pynvml's first step on Linux, and its error when that fails (tests/unit/cli/test_import_costs.py compares them).
 LIBRARY = "libnvidia-ml.so.1"
 LIBRARY_NOT_FOUND = "NVMLError_LibraryNotFound: NVML Shared Library Not Found"
 

@@ -122,11 +122,54 @@ def _await_resident(paths: list[str], poll_s: float = 0.05, stall_s: float = 2.0
 
 
 def resident_bytes(path: str) -> int:
-    """Bytes of `path` in the page cache now: mincore, as the exporter reads it (host_linux._resident)."""
-    from kimik3_reconciler.adapters.host_linux import _resident
-
-    found = _resident(path)
+    """Bytes of `path` in the page cache now: mincore, as the exporter reads it (host_linux.page_cache_bytes)."""
+    found = resident(path)
     return found[0] if found else 0
+
+
+_WINDOW = 1 << 30
+# mincore sets bit 0 of a page's byte when it is resident (the other bits are reserved): counted in C, ~10x a
+# Python loop (an 800 GB model is 200 M pages: ~1 s instead of ~11 s per residency check).
+_LOW_BIT = bytes(i & 1 for i in range(256))
+
+
+def resident(path: str) -> tuple[int, int] | None:
+    """(bytes of `path` in the page cache, its size), by mincore(2) over 1 GiB windows of a read-only mapping (what
+    fincore does; nothing is read or faulted in). None: unreadable."""
+    import ctypes
+    import mmap
+
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype, libc.mmap.argtypes = (
+        ctypes.c_void_p,
+        [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long],
+    )
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+    page = mmap.PAGESIZE
+    try:
+        size = os.fstat(fd).st_size
+        cached = 0
+        for offset in range(0, size, _WINDOW):
+            length = min(_WINDOW, size - offset)
+            address = libc.mmap(None, length, mmap.PROT_READ, mmap.MAP_SHARED, fd, offset)
+            if address in (None, ctypes.c_void_p(-1).value):
+                return None
+            try:
+                pages = (length + page - 1) // page
+                vector = ctypes.create_string_buffer(pages)
+                if libc.mincore(address, length, vector) != 0:
+                    return None
+                cached += vector.raw.translate(_LOW_BIT).count(1) * page
+            finally:
+                libc.munmap(address, length)
+        return min(cached, size), size
+    finally:
+        os.close(fd)
 
 
 def evict(path: str) -> None:

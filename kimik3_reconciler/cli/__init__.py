@@ -538,7 +538,8 @@ def verify(ctx: click.Context, file: str, json_out: bool) -> None:
 @_run
 def routes(file: str | None, host_file: str | None, json_out: bool) -> None:
     """Which ways of serving Kimi-K3 this host can take (GGUF quants on llama.cpp all-VRAM, hybrid or CPU; the
-    native checkpoint on vLLM or SGLang), and why not the others. With FILE, judged on its GPUs, its route marked.
+    native checkpoint on vLLM or SGLang), each judged by the plan's host gate, and why not the others; the first line
+    names one to start with. With FILE, each route is that profile with the route's quant or engine, its own marked.
 
     Reads the host (NVML, /proc/meminfo) or HOST; changes nothing, asks no hub (exit 0 whatever is feasible)."""
     from kimik3_reconciler.planning.routes import profile_routes

@@ -11,6 +11,7 @@ from rich.text import Text
 
 from kimik3_reconciler.cli import _ctx, _err, _out, _run
 from kimik3_reconciler.cli.inputs import load
+from kimik3_reconciler.cli.options import count_option
 from kimik3_reconciler.engines import engine_for
 from kimik3_reconciler.errors import InputError, NothingMeasured
 from kimik3_reconciler.model.bench import (
@@ -112,34 +113,14 @@ def compare_table(runs: list[BenchRun]) -> Table:
 @click.option(
     "--grid", type=Grid(), default=",".join(map(str, DEFAULT_GRID)), show_default=True, help="concurrency levels"
 )
-@click.option(
-    "--prompts",
-    type=click.IntRange(min=1),
-    default=DEFAULT_PROMPTS,
-    show_default=True,
-    help="requests per concurrent stream at each level (a level sends c x this many)",
+@count_option(
+    "--prompts", DEFAULT_PROMPTS, "requests per concurrent stream at each level (a level sends c x this many)"
 )
-@click.option(
-    "--prompt-tokens",
-    type=click.IntRange(min=1),
-    default=DEFAULT_PROMPT_TOKENS,
-    show_default=True,
-    help="exact prompt length in tokens (the server's own tokenizer)",
+@count_option("--prompt-tokens", DEFAULT_PROMPT_TOKENS, "exact prompt length in tokens (the server's own tokenizer)")
+@count_option(
+    "--output-tokens", DEFAULT_OUTPUT_TOKENS, "exact output length in tokens (end-of-sequence ignored)", least=2
 )
-@click.option(
-    "--output-tokens",
-    type=click.IntRange(min=2),
-    default=DEFAULT_OUTPUT_TOKENS,
-    show_default=True,
-    help="exact output length in tokens (end-of-sequence ignored)",
-)
-@click.option(
-    "--repetitions",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="run each level this many times (samples pooled)",
-)
+@count_option("--repetitions", 1, "run each level this many times (samples pooled)")
 @click.option(
     "--compare",
     is_flag=True,

@@ -214,3 +214,13 @@ def _add_apply() -> None:
 
 
 _add_apply()
+
+
+def _add_recover() -> None:
+    """`fleet recover` (cli/fleet_recover.py: a group whose RPC worker died, re-converged behind the router)."""
+    from kimik3_reconciler.cli.fleet_recover import recover_cmd
+
+    fleet.add_command(recover_cmd)
+
+
+_add_recover()

@@ -1,4 +1,4 @@
-"""Options and texts several commands share: durations, the lock timeout, the exit-code table."""
+"""Options and texts several commands share: durations, the lock timeout, counts, the exit-code table."""
 
 from __future__ import annotations
 
@@ -24,6 +24,12 @@ Exit codes:
   7  a saved plan is stale: the host or the profile moved since, or the file was edited (nothing touched)
   8  a local file or directory could not be used: no space, read-only, permission, missing (path named)
   130, 143  interrupted by Ctrl-C or SIGTERM: the next apply converges from there"""
+
+
+def count_option(name: str, default: int, help: str | None = None, least: int = 1):  # noqa: ANN201 - click's decorator
+    """An option counting something (requests, tokens, rounds): a whole number of at least `least`, its default
+    shown in --help."""
+    return click.option(name, type=click.IntRange(min=least), default=default, show_default=True, help=help)
 
 
 class Duration(click.ParamType):

@@ -15,7 +15,7 @@ from rich.text import Text
 from kimik3_reconciler.adapters.atomic_files import write_atomically
 from kimik3_reconciler.cli import _ctx, _err, _fail, _out, _run
 from kimik3_reconciler.cli.inputs import load
-from kimik3_reconciler.cli.options import Duration, lock_timeout
+from kimik3_reconciler.cli.options import Duration, count_option, lock_timeout
 from kimik3_reconciler.errors import InputError
 from kimik3_reconciler.model.bench import BenchSettings
 
@@ -64,28 +64,16 @@ def write_target(file: str) -> Path:
     "...), vLLM's vllm fields (max_num_seqs, max_num_batched_tokens, gpu_memory_utilization), SGLang's "
     "mem_fraction_static; default: the profile's knobs for this host",
 )
-@click.option(
-    "--prompts",
-    type=click.IntRange(min=1),
-    default=2,
-    show_default=True,
-    help="requests per concurrent stream in the warm-up's sizing; every draw's bench sends twice as many",
+@count_option(
+    "--prompts", 2, "requests per concurrent stream in the warm-up's sizing; every draw's bench sends twice as many"
 )
-@click.option("--prompt-tokens", type=click.IntRange(min=1), default=256, show_default=True)
-@click.option("--output-tokens", type=click.IntRange(min=2), default=64, show_default=True)
-@click.option(
-    "--finalists",
-    type=click.IntRange(min=1),
-    default=2,
-    show_default=True,
-    help="the best this many (the leader among them) and FILE as written go to the final rounds",
-)
-@click.option(
+@count_option("--prompt-tokens", 256)
+@count_option("--output-tokens", 64, least=2)
+@count_option("--finalists", 2, "the best this many (the leader among them) and FILE as written go to the final rounds")
+@count_option(
     "--repeats",
-    type=click.IntRange(min=1),
-    default=3,
-    show_default=True,
-    help="draws a candidate gets at most in the final rounds (each a relaunch, a warm-up and a bench); "
+    3,
+    "draws a candidate gets at most in the final rounds (each a relaunch, a warm-up and a bench); "
     "the rounds stop earlier once the candidates are told apart",
 )
 @click.option(

@@ -19,8 +19,8 @@ __all__ = ["ServerSeries", "ServingEngine", "engine_for"]
 def engine_for(name: str) -> ServingEngine:
     """The engine a profile names. An unknown name never reaches here from a validated profile (the schema's
     choices are the registry's); a saved plan or a record from another kimik3 might carry one."""
-    package = ENGINES.get(name)
-    if package is None:
+    entry = ENGINES.get(name)
+    if entry is None:
         raise PlanError(f"engine: {name!r} is not one of {', '.join(sorted(ENGINES))}", (("engine",),))
-    engine: ServingEngine = importlib.import_module(package).ENGINE
+    engine: ServingEngine = importlib.import_module(entry.package).ENGINE
     return engine

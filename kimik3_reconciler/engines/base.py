@@ -12,9 +12,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from kimik3_reconciler.model.facts import ModelFact, Observed
+    from kimik3_reconciler.model.facts import GpuFact, HostFacts, ModelFact, Observed
     from kimik3_reconciler.model.launch_input import LaunchInput
     from kimik3_reconciler.model.profile import Profile, ServeSpec
+    from kimik3_reconciler.model.route import Route
 
 
 # The values below are NamedTuples, not dataclasses: every plan imports this module, and four generated dataclasses
@@ -111,6 +112,26 @@ class TuneKnobs(NamedTuple):
     names: tuple[str, ...]
 
 
+class EnginePlan(NamedTuple):
+    """What the engine renders of its plan once per `kimik3 plan`, beside the image and the launch (held on
+    `Desired.plan`, planning/engine_plan.py): `mode`, its sizing of the model on this host's devices (llama.cpp: hybrid
+    or all-VRAM, engines/llamacpp/vram_fit.py; None: the engine sizes its memory with its own knobs), and `forecast`,
+    where the weights go and what a load reads (llama.cpp: engines/llamacpp/placement.py; None where it has none).
+    The launch, the pre-read's memory check and the plan's forecast line read these instead of deriving them."""
+
+    mode: Any = None
+    forecast: Any = None
+
+
+class EngineRoutes(NamedTuple):
+    """The routes an engine offers on a host (`kimik3 routes`, the plan's routes line): `kimi`, its ways of serving
+    Kimi-K3 (llama.cpp: each quant of the catalog; vLLM, SGLang: the native checkpoint's recipe); `own`, the
+    profile's model where it is none of those (a GGUF of another repo or quant: judged, but serving no Kimi-K3)."""
+
+    kimi: tuple[Route, ...]
+    own: tuple[Route, ...] = ()
+
+
 # How bench (and tune's draws) talks to the server. `llamacpp`: llama-server's native /tokenize {content} and
 # /completion (token-id prompts, cache_prompt off, the server's per-request timings); `openai`: the OpenAI
 # server's /tokenize {prompt} and streamed /v1/completions with usage on every chunk (vLLM, SGLang).
@@ -186,4 +207,15 @@ class ServingEngine(Protocol):
         """The knobs `kimik3 tune` may search on this host (`tune_knobs`' fields), each with the running value among
         its values (llama.cpp: ubatch, parallel, fit_target or n_cpu_moe; vLLM: max_num_seqs,
         max_num_batched_tokens, gpu_memory_utilization, …)."""
+        ...
+
+    def render_plan(self, profile: Profile, observed: Observed) -> EnginePlan:
+        """The engine's plan for this profile on this observation, rendered once per plan (render_desired)."""
+        ...
+
+    def routes(
+        self, host: HostFacts, gpus: tuple[GpuFact, ...], profile: Profile | None, observed: Observed | None
+    ) -> EngineRoutes:
+        """This engine's routes on `gpus` of `host`, judged with their numbers. `profile`: given when the profile
+        names this engine: its route is marked (`Route.profile`), sized from its files where `observed` knows them."""
         ...

@@ -2,7 +2,7 @@
 figures the plan prices (predicted downtime, compile time, bytes to fetch or pull); PURE (a JSON document in).
 
 The plan states its figures in each step's `cost` (made by planning/health_step.py, build_time.py, model_step.py,
-image_pull.py with planning/humanize.py's units); the model step's payload lists the files and which are missing."""
+image_pull.py with model/humanize.py's units); the model step's payload lists the files and which are missing."""
 
 from __future__ import annotations
 

@@ -10,9 +10,10 @@ from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
 from kimik3_reconciler.fleet.gather import HostAnswer
+from kimik3_reconciler.fleet.groups import worker_address, worker_endpoint, worker_states
 from kimik3_reconciler.fleet.host_plan import HostPlan
 from kimik3_reconciler.fleet.pricing import RolloutPrice
-from kimik3_reconciler.fleet.values import Fleet
+from kimik3_reconciler.fleet.values import Fleet, FleetHost
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,16 @@ class RouterView(Protocol):
     """The seam for a router adapter (smg): each host's state in the router, by host name."""
 
     def rows(self, fleet: Fleet) -> Mapping[str, RouterRow]: ...
+
+
+def group_json(host: FleetHost) -> list[dict[str, Any]]:
+    """A group's workers (fleet/groups.py): name, the host its rpc-server runs on, where the main server reaches it."""
+    return [{"name": w.name, "host": worker_address(w), "endpoint": worker_endpoint(w)} for w in host.profile.workers]
+
+
+def group_line(host: FleetHost) -> str:
+    workers = ", ".join(f"{w['name']} on {w['host']} ({w['endpoint']})" for w in group_json(host))
+    return f"  group: its main server and RPC workers {workers}: one replica (out, applied, gated, back in together)"
 
 
 def _duration(seconds: float) -> str:
@@ -64,6 +75,8 @@ def plan_document(
             "ok": answer.ok,
             "kimik3": answer.version,
         }
+        if host.profile.workers:
+            entry["workers"] = group_json(host)
         if not answer.ok:
             entry.update(problem=answer.problem, message=answer.message)
         else:
@@ -99,6 +112,7 @@ def plan_lines(
             continue
         p = plans[answer.host]
         lines.append(f"host {host.name} ({host.ssh_target}): {p.summary}")
+        lines += [group_line(host)] if host.profile.workers else []
         lines += list(p.changes)
     lines.append("")
     lines.append(
@@ -147,6 +161,10 @@ def status_row(
         "router": in_router.state if in_router else None,
         "in_flight": in_flight if in_flight is not None else in_router.in_flight if in_router else None,
     }
+    if host.profile.workers:
+        states = worker_states(host, answer.document if answer.ok else None)
+        row["workers"] = [asdict(w) for w in states]
+        row["group"] = "; ".join(w.text() for w in states)
     if not answer.ok:
         return {**row, "ok": False, "problem": answer.problem, "message": answer.message, "health": answer.problem}
     doc = answer.document or {}
@@ -178,10 +196,10 @@ STATUS_COLUMNS = ("host", "fingerprint", "quant", "build", "kimik3", "health", "
 
 
 def status_lines(rows: list[dict[str, Any]]) -> list[str]:
-    table = [list(STATUS_COLUMNS)] + [
-        [("-" if r.get(c) is None else str(r.get(c))) for c in STATUS_COLUMNS] for r in rows
-    ]
-    widths = [max(len(line[i]) for line in table) for i in range(len(STATUS_COLUMNS))]
+    # A fleet with RPC groups gets a column of each group's workers (up | dead | unknown, and why).
+    columns = STATUS_COLUMNS + (("group",) if any(r.get("workers") for r in rows) else ())
+    table = [list(columns)] + [[("-" if r.get(c) is None else str(r.get(c))) for c in columns] for r in rows]
+    widths = [max(len(line[i]) for line in table) for i in range(len(columns))]
     out = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in table]
     out += [f"{r['host']}: {r['message']}" for r in rows if not r["ok"]]
     return out

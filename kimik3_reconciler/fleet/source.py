@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from kimik3_reconciler.errors import InputError, ProfileError, ProfileProblem
 from kimik3_reconciler.fleet.effective import override_paths, with_absolute_paths, with_overrides
+from kimik3_reconciler.fleet.groups import conflicts
 from kimik3_reconciler.fleet.inventory import Inventory, read_inventory
 from kimik3_reconciler.fleet.schema import OVERRIDABLE, FleetFile
 from kimik3_reconciler.fleet.values import Fleet, FleetHost, RolloutPolicy, RouterPlacement
@@ -74,6 +75,8 @@ def parse_fleet(text: str, source: str, read_text: Callable[[str], str]) -> Flee
         raise ProfileError(_sorted(problems.found))
     hosts = tuple(_host(spec, inventory, name, base, problems) for name in rollout.hosts)
     _check_reachable(spec, hosts, {h.name: h.path for h in inventory.hosts}, problems)
+    if not problems.found:
+        _check_groups(hosts, base, problems)
     if problems.found:
         raise ProfileError(_sorted(problems.found))
     r = spec.router
@@ -290,6 +293,24 @@ def _check_reachable(
                 f"host {host.name}'s server binds loopback, which the router on {spec.router.host} cannot "
                 f"reach: set overrides.{host.name}.serve.host to an address of {host.address}",
                 near=("inventory", *entries[host.name]),
+            )
+
+
+def _check_groups(hosts: tuple[FleetHost, ...], base: LoadedProfile, problems: _Problems) -> None:
+    """A worker host is one group's only (fleet/groups.py): each conflict at the worker's `docker`, in the fleet
+    file when the host's overrides name its workers, else in the profile (every host then shares them)."""
+    for found in conflicts(hosts):
+        where: FieldPath = ("rpc", "workers", found.index, "docker")
+        if "rpc" in next(h for h in hosts if h.name == found.host).overrides:
+            problems.add(("overrides", found.host, *where), found.message, near=("overrides", found.host))
+        else:
+            problems.found.append(
+                ProfileProblem(
+                    base.source,
+                    line_for(where, base.lines) or 1,
+                    render_path(where),
+                    f"{found.message} (host {found.host}: the profile's workers are every host's)",
+                )
             )
 
 

@@ -7,7 +7,7 @@ otherwise) only once it was measured on that variant's host; elsewhere it is opt
 the profile names it, so carrying it moves no fingerprint of that variant's images.
 
 Each applies with `patch -p1 --forward --batch` to both pins (model/pins.py) and to the b11434 archive the demo
-and the tests build (tests/unit/test_builtin_patches.py checks this against the unpacked archive)."""
+and the tests build (tests/unit/planning/test_builtin_patches.py checks this against the unpacked archive)."""
 
 from __future__ import annotations
 

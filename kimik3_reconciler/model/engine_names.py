@@ -1,9 +1,14 @@
-"""The registry of serving engines: the name a profile gives (`engine:`) -> the package that implements
-`engines/base.py`'s `ServingEngine` (its module-level `ENGINE`). Names only, no import: the profile schema
-takes its choices from here (model/ is below the engines), and `engines.engine_for` imports the package when
-a plan first needs it. Adding an engine adds one entry here and one folder under engines/ (docs/design.md)."""
+"""The registry of serving engines: the name a profile gives (`engine:`) -> what kimik3 must know of the engine
+before importing it (`EngineEntry`): the package that implements `engines/base.py`'s `ServingEngine` (its
+module-level `ENGINE`), the module of its profile rules, how its image is obtained, its own profile sections.
+Names only, no import: the profile schema takes its choices and sections from here (model/ is below the engines),
+the rules run in the order the entry's module gives, and `engines.engine_for` imports the package when a plan first
+needs it. Adding an engine adds one entry here and one folder under engines/ (docs/engines.md); every engine list
+(the schema's choices and sections, the rule order, the routes, the import contract) is derived from this one."""
 
 from __future__ import annotations
+
+from typing import Literal, NamedTuple
 
 # Names people give that kimik3 deliberately does not deploy, with why and what to write instead (the schema refuses
 # them with this text; `kimik3 routes` shows it).
@@ -19,10 +24,30 @@ NOT_ENGINES: dict[str, str] = {
 
 DEFAULT_ENGINE = "llamacpp"
 
-ENGINES: dict[str, str] = {
-    "llamacpp": "kimik3_reconciler.engines.llamacpp",
-    "vllm": "kimik3_reconciler.engines.vllm",
-    "sglang": "kimik3_reconciler.engines.sglang",
+
+class EngineEntry(NamedTuple):
+    """One engine, as the registry names it. `package`: implements ServingEngine as its module-level ENGINE.
+    `rules`: the module whose RULES (every rule of model/profile_rules/ its profile meets, in the order they run)
+    check its profile. `image`: `build` reads llama.cpp's fields (build:, model.quant, serve.ubatch, ...:
+    LLAMACPP_ONLY), `pull` refuses them and requires `image:` (by digest). `sections`: the top-level profile
+    sections only this engine reads (their schema classes are model/profile_schema.py's); `required`: those a
+    profile must write (no default recipe), the others default to their fields' defaults."""
+
+    package: str
+    rules: str
+    image: Literal["build", "pull"]
+    sections: tuple[str, ...] = ()
+    required: tuple[str, ...] = ()
+
+
+_ENGINES = "kimik3_reconciler.engines"
+_RULES = "kimik3_reconciler.model.profile_rules"
+ENGINES: dict[str, EngineEntry] = {
+    "llamacpp": EngineEntry(f"{_ENGINES}.llamacpp", rules=f"{_ENGINES}.llamacpp.rules.order", image="build"),
+    "vllm": EngineEntry(f"{_ENGINES}.vllm", rules=f"{_RULES}.vllm", image="pull", sections=("vllm",)),
+    "sglang": EngineEntry(
+        f"{_ENGINES}.sglang", rules=f"{_RULES}.sglang", image="pull", sections=("sglang",), required=("sglang",)
+    ),
 }
 
 # The sections and fields only one kind of engine reads (model/profile_rules/engines.py refuses them, written, for
@@ -47,4 +72,13 @@ LLAMACPP_ONLY: tuple[tuple[str, ...], ...] = (
     ("serve", "spec_draft"),
     ("serve", "load_mode"),
 )
-ENGINE_SECTIONS: dict[str, tuple[str, ...]] = {"image": ("vllm", "sglang"), "vllm": ("vllm",), "sglang": ("sglang",)}
+
+
+def engine_sections() -> dict[str, tuple[str, ...]]:
+    """Top-level section -> the engines that read it: `image` for every engine that pulls its image, then each
+    engine's own sections (read when asked: a registered engine counts from then on)."""
+    sections: dict[str, tuple[str, ...]] = {"image": tuple(n for n, e in ENGINES.items() if e.image == "pull")}
+    for name, entry in ENGINES.items():
+        for section in entry.sections:
+            sections[section] = (*sections.get(section, ()), name)
+    return sections

@@ -54,7 +54,7 @@ def command_words(text: str) -> tuple[str, ...]:
 
 
 # Each knob and its parser (ValueError saying what is expected). docs/operations.md "Environment knobs" has the
-# table of defaults and meanings; tests/unit/test_env_knobs.py checks both lists and the code's readers agree.
+# table of defaults and meanings; tests/unit/model/test_env_knobs.py checks both lists and the code's readers agree.
 KNOBS: dict[str, Callable[[str], Any]] = {
     "KIMIK3_STATE_DIR": _path,  # `--state-dir`: kimik3's records
     "KIMIK3_CACHE_DIR": _path,  # caches that only cost speed

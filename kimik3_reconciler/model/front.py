@@ -9,10 +9,11 @@ this config, in argv, or in a plan.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from kimik3_reconciler.model.helper_config import HelperConfig
 
 # Bump when the front's behaviour changes: an upgrade then replaces it (the new one takes its listening socket,
 # adapters/socket_handover.py; one an older kimik3 started is stopped first: the public port closes for a second).
@@ -23,7 +24,7 @@ TOKEN_HEADER = "X-Kimik3-Front-Token"
 
 
 @dataclass(frozen=True)
-class FrontConfig:
+class FrontConfig(HelperConfig):
     profile: str
     bind: str  # serve.host as an address: the front binds (bind, port)
     port: int  # serve.port
@@ -39,14 +40,9 @@ class FrontConfig:
         return cls(**data)
 
     @property
-    def fingerprint(self) -> str:
-        return hashlib.sha256(json.dumps(self.to_json(), sort_keys=True).encode()).hexdigest()[:16]
-
-    @property
     def control_url(self) -> str:
         """Where this host reaches the front's control paths (a wildcard bind is asked on loopback)."""
-        host = "127.0.0.1" if self.bind in ("0.0.0.0", "::") else (f"[{self.bind}]" if ":" in self.bind else self.bind)
-        return f"http://{host}:{self.port}{CONTROL_PREFIX}"
+        return self.local_url(CONTROL_PREFIX)
 
     @property
     def health_url(self) -> str:

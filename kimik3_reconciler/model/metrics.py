@@ -8,10 +8,11 @@ the key, and no field of it becomes a metric label except `labels`.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from kimik3_reconciler.model.helper_config import HelperConfig
 
 # The exporter's own code is part of what runs: a kimik3 upgrade that changes it replaces the exporter
 # (seconds, no model reload). Bump when the exposition or the proxy changes behaviour.
@@ -19,7 +20,7 @@ EXPORTER_VERSION = 2  # 2: every source bounded per scrape; the server read from
 
 
 @dataclass(frozen=True)
-class ExporterConfig:
+class ExporterConfig(HelperConfig):
     profile: str
     labels: dict[str, str]  # profile, quant, build, fingerprint: stamped on every series
     bind: str  # the exporter's listen address
@@ -55,13 +56,8 @@ class ExporterConfig:
         return cls(**values)
 
     @property
-    def fingerprint(self) -> str:
-        return hashlib.sha256(json.dumps(self.to_json(), sort_keys=True).encode()).hexdigest()[:16]
-
-    @property
     def health_url(self) -> str:
-        host = "127.0.0.1" if self.bind in ("0.0.0.0", "::") else (f"[{self.bind}]" if ":" in self.bind else self.bind)
-        return f"http://{host}:{self.port}/healthz"
+        return self.local_url("/healthz")
 
     def flat(self) -> dict[str, Any]:
         """Named as a diff reads best (`metrics.port`, `labels.fingerprint`), for a replacement's reason."""

@@ -3,7 +3,7 @@ the observed facts the plan was made from, as one JSON document. PURE: text in, 
 
 Payloads are frozen dataclasses (model/specs.py); pydantic's TypeAdapter writes and reads them (imported
 here only when a plan is saved or read), so a
-payload read back equals the one planned (tests/unit/test_plan_file.py round-trips every type in
+payload read back equals the one planned (tests/unit/model/test_plan_file.py round-trips every type in
 `PAYLOADS`). The file holds no secret: a profile never holds one (the validator refuses them) and
 payloads carry the api key's *path*, never its content.
 

@@ -180,7 +180,7 @@ class Profile(Section):
 
     @property
     def effective_ubatch(self) -> int:
-        """serve.ubatch, else the default of the catalog's mode (the plan uses the host's: planning/vram_fit.py)."""
+        """serve.ubatch, else the default of the catalog's mode (the plan uses the host's: engines/llamacpp/vram_fit.py)."""
         return self.ubatch_for(self.quant_mode)
 
     @property
@@ -292,3 +292,12 @@ def listened_ports(profile: Profile) -> tuple[int, ...]:
         if inner is not None:
             ports.append(inner)
     return tuple(dict.fromkeys(ports))
+
+
+def gpus_of(profile: Profile) -> str | tuple[str, ...]:
+    """The GPUs a container of this profile gets, as docker device ids."""
+    if profile.build.variant == "cpu" or profile.gpus == "none":
+        return "none"
+    if profile.gpus == "all":
+        return "all"
+    return tuple(str(g) for g in profile.gpus)

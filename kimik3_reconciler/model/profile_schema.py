@@ -17,11 +17,11 @@ from pydantic_core import PydanticCustomError
 
 from kimik3_reconciler.model import catalog
 from kimik3_reconciler.model.builtin_patches import BUILTIN_PATCH_NAMES
-from kimik3_reconciler.model.engine_names import DEFAULT_ENGINE, ENGINE_SECTIONS, ENGINES, LLAMACPP_ONLY
+from kimik3_reconciler.model.engine_names import DEFAULT_ENGINE, ENGINES, LLAMACPP_ONLY, engine_sections
 
 SHA40 = r"[0-9a-f]{40}"
 GPU_UUID = r"GPU-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
-# The JSON Schema says what validate says of one field on its own (tests/unit/test_schema_agrees.py): an editor that
+# The JSON Schema says what validate says of one field on its own (tests/unit/model/test_schema_agrees.py): an editor that
 # accepted `host: localhost` or `unit: kimi-k3.service` sent the user to CI to learn it. These are the schema forms of
 # the per-field checks below that are Python code (the patterns are ECMA-262 and Python `re` alike).
 _IPV4 = r"(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
@@ -44,7 +44,7 @@ UNIT_SCHEMA = {
 CpuFeature = Literal["avx512", "avx512_vbmi", "avx512_vnni", "avx512_bf16", "amx"]
 
 
-def _not_an_engine(value: Any) -> Any:
+def _engine_name(value: Any) -> Any:
     from kimik3_reconciler.model.engine_names import NOT_ENGINES
 
     if isinstance(value, str) and value in NOT_ENGINES:
@@ -52,10 +52,20 @@ def _not_an_engine(value: Any) -> Any:
         # A name people use for a route kimik3 deliberately does not deploy: say why and what to write instead, not
         # only the list of choices.
         raise refuse(f"{value!r} {NOT_ENGINES[value]}")
+    if not isinstance(value, str) or value not in ENGINES:
+        # The registry's names, read when a profile is validated (an engine registered since import counts), said
+        # as a Literal of them would say it.
+        names = [repr(name) for name in ENGINES]
+        expected = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+        raise PydanticCustomError("literal_error", "Input should be {expected}", {"expected": expected})
     return value
 
 
-EngineName = Annotated[Literal[tuple(ENGINES)], BeforeValidator(_not_an_engine)]  # type: ignore[valid-type]
+def _engine_choices(schema: dict[str, Any]) -> None:
+    schema["enum"] = list(ENGINES)
+
+
+EngineName = Annotated[str, BeforeValidator(_engine_name), WithJsonSchema({"type": "string"})]
 CPU_FEATURES: tuple[str, ...] = get_args(CpuFeature)
 
 # strict: YAML `port: "8080"` is a mistake worth naming, not something to coerce.
@@ -654,7 +664,7 @@ PinnedImageRef = _matching(
 ParserName = _matching(r"[A-Za-z0-9][A-Za-z0-9_.-]*", "must be a parser name like kimi_k3")
 BackendName = _matching(r"[A-Z0-9][A-Z0-9_]*", "must be an attention backend name like TOKENSPEED_MLA")
 # vLLM 0.32's --kv-cache-dtype choices, as its vllm/config/cache.py `CacheDType` lists them (the real parser checks
-# a rendered argv: tests/unit/test_vllm_argv.py)
+# a rendered argv: tests/unit/engines/test_vllm_render.py)
 KV_CACHE_DTYPES = (
     "auto",
     "float16",
@@ -794,19 +804,22 @@ def _engine_schema() -> list[dict[str, Any]]:
             },
         }
 
+    sections = engine_sections()
     is_llamacpp = {"anyOf": [{"not": {"required": ["engine"]}}, {"properties": {"engine": {"const": "llamacpp"}}}]}
     items = [
         {
             "if": is_llamacpp,
             "then": {
-                **absent([(s,) for s in ENGINE_SECTIONS]),
+                **absent([(s,) for s in sections]),
                 "properties": {"model": {"required": ["quant"], "properties": {"quant": {"type": "string"}}}},
             },
         }
     ]
-    for name in ("vllm", "sglang"):
-        other = [(s,) for s, engines in ENGINE_SECTIONS.items() if name not in engines]
-        required = ["image"] + ([name] if name == "sglang" else [])
+    for name, entry in ENGINES.items():
+        if entry.image == "build":
+            continue
+        other = [(s,) for s, engines in sections.items() if name not in engines]
+        required = ["image", *entry.required]
         items.append(
             {
                 "if": {"required": ["engine"], "properties": {"engine": {"const": name}}},
@@ -819,11 +832,12 @@ def _engine_schema() -> list[dict[str, Any]]:
 class Profile(BaseModel):
     """What should be running on one host: one YAML file, validated, planned and converged."""
 
-    model_config = ConfigDict(**_CONFIG, json_schema_extra={"allOf": _engine_schema()})
+    model_config = ConfigDict(**_CONFIG, json_schema_extra=lambda schema: schema.update(allOf=_engine_schema()))
     api_version: Literal["kimik3/v1"] = Field(alias="apiVersion")
     name: ProfileName
     engine: EngineName = Field(
         DEFAULT_ENGINE,
+        json_schema_extra=_engine_choices,
         description="the serving engine: llamacpp (llama-server on GGUF quants, "
         "the image built), vllm (the safetensors checkpoint, the "
         "image pulled by digest)",
@@ -845,11 +859,13 @@ class Profile(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _engine_knobs(cls, data: Any) -> Any:
-        # `engine: vllm` without a `vllm:` section runs seed 001's recipe: the section's defaults, as values (the
+        # `engine: vllm` without a `vllm:` section (an engine's section it need not write) runs seed 001's recipe: the section's defaults, as values (the
         # planners read profile.vllm, never a default of their own).
-        if isinstance(data, dict) and data.get("engine") == "vllm" and data.get("vllm") is None:
-            return {**data, "vllm": {}}
-        return data
+        engine = data.get("engine") if isinstance(data, dict) else None
+        entry = ENGINES.get(engine) if isinstance(engine, str) else None
+        if entry is None:
+            return data
+        return {**data, **{s: {} for s in entry.sections if s not in entry.required and data.get(s) is None}}
 
 
 def profile_json_schema() -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """The seed-000 rules kimik3 enforces, as data: what each does, why, the seed passage it comes from, the
 modules that enforce it, and the case files that test it. `kimik3 explain [RULE]` prints them;
-tests/unit/test_rulebook.py checks that every case exists, that each rule names its seed passage and that
+tests/unit/model/test_rulebook.py checks that every case exists, that each rule names its seed passage and that
 each enforcing module marks its guard with `# rule: <id>`."""
 
 from __future__ import annotations
@@ -30,13 +30,21 @@ _STEP5_FIT = "seed 000 step 5 (all-VRAM needs --fit-target 6144, else the CUDA s
 _REAP_FIT = "seed 000 step 2 (REAP770: --fit-target 4096; a 6144 margin silently spills 2-3 expert layers, -40 %)"
 _KEY_SPEC = "seed 000 Key facts (Speculative decoding ...)"
 _VERIFY = ("kimik3_reconciler.verify.checks",)
-_VERIFY_CASES = ("unit/test_verify.py", "unit/test_verify_stub_server.py")
+_VERIFY_CASES = ("unit/verify/test_verify.py", "unit/verify/test_verify_stub_server.py")
 _OWN = "not in the seeds: kimik3's own rule: "
 
 
+_LLAMACPP_RULES = ("serving", "quants", "build", "workers")  # engines/llamacpp/rules/: llama.cpp's profile only
+
+
 def _rules(*concerns: str) -> tuple[str, ...]:
-    """The modules of model/profile_rules/ (one per concern) whose guards apply a rule."""
-    return tuple(f"kimik3_reconciler.model.profile_rules.{concern}" for concern in concerns)
+    """The rule modules (one per concern) whose guards apply a rule: model/profile_rules/, or llama.cpp's own."""
+    return tuple(
+        f"kimik3_reconciler.engines.llamacpp.rules.{concern}"
+        if concern in _LLAMACPP_RULES
+        else f"kimik3_reconciler.model.profile_rules.{concern}"
+        for concern in concerns
+    )
 
 
 RULES: tuple[Rule, ...] = (
@@ -108,7 +116,7 @@ RULES: tuple[Rule, ...] = (
         (
             "cases/profile/fit_target_list_length.yaml",
             "cases/profile/fit_target_list_gpus_none.yaml",
-            "unit/test_host_gate.py",
+            "unit/planning/test_host_gate.py",
         ),
         seed=f"{_KEY_SPEC}: use a per-device --fit-target list; {_STEP5_FIT}",
     ),
@@ -138,12 +146,12 @@ RULES: tuple[Rule, ...] = (
         "(1,048,576 for Kimi-K3; the GGUF header's context_length once read)",
         "llama-server gives each slot ctx_size/parallel tokens and only warns on a slot above the GGUF's "
         "context_length (reference/llama-cpp.md §1.1 -np, §1.3)",
-        _rules("serving") + ("kimik3_reconciler.planning.memory_gate",),
+        _rules("serving") + ("kimik3_reconciler.engines.llamacpp.memory_gate",),
         (
             "cases/profile/ctx_size_above_trained.yaml",
             "cases/profile/ctx_size_at_trained_ok.yaml",
             "cases/profile/ctx_size_per_slot_at_trained_ok.yaml",
-            "unit/test_context_per_slot.py",
+            "unit/planning/test_context_per_slot.py",
         ),
         seed="seed 001 (K3 supports 1,048,576 tokens: the model specification; start with 131072); seed 000 title "
         "(1M context)",
@@ -157,7 +165,7 @@ RULES: tuple[Rule, ...] = (
         "(131072 in all) gave each of 8 requests 16,384 tokens",
         _DEFAULTS + _rules("serving"),
         (
-            "unit/test_context_per_slot.py",
+            "unit/planning/test_context_per_slot.py",
             "cases/profile/ctx_size_default_overflows_int32.yaml",
             "cases/plan/121-seed-host-context-per-request.yaml",
         ),
@@ -170,8 +178,8 @@ RULES: tuple[Rule, ...] = (
         "the dense weights and compute buffers, whatever --fit moves to the CPU; the refusal says the context that fits",
         "--fit moves only experts, and kimik3's explicit -c forbids --fit from shrinking the context: a KV cache "
         "that does not fit fails the load after the whole read",
-        ("kimik3_reconciler.planning.memory_gate",),
-        ("unit/test_context_per_slot.py",),
+        ("kimik3_reconciler.engines.llamacpp.memory_gate",),
+        ("unit/planning/test_context_per_slot.py",),
         seed=f"{_OWN}llama.cpp's --fit (reference/llama-cpp.md §1.2.1) and the MLA K-only cache (§4.5)",
     ),
     Rule(
@@ -195,10 +203,10 @@ RULES: tuple[Rule, ...] = (
         "single-request stall",
         _LLAMACPP + _rules("server_args") + ("kimik3_reconciler.planning.tune_space",),
         (
-            "unit/test_rendered_specs.py",
+            "unit/planning/test_rendered_specs.py",
             "cases/profile/extra_args_owned_flag.yaml",
             "cases/profile/extra_args_model_source.yaml",
-            "unit/test_tune.py",
+            "unit/tuning/test_tune.py",
         ),
         seed="seed 000 step 5 (always sets --numa distribute, f16 KV, threads; --load-mode none required)",
     ),
@@ -211,7 +219,7 @@ RULES: tuple[Rule, ...] = (
         "the gate loads the same real quant as the server: skipping --numa or --load-mode measured as a "
         "20+-minute single-request stall, so the gate stalls too without them",
         ("kimik3_reconciler.planning.quant_gate",),
-        ("unit/test_quant_gate.py", "integration/test_quant_gate_docker.py"),
+        ("unit/planning/test_quant_gate.py", "integration/test_quant_gate_docker.py"),
         seed="seed 000 step 5 (Runtime requirements that are NOT tunable: --numa distribute, f16 KV, threads = "
         "physical cores, --load-mode none; skipping either measured as a 20+-minute stall)",
     ),
@@ -228,7 +236,7 @@ RULES: tuple[Rule, ...] = (
             "cases/plan/76-gpu-probe-cdi-host.yaml",
             "cases/plan/77-gpu-probe-recorded.yaml",
             "cases/plan/78-gpu-probe-runtime-host.yaml",
-            "unit/test_gpu_probe.py",
+            "unit/steps/test_gpu_probe.py",
             "integration/test_gpu_probe_docker.py",
         ),
         seed="seed 000 step 1 (GPU containers work via CDI: docker run --rm --device nvidia.com/gpu=all "
@@ -245,7 +253,7 @@ RULES: tuple[Rule, ...] = (
         (
             "cases/plan/58-base-image-tag-moved.yaml",
             "cases/plan/79-base-image-pinned-by-digest.yaml",
-            "unit/test_base_digests.py",
+            "unit/steps/test_base_digests.py",
         ),
         seed="seed 000 Why build from source in Docker (you want a pinned commit, not a moving latest; build once, "
         "keep the image, rebuild only when bumping the pin)",
@@ -262,7 +270,7 @@ RULES: tuple[Rule, ...] = (
             "cases/profile/load_mode_mmap.yaml",
             "cases/profile/load_mode_dio_ok.yaml",
             "cases/profile/extra_args_load_mode.yaml",
-            "unit/test_rendered_specs.py",
+            "unit/planning/test_rendered_specs.py",
         ),
         seed="seed 000 step 5 (numa_balancing=0 and --load-mode none, both required, not optional — skipping "
         "either measured as a 20+-minute single-request stall)",
@@ -303,7 +311,7 @@ RULES: tuple[Rule, ...] = (
         "K and V cache types are equal (f16/f16)",
         "every MLA model refuses different K and V cache types at context creation (llama-cpp.md §1.3)",
         _LLAMACPP,
-        ("unit/test_rendered_specs.py",),
+        ("unit/planning/test_rendered_specs.py",),
         seed="seed 000 step 5 (--cache-type-k f16 --cache-type-v f16); reference/llama-cpp.md §1.3",
     ),
     Rule(
@@ -321,7 +329,7 @@ RULES: tuple[Rule, ...] = (
         "a CUDA profile needs GPUs on the host (NVML sees them) and every GPU it lists (index or UUID) must be there",
         "the build and the download would be for a server that cannot start",
         ("kimik3_reconciler.planning.host_gate",),
-        ("unit/test_host_gate.py", "cases/profile/gpus_uuid_uppercase.yaml"),
+        ("unit/planning/test_host_gate.py", "cases/profile/gpus_uuid_uppercase.yaml"),
         seed="seed 000 step 1 (Verify host: nvidia-smi, GPU count/VRAM)",
     ),
     Rule(
@@ -331,7 +339,7 @@ RULES: tuple[Rule, ...] = (
         "share_gpus: true); kimik3's own containers and those the plan stops first do not count",
         "the hardware is commonly a shared pool: claiming a GPU another job uses breaks both",
         ("kimik3_reconciler.planning.host_gate",),
-        ("unit/test_host_gate.py",),
+        ("unit/planning/test_host_gate.py",),
         seed="seed 000 step 1 (check nvidia-smi for who else is using the GPUs before claiming any)",
     ),
     Rule(
@@ -356,7 +364,7 @@ RULES: tuple[Rule, ...] = (
         "with the numbers, before anything is fetched",
         "found after hundreds of GB otherwise",
         ("kimik3_reconciler.planning.model_step",),
-        ("unit/test_model_step.py", "unit/test_orchestrator.py"),
+        ("unit/planning/test_model_step.py", "unit/orchestrator/test_orchestrator.py"),
         seed="seed 000 step 3 (the script sums the quant's bytes and refuses, with the numbers, if it won't fit)",
     ),
     Rule(
@@ -376,9 +384,9 @@ RULES: tuple[Rule, ...] = (
         (
             "cases/profile/revision_branch_warns.yaml",
             "cases/profile/vllm_image_tag_only.yaml",
-            "unit/test_pins.py",
+            "unit/model/test_pins.py",
             "integration/test_pin_hub_registry.py",
-            "unit/test_fleet_file.py",
+            "unit/fleet/test_fleet_file.py",
         ),
         seed="not in the seeds: kimik3's own rule: the llama.cpp recipe pins a commit, not a moving latest; the engines "
         "guide pulls by tag",
@@ -390,7 +398,7 @@ RULES: tuple[Rule, ...] = (
         "0123456789abcdef…, or one character repeated: sha256:000…)",
         "a placeholder validates as a pin and fails only on the GPU host, at the hub or the registry",
         ("kimik3_reconciler.cli.inputs", "kimik3_reconciler.cli.pin_cmd"),
-        ("unit/test_pins.py",),
+        ("unit/model/test_pins.py",),
         seed="not in the seeds: kimik3's own rule: shipped profiles once carried such placeholders and validated",
     ),
     Rule(
@@ -401,7 +409,7 @@ RULES: tuple[Rule, ...] = (
         "the pulled image's RepoDigests must hold the digest",
         "a tag moves under a deployment: two hosts, or one host before and after a re-pull, would run other bytes",
         ("kimik3_reconciler.model.image_ref", "kimik3_reconciler.steps.image_pull"),
-        ("unit/test_image_pull.py", "cases/plan/182-vllm-pull-digest-moved.yaml"),
+        ("unit/steps/test_image_pull.py", "cases/plan/182-vllm-pull-digest-moved.yaml"),
         seed="seed 001 (vLLM's `vllm/vllm-openai:kimi-k3`, SGLang's image: pulled by tag there)",
     ),
     Rule(
@@ -409,8 +417,8 @@ RULES: tuple[Rule, ...] = (
         "refuse",
         "cmake arguments made from profile fields carry no shell or cmake metacharacters",
         "a profile field must never become shell text in the build",
-        ("kimik3_reconciler.planning.build_flags",),
-        ("unit/test_build_args.py",),
+        ("kimik3_reconciler.engines.llamacpp.build_flags",),
+        ("unit/planning/test_build_args.py",),
         seed="not in the seeds: kimik3's own rule: never build a shell string from profile fields",
     ),
     Rule(
@@ -421,7 +429,7 @@ RULES: tuple[Rule, ...] = (
         "overwritten; docker.service and a docker CLI exist",
         "kimik3 never half-installs a unit or overwrites one it did not write",
         _UNITS,
-        ("cases/plan/29-systemd-not-pid1.yaml", "unit/test_unit_orchestrator.py"),
+        ("cases/plan/29-systemd-not-pid1.yaml", "unit/steps/test_systemd_unit.py"),
         seed="seed 000 step 7 (one static unit per deployment, installed by hand there; kimik3 installs it)",
     ),
     Rule(
@@ -431,8 +439,8 @@ RULES: tuple[Rule, ...] = (
         "measured as a 20+-minute single-request stall; the host gate refuses before any step runs",
         ("kimik3_reconciler.planning.host_gate",),
         (
-            "unit/test_host_gate.py",
-            "unit/test_orchestrator.py",
+            "unit/planning/test_host_gate.py",
+            "unit/orchestrator/test_orchestrator.py",
             "cases/plan/156-numa-balancing-on-without-prepare.yaml",
         ),
         seed="seed 000 step 5 (numa_balancing=0 and --load-mode none: required, not optional)",
@@ -452,7 +460,7 @@ RULES: tuple[Rule, ...] = (
             "cases/plan/154-host-prepare-value-moved.yaml",
             "cases/plan/155-host-prepare-file-edited.yaml",
             "cases/plan/159-host-prepare-later-file-overrides.yaml",
-            "unit/test_host_prepare.py",
+            "unit/steps/test_host_prepare.py",
             "integration/test_host_prepare_systemd.py",
         ),
         seed="seed 000 step 5 (numa_balancing=0 and --load-mode none: required, not optional)",
@@ -468,7 +476,7 @@ RULES: tuple[Rule, ...] = (
         (
             "cases/plan/157-proprietary-module-on-blackwell.yaml",
             "cases/plan/158-proprietary-module-on-h200.yaml",
-            "unit/test_host_prepare.py",
+            "unit/steps/test_host_prepare.py",
         ),
         seed="seed 000 Hardware target (Needs the NVIDIA driver (>=570, open kernel module))",
     ),
@@ -500,7 +508,7 @@ RULES: tuple[Rule, ...] = (
         (
             "cases/profile/quant_iq_unvetted.yaml",
             "cases/profile/quant_iq_unvetted_with_gate.yaml",
-            "unit/test_quant_gate.py",
+            "unit/planning/test_quant_gate.py",
         ),
         seed="seed 000 step 2 (any new IQ/TQ quant must pass the gate); When startup crashes (KLD >> 1)",
     ),
@@ -542,13 +550,14 @@ RULES: tuple[Rule, ...] = (
         "the draft sits on the GPU holding output.weight (last GPU of the split): "
         "with a gpus: list the profile rules count it, with gpus: all the host gate counts the host's GPUs",
         "anywhere else llama.cpp aborts in graph reservation",
-        _rules("drafts") + _LAUNCH + ("kimik3_reconciler.planning.memory_gate",),
+        _rules("drafts")
+        + ("kimik3_reconciler.engines.llamacpp.drafts", "kimik3_reconciler.engines.llamacpp.memory_gate"),
         (
             "cases/profile/spec_draft_not_last_gpu.yaml",
             "cases/plan/44-draft-not-last-gpu-with-gpus-all.yaml",
             "cases/profile/spec_draft_cuda_device_gpus_none.yaml",
-            "unit/test_conflicts.py",
-            "unit/test_memory_gate.py",
+            "unit/planning/test_conflicts.py",
+            "unit/planning/test_memory_gate.py",
         ),
         seed=f"{_KEY_SPEC}: --spec-draft-device CUDA7 on an 8-GPU layer split",
     ),
@@ -571,13 +580,13 @@ RULES: tuple[Rule, ...] = (
         "file name",
         "without it the host-side state checkpoint per draft step costs more than the drafts save; the patch is "
         "not public, so there is no sha256 to record",
-        _rules("drafts") + ("kimik3_reconciler.planning.patch_roles",),
+        _rules("drafts") + ("kimik3_reconciler.engines.llamacpp.patch_roles",),
         (
             "cases/profile/spec_draft_no_patches.yaml",
             "cases/plan/59-spec-draft-patch-named-but-not-rollback.yaml",
             "cases/plan/75-spec-draft-rollback-by-content.yaml",
             "cases/plan/46-spec-draft-rollback-only-in-comments.yaml",
-            "unit/test_patch_roles.py",
+            "unit/planning/test_patch_roles.py",
         ),
         seed=f"{_KEY_SPEC}: kimi-k3-rs-rollback.patch, bounded recurrent-state rollback for KIMI_K3",
     ),
@@ -593,7 +602,7 @@ RULES: tuple[Rule, ...] = (
         (
             "cases/profile/spec_draft_parallel_warns.yaml",
             "cases/profile/spec_draft_parallel_3_ok.yaml",
-            "unit/test_watch_signals.py",
+            "unit/exporter/test_watch_signals.py",
         ),
         seed=f"{_KEY_SPEC}: Measured on IQ2_XXS at 4 slots: +23 % / +72 % at c1; a loss at c4",
     ),
@@ -634,7 +643,7 @@ RULES: tuple[Rule, ...] = (
         "a profile sharing GPUs (or the port) with a running one stops it first",
         "the standing and interactive deployments share the GPUs (systemd Conflicts=)",
         ("kimik3_reconciler.planning.conflict_step",),
-        ("unit/test_conflicts.py", "unit/test_orchestrator.py"),
+        ("unit/planning/test_conflicts.py", "unit/orchestrator/test_orchestrator.py"),
         seed="seed 000 step 7 (the two units Conflicts= each other because they share the GPUs)",
     ),
     Rule(
@@ -643,7 +652,7 @@ RULES: tuple[Rule, ...] = (
         "unit env files hold bare values, quoted where needed, never a comment",
         "systemd's EnvironmentFile folds an inline `# comment` into the value",
         _UNITS,
-        ("unit/test_rendered_units.py", "integration/test_systemd_live.py"),
+        ("unit/planning/test_rendered_units.py", "integration/test_systemd_live.py"),
         seed="seed 000 step 7 (keep /etc/kimi-k3.env values bare)",
     ),
     Rule(
@@ -654,7 +663,7 @@ RULES: tuple[Rule, ...] = (
         _UNITS,
         (
             "cases/plan/25-systemd-unit-absent.yaml",
-            "unit/test_unit_orchestrator.py",
+            "unit/steps/test_systemd_unit.py",
             "integration/test_systemd_live.py",
         ),
         seed="seed 000 step 7 (starting either stops the other)",
@@ -668,11 +677,11 @@ RULES: tuple[Rule, ...] = (
         "quant's all-VRAM floor is refused",
         "seed 000 Key facts: the split is reproducible per (quant, GPU count, GPU memory), re-tune if any changes; "
         "UD-IQ2_XXS is all-VRAM on 8x RTX PRO 6000 (765 GiB), not on four GPUs",
-        ("kimik3_reconciler.planning.vram_fit",),
+        ("kimik3_reconciler.engines.llamacpp.vram_fit",),
         (
             "cases/plan/50-iq2xxs-hybrid-on-four-gpus.yaml",
             "cases/plan/51-q2-all-vram-on-eight-h200.yaml",
-            "unit/test_vram_fit.py",
+            "unit/planning/test_vram_fit.py",
         ),
         seed="seed 000 Key facts (--n-cpu-moe is a knob: reproducible per (quant, GPU count, GPU memory), re-tune if "
         "any change); step 2 (IQ2_XXS fits VRAM on 8x RTX PRO 6000); step 5 (BATCH/UBATCH 4096 hybrid, 2048 "
@@ -685,12 +694,12 @@ RULES: tuple[Rule, ...] = (
         "cannot hold (the hybrid's CPU experts, + 10 %) must fit the RAM; MemAvailable short of it warns",
         "seed 000 Sizing gate: a quant that does not fit VRAM + RAM cannot run at any split, and the hybrid keeps "
         "~130 GiB of RAM busy; seed 001: plan the download size + 10-15 % runtime headroom",
-        ("kimik3_reconciler.planning.memory_gate",),
+        ("kimik3_reconciler.engines.llamacpp.memory_gate",),
         (
             "cases/plan/52-sizing-headroom.yaml",
             "cases/plan/107-cpu-host-huge-quant.yaml",
-            "unit/test_memory_gate.py",
-            "unit/test_host_gate.py",
+            "unit/planning/test_memory_gate.py",
+            "unit/planning/test_host_gate.py",
         ),
         seed="seed 000 Key facts (Sizing gate is disk-and-memory); step 2 (130 GiB of RAM stay busy); seed 001 "
         "(download size + 10-15 % runtime headroom)",
@@ -702,12 +711,12 @@ RULES: tuple[Rule, ...] = (
         "with as much VRAM or more (UD-Q2_K_XL: ~130 GiB on 8x RTX PRO 6000), whatever kimik3 estimates",
         "kimik3's estimate before the GGUF headers are read (the quant less the usable VRAM) was ~73 GiB on the "
         "seed's host, so a 128 GiB host passed the sizing gate and would have been killed for memory in the load",
-        ("kimik3_reconciler.planning.vram_fit", "kimik3_reconciler.planning.placement"),
+        ("kimik3_reconciler.engines.llamacpp.vram_fit", "kimik3_reconciler.engines.llamacpp.placement"),
         (
             "cases/plan/120-seed-host-q2-ram-measured.yaml",
-            "unit/test_memory_gate.py",
-            "unit/test_host_gate.py",
-            "unit/test_context_per_slot.py",
+            "unit/planning/test_memory_gate.py",
+            "unit/planning/test_host_gate.py",
+            "unit/planning/test_context_per_slot.py",
         ),
         seed="seed 000 step 2 (UD-Q2_K_XL: hybrid, ~130 GiB of experts on CPU; 130 GiB of RAM stay busy)",
     ),
@@ -718,12 +727,12 @@ RULES: tuple[Rule, ...] = (
         "MiB, else llama-server's default 8192 MiB, on top of the CPU experts",
         "the host-RAM prompt cache (--cache-ram) fills the same RAM the hybrid's experts live in; counted nowhere, a "
         "host with just the experts' RAM runs out once the cache fills",
-        ("kimik3_reconciler.planning.memory_gate",),
+        ("kimik3_reconciler.engines.llamacpp.memory_gate",),
         (
             "cases/plan/120-seed-host-q2-ram-measured.yaml",
             "cases/plan/52-sizing-headroom.yaml",
-            "unit/test_memory_gate.py",
-            "unit/test_host_gate.py",
+            "unit/planning/test_memory_gate.py",
+            "unit/planning/test_host_gate.py",
         ),
         seed="seed 000 step 5 (CACHE_RAM: 0 only when benchmarking); reference/llama-cpp.md §1.1 (--cache-ram "
         "8192 MiB by default in b11434)",
@@ -735,11 +744,11 @@ RULES: tuple[Rule, ...] = (
         "(its fit_target entry: 6144 + 9216 for UD-IQ2_XXS all-VRAM; 9216 on a hybrid) and has that much VRAM at all",
         "seed 000 Speculative decoding: ~9 GB free on the draft's GPU plus room for the snapshots; use a per-device "
         "--fit-target list",
-        ("kimik3_reconciler.planning.memory_gate",),
+        ("kimik3_reconciler.engines.llamacpp.memory_gate",),
         (
             "cases/plan/53-draft-gpu-without-room.yaml",
             "cases/plan/45-draft-room-on-top-of-allvram-floor.yaml",
-            "unit/test_memory_gate.py",
+            "unit/planning/test_memory_gate.py",
         ),
         seed=f"{_KEY_SPEC}: ~9 GB free on the draft's GPU plus room for the snapshots, a per-device --fit-target list",
     ),
@@ -750,7 +759,7 @@ RULES: tuple[Rule, ...] = (
         "seed 001: NVMe rather than network-mounted, slow disks; seed 000: weights bind-mounted from local NVMe, "
         "and a cold load reads the whole quant (~17 min for 802 GB)",
         ("kimik3_reconciler.planning.host_gate",),
-        ("cases/plan/54-cache-dir-on-nfs.yaml", "unit/test_parsers.py", "integration/test_host_filesystem.py"),
+        ("cases/plan/54-cache-dir-on-nfs.yaml", "unit/observe/test_parsers.py", "integration/test_host_filesystem.py"),
         seed="seed 001 (NVMe rather than network-mounted disks); seed 000 (weights bind-mounted from local NVMe)",
     ),
     Rule(
@@ -763,7 +772,7 @@ RULES: tuple[Rule, ...] = (
         ("kimik3_reconciler.planning.host_gate",),
         (
             "cases/plan/55-driver-older-than-cuda13.yaml",
-            "unit/test_host_compat.py",
+            "unit/planning/test_host_compat.py",
             "integration/test_base_image_cuda_docker.py",
         ),
         seed="seed 001 (driver R580+ for the CUDA 13 image; R575/CUDA 12.9 must upgrade); seed 000 step 1 (driver >= "
@@ -777,7 +786,7 @@ RULES: tuple[Rule, ...] = (
         "seed 000 builds sm_120 for RTX PRO 6000; an sm_120 image on an H200 (sm_90) passes the build and fails at "
         "load (reference/llama-cpp.md §3.2)",
         ("kimik3_reconciler.planning.host_gate",),
-        ("cases/plan/56-sm120-image-on-h200.yaml", "unit/test_host_compat.py"),
+        ("cases/plan/56-sm120-image-on-h200.yaml", "unit/planning/test_host_compat.py"),
         seed="seed 000 step 4 (compiles CUDA sm_120 kernels for its GPUs); reference/llama-cpp.md §3.2 "
         "(CMAKE_CUDA_ARCHITECTURES, 12X -> 12Xa)",
     ),
@@ -789,7 +798,7 @@ RULES: tuple[Rule, ...] = (
         'seed 000: the CPU experts run on AVX-512; AMX "turns out to be irrelevant to the experts" (never used for '
         "MoE)",
         ("kimik3_reconciler.planning.host_gate",),
-        ("cases/plan/57-hybrid-without-avx512.yaml", "unit/test_host_gate.py"),
+        ("cases/plan/57-hybrid-without-avx512.yaml", "unit/planning/test_host_gate.py"),
         seed="seed 000 Hardware target (AVX-512, +AMX which turns out to be irrelevant to the experts); Key facts "
         "(not by AMX, never used for MoE)",
     ),
@@ -799,7 +808,7 @@ RULES: tuple[Rule, ...] = (
         "build.cpu_features may list an AVX-512 set only when this CPU has it",
         "the listed kernels are compiled into the whole CPU backend: an illegal instruction on this CPU",
         ("kimik3_reconciler.planning.host_gate",),
-        ("unit/test_host_gate.py",),
+        ("unit/planning/test_host_gate.py",),
         seed="not in the seeds: the build compiles the listed ISA into the CPU backend (reference/llama-cpp.md §3.2)",
     ),
     Rule(
@@ -818,7 +827,7 @@ RULES: tuple[Rule, ...] = (
         "another address passed the plan and failed the launch (couldn't bind) after the "
         "build and, on a real quant, the download",
         ("kimik3_reconciler.planning.host_gate",),
-        ("unit/test_host_gate.py",),
+        ("unit/planning/test_host_gate.py",),
         seed="not in the seeds: shared/PROFILE.md (serve.host: loopback | tailscale | an IP on this host)",
     ),
     Rule(
@@ -933,7 +942,7 @@ RULES: tuple[Rule, ...] = (
             "cases/plan/19-api-key-file.yaml",
             "cases/profile/secret_in_url_or_key_file.yaml",
             "cases/profile/api_key_file_paths_ok.yaml",
-            "unit/test_hostile_inputs.py",
+            "unit/cli/test_hostile_inputs.py",
         ),
         seed="not in the seeds: shared/PROFILE.md (a profile never contains a secret)",
     ),
@@ -945,7 +954,7 @@ RULES: tuple[Rule, ...] = (
         "llama-server given a key file without a key starts with no key and answers anyone who reaches the port; a "
         "key ending in CR is held byte for byte, so every client (verify, the exporter) is refused",
         ("kimik3_reconciler.planning.launch",),
-        ("unit/test_api_key_file.py",),
+        ("unit/orchestrator/test_api_key_file.py",),
         seed=f"{_OWN}shared/PROFILE.md (api_key_file: read at launch); llama.cpp common/arg.cpp --api-key-file",
     ),
     Rule(
@@ -978,7 +987,7 @@ RULES: tuple[Rule, ...] = (
         "no metric and no exporter argv",
         "every scraper stores labels and every dashboard shows them",
         ("kimik3_reconciler.planning.metrics_step", "kimik3_reconciler.exporter.collect"),
-        ("cases/plan/80-metrics-exporter-started.yaml", "unit/test_exporter_collect.py"),
+        ("cases/plan/80-metrics-exporter-started.yaml", "unit/exporter/test_exporter_collect.py"),
         seed="not in the seeds: shared/PROFILE.md (a profile never contains a secret); issue 17",
     ),
     Rule(
@@ -1020,7 +1029,7 @@ RULES: tuple[Rule, ...] = (
         (
             "cases/profile/endpoint_http_remote_warns.yaml",
             "cases/profile/endpoint_http_loopback_ok.yaml",
-            "unit/test_hub_token.py",
+            "unit/adapters/test_hub_token.py",
         ),
         seed="not in the seeds: issue 14 (seed 000 step 3 downloads from the hub; the token must not leak)",
     ),
@@ -1032,7 +1041,7 @@ RULES: tuple[Rule, ...] = (
         "never 'ok'; only a GGUF marked kimik3.weights = random (kimik3's smoke/demo models) counts as random",
         "a tiny model proves the plumbing, not Kimi-K3; a real model must never pass unjudged",
         ("kimik3_reconciler.verify",),
-        ("unit/test_verify.py", "integration/test_verify_docker.py"),
+        ("unit/verify/test_verify.py", "integration/test_verify_docker.py"),
         seed="seed 000 step 4 (a smoke pass means 'the image works', not 'Kimi-K3 will load')",
     ),
     Rule(
@@ -1093,7 +1102,7 @@ RULES: tuple[Rule, ...] = (
         "K3 thinks before it answers: a budget spent thinking says nothing about the deployment, and reverting "
         "over it costs two full loads",
         _VERIFY,
-        ("unit/test_verify_stub_server.py",),
+        ("unit/verify/test_verify_stub_server.py",),
         seed=f"{_OWN}the model's thinking (seed 001: reasoning_content) is not its answer; seed 000 step 5's "
         "~17-minute load makes a spurious revert expensive",
     ),
@@ -1105,8 +1114,8 @@ RULES: tuple[Rule, ...] = (
         "the CUDA scratch pool grows on the first real request: without VRAM margin it aborts after a full load",
         ("kimik3_reconciler.observe.server_log", "kimik3_reconciler.verify"),
         (
-            "unit/test_crash_symptoms.py",
-            "unit/test_verify.py",
+            "unit/observe/test_crash_symptoms.py",
+            "unit/verify/test_verify.py",
             "cases/plan/70-crashed-cuda-oom.yaml",
             "cases/plan/71-exited-log-names-no-cause.yaml",
         ),
@@ -1120,7 +1129,7 @@ RULES: tuple[Rule, ...] = (
         "type on this GPU and is never served, whatever gate.quant.max_kld says",
         "the vetted quants score 0.047-0.37; past 1 no quantization explains it: another type or build is the fix",
         ("kimik3_reconciler.planning.quant_gate",),
-        ("unit/test_crash_symptoms.py",),
+        ("unit/observe/test_crash_symptoms.py",),
         seed="seed 000 When startup crashes (a new quant that loads and talks but scores KLD >> 1 in the gate -> "
         "broken sm_120 kernel for that type, don't serve it)",
     ),
@@ -1311,7 +1320,7 @@ RULES += (
         "found after a multi-terabyte download and a long load otherwise: the container refuses the driver, the "
         "ranks find no GPU, or the weights do not fit",
         ("kimik3_reconciler.planning.host_gate",),
-        ("unit/test_vllm_host_gate.py",),
+        ("unit/engines/test_vllm_host_gate.py",),
         seed="seed 001 (vLLM: at least 8x GB300, R580+ for the CUDA 13 image; the day-0 guide's 8x B300)",
     ),
     Rule(
@@ -1332,7 +1341,7 @@ RULES += (
         "every rank takes an equal share of the heads: vLLM refuses another size at start, after the image pull and "
         "the checkpoint's download (issue 38)",
         ("kimik3_reconciler.planning.tensor_parallel",),
-        ("unit/test_tensor_parallel.py", "integration/test_vllm_inputs_plan.py"),
+        ("unit/planning/test_tensor_parallel.py", "integration/test_vllm_inputs_plan.py"),
         seed="seed 001 (TP8 on 8 GPUs); vLLM's ModelConfig.verify_with_parallel_config",
     ),
     Rule(
@@ -1343,7 +1352,7 @@ RULES += (
         "size",
         "the engine uses as many GPUs as ranks; the rest are held from other jobs and idle (issue 38)",
         ("kimik3_reconciler.planning.tensor_parallel",),
-        ("unit/test_tensor_parallel.py",),
+        ("unit/planning/test_tensor_parallel.py",),
         seed="seed 001 (TP8 on 8 GPUs)",
     ),
 )
@@ -1377,7 +1386,7 @@ RULES += (
             "cases/plan/177-local-path-shard-missing.yaml",
             "cases/plan/178-local-path-not-a-gguf-name.yaml",
             "cases/plan/179-local-path-folder-two-models.yaml",
-            "unit/test_local_model.py",
+            "unit/steps/test_local_model.py",
         ),
         seed=f"{_OWN}issue 27 item 3 (bad input: a clear error naming the field, host untouched)",
     ),
@@ -1396,7 +1405,7 @@ RULES += (
             "cases/plan/171-local-model-verified-noop.yaml",
             "cases/plan/172-local-model-edited-relaunches.yaml",
             "cases/plan/173-local-model-touched-no-relaunch.yaml",
-            "unit/test_local_model.py",
+            "unit/steps/test_local_model.py",
             "integration/test_local_model_docker.py",
         ),
         seed=f"{_REAP_LOCAL}; issue 27 item 3 (verified by a sha256 manifest, mounted read-only like the cache)",
@@ -1417,7 +1426,7 @@ RULES += (
         "refused: the gate runs on quants of the hub cache only so far",
         "an IQ/TQ quant must pass the gate before it is served (a broken kernel scores KLD >> 1)",
         ("kimik3_reconciler.planning.quant_gate",),
-        ("unit/test_local_model.py",),
+        ("unit/steps/test_local_model.py",),
         seed="seed 000 step 2 (any new IQ/TQ quant must pass the gate before it is served)",
     ),
     Rule(
@@ -1426,7 +1435,7 @@ RULES += (
         "destroy (with --model too) never removes model.local_path",
         "the user made that file (REAP770's slicing takes hours); kimik3 removes only what it fetched",
         ("kimik3_reconciler.planning",),
-        ("unit/test_local_model.py",),
+        ("unit/steps/test_local_model.py",),
         seed=f"{_REAP_LOCAL}; issue 27 item 3",
     ),
 )

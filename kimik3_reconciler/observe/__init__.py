@@ -9,6 +9,7 @@ from typing import Any
 
 from kimik3_reconciler.engines import engine_for
 from kimik3_reconciler.model.facts import ModelFact, Observed
+from kimik3_reconciler.model.helpers import EXPORTER, FRONT
 from kimik3_reconciler.model.model_files import CHECKPOINT
 from kimik3_reconciler.model.profile import Profile, bind_addresses, listened_ports
 from kimik3_reconciler.model.records import (
@@ -30,8 +31,7 @@ from kimik3_reconciler.observe.docker_objects import (
     collect_others,
     collect_runtime_cuda,
 )
-from kimik3_reconciler.observe.exporter import collect_exporter
-from kimik3_reconciler.observe.front import collect_front
+from kimik3_reconciler.observe.helper import collect_helper
 from kimik3_reconciler.observe.host import collect_host
 from kimik3_reconciler.observe.host_settings import collect_host_settings
 from kimik3_reconciler.observe.local_inputs import collect_inputs
@@ -94,9 +94,9 @@ def observe(
     )
     inputs = collect_inputs(profile, base_dir, dockerfile, ports.state, rehash, ports.cache)
     # Before the gate: our exporter's proxy may hold serve.port (metrics.proxy), which the gate must not refuse.
-    exporter = collect_exporter(profile.name, ports.state, ports.processes, ports.http)
+    exporter = collect_helper(EXPORTER, profile.name, ports.state, ports.processes, ports.http)
     # The front (metrics.handover) holds serve.port the same way.
-    front = collect_front(profile.name, ports.state, ports.processes, ports.http)
+    front = collect_helper(FRONT, profile.name, ports.state, ports.processes, ports.http)
     others = others_ahead.result()
     m = profile.model
     if before_hub is not None:  # a host the gate refuses must not wait for the hub first

@@ -57,7 +57,7 @@ def archive_sha256(path: Path, cache: CachePort | None, rehash: bool = False) ->
 
 def parse_unified_diff(text: str) -> tuple[PatchedFile, ...]:
     """The files a unified diff (git or diff -u) changes, with the lines each adds: what the planner
-    judges a patch by (planning/patch_roles.py), whatever the file is called."""
+    judges a patch by (engines/llamacpp/patch_roles.py), whatever the file is called."""
     files: list[PatchedFile] = []
     path: str | None = None
     added: list[str] = []

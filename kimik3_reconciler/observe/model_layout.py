@@ -39,7 +39,7 @@ def collect_layout(
     if recorded is not None:  # a record of another shape (torn, edited, another version): the headers are read again
         return recorded, True
     # The GGUF parser only where the headers are read (a no-op plan reads the record above).
-    from kimik3_reconciler.model.gguf_header import NeedMoreBytes, NotGguf, parse_gguf_header, summarize
+    from kimik3_reconciler.engines.llamacpp.gguf_header import NeedMoreBytes, NotGguf, parse_gguf_header, summarize
 
     shards = [f for f in model.files if f.path.startswith(model.quant + "/") and f.path.endswith(".gguf")]
     headers = []

@@ -8,8 +8,8 @@ import json
 import struct
 from pathlib import Path
 
+from kimik3_reconciler.engines.llamacpp.gguf_header import NeedMoreBytes, NotGguf, parse_gguf_header
 from kimik3_reconciler.model.facts import ModelFact
-from kimik3_reconciler.model.gguf_header import NeedMoreBytes, NotGguf, parse_gguf_header
 from kimik3_reconciler.model.weights import Weights, unreadable, weights_of
 from kimik3_reconciler.ports import HubPort
 

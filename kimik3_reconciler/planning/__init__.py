@@ -25,6 +25,7 @@ from kimik3_reconciler.model.specs import (
 from kimik3_reconciler.planning.conflict_step import plan_conflicts
 from kimik3_reconciler.planning.container_step import container_changes, plan_container
 from kimik3_reconciler.planning.desired import Desired, Planner, changes
+from kimik3_reconciler.planning.engine_plan import PlanOnHost
 from kimik3_reconciler.planning.front_step import plan_front, plan_front_teardown, plan_hold, plan_release_front
 from kimik3_reconciler.planning.gpu_probe import plan_gpu_probe
 from kimik3_reconciler.planning.health_step import plan_health
@@ -32,10 +33,9 @@ from kimik3_reconciler.planning.host_gate import host_gate
 from kimik3_reconciler.planning.host_step import plan_host
 from kimik3_reconciler.planning.image_pull import plan_pulled_removal
 from kimik3_reconciler.planning.image_step import image_tag, plan_image, render_image_build
-from kimik3_reconciler.planning.launch import refuse_keyless_key_file, render_launch
+from kimik3_reconciler.planning.launch import NO_QUANT_MODE, refuse_keyless_key_file, render_launch
 from kimik3_reconciler.planning.metrics_step import plan_exporter, plan_exporter_teardown, plan_release_port
 from kimik3_reconciler.planning.model_step import model_spec, plan_model, plan_tokenizer
-from kimik3_reconciler.planning.placement import forecast
 from kimik3_reconciler.planning.preread_step import plan_preread
 from kimik3_reconciler.planning.quant_gate import gate_reference, plan_gate, plan_reference, plan_stop_for_gate
 from kimik3_reconciler.planning.routes import profile_routes
@@ -89,15 +89,23 @@ PLANNERS: tuple[Planner, ...] = (
 )
 
 
-def render_desired(profile: Profile, observed: Observed) -> Desired:
+def render_desired(profile: Profile, observed: Observed, refusals: tuple[str, ...] = ()) -> Desired:
+    """What the profile renders to on this host, its engine's plan (mode, forecast, routes) made once with it;
+    `refusals`: the plan's gate verdict (none: it passed), which the profile's own route takes."""
     engine = engine_for(profile.engine)  # the registry: every planner learns the engine from Desired.engine
-    build = render_image_build(profile, observed)
+    engine_plan = PlanOnHost(profile, observed, engine.render_plan(profile, observed), refusals)
+    # Hybrid or all-VRAM is a GGUF quant's question; a checkpoint engine sizes its memory with its own knobs.
+    mode = engine_plan.mode or NO_QUANT_MODE
     if engine.image_source.kind == "pull":
         # A pulled image is its digest: the container runs `repo:tag@sha256:…` and its fingerprint moves with the
-        # digest only (the image steps of a pull: planning/image_step, by engine.image_source.kind).
+        # digest only (the image steps of a pull: planning/image_step, by engine.image_source.kind). No build is
+        # rendered: llama.cpp's Dockerfile, patches and CMake flags are no input of this engine's plan.
         image = profile.image
-        return Desired(profile, build, render_launch(profile, observed, image.ref, image.digest, engine), engine)
-    return Desired(profile, build, render_launch(profile, observed, build.tag, build.fingerprint, engine), engine)
+        launch = render_launch(profile, observed, image.ref, image.digest, engine, mode)
+        return Desired(profile, None, launch, engine, engine_plan)
+    build = render_image_build(profile, observed)
+    launch = render_launch(profile, observed, build.tag, build.fingerprint, engine, mode)
+    return Desired(profile, build, launch, engine, engine_plan)
 
 
 def refuse_by_host_gate(profile: Profile, observed: Observed) -> list[str]:
@@ -109,7 +117,7 @@ def refuse_by_host_gate(profile: Profile, observed: Observed) -> list[str]:
         message = "the host gate refuses this profile:\n  - " + "\n  - ".join(refusals)
         if observed.host.gpu_probe is not None or profile.gpus == "none":  # GPUs observed (or none wanted)
             # Seed 001: choose the engine by the hardware. A profile this host cannot run gets the routes it can.
-            instead = profile_routes(profile, observed.host, observed=observed).instead()
+            instead = profile_routes(profile, observed.host, observed=observed, refusals=refusals).instead()
             message += f"\n{instead}" if instead else ""
         raise PlanError(message, fields)
     return gate_warnings
@@ -133,13 +141,8 @@ def plan(profile: Profile, observed: Observed, warnings: tuple[str, ...] = ()) -
             f"if the gate, the load or verify fails, apply relaunches the last good profile "
             f"(recorded {observed.last_good})",
         )
-    return Plan(
-        profile.name,
-        steps,
-        warnings=extra,
-        forecast=forecast(profile, observed),
-        routes=profile_routes(profile, observed.host, observed=observed),
-    )
+    assert desired.plan is not None  # render_desired makes it
+    return Plan(profile.name, steps, warnings=extra, forecast=desired.plan.forecast, routes=desired.plan.routes)
 
 
 def plan_destroy(profile: Profile, observed: Observed, *, images: bool = False, model: bool = False) -> Plan:
@@ -246,6 +249,8 @@ def _forget_step(profile: Profile, observed: Observed) -> Step:
 
 
 def _wanted_image_fingerprint(profile: Profile, observed: Observed) -> str | None:
+    if engine_for(profile.engine).image_source.kind == "pull":
+        return None  # a pulled image is its digest: the container's (in use) is the one to keep
     try:
         return render_image_build(profile, observed).fingerprint
     except PlanError:  # destroy goes on when the planner would refuse a build

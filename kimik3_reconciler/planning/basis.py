@@ -20,6 +20,7 @@ import hashlib
 from dataclasses import replace
 from typing import Any
 
+from kimik3_reconciler.engines import engine_for
 from kimik3_reconciler.model.facts import ContainerFact, ModelFact, Observed
 from kimik3_reconciler.model.plan import Plan, Step, flat_diff
 from kimik3_reconciler.model.plan_file import SavedPlan
@@ -48,9 +49,16 @@ def _model(label: str, fact: ModelFact | None) -> dict[str, str]:
     }
 
 
+def _wanted_fingerprint(profile: Profile, observed: Observed) -> str | None:
+    """The fingerprint of the build the profile wants; None where its engine pulls its image (nothing is built)."""
+    if engine_for(profile.engine).image_source.kind == "pull":
+        return None
+    return render_image_build(profile, observed).fingerprint
+
+
 def _docker(profile: Profile, observed: Observed) -> dict[str, str]:
     """The profile's tag, builds of its fingerprint (retag targets), its container and those it conflicts with."""
-    tag, wanted = image_tag(profile), render_image_build(profile, observed).fingerprint
+    tag, wanted = image_tag(profile), _wanted_fingerprint(profile, observed)
     running = observed.container.image_id if observed.container else None
     facts = {}
     for image in observed.images:
@@ -73,7 +81,7 @@ def _docker(profile: Profile, observed: Observed) -> dict[str, str]:
 def _workers(profile: Profile, observed: Observed) -> dict[str, str]:
     """Each RPC worker's rpc-server (id, state, start, fingerprint: a restart or a replacement moves the main
     server's decision too), its builds of the profile's image, and each recorded worker the profile dropped."""
-    tag, wanted = image_tag(profile), render_image_build(profile, observed).fingerprint
+    tag, wanted = image_tag(profile), _wanted_fingerprint(profile, observed)
     facts = {}
     for worker in observed.workers:
         facts[f"worker {worker.name}"] = (

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kimik3_reconciler.engines import ServingEngine
 from kimik3_reconciler.model.facts import Observed
@@ -17,17 +17,24 @@ from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.specs import ImageBuild, Payload
 from kimik3_reconciler.planning.launch import Launch
 
+if TYPE_CHECKING:  # planning/engine_plan.py imports the gate's modules, which import this one
+    from kimik3_reconciler.planning.engine_plan import PlanOnHost
+
 T = TypeVar("T")
 
 
 @dataclass(frozen=True)
 class Desired:
-    """The profile, the image build it renders, the container it launches and the serving engine it names."""
+    """The profile, the image build it renders, the container it launches, the serving engine it names and what
+    that engine's plan holds beside them."""
 
     profile: Profile
-    build: ImageBuild
+    build: ImageBuild | None  # None where the engine pulls its image (image_source.kind "pull"): nothing is built
     launch: Launch
     engine: ServingEngine  # what differs between llama.cpp, vLLM and SGLang (engines/base.py)
+    # The mode, forecast and routes, rendered once with it (render_desired; None: a tool's Desired). Derived from the
+    # profile and the observation, as the launch is: not part of its value (two renders of one input are equal).
+    plan: PlanOnHost | None = field(default=None, compare=False, repr=False)
     # Answers several planners ask of one plan (the container's steps planned alone, whether the build pre-reads),
     # each computed once: made with this Desired (render_desired: one per plan) and gone with it; not its value.
     _answers: dict[str, tuple[Observed, Any]] = field(default_factory=dict, init=False, compare=False, repr=False)

@@ -9,16 +9,17 @@ import math
 
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.front import FrontConfig, HoldOrder
-from kimik3_reconciler.model.plan import Action, Step, flat_diff
+from kimik3_reconciler.model.helpers import FRONT
+from kimik3_reconciler.model.humanize import duration
+from kimik3_reconciler.model.plan import Action, Step
 from kimik3_reconciler.model.profile import handover
-from kimik3_reconciler.model.specs import FrontHold, FrontRun, FrontStop
+from kimik3_reconciler.model.specs import FrontHold, FrontStop
 from kimik3_reconciler.planning.container_step import container_changes, plan_container
 from kimik3_reconciler.planning.desired import Desired, changes
 from kimik3_reconciler.planning.front_unit import plan_front_unit
 from kimik3_reconciler.planning.health_step import predicted_downtime
-from kimik3_reconciler.planning.humanize import duration
+from kimik3_reconciler.planning.helper_step import plan_detached, plan_helper_teardown
 from kimik3_reconciler.planning.launch import bind_address
-from kimik3_reconciler.planning.metrics_step import hands_over, swap_cost
 
 # A held request's Retry-After, when the front refuses it, is the predicted hold: bounded so a client neither
 # hammers (1 s) nor gives up on a server that is back in a minute.
@@ -115,57 +116,19 @@ def plan_front(desired: Desired, observed: Observed, planned: tuple[Step, ...] =
         return plan_front_unit(desired.profile, observed, wanted)
     if running is not None and running.unit is not None:
         running = None  # it ran as a unit, removed above with the `systemd:` section (plan_stale_units): start it
-    run = FrontRun(
-        profile=wanted.profile,
-        config=wanted.to_json(),
-        fingerprint=wanted.fingerprint,
-        health_url=wanted.health_url,
-        replace_pid=running.pid if running is not None and running.alive else None,
-        hand_over=hands_over(running),
-    )
     target = wanted.control_url.split("/.kimik3")[0]
-    swap = swap_cost(running, f"the public port {target}")
-    if running is None or not running.alive:
-        why = "no front" if running is None else f"front (pid {running.pid}) is not running"
-        return (Step("front", target, Action.CREATE, f"{why}: start it (it holds {target} from now on)", spec=run),)
-    if running.fingerprint != wanted.fingerprint:
-        diff = flat_diff(running.config or {}, wanted.to_json())
-        return (
-            Step(
-                "front",
-                target,
-                Action.REPLACE,
-                f"front fingerprint {running.fingerprint} → {wanted.fingerprint}",
-                diff=diff,
-                spec=run,
-                cost=swap,
-            ),
-        )
-    if running.serving != wanted.fingerprint:
-        return (
-            Step(
-                "front",
-                target,
-                Action.REPLACE,
-                f"front (pid {running.pid}) runs but does not answer its fingerprint: restart it",
-                spec=run,
-                cost=swap,
-            ),
-        )
-    return (Step("front", target, Action.NOOP, f"front pid {running.pid} holds {target}", spec=run),)
+    return plan_detached(
+        FRONT,
+        wanted,
+        running,
+        target,
+        swap_ports=f"the public port {target}",
+        started=f" (it holds {target} from now on)",
+        unanswered="does not answer",
+        steady=f"holds {target}",
+    )
 
 
 def plan_front_teardown(desired_name: str, observed: Observed) -> tuple[Step, ...]:
     """destroy: stop the front (it would answer 502 for a server that is gone)."""
-    running = observed.front
-    if running is None:
-        return ()
-    return (
-        Step(
-            "front",
-            desired_name,
-            Action.DELETE,
-            "stop the front" if running.alive else "remove the record of a stopped front",
-            spec=FrontStop(desired_name, running.pid if running.alive else 0),
-        ),
-    )
+    return plan_helper_teardown(FRONT, desired_name, observed.front)

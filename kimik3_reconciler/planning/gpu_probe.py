@@ -44,8 +44,9 @@ def render_probe(desired: Desired, observed: Observed) -> GpuProbe | None:
             "and run `nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`"
         )
     # Any local image will do (the toolkit injects nvidia-smi): the profile's own if built, else its runtime base.
-    built = any(desired.build.tag in image.tags for image in observed.images)
-    image = desired.build.tag if built else profile.build.base_images.runtime
+    build = desired.build
+    built = build is not None and any(build.tag in image.tags for image in observed.images)
+    image = build.tag if build is not None and built else profile.build.base_images.runtime
     host = observed.host
     expected = len(host.gpus) if gpus == "all" else len(gpus)
     return GpuProbe(

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 from kimik3_reconciler.model.builtin_patches import builtin_patches_for
 from kimik3_reconciler.model.facts import Observed
+from kimik3_reconciler.model.humanize import SEED_LOAD_BYTES_PER_S, duration, gib
 from kimik3_reconciler.model.plan import Action, Step
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.specs import HealthWait, PagecachePreread
 from kimik3_reconciler.planning.container_step import container_changes
 from kimik3_reconciler.planning.desired import Desired
-from kimik3_reconciler.planning.humanize import duration, gib
 
 # Seed 000 measured ~17 min to read 802 GB (--load-mode none reads everything up front), i.e.
 # ~0.8 GB/s; allow a quarter of that before calling a load stuck.
 _LOAD_BYTES_PER_S = 200 * (1 << 20)
 _STARTUP_S = 120.0
-SEED_LOAD_BYTES_PER_S = 802e9 / (17 * 60)
 # Issue 15 (H200, 36 GB synthetic K3): a warm load took 0.23-0.32x the cold one all-VRAM (6.7-8.6 s vs
 # 26.6-29.7 s), 0.56-0.87x with the experts on the CPU (its pinned allocation, not the read, is the cost).
 # With kimik3's parallel-pin patch (2026-12-03, H200, 16 GB synthetic, tests/fixtures/h200/load-h200.json) a

@@ -3,8 +3,8 @@
 Its costliest failures are host facts nobody checked: numa_balancing left on (a 20-minute stall),
 another team's process on a shared GPU, a quant that cannot fit VRAM + RAM discovered after a
 17-minute load, a driver too old for the image's CUDA, an image with no kernel for these GPUs, a
-draft GPU without room. Pure: everything comes from the observed facts (planning/host_compat.py and
-planning/memory_gate.py hold the tables and the arithmetic).
+draft GPU without room. Pure: everything comes from the observed facts (engines/llamacpp/host_compat.py and
+engines/llamacpp/memory_gate.py hold the tables and the arithmetic).
 """
 
 from __future__ import annotations
@@ -13,25 +13,24 @@ import re
 
 from kimik3_reconciler.engines import engine_for
 from kimik3_reconciler.engines.base import HostNeeds
-from kimik3_reconciler.errors import FieldRefusal
-from kimik3_reconciler.model.facts import GpuFact, HostFacts, ModelFact, Observed
-from kimik3_reconciler.model.profile import Profile, bind_addresses, upstream_port
-from kimik3_reconciler.model.unit_files import runs_helper_unit
-from kimik3_reconciler.planning.build_flags import HOST_FLAGS, cpu_features
-from kimik3_reconciler.planning.conflict_step import why_conflicting
-from kimik3_reconciler.planning.host_compat import (
+from kimik3_reconciler.engines.llamacpp.build_flags import HOST_FLAGS, cpu_features
+from kimik3_reconciler.engines.llamacpp.host_compat import (
     arch_name,
     best_coverage,
     driver_floor,
-    driver_text,
     image_cuda_version,
-    version,
 )
-from kimik3_reconciler.planning.memory_gate import context_refusals, draft_room_refusals, memory_findings
+from kimik3_reconciler.engines.llamacpp.memory_gate import context_refusals, draft_room_refusals, memory_findings
+from kimik3_reconciler.engines.llamacpp.vram_fit import derive_mode, margin_refusal, requested_gpus
+from kimik3_reconciler.errors import FieldRefusal
+from kimik3_reconciler.model.driver import driver_text, version
+from kimik3_reconciler.model.facts import GpuFact, HostFacts, ModelFact, Observed
+from kimik3_reconciler.model.profile import Profile, bind_addresses, upstream_port
+from kimik3_reconciler.model.route import is_kind
+from kimik3_reconciler.model.unit_files import runs_helper_unit
+from kimik3_reconciler.planning.conflict_step import why_conflicting
 from kimik3_reconciler.planning.model_step import disk_refusal
-from kimik3_reconciler.planning.routes import is_kind
 from kimik3_reconciler.planning.tensor_parallel import tensor_parallel_findings
-from kimik3_reconciler.planning.vram_fit import derive_mode, margin_refusal, requested_gpus
 
 MIB = 1 << 20
 # Filesystem types that reach the bytes over a network (or a FUSE client of one): seed 001 wants NVMe.

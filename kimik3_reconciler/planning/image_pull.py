@@ -4,10 +4,10 @@ building it: present with the digest = nothing to do; else one pull, priced from
 from __future__ import annotations
 
 from kimik3_reconciler.model.facts import ContainerFact, PulledImageFact
+from kimik3_reconciler.model.humanize import gib
 from kimik3_reconciler.model.image_ref import pinned_image
 from kimik3_reconciler.model.plan import Action, Step
 from kimik3_reconciler.model.specs import ImagePull, RemoveImage
-from kimik3_reconciler.planning.humanize import gib
 
 
 def pull_spec(ref: str) -> ImagePull:

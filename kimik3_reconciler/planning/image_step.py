@@ -5,6 +5,10 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
+from kimik3_reconciler.engines.llamacpp.build_flags import cmake_definitions, docker_build_args
+from kimik3_reconciler.engines.llamacpp.build_time import build_cost
+from kimik3_reconciler.engines.llamacpp.patch_roles import rollback_requirement
+from kimik3_reconciler.engines.llamacpp.sources import source_archive
 from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.model.builtin_patches import BUILTIN_PATCHES
 from kimik3_reconciler.model.facts import ImageFact, Observed
@@ -13,14 +17,10 @@ from kimik3_reconciler.model.labels import BASE_DIGESTS, BASE_IMAGES, IMAGE_FING
 from kimik3_reconciler.model.plan import Action, DiffItem, Step, flat_diff
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.specs import ImageBuild, RetagImage
-from kimik3_reconciler.planning.build_flags import cmake_definitions, docker_build_args
-from kimik3_reconciler.planning.build_time import build_cost
 from kimik3_reconciler.planning.container_step import container_alone, container_changes
 from kimik3_reconciler.planning.desired import Desired
 from kimik3_reconciler.planning.image_pull import plan_pull
-from kimik3_reconciler.planning.patch_roles import rollback_requirement
 from kimik3_reconciler.planning.preread_step import build_overlap
-from kimik3_reconciler.planning.sources import source_archive
 
 
 def image_tag(profile: Profile) -> str:

@@ -13,6 +13,8 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from kimik3_reconciler.engines import ServingEngine, engine_for
+from kimik3_reconciler.engines.llamacpp.drafts import draft_device
+from kimik3_reconciler.engines.llamacpp.vram_fit import ModeDecision, context_note, context_total, derive_mode
 from kimik3_reconciler.errors import InputError, PlanError
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.hashing import fingerprint
@@ -27,9 +29,8 @@ from kimik3_reconciler.model.labels import (
     WHILE_LOADING,
 )
 from kimik3_reconciler.model.launch_input import LaunchInput, ModelInput
-from kimik3_reconciler.model.profile import Profile, ServeSpec, upstream_port
+from kimik3_reconciler.model.profile import Profile, ServeSpec, gpus_of, upstream_port
 from kimik3_reconciler.model.specs import ContainerSpec, Mount
-from kimik3_reconciler.planning.vram_fit import ModeDecision, context_note, context_total, derive_mode
 from kimik3_reconciler.planning.worker_step import rpc_endpoints, worker_fingerprints
 
 # The mode of an engine that serves no GGUF quant (vllm): all of the model on the GPUs, nothing derived.
@@ -81,37 +82,8 @@ def gpu_request(observed: Observed) -> str:
     return "cdi" if plumbing is not None and plumbing.request == "cdi" else "runtime"
 
 
-def gpus_of(profile: Profile) -> str | tuple[str, ...]:
-    """The GPUs a container of this profile gets, as docker device ids."""
-    if profile.build.variant == "cpu" or profile.gpus == "none":
-        return "none"
-    if profile.gpus == "all":
-        return "all"
-    return tuple(str(g) for g in profile.gpus)
-
-
 def _container_gpus(gpus: str | tuple[int | str, ...]) -> str | tuple[str, ...]:
     return gpus if isinstance(gpus, str) else tuple(str(g) for g in gpus)
-
-
-def draft_device(profile: Profile, host_gpus: int | None = None) -> str | None:
-    """The draft's device: the GPU holding the target's output.weight, i.e. the last of the layer
-    split (seed 000: anywhere else aborts in graph reservation). Containers see their GPUs as
-    CUDA0..CUDA(n-1) in `gpus` order; with `gpus: all` the host's GPU count (NVML) says n."""
-    draft = profile.serve.spec_draft
-    if draft is None or gpus_of(profile) == "none":
-        return None
-    if draft.device != "auto":
-        return draft.device
-    # rule: spec-draft-device
-    if isinstance(profile.gpus, list):
-        return f"CUDA{len(profile.gpus) - 1}"
-    if host_gpus:
-        return f"CUDA{host_gpus - 1}"
-    raise PlanError(
-        "serve.spec_draft.device: auto needs the GPU count; with gpus: all list the GPUs or name the "
-        "device (CUDA<n>, the last GPU of the split)"
-    )
 
 
 def refuse_keyless_key_file(profile: Profile, observed: Observed) -> None:
@@ -297,13 +269,19 @@ def served_names_in(argv: tuple[str, ...], flag: str) -> tuple[str, ...]:
 
 
 def render_launch(
-    profile: Profile, observed: Observed, image_tag: str, image_fp: str, engine: ServingEngine | None = None
+    profile: Profile,
+    observed: Observed,
+    image_tag: str,
+    image_fp: str,
+    engine: ServingEngine | None = None,
+    mode: ModeDecision | None = None,
 ) -> Launch:
-    """The launch on this host; `engine`: the profile's serving engine (render_desired hands it in; other
-    callers get the one the profile names, from the registry)."""
+    """The launch on this host; `engine`: the profile's serving engine and `mode` its sizing (render_desired hands
+    both in, from the engine's plan; other callers get the engine the profile names and the mode derived here)."""
     engine = engine or engine_for(profile.engine)
-    # Hybrid or all-VRAM is a GGUF quant's question; a checkpoint engine sizes its memory with its own knobs.
-    mode = derive_mode(profile, observed) if engine.model_source.format == "gguf" else NO_QUANT_MODE
+    if mode is None:
+        # Hybrid or all-VRAM is a GGUF quant's question; a checkpoint engine sizes its memory with its own knobs.
+        mode = derive_mode(profile, observed) if engine.model_source.format == "gguf" else NO_QUANT_MODE
     value, warnings = launch_input(profile, observed, image_tag, image_fp, engine, mode)
     spec = render_container(value, engine)
     digest = container_fingerprint(spec, image_fp, value.worker_fingerprints, value.model.sha256)

@@ -4,14 +4,16 @@ ExporterConfig) moves or it stops answering /healthz, stopped when `metrics:` go
 
 from __future__ import annotations
 
-from kimik3_reconciler.model.facts import ExporterFact, Observed
+from kimik3_reconciler.model.facts import Observed
+from kimik3_reconciler.model.helpers import EXPORTER
 from kimik3_reconciler.model.metrics import ExporterConfig
-from kimik3_reconciler.model.plan import Action, Step, flat_diff
+from kimik3_reconciler.model.plan import Action, Step
 from kimik3_reconciler.model.profile import Profile, handover
-from kimik3_reconciler.model.specs import ExporterRun, ExporterStop, StopUnit
+from kimik3_reconciler.model.specs import ExporterStop, StopUnit
 from kimik3_reconciler.planning.container_step import container_changes, plan_container
 from kimik3_reconciler.planning.desired import Desired, changes
 from kimik3_reconciler.planning.exporter_unit import plan_exporter_unit
+from kimik3_reconciler.planning.helper_step import plan_detached, plan_helper_teardown
 from kimik3_reconciler.planning.launch import bind_address, gpus_of, upstream_port
 
 _LOOPBACK = "127.0.0.1"
@@ -65,7 +67,8 @@ def render_exporter(desired: Desired, observed: Observed) -> ExporterConfig | No
         quant=model.quant or "",
         repo=model.repo,
         revision=model.revision,
-        image_fingerprint=desired.build.fingerprint,
+        # the smoke and quant gate records are a built image's; a pulled image has none
+        image_fingerprint=desired.build.fingerprint if desired.build is not None else "",
         # rule: proxy-server-on-loopback
         # The proxy binds what serve.host resolves to, on serve.port; llama-server moved to loopback (launch.py).
         # With metrics.handover the proxy is the front, a process of its own (planning/front_step.py).
@@ -119,93 +122,19 @@ def plan_exporter(desired: Desired, observed: Observed, planned: tuple[Step, ...
     if running is not None and running.unit is not None:
         # It ran as a unit, removed above with the `systemd:` section (plan_stale_units): start it detached.
         running = None
-    run = ExporterRun(
-        profile=wanted.profile,
-        config=wanted.to_json(),
-        fingerprint=wanted.fingerprint,
-        health_url=wanted.health_url,
-        replace_pid=running.pid if running is not None and running.alive else None,
-        hand_over=hands_over(running),
-    )
-    target = wanted.health_url.removesuffix("/healthz") + "/metrics"
     proxy = (running.config.get("proxy_port") if running is not None else None) or wanted.proxy_port
-    swap = swap_cost(running, f"metrics.port and the proxy's serve.port {proxy}" if proxy else "metrics.port")
-    if running is None or not running.alive:
-        why = "no exporter" if running is None else f"exporter (pid {running.pid}) is not running"
-        return (Step("metrics", target, Action.CREATE, f"{why}: start it", spec=run),)
-    if running.fingerprint != wanted.fingerprint:
-        diff = flat_diff(ExporterConfig.from_json(running.config).flat() if running.config else {}, wanted.flat())
-        return (
-            Step(
-                "metrics",
-                target,
-                Action.REPLACE,
-                f"exporter fingerprint {running.fingerprint} → {wanted.fingerprint}",
-                diff=diff,
-                spec=run,
-                cost=swap,
-            ),
-        )
-    if running.serving != wanted.fingerprint:
-        return (
-            Step(
-                "metrics",
-                target,
-                Action.REPLACE,
-                f"exporter (pid {running.pid}) runs but /healthz does not answer its fingerprint: restart it",
-                spec=run,
-                cost=swap,
-            ),
-        )
-    return (
-        Step(
-            "metrics",
-            target,
-            Action.NOOP,
-            f"exporter pid {running.pid} serves fingerprint {wanted.fingerprint}",
-            spec=run,
-        ),
-    )
-
-
-def hands_over(running: ExporterFact | None) -> bool:
-    """The running helper (exporter, front) offers its listening sockets to its replacement and answers: the new
-    one starts beside it and takes them (steps/exporter.py replace_detached)."""
-    return (
-        running is not None
-        and running.alive
-        and running.unit is None
-        and running.hands_over_sockets
-        and running.serving is not None
-    )
-
-
-def swap_cost(running: ExporterFact | None, ports: str) -> str | None:
-    """What clients of a helper's ports see while it is replaced (issue 38 item 2)."""
-    if running is None or not running.alive:
-        return None
-    if hands_over(running):
-        return f"{ports} stay open: the new process takes the listening sockets, the old one finishes what it holds"
-    # A helper an older kimik3 started (or one that does not answer) cannot hand its sockets over: it is stopped
-    # before its replacement binds them; measured by bench/helper_swap.py.
-    return (
-        f"{ports} refuse connections for about a second (the running process "
-        f"{'does not answer' if running.serving is None else 'predates the socket handover'}: stopped, then "
-        "its replacement started)"
+    return plan_detached(
+        EXPORTER,
+        wanted,
+        running,
+        wanted.health_url.removesuffix("/healthz") + "/metrics",
+        swap_ports=f"metrics.port and the proxy's serve.port {proxy}" if proxy else "metrics.port",
+        started="",
+        unanswered="/healthz does not answer",
+        steady=f"serves fingerprint {wanted.fingerprint}",
     )
 
 
 def plan_exporter_teardown(profile: Profile, observed: Observed) -> tuple[Step, ...]:
     """destroy: stop the exporter first (its scrape of a removed container would only log errors)."""
-    running = observed.exporter
-    if running is None:
-        return ()
-    return (
-        Step(
-            "metrics",
-            profile.name,
-            Action.DELETE,
-            "stop the exporter" if running.alive else "remove the record of a stopped exporter",
-            spec=ExporterStop(profile.name, running.pid if running.alive else 0),
-        ),
-    )
+    return plan_helper_teardown(EXPORTER, profile.name, observed.exporter)

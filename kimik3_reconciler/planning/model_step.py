@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kimik3_reconciler.model.facts import ModelFact, Observed
+from kimik3_reconciler.model.humanize import gib
 from kimik3_reconciler.model.model_files import (
     CHECKPOINT,
     checkpoint_manifest_key,
@@ -18,7 +19,6 @@ from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.records import local_model_key
 from kimik3_reconciler.model.specs import LocalModelVerify, ModelDownload
 from kimik3_reconciler.planning.desired import Desired
-from kimik3_reconciler.planning.humanize import gib
 
 # Seed 001: plan download size + 10-15 %; the disk also holds logs, images and the next quant.
 DISK_HEADROOM = 0.10

@@ -12,7 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
+from kimik3_reconciler.engines.llamacpp.placement import forecast
 from kimik3_reconciler.model.facts import Observed
+from kimik3_reconciler.model.humanize import duration, gib
 from kimik3_reconciler.model.plan import Action, Step
 from kimik3_reconciler.model.specs import (
     ImageBuild,
@@ -23,8 +25,6 @@ from kimik3_reconciler.model.specs import (
 from kimik3_reconciler.planning.container_step import container_alone, container_changes
 from kimik3_reconciler.planning.desired import Desired, changes
 from kimik3_reconciler.planning.health_step import predicted_load_s, predicted_partial_load_s, reads_in_parallel
-from kimik3_reconciler.planning.humanize import duration, gib
-from kimik3_reconciler.planning.placement import forecast
 from kimik3_reconciler.planning.quant_gate import gate_pending
 
 # What the kernel and everything else keep besides the cached shards: a tenth of RAM, at least 2 GiB.
@@ -156,7 +156,9 @@ def _compile_bytes(desired: Desired, observed: Observed) -> tuple[int, str]:
 
 def _new_server_bytes(desired: Desired, observed: Observed) -> tuple[int, str]:
     """Host memory the new server takes as it loads, when no running server frees its own at a swap."""
-    placed = forecast(desired.profile, observed)
+    # The engine's plan holds the forecast when it is this plan's observation (the plan's lines read the same one).
+    mine = desired.plan is not None and desired.plan.observed is observed
+    placed = desired.plan.forecast if mine else forecast(desired.profile, observed)
     if placed is None:
         # Unknown placement: count every byte as host memory (the CPU variant, or all experts on the CPU).
         return observed.model.total_bytes, "the new server (no placement forecast: the whole model)"

@@ -19,6 +19,7 @@ from kimik3_reconciler.engines import ServingEngine
 from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.model import catalog
 from kimik3_reconciler.model.facts import Observed
+from kimik3_reconciler.model.humanize import gib
 from kimik3_reconciler.model.model_files import manifest_key
 from kimik3_reconciler.model.plan import Action, Step
 from kimik3_reconciler.model.profile import Profile, QuantGate, ServeSpec
@@ -26,7 +27,6 @@ from kimik3_reconciler.model.records import gate_key
 from kimik3_reconciler.model.specs import QuantGateRun, StopContainer
 from kimik3_reconciler.planning.desired import Desired
 from kimik3_reconciler.planning.health_step import predicted_load_s
-from kimik3_reconciler.planning.humanize import gib
 from kimik3_reconciler.planning.launch import gpu_request, gpus_of, repo_dir
 from kimik3_reconciler.planning.model_step import download_spec, model_step
 
@@ -70,8 +70,10 @@ def _record(desired: Desired, observed: Observed) -> dict | None:
 
 def gate_pending(desired: Desired, observed: Observed) -> bool:
     """The gate applies and has not passed on this image yet."""
+    if not gate_applies(desired.profile):  # first: a pulled image (no build) has no gate records
+        return False
     record = _record(desired, observed)
-    return gate_applies(desired.profile) and not (record is not None and record.get("passed"))
+    return not (record is not None and record.get("passed"))
 
 
 # --- what llama-perplexity says, and the verdict -----------------------------------------------

@@ -3,59 +3,59 @@
 
 A route is an engine with a model form and a placement: a GGUF quant of unsloth/Kimi-K3-GGUF on llama.cpp
 (all-VRAM, hybrid VRAM+RAM, or CPU only), the native checkpoint moonshotai/Kimi-K3 on vLLM (TP8) or SGLang
-(TP8/DCP8), and Ollama (named, never offered). Each is judged from the GPUs (kind, count, VRAM), the RAM and
-the driver, with the numbers, and carries the speeds the seeds measured where they exist (only seed 000's
-8x RTX PRO 6000 numbers: no seed measured vLLM or SGLang). Pure: facts in, a `RouteReport` out; `kimik3
-routes` and the plan (`Plan.routes`) render it.
-
-The GGUF arithmetic is the host gate's (planning/vram_fit.py, planning/memory_gate.py) with the catalog's
-size: all-VRAM when the quant fits the GPUs' memory less CUDA contexts and its all-VRAM margin; hybrid when
-quant + 10 % fits VRAM + RAM and what stays in RAM (+ 10 %) fits the RAM.
+(TP8/DCP8), and Ollama (named, never offered). Each is a profile (the user's, or ROUTES_BASE, with the route's
+quant or engine swapped in) judged by the plan's own host gate (planning/host_gate.py) on the host's facts at the
+route's size (a quant's, or the checkpoint's lower bound): feasible exactly when `kimik3 plan` would pass it, with
+the gate's words when not. The profile's own route is the profile itself, and in a plan it takes the plan's gate
+verdict. Routes carry the speeds the seeds measured where they exist (only seed 000's 8x RTX PRO 6000 numbers: no
+seed measured vLLM or SGLang), and name one to start with in seed 001's order (RANK). Pure: facts in, a
+`RouteReport` out; `kimik3 routes` and the plan (`Plan.routes`, planning/engine_plan.py) render it.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from kimik3_reconciler.engines import engine_for
+from kimik3_reconciler.engines.llamacpp.host_compat import arch_name
+from kimik3_reconciler.engines.llamacpp.routes import GGUF_REPO, SEED_SPEEDS, SPEED_SOURCE
+from kimik3_reconciler.engines.llamacpp.vram_fit import (
+    CUDA_CONTEXT_BYTES,
+    MIB,
+    derive_mode,
+    quant_bytes,
+    requested_gpus,
+)
+from kimik3_reconciler.errors import FieldRefusal
 from kimik3_reconciler.model import catalog
-from kimik3_reconciler.model.engine_names import NOT_ENGINES
-from kimik3_reconciler.model.facts import GpuFact, HostFacts, Observed
-from kimik3_reconciler.model.profile import Profile
-from kimik3_reconciler.planning.host_compat import driver_floor, driver_text, version
-from kimik3_reconciler.planning.humanize import gib
-from kimik3_reconciler.planning.memory_gate import RUNTIME_HEADROOM
-from kimik3_reconciler.planning.vram_fit import CUDA_CONTEXT_BYTES, MIB, quant_bytes, requested_gpus
+from kimik3_reconciler.model.engine_names import ENGINES, NOT_ENGINES
+from kimik3_reconciler.model.facts import GpuFact, HostFacts, LocalInputs, ModelFact, Observed, RemoteFile
+from kimik3_reconciler.model.humanize import gib
+from kimik3_reconciler.model.model_files import CHECKPOINT
+from kimik3_reconciler.model.profile import SECTIONS, Profile
+from kimik3_reconciler.model.route import Route, is_kind
+from kimik3_reconciler.planning.host_gate import host_gate
 
-GGUF_REPO = "unsloth/Kimi-K3-GGUF"
+__all__ = ["HostSummary", "Route", "RouteReport", "is_kind", "profile_routes", "routes"]
+
 NATIVE_REPO = "moonshotai/Kimi-K3"
 
-# Seed 000 step 2, measured on 8x RTX PRO 6000 (2026-09-05); the only serving speeds the seeds give.
-SEED_SPEEDS: dict[str, str] = {
-    "UD-Q2_K_XL": "5.8 tok/s c1 (TTFT 4.6 s), 16.0 tok/s aggregate c8 at -ub 4096",
-    "UD-IQ2_XXS": "13.9 tok/s c1, ~25 tok/s aggregate c4-c8",
-    "UD-Q2_K_XL-REAP770": "~86 ms/token at 8 slots, 17.9 tok/s aggregate c16, TTFT 3.6 s c1",
-}
-SPEED_SOURCE = "seed 000 step 2 on 8x RTX PRO 6000"
+# The engines' own needs (kinds, count, driver, memory share) are theirs: engine.host_needs, read by the gate.
 
-# Seed 001: "NVIDIA: minst 8x GB300" (the vLLM recipe; the day-0 guide ran 8x B300) and "R580+ for the current
-# CUDA 13 K3 image". Seed 001's AMD kinds (MI355X, MI350X) need ROCm images kimik3 does not deploy.
-NATIVE_GPUS = 8
-VLLM_KINDS = ("GB300", "B300")
-# Seed 001: the SGLang cookbook's verified single-node profile is 8x B300 TP8/DCP8; "do not copy this B300
-# topology to H100/H200, GB200/GB300, AMD or multi-node deployments". Its driver floor is the vLLM image's R580
-# (the seed gives none for SGLang: engines/sglang/launch.py holds it to the same).
-SGLANG_KINDS = ("B300",)
-NATIVE_DRIVER = (580,)
 # Seed 001: 2.8T parameters; seed 000: SGLang/vLLM serve "the native MXFP4 checkpoint" (4-bit elements and an
 # 8-bit scale per 32: 4.25 bits). A lower bound of its bytes (layers kept in higher precision only add): no seed
 # gives the checkpoint's size, and a host below this bound cannot hold it whatever the engine.
 NATIVE_PARAMETERS = 2_800_000_000_000
 NATIVE_MIN_BYTES = NATIVE_PARAMETERS * 425 // 800
 
-# kimik3's default base images are CUDA 13.0 (build.base_images): the driver floor of a GGUF route on GPUs.
-GGUF_CUDA = (13, 0, 0)
+# What `kimik3 routes` without a profile judges the routes as: a llama.cpp profile with every default (the CUDA
+# build for this host's GPUs, the CPU build without them), the quant and engine of each route swapped in. The
+# revision is a placeholder: routes judge GPUs, memory and driver, never fetch.
+ROUTES_BASE = f"""apiVersion: kimik3/v1
+name: routes
+model: {{repo: {GGUF_REPO}, revision: "{"0" * 40}", quant: UD-Q2_K_XL}}
+"""
 
 OLLAMA_WHY = f"engine: ollama {NOT_ENGINES['ollama']}"
 
@@ -65,25 +65,6 @@ NOTES = (
     "SGLang's KTransformers backend (expert-granular GPU/CPU split) has no Kimi-K3 support as of 2026-09 "
     "(seed 000: kvcache-ai/ktransformers#2109)",
 )
-
-
-@dataclass(frozen=True)
-class Route:
-    """One way to serve Kimi-K3, judged on one host."""
-
-    engine: str  # llamacpp, vllm, sglang, ollama (model/engine_names.py's names, ollama aside)
-    model: str  # repo[:quant]
-    placement: str  # all-vram, hybrid, cpu, tp8, tp8-dcp8, -
-    feasible: bool
-    why: str  # the numbers it was judged on
-    speed: str | None = None  # the seed's measured speed, with its source
-    profile: bool = False  # the route the given profile takes
-
-    def line(self) -> str:
-        mark = "yes" if self.feasible else "no "
-        ours = " (this profile)" if self.profile else ""
-        speed = f"; measured: {self.speed}" if self.speed else ""
-        return f"{mark} {self.engine:<8} {self.model} {self.placement}{ours}: {self.why}{speed}"
 
 
 @dataclass(frozen=True)
@@ -107,22 +88,23 @@ class RouteReport:
     host: HostSummary
     routes: tuple[Route, ...]
     notes: tuple[str, ...] = field(default=NOTES)
+    recommended: tuple[Route, str] | None = None  # the route to start with and why (seed 001's order)
 
     @property
     def feasible(self) -> tuple[Route, ...]:
         return tuple(r for r in self.routes if r.feasible)
 
     def lines(self) -> list[str]:
-        return [self.host.line(), *(r.line() for r in self.routes), *(f"note: {n}" for n in self.notes)]
+        start = []
+        if self.recommended is not None:
+            route, why = self.recommended
+            start = [f"start with: {route.engine} {route.model} {route.placement} ({why})"]
+        return [self.host.line(), *start, *(r.line() for r in self.routes), *(f"note: {n}" for n in self.notes)]
 
     def summary(self) -> str:
         """One line for the plan: the profile's route and the feasible ones."""
         ours = next((r for r in self.routes if r.profile), None)
-        feasible = [
-            f"{r.engine} {r.model.rpartition(':')[2] if r.engine == 'llamacpp' else r.placement}"
-            for r in self.feasible
-            if not r.profile
-        ]
+        feasible = [f"{r.engine} {r.form or r.placement}" for r in self.feasible if not r.profile]
         head = (
             f"this profile's route ({ours.engine} {ours.placement}) is {'feasible' if ours.feasible else 'NOT feasible'}"
             f" here; "
@@ -139,31 +121,22 @@ class RouteReport:
         ours = next((r for r in self.routes if r.profile), None)
         if ours is None or ours.feasible:
             return None
-        others = [
-            f"{r.engine} {r.model.rpartition(':')[2] if r.engine == 'llamacpp' else r.model} {r.placement}"
-            for r in self.feasible
-        ]
+        others = [f"{r.engine} {r.form or r.model} {r.placement}" for r in self.feasible]
         return (
             f"routes this host can take instead: {', '.join(others) or 'none of Kimi-K3'} (`kimik3 routes FILE` "
             "says why not the others)"
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {"host": asdict(self.host), "routes": [asdict(r) for r in self.routes], "notes": list(self.notes)}
-
-
-def is_kind(name: str, kinds: tuple[str, ...]) -> bool:
-    """A GPU's NVML name is one of `kinds`. Names read "NVIDIA B300 SXM6 AC", "NVIDIA GB300": a kind matches as a
-    word, so B300 is not GB300 (the SGLang cookbook's B300 profile must not run on GB300: seed 001)."""
-    return any(re.search(rf"(?<![A-Za-z0-9]){re.escape(kind)}(?![0-9])", name) for kind in kinds)
-
-
-def _kind(gpu: GpuFact, kinds: tuple[str, ...]) -> bool:
-    return is_kind(gpu.name, kinds)
-
-
-def _driver_ok(driver: str | None, floor: tuple[int, ...]) -> bool:
-    return driver is not None and version(driver) >= floor
+        start = None
+        if self.recommended is not None:
+            start = {**asdict(self.recommended[0]), "because": self.recommended[1]}
+        return {
+            "host": asdict(self.host),
+            "recommended": start,
+            "routes": [asdict(r) for r in self.routes],
+            "notes": list(self.notes),
+        }
 
 
 def summarize_host(host: HostFacts, gpus: tuple[GpuFact, ...], source: str) -> HostSummary:
@@ -179,175 +152,274 @@ def summarize_host(host: HostFacts, gpus: tuple[GpuFact, ...], source: str) -> H
     )
 
 
-def _gguf_route(quant: str, size: int, gpus: tuple[GpuFact, ...], host: HostFacts, why_size: str = "") -> Route:
-    """One quant on llama.cpp: all-VRAM, hybrid or CPU only, as the host gate would judge it."""
-    model = f"{GGUF_REPO}:{quant}"
+def _nvidia(gpu: GpuFact) -> bool:
+    """A GPU kimik3's images can use: an NVML one (an observed host lists no other), or a described one that is
+    NVIDIA's (a described host may name AMD's MI355X, which NVML never sees)."""
+    return not gpu.uuid.startswith("described-") or "nvidia" in gpu.name.lower()
+
+
+def route_observation(profile: Profile, host: HostFacts, size: int | None, start: Observed | None = None) -> Observed:
+    """What the plan's gate is given to judge a route on a host: the host's facts (without its listeners: a port
+    is the deployment's choice, not the route's) and the route's weights as one file of `size` bytes (a quant's
+    size, or the checkpoint's lower bound), so that the gate's sizing reads the numbers the route is judged on.
+    `start`: an observation made here for another route of the same host (copied: a route costs no conversion)."""
+    gguf = engine_for(profile.engine).model_source.format == "gguf"
+    name = f"{profile.model.quant}/route.gguf" if gguf else "route.safetensors"
+    fields = {
+        "repo": profile.model.repo,
+        "revision": profile.model.revision,
+        "quant": profile.model.quant,
+        "cache_dir": profile.model.cache_dir,
+        "files": (RemoteFile(path=name, size=size),) if size else (),
+    }
+    if start is not None:
+        return start.model_copy(update={"model": start.model.model_copy(update=fields)})
+    # A host whose GPUs were not probed (a pure test, a plan made without NVML) has none a route can count on: the
+    # gate leaves unobserved GPUs unjudged, routes answer what this host is known to have.
+    probed = host.gpu_probe or "no-driver"
+    return Observed(
+        host=host.model_copy(update={"listeners": (), "gpu_probe": probed}),
+        inputs=LocalInputs(dockerfile_path="", dockerfile_sha256=""),
+        model=ModelFact(**fields),
+    )
+
+
+def gate_refusals(profile: Profile, facts: Observed) -> list[str]:
+    """The plan's host gate (planning/host_gate.py) on a route's observation: what `kimik3 plan` refuses it for.
+    What no profile field can change comes first (a checkpoint larger than the VRAM before the GPUs' kind)."""
+    refusals, _ = host_gate(profile, facts)
+    return sorted(refusals, key=lambda r: isinstance(r, FieldRefusal))
+
+
+def _gpus_of(profile: Profile, host: HostFacts) -> tuple[GpuFact, ...]:
+    if profile.gpus == "none" or host.gpu_probe == "no-driver":
+        return ()
+    return requested_gpus(profile, host)[0]
+
+
+def _gguf_profile(base: Profile, quant: str, host: HostFacts, adapt: bool) -> Profile:
+    """Catalog quant `quant` on llama.cpp, as `base` would run it: a llama.cpp profile keeps its build and GPUs,
+    another engine's (or the CLI's default: `adapt`) gets the CUDA build for this host's GPUs (the CPU build without them);
+    the quant's own sizing (fit_target, ubatch, batch, split: the catalog's defaults for it) and host.prepare on
+    (kimik3 sets numa_balancing itself)."""
+    if not adapt and base.engine == "llamacpp" and base.model.repo == GGUF_REPO and base.model.quant == quant:
+        return base
+    update: dict[str, Any] = {
+        "engine": "llamacpp",
+        "model": base.model.model_copy(update={"repo": GGUF_REPO, "quant": quant, "local_path": None}),
+        "serve": base.serve.model_copy(
+            update={"fit_target": None, "n_cpu_moe": None, "ubatch": None, "batch": None, "spec_draft": None}
+        ),
+        "host": base.host.model_copy(update={"prepare": True}),
+    }
+    if adapt or base.engine != "llamacpp":
+        gpus = tuple(g for g in host.gpus if _nvidia(g)) if host.gpu_probe == "ok" else ()
+        build = {"variant": "cuda" if gpus else "cpu", "cpu_features": "auto"}
+        update |= {"build": base.build.model_copy(update=build), "gpus": "all" if gpus else "none"}
+    else:
+        gpus = _gpus_of(base, host)
+    # The image is built for these GPUs (a build setting, not the hardware): build.cuda_architectures as they need.
+    archs = sorted({arch_name(g.compute_capability) for g in gpus if g.compute_capability != (0, 0)})
+    if archs:
+        build = update.get("build", base.build)
+        update["build"] = build.model_copy(update={"cuda_architectures": archs})
+    return base.model_copy(update=update)
+
+
+def _gguf_route(
+    profile: Profile,
+    host: HostFacts,
+    size: int,
+    why_size: str = "",
+    start: Observed | None = None,
+    plan: tuple[Observed, list[str] | None] | None = None,
+) -> Route:
+    """One quant on llama.cpp: feasible exactly when the plan's gate passes it here; the numbers either way."""
+    quant = profile.model.quant
+    model = f"{profile.model.repo}:{quant}"
     # The seed's numbers are of one host and one mode: said with both, never as this host's speed.
     speed = f"{SEED_SPEEDS[quant]} ({catalog.quant_mode(quant)}, {SPEED_SOURCE})" if quant in SEED_SPEEDS else None
-    ram = host.ram_total or 0
-    with_room = int(size * (1 + RUNTIME_HEADROOM))
+    gpus = _gpus_of(profile, host)
+    if profile.build.variant == "cuda" and any(not _nvidia(g) for g in gpus):
+        # kimik3 builds llama.cpp's image for CUDA only (Dockerfile.llamacpp, build.variant cuda or cpu).
+        names = ", ".join(sorted({g.name for g in gpus if not _nvidia(g)}))
+        return Route(
+            "llamacpp", model, "-", False, f"{names}: kimik3 builds llama.cpp's image for NVIDIA (CUDA) only", speed
+        )
+    facts, refusals = plan or (route_observation(profile, host, size, start), None)
+    refusals = gate_refusals(profile, facts) if refusals is None else refusals
+    decision = derive_mode(profile, facts)
+    placement = "cpu" if not gpus or profile.build.variant == "cpu" else decision.mode
     sized = f"{gib(size)}{why_size}"
-    if not gpus:
-        placement = "cpu"
-        if with_room <= ram:
-            return Route(
-                "llamacpp",
-                model,
-                placement,
-                True,
-                f"{sized} + 10 % fits the RAM ({gib(ram)}); no GPU: "
-                "no seed measured a CPU-only Kimi-K3 (seed 001: expect it to be slow)",
-            )
-        return Route(
-            "llamacpp",
-            model,
-            placement,
-            False,
-            f"{sized} + 10 % = {gib(with_room)} > RAM {gib(ram)} (no GPU to hold any of it)",
+    if refusals:
+        return Route("llamacpp", model, placement, False, "; ".join(refusals), speed)
+    ram = host.ram_total or 0
+    if placement == "cpu":
+        others = sorted({g.name for g in host.gpus if not _nvidia(g)})
+        # kimik3 builds llama.cpp's image for CUDA or the CPU only: another vendor's GPUs hold none of it.
+        unused = f" ({', '.join(others)}: kimik3 builds llama.cpp for CUDA only)" if others else ""
+        why = (
+            f"{sized} + 10 % fits the RAM ({gib(ram)}); no GPU{unused}: no seed measured a CPU-only Kimi-K3 "
+            "(seed 001: expect it to be slow)"
         )
-    floor, _ = driver_floor(GGUF_CUDA)
-    if not _driver_ok(host.driver_version, floor):
-        return Route(
-            "llamacpp",
-            model,
-            "-",
-            False,
-            f"driver {host.driver_version or 'none'} is below "
-            f"{driver_text(floor)}, the floor of kimik3's CUDA 13.0 base images",
-            speed,
-        )
-    all_vram = catalog.fit_margin(quant, "all-vram").default
-    usable = sum(g.memory_total - CUDA_CONTEXT_BYTES - all_vram * MIB for g in gpus)
+        return Route("llamacpp", model, placement, True, why)
     vram = sum(g.memory_total for g in gpus)
-    if size <= usable:
-        return Route(
-            "llamacpp",
-            model,
-            "all-vram",
-            True,
-            f"{sized} fits the {gib(usable)} usable on {len(gpus)} "
-            f"GPU(s) ({gib(vram)} less CUDA contexts and --fit-target {all_vram} MiB each)",
-            speed,
+    if placement == "all-vram":
+        margin = catalog.fit_margin(quant, "all-vram").default
+        usable = sum(g.memory_total - CUDA_CONTEXT_BYTES - margin * MIB for g in gpus)
+        why = (
+            f"{sized} fits the {gib(usable)} usable on {len(gpus)} GPU(s) ({gib(vram)} less CUDA contexts and "
+            f"--fit-target {margin} MiB each)"
         )
-    hybrid = catalog.fit_margin(quant, "hybrid").default
-    usable = sum(g.memory_total - CUDA_CONTEXT_BYTES - hybrid * MIB for g in gpus)
-    in_ram = int((size - usable) * (1 + RUNTIME_HEADROOM))
-    if with_room > vram + ram:
-        return Route(
-            "llamacpp",
-            model,
-            "hybrid",
-            False,
-            f"{sized} + 10 % = {gib(with_room)} > VRAM + RAM {gib(vram + ram)}",
-            speed,
-        )
-    if in_ram > ram:
-        return Route(
-            "llamacpp",
-            model,
-            "hybrid",
-            False,
-            f"{sized} is more than the {gib(usable)} usable on "
-            f"{len(gpus)} GPU(s); the ~{gib(size - usable)} of experts left for RAM + 10 % > RAM {gib(ram)}",
-            speed,
-        )
-    return Route(
-        "llamacpp",
-        model,
-        "hybrid",
-        True,
-        f"{sized} is more than the {gib(usable)} usable on {len(gpus)} "
-        f"GPU(s): at least ~{gib(size - usable)} of experts in RAM ({gib(ram)}); seed 000: the hybrid decodes "
-        "~2x slower than all-VRAM",
-        speed,
+        return Route("llamacpp", model, placement, True, why, speed)
+    in_ram = decision.cpu_bytes or 0
+    measured = f" (seed 000 measured it: {decision.floor})" if decision.floor else ""
+    why = (
+        f"{sized} is more than the {gib(decision.usable_bytes)} usable on {len(gpus)} GPU(s): at least "
+        f"~{gib(in_ram)} of experts in RAM ({gib(ram)}){measured}; seed 000: the hybrid decodes ~2x slower than "
+        "all-VRAM"
     )
+    return Route("llamacpp", model, placement, True, why, speed)
+
+
+# The knobs a native route takes where the profile names another engine (or none): the schema's defaults, seed
+# 001's recipes (model/profile_schema.py; tests/unit/test_routes.py keeps them equal).
+NATIVE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "vllm": {"tensor_parallel_size": 8, "gpu_memory_utilization": 0.95, "any_gpu": False},
+    "sglang": {"tp_size": 8, "dcp_size": 8, "mem_fraction_static": 0.85, "any_gpu": False},
+}
+# The engines whose routes are profiles judged by the gate here; another registered engine offers its own
+# (`ServingEngine.routes`).
+JUDGED = ("llamacpp", "vllm", "sglang")
+RECIPES = {
+    "vllm": "seed 001's vLLM recipe (TP8, fp8 KV cache, vllm/vllm-openai:kimi-k3)",
+    "sglang": "seed 001's SGLang cookbook profile (TP8/DCP8, verified on 8x B300; needs "
+    "sglang.mamba_full_memory_ratio from the cookbook's calculator)",
+}
+
+
+def _native_profile(base: Profile, engine: str) -> Profile:
+    """The native checkpoint on `engine`, as `base` would run it: a profile of that engine is itself; another's
+    takes the recipe's knobs (NATIVE_DEFAULTS) on all the host's GPUs."""
+    if base.engine == engine:
+        return base
+    knobs = SECTIONS[f"{engine.capitalize()}Spec"](**NATIVE_DEFAULTS[engine])
+    model = base.model.model_copy(
+        update={"repo": NATIVE_REPO, "quant": CHECKPOINT, "local_path": None, "revision": "lower bound"}
+    )
+    return base.model_copy(update={"engine": engine, engine: knobs, "model": model, "gpus": "all"})
 
 
 def _native_route(
-    engine: str,
-    placement: str,
-    kinds: tuple[str, ...],
-    gpus: tuple[GpuFact, ...],
+    profile: Profile,
     host: HostFacts,
-    driver_floor_: tuple[int, ...] | None,
-    recipe: str,
+    start: Observed | None = None,
+    plan: tuple[Observed, list[str] | None] | None = None,
 ) -> Route:
-    listed = tuple(g for g in gpus if _kind(g, kinds))
-    vram = sum(g.memory_total for g in listed[:NATIVE_GPUS])
-    wanted = " or ".join(kinds)
-    problems = []
-    if len(listed) < NATIVE_GPUS:
-        others = sorted({g.name for g in gpus if g not in listed})
-        problems.append(
-            f"{len(listed)} GPU(s) of the kinds {recipe} lists ({wanted}), {NATIVE_GPUS} needed"
-            + (f" ({', '.join(others)}: not a listed kind)" if others else "")
-        )
-    if len(listed) >= NATIVE_GPUS and vram < NATIVE_MIN_BYTES:
-        problems.append(
-            f"their VRAM {gib(vram)} < {gib(NATIVE_MIN_BYTES)}, the native checkpoint's lower bound "
-            "(2.8T parameters at MXFP4's 4.25 bits)"
-        )
-    if driver_floor_ is not None and not _driver_ok(host.driver_version, driver_floor_):
-        problems.append(
-            f"driver {host.driver_version or 'none'} below R{driver_floor_[0]} (seed 001: the CUDA 13 K3 image)"
-        )
-    if problems:
-        return Route(engine, NATIVE_REPO, placement, False, "; ".join(problems))
-    floor_note = "" if driver_floor_ is None else f", driver {host.driver_version} >= R{driver_floor_[0]}"
-    names = ", ".join(sorted({g.name for g in listed[:NATIVE_GPUS]}))
+    """The native checkpoint on vLLM or SGLang, judged by the plan's gate at the checkpoint's lower bound."""
+    engine = profile.engine
+    needs = engine_for(engine).host_needs(profile)
+    placement = f"tp{needs.gpus}" + (f"-dcp{profile.sglang.dcp_size}" if engine == "sglang" else "")
+    facts, refusals = plan or (route_observation(profile, host, NATIVE_MIN_BYTES, start), None)
+    refusals = gate_refusals(profile, facts) if refusals is None else refusals
+    others = sorted({g.name for g in _gpus_of(profile, host) if not _nvidia(g)})
+    if others:
+        # Seed 001's AMD route (MI355X, MI350X) takes the ROCm image; kimik3 pulls the CUDA one, and any_gpu does not
+        # change that (NVML never sees these GPUs on a real host).
+        refusals = [f"{', '.join(others)}: seed 001's AMD route needs the ROCm image, which kimik3 does not deploy"]
+    if refusals:
+        bound = " (its weights counted at the lower bound: 2.8T parameters at MXFP4's 4.25 bits)"
+        lower = any("checkpoint's weights" in r for r in refusals)
+        return Route(engine, profile.model.repo, placement, False, "; ".join(refusals) + (bound if lower else ""))
+    used = _gpus_of(profile, host)[: needs.gpus]
+    names = ", ".join(sorted({g.name for g in used}))
+    floor = f", driver {host.driver_version} >= R{needs.min_driver[0]}"
     return Route(
         engine,
-        NATIVE_REPO,
+        profile.model.repo,
         placement,
         True,
-        f"{NATIVE_GPUS}x {names} ({gib(vram)}){floor_note}: {recipe}; no seed measured its speed",
+        f"{len(used)}x {names} ({gib(sum(g.memory_total for g in used))}){floor}: {RECIPES[engine]}; no seed "
+        "measured its speed",
     )
+
+
+# Seed 001, "vLLM vs SGLang vs llama.cpp": on an 8-GPU Blackwell-class server start with vLLM (SGLang for lower-level
+# serving control); GGUF on llama.cpp proves K3 runs on the hardware one owns. Seed 000: all-VRAM decodes ~2x
+# faster than the hybrid; the CPU build is the last resort.
+RANK = ("vllm", "sglang", "all-vram", "hybrid", "cpu")
+RANK_WHY = {
+    "vllm": "seed 001: on an 8-GPU Blackwell-class server, start with vLLM",
+    "sglang": "seed 001: SGLang for lower-level serving control (vLLM is not feasible here)",
+    "all-vram": "seed 001: no native route fits here; GGUF on llama.cpp, all-VRAM (seed 000: ~2x the hybrid)",
+    "hybrid": "seed 001: no native route fits here; GGUF on llama.cpp, hybrid VRAM + RAM",
+    "cpu": "seed 001: no GPU route here; the CPU build (expect it to be slow)",
+}
+
+
+def recommend(found: tuple[Route, ...]) -> tuple[Route, str] | None:
+    """The route to start with, and why: the first feasible of seed 001's order (RANK); within a placement, the
+    catalog's order (seed 000's measured quants first)."""
+    feasible = [r for r in found if r.feasible and r.engine != "ollama"]
+    if not feasible:
+        return None
+
+    def kind(route: Route) -> str:
+        return route.engine if route.engine != "llamacpp" else route.placement
+
+    # A placement not known here (a GGUF of another repo before its files are listed) ranks last.
+    best = min(feasible, key=lambda r: RANK.index(kind(r)) if kind(r) in RANK else len(RANK))  # ties: listed order
+    return best, RANK_WHY.get(kind(best), "the profile's own route: the plan's gate passes it")
+
+
+def default_base() -> Profile:
+    """ROUTES_BASE, validated (pydantic: only `kimik3 routes` without a profile pays for it, never a plan)."""
+    from kimik3_reconciler.model.profile_source import parse_profile
+
+    return parse_profile(ROUTES_BASE, "kimik3 routes' default profile").profile
 
 
 def routes(
     host: HostFacts,
-    gpus: tuple[GpuFact, ...] | None = None,
+    base: Profile | None = None,
     source: str = "observed",
-    profile_route: tuple[str, str, str] | None = None,
+    profile: Profile | None = None,
+    profile_refusals: list[str] | None = None,
     profile_quant_bytes: int | None = None,
+    observed: Observed | None = None,
 ) -> RouteReport:
-    """Every route on `host`, judged on `gpus` (default: all the host's; a profile's GPU selection otherwise).
-    `profile_route`: (engine, repo, quant) of a profile, marked as its route; a GGUF that is not one of the
-    catalog's (another repo, another quant) is judged on `profile_quant_bytes` (its files) and added."""
-    if gpus is None:
-        gpus = host.gpus if host.gpu_probe != "no-driver" else ()
-    engine, repo, quant = profile_route or ("", "", "")
-    catalogued = engine == "llamacpp" and repo == GGUF_REPO and catalog.lookup(quant) is not None
+    """Every route on `host`: each a profile made from `base` (model/engine swapped in) and judged by the plan's
+    gate. `profile`: the user's, marked as its route; `profile_refusals`: what the plan's gate said of it (the plan
+    passes its own, so a route is feasible exactly when the plan is), else the gate is asked here on the host's
+    facts. A GGUF that is not one of the catalog's (another repo, another quant) is judged on
+    `profile_quant_bytes` (its files) and added. Without `base`, ROUTES_BASE."""
+    base = base or default_base()
+    start = route_observation(base, host, None)  # the host's facts once: each route copies them
+
+    def ours_plan(route_profile: Profile) -> tuple[Observed, list[str] | None] | None:
+        """The profile's own route is the plan's: its observation and, when the plan gave it, its gate's verdict."""
+        return (observed, profile_refusals) if route_profile is profile and observed is not None else None
+
+    adapted = profile is None or base.engine != "llamacpp"  # judged on the host's GPUs, not a profile's choice
+    gpus = (host.gpus if host.gpu_probe == "ok" else ()) if adapted else _gpus_of(base, host)
     found: list[Route] = []
     for info in catalog.CATALOG.values():
-        size = profile_quant_bytes if catalogued and info.name == quant and profile_quant_bytes else info.size_bytes
         if info.refused:
             found.append(Route("llamacpp", f"{GGUF_REPO}:{info.name}", "-", False, f"refused: {info.refused}"))
-        elif size is not None:
-            found.append(_gguf_route(info.name, size, gpus, host))
-    found.append(
-        _native_route(
-            "vllm",
-            "tp8",
-            VLLM_KINDS,
-            gpus,
-            host,
-            NATIVE_DRIVER,
-            "seed 001's vLLM recipe (TP8, fp8 KV cache, vllm/vllm-openai:kimi-k3)",
-        )
-    )
-    found.append(
-        _native_route(
-            "sglang",
-            "tp8-dcp8",
-            SGLANG_KINDS,
-            gpus,
-            host,
-            NATIVE_DRIVER,
-            "seed 001's SGLang cookbook profile (TP8/DCP8, verified on 8x B300; needs "
-            "sglang.mamba_full_memory_ratio from the cookbook's calculator)",
-        )
-    )
+        elif info.size_bytes is not None:
+            ours = profile is not None and _same(profile, "llamacpp", GGUF_REPO, info.name)
+            size = profile_quant_bytes if ours and profile_quant_bytes else info.size_bytes
+            route_profile = _gguf_profile(base, info.name, host, profile is None)
+            found.append(_gguf_route(route_profile, host, size, start=start, plan=ours_plan(route_profile)))
+    for engine in ("vllm", "sglang"):
+        route_profile = _native_profile(base, engine)
+        found.append(_native_route(route_profile, host, start, ours_plan(route_profile)))
+    for name in ENGINES:
+        if name not in JUDGED:  # an engine kimik3 does not judge by the gate here (a probe): its own routes
+            offered = engine_for(name).routes(
+                host, gpus, profile if profile and profile.engine == name else None, observed
+            )
+            found += (*offered.own, *offered.kimi)
     found.append(Route("ollama", f"hf.co/{GGUF_REPO}:<quant>", "-", False, OLLAMA_WHY))
     notes = NOTES
     if not any(r.feasible for r in found):
@@ -355,41 +427,59 @@ def routes(
             "no route serves Kimi-K3 here: what runs on this host is the demo (profiles/demo-cpu.yaml: a tiny "
             "random kimi-k3 GGUF, the same steps) or a hosted API (seed 001)",
         )
-    if engine == "llamacpp" and not catalogued:
-        model = f"{repo}:{quant}"
-        if profile_quant_bytes:
-            ours = _gguf_route(quant, profile_quant_bytes, gpus, host, " (its files)")
-            found.insert(0, Route(**{**asdict(ours), "model": model, "speed": None}))
-        else:
-            found.insert(
-                0,
-                Route(
-                    "llamacpp",
-                    model,
-                    "-",
-                    False,
-                    "its size is not known until the hub lists its files (not a quant of the catalog)",
-                ),
-            )
-    if profile_route is not None:
-        found = [_mark(r, engine, f"{repo}:{quant}") for r in found]
-    return RouteReport(summarize_host(host, gpus, source), tuple(found), notes)
+    if profile is not None and profile.engine == "llamacpp" and catalog.lookup(profile.model.quant) is None:
+        found.insert(0, _uncatalogued(profile, host, profile_quant_bytes))
+    elif profile is not None and profile.model.repo != GGUF_REPO and profile.engine == "llamacpp":
+        found.insert(0, _uncatalogued(profile, host, profile_quant_bytes))
+    if profile is not None:
+        found = [_judged(r, profile, profile_refusals) for r in found]
+    return RouteReport(summarize_host(host, gpus, source), tuple(found), notes, recommend(tuple(found)))
 
 
-def _mark(route: Route, engine: str, model: str) -> Route:
-    ours = route.engine == engine and (engine != "llamacpp" or route.model == model)
-    return Route(**{**asdict(route), "profile": True}) if ours else route
+def _same(profile: Profile, engine: str, repo: str, quant: str) -> bool:
+    return profile.engine == engine and (
+        engine != "llamacpp" or (profile.model.repo, profile.model.quant) == (repo, quant)
+    )
+
+
+def _uncatalogued(profile: Profile, host: HostFacts, size: int | None) -> Route:
+    model = f"{profile.model.repo}:{profile.model.quant}"
+    if not size:
+        return Route(
+            "llamacpp",
+            model,
+            "-",
+            False,
+            "its size is not known until the hub lists its files (not a quant of the catalog)",
+        )
+    return Route(**{**asdict(_gguf_route(profile, host, size, " (its files)")), "model": model, "speed": None})
+
+
+def _judged(route: Route, profile: Profile, refusals: list[str] | None) -> Route:
+    """The profile's own route, marked; `refusals`: the plan's verdict on it (the plan's gate saw the model's files
+    and what runs here), which stands over the route's."""
+    repo, _, quant = route.model.rpartition(":") if route.engine == "llamacpp" else (route.model, "", "")
+    if route.engine == "ollama" or not _same(profile, route.engine, repo, quant):
+        return route
+    if refusals is None:  # judged above on the profile itself, by the same gate
+        return Route(**{**asdict(route), "profile": True})
+    if refusals:
+        return Route(**{**asdict(route), "feasible": False, "why": "; ".join(refusals), "profile": True})
+    return Route(**{**asdict(route), "feasible": True, "profile": True})
 
 
 def profile_routes(
-    profile: Profile | None, host: HostFacts, source: str = "observed", observed: Observed | None = None
+    profile: Profile | None,
+    host: HostFacts,
+    source: str = "observed",
+    observed: Observed | None = None,
+    refusals: list[str] | None = None,
+    base: Profile | None = None,
 ) -> RouteReport:
-    """The routes on `host`; with a profile, judged on its GPUs and with its own route marked (its quant sized from
-    its files when `observed` knows them, else from the catalog)."""
+    """The routes on `host`; with a profile, judged as it would run them, its own route marked and judged by the
+    plan's gate (`refusals`: the plan's own verdict, else asked here; its quant sized from its files when
+    `observed` knows them, else from the catalog). Without one, `base` (default: ROUTES_BASE) stands in."""
     if profile is None:
-        return routes(host, source=source)
-    engine = getattr(profile, "engine", "llamacpp")
-    gpus = () if profile.gpus == "none" or host.gpu_probe == "no-driver" else requested_gpus(profile, host)[0]
-    quant = profile.model.quant if engine == "llamacpp" else ""
-    size = quant_bytes(profile, observed)[0] if engine == "llamacpp" and observed is not None else None
-    return routes(host, gpus, source, (engine, profile.model.repo, quant), size)
+        return routes(host, base, source)
+    size = quant_bytes(profile, observed)[0] if profile.engine == "llamacpp" and observed is not None else None
+    return routes(host, profile, source, profile, refusals, size, observed)

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kimik3_reconciler.engines import ServingEngine, engine_for
+from kimik3_reconciler.engines.llamacpp.placement import forecast
+from kimik3_reconciler.engines.llamacpp.vram_fit import trained_context
 from kimik3_reconciler.errors import PlanError, ProfileError
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.profile import Profile
@@ -15,8 +17,6 @@ from kimik3_reconciler.model.profile_edit import set_knobs
 from kimik3_reconciler.model.profile_source import LoadedProfile, parse_profile
 from kimik3_reconciler.model.tuning import FIT
 from kimik3_reconciler.planning import refuse_by_host_gate
-from kimik3_reconciler.planning.placement import forecast
-from kimik3_reconciler.planning.vram_fit import trained_context
 
 MIB = 1 << 20
 

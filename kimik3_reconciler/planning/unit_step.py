@@ -123,6 +123,12 @@ def render_install(profile: Profile, observed: Observed, launch: Launch, docker_
         env_file=env_path(unit),
         conflicts=unit_conflicts(profile, observed),
     )
+    return install_of(profile, unit, text, values)
+
+
+def install_of(profile: Profile, unit: str, text: str, values: dict[str, str]) -> UnitInstall:
+    """Install `unit` (its text) and its env file (`values`), enabled at boot as `systemd.enable` says: every file
+    written, systemd reloaded (the planner turns off what need not happen)."""
     return UnitInstall(
         unit=unit,
         profile=profile.name,

@@ -3,7 +3,7 @@
 `EXECUTORS` is the one dispatch table: the orchestrator checks every changing step of a plan against it
 when the plan is made (`check_executable`), so a payload without an executor fails `kimik3 plan`,
 not an apply halfway through. Each executor's module is imported when a step of its kind runs
-(`_in`): a no-op plan loads none of them (tests/unit/test_step_dispatch.py resolves every entry).
+(`_in`): a no-op plan loads none of them (tests/unit/steps/test_step_dispatch.py resolves every entry).
 """
 
 from __future__ import annotations

@@ -9,12 +9,12 @@ from typing import Protocol
 
 from kimik3_reconciler.benchmark import converged_deployment, run_sweep
 from kimik3_reconciler.benchmark.store import keep
+from kimik3_reconciler.engines.llamacpp.placement import forecast
 from kimik3_reconciler.model.bench import BenchRun, BenchSettings
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.loaded_profile import LoadedProfile
 from kimik3_reconciler.model.records import load_key
 from kimik3_reconciler.orchestrator import Orchestrator
-from kimik3_reconciler.planning.placement import forecast
 
 
 class CandidateRunner(Protocol):

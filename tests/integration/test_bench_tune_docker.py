@@ -6,7 +6,7 @@ figures are printed (run with -s), never asserted as timings. Tune searches ubat
 with SIGKILL once it has measured two trials, resumes, and leaves the host converged on FILE: rewritten
 with its comments kept when a candidate won, as written when it measured best (which one wins is a
 measurement on a shared machine; the write itself is tested deterministically on fakes, through the
-command: tests/unit/test_tune.py).
+command: tests/unit/tuning/test_tune.py).
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ import pytest
 from huggingface_hub import scan_cache_dir, try_to_load_from_cache
 
 from kimik3_demo.hub import FixtureHub, FixtureRepo
+from kimik3_demo.quant_files import random_shards, whole_quant
 from kimik3_reconciler.adapters.hf_hub import HuggingFaceHub
 from kimik3_reconciler.adapters.hub_download import CHUNK
 from kimik3_reconciler.errors import DownloadFailed
@@ -32,13 +33,7 @@ SIZE = 24 << 20  # above huggingface_hub's 10 MiB resume granularity, several of
 
 @pytest.fixture(scope="module")
 def shards(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("big")
-    files = {}
-    for i in (1, 2, 3):
-        path = root / f"K3-Q-0000{i}-of-00003.gguf"
-        path.write_bytes(os.urandom(SIZE))
-        files[f"Q/{path.name}"] = path
-    return files
+    return random_shards(tmp_path_factory.mktemp("big"), 3, SIZE)
 
 
 @pytest.fixture
@@ -48,17 +43,7 @@ def hub(shards: dict[str, Path]) -> Iterator[FixtureHub]:
 
 
 def spec_for(hub: FixtureHub, cache: Path) -> ModelDownload:
-    files = tuple(HuggingFaceHub().list_files(REPO, REV, ["Q"], hub.url))
-    return ModelDownload(
-        repo=REPO,
-        revision=REV,
-        quant="Q",
-        endpoint=hub.url,
-        cache_dir=str(cache),
-        files=files,
-        missing=tuple(f.path for f in files),
-        manifest_key="unused",
-    )
+    return whole_quant(hub.url, REPO, REV, cache, manifest_key="unused")
 
 
 def download_in_child(background: Background, hub: FixtureHub, cache: Path, prelude: str = "") -> subprocess.Popen:

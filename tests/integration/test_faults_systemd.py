@@ -7,30 +7,23 @@ Its own box and names (k3-fault-*): the box of test_systemd_live.py belongs to t
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.realparts import REPO_ROOT, demo_profile, docker, kimik3, require_docker_and_demo_hub, write_profile
+from support.realparts import demo_profile, docker, kimik3, require_docker_and_demo_hub, write_profile
+from support.systemd_box import host_docker, remove, start_box, with_docker_service
 
 from kimik3_demo.hub import FixtureHub, FixtureRepo
 from kimik3_demo.prepare import DEMO_REPO, DEMO_REVISION, demo_repos
 
 pytestmark = pytest.mark.docker
 
-BOX, IMAGE = "k3-fault-systemd", "kimik3-test/systemd:bookworm"
+BOX = "k3-fault-systemd"
 NAME, PORT = "k3-fault-ondemand", 19253
 UNIT = f"{NAME}.service"
-DOCKER_STAND_IN = """[Unit]
-Description=the host's dockerd, reached through the mounted socket (test stand-in for docker.service)
-[Service]
-Type=oneshot
-RemainAfterExit=yes
-ExecStart=/usr/bin/docker version
-"""
 
 
 def in_box(*args: str) -> subprocess.CompletedProcess[str]:
@@ -40,44 +33,12 @@ def in_box(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="module")
 def box() -> Iterator[Path]:
     """systemd as PID 1 with the host's docker socket and CLI; yields its root filesystem as seen from here."""
-    require_docker_and_demo_hub()
-    subprocess.run(["bash", str(REPO_ROOT / "scripts" / "ensure-systemd-image.sh")], check=True)
-    cli = Path(shutil.which("docker") or "/usr/bin/docker").resolve()
-    subprocess.run(["docker", "rm", "-f", BOX, NAME], capture_output=True)
-    docker(
-        "run",
-        "-d",
-        "--name",
-        BOX,
-        "--cap-add",
-        "SYS_ADMIN",
-        "--security-opt",
-        "seccomp=unconfined",
-        "--network",
-        "host",
-        "--tmpfs",
-        "/run",
-        "--tmpfs",
-        "/run/lock",
-        "-v",
-        "/sys/fs/cgroup:/sys/fs/cgroup:rw",
-        "-v",
-        "/var/run/docker.sock:/var/run/docker.sock",
-        "-v",
-        f"{cli}:/usr/bin/docker:ro",
-        IMAGE,
-    )
     try:
-        deadline = time.monotonic() + 60
-        while in_box("systemctl", "is-system-running").stdout.strip() not in ("running", "degraded"):
-            assert time.monotonic() < deadline, "systemd in the box did not come up"
-            time.sleep(0.25)
-        root = Path(docker("inspect", "-f", "{{.GraphDriver.Data.MergedDir}}", BOX))
-        (root / "etc/systemd/system/docker.service").write_text(DOCKER_STAND_IN)
-        in_box("systemctl", "daemon-reload")
+        root = start_box(BOX, *host_docker(), rm=(NAME,))
+        with_docker_service(BOX, root, present=True)
         yield root
     finally:
-        subprocess.run(["docker", "rm", "-f", NAME, BOX], capture_output=True)
+        remove(NAME, BOX)
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 from support.closed_loop import ClosedLoop
-from support.realparts import demo_profile, docker, kimik3, remove_leftovers, require_docker_and_demo_hub, write_profile
+from support.realparts import applied, demo_profile, docker, kimik3, require_docker_and_demo_hub, write_profile
 
 from kimik3_demo.hub import FixtureHub, FixtureRepo
 from kimik3_demo.prepare import DEMO_REPO, DEMO_REVISION, demo_repos
@@ -49,7 +49,6 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FixtureHub]:
 @pytest.fixture(scope="module")
 def deployed(tmp_path_factory: pytest.TempPathFactory, hub: FixtureHub) -> Iterator[tuple[Path, dict]]:
     work = tmp_path_factory.mktemp("kimik3-handover")
-    remove_leftovers(NAME)
     profile = demo_profile(work, NAME, PORT, hub.url)
     profile["metrics"] = {
         "port": METRICS_PORT,
@@ -58,12 +57,8 @@ def deployed(tmp_path_factory: pytest.TempPathFactory, hub: FixtureHub) -> Itera
         "handover": {"drain_s": 30, "queue": 64, "wait_s": 600},
     }
     write_profile(work, profile)
-    try:
-        kimik3(work, "apply", "profile.yaml")
+    with applied(work, NAME):
         yield work, profile
-    finally:
-        kimik3(work, "destroy", "profile.yaml", check=False)
-        subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)
 
 
 def front_record(work: Path) -> dict:

@@ -11,27 +11,18 @@ box's own mount namespace; systemd-sysctl writes that file. The test checks this
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.realparts import (
-    REPO_ROOT,
-    demo_hub,
-    demo_profile,
-    docker,
-    kimik3,
-    require_docker_and_demo_hub,
-    wait_for,
-    write_profile,
-)
+from support import systemd_box
+from support.realparts import demo_hub, demo_profile, kimik3, write_profile
+from support.systemd_box import remove, start_box
 
 pytestmark = pytest.mark.docker
 
 BOX = "kimik3-hostprep-27b-box"
-IMAGE = "kimik3-test/systemd:bookworm"
 NAME, PORT = "kimi-k3-hostprep-27b", 18727  # not used by the other integration tests
 FAKE = "/run/kimik3-test-numa_balancing"  # on the box's tmpfs
 KNOB = "/proc/sys/kernel/numa_balancing"
@@ -40,10 +31,7 @@ LATER = "/etc/sysctl.d/99-zz-kimik3-test.conf"  # a file a boot reads after CONF
 
 
 def in_box(*args: str) -> str:
-    result = subprocess.run(["docker", "exec", BOX, *args], capture_output=True, text=True, timeout=120)
-    if result.returncode:
-        raise AssertionError(f"{' '.join(args)} in {BOX} exited {result.returncode}: {result.stderr}")
-    return result.stdout.strip()
+    return systemd_box.in_box(BOX, *args)
 
 
 def this_machine() -> str | None:
@@ -56,44 +44,13 @@ def this_machine() -> str | None:
 @pytest.fixture(scope="module")
 def box() -> Iterator[Path]:
     """A systemd-as-PID-1 container whose numa_balancing is a file of its own; yields its rootfs as seen here."""
-    require_docker_and_demo_hub()
-    subprocess.run(["bash", str(REPO_ROOT / "scripts" / "ensure-systemd-image.sh")], check=True)
-    subprocess.run(["docker", "rm", "-f", BOX, NAME], capture_output=True)
-    docker(
-        "run",
-        "-d",
-        "--name",
-        BOX,
-        "--cap-add",
-        "SYS_ADMIN",
-        "--security-opt",
-        "seccomp=unconfined",
-        "--network",
-        "none",
-        "--tmpfs",
-        "/run",
-        "--tmpfs",
-        "/run/lock",
-        "-v",
-        "/sys/fs/cgroup:/sys/fs/cgroup:rw",
-        IMAGE,
-    )
     try:
-        wait_for(
-            "systemd in the box",
-            lambda: (
-                subprocess.run(
-                    ["docker", "exec", BOX, "systemctl", "is-system-running"], capture_output=True, text=True
-                ).stdout.strip()
-                in ("running", "degraded")
-            ),
-            timeout=60,
-        )
+        root = start_box(BOX, rm=(NAME,), network="none")
         in_box("sh", "-c", f"echo 1 > {FAKE} && mount --bind {FAKE} {KNOB}")
         assert in_box("cat", KNOB) == "1"
-        yield Path(docker("inspect", "-f", "{{.GraphDriver.Data.MergedDir}}", BOX))
+        yield root
     finally:
-        subprocess.run(["docker", "rm", "-f", NAME, BOX], capture_output=True)
+        remove(NAME, BOX)
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
-from support.realparts import KIMIK3, demo_hub, demo_profile, kimik3, remove_leftovers, write_profile
+from support.realparts import KIMIK3, applied, demo_hub, demo_profile, kimik3, write_profile
 from support.sse_stub import SseStub
 
 from kimik3_demo.hub import FixtureHub
@@ -46,18 +46,13 @@ def hub() -> Iterator[FixtureHub]:
 @pytest.fixture(scope="module")
 def deployed(tmp_path_factory: pytest.TempPathFactory, hub: FixtureHub) -> Iterator[Path]:
     work = tmp_path_factory.mktemp("kimik3-metrics")
-    remove_leftovers(NAME)
     profile = demo_profile(work, NAME, PORT, hub.url)
     profile["serve"]["api_key_file"] = "api.key"
     profile["metrics"] = {"port": METRICS_PORT, "proxy": True, "server_port": SERVER_PORT}
     (work / "api.key").write_text(f"{API_KEY}\n")
     write_profile(work, profile)
-    try:
-        kimik3(work, "apply", "profile.yaml", "--no-verify-server")
+    with applied(work, NAME, "--no-verify-server"):
         yield work
-    finally:
-        kimik3(work, "destroy", "profile.yaml", check=False)
-        subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)
 
 
 @pytest.fixture(scope="module")

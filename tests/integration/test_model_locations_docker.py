@@ -2,7 +2,7 @@
 dockerd and the demo image): two profiles of the demo quant that differ only in `model.cache_dir`, applied in turn
 on one state dir. After each location's first apply, a plan of either finds its model verified ("all N files
 verified", NOOP), never "changed since verified (re-hashed ...)": the bytes are not read again at each switch
-(the unit test tests/unit/test_model_locations.py counts them through HostPort.file_digest).
+(the unit test tests/unit/orchestrator/test_model_locations.py counts them through HostPort.file_digest).
 
 Names and ports are this module's own (k3ml-*, 19372)."""
 

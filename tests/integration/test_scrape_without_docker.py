@@ -23,7 +23,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from support.docker_relay import DockerRelay
-from support.realparts import KIMIK3, demo_hub, demo_profile, docker, kimik3, remove_leftovers, wait_for, write_profile
+from support.realparts import KIMIK3, applied, demo_hub, demo_profile, docker, wait_for, write_profile
 
 from kimik3_reconciler.adapters.docker_socket import engine_socket
 from kimik3_reconciler.exporter.sources import SCRAPE_BOUND_S
@@ -42,17 +42,12 @@ TIMES: list[tuple[str, float]] = []
 @pytest.fixture(scope="module")
 def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     work = tmp_path_factory.mktemp("kimik3-scrape")
-    remove_leftovers(NAME)
     with demo_hub() as hub:
         profile = demo_profile(work, NAME, PORT, hub.url)
         profile["metrics"] = {"port": METRICS_PORT}
         write_profile(work, profile)
-        try:
-            kimik3(work, "apply", "profile.yaml", "--no-verify-server")
+        with applied(work, NAME, "--no-verify-server"):
             yield work
-        finally:
-            kimik3(work, "destroy", "profile.yaml", check=False)
-            subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)
     print("\nscrape times (s), bound", SCRAPE_BOUND_S, ":", ", ".join(f"{what} {s:.3f}" for what, s in TIMES))
 
 

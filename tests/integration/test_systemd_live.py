@@ -13,12 +13,12 @@ import json
 import shutil
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support import systemd_box
 from support.realparts import (
     DEMO_DIR,
     REPO_ROOT,
@@ -30,6 +30,7 @@ from support.realparts import (
     wait_for,
     write_profile,
 )
+from support.systemd_box import host_docker, remove, start_box
 
 from kimik3_demo.hub import FixtureHub, FixtureRepo
 from kimik3_demo.prepare import DEMO_REPO, DEMO_REVISION, demo_repos
@@ -37,7 +38,6 @@ from kimik3_demo.prepare import DEMO_REPO, DEMO_REVISION, demo_repos
 pytestmark = pytest.mark.docker
 
 BOX = "kimik3-systemd-itest"
-IMAGE = "kimik3-test/systemd:bookworm"
 MAIN, OTHER = "kimi-k3-sdtest", "kimi-k3-sdtest-b"  # not kimi-k3-itest/-vtest/-demo (18282/18383/18181)
 PORT = 18585  # shared by both: the second profile's unit gets `Conflicts=` derived from it
 UNIT, OTHER_UNIT = f"{MAIN}.service", f"{OTHER}.service"
@@ -48,10 +48,7 @@ CACHE_NAME = "hf cache #1"  # a value with '#' and a space in the env file: it m
 
 
 def in_box(*args: str, check: bool = True) -> str:
-    result = subprocess.run(["docker", "exec", BOX, *args], capture_output=True, text=True, timeout=300)
-    if check and result.returncode:
-        raise AssertionError(f"{' '.join(args)} in {BOX} exited {result.returncode}: {result.stderr}")
-    return result.stdout.strip()
+    return systemd_box.in_box(BOX, *args, check=check, timeout=300)
 
 
 def state(container: str) -> str:
@@ -61,53 +58,17 @@ def state(container: str) -> str:
 @pytest.fixture(scope="module")
 def box() -> Iterator[Path]:
     """A systemd-as-PID-1 container; yields its root filesystem as this machine sees it (overlay2 merged dir)."""
-    require_docker_and_demo_hub()
-    started = time.monotonic()
-    subprocess.run(["bash", str(REPO_ROOT / "scripts" / "ensure-systemd-image.sh")], check=True)
-    print(f"ensure-systemd-image: {time.monotonic() - started:.1f} s")
-    cli = Path(shutil.which("docker") or "/usr/bin/docker").resolve()
-    subprocess.run(["docker", "rm", "-f", BOX, MAIN, OTHER, METRICS_PROFILE], capture_output=True)
     # The exporter's unit runs this kimik3 (its interpreter, venv and checkout) with its state dir: the same
     # paths in the box, read-only but the exporter test's work dir. Never /tmp: the box's systemd-tmpfiles
     # empties /tmp at boot.
     same_paths = [f"{p}:{p}:ro" for p in sorted({sys.base_prefix, sys.prefix, str(REPO_ROOT)})]
     shutil.rmtree(METRICS_WORK, ignore_errors=True)
     METRICS_WORK.mkdir(parents=True)
-    docker(
-        "run",
-        "-d",
-        "--name",
-        BOX,
-        "--cap-add",
-        "SYS_ADMIN",
-        "--security-opt",
-        "seccomp=unconfined",
-        "--network",
-        "host",
-        "--tmpfs",
-        "/run",
-        "--tmpfs",
-        "/run/lock",
-        "-v",
-        "/sys/fs/cgroup:/sys/fs/cgroup:rw",
-        "-v",
-        "/var/run/docker.sock:/var/run/docker.sock",
-        "-v",
-        f"{cli}:/usr/bin/docker:ro",
-        *(arg for p in same_paths for arg in ("-v", p)),
-        "-v",
-        f"{METRICS_WORK}:{METRICS_WORK}",
-        IMAGE,
-    )
+    mounts = host_docker(*(arg for p in same_paths for arg in ("-v", p)), "-v", f"{METRICS_WORK}:{METRICS_WORK}")
     try:
-        wait_for(
-            "systemd in the box",
-            lambda: in_box("systemctl", "is-system-running", check=False) in ("running", "degraded"),
-            timeout=60,
-        )
-        yield Path(docker("inspect", "-f", "{{.GraphDriver.Data.MergedDir}}", BOX))
+        yield start_box(BOX, *mounts, rm=(MAIN, OTHER, METRICS_PROFILE))
     finally:
-        subprocess.run(["docker", "rm", "-f", MAIN, OTHER, METRICS_PROFILE, BOX], capture_output=True)
+        remove(MAIN, OTHER, METRICS_PROFILE, BOX)
         shutil.rmtree(METRICS_WORK, ignore_errors=True)
 
 
@@ -163,26 +124,8 @@ def plan_json(work: Path, box: Path, profile: str) -> dict:
     return json.loads(sd_kimik3(work, box, "plan", "--json", profile).stdout)
 
 
-DOCKER_STAND_IN = """[Unit]
-Description=the host's dockerd, reached through the mounted socket (test stand-in for docker.service)
-[Service]
-Type=oneshot
-RemainAfterExit=yes
-ExecStart=/usr/bin/docker version
-"""
-
-
 def with_docker_service(box: Path, present: bool) -> None:
-    """The box's systemd does not run dockerd (the host's does): a stand-in unit says it is there (or, taken away,
-    that it is not)."""
-    stand_in = box / "etc/systemd/system/docker.service"
-    if stand_in.exists() == present:
-        return
-    if present:
-        stand_in.write_text(DOCKER_STAND_IN)
-    else:
-        stand_in.unlink()
-    in_box("systemctl", "daemon-reload")
+    systemd_box.with_docker_service(BOX, box, present)
 
 
 @pytest.fixture
@@ -345,9 +288,7 @@ def test_the_front_is_a_unit_next_to_the_server(box: Path, hub: FixtureHub) -> N
     """Issue 38 item 12: `metrics.handover` under `systemd:`: <unit>-front.service runs `front-serve` (the observed
     interpreter) on serve.port in front of the server, comes back after a crash (Restart=on-failure), and destroy
     removes the units and the front's token."""
-    if not (box / "etc/systemd/system/docker.service").exists():  # run alone (-k): the stand-in first
-        (box / "etc/systemd/system/docker.service").write_text(DOCKER_STAND_IN)
-        in_box("systemctl", "daemon-reload")
+    with_docker_service(box, present=True)  # run alone (-k): the stand-in first
     work = METRICS_WORK  # mounted in the box at the same path (the fixture's state dir)
     profile = demo_profile(work, FRONT_PROFILE, FRONT_PORT, hub.url)
     profile["systemd"] = {"unit": FRONT_PROFILE}

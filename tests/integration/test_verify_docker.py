@@ -4,7 +4,7 @@ Same preparation as test_reconcile_docker.py (demo hub fixture, demo-cpu profile
 image), under its own container name and port so both modules can run at once. The profile sets
 an API key, so every request below also proves the key is sent, and never printed. The demo's
 weights are random (its GGUF says so: kimik3.weights = random): what the model says is "not
-checkable", never "ok"; the failing paths of real weights: unit/test_verify_stub_server.py.
+checkable", never "ok"; the failing paths of real weights: unit/verify/test_verify_stub_server.py.
 """
 
 from __future__ import annotations

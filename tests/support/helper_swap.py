@@ -1,6 +1,6 @@
 """Replace a helper that owns the public port (the exporter with its proxy, or the front) under a real client loop,
 as an apply does (the steps, the real process adapter), and count what the clients saw (issue 38 item 2). Upstream:
-an endless llama-server look-alike (`TokenServer`). Used by tests/unit/test_helper_swap.py and bench/helper_swap.py.
+an endless llama-server look-alike (`TokenServer`). Used by tests/unit/steps/test_helper_swap.py and bench/helper_swap.py.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from aiohttp import web
 
 from kimik3_reconciler.adapters import real_ports
 from kimik3_reconciler.model.front import FrontConfig
+from kimik3_reconciler.model.helpers import EXPORTER, FRONT, Helper
 from kimik3_reconciler.model.metrics import ExporterConfig
 from kimik3_reconciler.model.records import exporter_key, front_key
 from kimik3_reconciler.model.specs import ExporterRun, FrontRun
@@ -83,6 +84,20 @@ class SwapResult:
     errors: tuple[str, ...] = ()  # what the failed requests got (one line each)
 
 
+def _run(
+    helper: Helper, config: ExporterConfig | FrontConfig, replace_pid: int | None, hand_over: bool
+) -> ExporterRun | FrontRun:
+    """The helper's start (replacing `replace_pid`) with `config`, as the plan writes it (planning/helper_step.py)."""
+    return helper.run(
+        profile=config.profile,
+        config=config.to_json(),
+        fingerprint=config.fingerprint,
+        health_url=config.health_url,
+        replace_pid=replace_pid,
+        hand_over=hand_over,
+    )
+
+
 def _exporter_run(
     port: int, metrics_port: int, server: str, label: str, replace_pid: int | None, hand_over: bool
 ) -> ExporterRun:
@@ -96,28 +111,14 @@ def _exporter_run(
         proxy_bind="127.0.0.1",
         proxy_port=port,
     )
-    return ExporterRun(
-        profile="k3swap",
-        config=config.to_json(),
-        fingerprint=config.fingerprint,
-        health_url=config.health_url,
-        replace_pid=replace_pid,
-        hand_over=hand_over,
-    )
+    return _run(EXPORTER, config, replace_pid, hand_over)
 
 
 def _front_run(port: int, server: str, label: str, replace_pid: int | None, hand_over: bool) -> FrontRun:
     config = FrontConfig(
         profile="k3swap", bind="127.0.0.1", port=port, server_url=server, api_key_file=f"/nonexistent/{label}"
     )  # only to move the fingerprint
-    return FrontRun(
-        profile="k3swap",
-        config=config.to_json(),
-        fingerprint=config.fingerprint,
-        health_url=config.health_url,
-        replace_pid=replace_pid,
-        hand_over=hand_over,
-    )
+    return _run(FRONT, config, replace_pid, hand_over)
 
 
 def swap_under_load(

@@ -10,6 +10,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -101,3 +102,17 @@ def converged_demo(work: Path, name: str, port: int) -> Iterator[Path]:
         kimik3(work, "apply", "profile.yaml")
         yield work
     subprocess.run(["docker", "rm", "-f", name], capture_output=True)
+
+
+@contextmanager
+def applied(work: Path, container: str, *apply_args: str) -> Iterator[Path]:
+    """`kimik3 apply profile.yaml` in `work` (with `apply_args`); after, whatever happened, `kimik3 destroy` and the
+    container removed (a destroy that failed leaves none behind for the next run). A container of that name left by
+    an earlier run killed before its teardown is removed first: the apply converges from nothing."""
+    remove_leftovers(container)
+    try:
+        kimik3(work, "apply", "profile.yaml", *apply_args)
+        yield work
+    finally:
+        kimik3(work, "destroy", "profile.yaml", check=False)
+        subprocess.run(["docker", "rm", "-f", container], capture_output=True)

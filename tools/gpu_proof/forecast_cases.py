@@ -17,12 +17,12 @@ import urllib.request
 from pathlib import Path
 
 from kimik3_reconciler.adapters.host_linux import LinuxHost
+from kimik3_reconciler.engines.llamacpp.gguf_header import parse_gguf_header, summarize
+from kimik3_reconciler.engines.llamacpp.placement import forecast
 from kimik3_reconciler.model.facts import LocalInputs, ModelFact, Observed, RemoteFile
-from kimik3_reconciler.model.gguf_header import parse_gguf_header, summarize
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.observe.host import collect_host
 from kimik3_reconciler.planning.launch import render_launch
-from kimik3_reconciler.planning.placement import forecast
 
 MIB = 1 << 20
 REV = "d3e0c0de" * 5

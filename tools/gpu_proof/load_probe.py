@@ -45,12 +45,12 @@ from pathlib import Path
 
 from kimik3_reconciler.adapters.host_linux import LinuxHost
 from kimik3_reconciler.adapters.page_cache import resident_bytes
+from kimik3_reconciler.engines.llamacpp.build_flags import cmake_configure_args
+from kimik3_reconciler.engines.llamacpp.gguf_header import parse_gguf_header, summarize
 from kimik3_reconciler.model.facts import LocalInputs, ModelFact, Observed, RemoteFile
-from kimik3_reconciler.model.gguf_header import parse_gguf_header, summarize
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.model.specs import PagecachePreread
 from kimik3_reconciler.observe.host import collect_host
-from kimik3_reconciler.planning.build_flags import cmake_configure_args
 from kimik3_reconciler.planning.launch import render_launch
 
 HERE = Path(__file__).resolve().parent

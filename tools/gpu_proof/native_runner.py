@@ -25,12 +25,12 @@ from kimik3_reconciler.adapters.bench_client import HttpLoad
 from kimik3_reconciler.benchmark import sweep_levels
 from kimik3_reconciler.benchmark.store import keep
 from kimik3_reconciler.engines import engine_for
+from kimik3_reconciler.engines.llamacpp.placement import forecast
 from kimik3_reconciler.errors import PermanentError, VerifyFailed
 from kimik3_reconciler.model.bench import BenchRun, BenchSettings
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.profile_source import LoadedProfile
 from kimik3_reconciler.planning.launch import render_launch
-from kimik3_reconciler.planning.placement import forecast
 from kimik3_reconciler.ports import StatePort
 from kimik3_reconciler.verify.checks import Server
 

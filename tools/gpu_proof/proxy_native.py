@@ -31,9 +31,9 @@ sys.path.insert(0, str(ROOT))
 
 from bench.proxy_measure import GOAL, load, measure  # noqa: E402
 from kimik3_reconciler.adapters.state_files import StateFiles  # noqa: E402
+from kimik3_reconciler.model.helpers import EXPORTER  # noqa: E402
 from kimik3_reconciler.model.metrics import ExporterConfig  # noqa: E402
 from kimik3_reconciler.model.records import exporter_config_key  # noqa: E402
-from kimik3_reconciler.observe.exporter import SERVE_COMMAND  # noqa: E402
 
 
 def core_sets(cores: int) -> dict[str, list[int]]:
@@ -160,7 +160,7 @@ def main() -> None:
             sys.executable,
             "-m",
             "kimik3_reconciler",
-            SERVE_COMMAND,
+            EXPORTER.command,
             config.profile,
         ],
         stdin=subprocess.DEVNULL,

@@ -27,7 +27,7 @@ log() { echo "[$(date +%H:%M:%S) +${SECONDS}s] $*"; }
 if [[ ! -x $WORK/bin-stock/llama-server ]]; then
   [[ -f $ARCHIVE ]] || { echo "no source archive at $ARCHIVE (scripts/demo.sh fetches it; ARCHIVE=… names another)"; exit 1; }
   rm -rf "$WORK/src" "$WORK/build" && mkdir -p "$WORK/src" && tar -xzf "$ARCHIVE" -C "$WORK/src" --strip-components=1
-  # kimik3's CPU cmake arguments (planning/build_flags.py), static so that a copied binary is self-contained
+  # kimik3's CPU cmake arguments (engines/llamacpp/build_flags.py), static so that a copied binary is self-contained
   cmake -S "$WORK/src" -B "$WORK/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF -DGGML_CUDA=OFF \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF \
     -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DBUILD_SHARED_LIBS=OFF >"$WORK/configure.log" 2>&1 \

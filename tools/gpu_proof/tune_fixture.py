@@ -10,7 +10,7 @@ direction, tune wall / grid wall, re-measured winner / profile as written).
 day than spaces 1 and 2); --server: what served this folder's spaces (recorded per space); --grid-again: space S's
 grid measured again on a fresh machine (DIR holds its gridS.jsonl and summary), kept beside the first.
 
-tests/unit/test_tune_vs_grid.py checks every run against the criterion and recomputes every ratio from the rows
+tests/unit/proofs/test_tune_vs_grid.py checks every run against the criterion and recomputes every ratio from the rows
 kept here.
 """
 

@@ -43,9 +43,9 @@ from native_runner import NativeRunner  # noqa: E402
 
 from kimik3_reconciler.adapters.host_linux import LinuxHost  # noqa: E402
 from kimik3_reconciler.adapters.state_files import StateFiles, SystemClock  # noqa: E402
+from kimik3_reconciler.engines.llamacpp.gguf_header import parse_gguf_header, summarize  # noqa: E402
 from kimik3_reconciler.model.bench import BenchSettings, LevelResult  # noqa: E402
 from kimik3_reconciler.model.facts import LocalInputs, ModelFact, Observed, RemoteFile  # noqa: E402
-from kimik3_reconciler.model.gguf_header import parse_gguf_header, summarize  # noqa: E402
 from kimik3_reconciler.model.profile_source import parse_profile  # noqa: E402
 from kimik3_reconciler.model.tuning import Goal, candidates, parse_goal, search_key, trials_to_json  # noqa: E402
 from kimik3_reconciler.observe.host import collect_host  # noqa: E402

@@ -8,9 +8,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from kimik3_reconciler.engines.base import ImageSource, ModelSource, Readiness, ServerSeries, TuneKnobs
-from kimik3_reconciler.engines.llamacpp import launch
-from kimik3_reconciler.model.facts import ModelFact, Observed
+from kimik3_reconciler.engines.base import (
+    EnginePlan,
+    EngineRoutes,
+    ImageSource,
+    ModelSource,
+    Readiness,
+    ServerSeries,
+    TuneKnobs,
+)
+from kimik3_reconciler.engines.llamacpp import launch, placement, vram_fit
+from kimik3_reconciler.engines.llamacpp.routes import gguf_routes
+from kimik3_reconciler.model.facts import GpuFact, HostFacts, ModelFact, Observed
 from kimik3_reconciler.model.launch_input import LaunchInput
 from kimik3_reconciler.model.profile import Profile, ServeSpec
 
@@ -70,6 +79,16 @@ class LlamaCpp:
         from kimik3_reconciler.engines.llamacpp import tune  # tune only: a plan does not load model/tuning.py
 
         return tune.default_space(profile, observed)
+
+    def render_plan(self, profile: Profile, observed: Observed) -> EnginePlan:
+        # One mode decision (hybrid or all-VRAM), then the placement from it: the gate, the launch and the
+        # pre-read ask the same one (vram_fit.derive_mode answers the last profile and observation it decided).
+        return EnginePlan(vram_fit.derive_mode(profile, observed), placement.forecast(profile, observed))
+
+    def routes(
+        self, host: HostFacts, gpus: tuple[GpuFact, ...], profile: Profile | None, observed: Observed | None
+    ) -> EngineRoutes:
+        return gguf_routes(host, gpus, profile, observed)
 
 
 ENGINE = LlamaCpp()

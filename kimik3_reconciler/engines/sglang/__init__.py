@@ -5,7 +5,7 @@ server once the schedulers have loaded the weights; /health answers 503 while it
 (served with --enable-metrics, which kimik3 renders), the reasoning in `message.reasoning_content`.
 
 No SGLang server runs on kimik3's test machines (its PyPI wheel needs CUDA; its CPU path is a source build for AMX
-Xeons): what is checked here is the rendered argv, against SGLang's own argument parser (tests/unit/test_sglang_argv.py).
+Xeons): what is checked here is the rendered argv, against SGLang's own argument parser (tests/unit/engines/test_sglang_argv.py).
 `ENGINE` is what the registry (model/engine_names.py, `engines.engine_for("sglang")`) hands out.
 """
 
@@ -13,9 +13,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from kimik3_reconciler.engines.base import HostNeeds, ImageSource, ModelSource, Readiness, ServerSeries, TuneKnobs
+from kimik3_reconciler.engines.base import (
+    EnginePlan,
+    EngineRoutes,
+    HostNeeds,
+    ImageSource,
+    ModelSource,
+    Readiness,
+    ServerSeries,
+    TuneKnobs,
+)
+from kimik3_reconciler.engines.native_route import SGLANG_KINDS, native_routes
 from kimik3_reconciler.engines.sglang import launch
-from kimik3_reconciler.model.facts import ModelFact, Observed
+from kimik3_reconciler.model.facts import GpuFact, HostFacts, ModelFact, Observed
 from kimik3_reconciler.model.launch_input import LaunchInput
 from kimik3_reconciler.model.profile import Profile, ServeSpec
 
@@ -92,6 +102,18 @@ class Sglang:
 
     def tune_space(self, profile: Profile, observed: Observed) -> dict[str, tuple[Any, ...]]:
         return launch.tune_space(profile)
+
+    def render_plan(self, profile: Profile, observed: Observed) -> EnginePlan:
+        return EnginePlan()  # the whole checkpoint in VRAM, sized by sglang.mem_fraction_static: no mode, no split
+
+    def routes(
+        self, host: HostFacts, gpus: tuple[GpuFact, ...], profile: Profile | None, observed: Observed | None
+    ) -> EngineRoutes:
+        recipe = (
+            "seed 001's SGLang cookbook profile (TP8/DCP8, verified on 8x B300; needs "
+            "sglang.mamba_full_memory_ratio from the cookbook's calculator)"
+        )
+        return native_routes("sglang", "tp8-dcp8", SGLANG_KINDS, recipe, host, gpus, profile)
 
 
 ENGINE = Sglang()

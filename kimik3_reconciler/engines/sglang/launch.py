@@ -6,7 +6,7 @@ kimik3 adds, beside the seed's flags: `--served-model-name <profile name>` (veri
 that id) and `--enable-metrics` (the exporter and `status --watch` read SGLang's /metrics, off by default). The
 image is pulled by digest and may have no entrypoint (the SGLang images run what they are given), so the argv
 starts with `sglang serve`. profiles/sglang-tp8.yaml renders seed 001's command (tests/golden/sglang-tp8.argv.json;
-SGLang's own parser accepts it: tests/unit/test_sglang_argv.py).
+SGLang's own parser accepts it: tests/unit/engines/test_sglang_argv.py).
 """
 
 from __future__ import annotations

@@ -10,9 +10,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from kimik3_reconciler.engines.base import HostNeeds, ImageSource, ModelSource, Readiness, ServerSeries, TuneKnobs
+from kimik3_reconciler.engines.base import (
+    EnginePlan,
+    EngineRoutes,
+    HostNeeds,
+    ImageSource,
+    ModelSource,
+    Readiness,
+    ServerSeries,
+    TuneKnobs,
+)
+from kimik3_reconciler.engines.native_route import VLLM_KINDS, native_routes
 from kimik3_reconciler.engines.vllm import launch
-from kimik3_reconciler.model.facts import ModelFact, Observed
+from kimik3_reconciler.model.facts import GpuFact, HostFacts, ModelFact, Observed
 from kimik3_reconciler.model.launch_input import LaunchInput
 from kimik3_reconciler.model.profile import Profile, ServeSpec
 
@@ -94,6 +104,15 @@ class Vllm:
         from kimik3_reconciler.engines.vllm import tune  # tune only
 
         return tune.default_space(profile, observed)
+
+    def render_plan(self, profile: Profile, observed: Observed) -> EnginePlan:
+        return EnginePlan()  # the whole checkpoint in VRAM, sized by vllm.gpu_memory_utilization: no mode, no split
+
+    def routes(
+        self, host: HostFacts, gpus: tuple[GpuFact, ...], profile: Profile | None, observed: Observed | None
+    ) -> EngineRoutes:
+        recipe = "seed 001's vLLM recipe (TP8, fp8 KV cache, vllm/vllm-openai:kimi-k3)"
+        return native_routes("vllm", "tp8", VLLM_KINDS, recipe, host, gpus, profile)
 
 
 ENGINE = Vllm()

@@ -1,7 +1,7 @@
 """`vllm serve`'s command line and environment from the launch input: seed 001's TP8 recipe flag for flag, the model
 given as the mounted, verified checkpoint folder instead of a repo the container downloads (no HF_TOKEN: the
 container never reaches the Hub, HF_HUB_OFFLINE=1 says so to vLLM). profiles/vllm-tp8.yaml renders exactly the
-seed's command (tests/golden/vllm-tp8.argv.json; vLLM's own parser accepts it: tests/unit/test_vllm_argv.py)."""
+seed's command (tests/golden/vllm-tp8.json; vLLM's own parser accepts it: tests/unit/engines/test_vllm_render.py)."""
 
 from __future__ import annotations
 

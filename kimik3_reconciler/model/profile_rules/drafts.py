@@ -28,7 +28,7 @@ def spec_draft(p: Profile) -> Iterator[Finding]:
         # rule: spec-draft-rollback
         # Seed 000: the draft pays only with the rollback patch in the image; with no patch at all there is
         # nothing to judge, so `validate` refuses it. Which patch is the rollback is judged by content when the
-        # plan reads the files (planning/patch_roles.py).
+        # plan reads the files (engines/llamacpp/patch_roles.py).
         yield error(
             ("build", "patches"),
             "is empty, but serve.spec_draft needs the recurrent-state rollback patch "

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from kimik3_reconciler.model.engine_names import DEFAULT_ENGINE, ENGINE_SECTIONS, ENGINES, LLAMACPP_ONLY
+from kimik3_reconciler.model.engine_names import DEFAULT_ENGINE, ENGINES, LLAMACPP_ONLY, engine_sections
 from kimik3_reconciler.model.profile_rules.finding import FieldPath, Finding, error
 
 # What to write instead, where the engine has its own knob for the same thing.
@@ -42,14 +42,14 @@ def engine_fields(data: Any) -> Iterator[Finding]:
     engine = data.get("engine", DEFAULT_ENGINE)
     if not isinstance(engine, str) or engine not in ENGINES:
         return  # the schema names the unknown engine
-    for section, engines in ENGINE_SECTIONS.items():
+    for section, engines in engine_sections().items():
         if engine not in engines and _written(data, (section,)):
             # rule: engine-fields
             # A section another engine reads would be silently ignored: the user believes it is applied.
             readers = " and ".join(engines)
             hint = " (llamacpp builds its image from build:)" if section == "image" else ""
             yield error((section,), f"is read by engine {readers} only; this profile's engine is {engine}{hint}")
-    if engine == "llamacpp":
+    if ENGINES[engine].image == "build":  # llama.cpp: its fields are this engine's own
         if isinstance(data.get("model"), Mapping) and data["model"].get("quant") is None:
             # rule: engine-fields
             # llama.cpp serves one GGUF quant folder of the repo: which one is the user's choice (seed 000's table).

@@ -7,7 +7,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.model.profile_rules import Rule
 from kimik3_reconciler.model.profile_rules.finding import NEVER_SECRETS, Finding, error, warning
+from kimik3_reconciler.model.profile_rules.generic import GENERIC
 
 # SGLang 0.5.23's value when none is given (srt/arg_groups/fields/schedule.py: fallback=0.9), which
 # profiles/sglang-tp8.yaml ships: a value nobody computed for a workload.
@@ -127,3 +129,7 @@ def topology(p: Profile) -> Iterator[Finding]:
             f"is {knobs.dcp_size}, which does not divide sglang.tp_size "
             f"{knobs.tp_size} (seed 001's profile: tp 8, dcp 8)",
         )
+
+
+# The rules an `engine: sglang` profile meets, in the order they run (the registry's `rules` for sglang).
+RULES: tuple[Rule, ...] = (*GENERIC, section, owned_args, topology, memory_ratio_workload)

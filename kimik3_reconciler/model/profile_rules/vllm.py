@@ -6,7 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.model.profile_rules import Rule
 from kimik3_reconciler.model.profile_rules.finding import NEVER_SECRETS, Finding, error, warning
+from kimik3_reconciler.model.profile_rules.generic import GENERIC
 
 # vLLM options kimik3 renders from the profile (engines/vllm/launch.py): (flags, what to write instead). A second
 # copy in extra_args would be parsed after ours (argparse: the last one wins) and move the server behind the plan.
@@ -87,3 +89,7 @@ def tensor_parallel(p: Profile) -> Iterator[Finding]:
             ("vllm", "attention_backend"),
             f"{p.vllm.attention_backend} is a GPU attention backend; with gpus: none (vLLM's CPU build) set it to null",
         )
+
+
+# The rules an `engine: vllm` profile meets, in the order they run (the registry's `rules` for vllm).
+RULES: tuple[Rule, ...] = (*GENERIC, owned_args, api_key, tensor_parallel)

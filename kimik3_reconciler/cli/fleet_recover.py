@@ -1,0 +1,150 @@
+"""`kimik3 fleet recover FILE [--watch]` (issue 36 item 6): a group whose RPC worker died leaves the router, is
+re-converged by its main host's `kimik3 apply` (which recreates the worker) and gated, and comes back.
+
+The decisions are fleet/recovery.py's; this wires them: each group's state from its main host's `kimik3 status
+--json` (over SSH, all at once: `fleet status`'s gathering), smg through the rollout's own router steps, the main
+host's kimik3 over SSH with its effective profile on stdin. Each pass holds the fleet lock (never beside a rollout);
+`--watch` passes again every `--interval`, and a pass that finds the lock held (a `fleet apply` running) waits for
+the next."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from kimik3_reconciler.cli import _err, _out, _run
+from kimik3_reconciler.cli.options import Duration
+from kimik3_reconciler.errors import LockHeld, StepError
+
+
+class _Router:
+    """fleet/recovery.GroupRouter over smg: the rollout's own out (no floor: min_serving 0) and in."""
+
+    def __init__(self, fleet, drain_timeout_s: float, traffic_timeout_s: float) -> None:  # noqa: ANN001
+        from kimik3_reconciler.adapters.router_smg import SmgRouter
+        from kimik3_reconciler.cli.fleet_apply import _router_urls
+
+        url, metrics_url, _, _ = _router_urls(fleet)
+        self.router = SmgRouter(url, metrics_url)
+        self.drain_timeout_s, self.traffic_timeout_s = drain_timeout_s, traffic_timeout_s
+
+    def take_out(self, host) -> str:  # noqa: ANN001 - fleet.FleetHost
+        from kimik3_reconciler.cli.fleet_apply import _take_out, worker_url
+
+        listed = self.router.find(worker_url(host.profile))
+        if listed is None:
+            return "not in the router"
+        _take_out(self.router, host.name, worker_url(host.profile), self.drain_timeout_s, 0)
+        return "taken out of the router"
+
+    def put_back(self, host) -> str:  # noqa: ANN001
+        from kimik3_reconciler.cli.fleet_apply import _put_back, worker_url
+
+        return "back " + _put_back(self.router, host.name, worker_url(host.profile), self.traffic_timeout_s)
+
+    def close(self) -> None:
+        self.router.close()
+
+
+def _say(line: str) -> None:
+    _err.print(line, highlight=False)
+
+
+def _pass(fleet, state_dir: Path, timeout: float, drain: float, traffic: float, json_out: bool) -> bool:  # noqa: ANN001
+    """One look at every group and the recovery of the dead ones; True when nothing is left dead or failed."""
+    from kimik3_reconciler.adapters.ansible_play import FleetLock
+    from kimik3_reconciler.adapters.ssh_shell import SshShell
+    from kimik3_reconciler.cli.fleet_cmd import _answers
+    from kimik3_reconciler.fleet.groups import worker_states
+    from kimik3_reconciler.fleet.recovery import dead_groups, recover
+
+    with FleetLock(state_dir / "fleet" / fleet.name / "lock"):
+        answers = _answers(fleet, ("status",), timeout)
+        groups = {a.host: worker_states(fleet.host(a.host), a.document if a.ok else None) for a in answers}
+        groups = {name: states for name, states in groups.items() if states}
+        dead = dead_groups(fleet, answers)
+        for name, states in groups.items():
+            if name not in dead:
+                _say(f"{name}: workers {'; '.join(s.text() for s in states)}")
+        recovered = ()
+        if dead:
+            router = _Router(fleet, drain, traffic)
+            try:
+                recovered = recover(fleet, dead, router, SshShell(), timeout, _say)
+            finally:
+                router.close()
+        for r in recovered:
+            (_out if r.ok else _err).print(r.message, highlight=False)
+        if json_out:
+            click.echo(
+                json.dumps(
+                    {
+                        "fleet": fleet.name,
+                        "groups": {n: [s.text() for s in states] for n, states in groups.items()},
+                        "recovered": [
+                            {"host": r.host, "ok": r.ok, "failed": r.failed, "message": r.message} for r in recovered
+                        ],
+                    },
+                    indent=2,
+                )
+            )
+        return all(r.ok for r in recovered)
+
+
+@click.command(name="recover")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--watch", is_flag=True, help="look again every --interval (a supervisor's loop); Ctrl-C ends")
+@click.option(
+    "--interval", type=Duration(minimum=1.0), default="15s", show_default=True, help="--watch: between passes"
+)
+@click.option("--iterations", type=int, default=0, hidden=True, help="--watch: stop after N passes (tests)")
+@click.option(
+    "--timeout",
+    type=Duration(minimum=1.0),
+    default="30m",
+    show_default=True,
+    help="longest one command on a main host may take (its apply loads the model again)",
+)
+@click.option("--traffic-timeout", type=Duration(minimum=1.0), default="30s", show_default=True)
+@click.option("--json", "json_out", is_flag=True, help="print each pass's groups and recoveries as JSON on stdout")
+@click.pass_context
+@_run
+def recover_cmd(
+    ctx: click.Context,
+    file: str,
+    watch: bool,
+    interval: float,
+    iterations: int,
+    timeout: float,
+    traffic_timeout: float,
+    json_out: bool,
+) -> None:
+    """Groups whose RPC worker died: out of the router, re-converged on their main host, gated, back in."""
+    from kimik3_reconciler.cli.fleet_cmd import load_fleet
+
+    state_dir = Path(ctx.obj["state_dir"])
+    fleet = load_fleet(file)
+    if not any(h.profile.workers for h in fleet.hosts):
+        _out.print(f"{fleet.name}: no host has RPC workers: nothing to recover", highlight=False)
+        return
+    passes = 0
+    while True:
+        try:
+            ok = _pass(fleet, state_dir, timeout, fleet.rollout.drain_timeout_s, traffic_timeout, json_out)
+        except LockHeld as exc:
+            if not watch:
+                raise
+            _say(f"{exc}: looking again in {interval:g} s")
+            ok = True
+        passes += 1
+        if not watch:
+            if not ok:
+                raise StepError(f"{fleet.name}: a group failed its recovery (named above): it stays out of the router")
+            return
+        if iterations and passes >= iterations:
+            sys.exit(0 if ok else 1)
+        time.sleep(interval)
