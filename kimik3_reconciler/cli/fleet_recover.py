@@ -9,6 +9,7 @@ the next."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -18,7 +19,7 @@ import click
 
 from kimik3_reconciler.cli import _err, _out, _run
 from kimik3_reconciler.cli.options import Duration
-from kimik3_reconciler.errors import LockHeld, StepError
+from kimik3_reconciler.errors import Kimik3Error, LockHeld, StepError
 
 
 class _Router:
@@ -58,15 +59,22 @@ def _pass(fleet, state_dir: Path, timeout: float, drain: float, traffic: float, 
     """One look at every group and the recovery of the dead ones; True when nothing is left dead or failed."""
     from kimik3_reconciler.adapters.ansible_play import FleetLock
     from kimik3_reconciler.adapters.ssh_shell import SshShell
+    from kimik3_reconciler.cli.fleet_apply import _read_record, _write_record
     from kimik3_reconciler.cli.fleet_cmd import _answers
     from kimik3_reconciler.fleet.groups import worker_states
-    from kimik3_reconciler.fleet.recovery import dead_groups, recover
+    from kimik3_reconciler.fleet.recovery import recover, to_recover
 
     with FleetLock(state_dir / "fleet" / fleet.name / "lock"):
         answers = _answers(fleet, ("status",), timeout)
         groups = {a.host: worker_states(fleet.host(a.host), a.document if a.ok else None) for a in answers}
         groups = {name: states for name, states in groups.items() if states}
-        dead = dead_groups(fleet, answers)
+        # The groups earlier passes took out and did not put back: their workers may look up now, yet they are
+        # out of the router until they pass the gates (without this record a failed gate left a group out for good).
+        record = state_dir / "fleet" / fleet.name / "recovering.json"
+        pending = set(_read_record(record).get("out", ()))
+        dead = to_recover(fleet, answers, pending)
+        # Written before any group leaves the router: a pass killed between out and in leaves it recorded.
+        _write_record(record, {"out": sorted(pending | set(dead))})
         for name, states in groups.items():
             if name not in dead:
                 _say(f"{name}: workers {'; '.join(s.text() for s in states)}")
@@ -74,11 +82,14 @@ def _pass(fleet, state_dir: Path, timeout: float, drain: float, traffic: float, 
         if dead:
             router = _Router(fleet, drain, traffic)
             try:
-                recovered = recover(fleet, dead, router, SshShell(), timeout, _say)
+                # --json: stdout carries the one document; the router steps' lines (click.echo) go to stderr.
+                with contextlib.redirect_stdout(sys.stderr) if json_out else contextlib.nullcontext():
+                    recovered = recover(fleet, dead, router, SshShell(), timeout, _say)
             finally:
                 router.close()
+        _write_record(record, {"out": sorted((pending | set(dead)) - {r.host for r in recovered if r.ok})})
         for r in recovered:
-            (_out if r.ok else _err).print(r.message, highlight=False)
+            (_out if r.ok and not json_out else _err).print(r.message, highlight=False)
         if json_out:
             click.echo(
                 json.dumps(
@@ -129,6 +140,9 @@ def recover_cmd(
     state_dir = Path(ctx.obj["state_dir"])
     fleet = load_fleet(file)
     if not any(h.profile.workers for h in fleet.hosts):
+        if json_out:  # --json's stdout is always the document, an empty one here
+            click.echo(json.dumps({"fleet": fleet.name, "groups": {}, "recovered": []}, indent=2))
+            return
         _out.print(f"{fleet.name}: no host has RPC workers: nothing to recover", highlight=False)
         return
     passes = 0
@@ -140,6 +154,13 @@ def recover_cmd(
                 raise
             _say(f"{exc}: looking again in {interval:g} s")
             ok = True
+        except Kimik3Error as exc:
+            # --watch is the supervisor's loop: a pass the router or a host failed (router down, SSH refused) is
+            # said and tried again; the groups it took out are recorded, so the next pass takes them up.
+            if not watch:
+                raise
+            _say(f"error: {exc}: looking again in {interval:g} s")
+            ok = False
         passes += 1
         if not watch:
             if not ok:

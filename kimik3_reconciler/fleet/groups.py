@@ -13,6 +13,8 @@ there), so the whole group must leave the router and be re-converged. Read from 
 
 from __future__ import annotations
 
+import datetime
+import ipaddress
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +37,18 @@ def _worker_names(worker: RpcWorker) -> set[str]:
     if worker.bind not in _LOOPBACK:
         names.add(worker.bind.lower())
     return names
+
+
+def _on_its_main_host(worker: RpcWorker) -> bool:
+    """The worker's Docker is dialled from its main host: a loopback one (127.0.0.0/8, ::1, localhost) is that host's
+    own daemon, whichever host it is."""
+    address = worker_address(worker)
+    if address == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:  # a name: its host is whatever it resolves to
+        return False
 
 
 def _replica_names(host: FleetHost) -> set[str]:
@@ -64,7 +78,7 @@ def conflicts(hosts: Sequence[FleetHost]) -> tuple[Conflict, ...]:
         mine = _replica_names(host)
         for index, worker in enumerate(host.profile.workers):
             names = _worker_names(worker)
-            if names & mine:
+            if names & mine or _on_its_main_host(worker):
                 continue  # the main host lends its own devices too: inside the group
             replica = next((replicas[n] for n in sorted(names) if n in replicas), None)
             if replica is not None:
@@ -74,7 +88,9 @@ def conflicts(hosts: Sequence[FleetHost]) -> tuple[Conflict, ...]:
                         index,
                         f"worker {worker.name} runs on {worker_address(worker)}, which is host {replica}, a replica "
                         "of this fleet: a host is a replica or one group's worker, not both (their servers would "
-                        "share its devices, and the worker's failure would take the replica down too)",
+                        "share its devices, and the worker's failure would take the replica down too); a worker "
+                        "host stays in the inventory outside rollout.hosts' group (a group of the main hosts, "
+                        "not all)",
                     )
                 )
                 continue
@@ -123,6 +139,17 @@ def worker_states(host: FleetHost, status: Mapping[str, Any] | None) -> tuple[Wo
     return tuple(_state(w, seen.get(w.name), main, status is not None) for w in host.profile.workers)
 
 
+def _moment(stamp: object) -> datetime.datetime | None:
+    """Docker's StartedAt (RFC 3339, UTC, a zero fraction dropped: compared as text '.5Z' sorts before 'Z'); None for
+    Docker's zero time (never started) or what does not read as a time."""
+    if not isinstance(stamp, str) or stamp.startswith("0001-"):
+        return None
+    try:
+        return datetime.datetime.fromisoformat(stamp)
+    except ValueError:
+        return None
+
+
 def _state(worker: RpcWorker, fact: Mapping[str, Any] | None, main_started: str | None, answered: bool) -> WorkerState:
     where = worker_endpoint(worker)
     if fact is None:
@@ -142,8 +169,9 @@ def _state(worker: RpcWorker, fact: Mapping[str, Any] | None, main_started: str 
         return WorkerState(worker.name, where, "dead", f"rpc-server container {container.get('state')}")
     if fact.get("port_open") is False:
         return WorkerState(worker.name, where, "dead", f"{where} does not accept connections")
-    started = container.get("started_at")
-    if main_started and started and started > main_started:
+    started = _moment(container.get("started_at"))
+    main = _moment(main_started)
+    if main and started and started > main:
         # A new rpc-server holds none of the tensors the main server placed on the old one.
         return WorkerState(worker.name, where, "dead", "rpc-server restarted after the main server started")
     return WorkerState(worker.name, where, "up")

@@ -10,12 +10,14 @@ host's `kimik3 status --json`) is handled as a rollout handles a host, with what
   gate: converged   `kimik3 plan --detailed-exitcode` there exits 0
   gate: verify      `kimik3 verify` there (its `rpc` check: the model's layers on the worker's device)
   router: in        back in rotation, then until the router sends it traffic
-A group that fails a gate stays out of the router (its server cannot serve without the worker) and is named.
+A group that fails a gate stays out of the router (its server cannot serve without the worker) and is named; the
+caller keeps it as left out (`pending`), and the next pass gates it again even when its workers look up by then (the
+failed pass's apply relaunched them), so no failed or killed pass leaves a group out of the router for good.
 The effects come through ports (`GroupRouter`, gather.HostShell); the decisions here are pure of I/O."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -69,6 +71,18 @@ def dead_groups(fleet: Fleet, answers: Sequence[HostAnswer]) -> dict[str, tuple[
     return dead
 
 
+def to_recover(
+    fleet: Fleet, answers: Sequence[HostAnswer], pending: Collection[str]
+) -> dict[str, tuple[WorkerState, ...]]:
+    """`dead_groups`, and each `pending` group (an earlier pass took it out and did not put it back: a gate failed,
+    the router refused it, the pass was killed) whose main host answered, with no dead worker of its own."""
+    found = dead_groups(fleet, answers)
+    for answer in answers:
+        if answer.host in pending and answer.ok and answer.host not in found:
+            found[answer.host] = ()
+    return found
+
+
 def _last_line(text: str) -> str:
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     return shown(lines[-1]) if lines else ""
@@ -97,7 +111,8 @@ def recover(
     hosts = [fleet.host(name) for name in dead]
     for host in hosts:
         why = "; ".join(w.text() for w in dead[host.name])
-        say(f"{host.name}: worker dead ({why}): {router.take_out(host)}")
+        cause = f"worker dead ({why})" if why else "left out of the router by an earlier pass"
+        say(f"{host.name}: {cause}: {router.take_out(host)}")
 
     def one(host: FleetHost) -> Recovery:
         gate, message = _converge(host, shell, timeout_s, say)

@@ -172,7 +172,9 @@ def test_a_hold_never_released_ends_by_its_lease(front: Front) -> None:
     started = time.monotonic()
     status, body, _ = front.chat(False)
     assert status == 200 and json.loads(body)["choices"][0]["message"]["content"] == WORDS
-    assert 0.4 <= time.monotonic() - started < 5
+    # the request waited for the lease (0.5 s), and ended without a release: the upper bound only says "it ended"
+    # (5 s failed once on a 2-core machine at load 20, while the hold had ended)
+    assert 0.4 <= time.monotonic() - started < 60
     assert front.status()["holding"] is False
 
 

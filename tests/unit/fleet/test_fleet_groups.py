@@ -249,3 +249,140 @@ def test_recover_of_a_fleet_without_groups_does_nothing(tmp_path: Path) -> None:
     _fleet(tmp_path, text.replace("b: {ansible_host: 127.0.0.1}", "b: {ansible_host: 127.0.0.2}"))
     result = _recover(tmp_path)
     assert result.exit_code == 0 and "no host has RPC workers: nothing to recover" in result.stdout
+
+
+def _wire(monkeypatch, events: list[str], statuses: list[dict], fails: dict[str, str]) -> None:  # noqa: ANN001
+    """`fleet recover`'s ports replaced: each pass's status answers from `statuses` (one per pass), a FakeRouter,
+    a FakeShell failing `fails` (changed between passes by the test)."""
+    import kimik3_reconciler.adapters.ssh_shell as ssh_shell
+    import kimik3_reconciler.cli.fleet_cmd as fleet_cmd
+    import kimik3_reconciler.cli.fleet_recover as fleet_recover
+
+    class Router(FakeRouter):
+        def __init__(self, *_: object) -> None:
+            super().__init__(events)
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(fleet_cmd, "_answers", lambda fleet, words, timeout: (HostAnswer("a", statuses.pop(0)),))
+    monkeypatch.setattr(fleet_recover, "_Router", Router)
+    monkeypatch.setattr(ssh_shell, "SshShell", lambda: FakeShell(events, fails))
+
+
+def test_a_group_a_failed_pass_left_out_of_the_router_is_recovered_by_the_next_pass(
+    groups,  # noqa: ANN001
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Pass 1: a's worker dead, taken out, applied (its worker relaunched, its main server replaced), verify fails:
+    left out. Pass 2 sees the worker up (started before the new main server); the group is still out of the router,
+    so it must be gated again and put back, not left out for good."""
+    events: list[str] = []
+    fails = {"a": "verify"}
+    dead = _status(_worker("wa", container={"state": "exited"}))
+    up = _status(_worker("wa"), started_at="2026-12-05T05:00:00.000000000Z")
+    _wire(monkeypatch, events, [dead, up, up], fails)
+    first = _recover(tmp_path)
+    assert first.exit_code == 1 and "a failed gate verify" in first.stderr
+    assert events == ["out a", "apply a", "plan a", "verify a"]
+    fails.clear()  # the cause is fixed (a device back, a retry that passes)
+    events.clear()
+    second = _recover(tmp_path)
+    assert second.exit_code == 0, second.output
+    assert events == ["out a", "apply a", "plan a", "verify a", "in a"]
+    events.clear()
+    third = _recover(tmp_path)  # back in: nothing is left to do
+    assert third.exit_code == 0 and events == []
+
+
+def test_recover_watch_outlives_a_pass_the_router_fails(
+    groups, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # noqa: ANN001
+    """The router down for one pass: `--watch` (the supervisor's loop) says so and looks again, it does not exit."""
+    import kimik3_reconciler.cli.fleet_recover as fleet_recover
+    from kimik3_reconciler.adapters.router_smg import RouterError
+
+    events: list[str] = []
+    dead = _status(_worker("wa", container={"state": "exited"}))
+    _wire(monkeypatch, events, [dead, dead], {})
+    down = [True]
+
+    class Router(FakeRouter):
+        def __init__(self, *_: object) -> None:
+            super().__init__(events)
+
+        def take_out(self, host: FleetHost) -> str:
+            if down.pop(0) if down else False:
+                raise RouterError("router http://127.0.0.1:30000: GET /workers: connection refused")
+            return super().take_out(host)
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(fleet_recover, "_Router", Router)
+    result = _recover(tmp_path, "--watch", "--iterations", "2", "--interval", "1s")
+    assert "connection refused" in result.stderr and "looking again in 1 s" in result.stderr
+    assert events == ["out a", "apply a", "plan a", "verify a", "in a"]  # the second pass recovered it
+    assert result.exit_code == 0, result.output
+
+
+def test_recover_json_is_one_document_on_stdout(groups, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    import json
+
+    events: list[str] = []
+    _wire(monkeypatch, events, [_status(_worker("wa", container={"state": "exited"}))], {})
+    result = _recover(tmp_path, "--json")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert document["recovered"][0]["ok"] and document["recovered"][0]["host"] == "a"
+
+
+@pytest.mark.parametrize("docker", ["ssh://k3@127.0.0.1", "ssh://k3@localhost:2222", "tcp://[::1]:2376"])
+def test_a_worker_on_each_main_hosts_own_loopback_is_inside_its_group(tmp_path: Path, docker: str) -> None:
+    """A worker's Docker URL is dialled from its main host: a loopback one is that host's own daemon, so the
+    profile's loopback worker is each host's own (not one host two groups share)."""
+    tls = "      tls_dir: /etc/k3/tls\n" if docker.startswith("tcp") else ""
+    profile = (
+        DEMO.read_text() + f"rpc:\n  workers:\n    - name: w\n      docker: {docker}\n{tls}      bind: 127.0.0.1\n"
+    )
+    fleet = _fleet(
+        tmp_path,
+        "apiVersion: kimik3/v1\nkind: Fleet\nname: f\nprofile: demo-cpu.yaml\ninventory:\n  all:\n"
+        "    hosts: {a: {ansible_host: 10.0.0.1}, b: {ansible_host: 10.0.0.2}}\n"
+        "overrides:\n  a: {serve: {host: 10.0.0.1}}\n  b: {serve: {host: 10.0.0.2}}\n"
+        'router: {version: "1.13.0"}\n',
+        profile,
+    )
+    assert [h.name for h in fleet.hosts if h.profile.workers] == ["a", "b"]
+
+
+def test_recover_json_of_a_fleet_without_groups_is_a_json_document(tmp_path: Path) -> None:
+    import json
+
+    text = yaml.safe_load((CASES / "same_address_same_port.yaml").read_text())["fleet"]
+    _fleet(tmp_path, text.replace("b: {ansible_host: 127.0.0.1}", "b: {ansible_host: 127.0.0.2}"))
+    result = _recover(tmp_path, "--json")
+    assert result.exit_code == 0
+    assert json.loads(result.stdout) == {"fleet": "f", "groups": {}, "recovered": []}
+
+
+def test_a_worker_host_in_the_rollouts_group_is_refused_with_how_to_keep_it_out(tmp_path: Path) -> None:
+    """An Ansible user lists every machine in the inventory, worker hosts too; rollout.hosts (default `all`) then
+    makes the worker a replica. The refusal says how to keep it a worker only."""
+    text = yaml.safe_load((CASES / "rpc_worker_is_a_replica.yaml").read_text())["fleet"]
+    with pytest.raises(ProfileError) as refused:
+        _fleet(tmp_path, text)
+    assert "rollout.hosts" in str(refused.value)
+
+
+def test_a_worker_restarted_within_the_main_servers_whole_second_is_dead(groups) -> None:  # noqa: ANN001
+    """Docker's RFC 3339 drops a zero fraction ("...:00Z"): compared as text, '.5Z' sorts before 'Z'; as times, the
+    worker started half a second after the main server (as the host's own planner reads them)."""
+    status = _status(_worker("wa", container={"state": "running", "started_at": "2026-12-05T04:00:00.5Z"}))
+    status["container"]["started_at"] = "2026-12-05T04:00:00Z"
+    (state,) = worker_states(groups.host("a"), status)
+    assert (state.state, state.why) == ("dead", "rpc-server restarted after the main server started")
+    # a main container never started (Docker's zero time) says nothing of when its workers started
+    status["container"]["started_at"] = "0001-01-01T00:00:00Z"
+    assert worker_states(groups.host("a"), status)[0].state == "up"
