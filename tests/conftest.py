@@ -24,7 +24,7 @@ from support.opt_in import pytest_collection_modifyitems  # noqa: E402,F401  (a 
 from support.require_engines import pytest_runtest_makereport  # noqa: E402,F401  (a hook: pytest finds it by name)
 
 # The order is random (pytest-randomly); its seed is printed at the start and in the summary.
-from support.test_order import pytest_configure, pytest_sessionstart, pytest_terminal_summary  # noqa: E402,F401  (hooks)
+from support.test_order import pytest_sessionstart, pytest_terminal_summary  # noqa: E402,F401  (hooks)
 
 
 @pytest.fixture

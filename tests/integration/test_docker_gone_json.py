@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from support.docker_relay import DockerRelay
-from support.realparts import KIMIK3, demo_hub, demo_profile, wait_for, write_profile
+from support.realparts import KIMIK3, demo_hub, demo_profile, remove_leftovers, wait_for, write_profile
 
 from kimik3_reconciler.adapters.docker_socket import engine_socket
 
@@ -99,6 +99,7 @@ def _relay(work: Path) -> DockerRelay:
 def _apply_losing_docker(work: Path, name: str, port: int, when: str, timeout: float) -> dict:
     """`apply --json` of the demo profile as `name` on `port` through a relay, the relay taken away `when` ("build":
     the RUN step is running; "download": the throttled hub has started sending). Its JSON error, once checked."""
+    remove_leftovers(name)
     relay = _relay(work)
     try:
         with demo_hub() as hub:

@@ -11,7 +11,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.realparts import converged_demo, docker, kimik3, require_docker_and_demo_hub, serves, wait_for
+from support.realparts import (
+    converged_demo,
+    docker,
+    kimik3,
+    remove_leftovers,
+    require_docker_and_demo_hub,
+    serves,
+    wait_for,
+)
 
 from kimik3_reconciler.adapters.docker_engine import DockerEngine
 from kimik3_reconciler.model.specs import ContainerSpec, Mount
@@ -49,6 +57,7 @@ def test_the_rendered_container_run_by_the_adapter_reads_back_unchanged(tmp_path
         entrypoint=("/app/llama-server",),
     )
     engine = DockerEngine()
+    remove_leftovers(spec.name)
     try:
         engine.run_container(spec)
         running = parse_running(inspect(spec.name), json.loads(docker("image", "inspect", IMAGE))[0])

@@ -16,7 +16,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.realparts import DEMO_DIR, demo_profile, docker, kimik3, require_docker_and_demo_hub, write_profile
+from support.realparts import (
+    DEMO_DIR,
+    demo_profile,
+    docker,
+    kimik3,
+    remove_leftovers,
+    require_docker_and_demo_hub,
+    write_profile,
+)
 
 from kimik3_demo.hub import FixtureHub, FixtureRepo
 from kimik3_demo.prepare import DEMO_REPO, DEMO_REVISION, demo_repos
@@ -42,7 +50,8 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FixtureHub]:
 
 @pytest.fixture
 def cleanup() -> Iterator[list[str]]:
-    """Containers the test made (only ours): removed when it ends, whatever happened."""
+    """Containers the test makes (only ours): each removed when named (a leftover of an earlier run killed before
+    its teardown: the test converges from nothing) and again when the test ends, whatever happened."""
     names: list[str] = []
     yield names
     for name in names:
@@ -58,6 +67,7 @@ def test_a_truncated_gguf_is_stopped_not_crash_looping_and_named(
     tmp_path: Path, hub: FixtureHub, cleanup: list[str]
 ) -> None:
     cleanup.append(BAD)
+    remove_leftovers(BAD)
     profile = demo_profile(tmp_path, BAD, BAD_PORT, hub.url)
     profile["model"]["quant"] = "UD-TRUNC"
     write_profile(tmp_path, profile)
@@ -100,6 +110,7 @@ def test_the_revert_finds_the_good_profiles_files_from_another_folder(
     tmp_path: Path, hub: FixtureHub, cleanup: list[str]
 ) -> None:
     cleanup.append(REVERT)
+    remove_leftovers(REVERT)
     good_dir, bad_dir = tmp_path / "good", tmp_path / "bad"
     good_dir.mkdir(), bad_dir.mkdir()
     os.symlink(DEMO_DIR / "llama.cpp-b11434.tar.gz", good_dir / "src.tar.gz")

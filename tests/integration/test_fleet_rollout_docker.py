@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -34,11 +35,9 @@ from kimik3_demo.hub import FixtureHub, FixtureRepo
 from kimik3_demo.prepare import DEMO_REPO, DEMO_REVISION, demo_repos
 from kimik3_reconciler.adapters.router_smg import SmgRouter
 
-pytestmark = [
-    pytest.mark.docker,
-    pytest.mark.fleet_rollout,
-    pytest.mark.file_order,
-]  # opt-in (support/opt_in.py); its tests share one rollout
+# opt-in (support/opt_in.py). Its tests share one deployment (the first apply, once a module: `first_apply`), and each
+# leaves it serving on three hosts in rotation, so they pass in any order and alone.
+pytestmark = [pytest.mark.docker, pytest.mark.fleet_rollout]
 
 NAME, PORT = "k3fr-serve", 19361
 BUILD_NAME, BUILD_PORT = "k3fr-build", 19362
@@ -143,8 +142,18 @@ class RotationSampler:
             self._stop.wait(1.0)
 
 
+@dataclass(frozen=True)
+class FirstApply:
+    """The first `fleet apply --install` (once a module) and what it left: the quant each host served and the
+    router's workers in rotation, read right after it, before any test changed them."""
+
+    work: Path
+    quants: list[str]
+    in_rotation: list[str]
+
+
 @pytest.fixture(scope="module")
-def deployed(rig: Rig, hub: FixtureHub, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def first_apply(rig: Rig, hub: FixtureHub, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FirstApply]:
     work = tmp_path_factory.mktemp("fleet-rollout")
     write_fleet(work, rig, hub, "UD-Q2_K_XL")
     wheelhouse = work / "wheelhouse"  # kimik3's wheel from this checkout and its dependencies
@@ -168,7 +177,9 @@ def deployed(rig: Rig, hub: FixtureHub, tmp_path_factory: pytest.TempPathFactory
         )
         print(first.stdout, first.stderr[-3000:])
         assert first.returncode == 0, first.stderr[-4000:]
-        yield work
+        smg = SmgRouter(f"http://127.0.0.1:{ROUTER_PORT}", f"http://127.0.0.1:{ROUTER_PORT + 1}")
+        in_rotation = sorted(w.url for w in smg.workers() if w.in_rotation)
+        yield FirstApply(work, [served_quant(rig, i) for i in range(3)], in_rotation)
     finally:
         router = work / "controller-state" / "fleet" / FLEET / "router.json"
         if router.exists():
@@ -178,11 +189,18 @@ def deployed(rig: Rig, hub: FixtureHub, tmp_path_factory: pytest.TempPathFactory
                 pass
 
 
-def test_a_first_apply_deploys_every_host_behind_the_router(deployed: Path, rig: Rig) -> None:
-    router = SmgRouter(f"http://127.0.0.1:{ROUTER_PORT}", f"http://127.0.0.1:{ROUTER_PORT + 1}")
-    in_rotation = sorted(w.url for w in router.workers() if w.in_rotation)
-    assert in_rotation == sorted(f"http://{h.address}:{PORT}" for h in rig.hosts)
-    assert all("UD-Q2_K_XL" in served_quant(rig, i) for i in range(3))
+@pytest.fixture(scope="module")
+def deployed(first_apply: FirstApply) -> Path:
+    """The fleet's folder once the first apply has deployed it; every test leaves the three hosts serving, in
+    rotation."""
+    return first_apply.work
+
+
+def test_a_first_apply_deploys_every_host_behind_the_router(first_apply: FirstApply, rig: Rig) -> None:
+    """What the first apply left, recorded right after it (a test that ran before this one may have rolled
+    another quant since)."""
+    assert first_apply.in_rotation == sorted(f"http://{h.address}:{PORT}" for h in rig.hosts)
+    assert all("UD-Q2_K_XL" in quant for quant in first_apply.quants), first_apply.quants
     # Each host converged its own daemon, with its own state: nothing ran on this machine's dockerd.
     assert subprocess.run(["docker", "inspect", NAME], capture_output=True).returncode != 0
     # kimik3 was installed on each host by that run: the same build as this one's.
@@ -336,15 +354,19 @@ def test_a_candidate_failing_on_the_second_host_is_reverted_back_in_rotation_and
     kimik3 reverts it to the last good profile, it is back in rotation, the rollout halts (exit 1) naming host and
     gate before any other host is touched; no request fails."""
     before = [served_quant(rig, i) for i in range(3)]
+    served = (deployed / "fleet.yaml").read_text()
     write_fleet(deployed, rig, hub, "UD-TRUNC", canary=1)
     router = SmgRouter(f"http://127.0.0.1:{ROUTER_PORT}", f"http://127.0.0.1:{ROUTER_PORT + 1}")
-    with (
-        ClosedLoop(f"http://127.0.0.1:{ROUTER_PORT}", workers=4, model=NAME, tools=True) as load,
-        RotationSampler(router) as sampler,
-    ):
-        load.wait_for(8)
-        rolled = fleet_cmd(deployed, "apply", "--traffic-timeout", "10", "fleet.yaml")
-        load.wait_for(load.done() + 8)
+    try:
+        with (
+            ClosedLoop(f"http://127.0.0.1:{ROUTER_PORT}", workers=4, model=NAME, tools=True) as load,
+            RotationSampler(router) as sampler,
+        ):
+            load.wait_for(8)
+            rolled = fleet_cmd(deployed, "apply", "--traffic-timeout", "10", "fleet.yaml")
+            load.wait_for(load.done() + 8)
+    finally:
+        (deployed / "fleet.yaml").write_text(served)  # the fleet file of what serves, for the tests after this one
     second = rig.hosts[1].name
     print(
         f"\nfailing candidate: exit {rolled.returncode}; {len(load.outcomes)} requests, {len(load.failed())} failed; "

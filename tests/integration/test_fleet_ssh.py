@@ -2,8 +2,9 @@
 own keys: tests/support/sshd.py) runs this machine's kimik3 as the fleet's first host, which plans the demo profile
 against this machine's Docker and the fixture hub; a second host whose SSH port is closed (unreachable) and a third
 whose kimik3 is another version are named, and both commands exit 3. Last, the profile is applied on the first
-host (this machine) and its status row says what serves there: fingerprint, quant, image, health, requests in
-flight (its server's /metrics); its plan is then converged."""
+host (this machine) from a folder of its own and its status row says what serves there: fingerprint, quant, image,
+health, requests in flight (its server's /metrics); its plan is then converged; the deployment is destroyed after it,
+so the tests that plan from nothing pass before or after it."""
 
 from __future__ import annotations
 
@@ -16,11 +17,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from support.realparts import KIMIK3, demo_hub, demo_profile, docker, kimik3, write_profile
+from support.realparts import KIMIK3, demo_hub, demo_profile, docker, kimik3, remove_leftovers, write_profile
 from support.sshd import Sshd, running_sshd
 
-# The last test applies the demo on the host, which the ones before it plan from nothing: kept in file order.
-pytestmark = [pytest.mark.docker, pytest.mark.file_order]
+from kimik3_demo.hub import FixtureHub
+
+pytestmark = [pytest.mark.docker]
 
 SSH_PORT, CLOSED_PORT = 19340, 19341
 NAME, PORT = "k3fleet-ssh", 19342
@@ -33,45 +35,69 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
 
 
 @pytest.fixture(scope="module")
-def work(tmp_path_factory: pytest.TempPathFactory, sshd: Sshd) -> Iterator[Path]:
-    work = tmp_path_factory.mktemp("k3fleet")
-    with demo_hub() as hub:
-        write_profile(work, demo_profile(work, NAME, PORT, hub.url), "profile.yaml")
-        old = work / "old-kimik3"  # a host whose kimik3 is another release (its --version says so)
-        old.write_text("#!/bin/sh\necho 'kimik3 0.0.9 (code 0000000000000000)'\n")
-        old.chmod(0o755)
-        # The host's kimik3: this checkout's, with the test's state dir, HF home and host lock (sshd gives the
-        # session a clean environment; the inventory says how kimik3 runs there, as an operator's would).
-        remote = [
-            "env",
-            f"KIMIK3_STATE_DIR={work / 'state'}",
-            f"HF_HOME={work / 'hf-home'}",
-            f"KIMIK3_HOST_LOCK={os.environ['KIMIK3_HOST_LOCK']}",
-            "HF_HUB_DISABLE_XET=1",
-            str(Path(sys.executable).parent / "kimik3"),
-        ]
-        fleet = {
-            "apiVersion": "kimik3/v1",
-            "kind": "Fleet",
-            "name": "k3fleet",
-            "profile": "profile.yaml",
-            "inventory": {
-                "all": {
-                    "vars": {"ansible_host": "127.0.0.1", "ansible_user": sshd.user, "kimik3_command": remote},
-                    "hosts": {
-                        "here": {"ansible_port": SSH_PORT},
-                        "gone": {"ansible_port": CLOSED_PORT},
-                        "old": {"ansible_port": SSH_PORT, "kimik3_command": [str(old)]},
-                    },
-                }
-            },
-            "overrides": {"gone": {"serve": {"port": PORT + 1}}, "old": {"serve": {"port": PORT + 2}}},
-            "rollout": {"max_unavailable": 1},
-            "router": {"version": "1.13.0"},
-        }
-        (work / "fleet.yaml").write_text(yaml.safe_dump(fleet, sort_keys=False))
-        yield work
+def hub() -> Iterator[FixtureHub]:
+    with demo_hub() as running:
+        yield running
+
+
+def write_fleet(work: Path, hub: FixtureHub, sshd: Sshd) -> Path:
+    """The demo profile and a fleet of three hosts (here, gone, old) in `work`, here's kimik3 keeping its state there."""
+    write_profile(work, demo_profile(work, NAME, PORT, hub.url), "profile.yaml")
+    old = work / "old-kimik3"  # a host whose kimik3 is another release (its --version says so)
+    old.write_text("#!/bin/sh\necho 'kimik3 0.0.9 (code 0000000000000000)'\n")
+    old.chmod(0o755)
+    # The host's kimik3: this checkout's, with the test's state dir, HF home and host lock (sshd gives the
+    # session a clean environment; the inventory says how kimik3 runs there, as an operator's would).
+    remote = [
+        "env",
+        f"KIMIK3_STATE_DIR={work / 'state'}",
+        f"HF_HOME={work / 'hf-home'}",
+        f"KIMIK3_HOST_LOCK={os.environ['KIMIK3_HOST_LOCK']}",
+        "HF_HUB_DISABLE_XET=1",
+        str(Path(sys.executable).parent / "kimik3"),
+    ]
+    fleet = {
+        "apiVersion": "kimik3/v1",
+        "kind": "Fleet",
+        "name": "k3fleet",
+        "profile": "profile.yaml",
+        "inventory": {
+            "all": {
+                "vars": {"ansible_host": "127.0.0.1", "ansible_user": sshd.user, "kimik3_command": remote},
+                "hosts": {
+                    "here": {"ansible_port": SSH_PORT},
+                    "gone": {"ansible_port": CLOSED_PORT},
+                    "old": {"ansible_port": SSH_PORT, "kimik3_command": [str(old)]},
+                },
+            }
+        },
+        "overrides": {"gone": {"serve": {"port": PORT + 1}}, "old": {"serve": {"port": PORT + 2}}},
+        "rollout": {"max_unavailable": 1},
+        "router": {"version": "1.13.0"},
+    }
+    (work / "fleet.yaml").write_text(yaml.safe_dump(fleet, sort_keys=False))
+    return work
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory: pytest.TempPathFactory, hub: FixtureHub, sshd: Sshd) -> Iterator[Path]:
+    """Nothing deployed: the plan and status tests see the host as it is before a first apply."""
+    remove_leftovers(NAME)
+    yield write_fleet(tmp_path_factory.mktemp("k3fleet"), hub, sshd)
     subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)
+
+
+@pytest.fixture
+def serving(tmp_path: Path, hub: FixtureHub, sshd: Sshd) -> Iterator[Path]:
+    """The demo applied on the host from a folder of its own (its own state and model cache), destroyed after: the
+    tests that plan from nothing find nothing deployed, whichever order they run in."""
+    work = write_fleet(tmp_path, hub, sshd)
+    try:
+        kimik3(work, "apply", "profile.yaml")
+        yield work
+    finally:
+        kimik3(work, "destroy", "profile.yaml", check=False)
+        subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)
 
 
 def fleet(work: Path, sshd: Sshd, *args: str) -> subprocess.CompletedProcess[str]:
@@ -125,16 +151,15 @@ def test_fleet_status_one_row_per_host(work: Path, sshd: Sshd) -> None:
     assert watched.returncode == 3 and watched.stdout.count("host  ") == 2  # the table, drawn twice
 
 
-def test_fleet_status_of_a_serving_host(work: Path, sshd: Sshd) -> None:
+def test_fleet_status_of_a_serving_host(serving: Path, sshd: Sshd) -> None:
     """The host serving (applied here: the sshd's host is this machine, its kimik3 the same state dir and daemon):
     its row says what runs there, and its server's requests in flight, read from its /metrics."""
-    kimik3(work, "apply", "profile.yaml")
-    done = fleet(work, sshd, "status", "--json", "fleet.yaml")
+    done = fleet(serving, sshd, "status", "--json", "fleet.yaml")
     assert done.returncode == 3, done.stderr  # gone and old still fail
     here = json.loads(done.stdout)["hosts"][0]
     labels = json.loads(docker("inspect", NAME))[0]["Config"]["Labels"]
     assert here["health"] == "ok" and here["drift"] == "none seen" and here["in_flight"] == 0
     assert here["fingerprint"] == labels["kimik3.container.fingerprint"][:12]
     assert here["quant"] == "UD-Q2_K_XL" and here["build"] == json.loads(docker("inspect", NAME))[0]["Config"]["Image"]
-    planned = json.loads(fleet(work, sshd, "plan", "--json", "fleet.yaml").stdout)
+    planned = json.loads(fleet(serving, sshd, "plan", "--json", "fleet.yaml").stdout)
     assert planned["hosts"][0]["converged"] and planned["rollout"]["batches"] == []

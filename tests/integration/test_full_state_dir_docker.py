@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.realparts import demo_hub, demo_profile, docker, kimik3, serves, write_profile
+from support.realparts import demo_hub, demo_profile, docker, kimik3, remove_leftovers, serves, write_profile
 
 pytestmark = pytest.mark.docker
 
@@ -34,6 +34,7 @@ def state_on_tmpfs(tmp_path: Path) -> Iterator[Path]:
     """`tmp_path/state` (the state dir `kimik3()` uses) on its own 1 MiB tmpfs, unmounted at the end."""
     state = tmp_path / "state"
     state.mkdir()
+    remove_leftovers(NAME)
     made = subprocess.run(
         ["mount", "-t", "tmpfs", "-o", "size=1m", "k3-fullstate", str(state)], capture_output=True, text=True
     )

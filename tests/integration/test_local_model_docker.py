@@ -16,7 +16,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.realparts import demo_profile, docker, kimik3, require_docker_and_demo_hub, serves, write_profile
+from support.realparts import (
+    demo_profile,
+    docker,
+    kimik3,
+    remove_leftovers,
+    require_docker_and_demo_hub,
+    serves,
+    write_profile,
+)
 
 from kimik3_reconciler.steps.smoke_model import write_tiny_kimi_k3
 
@@ -72,6 +80,7 @@ def local_model_work(work: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def work(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    remove_leftovers(NAME)
     work = local_model_work(tmp_path_factory.mktemp("kimik3-local-model"))
     try:
         yield work

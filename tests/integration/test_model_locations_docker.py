@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.realparts import demo_hub, demo_profile, kimik3, write_profile
+from support.realparts import demo_hub, demo_profile, kimik3, remove_leftovers, write_profile
 
 pytestmark = pytest.mark.docker
 
@@ -24,6 +24,7 @@ NAME, PORT = "k3ml-locations", 19372
 @pytest.fixture(scope="module")
 def two_locations(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     work = tmp_path_factory.mktemp("kimik3-locations")
+    remove_leftovers(NAME)
     with demo_hub() as hub:
         for which in ("a", "b"):
             profile = demo_profile(work, NAME, PORT, hub.url)

@@ -21,6 +21,7 @@ from support.realparts import (
     demo_profile,
     docker,
     kimik3,
+    remove_leftovers,
     require_docker_and_demo_hub,
     write_profile,
 )
@@ -49,6 +50,7 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FixtureHub]:
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory, hub: FixtureHub) -> Iterator[Path]:
     work = tmp_path_factory.mktemp("kimik3")
+    remove_leftovers(NAME, f"{NAME}-b")
     profile = demo_profile(work, NAME, PORT, hub.url)
     profile["gate"]["smoke"] = True
     write_profile(work, profile)

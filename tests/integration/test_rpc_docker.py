@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from support.realparts import demo_hub, demo_profile, docker, kimik3, write_profile
+from support.realparts import demo_hub, demo_profile, docker, kimik3, remove_leftovers, write_profile
 from support.sshd import Sshd, running_sshd
 
 from kimik3_demo.hub import FixtureHub
@@ -30,9 +30,9 @@ from kimik3_reconciler.adapters.docker_engine import DockerEngine
 from kimik3_reconciler.adapters.worker_lock import DockerHostLock
 from kimik3_reconciler.model.host_lock import LockHolder
 
-# Its tests build on one another (the destroy and dropped-worker tests break those after them): kept in file order
-# until its setup is made per test (tried: a worker then failed to start under load; a known gap).
-pytestmark = [pytest.mark.docker, pytest.mark.file_order]
+# Each test that needs the two-host deployment takes `converged` (applied before it: a no-op when converged), so the
+# destroy and dropped-worker tests leave nothing broken for the tests after them, in whatever order they run.
+pytestmark = [pytest.mark.docker]
 
 SSH_PORT = 19310
 WORKER_BIND, WORKER_PORT = "127.0.0.2", 19311
@@ -84,6 +84,8 @@ def rpc_profile(work: Path, hub: FixtureHub, sshd: Sshd, bind: str = WORKER_BIND
 @pytest.fixture(scope="module")
 def work(tmp_path_factory: pytest.TempPathFactory, hub: FixtureHub, sshd: Sshd) -> Iterator[Path]:
     work = tmp_path_factory.mktemp("k3rpc")
+    remove_leftovers(MAIN, WORKER, SOLO)
+    subprocess.run(["docker", "volume", "rm", "-f", f"kimik3-rpc-cache-{MAIN}-w1"], capture_output=True)
     solo = demo_profile(work, SOLO, SOLO_PORT, hub.url)
     solo["serve"]["n_cpu_moe"] = 2  # the same split flags, with every device local: the reference answers
     write_profile(work, solo, "solo.yaml")
@@ -107,10 +109,18 @@ def test_a_public_bind_address_is_refused_before_anything_starts(tmp_path: Path,
 
 
 @pytest.fixture(scope="module")
-def converged(work: Path) -> Path:
+def solo(work: Path) -> Path:
+    """The single-host reference server, applied once: no test changes it."""
     kimik3(work, "apply", "solo.yaml")
-    kimik3(work, "apply", "rpc.yaml")
     return work
+
+
+@pytest.fixture
+def converged(solo: Path) -> Path:
+    """The two-host profile applied before each test that needs it (a no-op when it is converged): a test that
+    destroyed it or dropped its worker leaves none broken for the next, and each test runs alone too."""
+    kimik3(solo, "apply", "rpc.yaml")
+    return solo
 
 
 def test_the_split_model_answers_like_the_single_host_server(converged: Path) -> None:

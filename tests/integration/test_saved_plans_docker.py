@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from support.realparts import demo_hub, demo_profile, docker, kimik3, write_profile
+from support.realparts import demo_hub, demo_profile, docker, kimik3, remove_leftovers, write_profile
 
 from kimik3_demo.hub import FixtureHub
 
@@ -38,6 +38,7 @@ def hub() -> Iterator[FixtureHub]:
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory, hub: FixtureHub) -> Iterator[Path]:
     work = tmp_path_factory.mktemp("kimik3-saved-plans")
+    remove_leftovers(NAME)
     write_profile(work, demo_profile(work, NAME, PORT, hub.url))
     yield work
     subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)

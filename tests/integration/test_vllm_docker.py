@@ -14,20 +14,19 @@ import json
 import subprocess
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
 from support import registry
-from support.realparts import REPO_ROOT, docker, kimik3, require_docker_and_demo_hub, serves, wait_for
+from support.realparts import REPO_ROOT, docker, kimik3, remove_leftovers, require_docker_and_demo_hub, serves, wait_for
 
 from kimik3_demo.hub import FixtureHub
 from kimik3_demo.prepare import CHECKPOINT_REPO, CHECKPOINT_REVISION, checkpoint_repo, prepare_checkpoint_root
 
 # engines: CI runs it in its second stage (scripts/test-engines.sh builds the image first), not in the default suite
-# Its tests build on the first one (it converges from nothing; the others use that deployment): kept in file order
-# under the random order (a known gap, like test_rpc_docker.py).
-pytestmark = [pytest.mark.docker, pytest.mark.engines, pytest.mark.file_order]
+pytestmark = [pytest.mark.docker, pytest.mark.engines]
 
 NAME = "k3-vllm25-it"  # the container, unit and exporter of this test only
 PORT, METRICS_PORT = 19471, 19472
@@ -55,12 +54,13 @@ def _ensure_image() -> None:
 
 
 @pytest.fixture(scope="module")
-def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def profile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The profile's folder, nothing applied yet: the image pushed to a loopback registry, the hub serving."""
     require_docker_and_demo_hub()
     _ensure_image()
-    # The first test converges from nothing: a container of this name left by an earlier run killed before its
+    # The first apply converges from nothing: a container of this name left by an earlier run killed before its
     # teardown (CI's machine had one: the plan said "container replace") is removed first.
-    subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)
+    remove_leftovers(NAME)
     work = tmp_path_factory.mktemp("vllm")
     hub_root = work / "hub"
     prepare_checkpoint_root(hub_root)
@@ -99,6 +99,34 @@ def _steps(result: subprocess.CompletedProcess[str], key: str = "steps") -> list
     return [(s["kind"], s["action"]) for s in json.loads(result.stdout)[key]]
 
 
+@dataclass(frozen=True)
+class FirstApply:
+    """What the module's first apply met and did: the plan it made from nothing, and the host right after it."""
+
+    work: Path
+    planned: dict[str, str]  # step kind -> action, planned before the first apply
+    inspect: dict  # the container's `docker inspect`, right after it
+    models: dict  # /v1/models, right after it
+
+
+@pytest.fixture(scope="module")
+def first_apply(profile: Path) -> FirstApply:
+    """The first apply, from nothing (once a module): the test that asserts convergence from nothing reads what it
+    recorded, so it holds whichever test ran before it."""
+    planned = dict(_steps(kimik3(profile, "plan", "--json", "profile.yaml")))
+    kimik3(profile, "apply", "profile.yaml")
+    assert serves(PORT)
+    return FirstApply(profile, planned, _inspect(), json.loads(_get(f"http://127.0.0.1:{PORT}/v1/models")))
+
+
+@pytest.fixture
+def deployed(first_apply: FirstApply) -> Path:
+    """The profile applied before each test (a no-op when it is converged): a test that left drift or failed midway
+    leaves none for the next, and each test runs alone too."""
+    kimik3(first_apply.work, "apply", "profile.yaml")
+    return first_apply.work
+
+
 def _inspect() -> dict:
     return json.loads(docker("inspect", NAME))[0]
 
@@ -118,9 +146,8 @@ def _chat(body: dict) -> dict:
         return json.load(answer)
 
 
-def test_converges_from_nothing_pulling_by_digest_and_mounting_the_verified_checkpoint(deployed: Path) -> None:
-    planned = kimik3(deployed, "plan", "--json", "profile.yaml")
-    steps = dict(_steps(planned))
+def test_converges_from_nothing_pulling_by_digest_and_mounting_the_verified_checkpoint(first_apply: FirstApply) -> None:
+    steps = first_apply.planned
     assert (steps["image"], steps["model"], steps["container"], steps["health"]) == (
         "create",
         "create",
@@ -128,9 +155,7 @@ def test_converges_from_nothing_pulling_by_digest_and_mounting_the_verified_chec
         "read",
     )
     assert "smoke" not in steps and "gate" not in steps  # llama.cpp's checks of a built image
-    kimik3(deployed, "apply", "profile.yaml")
-    assert serves(PORT)
-    found = _inspect()
+    found = first_apply.inspect
     argv, env = found["Config"]["Cmd"], dict(e.split("=", 1) for e in found["Config"]["Env"])
     snapshot = f"/models/models--{CHECKPOINT_REPO.replace('/', '--')}/snapshots/{CHECKPOINT_REVISION}"
     assert argv[:5] == ["--model", snapshot, "--served-model-name", NAME, CHECKPOINT_REPO]
@@ -139,7 +164,7 @@ def test_converges_from_nothing_pulling_by_digest_and_mounting_the_verified_chec
     assert env["VLLM_CPU_KVCACHE_SPACE"] == "1" and not any("TOKEN" in k for k in env)
     assert all(not m["RW"] for m in found["Mounts"])
     assert found["Image"] == json.loads(docker("image", "inspect", IMAGE))[0]["Id"]  # the pushed image, pulled
-    models = json.loads(_get(f"http://127.0.0.1:{PORT}/v1/models"))
+    models = first_apply.models
     # The profile's name first (verify, bench), then the repo id seed 001's client examples send (issue 38).
     assert [(m["id"], m["max_model_len"]) for m in models["data"]] == [(NAME, 512), (CHECKPOINT_REPO, 512)]
 

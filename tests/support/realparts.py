@@ -87,8 +87,16 @@ def demo_hub():  # noqa: ANN201 - a kimik3_demo FixtureHub
     return FixtureHub(demo_repos(require_docker_and_demo_hub()))
 
 
+def remove_leftovers(*names: str) -> None:
+    """The containers of these names (the calling test's own, never another's) that an earlier run left when it was
+    killed before its teardown: removed before a fixture converges from nothing, so its first plan creates rather
+    than replaces (CI's fresh machine had one left)."""
+    subprocess.run(["docker", "rm", "-f", *names], capture_output=True)
+
+
 def converged_demo(work: Path, name: str, port: int) -> Iterator[Path]:
     """A module fixture's body: the demo profile as `name` on `port`, applied from `work`; removed after."""
+    remove_leftovers(name)
     with demo_hub() as hub:
         write_profile(work, demo_profile(work, name, port, hub.url))
         kimik3(work, "apply", "profile.yaml")
@@ -99,7 +107,9 @@ def converged_demo(work: Path, name: str, port: int) -> Iterator[Path]:
 @contextmanager
 def applied(work: Path, container: str, *apply_args: str) -> Iterator[Path]:
     """`kimik3 apply profile.yaml` in `work` (with `apply_args`); after, whatever happened, `kimik3 destroy` and the
-    container removed (a destroy that failed leaves none behind for the next run)."""
+    container removed (a destroy that failed leaves none behind for the next run). A container of that name left by
+    an earlier run killed before its teardown is removed first: the apply converges from nothing."""
+    remove_leftovers(container)
     try:
         kimik3(work, "apply", "profile.yaml", *apply_args)
         yield work

@@ -43,11 +43,11 @@ def _keygen(path: Path) -> None:
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "kimik3-test", "-f", str(path)], check=True)
 
 
-def _wait_listening(port: int, proc: subprocess.Popen[bytes], timeout_s: float = 20.0) -> None:
+def _wait_listening(port: int, proc: subprocess.Popen[bytes], log: Path, timeout_s: float = 20.0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"sshd exited {proc.returncode}: {proc.stderr.read().decode() if proc.stderr else ''}")
+            raise RuntimeError(f"sshd exited {proc.returncode}: {log.read_text(errors='replace')[-3000:]}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5):
                 return
@@ -111,11 +111,14 @@ def running_sshd(root: Path, port: int) -> Iterator[Sshd]:
     wrapper.chmod(0o755)
     if os.geteuid() == 0:
         Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege separation folder, when run as root
-    proc = subprocess.Popen(
-        [SSHD, "-D", "-e", "-f", str(root / "sshd_config")], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
+    # Its log (-e: every connection's lines) goes to a file: a pipe nobody read filled after a few hundred
+    # connections (64 KiB), sshd then blocked writing to it, and ssh sessions late in a module broke off.
+    with open(root / "sshd.log", "wb") as log:  # sshd keeps its own descriptor of it
+        proc = subprocess.Popen(
+            [SSHD, "-D", "-e", "-f", str(root / "sshd_config")], stdout=subprocess.DEVNULL, stderr=log
+        )
     try:
-        _wait_listening(port, proc)
+        _wait_listening(port, proc, root / "sshd.log")
         yield Sshd(port, user, bin_dir)
     finally:
         proc.terminate()
