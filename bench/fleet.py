@@ -22,7 +22,7 @@ threads, half streaming, every other request offering a tool) sending through sm
 
 Printed per run and rollout: requests, failed (no answer or not 200), truncated (a 200 whose body did not end as
 llama-server ends one), p50/p99 latency of the requests that ran during the rollout, the fewest hosts in smg's
-rotation (sampled each second) and the rollout's seconds; then the spread over the runs and kimik3/plain ratios.
+rotation (sampled each second), the hosts in rotation right after, and the rollout's seconds; then the spread over the runs and kimik3/plain ratios.
 The first plain rollout fetches UD-Q4_K_XL from the hub on each host (later ones find it cached; kimik3's rolls back
 to the quant every host holds): its seconds include that download.
 """
@@ -53,6 +53,7 @@ from integration.test_fleet_rollout_docker import (  # noqa: E402
     BUILD_PORT,
     FLEET,
     NAME,
+    PORT,
     ROUTER_PORT,
     RotationSampler,
     fleet_cmd,
@@ -115,9 +116,20 @@ def plain_rollout(work: Path, log) -> int:  # noqa: ANN001 - a text stream
     return run_playbook(run_dir, run_dir / "playbook.yaml", run_dir / "inventory.json", log)
 
 
-def under_load(rollout, workers: int) -> dict:  # noqa: ANN001 - () -> (exit status, output tail)
-    """`rollout` run while the closed-loop client sends through smg; what the clients saw."""
+def every_host_in_rotation(router: SmgRouter, rig: Rig) -> None:
+    """Each run starts from the same router: every host listed (added when smg dropped it) and in rotation."""
+    for host in rig.hosts:
+        url = f"http://{host.address}:{PORT}"
+        if router.find(url) is None:
+            router.add(url)
+        router.wait_in_rotation(url, timeout_s=180)
+
+
+def under_load(rollout, rig: Rig, workers: int) -> dict:  # noqa: ANN001 - () -> (exit status, output tail)
+    """`rollout` run while the closed-loop client sends through smg; what the clients saw, and how many hosts smg
+    had in rotation right after."""
     router = SmgRouter(f"http://127.0.0.1:{ROUTER_PORT}", f"http://127.0.0.1:{ROUTER_PORT + 1}")
+    every_host_in_rotation(router, rig)
     with (
         ClosedLoop(f"http://127.0.0.1:{ROUTER_PORT}", workers=workers, model=NAME, tools=True) as load,
         RotationSampler(router) as sampler,
@@ -127,6 +139,7 @@ def under_load(rollout, workers: int) -> dict:  # noqa: ANN001 - () -> (exit sta
         code, tail = rollout()
         ended = time.monotonic()
         load.wait_for(load.done() + 2 * workers)
+    after = sum(w.in_rotation for w in router.workers())
     router.close()
     if code != 0:
         raise SystemExit(f"the rollout exited {code}:\n{tail}")
@@ -141,6 +154,7 @@ def under_load(rollout, workers: int) -> dict:  # noqa: ANN001 - () -> (exit sta
         "p99": quantile(during, 0.99),
         "min in rotation": min(sampler.samples),
         "seconds": ended - started,
+        "in rotation after": after,
         "errors": sorted({o.error[:70] or str(o.status) for o in failed + truncated})[:3],
     }
 
@@ -160,14 +174,12 @@ def plain(work: Path) -> tuple[int, str]:
 def row(mode: str, seen: dict) -> str:
     return (
         f"{mode:7} {seen['requests']:8} {seen['failed']:7} {seen['truncated']:10} {seen['p50']:7.2f}s "
-        f"{seen['p99']:7.2f}s {seen['min in rotation']:12} {seen['seconds']:8.0f}s"
+        f"{seen['p99']:7.2f}s {seen['min in rotation']:12} {seen['in rotation after']:6} {seen['seconds']:8.0f}s"
         + (f"   {'; '.join(seen['errors'])}" if seen["errors"] else "")
     )
 
 
-HEADER = (
-    f"{'':7} {'requests':>8} {'failed':>7} {'truncated':>10} {'p50':>8} {'p99':>8} {'min in rot.':>12} {'rollout':>9}"
-)
+HEADER = f"{'':7} {'requests':>8} {'failed':>7} {'truncated':>10} {'p50':>8} {'p99':>8} {'min in rot.':>12} {'after':>6} {'rollout':>9}"
 
 
 def spread(values: list[float], unit: str = "") -> str:
@@ -249,9 +261,9 @@ def main() -> None:
                 figures.setdefault(what, []).append(seconds)
             print(f"run {run + 1}/{args.runs}: " + ", ".join(f"{k} {v:.2f} s" for k, v in measured.items()))
             write_fleet(work, rig, hub, QUANTS[1])
-            seen["plain"].append(under_load(lambda: plain(work), args.workers))
+            seen["plain"].append(under_load(lambda: plain(work), rig, args.workers))
             write_fleet(work, rig, hub, QUANTS[0])
-            seen["kimik3"].append(under_load(lambda: kimik3_rollout(work), args.workers))
+            seen["kimik3"].append(under_load(lambda: kimik3_rollout(work), rig, args.workers))
             print(HEADER)
             for mode in ("plain", "kimik3"):
                 print(row(mode, seen[mode][-1]), flush=True)
