@@ -33,9 +33,7 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -57,10 +55,11 @@ from integration.test_fleet_rollout_docker import (  # noqa: E402
     ROUTER_PORT,
     RotationSampler,
     fleet_cmd,
+    install_and_deploy,
     write_fleet,
 )
 from support.closed_loop import ClosedLoop  # noqa: E402
-from support.fleet_hosts import GATEWAY, Rig, fleet_rig, publish_image  # noqa: E402
+from support.fleet_hosts import GATEWAY, Rig, fleet_rig, publish_image, stop_router  # noqa: E402
 from support.realparts import converged_demo, docker, require_docker_and_demo_hub  # noqa: E402
 
 from kimik3_demo.hub import FixtureHub  # noqa: E402
@@ -208,32 +207,15 @@ def deployed(rig: Rig, hub: FixtureHub, work: Path):  # noqa: ANN201 - Iterator[
     with contextmanager(converged_demo)(work / "build", BUILD_NAME, BUILD_PORT):
         tag = docker("inspect", "-f", "{{.Config.Image}}", BUILD_NAME)
     rig.hosts[0].docker("pull", publish_image(rig, tag), timeout=1800)
-    wheelhouse = work / "wheelhouse"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", str(ROOT), "-w", str(wheelhouse)], check=True)
     write_fleet(work, rig, hub, QUANTS[0])
     try:
-        first = fleet_cmd(
-            work,
-            "apply",
-            "--install",
-            str(wheelhouse),
-            "--registry",
-            rig.registry,
-            "--traffic-timeout",
-            "2",
-            "fleet.yaml",
-        )
+        first = install_and_deploy(work, rig)
         if first.returncode != 0:
             raise SystemExit(f"the first fleet apply exited {first.returncode}:\n{first.stderr[-3000:]}")
         print(first.stdout.strip(), flush=True)
         yield work
     finally:
-        router = work / "controller-state" / "fleet" / FLEET / "router.json"
-        if router.exists():
-            try:
-                os.kill(json.loads(router.read_text())["pid"], signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+        stop_router(work, FLEET)
 
 
 def main() -> None:
