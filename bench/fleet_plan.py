@@ -46,6 +46,50 @@ def timed(argv: list[str], stdin: str | None = None, env: dict | None = None, ok
     return took
 
 
+def ssh_to(rig, host) -> list[str]:  # noqa: ANN001 - support.fleet_hosts.Rig, RigHost
+    """`ssh root@host` with the rig's key, as the fleet reaches a host (the command's words follow)."""
+    return [
+        "ssh",
+        "-i",
+        str(rig.ssh_key),
+        "-o",
+        f"UserKnownHostsFile={rig.known_hosts}",
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        "IdentitiesOnly=yes",
+        f"root@{host.address}",
+    ]
+
+
+def measure(ssh: list[str], kimik3_there: str, profile_text: str, fleet_file: Path, env: dict) -> dict[str, float]:
+    """One run's figures: the SSH round trip, kimik3's start over SSH, one host's plan and status over SSH (the
+    profile on stdin, as the fleet sends it), then `fleet plan` and `fleet status` of every host of `fleet_file`."""
+    return {
+        "ssh round trip": timed([*ssh, "true"]),
+        "ssh kimik3 --version": timed([*ssh, kimik3_there, "--version"]),
+        "one host: plan over ssh": timed([*ssh, kimik3_there, "plan", "--json", "/dev/stdin"], profile_text),
+        "one host: status over ssh": timed([*ssh, kimik3_there, "status", "--json", "/dev/stdin"], profile_text),
+        "fleet plan (3 hosts)": timed([*KIMIK3, "fleet", "plan", "--json", str(fleet_file)], env=env),
+        "fleet status (3 hosts)": timed([*KIMIK3, "fleet", "status", "--json", str(fleet_file)], env=env),
+    }
+
+
+def print_spread(figures: dict[str, list[float]], runs: int) -> None:
+    """Median and min-max of each figure over the runs, then the fleet's time as a ratio of one host's."""
+    print(f"\n{'':28} {'median':>8} {'min':>7} {'max':>7}   ({runs} runs)")
+    for what, values in figures.items():
+        print(f"{what:28} {statistics.median(values):7.2f}s {min(values):6.2f}s {max(values):6.2f}s")
+    ratios = {
+        "fleet plan / one host's plan": ("fleet plan (3 hosts)", "one host: plan over ssh"),
+        "fleet status / one host's status": ("fleet status (3 hosts)", "one host: status over ssh"),
+        "one host's plan / ssh round trip": ("one host: plan over ssh", "ssh round trip"),
+    }
+    for what, (num, den) in ratios.items():
+        each = [a / b for a, b in zip(figures[num], figures[den])]
+        print(f"{what:34} median {statistics.median(each):.2f}x (min {min(each):.2f}x, max {max(each):.2f}x)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
@@ -72,56 +116,23 @@ def main() -> None:
                 sort_keys=False,
             )
         )
-        first = rig.hosts[0]
         effective = json.loads(
             subprocess.run(
                 [*KIMIK3, "fleet", "validate", "--json", str(work / "fleet.yaml")], capture_output=True, text=True
             ).stdout
         )
         assert effective["ok"], effective
-        sys.path.insert(0, str(ROOT))
         from kimik3_reconciler.cli.fleet_cmd import load_fleet
 
         profile_text = load_fleet(str(work / "fleet.yaml")).hosts[0].profile_text
-        ssh = [
-            "ssh",
-            "-i",
-            str(rig.ssh_key),
-            "-o",
-            f"UserKnownHostsFile={rig.known_hosts}",
-            "-o",
-            "BatchMode=yes",
-            "-o",
-            "IdentitiesOnly=yes",
-            f"root@{first.address}",
-        ]
+        ssh = ssh_to(rig, rig.hosts[0])
         env = {**os.environ, "KIMIK3_STATE_DIR": str(work / "local-state")}
         for run in range(runs):
-            measured = {
-                "ssh round trip": timed([*ssh, "true"]),
-                "ssh kimik3 --version": timed([*ssh, KIMIK3_THERE, "--version"]),
-                "one host: plan over ssh": timed([*ssh, KIMIK3_THERE, "plan", "--json", "/dev/stdin"], profile_text),
-                "one host: status over ssh": timed(
-                    [*ssh, KIMIK3_THERE, "status", "--json", "/dev/stdin"], profile_text
-                ),
-                "fleet plan (3 hosts)": timed([*KIMIK3, "fleet", "plan", "--json", str(work / "fleet.yaml")], env=env),
-                "fleet status (3 hosts)": timed(
-                    [*KIMIK3, "fleet", "status", "--json", str(work / "fleet.yaml")], env=env
-                ),
-            }
+            measured = measure(ssh, KIMIK3_THERE, profile_text, work / "fleet.yaml", env)
             for what, seconds in measured.items():
                 figures.setdefault(what, []).append(seconds)
             print(f"run {run + 1}/{runs}: " + ", ".join(f"{k} {v:.2f} s" for k, v in measured.items()), flush=True)
-    print(f"\n{'':28} {'median':>8} {'min':>7} {'max':>7}   ({runs} runs)")
-    for what, values in figures.items():
-        print(f"{what:28} {statistics.median(values):7.2f}s {min(values):6.2f}s {max(values):6.2f}s")
-    ratios = {
-        "fleet plan / one host's plan": ("fleet plan (3 hosts)", "one host: plan over ssh"),
-        "fleet status / one host's status": ("fleet status (3 hosts)", "one host: status over ssh"),
-    }
-    for what, (num, den) in ratios.items():
-        each = [a / b for a, b in zip(figures[num], figures[den])]
-        print(f"{what:34} median {statistics.median(each):.2f}x (min {min(each):.2f}x, max {max(each):.2f}x)")
+    print_spread(figures, runs)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 import yaml
 from support.closed_loop import ClosedLoop
-from support.fleet_hosts import GATEWAY, Rig, fleet_rig, publish_image
+from support.fleet_hosts import GATEWAY, Rig, fleet_rig, publish_image, stop_router
 from support.realparts import KIMIK3, REPO_ROOT, converged_demo, demo_profile, docker, require_docker_and_demo_hub
 
 from kimik3_demo.hub import FixtureHub, FixtureRepo
@@ -152,41 +152,35 @@ class FirstApply:
     in_rotation: list[str]
 
 
-@pytest.fixture(scope="module")
-def first_apply(rig: Rig, hub: FixtureHub, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FirstApply]:
-    work = tmp_path_factory.mktemp("fleet-rollout")
-    write_fleet(work, rig, hub, "UD-Q2_K_XL")
-    wheelhouse = work / "wheelhouse"  # kimik3's wheel from this checkout and its dependencies
+def install_and_deploy(work: Path, rig: Rig) -> subprocess.CompletedProcess[str]:
+    """The first `fleet apply --install` of the fleet file in `work`: kimik3 (a wheel of this checkout and its
+    dependencies) installed on every host, each rolled, gated and put in the router; the image once per site
+    (bench/fleet.py deploys with it too)."""
+    wheelhouse = work / "wheelhouse"
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", str(REPO_ROOT), "-w", str(wheelhouse)],
         check=True,
         capture_output=True,
         timeout=900,
     )
+    return fleet_cmd(
+        work, "apply", "--install", str(wheelhouse), "--registry", rig.registry, "--traffic-timeout", "2", "fleet.yaml"
+    )
+
+
+@pytest.fixture(scope="module")
+def first_apply(rig: Rig, hub: FixtureHub, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FirstApply]:
+    work = tmp_path_factory.mktemp("fleet-rollout")
+    write_fleet(work, rig, hub, "UD-Q2_K_XL")
     try:
-        first = fleet_cmd(
-            work,
-            "apply",
-            "--install",
-            str(wheelhouse),
-            "--registry",
-            rig.registry,
-            "--traffic-timeout",
-            "2",
-            "fleet.yaml",
-        )
+        first = install_and_deploy(work, rig)
         print(first.stdout, first.stderr[-3000:])
         assert first.returncode == 0, first.stderr[-4000:]
         smg = SmgRouter(f"http://127.0.0.1:{ROUTER_PORT}", f"http://127.0.0.1:{ROUTER_PORT + 1}")
         in_rotation = sorted(w.url for w in smg.workers() if w.in_rotation)
         yield FirstApply(work, [served_quant(rig, i) for i in range(3)], in_rotation)
     finally:
-        router = work / "controller-state" / "fleet" / FLEET / "router.json"
-        if router.exists():
-            try:
-                os.kill(json.loads(router.read_text())["pid"], signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+        stop_router(work, FLEET)
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import threading
 import time
@@ -25,7 +24,7 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
-from support.fleet_hosts import GATEWAY, Rig, fleet_rig, publish_image, pull_everywhere
+from support.fleet_hosts import GATEWAY, Rig, fleet_rig, publish_image, pull_everywhere, stop_router
 from support.realparts import KIMIK3, converged_demo, demo_profile, docker, require_docker_and_demo_hub
 
 from kimik3_demo.hub import FixtureHub, FixtureRepo
@@ -121,12 +120,7 @@ def deployed(rig: Rig, hub: FixtureHub, tmp_path_factory: pytest.TempPathFactory
         assert first.returncode == 0, first.stderr[-4000:]
         yield work
     finally:
-        router = work / "controller-state" / "fleet" / FLEET / "router.json"
-        if router.exists():
-            try:
-                os.kill(json.loads(router.read_text())["pid"], signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+        stop_router(work, FLEET)
 
 
 def _router() -> SmgRouter:

@@ -407,3 +407,14 @@ def pull_everywhere(rig: Rig, ref: str) -> None:
     """Every host's daemon pulls `ref` by digest, in parallel."""
     with ThreadPoolExecutor(len(rig.hosts)) as pool:
         list(pool.map(lambda h: h.docker("pull", ref, timeout=1800), rig.hosts))
+
+
+def stop_router(work: Path, fleet: str) -> None:
+    """smg, started detached by a `fleet apply` run from `work` (state in `work/controller-state`), stopped by the pid
+    it recorded."""
+    router = work / "controller-state" / "fleet" / fleet / "router.json"
+    if router.exists():
+        try:
+            os.kill(json.loads(router.read_text())["pid"], signal.SIGTERM)
+        except ProcessLookupError:
+            pass
