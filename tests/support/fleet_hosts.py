@@ -411,10 +411,10 @@ def pull_everywhere(rig: Rig, ref: str) -> None:
 
 def stop_router(work: Path, fleet: str) -> None:
     """smg, started detached by a `fleet apply` run from `work` (state in `work/controller-state`), stopped by the pid
-    it recorded."""
-    router = work / "controller-state" / "fleet" / fleet / "router.json"
-    if router.exists():
-        try:
-            os.kill(json.loads(router.read_text())["pid"], signal.SIGTERM)
-        except ProcessLookupError:
-            pass
+    it recorded, with the adapter's own stop (SIGTERM, then SIGKILL if it has not ended within its timeout)."""
+    from kimik3_reconciler.adapters.router_smg import RunningRouter, stop_smg
+
+    state = work / "controller-state" / "fleet" / fleet
+    if (state / "router.json").exists():
+        record = json.loads((state / "router.json").read_text())
+        stop_smg(RunningRouter(record["pid"], record["url"], record["metrics_url"], state / "router.log"))
