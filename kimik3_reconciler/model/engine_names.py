@@ -41,12 +41,11 @@ class EngineEntry(NamedTuple):
 
 
 _ENGINES = "kimik3_reconciler.engines"
-_RULES = "kimik3_reconciler.model.profile_rules"
 ENGINES: dict[str, EngineEntry] = {
     "llamacpp": EngineEntry(f"{_ENGINES}.llamacpp", rules=f"{_ENGINES}.llamacpp.rules.order", image="build"),
-    "vllm": EngineEntry(f"{_ENGINES}.vllm", rules=f"{_RULES}.vllm", image="pull", sections=("vllm",)),
+    "vllm": EngineEntry(f"{_ENGINES}.vllm", rules=f"{_ENGINES}.vllm.rules", image="pull", sections=("vllm",)),
     "sglang": EngineEntry(
-        f"{_ENGINES}.sglang", rules=f"{_RULES}.sglang", image="pull", sections=("sglang",), required=("sglang",)
+        f"{_ENGINES}.sglang", rules=f"{_ENGINES}.sglang.rules", image="pull", sections=("sglang",), required=("sglang",)
     ),
 }
 

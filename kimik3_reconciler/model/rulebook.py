@@ -37,11 +37,16 @@ _OWN = "not in the seeds: kimik3's own rule: "
 _LLAMACPP_RULES = ("serving", "quants", "build", "workers")  # engines/llamacpp/rules/: llama.cpp's profile only
 
 
+_ENGINE_RULES = ("vllm", "sglang")  # engines/<name>/rules.py: that engine's own profile rules
+
+
 def _rules(*concerns: str) -> tuple[str, ...]:
-    """The rule modules (one per concern) whose guards apply a rule: model/profile_rules/, or llama.cpp's own."""
+    """The rule modules (one per concern) whose guards apply a rule: model/profile_rules/, or an engine's own."""
     return tuple(
         f"kimik3_reconciler.engines.llamacpp.rules.{concern}"
         if concern in _LLAMACPP_RULES
+        else f"kimik3_reconciler.engines.{concern}.rules"
+        if concern in _ENGINE_RULES
         else f"kimik3_reconciler.model.profile_rules.{concern}"
         for concern in concerns
     )

@@ -103,7 +103,8 @@ def test_every_profile_rule_finding_sits_under_its_own_rule_mark() -> None:
 
 
 def test_every_rule_function_of_the_profile_rules_package_runs() -> None:
-    """model/profile_rules/ and engines/llamacpp/rules/ hold one module per concern, and each engine's rules module
+    """model/profile_rules/ and engines/llamacpp/rules/ hold one module per concern (engines/<name>/rules.py another
+    engine's own), and each engine's rules module
     lists what runs (the registry's `rules`): a rule function (public, one profile argument, yielding findings) left
     out of them would never run, and no case would say so."""
     import pkgutil
@@ -116,8 +117,8 @@ def test_every_rule_function_of_the_profile_rules_package_runs() -> None:
     listed = {rule for name in ENGINES for rule in rules_for(name)}
     found = []
     packages = (profile_rules, llamacpp_rules)
-    for package, info in ((p, info) for p in packages for info in pkgutil.iter_modules(p.__path__)):
-        module = importlib.import_module(f"{package.__name__}.{info.name}")
+    names = {f"{p.__name__}.{info.name}" for p in packages for info in pkgutil.iter_modules(p.__path__)}
+    for module in map(importlib.import_module, sorted(names | {entry.rules for entry in ENGINES.values()})):
         for name, function in inspect.getmembers(module, inspect.isfunction):
             if function.__module__ != module.__name__ or name.startswith("_"):
                 continue
