@@ -31,21 +31,37 @@ class EngineEntry(NamedTuple):
     check its profile. `image`: `build` reads llama.cpp's fields (build:, model.quant, serve.ubatch, ...:
     LLAMACPP_ONLY), `pull` refuses them and requires `image:` (by digest). `sections`: the top-level profile
     sections only this engine reads (their schema classes are model/profile_schema.py's); `required`: those a
-    profile must write (no default recipe), the others default to their fields' defaults."""
+    profile must write (no default recipe), the others default to their fields' defaults. `rulebook`: the module
+    whose RULEBOOK holds its rules' entries in the rulebook (model/rulebook.py; `kimik3 explain`), none when empty."""
 
     package: str
     rules: str
     image: Literal["build", "pull"]
     sections: tuple[str, ...] = ()
     required: tuple[str, ...] = ()
+    rulebook: str = ""
 
 
 _ENGINES = "kimik3_reconciler.engines"
+_LLAMACPP = f"{_ENGINES}.llamacpp"
 ENGINES: dict[str, EngineEntry] = {
-    "llamacpp": EngineEntry(f"{_ENGINES}.llamacpp", rules=f"{_ENGINES}.llamacpp.rules.order", image="build"),
-    "vllm": EngineEntry(f"{_ENGINES}.vllm", rules=f"{_ENGINES}.vllm.rules", image="pull", sections=("vllm",)),
+    "llamacpp": EngineEntry(
+        _LLAMACPP, rules=f"{_LLAMACPP}.rules.order", image="build", rulebook=f"{_LLAMACPP}.rulebook"
+    ),
+    "vllm": EngineEntry(
+        f"{_ENGINES}.vllm",
+        rules=f"{_ENGINES}.vllm.rules",
+        image="pull",
+        sections=("vllm",),
+        rulebook=f"{_ENGINES}.vllm.rulebook",
+    ),
     "sglang": EngineEntry(
-        f"{_ENGINES}.sglang", rules=f"{_ENGINES}.sglang.rules", image="pull", sections=("sglang",), required=("sglang",)
+        f"{_ENGINES}.sglang",
+        rules=f"{_ENGINES}.sglang.rules",
+        image="pull",
+        sections=("sglang",),
+        required=("sglang",),
+        rulebook=f"{_ENGINES}.sglang.rulebook",
     ),
 }
 
