@@ -32,7 +32,10 @@ class EngineEntry(NamedTuple):
     LLAMACPP_ONLY), `pull` refuses them and requires `image:` (by digest). `sections`: the top-level profile
     sections only this engine reads (their schema classes are model/profile_schema.py's); `required`: those a
     profile must write (no default recipe), the others default to their fields' defaults. `rulebook`: the module
-    whose RULEBOOK holds its rules' entries in the rulebook (model/rulebook.py; `kimik3 explain`), none when empty."""
+    whose RULEBOOK holds its rules' entries in the rulebook (model/rulebook.py; `kimik3 explain`), none when empty.
+    `server_env`: the module whose `env_finding(key)` judges a serve.env variable its server reads as an option (the
+    secrets rule asks every engine's); `secret_env`: the variables its server takes a secret from (starred in
+    kimik3's own crash output, refused in serve.env)."""
 
     package: str
     rules: str
@@ -40,13 +43,20 @@ class EngineEntry(NamedTuple):
     sections: tuple[str, ...] = ()
     required: tuple[str, ...] = ()
     rulebook: str = ""
+    server_env: str = ""
+    secret_env: tuple[str, ...] = ()
 
 
 _ENGINES = "kimik3_reconciler.engines"
 _LLAMACPP = f"{_ENGINES}.llamacpp"
 ENGINES: dict[str, EngineEntry] = {
     "llamacpp": EngineEntry(
-        _LLAMACPP, rules=f"{_LLAMACPP}.rules.order", image="build", rulebook=f"{_LLAMACPP}.rulebook"
+        _LLAMACPP,
+        rules=f"{_LLAMACPP}.rules.order",
+        image="build",
+        rulebook=f"{_LLAMACPP}.rulebook",
+        server_env=f"{_LLAMACPP}.rules.server_args",
+        secret_env=("LLAMA_API_KEY",),
     ),
     "vllm": EngineEntry(
         f"{_ENGINES}.vllm",

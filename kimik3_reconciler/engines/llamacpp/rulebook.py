@@ -20,7 +20,13 @@ _RPC_SEED = (
 _STEP5_BATCH = "seed 000 step 5 (BATCH/UBATCH: 4096 for hybrid, 2048 for all-VRAM)"
 _STEP5_FIT = "seed 000 step 5 (all-VRAM needs --fit-target 6144, else the CUDA scratch pool OOMs on the first request)"
 
-_OWN_RULES = ("serving", "quants", "build", "workers")  # engines/llamacpp/rules/: llama.cpp's profile only
+_OWN_RULES = (
+    "serving",
+    "quants",
+    "build",
+    "workers",
+    "server_args",
+)  # engines/llamacpp/rules/: llama.cpp's profile only
 
 
 def _rules(*concerns: str) -> tuple[str, ...]:
@@ -636,7 +642,7 @@ RULEBOOK: tuple[Rule, ...] = (
         "llama-server reads the variable as the option: where kimik3 renders it only sometimes (or never: -hf) "
         "the variable wins, list options (-ncmoe) append; the nvidia runtime hands a container the GPUs "
         "NVIDIA_VISIBLE_DEVICES names, past the profile's gpus",
-        _rules("no_secrets"),
+        _rules("no_secrets", "server_args"),
         ("cases/profile/serve_env_owned_option.yaml", "cases/profile/serve_env_gpu_selection.yaml"),
         seed=f"{OWN}one place for each setting (reference/llama-cpp.md §1.0: env sets options behind the CLI); "
         "seed 000 step 1 (the GPU pool is shared: use only the GPUs the profile names)",
@@ -668,7 +674,7 @@ RULEBOOK: tuple[Rule, ...] = (
         "LLAMA_ARG_* in serve.env is warned: it sets a llama-server option behind the argv",
         "llama-server reads LLAMA_ARG_* as options (list options even append): a second, hidden copy of a "
         "profile field",
-        _rules("no_secrets"),
+        _rules("server_args"),
         ("cases/profile/serve_env_llama_arg_warns.yaml",),
         seed=f"{OWN}one place for each setting (reference/llama-cpp.md §1.0: env sets options behind the CLI)",
     ),
@@ -704,7 +710,7 @@ RULEBOOK: tuple[Rule, ...] = (
         "(--help, --version, --list-devices, ...) nor serve what kimik3 cannot check (--api-prefix, --embedding, "
         "--rerank, --ssl-key-file/--ssl-cert-file, or their LLAMA_ARG_* variables)",
         "passed through, apply waited out the health timeout or failed verify, then reverted; refused at validate",
-        _rules("no_secrets", "server_args"),
+        _rules("server_args"),
         ("cases/profile/extra_args_not_serving.yaml",),
         seed=f"{OWN}llama.cpp b11434 common/arg.cpp; seed 000 step 6 (wait healthy) and verify",
     ),

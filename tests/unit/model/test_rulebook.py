@@ -82,10 +82,17 @@ def test_every_rule_names_its_seed_passage_and_explain_lists_it() -> None:
 
 def test_every_profile_rule_finding_sits_under_its_own_rule_mark() -> None:
     """Review of issue 14: guards were added without a rulebook entry. Each `yield error(`/`yield warning(` in
-    model/profile_rules/ needs a `# rule:` mark after the previous finding (or its function's start), so a
-    new guard cannot skip the rulebook (and so `kimik3 explain`)."""
+    model/profile_rules/ and the engines' rule modules (engines/llamacpp/rules/, engines/<name>/rules.py; a `return
+    error(` too) needs a `# rule:` mark after the previous finding (or its function's start), so a new guard cannot
+    skip the rulebook (and so `kimik3 explain`)."""
     unmarked, findings = [], 0
-    for path in sorted((PACKAGE / "model" / "profile_rules").glob("*.py")):
+    engines = PACKAGE / "engines"
+    paths = [
+        *(PACKAGE / "model" / "profile_rules").glob("*.py"),
+        *engines.glob("*/rules/*.py"),
+        *engines.glob("*/rules.py"),
+    ]
+    for path in sorted(paths):
         since_mark = False
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             stripped = line.strip()
@@ -93,10 +100,10 @@ def test_every_profile_rule_finding_sits_under_its_own_rule_mark() -> None:
                 since_mark = False
             elif MARK.search(line):
                 since_mark = True
-            elif stripped.startswith(("yield error(", "yield warning(")):
+            elif stripped.startswith(("yield error(", "yield warning(", "return error(", "return warning(")):
                 findings += 1
                 if not since_mark:
-                    unmarked.append(f"profile_rules/{path.name}:{number}: {stripped[:70]}")
+                    unmarked.append(f"{path.relative_to(PACKAGE)}:{number}: {stripped[:70]}")
                 since_mark = False
     assert not unmarked, "findings without a `# rule:` mark:\n" + "\n".join(unmarked)
     assert findings >= 30  # it did look
