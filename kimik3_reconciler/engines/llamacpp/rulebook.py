@@ -26,6 +26,7 @@ _OWN_RULES = (
     "build",
     "workers",
     "server_args",
+    "drafts",
 )  # engines/llamacpp/rules/: llama.cpp's profile only
 
 

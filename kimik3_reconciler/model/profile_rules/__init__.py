@@ -1,6 +1,6 @@
 """Cross-field rules of a profile (shared/PROFILE.md; seed 000 says why): pure checks of a validated Profile.
 
-One module per concern (drafts, server_args, no_secrets, paths, listeners, engines; an engine's own in its folder:
+One module per concern (no_secrets, paths, listeners, pinned, engines; an engine's own in its folder:
 engines/llamacpp/rules/, engines/vllm/rules.py, engines/sglang/rules.py); each engine's rules module (its registry
 entry's `rules`: engines/vllm/rules.py, engines/sglang/rules.py, engines/llamacpp/rules/order.py) lists its rules in
 the one order they run in. This package's own import stays light (the finding's types): the

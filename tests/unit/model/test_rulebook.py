@@ -59,7 +59,7 @@ def test_explain_prints_the_reason_and_refuses_unknown_rules() -> None:
     shown = subprocess.run([*run, "spec-draft-device"], capture_output=True, text=True)
     assert shown.returncode == 0 and "graph reservation" in shown.stdout
     assert (
-        "enforced by: kimik3_reconciler.model.profile_rules.drafts, kimik3_reconciler.engines.llamacpp.drafts"
+        "enforced by: kimik3_reconciler.engines.llamacpp.rules.drafts, kimik3_reconciler.engines.llamacpp.drafts"
         in shown.stdout
     )
     unknown = subprocess.run([*run, "spec-draft-devise"], capture_output=True, text=True)
