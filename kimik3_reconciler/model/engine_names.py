@@ -89,7 +89,6 @@ ENGINES: dict[str, EngineEntry] = {
         rules=f"{_ENGINES}.vllm.rules",
         image="pull",
         sections=("vllm",),
-        rulebook=f"{_ENGINES}.vllm.rulebook",
     ),
     "sglang": EngineEntry(
         f"{_ENGINES}.sglang",
@@ -97,7 +96,6 @@ ENGINES: dict[str, EngineEntry] = {
         image="pull",
         sections=("sglang",),
         required=("sglang",),
-        rulebook=f"{_ENGINES}.sglang.rulebook",
     ),
 }
 

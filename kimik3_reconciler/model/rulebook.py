@@ -1,8 +1,9 @@
 """The rules kimik3 enforces, as data: what each does, why, the seed passage it comes from, the modules that
 enforce it, and the case files that test it. `kimik3 explain [RULE]` prints them; tests/unit/model/test_rulebook.py
 checks that every case exists, that each rule names its seed passage and that each enforcing module marks its guard
-with `# rule: <id>`. The book is gathered: the generic rules here (each a model/rulebook_entry.py `Rule`), then each
-registered engine's own, in the registry's order (its entry's `rulebook` module's RULEBOOK: engines/<name>/rulebook.py)"""
+with `# rule: <id>`. The book is gathered: the rules here (each a model/rulebook_entry.py `Rule`: the generic ones,
+and vLLM's and SGLang's few), then each registered engine's own book, in the registry's order (its entry's `rulebook`
+module's RULEBOOK: engines/llamacpp/rulebook.py, seed 000's recipe)"""
 
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ _HUB = ("kimik3_reconciler.adapters.hf_hub", "kimik3_reconciler.adapters.hub_dow
 _UNITS = ("kimik3_reconciler.planning.unit_step",)
 _VERIFY = ("kimik3_reconciler.verify.checks",)
 _VERIFY_CASES = ("unit/verify/test_verify.py", "unit/verify/test_verify_stub_server.py")
+_VLLM = ("kimik3_reconciler.engines.vllm.rules",)
+_SGLANG = ("kimik3_reconciler.engines.sglang.rules",)
+_SGLANG_SEED = "seed 001 (the SGLang cookbook's verified 8x B300 TP8/DCP8 profile)"
 
 _GENERIC: tuple[Rule, ...] = (
     Rule(
@@ -370,6 +374,67 @@ _GENERIC: tuple[Rule, ...] = (
         "~17-minute load makes a spurious revert expensive",
     ),
     Rule(
+        "sglang-memory-ratio",
+        "refuse",
+        "engine: sglang needs sglang.mamba_full_memory_ratio, a number; a missing "
+        "section or value, or seed 001's placeholder text, is refused naming the field",
+        "the ratio depends on the workload's average input + output length (the cookbook's calculator): no default "
+        "is right, and a placeholder copied from the guide fails at launch, after a multi-terabyte download",
+        _SGLANG + ("kimik3_reconciler.model.profile_schema",),
+        (
+            "cases/profile/sglang_section_missing.yaml",
+            "cases/profile/sglang_ratio_placeholder.yaml",
+            "cases/profile/sglang_ratio_missing.yaml",
+        ),
+        seed=_SGLANG_SEED + ': "--mamba-full-memory-ratio <value-from-official-calculator>" ... '
+        '"arbeidsbelastningsavhengig" (workload-dependent)',
+    ),
+    Rule(
+        "sglang-owned-flags",
+        "refuse",
+        "serve.extra_args and serve.env never give an SGLang option kimik3 renders "
+        "(--model-path, --port, --tp-size, --mamba-full-memory-ratio, --config, ...), and serve.api_key_file is "
+        "refused for engine sglang",
+        "argparse takes the last copy of a flag: the running server would not be the profile's; SGLang takes its API "
+        "key only as --api-key on the command line, where docker inspect and ps show it",
+        _SGLANG,
+        ("cases/profile/sglang_owned_flags.yaml", "cases/profile/sglang_api_key_file.yaml"),
+        seed=_SGLANG_SEED + "; the secrets rule (never in argv)",
+    ),
+    Rule(
+        "sglang-topology",
+        "refuse",
+        "sglang.tp_size is at most the GPUs the profile lists and sglang.dcp_size "
+        "divides it; engine sglang needs GPUs (gpus: none refused)",
+        "one rank per GPU; SGLang asserts tp % dcp == 0 at start; its CPU path is a source build kimik3 does not make",
+        _SGLANG,
+        ("cases/profile/sglang_topology.yaml", "cases/profile/sglang_no_gpus.yaml"),
+        seed=_SGLANG_SEED,
+    ),
+    Rule(
+        "sglang-memory-ratio-workload",
+        "warn",
+        "sglang.mamba_full_memory_ratio without sglang.workload (the average "
+        "request it was computed for) is warned, saying what the ratio splits and SGLang's own fallback",
+        "the ratio is the workload's; profiles/sglang-tp8.yaml ships SGLang 0.5.23's fallback 0.9, which passed "
+        "without a word (issue 38)",
+        _SGLANG,
+        ("cases/profile/sglang_ratio_without_workload_warns.yaml", "cases/profile/sglang_ratio_with_workload_ok.yaml"),
+        seed=_SGLANG_SEED + ': "--mamba-full-memory-ratio er arbeidsbelastningsavhengig: beregn den ut fra '
+        'gjennomsnittlig lengde på input pluss output"',
+    ),
+    Rule(
+        "vllm-owned-flags",
+        "refuse",
+        "serve.extra_args and serve.env never give a vLLM option kimik3 renders "
+        "(--model, --port, --tensor-parallel-size, VLLM_USE_V2_MODEL_RUNNER, ...): the profile's field does",
+        "argparse takes the last copy of a flag: the running server would not be the profile's, and the plan would "
+        "not see it",
+        _VLLM,
+        ("cases/profile/vllm_owned_flags.yaml", "cases/profile/vllm_api_key_file.yaml"),
+        seed="seed 001 (the vLLM TP8 recipe's flags are the vllm section's fields)",
+    ),
+    Rule(
         "engine-host-needs",
         "refuse",
         "an engine that holds the whole checkpoint in VRAM (vllm) gets its image's "
@@ -381,6 +446,16 @@ _GENERIC: tuple[Rule, ...] = (
         ("kimik3_reconciler.planning.host_gate",),
         ("unit/engines/test_vllm_host_gate.py",),
         seed="seed 001 (vLLM: at least 8x GB300, R580+ for the CUDA 13 image; the day-0 guide's 8x B300)",
+    ),
+    Rule(
+        "vllm-tensor-parallel",
+        "refuse",
+        "vllm.tensor_parallel_size is at most the GPUs the profile lists; with "
+        "gpus: none a GPU attention backend is warned about",
+        "vLLM puts one tensor-parallel rank on each GPU: more ranks than GPUs never start",
+        _VLLM,
+        ("cases/profile/vllm_tensor_parallel_gpus.yaml", "cases/profile/vllm_cpu_backend_warns.yaml"),
+        seed="seed 001 (TP8 on 8 GPUs)",
     ),
     Rule(
         "tensor-parallel-heads",
