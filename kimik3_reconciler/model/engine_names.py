@@ -33,7 +33,8 @@ class EngineEntry(NamedTuple):
     sections only this engine reads (their schema classes are model/profile_schema.py's); `required`: those a
     profile must write (no default recipe), the others default to their fields' defaults. `rulebook`: the module
     whose RULEBOOK holds its rules' entries in the rulebook (model/rulebook.py; `kimik3 explain`), none when empty.
-    `fields`: the profile's fields only this engine reads (the others refuse them, written: `own_fields`).
+    `fields`: the profile's fields only this engine reads (the others refuse them, written: `own_fields`), worded
+    by its `profile_fields` module (`foreign(path, engine)`; `missing(data)`: what its own profile must write).
     `server_env`: the module whose `env_finding(key)` judges a serve.env variable its server reads as an option (the
     secrets rule asks every engine's); `secret_env`: the variables its server takes a secret from (starred in
     kimik3's own crash output, refused in serve.env)."""
@@ -45,6 +46,7 @@ class EngineEntry(NamedTuple):
     required: tuple[str, ...] = ()
     rulebook: str = ""
     fields: tuple[tuple[str, ...], ...] = ()
+    profile_fields: str = ""
     server_env: str = ""
     secret_env: tuple[str, ...] = ()
 
@@ -81,6 +83,7 @@ ENGINES: dict[str, EngineEntry] = {
         image="build",
         rulebook=f"{_LLAMACPP}.rulebook",
         fields=LLAMACPP_ONLY,
+        profile_fields=f"{_LLAMACPP}.rules.fields",
         server_env=f"{_LLAMACPP}.rules.server_args",
         secret_env=("LLAMA_API_KEY",),
     ),

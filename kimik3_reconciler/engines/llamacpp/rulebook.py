@@ -27,6 +27,7 @@ _OWN_RULES = (
     "workers",
     "server_args",
     "drafts",
+    "fields",
 )  # engines/llamacpp/rules/: llama.cpp's profile only
 
 
@@ -866,7 +867,7 @@ RULEBOOK: tuple[Rule, ...] = (
         "model.quant/mmproj/tokenizer/local_path, gate and llama.cpp's serve fields and require image.ref (by digest); llamacpp "
         "refuses image, vllm and sglang and requires model.quant",
         "a field the engine does not read would be accepted and silently ignored: the user believes it applied",
-        _rules("engines"),
+        _rules("engines", "fields"),
         (
             "cases/profile/vllm_llamacpp_fields.yaml",
             "cases/profile/vllm_image_missing.yaml",
