@@ -117,10 +117,18 @@ class EnginePlan(NamedTuple):
     `Desired.plan`, planning/engine_plan.py): `mode`, its sizing of the model on this host's devices (llama.cpp: hybrid
     or all-VRAM, engines/llamacpp/vram_fit.py; None: the engine sizes its memory with its own knobs), and `forecast`,
     where the weights go and what a load reads (llama.cpp: engines/llamacpp/placement.py; None where it has none).
-    The launch, the pre-read's memory check and the plan's forecast line read these instead of deriving them."""
+    `serve`: the serve fields the launch takes from that sizing where the profile leaves them out (llama.cpp: batch,
+    ubatch, ctx_size, fit_target of the mode this host runs the quant in; none for an engine whose section holds its
+    knobs); `notes`: what the plan says of the sizing (a mode that is not the catalog's); `context`: what each request
+    gets, as the plan says it where it launches ("": the names a client may send stand there instead).
+    The gate, the launch, the pre-read's memory check and the plan's forecast line read these instead of deriving
+    them."""
 
     mode: Any = None
     forecast: Any = None
+    serve: tuple[tuple[str, Any], ...] = ()
+    notes: tuple[str, ...] = ()
+    context: str = ""
 
 
 class EngineRoutes(NamedTuple):
@@ -229,6 +237,19 @@ class ServingEngine(Protocol):
 
     def render_plan(self, profile: Profile, observed: Observed) -> EnginePlan:
         """The engine's plan for this profile on this observation, rendered once per plan (render_desired)."""
+        ...
+
+    def host_findings(
+        self, profile: Profile, observed: Observed, plan: EnginePlan, stoppable: frozenset[int], ours_running: bool
+    ) -> tuple[list[str], list[str]]:
+        """(refusals, warnings) of the host gate that are this engine's own, judged from its `plan`, where it has no
+        `host_needs` (llama.cpp: its GPUs and driver, its image's kernels for these GPUs and this CPU, the quant's
+        VRAM + RAM). `stoppable`: pids the plan stops first; `ours_running`: a kimik3 server holds memory here now."""
+        ...
+
+    def draft_device(self, profile: Profile, host_gpus: int | None) -> str | None:
+        """The device the speculative draft runs on (LaunchInput.draft_device), None without a draft or where the
+        engine places it itself. `host_gpus`: the host's GPU count where NVML gave it."""
         ...
 
     def routes(

@@ -112,7 +112,7 @@ RULES: tuple[Rule, ...] = (
         "a per-GPU fit_target list has one entry per listed GPU, in order, and needs GPUs (not gpus: none)",
         "llama.cpp indexes --fit-target like the device list: a short list silently leaves the other GPUs at its "
         "1024 MiB default (the CUDA scratch pool's OOM); with gpus: all the host gate counts the host's GPUs",
-        _rules("serving") + ("kimik3_reconciler.planning.host_gate",),
+        _rules("serving") + ("kimik3_reconciler.engines.llamacpp.host_findings",),
         (
             "cases/profile/fit_target_list_length.yaml",
             "cases/profile/fit_target_list_gpus_none.yaml",
@@ -231,7 +231,11 @@ RULES: tuple[Rule, ...] = (
         "the nvidia runtime otherwise; recorded once per (driver, toolkit, request); gpus: none never probes",
         "a CDI spec file or a registered runtime only says a toolkit was installed; a broken one is found after "
         "a download of hundreds of GB otherwise",
-        ("kimik3_reconciler.planning.gpu_probe", "kimik3_reconciler.planning.host_gate"),
+        (
+            "kimik3_reconciler.planning.gpu_probe",
+            "kimik3_reconciler.planning.host_gate",
+            "kimik3_reconciler.engines.llamacpp.host_findings",
+        ),
         (
             "cases/plan/76-gpu-probe-cdi-host.yaml",
             "cases/plan/77-gpu-probe-recorded.yaml",
@@ -328,7 +332,7 @@ RULES: tuple[Rule, ...] = (
         "refuse",
         "a CUDA profile needs GPUs on the host (NVML sees them) and every GPU it lists (index or UUID) must be there",
         "the build and the download would be for a server that cannot start",
-        ("kimik3_reconciler.planning.host_gate",),
+        ("kimik3_reconciler.engines.gpus", "kimik3_reconciler.engines.llamacpp.host_findings"),
         ("unit/planning/test_host_gate.py", "cases/profile/gpus_uuid_uppercase.yaml"),
         seed="seed 000 step 1 (Verify host: nvidia-smi, GPU count/VRAM)",
     ),
@@ -338,7 +342,7 @@ RULES: tuple[Rule, ...] = (
         "a GPU of the profile holding another job's process is refused (unless "
         "share_gpus: true); kimik3's own containers and those the plan stops first do not count",
         "the hardware is commonly a shared pool: claiming a GPU another job uses breaks both",
-        ("kimik3_reconciler.planning.host_gate",),
+        ("kimik3_reconciler.engines.gpus",),
         ("unit/planning/test_host_gate.py",),
         seed="seed 000 step 1 (check nvidia-smi for who else is using the GPUs before claiming any)",
     ),
@@ -769,7 +773,7 @@ RULES: tuple[Rule, ...] = (
         "(NVIDIA's toolkit/driver table; seed 000's 570 when the version is unknown)",
         "seed 001: the CUDA 13 image needs driver R580+ (seed 000's >= 570 predates it); nvidia/cuda images refuse "
         "to start on an older driver",
-        ("kimik3_reconciler.planning.host_gate",),
+        ("kimik3_reconciler.engines.llamacpp.host_findings",),
         (
             "cases/plan/55-driver-older-than-cuda13.yaml",
             "unit/planning/test_host_compat.py",
@@ -785,7 +789,7 @@ RULES: tuple[Rule, ...] = (
         "(as llama.cpp builds them: a plain 12X is 12Xa); PTX-only coverage warns",
         "seed 000 builds sm_120 for RTX PRO 6000; an sm_120 image on an H200 (sm_90) passes the build and fails at "
         "load (reference/llama-cpp.md §3.2)",
-        ("kimik3_reconciler.planning.host_gate",),
+        ("kimik3_reconciler.engines.llamacpp.host_findings",),
         ("cases/plan/56-sm120-image-on-h200.yaml", "unit/planning/test_host_compat.py"),
         seed="seed 000 step 4 (compiles CUDA sm_120 kernels for its GPUs); reference/llama-cpp.md §3.2 "
         "(CMAKE_CUDA_ARCHITECTURES, 12X -> 12Xa)",
@@ -797,7 +801,7 @@ RULES: tuple[Rule, ...] = (
         "is not judged, and an explicit list (`[]`: portable) is the profile's choice",
         'seed 000: the CPU experts run on AVX-512; AMX "turns out to be irrelevant to the experts" (never used for '
         "MoE)",
-        ("kimik3_reconciler.planning.host_gate",),
+        ("kimik3_reconciler.engines.llamacpp.host_findings",),
         ("cases/plan/57-hybrid-without-avx512.yaml", "unit/planning/test_host_gate.py"),
         seed="seed 000 Hardware target (AVX-512, +AMX which turns out to be irrelevant to the experts); Key facts "
         "(not by AMX, never used for MoE)",
@@ -807,7 +811,7 @@ RULES: tuple[Rule, ...] = (
         "refuse",
         "build.cpu_features may list an AVX-512 set only when this CPU has it",
         "the listed kernels are compiled into the whole CPU backend: an illegal instruction on this CPU",
-        ("kimik3_reconciler.planning.host_gate",),
+        ("kimik3_reconciler.engines.llamacpp.host_findings",),
         ("unit/planning/test_host_gate.py",),
         seed="not in the seeds: the build compiles the listed ISA into the CPU backend (reference/llama-cpp.md §3.2)",
     ),

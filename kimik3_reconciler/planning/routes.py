@@ -18,15 +18,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kimik3_reconciler.engines import engine_for
+from kimik3_reconciler.engines.base import EnginePlan
+from kimik3_reconciler.engines.gpus import requested_gpus
 from kimik3_reconciler.engines.llamacpp.host_compat import arch_name
 from kimik3_reconciler.engines.llamacpp.routes import GGUF_REPO, SEED_SPEEDS, SPEED_SOURCE
-from kimik3_reconciler.engines.llamacpp.vram_fit import (
-    CUDA_CONTEXT_BYTES,
-    MIB,
-    derive_mode,
-    quant_bytes,
-    requested_gpus,
-)
+from kimik3_reconciler.engines.llamacpp.vram_fit import CUDA_CONTEXT_BYTES, MIB, quant_bytes
 from kimik3_reconciler.engines.native_route import NATIVE_MIN_BYTES, NATIVE_REPO
 from kimik3_reconciler.errors import FieldRefusal
 from kimik3_reconciler.model import catalog
@@ -177,10 +173,11 @@ def route_observation(profile: Profile, host: HostFacts, size: int | None, start
     )
 
 
-def gate_refusals(profile: Profile, facts: Observed) -> list[str]:
-    """The plan's host gate (planning/host_gate.py) on a route's observation: what `kimik3 plan` refuses it for.
-    What no profile field can change comes first (a checkpoint larger than the VRAM before the GPUs' kind)."""
-    refusals, _ = host_gate(profile, facts)
+def gate_refusals(profile: Profile, facts: Observed, rendered: EnginePlan | None = None) -> list[str]:
+    """The plan's host gate (planning/host_gate.py) on a route's observation, with the engine's plan on it: what
+    `kimik3 plan` refuses it for. What no profile field can change comes first (a checkpoint larger than the VRAM
+    before the GPUs' kind)."""
+    refusals, _ = host_gate(profile, facts, rendered)
     return sorted(refusals, key=lambda r: isinstance(r, FieldRefusal))
 
 
@@ -225,7 +222,7 @@ def _gguf_route(
     size: int,
     why_size: str = "",
     start: Observed | None = None,
-    plan: tuple[Observed, list[str] | None] | None = None,
+    plan: tuple[Observed, list[str] | None, EnginePlan | None] | None = None,
 ) -> Route:
     """One quant on llama.cpp: feasible exactly when the plan's gate passes it here; the numbers either way."""
     quant = profile.model.quant
@@ -239,9 +236,11 @@ def _gguf_route(
         return Route(
             "llamacpp", model, "-", False, f"{names}: kimik3 builds llama.cpp's image for NVIDIA (CUDA) only", speed
         )
-    facts, refusals = plan or (route_observation(profile, host, size, start), None)
-    refusals = gate_refusals(profile, facts) if refusals is None else refusals
-    decision = derive_mode(profile, facts)
+    facts, refusals, rendered = plan or (route_observation(profile, host, size, start), None, None)
+    # The route's plan, once (the profile's own: the plan's): the gate and the mode read it.
+    rendered = rendered if rendered is not None else engine_for(profile.engine).render_plan(profile, facts)
+    refusals = gate_refusals(profile, facts, rendered) if refusals is None else refusals
+    decision = rendered.mode
     placement = "cpu" if not gpus or profile.build.variant == "cpu" else decision.mode
     sized = f"{gib(size)}{why_size}"
     if refusals:
@@ -291,15 +290,15 @@ def _native_route(
     profile: Profile,
     host: HostFacts,
     start: Observed | None = None,
-    plan: tuple[Observed, list[str] | None] | None = None,
+    plan: tuple[Observed, list[str] | None, EnginePlan | None] | None = None,
 ) -> Route:
     """The native checkpoint on vLLM or SGLang, judged by the plan's gate at the checkpoint's lower bound."""
     engine, native = profile.engine, engine_for(profile.engine).native_route
     needs = engine_for(engine).host_needs(profile)
     section = getattr(profile, engine)  # the engine's own section (vllm: may be left out, its defaults)
     placement = native.placement.format(gpus=needs.gpus, **(section.model_dump() if section is not None else {}))
-    facts, refusals = plan or (route_observation(profile, host, NATIVE_MIN_BYTES, start), None)
-    refusals = gate_refusals(profile, facts) if refusals is None else refusals
+    facts, refusals, rendered = plan or (route_observation(profile, host, NATIVE_MIN_BYTES, start), None, None)
+    refusals = gate_refusals(profile, facts, rendered) if refusals is None else refusals
     others = sorted({g.name for g in _gpus_of(profile, host) if not _nvidia(g)})
     if others:
         # Seed 001's AMD route (MI355X, MI350X) takes the ROCm image; kimik3 pulls the CUDA one, and any_gpu does not
@@ -365,6 +364,7 @@ def routes(
     profile_refusals: list[str] | None = None,
     profile_quant_bytes: int | None = None,
     observed: Observed | None = None,
+    rendered: EnginePlan | None = None,
 ) -> RouteReport:
     """Every route on `host`: each a profile made from `base` (model/engine swapped in) and judged by the plan's
     gate. `profile`: the user's, marked as its route; `profile_refusals`: what the plan's gate said of it (the plan
@@ -374,9 +374,10 @@ def routes(
     base = base or default_base()
     start = route_observation(base, host, None)  # the host's facts once: each route copies them
 
-    def ours_plan(route_profile: Profile) -> tuple[Observed, list[str] | None] | None:
-        """The profile's own route is the plan's: its observation and, when the plan gave it, its gate's verdict."""
-        return (observed, profile_refusals) if route_profile is profile and observed is not None else None
+    def ours_plan(route_profile: Profile) -> tuple[Observed, list[str] | None, EnginePlan | None] | None:
+        """The profile's own route is the plan's: its observation and, when the plan gave them, its gate's verdict
+        and its engine's plan."""
+        return (observed, profile_refusals, rendered) if route_profile is profile and observed is not None else None
 
     adapted = profile is None or base.engine != "llamacpp"  # judged on the host's GPUs, not a profile's choice
     gpus = (host.gpus if host.gpu_probe == "ok" else ()) if adapted else _gpus_of(base, host)
@@ -450,11 +451,13 @@ def profile_routes(
     observed: Observed | None = None,
     refusals: list[str] | None = None,
     base: Profile | None = None,
+    rendered: EnginePlan | None = None,
 ) -> RouteReport:
     """The routes on `host`; with a profile, judged as it would run them, its own route marked and judged by the
     plan's gate (`refusals`: the plan's own verdict, else asked here; its quant sized from its files when
-    `observed` knows them, else from the catalog). Without one, `base` (default: ROUTES_BASE) stands in."""
+    `observed` knows them, else from the catalog; `rendered`: the engine's plan on `observed`, where the plan has it).
+    Without one, `base` (default: ROUTES_BASE) stands in."""
     if profile is None:
         return routes(host, base, source)
     size = quant_bytes(profile, observed)[0] if profile.engine == "llamacpp" and observed is not None else None
-    return routes(host, profile, source, profile, refusals, size, observed)
+    return routes(host, profile, source, profile, refusals, size, observed, rendered)

@@ -17,7 +17,7 @@ from kimik3_reconciler.engines.base import (
     ServerSeries,
     TuneKnobs,
 )
-from kimik3_reconciler.engines.llamacpp import launch, placement, vram_fit
+from kimik3_reconciler.engines.llamacpp import drafts, host_findings, launch, placement, vram_fit
 from kimik3_reconciler.model.facts import GpuFact, HostFacts, ModelFact, Observed
 from kimik3_reconciler.model.launch_input import LaunchInput
 from kimik3_reconciler.model.profile import Profile, ServeSpec
@@ -82,9 +82,30 @@ class LlamaCpp:
         return tune.default_space(profile, observed)
 
     def render_plan(self, profile: Profile, observed: Observed) -> EnginePlan:
-        # One mode decision (hybrid or all-VRAM), then the placement from it: the gate, the launch and the
-        # pre-read ask the same one (vram_fit.derive_mode answers the last profile and observation it decided).
-        return EnginePlan(vram_fit.derive_mode(profile, observed), placement.forecast(profile, observed))
+        # One mode decision (hybrid or all-VRAM) per plan; the placement, the launch's sizing and the gate read it.
+        decision = vram_fit.derive_mode(profile, observed)
+        runs, note = decision.mode, decision.note(profile)
+        serve = (
+            ("batch", profile.batch_for(runs)),
+            ("ubatch", profile.ubatch_for(runs)),
+            ("ctx_size", vram_fit.context_total(profile, observed)),
+            ("fit_target", profile.fit_target_for(runs)),
+        )
+        return EnginePlan(
+            decision,
+            placement.forecast(profile, observed, decision),
+            serve,
+            (note,) if note else (),
+            vram_fit.context_note(profile, observed),
+        )
+
+    def host_findings(
+        self, profile: Profile, observed: Observed, plan: EnginePlan, stoppable: frozenset[int], ours_running: bool
+    ) -> tuple[list[str], list[str]]:
+        return host_findings.host_findings(profile, observed, plan.mode, stoppable, ours_running)
+
+    def draft_device(self, profile: Profile, host_gpus: int | None) -> str | None:
+        return drafts.draft_device(profile, host_gpus)
 
     def routes(
         self, host: HostFacts, gpus: tuple[GpuFact, ...], profile: Profile | None, observed: Observed | None

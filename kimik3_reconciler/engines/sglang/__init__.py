@@ -113,6 +113,14 @@ class Sglang:
     def render_plan(self, profile: Profile, observed: Observed) -> EnginePlan:
         return EnginePlan()  # the whole checkpoint in VRAM, sized by sglang.mem_fraction_static: no mode, no split
 
+    def host_findings(
+        self, profile: Profile, observed: Observed, plan: EnginePlan, stoppable: frozenset[int], ours_running: bool
+    ) -> tuple[list[str], list[str]]:
+        return [], []  # its host_needs: the gate's checkpoint findings judge it
+
+    def draft_device(self, profile: Profile, host_gpus: int | None) -> str | None:
+        return None  # no speculative draft of its own in the profile
+
     def routes(
         self, host: HostFacts, gpus: tuple[GpuFact, ...], profile: Profile | None, observed: Observed | None
     ) -> EngineRoutes:

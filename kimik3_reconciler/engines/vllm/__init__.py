@@ -114,6 +114,14 @@ class Vllm:
     def render_plan(self, profile: Profile, observed: Observed) -> EnginePlan:
         return EnginePlan()  # the whole checkpoint in VRAM, sized by vllm.gpu_memory_utilization: no mode, no split
 
+    def host_findings(
+        self, profile: Profile, observed: Observed, plan: EnginePlan, stoppable: frozenset[int], ours_running: bool
+    ) -> tuple[list[str], list[str]]:
+        return [], []  # its host_needs: the gate's checkpoint findings judge it
+
+    def draft_device(self, profile: Profile, host_gpus: int | None) -> str | None:
+        return None  # no speculative draft of its own in the profile
+
     def routes(
         self, host: HostFacts, gpus: tuple[GpuFact, ...], profile: Profile | None, observed: Observed | None
     ) -> EngineRoutes:
