@@ -110,6 +110,17 @@ class TuneKnobs(NamedTuple):
 
     section: str
     names: tuple[str, ...]
+    # How tune orders and writes them. `split`: the knobs that place the weights, ranked before any load by the
+    # engine's `split_rank` (never searched blind); `line`: the others' order, searched one at a time; `placement`: the
+    # knobs whose equal values put the same tensors in the same places (such candidates run one after the other, so a
+    # load finds the weights it needs still in the page cache); `automatic`: the knobs whose unset value is the
+    # engine's own choice (searched as model/tuning.FIT, written back unset); `raised`: (field, knob) pairs: the field
+    # is raised to at least the searched knob's value when it is not searched itself.
+    split: tuple[str, ...] = ()
+    line: tuple[str, ...] = ()
+    placement: tuple[str, ...] = ()
+    automatic: tuple[str, ...] = ()
+    raised: tuple[tuple[str, str], ...] = ()
 
 
 class EnginePlan(NamedTuple):
@@ -233,6 +244,13 @@ class ServingEngine(Protocol):
         """The knobs `kimik3 tune` may search on this host (`tune_knobs`' fields), each with the running value among
         its values (llama.cpp: ubatch, parallel, fit_target or n_cpu_moe; vLLM: max_num_seqs,
         max_num_batched_tokens, gpu_memory_utilization, …)."""
+        ...
+
+    def split_rank(
+        self, profile: Profile, observed: Observed, plan: EnginePlan, knobs: dict[str, Any]
+    ) -> tuple[Any, ...]:
+        """How promising a tune candidate's `tune_knobs.split` values are before any load, lower first, from the
+        candidate's `plan` (llama.cpp: its placement forecast); () where the engine has no split knobs."""
         ...
 
     def render_plan(self, profile: Profile, observed: Observed) -> EnginePlan:

@@ -43,7 +43,17 @@ class LlamaCpp:
     reasoning_field = "reasoning_content"
     # serve.<knob>; `threads` is no profile field (seed 000 fixes it) and is accepted only to be checked and refused;
     # `load_mode` is serve.load_mode: none or dio, a mapped mode is refused (planning/tune_space.py).
-    tune_knobs = TuneKnobs("serve", ("ubatch", "batch", "parallel", "fit_target", "n_cpu_moe", "threads", "load_mode"))
+    # Tune: the split (the --n-cpu-moe layers or the --fit margin) is ranked by the forecast; batch follows a searched
+    # ubatch (llama.cpp lowers ubatch to batch silently: the candidate would not be the one measured).
+    tune_knobs = TuneKnobs(
+        "serve",
+        ("ubatch", "batch", "parallel", "fit_target", "n_cpu_moe", "threads", "load_mode"),
+        split=("n_cpu_moe", "fit_target"),
+        line=("parallel", "ubatch", "batch", "load_mode", "threads"),
+        placement=("n_cpu_moe", "fit_target", "ubatch", "batch", "parallel"),
+        automatic=("n_cpu_moe",),  # unset: --fit decides the split
+        raised=(("batch", "ubatch"),),
+    )
     load_wire = "llamacpp"
     vision_probe = True  # with the fork build's --mmproj (profile.vision)
     native_route = None  # GGUF quants of the catalog: planning/routes.py makes their profiles
@@ -80,6 +90,13 @@ class LlamaCpp:
         from kimik3_reconciler.engines.llamacpp import tune  # tune only: a plan does not load model/tuning.py
 
         return tune.default_space(profile, observed)
+
+    def split_rank(
+        self, profile: Profile, observed: Observed, plan: EnginePlan, knobs: dict[str, Any]
+    ) -> tuple[Any, ...]:
+        from kimik3_reconciler.engines.llamacpp import tune  # tune only
+
+        return tune.split_rank(profile, observed, plan.forecast, knobs)
 
     def render_plan(self, profile: Profile, observed: Observed) -> EnginePlan:
         # One mode decision (hybrid or all-VRAM) per plan; the placement, the launch's sizing and the gate read it.

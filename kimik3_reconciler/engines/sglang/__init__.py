@@ -110,6 +110,11 @@ class Sglang:
     def tune_space(self, profile: Profile, observed: Observed) -> dict[str, tuple[Any, ...]]:
         return launch.tune_space(profile)
 
+    def split_rank(
+        self, profile: Profile, observed: Observed, plan: EnginePlan, knobs: dict[str, Any]
+    ) -> tuple[Any, ...]:
+        return ()  # no split knobs: its memory is its own section's knobs
+
     def render_plan(self, profile: Profile, observed: Observed) -> EnginePlan:
         return EnginePlan()  # the whole checkpoint in VRAM, sized by sglang.mem_fraction_static: no mode, no split
 

@@ -111,6 +111,11 @@ class Vllm:
 
         return tune.default_space(profile, observed)
 
+    def split_rank(
+        self, profile: Profile, observed: Observed, plan: EnginePlan, knobs: dict[str, Any]
+    ) -> tuple[Any, ...]:
+        return ()  # no split knobs: its memory is its own section's knobs
+
     def render_plan(self, profile: Profile, observed: Observed) -> EnginePlan:
         return EnginePlan()  # the whole checkpoint in VRAM, sized by vllm.gpu_memory_utilization: no mode, no split
 
