@@ -9,10 +9,11 @@ Each member says what it is for seed 001's three recipes, so the next engines fi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from kimik3_reconciler.model.facts import GpuFact, HostFacts, ModelFact, Observed
+    from kimik3_reconciler.model.facts import HostFacts, ModelFact, Observed
     from kimik3_reconciler.model.launch_input import LaunchInput
     from kimik3_reconciler.model.profile import Profile, ServeSpec
     from kimik3_reconciler.model.route import Route
@@ -142,14 +143,23 @@ class EnginePlan(NamedTuple):
     context: str = ""
 
 
-class EngineRoutes(NamedTuple):
-    """The routes an engine offers on a host (`kimik3 routes`, the plan's routes line) beside those planning/routes.py
-    makes as profiles and judges with the plan's gate (llama.cpp's catalog quants, vLLM's and SGLang's native
-    checkpoint: those three offer none here): `kimi`, its ways of serving Kimi-K3; `own`, the profile's model where
-    it is none of those."""
+class RouteCandidate(NamedTuple):
+    """One way an engine offers to serve on a host (`kimik3 routes`, the plan's routes line), for planning/routes.py
+    to judge with the plan's own gate: `profile`, the route as a profile (None: the engine decided it without the gate,
+    `route` says how: a quant the catalog refuses, GPUs kimik3 builds no image for); `size`, the bytes of its weights
+    the gate sizes it at; `judge(refusals, plan)`, the route once the gate judged `profile` on the host (the gate's
+    refusals and the engine's plan on the route's observation). `ours`: the profile's own route (marked; the plan's
+    verdict stands over the route's); `own_plan`: the plan's observation and verdict judge it where its profile is the
+    plan's (False: judged on the route's own observation, as any other); `kimi`: a route of Kimi-K3 (False: the
+    profile's own model, none of the engine's catalog)."""
 
-    kimi: tuple[Route, ...]
-    own: tuple[Route, ...] = ()
+    profile: Profile | None
+    size: int | None = None
+    judge: Callable[[list[str], EnginePlan], Route] | None = None
+    route: Route | None = None
+    ours: bool = False
+    own_plan: bool = True
+    kimi: bool = True
 
 
 class NativeRoute(NamedTuple):
@@ -162,6 +172,10 @@ class NativeRoute(NamedTuple):
     knobs: dict[str, Any]
     placement: str
     recipe: str
+    # Where the route stands in seed 001's order ("choose the engine by your hardware": vLLM first on an 8-GPU
+    # Blackwell-class server), and why to start there.
+    rank: int = 0
+    because: str = ""
 
 
 # How bench (and tune's draws) talks to the server. `llamacpp`: llama-server's native /tokenize {content} and
@@ -270,10 +284,15 @@ class ServingEngine(Protocol):
         engine places it itself. `host_gpus`: the host's GPU count where NVML gave it."""
         ...
 
-    def routes(
-        self, host: HostFacts, gpus: tuple[GpuFact, ...], profile: Profile | None, observed: Observed | None
-    ) -> EngineRoutes:
-        """This engine's own routes on `gpus` of `host`, judged with their numbers, beyond the profiles
-        planning/routes.py judges with the gate (none for llama.cpp, vLLM, SGLang). `profile`: given when the profile
-        names this engine: its route is marked (`Route.profile`), sized from its files where `observed` knows them."""
+    def route_candidates(
+        self, base: Profile, host: HostFacts, profile: Profile | None, observed: Observed | None
+    ) -> tuple[RouteCandidate, ...]:
+        """The ways this engine serves on `host`, made from `base` (the user's profile, or `kimik3 routes`' default)
+        for planning/routes.py to judge with the plan's gate. `profile`: the user's, whose own route is marked
+        (`ours`), sized from its files where `observed` knows them."""
+        ...
+
+    def route_rank(self, route: Route) -> tuple[int, str] | None:
+        """Where one of its feasible routes stands in seed 001's order (lower: start there) and why; None: after
+        every ranked route."""
         ...

@@ -46,3 +46,16 @@ def foreign_gpu_processes(profile: Profile, gpus: tuple[GpuFact, ...], stoppable
                         "stop it, or set share_gpus: true"
                     )
     return refusals
+
+
+def claimed_gpus(profile: Profile, host: HostFacts) -> tuple[GpuFact, ...]:
+    """The GPUs a route of `profile` runs on here: none with gpus: none or without the NVIDIA driver."""
+    if profile.gpus == "none" or host.gpu_probe == "no-driver":
+        return ()
+    return requested_gpus(profile, host)[0]
+
+
+def is_nvidia(gpu: GpuFact) -> bool:
+    """A GPU kimik3's images can use: an NVML one (an observed host lists no other), or a described one that is
+    NVIDIA's (a described host may name AMD's MI355X, which NVML never sees)."""
+    return not gpu.uuid.startswith("described-") or "nvidia" in gpu.name.lower()

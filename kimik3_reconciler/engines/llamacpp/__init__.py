@@ -10,17 +10,18 @@ from typing import Any
 
 from kimik3_reconciler.engines.base import (
     EnginePlan,
-    EngineRoutes,
     ImageSource,
     ModelSource,
     Readiness,
+    RouteCandidate,
     ServerSeries,
     TuneKnobs,
 )
-from kimik3_reconciler.engines.llamacpp import drafts, host_findings, launch, placement, vram_fit
-from kimik3_reconciler.model.facts import GpuFact, HostFacts, ModelFact, Observed
+from kimik3_reconciler.engines.llamacpp import drafts, host_findings, launch, placement, routes, vram_fit
+from kimik3_reconciler.model.facts import HostFacts, ModelFact, Observed
 from kimik3_reconciler.model.launch_input import LaunchInput
 from kimik3_reconciler.model.profile import Profile, ServeSpec
+from kimik3_reconciler.model.route import Route
 
 
 class LlamaCpp:
@@ -56,7 +57,7 @@ class LlamaCpp:
     )
     load_wire = "llamacpp"
     vision_probe = True  # with the fork build's --mmproj (profile.vision)
-    native_route = None  # GGUF quants of the catalog: planning/routes.py makes their profiles
+    native_route = None  # GGUF quants of the catalog: its route candidates (engines/llamacpp/routes.py)
 
     def model_entry(self, model: ModelFact) -> str:
         return launch.first_shard(model)
@@ -124,10 +125,13 @@ class LlamaCpp:
     def draft_device(self, profile: Profile, host_gpus: int | None) -> str | None:
         return drafts.draft_device(profile, host_gpus)
 
-    def routes(
-        self, host: HostFacts, gpus: tuple[GpuFact, ...], profile: Profile | None, observed: Observed | None
-    ) -> EngineRoutes:
-        return EngineRoutes(())  # each catalog quant's route is a profile planning/routes.py judges by the gate
+    def route_candidates(
+        self, base: Profile, host: HostFacts, profile: Profile | None, observed: Observed | None
+    ) -> tuple[RouteCandidate, ...]:
+        return routes.candidates(base, host, profile, observed)  # the catalog's quants, the gate judges each
+
+    def route_rank(self, route: Route) -> tuple[int, str] | None:
+        return routes.rank(route)
 
 
 ENGINE = LlamaCpp()

@@ -13,21 +13,23 @@ from __future__ import annotations
 
 from typing import Any
 
+from kimik3_reconciler.engines import native_route
 from kimik3_reconciler.engines.base import (
     EnginePlan,
-    EngineRoutes,
     HostNeeds,
     ImageSource,
     ModelSource,
     NativeRoute,
     Readiness,
+    RouteCandidate,
     ServerSeries,
     TuneKnobs,
 )
 from kimik3_reconciler.engines.sglang import launch
-from kimik3_reconciler.model.facts import GpuFact, HostFacts, ModelFact, Observed
+from kimik3_reconciler.model.facts import HostFacts, ModelFact, Observed
 from kimik3_reconciler.model.launch_input import LaunchInput
 from kimik3_reconciler.model.profile import Profile, ServeSpec
+from kimik3_reconciler.model.route import Route
 
 
 class Sglang:
@@ -69,6 +71,8 @@ class Sglang:
         "tp{gpus}-dcp{dcp_size}",
         "seed 001's SGLang cookbook profile (TP8/DCP8, verified on 8x B300; needs "
         "sglang.mamba_full_memory_ratio from the cookbook's calculator)",
+        rank=1,
+        because="seed 001: SGLang for lower-level serving control (vLLM is not feasible here)",
     )
 
     def model_entry(self, model: ModelFact) -> str:
@@ -126,10 +130,13 @@ class Sglang:
     def draft_device(self, profile: Profile, host_gpus: int | None) -> str | None:
         return None  # no speculative draft of its own in the profile
 
-    def routes(
-        self, host: HostFacts, gpus: tuple[GpuFact, ...], profile: Profile | None, observed: Observed | None
-    ) -> EngineRoutes:
-        return EngineRoutes(())  # the native checkpoint's route is a profile planning/routes.py judges by the gate
+    def route_candidates(
+        self, base: Profile, host: HostFacts, profile: Profile | None, observed: Observed | None
+    ) -> tuple[RouteCandidate, ...]:
+        return (native_route.native_candidate(self, base, host, profile),)  # seed 001's recipe, the gate judges it
+
+    def route_rank(self, route: Route) -> tuple[int, str] | None:
+        return native_route.native_rank(self)
 
 
 ENGINE = Sglang()

@@ -10,21 +10,23 @@ from __future__ import annotations
 
 from typing import Any
 
+from kimik3_reconciler.engines import native_route
 from kimik3_reconciler.engines.base import (
     EnginePlan,
-    EngineRoutes,
     HostNeeds,
     ImageSource,
     ModelSource,
     NativeRoute,
     Readiness,
+    RouteCandidate,
     ServerSeries,
     TuneKnobs,
 )
 from kimik3_reconciler.engines.vllm import launch
-from kimik3_reconciler.model.facts import GpuFact, HostFacts, ModelFact, Observed
+from kimik3_reconciler.model.facts import HostFacts, ModelFact, Observed
 from kimik3_reconciler.model.launch_input import LaunchInput
 from kimik3_reconciler.model.profile import Profile, ServeSpec
+from kimik3_reconciler.model.route import Route
 
 
 class Vllm:
@@ -70,6 +72,8 @@ class Vllm:
         {"tensor_parallel_size": 8, "gpu_memory_utilization": 0.95, "any_gpu": False},  # the schema's defaults
         "tp{gpus}",
         "seed 001's vLLM recipe (TP8, fp8 KV cache, vllm/vllm-openai:kimi-k3)",
+        rank=0,
+        because="seed 001: on an 8-GPU Blackwell-class server, start with vLLM",
     )
 
     def model_entry(self, model: ModelFact) -> str:
@@ -127,10 +131,13 @@ class Vllm:
     def draft_device(self, profile: Profile, host_gpus: int | None) -> str | None:
         return None  # no speculative draft of its own in the profile
 
-    def routes(
-        self, host: HostFacts, gpus: tuple[GpuFact, ...], profile: Profile | None, observed: Observed | None
-    ) -> EngineRoutes:
-        return EngineRoutes(())  # the native checkpoint's route is a profile planning/routes.py judges by the gate
+    def route_candidates(
+        self, base: Profile, host: HostFacts, profile: Profile | None, observed: Observed | None
+    ) -> tuple[RouteCandidate, ...]:
+        return (native_route.native_candidate(self, base, host, profile),)  # seed 001's recipe, the gate judges it
+
+    def route_rank(self, route: Route) -> tuple[int, str] | None:
+        return native_route.native_rank(self)
 
 
 ENGINE = Vllm()

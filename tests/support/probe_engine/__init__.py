@@ -12,16 +12,16 @@ from typing import Any
 
 from kimik3_reconciler.engines.base import (
     EnginePlan,
-    EngineRoutes,
     HostNeeds,
     ImageSource,
     ModelSource,
     Readiness,
+    RouteCandidate,
     ServerSeries,
     TuneKnobs,
 )
 from kimik3_reconciler.model.engine_names import EngineEntry
-from kimik3_reconciler.model.facts import GpuFact, HostFacts, ModelFact, Observed
+from kimik3_reconciler.model.facts import HostFacts, ModelFact, Observed
 from kimik3_reconciler.model.launch_input import LaunchInput
 from kimik3_reconciler.model.profile import Profile, ServeSpec
 from kimik3_reconciler.model.route import Route
@@ -51,7 +51,7 @@ class Probe:
     tune_knobs = TuneKnobs("serve", ())
     load_wire = "openai"
     vision_probe = False
-    native_route = None  # its own routes (`routes`), no native checkpoint
+    native_route = None  # its own route (`route_candidates`), no native checkpoint
 
     def model_entry(self, model: ModelFact) -> str:
         return "."
@@ -105,12 +105,16 @@ class Probe:
     def draft_device(self, profile: Profile, host_gpus: int | None) -> str | None:
         return None  # no speculative draft of its own in the profile
 
-    def routes(
-        self, host: HostFacts, gpus: tuple[GpuFact, ...], profile: Profile | None, observed: Observed | None
-    ) -> EngineRoutes:
+    def route_candidates(
+        self, base: Profile, host: HostFacts, profile: Profile | None, observed: Observed | None
+    ) -> tuple[RouteCandidate, ...]:
         feasible = host.ram_total is not None and host.ram_total >= 1 << 30
         route = Route("probe", REPO, "cpu", feasible, "the probe serves anything with 1 GiB of RAM")
-        return EngineRoutes((replace(route, profile=profile is not None),))
+        ours = profile is not None and profile.engine == self.name
+        return (RouteCandidate(None, route=replace(route, profile=ours), ours=ours),)  # decided here, no gate
+
+    def route_rank(self, route: Route) -> tuple[int, str] | None:
+        return None  # after every ranked route
 
 
 ENGINE = Probe()
