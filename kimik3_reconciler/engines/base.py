@@ -178,6 +178,25 @@ class NativeRoute(NamedTuple):
     because: str = ""
 
 
+class CheckpointDefaults:
+    """What an engine that serves a whole checkpoint sized by its own knobs (vLLM, SGLang) answers where llama.cpp has
+    its own: no host findings beyond its `host_needs` (the gate's checkpoint findings judge those), no draft device, no
+    split knobs to rank. An engine class inherits it and leaves these three members out."""
+
+    def host_findings(
+        self, profile: Profile, observed: Observed, plan: EnginePlan, stoppable: frozenset[int], ours_running: bool
+    ) -> tuple[list[str], list[str]]:
+        return [], []
+
+    def draft_device(self, profile: Profile, host_gpus: int | None) -> str | None:
+        return None
+
+    def split_rank(
+        self, profile: Profile, observed: Observed, plan: EnginePlan, knobs: dict[str, Any]
+    ) -> tuple[Any, ...]:
+        return ()
+
+
 # How bench (and tune's draws) talks to the server. `llamacpp`: llama-server's native /tokenize {content} and
 # /completion (token-id prompts, cache_prompt off, the server's per-request timings); `openai`: the OpenAI
 # server's /tokenize {prompt} and streamed /v1/completions with usage on every chunk (vLLM, SGLang).

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from kimik3_reconciler.engines.base import EnginePlan, RouteCandidate
 from kimik3_reconciler.engines.gpus import claimed_gpus, is_nvidia
-from kimik3_reconciler.model.facts import HostFacts
+from kimik3_reconciler.model.facts import HostFacts, Observed
 from kimik3_reconciler.model.humanize import gib
 from kimik3_reconciler.model.model_files import CHECKPOINT
 from kimik3_reconciler.model.profile import SECTIONS, Profile
@@ -72,6 +72,15 @@ def native_candidate(engine: ServingEngine, base: Profile, host: HostFacts, prof
     return RouteCandidate(route_profile, NATIVE_MIN_BYTES, judge, ours=ours)
 
 
-def native_rank(engine: ServingEngine) -> tuple[int, str]:
-    """Seed 001's order for the native checkpoint's route on `engine` (its NativeRoute's rank and reason)."""
-    return engine.native_route.rank, engine.native_route.because
+class NativeRoutes:
+    """The routes of an engine that serves the native checkpoint (vLLM, SGLang): its recipe's profile as the one
+    candidate, ranked by its NativeRoute (seed 001's order). An engine class inherits it."""
+
+    def route_candidates(
+        self, base: Profile, host: HostFacts, profile: Profile | None, observed: Observed | None
+    ) -> tuple[RouteCandidate, ...]:
+        return (native_candidate(self, base, host, profile),)  # type: ignore[arg-type]  # the engine itself
+
+    def route_rank(self, route: Route) -> tuple[int, str] | None:
+        native = self.native_route  # type: ignore[attr-defined]  # the engine's NativeRoute
+        return native.rank, native.because

@@ -13,26 +13,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from kimik3_reconciler.engines import native_route
 from kimik3_reconciler.engines.base import (
+    CheckpointDefaults,
     EnginePlan,
     HostNeeds,
     ImageSource,
     ModelSource,
     NativeRoute,
     Readiness,
-    RouteCandidate,
     ServerSeries,
     TuneKnobs,
 )
+from kimik3_reconciler.engines.native_route import NativeRoutes
 from kimik3_reconciler.engines.sglang import launch
-from kimik3_reconciler.model.facts import HostFacts, ModelFact, Observed
+from kimik3_reconciler.model.facts import ModelFact, Observed
 from kimik3_reconciler.model.launch_input import LaunchInput
 from kimik3_reconciler.model.profile import Profile, ServeSpec
-from kimik3_reconciler.model.route import Route
 
 
-class Sglang:
+class Sglang(CheckpointDefaults, NativeRoutes):
     """SGLang's OpenAI server (`sglang serve`), as seed 001's TP8/DCP8 cookbook profile runs it."""
 
     name = "sglang"
@@ -114,29 +113,8 @@ class Sglang:
     def tune_space(self, profile: Profile, observed: Observed) -> dict[str, tuple[Any, ...]]:
         return launch.tune_space(profile)
 
-    def split_rank(
-        self, profile: Profile, observed: Observed, plan: EnginePlan, knobs: dict[str, Any]
-    ) -> tuple[Any, ...]:
-        return ()  # no split knobs: its memory is its own section's knobs
-
     def render_plan(self, profile: Profile, observed: Observed) -> EnginePlan:
         return EnginePlan()  # the whole checkpoint in VRAM, sized by sglang.mem_fraction_static: no mode, no split
-
-    def host_findings(
-        self, profile: Profile, observed: Observed, plan: EnginePlan, stoppable: frozenset[int], ours_running: bool
-    ) -> tuple[list[str], list[str]]:
-        return [], []  # its host_needs: the gate's checkpoint findings judge it
-
-    def draft_device(self, profile: Profile, host_gpus: int | None) -> str | None:
-        return None  # no speculative draft of its own in the profile
-
-    def route_candidates(
-        self, base: Profile, host: HostFacts, profile: Profile | None, observed: Observed | None
-    ) -> tuple[RouteCandidate, ...]:
-        return (native_route.native_candidate(self, base, host, profile),)  # seed 001's recipe, the gate judges it
-
-    def route_rank(self, route: Route) -> tuple[int, str] | None:
-        return native_route.native_rank(self)
 
 
 ENGINE = Sglang()

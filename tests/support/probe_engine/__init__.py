@@ -11,6 +11,7 @@ from dataclasses import replace
 from typing import Any
 
 from kimik3_reconciler.engines.base import (
+    CheckpointDefaults,
     EnginePlan,
     HostNeeds,
     ImageSource,
@@ -30,7 +31,7 @@ ENTRY = EngineEntry("support.probe_engine", rules="support.probe_engine.rules", 
 REPO = "probe/Checkpoint"
 
 
-class Probe:
+class Probe(CheckpointDefaults):
     """probe-server: one process, one GPU or none, its checkpoint folder opened whole."""
 
     name = "probe"
@@ -89,21 +90,8 @@ class Probe:
     def tune_space(self, profile: Profile, observed: Observed) -> dict[str, tuple[Any, ...]]:
         return {}
 
-    def split_rank(
-        self, profile: Profile, observed: Observed, plan: EnginePlan, knobs: dict[str, Any]
-    ) -> tuple[Any, ...]:
-        return ()  # no split knobs: its memory is its own section's knobs
-
     def render_plan(self, profile: Profile, observed: Observed) -> EnginePlan:
         return EnginePlan()
-
-    def host_findings(
-        self, profile: Profile, observed: Observed, plan: EnginePlan, stoppable: frozenset[int], ours_running: bool
-    ) -> tuple[list[str], list[str]]:
-        return [], []  # its host_needs: the gate's checkpoint findings judge it
-
-    def draft_device(self, profile: Profile, host_gpus: int | None) -> str | None:
-        return None  # no speculative draft of its own in the profile
 
     def route_candidates(
         self, base: Profile, host: HostFacts, profile: Profile | None, observed: Observed | None
