@@ -62,11 +62,6 @@ class SpecDraft(Section):
 class ServeSpec(Section):
     """How llama-server runs: address, batching, placement, slots; fixed flags are not here."""
 
-    @property
-    def manual_split(self) -> bool:
-        """True when `n_cpu_moe` pins the split (-ngl 999 --n-cpu-moe N) instead of --fit."""
-        return self.n_cpu_moe is not None
-
 
 class QuantGate(Section):
     """The PPL/KLD gate a quant passes before it is first served (seed 000 "Quant gate")."""
@@ -143,20 +138,7 @@ class Profile(Section):
         return catalog.quant_mode(self.model.quant)
 
     # The effective launch values follow the mode: the catalog's by default; a planner that derived the
-    # mode from the host's GPUs passes its own to the *_for methods.
-    def ubatch_for(self, mode: catalog.QuantMode) -> int:
-        """serve.ubatch, else 4096 hybrid and 2048 all-VRAM (seed 000 step 5)."""
-        # hybrid: copy the CPU experts to GPU0 once per prompt, halves TTFT; all-VRAM: 2048 avoids scratch OOM.
-        return self.serve.ubatch if self.serve.ubatch is not None else catalog.default_ubatch(mode)
-
-    def batch_for(self, mode: catalog.QuantMode) -> int:
-        """serve.batch, else the mode's BATCH (seed 000: = UBATCH), never below the effective ubatch."""
-        if self.serve.batch is not None:
-            return self.serve.batch
-        # rule: batch-below-ubatch
-        # llama.cpp lowers ubatch to batch silently: a default batch must not undo the ubatch rule.
-        return max(catalog.default_ubatch(mode), self.ubatch_for(mode))
-
+    # mode from the host's GPUs passes its own to the *_for methods (batch sizes: engines/llamacpp/sizing.py).
     def fit_target_for(self, mode: catalog.QuantMode) -> int | list[int]:
         """serve.fit_target, else the quant's margin in `mode` (catalog.fit_margin)."""
         if self.serve.fit_target is not None:
@@ -177,15 +159,6 @@ class Profile(Section):
     def slot_context(self, trained: int | None = None) -> int:
         """Tokens each request gets: the total over serve.parallel slots (llama-server without --kv-unified)."""
         return self.ctx_size_for(trained) // self.serve.parallel
-
-    @property
-    def effective_ubatch(self) -> int:
-        """serve.ubatch, else the default of the catalog's mode (the plan uses the host's: engines/llamacpp/vram_fit.py)."""
-        return self.ubatch_for(self.quant_mode)
-
-    @property
-    def effective_batch(self) -> int:
-        return self.batch_for(self.quant_mode)
 
     @property
     def effective_fit_target(self) -> int | list[int]:

@@ -17,7 +17,7 @@ from kimik3_reconciler.engines.base import (
     ServerSeries,
     TuneKnobs,
 )
-from kimik3_reconciler.engines.llamacpp import drafts, host_findings, launch, placement, routes, vram_fit
+from kimik3_reconciler.engines.llamacpp import drafts, host_findings, launch, placement, routes, sizing, vram_fit
 from kimik3_reconciler.model.facts import HostFacts, ModelFact, Observed
 from kimik3_reconciler.model.launch_input import LaunchInput
 from kimik3_reconciler.model.profile import Profile, ServeSpec
@@ -104,8 +104,8 @@ class LlamaCpp:
         decision = vram_fit.derive_mode(profile, observed)
         runs, note = decision.mode, decision.note(profile)
         serve = (
-            ("batch", profile.batch_for(runs)),
-            ("ubatch", profile.ubatch_for(runs)),
+            ("batch", sizing.batch_for(profile, runs)),
+            ("ubatch", sizing.ubatch_for(profile, runs)),
             ("ctx_size", vram_fit.context_total(profile, observed)),
             ("fit_target", profile.fit_target_for(runs)),
         )
