@@ -14,7 +14,7 @@ from typing import Any
 
 from kimik3_reconciler.model import catalog
 from kimik3_reconciler.model.frozen import Frozen
-from kimik3_reconciler.model.pins import SourcePin, pin_for
+from kimik3_reconciler.model.pins import SourcePin
 
 
 class Section(Frozen):
@@ -40,7 +40,13 @@ class BuildSpec(Section):
 
     @property
     def pin(self) -> SourcePin:
-        return pin_for(self.source)
+        """The pin of `source`: the building engine's pin table (the registry's `pins`), loaded when first asked."""
+        import importlib  # here: the table is the engine's, and model/ sits below engines/
+
+        from kimik3_reconciler.model.engine_names import builder
+
+        pin: SourcePin = importlib.import_module(builder().pins).pin_for(self.source)
+        return pin
 
     @property
     def effective_commit(self) -> str:
