@@ -21,6 +21,8 @@ NOT_ENGINES: dict[str, str] = {
     "same quant with engine: llamacpp (model.repo unsloth/Kimi-K3-GGUF, model.quant as in "
     "hf.co/unsloth/Kimi-K3-GGUF:<quant>)",
 }
+# What `kimik3 routes` lists as the route each of those names means (never offered: NOT_ENGINES says why).
+NOT_ENGINE_ROUTES: dict[str, str] = {"ollama": "hf.co/unsloth/Kimi-K3-GGUF:<quant>"}
 
 DEFAULT_ENGINE = "llamacpp"
 

@@ -30,6 +30,7 @@ class LlamaCpp:
     name = "llamacpp"
     server = "llama-server"
     served_name_flag, answers_any_name = "--alias", True
+    routes_base = routes.BASE  # the registry's default engine: `kimik3 routes` without a profile
     model_source = ModelSource("gguf")
     image_source = ImageSource("build")
     readiness = Readiness("/health", while_loading="503")  # llama-server: 503 "Loading model", then 200
