@@ -10,6 +10,8 @@ no-op plan never imports pydantic.
 
 from __future__ import annotations
 
+import functools
+import importlib
 from typing import Any
 
 from kimik3_reconciler.model import catalog
@@ -35,18 +37,23 @@ class BaseImages(Section):
     """The build and runtime base images of the llama.cpp image."""
 
 
+@functools.cache  # asked several times a plan (the image's tag and labels, the exporter's build label)
+def _pin(source: str) -> SourcePin:
+    """The pin of `source` in the building engine's table (the registry's `pins`), imported when first asked: the
+    table is the engine's, and model/ sits below engines/."""
+    from kimik3_reconciler.model.engine_names import builder
+
+    pin: SourcePin = importlib.import_module(builder().pins).pin_for(source)
+    return pin
+
+
 class BuildSpec(Section):
     """How the llama.cpp image is built: source pin, kernels, patches (all part of its fingerprint)."""
 
     @property
     def pin(self) -> SourcePin:
         """The pin of `source`: the building engine's pin table (the registry's `pins`), loaded when first asked."""
-        import importlib  # here: the table is the engine's, and model/ sits below engines/
-
-        from kimik3_reconciler.model.engine_names import builder
-
-        pin: SourcePin = importlib.import_module(builder().pins).pin_for(self.source)
-        return pin
+        return _pin(self.source)
 
     @property
     def effective_commit(self) -> str:
