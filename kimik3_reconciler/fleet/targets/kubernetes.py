@@ -1,0 +1,615 @@
+"""The fleet on Kubernetes: `kimik3 fleet render --target kubernetes` renders the manifests a GitOps repo commits;
+PURE (a validated Fleet in, manifests as dicts out; nothing is read, nothing is applied).
+
+One LeaderWorkerSet (leaderworkerset.x-k8s.io/v1) holds the fleet's replicas: each of its groups is one replica, a
+main server (the leader) and its llama.cpp RPC workers (size 1 where there are none). Its rolling update is the
+fleet's rollout policy: `maxUnavailable` is rollout.max_unavailable; `partition` keeps every group but the canary's
+on the old revision (LWS updates the groups whose index is at least the partition: the canary is the last group(s),
+Kubernetes names groups by index, not by host); `--rollout all` (partition 0) promotes the rest. A group is
+recreated whole when one of its pods restarts (RecreateGroupOnPodRestart: an RPC worker's tensors die with its
+rpc-server, fleet/groups.py). The server's argv and env are the engine's own (engines/*/launch.py, through
+planning/launch.render_container), its readiness probe is the path kimik3's health wait reads, and smg (the fleet's
+router) finds the leaders through its Kubernetes service discovery.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import PurePosixPath
+from typing import Any, Literal
+
+from kimik3_reconciler.engines import ServingEngine, engine_for
+from kimik3_reconciler.errors import PlanError, ProfileError, ProfileProblem
+from kimik3_reconciler.fleet.values import Fleet, FleetHost
+from kimik3_reconciler.model import catalog
+from kimik3_reconciler.model.image_ref import pinned_image
+from kimik3_reconciler.model.labels import API_KEY_MOUNT, MODELS_MOUNT, RPC_CACHE_MOUNT
+from kimik3_reconciler.model.launch_input import LaunchInput, ModelInput
+from kimik3_reconciler.model.loaded_profile import line_for, render_path
+from kimik3_reconciler.model.profile import Profile, RpcWorker, gpus_of
+from kimik3_reconciler.model.profile_rules import FieldPath
+from kimik3_reconciler.planning.launch import render_container, repo_dir
+from kimik3_reconciler.planning.worker_step import RPC_SERVER
+
+LWS_API = "leaderworkerset.x-k8s.io/v1"
+# LWS labels its pods with these (api/leaderworkerset/v1/leaderworkerset_types.go, lws v0.10.0).
+SET_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
+GPU_RESOURCE = "nvidia.com/gpu"
+# Inside its pod a server listens on every address of the pod's own network namespace (module docstring of
+# docs/operations.md "Kubernetes": the pod IP is the only one; a NetworkPolicy admits the router and the group).
+POD_BIND = "0.0.0.0"
+CACHE_MOUNT = "/cache"  # the cache volume, writable, in the download init container only
+ROUTER_METRICS_PORT = 29000  # smg's Prometheus listener (its default port)
+# The leader's own pod name (`<set>-<group>`): its workers are `<set>-<group>-<index>` in the set's headless Service.
+LEADER_ENV = "K3_LEADER"
+# A pod name is its hostname (a DNS label, 63 at most): `<name>-<group>-<worker>`, `<name>-router-<hash>-<hash>`.
+MAX_NAME = 40
+Rollout = Literal["canary", "all"]
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """One Kubernetes object: its kind, name and body (what `kubectl apply -f` reads)."""
+
+    kind: str
+    name: str
+    body: dict[str, Any]
+
+    @property
+    def file_name(self) -> str:
+        """Its file in the rendered folder, e.g. leaderworkerset-kimi-k3.yaml."""
+        return f"{self.kind.lower()}-{self.name}.yaml"
+
+
+class _Refusals:
+    """Problems of the fleet file's kubernetes section (or of what it renders), each at its line."""
+
+    def __init__(self, fleet: Fleet) -> None:
+        self.fleet, self.found = fleet, []
+
+    def add(self, path: FieldPath, message: str) -> None:
+        line = line_for(path, self.fleet.lines) or line_for(("kubernetes",), self.fleet.lines) or 1
+        self.found.append(ProfileProblem(self.fleet.source, line, render_path(path), message))
+
+    def raise_any(self) -> None:
+        if self.found:
+            raise ProfileError(self.found)
+
+
+def render_kubernetes(fleet: Fleet, rollout: Rollout = "canary") -> tuple[Manifest, ...]:
+    """The fleet's manifests: the LeaderWorkerSet, its NetworkPolicy, the router (ServiceAccount, Role,
+    RoleBinding, Deployment, Service). `rollout`: canary (partition keeps all but the canary's groups on the old
+    revision) or all (partition 0). ProfileError naming `file:line: kubernetes.<field>` when something is missing."""
+    refusals = _Refusals(fleet)
+    section = fleet.kubernetes
+    if section is None:
+        refusals.add(
+            ("kubernetes",),
+            "no kubernetes section: give at least kubernetes.cache (claim or host_path) and kubernetes.router.image "
+            "(the Kubernetes target needs what no host tells it)",
+        )
+        refusals.raise_any()
+    if len(fleet.name) > MAX_NAME:
+        # LWS names pods `<name>-<group>-<worker>`: each a hostname, a DNS label of 63 characters at most.
+        refusals.add(("name",), f"{len(fleet.name)} characters: Kubernetes names pods after it; at most {MAX_NAME}")
+    templates = {host.name: _group_template(fleet, host, refusals) for host in fleet.hosts}
+    refusals.raise_any()
+    first, *others = fleet.hosts
+    for host in others:
+        moved = _first_difference(templates[first.name], templates[host.name])
+        if moved is not None:
+            # A LeaderWorkerSet's groups are made from one template: hosts that differ in what reaches the pod
+            # (gpus, workers, ...) are not replicas of one set.
+            refusals.add(
+                ("overrides", host.name),
+                f"host {host.name}'s pod differs from host {first.name}'s at {moved}: every group of a "
+                "LeaderWorkerSet is made from one template (of what hosts may set apart, only serve.host and "
+                "model.cache_dir do not reach the pod: it binds its own address, the cache is kubernetes.cache)",
+            )
+    refusals.raise_any()
+    lws = _leader_worker_set(fleet, templates[first.name], rollout)
+    return (lws, _network_policy(fleet, first.profile), *_router(fleet, first.profile))
+
+
+# --- the group: leader (the server) and workers (rpc-server) ---------------------------------------------------------
+
+
+def _labels(fleet: Fleet, component: str) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "kimik3",
+        "app.kubernetes.io/instance": fleet.name,
+        "app.kubernetes.io/component": component,
+        "app.kubernetes.io/managed-by": "kimik3",
+    }
+
+
+def _escaped(word: str) -> str:
+    """`word` as Kubernetes passes it on: it expands `$(NAME)` in args and env values, so a profile's `$(` is
+    written `$$(` (Kubernetes' escape) and reaches the server as written."""
+    return word.replace("$(", "$$(")
+
+
+def _image(fleet: Fleet, profile: Profile, engine: ServingEngine, refusals: _Refusals) -> tuple[str, str] | None:
+    """(reference, digest) of the serving image: the profile's pulled image by digest, or (a built image) the
+    fleet file's kubernetes.image, the reference `kimik3 fleet apply --registry` pushed it under."""
+    try:
+        return _pinned(fleet.kubernetes, profile, engine, refusals)
+    except PlanError as exc:  # a reference the digest pattern let through but no registry would take
+        refusals.add(exc.fields[0] if exc.fields else ("kubernetes", "image"), str(exc).split(": ", 1)[-1])
+        return None
+
+
+def _pinned(section: Any, profile: Profile, engine: ServingEngine, refusals: _Refusals) -> tuple[str, str] | None:
+    if engine.image_source.kind == "build":
+        if section.image is None:
+            refusals.add(
+                ("kubernetes", "image"),
+                f"engine {engine.name} builds its image on each host: Kubernetes pulls one, so name it by digest "
+                "(the REGISTRY/kimik3/<profile name>@sha256:... that `kimik3 fleet apply --registry` pushed, or "
+                "your own push of the built image)",
+            )
+            return None
+        ref = pinned_image(section.image, "kubernetes.image")
+        return ref.by_digest, ref.digest
+    pulled = pinned_image(profile.image.ref)
+    if section.image is not None and pinned_image(section.image, "kubernetes.image").digest != pulled.digest:
+        # A mirror of the profile's image is fine; other bytes than the profile pins are not the fleet's.
+        refusals.add(
+            ("kubernetes", "image"),
+            f"{section.image} is not the profile's image: its digest must be {pulled.digest} (image.ref)",
+        )
+        return None
+    mirror = pinned_image(section.image, "kubernetes.image").by_digest if section.image else None
+    return mirror or pulled.by_digest, pulled.digest
+
+
+def _model_entry(fleet: Fleet, profile: Profile, engine: ServingEngine, refusals: _Refusals) -> str | None:
+    """What the server opens, relative to the snapshot: the checkpoint folder, or a GGUF quant's first file, which
+    only the hub's file list knows (a render reads no hub: the fleet file names it)."""
+    if engine.model_source.format != "gguf":
+        return "."
+    given = fleet.kubernetes.model_file
+    if given is None:
+        refusals.add(
+            ("kubernetes", "model_file"),
+            f"engine {engine.name} opens a GGUF quant by its first file: name it, relative to the snapshot "
+            f"({profile.model.quant}/<name>-00001-of-000NN.gguf; `kimik3 plan` on a host shows it)",
+        )
+        return None
+    if PurePosixPath(given).parts[:1] != (profile.model.quant,) or not given.endswith(".gguf") or ".." in given:
+        refusals.add(
+            ("kubernetes", "model_file"),
+            f"{given!r} is not a GGUF file of quant {profile.model.quant}: write {profile.model.quant}/<file>.gguf",
+        )
+        return None
+    return given
+
+
+def _gpu_count(gpus: Any, needs: int | None, field: FieldPath, fleet: Fleet, refusals: _Refusals) -> int:
+    """nvidia.com/gpu of a pod: the profile's list's length, the engine's count (vLLM/SGLang: their tensor
+    parallel size), else kubernetes.gpus."""
+    given = fleet.kubernetes.gpus
+    if gpus == "none":
+        return 0
+    count = len(gpus) if not isinstance(gpus, str) else needs
+    if count is None:
+        if given is None:
+            refusals.add(
+                ("kubernetes", "gpus"),
+                f"{render_path(field)} is 'all', which a host counts and Kubernetes cannot: give kubernetes.gpus "
+                "(nvidia.com/gpu per pod)",
+            )
+            return 0
+        return given
+    if given is not None and given != count:
+        refusals.add(("kubernetes", "gpus"), f"{given} GPUs, but {render_path(field)} gives the pod {count}")
+    return count
+
+
+def _serving_profile(profile: Profile, engine: ServingEngine, refusals: _Refusals) -> Profile | None:
+    """The serve section as the pod gets it: a GGUF quant's batch sizes and margins of the catalog's mode for it
+    (a host decides hybrid or all-VRAM from its GPUs, which a render does not see: `kimik3 plan` on a node does)."""
+    for path, value, why in (
+        (("model", "local_path"), profile.model.local_path, "a file of one host"),
+        (("serve", "spec_draft"), profile.serve.spec_draft, "a draft file of one host"),
+    ):
+        if value is not None:
+            # The pod sees the cache volume only: a host's own file is not there.
+            refusals.add(path, f"{why}: the Kubernetes target mounts the model cache only (kubernetes.cache)")
+    if refusals.found:
+        return None
+    if engine.model_source.format != "gguf":
+        return profile
+    mode = catalog.quant_mode(profile.model.quant)
+    serve = profile.serve.model_copy(
+        update={
+            "batch": profile.batch_for(mode),
+            "ubatch": profile.ubatch_for(mode),
+            "ctx_size": profile.ctx_size_for(),
+            "fit_target": profile.fit_target_for(mode),
+        }
+    )
+    return profile.model_copy(update={"serve": serve})
+
+
+def _group_template(fleet: Fleet, host: FleetHost, refusals: _Refusals) -> dict[str, Any]:
+    """The LWS template of `host`'s replica: the leader pod (its server) and the worker pod (rpc-server)."""
+    before = len(refusals.found)
+    profile = host.profile
+    engine = engine_for(profile.engine)
+    image = _image(fleet, profile, engine, refusals)
+    entry = _model_entry(fleet, profile, engine, refusals)
+    serving = _serving_profile(profile, engine, refusals)
+    if len(refusals.found) > before or image is None or entry is None or serving is None:
+        return {}
+    section = fleet.kubernetes
+    threads = section.cpu
+    if engine.model_source.format == "gguf" and threads is None:
+        refusals.add(
+            ("kubernetes", "cpu"),
+            "llama.cpp's --threads is the server's physical cores (seed 000): give the pod's whole cores in "
+            "kubernetes.cpu (requests = limits, so the static CPU manager pins them)",
+        )
+        return {}
+    needs = engine.host_needs(profile)
+    gpus = _gpu_count(gpus_of(profile), needs.gpus if needs else None, ("gpus",), fleet, refusals)
+    workers = profile.workers
+    set_name = fleet.name
+    value = LaunchInput(
+        name=profile.name,
+        image=image[0],
+        image_fingerprint=image[1],
+        gpus=gpus_of(profile),
+        restart_policy="always",
+        model=ModelInput(
+            repo=profile.model.repo,
+            revision=profile.model.revision,
+            quant=profile.model.quant,
+            cache_dir=CACHE_MOUNT,
+            shard=entry,
+            mmproj=profile.model.mmproj if profile.build.source == "fork" else None,
+        ),
+        serve=serving.serve,
+        bind=POD_BIND,
+        threads=threads or 1,
+        draft_device=None,
+        # Each worker is the pod `<leader>-<index>` of the set's headless Service (LWS names them so).
+        rpc=tuple(f"$({LEADER_ENV})-{i}.{set_name}:{w.port}" for i, w in enumerate(workers, start=1)),
+        knobs=getattr(profile, profile.engine, None),
+    )
+    value = replace(value, served_names=engine.served_names(value))
+    spec = render_container(value, engine)
+    argv = [_escaped(a) for a in spec.command]
+    if workers:  # the $(K3_LEADER) of --rpc is kimik3's own, not escaped
+        argv = [a.replace(f"$$({LEADER_ENV})", f"$({LEADER_ENV})") for a in argv]
+    port = serving.serve.port
+    server: dict[str, Any] = {
+        "name": "server",
+        "image": spec.image,
+        **({"command": list(spec.entrypoint)} if spec.entrypoint else {}),
+        "args": argv,
+        "ports": [{"name": "http", "containerPort": port, "protocol": "TCP"}],
+        # The path kimik3's health wait reads (the engine's readiness): the router sends nothing before it answers.
+        # No liveness probe: a load of minutes would fail it and be killed; the kubelet restarts a server that exits.
+        "readinessProbe": {
+            "httpGet": {"path": engine.readiness.path, "port": "http"},
+            "periodSeconds": 10,
+            "failureThreshold": 3,
+        },
+        "resources": _resources(section.cpu, section.memory, gpus),
+        "volumeMounts": [_model_mount(profile)],
+        "lifecycle": {"preStop": {"sleep": {"seconds": _drain_s(fleet)}}},
+    }
+    env = [{"name": k, "value": _escaped(v)} for k, v in spec.env]
+    if workers:  # the leader's own pod name, which its workers' names extend
+        env.insert(0, {"name": LEADER_ENV, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}})
+    if env:
+        server["env"] = env
+    volumes = [_cache_volume(section)]
+    if profile.serve.api_key_file:
+        secret = section.secrets.api_key
+        if secret is None:
+            refusals.add(
+                ("kubernetes", "secrets", "api_key"),
+                "the profile's server takes an API key (serve.api_key_file): name the Secret that holds it "
+                "(kubernetes.secrets.api_key: {name, key}); its value is never written in a manifest",
+            )
+            return {}
+        # The key reaches the server as the file --api-key-file reads, from the Secret: never in argv or env.
+        volumes.append({"name": "api-key", "secret": {"secretName": secret.name, "defaultMode": 0o400}})
+        server["volumeMounts"].append({"name": "api-key", "mountPath": API_KEY_MOUNT, "subPath": secret.key})
+    if gpus:
+        # Docker ran the server with the host's IPC (NCCL's shared memory): a pod gets a memory-backed /dev/shm.
+        volumes.append({"name": "shm", "emptyDir": {"medium": "Memory"}})
+        server["volumeMounts"].append({"name": "shm", "mountPath": "/dev/shm"})
+    leader = {
+        "metadata": {"labels": _labels(fleet, "server")},
+        "spec": {
+            "terminationGracePeriodSeconds": _drain_s(fleet) + 30,
+            **({"initContainers": [_download(fleet, profile, engine)]} if section.download else {}),
+            "containers": [server],
+            "volumes": volumes,
+        },
+    }
+    worker = _worker_pod(fleet, profile, image[0], refusals) if workers else None
+    return {"leader": leader, "worker": worker, "size": 1 + len(workers)}
+
+
+def _drain_s(fleet: Fleet) -> int:
+    """rollout.drain_timeout in whole seconds: how long a pod told to stop keeps serving what it has in flight."""
+    return max(1, round(fleet.rollout.drain_timeout_s))
+
+
+def _resources(cpu: int | None, memory: str | None, gpus: int) -> dict[str, Any]:
+    amounts: dict[str, Any] = {}
+    if cpu is not None:
+        amounts["cpu"] = str(cpu)
+    if memory is not None:
+        amounts["memory"] = memory
+    if gpus:
+        amounts[GPU_RESOURCE] = str(gpus)
+    # requests = limits: whole cores pinned (Guaranteed QoS); GPUs are only ever asked for as limits = requests.
+    return {"requests": dict(amounts), "limits": dict(amounts)} if amounts else {}
+
+
+def _model_folder(profile: Profile) -> str:
+    return PurePosixPath(repo_dir(CACHE_MOUNT, profile.model.repo)).name
+
+
+def _model_mount(profile: Profile) -> dict[str, Any]:
+    """The model's folder of the cache, read-only, where the server's argv names it (as on a host)."""
+    folder = _model_folder(profile)
+    return {"name": "model-cache", "mountPath": f"{MODELS_MOUNT}/{folder}", "subPath": folder, "readOnly": True}
+
+
+def _cache_volume(section: Any) -> dict[str, Any]:
+    if section.cache.claim is not None:
+        return {"name": "model-cache", "persistentVolumeClaim": {"claimName": section.cache.claim}}
+    return {"name": "model-cache", "hostPath": {"path": section.cache.host_path, "type": "DirectoryOrCreate"}}
+
+
+def _download(fleet: Fleet, profile: Profile, engine: ServingEngine) -> dict[str, Any]:
+    """The init container that fills the cache with the pinned revision (what `kimik3 apply` downloads on a host;
+    kimik3's own per-file sha256 check does not run in it). The Hub token, where one is named, from its Secret."""
+    model = profile.model
+    argv = ["hf", "download", model.repo, "--revision", model.revision, "--cache-dir", CACHE_MOUNT]
+    if engine.model_source.format == "gguf":
+        argv += ["--include", f"{model.quant}/*"]
+    env = [{"name": "HF_HUB_DISABLE_TELEMETRY", "value": "1"}]
+    if model.endpoint:
+        env.append({"name": "HF_ENDPOINT", "value": _escaped(model.endpoint)})
+    token = fleet.kubernetes.secrets.hf_token
+    if token is not None:
+        env.append({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": token.name, "key": token.key}}})
+    return {
+        "name": "model-download",
+        "image": fleet.kubernetes.download.image,
+        "command": [_escaped(a) for a in argv],
+        "env": env,
+        "volumeMounts": [{"name": "model-cache", "mountPath": CACHE_MOUNT}],
+    }
+
+
+def _worker_container(worker: RpcWorker, image: str, fleet: Fleet, refusals: _Refusals, index: int) -> dict:
+    """One worker's rpc-server, as planning/worker_step renders it on a host, bound to the pod's address."""
+    argv = ["-H", POD_BIND, "-p", str(worker.port)]
+    argv += ["-t", str(worker.threads)] if worker.threads is not None else []
+    argv += ["-d", ",".join(worker.devices)] if worker.devices else []
+    argv += ["-c"] if worker.cache else []
+    field = ("rpc", "workers", index, "gpus")
+    gpus = _gpu_count(worker.gpus if worker.gpus != "all" else "all", None, field, fleet, refusals)
+    container: dict[str, Any] = {
+        "name": "rpc-server",
+        "image": image,
+        # rpc-server prints its devices with printf: line-buffered, `kubectl logs` shows them at once.
+        "command": ["stdbuf", "-oL", RPC_SERVER],
+        "args": argv,
+        "ports": [{"name": "rpc", "containerPort": worker.port, "protocol": "TCP"}],
+        "readinessProbe": {"tcpSocket": {"port": "rpc"}, "periodSeconds": 5},
+        "resources": _resources(worker.threads, None, gpus),
+    }
+    if worker.cache:
+        container["env"] = [{"name": "LLAMA_CACHE", "value": RPC_CACHE_MOUNT}]
+        container["volumeMounts"] = [{"name": "rpc-cache", "mountPath": RPC_CACHE_MOUNT}]
+    return container
+
+
+def _worker_pod(fleet: Fleet, profile: Profile, image: str, refusals: _Refusals) -> dict[str, Any] | None:
+    containers = [_worker_container(w, image, fleet, refusals, i) for i, w in enumerate(profile.workers)]
+    if any(c != containers[0] for c in containers[1:]):
+        # LWS makes every worker of a group from one template.
+        index = next(i for i, c in enumerate(containers) if c != containers[0])
+        refusals.add(
+            ("rpc", "workers", index),
+            f"worker {profile.workers[index].name} differs from worker {profile.workers[0].name} in port, threads, "
+            "devices, gpus or cache: a LeaderWorkerSet makes every worker of a group from one template",
+        )
+        return None
+    spec: dict[str, Any] = {"containers": [containers[0]]}
+    if profile.workers[0].cache:
+        spec["volumes"] = [{"name": "rpc-cache", "emptyDir": {}}]
+    return {"metadata": {"labels": _labels(fleet, "rpc-worker")}, "spec": spec}
+
+
+def _first_difference(a: Any, b: Any, where: str = "") -> str | None:
+    """The first JSON path at which `a` and `b` differ, or None."""
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        for key in sorted(set(a) | set(b)):
+            if key not in a or key not in b:
+                return f"{where}.{key}".lstrip(".")
+            found = _first_difference(a[key], b[key], f"{where}.{key}")
+            if found is not None:
+                return found.lstrip(".")
+        return None
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return next((f for i, (x, y) in enumerate(zip(a, b)) if (f := _first_difference(x, y, f"{where}[{i}]"))), None)
+    return None if a == b else (where.lstrip(".") or "(the template)")
+
+
+def _leader_worker_set(fleet: Fleet, template: dict[str, Any], rollout: Rollout) -> Manifest:
+    policy = fleet.rollout
+    replicas = len(policy.hosts)
+    # LWS updates the groups at or above the partition: keeping the first `replicas - canary` leaves the canary's.
+    partition = replicas - len(policy.canary) if rollout == "canary" else 0
+    group: dict[str, Any] = {
+        "size": template["size"],
+        "restartPolicy": "RecreateGroupOnPodRestart",
+    }
+    if template["worker"] is not None:
+        group["leaderTemplate"] = template["leader"]
+        group["workerTemplate"] = template["worker"]
+    else:
+        group["workerTemplate"] = template["leader"]  # size 1: LWS makes the leader from the worker template
+    body = {
+        "apiVersion": LWS_API,
+        "kind": "LeaderWorkerSet",
+        "metadata": {"name": fleet.name, "namespace": fleet.kubernetes.namespace, "labels": _labels(fleet, "server")},
+        "spec": {
+            "replicas": replicas,
+            # The leader is created with its workers, not after it is ready: llama-server loads its layers onto
+            # the workers' rpc-servers, so it cannot be ready before they run (LeaderReady would never start them).
+            "startupPolicy": "LeaderCreated",
+            "rolloutStrategy": {
+                "type": "RollingUpdate",
+                "rollingUpdateConfiguration": {
+                    "maxUnavailable": policy.max_unavailable,
+                    "maxSurge": fleet.kubernetes.max_surge,
+                    "partition": partition,
+                },
+            },
+            "leaderWorkerTemplate": group,
+        },
+    }
+    return Manifest("LeaderWorkerSet", fleet.name, body)
+
+
+def _network_policy(fleet: Fleet, profile: Profile) -> Manifest:
+    """The servers listen on their pod's address: only the router (on the serving port) and the pods of the same
+    set (RPC between a leader and its workers) may connect; a loopback bind on a host means the same."""
+    name = f"{fleet.name}-server"
+    body = {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": name, "namespace": fleet.kubernetes.namespace, "labels": _labels(fleet, "server")},
+        "spec": {
+            "podSelector": {"matchLabels": {SET_NAME_LABEL: fleet.name}},
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {
+                    "from": [{"podSelector": {"matchLabels": _router_selector(fleet)}}],
+                    "ports": [{"protocol": "TCP", "port": profile.serve.port}],
+                },
+                {"from": [{"podSelector": {"matchLabels": {SET_NAME_LABEL: fleet.name}}}]},
+            ],
+        },
+    }
+    return Manifest("NetworkPolicy", name, body)
+
+
+# --- the router: smg with Kubernetes service discovery ---------------------------------------------------------------
+
+
+def _router_selector(fleet: Fleet) -> dict[str, str]:
+    return {"app.kubernetes.io/instance": fleet.name, "app.kubernetes.io/component": "router"}
+
+
+def smg_args(fleet: Fleet, profile: Profile) -> list[str]:
+    """`smg launch`'s arguments in the router pod: the fleet's port and policy, its workers found by smg's own
+    Kubernetes service discovery (the set's leaders: worker index 0; the serving port; this namespace only)."""
+    router = fleet.router
+    engine = engine_for(profile.engine)
+    return [
+        "launch",
+        "--host",
+        POD_BIND,
+        "--port",
+        str(router.port),
+        "--prometheus-host",
+        POD_BIND,
+        "--prometheus-port",
+        str(ROUTER_METRICS_PORT),
+        "--policy",
+        router.policy,
+        "--backend",
+        "openai",
+        "--health-check-endpoint",
+        engine.readiness.path,
+        "--service-discovery",
+        "--selector",
+        f"{SET_NAME_LABEL}={fleet.name}",
+        f"{WORKER_INDEX_LABEL}=0",
+        "--service-discovery-port",
+        str(profile.serve.port),
+        "--service-discovery-namespace",
+        fleet.kubernetes.namespace,
+    ]
+
+
+def _router(fleet: Fleet, profile: Profile) -> tuple[Manifest, ...]:
+    section, router = fleet.kubernetes, fleet.router
+    name, namespace = f"{fleet.name}-router", section.namespace
+    labels = _labels(fleet, "router")
+    meta = {"name": name, "namespace": namespace, "labels": labels}
+    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta}
+    # smg's discovery lists and watches the pods of its namespace: that, and nothing else.
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": meta,
+        "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}],
+    }
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": meta,
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+    }
+    container = {
+        "name": "smg",
+        "image": section.router.image,
+        "command": ["smg"],
+        "args": smg_args(fleet, profile),
+        "ports": [
+            {"name": "http", "containerPort": router.port, "protocol": "TCP"},
+            {"name": "metrics", "containerPort": ROUTER_METRICS_PORT, "protocol": "TCP"},
+        ],
+        "readinessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 5},
+    }
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": meta,
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": _router_selector(fleet)},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"serviceAccountName": name, "containers": [container]},
+            },
+        },
+    }
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta,
+        "spec": {
+            "type": section.router.service_type,
+            "selector": _router_selector(fleet),
+            "ports": [{"name": "http", "port": router.port, "targetPort": "http", "protocol": "TCP"}],
+        },
+    }
+    return tuple(
+        Manifest(body["kind"], name, body)  # type: ignore[index]
+        for body in (account, role, binding, deployment, service)
+    )
+
+
+def manifest_yaml(manifest: Manifest) -> str:
+    """One manifest as YAML (block style, keys in the order rendered): the file a GitOps repo commits."""
+    import yaml
+
+    return yaml.safe_dump(json.loads(json.dumps(manifest.body)), sort_keys=False, default_flow_style=False)
