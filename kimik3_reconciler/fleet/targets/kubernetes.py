@@ -72,7 +72,9 @@ class _Refusals:
 
     def add(self, path: FieldPath, message: str) -> None:
         line = line_for(path, self.fleet.lines) or line_for(("kubernetes",), self.fleet.lines) or 1
-        self.found.append(ProfileProblem(self.fleet.source, line, render_path(path), message))
+        problem = ProfileProblem(self.fleet.source, line, render_path(path), message)
+        if problem not in self.found:  # every host's template asks the same of the section: said once
+            self.found.append(problem)
 
     def raise_any(self) -> None:
         if self.found:
@@ -286,11 +288,15 @@ def _group_template(fleet: Fleet, host: FleetHost, refusals: _Refusals) -> dict[
     if workers:  # the $(K3_LEADER) of --rpc is kimik3's own, not escaped
         argv = [a.replace(f"$$({LEADER_ENV})", f"$({LEADER_ENV})") for a in argv]
     port = serving.serve.port
+    env = [{"name": k, "value": _escaped(v)} for k, v in spec.env]
+    if workers:  # the leader's own pod name, which its workers' names extend
+        env.insert(0, {"name": LEADER_ENV, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}})
     server: dict[str, Any] = {
         "name": "server",
         "image": spec.image,
         **({"command": list(spec.entrypoint)} if spec.entrypoint else {}),
         "args": argv,
+        **({"env": env} if env else {}),
         "ports": [{"name": "http", "containerPort": port, "protocol": "TCP"}],
         # The path kimik3's health wait reads (the engine's readiness): the router sends nothing before it answers.
         # No liveness probe: a load of minutes would fail it and be killed; the kubelet restarts a server that exits.
@@ -303,11 +309,6 @@ def _group_template(fleet: Fleet, host: FleetHost, refusals: _Refusals) -> dict[
         "volumeMounts": [_model_mount(profile)],
         "lifecycle": {"preStop": {"sleep": {"seconds": _drain_s(fleet)}}},
     }
-    env = [{"name": k, "value": _escaped(v)} for k, v in spec.env]
-    if workers:  # the leader's own pod name, which its workers' names extend
-        env.insert(0, {"name": LEADER_ENV, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}})
-    if env:
-        server["env"] = env
     volumes = [_cache_volume(section)]
     if profile.serve.api_key_file:
         secret = section.secrets.api_key
