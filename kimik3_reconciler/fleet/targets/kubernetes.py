@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from kimik3_reconciler.engines import ServingEngine, engine_for
 from kimik3_reconciler.errors import PlanError, ProfileError, ProfileProblem
+from kimik3_reconciler.fleet.effective import override_paths
 from kimik3_reconciler.fleet.values import Fleet, FleetHost
 from kimik3_reconciler.model import catalog
 from kimik3_reconciler.model.image_ref import pinned_image
@@ -75,6 +76,13 @@ class _Refusals:
         problem = ProfileProblem(self.fleet.source, line, render_path(path), message)
         if problem not in self.found:  # every host's template asks the same of the section: said once
             self.found.append(problem)
+
+    def add_profile(self, host: FleetHost, path: FieldPath, message: str) -> None:
+        """A problem of a profile field: at `host`'s override where one sets it, else at the fleet's `profile`."""
+        if any(path[: len(o)] == o for o in override_paths(host.overrides)):
+            self.add(("overrides", host.name, *path), message)
+        else:
+            self.add(("profile",), f"{render_path(path)}: {message} (the profile's, so every host's)")
 
     def raise_any(self) -> None:
         if self.found:
@@ -211,17 +219,21 @@ def _gpu_count(gpus: Any, needs: int | None, field: FieldPath, fleet: Fleet, ref
     return count
 
 
-def _serving_profile(profile: Profile, engine: ServingEngine, refusals: _Refusals) -> Profile | None:
+def _serving_profile(host: FleetHost, engine: ServingEngine, refusals: _Refusals) -> Profile | None:
     """The serve section as the pod gets it: a GGUF quant's batch sizes and margins of the catalog's mode for it
     (a host decides hybrid or all-VRAM from its GPUs, which a render does not see: `kimik3 plan` on a node does)."""
+    profile = host.profile
+    before = len(refusals.found)
     for path, value, why in (
         (("model", "local_path"), profile.model.local_path, "a file of one host"),
         (("serve", "spec_draft"), profile.serve.spec_draft, "a draft file of one host"),
     ):
         if value is not None:
             # The pod sees the cache volume only: a host's own file is not there.
-            refusals.add(path, f"{why}: the Kubernetes target mounts the model cache only (kubernetes.cache)")
-    if refusals.found:
+            refusals.add_profile(
+                host, path, f"{why}: the Kubernetes target mounts the model cache only (kubernetes.cache)"
+            )
+    if len(refusals.found) > before:
         return None
     if engine.model_source.format != "gguf":
         return profile
@@ -244,7 +256,7 @@ def _group_template(fleet: Fleet, host: FleetHost, refusals: _Refusals) -> dict[
     engine = engine_for(profile.engine)
     image = _image(fleet, profile, engine, refusals)
     entry = _model_entry(fleet, profile, engine, refusals)
-    serving = _serving_profile(profile, engine, refusals)
+    serving = _serving_profile(host, engine, refusals)
     if len(refusals.found) > before or image is None or entry is None or serving is None:
         return {}
     section = fleet.kubernetes
@@ -335,7 +347,7 @@ def _group_template(fleet: Fleet, host: FleetHost, refusals: _Refusals) -> dict[
             "volumes": volumes,
         },
     }
-    worker = _worker_pod(fleet, profile, image[0], refusals) if workers else None
+    worker = _worker_pod(fleet, host, image[0], refusals) if workers else None
     return {"leader": leader, "worker": worker, "size": 1 + len(workers)}
 
 
@@ -394,14 +406,21 @@ def _download(fleet: Fleet, profile: Profile, engine: ServingEngine) -> dict[str
     }
 
 
-def _worker_container(worker: RpcWorker, image: str, fleet: Fleet, refusals: _Refusals, index: int) -> dict:
+def _worker_container(worker: RpcWorker, image: str, host: FleetHost, refusals: _Refusals, index: int) -> dict:
     """One worker's rpc-server, as planning/worker_step renders it on a host, bound to the pod's address."""
     argv = ["-H", POD_BIND, "-p", str(worker.port)]
     argv += ["-t", str(worker.threads)] if worker.threads is not None else []
     argv += ["-d", ",".join(worker.devices)] if worker.devices else []
     argv += ["-c"] if worker.cache else []
-    field = ("rpc", "workers", index, "gpus")
-    gpus = _gpu_count(worker.gpus if worker.gpus != "all" else "all", None, field, fleet, refusals)
+    if worker.gpus == "all":
+        # kubernetes.gpus is the server pod's: a worker's count is its own list's length.
+        refusals.add_profile(
+            host,
+            ("rpc", "workers", index, "gpus"),
+            "'all' is counted on the worker's host, which Kubernetes does not have: list the worker's GPUs "
+            "(their number is the worker pod's nvidia.com/gpu)",
+        )
+    gpus = 0 if isinstance(worker.gpus, str) else len(worker.gpus)
     container: dict[str, Any] = {
         "name": "rpc-server",
         "image": image,
@@ -418,12 +437,14 @@ def _worker_container(worker: RpcWorker, image: str, fleet: Fleet, refusals: _Re
     return container
 
 
-def _worker_pod(fleet: Fleet, profile: Profile, image: str, refusals: _Refusals) -> dict[str, Any] | None:
-    containers = [_worker_container(w, image, fleet, refusals, i) for i, w in enumerate(profile.workers)]
+def _worker_pod(fleet: Fleet, host: FleetHost, image: str, refusals: _Refusals) -> dict[str, Any] | None:
+    profile = host.profile
+    containers = [_worker_container(w, image, host, refusals, i) for i, w in enumerate(profile.workers)]
     if any(c != containers[0] for c in containers[1:]):
         # LWS makes every worker of a group from one template.
         index = next(i for i, c in enumerate(containers) if c != containers[0])
-        refusals.add(
+        refusals.add_profile(
+            host,
             ("rpc", "workers", index),
             f"worker {profile.workers[index].name} differs from worker {profile.workers[0].name} in port, threads, "
             "devices, gpus or cache: a LeaderWorkerSet makes every worker of a group from one template",

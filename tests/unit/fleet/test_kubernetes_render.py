@@ -300,7 +300,37 @@ def test_workers_that_differ_cannot_share_a_template(tmp_path: Path) -> None:
     path = _rpc_fleet(tmp_path, workers)
     with pytest.raises(ProfileError) as refused:
         render_kubernetes(parse_fleet(path.read_text(), str(path), read_text))
-    assert any(p.field == "rpc.workers[1]" and "one template" in p.message for p in refused.value.problems)
+    text = path.read_text()
+    line = next(i for i, row in enumerate(text.splitlines(), 1) if "rpc: {workers:" in row)  # k3-a's, the first
+    assert any(
+        (p.line, p.field) == (line, "overrides.k3-a.rpc.workers[1]") and "one template" in p.message
+        for p in refused.value.problems
+    )
+
+
+def test_a_worker_with_all_gpus_has_no_count_for_kubernetes(tmp_path: Path) -> None:
+    """`gpus: all` is counted on the worker's host; a pod asks for a number: the worker's own list, refused by name
+    at the override that gives it (kubernetes.gpus is the server pod's, not the worker's)."""
+    path = _rpc_fleet(tmp_path, TWO_WORKERS.replace("threads: 4}}", "threads: 4, gpus: all}}"))
+    with pytest.raises(ProfileError) as refused:
+        render_kubernetes(parse_fleet(path.read_text(), str(path), read_text))
+    fields = {p.field for p in refused.value.problems}
+    assert {"overrides.k3-a.rpc.workers[0].gpus", "overrides.k3-c.rpc.workers[1].gpus"} <= fields
+
+
+def test_an_sglang_fleet_renders_and_passes_the_schemas(tmp_path: Path) -> None:
+    """The third engine: `sglang serve` as the pod's args (its image may have no entrypoint), tp_size GPUs."""
+    text = (ROOT / "tests" / "fixtures" / "kubernetes" / "fleet-vllm.yaml").read_text()
+    text = text.replace("../../../profiles/vllm-tp8.yaml", str(ROOT / "profiles" / "sglang-tp8.yaml"))
+    (tmp_path / "fleet.yaml").write_text(text)
+    manifests = render_kubernetes(_fleet(tmp_path / "fleet.yaml"))
+    lws = manifests[0].body
+    server = lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]
+    assert server["args"][:2] == ["sglang", "serve"] and "command" not in server
+    assert server["resources"]["limits"]["nvidia.com/gpu"] == "8" and server["image"].startswith("lmsysorg/sglang@")
+    assert list(LWS.iter_errors(json.loads(json.dumps(lws)))) == []
+    for manifest in manifests[1:]:
+        kubernetes_validate.validate(yaml.safe_load(manifest_yaml(manifest)), "1.37.0", strict=True)
 
 
 def test_an_argument_with_a_dollar_paren_reaches_the_server_as_written(tmp_path: Path) -> None:
