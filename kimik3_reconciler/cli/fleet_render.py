@@ -5,6 +5,7 @@ no longer renders removed (only files that start with this command's header)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
@@ -30,15 +31,22 @@ HEADER = "# Rendered by `kimik3 fleet render --target kubernetes`: edit the flee
     show_default=True,
     help="canary: a change reaches the canary's groups only (partition); all: every group (partition 0)",
 )
+@click.option(
+    "--json", "json_out", is_flag=True, help="print the manifests (and the files written) as one JSON document"
+)
 @_run
-def render_cmd(file: str, target: str, out: str | None, rollout: str) -> None:
+def render_cmd(file: str, target: str, out: str | None, rollout: str, json_out: bool) -> None:
     """Render the fleet for another orchestrator; the fleet file's `kubernetes:` section says what no host can."""
     from kimik3_reconciler.cli.fleet_cmd import load_fleet
     from kimik3_reconciler.fleet.targets.kubernetes import manifest_yaml, render_kubernetes
 
     manifests = render_kubernetes(load_fleet(file), rollout)  # type: ignore[arg-type]
+    document = {"ok": True, "target": target, "rollout": rollout, "manifests": [m.body for m in manifests]}
     if out is None:
-        click.echo(HEADER + "---\n".join(manifest_yaml(m) for m in manifests), nl=False)
+        if json_out:
+            click.echo(json.dumps(document, indent=2))
+        else:
+            click.echo(HEADER + "---\n".join(manifest_yaml(m) for m in manifests), nl=False)
         return
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
@@ -51,4 +59,9 @@ def render_cmd(file: str, target: str, out: str | None, rollout: str) -> None:
         # An object this render no longer has: its file goes, so the GitOps repo's diff deletes it too. Only ours.
         if stale.name not in names and stale.name != "kustomization.yaml" and stale.read_text().startswith(HEADER):
             stale.unlink()
-    click.echo(f"{folder}: {len(manifests)} manifests and kustomization.yaml ({rollout} rollout)")
+    if json_out:
+        click.echo(
+            json.dumps({**document, "files": [str(folder / n) for n in [*names, "kustomization.yaml"]]}, indent=2)
+        )
+    else:
+        click.echo(f"{folder}: {len(manifests)} manifests and kustomization.yaml ({rollout} rollout)")

@@ -242,19 +242,26 @@ def test_a_pulled_image_goes_by_the_profiles_digest_and_secrets_by_reference() -
     }
 
 
-def _rpc_fleet(tmp_path: Path, workers: str, profile_extra: str = "") -> Path:
-    (tmp_path / "demo-cpu.yaml").write_text((ROOT / "profiles" / "demo-cpu.yaml").read_text() + profile_extra)
-    text = DEMO_FLEET.read_text().replace("profile: demo-cpu.yaml", "profile: demo-cpu.yaml")
-    text = text.replace(
+def _demo_in(tmp_path: Path, edit: tuple[str, str] = ("", ""), fleet: str | None = None) -> Path:
+    """profiles/demo-cpu.yaml (with `edit`: (old, new) in its text) and a fleet file over it (`fleet`: its text,
+    else fleet-demo's) in `tmp_path`; the profile's paths still mean the checkout's demo folder."""
+    profile = (ROOT / "profiles" / "demo-cpu.yaml").read_text()
+    assert edit[0] in profile
+    profile = profile.replace(*edit).replace("../.kimik3-demo", str(ROOT / ".kimik3-demo"))
+    (tmp_path / "demo-cpu.yaml").write_text(profile)
+    (tmp_path / "fleet.yaml").write_text(DEMO_FLEET.read_text() if fleet is None else fleet)
+    return tmp_path / "fleet.yaml"
+
+
+def _rpc_fleet(tmp_path: Path, workers: str) -> Path:
+    text = DEMO_FLEET.read_text().replace(
         "  k3-a: {serve: {host: 10.231.0.11}}\n  k3-b: {serve: {host: 10.231.0.12}}\n  k3-c: {serve: {host: 10.231.0.13}}\n",
         "".join(
             f"  {h}:\n    serve: {{host: 10.231.0.1{i}}}\n    rpc: {{workers: {workers.format(i=i)}}}\n"
             for i, h in enumerate(("k3-a", "k3-b", "k3-c"), start=1)
         ),
     )
-    text = text.replace("../.kimik3-demo", str(ROOT / ".kimik3-demo"))
-    (tmp_path / "fleet.yaml").write_text(text)
-    return tmp_path / "fleet.yaml"
+    return _demo_in(tmp_path, fleet=text)
 
 
 TWO_WORKERS = (
@@ -335,14 +342,8 @@ def test_an_sglang_fleet_renders_and_passes_the_schemas(tmp_path: Path) -> None:
 
 def test_an_argument_with_a_dollar_paren_reaches_the_server_as_written(tmp_path: Path) -> None:
     """Kubernetes expands $(NAME) in args and env values: a profile's own `$(` is escaped as `$$(`."""
-    profile = (
-        (ROOT / "profiles" / "demo-cpu.yaml")
-        .read_text()
-        .replace("  parallel: 2\n", '  parallel: 2\n  extra_args: [--chat-template-kwargs, \'{"x": "$(HOME)"}\']\n')
-    )
-    (tmp_path / "demo-cpu.yaml").write_text(profile.replace("../.kimik3-demo", str(ROOT / ".kimik3-demo")))
-    (tmp_path / "fleet.yaml").write_text(DEMO_FLEET.read_text())
-    server = _server(_render(tmp_path / "fleet.yaml"))
+    extra = '  parallel: 2\n  extra_args: [--chat-template-kwargs, \'{"x": "$(HOME)"}\']\n'
+    server = _server(_render(_demo_in(tmp_path, ("  parallel: 2\n", extra))))
     assert server["args"][-1] == '{"x": "$$(HOME)"}'
 
 
@@ -379,13 +380,7 @@ def test_a_gguf_file_of_another_quant_is_refused_at_its_line() -> None:
 def test_an_api_key_needs_its_secret(tmp_path: Path) -> None:
     """serve.api_key_file: the key reaches the pod from a Secret (a file mounted where --api-key-file reads it),
     named in the fleet file; without one the render refuses rather than start a server without its key."""
-    profile = (
-        (ROOT / "profiles" / "demo-cpu.yaml")
-        .read_text()
-        .replace("  parallel: 2\n", "  parallel: 2\n  api_key_file: /etc/kimik3/api-key\n")
-    )
-    (tmp_path / "demo-cpu.yaml").write_text(profile.replace("../.kimik3-demo", str(ROOT / ".kimik3-demo")))
-    (tmp_path / "fleet.yaml").write_text(DEMO_FLEET.read_text())
+    _demo_in(tmp_path, ("  parallel: 2\n", "  parallel: 2\n  api_key_file: /etc/kimik3/api-key\n"))
     with pytest.raises(ProfileError) as refused:
         _render(tmp_path / "fleet.yaml")
     assert [p.field for p in refused.value.problems] == ["kubernetes.secrets.api_key"]
@@ -431,10 +426,19 @@ def test_render_writes_one_file_per_object_and_a_kustomization(tmp_path: Path) -
 
 def test_render_refusal_is_exit_2_with_file_and_line(tmp_path: Path) -> None:
     text = DEMO_FLEET.read_text().replace("model_file: UD-Q2_K_XL/", "model_file: UD-IQ2_XXS/")
-    (tmp_path / "fleet.yaml").write_text(text)
-    (tmp_path / "demo-cpu.yaml").write_text(
-        (ROOT / "profiles" / "demo-cpu.yaml").read_text().replace("../.kimik3-demo", str(ROOT / ".kimik3-demo"))
-    )
+    _demo_in(tmp_path, fleet=text)
     result = CliRunner().invoke(main, ["fleet", "render", str(tmp_path / "fleet.yaml"), "--target", "kubernetes"])
     assert result.exit_code == 2
     assert f"fleet.yaml:{_line(text, 'model_file:')}: kubernetes.model_file:" in result.output
+    as_json = CliRunner().invoke(
+        main, ["fleet", "render", str(tmp_path / "fleet.yaml"), "--target", "kubernetes", "--json"]
+    )
+    document = json.loads(as_json.stdout)
+    assert as_json.exit_code == 2 and document["ok"] is False and "kubernetes.model_file" in json.dumps(document)
+
+
+def test_render_json_holds_the_manifests() -> None:
+    result = CliRunner().invoke(main, ["fleet", "render", str(DEMO_FLEET), "--target", "kubernetes", "--json"])
+    document = json.loads(result.stdout)
+    assert result.exit_code == 0 and document["ok"] and document["rollout"] == "canary"
+    assert [m["kind"] for m in document["manifests"]][:2] == ["LeaderWorkerSet", "NetworkPolicy"]
