@@ -21,18 +21,18 @@ from pathlib import PurePosixPath
 from typing import Any, Literal
 
 from kimik3_reconciler.engines import ServingEngine, engine_for
-from kimik3_reconciler.errors import PlanError, ProfileError, ProfileProblem
+from kimik3_reconciler.errors import InputError, PlanError, ProfileError, ProfileProblem
 from kimik3_reconciler.fleet.effective import override_paths
 from kimik3_reconciler.fleet.values import Fleet, FleetHost
-from kimik3_reconciler.model import catalog
+from kimik3_reconciler.model.facts import HostFacts, LocalInputs, ModelFact, Observed, RemoteFile
 from kimik3_reconciler.model.image_ref import pinned_image
 from kimik3_reconciler.model.labels import API_KEY_MOUNT, MODELS_MOUNT, RPC_CACHE_MOUNT
-from kimik3_reconciler.model.launch_input import LaunchInput, ModelInput
 from kimik3_reconciler.model.loaded_profile import line_for, render_path
+from kimik3_reconciler.model.model_files import CHECKPOINT
 from kimik3_reconciler.model.profile import Profile, RpcWorker, gpus_of
 from kimik3_reconciler.model.profile_rules import FieldPath
-from kimik3_reconciler.planning.launch import render_container, repo_dir
-from kimik3_reconciler.planning.worker_step import RPC_SERVER
+from kimik3_reconciler.planning.launch import launch_input, render_container, repo_dir
+from kimik3_reconciler.planning.worker_step import render_worker
 
 LWS_API = "leaderworkerset.x-k8s.io/v1"
 # LWS labels its pods with these (api/leaderworkerset/v1/leaderworkerset_types.go, lws v0.10.0).
@@ -176,26 +176,54 @@ def _pinned(section: Any, profile: Profile, engine: ServingEngine, refusals: _Re
     return mirror or pulled.by_digest, pulled.digest
 
 
-def _model_entry(fleet: Fleet, profile: Profile, engine: ServingEngine, refusals: _Refusals) -> str | None:
-    """What the server opens, relative to the snapshot: the checkpoint folder, or a GGUF quant's first file, which
-    only the hub's file list knows (a render reads no hub: the fleet file names it)."""
-    if engine.model_source.format != "gguf":
-        return "."
+def _pod_observed(fleet: Fleet, profile: Profile) -> Observed:
+    """The pod described as kimik3 observes a host, from what the fleet file says of it: its whole cores, the model's
+    one file the server opens where the fleet file names it (only the hub's list knows it; a render reads no hub),
+    the API key where the pod mounts it. GPUs are not observed: an engine sizes from the profile and its catalog, as
+    a plan on a host whose GPUs it cannot read does (`kimik3 plan` on a node says more)."""
+    section, model = fleet.kubernetes, profile.model
+    named = (RemoteFile(path=section.model_file, size=0),) if section.model_file else ()
+    return Observed(
+        host=HostFacts(physical_cores=section.cpu or 1),
+        inputs=LocalInputs(
+            dockerfile_path="",
+            dockerfile_sha256="",
+            api_key_file=API_KEY_MOUNT if profile.serve.api_key_file else None,
+        ),
+        model=ModelFact(
+            repo=model.repo,
+            revision=model.revision,
+            quant=model.quant or CHECKPOINT,
+            cache_dir=CACHE_MOUNT,
+            files=named,
+        ),
+    )
+
+
+def _entry_named(fleet: Fleet, profile: Profile, engine: ServingEngine, refusals: _Refusals) -> bool:
+    """Whether the server's entry into the snapshot is known: the snapshot folder itself, or (an engine that opens
+    one file of it) the file kubernetes.model_file names, that engine's choice among the quant's files."""
+    observed = _pod_observed(fleet, profile)
+    unnamed = engine.model_entry(observed.model.model_copy(update={"files": ()}))
+    if unnamed == ".":
+        return True
     given = fleet.kubernetes.model_file
     if given is None:
         refusals.add(
             ("kubernetes", "model_file"),
-            f"engine {engine.name} opens a GGUF quant by its first file: name it, relative to the snapshot "
-            f"({profile.model.quant}/<name>-00001-of-000NN.gguf; `kimik3 plan` on a host shows it)",
+            f"engine {engine.name} opens one file of the snapshot, which only the hub's file list names: give it, "
+            f"relative to the snapshot ({profile.model.quant}/<name>-00001-of-000NN.<ext>; `kimik3 plan` on a host "
+            "shows it)",
         )
-        return None
-    if PurePosixPath(given).parts[:1] != (profile.model.quant,) or not given.endswith(".gguf") or ".." in given:
+        return False
+    if ".." in PurePosixPath(given).parts or engine.model_entry(observed.model) != given:
         refusals.add(
             ("kubernetes", "model_file"),
-            f"{given!r} is not a GGUF file of quant {profile.model.quant}: write {profile.model.quant}/<file>.gguf",
+            f"{given!r} is not a file engine {engine.name} opens for quant {profile.model.quant}: write "
+            f"{profile.model.quant}/<first file>",
         )
-        return None
-    return given
+        return False
+    return True
 
 
 def _gpu_count(gpus: Any, needs: int | None, field: FieldPath, fleet: Fleet, refusals: _Refusals) -> int:
@@ -219,9 +247,8 @@ def _gpu_count(gpus: Any, needs: int | None, field: FieldPath, fleet: Fleet, ref
     return count
 
 
-def _serving_profile(host: FleetHost, engine: ServingEngine, refusals: _Refusals) -> Profile | None:
-    """The serve section as the pod gets it: a GGUF quant's batch sizes and margins of the catalog's mode for it
-    (a host decides hybrid or all-VRAM from its GPUs, which a render does not see: `kimik3 plan` on a node does)."""
+def _host_files(host: FleetHost, refusals: _Refusals) -> bool:
+    """Whether the profile serves only what the cache volume holds: a host's own model file or draft is not there."""
     profile = host.profile
     before = len(refusals.found)
     for path, value, why in (
@@ -233,20 +260,7 @@ def _serving_profile(host: FleetHost, engine: ServingEngine, refusals: _Refusals
             refusals.add_profile(
                 host, path, f"{why}: the Kubernetes target mounts the model cache only (kubernetes.cache)"
             )
-    if len(refusals.found) > before:
-        return None
-    if engine.model_source.format != "gguf":
-        return profile
-    mode = catalog.quant_mode(profile.model.quant)
-    serve = profile.serve.model_copy(
-        update={
-            "batch": profile.batch_for(mode),
-            "ubatch": profile.ubatch_for(mode),
-            "ctx_size": profile.ctx_size_for(),
-            "fit_target": profile.fit_target_for(mode),
-        }
-    )
-    return profile.model_copy(update={"serve": serve})
+    return len(refusals.found) == before
 
 
 def _group_template(fleet: Fleet, host: FleetHost, refusals: _Refusals) -> dict[str, Any]:
@@ -255,51 +269,40 @@ def _group_template(fleet: Fleet, host: FleetHost, refusals: _Refusals) -> dict[
     profile = host.profile
     engine = engine_for(profile.engine)
     image = _image(fleet, profile, engine, refusals)
-    entry = _model_entry(fleet, profile, engine, refusals)
-    serving = _serving_profile(host, engine, refusals)
-    if len(refusals.found) > before or image is None or entry is None or serving is None:
+    named = _entry_named(fleet, profile, engine, refusals)
+    if len(refusals.found) > before or image is None or not named or not _host_files(host, refusals):
         return {}
     section = fleet.kubernetes
-    threads = section.cpu
-    if engine.model_source.format == "gguf" and threads is None:
+    if section.cpu is None and engine.owned_flags(1, "none") != engine.owned_flags(2, "none"):
+        # The engine's fixed flags take the server's physical cores (llama.cpp's --threads, seed 000): a pod has the
+        # cores it asks for, so they must be named.
         refusals.add(
             ("kubernetes", "cpu"),
-            "llama.cpp's --threads is the server's physical cores (seed 000): give the pod's whole cores in "
-            "kubernetes.cpu (requests = limits, so the static CPU manager pins them)",
+            f"engine {engine.name}'s fixed flags take the server's physical cores (seed 000): give the pod's whole "
+            "cores in kubernetes.cpu (requests = limits, so the static CPU manager pins them)",
         )
         return {}
     needs = engine.host_needs(profile)
     gpus = _gpu_count(gpus_of(profile), needs.gpus if needs else None, ("gpus",), fleet, refusals)
     workers = profile.workers
-    set_name = fleet.name
-    value = LaunchInput(
-        name=profile.name,
-        image=image[0],
-        image_fingerprint=image[1],
-        gpus=gpus_of(profile),
-        restart_policy="always",
-        model=ModelInput(
-            repo=profile.model.repo,
-            revision=profile.model.revision,
-            quant=profile.model.quant,
-            cache_dir=CACHE_MOUNT,
-            shard=entry,
-            mmproj=profile.model.mmproj if profile.build.source == "fork" else None,
-        ),
-        serve=serving.serve,
+    try:
+        value, _ = launch_input(profile, _pod_observed(fleet, profile), image[0], image[1], engine)
+    except (PlanError, InputError) as exc:  # what a plan on a host would refuse of the profile, said as the profile's
+        refusals.add_profile(host, exc.fields[0] if exc.fields else ("profile",), str(exc))
+        return {}
+    value = replace(
+        value,
         bind=POD_BIND,
-        threads=threads or 1,
-        draft_device=None,
+        # The port the profile serves on: no latency proxy runs in the pod to take it (metrics: is not rendered).
+        serve=value.serve.model_copy(update={"port": profile.serve.port}),
         # Each worker is the pod `<leader>-<index>` of the set's headless Service (LWS names them so).
-        rpc=tuple(f"$({LEADER_ENV})-{i}.{set_name}:{w.port}" for i, w in enumerate(workers, start=1)),
-        knobs=getattr(profile, profile.engine, None),
+        rpc=tuple(f"$({LEADER_ENV})-{i}.{fleet.name}:{w.port}" for i, w in enumerate(workers, start=1)),
     )
-    value = replace(value, served_names=engine.served_names(value))
     spec = render_container(value, engine)
     argv = [_escaped(a) for a in spec.command]
     if workers:  # the $(K3_LEADER) of --rpc is kimik3's own, not escaped
         argv = [a.replace(f"$$({LEADER_ENV})", f"$({LEADER_ENV})") for a in argv]
-    port = serving.serve.port
+    port = profile.serve.port
     env = [{"name": k, "value": _escaped(v)} for k, v in spec.env]
     if workers:  # the leader's own pod name, which its workers' names extend
         env.insert(0, {"name": LEADER_ENV, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}})
@@ -342,12 +345,12 @@ def _group_template(fleet: Fleet, host: FleetHost, refusals: _Refusals) -> dict[
         "metadata": {"labels": _labels(fleet, "server")},
         "spec": {
             "terminationGracePeriodSeconds": _drain_s(fleet) + 30,
-            **({"initContainers": [_download(fleet, profile, engine)]} if section.download else {}),
+            **({"initContainers": [_download(fleet, profile)]} if section.download else {}),
             "containers": [server],
             "volumes": volumes,
         },
     }
-    worker = _worker_pod(fleet, host, image[0], refusals) if workers else None
+    worker = _worker_pod(fleet, host, image, refusals) if workers else None
     return {"leader": leader, "worker": worker, "size": 1 + len(workers)}
 
 
@@ -384,12 +387,12 @@ def _cache_volume(section: Any) -> dict[str, Any]:
     return {"name": "model-cache", "hostPath": {"path": section.cache.host_path, "type": "DirectoryOrCreate"}}
 
 
-def _download(fleet: Fleet, profile: Profile, engine: ServingEngine) -> dict[str, Any]:
+def _download(fleet: Fleet, profile: Profile) -> dict[str, Any]:
     """The init container that fills the cache with the pinned revision (what `kimik3 apply` downloads on a host;
     kimik3's own per-file sha256 check does not run in it). The Hub token, where one is named, from its Secret."""
     model = profile.model
     argv = ["hf", "download", model.repo, "--revision", model.revision, "--cache-dir", CACHE_MOUNT]
-    if engine.model_source.format == "gguf":
+    if model.quant is not None:  # one quant's folder of the repo, not every quant in it
         argv += ["--include", f"{model.quant}/*"]
     env = [{"name": "HF_HUB_DISABLE_TELEMETRY", "value": "1"}]
     if model.endpoint:
@@ -406,12 +409,13 @@ def _download(fleet: Fleet, profile: Profile, engine: ServingEngine) -> dict[str
     }
 
 
-def _worker_container(worker: RpcWorker, image: str, host: FleetHost, refusals: _Refusals, index: int) -> dict:
-    """One worker's rpc-server, as planning/worker_step renders it on a host, bound to the pod's address."""
-    argv = ["-H", POD_BIND, "-p", str(worker.port)]
-    argv += ["-t", str(worker.threads)] if worker.threads is not None else []
-    argv += ["-d", ",".join(worker.devices)] if worker.devices else []
-    argv += ["-c"] if worker.cache else []
+def _worker_container(
+    worker: RpcWorker, image: tuple[str, str], host: FleetHost, refusals: _Refusals, index: int
+) -> dict:
+    """One worker's rpc-server as planning/worker_step renders it on a host, bound to the pod's address."""
+    spec, _ = render_worker(host.profile, worker, image[0], image[1])
+    argv = list(spec.command)
+    argv[argv.index("-H") + 1] = POD_BIND
     if worker.gpus == "all":
         # kubernetes.gpus is the server pod's: a worker's count is its own list's length.
         refusals.add_profile(
@@ -423,21 +427,22 @@ def _worker_container(worker: RpcWorker, image: str, host: FleetHost, refusals: 
     gpus = 0 if isinstance(worker.gpus, str) else len(worker.gpus)
     container: dict[str, Any] = {
         "name": "rpc-server",
-        "image": image,
-        # rpc-server prints its devices with printf: line-buffered, `kubectl logs` shows them at once.
-        "command": ["stdbuf", "-oL", RPC_SERVER],
+        "image": spec.image,
+        **({"command": list(spec.entrypoint)} if spec.entrypoint else {}),
         "args": argv,
         "ports": [{"name": "rpc", "containerPort": worker.port, "protocol": "TCP"}],
         "readinessProbe": {"tcpSocket": {"port": "rpc"}, "periodSeconds": 5},
         "resources": _resources(worker.threads, None, gpus),
     }
-    if worker.cache:
-        container["env"] = [{"name": "LLAMA_CACHE", "value": RPC_CACHE_MOUNT}]
+    if spec.env:
+        container["env"] = [{"name": k, "value": v} for k, v in spec.env]
+    if spec.volumes or spec.mounts:
+        # Its tensor cache (a Docker volume or a folder of the worker's host there): the pod's own, for its life.
         container["volumeMounts"] = [{"name": "rpc-cache", "mountPath": RPC_CACHE_MOUNT}]
     return container
 
 
-def _worker_pod(fleet: Fleet, host: FleetHost, image: str, refusals: _Refusals) -> dict[str, Any] | None:
+def _worker_pod(fleet: Fleet, host: FleetHost, image: tuple[str, str], refusals: _Refusals) -> dict[str, Any] | None:
     profile = host.profile
     containers = [_worker_container(w, image, host, refusals, i) for i, w in enumerate(profile.workers)]
     if any(c != containers[0] for c in containers[1:]):
@@ -451,7 +456,7 @@ def _worker_pod(fleet: Fleet, host: FleetHost, image: str, refusals: _Refusals) 
         )
         return None
     spec: dict[str, Any] = {"containers": [containers[0]]}
-    if profile.workers[0].cache:
+    if "volumeMounts" in containers[0]:
         spec["volumes"] = [{"name": "rpc-cache", "emptyDir": {}}]
     return {"metadata": {"labels": _labels(fleet, "rpc-worker")}, "spec": spec}
 

@@ -88,14 +88,18 @@ class KubernetesSection(BaseModel):
     cache: CacheVolume = Field(description="the model cache: {claim: PVC} or {host_path: /folder}")
     image: DigestRef | None = Field(
         None,
-        description="the serving image by digest: required where the engine builds its image (llama.cpp: what "
-        "`kimik3 fleet apply --registry` pushed); else the profile's image.ref (the same digest)",
+        description="the serving image by digest: required where the engine builds its image (what `kimik3 fleet "
+        "apply --registry` pushed); else the profile's image.ref (a mirror of it: the same digest)",
     )
     model_file: Annotated[str, Field(min_length=1)] | None = Field(
-        None, description="a GGUF quant's first file, relative to the snapshot (QUANT/NAME-00001-of-000NN.gguf)"
+        None,
+        description="the one file of the snapshot the server opens, where its engine opens one (a quant's first "
+        "shard: QUANT/NAME-00001-of-000NN.<ext>), relative to the snapshot",
     )
     cpu: Annotated[int, Field(ge=1)] | None = Field(
-        None, description="whole CPU cores of the server pod (requests = limits); llama.cpp's --threads"
+        None,
+        description="whole CPU cores of the server pod (requests = limits); the server's threads where its engine "
+        "takes the host's cores",
     )
     memory: Quantity | None = Field(None, description="the server pod's memory (requests = limits)")
     gpus: Annotated[int, Field(ge=1)] | None = Field(
