@@ -31,6 +31,7 @@ from kimik3_reconciler.model.loaded_profile import line_for, render_path
 from kimik3_reconciler.model.model_files import CHECKPOINT
 from kimik3_reconciler.model.profile import Profile, RpcWorker, gpus_of
 from kimik3_reconciler.model.profile_rules import FieldPath
+from kimik3_reconciler.model.router_health import HEALTH
 from kimik3_reconciler.planning.launch import launch_input, render_container, repo_dir
 from kimik3_reconciler.planning.worker_step import render_worker
 
@@ -547,7 +548,6 @@ def smg_args(fleet: Fleet, profile: Profile) -> list[str]:
     """`smg launch`'s arguments in the router pod: the fleet's port and policy, its workers found by smg's own
     Kubernetes service discovery (the set's leaders: worker index 0; the serving port; this namespace only)."""
     router = fleet.router
-    engine = engine_for(profile.engine)
     return [
         "launch",
         "--host",
@@ -562,8 +562,9 @@ def smg_args(fleet: Fleet, profile: Profile) -> list[str]:
         router.policy,
         "--backend",
         "openai",
-        "--health-check-endpoint",
-        engine.readiness.path,
+        # The same health checks and breaker as the router of `fleet apply`: a pod that stops answering leaves
+        # rotation within seconds, before Kubernetes has marked it unready and smg's discovery has seen that.
+        *HEALTH,
         "--service-discovery",
         "--selector",
         f"{SET_NAME_LABEL}={fleet.name}",

@@ -215,6 +215,7 @@ def test_the_router_finds_the_leaders_with_smgs_own_service_discovery() -> None:
     parsed = launch_router.parse_router_args(args[1:])
     assert parsed.service_discovery and parsed.service_discovery_namespace == "kimi-k3"
     assert parsed.service_discovery_port == 18181 and parsed.port == 30000 and parsed.policy == "cache_aware"
+    assert parsed.health_check_interval_secs == 2 and parsed.health_check_endpoint == "/health"  # as fleet apply's
     assert parsed.selector == {
         "leaderworkerset.sigs.k8s.io/name": "kimi-k3-demo-fleet",
         "leaderworkerset.sigs.k8s.io/worker-index": "0",
