@@ -40,14 +40,15 @@ LWS_API = "leaderworkerset.x-k8s.io/v1"
 SET_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
 WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 GPU_RESOURCE = "nvidia.com/gpu"
-# Inside its pod a server listens on every address of the pod's own network namespace (module docstring of
-# docs/operations.md "Kubernetes": the pod IP is the only one; a NetworkPolicy admits the router and the group).
+# A server listens on every address of its pod's own network namespace: its loopback and its pod IP, nothing of the
+# node's (docs/operations.md "A fleet on Kubernetes"); the NetworkPolicy admits only the router and its group.
 POD_BIND = "0.0.0.0"
 CACHE_MOUNT = "/cache"  # the cache volume, writable, in the download init container only
 ROUTER_METRICS_PORT = 29000  # smg's Prometheus listener (its default port)
 # The leader's own pod name (`<set>-<group>`): its workers are `<set>-<group>-<index>` in the set's headless Service.
 LEADER_ENV = "K3_LEADER"
-# A pod name is its hostname (a DNS label, 63 at most): `<name>-<group>-<worker>`, `<name>-router-<hash>-<hash>`.
+# LWS names each group's StatefulSet `<name>-<group>` and its pods `<name>-<group>-<worker>`: hostnames and label
+# values (63 characters at most, a StatefulSet's revision-hash label 11 more than its name), with room for the indexes.
 MAX_NAME = 40
 Rollout = Literal["canary", "all"]
 

@@ -443,3 +443,17 @@ def test_render_json_holds_the_manifests() -> None:
     document = json.loads(result.stdout)
     assert result.exit_code == 0 and document["ok"] and document["rollout"] == "canary"
     assert [m["kind"] for m in document["manifests"]][:2] == ["LeaderWorkerSet", "NetworkPolicy"]
+
+
+def test_a_mirror_of_a_pulled_image_must_hold_the_profiles_digest(tmp_path: Path) -> None:
+    """kubernetes.image for vLLM: a mirror the cluster pulls from, with the digest the profile pins, else refused."""
+    text = VLLM_FLEET.read_text().replace("../../../profiles/", str(ROOT / "profiles") + "/")
+    mirror = "mirror.example:5000/vllm/vllm-openai@sha256:" + "0" * 64
+    (tmp_path / "fleet.yaml").write_text(text.replace("  memory: 1800Gi\n", f"  memory: 1800Gi\n  image: {mirror}\n"))
+    assert _server(_render(tmp_path / "fleet.yaml"))["image"] == mirror
+    other = mirror.replace("0" * 64, "f" * 64)
+    (tmp_path / "fleet.yaml").write_text(text.replace("  memory: 1800Gi\n", f"  memory: 1800Gi\n  image: {other}\n"))
+    with pytest.raises(ProfileError) as refused:
+        _render(tmp_path / "fleet.yaml")
+    ((problem),) = refused.value.problems
+    assert problem.field == "kubernetes.image" and "sha256:" + "0" * 64 in problem.message
