@@ -302,8 +302,8 @@ def _group_template(fleet: Fleet, host: FleetHost, refusals: _Refusals) -> dict[
     )
     spec = render_container(value, engine)
     argv = [_escaped(a) for a in spec.command]
-    if workers:  # the $(K3_LEADER) of --rpc is kimik3's own, not escaped
-        argv = [a.replace(f"$$({LEADER_ENV})", f"$({LEADER_ENV})") for a in argv]
+    if workers:  # --rpc's $(K3_LEADER) is kimik3's own, for Kubernetes to expand: the one word not escaped
+        argv[argv.index("--rpc") + 1] = ",".join(value.rpc)
     port = profile.serve.port
     env = [{"name": k, "value": _escaped(v)} for k, v in spec.env]
     if workers:  # the leader's own pod name, which its workers' names extend
