@@ -110,8 +110,8 @@ def run_sweep(
     levels = sweep_levels(load, serving_endpoint(loaded, observed), settings, engine.series, on_level, engine.load_wire)
     container = observed.container
     assert container is not None and container.fingerprint is not None  # converged_deployment checked
-    section, names = engine.tune_knobs  # and an engine section's knobs (vllm.max_num_seqs); serve.* are above
-    filed = (*KNOB_INPUTS, *(f"{section}.{name}" for name in names if section != "serve"))
+    tune = engine.tune_knobs  # and an engine section's knobs (vllm.max_num_seqs); serve.* are above
+    filed = (*KNOB_INPUTS, *(f"{tune.section}.{name}" for name in tune.names if tune.section != "serve"))
     knobs = {k: container.inputs.get(k) for k in filed if k in container.inputs}
     return BenchRun(
         loaded.profile.name,
