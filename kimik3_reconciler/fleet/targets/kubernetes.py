@@ -287,8 +287,10 @@ def _group_template(fleet: Fleet, host: FleetHost, refusals: _Refusals) -> dict[
     needs = engine.host_needs(profile)
     gpus = _gpu_count(gpus_of(profile), needs.gpus if needs else None, ("gpus",), fleet, refusals)
     workers = profile.workers
+    observed = _pod_observed(fleet, profile)
     try:
-        value, _ = launch_input(profile, _pod_observed(fleet, profile), image[0], image[1], engine)
+        # The engine's own plan on the pod's observation: what a host whose GPUs it cannot read would get.
+        value, _ = launch_input(profile, observed, image[0], image[1], engine, engine.render_plan(profile, observed))
     except (PlanError, InputError) as exc:  # what a plan on a host would refuse of the profile, said as the profile's
         refusals.add_profile(host, exc.fields[0] if exc.fields else ("profile",), str(exc))
         return {}
