@@ -38,7 +38,8 @@ HEADER = "# Rendered by `kimik3 fleet render --target kubernetes`: edit the flee
 def render_cmd(file: str, target: str, out: str | None, rollout: str, json_out: bool) -> None:
     """Render the fleet for another orchestrator; the fleet file's `kubernetes:` section says what no host can."""
     from kimik3_reconciler.cli.fleet_cmd import load_fleet
-    from kimik3_reconciler.fleet.targets.kubernetes import manifest_yaml, render_kubernetes
+    from kimik3_reconciler.fleet.targets.kubernetes import render_kubernetes
+    from kimik3_reconciler.fleet.targets.kubernetes_objects import manifest_yaml
 
     manifests = render_kubernetes(load_fleet(file), rollout)  # type: ignore[arg-type]
     document = {"ok": True, "target": target, "rollout": rollout, "manifests": [m.body for m in manifests]}

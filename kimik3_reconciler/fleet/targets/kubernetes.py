@@ -14,15 +14,22 @@ router) finds the leaders through its Kubernetes service discovery.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import PurePosixPath
 from typing import Any, Literal
 
 from kimik3_reconciler.engines import ServingEngine, engine_for
 from kimik3_reconciler.errors import InputError, PlanError, ProfileError, ProfileProblem
 from kimik3_reconciler.fleet.effective import override_paths
+from kimik3_reconciler.fleet.targets.kubernetes_objects import (
+    POD_BIND,
+    SET_NAME_LABEL,
+    Manifest,
+    labels,
+    router_selector,
+)
+from kimik3_reconciler.fleet.targets.kubernetes_router import router_manifests
 from kimik3_reconciler.fleet.values import Fleet, FleetHost
 from kimik3_reconciler.model.facts import HostFacts, LocalInputs, ModelFact, Observed, RemoteFile
 from kimik3_reconciler.model.image_ref import pinned_image
@@ -31,40 +38,18 @@ from kimik3_reconciler.model.loaded_profile import line_for, render_path
 from kimik3_reconciler.model.model_files import CHECKPOINT
 from kimik3_reconciler.model.profile import Profile, RpcWorker, gpus_of
 from kimik3_reconciler.model.profile_rules import FieldPath
-from kimik3_reconciler.model.router_health import HEALTH
 from kimik3_reconciler.planning.launch import launch_input, render_container, repo_dir
 from kimik3_reconciler.planning.worker_step import render_worker
 
 LWS_API = "leaderworkerset.x-k8s.io/v1"
-# LWS labels its pods with these (api/leaderworkerset/v1/leaderworkerset_types.go, lws v0.10.0).
-SET_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
-WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 GPU_RESOURCE = "nvidia.com/gpu"
-# A server listens on every address of its pod's own network namespace: its loopback and its pod IP, nothing of the
-# node's (docs/operations.md "A fleet on Kubernetes"); the NetworkPolicy admits only the router and its group.
-POD_BIND = "0.0.0.0"
 CACHE_MOUNT = "/cache"  # the cache volume, writable, in the download init container only
-ROUTER_METRICS_PORT = 29000  # smg's Prometheus listener (its default port)
 # The leader's own pod name (`<set>-<group>`): its workers are `<set>-<group>-<index>` in the set's headless Service.
 LEADER_ENV = "K3_LEADER"
 # LWS names each group's StatefulSet `<name>-<group>` and its pods `<name>-<group>-<worker>`: hostnames and label
 # values (63 characters at most, a StatefulSet's revision-hash label 11 more than its name), with room for the indexes.
 MAX_NAME = 40
 Rollout = Literal["canary", "all"]
-
-
-@dataclass(frozen=True)
-class Manifest:
-    """One Kubernetes object: its kind, name and body (what `kubectl apply -f` reads)."""
-
-    kind: str
-    name: str
-    body: dict[str, Any]
-
-    @property
-    def file_name(self) -> str:
-        """Its file in the rendered folder, e.g. leaderworkerset-kimi-k3.yaml."""
-        return f"{self.kind.lower()}-{self.name}.yaml"
 
 
 class _Refusals:
@@ -123,19 +108,10 @@ def render_kubernetes(fleet: Fleet, rollout: Rollout = "canary") -> tuple[Manife
             )
     refusals.raise_any()
     lws = _leader_worker_set(fleet, templates[first.name], rollout)
-    return (lws, _network_policy(fleet, first.profile), *_router(fleet, first.profile))
+    return (lws, _network_policy(fleet, first.profile), *router_manifests(fleet, first.profile))
 
 
 # --- the group: leader (the server) and workers (rpc-server) ---------------------------------------------------------
-
-
-def _labels(fleet: Fleet, component: str) -> dict[str, str]:
-    return {
-        "app.kubernetes.io/name": "kimik3",
-        "app.kubernetes.io/instance": fleet.name,
-        "app.kubernetes.io/component": component,
-        "app.kubernetes.io/managed-by": "kimik3",
-    }
 
 
 def _escaped(word: str) -> str:
@@ -346,7 +322,7 @@ def _group_template(fleet: Fleet, host: FleetHost, refusals: _Refusals) -> dict[
         volumes.append({"name": "shm", "emptyDir": {"medium": "Memory"}})
         server["volumeMounts"].append({"name": "shm", "mountPath": "/dev/shm"})
     leader = {
-        "metadata": {"labels": _labels(fleet, "server")},
+        "metadata": {"labels": labels(fleet.name, "server")},
         "spec": {
             "terminationGracePeriodSeconds": _drain_s(fleet) + 30,
             **({"initContainers": [_download(fleet, profile)]} if section.download else {}),
@@ -462,7 +438,7 @@ def _worker_pod(fleet: Fleet, host: FleetHost, image: tuple[str, str], refusals:
     spec: dict[str, Any] = {"containers": [containers[0]]}
     if "volumeMounts" in containers[0]:
         spec["volumes"] = [{"name": "rpc-cache", "emptyDir": {}}]
-    return {"metadata": {"labels": _labels(fleet, "rpc-worker")}, "spec": spec}
+    return {"metadata": {"labels": labels(fleet.name, "rpc-worker")}, "spec": spec}
 
 
 def _first_difference(a: Any, b: Any, where: str = "") -> str | None:
@@ -497,7 +473,11 @@ def _leader_worker_set(fleet: Fleet, template: dict[str, Any], rollout: Rollout)
     body = {
         "apiVersion": LWS_API,
         "kind": "LeaderWorkerSet",
-        "metadata": {"name": fleet.name, "namespace": fleet.kubernetes.namespace, "labels": _labels(fleet, "server")},
+        "metadata": {
+            "name": fleet.name,
+            "namespace": fleet.kubernetes.namespace,
+            "labels": labels(fleet.name, "server"),
+        },
         "spec": {
             "replicas": replicas,
             # The leader is created with its workers, not after it is ready: llama-server loads its layers onto
@@ -524,13 +504,13 @@ def _network_policy(fleet: Fleet, profile: Profile) -> Manifest:
     body = {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
-        "metadata": {"name": name, "namespace": fleet.kubernetes.namespace, "labels": _labels(fleet, "server")},
+        "metadata": {"name": name, "namespace": fleet.kubernetes.namespace, "labels": labels(fleet.name, "server")},
         "spec": {
             "podSelector": {"matchLabels": {SET_NAME_LABEL: fleet.name}},
             "policyTypes": ["Ingress"],
             "ingress": [
                 {
-                    "from": [{"podSelector": {"matchLabels": _router_selector(fleet)}}],
+                    "from": [{"podSelector": {"matchLabels": router_selector(fleet.name)}}],
                     "ports": [{"protocol": "TCP", "port": profile.serve.port}],
                 },
                 {"from": [{"podSelector": {"matchLabels": {SET_NAME_LABEL: fleet.name}}}]},
@@ -538,109 +518,3 @@ def _network_policy(fleet: Fleet, profile: Profile) -> Manifest:
         },
     }
     return Manifest("NetworkPolicy", name, body)
-
-
-# --- the router: smg with Kubernetes service discovery ---------------------------------------------------------------
-
-
-def _router_selector(fleet: Fleet) -> dict[str, str]:
-    return {"app.kubernetes.io/instance": fleet.name, "app.kubernetes.io/component": "router"}
-
-
-def smg_args(fleet: Fleet, profile: Profile) -> list[str]:
-    """`smg launch`'s arguments in the router pod: the fleet's port and policy, its workers found by smg's own
-    Kubernetes service discovery (the set's leaders: worker index 0; the serving port; this namespace only)."""
-    router = fleet.router
-    return [
-        "launch",
-        "--host",
-        POD_BIND,
-        "--port",
-        str(router.port),
-        "--prometheus-host",
-        POD_BIND,
-        "--prometheus-port",
-        str(ROUTER_METRICS_PORT),
-        "--policy",
-        router.policy,
-        "--backend",
-        "openai",
-        # The same health checks and breaker as the router of `fleet apply`: a pod that stops answering leaves
-        # rotation within seconds, before Kubernetes has marked it unready and smg's discovery has seen that.
-        *HEALTH,
-        "--service-discovery",
-        "--selector",
-        f"{SET_NAME_LABEL}={fleet.name}",
-        f"{WORKER_INDEX_LABEL}=0",
-        "--service-discovery-port",
-        str(profile.serve.port),
-        "--service-discovery-namespace",
-        fleet.kubernetes.namespace,
-    ]
-
-
-def _router(fleet: Fleet, profile: Profile) -> tuple[Manifest, ...]:
-    section, router = fleet.kubernetes, fleet.router
-    name, namespace = f"{fleet.name}-router", section.namespace
-    labels = _labels(fleet, "router")
-    meta = {"name": name, "namespace": namespace, "labels": labels}
-    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta}
-    # smg's discovery lists and watches the pods of its namespace: that, and nothing else.
-    role = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "Role",
-        "metadata": meta,
-        "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}],
-    }
-    binding = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "RoleBinding",
-        "metadata": meta,
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
-    }
-    container = {
-        "name": "smg",
-        "image": section.router.image,
-        "command": ["smg"],
-        "args": smg_args(fleet, profile),
-        "ports": [
-            {"name": "http", "containerPort": router.port, "protocol": "TCP"},
-            {"name": "metrics", "containerPort": ROUTER_METRICS_PORT, "protocol": "TCP"},
-        ],
-        "readinessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 5},
-    }
-    deployment = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": meta,
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": _router_selector(fleet)},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {"serviceAccountName": name, "containers": [container]},
-            },
-        },
-    }
-    service = {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": meta,
-        "spec": {
-            "type": section.router.service_type,
-            "selector": _router_selector(fleet),
-            "ports": [{"name": "http", "port": router.port, "targetPort": "http", "protocol": "TCP"}],
-        },
-    }
-    return tuple(
-        Manifest(body["kind"], name, body)  # type: ignore[index]
-        for body in (account, role, binding, deployment, service)
-    )
-
-
-def manifest_yaml(manifest: Manifest) -> str:
-    """One manifest as YAML (block style, keys in the order rendered): the file a GitOps repo commits."""
-    import yaml
-
-    return yaml.safe_dump(json.loads(json.dumps(manifest.body)), sort_keys=False, default_flow_style=False)

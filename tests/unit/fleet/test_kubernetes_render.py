@@ -22,7 +22,9 @@ from kimik3_reconciler.cli import main
 from kimik3_reconciler.cli.inputs import read_text
 from kimik3_reconciler.errors import ProfileError
 from kimik3_reconciler.fleet import parse_fleet
-from kimik3_reconciler.fleet.targets.kubernetes import manifest_yaml, render_kubernetes, smg_args
+from kimik3_reconciler.fleet.targets.kubernetes import render_kubernetes
+from kimik3_reconciler.fleet.targets.kubernetes_objects import manifest_yaml
+from kimik3_reconciler.fleet.targets.kubernetes_router import smg_args
 
 ROOT = Path(__file__).resolve().parents[3]
 GOLDEN = ROOT / "tests" / "golden" / "kubernetes"
