@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from kimik3_reconciler.model.launch_input import LaunchInput
     from kimik3_reconciler.model.profile import Profile, ServeSpec
     from kimik3_reconciler.model.route import Route
+    from kimik3_reconciler.model.specs import ImageBuild
 
 
 # The values below are NamedTuples, not dataclasses: every plan imports this module, and four generated dataclasses
@@ -145,6 +146,26 @@ class NativeRoute(NamedTuple):
     recipe: str
 
 
+class BuildRecipe(Protocol):
+    """An engine's image build for one profile on one observation, as the image planner asks for it
+    (planning/image_step.py), each part rendered when asked: `tag`, the tag the build gets; `spec()`, the build's
+    payload (its fingerprint decides keep, retag or rebuild); `inputs()`, the flattened inputs its label keeps (a
+    rebuild's diff); `cost()`, the build's cost as the plan says it; `refusal()`, why the profile cannot be built
+    (None: it can); `notes()`, what the image step's reason adds."""
+
+    tag: str
+
+    def spec(self) -> ImageBuild: ...
+
+    def inputs(self) -> dict[str, object]: ...
+
+    def cost(self) -> str: ...
+
+    def refusal(self) -> str | None: ...
+
+    def notes(self) -> tuple[str, ...]: ...
+
+
 # How bench (and tune's draws) talks to the server. `llamacpp`: llama-server's native /tokenize {content} and
 # /completion (token-id prompts, cache_prompt off, the server's per-request timings); `openai`: the OpenAI
 # server's /tokenize {prompt} and streamed /v1/completions with usage on every chunk (vLLM, SGLang).
@@ -225,6 +246,11 @@ class ServingEngine(Protocol):
         """The knobs `kimik3 tune` may search on this host (`tune_knobs`' fields), each with the running value among
         its values (llama.cpp: ubatch, parallel, fit_target or n_cpu_moe; vLLM: max_num_seqs,
         max_num_batched_tokens, gpu_memory_utilization, …)."""
+        ...
+
+    def build_recipe(self, profile: Profile, observed: Observed) -> BuildRecipe | None:
+        """The image build this profile renders on this host (llama.cpp: Dockerfile.llamacpp's build args, patches
+        and CMake flags); None where the engine pulls its image by digest (nothing is built)."""
         ...
 
     def render_plan(self, profile: Profile, observed: Observed) -> EnginePlan:

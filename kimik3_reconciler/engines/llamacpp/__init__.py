@@ -17,7 +17,7 @@ from kimik3_reconciler.engines.base import (
     ServerSeries,
     TuneKnobs,
 )
-from kimik3_reconciler.engines.llamacpp import launch, placement, vram_fit
+from kimik3_reconciler.engines.llamacpp import image, launch, placement, vram_fit
 from kimik3_reconciler.model.facts import GpuFact, HostFacts, ModelFact, Observed
 from kimik3_reconciler.model.launch_input import LaunchInput
 from kimik3_reconciler.model.profile import Profile, ServeSpec
@@ -80,6 +80,9 @@ class LlamaCpp:
         from kimik3_reconciler.engines.llamacpp import tune  # tune only: a plan does not load model/tuning.py
 
         return tune.default_space(profile, observed)
+
+    def build_recipe(self, profile: Profile, observed: Observed) -> image.Build:
+        return image.Build(profile, observed)
 
     def render_plan(self, profile: Profile, observed: Observed) -> EnginePlan:
         # One mode decision (hybrid or all-VRAM), then the placement from it: the gate, the launch and the

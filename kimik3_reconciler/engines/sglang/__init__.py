@@ -110,6 +110,9 @@ class Sglang:
     def tune_space(self, profile: Profile, observed: Observed) -> dict[str, tuple[Any, ...]]:
         return launch.tune_space(profile)
 
+    def build_recipe(self, profile: Profile, observed: Observed) -> None:
+        return None  # its image is pulled by digest (image.ref)
+
     def render_plan(self, profile: Profile, observed: Observed) -> EnginePlan:
         return EnginePlan()  # the whole checkpoint in VRAM, sized by sglang.mem_fraction_static: no mode, no split
 

@@ -82,6 +82,7 @@ from support.observed import local_inputs, model_fact, observed, shard_files
 from support.recorded_hosts import recorded_host
 
 from kimik3_reconciler.engines import engine_for
+from kimik3_reconciler.engines.llamacpp.image import render_image_build
 from kimik3_reconciler.errors import InputError, PlanError
 from kimik3_reconciler.model.described_host import described_host
 from kimik3_reconciler.model.engine_names import ENGINES
@@ -119,7 +120,6 @@ from kimik3_reconciler.planning import plan, render_desired
 from kimik3_reconciler.planning.exporter_unit import render_exporter_install
 from kimik3_reconciler.planning.front_step import render_front
 from kimik3_reconciler.planning.front_unit import plan_front_unit
-from kimik3_reconciler.planning.image_step import render_image_build
 from kimik3_reconciler.planning.launch import render_launch
 from kimik3_reconciler.planning.metrics_step import render_exporter
 from kimik3_reconciler.planning.unit_step import render_install
