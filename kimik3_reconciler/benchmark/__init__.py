@@ -49,7 +49,7 @@ def converged_deployment(orchestrator: Orchestrator, loaded: LoadedProfile) -> O
 
 
 def exact_prompts(
-    load: LoadPort, server: Server, count: int, length: int, salt: int = 0, wire: str = "llamacpp"
+    load: LoadPort, server: Server, count: int, length: int, salt: int = 0, wire: str = "native"
 ) -> list[list[int]]:
     """`count` prompts of exactly `length` token ids, each starting at a different place in the text (no
     shared prefix, so no request is a prompt-cache hit of another even where the cache is on)."""
@@ -129,7 +129,7 @@ def sweep_levels(
     settings: BenchSettings,
     series: ServerSeries,
     on_level: Callable[[LevelResult], None] = lambda _level: None,
-    wire: str = "llamacpp",
+    wire: str = "native",
 ) -> tuple[LevelResult, ...]:
     """The sweep itself, against any server that answers the OpenAI API (a container, or a native process as
     tools/gpu_proof runs one): each level `repetitions` times, samples pooled, the server's generated-tokens

@@ -166,10 +166,10 @@ class BuildRecipe(Protocol):
     def notes(self) -> tuple[str, ...]: ...
 
 
-# How bench (and tune's draws) talks to the server. `llamacpp`: llama-server's native /tokenize {content} and
+# How bench (and tune's draws) talks to the server. `native`: the server's own (llama-server's) /tokenize {content} and
 # /completion (token-id prompts, cache_prompt off, the server's per-request timings); `openai`: the OpenAI
 # server's /tokenize {prompt} and streamed /v1/completions with usage on every chunk (vLLM, SGLang).
-LoadWire = Literal["llamacpp", "openai"]
+LoadWire = Literal["native", "openai"]
 
 
 @runtime_checkable
