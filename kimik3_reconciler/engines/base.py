@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from kimik3_reconciler.model.facts import GpuFact, HostFacts, ModelFact, Observed
+    from kimik3_reconciler.model.facts import GpuFact, HostFacts, ModelFact, ModelLayout, Observed, RemoteFile
     from kimik3_reconciler.model.launch_input import LaunchInput
     from kimik3_reconciler.model.profile import Profile, ServeSpec
     from kimik3_reconciler.model.route import Route
@@ -146,6 +146,34 @@ class NativeRoute(NamedTuple):
     recipe: str
 
 
+class HeaderShort(Exception):
+    """A weight file's header is longer than the bytes given: `at_least` bytes will do."""
+
+    def __init__(self, at_least: int, message: str | None = None):
+        self.at_least = at_least
+        super().__init__(message or f"need at least {at_least} bytes of the header")
+
+
+class HeaderUnreadable(ValueError):
+    """The bytes are no header of the engine's weight format."""
+
+
+class WeightHeaders(Protocol):
+    """How an engine's own weight files say what they hold, read from their first bytes (llama.cpp: the GGUF header,
+    engines/llamacpp/gguf_header.py; a safetensors checkpoint is read generically). `layout_files`: the model's files
+    whose headers give the layout the placement forecast sizes (observe/model_layout.py); `read`: one header from a
+    file's first bytes (HeaderShort: more are needed; HeaderUnreadable: not such a file); `metadata`: its key/values
+    (verify asks whether the weights are random); `layout`: the headers summed into the model's layout."""
+
+    def layout_files(self, model: ModelFact) -> list[RemoteFile]: ...
+
+    def read(self, data: bytes) -> Any: ...
+
+    def metadata(self, header: Any) -> dict[str, Any]: ...
+
+    def layout(self, headers: list[Any]) -> ModelLayout: ...
+
+
 class BuildRecipe(Protocol):
     """An engine's image build for one profile on one observation, as the image planner asks for it
     (planning/image_step.py), each part rendered when asked: `tag`, the tag the build gets; `spec()`, the build's
@@ -196,6 +224,8 @@ class ServingEngine(Protocol):
     load_wire: LoadWire
     # Its route of the native checkpoint (vLLM, SGLang); None where it serves none (llama.cpp: GGUF quants).
     native_route: NativeRoute | None
+    # The reader of its own weight files' headers (llama.cpp: GGUF); None where the model is a safetensors checkpoint.
+    weight_headers: WeightHeaders | None
     # Whether verify's vision check sends it an image: llama-server launched with the fork's --mmproj answers one;
     # vLLM and SGLang serve Kimi-K3's vision from the checkpoint itself, which no check sends an image to yet.
     vision_probe: bool

@@ -135,7 +135,9 @@ def observe(
         else None
     )
     # The layout is read from GGUF headers; a checkpoint has none (its engine places it by TP/DP sizes).
-    layout, layout_recorded = (None, False) if checkpoint else collect_layout(profile, ports.hub, ports.state, model)
+    layout, layout_recorded = (
+        (None, False) if checkpoint else collect_layout(profile, ports.hub, ports.state, model, engine)
+    )
     # GPU plumbing only for a profile that asks for GPUs: the CPU variant never probes.
     plumbing = collect_gpu_plumbing(ports.docker, ports.host) if gpu else None
     # The probe record is per GPU set (planning/gpu_probe.py asks for these docker device ids).

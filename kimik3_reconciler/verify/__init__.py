@@ -178,7 +178,7 @@ def _weights(ports: Ports, observed: Observed, engine: ServingEngine) -> Weights
         return Weights(
             False, f"the quant's files are not known ({observed.model.listing_error}): judged as a real model"
         )
-    return served_weights(ports.hub, observed.model, engine.model_entry(observed.model))
+    return served_weights(ports.hub, observed.model, engine.model_entry(observed.model), engine.weight_headers)
 
 
 def _crash(ports: Ports, container: ContainerFact) -> str | None:

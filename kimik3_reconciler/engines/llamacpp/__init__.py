@@ -16,6 +16,7 @@ from kimik3_reconciler.engines.base import (
     Readiness,
     ServerSeries,
     TuneKnobs,
+    WeightHeaders,
 )
 from kimik3_reconciler.engines.llamacpp import image, launch, placement, vram_fit
 from kimik3_reconciler.model.facts import GpuFact, HostFacts, ModelFact, Observed
@@ -47,6 +48,13 @@ class LlamaCpp:
     load_wire = "native"
     vision_probe = True  # with the fork build's --mmproj (profile.vision)
     native_route = None  # GGUF quants of the catalog: planning/routes.py makes their profiles
+
+    @property
+    def weight_headers(self) -> WeightHeaders:
+        # The GGUF parser is imported where headers are read only (a no-op plan reads the layout's record).
+        from kimik3_reconciler.engines.llamacpp.gguf_header import HEADERS
+
+        return HEADERS
 
     def model_entry(self, model: ModelFact) -> str:
         return launch.first_shard(model)

@@ -71,6 +71,8 @@ class Sglang:
         "sglang.mamba_full_memory_ratio from the cookbook's calculator)",
     )
 
+    weight_headers = None  # a safetensors checkpoint: read generically (observe/served_weights.py)
+
     def model_entry(self, model: ModelFact) -> str:
         return "."  # the snapshot folder: config.json, the tokenizer, the custom code and the safetensors shards
 

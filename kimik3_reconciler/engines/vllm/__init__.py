@@ -72,6 +72,8 @@ class Vllm:
         "seed 001's vLLM recipe (TP8, fp8 KV cache, vllm/vllm-openai:kimi-k3)",
     )
 
+    weight_headers = None  # a safetensors checkpoint: read generically (observe/served_weights.py)
+
     def model_entry(self, model: ModelFact) -> str:
         return "."  # the snapshot folder: config.json, the tokenizer and the safetensors shards
 

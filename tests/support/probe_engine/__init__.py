@@ -53,6 +53,8 @@ class Probe:
     vision_probe = False
     native_route = None  # its own routes (`routes`), no native checkpoint
 
+    weight_headers = None  # a safetensors checkpoint: read generically (observe/served_weights.py)
+
     def model_entry(self, model: ModelFact) -> str:
         return "."
 

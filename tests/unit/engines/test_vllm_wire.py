@@ -159,10 +159,10 @@ def test_a_checkpoint_says_random_weights_in_its_first_shards_safetensors_metada
     ):
         (tmp_path / "hub" / "cache" / first).write_bytes(_safetensors(metadata))
         (tmp_path / "hub" / "cache" / second).write_bytes(_safetensors({"kimik3.weights": "random"}))
-        judged = served_weights(hub, model, engine_for("vllm").model_entry(model))
+        judged = served_weights(hub, model, engine_for("vllm").model_entry(model), engine_for("vllm").weight_headers)
         assert judged.random is random and first in judged.source, judged
     (tmp_path / "hub" / "cache" / first).write_bytes(b"not safetensors")
-    assert not served_weights(hub, model, ".").random
+    assert not served_weights(hub, model, ".", None).random
 
 
 def test_verify_skips_the_vision_probe_on_vllm_saying_why(tmp_path: Path) -> None:
