@@ -158,12 +158,18 @@ class HeaderUnreadable(ValueError):
     """The bytes are no header of the engine's weight format."""
 
 
+class WeightFilesRefused(ValueError):
+    """Why the files at `model.local_path` cannot be served (the text that follows the path in the refusal)."""
+
+
 class WeightHeaders(Protocol):
     """How an engine's own weight files say what they hold, read from their first bytes (llama.cpp: the GGUF header,
     engines/llamacpp/gguf_header.py; a safetensors checkpoint is read generically). `layout_files`: the model's files
     whose headers give the layout the placement forecast sizes (observe/model_layout.py); `read`: one header from a
     file's first bytes (HeaderShort: more are needed; HeaderUnreadable: not such a file); `metadata`: its key/values
-    (verify asks whether the weights are random); `layout`: the headers summed into the model's layout."""
+    (verify asks whether the weights are random); `layout`: the headers summed into the model's layout.
+    `local_files` and `check_start`: which files of `model.local_path` (a file's name, or a folder's file names) are
+    served, and whether a file's first bytes are of the format (observe/local_model.py; WeightFilesRefused: why not)."""
 
     def layout_files(self, model: ModelFact) -> list[RemoteFile]: ...
 
@@ -172,6 +178,10 @@ class WeightHeaders(Protocol):
     def metadata(self, header: Any) -> dict[str, Any]: ...
 
     def layout(self, headers: list[Any]) -> ModelLayout: ...
+
+    def local_files(self, names: list[str], folder: bool) -> list[str]: ...
+
+    def check_start(self, name: str, head: bytes) -> None: ...
 
 
 class BuildRecipe(Protocol):

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kimik3_reconciler.engines.base import HeaderShort, HeaderUnreadable
+from kimik3_reconciler.engines.llamacpp import local_files
 from kimik3_reconciler.model.facts import ModelFact, ModelLayout, RemoteFile
 
 _LAYER = re.compile(r"^blk\.(\d+)\.")
@@ -206,6 +207,12 @@ class GgufHeaders:
 
     def layout(self, headers: list[GgufHeader]) -> ModelLayout:
         return summarize(headers)
+
+    def local_files(self, names: list[str], folder: bool) -> list[str]:
+        return local_files.served_files(names, folder)
+
+    def check_start(self, name: str, head: bytes) -> None:
+        local_files.check_start(name, head)
 
 
 HEADERS = GgufHeaders()
