@@ -146,6 +146,25 @@ class NativeRoute(NamedTuple):
     recipe: str
 
 
+class LogSigns(NamedTuple):
+    """What the server's own log lines say of a failed launch or a crash (observe/server_log.py classifies by them, in
+    this order; each a lower-case fragment of a line): `bind`, it could not bind its port; `gpu_oom`, a GPU allocation
+    failed (before the host's: another fix), `gpu_oom_fix` what to change; `oom`, an allocation failed; `bad_model`,
+    the model file could not be read, named `bad_model_cause`, with the headline `unreadable` (a cached hub file) or
+    `unreadable_local` (model.local_path's file: `{local_model}` in it names it); `served`, lines proving it had
+    loaded (a "model loaded" line, a request's own lines). The defaults are what any server's log says."""
+
+    bind: tuple[str, ...] = ("address already in use",)
+    gpu_oom: tuple[str, ...] = ()
+    gpu_oom_fix: str = ""
+    oom: tuple[str, ...] = ("out of memory", "cannot allocate memory")
+    bad_model: tuple[str, ...] = ()
+    bad_model_cause: str = "bad-model"
+    unreadable: str = "failed while loading the model: the model files could not be read"
+    unreadable_local: str = "failed while loading the model: model.local_path ({local_model}) could not be read"
+    served: tuple[str, ...] = ()
+
+
 class HeaderShort(Exception):
     """A weight file's header is longer than the bytes given: `at_least` bytes will do."""
 
@@ -234,6 +253,8 @@ class ServingEngine(Protocol):
     load_wire: LoadWire
     # Its route of the native checkpoint (vLLM, SGLang); None where it serves none (llama.cpp: GGUF quants).
     native_route: NativeRoute | None
+    # What its log lines say of a failed launch or a crash (observe/server_log.py).
+    log_signs: LogSigns
     # The reader of its own weight files' headers (llama.cpp: GGUF); None where the model is a safetensors checkpoint.
     weight_headers: WeightHeaders | None
     # Whether verify's vision check sends it an image: llama-server launched with the fork's --mmproj answers one;

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar
 
+from kimik3_reconciler.model.engine_names import DEFAULT_ENGINE
 from kimik3_reconciler.model.facts import FileStat, ModelLayout, RemoteFile
 
 
@@ -344,6 +345,7 @@ class HealthWait(Payload):
     # model.local_path's file when the profile serves one: a GGUF that cannot be read is then the user's file to
     # make again, not a cache to re-hash (observe/server_log.py). None: the hub's files in the cache.
     local_model: str | None = None
+    engine: str = DEFAULT_ENGINE  # whose log signs name a failed load's cause (engines/base.py LogSigns)
 
 
 # --- RPC workers (other hosts, each reached through its own Docker) --------------------------------

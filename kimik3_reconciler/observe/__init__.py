@@ -65,7 +65,8 @@ def observe(
     # Inspected once: the container fact also tells the host collector which GPU process is ours.
     # Relative to the profile's folder, as observe/local_model.py resolves it: a crash's advice names that file.
     local_model = str((base_dir / profile.model.local_path).resolve()) if profile.model.local_path is not None else None
-    container = collect_container(ports.docker, ports.http, profile.name, local_model)
+    signs = engine_for(profile.engine).log_signs  # what the server's log says of a crash
+    container = collect_container(ports.docker, ports.http, profile.name, signs, local_model)
     if container is not None and container.pid:  # the pre-read weighs what the serving process holds
         container = container.model_copy(update={"rss_bytes": ports.host.process_rss(container.pid)})
     # dockerd answers a label-filtered image list and an image inspect by name in ~20 ms each where it keeps

@@ -18,6 +18,7 @@ from kimik3_reconciler.engines.base import (
     EngineRoutes,
     HostNeeds,
     ImageSource,
+    LogSigns,
     ModelSource,
     NativeRoute,
     Readiness,
@@ -71,6 +72,7 @@ class Sglang:
         "sglang.mamba_full_memory_ratio from the cookbook's calculator)",
     )
 
+    log_signs = LogSigns()  # what any server's log says (address in use, out of memory)
     weight_headers = None  # a safetensors checkpoint: read generically (observe/served_weights.py)
 
     def model_entry(self, model: ModelFact) -> str:

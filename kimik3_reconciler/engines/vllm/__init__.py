@@ -15,6 +15,7 @@ from kimik3_reconciler.engines.base import (
     EngineRoutes,
     HostNeeds,
     ImageSource,
+    LogSigns,
     ModelSource,
     NativeRoute,
     Readiness,
@@ -72,6 +73,7 @@ class Vllm:
         "seed 001's vLLM recipe (TP8, fp8 KV cache, vllm/vllm-openai:kimi-k3)",
     )
 
+    log_signs = LogSigns()  # what any server's log says (address in use, out of memory)
     weight_headers = None  # a safetensors checkpoint: read generically (observe/served_weights.py)
 
     def model_entry(self, model: ModelFact) -> str:

@@ -15,6 +15,7 @@ from kimik3_reconciler.engines.base import (
     EngineRoutes,
     HostNeeds,
     ImageSource,
+    LogSigns,
     ModelSource,
     Readiness,
     ServerSeries,
@@ -53,6 +54,7 @@ class Probe:
     vision_probe = False
     native_route = None  # its own routes (`routes`), no native checkpoint
 
+    log_signs = LogSigns()  # what any server's log says (address in use, out of memory)
     weight_headers = None  # a safetensors checkpoint: read generically (observe/served_weights.py)
 
     def model_entry(self, model: ModelFact) -> str:

@@ -74,10 +74,10 @@ def test_a_running_vllm_container_that_refuses_is_loading_and_a_llama_one_is_not
     profile, ports, docker, launch = _world(tmp_path)
     assert dict(launch.spec.labels)[WHILE_LOADING] == "refused"
     ports.http.health = lambda url: "unreachable"  # nothing listens yet: the port refuses
-    assert collect_container(docker, ports.http, launch.spec.name).health == "loading"
+    assert collect_container(docker, ports.http, launch.spec.name, engine_for("vllm").log_signs).health == "loading"
     labels = docker.containers[launch.spec.name]["Config"]["Labels"]
     del labels[WHILE_LOADING]  # a llama-server container: 503 is loading, a refusal is not
-    assert collect_container(docker, ports.http, launch.spec.name).health == "unreachable"
+    assert collect_container(docker, ports.http, launch.spec.name, engine_for("vllm").log_signs).health == "unreachable"
 
 
 def test_the_exporter_says_loading_asks_no_slots_and_passes_vllms_families(tmp_path: Path) -> None:

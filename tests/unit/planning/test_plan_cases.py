@@ -375,7 +375,9 @@ def build_case(case: dict[str, Any]) -> tuple[Profile, Observed]:
             running=running,
             pid=c_spec.get("pid"),
             rss_bytes=int(c_spec["rss_gib"] * (1 << 30)) if "rss_gib" in c_spec else None,
-            crash=crash_cause(False, (FIXTURES / c_spec["log"]).read_text()) if "log" in c_spec else None,
+            crash=crash_cause(False, (FIXTURES / c_spec["log"]).read_text(), engine_for("llamacpp").log_signs)
+            if "log" in c_spec
+            else None,
         )
     systemd = systemd_facts(obs_spec.get("systemd"), previous, prev_obs, image.tag, image.fingerprint)
     if desired.workers and container is not None:
