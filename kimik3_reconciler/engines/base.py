@@ -12,6 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from kimik3_reconciler.model.facts import GpuFact, HostFacts, ModelFact, ModelLayout, Observed, RemoteFile
     from kimik3_reconciler.model.launch_input import LaunchInput
     from kimik3_reconciler.model.profile import Profile, ServeSpec
@@ -203,6 +205,20 @@ class WeightHeaders(Protocol):
     def check_start(self, name: str, head: bytes) -> None: ...
 
 
+class SmokeModel(Protocol):
+    """The tiny model a new image must serve before the real one goes on it (planning/smoke_step.py, steps/smoke.py;
+    seed 000 step 4): `entry`, the file the server opens in the folder `write` fills (the same files every time);
+    `what`, the model as the plan says it; `argv(path, threads)`, the smoke server's command without --host/--port
+    (`path`: `entry` where the container mounts the folder)."""
+
+    entry: str
+    what: str
+
+    def argv(self, path: str, threads: int) -> tuple[str, ...]: ...
+
+    def write(self, folder: Path) -> None: ...
+
+
 class BuildRecipe(Protocol):
     """An engine's image build for one profile on one observation, as the image planner asks for it
     (planning/image_step.py), each part rendered when asked: `tag`, the tag the build gets; `spec()`, the build's
@@ -253,6 +269,9 @@ class ServingEngine(Protocol):
     load_wire: LoadWire
     # Its route of the native checkpoint (vLLM, SGLang); None where it serves none (llama.cpp: GGUF quants).
     native_route: NativeRoute | None
+    # The tiny model a new build must serve first (gate.smoke); None where no image is built (a pulled image's first
+    # launch's health wait and verify are its test).
+    smoke: SmokeModel | None
     # What its log lines say of a failed launch or a crash (observe/server_log.py).
     log_signs: LogSigns
     # The reader of its own weight files' headers (llama.cpp: GGUF); None where the model is a safetensors checkpoint.

@@ -286,6 +286,7 @@ class SmokeTest(Payload):
     gpus: str | tuple[str, ...]
     labels: tuple[tuple[str, str], ...]
     gpu_request: str = "runtime"  # as ContainerSpec.gpu_request
+    engine: str = DEFAULT_ENGINE  # whose smoke model the executor writes (engines/base.py SmokeModel)
 
 
 @frozen_value

@@ -73,6 +73,7 @@ class Sglang:
     )
 
     log_signs = LogSigns()  # what any server's log says (address in use, out of memory)
+    smoke = None  # a pulled image: its first launch's health wait and verify are its test
     weight_headers = None  # a safetensors checkpoint: read generically (observe/served_weights.py)
 
     def model_entry(self, model: ModelFact) -> str:
