@@ -205,6 +205,32 @@ class WeightHeaders(Protocol):
     def check_start(self, name: str, head: bytes) -> None: ...
 
 
+class KldReport(NamedTuple):
+    """A quant scored against the reference quant's logits (the quant gate): the mean KL divergence, how often the
+    candidate's top token is the reference's (0..1), and its perplexity where the scorer printed one."""
+
+    mean_kld: float
+    same_top_p: float
+    ppl: float | None = None
+
+
+class QuantScorer(Protocol):
+    """How the engine scores a quant against the reference quant's logits (the quant gate, seed 000; planning and
+    steps/quant_gate.py): `program`, the tool as messages name it; `entrypoint`, its path in the engine's image;
+    `argv(model, logits, flags, ctx, chunks, text)`, with `text` to write the reference logits over `chunks` x `ctx`
+    tokens of it, without to score the candidate against them (paths are the container's); `report(stdout)`, the
+    report, None where it printed none (it bailed out)."""
+
+    program: str
+    entrypoint: tuple[str, ...]
+
+    def argv(
+        self, model: str, logits: str, flags: tuple[str, ...], ctx: int, chunks: int, text: str | None = None
+    ) -> tuple[str, ...]: ...
+
+    def report(self, stdout: str) -> KldReport | None: ...
+
+
 class SmokeModel(Protocol):
     """The tiny model a new image must serve before the real one goes on it (planning/smoke_step.py, steps/smoke.py;
     seed 000 step 4): `entry`, the file the server opens in the folder `write` fills (the same files every time);
@@ -269,6 +295,8 @@ class ServingEngine(Protocol):
     load_wire: LoadWire
     # Its route of the native checkpoint (vLLM, SGLang); None where it serves none (llama.cpp: GGUF quants).
     native_route: NativeRoute | None
+    # Its scorer of a quant against the reference quant (the quant gate); None where it serves no quants.
+    quant_scorer: QuantScorer | None
     # The tiny model a new build must serve first (gate.smoke); None where no image is built (a pulled image's first
     # launch's health wait and verify are its test).
     smoke: SmokeModel | None

@@ -310,6 +310,7 @@ class QuantGateRun(Payload):
     record_key: str
     logits_key: str
     gpu_request: str = "runtime"  # as ContainerSpec.gpu_request
+    engine: str = DEFAULT_ENGINE  # whose scorer runs (engines/base.py QuantScorer)
 
 
 @frozen_value

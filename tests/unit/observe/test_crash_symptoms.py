@@ -16,9 +16,11 @@ from test_quant_gate import FIXTURES as PERPLEXITY
 from test_quant_gate import GATE, fake_world, gated
 
 from kimik3_reconciler.engines import engine_for
+from kimik3_reconciler.engines.base import KldReport
+from kimik3_reconciler.engines.llamacpp.perplexity import parse_kld_report
 from kimik3_reconciler.errors import GateFailed, LoadFailed, PlanError
 from kimik3_reconciler.observe.server_log import classify_load_failure
-from kimik3_reconciler.planning.quant_gate import KldReport, gate_verdict, parse_kld_report
+from kimik3_reconciler.planning.quant_gate import gate_verdict
 
 LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "server-logs"
 CUDA_OOM = (LOGS / "cuda-oom-first-request.log").read_text()
