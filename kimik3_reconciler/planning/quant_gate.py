@@ -28,7 +28,7 @@ from kimik3_reconciler.model.specs import QuantGateRun, StopContainer
 from kimik3_reconciler.planning.desired import Desired
 from kimik3_reconciler.planning.health_step import predicted_load_s
 from kimik3_reconciler.planning.launch import gpu_request, gpus_of, repo_dir
-from kimik3_reconciler.planning.model_step import download_spec, model_step
+from kimik3_reconciler.planning.model_step import download_spec, model_step, weights_format
 
 CTX = 512
 CHUNKS = 8  # 8 x 512 tokens of the shipped text: a few minutes on a real quant
@@ -137,7 +137,7 @@ def plan_reference(desired: Desired, observed: Observed, planned: tuple[Step, ..
     spec = download_spec(
         fact, desired.profile.model.endpoint, manifest_key(reference_profile(desired.profile), fact.cache_dir)
     )
-    step = model_step("reference", fact, spec)
+    step = model_step("reference", fact, spec, weights_format(desired))
     return (replace(step, reason=step.reason + " (the quant gate's reference)"),)
 
 
