@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
     from kimik3_reconciler.model.facts import GpuFact, HostFacts, ModelFact, ModelLayout, Observed, RemoteFile
     from kimik3_reconciler.model.launch_input import LaunchInput
-    from kimik3_reconciler.model.profile import Profile, ServeSpec
+    from kimik3_reconciler.model.profile import Profile, RpcWorker, ServeSpec
     from kimik3_reconciler.model.route import Route
     from kimik3_reconciler.model.specs import ImageBuild
 
@@ -231,6 +231,19 @@ class QuantScorer(Protocol):
     def report(self, stdout: str) -> KldReport | None: ...
 
 
+class WorkerServer(Protocol):
+    """The engine's worker process on another host (the profile's rpc.workers; planning/worker_step.py renders its
+    container): `entrypoint`, in the profile's own image; `argv(worker)`, its flags; `env(cache)`, what points its
+    tensor cache at the mounted folder `cache`; `build_cost`, the worker image step's cost as the plan says it."""
+
+    entrypoint: tuple[str, ...]
+    build_cost: str
+
+    def argv(self, worker: RpcWorker) -> tuple[str, ...]: ...
+
+    def env(self, cache: str) -> tuple[tuple[str, str], ...]: ...
+
+
 class SmokeModel(Protocol):
     """The tiny model a new image must serve before the real one goes on it (planning/smoke_step.py, steps/smoke.py;
     seed 000 step 4): `entry`, the file the server opens in the folder `write` fills (the same files every time);
@@ -295,6 +308,8 @@ class ServingEngine(Protocol):
     load_wire: LoadWire
     # Its route of the native checkpoint (vLLM, SGLang); None where it serves none (llama.cpp: GGUF quants).
     native_route: NativeRoute | None
+    # Its worker process on other hosts (rpc.workers); None where it has none.
+    workers: WorkerServer | None
     # Its scorer of a quant against the reference quant (the quant gate); None where it serves no quants.
     quant_scorer: QuantScorer | None
     # The tiny model a new build must serve first (gate.smoke); None where no image is built (a pulled image's first

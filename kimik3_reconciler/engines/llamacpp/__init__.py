@@ -18,7 +18,7 @@ from kimik3_reconciler.engines.base import (
     TuneKnobs,
     WeightHeaders,
 )
-from kimik3_reconciler.engines.llamacpp import image, launch, perplexity, placement, server_log, smoke, vram_fit
+from kimik3_reconciler.engines.llamacpp import image, launch, perplexity, placement, rpc, server_log, smoke, vram_fit
 from kimik3_reconciler.model.facts import GpuFact, HostFacts, ModelFact, Observed
 from kimik3_reconciler.model.launch_input import LaunchInput
 from kimik3_reconciler.model.profile import Profile, ServeSpec
@@ -45,6 +45,7 @@ class LlamaCpp:
     log_signs = server_log.SIGNS
     smoke = smoke.SMOKE
     quant_scorer = perplexity.SCORER
+    workers = rpc.WORKER
     # serve.<knob>; `threads` is no profile field (seed 000 fixes it) and is accepted only to be checked and refused;
     # `load_mode` is serve.load_mode: none or dio, a mapped mode is refused (planning/tune_space.py).
     tune_knobs = TuneKnobs("serve", ("ubatch", "batch", "parallel", "fit_target", "n_cpu_moe", "threads", "load_mode"))

@@ -73,6 +73,7 @@ class Sglang:
     )
 
     log_signs = LogSigns()  # what any server's log says (address in use, out of memory)
+    workers = None  # no rpc.workers: its ranks are its own processes
     quant_scorer = None  # the checkpoint, not a quant: no quant gate
     smoke = None  # a pulled image: its first launch's health wait and verify are its test
     weight_headers = None  # a safetensors checkpoint: read generically (observe/served_weights.py)
