@@ -83,18 +83,6 @@ def parse_metrics(text: str | None, prefix: str) -> dict[str, float]:
     return values
 
 
-# The launch inputs (label kimik3.inputs) a run is filed with: what tune moves, and what it cannot.
-KNOB_INPUTS = (
-    "serve.batch",
-    "serve.ubatch",
-    "serve.fit_target",
-    "serve.n_cpu_moe",
-    "serve.parallel",
-    "serve.ctx_size",
-    "host.threads",
-)
-
-
 def run_sweep(
     orchestrator: Orchestrator,
     loaded: LoadedProfile,
@@ -110,8 +98,10 @@ def run_sweep(
     levels = sweep_levels(load, serving_endpoint(loaded, observed), settings, engine.series, on_level, engine.load_wire)
     container = observed.container
     assert container is not None and container.fingerprint is not None  # converged_deployment checked
-    section, names = engine.tune_knobs  # and an engine section's knobs (vllm.max_num_seqs); serve.* are above
-    filed = (*KNOB_INPUTS, *(f"{section}.{name}" for name in names if section != "serve"))
+    # The launch inputs (label kimik3.inputs) a run is filed with: what tune moves, and what it cannot (the engine's
+    # bench_knobs, host.threads), then an engine section's knobs (vllm.max_num_seqs); serve.* are among the first.
+    section, names = engine.tune_knobs.section, engine.tune_knobs.names
+    filed = (*engine.bench_knobs.filed, "host.threads", *(f"{section}.{name}" for name in names if section != "serve"))
     knobs = {k: container.inputs.get(k) for k in filed if k in container.inputs}
     return BenchRun(
         loaded.profile.name,

@@ -115,6 +115,15 @@ class TuneKnobs(NamedTuple):
     names: tuple[str, ...]
 
 
+class BenchKnobs(NamedTuple):
+    """The launch inputs (label kimik3.inputs, named as the profile names them) a bench run is filed with beside
+    host.threads and its engine section's tune knobs (`filed`: what tune moves and what it cannot, in that order), and
+    those the run's plot label names first (`labelled`)."""
+
+    filed: tuple[str, ...] = ()
+    labelled: tuple[str, ...] = ()
+
+
 class EnginePlan(NamedTuple):
     """What the engine renders of its plan once per `kimik3 plan`, beside the image and the launch (held on
     `Desired.plan`, planning/engine_plan.py): `mode`, its sizing of the model on this host's devices (llama.cpp: hybrid
@@ -305,6 +314,7 @@ class ServingEngine(Protocol):
     # llama-server `reasoning_content`, vLLM `reasoning`.
     reasoning_field: str
     tune_knobs: TuneKnobs
+    bench_knobs: BenchKnobs
     load_wire: LoadWire
     # Its route of the native checkpoint (vLLM, SGLang); None where it serves none (llama.cpp: GGUF quants).
     native_route: NativeRoute | None

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from kimik3_reconciler.engines.base import (
+    BenchKnobs,
     EnginePlan,
     EngineRoutes,
     ImageSource,
@@ -50,6 +51,18 @@ class LlamaCpp:
     # `load_mode` is serve.load_mode: none or dio, a mapped mode is refused (planning/tune_space.py).
     tune_knobs = TuneKnobs("serve", ("ubatch", "batch", "parallel", "fit_target", "n_cpu_moe", "threads", "load_mode"))
     load_wire = "native"
+    # The serve fields tune moves, and ctx_size, which it cannot: a bench run is filed with them.
+    bench_knobs = BenchKnobs(
+        filed=(
+            "serve.batch",
+            "serve.ubatch",
+            "serve.fit_target",
+            "serve.n_cpu_moe",
+            "serve.parallel",
+            "serve.ctx_size",
+        ),
+        labelled=("serve.ubatch", "serve.parallel", "serve.n_cpu_moe", "serve.fit_target"),
+    )
     vision_probe = True  # with the fork build's --mmproj (profile.vision)
     native_route = None  # GGUF quants of the catalog: planning/routes.py makes their profiles
 

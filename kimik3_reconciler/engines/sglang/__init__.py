@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from kimik3_reconciler.engines.base import (
+    BenchKnobs,
     EnginePlan,
     EngineRoutes,
     HostNeeds,
@@ -64,6 +65,7 @@ class Sglang:
     reasoning_field = "reasoning_content"
     tune_knobs = TuneKnobs("sglang", ("mem_fraction_static",))  # sglang.<knob> (launch.py: why only this one)
     load_wire = "openai"
+    bench_knobs = BenchKnobs()  # its section's tune knobs file a run (and label it)
     vision_probe = False  # its vision is the checkpoint's, which no check sends an image to yet
     native_route = NativeRoute(
         {"tp_size": 8, "dcp_size": 8, "mem_fraction_static": 0.85, "any_gpu": False},  # the schema's defaults

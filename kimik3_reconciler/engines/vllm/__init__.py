@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from kimik3_reconciler.engines.base import (
+    BenchKnobs,
     EnginePlan,
     EngineRoutes,
     HostNeeds,
@@ -66,6 +67,7 @@ class Vllm:
     # vllm.<knob> (engines/vllm/tune.py says why these and not tensor parallelism, the backend or the KV dtype).
     tune_knobs = TuneKnobs("vllm", ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization"))
     load_wire = "openai"
+    bench_knobs = BenchKnobs()  # its section's tune knobs file a run (and label it)
     vision_probe = False  # its vision is the checkpoint's, which no check sends an image to yet
     native_route = NativeRoute(
         {"tensor_parallel_size": 8, "gpu_memory_utilization": 0.95, "any_gpu": False},  # the schema's defaults

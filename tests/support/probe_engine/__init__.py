@@ -11,6 +11,7 @@ from dataclasses import replace
 from typing import Any
 
 from kimik3_reconciler.engines.base import (
+    BenchKnobs,
     EnginePlan,
     EngineRoutes,
     HostNeeds,
@@ -51,6 +52,7 @@ class Probe:
     reasoning_field = "reasoning"
     tune_knobs = TuneKnobs("serve", ())
     load_wire = "openai"
+    bench_knobs = BenchKnobs()  # its section's tune knobs file a run (and label it)
     vision_probe = False
     native_route = None  # its own routes (`routes`), no native checkpoint
 
