@@ -14,9 +14,9 @@ from pathlib import Path
 
 from support.fakes import converged_fake
 
+from kimik3_reconciler.engines.llamacpp.smoke_model import write_tiny_kimi_k3
 from kimik3_reconciler.model.plan import Action
 from kimik3_reconciler.model.records import layout_key
-from kimik3_reconciler.engines.llamacpp.smoke_model import write_tiny_kimi_k3
 
 OLD_RECORD = json.loads(
     (Path(__file__).parents[2] / "fixtures" / "records" / "demo-layout-before-context.json").read_text()
