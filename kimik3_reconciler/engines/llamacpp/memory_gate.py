@@ -16,6 +16,7 @@ Pure; the host gate calls it.
 from __future__ import annotations
 
 from kimik3_reconciler.engines.llamacpp.drafts import draft_device
+from kimik3_reconciler.engines.llamacpp.rules.drafts import DRAFT_ROOM_MIB
 from kimik3_reconciler.engines.llamacpp.vram_fit import (
     CUDA_CONTEXT_BYTES,
     MIB,
@@ -33,7 +34,6 @@ from kimik3_reconciler.model import catalog
 from kimik3_reconciler.model.facts import HostFacts, Observed
 from kimik3_reconciler.model.humanize import gib
 from kimik3_reconciler.model.profile import Profile
-from kimik3_reconciler.model.profile_rules.drafts import DRAFT_ROOM_MIB
 
 # Seed 001: "download size plus about 10-15 % runtime headroom"; refuse below the lower bound.
 RUNTIME_HEADROOM = 0.10
