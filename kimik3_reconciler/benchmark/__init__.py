@@ -100,8 +100,12 @@ def run_sweep(
     assert container is not None and container.fingerprint is not None  # converged_deployment checked
     # The launch inputs (label kimik3.inputs) a run is filed with: what tune moves, and what it cannot (the engine's
     # bench_knobs, host.threads), then an engine section's knobs (vllm.max_num_seqs); serve.* are among the first.
-    section, names = engine.tune_knobs.section, engine.tune_knobs.names
-    filed = (*engine.bench_knobs.filed, "host.threads", *(f"{section}.{name}" for name in names if section != "serve"))
+    tune = engine.tune_knobs
+    filed = (
+        *engine.bench_knobs.filed,
+        "host.threads",
+        *(f"{tune.section}.{n}" for n in tune.names if tune.section != "serve"),
+    )
     knobs = {k: container.inputs.get(k) for k in filed if k in container.inputs}
     return BenchRun(
         loaded.profile.name,

@@ -9,12 +9,13 @@ Each member says what it is for seed 001's three recipes, so the next engines fi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from kimik3_reconciler.model.facts import GpuFact, HostFacts, ModelFact, ModelLayout, Observed, RemoteFile
+    from kimik3_reconciler.model.facts import HostFacts, ModelFact, ModelLayout, Observed, RemoteFile
     from kimik3_reconciler.model.launch_input import LaunchInput
     from kimik3_reconciler.model.profile import Profile, RpcWorker, ServeSpec
     from kimik3_reconciler.model.route import Route
@@ -113,6 +114,17 @@ class TuneKnobs(NamedTuple):
 
     section: str
     names: tuple[str, ...]
+    # How tune orders and writes them. `split`: the knobs that place the weights, ranked before any load by the
+    # engine's `split_rank` (never searched blind); `line`: the others' order, searched one at a time; `placement`: the
+    # knobs whose equal values put the same tensors in the same places (such candidates run one after the other, so a
+    # load finds the weights it needs still in the page cache); `automatic`: the knobs whose unset value is the
+    # engine's own choice (searched as model/tuning.FIT, written back unset); `raised`: (field, knob) pairs: the field
+    # is raised to at least the searched knob's value when it is not searched itself.
+    split: tuple[str, ...] = ()
+    line: tuple[str, ...] = ()
+    placement: tuple[str, ...] = ()
+    automatic: tuple[str, ...] = ()
+    raised: tuple[tuple[str, str], ...] = ()
 
 
 class BenchKnobs(NamedTuple):
@@ -129,20 +141,37 @@ class EnginePlan(NamedTuple):
     `Desired.plan`, planning/engine_plan.py): `mode`, its sizing of the model on this host's devices (llama.cpp: hybrid
     or all-VRAM, engines/llamacpp/vram_fit.py; None: the engine sizes its memory with its own knobs), and `forecast`,
     where the weights go and what a load reads (llama.cpp: engines/llamacpp/placement.py; None where it has none).
-    The launch, the pre-read's memory check and the plan's forecast line read these instead of deriving them."""
+    `serve`: the serve fields the launch takes from that sizing where the profile leaves them out (llama.cpp: batch,
+    ubatch, ctx_size, fit_target of the mode this host runs the quant in; none for an engine whose section holds its
+    knobs); `notes`: what the plan says of the sizing (a mode that is not the catalog's); `context`: what each request
+    gets, as the plan says it where it launches ("": the names a client may send stand there instead).
+    The gate, the launch, the pre-read's memory check and the plan's forecast line read these instead of deriving
+    them."""
 
     mode: Any = None
     forecast: Any = None
+    serve: tuple[tuple[str, Any], ...] = ()
+    notes: tuple[str, ...] = ()
+    context: str = ""
 
 
-class EngineRoutes(NamedTuple):
-    """The routes an engine offers on a host (`kimik3 routes`, the plan's routes line) beside those planning/routes.py
-    makes as profiles and judges with the plan's gate (llama.cpp's catalog quants, vLLM's and SGLang's native
-    checkpoint: those three offer none here): `kimi`, its ways of serving Kimi-K3; `own`, the profile's model where
-    it is none of those."""
+class RouteCandidate(NamedTuple):
+    """One way an engine offers to serve on a host (`kimik3 routes`, the plan's routes line), for planning/routes.py
+    to judge with the plan's own gate: `profile`, the route as a profile (None: the engine decided it without the gate,
+    `route` says how: a quant the catalog refuses, GPUs kimik3 builds no image for); `size`, the bytes of its weights
+    the gate sizes it at; `judge(refusals, plan)`, the route once the gate judged `profile` on the host (the gate's
+    refusals and the engine's plan on the route's observation). `ours`: the profile's own route (marked; the plan's
+    verdict stands over the route's); `own_plan`: the plan's observation and verdict judge it where its profile is the
+    plan's (False: judged on the route's own observation, as any other); `kimi`: a route of Kimi-K3 (False: the
+    profile's own model, none of the engine's catalog)."""
 
-    kimi: tuple[Route, ...]
-    own: tuple[Route, ...] = ()
+    profile: Profile | None
+    size: int | None = None
+    judge: Callable[[list[str], EnginePlan], Route] | None = None
+    route: Route | None = None
+    ours: bool = False
+    own_plan: bool = True
+    kimi: bool = True
 
 
 class NativeRoute(NamedTuple):
@@ -155,6 +184,29 @@ class NativeRoute(NamedTuple):
     knobs: dict[str, Any]
     placement: str
     recipe: str
+    # Where the route stands in seed 001's order ("choose the engine by your hardware": vLLM first on an 8-GPU
+    # Blackwell-class server), and why to start there.
+    rank: int = 0
+    because: str = ""
+
+
+class CheckpointDefaults:
+    """What an engine that serves a whole checkpoint sized by its own knobs (vLLM, SGLang) answers where llama.cpp has
+    its own: no host findings beyond its `host_needs` (the gate's checkpoint findings judge those), no draft device, no
+    split knobs to rank. An engine class inherits it and leaves these three members out."""
+
+    def host_findings(
+        self, profile: Profile, observed: Observed, plan: EnginePlan, stoppable: frozenset[int], ours_running: bool
+    ) -> tuple[list[str], list[str]]:
+        return [], []
+
+    def draft_device(self, profile: Profile, host_gpus: int | None) -> str | None:
+        return None
+
+    def split_rank(
+        self, profile: Profile, observed: Observed, plan: EnginePlan, knobs: dict[str, Any]
+    ) -> tuple[Any, ...]:
+        return ()
 
 
 class LogSigns(NamedTuple):
@@ -381,6 +433,13 @@ class ServingEngine(Protocol):
         max_num_batched_tokens, gpu_memory_utilization, …)."""
         ...
 
+    def split_rank(
+        self, profile: Profile, observed: Observed, plan: EnginePlan, knobs: dict[str, Any]
+    ) -> tuple[Any, ...]:
+        """How promising a tune candidate's `tune_knobs.split` values are before any load, lower first, from the
+        candidate's `plan` (llama.cpp: its placement forecast); () where the engine has no split knobs."""
+        ...
+
     def build_recipe(self, profile: Profile, observed: Observed) -> BuildRecipe | None:
         """The image build this profile renders on this host (llama.cpp: Dockerfile.llamacpp's build args, patches
         and CMake flags); None where the engine pulls its image by digest (nothing is built)."""
@@ -390,10 +449,28 @@ class ServingEngine(Protocol):
         """The engine's plan for this profile on this observation, rendered once per plan (render_desired)."""
         ...
 
-    def routes(
-        self, host: HostFacts, gpus: tuple[GpuFact, ...], profile: Profile | None, observed: Observed | None
-    ) -> EngineRoutes:
-        """This engine's own routes on `gpus` of `host`, judged with their numbers, beyond the profiles
-        planning/routes.py judges with the gate (none for llama.cpp, vLLM, SGLang). `profile`: given when the profile
-        names this engine: its route is marked (`Route.profile`), sized from its files where `observed` knows them."""
+    def host_findings(
+        self, profile: Profile, observed: Observed, plan: EnginePlan, stoppable: frozenset[int], ours_running: bool
+    ) -> tuple[list[str], list[str]]:
+        """(refusals, warnings) of the host gate that are this engine's own, judged from its `plan`, where it has no
+        `host_needs` (llama.cpp: its GPUs and driver, its image's kernels for these GPUs and this CPU, the quant's
+        VRAM + RAM). `stoppable`: pids the plan stops first; `ours_running`: a kimik3 server holds memory here now."""
+        ...
+
+    def draft_device(self, profile: Profile, host_gpus: int | None) -> str | None:
+        """The device the speculative draft runs on (LaunchInput.draft_device), None without a draft or where the
+        engine places it itself. `host_gpus`: the host's GPU count where NVML gave it."""
+        ...
+
+    def route_candidates(
+        self, base: Profile, host: HostFacts, profile: Profile | None, observed: Observed | None
+    ) -> tuple[RouteCandidate, ...]:
+        """The ways this engine serves on `host`, made from `base` (the user's profile, or `kimik3 routes`' default)
+        for planning/routes.py to judge with the plan's gate. `profile`: the user's, whose own route is marked
+        (`ours`), sized from its files where `observed` knows them."""
+        ...
+
+    def route_rank(self, route: Route) -> tuple[int, str] | None:
+        """Where one of its feasible routes stands in seed 001's order (lower: start there) and why; None: after
+        every ranked route."""
         ...

@@ -34,7 +34,7 @@ from kimik3_reconciler.planning.host_gate import host_gate
 from kimik3_reconciler.planning.host_step import plan_host
 from kimik3_reconciler.planning.image_pull import plan_pulled_removal
 from kimik3_reconciler.planning.image_step import plan_image
-from kimik3_reconciler.planning.launch import NO_QUANT_MODE, refuse_keyless_key_file, render_launch
+from kimik3_reconciler.planning.launch import refuse_keyless_key_file, render_launch
 from kimik3_reconciler.planning.metrics_step import plan_exporter, plan_exporter_teardown, plan_release_port
 from kimik3_reconciler.planning.model_step import model_spec, plan_model, plan_tokenizer
 from kimik3_reconciler.planning.preread_step import plan_preread
@@ -99,17 +99,15 @@ def render_desired(
     engine = engine_for(profile.engine)  # the registry: every planner learns the engine from Desired.engine
     rendered = rendered if rendered is not None else engine.render_plan(profile, observed)
     engine_plan = PlanOnHost(profile, observed, rendered, refusals)
-    # Hybrid or all-VRAM is a GGUF quant's question; a checkpoint engine sizes its memory with its own knobs.
-    mode = engine_plan.mode or NO_QUANT_MODE
     if engine.image_source.kind == "pull":
         # A pulled image is its digest: the container runs `repo:tag@sha256:…` and its fingerprint moves with the
         # digest only (the image steps of a pull: planning/image_step, by engine.image_source.kind). No build is
         # rendered: llama.cpp's Dockerfile, patches and CMake flags are no input of this engine's plan.
         image = profile.image
-        launch = render_launch(profile, observed, image.ref, image.digest, engine, mode)
+        launch = render_launch(profile, observed, image.ref, image.digest, engine, rendered)
         return Desired(profile, None, launch, engine, engine_plan)
     build = _build(profile, observed).spec()
-    launch = render_launch(profile, observed, build.tag, build.fingerprint, engine, mode)
+    launch = render_launch(profile, observed, build.tag, build.fingerprint, engine, rendered)
     return Desired(profile, build, launch, engine, engine_plan)
 
 
@@ -122,8 +120,9 @@ def _build(profile: Profile, observed: Observed) -> BuildRecipe:
 
 def refuse_by_host_gate(profile: Profile, observed: Observed, rendered: EnginePlan | None = None) -> list[str]:
     """PlanError naming every failing fact, else the gate's warnings. Observation calls it once before any
-    hub request too (with no model files yet: the sizing half waits for the listing). `rendered`: the engine's plan,
-    where the caller has it (host_gate)."""
+    hub request too (with no model files yet: the sizing half waits for the listing). `rendered`: the engine's plan on
+    this observation where the caller has it (`plan`), else rendered here (the early gate's observation is its own)."""
+    rendered = rendered if rendered is not None else engine_for(profile.engine).render_plan(profile, observed)
     refusals, gate_warnings = host_gate(profile, observed, rendered)
     if refusals:
         fields = tuple(r.field for r in refusals if isinstance(r, FieldRefusal))

@@ -11,18 +11,31 @@ from typing import Any
 from kimik3_reconciler.engines.base import (
     BenchKnobs,
     EnginePlan,
-    EngineRoutes,
     ImageSource,
     ModelSource,
     Readiness,
+    RouteCandidate,
     ServerSeries,
     TuneKnobs,
     WeightHeaders,
 )
-from kimik3_reconciler.engines.llamacpp import image, launch, perplexity, placement, rpc, server_log, smoke, vram_fit
-from kimik3_reconciler.model.facts import GpuFact, HostFacts, ModelFact, Observed
+from kimik3_reconciler.engines.llamacpp import (
+    drafts,
+    host_findings,
+    image,
+    launch,
+    perplexity,
+    placement,
+    routes,
+    rpc,
+    server_log,
+    smoke,
+    vram_fit,
+)
+from kimik3_reconciler.model.facts import HostFacts, ModelFact, Observed
 from kimik3_reconciler.model.launch_input import LaunchInput
 from kimik3_reconciler.model.profile import Profile, ServeSpec
+from kimik3_reconciler.model.route import Route
 
 
 class LlamaCpp:
@@ -49,7 +62,17 @@ class LlamaCpp:
     workers = rpc.WORKER
     # serve.<knob>; `threads` is no profile field (seed 000 fixes it) and is accepted only to be checked and refused;
     # `load_mode` is serve.load_mode: none or dio, a mapped mode is refused (planning/tune_space.py).
-    tune_knobs = TuneKnobs("serve", ("ubatch", "batch", "parallel", "fit_target", "n_cpu_moe", "threads", "load_mode"))
+    # Tune: the split (the --n-cpu-moe layers or the --fit margin) is ranked by the forecast; batch follows a searched
+    # ubatch (llama.cpp lowers ubatch to batch silently: the candidate would not be the one measured).
+    tune_knobs = TuneKnobs(
+        "serve",
+        ("ubatch", "batch", "parallel", "fit_target", "n_cpu_moe", "threads", "load_mode"),
+        split=("n_cpu_moe", "fit_target"),
+        line=("parallel", "ubatch", "batch", "load_mode", "threads"),
+        placement=("n_cpu_moe", "fit_target", "ubatch", "batch", "parallel"),
+        automatic=("n_cpu_moe",),  # unset: --fit decides the split
+        raised=(("batch", "ubatch"),),
+    )
     load_wire = "native"
     # The serve fields tune moves, and ctx_size, which it cannot: a bench run is filed with them.
     bench_knobs = BenchKnobs(
@@ -64,7 +87,7 @@ class LlamaCpp:
         labelled=("serve.ubatch", "serve.parallel", "serve.n_cpu_moe", "serve.fit_target"),
     )
     vision_probe = True  # with the fork build's --mmproj (profile.vision)
-    native_route = None  # GGUF quants of the catalog: planning/routes.py makes their profiles
+    native_route = None  # GGUF quants of the catalog: its route candidates (engines/llamacpp/routes.py)
 
     @property
     def weight_headers(self) -> WeightHeaders:
@@ -109,15 +132,46 @@ class LlamaCpp:
     def build_recipe(self, profile: Profile, observed: Observed) -> image.Build:
         return image.Build(profile, observed)
 
-    def render_plan(self, profile: Profile, observed: Observed) -> EnginePlan:
-        # One mode decision (hybrid or all-VRAM), then the placement from it: the gate, the launch and the
-        # pre-read ask the same one (vram_fit.derive_mode answers the last profile and observation it decided).
-        return EnginePlan(vram_fit.derive_mode(profile, observed), placement.forecast(profile, observed))
+    def split_rank(
+        self, profile: Profile, observed: Observed, plan: EnginePlan, knobs: dict[str, Any]
+    ) -> tuple[Any, ...]:
+        from kimik3_reconciler.engines.llamacpp import tune  # tune only
 
-    def routes(
-        self, host: HostFacts, gpus: tuple[GpuFact, ...], profile: Profile | None, observed: Observed | None
-    ) -> EngineRoutes:
-        return EngineRoutes(())  # each catalog quant's route is a profile planning/routes.py judges by the gate
+        return tune.split_rank(profile, observed, plan.forecast, knobs)
+
+    def render_plan(self, profile: Profile, observed: Observed) -> EnginePlan:
+        # One mode decision (hybrid or all-VRAM) per plan; the placement, the launch's sizing and the gate read it.
+        decision = vram_fit.derive_mode(profile, observed)
+        runs, note = decision.mode, decision.note(profile)
+        serve = (
+            ("batch", profile.batch_for(runs)),
+            ("ubatch", profile.ubatch_for(runs)),
+            ("ctx_size", vram_fit.context_total(profile, observed)),
+            ("fit_target", profile.fit_target_for(runs)),
+        )
+        return EnginePlan(
+            decision,
+            placement.forecast(profile, observed, decision),
+            serve,
+            (note,) if note else (),
+            vram_fit.context_note(profile, observed),
+        )
+
+    def host_findings(
+        self, profile: Profile, observed: Observed, plan: EnginePlan, stoppable: frozenset[int], ours_running: bool
+    ) -> tuple[list[str], list[str]]:
+        return host_findings.host_findings(profile, observed, plan.mode, stoppable, ours_running)
+
+    def draft_device(self, profile: Profile, host_gpus: int | None) -> str | None:
+        return drafts.draft_device(profile, host_gpus)
+
+    def route_candidates(
+        self, base: Profile, host: HostFacts, profile: Profile | None, observed: Observed | None
+    ) -> tuple[RouteCandidate, ...]:
+        return routes.candidates(base, host, profile, observed)  # the catalog's quants, the gate judges each
+
+    def route_rank(self, route: Route) -> tuple[int, str] | None:
+        return routes.rank(route)
 
 
 ENGINE = LlamaCpp()

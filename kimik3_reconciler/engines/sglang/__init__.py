@@ -15,8 +15,8 @@ from typing import Any
 
 from kimik3_reconciler.engines.base import (
     BenchKnobs,
+    CheckpointDefaults,
     EnginePlan,
-    EngineRoutes,
     HostNeeds,
     ImageSource,
     LogSigns,
@@ -26,13 +26,14 @@ from kimik3_reconciler.engines.base import (
     ServerSeries,
     TuneKnobs,
 )
+from kimik3_reconciler.engines.native_route import NativeRoutes
 from kimik3_reconciler.engines.sglang import launch
-from kimik3_reconciler.model.facts import GpuFact, HostFacts, ModelFact, Observed
+from kimik3_reconciler.model.facts import ModelFact, Observed
 from kimik3_reconciler.model.launch_input import LaunchInput
 from kimik3_reconciler.model.profile import Profile, ServeSpec
 
 
-class Sglang:
+class Sglang(CheckpointDefaults, NativeRoutes):
     """SGLang's OpenAI server (`sglang serve`), as seed 001's TP8/DCP8 cookbook profile runs it."""
 
     name = "sglang"
@@ -72,6 +73,8 @@ class Sglang:
         "tp{gpus}-dcp{dcp_size}",
         "seed 001's SGLang cookbook profile (TP8/DCP8, verified on 8x B300; needs "
         "sglang.mamba_full_memory_ratio from the cookbook's calculator)",
+        rank=1,
+        because="seed 001: SGLang for lower-level serving control (vLLM is not feasible here)",
     )
 
     log_signs = LogSigns()  # what any server's log says (address in use, out of memory)
@@ -124,11 +127,6 @@ class Sglang:
 
     def render_plan(self, profile: Profile, observed: Observed) -> EnginePlan:
         return EnginePlan()  # the whole checkpoint in VRAM, sized by sglang.mem_fraction_static: no mode, no split
-
-    def routes(
-        self, host: HostFacts, gpus: tuple[GpuFact, ...], profile: Profile | None, observed: Observed | None
-    ) -> EngineRoutes:
-        return EngineRoutes(())  # the native checkpoint's route is a profile planning/routes.py judges by the gate
 
 
 ENGINE = Sglang()

@@ -12,8 +12,8 @@ from typing import Any
 
 from kimik3_reconciler.engines.base import (
     BenchKnobs,
+    CheckpointDefaults,
     EnginePlan,
-    EngineRoutes,
     HostNeeds,
     ImageSource,
     LogSigns,
@@ -23,13 +23,14 @@ from kimik3_reconciler.engines.base import (
     ServerSeries,
     TuneKnobs,
 )
+from kimik3_reconciler.engines.native_route import NativeRoutes
 from kimik3_reconciler.engines.vllm import launch
-from kimik3_reconciler.model.facts import GpuFact, HostFacts, ModelFact, Observed
+from kimik3_reconciler.model.facts import ModelFact, Observed
 from kimik3_reconciler.model.launch_input import LaunchInput
 from kimik3_reconciler.model.profile import Profile, ServeSpec
 
 
-class Vllm:
+class Vllm(CheckpointDefaults, NativeRoutes):
     """vLLM's OpenAI server (`vllm serve`), as seed 001's TP8 recipe runs it."""
 
     name = "vllm"
@@ -73,6 +74,8 @@ class Vllm:
         {"tensor_parallel_size": 8, "gpu_memory_utilization": 0.95, "any_gpu": False},  # the schema's defaults
         "tp{gpus}",
         "seed 001's vLLM recipe (TP8, fp8 KV cache, vllm/vllm-openai:kimi-k3)",
+        rank=0,
+        because="seed 001: on an 8-GPU Blackwell-class server, start with vLLM",
     )
 
     log_signs = LogSigns()  # what any server's log says (address in use, out of memory)
@@ -125,11 +128,6 @@ class Vllm:
 
     def render_plan(self, profile: Profile, observed: Observed) -> EnginePlan:
         return EnginePlan()  # the whole checkpoint in VRAM, sized by vllm.gpu_memory_utilization: no mode, no split
-
-    def routes(
-        self, host: HostFacts, gpus: tuple[GpuFact, ...], profile: Profile | None, observed: Observed | None
-    ) -> EngineRoutes:
-        return EngineRoutes(())  # the native checkpoint's route is a profile planning/routes.py judges by the gate
 
 
 ENGINE = Vllm()
