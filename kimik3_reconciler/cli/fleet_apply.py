@@ -183,6 +183,9 @@ def apply_cmd(
         record["failed"] = None
         _write_record(record_path, record)
         _ensure_router(fleet, state_dir)
+        if fleet.target == "slurm":
+            _roll_on_slurm(fleet, base / "run", record_path, traffic_timeout, json_out)
+            return
         done = set(record["done"])
         batches = [tuple(h for h in batch if h not in done) for batch in fleet.rollout.batches()]
         batches = [b for b in batches if b]
@@ -254,30 +257,61 @@ def apply_cmd(
         finally:
             # The hosts' model mirrors serve only during the rollout, whatever its outcome.
             run_playbook(run_dir, run_dir / "mirrors-stop.yaml", run_dir / "inventory.json", sys.stderr)
+        _finish(record_path, batches, code, started, json_out, fleet.name)
+
+
+def _roll_on_slurm(fleet, run_dir: Path, record_path: Path, traffic_timeout: float, json_out: bool) -> None:  # noqa: ANN001
+    """The rollout on a Slurm fleet (fleet/targets/slurm.py): the replicas whose job does not serve their profile,
+    node by node, with the same router steps and record."""
+    from kimik3_reconciler.cli.fleet_slurm import slurm_batches, slurm_target
+
+    batches = slurm_batches(fleet)
+    if not batches:
         record = _read_record(record_path)
-        if record.get("failed"):
-            failed = record["failed"]
-            left = [h for b in batches for h in b if h not in record["done"] and h != failed["host"]]
-            raise RolloutHalted(
-                f"{failed['host']} failed {failed['gate']}; its kimik3 reverted it and it is back "
-                f"in rotation ({failed.get('rotation', 'unknown')}); rollout halted"
-                + (f": {', '.join(left)} not rolled" if left else "")
-            )
-        if code != 0:
-            raise StepError(
-                f"ansible-playbook exited {code}: see its output above; rolled so far: "
-                f"{', '.join(record.get('done', [])) or 'none'} (the next `fleet apply` resumes)"
-            )
-        record["complete"] = True
-        _write_record(record_path, record)
-        took = time.monotonic() - started
-        _outcome(
-            json_out,
-            fleet.name,
-            record,
-            took,
-            f"{fleet.name}: rolled {len(record['done'])} host(s) in {took:.0f} s: " + ", ".join(record["done"]),
+        _outcome(json_out, fleet.name, record, 0.0, f"{fleet.name}: every replica's job serves its profile")
+        return
+    _err.print(
+        "rollout (slurm): "
+        + " → ".join(",".join(b) for b in batches)
+        + f" (at least {fleet.rollout.min_serving} in rotation throughout)",
+        highlight=False,
+    )
+    target, router = slurm_target(fleet, run_dir, record_path, traffic_timeout)
+    started = time.monotonic()
+    try:
+        target.roll(fleet, batches)
+    finally:
+        router.close()
+    _finish(record_path, batches, 0, started, json_out, fleet.name)
+
+
+def _finish(record_path: Path, batches: list, code: int, started: float, json_out: bool, name: str) -> None:
+    """The rollout's outcome from its record: halted (a host failed a gate), failed (the runner's exit code), or
+    complete."""
+    record = _read_record(record_path)
+    if record.get("failed"):
+        failed = record["failed"]
+        left = [h for b in batches for h in b if h not in record["done"] and h != failed["host"]]
+        raise RolloutHalted(
+            f"{failed['host']} failed {failed['gate']}; its kimik3 reverted it and it is back "
+            f"in rotation ({failed.get('rotation', 'unknown')}); rollout halted"
+            + (f": {', '.join(left)} not rolled" if left else "")
         )
+    if code != 0:
+        raise StepError(
+            f"ansible-playbook exited {code}: see its output above; rolled so far: "
+            f"{', '.join(record.get('done', [])) or 'none'} (the next `fleet apply` resumes)"
+        )
+    record["complete"] = True
+    _write_record(record_path, record)
+    took = time.monotonic() - started
+    _outcome(
+        json_out,
+        name,
+        record,
+        took,
+        f"{name}: rolled {len(record['done'])} host(s) in {took:.0f} s: " + ", ".join(record["done"]),
+    )
 
 
 def _outcome(json_out: bool, name: str, record: dict, took: float, line: str) -> None:

@@ -106,6 +106,8 @@ class Fleet:
     router: RouterPlacement
     inventory: Mapping[str, Any] = field(repr=False)
     lines: Mapping[FieldPath, int] = field(default_factory=dict, repr=False, compare=False)
+    target: str = "ansible"  # fleet/targets/: what runs the replicas
+    slurm: Any = None  # target slurm: the fleet file's `slurm:` section (fleet/targets/slurm_section.py), or None
 
     def host(self, name: str) -> FleetHost:
         return next(h for h in self.hosts if h.name == name)
