@@ -159,16 +159,11 @@ def apply_cmd(
     ctx: click.Context, file: str, traffic_timeout: float, wheelhouse: str | None, registry: str | None, json_out: bool
 ) -> None:
     """Roll the fleet file's profile across its hosts through Ansible, batch by batch, behind the router."""
-    from kimik3_reconciler.adapters.ansible_play import FleetLock, run_playbook
+    from kimik3_reconciler.adapters.ansible_play import FleetLock
     from kimik3_reconciler.cli.fleet_cmd import load_fleet
     from kimik3_reconciler.engines import engine_for
-    from kimik3_reconciler.fleet.playbook import (
-        RolloutHost,
-        RouterStep,
-        inventory,
-        mirror_stop_playbook,
-        playbook,
-    )
+    from kimik3_reconciler.fleet.playbook import RolloutHost, RouterStep
+    from kimik3_reconciler.fleet.targets.ansible import AnsibleTarget
 
     state_dir = Path(ctx.obj["state_dir"])  # --state-dir, else $KIMIK3_STATE_DIR, else the default (cli.main)
     fleet = load_fleet(file)
@@ -235,12 +230,8 @@ def apply_cmd(
             fleet.rollout.min_serving,
             traffic_timeout,
         )
-        import yaml
-
-        (run_dir / "inventory.json").write_text(json.dumps(inventory(hosts, batches), indent=2))
-        (run_dir / "playbook.yaml").write_text(
-            yaml.safe_dump(playbook(fleet.name, batches, step, install, registry), sort_keys=False)
-        )
+        target = AnsibleTarget(_RunFolder(run_dir), hosts, step, install, registry)
+        target.render(fleet, batches)
         if not batches:
             _outcome(json_out, fleet.name, record, 0.0, f"{fleet.name}: every host already rolled; nothing to do")
             return
@@ -251,13 +242,28 @@ def apply_cmd(
             highlight=False,
         )
         started = time.monotonic()
-        (run_dir / "mirrors-stop.yaml").write_text(yaml.safe_dump(mirror_stop_playbook(), sort_keys=False))
-        try:
-            code = run_playbook(run_dir, run_dir / "playbook.yaml", run_dir / "inventory.json", sys.stderr)
-        finally:
-            # The hosts' model mirrors serve only during the rollout, whatever its outcome.
-            run_playbook(run_dir, run_dir / "mirrors-stop.yaml", run_dir / "inventory.json", sys.stderr)
-        _finish(record_path, batches, code, started, json_out, fleet.name)
+        target.roll(fleet, batches)
+        _finish(record_path, batches, target.code, started, json_out, fleet.name)
+
+
+class _RunFolder:
+    """fleet/targets/ansible.PlaybookRunner: the documents as files of the run folder (JSON for .json, YAML else),
+    ansible-playbook run on them (its output on stderr)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+
+    def write(self, documents) -> None:  # noqa: ANN001 - Mapping[str, object]
+        import yaml
+
+        for name, data in documents.items():
+            text = json.dumps(data, indent=2) if name.endswith(".json") else yaml.safe_dump(data, sort_keys=False)
+            (self.run_dir / name).write_text(text)
+
+    def run(self, playbook_name: str, inventory_name: str) -> int:
+        from kimik3_reconciler.adapters.ansible_play import run_playbook
+
+        return run_playbook(self.run_dir, self.run_dir / playbook_name, self.run_dir / inventory_name, sys.stderr)
 
 
 def _roll_on_slurm(fleet, run_dir: Path, record_path: Path, traffic_timeout: float, json_out: bool) -> None:  # noqa: ANN001

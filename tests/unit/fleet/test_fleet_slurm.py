@@ -247,3 +247,42 @@ def test_an_apply_that_failed_in_the_job_is_the_apply_gate(tmp_path: Path) -> No
     cluster = FakeCluster(fleet, apply_code=1)
     _target(cluster).roll(fleet, fleet.rollout.batches(("n3",)))
     assert cluster.log == ["out n3", "submit kimik3-f-n3", "in n3 failed gate: apply"]
+
+
+class FakeRunner:
+    def __init__(self, code: int = 0, fail: bool = False) -> None:
+        self.code, self.fail, self.written, self.ran = code, fail, {}, []
+
+    def write(self, documents: dict) -> None:
+        self.written.update(documents)
+
+    def run(self, playbook_name: str, inventory_name: str) -> int:
+        self.ran.append((playbook_name, inventory_name))
+        if self.fail and playbook_name == "playbook.yaml":
+            raise KeyboardInterrupt
+        return self.code
+
+
+def test_the_ansible_target_runs_the_rollout_playbook_then_stops_the_mirrors_whatever_happens(tmp_path: Path) -> None:
+    from kimik3_reconciler.fleet.playbook import RolloutHost, RouterStep
+    from kimik3_reconciler.fleet.targets.ansible import AnsibleTarget
+
+    fleet = _fleet(
+        tmp_path, FLEET.replace("target: slurm\n", "").replace("slurm: {partition: gpu, account: lab}\n", "")
+    )
+    hosts = [
+        RolloutHost(h.name, {"ansible_host": h.address}, ("kimik3",), "http://x:1", "/p.yaml") for h in fleet.hosts
+    ]
+    step = RouterStep(("kimik3", "fleet", "router-step"), "http://r", "http://m", 60.0, 2)
+    runner = FakeRunner(code=2)
+    target = AnsibleTarget(runner, hosts, step)
+    batches = fleet.rollout.batches()
+    target.render(fleet, batches)
+    target.roll(fleet, batches)
+    assert target.code == 2 and target.replicas(fleet) == {}
+    assert runner.ran == [("playbook.yaml", "inventory.json"), ("mirrors-stop.yaml", "inventory.json")]
+    assert runner.written["playbook.yaml"][-1]["serial"] == [1, 1, 1]
+    interrupted = FakeRunner(fail=True)
+    with pytest.raises(KeyboardInterrupt):
+        AnsibleTarget(interrupted, hosts, step).roll(fleet, batches)
+    assert interrupted.ran[-1] == ("mirrors-stop.yaml", "inventory.json")
