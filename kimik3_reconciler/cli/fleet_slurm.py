@@ -164,6 +164,8 @@ def job_step(file: str, digest: str, workers: int, hold: bool) -> None:
     if hold:
         while stop["signal"] is None:
             time.sleep(0.5)
+        # This node's rpc-server (started by the main node's apply through this node's Docker) goes with the step.
+        _stop_workers(_container_name(file))
         return
     from kimik3_reconciler.adapters.slurm_cli import run_step, set_comment
 
@@ -216,5 +218,16 @@ def _stop(name: str) -> None:
 
     try:
         docker.from_env().containers.get(name).stop(timeout=10)
+    except docker.errors.DockerException:
+        pass
+
+
+def _stop_workers(name: str) -> None:
+    """The profile's rpc-server containers on this node's Docker (named <profile>-rpc-<worker>) stopped."""
+    import docker
+
+    try:
+        for container in docker.from_env().containers.list(filters={"name": f"{name}-rpc-"}):
+            container.stop(timeout=10)
     except docker.errors.DockerException:
         pass

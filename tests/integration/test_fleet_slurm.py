@@ -9,6 +9,9 @@ as gres on mknod'd devices (tests/support/slurm_cluster.py). Each replica is a j
 2. Under a closed-loop client through smg, `fleet apply` rolls the second quant (UD-Q4_K_XL) node by node: every
    job replaced, 0 failed requests, never fewer than 2 replicas in the router's rotation.
 3. `scancel` of a replica's job stops its server (the job holds it), and the next `fleet apply` submits it again.
+4. A second fleet on the same cluster: a main server on h1 with RPC workers on h3 and h4 (one heterogeneous job:
+   main + 2 worker components) and a plain replica on h2. The workers' step is cancelled: the job ends (its main
+   server stopped), and the next `fleet apply` submits the group again, serving through the router.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ FLEET = "k3sl"
 
 @pytest.fixture(scope="module")
 def bare_rig() -> Iterator[Rig]:
-    with fleet_rig(3, prefix="k3sl") as rig:
+    with fleet_rig(4, prefix="k3sl") as rig:  # h4: a second worker node for the group's test
         yield rig
 
 
@@ -91,7 +94,8 @@ def write_fleet(work: Path, rig: Rig, hub: FixtureHub, quant: str) -> None:
     profile["model"]["quant"] = quant
     (work / "profile.yaml").write_text(yaml.safe_dump(profile, sort_keys=False))
     inventory = rig.inventory("serving")
-    for host in rig.hosts:
+    del inventory["all"]["children"]["serving"]["hosts"][rig.hosts[3].name]  # three replicas: h1, h2, h3
+    for host in rig.hosts[:3]:
         inventory["all"]["children"]["serving"]["hosts"][host.name].update(kimik3_command=list(KIMIK3))
     document = {
         "apiVersion": "kimik3/v1",
@@ -102,7 +106,8 @@ def write_fleet(work: Path, rig: Rig, hub: FixtureHub, quant: str) -> None:
         "slurm": {"partition": "k3gpu"},
         "inventory": inventory,
         "overrides": {
-            h.name: {"serve": {"host": h.address}, "model": {"cache_dir": str(h.root / "hf-cache")}} for h in rig.hosts
+            h.name: {"serve": {"host": h.address}, "model": {"cache_dir": str(h.root / "hf-cache")}}
+            for h in rig.hosts[:3]
         },
         "rollout": {"hosts": "serving", "max_unavailable": 1, "drain_timeout": "60s"},
         "router": {"version": "1.13.0", "host": "localhost", "port": ROUTER_PORT, "policy": "round_robin"},
@@ -160,9 +165,9 @@ def deployed(
 def test_a_first_apply_runs_each_replica_as_a_job_on_its_node(deployed: Path, rig: Rig, cluster: SlurmCluster) -> None:
     rows = job_rows(deployed, cluster)
     assert [(r["host"], r["state"], r["nodes"], r["router"]) for r in rows] == [
-        (h.name, "running", h.name, "in rotation") for h in rig.hosts
+        (h.name, "running", h.name, "in rotation") for h in rig.hosts[:3]
     ], rows
-    for row, host in zip(rows, rig.hosts):
+    for row, host in zip(rows, rig.hosts[:3]):
         shown = cluster.run("scontrol", "show", "job", row["job"]).stdout
         # The demo is a CPU build (gpus: none): its job asks for no gres (a GPU profile's --gres: tests/unit/fleet).
         assert f"NodeList={host.name}" in shown and "gres/gpu" not in shown, shown
@@ -215,3 +220,115 @@ def test_scancel_stops_the_replica_and_the_next_apply_submits_it_again(
     rows = job_rows(deployed, cluster)
     assert rows[2]["state"] == "running" and rows[2]["job"] != victim["job"], rows
     assert [r["router"] for r in rows] == ["in rotation"] * 3
+
+
+GROUP_FLEET, GROUP_NAME, GROUP_PORT, GROUP_ROUTER = "k3slg", "k3slg-serve", 19376, 19377  # router metrics: 19378
+WORKER_PORT = 19379
+
+
+def _ssh_wrapper(work: Path, rig: Rig) -> Path:
+    """An `ssh` first on PATH with the rig's key and known_hosts: what the docker SDK's ssh:// transport runs to reach
+    a worker's Docker from the main node (root's own ~/.ssh is never read or written)."""
+    bin_dir = work / "bin"
+    bin_dir.mkdir()
+    wrapper = bin_dir / "ssh"
+    wrapper.write_text(
+        f"#!/bin/sh\nexec /usr/bin/ssh -i {rig.ssh_key} -o UserKnownHostsFile={rig.known_hosts} "
+        '-o StrictHostKeyChecking=yes -o IdentitiesOnly=yes -o BatchMode=yes "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    return bin_dir
+
+
+def write_group_fleet(work: Path, rig: Rig, hub: FixtureHub) -> None:
+    main, replica, *workers = rig.hosts
+    profile = demo_profile(work, GROUP_NAME, GROUP_PORT, hub.url)
+    profile["serve"]["n_cpu_moe"] = 2  # the first layers' experts stay on the main server, the rest go to the workers
+    (work / "profile.yaml").write_text(yaml.safe_dump(profile, sort_keys=False))
+    inventory = rig.inventory("serving")
+    path = f"{_ssh_wrapper(work, rig)}:{os.environ['PATH']}"
+    for host in workers:  # worker nodes: in the inventory (their node names), not replicas
+        del inventory["all"]["children"]["serving"]["hosts"][host.name]
+        inventory["all"].setdefault("hosts", {})[host.name] = {"ansible_host": host.address}
+    for host in (main, replica):
+        inventory["all"]["children"]["serving"]["hosts"][host.name]["kimik3_command"] = ["env", f"PATH={path}", *KIMIK3]
+    overrides = {
+        h.name: {"serve": {"host": h.address}, "model": {"cache_dir": str(h.root / "hf-cache")}}
+        for h in (main, replica)
+    }
+    overrides[main.name]["rpc"] = {
+        "workers": [
+            {"name": f"w{i}", "docker": f"ssh://root@{w.address}", "bind": w.address, "port": WORKER_PORT}
+            for i, w in enumerate(workers, 1)
+        ]
+    }
+    document = {
+        "apiVersion": "kimik3/v1",
+        "kind": "Fleet",
+        "name": GROUP_FLEET,
+        "profile": "profile.yaml",
+        "target": "slurm",
+        "inventory": inventory,
+        "overrides": overrides,
+        "rollout": {"hosts": "serving", "max_unavailable": 1, "drain_timeout": "20s"},
+        "router": {"version": "1.13.0", "host": "localhost", "port": GROUP_ROUTER, "policy": "round_robin"},
+    }
+    (work / "fleet.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
+
+
+def test_a_group_is_one_heterogeneous_job_recreated_when_a_worker_is_cancelled(
+    deployed: Path, rig: Rig, hub: FixtureHub, cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    cluster.run("scancel", "--partition", "k3gpu")  # the first fleet's jobs: the nodes are the group's now
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and cluster.run("squeue", "-h", "-t", "R,PD,CG").stdout.strip():
+        time.sleep(1)
+    work = tmp_path_factory.mktemp("fleet-slurm-group")
+    write_group_fleet(work, rig, hub)
+    main, replica, w1, w2 = rig.hosts
+    try:
+        first = fleet_cmd(work, cluster, "apply", "--traffic-timeout", "2", "fleet.yaml")
+        assert first.returncode == 0, first.stderr[-4000:]
+        rows = {r["host"]: r for r in job_rows(work, cluster)}
+        assert (rows[main.name]["state"], rows[main.name]["nodes"]) == ("running", f"{main.name},{w1.name},{w2.name}")
+        assert rows[replica.name]["state"] == "running"
+        shown = cluster.run("squeue", "-h", "-j", rows[main.name]["job"], "-o", "%i %N").stdout.split("\n")
+        # One heterogeneous job: the main component on h1, a worker component on each worker node.
+        assert [line.split()[1] for line in shown if line.strip()] == [main.name, w1.name, w2.name], shown
+        for index, worker in enumerate((w1, w2), 1):
+            assert worker.docker("inspect", "-f", "{{.State.Running}}", f"{GROUP_NAME}-rpc-w{index}") == "true"
+        # The workers' step (the hold step on their components) cancelled: the group's job ends, its server stops.
+        steps = cluster.run("squeue", "-h", "-s", "-o", "%i %N").stdout.split("\n")
+        print("steps:", steps)
+        worker_step = next(
+            line.split()[0]
+            for line in steps
+            if line.strip()
+            and not line.split()[0].endswith((".batch", ".extern"))
+            and line.split()[1] not in (main.name, replica.name)
+        )
+        cluster.run("scancel", worker_step)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if {r["host"]: r for r in job_rows(work, cluster)}[main.name]["state"] != "running":
+                break
+            time.sleep(1)
+        gone = {r["host"]: r for r in job_rows(work, cluster)}[main.name]
+        assert gone["state"] != "running", gone
+        again = fleet_cmd(work, cluster, "apply", "--traffic-timeout", "2", "fleet.yaml")
+        assert again.returncode == 0, again.stderr[-4000:]
+        assert f"{replica.name}: job" not in again.stderr  # only the group was submitted again
+        rows = {r["host"]: r for r in job_rows(work, cluster)}
+        assert rows[main.name]["state"] == "running" and rows[main.name]["job"] != gone["job"], rows
+        assert rows[main.name]["router"] == "in rotation", rows
+        answer = httpx_post(f"http://127.0.0.1:{GROUP_ROUTER}/v1/chat/completions", GROUP_NAME)
+        assert answer == 200
+    finally:
+        stop_router(work, GROUP_FLEET)
+
+
+def httpx_post(url: str, model: str) -> int:
+    import httpx
+
+    body = {"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+    return httpx.post(url, json=body, timeout=120).status_code
