@@ -261,7 +261,7 @@ class SlurmTarget:
     def replace(self, fleet: Fleet, host: FleetHost) -> str | None:
         """`host`'s job cancelled and submitted again with its effective profile, its apply awaited and gated in the
         job; the gate that failed (None: all passed)."""
-        for job in replica_jobs(fleet, self.jobs()).values():
+        for job in self.jobs():  # every live job of this replica (one left by a killed run too)
             if job.name == job_name(fleet, host) and job.live:
                 self.slurm.cancel(job.job_id)
                 self._until(lambda j=job: not self._live(j.job_id), f"job {job.job_id} to end", 120.0)
