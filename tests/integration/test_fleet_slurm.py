@@ -307,7 +307,7 @@ def test_a_group_is_one_heterogeneous_job_recreated_when_a_worker_is_cancelled(
             and not line.split()[0].endswith((".batch", ".extern"))
             and line.split()[1] not in (main.name, replica.name)
         )
-        cluster.run("scancel", worker_step)
+        print(cluster.run("scancel", worker_step, check=False))
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if {r["host"]: r for r in job_rows(work, cluster)}[main.name]["state"] != "running":
