@@ -235,12 +235,7 @@ def apply_cmd(
         if not batches:
             _outcome(json_out, fleet.name, record, 0.0, f"{fleet.name}: every host already rolled; nothing to do")
             return
-        _err.print(
-            "rollout: "
-            + " → ".join(",".join(b) for b in batches)
-            + f" (at least {fleet.rollout.min_serving} in rotation throughout)",
-            highlight=False,
-        )
+        _say_rollout("rollout", batches, fleet.rollout.min_serving)
         started = time.monotonic()
         target.roll(fleet, batches)
         _finish(record_path, batches, target.code, started, json_out, fleet.name)
@@ -276,12 +271,7 @@ def _roll_on_slurm(fleet, run_dir: Path, record_path: Path, traffic_timeout: flo
         record = _read_record(record_path)
         _outcome(json_out, fleet.name, record, 0.0, f"{fleet.name}: every replica's job serves its profile")
         return
-    _err.print(
-        "rollout (slurm): "
-        + " → ".join(",".join(b) for b in batches)
-        + f" (at least {fleet.rollout.min_serving} in rotation throughout)",
-        highlight=False,
-    )
+    _say_rollout("rollout (slurm)", batches, fleet.rollout.min_serving)
     target, router = slurm_target(fleet, run_dir, record_path, traffic_timeout)
     started = time.monotonic()
     try:
@@ -289,6 +279,13 @@ def _roll_on_slurm(fleet, run_dir: Path, record_path: Path, traffic_timeout: flo
     finally:
         router.close()
     _finish(record_path, batches, 0, started, json_out, fleet.name)
+
+
+def _say_rollout(label: str, batches: list, min_serving: int) -> None:
+    _err.print(
+        f"{label}: " + " → ".join(",".join(b) for b in batches) + f" (at least {min_serving} in rotation throughout)",
+        highlight=False,
+    )
 
 
 def _finish(record_path: Path, batches: list, code: int, started: float, json_out: bool, name: str) -> None:

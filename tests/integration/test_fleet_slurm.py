@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,7 +27,7 @@ from pathlib import Path
 import pytest
 import yaml
 from support.closed_loop import ClosedLoop
-from support.fleet_hosts import GATEWAY, Rig, fleet_rig, publish_image, stop_router
+from support.fleet_hosts import GATEWAY, Rig, RotationSampler, fleet_rig, publish_image, ssh_wrapper, stop_router
 from support.realparts import KIMIK3, converged_demo, demo_profile, docker, require_docker_and_demo_hub
 from support.slurm_cluster import SlurmCluster, slurm_cluster
 
@@ -125,28 +124,6 @@ def job_rows(work: Path, cluster: SlurmCluster) -> list[dict]:
     return json.loads(status.stdout)["hosts"]
 
 
-class RotationSampler:
-    """How many workers the router has in rotation, read every second in a thread."""
-
-    def __init__(self, router: SmgRouter) -> None:
-        self.router, self.samples = router, []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> RotationSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(10)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.samples.append(sum(w.in_rotation for w in self.router.workers()))
-            self._stop.wait(1.0)
-
-
 @pytest.fixture(scope="module")
 def deployed(
     rig: Rig, hub: FixtureHub, cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory
@@ -226,27 +203,13 @@ GROUP_FLEET, GROUP_NAME, GROUP_PORT, GROUP_ROUTER = "k3slg", "k3slg-serve", 1937
 WORKER_PORT = 19379
 
 
-def _ssh_wrapper(work: Path, rig: Rig) -> Path:
-    """An `ssh` first on PATH with the rig's key and known_hosts: what the docker SDK's ssh:// transport runs to reach
-    a worker's Docker from the main node (root's own ~/.ssh is never read or written)."""
-    bin_dir = work / "bin"
-    bin_dir.mkdir()
-    wrapper = bin_dir / "ssh"
-    wrapper.write_text(
-        f"#!/bin/sh\nexec /usr/bin/ssh -i {rig.ssh_key} -o UserKnownHostsFile={rig.known_hosts} "
-        '-o StrictHostKeyChecking=yes -o IdentitiesOnly=yes -o BatchMode=yes "$@"\n'
-    )
-    wrapper.chmod(0o755)
-    return bin_dir
-
-
 def write_group_fleet(work: Path, rig: Rig, hub: FixtureHub) -> None:
     main, replica, *workers = rig.hosts
     profile = demo_profile(work, GROUP_NAME, GROUP_PORT, hub.url)
     profile["serve"]["n_cpu_moe"] = 2  # the first layers' experts stay on the main server, the rest go to the workers
     (work / "profile.yaml").write_text(yaml.safe_dump(profile, sort_keys=False))
     inventory = rig.inventory("serving")
-    path = f"{_ssh_wrapper(work, rig)}:{os.environ['PATH']}"
+    path = f"{ssh_wrapper(work, rig)}:{os.environ['PATH']}"
     for host in workers:  # worker nodes: in the inventory (their node names), not replicas
         del inventory["all"]["children"]["serving"]["hosts"][host.name]
         inventory["all"].setdefault("hosts", {})[host.name] = {"ansible_host": host.address}

@@ -13,16 +13,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from support.fleet_hosts import GATEWAY, Rig
+from support.fleet_hosts import GATEWAY, Rig, _kill_pidfile, _wait
 
 GPUS_PER_NODE = 8
 CTLD_PORT = 16817  # slurmctld's port on the bridge; each slurmd listens on 6818 in its own namespace
@@ -49,36 +47,6 @@ class SlurmCluster:
     def node_states(self) -> dict[str, str]:
         out = self.run("sinfo", "-h", "-N", "-o", "%N %T").stdout
         return dict(line.split() for line in out.splitlines() if line.strip())
-
-
-def _kill(pid_file: Path, timeout: float = 20.0) -> None:
-    try:
-        pid = int(pid_file.read_text().strip())
-    except (OSError, ValueError):
-        return
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.2)
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
-def _wait(what: str, check, timeout: float = 60.0) -> None:  # noqa: ANN001
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{what}: not up within {timeout:.0f} s")
-        time.sleep(0.5)
 
 
 def _gpu_devices(root: Path) -> str:
@@ -180,7 +148,7 @@ def slurm_cluster(rig: Rig) -> Iterator[SlurmCluster]:
         shutil.copy("/etc/munge/munge.key", key)
         key.chmod(0o400)
         socket_path = munge / "munge.sock"
-        cleanup.callback(_kill, munge / "munged.pid")
+        cleanup.callback(_kill_pidfile, munge / "munged.pid")
         subprocess.run(
             [
                 "munged",
@@ -198,7 +166,7 @@ def slurm_cluster(rig: Rig) -> Iterator[SlurmCluster]:
         env = {**os.environ, "SLURM_CONF": str(conf)}
         for host in rig.hosts:
             (root / f"spool-{host.name}").mkdir()
-        cleanup.callback(_kill, root / "slurmctld.pid")
+        cleanup.callback(_kill_pidfile, root / "slurmctld.pid")
         subprocess.Popen(
             ["slurmctld", "-D", "-i", "-f", str(conf)],
             env=env,
@@ -207,7 +175,7 @@ def slurm_cluster(rig: Rig) -> Iterator[SlurmCluster]:
             start_new_session=True,
         )
         for host in rig.hosts:
-            cleanup.callback(_kill, root / f"slurmd-{host.name}.pid")
+            cleanup.callback(_kill_pidfile, root / f"slurmd-{host.name}.pid")
             subprocess.Popen(
                 ["nsenter", f"--net={host.netns}", "slurmd", "-D", "-N", host.name, "-f", str(conf)],
                 env=env,
