@@ -20,6 +20,7 @@ from pathlib import Path
 import click
 
 from kimik3_reconciler.cli import _err, _out, _run
+from kimik3_reconciler.errors import StepError
 
 HOLD_POLL_S = 5.0  # how often the held server (and a group's worker step) is looked at
 
@@ -176,10 +177,15 @@ def job_step(file: str, digest: str, workers: int, hold: bool) -> None:
         groups = "1" if workers == 1 else f"1-{workers}"
         held = run_step([f"--het-group={groups}", *kimik3, "fleet", "job-step", "--hold", file])
     code = subprocess.run([*kimik3, "apply", file], check=False).returncode
-    if job:
-        set_comment(job, f"kimik3:{digest}:apply={code}")
-    click.echo(f"job-step: kimik3 apply exited {code}; holding the server")
     name = _container_name(file)
+    if job:
+        try:
+            set_comment(job, f"kimik3:{digest}:apply={code}")
+        except StepError:
+            # Unsaid, the rollout would wait for this apply until its timeout: the job ends now, its server with it.
+            _stop(name)
+            raise
+    click.echo(f"job-step: kimik3 apply exited {code}; holding the server")
     why = ""
     while stop["signal"] is None:
         if held is not None and held.poll() is not None:
