@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
 
+from kimik3_reconciler.fleet.targets.kubernetes_section import KubernetesSection
 from kimik3_reconciler.fleet.targets.slurm_section import SlurmSection
 from kimik3_reconciler.model.durations import parse_duration
 
@@ -188,6 +189,9 @@ class FleetFile(BaseModel):
         "ansible", description="what runs the replicas: ansible (kimik3 over SSH) or slurm (a job per replica)"
     )
     slurm: SlurmSection | None = Field(None, description="target: slurm: where its jobs go (optional)")
+    kubernetes: KubernetesSection | None = Field(
+        None, description="what `kimik3 fleet render --target kubernetes` needs beside the profile (optional)"
+    )
 
 
 InventoryGroup.model_rebuild()

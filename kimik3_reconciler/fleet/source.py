@@ -99,6 +99,7 @@ def parse_fleet(text: str, source: str, read_text: Callable[[str], str]) -> Flee
         RouterPlacement(r.kind, r.version, r.host, r.port, r.policy),
         data["inventory"],
         lines,
+        spec.kubernetes,
         target=spec.target,
         slurm=spec.slurm if spec.target == "slurm" else None,
     )

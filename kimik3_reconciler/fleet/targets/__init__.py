@@ -1,10 +1,13 @@
 """Where a fleet's replicas run: one module per target, each holding what differs there (the way engines/ holds
-what differs between serving engines). The fleet file's `target:` chooses one; the fleet file, its validation, the
-rollout policy, the router and its drain are the same for every target.
+what differs between serving engines). The fleet file's `target:` chooses who runs the replicas; the fleet file,
+its validation, the rollout policy, the router and its drain are the same for every target.
 
   ansible.py     the default: `kimik3 apply` on each host over SSH, the rollout one Ansible playbook
   slurm.py       each replica a job pinned to its node (a main server with RPC workers: one heterogeneous job), the
                  rollout node by node through sbatch/scancel/srun (slurm_section.py: the fleet file's `slurm:`)
+  kubernetes.py  `kimik3 fleet render --target kubernetes`: the manifests a GitOps repo commits, render only
+                 (kubernetes_router.py: smg in front; kubernetes_objects.py: the manifests' shared values;
+                 kubernetes_section.py: the fleet file's `kubernetes:` section)
 
 A target does what `fleet apply` and `fleet status` need of it (`Target`); its effects come through adapters the CLI
 hands it, the decisions stay here."""
