@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from kimik3_reconciler.engines.base import (
+    BenchKnobs,
     EnginePlan,
     ImageSource,
     ModelSource,
@@ -16,8 +17,22 @@ from kimik3_reconciler.engines.base import (
     RouteCandidate,
     ServerSeries,
     TuneKnobs,
+    WeightHeaders,
 )
-from kimik3_reconciler.engines.llamacpp import drafts, host_findings, launch, placement, routes, sizing, vram_fit
+from kimik3_reconciler.engines.llamacpp import (
+    drafts,
+    host_findings,
+    image,
+    launch,
+    perplexity,
+    placement,
+    routes,
+    rpc,
+    server_log,
+    sizing,
+    smoke,
+    vram_fit,
+)
 from kimik3_reconciler.model.facts import HostFacts, ModelFact, Observed
 from kimik3_reconciler.model.launch_input import LaunchInput
 from kimik3_reconciler.model.profile import Profile, ServeSpec
@@ -43,6 +58,10 @@ class LlamaCpp:
         slots="/slots",
     )
     reasoning_field = "reasoning_content"
+    log_signs = server_log.SIGNS
+    smoke = smoke.SMOKE
+    quant_scorer = perplexity.SCORER
+    workers = rpc.WORKER
     # serve.<knob>; `threads` is no profile field (seed 000 fixes it) and is accepted only to be checked and refused;
     # `load_mode` is serve.load_mode: none or dio, a mapped mode is refused (planning/tune_space.py).
     # Tune: the split (the --n-cpu-moe layers or the --fit margin) is ranked by the forecast; batch follows a searched
@@ -56,9 +75,28 @@ class LlamaCpp:
         automatic=("n_cpu_moe",),  # unset: --fit decides the split
         raised=(("batch", "ubatch"),),
     )
-    load_wire = "llamacpp"
+    load_wire = "native"
+    # The serve fields tune moves, and ctx_size, which it cannot: a bench run is filed with them.
+    bench_knobs = BenchKnobs(
+        filed=(
+            "serve.batch",
+            "serve.ubatch",
+            "serve.fit_target",
+            "serve.n_cpu_moe",
+            "serve.parallel",
+            "serve.ctx_size",
+        ),
+        labelled=("serve.ubatch", "serve.parallel", "serve.n_cpu_moe", "serve.fit_target"),
+    )
     vision_probe = True  # with the fork build's --mmproj (profile.vision)
     native_route = None  # GGUF quants of the catalog: its route candidates (engines/llamacpp/routes.py)
+
+    @property
+    def weight_headers(self) -> WeightHeaders:
+        # The GGUF parser is imported where headers are read only (a no-op plan reads the layout's record).
+        from kimik3_reconciler.engines.llamacpp.gguf_header import HEADERS
+
+        return HEADERS
 
     def model_entry(self, model: ModelFact) -> str:
         return launch.first_shard(model)
@@ -92,6 +130,9 @@ class LlamaCpp:
         from kimik3_reconciler.engines.llamacpp import tune  # tune only: a plan does not load model/tuning.py
 
         return tune.default_space(profile, observed)
+
+    def build_recipe(self, profile: Profile, observed: Observed) -> image.Build:
+        return image.Build(profile, observed)
 
     def split_rank(
         self, profile: Profile, observed: Observed, plan: EnginePlan, knobs: dict[str, Any]

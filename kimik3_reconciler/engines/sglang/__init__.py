@@ -14,10 +14,12 @@ from __future__ import annotations
 from typing import Any
 
 from kimik3_reconciler.engines.base import (
+    BenchKnobs,
     CheckpointDefaults,
     EnginePlan,
     HostNeeds,
     ImageSource,
+    LogSigns,
     ModelSource,
     NativeRoute,
     Readiness,
@@ -64,6 +66,7 @@ class Sglang(CheckpointDefaults, NativeRoutes):
     reasoning_field = "reasoning_content"
     tune_knobs = TuneKnobs("sglang", ("mem_fraction_static",))  # sglang.<knob> (launch.py: why only this one)
     load_wire = "openai"
+    bench_knobs = BenchKnobs()  # its section's tune knobs file a run (and label it)
     vision_probe = False  # its vision is the checkpoint's, which no check sends an image to yet
     native_route = NativeRoute(
         {"tp_size": 8, "dcp_size": 8, "mem_fraction_static": 0.85, "any_gpu": False},  # the schema's defaults
@@ -73,6 +76,12 @@ class Sglang(CheckpointDefaults, NativeRoutes):
         rank=1,
         because="seed 001: SGLang for lower-level serving control (vLLM is not feasible here)",
     )
+
+    log_signs = LogSigns()  # what any server's log says (address in use, out of memory)
+    workers = None  # no rpc.workers: its ranks are its own processes
+    quant_scorer = None  # the checkpoint, not a quant: no quant gate
+    smoke = None  # a pulled image: its first launch's health wait and verify are its test
+    weight_headers = None  # a safetensors checkpoint: read generically (observe/served_weights.py)
 
     def model_entry(self, model: ModelFact) -> str:
         return "."  # the snapshot folder: config.json, the tokenizer, the custom code and the safetensors shards
@@ -112,6 +121,9 @@ class Sglang(CheckpointDefaults, NativeRoutes):
 
     def tune_space(self, profile: Profile, observed: Observed) -> dict[str, tuple[Any, ...]]:
         return launch.tune_space(profile)
+
+    def build_recipe(self, profile: Profile, observed: Observed) -> None:
+        return None  # its image is pulled by digest (image.ref)
 
     def render_plan(self, profile: Profile, observed: Observed) -> EnginePlan:
         return EnginePlan()  # the whole checkpoint in VRAM, sized by sglang.mem_fraction_static: no mode, no split

@@ -11,10 +11,12 @@ from dataclasses import replace
 from typing import Any
 
 from kimik3_reconciler.engines.base import (
+    BenchKnobs,
     CheckpointDefaults,
     EnginePlan,
     HostNeeds,
     ImageSource,
+    LogSigns,
     ModelSource,
     Readiness,
     RouteCandidate,
@@ -51,8 +53,15 @@ class Probe(CheckpointDefaults):
     reasoning_field = "reasoning"
     tune_knobs = TuneKnobs("serve", ())
     load_wire = "openai"
+    bench_knobs = BenchKnobs()  # its section's tune knobs file a run (and label it)
     vision_probe = False
     native_route = None  # its own route (`route_candidates`), no native checkpoint
+
+    log_signs = LogSigns()  # what any server's log says (address in use, out of memory)
+    workers = None  # no rpc.workers: its ranks are its own processes
+    quant_scorer = None  # the checkpoint, not a quant: no quant gate
+    smoke = None  # a pulled image: its first launch's health wait and verify are its test
+    weight_headers = None  # a safetensors checkpoint: read generically (observe/served_weights.py)
 
     def model_entry(self, model: ModelFact) -> str:
         return "."
@@ -89,6 +98,9 @@ class Probe(CheckpointDefaults):
 
     def tune_space(self, profile: Profile, observed: Observed) -> dict[str, tuple[Any, ...]]:
         return {}
+
+    def build_recipe(self, profile: Profile, observed: Observed) -> None:
+        return None  # its image is pulled by digest (image.ref)
 
     def render_plan(self, profile: Profile, observed: Observed) -> EnginePlan:
         return EnginePlan()
