@@ -38,9 +38,11 @@ def test_keys_are_the_lines_llama_server_takes() -> None:
     ],
 )
 def test_a_key_file_without_a_usable_key_says_why_without_the_key(text: str, wanted: str) -> None:
-    problem = key_file_problem(text)
+    problem = key_file_problem(text, "llama-server")
     assert problem is not None and problem.startswith(wanted)
     assert "secret" not in problem  # the message goes to the terminal and logs: never the key
+    # The server the message names is the engine's (was: llama-server, whatever the engine).
+    assert "llama-server" in problem and "vllm serve" in (key_file_problem(text, "vllm serve") or "")
 
 
 def _collect(tmp_path: Path, content: bytes):
