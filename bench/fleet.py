@@ -7,10 +7,10 @@ per host, its own sshd and dockerd; shared/TESTING.md §12).
 
     flock /tmp/k3-fleet-rig.lock .venv/bin/python bench/fleet.py [--runs 2] [--workers 4]
 
-Set-up, as tests/integration/test_fleet_rollout_docker.py's (its fleet file, names and ports): the llama.cpp image
-built here (the demo's, cached by layer), pushed to the registry on the bridge and pulled by digest on the first
-host; a first `kimik3 fleet apply --install --registry` installs kimik3 on the 3 hosts and deploys the demo profile
-(UD-Q2_K_XL) behind smg. Then per run, with a closed-loop client (tests/support/closed_loop.py: `--workers`
+Set-up, as tests/integration/test_fleet_rollout_docker.py's (tests/support/fleet_rollout.py: its fleet file, names
+and ports): the llama.cpp image built here (the demo's, cached by layer), pushed to the registry on the bridge and
+pulled by digest on the first host; a first `kimik3 fleet apply --install --registry` installs kimik3 on the 3 hosts
+and deploys the demo profile (UD-Q2_K_XL) behind smg. Then per run, with a closed-loop client (tests/support/closed_loop.py: `--workers`
 threads, half streaming, every other request offering a tool) sending through smg:
 
 1. `fleet plan` / `fleet status` of the 3 hosts, one host's `plan`/`status` over SSH and the SSH round trip
@@ -46,21 +46,19 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "bench")]
 import yaml  # noqa: E402
 from fleet_plan import measure, print_spread, ssh_to  # noqa: E402
 from handover import quantile  # noqa: E402
-from integration.test_fleet_rollout_docker import (  # noqa: E402
-    BUILD_NAME,
-    BUILD_PORT,
+from support.fleet_hosts import GATEWAY, Rig, fleet_rig, stop_router  # noqa: E402
+from support.fleet_rollout import (  # noqa: E402
     FLEET,
-    NAME,
     PORT,
-    ROUTER_PORT,
     RotationSampler,
     fleet_cmd,
+    fleet_router,
+    image_on_first_host,
     install_and_deploy,
+    router_load,
     write_fleet,
 )
-from support.closed_loop import ClosedLoop  # noqa: E402
-from support.fleet_hosts import GATEWAY, Rig, fleet_rig, publish_image, stop_router  # noqa: E402
-from support.realparts import converged_demo, docker, require_docker_and_demo_hub  # noqa: E402
+from support.realparts import require_docker_and_demo_hub  # noqa: E402
 
 from kimik3_demo.hub import FixtureHub  # noqa: E402
 from kimik3_demo.prepare import demo_repos  # noqa: E402
@@ -127,10 +125,10 @@ def every_host_in_rotation(router: SmgRouter, rig: Rig) -> None:
 def under_load(rollout, rig: Rig, workers: int) -> dict:  # noqa: ANN001 - () -> (exit status, output tail)
     """`rollout` run while the closed-loop client sends through smg; what the clients saw, and how many hosts smg
     had in rotation right after."""
-    router = SmgRouter(f"http://127.0.0.1:{ROUTER_PORT}", f"http://127.0.0.1:{ROUTER_PORT + 1}")
+    router = fleet_router()
     every_host_in_rotation(router, rig)
     with (
-        ClosedLoop(f"http://127.0.0.1:{ROUTER_PORT}", workers=workers, model=NAME, tools=True) as load,
+        router_load(workers) as load,
         RotationSampler(router) as sampler,
     ):
         load.wait_for(2 * workers)
@@ -204,9 +202,7 @@ def print_rollouts(seen: dict[str, list[dict]]) -> None:
 def deployed(rig: Rig, hub: FixtureHub, work: Path):  # noqa: ANN201 - Iterator[Path]
     """The rollout test's set-up: the image on the first host, kimik3 installed by a first `fleet apply --install`,
     the demo profile served by the 3 hosts behind smg; smg stopped after."""
-    with contextmanager(converged_demo)(work / "build", BUILD_NAME, BUILD_PORT):
-        tag = docker("inspect", "-f", "{{.Config.Image}}", BUILD_NAME)
-    rig.hosts[0].docker("pull", publish_image(rig, tag), timeout=1800)
+    image_on_first_host(rig, work / "build")
     write_fleet(work, rig, hub, QUANTS[0])
     try:
         first = install_and_deploy(work, rig)
