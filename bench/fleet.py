@@ -46,18 +46,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "bench")]
 import yaml  # noqa: E402
 from fleet_plan import measure, print_spread, ssh_to  # noqa: E402
 from handover import quantile  # noqa: E402
+from support import fleet_rollout as fleet_setup  # noqa: E402
 from support.fleet_hosts import GATEWAY, Rig, fleet_rig, stop_router  # noqa: E402
-from support.fleet_rollout import (  # noqa: E402
-    FLEET,
-    PORT,
-    RotationSampler,
-    fleet_cmd,
-    fleet_router,
-    image_on_first_host,
-    install_and_deploy,
-    router_load,
-    write_fleet,
-)
 from support.realparts import require_docker_and_demo_hub  # noqa: E402
 
 from kimik3_demo.hub import FixtureHub  # noqa: E402
@@ -116,7 +106,7 @@ def plain_rollout(work: Path, log) -> int:  # noqa: ANN001 - a text stream
 def every_host_in_rotation(router: SmgRouter, rig: Rig) -> None:
     """Each run starts from the same router: every host listed (added when smg dropped it) and in rotation."""
     for host in rig.hosts:
-        url = f"http://{host.address}:{PORT}"
+        url = f"http://{host.address}:{fleet_setup.PORT}"
         if router.find(url) is None:
             router.add(url)
         router.wait_in_rotation(url, timeout_s=180)
@@ -125,11 +115,11 @@ def every_host_in_rotation(router: SmgRouter, rig: Rig) -> None:
 def under_load(rollout, rig: Rig, workers: int) -> dict:  # noqa: ANN001 - () -> (exit status, output tail)
     """`rollout` run while the closed-loop client sends through smg; what the clients saw, and how many hosts smg
     had in rotation right after."""
-    router = fleet_router()
+    router = fleet_setup.fleet_router()
     every_host_in_rotation(router, rig)
     with (
-        router_load(workers) as load,
-        RotationSampler(router) as sampler,
+        fleet_setup.router_load(workers) as load,
+        fleet_setup.RotationSampler(router) as sampler,
     ):
         load.wait_for(2 * workers)
         started = time.monotonic()
@@ -157,7 +147,7 @@ def under_load(rollout, rig: Rig, workers: int) -> dict:  # noqa: ANN001 - () ->
 
 
 def kimik3_rollout(work: Path) -> tuple[int, str]:
-    done = fleet_cmd(work, "apply", "fleet.yaml")
+    done = fleet_setup.fleet_cmd(work, "apply", "fleet.yaml")
     return done.returncode, done.stderr[-3000:]
 
 
@@ -202,16 +192,16 @@ def print_rollouts(seen: dict[str, list[dict]]) -> None:
 def deployed(rig: Rig, hub: FixtureHub, work: Path):  # noqa: ANN201 - Iterator[Path]
     """The rollout test's set-up: the image on the first host, kimik3 installed by a first `fleet apply --install`,
     the demo profile served by the 3 hosts behind smg; smg stopped after."""
-    image_on_first_host(rig, work / "build")
-    write_fleet(work, rig, hub, QUANTS[0])
+    fleet_setup.image_on_first_host(rig, work / "build")
+    fleet_setup.write_fleet(work, rig, hub, QUANTS[0])
     try:
-        first = install_and_deploy(work, rig)
+        first = fleet_setup.install_and_deploy(work, rig)
         if first.returncode != 0:
             raise SystemExit(f"the first fleet apply exited {first.returncode}:\n{first.stderr[-3000:]}")
         print(first.stdout.strip(), flush=True)
         yield work
     finally:
-        stop_router(work, FLEET)
+        stop_router(work, fleet_setup.FLEET)
 
 
 def main() -> None:
@@ -238,9 +228,9 @@ def main() -> None:
             for what, seconds in measured.items():
                 figures.setdefault(what, []).append(seconds)
             print(f"run {run + 1}/{args.runs}: " + ", ".join(f"{k} {v:.2f} s" for k, v in measured.items()))
-            write_fleet(work, rig, hub, QUANTS[1])
+            fleet_setup.write_fleet(work, rig, hub, QUANTS[1])
             seen["plain"].append(under_load(lambda: plain(work), rig, args.workers))
-            write_fleet(work, rig, hub, QUANTS[0])
+            fleet_setup.write_fleet(work, rig, hub, QUANTS[0])
             seen["kimik3"].append(under_load(lambda: kimik3_rollout(work), rig, args.workers))
             print(HEADER)
             for mode in ("plain", "kimik3"):
