@@ -12,7 +12,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from support.realparts import demo_hub, demo_profile, kimik3, remove_leftovers, write_profile
+from support.demo_work import fresh_work
+from support.realparts import demo_hub, demo_profile, kimik3, write_profile
 
 pytestmark = pytest.mark.docker
 
@@ -21,8 +22,7 @@ NAME, PORT = "k3ctx-facts27a", 19231
 
 @pytest.fixture(scope="module")
 def work(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    work = tmp_path_factory.mktemp("kimik3-context")
-    remove_leftovers(NAME)
+    work = fresh_work(tmp_path_factory, "kimik3-context", NAME)
     with demo_hub() as hub:
         profile = demo_profile(work, NAME, PORT, hub.url)
         del profile["serve"]["ctx_size"]  # the default: 131,072 a request, capped at the trained context

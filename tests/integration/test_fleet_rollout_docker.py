@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support.demo_work import truncated_hub
 from support.fleet_hosts import GATEWAY, Rig, fleet_rig, stop_router
 from support.fleet_rollout import (
     FLEET,
@@ -39,14 +40,12 @@ from support.fleet_rollout import (
 )
 from support.realparts import KIMIK3, require_docker_and_demo_hub
 
-from kimik3_demo.hub import FixtureHub, FixtureRepo
+from kimik3_demo.hub import FixtureHub
 from kimik3_demo.prepare import DEMO_REPO, DEMO_REVISION, demo_repos
 
 # opt-in (support/opt_in.py). Its tests share one deployment (the first apply, once a module: `first_apply`), and each
 # leaves it serving on three hosts in rotation, so they pass in any order and alone.
 pytestmark = [pytest.mark.docker, pytest.mark.fleet_rollout]
-
-GOOD_SHARD = "UD-Q2_K_XL/Kimi-K3-tiny-UD-Q2_K_XL-00001-of-00002.gguf"
 
 
 @pytest.fixture(scope="module")
@@ -59,12 +58,7 @@ def bare_rig() -> Iterator[Rig]:
 def hub(bare_rig: Rig, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FixtureHub]:
     """The demo repo on the bridge address (the hosts reach it there), plus UD-TRUNC (a shard cut to a third:
     downloads, cannot load)."""
-    repos = demo_repos(require_docker_and_demo_hub())
-    good = repos[0].files[GOOD_SHARD]
-    truncated = tmp_path_factory.mktemp("fleet-hub") / "Kimi-K3-tiny-UD-TRUNC.gguf"
-    truncated.write_bytes(good.read_bytes()[: good.stat().st_size // 3])
-    files = {**repos[0].files, "UD-TRUNC/Kimi-K3-tiny-UD-TRUNC.gguf": truncated}
-    with FixtureHub([FixtureRepo(DEMO_REPO, DEMO_REVISION, files)], host=GATEWAY) as running:
+    with truncated_hub(tmp_path_factory.mktemp("fleet-hub"), host=GATEWAY) as running:
         yield running
 
 

@@ -9,13 +9,13 @@ block-layer count (`read_bytes`) says whether its load came from the page cache.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
+from support.page_cache_reads import evict
 from support.realparts import converged_demo, docker, kimik3, write_profile
 
 pytestmark = pytest.mark.docker
@@ -41,15 +41,6 @@ def resident(paths: list[Path]) -> int:
         check=True,
     ).stdout
     return sum(int(v) for v in out.split())
-
-
-def evict(paths: list[Path]) -> None:
-    for path in paths:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
 
 
 def events(stderr: str) -> list[dict]:

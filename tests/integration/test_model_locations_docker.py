@@ -14,7 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.realparts import demo_hub, demo_profile, kimik3, remove_leftovers, write_profile
+from support.demo_work import fresh_work
+from support.realparts import demo_hub, demo_profile, kimik3, write_profile
 
 pytestmark = pytest.mark.docker
 
@@ -23,8 +24,7 @@ NAME, PORT = "k3ml-locations", 19372
 
 @pytest.fixture(scope="module")
 def two_locations(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    work = tmp_path_factory.mktemp("kimik3-locations")
-    remove_leftovers(NAME)
+    work = fresh_work(tmp_path_factory, "kimik3-locations", NAME)
     with demo_hub() as hub:
         for which in ("a", "b"):
             profile = demo_profile(work, NAME, PORT, hub.url)

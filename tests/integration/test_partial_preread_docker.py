@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support.page_cache_reads import evict
 from support.realparts import converged_demo, docker, write_profile
 
 from kimik3_reconciler.planning.preread_step import PAGE, reserve_bytes
@@ -51,15 +52,6 @@ def kimik3_with(available: int, work: Path, *args: str) -> subprocess.CompletedP
 def mem_total() -> int:
     line = next(x for x in Path("/proc/meminfo").read_text().splitlines() if x.startswith("MemTotal:"))
     return int(line.split()[1]) * 1024
-
-
-def evict(paths: list[Path]) -> None:
-    for path in paths:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
 
 
 def test_a_swap_that_does_not_fit_prereads_the_first_file_and_the_load_reads_the_rest(work: Path) -> None:
