@@ -474,22 +474,7 @@ def exporter_fact(state: str | None, previous: Profile, prev_obs: Observed) -> E
         return None
     config = render_exporter(render_desired(previous, prev_obs), prev_obs)
     assert config is not None, "exporter: needs a previous profile with a metrics: section"
-    if previous.systemd is not None:  # the unit's record: no pid, /healthz alone says it runs
-        return ExporterFact(
-            pid=0,
-            fingerprint=config.fingerprint,
-            config=config.to_json(),
-            alive=state == "serving",
-            serving=config.fingerprint if state == "serving" else None,
-            unit=f"{previous.unit_name}-metrics.service",
-        )
-    return ExporterFact(
-        pid=4242,
-        fingerprint=config.fingerprint,
-        config=config.to_json(),
-        alive=state != "dead",
-        serving=config.fingerprint if state == "serving" else None,
-    )
+    return helper_fact(state, config, 4242, f"{previous.unit_name}-metrics.service" if previous.systemd else None)
 
 
 def front_fact(state: str | None, previous: Profile, prev_obs: Observed) -> ExporterFact | None:
@@ -498,17 +483,23 @@ def front_fact(state: str | None, previous: Profile, prev_obs: Observed) -> Expo
         return None
     config = render_front(render_desired(previous, prev_obs), prev_obs)
     assert config is not None, "front: needs a previous profile with metrics.handover"
-    if previous.systemd is not None:  # the unit's record: no pid, the control /healthz alone says it runs
+    return helper_fact(state, config, 4343, f"{previous.unit_name}-front.service" if previous.systemd else None)
+
+
+def helper_fact(state: str, config: Any, pid: int, unit: str | None) -> ExporterFact:  # noqa: ANN401 - either config
+    """A helper process's record as observe reads it: under a systemd `unit`, no pid and its /healthz (the front's
+    control one) alone says it runs; else the process `pid`, alive unless `state` is dead."""
+    if unit is not None:
         return ExporterFact(
             pid=0,
             fingerprint=config.fingerprint,
             config=config.to_json(),
             alive=state == "serving",
             serving=config.fingerprint if state == "serving" else None,
-            unit=f"{previous.unit_name}-front.service",
+            unit=unit,
         )
     return ExporterFact(
-        pid=4343,
+        pid=pid,
         fingerprint=config.fingerprint,
         config=config.to_json(),
         alive=state != "dead",
