@@ -35,6 +35,19 @@ def kimik3_run(tmp_path: Path, *args: str, **options: object) -> subprocess.Comp
     )
 
 
+def demo_plan(tmp_path: Path):  # noqa: ANN201 - a SavedPlan
+    """A saved plan of the demo profile (as `tmp_path/k3.yaml`) with no steps."""
+    from kimik3_reconciler.model.plan_file import SavedPlan
+
+    return SavedPlan(
+        profile_source=str(tmp_path / "k3.yaml"),
+        profile_text=DEMO,
+        basis={},
+        steps=(),
+        created="2026-12-03T10:00:00+00:00",
+    )
+
+
 def _validate(path: str, tmp_path: Path) -> tuple[int, str]:
     result = CliRunner().invoke(main, ["--state-dir", str(tmp_path / "state"), "validate", path])
     return result.exit_code, result.output
@@ -240,17 +253,8 @@ def test_plan_out_replaces_only_a_new_file_or_an_older_saved_plan(tmp_path: Path
     replaced the profile itself. Only a new path or an older saved plan is written."""
     from kimik3_reconciler.cli.inputs import write_plan
     from kimik3_reconciler.errors import InputError
-    from kimik3_reconciler.model.plan_file import SavedPlan
 
-    saved = SavedPlan(
-        profile_source=str(tmp_path / "k3.yaml"),
-        profile_text=DEMO,
-        basis={},
-        steps=(),
-        created="2026-12-03T10:00:00+00:00",
-        rehash=False,
-        warnings=(),
-    )
+    saved = demo_plan(tmp_path)
     profile = tmp_path / "k3.yaml"
     profile.write_text(DEMO)
     with pytest.raises(InputError, match="exists and is not a kimik3 saved plan"):
@@ -277,17 +281,8 @@ def test_a_plan_that_cannot_be_written_is_exit_8_naming_the_path_and_leaves_no_t
 
     from kimik3_reconciler.cli.inputs import write_plan
     from kimik3_reconciler.errors import LocalFileError
-    from kimik3_reconciler.model.plan_file import SavedPlan
 
-    saved = SavedPlan(
-        profile_source=str(tmp_path / "k3.yaml"),
-        profile_text=DEMO,
-        basis={},
-        steps=(),
-        created="2026-12-03T10:00:00+00:00",
-        rehash=False,
-        warnings=(),
-    )
+    saved = demo_plan(tmp_path)
     with pytest.raises(LocalFileError) as missing:
         write_plan(str(tmp_path / "no-such-dir" / "k3.plan"), saved)
     assert missing.value.exit_code == 8 and str(tmp_path / "no-such-dir") in str(missing.value)
@@ -305,18 +300,11 @@ def test_plan_out_never_writes_through_a_symlink_planted_at_a_temp_name(tmp_path
     """The host lock's class (held-back review): `-out` wrote `.NAME.kimik3-tmp`, a predictable name, following a
     symlink there (in a shared /tmp: any user's). Now a fresh O_EXCL temp file."""
     from kimik3_reconciler.cli.inputs import write_plan
-    from kimik3_reconciler.model.plan_file import SavedPlan
 
     victim = tmp_path / "victim"
     victim.write_text("precious\n")
     (tmp_path / ".k3.plan.kimik3-tmp").symlink_to(victim)
-    saved = SavedPlan(
-        profile_source=str(tmp_path / "k3.yaml"),
-        profile_text=DEMO,
-        basis={},
-        steps=(),
-        created="2026-12-03T10:00:00+00:00",
-    )
+    saved = demo_plan(tmp_path)
     write_plan(str(tmp_path / "k3.plan"), saved)
     assert victim.read_text() == "precious\n" and (tmp_path / "k3.plan").read_text().startswith("{")
     assert (tmp_path / "k3.plan").stat().st_mode & 0o777 == 0o644
