@@ -10,7 +10,7 @@ import yaml
 from support.fakes.docker import FakeDocker
 from support.fakes.state import MemoryState
 from support.observed import observed
-from support.rpc_profiles import cpu_rpc_profile
+from support.profiles import cpu_rpc_profile
 
 from kimik3_reconciler.errors import Kimik3Error, PlanError
 from kimik3_reconciler.model.facts import ContainerFact, RemovedWorkerFact

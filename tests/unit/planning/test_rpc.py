@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import yaml
 from support.observed import GIB, observed
-from support.rpc_profiles import cpu_rpc_profile
+from support.profiles import cpu_rpc_profile
 
 from kimik3_reconciler.engines.llamacpp.memory_gate import memory_findings
 from kimik3_reconciler.model.facts import ContainerFact, HostFacts, RpcDeviceFact, WorkerFact

