@@ -384,17 +384,23 @@ def test_a_kill_that_is_not_followed_by_a_restart_fails_as_killed_not_out_of_mem
     assert orchestrator.ports.clock.monotonic() - started >= 30  # the grace for a restart policy to start it again
 
 
-def test_an_oom_kill_docker_reports_is_named_out_of_memory_and_not_waited_on(world):  # noqa: F811
-    orchestrator, docker, _, _ = world
+def exits_at_once(docker, **state: object) -> None:  # noqa: ANN001 - the fake docker
+    """Each container the fake docker runs has exited 137 by the time it is inspected (with `state` besides), its
+    log at the load."""
     docker.logs = "load_tensors: loading model tensors\n"
     real_run = docker.run_container
 
-    def run(spec):  # noqa: ANN001
+    def run(spec):  # noqa: ANN001, ANN202
         cid = real_run(spec)
-        docker.containers[spec.name]["State"].update(Status="exited", ExitCode=137, OOMKilled=True)
+        docker.containers[spec.name]["State"].update(Status="exited", ExitCode=137, **state)
         return cid
 
     docker.run_container = run
+
+
+def test_an_oom_kill_docker_reports_is_named_out_of_memory_and_not_waited_on(world):  # noqa: F811
+    orchestrator, docker, _, _ = world
+    exits_at_once(docker, OOMKilled=True)
     with pytest.raises(LoadFailed, match=r"ran out of memory .* \[oom: exited, exit code 137, stopped\]"):
         orchestrator.apply(load())
     assert orchestrator.ports.clock.monotonic() < 5
@@ -403,15 +409,7 @@ def test_an_oom_kill_docker_reports_is_named_out_of_memory_and_not_waited_on(wor
 def test_a_systemd_profiles_container_killed_by_a_dockerd_restart_is_started_by_the_apply(world):  # noqa: F811
     """Restart policy "no" (systemd supervises it): dockerd does not start it again, so the health wait does."""
     orchestrator, docker, _, _ = world
-    docker.logs = "load_tensors: loading model tensors\n"
-    real_run = docker.run_container
-
-    def run(spec):  # noqa: ANN001
-        cid = real_run(spec)
-        docker.containers[spec.name]["State"].update(Status="exited", ExitCode=137)  # dockerd stopped it
-        return cid
-
-    docker.run_container = run
+    exits_at_once(docker)  # dockerd stopped it
     result = orchestrator.apply(load(PROFILE + "systemd: {unit: k3-test, enable: true}\n"))
     assert result.final.converged and "start k3-test" in docker.calls and "stop k3-test" not in docker.calls
     assert orchestrator.ports.clock.monotonic() < 30  # no waiting for a restart policy that will never act
