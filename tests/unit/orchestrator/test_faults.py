@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from support.fakes import FakeHub, fake_ports
-from test_orchestrator import FILES, PROFILE, REV, load, world  # noqa: F401 - `world` is a fixture
+from test_orchestrator import FILES, PROFILE, REV, load, verify_failing, world  # noqa: F401 - `world` is a fixture
 
 from kimik3_reconciler.errors import LoadFailed, PermanentError, PlanError, VerifyFailed
 from kimik3_reconciler.model.plan import Action
@@ -166,11 +166,8 @@ def test_a_failing_resumed_verify_reverts(world):  # noqa: F811
     bad = load(PROFILE.replace("parallel: 2", "parallel: 2, ubatch: 2048"))
     died_before_verify(orchestrator, bad)
 
-    def failing() -> None:
-        raise VerifyFailed("verify failed (chat) for k3-test")
-
     with pytest.raises(VerifyFailed, match="reverted to the last good profile"):
-        orchestrator.apply_or_revert(bad, failing)
+        orchestrator.apply_or_revert(bad, verify_failing("chat"))
     cmd = docker.containers["k3-test"]["Config"]["Cmd"]
     assert cmd[cmd.index("--ubatch-size") + 1] == "4096"
 
@@ -180,11 +177,10 @@ def test_a_revert_leaves_no_record_of_the_failed_candidates_owed_verify(world): 
     orchestrator, docker, _, _ = world
     orchestrator.apply_or_revert(load(), lambda: None)  # good, verified
 
-    def failing() -> None:
-        raise VerifyFailed("verify failed (chat) for k3-test")
-
     with pytest.raises(VerifyFailed, match="reverted to the last good profile"):
-        orchestrator.apply_or_revert(load(PROFILE.replace("parallel: 2", "parallel: 2, ubatch: 2048")), failing)
+        orchestrator.apply_or_revert(
+            load(PROFILE.replace("parallel: 2", "parallel: 2, ubatch: 2048")), verify_failing("chat")
+        )
     assert orchestrator.ports.state.read(unverified_key("k3-test")) is None
     assert orchestrator.plan(load()).converged
 
