@@ -130,7 +130,9 @@ def _dry_run(tree: Path, patch: Path) -> subprocess.CompletedProcess:
 
 READ = PATCH_DIR / "parallel-host-read.patch"
 LOADER_FILE = "src/llama-model-loader.cpp"
-PINS_LOADER = ROOT / "tests" / "fixtures" / "llama_pins" / "llama-model-loader.cpp"  # both pins' copy (README there)
+PINS_LOADER = (
+    ROOT / "tests" / "fixtures" / "llama_pins" / "vendor" / "llama-model-loader.cpp"
+)  # both pins' copy (README)
 
 
 def test_a_patch_is_a_default_only_for_variants_it_applies_to() -> None:
