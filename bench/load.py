@@ -54,7 +54,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "tools" / "gpu_proof")]
+
+from native_runner import stop_process  # noqa: E402
 
 from kimik3_reconciler.adapters import page_cache  # noqa: E402
 
@@ -234,14 +236,8 @@ class NativeServer:
         raise RuntimeError(f"not healthy after {self.timeout} s ({log})")
 
     def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        if self.process is not None:
+            stop_process(self.process, 60)
 
 
 class DockerServer:

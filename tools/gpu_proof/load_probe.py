@@ -43,6 +43,8 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
+from native_runner import stop_process
+
 from kimik3_reconciler.adapters.host_linux import LinuxHost
 from kimik3_reconciler.adapters.page_cache import resident_bytes
 from kimik3_reconciler.engines.llamacpp.build_flags import cmake_configure_args
@@ -299,12 +301,7 @@ class Server:
         if self.process is None or self.process.poll() is not None:
             return 0.0
         t0 = time.monotonic()
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        stop_process(self.process, 60)
         return round(time.monotonic() - t0, 3)
 
 
