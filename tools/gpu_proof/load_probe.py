@@ -738,31 +738,22 @@ def summarize_samples(rows: list[dict]) -> dict:
                 m3.format("hybrid-patched"),
                 "healthy_s",
             ),
-            ratio(
-                "pre-read reload / cold reload, read patch",
-                reload3.format("hybrid-read", "preread"),
-                reload3.format("hybrid-read", "cold"),
-                "downtime_s",
-            ),
-            ratio(
-                "pre-read reload / cold reload, pin-only (measure3)",
-                reload3.format("hybrid-patched", "preread"),
-                reload3.format("hybrid-patched", "cold"),
-                "downtime_s",
-            ),
-            ratio(
-                "pre-read reload downtime read-patch / pin-only",
-                reload3.format("hybrid-read", "preread"),
-                reload3.format("hybrid-patched", "preread"),
-                "downtime_s",
-            ),
-            ratio(
-                "cold reload downtime read-patch / pin-only",
-                reload3.format("hybrid-read", "cold"),
-                reload3.format("hybrid-patched", "cold"),
-                "downtime_s",
-            ),
         ]
+        reloads = (  # (name, numerator's config and cache, denominator's): the reloads' downtimes
+            ("pre-read reload / cold reload, read patch", ("hybrid-read", "preread"), ("hybrid-read", "cold")),
+            (
+                "pre-read reload / cold reload, pin-only (measure3)",
+                ("hybrid-patched", "preread"),
+                ("hybrid-patched", "cold"),
+            ),
+            (
+                "pre-read reload downtime read-patch / pin-only",
+                ("hybrid-read", "preread"),
+                ("hybrid-patched", "preread"),
+            ),
+            ("cold reload downtime read-patch / pin-only", ("hybrid-read", "cold"), ("hybrid-patched", "cold")),
+        )
+        ratios += [ratio(name, reload3.format(*num), reload3.format(*den), "downtime_s") for name, num, den in reloads]
         warm3 = [r for r in rows if r["kind"] == "read-warm-load" and r.get("tokens")]
         read_rows = [r for r in rows if r["kind"].startswith("read-") and r.get("healthy_s")]
         checks["read_patch"] = {
