@@ -59,6 +59,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tools" / "gpu_proof")]
 from native_runner import stop_process  # noqa: E402
 
 from kimik3_reconciler.adapters import page_cache  # noqa: E402
+from kimik3_reconciler.engines.llamacpp.launch import owned_flags  # noqa: E402
 
 NAME = "k3lt-bench-load"
 PORT = 19520
@@ -117,7 +118,7 @@ class Server:
     def argv(self, name: str, extra: str) -> list[str]:
         folder = self.shards[0].parent
         gpus = ["--gpus", self.args.gpus] if self.args.gpus else []
-        threads = str(os.cpu_count() or 1)
+        threads = os.cpu_count() or 1
         return [
             "docker",
             "run",
@@ -136,18 +137,7 @@ class Server:
             "127.0.0.1",
             "--port",
             str(PORT),
-            "--numa",
-            "distribute",
-            "--cache-type-k",
-            "f16",
-            "--cache-type-v",
-            "f16",
-            "--load-mode",
-            "none",
-            "--threads",
-            threads,
-            "--threads-batch",
-            threads,
+            *owned_flags(threads),  # kimik3's own: one source with the server it renders
             "-c",
             "2048",
             *shlex.split(self.args.server_args),
