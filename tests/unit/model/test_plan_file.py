@@ -44,6 +44,25 @@ SPEC = specs.ContainerSpec(
     labels=(("kimik3.profile", "k3"),),
     restart_policy="no",
 )
+
+
+def helper_unit(role: str) -> specs.UnitInstall:
+    """The unit of k3's helper `role` (metrics: the exporter, front: the front), enabled and restarted."""
+    return specs.UnitInstall(
+        f"k3-{role}.service",
+        "k3",
+        f"/etc/systemd/system/k3-{role}.service",
+        "[Unit]\n",
+        f"/etc/kimik3/k3-{role}.env",
+        "KIMIK3_PROFILE=k3\n",
+        False,
+        True,
+        True,
+        True,
+        restart=True,
+    )
+
+
 BUILD = specs.ImageBuild(
     "kimi-k3-llamacpp:x",
     "fp1",
@@ -186,19 +205,7 @@ SAMPLES = [
         {"profile": "k3", "port": 19201},
         "0123456789abcdef",
         "http://127.0.0.1:19201/healthz",
-        specs.UnitInstall(
-            "k3-metrics.service",
-            "k3",
-            "/etc/systemd/system/k3-metrics.service",
-            "[Unit]\n",
-            "/etc/kimik3/k3-metrics.env",
-            "KIMIK3_PROFILE=k3\n",
-            False,
-            True,
-            True,
-            True,
-            restart=True,
-        ),
+        helper_unit("metrics"),
         stop_pid=4242,
     ),
     specs.VerifyServer("k3", "0123456789abcdef"),
@@ -228,19 +235,7 @@ SAMPLES = [
         {"profile": "k3", "bind": "127.0.0.1", "port": 8080, "server_url": "http://127.0.0.1:18080"},
         "0123456789abcdef",
         "http://127.0.0.1:8080/.kimik3/front/healthz",
-        specs.UnitInstall(
-            "k3-front.service",
-            "k3",
-            "/etc/systemd/system/k3-front.service",
-            "[Unit]\n",
-            "/etc/kimik3/k3-front.env",
-            "KIMIK3_PROFILE=k3\n",
-            False,
-            True,
-            True,
-            True,
-            restart=True,
-        ),
+        helper_unit("front"),
         stop_pid=4343,
     ),
 ]
