@@ -424,6 +424,22 @@ def tokens_and_speeds(server: Server) -> dict:
     }
 
 
+def warm_row(phase: Phase, server: Server, kind: str, name: str, build: str, n_cpu_moe: int, r: int) -> dict:
+    """A warm load's sample row before its figures: the config (`name`, its build and layers on the CPU), round
+    `r`, and the share of the model's pages cached just before it."""
+    return {
+        "kind": kind,
+        "config": name,
+        "build": build,
+        "n_cpu_moe": n_cpu_moe,
+        "load_mode": "none",
+        "cache": "warm",
+        "round": r,
+        "cached_before": cached_share(phase.files),
+        "argv": server.argv,
+    }
+
+
 def measure1(phase: Phase, rounds: int) -> None:
     preread(phase.files)  # warm: every load below reads from the page cache
     for r in range(rounds):
@@ -434,18 +450,7 @@ def measure1(phase: Phase, rounds: int) -> None:
                 return
             build, n_cpu_moe, env = phase.config(name)
             server = phase.server(build, n_cpu_moe, "none", env)
-            row = {
-                "kind": "warm-load",
-                "config": name,
-                "build": build,
-                "n_cpu_moe": n_cpu_moe,
-                "load_mode": "none",
-                "cache": "warm",
-                "round": r,
-                "cached_before": cached_share(phase.files),
-                "argv": server.argv,
-            }
-            sample(phase, server, row, tokens_and_speeds)
+            sample(phase, server, warm_row(phase, server, "warm-load", name, build, n_cpu_moe, r), tokens_and_speeds)
         if phase.left_s() < 1.5 * (time.monotonic() - started) + 20:
             print(f"measure1: stopping after round {r}: {phase.left_s():.0f} s left in the call", flush=True)
             return
@@ -575,17 +580,7 @@ def measure3(phase: Phase, rounds: int) -> None:
             if cached_share(phase.files) < 0.99:
                 preread(phase.files)
             server = server3(phase, build, hybrid, READ_OFF if name == "hybrid-readoff" else None)
-            row = {
-                "kind": "read-warm-load",
-                "config": name,
-                "build": build,
-                "n_cpu_moe": hybrid,
-                "load_mode": "none",
-                "cache": "warm",
-                "round": r,
-                "cached_before": cached_share(phase.files),
-                "argv": server.argv,
-            }
+            row = warm_row(phase, server, "read-warm-load", name, build, hybrid, r)
             sample(phase, server, row, generated_tokens)
         # the reloads need about as long again per round: keep half of what is left for them
         if phase.left_s() < 3 * (time.monotonic() - started) + 60:
