@@ -135,24 +135,24 @@ def argv_for(observed: Observed, n_cpu_moe: int, load_mode: str) -> list[str]:
 # --- the server process ---------------------------------------------------------------------------------------
 
 
-def _proc_io(pid: int) -> int | None:
+def _proc_number(pid: int, file: str, key: str) -> int | None:
+    """The first number of the `key` line of /proc/PID/FILE (None when the process or the line is gone)."""
     try:
-        for line in Path(f"/proc/{pid}/io").read_text().splitlines():
-            if line.startswith("rchar:"):
+        for line in Path(f"/proc/{pid}/{file}").read_text().splitlines():
+            if line.startswith(key):
                 return int(line.split()[1])
     except OSError:
         return None
     return None
 
 
+def _proc_io(pid: int) -> int | None:
+    return _proc_number(pid, "io", "rchar:")
+
+
 def _rss(pid: int) -> int | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
+    kib = _proc_number(pid, "status", "VmRSS:")
+    return None if kib is None else kib * 1024
 
 
 def _cpu_s(pid: int) -> float | None:
@@ -170,28 +170,26 @@ def _healthy(url: str) -> bool:
         return False
 
 
-def _libllama(pid: int) -> str | None:
-    """Which libllama the process mapped (the read patch changes it; None for a static build)."""
+def _mapped(pid: int, wanted: Callable[[str], bool]) -> str | None:
+    """The first file the process mapped whose path is `wanted` (None when none is, or the process is gone)."""
     try:
         for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
             path = line.split()[-1] if len(line.split()) >= 6 else ""
-            if "/libllama" in path:
+            if wanted(path):
                 return path
     except OSError:
         return None
     return None
+
+
+def _libllama(pid: int) -> str | None:
+    """Which libllama the process mapped (the read patch changes it; None for a static build)."""
+    return _mapped(pid, lambda path: "/libllama" in path)
 
 
 def _ggml_cuda_lib(pid: int) -> str | None:
     """Which libggml-cuda (or libggml-cpu in a dry run) the process mapped: stock and patched share names."""
-    try:
-        for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
-            path = line.split()[-1] if len(line.split()) >= 6 else ""
-            if "libggml-cuda" in path or (DRY and "libggml-cpu" in path):
-                return path
-    except OSError:
-        return None
-    return None
+    return _mapped(pid, lambda path: "libggml-cuda" in path or (DRY and "libggml-cpu" in path))
 
 
 class Server:
