@@ -63,6 +63,13 @@ def helper_unit(role: str) -> specs.UnitInstall:
     )
 
 
+FRONT = specs.FrontRun(
+    "k3",
+    {"profile": "k3", "bind": "127.0.0.1", "port": 8080, "server_url": "http://127.0.0.1:18080"},
+    "0123456789abcdef",
+    "http://127.0.0.1:8080/.kimik3/front/healthz",
+    replace_pid=4343,
+)
 BUILD = specs.ImageBuild(
     "kimi-k3-llamacpp:x",
     "fp1",
@@ -209,27 +216,14 @@ SAMPLES = [
         stop_pid=4242,
     ),
     specs.VerifyServer("k3", "0123456789abcdef"),
-    specs.FrontRun(
-        "k3",
-        {"profile": "k3", "bind": "127.0.0.1", "port": 8080, "server_url": "http://127.0.0.1:18080"},
-        "0123456789abcdef",
-        "http://127.0.0.1:8080/.kimik3/front/healthz",
-        replace_pid=4343,
-    ),
+    FRONT,
     specs.FrontStop("k3", 4343),
     specs.FrontHold(
         "k3",
         "http://127.0.0.1:8080/.kimik3/front",
         {"drain_s": 60.0, "queue": 64, "wait_s": 900.0, "lease_s": 1020.0, "retry_after_s": 12},
     ),
-    specs.FrontRun(
-        "k3",
-        {"profile": "k3", "bind": "127.0.0.1", "port": 8080, "server_url": "http://127.0.0.1:18080"},
-        "0123456789abcdef",
-        "http://127.0.0.1:8080/.kimik3/front/healthz",
-        replace_pid=4343,
-        hand_over=True,
-    ),
+    replace(FRONT, hand_over=True),
     specs.FrontUnit(
         "k3",
         {"profile": "k3", "bind": "127.0.0.1", "port": 8080, "server_url": "http://127.0.0.1:18080"},
