@@ -170,6 +170,11 @@ def _healthy(url: str) -> bool:
         return False
 
 
+def _fields(match: re.Match | None, **kinds: Callable[[str], float]) -> dict | None:
+    """A log line's groups by name, in order, each read as its kind (None when the line was not logged)."""
+    return None if match is None else {name: kind(match.group(i + 1)) for i, (name, kind) in enumerate(kinds.items())}
+
+
 def _mapped(pid: int, wanted: Callable[[str], bool]) -> str | None:
     """The first file the process mapped whose path is `wanted` (None when none is, or the process is gone)."""
     try:
@@ -256,28 +261,9 @@ class Server:
             "cpu_s": _cpu_s(pid),
             "lib": lib,
             "host_buffer_mib": float(host.group(1)) if host else None,
-            "pin": (
-                {
-                    "mib": float(pin.group(1)),
-                    "threads": int(pin.group(2)),
-                    "fault_s": float(pin.group(3)),
-                    "register_s": float(pin.group(4)),
-                }
-                if pin
-                else None
-            ),
+            "pin": _fields(pin, mib=float, threads=int, fault_s=float, register_s=float),
             "libllama": libllama,
-            "read": (
-                {
-                    "tensors": int(read.group(1)),
-                    "mib": float(read.group(2)),
-                    "threads": int(read.group(3)),
-                    "s": float(read.group(4)),
-                    "gbps": float(read.group(5)),
-                }
-                if read
-                else None
-            ),
+            "read": _fields(read, tensors=int, mib=float, threads=int, s=float, gbps=float),
         }
 
     def complete(self, prompt: str, n_predict: int) -> dict:
