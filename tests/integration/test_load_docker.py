@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
+from support.demo_work import converged_fixture
 from support.page_cache_reads import evict
-from support.realparts import converged_demo, docker, kimik3, write_profile
+from support.realparts import docker, kimik3, write_profile
 
 pytestmark = pytest.mark.docker
 
@@ -24,9 +24,7 @@ NAME = "k3lt-load"
 PORT = 19500
 
 
-@pytest.fixture(scope="module")
-def work(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    yield from converged_demo(tmp_path_factory.mktemp("k3lt"), NAME, PORT)
+work = converged_fixture("k3lt", NAME, PORT)
 
 
 def blobs(work: Path) -> list[Path]:

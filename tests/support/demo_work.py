@@ -12,7 +12,7 @@ import pytest
 
 from kimik3_demo.hub import FixtureHub, FixtureRepo
 from kimik3_demo.prepare import DEMO_REPO, DEMO_REVISION, demo_repos
-from support.realparts import demo_profile, remove_leftovers, require_docker_and_demo_hub, write_profile
+from support.realparts import converged_demo, demo_profile, remove_leftovers, require_docker_and_demo_hub, write_profile
 
 GOOD_SHARD = "UD-Q2_K_XL/Kimi-K3-tiny-UD-Q2_K_XL-00001-of-00002.gguf"
 
@@ -61,3 +61,14 @@ def demo_on_hub_port(work: Path, name: str, port: int, hub_port: int) -> Iterato
         remove_leftovers(name)
         yield work
     remove_leftovers(name)
+
+
+def converged_fixture(label: str, name: str, port: int):  # noqa: ANN201 - a pytest fixture
+    """A module fixture (assign it to the fixture's name in the test module): the demo profile as `name` on `port`,
+    applied from a new folder `label`, its folder yielded; the container removed after."""
+
+    @pytest.fixture(scope="module")
+    def converged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+        yield from converged_demo(tmp_path_factory.mktemp(label), name, port)
+
+    return converged
