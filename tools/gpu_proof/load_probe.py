@@ -440,6 +440,22 @@ def measure1(phase: Phase, rounds: int) -> None:
             return
 
 
+def reload_row(phase: Phase, kind: str, build: str, n_cpu_moe: int, how: str, r: int) -> dict:
+    """A reload's sample row before its figures, the model's pages dropped from the cache first (then `how`,
+    preread or cold, says what the reload finds): the hybrid config of `build`, round `r`."""
+    dropped = drop_cache(phase.files)
+    return {
+        "kind": kind,
+        "config": f"hybrid-{build}",
+        "build": build,
+        "n_cpu_moe": n_cpu_moe,
+        "load_mode": "none",
+        "cache": how,
+        "dropped_by": dropped,
+        "round": r,
+    }
+
+
 def measure2(phase: Phase, rounds: int) -> None:
     hybrid = phase.layers
     # serve.load_mode none vs dio, cold and warm, hybrid (the deployment's shape), then all-GPU if time is left
@@ -513,17 +529,7 @@ def reloads(phase: Phase, rounds: int) -> None:
                 if phase.left_s() < 60:
                     print(f"measure2: out of time before the {how} reload of round {r}", flush=True)
                     return  # the finally below stops the server
-                dropped = drop_cache(phase.files)
-                row = {
-                    "kind": "reload",
-                    "config": "hybrid-patched",
-                    "build": "patched",
-                    "n_cpu_moe": hybrid,
-                    "load_mode": "none",
-                    "cache": how,
-                    "dropped_by": dropped,
-                    "round": r,
-                }
+                row = reload_row(phase, "reload", "patched", hybrid, how, r)
                 old = swap(phase, old, row, lambda: phase.server("patched", hybrid))
             if phase.left_s() < 1.5 * (time.monotonic() - started) + 60:
                 print(f"measure2: reloads stop after round {r}: {phase.left_s():.0f} s left", flush=True)
@@ -585,17 +591,7 @@ def read_reloads(phase: Phase, rounds: int) -> None:
                 if phase.left_s() < 60:
                     print(f"measure3: out of time before the {build} {how} reload of round {r}", flush=True)
                     return  # the finally below stops the server
-                dropped = drop_cache(phase.files)
-                row = {
-                    "kind": "read-reload",
-                    "config": f"hybrid-{build}",
-                    "build": build,
-                    "n_cpu_moe": hybrid,
-                    "load_mode": "none",
-                    "cache": how,
-                    "dropped_by": dropped,
-                    "round": r,
-                }
+                row = reload_row(phase, "read-reload", build, hybrid, how, r)
                 old = swap(phase, old, row, lambda b=build: server3(phase, b, hybrid))
             if phase.left_s() < 1.3 * (time.monotonic() - started) + 30:
                 print(f"measure3: reloads stop after round {r}: {phase.left_s():.0f} s left", flush=True)
