@@ -332,7 +332,10 @@ def _served_tokens(url: str) -> float | None:
         text = httpx.get(f"{url}/metrics", timeout=3).text
     except httpx.HTTPError:
         return None
-    names = ("llamacpp:tokens_predicted_total", "vllm:generation_tokens_total", "sglang:generation_tokens_total")
+    from kimik3_reconciler.engines import engine_for
+    from kimik3_reconciler.model.engine_names import ENGINES
+
+    names = {engine_for(name).series.generated_tokens_total for name in ENGINES}  # whichever engine serves there
     values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.split("{")[0].split(" ")[0] in names]
     return sum(values) if values else None
 

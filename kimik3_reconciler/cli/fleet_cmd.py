@@ -227,3 +227,13 @@ def _add_recover() -> None:
 
 
 _add_recover()
+
+
+def _add_render() -> None:
+    """`fleet render --target kubernetes` (cli/fleet_render.py: the manifests a GitOps repo commits)."""
+    from kimik3_reconciler.cli.fleet_render import render_cmd
+
+    fleet.add_command(render_cmd)
+
+
+_add_render()

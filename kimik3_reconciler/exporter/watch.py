@@ -23,8 +23,8 @@ from kimik3_reconciler.model.engine_names import DEFAULT_ENGINE
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.metrics import ExporterConfig
 from kimik3_reconciler.model.profile import Profile
-from kimik3_reconciler.model.profile_rules.drafts import SPEC_LOSS_CONCURRENCY
 from kimik3_reconciler.model.profile_schema import MetricsSpec, values_of
+from kimik3_reconciler.model.spec_draft import SPEC_LOSS_CONCURRENCY
 from kimik3_reconciler.planning import render_desired
 from kimik3_reconciler.planning.metrics_step import render_exporter
 from kimik3_reconciler.ports import Ports

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
 
+from kimik3_reconciler.fleet.targets.kubernetes_section import KubernetesSection
 from kimik3_reconciler.model.durations import parse_duration
 
 # _matching: the profile's constrained-string type (pattern in the JSON Schema, the message as written)
@@ -181,6 +182,9 @@ class FleetFile(BaseModel):
     )
     rollout: RolloutSpec = RolloutSpec()
     router: RouterSpec
+    kubernetes: KubernetesSection | None = Field(
+        None, description="what `kimik3 fleet render --target kubernetes` needs beside the profile (optional)"
+    )
 
 
 InventoryGroup.model_rebuild()

@@ -89,6 +89,7 @@ def parse_fleet(text: str, source: str, read_text: Callable[[str], str]) -> Flee
         RouterPlacement(r.kind, r.version, r.host, r.port, r.policy),
         data["inventory"],
         lines,
+        spec.kubernetes,
     )
 
 

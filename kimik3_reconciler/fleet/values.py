@@ -106,6 +106,8 @@ class Fleet:
     router: RouterPlacement
     inventory: Mapping[str, Any] = field(repr=False)
     lines: Mapping[FieldPath, int] = field(default_factory=dict, repr=False, compare=False)
+    # The fleet file's `kubernetes:` section (fleet/targets/kubernetes_section.py), None where it has none.
+    kubernetes: Any = None
 
     def host(self, name: str) -> FleetHost:
         return next(h for h in self.hosts if h.name == name)

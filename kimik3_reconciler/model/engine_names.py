@@ -31,24 +31,25 @@ class EngineEntry(NamedTuple):
     check its profile. `image`: `build` reads llama.cpp's fields (build:, model.quant, serve.ubatch, ...:
     LLAMACPP_ONLY), `pull` refuses them and requires `image:` (by digest). `sections`: the top-level profile
     sections only this engine reads (their schema classes are model/profile_schema.py's); `required`: those a
-    profile must write (no default recipe), the others default to their fields' defaults."""
+    profile must write (no default recipe), the others default to their fields' defaults. `rulebook`: the module
+    whose RULEBOOK holds its rules' entries in the rulebook (model/rulebook.py; `kimik3 explain`), none when empty.
+    `fields`: the profile's fields only this engine reads (the others refuse them, written: `own_fields`), worded
+    by its `profile_fields` module (`foreign(path, engine)`; `missing(data)`: what its own profile must write).
+    `server_env`: the module whose `env_finding(key)` judges a serve.env variable its server reads as an option (the
+    secrets rule asks every engine's); `secret_env`: the variables its server takes a secret from (starred in
+    kimik3's own crash output, refused in serve.env)."""
 
     package: str
     rules: str
     image: Literal["build", "pull"]
     sections: tuple[str, ...] = ()
     required: tuple[str, ...] = ()
+    rulebook: str = ""
+    fields: tuple[tuple[str, ...], ...] = ()
+    profile_fields: str = ""
+    server_env: str = ""
+    secret_env: tuple[str, ...] = ()
 
-
-_ENGINES = "kimik3_reconciler.engines"
-_RULES = "kimik3_reconciler.model.profile_rules"
-ENGINES: dict[str, EngineEntry] = {
-    "llamacpp": EngineEntry(f"{_ENGINES}.llamacpp", rules=f"{_ENGINES}.llamacpp.rules.order", image="build"),
-    "vllm": EngineEntry(f"{_ENGINES}.vllm", rules=f"{_RULES}.vllm", image="pull", sections=("vllm",)),
-    "sglang": EngineEntry(
-        f"{_ENGINES}.sglang", rules=f"{_RULES}.sglang", image="pull", sections=("sglang",), required=("sglang",)
-    ),
-}
 
 # The sections and fields only one kind of engine reads (model/profile_rules/engines.py refuses them, written, for
 # the others; the JSON Schema says the same: profile_schema._engine_schema; a vllm container's `kimik3.inputs`
@@ -73,6 +74,34 @@ LLAMACPP_ONLY: tuple[tuple[str, ...], ...] = (
     ("serve", "load_mode"),
 )
 
+_ENGINES = "kimik3_reconciler.engines"
+_LLAMACPP = f"{_ENGINES}.llamacpp"
+ENGINES: dict[str, EngineEntry] = {
+    "llamacpp": EngineEntry(
+        _LLAMACPP,
+        rules=f"{_LLAMACPP}.rules.order",
+        image="build",
+        rulebook=f"{_LLAMACPP}.rulebook",
+        fields=LLAMACPP_ONLY,
+        profile_fields=f"{_LLAMACPP}.rules.fields",
+        server_env=f"{_LLAMACPP}.rules.server_args",
+        secret_env=("LLAMA_API_KEY",),
+    ),
+    "vllm": EngineEntry(
+        f"{_ENGINES}.vllm",
+        rules=f"{_ENGINES}.vllm.rules",
+        image="pull",
+        sections=("vllm",),
+    ),
+    "sglang": EngineEntry(
+        f"{_ENGINES}.sglang",
+        rules=f"{_ENGINES}.sglang.rules",
+        image="pull",
+        sections=("sglang",),
+        required=("sglang",),
+    ),
+}
+
 
 def engine_sections() -> dict[str, tuple[str, ...]]:
     """Top-level section -> the engines that read it: `image` for every engine that pulls its image, then each
@@ -82,3 +111,9 @@ def engine_sections() -> dict[str, tuple[str, ...]]:
         for section in entry.sections:
             sections[section] = (*sections.get(section, ()), name)
     return sections
+
+
+def own_fields(but: str = "") -> tuple[tuple[str, ...], ...]:
+    """The fields only one engine reads (each entry's `fields`, in registry order), leaving out engine `but`'s own:
+    what a profile of engine `but` must not write."""
+    return tuple(path for name, entry in ENGINES.items() if name != but for path in entry.fields)

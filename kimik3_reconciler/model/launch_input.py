@@ -9,7 +9,7 @@ import ipaddress
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from kimik3_reconciler.model.engine_names import LLAMACPP_ONLY
+from kimik3_reconciler.model.engine_names import own_fields
 from kimik3_reconciler.model.profile import ServeSpec
 
 
@@ -63,8 +63,8 @@ class LaunchInput:
                 if k != "shard" and not (k in ("local_path", "sha256") and v is None)
             }
         )
-        if self.knobs is not None:  # an engine with its own section reads none of llama.cpp's fields: not its inputs
-            for path in LLAMACPP_ONLY:
+        if self.knobs is not None:  # an engine with its own section reads no other engine's own fields: not its inputs
+            for path in own_fields():
                 flat.pop(".".join(path), None)
         flat.update(
             {

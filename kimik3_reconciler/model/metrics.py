@@ -12,6 +12,7 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from kimik3_reconciler.model.engine_names import DEFAULT_ENGINE
 from kimik3_reconciler.model.helper_config import HelperConfig
 
 # The exporter's own code is part of what runs: a kimik3 upgrade that changes it replaces the exporter
@@ -37,11 +38,11 @@ class ExporterConfig(HelperConfig):
     proxy_bind: str | None = None  # with metrics.proxy: the proxy listens on (proxy_bind, proxy_port)
     proxy_port: int | None = None
     version: int = EXPORTER_VERSION
-    engine: str = "llamacpp"  # the serving engine (its series names, slots, what loading looks like)
+    engine: str = DEFAULT_ENGINE  # the serving engine (its series names, slots, what loading looks like)
 
     def to_json(self) -> dict[str, Any]:
         data = json.loads(json.dumps(asdict(self)))
-        if data["engine"] == "llamacpp":
+        if data["engine"] == DEFAULT_ENGINE:
             # A field added with its default must not move the fingerprint of every running llama.cpp exporter
             # (a replacement on upgrade); from_json gives it back.
             del data["engine"]

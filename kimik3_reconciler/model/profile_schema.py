@@ -17,7 +17,7 @@ from pydantic_core import PydanticCustomError
 
 from kimik3_reconciler.model import catalog
 from kimik3_reconciler.model.builtin_patches import BUILTIN_PATCH_NAMES
-from kimik3_reconciler.model.engine_names import DEFAULT_ENGINE, ENGINES, LLAMACPP_ONLY, engine_sections
+from kimik3_reconciler.model.engine_names import DEFAULT_ENGINE, ENGINES, engine_sections, own_fields
 
 SHA40 = r"[0-9a-f]{40}"
 GPU_UUID = r"GPU-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
@@ -788,8 +788,10 @@ class SglangSpec(BaseModel):
 
 
 def _engine_schema() -> list[dict[str, Any]]:
-    """JSON Schema `allOf` items: llamacpp requires model.quant and refuses `image`/`vllm`/`sglang`; the others
-    refuse what only llama.cpp reads (LLAMACPP_ONLY) and the sections of another engine."""
+    """JSON Schema `allOf` items, one per registered engine: one that builds its image (llamacpp) requires
+    model.quant and refuses the sections of the others (`image`, `vllm`, `sglang`); one that pulls refuses what only
+    another engine reads (`own_fields`: llama.cpp's) and the sections of another engine. The default engine's item
+    also holds for a profile without `engine:`."""
 
     def absent(paths: Any) -> dict[str, Any]:
         top = [p[0] for p in paths if len(p) == 1]
@@ -805,25 +807,22 @@ def _engine_schema() -> list[dict[str, Any]]:
         }
 
     sections = engine_sections()
-    is_llamacpp = {"anyOf": [{"not": {"required": ["engine"]}}, {"properties": {"engine": {"const": "llamacpp"}}}]}
-    items = [
-        {
-            "if": is_llamacpp,
-            "then": {
-                **absent([(s,) for s in sections]),
-                "properties": {"model": {"required": ["quant"], "properties": {"quant": {"type": "string"}}}},
-            },
-        }
-    ]
+    items = []
     for name, entry in ENGINES.items():
-        if entry.image == "build":
-            continue
         other = [(s,) for s, engines in sections.items() if name not in engines]
+        is_name = {"properties": {"engine": {"const": name}}}
+        if entry.image == "build":
+            named = {"anyOf": [{"not": {"required": ["engine"]}}, is_name]} if name == DEFAULT_ENGINE else None
+            quant = {"model": {"required": ["quant"], "properties": {"quant": {"type": "string"}}}}
+            items.append(
+                {"if": named or {"required": ["engine"], **is_name}, "then": {**absent(other), "properties": quant}}
+            )
+            continue
         required = ["image", *entry.required]
         items.append(
             {
-                "if": {"required": ["engine"], "properties": {"engine": {"const": name}}},
-                "then": {**absent([*LLAMACPP_ONLY, *other]), "required": required},
+                "if": {"required": ["engine"], **is_name},
+                "then": {**absent([*own_fields(name), *other]), "required": required},
             }
         )
     return items

@@ -1,9 +1,9 @@
 """Cross-field rules of a profile (shared/PROFILE.md; seed 000 says why): pure checks of a validated Profile.
 
-One module per concern (drafts, server_args, no_secrets, paths, listeners; engines, vllm, sglang; llama.cpp's own:
-engines/llamacpp/rules/); each engine's rules module (its registry entry's `rules`: vllm.py, sglang.py, llama.cpp's
-engines/llamacpp/rules/order.py)
-lists its rules in the one order they run in. This package's own import stays light (the finding's types): the
+One module per concern (no_secrets, paths, listeners, pinned, engines; an engine's own in its folder:
+engines/llamacpp/rules/, engines/vllm/rules.py, engines/sglang/rules.py); each engine's rules module (its registry
+entry's `rules`: engines/vllm/rules.py, engines/sglang/rules.py, engines/llamacpp/rules/order.py) lists its rules in
+the one order they run in. This package's own import stays light (the finding's types): the
 profile's loaded form and the planners import it on every command, and only validating a profile (check_rules)
 loads the rule modules."""
 

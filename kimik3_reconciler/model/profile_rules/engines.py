@@ -1,29 +1,18 @@
-"""What a profile may write for its engine: the sections and fields only llama.cpp reads (`build`, `model.quant`,
-`serve.ubatch`, ...) are refused for vllm/sglang, and `image`/`vllm`/`sglang` for llamacpp, naming the engine and the
-line. Checked on the YAML as written (before the schema fills defaults: a default `build:` is not the user's);
-model/profile_source.py runs it beside the schema. The JSON Schema says the same (profile_schema._engine_schema)."""
+"""What a profile may write for its engine: the sections another engine reads (`image` for llamacpp, `vllm`,
+`sglang`), and the fields only another engine reads (the registry's `fields`: llama.cpp's `build`, `model.quant`,
+`serve.ubatch`, ... for vllm/sglang, worded by their engine's `profile_fields` module), are refused, naming the engine
+and the line; so are the fields the profile's engine requires (its `profile_fields`' `missing`). Checked on the YAML
+as written (before the schema fills defaults: a default `build:` is not the user's); model/profile_source.py runs it
+beside the schema. The JSON Schema says the same (profile_schema._engine_schema)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from importlib import import_module
 from typing import Any
 
-from kimik3_reconciler.model.engine_names import DEFAULT_ENGINE, ENGINES, LLAMACPP_ONLY, engine_sections
-from kimik3_reconciler.model.profile_rules.finding import FieldPath, Finding, error
-
-# What to write instead, where the engine has its own knob for the same thing.
-_INSTEAD: dict[FieldPath, str] = {
-    ("build",): "the image is pulled by digest: image.ref",
-    ("model", "quant"): "the repo's safetensors checkpoint is served whole, not a GGUF quant",
-    ("model", "local_path"): "a local GGUF; the checkpoint is model.repo at model.revision, fetched and verified",
-    ("serve", "ctx_size"): "vllm.max_model_len",
-    ("serve", "parallel"): "vllm.max_num_seqs",
-    ("serve", "batch"): "vllm.max_num_batched_tokens",
-    ("serve", "ubatch"): "vllm.max_num_batched_tokens",
-    ("serve", "fit_target"): "vllm.gpu_memory_utilization",
-    ("serve", "n_cpu_moe"): "the weights live in VRAM: vllm.tensor_parallel_size",
-    ("rpc",): "vLLM's multi-node is Ray, which kimik3 does not deploy",
-}
+from kimik3_reconciler.model.engine_names import DEFAULT_ENGINE, ENGINES, engine_sections
+from kimik3_reconciler.model.profile_rules.finding import Finding, error
 
 
 def _written(data: Mapping[str, Any], path: tuple[str, ...]) -> bool:
@@ -47,34 +36,19 @@ def engine_fields(data: Any) -> Iterator[Finding]:
             # rule: engine-fields
             # A section another engine reads would be silently ignored: the user believes it is applied.
             readers = " and ".join(engines)
-            hint = " (llamacpp builds its image from build:)" if section == "image" else ""
+            builders = " and ".join(name for name, entry in ENGINES.items() if entry.image == "build")
+            hint = f" ({builders} builds its image from build:)" if section == "image" else ""
             yield error((section,), f"is read by engine {readers} only; this profile's engine is {engine}{hint}")
-    if ENGINES[engine].image == "build":  # llama.cpp: its fields are this engine's own
-        if isinstance(data.get("model"), Mapping) and data["model"].get("quant") is None:
-            # rule: engine-fields
-            # llama.cpp serves one GGUF quant folder of the repo: which one is the user's choice (seed 000's table).
-            yield error(
-                ("model", "quant"), "is required for engine llamacpp: the GGUF quant folder to serve (e.g. UD-Q2_K_XL)"
-            )
+    if ENGINES[engine].profile_fields:  # what this engine's own profile must write
+        yield from import_module(ENGINES[engine].profile_fields).missing(data)
+    if ENGINES[engine].image == "build":  # its fields are this engine's own
         return
-    for path in LLAMACPP_ONLY:
-        if _written(data, path):
-            # rule: engine-fields
-            # llama.cpp's knobs mean nothing to vLLM/SGLang: accepted and ignored, they would mislead.
-            instead = _INSTEAD.get(path)
-            if instead is not None and engine != "vllm" and instead.startswith("vllm."):
-                instead = None
-            yield error(
-                path,
-                f"is llama.cpp's (engine llamacpp); this profile's engine is {engine}"
-                + (
-                    f": {instead}"
-                    if instead and not instead.startswith("vllm.")
-                    else f": use {instead} instead"
-                    if instead
-                    else ": remove it"
-                ),
-            )
+    for owner, entry in ENGINES.items():
+        for path in entry.fields if owner != engine else ():
+            if _written(data, path):
+                # rule: engine-fields
+                # Another engine's knobs mean nothing to this one: accepted and ignored, they would mislead.
+                yield error(path, import_module(entry.profile_fields).foreign(path, engine))
     if "image" not in data:
         # rule: engine-fields
         # vLLM and SGLang images are pulled, never built: which one (by digest) is the profile's to say.

@@ -1,18 +1,23 @@
-"""Rules that keep secrets out of a profile (it lives in a GitOps repo), and the environment variables
-that would set llama-server options or GPUs behind the profile."""
+"""Rules that keep secrets out of a profile (it lives in a GitOps repo), and the environment variables that would
+select GPUs or set a server's options behind the profile (each registered engine's `server_env` judges those its
+server reads)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
+from importlib import import_module
 from urllib.parse import urlsplit
 
+from kimik3_reconciler.model.engine_names import ENGINES
 from kimik3_reconciler.model.hub_endpoint import TOKEN_POLICY, token_may_go_to
 from kimik3_reconciler.model.profile import Profile
-from kimik3_reconciler.model.profile_rules.finding import FIXED, NEVER_SECRETS, FieldPath, Finding, error, warning
-from kimik3_reconciler.model.profile_rules.server_args import GPU_SELECTION_ENV, NOT_SERVING_ENV, OWNED_ENV
+from kimik3_reconciler.model.profile_rules.finding import NEVER_SECRETS, FieldPath, Finding, error, warning
 
-_SECRET_ENV = frozenset({"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "LLAMA_API_KEY"})
+# The container's GPUs are the profile's `gpus` (Docker's device request): these would select or renumber them
+# behind it (the nvidia runtime reads NVIDIA_VISIBLE_DEVICES; CUDA renumbers what CUDA_VISIBLE_DEVICES lists).
+GPU_SELECTION_ENV = frozenset({"NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"})
+_SECRET_ENV = frozenset({"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", *(n for e in ENGINES.values() for n in e.secret_env)})
 _SECRET_SUFFIXES = ("_TOKEN", "_KEY", "_SECRET", "_PASSWORD")
 _HF_TOKEN = re.compile(r"hf_[A-Za-z0-9]{30,}")
 _NO_SECRETS = f"{NEVER_SECRETS}: use serve.api_key_file / the environment"
@@ -53,20 +58,6 @@ def secrets(p: Profile) -> Iterator[Finding]:
             # rule: no-secrets
             # A token under an innocent name is still a token.
             yield error(("serve", "env", key), f"the value looks like a Hugging Face token; {_NO_SECRETS}")
-        elif upper in OWNED_ENV:
-            # rule: owned-env
-            # reference/llama-cpp.md §1.0: llama-server reads it as the option kimik3 renders; where kimik3 renders
-            # that option only sometimes (or never: -hf), the variable is the one that counts.
-            instead = OWNED_ENV[upper]
-            yield error(
-                ("serve", "env", key),
-                f"{key} sets a llama-server option kimik3 renders itself: "
-                + (instead if instead is not None else FIXED.removeprefix("is ")),
-            )
-        elif key in NOT_SERVING_ENV:
-            # rule: serving-contract-flags
-            # llama-server reads the variable as the option (reference/llama-cpp.md §1.0).
-            yield error(("serve", "env", key), f"{key} {NOT_SERVING_ENV[key]}")
         elif upper in GPU_SELECTION_ENV:
             # rule: owned-env
             # The container's GPUs are `gpus` (Docker's device request); this would select or renumber them behind it.
@@ -74,12 +65,8 @@ def secrets(p: Profile) -> Iterator[Finding]:
                 ("serve", "env", key),
                 f"{key} selects GPUs behind the profile: use gpus (the container gets exactly those)",
             )
-        elif upper.startswith("LLAMA_ARG_"):
-            # rule: llama-arg-env
-            # llama-cpp.md §1.0: env sets llama-server options behind the CLI (list options even append).
-            yield warning(
-                ("serve", "env", key), "sets a llama-server option behind kimik3's argv; prefer the profile field"
-            )
+        else:
+            yield from _server_env(key)
     for i, arg in enumerate(p.serve.extra_args):
         if _HF_TOKEN.search(arg):
             # rule: no-secrets
@@ -104,6 +91,17 @@ def secrets(p: Profile) -> Iterator[Finding]:
             f"looks like an API key, not a path; {NEVER_SECRETS}: write the "
             "key into a file (chmod 600) and give its path here",
         )
+
+
+def _server_env(key: str) -> Iterator[Finding]:
+    """What each registered engine's server makes of serve.env's `key` (its entry's `server_env`), the first that
+    reads it. Asked of every engine, whichever the profile names, as kimik3 has always judged these variables."""
+    for entry in ENGINES.values():
+        if entry.server_env:
+            finding = import_module(entry.server_env).env_finding(key)
+            if finding is not None:
+                yield finding
+                return
 
 
 def _urls(p: Profile) -> Iterator[tuple[FieldPath, str]]:

@@ -59,7 +59,7 @@ def test_explain_prints_the_reason_and_refuses_unknown_rules() -> None:
     shown = subprocess.run([*run, "spec-draft-device"], capture_output=True, text=True)
     assert shown.returncode == 0 and "graph reservation" in shown.stdout
     assert (
-        "enforced by: kimik3_reconciler.model.profile_rules.drafts, kimik3_reconciler.engines.llamacpp.drafts"
+        "enforced by: kimik3_reconciler.engines.llamacpp.rules.drafts, kimik3_reconciler.engines.llamacpp.drafts"
         in shown.stdout
     )
     unknown = subprocess.run([*run, "spec-draft-devise"], capture_output=True, text=True)
@@ -82,10 +82,17 @@ def test_every_rule_names_its_seed_passage_and_explain_lists_it() -> None:
 
 def test_every_profile_rule_finding_sits_under_its_own_rule_mark() -> None:
     """Review of issue 14: guards were added without a rulebook entry. Each `yield error(`/`yield warning(` in
-    model/profile_rules/ needs a `# rule:` mark after the previous finding (or its function's start), so a
-    new guard cannot skip the rulebook (and so `kimik3 explain`)."""
+    model/profile_rules/ and the engines' rule modules (engines/llamacpp/rules/, engines/<name>/rules.py; a `return
+    error(` too) needs a `# rule:` mark after the previous finding (or its function's start), so a new guard cannot
+    skip the rulebook (and so `kimik3 explain`)."""
     unmarked, findings = [], 0
-    for path in sorted((PACKAGE / "model" / "profile_rules").glob("*.py")):
+    engines = PACKAGE / "engines"
+    paths = [
+        *(PACKAGE / "model" / "profile_rules").glob("*.py"),
+        *engines.glob("*/rules/*.py"),
+        *engines.glob("*/rules.py"),
+    ]
+    for path in sorted(paths):
         since_mark = False
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             stripped = line.strip()
@@ -93,17 +100,18 @@ def test_every_profile_rule_finding_sits_under_its_own_rule_mark() -> None:
                 since_mark = False
             elif MARK.search(line):
                 since_mark = True
-            elif stripped.startswith(("yield error(", "yield warning(")):
+            elif stripped.startswith(("yield error(", "yield warning(", "return error(", "return warning(")):
                 findings += 1
                 if not since_mark:
-                    unmarked.append(f"profile_rules/{path.name}:{number}: {stripped[:70]}")
+                    unmarked.append(f"{path.relative_to(PACKAGE)}:{number}: {stripped[:70]}")
                 since_mark = False
     assert not unmarked, "findings without a `# rule:` mark:\n" + "\n".join(unmarked)
     assert findings >= 30  # it did look
 
 
 def test_every_rule_function_of_the_profile_rules_package_runs() -> None:
-    """model/profile_rules/ and engines/llamacpp/rules/ hold one module per concern, and each engine's rules module
+    """model/profile_rules/ and engines/llamacpp/rules/ hold one module per concern (engines/<name>/rules.py another
+    engine's own), and each engine's rules module
     lists what runs (the registry's `rules`): a rule function (public, one profile argument, yielding findings) left
     out of them would never run, and no case would say so."""
     import pkgutil
@@ -116,8 +124,8 @@ def test_every_rule_function_of_the_profile_rules_package_runs() -> None:
     listed = {rule for name in ENGINES for rule in rules_for(name)}
     found = []
     packages = (profile_rules, llamacpp_rules)
-    for package, info in ((p, info) for p in packages for info in pkgutil.iter_modules(p.__path__)):
-        module = importlib.import_module(f"{package.__name__}.{info.name}")
+    names = {f"{p.__name__}.{info.name}" for p in packages for info in pkgutil.iter_modules(p.__path__)}
+    for module in map(importlib.import_module, sorted(names | {entry.rules for entry in ENGINES.values()})):
         for name, function in inspect.getmembers(module, inspect.isfunction):
             if function.__module__ != module.__name__ or name.startswith("_"):
                 continue

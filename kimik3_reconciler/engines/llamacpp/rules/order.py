@@ -5,8 +5,8 @@ reads a cached profile and loads none of the rule modules (docs/design.md "What 
 
 from __future__ import annotations
 
-from kimik3_reconciler.engines.llamacpp.rules import build, quants, serving, workers
-from kimik3_reconciler.model.profile_rules import Rule, drafts, listeners, no_secrets, paths, pinned, server_args
+from kimik3_reconciler.engines.llamacpp.rules import build, drafts, quants, server_args, serving, workers
+from kimik3_reconciler.model.profile_rules import Rule, listeners, no_secrets, paths, pinned
 
 RULES: tuple[Rule, ...] = (
     build.vision,

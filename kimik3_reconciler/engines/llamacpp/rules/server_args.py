@@ -1,5 +1,7 @@
-"""Rules about llama-server options written past the profile's fields (serve.extra_args): the options
-kimik3 renders itself, those that break the serving contract, and argv shape."""
+"""Rules about llama-server options written past the profile's fields (serve.extra_args, serve.env): the options
+kimik3 renders itself, those that break the serving contract, and argv shape. `env_finding` judges one serve.env
+variable; the generic secrets rule asks it for every profile (the registry's `server_env`:
+model/profile_rules/no_secrets.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import re
 from collections.abc import Iterator
 
 from kimik3_reconciler.model.profile import Profile
-from kimik3_reconciler.model.profile_rules.finding import FIXED, NEVER_SECRETS, Finding, error
+from kimik3_reconciler.model.profile_rules.finding import FIXED, NEVER_SECRETS, Finding, error, warning
 
 # llama-server options kimik3 renders itself: (flags, their environment variables (reference/llama-cpp.md §1.1;
 # llama-server reads LLAMA_ARG_* as options), what to write instead (None: fixed, not a knob at all)). Both the flag
@@ -109,9 +111,33 @@ _NOT_SERVING: tuple[tuple[tuple[str, ...], tuple[str, ...], str], ...] = (
 NOT_SERVING_FLAGS: dict[str, str] = {flag: why for flags, _, why in _NOT_SERVING for flag in flags}
 NOT_SERVING_ENV: dict[str, str] = {env: why for _, envs, why in _NOT_SERVING for env in envs}
 OWNED_ENV: dict[str, str | None] = {env: instead for _, envs, instead in _OWNED for env in envs}
-# The container's GPUs are the profile's `gpus` (Docker's device request): these would select or renumber them
-# behind it (the nvidia runtime reads NVIDIA_VISIBLE_DEVICES; CUDA renumbers what CUDA_VISIBLE_DEVICES lists).
-GPU_SELECTION_ENV = frozenset({"NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"})
+
+
+def env_finding(key: str) -> Finding | None:
+    """What serve.env's `key` does to llama-server when it reads it as an option: refused when it sets what kimik3
+    renders or breaks the serving contract, warned for any other LLAMA_ARG_*; None when llama-server ignores it."""
+    upper = key.upper()
+    if upper in OWNED_ENV:
+        # rule: owned-env
+        # reference/llama-cpp.md §1.0: llama-server reads it as the option kimik3 renders; where kimik3 renders
+        # that option only sometimes (or never: -hf), the variable is the one that counts.
+        instead = OWNED_ENV[upper]
+        return error(
+            ("serve", "env", key),
+            f"{key} sets a llama-server option kimik3 renders itself: "
+            + (instead if instead is not None else FIXED.removeprefix("is ")),
+        )
+    if key in NOT_SERVING_ENV:
+        # rule: serving-contract-flags
+        # llama-server reads the variable as the option (reference/llama-cpp.md §1.0).
+        return error(("serve", "env", key), f"{key} {NOT_SERVING_ENV[key]}")
+    if upper.startswith("LLAMA_ARG_"):
+        # rule: llama-arg-env
+        # llama-cpp.md §1.0: env sets llama-server options behind the CLI (list options even append).
+        return warning(
+            ("serve", "env", key), "sets a llama-server option behind kimik3's argv; prefer the profile field"
+        )
+    return None
 
 
 def _joined_short_flag(flag: str) -> str | None:

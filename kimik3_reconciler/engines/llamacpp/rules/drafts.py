@@ -6,10 +6,9 @@ from collections.abc import Iterator
 
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.profile_rules.finding import FieldPath, Finding, error, warning
+from kimik3_reconciler.model.spec_draft import SPEC_LOSS_CONCURRENCY
 
 DRAFT_ROOM_MIB = 9216  # seed 000: the DSpark draft needs ~9 GB free on its GPU, plus snapshots
-# Seed 000: speculative decoding gained at c1 and lost at c4 (4 concurrent requests).
-SPEC_LOSS_CONCURRENCY = 4
 
 
 def spec_draft(p: Profile) -> Iterator[Finding]:
