@@ -47,7 +47,7 @@ import yaml  # noqa: E402
 from fleet_plan import measure, print_spread, ssh_to  # noqa: E402
 from handover import quantile  # noqa: E402
 from support import fleet_rollout as fleet_setup  # noqa: E402
-from support.fleet_hosts import GATEWAY, Rig, fleet_rig, stop_router  # noqa: E402
+from support.fleet_hosts import GATEWAY, Rig, RotationSampler, fleet_rig, stop_router  # noqa: E402
 from support.realparts import require_docker_and_demo_hub  # noqa: E402
 
 from kimik3_demo.hub import FixtureHub  # noqa: E402
@@ -119,7 +119,7 @@ def under_load(rollout, rig: Rig, workers: int) -> dict:  # noqa: ANN001 - () ->
     every_host_in_rotation(router, rig)
     with (
         fleet_setup.router_load(workers) as load,
-        fleet_setup.RotationSampler(router) as sampler,
+        RotationSampler(router) as sampler,
     ):
         load.wait_for(2 * workers)
         started = time.monotonic()

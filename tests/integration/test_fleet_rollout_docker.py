@@ -24,12 +24,11 @@ from pathlib import Path
 
 import pytest
 from support.demo_work import truncated_hub
-from support.fleet_hosts import GATEWAY, Rig, fleet_rig, stop_router
+from support.fleet_hosts import GATEWAY, Rig, RotationSampler, fleet_rig, stop_router
 from support.fleet_rollout import (
     FLEET,
     NAME,
     PORT,
-    RotationSampler,
     fleet_cmd,
     fleet_router,
     image_on_first_host,

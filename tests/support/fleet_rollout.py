@@ -1,6 +1,6 @@
 """The fleet rollout's set-up on the fleet rig (fleet_hosts.py), shared by tests/integration/
 test_fleet_rollout_docker.py and bench/fleet.py: its names and ports, the fleet file, the first
-`fleet apply --install`, and a sampler of the router's rotation. `fleet_cmd`, `demo_image` and `fleet_document`
+`fleet apply --install`. `fleet_cmd`, `demo_image` and `fleet_document`
 serve tests/integration/test_fleet_rpc_rig.py too.
 """
 
@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -102,28 +101,6 @@ def served_quant(rig: Rig, index: int) -> str:
     """The model file the host `index`'s server was started with."""
     argv = json.loads(rig.hosts[index].docker("inspect", "-f", "{{json .Config.Cmd}}", NAME))
     return argv[argv.index("-m") + 1]
-
-
-class RotationSampler:
-    """How many workers the router has in rotation, read every second in a thread."""
-
-    def __init__(self, router: SmgRouter) -> None:
-        self.router, self.samples = router, []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> RotationSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(10)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.samples.append(sum(w.in_rotation for w in self.router.workers()))
-            self._stop.wait(1.0)
 
 
 def install_and_deploy(work: Path, rig: Rig) -> subprocess.CompletedProcess[str]:
