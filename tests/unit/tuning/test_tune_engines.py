@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from support.fakes.load import FakeLoad
 from support.observed import observed
+from support.profiles import VLLM_CPU_HEAD
 
 from kimik3_reconciler.benchmark import sweep_levels
 from kimik3_reconciler.engines import engine_for
@@ -22,14 +23,9 @@ from kimik3_reconciler.tuning.session import running_knobs
 from kimik3_reconciler.verify.checks import Server
 
 HOST = HostFacts(physical_cores=16, cpu_flags=("avx512f",))
-VLLM = """apiVersion: kimik3/v1
-name: k3-vllm-cpu
-engine: vllm
-model: {repo: kimik3-demo/Kimi-K3-tiny, revision: %s}
-image: {ref: "127.0.0.1:5000/kimik3-test/vllm-cpu:0.32.0@sha256:%s"}
-gpus: none
-serve: {env: {VLLM_CPU_KVCACHE_SPACE: "1"}}
-vllm:
+VLLM = (
+    VLLM_CPU_HEAD
+    + """vllm:
   tensor_parallel_size: 1
   max_model_len: 512        # the tiny model's
   max_num_seqs: 2           # as written
@@ -39,7 +35,8 @@ vllm:
   prefix_match_unit: null
   enforce_eager: true
   v2_model_runner: false
-""" % ("a" * 40, "b" * 64)
+"""
+)
 
 
 def test_the_vllm_space_is_its_sections_knobs_around_the_written_values() -> None:
