@@ -61,9 +61,3 @@ def read_server(host: FleetHost, get: Callable[[str], tuple[int, str]]) -> Serve
     return ServerReading(
         running_requests(body, series.running), series.prefix_cache(lambda name: series_sum(body, name))
     )
-
-
-def in_flight(host: FleetHost, get: Callable[[str], tuple[int, str]]) -> int | None:
-    """Requests the host's server is working on now; None when its /metrics does not answer."""
-    reading = read_server(host, get)
-    return None if reading is None else reading.in_flight
