@@ -9,7 +9,7 @@ through the engine protocol as `kimik3 fleet status` reads them), TTFT p50/p95 (
 the client sees it through the router), each replica's share of the prompt tokens; then the ratios of each policy
 against round robin measured in the same run, and over --runs the spread.
 
-    .venv/bin/python bench/fleet_cache.py [--runs 2] [--sessions 24] [--turns 5] [--clients 12]
+    .venv/bin/python bench/fleet_cache.py [--runs 2] [--sessions 24] [--turns 6] [--clients 12]
 
 The replicas are three containers of the demo's llama.cpp image (build b11434, the one kimik3 builds) on loopback
 ports, `--network host`, with kimik3's fixed flags, `--parallel 2`, one thread each, serving the tiny kimi-k3 GGUF
@@ -20,8 +20,9 @@ smg as `kimik3 fleet apply` starts it (adapters/router_smg.py's command line, it
 
 What makes a cache hit or a miss here is what makes one on a real host: each replica keeps its slots' prompts and a
 host-memory prompt cache (`--cache-ram`, kimik3's default 8192 MiB) that b11434 also bounds by the context size in
-tokens (`--ctx-size`, 16384 here: about four of the trace's conversations besides the two slots), so a replica
-holds some of the conversations, not all; a request that finds its conversation's prefix there reuses it (the
+tokens (`--ctx-size`, 8192 here: about three of the trace's longest conversations besides the two slots), so a
+replica holds some of the conversations, not all (a Kimi-K3 host's 8 GiB holds a handful of long agent contexts:
+its KV is far larger per token); a request that finds its conversation's prefix there reuses it (the
 tiny model is hybrid, as Kimi-K3 is: KDA layers, reused through llama-server's context checkpoints). The bench
 prints the replicas' own limits line so the reader sees them.
 
@@ -99,10 +100,10 @@ class Session:
 def agent_trace(
     sessions: int = 24,
     agents: int = 4,
-    turns: int = 5,
-    system_chars: int = 1400,
-    task_chars: int = 700,
-    step_chars: int = 450,
+    turns: int = 6,
+    system_chars: int = 700,
+    task_chars: int = 350,
+    step_chars: int = 250,
     seed: int = 40,
 ) -> list[Session]:
     """`sessions` conversations of `agents` agents (each agent's system prompt: instructions and its tools' JSON
@@ -146,10 +147,13 @@ def counters(urls: list[str]) -> dict[str, PrefixCacheTokens | None]:
 
 @contextmanager
 def routed(urls: list[str], policy: str, work: Path) -> Iterator[tuple[str, SmgRouter]]:
-    """smg started as `kimik3 fleet apply` starts it (the adapter's command line) with `urls` as its workers, all in
-    rotation; its URL and control client. Stopped after."""
+    """smg started as `kimik3 fleet apply` starts it (the adapter's command line; `POLICY:smg`: with smg's own
+    settings for it) with `urls` as its workers, all in rotation; its URL and control client. Stopped after."""
     port, metrics = free_port(), free_port()
-    running = start_smg("127.0.0.1", port, metrics, policy, work / f"smg-{policy}-{port}.log")
+    policy, _, variant = policy.partition(":")  # POLICY:smg: smg's own settings, not kimik3's
+    settings = () if variant == "smg" else None
+    log = work / f"smg-{policy}-{variant or 'kimik3'}-{port}.log"
+    running = start_smg("127.0.0.1", port, metrics, policy, log, settings=settings)
     router = SmgRouter(running.url, running.metrics_url)
     try:
         for url in urls:
@@ -204,10 +208,18 @@ class Played:
     cut: bool = False  # the deadline came before every session ended
 
 
-def play(url: str, trace: list[Session], clients: int = 12, max_tokens: int = 12, deadline_s: float = 600.0) -> Played:
+def play(
+    url: str,
+    trace: list[Session],
+    clients: int = 12,
+    max_tokens: int = 12,
+    deadline_s: float = 600.0,
+    played: Played | None = None,
+) -> Played:
     """The trace through `url`: `clients` sessions at once, each turn sent as soon as the last one's reply ended;
-    a session starts when a client is free. Bounded in time: no turn starts after `deadline_s`."""
-    played, lock = Played(), threading.Lock()
+    a session starts when a client is free. Bounded in time: no turn starts after `deadline_s`. `played`: filled as
+    the turns end (another thread may watch it), and returned."""
+    played, lock = played or Played(), threading.Lock()
     queue = list(reversed(trace))
     end = time.monotonic() + deadline_s
 
@@ -232,7 +244,8 @@ def play(url: str, trace: list[Session], clients: int = 12, max_tokens: int = 12
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join()
+        while thread.is_alive():  # joined with a timeout: Ctrl-C still ends the bench
+            thread.join(0.5)
     return played
 
 
@@ -272,6 +285,83 @@ def measure_phase(replicas: Replicas, policy: str, trace: list[Session], work: P
     }
 
 
+def routed_requests(metrics_url: str) -> dict[str, float]:
+    """Requests smg sent to each worker (`smg_worker_requests_total{worker=URL}`), from its metrics listener."""
+    counts: dict[str, float] = {}
+    for line in httpx.get(f"{metrics_url}/metrics", timeout=10).text.splitlines():
+        if line.startswith('smg_worker_requests_total{worker="'):
+            url = line.split('"', 2)[1]
+            counts[url] = counts.get(url, 0.0) + float(line.rsplit(" ", 1)[1])
+    return counts
+
+
+@dataclass(frozen=True)
+class Window:
+    """What the fleet did over a span: each replica's share of the requests smg sent, the servers' hit rate."""
+
+    shares: dict[str, float]
+    requests: float
+    hit_rate: float | None
+
+
+def watch_window(urls: list[str], metrics_url: str, seconds: float) -> Window:
+    """The next `seconds`, read from smg's per-worker request counts and the servers' own counters."""
+    cache, sent = counters(urls), routed_requests(metrics_url)
+    time.sleep(seconds)
+    cache_now, sent_now = counters(urls), routed_requests(metrics_url)
+    routed_there = {u: sent_now.get(u, 0.0) - sent.get(u, 0.0) for u in urls}
+    total = sum(routed_there.values())
+    fleet = PrefixCacheTokens.total(now.since(cache[u]) for u, now in cache_now.items() if now)
+    return Window(
+        {u: n / total if total else 0.0 for u, n in routed_there.items()}, total, fleet.rate if fleet else None
+    )
+
+
+def rejoin_phase(
+    replicas: Replicas,
+    policy: str,
+    trace: list[Session],
+    work: Path,
+    at: float = 0.35,
+    window_s: float = 60.0,
+    **play_args: object,
+) -> dict:
+    """The trace through smg under `policy`; once `at` of its turns have ended, a window of `window_s`; then the last
+    replica leaves the router, is replaced by a fresh server (empty cache: a host rolled to a new build) and is
+    added back, and a window of `window_s` from there: its share of the requests (fair: 1/N) and the fleet's hit
+    rate in each."""
+    replicas.start()
+    total = sum(s.turns for s in trace)
+    rejoined = replicas.urls[-1]
+    with routed(replicas.urls, policy, work) as (url, router):
+        played = Played()
+        thread = threading.Thread(target=play, args=(url, trace), kwargs={**play_args, "played": played}, daemon=True)
+        thread.start()
+        while len(played.turns) < at * total and thread.is_alive():
+            time.sleep(0.5)
+        before = watch_window(replicas.urls, router.metrics_url or "", window_s)
+        worker = router.find(rejoined)
+        if worker is not None:
+            router.remove(worker.id)
+            router.wait_gone(worker.id, timeout_s=60)
+        replicas.restart(len(replicas.urls) - 1)
+        router.add(rejoined)
+        router.wait_in_rotation(rejoined, timeout_s=60)
+        after = watch_window(replicas.urls, router.metrics_url or "", window_s)
+        while thread.is_alive():
+            thread.join(0.5)
+    return {
+        "policy": policy,
+        "share_before": before.shares[rejoined],
+        "share_after": after.shares[rejoined],
+        "requests_before": before.requests,
+        "requests_after": after.requests,
+        "hit_rate_before": before.hit_rate,
+        "hit_rate_after": after.hit_rate,
+        "failed": sum(t.status != 200 for t in played.turns),
+    }
+
+
 def _row(r: dict) -> str:
     share = "/".join(f"{s:.2f}" if s is not None else "-" for s in r["share"])
     return (
@@ -292,13 +382,25 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--sessions", type=int, default=24)
     parser.add_argument("--agents", type=int, default=4)
-    parser.add_argument("--turns", type=int, default=5)
+    parser.add_argument("--turns", type=int, default=6)
     parser.add_argument("--clients", type=int, default=12)
-    parser.add_argument("--deadline", type=float, default=600.0, help="seconds a phase may send turns for")
-    parser.add_argument("--policies", default="round_robin,cache_aware")
+    parser.add_argument("--deadline", type=float, default=900.0, help="seconds a phase may send turns for")
+    parser.add_argument(
+        "--policies",
+        default="round_robin,cache_aware",
+        help="smg policies, the first the baseline; POLICY:smg runs it with smg's own settings instead of kimik3's",
+    )
+    parser.add_argument("--ctx-size", type=int, default=8192, help="each replica's --ctx-size (its cache's bound)")
     parser.add_argument("--image", default=DEMO_IMAGE)
     parser.add_argument("--json", type=Path, help="write every phase's figures here")
+    parser.add_argument(
+        "--rejoin",
+        action="store_true",
+        help="instead: a replica replaced mid-trace, its share of the requests in the minute after it rejoined",
+    )
     args = parser.parse_args()
+    if args.rejoin:
+        return rejoin_main(args)
     policies = args.policies.split(",")
     trace = agent_trace(args.sessions, args.agents, args.turns)
     chars = [len(json.dumps(s.messages(s.turns - 1))) for s in trace]
@@ -310,7 +412,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="k3fc-") as folder:
         work = Path(folder)
         model = write_model(work / "model")
-        with Replicas(model, image=args.image) as replicas:
+        with Replicas(model, image=args.image, ctx_size=args.ctx_size) as replicas:
             for run in range(1, args.runs + 1):
                 print(
                     f"\nrun {run}: {'policy':12} {'hits':>8} {'TTFT p50':>8} {'p95':>8} {'reqs':>5} {'fail':>4} "
@@ -335,6 +437,33 @@ def main() -> None:
     for policy in policies:
         rates = [100 * ({p["policy"]: p for p in run}[policy]["hit_rate"] or 0) for run in results]
         print(f"  {policy}: hit rate % {_spread(rates, '.1f')}")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+
+
+def rejoin_main(args: argparse.Namespace) -> None:
+    trace = agent_trace(args.sessions, args.agents, args.turns)
+    results: dict[str, list[dict]] = {}
+    with tempfile.TemporaryDirectory(prefix="k3fc-") as folder:
+        work = Path(folder)
+        model = write_model(work / "model")
+        with Replicas(model, image=args.image, ctx_size=args.ctx_size) as replicas:
+            print(
+                f"{'policy':22} {'share before':>12} {'after':>6} {'reqs after':>10} {'hits before':>11} {'after':>6}"
+            )
+            for _ in range(args.runs):
+                for policy in args.policies.split(","):
+                    r = rejoin_phase(replicas, policy, trace, work, clients=args.clients, deadline_s=args.deadline)
+                    results.setdefault(policy, []).append(r)
+                    print(
+                        f"{policy:22} {r['share_before']:12.2f} {r['share_after']:6.2f} {r['requests_after']:10.0f} "
+                        f"{100 * (r['hit_rate_before'] or 0):10.1f}% {100 * (r['hit_rate_after'] or 0):5.1f}%"
+                        f"  failed {r['failed']}"
+                    )
+    for policy, runs in results.items():
+        print(
+            f"{policy}: rejoined replica's share in the minute after: {_spread([r['share_after'] for r in runs], '.2f')}"
+        )
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 

@@ -77,20 +77,31 @@ class Replicas:
         ]
 
     def start(self) -> None:
+        """Every replica (re)started fresh: empty caches, counters at 0."""
         self.close()
         for name, port in zip(self.names, self.ports):
             subprocess.run(self.argv(name, port), check=True, capture_output=True)
-        deadline = time.monotonic() + 120
         for url in self.urls:
-            while True:
-                try:
-                    if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"{url} did not answer /health 200 in 120 s")
-                time.sleep(0.2)
+            self._wait_healthy(url)
+
+    def restart(self, index: int) -> None:
+        """Replica `index` (0-based) replaced by a fresh one on the same port: a host that rejoins after an update."""
+        subprocess.run(["docker", "rm", "-f", self.names[index]], capture_output=True)
+        subprocess.run(self.argv(self.names[index], self.ports[index]), check=True, capture_output=True)
+        self._wait_healthy(self.urls[index])
+
+    @staticmethod
+    def _wait_healthy(url: str, timeout_s: float = 120.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{url} did not answer /health 200 in {timeout_s:.0f} s")
+            time.sleep(0.2)
 
     def limits(self) -> str:
         """The first replica's prompt-cache limits line (`cache state: … (limits: … MiB, … tokens …)`), once a
