@@ -19,12 +19,13 @@ dockerds and a kimik3 install per host would cost minutes per run for nothing th
 smg as `kimik3 fleet apply` starts it (adapters/router_smg.py's command line, its cache-aware settings included).
 
 What makes a cache hit or a miss here is what makes one on a real host: each replica keeps its slots' prompts and a
-host-memory prompt cache (`--cache-ram`, kimik3's default 8192 MiB) that b11434 also bounds by the context size in
-tokens (`--ctx-size`, 8192 here: about three of the trace's longest conversations besides the two slots), so a
-replica holds some of the conversations, not all (a Kimi-K3 host's 8 GiB holds a handful of long agent contexts:
-its KV is far larger per token); a request that finds its conversation's prefix there reuses it (the
-tiny model is hybrid, as Kimi-K3 is: KDA layers, reused through llama-server's context checkpoints). The bench
-prints the replicas' own limits line so the reader sees them.
+host-memory prompt cache (`--cache-ram`, kimik3's default 8192 MiB; it held 6-8 of the trace's prompts per replica
+here, a third of its conversations); a request that finds its conversation's prefix there reuses it (the tiny
+model is hybrid, as Kimi-K3 is: KDA layers, reused through llama-server's context checkpoints). The bench prints a
+replica's `cache state` line so the reader sees what it held.
+
+--rejoin: instead, a replica replaced by a fresh server mid-trace (`rejoin_phase`): its share of the requests smg
+sent in the minute after it rejoined, against the minute before.
 
 Reusable (other benches import them): `agent_trace`, `routed`, `play`, `counters`, `measure_phase`; the replicas are
 tests/support/llama_replicas.py's `Replicas`.
@@ -391,6 +392,7 @@ def main() -> None:
         help="smg policies, the first the baseline; POLICY:smg runs it with smg's own settings instead of kimik3's",
     )
     parser.add_argument("--ctx-size", type=int, default=8192, help="each replica's --ctx-size (its cache's bound)")
+    parser.add_argument("--name", default="k3fc", help="the replicas' container names' prefix (two benches at once)")
     parser.add_argument("--image", default=DEMO_IMAGE)
     parser.add_argument("--json", type=Path, help="write every phase's figures here")
     parser.add_argument(
@@ -412,7 +414,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="k3fc-") as folder:
         work = Path(folder)
         model = write_model(work / "model")
-        with Replicas(model, image=args.image, ctx_size=args.ctx_size) as replicas:
+        with Replicas(model, image=args.image, ctx_size=args.ctx_size, prefix=args.name) as replicas:
             for run in range(1, args.runs + 1):
                 print(
                     f"\nrun {run}: {'policy':12} {'hits':>8} {'TTFT p50':>8} {'p95':>8} {'reqs':>5} {'fail':>4} "
@@ -447,7 +449,7 @@ def rejoin_main(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="k3fc-") as folder:
         work = Path(folder)
         model = write_model(work / "model")
-        with Replicas(model, image=args.image, ctx_size=args.ctx_size) as replicas:
+        with Replicas(model, image=args.image, ctx_size=args.ctx_size, prefix=args.name) as replicas:
             print(
                 f"{'policy':22} {'share before':>12} {'after':>6} {'reqs after':>10} {'hits before':>11} {'after':>6}"
             )
