@@ -57,8 +57,8 @@ HEALTH = (
 # - --balance-abs-threshold 2 [64]: a replica that rejoins after an update holds no prefix, so every conversation
 #   stays pinned to the others and it gets only what spills over; at 64 (capped by smg at the in-flight count's
 #   swing, at least 4) a llama.cpp fleet, whose replicas serve a few slots each, hardly spills: a replaced replica
-#   got 0 of the 7 requests in its first minute back (bench/fleet_cache.py --rejoin; 0.36 of 33 with these
-#   values). At 2 a replica 2 requests above the mean (a slot's worth of queueing) hands the request to the
+#   got none of the requests in its first minute back, 2 draws (bench/fleet_cache.py --rejoin; 0.36 and 0.17 of
+#   them with these values, fair 0.33). At 2 a replica 2 requests above the mean (a slot's worth of queueing) hands the request to the
 #   idlest one, whose tree then holds that conversation: its next turns stay there.
 # - --cache-threshold 0.5 [0.3]: an agent's system prompt and tool schemas are most of a first request and every
 #   replica holds them, so at 0.3 a new conversation follows the shared prompt to the busiest trees; at 0.5 it goes
