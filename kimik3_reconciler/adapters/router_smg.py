@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kimik3_reconciler.errors import TransientError
-from kimik3_reconciler.model.router_health import HEALTH  # kimik3's health and breaker settings (module docstring)
+from kimik3_reconciler.model.router_health import HEALTH, policy_settings  # kimik3's settings (module docstring)
 
 BREAKER_STATES = {0: "closed", 1: "open", 2: "half-open"}
 
@@ -51,10 +51,16 @@ class RouterWorker:
         return self.status == "ready" and self.healthy and self.breaker != "open"
 
 
-def smg_argv(host: str, port: int, metrics_port: int, policy: str) -> list[str]:
+def smg_argv(
+    host: str, port: int, metrics_port: int, policy: str, settings: tuple[str, ...] | None = None
+) -> list[str]:
     """The router's command line: bound to `host` (loopback unless the fleet file says otherwise), its metrics
-    listener on the same address (smg's default is 0.0.0.0:29000), `--backend openai`: llama-server, vLLM and
-    SGLang are reached through their OpenAI API alike."""
+    listener on the same address (smg's default is 0.0.0.0:29000), smg's regular HTTP router (its default backend:
+    llama-server, vLLM and SGLang register as OpenAI-compatible workers and the policy chooses among them). Not
+    `--backend openai`: that mode is smg's proxy to OpenAI-style providers, which sends every request for a model
+    to one worker whatever the policy (seen with smg 1.13: 3 llama-server workers, round_robin, all 6 requests on
+    the first). `settings`: the policy's flags (None: kimik3's, `policy_settings`; a bench passes () for smg's
+    own)."""
     binary = shutil.which("smg", path=str(Path(sys.executable).parent)) or shutil.which("smg")
     if binary is None:
         raise RouterError("smg is not installed: pip install 'kimik3[fleet]'")
@@ -71,8 +77,7 @@ def smg_argv(host: str, port: int, metrics_port: int, policy: str) -> list[str]:
         str(metrics_port),
         "--policy",
         policy,
-        "--backend",
-        "openai",
+        *(policy_settings(policy) if settings is None else settings),
         *HEALTH,
     ]
 
@@ -175,13 +180,19 @@ class RunningRouter:
 
 
 def start_smg(
-    host: str, port: int, metrics_port: int, policy: str, log: Path, timeout_s: float = 60.0
+    host: str,
+    port: int,
+    metrics_port: int,
+    policy: str,
+    log: Path,
+    timeout_s: float = 60.0,
+    settings: tuple[str, ...] | None = None,
 ) -> RunningRouter:
     """smg started detached (its own session, its output in `log`); returned once its control API answers."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
         process = subprocess.Popen(
-            smg_argv(host, port, metrics_port, policy),
+            smg_argv(host, port, metrics_port, policy, settings),
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,

@@ -14,7 +14,7 @@ from kimik3_reconciler.fleet.targets.kubernetes_objects import (
 )
 from kimik3_reconciler.fleet.values import Fleet
 from kimik3_reconciler.model.profile import Profile
-from kimik3_reconciler.model.router_health import HEALTH
+from kimik3_reconciler.model.router_health import HEALTH, policy_settings
 
 ROUTER_METRICS_PORT = 29000  # smg's Prometheus listener (its default port)
 
@@ -35,8 +35,9 @@ def smg_args(fleet: Fleet, profile: Profile) -> list[str]:
         str(ROUTER_METRICS_PORT),
         "--policy",
         router.policy,
-        "--backend",
-        "openai",
+        # smg's regular HTTP router, not `--backend openai` (which sends every request for a model to one worker
+        # whatever the policy: adapters/router_smg.py), with the policy's settings of `fleet apply`'s router.
+        *policy_settings(router.policy),
         # The same health checks and breaker as the router of `fleet apply`: a pod that stops answering leaves
         # rotation within seconds, before Kubernetes has marked it unready and smg's discovery has seen that.
         *HEALTH,
