@@ -15,10 +15,12 @@ from kimik3_reconciler.engines.base import (
     ModelSource,
     Readiness,
     ServerSeries,
+    SlotStore,
     TuneKnobs,
 )
 from kimik3_reconciler.engines.llamacpp import launch, placement, vram_fit
 from kimik3_reconciler.model.facts import GpuFact, HostFacts, ModelFact, Observed
+from kimik3_reconciler.model.labels import SLOTS_MOUNT
 from kimik3_reconciler.model.launch_input import LaunchInput
 from kimik3_reconciler.model.profile import Profile, ServeSpec
 
@@ -47,6 +49,7 @@ class LlamaCpp:
     load_wire = "llamacpp"
     vision_probe = True  # with the fork build's --mmproj (profile.vision)
     native_route = None  # GGUF quants of the catalog: planning/routes.py makes their profiles
+    slot_store = SlotStore("--slot-save-path", SLOTS_MOUNT, "/slots")  # with serve.slot_save (launch.py)
 
     def model_entry(self, model: ModelFact) -> str:
         return launch.first_shard(model)

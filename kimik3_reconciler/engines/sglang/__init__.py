@@ -64,6 +64,7 @@ class Sglang:
     tune_knobs = TuneKnobs("sglang", ("mem_fraction_static",))  # sglang.<knob> (launch.py: why only this one)
     load_wire = "openai"
     vision_probe = False  # its vision is the checkpoint's, which no check sends an image to yet
+    slot_store = None  # no slot save/restore: a rollout prefills the declared hot prompts (fleet/warm.py)
     native_route = NativeRoute(
         {"tp_size": 8, "dcp_size": 8, "mem_fraction_static": 0.85, "any_gpu": False},  # the schema's defaults
         "tp{gpus}-dcp{dcp_size}",
