@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 import yaml
 from support.closed_loop import ClosedLoop
@@ -83,9 +84,18 @@ def rig(bare_rig: Rig, tmp_path_factory: pytest.TempPathFactory) -> Rig:
     return bare_rig
 
 
-def write_fleet(work: Path, rig: Rig, hub: FixtureHub, quant: str, canary: int | None = None) -> None:
+def write_fleet(
+    work: Path,
+    rig: Rig,
+    hub: FixtureHub,
+    quant: str,
+    canary: int | None = None,
+    serve: dict | None = None,
+    rollout: dict | None = None,
+) -> None:
     profile = demo_profile(work, NAME, PORT, hub.url)
     profile["model"]["quant"] = quant
+    profile["serve"].update(serve or {})
     (work / "profile.yaml").write_text(yaml.safe_dump(profile, sort_keys=False))
     inventory = rig.inventory("serving")
     for host in rig.hosts:  # where the first `fleet apply --install` puts kimik3 on each host, and what runs it
@@ -107,6 +117,7 @@ def write_fleet(work: Path, rig: Rig, hub: FixtureHub, quant: str, canary: int |
             "max_unavailable": 1,
             "drain_timeout": "60s",
             **({"canary": "canary"} if canary is not None else {}),
+            **(rollout or {}),
         },
         "router": {"version": "1.13.0", "host": "localhost", "port": ROUTER_PORT, "policy": "round_robin"},
     }
@@ -372,3 +383,76 @@ def test_a_candidate_failing_on_the_second_host_is_reverted_back_in_rotation_and
     assert router.find(f"http://{rig.hosts[1].address}:{PORT}").in_rotation
     assert load.failed() == [], load.failed()[:5]
     assert min(sampler.samples) >= 2, sampler.samples
+
+
+HOT_SYSTEM = "You are the release agent of the fleet. " + " ".join(
+    f"Step {i}: check rollout {i}, its gates and its router." for i in range(30)
+)
+
+
+def _turn(url: str, messages: list[dict]) -> dict:
+    answer = httpx.post(
+        f"{url}/v1/chat/completions",
+        json={"model": NAME, "messages": messages, "max_tokens": 4, "temperature": 0},
+        timeout=300,
+    )
+    answer.raise_for_status()
+    return answer.json()
+
+
+def test_a_warm_rollout_prefills_the_declared_prompts_then_restores_each_hosts_slots(
+    deployed: Path, rig: Rig, hub: FixtureHub
+) -> None:
+    """Issue 40 item 2 through `fleet apply` on the rig. Rollout 1 turns serve.slot_save on (each server replaced;
+    nothing was saved by the old ones): each host prefills the fleet's declared hot prompt before it rejoins, and a
+    request with that system prompt finds it cached. Then a conversation on each host; rollout 2 changes only an env
+    var (model and context kept): each host's slot is saved after its drain and restored into its new server before
+    it rejoins; the conversation's next turn is answered from the cache on every host."""
+    served = (deployed / "fleet.yaml").read_text()
+    profile = yaml.safe_load((deployed / "profile.yaml").read_text())
+    quant = profile["model"]["quant"]
+    (deployed / "hot-prompts.yaml").write_text(
+        yaml.safe_dump({"prompts": [{"messages": [{"role": "system", "content": HOT_SYSTEM}]}]})
+    )
+    warm = {"rollout": {"warm_prompts": "hot-prompts.yaml"}}
+    urls = [f"http://{h.address}:{PORT}" for h in rig.hosts]
+    record = deployed / "controller-state" / "fleet" / FLEET / "rollout.json"
+    try:
+        write_fleet(deployed, rig, hub, quant, serve={"slot_save": True, "parallel": 1}, **warm)
+        first = fleet_cmd(deployed, "apply", "--traffic-timeout", "2", "fleet.yaml")
+        assert first.returncode == 0, first.stderr[-4000:]
+        assert {h: w["how"] for h, w in json.loads(record.read_text())["warm"].items()} == {
+            h.name: "prefill" for h in rig.hosts
+        }, first.stdout
+        hot = [
+            _turn(url, [{"role": "system", "content": HOT_SYSTEM}, {"role": "user", "content": "Go."}]) for url in urls
+        ]
+        opening = [{"role": "system", "content": HOT_SYSTEM}, {"role": "user", "content": "Go."}]
+        conversations = [
+            [
+                *opening,
+                {"role": "assistant", "content": answer["choices"][0]["message"].get("content") or "ok"},
+                {"role": "user", "content": "And the next host?"},
+            ]
+            for answer in hot
+        ]
+        write_fleet(
+            deployed, rig, hub, quant, serve={"slot_save": True, "parallel": 1, "env": {"K3_WARM": "2"}}, **warm
+        )
+        second = fleet_cmd(deployed, "apply", "--traffic-timeout", "2", "fleet.yaml")
+        assert second.returncode == 0, second.stderr[-4000:]
+        warmed = json.loads(record.read_text())["warm"]
+        following = [_turn(url, conversation)["timings"] for url, conversation in zip(urls, conversations)]
+    finally:
+        (deployed / "fleet.yaml").write_text(served)
+    print(
+        "\nwarm rollout: hot prompt after rollout 1 cache_n "
+        + ", ".join(str(a["timings"]["cache_n"]) for a in hot)
+        + "; restored after rollout 2 "
+        + ", ".join(f"{w['tokens']} tokens" for w in warmed.values())
+        + "; next turn cache_n/prompt_n "
+        + ", ".join(f"{t['cache_n']}/{t['prompt_n']}" for t in following)
+    )
+    assert all(a["timings"]["cache_n"] > 0 for a in hot)  # the declared prompt was in each new server's cache
+    assert {h: (w["how"], w["slots"]) for h, w in warmed.items()} == {h.name: ("restore", 1) for h in rig.hosts}
+    assert all(t["cache_n"] > t["prompt_n"] for t in following), following
