@@ -201,13 +201,14 @@ def print_rollouts(seen: dict[str, list[dict]]) -> None:
 
 
 @contextmanager
-def deployed(rig: Rig, hub: FixtureHub, work: Path):  # noqa: ANN201 - Iterator[Path]
+def deployed(rig: Rig, hub: FixtureHub, work: Path, **fleet):  # noqa: ANN201, ANN003 - Iterator[Path]; write_fleet's
     """The rollout test's set-up: the image on the first host, kimik3 installed by a first `fleet apply --install`,
-    the demo profile served by the 3 hosts behind smg; smg stopped after."""
+    the demo profile served by the 3 hosts behind smg (`fleet`: write_fleet's serve, rollout, policy); smg stopped
+    after."""
     with contextmanager(converged_demo)(work / "build", BUILD_NAME, BUILD_PORT):
         tag = docker("inspect", "-f", "{{.Config.Image}}", BUILD_NAME)
     rig.hosts[0].docker("pull", publish_image(rig, tag), timeout=1800)
-    write_fleet(work, rig, hub, QUANTS[0])
+    write_fleet(work, rig, hub, QUANTS[0], **fleet)
     try:
         first = install_and_deploy(work, rig)
         if first.returncode != 0:

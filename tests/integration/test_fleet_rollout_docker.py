@@ -92,6 +92,7 @@ def write_fleet(
     canary: int | None = None,
     serve: dict | None = None,
     rollout: dict | None = None,
+    policy: str = "round_robin",
 ) -> None:
     profile = demo_profile(work, NAME, PORT, hub.url)
     profile["model"]["quant"] = quant
@@ -119,7 +120,7 @@ def write_fleet(
             **({"canary": "canary"} if canary is not None else {}),
             **(rollout or {}),
         },
-        "router": {"version": "1.13.0", "host": "localhost", "port": ROUTER_PORT, "policy": "round_robin"},
+        "router": {"version": "1.13.0", "host": "localhost", "port": ROUTER_PORT, "policy": policy},
     }
     if canary is not None:
         inventory["all"]["children"]["canary"] = {"hosts": {rig.hosts[canary].name: {}}}
