@@ -49,6 +49,30 @@ HEALTH = (
     "--retry-max-retries",
     "3",
 )
+# smg's cache-aware policy (`--policy cache_aware`, the fleet file's default), kimik3's values (smg 1.13's in
+# brackets). A request goes to the worker whose approximate prefix tree (what smg sent there) matches most of it
+# when that share is at least --cache-threshold, else to the worker with the smallest tree; a matched worker is
+# skipped for the least-loaded one when its requests in flight exceed the fleet's mean by --balance-abs-threshold
+# AND --balance-rel-threshold times. Why these values:
+# - --balance-abs-threshold 2 [64]: a replica that rejoins after an update holds no prefix, so every conversation
+#   stays pinned to the others and it gets only what spills over; at 64 (capped by smg at the in-flight count's
+#   swing, at least 4) a llama.cpp fleet, whose replicas serve a few slots each, never spills, and the rejoined
+#   host idled for minutes (issue 40). At 2 a replica 2 requests above the mean (a slot's worth of queueing) hands
+#   the request to the idlest one, whose tree then holds that conversation: its next turns stay there.
+# - --cache-threshold 0.5 [0.3]: an agent's system prompt and tool schemas are most of a first request and every
+#   replica holds them, so at 0.3 a new conversation follows the shared prompt to the busiest trees; at 0.5 it goes
+#   to the smallest tree (the rejoined replica first) unless it shares most of its text with one replica, and a
+#   later turn (its conversation so far: most of the request) still finds its own replica.
+# - eviction and --max-tree-size left at smg's (60 s, 64 Mi characters over all workers): the tree forgets only
+#   under that bound; a replica's own cache forgets sooner, which costs a partial miss, never a wrong answer.
+CACHE_AWARE = (
+    "--cache-threshold",
+    "0.5",
+    "--balance-abs-threshold",
+    "2",
+    "--balance-rel-threshold",
+    "1.5",
+)
 BREAKER_STATES = {0: "closed", 1: "open", 2: "half-open"}
 
 
@@ -71,10 +95,21 @@ class RouterWorker:
         return self.status == "ready" and self.healthy and self.breaker != "open"
 
 
-def smg_argv(host: str, port: int, metrics_port: int, policy: str) -> list[str]:
+def policy_settings(policy: str) -> tuple[str, ...]:
+    """kimik3's flags for the fleet file's policy: CACHE_AWARE for cache_aware; smg's defaults for the others."""
+    return CACHE_AWARE if policy == "cache_aware" else ()
+
+
+def smg_argv(
+    host: str, port: int, metrics_port: int, policy: str, settings: tuple[str, ...] | None = None
+) -> list[str]:
     """The router's command line: bound to `host` (loopback unless the fleet file says otherwise), its metrics
-    listener on the same address (smg's default is 0.0.0.0:29000), `--backend openai`: llama-server, vLLM and
-    SGLang are reached through their OpenAI API alike."""
+    listener on the same address (smg's default is 0.0.0.0:29000), smg's regular HTTP router (its default backend:
+    llama-server, vLLM and SGLang register as OpenAI-compatible workers and the policy chooses among them). Not
+    `--backend openai`: that mode is smg's proxy to OpenAI-style providers, which sends every request for a model
+    to one worker whatever the policy (seen with smg 1.13: 3 llama-server workers, round_robin, all 6 requests on
+    the first). `settings`: the policy's flags (None: kimik3's, `policy_settings`; a bench passes () for smg's
+    own)."""
     binary = shutil.which("smg", path=str(Path(sys.executable).parent)) or shutil.which("smg")
     if binary is None:
         raise RouterError("smg is not installed: pip install 'kimik3[fleet]'")
@@ -91,8 +126,7 @@ def smg_argv(host: str, port: int, metrics_port: int, policy: str) -> list[str]:
         str(metrics_port),
         "--policy",
         policy,
-        "--backend",
-        "openai",
+        *(policy_settings(policy) if settings is None else settings),
         *HEALTH,
     ]
 
@@ -195,13 +229,19 @@ class RunningRouter:
 
 
 def start_smg(
-    host: str, port: int, metrics_port: int, policy: str, log: Path, timeout_s: float = 60.0
+    host: str,
+    port: int,
+    metrics_port: int,
+    policy: str,
+    log: Path,
+    timeout_s: float = 60.0,
+    settings: tuple[str, ...] | None = None,
 ) -> RunningRouter:
     """smg started detached (its own session, its output in `log`); returned once its control API answers."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
         process = subprocess.Popen(
-            smg_argv(host, port, metrics_port, policy),
+            smg_argv(host, port, metrics_port, policy, settings),
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,

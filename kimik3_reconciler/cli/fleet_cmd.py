@@ -106,17 +106,17 @@ def _answers(fleet, words: tuple[str, ...], timeout_s: float):  # noqa: ANN001, 
     return gather(fleet.hosts, lambda host: ask(shell, host, words, identity, timeout_s))
 
 
-def _in_flight(fleet, answers) -> dict:  # noqa: ANN001 - each running server's requests in flight, read at once
+def _server_readings(fleet, answers) -> dict:  # noqa: ANN001 - each running server's /metrics, read at once
     from kimik3_reconciler.adapters.http import HttpClient
     from kimik3_reconciler.fleet.gather import gather
-    from kimik3_reconciler.fleet.server_load import in_flight
+    from kimik3_reconciler.fleet.server_load import read_server
 
     running = {
         a.host for a in answers if a.ok and ((a.document or {}).get("container") or {}).get("state") == "running"
     }
     http = HttpClient()
     hosts = [h for h in fleet.hosts if h.name in running]
-    return dict(zip((h.name for h in hosts), gather(hosts, lambda h: in_flight(h, lambda url: http.get(url)))))
+    return dict(zip((h.name for h in hosts), gather(hosts, lambda h: read_server(h, lambda url: http.get(url)))))
 
 
 def _router_rows(fleet) -> dict:  # noqa: ANN001 - fleet.Fleet -> {host name: fleet.report.RouterRow}
@@ -173,11 +173,12 @@ def plan_cmd(file: str, json_out: bool, detailed_exitcode: bool, timeout: float)
 )
 @_run
 def status_cmd(file: str, json_out: bool, watch: bool, interval: float, iterations: int, timeout: float) -> None:
-    """One row per host: fingerprint, quant, build, kimik3 version, health, requests in flight, router state,
-    drift (each host's own `kimik3 status`, over SSH, in parallel)."""
+    """One row per host: fingerprint, quant, build, kimik3 version, health, requests in flight, prefix-cache hits
+    (its server's own counters), router state, drift (each host's own `kimik3 status`, over SSH, in parallel); then
+    the fleet's prefix-cache hits."""
     import time
 
-    from kimik3_reconciler.fleet.report import status_lines, status_row
+    from kimik3_reconciler.fleet.report import fleet_prefix_cache, status_lines, status_row
 
     if watch and json_out:
         raise click.UsageError("--watch is a live table; --json prints the rows once")
@@ -186,10 +187,25 @@ def status_cmd(file: str, json_out: bool, watch: bool, interval: float, iteratio
     while True:
         answers = _answers(fleet, ("status",), timeout)
         router = _router_rows(fleet)
-        loads = _in_flight(fleet, answers)
-        rows = [status_row(fleet, a, router, loads.get(a.host)) for a in answers]
+        readings = _server_readings(fleet, answers)
+        rows = [
+            status_row(
+                fleet,
+                a,
+                router,
+                getattr(readings.get(a.host), "in_flight", None),
+                getattr(readings.get(a.host), "prefix_cache", None),
+            )
+            for a in answers
+        ]
         if json_out:
-            click.echo(json.dumps({"fleet": fleet.name, "ok": all(r["ok"] for r in rows), "hosts": rows}, indent=2))
+            document = {
+                "fleet": fleet.name,
+                "ok": all(r["ok"] for r in rows),
+                "hosts": rows,
+                "prefix_cache": fleet_prefix_cache(rows),
+            }
+            click.echo(json.dumps(document, indent=2))
         else:
             if watch and _out.is_terminal:
                 click.clear()

@@ -9,6 +9,7 @@ Each member says what it is for seed 001's three recipes, so the next engines fi
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
@@ -79,13 +80,54 @@ class ServerSeries(NamedTuple):
     slots: str | None
     # The server's own latency histograms and cache gauges, where it has them (vLLM; llama-server has none: the
     # exporter's latency proxy measures TTFT/ITL in front of it): time to first token, inter-token latency, request
-    # end to end, the KV cache's used share (0..1), prefix-cache hit and query counters (tokens).
+    # end to end, the KV cache's used share (0..1).
     ttft: str | None = None
     itl: str | None = None
     e2e: str | None = None
     kv_usage: str | None = None
+    # The prefix cache's counters (tokens): those taken from the cache, and those asked for in all (vLLM's
+    # `prefix_cache_queries_total`). None for the second where the server counts only the tokens it evaluated
+    # (llama-server's `prompt_tokens_total` excludes the cached ones): the prompt is then hits + evaluated.
     prefix_cache_hits_total: str | None = None
     prefix_cache_queries_total: str | None = None
+
+    def prefix_cache(self, value: Callable[[str], float | None]) -> PrefixCacheTokens | None:
+        """The server's prefix-cache tokens since it started, from its counters (`value(name)`: a series' value
+        summed over its label sets, None when absent); None where the engine or this server has no such counter."""
+        hits = value(self.prefix_cache_hits_total) if self.prefix_cache_hits_total else None
+        if hits is None:
+            return None
+        if self.prefix_cache_queries_total:
+            prompt = value(self.prefix_cache_queries_total)
+        else:
+            evaluated = value(self.prompt_tokens_total)
+            prompt = None if evaluated is None else hits + evaluated
+        return None if prompt is None else PrefixCacheTokens(hits, prompt)
+
+
+class PrefixCacheTokens(NamedTuple):
+    """Prompt tokens a server took from its prefix cache (`hits`) of all the prompt tokens it was sent (`prompt`),
+    as its own counters say (since it started, or between two readings: `since`)."""
+
+    hits: float
+    prompt: float
+
+    @property
+    def rate(self) -> float | None:
+        return self.hits / self.prompt if self.prompt else None
+
+    def since(self, before: PrefixCacheTokens | None) -> PrefixCacheTokens:
+        """The tokens between `before` and this reading; this reading whole where the server restarted in between
+        (its counters went down) or there is no earlier reading."""
+        if before is None or self.prompt < before.prompt or self.hits < before.hits:
+            return self
+        return PrefixCacheTokens(self.hits - before.hits, self.prompt - before.prompt)
+
+    @staticmethod
+    def total(readings: Iterable[PrefixCacheTokens | None]) -> PrefixCacheTokens | None:
+        """The fleet's: every reading's tokens added (None when no server had a reading)."""
+        known = [r for r in readings if r is not None]
+        return PrefixCacheTokens(sum(r.hits for r in known), sum(r.prompt for r in known)) if known else None
 
 
 class HostNeeds(NamedTuple):

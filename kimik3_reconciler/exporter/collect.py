@@ -22,7 +22,7 @@ from prometheus_client.registry import Collector
 
 from kimik3_reconciler import logs
 from kimik3_reconciler.engines import engine_for
-from kimik3_reconciler.exporter.server_series import relabel, slot_families
+from kimik3_reconciler.exporter.server_series import prefix_cache_families, relabel, slot_families
 from kimik3_reconciler.exporter.sources import Reading, SourceReads
 from kimik3_reconciler.model.api_keys import api_keys, sendable_key
 from kimik3_reconciler.model.facts import ContainerFact
@@ -401,6 +401,7 @@ class DeploymentCollector(Collector):
         if metrics.answered:
             try:
                 yield from list(relabel(metrics.value[1], self.labels))
+                yield from list(prefix_cache_families(metrics.value[1], self.engine.series, self.labels))
             except ValueError:
                 got["server_metrics"] = Reading(
                     "server_metrics", error="not a Prometheus exposition", seconds=metrics.seconds

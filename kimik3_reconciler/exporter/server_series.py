@@ -1,4 +1,6 @@
-"""llama-server's own exposition (`llamacpp:*`) and /slots, re-labelled with the deployment's labels."""
+"""llama-server's own exposition (`llamacpp:*`) and /slots, re-labelled with the deployment's labels; and the
+server's prefix-cache tokens under engine-neutral names (`kimik3_prefix_cache_*`, one pair per host: a fleet's hit
+rate is the sum of the hits over the sum of the prompts across its hosts' exporters)."""
 
 from __future__ import annotations
 
@@ -6,8 +8,10 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.parser import text_string_to_metric_families
+
+from kimik3_reconciler.engines import ServerSeries
 
 
 def relabel(text: str, labels: Mapping[str, str]) -> Iterator[Metric]:
@@ -18,6 +22,26 @@ def relabel(text: str, labels: Mapping[str, str]) -> Iterator[Metric]:
         for sample in family.samples:
             out.add_sample(sample.name, {**sample.labels, **labels}, sample.value, sample.timestamp)
         yield out
+
+
+def prefix_cache_families(text: str, series: ServerSeries, labels: Mapping[str, str]) -> Iterator[Metric]:
+    """The server's prefix-cache tokens since it started, read through the engine (ServerSeries.prefix_cache):
+    `kimik3_prefix_cache_hit_tokens_total` and `kimik3_prefix_cache_prompt_tokens_total`; none where the engine or
+    the build has no such counter."""
+    values: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            values[sample.name] = values.get(sample.name, 0.0) + sample.value
+    tokens = series.prefix_cache(values.get)
+    if tokens is None:
+        return
+    for name, doc, value in (
+        ("kimik3_prefix_cache_hit_tokens", "prompt tokens the server took from its prefix cache", tokens.hits),
+        ("kimik3_prefix_cache_prompt_tokens", "prompt tokens the server was sent, cached or evaluated", tokens.prompt),
+    ):
+        family = CounterMetricFamily(name, f"{doc} (its own counters, since it started)", labels=list(labels))
+        family.add_metric(list(labels.values()), value)
+        yield family
 
 
 def slot_families(slots_json: str, labels: Mapping[str, str]) -> Iterator[Metric]:

@@ -1,7 +1,8 @@
 """What `fleet plan` and `fleet status` print: JSON documents and text lines; PURE (values in, data out).
 
 The router's view of each host (in rotation, breaker, requests in flight) comes through `RouterView` when a router
-adapter is wired in; without one those columns say "-"."""
+adapter is wired in; without one those columns say "-". Each host's prefix-cache hits are its server's own counters
+(fleet/server_load.py), since that server started; the fleet's are every host's tokens added."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
+from kimik3_reconciler.engines.base import PrefixCacheTokens
 from kimik3_reconciler.fleet.gather import HostAnswer
 from kimik3_reconciler.fleet.groups import worker_address, worker_endpoint, worker_states
 from kimik3_reconciler.fleet.host_plan import HostPlan
@@ -147,11 +149,33 @@ def plan_lines(
     return lines
 
 
+def prefix_cache_json(tokens: PrefixCacheTokens | None) -> dict[str, Any] | None:
+    """Prompt tokens taken from the prefix cache of all sent, and their share (None: no counter read)."""
+    if tokens is None:
+        return None
+    return {"hit_tokens": int(tokens.hits), "prompt_tokens": int(tokens.prompt), "hit_rate": tokens.rate}
+
+
+def _tokens(n: float) -> str:
+    return f"{n / 1e6:.1f}M" if n >= 1e6 else f"{n / 1e3:.1f}k" if n >= 1e3 else f"{n:.0f}"
+
+
+def prefix_cache_text(cache: dict[str, Any] | None) -> str | None:
+    if not cache or cache["hit_rate"] is None:
+        return None
+    return f"{100 * cache['hit_rate']:.0f}% of {_tokens(cache['prompt_tokens'])}"
+
+
 def status_row(
-    fleet: Fleet, answer: HostAnswer, router: Mapping[str, RouterRow], in_flight: int | None = None
+    fleet: Fleet,
+    answer: HostAnswer,
+    router: Mapping[str, RouterRow],
+    in_flight: int | None = None,
+    prefix_cache: PrefixCacheTokens | None = None,
 ) -> dict[str, Any]:
     """One row of `fleet status`: the host's container and model as its own `kimik3 status --json` reports them;
-    requests in flight from its server's /metrics (`in_flight`), else from the router."""
+    requests in flight from its server's /metrics (`in_flight`), else from the router; the prefix-cache tokens its
+    server's counters report (`prefix_cache`, since the server started)."""
     host = fleet.host(answer.host)
     in_router = router.get(host.name)
     row: dict[str, Any] = {
@@ -160,6 +184,7 @@ def status_row(
         "kimik3": answer.version,
         "router": in_router.state if in_router else None,
         "in_flight": in_flight if in_flight is not None else in_router.in_flight if in_router else None,
+        "prefix_cache": prefix_cache_json(prefix_cache),
     }
     if host.profile.workers:
         states = worker_states(host, answer.document if answer.ok else None)
@@ -192,14 +217,41 @@ def status_row(
     }
 
 
-STATUS_COLUMNS = ("host", "fingerprint", "quant", "build", "kimik3", "health", "in_flight", "router", "drift")
+STATUS_COLUMNS = (
+    "host",
+    "fingerprint",
+    "quant",
+    "build",
+    "kimik3",
+    "health",
+    "in_flight",
+    "cache_hits",
+    "router",
+    "drift",
+)
+
+
+def fleet_prefix_cache(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The fleet's prefix-cache tokens: every host's that has a reading, added."""
+    readings = [r["prefix_cache"] for r in rows if r.get("prefix_cache")]
+    return prefix_cache_json(
+        PrefixCacheTokens.total(PrefixCacheTokens(c["hit_tokens"], c["prompt_tokens"]) for c in readings)
+    )
+
+
+def _cell(row: dict[str, Any], column: str) -> str:
+    value = prefix_cache_text(row.get("prefix_cache")) if column == "cache_hits" else row.get(column)
+    return "-" if value is None else str(value)
 
 
 def status_lines(rows: list[dict[str, Any]]) -> list[str]:
     # A fleet with RPC groups gets a column of each group's workers (up | dead | unknown, and why).
     columns = STATUS_COLUMNS + (("group",) if any(r.get("workers") for r in rows) else ())
-    table = [list(columns)] + [[("-" if r.get(c) is None else str(r.get(c))) for c in columns] for r in rows]
+    table = [list(columns)] + [[_cell(r, c) for c in columns] for r in rows]
     widths = [max(len(line[i]) for line in table) for i in range(len(columns))]
     out = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in table]
+    fleet = prefix_cache_text(fleet_prefix_cache(rows))
+    if fleet:  # cache_hits: prompt tokens the servers took from their prefix caches, by their own counters
+        out.append(f"fleet: {fleet} prompt tokens from the servers' prefix caches (since each server started)")
     out += [f"{r['host']}: {r['message']}" for r in rows if not r["ok"]]
     return out

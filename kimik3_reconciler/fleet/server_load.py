@@ -1,6 +1,7 @@
-"""Requests in flight on a host's server, read where the router reads it: the server's own /metrics at the address
-it serves (its `serve.host` when that is an address, else the host's), the engine's running-requests gauge
-(llama-server `llamacpp:requests_processing`, vLLM `vllm:num_requests_running`); PURE but for the `get` it is handed
+"""What a host's server says of its load and its prefix cache, read where the router reads it: the server's own
+/metrics at the address it serves (its `serve.host` when that is an address, else the host's): the engine's
+running-requests gauge (llama-server `llamacpp:requests_processing`, vLLM `vllm:num_requests_running`) and its
+prefix-cache counters (engines/base.py `ServerSeries.prefix_cache`); PURE but for the `get` it is handed
 (adapters/http.py's, wired by the CLI)."""
 
 from __future__ import annotations
@@ -8,8 +9,10 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from kimik3_reconciler.engines import engine_for
+from kimik3_reconciler.engines.base import PrefixCacheTokens
 from kimik3_reconciler.fleet.values import FleetHost
 
 
@@ -26,17 +29,35 @@ def server_url(host: FleetHost) -> str:
     return f"http://{address}:{host.profile.serve.port}"
 
 
-def running_requests(text: str, series: str) -> int | None:
-    """The gauge `series` summed over its label sets in a Prometheus text exposition; None when absent."""
+def series_sum(text: str, series: str) -> float | None:
+    """The series `series` summed over its label sets in a Prometheus text exposition; None when absent."""
     pattern = re.compile(rf"^{re.escape(series)}(?:\{{[^}}]*\}})?\s+([0-9.eE+-]+)", re.MULTILINE)
     values = [float(m.group(1)) for m in pattern.finditer(text)]
-    return int(sum(values)) if values else None
+    return sum(values) if values else None
 
 
-def in_flight(host: FleetHost, get: Callable[[str], tuple[int, str]]) -> int | None:
-    """Requests the host's server is working on now; None when its /metrics does not answer (down, or an API
-    key the controller does not hold)."""
+def running_requests(text: str, series: str) -> int | None:
+    """The gauge `series` summed over its label sets in a Prometheus text exposition; None when absent."""
+    value = series_sum(text, series)
+    return None if value is None else int(value)
+
+
+@dataclass(frozen=True)
+class ServerReading:
+    """One reading of a host's server: requests in flight, and its prefix-cache tokens since it started (None where
+    the engine or the build has no such counter)."""
+
+    in_flight: int | None
+    prefix_cache: PrefixCacheTokens | None
+
+
+def read_server(host: FleetHost, get: Callable[[str], tuple[int, str]]) -> ServerReading | None:
+    """The host's server's reading from one /metrics; None when it does not answer (down, or an API key the
+    controller does not hold)."""
     status, body = get(f"{server_url(host)}/metrics")
     if status != 200:
         return None
-    return running_requests(body, engine_for(host.profile.engine).series.running)
+    series = engine_for(host.profile.engine).series
+    return ServerReading(
+        running_requests(body, series.running), series.prefix_cache(lambda name: series_sum(body, name))
+    )

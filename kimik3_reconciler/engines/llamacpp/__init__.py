@@ -41,6 +41,10 @@ class LlamaCpp:
         generated_tokens_total="llamacpp:tokens_predicted_total",
         prompt_tokens_total="llamacpp:prompt_tokens_total",
         slots="/slots",
+        # b11434 tools/server/server-task.cpp: "Number of prompt tokens reused from the cache" (a slot's or the
+        # --cache-ram prompt cache's, counted where the request takes its slot); prompt_tokens_total is "excluding
+        # cached tokens", so the prompt is the two added (ServerSeries.prefix_cache).
+        prefix_cache_hits_total="llamacpp:prompt_tokens_cached_total",
     )
     reasoning_field = "reasoning_content"
     # serve.<knob>; `threads` is no profile field (seed 000 fixes it) and is accepted only to be checked and refused;

@@ -27,6 +27,9 @@ SECRET = "sk-kimik3-demo-key-0123456789"
 SERVER_METRICS = """# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed.
 # TYPE llamacpp:prompt_tokens_total counter
 llamacpp:prompt_tokens_total 12
+# HELP llamacpp:prompt_tokens_cached_total Number of prompt tokens reused from the cache
+# TYPE llamacpp:prompt_tokens_cached_total counter
+llamacpp:prompt_tokens_cached_total 36
 # HELP llamacpp:requests_processing Number of requests processing.
 # TYPE llamacpp:requests_processing gauge
 llamacpp:requests_processing 1
@@ -119,6 +122,10 @@ def test_one_scrape_tells_state_server_and_host_without_the_key(world):
     assert families["kimik3_verify_tool_call_parse_failures"][0].value == 2
     tokens = families["llamacpp:prompt_tokens_total"][0]
     assert tokens.value == 12 and tokens.labels == labels
+    # the prefix cache under engine-neutral names: llama-server's cached tokens of cached + evaluated ones
+    assert families["kimik3_prefix_cache_hit_tokens_total"][0].value == 36
+    assert families["kimik3_prefix_cache_prompt_tokens_total"][0].value == 48
+    assert families["kimik3_prefix_cache_prompt_tokens_total"][0].labels == labels
     slots = {s.labels["slot"]: s.value for s in families["kimik3_slot_kv_tokens"]}
     assert slots == {"0": 35.0}
     assert "kimik3_gpu_memory_total_bytes" not in families  # gpus: none: no GPU series, not zeros

@@ -242,7 +242,7 @@ def test_the_ssh_command_quotes_each_word_as_one() -> None:
 
 
 def test_in_flight_is_the_engines_running_gauge_at_the_address_the_router_uses() -> None:
-    from kimik3_reconciler.fleet.server_load import in_flight, running_requests
+    from kimik3_reconciler.fleet.server_load import read_server, running_requests
 
     exposition = (
         "# HELP llamacpp:requests_processing Number of requests processing.\n"
@@ -261,9 +261,9 @@ def test_in_flight_is_the_engines_running_gauge_at_the_address_the_router_uses()
 
     asked = []
     host = FleetHost("b", "k3-b.example", None, None, (), {}, {}, "", Profile(), (), "/")  # type: ignore[arg-type]
-    assert in_flight(host, lambda url: (asked.append(url), (200, exposition))[1]) == 3
+    assert read_server(host, lambda url: (asked.append(url), (200, exposition))[1]).in_flight == 3
     assert asked == ["http://10.231.0.12:18181/metrics"]
-    assert in_flight(host, lambda url: (0, "ConnectionRefusedError")) is None
+    assert read_server(host, lambda url: (0, "ConnectionRefusedError")) is None
 
 
 def test_a_hosts_steps_read_as_kimik3_plan_prints_them_escaped() -> None:

@@ -1,0 +1,472 @@
+"""Benchmark (issue 40): prefix-aware routing against round robin, on three real llama-server replicas behind smg.
+
+An agent-like trace (`agent_trace`: >= 24 sessions, a few agents each with a long system prompt and tool schemas
+shared by its sessions, every session a multi-turn conversation that grows by a tool call and its result per turn)
+is played through smg (`play`: `--clients` sessions at once, each turn sent when the last one's reply ended,
+streamed) under each policy, on fresh replicas each time (empty caches). Per policy: the prefix-cache hit rate from
+the servers' own counters (llama-server's `llamacpp:prompt_tokens_cached_total` against the prompt tokens, read
+through the engine protocol as `kimik3 fleet status` reads them), TTFT p50/p95 (time to the first streamed token, as
+the client sees it through the router), each replica's share of the prompt tokens; then the ratios of each policy
+against round robin measured in the same run, and over --runs the spread.
+
+    .venv/bin/python bench/fleet_cache.py [--runs 2] [--sessions 24] [--turns 6] [--clients 12]
+
+The replicas are three containers of the demo's llama.cpp image (build b11434, the one kimik3 builds) on loopback
+ports, `--network host`, with kimik3's fixed flags, `--parallel 2`, one thread each, serving the tiny kimi-k3 GGUF
+(random weights, ~1 token per character: its vocabulary is bytes) written here; not the fleet rig's namespace
+hosts (tests/support/fleet_hosts.py): routing and caching are the same on loopback, and the rig's image push, three
+dockerds and a kimik3 install per host would cost minutes per run for nothing this bench measures. The router is
+smg as `kimik3 fleet apply` starts it (adapters/router_smg.py's command line, its cache-aware settings included).
+
+What makes a cache hit or a miss here is what makes one on a real host: each replica keeps its slots' prompts and a
+host-memory prompt cache (`--cache-ram`, kimik3's default 8192 MiB) that b11434 also bounds by the context size in
+tokens (`--ctx-size`, 8192 here: about three of the trace's longest conversations besides the two slots), so a
+replica holds some of the conversations, not all (a Kimi-K3 host's 8 GiB holds a handful of long agent contexts:
+its KV is far larger per token); a request that finds its conversation's prefix there reuses it (the
+tiny model is hybrid, as Kimi-K3 is: KDA layers, reused through llama-server's context checkpoints). The bench
+prints the replicas' own limits line so the reader sees them.
+
+Reusable (other benches import them): `agent_trace`, `routed`, `play`, `counters`, `measure_phase`; the replicas are
+tests/support/llama_replicas.py's `Replicas`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+import httpx  # noqa: E402
+from support.llama_replicas import DEMO_IMAGE, MODEL_NAME, Replicas, free_port, write_model  # noqa: E402
+
+from kimik3_reconciler.adapters.router_smg import SmgRouter, start_smg, stop_smg  # noqa: E402
+from kimik3_reconciler.engines import engine_for  # noqa: E402
+from kimik3_reconciler.engines.base import PrefixCacheTokens  # noqa: E402
+from kimik3_reconciler.fleet.server_load import series_sum  # noqa: E402
+
+SERIES = engine_for("llamacpp").series
+WORDS = (
+    "file path read write list search patch test build deploy config schema string integer array object "
+    "required description parameters function returns error status result value token cache route replica "
+    "server client request response stream chunk prompt system user assistant tool call argument"
+).split()
+
+
+def _text(rng: random.Random, chars: int) -> str:
+    words: list[str] = []
+    size = 0
+    while size < chars:
+        word = rng.choice(WORDS)
+        words.append(word)
+        size += len(word) + 1
+    return " ".join(words)
+
+
+@dataclass(frozen=True)
+class Session:
+    """One agent conversation: its system prompt (the agent's, shared by its sessions), its opening task and, per
+    turn after the first, the assistant's tool call and the tool's result that the next request adds."""
+
+    name: str
+    agent: int
+    system: str
+    task: str
+    steps: tuple[tuple[str, str], ...]  # (assistant's tool call, tool result)
+
+    def messages(self, turn: int) -> list[dict]:
+        """The request of turn `turn` (0-based): the conversation so far, re-sent whole as an agent does."""
+        out = [{"role": "system", "content": self.system}, {"role": "user", "content": self.task}]
+        for call, result in self.steps[:turn]:
+            out += [{"role": "assistant", "content": call}, {"role": "user", "content": f"tool result: {result}"}]
+        return out
+
+    @property
+    def turns(self) -> int:
+        return len(self.steps) + 1
+
+
+def agent_trace(
+    sessions: int = 24,
+    agents: int = 4,
+    turns: int = 6,
+    system_chars: int = 700,
+    task_chars: int = 350,
+    step_chars: int = 250,
+    seed: int = 40,
+) -> list[Session]:
+    """`sessions` conversations of `agents` agents (each agent's system prompt: instructions and its tools' JSON
+    schemas, `system_chars` long, shared by its sessions), each `turns` requests long: an opening task of
+    `task_chars`, then per turn a tool call and a result of about `step_chars` in all. Deterministic for a seed."""
+    rng = random.Random(seed)
+    systems = []
+    for agent in range(agents):
+        tools = [
+            {
+                "name": f"tool_{agent}_{i}",
+                "description": _text(rng, 80),
+                "parameters": {"type": "object", "properties": {w: {"type": "string"} for w in rng.sample(WORDS, 4)}},
+            }
+            for i in range(4)
+        ]
+        schemas = json.dumps(tools)
+        systems.append(f"You are agent {agent}. {_text(rng, max(system_chars - len(schemas), 100))}\nTools: {schemas}")
+    out = []
+    for index in range(sessions):
+        agent = index % agents
+        steps = tuple(
+            (
+                f'{{"tool": "tool_{agent}_{rng.randrange(4)}", "arguments": "{_text(rng, step_chars // 5)}"}}',
+                _text(rng, step_chars - step_chars // 5),
+            )
+            for _ in range(turns - 1)
+        )
+        out.append(Session(f"s{index}", agent, systems[agent], f"Task {index}: {_text(rng, task_chars)}", steps))
+    return out
+
+
+def counters(urls: list[str]) -> dict[str, PrefixCacheTokens | None]:
+    """Each replica's prefix-cache tokens since it started, from its /metrics (the engine protocol's reading)."""
+    out: dict[str, PrefixCacheTokens | None] = {}
+    for url in urls:
+        text = httpx.get(f"{url}/metrics", timeout=10).text
+        out[url] = SERIES.prefix_cache(lambda name, text=text: series_sum(text, name))
+    return out
+
+
+@contextmanager
+def routed(urls: list[str], policy: str, work: Path) -> Iterator[tuple[str, SmgRouter]]:
+    """smg started as `kimik3 fleet apply` starts it (the adapter's command line; `POLICY:smg`: with smg's own
+    settings for it) with `urls` as its workers, all in rotation; its URL and control client. Stopped after."""
+    port, metrics = free_port(), free_port()
+    policy, _, variant = policy.partition(":")  # POLICY:smg: smg's own settings, not kimik3's
+    settings = () if variant == "smg" else None
+    log = work / f"smg-{policy}-{variant or 'kimik3'}-{port}.log"
+    running = start_smg("127.0.0.1", port, metrics, policy, log, settings=settings)
+    router = SmgRouter(running.url, running.metrics_url)
+    try:
+        for url in urls:
+            router.add(url)
+        for url in urls:
+            router.wait_in_rotation(url, timeout_s=60)
+        yield running.url, router
+    finally:
+        router.close()
+        stop_smg(running)
+
+
+@dataclass(frozen=True)
+class Turn:
+    session: str
+    turn: int
+    started: float  # time.monotonic()
+    ttft: float | None  # seconds to the first streamed token; None: no token came
+    seconds: float
+    status: int  # 0: no HTTP answer
+    error: str = ""
+
+
+def _first_token(event: dict) -> bool:
+    choices = event.get("choices") or []
+    delta = (choices[0].get("delta") or {}) if choices else {}
+    return any(delta.get(k) for k in ("content", "reasoning_content", "tool_calls"))
+
+
+def send_turn(client: httpx.Client, url: str, session: Session, turn: int, max_tokens: int) -> Turn:
+    """One streamed chat request through the router; TTFT is the first chunk that carries a token."""
+    body = {"model": MODEL_NAME, "messages": session.messages(turn), "max_tokens": max_tokens, "stream": True}
+    started = time.monotonic()
+    ttft = None
+    try:
+        with client.stream("POST", f"{url}/v1/chat/completions", json=body) as answer:
+            if answer.status_code != 200:
+                answer.read()
+                return Turn(session.name, turn, started, None, time.monotonic() - started, answer.status_code)
+            for line in answer.iter_lines():
+                if ttft is None and line.startswith("data: {") and _first_token(json.loads(line[6:])):
+                    ttft = time.monotonic() - started
+    except httpx.HTTPError as exc:
+        return Turn(session.name, turn, started, ttft, time.monotonic() - started, 0, str(exc))
+    return Turn(session.name, turn, started, ttft, time.monotonic() - started, 200)
+
+
+@dataclass
+class Played:
+    turns: list[Turn] = field(default_factory=list)
+    sessions_done: int = 0
+    cut: bool = False  # the deadline came before every session ended
+
+
+def play(
+    url: str,
+    trace: list[Session],
+    clients: int = 12,
+    max_tokens: int = 12,
+    deadline_s: float = 600.0,
+    played: Played | None = None,
+) -> Played:
+    """The trace through `url`: `clients` sessions at once, each turn sent as soon as the last one's reply ended;
+    a session starts when a client is free. Bounded in time: no turn starts after `deadline_s`. `played`: filled as
+    the turns end (another thread may watch it), and returned."""
+    played, lock = played or Played(), threading.Lock()
+    queue = list(reversed(trace))
+    end = time.monotonic() + deadline_s
+
+    def client_loop() -> None:
+        with httpx.Client(timeout=300) as client:
+            while True:
+                with lock:
+                    if not queue:
+                        return
+                    session = queue.pop()
+                for turn in range(session.turns):
+                    if time.monotonic() > end:
+                        played.cut = True
+                        return
+                    outcome = send_turn(client, url, session, turn, max_tokens)
+                    with lock:
+                        played.turns.append(outcome)
+                with lock:
+                    played.sessions_done += 1
+
+    threads = [threading.Thread(target=client_loop, daemon=True) for _ in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        while thread.is_alive():  # joined with a timeout: Ctrl-C still ends the bench
+            thread.join(0.5)
+    return played
+
+
+def quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def measure_phase(replicas: Replicas, policy: str, trace: list[Session], work: Path, **play_args: object) -> dict:
+    """The trace played through smg under `policy` on fresh replicas: the servers' hit rate (their counters'
+    tokens added over the replicas), TTFT p50/p95, each replica's share of the prompt tokens, failures."""
+    replicas.start()
+    with routed(replicas.urls, policy, work) as (url, _router):
+        before = counters(replicas.urls)
+        started = time.monotonic()
+        played = play(url, trace, **play_args)  # type: ignore[arg-type]
+        seconds = time.monotonic() - started
+        after = counters(replicas.urls)
+    per = {u: after[u].since(before[u]) for u in replicas.urls if after[u] is not None}
+    fleet = PrefixCacheTokens.total(per.values())
+    ttfts = [t.ttft for t in played.turns if t.ttft is not None]
+    return {
+        "policy": policy,
+        "requests": len(played.turns),
+        "failed": sum(t.status != 200 for t in played.turns),
+        "sessions_done": played.sessions_done,
+        "cut": played.cut,
+        "seconds": seconds,
+        "hit_rate": fleet.rate if fleet else None,
+        "hit_tokens": fleet.hits if fleet else None,
+        "prompt_tokens": fleet.prompt if fleet else None,
+        "ttft_p50": quantile(ttfts, 0.5),
+        "ttft_p95": quantile(ttfts, 0.95),
+        "share": [per[u].prompt / fleet.prompt if fleet and fleet.prompt else None for u in replicas.urls],
+        "per_replica_hit_rate": [per[u].rate for u in replicas.urls],
+        "limits": replicas.limits(),
+    }
+
+
+def routed_requests(metrics_url: str) -> dict[str, float]:
+    """Requests smg sent to each worker (`smg_worker_requests_total{worker=URL}`), from its metrics listener."""
+    counts: dict[str, float] = {}
+    for line in httpx.get(f"{metrics_url}/metrics", timeout=10).text.splitlines():
+        if line.startswith('smg_worker_requests_total{worker="'):
+            url = line.split('"', 2)[1]
+            counts[url] = counts.get(url, 0.0) + float(line.rsplit(" ", 1)[1])
+    return counts
+
+
+@dataclass(frozen=True)
+class Window:
+    """What the fleet did over a span: each replica's share of the requests smg sent, the servers' hit rate."""
+
+    shares: dict[str, float]
+    requests: float
+    hit_rate: float | None
+
+
+def watch_window(urls: list[str], metrics_url: str, seconds: float) -> Window:
+    """The next `seconds`, read from smg's per-worker request counts and the servers' own counters."""
+    cache, sent = counters(urls), routed_requests(metrics_url)
+    time.sleep(seconds)
+    cache_now, sent_now = counters(urls), routed_requests(metrics_url)
+    routed_there = {u: sent_now.get(u, 0.0) - sent.get(u, 0.0) for u in urls}
+    total = sum(routed_there.values())
+    fleet = PrefixCacheTokens.total(now.since(cache[u]) for u, now in cache_now.items() if now)
+    return Window(
+        {u: n / total if total else 0.0 for u, n in routed_there.items()}, total, fleet.rate if fleet else None
+    )
+
+
+def rejoin_phase(
+    replicas: Replicas,
+    policy: str,
+    trace: list[Session],
+    work: Path,
+    at: float = 0.35,
+    window_s: float = 60.0,
+    **play_args: object,
+) -> dict:
+    """The trace through smg under `policy`; once `at` of its turns have ended, a window of `window_s`; then the last
+    replica leaves the router, is replaced by a fresh server (empty cache: a host rolled to a new build) and is
+    added back, and a window of `window_s` from there: its share of the requests (fair: 1/N) and the fleet's hit
+    rate in each."""
+    replicas.start()
+    total = sum(s.turns for s in trace)
+    rejoined = replicas.urls[-1]
+    with routed(replicas.urls, policy, work) as (url, router):
+        played = Played()
+        thread = threading.Thread(target=play, args=(url, trace), kwargs={**play_args, "played": played}, daemon=True)
+        thread.start()
+        while len(played.turns) < at * total and thread.is_alive():
+            time.sleep(0.5)
+        before = watch_window(replicas.urls, router.metrics_url or "", window_s)
+        worker = router.find(rejoined)
+        if worker is not None:
+            router.remove(worker.id)
+            router.wait_gone(worker.id, timeout_s=60)
+        replicas.restart(len(replicas.urls) - 1)
+        router.add(rejoined)
+        router.wait_in_rotation(rejoined, timeout_s=60)
+        after = watch_window(replicas.urls, router.metrics_url or "", window_s)
+        while thread.is_alive():
+            thread.join(0.5)
+    return {
+        "policy": policy,
+        "share_before": before.shares[rejoined],
+        "share_after": after.shares[rejoined],
+        "requests_before": before.requests,
+        "requests_after": after.requests,
+        "hit_rate_before": before.hit_rate,
+        "hit_rate_after": after.hit_rate,
+        "failed": sum(t.status != 200 for t in played.turns),
+    }
+
+
+def _row(r: dict) -> str:
+    share = "/".join(f"{s:.2f}" if s is not None else "-" for s in r["share"])
+    return (
+        f"{r['policy']:12} {100 * (r['hit_rate'] or 0):6.1f} % {r['ttft_p50']:7.3f}s {r['ttft_p95']:7.3f}s "
+        f"{r['requests']:5d} {r['failed']:4d} {r['seconds']:6.0f}s  {share}"
+    )
+
+
+def _spread(values: list[float], fmt: str) -> str:
+    return (
+        f"median {format(statistics.median(values), fmt)} "
+        f"(min {format(min(values), fmt)}, max {format(max(values), fmt)}, {len(values)} runs)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--sessions", type=int, default=24)
+    parser.add_argument("--agents", type=int, default=4)
+    parser.add_argument("--turns", type=int, default=6)
+    parser.add_argument("--clients", type=int, default=12)
+    parser.add_argument("--deadline", type=float, default=900.0, help="seconds a phase may send turns for")
+    parser.add_argument(
+        "--policies",
+        default="round_robin,cache_aware",
+        help="smg policies, the first the baseline; POLICY:smg runs it with smg's own settings instead of kimik3's",
+    )
+    parser.add_argument("--ctx-size", type=int, default=8192, help="each replica's --ctx-size (its cache's bound)")
+    parser.add_argument("--image", default=DEMO_IMAGE)
+    parser.add_argument("--json", type=Path, help="write every phase's figures here")
+    parser.add_argument(
+        "--rejoin",
+        action="store_true",
+        help="instead: a replica replaced mid-trace, its share of the requests in the minute after it rejoined",
+    )
+    args = parser.parse_args()
+    if args.rejoin:
+        return rejoin_main(args)
+    policies = args.policies.split(",")
+    trace = agent_trace(args.sessions, args.agents, args.turns)
+    chars = [len(json.dumps(s.messages(s.turns - 1))) for s in trace]
+    print(
+        f"trace: {len(trace)} sessions of {args.agents} agents, {args.turns} turns each, last request "
+        f"{min(chars)}-{max(chars)} characters; {args.clients} sessions at once; policies {', '.join(policies)}"
+    )
+    results: list[list[dict]] = []
+    with tempfile.TemporaryDirectory(prefix="k3fc-") as folder:
+        work = Path(folder)
+        model = write_model(work / "model")
+        with Replicas(model, image=args.image, ctx_size=args.ctx_size) as replicas:
+            for run in range(1, args.runs + 1):
+                print(
+                    f"\nrun {run}: {'policy':12} {'hits':>8} {'TTFT p50':>8} {'p95':>8} {'reqs':>5} {'fail':>4} "
+                    f"{'time':>7}  prompt share per replica"
+                )
+                phases = []
+                for policy in policies:
+                    phase = measure_phase(replicas, policy, trace, work, clients=args.clients, deadline_s=args.deadline)
+                    print(f"       {_row(phase)}")
+                    phases.append(phase)
+                print(f"       replica 1's prompt cache: {phases[-1]['limits']}")
+                results.append(phases)
+    base = policies[0]
+    print(f"\nagainst {base}, measured in the same run:")
+    for policy in policies[1:]:
+        pairs = [({p["policy"]: p for p in run}[base], {p["policy"]: p for p in run}[policy]) for run in results]
+        hits = [b["hit_rate"] and (p["hit_rate"] or 0) / b["hit_rate"] for b, p in pairs]
+        p50 = [p["ttft_p50"] / b["ttft_p50"] for b, p in pairs]
+        p95 = [p["ttft_p95"] / b["ttft_p95"] for b, p in pairs]
+        print(f"  {policy}: hit rate x {_spread(hits, '.2f')}")
+        print(f"  {policy}: TTFT p50 x {_spread(p50, '.2f')}; p95 x {_spread(p95, '.2f')}")
+    for policy in policies:
+        rates = [100 * ({p["policy"]: p for p in run}[policy]["hit_rate"] or 0) for run in results]
+        print(f"  {policy}: hit rate % {_spread(rates, '.1f')}")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+
+
+def rejoin_main(args: argparse.Namespace) -> None:
+    trace = agent_trace(args.sessions, args.agents, args.turns)
+    results: dict[str, list[dict]] = {}
+    with tempfile.TemporaryDirectory(prefix="k3fc-") as folder:
+        work = Path(folder)
+        model = write_model(work / "model")
+        with Replicas(model, image=args.image, ctx_size=args.ctx_size) as replicas:
+            print(
+                f"{'policy':22} {'share before':>12} {'after':>6} {'reqs after':>10} {'hits before':>11} {'after':>6}"
+            )
+            for _ in range(args.runs):
+                for policy in args.policies.split(","):
+                    r = rejoin_phase(replicas, policy, trace, work, clients=args.clients, deadline_s=args.deadline)
+                    results.setdefault(policy, []).append(r)
+                    print(
+                        f"{policy:22} {r['share_before']:12.2f} {r['share_after']:6.2f} {r['requests_after']:10.0f} "
+                        f"{100 * (r['hit_rate_before'] or 0):10.1f}% {100 * (r['hit_rate_after'] or 0):5.1f}%"
+                        f"  failed {r['failed']}"
+                    )
+    for policy, runs in results.items():
+        print(
+            f"{policy}: rejoined replica's share in the minute after: {_spread([r['share_after'] for r in runs], '.2f')}"
+        )
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
