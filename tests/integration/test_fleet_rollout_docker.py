@@ -25,12 +25,19 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
 import yaml
 from support.closed_loop import ClosedLoop
 from support.fleet_hosts import GATEWAY, Rig, fleet_rig, publish_image, stop_router
-from support.realparts import KIMIK3, REPO_ROOT, converged_demo, demo_profile, docker, require_docker_and_demo_hub
+from support.realparts import (
+    KIMIK3,
+    REPO_ROOT,
+    chat_turn,
+    converged_demo,
+    demo_profile,
+    docker,
+    require_docker_and_demo_hub,
+)
 
 from kimik3_demo.hub import FixtureHub, FixtureRepo
 from kimik3_demo.prepare import DEMO_REPO, DEMO_REVISION, demo_repos
@@ -392,13 +399,7 @@ HOT_SYSTEM = "You are the release agent of the fleet. " + " ".join(
 
 
 def _turn(url: str, messages: list[dict]) -> dict:
-    answer = httpx.post(
-        f"{url}/v1/chat/completions",
-        json={"model": NAME, "messages": messages, "max_tokens": 4, "temperature": 0},
-        timeout=300,
-    )
-    answer.raise_for_status()
-    return answer.json()
+    return chat_turn(url, NAME, messages)
 
 
 def test_a_warm_rollout_prefills_the_declared_prompts_then_restores_each_hosts_slots(

@@ -9,9 +9,8 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
-from support.realparts import demo_hub, demo_profile, kimik3, remove_leftovers, write_profile
+from support.realparts import chat_turn, demo_hub, demo_profile, kimik3, remove_leftovers, write_profile
 
 from kimik3_reconciler.cli.fleet_warm import save_before_swap, warm_after_swap
 from kimik3_reconciler.fleet.warm import warm_record
@@ -57,13 +56,7 @@ def _swap(work: Path, generation: int):  # noqa: ANN202 - Profile
 
 
 def _turn(messages: list[dict]) -> dict:
-    answer = httpx.post(
-        f"{URL}/v1/chat/completions",
-        json={"model": NAME, "messages": messages, "max_tokens": 4, "temperature": 0},
-        timeout=300,
-    )
-    answer.raise_for_status()
-    return answer.json()
+    return chat_turn(URL, NAME, messages)
 
 
 def test_a_restored_slot_answers_the_next_turn_from_its_cache(work: Path) -> None:
