@@ -144,7 +144,18 @@ def test_fleet_status_one_row_per_host(work: Path, sshd: Sshd) -> None:
     text = fleet(work, sshd, "status", "fleet.yaml")
     assert text.returncode == 3
     header = text.stdout.splitlines()[0].split()
-    assert header == ["host", "fingerprint", "quant", "build", "kimik3", "health", "in_flight", "router", "drift"]
+    assert header == [
+        "host",
+        "fingerprint",
+        "quant",
+        "build",
+        "kimik3",
+        "health",
+        "in_flight",
+        "cache_hits",
+        "router",
+        "drift",
+    ]
     assert any(line.startswith("gone: gone (") for line in text.stdout.splitlines())
     assert "error: gone (" in text.stderr and "error: old runs kimik3 0.0.9" in text.stderr
     watched = fleet(work, sshd, "status", "--watch", "--interval", "0.5s", "--iterations", "2", "fleet.yaml")
@@ -159,6 +170,10 @@ def test_fleet_status_of_a_serving_host(serving: Path, sshd: Sshd) -> None:
     here = json.loads(done.stdout)["hosts"][0]
     labels = json.loads(docker("inspect", NAME))[0]["Config"]["Labels"]
     assert here["health"] == "ok" and here["drift"] == "none seen" and here["in_flight"] == 0
+    # its server's own prefix-cache counters (llama-server's cached and evaluated prompt tokens), and the fleet's
+    cache = here["prefix_cache"]
+    assert cache is not None and 0 <= cache["hit_tokens"] <= cache["prompt_tokens"]
+    assert json.loads(done.stdout)["prefix_cache"] == cache  # the only host with a server
     assert here["fingerprint"] == labels["kimik3.container.fingerprint"][:12]
     assert here["quant"] == "UD-Q2_K_XL" and here["build"] == json.loads(docker("inspect", NAME))[0]["Config"]["Image"]
     planned = json.loads(fleet(serving, sshd, "plan", "--json", "fleet.yaml").stdout)

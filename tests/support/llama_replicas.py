@@ -46,35 +46,13 @@ class Replicas:
         self.urls = [f"http://127.0.0.1:{p}" for p in self.ports]
 
     def argv(self, name: str, port: int) -> list[str]:
-        return [
-            "docker",
-            "run",
-            "-d",
-            "--name",
-            name,
-            "--network",
-            "host",
-            "-v",
-            f"{self.model.parent}:/models:ro",
-            self.image,
-            "-m",
-            f"/models/{self.model.name}",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--alias",
-            MODEL_NAME,
-            # kimik3's fixed flags (engines/llamacpp/launch.py)
-            *engine_for("llamacpp").owned_flags(self.threads, "none"),
-            "--ctx-size",
-            str(self.ctx_size),
-            "--parallel",
-            str(self.parallel),
-            "--metrics",
-            "--log-verbosity",
-            "4",  # the prompt cache's "cache state ... limits" lines
-        ]
+        mount = f"{self.model.parent}:/models:ro"
+        container = ["docker", "run", "-d", "--name", name, "--network", "host", "-v", mount]
+        server = ["-m", f"/models/{self.model.name}", "--host", "127.0.0.1", "--port", str(port), "--alias", MODEL_NAME]
+        sizes = ["--ctx-size", str(self.ctx_size), "--parallel", str(self.parallel)]
+        # kimik3's fixed flags (engines/llamacpp/launch.py); verbosity 4: the prompt cache's "limits" lines
+        fixed = engine_for("llamacpp").owned_flags(self.threads, "none")
+        return [*container, self.image, *server, *fixed, *sizes, "--metrics", "--log-verbosity", "4"]
 
     def start(self) -> None:
         """Every replica (re)started fresh: empty caches, counters at 0."""
