@@ -189,11 +189,12 @@ def print_rollouts(seen: dict[str, list[dict]]) -> None:
 
 
 @contextmanager
-def deployed(rig: Rig, hub: FixtureHub, work: Path):  # noqa: ANN201 - Iterator[Path]
+def deployed(rig: Rig, hub: FixtureHub, work: Path, **fleet):  # noqa: ANN201, ANN003 - Iterator[Path]; write_fleet's
     """The rollout test's set-up: the image on the first host, kimik3 installed by a first `fleet apply --install`,
-    the demo profile served by the 3 hosts behind smg; smg stopped after."""
+    the demo profile served by the 3 hosts behind smg (`fleet`: write_fleet's serve, rollout, policy); smg stopped
+    after."""
     fleet_setup.image_on_first_host(rig, work / "build")
-    fleet_setup.write_fleet(work, rig, hub, QUANTS[0])
+    fleet_setup.write_fleet(work, rig, hub, QUANTS[0], **fleet)
     try:
         first = fleet_setup.install_and_deploy(work, rig)
         if first.returncode != 0:

@@ -229,6 +229,7 @@ def apply_cmd(
             fleet.rollout.drain_timeout_s,
             fleet.rollout.min_serving,
             traffic_timeout,
+            fleet.rollout.warm_prompts,
         )
         target = AnsibleTarget(_RunFolder(run_dir), hosts, step, install, registry)
         target.render(fleet, batches)
@@ -391,6 +392,8 @@ def _served_tokens(url: str) -> float | None:
 @click.option(
     "--in-flight-series", default="", help="the server's gauges of requests it runs and queues, comma-separated"
 )
+@click.option("--profile", "profile_file", default=None, type=click.Path(dir_okay=False), help="the host's new profile")
+@click.option("--warm-prompts", default=None, type=click.Path(dir_okay=False), help="the fleet's hot prompts file")
 @_run
 def router_step(
     direction: str,
@@ -404,19 +407,37 @@ def router_step(
     traffic_timeout: float,
     failed_gate: str | None,
     in_flight_series: str,
+    profile_file: str | None,
+    warm_prompts: str | None,
 ) -> None:
-    """One host out of the router (drained) or back in (in rotation, then sent traffic); run by the playbook."""
+    """One host out of the router (drained, its slots saved) or back in (warmed, in rotation, then sent traffic);
+    run by the playbook."""
     from kimik3_reconciler.adapters.router_smg import SmgRouter
+    from kimik3_reconciler.cli import fleet_warm
 
     router = SmgRouter(router_url, metrics_url)
     record_path = Path(record_file)
+    profile, prompts = _warm_inputs(profile_file, warm_prompts)
     try:
         if direction == "out":
             series = tuple(name for name in in_flight_series.split(",") if name)
             _take_out(router, host_name, worker, drain_timeout, min_serving, server_in_flight(worker, series))
+            if profile is not None:
+                click.echo(fleet_warm.save_before_swap(record_path, host_name, worker, profile, len(prompts)))
         else:
-            rotation = _put_back(router, host_name, worker, traffic_timeout)
+            warmed: dict = {}
+
+            def warm() -> None:
+                # Once it answers, before the router sends it anything: its first requests find their prompts cached.
+                warmed.update(fleet_warm.warm_after_swap(record_path, host_name, worker, profile, prompts))
+                fleet_warm.say(host_name, warmed)
+
+            rotation = _put_back(
+                router, host_name, worker, traffic_timeout, warm if profile is not None and not failed_gate else None
+            )
             record = _read_record(record_path)
+            if warmed:
+                record.setdefault("warm", {})[host_name] = warmed
             if failed_gate:
                 record["failed"] = {"host": host_name, "gate": failed_gate, "rotation": rotation}
             elif host_name not in record.setdefault("done", []):
@@ -424,6 +445,17 @@ def router_step(
             _write_record(record_path, record)
     finally:
         router.close()
+
+
+def _warm_inputs(profile_file: str | None, warm_prompts: str | None):  # noqa: ANN202 - (Profile | None, prompts)
+    """The host's new profile and the fleet's hot prompts, as the warm step reads them (files `fleet apply` wrote
+    and validated)."""
+    from kimik3_reconciler.fleet.hot_prompts import parse_hot_prompts
+    from kimik3_reconciler.model.profile_source import parse_profile
+
+    profile = parse_profile(Path(profile_file).read_text(), profile_file).profile if profile_file else None
+    prompts = parse_hot_prompts(Path(warm_prompts).read_text(), warm_prompts) if warm_prompts else ()
+    return profile, prompts
 
 
 def _take_out(  # noqa: ANN001 - adapters.router_smg.SmgRouter
@@ -513,7 +545,9 @@ def server_in_flight(url: str, series: tuple[str, ...]) -> Callable[[], int | No
     return read
 
 
-def _put_back(router, host_name: str, worker: str, traffic_timeout: float) -> str:  # noqa: ANN001
+def _put_back(  # noqa: ANN001 - adapters.router_smg.SmgRouter
+    router, host_name: str, worker: str, traffic_timeout: float, warm: Callable[[], None] | None = None
+) -> str:
     """'in rotation, sent traffic' | 'in rotation, no traffic within N s' | raises when it never gets in."""
     # A few tries, not one: a server that just passed the gates can miss one 3 s /health on a host under load (seen
     # on the shared 2-core rig: a verified host left out of the router and the rollout failed).
@@ -525,6 +559,8 @@ def _put_back(router, host_name: str, worker: str, traffic_timeout: float) -> st
                 "of the router"
             )
         time.sleep(1)
+    if warm is not None:
+        warm()
     before = _served_tokens(worker)
     if router.find(worker) is None:
         router.add(worker)

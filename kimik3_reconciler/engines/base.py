@@ -383,6 +383,18 @@ class BuildRecipe(Protocol):
     def notes(self) -> tuple[str, ...]: ...
 
 
+class SlotStore(NamedTuple):
+    """Where an engine keeps a slot's prompt cache across a server swap (a fleet rollout's warm step,
+    fleet/warm.py): llama-server saves a slot's KV cache and tokens to a file in the folder its `flag` names
+    (`POST /slots/{id}?action=save|restore {"filename"}`, `GET /slots`), mounted at `mount` from a Docker volume
+    that outlives the container. vLLM and SGLang have none (None): their rollout prefills the declared prompts
+    into their prefix cache, or does nothing."""
+
+    flag: str
+    mount: str
+    list_path: str
+
+
 # How bench (and tune's draws) talks to the server. `native`: the server's own (llama-server's) /tokenize {content} and
 # /completion (token-id prompts, cache_prompt off, the server's per-request timings); `openai`: the OpenAI
 # server's /tokenize {prompt} and streamed /v1/completions with usage on every chunk (vLLM, SGLang).
@@ -431,6 +443,9 @@ class ServingEngine(Protocol):
     # Whether verify's vision check sends it an image: llama-server launched with the fork's --mmproj answers one;
     # vLLM and SGLang serve Kimi-K3's vision from the checkpoint itself, which no check sends an image to yet.
     vision_probe: bool
+    # Its slot save and restore (SlotStore), where the server has one, for a rollout that keeps the prompt caches;
+    # None: no such API (vLLM, SGLang: the rollout prefills the operator's declared hot prompts instead).
+    slot_store: SlotStore | None
 
     def model_entry(self, model: ModelFact) -> str:
         """What the server opens, relative to the mounted snapshot: GGUF, the quant's -00001-of- shard (or its

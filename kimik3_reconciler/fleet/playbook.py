@@ -8,12 +8,13 @@ its rescue. Per host:
 
   router: out       (controller) the host leaves the router; then until its server's own in-flight count (its
                     /metrics) is 0, up to the drain timeout; refused when fewer than the policy's floor would stay
-                    in rotation
+                    in rotation; then its busiest slots saved where model and context stay (cli/fleet_warm.py)
   gate: apply       `kimik3 apply` there (its own health wait and verify; a failure reverts to the last good
                     profile and exits non-zero)
   gate: converged   `kimik3 plan --detailed-exitcode` there exits 0: the server runs the fleet profile's fingerprint
   gate: verify      `kimik3 verify` there
-  router: in        (controller) back in rotation, then until the router sends it traffic
+  router: in        (controller) warmed (its slots restored, or the declared hot prompts prefilled), back in
+                    rotation, then until the router sends it traffic
 rescue (a gate failed): router: in again (the reverted server), the failure recorded, then `fail` naming host and
 gate: the playbook stops.
 With `Install`, a first play installs kimik3 on every host (all at once: nothing is out of the router yet). Then
@@ -58,6 +59,9 @@ class RouterStep:
     drain_timeout_s: float
     min_serving: int
     traffic_timeout_s: float = 30.0
+    warm_prompts: str | None = (
+        None  # the fleet's hot prompts file (controller path): prefilled where slots are not kept
+    )
 
 
 def inventory(hosts: Sequence[RolloutHost], batches: Sequence[Sequence[str]]) -> dict:
@@ -275,7 +279,11 @@ def playbook(
         "--in-flight-series",
         "{{ kimik3_in_flight_series }}",
     ]
-    back = ["--traffic-timeout", f"{step.traffic_timeout_s:g}"]
+    # The warm step (cli/fleet_warm.py): the host's new profile decides what is kept of its server's prompt cache.
+    warm = ["--profile", "{{ kimik3_profile_file }}"]
+    warm += ["--warm-prompts", step.warm_prompts] if step.warm_prompts else []
+    drain += warm
+    back = ["--traffic-timeout", f"{step.traffic_timeout_s:g}", *warm]
     before, after = image_tasks(batches[0][0], registry) if registry and batches else ([], [])
     return ([install_play(install)] if install else []) + [
         mirror_play(),

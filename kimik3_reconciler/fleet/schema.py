@@ -152,6 +152,11 @@ class RolloutSpec(BaseModel):
     drain_timeout: DurationText = Field(
         "60s", description="how long a host out of the router may finish its in-flight requests"
     )
+    warm_prompts: Annotated[str, Field(min_length=1)] | None = Field(
+        None,
+        description="a file (relative to this one) of the operator's hot prompts (system prompts, tool schemas) a "
+        "rolled host prefills before it rejoins the router where its slots' caches are not kept (fleet/hot_prompts.py)",
+    )
 
 
 class RouterSpec(BaseModel):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -18,6 +19,7 @@ from pydantic import ValidationError
 from kimik3_reconciler.errors import InputError, ProfileError, ProfileProblem
 from kimik3_reconciler.fleet.effective import override_paths, with_absolute_paths, with_overrides
 from kimik3_reconciler.fleet.groups import conflicts
+from kimik3_reconciler.fleet.hot_prompts import parse_hot_prompts
 from kimik3_reconciler.fleet.inventory import Inventory, read_inventory
 from kimik3_reconciler.fleet.schema import OVERRIDABLE, FleetFile
 from kimik3_reconciler.fleet.values import Fleet, FleetHost, RolloutPolicy, RouterPlacement
@@ -72,6 +74,7 @@ def parse_fleet(text: str, source: str, read_text: Callable[[str], str]) -> Flee
                 f"{spec.rollout.hosts!r}: hosts are named as the inventory names them",
             )
     base = _base_profile(spec, source, read_text, problems)
+    warm = _warm_prompts(spec, source, read_text, problems)
     if problems.found or rollout is None or base is None:
         raise ProfileError(_sorted(problems.found))
     hosts = tuple(_host(spec, inventory, name, base, problems) for name in rollout.hosts)
@@ -95,7 +98,7 @@ def parse_fleet(text: str, source: str, read_text: Callable[[str], str]) -> Flee
         source,
         Path(base.source).resolve(),
         hosts,
-        rollout,  # type: ignore[arg-type]
+        replace(rollout, warm_prompts=warm[0], hot_prompts=warm[1]),  # type: ignore[type-var]
         RouterPlacement(r.kind, r.version, r.host, r.port, r.policy),
         data["inventory"],
         lines,
@@ -232,6 +235,22 @@ def _base_profile(
     except ProfileError as exc:
         problems.found += list(exc.problems)  # the profile's own problems, in its own file and lines
     return None
+
+
+def _warm_prompts(
+    spec: FleetFile, source: str, read_text: Callable[[str], str], problems: _Problems
+) -> tuple[str | None, tuple[dict[str, Any], ...]]:
+    """(the hot prompts file, its prompts as chat request bodies); each problem at the field, or in that file."""
+    if spec.rollout.warm_prompts is None:
+        return None, ()
+    path = Path(source).resolve().parent / spec.rollout.warm_prompts
+    try:
+        return str(path), parse_hot_prompts(read_text(str(path)), str(path))
+    except InputError as exc:
+        problems.add(("rollout", "warm_prompts"), f"{exc} (the file is relative to the fleet file)")
+    except ProfileError as exc:
+        problems.found += list(exc.problems)  # in the prompts file, at their own lines
+    return None, ()
 
 
 def _host(spec: FleetFile, inventory: Inventory, name: str, base: LoadedProfile, problems: _Problems) -> FleetHost:

@@ -61,6 +61,8 @@ class RolloutPolicy:
     max_unavailable: int
     on_failure: str  # halt | continue
     drain_timeout_s: float
+    warm_prompts: str | None = None  # the operator's hot prompts file (absolute), rollout.warm_prompts
+    hot_prompts: tuple[Mapping[str, Any], ...] = field(default=(), repr=False)  # its prompts, as chat request bodies
 
     @property
     def min_serving(self) -> int:

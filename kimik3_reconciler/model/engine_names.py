@@ -74,6 +74,7 @@ LLAMACPP_ONLY: tuple[tuple[str, ...], ...] = (
     ("serve", "ctx_size"),
     ("serve", "parallel"),
     ("serve", "cache_ram"),
+    ("serve", "slot_save"),
     ("serve", "spec_draft"),
     ("serve", "load_mode"),
 )

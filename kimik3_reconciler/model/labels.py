@@ -17,4 +17,5 @@ SMOKE_MOUNT = "/smoke"
 DRAFT_MOUNT = "/drafts"
 WORKER_FINGERPRINT = "kimik3.worker.fingerprint"  # an rpc-server container (not a serving one: conflicts skip it)
 WORKER_INPUTS = "kimik3.worker.inputs"
+SLOTS_MOUNT = "/slots"  # llama-server's --slot-save-path inside the server's container (serve.slot_save)
 RPC_CACHE_MOUNT = "/rpc-cache"  # rpc-server's tensor cache (LLAMA_CACHE) inside the worker's container

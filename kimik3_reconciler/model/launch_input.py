@@ -56,6 +56,8 @@ class LaunchInput:
         """{field: value}, named as the profile names them (`serve.ubatch`, `model.cache_dir`); the label.
         The shard's file name is left out: a function of repo@revision/quant, it would only repeat them."""
         flat: dict[str, Any] = {f"serve.{k}": v for k, v in self.serve.model_dump(mode="json").items()}
+        if not self.serve.slot_save:  # only where set: every label written before the field stays as it was
+            flat.pop("serve.slot_save", None)
         flat.update(
             {
                 f"model.{k}": v

@@ -458,6 +458,12 @@ class ServeSpec(BaseModel):
     )
     parallel: Count = 8
     cache_ram: MiB | None = None
+    slot_save: bool = Field(
+        False,
+        description="llama-server saves and restores slots' prompt caches (--slot-save-path, in the Docker volume "
+        "kimik3-slots-<name>): a fleet rollout then keeps them through the server swap. Off by default: the files "
+        "hold users' conversations' KV cache on the host's disk",
+    )
     api_key_file: HostPath | None = None
     env: Annotated[
         dict[EnvName, Annotated[str, Field(json_schema_extra={"maxLength": MAX_ARG_STRLEN - 3})]],

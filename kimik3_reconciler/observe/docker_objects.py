@@ -124,7 +124,12 @@ def parse_running(inspect: dict[str, Any], image: dict[str, Any] | None = None) 
     mounts = tuple(
         sorted(
             (
-                MountFact(source=m.get("Source", ""), target=m.get("Destination", ""), read_only=not m.get("RW", True))
+                MountFact(
+                    # A named volume by its name (what a spec's `volumes` names), not its folder under Docker's root.
+                    source=m.get("Name", "") if m.get("Type") == "volume" else m.get("Source", ""),
+                    target=m.get("Destination", ""),
+                    read_only=not m.get("RW", True),
+                )
                 for m in inspect.get("Mounts") or ()
                 if not (m.get("Type") == "volume" and m.get("Destination") in image_volumes)
             ),

@@ -53,6 +53,7 @@ def _mount_text(mount: MountFact | None) -> str | None:
 
 def _mount_diff(spec: ContainerSpec, running: RunningConfig) -> list[DiffItem]:
     wanted = {m.target: MountFact(source=m.source, target=m.target, read_only=m.read_only) for m in spec.mounts}
+    wanted.update({target: MountFact(source=name, target=target, read_only=False) for name, target in spec.volumes})
     found = {m.target: m for m in running.mounts}
     items = []
     for target in sorted(wanted.keys() | found.keys()):

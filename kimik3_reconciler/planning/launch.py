@@ -206,6 +206,19 @@ def _mounts(value: LaunchInput) -> tuple[Mount, ...]:
     return tuple(mounts)
 
 
+def slots_volume(name: str) -> str:
+    """The Docker volume that keeps a deployment's saved slots (serve.slot_save) through a container swap."""
+    return f"kimik3-slots-{name}"
+
+
+def _slot_volume(value: LaunchInput, engine: ServingEngine) -> tuple[tuple[str, str], ...]:
+    # A named volume, not a host folder: Docker creates it on the server's host (also one reached over ssh://),
+    # root-only under its data root, and keeps it when the container is replaced, as an rpc-server's tensor cache.
+    if not value.serve.slot_save or engine.slot_store is None:
+        return ()
+    return ((slots_volume(value.name), engine.slot_store.mount),)
+
+
 def render_container(value: LaunchInput, engine: ServingEngine) -> ContainerSpec:
     """The container, labels aside: a pure function of the launch input (the engine renders the argv)."""
     return ContainerSpec(
@@ -214,6 +227,7 @@ def render_container(value: LaunchInput, engine: ServingEngine) -> ContainerSpec
         command=engine.server_argv(value, _snapshot(value.model)),
         env=tuple(sorted({**value.serve.env, **dict(engine.server_env(value))}.items())),
         mounts=_mounts(value),
+        volumes=_slot_volume(value, engine),
         gpus=_container_gpus(value.gpus),
         labels=(),
         restart_policy=value.restart_policy,

@@ -56,8 +56,11 @@ def image_on_first_host(rig: Rig, work: Path) -> None:
     rig.hosts[0].docker("pull", publish_image(rig, demo_image(work, BUILD_NAME, BUILD_PORT)), timeout=1800)
 
 
-def fleet_document(name: str, inventory: dict, overrides: dict, rollout: dict, router_port: int) -> dict:
-    """A Fleet file over the rig's hosts (profile.yaml beside it), smg on loopback in front, round robin."""
+def fleet_document(
+    name: str, inventory: dict, overrides: dict, rollout: dict, router_port: int, policy: str = "round_robin"
+) -> dict:
+    """A Fleet file over the rig's hosts (profile.yaml beside it), smg on loopback in front, round robin unless
+    `policy` says otherwise."""
     return {
         "apiVersion": "kimik3/v1",
         "kind": "Fleet",
@@ -66,7 +69,7 @@ def fleet_document(name: str, inventory: dict, overrides: dict, rollout: dict, r
         "inventory": inventory,
         "overrides": overrides,
         "rollout": {"hosts": "serving", **rollout},
-        "router": {"version": "1.13.0", "host": "localhost", "port": router_port, "policy": "round_robin"},
+        "router": {"version": "1.13.0", "host": "localhost", "port": router_port, "policy": policy},
     }
 
 
@@ -78,11 +81,22 @@ def host_overrides(rig: Rig, count: int | None = None) -> dict:
     }
 
 
-def write_fleet(work: Path, rig: Rig, hub: FixtureHub, quant: str, canary: int | None = None) -> None:
-    """profile.yaml (the demo profile at `quant`) and fleet.yaml over the rig's three hosts in `work`; the host
-    `canary` (an index), when given, rolled first as the rollout's canary group."""
+def write_fleet(
+    work: Path,
+    rig: Rig,
+    hub: FixtureHub,
+    quant: str,
+    canary: int | None = None,
+    serve: dict | None = None,
+    rollout: dict | None = None,
+    policy: str = "round_robin",
+) -> None:
+    """profile.yaml (the demo profile at `quant`, `serve` merged into its serve section) and fleet.yaml over the
+    rig's three hosts in `work` (`rollout` merged into its rollout, the router's `policy`); the host `canary` (an
+    index), when given, rolled first as the rollout's canary group."""
     profile = demo_profile(work, NAME, PORT, hub.url)
     profile["model"]["quant"] = quant
+    profile["serve"].update(serve or {})
     (work / "profile.yaml").write_text(yaml.safe_dump(profile, sort_keys=False))
     inventory = rig.inventory("serving")
     for host in rig.hosts:  # where the first `fleet apply --install` puts kimik3 on each host, and what runs it
@@ -90,8 +104,13 @@ def write_fleet(work: Path, rig: Rig, hub: FixtureHub, quant: str, canary: int |
         inventory["all"]["children"]["serving"]["hosts"][host.name].update(
             kimik3_venv=str(venv), kimik3_command=[str(venv / "bin" / "kimik3")]
         )
-    rollout = {"max_unavailable": 1, "drain_timeout": "60s", **({"canary": "canary"} if canary is not None else {})}
-    document = fleet_document(FLEET, inventory, host_overrides(rig), rollout, ROUTER_PORT)
+    policy_of_rollout = {
+        "max_unavailable": 1,
+        "drain_timeout": "60s",
+        **({"canary": "canary"} if canary is not None else {}),
+        **(rollout or {}),
+    }
+    document = fleet_document(FLEET, inventory, host_overrides(rig), policy_of_rollout, ROUTER_PORT, policy)
     if canary is not None:
         inventory["all"]["children"]["canary"] = {"hosts": {rig.hosts[canary].name: {}}}
     (work / "fleet.yaml").write_text(yaml.safe_dump(document, sort_keys=False))

@@ -16,6 +16,7 @@ from kimik3_reconciler.engines.base import (
     Readiness,
     RouteCandidate,
     ServerSeries,
+    SlotStore,
     TuneKnobs,
     WeightHeaders,
 )
@@ -34,6 +35,7 @@ from kimik3_reconciler.engines.llamacpp import (
     vram_fit,
 )
 from kimik3_reconciler.model.facts import HostFacts, ModelFact, Observed
+from kimik3_reconciler.model.labels import SLOTS_MOUNT
 from kimik3_reconciler.model.launch_input import LaunchInput
 from kimik3_reconciler.model.profile import Profile, ServeSpec
 from kimik3_reconciler.model.route import Route
@@ -94,6 +96,7 @@ class LlamaCpp:
     )
     vision_probe = True  # with the fork build's --mmproj (profile.vision)
     native_route = None  # GGUF quants of the catalog: its route candidates (engines/llamacpp/routes.py)
+    slot_store = SlotStore("--slot-save-path", SLOTS_MOUNT, "/slots")  # with serve.slot_save (launch.py)
 
     @property
     def weight_headers(self) -> WeightHeaders:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 
 from kimik3_reconciler.model.facts import ModelFact
-from kimik3_reconciler.model.labels import API_KEY_MOUNT, DRAFT_MOUNT
+from kimik3_reconciler.model.labels import API_KEY_MOUNT, DRAFT_MOUNT, SLOTS_MOUNT
 from kimik3_reconciler.model.launch_input import LaunchInput
 from kimik3_reconciler.model.profile import ServeSpec
 
@@ -74,6 +74,10 @@ def server_argv(value: LaunchInput, snapshot: str) -> tuple[str, ...]:
     ]
     if serve.cache_ram is not None:
         argv += ["--cache-ram", str(serve.cache_ram)]
+    if serve.slot_save:
+        # Only where the profile asks: the flag is in the fingerprint, so an argv that always carried it would
+        # replace every server converged before it; and the saved files hold users' prompts' KV cache.
+        argv += ["--slot-save-path", SLOTS_MOUNT]
     if serve.api_key_file:
         # rule: no-secrets
         # The key stays in a read-only mounted file: never in argv, env or docker inspect.

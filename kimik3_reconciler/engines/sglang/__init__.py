@@ -68,6 +68,7 @@ class Sglang(CheckpointDefaults, NativeRoutes):
     load_wire = "openai"
     bench_knobs = BenchKnobs()  # its section's tune knobs file a run (and label it)
     vision_probe = False  # its vision is the checkpoint's, which no check sends an image to yet
+    slot_store = None  # no slot save/restore: a rollout prefills the declared hot prompts (fleet/warm.py)
     native_route = NativeRoute(
         {"tp_size": 8, "dcp_size": 8, "mem_fraction_static": 0.85, "any_gpu": False},  # the schema's defaults
         "tp{gpus}-dcp{dcp_size}",

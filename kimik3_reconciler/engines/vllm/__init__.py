@@ -70,6 +70,7 @@ class Vllm(CheckpointDefaults, NativeRoutes):
     load_wire = "openai"
     bench_knobs = BenchKnobs()  # its section's tune knobs file a run (and label it)
     vision_probe = False  # its vision is the checkpoint's, which no check sends an image to yet
+    slot_store = None  # no slot save/restore: a rollout prefills the declared hot prompts (fleet/warm.py)
     native_route = NativeRoute(
         {"tensor_parallel_size": 8, "gpu_memory_utilization": 0.95, "any_gpu": False},  # the schema's defaults
         "tp{gpus}",

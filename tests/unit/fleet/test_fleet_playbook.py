@@ -195,3 +195,37 @@ def test_a_mirror_port_that_is_no_port_or_the_servers_own_is_refused_naming_the_
     with pytest.raises(InputError, match=r"^a: kimik3_mirror_port .*other than serve\.port"):
         mirror_port(host)
     assert mirror_port(SimpleNamespace(name="a", vars={}, profile=host.profile)) == 8089
+
+
+def test_both_router_steps_get_the_hosts_profile_and_the_hot_prompts_for_the_warm_step() -> None:
+    """Issue 40 item 2: `out` decides from the host's new profile whether to save its slots; `in` restores them or
+    prefills the fleet's declared hot prompts (a controller file); without warm_prompts no such argument."""
+    from dataclasses import replace
+
+    *_, play = playbook("f", [("a",)], replace(STEP, warm_prompts="/srv/fleet/hot.yaml"))
+    out, block, back = play["tasks"]
+    for task in (out, back, block["rescue"][0]):
+        argv = task["ansible.builtin.command"]["argv"]
+        assert argv[argv.index("--profile") + 1] == "{{ kimik3_profile_file }}"
+        assert argv[argv.index("--warm-prompts") + 1] == "/srv/fleet/hot.yaml"
+    *_, play = playbook("f", [("a",)], STEP)
+    assert "--warm-prompts" not in play["tasks"][0]["ansible.builtin.command"]["argv"]
+
+
+def test_the_in_step_warms_the_server_before_the_router_sends_it_anything(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kimik3_reconciler.cli import fleet_apply
+
+    events: list[str] = []
+
+    class Router(_Router):
+        def add(self, url: str) -> None:
+            events.append("added")
+            self.listed = [*self.listed, RouterWorker("id9", url, "ready", True, "closed")]
+
+        def wait_in_rotation(self, url: str, timeout_s: float) -> RouterWorker:
+            return self.find(url)
+
+    monkeypatch.setattr(fleet_apply, "_serves", lambda url: events.append("health") or True)
+    monkeypatch.setattr(fleet_apply, "_served_tokens", lambda url: None)
+    fleet_apply._put_back(Router([]), "a", "http://10.0.0.9:8080", 0, lambda: events.append("warmed"))
+    assert events == ["health", "warmed", "added"]

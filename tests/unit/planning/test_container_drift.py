@@ -133,3 +133,26 @@ def test_the_running_config_as_json_shows_env_names_and_no_secret_flag_value() -
     assert "hf_secret" not in dumped and "sk-secret-123" not in dumped
     assert '["HF_TOKEN", "(hidden)"]' in dumped and '"--api-key", "(secret)"' in dumped
     assert dict(running.env)["HF_TOKEN"] == "hf_secret"  # the planner still compares real values
+
+
+def test_a_named_volume_is_compared_by_its_name_not_its_folder() -> None:
+    """serve.slot_save's volume (kimik3-slots-<name>): docker inspect lists it with its folder under Docker's root
+    and its name; the rendered spec names it. Read by its folder, every plan would replace the server again."""
+    spec = replace(rendered(), volumes=(("kimik3-slots-x", "/slots"),))
+    inspect = json.loads(json.dumps(RECORDED))
+    inspect["Mounts"] = [
+        *inspect["Mounts"],
+        {
+            "Type": "volume",
+            "Name": "kimik3-slots-x",
+            "Source": "/var/lib/docker/volumes/kimik3-slots-x/_data",
+            "Destination": "/slots",
+            "RW": True,
+        },
+    ]
+    running = parse_running(inspect, IMAGE)
+    assert not [d for d in running_drift(spec, running) if d.field == "mount /slots"]
+    gone = running.model_copy(update={"mounts": tuple(m for m in running.mounts if m.target != "/slots")})
+    assert [(d.old, d.new) for d in running_drift(spec, gone) if d.field == "mount /slots"] == [
+        (None, "kimik3-slots-x (read-write)")
+    ]

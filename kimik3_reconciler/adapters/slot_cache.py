@@ -1,0 +1,64 @@
+"""A server's prompt cache over HTTP, for a fleet rollout's warm step (fleet/warm.py): llama-server's slot API
+(`GET /slots`; `POST /slots/{id}?action=save|restore` {"filename"}: files in its --slot-save-path, checked on
+b11434's tools/server/server-context.cpp) and a prefill through the OpenAI chat route any engine answers. Reads no
+prompt text: /slots is asked for its counts only (llama-server leaves the text out unless slots debugging is on)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+SLOT_FILE = (
+    "kimik3-warm-{slot}.bin"  # one file per slot id, overwritten by the next rollout (llama.cpp's filename check)
+)
+TIMEOUT_S = 600.0  # a Kimi-K3 slot's KV cache is GBs, and a hybrid host prefills on the CPU
+
+
+class SlotCacheError(Exception):
+    """The server refused or did not answer a slot action or a prefill (the message names which)."""
+
+
+def _json(answer: httpx.Response, what: str) -> Any:
+    if answer.status_code != 200:
+        raise SlotCacheError(f"{what}: HTTP {answer.status_code} {answer.text[:200]}")
+    return answer.json()
+
+
+def _call(method: str, url: str, what: str, **kwargs: Any) -> Any:
+    try:
+        return _json(httpx.request(method, url, timeout=TIMEOUT_S, **kwargs), what)
+    except httpx.HTTPError as exc:
+        raise SlotCacheError(f"{what}: {exc}") from None
+
+
+def slots(url: str, path: str = "/slots") -> list[dict[str, Any]]:
+    return _call("GET", f"{url}{path}", "GET /slots")
+
+
+def save(url: str, slot: int) -> dict[str, Any]:
+    """{"n_saved": tokens, "n_written": bytes, ...}"""
+    name = SLOT_FILE.format(slot=slot)
+    return _call("POST", f"{url}/slots/{slot}", f"save slot {slot}", params={"action": "save"}, json={"filename": name})
+
+
+def restore(url: str, slot: int) -> dict[str, Any]:
+    """{"n_restored": tokens, "n_read": bytes, ...}"""
+    name = SLOT_FILE.format(slot=slot)
+    return _call(
+        "POST", f"{url}/slots/{slot}", f"restore slot {slot}", params={"action": "restore"}, json={"filename": name}
+    )
+
+
+def model_path(url: str) -> str | None:
+    """The model file the server opened (llama-server's /props), None where it does not say."""
+    try:
+        return _call("GET", f"{url}/props", "GET /props").get("model_path")
+    except SlotCacheError:
+        return None
+
+
+def prefill(url: str, model: str, body: dict[str, Any]) -> dict[str, Any]:
+    """One declared prompt sent as a chat request generating one token: the server caches its prompt."""
+    request = {**body, "model": model, "max_tokens": 1, "stream": False, "temperature": 0}
+    return _call("POST", f"{url}/v1/chat/completions", "prefill", json=request)

@@ -1,0 +1,95 @@
+"""Issue 40 item 2 against the real llama-server (b11434, the demo's CPU image), through kimik3's own steps: a server
+launched with serve.slot_save keeps a conversation's slot through a container swap (the fleet's warm step: saved
+after the drain, restored before the host rejoins), so the conversation's next turn is answered from the cache;
+an unwarmed server after the same swap prefills it all."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support.realparts import chat_turn, demo_hub, demo_profile, kimik3, remove_leftovers, write_profile
+
+from kimik3_reconciler.cli.fleet_warm import save_before_swap, warm_after_swap
+from kimik3_reconciler.fleet.warm import warm_record
+from kimik3_reconciler.model.profile_source import parse_profile
+from kimik3_reconciler.planning.launch import slots_volume
+
+pytestmark = pytest.mark.docker
+
+NAME, PORT = "k3warm-i40", 19241
+URL = f"http://127.0.0.1:{PORT}"
+SYSTEM = "You are the build agent of a large repository. " + " ".join(
+    f"Rule {i}: keep change {i} small, tested and described." for i in range(40)
+)
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    work = tmp_path_factory.mktemp("kimik3-warm")
+    remove_leftovers(NAME)
+    subprocess.run(["docker", "volume", "rm", "-f", slots_volume(NAME)], capture_output=True)
+    with demo_hub() as hub:
+        profile = demo_profile(work, NAME, PORT, hub.url)
+        profile["serve"].update(slot_save=True, parallel=1, ctx_size=4096)
+        write_profile(work, profile)
+        try:
+            yield work
+        finally:
+            kimik3(work, "destroy", "profile.yaml", check=False)
+            subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)
+            subprocess.run(["docker", "volume", "rm", "-f", slots_volume(NAME)], capture_output=True)
+
+
+def _swap(work: Path, generation: int):  # noqa: ANN202 - Profile
+    """A change that keeps model and context (an env var) rolled by `kimik3 apply`: the container is replaced."""
+    import yaml
+
+    profile = yaml.safe_load((work / "profile.yaml").read_text())
+    profile["serve"]["env"] = {"K3_WARM_GENERATION": str(generation)}
+    path = write_profile(work, profile)
+    out = kimik3(work, "apply", "profile.yaml", "--no-verify-server")
+    assert "removed" in out.stdout + out.stderr or generation == 0, out.stdout
+    return parse_profile(path.read_text(), str(path)).profile
+
+
+def _turn(messages: list[dict]) -> dict:
+    return chat_turn(URL, NAME, messages)
+
+
+def test_a_restored_slot_answers_the_next_turn_from_its_cache(work: Path) -> None:
+    profile = _swap(work, 0)
+    record = work / "state" / "fleet" / "f" / "rollout.json"
+    record.parent.mkdir(parents=True, exist_ok=True)
+    (record.parent / "warm").mkdir(mode=0o700, exist_ok=True)
+    # As after a rollout that rolled this host: its warm record says what its server runs.
+    import json
+
+    (record.parent / "warm" / "h.json").write_text(json.dumps(warm_record(profile)))
+    first = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Plan the first change."}]
+    one = _turn(first)
+    following = [
+        *first,
+        {"role": "assistant", "content": one["choices"][0]["message"].get("content") or "ok"},
+        {"role": "user", "content": "Now the second."},
+    ]
+
+    said = save_before_swap(record, "h", URL, profile, 0)
+    assert "saved 1 slot(s)" in said, said
+    profile = _swap(work, 1)
+    done = warm_after_swap(record, "h", URL, profile, ())
+    assert done["how"] == "restore" and done["slots"] == 1 and not done["failed"], done
+    warm = _turn(following)["timings"]
+
+    # The same swap without the warm step: the next turn is prefilled from its first token.
+    profile = _swap(work, 2)
+    cold = _turn(following)["timings"]
+    print(
+        f"\nnext turn after a swap: warm cache_n={warm['cache_n']} prompt_n={warm['prompt_n']}; "
+        f"cold cache_n={cold['cache_n']} prompt_n={cold['prompt_n']}; restored {done['tokens']} tokens"
+    )
+    assert cold["cache_n"] == 0
+    assert warm["cache_n"] >= one["usage"]["prompt_tokens"] - 1  # all of turn one's prompt, at most its last token
+    assert warm["prompt_n"] < cold["prompt_n"] / 4
