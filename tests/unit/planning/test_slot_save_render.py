@@ -10,9 +10,9 @@ from support.observed import observed
 from support.shipped import pinned_text
 
 from kimik3_reconciler.engines import engine_for
+from kimik3_reconciler.engines.llamacpp.image import render_image_build
 from kimik3_reconciler.model.labels import CONTAINER_INPUTS
 from kimik3_reconciler.model.profile_source import parse_profile
-from kimik3_reconciler.planning.image_step import render_image_build
 from kimik3_reconciler.planning.launch import render_launch
 
 ROOT = Path(__file__).resolve().parents[3]
