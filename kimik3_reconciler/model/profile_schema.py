@@ -597,6 +597,54 @@ class RpcSpec(BaseModel):
     workers: Annotated[list[RpcWorker], Field(min_length=1)]
 
 
+def _check_member_bind(value: str) -> str:
+    # IPv4 only: Ray's --node-ip-address and SGLang's --dist-init-addr (host:port, split at its last ':') are IPv4 in
+    # every multi-node guide of theirs; an IPv6 literal there is not tested by either project.
+    address = _ip(value)
+    if address is None or address.version != 4:
+        raise refuse("must be an IPv4 address literal: the address the cluster's members reach this host at")
+    return value
+
+
+MemberBind = Annotated[str, AfterValidator(_check_member_bind), WithJsonSchema(IPV4_SCHEMA)]
+
+
+class ClusterNode(BaseModel):
+    """One more host of a replica that spans hosts (vllm.cluster, sglang.cluster): it runs the engine's member
+    processes (vLLM: a Ray worker; SGLang: the server at its node rank), converged from the profile's host."""
+
+    model_config = _CONFIG
+    name: WorkerName
+    docker: Annotated[str, AfterValidator(_check_docker_url), WithJsonSchema(DOCKER_URL_SCHEMA)] = Field(
+        description="how kimik3 reaches this host's Docker: ssh://user@host[:port] or tcp://host:port (TLS)"
+    )
+    tls_dir: Annotated[NonEmpty, AfterValidator(_check_absolute), WithJsonSchema(ABSOLUTE_SCHEMA)] | None = Field(
+        None, description="tcp:// only: absolute path of a folder with ca.pem, cert.pem, key.pem"
+    )
+    bind: MemberBind = Field(description="the node's address the other members reach: loopback or a private address")
+    gpus: Annotated[Literal["all", "none"] | GpuList, BeforeValidator(_check_gpus)] = Field(
+        "all", description="GPUs the node's container gets (as the profile's gpus)"
+    )
+
+
+class ClusterSpec(BaseModel):
+    """A replica over several hosts: this host is the head (node rank 0), `nodes` the others, in rank order."""
+
+    model_config = _CONFIG
+    bind: MemberBind = Field(
+        description="this (head) host's address the nodes reach: Ray's head (vllm), --dist-init-addr (sglang)"
+    )
+    port: Annotated[int, Field(ge=1, le=65535)] | None = Field(
+        None, description="the head's port: Ray's GCS (vllm, default 6379), --dist-init-addr's (sglang, default 20000)"
+    )
+    allow_public: bool = Field(
+        False,
+        description="true: let bind addresses be public (Ray and torch.distributed have no authentication: "
+        "refused unless written)",
+    )
+    nodes: Annotated[list[ClusterNode], Field(min_length=1)]
+
+
 class HandoverSpec(BaseModel):
     """Drain, hold and hand over (issue 29): while kimik3 replaces the server, the front (kimik3's proxy, a process
     of its own on serve.port) lets in-flight requests finish, holds new ones and sends them to the new server."""
@@ -732,6 +780,10 @@ class VllmSpec(BaseModel):
     reasoning_parser: ParserName | None = Field("kimi_k3", description="--reasoning-parser; null: none")
     v2_model_runner: bool = Field(True, description="env VLLM_USE_V2_MODEL_RUNNER=1 (seed 001's recipe)")
     enforce_eager: bool = Field(False, description="--enforce-eager (no CUDA graphs; the CPU test image needs it)")
+    pipeline_parallel_size: Count | None = Field(
+        None, description="--pipeline-parallel-size (usually the node count of a cluster); null: vLLM's (1)"
+    )
+    cluster: ClusterSpec | None = Field(None, description="a replica over several hosts, on Ray (null: this host only)")
     any_gpu: bool = Field(
         False,
         description="true: run the recipe on GPUs other than seed 001's B300/GB300 (the "
@@ -777,6 +829,10 @@ class SglangSpec(BaseModel):
         description="the average request mamba_full_memory_ratio was "
         "computed for; without it the plan warns that the ratio is not tied "
         "to a workload",
+    )
+    pp_size: Count | None = Field(None, description="--pp-size (pipeline parallel); null: SGLang's (1)")
+    cluster: ClusterSpec | None = Field(
+        None, description="a replica over several hosts (--nnodes, --node-rank, --dist-init-addr; null: this host only)"
     )
     tool_call_parser: ParserName | None = Field("kimi_k3", description="--tool-call-parser; null: none")
     reasoning_parser: ParserName | None = Field("kimi_k3", description="--reasoning-parser; null: none")
