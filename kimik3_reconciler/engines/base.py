@@ -145,6 +145,28 @@ class NativeRoute(NamedTuple):
     recipe: str
 
 
+class MemberProcess(NamedTuple):
+    """One process a host of a replica that spans hosts runs: `role` (`ray-head`, `ray-worker`, `server`) and its
+    whole argv, the program first (`ray start …`, `vllm serve …`, `sglang serve …`): a list, never a shell string."""
+
+    role: str
+    command: tuple[str, ...]
+
+
+class NodeLaunch(NamedTuple):
+    """One host of a replica that spans hosts, as the engine renders it: `name` (`head`: the profile's own host; else
+    the node's name in the profile), its rank (the head 0, the nodes in profile order), the Docker that reaches it
+    (None: this host's), the address it is reached at, what it runs in order (each started once the one before it
+    is up), and the environment those processes get beside the server's."""
+
+    name: str
+    rank: int
+    docker: str | None
+    bind: str
+    processes: tuple[MemberProcess, ...]
+    env: tuple[tuple[str, str], ...] = ()
+
+
 # How bench (and tune's draws) talks to the server. `llamacpp`: llama-server's native /tokenize {content} and
 # /completion (token-id prompts, cache_prompt off, the server's per-request timings); `openai`: the OpenAI
 # server's /tokenize {prompt} and streamed /v1/completions with usage on every chunk (vLLM, SGLang).
@@ -203,6 +225,12 @@ class ServingEngine(Protocol):
     def server_argv(self, launch: LaunchInput, snapshot: str) -> tuple[str, ...]:
         """The server's argv (the image's entrypoint runs it) from the launch input; `snapshot`: where the
         model's snapshot is mounted in the container. Env and mounts are generic (planning/launch.py)."""
+        ...
+
+    def cluster_launch(self, value: LaunchInput, snapshot: str) -> tuple[NodeLaunch, ...]:
+        """A replica over several hosts, host by host, the head (this host) first: what each runs (vLLM: Ray's head
+        and the server, then a Ray worker per node; SGLang: the server at each node's rank). () on one host
+        (llama.cpp's hosts beyond this one are its RPC workers, rendered by its worker step)."""
         ...
 
     def server_env(self, value: LaunchInput) -> tuple[tuple[str, str], ...]:

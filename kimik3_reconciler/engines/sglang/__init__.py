@@ -20,6 +20,7 @@ from kimik3_reconciler.engines.base import (
     ImageSource,
     ModelSource,
     NativeRoute,
+    NodeLaunch,
     Readiness,
     ServerSeries,
     TuneKnobs,
@@ -85,6 +86,9 @@ class Sglang:
 
     def server_argv(self, value: LaunchInput, snapshot: str) -> tuple[str, ...]:
         return launch.server_argv(value, snapshot)
+
+    def cluster_launch(self, value: LaunchInput, snapshot: str) -> tuple[NodeLaunch, ...]:
+        return launch.cluster_launch(value, snapshot)
 
     def server_env(self, value: LaunchInput) -> tuple[tuple[str, str], ...]:
         return launch.server_env(value)

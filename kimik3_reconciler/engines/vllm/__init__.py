@@ -17,6 +17,7 @@ from kimik3_reconciler.engines.base import (
     ImageSource,
     ModelSource,
     NativeRoute,
+    NodeLaunch,
     Readiness,
     ServerSeries,
     TuneKnobs,
@@ -86,6 +87,9 @@ class Vllm:
 
     def server_argv(self, value: LaunchInput, snapshot: str) -> tuple[str, ...]:
         return launch.server_argv(value, snapshot)
+
+    def cluster_launch(self, value: LaunchInput, snapshot: str) -> tuple[NodeLaunch, ...]:
+        return launch.cluster_launch(value, snapshot)
 
     def server_env(self, value: LaunchInput) -> tuple[tuple[str, str], ...]:
         return launch.server_env(value)
