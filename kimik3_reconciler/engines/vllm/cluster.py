@@ -12,9 +12,11 @@ from kimik3_reconciler.engines.base import MemberProcess, NodeLaunch
 # Ray's default GCS port (`ray start --head`'s own default), the head's when vllm.cluster.port is null.
 RAY_PORT = 6379
 # Every Ray process blocks in the foreground (its container's main process: it exits when Ray does) and sends no
-# usage statistics (the nodes may have no way out, and a deployment tool should not phone home for them). The
-# dashboard is left off: it serves job submission, i.e. code execution, on its port.
-_RAY_COMMON = ("--block", "--disable-usage-stats", "--include-dashboard=false")
+# usage statistics (the nodes may have no way out, and a deployment tool should not phone home for them).
+_RAY_COMMON = ("--block", "--disable-usage-stats")
+# The head's dashboard is left off: it serves job submission, i.e. code execution, on its port. Ray 2.60 refuses the
+# flag on a joining node ("should only be specified when starting head node"), seen in the Ray cluster test.
+_HEAD_ONLY = ("--include-dashboard=false",)
 
 
 def head_address(cluster: Any) -> str:
@@ -32,6 +34,7 @@ def ray_head(cluster: Any) -> tuple[str, ...]:
         "--port",
         str(cluster.port or RAY_PORT),
         *_RAY_COMMON,
+        *_HEAD_ONLY,
     )
 
 
