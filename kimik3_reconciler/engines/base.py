@@ -101,6 +101,12 @@ class HostNeeds(NamedTuple):
     kinds_override: str
     memory_share: float = 1.0  # the share of each GPU's memory the engine takes (vLLM: gpu_memory_utilization)
     gpus_field: str = "vllm.tensor_parallel_size"  # the profile field that sets `gpus` (SGLang: sglang.tp_size)
+    # The hosts one replica spans (vllm.cluster / sglang.cluster: the head and its nodes), and the field that says so.
+    hosts: int = 1
+    hosts_field: str = ""
+    # Pipeline-parallel stages from the profile's own field (vllm.pipeline_parallel_size, sglang.pp_size): the
+    # replica uses gpus × pipeline GPUs.
+    pipeline: int = 1
 
 
 class TuneKnobs(NamedTuple):

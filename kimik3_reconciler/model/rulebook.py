@@ -483,6 +483,16 @@ _GENERIC: tuple[Rule, ...] = (
         seed=OWN + "issue 41",
     ),
     Rule(
+        "cluster-not-converged",
+        "refuse",
+        "plan and apply refuse a vllm.cluster / sglang.cluster profile (exit 3): its hosts' commands are rendered "
+        "and checked, but kimik3 does not start the other hosts' members yet",
+        "the head's server would wait for members nobody started, found after the image pull and the download",
+        ("kimik3_reconciler.planning.host_gate",),
+        ("unit/engines/test_cluster_render.py",),
+        seed=OWN + "issue 41 item 4 (an open part: the members as converged helper steps)",
+    ),
+    Rule(
         "cluster-ranks",
         "refuse",
         "the tensor- times pipeline-parallel size of a cluster is a multiple of its nodes (the head and "

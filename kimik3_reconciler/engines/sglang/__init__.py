@@ -105,6 +105,10 @@ class Sglang:
             kinds_override="sglang.any_gpu",
             memory_share=knobs.mem_fraction_static,
             gpus_field="sglang.tp_size",
+            # A route's section (planning/routes.py) holds the recipe's knobs only: no cluster there.
+            hosts=cluster.size if (cluster := getattr(knobs, "cluster", None)) is not None else 1,
+            hosts_field="sglang.cluster",
+            pipeline=getattr(knobs, "pp_size", None) or 1,
         )
 
     def request_room(self, profile: Profile, trained: int | None) -> tuple[int, str]:

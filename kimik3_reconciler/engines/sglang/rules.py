@@ -34,7 +34,6 @@ _OWNED: tuple[tuple[tuple[str, ...], str], ...] = (
     (("--mamba-full-memory-ratio",), "use sglang.mamba_full_memory_ratio"),
     (("--tool-call-parser",), "use sglang.tool_call_parser"),
     (("--reasoning-parser",), "use sglang.reasoning_parser"),
-    (("--pp-size", "--pipeline-parallel-size"), "use sglang.pp_size"),
     (("--nnodes", "--node-rank", "--dist-init-addr"), "kimik3 renders them from sglang.cluster"),
     (("--config",), "a config file would set flags the plan does not see: write them as profile fields"),
 )
@@ -138,7 +137,22 @@ def topology(p: Profile) -> Iterator[Finding]:
         )
 
 
+# Pipeline parallelism in serve.extra_args still works on one host (as before the field); beside the field or a
+# cluster it is a second, conflicting size.
+_PIPELINE = ("--pp-size", "--pipeline-parallel-size")
+
+
 def cluster(p: Profile) -> Iterator[Finding]:
+    if p.sglang is not None and (p.sglang.pp_size is not None or p.sglang.cluster is not None):
+        for i, arg in enumerate(p.serve.extra_args):
+            if arg.split("=", 1)[0] in _PIPELINE:
+                # rule: sglang-owned-flags
+                # argparse takes the last copy: the replica's ranks would not be those the plan split over the hosts.
+                yield error(
+                    ("serve", "extra_args", i),
+                    f"{arg.split('=', 1)[0]} is rendered by kimik3 from "
+                    "sglang.pp_size when it or sglang.cluster is set: use that field",
+                )
     if p.sglang is not None:
         yield from members(p, "sglang", (("tp_size", p.sglang.tp_size), ("pp_size", p.sglang.pp_size)))
 

@@ -105,6 +105,10 @@ class Vllm:
             source="seed 001: vLLM's Kimi K3 recipe (CUDA 13 image, R580+, 8x GB300 or B300)",
             kinds_override="vllm.any_gpu",
             memory_share=knobs.gpu_memory_utilization,
+            # A route's section (planning/routes.py) holds the recipe's knobs only: no cluster there.
+            hosts=cluster.size if (cluster := getattr(knobs, "cluster", None)) is not None else 1,
+            hosts_field="vllm.cluster",
+            pipeline=getattr(knobs, "pipeline_parallel_size", None) or 1,
         )
 
     def request_room(self, profile: Profile, trained: int | None) -> tuple[int, str]:

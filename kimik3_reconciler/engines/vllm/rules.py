@@ -36,7 +36,6 @@ _OWNED: tuple[tuple[tuple[str, ...], str], ...] = (
     (("--tool-call-parser", "--enable-auto-tool-choice"), "use vllm.tool_call_parser"),
     (("--reasoning-parser",), "use vllm.reasoning_parser"),
     (("--enforce-eager",), "use vllm.enforce_eager"),
-    (("--pipeline-parallel-size", "-pp"), "use vllm.pipeline_parallel_size"),
     (("--distributed-executor-backend",), "kimik3 renders ray with vllm.cluster (a replica over several hosts)"),
 )
 OWNED_FLAGS: dict[str, str] = {flag: instead for flags, instead in _OWNED for flag in flags}
@@ -98,7 +97,22 @@ def tensor_parallel(p: Profile) -> Iterator[Finding]:
         )
 
 
+# Pipeline parallelism in serve.extra_args still works on one host (as before the field); beside the field or a
+# cluster it is a second, conflicting size.
+_PIPELINE = ("--pipeline-parallel-size", "-pp")
+
+
 def cluster(p: Profile) -> Iterator[Finding]:
+    if p.vllm.pipeline_parallel_size is not None or p.vllm.cluster is not None:
+        for i, arg in enumerate(p.serve.extra_args):
+            if arg.split("=", 1)[0] in _PIPELINE:
+                # rule: vllm-owned-flags
+                # argparse takes the last copy: the replica's ranks would not be those the plan split over the hosts.
+                yield error(
+                    ("serve", "extra_args", i),
+                    f"{arg.split('=', 1)[0]} is rendered by kimik3 from "
+                    "vllm.pipeline_parallel_size when it or vllm.cluster is set: use that field",
+                )
     sizes = (
         ("tensor_parallel_size", p.vllm.tensor_parallel_size),
         ("pipeline_parallel_size", p.vllm.pipeline_parallel_size),

@@ -190,3 +190,16 @@ def test_sglangs_own_parser_reads_every_nodes_server() -> None:
         assert (args["nnodes"], args["node_rank"], args["dist_init_addr"]) == (2, rank, "10.0.0.1:5000")
         assert (args["tp_size"], args["pp_size"], args["dcp_size"]) == (16, 1, 8)
     assert "node-rank" in wrong["error"]
+
+
+def test_plan_refuses_a_cluster_it_would_not_converge() -> None:
+    """The other hosts' members are not started by kimik3 yet: the host gate says so before any pull or download,
+    naming the field; the same profile without the cluster passes that part of the gate."""
+    from kimik3_reconciler.planning.host_gate import host_gate
+
+    for text, field in ((VLLM, "vllm.cluster"), (SGLANG, "sglang.cluster")):
+        profile = parse_profile(text, "p.yaml").profile
+        refusals, _ = host_gate(profile, observed(profile, host=HOST))
+        assert len(refusals) == 1 and refusals[0].startswith(f"{field}: this replica spans 2 hosts"), refusals
+    single = parse_profile(VLLM.split("  pipeline_parallel_size")[0], "p.yaml").profile
+    assert not any("spans" in r for r in host_gate(single, observed(single, host=HOST))[0])
