@@ -552,23 +552,30 @@ def _check_bind(value: str) -> str:
     return _refuse_mapped(value)
 
 
+DockerUrl = Annotated[str, AfterValidator(_check_docker_url), WithJsonSchema(DOCKER_URL_SCHEMA)]
+AbsolutePath = Annotated[NonEmpty, AfterValidator(_check_absolute), WithJsonSchema(ABSOLUTE_SCHEMA)]
 WorkerName = _matching(
     r"[a-z0-9][a-z0-9-]{0,30}", "must be 1-31 characters of a-z, 0-9 and '-' (it names the worker's container)"
 )
 RpcDevice = _matching(r"[A-Za-z]+[0-9]*", "must be a ggml device name like CUDA0 or CPU")
 
 
-class RpcWorker(BaseModel):
-    """One host running rpc-server (llama.cpp's RPC backend) for the main server (issue 18)."""
+class RemoteHost(BaseModel):
+    """Another host of the deployment, reached through its own Docker (an RPC worker, a cluster's node)."""
 
     model_config = _CONFIG
     name: WorkerName
-    docker: Annotated[str, AfterValidator(_check_docker_url), WithJsonSchema(DOCKER_URL_SCHEMA)] = Field(
+    docker: DockerUrl = Field(
         description="how kimik3 reaches this host's Docker: ssh://user@host[:port] or tcp://host:port (TLS)"
     )
-    tls_dir: Annotated[NonEmpty, AfterValidator(_check_absolute), WithJsonSchema(ABSOLUTE_SCHEMA)] | None = Field(
+    tls_dir: AbsolutePath | None = Field(
         None, description="tcp:// only: absolute path of a folder with ca.pem, cert.pem, key.pem"
     )
+
+
+class RpcWorker(RemoteHost):
+    """One host running rpc-server (llama.cpp's RPC backend) for the main server (issue 18)."""
+
     bind: Annotated[str, AfterValidator(_check_bind), WithJsonSchema(IPV4_SCHEMA)] = Field(
         description="the address rpc-server binds and the main server connects to: loopback or a private address"
     )
@@ -609,18 +616,10 @@ def _check_member_bind(value: str) -> str:
 MemberBind = Annotated[str, AfterValidator(_check_member_bind), WithJsonSchema(IPV4_SCHEMA)]
 
 
-class ClusterNode(BaseModel):
+class ClusterNode(RemoteHost):
     """One more host of a replica that spans hosts (vllm.cluster, sglang.cluster): it runs the engine's member
-    processes (vLLM: a Ray worker; SGLang: the server at its node rank), converged from the profile's host."""
+    processes (vLLM: a Ray worker; SGLang: the server at its node rank)."""
 
-    model_config = _CONFIG
-    name: WorkerName
-    docker: Annotated[str, AfterValidator(_check_docker_url), WithJsonSchema(DOCKER_URL_SCHEMA)] = Field(
-        description="how kimik3 reaches this host's Docker: ssh://user@host[:port] or tcp://host:port (TLS)"
-    )
-    tls_dir: Annotated[NonEmpty, AfterValidator(_check_absolute), WithJsonSchema(ABSOLUTE_SCHEMA)] | None = Field(
-        None, description="tcp:// only: absolute path of a folder with ca.pem, cert.pem, key.pem"
-    )
     bind: MemberBind = Field(description="the node's address the other members reach: loopback or a private address")
     gpus: Annotated[Literal["all", "none"] | GpuList, BeforeValidator(_check_gpus)] = Field(
         "all", description="GPUs the node's container gets (as the profile's gpus)"

@@ -496,11 +496,16 @@ _GENERIC: tuple[Rule, ...] = (
         "cluster-ranks",
         "refuse",
         "the tensor- times pipeline-parallel size of a cluster is a multiple of its nodes (the head and "
-        "cluster.nodes), and each node lists at least its share of GPUs",
+        "cluster.nodes), and each node lists at least its share of GPUs; a pipeline size in serve.extra_args beside "
+        "the pipeline field or a cluster is refused",
         "Ray's placement and SGLang's --nnodes give each node the same number of ranks, one GPU each: a remainder "
         "is found at start, after every node pulled the image",
         profile_rules("cluster"),
-        ("cases/profile/cluster_ranks_not_multiple.yaml", "cases/profile/cluster_node_gpus_short.yaml"),
+        (
+            "cases/profile/cluster_ranks_not_multiple.yaml",
+            "cases/profile/cluster_node_gpus_short.yaml",
+            "cases/profile/cluster_owned_flags.yaml",
+        ),
         seed="seed 001 (multi-node infrastructure for production load); vLLM's and SGLang's multi-node guides",
     ),
     Rule(

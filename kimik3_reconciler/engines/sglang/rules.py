@@ -137,24 +137,10 @@ def topology(p: Profile) -> Iterator[Finding]:
         )
 
 
-# Pipeline parallelism in serve.extra_args still works on one host (as before the field); beside the field or a
-# cluster it is a second, conflicting size.
-_PIPELINE = ("--pp-size", "--pipeline-parallel-size")
-
-
 def cluster(p: Profile) -> Iterator[Finding]:
-    if p.sglang is not None and (p.sglang.pp_size is not None or p.sglang.cluster is not None):
-        for i, arg in enumerate(p.serve.extra_args):
-            if arg.split("=", 1)[0] in _PIPELINE:
-                # rule: sglang-owned-flags
-                # argparse takes the last copy: the replica's ranks would not be those the plan split over the hosts.
-                yield error(
-                    ("serve", "extra_args", i),
-                    f"{arg.split('=', 1)[0]} is rendered by kimik3 from "
-                    "sglang.pp_size when it or sglang.cluster is set: use that field",
-                )
     if p.sglang is not None:
-        yield from members(p, "sglang", (("tp_size", p.sglang.tp_size), ("pp_size", p.sglang.pp_size)))
+        sizes = (("tp_size", p.sglang.tp_size), ("pp_size", p.sglang.pp_size))
+        yield from members(p, "sglang", sizes, ("--pp-size", "--pipeline-parallel-size"))
 
 
 # The rules an `engine: sglang` profile meets, in the order they run (the registry's `rules` for sglang).

@@ -97,27 +97,13 @@ def tensor_parallel(p: Profile) -> Iterator[Finding]:
         )
 
 
-# Pipeline parallelism in serve.extra_args still works on one host (as before the field); beside the field or a
-# cluster it is a second, conflicting size.
-_PIPELINE = ("--pipeline-parallel-size", "-pp")
-
-
 def cluster(p: Profile) -> Iterator[Finding]:
-    if p.vllm.pipeline_parallel_size is not None or p.vllm.cluster is not None:
-        for i, arg in enumerate(p.serve.extra_args):
-            if arg.split("=", 1)[0] in _PIPELINE:
-                # rule: vllm-owned-flags
-                # argparse takes the last copy: the replica's ranks would not be those the plan split over the hosts.
-                yield error(
-                    ("serve", "extra_args", i),
-                    f"{arg.split('=', 1)[0]} is rendered by kimik3 from "
-                    "vllm.pipeline_parallel_size when it or vllm.cluster is set: use that field",
-                )
+    knobs = p.vllm
     sizes = (
-        ("tensor_parallel_size", p.vllm.tensor_parallel_size),
-        ("pipeline_parallel_size", p.vllm.pipeline_parallel_size),
+        ("tensor_parallel_size", knobs.tensor_parallel_size),
+        ("pipeline_parallel_size", knobs.pipeline_parallel_size),
     )
-    yield from members(p, "vllm", sizes)
+    yield from members(p, "vllm", sizes, ("--pipeline-parallel-size", "-pp"))
 
 
 # The rules an `engine: vllm` profile meets, in the order they run (the registry's `rules` for vllm).

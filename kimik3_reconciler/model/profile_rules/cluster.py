@@ -36,10 +36,26 @@ def _addresses(p: Profile, section: str) -> Iterator[tuple[tuple[str | int, ...]
         yield (section, "cluster", "nodes", i, "bind"), node.bind
 
 
-def members(p: Profile, section: str, sizes: tuple[tuple[str, int | None], ...]) -> Iterator[Finding]:
+def members(
+    p: Profile, section: str, sizes: tuple[tuple[str, int | None], ...], pipeline_flags: tuple[str, ...]
+) -> Iterator[Finding]:
     """`section`: the engine's section holding `cluster`; `sizes`: its parallel sizes as (field, value or None for
-    the engine's 1), whose product is the replica's ranks (GPUs)."""
+    the engine's 1), whose product is the replica's ranks (GPUs), the pipeline's last; `pipeline_flags`: the
+    engine's flags for that last size."""
     cluster = getattr(p, section).cluster
+    pipeline = sizes[-1]
+    if pipeline[1] is not None or cluster is not None:
+        for i, arg in enumerate(p.serve.extra_args):
+            flag = arg.split("=", 1)[0]
+            if flag in pipeline_flags:
+                # rule: cluster-ranks
+                # A pipeline size in extra_args still works on one host (as before the field); beside the field or a
+                # cluster it is a second size, and argparse takes the last: not the ranks the plan split over hosts.
+                yield error(
+                    ("serve", "extra_args", i),
+                    f"{flag} is rendered by kimik3 from {section}.{pipeline[0]} when it or {section}.cluster is set: "
+                    "use that field",
+                )
     if cluster is None:
         return
     for where, bind in _addresses(p, section):

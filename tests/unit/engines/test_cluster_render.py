@@ -27,36 +27,27 @@ SGLANG_PYTHON = Path(os.environ.get("KIMIK3_SGLANG_PYTHON", "/work/venv-sglang/b
 REVISION = "0123456789abcdef0123456789abcdef01234567"
 DIGEST = "1" * 64
 
-VLLM = f"""apiVersion: kimik3/v1
-name: kimi-k3
-engine: vllm
-model: {{repo: moonshotai/Kimi-K3, revision: {REVISION}}}
-image: {{ref: "vllm/vllm-openai:kimi-k3@sha256:{DIGEST}"}}
-vllm:
-  tensor_parallel_size: 8
-  pipeline_parallel_size: 2
-  cluster:
+CLUSTER = """  cluster:
     bind: 10.0.0.1
-    nodes:
+{port}    nodes:
       - {{name: gpu2, docker: "ssh://kimik3@10.0.0.2", bind: 10.0.0.2}}
 """
-SGLANG = f"""apiVersion: kimik3/v1
-name: kimi-k3
-engine: sglang
-model: {{repo: moonshotai/Kimi-K3, revision: {REVISION}}}
-image: {{ref: "lmsysorg/sglang:kimi-k3@sha256:{DIGEST}"}}
-sglang:
-  mamba_full_memory_ratio: 0.9
-  workload: {{prompt_tokens: 4000, output_tokens: 1000}}
-  tp_size: 16
-  dcp_size: 8
-  pp_size: 1
-  cluster:
-    bind: 10.0.0.1
-    port: 5000
-    nodes:
-      - {{name: gpu2, docker: "ssh://kimik3@10.0.0.2", bind: 10.0.0.2}}
-"""
+
+
+def _profile(engine: str, image: str, knobs: str, port: str = "") -> str:
+    head = f"apiVersion: kimik3/v1\nname: kimi-k3\nengine: {engine}\n"
+    head += f"model: {{repo: moonshotai/Kimi-K3, revision: {REVISION}}}\n"
+    return head + f'image: {{ref: "{image}@sha256:{DIGEST}"}}\n{engine}:\n{knobs}' + CLUSTER.format(port=port)
+
+
+VLLM = _profile("vllm", "vllm/vllm-openai:kimi-k3", "  tensor_parallel_size: 8\n  pipeline_parallel_size: 2\n")
+SGLANG = _profile(
+    "sglang",
+    "lmsysorg/sglang:kimi-k3",
+    "  mamba_full_memory_ratio: 0.9\n  workload: {prompt_tokens: 4000, output_tokens: 1000}\n"
+    "  tp_size: 16\n  dcp_size: 8\n  pp_size: 1\n",
+    port="    port: 5000\n",
+)
 
 
 def _nodes(text: str):
