@@ -115,7 +115,15 @@ def test_rendered_ray_commands_make_a_cluster_and_a_stopped_node_is_missing(shor
         _until(lambda: _port_open(port) or started[0].poll() is not None, 90, f"Ray's head on {HEAD}:{port}")
         assert started[0].poll() is None, "Ray's head exited (its log below)"
         started.append(_start(ray_worker, tmp_path / "node2", tmp_path / "node2.log"))
-        alive = _until(lambda: (a := _observe(port, tmp_path / "head")) >= {HEAD, NODE} and a, 120, "both nodes alive")
+
+        def joined() -> frozenset[str] | bool:
+            if started[1].poll() is not None:
+                return True  # the node's `ray start` exited: said below, not waited on
+            alive = _observe(port, tmp_path / "head")
+            return alive >= {HEAD, NODE} and alive
+
+        alive = _until(joined, 120, "both nodes alive")
+        assert started[1].poll() is None, "the node's `ray start` exited (its log below)"
         assert missing(nodes, alive) == ()
         # The node's member dies (its container stopped, its host gone): Ray marks its raylet dead, the observation
         # names the member missing, while the head is still there.
