@@ -65,7 +65,7 @@ DEMO_IMAGE = "kimi-k3-llamacpp:mainline-ad1de39-cpu"
 
 def synthetic_model(gib: float) -> list[Path]:
     """A kimi-k3 GGUF of about `gib` GiB (random f32 weights, 2 shards), written once and kept."""
-    from kimik3_reconciler.steps.smoke_model import TinyDims, write_tiny_kimi_k3
+    from kimik3_reconciler.engines.llamacpp.smoke_model import TinyDims, write_tiny_kimi_k3
 
     layers, experts = 8, 64
     # experts: 3 matrices of latent x ff per expert per layer (f32): size them to the wanted total

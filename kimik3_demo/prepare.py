@@ -23,7 +23,7 @@ import httpx
 from kimik3_demo.checkpoint import write_tiny_llama
 from kimik3_demo.hub import FixtureRepo
 from kimik3_demo.source_archive import SDIST_NAME, SDIST_SHA256, SDIST_URL, TOP_FOLDER, repack_sdist
-from kimik3_reconciler.steps.smoke_model import write_tiny_kimi_k3
+from kimik3_reconciler.engines.llamacpp.smoke_model import write_tiny_kimi_k3
 
 DEMO_REPO = "kimik3-demo/Kimi-K3-tiny-GGUF"
 DEMO_REVISION = "d3e0c0d2" * 5  # d3e0c0de * 5 until the tiny model said it is random (kimik3.weights)

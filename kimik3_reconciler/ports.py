@@ -149,7 +149,7 @@ class LoadPort(Protocol):
     tokenizer, its Prometheus `/metrics`, and closed-loop streamed requests. `wire`: the engine's request shapes
     (engines/base.py LoadWire: llama-server's native endpoints, or an OpenAI server's)."""
 
-    def tokenize(self, base_url: str, api_key: str | None, text: str, wire: str = "llamacpp") -> list[int]: ...
+    def tokenize(self, base_url: str, api_key: str | None, text: str, wire: str = "native") -> list[int]: ...
     def metrics(self, base_url: str, api_key: str | None) -> str | None: ...  # None: not served
 
     def run_level(
@@ -159,7 +159,7 @@ class LoadPort(Protocol):
         prompts: list[list[int]],
         output_tokens: int,
         concurrency: int,
-        wire: str = "llamacpp",
+        wire: str = "native",
     ) -> tuple[list[RequestSample], float]:
         """Send every prompt (token ids) with `concurrency` requests in flight, each asking for exactly
         `output_tokens`; the per-request samples and the level's wall time (seconds)."""

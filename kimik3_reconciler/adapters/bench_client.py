@@ -1,7 +1,7 @@
 """The load generator behind `kimik3 bench` (LoadPort): asyncio + httpx streaming, on the engine's wire
 (engines/base.py LoadWire).
 
-llama-server (`llamacpp`): requests go to the native `/completion` endpoint with the prompt as token ids (exact length: the ids come
+llama-server (wire `native`): requests go to the native `/completion` endpoint with the prompt as token ids (exact length: the ids come
 from the server's own `/tokenize`), `cache_prompt: false` (a reused prefix would make TTFT a cache hit),
 `ignore_eos` (the output length is exact whatever the weights say) and `return_tokens` (every streamed
 chunk names the token ids it carries, so a token whose text is empty still counts). Clock:
@@ -44,12 +44,12 @@ class HttpLoad:
     def __init__(self, timeout_s: float = 600.0):
         self.timeout_s = timeout_s
 
-    def tokenize(self, base_url: str, api_key: str | None, text: str, wire: str = "llamacpp") -> list[int]:
+    def tokenize(self, base_url: str, api_key: str | None, text: str, wire: str = "native") -> list[int]:
         import httpx
 
         body = (
             {"content": text, "add_special": False}
-            if wire == "llamacpp"
+            if wire == "native"
             else {"prompt": text, "add_special_tokens": False}
         )
         try:
@@ -76,7 +76,7 @@ class HttpLoad:
         prompts: list[list[int]],
         output_tokens: int,
         concurrency: int,
-        wire: str = "llamacpp",
+        wire: str = "native",
     ) -> tuple[list[RequestSample], float]:
         """Send `prompts` with `concurrency` in flight (closed loop); the samples and the level's wall time."""
         import asyncio  # a bench run only: a no-op plan builds this port and never calls it
@@ -141,7 +141,7 @@ class _StreamError(Exception):
     """The server reported a failure inside the stream (a data line, after the 200)."""
 
 
-def _llamacpp_chunk(chunk: dict[str, Any]) -> _Read:
+def _native_chunk(chunk: dict[str, Any]) -> _Read:
     if chunk.get("stop"):
         timings = {k: float(v) for k, v in (chunk.get("timings") or {}).items() if k in _TIMINGS}
         return _Read(int(chunk.get("tokens_predicted") or 0), True, timings)
@@ -167,7 +167,7 @@ async def _one(client: httpx.AsyncClient, prompt: list[int], output_tokens: int)
         "return_tokens": True,
         "temperature": 0.0,
     }
-    return await _streamed(client, "/completion", body, len(prompt), _llamacpp_chunk)
+    return await _streamed(client, "/completion", body, len(prompt), _native_chunk)
 
 
 async def _one_openai(client: httpx.AsyncClient, model: str, prompt: list[int], output_tokens: int) -> RequestSample:

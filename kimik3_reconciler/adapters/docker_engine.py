@@ -526,7 +526,7 @@ class DockerEngine:
                 self.client.api.build,
                 fileobj=context,
                 custom_context=True,
-                dockerfile="Dockerfile.llamacpp",
+                dockerfile="Dockerfile",  # the context's (steps/image.py names the image's Dockerfile so)
                 tag=spec.tag,
                 buildargs=dict(spec.build_args),
                 labels=dict(spec.labels),

@@ -125,7 +125,7 @@ def proxy_app(
             if reply is not None and reply.prepared:
                 raise  # the status went out already: drop the connection, as the server would
             return web.Response(
-                status=502, text=f"kimik3 proxy: llama-server did not answer ({type(exc).__name__}: {exc})"
+                status=502, text=f"kimik3 proxy: the server did not answer ({type(exc).__name__}: {exc})"
             )
         trace.finish()
         return reply

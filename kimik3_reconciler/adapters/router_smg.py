@@ -9,7 +9,7 @@ runs longer is still on the server). So "wait for its in-flight requests" is: un
 then until the server's own count of running and queued requests is 0 (cli/fleet_apply.py).
 
 Its defaults are set for a long-lived pool, not for a rollout (`smg launch --help`): a health check every 60 s
-and a breaker that opens after 10 failures for 60 s. `HEALTH` below replaces them: a worker a rollout put back is
+and a breaker that opens after 10 failures for 60 s. `HEALTH` (model/router_health.py) replaces them: a worker a rollout put back is
 probed within 2 s, a dead one leaves rotation after 2 failed probes (4 s), and a breaker half-opens after 5 s, so
 a breaker opened by a killed server cannot keep a healthy host out for a minute. A rollout never opens a breaker
 itself: a host leaves the router before its server stops and comes back only once kimik3 has verified it.
@@ -27,28 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kimik3_reconciler.errors import TransientError
+from kimik3_reconciler.model.router_health import HEALTH  # kimik3's health and breaker settings (module docstring)
 
-# smg's own flag names; the values are kimik3's choice for rollouts (module docstring).
-HEALTH = (
-    "--health-check-interval-secs",
-    "2",
-    "--health-failure-threshold",
-    "2",
-    "--health-success-threshold",
-    "1",
-    "--health-check-timeout-secs",
-    "2",
-    "--health-check-endpoint",
-    "/health",
-    "--cb-failure-threshold",
-    "5",
-    "--cb-success-threshold",
-    "1",
-    "--cb-timeout-duration-secs",
-    "5",
-    "--retry-max-retries",
-    "3",
-)
 BREAKER_STATES = {0: "closed", 1: "open", 2: "half-open"}
 
 

@@ -49,7 +49,7 @@ def converged_deployment(orchestrator: Orchestrator, loaded: LoadedProfile) -> O
 
 
 def exact_prompts(
-    load: LoadPort, server: Server, count: int, length: int, salt: int = 0, wire: str = "llamacpp"
+    load: LoadPort, server: Server, count: int, length: int, salt: int = 0, wire: str = "native"
 ) -> list[list[int]]:
     """`count` prompts of exactly `length` token ids, each starting at a different place in the text (no
     shared prefix, so no request is a prompt-cache hit of another even where the cache is on)."""
@@ -83,18 +83,6 @@ def parse_metrics(text: str | None, prefix: str) -> dict[str, float]:
     return values
 
 
-# The launch inputs (label kimik3.inputs) a run is filed with: what tune moves, and what it cannot.
-KNOB_INPUTS = (
-    "serve.batch",
-    "serve.ubatch",
-    "serve.fit_target",
-    "serve.n_cpu_moe",
-    "serve.parallel",
-    "serve.ctx_size",
-    "host.threads",
-)
-
-
 def run_sweep(
     orchestrator: Orchestrator,
     loaded: LoadedProfile,
@@ -110,8 +98,14 @@ def run_sweep(
     levels = sweep_levels(load, serving_endpoint(loaded, observed), settings, engine.series, on_level, engine.load_wire)
     container = observed.container
     assert container is not None and container.fingerprint is not None  # converged_deployment checked
-    section, names = engine.tune_knobs  # and an engine section's knobs (vllm.max_num_seqs); serve.* are above
-    filed = (*KNOB_INPUTS, *(f"{section}.{name}" for name in names if section != "serve"))
+    # The launch inputs (label kimik3.inputs) a run is filed with: what tune moves, and what it cannot (the engine's
+    # bench_knobs, host.threads), then an engine section's knobs (vllm.max_num_seqs); serve.* are among the first.
+    tune = engine.tune_knobs
+    filed = (
+        *engine.bench_knobs.filed,
+        "host.threads",
+        *(f"{tune.section}.{n}" for n in tune.names if tune.section != "serve"),
+    )
     knobs = {k: container.inputs.get(k) for k in filed if k in container.inputs}
     return BenchRun(
         loaded.profile.name,
@@ -129,7 +123,7 @@ def sweep_levels(
     settings: BenchSettings,
     series: ServerSeries,
     on_level: Callable[[LevelResult], None] = lambda _level: None,
-    wire: str = "llamacpp",
+    wire: str = "native",
 ) -> tuple[LevelResult, ...]:
     """The sweep itself, against any server that answers the OpenAI API (a container, or a native process as
     tools/gpu_proof runs one): each level `repetitions` times, samples pooled, the server's generated-tokens

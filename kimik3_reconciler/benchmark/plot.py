@@ -6,20 +6,25 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from kimik3_reconciler.engines import engine_for
 from kimik3_reconciler.errors import InputError
 from kimik3_reconciler.model.bench import BenchRun
+from kimik3_reconciler.model.engine_names import ENGINES
 
-# The launch knobs a run's label names (the ones tune moves): llama.cpp's serve fields, and every knob of an engine's
-# own section the run was filed with (vllm.max_num_seqs: benchmark.run_sweep files only tune's); the rest of the
-# run's inputs are in its record.
-LABEL_KNOBS = ("serve.ubatch", "serve.parallel", "serve.n_cpu_moe", "serve.fit_target")
 UNLABELLED = ("serve.", "host.")  # serve.batch/ctx_size, host.threads: in the record, not the label
+
+
+def _label_knobs() -> tuple[str, ...]:
+    """The launch knobs a run's label names (the ones tune moves): every engine's `bench_knobs.labelled` (llama.cpp's
+    serve fields), in registry order; then every knob of an engine's own section the run was filed with
+    (vllm.max_num_seqs: benchmark.run_sweep files only tune's); the rest of the run's inputs are in its record."""
+    return tuple(knob for name in ENGINES for knob in engine_for(name).bench_knobs.labelled)
 
 
 def run_label(run: BenchRun) -> str:
     # A knob the profile leaves unset is kept as None (llama-server's --fit decides it): naming it would say
     # "n_cpu_moe=None", which reads as a value; only the knobs that are set are named.
-    named = [*LABEL_KNOBS, *(k for k in run.knobs if not k.startswith(UNLABELLED))]
+    named = [*_label_knobs(), *(k for k in run.knobs if not k.startswith(UNLABELLED))]
     knobs = ", ".join(f"{k.split('.')[-1]}={run.knobs[k]}" for k in named if run.knobs.get(k) is not None)
     return f"{run.fingerprint[:8]} {run.date[:16].replace('T', ' ')}" + (f" ({knobs})" if knobs else "")
 

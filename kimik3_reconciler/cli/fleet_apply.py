@@ -159,16 +159,11 @@ def apply_cmd(
     ctx: click.Context, file: str, traffic_timeout: float, wheelhouse: str | None, registry: str | None, json_out: bool
 ) -> None:
     """Roll the fleet file's profile across its hosts through Ansible, batch by batch, behind the router."""
-    from kimik3_reconciler.adapters.ansible_play import FleetLock, run_playbook
+    from kimik3_reconciler.adapters.ansible_play import FleetLock
     from kimik3_reconciler.cli.fleet_cmd import load_fleet
     from kimik3_reconciler.engines import engine_for
-    from kimik3_reconciler.fleet.playbook import (
-        RolloutHost,
-        RouterStep,
-        inventory,
-        mirror_stop_playbook,
-        playbook,
-    )
+    from kimik3_reconciler.fleet.playbook import RolloutHost, RouterStep
+    from kimik3_reconciler.fleet.targets.ansible import AnsibleTarget
 
     state_dir = Path(ctx.obj["state_dir"])  # --state-dir, else $KIMIK3_STATE_DIR, else the default (cli.main)
     fleet = load_fleet(file)
@@ -183,6 +178,9 @@ def apply_cmd(
         record["failed"] = None
         _write_record(record_path, record)
         _ensure_router(fleet, state_dir)
+        if fleet.target == "slurm":
+            _roll_on_slurm(fleet, base / "run", record_path, traffic_timeout, json_out)
+            return
         done = set(record["done"])
         batches = [tuple(h for h in batch if h not in done) for batch in fleet.rollout.batches()]
         batches = [b for b in batches if b]
@@ -232,52 +230,91 @@ def apply_cmd(
             fleet.rollout.min_serving,
             traffic_timeout,
         )
-        import yaml
-
-        (run_dir / "inventory.json").write_text(json.dumps(inventory(hosts, batches), indent=2))
-        (run_dir / "playbook.yaml").write_text(
-            yaml.safe_dump(playbook(fleet.name, batches, step, install, registry), sort_keys=False)
-        )
+        target = AnsibleTarget(_RunFolder(run_dir), hosts, step, install, registry)
+        target.render(fleet, batches)
         if not batches:
             _outcome(json_out, fleet.name, record, 0.0, f"{fleet.name}: every host already rolled; nothing to do")
             return
-        _err.print(
-            "rollout: "
-            + " → ".join(",".join(b) for b in batches)
-            + f" (at least {fleet.rollout.min_serving} in rotation throughout)",
-            highlight=False,
-        )
+        _say_rollout("rollout", batches, fleet.rollout.min_serving)
         started = time.monotonic()
-        (run_dir / "mirrors-stop.yaml").write_text(yaml.safe_dump(mirror_stop_playbook(), sort_keys=False))
-        try:
-            code = run_playbook(run_dir, run_dir / "playbook.yaml", run_dir / "inventory.json", sys.stderr)
-        finally:
-            # The hosts' model mirrors serve only during the rollout, whatever its outcome.
-            run_playbook(run_dir, run_dir / "mirrors-stop.yaml", run_dir / "inventory.json", sys.stderr)
+        target.roll(fleet, batches)
+        _finish(record_path, batches, target.code, started, json_out, fleet.name)
+
+
+class _RunFolder:
+    """fleet/targets/ansible.PlaybookRunner: the documents as files of the run folder (JSON for .json, YAML else),
+    ansible-playbook run on them (its output on stderr)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+
+    def write(self, documents) -> None:  # noqa: ANN001 - Mapping[str, object]
+        import yaml
+
+        for name, data in documents.items():
+            text = json.dumps(data, indent=2) if name.endswith(".json") else yaml.safe_dump(data, sort_keys=False)
+            (self.run_dir / name).write_text(text)
+
+    def run(self, playbook_name: str, inventory_name: str) -> int:
+        from kimik3_reconciler.adapters.ansible_play import run_playbook
+
+        return run_playbook(self.run_dir, self.run_dir / playbook_name, self.run_dir / inventory_name, sys.stderr)
+
+
+def _roll_on_slurm(fleet, run_dir: Path, record_path: Path, traffic_timeout: float, json_out: bool) -> None:  # noqa: ANN001
+    """The rollout on a Slurm fleet (fleet/targets/slurm.py): the replicas whose job does not serve their profile,
+    node by node, with the same router steps and record."""
+    from kimik3_reconciler.cli.fleet_slurm import slurm_batches, slurm_target
+
+    batches = slurm_batches(fleet)
+    if not batches:
         record = _read_record(record_path)
-        if record.get("failed"):
-            failed = record["failed"]
-            left = [h for b in batches for h in b if h not in record["done"] and h != failed["host"]]
-            raise RolloutHalted(
-                f"{failed['host']} failed {failed['gate']}; its kimik3 reverted it and it is back "
-                f"in rotation ({failed.get('rotation', 'unknown')}); rollout halted"
-                + (f": {', '.join(left)} not rolled" if left else "")
-            )
-        if code != 0:
-            raise StepError(
-                f"ansible-playbook exited {code}: see its output above; rolled so far: "
-                f"{', '.join(record.get('done', [])) or 'none'} (the next `fleet apply` resumes)"
-            )
-        record["complete"] = True
-        _write_record(record_path, record)
-        took = time.monotonic() - started
-        _outcome(
-            json_out,
-            fleet.name,
-            record,
-            took,
-            f"{fleet.name}: rolled {len(record['done'])} host(s) in {took:.0f} s: " + ", ".join(record["done"]),
+        _outcome(json_out, fleet.name, record, 0.0, f"{fleet.name}: every replica's job serves its profile")
+        return
+    _say_rollout("rollout (slurm)", batches, fleet.rollout.min_serving)
+    target, router = slurm_target(fleet, run_dir, record_path, traffic_timeout)
+    started = time.monotonic()
+    try:
+        target.roll(fleet, batches)
+    finally:
+        router.close()
+    _finish(record_path, batches, 0, started, json_out, fleet.name)
+
+
+def _say_rollout(label: str, batches: list, min_serving: int) -> None:
+    _err.print(
+        f"{label}: " + " → ".join(",".join(b) for b in batches) + f" (at least {min_serving} in rotation throughout)",
+        highlight=False,
+    )
+
+
+def _finish(record_path: Path, batches: list, code: int, started: float, json_out: bool, name: str) -> None:
+    """The rollout's outcome from its record: halted (a host failed a gate), failed (the runner's exit code), or
+    complete."""
+    record = _read_record(record_path)
+    if record.get("failed"):
+        failed = record["failed"]
+        left = [h for b in batches for h in b if h not in record["done"] and h != failed["host"]]
+        raise RolloutHalted(
+            f"{failed['host']} failed {failed['gate']}; its kimik3 reverted it and it is back "
+            f"in rotation ({failed.get('rotation', 'unknown')}); rollout halted"
+            + (f": {', '.join(left)} not rolled" if left else "")
         )
+    if code != 0:
+        raise StepError(
+            f"ansible-playbook exited {code}: see its output above; rolled so far: "
+            f"{', '.join(record.get('done', [])) or 'none'} (the next `fleet apply` resumes)"
+        )
+    record["complete"] = True
+    _write_record(record_path, record)
+    took = time.monotonic() - started
+    _outcome(
+        json_out,
+        name,
+        record,
+        took,
+        f"{name}: rolled {len(record['done'])} host(s) in {took:.0f} s: " + ", ".join(record["done"]),
+    )
 
 
 def _outcome(json_out: bool, name: str, record: dict, took: float, line: str) -> None:
@@ -332,7 +369,10 @@ def _served_tokens(url: str) -> float | None:
         text = httpx.get(f"{url}/metrics", timeout=3).text
     except httpx.HTTPError:
         return None
-    names = ("llamacpp:tokens_predicted_total", "vllm:generation_tokens_total", "sglang:generation_tokens_total")
+    from kimik3_reconciler.engines import engine_for
+    from kimik3_reconciler.model.engine_names import ENGINES
+
+    names = {engine_for(name).series.generated_tokens_total for name in ENGINES}  # whichever engine serves there
     values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.split("{")[0].split(" ")[0] in names]
     return sum(values) if values else None
 

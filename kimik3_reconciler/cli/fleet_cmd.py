@@ -182,6 +182,12 @@ def status_cmd(file: str, json_out: bool, watch: bool, interval: float, iteratio
     if watch and json_out:
         raise click.UsageError("--watch is a live table; --json prints the rows once")
     fleet = load_fleet(file)
+    if fleet.target == "slurm":  # the replicas are jobs: the scheduler says what runs where (cli/fleet_slurm.py)
+        from kimik3_reconciler.cli.fleet_slurm import print_status
+
+        if not print_status(fleet, json_out):
+            sys.exit(HOST_FAILED)
+        return
     shown = 0
     while True:
         answers = _answers(fleet, ("status",), timeout)
@@ -210,8 +216,10 @@ def _add_apply() -> None:
     """`fleet apply` and its hidden `router-step` (cli/fleet_apply.py: the rollout through Ansible)."""
     from kimik3_reconciler.cli import fleet_image, fleet_mirror
     from kimik3_reconciler.cli.fleet_apply import register
+    from kimik3_reconciler.cli.fleet_slurm import job_step
 
     register(fleet)
+    fleet.add_command(job_step)
     fleet_mirror.register(fleet)
     fleet_image.register(fleet)
 
@@ -227,3 +235,13 @@ def _add_recover() -> None:
 
 
 _add_recover()
+
+
+def _add_render() -> None:
+    """`fleet render --target kubernetes` (cli/fleet_render.py: the manifests a GitOps repo commits)."""
+    from kimik3_reconciler.cli.fleet_render import render_cmd
+
+    fleet.add_command(render_cmd)
+
+
+_add_render()

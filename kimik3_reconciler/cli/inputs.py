@@ -191,14 +191,15 @@ def write_plan(path: str, saved: SavedPlan) -> None:
 # What an installed kimik3 is made of (pyproject's package data, and the code): an editor's swap file or a
 # patch's *.orig left in a development checkout must not make a saved plan stale.
 _SHIPPED_SUFFIXES = (".py", ".patch")
-_SHIPPED_NAMES = ("Dockerfile.llamacpp", "gate_text.txt")
+_SHIPPED_NAMES = ("gate_text.txt",)
+_SHIPPED_PREFIX = "Dockerfile"  # an engine's Dockerfile.<engine> (the image it builds)
 
 
 def _is_shipped(path: Path) -> bool:
     return (
         path.is_file()
         and "__pycache__" not in path.parts
-        and (path.suffix in _SHIPPED_SUFFIXES or path.name in _SHIPPED_NAMES)
+        and (path.suffix in _SHIPPED_SUFFIXES or path.name in _SHIPPED_NAMES or path.name.startswith(_SHIPPED_PREFIX))
     )
 
 

@@ -60,9 +60,8 @@ def write_target(file: str) -> Path:
     "--space",
     multiple=True,
     metavar="KNOB=V1,V2",
-    help="search these values of a knob (repeatable): llama.cpp's serve fields (ubatch, parallel, n_cpu_moe, "
-    "...), vLLM's vllm fields (max_num_seqs, max_num_batched_tokens, gpu_memory_utilization), SGLang's "
-    "mem_fraction_static; default: the profile's knobs for this host",
+    help="search these values of a knob (repeatable): a tune knob of the profile's engine, in its section (serve, "
+    "vllm, sglang; another name is refused with the list); default: the profile's knobs for this host",
 )
 @count_option(
     "--prompts", 2, "requests per concurrent stream in the warm-up's sizing; every draw's bench sends twice as many"
@@ -125,7 +124,7 @@ def tune(
     knobs = engine_for(loaded.profile.engine).tune_knobs  # --space names the engine's knobs (vllm: its section's)
     request = TuneRequest(
         goal,
-        parse_space(space, *knobs),
+        parse_space(space, knobs.section, knobs.names),
         BenchSettings(prompt_tokens=prompt_tokens, output_tokens=output_tokens),
         prompts,
         budget,

@@ -8,6 +8,7 @@ the `ServingEngine` it returns, handed in (`Desired.engine`, arguments), never i
 from __future__ import annotations
 
 import importlib
+import sys
 
 from kimik3_reconciler.engines.base import ServerSeries, ServingEngine
 from kimik3_reconciler.errors import PlanError
@@ -22,5 +23,7 @@ def engine_for(name: str) -> ServingEngine:
     entry = ENGINES.get(name)
     if entry is None:
         raise PlanError(f"engine: {name!r} is not one of {', '.join(sorted(ENGINES))}", (("engine",),))
-    engine: ServingEngine = importlib.import_module(entry.package).ENGINE
+    # Asked several times a plan (the gate, each route): the import system's own cache first, ~15 µs a call saved.
+    module = sys.modules.get(entry.package) or importlib.import_module(entry.package)
+    engine: ServingEngine = module.ENGINE
     return engine

@@ -9,13 +9,17 @@ Each member says what it is for seed 001's three recipes, so the next engines fi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from kimik3_reconciler.model.facts import GpuFact, HostFacts, ModelFact, Observed
+    from pathlib import Path
+
+    from kimik3_reconciler.model.facts import HostFacts, ModelFact, ModelLayout, Observed, RemoteFile
     from kimik3_reconciler.model.launch_input import LaunchInput
-    from kimik3_reconciler.model.profile import Profile, ServeSpec
+    from kimik3_reconciler.model.profile import Profile, RpcWorker, ServeSpec
     from kimik3_reconciler.model.route import Route
+    from kimik3_reconciler.model.specs import ImageBuild
 
 
 # The values below are NamedTuples, not dataclasses: every plan imports this module, and four generated dataclasses
@@ -116,6 +120,26 @@ class TuneKnobs(NamedTuple):
 
     section: str
     names: tuple[str, ...]
+    # How tune orders and writes them. `split`: the knobs that place the weights, ranked before any load by the
+    # engine's `split_rank` (never searched blind); `line`: the others' order, searched one at a time; `placement`: the
+    # knobs whose equal values put the same tensors in the same places (such candidates run one after the other, so a
+    # load finds the weights it needs still in the page cache); `automatic`: the knobs whose unset value is the
+    # engine's own choice (searched as model/tuning.FIT, written back unset); `raised`: (field, knob) pairs: the field
+    # is raised to at least the searched knob's value when it is not searched itself.
+    split: tuple[str, ...] = ()
+    line: tuple[str, ...] = ()
+    placement: tuple[str, ...] = ()
+    automatic: tuple[str, ...] = ()
+    raised: tuple[tuple[str, str], ...] = ()
+
+
+class BenchKnobs(NamedTuple):
+    """The launch inputs (label kimik3.inputs, named as the profile names them) a bench run is filed with beside
+    host.threads and its engine section's tune knobs (`filed`: what tune moves and what it cannot, in that order), and
+    those the run's plot label names first (`labelled`)."""
+
+    filed: tuple[str, ...] = ()
+    labelled: tuple[str, ...] = ()
 
 
 class EnginePlan(NamedTuple):
@@ -123,20 +147,37 @@ class EnginePlan(NamedTuple):
     `Desired.plan`, planning/engine_plan.py): `mode`, its sizing of the model on this host's devices (llama.cpp: hybrid
     or all-VRAM, engines/llamacpp/vram_fit.py; None: the engine sizes its memory with its own knobs), and `forecast`,
     where the weights go and what a load reads (llama.cpp: engines/llamacpp/placement.py; None where it has none).
-    The launch, the pre-read's memory check and the plan's forecast line read these instead of deriving them."""
+    `serve`: the serve fields the launch takes from that sizing where the profile leaves them out (llama.cpp: batch,
+    ubatch, ctx_size, fit_target of the mode this host runs the quant in; none for an engine whose section holds its
+    knobs); `notes`: what the plan says of the sizing (a mode that is not the catalog's); `context`: what each request
+    gets, as the plan says it where it launches ("": the names a client may send stand there instead).
+    The gate, the launch, the pre-read's memory check and the plan's forecast line read these instead of deriving
+    them."""
 
     mode: Any = None
     forecast: Any = None
+    serve: tuple[tuple[str, Any], ...] = ()
+    notes: tuple[str, ...] = ()
+    context: str = ""
 
 
-class EngineRoutes(NamedTuple):
-    """The routes an engine offers on a host (`kimik3 routes`, the plan's routes line) beside those planning/routes.py
-    makes as profiles and judges with the plan's gate (llama.cpp's catalog quants, vLLM's and SGLang's native
-    checkpoint: those three offer none here): `kimi`, its ways of serving Kimi-K3; `own`, the profile's model where
-    it is none of those."""
+class RouteCandidate(NamedTuple):
+    """One way an engine offers to serve on a host (`kimik3 routes`, the plan's routes line), for planning/routes.py
+    to judge with the plan's own gate: `profile`, the route as a profile (None: the engine decided it without the gate,
+    `route` says how: a quant the catalog refuses, GPUs kimik3 builds no image for); `size`, the bytes of its weights
+    the gate sizes it at; `judge(refusals, plan)`, the route once the gate judged `profile` on the host (the gate's
+    refusals and the engine's plan on the route's observation). `ours`: the profile's own route (marked; the plan's
+    verdict stands over the route's); `own_plan`: the plan's observation and verdict judge it where its profile is the
+    plan's (False: judged on the route's own observation, as any other); `kimi`: a route of Kimi-K3 (False: the
+    profile's own model, none of the engine's catalog)."""
 
-    kimi: tuple[Route, ...]
-    own: tuple[Route, ...] = ()
+    profile: Profile | None
+    size: int | None = None
+    judge: Callable[[list[str], EnginePlan], Route] | None = None
+    route: Route | None = None
+    ours: bool = False
+    own_plan: bool = True
+    kimi: bool = True
 
 
 class NativeRoute(NamedTuple):
@@ -149,6 +190,10 @@ class NativeRoute(NamedTuple):
     knobs: dict[str, Any]
     placement: str
     recipe: str
+    # Where the route stands in seed 001's order ("choose the engine by your hardware": vLLM first on an 8-GPU
+    # Blackwell-class server), and why to start there.
+    rank: int = 0
+    because: str = ""
 
 
 class MemberProcess(NamedTuple):
@@ -173,10 +218,159 @@ class NodeLaunch(NamedTuple):
     env: tuple[tuple[str, str], ...] = ()
 
 
-# How bench (and tune's draws) talks to the server. `llamacpp`: llama-server's native /tokenize {content} and
+class CheckpointDefaults:
+    """What an engine that serves a whole checkpoint sized by its own knobs (vLLM, SGLang) answers where llama.cpp has
+    its own: no host findings beyond its `host_needs` (the gate's checkpoint findings judge those), no draft device, no
+    split knobs to rank. An engine class inherits it and leaves these three members out."""
+
+    def host_findings(
+        self, profile: Profile, observed: Observed, plan: EnginePlan, stoppable: frozenset[int], ours_running: bool
+    ) -> tuple[list[str], list[str]]:
+        return [], []
+
+    def draft_device(self, profile: Profile, host_gpus: int | None) -> str | None:
+        return None
+
+    def split_rank(
+        self, profile: Profile, observed: Observed, plan: EnginePlan, knobs: dict[str, Any]
+    ) -> tuple[Any, ...]:
+        return ()
+
+
+class LogSigns(NamedTuple):
+    """What the server's own log lines say of a failed launch or a crash (observe/server_log.py classifies by them, in
+    this order; each a lower-case fragment of a line): `bind`, it could not bind its port; `gpu_oom`, a GPU allocation
+    failed (before the host's: another fix), `gpu_oom_fix` what to change; `oom`, an allocation failed; `bad_model`,
+    the model file could not be read, named `bad_model_cause`, with the headline `unreadable` (a cached hub file) or
+    `unreadable_local` (model.local_path's file: `{local_model}` in it names it); `served`, lines proving it had
+    loaded (a "model loaded" line, a request's own lines). The defaults are what any server's log says."""
+
+    bind: tuple[str, ...] = ("address already in use",)
+    gpu_oom: tuple[str, ...] = ()
+    gpu_oom_fix: str = ""
+    oom: tuple[str, ...] = ("out of memory", "cannot allocate memory")
+    bad_model: tuple[str, ...] = ()
+    bad_model_cause: str = "bad-model"
+    unreadable: str = "failed while loading the model: the model files could not be read"
+    unreadable_local: str = "failed while loading the model: model.local_path ({local_model}) could not be read"
+    served: tuple[str, ...] = ()
+
+
+class HeaderShort(Exception):
+    """A weight file's header is longer than the bytes given: `at_least` bytes will do."""
+
+    def __init__(self, at_least: int, message: str | None = None):
+        self.at_least = at_least
+        super().__init__(message or f"need at least {at_least} bytes of the header")
+
+
+class HeaderUnreadable(ValueError):
+    """The bytes are no header of the engine's weight format."""
+
+
+class WeightFilesRefused(ValueError):
+    """Why the files at `model.local_path` cannot be served (the text that follows the path in the refusal)."""
+
+
+class WeightHeaders(Protocol):
+    """How an engine's own weight files say what they hold, read from their first bytes (llama.cpp: the GGUF header,
+    engines/llamacpp/gguf_header.py; a safetensors checkpoint is read generically). `layout_files`: the model's files
+    whose headers give the layout the placement forecast sizes (observe/model_layout.py); `read`: one header from a
+    file's first bytes (HeaderShort: more are needed; HeaderUnreadable: not such a file); `metadata`: its key/values
+    (verify asks whether the weights are random); `layout`: the headers summed into the model's layout.
+    `local_files` and `check_start`: which files of `model.local_path` (a file's name, or a folder's file names) are
+    served, and whether a file's first bytes are of the format (observe/local_model.py; WeightFilesRefused: why not)."""
+
+    def layout_files(self, model: ModelFact) -> list[RemoteFile]: ...
+
+    def read(self, data: bytes) -> Any: ...
+
+    def metadata(self, header: Any) -> dict[str, Any]: ...
+
+    def layout(self, headers: list[Any]) -> ModelLayout: ...
+
+    def local_files(self, names: list[str], folder: bool) -> list[str]: ...
+
+    def check_start(self, name: str, head: bytes) -> None: ...
+
+
+class KldReport(NamedTuple):
+    """A quant scored against the reference quant's logits (the quant gate): the mean KL divergence, how often the
+    candidate's top token is the reference's (0..1), and its perplexity where the scorer printed one."""
+
+    mean_kld: float
+    same_top_p: float
+    ppl: float | None = None
+
+
+class QuantScorer(Protocol):
+    """How the engine scores a quant against the reference quant's logits (the quant gate, seed 000; planning and
+    steps/quant_gate.py): `program`, the tool as messages name it; `entrypoint`, its path in the engine's image;
+    `argv(model, logits, flags, ctx, chunks, text)`, with `text` to write the reference logits over `chunks` x `ctx`
+    tokens of it, without to score the candidate against them (paths are the container's); `report(stdout)`, the
+    report, None where it printed none (it bailed out)."""
+
+    program: str
+    entrypoint: tuple[str, ...]
+
+    def argv(
+        self, model: str, logits: str, flags: tuple[str, ...], ctx: int, chunks: int, text: str | None = None
+    ) -> tuple[str, ...]: ...
+
+    def report(self, stdout: str) -> KldReport | None: ...
+
+
+class WorkerServer(Protocol):
+    """The engine's worker process on another host (the profile's rpc.workers; planning/worker_step.py renders its
+    container): `entrypoint`, in the profile's own image; `argv(worker)`, its flags; `env(cache)`, what points its
+    tensor cache at the mounted folder `cache`; `build_cost`, the worker image step's cost as the plan says it."""
+
+    entrypoint: tuple[str, ...]
+    build_cost: str
+
+    def argv(self, worker: RpcWorker) -> tuple[str, ...]: ...
+
+    def env(self, cache: str) -> tuple[tuple[str, str], ...]: ...
+
+
+class SmokeModel(Protocol):
+    """The tiny model a new image must serve before the real one goes on it (planning/smoke_step.py, steps/smoke.py;
+    seed 000 step 4): `entry`, the file the server opens in the folder `write` fills (the same files every time);
+    `what`, the model as the plan says it; `argv(path, threads)`, the smoke server's command without --host/--port
+    (`path`: `entry` where the container mounts the folder)."""
+
+    entry: str
+    what: str
+
+    def argv(self, path: str, threads: int) -> tuple[str, ...]: ...
+
+    def write(self, folder: Path) -> None: ...
+
+
+class BuildRecipe(Protocol):
+    """An engine's image build for one profile on one observation, as the image planner asks for it
+    (planning/image_step.py), each part rendered when asked: `tag`, the tag the build gets; `spec()`, the build's
+    payload (its fingerprint decides keep, retag or rebuild); `inputs()`, the flattened inputs its label keeps (a
+    rebuild's diff); `cost()`, the build's cost as the plan says it; `refusal()`, why the profile cannot be built
+    (None: it can); `notes()`, what the image step's reason adds."""
+
+    tag: str
+
+    def spec(self) -> ImageBuild: ...
+
+    def inputs(self) -> dict[str, object]: ...
+
+    def cost(self) -> str: ...
+
+    def refusal(self) -> str | None: ...
+
+    def notes(self) -> tuple[str, ...]: ...
+
+
+# How bench (and tune's draws) talks to the server. `native`: the server's own (llama-server's) /tokenize {content} and
 # /completion (token-id prompts, cache_prompt off, the server's per-request timings); `openai`: the OpenAI
 # server's /tokenize {prompt} and streamed /v1/completions with usage on every chunk (vLLM, SGLang).
-LoadWire = Literal["llamacpp", "openai"]
+LoadWire = Literal["native", "openai"]
 
 
 @runtime_checkable
@@ -200,9 +394,21 @@ class ServingEngine(Protocol):
     # llama-server `reasoning_content`, vLLM `reasoning`.
     reasoning_field: str
     tune_knobs: TuneKnobs
+    bench_knobs: BenchKnobs
     load_wire: LoadWire
     # Its route of the native checkpoint (vLLM, SGLang); None where it serves none (llama.cpp: GGUF quants).
     native_route: NativeRoute | None
+    # Its worker process on other hosts (rpc.workers); None where it has none.
+    workers: WorkerServer | None
+    # Its scorer of a quant against the reference quant (the quant gate); None where it serves no quants.
+    quant_scorer: QuantScorer | None
+    # The tiny model a new build must serve first (gate.smoke); None where no image is built (a pulled image's first
+    # launch's health wait and verify are its test).
+    smoke: SmokeModel | None
+    # What its log lines say of a failed launch or a crash (observe/server_log.py).
+    log_signs: LogSigns
+    # The reader of its own weight files' headers (llama.cpp: GGUF); None where the model is a safetensors checkpoint.
+    weight_headers: WeightHeaders | None
     # Whether verify's vision check sends it an image: llama-server launched with the fork's --mmproj answers one;
     # vLLM and SGLang serve Kimi-K3's vision from the checkpoint itself, which no check sends an image to yet.
     vision_probe: bool
@@ -261,14 +467,44 @@ class ServingEngine(Protocol):
         max_num_batched_tokens, gpu_memory_utilization, …)."""
         ...
 
+    def split_rank(
+        self, profile: Profile, observed: Observed, plan: EnginePlan, knobs: dict[str, Any]
+    ) -> tuple[Any, ...]:
+        """How promising a tune candidate's `tune_knobs.split` values are before any load, lower first, from the
+        candidate's `plan` (llama.cpp: its placement forecast); () where the engine has no split knobs."""
+        ...
+
+    def build_recipe(self, profile: Profile, observed: Observed) -> BuildRecipe | None:
+        """The image build this profile renders on this host (llama.cpp: Dockerfile.llamacpp's build args, patches
+        and CMake flags); None where the engine pulls its image by digest (nothing is built)."""
+        ...
+
     def render_plan(self, profile: Profile, observed: Observed) -> EnginePlan:
         """The engine's plan for this profile on this observation, rendered once per plan (render_desired)."""
         ...
 
-    def routes(
-        self, host: HostFacts, gpus: tuple[GpuFact, ...], profile: Profile | None, observed: Observed | None
-    ) -> EngineRoutes:
-        """This engine's own routes on `gpus` of `host`, judged with their numbers, beyond the profiles
-        planning/routes.py judges with the gate (none for llama.cpp, vLLM, SGLang). `profile`: given when the profile
-        names this engine: its route is marked (`Route.profile`), sized from its files where `observed` knows them."""
+    def host_findings(
+        self, profile: Profile, observed: Observed, plan: EnginePlan, stoppable: frozenset[int], ours_running: bool
+    ) -> tuple[list[str], list[str]]:
+        """(refusals, warnings) of the host gate that are this engine's own, judged from its `plan`, where it has no
+        `host_needs` (llama.cpp: its GPUs and driver, its image's kernels for these GPUs and this CPU, the quant's
+        VRAM + RAM). `stoppable`: pids the plan stops first; `ours_running`: a kimik3 server holds memory here now."""
+        ...
+
+    def draft_device(self, profile: Profile, host_gpus: int | None) -> str | None:
+        """The device the speculative draft runs on (LaunchInput.draft_device), None without a draft or where the
+        engine places it itself. `host_gpus`: the host's GPU count where NVML gave it."""
+        ...
+
+    def route_candidates(
+        self, base: Profile, host: HostFacts, profile: Profile | None, observed: Observed | None
+    ) -> tuple[RouteCandidate, ...]:
+        """The ways this engine serves on `host`, made from `base` (the user's profile, or `kimik3 routes`' default)
+        for planning/routes.py to judge with the plan's gate. `profile`: the user's, whose own route is marked
+        (`ours`), sized from its files where `observed` knows them."""
+        ...
+
+    def route_rank(self, route: Route) -> tuple[int, str] | None:
+        """Where one of its feasible routes stands in seed 001's order (lower: start there) and why; None: after
+        every ranked route."""
         ...

@@ -215,7 +215,7 @@ class DeploymentCollector(Collector):
             )
             yield from self._gauge(
                 "kimik3_server_loading",
-                "1 while the server loads the model (llama-server: /health 503; vLLM: its running container's port refuses)",
+                "1 while the server loads the model (its readiness path answers 503, or its running container's port refuses)",
                 1.0 if health == "loading" else 0.0,
             )
         if phase is not None:
@@ -313,7 +313,7 @@ class DeploymentCollector(Collector):
         proc = got["proc"]
         if proc.answered:
             balancing, rss = proc.value
-            yield from self._gauge("kimik3_server_rss_bytes", "llama-server's resident memory (VmRSS)", rss)
+            yield from self._gauge("kimik3_server_rss_bytes", "the server's resident memory (VmRSS)", rss)
             if balancing is not None and balancing.strip().isdigit():
                 yield from self._gauge(
                     "kimik3_numa_balancing", "kernel.numa_balancing (seed 000: must be 0)", float(balancing.strip())
@@ -330,7 +330,7 @@ class DeploymentCollector(Collector):
         names = ["gpu", "uuid"]
         total = self._family("kimik3_gpu_memory_total_bytes", "VRAM per GPU", names)
         used = self._family("kimik3_gpu_memory_used_bytes", "VRAM in use per GPU (every process)", names)
-        ours = self._family("kimik3_gpu_server_memory_bytes", "VRAM llama-server holds per GPU", names)
+        ours = self._family("kimik3_gpu_server_memory_bytes", "VRAM the server holds per GPU", names)
         foreign = self._family(
             "kimik3_gpu_foreign_memory_bytes", "VRAM other processes hold on the profile's GPUs", names
         )
@@ -380,7 +380,7 @@ class DeploymentCollector(Collector):
     def _shards(self, walk: Reading) -> Iterator[Metric]:
         if not walk.answered:
             return
-        size = self._family("kimik3_shard_bytes", "size of each served GGUF shard", ["shard"])
+        size = self._family("kimik3_shard_bytes", "size of each served weight shard", ["shard"])
         cached = self._family(
             "kimik3_shard_page_cache_bytes",
             f"bytes of each shard in the page cache (mincore, refreshed every {PAGE_CACHE_EVERY_S:.0f} s)",

@@ -114,13 +114,13 @@ class ProxyMetrics:
         # its cache (cache_n) and how many it evaluated (prompt_n).
         self.prompt_cached = Counter(
             "kimik3_proxy_prompt_cached_tokens",
-            "prompt tokens llama-server reused from its cache (the reply's timings.cache_n)",
+            "prompt tokens the server reused from its cache (the reply's timings.cache_n)",
             names,
             registry=registry,
         )
         self.prompt_evaluated = Counter(
             "kimik3_proxy_prompt_evaluated_tokens",
-            "prompt tokens llama-server evaluated (the reply's timings.prompt_n)",
+            "prompt tokens the server evaluated (the reply's timings.prompt_n)",
             names,
             registry=registry,
         )

@@ -15,7 +15,8 @@ from kimik3_reconciler.model.plan import DiffItem, shown
 
 _DURATION = r"~(\d+(?:\.\d+)?) (s|min)"
 _DOWNTIME = re.compile(r"predicted downtime " + _DURATION)
-_COMPILE = re.compile(r"compile llama\.cpp: " + _DURATION)
+# The image step's build (engines/<name>/: llama.cpp's build_time.py says "compile <what>: ~N min (how)").
+_COMPILE = re.compile(r"compile [^\s:]+: " + _DURATION)
 _PULL = re.compile(r"(\d+(?:\.\d+)?) (GiB|MiB|B) to pull")
 _UNIT_S = {"s": 1.0, "min": 60.0}
 _UNIT_BYTES = {"GiB": 1 << 30, "MiB": 1 << 20, "B": 1}

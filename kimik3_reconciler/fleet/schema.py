@@ -10,6 +10,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
 
+from kimik3_reconciler.fleet.targets.kubernetes_section import KubernetesSection
+from kimik3_reconciler.fleet.targets.slurm_section import SlurmSection
 from kimik3_reconciler.model.durations import parse_duration
 
 # _matching: the profile's constrained-string type (pattern in the JSON Schema, the message as written)
@@ -28,6 +30,8 @@ HOST_NAME = r"[A-Za-z0-9][A-Za-z0-9._:-]{0,252}"
 # The fields a host may set differently from the profile (its overrides); everything else every host serves as the
 # profile writes it, or the hosts would not be replicas of one deployment.
 OVERRIDABLE = ("gpus", "serve.port", "serve.host", "model.cache_dir", "rpc.workers")
+# Where the replicas run (fleet/targets/): Ansible over SSH (the default), or jobs of a Slurm cluster.
+TARGETS = ("ansible", "slurm")
 # smg's load-balancing policies (`smg --policy`; shared/TESTING.md §12: cache_aware is its default).
 ROUTER_POLICIES = ("cache_aware", "round_robin", "random", "power_of_two")
 
@@ -181,6 +185,13 @@ class FleetFile(BaseModel):
     )
     rollout: RolloutSpec = RolloutSpec()
     router: RouterSpec
+    target: Literal[TARGETS] = Field(  # type: ignore[valid-type]
+        "ansible", description="what runs the replicas: ansible (kimik3 over SSH) or slurm (a job per replica)"
+    )
+    slurm: SlurmSection | None = Field(None, description="target: slurm: where its jobs go (optional)")
+    kubernetes: KubernetesSection | None = Field(
+        None, description="what `kimik3 fleet render --target kubernetes` needs beside the profile (optional)"
+    )
 
 
 InventoryGroup.model_rebuild()

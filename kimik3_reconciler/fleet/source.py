@@ -63,6 +63,7 @@ def parse_fleet(text: str, source: str, read_text: Callable[[str], str]) -> Flee
     inventory = read_inventory(data["inventory"])
     rollout = _rollout(spec, inventory, problems)
     _check_router(spec, inventory, problems)
+    _check_target(spec, problems)
     for name in spec.overrides:
         if rollout is not None and name not in rollout.hosts:
             problems.add(
@@ -75,6 +76,15 @@ def parse_fleet(text: str, source: str, read_text: Callable[[str], str]) -> Flee
         raise ProfileError(_sorted(problems.found))
     hosts = tuple(_host(spec, inventory, name, base, problems) for name in rollout.hosts)
     _check_reachable(spec, hosts, {h.name: h.path for h in inventory.hosts}, problems)
+    for host in hosts if spec.target == "slurm" else ():
+        if host.profile.gpus == "all":
+            # A job asks for a number of GPUs (--gres=gpu:N); "all" of a node Slurm shares is no number.
+            problems.add(
+                ("overrides", host.name, "gpus"),
+                f"host {host.name}: gpus: all cannot be asked of Slurm: list the GPUs the replica's job takes "
+                "(the job asks --gres for that many)",
+                near=("target",),
+            )
     if not problems.found:
         _check_groups(hosts, base, problems)
     if problems.found:
@@ -89,6 +99,9 @@ def parse_fleet(text: str, source: str, read_text: Callable[[str], str]) -> Flee
         RouterPlacement(r.kind, r.version, r.host, r.port, r.policy),
         data["inventory"],
         lines,
+        spec.kubernetes,
+        target=spec.target,
+        slurm=spec.slurm if spec.target == "slurm" else None,
     )
 
 
@@ -184,6 +197,14 @@ def _check_router(spec: FleetFile, inventory: Inventory, problems: _Problems) ->
             ("router", "host"),
             f"{where!r} is neither localhost nor a host of the inventory: the router "
             "runs where kimik3 fleet runs (localhost) or on an inventory host",
+        )
+
+
+def _check_target(spec: FleetFile, problems: _Problems) -> None:
+    if spec.slurm is not None and spec.target != "slurm":
+        # A section the target does not read would be silently ignored: the operator meant one of the two.
+        problems.add(
+            ("slurm",), f"a slurm: section is read by target: slurm only (this fleet's target is {spec.target})"
         )
 
 

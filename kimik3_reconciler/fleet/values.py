@@ -106,6 +106,10 @@ class Fleet:
     router: RouterPlacement
     inventory: Mapping[str, Any] = field(repr=False)
     lines: Mapping[FieldPath, int] = field(default_factory=dict, repr=False, compare=False)
+    # The fleet file's `kubernetes:` section (fleet/targets/kubernetes_section.py), None where it has none.
+    kubernetes: Any = None
+    target: str = "ansible"  # fleet/targets/: what runs the replicas
+    slurm: Any = None  # target slurm: the fleet file's `slurm:` section (fleet/targets/slurm_section.py), or None
 
     def host(self, name: str) -> FleetHost:
         return next(h for h in self.hosts if h.name == name)

@@ -29,7 +29,11 @@ _GENERIC: tuple[Rule, ...] = (
         "the nvidia runtime otherwise; recorded once per (driver, toolkit, request); gpus: none never probes",
         "a CDI spec file or a registered runtime only says a toolkit was installed; a broken one is found after "
         "a download of hundreds of GB otherwise",
-        ("kimik3_reconciler.planning.gpu_probe", "kimik3_reconciler.planning.host_gate"),
+        (
+            "kimik3_reconciler.planning.gpu_probe",
+            "kimik3_reconciler.planning.host_gate",
+            "kimik3_reconciler.engines.llamacpp.host_findings",
+        ),
         (
             "cases/plan/76-gpu-probe-cdi-host.yaml",
             "cases/plan/77-gpu-probe-recorded.yaml",
@@ -75,7 +79,7 @@ _GENERIC: tuple[Rule, ...] = (
         "refuse",
         "a CUDA profile needs GPUs on the host (NVML sees them) and every GPU it lists (index or UUID) must be there",
         "the build and the download would be for a server that cannot start",
-        ("kimik3_reconciler.planning.host_gate",),
+        ("kimik3_reconciler.engines.gpus", "kimik3_reconciler.engines.llamacpp.host_findings"),
         ("unit/planning/test_host_gate.py", "cases/profile/gpus_uuid_uppercase.yaml"),
         seed="seed 000 step 1 (Verify host: nvidia-smi, GPU count/VRAM)",
     ),
@@ -85,7 +89,7 @@ _GENERIC: tuple[Rule, ...] = (
         "a GPU of the profile holding another job's process is refused (unless "
         "share_gpus: true); kimik3's own containers and those the plan stops first do not count",
         "the hardware is commonly a shared pool: claiming a GPU another job uses breaks both",
-        ("kimik3_reconciler.planning.host_gate",),
+        ("kimik3_reconciler.engines.gpus",),
         ("unit/planning/test_host_gate.py",),
         seed="seed 000 step 1 (check nvidia-smi for who else is using the GPUs before claiming any)",
     ),
@@ -227,7 +231,7 @@ _GENERIC: tuple[Rule, ...] = (
         "(NVIDIA's toolkit/driver table; seed 000's 570 when the version is unknown)",
         "seed 001: the CUDA 13 image needs driver R580+ (seed 000's >= 570 predates it); nvidia/cuda images refuse "
         "to start on an older driver",
-        ("kimik3_reconciler.planning.host_gate",),
+        ("kimik3_reconciler.engines.llamacpp.host_findings",),
         (
             "cases/plan/55-driver-older-than-cuda13.yaml",
             "unit/planning/test_host_compat.py",

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar
 
+from kimik3_reconciler.model.engine_names import DEFAULT_ENGINE
 from kimik3_reconciler.model.facts import FileStat, ModelLayout, RemoteFile
 
 
@@ -285,6 +286,7 @@ class SmokeTest(Payload):
     gpus: str | tuple[str, ...]
     labels: tuple[tuple[str, str], ...]
     gpu_request: str = "runtime"  # as ContainerSpec.gpu_request
+    engine: str = DEFAULT_ENGINE  # whose smoke model the executor writes (engines/base.py SmokeModel)
 
 
 @frozen_value
@@ -308,6 +310,7 @@ class QuantGateRun(Payload):
     record_key: str
     logits_key: str
     gpu_request: str = "runtime"  # as ContainerSpec.gpu_request
+    engine: str = DEFAULT_ENGINE  # whose scorer runs (engines/base.py QuantScorer)
 
 
 @frozen_value
@@ -344,6 +347,7 @@ class HealthWait(Payload):
     # model.local_path's file when the profile serves one: a GGUF that cannot be read is then the user's file to
     # make again, not a cache to re-hash (observe/server_log.py). None: the hub's files in the cache.
     local_model: str | None = None
+    engine: str = DEFAULT_ENGINE  # whose log signs name a failed load's cause (engines/base.py LogSigns)
 
 
 # --- RPC workers (other hosts, each reached through its own Docker) --------------------------------

@@ -1,6 +1,6 @@
 """Whether the served weights are real or random: what `kimik3 verify` may judge in the answers (pure).
 
-kimik3's own tiny GGUFs (the smoke model and the offline demo, steps/smoke_model.py) are random
+kimik3's own tiny GGUFs (the smoke model and the offline demo, engines/llamacpp/smoke_model.py) are random
 weights: they answer nonsense, so a check of *what* the model says (did it call the tool, name the
 colour, use the tool result) cannot pass or fail on them. They say so themselves: their first shard
 carries the GGUF metadata key `kimik3.weights = "random"`. Every other GGUF (Unsloth's quants, a

@@ -65,7 +65,8 @@ def observe(
     # Inspected once: the container fact also tells the host collector which GPU process is ours.
     # Relative to the profile's folder, as observe/local_model.py resolves it: a crash's advice names that file.
     local_model = str((base_dir / profile.model.local_path).resolve()) if profile.model.local_path is not None else None
-    container = collect_container(ports.docker, ports.http, profile.name, local_model)
+    signs = engine_for(profile.engine).log_signs  # what the server's log says of a crash
+    container = collect_container(ports.docker, ports.http, profile.name, signs, local_model)
     if container is not None and container.pid:  # the pre-read weighs what the serving process holds
         container = container.model_copy(update={"rss_bytes": ports.host.process_rss(container.pid)})
     # dockerd answers a label-filtered image list and an image inspect by name in ~20 ms each where it keeps
@@ -135,7 +136,9 @@ def observe(
         else None
     )
     # The layout is read from GGUF headers; a checkpoint has none (its engine places it by TP/DP sizes).
-    layout, layout_recorded = (None, False) if checkpoint else collect_layout(profile, ports.hub, ports.state, model)
+    layout, layout_recorded = (
+        (None, False) if checkpoint else collect_layout(profile, ports.hub, ports.state, model, engine)
+    )
     # GPU plumbing only for a profile that asks for GPUs: the CPU variant never probes.
     plumbing = collect_gpu_plumbing(ports.docker, ports.host) if gpu else None
     # The probe record is per GPU set (planning/gpu_probe.py asks for these docker device ids).

@@ -6,6 +6,7 @@ import json
 import re
 from typing import Any
 
+from kimik3_reconciler.engines.base import LogSigns
 from kimik3_reconciler.model.facts import ContainerFact, GpuPlumbing, ImageFact, MountFact, RunningConfig
 from kimik3_reconciler.model.labels import (
     CONTAINER_FINGERPRINT,
@@ -239,9 +240,10 @@ def collect_runtime_cuda(docker: DockerPort, ref: str) -> str | None:
 
 
 def collect_container(
-    docker: DockerPort, http: HttpPort, name: str, local_model: str | None = None
+    docker: DockerPort, http: HttpPort, name: str, signs: LogSigns, local_model: str | None = None
 ) -> ContainerFact | None:
-    """The serving container as it is; `local_model` (model.local_path, if any) picks a crash's advice."""
+    """The serving container as it is; `signs`: its engine's log signs and `local_model` (model.local_path, if any)
+    name a crash's cause and advice."""
     inspect = docker.inspect_container(name)
     if inspect is None:
         return None
@@ -251,7 +253,9 @@ def collect_container(
     state = inspect.get("State") or {}
     if fact.state in ("exited", "dead", "restarting") and state.get("ExitCode"):
         # A crashed server's log names the cause and its fix (a CUDA OOM needs more fit_target, not a restart).
-        cause = crash_cause(bool(state.get("OOMKilled")), docker.container_logs(name, CRASH_LOG_TAIL), local_model)
+        cause = crash_cause(
+            bool(state.get("OOMKilled")), docker.container_logs(name, CRASH_LOG_TAIL), signs, local_model
+        )
         fact = fact.model_copy(update={"crash": cause})
     labels = (inspect.get("Config") or {}).get("Labels") or {}
     url = labels.get(HEALTH_URL)

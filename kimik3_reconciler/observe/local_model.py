@@ -10,16 +10,18 @@ sha256 computed before the manifest records it is kept in the cache dir by stat 
 archive's is), so `plan` then `apply` hash a 697 GiB file once.
 
 Bad input is refused here, naming `model.local_path` (exit 2, before anything changes): a path that does not exist,
-a file that is not a GGUF (its first four bytes), a folder with no `.gguf` file or with a shard of a split missing.
+or files the engine cannot serve (llama.cpp, engines/llamacpp/local_files.py: a file that is not a GGUF by its first
+four bytes, a folder with no `.gguf` file or with a shard of a split missing).
 """
 
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import Any
 
+from kimik3_reconciler.engines import engine_for
+from kimik3_reconciler.engines.base import WeightFilesRefused
 from kimik3_reconciler.errors import InputError
 from kimik3_reconciler.model.facts import FileStat, ModelFact, RemoteFile, manifest_digest
 from kimik3_reconciler.model.model_files import file_stat, manifest_readable, parse_manifest, recorded_stats
@@ -29,73 +31,48 @@ from kimik3_reconciler.observe.host import collect_filesystem
 from kimik3_reconciler.ports import CachePort, HostPort, StatePort
 
 FIELD = ("model", "local_path")
-GGUF_MAGIC = b"GGUF"
-_SHARD = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$")
+# Enough of a file's start for any engine's format to say whether it is one (GGUF: 4 bytes of magic).
+_HEAD = 64
 
 
 def _refuse(raw: str, why: str) -> InputError:
     return InputError(f"model.local_path: {raw} {why}", (FIELD,))
 
 
-def _check_gguf(path: Path, raw: str) -> None:
+def _head(path: Path, raw: str) -> bytes:
     try:
         with open(path, "rb") as handle:
-            head = handle.read(4)
+            return handle.read(_HEAD)
     except OSError as exc:
         # An unreadable file is the profile's input, not kimik3's failure: name the field (exit 2).
         raise _refuse(raw, f"cannot be read: {path.name}: {exc.strerror or exc}") from None
-    if head != GGUF_MAGIC:
-        # rule: local-path-gguf
-        # llama-server would fail minutes into a launch (after the old server stopped) on a file that is not a GGUF.
-        raise _refuse(raw, f"is not a GGUF file: {path.name} starts with {head!r}, not {GGUF_MAGIC!r}")
-
-
-def _shards(folder: Path, raw: str) -> list[Path]:
-    """The folder's GGUF files: one whole model, or every shard of one split (`-0000i-of-0000n.gguf`)."""
-    ggufs = sorted(p for p in folder.iterdir() if p.name.endswith(".gguf") and p.is_file())
-    if not ggufs:
-        # rule: local-path-gguf
-        raise _refuse(raw, "is a folder with no GGUF shards (no *.gguf file in it)")
-    split = [m for m in (_SHARD.search(p.name) for p in ggufs) if m]
-    if split:
-        counts = {int(m.group(2)) for m in split}
-        if len(counts) > 1:
-            raise _refuse(
-                raw,
-                f"holds shards of more than one split ({', '.join(p.name for p in ggufs)}): keep one model a folder",
-            )
-        total = counts.pop()
-        missing = sorted(set(range(1, total + 1)) - {int(m.group(1)) for m in split})
-        if missing:
-            # A split with a shard missing fails llama-server's load after a long read of the others.
-            raise _refuse(raw, f"is missing shard(s) {', '.join(f'{i:05d}' for i in missing)} of {total:05d}")
-        ggufs = [p for p in ggufs if _SHARD.search(p.name)]
-    elif len(ggufs) > 1:
-        raise _refuse(
-            raw,
-            f"holds {len(ggufs)} GGUF files that are not the shards of one split "
-            f"({', '.join(p.name for p in ggufs)}): name the file to serve",
-        )
-    return ggufs
 
 
 def local_files(profile: Profile, base_dir: Path) -> tuple[Path, Path, list[Path]]:
-    """(the resolved path, the folder holding the files, the GGUF files), or InputError naming the field."""
+    """(the resolved path, the folder holding the files, the files the engine serves), or InputError naming the
+    field."""
     raw = profile.model.local_path
     assert raw is not None
+    # model.local_path is a field of the engines that serve their own weight files (the rules refuse it elsewhere).
+    reader = engine_for(profile.engine).weight_headers
+    assert reader is not None, f"engine {profile.engine} reads no local_path"
     path = (base_dir / raw).resolve()  # relative to the profile file, like every path in it
-    if path.is_file():
-        files = [path] if path.name.endswith(".gguf") else []
-        if not files:
-            raise _refuse(raw, f"is not a GGUF file (no .gguf suffix: {path.name})")
-        folder = path.parent
-    elif path.is_dir():
-        files, folder = _shards(path, raw), path
-    else:
-        what = "is not a regular file or folder" if path.exists() else "not found"
-        raise _refuse(raw, f"{what} (resolved to {path})")
-    for f in files:
-        _check_gguf(f, raw)
+    try:
+        # rule: local-path-gguf
+        # The engine names the files it serves and refuses what it cannot open (engines/<name>/: llama.cpp's GGUF).
+        if path.is_file():
+            folder, names = path.parent, reader.local_files([path.name], folder=False)
+        elif path.is_dir():
+            folder = path
+            names = reader.local_files([p.name for p in path.iterdir() if p.is_file()], folder=True)
+        else:
+            what = "is not a regular file or folder" if path.exists() else "not found"
+            raise _refuse(raw, f"{what} (resolved to {path})")
+        files = [folder / name for name in names]
+        for f in files:
+            reader.check_start(f.name, _head(f, raw))
+    except WeightFilesRefused as refused:
+        raise _refuse(raw, str(refused)) from None
     return path, folder, files
 
 

@@ -1,9 +1,10 @@
-"""The quant's layout for the placement forecast: GGUF headers of every shard, read before any
-download (a Range request per shard) or from the cache, summarized. Observation only reads the
+"""The quant's layout for the placement forecast: the headers of every shard (the engine's reader: llama.cpp's
+GGUF), read before any download (a Range request per shard) or from the cache, summarized. Observation only reads the
 state record; the model step writes it (a plan never writes state)."""
 
 from __future__ import annotations
 
+from kimik3_reconciler.engines.base import HeaderShort, HeaderUnreadable, ServingEngine
 from kimik3_reconciler.errors import DownloadFailed, TransientError
 from kimik3_reconciler.model.facts import ModelFact, ModelLayout, RemoteFile
 from kimik3_reconciler.model.model_files import model_layout_key
@@ -29,31 +30,30 @@ def file_head(profile: Profile, hub: HubPort, model: ModelFact, file: RemoteFile
 
 
 def collect_layout(
-    profile: Profile, hub: HubPort, state: StatePort, model: ModelFact
+    profile: Profile, hub: HubPort, state: StatePort, model: ModelFact, engine: ServingEngine
 ) -> tuple[ModelLayout | None, bool]:
-    """(layout, read from its record). None when it cannot be known (no listing, hub down, not a GGUF):
-    the plan then says so."""
+    """(layout, read from its record). None when it cannot be known (no listing, hub down, a file that is not the
+    engine's format, an engine whose weights have no headers to read): the plan then says so."""
     if model.listing_error or not model.files:
         return None, False
     recorded = typed(ModelLayout, state.read(model_layout_key(model)))
     if recorded is not None:  # a record of another shape (torn, edited, another version): the headers are read again
         return recorded, True
-    # The GGUF parser only where the headers are read (a no-op plan reads the record above).
-    from kimik3_reconciler.engines.llamacpp.gguf_header import NeedMoreBytes, NotGguf, parse_gguf_header, summarize
-
-    shards = [f for f in model.files if f.path.startswith(model.quant + "/") and f.path.endswith(".gguf")]
+    reader = engine.weight_headers  # its parser only where the headers are read (a no-op plan reads the record above)
+    if reader is None:
+        return None, False
     headers = []
     try:
-        for shard in shards:
+        for shard in reader.layout_files(model):
             size = min(FIRST_READ, shard.size)
             while True:
                 try:
-                    headers.append(parse_gguf_header(file_head(profile, hub, model, shard, size)))
+                    headers.append(reader.read(file_head(profile, hub, model, shard, size)))
                     break
-                except NeedMoreBytes as more:  # large vocabularies make long headers
+                except HeaderShort as more:  # large vocabularies make long headers
                     if size >= shard.size:
-                        raise NotGguf(f"{shard.path}: header longer than the file") from more
+                        raise HeaderUnreadable(f"{shard.path}: header longer than the file") from more
                     size = min(more.at_least, shard.size)
-    except (DownloadFailed, TransientError, NotGguf, OSError):
+    except (DownloadFailed, TransientError, HeaderUnreadable, OSError):
         return None, False
-    return summarize(headers), False
+    return reader.layout(headers), False

@@ -1,5 +1,5 @@
-"""The served weights, real or random, read from the local cache: a GGUF quant's first shard's header, or a
-safetensors checkpoint's first shard's JSON header (its `__metadata__`, where kimik3's tiny checkpoint says
+"""The served weights, real or random, read from the local cache: the header of the first shard of a quant in the
+engine's own format (its reader: llama.cpp's GGUF), or a safetensors checkpoint's first shard's JSON header (its `__metadata__`, where kimik3's tiny checkpoint says
 `kimik3.weights: random`)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 import struct
 from pathlib import Path
 
-from kimik3_reconciler.engines.llamacpp.gguf_header import NeedMoreBytes, NotGguf, parse_gguf_header
+from kimik3_reconciler.engines.base import HeaderShort, HeaderUnreadable, WeightHeaders
 from kimik3_reconciler.model.facts import ModelFact
 from kimik3_reconciler.model.weights import Weights, unreadable, weights_of
 from kimik3_reconciler.ports import HubPort
@@ -17,10 +17,11 @@ FIRST_READ = 1 << 20
 MAX_HEADER = 256 << 20  # K3's ~164k-token vocabulary makes a header of a few MB; nothing real is larger
 
 
-def served_weights(hub: HubPort, model: ModelFact, shard: str) -> Weights:
-    """Weights of `shard` (the file llama-server opens) as the cache (or the local folder) holds it: the container
-    mounts that file. A checkpoint folder (".": vLLM opens the snapshot) is judged by its first safetensors shard."""
-    if shard == ".":
+def served_weights(hub: HubPort, model: ModelFact, shard: str, reader: WeightHeaders | None) -> Weights:
+    """Weights of `shard` (the file the server opens; `reader`: the engine's header reader) as the cache (or the local
+    folder) holds it: the container mounts that file. A checkpoint folder (".": vLLM opens the snapshot) is judged by
+    its first safetensors shard."""
+    if shard == "." or reader is None:
         return _checkpoint_weights(hub, model)
     cached = (
         Path(model.host_path(shard))
@@ -36,12 +37,12 @@ def served_weights(hub: HubPort, model: ModelFact, shard: str) -> Weights:
                 handle.seek(0)
                 data = handle.read(size)
                 try:
-                    return weights_of(parse_gguf_header(data).metadata, shard)
-                except NeedMoreBytes as more:  # large vocabularies make long headers
+                    return weights_of(reader.metadata(reader.read(data)), shard)
+                except HeaderShort as more:  # large vocabularies make long headers
                     if len(data) < size or more.at_least > MAX_HEADER:
                         return unreadable(shard, "the header is longer than the file")
                     size = more.at_least
-    except (NotGguf, OSError) as exc:
+    except (HeaderUnreadable, OSError) as exc:
         return unreadable(shard, str(exc))
 
 

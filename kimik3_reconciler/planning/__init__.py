@@ -7,7 +7,7 @@ and the steps planned before it, and returns its own steps. A new step kind is o
 from __future__ import annotations
 
 from kimik3_reconciler.engines import engine_for
-from kimik3_reconciler.engines.base import EnginePlan
+from kimik3_reconciler.engines.base import BuildRecipe, EnginePlan
 from kimik3_reconciler.errors import FieldRefusal, HubError, PlanError
 from kimik3_reconciler.model.facts import ImageFact, Observed
 from kimik3_reconciler.model.labels import PROFILE_LABEL
@@ -33,8 +33,8 @@ from kimik3_reconciler.planning.health_step import plan_health
 from kimik3_reconciler.planning.host_gate import host_gate
 from kimik3_reconciler.planning.host_step import plan_host
 from kimik3_reconciler.planning.image_pull import plan_pulled_removal
-from kimik3_reconciler.planning.image_step import image_tag, plan_image, render_image_build
-from kimik3_reconciler.planning.launch import NO_QUANT_MODE, refuse_keyless_key_file, render_launch
+from kimik3_reconciler.planning.image_step import plan_image
+from kimik3_reconciler.planning.launch import refuse_keyless_key_file, render_launch
 from kimik3_reconciler.planning.metrics_step import plan_exporter, plan_exporter_teardown, plan_release_port
 from kimik3_reconciler.planning.model_step import model_spec, plan_model, plan_tokenizer
 from kimik3_reconciler.planning.preread_step import plan_preread
@@ -99,24 +99,30 @@ def render_desired(
     engine = engine_for(profile.engine)  # the registry: every planner learns the engine from Desired.engine
     rendered = rendered if rendered is not None else engine.render_plan(profile, observed)
     engine_plan = PlanOnHost(profile, observed, rendered, refusals)
-    # Hybrid or all-VRAM is a GGUF quant's question; a checkpoint engine sizes its memory with its own knobs.
-    mode = engine_plan.mode or NO_QUANT_MODE
     if engine.image_source.kind == "pull":
         # A pulled image is its digest: the container runs `repo:tag@sha256:…` and its fingerprint moves with the
         # digest only (the image steps of a pull: planning/image_step, by engine.image_source.kind). No build is
         # rendered: llama.cpp's Dockerfile, patches and CMake flags are no input of this engine's plan.
         image = profile.image
-        launch = render_launch(profile, observed, image.ref, image.digest, engine, mode)
+        launch = render_launch(profile, observed, image.ref, image.digest, engine, rendered)
         return Desired(profile, None, launch, engine, engine_plan)
-    build = render_image_build(profile, observed)
-    launch = render_launch(profile, observed, build.tag, build.fingerprint, engine, mode)
+    build = _build(profile, observed).spec()
+    launch = render_launch(profile, observed, build.tag, build.fingerprint, engine, rendered)
     return Desired(profile, build, launch, engine, engine_plan)
+
+
+def _build(profile: Profile, observed: Observed) -> BuildRecipe:
+    """The build of a profile whose engine builds its image (its callers asked `image_source.kind` first)."""
+    recipe = engine_for(profile.engine).build_recipe(profile, observed)
+    assert recipe is not None, f"engine {profile.engine} builds no image"
+    return recipe
 
 
 def refuse_by_host_gate(profile: Profile, observed: Observed, rendered: EnginePlan | None = None) -> list[str]:
     """PlanError naming every failing fact, else the gate's warnings. Observation calls it once before any
-    hub request too (with no model files yet: the sizing half waits for the listing). `rendered`: the engine's plan,
-    where the caller has it (host_gate)."""
+    hub request too (with no model files yet: the sizing half waits for the listing). `rendered`: the engine's plan on
+    this observation where the caller has it (`plan`), else rendered here (the early gate's observation is its own)."""
+    rendered = rendered if rendered is not None else engine_for(profile.engine).render_plan(profile, observed)
     refusals, gate_warnings = host_gate(profile, observed, rendered)
     if refusals:
         fields = tuple(r.field for r in refusals if isinstance(r, FieldRefusal))
@@ -208,7 +214,7 @@ def plan_destroy(profile: Profile, observed: Observed, *, images: bool = False, 
 def _built_image_teardown(profile: Profile, observed: Observed, images: bool) -> list[Step]:
     """The image step of `destroy` for a built image (its tag is this profile's source pin)."""
     steps: list[Step] = []
-    tag = image_tag(profile)
+    tag = _build(profile, observed).tag
     tagged = [i for i in observed.images if tag in i.tags]
     wanted = _wanted_image_fingerprint(profile, observed)
     foreign = [i for i in tagged if not _is_profiles_image(profile, observed, i, wanted)]
@@ -260,7 +266,7 @@ def _wanted_image_fingerprint(profile: Profile, observed: Observed) -> str | Non
     if engine_for(profile.engine).image_source.kind == "pull":
         return None  # a pulled image is its digest: the container's (in use) is the one to keep
     try:
-        return render_image_build(profile, observed).fingerprint
+        return _build(profile, observed).spec().fingerprint
     except PlanError:  # destroy goes on when the planner would refuse a build
         return None
 
@@ -288,8 +294,10 @@ def profile_images(profile: Profile, observed: Observed) -> tuple[str, list[str]
             else f"{pulled.image_id[:19]} (current{', in use' if in_use else ''})"
         )
         return f"{pulled.ref} (pulled by digest)", [state]
+    if engine_for(profile.engine).image_source.kind == "pull":  # not looked at: no build of another engine stands in
+        return f"{profile.image.ref} (pulled by digest)", ["not observed"]
     try:
-        wanted: ImageBuild | None = render_image_build(profile, observed)
+        wanted: ImageBuild | None = _build(profile, observed).spec()
     except PlanError as exc:  # status reports what is there even when the planner would refuse the build
         wanted, refused = None, str(exc)
     in_use = observed.container.image_id if observed.container else None
@@ -320,7 +328,7 @@ def plan_prune(profile: Profile, observed: Observed) -> Plan:
             profile.name,
             (Step("image", observed.pulled.ref, Action.NOOP, "pulled by digest: no older builds to prune"),),
         )
-    current = render_image_build(profile, observed).fingerprint
+    current = _build(profile, observed).spec().fingerprint
     in_use = observed.container.image_id if observed.container else None
     steps = []
     for image in observed.images:

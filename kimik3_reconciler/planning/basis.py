@@ -27,7 +27,6 @@ from kimik3_reconciler.model.plan_file import SavedPlan
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.specs import HealthWait, ImageBuild, PagecachePreread
 from kimik3_reconciler.planning.conflict_step import why_conflicting
-from kimik3_reconciler.planning.image_step import image_tag, render_image_build
 from kimik3_reconciler.planning.preread_step import preread_spec
 
 
@@ -49,16 +48,17 @@ def _model(label: str, fact: ModelFact | None) -> dict[str, str]:
     }
 
 
-def _wanted_fingerprint(profile: Profile, observed: Observed) -> str | None:
-    """The fingerprint of the build the profile wants; None where its engine pulls its image (nothing is built)."""
-    if engine_for(profile.engine).image_source.kind == "pull":
-        return None
-    return render_image_build(profile, observed).fingerprint
+def _wanted(profile: Profile, observed: Observed) -> tuple[str | None, str | None]:
+    """The tag and fingerprint of the build the profile wants; None, None where its engine pulls its image (nothing
+    is built)."""
+    engine = engine_for(profile.engine)
+    recipe = None if engine.image_source.kind == "pull" else engine.build_recipe(profile, observed)
+    return (None, None) if recipe is None else (recipe.tag, recipe.spec().fingerprint)
 
 
 def _docker(profile: Profile, observed: Observed) -> dict[str, str]:
     """The profile's tag, builds of its fingerprint (retag targets), its container and those it conflicts with."""
-    tag, wanted = image_tag(profile), _wanted_fingerprint(profile, observed)
+    tag, wanted = _wanted(profile, observed)
     running = observed.container.image_id if observed.container else None
     facts = {}
     for image in observed.images:
@@ -81,7 +81,7 @@ def _docker(profile: Profile, observed: Observed) -> dict[str, str]:
 def _workers(profile: Profile, observed: Observed) -> dict[str, str]:
     """Each RPC worker's rpc-server (id, state, start, fingerprint: a restart or a replacement moves the main
     server's decision too), its builds of the profile's image, and each recorded worker the profile dropped."""
-    tag, wanted = image_tag(profile), _wanted_fingerprint(profile, observed)
+    tag, wanted = _wanted(profile, observed)
     facts = {}
     for worker in observed.workers:
         facts[f"worker {worker.name}"] = (

@@ -21,11 +21,17 @@ class PlanOnHost:
     """The engine's plan for one profile on one observation, and the routes judged with it."""
 
     def __init__(self, profile: Profile, observed: Observed, rendered: EnginePlan, refusals: tuple[str, ...] = ()):
-        self.profile, self.observed, self.refusals = profile, observed, refusals
+        self.profile, self.observed, self.refusals, self.rendered = profile, observed, refusals, rendered
         self.mode: Any = rendered.mode  # None: the engine sizes its memory with its own knobs
         self.forecast: Any = rendered.forecast
 
     @cached_property
     def routes(self) -> RouteReport:
         """The routes on this host, the profile's own judged by the plan's gate (`refusals`: none once it passed)."""
-        return profile_routes(self.profile, self.observed.host, observed=self.observed, refusals=list(self.refusals))
+        return profile_routes(
+            self.profile,
+            self.observed.host,
+            observed=self.observed,
+            refusals=list(self.refusals),
+            rendered=self.rendered,
+        )

@@ -150,6 +150,7 @@ def plan_health(desired: Desired, observed: Observed, planned: tuple[Step, ...] 
         unit=f"{profile.unit_name}.service" if profile.systemd is not None else None,
         partial_bytes=partial,
         local_model=observed.model.local_path,
+        engine=desired.engine.name,
     )
     target = launch.health_url
     if container_changes(planned):

@@ -9,22 +9,12 @@ engines/llamacpp/memory_gate.py hold the tables and the arithmetic).
 
 from __future__ import annotations
 
-import re
-
 from kimik3_reconciler.engines import engine_for
 from kimik3_reconciler.engines.base import EnginePlan, HostNeeds
-from kimik3_reconciler.engines.llamacpp.build_flags import HOST_FLAGS, cpu_features
-from kimik3_reconciler.engines.llamacpp.host_compat import (
-    arch_name,
-    best_coverage,
-    driver_floor,
-    image_cuda_version,
-)
-from kimik3_reconciler.engines.llamacpp.memory_gate import context_refusals, draft_room_refusals, memory_findings
-from kimik3_reconciler.engines.llamacpp.vram_fit import derive_mode, margin_refusal, requested_gpus
+from kimik3_reconciler.engines.gpus import absent_refusal, foreign_gpu_processes, requested_gpus
 from kimik3_reconciler.errors import FieldRefusal
 from kimik3_reconciler.model.driver import driver_text, version
-from kimik3_reconciler.model.facts import GpuFact, HostFacts, ModelFact, Observed
+from kimik3_reconciler.model.facts import HostFacts, ModelFact, Observed
 from kimik3_reconciler.model.profile import Profile, bind_addresses, upstream_port
 from kimik3_reconciler.model.route import is_kind
 from kimik3_reconciler.model.unit_files import runs_helper_unit
@@ -32,7 +22,6 @@ from kimik3_reconciler.planning.conflict_step import why_conflicting
 from kimik3_reconciler.planning.model_step import disk_refusal
 from kimik3_reconciler.planning.tensor_parallel import tensor_parallel_findings
 
-MIB = 1 << 20
 # Filesystem types that reach the bytes over a network (or a FUSE client of one): seed 001 wants NVMe.
 NETWORK_FS = frozenset(
     {
@@ -72,114 +61,6 @@ def _stoppable_pids(profile: Profile, observed: Observed) -> frozenset[int]:
     }
     pids |= {o.pid for o in observed.others if o.pid and o.up and why_conflicting(profile, o, profile.serve.port)}
     return frozenset(pids)
-
-
-def _runtime_cuda(profile: Profile, observed: Observed) -> tuple[int, int, int] | None:
-    """The runtime base image's CUDA: its CUDA_VERSION env when pulled, else its tag."""
-    env = {"CUDA_VERSION": observed.runtime_cuda} if observed.runtime_cuda else None
-    return image_cuda_version(profile.build.base_images.runtime, env)
-
-
-def _driver_refusal(profile: Profile, observed: Observed) -> str | None:
-    """The driver must run the runtime base image's CUDA (seed 001: the CUDA 13 image needs R580+)."""
-    host, runtime = observed.host, profile.build.base_images.runtime
-    cuda = _runtime_cuda(profile, observed)
-    floor, why = driver_floor(cuda)
-    runs = f"; NVML: it runs CUDA <= {host.driver_cuda[0]}.{host.driver_cuda[1]}" if host.driver_cuda else ""
-    # rule: driver-floor
-    # Seed 001: R580+ for the CUDA 13 image; nvidia/cuda images refuse to start on an older driver
-    # (their NVIDIA_REQUIRE_CUDA=cuda>=X.Y, checked by the container toolkit).
-    if version(host.driver_version or "0") >= floor:
-        # The driver's own word, where NVML gives it, counts too (a table row may be missing).
-        if cuda and host.driver_cuda and host.driver_cuda < cuda[:2]:
-            return (
-                f"NVIDIA driver {host.driver_version} runs CUDA <= {host.driver_cuda[0]}.{host.driver_cuda[1]} "
-                f"(NVML), older than CUDA {'.'.join(map(str, cuda))} of the runtime base image {runtime}: upgrade "
-                "the driver, or set build.base_images to a CUDA the driver runs"
-            )
-        return None
-    return (
-        f"NVIDIA driver {host.driver_version} is older than {driver_text(floor)}, the minimum for the runtime "
-        f"base image {runtime} ({why}{runs}): upgrade the driver, or set build.base_images to a CUDA the "
-        "driver runs"
-    )
-
-
-def _arch_findings(profile: Profile, host: HostFacts) -> tuple[list[str], list[str]]:
-    """Every requested GPU needs kernels among build.cuda_architectures: found before the build, not after the load."""
-    archs = profile.build.cuda_architectures
-    gpus, _ = requested_gpus(profile, host)
-    groups: dict[tuple[tuple[int, int], str], list[int]] = {}
-    for gpu in gpus:
-        groups.setdefault((gpu.compute_capability, gpu.name), []).append(gpu.index)
-    rewritten = any(re.fullmatch(r"12\d(-real|-virtual)?", a) for a in archs)
-    refusals, warnings = [], []
-    for (cc, name), indices in groups.items():
-        which = f"GPU {indices[0]}" if len(indices) == 1 else f"GPUs {', '.join(map(str, indices))}"
-        named = (
-            f"{which} ({name}) {'has' if len(indices) == 1 else 'have'} compute capability {cc[0]}.{cc[1]} "
-            f"(sm_{arch_name(cc)})"
-        )
-        coverage = best_coverage(archs, cc)
-        # rule: cuda-arch-covers-gpus
-        # llama.cpp CMake (reference/llama-cpp.md §3.2): a plain 12X builds 12Xa, which runs on that GPU only.
-        if coverage is None:
-            why = " (llama.cpp builds a plain 12X as 12Xa, for that GPU only)" if rewritten else ""
-            refusals.append(
-                f'{named} but build.cuda_architectures {archs} has no kernel it can run{why}: add "{arch_name(cc)}"'
-            )
-        elif coverage == "ptx":
-            warnings.append(
-                f"{named}: build.cuda_architectures {archs} gives it only PTX, compiled at every cold "
-                f'start and slower than native kernels: add "{arch_name(cc)}"'
-            )
-    return refusals, warnings
-
-
-def _gpu_refusals(profile: Profile, observed: Observed, stoppable: frozenset[int] = frozenset()) -> list[str]:
-    host = observed.host
-    # rule: gpus-present
-    # Seed 000 step 1: nvidia-smi first (GPU count/VRAM): a CUDA profile on a host without them cannot load.
-    if host.gpu_probe == "no-driver" or not host.gpus:
-        floor, _ = driver_floor(_runtime_cuda(profile, observed))
-        return [
-            f"0 GPUs on this host ({host.gpu_probe_detail or 'NVML sees none'}): build.variant cuda needs the "
-            f"NVIDIA driver (>= {driver_text(floor)}) and GPUs; use variant cpu with gpus: none for a CPU-only "
-            "host"
-        ]
-    refusals = [r for r in (_driver_refusal(profile, observed),) if r]
-    gpus, absent = requested_gpus(profile, host)
-    if absent:
-        # rule: gpus-present
-        # The profile's GPUs must be this host's (indices or UUIDs that NVML lists).
-        have = ", ".join(f"{g.index} ({g.uuid})" for g in host.gpus)
-        refusals.append(f"gpus: {', '.join(absent)} not on this host (it has {have})")
-    twice = sorted({g.index for g in gpus if sum(h.index == g.index for h in gpus) > 1})
-    if twice:
-        # rule: gpus-present
-        # An index and a UUID can name one GPU: it would be requested once and counted twice (fit_target, split).
-        refusals.append(
-            f"gpus: names GPU {', '.join(map(str, twice))} twice (by index and by UUID): list each GPU once"
-        )
-    refusals.extend(_foreign_gpu_processes(profile, gpus, stoppable))
-    fit = profile.serve.fit_target
-    if isinstance(fit, list) and profile.gpus == "all" and len(fit) != len(host.gpus):
-        # rule: fit-target-list
-        # llama.cpp indexes --fit-target like the devices: with gpus: all only the host's count says how many.
-        refusals.append(
-            FieldRefusal(
-                ("serve", "fit_target"),
-                f"serve.fit_target lists {len(fit)} values but gpus: all is {len(host.gpus)} GPUs here",
-            )
-        )
-    if host.docker_gpus is False:
-        # rule: gpu-plumbing-probe
-        # No CDI spec and no nvidia runtime: no container can get a GPU, so the probe has nothing to try.
-        refusals.append(
-            "Docker cannot give containers GPUs: install nvidia-container-toolkit (CDI specs in /etc/cdi "
-            "or the nvidia runtime)"
-        )
-    return refusals
 
 
 def _stoppable_containers(profile: Profile, observed: Observed) -> frozenset[str]:
@@ -294,33 +175,6 @@ def _cache_filesystem_warning(model: ModelFact) -> str | None:
     return None
 
 
-def _cpu_findings(profile: Profile, observed: Observed, mode: str) -> tuple[list[str], list[str]]:
-    """AVX-512 is what the CPU experts use; AMX is irrelevant to them (seed 000), so it is not judged."""
-    host = observed.host
-    if not host.cpu_flags:
-        return [], []  # not observed
-    flags, built = set(host.cpu_flags), cpu_features(profile, host)
-    missing = [f for f in built if f != "amx" and not set(HOST_FLAGS[f]) <= flags]
-    # rule: cpu-features-on-host
-    # Listed AVX-512 kernels are compiled into the whole CPU backend: an illegal instruction on this CPU.
-    if missing:
-        lacks = ", ".join(HOST_FLAGS[m][0] for m in missing)
-        return [
-            f"build.cpu_features lists {', '.join(missing)} but this CPU lacks {lacks}: "
-            "the image's CPU kernels would stop on an illegal instruction here; use cpu_features: auto"
-        ], []
-    experts_on_cpu = profile.build.variant == "cpu" or mode == "hybrid"
-    # rule: avx512-experts
-    # Seed 000: the hybrid's CPU experts run on AVX-512; AMX "turns out to be irrelevant to the experts".
-    # An explicit list is the profile's choice (`[]`: a portable image): only `auto` on a CPU without AVX-512 warns.
-    if experts_on_cpu and profile.build.cpu_features == "auto" and "avx512f" not in flags:
-        return [], [
-            "no AVX-512 on this CPU: the hybrid's CPU-resident experts run on AVX2 kernels, slower than the "
-            "AVX-512 ones seed 000 measured (AMX does not matter for them)"
-        ]
-    return [], []
-
-
 def _module_findings(profile: Profile, host: HostFacts) -> tuple[list[str], list[str]]:
     """The NVIDIA kernel module: seed 000's host needs the open one (Blackwell GPUs run only on it)."""
     if profile.gpus == "none" or host.nvidia_module != "proprietary":
@@ -344,22 +198,6 @@ def _module_findings(profile: Profile, host: HostFacts) -> tuple[list[str], list
 GIB = 1 << 30
 # Below this share of the engine's memory left after the weights, the KV cache holds few requests: warned.
 KV_ROOM_WARN = 0.10
-
-
-def _foreign_gpu_processes(profile: Profile, gpus: tuple[GpuFact, ...], stoppable: frozenset[int]) -> list[str]:
-    refusals = []
-    if not profile.share_gpus:
-        for gpu in gpus:
-            for p in gpu.processes:
-                if not p.ours and p.pid not in stoppable:
-                    # rule: gpus-unclaimed
-                    # Seed 000 step 1: check who else uses the GPUs before claiming any (commonly a shared pool).
-                    refusals.append(
-                        f"GPU {gpu.index} ({gpu.uuid}) holds {p.used_bytes // MIB} MiB for pid {p.pid}, "
-                        "not this profile's container: another job on a shared GPU? pick other gpus, "
-                        "stop it, or set share_gpus: true"
-                    )
-    return refusals
 
 
 def checkpoint_findings(
@@ -390,10 +228,7 @@ def checkpoint_findings(
         )
     gpus, absent = requested_gpus(profile, host)
     if absent:
-        # rule: gpus-present
-        # The profile's GPUs must be this host's (indices or UUIDs that NVML lists).
-        have = ", ".join(f"{g.index} ({g.uuid})" for g in host.gpus)
-        refusals.append(f"gpus: {', '.join(absent)} not on this host (it has {have})")
+        refusals.append(absent_refusal(absent, host))
     if len(gpus) < needs.gpus:
         # rule: engine-host-needs
         # One tensor-parallel rank per GPU: fewer GPUs than ranks never start.
@@ -419,7 +254,7 @@ def checkpoint_findings(
                 "true to run the recipe on them anyway",
             )
         )
-    refusals += _foreign_gpu_processes(profile, gpus, stoppable)
+    refusals += foreign_gpu_processes(profile, gpus, stoppable)
     if host.docker_gpus is False:
         # rule: gpu-plumbing-probe
         # No CDI spec and no nvidia runtime: no container can get a GPU.
@@ -453,10 +288,11 @@ def checkpoint_findings(
 
 def host_gate(profile: Profile, observed: Observed, rendered: EnginePlan | None = None) -> tuple[list[str], list[str]]:
     """(refusals, warnings). Facts that were not observed (pure tests) are not judged. `rendered`: the engine's plan
-    for this profile and observation where the caller has it (`plan`), else llama.cpp's mode is derived here."""
+    for this profile and observation where the caller has it (`plan`, the routes), else rendered here; the engine's
+    own findings read its sizing from it, never derive it again."""
     host = observed.host
-    refusals, warnings = [], []
-    needs = engine_for(profile.engine).host_needs(profile)
+    engine = engine_for(profile.engine)
+    needs = engine.host_needs(profile)
     if needs is not None:  # an engine with the whole checkpoint in VRAM: its needs, then what every deployment needs
         if needs.hosts > 1:
             # rule: cluster-not-converged
@@ -475,6 +311,7 @@ def host_gate(profile: Profile, observed: Observed, rendered: EnginePlan | None 
         refusals += _port_refusals(profile, observed) + _address_refusals(profile, observed)
         warnings += [w for w in (_cache_filesystem_warning(observed.model),) if w]
         return refusals, warnings
+    refusals, warnings = [], []
     # rule: numa-balancing
     # With host.prepare the plan's first step sets it (planning/host_step.py) before anything runs under it.
     if host.numa_balancing not in (None, 0) and not profile.host.prepare:
@@ -486,22 +323,15 @@ def host_gate(profile: Profile, observed: Observed, rendered: EnginePlan | None 
     stoppable = _stoppable_pids(profile, observed)
     module_refusals, module_warnings = _module_findings(profile, host)
     refusals, warnings = refusals + module_refusals, warnings + module_warnings
-    if profile.build.variant == "cuda" and host.gpu_probe is not None:
-        refusals += _gpu_refusals(profile, observed, stoppable)
-        if host.gpu_probe == "ok":
-            found, cautions = _arch_findings(profile, host)
-            refusals, warnings = refusals + found, warnings + cautions
     ours_running = bool(stoppable) or bool(observed.container and observed.container.loaded)  # its memory frees
-    memory, caution = memory_findings(profile, observed, ours_running)
-    refusals += memory + draft_room_refusals(profile, observed) + context_refusals(profile, observed)
-    warnings += caution
+    # The engine's own findings on its devices, its build and its sizing (the GPUs, the image's kernels and CUDA,
+    # VRAM + RAM, the context), judged from its plan.
+    rendered = rendered if rendered is not None else engine.render_plan(profile, observed)
+    found, cautions = engine.host_findings(profile, observed, rendered, stoppable, ours_running)
+    refusals, warnings = refusals + found, warnings + cautions
     for refusal in (disk_refusal(observed.model), disk_refusal(observed.tokenizer) if observed.tokenizer else None):
         if refusal:
             refusals.append(refusal)
     refusals += _port_refusals(profile, observed) + _address_refusals(profile, observed)
-    decision = rendered.mode if rendered is not None and rendered.mode is not None else derive_mode(profile, observed)
-    refusals += [r for r in (margin_refusal(profile, decision),) if r]
-    cpu_refusals, cpu_warnings = _cpu_findings(profile, observed, decision.mode)
-    refusals, warnings = refusals + cpu_refusals, warnings + cpu_warnings
     warnings += [w for w in (_cache_filesystem_warning(observed.model),) if w]
     return refusals, warnings

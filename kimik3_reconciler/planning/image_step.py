@@ -1,19 +1,15 @@
-"""Plan the image: render Dockerfile.llamacpp build args, the tag and the image fingerprint."""
+"""Plan the image: pulled by digest, or built from the engine's build recipe (`ServingEngine.build_recipe`: its
+payload, inputs, cost and notes), kept, retagged or rebuilt by its fingerprint."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import replace
 
-from kimik3_reconciler.engines.llamacpp.build_flags import cmake_definitions, docker_build_args
-from kimik3_reconciler.engines.llamacpp.build_time import build_cost
-from kimik3_reconciler.engines.llamacpp.patch_roles import rollback_requirement
-from kimik3_reconciler.engines.llamacpp.sources import source_archive
+from kimik3_reconciler.engines.base import BuildRecipe
 from kimik3_reconciler.errors import PlanError
-from kimik3_reconciler.model.builtin_patches import BUILTIN_PATCHES
 from kimik3_reconciler.model.facts import ImageFact, Observed
-from kimik3_reconciler.model.hashing import fingerprint
-from kimik3_reconciler.model.labels import BASE_DIGESTS, BASE_IMAGES, IMAGE_FINGERPRINT, IMAGE_INPUTS, PROFILE_LABEL
+from kimik3_reconciler.model.labels import BASE_DIGESTS, BASE_IMAGES, IMAGE_INPUTS
 from kimik3_reconciler.model.plan import Action, DiffItem, Step, flat_diff
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.specs import ImageBuild, RetagImage
@@ -21,66 +17,6 @@ from kimik3_reconciler.planning.container_step import container_alone, container
 from kimik3_reconciler.planning.desired import Desired
 from kimik3_reconciler.planning.image_pull import plan_pull
 from kimik3_reconciler.planning.preread_step import build_overlap
-
-
-def image_tag(profile: Profile) -> str:
-    suffix = "-cpu" if profile.build.variant == "cpu" else ""
-    return f"kimi-k3-llamacpp:{profile.build.source}-{profile.build.effective_commit[:7]}{suffix}"
-
-
-def image_inputs(profile: Profile, observed: Observed) -> dict[str, object]:
-    """The flattened build inputs; stored as a label so a rebuild can say which one moved."""
-    archive_location, archive_sha = source_archive(profile, observed)
-    inputs: dict[str, object] = {
-        "build.source": profile.build.source,
-        "build.commit": profile.build.effective_commit,
-        "build.variant": profile.build.variant,
-        "build.archive.sha256": archive_sha or f"(pinned by commit: {archive_location})",
-        "build.patches": [f"{p.name}@{p.sha256[:12]}" for p in observed.inputs.patches],
-        "dockerfile.sha256": observed.inputs.dockerfile_sha256[:12],
-    }
-    if observed.inputs.builtin_patches:
-        # Only when the image gets one (CUDA by default; CPU only when the profile opts in to one): an image
-        # without any keeps the fingerprint it had before kimik3 carried patches (the CPU image's did not move).
-        inputs["build.builtin_patches"] = [f"{p.name}@{p.sha256[:12]}" for p in observed.inputs.builtin_patches]
-    inputs["build.base_images.build"] = profile.build.base_images.build
-    inputs["build.base_images.runtime"] = profile.build.base_images.runtime
-    inputs.update({f"build.cmake.{k}": v for k, v in sorted(cmake_definitions(profile, observed.host).items())})
-    return inputs
-
-
-def render_image_build(profile: Profile, observed: Observed) -> ImageBuild:
-    inputs = image_inputs(profile, observed)
-    digest = fingerprint(inputs)
-    archive_location, archive_sha = source_archive(profile, observed)
-    # Dockerfile.llamacpp applies /patches/*.patch in name order: number them, keep the suffix. kimik3's own
-    # patches come first (named kimik3-…), then build.patches: a user's patch applies on top of what kimik3 ships.
-    ordered = [(f"kimik3-{p.name}", p.path) for p in observed.inputs.builtin_patches]
-    ordered += [(p.name, p.path) for p in observed.inputs.patches]
-    patches = tuple(
-        (f"{i:02d}-{name}" + ("" if name.endswith(".patch") else ".patch"), path)
-        for i, (name, path) in enumerate(ordered)
-    )
-    labels = (
-        (IMAGE_FINGERPRINT, digest),
-        (IMAGE_INPUTS, json.dumps(inputs, sort_keys=True)),
-        ("kimik3.source", profile.build.source),
-        ("kimik3.commit", profile.build.effective_commit),
-        (PROFILE_LABEL, profile.name),
-    )
-    return ImageBuild(
-        tag=image_tag(profile),
-        fingerprint=digest,
-        source=profile.build.source,
-        commit=profile.build.effective_commit,
-        dockerfile=observed.inputs.dockerfile_path,
-        archive=archive_location,
-        archive_sha256=archive_sha,
-        patches=patches,
-        build_args=tuple(docker_build_args(profile, observed.host).items()),
-        labels=labels,
-        variant=profile.build.variant,
-    )
 
 
 def pinned(ref: str) -> bool:
@@ -148,17 +84,15 @@ def plan_image(desired: Desired, observed: Observed, planned: tuple[Step, ...] =
                 fields=(("image", "ref"),),
             )
         return plan_pull(observed.pulled)
-    rollback, refusal = rollback_requirement(desired.profile, observed.inputs.patches)
+    recipe = desired.engine.build_recipe(desired.profile, observed)
+    assert recipe is not None  # the engine builds its image (image_source.kind "build")
+    refusal = recipe.refusal()
     if refusal:
         raise PlanError(refusal, fields=(("build", "patches"),))  # the orchestrator adds the profile's file:line
-    steps = _with_preread(_plan_image(desired, observed), desired, observed)
-    builtin = builtin_summary(observed)
-    if builtin:
-        steps = tuple(replace(s, reason=f"{s.reason}; {builtin}") for s in steps)
-    if rollback is None:
-        return steps
-    # Say which patch carries the draft's rollback and why kimik3 believes so (content, not name).
-    return tuple(replace(s, reason=f"{s.reason}; spec_draft's rollback patch: {rollback}") for s in steps)
+    steps = _with_preread(_plan_image(desired, observed, recipe), desired, observed)
+    for note in recipe.notes():
+        steps = tuple(replace(s, reason=f"{s.reason}; {note}") for s in steps)
+    return steps
 
 
 def _with_preread(steps: tuple[Step, ...], desired: Desired, observed: Observed) -> tuple[Step, ...]:
@@ -182,16 +116,7 @@ def _with_preread(steps: tuple[Step, ...], desired: Desired, observed: Observed)
     )
 
 
-def builtin_summary(observed: Observed) -> str:
-    """What the plan says of kimik3's own patches in this image (none, as the CPU variant by default: nothing said)."""
-    facts = observed.inputs.builtin_patches
-    if not facts:
-        return ""
-    names = {p.file: p.name for p in BUILTIN_PATCHES}
-    return "kimik3 patches: " + ", ".join(f"{names.get(p.name, p.name)} ({p.name} {p.sha256[:12]})" for p in facts)
-
-
-def _plan_image(desired: Desired, observed: Observed) -> tuple[Step, ...]:
+def _plan_image(desired: Desired, observed: Observed, recipe: BuildRecipe) -> tuple[Step, ...]:
     spec = desired.build
     present = [i for i in observed.images if i.fingerprint == spec.fingerprint]
     current = [i for i in present if not _base_drift(i, observed)]
@@ -242,7 +167,7 @@ def _plan_image(desired: Desired, observed: Observed) -> tuple[Step, ...]:
                 why,
                 diff=drift,
                 spec=spec,
-                cost=build_cost(desired.profile, observed),
+                cost=recipe.cost(),
                 warnings=_pin_hints(desired.profile, observed),
             ),
         )
@@ -255,11 +180,11 @@ def _plan_image(desired: Desired, observed: Observed) -> tuple[Step, ...]:
                 Action.CREATE,
                 f"no image with fingerprint {spec.fingerprint}: build it",
                 spec=spec,
-                cost=build_cost(desired.profile, observed),
+                cost=recipe.cost(),
                 warnings=_pin_hints(desired.profile, observed),
             ),
         )
-    diff = flat_diff(json.loads(same_tag[0].labels.get(IMAGE_INPUTS, "{}")), image_inputs(desired.profile, observed))
+    diff = flat_diff(json.loads(same_tag[0].labels.get(IMAGE_INPUTS, "{}")), recipe.inputs())
     return (
         Step(
             "image",
@@ -269,7 +194,7 @@ def _plan_image(desired: Desired, observed: Observed) -> tuple[Step, ...]:
             "the old image stays as a rollback target",
             diff=diff,
             spec=spec,
-            cost=build_cost(desired.profile, observed),
+            cost=recipe.cost(),
             warnings=_pin_hints(desired.profile, observed),
         ),
     )

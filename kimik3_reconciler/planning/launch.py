@@ -10,11 +10,10 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, replace
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, NamedTuple
 
 from kimik3_reconciler.engines import ServingEngine, engine_for
-from kimik3_reconciler.engines.llamacpp.drafts import draft_device
-from kimik3_reconciler.engines.llamacpp.vram_fit import ModeDecision, context_note, context_total, derive_mode
+from kimik3_reconciler.engines.base import EnginePlan
 from kimik3_reconciler.errors import InputError, PlanError
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.hashing import fingerprint
@@ -33,8 +32,14 @@ from kimik3_reconciler.model.profile import Profile, ServeSpec, gpus_of, upstrea
 from kimik3_reconciler.model.specs import ContainerSpec, Mount
 from kimik3_reconciler.planning.worker_step import rpc_endpoints, worker_fingerprints
 
-# The mode of an engine that serves no GGUF quant (vllm): all of the model on the GPUs, nothing derived.
-NO_QUANT_MODE = ModeDecision("all-vram", "all-vram", False, "")
+
+class WholeOnGpus(NamedTuple):
+    """The sizing of an engine whose plan has no mode (vLLM, SGLang): all of the model on the GPUs, nothing derived."""
+
+    mode: str = "all-vram"
+
+
+NO_QUANT_MODE = WholeOnGpus()
 
 
 @dataclass(frozen=True)
@@ -45,9 +50,9 @@ class Launch:
     spec: ContainerSpec
     fingerprint: str
     warnings: tuple[str, ...]
-    mode: ModeDecision  # hybrid or all-VRAM on this host's GPUs (the ubatch default follows it)
+    mode: Any  # the engine's sizing (EnginePlan.mode: `.mode` is hybrid or all-VRAM on this host's GPUs)
     health_path: str  # answers 200 once the model is loaded (the engine's readiness)
-    context: str = ""  # what each request gets (vram_fit.context_note), said where the plan launches
+    context: str = ""  # what each request gets (the engine's plan), said where the plan launches
 
     @property
     def inputs(self) -> dict[str, Any]:
@@ -97,29 +102,19 @@ def refuse_keyless_key_file(profile: Profile, observed: Observed) -> None:
         raise InputError(f"serve.api_key_file: {profile.serve.api_key_file} {problem}", (("serve", "api_key_file"),))
 
 
-def _resolved_serve(profile: Profile, observed: Observed, mode: ModeDecision | None) -> ServeSpec:
-    """The serve section as the container gets it: batch/ubatch/fit_target of the mode this host runs the
-    quant in (not the catalog's: seed 000 re-tunes per GPU count and memory) when omitted, per quant, and
-    the host paths of its files. `mode` None: an engine without GGUF quants (vllm), whose batching and context are
-    its own section's, gets the host paths only."""
+def _resolved_serve(profile: Profile, observed: Observed, rendered: EnginePlan) -> ServeSpec:
+    """The serve section as the container gets it: the sizing fields of the engine's plan (those of the mode this host
+    runs the model in: seed 000 re-tunes per GPU count and memory), and the host paths of its files. An engine whose
+    own section holds its batching and context (vllm) sizes none here: it gets the host paths only."""
     serve = profile.serve
-    update: dict[str, Any] = {"api_key_file": observed.inputs.api_key_file}
-    if mode is not None:
-        runs = mode.mode
-        update = {
-            "batch": profile.batch_for(runs),
-            "ubatch": profile.ubatch_for(runs),
-            "ctx_size": context_total(profile, observed),
-            "fit_target": profile.fit_target_for(runs),
-            **update,
-        }
+    update: dict[str, Any] = {**dict(rendered.serve), "api_key_file": observed.inputs.api_key_file}
     if upstream_port(profile) is not None:  # behind the latency proxy: the proxy holds serve.port
         update["port"] = upstream_port(profile)
     if serve.spec_draft is not None:
         if observed.inputs.draft_model is None:
             raise PlanError(
                 "serve.spec_draft: a draft from the hub (repo/file + revision) is not downloaded by "
-                "kimik3 yet; give a local GGUF path"
+                "kimik3 yet; give the local path of the draft's weights"
             )
         update["spec_draft"] = serve.spec_draft.model_copy(update={"model": observed.inputs.draft_model})
     return serve.model_copy(update=update)
@@ -131,20 +126,16 @@ def launch_input(
     image_tag: str,
     image_fp: str,
     engine: ServingEngine,
-    mode: ModeDecision | None = None,
+    rendered: EnginePlan,
 ) -> tuple[LaunchInput, tuple[str, ...]]:
-    """(the launch input, warnings) from the profile and what this host showed."""
-    gguf = engine.model_source.format == "gguf"
-    if gguf:
-        mode = mode or derive_mode(profile, observed)
+    """(the launch input, warnings) from the profile, what this host showed and the engine's plan."""
     bind, warnings = bind_address(profile, observed)
     if upstream_port(profile) is not None:
         # rule: proxy-server-on-loopback
         # Behind the proxy llama-server listens on loopback only: a client reaching it directly would skip the
         # latency series (and the proxy is where serve.host's address is bound).
         bind = "127.0.0.1"
-    note = mode.note(profile) if gguf and mode is not None else None
-    warnings += (note,) if note else ()
+    warnings += rendered.notes
     model = observed.model
     host_gpus = len(observed.host.gpus) if observed.host.gpu_probe == "ok" else None
     value = LaunchInput(
@@ -168,10 +159,10 @@ def launch_input(
             local_path=model.local_path,
             sha256=model.digest if model.local_path is not None else None,
         ),
-        serve=_resolved_serve(profile, observed, mode if gguf else None),
+        serve=_resolved_serve(profile, observed, rendered),
         bind=bind,
         threads=observed.host.physical_cores,
-        draft_device=draft_device(profile, host_gpus),
+        draft_device=engine.draft_device(profile, host_gpus),
         gpu_request=gpu_request(observed),
         rpc=rpc_endpoints(profile),
         worker_fingerprints=worker_fingerprints(profile, image_tag, image_fp),
@@ -274,15 +265,13 @@ def render_launch(
     image_tag: str,
     image_fp: str,
     engine: ServingEngine | None = None,
-    mode: ModeDecision | None = None,
+    rendered: EnginePlan | None = None,
 ) -> Launch:
-    """The launch on this host; `engine`: the profile's serving engine and `mode` its sizing (render_desired hands
-    both in, from the engine's plan; other callers get the engine the profile names and the mode derived here)."""
+    """The launch on this host; `engine`: the profile's serving engine and `rendered` its plan (render_desired hands
+    both in, the plan rendered once; other callers get the engine the profile names and its plan rendered here)."""
     engine = engine or engine_for(profile.engine)
-    if mode is None:
-        # Hybrid or all-VRAM is a GGUF quant's question; a checkpoint engine sizes its memory with its own knobs.
-        mode = derive_mode(profile, observed) if engine.model_source.format == "gguf" else NO_QUANT_MODE
-    value, warnings = launch_input(profile, observed, image_tag, image_fp, engine, mode)
+    rendered = rendered if rendered is not None else engine.render_plan(profile, observed)
+    value, warnings = launch_input(profile, observed, image_tag, image_fp, engine, rendered)
     spec = render_container(value, engine)
     digest = container_fingerprint(spec, image_fp, value.worker_fingerprints, value.model.sha256)
     labels = (
@@ -292,11 +281,8 @@ def render_launch(
         (HEALTH_URL, value.server_url + engine.readiness.path),
         *(((WHILE_LOADING, engine.readiness.while_loading),) if engine.readiness.while_loading != "503" else ()),
     )
-    # Slots sharing -c is llama-server's; a checkpoint engine's context is its own knob (vllm.max_model_len): its
-    # plan says the names a client may send instead (issue 38: seed 001's examples send the repo id).
-    context = (
-        context_note(profile, observed)
-        if engine.model_source.format == "gguf"
-        else served_note(engine, engine.served_names(value))
-    )
+    # Slots sharing -c is the engine's plan to say; a checkpoint engine's context is its own knob (vllm.max_model_len):
+    # its plan says the names a client may send instead (issue 38: seed 001's examples send the repo id).
+    context = rendered.context or served_note(engine, engine.served_names(value))
+    mode = rendered.mode if rendered.mode is not None else NO_QUANT_MODE
     return Launch(value, replace(spec, labels=labels), digest, warnings, mode, engine.readiness.path, context)

@@ -80,7 +80,7 @@ def render_exporter(desired: Desired, observed: Observed) -> ExporterConfig | No
 
 def plan_release_port(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
     """Before the container: a running proxy that holds the port the new container binds (metrics.proxy turned
-    off, or server_port moved onto it) is stopped first, else llama-server exits "couldn't bind"."""
+    off, or server_port moved onto it) is stopped first, else the server exits "couldn't bind"."""
     running = observed.exporter
     if running is None or not running.alive or not running.config.get("proxy_port"):
         return ()
@@ -88,7 +88,7 @@ def plan_release_port(desired: Desired, observed: Observed, planned: tuple[Step,
         return ()
     if not container_changes(plan_container(desired, observed, planned)):
         return ()
-    why = f"the exporter's proxy holds port {running.config['proxy_port']}, which llama-server binds now: stop it first"
+    why = f"the exporter's proxy holds port {running.config['proxy_port']}, which {desired.engine.server} binds now: stop it first"
     if running.unit is not None:
         # A unit's process: stopping the pid alone, systemd would start it again; the metrics step restarts it.
         return (Step("metrics", running.unit, Action.DELETE, why, spec=StopUnit(running.unit)),)

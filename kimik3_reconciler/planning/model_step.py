@@ -155,8 +155,9 @@ def plan_tokenizer(desired: Desired, observed: Observed, planned: tuple[Step, ..
     )
 
 
-def model_step(kind: str, model: ModelFact, spec: ModelDownload) -> Step:
-    """The download step of one quant's files (the served quant, or the quant gate's reference)."""
+def model_step(kind: str, model: ModelFact, spec: ModelDownload, weights: str = "weight") -> Step:
+    """The download step of one quant's files (the served quant, or the quant gate's reference); `weights`: their
+    format as the plan names it (the engine's: GGUF), whose headers give the layout."""
     target = f"{model.repo}@{model.revision[:12]}/{model.quant}"
     if model.complete and model.unrecorded:
         # Without its new fingerprint every plan would re-hash the file again.
@@ -171,7 +172,7 @@ def model_step(kind: str, model: ModelFact, spec: ModelDownload) -> Step:
             Action.NOOP,
             f"all {len(model.files)} files verified in the cache "
             f"({gib(model.total_bytes)}); the quant's layout record was missing or in an older kimik3's "
-            "shape: rebuilt from the cached GGUF headers, the next apply keeps it (not a change)",
+            f"shape: rebuilt from the cached {weights} headers, the next apply keeps it (not a change)",
             spec=spec,
         )
     if model.complete:
@@ -213,7 +214,7 @@ def _short(sha: str | None) -> str:
     return (sha or "?")[:12]
 
 
-def local_model_step(observed: Observed) -> Step:
+def local_model_step(observed: Observed, weights: str = "weight") -> Step:
     """The local model: record its sha256 manifest (first use), re-record it after its content changed (drift: the
     container's fingerprint carries the content, so the server is relaunched on the new file), or nothing."""
     model, spec = observed.model, local_spec(observed)
@@ -256,7 +257,7 @@ def local_model_step(observed: Observed) -> Step:
             target,
             Action.NOOP,
             f"{size} verified; the layout record was missing or in an older "
-            "kimik3's shape: rebuilt from its GGUF headers, the next apply keeps it (not a change)",
+            f"kimik3's shape: rebuilt from its {weights} headers, the next apply keeps it (not a change)",
             spec=spec,
         )
     return Step(
@@ -269,6 +270,12 @@ def local_model_step(observed: Observed) -> Step:
 
 
 def plan_model(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
+    weights = weights_format(desired)
     if observed.model.local_path is not None:
-        return (local_model_step(observed),)
-    return (model_step("model", observed.model, model_spec(desired.profile, observed)),)
+        return (local_model_step(observed, weights),)
+    return (model_step("model", observed.model, model_spec(desired.profile, observed), weights),)
+
+
+def weights_format(desired: Desired) -> str:
+    """The served weights' format as a plan names it (the engine's model source: GGUF, SAFETENSORS)."""
+    return desired.engine.model_source.format.upper()

@@ -177,12 +177,13 @@ def _build_overlap(desired: Desired, observed: Observed) -> BuildOverlap | None:
     host, model = observed.host, observed.model
     if desired.profile.serve.load_mode == "dio":
         return BuildOverlap(None, "serve.load_mode dio reads around the page cache")
-    if gate_pending(desired, observed):
-        # The gate's llama-perplexity runs (the reference quant's included) come between the build and the
-        # launch and take the memory: what the build read would be evicted before the launch reads it.
+    if gate_pending(desired, observed) and desired.engine.quant_scorer is not None:
+        # The gate's scorer runs (the reference quant's included) come between the build and the launch and take
+        # the memory: what the build read would be evicted before the launch reads it.
         return BuildOverlap(
             None,
-            "the quant gate's llama-perplexity runs (the reference quant's too) come between the build and the launch",
+            f"the quant gate's {desired.engine.quant_scorer.program} runs (the reference quant's too) come between "
+            "the build and the launch",
         )
     size, reserve = model.total_bytes, reserve_bytes(host.ram_total)
     compile_bytes, compile_why = _compile_bytes(desired, observed)

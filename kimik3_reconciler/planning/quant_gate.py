@@ -1,6 +1,6 @@
 """The quant gate (seed 000 "Quant gate"), all of it but its executor (steps/quant_gate.py): when it
-applies, the reference quant it compares against, its plan steps, the parser of llama-perplexity's
-report and the verdict.
+applies, the reference quant it compares against, its plan steps and the verdict on the engine's scorer's report
+(llama.cpp: llama-perplexity, engines/llamacpp/perplexity.py).
 
 UD-TQ2_0 loads and talks on these GPUs yet produces corrupted logits: "it answers" proves
 nothing. A quant that is neither vetted in the catalog nor the reference is not served until its
@@ -12,10 +12,10 @@ the plan, saying why. Reference logits are computed once and cached.
 from __future__ import annotations
 
 import math
-import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from kimik3_reconciler.engines import ServingEngine
+from kimik3_reconciler.engines.base import KldReport
 from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.model import catalog
 from kimik3_reconciler.model.facts import Observed
@@ -28,7 +28,7 @@ from kimik3_reconciler.model.specs import QuantGateRun, StopContainer
 from kimik3_reconciler.planning.desired import Desired
 from kimik3_reconciler.planning.health_step import predicted_load_s
 from kimik3_reconciler.planning.launch import gpu_request, gpus_of, repo_dir
-from kimik3_reconciler.planning.model_step import download_spec, model_step
+from kimik3_reconciler.planning.model_step import download_spec, model_step, weights_format
 
 CTX = 512
 CHUNKS = 8  # 8 x 512 tokens of the shipped text: a few minutes on a real quant
@@ -64,6 +64,13 @@ def gate_reference(profile: Profile) -> Profile | None:
     return reference_profile(profile) if gate_applies(profile) else None
 
 
+def _program(desired: Desired) -> str:
+    """The engine's scorer, as the plan names it (the gate applies only to an engine that serves quants)."""
+    scorer = desired.engine.quant_scorer
+    assert scorer is not None, f"engine {desired.engine.name} scores no quants"
+    return scorer.program
+
+
 def _record(desired: Desired, observed: Observed) -> dict | None:
     return observed.gate_records.get(desired.build.fingerprint)
 
@@ -76,42 +83,13 @@ def gate_pending(desired: Desired, observed: Observed) -> bool:
     return not (record is not None and record.get("passed"))
 
 
-# --- what llama-perplexity says, and the verdict -----------------------------------------------
+# --- the verdict on the scorer's report ----------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class KldReport:
-    """llama-perplexity --kl-divergence against the reference quant's logits."""
-
-    mean_kld: float
-    same_top_p: float  # 0..1: how often the candidate's top token is the reference's
-    ppl: float | None = None
-
-
-# A number as llama-perplexity's printf writes it: glibc prints a NaN as "nan" or "-nan" and an infinity as "inf".
-_NUMBER = r"([-+]?(?:nan|inf(?:inity)?|\d[\d.]*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?))"
-_KLD = re.compile(r"^Mean\s+KLD:\s+" + _NUMBER, re.MULTILINE | re.IGNORECASE)
-_TOP = re.compile(r"^Same top p:\s+" + _NUMBER + r"\s*±", re.MULTILINE | re.IGNORECASE)
-_PPL = re.compile(r"^Mean PPL\(Q\)\s+:\s+" + _NUMBER, re.MULTILINE | re.IGNORECASE)
-
-
-def parse_kld_report(stdout: str) -> KldReport | None:
-    """The report, or None: llama-perplexity exits 0 even when it bails out (a missing base file, a
-    failed load: reference/llama-cpp.md §5, tests/fixtures/perplexity/kld-missing-base.*), so a report
-    counts only when its `Mean    KLD:` and `Same top p:` lines are both there."""
-    kld, top = _KLD.search(stdout), _TOP.search(stdout)
-    if not kld or not top:
-        return None
-    ppl = _PPL.search(stdout)
-    return KldReport(
-        mean_kld=float(kld.group(1)), same_top_p=float(top.group(1)) / 100, ppl=float(ppl.group(1)) if ppl else None
-    )
-
-
-def gate_verdict(report: KldReport | None, gate: QuantGate) -> tuple[bool, str]:
-    """(passed, why). A missing report is a failure: llama-perplexity exits 0 when it bails out."""
+def gate_verdict(report: KldReport | None, gate: QuantGate, program: str = "the scorer") -> tuple[bool, str]:
+    """(passed, why). A missing report is a failure: the scorer (`program`) exits 0 when it bails out."""
     if report is None:
-        return False, "llama-perplexity printed no 'Mean    KLD:' / 'Same top p:' lines (it bailed out)"
+        return False, f"{program} printed no 'Mean    KLD:' / 'Same top p:' lines (it bailed out)"
     problems = []
     # rule: kld-broken-kernel
     # Not "too lossy": the fix is another quant type or another build, never a looser max_kld.
@@ -130,7 +108,7 @@ def gate_verdict(report: KldReport | None, gate: QuantGate) -> tuple[bool, str]:
     return True, f"KLD {report.mean_kld:.3f}, top-token agreement {report.same_top_p:.1%}"
 
 
-# --- llama-perplexity's argv ---------------------------------------------------------------------
+# --- the scorer's flags ---------------------------------------------------------------------------
 
 
 def gate_flags(engine: ServingEngine, serve: ServeSpec, threads: int, candidate: bool) -> tuple[str, ...]:
@@ -148,16 +126,6 @@ def reference_serve(profile: Profile) -> ServeSpec:
     return profile.serve.model_copy(update={"fit_target": reference_profile(profile).effective_fit_target})
 
 
-def perplexity_argv(model: str, logits: str, flags: tuple[str, ...], text: str | None = None) -> tuple[str, ...]:
-    """llama-perplexity's argv: with `text`, write the reference logits (`--kl-divergence-base` = save);
-    without, score the candidate against them (`--kl-divergence`). Paths are the container's."""
-    if text is not None:
-        own: tuple[str, ...] = ("-m", model, "-f", text, "--chunks", str(CHUNKS), "--kl-divergence-base", logits)
-    else:
-        own = ("-m", model, "--kl-divergence-base", logits, "--kl-divergence")
-    return (*own, "-c", str(CTX), *flags)
-
-
 # --- its plan steps ----------------------------------------------------------------------------
 
 
@@ -169,7 +137,7 @@ def plan_reference(desired: Desired, observed: Observed, planned: tuple[Step, ..
     spec = download_spec(
         fact, desired.profile.model.endpoint, manifest_key(reference_profile(desired.profile), fact.cache_dir)
     )
-    step = model_step("reference", fact, spec)
+    step = model_step("reference", fact, spec, weights_format(desired))
     return (replace(step, reason=step.reason + " (the quant gate's reference)"),)
 
 
@@ -189,7 +157,7 @@ def plan_stop_for_gate(desired: Desired, observed: Observed, planned: tuple[Step
             Action.UPDATE,
             "the quant gate runs on the GPUs this container holds: stop it first (a failed gate starts it again)",
             spec=StopContainer(container.name),
-            cost=f"downtime from now until the new container is healthy: the gate's two llama-perplexity runs "
+            cost=f"downtime from now until the new container is healthy: the gate's two {_program(desired)} runs "
             f"+ a load of ~{load_s / 60:.0f} min",
         ),
     )
@@ -252,6 +220,7 @@ def plan_gate(desired: Desired, observed: Observed, planned: tuple[Step, ...] = 
         record_key=gate_key(model.repo, model.revision, model.quant),
         logits_key=f"gate-logits/{reference.repo.replace('/', '--')}/{reference.revision}/"
         f"{reference.quant}-{TEXT_VERSION}-c{CTX}x{CHUNKS}.kld",
+        engine=desired.engine.name,
     )
     return (
         Step(
@@ -261,7 +230,7 @@ def plan_gate(desired: Desired, observed: Observed, planned: tuple[Step, ...] = 
             f"{profile.model.quant} is not vetted: check its logits against {gate.reference_quant} "
             f"(KLD <= {gate.max_kld}, top-token agreement >= {gate.min_top_token_agreement:.0%}) before serving",
             spec=run,
-            cost=f"reference logits ~{gib(logits)} (computed once, cached); two llama-perplexity runs, "
+            cost=f"reference logits ~{gib(logits)} (computed once, cached); two {_program(desired)} runs, "
             "each a full load of its quant (--load-mode none, like the server)",
         ),
     )

@@ -1,4 +1,5 @@
-"""Plan the smoke test: a new image must serve a tiny kimi-k3 GGUF before the real model goes on it.
+"""Plan the smoke test: a new image must serve its engine's tiny model (llama.cpp: a kimi-k3 GGUF) before the real
+model goes on it.
 
 Seed 000 step 4: a tiny GGUF proves the build and the GPU plumbing in seconds, against a broken
 image discovered after a ~15-minute cold load. Recorded per image, so it runs once per image.
@@ -15,23 +16,11 @@ from kimik3_reconciler.model.specs import ImageBuild, SmokeTest
 from kimik3_reconciler.planning.desired import Desired, changes
 from kimik3_reconciler.planning.launch import gpu_request, gpus_of
 
-SMOKE_MODEL = "Kimi-K3-tiny-00001-of-00002.gguf"
-
 
 def render_smoke(profile: Profile, observed: Observed, image: ImageBuild, engine: ServingEngine) -> SmokeTest:
-    command = (
-        "-m",
-        f"{SMOKE_MOUNT}/{SMOKE_MODEL}",
-        "--alias",
-        "kimik3-smoke",
-        *engine.owned_flags(observed.host.physical_cores, "none"),
-        "--ctx-size",
-        "2048",
-        "--parallel",
-        "1",
-        "--log-colors",
-        "off",
-    )
+    smoke = engine.smoke
+    assert smoke is not None  # plan_smoke asks first
+    command = smoke.argv(f"{SMOKE_MOUNT}/{smoke.entry}", observed.host.physical_cores)
     return SmokeTest(
         container=f"{profile.name}-smoke",
         image=image.tag,
@@ -40,14 +29,15 @@ def render_smoke(profile: Profile, observed: Observed, image: ImageBuild, engine
         gpus=gpus_of(profile),
         gpu_request=gpu_request(observed),
         labels=((PROFILE_LABEL, profile.name), ("kimik3.role", "smoke")),
+        engine=engine.name,
     )
 
 
 def plan_smoke(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
-    if desired.engine.model_source.format != "gguf" or desired.engine.image_source.kind != "build":
-        # The smoke test proves a build (llama-server from pinned source) on a tiny GGUF: a vLLM/SGLang image cannot
-        # open it, and a pulled image is the vendor's, pinned by digest, whose first launch's health wait and verify
-        # are its test.
+    smoke = desired.engine.smoke
+    if smoke is None or desired.engine.image_source.kind != "build":
+        # The smoke test proves a build (llama-server from pinned source) on the engine's tiny model; a pulled image
+        # is the vendor's, pinned by digest, whose first launch's health wait and verify are its test.
         return ()
     spec = render_smoke(desired.profile, observed, desired.build, desired.engine)
     target = spec.image
@@ -59,7 +49,7 @@ def plan_smoke(desired: Desired, observed: Observed, planned: tuple[Step, ...] =
                 "smoke",
                 target,
                 Action.READ,
-                "smoke-test the new image with a tiny kimi-k3 GGUF",
+                f"smoke-test the new image with {smoke.what}",
                 spec=spec,
                 cost="seconds",
             ),

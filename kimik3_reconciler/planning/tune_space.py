@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kimik3_reconciler.engines import ServingEngine, engine_for
-from kimik3_reconciler.engines.llamacpp.vram_fit import trained_context
+from kimik3_reconciler.engines.base import TuneKnobs
 from kimik3_reconciler.errors import PlanError, ProfileError
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.profile import Profile
@@ -33,13 +33,18 @@ def candidate_text(text: str, profile: Profile, knobs: dict[str, Any], note: str
 
 
 def section_values(profile: Profile, knobs: dict[str, Any]) -> dict[str, Any]:
-    """The fields a candidate writes: its knobs, and (llama.cpp's) batch raised to ubatch when batch is not searched
-    (llama.cpp lowers ubatch to batch silently: the candidate would not be the one measured)."""
+    """The fields a candidate writes: its knobs (an automatic one searched as FIT leaves the section: the engine
+    decides), and the fields the engine raises to a searched knob when they are not searched (TuneKnobs.raised)."""
+    tune = engine_for(profile.engine).tune_knobs
     values = {k: v for k, v in knobs.items() if k != "threads"}  # load_mode is serve.load_mode (none or dio)
-    if values.get("n_cpu_moe") == FIT:
-        values["n_cpu_moe"] = None  # --fit: the key leaves the profile
-    if "ubatch" in values and "batch" not in values and profile.serve.batch is not None:
-        values["batch"] = max(profile.serve.batch, values["ubatch"])
+    for name in tune.automatic:
+        if values.get(name) == FIT:
+            values[name] = None
+    section = getattr(profile, tune.section)
+    for name, knob in tune.raised:
+        written = getattr(section, name, None)
+        if knob in values and name not in values and written is not None:
+            values[name] = max(written, values[knob])
     return values
 
 
@@ -74,15 +79,17 @@ def check_candidate(text: str, base: Profile, knobs: dict[str, Any], observed: O
         loaded = parse_profile(candidate_text(text, base, knobs), source=source)
     except ProfileError as exc:  # the seed rules (profile_rules.check_rules) and the schema
         return Verdict(None, "; ".join(f"{p.field}: {p.message}" if p.field else p.message for p in exc.problems))
-    profile = loaded.profile
-    room, said = engine_for(profile.engine).request_room(profile, trained_context(observed))
+    profile, engine = loaded.profile, engine_for(loaded.profile.engine)
+    trained = observed.layout.context_length or None if observed.layout is not None else None  # the model's header
+    room, said = engine.request_room(profile, trained)
     if room < slot_tokens:  # every request of the candidate's bench would fail (or be cut): never launched
         return Verdict(None, f"{said} = {room} tokens, a request needs {slot_tokens}")
+    rendered = engine.render_plan(profile, observed)  # the candidate's plan, once: the gate and the forecast read it
     try:
-        refuse_by_host_gate(profile, observed)
+        refuse_by_host_gate(profile, observed, rendered)
     except PlanError as exc:
         return Verdict(None, str(exc).replace("\n", " "))
-    placement = engine_for(profile.engine).render_plan(profile, observed).forecast  # the engine's own plan
+    placement = rendered.forecast
     if placement is not None:
         free = {f"CUDA{i}": g.memory_free for i, g in enumerate(observed.host.gpus)}
         over = [d.device for d in placement.devices if d.device in free and d.total_bytes > free[d.device]]
@@ -97,34 +104,14 @@ def check_candidate(text: str, base: Profile, knobs: dict[str, Any], observed: O
     return Verdict(loaded)
 
 
-def placement_key(knobs: dict[str, Any]) -> tuple[Any, ...]:
-    """Candidates with equal keys put the same tensors in the same places: run them one after the other, so
-    a load finds the weights it needs still in the page cache."""
-    split = knobs.get("n_cpu_moe", -1)
-    return (
-        -1 if split == FIT else split,
-        knobs.get("fit_target", -1),
-        knobs.get("ubatch", -1),
-        knobs.get("batch", -1),
-        knobs.get("parallel", -1),
-    )
+def placement_key(tune: TuneKnobs, knobs: dict[str, Any]) -> tuple[Any, ...]:
+    """Candidates with equal keys put the same tensors in the same places (the engine's TuneKnobs.placement): run
+    them one after the other, so a load finds the weights it needs still in the page cache."""
+    return tuple(-1 if knobs.get(name, -1) == FIT else knobs.get(name, -1) for name in tune.placement)
 
 
 def split_rank(profile: Profile, observed: Observed, knobs: dict[str, Any]) -> tuple[Any, ...]:
-    """How promising a candidate's expert split is before any load, lower first. Seed 000: "zero CPU experts is
-    the lever": fewer CPU-resident expert layers is faster as long as it fits. So: a split the forecast fits with
-    its margin left free on every GPU (serve.fit_target, else 1 GiB: the forecast is an estimate) before one
-    that fits only inside it; then the fewest CPU expert layers, the fewest bytes of them; of equal splits the
-    larger fit_target (the same placement with more room). Without a forecast (no GGUF header read yet): the
-    written n_cpu_moe, fewest first."""
-    placement = engine_for(profile.engine).render_plan(profile, observed).forecast
-    margin = knobs.get("fit_target")
-    if not isinstance(margin, int):
-        margin = profile.serve.fit_target if isinstance(profile.serve.fit_target, int) else 1024
-    fit_target = knobs.get("fit_target") if isinstance(knobs.get("fit_target"), int) else 0
-    if placement is None:
-        split = profile.serve.n_cpu_moe
-        return (0, split if split is not None else 1 << 30, 0, -fit_target)
-    free = {f"CUDA{i}": g.memory_free for i, g in enumerate(observed.host.gpus)}
-    inside = any(d.device in free and d.total_bytes + margin * MIB > free[d.device] for d in placement.devices)
-    return (int(inside), len(placement.cpu_expert_layers), placement.host_bytes, -fit_target)
+    """How promising a candidate's split is before any load, lower first: the engine's rank (`split_rank`) from the
+    candidate's own plan."""
+    engine = engine_for(profile.engine)
+    return engine.split_rank(profile, observed, engine.render_plan(profile, observed), knobs)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
+from kimik3_reconciler.engines import engine_for
 from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.model.facts import Observed, SystemdFacts, UnitFact, UnitFileFact
 from kimik3_reconciler.model.plan import Action, DiffItem, Step, flat_diff
@@ -62,14 +63,15 @@ def render_env_file(values: dict[str, str], profile: str) -> str:
     return with_header("\n".join(lines) + "\n", profile)
 
 
-def render_unit(*, profile: str, docker_cli: str, env_file: str, conflicts: tuple[str, ...]) -> str:
-    """The unit: argv words only (the container name comes from the env file as one word, `${...}`)."""
+def render_unit(*, profile: str, server: str, docker_cli: str, env_file: str, conflicts: tuple[str, ...]) -> str:
+    """The unit: argv words only (the container name comes from the env file as one word, `${...}`); `server`: the
+    engine's server, as its Description names it."""
     if not ABSOLUTE.fullmatch(docker_cli):
         raise PlanError(f"docker CLI path {docker_cli!r}: a unit needs an absolute path without spaces or quotes")
     lines = [
         f"# Rendered by kimik3 from profile {profile}; `kimik3 apply` restores any edit.",
         "[Unit]",
-        f"Description=Kimi-K3 llama-server (kimik3 profile {profile})",
+        f"Description=Kimi-K3 {server} (kimik3 profile {profile})",
         # rule: units-conflict-ordered
         # Ordered after the conflicting units too: Conflicts= alone stops the other *while* this one
         # starts (both on the GPUs or the port); with an ordering, systemd finishes the stop first.
@@ -119,6 +121,7 @@ def render_install(profile: Profile, observed: Observed, launch: Launch, docker_
     }
     text = render_unit(
         profile=profile.name,
+        server=engine_for(profile.engine).server,
         docker_cli=docker_cli,
         env_file=env_path(unit),
         conflicts=unit_conflicts(profile, observed),

@@ -14,6 +14,8 @@ import datetime
 import json
 from dataclasses import asdict, replace
 
+from kimik3_reconciler.engines import engine_for
+from kimik3_reconciler.engines.base import WorkerServer
 from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.model.facts import ContainerFact, Observed, RemovedWorkerFact, WorkerFact
 from kimik3_reconciler.model.hashing import fingerprint
@@ -32,7 +34,6 @@ from kimik3_reconciler.model.specs import (
     WorkerWait,
 )
 
-RPC_SERVER = "/app/ggml-rpc-server"  # Dockerfile.llamacpp copies it beside llama-server
 WORKER_WAIT_S = 120.0  # rpc-server listens within a second; a worker that needs longer is broken
 
 
@@ -81,19 +82,9 @@ def worker_inputs(profile: Profile, worker: RpcWorker, image_fp: str) -> dict[st
     }
 
 
-def _argv(worker: RpcWorker) -> tuple[str, ...]:
-    argv = ["-H", worker.bind, "-p", str(worker.port)]
-    if worker.threads is not None:
-        argv += ["-t", str(worker.threads)]
-    if worker.devices:
-        argv += ["-d", ",".join(worker.devices)]
-    if worker.cache:
-        argv += ["-c"]
-    return tuple(argv)
-
-
 def render_worker(profile: Profile, worker: RpcWorker, image_tag: str, image_fp: str) -> tuple[ContainerSpec, str]:
     """The worker's rpc-server container (labels included) and its fingerprint."""
+    server = _server(profile)
     gpus = worker.gpus if isinstance(worker.gpus, str) else tuple(str(g) for g in worker.gpus)
     cache_mounts = (
         (Mount(worker.cache_dir, RPC_CACHE_MOUNT, read_only=False),) if worker.cache and worker.cache_dir else ()
@@ -102,9 +93,8 @@ def render_worker(profile: Profile, worker: RpcWorker, image_tag: str, image_fp:
     spec = ContainerSpec(
         name=worker_container_name(profile, worker),
         image=image_tag,
-        command=_argv(worker),
-        # rpc-server keeps its tensor cache under $LLAMA_CACHE/rpc (tools/rpc/README.md "Local cache").
-        env=(("LLAMA_CACHE", RPC_CACHE_MOUNT),) if worker.cache else (),
+        command=server.argv(worker),
+        env=server.env(RPC_CACHE_MOUNT) if worker.cache else (),
         mounts=cache_mounts,
         gpus=gpus,
         labels=(),
@@ -112,9 +102,7 @@ def render_worker(profile: Profile, worker: RpcWorker, image_tag: str, image_fp:
         network_mode="host",
         ipc_mode="private",
         restart_policy="unless-stopped",
-        # rpc-server prints its devices with printf: line-buffer stdout, or `docker logs` shows nothing
-        # until 4 KiB accumulate (the device list is what observe reads the worker's memory from).
-        entrypoint=("stdbuf", "-oL", RPC_SERVER),
+        entrypoint=server.entrypoint,
         volumes=volumes,
     )
     digest = fingerprint({"spec": asdict(replace(spec, gpu_request="")), "image": image_fp})
@@ -160,7 +148,15 @@ def _fact(observed: Observed, worker: RpcWorker) -> WorkerFact:
     return found
 
 
-def _image_step(build: ImageBuild, worker: RpcWorker, fact: WorkerFact) -> Step | None:
+def _server(profile: Profile) -> WorkerServer:
+    """The engine's worker process (rpc.workers is a field of the engines that have one: the rules refuse it
+    elsewhere)."""
+    server = engine_for(profile.engine).workers
+    assert server is not None, f"engine {profile.engine} runs no workers"
+    return server
+
+
+def _image_step(build: ImageBuild, worker: RpcWorker, fact: WorkerFact, cost: str) -> Step | None:
     host, target = docker_host(worker), f"{worker.name}: {build.tag}"
     if fact.same_daemon:
         return None  # the main host's image step builds it in this very daemon
@@ -188,7 +184,7 @@ def _image_step(build: ImageBuild, worker: RpcWorker, fact: WorkerFact) -> Step 
         f"no image with fingerprint {build.fingerprint} on {worker.name}: build it there from the same "
         f"source and patches (ships {fact.context_bytes} bytes)",
         spec=WorkerImage(host, build, fact.context_bytes),
-        cost="compile llama.cpp on the worker (minutes)",
+        cost=cost,
     )
 
 
@@ -238,7 +234,7 @@ def plan_workers(desired, observed: Observed, planned: tuple[Step, ...] = ()) ->
     steps: list[Step] = []
     for worker in profile.workers:
         fact = _fact(observed, worker)
-        image = _image_step(build, worker, fact)
+        image = _image_step(build, worker, fact, _server(profile).build_cost)
         steps += [image] if image is not None else []
         spec, digest = render_worker(profile, worker, build.tag, build.fingerprint)
         container = _container_step(spec, digest, worker, fact, worker_inputs(profile, worker, build.fingerprint))

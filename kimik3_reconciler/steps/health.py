@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from kimik3_reconciler.engines import engine_for
 from kimik3_reconciler.errors import LoadFailed, StepError
 from kimik3_reconciler.model.labels import CONTAINER_FINGERPRINT
 from kimik3_reconciler.model.records import LOAD_RATE_KEY, WARM_LOAD_RATE_KEY, load_key
@@ -50,8 +51,9 @@ def _fail_launch(wait: HealthWait, inspect: dict | None, ports: Ports, reporter:
         # ends that, and the next plan starts (or replaces) it as any stopped container.
         ports.docker.stop_container(wait.container)
         reporter.event("stopped", container=wait.container, why="failed launch")
+    signs = engine_for(wait.engine).log_signs  # the registry: the failed server's own log lines
     cause = classify_load_failure(
-        state.get("ExitCode"), bool(state.get("OOMKilled")), logs, local_model=wait.local_model
+        state.get("ExitCode"), bool(state.get("OOMKilled")), logs, signs, local_model=wait.local_model
     )
     stopped = ", stopped" if inspect is not None else ""
     raise LoadFailed(
@@ -69,7 +71,8 @@ def _started_again(wait: HealthWait, inspect: dict, ports: Ports, reporter: Repo
     state = dict(inspect.get("State") or {})
     if state.get("ExitCode") not in _STOPPED_FROM_OUTSIDE or state.get("OOMKilled"):
         return False
-    if classify_load_failure(None, False, ports.docker.container_logs(wait.container, LOG_TAIL)).cause != "other":
+    logs = ports.docker.container_logs(wait.container, LOG_TAIL)
+    if classify_load_failure(None, False, logs, engine_for(wait.engine).log_signs).cause != "other":
         return False  # the server said why it failed (bind, allocation, GGUF): that is the answer
     policy = ((inspect.get("HostConfig") or {}).get("RestartPolicy") or {}).get("Name") or "no"
     if policy == "no":

@@ -89,8 +89,10 @@ def _build(spec: ImageBuild, ports: Ports, reporter: Reporter, this_host: bool) 
         labels=spec.labels
         + ((BASE_IMAGES, json.dumps(ids, sort_keys=True)), (BASE_DIGESTS, json.dumps(digests, sort_keys=True))),
     )
+    # The build context's names: the engine's Dockerfile (spec.dockerfile: llama.cpp's, or --dockerfile's) goes in as
+    # `Dockerfile`, the name the Docker port builds from; the layer cache keys on content, not on that name.
     files = {
-        "Dockerfile.llamacpp": Path(spec.dockerfile),
+        "Dockerfile": Path(spec.dockerfile),
         "source.tar.gz": archive,
         **{f"patches/{name}": Path(path) for name, path in spec.patches},
     }

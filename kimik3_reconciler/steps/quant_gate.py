@@ -1,27 +1,35 @@
-"""Quant gate executor: llama-perplexity from the profile's own image, reference logits once, then the
-candidate's KLD and top-token agreement against them; the verdict (planning/quant_gate.py) is recorded
-per image."""
+"""Quant gate executor: the engine's scorer (llama.cpp: llama-perplexity) from the profile's own image, reference
+logits once, then the candidate's KLD and top-token agreement against them; the verdict (planning/quant_gate.py) is
+recorded per image."""
 
 from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
 
+from kimik3_reconciler.engines import engine_for
+from kimik3_reconciler.engines.base import QuantScorer
 from kimik3_reconciler.errors import GateFailed
 from kimik3_reconciler.model.profile import QuantGate
 from kimik3_reconciler.model.specs import ContainerSpec, Mount, QuantGateRun
-from kimik3_reconciler.planning.quant_gate import RUN_TIMEOUT_S, TEXT, gate_verdict, parse_kld_report, perplexity_argv
+from kimik3_reconciler.planning.quant_gate import CHUNKS, CTX, RUN_TIMEOUT_S, TEXT, gate_verdict
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps.report import Reporter
 
 
-def _perplexity(
+def _scorer(run: QuantGateRun) -> QuantScorer:
+    scorer = engine_for(run.engine).quant_scorer  # the registry: the engine whose quant is gated
+    assert scorer is not None, f"engine {run.engine} scores no quants"
+    return scorer
+
+
+def _score(
     run: QuantGateRun, ports: Ports, name: str, argv: tuple[str, ...], mounts: tuple[Mount, ...]
 ) -> tuple[int, str, str]:
     spec = ContainerSpec(
         name=name,
         image=run.image,
-        entrypoint=("/app/llama-perplexity",),
+        entrypoint=_scorer(run).entrypoint,
         command=argv,
         env=(),
         mounts=mounts,
@@ -46,24 +54,30 @@ def _gate_text(ports: Ports) -> Path:
 
 
 def _reference_logits(run: QuantGateRun, ports: Ports, reporter: Reporter, models: tuple[Mount, ...]) -> Path:
-    """The reference quant's logits, computed once; renamed into place only when llama-perplexity wrote them."""
+    """The reference quant's logits, computed once; renamed into place only when the scorer wrote them."""
     kept = ports.state.artifact(run.logits_key)
     if kept is not None:
         return kept
 
     def compute(staging: Path) -> None:
         reporter.event("gate-reference-logits", file=Path(run.logits_key).name)
-        code, _, err = _perplexity(
+        code, _, err = _score(
             run,
             ports,
             "kimik3-gate-reference",
-            perplexity_argv(
-                f"/ref/snapshots/{run.reference_model}", f"/gate/{staging.name}", run.reference_flags, f"/text/{TEXT}"
+            _scorer(run).argv(
+                f"/ref/snapshots/{run.reference_model}",
+                f"/gate/{staging.name}",
+                run.reference_flags,
+                CTX,
+                CHUNKS,
+                f"/text/{TEXT}",
             ),
             (*models, Mount(str(staging.parent), "/gate", read_only=False)),
         )
         if code != 0 or not staging.is_file() or staging.stat().st_size == 0:
-            raise GateFailed(f"the reference logits could not be computed (llama-perplexity exit {code})", _tail(err))
+            program = _scorer(run).program
+            raise GateFailed(f"the reference logits could not be computed ({program} exit {code})", _tail(err))
 
     return ports.state.produce(run.logits_key, compute)
 
@@ -76,16 +90,17 @@ def run_quant_gate(run: QuantGateRun, ports: Ports, reporter: Reporter) -> None:
         Mount(str(text.parent), "/text"),
     )
     logits = _reference_logits(run, ports, reporter, models)
-    code, out, err = _perplexity(
+    scorer = _scorer(run)
+    code, out, err = _score(
         run,
         ports,
         "kimik3-gate-candidate",
-        perplexity_argv(f"/cand/snapshots/{run.candidate_model}", f"/gate/{logits.name}", run.candidate_flags),
+        scorer.argv(f"/cand/snapshots/{run.candidate_model}", f"/gate/{logits.name}", run.candidate_flags, CTX, CHUNKS),
         (*models, Mount(str(logits.parent), "/gate", read_only=False)),
     )
-    report = parse_kld_report(out)
+    report = scorer.report(out)
     passed, why = gate_verdict(
-        report, QuantGate(max_kld=run.max_kld, min_top_token_agreement=run.min_top_token_agreement)
+        report, QuantGate(max_kld=run.max_kld, min_top_token_agreement=run.min_top_token_agreement), scorer.program
     )
     records = ports.state.read(run.record_key) or {}
     records[run.image_fingerprint] = {
@@ -93,7 +108,7 @@ def run_quant_gate(run: QuantGateRun, ports: Ports, reporter: Reporter) -> None:
         "why": why,
         "image": run.image,
         "exit_code": code,
-        "report": vars(report) if report else None,
+        "report": report._asdict() if report else None,
         "date": ports.clock.now().isoformat(timespec="seconds"),
     }
     ports.state.write(run.record_key, records)

@@ -1,14 +1,14 @@
-"""Smoke test: serve a tiny generated kimi-k3 GGUF from the new image, /health 200 and one chat."""
+"""Smoke test: serve the engine's tiny generated model (llama.cpp: a kimi-k3 GGUF) from the new image, /health 200
+and one chat."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
+from kimik3_reconciler.engines import engine_for
+from kimik3_reconciler.engines.base import SmokeModel
 from kimik3_reconciler.errors import LoadFailed, PermanentError, SmokeFailed, TransientError
 from kimik3_reconciler.model.labels import SMOKE_MOUNT
 from kimik3_reconciler.model.records import smoke_key
 from kimik3_reconciler.model.specs import ContainerSpec, HealthWait, Mount, SmokeTest
-from kimik3_reconciler.planning.smoke_step import SMOKE_MODEL
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps.health import wait_until_healthy
 from kimik3_reconciler.steps.report import Reporter
@@ -17,29 +17,26 @@ SMOKE_TIMEOUT_S = 180.0
 MODEL_KEY = "smoke-model"
 
 
-def _write_model(folder: Path) -> None:
-    from kimik3_reconciler.steps.smoke_model import write_tiny_kimi_k3  # numpy + gguf: only when a smoke test runs
-
-    write_tiny_kimi_k3(folder, SMOKE_MODEL.split("-00001-of-")[0], shards=2, seed=0)
-
-
-def _tiny_model(ports: Ports) -> str:
-    """The tiny model lives in the state dir, generated once (deterministic, ~2.4 MB, 2 shards); the
+def _tiny_model(ports: Ports, smoke: SmokeModel) -> str:
+    """The tiny model lives in the state dir, generated once (deterministic; llama.cpp's: ~2.4 MB, 2 shards); the
     state port renames it into place only when complete, so an interrupted generation leaves nothing."""
     folder = ports.state.artifact(MODEL_KEY)
-    if folder is not None and not (folder / SMOKE_MODEL).is_file():
+    if folder is not None and not (folder / smoke.entry).is_file():
         ports.state.discard(MODEL_KEY)  # not the model this kimik3 writes (another version's layout)
-    return str(ports.state.produce(MODEL_KEY, _write_model))
+    return str(ports.state.produce(MODEL_KEY, smoke.write))
 
 
 def smoke_test(spec: SmokeTest, ports: Ports, reporter: Reporter) -> None:
+    engine = engine_for(spec.engine)  # the registry: whose tiny model the image serves
+    smoke = engine.smoke
+    assert smoke is not None  # planned for an engine that has one (planning/smoke_step.py)
     port = ports.http.free_port()
     container = ContainerSpec(
         name=spec.container,
         image=spec.image,
         command=(*spec.command, "--host", "127.0.0.1", "--port", str(port)),
         env=(),
-        mounts=(Mount(_tiny_model(ports), SMOKE_MOUNT, read_only=True),),
+        mounts=(Mount(_tiny_model(ports, smoke), SMOKE_MOUNT, read_only=True),),
         gpus=spec.gpus,
         labels=spec.labels,
         restart_policy="no",
@@ -50,7 +47,11 @@ def smoke_test(spec: SmokeTest, ports: Ports, reporter: Reporter) -> None:
     try:
         ports.docker.run_container(container)
         wait_until_healthy(
-            HealthWait(spec.container, f"http://127.0.0.1:{port}/health", SMOKE_TIMEOUT_S), ports, reporter
+            HealthWait(
+                spec.container, f"http://127.0.0.1:{port}{engine.readiness.path}", SMOKE_TIMEOUT_S, engine=engine.name
+            ),
+            ports,
+            reporter,
         )
         answer = ports.http.chat(f"http://127.0.0.1:{port}", "kimik3-smoke", "Hello", None)
     except TransientError:

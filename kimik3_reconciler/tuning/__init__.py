@@ -37,6 +37,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from kimik3_reconciler.engines import engine_for
+from kimik3_reconciler.engines.base import TuneKnobs
 from kimik3_reconciler.errors import Kimik3Error
 from kimik3_reconciler.model.bench import BenchSettings
 from kimik3_reconciler.model.facts import Observed
@@ -51,11 +53,9 @@ from kimik3_reconciler.tuning.said import draw_said, knobs_said, minutes, standi
 __all__ = ["CandidateRunner", "DockerRunner", "Noise", "Search", "SearchResult", "Standing"]
 
 Say = Callable[[str], None]
-SPLIT_KNOBS = ("n_cpu_moe", "fit_target")  # where the experts go: ranked by the forecast, not searched blind
 # The verdict's error rate over the whole search: FILE is rewritten, in a search where nothing beats it, in at most
 # 1 in 40 (issue 38 asks >= 97.5 % kept); split evenly over the candidates the leader was chosen among
 FALSE_WIN = 0.025
-LINE_ORDER = ("parallel", "ubatch", "batch", "load_mode", "threads")  # the rest, one at a time, in this order
 Feasible = dict[str, tuple[dict[str, Any], LoadedProfile]]
 
 
@@ -105,6 +105,11 @@ class Search:
     _started: float = 0.0
     _replay_only: bool = False
     _per_draw: float = 0.0
+
+    @property
+    def _tune(self) -> TuneKnobs:
+        """The engine's knobs: which place the weights, the others' order, which share a placement."""
+        return engine_for(self.loaded.profile.engine).tune_knobs
 
     # --- the record -------------------------------------------------------------------------------
     def _save(self, **extra: Any) -> None:
@@ -235,7 +240,7 @@ class Search:
 
     def _splits(self, feasible: Feasible, observed: Observed) -> list[tuple[tuple[str, Any], ...]]:
         """The searched splits, the most promising first (planning/tune_space.split_rank: the forecast)."""
-        knobs = [k for k in SPLIT_KNOBS if len(self.space.get(k, ())) > 1]
+        knobs = [k for k in self._tune.split if len(self.space.get(k, ())) > 1]
         if not knobs:
             return []
         ranks: dict[tuple[tuple[str, Any], ...], tuple[Any, ...]] = {}
@@ -246,8 +251,9 @@ class Search:
         return sorted(ranks, key=lambda split: ranks[split])
 
     def _line_knobs(self) -> list[str]:
-        rest = [k for k in self.space if len(self.space[k]) > 1 and k not in SPLIT_KNOBS]
-        return sorted(rest, key=lambda k: (LINE_ORDER.index(k) if k in LINE_ORDER else len(LINE_ORDER), k))
+        rest = [k for k in self.space if len(self.space[k]) > 1 and k not in self._tune.split]
+        order = self._tune.line  # the engine's order (TuneKnobs.line), one at a time; the others after, by name
+        return sorted(rest, key=lambda k: (order.index(k) if k in order else len(order), k))
 
     def _planned(self, feasible: Feasible, splits: list[Any]) -> tuple[int, int]:
         """(draws of the search stage, the most the final rounds may add)."""
@@ -263,7 +269,7 @@ class Search:
         if not members:
             return None
         return max(
-            sorted(members, key=lambda kid: placement_key(feasible[kid][0])),
+            sorted(members, key=lambda kid: placement_key(self._tune, feasible[kid][0])),
             key=lambda kid: sum(feasible[kid][0].get(k) == v for k, v in baseline.items()),
         )
 
@@ -316,7 +322,7 @@ class Search:
         split (more CPU experts) with the same other knobs: one already drawn (FILE as written, when its split
         is looser: no load), else the next split, drawn once. When the looser one measured better, the search
         goes on around it and says so."""
-        others = {k: v for k, v in feasible[point][0].items() if k not in SPLIT_KNOBS}
+        others = {k: v for k, v in feasible[point][0].items() if k not in self._tune.split}
         looser = [kid for split in splits[anchor + 1 :] if (kid := self._moved(feasible, point, dict(split)))]
         drawn = [kid for kid in looser if kid in self._measured()]
         if not drawn and looser:
@@ -351,7 +357,7 @@ class Search:
         fixed = {k: v for k, v in feasible[point][0].items() if k != knob}
         line = sorted(
             (kid for kid, (c, _) in feasible.items() if all(c.get(k) == v for k, v in fixed.items())),
-            key=lambda kid: placement_key(feasible[kid][0]),
+            key=lambda kid: placement_key(self._tune, feasible[kid][0]),
         )
         for kid in line:
             if kid not in self._measured():

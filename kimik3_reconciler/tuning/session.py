@@ -12,6 +12,7 @@ from typing import Any
 
 from kimik3_reconciler.benchmark import converged_deployment
 from kimik3_reconciler.engines import engine_for
+from kimik3_reconciler.engines.base import TuneKnobs
 from kimik3_reconciler.errors import BudgetTooShort, NothingMeasured
 from kimik3_reconciler.model.bench import BenchSettings
 from kimik3_reconciler.model.loaded_profile import LoadedProfile
@@ -87,7 +88,7 @@ def tune(
             observed = converged_deployment(orchestrator, loaded)  # refuses (exit 4) unless converged on FILE
             engine = engine_for(loaded.profile.engine)
             the_space = request.asked or default_space(engine, loaded.profile, observed)
-            baseline_knobs = running_knobs(the_space, observed, engine.tune_knobs.section)
+            baseline_knobs = running_knobs(the_space, observed, engine.tune_knobs)
         say(
             f"tune {loaded.profile.name} for {goal}: space "
             + " ".join(f"{k}={','.join(map(str, v))}" for k, v in the_space.items())
@@ -166,14 +167,15 @@ def launches_said(budget_s: float, load_s: float, resumed: bool = False) -> str:
     return f"budget {minutes(budget_s)}: {fits} launch(es) at this host's load time (~{minutes(load_s)} a launch)"
 
 
-def running_knobs(space: dict[str, tuple[Any, ...]], observed, section: str = "serve") -> dict[str, Any]:  # noqa: ANN001
+def running_knobs(space: dict[str, tuple[Any, ...]], observed, tune: TuneKnobs) -> dict[str, Any]:  # noqa: ANN001
     """The running (as written) value of each searched knob (the container's launch inputs, `<section>.<knob>`):
-    the trial that needs no load."""
+    the trial that needs no load. An automatic knob left unset runs as the engine decides: FIT."""
     running = observed.container.inputs if observed.container else {}
     fixed = {"threads": observed.host.physical_cores, "load_mode": running.get("serve.load_mode") or "none"}
-    knobs = {k: fixed[k] if k in fixed else running.get(f"{section}.{k}") for k in space}
-    if "n_cpu_moe" in knobs and knobs["n_cpu_moe"] is None:
-        knobs["n_cpu_moe"] = FIT  # the running profile leaves the split to --fit
+    knobs = {k: fixed[k] if k in fixed else running.get(f"{tune.section}.{k}") for k in space}
+    for name in tune.automatic:
+        if name in knobs and knobs[name] is None:
+            knobs[name] = FIT  # the running profile leaves it to the engine (llama.cpp's split: --fit)
     return knobs
 
 

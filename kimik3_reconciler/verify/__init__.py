@@ -107,7 +107,7 @@ def verify(orchestrator: Orchestrator, loaded: LoadedProfile) -> VerifyReport:
         if status is Status.FAILED:  # rule: cuda-oom-first-request
             # A failed request may be a dead server: its log names the cause and the fix (a CUDA OOM on the
             # first request after an all-VRAM load needs more fit_target margin, not another try).
-            report.crash = _crash(orchestrator.ports, container)
+            report.crash = _crash(orchestrator.ports, container, engine)
             if report.crash:
                 detail = f"the server crashed during this check: {report.crash} ({detail})"
         report.checks.append(CheckResult(name, status, detail, round(clock.monotonic() - started, 3)))
@@ -178,11 +178,12 @@ def _weights(ports: Ports, observed: Observed, engine: ServingEngine) -> Weights
         return Weights(
             False, f"the quant's files are not known ({observed.model.listing_error}): judged as a real model"
         )
-    return served_weights(ports.hub, observed.model, engine.model_entry(observed.model))
+    return served_weights(ports.hub, observed.model, engine.model_entry(observed.model), engine.weight_headers)
 
 
-def _crash(ports: Ports, container: ContainerFact) -> str | None:
-    """Why the server died (or restarted) since verify observed it, read from its log; None while it still runs."""
+def _crash(ports: Ports, container: ContainerFact, engine: ServingEngine) -> str | None:
+    """Why the server died (or restarted) since verify observed it, read from its log by the engine's signs; None
+    while it still runs."""
     inspect = ports.docker.inspect_container(container.name)
     state = (inspect or {}).get("State") or {}
     restarted = (inspect or {}).get("RestartCount", 0) != container.restart_count or (
@@ -191,7 +192,9 @@ def _crash(ports: Ports, container: ContainerFact) -> str | None:
     if inspect is not None and state.get("Status") == "running" and not restarted:
         return None
     logs = ports.docker.container_logs(container.name, CRASH_LOG_TAIL) if inspect is not None else ""
-    cause = classify_load_failure(state.get("ExitCode"), bool(state.get("OOMKilled")), logs, while_serving=True)
+    cause = classify_load_failure(
+        state.get("ExitCode"), bool(state.get("OOMKilled")), logs, engine.log_signs, while_serving=True
+    )
     status = (
         "gone"
         if inspect is None

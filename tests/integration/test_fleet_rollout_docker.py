@@ -18,7 +18,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,7 +27,7 @@ from pathlib import Path
 import pytest
 import yaml
 from support.closed_loop import ClosedLoop
-from support.fleet_hosts import GATEWAY, Rig, fleet_rig, publish_image, stop_router
+from support.fleet_hosts import GATEWAY, Rig, RotationSampler, fleet_rig, publish_image, stop_router
 from support.realparts import KIMIK3, REPO_ROOT, converged_demo, demo_profile, docker, require_docker_and_demo_hub
 
 from kimik3_demo.hub import FixtureHub, FixtureRepo
@@ -118,28 +117,6 @@ def write_fleet(work: Path, rig: Rig, hub: FixtureHub, quant: str, canary: int |
 def served_quant(rig: Rig, index: int) -> str:
     argv = json.loads(rig.hosts[index].docker("inspect", "-f", "{{json .Config.Cmd}}", NAME))
     return argv[argv.index("-m") + 1]
-
-
-class RotationSampler:
-    """How many workers the router has in rotation, read every second in a thread."""
-
-    def __init__(self, router: SmgRouter) -> None:
-        self.router, self.samples = router, []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> RotationSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(10)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.samples.append(sum(w.in_rotation for w in self.router.workers()))
-            self._stop.wait(1.0)
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
-from support.fleet_hosts import GATEWAY, Rig, fleet_rig, publish_image, pull_everywhere, stop_router
+from support.fleet_hosts import GATEWAY, Rig, fleet_rig, publish_image, pull_everywhere, ssh_wrapper, stop_router
 from support.realparts import KIMIK3, converged_demo, demo_profile, docker, require_docker_and_demo_hub
 
 from kimik3_demo.hub import FixtureHub, FixtureRepo
@@ -65,20 +65,6 @@ def hub(rig: Rig) -> Iterator[FixtureHub]:
         yield running
 
 
-def _ssh_wrapper(work: Path, rig: Rig) -> Path:
-    """An `ssh` first on the main host's PATH with the rig's key and known_hosts: what the docker SDK's ssh://
-    transport runs to reach the worker's Docker (root's own ~/.ssh is never read or written)."""
-    bin_dir = work / "bin"
-    bin_dir.mkdir()
-    wrapper = bin_dir / "ssh"
-    wrapper.write_text(
-        f"#!/bin/sh\nexec /usr/bin/ssh -i {rig.ssh_key} -o UserKnownHostsFile={rig.known_hosts} "
-        '-o StrictHostKeyChecking=yes -o IdentitiesOnly=yes -o BatchMode=yes "$@"\n'
-    )
-    wrapper.chmod(0o755)
-    return bin_dir
-
-
 @pytest.fixture(scope="module")
 def deployed(rig: Rig, hub: FixtureHub, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     work = tmp_path_factory.mktemp("fleet-rpc")
@@ -88,7 +74,7 @@ def deployed(rig: Rig, hub: FixtureHub, tmp_path_factory: pytest.TempPathFactory
     (work / "profile.yaml").write_text(yaml.safe_dump(profile, sort_keys=False))
     inventory = rig.inventory("serving")
     del inventory["all"]["children"]["serving"]["hosts"][worker.name]  # a worker host is no replica
-    path = f"{_ssh_wrapper(work, rig)}:{os.environ['PATH']}"
+    path = f"{ssh_wrapper(work, rig)}:{os.environ['PATH']}"
     for host in (main, replica):  # this checkout's kimik3 (the hosts share this filesystem)
         inventory["all"]["children"]["serving"]["hosts"][host.name]["kimik3_command"] = [
             "env",

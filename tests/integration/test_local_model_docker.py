@@ -1,4 +1,4 @@
-"""Issue 27 item 3 against the real parts: a GGUF made on this host (the tiny kimi-k3 writer, steps/smoke_model.py)
+"""Issue 27 item 3 against the real parts: a GGUF made on this host (the tiny kimi-k3 writer, engines/llamacpp/smoke_model.py)
 served through `model.local_path` by the real `kimik3`, dockerd and the demo CPU image
 (kimi-k3-llamacpp:mainline-ad1de39-cpu, built from the demo's archive when absent), no hub at all. Verified (the
 first apply records its sha256 manifest), mounted read-only (docker inspect), drift when the file changes (the plan
@@ -26,7 +26,7 @@ from support.realparts import (
     write_profile,
 )
 
-from kimik3_reconciler.steps.smoke_model import write_tiny_kimi_k3
+from kimik3_reconciler.engines.llamacpp.smoke_model import write_tiny_kimi_k3
 
 pytestmark = pytest.mark.docker
 

@@ -14,7 +14,7 @@ from support.realparts import demo_profile, docker, kimik3, remove_leftovers, re
 from kimik3_demo.hub import FixtureHub, FixtureRepo
 from kimik3_demo.prepare import DEMO_REPO, DEMO_REVISION, demo_repos
 from kimik3_reconciler.engines.llamacpp.gguf_header import parse_gguf_header
-from kimik3_reconciler.steps.smoke_model import write_tiny_kimi_k3
+from kimik3_reconciler.engines.llamacpp.smoke_model import write_tiny_kimi_k3
 
 pytestmark = pytest.mark.docker
 NAME, PORT = "kimi-k3-gtest", 18686

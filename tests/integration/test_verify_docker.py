@@ -126,7 +126,7 @@ def test_the_chat_adapter_renders_the_servers_chat_template(serving: Path) -> No
         {"role": "user", "content": "And tomorrow?"},
     ]
     prompt = OpenAIChat().apply_template(BASE_URL, API_KEY, messages)
-    # the demo's ChatML template (steps/smoke_model.py) renders role and content only: it drops the
+    # the demo's ChatML template (engines/llamacpp/smoke_model.py) renders role and content only: it drops the
     # thinking, which is why verify judges the prompt only on real weights (K3's template keeps it)
     assert "<|im_start|>user\nWhat is the weather in Oslo?<|im_end|>" in prompt
     assert "<|im_start|>assistant\nLet me look.<|im_end|>" in prompt and "Oslo: call the tool." not in prompt

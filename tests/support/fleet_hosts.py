@@ -19,6 +19,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -418,3 +419,39 @@ def stop_router(work: Path, fleet: str) -> None:
     if (state / "router.json").exists():
         record = json.loads((state / "router.json").read_text())
         stop_smg(RunningRouter(record["pid"], record["url"], record["metrics_url"], state / "router.log"))
+
+
+def ssh_wrapper(work: Path, rig: Rig) -> Path:
+    """A folder holding an `ssh` with the rig's key and known_hosts, to put first on a main host's PATH: what the docker
+    SDK's ssh:// transport runs to reach a worker's Docker (root's own ~/.ssh is never read or written)."""
+    bin_dir = work / "bin"
+    bin_dir.mkdir()
+    wrapper = bin_dir / "ssh"
+    wrapper.write_text(
+        f"#!/bin/sh\nexec /usr/bin/ssh -i {rig.ssh_key} -o UserKnownHostsFile={rig.known_hosts} "
+        '-o StrictHostKeyChecking=yes -o IdentitiesOnly=yes -o BatchMode=yes "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    return bin_dir
+
+
+class RotationSampler:
+    """How many workers the router has in rotation, read every second in a thread."""
+
+    def __init__(self, router) -> None:  # noqa: ANN001 - adapters.router_smg.SmgRouter
+        self.router, self.samples = router, []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> RotationSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.samples.append(sum(w.in_rotation for w in self.router.workers()))
+            self._stop.wait(1.0)

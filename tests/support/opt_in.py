@@ -8,7 +8,9 @@
   (scripts/test-fleet.sh: it installs the extra and holds the rig's lock; the default suite has no smg).
 - `fleet_groups` kills an RPC worker of a fleet's replica group and lets `kimik3 fleet recover` recreate it (~15 min
   on 2 cores, its own rig set-up): asked for with KIMIK3_FLEET_GROUPS_TEST=1; CI leaves it out to keep `.ci/run`
-  within 45 min (stage 3 is the rollout's ~10-20 min)."""
+  within 45 min (stage 3 is the rollout's ~10-20 min).
+- `fleet_slurm` runs the fleet's replicas as jobs of a local Slurm (slurm-wlm and munge installed, the rig's lock
+  held): asked for with KIMIK3_FLEET_SLURM_TEST=1."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ ASKED_FOR = {
     "dockerd_restart": RESTART_ENV,
     "fleet_rollout": "KIMIK3_FLEET_ROLLOUT_TEST",
     "fleet_groups": "KIMIK3_FLEET_GROUPS_TEST",
+    "fleet_slurm": "KIMIK3_FLEET_SLURM_TEST",
 }
 
 

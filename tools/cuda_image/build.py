@@ -5,7 +5,7 @@
 `kimik3 apply` observes the host's GPUs first and its host gate refuses a CUDA profile where there are none; the
 image step itself needs only dockerd. This runs the same code `apply` runs for that step: the profile parsed and
 its local inputs collected (the archive hashed, kimik3's built-in patches for the variant), the build rendered
-(planning/image_step.render_image_build: tag, fingerprint, labels, the Dockerfile's build args) and executed
+(engines/llamacpp/image.render_image_build: tag, fingerprint, labels, the Dockerfile's build args) and executed
 (steps/image.build_image: the base images, the build context, the real Docker adapter). Build lines go to stderr;
 the summary (tag, image id, fingerprint, build args, wall seconds) to stdout or --json.
 """
@@ -20,11 +20,11 @@ from pathlib import Path
 
 from kimik3_reconciler.adapters import real_ports
 from kimik3_reconciler.adapters.host_linux import LinuxHost
+from kimik3_reconciler.engines.llamacpp.image import render_image_build
 from kimik3_reconciler.model.facts import ModelFact, Observed
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.observe.host import collect_host
 from kimik3_reconciler.observe.local_inputs import collect_inputs
-from kimik3_reconciler.planning.image_step import render_image_build
 from kimik3_reconciler.steps.image import build_image
 
 DOCKERFILE = Path(__file__).resolve().parents[2] / "Dockerfile.llamacpp"

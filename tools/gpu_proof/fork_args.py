@@ -1,5 +1,5 @@
 """What a Docker build of a profile's image would compile, for a native build on a GPU host (issue 28's fork pin):
-kimik3's own image step renders it (observe/local_inputs + planning/image_step.render_image_build, as
+kimik3's own image step renders it (observe/local_inputs + engines/llamacpp/image.render_image_build, as
 tools/cuda_image/build.py does before it builds), and this writes it beside the carried source instead of building.
 
     python3 tools/gpu_proof/fork_args.py PROFILE OUT_DIR     (OUT_DIR: .fork28, carried to the device)
@@ -18,11 +18,11 @@ from pathlib import Path
 
 from kimik3_reconciler.adapters import real_ports
 from kimik3_reconciler.adapters.host_linux import LinuxHost
+from kimik3_reconciler.engines.llamacpp.image import render_image_build
 from kimik3_reconciler.model.facts import ModelFact, Observed
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.observe.host import collect_host
 from kimik3_reconciler.observe.local_inputs import collect_inputs
-from kimik3_reconciler.planning.image_step import render_image_build
 
 DOCKERFILE = Path(__file__).resolve().parents[2] / "Dockerfile.llamacpp"
 

@@ -837,7 +837,7 @@ def table(out: Path) -> None:
 
 def write_model(out_dir: Path) -> None:
     """~16 GB kimi-k3 GGUF, 24 layers, 4 shards (the issue's second probe: 16.3 GB, ~96 % expert bytes)."""
-    from kimik3_reconciler.steps.smoke_model import TinyDims, write_tiny_kimi_k3
+    from kimik3_reconciler.engines.llamacpp.smoke_model import TinyDims, write_tiny_kimi_k3
 
     scale = float(os.environ.get("LOAD_PROBE_SCALE", "1"))  # a dry run writes a smaller one
     dims = TinyDims(n_embd=256, n_expert=max(4, int(64 * scale)), expert_ff=1024, expert_latent=896)

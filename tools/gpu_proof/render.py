@@ -18,11 +18,11 @@ from pathlib import Path
 
 from kimik3_reconciler.adapters.host_linux import LinuxHost
 from kimik3_reconciler.engines.llamacpp.build_flags import cmake_configure_args
+from kimik3_reconciler.engines.llamacpp.image import render_image_build
 from kimik3_reconciler.model.facts import LocalInputs, ModelFact, Observed, RemoteFile
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.observe.host import collect_host
 from kimik3_reconciler.planning.desired import Desired
-from kimik3_reconciler.planning.image_step import render_image_build
 from kimik3_reconciler.planning.launch import render_launch
 from kimik3_reconciler.planning.metrics_step import render_exporter
 

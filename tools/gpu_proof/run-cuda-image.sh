@@ -79,7 +79,7 @@ if ! compgen -G "$MODEL_DIR/*.gguf" >/dev/null; then  # ~2.4 GB, the shape run-t
   python3 - "$MODEL_DIR" <<'PY' || exit 1
 import sys, time
 from pathlib import Path
-from kimik3_reconciler.steps.smoke_model import TinyDims, write_tiny_kimi_k3
+from kimik3_reconciler.engines.llamacpp.smoke_model import TinyDims, write_tiny_kimi_k3
 t0 = time.monotonic()
 write_tiny_kimi_k3(Path(sys.argv[1]), "K3-image", shards=1, seed=11, layers=24,
                    dims=TinyDims(n_embd=256, n_expert=64, expert_ff=256, expert_latent=512))

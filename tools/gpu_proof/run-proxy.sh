@@ -25,7 +25,7 @@ if [[ ! -s $MODEL ]]; then  # as run-tune.sh writes it
   python3 - "$SNAP" <<'PY' &
 import sys
 from pathlib import Path
-from kimik3_reconciler.steps.smoke_model import TinyDims, write_tiny_kimi_k3
+from kimik3_reconciler.engines.llamacpp.smoke_model import TinyDims, write_tiny_kimi_k3
 write_tiny_kimi_k3(Path(sys.argv[1]), "K3-synth", shards=1, seed=3, layers=24,
                    dims=TinyDims(n_embd=256, n_expert=64, expert_ff=256, expert_latent=512))
 PY

@@ -56,7 +56,7 @@ if [[ ! -s $MODEL ]]; then
   python3 - "$SNAP" "${TUNE_SMALL:-0}" <<'PY' &
 import sys
 from pathlib import Path
-from kimik3_reconciler.steps.smoke_model import TinyDims, write_tiny_kimi_k3
+from kimik3_reconciler.engines.llamacpp.smoke_model import TinyDims, write_tiny_kimi_k3
 # a trained context of 32768 (TinyDims' default is 4096): space 3's one slot takes the whole ctx_size 8192, which
 # kimik3 refuses above the GGUF's trained context (issue 27); the weights and the compute are the same
 dims = TinyDims(n_embd=64, n_expert=8, expert_ff=64, expert_latent=128, context_length=32768) \

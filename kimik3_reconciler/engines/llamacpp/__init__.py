@@ -9,18 +9,33 @@ from __future__ import annotations
 from typing import Any
 
 from kimik3_reconciler.engines.base import (
+    BenchKnobs,
     EnginePlan,
-    EngineRoutes,
     ImageSource,
     ModelSource,
     Readiness,
+    RouteCandidate,
     ServerSeries,
     TuneKnobs,
+    WeightHeaders,
 )
-from kimik3_reconciler.engines.llamacpp import launch, placement, vram_fit
-from kimik3_reconciler.model.facts import GpuFact, HostFacts, ModelFact, Observed
+from kimik3_reconciler.engines.llamacpp import (
+    drafts,
+    host_findings,
+    image,
+    launch,
+    perplexity,
+    placement,
+    routes,
+    rpc,
+    server_log,
+    smoke,
+    vram_fit,
+)
+from kimik3_reconciler.model.facts import HostFacts, ModelFact, Observed
 from kimik3_reconciler.model.launch_input import LaunchInput
 from kimik3_reconciler.model.profile import Profile, ServeSpec
+from kimik3_reconciler.model.route import Route
 
 
 class LlamaCpp:
@@ -41,12 +56,45 @@ class LlamaCpp:
         slots="/slots",
     )
     reasoning_field = "reasoning_content"
+    log_signs = server_log.SIGNS
+    smoke = smoke.SMOKE
+    quant_scorer = perplexity.SCORER
+    workers = rpc.WORKER
     # serve.<knob>; `threads` is no profile field (seed 000 fixes it) and is accepted only to be checked and refused;
     # `load_mode` is serve.load_mode: none or dio, a mapped mode is refused (planning/tune_space.py).
-    tune_knobs = TuneKnobs("serve", ("ubatch", "batch", "parallel", "fit_target", "n_cpu_moe", "threads", "load_mode"))
-    load_wire = "llamacpp"
+    # Tune: the split (the --n-cpu-moe layers or the --fit margin) is ranked by the forecast; batch follows a searched
+    # ubatch (llama.cpp lowers ubatch to batch silently: the candidate would not be the one measured).
+    tune_knobs = TuneKnobs(
+        "serve",
+        ("ubatch", "batch", "parallel", "fit_target", "n_cpu_moe", "threads", "load_mode"),
+        split=("n_cpu_moe", "fit_target"),
+        line=("parallel", "ubatch", "batch", "load_mode", "threads"),
+        placement=("n_cpu_moe", "fit_target", "ubatch", "batch", "parallel"),
+        automatic=("n_cpu_moe",),  # unset: --fit decides the split
+        raised=(("batch", "ubatch"),),
+    )
+    load_wire = "native"
+    # The serve fields tune moves, and ctx_size, which it cannot: a bench run is filed with them.
+    bench_knobs = BenchKnobs(
+        filed=(
+            "serve.batch",
+            "serve.ubatch",
+            "serve.fit_target",
+            "serve.n_cpu_moe",
+            "serve.parallel",
+            "serve.ctx_size",
+        ),
+        labelled=("serve.ubatch", "serve.parallel", "serve.n_cpu_moe", "serve.fit_target"),
+    )
     vision_probe = True  # with the fork build's --mmproj (profile.vision)
-    native_route = None  # GGUF quants of the catalog: planning/routes.py makes their profiles
+    native_route = None  # GGUF quants of the catalog: its route candidates (engines/llamacpp/routes.py)
+
+    @property
+    def weight_headers(self) -> WeightHeaders:
+        # The GGUF parser is imported where headers are read only (a no-op plan reads the layout's record).
+        from kimik3_reconciler.engines.llamacpp.gguf_header import HEADERS
+
+        return HEADERS
 
     def model_entry(self, model: ModelFact) -> str:
         return launch.first_shard(model)
@@ -84,15 +132,49 @@ class LlamaCpp:
 
         return tune.default_space(profile, observed)
 
-    def render_plan(self, profile: Profile, observed: Observed) -> EnginePlan:
-        # One mode decision (hybrid or all-VRAM), then the placement from it: the gate, the launch and the
-        # pre-read ask the same one (vram_fit.derive_mode answers the last profile and observation it decided).
-        return EnginePlan(vram_fit.derive_mode(profile, observed), placement.forecast(profile, observed))
+    def build_recipe(self, profile: Profile, observed: Observed) -> image.Build:
+        return image.Build(profile, observed)
 
-    def routes(
-        self, host: HostFacts, gpus: tuple[GpuFact, ...], profile: Profile | None, observed: Observed | None
-    ) -> EngineRoutes:
-        return EngineRoutes(())  # each catalog quant's route is a profile planning/routes.py judges by the gate
+    def split_rank(
+        self, profile: Profile, observed: Observed, plan: EnginePlan, knobs: dict[str, Any]
+    ) -> tuple[Any, ...]:
+        from kimik3_reconciler.engines.llamacpp import tune  # tune only
+
+        return tune.split_rank(profile, observed, plan.forecast, knobs)
+
+    def render_plan(self, profile: Profile, observed: Observed) -> EnginePlan:
+        # One mode decision (hybrid or all-VRAM) per plan; the placement, the launch's sizing and the gate read it.
+        decision = vram_fit.derive_mode(profile, observed)
+        runs, note = decision.mode, decision.note(profile)
+        serve = (
+            ("batch", profile.batch_for(runs)),
+            ("ubatch", profile.ubatch_for(runs)),
+            ("ctx_size", vram_fit.context_total(profile, observed)),
+            ("fit_target", profile.fit_target_for(runs)),
+        )
+        return EnginePlan(
+            decision,
+            placement.forecast(profile, observed, decision),
+            serve,
+            (note,) if note else (),
+            vram_fit.context_note(profile, observed),
+        )
+
+    def host_findings(
+        self, profile: Profile, observed: Observed, plan: EnginePlan, stoppable: frozenset[int], ours_running: bool
+    ) -> tuple[list[str], list[str]]:
+        return host_findings.host_findings(profile, observed, plan.mode, stoppable, ours_running)
+
+    def draft_device(self, profile: Profile, host_gpus: int | None) -> str | None:
+        return drafts.draft_device(profile, host_gpus)
+
+    def route_candidates(
+        self, base: Profile, host: HostFacts, profile: Profile | None, observed: Observed | None
+    ) -> tuple[RouteCandidate, ...]:
+        return routes.candidates(base, host, profile, observed)  # the catalog's quants, the gate judges each
+
+    def route_rank(self, route: Route) -> tuple[int, str] | None:
+        return routes.rank(route)
 
 
 ENGINE = LlamaCpp()

@@ -12,22 +12,23 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from kimik3_reconciler.model.facts import ModelLayout
+from kimik3_reconciler.engines.base import HeaderShort, HeaderUnreadable
+from kimik3_reconciler.engines.llamacpp import local_files
+from kimik3_reconciler.model.facts import ModelFact, ModelLayout, RemoteFile
 
 _LAYER = re.compile(r"^blk\.(\d+)\.")
 # the tensors --n-cpu-moe / --fit move to the CPU (reference/llama-cpp.md §1.2.2)
 _EXPERT = re.compile(r"\.ffn_(up|down|gate|gate_up)_(ch|)exps\.")
 
 
-class NeedMoreBytes(Exception):
+class NeedMoreBytes(HeaderShort):
     """The header is longer than the bytes given; `at_least` is a size that will do."""
 
     def __init__(self, at_least: int):
-        self.at_least = at_least
-        super().__init__(f"need at least {at_least} bytes of the GGUF header")
+        super().__init__(at_least, f"need at least {at_least} bytes of the GGUF header")
 
 
-class NotGguf(ValueError):
+class NotGguf(HeaderUnreadable):
     pass
 
 
@@ -189,3 +190,29 @@ def summarize(headers: list[GgufHeader]) -> ModelLayout:
         context_length=int(meta.get(f"{arch}.context_length", 0)),
         state_bytes_per_slot=kda_layers * state,
     )
+
+
+class GgufHeaders:
+    """The GGUF header reader as the engine hands it out (engines/base.py's WeightHeaders)."""
+
+    def layout_files(self, model: ModelFact) -> list[RemoteFile]:
+        """The quant's shards (`<quant>/…-0000N-of-0000M.gguf`, or its one file)."""
+        return [f for f in model.files if f.path.startswith(model.quant + "/") and f.path.endswith(".gguf")]
+
+    def read(self, data: bytes) -> GgufHeader:
+        return parse_gguf_header(data)
+
+    def metadata(self, header: GgufHeader) -> dict[str, Any]:
+        return header.metadata
+
+    def layout(self, headers: list[GgufHeader]) -> ModelLayout:
+        return summarize(headers)
+
+    def local_files(self, names: list[str], folder: bool) -> list[str]:
+        return local_files.served_files(names, folder)
+
+    def check_start(self, name: str, head: bytes) -> None:
+        local_files.check_start(name, head)
+
+
+HEADERS = GgufHeaders()

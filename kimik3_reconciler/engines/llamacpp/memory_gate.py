@@ -15,6 +15,7 @@ Pure; the host gate calls it.
 
 from __future__ import annotations
 
+from kimik3_reconciler.engines.gpus import requested_gpus
 from kimik3_reconciler.engines.llamacpp.drafts import draft_device
 from kimik3_reconciler.engines.llamacpp.rules.drafts import DRAFT_ROOM_MIB
 from kimik3_reconciler.engines.llamacpp.vram_fit import (
@@ -26,7 +27,6 @@ from kimik3_reconciler.engines.llamacpp.vram_fit import (
     fit_margins,
     memory_per_context,
     quant_bytes,
-    requested_gpus,
     trained_context,
 )
 from kimik3_reconciler.errors import FieldRefusal
@@ -58,7 +58,9 @@ def worker_memory(observed: Observed) -> tuple[int, list[str]]:
     return total, notes
 
 
-def memory_findings(profile: Profile, observed: Observed, ours_running: bool) -> tuple[list[str], list[str]]:
+def memory_findings(
+    profile: Profile, observed: Observed, ours_running: bool, decision: ModeDecision | None = None
+) -> tuple[list[str], list[str]]:
     """(refusals, warnings) of the memory half of the sizing gate. `ours_running`: a kimik3 server of this
     host (ours, or one the plan stops first) holds RAM now, so MemAvailable understates what we will have.
     RPC workers (issue 18) add their devices' memory: the layers placed there leave this host's RAM."""
@@ -80,7 +82,7 @@ def memory_findings(profile: Profile, observed: Observed, ours_running: bool) ->
             f"{gib(host.ram_total)}{workers}): it cannot run at any split"
         ], []
     return _expert_ram(
-        derive_mode(profile, observed),
+        decision or derive_mode(profile, observed),
         host.ram_total,
         host.ram_available,
         ours_running,
@@ -151,7 +153,7 @@ def _expert_ram(
     return [], []
 
 
-def context_refusals(profile: Profile, observed: Observed) -> list[str]:
+def context_refusals(profile: Profile, observed: Observed, decision: ModeDecision | None = None) -> list[str]:
     """Each request's context against what the GGUF headers say: the trained context caps a slot, and the KV
     cache of the whole -c must fit the GPUs with the dense weights and buffers, whatever --fit moves to the CPU."""
     layout, trained = observed.layout, trained_context(observed)
@@ -174,7 +176,7 @@ def context_refusals(profile: Profile, observed: Observed) -> list[str]:
         or profile.workers
     ):
         return []  # no attention shape yet, the KV cache is in RAM (counted there), or the split is the profile's
-    decision = derive_mode(profile, observed)
+    decision = decision or derive_mode(profile, observed)
     if not decision.derived:
         return []
     kv = memory_per_context(profile, observed)
@@ -223,7 +225,7 @@ def draft_device_refusal(profile: Profile, host: HostFacts) -> FieldRefusal | No
     )
 
 
-def draft_room_refusals(profile: Profile, observed: Observed) -> list[str]:
+def draft_room_refusals(profile: Profile, observed: Observed, decision: ModeDecision | None = None) -> list[str]:
     """The draft's device, then its GPU: it must keep ~9 GB (+ snapshots) free after --fit besides the
     quant's own all-VRAM margin, and be big enough for it at all."""
     host, draft = observed.host, profile.serve.spec_draft
@@ -249,7 +251,7 @@ def draft_room_refusals(profile: Profile, observed: Observed) -> list[str]:
         return [f"the draft's GPU {name} is smaller than the ~{DRAFT_ROOM_MIB} MiB the DSpark draft needs (seed 000)"]
     if profile.serve.n_cpu_moe is not None:
         return []  # a manual split has no margin to check; the forecast shows what each GPU holds
-    mode = derive_mode(profile, observed).mode
+    mode = (decision or derive_mode(profile, observed)).mode
     margin = fit_margins(profile, len(gpus), mode)[index]
     # The margin is shared: the quant's own all-VRAM floor (the CUDA scratch pool's room on every GPU, seed 000
     # step 5) stays needed on the draft's GPU, and the draft comes on top of it.

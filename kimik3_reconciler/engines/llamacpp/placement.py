@@ -14,13 +14,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kimik3_reconciler.engines.gpus import requested_gpus
 from kimik3_reconciler.engines.llamacpp.vram_fit import (
     CUDA_CONTEXT_BYTES,
+    ModeDecision,
     compute_bytes,
     derive_mode,
     fit_margins,
     memory_per_context,
-    requested_gpus,
 )
 from kimik3_reconciler.model.facts import ModelLayout, Observed
 from kimik3_reconciler.model.humanize import SEED_LOAD_BYTES_PER_S, gib
@@ -120,7 +121,7 @@ def _split(
     return list(reversed(shares))
 
 
-def forecast(profile: Profile, observed: Observed) -> Forecast | None:
+def forecast(profile: Profile, observed: Observed, decision: ModeDecision | None = None) -> Forecast | None:
     layout, host = observed.layout, observed.host
     if layout is None:
         return None
@@ -133,7 +134,7 @@ def forecast(profile: Profile, observed: Observed) -> Forecast | None:
     gpus, _ = requested_gpus(profile, host)
     if not gpus:
         return None  # GPU facts unknown (or absent: the gate says so)
-    decision = derive_mode(profile, observed)
+    decision = decision or derive_mode(profile, observed)
     mode = decision.mode
     # The margins and buffers of the mode this host runs the quant in: the profile's, else the quant's.
     budgets = [

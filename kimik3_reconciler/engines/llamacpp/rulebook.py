@@ -104,7 +104,7 @@ RULEBOOK: tuple[Rule, ...] = (
         "a per-GPU fit_target list has one entry per listed GPU, in order, and needs GPUs (not gpus: none)",
         "llama.cpp indexes --fit-target like the device list: a short list silently leaves the other GPUs at its "
         "1024 MiB default (the CUDA scratch pool's OOM); with gpus: all the host gate counts the host's GPUs",
-        _rules("serving") + ("kimik3_reconciler.planning.host_gate",),
+        _rules("serving") + ("kimik3_reconciler.engines.llamacpp.host_findings",),
         (
             "cases/profile/fit_target_list_length.yaml",
             "cases/profile/fit_target_list_gpus_none.yaml",
@@ -562,7 +562,7 @@ RULEBOOK: tuple[Rule, ...] = (
         "(as llama.cpp builds them: a plain 12X is 12Xa); PTX-only coverage warns",
         "seed 000 builds sm_120 for RTX PRO 6000; an sm_120 image on an H200 (sm_90) passes the build and fails at "
         "load (reference/llama-cpp.md §3.2)",
-        ("kimik3_reconciler.planning.host_gate",),
+        ("kimik3_reconciler.engines.llamacpp.host_findings",),
         ("cases/plan/56-sm120-image-on-h200.yaml", "unit/planning/test_host_compat.py"),
         seed="seed 000 step 4 (compiles CUDA sm_120 kernels for its GPUs); reference/llama-cpp.md §3.2 "
         "(CMAKE_CUDA_ARCHITECTURES, 12X -> 12Xa)",
@@ -574,7 +574,7 @@ RULEBOOK: tuple[Rule, ...] = (
         "is not judged, and an explicit list (`[]`: portable) is the profile's choice",
         'seed 000: the CPU experts run on AVX-512; AMX "turns out to be irrelevant to the experts" (never used for '
         "MoE)",
-        ("kimik3_reconciler.planning.host_gate",),
+        ("kimik3_reconciler.engines.llamacpp.host_findings",),
         ("cases/plan/57-hybrid-without-avx512.yaml", "unit/planning/test_host_gate.py"),
         seed="seed 000 Hardware target (AVX-512, +AMX which turns out to be irrelevant to the experts); Key facts "
         "(not by AMX, never used for MoE)",
@@ -584,7 +584,7 @@ RULEBOOK: tuple[Rule, ...] = (
         "refuse",
         "build.cpu_features may list an AVX-512 set only when this CPU has it",
         "the listed kernels are compiled into the whole CPU backend: an illegal instruction on this CPU",
-        ("kimik3_reconciler.planning.host_gate",),
+        ("kimik3_reconciler.engines.llamacpp.host_findings",),
         ("unit/planning/test_host_gate.py",),
         seed="not in the seeds: the build compiles the listed ISA into the CPU backend (reference/llama-cpp.md §3.2)",
     ),

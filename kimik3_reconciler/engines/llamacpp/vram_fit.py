@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from kimik3_reconciler.engines.gpus import requested_gpus
 from kimik3_reconciler.model import catalog
 from kimik3_reconciler.model.catalog import QuantMode
-from kimik3_reconciler.model.facts import GpuFact, HostFacts, ModelLayout, Observed
+from kimik3_reconciler.model.facts import ModelLayout, Observed
 from kimik3_reconciler.model.humanize import gib
 from kimik3_reconciler.model.profile import Profile
 
@@ -22,19 +23,6 @@ MIB = 1 << 20
 # What llama-server's own CUDA context takes before it measures free memory: NVML showed 143156
 # MiB free on an idle H200, llama.cpp then saw 142629 MiB (tests/fixtures/h200/server.log).
 CUDA_CONTEXT_BYTES = 528 * MIB
-
-
-def requested_gpus(profile: Profile, host: HostFacts) -> tuple[tuple[GpuFact, ...], list[str]]:
-    """The GPUs the profile claims, resolved against the host (indices or UUIDs), and what is absent."""
-    if profile.gpus == "all":
-        return host.gpus, []
-    if profile.gpus == "none":
-        return (), []
-    found, absent = [], []
-    for ref in profile.gpus:
-        gpu = next((g for g in host.gpus if (g.index == ref if isinstance(ref, int) else g.uuid == ref)), None)
-        (found.append(gpu) if gpu else absent.append(str(ref)))
-    return tuple(found), absent
 
 
 def fit_margins(profile: Profile, count: int, mode: QuantMode) -> list[int]:
@@ -173,23 +161,9 @@ class ModeDecision:
         )
 
 
-# The last decision and what it was made of: the gate, the launch, the forecast and each route ask it of the same
-# profile and observation several times in one plan, and it is a pure function of the two (frozen values).
-_last: tuple[Profile, Observed, ModeDecision] | None = None
-
-
 def derive_mode(profile: Profile, observed: Observed) -> ModeDecision:
-    """The mode from the quant's bytes against the profile's GPUs; the catalog's where facts are missing. Derived
-    once for a profile and an observation (the same objects), however many planners ask."""
-    global _last
-    if _last is not None and _last[0] is profile and _last[1] is observed:
-        return _last[2]
-    decision = _derive_mode(profile, observed)
-    _last = (profile, observed, decision)
-    return decision
-
-
-def _derive_mode(profile: Profile, observed: Observed) -> ModeDecision:
+    """The mode from the quant's bytes against the profile's GPUs; the catalog's where facts are missing. The engine's
+    plan (LlamaCpp.render_plan) derives it once per plan; the gate, the launch and the forecast read that one."""
     # rule: quant-mode-derived
     # Seed 000: the split is reproducible per (quant, GPU count, GPU memory) and re-tuned when any changes.
     listed = profile.quant_mode
@@ -287,8 +261,3 @@ def margin_refusal(profile: Profile, decision: ModeDecision) -> str | None:
 
 def _with(decision: ModeDecision, **changes: object) -> ModeDecision:
     return replace(decision, **changes)  # type: ignore[arg-type]
-
-
-def effective_ubatch(profile: Profile, observed: Observed) -> int:
-    """serve.ubatch, else the default of the mode this host runs the quant in (seed 000 step 5)."""
-    return profile.ubatch_for(derive_mode(profile, observed).mode)

@@ -14,10 +14,12 @@ from __future__ import annotations
 from typing import Any
 
 from kimik3_reconciler.engines.base import (
+    BenchKnobs,
+    CheckpointDefaults,
     EnginePlan,
-    EngineRoutes,
     HostNeeds,
     ImageSource,
+    LogSigns,
     ModelSource,
     NativeRoute,
     NodeLaunch,
@@ -25,13 +27,14 @@ from kimik3_reconciler.engines.base import (
     ServerSeries,
     TuneKnobs,
 )
+from kimik3_reconciler.engines.native_route import NativeRoutes
 from kimik3_reconciler.engines.sglang import launch
-from kimik3_reconciler.model.facts import GpuFact, HostFacts, ModelFact, Observed
+from kimik3_reconciler.model.facts import ModelFact, Observed
 from kimik3_reconciler.model.launch_input import LaunchInput
 from kimik3_reconciler.model.profile import Profile, ServeSpec
 
 
-class Sglang:
+class Sglang(CheckpointDefaults, NativeRoutes):
     """SGLang's OpenAI server (`sglang serve`), as seed 001's TP8/DCP8 cookbook profile runs it."""
 
     name = "sglang"
@@ -64,13 +67,22 @@ class Sglang:
     reasoning_field = "reasoning_content"
     tune_knobs = TuneKnobs("sglang", ("mem_fraction_static",))  # sglang.<knob> (launch.py: why only this one)
     load_wire = "openai"
+    bench_knobs = BenchKnobs()  # its section's tune knobs file a run (and label it)
     vision_probe = False  # its vision is the checkpoint's, which no check sends an image to yet
     native_route = NativeRoute(
         {"tp_size": 8, "dcp_size": 8, "mem_fraction_static": 0.85, "any_gpu": False},  # the schema's defaults
         "tp{gpus}-dcp{dcp_size}",
         "seed 001's SGLang cookbook profile (TP8/DCP8, verified on 8x B300; needs "
         "sglang.mamba_full_memory_ratio from the cookbook's calculator)",
+        rank=1,
+        because="seed 001: SGLang for lower-level serving control (vLLM is not feasible here)",
     )
+
+    log_signs = LogSigns()  # what any server's log says (address in use, out of memory)
+    workers = None  # no rpc.workers: its ranks are its own processes
+    quant_scorer = None  # the checkpoint, not a quant: no quant gate
+    smoke = None  # a pulled image: its first launch's health wait and verify are its test
+    weight_headers = None  # a safetensors checkpoint: read generically (observe/served_weights.py)
 
     def model_entry(self, model: ModelFact) -> str:
         return "."  # the snapshot folder: config.json, the tokenizer, the custom code and the safetensors shards
@@ -118,13 +130,11 @@ class Sglang:
     def tune_space(self, profile: Profile, observed: Observed) -> dict[str, tuple[Any, ...]]:
         return launch.tune_space(profile)
 
+    def build_recipe(self, profile: Profile, observed: Observed) -> None:
+        return None  # its image is pulled by digest (image.ref)
+
     def render_plan(self, profile: Profile, observed: Observed) -> EnginePlan:
         return EnginePlan()  # the whole checkpoint in VRAM, sized by sglang.mem_fraction_static: no mode, no split
-
-    def routes(
-        self, host: HostFacts, gpus: tuple[GpuFact, ...], profile: Profile | None, observed: Observed | None
-    ) -> EngineRoutes:
-        return EngineRoutes(())  # the native checkpoint's route is a profile planning/routes.py judges by the gate
 
 
 ENGINE = Sglang()

@@ -11,10 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 from kimik3_reconciler.engines.base import (
+    BenchKnobs,
+    CheckpointDefaults,
     EnginePlan,
-    EngineRoutes,
     HostNeeds,
     ImageSource,
+    LogSigns,
     ModelSource,
     NativeRoute,
     NodeLaunch,
@@ -22,13 +24,14 @@ from kimik3_reconciler.engines.base import (
     ServerSeries,
     TuneKnobs,
 )
+from kimik3_reconciler.engines.native_route import NativeRoutes
 from kimik3_reconciler.engines.vllm import launch
-from kimik3_reconciler.model.facts import GpuFact, HostFacts, ModelFact, Observed
+from kimik3_reconciler.model.facts import ModelFact, Observed
 from kimik3_reconciler.model.launch_input import LaunchInput
 from kimik3_reconciler.model.profile import Profile, ServeSpec
 
 
-class Vllm:
+class Vllm(CheckpointDefaults, NativeRoutes):
     """vLLM's OpenAI server (`vllm serve`), as seed 001's TP8 recipe runs it."""
 
     name = "vllm"
@@ -66,12 +69,21 @@ class Vllm:
     # vllm.<knob> (engines/vllm/tune.py says why these and not tensor parallelism, the backend or the KV dtype).
     tune_knobs = TuneKnobs("vllm", ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization"))
     load_wire = "openai"
+    bench_knobs = BenchKnobs()  # its section's tune knobs file a run (and label it)
     vision_probe = False  # its vision is the checkpoint's, which no check sends an image to yet
     native_route = NativeRoute(
         {"tensor_parallel_size": 8, "gpu_memory_utilization": 0.95, "any_gpu": False},  # the schema's defaults
         "tp{gpus}",
         "seed 001's vLLM recipe (TP8, fp8 KV cache, vllm/vllm-openai:kimi-k3)",
+        rank=0,
+        because="seed 001: on an 8-GPU Blackwell-class server, start with vLLM",
     )
+
+    log_signs = LogSigns()  # what any server's log says (address in use, out of memory)
+    workers = None  # no rpc.workers: its ranks are its own processes
+    quant_scorer = None  # the checkpoint, not a quant: no quant gate
+    smoke = None  # a pulled image: its first launch's health wait and verify are its test
+    weight_headers = None  # a safetensors checkpoint: read generically (observe/served_weights.py)
 
     def model_entry(self, model: ModelFact) -> str:
         return "."  # the snapshot folder: config.json, the tokenizer and the safetensors shards
@@ -119,13 +131,11 @@ class Vllm:
 
         return tune.default_space(profile, observed)
 
+    def build_recipe(self, profile: Profile, observed: Observed) -> None:
+        return None  # its image is pulled by digest (image.ref)
+
     def render_plan(self, profile: Profile, observed: Observed) -> EnginePlan:
         return EnginePlan()  # the whole checkpoint in VRAM, sized by vllm.gpu_memory_utilization: no mode, no split
-
-    def routes(
-        self, host: HostFacts, gpus: tuple[GpuFact, ...], profile: Profile | None, observed: Observed | None
-    ) -> EngineRoutes:
-        return EngineRoutes(())  # the native checkpoint's route is a profile planning/routes.py judges by the gate
 
 
 ENGINE = Vllm()

@@ -15,7 +15,7 @@ class FakeLoad:
         self.levels: list[tuple[int, list[list[int]], int]] = []
         self.wires: set[str] = set()  # the engines' wires it was driven on
 
-    def tokenize(self, base_url: str, api_key: str | None, text: str, wire: str = "llamacpp") -> list[int]:
+    def tokenize(self, base_url: str, api_key: str | None, text: str, wire: str = "native") -> list[int]:
         self.wires.add(wire)
         return list(text.encode())
 
@@ -31,7 +31,7 @@ class FakeLoad:
         prompts: list[list[int]],
         output_tokens: int,
         concurrency: int,
-        wire: str = "llamacpp",
+        wire: str = "native",
     ) -> tuple[list[Any], float]:
         from kimik3_reconciler.model.bench import RequestSample
 

@@ -11,17 +11,20 @@ from dataclasses import replace
 from typing import Any
 
 from kimik3_reconciler.engines.base import (
+    BenchKnobs,
+    CheckpointDefaults,
     EnginePlan,
-    EngineRoutes,
     HostNeeds,
     ImageSource,
+    LogSigns,
     ModelSource,
     Readiness,
+    RouteCandidate,
     ServerSeries,
     TuneKnobs,
 )
 from kimik3_reconciler.model.engine_names import EngineEntry
-from kimik3_reconciler.model.facts import GpuFact, HostFacts, ModelFact, Observed
+from kimik3_reconciler.model.facts import HostFacts, ModelFact, Observed
 from kimik3_reconciler.model.launch_input import LaunchInput
 from kimik3_reconciler.model.profile import Profile, ServeSpec
 from kimik3_reconciler.model.route import Route
@@ -30,7 +33,7 @@ ENTRY = EngineEntry("support.probe_engine", rules="support.probe_engine.rules", 
 REPO = "probe/Checkpoint"
 
 
-class Probe:
+class Probe(CheckpointDefaults):
     """probe-server: one process, one GPU or none, its checkpoint folder opened whole."""
 
     name = "probe"
@@ -50,8 +53,15 @@ class Probe:
     reasoning_field = "reasoning"
     tune_knobs = TuneKnobs("serve", ())
     load_wire = "openai"
+    bench_knobs = BenchKnobs()  # its section's tune knobs file a run (and label it)
     vision_probe = False
-    native_route = None  # its own routes (`routes`), no native checkpoint
+    native_route = None  # its own route (`route_candidates`), no native checkpoint
+
+    log_signs = LogSigns()  # what any server's log says (address in use, out of memory)
+    workers = None  # no rpc.workers: its ranks are its own processes
+    quant_scorer = None  # the checkpoint, not a quant: no quant gate
+    smoke = None  # a pulled image: its first launch's health wait and verify are its test
+    weight_headers = None  # a safetensors checkpoint: read generically (observe/served_weights.py)
 
     def model_entry(self, model: ModelFact) -> str:
         return "."
@@ -89,15 +99,22 @@ class Probe:
     def tune_space(self, profile: Profile, observed: Observed) -> dict[str, tuple[Any, ...]]:
         return {}
 
+    def build_recipe(self, profile: Profile, observed: Observed) -> None:
+        return None  # its image is pulled by digest (image.ref)
+
     def render_plan(self, profile: Profile, observed: Observed) -> EnginePlan:
         return EnginePlan()
 
-    def routes(
-        self, host: HostFacts, gpus: tuple[GpuFact, ...], profile: Profile | None, observed: Observed | None
-    ) -> EngineRoutes:
+    def route_candidates(
+        self, base: Profile, host: HostFacts, profile: Profile | None, observed: Observed | None
+    ) -> tuple[RouteCandidate, ...]:
         feasible = host.ram_total is not None and host.ram_total >= 1 << 30
         route = Route("probe", REPO, "cpu", feasible, "the probe serves anything with 1 GiB of RAM")
-        return EngineRoutes((replace(route, profile=profile is not None),))
+        ours = profile is not None and profile.engine == self.name
+        return (RouteCandidate(None, route=replace(route, profile=ours), ours=ours),)  # decided here, no gate
+
+    def route_rank(self, route: Route) -> tuple[int, str] | None:
+        return None  # after every ranked route
 
 
 ENGINE = Probe()

@@ -17,6 +17,7 @@ from kimik3_reconciler.cli import main
 # Commands whose output is already JSON whatever the flags (schema, reconcile's JSON lines), or that print one line
 # for a person (force-unlock), or are started by kimik3 itself (metrics-serve, front-serve).
 # router-step, mirror, image: fleet apply's hidden steps, run by its playbook (the rollout record; image prints JSON)
+# job-step: what a Slurm replica's job runs (its outcome goes into the job's comment)
 NOT_JSON_FLAGGED = {
     "schema",
     "reconcile",
@@ -26,6 +27,7 @@ NOT_JSON_FLAGGED = {
     "router-step",
     "mirror",
     "image",
+    "job-step",
 }
 
 

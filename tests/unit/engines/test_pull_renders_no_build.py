@@ -11,9 +11,7 @@ import pytest
 from support.observed import model_fact, observed
 from support.shipped import pinned_text
 
-import kimik3_reconciler.planning as planning
-import kimik3_reconciler.planning.basis as basis
-import kimik3_reconciler.planning.image_step as image_step
+import kimik3_reconciler.engines.llamacpp.image as llamacpp_image
 from kimik3_reconciler.model.described_host import described_host
 from kimik3_reconciler.model.facts import HostFacts, PulledImageFact, RemoteFile
 from kimik3_reconciler.model.metrics import ExporterConfig
@@ -43,8 +41,7 @@ def _refuse_to_render(profile, observed):  # noqa: ANN001, ANN202 - render_image
 
 @pytest.mark.parametrize("shipped", ["vllm-tp8.yaml", "sglang-tp8.yaml"])
 def test_a_pull_engines_plan_renders_no_llamacpp_build(shipped: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    for module in (planning, basis, image_step):
-        monkeypatch.setattr(module, "render_image_build", _refuse_to_render)
+    monkeypatch.setattr(llamacpp_image, "render_image_build", _refuse_to_render)
     profile = parse_profile(pinned_text(ROOT / "profiles" / shipped) + METRICS, shipped).profile
     files = tuple(
         RemoteFile(path=f"model-{i:05d}-of-00004.safetensors", size=400 * GIB, sha256=str(i) * 64) for i in range(1, 5)

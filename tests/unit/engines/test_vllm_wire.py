@@ -74,10 +74,10 @@ def test_a_running_vllm_container_that_refuses_is_loading_and_a_llama_one_is_not
     profile, ports, docker, launch = _world(tmp_path)
     assert dict(launch.spec.labels)[WHILE_LOADING] == "refused"
     ports.http.health = lambda url: "unreachable"  # nothing listens yet: the port refuses
-    assert collect_container(docker, ports.http, launch.spec.name).health == "loading"
+    assert collect_container(docker, ports.http, launch.spec.name, engine_for("vllm").log_signs).health == "loading"
     labels = docker.containers[launch.spec.name]["Config"]["Labels"]
     del labels[WHILE_LOADING]  # a llama-server container: 503 is loading, a refusal is not
-    assert collect_container(docker, ports.http, launch.spec.name).health == "unreachable"
+    assert collect_container(docker, ports.http, launch.spec.name, engine_for("vllm").log_signs).health == "unreachable"
 
 
 def test_the_exporter_says_loading_asks_no_slots_and_passes_vllms_families(tmp_path: Path) -> None:
@@ -159,10 +159,10 @@ def test_a_checkpoint_says_random_weights_in_its_first_shards_safetensors_metada
     ):
         (tmp_path / "hub" / "cache" / first).write_bytes(_safetensors(metadata))
         (tmp_path / "hub" / "cache" / second).write_bytes(_safetensors({"kimik3.weights": "random"}))
-        judged = served_weights(hub, model, engine_for("vllm").model_entry(model))
+        judged = served_weights(hub, model, engine_for("vllm").model_entry(model), engine_for("vllm").weight_headers)
         assert judged.random is random and first in judged.source, judged
     (tmp_path / "hub" / "cache" / first).write_bytes(b"not safetensors")
-    assert not served_weights(hub, model, ".").random
+    assert not served_weights(hub, model, ".", None).random
 
 
 def test_verify_skips_the_vision_probe_on_vllm_saying_why(tmp_path: Path) -> None:

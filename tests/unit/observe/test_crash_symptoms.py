@@ -15,9 +15,12 @@ import pytest
 from test_quant_gate import FIXTURES as PERPLEXITY
 from test_quant_gate import GATE, fake_world, gated
 
+from kimik3_reconciler.engines import engine_for
+from kimik3_reconciler.engines.base import KldReport
+from kimik3_reconciler.engines.llamacpp.perplexity import parse_kld_report
 from kimik3_reconciler.errors import GateFailed, LoadFailed, PlanError
 from kimik3_reconciler.observe.server_log import classify_load_failure
-from kimik3_reconciler.planning.quant_gate import KldReport, gate_verdict, parse_kld_report
+from kimik3_reconciler.planning.quant_gate import gate_verdict
 
 LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "server-logs"
 CUDA_OOM = (LOGS / "cuda-oom-first-request.log").read_text()
@@ -29,26 +32,27 @@ CUDA_OOM_LOADING = "\n".join(
 
 def test_a_cuda_oom_after_the_load_names_the_fit_target_and_ubatch_fix() -> None:
     assert "0.00.930.757 I srv  llama_server: model loaded" in CUDA_OOM  # recorded start, then the crash
-    cause = classify_load_failure(134, False, CUDA_OOM)
+    cause = classify_load_failure(134, False, CUDA_OOM, engine_for("llamacpp").log_signs)
     assert cause.cause == "cuda-oom"
     assert cause.headline.startswith("crashed with CUDA error: out of memory on a request after a successful load")
     assert "raise serve.fit_target" in cause.headline and "use serve.ubatch 2048" in cause.headline
 
 
 def test_a_cuda_oom_while_loading_is_the_same_cause_and_fix() -> None:
-    cause = classify_load_failure(134, False, CUDA_OOM_LOADING)
+    cause = classify_load_failure(134, False, CUDA_OOM_LOADING, engine_for("llamacpp").log_signs)
     assert cause.cause == "cuda-oom" and "out of memory while loading" in cause.headline
     assert "raise serve.fit_target" in cause.headline
     # verify knows the server had loaded even when the tail no longer shows it
     tail = "\n".join(CUDA_OOM.splitlines()[-5:])
     assert (
-        "on a request after a successful load" in classify_load_failure(134, False, tail, while_serving=True).headline
+        "on a request after a successful load"
+        in classify_load_failure(134, False, tail, engine_for("llamacpp").log_signs, while_serving=True).headline
     )
 
 
 def test_a_host_allocation_failure_is_not_the_cuda_scratch_pool() -> None:
     log = "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 9000 MiB: cudaMalloc failed: out of memory\n"
-    assert classify_load_failure(1, False, log).cause == "oom"
+    assert classify_load_failure(1, False, log, engine_for("llamacpp").log_signs).cause == "oom"
 
 
 def test_a_launch_that_dies_of_a_cuda_oom_fails_apply_with_the_fix(tmp_path: Path) -> None:
@@ -97,7 +101,7 @@ def test_an_exited_container_carries_the_cause_its_log_names(tmp_path: Path) -> 
     orchestrator.apply(gated("UD-Q2_K_XL", "variant: cpu, cpu_features: []", "none"))
     docker.containers["k3-test"]["State"].update(Status="exited", ExitCode=134)
     docker.logs = CUDA_OOM
-    fact = collect_container(docker, orchestrator.ports.http, "k3-test")
+    fact = collect_container(docker, orchestrator.ports.http, "k3-test", engine_for("llamacpp").log_signs)
     assert fact is not None and fact.crash is not None
     assert fact.crash.startswith("crashed with CUDA error: out of memory") and fact.crash.endswith("[cuda-oom]")
     step = next(
@@ -107,7 +111,7 @@ def test_an_exited_container_carries_the_cause_its_log_names(tmp_path: Path) -> 
     )
     assert "raise serve.fit_target" in step.reason and step.reason.endswith(": start it")
     docker.containers["k3-test"]["State"].update(ExitCode=0)  # a clean stop: its log is not read
-    assert collect_container(docker, orchestrator.ports.http, "k3-test").crash is None
+    assert collect_container(docker, orchestrator.ports.http, "k3-test", engine_for("llamacpp").log_signs).crash is None
 
 
 @pytest.mark.parametrize("printed", ["nan", "-nan", "inf", "-inf", "NaN"])
@@ -129,6 +133,6 @@ def test_a_request_in_the_tail_says_after_the_load_even_when_model_loaded_scroll
     long-running server's tail has scrolled past it. The crashing request's own slot lines are in the tail."""
     tail = "\n".join(line for line in CUDA_OOM.splitlines() if "llama_server:" not in line)
     assert "model loaded" not in tail and "launch_slot_" in tail
-    assert classify_load_failure(134, False, tail).headline.startswith(
+    assert classify_load_failure(134, False, tail, engine_for("llamacpp").log_signs).headline.startswith(
         "crashed with CUDA error: out of memory on a request after a successful load"
     )

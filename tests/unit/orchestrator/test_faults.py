@@ -10,6 +10,7 @@ import pytest
 from support.fakes import FakeHub, fake_ports
 from test_orchestrator import FILES, PROFILE, REV, load, world  # noqa: F401 - `world` is a fixture
 
+from kimik3_reconciler.engines import engine_for
 from kimik3_reconciler.errors import LoadFailed, PermanentError, PlanError, VerifyFailed
 from kimik3_reconciler.model.plan import Action
 from kimik3_reconciler.model.profile_source import parse_profile
@@ -66,11 +67,11 @@ GGUF_LOG = (
     ],
 )
 def test_the_cause_is_read_from_the_exit_and_the_log(exit_code, oom_killed, log, cause) -> None:
-    assert classify_load_failure(exit_code, oom_killed, log).cause == cause
+    assert classify_load_failure(exit_code, oom_killed, log, engine_for("llamacpp").log_signs).cause == cause
 
 
 def test_a_bind_failure_is_not_called_a_model_load_failure() -> None:
-    headline = classify_load_failure(1, False, BIND_LOG).headline
+    headline = classify_load_failure(1, False, BIND_LOG, engine_for("llamacpp").log_signs).headline
     assert "could not bind its port" in headline and "loading the model" not in headline
 
 

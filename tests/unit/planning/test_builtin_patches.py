@@ -12,12 +12,12 @@ import pytest
 from support.observed import local_inputs, observed
 from support.realparts import DEMO_DIR
 
+from kimik3_reconciler.engines.llamacpp.image import builtin_summary, image_inputs, render_image_build
 from kimik3_reconciler.model.builtin_patches import BUILTIN_PATCHES, builtin_patches_for
 from kimik3_reconciler.model.facts import PatchFact
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.observe.local_inputs import PATCH_DIR, builtin_patch_facts, sha256_file
 from kimik3_reconciler.planning.basis import observed_basis
-from kimik3_reconciler.planning.image_step import builtin_summary, image_inputs, render_image_build
 
 ROOT = Path(__file__).resolve().parents[3]
 PIN = PATCH_DIR / "parallel-pinned-host-buffer.patch"

@@ -58,8 +58,8 @@ def test_explicit_systemd_conflicts() -> None:
 
 
 def test_draft_device_is_derived_from_the_gpu_subset() -> None:
+    from kimik3_reconciler.engines.llamacpp.drafts import draft_device
     from kimik3_reconciler.errors import PlanError
-    from kimik3_reconciler.planning.launch import draft_device
 
     base = parse_profile((ROOT / "profiles" / "interactive.yaml").read_text()).profile
     draft = base.serve.spec_draft.model_copy(update={"device": "auto"})
@@ -70,7 +70,7 @@ def test_draft_device_is_derived_from_the_gpu_subset() -> None:
 
 
 def test_draft_device_with_gpus_all_comes_from_the_host_gpu_count() -> None:
-    from kimik3_reconciler.planning.launch import draft_device
+    from kimik3_reconciler.engines.llamacpp.drafts import draft_device
 
     base = parse_profile((ROOT / "profiles" / "interactive.yaml").read_text()).profile
     draft = base.serve.spec_draft.model_copy(update={"device": "auto"})

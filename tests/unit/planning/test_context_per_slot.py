@@ -144,7 +144,7 @@ def test_the_context_memory_from_the_header_is_what_the_real_server_allocated(tm
     from pathlib import Path
 
     from kimik3_reconciler.engines.llamacpp.gguf_header import parse_gguf_header, summarize
-    from kimik3_reconciler.steps.smoke_model import write_tiny_kimi_k3
+    from kimik3_reconciler.engines.llamacpp.smoke_model import write_tiny_kimi_k3
 
     log = (Path(__file__).resolve().parents[2] / "fixtures" / "demo" / "kv-cache-c8192-np2.log").read_text()
     kv_mib = float(re.search(r"llama_kv_cache: size = +([\d.]+) MiB", log).group(1))

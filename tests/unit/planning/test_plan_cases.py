@@ -82,6 +82,7 @@ from support.observed import local_inputs, model_fact, observed, shard_files
 from support.recorded_hosts import recorded_host
 
 from kimik3_reconciler.engines import engine_for
+from kimik3_reconciler.engines.llamacpp.image import render_image_build
 from kimik3_reconciler.errors import InputError, PlanError
 from kimik3_reconciler.model.described_host import described_host
 from kimik3_reconciler.model.engine_names import ENGINES
@@ -119,7 +120,6 @@ from kimik3_reconciler.planning import plan, render_desired
 from kimik3_reconciler.planning.exporter_unit import render_exporter_install
 from kimik3_reconciler.planning.front_step import render_front
 from kimik3_reconciler.planning.front_unit import plan_front_unit
-from kimik3_reconciler.planning.image_step import render_image_build
 from kimik3_reconciler.planning.launch import render_launch
 from kimik3_reconciler.planning.metrics_step import render_exporter
 from kimik3_reconciler.planning.unit_step import render_install
@@ -375,7 +375,9 @@ def build_case(case: dict[str, Any]) -> tuple[Profile, Observed]:
             running=running,
             pid=c_spec.get("pid"),
             rss_bytes=int(c_spec["rss_gib"] * (1 << 30)) if "rss_gib" in c_spec else None,
-            crash=crash_cause(False, (FIXTURES / c_spec["log"]).read_text()) if "log" in c_spec else None,
+            crash=crash_cause(False, (FIXTURES / c_spec["log"]).read_text(), engine_for("llamacpp").log_signs)
+            if "log" in c_spec
+            else None,
         )
     systemd = systemd_facts(obs_spec.get("systemd"), previous, prev_obs, image.tag, image.fingerprint)
     if desired.workers and container is not None:

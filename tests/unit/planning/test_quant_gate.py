@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from kimik3_reconciler.engines.base import KldReport
+from kimik3_reconciler.engines.llamacpp.perplexity import parse_kld_report
 from kimik3_reconciler.model.profile_schema import QuantGate, values_of
-from kimik3_reconciler.planning.quant_gate import KldReport, gate_verdict, parse_kld_report
+from kimik3_reconciler.planning.quant_gate import gate_verdict
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "perplexity"
 GATE = values_of(QuantGate())  # seed defaults: max_kld 0.5, min_top_token_agreement 0.80

@@ -12,10 +12,10 @@ import pytest
 from support.observed import local_inputs, observed
 from support.shipped import pinned_text
 
+from kimik3_reconciler.engines.llamacpp.image import render_image_build
 from kimik3_reconciler.model.facts import HostFacts
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.observe.local_inputs import parse_unified_diff
-from kimik3_reconciler.planning.image_step import render_image_build
 from kimik3_reconciler.planning.launch import render_launch
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -14,12 +14,12 @@ import pytest
 from support.shipped import pinned_text
 from test_rendered_specs import GOLDEN, PROFILES, observed_for
 
+from kimik3_reconciler.engines.llamacpp.image import render_image_build
 from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.model.facts import ContainerFact, SystemdFacts, UnitFact, UnitFileFact
 from kimik3_reconciler.model.specs import UnitInstall
 from kimik3_reconciler.model.unit_files import split_header
 from kimik3_reconciler.observe.unit import parse_show, parse_unit_file
-from kimik3_reconciler.planning.image_step import render_image_build
 from kimik3_reconciler.planning.launch import render_launch
 from kimik3_reconciler.planning.unit_step import render_env_file, render_install, unit_conflicts
 

@@ -15,13 +15,15 @@ from support.recorded_hosts import h200_host, seed000_host
 from support.shipped import pinned_text
 
 from kimik3_reconciler.engines import engine_for
+from kimik3_reconciler.engines.llamacpp.routes import GGUF_REPO
+from kimik3_reconciler.engines.native_route import NATIVE_MIN_BYTES
 from kimik3_reconciler.model import catalog
 from kimik3_reconciler.model.described_host import described_host
 from kimik3_reconciler.model.facts import HostFacts, RemoteFile
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.planning.host_gate import host_gate
-from kimik3_reconciler.planning.routes import GGUF_REPO, NATIVE_MIN_BYTES, profile_routes, routes
+from kimik3_reconciler.planning.routes import profile_routes, routes
 
 ROOT = Path(__file__).resolve().parents[3]
 HOSTS = ROOT / "tests" / "fixtures" / "host"

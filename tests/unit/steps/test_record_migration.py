@@ -4,7 +4,7 @@
 `plan --detailed-exitcode` exited 4 once, which a GitOps check reads as drift.
 
 The fixture tests/fixtures/records/demo-layout-before-context.json is what kimik3 at a169c5c^ (the commit before
-`context_length`) recorded for the demo's UD-Q2_K_XL shards (kimik3_reconciler.steps.smoke_model.write_tiny_kimi_k3,
+`context_length`) recorded for the demo's UD-Q2_K_XL shards (kimik3_reconciler.engines.llamacpp.smoke_model.write_tiny_kimi_k3,
 2 shards, seed 0): its `summarize` run over those files' headers. Here the same shards sit in the fake hub's cache."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from pathlib import Path
 
 from support.fakes import converged_fake
 
+from kimik3_reconciler.engines.llamacpp.smoke_model import write_tiny_kimi_k3
 from kimik3_reconciler.model.plan import Action
 from kimik3_reconciler.model.records import layout_key
-from kimik3_reconciler.steps.smoke_model import write_tiny_kimi_k3
 
 OLD_RECORD = json.loads(
     (Path(__file__).parents[2] / "fixtures" / "records" / "demo-layout-before-context.json").read_text()

@@ -14,7 +14,7 @@ import pytest
 from gguf import GGUFReader
 
 from kimik3_demo import prepare
-from kimik3_reconciler.steps.smoke_model import write_tiny_kimi_k3
+from kimik3_reconciler.engines.llamacpp.smoke_model import write_tiny_kimi_k3
 
 # --- tiny GGUF --------------------------------------------------------------------------------
 

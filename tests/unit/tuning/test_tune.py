@@ -75,15 +75,17 @@ def test_a_decode_floor_bounds_a_latency_goal() -> None:
 
 
 def test_spaces_parse_and_unknown_knobs_are_refused() -> None:
-    assert parse_space(("ubatch=256,512", "parallel=1,2"), *LLAMACPP_KNOBS) == {
+    assert parse_space(("ubatch=256,512", "parallel=1,2"), LLAMACPP_KNOBS.section, LLAMACPP_KNOBS.names) == {
         "ubatch": (256, 512),
         "parallel": (1, 2),
     }
     assert len(candidates({"ubatch": (256, 512), "parallel": (1, 2), "threads": (1, 8)})) == 8
-    assert parse_space(("n_cpu_moe=fit,24",), *LLAMACPP_KNOBS) == {"n_cpu_moe": ("fit", 24)}
+    assert parse_space(("n_cpu_moe=fit,24",), LLAMACPP_KNOBS.section, LLAMACPP_KNOBS.names) == {
+        "n_cpu_moe": ("fit", 24)
+    }
     for bad in ("threads=x", "ctx=1", "ubatch", "ubatch=fit"):
         with pytest.raises(InputError):
-            parse_space((bad,), *LLAMACPP_KNOBS)
+            parse_space((bad,), LLAMACPP_KNOBS.section, LLAMACPP_KNOBS.names)
 
 
 @pytest.mark.parametrize(
@@ -102,7 +104,7 @@ def test_space_values_the_profile_refuses_are_refused_before_the_host(bad: str, 
     # Was: accepted, then tune locked the host, required it converged and recorded a search of "never launched"
     # candidates. Now exit 2 naming --space, from the profile schema's own bounds.
     with pytest.raises(InputError) as caught:
-        parse_space((bad,), *LLAMACPP_KNOBS)
+        parse_space((bad,), LLAMACPP_KNOBS.section, LLAMACPP_KNOBS.names)
     assert "--space" in str(caught.value) and said in str(caught.value)
     assert caught.value.exit_code == 2
 
@@ -262,7 +264,7 @@ def test_n_cpu_moe_fit_leaves_the_split_to_fit_and_a_number_pins_it() -> None:
     unpinned = set_knobs(text, "serve", section_values(base.profile, {"n_cpu_moe": "fit"}))
     assert "n_cpu_moe" not in unpinned and "# slots" in unpinned
     assert parse_profile(set_knobs(PROFILE, "serve", {"n_cpu_moe": 24}), "t.yaml").profile.serve.n_cpu_moe == 24
-    assert sorted([{"n_cpu_moe": 24}, {"n_cpu_moe": "fit"}], key=placement_key) == [
+    assert sorted([{"n_cpu_moe": 24}, {"n_cpu_moe": "fit"}], key=lambda k: placement_key(LLAMACPP_KNOBS, k)) == [
         {"n_cpu_moe": "fit"},
         {"n_cpu_moe": 24},
     ]
@@ -271,7 +273,7 @@ def test_n_cpu_moe_fit_leaves_the_split_to_fit_and_a_number_pins_it() -> None:
 def test_candidates_run_in_page_cache_order() -> None:
     assert sorted(
         [{"n_cpu_moe": 8, "ubatch": 512}, {"n_cpu_moe": 4, "ubatch": 4096}, {"n_cpu_moe": 8, "ubatch": 256}],
-        key=placement_key,
+        key=lambda k: placement_key(LLAMACPP_KNOBS, k),
     ) == [{"n_cpu_moe": 4, "ubatch": 4096}, {"n_cpu_moe": 8, "ubatch": 256}, {"n_cpu_moe": 8, "ubatch": 512}]
 
 

@@ -54,13 +54,15 @@ def test_the_vllm_space_is_its_sections_knobs_around_the_written_values() -> Non
 
 def test_space_takes_the_engines_knobs_and_refuses_the_others_naming_the_section() -> None:
     vllm = engine_for("vllm").tune_knobs
-    assert parse_space(("max_num_seqs=2,8", "gpu_memory_utilization=0.9,1"), *vllm) == {
+    assert parse_space(("max_num_seqs=2,8", "gpu_memory_utilization=0.9,1"), vllm.section, vllm.names) == {
         "max_num_seqs": (2, 8),
         "gpu_memory_utilization": (0.9, 1.0),
     }
-    assert isinstance(parse_space(("gpu_memory_utilization=1",), *vllm)["gpu_memory_utilization"][0], float)
+    assert isinstance(
+        parse_space(("gpu_memory_utilization=1",), vllm.section, vllm.names)["gpu_memory_utilization"][0], float
+    )
     with pytest.raises(InputError) as llama_knob:
-        parse_space(("ubatch=512",), *vllm)
+        parse_space(("ubatch=512",), vllm.section, vllm.names)
     assert "max_num_seqs" in str(llama_knob.value) and "vllm.<knob>" in str(llama_knob.value)
     for bad, said in (
         ("gpu_memory_utilization=1.5", "vllm.gpu_memory_utilization"),
@@ -69,10 +71,10 @@ def test_space_takes_the_engines_knobs_and_refuses_the_others_naming_the_section
         ("max_num_seqs=many", "takes numbers"),
     ):
         with pytest.raises(InputError) as caught:
-            parse_space((bad,), *vllm)
+            parse_space((bad,), vllm.section, vllm.names)
         assert said in str(caught.value) and caught.value.exit_code == 2
     with pytest.raises(InputError):  # llama.cpp's knobs are refused on SGLang too: its section has its own
-        parse_space(("parallel=2",), *engine_for("sglang").tune_knobs)
+        parse_space(("parallel=2",), engine_for("sglang").tune_knobs.section, engine_for("sglang").tune_knobs.names)
 
 
 def test_a_vllm_candidate_is_written_into_the_vllm_section_keeping_comments() -> None:
@@ -118,7 +120,9 @@ def test_the_running_values_are_read_from_the_sections_launch_inputs() -> None:
         inputs={"vllm.max_num_seqs": 2, "vllm.max_num_batched_tokens": None, "serve.ubatch": 9},
     )
     facts = observed(profile, host=HOST, container=container)
-    assert running_knobs({"max_num_seqs": (2, 8), "max_num_batched_tokens": (2048,)}, facts, "vllm") == {
+    assert running_knobs(
+        {"max_num_seqs": (2, 8), "max_num_batched_tokens": (2048,)}, facts, engine_for("vllm").tune_knobs
+    ) == {
         "max_num_seqs": 2,
         "max_num_batched_tokens": None,
     }

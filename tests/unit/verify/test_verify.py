@@ -266,6 +266,7 @@ def test_a_shard_that_is_not_a_gguf_is_judged_as_a_real_model(tmp_path):
 
 
 def test_a_header_longer_than_the_first_read_is_read_whole(tmp_path):
+    from kimik3_reconciler.engines import engine_for
     from kimik3_reconciler.model.facts import ModelFact
     from kimik3_reconciler.observe.served_weights import FIRST_READ, served_weights
 
@@ -275,9 +276,9 @@ def test_a_header_longer_than_the_first_read_is_read_whole(tmp_path):
     (tmp_path / "hub" / "cache" / SHARD).write_bytes(long_header)
     # The fake hub keeps its files under <cache dir>/cache/: the hub's own folder is the cache dir here.
     model = ModelFact(repo="org/k3", revision=REV, quant="UD-Q2_K_XL", cache_dir=str(tmp_path / "hub"))
-    assert served_weights(hub, model, SHARD).random
+    assert served_weights(hub, model, SHARD, engine_for("llamacpp").weight_headers).random
     (tmp_path / "hub" / "cache" / SHARD).write_bytes(long_header[: FIRST_READ + 100])  # cut short
-    cut = served_weights(hub, model, SHARD)
+    cut = served_weights(hub, model, SHARD, engine_for("llamacpp").weight_headers)
     assert not cut.random and "header is longer than the file" in cut.source
 
 

@@ -366,7 +366,7 @@ def write_tiny_kimi_k3(
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m kimik3_reconciler.steps.smoke_model OUT_DIR STEM --shards 2 --seed 0`."""
+    """`python -m kimik3_reconciler.engines.llamacpp.smoke_model OUT_DIR STEM --shards 2 --seed 0`."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("stem")
