@@ -7,10 +7,10 @@ per host, its own sshd and dockerd; shared/TESTING.md §12).
 
     flock /tmp/k3-fleet-rig.lock .venv/bin/python bench/fleet.py [--runs 2] [--workers 4]
 
-Set-up, as tests/integration/test_fleet_rollout_docker.py's (its fleet file, names and ports): the llama.cpp image
-built here (the demo's, cached by layer), pushed to the registry on the bridge and pulled by digest on the first
-host; a first `kimik3 fleet apply --install --registry` installs kimik3 on the 3 hosts and deploys the demo profile
-(UD-Q2_K_XL) behind smg. Then per run, with a closed-loop client (tests/support/closed_loop.py: `--workers`
+Set-up, as tests/integration/test_fleet_rollout_docker.py's (tests/support/fleet_rollout.py: its fleet file, names
+and ports): the llama.cpp image built here (the demo's, cached by layer), pushed to the registry on the bridge and
+pulled by digest on the first host; a first `kimik3 fleet apply --install --registry` installs kimik3 on the 3 hosts
+and deploys the demo profile (UD-Q2_K_XL) behind smg. Then per run, with a closed-loop client (tests/support/closed_loop.py: `--workers`
 threads, half streaming, every other request offering a tool) sending through smg:
 
 1. `fleet plan` / `fleet status` of the 3 hosts, one host's `plan`/`status` over SSH and the SSH round trip
@@ -46,21 +46,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "bench")]
 import yaml  # noqa: E402
 from fleet_plan import measure, print_spread, ssh_to  # noqa: E402
 from handover import quantile  # noqa: E402
-from integration.test_fleet_rollout_docker import (  # noqa: E402
-    BUILD_NAME,
-    BUILD_PORT,
-    FLEET,
-    NAME,
-    PORT,
-    ROUTER_PORT,
-    RotationSampler,
-    fleet_cmd,
-    install_and_deploy,
-    write_fleet,
-)
-from support.closed_loop import ClosedLoop  # noqa: E402
-from support.fleet_hosts import GATEWAY, Rig, fleet_rig, publish_image, stop_router  # noqa: E402
-from support.realparts import converged_demo, docker, require_docker_and_demo_hub  # noqa: E402
+from support import fleet_rollout as fleet_setup  # noqa: E402
+from support.fleet_hosts import GATEWAY, Rig, RotationSampler, fleet_rig, stop_router  # noqa: E402
+from support.realparts import require_docker_and_demo_hub  # noqa: E402
 
 from kimik3_demo.hub import FixtureHub  # noqa: E402
 from kimik3_demo.prepare import demo_repos  # noqa: E402
@@ -118,7 +106,7 @@ def plain_rollout(work: Path, log) -> int:  # noqa: ANN001 - a text stream
 def every_host_in_rotation(router: SmgRouter, rig: Rig) -> None:
     """Each run starts from the same router: every host listed (added when smg dropped it) and in rotation."""
     for host in rig.hosts:
-        url = f"http://{host.address}:{PORT}"
+        url = f"http://{host.address}:{fleet_setup.PORT}"
         if router.find(url) is None:
             router.add(url)
         router.wait_in_rotation(url, timeout_s=180)
@@ -127,10 +115,10 @@ def every_host_in_rotation(router: SmgRouter, rig: Rig) -> None:
 def under_load(rollout, rig: Rig, workers: int) -> dict:  # noqa: ANN001 - () -> (exit status, output tail)
     """`rollout` run while the closed-loop client sends through smg; what the clients saw, and how many hosts smg
     had in rotation right after."""
-    router = SmgRouter(f"http://127.0.0.1:{ROUTER_PORT}", f"http://127.0.0.1:{ROUTER_PORT + 1}")
+    router = fleet_setup.fleet_router()
     every_host_in_rotation(router, rig)
     with (
-        ClosedLoop(f"http://127.0.0.1:{ROUTER_PORT}", workers=workers, model=NAME, tools=True) as load,
+        fleet_setup.router_load(workers) as load,
         RotationSampler(router) as sampler,
     ):
         load.wait_for(2 * workers)
@@ -159,7 +147,7 @@ def under_load(rollout, rig: Rig, workers: int) -> dict:  # noqa: ANN001 - () ->
 
 
 def kimik3_rollout(work: Path) -> tuple[int, str]:
-    done = fleet_cmd(work, "apply", "fleet.yaml")
+    done = fleet_setup.fleet_cmd(work, "apply", "fleet.yaml")
     return done.returncode, done.stderr[-3000:]
 
 
@@ -204,18 +192,16 @@ def print_rollouts(seen: dict[str, list[dict]]) -> None:
 def deployed(rig: Rig, hub: FixtureHub, work: Path):  # noqa: ANN201 - Iterator[Path]
     """The rollout test's set-up: the image on the first host, kimik3 installed by a first `fleet apply --install`,
     the demo profile served by the 3 hosts behind smg; smg stopped after."""
-    with contextmanager(converged_demo)(work / "build", BUILD_NAME, BUILD_PORT):
-        tag = docker("inspect", "-f", "{{.Config.Image}}", BUILD_NAME)
-    rig.hosts[0].docker("pull", publish_image(rig, tag), timeout=1800)
-    write_fleet(work, rig, hub, QUANTS[0])
+    fleet_setup.image_on_first_host(rig, work / "build")
+    fleet_setup.write_fleet(work, rig, hub, QUANTS[0])
     try:
-        first = install_and_deploy(work, rig)
+        first = fleet_setup.install_and_deploy(work, rig)
         if first.returncode != 0:
             raise SystemExit(f"the first fleet apply exited {first.returncode}:\n{first.stderr[-3000:]}")
         print(first.stdout.strip(), flush=True)
         yield work
     finally:
-        stop_router(work, FLEET)
+        stop_router(work, fleet_setup.FLEET)
 
 
 def main() -> None:
@@ -242,9 +228,9 @@ def main() -> None:
             for what, seconds in measured.items():
                 figures.setdefault(what, []).append(seconds)
             print(f"run {run + 1}/{args.runs}: " + ", ".join(f"{k} {v:.2f} s" for k, v in measured.items()))
-            write_fleet(work, rig, hub, QUANTS[1])
+            fleet_setup.write_fleet(work, rig, hub, QUANTS[1])
             seen["plain"].append(under_load(lambda: plain(work), rig, args.workers))
-            write_fleet(work, rig, hub, QUANTS[0])
+            fleet_setup.write_fleet(work, rig, hub, QUANTS[0])
             seen["kimik3"].append(under_load(lambda: kimik3_rollout(work), rig, args.workers))
             print(HEADER)
             for mode in ("plain", "kimik3"):

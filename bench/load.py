@@ -54,9 +54,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "tools" / "gpu_proof")]
+
+from native_runner import stop_process  # noqa: E402
 
 from kimik3_reconciler.adapters import page_cache  # noqa: E402
+from kimik3_reconciler.engines.llamacpp.launch import owned_flags  # noqa: E402
 
 NAME = "k3lt-bench-load"
 PORT = 19520
@@ -115,7 +118,7 @@ class Server:
     def argv(self, name: str, extra: str) -> list[str]:
         folder = self.shards[0].parent
         gpus = ["--gpus", self.args.gpus] if self.args.gpus else []
-        threads = str(os.cpu_count() or 1)
+        threads = os.cpu_count() or 1
         return [
             "docker",
             "run",
@@ -134,18 +137,7 @@ class Server:
             "127.0.0.1",
             "--port",
             str(PORT),
-            "--numa",
-            "distribute",
-            "--cache-type-k",
-            "f16",
-            "--cache-type-v",
-            "f16",
-            "--load-mode",
-            "none",
-            "--threads",
-            threads,
-            "--threads-batch",
-            threads,
+            *owned_flags(threads),  # kimik3's own: one source with the server it renders
             "-c",
             "2048",
             *shlex.split(self.args.server_args),
@@ -234,14 +226,8 @@ class NativeServer:
         raise RuntimeError(f"not healthy after {self.timeout} s ({log})")
 
     def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        if self.process is not None:
+            stop_process(self.process, 60)
 
 
 class DockerServer:

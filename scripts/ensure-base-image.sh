@@ -1,19 +1,7 @@
 #!/usr/bin/env bash
 # Build the offline base image (Debian bookworm with the llama.cpp toolchain) once, from Debian's
-# packages: no registry can be pulled from here. Keyed by the debootstrap arguments (an image
-# label), so a second run is a no-op and a changed package list rebuilds it.
+# packages: no registry can be pulled from here (scripts/debootstrap-image.sh: a no-op once built, rebuilt when the
+# package list changes).
 set -euo pipefail
-TAG=kimik3-test/debian-build:bookworm
-INCLUDE=build-essential,cmake,libgomp1,curl,ca-certificates
-KEY="minbase:${INCLUDE}:bookworm"
-if [ "$(docker image inspect -f '{{index .Config.Labels "kimik3.debootstrap"}}' "$TAG" 2>/dev/null)" = "$KEY" ]; then
-  exit 0
-fi
-command -v debootstrap >/dev/null 2>&1 || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; }
-ROOTFS=$(mktemp -d /var/tmp/kimik3-rootfs.XXXXXX)
-trap 'rm -rf "$ROOTFS"' EXIT
-echo "ensure-base-image: debootstrap bookworm ($INCLUDE)" >&2
-debootstrap --variant=minbase --include="$INCLUDE" bookworm "$ROOTFS" >/var/log/kimik3-debootstrap.log 2>&1 \
-  || { tail -20 /var/log/kimik3-debootstrap.log >&2; exit 1; }
-tar -C "$ROOTFS" -c . | docker import -c "LABEL kimik3.debootstrap=$KEY" - "$TAG" >/dev/null
-echo "ensure-base-image: $TAG ready" >&2
+exec bash "$(dirname "$0")/debootstrap-image.sh" kimik3-test/debian-build:bookworm \
+  build-essential,cmake,libgomp1,curl,ca-certificates ensure-base-image /var/log/kimik3-debootstrap.log

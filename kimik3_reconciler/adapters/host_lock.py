@@ -23,6 +23,7 @@ import os
 import socket
 import stat
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from kimik3_reconciler.adapters.state_files import StateFiles
@@ -42,6 +43,13 @@ LOCK_FILE_MODE = 0o644
 def host_lock_path() -> Path | None:
     """KIMIK3_HOST_LOCK (a path; `off` = none), else /run/lock/kimik3.lock."""
     return knob_value("KIMIK3_HOST_LOCK", os.environ, HOST_LOCK_DEFAULT)
+
+
+def _forget_if_held_by(current: LockHolder | None, holder: LockHolder, forget: Callable[[], None]) -> None:
+    """`forget()` the lock record `current` when it is `holder`'s. After a force-unlock the record may be the next
+    holder's: that one is left alone."""
+    if current is not None and current.id == holder.id:
+        forget()
 
 
 class HostWideLock:
@@ -67,9 +75,7 @@ class HostWideLock:
         if self._fd is None:
             return
         try:
-            current = self._record()
-            if current is not None and current.id == holder.id:
-                self._write(None)
+            _forget_if_held_by(self._record(), holder, lambda: self._write(None))
         finally:
             fd, self._fd = self._fd, None
             os.close(fd)
@@ -219,10 +225,7 @@ class StateDirLock:
         if self._fd is None:
             return
         try:
-            current = self._record()
-            # After a force-unlock the record may be the next holder's: leave that one alone.
-            if current is not None and current.id == holder.id:
-                self.records.delete(LOCK_RECORD)
+            _forget_if_held_by(self._record(), holder, lambda: self.records.delete(LOCK_RECORD))
         finally:
             try:
                 if self.host is not None:

@@ -124,7 +124,7 @@ def tune(
     knobs = engine_for(loaded.profile.engine).tune_knobs  # --space names the engine's knobs (vllm: its section's)
     request = TuneRequest(
         goal,
-        parse_space(space, knobs.section, knobs.names),
+        parse_space(space, knobs),
         BenchSettings(prompt_tokens=prompt_tokens, output_tokens=output_tokens),
         prompts,
         budget,

@@ -221,7 +221,10 @@ class NodeLaunch(NamedTuple):
 class CheckpointDefaults:
     """What an engine that serves a whole checkpoint sized by its own knobs (vLLM, SGLang) answers where llama.cpp has
     its own: no host findings beyond its `host_needs` (the gate's checkpoint findings judge those), no draft device, no
-    split knobs to rank. An engine class inherits it and leaves these three members out."""
+    split knobs to rank, no routes profile of its own (llama.cpp, the default engine, gives that). An engine class
+    inherits it and leaves these four members out."""
+
+    routes_base = ""  # not the default engine: `kimik3 routes` without a profile starts from llama.cpp's
 
     def host_findings(
         self, profile: Profile, observed: Observed, plan: EnginePlan, stoppable: frozenset[int], ours_running: bool
@@ -386,6 +389,9 @@ class ServingEngine(Protocol):
     # answers only its served names (404 otherwise).
     served_name_flag: str
     answers_any_name: bool
+    # The profile `kimik3 routes` judges the routes as when given none (the registry's default engine's: a profile
+    # with every default, its model and engine swapped in per route); "" for an engine that is not the default.
+    routes_base: str
     model_source: ModelSource
     image_source: ImageSource
     readiness: Readiness

@@ -32,21 +32,22 @@ def api_keys(text: str) -> tuple[str, ...]:
     return tuple(line for line in text.split("\n") if line and not line.startswith("#"))
 
 
-def key_file_problem(text: str) -> str | None:
-    """Why llama-server would not be protected by this key file (or kimik3 could not send its key), or None.
-    Never names a key: the message goes to the terminal and the logs."""
+def key_file_problem(text: str, server: str) -> str | None:
+    """Why `server` (the engine's server process, as messages name it: llama-server) would not be protected by this
+    key file (or kimik3 could not send its key), or None. Never names a key: the message goes to the terminal and
+    the logs."""
     keys = api_keys(text)
     if not keys:
         # llama-server with --api-key-file and no key in it serves everyone: the profile asked for a key.
         return (
-            "holds no key (only empty or '#' lines): llama-server would start without one and answer anyone "
+            f"holds no key (only empty or '#' lines): {server} would start without one and answer anyone "
             "who reaches its port; write the key on a line of its own"
         )
     for number, line in enumerate(text.split("\n"), start=1):
         if line in keys and not _KEY.fullmatch(line):
             return (
                 f"line {number}: a key holds whitespace, a carriage return (a CRLF file?) or a non-ASCII "
-                "character: llama-server compares the line byte for byte, so clients sending the key as typed "
+                f"character: {server} compares the line byte for byte, so clients sending the key as typed "
                 "are refused (401); write each key as printable ASCII on a line of its own, LF line endings"
             )
     return None

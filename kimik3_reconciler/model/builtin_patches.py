@@ -6,7 +6,7 @@ A patch is a default for a variant (every image of that variant gets it unless b
 otherwise) only once it was measured on that variant's host; elsewhere it is opt-in: an image gets it only when
 the profile names it, so carrying it moves no fingerprint of that variant's images.
 
-Each applies with `patch -p1 --forward --batch` to both pins (model/pins.py) and to the b11434 archive the demo
+Each applies with `patch -p1 --forward --batch` to both pins (engines/llamacpp/pins.py) and to the b11434 archive the demo
 and the tests build (tests/unit/planning/test_builtin_patches.py checks this against the unpacked archive)."""
 
 from __future__ import annotations

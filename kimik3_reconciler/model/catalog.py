@@ -24,10 +24,6 @@ CONTEXT_LENGTH = 1_048_576
 # default total is this times serve.parallel.
 REQUEST_CONTEXT = 131_072
 
-# Seed 000 step 5: BATCH/UBATCH 4096 for hybrid (copies the CPU experts once per prompt, halves TTFT),
-# 2048 for all-VRAM (the fix for the CUDA scratch pool's OOM on the first request).
-UBATCH: dict[QuantMode, int] = {"hybrid": 4096, "all-vram": 2048}
-
 
 @dataclass(frozen=True)
 class FitMargin:
@@ -188,8 +184,3 @@ def measured_ram(quant: str) -> MeasuredRam | None:
     """The RAM the seed measured `quant`'s hybrid to keep on its host, or None (not measured)."""
     info = lookup(quant)
     return info.hybrid_ram if info is not None else None
-
-
-def default_ubatch(mode: QuantMode) -> int:
-    """--ubatch-size when the profile omits it: 4096 hybrid, 2048 all-VRAM (seed 000 step 5)."""
-    return UBATCH[mode]

@@ -21,6 +21,8 @@ NOT_ENGINES: dict[str, str] = {
     "same quant with engine: llamacpp (model.repo unsloth/Kimi-K3-GGUF, model.quant as in "
     "hf.co/unsloth/Kimi-K3-GGUF:<quant>)",
 }
+# What `kimik3 routes` lists as the route each of those names means (never offered: NOT_ENGINES says why).
+NOT_ENGINE_ROUTES: dict[str, str] = {"ollama": "hf.co/unsloth/Kimi-K3-GGUF:<quant>"}
 
 DEFAULT_ENGINE = "llamacpp"
 
@@ -37,7 +39,8 @@ class EngineEntry(NamedTuple):
     by its `profile_fields` module (`foreign(path, engine)`; `missing(data)`: what its own profile must write).
     `server_env`: the module whose `env_finding(key)` judges a serve.env variable its server reads as an option (the
     secrets rule asks every engine's); `secret_env`: the variables its server takes a secret from (starred in
-    kimik3's own crash output, refused in serve.env)."""
+    kimik3's own crash output, refused in serve.env). `pins`: for an engine that builds its image, the module whose
+    `pin_for(source)` gives each `build.source`'s pinned commit (model/pins.py SourcePin; BuildSpec.pin loads it)."""
 
     package: str
     rules: str
@@ -49,6 +52,7 @@ class EngineEntry(NamedTuple):
     profile_fields: str = ""
     server_env: str = ""
     secret_env: tuple[str, ...] = ()
+    pins: str = ""
 
 
 # The sections and fields only one kind of engine reads (model/profile_rules/engines.py refuses them, written, for
@@ -86,6 +90,7 @@ ENGINES: dict[str, EngineEntry] = {
         profile_fields=f"{_LLAMACPP}.rules.fields",
         server_env=f"{_LLAMACPP}.rules.server_args",
         secret_env=("LLAMA_API_KEY",),
+        pins=f"{_LLAMACPP}.pins",
     ),
     "vllm": EngineEntry(
         f"{_ENGINES}.vllm",
@@ -117,3 +122,8 @@ def own_fields(but: str = "") -> tuple[tuple[str, ...], ...]:
     """The fields only one engine reads (each entry's `fields`, in registry order), leaving out engine `but`'s own:
     what a profile of engine `but` must not write."""
     return tuple(path for name, entry in ENGINES.items() if name != but for path in entry.fields)
+
+
+def builder() -> EngineEntry:
+    """The engine whose image kimik3 builds (the profile's `build:` section is its)."""
+    return next(entry for entry in ENGINES.values() if entry.image == "build")

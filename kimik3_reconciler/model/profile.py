@@ -10,11 +10,13 @@ no-op plan never imports pydantic.
 
 from __future__ import annotations
 
+import functools
+import importlib
 from typing import Any
 
 from kimik3_reconciler.model import catalog
 from kimik3_reconciler.model.frozen import Frozen
-from kimik3_reconciler.model.pins import SourcePin, pin_for
+from kimik3_reconciler.model.pins import SourcePin
 
 
 class Section(Frozen):
@@ -35,12 +37,23 @@ class BaseImages(Section):
     """The build and runtime base images of the llama.cpp image."""
 
 
+@functools.cache  # asked several times a plan (the image's tag and labels, the exporter's build label)
+def _pin(source: str) -> SourcePin:
+    """The pin of `source` in the building engine's table (the registry's `pins`), imported when first asked: the
+    table is the engine's, and model/ sits below engines/."""
+    from kimik3_reconciler.model.engine_names import builder
+
+    pin: SourcePin = importlib.import_module(builder().pins).pin_for(source)
+    return pin
+
+
 class BuildSpec(Section):
     """How the llama.cpp image is built: source pin, kernels, patches (all part of its fingerprint)."""
 
     @property
     def pin(self) -> SourcePin:
-        return pin_for(self.source)
+        """The pin of `source`: the building engine's pin table (the registry's `pins`), loaded when first asked."""
+        return _pin(self.source)
 
     @property
     def effective_commit(self) -> str:
@@ -61,11 +74,6 @@ class SpecDraft(Section):
 
 class ServeSpec(Section):
     """How llama-server runs: address, batching, placement, slots; fixed flags are not here."""
-
-    @property
-    def manual_split(self) -> bool:
-        """True when `n_cpu_moe` pins the split (-ngl 999 --n-cpu-moe N) instead of --fit."""
-        return self.n_cpu_moe is not None
 
 
 class QuantGate(Section):
@@ -160,20 +168,7 @@ class Profile(Section):
         return catalog.quant_mode(self.model.quant)
 
     # The effective launch values follow the mode: the catalog's by default; a planner that derived the
-    # mode from the host's GPUs passes its own to the *_for methods.
-    def ubatch_for(self, mode: catalog.QuantMode) -> int:
-        """serve.ubatch, else 4096 hybrid and 2048 all-VRAM (seed 000 step 5)."""
-        # hybrid: copy the CPU experts to GPU0 once per prompt, halves TTFT; all-VRAM: 2048 avoids scratch OOM.
-        return self.serve.ubatch if self.serve.ubatch is not None else catalog.default_ubatch(mode)
-
-    def batch_for(self, mode: catalog.QuantMode) -> int:
-        """serve.batch, else the mode's BATCH (seed 000: = UBATCH), never below the effective ubatch."""
-        if self.serve.batch is not None:
-            return self.serve.batch
-        # rule: batch-below-ubatch
-        # llama.cpp lowers ubatch to batch silently: a default batch must not undo the ubatch rule.
-        return max(catalog.default_ubatch(mode), self.ubatch_for(mode))
-
+    # mode from the host's GPUs passes its own to the *_for methods (batch sizes: engines/llamacpp/sizing.py).
     def fit_target_for(self, mode: catalog.QuantMode) -> int | list[int]:
         """serve.fit_target, else the quant's margin in `mode` (catalog.fit_margin)."""
         if self.serve.fit_target is not None:
@@ -194,15 +189,6 @@ class Profile(Section):
     def slot_context(self, trained: int | None = None) -> int:
         """Tokens each request gets: the total over serve.parallel slots (llama-server without --kv-unified)."""
         return self.ctx_size_for(trained) // self.serve.parallel
-
-    @property
-    def effective_ubatch(self) -> int:
-        """serve.ubatch, else the default of the catalog's mode (the plan uses the host's: engines/llamacpp/vram_fit.py)."""
-        return self.ubatch_for(self.quant_mode)
-
-    @property
-    def effective_batch(self) -> int:
-        return self.batch_for(self.quant_mode)
 
     @property
     def effective_fit_target(self) -> int | list[int]:

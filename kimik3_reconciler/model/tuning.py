@@ -8,7 +8,7 @@ import itertools
 import json
 import re
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from kimik3_reconciler.errors import InputError
 from kimik3_reconciler.model.bench import LevelResult
@@ -91,13 +91,25 @@ def parse_goal(text: str) -> Goal:
     return Goal(metric, concurrency, limits.get("ttft-p95"), limits.get("decode"))
 
 
-FIT = "fit"  # n_cpu_moe=fit: no manual split, --fit sizes it from free VRAM (the profile leaves n_cpu_moe unset)
+FIT = "fit"  # KNOB=fit: the engine's own choice (llama.cpp's n_cpu_moe: --fit sizes the split; written back unset)
 
 
-def parse_space(items: tuple[str, ...], section: str, names: tuple[str, ...]) -> dict[str, tuple[Any, ...]]:
-    """`--space ubatch=512,1024 --space parallel=1,2 --space n_cpu_moe=fit,24,32`: knob -> values. `section`,
-    `names`: the engine's tune knobs (engines/base.py TuneKnobs: llama.cpp's serve fields, vLLM's vllm fields, ...).
-    Values are numbers (n_cpu_moe also `fit`; load_mode: words), each checked against the section's schema."""
+class KnobNames(Protocol):
+    """The engine's tune knobs as --space reads them (engines/base.py TuneKnobs)."""
+
+    @property
+    def section(self) -> str: ...  # the profile section the knobs live in
+    @property
+    def names(self) -> tuple[str, ...]: ...  # the knobs --space takes
+    @property
+    def automatic(self) -> tuple[str, ...]: ...  # the knobs that also take FIT (unset: the engine decides)
+
+
+def parse_space(items: tuple[str, ...], knobs: KnobNames) -> dict[str, tuple[Any, ...]]:
+    """`--space ubatch=512,1024 --space parallel=1,2 --space n_cpu_moe=fit,24,32`: knob -> values. `knobs`: the
+    engine's tune knobs (engines/base.py TuneKnobs: llama.cpp's serve fields, vLLM's vllm fields, ...). Values are
+    numbers (an automatic knob also `fit`; load_mode: words), each checked against the section's schema."""
+    section, names = knobs.section, knobs.names
     space: dict[str, tuple[Any, ...]] = {}
     for item in items:
         knob, _, values = item.partition("=")
@@ -107,14 +119,15 @@ def parse_space(items: tuple[str, ...], section: str, names: tuple[str, ...]) ->
                 f"--space {item!r}: expected KNOB=V1,V2,... with KNOB one of {', '.join(names)} ({section}.<knob>)"
             )
         words = [v.strip() for v in values.split(",") if v.strip()]
+        automatic = knob in knobs.automatic
         try:
             space[knob] = (
                 tuple(words)
                 if knob == "load_mode"
-                else tuple(FIT if knob == "n_cpu_moe" and v == FIT else _number(v) for v in words)
+                else tuple(FIT if automatic and v == FIT else _number(v) for v in words)
             )
         except ValueError:
-            also = " (or 'fit': --fit places the experts)" if knob == "n_cpu_moe" else ""
+            also = " (or 'fit': --fit places the experts)" if automatic else ""
             raise InputError(f"--space {item!r}: {knob} takes numbers{also}") from None
         space[knob] = _check_knob_values(item, section, knob, space[knob])
     return space

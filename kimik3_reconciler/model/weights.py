@@ -10,6 +10,7 @@ hand-made REAP slice) is judged as a real model: a missing or unreadable marker 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 from typing import Any
 
 WEIGHTS_KEY = "kimik3.weights"
@@ -30,7 +31,7 @@ class Weights:
 def weights_of(metadata: dict[str, Any], shard: str) -> Weights:
     """From the first shard's metadata (GGUF's keys, or a safetensors header's `__metadata__`): random only when
     the file says so."""
-    kind = "safetensors metadata" if shard.endswith(".safetensors") else "GGUF key"
+    kind = "safetensors metadata" if shard.endswith(".safetensors") else f"{_format(shard)} key"
     marker = metadata.get(WEIGHTS_KEY)
     if marker == RANDOM_WEIGHTS:
         return Weights(True, f"{shard}: {kind} {WEIGHTS_KEY} = {RANDOM_WEIGHTS!r} (a kimik3 tiny model)")
@@ -41,4 +42,12 @@ def weights_of(metadata: dict[str, Any], shard: str) -> Weights:
 
 def unreadable(shard: str, why: str) -> Weights:
     """The header could not be read: the answers are still judged (a real model must never pass unchecked)."""
-    return Weights(False, f"{shard}: GGUF header not readable ({why}): judged as a real model")
+    named = f"{_format(shard)} header" if _format(shard) else "header"
+    return Weights(False, f"{shard}: {named} not readable ({why}): judged as a real model")
+
+
+def _format(shard: str) -> str:
+    """The shard's format as a message names it, from its suffix: safetensors, GGUF (a format's initials are
+    upper case); "" for the checkpoint folder (".")."""
+    suffix = PurePosixPath(shard).suffix.lstrip(".")
+    return suffix if suffix == "safetensors" else suffix.upper()

@@ -9,6 +9,7 @@ import hashlib
 import os
 from pathlib import Path
 
+from kimik3_reconciler.engines import engine_for
 from kimik3_reconciler.errors import InputError
 from kimik3_reconciler.model.api_keys import key_file_problem
 from kimik3_reconciler.model.builtin_patches import builtin_patches_for
@@ -122,8 +123,8 @@ def _check_folder(base_dir: Path, raw: str, field: tuple[str | int, ...]) -> Non
 _MAX_KEY_FILE_BYTES = 64 * 1024  # a key file holds a few lines; more is the wrong file (and is not read whole)
 
 
-def _api_key_file(base_dir: Path, raw: str) -> tuple[Path, str | None]:
-    """The key file's path, and why llama-server would find no key in it that kimik3's clients can send (None:
+def _api_key_file(base_dir: Path, raw: str, server: str) -> tuple[Path, str | None]:
+    """The key file's path, and why `server` (the engine's) would find no key in it that kimik3's clients can send (None:
     it would). Only recorded here: observation serves every command, and destroy/status/prune must still work
     on the deployment whose key file is wrong; the launch's planner refuses it (planning/launch.py)."""
     field = ("serve", "api_key_file")
@@ -138,7 +139,7 @@ def _api_key_file(base_dir: Path, raw: str) -> tuple[Path, str | None]:
         problem = (
             f"is larger than {_MAX_KEY_FILE_BYTES // 1024} KiB: not a key file"
             if len(data) > _MAX_KEY_FILE_BYTES
-            else key_file_problem(data.decode("utf-8"))
+            else key_file_problem(data.decode("utf-8"), server)
         )
     except UnicodeDecodeError:
         problem = "is not UTF-8 text: not a key file"
@@ -205,7 +206,8 @@ def collect_inputs(
     api_key, api_key_problem = None, None
     if profile.serve.api_key_file:
         # Read for a usable key here; the key itself never reaches the planner, a fact or a log: only why not.
-        key_path, api_key_problem = _api_key_file(base_dir, profile.serve.api_key_file)
+        server = engine_for(profile.engine).server
+        key_path, api_key_problem = _api_key_file(base_dir, profile.serve.api_key_file, server)
         api_key = str(key_path)
     if profile.model.cache_dir:
         _check_folder(base_dir, profile.model.cache_dir, ("model", "cache_dir"))

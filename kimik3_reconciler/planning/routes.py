@@ -4,7 +4,7 @@
 A route is an engine with a model form and a placement. Each engine offers its own as candidates
 (`ServingEngine.route_candidates`: llama.cpp a GGUF quant of its catalog each, all-VRAM, hybrid or CPU only, where
 kimik3 can build its image; vLLM and SGLang the native checkpoint; a profile of the route, made from the user's or
-ROUTES_BASE), and Ollama is named, never offered. Each candidate's profile is judged here by the plan's own host gate
+the default engine's `routes_base`), and Ollama is named, never offered (the registry's NOT_ENGINES). Each candidate's profile is judged here by the plan's own host gate
 (planning/host_gate.py) with the engine's plan, on the host's facts at the route's size: feasible exactly when
 `kimik3 plan` would pass it, with the gate's words when not. The profile's own route is the profile itself, and in a
 plan it takes the plan's gate verdict. One route is named to start with, in seed 001's order (each engine's
@@ -20,9 +20,8 @@ from typing import Any
 from kimik3_reconciler.engines import ServingEngine, engine_for
 from kimik3_reconciler.engines.base import EnginePlan, RouteCandidate
 from kimik3_reconciler.engines.gpus import claimed_gpus
-from kimik3_reconciler.engines.llamacpp.routes import GGUF_REPO
 from kimik3_reconciler.errors import FieldRefusal
-from kimik3_reconciler.model.engine_names import ENGINES, NOT_ENGINES
+from kimik3_reconciler.model.engine_names import DEFAULT_ENGINE, ENGINES, NOT_ENGINE_ROUTES, NOT_ENGINES
 from kimik3_reconciler.model.facts import GpuFact, HostFacts, LocalInputs, ModelFact, Observed, RemoteFile
 from kimik3_reconciler.model.humanize import gib
 from kimik3_reconciler.model.profile import Profile
@@ -32,16 +31,6 @@ from kimik3_reconciler.planning.host_gate import host_gate
 __all__ = ["HostSummary", "Route", "RouteReport", "is_kind", "profile_routes", "routes"]
 
 # The engines' own needs (kinds, count, driver, memory share) are theirs: engine.host_needs, read by the gate.
-
-# What `kimik3 routes` without a profile judges the routes as: a llama.cpp profile with every default (the CUDA
-# build for this host's GPUs, the CPU build without them), the quant and engine of each route swapped in. The
-# revision is a placeholder: routes judge GPUs, memory and driver, never fetch.
-ROUTES_BASE = f"""apiVersion: kimik3/v1
-name: routes
-model: {{repo: {GGUF_REPO}, revision: "{"0" * 40}", quant: UD-Q2_K_XL}}
-"""
-
-OLLAMA_WHY = f"engine: ollama {NOT_ENGINES['ollama']}"
 
 NOTES = (
     "layer-wise weight streaming (vLLM/SGLang --cpu-offload-gb) is not offered: PCIe-bound decode, unusable at "
@@ -183,10 +172,11 @@ def recommend(found: tuple[Route, ...]) -> tuple[Route, str] | None:
 
 
 def default_base() -> Profile:
-    """ROUTES_BASE, validated (pydantic: only `kimik3 routes` without a profile pays for it, never a plan)."""
+    """The default engine's `routes_base`, validated (pydantic: only `kimik3 routes` without a profile pays for it,
+    never a plan)."""
     from kimik3_reconciler.model.profile_source import parse_profile
 
-    return parse_profile(ROUTES_BASE, "kimik3 routes' default profile").profile
+    return parse_profile(engine_for(DEFAULT_ENGINE).routes_base, "kimik3 routes' default profile").profile
 
 
 def routes(
@@ -202,7 +192,7 @@ def routes(
     plan's gate with the engine's plan on it. `profile`: the user's, marked as its route; `profile_refusals`: what the
     plan's gate said of it (the plan passes its own, so a route is feasible exactly when the plan is), else the gate
     is asked here on the host's facts; `observed`, `rendered`: the plan's observation and the engine's plan on it.
-    Without `base`, ROUTES_BASE."""
+    Without `base`, the default engine's `routes_base`."""
     base = base or default_base()
     start = route_observation(base, host, None)  # the host's facts once: each route copies them
     found: list[Route] = []
@@ -213,12 +203,17 @@ def routes(
             route = _judge(engine, candidate, host, start, profile, (observed, profile_refusals, rendered))
             kimi = kimi or (candidate.kimi and route.feasible)
             found.append(_judged(route, profile_refusals) if candidate.ours else route)
-    found.append(Route("ollama", f"hf.co/{GGUF_REPO}:<quant>", "-", False, OLLAMA_WHY))
+    # Names kimik3 deliberately does not deploy: shown, never offered (the registry says why).
+    found.extend(
+        Route(name, NOT_ENGINE_ROUTES[name], "-", False, f"engine: {name} {why}") for name, why in NOT_ENGINES.items()
+    )
     notes = NOTES
     if not kimi:
+        # The demo is the default engine's profile: its model is in that engine's format (a GGUF).
+        demo_format = engine_for(DEFAULT_ENGINE).model_source.format.upper()
         notes += (
             "no route serves Kimi-K3 here: what runs on this host is the demo (profiles/demo-cpu.yaml: a tiny "
-            "random kimi-k3 GGUF, the same steps) or a hosted API (seed 001)",
+            f"random kimi-k3 {demo_format}, the same steps) or a hosted API (seed 001)",
         )
     # What the routes were judged on: the profile's GPUs, or (no profile) the GPUs this host is known to have.
     gpus = claimed_gpus(base, host) if profile is not None else (host.gpus if host.gpu_probe == "ok" else ())
@@ -268,7 +263,7 @@ def profile_routes(
     """The routes on `host`; with a profile, judged as it would run them, its own route marked and judged by the
     plan's gate (`refusals`: the plan's own verdict, else asked here; its model sized from its files when
     `observed` knows them, else as the engine lists it; `rendered`: the engine's plan on `observed`, where the plan
-    has it). Without one, `base` (default: ROUTES_BASE) stands in."""
+    has it). Without one, `base` (default: the default engine's `routes_base`) stands in."""
     if profile is None:
         return routes(host, base, source)
     return routes(host, profile, source, profile, refusals, observed, rendered)

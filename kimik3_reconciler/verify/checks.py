@@ -116,36 +116,28 @@ class Session:
 
     def ask(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         if self.random_weights:  # nothing is judged: a few tokens prove the plumbing
-            return self.chat.chat(
-                self.server.base_url,
-                self.server.api_key,
-                messages,
-                tools=tools,
-                max_tokens=RANDOM_MAX_TOKENS * (2 if tools else 1),
-                model=self.profile.name,
-            )
-        reply = self.chat.chat(
+            return self._chat(messages, tools, RANDOM_MAX_TOKENS * (2 if tools else 1), None)
+        reply = self._chat(messages, tools, REAL_MAX_TOKENS, THINKING_EFFORT)
+        # rule: verify-thinking-budget
+        # K3 thinks first: a reply cut at max_tokens before any answer is asked once more, with room.
+        if thinking_ran_out(reply):
+            reply = self._chat(messages, tools, THINKING_RETRY_MAX_TOKENS, THINKING_EFFORT)
+        return reply
+
+    def _chat(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, max_tokens: int, effort: str | None
+    ) -> dict[str, Any]:
+        """One chat completion from the served model, with `max_tokens` and the thinking `effort` (None: the
+        template's own)."""
+        return self.chat.chat(
             self.server.base_url,
             self.server.api_key,
             messages,
             tools=tools,
-            max_tokens=REAL_MAX_TOKENS,
-            thinking_effort=THINKING_EFFORT,
+            max_tokens=max_tokens,
+            thinking_effort=effort,
             model=self.profile.name,
         )
-        # rule: verify-thinking-budget
-        # K3 thinks first: a reply cut at max_tokens before any answer is asked once more, with room.
-        if thinking_ran_out(reply):
-            reply = self.chat.chat(
-                self.server.base_url,
-                self.server.api_key,
-                messages,
-                tools=tools,
-                max_tokens=THINKING_RETRY_MAX_TOKENS,
-                thinking_effort=THINKING_EFFORT,
-                model=self.profile.name,
-            )
-        return reply
 
 
 Verdict = tuple[Status, str]

@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 from support.background import Background
-from support.realparts import KIMIK3, demo_hub, demo_profile, docker, kimik3, remove_leftovers, write_profile
+from support.demo_work import fresh_work
+from support.realparts import KIMIK3, demo_hub, demo_profile, docker, kimik3, write_profile
 
 pytestmark = pytest.mark.docker
 
@@ -32,8 +33,7 @@ SMALL = ["--prompts", "1", "--prompt-tokens", "32", "--output-tokens", "8"]
 
 @pytest.fixture(scope="module")
 def serving(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    work = tmp_path_factory.mktemp("kimik3-benchtune")
-    remove_leftovers(NAME)
+    work = fresh_work(tmp_path_factory, "kimik3-benchtune", NAME)
     with demo_hub() as hub:
         profile = demo_profile(work, NAME, PORT, hub.url)
         profile["serve"]["parallel"] = 1  # as written: one slot, so two concurrent requests queue

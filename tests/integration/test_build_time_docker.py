@@ -11,13 +11,11 @@ import uuid
 from pathlib import Path
 
 import pytest
-from support.realparts import require_docker_and_demo_hub
+from support.realparts import docker_ports, require_docker_and_demo_hub
 
-from kimik3_reconciler.adapters.docker_engine import DockerEngine
 from kimik3_reconciler.adapters.state_files import StateFiles, SystemClock
 from kimik3_reconciler.model.records import build_time_key
 from kimik3_reconciler.model.specs import ImageBuild
-from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps.image import build_image
 from kimik3_reconciler.steps.report import NullReporter
 
@@ -38,14 +36,7 @@ def test_a_compile_and_a_layer_cache_build_are_recorded_apart(tmp_path: Path) ->
     (tmp_path / "Dockerfile.llamacpp").write_text(DOCKERFILE)
     (tmp_path / "source.tar.gz").write_bytes(b"unused by this Dockerfile")
     state = StateFiles(tmp_path / "state")
-    ports = Ports(
-        docker=DockerEngine(),
-        hub=None,
-        http=None,
-        host=None,
-        state=state,  # type: ignore[arg-type]
-        clock=SystemClock(),
-    )
+    ports = docker_ports(state, SystemClock())
     stamp = uuid.uuid4().hex  # a RUN no earlier build cached
     spec = ImageBuild(
         TAG,

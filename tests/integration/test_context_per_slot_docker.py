@@ -12,7 +12,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from support.realparts import demo_hub, demo_profile, kimik3, remove_leftovers, write_profile
+from support.demo_work import fresh_work
+from support.realparts import demo_profile, kimik3, write_profile
+
+from kimik3_demo.hub import FixtureHub
 
 pytestmark = pytest.mark.docker
 
@@ -20,19 +23,17 @@ NAME, PORT = "k3ctx-facts27a", 19231
 
 
 @pytest.fixture(scope="module")
-def work(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    work = tmp_path_factory.mktemp("kimik3-context")
-    remove_leftovers(NAME)
-    with demo_hub() as hub:
-        profile = demo_profile(work, NAME, PORT, hub.url)
-        del profile["serve"]["ctx_size"]  # the default: 131,072 a request, capped at the trained context
-        profile["serve"]["parallel"] = 2
-        write_profile(work, profile)
-        try:
-            yield work
-        finally:
-            kimik3(work, "destroy", "profile.yaml", check=False)
-            subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)
+def work(tmp_path_factory: pytest.TempPathFactory, hub: FixtureHub) -> Iterator[Path]:
+    work = fresh_work(tmp_path_factory, "kimik3-context", NAME)
+    profile = demo_profile(work, NAME, PORT, hub.url)
+    del profile["serve"]["ctx_size"]  # the default: 131,072 a request, capped at the trained context
+    profile["serve"]["parallel"] = 2
+    write_profile(work, profile)
+    try:
+        yield work
+    finally:
+        kimik3(work, "destroy", "profile.yaml", check=False)
+        subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)
 
 
 def test_the_plan_says_what_each_request_gets_and_the_server_gives_each_slot_that(work: Path) -> None:

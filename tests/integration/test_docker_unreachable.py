@@ -9,6 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from support.background import Background
 from support.fakes import FAKE_PROFILE
 from support.realparts import KIMIK3
 
@@ -31,7 +32,7 @@ def test_a_missing_docker_socket_fails_at_once_naming_it(tmp_path: Path) -> None
     assert "docker-retry" not in result.stderr and elapsed < 15, f"{elapsed:.1f} s"
 
 
-def test_a_socket_nobody_accepts_on_is_retried_as_a_restarting_daemon(tmp_path: Path) -> None:
+def test_a_socket_nobody_accepts_on_is_retried_as_a_restarting_daemon(tmp_path: Path, background: Background) -> None:
     """Connection refused on an existing socket is what a daemon restarting looks like: kimik3 says it retries."""
     path = tmp_path / "k3un-dead.sock"
     dead = socket.socket(socket.AF_UNIX)
@@ -39,15 +40,7 @@ def test_a_socket_nobody_accepts_on_is_retried_as_a_restarting_daemon(tmp_path: 
     dead.close()  # the file stays, nobody listens: ECONNREFUSED
     (tmp_path / "src.tar.gz").write_bytes(b"source")
     (tmp_path / "profile.yaml").write_text(FAKE_PROFILE)
-    env = {**os.environ, "KIMIK3_STATE_DIR": str(tmp_path / "state"), "DOCKER_HOST": f"unix://{path}"}
-    proc = subprocess.Popen(
-        [*KIMIK3, "plan", "profile.yaml"],
-        cwd=tmp_path,
-        env=env,
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
-    )
+    proc = background.kimik3(tmp_path, "plan", "profile.yaml", DOCKER_HOST=f"unix://{path}")
     try:
         time.sleep(6)  # long enough for the first retries, far short of the 90 s window
         assert proc.poll() is None, "gave up on a refused socket before the restart window"

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.demo_work import converged_fixture
 from support.realparts import (
-    converged_demo,
     docker,
     kimik3,
     remove_leftovers,
@@ -33,9 +32,7 @@ PORT = 19201
 IMAGE = "kimi-k3-llamacpp:mainline-ad1de39-cpu"
 
 
-@pytest.fixture(scope="module")
-def workdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    yield from converged_demo(tmp_path_factory.mktemp("drift"), NAME, PORT)
+workdir = converged_fixture("drift", NAME, PORT)
 
 
 def inspect(name: str) -> dict:

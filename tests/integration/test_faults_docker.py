@@ -16,35 +16,28 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.demo_work import truncated_hub
 from support.realparts import (
     DEMO_DIR,
     demo_profile,
     docker,
     kimik3,
     remove_leftovers,
-    require_docker_and_demo_hub,
     write_profile,
 )
 
-from kimik3_demo.hub import FixtureHub, FixtureRepo
-from kimik3_demo.prepare import DEMO_REPO, DEMO_REVISION, demo_repos
+from kimik3_demo.hub import FixtureHub
 
 pytestmark = pytest.mark.docker
 
 BAD, REVERT = "k3-fault-badgguf", "k3-fault-revert"
 BAD_PORT, LISTENER_PORT, REVERT_PORT = 19250, 19251, 19252
-GOOD_SHARD = "UD-Q2_K_XL/Kimi-K3-tiny-UD-Q2_K_XL-00001-of-00002.gguf"
 
 
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FixtureHub]:
     """The demo repo plus UD-TRUNC: one shard cut to a third, which downloads and verifies but cannot load."""
-    repos = demo_repos(require_docker_and_demo_hub())
-    good = repos[0].files[GOOD_SHARD]
-    truncated = tmp_path_factory.mktemp("fault-hub") / "Kimi-K3-tiny-UD-TRUNC.gguf"
-    truncated.write_bytes(good.read_bytes()[: good.stat().st_size // 3])
-    files = {**repos[0].files, "UD-TRUNC/Kimi-K3-tiny-UD-TRUNC.gguf": truncated}
-    with FixtureHub([FixtureRepo(DEMO_REPO, DEMO_REVISION, files)]) as running:
+    with truncated_hub(tmp_path_factory.mktemp("fault-hub")) as running:
         yield running
 
 

@@ -14,7 +14,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -76,15 +75,8 @@ def hub() -> Iterator[FixtureHub]:
 def test_dockerd_restart_during_the_health_wait(tmp_path: Path, hub: FixtureHub, background: Background) -> None:
     write_profile(tmp_path, demo_profile(tmp_path, NAME, PORT, hub.url))
     subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)
-    env = {**os.environ, "KIMIK3_STATE_DIR": str(tmp_path / "state"), "HF_HOME": str(tmp_path / "hf-home")}
-    apply = background.start(
-        [sys.executable, "-m", "kimik3_reconciler", "apply", "--json", "profile.yaml"],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    home = str(tmp_path / "hf-home")
+    apply = background.kimik3(tmp_path, "apply", "--json", "profile.yaml", stdout=subprocess.PIPE, HF_HOME=home)
     try:
         wait_for(
             "the launch",

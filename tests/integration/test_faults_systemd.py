@@ -13,11 +13,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.realparts import demo_profile, docker, kimik3, require_docker_and_demo_hub, write_profile
+from support.demo_work import truncated_hub
+from support.realparts import demo_profile, docker, kimik3, write_profile
 from support.systemd_box import host_docker, remove, start_box, with_docker_service
 
-from kimik3_demo.hub import FixtureHub, FixtureRepo
-from kimik3_demo.prepare import DEMO_REPO, DEMO_REVISION, demo_repos
+from kimik3_demo.hub import FixtureHub
 
 pytestmark = pytest.mark.docker
 
@@ -44,12 +44,7 @@ def box() -> Iterator[Path]:
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FixtureHub]:
     """The demo repo plus UD-TRUNC: a shard cut to a third (downloads and verifies, cannot load)."""
-    repos = demo_repos(require_docker_and_demo_hub())
-    good = repos[0].files["UD-Q2_K_XL/Kimi-K3-tiny-UD-Q2_K_XL-00001-of-00002.gguf"]
-    truncated = tmp_path_factory.mktemp("fault-sd-hub") / "Kimi-K3-tiny-UD-TRUNC.gguf"
-    truncated.write_bytes(good.read_bytes()[: good.stat().st_size // 3])
-    files = {**repos[0].files, "UD-TRUNC/Kimi-K3-tiny-UD-TRUNC.gguf": truncated}
-    with FixtureHub([FixtureRepo(DEMO_REPO, DEMO_REVISION, files)]) as running:
+    with truncated_hub(tmp_path_factory.mktemp("fault-sd-hub")) as running:
         yield running
 
 

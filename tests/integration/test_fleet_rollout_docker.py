@@ -17,37 +17,34 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import yaml
-from support.closed_loop import ClosedLoop
-from support.fleet_hosts import GATEWAY, Rig, RotationSampler, fleet_rig, publish_image, stop_router
-from support.realparts import KIMIK3, REPO_ROOT, converged_demo, demo_profile, docker, require_docker_and_demo_hub
+from support.demo_work import truncated_hub
+from support.fleet_hosts import GATEWAY, Rig, RotationSampler, fleet_rig, stop_router
+from support.fleet_rollout import (
+    FLEET,
+    NAME,
+    PORT,
+    fleet_cmd,
+    fleet_router,
+    image_on_first_host,
+    install_and_deploy,
+    router_load,
+    served_quant,
+    write_fleet,
+)
+from support.realparts import KIMIK3, require_docker_and_demo_hub
 
-from kimik3_demo.hub import FixtureHub, FixtureRepo
+from kimik3_demo.hub import FixtureHub
 from kimik3_demo.prepare import DEMO_REPO, DEMO_REVISION, demo_repos
-from kimik3_reconciler.adapters.router_smg import SmgRouter
 
 # opt-in (support/opt_in.py). Its tests share one deployment (the first apply, once a module: `first_apply`), and each
 # leaves it serving on three hosts in rotation, so they pass in any order and alone.
 pytestmark = [pytest.mark.docker, pytest.mark.fleet_rollout]
-
-NAME, PORT = "k3fr-serve", 19361
-BUILD_NAME, BUILD_PORT = "k3fr-build", 19362
-ROUTER_PORT = 19363  # its metrics on 19364
-FLEET = "k3fr"
-GOOD_SHARD = "UD-Q2_K_XL/Kimi-K3-tiny-UD-Q2_K_XL-00001-of-00002.gguf"
-
-
-def fleet_cmd(work: Path, *args: str, timeout: float = 1500) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "KIMIK3_STATE_DIR": str(work / "controller-state")}
-    return subprocess.run([*KIMIK3, "fleet", *args], capture_output=True, text=True, env=env, cwd=work, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -60,12 +57,7 @@ def bare_rig() -> Iterator[Rig]:
 def hub(bare_rig: Rig, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FixtureHub]:
     """The demo repo on the bridge address (the hosts reach it there), plus UD-TRUNC (a shard cut to a third:
     downloads, cannot load)."""
-    repos = demo_repos(require_docker_and_demo_hub())
-    good = repos[0].files[GOOD_SHARD]
-    truncated = tmp_path_factory.mktemp("fleet-hub") / "Kimi-K3-tiny-UD-TRUNC.gguf"
-    truncated.write_bytes(good.read_bytes()[: good.stat().st_size // 3])
-    files = {**repos[0].files, "UD-TRUNC/Kimi-K3-tiny-UD-TRUNC.gguf": truncated}
-    with FixtureHub([FixtureRepo(DEMO_REPO, DEMO_REVISION, files)], host=GATEWAY) as running:
+    with truncated_hub(tmp_path_factory.mktemp("fleet-hub"), host=GATEWAY) as running:
         yield running
 
 
@@ -74,49 +66,8 @@ def rig(bare_rig: Rig, tmp_path_factory: pytest.TempPathFactory) -> Rig:
     """The rig with the llama.cpp image on the first host (rolled first): built here once (the demo's build, cached
     by layer), pushed to the bridge registry, pulled by digest by that host's daemon. The other hosts get it from
     `fleet apply --registry` (the first host pushes what it serves, they pull it by digest): none builds."""
-    work = tmp_path_factory.mktemp("fleet-build")
-    with contextmanager(converged_demo)(work, BUILD_NAME, BUILD_PORT):
-        tag = docker("inspect", "-f", "{{.Config.Image}}", BUILD_NAME)
-    ref = publish_image(bare_rig, tag)
-    bare_rig.hosts[0].docker("pull", ref, timeout=1800)
+    image_on_first_host(bare_rig, tmp_path_factory.mktemp("fleet-build"))
     return bare_rig
-
-
-def write_fleet(work: Path, rig: Rig, hub: FixtureHub, quant: str, canary: int | None = None) -> None:
-    profile = demo_profile(work, NAME, PORT, hub.url)
-    profile["model"]["quant"] = quant
-    (work / "profile.yaml").write_text(yaml.safe_dump(profile, sort_keys=False))
-    inventory = rig.inventory("serving")
-    for host in rig.hosts:  # where the first `fleet apply --install` puts kimik3 on each host, and what runs it
-        venv = host.root / "kimik3-venv"
-        inventory["all"]["children"]["serving"]["hosts"][host.name].update(
-            kimik3_venv=str(venv), kimik3_command=[str(venv / "bin" / "kimik3")]
-        )
-    document = {
-        "apiVersion": "kimik3/v1",
-        "kind": "Fleet",
-        "name": FLEET,
-        "profile": "profile.yaml",
-        "inventory": inventory,
-        "overrides": {
-            h.name: {"serve": {"host": h.address}, "model": {"cache_dir": str(h.root / "hf-cache")}} for h in rig.hosts
-        },
-        "rollout": {
-            "hosts": "serving",
-            "max_unavailable": 1,
-            "drain_timeout": "60s",
-            **({"canary": "canary"} if canary is not None else {}),
-        },
-        "router": {"version": "1.13.0", "host": "localhost", "port": ROUTER_PORT, "policy": "round_robin"},
-    }
-    if canary is not None:
-        inventory["all"]["children"]["canary"] = {"hosts": {rig.hosts[canary].name: {}}}
-    (work / "fleet.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
-
-
-def served_quant(rig: Rig, index: int) -> str:
-    argv = json.loads(rig.hosts[index].docker("inspect", "-f", "{{json .Config.Cmd}}", NAME))
-    return argv[argv.index("-m") + 1]
 
 
 @dataclass(frozen=True)
@@ -129,22 +80,6 @@ class FirstApply:
     in_rotation: list[str]
 
 
-def install_and_deploy(work: Path, rig: Rig) -> subprocess.CompletedProcess[str]:
-    """The first `fleet apply --install` of the fleet file in `work`: kimik3 (a wheel of this checkout and its
-    dependencies) installed on every host, each rolled, gated and put in the router; the image once per site
-    (bench/fleet.py deploys with it too)."""
-    wheelhouse = work / "wheelhouse"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", str(REPO_ROOT), "-w", str(wheelhouse)],
-        check=True,
-        capture_output=True,
-        timeout=900,
-    )
-    return fleet_cmd(
-        work, "apply", "--install", str(wheelhouse), "--registry", rig.registry, "--traffic-timeout", "2", "fleet.yaml"
-    )
-
-
 @pytest.fixture(scope="module")
 def first_apply(rig: Rig, hub: FixtureHub, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FirstApply]:
     work = tmp_path_factory.mktemp("fleet-rollout")
@@ -153,7 +88,7 @@ def first_apply(rig: Rig, hub: FixtureHub, tmp_path_factory: pytest.TempPathFact
         first = install_and_deploy(work, rig)
         print(first.stdout, first.stderr[-3000:])
         assert first.returncode == 0, first.stderr[-4000:]
-        smg = SmgRouter(f"http://127.0.0.1:{ROUTER_PORT}", f"http://127.0.0.1:{ROUTER_PORT + 1}")
+        smg = fleet_router()
         in_rotation = sorted(w.url for w in smg.workers() if w.in_rotation)
         yield FirstApply(work, [served_quant(rig, i) for i in range(3)], in_rotation)
     finally:
@@ -226,7 +161,7 @@ def test_images_once_the_other_hosts_pulled_the_first_hosts_image_by_digest_and_
 def test_the_router_adapter_drains_a_host_and_takes_it_back(deployed: Path, rig: Rig) -> None:
     """smg through kimik3's adapter, on the real servers: out (listed `draining`, then gone), the others still
     in rotation with closed breakers; back in (in rotation again); `fleet status` shows the router's view."""
-    router = SmgRouter(f"http://127.0.0.1:{ROUTER_PORT}", f"http://127.0.0.1:{ROUTER_PORT + 1}")
+    router = fleet_router()
     url = f"http://{rig.hosts[0].address}:{PORT}"
     worker = router.find(url)
     assert worker is not None and worker.in_rotation
@@ -246,9 +181,9 @@ def test_a_second_quant_rolls_across_three_hosts_under_load_with_no_failed_reque
     deployed: Path, rig: Rig, hub: FixtureHub
 ) -> None:
     write_fleet(deployed, rig, hub, "UD-Q4_K_XL")
-    router = SmgRouter(f"http://127.0.0.1:{ROUTER_PORT}", f"http://127.0.0.1:{ROUTER_PORT + 1}")
+    router = fleet_router()
     with (
-        ClosedLoop(f"http://127.0.0.1:{ROUTER_PORT}", workers=4, model=NAME, tools=True) as load,
+        router_load() as load,
         RotationSampler(router) as sampler,
     ):
         load.wait_for(8)
@@ -278,11 +213,11 @@ def test_a_server_killed_under_load_costs_at_most_its_requests_and_no_breaker_st
     """kill -9 of one host's llama-server (its container's restart policy brings it back): failed requests at
     most those in flight on it; the other hosts never leave rotation; the killed one is back in rotation within
     one health interval of answering /health again, no breaker left open."""
-    router = SmgRouter(f"http://127.0.0.1:{ROUTER_PORT}", f"http://127.0.0.1:{ROUTER_PORT + 1}")
+    router = fleet_router()
     victim = rig.hosts[2]
     url = f"http://{victim.address}:{PORT}"
     with (
-        ClosedLoop(f"http://127.0.0.1:{ROUTER_PORT}", workers=4, model=NAME, tools=True) as load,
+        router_load() as load,
         RotationSampler(router) as sampler,
     ):
         load.wait_for(8)
@@ -327,10 +262,10 @@ def test_a_candidate_failing_on_the_second_host_is_reverted_back_in_rotation_and
     before = [served_quant(rig, i) for i in range(3)]
     served = (deployed / "fleet.yaml").read_text()
     write_fleet(deployed, rig, hub, "UD-TRUNC", canary=1)
-    router = SmgRouter(f"http://127.0.0.1:{ROUTER_PORT}", f"http://127.0.0.1:{ROUTER_PORT + 1}")
+    router = fleet_router()
     try:
         with (
-            ClosedLoop(f"http://127.0.0.1:{ROUTER_PORT}", workers=4, model=NAME, tools=True) as load,
+            router_load() as load,
             RotationSampler(router) as sampler,
         ):
             load.wait_for(8)

@@ -18,14 +18,15 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
 import yaml
+from support import fleet_rollout as rollout
 from support.fleet_hosts import GATEWAY, Rig, fleet_rig, publish_image, pull_everywhere, ssh_wrapper, stop_router
-from support.realparts import KIMIK3, converged_demo, demo_profile, docker, require_docker_and_demo_hub
+from support.fleet_rollout import demo_image, fleet_document, host_overrides
+from support.realparts import KIMIK3, demo_profile, require_docker_and_demo_hub
 
 from kimik3_demo.hub import FixtureHub, FixtureRepo
 from kimik3_demo.prepare import DEMO_REPO, DEMO_REVISION, demo_repos
@@ -43,16 +44,13 @@ FLEET = "k3rg"
 WORKER = f"{NAME}-rpc-w1"  # the rpc-server container kimik3 names on the worker host
 
 
-def fleet_cmd(work: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "KIMIK3_STATE_DIR": str(work / "controller-state")}
-    return subprocess.run([*KIMIK3, "fleet", *args], capture_output=True, text=True, env=env, cwd=work, timeout=timeout)
+def fleet_cmd(work: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return rollout.fleet_cmd(work, *args, timeout=900)
 
 
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
-    work = tmp_path_factory.mktemp("rpc-rig-build")
-    with contextmanager(converged_demo)(work, BUILD_NAME, BUILD_PORT):
-        tag = docker("inspect", "-f", "{{.Config.Image}}", BUILD_NAME)
+    tag = demo_image(tmp_path_factory.mktemp("rpc-rig-build"), BUILD_NAME, BUILD_PORT)
     with fleet_rig(3, prefix="k3rg") as bare:
         pull_everywhere(bare, publish_image(bare, tag))
         yield bare
@@ -81,24 +79,14 @@ def deployed(rig: Rig, hub: FixtureHub, tmp_path_factory: pytest.TempPathFactory
             f"PATH={path}",
             *KIMIK3,
         ]
-    overrides = {
-        h.name: {"serve": {"host": h.address}, "model": {"cache_dir": str(h.root / "hf-cache")}} for h in rig.hosts[:2]
-    }
+    overrides = host_overrides(rig, 2)
     overrides[main.name]["rpc"] = {
         "workers": [
             {"name": "w1", "docker": f"ssh://root@{worker.address}", "bind": worker.address, "port": WORKER_PORT}
         ]
     }
-    document = {
-        "apiVersion": "kimik3/v1",
-        "kind": "Fleet",
-        "name": FLEET,
-        "profile": "profile.yaml",
-        "inventory": inventory,
-        "overrides": overrides,
-        "rollout": {"hosts": "serving", "max_unavailable": 1, "drain_timeout": "20s"},
-        "router": {"version": "1.13.0", "host": "localhost", "port": ROUTER_PORT, "policy": "round_robin"},
-    }
+    rollout = {"max_unavailable": 1, "drain_timeout": "20s"}
+    document = fleet_document(FLEET, inventory, overrides, rollout, ROUTER_PORT)
     (work / "fleet.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
     try:
         first = fleet_cmd(work, "apply", "--traffic-timeout", "2", "fleet.yaml")

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.demo_work import tmpfs
 from support.realparts import demo_hub, demo_profile, docker, kimik3, remove_leftovers, serves, write_profile
 
 pytestmark = pytest.mark.docker
@@ -35,15 +36,10 @@ def state_on_tmpfs(tmp_path: Path) -> Iterator[Path]:
     state = tmp_path / "state"
     state.mkdir()
     remove_leftovers(NAME)
-    made = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1m", "k3-fullstate", str(state)], capture_output=True, text=True
-    )
-    if made.returncode != 0:
-        pytest.fail(f"cannot mount a tmpfs (the test runs as root, as CI does): {made.stderr.strip()}")
     try:
-        yield state
+        with tmpfs(state, "k3-fullstate", required=True, lazy=True):
+            yield state
     finally:
-        subprocess.run(["umount", "-l", str(state)], capture_output=True)
         subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)
 
 

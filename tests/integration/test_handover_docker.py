@@ -20,10 +20,10 @@ from pathlib import Path
 import httpx
 import pytest
 from support.closed_loop import ClosedLoop
-from support.realparts import applied, demo_profile, docker, kimik3, require_docker_and_demo_hub, write_profile
+from support.demo_work import truncated_hub
+from support.realparts import applied, demo_profile, docker, kimik3, write_profile
 
-from kimik3_demo.hub import FixtureHub, FixtureRepo
-from kimik3_demo.prepare import DEMO_REPO, DEMO_REVISION, demo_repos
+from kimik3_demo.hub import FixtureHub
 from kimik3_reconciler.adapters.front_control import FrontControl
 from kimik3_reconciler.model.front import FrontConfig, HoldOrder
 
@@ -31,18 +31,12 @@ pytestmark = pytest.mark.docker
 
 NAME = "k3ho-proxy29"  # the branch in the name: no other test's container
 PORT, METRICS_PORT, SERVER_PORT = 19290, 19291, 19292
-GOOD_SHARD = "UD-Q2_K_XL/Kimi-K3-tiny-UD-Q2_K_XL-00001-of-00002.gguf"
 
 
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FixtureHub]:
     """The demo repo plus UD-TRUNC: one shard cut to a third, which downloads and verifies but cannot load."""
-    repos = demo_repos(require_docker_and_demo_hub())
-    good = repos[0].files[GOOD_SHARD]
-    truncated = tmp_path_factory.mktemp("handover-hub") / "Kimi-K3-tiny-UD-TRUNC.gguf"
-    truncated.write_bytes(good.read_bytes()[: good.stat().st_size // 3])
-    files = {**repos[0].files, "UD-TRUNC/Kimi-K3-tiny-UD-TRUNC.gguf": truncated}
-    with FixtureHub([FixtureRepo(DEMO_REPO, DEMO_REVISION, files)]) as running:
+    with truncated_hub(tmp_path_factory.mktemp("handover-hub")) as running:
         yield running
 
 

@@ -4,10 +4,10 @@ symlink, is what observe reports (the host gate judges the type; a network one w
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
+from support.demo_work import tmpfs
 
 from kimik3_reconciler.adapters.host_linux import LinuxHost
 from kimik3_reconciler.observe.host import collect_filesystem
@@ -17,15 +17,8 @@ from kimik3_reconciler.observe.host import collect_filesystem
 def mounted(tmp_path: Path):
     target = tmp_path / "k3hf-mnt"
     target.mkdir()
-    made = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1m", "k3hf-cache", str(target)], capture_output=True, text=True
-    )
-    if made.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.strip()}")
-    try:
+    with tmpfs(target, "k3hf-cache", required=False, lazy=False):
         yield target
-    finally:
-        subprocess.run(["umount", str(target)], check=True)
 
 
 def test_a_cache_dir_behind_a_symlink_is_found_on_its_real_mount(mounted: Path, tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from support.fakes.state import FakeClock
-from support.realparts import REPO_ROOT, docker, require_docker_and_demo_hub
+from support.realparts import REPO_ROOT, docker, docker_ports, require_docker_and_demo_hub
 from support.registry import PAYLOAD, free_port, loopback_registry, push_random_image
 
 from kimik3_reconciler.adapters.docker_engine import DockerEngine
@@ -49,14 +49,7 @@ def pushed(registry: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 
 
 def _ports() -> Ports:
-    return Ports(
-        docker=DockerEngine(),
-        hub=None,
-        http=None,
-        host=None,
-        state=None,  # type: ignore[arg-type]
-        clock=FakeClock(),
-    )
+    return docker_ports(None, FakeClock())
 
 
 def _manifest_layers(registry: str, digest: str) -> int:

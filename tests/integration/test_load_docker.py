@@ -9,14 +9,14 @@ block-layer count (`read_bytes`) says whether its load came from the page cache.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
-from support.realparts import converged_demo, docker, kimik3, write_profile
+from support.demo_work import converged_fixture
+from support.page_cache_reads import evict
+from support.realparts import docker, kimik3, write_profile
 
 pytestmark = pytest.mark.docker
 
@@ -24,9 +24,7 @@ NAME = "k3lt-load"
 PORT = 19500
 
 
-@pytest.fixture(scope="module")
-def work(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    yield from converged_demo(tmp_path_factory.mktemp("k3lt"), NAME, PORT)
+work = converged_fixture("k3lt", NAME, PORT)
 
 
 def blobs(work: Path) -> list[Path]:
@@ -43,28 +41,23 @@ def resident(paths: list[Path]) -> int:
     return sum(int(v) for v in out.split())
 
 
-def evict(paths: list[Path]) -> None:
-    for path in paths:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-
-
 def events(stderr: str) -> list[dict]:
     return [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
 
 
-def test_knob_change_prereads_then_swaps_and_the_load_is_watched(work: Path) -> None:
+def planned_edit(work: Path, name: str, **serve: object) -> tuple[list[Path], int, dict[str, dict]]:
+    """The served profile with `serve` changed, written as `name`: the model's blobs, their bytes, and the plan's
+    steps by kind."""
     profile = yaml.safe_load((work / "profile.yaml").read_text())
-    profile["serve"]["parallel"] = 3
-    write_profile(work, profile, "knob.yaml")
+    profile["serve"].update(serve)
+    write_profile(work, profile, name)
     files = blobs(work)
-    total = sum(p.stat().st_size for p in files)
+    plan = json.loads(kimik3(work, "plan", "--json", name).stdout)
+    return files, sum(p.stat().st_size for p in files), {s["kind"]: s for s in plan["steps"]}
 
-    plan = json.loads(kimik3(work, "plan", "--json", "knob.yaml").stdout)
-    steps = {s["kind"]: s for s in plan["steps"]}
+
+def test_knob_change_prereads_then_swaps_and_the_load_is_watched(work: Path) -> None:
+    files, total, steps = planned_edit(work, "knob.yaml", parallel=3)
     assert steps["preread"]["action"] == "read" and "still serves (MemAvailable" in steps["preread"]["reason"]
     cost = steps["health"]["cost"]  # the predicted downtime is the warm one (the first load here was warm too:
     assert "pre-read:" in cost or "from the page cache at" in cost, cost  # the download had just written the files)
@@ -92,13 +85,7 @@ def test_knob_change_prereads_then_swaps_and_the_load_is_watched(work: Path) -> 
 def test_dio_load_mode_reaches_the_server_skips_the_preread_and_reads_the_disk(work: Path) -> None:
     """serve.load_mode: dio on the real llama-server: the plan says why it does not pre-read, and the server's
     block-layer count shows the load read storage (direct I/O) though every byte was in the page cache."""
-    profile = yaml.safe_load((work / "profile.yaml").read_text())
-    profile["serve"]["load_mode"] = "dio"
-    write_profile(work, profile, "dio.yaml")
-    files = blobs(work)
-    total = sum(p.stat().st_size for p in files)
-    plan = json.loads(kimik3(work, "plan", "--json", "dio.yaml").stdout)
-    steps = {s["kind"]: s for s in plan["steps"]}
+    files, total, steps = planned_edit(work, "dio.yaml", load_mode="dio")
     assert steps["preread"]["action"] == "noop" and "dio reads around the page cache" in steps["preread"]["reason"]
     applied = kimik3(work, "apply", "--json", "dio.yaml")
     log = events(applied.stderr)

@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
-from support.realparts import KIMIK3, applied, demo_hub, demo_profile, kimik3, write_profile
+from support.realparts import KIMIK3, applied, demo_profile, kimik3, write_profile
 from support.sse_stub import SseStub
 
 from kimik3_demo.hub import FixtureHub
@@ -35,12 +35,6 @@ STUB, STUB_METRICS, STUB_PROXY, STUB_UPSTREAM = "k3mx-stub", 19214, 19215, 19216
 API_KEY = "k3mx-secret-7c1e94d2"
 PROM = f"http://127.0.0.1:{PROM_PORT}"
 LABELS = f'profile="{NAME}"'
-
-
-@pytest.fixture(scope="module")
-def hub() -> Iterator[FixtureHub]:
-    with demo_hub() as running:
-        yield running
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.realparts import demo_hub, demo_profile, kimik3, remove_leftovers, write_profile
+from support.demo_work import fresh_work
+from support.realparts import demo_profile, kimik3, write_profile
+
+from kimik3_demo.hub import FixtureHub
 
 pytestmark = pytest.mark.docker
 
@@ -22,21 +25,19 @@ NAME, PORT = "k3ml-locations", 19372
 
 
 @pytest.fixture(scope="module")
-def two_locations(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    work = tmp_path_factory.mktemp("kimik3-locations")
-    remove_leftovers(NAME)
-    with demo_hub() as hub:
-        for which in ("a", "b"):
-            profile = demo_profile(work, NAME, PORT, hub.url)
-            profile["model"]["cache_dir"] = str(work / f"cache-{which}")
-            write_profile(work, profile, f"profile-{which}.yaml")
-        try:
-            kimik3(work, "apply", "profile-a.yaml", "--no-verify-server")
-            kimik3(work, "apply", "profile-b.yaml", "--no-verify-server")  # the first visit of b: fetched there once
-            yield work
-        finally:
-            kimik3(work, "destroy", "profile-b.yaml", check=False)
-            subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)
+def two_locations(tmp_path_factory: pytest.TempPathFactory, hub: FixtureHub) -> Iterator[Path]:
+    work = fresh_work(tmp_path_factory, "kimik3-locations", NAME)
+    for which in ("a", "b"):
+        profile = demo_profile(work, NAME, PORT, hub.url)
+        profile["model"]["cache_dir"] = str(work / f"cache-{which}")
+        write_profile(work, profile, f"profile-{which}.yaml")
+    try:
+        kimik3(work, "apply", "profile-a.yaml", "--no-verify-server")
+        kimik3(work, "apply", "profile-b.yaml", "--no-verify-server")  # the first visit of b: fetched there once
+        yield work
+    finally:
+        kimik3(work, "destroy", "profile-b.yaml", check=False)
+        subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)
 
 
 def model_step(work: Path, which: str) -> dict:

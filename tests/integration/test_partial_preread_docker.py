@@ -11,12 +11,13 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
-from support.realparts import converged_demo, docker, write_profile
+from support.demo_work import converged_fixture
+from support.page_cache_reads import evict
+from support.realparts import docker, write_profile
 
 from kimik3_reconciler.planning.preread_step import PAGE, reserve_bytes
 
@@ -27,9 +28,7 @@ PORT = 19527
 FORCED = Path(__file__).resolve().parents[1] / "support" / "forced_memavailable.py"
 
 
-@pytest.fixture(scope="module")
-def work(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    yield from converged_demo(tmp_path_factory.mktemp("k3lt-preread27"), NAME, PORT)
+work = converged_fixture("k3lt-preread27", NAME, PORT)
 
 
 def kimik3_with(available: int, work: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -51,15 +50,6 @@ def kimik3_with(available: int, work: Path, *args: str) -> subprocess.CompletedP
 def mem_total() -> int:
     line = next(x for x in Path("/proc/meminfo").read_text().splitlines() if x.startswith("MemTotal:"))
     return int(line.split()[1]) * 1024
-
-
-def evict(paths: list[Path]) -> None:
-    for path in paths:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
 
 
 def test_a_swap_that_does_not_fit_prereads_the_first_file_and_the_load_reads_the_rest(work: Path) -> None:

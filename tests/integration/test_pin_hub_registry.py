@@ -12,12 +12,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from support.cli_run import cli_run
 from support.realparts import require_docker_and_demo_hub
 from support.registry import loopback_registry, push_random_image
 
 from kimik3_demo.hub import FixtureHub, FixtureRepo
-from kimik3_reconciler.cli import main
 from kimik3_reconciler.cli.inputs import load
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,18 +44,7 @@ def _served_by(text: str, hub: str) -> str:
 
 
 def run(args: list[str], tmp_path: Path) -> tuple[int, str, str]:
-    result = CliRunner().invoke(
-        main,
-        args,
-        catch_exceptions=False,
-        env={
-            "KIMIK3_STATE_DIR": str(tmp_path / "state"),
-            "KIMIK3_CACHE_DIR": str(tmp_path / "cache"),
-            "HF_TOKEN": None,
-            "HF_HUB_OFFLINE": None,
-        },
-    )
-    return result.exit_code, result.stdout, result.stderr
+    return cli_run(args, tmp_path, HF_TOKEN=None, HF_HUB_OFFLINE=None)
 
 
 def test_pin_resolves_branches_at_the_hub_keeping_comments(tmp_path: Path) -> None:

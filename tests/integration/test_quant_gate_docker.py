@@ -9,7 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.realparts import demo_profile, docker, kimik3, remove_leftovers, require_docker_and_demo_hub, write_profile
+from support.demo_work import fresh_work
+from support.realparts import demo_profile, docker, kimik3, require_docker_and_demo_hub, write_profile
 
 from kimik3_demo.hub import FixtureHub, FixtureRepo
 from kimik3_demo.prepare import DEMO_REPO, DEMO_REVISION, demo_repos
@@ -35,8 +36,7 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FixtureHub]:
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory, hub: FixtureHub) -> Iterator[Path]:
-    work = tmp_path_factory.mktemp("kimik3-gate")
-    remove_leftovers(NAME)
+    work = fresh_work(tmp_path_factory, "kimik3-gate", NAME)
     profile = demo_profile(work, NAME, PORT, hub.url)
     profile["model"]["quant"] = "UD-IQ2_M"
     profile["gate"] = {"smoke": False, "quant": {"reference_quant": "UD-Q2_K_XL"}}

@@ -87,6 +87,12 @@ def edited(work: Path, change) -> Path:  # noqa: ANN001 - a callable editing the
     return write_profile(work, profile, "edited.yaml")
 
 
+def plan_steps(work: Path, change) -> list[tuple[str, str]]:  # noqa: ANN001 - a callable editing the profile dict
+    """The plan of the profile edited by `change`: each step's (kind, action)."""
+    plan = json.loads(kimik3(work, "plan", "--json", edited(work, change).name).stdout)
+    return [(s["kind"], s["action"]) for s in plan["steps"]]
+
+
 def container_identity() -> tuple[str, str]:
     return tuple(docker("inspect", "-f", "{{.Id}} {{.State.StartedAt}}", NAME).split())  # type: ignore[return-value]
 
@@ -147,9 +153,7 @@ def test_ubatch_change_replaces_only_the_container(converged: Path) -> None:
 
 
 def test_commit_and_quant_changes_plan_the_right_layers(converged: Path) -> None:
-    path = edited(converged, lambda p: p["build"].update(commit="1" * 40))
-    plan = json.loads(kimik3(converged, "plan", "--json", path.name).stdout)
-    assert [(s["kind"], s["action"]) for s in plan["steps"]] == [
+    assert plan_steps(converged, lambda p: p["build"].update(commit="1" * 40)) == [
         ("model", "noop"),
         ("image", "create"),
         ("smoke", "read"),
@@ -157,9 +161,7 @@ def test_commit_and_quant_changes_plan_the_right_layers(converged: Path) -> None
         ("container", "replace"),
         ("health", "read"),
     ]
-    path = edited(converged, lambda p: p["model"].update(quant="UD-Q4_K_XL"))
-    plan = json.loads(kimik3(converged, "plan", "--json", path.name).stdout)
-    assert [(s["kind"], s["action"]) for s in plan["steps"]] == [
+    assert plan_steps(converged, lambda p: p["model"].update(quant="UD-Q4_K_XL")) == [
         ("model", "create"),
         ("image", "noop"),
         ("smoke", "noop"),

@@ -18,10 +18,9 @@ from pathlib import Path
 
 import pytest
 from support.background import Background
-from support.realparts import KIMIK3, demo_profile, docker, kimik3, require_docker_and_demo_hub, write_profile
+from support.demo_work import demo_on_hub_port
+from support.realparts import KIMIK3, docker, kimik3
 
-from kimik3_demo.hub import FixtureHub
-from kimik3_demo.prepare import demo_repos
 from kimik3_reconciler.adapters.host_lock import StateDirLock
 from kimik3_reconciler.adapters.state_files import SystemClock
 from kimik3_reconciler.locking import new_holder
@@ -33,13 +32,7 @@ NAME, PORT, HUB_PORT = "k3-lock-loop", 19110, 19111
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    repos = demo_repos(require_docker_and_demo_hub())
-    with FixtureHub(repos, port=HUB_PORT) as hub:
-        work = tmp_path_factory.mktemp("k3-lock-loop")
-        write_profile(work, demo_profile(work, NAME, PORT, hub.url))
-        subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)  # ours, from an interrupted earlier run
-        yield work
-    subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)
+    yield from demo_on_hub_port(tmp_path_factory.mktemp("k3-lock-loop"), NAME, PORT, HUB_PORT)
 
 
 class Loop:

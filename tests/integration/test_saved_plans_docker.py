@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from support.realparts import demo_hub, demo_profile, docker, kimik3, remove_leftovers, write_profile
+from support.demo_work import fresh_work
+from support.realparts import demo_profile, docker, kimik3, write_profile
 
 from kimik3_demo.hub import FixtureHub
 
@@ -30,15 +31,8 @@ CLOSED_PORT = 19199  # nothing listens there (checked): a hub refusing connectio
 
 
 @pytest.fixture(scope="module")
-def hub() -> Iterator[FixtureHub]:
-    with demo_hub() as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory, hub: FixtureHub) -> Iterator[Path]:
-    work = tmp_path_factory.mktemp("kimik3-saved-plans")
-    remove_leftovers(NAME)
+    work = fresh_work(tmp_path_factory, "kimik3-saved-plans", NAME)
     write_profile(work, demo_profile(work, NAME, PORT, hub.url))
     yield work
     subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)

@@ -10,11 +10,11 @@ import hashlib
 import json
 import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.realparts import converged_demo, docker, kimik3
+from support.demo_work import converged_fixture
+from support.realparts import docker, kimik3
 
 from kimik3_demo.prepare import DEMO_REPO, DEMO_REVISION
 
@@ -25,9 +25,7 @@ PORT = 19211
 SHARD = "UD-Q2_K_XL/Kimi-K3-tiny-UD-Q2_K_XL-00001-of-00002.gguf"
 
 
-@pytest.fixture(scope="module")
-def workdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    yield from converged_demo(tmp_path_factory.mktemp("shards"), NAME, PORT)
+workdir = converged_fixture("shards", NAME, PORT)
 
 
 def manifest(work: Path) -> Path:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from support.background import Background
-from support.realparts import KIMIK3, demo_hub, demo_profile, docker, kimik3, serves, wait_for, write_profile
+from support.realparts import demo_hub, demo_profile, docker, kimik3, serves, wait_for, write_profile
 
 pytestmark = pytest.mark.docker
 
@@ -26,15 +26,7 @@ def test_a_launch_left_unverified_is_a_verify_step_that_the_next_apply_runs(
     with demo_hub() as hub:
         write_profile(tmp_path, demo_profile(tmp_path, NAME, PORT, hub.url))
         try:
-            env = {**os.environ, "KIMIK3_STATE_DIR": str(tmp_path / "state"), "HF_HOME": str(tmp_path / "hf-home")}
-            apply = background.start(
-                [*KIMIK3, "apply", "profile.yaml"],
-                cwd=tmp_path,
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
+            apply = background.kimik3(tmp_path, "apply", "profile.yaml", HF_HOME=str(tmp_path / "hf-home"))
             record = tmp_path / "state" / "unverified" / f"{NAME}.json"
             wait_for(
                 "the launch", lambda: docker("ps", "-q", "--filter", f"name=^{NAME}$") != "", timeout=300, interval=0.1

@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.realparts import demo_hub, demo_profile, docker, kimik3, remove_leftovers, write_profile
+from support.demo_work import fresh_work
+from support.realparts import demo_profile, docker, kimik3, write_profile
 
 from kimik3_demo.hub import FixtureHub
 from kimik3_reconciler.adapters.http import HttpClient
@@ -38,15 +39,8 @@ def server_tasks() -> int:
 
 
 @pytest.fixture(scope="module")
-def hub() -> Iterator[FixtureHub]:
-    with demo_hub() as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory, hub: FixtureHub) -> Iterator[Path]:
-    work = tmp_path_factory.mktemp("kimik3-verify")
-    remove_leftovers(NAME)
+    work = fresh_work(tmp_path_factory, "kimik3-verify", NAME)
     profile = demo_profile(work, NAME, PORT, hub.url)
     profile["serve"]["api_key_file"] = "api.key"
     (work / "api.key").write_text(f"{API_KEY}\n")

@@ -9,7 +9,9 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 
 class Background:
@@ -21,6 +23,12 @@ class Background:
         process = subprocess.Popen(list(argv), start_new_session=True, **options)  # type: ignore[call-overload]
         self.started.append(process)
         return process
+
+    def kimik3(self, work: Path, *args: str, stdout: int = subprocess.DEVNULL, **env: str) -> subprocess.Popen:
+        """`kimik3 ARGS` started in `work`, its state dir work/state and `env` besides; stderr piped as text."""
+        environment = {**os.environ, "KIMIK3_STATE_DIR": str(work / "state"), **env}
+        argv = [sys.executable, "-m", "kimik3_reconciler", *args]
+        return self.start(argv, cwd=work, env=environment, stdout=stdout, stderr=subprocess.PIPE, text=True)
 
     def stop_all(self) -> None:
         for process in self.started:

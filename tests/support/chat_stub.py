@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
+
+from support.json_http import JsonHandler
 
 PORTS = range(18700, 18750)  # this branch's test ports
 
@@ -73,25 +75,14 @@ def _bind(stub: ChatStub) -> ThreadingHTTPServer:
     raise RuntimeError(f"no free port in {PORTS}")
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     stub: ChatStub
-
-    def log_message(self, *args: object) -> None:  # quiet: pytest shows failures, not access logs
-        pass
-
-    def _send(self, status: int, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def do_GET(self) -> None:  # http.server calls it by this name
         if self.path == "/health":
-            self._send(200, {"status": "ok"})
+            self.send_json(200, {"status": "ok"})
         elif self.path == "/v1/models":
-            self._send(
+            self.send_json(
                 200,
                 {
                     "object": "list",
@@ -101,11 +92,11 @@ class _Handler(BaseHTTPRequestHandler):
                 },
             )
         else:
-            self._send(404, {"error": {"code": 404, "message": "File Not Found", "type": "not_found_error"}})
+            self.send_json(404, {"error": {"code": 404, "message": "File Not Found", "type": "not_found_error"}})
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
         if self.path not in ("/v1/chat/completions", "/apply-template"):
-            self._send(404, {"error": {"code": 404, "message": "File Not Found", "type": "not_found_error"}})
+            self.send_json(404, {"error": {"code": 404, "message": "File Not Found", "type": "not_found_error"}})
             return
-        self._send(*self.stub.answer(self.path, body))
+        self.send_json(*self.stub.answer(self.path, body))

@@ -44,6 +44,14 @@ def docker(*args: str) -> str:
     return subprocess.run(["docker", *args], capture_output=True, text=True, check=True).stdout.strip()
 
 
+def docker_ports(state: object, clock: object):  # noqa: ANN201 - kimik3's Ports
+    """Ports with the real Docker adapter alone (no hub, HTTP or host): for a test of one Docker step."""
+    from kimik3_reconciler.adapters.docker_engine import DockerEngine
+    from kimik3_reconciler.ports import Ports
+
+    return Ports(docker=DockerEngine(), hub=None, http=None, host=None, state=state, clock=clock)  # type: ignore[arg-type]
+
+
 def require_docker_and_demo_hub() -> Path:
     """Fail (never skip) without a daemon: CI starts one. Returns the prepared hub root."""
     if shutil.which("docker") is None or subprocess.run(["docker", "info"], capture_output=True).returncode:

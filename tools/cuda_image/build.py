@@ -18,16 +18,13 @@ import sys
 import time
 from pathlib import Path
 
-from kimik3_reconciler.adapters import real_ports
-from kimik3_reconciler.adapters.host_linux import LinuxHost
-from kimik3_reconciler.engines.llamacpp.image import render_image_build
-from kimik3_reconciler.model.facts import ModelFact, Observed
-from kimik3_reconciler.model.profile_source import parse_profile
-from kimik3_reconciler.observe.host import collect_host
-from kimik3_reconciler.observe.local_inputs import collect_inputs
-from kimik3_reconciler.steps.image import build_image
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gpu_proof"))
 
-DOCKERFILE = Path(__file__).resolve().parents[2] / "Dockerfile.llamacpp"
+from fork_args import render_here  # noqa: E402 - beside it in tools/gpu_proof
+
+from kimik3_reconciler.adapters import real_ports  # noqa: E402
+from kimik3_reconciler.model.profile_source import parse_profile
+from kimik3_reconciler.steps.image import build_image
 
 
 class Lines:
@@ -57,16 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     profile = parse_profile(args.profile.read_text(), str(args.profile)).profile
     ports = real_ports(args.state_dir)
-    inputs = collect_inputs(profile, args.profile.resolve().parent, DOCKERFILE, ports.state)
-    model = ModelFact(
-        repo=profile.model.repo,
-        revision=profile.model.revision,
-        quant=profile.model.quant,
-        cache_dir=profile.model.cache_dir,
-        files=(),
-    )
-    observed = Observed(host=collect_host(LinuxHost()), inputs=inputs, model=model)
-    spec = render_image_build(profile, observed)
+    spec, _ = render_here(profile, args.profile.resolve().parent, ports.state)
     reporter = Lines()
     reporter.event("build", tag=spec.tag, fingerprint=spec.fingerprint, patches=[name for name, _ in spec.patches])
     t0 = time.monotonic()

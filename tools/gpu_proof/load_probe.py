@@ -43,6 +43,8 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
+from native_runner import stop_process
+
 from kimik3_reconciler.adapters.host_linux import LinuxHost
 from kimik3_reconciler.adapters.page_cache import resident_bytes
 from kimik3_reconciler.engines.llamacpp.build_flags import cmake_configure_args
@@ -133,24 +135,24 @@ def argv_for(observed: Observed, n_cpu_moe: int, load_mode: str) -> list[str]:
 # --- the server process ---------------------------------------------------------------------------------------
 
 
-def _proc_io(pid: int) -> int | None:
+def _proc_number(pid: int, file: str, key: str) -> int | None:
+    """The first number of the `key` line of /proc/PID/FILE (None when the process or the line is gone)."""
     try:
-        for line in Path(f"/proc/{pid}/io").read_text().splitlines():
-            if line.startswith("rchar:"):
+        for line in Path(f"/proc/{pid}/{file}").read_text().splitlines():
+            if line.startswith(key):
                 return int(line.split()[1])
     except OSError:
         return None
     return None
 
 
+def _proc_io(pid: int) -> int | None:
+    return _proc_number(pid, "io", "rchar:")
+
+
 def _rss(pid: int) -> int | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
+    kib = _proc_number(pid, "status", "VmRSS:")
+    return None if kib is None else kib * 1024
 
 
 def _cpu_s(pid: int) -> float | None:
@@ -168,28 +170,31 @@ def _healthy(url: str) -> bool:
         return False
 
 
-def _libllama(pid: int) -> str | None:
-    """Which libllama the process mapped (the read patch changes it; None for a static build)."""
+def _fields(match: re.Match | None, **kinds: Callable[[str], float]) -> dict | None:
+    """A log line's groups by name, in order, each read as its kind (None when the line was not logged)."""
+    return None if match is None else {name: kind(match.group(i + 1)) for i, (name, kind) in enumerate(kinds.items())}
+
+
+def _mapped(pid: int, wanted: Callable[[str], bool]) -> str | None:
+    """The first file the process mapped whose path is `wanted` (None when none is, or the process is gone)."""
     try:
         for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
             path = line.split()[-1] if len(line.split()) >= 6 else ""
-            if "/libllama" in path:
+            if wanted(path):
                 return path
     except OSError:
         return None
     return None
+
+
+def _libllama(pid: int) -> str | None:
+    """Which libllama the process mapped (the read patch changes it; None for a static build)."""
+    return _mapped(pid, lambda path: "/libllama" in path)
 
 
 def _ggml_cuda_lib(pid: int) -> str | None:
     """Which libggml-cuda (or libggml-cpu in a dry run) the process mapped: stock and patched share names."""
-    try:
-        for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
-            path = line.split()[-1] if len(line.split()) >= 6 else ""
-            if "libggml-cuda" in path or (DRY and "libggml-cpu" in path):
-                return path
-    except OSError:
-        return None
-    return None
+    return _mapped(pid, lambda path: "libggml-cuda" in path or (DRY and "libggml-cpu" in path))
 
 
 class Server:
@@ -256,28 +261,9 @@ class Server:
             "cpu_s": _cpu_s(pid),
             "lib": lib,
             "host_buffer_mib": float(host.group(1)) if host else None,
-            "pin": (
-                {
-                    "mib": float(pin.group(1)),
-                    "threads": int(pin.group(2)),
-                    "fault_s": float(pin.group(3)),
-                    "register_s": float(pin.group(4)),
-                }
-                if pin
-                else None
-            ),
+            "pin": _fields(pin, mib=float, threads=int, fault_s=float, register_s=float),
             "libllama": libllama,
-            "read": (
-                {
-                    "tensors": int(read.group(1)),
-                    "mib": float(read.group(2)),
-                    "threads": int(read.group(3)),
-                    "s": float(read.group(4)),
-                    "gbps": float(read.group(5)),
-                }
-                if read
-                else None
-            ),
+            "read": _fields(read, tensors=int, mib=float, threads=int, s=float, gbps=float),
         }
 
     def complete(self, prompt: str, n_predict: int) -> dict:
@@ -299,12 +285,7 @@ class Server:
         if self.process is None or self.process.poll() is not None:
             return 0.0
         t0 = time.monotonic()
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        stop_process(self.process, 60)
         return round(time.monotonic() - t0, 3)
 
 
@@ -427,6 +408,22 @@ def tokens_and_speeds(server: Server) -> dict:
     }
 
 
+def warm_row(phase: Phase, server: Server, kind: str, name: str, build: str, n_cpu_moe: int, r: int) -> dict:
+    """A warm load's sample row before its figures: the config (`name`, its build and layers on the CPU), round
+    `r`, and the share of the model's pages cached just before it."""
+    return {
+        "kind": kind,
+        "config": name,
+        "build": build,
+        "n_cpu_moe": n_cpu_moe,
+        "load_mode": "none",
+        "cache": "warm",
+        "round": r,
+        "cached_before": cached_share(phase.files),
+        "argv": server.argv,
+    }
+
+
 def measure1(phase: Phase, rounds: int) -> None:
     preread(phase.files)  # warm: every load below reads from the page cache
     for r in range(rounds):
@@ -437,21 +434,26 @@ def measure1(phase: Phase, rounds: int) -> None:
                 return
             build, n_cpu_moe, env = phase.config(name)
             server = phase.server(build, n_cpu_moe, "none", env)
-            row = {
-                "kind": "warm-load",
-                "config": name,
-                "build": build,
-                "n_cpu_moe": n_cpu_moe,
-                "load_mode": "none",
-                "cache": "warm",
-                "round": r,
-                "cached_before": cached_share(phase.files),
-                "argv": server.argv,
-            }
-            sample(phase, server, row, tokens_and_speeds)
+            sample(phase, server, warm_row(phase, server, "warm-load", name, build, n_cpu_moe, r), tokens_and_speeds)
         if phase.left_s() < 1.5 * (time.monotonic() - started) + 20:
             print(f"measure1: stopping after round {r}: {phase.left_s():.0f} s left in the call", flush=True)
             return
+
+
+def reload_row(phase: Phase, kind: str, build: str, n_cpu_moe: int, how: str, r: int) -> dict:
+    """A reload's sample row before its figures, the model's pages dropped from the cache first (then `how`,
+    preread or cold, says what the reload finds): the hybrid config of `build`, round `r`."""
+    dropped = drop_cache(phase.files)
+    return {
+        "kind": kind,
+        "config": f"hybrid-{build}",
+        "build": build,
+        "n_cpu_moe": n_cpu_moe,
+        "load_mode": "none",
+        "cache": how,
+        "dropped_by": dropped,
+        "round": r,
+    }
 
 
 def measure2(phase: Phase, rounds: int) -> None:
@@ -527,17 +529,7 @@ def reloads(phase: Phase, rounds: int) -> None:
                 if phase.left_s() < 60:
                     print(f"measure2: out of time before the {how} reload of round {r}", flush=True)
                     return  # the finally below stops the server
-                dropped = drop_cache(phase.files)
-                row = {
-                    "kind": "reload",
-                    "config": "hybrid-patched",
-                    "build": "patched",
-                    "n_cpu_moe": hybrid,
-                    "load_mode": "none",
-                    "cache": how,
-                    "dropped_by": dropped,
-                    "round": r,
-                }
+                row = reload_row(phase, "reload", "patched", hybrid, how, r)
                 old = swap(phase, old, row, lambda: phase.server("patched", hybrid))
             if phase.left_s() < 1.5 * (time.monotonic() - started) + 60:
                 print(f"measure2: reloads stop after round {r}: {phase.left_s():.0f} s left", flush=True)
@@ -578,17 +570,7 @@ def measure3(phase: Phase, rounds: int) -> None:
             if cached_share(phase.files) < 0.99:
                 preread(phase.files)
             server = server3(phase, build, hybrid, READ_OFF if name == "hybrid-readoff" else None)
-            row = {
-                "kind": "read-warm-load",
-                "config": name,
-                "build": build,
-                "n_cpu_moe": hybrid,
-                "load_mode": "none",
-                "cache": "warm",
-                "round": r,
-                "cached_before": cached_share(phase.files),
-                "argv": server.argv,
-            }
+            row = warm_row(phase, server, "read-warm-load", name, build, hybrid, r)
             sample(phase, server, row, generated_tokens)
         # the reloads need about as long again per round: keep half of what is left for them
         if phase.left_s() < 3 * (time.monotonic() - started) + 60:
@@ -609,17 +591,7 @@ def read_reloads(phase: Phase, rounds: int) -> None:
                 if phase.left_s() < 60:
                     print(f"measure3: out of time before the {build} {how} reload of round {r}", flush=True)
                     return  # the finally below stops the server
-                dropped = drop_cache(phase.files)
-                row = {
-                    "kind": "read-reload",
-                    "config": f"hybrid-{build}",
-                    "build": build,
-                    "n_cpu_moe": hybrid,
-                    "load_mode": "none",
-                    "cache": how,
-                    "dropped_by": dropped,
-                    "round": r,
-                }
+                row = reload_row(phase, "read-reload", build, hybrid, how, r)
                 old = swap(phase, old, row, lambda b=build: server3(phase, b, hybrid))
             if phase.left_s() < 1.3 * (time.monotonic() - started) + 30:
                 print(f"measure3: reloads stop after round {r}: {phase.left_s():.0f} s left", flush=True)
@@ -741,31 +713,22 @@ def summarize_samples(rows: list[dict]) -> dict:
                 m3.format("hybrid-patched"),
                 "healthy_s",
             ),
-            ratio(
-                "pre-read reload / cold reload, read patch",
-                reload3.format("hybrid-read", "preread"),
-                reload3.format("hybrid-read", "cold"),
-                "downtime_s",
-            ),
-            ratio(
-                "pre-read reload / cold reload, pin-only (measure3)",
-                reload3.format("hybrid-patched", "preread"),
-                reload3.format("hybrid-patched", "cold"),
-                "downtime_s",
-            ),
-            ratio(
-                "pre-read reload downtime read-patch / pin-only",
-                reload3.format("hybrid-read", "preread"),
-                reload3.format("hybrid-patched", "preread"),
-                "downtime_s",
-            ),
-            ratio(
-                "cold reload downtime read-patch / pin-only",
-                reload3.format("hybrid-read", "cold"),
-                reload3.format("hybrid-patched", "cold"),
-                "downtime_s",
-            ),
         ]
+        reloads = (  # (name, numerator's config and cache, denominator's): the reloads' downtimes
+            ("pre-read reload / cold reload, read patch", ("hybrid-read", "preread"), ("hybrid-read", "cold")),
+            (
+                "pre-read reload / cold reload, pin-only (measure3)",
+                ("hybrid-patched", "preread"),
+                ("hybrid-patched", "cold"),
+            ),
+            (
+                "pre-read reload downtime read-patch / pin-only",
+                ("hybrid-read", "preread"),
+                ("hybrid-patched", "preread"),
+            ),
+            ("cold reload downtime read-patch / pin-only", ("hybrid-read", "cold"), ("hybrid-patched", "cold")),
+        )
+        ratios += [ratio(name, reload3.format(*num), reload3.format(*den), "downtime_s") for name, num, den in reloads]
         warm3 = [r for r in rows if r["kind"] == "read-warm-load" and r.get("tokens")]
         read_rows = [r for r in rows if r["kind"].startswith("read-") and r.get("healthy_s")]
         checks["read_patch"] = {

@@ -35,6 +35,19 @@ from kimik3_reconciler.ports import StatePort
 from kimik3_reconciler.verify.checks import Server
 
 
+def stop_process(process: subprocess.Popen, timeout_s: float) -> None:
+    """A local server stopped: SIGTERM, then SIGKILL if it has not exited within `timeout_s`; reaped either way
+    (nothing to do when it has exited already). load_probe.py and bench/load.py stop theirs with it too."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 class NativeRunner:
     def __init__(
         self, bindir: Path, observed: Observed, state: StatePort, logdir: Path, ready_timeout_s: float = 300.0
@@ -52,13 +65,8 @@ class NativeRunner:
         return f"http://127.0.0.1:{loaded.profile.serve.port}"
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        if self.process is not None:
+            stop_process(self.process, 30)
         self.process, self.argv = None, None
 
     def converge(self, loaded: LoadedProfile) -> None:

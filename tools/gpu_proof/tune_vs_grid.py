@@ -36,6 +36,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -245,26 +246,29 @@ def main() -> None:
                 flush=True,
             )
         elif kind == "tune":
-            tune(runner, loaded, observed, space_id, run_id, short, long, baseline_knobs, settings, state, out)
+            tune(Pass(runner, loaded, observed, space_id, run_id, short, long, out), baseline_knobs, settings, state)
         else:
-            remeasure(runner, loaded, observed, space_id, run_id, short, long, slot_tokens, out, baseline_knobs)
+            remeasure(Pass(runner, loaded, observed, space_id, run_id, short, long, out), slot_tokens, baseline_knobs)
     finally:
         runner.stop()
 
 
-def tune(
-    runner: NativeRunner,
-    loaded,
-    observed,
-    space_id: str,
-    run_id: str,
-    short,
-    long,  # noqa: ANN001
-    baseline_knobs: dict,
-    settings: dict,
-    state: StateFiles,
-    out: Path,
-) -> None:
+class Pass(NamedTuple):
+    """What a tune or remeasure pass runs on: the runner on the host, the profile and its observed facts, the space
+    and run ids, the short and long bench settings, and the folder of the run's files."""
+
+    runner: NativeRunner
+    loaded: Any
+    observed: Any
+    space_id: str
+    run_id: str
+    short: Any
+    long: Any
+    out: Path
+
+
+def tune(run: Pass, baseline_knobs: dict, settings: dict, state: StateFiles) -> None:
+    runner, loaded, observed, space_id, run_id, short, long, out = run
     started = time.monotonic()
     goal, space = goal_of(space_id, out), SPACES[space_id]
     grid_wall = json.loads((out / f"grid{space_id}-summary.json").read_text())["wall_s"]
@@ -400,20 +404,10 @@ def grid(
             sink.flush()
 
 
-def remeasure(
-    runner: NativeRunner,
-    loaded,
-    observed,
-    space_id: str,
-    run_id: str,
-    short,
-    long,  # noqa: ANN001
-    slot_tokens: int,
-    out: Path,
-    baseline: dict,
-) -> None:
+def remeasure(run: Pass, slot_tokens: int, baseline: dict) -> None:
     """The grid's best, the run's winner and the profile as written, alternating in one run: each slot a fresh
     launch (the server is stopped first even when the argv is the same), the warm-up, one long bench."""
+    runner, loaded, observed, space_id, run_id, short, long, out = run
     goal = goal_of(space_id, out)
     best, _ = grid_best(read_rows(out / f"grid{space_id}.jsonl"), goal)
     tuned = json.loads((out / f"tune{space_id}{run_id}.json").read_text())

@@ -29,6 +29,7 @@ from kimik3_reconciler.engines.llamacpp import (
     routes,
     rpc,
     server_log,
+    sizing,
     smoke,
     vram_fit,
 )
@@ -44,6 +45,7 @@ class LlamaCpp:
     name = "llamacpp"
     server = "llama-server"
     served_name_flag, answers_any_name = "--alias", True
+    routes_base = routes.BASE  # the registry's default engine: `kimik3 routes` without a profile
     model_source = ModelSource("gguf")
     image_source = ImageSource("build")
     readiness = Readiness("/health", while_loading="503")  # llama-server: 503 "Loading model", then 200
@@ -147,8 +149,8 @@ class LlamaCpp:
         decision = vram_fit.derive_mode(profile, observed)
         runs, note = decision.mode, decision.note(profile)
         serve = (
-            ("batch", profile.batch_for(runs)),
-            ("ubatch", profile.ubatch_for(runs)),
+            ("batch", sizing.batch_for(profile, runs)),
+            ("ubatch", sizing.ubatch_for(profile, runs)),
             ("ctx_size", vram_fit.context_total(profile, observed)),
             ("fit_target", profile.fit_target_for(runs)),
         )

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kimik3_reconciler.engines.gpus import requested_gpus
+from kimik3_reconciler.engines.llamacpp import sizing
 from kimik3_reconciler.engines.llamacpp.vram_fit import (
     CUDA_CONTEXT_BYTES,
     ModeDecision,
@@ -141,7 +142,7 @@ def forecast(profile: Profile, observed: Observed, decision: ModeDecision | None
         g.memory_free - CUDA_CONTEXT_BYTES - t * MIB for g, t in zip(gpus, fit_margins(profile, len(gpus), mode))
     ]
     kv = memory_per_context(profile, observed)
-    fixed = compute_bytes(profile.ubatch_for(mode), layout)
+    fixed = compute_bytes(sizing.ubatch_for(profile, mode), layout)
     dense = sum(layout.layer_dense) + layout.output_bytes + kv + fixed * len(gpus)
     cpu = _cpu_experts(profile, layout, sum(budgets) - dense)
     shares = _split(layout, cpu, budgets, fixed, kv // max(1, layout.n_layer))

@@ -19,6 +19,14 @@ from kimik3_reconciler.model.route import Route
 
 ENGINE = "llamacpp"
 GGUF_REPO = "unsloth/Kimi-K3-GGUF"
+# What `kimik3 routes` without a profile judges the routes as (LlamaCpp.routes_base: llama.cpp is the registry's default
+# engine): a llama.cpp profile with every default (the CUDA build for this host's GPUs, the CPU build without them),
+# the quant and engine of each route swapped in. The revision is a placeholder: routes judge GPUs, memory and
+# driver, never fetch.
+BASE = f"""apiVersion: kimik3/v1
+name: routes
+model: {{repo: {GGUF_REPO}, revision: "{"0" * 40}", quant: UD-Q2_K_XL}}
+"""
 
 # Seed 000 step 2, measured on 8x RTX PRO 6000 (2026-09-05); the only serving speeds the seeds give.
 SEED_SPEEDS: dict[str, str] = {

@@ -7,6 +7,7 @@ from __future__ import annotations
 from kimik3_reconciler.model.rulebook_entry import OWN, Rule, profile_rules
 
 _DEFAULTS = ("kimik3_reconciler.model.profile",)
+_SIZING = ("kimik3_reconciler.engines.llamacpp.sizing",)  # the default batch sizes
 _KEY_SPEC = "seed 000 Key facts (Speculative decoding ...)"
 _LAUNCH = ("kimik3_reconciler.planning.launch",)
 _LLAMACPP = ("kimik3_reconciler.engines.llamacpp.launch",)  # the engine renders the server's argv
@@ -64,7 +65,7 @@ RULEBOOK: tuple[Rule, ...] = (
         "serve.batch >= serve.ubatch (effective values; batch defaults to the "
         "mode's UBATCH: 2048 all-VRAM, 4096 hybrid, never below ubatch)",
         "llama.cpp lowers ubatch to batch silently, undoing the ubatch rule",
-        _rules("serving") + _DEFAULTS,
+        _rules("serving") + _SIZING,
         (
             "cases/profile/batch_below_ubatch.yaml",
             "cases/profile/batch_below_default_ubatch.yaml",

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from kimik3_reconciler.engines.gpus import requested_gpus
+from kimik3_reconciler.engines.llamacpp import sizing
 from kimik3_reconciler.model import catalog
 from kimik3_reconciler.model.catalog import QuantMode
 from kimik3_reconciler.model.facts import ModelLayout, Observed
@@ -130,13 +131,13 @@ class ModeDecision:
         """What the plan says when this host's mode is not the catalog's: why, and what the launch uses."""
         if not self.differs:
             return None
-        ubatch = profile.ubatch_for(self.mode)
+        ubatch = sizing.ubatch_for(profile, self.mode)
         uses = f"the launch uses ubatch {ubatch}"
-        if profile.serve.ubatch is not None and ubatch != catalog.default_ubatch(self.mode):
+        if profile.serve.ubatch is not None and ubatch != sizing.default_ubatch(self.mode):
             # Seed 000 step 5: 4096 for hybrid (halves TTFT), 2048 for all-VRAM (no scratch OOM).
-            uses += f" as set (seed 000 uses {catalog.default_ubatch(self.mode)} for {self.mode})"
+            uses += f" as set (seed 000 uses {sizing.default_ubatch(self.mode)} for {self.mode})"
         else:
-            uses += f", batch {profile.batch_for(self.mode)}"
+            uses += f", batch {sizing.batch_for(profile, self.mode)}"
         if profile.serve.fit_target is None and profile.serve.n_cpu_moe is None:
             uses += f", fit_target {profile.fit_target_for(self.mode)} MiB"
         listed = (
@@ -201,7 +202,7 @@ def derive_mode(profile: Profile, observed: Observed) -> ModeDecision:
         usable = sum(
             g.memory_total - CUDA_CONTEXT_BYTES - m * MIB for g, m in zip(gpus, fit_margins(profile, len(gpus), mode))
         )
-        buffers = compute_bytes(profile.ubatch_for(mode), layout) * len(gpus) if layout else 0
+        buffers = compute_bytes(sizing.ubatch_for(profile, mode), layout) * len(gpus) if layout else 0
         return size - host_only + kv + buffers, usable
 
     # All-VRAM when it fits with the all-VRAM margin (the quant's: seed 000 step 5, step 2) and ubatch;

@@ -45,7 +45,7 @@ def metrics(p: Profile) -> Iterator[Finding]:
     if metrics.server_port is not None and not metrics.proxy:
         # rule: metrics-ports-distinct
         # Without the proxy llama-server keeps serve.port: a server_port would be a port nothing binds.
-        yield error(("metrics", "server_port"), "only with proxy: true (llama-server keeps serve.port otherwise)")
+        yield error(("metrics", "server_port"), "only with proxy: true (the server keeps serve.port otherwise)")
     elif metrics.server_port in (p.serve.port, metrics.port):
         # rule: metrics-ports-distinct
         # llama-server behind the proxy needs a port neither the proxy nor the exporter holds.

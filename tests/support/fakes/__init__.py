@@ -62,18 +62,25 @@ def fake_ports(hub: FakeHub, cores: int = 8) -> tuple[Ports, FakeDocker]:
     ), docker
 
 
-def converged_fake(tmp_path: Path, files: dict[str, bytes]):  # noqa: ANN201 - (Orchestrator, FakeDocker, FakeHub, Profile)
-    """FAKE_PROFILE applied on fakes, its quant's `files` served by a FakeHub under `tmp_path`: the converged host
-    a fault test then damages."""
-    from kimik3_reconciler.model.profile_source import parse_profile
+def fake_orchestrator(tmp_path: Path, files: dict[str, bytes], revision: str = FAKE_REVISION):  # noqa: ANN201
+    """An orchestrator on fakes in `tmp_path` (a source archive and a Dockerfile there, a FakeHub serving org/k3 at
+    `revision` with `files`): (Orchestrator, Ports, FakeDocker, FakeHub), the ports for a test to change."""
     from kimik3_reconciler.orchestrator import Orchestrator
     from kimik3_reconciler.steps.report import NullReporter
 
     (tmp_path / "src.tar.gz").write_bytes(b"source")
     (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
-    hub = FakeHub("org/k3", FAKE_REVISION, files, tmp_path / "hub")
+    hub = FakeHub("org/k3", revision, files, tmp_path / "hub")
     ports, docker = fake_ports(hub)
-    orchestrator = Orchestrator(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp")
+    return Orchestrator(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp"), ports, docker, hub
+
+
+def converged_fake(tmp_path: Path, files: dict[str, bytes]):  # noqa: ANN201 - (Orchestrator, FakeDocker, FakeHub, Profile)
+    """FAKE_PROFILE applied on fakes, its quant's `files` served by a FakeHub under `tmp_path`: the converged host
+    a fault test then damages."""
+    from kimik3_reconciler.model.profile_source import parse_profile
+
+    orchestrator, _, docker, hub = fake_orchestrator(tmp_path, files)
     profile = parse_profile(FAKE_PROFILE, "test.yaml")
     orchestrator.apply(profile)
     return orchestrator, docker, hub, profile

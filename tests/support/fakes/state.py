@@ -1,5 +1,5 @@
 """MemoryState (the state dir's records and artifacts), MemoryCache (the cache dir's entries) and FakeClock (time
-that moves only when slept)."""
+that moves only when slept); full_for (a state dir full for some records)."""
 
 from __future__ import annotations
 
@@ -88,6 +88,18 @@ class MemoryCache:
 
     def write(self, key: str, value: dict[str, Any]) -> None:
         self.entries[key] = value
+
+
+def full_for(state: Any, prefix: str) -> None:  # noqa: ANN401 - any state port
+    """`state`'s writes of records under `prefix` fail as on a full state dir (ENOSPC); the others go through."""
+    real_write = state.write
+
+    def write(key: str, value: dict[str, Any]) -> None:
+        if key.startswith(prefix):
+            raise OSError(errno.ENOSPC, "No space left on device", f"state/{key}")
+        real_write(key, value)
+
+    state.write = write
 
 
 class FakeClock:

@@ -243,6 +243,16 @@ def fetch_with(job: hub_download.Target, handler: Any, parts: int = 1) -> int:
         return hub_download.fetch(client, job, lambda *_: None, parts)
 
 
+def refused_keeping_partial(job: hub_download.Target, handler: Any, held: int) -> None:
+    """A two-range fetch of `job` whose hub refuses connections midway: HubError, saying the partial is kept with
+    `held` of its 4 bytes."""
+    with pytest.raises(
+        HubError,
+        match=rf"refused; the partial is kept for the next apply to resume: .*\.incomplete \({held} of 4 bytes\)$",
+    ):
+        fetch_with(job, handler, parts=2)
+
+
 def test_download_dropped_connection_is_transient(tmp_path: Path) -> None:
     with pytest.raises(TransientError, match=r"^Q/a.gguf: ReadTimeout: too slow$"):
         append(download_target(tmp_path), raising(httpx.ReadTimeout("too slow")))
@@ -431,12 +441,7 @@ def test_a_ranged_partial_is_named_with_the_bytes_its_record_holds_not_its_size(
         raise httpx.ConnectError("[Errno 111] Connection refused")
 
     job = download_target(tmp_path)
-    with pytest.raises(
-        HubError,
-        match=r"refused; the partial is kept for the next apply to resume: "
-        r".*\.incomplete \(2 of 4 bytes\)$",
-    ):
-        fetch_with(job, first_range_only, parts=2)
+    refused_keeping_partial(job, first_range_only, held=2)
     assert job.partial.stat().st_size == 4  # sized up front: its size is not what it holds
     assert fetch_with(job, lambda request: httpx.Response(206, content=b"cd"), parts=2) == 2  # resumed: the rest only
 
@@ -459,12 +464,7 @@ def test_a_range_cut_short_of_its_first_mib_keeps_and_names_what_it_wrote(
         raise httpx.ConnectError("[Errno 111] Connection refused")
 
     job = download_target(tmp_path)
-    with pytest.raises(
-        HubError,
-        match=r"refused; the partial is kept for the next apply to resume: "
-        r".*\.incomplete \(1 of 4 bytes\)$",
-    ):
-        fetch_with(job, one_byte_then_down, parts=2)
+    refused_keeping_partial(job, one_byte_then_down, held=1)
     asked = []
 
     def serves(request: httpx.Request) -> httpx.Response:  # the hub back: each range from where its record says

@@ -13,28 +13,16 @@ import pytest
 import requests.exceptions
 import tenacity
 from structlog.testing import capture_logs
+from support.fakes.state import FakeClock
 
 from kimik3_reconciler.adapters.docker_engine import DAEMON_RESTART_S, DockerEngine
 from kimik3_reconciler.adapters.docker_socket import EngineSocket, EngineUnreachable
 from kimik3_reconciler.errors import PermanentError, TransientError
 
 
-class FakeTime:
-    """Stands in for tenacity's `time`: monotonic() advances only when the retry sleeps."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
-
-
 @pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> FakeTime:
-    fake = FakeTime()
+def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    fake = FakeClock()
     monkeypatch.setattr(tenacity, "time", fake)
     monkeypatch.setattr(DockerEngine.info.retry, "sleep", fake.sleep)
     return fake
@@ -54,9 +42,9 @@ DOWN = {
 }
 
 
-def daemon_down_until(clock: FakeTime, back_at: float, down: Exception = DOWN["sdk"]) -> Any:
+def daemon_down_until(clock: FakeClock, back_at: float, down: Exception = DOWN["sdk"]) -> Any:
     def info() -> dict[str, Any]:
-        if clock.now < back_at:
+        if clock.t < back_at:
             raise down
         return {"ServerVersion": "26"}
 
@@ -68,9 +56,9 @@ def test_the_restart_window_is_at_least_a_minute() -> None:
 
 
 @pytest.mark.parametrize("transport", sorted(DOWN))
-def test_a_daemon_back_after_40_s_is_waited_for_with_a_message_per_retry(clock: FakeTime, transport: str) -> None:
+def test_a_daemon_back_after_40_s_is_waited_for_with_a_message_per_retry(clock: FakeClock, transport: str) -> None:
     engine = DockerEngine()
-    engine._reads = SimpleNamespace(info=daemon_down_until(clock, clock.now + 40, DOWN[transport]))
+    engine._reads = SimpleNamespace(info=daemon_down_until(clock, clock.t + 40, DOWN[transport]))
     with capture_logs() as logs:
         assert engine.info() == {"ServerVersion": "26"}
     retries = [entry for entry in logs if entry["event"] == "docker-retry"]
@@ -82,24 +70,24 @@ def test_a_daemon_back_after_40_s_is_waited_for_with_a_message_per_retry(clock: 
 
 
 @pytest.mark.parametrize("transport", sorted(DOWN))
-def test_a_daemon_that_stays_down_fails_after_the_window_not_before(clock: FakeTime, transport: str) -> None:
+def test_a_daemon_that_stays_down_fails_after_the_window_not_before(clock: FakeClock, transport: str) -> None:
     engine = DockerEngine()
-    started = clock.now
+    started = clock.t
     engine._reads = SimpleNamespace(info=daemon_down_until(clock, float("inf"), DOWN[transport]))
     with capture_logs(), pytest.raises(TransientError, match="docker daemon not answering"):
         engine.info()
-    assert DAEMON_RESTART_S <= clock.now - started <= DAEMON_RESTART_S + 10
+    assert DAEMON_RESTART_S <= clock.t - started <= DAEMON_RESTART_S + 10
 
 
 @pytest.mark.parametrize("transport", sorted(DOWN))
-def test_the_exporters_engine_does_not_ride_out_a_restart(clock: FakeTime, transport: str) -> None:
+def test_the_exporters_engine_does_not_ride_out_a_restart(clock: FakeClock, transport: str) -> None:
     """`metrics-serve`'s engine: a scrape answers within its bound and asks again at the next one, so a restarting
     daemon fails the call at once (issue 30: each scrape waited 90 s), and says its own timeout when it hangs."""
-    engine, calls, started = DockerEngine("unix:///k3un.sock", rides_out_restarts=False, timeout_s=2.0), [], clock.now
+    engine, calls, started = DockerEngine("unix:///k3un.sock", rides_out_restarts=False, timeout_s=2.0), [], clock.t
     engine._reads = SimpleNamespace(info=failing(DOWN[transport], calls))
     with capture_logs() as logs, pytest.raises(TransientError, match="docker daemon not answering"):
         engine.info()
-    assert calls == [1] and clock.now == started and not [e for e in logs if e["event"] == "docker-retry"]
+    assert calls == [1] and clock.t == started and not [e for e in logs if e["event"] == "docker-retry"]
     engine._reads = SimpleNamespace(info=failing(unreachable(TimeoutError("timed out")), calls))
     with pytest.raises(PermanentError, match="did not answer within 2 s"):
         engine.info()
@@ -152,16 +140,16 @@ def failing(error: Exception, calls: list[int]) -> Any:
     ids=["sdk-no-socket", "sdk-permission", "sdk-timeout", "socket-no-socket", "socket-permission", "socket-timeout"],
 )
 def test_no_daemon_no_permission_or_a_timeout_fail_at_once_saying_why(
-    clock: FakeTime, error: Exception, says: str
+    clock: FakeClock, error: Exception, says: str
 ) -> None:
-    engine, calls, started = DockerEngine("unix:///k3un.sock"), [], clock.now
+    engine, calls, started = DockerEngine("unix:///k3un.sock"), [], clock.t
     engine._reads = SimpleNamespace(info=failing(error, calls))
     with capture_logs() as logs, pytest.raises(PermanentError, match=says):
         engine.info()
-    assert calls == [1] and clock.now == started and not [e for e in logs if e["event"] == "docker-retry"]
+    assert calls == [1] and clock.t == started and not [e for e in logs if e["event"] == "docker-retry"]
 
 
-def test_a_socket_that_vanishes_after_the_daemon_answered_is_a_restart(clock: FakeTime) -> None:
+def test_a_socket_that_vanishes_after_the_daemon_answered_is_a_restart(clock: FakeClock) -> None:
     engine, calls = DockerEngine("unix:///k3un.sock"), []
     gone = socket_error(FileNotFoundError(2, "No such file or directory"))
     answers = iter([{"ServerVersion": "26"}])
@@ -170,7 +158,7 @@ def test_a_socket_that_vanishes_after_the_daemon_answered_is_a_restart(clock: Fa
         calls.append(1)
         if len(calls) == 1:
             return next(answers)
-        if clock.now < 1030:
+        if clock.t < 30:  # back 30 s after the clock started
             raise gone
         return {"ServerVersion": "27"}
 
@@ -181,7 +169,7 @@ def test_a_socket_that_vanishes_after_the_daemon_answered_is_a_restart(clock: Fa
     assert len(calls) > 3
 
 
-def test_a_refused_or_reset_connection_is_retried(clock: FakeTime) -> None:
+def test_a_refused_or_reset_connection_is_retried(clock: FakeClock) -> None:
     for os_error in (ConnectionRefusedError(111, "Connection refused"), ConnectionResetError(104, "reset")):
         for error in (socket_error(os_error), unreachable(os_error)):  # through the SDK, over the socket
             engine, calls = DockerEngine(), []
@@ -191,7 +179,7 @@ def test_a_refused_or_reset_connection_is_retried(clock: FakeTime) -> None:
             assert len(calls) > 3
 
 
-def test_retries_do_not_nest(clock: FakeTime, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_retries_do_not_nest(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
     """list_containers inspects each container: one retry layer (90 s), not 90 s per inspect inside 90 s."""
     monkeypatch.setattr(DockerEngine.list_containers.retry, "sleep", clock.sleep)
     monkeypatch.setattr(DockerEngine.inspect_container.retry, "sleep", clock.sleep)
@@ -202,14 +190,14 @@ def test_retries_do_not_nest(clock: FakeTime, monkeypatch: pytest.MonkeyPatch) -
         raise socket_error(ConnectionRefusedError(111, "Connection refused"))
 
     engine._reads = SimpleNamespace(containers=lambda **_: [{"Id": "a"}], inspect_container=inspect_container)
-    started = clock.now
+    started = clock.t
     with capture_logs(), pytest.raises(TransientError):
         engine.list_containers("kimik3.profile")
-    assert clock.now - started <= DAEMON_RESTART_S + 10
+    assert clock.t - started <= DAEMON_RESTART_S + 10
     assert len(inspects) < 40  # one inspect per outer attempt (nested, each would retry for 90 s itself)
 
 
-def test_the_real_socket_reader_classifies_as_the_sdk_does(clock: FakeTime, tmp_path: Path) -> None:
+def test_the_real_socket_reader_classifies_as_the_sdk_does(clock: FakeClock, tmp_path: Path) -> None:
     """No socket at all and never answered: no daemon (at once); the same socket gone after an answer: a restart."""
     engine = DockerEngine(f"unix://{tmp_path}/docker.sock")
     assert isinstance(engine.reads, EngineSocket)

@@ -11,12 +11,12 @@ import json
 import socketserver
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import docker
 import pytest
+from support.json_http import JsonHandler
 
 from kimik3_reconciler.adapters.docker_engine import DockerEngine
 from kimik3_reconciler.adapters.docker_socket import DEFAULT_SOCKET, EngineSocket, engine_socket
@@ -84,7 +84,7 @@ class FakeDaemon:
 def daemon(tmp_path: Path) -> Iterator[tuple[FakeDaemon, str]]:
     fake = FakeDaemon()
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(JsonHandler):
         protocol_version = "HTTP/1.1"
 
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
@@ -93,15 +93,7 @@ def daemon(tmp_path: Path) -> Iterator[tuple[FakeDaemon, str]]:
             for prefix in ("/v1.41",):  # the SDK's versioned paths answer the same
                 path = path.removeprefix(prefix)
             status, answer = fake.answers.get(path, (404, {"message": f"page not found: {path}"}))
-            body = json.dumps(answer).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *_: Any) -> None:
-            pass
+            self.send_json(status, answer)
 
     path = str(tmp_path / "docker.sock")
     server = socketserver.ThreadingUnixStreamServer(path, Handler)

@@ -46,6 +46,14 @@ def dead_pid() -> int:
     return child.pid
 
 
+def stale_record(state: Path, ident: str, operation: str) -> LockHolder:
+    """The lock record of a dead process of this host (profile k3-a), written in the state dir `state`."""
+    gone = LockHolder(ident, operation, "k3-a", dead_pid(), os.uname().nodename, "2026-01-01T00:00:00+00:00")
+    (state / "lock").mkdir(exist_ok=True)
+    (state / LOCK_RECORD).write_text(json.dumps(gone.to_json()))
+    return gone
+
+
 def test_a_second_holder_is_refused_and_told_who_holds_it(tmp_path: Path) -> None:
     first, second = StateDirLock(tmp_path), StateDirLock(tmp_path)
     mine = holder()
@@ -104,16 +112,7 @@ def test_a_waiter_gets_the_lock_when_the_holder_releases(tmp_path: Path) -> None
 
 
 def test_a_stale_record_of_a_dead_process_is_taken_over_with_a_message(tmp_path: Path) -> None:
-    gone = LockHolder(
-        id="deadbeef0001",
-        operation="apply",
-        profile="k3-a",
-        pid=dead_pid(),
-        host=os.uname().nodename,
-        started="2026-01-01T00:00:00+00:00",
-    )
-    (tmp_path / "lock").mkdir(exist_ok=True)
-    (tmp_path / LOCK_RECORD).write_text(json.dumps(gone.to_json()))
+    stale_record(tmp_path, "deadbeef0001", "apply")
     events = Events()
     acquire(StateDirLock(tmp_path), FakeClock(), holder(), timeout_s=0, say=events)
     assert events.names() == ["lock-taken-over"]
@@ -158,16 +157,7 @@ def test_force_unlock_needs_the_current_id_and_lets_the_next_one_in(tmp_path: Pa
 def test_force_unlock_of_a_stale_record_and_of_nothing(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="the host is not locked"):
         force_unlock(StateDirLock(tmp_path), "abc")
-    gone = LockHolder(
-        id="deadbeef0002",
-        operation="prune",
-        profile="k3-a",
-        pid=dead_pid(),
-        host=os.uname().nodename,
-        started="2026-01-01T00:00:00+00:00",
-    )
-    (tmp_path / "lock").mkdir(exist_ok=True)
-    (tmp_path / LOCK_RECORD).write_text(json.dumps(gone.to_json()))
+    stale_record(tmp_path, "deadbeef0002", "prune")
     assert "removed the stale lock record deadbeef0002" in force_unlock(StateDirLock(tmp_path), "deadbeef0002")
     assert StateDirLock(tmp_path).holder() == (None, False)
 

@@ -32,6 +32,14 @@ def orchestrator(tmp_path: Path) -> Orchestrator:
     return Orchestrator(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp")
 
 
+def small_sweep(orchestrator, output_tokens: int) -> BenchRun:  # noqa: ANN001 - the fake-ported Orchestrator
+    """The fake profile applied, then a sweep of levels 1 and 2, one prompt a client."""
+    loaded = parse_profile(FAKE_PROFILE, "test.yaml")
+    orchestrator.apply(loaded)
+    settings = BenchSettings(grid=(1, 2), prompts=1, output_tokens=output_tokens)
+    return run_sweep(orchestrator, loaded, settings, converged_deployment(orchestrator, loaded))
+
+
 def test_percentiles_interpolate_between_ranks() -> None:
     assert percentile([], 0.5) is None
     assert percentile([3.0, 1.0, 2.0], 0.5) == 2.0
@@ -127,14 +135,7 @@ def test_the_plot_is_written_as_png_or_svg_and_other_suffixes_are_refused(
     from kimik3_reconciler.benchmark.plot import plot_runs
     from kimik3_reconciler.errors import InputError
 
-    loaded = parse_profile(FAKE_PROFILE, "test.yaml")
-    orchestrator.apply(loaded)
-    run = run_sweep(
-        orchestrator,
-        loaded,
-        BenchSettings(grid=(1, 2), prompts=1, output_tokens=8),
-        converged_deployment(orchestrator, loaded),
-    )
+    run = small_sweep(orchestrator, output_tokens=8)
     plot_runs([run, BenchRun.from_json({**run.to_json(), "fingerprint": "feedface00000000"})], tmp_path / "b.svg")
     plot_runs([run], tmp_path / "b.png")
     assert (tmp_path / "b.svg").read_text().lstrip().startswith("<?xml")
@@ -148,14 +149,7 @@ def test_the_tables_show_each_level_and_compare_runs_side_by_side(orchestrator: 
 
     from kimik3_reconciler.cli.bench_cmd import compare_table, level_table
 
-    loaded = parse_profile(FAKE_PROFILE, "test.yaml")
-    orchestrator.apply(loaded)
-    run = run_sweep(
-        orchestrator,
-        loaded,
-        BenchSettings(grid=(1, 2), prompts=1, output_tokens=21),
-        converged_deployment(orchestrator, loaded),
-    )
+    run = small_sweep(orchestrator, output_tokens=21)
     other = BenchRun.from_json(
         {**run.to_json(), "fingerprint": "feedface00000000", "levels": [run.levels[0].to_json()]}
     )

@@ -20,6 +20,34 @@ ROOT = Path(__file__).resolve().parents[3]
 DEMO = (ROOT / "profiles" / "demo-cpu.yaml").read_text()
 
 
+def kimik3_run(tmp_path: Path, *args: str, **options: object) -> subprocess.CompletedProcess[str]:
+    """`python -m kimik3_reconciler ARGS` in a process of its own (its real stdin and descriptors), its state in
+    `tmp_path`; `options` as subprocess.run takes them (stdin, input, pass_fds)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "KIMIK3_STATE_DIR": str(tmp_path / "state")}
+    return subprocess.run(  # type: ignore[call-overload]
+        [sys.executable, "-m", "kimik3_reconciler", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
+        **options,
+    )
+
+
+def demo_plan(tmp_path: Path):  # noqa: ANN201 - a SavedPlan
+    """A saved plan of the demo profile (as `tmp_path/k3.yaml`) with no steps."""
+    from kimik3_reconciler.model.plan_file import SavedPlan
+
+    return SavedPlan(
+        profile_source=str(tmp_path / "k3.yaml"),
+        profile_text=DEMO,
+        basis={},
+        steps=(),
+        created="2026-12-03T10:00:00+00:00",
+    )
+
+
 def _validate(path: str, tmp_path: Path) -> tuple[int, str]:
     result = CliRunner().invoke(main, ["--state-dir", str(tmp_path / "state"), "validate", path])
     return result.exit_code, result.output
@@ -34,34 +62,15 @@ def test_an_endless_device_is_refused_before_a_byte_is_read(tmp_path: Path) -> N
 
 def test_an_endless_stdin_is_refused_after_a_bounded_read(tmp_path: Path) -> None:
     with open("/dev/zero", "rb") as zeros:  # stdin is read as it is, but never past the limit
-        run = subprocess.run(
-            [sys.executable, "-m", "kimik3_reconciler", "validate", "/dev/stdin"],
-            stdin=zeros,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=_env(tmp_path),
-            check=False,
-        )
+        run = kimik3_run(tmp_path, "validate", "/dev/stdin", stdin=zeros)
     assert run.returncode == 2 and run.stderr.startswith("/dev/stdin: larger than 4 MiB")
-
-
-def _env(tmp_path: Path) -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "KIMIK3_STATE_DIR": str(tmp_path / "state")}
 
 
 def test_a_fifo_without_a_writer_is_refused_at_once_naming_it(tmp_path: Path) -> None:
     fifo = tmp_path / "k3.yaml"
     os.mkfifo(fifo)
     for command in ("validate", "plan"):  # before: open() waited for a writer forever
-        run = subprocess.run(
-            [sys.executable, "-m", "kimik3_reconciler", command, str(fifo)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=_env(tmp_path),
-            check=False,
-        )
+        run = kimik3_run(tmp_path, command, str(fifo))
         assert run.returncode == 2, run.stderr
         assert f"{fifo}: is a FIFO (named pipe): kimik3 reads a profile or saved plan from a regular file" in run.stderr
         assert "Traceback" not in run.stderr
@@ -71,37 +80,13 @@ def test_a_fifo_without_a_writer_is_refused_at_once_naming_it(tmp_path: Path) ->
 def test_a_profile_on_stdin_or_a_handed_over_descriptor_still_reads(tmp_path: Path) -> None:
     demo = ROOT / "profiles" / "demo-cpu.yaml"
     with open(demo, "rb") as profile:
-        as_file = subprocess.run(
-            [sys.executable, "-m", "kimik3_reconciler", "validate", "/dev/stdin"],
-            stdin=profile,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=_env(tmp_path),
-            check=False,
-        )
-    piped = subprocess.run(
-        [sys.executable, "-m", "kimik3_reconciler", "validate", "/dev/stdin"],
-        input=DEMO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=_env(tmp_path),
-        check=False,
-    )
+        as_file = kimik3_run(tmp_path, "validate", "/dev/stdin", stdin=profile)
+    piped = kimik3_run(tmp_path, "validate", "/dev/stdin", input=DEMO)
     read_end, write_end = os.pipe()  # bash's `validate <(cat k3.yaml)`: a pipe named /dev/fd/N
     os.write(write_end, DEMO.encode())
     os.close(write_end)
     try:
-        substituted = subprocess.run(
-            [sys.executable, "-m", "kimik3_reconciler", "validate", f"/dev/fd/{read_end}"],
-            pass_fds=(read_end,),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=_env(tmp_path),
-            check=False,
-        )
+        substituted = kimik3_run(tmp_path, "validate", f"/dev/fd/{read_end}", pass_fds=(read_end,))
     finally:
         os.close(read_end)
     for run, name in ((as_file, "/dev/stdin"), (piped, "/dev/stdin"), (substituted, f"/dev/fd/{read_end}")):
@@ -268,17 +253,8 @@ def test_plan_out_replaces_only_a_new_file_or_an_older_saved_plan(tmp_path: Path
     replaced the profile itself. Only a new path or an older saved plan is written."""
     from kimik3_reconciler.cli.inputs import write_plan
     from kimik3_reconciler.errors import InputError
-    from kimik3_reconciler.model.plan_file import SavedPlan
 
-    saved = SavedPlan(
-        profile_source=str(tmp_path / "k3.yaml"),
-        profile_text=DEMO,
-        basis={},
-        steps=(),
-        created="2026-12-03T10:00:00+00:00",
-        rehash=False,
-        warnings=(),
-    )
+    saved = demo_plan(tmp_path)
     profile = tmp_path / "k3.yaml"
     profile.write_text(DEMO)
     with pytest.raises(InputError, match="exists and is not a kimik3 saved plan"):
@@ -305,17 +281,8 @@ def test_a_plan_that_cannot_be_written_is_exit_8_naming_the_path_and_leaves_no_t
 
     from kimik3_reconciler.cli.inputs import write_plan
     from kimik3_reconciler.errors import LocalFileError
-    from kimik3_reconciler.model.plan_file import SavedPlan
 
-    saved = SavedPlan(
-        profile_source=str(tmp_path / "k3.yaml"),
-        profile_text=DEMO,
-        basis={},
-        steps=(),
-        created="2026-12-03T10:00:00+00:00",
-        rehash=False,
-        warnings=(),
-    )
+    saved = demo_plan(tmp_path)
     with pytest.raises(LocalFileError) as missing:
         write_plan(str(tmp_path / "no-such-dir" / "k3.plan"), saved)
     assert missing.value.exit_code == 8 and str(tmp_path / "no-such-dir") in str(missing.value)
@@ -333,18 +300,11 @@ def test_plan_out_never_writes_through_a_symlink_planted_at_a_temp_name(tmp_path
     """The host lock's class (held-back review): `-out` wrote `.NAME.kimik3-tmp`, a predictable name, following a
     symlink there (in a shared /tmp: any user's). Now a fresh O_EXCL temp file."""
     from kimik3_reconciler.cli.inputs import write_plan
-    from kimik3_reconciler.model.plan_file import SavedPlan
 
     victim = tmp_path / "victim"
     victim.write_text("precious\n")
     (tmp_path / ".k3.plan.kimik3-tmp").symlink_to(victim)
-    saved = SavedPlan(
-        profile_source=str(tmp_path / "k3.yaml"),
-        profile_text=DEMO,
-        basis={},
-        steps=(),
-        created="2026-12-03T10:00:00+00:00",
-    )
+    saved = demo_plan(tmp_path)
     write_plan(str(tmp_path / "k3.plan"), saved)
     assert victim.read_text() == "precious\n" and (tmp_path / "k3.plan").read_text().startswith("{")
     assert (tmp_path / "k3.plan").stat().st_mode & 0o777 == 0o644

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 import pytest
 from click.testing import CliRunner
+from support.cli_run import cli_run
 from support.shipped import pinned_text
 
 from kimik3_reconciler.cli import main
@@ -32,13 +33,7 @@ NOT_JSON_FLAGGED = {
 
 
 def run(args: list[str], cwd: Path) -> tuple[int, str, str]:
-    result = CliRunner().invoke(
-        main,
-        args,
-        catch_exceptions=False,
-        env={"KIMIK3_STATE_DIR": str(cwd / "state"), "KIMIK3_CACHE_DIR": str(cwd / "cache")},
-    )
-    return result.exit_code, result.stdout, result.stderr
+    return cli_run(args, cwd)
 
 
 def test_every_command_that_prints_a_result_takes_json() -> None:

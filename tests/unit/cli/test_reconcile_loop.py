@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeHub, fake_ports
+from support.fakes.state import full_for
 
 from kimik3_reconciler.adapters.host_lock import StateDirLock
 from kimik3_reconciler.cli import load
@@ -233,16 +234,7 @@ def subprocess_pid_that_exited() -> int:
 def test_a_full_state_dir_does_not_end_the_loop_and_the_pass_still_converges(world: World) -> None:
     """Issue 30: the loop's own record failing with ENOSPC raised out of the pass and ended `kimik3 reconcile`
     (exit 8), leaving nothing to bring a server back. The pass now says so in its line and goes on."""
-    import errno
-
-    real_write = world.ports.state.write
-
-    def full_for_the_loop_record(key: str, value: dict) -> None:
-        if key.startswith("reconcile/"):
-            raise OSError(errno.ENOSPC, "No space left on device", f"state/{key}")
-        real_write(key, value)
-
-    world.ports.state.write = full_for_the_loop_record
+    full_for(world.ports.state, "reconcile/")
     line = world.loop.run_pass()
     assert line["result"] == "changed" and line["exit_code"] == 0
     assert line["warning"].startswith("loop record not refreshed: state/reconcile/k3-test.json: no space left")

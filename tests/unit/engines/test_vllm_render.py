@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from support.observed import observed
+from support.profiles import VLLM_CPU_HEAD
 from support.shipped import pinned_text
 
 from kimik3_reconciler.engines import engine_for
@@ -42,16 +43,12 @@ SEED_001_ENV = {"VLLM_USE_V2_MODEL_RUNNER": "1"}  # and -e HF_TOKEN, which kimik
 # What kimik3 adds to the seed's argv: the served id, the address (the seed publishes -p 8000:8000 instead).
 KIMIK3_ADDS = ("--served-model-name", "--host", "--port")
 # The CPU test profile's knobs (tests/integration/test_vllm_docker.py serves it with vllm-cpu).
-CPU_PROFILE = """apiVersion: kimik3/v1
-name: k3-vllm-cpu
-engine: vllm
-model: {repo: kimik3-demo/Kimi-K3-tiny, revision: %s}
-image: {ref: "127.0.0.1:5000/kimik3-test/vllm-cpu:0.32.0@sha256:%s"}
-gpus: none
-serve: {env: {VLLM_CPU_KVCACHE_SPACE: "1"}}
-vllm: {tensor_parallel_size: 1, max_model_len: 512, kv_cache_dtype: auto, attention_backend: null,
+CPU_PROFILE = (
+    VLLM_CPU_HEAD
+    + """vllm: {tensor_parallel_size: 1, max_model_len: 512, kv_cache_dtype: auto, attention_backend: null,
        attention_config: null, prefix_match_unit: null, enforce_eager: true, v2_model_runner: false}
-""" % ("a" * 40, "b" * 64)
+"""
+)
 VLLM_PYTHON = Path(os.environ.get("KIMIK3_VLLM_PYTHON", "/work/venv-vllm/bin/python"))
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from prometheus_client import generate_latest
 from support.fakes import FakeHub, fake_ports
 from support.fakes.docker import container_inspect
+from support.json_http import JsonHandler
 from support.observed import observed
 
 from kimik3_reconciler.engines import engine_for
@@ -180,13 +181,13 @@ def test_the_prompt_check_renders_through_vllms_tokenize_when_there_is_no_apply_
     (with the served model's name), /detokenize gives the text back."""
     import json
     import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from http.server import ThreadingHTTPServer
 
     from kimik3_reconciler.adapters.openai_chat import OpenAIChat
 
     seen: list[tuple[str, dict]] = []
 
-    class Vllm(BaseHTTPRequestHandler):
+    class Vllm(JsonHandler):
         def do_POST(self) -> None:  # noqa: N802 - http.server's name
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             seen.append((self.path, body))
@@ -196,20 +197,9 @@ def test_the_prompt_check_renders_through_vllms_tokenize_when_there_is_no_apply_
             elif self.path == "/detokenize":
                 answer = {"prompt": "".join(chr(t) for t in body["tokens"])}
             else:
-                self.send_response(404)
-                self.send_header("Content-Type", "application/json")
-                self.end_headers()
-                self.wfile.write(b'{"detail": "Not Found"}')
+                self.send_json(404, {"detail": "Not Found"})
                 return
-            data = json.dumps(answer).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args: object) -> None:
-            pass
+            self.send_json(200, answer)
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Vllm)
     threading.Thread(target=server.serve_forever, daemon=True).start()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kimik3_reconciler.engines.llamacpp.sizing import batch_for, effective_batch, effective_ubatch, ubatch_for
 from kimik3_reconciler.model import catalog
 from kimik3_reconciler.model.profile_source import parse_profile
 
@@ -37,21 +38,21 @@ def test_fit_margin_per_quant_and_mode() -> None:
 
 def test_defaults_follow_the_quant() -> None:
     iq2, reap, q2 = profile("UD-IQ2_XXS"), profile("UD-Q2_K_XL-REAP770"), profile("UD-Q2_K_XL")
-    assert (iq2.effective_batch, iq2.effective_ubatch, iq2.effective_fit_target) == (2048, 2048, 6144)
-    assert (reap.effective_batch, reap.effective_ubatch, reap.effective_fit_target) == (2048, 2048, 4096)
-    assert (q2.effective_batch, q2.effective_ubatch, q2.effective_fit_target) == (4096, 4096, 4096)
+    assert (effective_batch(iq2), effective_ubatch(iq2), iq2.effective_fit_target) == (2048, 2048, 6144)
+    assert (effective_batch(reap), effective_ubatch(reap), reap.effective_fit_target) == (2048, 2048, 4096)
+    assert (effective_batch(q2), effective_ubatch(q2), q2.effective_fit_target) == (4096, 4096, 4096)
     # A planner that derived another mode for the host asks with it.
-    assert (iq2.batch_for("hybrid"), iq2.ubatch_for("hybrid"), iq2.fit_target_for("hybrid")) == (4096, 4096, 4096)
+    assert (batch_for(iq2, "hybrid"), ubatch_for(iq2, "hybrid"), iq2.fit_target_for("hybrid")) == (4096, 4096, 4096)
 
 
 def test_written_values_win_and_batch_never_defaults_below_ubatch() -> None:
     written = profile("UD-IQ2_XXS", "batch: 8192, ubatch: 1024, fit_target: [6144, 8192]")
-    assert (written.effective_batch, written.effective_ubatch, written.effective_fit_target) == (
+    assert (effective_batch(written), effective_ubatch(written), written.effective_fit_target) == (
         8192,
         1024,
         [6144, 8192],
     )
-    assert profile("UD-IQ2_XXS", "ubatch: 4096").effective_batch == 4096
+    assert effective_batch(profile("UD-IQ2_XXS", "ubatch: 4096")) == 4096
 
 
 def test_context_length_is_k3s() -> None:

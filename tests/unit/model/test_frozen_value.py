@@ -9,6 +9,7 @@ import dataclasses
 import pytest
 from test_plan_file import SAMPLES
 
+from kimik3_reconciler.engines.llamacpp.sizing import manual_split
 from kimik3_reconciler.model.facts import GpuFact, HostFacts, RunningConfig
 from kimik3_reconciler.model.profile import ServeSpec, from_tree
 
@@ -74,5 +75,5 @@ def test_facts_and_profile_values_are_frozen_and_convert_input_as_pydantic_did()
     assert running.model_dump(mode="json")["env"] == [["HF_TOKEN", "(hidden)"]]
     assert running.model_dump()["env"] == (("HF_TOKEN", "t"),)  # python mode: as held
     serve = from_tree({"@model": "ServeSpec", "fields": {"port": 8080, "n_cpu_moe": None, "extra_args": []}})
-    assert isinstance(serve, ServeSpec) and not serve.manual_split
-    assert serve.model_copy(update={"n_cpu_moe": 3}).manual_split and serve.n_cpu_moe is None
+    assert isinstance(serve, ServeSpec) and not manual_split(serve)
+    assert manual_split(serve.model_copy(update={"n_cpu_moe": 3})) and serve.n_cpu_moe is None

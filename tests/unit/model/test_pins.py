@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from support.cli_run import cli_run
 from support.shipped import pinned_text
 
 from kimik3_reconciler.cli import main
@@ -22,17 +23,7 @@ SHIPPED = sorted(p for p in (ROOT / "profiles").glob("*.yaml") if "\nkind: Fleet
 
 
 def run(args: list[str], cwd: Path) -> tuple[int, str, str]:
-    result = CliRunner().invoke(
-        main,
-        args,
-        catch_exceptions=False,
-        env={
-            "KIMIK3_STATE_DIR": str(cwd / "state"),
-            "KIMIK3_CACHE_DIR": str(cwd / "cache"),
-            "DOCKER_HOST": f"unix://{cwd}/no-docker.sock",
-        },
-    )  # a refusal must come before any host access
-    return result.exit_code, result.stdout, result.stderr
+    return cli_run(args, cwd, DOCKER_HOST=f"unix://{cwd}/no-docker.sock")  # a refusal must come before any host access
 
 
 @pytest.mark.parametrize(

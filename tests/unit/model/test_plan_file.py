@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-from dataclasses import fields
+from dataclasses import fields, replace
 
 import pytest
 
 from kimik3_reconciler.errors import InputError
+from kimik3_reconciler.model import specs
 from kimik3_reconciler.model.facts import FileStat, RemoteFile
 from kimik3_reconciler.model.plan import Action, DiffItem, Step
 from kimik3_reconciler.model.plan_file import (
@@ -18,51 +19,12 @@ from kimik3_reconciler.model.plan_file import (
     read_saved_plan,
     write_saved_plan,
 )
-from kimik3_reconciler.model.specs import (
-    PAYLOADS,
-    ContainerSpec,
-    DockerHost,
-    ExporterRun,
-    ExporterStop,
-    ExporterUnit,
-    ForgetDeployment,
-    FrontHold,
-    FrontRun,
-    FrontStop,
-    FrontUnit,
-    GpuProbe,
-    HealthWait,
-    HostSettings,
-    ImageBuild,
-    ImagePull,
-    LaunchContainer,
-    LocalModelVerify,
-    ModelDownload,
-    Mount,
-    PagecachePreread,
-    QuantGateRun,
-    RemoveContainer,
-    RemoveImage,
-    RemoveModelFiles,
-    RetagImage,
-    SmokeTest,
-    StartContainer,
-    StopContainer,
-    StopUnit,
-    UnitInstall,
-    UnitRemoval,
-    VerifyServer,
-    WorkerImage,
-    WorkerLaunch,
-    WorkerRemove,
-    WorkerWait,
-)
 
 FILES = (
     RemoteFile(path="Q/a-00001-of-00002.gguf", size=50 << 30, sha256="ab" * 32),
     RemoteFile(path="config.json", size=120, git_oid="cd" * 20),
 )
-DOWNLOAD = ModelDownload(
+DOWNLOAD = specs.ModelDownload(
     "org/k3",
     "ef" * 20,
     "UD-Q2_K_XL",
@@ -72,21 +34,60 @@ DOWNLOAD = ModelDownload(
     ("Q/a-00001-of-00002.gguf",),
     "models/org--k3/x.json",
 )
-SPEC = ContainerSpec(
+SPEC = specs.ContainerSpec(
     name="k3",
     image="kimi-k3-llamacpp:x",
     command=("--model", "/models/a.gguf", "--threads", "8"),
     env=(("LLAMA_ARG_X", "1"),),
-    mounts=(Mount("/cache", "/models"), Mount("/k", "/key", False)),
+    mounts=(specs.Mount("/cache", "/models"), specs.Mount("/k", "/key", False)),
     gpus=("0", "GPU-1234"),
     labels=(("kimik3.profile", "k3"),),
     restart_policy="no",
 )
+
+
+def helper_unit(role: str) -> specs.UnitInstall:
+    """The unit of k3's helper `role` (metrics: the exporter, front: the front), enabled and restarted."""
+    return specs.UnitInstall(
+        f"k3-{role}.service",
+        "k3",
+        f"/etc/systemd/system/k3-{role}.service",
+        "[Unit]\n",
+        f"/etc/kimik3/k3-{role}.env",
+        "KIMIK3_PROFILE=k3\n",
+        False,
+        True,
+        True,
+        True,
+        restart=True,
+    )
+
+
+FRONT = specs.FrontRun(
+    "k3",
+    {"profile": "k3", "bind": "127.0.0.1", "port": 8080, "server_url": "http://127.0.0.1:18080"},
+    "0123456789abcdef",
+    "http://127.0.0.1:8080/.kimik3/front/healthz",
+    replace_pid=4343,
+)
+BUILD = specs.ImageBuild(
+    "kimi-k3-llamacpp:x",
+    "fp1",
+    "mainline",
+    "ad1de39",
+    "/d/Dockerfile.llamacpp",
+    "/a.tar.gz",
+    None,
+    (("01-x.patch", "/p/x.patch"),),
+    (("CMAKE_ARGS", "-DGGML_CUDA=OFF"),),
+    (("kimik3.image", "x"),),
+    variant="cpu",
+)
 SAMPLES = [
     DOWNLOAD,
-    ModelDownload("org/k3", "ef" * 20, "tokenizer", None, "/cache", (), (), "k"),
-    RemoveModelFiles(DOWNLOAD),
-    LocalModelVerify(
+    specs.ModelDownload("org/k3", "ef" * 20, "tokenizer", None, "/cache", (), (), "k"),
+    specs.RemoveModelFiles(DOWNLOAD),
+    specs.LocalModelVerify(
         "/srv/models/reap770.gguf",
         "/srv/models",
         "UD-Q2_K_XL-REAP770",
@@ -94,46 +95,32 @@ SAMPLES = [
         (FileStat(path="Q/a-00001-of-00002.gguf", size=1, mtime_ns=2, ctime_ns=3, inode=4),),
         "models/local/x.json",
     ),
-    ImageBuild(
-        "kimi-k3-llamacpp:x",
-        "fp1",
-        "mainline",
-        "ad1de39",
-        "/d/Dockerfile.llamacpp",
-        "/a.tar.gz",
-        None,
-        (("01-x.patch", "/p/x.patch"),),
-        (("CMAKE_ARGS", "-DGGML_CUDA=OFF"),),
-        (("kimik3.image", "x"),),
-        variant="cpu",
+    BUILD,
+    replace(
+        BUILD,
+        archive_sha256="ab" * 32,
+        patches=(),
+        build_args=(),
+        labels=(),
+        variant="cuda",
+        preread=specs.PagecachePreread(("/c/models--org--k3/snapshots/r/Q2/a.gguf",), 3 << 40),
     ),
-    ImageBuild(
-        "kimi-k3-llamacpp:x",
-        "fp1",
-        "mainline",
-        "ad1de39",
-        "/d/Dockerfile.llamacpp",
-        "/a.tar.gz",
-        "ab" * 32,
-        (),
-        (),
-        (),
-        preread=PagecachePreread(("/c/models--org--k3/snapshots/r/Q2/a.gguf",), 3 << 40),
-    ),
-    RetagImage("sha256:" + "1" * 64, "kimi-k3-llamacpp:x"),
-    ImagePull(
+    specs.RetagImage("sha256:" + "1" * 64, "kimi-k3-llamacpp:x"),
+    specs.ImagePull(
         "vllm/vllm-openai:kimi-k3@sha256:" + "2" * 64, "vllm/vllm-openai@sha256:" + "2" * 64, "sha256:" + "2" * 64
     ),
-    RemoveImage("kimi-k3-llamacpp:old"),
-    LaunchContainer(SPEC, replace=True),
-    LaunchContainer(ContainerSpec("g", "i", ("a",), (), (), "all", (), entrypoint=("/app/llama-perplexity",))),
-    LaunchContainer(ContainerSpec("c", "i", (), (), (), "none", ())),
-    StartContainer("k3"),
-    StopContainer("other"),
-    RemoveContainer("k3"),
-    ForgetDeployment(("last-good/k3.json", "unverified/k3.json")),
-    SmokeTest("k3-smoke", "kimi-k3-llamacpp:x", "fp1", ("--ctx-size", "512"), "none", (("kimik3.smoke", "1"),)),
-    QuantGateRun(
+    specs.RemoveImage("kimi-k3-llamacpp:old"),
+    specs.LaunchContainer(SPEC, replace=True),
+    specs.LaunchContainer(
+        specs.ContainerSpec("g", "i", ("a",), (), (), "all", (), entrypoint=("/app/llama-perplexity",))
+    ),
+    specs.LaunchContainer(specs.ContainerSpec("c", "i", (), (), (), "none", ())),
+    specs.StartContainer("k3"),
+    specs.StopContainer("other"),
+    specs.RemoveContainer("k3"),
+    specs.ForgetDeployment(("last-good/k3.json", "unverified/k3.json")),
+    specs.SmokeTest("k3-smoke", "kimi-k3-llamacpp:x", "fp1", ("--ctx-size", "512"), "none", (("kimik3.smoke", "1"),)),
+    specs.QuantGateRun(
         "i",
         "fp1",
         "/c/models--org--k3",
@@ -149,7 +136,7 @@ SAMPLES = [
         "gate/k",
         "gate-logits/k",
     ),
-    GpuProbe(
+    specs.GpuProbe(
         "k3-gpu-probe",
         "nvidia/cuda:13.0.0-runtime-ubuntu24.04",
         ("0", "GPU-1234"),
@@ -160,9 +147,9 @@ SAMPLES = [
         None,
         (("kimik3.role", "gpu-probe"),),
     ),
-    HealthWait("k3", "http://127.0.0.1:19150/health", 1234.5, model_bytes=3 << 40, warm=True),
-    PagecachePreread(("/c/models--org--k3/snapshots/r/Q2/a.gguf",), 3 << 40, workers=4),
-    UnitInstall(
+    specs.HealthWait("k3", "http://127.0.0.1:19150/health", 1234.5, model_bytes=3 << 40, warm=True),
+    specs.PagecachePreread(("/c/models--org--k3/snapshots/r/Q2/a.gguf",), 3 << 40, workers=4),
+    specs.UnitInstall(
         "kimi-k3.service",
         "k3",
         "/etc/systemd/system/kimi-k3.service",
@@ -174,30 +161,30 @@ SAMPLES = [
         False,
         True,
     ),
-    UnitRemoval("old.service", "/etc/systemd/system/old.service", None, systemctl=False),
-    StopUnit("other.service"),
-    HostSettings(
+    specs.UnitRemoval("old.service", "/etc/systemd/system/old.service", None, systemctl=False),
+    specs.StopUnit("other.service"),
+    specs.HostSettings(
         "/etc/sysctl.d/90-kimik3.conf",
         "# kimik3\nkernel.numa_balancing = 0\n",
         (("kernel.numa_balancing", "0"),),
         write=False,
     ),
-    WorkerImage(
-        DockerHost("w1", "ssh://k3@10.0.0.2"),
-        ImageBuild(
+    specs.WorkerImage(
+        specs.DockerHost("w1", "ssh://k3@10.0.0.2"),
+        specs.ImageBuild(
             "kimi-k3-llamacpp:x", "fp1", "mainline", "ad1de39", "/d/Dockerfile.llamacpp", "/a.tar.gz", None, (), (), ()
         ),
         123456,
     ),
-    WorkerImage(
-        DockerHost("w2", "tcp://10.0.0.3:2376", "/etc/k3/tls"),
-        ImageBuild("t", "fp1", "mainline", "c", "/d", "/a", None, (), (), ()),
+    specs.WorkerImage(
+        specs.DockerHost("w2", "tcp://10.0.0.3:2376", "/etc/k3/tls"),
+        specs.ImageBuild("t", "fp1", "mainline", "c", "/d", "/a", None, (), (), ()),
         0,
         retag_id="sha256:" + "2" * 64,
     ),
-    WorkerLaunch(
-        DockerHost("w1", "ssh://k3@10.0.0.2"),
-        ContainerSpec(
+    specs.WorkerLaunch(
+        specs.DockerHost("w1", "ssh://k3@10.0.0.2"),
+        specs.ContainerSpec(
             "k3-rpc-w1",
             "kimi-k3-llamacpp:x",
             ("-H", "10.0.0.2", "-p", "50052", "-c"),
@@ -210,83 +197,46 @@ SAMPLES = [
         ),
         replace=True,
     ),
-    WorkerWait(DockerHost("w1", "ssh://k3@10.0.0.2"), "k3-rpc-w1", "10.0.0.2", 50052, 120.0),
-    WorkerRemove(DockerHost("w1", "ssh://k3@10.0.0.2"), "k3-rpc-w1", "k3"),
-    ExporterRun(
+    specs.WorkerWait(specs.DockerHost("w1", "ssh://k3@10.0.0.2"), "k3-rpc-w1", "10.0.0.2", 50052, 120.0),
+    specs.WorkerRemove(specs.DockerHost("w1", "ssh://k3@10.0.0.2"), "k3-rpc-w1", "k3"),
+    specs.ExporterRun(
         "k3",
         {"profile": "k3", "labels": {"profile": "k3"}, "port": 19201, "shards": ["/c/a.gguf"]},
         "0123456789abcdef",
         "http://127.0.0.1:19201/healthz",
         replace_pid=4242,
     ),
-    ExporterStop("k3", 4242),
-    ExporterUnit(
+    specs.ExporterStop("k3", 4242),
+    specs.ExporterUnit(
         "k3",
         {"profile": "k3", "port": 19201},
         "0123456789abcdef",
         "http://127.0.0.1:19201/healthz",
-        UnitInstall(
-            "k3-metrics.service",
-            "k3",
-            "/etc/systemd/system/k3-metrics.service",
-            "[Unit]\n",
-            "/etc/kimik3/k3-metrics.env",
-            "KIMIK3_PROFILE=k3\n",
-            False,
-            True,
-            True,
-            True,
-            restart=True,
-        ),
+        helper_unit("metrics"),
         stop_pid=4242,
     ),
-    VerifyServer("k3", "0123456789abcdef"),
-    FrontRun(
-        "k3",
-        {"profile": "k3", "bind": "127.0.0.1", "port": 8080, "server_url": "http://127.0.0.1:18080"},
-        "0123456789abcdef",
-        "http://127.0.0.1:8080/.kimik3/front/healthz",
-        replace_pid=4343,
-    ),
-    FrontStop("k3", 4343),
-    FrontHold(
+    specs.VerifyServer("k3", "0123456789abcdef"),
+    FRONT,
+    specs.FrontStop("k3", 4343),
+    specs.FrontHold(
         "k3",
         "http://127.0.0.1:8080/.kimik3/front",
         {"drain_s": 60.0, "queue": 64, "wait_s": 900.0, "lease_s": 1020.0, "retry_after_s": 12},
     ),
-    FrontRun(
+    replace(FRONT, hand_over=True),
+    specs.FrontUnit(
         "k3",
         {"profile": "k3", "bind": "127.0.0.1", "port": 8080, "server_url": "http://127.0.0.1:18080"},
         "0123456789abcdef",
         "http://127.0.0.1:8080/.kimik3/front/healthz",
-        replace_pid=4343,
-        hand_over=True,
-    ),
-    FrontUnit(
-        "k3",
-        {"profile": "k3", "bind": "127.0.0.1", "port": 8080, "server_url": "http://127.0.0.1:18080"},
-        "0123456789abcdef",
-        "http://127.0.0.1:8080/.kimik3/front/healthz",
-        UnitInstall(
-            "k3-front.service",
-            "k3",
-            "/etc/systemd/system/k3-front.service",
-            "[Unit]\n",
-            "/etc/kimik3/k3-front.env",
-            "KIMIK3_PROFILE=k3\n",
-            False,
-            True,
-            True,
-            True,
-            restart=True,
-        ),
+        helper_unit("front"),
         stop_pid=4343,
     ),
 ]
 
 
 def test_every_payload_type_has_a_sample() -> None:
-    assert {type(p) for p in SAMPLES} == set(PAYLOADS), "add a sample of the new payload type here"
+    assert {type(p) for p in SAMPLES} == set(specs.PAYLOADS), "add a sample of the new payload type here"
 
 
 @pytest.mark.parametrize("payload", SAMPLES, ids=lambda p: type(p).__name__)
@@ -310,7 +260,7 @@ def test_a_saved_plan_reads_back_as_written() -> None:
             Action.REPLACE,
             "inputs changed",
             diff=(DiffItem("serve.port", 1, 2),),
-            spec=LaunchContainer(SPEC, replace=True),
+            spec=specs.LaunchContainer(SPEC, replace=True),
             warnings=("w",),
         ),
         Step("health", "k3", Action.NOOP, "healthy"),

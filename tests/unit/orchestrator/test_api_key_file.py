@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from support.fakes import FAKE_PROFILE, FAKE_REVISION
+from support.payloads import exporter_config
 
 from kimik3_reconciler.errors import InputError
 from kimik3_reconciler.model.api_keys import api_keys, key_file_problem, sendable_key
@@ -38,9 +39,11 @@ def test_keys_are_the_lines_llama_server_takes() -> None:
     ],
 )
 def test_a_key_file_without_a_usable_key_says_why_without_the_key(text: str, wanted: str) -> None:
-    problem = key_file_problem(text)
+    problem = key_file_problem(text, "llama-server")
     assert problem is not None and problem.startswith(wanted)
     assert "secret" not in problem  # the message goes to the terminal and logs: never the key
+    # The server the message names is the engine's (was: llama-server, whatever the engine).
+    assert "llama-server" in problem and "vllm serve" in (key_file_problem(text, "vllm serve") or "")
 
 
 def _collect(tmp_path: Path, content: bytes):
@@ -137,19 +140,10 @@ def test_the_exporter_sends_the_first_key_the_server_holds(tmp_path: Path) -> No
     """Before: the exporter sent the whole file stripped (a comment line and every key, newlines included);
     verify reads the key through the same api_keys()."""
     from kimik3_reconciler.exporter.collect import DeploymentCollector
-    from kimik3_reconciler.model.metrics import ExporterConfig
 
     key_file = tmp_path / "api.key"
     key_file.write_text("# rotated 2026-12\nsk-first\nsk-second\n")
-    config = ExporterConfig(
-        profile="k3",
-        labels={},
-        bind="127.0.0.1",
-        port=9100,
-        container="k3",
-        server_url="http://127.0.0.1:8080",
-        api_key_file=str(key_file),
-    )
+    config = exporter_config(api_key_file=str(key_file))
     assert DeploymentCollector(config, ports=None)._api_key() == "sk-first"  # type: ignore[arg-type]
 
 
@@ -194,19 +188,10 @@ def test_the_exporter_sends_exactly_the_keys_the_server_can_match(key: str, acce
     a server launched with one before the rule keeps being scraped); a trailing blank is dropped by the server's
     HTTP parser (401 whatever is sent), so it is not sent."""
     from kimik3_reconciler.exporter.collect import DeploymentCollector
-    from kimik3_reconciler.model.metrics import ExporterConfig
 
     key_file = tmp_path / "api.key"
     key_file.write_bytes(f"# the server's key\n{key}\n".encode())
-    config = ExporterConfig(
-        profile="k3",
-        labels={},
-        bind="127.0.0.1",
-        port=9100,
-        container="k3",
-        server_url="http://127.0.0.1:8080",
-        api_key_file=str(key_file),
-    )
+    config = exporter_config(api_key_file=str(key_file))
     sent = DeploymentCollector(config, ports=None)._api_key()  # type: ignore[arg-type]
     assert sent == (key if accepted else None)
     assert (sendable_key(key) is not None) is accepted

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from support.fakes import FakeHub, fake_ports
-from test_orchestrator import FILES, PROFILE, REV, load, world  # noqa: F401 - `world` is a fixture
+from test_orchestrator import FILES, PROFILE, REV, load, verify_failing, world  # noqa: F401 - `world` is a fixture
 
 from kimik3_reconciler.engines import engine_for
 from kimik3_reconciler.errors import LoadFailed, PermanentError, PlanError, VerifyFailed
@@ -167,11 +167,8 @@ def test_a_failing_resumed_verify_reverts(world):  # noqa: F811
     bad = load(PROFILE.replace("parallel: 2", "parallel: 2, ubatch: 2048"))
     died_before_verify(orchestrator, bad)
 
-    def failing() -> None:
-        raise VerifyFailed("verify failed (chat) for k3-test")
-
     with pytest.raises(VerifyFailed, match="reverted to the last good profile"):
-        orchestrator.apply_or_revert(bad, failing)
+        orchestrator.apply_or_revert(bad, verify_failing("chat"))
     cmd = docker.containers["k3-test"]["Config"]["Cmd"]
     assert cmd[cmd.index("--ubatch-size") + 1] == "4096"
 
@@ -181,11 +178,10 @@ def test_a_revert_leaves_no_record_of_the_failed_candidates_owed_verify(world): 
     orchestrator, docker, _, _ = world
     orchestrator.apply_or_revert(load(), lambda: None)  # good, verified
 
-    def failing() -> None:
-        raise VerifyFailed("verify failed (chat) for k3-test")
-
     with pytest.raises(VerifyFailed, match="reverted to the last good profile"):
-        orchestrator.apply_or_revert(load(PROFILE.replace("parallel: 2", "parallel: 2, ubatch: 2048")), failing)
+        orchestrator.apply_or_revert(
+            load(PROFILE.replace("parallel: 2", "parallel: 2, ubatch: 2048")), verify_failing("chat")
+        )
     assert orchestrator.ports.state.read(unverified_key("k3-test")) is None
     assert orchestrator.plan(load()).converged
 
@@ -385,17 +381,23 @@ def test_a_kill_that_is_not_followed_by_a_restart_fails_as_killed_not_out_of_mem
     assert orchestrator.ports.clock.monotonic() - started >= 30  # the grace for a restart policy to start it again
 
 
-def test_an_oom_kill_docker_reports_is_named_out_of_memory_and_not_waited_on(world):  # noqa: F811
-    orchestrator, docker, _, _ = world
+def exits_at_once(docker, **state: object) -> None:  # noqa: ANN001 - the fake docker
+    """Each container the fake docker runs has exited 137 by the time it is inspected (with `state` besides), its
+    log at the load."""
     docker.logs = "load_tensors: loading model tensors\n"
     real_run = docker.run_container
 
-    def run(spec):  # noqa: ANN001
+    def run(spec):  # noqa: ANN001, ANN202
         cid = real_run(spec)
-        docker.containers[spec.name]["State"].update(Status="exited", ExitCode=137, OOMKilled=True)
+        docker.containers[spec.name]["State"].update(Status="exited", ExitCode=137, **state)
         return cid
 
     docker.run_container = run
+
+
+def test_an_oom_kill_docker_reports_is_named_out_of_memory_and_not_waited_on(world):  # noqa: F811
+    orchestrator, docker, _, _ = world
+    exits_at_once(docker, OOMKilled=True)
     with pytest.raises(LoadFailed, match=r"ran out of memory .* \[oom: exited, exit code 137, stopped\]"):
         orchestrator.apply(load())
     assert orchestrator.ports.clock.monotonic() < 5
@@ -404,15 +406,7 @@ def test_an_oom_kill_docker_reports_is_named_out_of_memory_and_not_waited_on(wor
 def test_a_systemd_profiles_container_killed_by_a_dockerd_restart_is_started_by_the_apply(world):  # noqa: F811
     """Restart policy "no" (systemd supervises it): dockerd does not start it again, so the health wait does."""
     orchestrator, docker, _, _ = world
-    docker.logs = "load_tensors: loading model tensors\n"
-    real_run = docker.run_container
-
-    def run(spec):  # noqa: ANN001
-        cid = real_run(spec)
-        docker.containers[spec.name]["State"].update(Status="exited", ExitCode=137)  # dockerd stopped it
-        return cid
-
-    docker.run_container = run
+    exits_at_once(docker)  # dockerd stopped it
     result = orchestrator.apply(load(PROFILE + "systemd: {unit: k3-test, enable: true}\n"))
     assert result.final.converged and "start k3-test" in docker.calls and "stop k3-test" not in docker.calls
     assert orchestrator.ports.clock.monotonic() < 30  # no waiting for a restart policy that will never act

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeHub, converged_fake, fake_ports
+from test_orchestrator import RELAUNCH
 
 from kimik3_reconciler.model.model_files import file_stat, manifest_key, manifest_record, parse_manifest
 from kimik3_reconciler.model.plan import Action
@@ -64,12 +65,7 @@ def test_a_running_server_is_replaced_after_its_files_were_refetched(world):
     before = docker.containers["k3-test"]["Id"]
     flip_one_byte(hub.root / "cache" / SHARD, keep_mtime=False)
     plan = orchestrator.plan(profile)
-    assert changes(plan) == [
-        ("model", Action.CREATE),
-        ("preread", Action.READ),
-        ("container", Action.REPLACE),
-        ("health", Action.READ),
-    ]
+    assert changes(plan) == [("model", Action.CREATE), *RELAUNCH]
     container = plan.changes[2]
     assert container.reason.startswith(
         f"the model files it loaded were re-fetched (sha256 mismatch: {SHARD}); each request gets "

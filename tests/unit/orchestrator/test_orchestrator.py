@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import copy
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeHub, fake_ports
+from support.fakes import FAKE_PROFILE, FAKE_REVISION, fake_orchestrator
 
-from kimik3_reconciler.errors import ConvergenceError, DownloadFailed, LoadFailed
+from kimik3_reconciler.errors import ConvergenceError, DownloadFailed, LoadFailed, VerifyFailed
 from kimik3_reconciler.model.plan import Action
 from kimik3_reconciler.model.profile_source import parse_profile
-from kimik3_reconciler.orchestrator import Orchestrator
-from kimik3_reconciler.steps.report import NullReporter
 
 REV, PROFILE = FAKE_REVISION, FAKE_PROFILE
 FILES = {
@@ -23,13 +22,30 @@ FILES = {
 }
 
 
+# What an apply from nothing runs (the build pre-reads the model meanwhile, RAM holding it), and what a change of the
+# server's launch runs: the model pre-read while the old server still serves, the container replaced, the wait.
+FIRST_APPLY = [
+    ("model", Action.CREATE),
+    ("image", Action.CREATE),
+    ("preread", Action.READ),
+    ("container", Action.CREATE),
+    ("health", Action.READ),
+]
+RELAUNCH = [("preread", Action.READ), ("container", Action.REPLACE), ("health", Action.READ)]
+
+
+def verify_failing(check: str) -> Callable[[], None]:
+    """A verify whose `check` fails on k3-test."""
+
+    def failing() -> None:
+        raise VerifyFailed(f"verify failed ({check}) for k3-test")
+
+    return failing
+
+
 @pytest.fixture
 def world(tmp_path: Path):
-    (tmp_path / "src.tar.gz").write_bytes(b"source")
-    (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
-    hub = FakeHub("org/k3", REV, FILES, tmp_path / "hub")
-    ports, docker = fake_ports(hub)
-    orchestrator = Orchestrator(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp")
+    orchestrator, _, docker, hub = fake_orchestrator(tmp_path, FILES, REV)
     return orchestrator, docker, hub, tmp_path
 
 
@@ -47,13 +63,7 @@ def test_first_apply_downloads_builds_launches_and_waits(world):
     orchestrator, docker, hub, _ = world
     result = orchestrator.apply(load())
     # The build pre-reads the model meanwhile (RAM holds it): the pre-read step before the launch finds it resident.
-    assert [(s.kind, s.action) for s in result.executed] == [
-        ("model", Action.CREATE),
-        ("image", Action.CREATE),
-        ("preread", Action.READ),
-        ("container", Action.CREATE),
-        ("health", Action.READ),
-    ]
+    assert [(s.kind, s.action) for s in result.executed] == FIRST_APPLY
     assert result.executed[1].spec.preread is not None and len(orchestrator.ports.host.preread_calls) == 1
     assert docker.calls == [
         "pull nvidia/cuda:13.0.0-devel-ubuntu24.04",
@@ -83,11 +93,7 @@ def test_ubatch_change_replaces_only_the_container(world):
     plan = orchestrator.plan(load(PROFILE.replace("parallel: 2", "parallel: 2, ubatch: 2048")))
     changes = plan.changes
     # the serving container is swapped: its model is pre-read first (issue 15), while it still serves
-    assert [(s.kind, s.action) for s in changes] == [
-        ("preread", Action.READ),
-        ("container", Action.REPLACE),
-        ("health", Action.READ),
-    ]
+    assert [(s.kind, s.action) for s in changes] == RELAUNCH
     assert [str(d) for d in changes[1].diff] == ["serve.ubatch: 4096 → 2048"]
 
 
@@ -96,12 +102,7 @@ def test_quant_change_downloads_and_replaces_without_building(world):
     orchestrator.apply(load())
     calls = len(docker.calls)
     result = orchestrator.apply(load(PROFILE.replace("UD-Q2_K_XL", "UD-Q4_K_XL")))
-    assert [(s.kind, s.action) for s in result.executed] == [
-        ("model", Action.CREATE),
-        ("preread", Action.READ),
-        ("container", Action.REPLACE),
-        ("health", Action.READ),
-    ]
+    assert [(s.kind, s.action) for s in result.executed] == [("model", Action.CREATE), *RELAUNCH]
     assert docker.calls[calls:] == ["rm k3-test", "run k3-test"]
 
 
@@ -204,12 +205,7 @@ def test_patch_change_rebuilds_and_replaces_without_download(world):
     orchestrator.apply(load())
     (tmp / "fix.patch").write_text("--- a/x\n+++ b/x\n")
     plan = orchestrator.plan(load(PROFILE.replace("archive: src.tar.gz", "archive: src.tar.gz, patches: [fix.patch]")))
-    assert [(s.kind, s.action) for s in plan.changes] == [
-        ("image", Action.CREATE),
-        ("preread", Action.READ),
-        ("container", Action.REPLACE),
-        ("health", Action.READ),
-    ]
+    assert [(s.kind, s.action) for s in plan.changes] == [("image", Action.CREATE), *RELAUNCH]
     assert any(d.field == "build.patches" for d in plan.changes[0].diff)
     digest = hashlib.sha256(b"--- a/x\n+++ b/x\n").hexdigest()[:12]
     assert f"fix.patch@{digest}" in str(plan.changes[0].diff)
@@ -415,17 +411,13 @@ def test_a_failed_load_relaunches_the_last_good_profile(world):
 
 
 def test_a_failed_check_reverts_and_says_why(world):
-    from kimik3_reconciler.errors import VerifyFailed
 
     orchestrator, docker, _, _ = world
     orchestrator.apply_or_revert(load())
     bad = load(PROFILE.replace("parallel: 2", "parallel: 2, ubatch: 2048"))
 
-    def failing_check() -> None:
-        raise VerifyFailed("verify failed (tool_call) for k3-test")
-
     with pytest.raises(VerifyFailed, match="reverted to the last good profile"):
-        orchestrator.apply_or_revert(bad, failing_check)
+        orchestrator.apply_or_revert(bad, verify_failing("tool_call"))
     cmd = docker.containers["k3-test"]["Config"]["Cmd"]
     assert cmd[cmd.index("--ubatch-size") + 1] == "4096"
 

@@ -10,6 +10,7 @@ import yaml
 from support.fakes.docker import FakeDocker
 from support.fakes.state import MemoryState
 from support.observed import observed
+from support.profiles import cpu_rpc_profile
 
 from kimik3_reconciler.errors import Kimik3Error, PlanError
 from kimik3_reconciler.model.facts import ContainerFact, RemovedWorkerFact
@@ -23,24 +24,10 @@ from kimik3_reconciler.planning.worker_step import plan_removed_workers, render_
 from kimik3_reconciler.steps.report import NullReporter
 from kimik3_reconciler.steps.workers import launch_worker, remember_workers, remove_worker
 
-PROFILE = {
-    "apiVersion": "kimik3/v1",
-    "name": "k3",
-    "model": {
-        "repo": "unsloth/Kimi-K3-GGUF",
-        "revision": "0123456789abcdef0123456789abcdef01234567",
-        "quant": "UD-Q2_K_XL",
-    },
-    "build": {"variant": "cpu", "cpu_features": []},
-    "gpus": "none",
-    "gate": {"smoke": False},
-    "rpc": {
-        "workers": [
-            {"name": "w1", "docker": "ssh://k3@10.0.0.2", "bind": "10.0.0.2"},
-            {"name": "w2", "docker": "tcp://10.0.0.3:2376", "tls_dir": "/etc/k3/w2", "bind": "10.0.0.3"},
-        ]
-    },
-}
+PROFILE = cpu_rpc_profile(
+    {"name": "w1", "docker": "ssh://k3@10.0.0.2", "bind": "10.0.0.2"},
+    {"name": "w2", "docker": "tcp://10.0.0.3:2376", "tls_dir": "/etc/k3/w2", "bind": "10.0.0.3"},
+)
 W1 = DockerHost("w1", "ssh://k3@10.0.0.2")
 W2 = DockerHost("w2", "tcp://10.0.0.3:2376", "/etc/k3/w2")
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeHub, fake_ports
+from test_orchestrator import FIRST_APPLY
 
 from kimik3_reconciler.errors import StalePlan
 from kimik3_reconciler.model.plan import Action
@@ -41,13 +42,7 @@ def apply_saved(orchestrator: Orchestrator, saved):
 def test_a_saved_plan_runs_exactly_its_steps_and_converges(world):
     orchestrator, docker, work = world
     saved = save(orchestrator, work)
-    assert [(s.kind, s.action) for s in saved.changes] == [
-        ("model", Action.CREATE),
-        ("image", Action.CREATE),
-        ("preread", Action.READ),
-        ("container", Action.CREATE),
-        ("health", Action.READ),
-    ]
+    assert [(s.kind, s.action) for s in saved.changes] == FIRST_APPLY
     assert saved.changes[1].spec.preread is not None  # the build's pre-read went through the file
     result = apply_saved(orchestrator, saved)
     assert [s.spec for s in result.executed] == [s.spec for s in saved.changes]

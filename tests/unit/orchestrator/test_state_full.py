@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 
 import pytest
+from support.fakes.state import full_for
 from test_orchestrator import PROFILE, load, world  # noqa: F401 - `world` is a fixture
 
 from kimik3_reconciler.errors import LocalFileError, StepError
@@ -195,14 +196,7 @@ def test_a_stopped_server_is_started_even_when_its_owed_verify_cannot_be_recorde
     orchestrator.apply_or_revert(load())
     docker.stop_container("k3-test")
     orchestrator.reporter = events = Events()
-    real_write = orchestrator.ports.state.write
-
-    def full_for_the_launch_record(key: str, value: dict) -> None:
-        if key.startswith("unverified/"):
-            raise OSError(errno.ENOSPC, "No space left on device", f"state/{key}")
-        real_write(key, value)
-
-    orchestrator.ports.state.write = full_for_the_launch_record
+    full_for(orchestrator.ports.state, "unverified/")
     checks: list[str] = []
     orchestrator.apply_or_revert(load(), lambda: checks.append("verify"))
     assert running(docker) and checks == ["verify"]

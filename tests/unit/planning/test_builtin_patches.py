@@ -94,24 +94,6 @@ def test_builtin_patches_empty_builds_without_and_saved_plans_see_the_patch() ->
     assert builtin_patches_for("cuda", ["parallel-pin", "parallel-host-read"]) == builtin_patches_for("cuda", None)
 
 
-def test_the_patch_changes_only_the_cuda_backend_and_reads_its_switches() -> None:
-    facts = builtin_patch_facts(profile("cuda"))
-    assert [f.path for f in facts[0].files] == [CUDA_FILE]
-    added = "\n".join(facts[0].files[0].added)
-    # the documented switches exist in the code, and the existing opt-out is still honoured
-    for needle in (
-        'getenv("KIMIK3_PARALLEL_PIN")',
-        'getenv("KIMIK3_PARALLEL_PIN_HUGEPAGE")',
-        'getenv("GGML_CUDA_NO_PINNED")',
-        "cudaHostRegister(",
-        "cudaHostUnregister(",
-        "munmap(",
-        "!defined(GGML_USE_HIP) && !defined(GGML_USE_MUSA)",
-    ):
-        assert needle in added, needle
-    assert facts[0].files[0].removed == 0  # additions only: the stock cudaMallocHost path stays as the fallback
-
-
 @pytest.mark.skipif(
     not (DEMO_DIR / "llama.cpp-b11434.tar.gz").is_file() or shutil.which("patch") is None,
     reason="the b11434 archive (scripts/demo.sh fetches it) or patch(1) is absent",
@@ -148,7 +130,9 @@ def _dry_run(tree: Path, patch: Path) -> subprocess.CompletedProcess:
 
 READ = PATCH_DIR / "parallel-host-read.patch"
 LOADER_FILE = "src/llama-model-loader.cpp"
-PINS_LOADER = ROOT / "tests" / "fixtures" / "llama_pins" / "llama-model-loader.cpp"  # both pins' copy (README there)
+PINS_LOADER = (
+    ROOT / "tests" / "fixtures" / "llama_pins" / "vendor" / "llama-model-loader.cpp"
+)  # both pins' copy (README)
 
 
 def test_a_patch_is_a_default_only_for_variants_it_applies_to() -> None:
@@ -192,25 +176,56 @@ def test_cuda_image_with_both_applies_the_pin_patch_first() -> None:
     ]
 
 
-def test_the_read_patch_changes_only_the_loader_and_keeps_the_stock_paths() -> None:
-    facts = builtin_patch_facts(profile("cpu", ", builtin_patches: [parallel-host-read]"))
-    assert [f.path for f in facts[0].files] == [LOADER_FILE]
+@pytest.mark.parametrize(
+    ("variant", "extra", "path", "needles"),
+    [
+        pytest.param(
+            "cuda",
+            "",
+            CUDA_FILE,
+            # the documented switches exist in the code, and the existing opt-out is still honoured
+            (
+                'getenv("KIMIK3_PARALLEL_PIN")',
+                'getenv("KIMIK3_PARALLEL_PIN_HUGEPAGE")',
+                'getenv("GGML_CUDA_NO_PINNED")',
+                "cudaHostRegister(",
+                "cudaHostUnregister(",
+                "munmap(",
+                "!defined(GGML_USE_HIP) && !defined(GGML_USE_MUSA)",
+            ),
+            id="pin: the cuda backend, its switches",
+        ),
+        pytest.param(
+            "cpu",
+            ", builtin_patches: [parallel-host-read]",
+            LOADER_FILE,
+            (
+                'getenv("KIMIK3_PARALLEL_READ")',
+                'getenv("KIMIK3_PARALLEL_READ_THREADS")',
+                "pread(",
+                "errno == EINTR",
+                "file.has_direct_io()",
+                "file.read_alignment() > 1",
+                "#ifndef _WIN32",
+                '"unexpectedly reached end of file"',
+                "kimik3_reader.finish(",
+                "ggml_validate_row_data(",
+                "~kimik3_parallel_reader() { stop_and_join(); }",
+            ),
+            id="read: the loader, the stock paths kept",
+        ),
+    ],
+)
+def test_a_builtin_patch_changes_only_its_file_adds_only_and_reads_its_switches(
+    variant: str, extra: str, path: str, needles: tuple[str, ...]
+) -> None:
+    facts = builtin_patch_facts(profile(variant, extra))
+    assert [f.path for f in facts[0].files] == [path]
     added = "\n".join(facts[0].files[0].added)
-    for needle in (
-        'getenv("KIMIK3_PARALLEL_READ")',
-        'getenv("KIMIK3_PARALLEL_READ_THREADS")',
-        "pread(",
-        "errno == EINTR",
-        "file.has_direct_io()",
-        "file.read_alignment() > 1",
-        "#ifndef _WIN32",
-        '"unexpectedly reached end of file"',
-        "kimik3_reader.finish(",
-        "ggml_validate_row_data(",
-        "~kimik3_parallel_reader() { stop_and_join(); }",
-    ):
+    for needle in needles:
         assert needle in added, needle
-    # additions only: the stock read (read_raw) stays for dio files, KIMIK3_PARALLEL_READ=0 and Windows
+    # additions only: the stock paths stay (pin: cudaMallocHost as the fallback; read: read_raw for dio files,
+    # KIMIK3_PARALLEL_READ=0 and Windows)
     assert facts[0].files[0].removed == 0
 
 

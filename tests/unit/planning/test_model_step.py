@@ -12,16 +12,19 @@ from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.planning import plan
 
 GIB = 1 << 30
-PROFILE = parse_profile("""
+# The model alone, then with its extras (the vision projector, the tokenizer from its own repo).
+PROFILE_TEXT_WITHOUT_EXTRAS = """
 apiVersion: kimik3/v1
 name: kimi-k3
 model:
   repo: unsloth/Kimi-K3-GGUF
   revision: 0123456789abcdef0123456789abcdef01234567
   quant: UD-Q2_K_XL
-  mmproj: mmproj-BF16.gguf
+"""
+EXTRAS = """  mmproj: mmproj-BF16.gguf
   tokenizer: {repo: moonshotai/Kimi-K3, revision: 89abcdef0123456789abcdef0123456789abcdef}
-""").profile
+"""
+PROFILE = parse_profile(PROFILE_TEXT_WITHOUT_EXTRAS + EXTRAS).profile
 
 
 def uncached(free: int, tokenizer_missing: bool = True) -> Observed:
@@ -87,16 +90,6 @@ def test_a_complete_model_whose_layout_is_not_recorded_carries_it_for_the_apply_
     assert model.spec.rebuilt_records() == ((key, layout.model_dump(mode="json")),)
     recorded = plan(profile, observed(profile, layout=layout, layout_recorded=True))
     assert next(s for s in recorded.steps if s.kind == "model").action is Action.NOOP
-
-
-PROFILE_TEXT_WITHOUT_EXTRAS = """
-apiVersion: kimik3/v1
-name: kimi-k3
-model:
-  repo: unsloth/Kimi-K3-GGUF
-  revision: 0123456789abcdef0123456789abcdef01234567
-  quant: UD-Q2_K_XL
-"""
 
 
 def test_a_file_whose_blob_is_cached_is_priced_at_what_apply_fetches() -> None:

@@ -472,45 +472,35 @@ def removed_worker_facts(desired: Profile, previous: Profile, spec: dict[str, An
 
 def exporter_fact(state: str | None, previous: Profile, prev_obs: Observed) -> ExporterFact | None:
     """The exporter the previous apply started, as its state record and /healthz show it now."""
-    if state is None:
-        return None
-    config = render_exporter(render_desired(previous, prev_obs), prev_obs)
-    assert config is not None, "exporter: needs a previous profile with a metrics: section"
-    if previous.systemd is not None:  # the unit's record: no pid, /healthz alone says it runs
-        return ExporterFact(
-            pid=0,
-            fingerprint=config.fingerprint,
-            config=config.to_json(),
-            alive=state == "serving",
-            serving=config.fingerprint if state == "serving" else None,
-            unit=f"{previous.unit_name}-metrics.service",
-        )
-    return ExporterFact(
-        pid=4242,
-        fingerprint=config.fingerprint,
-        config=config.to_json(),
-        alive=state != "dead",
-        serving=config.fingerprint if state == "serving" else None,
-    )
+    config = render_exporter(render_desired(previous, prev_obs), prev_obs) if state is not None else None
+    assert state is None or config is not None, "exporter: needs a previous profile with a metrics: section"
+    return helper_fact(state, config, 4242, f"{previous.unit_name}-metrics.service" if previous.systemd else None)
 
 
 def front_fact(state: str | None, previous: Profile, prev_obs: Observed) -> ExporterFact | None:
     """The front (metrics.handover) the previous apply started, as its record and control /healthz show it now."""
+    config = render_front(render_desired(previous, prev_obs), prev_obs) if state is not None else None
+    assert state is None or config is not None, "front: needs a previous profile with metrics.handover"
+    return helper_fact(state, config, 4343, f"{previous.unit_name}-front.service" if previous.systemd else None)
+
+
+def helper_fact(state: str | None, config: Any, pid: int, unit: str | None) -> ExporterFact | None:  # noqa: ANN401
+    """A helper process's record as observe reads it (none where `state` is None): under a systemd `unit`, no pid
+    and its /healthz (the front's control one) alone says it runs; else the process `pid`, alive unless `state` is
+    dead. `config`: the exporter's or the front's."""
     if state is None:
         return None
-    config = render_front(render_desired(previous, prev_obs), prev_obs)
-    assert config is not None, "front: needs a previous profile with metrics.handover"
-    if previous.systemd is not None:  # the unit's record: no pid, the control /healthz alone says it runs
+    if unit is not None:
         return ExporterFact(
             pid=0,
             fingerprint=config.fingerprint,
             config=config.to_json(),
             alive=state == "serving",
             serving=config.fingerprint if state == "serving" else None,
-            unit=f"{previous.unit_name}-front.service",
+            unit=unit,
         )
     return ExporterFact(
-        pid=4343,
+        pid=pid,
         fingerprint=config.fingerprint,
         config=config.to_json(),
         alive=state != "dead",

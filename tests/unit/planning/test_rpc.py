@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import yaml
 from support.observed import GIB, observed
+from support.profiles import cpu_rpc_profile
 
 from kimik3_reconciler.engines.llamacpp.memory_gate import memory_findings
 from kimik3_reconciler.model.facts import ContainerFact, HostFacts, RpcDeviceFact, WorkerFact
@@ -15,19 +16,7 @@ from kimik3_reconciler.planning.worker_step import render_worker
 from kimik3_reconciler.verify.report import Status
 from kimik3_reconciler.verify.workers import check_workers, rpc_buffers
 
-PROFILE = {
-    "apiVersion": "kimik3/v1",
-    "name": "k3",
-    "model": {
-        "repo": "unsloth/Kimi-K3-GGUF",
-        "revision": "0123456789abcdef0123456789abcdef01234567",
-        "quant": "UD-Q2_K_XL",
-    },
-    "build": {"variant": "cpu", "cpu_features": []},
-    "gpus": "none",
-    "gate": {"smoke": False},
-    "rpc": {"workers": [{"name": "w1", "docker": "ssh://k3@10.0.0.2", "bind": "10.0.0.2", "threads": 8}]},
-}
+PROFILE = cpu_rpc_profile({"name": "w1", "docker": "ssh://k3@10.0.0.2", "bind": "10.0.0.2", "threads": 8})
 # tools/rpc/rpc-server.cpp's start-up banner, as `docker logs` shows it (stdout line-buffered by stdbuf)
 WORKER_LOG = """Starting RPC server v3.0.0
   endpoint       : 10.0.0.2:50052

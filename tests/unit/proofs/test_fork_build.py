@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from kimik3_reconciler.engines.llamacpp.pins import PINS
 from kimik3_reconciler.model.builtin_patches import BUILTIN_PATCHES
-from kimik3_reconciler.model.pins import PINS
 
 RECORD = (Path(__file__).parents[2] / "fixtures" / "h200" / "fork-build.txt").read_text()
 

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.load_proofs import group, ratio_sides
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURE = ROOT / "tests" / "fixtures" / "h200" / "load-h200.json"
@@ -33,27 +34,12 @@ def proof() -> dict:
 BIG = ROOT / "tests" / "fixtures" / "h200" / "reload-h200-40gb.json"
 
 
-def _group(samples: list[dict], key: str) -> list[dict]:
-    kind, config, mode, cache = key.split("/")
-    return [
-        s
-        for s in samples
-        if s["kind"] == kind
-        and s["config"] == config
-        and s.get("load_mode", "none") == mode
-        and s.get("cache", "warm") == cache
-    ]
-
-
 def test_every_ratio_is_the_ratio_of_the_medians_of_its_samples(proof: dict) -> None:
     samples = proof["samples"]
     for ratio in proof["ratios"]:
         if ratio["value"] is None:
             continue
-        values = [
-            [s[ratio["field"]] for s in _group(samples, ratio[side]) if s.get(ratio["field"]) is not None]
-            for side in ("numerator", "denominator")
-        ]
+        values = ratio_sides(samples, ratio)
         least = 3  # the issue asks for >= 3 samples a side
         assert all(len(v) >= least for v in values), (ratio["name"], [len(v) for v in values])
         want = statistics.median(values[0]) / statistics.median(values[1])
@@ -113,8 +99,8 @@ def test_the_40_gb_reloads_fold_like_the_16_gb_ones_and_the_ratio_stays_near_hal
     assert big["model"]["bytes"] > 40e9 and len(big["model"]["files"]) == 4
     again = summarize_samples(big["samples"])
     assert again["ratios"] == big["ratios"] and again["medians"] == big["medians"]
-    cold = _group(big["samples"], "reload/hybrid-patched/none/cold")
-    warm = _group(big["samples"], "reload/hybrid-patched/none/preread")
+    cold = group(big["samples"], "reload/hybrid-patched/none/cold")
+    warm = group(big["samples"], "reload/hybrid-patched/none/preread")
     assert len(cold) >= 3 and len(warm) >= 3
     assert all(s["cached_before"] < 0.05 and s["dropped_by"] == "drop_caches" for s in cold)
     assert all(s["cached_before"] > 0.95 for s in warm)

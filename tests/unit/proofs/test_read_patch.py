@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.load_proofs import ratio_sides
 
 ROOT = Path(__file__).resolve().parents[3]
 H200 = ROOT / "tests" / "fixtures" / "h200"
@@ -42,27 +43,12 @@ def run(request: pytest.FixtureRequest) -> tuple[str, dict]:
     return request.param, json.loads(RUNS[request.param].read_text())
 
 
-def _group(samples: list[dict], key: str) -> list[dict]:
-    kind, config, mode, cache = key.split("/")
-    return [
-        s
-        for s in samples
-        if s["kind"] == kind
-        and s["config"] == config
-        and s.get("load_mode", "none") == mode
-        and s.get("cache", "warm") == cache
-    ]
-
-
 def test_the_quoted_ratios_are_the_ratios_of_the_medians_of_at_least_three_samples(run: tuple[str, dict]) -> None:
     name, proof = run
     by_name = {r["name"]: r for r in proof["ratios"]}
     for ratio_name, quoted in QUOTED[name].items():
         ratio = by_name[ratio_name]
-        values = [
-            [s[ratio["field"]] for s in _group(proof["samples"], ratio[side]) if s.get(ratio["field"]) is not None]
-            for side in ("numerator", "denominator")
-        ]
+        values = ratio_sides(proof["samples"], ratio)
         assert all(len(v) >= 3 for v in values), (ratio_name, [len(v) for v in values])  # the issue: >= 3 a side
         assert statistics.median(values[0]) / statistics.median(values[1]) == pytest.approx(quoted, abs=0.002)
         assert ratio["value"] == quoted

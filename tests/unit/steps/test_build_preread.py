@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 from support.fakes import FakeClock, FakeDocker, FakeHost, MemoryState
+from support.payloads import BUILD_ARGS, local_build
 from test_load_watch import Recorder
 from test_plan_cases import CASES, build_case
 
@@ -101,19 +102,7 @@ def _world(tmp_path: Path, behaviour: str = "read", fail: bool = False):
         shard.write_bytes(b"w" * 1000)
         files.append(str(shard))
     preread = PagecachePreread(tuple(files), 2000, workers=2)
-    spec = ImageBuild(
-        "kimi-k3-llamacpp:x",
-        "fp1",
-        "mainline",
-        "ad1de39",
-        str(tmp_path / "Dockerfile.llamacpp"),
-        str(tmp_path / "src.tar.gz"),
-        None,
-        (),
-        (("BUILD_IMAGE", "b:1"), ("RUNTIME_IMAGE", "r:1"), ("CMAKE_ARGS", "-DGGML_CUDA=OFF")),
-        (("kimik3.image.fingerprint", "fp1"),),
-        preread=preread,
-    )
+    spec = local_build(tmp_path, preread=preread)
     return ports, host, docker, spec, preread
 
 
@@ -291,19 +280,7 @@ def test_an_interrupt_while_waiting_for_the_preread_stops_it(tmp_path: Path, mon
     (tmp_path / "src.tar.gz").write_bytes(b"source")
     (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
     preread = PagecachePreread((str(shard),), shard.stat().st_size, workers=2)
-    spec = ImageBuild(
-        "kimi-k3-llamacpp:x",
-        "fp1",
-        "mainline",
-        "ad1de39",
-        str(tmp_path / "Dockerfile.llamacpp"),
-        str(tmp_path / "src.tar.gz"),
-        None,
-        (),
-        (("BUILD_IMAGE", "b:1"), ("RUNTIME_IMAGE", "r:1")),
-        (("kimik3.image.fingerprint", "fp1"),),
-        preread=preread,
-    )
+    spec = local_build(tmp_path, BUILD_ARGS[:2], preread=preread)
     reporter, sent = Recorder(), {}
     main = threading.main_thread().ident
 

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 from support.fakes import FakeClock, FakeDocker, MemoryState
 from support.observed import observed
+from support.payloads import local_build
 from test_load_watch import Recorder
 from test_plan_cases import BASE, merge, profile_of
 
 from kimik3_reconciler.engines.llamacpp.build_time import build_cost, predicted_build
 from kimik3_reconciler.model.facts import HostFacts
 from kimik3_reconciler.model.records import build_time_key
-from kimik3_reconciler.model.specs import ImageBuild
 from kimik3_reconciler.observe import _build_seconds
 from kimik3_reconciler.observe.build_log import compiled
 from kimik3_reconciler.ports import Ports
@@ -64,19 +64,7 @@ def _build(
     ports = Ports(docker=TimedDocker(clock, seconds, log), hub=None, http=None, host=None, state=state, clock=clock)
     (tmp_path / "src.tar.gz").write_bytes(b"source")
     (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
-    spec = ImageBuild(
-        "kimi-k3-llamacpp:x",
-        "fp1",
-        "mainline",
-        "ad1de39",
-        str(tmp_path / "Dockerfile.llamacpp"),
-        str(tmp_path / "src.tar.gz"),
-        None,
-        (),
-        (("BUILD_IMAGE", "b:1"), ("RUNTIME_IMAGE", "r:1"), ("CMAKE_ARGS", "-DGGML_CUDA=OFF")),
-        (("kimik3.image.fingerprint", "fp1"),),
-        variant=variant,
-    )
+    spec = local_build(tmp_path, variant=variant)
     reporter = Recorder()
     build_image(spec, ports, reporter, this_host=this_host)
     return state, reporter

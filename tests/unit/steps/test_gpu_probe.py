@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from support.fakes import FAKE_PROFILE, FAKE_REVISION, FakeHub, fake_ports
+from support.fakes import FAKE_PROFILE, fake_orchestrator
 
 from kimik3_reconciler.adapters.docker_engine import _device_requests
 from kimik3_reconciler.errors import GpuProbeFailed, PermanentError, PlanError
@@ -21,10 +21,8 @@ from kimik3_reconciler.observe.docker_objects import (
     parse_gpus,
     parse_toolkit_version,
 )
-from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.planning.launch import container_fingerprint
 from kimik3_reconciler.steps.gpu_probe import parse_gpu_listing
-from kimik3_reconciler.steps.report import NullReporter
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 CDI_YAML = '---\ncdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n- name: "0"\n'
@@ -94,15 +92,12 @@ def test_the_listing_parser_reads_nvidia_smi() -> None:
 @pytest.fixture
 def gpu_world(tmp_path: Path):
     """An orchestrator on fakes with the H200 host (NVML fixture: 1 GPU, driver 580.159.04) and a CDI spec."""
-    (tmp_path / "src.tar.gz").write_bytes(b"source")
-    (tmp_path / "Dockerfile.llamacpp").write_text("FROM scratch\n")
-    hub = FakeHub("org/k3", FAKE_REVISION, FILES, tmp_path / "hub")
-    ports, docker = fake_ports(hub)
+    orchestrator, ports, docker, hub = fake_orchestrator(tmp_path, FILES)
     ports.host.nvml_dump = json.loads((FIXTURES / "h200" / "nvml.json").read_text())
     ports.host.cdi = {"/etc/cdi/nvidia.yaml": CDI_YAML}
     ports.host.toolkit = "NVIDIA Container Toolkit CLI version 1.17.4\n"
     docker.info = lambda: {"ServerVersion": "28.2.2", "CDISpecDirs": ["/etc/cdi"], "Runtimes": {"runc": {}}}
-    return Orchestrator(ports, NullReporter(), tmp_path, tmp_path / "Dockerfile.llamacpp"), docker, hub
+    return orchestrator, docker, hub
 
 
 def test_the_probe_runs_first_through_cdi_once_and_every_container_asks_alike(gpu_world) -> None:

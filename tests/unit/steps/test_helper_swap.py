@@ -18,6 +18,7 @@ import yaml
 from support.fakes import FAKE_REVISION, FakeHub, fake_ports
 from support.fakes.processes import FakeProcesses
 from support.helper_swap import swap_under_load
+from support.payloads import exporter_config
 from test_plan_cases import build_case
 
 from kimik3_reconciler.model.metrics import ExporterConfig
@@ -90,16 +91,7 @@ def test_a_handover_that_does_not_happen_falls_back_to_stop_then_start(tmp_path:
     processes.spawned = []
     ports.processes = processes
     processes.running[4000] = ("python", "-m", "kimik3_reconciler", "metrics-serve", "k3")
-    config = ExporterConfig(
-        profile="k3",
-        labels={},
-        bind="127.0.0.1",
-        port=9400,
-        container="k3",
-        server_url="http://127.0.0.1:18999",
-        proxy_bind="127.0.0.1",
-        proxy_port=8080,
-    )
+    config = exporter_config(port=9400, server_url="http://127.0.0.1:18999", proxy_bind="127.0.0.1", proxy_port=8080)
     events = RecordingReporter()
     run_exporter(
         ExporterRun(

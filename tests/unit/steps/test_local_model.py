@@ -58,6 +58,18 @@ def model_step(orchestrator: Orchestrator, profile):  # noqa: ANN001, ANN201
     return next(s for s in orchestrator.plan(profile).steps if s.kind == "model")
 
 
+def verify_step(found) -> LocalModelVerify:  # noqa: ANN001 - what collect_local_model found
+    """The verify step of the local model `found` (its folder, files and stats as observed)."""
+    return LocalModelVerify(
+        local_path=found.local_path,
+        folder=found.cache_dir,
+        quant=QUANT,
+        files=found.files,
+        stats=found.stats,
+        manifest_key=local_model_key(found.local_path),
+    )
+
+
 def test_first_apply_records_the_manifest_and_later_plans_read_no_byte(world) -> None:
     orchestrator, ports, docker, tmp = world
     model = gguf(tmp / "models" / "reap770.gguf", "one")
@@ -196,14 +208,7 @@ def test_verify_rehashes_every_file_and_a_plain_plan_none(tmp_path: Path) -> Non
     state, cache = MemoryState(), MemoryCache()
     profile = local_profile("reap770").profile
     first = collect_local_model(profile, state, cache, tmp_path, FakeHost())
-    step = LocalModelVerify(
-        local_path=first.local_path,
-        folder=first.cache_dir,
-        quant=QUANT,
-        files=first.files,
-        stats=first.stats,
-        manifest_key=local_model_key(first.local_path),
-    )
+    step = verify_step(first)
     ports, _ = fake_ports(FakeHub("org/k3", FAKE_REVISION, {}, tmp_path / "hub"))
     ports.state = state  # the manifest this test reads back
     verify_local_model(step, ports, NullReporter())
@@ -225,14 +230,7 @@ def test_a_shard_removed_from_the_folder_is_drift(tmp_path: Path) -> None:
     ports, _ = fake_ports(FakeHub("org/k3", FAKE_REVISION, {}, tmp_path / "hub"))
     ports.state = state
     verify_local_model(
-        LocalModelVerify(
-            local_path=first.local_path,
-            folder=first.cache_dir,
-            quant=QUANT,
-            files=first.files,
-            stats=first.stats,
-            manifest_key=local_model_key(first.local_path),
-        ),
+        verify_step(first),
         ports,
         NullReporter(),
     )

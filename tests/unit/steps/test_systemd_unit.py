@@ -44,13 +44,19 @@ def test_first_apply_installs_and_starts_the_unit_after_health(world):  # noqa: 
     assert not orchestrator.apply(load(WITH_UNIT)).changed
 
 
-def test_a_hand_edited_unit_is_drift_that_apply_restores(world):  # noqa: F811
-    orchestrator, _, _, _ = world
+def hand_edited(fixture: tuple, path: str, old: str, new: str) -> tuple:  # (orchestrator, units, text, plan)
+    """WITH_UNIT applied, then `old` replaced by `new` in the file `path` by hand: the orchestrator, the fake units,
+    the file as kimik3 wrote it, and the plan made after the edit."""
+    orchestrator = fixture[0]  # the `world` fixture
     orchestrator.apply(load(WITH_UNIT))
     units = units_of(orchestrator)
-    rendered = units.files[unit_path(UNIT)]
-    units.files[unit_path(UNIT)] = rendered.replace("TimeoutStopSec=150", "TimeoutStopSec=5")
-    plan = orchestrator.plan(load(WITH_UNIT))
+    written = units.files[path]
+    units.files[path] = written.replace(old, new)
+    return orchestrator, units, written, orchestrator.plan(load(WITH_UNIT))
+
+
+def test_a_hand_edited_unit_is_drift_that_apply_restores(world):  # noqa: F811
+    orchestrator, units, rendered, plan = hand_edited(world, unit_path(UNIT), "TimeoutStopSec=150", "TimeoutStopSec=5")
     assert changes(plan) == [("unit", Action.UPDATE)]
     assert "edited by hand" in plan.changes[0].reason
     assert [str(d) for d in plan.changes[0].diff] == ["unit Service.TimeoutStopSec: 5 → 150"]
@@ -59,12 +65,8 @@ def test_a_hand_edited_unit_is_drift_that_apply_restores(world):  # noqa: F811
 
 
 def test_an_edited_or_missing_env_file_is_restored(world):  # noqa: F811
-    orchestrator, _, _, _ = world
-    orchestrator.apply(load(WITH_UNIT))
-    units = units_of(orchestrator)
-    env = units.files[env_path(UNIT)]
-    units.files[env_path(UNIT)] = env.replace("KIMIK3_CONTAINER=k3-test", "KIMIK3_CONTAINER=k3-test # the main one")
-    plan = orchestrator.plan(load(WITH_UNIT))
+    edit = ("KIMIK3_CONTAINER=k3-test", "KIMIK3_CONTAINER=k3-test # the main one")
+    orchestrator, units, env, plan = hand_edited(world, env_path(UNIT), *edit)
     assert "env file /etc/kimik3/k3-test.env was edited by hand" in plan.changes[0].reason
     assert [str(d) for d in plan.changes[0].diff] == ["env KIMIK3_CONTAINER: k3-test # the main one → k3-test"]
     del units.files[env_path(UNIT)]

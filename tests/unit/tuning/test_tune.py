@@ -75,17 +75,15 @@ def test_a_decode_floor_bounds_a_latency_goal() -> None:
 
 
 def test_spaces_parse_and_unknown_knobs_are_refused() -> None:
-    assert parse_space(("ubatch=256,512", "parallel=1,2"), LLAMACPP_KNOBS.section, LLAMACPP_KNOBS.names) == {
+    assert parse_space(("ubatch=256,512", "parallel=1,2"), LLAMACPP_KNOBS) == {
         "ubatch": (256, 512),
         "parallel": (1, 2),
     }
     assert len(candidates({"ubatch": (256, 512), "parallel": (1, 2), "threads": (1, 8)})) == 8
-    assert parse_space(("n_cpu_moe=fit,24",), LLAMACPP_KNOBS.section, LLAMACPP_KNOBS.names) == {
-        "n_cpu_moe": ("fit", 24)
-    }
+    assert parse_space(("n_cpu_moe=fit,24",), LLAMACPP_KNOBS) == {"n_cpu_moe": ("fit", 24)}
     for bad in ("threads=x", "ctx=1", "ubatch", "ubatch=fit"):
         with pytest.raises(InputError):
-            parse_space((bad,), LLAMACPP_KNOBS.section, LLAMACPP_KNOBS.names)
+            parse_space((bad,), LLAMACPP_KNOBS)
 
 
 @pytest.mark.parametrize(
@@ -104,7 +102,7 @@ def test_space_values_the_profile_refuses_are_refused_before_the_host(bad: str, 
     # Was: accepted, then tune locked the host, required it converged and recorded a search of "never launched"
     # candidates. Now exit 2 naming --space, from the profile schema's own bounds.
     with pytest.raises(InputError) as caught:
-        parse_space((bad,), LLAMACPP_KNOBS.section, LLAMACPP_KNOBS.names)
+        parse_space((bad,), LLAMACPP_KNOBS)
     assert "--space" in str(caught.value) and said in str(caught.value)
     assert caught.value.exit_code == 2
 

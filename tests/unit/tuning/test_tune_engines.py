@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from support.fakes.load import FakeLoad
 from support.observed import observed
+from support.profiles import VLLM_CPU_HEAD
 
 from kimik3_reconciler.benchmark import sweep_levels
 from kimik3_reconciler.engines import engine_for
@@ -22,14 +23,9 @@ from kimik3_reconciler.tuning.session import running_knobs
 from kimik3_reconciler.verify.checks import Server
 
 HOST = HostFacts(physical_cores=16, cpu_flags=("avx512f",))
-VLLM = """apiVersion: kimik3/v1
-name: k3-vllm-cpu
-engine: vllm
-model: {repo: kimik3-demo/Kimi-K3-tiny, revision: %s}
-image: {ref: "127.0.0.1:5000/kimik3-test/vllm-cpu:0.32.0@sha256:%s"}
-gpus: none
-serve: {env: {VLLM_CPU_KVCACHE_SPACE: "1"}}
-vllm:
+VLLM = (
+    VLLM_CPU_HEAD
+    + """vllm:
   tensor_parallel_size: 1
   max_model_len: 512        # the tiny model's
   max_num_seqs: 2           # as written
@@ -39,7 +35,8 @@ vllm:
   prefix_match_unit: null
   enforce_eager: true
   v2_model_runner: false
-""" % ("a" * 40, "b" * 64)
+"""
+)
 
 
 def test_the_vllm_space_is_its_sections_knobs_around_the_written_values() -> None:
@@ -54,15 +51,13 @@ def test_the_vllm_space_is_its_sections_knobs_around_the_written_values() -> Non
 
 def test_space_takes_the_engines_knobs_and_refuses_the_others_naming_the_section() -> None:
     vllm = engine_for("vllm").tune_knobs
-    assert parse_space(("max_num_seqs=2,8", "gpu_memory_utilization=0.9,1"), vllm.section, vllm.names) == {
+    assert parse_space(("max_num_seqs=2,8", "gpu_memory_utilization=0.9,1"), vllm) == {
         "max_num_seqs": (2, 8),
         "gpu_memory_utilization": (0.9, 1.0),
     }
-    assert isinstance(
-        parse_space(("gpu_memory_utilization=1",), vllm.section, vllm.names)["gpu_memory_utilization"][0], float
-    )
+    assert isinstance(parse_space(("gpu_memory_utilization=1",), vllm)["gpu_memory_utilization"][0], float)
     with pytest.raises(InputError) as llama_knob:
-        parse_space(("ubatch=512",), vllm.section, vllm.names)
+        parse_space(("ubatch=512",), vllm)
     assert "max_num_seqs" in str(llama_knob.value) and "vllm.<knob>" in str(llama_knob.value)
     for bad, said in (
         ("gpu_memory_utilization=1.5", "vllm.gpu_memory_utilization"),
@@ -71,10 +66,20 @@ def test_space_takes_the_engines_knobs_and_refuses_the_others_naming_the_section
         ("max_num_seqs=many", "takes numbers"),
     ):
         with pytest.raises(InputError) as caught:
-            parse_space((bad,), vllm.section, vllm.names)
+            parse_space((bad,), vllm)
         assert said in str(caught.value) and caught.value.exit_code == 2
     with pytest.raises(InputError):  # llama.cpp's knobs are refused on SGLang too: its section has its own
-        parse_space(("parallel=2",), engine_for("sglang").tune_knobs.section, engine_for("sglang").tune_knobs.names)
+        parse_space(("parallel=2",), engine_for("sglang").tune_knobs)
+
+
+def test_fit_is_taken_by_the_knobs_the_engine_calls_automatic_and_by_no_other() -> None:
+    # Was: only a knob named n_cpu_moe took `fit` (model/tuning.py named llama.cpp's knob); now the engine's
+    # TuneKnobs.automatic says which knobs leave their value to the engine.
+    vllm = engine_for("vllm").tune_knobs
+    with pytest.raises(InputError, match="takes numbers"):
+        parse_space(("max_num_seqs=fit,8",), vllm)
+    automatic = vllm._replace(automatic=("max_num_seqs",))
+    assert parse_space(("max_num_seqs=fit,8",), automatic) == {"max_num_seqs": ("fit", 8)}
 
 
 def test_a_vllm_candidate_is_written_into_the_vllm_section_keeping_comments() -> None:

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from kimik3_reconciler.engines.llamacpp import sizing
 from kimik3_reconciler.model import catalog
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.profile_rules.finding import Finding, error, warning
 
-HYBRID_UBATCH = catalog.UBATCH["hybrid"]
-ALL_VRAM_UBATCH = catalog.UBATCH["all-vram"]
+HYBRID_UBATCH = sizing.UBATCH["hybrid"]
+ALL_VRAM_UBATCH = sizing.UBATCH["all-vram"]
 
 
 def _draft_gpu_index(p: Profile, gpu_count: int) -> int | None:
@@ -32,7 +33,7 @@ def fit_target(p: Profile) -> Iterator[Finding]:
         # rule: fit-target-list
         # llama.cpp indexes --fit-target like the device list; a short list silently leaves the rest at 1024 MiB.
         yield error(where, f"has {len(margins)} entries but gpus lists {len(p.gpus)}: write one per GPU, in order")
-    if serve.manual_split:
+    if sizing.manual_split(serve):
         if serve.fit_target is not None:
             # rule: fit-target-manual-split
             # Seed 000: N_CPU_MOE switches to -ngl 999 --n-cpu-moe N; --fit (and its margin) is off.
@@ -50,7 +51,7 @@ def fit_margin_findings(p: Profile, mode: catalog.QuantMode) -> Iterator[Finding
     """serve.fit_target against the quant's measured margin in `mode` (the catalog's mode here; a planner
     that derived the mode from the host's GPUs may call it with that one). Omitted = the quant's default."""
     serve, where = p.serve, ("serve", "fit_target")
-    if mode != "all-vram" or serve.fit_target is None or serve.manual_split:
+    if mode != "all-vram" or serve.fit_target is None or sizing.manual_split(serve):
         return
     margin = catalog.fit_margin(p.model.quant, mode)
     margins = serve.fit_target if isinstance(serve.fit_target, list) else None
@@ -110,7 +111,7 @@ def ubatch(p: Profile) -> Iterator[Finding]:
 
 
 def batch(p: Profile) -> Iterator[Finding]:
-    batch, ubatch = p.effective_batch, p.effective_ubatch
+    batch, ubatch = sizing.effective_batch(p), sizing.effective_ubatch(p)
     if batch < ubatch:
         # rule: batch-below-ubatch
         # llama.cpp lowers ubatch to batch without a word, undoing seed 000 step 5's BATCH/UBATCH setting.

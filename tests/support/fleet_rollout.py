@@ -1,0 +1,118 @@
+"""The fleet rollout's set-up on the fleet rig (fleet_hosts.py), shared by tests/integration/
+test_fleet_rollout_docker.py and bench/fleet.py: its names and ports, the fleet file, the first
+`fleet apply --install`. `fleet_cmd`, `demo_image` and `fleet_document`
+serve tests/integration/test_fleet_rpc_rig.py too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+import yaml
+
+from kimik3_demo.hub import FixtureHub
+from kimik3_reconciler.adapters.router_smg import SmgRouter
+from support.closed_loop import ClosedLoop
+from support.fleet_hosts import Rig, publish_image
+from support.realparts import KIMIK3, REPO_ROOT, converged_demo, demo_profile, docker
+
+NAME, PORT = "k3fr-serve", 19361
+BUILD_NAME, BUILD_PORT = "k3fr-build", 19362
+ROUTER_PORT = 19363  # its metrics on 19364
+FLEET = "k3fr"
+
+
+def fleet_cmd(work: Path, *args: str, timeout: float = 1500) -> subprocess.CompletedProcess[str]:
+    """`kimik3 fleet ARGS` in the fleet's folder `work`, with the controller's state under it."""
+    env = {**os.environ, "KIMIK3_STATE_DIR": str(work / "controller-state")}
+    return subprocess.run([*KIMIK3, "fleet", *args], capture_output=True, text=True, env=env, cwd=work, timeout=timeout)
+
+
+def fleet_router() -> SmgRouter:
+    """The rollout's smg, through kimik3's adapter (its metrics on the port after)."""
+    return SmgRouter(f"http://127.0.0.1:{ROUTER_PORT}", f"http://127.0.0.1:{ROUTER_PORT + 1}")
+
+
+def router_load(workers: int = 4) -> ClosedLoop:
+    """A closed-loop client through smg (half streaming, every other request offering a tool)."""
+    return ClosedLoop(f"http://127.0.0.1:{ROUTER_PORT}", workers=workers, model=NAME, tools=True)
+
+
+def demo_image(work: Path, name: str, port: int) -> str:
+    """The llama.cpp CPU image's tag, built here by a converged demo (cached by layer) in `work`, its container
+    removed after."""
+    with contextmanager(converged_demo)(work, name, port):
+        return docker("inspect", "-f", "{{.Config.Image}}", name)
+
+
+def image_on_first_host(rig: Rig, work: Path) -> None:
+    """The demo image on the first host (rolled first): built here, pushed to the bridge registry, pulled by digest
+    by that host's daemon. The other hosts get it from `fleet apply --registry`: none builds."""
+    rig.hosts[0].docker("pull", publish_image(rig, demo_image(work, BUILD_NAME, BUILD_PORT)), timeout=1800)
+
+
+def fleet_document(name: str, inventory: dict, overrides: dict, rollout: dict, router_port: int) -> dict:
+    """A Fleet file over the rig's hosts (profile.yaml beside it), smg on loopback in front, round robin."""
+    return {
+        "apiVersion": "kimik3/v1",
+        "kind": "Fleet",
+        "name": name,
+        "profile": "profile.yaml",
+        "inventory": inventory,
+        "overrides": overrides,
+        "rollout": {"hosts": "serving", **rollout},
+        "router": {"version": "1.13.0", "host": "localhost", "port": router_port, "policy": "round_robin"},
+    }
+
+
+def host_overrides(rig: Rig, count: int | None = None) -> dict:
+    """Each host (the first `count`) serving on its bridge address, its model cache in its own folder."""
+    return {
+        h.name: {"serve": {"host": h.address}, "model": {"cache_dir": str(h.root / "hf-cache")}}
+        for h in rig.hosts[:count]
+    }
+
+
+def write_fleet(work: Path, rig: Rig, hub: FixtureHub, quant: str, canary: int | None = None) -> None:
+    """profile.yaml (the demo profile at `quant`) and fleet.yaml over the rig's three hosts in `work`; the host
+    `canary` (an index), when given, rolled first as the rollout's canary group."""
+    profile = demo_profile(work, NAME, PORT, hub.url)
+    profile["model"]["quant"] = quant
+    (work / "profile.yaml").write_text(yaml.safe_dump(profile, sort_keys=False))
+    inventory = rig.inventory("serving")
+    for host in rig.hosts:  # where the first `fleet apply --install` puts kimik3 on each host, and what runs it
+        venv = host.root / "kimik3-venv"
+        inventory["all"]["children"]["serving"]["hosts"][host.name].update(
+            kimik3_venv=str(venv), kimik3_command=[str(venv / "bin" / "kimik3")]
+        )
+    rollout = {"max_unavailable": 1, "drain_timeout": "60s", **({"canary": "canary"} if canary is not None else {})}
+    document = fleet_document(FLEET, inventory, host_overrides(rig), rollout, ROUTER_PORT)
+    if canary is not None:
+        inventory["all"]["children"]["canary"] = {"hosts": {rig.hosts[canary].name: {}}}
+    (work / "fleet.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
+
+
+def served_quant(rig: Rig, index: int) -> str:
+    """The model file the host `index`'s server was started with."""
+    argv = json.loads(rig.hosts[index].docker("inspect", "-f", "{{json .Config.Cmd}}", NAME))
+    return argv[argv.index("-m") + 1]
+
+
+def install_and_deploy(work: Path, rig: Rig) -> subprocess.CompletedProcess[str]:
+    """The first `fleet apply --install` of the fleet file in `work`: kimik3 (a wheel of this checkout and its
+    dependencies) installed on every host, each rolled, gated and put in the router; the image once per site."""
+    wheelhouse = work / "wheelhouse"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", str(REPO_ROOT), "-w", str(wheelhouse)],
+        check=True,
+        capture_output=True,
+        timeout=900,
+    )
+    return fleet_cmd(
+        work, "apply", "--install", str(wheelhouse), "--registry", rig.registry, "--traffic-timeout", "2", "fleet.yaml"
+    )

