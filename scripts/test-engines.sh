@@ -51,6 +51,8 @@ timed "vLLM wheels (pip download)" vllm_wheels
 timed "vLLM venv (.venv-vllm)" venv_from .venv-vllm "$VLLM_REQ" --no-index --find-links "$KIMIK3_VLLM_WHEELS"
 timed "vLLM CPU image (ensure-vllm-image.sh)" bash scripts/ensure-vllm-image.sh
 timed "SGLang venv (.venv-sglang)" venv_from .venv-sglang "$SGLANG_REQ"
+# Ray for tests/integration/test_ray_cluster.py (vllm.cluster's rendered commands start a real cluster).
+timed "Ray (the cluster extra)" bash -c '[ -x .venv/bin/ray ] || .venv/bin/pip install -q -e ".[test,demo,cluster]"'
 
 export KIMIK3_REQUIRE_ENGINES=1 KIMIK3_VLLM_PYTHON="$ROOT/.venv-vllm/bin/python" \
   KIMIK3_SGLANG_PYTHON="$ROOT/.venv-sglang/bin/python"

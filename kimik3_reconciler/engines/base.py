@@ -146,6 +146,12 @@ class HostNeeds(NamedTuple):
     kinds_override: str
     memory_share: float = 1.0  # the share of each GPU's memory the engine takes (vLLM: gpu_memory_utilization)
     gpus_field: str = "vllm.tensor_parallel_size"  # the profile field that sets `gpus` (SGLang: sglang.tp_size)
+    # The hosts one replica spans (vllm.cluster / sglang.cluster: the head and its nodes), and the field that says so.
+    hosts: int = 1
+    hosts_field: str = ""
+    # Pipeline-parallel stages from the profile's own field (vllm.pipeline_parallel_size, sglang.pp_size): the
+    # replica uses gpus × pipeline GPUs.
+    pipeline: int = 1
 
 
 class TuneKnobs(NamedTuple):
@@ -229,6 +235,28 @@ class NativeRoute(NamedTuple):
     # Blackwell-class server), and why to start there.
     rank: int = 0
     because: str = ""
+
+
+class MemberProcess(NamedTuple):
+    """One process a host of a replica that spans hosts runs: `role` (`ray-head`, `ray-worker`, `server`) and its
+    whole argv, the program first (`ray start …`, `vllm serve …`, `sglang serve …`): a list, never a shell string."""
+
+    role: str
+    command: tuple[str, ...]
+
+
+class NodeLaunch(NamedTuple):
+    """One host of a replica that spans hosts, as the engine renders it: `name` (`head`: the profile's own host; else
+    the node's name in the profile), its rank (the head 0, the nodes in profile order), the Docker that reaches it
+    (None: this host's), the address it is reached at, what it runs in order (each started once the one before it
+    is up), and the environment those processes get beside the server's."""
+
+    name: str
+    rank: int
+    docker: str | None
+    bind: str
+    processes: tuple[MemberProcess, ...]
+    env: tuple[tuple[str, str], ...] = ()
 
 
 class CheckpointDefaults:
@@ -471,6 +499,12 @@ class ServingEngine(Protocol):
     def server_argv(self, launch: LaunchInput, snapshot: str) -> tuple[str, ...]:
         """The server's argv (the image's entrypoint runs it) from the launch input; `snapshot`: where the
         model's snapshot is mounted in the container. Env and mounts are generic (planning/launch.py)."""
+        ...
+
+    def cluster_launch(self, value: LaunchInput, snapshot: str) -> tuple[NodeLaunch, ...]:
+        """A replica over several hosts, host by host, the head (this host) first: what each runs (vLLM: Ray's head
+        and the server, then a Ray worker per node; SGLang: the server at each node's rank). () on one host
+        (llama.cpp's hosts beyond this one are its RPC workers, rendered by its worker step)."""
         ...
 
     def server_env(self, value: LaunchInput) -> tuple[tuple[str, str], ...]:

@@ -12,6 +12,10 @@ from typing import Any
 from kimik3_reconciler.model.engine_names import own_fields
 from kimik3_reconciler.model.profile import ServeSpec
 
+# Knobs added after containers were labelled: in the label only where set, so a single-host vLLM/SGLang container an
+# older kimik3 launched does not diff (and relaunch) on a field it never had.
+LABELLED_WHEN_SET = frozenset({"cluster", "pipeline_parallel_size", "pp_size"})
+
 
 @dataclass(frozen=True)
 class ModelInput:
@@ -81,7 +85,10 @@ class LaunchInput:
             }
         )
         if self.knobs is not None:  # only for an engine with a section of its own: llama.cpp's label stays as it was
-            flat.update({f"{self.knobs_section}.{k}": v for k, v in self.knobs.model_dump(mode="json").items()})
+            knobs = self.knobs.model_dump(mode="json")
+            flat.update(
+                {f"{self.knobs_section}.{k}": v for k, v in knobs.items() if not (k in LABELLED_WHEN_SET and v is None)}
+            )
         if self.served_names:
             flat["served_names"] = list(self.served_names)
         if self.rpc:  # only with workers: a single-host label stays as it was

@@ -121,6 +121,23 @@ class ImageSpec(Section):
         return self.ref.rsplit("@", 1)[1]
 
 
+class ClusterNode(Section):
+    """One more host of a replica that spans hosts (vllm.cluster, sglang.cluster)."""
+
+    def container_name(self, profile_name: str) -> str:
+        """The node's member container on its host."""
+        return f"{profile_name}-node-{self.name}"
+
+
+class ClusterSpec(Section):
+    """A replica over several hosts: this host is the head (rank 0), `nodes` the others in rank order."""
+
+    @property
+    def size(self) -> int:
+        """The hosts of the replica, the head included."""
+        return 1 + len(self.nodes)
+
+
 class VllmSpec(Section):
     """vLLM's own knobs (engine: vllm). The defaults are seed 001's TP8 recipe (profiles/vllm-tp8.yaml)."""
 
@@ -215,6 +232,8 @@ SECTIONS: dict[str, type[Section]] = {
         MetricsSpec,
         HostSpec,
         ImageSpec,
+        ClusterNode,
+        ClusterSpec,
         VllmSpec,
         SglangWorkload,
         SglangSpec,

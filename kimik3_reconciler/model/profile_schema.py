@@ -558,23 +558,30 @@ def _check_bind(value: str) -> str:
     return _refuse_mapped(value)
 
 
+DockerUrl = Annotated[str, AfterValidator(_check_docker_url), WithJsonSchema(DOCKER_URL_SCHEMA)]
+AbsolutePath = Annotated[NonEmpty, AfterValidator(_check_absolute), WithJsonSchema(ABSOLUTE_SCHEMA)]
 WorkerName = _matching(
     r"[a-z0-9][a-z0-9-]{0,30}", "must be 1-31 characters of a-z, 0-9 and '-' (it names the worker's container)"
 )
 RpcDevice = _matching(r"[A-Za-z]+[0-9]*", "must be a ggml device name like CUDA0 or CPU")
 
 
-class RpcWorker(BaseModel):
-    """One host running rpc-server (llama.cpp's RPC backend) for the main server (issue 18)."""
+class RemoteHost(BaseModel):
+    """Another host of the deployment, reached through its own Docker (an RPC worker, a cluster's node)."""
 
     model_config = _CONFIG
     name: WorkerName
-    docker: Annotated[str, AfterValidator(_check_docker_url), WithJsonSchema(DOCKER_URL_SCHEMA)] = Field(
+    docker: DockerUrl = Field(
         description="how kimik3 reaches this host's Docker: ssh://user@host[:port] or tcp://host:port (TLS)"
     )
-    tls_dir: Annotated[NonEmpty, AfterValidator(_check_absolute), WithJsonSchema(ABSOLUTE_SCHEMA)] | None = Field(
+    tls_dir: AbsolutePath | None = Field(
         None, description="tcp:// only: absolute path of a folder with ca.pem, cert.pem, key.pem"
     )
+
+
+class RpcWorker(RemoteHost):
+    """One host running rpc-server (llama.cpp's RPC backend) for the main server (issue 18)."""
+
     bind: Annotated[str, AfterValidator(_check_bind), WithJsonSchema(IPV4_SCHEMA)] = Field(
         description="the address rpc-server binds and the main server connects to: loopback or a private address"
     )
@@ -601,6 +608,46 @@ class RpcSpec(BaseModel):
 
     model_config = _CONFIG
     workers: Annotated[list[RpcWorker], Field(min_length=1)]
+
+
+def _check_member_bind(value: str) -> str:
+    # IPv4 only: Ray's --node-ip-address and SGLang's --dist-init-addr (host:port, split at its last ':') are IPv4 in
+    # every multi-node guide of theirs; an IPv6 literal there is not tested by either project.
+    address = _ip(value)
+    if address is None or address.version != 4:
+        raise refuse("must be an IPv4 address literal: the address the cluster's members reach this host at")
+    return value
+
+
+MemberBind = Annotated[str, AfterValidator(_check_member_bind), WithJsonSchema(IPV4_SCHEMA)]
+
+
+class ClusterNode(RemoteHost):
+    """One more host of a replica that spans hosts (vllm.cluster, sglang.cluster): it runs the engine's member
+    processes (vLLM: a Ray worker; SGLang: the server at its node rank)."""
+
+    bind: MemberBind = Field(description="the node's address the other members reach: loopback or a private address")
+    gpus: Annotated[Literal["all", "none"] | GpuList, BeforeValidator(_check_gpus)] = Field(
+        "all", description="GPUs the node's container gets (as the profile's gpus)"
+    )
+
+
+class ClusterSpec(BaseModel):
+    """A replica over several hosts: this host is the head (node rank 0), `nodes` the others, in rank order."""
+
+    model_config = _CONFIG
+    bind: MemberBind = Field(
+        description="this (head) host's address the nodes reach: Ray's head (vllm), --dist-init-addr (sglang)"
+    )
+    port: Annotated[int, Field(ge=1, le=65535)] | None = Field(
+        None, description="the head's port: Ray's GCS (vllm, default 6379), --dist-init-addr's (sglang, default 20000)"
+    )
+    allow_public: bool = Field(
+        False,
+        description="true: let bind addresses be public (Ray and torch.distributed have no authentication: "
+        "refused unless written)",
+    )
+    nodes: Annotated[list[ClusterNode], Field(min_length=1)]
 
 
 class HandoverSpec(BaseModel):
@@ -738,6 +785,10 @@ class VllmSpec(BaseModel):
     reasoning_parser: ParserName | None = Field("kimi_k3", description="--reasoning-parser; null: none")
     v2_model_runner: bool = Field(True, description="env VLLM_USE_V2_MODEL_RUNNER=1 (seed 001's recipe)")
     enforce_eager: bool = Field(False, description="--enforce-eager (no CUDA graphs; the CPU test image needs it)")
+    pipeline_parallel_size: Count | None = Field(
+        None, description="--pipeline-parallel-size (usually the node count of a cluster); null: vLLM's (1)"
+    )
+    cluster: ClusterSpec | None = Field(None, description="a replica over several hosts, on Ray (null: this host only)")
     any_gpu: bool = Field(
         False,
         description="true: run the recipe on GPUs other than seed 001's B300/GB300 (the "
@@ -783,6 +834,10 @@ class SglangSpec(BaseModel):
         description="the average request mamba_full_memory_ratio was "
         "computed for; without it the plan warns that the ratio is not tied "
         "to a workload",
+    )
+    pp_size: Count | None = Field(None, description="--pp-size (pipeline parallel); null: SGLang's (1)")
+    cluster: ClusterSpec | None = Field(
+        None, description="a replica over several hosts (--nnodes, --node-rank, --dist-init-addr; null: this host only)"
     )
     tool_call_parser: ParserName | None = Field("kimi_k3", description="--tool-call-parser; null: none")
     reasoning_parser: ParserName | None = Field("kimi_k3", description="--reasoning-parser; null: none")

@@ -435,7 +435,11 @@ _GENERIC: tuple[Rule, ...] = (
         "argparse takes the last copy of a flag: the running server would not be the profile's, and the plan would "
         "not see it",
         _VLLM,
-        ("cases/profile/vllm_owned_flags.yaml", "cases/profile/vllm_api_key_file.yaml"),
+        (
+            "cases/profile/vllm_owned_flags.yaml",
+            "cases/profile/vllm_api_key_file.yaml",
+            "cases/profile/cluster_owned_flags.yaml",
+        ),
         seed="seed 001 (the vLLM TP8 recipe's flags are the vllm section's fields)",
     ),
     Rule(
@@ -460,6 +464,53 @@ _GENERIC: tuple[Rule, ...] = (
         _VLLM,
         ("cases/profile/vllm_tensor_parallel_gpus.yaml", "cases/profile/vllm_cpu_backend_warns.yaml"),
         seed="seed 001 (TP8 on 8 GPUs)",
+    ),
+    Rule(
+        "cluster-bind-private",
+        "refuse",
+        "vllm.cluster / sglang.cluster addresses (the head's bind and each node's) are loopback, RFC 1918 or a tailnet "
+        "address; never every interface; a public one only with cluster.allow_public: true",
+        "Ray's head and raylets and torch.distributed's rendezvous have no authentication: whoever reaches their "
+        "ports runs code on every node",
+        profile_rules("cluster"),
+        ("cases/profile/cluster_public_bind.yaml", "cases/profile/cluster_public_bind_allowed.yaml"),
+        seed=OWN + "issue 41 (a replica over several hosts; the rpc-bind-private rule's twin)",
+    ),
+    Rule(
+        "cluster-hosts-once",
+        "refuse",
+        "each host of a cluster is listed once (by its address, its Docker URL's host and its name; the head's bind "
+        "is no node's); a tcp:// Docker needs tls_dir",
+        "one host twice runs two members on one address and counts its GPUs twice",
+        profile_rules("cluster"),
+        ("cases/profile/cluster_host_twice.yaml",),
+        seed=OWN + "issue 41",
+    ),
+    Rule(
+        "cluster-not-converged",
+        "refuse",
+        "plan and apply refuse a vllm.cluster / sglang.cluster profile (exit 3): its hosts' commands are rendered "
+        "and checked, but kimik3 does not start the other hosts' members yet",
+        "the head's server would wait for members nobody started, found after the image pull and the download",
+        ("kimik3_reconciler.planning.host_gate",),
+        ("unit/engines/test_cluster_render.py",),
+        seed=OWN + "issue 41 item 4 (an open part: the members as converged helper steps)",
+    ),
+    Rule(
+        "cluster-ranks",
+        "refuse",
+        "the tensor- times pipeline-parallel size of a cluster is a multiple of its nodes (the head and "
+        "cluster.nodes), and each node lists at least its share of GPUs; a pipeline size in serve.extra_args beside "
+        "the pipeline field or a cluster is refused",
+        "Ray's placement and SGLang's --nnodes give each node the same number of ranks, one GPU each: a remainder "
+        "is found at start, after every node pulled the image",
+        profile_rules("cluster"),
+        (
+            "cases/profile/cluster_ranks_not_multiple.yaml",
+            "cases/profile/cluster_node_gpus_short.yaml",
+            "cases/profile/cluster_owned_flags.yaml",
+        ),
+        seed="seed 001 (multi-node infrastructure for production load); vLLM's and SGLang's multi-node guides",
     ),
     Rule(
         "tensor-parallel-heads",

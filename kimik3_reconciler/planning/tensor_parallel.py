@@ -49,7 +49,7 @@ def tensor_parallel_findings(profile: Profile, observed: Observed, needs: HostNe
     given = _given(profile, observed)
     # Pipeline or data parallelism in extra_args uses GPUs beyond `size`: "the rest stay idle" would be false.
     more_ranks = any(arg.split("=", 1)[0] in _MORE_RANKS for arg in profile.serve.extra_args)
-    if given is not None and given > size and not more_ranks:
+    if given is not None and given > size * needs.pipeline // needs.hosts and not more_ranks:
         # rule: tensor-parallel-idle-gpus
         # The container is given every listed GPU (and holds it from other jobs); the engine uses `size` of them.
         warnings.append(

@@ -120,6 +120,9 @@ class LlamaCpp:
     def server_argv(self, value: LaunchInput, snapshot: str) -> tuple[str, ...]:
         return launch.server_argv(value, snapshot)
 
+    def cluster_launch(self, value: LaunchInput, snapshot: str) -> tuple:
+        return ()  # its other hosts are RPC workers (rpc:), converged by the worker step
+
     def server_env(self, value: LaunchInput) -> tuple[tuple[str, str], ...]:
         return ()  # llama-server's environment is serve.env alone
 

@@ -22,6 +22,7 @@ from kimik3_reconciler.engines.base import (
     LogSigns,
     ModelSource,
     NativeRoute,
+    NodeLaunch,
     Readiness,
     ServerSeries,
     TuneKnobs,
@@ -99,6 +100,9 @@ class Sglang(CheckpointDefaults, NativeRoutes):
     def server_argv(self, value: LaunchInput, snapshot: str) -> tuple[str, ...]:
         return launch.server_argv(value, snapshot)
 
+    def cluster_launch(self, value: LaunchInput, snapshot: str) -> tuple[NodeLaunch, ...]:
+        return launch.cluster_launch(value, snapshot)
+
     def server_env(self, value: LaunchInput) -> tuple[tuple[str, str], ...]:
         return launch.server_env(value)
 
@@ -114,6 +118,10 @@ class Sglang(CheckpointDefaults, NativeRoutes):
             kinds_override="sglang.any_gpu",
             memory_share=knobs.mem_fraction_static,
             gpus_field="sglang.tp_size",
+            # A route's section (planning/routes.py) holds the recipe's knobs only: no cluster there.
+            hosts=cluster.size if (cluster := getattr(knobs, "cluster", None)) is not None else 1,
+            hosts_field="sglang.cluster",
+            pipeline=getattr(knobs, "pp_size", None) or 1,
         )
 
     def request_room(self, profile: Profile, trained: int | None) -> tuple[int, str]:

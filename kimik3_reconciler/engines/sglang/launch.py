@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kimik3_reconciler.engines.base import NodeLaunch
+from kimik3_reconciler.engines.sglang import cluster
 from kimik3_reconciler.model.launch_input import LaunchInput
 from kimik3_reconciler.model.profile import Profile
 
@@ -44,6 +46,8 @@ def knob_flags(knobs: Any) -> list[str]:
         "--mamba-full-memory-ratio",
         str(knobs.mamba_full_memory_ratio),
     ]
+    if knobs.pp_size is not None:
+        argv += ["--pp-size", str(knobs.pp_size)]
     if knobs.reasoning_parser is not None:
         argv += ["--reasoning-parser", knobs.reasoning_parser]
     if knobs.tool_call_parser is not None:
@@ -51,9 +55,10 @@ def knob_flags(knobs: Any) -> list[str]:
     return argv
 
 
-def server_argv(value: LaunchInput, snapshot: str) -> tuple[str, ...]:
+def server_argv(value: LaunchInput, snapshot: str, rank: int = 0) -> tuple[str, ...]:
     """`sglang serve` and its flags: the mounted checkpoint folder, the `sglang:` knobs, where it listens, the
-    profile's name as the served id; `serve.extra_args` last."""
+    profile's name as the served id, with sglang.cluster this host's rank (the profile's host: 0); `serve.extra_args`
+    last."""
     serve = value.serve
     argv = [
         *COMMAND,
@@ -68,8 +73,14 @@ def server_argv(value: LaunchInput, snapshot: str) -> tuple[str, ...]:
         "--served-model-name",
         value.name,
         "--enable-metrics",
+        *cluster.rank_flags(value.knobs.cluster, rank),
     ]
     return (*argv, *serve.extra_args)
+
+
+def cluster_launch(value: LaunchInput, snapshot: str) -> tuple[NodeLaunch, ...]:
+    """sglang.cluster's hosts (engines/sglang/cluster.py): the same server at each host's rank."""
+    return cluster.nodes(value.knobs.cluster, lambda rank: server_argv(value, snapshot, rank))
 
 
 def server_env(value: LaunchInput) -> tuple[tuple[str, str], ...]:

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.profile_rules import Rule
+from kimik3_reconciler.model.profile_rules.cluster import members
 from kimik3_reconciler.model.profile_rules.finding import NEVER_SECRETS, Finding, error, warning
 from kimik3_reconciler.model.profile_rules.generic import GENERIC
 
@@ -33,6 +34,7 @@ _OWNED: tuple[tuple[tuple[str, ...], str], ...] = (
     (("--mamba-full-memory-ratio",), "use sglang.mamba_full_memory_ratio"),
     (("--tool-call-parser",), "use sglang.tool_call_parser"),
     (("--reasoning-parser",), "use sglang.reasoning_parser"),
+    (("--nnodes", "--node-rank", "--dist-init-addr"), "kimik3 renders them from sglang.cluster"),
     (("--config",), "a config file would set flags the plan does not see: write them as profile fields"),
 )
 OWNED_FLAGS: dict[str, str] = {flag: instead for flags, instead in _OWNED for flag in flags}
@@ -113,12 +115,16 @@ def topology(p: Profile) -> Iterator[Finding]:
             "is none, but engine sglang runs on GPUs only (its CPU path is a source build kimik3 does not make)",
         )
         return
-    if isinstance(p.gpus, list) and knobs.tp_size > len(p.gpus):
+    nodes = knobs.cluster.size if knobs.cluster is not None else 1
+    ranks = knobs.tp_size * (knobs.pp_size or 1)
+    here = ranks // nodes  # this host's share (cluster-ranks refuses a remainder)
+    if isinstance(p.gpus, list) and here > len(p.gpus) and ranks % nodes == 0:
         # rule: sglang-topology
-        # One tensor-parallel rank per GPU: more ranks than GPUs never start.
+        # One rank per GPU: more ranks than GPUs on this host never start.
+        spread = f": {ranks} ranks over {nodes} hosts" if ranks != knobs.tp_size or nodes > 1 else ""
         yield error(
             ("sglang", "tp_size"),
-            f"is {knobs.tp_size} but gpus lists {len(p.gpus)}: one rank per GPU, so at most {len(p.gpus)}",
+            f"is {knobs.tp_size} but gpus lists {len(p.gpus)}{spread}: one rank per GPU, so at most {len(p.gpus)} here",
         )
     if knobs.tp_size % knobs.dcp_size:
         # rule: sglang-topology
@@ -131,5 +137,11 @@ def topology(p: Profile) -> Iterator[Finding]:
         )
 
 
+def cluster(p: Profile) -> Iterator[Finding]:
+    if p.sglang is not None:
+        sizes = (("tp_size", p.sglang.tp_size), ("pp_size", p.sglang.pp_size))
+        yield from members(p, "sglang", sizes, ("--pp-size", "--pipeline-parallel-size"))
+
+
 # The rules an `engine: sglang` profile meets, in the order they run (the registry's `rules` for sglang).
-RULES: tuple[Rule, ...] = (*GENERIC, section, owned_args, topology, memory_ratio_workload)
+RULES: tuple[Rule, ...] = (*GENERIC, section, owned_args, topology, cluster, memory_ratio_workload)

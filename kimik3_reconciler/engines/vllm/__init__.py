@@ -19,6 +19,7 @@ from kimik3_reconciler.engines.base import (
     LogSigns,
     ModelSource,
     NativeRoute,
+    NodeLaunch,
     Readiness,
     ServerSeries,
     TuneKnobs,
@@ -100,6 +101,9 @@ class Vllm(CheckpointDefaults, NativeRoutes):
     def server_argv(self, value: LaunchInput, snapshot: str) -> tuple[str, ...]:
         return launch.server_argv(value, snapshot)
 
+    def cluster_launch(self, value: LaunchInput, snapshot: str) -> tuple[NodeLaunch, ...]:
+        return launch.cluster_launch(value, snapshot)
+
     def server_env(self, value: LaunchInput) -> tuple[tuple[str, str], ...]:
         return launch.server_env(value)
 
@@ -114,6 +118,10 @@ class Vllm(CheckpointDefaults, NativeRoutes):
             source="seed 001: vLLM's Kimi K3 recipe (CUDA 13 image, R580+, 8x GB300 or B300)",
             kinds_override="vllm.any_gpu",
             memory_share=knobs.gpu_memory_utilization,
+            # A route's section (planning/routes.py) holds the recipe's knobs only: no cluster there.
+            hosts=cluster.size if (cluster := getattr(knobs, "cluster", None)) is not None else 1,
+            hosts_field="vllm.cluster",
+            pipeline=getattr(knobs, "pipeline_parallel_size", None) or 1,
         )
 
     def request_room(self, profile: Profile, trained: int | None) -> tuple[int, str]:

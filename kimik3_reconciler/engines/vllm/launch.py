@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from kimik3_reconciler.engines.base import NodeLaunch
+from kimik3_reconciler.engines.vllm import cluster
 from kimik3_reconciler.model.launch_input import LaunchInput
 
 # Not knobs: the served ids are the profile's name and the repo id (served_names), and tool choice
@@ -40,6 +42,9 @@ def knob_flags(knobs: Any) -> list[str]:
         argv += ["--max-num-seqs", str(knobs.max_num_seqs)]
     if knobs.max_num_batched_tokens is not None:
         argv += ["--max-num-batched-tokens", str(knobs.max_num_batched_tokens)]
+    if knobs.pipeline_parallel_size is not None:
+        argv += ["--pipeline-parallel-size", str(knobs.pipeline_parallel_size)]
+    argv += cluster.server_flags(knobs.cluster)
     if knobs.enforce_eager:
         argv += ["--enforce-eager"]
     if knobs.tool_call_parser is not None:
@@ -80,4 +85,9 @@ def server_env(value: LaunchInput) -> tuple[tuple[str, str], ...]:
     env = [("HF_HUB_OFFLINE", "1")]
     if value.knobs.v2_model_runner:
         env.append(("VLLM_USE_V2_MODEL_RUNNER", "1"))
-    return tuple(env)
+    return (*env, *cluster.server_env(value.knobs.cluster))
+
+
+def cluster_launch(value: LaunchInput, snapshot: str) -> tuple[NodeLaunch, ...]:
+    """vllm.cluster's hosts (engines/vllm/cluster.py); the head's server is `vllm serve` and this argv."""
+    return cluster.nodes(value.knobs.cluster, ("vllm", "serve", *server_argv(value, snapshot)))

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.profile_rules import Rule
+from kimik3_reconciler.model.profile_rules.cluster import members
 from kimik3_reconciler.model.profile_rules.finding import NEVER_SECRETS, Finding, error, warning
 from kimik3_reconciler.model.profile_rules.generic import GENERIC
 
@@ -35,6 +36,7 @@ _OWNED: tuple[tuple[tuple[str, ...], str], ...] = (
     (("--tool-call-parser", "--enable-auto-tool-choice"), "use vllm.tool_call_parser"),
     (("--reasoning-parser",), "use vllm.reasoning_parser"),
     (("--enforce-eager",), "use vllm.enforce_eager"),
+    (("--distributed-executor-backend",), "kimik3 renders ray with vllm.cluster (a replica over several hosts)"),
 )
 OWNED_FLAGS: dict[str, str] = {flag: instead for flags, instead in _OWNED for flag in flags}
 OWNED_ENV: dict[str, str] = {
@@ -73,13 +75,17 @@ def api_key(p: Profile) -> Iterator[Finding]:
 
 
 def tensor_parallel(p: Profile) -> Iterator[Finding]:
-    size = p.vllm.tensor_parallel_size
-    if isinstance(p.gpus, list) and size > len(p.gpus):
+    size, pipeline, cluster = p.vllm.tensor_parallel_size, p.vllm.pipeline_parallel_size, p.vllm.cluster
+    nodes = cluster.size if cluster is not None else 1
+    ranks = size * (pipeline or 1)
+    here = ranks // nodes  # this host's share (cluster-ranks refuses a remainder)
+    if isinstance(p.gpus, list) and here > len(p.gpus) and ranks % nodes == 0:
         # rule: vllm-tensor-parallel
-        # vLLM puts one tensor-parallel rank on each GPU: more ranks than GPUs never starts.
+        # vLLM puts one rank on each GPU: more ranks than GPUs on this host never start.
+        spread = f": {ranks} ranks over {nodes} hosts" if ranks != size or nodes > 1 else ""
         yield error(
             ("vllm", "tensor_parallel_size"),
-            f"is {size} but gpus lists {len(p.gpus)}: one rank per GPU, so at most {len(p.gpus)}",
+            f"is {size} but gpus lists {len(p.gpus)}{spread}: one rank per GPU, so at most {len(p.gpus)} here",
         )
     if p.gpus == "none" and p.vllm.attention_backend is not None:
         # rule: vllm-tensor-parallel
@@ -91,5 +97,14 @@ def tensor_parallel(p: Profile) -> Iterator[Finding]:
         )
 
 
+def cluster(p: Profile) -> Iterator[Finding]:
+    knobs = p.vllm
+    sizes = (
+        ("tensor_parallel_size", knobs.tensor_parallel_size),
+        ("pipeline_parallel_size", knobs.pipeline_parallel_size),
+    )
+    yield from members(p, "vllm", sizes, ("--pipeline-parallel-size", "-pp"))
+
+
 # The rules an `engine: vllm` profile meets, in the order they run (the registry's `rules` for vllm).
-RULES: tuple[Rule, ...] = (*GENERIC, owned_args, api_key, tensor_parallel)
+RULES: tuple[Rule, ...] = (*GENERIC, owned_args, api_key, tensor_parallel, cluster)

@@ -99,6 +99,7 @@ def test_a_config_without_readable_heads_is_none(raw: bytes) -> None:
     [
         (VLLM + "vllm: {tensor_parallel_size: 4, any_gpu: true}\n", '["--pipeline-parallel-size", "2"]'),
         (VLLM + "vllm: {tensor_parallel_size: 4, any_gpu: true}\n", '["-dp=2"]'),
+        (VLLM + "vllm: {tensor_parallel_size: 4, pipeline_parallel_size: 2, any_gpu: true}\n", "[]"),
         (
             SGLANG + "sglang: {tp_size: 4, dcp_size: 4, mamba_full_memory_ratio: 0.5, any_gpu: true}\n",
             '["--dp-size", "2"]',
