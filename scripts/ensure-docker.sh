@@ -9,7 +9,9 @@ if ! command -v dockerd >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker.io debootstrap >/dev/null
 fi
 echo "ensure-docker: starting dockerd (log: /var/log/dockerd.log)" >&2
-nohup dockerd --iptables=false --bridge=none >/var/log/dockerd.log 2>&1 &
+# setsid: dockerd leaves the caller's process group, so a job control that kills the caller's group (a timed-out
+# shell, a tool ending its job) does not take the machine's daemon with it (seen: dockerd gone without a log line).
+setsid nohup dockerd --iptables=false --bridge=none >/var/log/dockerd.log 2>&1 < /dev/null &
 for _ in $(seq 1 60); do
   docker info >/dev/null 2>&1 && exit 0
   sleep 1
