@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from kimik3_reconciler.engines.owned_options import owned_options
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.profile_rules import Rule
 from kimik3_reconciler.model.profile_rules.cluster import members
@@ -78,19 +79,11 @@ def memory_ratio_workload(p: Profile) -> Iterator[Finding]:
 
 
 def owned_args(p: Profile) -> Iterator[Finding]:
-    for i, arg in enumerate(p.serve.extra_args):
-        flag = arg.split("=", 1)[0]
-        if flag in OWNED_FLAGS:
-            # rule: sglang-owned-flags
-            # A flag kimik3 renders, given again, is parsed after it: the running server is not the profile's.
-            yield error(
-                ("serve", "extra_args", i), f"{flag} is rendered by kimik3 for engine sglang: {OWNED_FLAGS[flag]}"
-            )
-    for key in p.serve.env:
-        if key.upper() in OWNED_ENV:
-            # rule: sglang-owned-flags
-            # The variable is the option behind the profile's field.
-            yield error(("serve", "env", key), f"{key} is set by kimik3 for engine sglang: {OWNED_ENV[key.upper()]}")
+    for where, message in owned_options(p.serve, "sglang", OWNED_FLAGS, OWNED_ENV):
+        # rule: sglang-owned-flags
+        # A flag kimik3 renders, given again, is parsed after it: the running server is not the profile's (a
+        # variable: the option behind the profile's field).
+        yield error(where, message)
     if p.serve.api_key_file is not None:
         # rule: sglang-owned-flags
         # sglang 0.5.23 reads its API key from --api-key only (no variable, no file): the key would be in the

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from kimik3_reconciler.engines.owned_options import owned_options
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.profile_rules import Rule
 from kimik3_reconciler.model.profile_rules.cluster import members
@@ -46,19 +47,11 @@ OWNED_ENV: dict[str, str] = {
 
 
 def owned_args(p: Profile) -> Iterator[Finding]:
-    for i, arg in enumerate(p.serve.extra_args):
-        flag = arg.split("=", 1)[0]
-        if flag in OWNED_FLAGS:
-            # rule: vllm-owned-flags
-            # A flag kimik3 renders, given again, is parsed after it: the running server is not the profile's.
-            yield error(
-                ("serve", "extra_args", i), f"{flag} is rendered by kimik3 for engine vllm: {OWNED_FLAGS[flag]}"
-            )
-    for key in p.serve.env:
-        if key.upper() in OWNED_ENV:
-            # rule: vllm-owned-flags
-            # The variable is the option behind the profile's field.
-            yield error(("serve", "env", key), f"{key} is set by kimik3 for engine vllm: {OWNED_ENV[key.upper()]}")
+    for where, message in owned_options(p.serve, "vllm", OWNED_FLAGS, OWNED_ENV):
+        # rule: vllm-owned-flags
+        # A flag kimik3 renders, given again, is parsed after it: the running server is not the profile's (a
+        # variable: the option behind the profile's field).
+        yield error(where, message)
 
 
 def api_key(p: Profile) -> Iterator[Finding]:
