@@ -9,6 +9,17 @@ from collections.abc import Iterator
 from kimik3_reconciler.model.profile import ServeSpec
 from kimik3_reconciler.model.profile_rules.finding import FieldPath
 
+# What a checkpoint engine's options that kimik3 renders from the same profile fields say instead: the checkpoint's
+# flags (each engine names its own), where it listens, and the Hub's offline switch (the container gets no token).
+CHECKPOINT = "use model.repo / model.revision (kimik3 downloads and verifies the checkpoint and mounts it)"
+ADDRESS: tuple[tuple[tuple[str, ...], str], ...] = ((("--host",), "use serve.host"), (("--port",), "use serve.port"))
+OFFLINE_ENV = {"HF_HUB_OFFLINE": "kimik3 sets it: the container reads the mounted checkpoint, never the Hub"}
+
+
+def by_flag(table: tuple[tuple[tuple[str, ...], str], ...]) -> dict[str, str]:
+    """A table of (flags, what to write instead) as flag -> what to write instead."""
+    return {flag: instead for flags, instead in table for flag in flags}
+
 
 def owned_options(
     serve: ServeSpec, engine: str, flags: dict[str, str], env: dict[str, str]

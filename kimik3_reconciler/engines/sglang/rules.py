@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from kimik3_reconciler.engines.owned_options import owned_options
+from kimik3_reconciler.engines.owned_options import ADDRESS, CHECKPOINT, OFFLINE_ENV, by_flag, owned_options
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.profile_rules import Rule
 from kimik3_reconciler.model.profile_rules.cluster import members
@@ -20,13 +20,9 @@ SGLANG_FALLBACK_RATIO = 0.9
 # SGLang options kimik3 renders from the profile (engines/sglang/launch.py): (flags, what to write instead). A second
 # copy in extra_args would be parsed after ours (argparse: the last one wins) and move the server behind the plan.
 _OWNED: tuple[tuple[tuple[str, ...], str], ...] = (
-    (
-        ("--model-path", "--model", "--tokenizer-path", "--revision", "--download-dir", "--load-format"),
-        "use model.repo / model.revision (kimik3 downloads and verifies the checkpoint and mounts it)",
-    ),
+    (("--model-path", "--model", "--tokenizer-path", "--revision", "--download-dir", "--load-format"), CHECKPOINT),
     (("--served-model-name",), "the served model id is the profile's name"),
-    (("--host",), "use serve.host"),
-    (("--port",), "use serve.port"),
+    *ADDRESS,
     (("--api-key", "--admin-api-key"), f"SGLang takes keys only on its command line ({NEVER_SECRETS})"),
     (("--trust-remote-code", "--enable-metrics"), "kimik3 always renders it"),
     (("--tp-size", "--tensor-parallel-size", "--tp"), "use sglang.tp_size"),
@@ -38,10 +34,8 @@ _OWNED: tuple[tuple[tuple[str, ...], str], ...] = (
     (("--nnodes", "--node-rank", "--dist-init-addr"), "kimik3 renders them from sglang.cluster"),
     (("--config",), "a config file would set flags the plan does not see: write them as profile fields"),
 )
-OWNED_FLAGS: dict[str, str] = {flag: instead for flags, instead in _OWNED for flag in flags}
-OWNED_ENV: dict[str, str] = {
-    "HF_HUB_OFFLINE": "kimik3 sets it: the container reads the mounted checkpoint, never the Hub",
-}
+OWNED_FLAGS = by_flag(_OWNED)
+OWNED_ENV: dict[str, str] = dict(OFFLINE_ENV)
 
 
 def section(p: Profile) -> Iterator[Finding]:
