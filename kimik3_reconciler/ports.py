@@ -330,44 +330,32 @@ class FrontPort(Protocol):
         ...
 
 
+@dataclasses.dataclass(eq=False, repr=False)
 class Ports:
     """The bundle of effects the orchestrator runs on; the CLI wires real adapters, tests wire fakes."""
 
-    def __init__(
-        self,
-        docker: DockerPort,
-        hub: HubPort,
-        http: HttpPort,
-        host: HostPort,
-        state: StatePort,
-        clock: ClockPort,
-        chat: ChatPort | None = None,
-        units: UnitsPort | None = None,
-        lock: LockPort | None = None,
-        load: LoadPort | None = None,
-        processes: ProcessPort | None = None,
-        worker_docker: Callable[[DockerHost], DockerPort] | None = None,
-        worker_lock: Callable[[DockerHost], LockPort] | None = None,
-        cache: CachePort | None = None,
-        front: FrontPort | None = None,
-        registry: RegistryPort | None = None,
-    ):
-        self.docker, self.hub, self.http = docker, hub, http
-        self.host, self.state, self.clock = host, state, clock
-        self.chat = chat  # only `kimik3 verify` talks to the server beyond /health
-        self.units = units  # None: systemd is not looked at (planner tests on fakes without it)
-        self.lock = lock  # None: nothing is locked (orchestrator tests on fakes that do not test the lock)
-        self.load = load  # only `kimik3 bench` and `kimik3 tune` load the server
-        self.processes = processes  # None: no exporter is looked at (tests that do not start one)
-        self.worker_docker = worker_docker  # an RPC worker host's Docker (rpc.workers[].docker); None: no workers wired
-        self.worker_lock = worker_lock  # the apply lock on a worker host (kept in its Docker)
-        self.cache = cache  # None: nothing is cached (a source archive is hashed on every plan)
-        self.front = front  # None: no front is held or released (tests without one; metrics.handover needs it)
-        self.registry = registry  # None: a pull's size is not asked (the plan says "unknown size")
-        # `kimik3 verify` of the profile being applied (VerifyFailed when a check fails): set only on the copy an
-        # apply that verifies runs its steps with (`verifying`), None otherwise (then `<= verify` steps are left
-        # for a later apply).
-        self.verifier: Callable[[], None] | None = None
+    docker: DockerPort
+    hub: HubPort
+    http: HttpPort
+    host: HostPort
+    state: StatePort
+    clock: ClockPort
+    chat: ChatPort | None = None  # only `kimik3 verify` talks to the server beyond /health
+    units: UnitsPort | None = None  # None: systemd is not looked at (planner tests on fakes without it)
+    lock: LockPort | None = None  # None: nothing is locked (orchestrator tests on fakes that do not test the lock)
+    load: LoadPort | None = None  # only `kimik3 bench` and `kimik3 tune` load the server
+    processes: ProcessPort | None = None  # None: no exporter is looked at (tests that do not start one)
+    # An RPC worker host's Docker (rpc.workers[].docker), and the apply lock on it (kept in its Docker); None: no
+    # workers wired.
+    worker_docker: Callable[[DockerHost], DockerPort] | None = None
+    worker_lock: Callable[[DockerHost], LockPort] | None = None
+    cache: CachePort | None = None  # None: nothing is cached (a source archive is hashed on every plan)
+    front: FrontPort | None = None  # None: no front is held or released (tests without one; metrics.handover needs it)
+    registry: RegistryPort | None = None  # None: a pull's size is not asked (the plan says "unknown size")
+    # `kimik3 verify` of the profile being applied (VerifyFailed when a check fails): set only on the copy an apply
+    # that verifies runs its steps with (`verifying`), None otherwise (then `<= verify` steps are left for a later
+    # apply).
+    verifier: Callable[[], None] | None = dataclasses.field(default=None, init=False, repr=False)
 
     def verifying(self, check: Callable[[], None] | None) -> Ports:
         """These ports with `check` as the verifier, for one apply's steps; these (shared) ports do not change.
