@@ -51,6 +51,7 @@ import fleet_cache  # noqa: E402
 import httpx  # noqa: E402
 from fleet import deployed, every_host_in_rotation  # noqa: E402
 from fleet_cache import SERIES, Session, Turn, agent_trace, quantile, routed, send_turn, watch_window  # noqa: E402
+from support.closed_loop import Workers  # noqa: E402
 from support.fleet_hosts import GATEWAY, Rig, fleet_rig  # noqa: E402
 from support.fleet_rollout import FLEET, NAME, PORT, ROUTER_PORT, fleet_cmd, write_fleet  # noqa: E402
 from support.llama_replicas import MODEL_NAME, Replicas, write_model  # noqa: E402
@@ -72,16 +73,16 @@ POLICY = {"policy": "cache_aware"}
 fleet_cache.MODEL_NAME = NAME  # send_turn asks for the fleet's served name (the loopback replicas': their own)
 
 
-class Trace:
+class Trace(Workers):
     """The trace played continuously through the router by `clients` threads; every turn recorded."""
 
     def __init__(self, url: str, sessions: int, agents: int, turns: int, clients: int) -> None:
+        super().__init__()
         self.url, self.sessions, self.agents, self.turns = url, sessions, agents, turns
         self.systems = [s.system for s in agent_trace(agents, agents, turns)]  # each agent's, kept for every session
         self.generation = 0
         self.played: list[Turn] = []
         self._lock = threading.Lock()
-        self._stop = threading.Event()
         self._queue: list[Session] = []
         self._threads = [threading.Thread(target=self._run, daemon=True) for _ in range(clients)]
 
@@ -95,16 +96,6 @@ class Trace:
                     for s in reversed(fresh)
                 ]
             return self._queue.pop()
-
-    def __enter__(self) -> Trace:
-        for thread in self._threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(300)
 
     def _run(self) -> None:
         with httpx.Client(timeout=300) as client:

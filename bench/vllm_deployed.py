@@ -20,9 +20,16 @@ import json
 import socket
 import statistics
 import subprocess
+import sys
 import threading
 import time
 import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from support.realparts import serves  # noqa: E402
 
 
 def _docker(*args: str) -> str:
@@ -33,14 +40,6 @@ def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
-
-
-def _healthy(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as answer:
-            return answer.status == 200
-    except OSError:
-        return False
 
 
 def start_twin(name: str) -> tuple[str, int, int, str]:
@@ -63,7 +62,7 @@ def start_twin(name: str) -> tuple[str, int, int, str]:
     subprocess.run(["docker", "rm", "-f", twin], capture_output=True)
     _docker("run", "-d", "--name", twin, *options, found["Image"], *argv)
     deadline = time.monotonic() + 600
-    while not _healthy(port):
+    while not serves(port):
         if time.monotonic() > deadline:
             raise SystemExit(f"{twin} did not answer /health on port {port} within 600 s")
         time.sleep(1)

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from kimik3_reconciler.engines.llamacpp.smoke_model import byte_level_tokens
+
 HIDDEN, HEADS, KV_HEADS, LAYERS, INTERMEDIATE = 256, 4, 2, 2, 512
 HEAD_DIM = HIDDEN // HEADS
 SPECIAL = ("<|begin_of_text|>", "<|end_of_text|>", "<|im_start|>", "<|im_end|>")
@@ -33,23 +35,8 @@ CHAT_TEMPLATE = (
 )
 
 
-def _byte_alphabet() -> list[str]:
-    """GPT-2's bytes_to_unicode: the printable stand-in for each byte that byte-level BPE vocabularies use."""
-    printable = (
-        list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    )
-    chars, extra = [], 0
-    for byte in range(256):
-        if byte in printable:
-            chars.append(chr(byte))
-        else:
-            chars.append(chr(256 + extra))
-            extra += 1
-    return chars
-
-
 def vocabulary() -> dict[str, int]:
-    vocab = {char: i for i, char in enumerate(_byte_alphabet())}
+    vocab = {char: i for i, char in enumerate(byte_level_tokens())}
     vocab.update({token: len(vocab) + i for i, token in enumerate(SPECIAL)})
     return vocab
 

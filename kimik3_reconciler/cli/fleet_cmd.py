@@ -12,7 +12,7 @@ import click
 
 from kimik3_reconciler.cli import _err, _out, _run
 from kimik3_reconciler.cli.inputs import read_text
-from kimik3_reconciler.cli.options import CHANGES_PENDING, Duration, LazyGroup
+from kimik3_reconciler.cli.options import CHANGES_PENDING, LazyGroup, duration_option
 from kimik3_reconciler.errors import InputError, ProfileError
 
 
@@ -133,9 +133,7 @@ def _router_rows(fleet) -> dict:  # noqa: ANN001 - fleet.Fleet -> {host name: fl
     is_flag=True,
     help="exit 4 when a host's plan has changes, 0 when none (a host not planned: 3)",
 )
-@click.option(
-    "--timeout", type=Duration(minimum=1.0), default="10m", show_default=True, help="longest a host's own plan may take"
-)
+@duration_option("--timeout", "10m", "longest a host's own plan may take")
 @_run
 def plan_cmd(file: str, json_out: bool, detailed_exitcode: bool, timeout: float) -> None:
     """Each host's own plan (made there over SSH, in parallel) and the rollout priced: order, downtime, duration,
@@ -166,11 +164,9 @@ def plan_cmd(file: str, json_out: bool, detailed_exitcode: bool, timeout: float)
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--json", "json_out", is_flag=True, help="print one row per host as JSON")
 @click.option("--watch", is_flag=True, help="redraw the table every --interval; Ctrl-C ends")
-@click.option("--interval", type=Duration(minimum=0.5), default="5s", show_default=True, help="--watch refresh")
+@duration_option("--interval", "5s", "--watch refresh", minimum=0.5)
 @click.option("--iterations", type=int, default=0, hidden=True, help="--watch: stop after N refreshes (tests)")
-@click.option(
-    "--timeout", type=Duration(minimum=1.0), default="60s", show_default=True, help="longest a host's status may take"
-)
+@duration_option("--timeout", "60s", "longest a host's status may take")
 @_run
 def status_cmd(file: str, json_out: bool, watch: bool, interval: float, iterations: int, timeout: float) -> None:
     """One row per host: fingerprint, quant, build, kimik3 version, health, requests in flight, prefix-cache hits

@@ -18,7 +18,7 @@ from pathlib import Path
 import click
 
 from kimik3_reconciler.cli import _err, _out, _run
-from kimik3_reconciler.cli.options import Duration
+from kimik3_reconciler.cli.options import duration_option
 from kimik3_reconciler.errors import Kimik3Error, LockHeld, StepError
 
 
@@ -109,18 +109,10 @@ def _pass(fleet, state_dir: Path, timeout: float, drain: float, traffic: float, 
 @click.command(name="recover")
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--watch", is_flag=True, help="look again every --interval (a supervisor's loop); Ctrl-C ends")
-@click.option(
-    "--interval", type=Duration(minimum=1.0), default="15s", show_default=True, help="--watch: between passes"
-)
+@duration_option("--interval", "15s", "--watch: between passes")
 @click.option("--iterations", type=int, default=0, hidden=True, help="--watch: stop after N passes (tests)")
-@click.option(
-    "--timeout",
-    type=Duration(minimum=1.0),
-    default="30m",
-    show_default=True,
-    help="longest one command on a main host may take (its apply loads the model again)",
-)
-@click.option("--traffic-timeout", type=Duration(minimum=1.0), default="30s", show_default=True)
+@duration_option("--timeout", "30m", "longest one command on a main host may take (its apply loads the model again)")
+@duration_option("--traffic-timeout", "30s")
 @click.option("--json", "json_out", is_flag=True, help="print each pass's groups and recoveries as JSON on stdout")
 @click.pass_context
 @_run

@@ -32,6 +32,11 @@ def count_option(name: str, default: int, help: str | None = None, least: int = 
     return click.option(name, type=click.IntRange(min=least), default=default, show_default=True, help=help)
 
 
+def duration_option(name: str, default: str, help: str | None = None, minimum: float = 1.0):  # noqa: ANN201 - click's decorator
+    """An option taking a duration (30s, 3m, 1h30m) of at least `minimum` seconds, its default shown in --help."""
+    return click.option(name, type=Duration(minimum=minimum), default=default, show_default=True, help=help)
+
+
 class Duration(click.ParamType):
     """30s, 3m, 1h30m or seconds; `minimum` refuses what would be a busy loop."""
 

@@ -15,7 +15,7 @@ from rich.text import Text
 from kimik3_reconciler.adapters.atomic_files import write_atomically
 from kimik3_reconciler.cli import _ctx, _err, _fail, _out, _run
 from kimik3_reconciler.cli.inputs import load
-from kimik3_reconciler.cli.options import Duration, count_option, lock_timeout
+from kimik3_reconciler.cli.options import count_option, duration_option, lock_timeout
 from kimik3_reconciler.errors import InputError
 from kimik3_reconciler.model.bench import BenchSettings
 
@@ -49,13 +49,7 @@ def write_target(file: str) -> Path:
     help="decode[@1] | aggregate@N | ttft-p95@N, optionally ',ttft-p95<=SECONDS' and/or ',decode>=TOK_S' "
     "(aggregate@8,ttft-p95<=2.5; ttft-p95@4,decode>=40)",
 )
-@click.option(
-    "--budget",
-    type=Duration(minimum=1.0),
-    default="2h",
-    show_default=True,
-    help="no new launch once the search has run this long",
-)
+@duration_option("--budget", "2h", "no new launch once the search has run this long")
 @click.option(
     "--space",
     multiple=True,

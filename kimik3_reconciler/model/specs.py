@@ -522,19 +522,25 @@ PAYLOADS: tuple[type[Payload], ...] = (
 
 
 @frozen_value
-class ExporterRun(Payload):
-    """Start `kimik3 metrics-serve <profile>` (stopping `replace_pid`, the exporter it replaces, first), wait
-    until its /healthz answers `fingerprint`, and record it (pid, fingerprint, config)."""
+class HelperRun(_Value):
+    """The fields of a detached helper's start (ExporterRun, FrontRun; model/helpers.py): not a payload itself."""
 
     profile: str
-    config: dict[str, Any]  # model/metrics.py ExporterConfig.to_json(), written to the config record
+    config: dict[str, Any]  # the helper's config (model/helpers.py Helper.config).to_json(), the config record
     fingerprint: str
     health_url: str
     replace_pid: int | None = None
     timeout_s: float = 30.0
-    # The exporter it replaces offers its listening sockets (issue 38 item 2): the new one starts while it serves
-    # and takes them, so the proxy's public port never refuses a client; then the old one is stopped.
+    # The helper it replaces offers its listening sockets (issue 38 item 2): the new one starts while it serves
+    # and takes them, so the public port never refuses a client; then the old one is stopped.
     hand_over: bool = False
+
+
+@frozen_value
+class ExporterRun(HelperRun, Payload):
+    """Start `kimik3 metrics-serve <profile>` (stopping `replace_pid`, the exporter it replaces, first), wait
+    until its /healthz answers `fingerprint`, and record it (pid, fingerprint, config: model/metrics.py
+    ExporterConfig.to_json())."""
 
 
 @frozen_value
@@ -567,17 +573,10 @@ PAYLOADS = (*PAYLOADS, ExporterRun, ExporterStop, ExporterUnit)
 
 
 @frozen_value
-class FrontRun(Payload):
+class FrontRun(HelperRun, Payload):
     """Start `kimik3 front-serve <profile>` (stopping `replace_pid`, the front it replaces, first; its token record
-    made once), wait until its control /healthz answers `fingerprint`, and record it (pid, fingerprint, config)."""
-
-    profile: str
-    config: dict[str, Any]  # model/front.py FrontConfig.to_json(), written to the config record
-    fingerprint: str
-    health_url: str
-    replace_pid: int | None = None
-    timeout_s: float = 30.0
-    hand_over: bool = False  # as ExporterRun's: the front it replaces hands its socket on serve.port over
+    made once), wait until its control /healthz answers `fingerprint`, and record it (pid, fingerprint, config:
+    model/front.py FrontConfig.to_json()); `hand_over`: the front it replaces hands its socket on serve.port over."""
 
 
 @frozen_value

@@ -17,6 +17,7 @@ from kimik3_reconciler.model.facts import LocalInputs, PatchedFile, PatchFact
 from kimik3_reconciler.model.loaded_profile import render_path
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.records import archive_record_key, file_hash_key
+from kimik3_reconciler.observe.local_model import stat_memo
 from kimik3_reconciler.ports import CachePort, StatePort
 
 
@@ -28,30 +29,18 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _stat_fingerprint(path: Path) -> dict[str, int]:
-    st = os.stat(path)
-    # ctime moves on every write and cannot be set back by a user (touch -d restores only mtime).
-    return {
-        "size": st.st_size,
-        "mtime_ns": st.st_mtime_ns,
-        "ctime_ns": st.st_ctime_ns,
-        "inode": st.st_ino,
-        "device": st.st_dev,
-    }
-
-
 def archive_sha256(path: Path, cache: CachePort | None, rehash: bool = False) -> str:
     """A local source archive's sha256, re-read only when its stat fingerprint moved since it was last hashed
     here (the same policy as verified model files: any write moves ctime); `rehash` (`--verify`) always reads.
     The memo is in the cache dir (never the state dir: a plan writes no state), written only when the file did
     not move while it was read; no cache (None) or an unwritable one only means the next plan hashes again."""
     key = file_hash_key(str(path))
-    before = _stat_fingerprint(path)
+    before = stat_memo(os.stat(path))
     memo = None if rehash or cache is None else cache.read(key)
     if memo and memo.get("path") == str(path) and memo.get("stat") == before and isinstance(memo.get("sha256"), str):
         return memo["sha256"]
     sha = sha256_file(path)
-    if cache is not None and _stat_fingerprint(path) == before:
+    if cache is not None and stat_memo(os.stat(path)) == before:
         cache.write(key, {"path": str(path), "stat": before, "sha256": sha})
     return sha
 

@@ -79,7 +79,7 @@ def local_files(profile: Profile, base_dir: Path) -> tuple[Path, Path, list[Path
 def _digest(path: Path, stat: os.stat_result, host: HostPort, cache: CachePort | None, rehash: bool) -> str:
     """sha256 through HostPort.file_digest, kept in the cache dir by stat fingerprint (a plan writes no state):
     `plan` then `apply` read a 697 GiB file once. `rehash` (`--verify`) always reads."""
-    key, fingerprint = file_hash_key(str(path)), _stat_memo(stat)
+    key, fingerprint = file_hash_key(str(path)), stat_memo(stat)
     memo = None if rehash or cache is None else cache.read(key)
     if (
         memo
@@ -89,12 +89,13 @@ def _digest(path: Path, stat: os.stat_result, host: HostPort, cache: CachePort |
     ):
         return memo["sha256"]
     sha = host.file_digest(str(path), "sha256")
-    if cache is not None and _stat_memo(path.stat()) == fingerprint:  # not while it was being written
+    if cache is not None and stat_memo(path.stat()) == fingerprint:  # not while it was being written
         cache.write(key, {"path": str(path), "stat": fingerprint, "sha256": sha})
     return sha
 
 
-def _stat_memo(st: os.stat_result) -> dict[str, int]:
+def stat_memo(st: os.stat_result) -> dict[str, int]:
+    """What tells a file's content has not moved: size, mtime, ctime (no user can set it back), inode, device."""
     return {
         "size": st.st_size,
         "mtime_ns": st.st_mtime_ns,

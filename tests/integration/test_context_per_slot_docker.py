@@ -6,14 +6,13 @@ was trained on 4096 tokens (its GGUF header), so the default's 131,072 a request
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 from support.demo_work import fresh_work
-from support.realparts import demo_profile, kimik3, write_profile
+from support.realparts import demo_profile, destroyed_after, kimik3, write_profile
 
 from kimik3_demo.hub import FixtureHub
 
@@ -29,11 +28,8 @@ def work(tmp_path_factory: pytest.TempPathFactory, hub: FixtureHub) -> Iterator[
     del profile["serve"]["ctx_size"]  # the default: 131,072 a request, capped at the trained context
     profile["serve"]["parallel"] = 2
     write_profile(work, profile)
-    try:
+    with destroyed_after(work, NAME):
         yield work
-    finally:
-        kimik3(work, "destroy", "profile.yaml", check=False)
-        subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)
 
 
 def test_the_plan_says_what_each_request_gets_and_the_server_gives_each_slot_that(work: Path) -> None:

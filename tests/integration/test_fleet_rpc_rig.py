@@ -24,12 +24,11 @@ import httpx
 import pytest
 import yaml
 from support import fleet_rollout as rollout
-from support.fleet_hosts import GATEWAY, Rig, fleet_rig, publish_image, pull_everywhere, ssh_wrapper, stop_router
-from support.fleet_rollout import demo_image, fleet_document, host_overrides
-from support.realparts import KIMIK3, demo_profile, require_docker_and_demo_hub
+from support.fleet_hosts import Rig, fleet_rig, publish_image, pull_everywhere, ssh_wrapper, stop_router
+from support.fleet_rollout import demo_image, fleet_document, host_overrides, rig_hub
+from support.realparts import KIMIK3, demo_profile
 
-from kimik3_demo.hub import FixtureHub, FixtureRepo
-from kimik3_demo.prepare import DEMO_REPO, DEMO_REVISION, demo_repos
+from kimik3_demo.hub import FixtureHub
 from kimik3_reconciler.adapters.router_smg import SmgRouter
 
 # opt-in (KIMIK3_FLEET_GROUPS_TEST=1): ~15 min on 2 cores, left out of CI's stage 3 for its 45-minute budget. Either
@@ -58,8 +57,7 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
 
 @pytest.fixture(scope="module")
 def hub(rig: Rig) -> Iterator[FixtureHub]:
-    repos = demo_repos(require_docker_and_demo_hub())
-    with FixtureHub([FixtureRepo(DEMO_REPO, DEMO_REVISION, repos[0].files)], host=GATEWAY) as running:
+    with rig_hub() as running:
         yield running
 
 

@@ -27,12 +27,12 @@ from pathlib import Path
 import pytest
 import yaml
 from support.closed_loop import ClosedLoop
-from support.fleet_hosts import GATEWAY, Rig, RotationSampler, fleet_rig, publish_image, ssh_wrapper, stop_router
-from support.realparts import KIMIK3, converged_demo, demo_profile, docker, require_docker_and_demo_hub
+from support.fleet_hosts import Rig, RotationSampler, fleet_rig, publish_image, ssh_wrapper, stop_router
+from support.fleet_rollout import rig_hub
+from support.realparts import KIMIK3, converged_demo, demo_profile, docker
 from support.slurm_cluster import SlurmCluster, slurm_cluster
 
-from kimik3_demo.hub import FixtureHub, FixtureRepo
-from kimik3_demo.prepare import DEMO_REPO, DEMO_REVISION, demo_repos
+from kimik3_demo.hub import FixtureHub
 from kimik3_reconciler.adapters.router_smg import SmgRouter
 
 # opt-in (support/opt_in.py: KIMIK3_FLEET_SLURM_TEST=1); run under the rig's lock (flock /tmp/k3-fleet-rig.lock).
@@ -52,8 +52,7 @@ def bare_rig() -> Iterator[Rig]:
 
 @pytest.fixture(scope="module")
 def hub(bare_rig: Rig) -> Iterator[FixtureHub]:
-    repos = demo_repos(require_docker_and_demo_hub())
-    with FixtureHub([FixtureRepo(DEMO_REPO, DEMO_REVISION, repos[0].files)], host=GATEWAY) as running:
+    with rig_hub() as running:
         yield running
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from support.realparts import (
     demo_profile,
+    destroyed_after,
     docker,
     kimik3,
     remove_leftovers,
@@ -82,11 +83,8 @@ def local_model_work(work: Path) -> Path:
 def work(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     remove_leftovers(NAME)
     work = local_model_work(tmp_path_factory.mktemp("kimik3-local-model"))
-    try:
+    with destroyed_after(work, NAME):
         yield work
-    finally:
-        kimik3(work, "destroy", "profile.yaml", check=False)
-        subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)
 
 
 @pytest.fixture

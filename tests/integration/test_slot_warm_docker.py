@@ -10,7 +10,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.realparts import chat_turn, demo_hub, demo_profile, kimik3, remove_leftovers, write_profile
+from support.realparts import (
+    chat_turn,
+    demo_hub,
+    demo_profile,
+    destroyed_after,
+    kimik3,
+    remove_leftovers,
+    write_profile,
+)
 
 from kimik3_reconciler.cli.fleet_warm import save_before_swap, warm_after_swap
 from kimik3_reconciler.fleet.warm import warm_record
@@ -36,10 +44,9 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         profile["serve"].update(slot_save=True, parallel=1, ctx_size=4096)
         write_profile(work, profile)
         try:
-            yield work
-        finally:
-            kimik3(work, "destroy", "profile.yaml", check=False)
-            subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)
+            with destroyed_after(work, NAME):
+                yield work
+        finally:  # after the container that mounts it is gone
             subprocess.run(["docker", "volume", "rm", "-f", slots_volume(NAME)], capture_output=True)
 
 

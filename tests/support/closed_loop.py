@@ -9,6 +9,7 @@ import json
 import threading
 import time
 from dataclasses import dataclass
+from typing import Self
 
 import httpx
 
@@ -46,7 +47,28 @@ def _complete(body: str, stream: bool) -> bool:
     )
 
 
-class ClosedLoop:
+class Workers:
+    """Daemon threads started on entering, stopped on leaving: `_stop` set, each joined for up to `join_s`
+    (a reply still being read gets that long). Subclasses fill `_threads` with their loop's threads."""
+
+    join_s: float = 300.0
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def __enter__(self) -> Self:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(self.join_s)
+
+
+class ClosedLoop(Workers):
     def __init__(
         self,
         url: str,
@@ -57,24 +79,15 @@ class ClosedLoop:
         model: str | None = None,
         tools: bool = False,
     ):
+        super().__init__()
         self.url, self.workers, self.max_tokens, self.timeout_s = url, workers, max_tokens, timeout_s
+        self.join_s = timeout_s
         self.model = model  # a router (smg) wants the served model's name; llama-server alone does not
         self.tools = tools
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.outcomes: list[Outcome] = []
         self._lock = threading.Lock()
-        self._stop = threading.Event()
         self._threads = [threading.Thread(target=self._run, args=(i % 2 == 0,), daemon=True) for i in range(workers)]
-
-    def __enter__(self) -> ClosedLoop:
-        for thread in self._threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(self.timeout_s)
 
     def done(self) -> int:
         with self._lock:

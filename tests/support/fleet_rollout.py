@@ -10,21 +10,32 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
 
-from kimik3_demo.hub import FixtureHub
+from kimik3_demo.hub import FixtureHub, FixtureRepo
+from kimik3_demo.prepare import DEMO_REPO, DEMO_REVISION, demo_repos
 from kimik3_reconciler.adapters.router_smg import SmgRouter
 from support.closed_loop import ClosedLoop
-from support.fleet_hosts import Rig, publish_image
-from support.realparts import KIMIK3, REPO_ROOT, converged_demo, demo_profile, docker
+from support.fleet_hosts import GATEWAY, Rig, publish_image
+from support.realparts import KIMIK3, REPO_ROOT, converged_demo, demo_profile, docker, require_docker_and_demo_hub
 
 NAME, PORT = "k3fr-serve", 19361
 BUILD_NAME, BUILD_PORT = "k3fr-build", 19362
 ROUTER_PORT = 19363  # its metrics on 19364
 FLEET = "k3fr"
+
+
+@contextmanager
+def rig_hub() -> Iterator[FixtureHub]:
+    """The demo's first quant (its repo at its revision) from a fixture hub on the rig's bridge address, where
+    every rig host reaches it."""
+    repos = demo_repos(require_docker_and_demo_hub())
+    with FixtureHub([FixtureRepo(DEMO_REPO, DEMO_REVISION, repos[0].files)], host=GATEWAY) as running:
+        yield running
 
 
 def fleet_cmd(work: Path, *args: str, timeout: float = 1500) -> subprocess.CompletedProcess[str]:

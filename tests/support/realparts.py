@@ -127,14 +127,22 @@ def converged_demo(work: Path, name: str, port: int) -> Iterator[Path]:
 
 
 @contextmanager
-def applied(work: Path, container: str, *apply_args: str) -> Iterator[Path]:
-    """`kimik3 apply profile.yaml` in `work` (with `apply_args`); after, whatever happened, `kimik3 destroy` and the
-    container removed (a destroy that failed leaves none behind for the next run). A container of that name left by
-    an earlier run killed before its teardown is removed first: the apply converges from nothing."""
-    remove_leftovers(container)
+def destroyed_after(work: Path, container: str) -> Iterator[Path]:
+    """`work`; after, whatever happened, `kimik3 destroy profile.yaml` there and the container removed (a destroy
+    that failed leaves none behind for the next run)."""
     try:
-        kimik3(work, "apply", "profile.yaml", *apply_args)
         yield work
     finally:
         kimik3(work, "destroy", "profile.yaml", check=False)
         subprocess.run(["docker", "rm", "-f", container], capture_output=True)
+
+
+@contextmanager
+def applied(work: Path, container: str, *apply_args: str) -> Iterator[Path]:
+    """`kimik3 apply profile.yaml` in `work` (with `apply_args`), destroyed after (`destroyed_after`). A container
+    of that name left by an earlier run killed before its teardown is removed first: the apply converges from
+    nothing."""
+    remove_leftovers(container)
+    with destroyed_after(work, container):
+        kimik3(work, "apply", "profile.yaml", *apply_args)
+        yield work

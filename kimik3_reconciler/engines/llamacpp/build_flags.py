@@ -4,26 +4,25 @@
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.model.facts import HostFacts
 from kimik3_reconciler.model.profile import Profile
 
-# profile cpu_features name -> the ggml CMake switches it turns on (reference/llama-cpp.md §3.2)
-FEATURE_SWITCHES = {
-    "avx512": ("GGML_AVX512",),
-    "avx512_vbmi": ("GGML_AVX512_VBMI",),
-    "avx512_vnni": ("GGML_AVX512_VNNI",),
-    "avx512_bf16": ("GGML_AVX512_BF16",),
-    "amx": ("GGML_AMX_TILE", "GGML_AMX_INT8", "GGML_AMX_BF16"),
-}
-# /proc/cpuinfo flag(s) -> cpu_features name, for `cpu_features: auto`
-HOST_FLAGS = {
-    "avx512": ("avx512f",),
-    "avx512_vbmi": ("avx512vbmi",),
-    "avx512_vnni": ("avx512_vnni",),
-    "avx512_bf16": ("avx512_bf16",),
-    "amx": ("amx_tile", "amx_int8", "amx_bf16"),
+
+class CpuFeature(NamedTuple):
+    switches: tuple[str, ...]  # the ggml CMake switches it turns on (reference/llama-cpp.md §3.2)
+    host_flags: tuple[str, ...]  # the /proc/cpuinfo flags it needs (`cpu_features: auto` picks it when all are there)
+
+
+# profile cpu_features name -> what it compiles and what the CPU must have
+CPU_FEATURES = {
+    "avx512": CpuFeature(("GGML_AVX512",), ("avx512f",)),
+    "avx512_vbmi": CpuFeature(("GGML_AVX512_VBMI",), ("avx512vbmi",)),
+    "avx512_vnni": CpuFeature(("GGML_AVX512_VNNI",), ("avx512_vnni",)),
+    "avx512_bf16": CpuFeature(("GGML_AVX512_BF16",), ("avx512_bf16",)),
+    "amx": CpuFeature(("GGML_AMX_TILE", "GGML_AMX_INT8", "GGML_AMX_BF16"), ("amx_tile", "amx_int8", "amx_bf16")),
 }
 # CMAKE_ARGS is expanded unquoted in the Dockerfile's RUN (word splitting only, never re-parsed
 # as shell syntax); this pattern keeps every item free of spaces, quotes, globs and `$`.
@@ -35,7 +34,7 @@ def cpu_features(profile: Profile, host: HostFacts) -> tuple[str, ...]:
     if profile.build.cpu_features != "auto":
         return tuple(sorted(profile.build.cpu_features))
     flags = set(host.cpu_flags)
-    return tuple(sorted(name for name, need in HOST_FLAGS.items() if set(need) <= flags))
+    return tuple(sorted(name for name, feature in CPU_FEATURES.items() if set(feature.host_flags) <= flags))
 
 
 def cmake_definitions(profile: Profile, host: HostFacts) -> dict[str, str]:
@@ -57,8 +56,8 @@ def cmake_definitions(profile: Profile, host: HostFacts) -> dict[str, str]:
         defs["CMAKE_CUDA_ARCHITECTURES"] = ";".join(build.cuda_architectures)
         # The CUDA driver stub is absent at build time; libcuda is resolved at run time.
         defs["CMAKE_EXE_LINKER_FLAGS"] = "-Wl,--allow-shlib-undefined"
-    for name, switches in FEATURE_SWITCHES.items():
-        for switch in switches:
+    for name, feature in CPU_FEATURES.items():
+        for switch in feature.switches:
             defs[switch] = "ON" if name in features else "OFF"
     defs.update(
         {

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from kimik3_reconciler.engines.gpus import absent_refusal, foreign_gpu_processes, requested_gpus
-from kimik3_reconciler.engines.llamacpp.build_flags import HOST_FLAGS, cpu_features
+from kimik3_reconciler.engines.llamacpp.build_flags import CPU_FEATURES, cpu_features
 from kimik3_reconciler.engines.llamacpp.host_compat import (
     arch_name,
     best_coverage,
@@ -137,11 +137,11 @@ def _cpu_findings(profile: Profile, observed: Observed, mode: str) -> tuple[list
     if not host.cpu_flags:
         return [], []  # not observed
     flags, built = set(host.cpu_flags), cpu_features(profile, host)
-    missing = [f for f in built if f != "amx" and not set(HOST_FLAGS[f]) <= flags]
+    missing = [f for f in built if f != "amx" and not set(CPU_FEATURES[f].host_flags) <= flags]
     # rule: cpu-features-on-host
     # Listed AVX-512 kernels are compiled into the whole CPU backend: an illegal instruction on this CPU.
     if missing:
-        lacks = ", ".join(HOST_FLAGS[m][0] for m in missing)
+        lacks = ", ".join(CPU_FEATURES[m].host_flags[0] for m in missing)
         return [
             f"build.cpu_features lists {', '.join(missing)} but this CPU lacks {lacks}: "
             "the image's CPU kernels would stop on an illegal instruction here; use cpu_features: auto"

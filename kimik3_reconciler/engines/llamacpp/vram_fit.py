@@ -181,11 +181,9 @@ def derive_mode(profile: Profile, observed: Observed) -> ModeDecision:
     host_only = layout.token_embd_bytes if layout else 0  # the input embedding stays in host memory
     vram = sum(g.memory_total for g in gpus)
     base = _with(base, counted="weights, KV, buffers" if layout else "weights; KV and buffers not known yet")
-    if profile.serve.n_cpu_moe is not None:
-        # A manual split: the profile pins N layers' experts to the CPU; no --fit margin applies.
-        usable = vram - CUDA_CONTEXT_BYTES * len(gpus)
-        cpu = sum(layout.layer_experts[: profile.serve.n_cpu_moe]) if layout else None
-        mode: QuantMode = "hybrid" if profile.serve.n_cpu_moe > 0 else "all-vram"
+
+    def placed(mode: QuantMode, usable: int, need: int, cpu: int | None) -> ModeDecision:
+        """`base` with what `mode` puts on the GPUs (`need` of `usable` bytes) and in host memory (`cpu`)."""
         return _with(
             base,
             mode=mode,
@@ -193,9 +191,16 @@ def derive_mode(profile: Profile, observed: Observed) -> ModeDecision:
             gpus=len(gpus),
             vram_bytes=vram,
             usable_bytes=usable,
-            gpu_need_bytes=size - host_only + kv,
-            cpu_bytes=None if cpu is None else cpu + host_only,
+            gpu_need_bytes=need,
+            cpu_bytes=cpu,
         )
+
+    if profile.serve.n_cpu_moe is not None:
+        # A manual split: the profile pins N layers' experts to the CPU; no --fit margin applies.
+        usable = vram - CUDA_CONTEXT_BYTES * len(gpus)
+        cpu = sum(layout.layer_experts[: profile.serve.n_cpu_moe]) if layout else None
+        mode: QuantMode = "hybrid" if profile.serve.n_cpu_moe > 0 else "all-vram"
+        return placed(mode, usable, size - host_only + kv, None if cpu is None else cpu + host_only)
 
     def on_gpus(mode: QuantMode) -> tuple[int, int]:
         """(bytes the GPUs must hold, bytes they can) with the margins and ubatch of `mode`."""
@@ -211,16 +216,7 @@ def derive_mode(profile: Profile, observed: Observed) -> ModeDecision:
     mode = "all-vram" if need <= usable else "hybrid"
     if mode == "hybrid":
         need, usable = on_gpus("hybrid")
-    decided = _with(
-        base,
-        mode=mode,
-        derived=True,
-        gpus=len(gpus),
-        vram_bytes=vram,
-        usable_bytes=usable,
-        gpu_need_bytes=need,
-        cpu_bytes=max(0, need - usable) + host_only,
-    )
+    decided = placed(mode, usable, need, max(0, need - usable) + host_only)
     return _measured_floor(decided) if mode == "hybrid" else decided
 
 

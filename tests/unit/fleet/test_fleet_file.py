@@ -16,6 +16,16 @@ from kimik3_reconciler.fleet import fleet_json_schema, parse_fleet
 
 CASES = sorted((Path(__file__).parents[2] / "cases" / "fleet").glob("*.yaml"))
 DEMO = Path(__file__).parents[3] / "profiles" / "demo-cpu.yaml"
+# The head of a two-host fleet file on demo-cpu.yaml, up to its hosts (each test adds its own).
+HEAD = """\
+apiVersion: kimik3/v1
+kind: Fleet
+name: f
+profile: demo-cpu.yaml
+inventory:
+  all:
+    hosts:
+"""
 
 
 def _fleet(tmp_path: Path, text: str):  # noqa: ANN202 - fleet.Fleet
@@ -57,14 +67,8 @@ def test_the_shipped_example_is_valid_and_rolls_its_canary_first() -> None:
 def test_each_host_gets_its_overrides_and_absolute_paths(tmp_path: Path) -> None:
     fleet = _fleet(
         tmp_path,
-        """\
-apiVersion: kimik3/v1
-kind: Fleet
-name: f
-profile: demo-cpu.yaml
-inventory:
-  all:
-    hosts:
+        HEAD
+        + """\
       a: {ansible_host: 127.0.0.1, kimik3_profile_dir: /srv/gitops/profiles}
       b: {ansible_host: 127.0.0.1, kimik3_command: [/opt/k3/bin/kimik3, --state-dir, /srv/k3]}
 overrides:

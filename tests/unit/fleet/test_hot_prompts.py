@@ -7,20 +7,15 @@ import shutil
 from pathlib import Path
 
 import pytest
+from test_fleet_file import DEMO, HEAD
 
 from kimik3_reconciler.cli.inputs import read_text
 from kimik3_reconciler.errors import ProfileError
 from kimik3_reconciler.fleet import parse_fleet
 
-DEMO = Path(__file__).parents[3] / "profiles" / "demo-cpu.yaml"
-FLEET = """\
-apiVersion: kimik3/v1
-kind: Fleet
-name: f
-profile: demo-cpu.yaml
-inventory:
-  all:
-    hosts:
+FLEET = (
+    HEAD
+    + """\
       a: {ansible_host: 127.0.0.1}
       b: {ansible_host: 127.0.0.1}
 overrides:
@@ -29,6 +24,7 @@ rollout:
   warm_prompts: hot.yaml
 router: {version: "1.13.0"}
 """
+)
 
 
 def _fleet(tmp_path: Path, prompts: str | None):  # noqa: ANN202 - fleet.Fleet

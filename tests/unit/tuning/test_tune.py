@@ -23,14 +23,18 @@ from kimik3_reconciler.tuning import Search
 
 LLAMACPP_KNOBS = engine_for("llamacpp").tune_knobs  # (section, names): what --space takes on llama.cpp
 
-PROFILE = """\
-# a CPU profile to tune
+# The head of a CPU profile of org/k3 built from mainline, by name and revision (test_tune_search's too).
+CPU_HEAD = """\
 apiVersion: kimik3/v1
-name: k3-tune
+name: %s
 model: {repo: org/k3, revision: %s, quant: UD-Q2_K_XL}
 build: {source: mainline, variant: cpu, cpu_features: []}
 gpus: none
-
+"""
+PROFILE = (
+    "# a CPU profile to tune\n"
+    + CPU_HEAD % ("k3-tune", "ab" * 20)
+    + """
 serve:
   port: 18999        # the port
   batch: 4096
@@ -39,7 +43,8 @@ serve:
   parallel: 2        # slots
 
 gate: {smoke: false}
-""" % ("ab" * 20)
+"""
+)
 
 
 def loaded() -> LoadedProfile:

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from support.fakes import FakeClock, MemoryState
 from support.observed import observed
+from test_tune import CPU_HEAD
 
 from kimik3_reconciler.model.bench import BenchRun, BenchSettings, LevelResult
 from kimik3_reconciler.model.profile_source import LoadedProfile, parse_profile
@@ -27,12 +28,9 @@ from kimik3_reconciler.model.tuning import knob_id, parse_goal
 from kimik3_reconciler.tuning import Search
 from kimik3_reconciler.tuning.evidence import Noise, Standing
 
-PROFILE = """\
-apiVersion: kimik3/v1
-name: k3-sim
-model: {repo: org/k3, revision: %s, quant: UD-Q2_K_XL}
-build: {source: mainline, variant: cpu, cpu_features: []}
-gpus: none
+PROFILE = (
+    CPU_HEAD % ("k3-sim", "cd" * 20)
+    + """\
 serve:
   port: 18998
   ctx_size: 8192
@@ -40,7 +38,8 @@ serve:
   ubatch: 4096
   n_cpu_moe: 16
 gate: {smoke: false}
-""" % ("cd" * 20)
+"""
+)
 
 GRID = json.loads((Path(__file__).parents[2] / "fixtures" / "h200" / "tune-vs-grid-2026-12-03.json").read_text())
 H200 = {(r["knobs"]["n_cpu_moe"], r["knobs"]["ubatch"]): r["figure"] for r in GRID["passes"][0]["grid"]["rows"]}
