@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import datetime
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -14,11 +15,45 @@ from kimik3_reconciler.model.specs import ContainerSpec, DockerHost, ImageBuild,
 from kimik3_reconciler.model.state_room import StateRoom
 
 if TYPE_CHECKING:
-    import threading  # the pre-read's stop flag
+    from threading import Event  # the pre-read's stop flag
 
     from kimik3_reconciler.model.bench import RequestSample  # `kimik3 bench` only
 
 LineSink = Callable[[str], None]
+PullProgress = Callable[[int, int], None]  # (bytes, of bytes)
+PullRetry = Callable[[str, int, int], None]  # (layer, dockerd's retry number, seconds until it)
+FileProgress = Callable[[str, int, int], None]  # (file, bytes, of bytes)
+Tally = Callable[[int], None]  # called with the bytes each chunk read
+Messages = list[dict[str, Any]]  # an OpenAI chat's messages (or tools), as plain dicts
+
+
+@dataclasses.dataclass(frozen=True)
+class ChatRequest:
+    """One request to a server's chat API (ChatPort): where, with what key, which messages and tools, for which
+    served `model` (None: a fixed name, llama-server only). `max_tokens` and `thinking_effort` (low/high/max, the
+    chat template's variable; None: the template's own) count only for a completion, not a template render."""
+
+    base_url: str
+    api_key: str | None
+    messages: Messages
+    tools: Messages | None = None
+    max_tokens: int = 32
+    thinking_effort: str | None = None
+    model: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadLevel:
+    """One level of a `kimik3 bench` sweep (LoadPort.run_level): every prompt (token ids) sent to the server at
+    `base_url` with `concurrency` requests in flight, each asking for exactly `output_tokens`, on the engine's
+    `wire` (engines/base.py LoadWire)."""
+
+    base_url: str
+    api_key: str | None
+    prompts: list[list[int]]
+    output_tokens: int
+    concurrency: int
+    wire: str = "native"
 
 
 class DockerPort(Protocol):
@@ -28,12 +63,7 @@ class DockerPort(Protocol):
     def list_images(self, label: str) -> list[dict[str, Any]]: ...
     def image_id(self, ref: str) -> str | None: ...
     def inspect_image(self, ref: str) -> dict[str, Any] | None: ...  # None: no such image
-    def pull_image(
-        self,
-        ref: str,
-        on_progress: Callable[[int, int], None] | None = None,
-        on_retry: Callable[[str, int, int], None] | None = None,
-    ) -> str:
+    def pull_image(self, ref: str, on_progress: PullProgress | None = None, on_retry: PullRetry | None = None) -> str:
         """`on_progress(bytes, of bytes)`; `on_retry(layer, dockerd's retry number, seconds until it)` each second
         dockerd waits to download a failed layer again."""
         ...
@@ -65,12 +95,7 @@ class HubPort(Protocol):
     def list_repo(self, repo: str, revision: str, endpoint: str | None) -> list[RemoteFile]: ...
     def remove_cached(self, repo: str, revision: str, path: str, cache_dir: str) -> None: ...
     def read_head(self, repo: str, revision: str, path: str, endpoint: str | None, nbytes: int) -> bytes: ...
-    def download(
-        self,
-        spec: ModelDownload,
-        on_progress: Callable[[str, int, int], None],
-        on_line: Callable[[str], None] | None = None,
-    ) -> int:
+    def download(self, spec: ModelDownload, on_progress: FileProgress, on_line: LineSink | None = None) -> int:
         """Make spec.missing present and verified; the bytes that came from the hub (a blob already in the
         cache is verified and adopted, not fetched; one a site peer gave is counted as adopted). `on_line`: where
         each file taken from, or refused from, a peer is said."""
@@ -113,34 +138,19 @@ class ChatPort(Protocol):
     def models(self, base_url: str, api_key: str | None) -> dict[str, Any]:  # GET /v1/models, its JSON
         ...
 
-    def chat(
-        self,
-        base_url: str,
-        api_key: str | None,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None = None,
-        max_tokens: int = 32,
-        thinking_effort: str | None = None,
-        model: str | None = None,
-    ) -> dict[str, Any]:
+    def chat(self, request: ChatRequest) -> dict[str, Any]:
         """The first choice: `{"message": {role, content, [reasoning_content | reasoning], [tool_calls]},
-        "finish_reason"}`; `model`: the served name asked for (vLLM answers only to its own).
+        "finish_reason"}`; `request.model`: the served name asked for (vLLM answers only to its own).
 
         With `tools`, tool_choice is "auto"; `message` can be appended to the next request as is.
         `thinking_effort` (low/high/max) goes to the chat template (Kimi-K3's defaults to max).
         """
         ...
 
-    def apply_template(
-        self,
-        base_url: str,
-        api_key: str | None,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None = None,
-        model: str | None = None,
-    ) -> str:
-        """The prompt the server's chat template renders from `messages` (llama-server's /apply-template; vLLM's
-        /tokenize then /detokenize, for the served `model`)."""
+    def apply_template(self, request: ChatRequest) -> str:
+        """The prompt the server's chat template renders from `request.messages` and tools (llama-server's
+        /apply-template; vLLM's /tokenize then /detokenize, for the served `model`); max_tokens and
+        thinking_effort are not used."""
         ...
 
 
@@ -152,17 +162,9 @@ class LoadPort(Protocol):
     def tokenize(self, base_url: str, api_key: str | None, text: str, wire: str = "native") -> list[int]: ...
     def metrics(self, base_url: str, api_key: str | None) -> str | None: ...  # None: not served
 
-    def run_level(
-        self,
-        base_url: str,
-        api_key: str | None,
-        prompts: list[list[int]],
-        output_tokens: int,
-        concurrency: int,
-        wire: str = "native",
-    ) -> tuple[list[RequestSample], float]:
-        """Send every prompt (token ids) with `concurrency` requests in flight, each asking for exactly
-        `output_tokens`; the per-request samples and the level's wall time (seconds)."""
+    def run_level(self, level: LoadLevel) -> tuple[list[RequestSample], float]:
+        """Send every prompt of the level (closed loop); the per-request samples and the level's wall time
+        (seconds)."""
         ...
 
 
@@ -195,12 +197,7 @@ class HostPort(Protocol):
     def process_cgroup(self, pid: int) -> str: ...  # /proc/<pid>/cgroup as read ("" when gone or unreadable)
     def process_file(self, pid: int, name: str) -> str: ...  # /proc/<pid>/<name> (io) as read; "" if unreadable
     def preread(
-        self,
-        paths: list[str],
-        workers: int,
-        on_bytes: Callable[[int], None],
-        stop: threading.Event | None = None,
-        limit_bytes: int | None = None,
+        self, paths: list[str], workers: int, on_bytes: Tally, stop: Event | None = None, limit_bytes: int | None = None
     ) -> None:
         """Read every byte of `paths` into the page cache (with `limit_bytes`: only their first that many bytes,
         the files in the order given), `workers` chunks in parallel; `on_bytes(n)` per chunk
@@ -333,44 +330,32 @@ class FrontPort(Protocol):
         ...
 
 
+@dataclasses.dataclass(eq=False, repr=False)
 class Ports:
     """The bundle of effects the orchestrator runs on; the CLI wires real adapters, tests wire fakes."""
 
-    def __init__(
-        self,
-        docker: DockerPort,
-        hub: HubPort,
-        http: HttpPort,
-        host: HostPort,
-        state: StatePort,
-        clock: ClockPort,
-        chat: ChatPort | None = None,
-        units: UnitsPort | None = None,
-        lock: LockPort | None = None,
-        load: LoadPort | None = None,
-        processes: ProcessPort | None = None,
-        worker_docker: Callable[[DockerHost], DockerPort] | None = None,
-        worker_lock: Callable[[DockerHost], LockPort] | None = None,
-        cache: CachePort | None = None,
-        front: FrontPort | None = None,
-        registry: RegistryPort | None = None,
-    ):
-        self.docker, self.hub, self.http = docker, hub, http
-        self.host, self.state, self.clock = host, state, clock
-        self.chat = chat  # only `kimik3 verify` talks to the server beyond /health
-        self.units = units  # None: systemd is not looked at (planner tests on fakes without it)
-        self.lock = lock  # None: nothing is locked (orchestrator tests on fakes that do not test the lock)
-        self.load = load  # only `kimik3 bench` and `kimik3 tune` load the server
-        self.processes = processes  # None: no exporter is looked at (tests that do not start one)
-        self.worker_docker = worker_docker  # an RPC worker host's Docker (rpc.workers[].docker); None: no workers wired
-        self.worker_lock = worker_lock  # the apply lock on a worker host (kept in its Docker)
-        self.cache = cache  # None: nothing is cached (a source archive is hashed on every plan)
-        self.front = front  # None: no front is held or released (tests without one; metrics.handover needs it)
-        self.registry = registry  # None: a pull's size is not asked (the plan says "unknown size")
-        # `kimik3 verify` of the profile being applied (VerifyFailed when a check fails): set only on the copy an
-        # apply that verifies runs its steps with (`verifying`), None otherwise (then `<= verify` steps are left
-        # for a later apply).
-        self.verifier: Callable[[], None] | None = None
+    docker: DockerPort
+    hub: HubPort
+    http: HttpPort
+    host: HostPort
+    state: StatePort
+    clock: ClockPort
+    chat: ChatPort | None = None  # only `kimik3 verify` talks to the server beyond /health
+    units: UnitsPort | None = None  # None: systemd is not looked at (planner tests on fakes without it)
+    lock: LockPort | None = None  # None: nothing is locked (orchestrator tests on fakes that do not test the lock)
+    load: LoadPort | None = None  # only `kimik3 bench` and `kimik3 tune` load the server
+    processes: ProcessPort | None = None  # None: no exporter is looked at (tests that do not start one)
+    # An RPC worker host's Docker (rpc.workers[].docker), and the apply lock on it (kept in its Docker); None: no
+    # workers wired.
+    worker_docker: Callable[[DockerHost], DockerPort] | None = None
+    worker_lock: Callable[[DockerHost], LockPort] | None = None
+    cache: CachePort | None = None  # None: nothing is cached (a source archive is hashed on every plan)
+    front: FrontPort | None = None  # None: no front is held or released (tests without one; metrics.handover needs it)
+    registry: RegistryPort | None = None  # None: a pull's size is not asked (the plan says "unknown size")
+    # `kimik3 verify` of the profile being applied (VerifyFailed when a check fails): set only on the copy an apply
+    # that verifies runs its steps with (`verifying`), None otherwise (then `<= verify` steps are left for a later
+    # apply).
+    verifier: Callable[[], None] | None = dataclasses.field(default=None, init=False, repr=False)
 
     def verifying(self, check: Callable[[], None] | None) -> Ports:
         """These ports with `check` as the verifier, for one apply's steps; these (shared) ports do not change.

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kimik3_reconciler.errors import PermanentError, TransientError
+from kimik3_reconciler.ports import LoadLevel
 
 if TYPE_CHECKING:  # httpx (and the rich it pulls in) is imported where a bench runs: a no-op plan never loads it
     import httpx
@@ -69,33 +70,19 @@ class HttpLoad:
             return None
         return reply.text if reply.status_code == 200 else None
 
-    def run_level(
-        self,
-        base_url: str,
-        api_key: str | None,
-        prompts: list[list[int]],
-        output_tokens: int,
-        concurrency: int,
-        wire: str = "native",
-    ) -> tuple[list[RequestSample], float]:
-        """Send `prompts` with `concurrency` in flight (closed loop); the samples and the level's wall time."""
+    def run_level(self, level: LoadLevel) -> tuple[list[RequestSample], float]:
+        """Send the level's prompts with its concurrency in flight (closed loop); the samples and the wall time."""
         import asyncio  # a bench run only: a no-op plan builds this port and never calls it
 
-        return asyncio.run(self._level(base_url, api_key, prompts, output_tokens, concurrency, wire))
+        return asyncio.run(self._level(level))
 
-    async def _level(
-        self,
-        base_url: str,
-        api_key: str | None,
-        prompts: list[list[int]],
-        output_tokens: int,
-        concurrency: int,
-        wire: str,
-    ) -> tuple[list[RequestSample], float]:
+    async def _level(self, level: LoadLevel) -> tuple[list[RequestSample], float]:
         import asyncio
 
         import httpx
 
+        base_url, api_key, prompts, wire = level.base_url, level.api_key, level.prompts, level.wire
+        output_tokens, concurrency = level.output_tokens, level.concurrency
         model = _served_model(base_url, api_key) if wire == "openai" else None
 
         queue = list(reversed(prompts))

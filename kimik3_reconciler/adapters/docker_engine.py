@@ -13,7 +13,6 @@ import re
 import stat
 import types
 from collections import deque
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +27,7 @@ from kimik3_reconciler.adapters.docker_socket import (
 from kimik3_reconciler.adapters.translate import translated
 from kimik3_reconciler.errors import BuildFailed, InputError, Kimik3Error, PermanentError, TransientError
 from kimik3_reconciler.model.specs import ContainerSpec, ImageBuild
-from kimik3_reconciler.ports import LineSink
+from kimik3_reconciler.ports import LineSink, PullProgress, PullRetry
 
 if TYPE_CHECKING:
     import docker
@@ -358,12 +357,7 @@ class DockerEngine:
         self._call(self.client.api.tag, image_id, repository, name, force=True)
 
     @_transient
-    def pull_image(
-        self,
-        ref: str,
-        on_progress: Callable[[int, int], None] | None = None,
-        on_retry: Callable[[str, int, int], None] | None = None,
-    ) -> str:
+    def pull_image(self, ref: str, on_progress: PullProgress | None = None, on_retry: PullRetry | None = None) -> str:
         """Pull `ref` (by digest where kimik3 pins one), reporting (bytes, of bytes) over the layers seen so far and
         dockerd's own retries of a layer (adapters/pull_events.py). The pull's own stream is read (the SDK's
         images.pull drops its error events and then says only "no such image"): an error event is a

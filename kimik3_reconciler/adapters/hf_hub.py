@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import quote
@@ -19,6 +19,7 @@ from kimik3_reconciler.errors import HubError, InputError, Kimik3Error
 from kimik3_reconciler.model.facts import RemoteFile
 from kimik3_reconciler.model.hub_endpoint import masked, shown, token_may_go_to
 from kimik3_reconciler.model.specs import ModelDownload
+from kimik3_reconciler.ports import FileProgress, LineSink
 
 if TYPE_CHECKING:
     from huggingface_hub.hf_api import RepoFile
@@ -214,12 +215,7 @@ class HuggingFaceHub:
         blob = self.repo_cache_dir(repo, cache_dir) / "blobs" / name if name and "/" not in name else None
         return blob if blob is not None and blob.is_file() else None
 
-    def download(
-        self,
-        spec: ModelDownload,
-        on_progress: Callable[[str, int, int], None],
-        on_line: Callable[[str], None] | None = None,
-    ) -> int:
+    def download(self, spec: ModelDownload, on_progress: FileProgress, on_line: LineSink | None = None) -> int:
         """Fetch the missing files (resumable, sha256-verified, parallel): adapters/hub_download.py; from the
         peers first when there are any (each file checked against the hub's sha256 alike)."""
         from kimik3_reconciler.adapters.hub_download import fetch_all, fetch_from_peers, targets

@@ -9,9 +9,10 @@ import os
 import shutil
 import socket
 import subprocess
-import threading
-from collections.abc import Callable
 from pathlib import Path
+from threading import Event
+
+from kimik3_reconciler.ports import Tally
 
 
 def _run(argv: list[str]) -> str:
@@ -33,12 +34,7 @@ class LinuxHost:
         return _read(f"/proc/{int(pid)}/{name}")
 
     def preread(
-        self,
-        paths: list[str],
-        workers: int,
-        on_bytes: Callable[[int], None],
-        stop: threading.Event | None = None,
-        limit_bytes: int | None = None,
+        self, paths: list[str], workers: int, on_bytes: Tally, stop: Event | None = None, limit_bytes: int | None = None
     ) -> None:
         from kimik3_reconciler.adapters import page_cache  # its thread pool: not loaded by a plan that reads none
 

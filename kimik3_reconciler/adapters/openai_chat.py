@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from kimik3_reconciler.adapters.translate import translated
 from kimik3_reconciler.errors import Kimik3Error, PermanentError, TransientError
+from kimik3_reconciler.ports import ChatRequest
 
 # llama-server serves one model and answers to any name (checked on b11434); vLLM only to its served name (404
 # otherwise): verify sends the profile's name, which both serve under (--alias, --served-model-name). A caller
@@ -40,22 +41,16 @@ class OpenAIChat:
         with _client(base_url, api_key) as client, _translated(base_url, api_key):
             return client.models.with_raw_response.list().http_response.json()
 
-    def chat(
-        self,
-        base_url: str,
-        api_key: str | None,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None = None,
-        max_tokens: int = 32,
-        thinking_effort: str | None = None,
-        model: str | None = None,
-    ) -> dict[str, Any]:
+    def chat(self, request: ChatRequest) -> dict[str, Any]:
+        base_url, api_key, tools = request.base_url, request.api_key, request.tools
         extra: dict[str, Any] = {"tools": tools, "tool_choice": "auto"} if tools else {}
-        if thinking_effort:  # the Kimi-K3 chat template's own variable (default "max"), via llama-server's kwargs
-            extra["extra_body"] = {"chat_template_kwargs": {"thinking_effort": thinking_effort}}
+        if (
+            request.thinking_effort
+        ):  # the Kimi-K3 chat template's own variable (default "max"), via llama-server's kwargs
+            extra["extra_body"] = {"chat_template_kwargs": {"thinking_effort": request.thinking_effort}}
         with _client(base_url, api_key) as client, _translated(base_url, api_key):
             reply = client.chat.completions.create(
-                model=model or _MODEL, messages=messages, max_tokens=max_tokens, **extra
+                model=request.model or _MODEL, messages=request.messages, max_tokens=request.max_tokens, **extra
             )
         if not reply.choices:
             raise PermanentError(f"{base_url}: the chat completion has no choices")
@@ -66,23 +61,17 @@ class OpenAIChat:
         message.setdefault("content", None)
         return {"message": message, "finish_reason": choice.finish_reason}
 
-    def apply_template(
-        self,
-        base_url: str,
-        api_key: str | None,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None = None,
-        model: str | None = None,
-    ) -> str:
+    def apply_template(self, request: ChatRequest) -> str:
         # llama-server's POST /apply-template (at the root, not under /v1): the prompt its chat template
         # renders from these messages, as a completion would see it; nothing is generated. vLLM has none (404): its
         # POST /tokenize renders the same messages through its chat template, and /detokenize gives the text back.
-        body: dict[str, Any] = {"messages": messages, **({"tools": tools} if tools else {})}
+        base_url, api_key, tools = request.base_url, request.api_key, request.tools
+        body: dict[str, Any] = {"messages": request.messages, **({"tools": tools} if tools else {})}
         with _client(base_url, api_key) as client, _translated(base_url, api_key):
             try:
                 answer = client.post(f"{base_url}/apply-template", cast_to=object, body=body)
             except _openai().NotFoundError:
-                named = {"model": model or _MODEL}
+                named = {"model": request.model or _MODEL}
                 tokens = client.post(
                     f"{base_url}/tokenize", cast_to=object, body={**named, **body, "add_generation_prompt": True}
                 )

@@ -67,9 +67,7 @@ class LocalProcesses:
         return tuple(part.decode(errors="replace") for part in raw.rstrip(b"\0").split(b"\0"))
 
     def terminate(self, pid: int, timeout_s: float) -> None:
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
+        if not _signalled(pid, signal.SIGTERM):
             return
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
@@ -77,11 +75,17 @@ class LocalProcesses:
             if self.cmdline(pid) is None:
                 return
             time.sleep(0.05)
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        _signalled(pid, signal.SIGKILL)
         _reap(pid)
+
+
+def _signalled(pid: int, sig: signal.Signals) -> bool:
+    """Send `sig` to `pid`; False when there is no such process (it is gone already: nothing to stop)."""
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def _reap(pid: int) -> None:

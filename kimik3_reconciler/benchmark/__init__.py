@@ -17,7 +17,7 @@ from kimik3_reconciler.model.bench import BenchRun, BenchSettings, LevelResult, 
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.loaded_profile import LoadedProfile
 from kimik3_reconciler.orchestrator import Orchestrator
-from kimik3_reconciler.ports import LoadPort
+from kimik3_reconciler.ports import LoadLevel, LoadPort
 from kimik3_reconciler.verify import serving_endpoint
 from kimik3_reconciler.verify.checks import Server
 
@@ -144,7 +144,7 @@ def sweep_levels(
             )
             before = parse_metrics(load.metrics(server.base_url, server.api_key), series.prefix).get(counter)
             got, seconds = load.run_level(
-                server.base_url, server.api_key, prompts, settings.output_tokens, concurrency, wire
+                LoadLevel(server.base_url, server.api_key, prompts, settings.output_tokens, concurrency, wire)
             )
             after = parse_metrics(load.metrics(server.base_url, server.api_key), series.prefix).get(counter)
             samples += got

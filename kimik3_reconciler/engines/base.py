@@ -94,6 +94,15 @@ class ServerSeries(NamedTuple):
     prefix_cache_hits_total: str | None = None
     prefix_cache_queries_total: str | None = None
 
+    @classmethod
+    def openai(cls, prefix: str, running: str, waiting: str, *as_named: str, **more: str) -> ServerSeries:
+        """An OpenAI server's names (vLLM, SGLang), each `prefix` + the name given: `running`, `waiting`, the
+        `generation_tokens_total` and `prompt_tokens_total` counters, no slots, and the optional fields: `as_named`
+        those the server names as the field is named, `more` the others (field=name)."""
+        named = {field: prefix + name for field, name in (*((f, f) for f in as_named), *more.items())}
+        counters = (prefix + "generation_tokens_total", prefix + "prompt_tokens_total")
+        return cls(prefix, prefix + running, prefix + waiting, *counters, None, **named)
+
     def prefix_cache(self, value: Callable[[str], float | None]) -> PrefixCacheTokens | None:
         """The server's prefix-cache tokens since it started, from its counters (`value(name)`: a series' value
         summed over its label sets, None when absent); None where the engine or this server has no such counter."""
@@ -257,28 +266,6 @@ class NodeLaunch(NamedTuple):
     bind: str
     processes: tuple[MemberProcess, ...]
     env: tuple[tuple[str, str], ...] = ()
-
-
-class CheckpointDefaults:
-    """What an engine that serves a whole checkpoint sized by its own knobs (vLLM, SGLang) answers where llama.cpp has
-    its own: no host findings beyond its `host_needs` (the gate's checkpoint findings judge those), no draft device, no
-    split knobs to rank, no routes profile of its own (llama.cpp, the default engine, gives that). An engine class
-    inherits it and leaves these four members out."""
-
-    routes_base = ""  # not the default engine: `kimik3 routes` without a profile starts from llama.cpp's
-
-    def host_findings(
-        self, profile: Profile, observed: Observed, plan: EnginePlan, stoppable: frozenset[int], ours_running: bool
-    ) -> tuple[list[str], list[str]]:
-        return [], []
-
-    def draft_device(self, profile: Profile, host_gpus: int | None) -> str | None:
-        return None
-
-    def split_rank(
-        self, profile: Profile, observed: Observed, plan: EnginePlan, knobs: dict[str, Any]
-    ) -> tuple[Any, ...]:
-        return ()
 
 
 class LogSigns(NamedTuple):
@@ -570,3 +557,84 @@ class ServingEngine(Protocol):
         """Where one of its feasible routes stands in seed 001's order (lower: start there) and why; None: after
         every ranked route."""
         ...
+
+
+class CheckpointDefaults:
+    """What an engine that serves a whole checkpoint from a pulled image, sized by its own knobs (vLLM, SGLang, the
+    tests' probe), answers where llama.cpp has its own: an OpenAI server answering to `--served-model-name` (its
+    profile's name), the snapshot folder as its model, the default log signs, no vision probe, slot store, rpc
+    workers, quant gate, smoke test or weight headers of its own, no build recipe, no engine plan (the whole
+    checkpoint in VRAM: no mode, no split), no placement flags, no host findings beyond its `host_needs` (the gate's
+    checkpoint findings judge those), no draft device, no split knobs to rank, no routes profile of its own
+    (llama.cpp, the default engine, gives that). An engine class inherits it and states only what differs."""
+
+    routes_base = ""  # not the default engine: `kimik3 routes` without a profile starts from llama.cpp's
+    served_name_flag = "--served-model-name"
+    model_source = ModelSource("safetensors")
+    image_source = ImageSource("pull")
+    load_wire: LoadWire = "openai"
+    bench_knobs = BenchKnobs()  # its section's tune knobs file a run (and label it)
+    vision_probe = False  # its vision is the checkpoint's, which no check sends an image to yet
+    slot_store: SlotStore | None = None  # no slot save/restore: a rollout prefills the declared hot prompts
+    log_signs = LogSigns()  # what any server's log says (address in use, out of memory)
+    workers: WorkerServer | None = None  # no rpc.workers: its ranks are its own processes
+    quant_scorer: QuantScorer | None = None  # the checkpoint, not a quant: no quant gate
+    smoke: SmokeModel | None = None  # a pulled image: its first launch's health wait and verify are its test
+    weight_headers: WeightHeaders | None = None  # a safetensors checkpoint: read generically (observe/served_weights)
+
+    def model_entry(self, model: ModelFact) -> str:
+        return "."  # the snapshot folder: config.json, the tokenizer (and custom code) and the safetensors shards
+
+    def served_names(self, value: LaunchInput) -> tuple[str, ...]:
+        return (value.name,)
+
+    def placement_flags(self, serve: ServeSpec, manual_split: bool = True) -> tuple[str, ...]:
+        return ()  # its parallelism is a knob of its own profile section: server_argv renders it
+
+    def build_recipe(self, profile: Profile, observed: Observed) -> None:
+        return None  # its image is pulled by digest (image.ref)
+
+    def render_plan(self, profile: Profile, observed: Observed) -> EnginePlan:
+        return EnginePlan()  # the whole checkpoint in VRAM, sized by its memory knob: no mode, no split
+
+    def host_findings(
+        self, profile: Profile, observed: Observed, plan: EnginePlan, stoppable: frozenset[int], ours_running: bool
+    ) -> tuple[list[str], list[str]]:
+        return [], []
+
+    def draft_device(self, profile: Profile, host_gpus: int | None) -> str | None:
+        return None
+
+    def split_rank(
+        self, profile: Profile, observed: Observed, plan: EnginePlan, knobs: dict[str, Any]
+    ) -> tuple[Any, ...]:
+        return ()
+
+
+class CheckpointLaunch(Protocol):
+    """An engine folder's launch module (engines/vllm/launch.py, engines/sglang/launch.py): the flags kimik3 renders
+    itself, the server's argv, its cluster's per-node launches and its environment."""
+
+    OWNED_FLAGS: tuple[str, ...]
+
+    def server_argv(self, value: LaunchInput, snapshot: str) -> tuple[str, ...]: ...
+    def cluster_launch(self, value: LaunchInput, snapshot: str) -> tuple[NodeLaunch, ...]: ...
+    def server_env(self, value: LaunchInput) -> tuple[tuple[str, str], ...]: ...
+
+
+class LaunchedByModule(CheckpointDefaults):
+    """CheckpointDefaults whose argv, cluster launch, environment and owned flags are its `launch` module's."""
+
+    launch: CheckpointLaunch
+
+    def owned_flags(self, threads: int, load_mode: str = "none") -> tuple[str, ...]:
+        return self.launch.OWNED_FLAGS
+
+    def server_argv(self, value: LaunchInput, snapshot: str) -> tuple[str, ...]:
+        return self.launch.server_argv(value, snapshot)
+
+    def cluster_launch(self, value: LaunchInput, snapshot: str) -> tuple[NodeLaunch, ...]:
+        return self.launch.cluster_launch(value, snapshot)
+
+    def server_env(self, value: LaunchInput) -> tuple[tuple[str, str], ...]:
+        return self.launch.server_env(value)

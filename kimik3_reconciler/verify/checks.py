@@ -23,7 +23,7 @@ from typing import Any
 from kimik3_reconciler.engines import engine_for
 from kimik3_reconciler.errors import PermanentError
 from kimik3_reconciler.model.profile import Profile
-from kimik3_reconciler.ports import ChatPort
+from kimik3_reconciler.ports import ChatPort, ChatRequest
 from kimik3_reconciler.verify.report import (
     INCONCLUSIVE,
     NOT_CHECKABLE,
@@ -129,14 +129,11 @@ class Session:
     ) -> dict[str, Any]:
         """One chat completion from the served model, with `max_tokens` and the thinking `effort` (None: the
         template's own)."""
+        server, model = self.server, self.profile.name
         return self.chat.chat(
-            self.server.base_url,
-            self.server.api_key,
-            messages,
-            tools=tools,
-            max_tokens=max_tokens,
-            thinking_effort=effort,
-            model=self.profile.name,
+            ChatRequest(
+                server.base_url, server.api_key, messages, tools, max_tokens, thinking_effort=effort, model=model
+            )
         )
 
 
@@ -253,8 +250,9 @@ def two_turn(session: Session) -> Verdict:
     # Seed 001: clients send back the whole assistant message, reasoning and tool_calls included;
     # the server must put them back into the prompt, or K3 loses its thinking between turns.
     def render(sent: list[dict[str, Any]]) -> str:
+        server = session.server
         return session.chat.apply_template(
-            session.server.base_url, session.server.api_key, sent, [WEATHER_TOOL], model=session.profile.name
+            ChatRequest(server.base_url, server.api_key, sent, [WEATHER_TOOL], model=session.profile.name)
         )
 
     dropped = _dropped(render(first_messages), render(messages), assistant, session.reasoning_field)

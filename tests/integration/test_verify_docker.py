@@ -22,6 +22,7 @@ from kimik3_demo.hub import FixtureHub
 from kimik3_reconciler.adapters.http import HttpClient
 from kimik3_reconciler.adapters.openai_chat import OpenAIChat
 from kimik3_reconciler.errors import PermanentError, TransientError
+from kimik3_reconciler.ports import ChatRequest
 
 pytestmark = pytest.mark.docker
 
@@ -104,12 +105,14 @@ def test_the_chat_adapter_returns_plain_dicts(serving: Path) -> None:
     chat = OpenAIChat()
     models = chat.models(BASE_URL, API_KEY)
     assert any(NAME in [m["id"], *m.get("aliases", [])] for m in models["data"])
-    reply = chat.chat(BASE_URL, API_KEY, [{"role": "user", "content": "Hi"}], max_tokens=4)
+    reply = chat.chat(ChatRequest(BASE_URL, API_KEY, [{"role": "user", "content": "Hi"}], max_tokens=4))
     assert reply["message"]["role"] == "assistant" and isinstance(reply["message"]["content"], str)
     assert reply["finish_reason"] in ("stop", "length")
     json.dumps(reply)  # plain data, ready to be sent back
     # the K3 template's thinking_effort travels as chat_template_kwargs; the demo's ChatML template ignores it
-    low = chat.chat(BASE_URL, API_KEY, [{"role": "user", "content": "Hi"}], max_tokens=4, thinking_effort="low")
+    low = chat.chat(
+        ChatRequest(BASE_URL, API_KEY, [{"role": "user", "content": "Hi"}], max_tokens=4, thinking_effort="low")
+    )
     assert low["message"]["role"] == "assistant"
 
 
@@ -119,7 +122,7 @@ def test_the_chat_adapter_renders_the_servers_chat_template(serving: Path) -> No
         {"role": "assistant", "content": "Let me look.", "reasoning_content": "Oslo: call the tool."},
         {"role": "user", "content": "And tomorrow?"},
     ]
-    prompt = OpenAIChat().apply_template(BASE_URL, API_KEY, messages)
+    prompt = OpenAIChat().apply_template(ChatRequest(BASE_URL, API_KEY, messages))
     # the demo's ChatML template (engines/llamacpp/smoke_model.py) renders role and content only: it drops the
     # thinking, which is why verify judges the prompt only on real weights (K3's template keeps it)
     assert "<|im_start|>user\nWhat is the weather in Oslo?<|im_end|>" in prompt
@@ -129,7 +132,7 @@ def test_the_chat_adapter_renders_the_servers_chat_template(serving: Path) -> No
 def test_the_chat_adapter_translates_errors_without_the_key(serving: Path) -> None:
     wrong = "wrong-key-77"
     with pytest.raises(PermanentError, match="HTTP 401: Invalid API Key") as refused:
-        OpenAIChat().chat(BASE_URL, wrong, [{"role": "user", "content": "Hi"}])
+        OpenAIChat().chat(ChatRequest(BASE_URL, wrong, [{"role": "user", "content": "Hi"}]))
     assert wrong not in str(refused.value) and API_KEY not in str(refused.value)
     nobody = f"http://127.0.0.1:{HttpClient().free_port()}"
     with pytest.raises(TransientError, match="Connection error"):

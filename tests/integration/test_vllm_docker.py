@@ -24,6 +24,7 @@ from support.realparts import REPO_ROOT, docker, kimik3, remove_leftovers, requi
 
 from kimik3_demo.hub import FixtureHub
 from kimik3_demo.prepare import CHECKPOINT_REPO, CHECKPOINT_REVISION, checkpoint_repo, prepare_checkpoint_root
+from kimik3_reconciler.ports import ChatRequest
 
 # engines: CI runs it in its second stage (scripts/test-engines.sh builds the image first), not in the default suite
 pytestmark = [pytest.mark.docker, pytest.mark.engines]
@@ -193,14 +194,16 @@ def test_verify_talks_to_vllms_chat_api(deployed: Path) -> None:
     from kimik3_reconciler.adapters.openai_chat import OpenAIChat
 
     prompt = OpenAIChat().apply_template(
-        f"http://127.0.0.1:{PORT}",
-        None,
-        [
-            {"role": "user", "content": "first question"},
-            {"role": "assistant", "content": "first answer"},
-            {"role": "user", "content": "second question"},
-        ],
-        model=NAME,
+        ChatRequest(
+            f"http://127.0.0.1:{PORT}",
+            None,
+            [
+                {"role": "user", "content": "first question"},
+                {"role": "assistant", "content": "first answer"},
+                {"role": "user", "content": "second question"},
+            ],
+            model=NAME,
+        )
     )
     assert prompt.index("first question") < prompt.index("first answer") < prompt.index("second question"), prompt
     reply = _chat(

@@ -36,16 +36,9 @@ MEM_FRACTIONS = (0.80, 0.85, 0.90)
 
 def knob_flags(knobs: Any) -> list[str]:
     """The `sglang:` section as flags, in seed 001's order; a null parser leaves SGLang's default (none)."""
-    argv = [
-        "--tp-size",
-        str(knobs.tp_size),
-        "--dcp-size",
-        str(knobs.dcp_size),
-        "--mem-fraction-static",
-        str(knobs.mem_fraction_static),
-        "--mamba-full-memory-ratio",
-        str(knobs.mamba_full_memory_ratio),
-    ]
+    argv = ["--tp-size", str(knobs.tp_size), "--dcp-size", str(knobs.dcp_size)]
+    argv += ["--mem-fraction-static", str(knobs.mem_fraction_static)]
+    argv += ["--mamba-full-memory-ratio", str(knobs.mamba_full_memory_ratio)]
     if knobs.pp_size is not None:
         argv += ["--pp-size", str(knobs.pp_size)]
     if knobs.reasoning_parser is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from kimik3_reconciler.engines.owned_options import ADDRESS, CHECKPOINT, OFFLINE_ENV, by_flag, owned_options
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.profile_rules import Rule
 from kimik3_reconciler.model.profile_rules.cluster import members
@@ -19,13 +20,9 @@ SGLANG_FALLBACK_RATIO = 0.9
 # SGLang options kimik3 renders from the profile (engines/sglang/launch.py): (flags, what to write instead). A second
 # copy in extra_args would be parsed after ours (argparse: the last one wins) and move the server behind the plan.
 _OWNED: tuple[tuple[tuple[str, ...], str], ...] = (
-    (
-        ("--model-path", "--model", "--tokenizer-path", "--revision", "--download-dir", "--load-format"),
-        "use model.repo / model.revision (kimik3 downloads and verifies the checkpoint and mounts it)",
-    ),
+    (("--model-path", "--model", "--tokenizer-path", "--revision", "--download-dir", "--load-format"), CHECKPOINT),
     (("--served-model-name",), "the served model id is the profile's name"),
-    (("--host",), "use serve.host"),
-    (("--port",), "use serve.port"),
+    *ADDRESS,
     (("--api-key", "--admin-api-key"), f"SGLang takes keys only on its command line ({NEVER_SECRETS})"),
     (("--trust-remote-code", "--enable-metrics"), "kimik3 always renders it"),
     (("--tp-size", "--tensor-parallel-size", "--tp"), "use sglang.tp_size"),
@@ -37,10 +34,8 @@ _OWNED: tuple[tuple[tuple[str, ...], str], ...] = (
     (("--nnodes", "--node-rank", "--dist-init-addr"), "kimik3 renders them from sglang.cluster"),
     (("--config",), "a config file would set flags the plan does not see: write them as profile fields"),
 )
-OWNED_FLAGS: dict[str, str] = {flag: instead for flags, instead in _OWNED for flag in flags}
-OWNED_ENV: dict[str, str] = {
-    "HF_HUB_OFFLINE": "kimik3 sets it: the container reads the mounted checkpoint, never the Hub",
-}
+OWNED_FLAGS = by_flag(_OWNED)
+OWNED_ENV: dict[str, str] = dict(OFFLINE_ENV)
 
 
 def section(p: Profile) -> Iterator[Finding]:
@@ -78,19 +73,11 @@ def memory_ratio_workload(p: Profile) -> Iterator[Finding]:
 
 
 def owned_args(p: Profile) -> Iterator[Finding]:
-    for i, arg in enumerate(p.serve.extra_args):
-        flag = arg.split("=", 1)[0]
-        if flag in OWNED_FLAGS:
-            # rule: sglang-owned-flags
-            # A flag kimik3 renders, given again, is parsed after it: the running server is not the profile's.
-            yield error(
-                ("serve", "extra_args", i), f"{flag} is rendered by kimik3 for engine sglang: {OWNED_FLAGS[flag]}"
-            )
-    for key in p.serve.env:
-        if key.upper() in OWNED_ENV:
-            # rule: sglang-owned-flags
-            # The variable is the option behind the profile's field.
-            yield error(("serve", "env", key), f"{key} is set by kimik3 for engine sglang: {OWNED_ENV[key.upper()]}")
+    for where, message in owned_options(p.serve, "sglang", OWNED_FLAGS, OWNED_ENV):
+        # rule: sglang-owned-flags
+        # A flag kimik3 renders, given again, is parsed after it: the running server is not the profile's (a
+        # variable: the option behind the profile's field).
+        yield error(where, message)
     if p.serve.api_key_file is not None:
         # rule: sglang-owned-flags
         # sglang 0.5.23 reads its API key from --api-key only (no variable, no file): the key would be in the

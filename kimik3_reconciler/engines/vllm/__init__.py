@@ -10,35 +10,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from kimik3_reconciler.engines.base import (
-    BenchKnobs,
-    CheckpointDefaults,
-    EnginePlan,
-    HostNeeds,
-    ImageSource,
-    LogSigns,
-    ModelSource,
-    NativeRoute,
-    NodeLaunch,
-    Readiness,
-    ServerSeries,
-    TuneKnobs,
-)
+from kimik3_reconciler.engines.base import HostNeeds, LaunchedByModule, NativeRoute, Readiness, ServerSeries, TuneKnobs
 from kimik3_reconciler.engines.native_route import NativeRoutes
 from kimik3_reconciler.engines.vllm import launch
-from kimik3_reconciler.model.facts import ModelFact, Observed
+from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.launch_input import LaunchInput
-from kimik3_reconciler.model.profile import Profile, ServeSpec
+from kimik3_reconciler.model.profile import Profile
 
 
-class Vllm(CheckpointDefaults, NativeRoutes):
-    """vLLM's OpenAI server (`vllm serve`), as seed 001's TP8 recipe runs it."""
+class Vllm(LaunchedByModule, NativeRoutes):
+    """vLLM's OpenAI server (`vllm serve`), as seed 001's TP8 recipe runs it; what it shares with SGLang is
+    CheckpointDefaults' (engines/base.py)."""
 
     name = "vllm"
     server = "vllm serve"
-    served_name_flag, answers_any_name = "--served-model-name", False
-    model_source = ModelSource("safetensors")
-    image_source = ImageSource("pull")
+    launch = launch
+    answers_any_name = False
     # vLLM binds its port only once the engine is up: while loading, connections are refused (TESTING.md §10).
     # Its startup (torch.compile, CUDA graph capture, the KV cache's profiling run) is not a read: 15 minutes of
     # allowance before the weights' read (the tiny CPU test model: /health 200 after 40-50 s, TESTING.md §10).
@@ -51,27 +38,20 @@ class Vllm(CheckpointDefaults, NativeRoutes):
         fixed_source="the CPU test model's launches took 25-28 s; GPUs add torch.compile and CUDA graph capture",
     )
     # vLLM 0.32's names (vllm/v1/metrics/loggers.py; a counter's samples carry prometheus_client's `_total`).
-    series = ServerSeries(
-        prefix="vllm:",
-        running="vllm:num_requests_running",
-        waiting="vllm:num_requests_waiting",
-        generated_tokens_total="vllm:generation_tokens_total",
-        prompt_tokens_total="vllm:prompt_tokens_total",
-        slots=None,
-        ttft="vllm:time_to_first_token_seconds",
-        itl="vllm:inter_token_latency_seconds",
-        e2e="vllm:e2e_request_latency_seconds",
-        kv_usage="vllm:kv_cache_usage_perc",
-        prefix_cache_hits_total="vllm:prefix_cache_hits_total",
-        prefix_cache_queries_total="vllm:prefix_cache_queries_total",
+    series = ServerSeries.openai(
+        "vllm:",
+        "num_requests_running",
+        "num_requests_waiting",
+        "prefix_cache_hits_total",
+        "prefix_cache_queries_total",
+        ttft="time_to_first_token_seconds",
+        itl="inter_token_latency_seconds",
+        e2e="e2e_request_latency_seconds",
+        kv_usage="kv_cache_usage_perc",
     )
     reasoning_field = "reasoning"
     # vllm.<knob> (engines/vllm/tune.py says why these and not tensor parallelism, the backend or the KV dtype).
     tune_knobs = TuneKnobs("vllm", ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization"))
-    load_wire = "openai"
-    bench_knobs = BenchKnobs()  # its section's tune knobs file a run (and label it)
-    vision_probe = False  # its vision is the checkpoint's, which no check sends an image to yet
-    slot_store = None  # no slot save/restore: a rollout prefills the declared hot prompts (fleet/warm.py)
     native_route = NativeRoute(
         {"tensor_parallel_size": 8, "gpu_memory_utilization": 0.95, "any_gpu": False},  # the schema's defaults
         "tp{gpus}",
@@ -80,32 +60,8 @@ class Vllm(CheckpointDefaults, NativeRoutes):
         because="seed 001: on an 8-GPU Blackwell-class server, start with vLLM",
     )
 
-    log_signs = LogSigns()  # what any server's log says (address in use, out of memory)
-    workers = None  # no rpc.workers: its ranks are its own processes
-    quant_scorer = None  # the checkpoint, not a quant: no quant gate
-    smoke = None  # a pulled image: its first launch's health wait and verify are its test
-    weight_headers = None  # a safetensors checkpoint: read generically (observe/served_weights.py)
-
-    def model_entry(self, model: ModelFact) -> str:
-        return "."  # the snapshot folder: config.json, the tokenizer and the safetensors shards
-
     def served_names(self, value: LaunchInput) -> tuple[str, ...]:
         return launch.served_names(value)
-
-    def owned_flags(self, threads: int, load_mode: str = "none") -> tuple[str, ...]:
-        return launch.OWNED_FLAGS
-
-    def placement_flags(self, serve: ServeSpec, manual_split: bool = True) -> tuple[str, ...]:
-        return ()  # tensor parallelism is a knob of the `vllm:` section: server_argv renders it
-
-    def server_argv(self, value: LaunchInput, snapshot: str) -> tuple[str, ...]:
-        return launch.server_argv(value, snapshot)
-
-    def cluster_launch(self, value: LaunchInput, snapshot: str) -> tuple[NodeLaunch, ...]:
-        return launch.cluster_launch(value, snapshot)
-
-    def server_env(self, value: LaunchInput) -> tuple[tuple[str, str], ...]:
-        return launch.server_env(value)
 
     def host_needs(self, profile: Profile) -> HostNeeds:
         knobs = profile.vllm
@@ -131,12 +87,6 @@ class Vllm(CheckpointDefaults, NativeRoutes):
         from kimik3_reconciler.engines.vllm import tune  # tune only
 
         return tune.default_space(profile, observed)
-
-    def build_recipe(self, profile: Profile, observed: Observed) -> None:
-        return None  # its image is pulled by digest (image.ref)
-
-    def render_plan(self, profile: Profile, observed: Observed) -> EnginePlan:
-        return EnginePlan()  # the whole checkpoint in VRAM, sized by vllm.gpu_memory_utilization: no mode, no split
 
 
 ENGINE = Vllm()

@@ -19,14 +19,8 @@ OWNED_FLAGS: tuple[str, ...] = ()
 
 def knob_flags(knobs: Any) -> list[str]:
     """The `vllm:` section as flags, in seed 001's order; a null knob leaves vLLM's default."""
-    argv = [
-        "--tensor-parallel-size",
-        str(knobs.tensor_parallel_size),
-        "--gpu-memory-utilization",
-        str(knobs.gpu_memory_utilization),
-        "--kv-cache-dtype",
-        knobs.kv_cache_dtype,
-    ]
+    argv = ["--tensor-parallel-size", str(knobs.tensor_parallel_size)]
+    argv += ["--gpu-memory-utilization", str(knobs.gpu_memory_utilization), "--kv-cache-dtype", knobs.kv_cache_dtype]
     if knobs.attention_backend is not None:
         argv += ["--attention-backend", knobs.attention_backend]
     if knobs.attention_config is not None:

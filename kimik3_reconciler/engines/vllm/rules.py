@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from kimik3_reconciler.engines.owned_options import ADDRESS, CHECKPOINT, OFFLINE_ENV, by_flag, owned_options
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.profile_rules import Rule
 from kimik3_reconciler.model.profile_rules.cluster import members
@@ -14,13 +15,9 @@ from kimik3_reconciler.model.profile_rules.generic import GENERIC
 # vLLM options kimik3 renders from the profile (engines/vllm/launch.py): (flags, what to write instead). A second
 # copy in extra_args would be parsed after ours (argparse: the last one wins) and move the server behind the plan.
 _OWNED: tuple[tuple[tuple[str, ...], str], ...] = (
-    (
-        ("--model", "--tokenizer", "--revision", "--download-dir", "--load-format", "--hf-config-path"),
-        "use model.repo / model.revision (kimik3 downloads and verifies the checkpoint and mounts it)",
-    ),
+    (("--model", "--tokenizer", "--revision", "--download-dir", "--load-format", "--hf-config-path"), CHECKPOINT),
     (("--served-model-name",), "the served model ids are the profile's name and model.repo"),
-    (("--host",), "use serve.host"),
-    (("--port",), "use serve.port"),
+    *ADDRESS,
     (("--api-key",), f"use serve.api_key_file ({NEVER_SECRETS})"),
     (("--hf-token",), f"the container gets no token: kimik3 downloads the checkpoint ({NEVER_SECRETS})"),
     (("--tensor-parallel-size", "-tp"), "use vllm.tensor_parallel_size"),
@@ -38,27 +35,16 @@ _OWNED: tuple[tuple[tuple[str, ...], str], ...] = (
     (("--enforce-eager",), "use vllm.enforce_eager"),
     (("--distributed-executor-backend",), "kimik3 renders ray with vllm.cluster (a replica over several hosts)"),
 )
-OWNED_FLAGS: dict[str, str] = {flag: instead for flags, instead in _OWNED for flag in flags}
-OWNED_ENV: dict[str, str] = {
-    "VLLM_USE_V2_MODEL_RUNNER": "use vllm.v2_model_runner",
-    "HF_HUB_OFFLINE": "kimik3 sets it: the container reads the mounted checkpoint, never the Hub",
-}
+OWNED_FLAGS = by_flag(_OWNED)
+OWNED_ENV: dict[str, str] = {"VLLM_USE_V2_MODEL_RUNNER": "use vllm.v2_model_runner", **OFFLINE_ENV}
 
 
 def owned_args(p: Profile) -> Iterator[Finding]:
-    for i, arg in enumerate(p.serve.extra_args):
-        flag = arg.split("=", 1)[0]
-        if flag in OWNED_FLAGS:
-            # rule: vllm-owned-flags
-            # A flag kimik3 renders, given again, is parsed after it: the running server is not the profile's.
-            yield error(
-                ("serve", "extra_args", i), f"{flag} is rendered by kimik3 for engine vllm: {OWNED_FLAGS[flag]}"
-            )
-    for key in p.serve.env:
-        if key.upper() in OWNED_ENV:
-            # rule: vllm-owned-flags
-            # The variable is the option behind the profile's field.
-            yield error(("serve", "env", key), f"{key} is set by kimik3 for engine vllm: {OWNED_ENV[key.upper()]}")
+    for where, message in owned_options(p.serve, "vllm", OWNED_FLAGS, OWNED_ENV):
+        # rule: vllm-owned-flags
+        # A flag kimik3 renders, given again, is parsed after it: the running server is not the profile's (a
+        # variable: the option behind the profile's field).
+        yield error(where, message)
 
 
 def api_key(p: Profile) -> Iterator[Finding]:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
 
+from kimik3_reconciler.ports import ChatRequest
 from support.fakes.docker import FakeDocker
 
 
@@ -82,29 +84,8 @@ class FakeChat:
         ]
         return {"object": "list", "data": [{"id": n, "aliases": [n], "object": "model"} for n in names]}
 
-    def chat(
-        self,
-        base_url: str,
-        api_key: str | None,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None = None,
-        max_tokens: int = 32,
-        thinking_effort: str | None = None,
-        model: str | None = None,
-    ) -> dict[str, Any]:
-        self.requests.append(
-            copy.deepcopy(
-                {
-                    "base_url": base_url,
-                    "api_key": api_key,
-                    "messages": messages,
-                    "tools": tools,
-                    "max_tokens": max_tokens,
-                    "thinking_effort": thinking_effort,
-                    "model": model,
-                }
-            )
-        )
+    def chat(self, request: ChatRequest) -> dict[str, Any]:
+        self.requests.append(copy.deepcopy(dataclasses.asdict(request)))
         if self.error:
             raise self.error
         reply = self.replies.pop(0) if self.replies else self.reply()
@@ -112,16 +93,10 @@ class FakeChat:
             raise reply
         return copy.deepcopy(reply)
 
-    def apply_template(
-        self,
-        base_url: str,
-        api_key: str | None,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None = None,
-        model: str | None = None,
-    ) -> str:
+    def apply_template(self, request: ChatRequest) -> str:
         """Every message as JSON, as a template that keeps everything would; `dropped` fields left out."""
-        self.templated.append(copy.deepcopy(messages))
+        self.templated.append(copy.deepcopy(request.messages))
         if self.error:
             raise self.error
-        return "\n".join(json.dumps({k: v for k, v in m.items() if k not in self.dropped}) for m in messages)
+        shown = ({k: v for k, v in m.items() if k not in self.dropped} for m in request.messages)
+        return "\n".join(json.dumps(m) for m in shown)

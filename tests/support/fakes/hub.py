@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 
 from kimik3_reconciler.errors import DownloadFailed
 from kimik3_reconciler.model.facts import RemoteFile
 from kimik3_reconciler.model.specs import ModelDownload
+from kimik3_reconciler.ports import FileProgress, LineSink
 
 
 class FakeHub:
@@ -57,12 +58,7 @@ class FakeHub:
         blob = self.root / "blobs" / (file.blob_name or "-")
         return blob if blob.is_file() else None
 
-    def download(
-        self,
-        spec: ModelDownload,
-        on_progress: Callable[[str, int, int], None],
-        on_line: Callable[[str], None] | None = None,
-    ) -> int:
+    def download(self, spec: ModelDownload, on_progress: FileProgress, on_line: LineSink | None = None) -> int:
         """Like the real one: a file whose bytes don't hash to the listing is refused, never cached; a cached blob
         of the right content is adopted (linked), not fetched."""
         self.downloads.append(spec.missing)

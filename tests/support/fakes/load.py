@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kimik3_reconciler.ports import LoadLevel
+
 
 class FakeLoad:
     """LoadPort: a byte tokenizer, a `/metrics` counter that moves by what each level generated, and a
@@ -24,17 +26,10 @@ class FakeLoad:
             return f'vllm:generation_tokens_total{{engine="0",model_name="k3"}} {self.predicted}.0\n'
         return f"# HELP llamacpp:tokens_predicted_total x\nllamacpp:tokens_predicted_total {self.predicted}\n"
 
-    def run_level(
-        self,
-        base_url: str,
-        api_key: str | None,
-        prompts: list[list[int]],
-        output_tokens: int,
-        concurrency: int,
-        wire: str = "native",
-    ) -> tuple[list[Any], float]:
+    def run_level(self, level: LoadLevel) -> tuple[list[Any], float]:
         from kimik3_reconciler.model.bench import RequestSample
 
+        prompts, output_tokens, concurrency, wire = level.prompts, level.output_tokens, level.concurrency, level.wire
         self.levels.append((concurrency, prompts, output_tokens))
         self.wires.add(wire)
         samples = []

@@ -11,22 +11,17 @@ from dataclasses import replace
 from typing import Any
 
 from kimik3_reconciler.engines.base import (
-    BenchKnobs,
     CheckpointDefaults,
-    EnginePlan,
     HostNeeds,
-    ImageSource,
-    LogSigns,
-    ModelSource,
     Readiness,
     RouteCandidate,
     ServerSeries,
     TuneKnobs,
 )
 from kimik3_reconciler.model.engine_names import EngineEntry
-from kimik3_reconciler.model.facts import HostFacts, ModelFact, Observed
+from kimik3_reconciler.model.facts import HostFacts, Observed
 from kimik3_reconciler.model.launch_input import LaunchInput
-from kimik3_reconciler.model.profile import Profile, ServeSpec
+from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.route import Route
 
 ENTRY = EngineEntry("support.probe_engine", rules="support.probe_engine.rules", image="pull")
@@ -34,45 +29,18 @@ REPO = "probe/Checkpoint"
 
 
 class Probe(CheckpointDefaults):
-    """probe-server: one process, one GPU or none, its checkpoint folder opened whole."""
+    """probe-server: one process, one GPU or none, its checkpoint folder opened whole (the rest: CheckpointDefaults)."""
 
     name = "probe"
     server = "probe-server"
-    served_name_flag, answers_any_name = "--served-model-name", False
-    model_source = ModelSource("safetensors")
-    image_source = ImageSource("pull")
+    answers_any_name = False
     readiness = Readiness("/health", while_loading="refused", startup_s=30.0)
-    series = ServerSeries(
-        prefix="probe:",
-        running="probe:requests_running",
-        waiting="probe:requests_waiting",
-        generated_tokens_total="probe:generation_tokens_total",
-        prompt_tokens_total="probe:prompt_tokens_total",
-        slots=None,
-    )
+    series = ServerSeries.openai("probe:", "requests_running", "requests_waiting")
     reasoning_field = "reasoning"
     tune_knobs = TuneKnobs("serve", ())
-    load_wire = "openai"
-    bench_knobs = BenchKnobs()  # its section's tune knobs file a run (and label it)
-    vision_probe = False
     native_route = None  # its own route (`route_candidates`), no native checkpoint
 
-    log_signs = LogSigns()  # what any server's log says (address in use, out of memory)
-    workers = None  # no rpc.workers: its ranks are its own processes
-    quant_scorer = None  # the checkpoint, not a quant: no quant gate
-    smoke = None  # a pulled image: its first launch's health wait and verify are its test
-    weight_headers = None  # a safetensors checkpoint: read generically (observe/served_weights.py)
-
-    def model_entry(self, model: ModelFact) -> str:
-        return "."
-
-    def served_names(self, value: LaunchInput) -> tuple[str, ...]:
-        return (value.name,)
-
     def owned_flags(self, threads: int, load_mode: str = "none") -> tuple[str, ...]:
-        return ()
-
-    def placement_flags(self, serve: ServeSpec, manual_split: bool = True) -> tuple[str, ...]:
         return ()
 
     def server_argv(self, value: LaunchInput, snapshot: str) -> tuple[str, ...]:
@@ -98,12 +66,6 @@ class Probe(CheckpointDefaults):
 
     def tune_space(self, profile: Profile, observed: Observed) -> dict[str, tuple[Any, ...]]:
         return {}
-
-    def build_recipe(self, profile: Profile, observed: Observed) -> None:
-        return None  # its image is pulled by digest (image.ref)
-
-    def render_plan(self, profile: Profile, observed: Observed) -> EnginePlan:
-        return EnginePlan()
 
     def route_candidates(
         self, base: Profile, host: HostFacts, profile: Profile | None, observed: Observed | None

@@ -36,6 +36,7 @@ from kimik3_reconciler.errors import (
     TransientError,
 )
 from kimik3_reconciler.model.facts import RemoteFile
+from kimik3_reconciler.ports import ChatRequest
 
 
 def raising(exc: BaseException) -> Any:
@@ -365,7 +366,7 @@ def test_chat_status_errors_are_permanent_with_the_servers_message_and_no_key(mo
 def test_chat_unreachable_is_transient(monkeypatch: pytest.MonkeyPatch) -> None:
     chat_server(monkeypatch, raising(httpx.ConnectError("refused")))
     with pytest.raises(TransientError, match="^http://llm: Connection error.$") as caught:
-        openai_chat.OpenAIChat().chat("http://llm", "sk-secret", [{"role": "user", "content": "hi"}])
+        openai_chat.OpenAIChat().chat(ChatRequest("http://llm", "sk-secret", [{"role": "user", "content": "hi"}]))
     assert caught.value.__cause__ is None
 
 

@@ -7,6 +7,7 @@ import pytest
 from support.observed import observed
 
 from kimik3_reconciler.engines import ServingEngine, engine_for
+from kimik3_reconciler.engines.base import ServerSeries
 from kimik3_reconciler.errors import PlanError, ProfileError
 from kimik3_reconciler.model.engine_names import DEFAULT_ENGINE, ENGINES
 from kimik3_reconciler.model.profile_source import parse_profile
@@ -57,3 +58,31 @@ def test_the_plan_gets_the_profiles_engine_and_the_container_runs_its_argv() -> 
     assert opened.endswith("/" + entry)
     snapshot = opened.removesuffix("/" + entry)
     assert desired.launch.spec.command == desired.engine.server_argv(desired.launch.input, snapshot)
+
+
+def test_the_checkpoint_engines_read_the_series_their_servers_publish() -> None:
+    """ServerSeries.openai builds the names from the prefix (issue 37): each is the server's own full name."""
+    vllm, sglang = engine_for("vllm").series, engine_for("sglang").series
+    assert (vllm.running, vllm.waiting, vllm.slots) == ("vllm:num_requests_running", "vllm:num_requests_waiting", None)
+    assert (vllm.generated_tokens_total, vllm.prompt_tokens_total) == (
+        "vllm:generation_tokens_total",
+        "vllm:prompt_tokens_total",
+    )
+    assert (vllm.ttft, vllm.itl, vllm.e2e, vllm.kv_usage) == (
+        "vllm:time_to_first_token_seconds",
+        "vllm:inter_token_latency_seconds",
+        "vllm:e2e_request_latency_seconds",
+        "vllm:kv_cache_usage_perc",
+    )
+    assert (vllm.prefix_cache_hits_total, vllm.prefix_cache_queries_total) == (
+        "vllm:prefix_cache_hits_total",
+        "vllm:prefix_cache_queries_total",
+    )
+    assert sglang == ServerSeries(
+        "sglang:",
+        "sglang:num_running_reqs",
+        "sglang:num_queue_reqs",
+        "sglang:generation_tokens_total",
+        "sglang:prompt_tokens_total",
+        None,
+    )

@@ -23,6 +23,7 @@ from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.observe.docker_objects import collect_container
 from kimik3_reconciler.planning.health_step import load_timeout
 from kimik3_reconciler.planning.launch import render_launch
+from kimik3_reconciler.ports import ChatRequest
 from kimik3_reconciler.steps.health import load_phase
 
 PROFILE = """apiVersion: kimik3/v1
@@ -205,10 +206,12 @@ def test_the_prompt_check_renders_through_vllms_tokenize_when_there_is_no_apply_
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         prompt = OpenAIChat().apply_template(
-            f"http://127.0.0.1:{server.server_port}",
-            None,
-            [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}],
-            model="k3-vllm",
+            ChatRequest(
+                f"http://127.0.0.1:{server.server_port}",
+                None,
+                [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}],
+                model="k3-vllm",
+            )
         )
     finally:
         server.shutdown()

@@ -288,11 +288,11 @@ def test_a_header_longer_than_the_first_read_is_read_whole(tmp_path):
 class CrashingChat(FakeChat):
     """The server aborts on its first completion, as llama-server does on a CUDA error."""
 
-    def chat(self, base_url, api_key, messages, tools=None, max_tokens=32, thinking_effort=None, model=None):
+    def chat(self, request):
         container = next(iter(self.docker.containers.values()))
         container["State"].update(Status="exited", ExitCode=134)
         self.docker.logs = CRASH_LOG
-        raise TransientError(f"{base_url}: Connection error.")
+        raise TransientError(f"{request.base_url}: Connection error.")
 
 
 def test_a_cuda_oom_on_the_first_request_names_the_fix(world):
