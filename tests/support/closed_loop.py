@@ -40,8 +40,10 @@ def _complete(body: str, stream: bool) -> bool:
     events = [line[6:] for line in body.splitlines() if line.startswith("data: ")]
     if events[-1:] != ["[DONE]"]:
         return False
+    # An event without choices (an error sent mid-stream, a usage chunk) finishes nothing: a stream whose only
+    # events are such is incomplete, counted as a failed request rather than crashing the worker's thread.
     return any(
-        json.loads(e)["choices"] and json.loads(e)["choices"][0].get("finish_reason")
+        (choices := json.loads(e).get("choices")) and choices[0].get("finish_reason")
         for e in events[:-1]
         if e.startswith("{")
     )
