@@ -26,7 +26,7 @@ from support.realparts import (
 from kimik3_reconciler.cli.fleet_warm import save_before_swap, warm_after_swap
 from kimik3_reconciler.fleet.warm import warm_record
 from kimik3_reconciler.model.profile_source import parse_profile
-from kimik3_reconciler.planning.launch import slots_volume
+from kimik3_reconciler.model.specs import slots_volume
 
 pytestmark = pytest.mark.docker
 
