@@ -113,7 +113,7 @@ def test_a_restored_slot_answers_the_next_turn_from_its_cache(work: Path) -> Non
 def test_the_declared_prompts_are_prefilled_behind_the_key(work: Path) -> None:
     import httpx
 
-    profile = _swap(work, 3)
+    profile = _swap(work, 0)  # generation 0: this test may run first (random order), then it creates the server
     assert httpx.get(f"{URL}/slots", timeout=30).status_code == 401  # the server does refuse a request without it
     record = _rolled(work, profile)
     hot = [{"role": "system", "content": SYSTEM.replace("build agent", "review agent")}]
