@@ -548,7 +548,9 @@ class Orchestrator:
                 execute(step, self.ports, self.reporter)
         return pruning
 
-    def destroy(self, loaded: LoadedProfile, *, images: bool, model: bool, execute_steps: bool = True) -> Plan:
+    def destroy(
+        self, loaded: LoadedProfile, *, images: bool, model: bool, slots: bool = False, execute_steps: bool = True
+    ) -> Plan:
         """Remove what the profile created, and the records that would bring it back (the revert target). Refused
         (exit 3, nothing removed) while a live `kimik3 reconcile` loop keeps this profile converged: its next pass
         would launch it again."""
@@ -563,7 +565,9 @@ class Orchestrator:
                 f"{record.get('last_pass')}); its next pass would launch what destroy removes. Nothing was "
                 "removed: stop the loop (or the timer or unit that runs it) first, then destroy"
             )
-        teardown = check_executable(plan_destroy(loaded.profile, self.observe(loaded), images=images, model=model))
+        teardown = check_executable(
+            plan_destroy(loaded.profile, self.observe(loaded), images=images, model=model, slots=slots)
+        )
         if execute_steps:
             for step in teardown.changes:
                 execute(step, self.ports, self.reporter)

@@ -463,6 +463,16 @@ class DockerEngine:
             if not _absent(exc):
                 raise
 
+    def inspect_volume(self, name: str) -> dict[str, Any] | None:
+        return self._inspect("inspect_volume", name)
+
+    def remove_volume(self, name: str) -> None:
+        try:
+            self._call(self.client.api.remove_volume, name)
+        except PermanentError as exc:
+            if not _absent(exc):
+                raise
+
     def remove_image(self, ref: str) -> None:
         try:
             self._call(self.client.images.remove, ref)

@@ -84,7 +84,7 @@ def _context_name(environ: Mapping[str, str]) -> str:
 
 
 class EngineSocket:
-    """`docker.APIClient`'s read calls kimik3 makes (info, inspect_container, inspect_image, images,
+    """`docker.APIClient`'s read calls kimik3 makes (info, inspect_container, inspect_image, inspect_volume, images,
     containers), over a unix socket. A connection per request: nothing goes stale in a long reconcile loop."""
 
     def __init__(self, path: str, timeout: float = 120.0):
@@ -98,6 +98,9 @@ class EngineSocket:
 
     def inspect_image(self, image: str) -> dict[str, Any]:
         return self._get(f"/images/{_quoted(image)}/json")
+
+    def inspect_volume(self, name: str) -> dict[str, Any]:
+        return self._get(f"/volumes/{_quoted(name)}")
 
     def images(self, filters: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         params = {"only_ids": 0, "all": 0, **({"filters": _filters(filters)} if filters else {})}

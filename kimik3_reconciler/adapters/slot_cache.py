@@ -1,7 +1,9 @@
 """A server's prompt cache over HTTP, for a fleet rollout's warm step (fleet/warm.py): llama-server's slot API
 (`GET /slots`; `POST /slots/{id}?action=save|restore` {"filename"}: files in its --slot-save-path, checked on
 b11434's tools/server/server-context.cpp) and a prefill through the OpenAI chat route any engine answers. Reads no
-prompt text: /slots is asked for its counts only (llama-server leaves the text out unless slots debugging is on)."""
+prompt text: /slots is asked for its counts only (llama-server leaves the text out unless slots debugging is on).
+Every call carries the server's API key as `Authorization: Bearer` when it has one (llama-server with
+--api-key-file answers 401 on all of these routes but /health and /models); the key is never in a message."""
 
 from __future__ import annotations
 
@@ -25,40 +27,41 @@ def _json(answer: httpx.Response, what: str) -> Any:
     return answer.json()
 
 
-def _call(method: str, url: str, what: str, **kwargs: Any) -> Any:
+def _call(method: str, url: str, what: str, api_key: str | None, **kwargs: Any) -> Any:
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        return _json(httpx.request(method, url, timeout=TIMEOUT_S, **kwargs), what)
+        return _json(httpx.request(method, url, timeout=TIMEOUT_S, headers=headers, **kwargs), what)
     except httpx.HTTPError as exc:
         raise SlotCacheError(f"{what}: {exc}") from None
 
 
-def slots(url: str, path: str = "/slots") -> list[dict[str, Any]]:
-    return _call("GET", f"{url}{path}", "GET /slots")
+def slots(url: str, api_key: str | None, path: str = "/slots") -> list[dict[str, Any]]:
+    return _call("GET", f"{url}{path}", "GET /slots", api_key)
 
 
-def save(url: str, slot: int) -> dict[str, Any]:
+def save(url: str, api_key: str | None, slot: int) -> dict[str, Any]:
     """{"n_saved": tokens, "n_written": bytes, ...}"""
-    name = SLOT_FILE.format(slot=slot)
-    return _call("POST", f"{url}/slots/{slot}", f"save slot {slot}", params={"action": "save"}, json={"filename": name})
+    body = {"filename": SLOT_FILE.format(slot=slot)}
+    return _call("POST", f"{url}/slots/{slot}", f"save slot {slot}", api_key, params={"action": "save"}, json=body)
 
 
-def restore(url: str, slot: int) -> dict[str, Any]:
+def restore(url: str, api_key: str | None, slot: int) -> dict[str, Any]:
     """{"n_restored": tokens, "n_read": bytes, ...}"""
-    name = SLOT_FILE.format(slot=slot)
+    body = {"filename": SLOT_FILE.format(slot=slot)}
     return _call(
-        "POST", f"{url}/slots/{slot}", f"restore slot {slot}", params={"action": "restore"}, json={"filename": name}
+        "POST", f"{url}/slots/{slot}", f"restore slot {slot}", api_key, params={"action": "restore"}, json=body
     )
 
 
-def model_path(url: str) -> str | None:
+def model_path(url: str, api_key: str | None) -> str | None:
     """The model file the server opened (llama-server's /props), None where it does not say."""
     try:
-        return _call("GET", f"{url}/props", "GET /props").get("model_path")
+        return _call("GET", f"{url}/props", "GET /props", api_key).get("model_path")
     except SlotCacheError:
         return None
 
 
-def prefill(url: str, model: str, body: dict[str, Any]) -> dict[str, Any]:
+def prefill(url: str, api_key: str | None, model: str, body: dict[str, Any]) -> dict[str, Any]:
     """One declared prompt sent as a chat request generating one token: the server caches its prompt."""
     request = {**body, "model": model, "max_tokens": 1, "stream": False, "temperature": 0}
-    return _call("POST", f"{url}/v1/chat/completions", "prefill", json=request)
+    return _call("POST", f"{url}/v1/chat/completions", "prefill", api_key, json=request)

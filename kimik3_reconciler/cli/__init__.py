@@ -602,19 +602,27 @@ def _print_report(report) -> None:  # noqa: ANN001 - verify.VerifyReport, import
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--images", is_flag=True, help="also remove the profile's image")
 @click.option("--model", is_flag=True, help="also remove the cached model files of this quant")
+@click.option("--slots", is_flag=True, help="also remove the saved slots (serve.slot_save's volume: users' KV cache)")
 @click.option("--dry-run", is_flag=True, help="only show what would be removed")
 @click.option("--json", "json_out", is_flag=True, help="print the teardown's steps as JSON on stdout")
 @lock_timeout
 @click.pass_context
 @_run
 def destroy(
-    ctx: click.Context, file: str, images: bool, model: bool, dry_run: bool, json_out: bool, lock_timeout: float
+    ctx: click.Context,
+    file: str,
+    images: bool,
+    model: bool,
+    slots: bool,
+    dry_run: bool,
+    json_out: bool,
+    lock_timeout: float,
 ) -> None:
-    """Remove what the profile created (model cache and images only when asked)."""
+    """Remove what the profile created (model cache, images and saved slots only when asked)."""
     loaded = load(file, cached=True)
     orchestrator = _ctx(ctx, json_out).orchestrator(file)
     with nullcontext() if dry_run else orchestrator.locked("destroy", loaded.profile, lock_timeout):
-        teardown = orchestrator.destroy(loaded, images=images, model=model, execute_steps=not dry_run)
+        teardown = orchestrator.destroy(loaded, images=images, model=model, slots=slots, execute_steps=not dry_run)
     _show_steps(teardown, json_out, dry_run)
 
 

@@ -134,10 +134,15 @@ def _router_rows(fleet) -> dict:  # noqa: ANN001 - fleet.Fleet -> {host name: fl
     help="exit 4 when a host's plan has changes, 0 when none (a host not planned: 3)",
 )
 @duration_option("--timeout", "10m", "longest a host's own plan may take")
+@click.option(
+    "--registry",
+    default=None,
+    help="price the rollout as `fleet apply --registry` makes it: the image built once, pulled by the later hosts",
+)
 @_run
-def plan_cmd(file: str, json_out: bool, detailed_exitcode: bool, timeout: float) -> None:
+def plan_cmd(file: str, json_out: bool, detailed_exitcode: bool, timeout: float, registry: str | None) -> None:
     """Each host's own plan (made there over SSH, in parallel) and the rollout priced: order, downtime, duration,
-    capacity, bytes."""
+    capacity, bytes (and, with --registry, who builds, pushes and pulls the image)."""
     from kimik3_reconciler.fleet.host_plan import read_host_plan
     from kimik3_reconciler.fleet.pricing import price_rollout
     from kimik3_reconciler.fleet.report import plan_document, plan_lines
@@ -145,7 +150,7 @@ def plan_cmd(file: str, json_out: bool, detailed_exitcode: bool, timeout: float)
     fleet = load_fleet(file)
     answers = _answers(fleet, ("plan",), timeout)
     plans = {a.host: read_host_plan(a.host, a.document) for a in answers if a.ok}
-    price = price_rollout(fleet.rollout, plans)
+    price = price_rollout(fleet.rollout, plans, registry)
     if json_out:
         click.echo(json.dumps(plan_document(fleet, answers, plans, price), indent=2))
     else:

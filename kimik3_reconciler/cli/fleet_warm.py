@@ -4,7 +4,8 @@ is added back to the router, restores them into the new server, or prefills the 
 that fails costs only the cache: the rollout goes on (a cold host is what a rollout had before).
 
 Each host's warm record, `<state>/fleet/<name>/warm/<host>.json`: what its server runs (the identity of its profile,
-serve.slot_save) and, between `out` and `in`, the slots saved and the model file the old server had open."""
+serve.slot_save) and, between `out` and `in`, the slots saved and the model file the old server had open. Never the
+API key: it is read from its file for each step's requests (`server_key`)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import click
 
 from kimik3_reconciler.engines import engine_for
 from kimik3_reconciler.fleet.warm import busiest, decide, warm_record
+from kimik3_reconciler.model.api_keys import api_keys, sendable_key
 from kimik3_reconciler.model.profile import Profile
 
 
@@ -37,6 +39,30 @@ def _write(path: Path, record: dict[str, Any]) -> None:
     tmp.replace(path)
 
 
+def server_key(profile: Profile) -> str | None:
+    """The key the warm step sends the host's server, read as verify and the exporter read it: the first key of
+    `serve.api_key_file`, bytes split on "\n" (model/api_keys.py); None when the profile sets no key. The path is the
+    host's effective profile's (absolute, fleet/effective.py), read here on the controller: the controller must hold
+    the same file at that path. Read for each step, held only for its requests. SlotCacheError naming the field
+    (never the key) when no key can be sent: the server would answer every warm request 401."""
+    from kimik3_reconciler.adapters.slot_cache import SlotCacheError
+
+    path = profile.serve.api_key_file
+    if path is None:
+        return None
+    try:
+        key = sendable_key(next(iter(api_keys(Path(path).read_bytes().decode("utf-8"))), None))
+    except OSError as exc:
+        raise SlotCacheError(
+            f"serve.api_key_file: {path} is not readable on this controller ({exc.strerror})"
+        ) from None
+    except UnicodeDecodeError:
+        key = None
+    if key is None:
+        raise SlotCacheError(f"serve.api_key_file: {path} holds no key the server can match as sent")
+    return key
+
+
 def save_before_swap(record_file: Path, host: str, worker: str, profile: Profile, hot_prompts: int) -> str:
     """After the drain: the busiest slots saved where they will be restored; what was done, as one line."""
     from kimik3_reconciler.adapters import slot_cache
@@ -48,11 +74,12 @@ def save_before_swap(record_file: Path, host: str, worker: str, profile: Profile
     record = {**(old or {}), "saved": [], "model_path": None}
     if plan.how == "restore" and store is not None:
         try:
-            chosen = busiest(slot_cache.slots(worker, store.list_path), profile.serve.parallel)
+            key = server_key(profile)
+            chosen = busiest(slot_cache.slots(worker, key, store.list_path), profile.serve.parallel)
             for slot, _ in chosen:
-                done = slot_cache.save(worker, slot)
+                done = slot_cache.save(worker, key, slot)
                 record["saved"].append({"slot": slot, "tokens": done.get("n_saved"), "bytes": done.get("n_written")})
-            record["model_path"] = slot_cache.model_path(worker)
+            record["model_path"] = slot_cache.model_path(worker, key)
         except slot_cache.SlotCacheError as exc:
             record["saved"] = []
             _write(path, record)
@@ -75,13 +102,20 @@ def warm_after_swap(
     old = _read(path) or {}
     done: dict[str, Any] = {"how": "none", "slots": 0, "tokens": 0, "prompts": 0, "failed": []}
     saved = old.get("saved") or []
+    key = None
+    try:
+        key = server_key(profile)
+    except slot_cache.SlotCacheError as exc:
+        # Every request would be refused (401): the host rejoins cold, and `router: in` says why.
+        saved, prompts = [], ()
+        done["failed"].append(str(exc))
     if saved and engine_for(profile.engine).slot_store is not None:
-        now = slot_cache.model_path(worker)
+        now = slot_cache.model_path(worker, key)
         if now is not None and now == old.get("model_path"):
             # The same model file open in the new server: the saved caches were computed on these weights.
             for entry in saved:
                 try:
-                    restored = slot_cache.restore(worker, entry["slot"])
+                    restored = slot_cache.restore(worker, key, entry["slot"])
                     done["slots"] += 1
                     done["tokens"] += int(restored.get("n_restored") or 0)
                 except slot_cache.SlotCacheError as exc:
@@ -92,7 +126,7 @@ def warm_after_swap(
     if done["how"] == "none" and prompts:
         for body in prompts:
             try:
-                slot_cache.prefill(worker, profile.name, body)
+                slot_cache.prefill(worker, key, profile.name, body)
                 done["prompts"] += 1
             except slot_cache.SlotCacheError as exc:
                 done["failed"].append(str(exc))
@@ -105,6 +139,6 @@ def say(host: str, done: dict[str, Any]) -> None:
     line = {
         "restore": f"restored {done['slots']} slot(s), {done['tokens']} cached tokens",
         "prefill": f"prefilled {done['prompts']} declared hot prompt(s)",
-        "none": "cold (nothing to restore, no hot prompts)",
+        "none": "cold" if done["failed"] else "cold (nothing to restore, no hot prompts)",
     }[done["how"]]
     click.echo(f"{host}: warm: {line}" + (f"; failed: {'; '.join(done['failed'])}" if done["failed"] else ""))

@@ -3,7 +3,8 @@ rollout's duration, the capacity timeline and the bytes to move, from the hosts'
 
 A host with changes leaves the router for its drain (up to the drain timeout), its apply's compile (when its plan
 builds) and its predicted downtime (the load, from its recorded load rates); a converged host never leaves. The
-batches are the policy's (canary first, max_unavailable at a time) over the hosts that change."""
+batches are the policy's (canary first, max_unavailable at a time) over the hosts that change. With the site's
+registry (`fleet apply --registry`), the image is built once and pulled by the others (`ImageShare`)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,22 @@ class Transfer:
 
 
 @dataclass(frozen=True)
+class ImageShare:
+    """The serving image once per site, as `fleet apply --registry` moves it (fleet/playbook.py image_tasks): the
+    first host rolled builds (or finds) it as its own plan says and pushes it once it is back in rotation; every host
+    of a later batch pulls it by digest before it leaves the router, so its apply compiles nothing; a host of the
+    first batch has no reference yet and builds its own. The image's size is not known before it is built, and no
+    link rate is known: the push and the pulls are named, not timed."""
+
+    registry: str
+    pusher: str  # the first host rolled
+    builders: tuple[str, ...]  # hosts of the first batch whose own plan compiles
+    pullers: tuple[str, ...]  # every host of a later batch
+    compiles_saved: tuple[str, ...]  # pullers whose own plan compiles: with the registry they do not
+    compile_saved_s: float  # those compiles' predicted time, out of the router
+
+
+@dataclass(frozen=True)
 class RolloutPrice:
     batches: tuple[BatchPrice, ...]
     duration_s: float  # every drain immediate
@@ -46,6 +63,7 @@ class RolloutPrice:
     unpriced: tuple[str, ...]  # hosts whose downtime the plan does not state (counted as 0 s)
     hosts: int
     min_serving: int
+    image: ImageShare | None = None  # with the site's registry
 
     @property
     def hub_bytes(self) -> int:
@@ -56,8 +74,26 @@ class RolloutPrice:
         return sum(t.bytes for t in self.transfers if t.source.startswith("peer "))
 
 
-def _out_s(plan: HostPlan) -> float:
-    return (plan.build_s or 0.0) + (plan.downtime_s or 0.0)
+def _out_s(plan: HostPlan, pulls_image: bool = False) -> float:
+    return (0.0 if pulls_image else plan.build_s or 0.0) + (plan.downtime_s or 0.0)
+
+
+def image_share(policy: RolloutPolicy, plans: Mapping[str, HostPlan], registry: str) -> ImageShare | None:
+    """Who builds, pushes and pulls the image with the site's registry, over every host as `fleet apply` rolls
+    them (a converged first host still pushes the image it runs); None for a fleet with no host."""
+    batches = policy.batches()
+    if not batches:
+        return None
+    first, later = batches[0], [h for batch in batches[1:] for h in batch]
+    compiles = [h for h in later if h in plans and plans[h].build_s]
+    return ImageShare(
+        registry,
+        first[0],
+        tuple(h for h in first if h in plans and plans[h].build_s),
+        tuple(later),
+        tuple(compiles),
+        sum(plans[h].build_s or 0.0 for h in compiles),
+    )
 
 
 def transfers(batches: tuple[tuple[str, ...], ...], plans: Mapping[str, HostPlan]) -> tuple[Transfer, ...]:
@@ -84,14 +120,16 @@ def transfers(batches: tuple[tuple[str, ...], ...], plans: Mapping[str, HostPlan
     return tuple(moved)
 
 
-def price_rollout(policy: RolloutPolicy, plans: Mapping[str, HostPlan]) -> RolloutPrice:
+def price_rollout(policy: RolloutPolicy, plans: Mapping[str, HostPlan], registry: str | None = None) -> RolloutPrice:
     """`plans`: the hosts planned (a host missing from it could not be planned: it stays where it is, counted as
-    not serving, since nothing says it serves)."""
+    not serving, since nothing says it serves). `registry`: `fleet apply --registry`'s (`image_share`)."""
     changing = tuple(h for h in policy.hosts if h in plans and not plans[h].converged)
     serving_now = sum(1 for h in policy.hosts if h in plans)
+    image = image_share(policy, plans, registry) if registry else None
+    pulls = set(image.pullers) if image else set()
     clock, batches, timeline = 0.0, [], [(0.0, serving_now, "start")]
     for hosts in policy.batches(among=changing):
-        out = max(_out_s(plans[h]) for h in hosts)
+        out = max(_out_s(plans[h], h in pulls) for h in hosts)
         serving = serving_now - len(hosts)
         batches.append(BatchPrice(hosts, all(h in policy.canary for h in hosts), clock, out, serving))
         timeline.append((clock, serving, f"{', '.join(hosts)} out of the router: drain, apply"))
@@ -108,4 +146,5 @@ def price_rollout(policy: RolloutPolicy, plans: Mapping[str, HostPlan]) -> Rollo
         unpriced,
         len(policy.hosts),
         policy.min_serving,
+        image,
     )

@@ -14,7 +14,7 @@ from kimik3_reconciler.engines.base import PrefixCacheTokens
 from kimik3_reconciler.fleet.gather import HostAnswer
 from kimik3_reconciler.fleet.groups import worker_address, worker_endpoint, worker_states
 from kimik3_reconciler.fleet.host_plan import HostPlan
-from kimik3_reconciler.fleet.pricing import RolloutPrice
+from kimik3_reconciler.fleet.pricing import ImageShare, RolloutPrice
 from kimik3_reconciler.fleet.values import Fleet, FleetHost
 
 
@@ -62,6 +62,7 @@ def price_json(price: RolloutPrice) -> dict[str, Any]:
         "hub_bytes": price.hub_bytes,
         "peer_bytes": price.peer_bytes,
         "unpriced": list(price.unpriced),
+        "image": asdict(price.image) if price.image else None,
     }
 
 
@@ -123,11 +124,11 @@ def plan_lines(
     )
     if not price.batches:
         lines.append("  nothing to roll: no planned host has changes")
+    pulls = set(price.image.pullers) if price.image else set()
     for i, batch in enumerate(price.batches, 1):
         what = "canary" if batch.canary else f"batch {i}"
         downtime = ", ".join(
-            f"{h} ~{_duration(plans[h].downtime_s or 0)} downtime"
-            + (f" + ~{_duration(plans[h].build_s)} compile" if plans[h].build_s else "")
+            f"{h} ~{_duration(plans[h].downtime_s or 0)} downtime" + _compile_text(plans[h], h in pulls)
             for h in batch.hosts
         )
         lines.append(
@@ -146,7 +147,39 @@ def plan_lines(
         lines.append(f"  bytes: {_gib(price.hub_bytes)} from the hub, {_gib(price.peer_bytes)} between hosts")
     if price.unpriced:
         lines.append(f"  unpriced: {', '.join(price.unpriced)} (their plans state no predicted downtime)")
+    if price.image:
+        lines.append(image_line(price.image, plans))
     return lines
+
+
+def _compile_text(plan: HostPlan, pulls_image: bool) -> str:
+    if not plan.build_s:
+        return ""
+    if pulls_image:  # `fleet apply --registry`: pulled by digest before it leaves the router
+        return f" (the image pulled before, not its ~{_duration(plan.build_s)} compile)"
+    return f" + ~{_duration(plan.build_s)} compile"
+
+
+def image_line(image: ImageShare, plans: Mapping[str, HostPlan]) -> str:
+    """Where the image comes from with the site's registry (fleet/pricing.py ImageShare), as one line."""
+    first = plans.get(image.pusher)
+    built = (
+        f"built on {image.pusher} (~{_duration(first.build_s)} compile)"
+        if first and first.build_s
+        else f"the one {image.pusher} runs"
+    )
+    others = [h for h in image.builders if h != image.pusher]
+    line = f"  image: {built}, pushed to {image.registry} once {image.pusher} is back in rotation"
+    if image.pullers:
+        line += f"; pulled by digest by {', '.join(image.pullers)} before each leaves the router"
+        line += (
+            f": ~{_duration(image.compile_saved_s)} of compile not spent ({', '.join(image.compiles_saved)})"
+            if image.compiles_saved
+            else " (no later host's plan compiles)"
+        )
+    if others:  # rolled with the first host: no reference to pull yet
+        line += f"; {', '.join(others)} (the first batch) build{'s its' if len(others) == 1 else ' their'} own"
+    return line + "; the plans state no image size, and no link rate prices the push and the pulls"
 
 
 def prefix_cache_json(tokens: PrefixCacheTokens | None) -> dict[str, Any] | None:

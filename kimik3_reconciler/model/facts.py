@@ -496,6 +496,7 @@ class Observed(_Fact):
     build_time: float | None = None  # seconds of the last full compile of the profile's variant here (state record)
     cached_build_time: float | None = None  # seconds of its last build answered by Docker's layer cache (record)
     others: tuple[ContainerFact, ...] = ()  # other profiles' kimik3 containers on this host
+    slots_volume: bool = False  # the Docker volume of its saved slots (serve.slot_save) exists, whatever serve says now
     systemd: SystemdFacts | None = None  # None: not looked at (no systemd section, no kimik3 unit)
     gpu_plumbing: GpuPlumbing | None = None  # None: not looked at (gpus: none, or a pure test)
     gpu_probe_record: dict[str, Any] | None = None  # the passing probe record of this (driver, toolkit, request)

@@ -267,6 +267,18 @@ class RemoveContainer(Payload):
     name: str
 
 
+def slots_volume(name: str) -> str:
+    """The Docker volume that keeps a deployment's saved slots (serve.slot_save) through a container swap."""
+    return f"kimik3-slots-{name}"
+
+
+@frozen_value
+class RemoveVolume(Payload):
+    """Remove one of the deployment's Docker volumes (destroy --slots: its saved slots)."""
+
+    name: str
+
+
 @frozen_value
 class ForgetDeployment(Payload):
     """Delete the records that would bring a destroyed deployment back (destroy, issue 30): the last good profile (a
@@ -500,6 +512,7 @@ PAYLOADS: tuple[type[Payload], ...] = (
     StartContainer,
     StopContainer,
     RemoveContainer,
+    RemoveVolume,
     ForgetDeployment,
     SmokeTest,
     QuantGateRun,

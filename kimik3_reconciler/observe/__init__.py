@@ -21,6 +21,7 @@ from kimik3_reconciler.model.records import (
     load_key,
     unverified_key,
 )
+from kimik3_reconciler.model.specs import slots_volume
 from kimik3_reconciler.observe.checkpoint_config import collect_checkpoint_config
 from kimik3_reconciler.observe.docker_objects import (
     collect_base_images,
@@ -177,6 +178,8 @@ def observe(
         else None,
         container=container,
         others=others,
+        # By its name, not by the profile's serve.slot_save: a volume an earlier launch made outlives turning it off.
+        slots_volume=ports.docker.inspect_volume(slots_volume(profile.name)) is not None,
         load_rate=_load_rate(ports, LOAD_RATE_KEY),
         warm_load_rate=_load_rate(ports, WARM_LOAD_RATE_KEY),
         last_load=_load_record(ports, load_key(profile.name)),

@@ -22,6 +22,8 @@ from kimik3_reconciler.model.specs import (
     RemoveContainer,
     RemoveImage,
     RemoveModelFiles,
+    RemoveVolume,
+    slots_volume,
 )
 from kimik3_reconciler.planning.conflict_step import plan_conflicts
 from kimik3_reconciler.planning.container_step import container_changes, plan_container
@@ -159,8 +161,10 @@ def plan(profile: Profile, observed: Observed, warnings: tuple[str, ...] = ()) -
     return Plan(profile.name, steps, warnings=extra, forecast=desired.plan.forecast, routes=desired.plan.routes)
 
 
-def plan_destroy(profile: Profile, observed: Observed, *, images: bool = False, model: bool = False) -> Plan:
-    """Remove what the profile created; the model cache and images only when asked."""
+def plan_destroy(
+    profile: Profile, observed: Observed, *, images: bool = False, model: bool = False, slots: bool = False
+) -> Plan:
+    """Remove what the profile created; the model cache, images and saved slots only when asked."""
     steps: list[Step] = list(plan_unit_teardown(profile, observed))  # first: a running unit would restart it
     steps += plan_exporter_teardown(profile, observed)
     steps += plan_front_teardown(profile.name, observed)
@@ -176,6 +180,8 @@ def plan_destroy(profile: Profile, observed: Observed, *, images: bool = False, 
         )
     else:
         steps.append(Step("container", profile.name, Action.NOOP, "no container"))
+    if observed.slots_volume:  # after the container: it mounts the volume
+        steps.append(_slots_teardown(profile, slots))
     steps += plan_worker_teardown(profile, observed)  # after the server: it holds connections to them
     if observed.pulled is not None:  # an engine that pulls its image: the digest, never a build's tag
         steps.append(plan_pulled_removal(observed.pulled, images, observed.others))
@@ -209,6 +215,27 @@ def plan_destroy(profile: Profile, observed: Observed, *, images: bool = False, 
         steps.append(Step("model", target, Action.NOOP, "kept (pass --model to remove)"))
     steps.append(_forget_step(profile, observed))  # last: a destroy that fails before it leaves a deployment to revert
     return Plan(profile.name, tuple(steps))
+
+
+def _slots_teardown(profile: Profile, remove: bool) -> Step:
+    """The step of `destroy` for the volume of the deployment's saved slots (serve.slot_save). Kept unless asked, as
+    the model cache: it holds users' data (their conversations' KV cache, and slots they saved by name through
+    llama-server's slot API); the plan says so, and how to remove it later."""
+    volume = slots_volume(profile.name)
+    if remove:
+        return Step(
+            "slots",
+            volume,
+            Action.DELETE,
+            "--slots: remove the saved slots (users' conversations' KV cache)",
+            spec=RemoveVolume(volume),
+        )
+    return Step(
+        "slots",
+        volume,
+        Action.NOOP,
+        f"kept: it holds users' conversations' saved KV cache (pass --slots to remove, or `docker volume rm {volume}`)",
+    )
 
 
 def _built_image_teardown(profile: Profile, observed: Observed, images: bool) -> list[Step]:

@@ -29,7 +29,7 @@ from kimik3_reconciler.model.labels import (
 )
 from kimik3_reconciler.model.launch_input import LaunchInput, ModelInput
 from kimik3_reconciler.model.profile import Profile, ServeSpec, gpus_of, upstream_port
-from kimik3_reconciler.model.specs import ContainerSpec, Mount
+from kimik3_reconciler.model.specs import ContainerSpec, Mount, slots_volume
 from kimik3_reconciler.planning.worker_step import rpc_endpoints, worker_fingerprints
 
 
@@ -204,11 +204,6 @@ def _mounts(value: LaunchInput) -> tuple[Mount, ...]:
     if value.serve.api_key_file:
         mounts.append(Mount(value.serve.api_key_file, API_KEY_MOUNT, read_only=True))
     return tuple(mounts)
-
-
-def slots_volume(name: str) -> str:
-    """The Docker volume that keeps a deployment's saved slots (serve.slot_save) through a container swap."""
-    return f"kimik3-slots-{name}"
 
 
 def _slot_volume(value: LaunchInput, engine: ServingEngine) -> tuple[tuple[str, str], ...]:

@@ -1,5 +1,5 @@
 """The profile's container: launch (create, or replace: remove then create), start, stop, remove; and, with its
-removal by destroy, the records that would bring it back."""
+removal by destroy, its saved slots' volume (when asked) and the records that would bring it back."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from kimik3_reconciler.model.specs import (
     ForgetDeployment,
     LaunchContainer,
     RemoveContainer,
+    RemoveVolume,
     StartContainer,
     StopContainer,
 )
@@ -68,6 +69,11 @@ def stop_container(spec: StopContainer, ports: Ports, reporter: Reporter) -> Non
 def remove_container(spec: RemoveContainer, ports: Ports, reporter: Reporter) -> None:
     ports.docker.remove_container(spec.name)
     reporter.event("removed", what="container", ref=spec.name)
+
+
+def remove_volume(spec: RemoveVolume, ports: Ports, reporter: Reporter) -> None:
+    ports.docker.remove_volume(spec.name)
+    reporter.event("removed", what="volume", ref=spec.name)
 
 
 def forget_deployment(spec: ForgetDeployment, ports: Ports, reporter: Reporter) -> None:

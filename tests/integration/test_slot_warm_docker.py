@@ -1,10 +1,13 @@
 """Issue 40 item 2 against the real llama-server (b11434, the demo's CPU image), through kimik3's own steps: a server
 launched with serve.slot_save keeps a conversation's slot through a container swap (the fleet's warm step: saved
 after the drain, restored before the host rejoins), so the conversation's next turn is answered from the cache;
-an unwarmed server after the same swap prefills it all."""
+an unwarmed server after the same swap prefills it all. The server holds an API key (serve.api_key_file), as a
+fleet's servers do: every warm request must carry it (llama-server answers 401 on /slots, /props and chat
+without it)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,12 +26,13 @@ from support.realparts import (
 from kimik3_reconciler.cli.fleet_warm import save_before_swap, warm_after_swap
 from kimik3_reconciler.fleet.warm import warm_record
 from kimik3_reconciler.model.profile_source import parse_profile
-from kimik3_reconciler.planning.launch import slots_volume
+from kimik3_reconciler.model.specs import slots_volume
 
 pytestmark = pytest.mark.docker
 
 NAME, PORT = "k3warm-i40", 19241
 URL = f"http://127.0.0.1:{PORT}"
+KEY = "k3-warm-key-0123456789"
 SYSTEM = "You are the build agent of a large repository. " + " ".join(
     f"Rule {i}: keep change {i} small, tested and described." for i in range(40)
 )
@@ -41,7 +45,8 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     subprocess.run(["docker", "volume", "rm", "-f", slots_volume(NAME)], capture_output=True)
     with demo_hub() as hub:
         profile = demo_profile(work, NAME, PORT, hub.url)
-        profile["serve"].update(slot_save=True, parallel=1, ctx_size=4096)
+        (work / "api-key").write_text(f"{KEY}\n")
+        profile["serve"].update(slot_save=True, parallel=1, ctx_size=4096, api_key_file=str(work / "api-key"))
         write_profile(work, profile)
         try:
             with destroyed_after(work, NAME):
@@ -63,18 +68,21 @@ def _swap(work: Path, generation: int):  # noqa: ANN202 - Profile
 
 
 def _turn(messages: list[dict]) -> dict:
-    return chat_turn(URL, NAME, messages)
+    return chat_turn(URL, NAME, messages, api_key=KEY)
+
+
+def _rolled(work: Path, profile) -> Path:  # noqa: ANN001 - Profile
+    """The rollout record's path, with the host's warm record as after a rollout that rolled it (what its server
+    runs)."""
+    record = work / "state" / "fleet" / "f" / "rollout.json"
+    (record.parent / "warm").mkdir(mode=0o700, parents=True, exist_ok=True)
+    (record.parent / "warm" / "h.json").write_text(json.dumps(warm_record(profile)))
+    return record
 
 
 def test_a_restored_slot_answers_the_next_turn_from_its_cache(work: Path) -> None:
     profile = _swap(work, 0)
-    record = work / "state" / "fleet" / "f" / "rollout.json"
-    record.parent.mkdir(parents=True, exist_ok=True)
-    (record.parent / "warm").mkdir(mode=0o700, exist_ok=True)
-    # As after a rollout that rolled this host: its warm record says what its server runs.
-    import json
-
-    (record.parent / "warm" / "h.json").write_text(json.dumps(warm_record(profile)))
+    record = _rolled(work, profile)
     first = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Plan the first change."}]
     one = _turn(first)
     following = [
@@ -100,3 +108,19 @@ def test_a_restored_slot_answers_the_next_turn_from_its_cache(work: Path) -> Non
     assert cold["cache_n"] == 0
     assert warm["cache_n"] >= one["usage"]["prompt_tokens"] - 1  # all of turn one's prompt, at most its last token
     assert warm["prompt_n"] < cold["prompt_n"] / 4
+
+
+def test_the_declared_prompts_are_prefilled_behind_the_key(work: Path) -> None:
+    import httpx
+
+    profile = _swap(work, 0)  # generation 0: this test may run first (random order), then it creates the server
+    assert httpx.get(f"{URL}/slots", timeout=30).status_code == 401  # the server does refuse a request without it
+    record = _rolled(work, profile)
+    hot = [{"role": "system", "content": SYSTEM.replace("build agent", "review agent")}]
+    done = warm_after_swap(record, "h", URL, profile, ({"messages": hot},))
+    assert done["how"] == "prefill" and done["prompts"] == 1 and not done["failed"], done
+    # The server took the prompt: its slot holds it (asked with the key). Whether the next turn reuses that cache is
+    # the model's memory's business (seen here: cache_n 0 on a turn that diverges after the system prompt).
+    slots = httpx.get(f"{URL}/slots", headers={"Authorization": f"Bearer {KEY}"}, timeout=30).json()
+    assert max(int(s.get("n_prompt_tokens") or 0) for s in slots) > 1000, slots
+    assert KEY not in (record.parent / "warm" / "h.json").read_text()

@@ -72,14 +72,15 @@ def demo_profile(work: Path, name: str, port: int, hub_url: str) -> dict:
     return profile
 
 
-def chat_turn(url: str, model: str, messages: list[dict], max_tokens: int = 4) -> dict:
-    """One non-streamed chat request to the server at `url`, raised on a non-200; its JSON (llama-server's carries
-    `timings`: cache_n, prompt_n)."""
+def chat_turn(url: str, model: str, messages: list[dict], max_tokens: int = 4, api_key: str | None = None) -> dict:
+    """One non-streamed chat request to the server at `url` (with `api_key` as a Bearer token), raised on a non-200;
+    its JSON (llama-server's carries `timings`: cache_n, prompt_n)."""
     import httpx
 
     answer = httpx.post(
         f"{url}/v1/chat/completions",
         json={"model": model, "messages": messages, "max_tokens": max_tokens, "temperature": 0},
+        headers={"Authorization": f"Bearer {api_key}"} if api_key else {},
         timeout=300,
     )
     answer.raise_for_status()

@@ -7,6 +7,7 @@ import itertools
 from pathlib import Path
 from typing import Any
 
+from kimik3_reconciler.errors import PermanentError
 from kimik3_reconciler.model.specs import ContainerSpec, ImageBuild
 from kimik3_reconciler.ports import LineSink
 
@@ -55,6 +56,16 @@ def container_inspect(
         },
         "Mounts": [
             {"Type": "bind", "Source": m.source, "Destination": m.target, "RW": not m.read_only} for m in spec.mounts
+        ]
+        + [
+            {
+                "Type": "volume",
+                "Name": volume,
+                "Source": f"/var/lib/docker/volumes/{volume}/_data",
+                "Destination": target,
+                "RW": True,
+            }
+            for volume, target in spec.volumes
         ],
         "spec": spec,
     }
@@ -66,6 +77,7 @@ class FakeDocker:
     def __init__(self) -> None:
         self.images: dict[str, dict[str, Any]] = {}
         self.containers: dict[str, dict[str, Any]] = {}
+        self.volumes: dict[str, dict[str, Any]] = {}  # named volumes, created by a run that mounts them (as Docker)
         self.builds: list[ImageBuild] = []
         self.calls: list[str] = []
         self.crash_on_start = False
@@ -149,6 +161,8 @@ class FakeDocker:
         image_id = self.image_id(spec.image)
         self.containers[spec.name] = container_inspect(spec, cid, image_id, status, self.images.get(image_id or ""))
         self.containers[spec.name]["State"]["ExitCode"] = 1 if self.crash_on_start else 0
+        for volume, _ in spec.volumes:
+            self.volumes.setdefault(volume, {"Name": volume, "Driver": "local"})
         return cid
 
     def run_to_completion(self, spec: ContainerSpec, timeout_s: float) -> tuple[int, str, str]:
@@ -185,3 +199,13 @@ class FakeDocker:
 
     def container_logs(self, name: str, tail: int) -> str:
         return self.logs
+
+    def inspect_volume(self, name: str) -> dict[str, Any] | None:
+        return self.volumes.get(name)
+
+    def remove_volume(self, name: str) -> None:
+        self.calls.append(f"volume rm {name}")
+        in_use = [c for c in self.containers.values() if any(m.get("Name") == name for m in c.get("Mounts") or ())]
+        if in_use:  # as dockerd: 409 "volume is in use"
+            raise PermanentError(f"remove {name}: volume is in use - [{in_use[0]['Id']}]")
+        self.volumes.pop(name, None)

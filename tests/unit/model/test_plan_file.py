@@ -118,6 +118,7 @@ SAMPLES = [
     specs.StartContainer("k3"),
     specs.StopContainer("other"),
     specs.RemoveContainer("k3"),
+    specs.RemoveVolume("kimik3-slots-k3"),
     specs.ForgetDeployment(("last-good/k3.json", "unverified/k3.json")),
     specs.SmokeTest("k3-smoke", "kimi-k3-llamacpp:x", "fp1", ("--ctx-size", "512"), "none", (("kimik3.smoke", "1"),)),
     specs.QuantGateRun(
