@@ -21,15 +21,22 @@ import os
 import subprocess
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import yaml
 from support.closed_loop import ClosedLoop
-from support.fleet_hosts import Rig, RotationSampler, fleet_rig, publish_image, ssh_wrapper, stop_router
-from support.fleet_rollout import rig_hub
-from support.realparts import KIMIK3, converged_demo, demo_profile, docker
+from support.fleet_hosts import (
+    Rig,
+    RotationSampler,
+    fleet_rig,
+    publish_image,
+    pull_everywhere,
+    ssh_wrapper,
+    stop_router,
+)
+from support.fleet_rollout import demo_image, rig_hub
+from support.realparts import KIMIK3, demo_profile
 from support.slurm_cluster import SlurmCluster, slurm_cluster
 
 from kimik3_demo.hub import FixtureHub
@@ -58,21 +65,12 @@ def hub(bare_rig: Rig) -> Iterator[FixtureHub]:
 
 @pytest.fixture(scope="module")
 def rig(bare_rig: Rig, tmp_path_factory: pytest.TempPathFactory) -> Rig:
-    """The llama.cpp CPU image (the demo's build, cached by layer) on every node's daemon, pulled by digest through
-    kimik3's own `fleet image pull` (so each node's apply finds it and builds nothing)."""
-    work = tmp_path_factory.mktemp("slurm-build")
-    with contextmanager(converged_demo)(work, BUILD_NAME, BUILD_PORT):
-        tag = docker("inspect", "-f", "{{.Config.Image}}", BUILD_NAME)
-    ref = publish_image(bare_rig, tag)
-    for host in bare_rig.hosts:
-        pulled = subprocess.run(
-            [*KIMIK3, "fleet", "image", "pull", ref],
-            env={**os.environ, "DOCKER_HOST": host.docker_host},
-            capture_output=True,
-            text=True,
-            timeout=1800,
-        )
-        assert pulled.returncode == 0, pulled.stderr
+    """The llama.cpp CPU image (the demo's build, cached by layer) built once here, pushed to the bridge registry and
+    pulled by digest by every node's daemon at once (as the RPC rig test does): kimik3 finds its images by their
+    fingerprint label, so each node's apply finds it and builds nothing."""
+    pull_everywhere(
+        bare_rig, publish_image(bare_rig, demo_image(tmp_path_factory.mktemp("slurm-build"), BUILD_NAME, BUILD_PORT))
+    )
     return bare_rig
 
 
@@ -190,7 +188,7 @@ def test_scancel_stops_the_replica_and_the_next_apply_submits_it_again(
     while time.monotonic() < deadline and rig.hosts[2].docker("inspect", "-f", "{{.State.Running}}", NAME) == "true":
         time.sleep(1)
     assert rig.hosts[2].docker("inspect", "-f", "{{.State.Running}}", NAME) == "false"
-    again = fleet_cmd(deployed, cluster, "apply", "fleet.yaml")
+    again = fleet_cmd(deployed, cluster, "apply", "--traffic-timeout", "2", "fleet.yaml")
     assert again.returncode == 0, again.stderr[-4000:]
     assert f"{victim['host']}: job" in again.stderr
     rows = job_rows(deployed, cluster)
