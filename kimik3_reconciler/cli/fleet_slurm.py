@@ -195,8 +195,9 @@ def job_step(file: str, digest: str, workers: int, hold: bool) -> None:
             break
         time.sleep(HOLD_POLL_S)
     _stop(name)
-    if held is not None and held.poll() is None:
-        held.terminate()
+    # The workers' step is left to the job's end: Slurm then sends its tasks SIGTERM (SIGKILL only after KillWait),
+    # so each stops its node's rpc-server. srun, signalled itself, kills its tasks outright (seen on 22.05: "forcing
+    # job termination", the tasks "Killed"), which would leave the rpc-servers running on nodes Slurm calls free.
     if why:
         click.echo(f"job-step: {why}: the job ends", err=True)
         sys.exit(1)
