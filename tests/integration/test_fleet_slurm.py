@@ -12,6 +12,12 @@ as gres on mknod'd devices (tests/support/slurm_cluster.py). Each replica is a j
 4. A second fleet on the same cluster: a main server on h1 with RPC workers on h3 and h4 (one heterogeneous job:
    main + 2 worker components) and a plain replica on h2. The workers' step is cancelled: the job ends (its main
    server stopped), and the next `fleet apply` submits the group again, serving through the router.
+
+Run it alone, under the rig's lock (one rig per machine: the bridge's name is fixed), with slurm-wlm, munge and the
+`fleet` extra installed: `KIMIK3_FLEET_SLURM_TEST=1 flock /tmp/k3-fleet-rig.lock .venv/bin/pytest
+tests/integration/test_fleet_slurm.py -x -q -s -p no:randomly` (-s prints the rollout's figures). The tests share one
+rig, image, cluster and first apply (module fixtures) and run in file order: test 4 takes the nodes from the first
+fleet.
 """
 
 from __future__ import annotations
