@@ -42,11 +42,18 @@ class SlurmCli:
             raise StepError(f"squeue exited {done.returncode}: {done.stderr.strip()}")
         return json.loads(done.stdout).get("jobs") or []
 
-    def in_job(self, job: str, node: str, argv: Sequence[str], timeout_s: float) -> tuple[int, str, str]:
-        """`argv` as a step of the running job `job` on `node`, beside its batch step (--overlap)."""
+    def in_job(
+        self, job: str, node: str, argv: Sequence[str], timeout_s: float, heterogeneous: bool = False
+    ) -> tuple[int, str, str]:
+        """`argv` as a step of the running job `job` on `node`, beside its batch step (--overlap); in a heterogeneous
+        job, on its first component (the main node's)."""
+        # srun refuses a step of a heterogeneous job that names no component ("No directives to start application
+        # on any available hetjob components", 22.05), and refuses --het-group on a plain job the same way.
+        component = ["--het-group=0"] if heterogeneous else []
         try:
             done = _run(
-                ["srun", "--jobid", job, "--overlap", "--nodelist", node, "--nodes", "1", "--ntasks", "1", *argv],
+                ["srun", "--jobid", job, *component, "--overlap", "--nodelist", node, "--nodes", "1", "--ntasks", "1"]
+                + list(argv),
                 timeout_s,
             )
         except StepError as exc:

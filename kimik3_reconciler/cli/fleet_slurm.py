@@ -174,8 +174,7 @@ def job_step(file: str, digest: str, workers: int, hold: bool) -> None:
     kimik3 = [sys.executable, "-m", "kimik3_reconciler"]
     held = None
     if workers:
-        groups = "1" if workers == 1 else f"1-{workers}"
-        held = run_step([f"--het-group={groups}", *kimik3, "fleet", "job-step", "--hold", file])
+        held = run_step(hold_argv(workers, kimik3, file))
     code = subprocess.run([*kimik3, "apply", file], check=False).returncode
     name = _container_name(file)
     if job:
@@ -196,11 +195,21 @@ def job_step(file: str, digest: str, workers: int, hold: bool) -> None:
             break
         time.sleep(HOLD_POLL_S)
     _stop(name)
-    if held is not None and held.poll() is None:
-        held.terminate()
+    # The workers' step is left to the job's end: Slurm then sends its tasks SIGTERM (SIGKILL only after KillWait),
+    # so each stops its node's rpc-server. srun, signalled itself, kills its tasks outright (seen on 22.05: "forcing
+    # job termination", the tasks "Killed"), which would leave the rpc-servers running on nodes Slurm calls free.
     if why:
         click.echo(f"job-step: {why}: the job ends", err=True)
         sys.exit(1)
+
+
+def hold_argv(workers: int, kimik3: list[str], file: str) -> list[str]:
+    """srun's words for the workers' hold step: one task on each worker component (1..workers) holding its node."""
+    groups = "1" if workers == 1 else f"1-{workers}"
+    # One worker lost is the group lost: without --kill-on-bad-exit, srun waits on the other components' tasks after
+    # one was cancelled (`scancel JOB.STEP` kills it), so the step (and the job) would run on with a worker gone
+    # (seen on 22.05 with two worker components). With it, srun ends the others' tasks and exits.
+    return ["--kill-on-bad-exit=1", f"--het-group={groups}", *kimik3, "fleet", "job-step", "--hold", file]
 
 
 def _container_name(file: str) -> str:

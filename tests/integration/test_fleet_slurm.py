@@ -12,6 +12,12 @@ as gres on mknod'd devices (tests/support/slurm_cluster.py). Each replica is a j
 4. A second fleet on the same cluster: a main server on h1 with RPC workers on h3 and h4 (one heterogeneous job:
    main + 2 worker components) and a plain replica on h2. The workers' step is cancelled: the job ends (its main
    server stopped), and the next `fleet apply` submits the group again, serving through the router.
+
+Run it alone, under the rig's lock (one rig per machine: the bridge's name is fixed), with slurm-wlm, munge and the
+`fleet` extra installed: `KIMIK3_FLEET_SLURM_TEST=1 flock /tmp/k3-fleet-rig.lock .venv/bin/pytest
+tests/integration/test_fleet_slurm.py -x -q -s -p no:randomly` (-s prints the rollout's figures). The tests share one
+rig, image, cluster and first apply (module fixtures) and run in file order: test 4 takes the nodes from the first
+fleet.
 """
 
 from __future__ import annotations
@@ -21,15 +27,22 @@ import os
 import subprocess
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import yaml
 from support.closed_loop import ClosedLoop
-from support.fleet_hosts import Rig, RotationSampler, fleet_rig, publish_image, ssh_wrapper, stop_router
-from support.fleet_rollout import rig_hub
-from support.realparts import KIMIK3, converged_demo, demo_profile, docker
+from support.fleet_hosts import (
+    Rig,
+    RotationSampler,
+    fleet_rig,
+    publish_image,
+    pull_everywhere,
+    ssh_wrapper,
+    stop_router,
+)
+from support.fleet_rollout import demo_image, rig_hub
+from support.realparts import KIMIK3, demo_profile
 from support.slurm_cluster import SlurmCluster, slurm_cluster
 
 from kimik3_demo.hub import FixtureHub
@@ -58,21 +71,12 @@ def hub(bare_rig: Rig) -> Iterator[FixtureHub]:
 
 @pytest.fixture(scope="module")
 def rig(bare_rig: Rig, tmp_path_factory: pytest.TempPathFactory) -> Rig:
-    """The llama.cpp CPU image (the demo's build, cached by layer) on every node's daemon, pulled by digest through
-    kimik3's own `fleet image pull` (so each node's apply finds it and builds nothing)."""
-    work = tmp_path_factory.mktemp("slurm-build")
-    with contextmanager(converged_demo)(work, BUILD_NAME, BUILD_PORT):
-        tag = docker("inspect", "-f", "{{.Config.Image}}", BUILD_NAME)
-    ref = publish_image(bare_rig, tag)
-    for host in bare_rig.hosts:
-        pulled = subprocess.run(
-            [*KIMIK3, "fleet", "image", "pull", ref],
-            env={**os.environ, "DOCKER_HOST": host.docker_host},
-            capture_output=True,
-            text=True,
-            timeout=1800,
-        )
-        assert pulled.returncode == 0, pulled.stderr
+    """The llama.cpp CPU image (the demo's build, cached by layer) built once here, pushed to the bridge registry and
+    pulled by digest by every node's daemon at once (as the RPC rig test does): kimik3 finds its images by their
+    fingerprint label, so each node's apply finds it and builds nothing."""
+    pull_everywhere(
+        bare_rig, publish_image(bare_rig, demo_image(tmp_path_factory.mktemp("slurm-build"), BUILD_NAME, BUILD_PORT))
+    )
     return bare_rig
 
 
@@ -190,7 +194,7 @@ def test_scancel_stops_the_replica_and_the_next_apply_submits_it_again(
     while time.monotonic() < deadline and rig.hosts[2].docker("inspect", "-f", "{{.State.Running}}", NAME) == "true":
         time.sleep(1)
     assert rig.hosts[2].docker("inspect", "-f", "{{.State.Running}}", NAME) == "false"
-    again = fleet_cmd(deployed, cluster, "apply", "fleet.yaml")
+    again = fleet_cmd(deployed, cluster, "apply", "--traffic-timeout", "2", "fleet.yaml")
     assert again.returncode == 0, again.stderr[-4000:]
     assert f"{victim['host']}: job" in again.stderr
     rows = job_rows(deployed, cluster)

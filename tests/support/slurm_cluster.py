@@ -203,3 +203,8 @@ def slurm_cluster(rig: Rig) -> Iterator[SlurmCluster]:
         finally:
             # A job's server a cancelled step left behind goes with the rig's daemons (fleet_rig's teardown).
             cluster.run("scancel", "--full", "--partition", PARTITION, check=False)
+            # Each job's slurmstepd reports its end to slurmctld: stopped first, it would retry on past this rig.
+            try:
+                _wait("slurm jobs ended", lambda: not cluster.run("squeue", "-h", check=False).stdout.strip(), 90)
+            except RuntimeError:
+                pass  # the daemons are stopped all the same

@@ -46,7 +46,9 @@ class SlurmJobs(Protocol):
 
     def jobs(self) -> Sequence[Mapping[str, Any]]: ...
 
-    def in_job(self, job: str, node: str, argv: Sequence[str], timeout_s: float) -> tuple[int, str, str]: ...
+    def in_job(
+        self, job: str, node: str, argv: Sequence[str], timeout_s: float, heterogeneous: bool = False
+    ) -> tuple[int, str, str]: ...
 
 
 class ReplicaRouter(Protocol):
@@ -275,7 +277,11 @@ class SlurmTarget:
             return "gate: apply"
         for gate, words in GATES:
             code, out, err = self.slurm.in_job(
-                job_id, host.name, [*host.kimik3_command, *words, profile_file], self.gate_timeout_s
+                job_id,
+                host.name,
+                [*host.kimik3_command, *words, profile_file],
+                self.gate_timeout_s,
+                heterogeneous=bool(host.profile.workers),  # a group's gates run on its main component
             )
             if code != 0:
                 last = (err.strip() or out.strip()).splitlines()[-1:] or [""]

@@ -4,6 +4,7 @@ decided with an in-memory cluster and router (the real ones: tests/integration/t
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -184,9 +185,11 @@ class FakeCluster:
     def jobs(self) -> Sequence[dict]:
         return list(self.raw)
 
-    def in_job(self, job: str, node: str, argv: Sequence[str], timeout_s: float) -> tuple[int, str, str]:
+    def in_job(
+        self, job: str, node: str, argv: Sequence[str], timeout_s: float, heterogeneous: bool = False
+    ) -> tuple[int, str, str]:
         gate = "converged" if "plan" in argv else "verify"
-        self.log.append(f"{gate} {node} in {job}")
+        self.log.append(f"{gate} {node} in {job}" + (" (main component)" if heterogeneous else ""))
         return self.gate_codes.get((node, gate), 0), "", "no" if self.gate_codes.get((node, gate)) else ""
 
 
@@ -247,6 +250,40 @@ def test_an_apply_that_failed_in_the_job_is_the_apply_gate(tmp_path: Path) -> No
     cluster = FakeCluster(fleet, apply_code=1)
     _target(cluster).roll(fleet, fleet.rollout.batches(("n3",)))
     assert cluster.log == ["out n3", "submit kimik3-f-n3", "in n3 failed gate: apply"]
+
+
+def test_a_groups_gates_run_on_its_main_component(tmp_path: Path) -> None:
+    fleet = _fleet(tmp_path)
+    cluster = FakeCluster(fleet)
+    _target(cluster).roll(fleet, fleet.rollout.batches(("n1",)))
+    assert cluster.log[2:4] == ["converged n1 in 100 (main component)", "verify n1 in 100 (main component)"]
+
+
+def test_srun_names_the_main_component_of_a_heterogeneous_job_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kimik3_reconciler.adapters import slurm_cli
+
+    ran: list[list[str]] = []
+
+    def run(argv: Sequence[str], timeout_s: float = 60.0) -> subprocess.CompletedProcess[str]:
+        ran.append(list(argv))
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    monkeypatch.setattr(slurm_cli, "_run", run)
+    slurm_cli.SlurmCli().in_job("7", "n1", ["kimik3", "verify", "p.yaml"], 60.0, heterogeneous=True)
+    slurm_cli.SlurmCli().in_job("8", "n2", ["kimik3", "verify", "p.yaml"], 60.0)
+    # srun refuses a heterogeneous job's step without --het-group, and a plain job's with it (22.05).
+    assert ran[0][:4] == ["srun", "--jobid", "7", "--het-group=0"] and ran[0][-3:] == ["kimik3", "verify", "p.yaml"]
+    assert not any(word.startswith("--het-group") for word in ran[1])
+
+
+def test_the_workers_hold_step_ends_every_worker_task_when_one_is_lost() -> None:
+    from kimik3_reconciler.cli.fleet_slurm import hold_argv
+
+    assert hold_argv(2, ["kimik3"], "/s/n1.yaml") == [
+        *("--kill-on-bad-exit=1", "--het-group=1-2"),
+        *("kimik3", "fleet", "job-step", "--hold", "/s/n1.yaml"),
+    ]
+    assert hold_argv(1, ["kimik3"], "/s/n1.yaml")[1] == "--het-group=1"
 
 
 class FakeRunner:
