@@ -7,11 +7,11 @@ A rollout holds a host out (`hold`: its probes fail, so smg routes nothing new t
 of the cache-aware tree) rather than removing it, which purges that part (model/router_health.py, HOLD: why and what
 was seen); `release` puts it back. Removal is the fallback where a hold does not take.
 
-What smg does that a rollout relies on (seen with smg 1.13 here): `DELETE /workers/{id}` stops new requests to the
-worker at once and keeps it listed with status `draining` for a fixed 5 s ("Draining 1 worker(s) for 5s before
-removal"); then it is gone from `GET /workers`, whether or not the requests it sent there have ended (a reply that
-runs longer is still on the server). So "wait for its in-flight requests" is: until the worker is out of rotation (held, or no longer
-listed), then until the server's own count of running and queued requests is 0 (cli/fleet_apply.py).
+What smg does that a rollout relies on (seen with smg 1.13 here): neither a hold nor `DELETE /workers/{id}` waits
+for the requests smg sent there (DELETE keeps the worker listed as `draining` for a fixed 5 s, "Draining 1
+worker(s) for 5s before removal", then drops it; a reply that runs longer is still on the server). So "wait for its
+in-flight requests" is: until the worker is out of rotation (held, or no longer listed), then until the server's
+own count of running and queued requests is 0 (cli/fleet_apply.py).
 
 Its defaults are set for a long-lived pool, not for a rollout (`smg launch --help`): a health check every 60 s
 and a breaker that opens after 10 failures for 60 s. `HEALTH` (model/router_health.py) replaces them: a worker a rollout put back is
