@@ -101,6 +101,6 @@ class Replicas:
 
 def write_model(folder: Path) -> Path:
     """The tiny kimi-k3 GGUF (random weights), one file, its context long enough for the trace's conversations."""
-    from kimik3_reconciler.steps.smoke_model import TinyDims, write_tiny_kimi_k3
+    from kimik3_reconciler.engines.llamacpp.smoke_model import TinyDims, write_tiny_kimi_k3
 
     return write_tiny_kimi_k3(folder, "Kimi-K3-tiny", shards=1, dims=TinyDims(context_length=32768))[0]
