@@ -23,9 +23,10 @@ Two fleets:
   with the hosts' warm records removed first), set up as the rollout test's with serve.slot_save on. Minutes per
   host on a 2-core machine.
 
-`--out remove` (loopback only) rolls with the router steps as they were before the hold (issue 40): each host
-removed from smg (its part of the cache-aware tree purged) and added back, the baseline for `--out hold` (the
-steps' own: held out, its tree kept, released). `--only warm|cold` runs one kind of rollout per run.
+`--out hold` (loopback only) holds each host out of smg instead of removing it (its probes fail; its part of the
+cache-aware tree kept, which a removal purges) and releases it: what issue 40's hold would do, not shipped (smg puts
+a held worker back in rotation when its replies complete: model/router_health.py, HOLD). `--out remove` (the
+default) is the router steps as shipped. `--only warm|cold` runs one kind of rollout per run.
 
 Per rollout: the fleet's hit rate (the servers' own counters, as `kimik3 fleet status` reads them) over `--window` s
 before the rollout and over `--window` s from the moment the last host rejoined, the ratio (goal >= 95 %), each
@@ -174,26 +175,6 @@ class SlotReplicas(Replicas):
         return [*argv[:at], "-v", f"{folder}:/slots", *argv[at:], "--slot-save-path", "/slots"]
 
 
-class RemovingRouter:
-    """The router as the steps used it before the hold (the baseline, `--out remove`): a hold never takes, so
-    `_take_out` falls back to smg's DELETE (the host's part of the cache-aware tree purged) and `_put_back` adds it."""
-
-    def __init__(self, router: SmgRouter) -> None:
-        self._router = router
-
-    def __getattr__(self, name: str):  # noqa: ANN204 - SmgRouter's own methods
-        return getattr(self._router, name)
-
-    def hold(self, worker_id: str) -> None:
-        pass
-
-    def release(self, worker_id: str) -> None:
-        pass
-
-    def wait_out_of_rotation(self, url: str, timeout_s: float) -> bool:
-        return False
-
-
 class LoopbackFleet:
     """Three replicas on loopback behind smg, rolled one at a time by the router steps' own functions."""
 
@@ -206,8 +187,7 @@ class LoopbackFleet:
         profile,
         out: str = "hold",  # noqa: ANN001
     ) -> None:
-        self.work, self.replicas, self.profile = work, replicas, profile
-        self.router = router if out == "hold" else RemovingRouter(router)
+        self.work, self.replicas, self.profile, self.router, self.hold = work, replicas, profile, router, out == "hold"
         self.urls = {u: f"replica-{i}" for i, u in enumerate(replicas.urls, 1)}
         self.router_url, self.metrics_url = router_url, router.metrics_url or ""
         self.record = work / "fleet" / "rollout.json"
@@ -222,7 +202,7 @@ class LoopbackFleet:
         series = (SERIES.running, SERIES.waiting)
         done = {}
         for index, (url, name) in enumerate(self.urls.items()):
-            _take_out(self.router, name, url, 60, 2, server_in_flight(url, series))
+            _take_out(self.router, name, url, 60, 2, server_in_flight(url, series), hold=self.hold)
             if warm:
                 fleet_warm.save_before_swap(self.record, name, url, self.profile, 0)
             self.replicas.restart(index)
@@ -295,13 +275,13 @@ def main() -> None:
     parser.add_argument(
         "--out",
         choices=("hold", "remove"),
-        default="hold",
-        help="how `router: out` takes a host out: held (its tree kept; the steps' own) or removed (the baseline)",
+        default="remove",
+        help="how `router: out` takes a host out: removed (as shipped) or held (its tree kept; not safe to ship)",
     )
     parser.add_argument("--only", choices=("warm", "cold"), help="one kind of rollout per run, not both")
     args = parser.parse_args()
-    if args.rig and args.out != "hold":
-        parser.error("--out remove is the loopback fleet's: the rig runs `kimik3 fleet apply` as shipped")
+    if args.rig and args.out != "remove":
+        parser.error("--out hold is the loopback fleet's: the rig runs `kimik3 fleet apply` as shipped")
     work = Path(tempfile.mkdtemp(prefix="k3cache-rollout-"))
     seen: list[dict] = []
     trace_args = (args.sessions, args.agents, args.turns, args.clients)

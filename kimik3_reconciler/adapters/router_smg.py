@@ -3,9 +3,9 @@ stopped here, its workers added, held out, released and removed at run time thro
 /workers`, `PATCH /workers/{id}`, `DELETE /workers/{id}`, `GET /workers`) and its breakers read from its Prometheus
 listener.
 
-A rollout holds a host out (`hold`: its probes fail, so smg routes nothing new to it, and it keeps the host's part
-of the cache-aware tree) rather than removing it, which purges that part (model/router_health.py, HOLD: why and what
-was seen); `release` puts it back. Removal is the fallback where a hold does not take.
+A rollout removes a host (DELETE: smg purges its part of the cache-aware tree). `hold` (its probes fail, so smg
+routes nothing new to it while it keeps that part of the tree) and `release` exist for the benchmark only: smg puts
+a held worker back in rotation when its running replies complete (model/router_health.py, HOLD: what was seen).
 
 What smg does that a rollout relies on (seen with smg 1.13 here): neither a hold nor `DELETE /workers/{id}` waits
 for the requests smg sent there (DELETE keeps the worker listed as `draining` for a fixed 5 s, "Draining 1
@@ -91,8 +91,8 @@ def smg_argv(
         policy,
         *(policy_settings(policy) if settings is None else settings),
         *HEALTH,
-        # A worker a rollout holds out fails its probes for minutes (its server replaced): smg must keep it, and its
-        # tree, listed. smg's default without service discovery; said here so no default change drops a held host.
+        # A worker whose probes fail (a held one: bench/fleet_cache_rollout.py --out hold) stays listed with its tree.
+        # smg's default without service discovery; said here so no default change drops one.
         "--no-remove-unhealthy-workers",
     ]
 

@@ -468,10 +468,18 @@ def _warm_inputs(profile_file: str | None, warm_prompts: str | None):  # noqa: A
     return profile, prompts
 
 
-def _take_out(  # noqa: ANN001 - adapters.router_smg.SmgRouter
-    router, host_name: str, worker: str, drain_timeout: float, min_serving: int, in_flight: Callable[[], int | None]
+def _take_out(  # noqa: ANN001, PLR0913 - adapters.router_smg.SmgRouter
+    router,
+    host_name: str,
+    worker: str,
+    drain_timeout: float,
+    min_serving: int,
+    in_flight: Callable[[], int | None],
+    hold: bool = False,
 ) -> None:
-    """Out of the router once the others keep the floor; then until its server runs no request (drain timeout)."""
+    """Out of the router once the others keep the floor; then until its server runs no request (drain timeout).
+    Removed from smg (its part of the cache-aware tree purged); `hold` (bench/fleet_cache_rollout.py --out hold only)
+    holds it out instead, which is not safe for a rollout (model/router_health.py, HOLD)."""
     deadline = time.monotonic() + drain_timeout
     if router.find(worker) is None:
         # Not serving through the router (a first rollout, a host a failure left out): taking it costs no capacity.
@@ -492,7 +500,11 @@ def _take_out(  # noqa: ANN001 - adapters.router_smg.SmgRouter
     if listed is None:  # removed meanwhile (by hand, or smg dropped it as unhealthy)
         click.echo(f"{host_name}: no longer in the router")
         return
-    _hold_out(router, host_name, listed, deadline)
+    if hold:
+        _hold_out(router, host_name, listed, deadline)
+    else:
+        router.remove(listed.id)
+        router.wait_gone(listed.id, max(0.0, deadline - time.monotonic()))
     # Out of rotation is not idle: the requests smg sent there before run on (smg's own drain, DELETE, is a fixed 5 s
     # wait in 1.13; a reply running past it was cut when `kimik3 apply` stopped the server: one 503 "failed to
     # contact upstream" in a rollout under load). The server's own count says when it is idle.

@@ -74,6 +74,11 @@ def policy_settings(policy: str) -> tuple[str, ...]:
 # the 3 of its 4 conversations that had no turn while it was out went back to it (the 4th stays where its turn went,
 # whose cache now holds it) and so did 2 of 6 new sessions. A label says the hold is kimik3's (`fleet status`, and
 # `router: in` knows to release it).
+# NOT SAFE FOR A ROLLOUT, so `router: out` does not hold (cli/fleet_apply.py `_take_out(hold=False)`): seen with a real
+# llama-server (tests/integration/test_fleet_drain_docker.py's set-up, 5 replies running), smg took the held worker
+# out of rotation and, once those replies completed, put it back `ready` (its liveness code promotes a demoted worker
+# on a successful contact), label still `out`, while its server was about to be replaced: new requests could reach a
+# server being stopped. Only bench/fleet_cache_rollout.py `--out hold` uses it, to measure what the kept tree does.
 HOLD_LABEL = "kimik3.rollout"
 HOLD = {"health": {"timeout_secs": 0}, "labels": {HOLD_LABEL: "out"}}
 RELEASE = {"health": {"timeout_secs": PROBE_TIMEOUT_S}, "labels": {HOLD_LABEL: "in"}}

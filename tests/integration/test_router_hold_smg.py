@@ -4,9 +4,10 @@ where smg sends each conversation, and every reply names the worker that gave it
 
 - A worker removed (smg's DELETE) and added back gets none of its conversations back: smg 1.13 purges a removed
   worker from its cache-aware tree, so they follow the other trees (why a rollout holds instead).
-- A worker the rollout's own steps hold out (`_take_out`: its probes fail, smg routes it nothing new) stays listed,
-  its breaker closed; put back (`_put_back`: released), every conversation it served that had no turn meanwhile
-  comes back to it, where its restored slots are."""
+- A worker held out (`_take_out(hold=True)`: its probes fail, smg routes it nothing new) stays listed, its breaker
+  closed; put back (`_put_back`: released), every conversation it served that had no turn meanwhile comes back to
+  it. With no reply running on it while held: smg puts a held worker back in rotation when one completes, which is
+  why a rollout removes instead (model/router_health.py, HOLD)."""
 
 from __future__ import annotations
 
@@ -137,7 +138,7 @@ def test_a_held_worker_keeps_its_conversations_and_gets_them_back(fleet) -> None
     chats = Conversations(router_url, 9)
     homes = chats.homes()
     url = busiest(homes)
-    _take_out(router, "busiest", url, 30, 1, lambda: 0)
+    _take_out(router, "busiest", url, 30, 1, lambda: 0, hold=True)
     held = router.find(url)
     assert held is not None and held.held and not held.in_rotation and held.breaker == "closed", held
     # While it is out, a conversation it served goes on elsewhere (its next turns stay there, with that cache).

@@ -152,7 +152,7 @@ def _worker(n: int, healthy: bool = True) -> RouterWorker:
 def test_a_host_is_taken_out_only_while_the_floor_stays_in_rotation() -> None:
     router = _Router([_worker(1), _worker(2), _worker(3)])
     _take_out(router, "a", "http://10.0.0.1:8080", 5, 2, lambda: 0)
-    assert router.held == ["id1"] and router.removed == []  # held out, its part of smg's tree kept
+    assert router.removed == ["id1"] and router.held == []  # a rollout removes: a hold is not safe (HOLD)
     short = _Router([_worker(1), _worker(2), _worker(3, healthy=False)])  # one host already out of rotation
     with pytest.raises(PlanError, match="only 1 other host.*keeps 2 serving"):
         _take_out(short, "a", "http://10.0.0.1:8080", 0, 2, lambda: 0)

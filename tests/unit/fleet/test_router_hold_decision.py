@@ -1,6 +1,7 @@
-"""How a rollout takes a host out of smg and puts it back (model/router_health.py HOLD, cli/fleet_apply.py): held
-(its probes fail, it stays listed with its part of the cache-aware tree) rather than removed; put back by release
-when held, by add when not listed, left to its own health checks otherwise; removed only where a hold does not take.
+"""How a rollout takes a host out of smg and puts it back (model/router_health.py HOLD, cli/fleet_apply.py): removed
+(a hold is not safe: smg puts a held worker back when its replies complete), or held when asked (the benchmark: its
+probes fail, it stays listed with its part of the cache-aware tree); put back by release when held, by add when not
+listed, left to its own health checks otherwise; removed where a hold does not take.
 smg's side of it is tested on the real binary (tests/integration/test_router_hold_smg.py); here the decision."""
 
 from __future__ import annotations
@@ -99,9 +100,15 @@ def serving(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(fleet_apply, "_served_tokens", lambda url: None)
 
 
-def test_out_holds_the_host_and_in_releases_it_so_its_tree_is_never_purged() -> None:
+def test_a_rollout_removes_the_host_a_held_one_is_released() -> None:
     router = _fleet(RecordedRouter())
     fleet_apply._take_out(router, "a", A, 5, 1, lambda: 0)
+    assert router.find(A) is None and router.calls == ["remove"]  # hold=False: what `router: out` does
+
+
+def test_out_holds_the_host_when_asked_and_in_releases_it_so_its_tree_is_never_purged() -> None:
+    router = _fleet(RecordedRouter())
+    fleet_apply._take_out(router, "a", A, 5, 1, lambda: 0, hold=True)
     assert router.find(A).held and not router.find(A).in_rotation and router.calls == ["hold"]
     assert fleet_apply._put_back(router, "a", A, 0).startswith("in rotation")
     assert router.calls == ["hold", "release"] and router.find(A).id == "id-0"  # the same worker: never removed
@@ -110,7 +117,7 @@ def test_out_holds_the_host_and_in_releases_it_so_its_tree_is_never_purged() -> 
 def test_where_the_hold_does_not_take_the_host_is_removed_and_added_back(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(router_health, "HOLD_TAKES_S", 0.0)
     router = _fleet(RecordedRouter(honors_hold=False))
-    fleet_apply._take_out(router, "a", A, 5, 1, lambda: 0)
+    fleet_apply._take_out(router, "a", A, 5, 1, lambda: 0, hold=True)
     assert router.find(A) is None and router.calls == ["hold", "release", "remove"]
     fleet_apply._put_back(router, "a", A, 0)
     assert router.calls[-1] == "add" and router.find(A).in_rotation
