@@ -64,8 +64,9 @@ def policy_settings(policy: str) -> tuple[str, ...]:
 # tree: `DELETE /workers/{id}` purges the worker from the cache-aware tree (smg's model_gateway/src/policies/
 # cache_aware.rs, `remove_worker_by_url`: `remove_tenant_all` on every model's tree; smg-project/smg, the version
 # indexed beside 1.13), so a host removed and added back holds nothing there: its conversations and every new session
-# (whose shared system prompt the other trees hold) go to the others. Seen with smg 1.13 and three stub workers: none
-# of the 4 conversations it served and none of 6 new sessions went back to it. A worker whose health probes fail is
+# (whose shared system prompt the other trees hold) match the others' trees. Seen with smg 1.13 and three stub
+# workers: once none of the 4 conversations it served and none of 6 new sessions went back to it; in another trace all
+# 5 did (a match under --cache-threshold goes to the least-loaded worker, and a re-added one wins ties): a draw. A worker whose health probes fail is
 # kept, tree and all (status not_ready, then failed; removed only under --remove-unhealthy-workers, off without
 # service discovery), and its probes are smg's per-worker settings (`PATCH /workers/{id}` `health`): a probe timeout
 # of 0 s fails every probe at once (reqwest's TimedOut), so it leaves rotation within one probe interval (1.5-2.2 s
