@@ -104,11 +104,15 @@ def plain_rollout(work: Path, log) -> int:  # noqa: ANN001 - a text stream
 
 
 def every_host_in_rotation(router: SmgRouter, rig: Rig) -> None:
-    """Each run starts from the same router: every host listed (added when smg dropped it) and in rotation."""
+    """Each run starts from the same router: every host listed (added when smg dropped it, released when a rollout
+    left it held) and in rotation."""
     for host in rig.hosts:
         url = f"http://{host.address}:{fleet_setup.PORT}"
-        if router.find(url) is None:
+        listed = router.find(url)
+        if listed is None:
             router.add(url)
+        elif listed.held:
+            router.release(listed.id)
         router.wait_in_rotation(url, timeout_s=180)
 
 

@@ -23,6 +23,11 @@ Two fleets:
   with the hosts' warm records removed first), set up as the rollout test's with serve.slot_save on. Minutes per
   host on a 2-core machine.
 
+`--out hold` (loopback only) holds each host out of smg instead of removing it (its probes fail; its part of the
+cache-aware tree kept, which a removal purges) and releases it: what issue 40's hold would do, not shipped (smg puts
+a held worker back in rotation when its replies complete: model/router_health.py, HOLD). `--out remove` (the
+default) is the router steps as shipped. `--only warm|cold` runs one kind of rollout per run.
+
 Per rollout: the fleet's hit rate (the servers' own counters, as `kimik3 fleet status` reads them) over `--window` s
 before the rollout and over `--window` s from the moment the last host rejoined, the ratio (goal >= 95 %), each
 replica's share of the requests smg sent in that window (`smg_worker_requests_total`; goal >= 0.8/3), failed
@@ -173,8 +178,16 @@ class SlotReplicas(Replicas):
 class LoopbackFleet:
     """Three replicas on loopback behind smg, rolled one at a time by the router steps' own functions."""
 
-    def __init__(self, work: Path, replicas: SlotReplicas, router: SmgRouter, router_url: str, profile) -> None:  # noqa: ANN001
-        self.work, self.replicas, self.router, self.profile = work, replicas, router, profile
+    def __init__(  # noqa: PLR0913
+        self,
+        work: Path,
+        replicas: SlotReplicas,
+        router: SmgRouter,
+        router_url: str,
+        profile,
+        out: str = "hold",  # noqa: ANN001
+    ) -> None:
+        self.work, self.replicas, self.profile, self.router, self.hold = work, replicas, profile, router, out == "hold"
         self.urls = {u: f"replica-{i}" for i, u in enumerate(replicas.urls, 1)}
         self.router_url, self.metrics_url = router_url, router.metrics_url or ""
         self.record = work / "fleet" / "rollout.json"
@@ -189,7 +202,7 @@ class LoopbackFleet:
         series = (SERIES.running, SERIES.waiting)
         done = {}
         for index, (url, name) in enumerate(self.urls.items()):
-            _take_out(self.router, name, url, 60, 2, server_in_flight(url, series))
+            _take_out(self.router, name, url, 60, 2, server_in_flight(url, series), hold=self.hold)
             if warm:
                 fleet_warm.save_before_swap(self.record, name, url, self.profile, 0)
             self.replicas.restart(index)
@@ -259,7 +272,16 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=6, help="sessions played at once")
     parser.add_argument("--json", type=Path, help="write every rollout's figures here")
     parser.add_argument("--rig", action="store_true", help="the fleet rig and `kimik3 fleet apply` (minutes a host)")
+    parser.add_argument(
+        "--out",
+        choices=("hold", "remove"),
+        default="remove",
+        help="how `router: out` takes a host out: removed (as shipped) or held (its tree kept; not safe to ship)",
+    )
+    parser.add_argument("--only", choices=("warm", "cold"), help="one kind of rollout per run, not both")
     args = parser.parse_args()
+    if args.rig and args.out != "remove":
+        parser.error("--out hold is the loopback fleet's: the rig runs `kimik3 fleet apply` as shipped")
     work = Path(tempfile.mkdtemp(prefix="k3cache-rollout-"))
     seen: list[dict] = []
     trace_args = (args.sessions, args.agents, args.turns, args.clients)
@@ -277,16 +299,18 @@ def main() -> None:
             model = write_model(work / "model")
             replicas = stack.enter_context(SlotReplicas(model, work / "slots", parallel=SERVE["parallel"]))
             router_url, router = stack.enter_context(routed(replicas.urls, "cache_aware", work))
-            fleet = LoopbackFleet(work, replicas, router, router_url, _profile())
+            fleet = LoopbackFleet(work, replicas, router, router_url, _profile(), args.out)
         trace = stack.enter_context(Trace(fleet.router_url, *trace_args))
+        kinds = (True, False) if args.only is None else (args.only == "warm",)
         for run in range(args.runs):
-            for warm in (True, False):
+            for warm in kinds:
                 seen.append(rollout(fleet, trace, warm, args.window))
-                print(f"run {run + 1}/{args.runs}\n{HEADER}\n{_row(seen[-1])}", flush=True)
+                seen[-1]["out"] = args.out
+                print(f"run {run + 1}/{args.runs} (router: out by {args.out})\n{HEADER}\n{_row(seen[-1])}", flush=True)
                 if args.json:
                     args.json.write_text(json.dumps(seen, indent=2))
-    print(f"\nrollouts of 3 hosts under the trace, {args.runs} run(s) each: median (min–max)")
-    for warm in (True, False):
+    print(f"\nrollouts of 3 hosts under the trace ({args.out}), {args.runs} run(s) each: median (min–max)")
+    for warm in kinds:
         mine = [s for s in seen if s["warm"] == warm]
         least = [min(s["after"]["shares"].values()) for s in mine]
         print(
