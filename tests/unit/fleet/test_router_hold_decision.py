@@ -97,7 +97,7 @@ def _fleet(router: RecordedRouter) -> RecordedRouter:
 @pytest.fixture(autouse=True)
 def serving(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(fleet_apply, "_serves", lambda url: True)
-    monkeypatch.setattr(fleet_apply, "_served_tokens", lambda url: None)
+    monkeypatch.setattr(fleet_apply, "_served_tokens", lambda url, api_key: None)
 
 
 def test_a_rollout_removes_the_host_a_held_one_is_released() -> None:
