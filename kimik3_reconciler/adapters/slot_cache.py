@@ -24,7 +24,10 @@ class SlotCacheError(Exception):
 def _json(answer: httpx.Response, what: str) -> Any:
     if answer.status_code != 200:
         raise SlotCacheError(f"{what}: HTTP {answer.status_code} {answer.text[:200]}")
-    return answer.json()
+    try:
+        return answer.json()
+    except ValueError:  # a 200 that is not JSON (a proxy's page): a failed warm request, not a crashed rollout step
+        raise SlotCacheError(f"{what}: the answer is not JSON: {answer.text[:200]!r}") from None
 
 
 def _call(method: str, url: str, what: str, api_key: str | None, **kwargs: Any) -> Any:
@@ -75,7 +78,9 @@ def prefill(url: str, api_key: str | None, model: str, body: dict[str, Any], nat
         rendered = _call(
             "POST", f"{url}/apply-template", "prefill: template", api_key, json={**body, "add_generation_prompt": False}
         )
-        request = {"prompt": rendered.get("prompt", ""), "n_predict": 0, "cache_prompt": True}
+        if not isinstance(rendered, dict) or not isinstance(rendered.get("prompt"), str):  # not counted as prefilled
+            raise SlotCacheError("prefill: template: the server's answer holds no prompt")
+        request = {"prompt": rendered["prompt"], "n_predict": 0, "cache_prompt": True}
         return _call("POST", f"{url}/completion", "prefill", api_key, json=request)
     request = {**body, "model": model, "max_tokens": 1, "stream": False, "temperature": 0}
     return _call("POST", f"{url}/v1/chat/completions", "prefill", api_key, json=request)

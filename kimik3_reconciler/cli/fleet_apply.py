@@ -375,10 +375,10 @@ def _bearer(api_key: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
 
-def server_key(profile) -> str | None:  # noqa: ANN001 - Profile | None
+def server_key(profile, host_name: str) -> str | None:  # noqa: ANN001 - Profile | None
     """The key the router steps send with their reads of the server (llama-server answers /metrics 401 without it):
-    `serve.api_key_file` read as the warm step reads it (cli/fleet_warm.py); None without a profile or a readable key
-    (the warm step says why)."""
+    `serve.api_key_file` read as the warm step reads it (cli/fleet_warm.py); None without a profile, or (said, naming
+    the file, never the key) where the controller cannot read one."""
     from kimik3_reconciler.adapters.slot_cache import SlotCacheError
     from kimik3_reconciler.cli import fleet_warm
 
@@ -386,7 +386,8 @@ def server_key(profile) -> str | None:  # noqa: ANN001 - Profile | None
         return None
     try:
         return fleet_warm.server_key(profile)
-    except SlotCacheError:
+    except SlotCacheError as exc:
+        click.echo(f"{host_name}: {exc}: its server's /metrics is read without a key")
         return None
 
 
@@ -447,7 +448,7 @@ def router_step(
     router = SmgRouter(router_url, metrics_url)
     record_path = Path(record_file)
     profile, prompts = _warm_inputs(profile_file, warm_prompts)
-    key = server_key(profile)
+    key = server_key(profile, host_name)
     try:
         if direction == "out":
             series = tuple(name for name in in_flight_series.split(",") if name)
@@ -533,7 +534,11 @@ def _take_out(  # noqa: ANN001, PLR0913 - adapters.router_smg.SmgRouter
     # Out of rotation is not idle: the requests smg sent there before run on (smg's own drain, DELETE, is a fixed 5 s
     # wait in 1.13; a reply running past it was cut when `kimik3 apply` stopped the server: one 503 "failed to
     # contact upstream" in a rollout under load). The server's own count says when it is idle.
-    running = _wait_idle(in_flight, deadline)
+    try:
+        running = _wait_idle(in_flight, deadline)
+    except MetricsRefused as exc:
+        click.echo(f"{host_name}: out of the router; its server refused /metrics ({exc}): waited the drain timeout")
+        return
     if running == 0:
         click.echo(f"{host_name}: out of the router, its requests ended")
     elif running is None:
@@ -563,12 +568,22 @@ HEALTH_RETRY_S = 30.0  # how long `router: in` tries the server's /health before
 IDLE_SETTLE_S = 1.0  # the server's count must stay 0 this long
 
 
+class MetricsRefused(Exception):
+    """The server refused its /metrics (401, 403): the key sent is not one it holds (none readable on the controller,
+    or a rollout that changes the key: the old server holds the old one)."""
+
+
 def _wait_idle(in_flight: Callable[[], int | None], deadline: float, step_s: float = 0.2) -> int | None:
     """The server's in-flight count once it stayed 0 for IDLE_SETTLE_S, or at the deadline; None when the server
-    does not say."""
+    does not say. MetricsRefused once the deadline has passed, where the server refused to say."""
     idle_since = None
     while True:
-        running = in_flight()
+        try:
+            running = in_flight()
+        except MetricsRefused:
+            # Refused is not idle: it says nothing of the replies running there, so none is cut by going on early.
+            time.sleep(max(0.0, deadline - time.monotonic()))
+            raise
         if running is None:
             return None
         now = time.monotonic()
@@ -598,6 +613,8 @@ def server_in_flight(url: str, series: tuple[str, ...], api_key: str | None = No
             return 1
         except httpx.HTTPError:
             return None
+        if answer.status_code in (401, 403):
+            raise MetricsRefused(f"HTTP {answer.status_code}")
         if answer.status_code != 200:
             return None
         counts = [running_requests(answer.text, name) for name in series]
@@ -666,7 +683,7 @@ def router_rows(fleet) -> dict:  # noqa: ANN001 - fleet.Fleet -> {host name: fle
         seen = listed.get(worker_url(fleet_host.profile))
         state = (
             "out"
-            if seen is None or seen.held
+            if seen is None or (seen.held and not seen.in_rotation)
             else "in rotation"
             if seen.in_rotation
             else f"breaker {seen.breaker}"

@@ -50,14 +50,14 @@ class _SlurmRouter:
             url,
             policy.drain_timeout_s,
             policy.min_serving,
-            server_in_flight(url, (series.running, series.waiting), server_key(host.profile)),
+            server_in_flight(url, (series.running, series.waiting), server_key(host.profile, host.name)),
         )
         return "router: out"
 
     def put_back(self, host, failed_gate: str | None) -> str:  # noqa: ANN001 - fleet.FleetHost
         from kimik3_reconciler.cli.fleet_apply import _put_back, _read_record, _write_record, server_key, worker_url
 
-        url, key = worker_url(host.profile), server_key(host.profile)
+        url, key = worker_url(host.profile), server_key(host.profile, host.name)
         rotation = _put_back(self.router, host.name, url, self.traffic_timeout_s, api_key=key)
         record = _read_record(self.record_path)
         if failed_gate:

@@ -134,14 +134,15 @@ def test_the_declared_prompts_are_prefilled_behind_the_key(work: Path) -> None:
 def test_the_router_steps_read_the_server_behind_the_key(work: Path) -> None:
     """The drain's count of the server's requests and the traffic check after `router: in` read its /metrics, which
     llama-server refuses without the key: unread, the drain would not wait for the requests the router sent there."""
-    from kimik3_reconciler.cli.fleet_apply import _served_tokens, server_in_flight, server_key
+    from kimik3_reconciler.cli.fleet_apply import MetricsRefused, _served_tokens, server_in_flight, server_key
     from kimik3_reconciler.engines import engine_for
 
     profile = _swap(work, 0)
-    key = server_key(profile)
+    key = server_key(profile, "h")
     series = engine_for(profile.engine).series
     gauges = (series.running, series.waiting)
-    assert server_in_flight(URL, gauges)() is None  # refused without the key: nothing to wait on
+    with pytest.raises(MetricsRefused):  # refused without the key: the drain would wait its whole timeout
+        server_in_flight(URL, gauges)()
     assert server_in_flight(URL, gauges, key)() == 0
     before = _served_tokens(URL, key)
     assert before is not None and _served_tokens(URL, None) is None
