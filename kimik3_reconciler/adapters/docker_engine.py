@@ -463,6 +463,7 @@ class DockerEngine:
             if not _absent(exc):
                 raise
 
+    @_transient
     def inspect_volume(self, name: str) -> dict[str, Any] | None:
         return self._inspect("inspect_volume", name)
 

@@ -24,7 +24,10 @@ class SlotCacheError(Exception):
 def _json(answer: httpx.Response, what: str) -> Any:
     if answer.status_code != 200:
         raise SlotCacheError(f"{what}: HTTP {answer.status_code} {answer.text[:200]}")
-    return answer.json()
+    try:
+        return answer.json()
+    except ValueError:  # a 200 that is not JSON (a proxy's page): a failed warm request, not a crashed rollout step
+        raise SlotCacheError(f"{what}: the answer is not JSON: {answer.text[:200]!r}") from None
 
 
 def _call(method: str, url: str, what: str, api_key: str | None, **kwargs: Any) -> Any:
@@ -61,7 +64,23 @@ def model_path(url: str, api_key: str | None) -> str | None:
         return None
 
 
-def prefill(url: str, api_key: str | None, model: str, body: dict[str, Any]) -> dict[str, Any]:
-    """One declared prompt sent as a chat request generating one token: the server caches its prompt."""
+def prefill(url: str, api_key: str | None, model: str, body: dict[str, Any], native: bool) -> dict[str, Any]:
+    """One declared prompt put in the server's cache. `native` (llama-server: engines/base.py LoadWire): its
+    messages and tools rendered by the server's own template without the generation prompt (`POST /apply-template`
+    {"add_generation_prompt": false}) and that text processed with nothing generated (`POST /completion`
+    {"n_predict": 0}), so the slot holds exactly the prefix a conversation's turn starts with. Why not a chat request:
+    its cache ends in the assistant's header and a generated token, which a turn does not share; a model with
+    recurrent layers (Kimi-K3's KDA) cannot cut its state back to the shared part, only to a context checkpoint
+    before it (seen with the demo model, b11434: a turn took 1,651 of the 2,156 tokens it shared with a chat prefill from
+    the cache, all 2,156 after this one). Otherwise (vLLM, SGLang: block prefix caches keep every
+    full block of the prompt) a chat request generating one token."""
+    if native:
+        rendered = _call(
+            "POST", f"{url}/apply-template", "prefill: template", api_key, json={**body, "add_generation_prompt": False}
+        )
+        if not isinstance(rendered, dict) or not isinstance(rendered.get("prompt"), str):  # not counted as prefilled
+            raise SlotCacheError("prefill: template: the server's answer holds no prompt")
+        request = {"prompt": rendered["prompt"], "n_predict": 0, "cache_prompt": True}
+        return _call("POST", f"{url}/completion", "prefill", api_key, json=request)
     request = {**body, "model": model, "max_tokens": 1, "stream": False, "temperature": 0}
     return _call("POST", f"{url}/v1/chat/completions", "prefill", api_key, json=request)

@@ -371,13 +371,33 @@ def _packed(wheelhouse: Path, wheel: str, run_dir: Path):  # noqa: ANN202 - flee
     return Install(str(archive), wheel)
 
 
-def _served_tokens(url: str) -> float | None:
+def _bearer(api_key: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
+def server_key(profile, host_name: str) -> str | None:  # noqa: ANN001 - Profile | None
+    """The key the router steps send with their reads of the server (llama-server answers /metrics 401 without it):
+    `serve.api_key_file` read as the warm step reads it (cli/fleet_warm.py); None without a profile, or (said, naming
+    the file, never the key) where the controller cannot read one."""
+    from kimik3_reconciler.adapters.slot_cache import SlotCacheError
+    from kimik3_reconciler.cli import fleet_warm
+
+    if profile is None:
+        return None
+    try:
+        return fleet_warm.server_key(profile)
+    except SlotCacheError as exc:
+        click.echo(f"{host_name}: {exc}: its server's /metrics is read without a key")
+        return None
+
+
+def _served_tokens(url: str, api_key: str | None) -> float | None:
     """The server's own count of generated tokens (llama-server --metrics; vLLM/SGLang's counters), None when it
     does not say."""
     import httpx
 
     try:
-        text = httpx.get(f"{url}/metrics", timeout=3).text
+        text = httpx.get(f"{url}/metrics", timeout=3, headers=_bearer(api_key)).text
     except httpx.HTTPError:
         return None
     from kimik3_reconciler.engines import engine_for
@@ -428,10 +448,11 @@ def router_step(
     router = SmgRouter(router_url, metrics_url)
     record_path = Path(record_file)
     profile, prompts = _warm_inputs(profile_file, warm_prompts)
+    key = server_key(profile, host_name)
     try:
         if direction == "out":
             series = tuple(name for name in in_flight_series.split(",") if name)
-            _take_out(router, host_name, worker, drain_timeout, min_serving, server_in_flight(worker, series))
+            _take_out(router, host_name, worker, drain_timeout, min_serving, server_in_flight(worker, series, key))
             if profile is not None:
                 click.echo(fleet_warm.save_before_swap(record_path, host_name, worker, profile, len(prompts)))
         else:
@@ -443,7 +464,12 @@ def router_step(
                 fleet_warm.say(host_name, warmed)
 
             rotation = _put_back(
-                router, host_name, worker, traffic_timeout, warm if profile is not None and not failed_gate else None
+                router,
+                host_name,
+                worker,
+                traffic_timeout,
+                warm if profile is not None and not failed_gate else None,
+                api_key=key,
             )
             record = _read_record(record_path)
             if warmed:
@@ -508,7 +534,11 @@ def _take_out(  # noqa: ANN001, PLR0913 - adapters.router_smg.SmgRouter
     # Out of rotation is not idle: the requests smg sent there before run on (smg's own drain, DELETE, is a fixed 5 s
     # wait in 1.13; a reply running past it was cut when `kimik3 apply` stopped the server: one 503 "failed to
     # contact upstream" in a rollout under load). The server's own count says when it is idle.
-    running = _wait_idle(in_flight, deadline)
+    try:
+        running = _wait_idle(in_flight, deadline)
+    except MetricsRefused as exc:
+        click.echo(f"{host_name}: out of the router; its server refused /metrics ({exc}): waited the drain timeout")
+        return
     if running == 0:
         click.echo(f"{host_name}: out of the router, its requests ended")
     elif running is None:
@@ -538,12 +568,22 @@ HEALTH_RETRY_S = 30.0  # how long `router: in` tries the server's /health before
 IDLE_SETTLE_S = 1.0  # the server's count must stay 0 this long
 
 
+class MetricsRefused(Exception):
+    """The server refused its /metrics (401, 403): the key sent is not one it holds (none readable on the controller,
+    or a rollout that changes the key: the old server holds the old one)."""
+
+
 def _wait_idle(in_flight: Callable[[], int | None], deadline: float, step_s: float = 0.2) -> int | None:
     """The server's in-flight count once it stayed 0 for IDLE_SETTLE_S, or at the deadline; None when the server
-    does not say."""
+    does not say. MetricsRefused once the deadline has passed, where the server refused to say."""
     idle_since = None
     while True:
-        running = in_flight()
+        try:
+            running = in_flight()
+        except MetricsRefused:
+            # Refused is not idle: it says nothing of the replies running there, so none is cut by going on early.
+            time.sleep(max(0.0, deadline - time.monotonic()))
+            raise
         if running is None:
             return None
         now = time.monotonic()
@@ -557,22 +597,24 @@ def _wait_idle(in_flight: Callable[[], int | None], deadline: float, step_s: flo
         time.sleep(step_s)
 
 
-def server_in_flight(url: str, series: tuple[str, ...]) -> Callable[[], int | None]:
+def server_in_flight(url: str, series: tuple[str, ...], api_key: str | None = None) -> Callable[[], int | None]:
     """Reads the requests the server at `url` holds: the sum of its `series` gauges on its /metrics (running and
-    waiting: a request queued for a slot is in flight too); None when /metrics is refused, not 200 or has none of
-    them (a stopped server, an API key the controller does not hold)."""
+    waiting: a request queued for a slot is in flight too), asked with the server's `api_key`; None when /metrics is
+    refused, not 200 or has none of them (a stopped server, an API key the controller does not hold)."""
     import httpx
 
     from kimik3_reconciler.fleet.server_load import running_requests
 
     def read() -> int | None:
         try:
-            answer = httpx.get(f"{url}/metrics", timeout=3)
+            answer = httpx.get(f"{url}/metrics", timeout=3, headers=_bearer(api_key))
         except httpx.TimeoutException:
             # llama-server answers /metrics between its decode steps: no answer in time is a server at work.
             return 1
         except httpx.HTTPError:
             return None
+        if answer.status_code in (401, 403):
+            raise MetricsRefused(f"HTTP {answer.status_code}")
         if answer.status_code != 200:
             return None
         counts = [running_requests(answer.text, name) for name in series]
@@ -581,8 +623,13 @@ def server_in_flight(url: str, series: tuple[str, ...]) -> Callable[[], int | No
     return read
 
 
-def _put_back(  # noqa: ANN001 - adapters.router_smg.SmgRouter
-    router, host_name: str, worker: str, traffic_timeout: float, warm: Callable[[], None] | None = None
+def _put_back(  # noqa: ANN001, PLR0913 - adapters.router_smg.SmgRouter
+    router,
+    host_name: str,
+    worker: str,
+    traffic_timeout: float,
+    warm: Callable[[], None] | None = None,
+    api_key: str | None = None,
 ) -> str:
     """'in rotation, sent traffic' | 'in rotation, no traffic within N s' | raises when it never gets in."""
     from kimik3_reconciler.model.router_health import back_in_step
@@ -599,7 +646,7 @@ def _put_back(  # noqa: ANN001 - adapters.router_smg.SmgRouter
         time.sleep(1)
     if warm is not None:
         warm()
-    before = _served_tokens(worker)
+    before = _served_tokens(worker, api_key)
     listed = router.find(worker)
     step = back_in_step(listed is not None, listed is not None and listed.held)
     if step == "add":
@@ -609,7 +656,7 @@ def _put_back(  # noqa: ANN001 - adapters.router_smg.SmgRouter
     router.wait_in_rotation(worker, timeout_s=60)
     deadline = time.monotonic() + traffic_timeout
     while time.monotonic() < deadline:
-        now = _served_tokens(worker)
+        now = _served_tokens(worker, api_key)
         if before is not None and now is not None and now > before:
             click.echo(f"{host_name}: back in rotation, the router sends it traffic")
             return "in rotation, sent traffic"
@@ -636,7 +683,7 @@ def router_rows(fleet) -> dict:  # noqa: ANN001 - fleet.Fleet -> {host name: fle
         seen = listed.get(worker_url(fleet_host.profile))
         state = (
             "out"
-            if seen is None or seen.held
+            if seen is None or (seen.held and not seen.in_rotation)
             else "in rotation"
             if seen.in_rotation
             else f"breaker {seen.breaker}"

@@ -38,7 +38,7 @@ class _SlurmRouter:
         self.traffic_timeout_s = traffic_timeout_s
 
     def take_out(self, host) -> str:  # noqa: ANN001 - fleet.FleetHost
-        from kimik3_reconciler.cli.fleet_apply import _take_out, server_in_flight, worker_url
+        from kimik3_reconciler.cli.fleet_apply import _take_out, server_in_flight, server_key, worker_url
         from kimik3_reconciler.engines import engine_for
 
         url = worker_url(host.profile)
@@ -50,14 +50,15 @@ class _SlurmRouter:
             url,
             policy.drain_timeout_s,
             policy.min_serving,
-            server_in_flight(url, (series.running, series.waiting)),
+            server_in_flight(url, (series.running, series.waiting), server_key(host.profile, host.name)),
         )
         return "router: out"
 
     def put_back(self, host, failed_gate: str | None) -> str:  # noqa: ANN001 - fleet.FleetHost
-        from kimik3_reconciler.cli.fleet_apply import _put_back, _read_record, _write_record, worker_url
+        from kimik3_reconciler.cli.fleet_apply import _put_back, _read_record, _write_record, server_key, worker_url
 
-        rotation = _put_back(self.router, host.name, worker_url(host.profile), self.traffic_timeout_s)
+        url, key = worker_url(host.profile), server_key(host.profile, host.name)
+        rotation = _put_back(self.router, host.name, url, self.traffic_timeout_s, api_key=key)
         record = _read_record(self.record_path)
         if failed_gate:
             record["failed"] = {"host": host.name, "gate": failed_gate, "rotation": rotation}

@@ -124,9 +124,10 @@ def warm_after_swap(
         else:
             done["failed"].append(f"the new server opened {now}, the saved caches are of {old.get('model_path')}")
     if done["how"] == "none" and prompts:
+        native = engine_for(profile.engine).load_wire == "native"
         for body in prompts:
             try:
-                slot_cache.prefill(worker, key, profile.name, body)
+                slot_cache.prefill(worker, key, profile.name, body, native)
                 done["prompts"] += 1
             except slot_cache.SlotCacheError as exc:
                 done["failed"].append(str(exc))

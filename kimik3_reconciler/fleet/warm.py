@@ -4,8 +4,8 @@ so the router's prefix affinity can give it its share back at once. PURE: values
 - restore: model and context unchanged (`cache_identity` of the profile the old server ran, recorded when it was
   rolled, equals the new one's) and both servers keep slots (serve.slot_save, an engine with a SlotStore): the old
   server's busiest slots are saved after its drain and restored into the new server;
-- prefill: otherwise, where the operator declared hot prompts (rollout.warm_prompts): each is sent once (one token
-  generated, the prompt cached); also where a restore fails;
+- prefill: otherwise, where the operator declared hot prompts (rollout.warm_prompts): each is put in the server's
+  cache once (adapters/slot_cache.py prefill: the exact prefix on llama-server); also where a restore fails;
 - none: neither."""
 
 from __future__ import annotations

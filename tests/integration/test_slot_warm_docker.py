@@ -119,8 +119,32 @@ def test_the_declared_prompts_are_prefilled_behind_the_key(work: Path) -> None:
     hot = [{"role": "system", "content": SYSTEM.replace("build agent", "review agent")}]
     done = warm_after_swap(record, "h", URL, profile, ({"messages": hot},))
     assert done["how"] == "prefill" and done["prompts"] == 1 and not done["failed"], done
-    # The server took the prompt: its slot holds it (asked with the key). Whether the next turn reuses that cache is
-    # the model's memory's business (seen here: cache_n 0 on a turn that diverges after the system prompt).
-    slots = httpx.get(f"{URL}/slots", headers={"Authorization": f"Bearer {KEY}"}, timeout=30).json()
-    assert max(int(s.get("n_prompt_tokens") or 0) for s in slots) > 1000, slots
     assert KEY not in (record.parent / "warm" / "h.json").read_text()
+    # The server took the prompt: its slot holds it (asked with the key), nothing generated after it.
+    slots = httpx.get(f"{URL}/slots", headers={"Authorization": f"Bearer {KEY}"}, timeout=30).json()
+    shared = max(int(s.get("n_prompt_tokens") or 0) for s in slots)
+    assert shared > 1000, slots
+    # A conversation's first turn with that system prompt finds all of it cached: the slot holds exactly the prefix
+    # (after a chat prefill, a recurrent state that a diverging turn could not cut back to it: 1,651 of 2,156 here).
+    turn = _turn([*hot, {"role": "user", "content": "Review the first change."}])["timings"]
+    print(f"\nfirst turn after the prefill: cache_n={turn['cache_n']} prompt_n={turn['prompt_n']}; prefilled {shared}")
+    assert turn["cache_n"] >= shared - 1, (turn, shared)
+
+
+def test_the_router_steps_read_the_server_behind_the_key(work: Path) -> None:
+    """The drain's count of the server's requests and the traffic check after `router: in` read its /metrics, which
+    llama-server refuses without the key: unread, the drain would not wait for the requests the router sent there."""
+    from kimik3_reconciler.cli.fleet_apply import MetricsRefused, _served_tokens, server_in_flight, server_key
+    from kimik3_reconciler.engines import engine_for
+
+    profile = _swap(work, 0)
+    key = server_key(profile, "h")
+    series = engine_for(profile.engine).series
+    gauges = (series.running, series.waiting)
+    with pytest.raises(MetricsRefused):  # refused without the key: the drain would wait its whole timeout
+        server_in_flight(URL, gauges)()
+    assert server_in_flight(URL, gauges, key)() == 0
+    before = _served_tokens(URL, key)
+    assert before is not None and _served_tokens(URL, None) is None
+    _turn([{"role": "user", "content": "Say something."}])
+    assert _served_tokens(URL, key) > before

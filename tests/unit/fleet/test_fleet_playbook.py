@@ -234,6 +234,6 @@ def test_the_in_step_warms_the_server_before_the_router_sends_it_anything(monkey
             return self.find(url)
 
     monkeypatch.setattr(fleet_apply, "_serves", lambda url: events.append("health") or True)
-    monkeypatch.setattr(fleet_apply, "_served_tokens", lambda url: None)
+    monkeypatch.setattr(fleet_apply, "_served_tokens", lambda url, api_key: None)
     fleet_apply._put_back(Router([]), "a", "http://10.0.0.9:8080", 0, lambda: events.append("warmed"))
     assert events == ["health", "warmed", "added"]

@@ -6,6 +6,7 @@ smg's side of it is tested on the real binary (tests/integration/test_router_hol
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field, replace
 
 import pytest
@@ -97,10 +98,10 @@ def _fleet(router: RecordedRouter) -> RecordedRouter:
 @pytest.fixture(autouse=True)
 def serving(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(fleet_apply, "_serves", lambda url: True)
-    monkeypatch.setattr(fleet_apply, "_served_tokens", lambda url: None)
+    monkeypatch.setattr(fleet_apply, "_served_tokens", lambda url, api_key: None)
 
 
-def test_a_rollout_removes_the_host_a_held_one_is_released() -> None:
+def test_a_rollout_removes_the_host_it_takes_out() -> None:
     router = _fleet(RecordedRouter())
     fleet_apply._take_out(router, "a", A, 5, 1, lambda: 0)
     assert router.find(A) is None and router.calls == ["remove"]  # hold=False: what `router: out` does
@@ -127,3 +128,17 @@ def test_a_host_left_listed_and_not_held_is_left_to_its_health_checks() -> None:
     router = _fleet(RecordedRouter())
     fleet_apply._put_back(router, "b", B, 0)
     assert router.calls == []
+
+
+def test_a_server_that_refuses_its_metrics_is_waited_on_for_the_whole_drain(capsys: pytest.CaptureFixture) -> None:
+    """401 from /metrics (the old server holds a key the controller did not send) says nothing of the replies running
+    there: the drain waits its timeout instead of going on at once and cutting them."""
+
+    def refused() -> int | None:
+        raise fleet_apply.MetricsRefused("HTTP 401")
+
+    router = _fleet(RecordedRouter())
+    started = time.monotonic()
+    fleet_apply._take_out(router, "a", A, 0.5, 1, refused)
+    assert time.monotonic() - started >= 0.45
+    assert "refused /metrics (HTTP 401): waited the drain timeout" in capsys.readouterr().out
