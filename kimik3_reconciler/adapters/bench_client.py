@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kimik3_reconciler.errors import PermanentError, TransientError
+from kimik3_reconciler.model.api_keys import bearer
 from kimik3_reconciler.ports import LoadLevel
 
 if TYPE_CHECKING:  # httpx (and the rich it pulls in) is imported where a bench runs: a no-op plan never loads it
@@ -33,10 +34,6 @@ if TYPE_CHECKING:  # httpx (and the rich it pulls in) is imported where a bench 
     from kimik3_reconciler.model.bench import RequestSample
 
 _TIMINGS = ("prompt_n", "prompt_ms", "prompt_per_second", "predicted_n", "predicted_ms", "predicted_per_second")
-
-
-def _headers(api_key: str | None) -> dict[str, str]:
-    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
 
 class HttpLoad:
@@ -54,7 +51,7 @@ class HttpLoad:
             else {"prompt": text, "add_special_tokens": False}
         )
         try:
-            reply = httpx.post(f"{base_url}/tokenize", json=body, headers=_headers(api_key), timeout=60)
+            reply = httpx.post(f"{base_url}/tokenize", json=body, headers=bearer(api_key), timeout=60)
             reply.raise_for_status()
         except httpx.HTTPError as exc:
             raise TransientError(f"{base_url}/tokenize: {exc}") from None
@@ -65,7 +62,7 @@ class HttpLoad:
         import httpx
 
         try:
-            reply = httpx.get(f"{base_url}/metrics", headers=_headers(api_key), timeout=30)
+            reply = httpx.get(f"{base_url}/metrics", headers=bearer(api_key), timeout=30)
         except httpx.HTTPError:
             return None
         return reply.text if reply.status_code == 200 else None
@@ -93,7 +90,7 @@ class HttpLoad:
         limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=0)
         async with httpx.AsyncClient(
             base_url=base_url,
-            headers=_headers(api_key),
+            headers=bearer(api_key),
             limits=limits,
             timeout=httpx.Timeout(self.timeout_s, connect=30),
         ) as client:
@@ -221,7 +218,7 @@ def _served_model(base_url: str, api_key: str | None) -> str:
     import httpx
 
     try:
-        reply = httpx.get(f"{base_url}/v1/models", headers=_headers(api_key), timeout=60)
+        reply = httpx.get(f"{base_url}/v1/models", headers=bearer(api_key), timeout=60)
         reply.raise_for_status()
         return str(reply.json()["data"][0]["id"])
     except (httpx.HTTPError, KeyError, IndexError, ValueError) as exc:

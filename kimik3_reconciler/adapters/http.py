@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 from kimik3_reconciler.adapters import http_wire
 from kimik3_reconciler.errors import PermanentError, TransientError
+from kimik3_reconciler.model.api_keys import bearer
 
 
 class HttpClient:
@@ -81,7 +82,7 @@ class HttpClient:
             return 0, f"not a plain-HTTP URL: {url}"
         import http.client  # the exporter's scrapes: a long-running process
 
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        headers = bearer(api_key)
         connection = http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=timeout_s)
         try:
             connection.request("GET", (parts.path or "/") + (f"?{parts.query}" if parts.query else ""), headers=headers)

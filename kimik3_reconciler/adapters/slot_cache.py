@@ -11,6 +11,8 @@ from typing import Any
 
 import httpx
 
+from kimik3_reconciler.model.api_keys import bearer
+
 SLOT_FILE = (
     "kimik3-warm-{slot}.bin"  # one file per slot id, overwritten by the next rollout (llama.cpp's filename check)
 )
@@ -31,9 +33,8 @@ def _json(answer: httpx.Response, what: str) -> Any:
 
 
 def _call(method: str, url: str, what: str, api_key: str | None, **kwargs: Any) -> Any:
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        return _json(httpx.request(method, url, timeout=TIMEOUT_S, headers=headers, **kwargs), what)
+        return _json(httpx.request(method, url, timeout=TIMEOUT_S, headers=bearer(api_key), **kwargs), what)
     except httpx.HTTPError as exc:
         raise SlotCacheError(f"{what}: {exc}") from None
 

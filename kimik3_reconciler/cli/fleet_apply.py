@@ -371,10 +371,6 @@ def _packed(wheelhouse: Path, wheel: str, run_dir: Path):  # noqa: ANN202 - flee
     return Install(str(archive), wheel)
 
 
-def _bearer(api_key: str | None) -> dict[str, str]:
-    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
-
-
 def server_key(profile, host_name: str) -> str | None:  # noqa: ANN001 - Profile | None
     """The key the router steps send with their reads of the server (llama-server answers /metrics 401 without it):
     `serve.api_key_file` read as the warm step reads it (cli/fleet_warm.py); None without a profile, or (said, naming
@@ -396,8 +392,10 @@ def _served_tokens(url: str, api_key: str | None) -> float | None:
     does not say."""
     import httpx
 
+    from kimik3_reconciler.model.api_keys import bearer
+
     try:
-        text = httpx.get(f"{url}/metrics", timeout=3, headers=_bearer(api_key)).text
+        text = httpx.get(f"{url}/metrics", timeout=3, headers=bearer(api_key)).text
     except httpx.HTTPError:
         return None
     from kimik3_reconciler.engines import engine_for
@@ -604,10 +602,11 @@ def server_in_flight(url: str, series: tuple[str, ...], api_key: str | None = No
     import httpx
 
     from kimik3_reconciler.fleet.server_load import running_requests
+    from kimik3_reconciler.model.api_keys import bearer
 
     def read() -> int | None:
         try:
-            answer = httpx.get(f"{url}/metrics", timeout=3, headers=_bearer(api_key))
+            answer = httpx.get(f"{url}/metrics", timeout=3, headers=bearer(api_key))
         except httpx.TimeoutException:
             # llama-server answers /metrics between its decode steps: no answer in time is a server at work.
             return 1

@@ -17,7 +17,7 @@ import click
 
 from kimik3_reconciler.engines import engine_for
 from kimik3_reconciler.fleet.warm import busiest, decide, warm_record
-from kimik3_reconciler.model.api_keys import api_keys, sendable_key
+from kimik3_reconciler.model.api_keys import sent_key
 from kimik3_reconciler.model.profile import Profile
 
 
@@ -51,13 +51,11 @@ def server_key(profile: Profile) -> str | None:
     if path is None:
         return None
     try:
-        key = sendable_key(next(iter(api_keys(Path(path).read_bytes().decode("utf-8"))), None))
+        key = sent_key(Path(path).read_bytes())
     except OSError as exc:
         raise SlotCacheError(
             f"serve.api_key_file: {path} is not readable on this controller ({exc.strerror})"
         ) from None
-    except UnicodeDecodeError:
-        key = None
     if key is None:
         raise SlotCacheError(f"serve.api_key_file: {path} holds no key the server can match as sent")
     return key

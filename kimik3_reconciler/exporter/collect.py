@@ -24,7 +24,7 @@ from kimik3_reconciler import logs
 from kimik3_reconciler.engines import engine_for
 from kimik3_reconciler.exporter.server_series import prefix_cache_families, relabel, slot_families
 from kimik3_reconciler.exporter.sources import Reading, SourceReads
-from kimik3_reconciler.model.api_keys import api_keys, sendable_key
+from kimik3_reconciler.model.api_keys import sent_key
 from kimik3_reconciler.model.facts import ContainerFact
 from kimik3_reconciler.model.metrics import ExporterConfig
 from kimik3_reconciler.model.records import apply_key, gate_key, load_key, smoke_key, verify_key
@@ -81,14 +81,12 @@ class DeploymentCollector(Collector):
             return None
         try:
             with open(path, "rb") as handle:
-                # The first key as llama-server reads the file: bytes, split on "\n" only (a text-mode read would
-                # turn a CRLF key into one the server does not hold: it keeps the "\r").
-                key = next(iter(api_keys(handle.read().decode("utf-8"))), None)
-        except (OSError, ValueError):  # gone, unreadable, or edited to non-UTF-8 since the apply
+                data = handle.read()
+        except OSError:  # gone or unreadable since the apply
             return None
-        # A key the server cannot match as sent (a CR left by CRLF, non-ASCII, trailing blanks) is not sent: the
-        # server answers 401 and kimik3_exporter_source_up says the source is down. model/api_keys.py decides.
-        return sendable_key(key)
+        # No key the server can match as sent (a CR left by CRLF, non-ASCII, trailing blanks, a non-UTF-8 edit): none
+        # is sent, the server answers 401 and kimik3_exporter_source_up says the source is down.
+        return sent_key(data)
 
     # --- collect ---------------------------------------------------------------------------------------
 

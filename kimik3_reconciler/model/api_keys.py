@@ -27,6 +27,21 @@ def sendable_key(key: str | None) -> str | None:
     return key if key is not None and _SENDABLE.fullmatch(key) else None
 
 
+def sent_key(data: bytes) -> str | None:
+    """The key kimik3's own clients send from a key file's bytes: its first key as llama-server reads the file (bytes
+    split on "\n" only: a text-mode read would turn a CRLF key into one the server does not hold, it keeps the "\r"),
+    where the server can match it as sent; None for a file with no such key or not UTF-8."""
+    try:
+        return sendable_key(next(iter(api_keys(data.decode("utf-8"))), None))
+    except UnicodeDecodeError:
+        return None
+
+
+def bearer(api_key: str | None) -> dict[str, str]:
+    """The request header that carries `api_key` ({} without one)."""
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
 def api_keys(text: str) -> tuple[str, ...]:
     """The keys llama-server takes from a key file's text, in order."""
     return tuple(line for line in text.split("\n") if line and not line.startswith("#"))
