@@ -122,7 +122,7 @@ def _fixed_overrides(data: Any, problems: _Problems) -> Any:
             continue
         kept[host] = {}
         for key, value in tree.items():
-            nested = isinstance(value, dict) and key in ("serve", "model", "rpc")
+            nested = isinstance(value, dict) and key in ("serve", "model", "rpc", "vllm", "sglang")
             inner = {k: v for k, v in value.items() if f"{key}.{k}" in OVERRIDABLE} if nested else value
             for k in value if nested else {}:
                 if f"{key}.{k}" not in OVERRIDABLE:
@@ -337,11 +337,13 @@ def _check_reachable(
 
 
 def _check_groups(hosts: tuple[FleetHost, ...], base: LoadedProfile, problems: _Problems) -> None:
-    """A worker host is one group's only (fleet/groups.py): each conflict at the worker's `docker`, in the fleet
-    file when the host's overrides name its workers, else in the profile (every host then shares them)."""
+    """A member's host (an RPC worker's, a cluster node's) is one group's only (fleet/groups.py): each conflict at
+    the member's `docker`, in the fleet file when the host's overrides name its members, else in the profile (every
+    host then shares them)."""
     for found in conflicts(hosts):
-        where: FieldPath = ("rpc", "workers", found.index, "docker")
-        if "rpc" in next(h for h in hosts if h.name == found.host).overrides:
+        where: FieldPath = found.field
+        host = next(h for h in hosts if h.name == found.host)
+        if any(where[: len(o)] == o for o in override_paths(host.overrides)):
             problems.add(("overrides", found.host, *where), found.message, near=("overrides", found.host))
         else:
             problems.found.append(
