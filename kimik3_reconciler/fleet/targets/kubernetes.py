@@ -22,6 +22,9 @@ from typing import Any, Literal
 from kimik3_reconciler.engines import ServingEngine, engine_for
 from kimik3_reconciler.errors import InputError, PlanError, ProfileError, ProfileProblem
 from kimik3_reconciler.fleet.effective import override_paths
+from kimik3_reconciler.fleet.groups import cluster_of
+from kimik3_reconciler.fleet.targets import kubernetes_cluster
+from kimik3_reconciler.fleet.targets.kubernetes_cluster import PodAddresses
 from kimik3_reconciler.fleet.targets.kubernetes_objects import (
     POD_BIND,
     SET_NAME_LABEL,
@@ -261,7 +264,9 @@ def _group_template(fleet: Fleet, host: FleetHost, refusals: _Refusals) -> dict[
         )
         return {}
     needs = engine.host_needs(profile)
-    gpus = _gpu_count(gpus_of(profile), needs.gpus if needs else None, ("gpus",), fleet, refusals)
+    # One pod's share of the replica's ranks, one GPU each: all of them on one host, a host's share in a cluster.
+    share = needs.gpus * needs.pipeline // needs.hosts if needs else None
+    gpus = _gpu_count(gpus_of(profile), share, ("gpus",), fleet, refusals)
     workers = profile.workers
     observed = _pod_observed(fleet, profile)
     try:
@@ -278,7 +283,9 @@ def _group_template(fleet: Fleet, host: FleetHost, refusals: _Refusals) -> dict[
         # Each worker is the pod `<leader>-<index>` of the set's headless Service (LWS names them so).
         rpc=tuple(f"$({LEADER_ENV})-{i}.{fleet.name}:{w.port}" for i, w in enumerate(workers, start=1)),
     )
-    spec = render_container(value, engine)
+    # A cluster's members meet at the pods' addresses (kubernetes_cluster.py), not at the profile's hosts'.
+    addresses = PodAddresses(host.profile_text) if cluster_of(profile) is not None else None
+    spec = render_container(addresses.value(value, leader=True) if addresses else value, engine)
     argv = [_escaped(a) for a in spec.command]
     if workers:  # --rpc's $(K3_LEADER) is kimik3's own, for Kubernetes to expand: the one word not escaped
         argv[argv.index("--rpc") + 1] = ",".join(value.rpc)
@@ -330,8 +337,45 @@ def _group_template(fleet: Fleet, host: FleetHost, refusals: _Refusals) -> dict[
             "volumes": volumes,
         },
     }
+    if addresses is not None:
+        return _cluster_group(fleet, host, engine, value, addresses, leader, share, refusals)
     worker = _worker_pod(fleet, host, image, refusals) if workers else None
     return {"leader": leader, "worker": worker, "size": 1 + len(workers)}
+
+
+def _cluster_group(
+    fleet: Fleet,
+    host: FleetHost,
+    engine: ServingEngine,
+    value: Any,
+    addresses: PodAddresses,
+    leader: dict[str, Any],
+    share: int | None,
+    refusals: _Refusals,
+) -> dict[str, Any]:
+    """A replica over several hosts (kubernetes_cluster.py): the head's processes in the leader, a node's in each
+    worker pod, every worker from one template."""
+    (server,) = leader["spec"]["containers"]
+    head, *_ = kubernetes_cluster.cluster_launch(engine, value, addresses, leader=True)
+    _, *nodes = kubernetes_cluster.cluster_launch(engine, value, addresses, leader=False)
+    leader["spec"]["containers"] = [kubernetes_cluster.leader_server(server, head, addresses, _escaped)]
+    containers = kubernetes_cluster.worker_containers(server, tuple(nodes), addresses, _escaped)
+    section = fleet.kubernetes
+    for container, gpus in zip(containers, kubernetes_cluster.node_gpus(host, share)):
+        container["resources"] = _resources(section.cpu, section.memory, gpus or 0)
+    cluster_field = (host.profile.engine, "cluster", "nodes")
+    moved = next((i for i, c in enumerate(containers) if c != containers[0]), None)
+    if moved is not None:
+        # LWS makes every worker of a group from one template.
+        refusals.add_profile(
+            host,
+            (*cluster_field, moved, "gpus"),
+            f"node {nodes[moved].name}'s pod differs from node {nodes[0].name}'s (its gpus): a LeaderWorkerSet makes "
+            "every worker of a group from one template",
+        )
+        return {}
+    worker = kubernetes_cluster.worker_pod(fleet.name, containers[0], leader["spec"])
+    return {"leader": leader, "worker": worker, "size": 1 + len(nodes)}
 
 
 def _drain_s(fleet: Fleet) -> int:
