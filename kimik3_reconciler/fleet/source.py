@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from kimik3_reconciler.errors import InputError, ProfileError, ProfileProblem
 from kimik3_reconciler.fleet.effective import override_paths, with_absolute_paths, with_overrides
-from kimik3_reconciler.fleet.groups import conflicts
+from kimik3_reconciler.fleet.groups import cluster_of, conflicts
 from kimik3_reconciler.fleet.hot_prompts import parse_hot_prompts
 from kimik3_reconciler.fleet.inventory import Inventory, read_inventory
 from kimik3_reconciler.fleet.schema import OVERRIDABLE, FleetFile
@@ -88,6 +88,21 @@ def parse_fleet(text: str, source: str, read_text: Callable[[str], str]) -> Flee
                 "(the job asks --gres for that many)",
                 near=("target",),
             )
+    for host in hosts if spec.target == "slurm" else ():
+        cluster = cluster_of(host.profile)
+        if cluster is not None:
+            # The Slurm target runs a group as one heterogeneous job whose components are rpc-server workers
+            # (fleet/targets/slurm.py); a cluster's nodes are converged through their own Docker, not by Slurm.
+            field = (cluster[0], "cluster")
+            message = (
+                f"host {host.name}: {cluster[0]}.cluster (a replica over several hosts) does not run on target: "
+                "slurm yet (its job would hold the head's node only, while the nodes' members run outside Slurm): "
+                "use target: ansible, or `kimik3 fleet render --target kubernetes`"
+            )
+            if any(field[: len(o)] == o for o in override_paths(host.overrides)):
+                problems.add(("overrides", host.name, *field), message, near=("overrides", host.name))
+            else:
+                problems.add(("target",), f"{message} (the profile's {cluster[0]}.cluster: every host's)")
     if not problems.found:
         _check_groups(hosts, base, problems)
     if problems.found:
