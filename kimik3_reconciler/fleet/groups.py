@@ -12,8 +12,8 @@ A member is dead when it is not there to serve its part: llama.cpp's RPC has no 
 fails on its next call to the worker, and a new rpc-server holds none of the tensors the main server placed there);
 a cluster node that left (its container gone or restarted, Ray's table says it is not alive) took its ranks with it.
 Either way the whole group must leave the router and be re-converged. Read from the main host's own
-`kimik3 status --json` (`workers`: each seen through the worker's Docker; `nodes`: each cluster node the same way,
-and `cluster.missing`: the nodes Ray's table has no live member for, observe/cluster.py)."""
+`kimik3 status --json` (`workers`: each seen through the worker's Docker; `members`: each cluster node the same way;
+`ray_alive`: the addresses Ray's node table has a live raylet at, read through the head's container)."""
 
 from __future__ import annotations
 
@@ -196,18 +196,17 @@ def worker_endpoint(member: RpcWorker | Member) -> str:
 
 
 def member_states(host: FleetHost, status: Mapping[str, Any] | None) -> tuple[MemberState, ...]:
-    """Each of `host`'s members from its `kimik3 status --json` document (None: the host did not answer)."""
+    """Each of `host`'s members from its `kimik3 status --json` document (None: the host did not answer): a worker
+    from its `workers` facts, a node from its `members` facts and (vLLM) `ray_alive`, the addresses Ray's node table
+    has a live raylet at (None: not read)."""
     doc = status or {}
     seen = {
         kind: {m.get("name"): m for m in doc.get(key) or () if isinstance(m, Mapping)}
-        for kind, key in (("worker", "workers"), ("node", "nodes"))
+        for kind, key in (("worker", "workers"), ("node", "members"))
     }
-    # The nodes the head's cluster has no live member for (Ray's node table, observe/cluster.py), where it says so.
-    missing = set((doc.get("cluster") or {}).get("missing") or ()) if isinstance(doc.get("cluster"), Mapping) else set()
+    alive = doc.get("ray_alive")
     main = (doc.get("container") or {}).get("started_at")
-    return tuple(
-        _state(m, seen[m.kind].get(m.name), main, status is not None, m.name in missing) for m in members(host.profile)
-    )
+    return tuple(_state(m, seen[m.kind].get(m.name), main, status is not None, alive) for m in members(host.profile))
 
 
 def _moment(stamp: object) -> datetime.datetime | None:
@@ -222,13 +221,10 @@ def _moment(stamp: object) -> datetime.datetime | None:
 
 
 def _state(
-    member: Member, fact: Mapping[str, Any] | None, main_started: str | None, answered: bool, missing: bool
+    member: Member, fact: Mapping[str, Any] | None, main_started: str | None, answered: bool, alive: Any
 ) -> MemberState:
     where = worker_endpoint(member)
     what = "rpc-server" if member.kind == "worker" else "node"
-    if missing:
-        # The head's cluster lists no live member there: its ranks are gone even while the server answers /health.
-        return MemberState(member.name, where, "dead", "not a live member of its head's cluster")
     if fact is None:
         return MemberState(
             member.name,
@@ -246,10 +242,13 @@ def _state(
         return MemberState(member.name, where, "dead", f"{what} container {container.get('state')}")
     if fact.get("port_open") is False:
         return MemberState(member.name, where, "dead", f"{where} does not accept connections")
+    if member.kind == "node" and isinstance(alive, list) and member.bind not in alive:
+        # Its container runs, but Ray's table has no live raylet there: the ranks the head placed on it are gone.
+        return MemberState(member.name, where, "dead", f"no live Ray node at {member.bind}")
     started = _moment(container.get("started_at"))
     main = _moment(main_started)
-    if main and started and started > main:
-        # A new rpc-server holds none of the tensors the main server placed on the old; a new node none of the
-        # ranks the head's server started there.
-        return MemberState(member.name, where, "dead", f"{what} restarted after the main server started")
+    if member.kind == "worker" and main and started and started > main:
+        # A new rpc-server holds none of the tensors the main server placed on the old. (A node starts after its
+        # head's container by design: Ray's head runs there first.)
+        return MemberState(member.name, where, "dead", "rpc-server restarted after the main server started")
     return MemberState(member.name, where, "up")

@@ -338,44 +338,14 @@ def _group_template(fleet: Fleet, host: FleetHost, refusals: _Refusals) -> dict[
         },
     }
     if addresses is not None:
-        return _cluster_group(fleet, host, engine, value, addresses, leader, share, refusals)
+        return kubernetes_cluster.cluster_group(
+            kubernetes_cluster.GroupInput(fleet.name, host, engine, value, addresses, _escaped),
+            leader,
+            [_resources(section.cpu, section.memory, n or 0) for n in kubernetes_cluster.node_gpus(host, share)],
+            lambda path, message: refusals.add_profile(host, path, message),
+        )
     worker = _worker_pod(fleet, host, image, refusals) if workers else None
     return {"leader": leader, "worker": worker, "size": 1 + len(workers)}
-
-
-def _cluster_group(
-    fleet: Fleet,
-    host: FleetHost,
-    engine: ServingEngine,
-    value: Any,
-    addresses: PodAddresses,
-    leader: dict[str, Any],
-    share: int | None,
-    refusals: _Refusals,
-) -> dict[str, Any]:
-    """A replica over several hosts (kubernetes_cluster.py): the head's processes in the leader, a node's in each
-    worker pod, every worker from one template."""
-    (server,) = leader["spec"]["containers"]
-    head, *_ = kubernetes_cluster.cluster_launch(engine, value, addresses, leader=True)
-    _, *nodes = kubernetes_cluster.cluster_launch(engine, value, addresses, leader=False)
-    leader["spec"]["containers"] = [kubernetes_cluster.leader_server(server, head, addresses, _escaped)]
-    containers = kubernetes_cluster.worker_containers(server, tuple(nodes), addresses, _escaped)
-    section = fleet.kubernetes
-    for container, gpus in zip(containers, kubernetes_cluster.node_gpus(host, share)):
-        container["resources"] = _resources(section.cpu, section.memory, gpus or 0)
-    cluster_field = (host.profile.engine, "cluster", "nodes")
-    moved = next((i for i, c in enumerate(containers) if c != containers[0]), None)
-    if moved is not None:
-        # LWS makes every worker of a group from one template.
-        refusals.add_profile(
-            host,
-            (*cluster_field, moved, "gpus"),
-            f"node {nodes[moved].name}'s pod differs from node {nodes[0].name}'s (its gpus): a LeaderWorkerSet makes "
-            "every worker of a group from one template",
-        )
-        return {}
-    worker = kubernetes_cluster.worker_pod(fleet.name, containers[0], leader["spec"])
-    return {"leader": leader, "worker": worker, "size": 1 + len(nodes)}
 
 
 def _drain_s(fleet: Fleet) -> int:

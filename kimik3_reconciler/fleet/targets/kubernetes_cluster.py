@@ -22,8 +22,8 @@ launcher given both argv as positional arguments (`<head argv> -- <server argv>`
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kimik3_reconciler.engines import ServingEngine
@@ -32,6 +32,7 @@ from kimik3_reconciler.fleet.groups import cluster_of
 from kimik3_reconciler.fleet.targets.kubernetes_objects import labels
 from kimik3_reconciler.fleet.values import FleetHost
 from kimik3_reconciler.model.launch_input import LaunchInput
+from kimik3_reconciler.model.profile_rules import FieldPath
 from kimik3_reconciler.planning.launch import _snapshot  # where render_container's server argv names the model
 
 POD_IP_ENV = "K3_POD_IP"
@@ -40,35 +41,28 @@ POD_IP_ENV = "K3_POD_IP"
 LEADER_ADDRESS = "$(LWS_LEADER_ADDRESS)"
 WORKER_INDEX = "$(LWS_WORKER_INDEX)"
 POD_IP = f"$({POD_IP_ENV})"
-# The leader of a Ray cluster: Ray's head (in the background), the server once every pod of the group has joined
-# Ray (LWS_GROUP_SIZE live nodes: vLLM places its ranks on the nodes it finds at start), then whichever of the two
-# ends first ends the pod, so RecreateGroupOnPodRestart recreates the group. SIGTERM (the pod stopping, after the
-# preStop drain) goes to the server first. Its argv: `<head argv> -- <server argv>`, words, never parsed by a shell.
+# The leader of a Ray cluster: Ray's head (the argv before "--"), then, once every pod of the group has joined Ray
+# (LWS_GROUP_SIZE live nodes: vLLM places its ranks on the nodes it finds at start), the server (the argv after it)
+# exec'd as the container's main process: SIGTERM (the pod stopping, after the preStop drain) reaches it, and its
+# exit ends the pod, so RecreateGroupOnPodRestart recreates the group. Ray's head may return once it is up (the
+# head's rendering on hosts, s14-cluster-apply) or block (`--block`): either way its failure ends the pod. Words,
+# never parsed by a shell.
 LEADER = """\
-import os, signal, subprocess, sys, time
+import os, subprocess, sys, time
 args = sys.argv[1:]
 cut = args.index("--")
-head = subprocess.Popen(args[:cut])
+head, server = subprocess.Popen(args[:cut]), args[cut + 1:]
 want = int(os.environ.get("LWS_GROUP_SIZE", "1"))
 count = ["python3", "-c", "import ray; ray.init(logging_level='ERROR'); print(sum(n['Alive'] for n in ray.nodes()))"]
-while head.poll() is None:
+while True:
+    if head.poll():
+        sys.exit(head.returncode)
     seen = subprocess.run(count, capture_output=True, text=True)
     if seen.returncode == 0 and seen.stdout.split()[-1:] == [str(want)]:
         break
     print(f"kimik3 leader: waiting for {want} Ray nodes", file=sys.stderr, flush=True)
     time.sleep(5)
-if head.poll() is not None:
-    sys.exit(head.returncode or 1)
-server = subprocess.Popen(args[cut + 1:])
-signal.signal(signal.SIGTERM, lambda signum, frame: server.send_signal(signum))
-while server.poll() is None and head.poll() is None:
-    time.sleep(1)
-first = server if server.poll() is not None else head
-for process in (server, head):
-    if process.poll() is None:
-        process.terminate()
-        process.wait()
-sys.exit(first.returncode if first is server else first.returncode or 1)
+os.execvp(server[0], server)
 """
 LEADER_PROGRAM = ("python3", "-c", LEADER)  # python -c: sys.argv[1:] are the words after it
 
@@ -134,10 +128,9 @@ def worker_containers(
             "image": server["image"],
             "command": argv,
             "env": env,
-            "resources": server.get("resources", {}),
             "volumeMounts": server["volumeMounts"],
         }
-        found.append({k: v for k, v in container.items() if v != {}})
+        found.append(container)
     return found
 
 
@@ -159,3 +152,48 @@ def cluster_launch(engine: ServingEngine, value: LaunchInput, addresses: PodAddr
     """The engine's rendering of the cluster with the pod's addresses, the model where the pod mounts it."""
     pod_value = addresses.value(value, leader)
     return engine.cluster_launch(pod_value, _snapshot(pod_value.model))
+
+
+@dataclass(frozen=True)
+class GroupInput:
+    """What a cluster's group is rendered from: the fleet's name, the head host, its engine, its launch input (on
+    the pod's address, as kubernetes.py renders every server) and the pod's addresses; `escaped`: kubernetes.py's
+    escape of a profile's `$(`."""
+
+    fleet_name: str
+    host: FleetHost
+    engine: ServingEngine
+    value: LaunchInput
+    addresses: PodAddresses
+    escaped: Callable[[str], str]
+
+
+def cluster_group(
+    given: GroupInput,
+    leader: dict[str, Any],
+    resources: Sequence[dict[str, Any]],
+    refuse: Callable[[FieldPath, str], None],
+) -> dict[str, Any]:
+    """The LWS template of a replica over several hosts: the head's processes in the leader (`leader`: the server's
+    pod as kubernetes.py renders it), a node's in each worker pod, every worker from one template; `resources`:
+    each node pod's (rank order); `refuse`: a problem of the profile's field."""
+    (server,) = leader["spec"]["containers"]
+    head, *_ = cluster_launch(given.engine, given.value, given.addresses, leader=True)
+    _, *nodes = cluster_launch(given.engine, given.value, given.addresses, leader=False)
+    leader["spec"]["containers"] = [leader_server(server, head, given.addresses, given.escaped)]
+    containers = worker_containers(server, tuple(nodes), given.addresses, given.escaped)
+    for container, amounts in zip(containers, resources):
+        container["resources"] = amounts
+        if not amounts:
+            del container["resources"]
+    moved = next((i for i, c in enumerate(containers) if c != containers[0]), None)
+    if moved is not None:
+        # LWS makes every worker of a group from one template.
+        refuse(
+            (given.host.profile.engine, "cluster", "nodes", moved, "gpus"),
+            f"node {nodes[moved].name}'s pod differs from node {nodes[0].name}'s (its gpus): a LeaderWorkerSet makes "
+            "every worker of a group from one template",
+        )
+        return {}
+    worker = worker_pod(given.fleet_name, containers[0], leader["spec"])
+    return {"leader": leader, "worker": worker, "size": 1 + len(nodes)}

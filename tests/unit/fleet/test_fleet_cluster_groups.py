@@ -41,12 +41,11 @@ def clusters(tmp_path: Path):  # noqa: ANN201 - fleet.Fleet: a and b head a two-
     return _fleet(tmp_path, yaml.safe_load((CASES / "ok_cluster_groups.yaml").read_text())["fleet"])
 
 
-def _status(node: dict | None = None, missing: tuple[str, ...] | None = None) -> dict:
-    """A head host's `kimik3 status --json`, as much of it as the fleet reads."""
-    doc: dict = {"container": {"state": "running", "started_at": HEAD_STARTED}, "nodes": [node] if node else []}
-    if missing is not None:
-        doc["cluster"] = {"missing": list(missing)}
-    return doc
+def _status(node: dict | None = None, alive: tuple[str, ...] | None = None) -> dict:
+    """A head host's `kimik3 status --json`, as much of it as the fleet reads (`members`: the nodes' facts through
+    their Docker; `ray_alive`: where Ray's table has a live raylet, None where it was not read)."""
+    doc: dict = {"container": {"state": "running", "started_at": HEAD_STARTED}, "members": [node] if node else []}
+    return {**doc, "ray_alive": list(alive) if alive is not None else None}
 
 
 def _node(name: str, **fact: object) -> dict:
@@ -102,19 +101,17 @@ def test_a_cluster_the_profile_names_is_every_hosts_refused_at_the_profiles_line
     ("status", "state", "why"),
     [
         (_status(_node("na")), "up", ""),
+        (_status(_node("na"), alive=("10.0.0.1", "10.0.0.11")), "up", ""),
         (_status({"name": "na", "container": None}), "dead", "no node container"),
         (_status(_node("na", container={"state": "exited"})), "dead", "node container exited"),
-        (
-            _status(_node("na", container={"state": "running", "started_at": "2026-12-05T04:05:00Z"})),
-            "dead",
-            "node restarted after the main server started",
-        ),
-        # Its container runs, but the head's cluster (Ray's node table) has no live member there.
-        (_status(_node("na"), missing=("na",)), "dead", "not a live member of its head's cluster"),
+        # A node starts after its head's container (Ray's head runs there first): no sign of a lost member.
+        (_status(_node("na", container={"state": "running", "started_at": "2026-12-05T04:05:00Z"})), "up", ""),
+        # Its container runs, but Ray's table has no live raylet at its address.
+        (_status(_node("na"), alive=("10.0.0.1",)), "dead", "no live Ray node at 10.0.0.11"),
         (_status({"name": "na", "error": "ssh exited 255"}), "unknown", "its Docker does not answer: ssh exited 255"),
         (_status(), "unknown", "not in its main host's status"),
     ],
-    ids=["up", "no-container", "exited", "restarted", "left-ray", "docker-down", "unreported"],
+    ids=["up", "up-in-ray", "no-container", "exited", "started-after-head", "left-ray", "docker-down", "unreported"],
 )
 def test_a_nodes_state_comes_from_its_head_hosts_status(clusters, status: dict, state: str, why: str) -> None:  # noqa: ANN001
     (got,) = member_states(clusters.host("a"), status)
@@ -138,5 +135,5 @@ def test_a_group_with_a_dead_node_leaves_the_router_is_reconverged_on_its_head_a
 
 
 def test_fleet_status_shows_each_clusters_nodes(clusters) -> None:  # noqa: ANN001
-    row = status_row(clusters, HostAnswer("a", _status(_node("na"), missing=("na",)), version="1"), {})
-    assert row["group"] == "na dead (not a live member of its head's cluster)"
+    row = status_row(clusters, HostAnswer("a", _status(_node("na"), alive=("10.0.0.1",)), version="1"), {})
+    assert row["group"] == "na dead (no live Ray node at 10.0.0.11)"

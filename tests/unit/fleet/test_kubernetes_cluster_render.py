@@ -123,7 +123,7 @@ def test_nodes_of_one_group_that_differ_are_refused_at_the_node(tmp_path: Path) 
 def _launcher(tmp_path: Path, head: str, server: str, alive: int) -> subprocess.CompletedProcess:
     """LEADER with stand-ins: `python3` on PATH answers the Ray node count `alive`; head and server are programs."""
     fake = tmp_path / "bin"
-    fake.mkdir()
+    fake.mkdir(parents=True)
     (fake / "python3").write_text(f"#!/bin/sh\necho {alive}\n")
     (fake / "python3").chmod(0o755)
     env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}", "LWS_GROUP_SIZE": "2"}
@@ -131,11 +131,14 @@ def _launcher(tmp_path: Path, head: str, server: str, alive: int) -> subprocess.
     return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
 
 
-def test_the_leader_starts_the_server_once_every_pod_joined_and_ends_with_it(tmp_path: Path) -> None:
-    done = _launcher(tmp_path, "import time; time.sleep(30)", "print('served'); raise SystemExit(0)", alive=2)
-    assert (done.returncode, done.stdout.strip()) == (0, "served")
+def test_the_leader_execs_the_server_once_every_pod_joined(tmp_path: Path) -> None:
+    """Ray's head returning once up (the host rendering's) or blocking (`--block`): the server follows either way."""
+    for head in ("raise SystemExit(0)", "import time; time.sleep(2)"):
+        done = _launcher(tmp_path / head[:6], head, "import os; print(os.getppid()); raise SystemExit(7)", alive=2)
+        # The server's own exit, and its parent is the test: it replaced the launcher (exec), not its child.
+        assert (done.returncode, done.stdout.strip()) == (7, str(os.getpid()))
 
 
-def test_the_leader_ends_when_rays_head_does_before_any_server(tmp_path: Path) -> None:
+def test_the_leader_ends_when_rays_head_fails_before_any_server(tmp_path: Path) -> None:
     done = _launcher(tmp_path, "raise SystemExit(3)", "print('served')", alive=1)
     assert done.returncode == 3 and "served" not in done.stdout
