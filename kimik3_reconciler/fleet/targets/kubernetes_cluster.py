@@ -36,8 +36,8 @@ from kimik3_reconciler.model.profile_rules import FieldPath
 from kimik3_reconciler.planning.launch import _snapshot  # where render_container's server argv names the model
 
 POD_IP_ENV = "K3_POD_IP"
-# Set by LWS in every pod of a group (lws v0.10.0, pkg/utils/pod: LWS_LEADER_ADDRESS, LWS_GROUP_SIZE,
-# LWS_WORKER_INDEX).
+# Set by LWS in every pod of a group, as its docs say (LWS_LEADER_ADDRESS, LWS_GROUP_SIZE; LWS_WORKER_INDEX since
+# v0.6.0; the render is for v0.10.0): not seen set here, no LWS controller runs on this machine.
 LEADER_ADDRESS = "$(LWS_LEADER_ADDRESS)"
 WORKER_INDEX = "$(LWS_WORKER_INDEX)"
 POD_IP = f"$({POD_IP_ENV})"
