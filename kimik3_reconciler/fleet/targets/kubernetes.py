@@ -339,7 +339,7 @@ def _group_template(fleet: Fleet, host: FleetHost, refusals: _Refusals) -> dict[
     }
     if addresses is not None:
         return kubernetes_cluster.cluster_group(
-            kubernetes_cluster.GroupInput(fleet.name, host, engine, value, addresses, _escaped),
+            kubernetes_cluster.GroupInput(fleet.name, host, engine, value, addresses, _snapshot(profile), _escaped),
             leader,
             [_resources(section.cpu, section.memory, n or 0) for n in kubernetes_cluster.node_gpus(host, share)],
             lambda path, message: refusals.add_profile(host, path, message),
@@ -373,6 +373,11 @@ def _model_mount(profile: Profile) -> dict[str, Any]:
     """The model's folder of the cache, read-only, where the server's argv names it (as on a host)."""
     folder = _model_folder(profile)
     return {"name": "model-cache", "mountPath": f"{MODELS_MOUNT}/{folder}", "subPath": folder, "readOnly": True}
+
+
+def _snapshot(profile: Profile) -> str:
+    """The pinned snapshot in the pod, where `_model_mount` puts the model's folder (the path a host's server reads)."""
+    return f"{_model_mount(profile)['mountPath']}/snapshots/{profile.model.revision}"
 
 
 def _cache_volume(section: Any) -> dict[str, Any]:

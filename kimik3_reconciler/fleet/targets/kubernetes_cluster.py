@@ -33,7 +33,6 @@ from kimik3_reconciler.fleet.targets.kubernetes_objects import labels
 from kimik3_reconciler.fleet.values import FleetHost
 from kimik3_reconciler.model.launch_input import LaunchInput
 from kimik3_reconciler.model.profile_rules import FieldPath
-from kimik3_reconciler.planning.launch import _snapshot  # where render_container's server argv names the model
 
 POD_IP_ENV = "K3_POD_IP"
 # Set by LWS in every pod of a group, as its docs say (LWS_LEADER_ADDRESS, LWS_GROUP_SIZE; LWS_WORKER_INDEX since
@@ -148,23 +147,25 @@ def worker_pod(fleet_name: str, container: dict[str, Any], leader_spec: dict[str
     return {"metadata": {"labels": labels(fleet_name, "cluster-node")}, "spec": {**spec, "containers": [container]}}
 
 
-def cluster_launch(engine: ServingEngine, value: LaunchInput, addresses: PodAddresses, leader: bool) -> tuple:
-    """The engine's rendering of the cluster with the pod's addresses, the model where the pod mounts it."""
-    pod_value = addresses.value(value, leader)
-    return engine.cluster_launch(pod_value, _snapshot(pod_value.model))
+def cluster_launch(
+    engine: ServingEngine, value: LaunchInput, addresses: PodAddresses, snapshot: str, leader: bool
+) -> tuple[NodeLaunch, ...]:
+    """The engine's rendering of the cluster with the pod's addresses; `snapshot`: where the pod mounts the model."""
+    return engine.cluster_launch(addresses.value(value, leader), snapshot)
 
 
 @dataclass(frozen=True)
 class GroupInput:
     """What a cluster's group is rendered from: the fleet's name, the head host, its engine, its launch input (on
-    the pod's address, as kubernetes.py renders every server) and the pod's addresses; `escaped`: kubernetes.py's
-    escape of a profile's `$(`."""
+    the pod's address, as kubernetes.py renders every server), the pod's addresses, the model's snapshot where the
+    pods mount it; `escaped`: kubernetes.py's escape of a profile's `$(`."""
 
     fleet_name: str
     host: FleetHost
     engine: ServingEngine
     value: LaunchInput
     addresses: PodAddresses
+    snapshot: str
     escaped: Callable[[str], str]
 
 
@@ -178,8 +179,8 @@ def cluster_group(
     pod as kubernetes.py renders it), a node's in each worker pod, every worker from one template; `resources`:
     each node pod's (rank order); `refuse`: a problem of the profile's field."""
     (server,) = leader["spec"]["containers"]
-    head, *_ = cluster_launch(given.engine, given.value, given.addresses, leader=True)
-    _, *nodes = cluster_launch(given.engine, given.value, given.addresses, leader=False)
+    head, *_ = cluster_launch(given.engine, given.value, given.addresses, given.snapshot, leader=True)
+    _, *nodes = cluster_launch(given.engine, given.value, given.addresses, given.snapshot, leader=False)
     leader["spec"]["containers"] = [leader_server(server, head, given.addresses, given.escaped)]
     containers = worker_containers(server, tuple(nodes), given.addresses, given.escaped)
     for container, amounts in zip(containers, resources):
