@@ -56,8 +56,8 @@ count = ["python3", "-c", "import ray; ray.init(logging_level='ERROR'); print(su
 while True:
     if head.poll():
         sys.exit(head.returncode)
-    seen = subprocess.run(count, capture_output=True, text=True)
-    if seen.returncode == 0 and seen.stdout.split()[-1:] == [str(want)]:
+    seen = subprocess.run(count, capture_output=True, text=True).stdout.split()[-1:]
+    if seen and seen[0].isdigit() and int(seen[0]) >= want:
         break
     print(f"kimik3 leader: waiting for {want} Ray nodes", file=sys.stderr, flush=True)
     time.sleep(5)
@@ -92,12 +92,17 @@ def pod_ip_env() -> dict[str, Any]:
     return {"name": POD_IP_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
 
 
+def _named_env(entry: dict[str, Any], addresses: PodAddresses) -> dict[str, Any]:
+    """An env entry of the server's (escaped already) with the tokens named; one from a reference as it is."""
+    return {**entry, "value": addresses.named(entry["value"])} if "value" in entry else entry
+
+
 def leader_server(
     server: dict[str, Any], head: NodeLaunch, addresses: PodAddresses, escaped: Callable[[str], str]
 ) -> dict[str, Any]:
     """The leader's server container as the engine renders the head: with Ray's head before it (vLLM), the constant
     launcher running both; else (SGLang) the server alone, rank 0."""
-    env = [pod_ip_env(), *({**e, "value": addresses.named(e["value"])} for e in server.get("env", ()))]
+    env = [pod_ip_env(), *(_named_env(e, addresses) for e in server.get("env", ()))]
     roles = [p.role for p in head.processes]
     if roles == ["server"]:
         return {**server, "args": [addresses.named(a) for a in server["args"]], "env": env}
@@ -121,7 +126,7 @@ def worker_containers(
             argv[argv.index("--node-rank") + 1] = WORKER_INDEX
         env = [pod_ip_env(), *({"name": k, "value": addresses.named(escaped(v))} for k, v in node.env)]
         if process.role == "server":  # the server's own environment, the node's beside it
-            env += [{**e, "value": addresses.named(e["value"])} for e in server.get("env", ())]
+            env += [_named_env(e, addresses) for e in server.get("env", ())]
         container = {
             "name": process.role,
             "image": server["image"],
