@@ -28,8 +28,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from kimik3_reconciler.errors import TransientError
 from kimik3_reconciler.model.router_health import (  # kimik3's settings (module docstring)
@@ -40,7 +42,23 @@ from kimik3_reconciler.model.router_health import (  # kimik3's settings (module
     policy_settings,
 )
 
+T = TypeVar("T")
 BREAKER_STATES = {0: "closed", 1: "open", 2: "half-open"}
+POLL_S = 0.2  # how often a wait asks smg again
+
+
+def polled(look: Callable[[], T], done: Callable[[T], bool], timeout_s: float) -> tuple[T, bool]:
+    """`look()` asked every POLL_S until `done` holds for what it saw or `timeout_s` has passed (at least once): what
+    it saw last, and whether `done` held. The one loop behind the waits below."""
+    from tenacity import Retrying, retry_if_not_result, stop_after_delay, wait_fixed
+
+    seen = Retrying(
+        retry=retry_if_not_result(done),
+        stop=stop_after_delay(timeout_s),
+        wait=wait_fixed(POLL_S),
+        retry_error_callback=lambda state: state.outcome.result(),  # the timeout: what was seen last, not an error
+    )(look)
+    return seen, done(seen)
 
 
 class RouterError(TransientError):
@@ -163,35 +181,19 @@ class SmgRouter:
 
     def wait_out_of_rotation(self, url: str, timeout_s: float) -> bool:
         """True once smg routes `url` nothing new (listed out of rotation, or not listed); False at the timeout."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            worker = self.find(url)
-            if worker is None or not worker.in_rotation:
-                return True
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.2)
+        return polled(lambda: self.find(url), lambda worker: worker is None or not worker.in_rotation, timeout_s)[1]
 
     def wait_in_rotation(self, url: str, timeout_s: float) -> RouterWorker:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            worker = self.find(url)
-            if worker is not None and worker.in_rotation:
-                return worker
-            if time.monotonic() > deadline:
-                raise RouterError(
-                    f"{url} is not in the router's rotation after {timeout_s:.0f} s (router sees it as {worker})"
-                )
-            time.sleep(0.2)
+        worker, ready = polled(lambda: self.find(url), lambda seen: seen is not None and seen.in_rotation, timeout_s)
+        if not ready:
+            raise RouterError(
+                f"{url} is not in the router's rotation after {timeout_s:.0f} s (router sees it as {worker})"
+            )
+        return worker
 
     def wait_gone(self, worker_id: str, timeout_s: float) -> bool:
         """True once the router no longer lists the worker (its drain period ended); False at the timeout."""
-        deadline = time.monotonic() + timeout_s
-        while any(w.id == worker_id for w in self.workers()):
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.2)
-        return True
+        return polled(self.workers, lambda listed: all(w.id != worker_id for w in listed), timeout_s)[1]
 
     def _breakers(self) -> dict[str, str]:
         """Each worker's breaker from `smg_worker_cb_state{worker="URL"}` (0 closed, 1 open, 2 half-open)."""
