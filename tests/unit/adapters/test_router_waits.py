@@ -1,4 +1,4 @@
-"""smg's waits (adapters/router_smg.py `polled`: one loop): in rotation, out of rotation, gone; each asks again
+"""smg's waits (adapters/router_smg.py `polled`: one loop): in rotation, gone; each asks again
 every POLL_S until it holds or the timeout passed, asks at least once, and says what it saw last."""
 
 from __future__ import annotations
@@ -39,12 +39,6 @@ def test_not_in_rotation_at_the_timeout_raises_with_what_smg_said_last() -> None
     with pytest.raises(RouterError, match="not in the router's rotation after 0 s .*healthy=False"):
         router.wait_in_rotation(URL, timeout_s=0.5)
     assert 0.5 <= time.monotonic() - started < 0.5 + 3 * POLL_S and router.asked >= 2
-
-
-def test_out_of_rotation_holds_for_a_worker_not_listed_or_not_ready() -> None:
-    assert ScriptedRouter([_worker()], [_worker("not_ready", healthy=False)]).wait_out_of_rotation(URL, 5)
-    assert ScriptedRouter([]).wait_out_of_rotation(URL, 0)
-    assert not ScriptedRouter([_worker()]).wait_out_of_rotation(URL, 0.3)
 
 
 def test_gone_once_the_worker_is_no_longer_listed() -> None:
