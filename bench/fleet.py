@@ -43,6 +43,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "bench")]
 
+import router_hold  # noqa: E402
 import yaml  # noqa: E402
 from fleet_plan import measure, print_spread, ssh_to  # noqa: E402
 from handover import quantile  # noqa: E402
@@ -111,8 +112,8 @@ def every_host_in_rotation(router: SmgRouter, rig: Rig) -> None:
         listed = router.find(url)
         if listed is None:
             router.add(url)
-        elif listed.held:
-            router.release(listed.id)
+        elif router_hold.held(router, url):
+            router_hold.release(router, listed.id)
         router.wait_in_rotation(url, timeout_s=180)
 
 

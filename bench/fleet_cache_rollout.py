@@ -25,7 +25,7 @@ Two fleets:
 
 `--out hold` (loopback only) holds each host out of smg instead of removing it (its probes fail; its part of the
 cache-aware tree kept, which a removal purges) and releases it: what issue 40's hold would do, not shipped (smg puts
-a held worker back in rotation when its replies complete: model/router_health.py, HOLD). `--out remove` (the
+a held worker back in rotation when its replies complete: bench/router_hold.py). `--out remove` (the
 default) is the router steps as shipped. `--only warm|cold` runs one kind of rollout per run.
 
 Per rollout: the fleet's hit rate (the servers' own counters, as `kimik3 fleet status` reads them) over `--window` s
@@ -56,6 +56,7 @@ import fleet_cache  # noqa: E402
 import httpx  # noqa: E402
 from fleet import deployed, every_host_in_rotation  # noqa: E402
 from fleet_cache import SERIES, Session, Turn, agent_trace, quantile, routed, send_turn, watch_window  # noqa: E402
+from router_hold import hold_out, put_back_held  # noqa: E402
 from support.closed_loop import Workers  # noqa: E402
 from support.fleet_hosts import GATEWAY, Rig, fleet_rig  # noqa: E402
 from support.fleet_rollout import FLEET, NAME, PORT, ROUTER_PORT, fleet_cmd, write_fleet  # noqa: E402
@@ -202,7 +203,7 @@ class LoopbackFleet:
         series = (SERIES.running, SERIES.waiting)
         done = {}
         for index, (url, name) in enumerate(self.urls.items()):
-            _take_out(self.router, name, url, 60, 2, server_in_flight(url, series), hold=self.hold)
+            (hold_out if self.hold else _take_out)(self.router, name, url, 60, 2, server_in_flight(url, series))
             if warm:
                 fleet_warm.save_before_swap(self.record, name, url, self.profile, 0)
             self.replicas.restart(index)
@@ -211,7 +212,7 @@ class LoopbackFleet:
             def warmed(name: str = name, url: str = url, seen: dict = seen) -> None:
                 seen.update(fleet_warm.warm_after_swap(self.record, name, url, self.profile, ()))
 
-            _put_back(self.router, name, url, 5, warmed if warm else None)
+            (put_back_held if self.hold else _put_back)(self.router, name, url, 5, warmed if warm else None)
             done[name] = f"{seen['how']}:{seen['tokens']}" if seen else "cold"
         return done
 

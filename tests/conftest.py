@@ -18,6 +18,7 @@ os.environ["KIMIK3_CACHE_DIR"] = tempfile.mkdtemp(prefix="kimik3-test-cache-")
 # Tests marked `engines` fail instead of skipping under KIMIK3_REQUIRE_ENGINES=1 (CI's engines stage).
 import pytest  # noqa: E402
 from support.background import Background  # noqa: E402
+from support.hub_client import forget_hub_client  # noqa: E402
 
 # Tests marked `dockerd_restart` are deselected unless KIMIK3_DOCKERD_RESTART_TEST=1 asks for them.
 from support.opt_in import pytest_collection_modifyitems  # noqa: E402,F401  (a hook: pytest finds it by name)
@@ -35,3 +36,11 @@ def background():  # noqa: ANN201 - a support.background.Background
         yield started
     finally:
         started.stop_all()
+
+
+@pytest.fixture(autouse=True)
+def fresh_hub_client():  # noqa: ANN201 - a generator fixture
+    """Each test's in-process hub requests use a huggingface_hub client made from that test's environment: the one
+    a test made (under its HTTP_PROXY, say) is closed after it (support/hub_client.py says what broke before)."""
+    yield
+    forget_hub_client()

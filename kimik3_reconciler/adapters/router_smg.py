@@ -1,17 +1,15 @@
 """The router in front of a fleet: smg (the SGLang model gateway, PyPI `smg`, the `fleet` extra), started and
-stopped here, its workers added, held out, released and removed at run time through its control API (`POST
-/workers`, `PATCH /workers/{id}`, `DELETE /workers/{id}`, `GET /workers`) and its breakers read from its Prometheus
-listener.
+stopped here, its workers added and removed at run time through its control API (`POST /workers`, `DELETE
+/workers/{id}`, `GET /workers`) and its breakers read from its Prometheus listener.
 
-A rollout removes a host (DELETE: smg purges its part of the cache-aware tree). `hold` (its probes fail, so smg
-routes nothing new to it while it keeps that part of the tree) and `release` exist for the benchmark only: smg puts
-a held worker back in rotation when its running replies complete (model/router_health.py, HOLD: what was seen).
+A rollout removes a host (DELETE: smg purges its part of the cache-aware tree; bench/router_hold.py: the hold that
+keeps it, measured and not safe to ship).
 
-What smg does that a rollout relies on (seen with smg 1.13 here): neither a hold nor `DELETE /workers/{id}` waits
-for the requests smg sent there (DELETE keeps the worker listed as `draining` for a fixed 5 s, "Draining 1
-worker(s) for 5s before removal", then drops it; a reply that runs longer is still on the server). So "wait for its
-in-flight requests" is: until the worker is out of rotation (held, or no longer listed), then until the server's
-own count of running and queued requests is 0 (cli/fleet_apply.py).
+What smg does that a rollout relies on (seen with smg 1.13 here): `DELETE /workers/{id}` does not wait for the
+requests smg sent there (it keeps the worker listed as `draining` for a fixed 5 s, "Draining 1 worker(s) for 5s
+before removal", then drops it; a reply that runs longer is still on the server). So "wait for its in-flight
+requests" is: until the worker is no longer listed, then until the server's own count of running and queued
+requests is 0 (cli/fleet_apply.py).
 
 Its defaults are set for a long-lived pool, not for a rollout (`smg launch --help`): a health check every 60 s
 and a breaker that opens after 10 failures for 60 s. `HEALTH` (model/router_health.py) replaces them: a worker a rollout put back is
@@ -28,19 +26,31 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from kimik3_reconciler.errors import TransientError
-from kimik3_reconciler.model.router_health import (  # kimik3's settings (module docstring)
-    HEALTH,
-    HOLD,
-    RELEASE,
-    is_held,
-    policy_settings,
-)
+from kimik3_reconciler.model.router_health import HEALTH, policy_settings  # kimik3's settings (module docstring)
 
+T = TypeVar("T")
 BREAKER_STATES = {0: "closed", 1: "open", 2: "half-open"}
+POLL_S = 0.2  # how often a wait asks smg again
+
+
+def polled(look: Callable[[], T], done: Callable[[T], bool], timeout_s: float) -> tuple[T, bool]:
+    """`look()` asked every POLL_S until `done` holds for what it saw or `timeout_s` has passed (at least once): what
+    it saw last, and whether `done` held. The one loop behind the waits below."""
+    from tenacity import Retrying, retry_if_not_result, stop_after_delay, wait_fixed
+
+    seen = Retrying(
+        retry=retry_if_not_result(done),
+        stop=stop_after_delay(timeout_s),
+        wait=wait_fixed(POLL_S),
+        retry_error_callback=lambda state: state.outcome.result(),  # the timeout: what was seen last, not an error
+    )(look)
+    return seen, done(seen)
 
 
 class RouterError(TransientError):
@@ -56,7 +66,6 @@ class RouterWorker:
     status: str  # ready | draining | pending | ...
     healthy: bool
     breaker: str  # closed | open | half-open | unknown
-    held: bool = False  # a rollout holds it out (model/router_health.py, HOLD)
 
     @property
     def in_rotation(self) -> bool:
@@ -91,8 +100,8 @@ def smg_argv(
         policy,
         *(policy_settings(policy) if settings is None else settings),
         *HEALTH,
-        # A worker whose probes fail (a held one: bench/fleet_cache_rollout.py --out hold) stays listed with its tree.
-        # smg's default without service discovery; said here so no default change drops one.
+        # A worker whose probes fail stays listed (with its part of the tree; bench/router_hold.py relies on it): smg's
+        # default without service discovery; said here so no default change drops one.
         "--no-remove-unhealthy-workers",
     ]
 
@@ -136,7 +145,6 @@ class SmgRouter:
                 w.get("status", ""),
                 bool(w.get("is_healthy")),
                 breakers.get(w["url"], "unknown"),
-                is_held(w.get("labels") or {}),
             )
             for w in self._call("GET", "/workers").get("workers", [])
         ]
@@ -152,46 +160,17 @@ class SmgRouter:
         """Take the worker out of rotation now; the requests it holds keep running (smg does not wait for them)."""
         self._call("DELETE", f"/workers/{worker_id}")
 
-    def hold(self, worker_id: str) -> None:
-        """Hold the worker out: its probes fail from now (a 0 s timeout), so within one probe interval smg routes it
-        nothing new; it stays listed with its part of the cache-aware tree. `wait_out_of_rotation` after."""
-        self._call("PATCH", f"/workers/{worker_id}", json=HOLD)
-
-    def release(self, worker_id: str) -> None:
-        """Undo `hold`: its probes get kimik3's timeout back and pass once its server answers. `wait_in_rotation`."""
-        self._call("PATCH", f"/workers/{worker_id}", json=RELEASE)
-
-    def wait_out_of_rotation(self, url: str, timeout_s: float) -> bool:
-        """True once smg routes `url` nothing new (listed out of rotation, or not listed); False at the timeout."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            worker = self.find(url)
-            if worker is None or not worker.in_rotation:
-                return True
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.2)
-
     def wait_in_rotation(self, url: str, timeout_s: float) -> RouterWorker:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            worker = self.find(url)
-            if worker is not None and worker.in_rotation:
-                return worker
-            if time.monotonic() > deadline:
-                raise RouterError(
-                    f"{url} is not in the router's rotation after {timeout_s:.0f} s (router sees it as {worker})"
-                )
-            time.sleep(0.2)
+        worker, ready = polled(lambda: self.find(url), lambda seen: seen is not None and seen.in_rotation, timeout_s)
+        if not ready:
+            raise RouterError(
+                f"{url} is not in the router's rotation after {timeout_s:.0f} s (router sees it as {worker})"
+            )
+        return worker
 
     def wait_gone(self, worker_id: str, timeout_s: float) -> bool:
         """True once the router no longer lists the worker (its drain period ended); False at the timeout."""
-        deadline = time.monotonic() + timeout_s
-        while any(w.id == worker_id for w in self.workers()):
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.2)
-        return True
+        return polled(self.workers, lambda listed: all(w.id != worker_id for w in listed), timeout_s)[1]
 
     def _breakers(self) -> dict[str, str]:
         """Each worker's breaker from `smg_worker_cb_state{worker="URL"}` (0 closed, 1 open, 2 half-open)."""

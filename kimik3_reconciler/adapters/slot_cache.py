@@ -65,8 +65,8 @@ def model_path(url: str, api_key: str | None) -> str | None:
         return None
 
 
-def prefill(url: str, api_key: str | None, model: str, body: dict[str, Any], native: bool) -> dict[str, Any]:
-    """One declared prompt put in the server's cache. `native` (llama-server: engines/base.py LoadWire): its
+def prefill(url: str, api_key: str | None, model: str, body: dict[str, Any], exact: bool) -> dict[str, Any]:
+    """One declared prompt put in the server's cache. `exact` (llama-server: engines/base.py `exact_prefill`): its
     messages and tools rendered by the server's own template without the generation prompt (`POST /apply-template`
     {"add_generation_prompt": false}) and that text processed with nothing generated (`POST /completion`
     {"n_predict": 0}), so the slot holds exactly the prefix a conversation's turn starts with. Why not a chat request:
@@ -75,7 +75,7 @@ def prefill(url: str, api_key: str | None, model: str, body: dict[str, Any], nat
     before it (seen with the demo model, b11434: a turn took 1,651 of the 2,156 tokens it shared with a chat prefill from
     the cache, all 2,156 after this one). Otherwise (vLLM, SGLang: block prefix caches keep every
     full block of the prompt) a chat request generating one token."""
-    if native:
+    if exact:
         rendered = _call(
             "POST", f"{url}/apply-template", "prefill: template", api_key, json={**body, "add_generation_prompt": False}
         )

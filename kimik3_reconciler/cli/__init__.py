@@ -601,7 +601,9 @@ def _print_report(report) -> None:  # noqa: ANN001 - verify.VerifyReport, import
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--images", is_flag=True, help="also remove the profile's image")
-@click.option("--model", is_flag=True, help="also remove the cached model files of this quant")
+@click.option(
+    "--model", is_flag=True, help="also remove the cached model files of this quant and the RPC workers' tensor caches"
+)
 @click.option("--slots", is_flag=True, help="also remove the saved slots (serve.slot_save's volume: users' KV cache)")
 @click.option("--dry-run", is_flag=True, help="only show what would be removed")
 @click.option("--json", "json_out", is_flag=True, help="print the teardown's steps as JSON on stdout")

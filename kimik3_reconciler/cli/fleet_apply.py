@@ -87,7 +87,6 @@ def _router_urls(fleet) -> tuple[str, str, str, int]:  # noqa: ANN001 - fleet.Fl
 def _ensure_router(fleet, state_dir: Path) -> None:  # noqa: ANN001
     """smg answering on the fleet's router port (started detached when nothing does), every serving host in it."""
     from kimik3_reconciler.adapters.router_smg import SmgRouter, start_smg
-    from kimik3_reconciler.model.router_health import back_in_step
 
     url, metrics_url, host, port = _router_urls(fleet)
     router = SmgRouter(url, metrics_url)
@@ -108,18 +107,11 @@ def _ensure_router(fleet, state_dir: Path) -> None:  # noqa: ANN001
         listed = {w.url: w for w in router.workers()}
         for fleet_host in fleet.hosts:
             url_of = worker_url(fleet_host.profile)
-            seen = listed.get(url_of)
-            step = back_in_step(seen is not None, seen is not None and seen.held)
-            if step == "wait" or not _serves(url_of):
+            # One smg lists is left to its own health checks; one not serving yet is added by its `router: in`.
+            if url_of in listed or not _serves(url_of):
                 continue
-            if step == "add":
-                router.add(url_of)
-                _err.print(f"router: {fleet_host.name} ({url_of}) added", highlight=False)
-            else:  # held out by a rollout that did not put it back (a failed gate, a killed run): as an absent host
-                router.release(seen.id)
-                _err.print(
-                    f"router: {fleet_host.name} ({url_of}) released (a rollout had held it out)", highlight=False
-                )
+            router.add(url_of)
+            _err.print(f"router: {fleet_host.name} ({url_of}) added", highlight=False)
     finally:
         router.close()
 
@@ -499,16 +491,27 @@ def _take_out(  # noqa: ANN001, PLR0913 - adapters.router_smg.SmgRouter
     drain_timeout: float,
     min_serving: int,
     in_flight: Callable[[], int | None],
-    hold: bool = False,
 ) -> None:
     """Out of the router once the others keep the floor; then until its server runs no request (drain timeout).
-    Removed from smg (its part of the cache-aware tree purged); `hold` (bench/fleet_cache_rollout.py --out hold only)
-    holds it out instead, which is not safe for a rollout (model/router_health.py, HOLD)."""
+    Removed from smg (its part of the cache-aware tree purged; bench/router_hold.py: why a hold that keeps it is
+    not used)."""
+    deadline = time.monotonic() + drain_timeout
+    listed = _leaving(router, host_name, worker, min_serving, drain_timeout)
+    if listed is None:
+        return
+    router.remove(listed.id)
+    router.wait_gone(listed.id, max(0.0, deadline - time.monotonic()))
+    _drained(host_name, in_flight, deadline)
+
+
+def _leaving(router, host_name: str, worker: str, min_serving: int, drain_timeout: float):  # noqa: ANN001, ANN202 - SmgRouter -> RouterWorker | None
+    """The worker as smg lists it, once `min_serving` others are in rotation (waited on for up to `drain_timeout`);
+    None when smg does not list it. PlanError when the others stay too few."""
     deadline = time.monotonic() + drain_timeout
     if router.find(worker) is None:
         # Not serving through the router (a first rollout, a host a failure left out): taking it costs no capacity.
         click.echo(f"{host_name}: not in the router")
-        return
+        return None
     while True:
         others = [w for w in router.workers() if w.in_rotation and w.url != worker.rstrip("/")]
         if len(others) >= min_serving:
@@ -523,15 +526,13 @@ def _take_out(  # noqa: ANN001, PLR0913 - adapters.router_smg.SmgRouter
     listed = router.find(worker)
     if listed is None:  # removed meanwhile (by hand, or smg dropped it as unhealthy)
         click.echo(f"{host_name}: no longer in the router")
-        return
-    if hold:
-        _hold_out(router, host_name, listed, deadline)
-    else:
-        router.remove(listed.id)
-        router.wait_gone(listed.id, max(0.0, deadline - time.monotonic()))
-    # Out of rotation is not idle: the requests smg sent there before run on (smg's own drain, DELETE, is a fixed 5 s
-    # wait in 1.13; a reply running past it was cut when `kimik3 apply` stopped the server: one 503 "failed to
-    # contact upstream" in a rollout under load). The server's own count says when it is idle.
+    return listed
+
+
+def _drained(host_name: str, in_flight: Callable[[], int | None], deadline: float) -> None:
+    """Out of rotation is not idle: the requests smg sent there before run on (smg's own drain, DELETE, is a fixed 5 s
+    wait in 1.13; a reply running past it was cut when `kimik3 apply` stopped the server: one 503 "failed to contact
+    upstream" in a rollout under load). The server's own count says when it is idle; waited on until `deadline`."""
     try:
         running = _wait_idle(in_flight, deadline)
     except MetricsRefused as exc:
@@ -545,21 +546,6 @@ def _take_out(  # noqa: ANN001, PLR0913 - adapters.router_smg.SmgRouter
         click.echo(
             f"{host_name}: out of the router; the drain timeout ended with {running} request(s) still on its server"
         )
-
-
-def _hold_out(router, host_name: str, listed, deadline: float) -> None:  # noqa: ANN001 - SmgRouter, RouterWorker
-    """Out of rotation, its part of smg's cache-aware tree kept (model/router_health.py, HOLD); smg's own drain
-    (DELETE: the tree purged) where the hold does not take."""
-    from kimik3_reconciler.model.router_health import HOLD_TAKES_S
-
-    router.hold(listed.id)
-    if router.wait_out_of_rotation(listed.url, min(HOLD_TAKES_S, max(0.0, deadline - time.monotonic()))):
-        return
-    # Still in rotation: an smg that does not fail a 0 s probe. Removal still drains it, at the cost of its tree.
-    router.release(listed.id)
-    click.echo(f"{host_name}: the router did not hold it out in {HOLD_TAKES_S:.0f} s; removed instead (its tree lost)")
-    router.remove(listed.id)
-    router.wait_gone(listed.id, max(0.0, deadline - time.monotonic()))
 
 
 HEALTH_RETRY_S = 30.0  # how long `router: in` tries the server's /health before leaving it out
@@ -631,8 +617,6 @@ def _put_back(  # noqa: ANN001, PLR0913 - adapters.router_smg.SmgRouter
     api_key: str | None = None,
 ) -> str:
     """'in rotation, sent traffic' | 'in rotation, no traffic within N s' | raises when it never gets in."""
-    from kimik3_reconciler.model.router_health import back_in_step
-
     # A few tries, not one: a server that just passed the gates can miss one 3 s /health on a host under load (seen
     # on the shared 2-core rig: a verified host left out of the router and the rollout failed).
     deadline = time.monotonic() + HEALTH_RETRY_S
@@ -646,12 +630,8 @@ def _put_back(  # noqa: ANN001, PLR0913 - adapters.router_smg.SmgRouter
     if warm is not None:
         warm()
     before = _served_tokens(worker, api_key)
-    listed = router.find(worker)
-    step = back_in_step(listed is not None, listed is not None and listed.held)
-    if step == "add":
+    if router.find(worker) is None:  # removed by `router: out`; one still listed is left to its own health checks
         router.add(worker)
-    elif step == "release":  # held out by `router: out`: back with its part of the tree, so its conversations return
-        router.release(listed.id)
     router.wait_in_rotation(worker, timeout_s=60)
     deadline = time.monotonic() + traffic_timeout
     while time.monotonic() < deadline:
@@ -682,7 +662,7 @@ def router_rows(fleet) -> dict:  # noqa: ANN001 - fleet.Fleet -> {host name: fle
         seen = listed.get(worker_url(fleet_host.profile))
         state = (
             "out"
-            if seen is None or (seen.held and not seen.in_rotation)
+            if seen is None
             else "in rotation"
             if seen.in_rotation
             else f"breaker {seen.breaker}"

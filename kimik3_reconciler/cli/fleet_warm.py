@@ -122,10 +122,10 @@ def warm_after_swap(
         else:
             done["failed"].append(f"the new server opened {now}, the saved caches are of {old.get('model_path')}")
     if done["how"] == "none" and prompts:
-        native = engine_for(profile.engine).load_wire == "native"
+        exact = engine_for(profile.engine).exact_prefill
         for body in prompts:
             try:
-                slot_cache.prefill(worker, key, profile.name, body, native)
+                slot_cache.prefill(worker, key, profile.name, body, exact)
                 done["prompts"] += 1
             except slot_cache.SlotCacheError as exc:
                 done["failed"].append(str(exc))

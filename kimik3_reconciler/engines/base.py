@@ -461,6 +461,12 @@ class ServingEngine(Protocol):
     # Its slot save and restore (SlotStore), where the server has one, for a rollout that keeps the prompt caches;
     # None: no such API (vLLM, SGLang: the rollout prefills the operator's declared hot prompts instead).
     slot_store: SlotStore | None
+    # How a rollout's warm step prefills a declared hot prompt (adapters/slot_cache.py `prefill`). True: the exact
+    # prefix a turn starts with, rendered by the server's own template without the generation prompt (`POST
+    # /apply-template`) and processed with nothing generated (`POST /completion` n_predict 0): llama-server, whose
+    # recurrent layers cannot cut a chat prefill's state back to the shared part. False: a chat request generating
+    # one token (vLLM, SGLang: their block prefix caches keep every full block of the prompt).
+    exact_prefill: bool
 
     def model_entry(self, model: ModelFact) -> str:
         """What the server opens, relative to the mounted snapshot: GGUF, the quant's -00001-of- shard (or its
@@ -576,6 +582,7 @@ class CheckpointDefaults:
     bench_knobs = BenchKnobs()  # its section's tune knobs file a run (and label it)
     vision_probe = False  # its vision is the checkpoint's, which no check sends an image to yet
     slot_store: SlotStore | None = None  # no slot save/restore: a rollout prefills the declared hot prompts
+    exact_prefill = False  # a chat request generating one token: its block prefix cache keeps every full block
     log_signs = LogSigns()  # what any server's log says (address in use, out of memory)
     workers: WorkerServer | None = None  # no rpc.workers: its ranks are its own processes
     quant_scorer: QuantScorer | None = None  # the checkpoint, not a quant: no quant gate

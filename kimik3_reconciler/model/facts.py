@@ -428,6 +428,7 @@ class WorkerFact(_Fact):
     mem_total: int | None = None  # the worker host's RAM (docker info MemTotal): the CPU device's memory
     cpus: int | None = None
     context_bytes: int = 0  # bytes an image build there ships (source archive, patches, Dockerfile)
+    cache_volume: bool = False  # its tensor cache's Docker volume (model/specs.py rpc_cache_volume) exists there
 
 
 class RemovedWorkerFact(_Fact):
@@ -440,6 +441,7 @@ class RemovedWorkerFact(_Fact):
     container_name: str
     container: ContainerFact | None = None  # None: no rpc-server of that name there any more
     error: str | None = None  # its Docker did not answer: nothing else was read
+    cache_volume: bool = False  # its tensor cache's Docker volume (model/specs.py rpc_cache_volume) exists there
 
 
 class ExporterFact(_Fact):

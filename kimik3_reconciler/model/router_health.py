@@ -2,10 +2,9 @@
 a long-lived pool: a health check every 60 s, a breaker open after 10 failures for 60 s): a worker put back is
 probed within 2 s, a dead one leaves rotation after 2 failed probes, a breaker half-opens after 5 s. One source for
 the router `fleet apply` starts (adapters/router_smg.py) and the one `fleet render --target kubernetes` renders; the
-cache-aware policy's settings (CACHE_AWARE, why each value below); and how a rollout holds a host out of rotation
-without losing what smg's tree says it holds (HOLD, `back_in_step`)."""
+cache-aware policy's settings (CACHE_AWARE, why each value below)."""
 
-PROBE_TIMEOUT_S = 2  # --health-check-timeout-secs below; what a held worker's probes get back on release
+PROBE_TIMEOUT_S = 2  # --health-check-timeout-secs below (bench/router_hold.py's release restores it)
 
 # smg's own flag names (`smg launch --help`); the values are kimik3's.
 HEALTH = (
@@ -58,45 +57,3 @@ CACHE_AWARE = (
 def policy_settings(policy: str) -> tuple[str, ...]:
     """kimik3's flags for the fleet file's policy: CACHE_AWARE for cache_aware; smg's defaults for the others."""
     return CACHE_AWARE if policy == "cache_aware" else ()
-
-
-# Holding a host out for a rollout. smg 1.13 has no call that takes a worker out of rotation and keeps its prefix
-# tree: `DELETE /workers/{id}` purges the worker from the cache-aware tree (smg's model_gateway/src/policies/
-# cache_aware.rs, `remove_worker_by_url`: `remove_tenant_all` on every model's tree; smg-project/smg, the version
-# indexed beside 1.13), so a host removed and added back holds nothing there: its conversations and every new session
-# (whose shared system prompt the other trees hold) match the others' trees. Seen with smg 1.13 and three stub
-# workers: once none of the 4 conversations it served and none of 6 new sessions went back to it; in another trace all
-# 5 did (a match under --cache-threshold goes to the least-loaded worker, and a re-added one wins ties): a draw. A worker whose health probes fail is
-# kept, tree and all (status not_ready, then failed; removed only under --remove-unhealthy-workers, off without
-# service discovery), and its probes are smg's per-worker settings (`PATCH /workers/{id}` `health`): a probe timeout
-# of 0 s fails every probe at once (reqwest's TimedOut), so it leaves rotation within one probe interval (1.5-2.2 s
-# seen) and takes no new request while its server finishes the ones it has; probes are not requests, so its breaker
-# stays closed. Restoring the timeout puts it back at its next probe, with the tree it had: seen after a 70 s outage,
-# the 3 of its 4 conversations that had no turn while it was out went back to it (the 4th stays where its turn went,
-# whose cache now holds it) and so did 2 of 6 new sessions. A label says the hold is kimik3's (`fleet status`, and
-# `router: in` knows to release it).
-# NOT SAFE FOR A ROLLOUT, so `router: out` does not hold (cli/fleet_apply.py `_take_out(hold=False)`): seen with a real
-# llama-server (tests/integration/test_fleet_drain_docker.py's set-up, 5 replies running), smg took the held worker
-# out of rotation and, once those replies completed, put it back `ready` (its liveness code promotes a demoted worker
-# on a successful contact), label still `out`, while its server was about to be replaced: new requests could reach a
-# server being stopped. Only bench/fleet_cache_rollout.py `--out hold` uses it, to measure what the kept tree does.
-HOLD_LABEL = "kimik3.rollout"
-HOLD = {"health": {"timeout_secs": 0}, "labels": {HOLD_LABEL: "out"}}
-RELEASE = {"health": {"timeout_secs": PROBE_TIMEOUT_S}, "labels": {HOLD_LABEL: "in"}}
-# A hold takes effect after the health check's failure threshold (2 probes, 2 s apart); past this the smg does not
-# fail a 0 s probe (another version) and the rollout falls back to smg's own drain (DELETE), tree lost.
-HOLD_TAKES_S = 10.0
-
-
-def is_held(labels: dict[str, str]) -> bool:
-    """Whether a worker's labels say a rollout holds it out (HOLD)."""
-    return labels.get(HOLD_LABEL) == "out"
-
-
-def back_in_step(listed: bool, held: bool) -> str:
-    """How `router: in` puts a host back: "add" when smg does not list it (a first rollout, a host smg's own drain
-    removed), "release" when a rollout holds it (its tree kept: its conversations come back to it), "wait" when it
-    is listed and not held (its own health checks decide: nothing to undo)."""
-    if not listed:
-        return "add"
-    return "release" if held else "wait"

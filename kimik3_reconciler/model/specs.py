@@ -272,6 +272,12 @@ def slots_volume(name: str) -> str:
     return f"kimik3-slots-{name}"
 
 
+def rpc_cache_volume(profile: str, worker: str) -> str:
+    """The Docker volume on an RPC worker's host that keeps its rpc-server's tensor cache (rpc.workers[].cache without
+    cache_dir) through a relaunch."""
+    return f"kimik3-rpc-cache-{profile}-{worker}"
+
+
 @frozen_value
 class RemoveVolume(Payload):
     """Remove one of the deployment's Docker volumes (destroy --slots: its saved slots)."""
@@ -422,6 +428,15 @@ class WorkerRemove(Payload):
 
 
 @frozen_value
+class WorkerVolumeRemove(Payload):
+    """Remove an RPC worker's tensor-cache volume (`rpc_cache_volume`) through that worker's Docker (destroy
+    --model)."""
+
+    host: DockerHost
+    name: str
+
+
+@frozen_value
 class PagecachePreread(Payload):
     """Read the model's files into the page cache before a launch loads them, while the old server still serves
     (or, as `ImageBuild.preread`, while the image compiles), so the load reads memory, not disk (issue 15). Files
@@ -528,6 +543,7 @@ PAYLOADS: tuple[type[Payload], ...] = (
     WorkerLaunch,
     WorkerWait,
     WorkerRemove,
+    WorkerVolumeRemove,
 )
 
 

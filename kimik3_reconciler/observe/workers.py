@@ -19,7 +19,7 @@ from kimik3_reconciler.model.facts import LocalInputs, RemovedWorkerFact, RpcDev
 from kimik3_reconciler.model.labels import WORKER_FINGERPRINT, WORKER_INPUTS
 from kimik3_reconciler.model.profile import Profile, RpcWorker
 from kimik3_reconciler.model.records import rpc_workers_key
-from kimik3_reconciler.model.specs import DockerHost
+from kimik3_reconciler.model.specs import DockerHost, rpc_cache_volume
 from kimik3_reconciler.observe.docker_objects import collect_images, parse_container
 from kimik3_reconciler.observe.host import parse_tcp_clients, parse_tcp_listeners
 from kimik3_reconciler.ports import DockerPort, HostPort, StatePort
@@ -65,6 +65,7 @@ def collect_worker(
                 "mem_total": info.get("MemTotal"),
                 "cpus": info.get("NCPU"),
                 "images": collect_images(docker, state),
+                "cache_volume": docker.inspect_volume(rpc_cache_volume(profile.name, worker.name)) is not None,
             }
         )
         if inspect is None:
@@ -156,6 +157,8 @@ def collect_removed_workers(
             inspect = docker.inspect_container(fact.container_name)
             if inspect is not None:
                 fact = fact.model_copy(update={"container": parse_container(inspect)})
+            if docker.inspect_volume(rpc_cache_volume(profile.name, fact.name)) is not None:
+                fact = fact.model_copy(update={"cache_volume": True})
         except Kimik3Error as exc:
             fact = fact.model_copy(update={"error": str(exc)})
         facts.append(fact)

@@ -182,7 +182,7 @@ def plan_destroy(
         steps.append(Step("container", profile.name, Action.NOOP, "no container"))
     if observed.slots_volume:  # after the container: it mounts the volume
         steps.append(_slots_teardown(profile, slots))
-    steps += plan_worker_teardown(profile, observed)  # after the server: it holds connections to them
+    steps += plan_worker_teardown(profile, observed, model)  # after the server: it holds connections to them
     if observed.pulled is not None:  # an engine that pulls its image: the digest, never a build's tag
         steps.append(plan_pulled_removal(observed.pulled, images, observed.others))
     else:

@@ -31,7 +31,9 @@ from kimik3_reconciler.model.specs import (
     WorkerImage,
     WorkerLaunch,
     WorkerRemove,
+    WorkerVolumeRemove,
     WorkerWait,
+    rpc_cache_volume,
 )
 
 WORKER_WAIT_S = 120.0  # rpc-server listens within a second; a worker that needs longer is broken
@@ -70,10 +72,6 @@ def rpc_endpoints(profile: Profile) -> tuple[str, ...]:
     return tuple(endpoint(w) for w in profile.workers)
 
 
-def cache_volume(profile: Profile, worker: RpcWorker) -> str:
-    return f"kimik3-rpc-cache-{profile.name}-{worker.name}"
-
-
 def worker_inputs(profile: Profile, worker: RpcWorker, image_fp: str) -> dict[str, object]:
     """The worker's flat form (named as the profile names it), stamped as a label for replacement diffs."""
     return {
@@ -89,7 +87,11 @@ def render_worker(profile: Profile, worker: RpcWorker, image_tag: str, image_fp:
     cache_mounts = (
         (Mount(worker.cache_dir, RPC_CACHE_MOUNT, read_only=False),) if worker.cache and worker.cache_dir else ()
     )
-    volumes = ((cache_volume(profile, worker), RPC_CACHE_MOUNT),) if worker.cache and not worker.cache_dir else ()
+    volumes = (
+        ((rpc_cache_volume(profile.name, worker.name), RPC_CACHE_MOUNT),)
+        if worker.cache and not worker.cache_dir
+        else ()
+    )
     spec = ContainerSpec(
         name=worker_container_name(profile, worker),
         image=image_tag,
@@ -304,10 +306,18 @@ def plan_removed_workers(
     return tuple(_removal(desired.profile, fact) for fact in observed.removed_workers)
 
 
-def plan_worker_teardown(profile: Profile, observed: Observed) -> tuple[Step, ...]:
-    """destroy: remove each worker's rpc-server container (its image and tensor cache stay), and those of
-    recorded workers the profile no longer names."""
-    steps = [_removal(profile, fact) for fact in observed.removed_workers]
+def plan_worker_teardown(profile: Profile, observed: Observed, model: bool = False) -> tuple[Step, ...]:
+    """destroy: remove each worker's rpc-server container (its image stays), and those of recorded workers the profile
+    no longer names; each one's tensor cache named, removed with `model` (`_tensor_cache`)."""
+    steps: list[Step] = []
+    for removed in observed.removed_workers:
+        steps.append(_removal(profile, removed))
+        if removed.cache_volume:
+            steps.append(
+                _tensor_cache(
+                    profile.name, removed.name, DockerHost(removed.name, removed.docker, removed.tls_dir), model
+                )
+            )
     for worker in profile.workers:
         fact = next((w for w in observed.workers if w.name == worker.name), None)
         name = worker_container_name(profile, worker)
@@ -325,4 +335,39 @@ def plan_worker_teardown(profile: Profile, observed: Observed) -> tuple[Step, ..
             )
         else:
             steps.append(Step("worker", f"{worker.name}: {name}", Action.NOOP, f"no rpc-server on {worker.name}"))
+        if fact is not None and fact.cache_volume:
+            steps.append(_tensor_cache(profile.name, worker.name, docker_host(worker), model))
+        elif worker.cache and worker.cache_dir:
+            # The worker host's own folder (as model.local_path is the user's file): kimik3 never removes it.
+            steps.append(
+                Step(
+                    "worker",
+                    f"{worker.name}: {worker.cache_dir}",
+                    Action.NOOP,
+                    "rpc.workers cache_dir is a folder of the worker's host: its tensor cache kept (kimik3 never "
+                    "removes it)",
+                )
+            )
     return tuple(steps)
+
+
+def _tensor_cache(profile: str, worker: str, host: DockerHost, remove: bool) -> Step:
+    """destroy's step for a worker's tensor-cache volume. It holds the model's weight tensors the rpc-server received
+    (by hash), no user data: a copy of what the model cache holds, so it goes with it (`--model`), and a later apply
+    sends the tensors again (the first load's transfer). Kept otherwise, and the plan says so and how to remove it."""
+    volume = rpc_cache_volume(profile, worker)
+    if remove:
+        return Step(
+            "worker",
+            f"{worker}: {volume}",
+            Action.DELETE,
+            "--model: remove its tensor cache (the model's tensors the rpc-server received)",
+            spec=WorkerVolumeRemove(host, volume),
+        )
+    return Step(
+        "worker",
+        f"{worker}: {volume}",
+        Action.NOOP,
+        f"kept: its tensor cache, the model's tensors a reload reads instead of receiving them (pass --model to "
+        f"remove, or `docker volume rm {volume}` on {worker})",
+    )

@@ -49,6 +49,7 @@ from kimik3_reconciler.model.specs import (
     WorkerImage,
     WorkerLaunch,
     WorkerRemove,
+    WorkerVolumeRemove,
     WorkerWait,
 )
 from kimik3_reconciler.ports import Ports
@@ -102,6 +103,7 @@ EXECUTORS: dict[type[Payload], Executor] = {
     WorkerLaunch: _in("workers", "launch_worker"),
     WorkerWait: _in("workers", "wait_for_worker"),
     WorkerRemove: _in("workers", "remove_worker"),
+    WorkerVolumeRemove: _in("workers", "remove_worker_volume"),
     ExporterRun: _in("exporter", "run_exporter"),
     ExporterStop: _in("exporter", "stop_exporter"),
     ExporterUnit: _in("exporter", "run_exporter_unit"),

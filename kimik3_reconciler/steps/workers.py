@@ -9,7 +9,14 @@ import json
 from kimik3_reconciler.errors import LoadFailed, PlanError
 from kimik3_reconciler.model.labels import PROFILE_LABEL, WORKER_INPUTS
 from kimik3_reconciler.model.records import rpc_workers_key
-from kimik3_reconciler.model.specs import DockerHost, WorkerImage, WorkerLaunch, WorkerRemove, WorkerWait
+from kimik3_reconciler.model.specs import (
+    DockerHost,
+    WorkerImage,
+    WorkerLaunch,
+    WorkerRemove,
+    WorkerVolumeRemove,
+    WorkerWait,
+)
 from kimik3_reconciler.ports import DockerPort, Ports, StatePort
 from kimik3_reconciler.steps.image import build_image, pin_tag
 from kimik3_reconciler.steps.report import Reporter
@@ -86,6 +93,11 @@ def remove_worker(spec: WorkerRemove, ports: Ports, reporter: Reporter) -> None:
     reporter.event("removed", worker=spec.host.name, container=spec.name)
     if spec.profile:  # forgotten only once removed: a failed removal is planned again next time
         _forget_worker(ports.state, spec.profile, spec.host, spec.name)
+
+
+def remove_worker_volume(spec: WorkerVolumeRemove, ports: Ports, reporter: Reporter) -> None:
+    worker_docker(ports, spec.host).remove_volume(spec.name)
+    reporter.event("removed", worker=spec.host.name, volume=spec.name)
 
 
 def _entry(host: DockerHost, container: str) -> dict[str, str | None]:

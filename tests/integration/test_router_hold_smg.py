@@ -1,11 +1,11 @@
-"""The rollout's hold on real smg (the fleet extra's binary, started as `fleet apply` starts it: kimik3's cache-aware
+"""The benchmark's hold (bench/router_hold.py, `bench/fleet_cache_rollout.py --out hold`) on real smg (the fleet extra's binary, started as `fleet apply` starts it: kimik3's cache-aware
 settings and health checks) in front of three stub OpenAI-compatible workers on loopback. No model: what is tested is
 where smg sends each conversation, and every reply names the worker that gave it.
 
-- A worker held out (`_take_out(hold=True)`: its probes fail, smg routes it nothing new) stays listed, its breaker
-  closed; put back (`_put_back`: released), every conversation it served that had no turn meanwhile comes back to
-  it. With no reply running on it while held: smg puts a held worker back in rotation when one completes, which is
-  why a rollout removes instead (model/router_health.py, HOLD)."""
+- A worker held out (`hold_out`: its probes fail, smg routes it nothing new) stays listed, its breaker closed; put
+  back (`put_back_held`: released), every conversation it served that had no turn meanwhile comes back to it. With
+  no reply running on it while held: smg puts a held worker back in rotation when one completes, which is why a
+  rollout removes instead (bench/router_hold.py)."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ import pytest
 from support.json_http import JsonHandler
 from support.llama_replicas import free_port
 
+from bench.router_hold import held, hold_out, put_back_held
 from kimik3_reconciler.adapters.router_smg import SmgRouter, start_smg, stop_smg
-from kimik3_reconciler.cli.fleet_apply import _put_back, _take_out
 from kimik3_reconciler.engines import engine_for
 
 pytestmark = pytest.mark.fleet_rollout  # the fleet extra (smg): CI's fleet stage
@@ -122,15 +122,15 @@ def test_a_held_worker_keeps_its_conversations_and_gets_them_back(fleet) -> None
     chats = Conversations(router_url, 9)
     homes = chats.homes()
     url = busiest(homes)
-    _take_out(router, "busiest", url, 30, 1, lambda: 0, hold=True)
-    held = router.find(url)
-    assert held is not None and held.held and not held.in_rotation and held.breaker == "closed", held
+    hold_out(router, "busiest", url, 30, 1, lambda: 0)
+    out = router.find(url)
+    assert out is not None and held(router, url) and not out.in_rotation and out.breaker == "closed", out
     # While it is out, a conversation it served goes on elsewhere (its next turns stay there, with that cache).
     moved = next(c for c, home in homes.items() if home == url)
     assert chats.turn(moved) != url
-    assert _put_back(router, "busiest", url, 1).startswith("in rotation")  # no traffic meanwhile: one client here
+    assert put_back_held(router, "busiest", url, 1).startswith("in rotation")  # no traffic meanwhile: one client here
     listed = router.find(url)
-    assert listed is not None and listed.in_rotation and not listed.held
+    assert listed is not None and listed.in_rotation and not held(router, url)
     back = {c: chats.turn(c) for c, home in homes.items() if home == url and c != moved}
     assert back and set(back.values()) == {url}, (url, back)
     assert all(w.breaker == "closed" for w in router.workers()), router.workers()

@@ -210,7 +210,20 @@ def test_a_dropped_worker_is_removed_under_its_hosts_lock_which_force_unlock_cle
     assert not (converged / "state" / "rpc-workers" / f"{MAIN}.json").exists()
 
 
-def test_destroy_removes_the_worker_too(converged: Path) -> None:
-    kimik3(converged, "destroy", "rpc.yaml")
+def test_destroy_removes_the_worker_too_and_its_tensor_cache_with_model(converged: Path) -> None:
+    """The worker's tensor-cache volume is named and kept; `--model` removes it through the worker's Docker."""
+    volume = f"kimik3-rpc-cache-{MAIN}-w1"
+
+    def volume_exists() -> bool:
+        return subprocess.run(["docker", "volume", "inspect", volume], capture_output=True).returncode == 0
+
+    assert volume_exists()  # the worker's rpc-server -c made it
+    kept = kimik3(converged, "destroy", "rpc.yaml")
     assert docker("ps", "-aq", "--filter", f"name=^{WORKER}$") == ""
     assert docker("ps", "-aq", "--filter", f"name=^{MAIN}$") == ""
+    said = kept.stdout + kept.stderr
+    assert f"w1: {volume}" in said and "pass --model to remove" in said, said
+    assert volume_exists()
+    # The model's files go too: the next test's `converged` downloads them again from the fixture hub.
+    removed = kimik3(converged, "destroy", "--model", "rpc.yaml")
+    assert f"w1: {volume}" in removed.stdout + removed.stderr and not volume_exists()

@@ -97,6 +97,7 @@ class LlamaCpp:
     vision_probe = True  # with the fork build's --mmproj (profile.vision)
     native_route = None  # GGUF quants of the catalog: its route candidates (engines/llamacpp/routes.py)
     slot_store = SlotStore("--slot-save-path", SLOTS_MOUNT, "/slots")  # with serve.slot_save (launch.py)
+    exact_prefill = True  # /apply-template, then /completion n_predict 0 (ServingEngine.exact_prefill: why)
 
     @property
     def weight_headers(self) -> WeightHeaders:

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.hub_client import forget_hub_client
 
 from kimik3_demo.hub import FixtureHub, FixtureRepo
 from kimik3_reconciler.adapters.hf_hub import HuggingFaceHub, hub_token
@@ -54,6 +55,7 @@ def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FixtureHub]
             monkeypatch.delenv(name, raising=False)
         monkeypatch.setenv("HTTP_PROXY", running.url)
         monkeypatch.setenv("http_proxy", running.url)
+        forget_hub_client()  # a client another test made holds no proxy: this test's requests would go to 192.0.2.1
         yield running
 
 

@@ -30,5 +30,27 @@ def test_a_template_answer_without_a_prompt_is_not_prefilled(monkeypatch: pytest
 
     monkeypatch.setattr(httpx, "request", answer)
     with pytest.raises(SlotCacheError, match="holds no prompt"):
-        slot_cache.prefill("http://h:8080", None, "m", {"messages": []}, native=True)
+        slot_cache.prefill("http://h:8080", None, "m", {"messages": []}, exact=True)
     assert sent == ["http://h:8080/apply-template"]  # nothing sent to /completion
+
+
+@pytest.mark.parametrize(
+    ("exact", "route"),
+    [(True, ["/apply-template", "/completion"]), (False, ["/v1/chat/completions"])],
+)
+def test_the_engines_exact_prefill_chooses_the_route(
+    exact: bool, route: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """engines/base.py `exact_prefill`: llama-server's template-rendered prefix processed with nothing generated, or a
+    chat request generating one token (vLLM, SGLang)."""
+    sent = []
+
+    def answer(method: str, url: str, **kwargs: object) -> httpx.Response:
+        sent.append((url.removeprefix("http://h:8080"), kwargs.get("json")))
+        return httpx.Response(200, json={"prompt": "<|im_system|>…"})
+
+    monkeypatch.setattr(httpx, "request", answer)
+    slot_cache.prefill("http://h:8080", None, "m", {"messages": [{"role": "user", "content": "hi"}]}, exact=exact)
+    assert [path for path, _ in sent] == route
+    last = sent[-1][1]
+    assert (last["n_predict"], last["prompt"]) == (0, "<|im_system|>…") if exact else last["max_tokens"] == 1

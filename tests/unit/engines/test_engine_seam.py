@@ -31,7 +31,7 @@ def test_every_registered_engine_satisfies_the_protocol_under_its_own_name(name:
 
     fields = section_model(engine.tune_knobs.section).model_fields
     assert set(engine.tune_knobs.names) - {"threads"} <= set(fields)  # threads: named only to be refused (seed 000)
-    assert engine.load_wire in ("native", "openai")
+    assert engine.load_wire in ("native", "openai") and isinstance(engine.exact_prefill, bool)
 
 
 def test_an_unknown_engine_is_a_plan_error_naming_the_field() -> None:

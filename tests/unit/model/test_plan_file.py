@@ -200,6 +200,7 @@ SAMPLES = [
     ),
     specs.WorkerWait(specs.DockerHost("w1", "ssh://k3@10.0.0.2"), "k3-rpc-w1", "10.0.0.2", 50052, 120.0),
     specs.WorkerRemove(specs.DockerHost("w1", "ssh://k3@10.0.0.2"), "k3-rpc-w1", "k3"),
+    specs.WorkerVolumeRemove(specs.DockerHost("w1", "ssh://k3@10.0.0.2"), "kimik3-rpc-cache-k3-w1"),
     specs.ExporterRun(
         "k3",
         {"profile": "k3", "labels": {"profile": "k3"}, "port": 19201, "shards": ["/c/a.gguf"]},

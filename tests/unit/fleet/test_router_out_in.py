@@ -1,0 +1,97 @@
+"""How a rollout takes a host out of smg and puts it back (cli/fleet_apply.py `_take_out`, `_put_back`): removed (a
+hold is not safe: bench/router_hold.py, tested in tests/unit/proofs/test_router_hold_bench.py), put back by add
+when not listed, left to its own health checks otherwise. smg's side of it is tested on the real binary
+(tests/integration/test_fleet_rollout_docker.py); here the decision."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import pytest
+
+from kimik3_reconciler.adapters import router_smg
+from kimik3_reconciler.adapters.router_smg import RouterWorker
+from kimik3_reconciler.cli import fleet_apply
+
+
+def test_the_fleet_router_never_drops_a_worker_whose_probes_fail(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(router_smg.shutil, "which", lambda name, path=None: "/opt/smg/bin/smg")
+    assert "--no-remove-unhealthy-workers" in router_smg.smg_argv("127.0.0.1", 30000, 30001, "cache_aware")
+
+
+@dataclass
+class RecordedRouter:
+    """smg as the step functions see it: its listing, and the calls that change it."""
+
+    listed: dict[str, RouterWorker] = field(default_factory=dict)
+    calls: list[str] = field(default_factory=list)
+
+    def workers(self) -> list[RouterWorker]:
+        return list(self.listed.values())
+
+    def find(self, url: str) -> RouterWorker | None:
+        return self.listed.get(url)
+
+    def remove(self, worker_id: str) -> None:
+        self.calls.append("remove")
+        self.listed = {u: w for u, w in self.listed.items() if w.id != worker_id}
+
+    def wait_gone(self, worker_id: str, timeout_s: float) -> bool:
+        return True
+
+    def add(self, url: str) -> str:
+        self.calls.append("add")
+        self.listed[url] = RouterWorker("new", url, "ready", True, "closed")
+        return "new"
+
+    def wait_in_rotation(self, url: str, timeout_s: float) -> RouterWorker:
+        assert self.listed[url].in_rotation, self.listed[url]
+        return self.listed[url]
+
+
+A, B = "http://10.0.0.1:8080", "http://10.0.0.2:8080"
+
+
+def _fleet(router: RecordedRouter) -> RecordedRouter:
+    router.listed = {u: RouterWorker(f"id-{i}", u, "ready", True, "closed") for i, u in enumerate((A, B))}
+    return router
+
+
+@pytest.fixture(autouse=True)
+def serving(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fleet_apply, "_serves", lambda url: True)
+    monkeypatch.setattr(fleet_apply, "_served_tokens", lambda url, api_key: None)
+
+
+def test_a_rollout_removes_the_host_it_takes_out() -> None:
+    router = _fleet(RecordedRouter())
+    fleet_apply._take_out(router, "a", A, 5, 1, lambda: 0)
+    assert router.find(A) is None and router.calls == ["remove"]
+
+
+def test_a_removed_host_is_added_back() -> None:
+    router = _fleet(RecordedRouter())
+    fleet_apply._take_out(router, "a", A, 5, 1, lambda: 0)
+    assert fleet_apply._put_back(router, "a", A, 0).startswith("in rotation")
+    assert router.calls == ["remove", "add"] and router.find(A).in_rotation
+
+
+def test_a_host_still_listed_is_left_to_its_health_checks() -> None:
+    router = _fleet(RecordedRouter())
+    fleet_apply._put_back(router, "b", B, 0)
+    assert router.calls == []
+
+
+def test_a_server_that_refuses_its_metrics_is_waited_on_for_the_whole_drain(capsys: pytest.CaptureFixture) -> None:
+    """401 from /metrics (the old server holds a key the controller did not send) says nothing of the replies running
+    there: the drain waits its timeout instead of going on at once and cutting them."""
+
+    def refused() -> int | None:
+        raise fleet_apply.MetricsRefused("HTTP 401")
+
+    router = _fleet(RecordedRouter())
+    started = time.monotonic()
+    fleet_apply._take_out(router, "a", A, 0.5, 1, refused)
+    assert time.monotonic() - started >= 0.45
+    assert "refused /metrics (HTTP 401): waited the drain timeout" in capsys.readouterr().out
