@@ -294,14 +294,6 @@ def host_gate(profile: Profile, observed: Observed, rendered: EnginePlan | None 
     engine = engine_for(profile.engine)
     needs = engine.host_needs(profile)
     if needs is not None:  # an engine with the whole checkpoint in VRAM: its needs, then what every deployment needs
-        if needs.hosts > 1:
-            # rule: cluster-not-converged
-            # The head's server waits for members nobody started: found after the image pull and the download.
-            return [
-                f"{needs.hosts_field}: this replica spans {needs.hosts} hosts; kimik3 validates it and renders each "
-                "host's commands (engines' cluster_launch), but does not start the other hosts' members yet: "
-                "see docs/operations.md 'A replica over several hosts', or leave the cluster out"
-            ], []
         refusals, warnings = checkpoint_findings(profile, observed, needs, _stoppable_pids(profile, observed))
         split_refusals, split_warnings = tensor_parallel_findings(profile, observed, needs)  # heads, idle GPUs
         refusals, warnings = refusals + split_refusals, warnings + split_warnings

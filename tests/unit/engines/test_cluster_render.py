@@ -73,7 +73,8 @@ def test_vllm_renders_rays_head_the_server_and_a_worker_per_node() -> None:
     assert ray_worker.command[:2] == ("ray", "start")
     assert _pairs(ray_worker.command)["--address"] == "10.0.0.1:6379"
     assert _pairs(ray_worker.command)["--node-ip-address"] == "10.0.0.2"
-    assert "--block" in ray_head.command and "--block" in ray_worker.command  # the container's main process
+    # A node's Ray is its container's main process; the head's returns once up, the server following it there.
+    assert "--block" not in ray_head.command and "--block" in ray_worker.command
     # The head's server is the container kimik3 launches here: the same argv, `vllm serve` in front.
     assert server.role == "server" and server.command == ("vllm", "serve", *launch.spec.command)
     flags = _pairs(server.command)
