@@ -122,13 +122,13 @@ from kimik3_reconciler.observe.local_model import collect_local_model
 from kimik3_reconciler.observe.server_log import crash_cause
 from kimik3_reconciler.observe.unit import parse_unit_file
 from kimik3_reconciler.planning import plan, render_desired
+from kimik3_reconciler.planning.cluster_render import rendered_members
 from kimik3_reconciler.planning.exporter_unit import render_exporter_install
 from kimik3_reconciler.planning.front_step import render_front
 from kimik3_reconciler.planning.front_unit import plan_front_unit
 from kimik3_reconciler.planning.launch import render_launch
 from kimik3_reconciler.planning.metrics_step import render_exporter
 from kimik3_reconciler.planning.unit_step import render_install
-from kimik3_reconciler.planning.cluster_render import rendered_members
 from kimik3_reconciler.planning.worker_step import render_worker, worker_inputs
 
 CASES = Path(__file__).parents[2] / "cases" / "plan"
