@@ -582,6 +582,11 @@ PAYLOADS: tuple[type[Payload], ...] = (
     WorkerLaunch,
     WorkerWait,
     WorkerRemove,
+    MemberImage,
+    MemberCheckpoint,
+    MemberLaunch,
+    MemberWait,
+    MemberRemove,
 )
 
 

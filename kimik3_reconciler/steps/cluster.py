@@ -24,7 +24,7 @@ def member_image(spec: MemberImage, ports: Ports, reporter: Reporter) -> None:
     """The head's pull, through the node's Docker: the same digest check, the same errors naming image.ref."""
     moved = copy.copy(ports)
     moved.docker = worker_docker(ports, spec.host)
-    reporter.event("node", name=spec.host.name)
+    reporter.event("node", node=spec.host.name)
     pull_image(spec.pull, moved, reporter)
 
 

@@ -50,7 +50,8 @@ pytestmark = [
 NAME = "k3-vcl-it"
 NODE = f"{NAME}-node-n2"
 HEAD_BIND, NODE_BIND = "127.0.0.2", "127.0.0.3"
-PORT, RAY_PORT, SSH_PORT = 19491, 19492, 19493
+# Ray's GCS port outside its worker ports (10002-19999 by default: Ray refuses an overlap at start).
+PORT, RAY_PORT, SSH_PORT = 19491, 29492, 19493
 IMAGE = "kimik3-test/vllm-cpu-ray:0.32.0"
 REPOSITORY = "kimik3-vcl/vllm-cpu-ray"
 VLLM_CPU_RAY_ERROR = "current platform cpu does not support ray"
