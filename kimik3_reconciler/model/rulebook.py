@@ -495,7 +495,11 @@ _GENERIC: tuple[Rule, ...] = (
         "vLLM's Ray executor does not survive a lost actor, nor SGLang's ranks a lost peer: the head's server keeps "
         "answering /health for a while, serving nothing",
         ("kimik3_reconciler.planning.container_step",),
-        ("cases/plan/212-vllm-cluster-member-killed.yaml", "cases/plan/213-vllm-cluster-member-not-in-ray.yaml"),
+        (
+            "cases/plan/212-vllm-cluster-member-killed.yaml",
+            "cases/plan/213-vllm-cluster-member-not-in-ray.yaml",
+            "cases/plan/216-sglang-cluster-member-killed.yaml",
+        ),
         seed=OWN + "issue 41 item 4 (recreate the replica when a member dies)",
     ),
     Rule(

@@ -124,12 +124,13 @@ def _plan_container(desired: Desired, observed: Observed, planned: tuple[Step, .
         # vLLM's Ray executor does not survive a lost actor (nor SGLang's ranks a lost peer): the server must start
         # again with every member, and the head's Ray with it (its nodes rejoin the new head: the member step).
         who = "; ".join(f"{name}: {why}" for name, why in lost)
+        head = " and Ray's head" if len(launch.cluster[0].processes) > 1 else ""
         return (
             Step(
                 "container",
                 name,
                 Action.REPLACE,
-                f"the replica lost a member ({who}): restart the head's server (and Ray's head) with it",
+                f"the replica lost a member ({who}): restart the head's server{head} with it",
                 diff=tuple(DiffItem(f"member {n}", why, "running") for n, why in lost),
                 spec=LaunchContainer(launch.spec, replace=True),
                 warnings=launch.warnings,
