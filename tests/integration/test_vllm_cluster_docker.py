@@ -55,6 +55,8 @@ PORT, RAY_PORT, SSH_PORT = 19491, 29492, 19493
 IMAGE = "kimik3-test/vllm-cpu-ray:0.32.0"
 REPOSITORY = "kimik3-vcl/vllm-cpu-ray"
 VLLM_CPU_RAY_ERROR = "current platform cpu does not support ray"
+# The node's lock lives in its Docker, this machine's one dockerd, which other real-parts tests' worker hosts share.
+WAIT_LOCK = ("--lock-timeout", "15m")
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +121,7 @@ def work(tmp_path_factory: pytest.TempPathFactory, sshd: Sshd) -> Iterator[Path]
         try:
             yield work
         finally:
-            kimik3(work, "destroy", "profile.yaml", check=False)
+            kimik3(work, "destroy", *WAIT_LOCK, "profile.yaml", check=False)
             subprocess.run(["docker", "rm", "-f", NAME, NODE], capture_output=True)
 
 
@@ -140,7 +142,9 @@ def _ray_alive() -> frozenset[str]:
 @pytest.fixture(scope="module")
 def applied(work: Path) -> tuple[list[dict], subprocess.CompletedProcess[str]]:
     planned = _plan(work)
-    return planned, kimik3(work, "apply", "profile.yaml", check=False)
+    result = kimik3(work, "apply", *WAIT_LOCK, "profile.yaml", check=False)
+    (work / "apply.log").write_text(result.stdout + result.stderr)  # kept with the test's folder, to read
+    return planned, result
 
 
 def test_the_plan_from_nothing_converges_the_node_before_and_after_the_head(applied) -> None:  # noqa: ANN001
@@ -160,7 +164,8 @@ def test_the_node_joins_the_heads_ray_and_vllms_cpu_build_refuses_its_ray_execut
     # head's container by the apply's wait).
     assert "checkpoint" in out and "joined" in out, out[-6000:]
     inspect = json.loads(docker("inspect", NODE))[0]
-    assert inspect["Config"]["Entrypoint"][:2] == ["ray", "start"] and "--block" in inspect["Config"]["Cmd"]
+    argv = [*inspect["Config"]["Entrypoint"], *inspect["Config"]["Cmd"]]
+    assert argv[:4] == ["ray", "start", "--address", f"{HEAD_BIND}:{RAY_PORT}"] and argv[-1] == "--block"
     assert inspect["HostConfig"]["NetworkMode"] == "host"
     assert all(not m["RW"] for m in inspect["Mounts"])  # the model, read-only, at the head's path
     # vLLM's own refusal, after it connected to the head's Ray: the server never serves on the CPU build.
@@ -176,7 +181,7 @@ def test_a_killed_member_is_named_by_plan_and_recreated_by_apply(applied, work: 
     steps = {s["kind"]: s for s in _plan(work)}
     assert steps["member"]["action"] == "replace" and "exited" in steps["member"]["reason"], steps["member"]
     started = time.time()
-    result = kimik3(work, "apply", "profile.yaml", check=False)
+    result = kimik3(work, "apply", *WAIT_LOCK, "profile.yaml", check=False)
     out = result.stdout + result.stderr
     # Recreated and rejoined (the apply's wait on Ray's table passed) before the server fails as above.
     assert _state(NODE) == "running" or "joined" in out, out[-6000:]
