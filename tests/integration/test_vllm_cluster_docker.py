@@ -11,11 +11,11 @@ files at the head's path, the head's container starts Ray's head and then `vllm 
 --address … --block` joins it and Ray's node table, read through the head's container, shows both addresses alive.
 
 What does not: vLLM's CPU build cannot run its Ray executor. vLLM 0.32.0's CpuPlatform has no `ray_device_key`, so
-`initialize_ray_cluster` (vllm/v1/executor/ray_utils.py) raises `ValueError: current platform cpu does not support
-ray.` once the server, connected to the head's Ray, builds its placement group (and with the key set to "CPU",
-ray_executor.py would ask Ray for `resources={"CPU": n}`, which Ray refuses: CPUs are `num_cpus`). So the server never
-serves here and the apply fails at the health wait with that error in its log, which this test asserts: it pins the
-limitation and fails (saying so) the day a vLLM CPU build runs it. A killed member is then named by `plan` and
+the engine core's RayExecutorV2 → `initialize_ray_cluster` (vllm/v1/executor/ray_utils.py) raises `ValueError:
+current platform cpu does not support ray.` once the server, connected to the head's Ray, makes its placement group.
+So the server never serves here and the apply fails at the health wait; the head's whole log (the container is kept,
+stopped) holds that error, which this test asserts: it pins the limitation and fails (saying so) the day a vLLM CPU
+build runs it. A killed member is then named by `plan` and
 recreated by `apply` (its Ray joins again before the server fails the same way).
 
 Opt-in (minutes on 2 cores; the engines stage's image plus Ray's wheels): KIMIK3_VLLM_CLUSTER_TEST=1."""
