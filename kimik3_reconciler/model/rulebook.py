@@ -487,6 +487,16 @@ _GENERIC: tuple[Rule, ...] = (
         seed=OWN + "issue 41",
     ),
     Rule(
+        "vllm-ray-port",
+        "refuse",
+        "vllm.cluster.port is none of Ray's own default ports (its client server's 10001, its workers' 10002-19999)",
+        "Ray's head refuses a GCS port among them at start ('trying to use a port number that is used by other "
+        "components'), after every node pulled the image",
+        _VLLM,
+        ("cases/profile/cluster_ray_port_in_worker_range.yaml",),
+        seed=OWN + "issue 41 item 4 (found by the cluster test: Ray 2.60 refused port 19492)",
+    ),
+    Rule(
         "cluster-member-lost-restarts-replica",
         "force",
         "a vllm.cluster / sglang.cluster member lost (its container gone, exited, changed, or, for vLLM, its address "
