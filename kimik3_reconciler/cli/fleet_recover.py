@@ -1,5 +1,6 @@
-"""`kimik3 fleet recover FILE [--watch]` (issue 36 item 6): a group whose RPC worker died leaves the router, is
-re-converged by its main host's `kimik3 apply` (which recreates the worker) and gated, and comes back.
+"""`kimik3 fleet recover FILE [--watch]` (issue 36 item 6, issue 41 item 4): a group whose member died (an RPC
+worker, a cluster node) leaves the router, is re-converged by its main host's `kimik3 apply` (which recreates the
+member with the server) and gated, and comes back.
 
 The decisions are fleet/recovery.py's; this wires them: each group's state from its main host's `kimik3 status
 --json` (over SSH, all at once: `fleet status`'s gathering), smg through the rollout's own router steps, the main
@@ -61,14 +62,14 @@ def _pass(fleet, state_dir: Path, timeout: float, drain: float, traffic: float, 
     from kimik3_reconciler.adapters.ssh_shell import SshShell
     from kimik3_reconciler.cli.fleet_apply import _read_record, _write_record
     from kimik3_reconciler.cli.fleet_cmd import _answers
-    from kimik3_reconciler.fleet.groups import worker_states
+    from kimik3_reconciler.fleet.groups import member_states
     from kimik3_reconciler.fleet.recovery import recover, to_recover
 
     with FleetLock(state_dir / "fleet" / fleet.name / "lock"):
         answers = _answers(fleet, ("status",), timeout)
-        groups = {a.host: worker_states(fleet.host(a.host), a.document if a.ok else None) for a in answers}
+        groups = {a.host: member_states(fleet.host(a.host), a.document if a.ok else None) for a in answers}
         groups = {name: states for name, states in groups.items() if states}
-        # The groups earlier passes took out and did not put back: their workers may look up now, yet they are
+        # The groups earlier passes took out and did not put back: their members may look up now, yet they are
         # out of the router until they pass the gates (without this record a failed gate left a group out for good).
         record = state_dir / "fleet" / fleet.name / "recovering.json"
         pending = set(_read_record(record).get("out", ()))
@@ -77,7 +78,7 @@ def _pass(fleet, state_dir: Path, timeout: float, drain: float, traffic: float, 
         _write_record(record, {"out": sorted(pending | set(dead))})
         for name, states in groups.items():
             if name not in dead:
-                _say(f"{name}: workers {'; '.join(s.text() for s in states)}")
+                _say(f"{name}: members {'; '.join(s.text() for s in states)}")
         recovered = ()
         if dead:
             router = _Router(fleet, drain, traffic)
@@ -126,16 +127,17 @@ def recover_cmd(
     traffic_timeout: float,
     json_out: bool,
 ) -> None:
-    """Groups whose RPC worker died: out of the router, re-converged on their main host, gated, back in."""
+    """Groups whose RPC worker or cluster node died: out of the router, re-converged on their main host, gated, back in."""
     from kimik3_reconciler.cli.fleet_cmd import load_fleet
+    from kimik3_reconciler.fleet.groups import spans
 
     state_dir = Path(ctx.obj["state_dir"])
     fleet = load_fleet(file)
-    if not any(h.profile.workers for h in fleet.hosts):
+    if not any(spans(h.profile) for h in fleet.hosts):
         if json_out:  # --json's stdout is always the document, an empty one here
             click.echo(json.dumps({"fleet": fleet.name, "groups": {}, "recovered": []}, indent=2))
             return
-        _out.print(f"{fleet.name}: no host has RPC workers: nothing to recover", highlight=False)
+        _out.print(f"{fleet.name}: no host has RPC workers or cluster nodes: nothing to recover", highlight=False)
         return
     passes = 0
     while True:

@@ -1,15 +1,19 @@
-"""A llama.cpp main server with its RPC workers is one replica (a group); PURE (values in, values out).
+"""A replica whose server leans on other hosts is one unit of the fleet (a group); PURE (values in, values out).
 
-A fleet host whose effective profile names `rpc.workers` is a group's main host: the router sees only its main
-server, the rollout takes it out, applies there (its `kimik3 apply` converges the workers through their own Docker)
-and puts it back as one replica. Its workers are hosts too, but no replica: a worker host may lend its devices to
-one main server only (rpc-server serves one client at a time) and must not be a replica itself (llama-server and
-rpc-server would share its devices, and its worker's failure would take a replica down with it).
+Two kinds: a llama.cpp main server with its RPC workers (`rpc.workers`), and a vLLM/SGLang replica over several
+hosts (`vllm.cluster` / `sglang.cluster`: the head, this host, and its `nodes`). A fleet host whose effective profile
+names either is a group's main host: the router sees only its server, the rollout takes it out, applies there (its
+`kimik3 apply` converges the members through their own Docker) and puts it back as one replica. Its members' hosts
+are hosts too, but no replica: a member's host belongs to one group only (rpc-server serves one client at a time; a
+cluster node's devices hold its head's ranks) and must not be a replica itself (two servers would share its devices,
+and the member's failure would take a replica down with it).
 
-A worker is dead when its rpc-server is not there to answer: llama.cpp's RPC has no recovery of its own (the main
-server fails on its next call to the worker, and a new rpc-server holds none of the tensors the main server placed
-there), so the whole group must leave the router and be re-converged. Read from the main host's own
-`kimik3 status --json` (its `workers`: each seen through the worker's Docker)."""
+A member is dead when it is not there to serve its part: llama.cpp's RPC has no recovery of its own (the main server
+fails on its next call to the worker, and a new rpc-server holds none of the tensors the main server placed there);
+a cluster node that left (its container gone or restarted, Ray's table says it is not alive) took its ranks with it.
+Either way the whole group must leave the router and be re-converged. Read from the main host's own
+`kimik3 status --json` (`workers`: each seen through the worker's Docker; `members`: each cluster node the same way;
+`ray_alive`: the addresses Ray's node table has a live raylet at, read through the head's container)."""
 
 from __future__ import annotations
 
@@ -21,28 +25,73 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from kimik3_reconciler.fleet.values import FleetHost
-from kimik3_reconciler.model.profile import RpcWorker
+from kimik3_reconciler.model.profile import ClusterSpec, Profile, RpcWorker
+from kimik3_reconciler.model.profile_rules import FieldPath
 
 _LOOPBACK = ("127.0.0.1", "::1", "localhost", "loopback")
+# Why a member's host is its group's only, by kind (said in each refusal).
+_ONE_CLIENT = {
+    "worker": "rpc-server serves one client at a time",
+    "node": "a cluster node runs its head's ranks on its devices",
+}
 
 
-def worker_address(worker: RpcWorker) -> str:
-    """The host a worker runs on: its Docker URL's host (ssh://user@host:port, tcp://host:port)."""
+@dataclass(frozen=True)
+class Member:
+    """One host of a group beside its main host: an RPC worker (`kind` worker) or a cluster node (`kind` node);
+    `field`: where the profile writes it, e.g. ("rpc", "workers", 0) or ("vllm", "cluster", "nodes", 0)."""
+
+    name: str
+    docker: str
+    bind: str
+    kind: str
+    field: FieldPath
+    port: int | None = None  # a worker's rpc-server port; a node's ports are its engine's
+
+
+def cluster_of(profile: Profile) -> tuple[str, ClusterSpec] | None:
+    """(the engine's section, its `cluster`) of a replica over several hosts; None on one host."""
+    section = getattr(profile, profile.engine, None) if profile.engine in ("vllm", "sglang") else None
+    cluster = getattr(section, "cluster", None)
+    return (profile.engine, cluster) if cluster is not None else None
+
+
+def members(profile: Profile) -> tuple[Member, ...]:
+    """The group's other hosts: its RPC workers (in --rpc order) or its cluster nodes (in rank order)."""
+    found = [
+        Member(w.name, w.docker, w.bind, "worker", ("rpc", "workers", i), w.port) for i, w in enumerate(profile.workers)
+    ]
+    cluster = cluster_of(profile)
+    if cluster is not None:
+        section, spec = cluster
+        found += [
+            Member(n.name, n.docker, n.bind, "node", (section, "cluster", "nodes", i)) for i, n in enumerate(spec.nodes)
+        ]
+    return tuple(found)
+
+
+def spans(profile: Profile) -> bool:
+    """Whether the replica leans on hosts beside its own (a group)."""
+    return bool(members(profile))
+
+
+def worker_address(worker: RpcWorker | Member) -> str:
+    """The host a member runs on: its Docker URL's host (ssh://user@host:port, tcp://host:port)."""
     return (urlsplit(worker.docker).hostname or worker.docker).lower()
 
 
-def _worker_names(worker: RpcWorker) -> set[str]:
-    """Every name the worker's host goes by here: its Docker's host and the address rpc-server binds."""
-    names = {worker_address(worker)}
-    if worker.bind not in _LOOPBACK:
-        names.add(worker.bind.lower())
+def _member_names(member: Member) -> set[str]:
+    """Every name the member's host goes by here: its Docker's host and the address it binds."""
+    names = {worker_address(member)}
+    if member.bind not in _LOOPBACK:
+        names.add(member.bind.lower())
     return names
 
 
-def _on_its_main_host(worker: RpcWorker) -> bool:
-    """The worker's Docker is dialled from its main host: a loopback one (127.0.0.0/8, ::1, localhost) is that host's
+def _on_its_main_host(member: Member) -> bool:
+    """The member's Docker is dialled from its main host: a loopback one (127.0.0.0/8, ::1, localhost) is that host's
     own daemon, whichever host it is."""
-    address = worker_address(worker)
+    address = worker_address(member)
     if address == "localhost":
         return True
     try:
@@ -52,45 +101,55 @@ def _on_its_main_host(worker: RpcWorker) -> bool:
 
 
 def _replica_names(host: FleetHost) -> set[str]:
-    """Every name a replica host goes by: its inventory name, its SSH address, the address its server binds."""
+    """Every name a replica host goes by: its inventory name, its SSH address, the address its server binds (and,
+    as a cluster's head, the address its nodes reach it at)."""
     names = {host.name.lower(), host.address.lower()}
     if host.profile.serve.host not in ("loopback", "tailscale"):
         names.add(host.profile.serve.host.lower())
+    cluster = cluster_of(host.profile)
+    if cluster is not None and cluster[1].bind not in _LOOPBACK:
+        names.add(cluster[1].bind.lower())
     return names
+
+
+def group_hosts(host: FleetHost) -> tuple[str, ...]:
+    """The hosts `host`'s replica spans: its own name, then each member's host (as its Docker URL names it)."""
+    return (host.name, *(worker_address(m) for m in members(host.profile) if not _on_its_main_host(m)))
 
 
 @dataclass(frozen=True)
 class Conflict:
-    """A worker that is not only its group's: `host` names the group (main host), `index` the worker in its
-    `rpc.workers`; `message` says what else the worker's host is."""
+    """A member that is not only its group's: `host` names the group (main host), `field` the member's `docker`
+    in the profile (e.g. ("rpc", "workers", 0, "docker")); `message` says what else the member's host is."""
 
     host: str
-    index: int
+    field: FieldPath
     message: str
 
 
 def conflicts(hosts: Sequence[FleetHost]) -> tuple[Conflict, ...]:
-    """Workers on a replica host, and workers another group has already (file order: the later one is named)."""
+    """Members on a replica host, and members another group has already (file order: the later one is named)."""
     found: list[Conflict] = []
-    owner: dict[str, tuple[str, str]] = {}  # a worker host's name -> (main host, worker name) that has it
+    owner: dict[str, tuple[str, Member]] = {}  # a member host's name -> (main host, member) that has it
     replicas = {name: h.name for h in hosts for name in _replica_names(h)}
     for host in hosts:
         mine = _replica_names(host)
-        for index, worker in enumerate(host.profile.workers):
-            names = _worker_names(worker)
-            if names & mine or _on_its_main_host(worker):
+        for member in members(host.profile):
+            names = _member_names(member)
+            if names & mine or _on_its_main_host(member):
                 continue  # the main host lends its own devices too: inside the group
+            where = (*member.field, "docker")
             replica = next((replicas[n] for n in sorted(names) if n in replicas), None)
             if replica is not None:
                 found.append(
                     Conflict(
                         host.name,
-                        index,
-                        f"worker {worker.name} runs on {worker_address(worker)}, which is host {replica}, a replica "
-                        "of this fleet: a host is a replica or one group's worker, not both (their servers would "
-                        "share its devices, and the worker's failure would take the replica down too); a worker "
-                        "host stays in the inventory outside rollout.hosts' group (a group of the main hosts, "
-                        "not all)",
+                        where,
+                        f"{member.kind} {member.name} runs on {worker_address(member)}, which is host {replica}, a "
+                        "replica of this fleet: a host is a replica or one group's member, not both (their servers "
+                        f"would share its devices, and the {member.kind}'s failure would take the replica down too); "
+                        "a member's host stays in the inventory outside rollout.hosts' group (a group of the main "
+                        "hosts, not all)",
                     )
                 )
                 continue
@@ -99,24 +158,25 @@ def conflicts(hosts: Sequence[FleetHost]) -> tuple[Conflict, ...]:
                 found.append(
                     Conflict(
                         host.name,
-                        index,
-                        f"worker {worker.name} runs on {worker_address(worker)}, which is already host {taken[0]}'s "
-                        f"worker {taken[1]}: a worker host serves one main server (rpc-server serves one client at "
-                        "a time); give each host its own workers in overrides.<host>.rpc.workers",
+                        where,
+                        f"{member.kind} {member.name} runs on {worker_address(member)}, which is already host "
+                        f"{taken[0]}'s {taken[1].kind} {taken[1].name}: a member's host serves one group "
+                        f"({_ONE_CLIENT[member.kind]}); give each host its own in "
+                        f"overrides.<host>.{'.'.join(map(str, member.field[:-1]))}",
                     )
                 )
                 continue
             for n in names:
-                owner.setdefault(n, (host.name, worker.name))
+                owner.setdefault(n, (host.name, member))
     return tuple(found)
 
 
 @dataclass(frozen=True)
-class WorkerState:
-    """One worker of a group as its main host's kimik3 sees it: `state` up | dead | unknown, and why."""
+class MemberState:
+    """One member of a group as its main host's kimik3 sees it: `state` up | dead | unknown, and why."""
 
     name: str
-    endpoint: str  # bind:port, where the main server reaches its rpc-server
+    endpoint: str  # a worker's bind:port (where the main server reaches its rpc-server), a node's bind
     state: str
     why: str = ""
 
@@ -128,15 +188,25 @@ class WorkerState:
         return f"{self.name} {self.state}" + (f" ({self.why})" if self.why else "")
 
 
-def worker_endpoint(worker: RpcWorker) -> str:
-    return f"[{worker.bind}]:{worker.port}" if ":" in worker.bind else f"{worker.bind}:{worker.port}"
+def worker_endpoint(member: RpcWorker | Member) -> str:
+    """Where the main server reaches a worker (bind:port); a node's address (its engine's ports are its own)."""
+    if member.port is None:
+        return member.bind
+    return f"[{member.bind}]:{member.port}" if ":" in member.bind else f"{member.bind}:{member.port}"
 
 
-def worker_states(host: FleetHost, status: Mapping[str, Any] | None) -> tuple[WorkerState, ...]:
-    """Each of `host`'s workers from its `kimik3 status --json` document (None: the host did not answer)."""
-    seen = {w.get("name"): w for w in (status or {}).get("workers") or () if isinstance(w, Mapping)}
-    main = ((status or {}).get("container") or {}).get("started_at")
-    return tuple(_state(w, seen.get(w.name), main, status is not None) for w in host.profile.workers)
+def member_states(host: FleetHost, status: Mapping[str, Any] | None) -> tuple[MemberState, ...]:
+    """Each of `host`'s members from its `kimik3 status --json` document (None: the host did not answer): a worker
+    from its `workers` facts, a node from its `members` facts and (vLLM) `ray_alive`, the addresses Ray's node table
+    has a live raylet at (None: not read)."""
+    doc = status or {}
+    seen = {
+        kind: {m.get("name"): m for m in doc.get(key) or () if isinstance(m, Mapping)}
+        for kind, key in (("worker", "workers"), ("node", "members"))
+    }
+    alive = doc.get("ray_alive")
+    main = (doc.get("container") or {}).get("started_at")
+    return tuple(_state(m, seen[m.kind].get(m.name), main, status is not None, alive) for m in members(host.profile))
 
 
 def _moment(stamp: object) -> datetime.datetime | None:
@@ -150,28 +220,35 @@ def _moment(stamp: object) -> datetime.datetime | None:
         return None
 
 
-def _state(worker: RpcWorker, fact: Mapping[str, Any] | None, main_started: str | None, answered: bool) -> WorkerState:
-    where = worker_endpoint(worker)
+def _state(
+    member: Member, fact: Mapping[str, Any] | None, main_started: str | None, answered: bool, alive: Any
+) -> MemberState:
+    where = worker_endpoint(member)
+    what = "rpc-server" if member.kind == "worker" else "node"
     if fact is None:
-        return WorkerState(
-            worker.name,
+        return MemberState(
+            member.name,
             where,
             "unknown",
             "its main host did not answer" if not answered else "not in its main host's status",
         )
     if fact.get("error"):
-        # Its Docker does not answer (the host down, ssh refused): the rpc-server may still serve; nothing is known.
-        return WorkerState(worker.name, where, "unknown", f"its Docker does not answer: {fact['error']}")
+        # Its Docker does not answer (the host down, ssh refused): the member may still serve; nothing is known.
+        return MemberState(member.name, where, "unknown", f"its Docker does not answer: {fact['error']}")
     container = fact.get("container")
     if not container:
-        return WorkerState(worker.name, where, "dead", "no rpc-server container")
+        return MemberState(member.name, where, "dead", f"no {what} container")
     if container.get("state") != "running":
-        return WorkerState(worker.name, where, "dead", f"rpc-server container {container.get('state')}")
+        return MemberState(member.name, where, "dead", f"{what} container {container.get('state')}")
     if fact.get("port_open") is False:
-        return WorkerState(worker.name, where, "dead", f"{where} does not accept connections")
+        return MemberState(member.name, where, "dead", f"{where} does not accept connections")
+    if member.kind == "node" and isinstance(alive, list) and member.bind not in alive:
+        # Its container runs, but Ray's table has no live raylet there: the ranks the head placed on it are gone.
+        return MemberState(member.name, where, "dead", f"no live Ray node at {member.bind}")
     started = _moment(container.get("started_at"))
     main = _moment(main_started)
-    if main and started and started > main:
-        # A new rpc-server holds none of the tensors the main server placed on the old one.
-        return WorkerState(worker.name, where, "dead", "rpc-server restarted after the main server started")
-    return WorkerState(worker.name, where, "up")
+    if member.kind == "worker" and main and started and started > main:
+        # A new rpc-server holds none of the tensors the main server placed on the old. (A node starts after its
+        # head's container by design: Ray's head runs there first.)
+        return MemberState(member.name, where, "dead", "rpc-server restarted after the main server started")
+    return MemberState(member.name, where, "up")

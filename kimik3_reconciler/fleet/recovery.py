@@ -1,17 +1,19 @@
-"""`kimik3 fleet recover`: a group whose RPC worker died leaves the router, is re-converged and comes back.
+"""`kimik3 fleet recover`: a group whose member died (an RPC worker, a cluster node) leaves the router, is
+re-converged and comes back.
 
 llama.cpp's RPC has no recovery of its own: a dead rpc-server fails the main server on its next call, and a new one
-holds none of the tensors placed on the old. So a group with a dead worker (fleet/groups.py, read from its main
+holds none of the tensors placed on the old; a cluster node that left took its head's ranks with it (vLLM's Ray actors,
+SGLang's torch.distributed group). So a group with a dead member (fleet/groups.py, read from its main
 host's `kimik3 status --json`) is handled as a rollout handles a host, with what the rollout has:
-  router: out       every dead group first, without the capacity floor (a group with a dead worker serves only
+  router: out       every dead group first, without the capacity floor (a group with a dead member serves only
                     errors: keeping it in rotation costs requests, taking it out costs no capacity it has)
-  gate: apply       `kimik3 apply` on the main host: its plan relaunches the worker through the worker's Docker and
-                    replaces the main server (its tensors on the dead worker are gone)
+  gate: apply       `kimik3 apply` on the main host: its plan relaunches the member through the member's Docker and
+                    replaces the main server (its tensors or ranks on the dead member are gone)
   gate: converged   `kimik3 plan --detailed-exitcode` there exits 0
-  gate: verify      `kimik3 verify` there (its `rpc` check: the model's layers on the worker's device)
+  gate: verify      `kimik3 verify` there (RPC: its `rpc` check, the model's layers on the worker's device)
   router: in        back in rotation, then until the router sends it traffic
-A group that fails a gate stays out of the router (its server cannot serve without the worker) and is named; the
-caller keeps it as left out (`pending`), and the next pass gates it again even when its workers look up by then (the
+A group that fails a gate stays out of the router (its server cannot serve without the member) and is named; the
+caller keeps it as left out (`pending`), and the next pass gates it again even when its members look up by then (the
 failed pass's apply relaunched them), so no failed or killed pass leaves a group out of the router for good.
 The effects come through ports (`GroupRouter`, gather.HostShell); the decisions here are pure of I/O."""
 
@@ -23,7 +25,7 @@ from typing import Protocol
 
 from kimik3_reconciler.errors import Kimik3Error
 from kimik3_reconciler.fleet.gather import HostAnswer, HostShell, gather
-from kimik3_reconciler.fleet.groups import WorkerState, worker_states
+from kimik3_reconciler.fleet.groups import MemberState, member_states, spans
 from kimik3_reconciler.fleet.values import Fleet, FleetHost
 from kimik3_reconciler.model.plan import shown
 
@@ -45,10 +47,10 @@ class GroupRouter(Protocol):
 
 @dataclass(frozen=True)
 class Recovery:
-    """One group's recovery: its dead workers, and `failed` the gate it failed (None: back in rotation)."""
+    """One group's recovery: its dead members, and `failed` the gate it failed (None: back in rotation)."""
 
     host: str
-    dead: tuple[WorkerState, ...]
+    dead: tuple[MemberState, ...]
     failed: str | None
     message: str
 
@@ -57,15 +59,15 @@ class Recovery:
         return self.failed is None
 
 
-def dead_groups(fleet: Fleet, answers: Sequence[HostAnswer]) -> dict[str, tuple[WorkerState, ...]]:
-    """Each group (main host name) with a dead worker, and those workers; a worker whose state is unknown (its
-    Docker or its main host did not answer) is no reason to act: nothing says its rpc-server is gone."""
+def dead_groups(fleet: Fleet, answers: Sequence[HostAnswer]) -> dict[str, tuple[MemberState, ...]]:
+    """Each group (main host name) with a dead member, and those members; a member whose state is unknown (its
+    Docker or its main host did not answer) is no reason to act: nothing says it is gone."""
     dead = {}
     for answer in answers:
         host = fleet.host(answer.host)
-        if not host.profile.workers or not answer.ok:
+        if not spans(host.profile) or not answer.ok:
             continue
-        found = tuple(w for w in worker_states(host, answer.document) if w.dead)
+        found = tuple(w for w in member_states(host, answer.document) if w.dead)
         if found:
             dead[host.name] = found
     return dead
@@ -73,9 +75,9 @@ def dead_groups(fleet: Fleet, answers: Sequence[HostAnswer]) -> dict[str, tuple[
 
 def to_recover(
     fleet: Fleet, answers: Sequence[HostAnswer], pending: Collection[str]
-) -> dict[str, tuple[WorkerState, ...]]:
+) -> dict[str, tuple[MemberState, ...]]:
     """`dead_groups`, and each `pending` group (an earlier pass took it out and did not put it back: a gate failed,
-    the router refused it, the pass was killed) whose main host answered, with no dead worker of its own."""
+    the router refused it, the pass was killed) whose main host answered, with no dead member of its own."""
     found = dead_groups(fleet, answers)
     for answer in answers:
         if answer.host in pending and answer.ok and answer.host not in found:
@@ -100,7 +102,7 @@ def _converge(host: FleetHost, shell: HostShell, timeout_s: float, say: Callable
 
 def recover(
     fleet: Fleet,
-    dead: Mapping[str, tuple[WorkerState, ...]],
+    dead: Mapping[str, tuple[MemberState, ...]],
     router: GroupRouter,
     shell: HostShell,
     timeout_s: float,
@@ -111,7 +113,8 @@ def recover(
     hosts = [fleet.host(name) for name in dead]
     for host in hosts:
         why = "; ".join(w.text() for w in dead[host.name])
-        cause = f"worker dead ({why})" if why else "left out of the router by an earlier pass"
+        kind = "worker" if host.profile.workers else "node"
+        cause = f"{kind} dead ({why})" if why else "left out of the router by an earlier pass"
         say(f"{host.name}: {cause}: {router.take_out(host)}")
 
     def one(host: FleetHost) -> Recovery:
@@ -122,7 +125,7 @@ def recover(
                 dead[host.name],
                 gate,
                 f"{host.name} failed gate {gate} ({message}); left out of the router: its main server cannot "
-                "serve without its workers",
+                "serve without its members",
             )
         try:
             rotation = router.put_back(host)

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from kimik3_reconciler.engines.base import PrefixCacheTokens
 from kimik3_reconciler.fleet.gather import HostAnswer
-from kimik3_reconciler.fleet.groups import worker_address, worker_endpoint, worker_states
+from kimik3_reconciler.fleet.groups import group_hosts, member_states, members, spans, worker_address, worker_endpoint
 from kimik3_reconciler.fleet.host_plan import HostPlan
 from kimik3_reconciler.fleet.pricing import ImageShare, RolloutPrice
 from kimik3_reconciler.fleet.values import Fleet, FleetHost
@@ -33,13 +33,21 @@ class RouterView(Protocol):
 
 
 def group_json(host: FleetHost) -> list[dict[str, Any]]:
-    """A group's workers (fleet/groups.py): name, the host its rpc-server runs on, where the main server reaches it."""
-    return [{"name": w.name, "host": worker_address(w), "endpoint": worker_endpoint(w)} for w in host.profile.workers]
+    """A group's members (fleet/groups.py): name, kind (worker | node), the host it runs on, where it is reached."""
+    return [
+        {"name": m.name, "kind": m.kind, "host": worker_address(m), "endpoint": worker_endpoint(m)}
+        for m in members(host.profile)
+    ]
 
 
 def group_line(host: FleetHost) -> str:
-    workers = ", ".join(f"{w['name']} on {w['host']} ({w['endpoint']})" for w in group_json(host))
-    return f"  group: its main server and RPC workers {workers}: one replica (out, applied, gated, back in together)"
+    listed = group_json(host)
+    what = "main server and RPC workers" if listed[0]["kind"] == "worker" else "head and cluster nodes"
+    named = ", ".join(f"{m['name']} on {m['host']} ({m['endpoint']})" for m in listed)
+    return (
+        f"  group: replica {host.name} spans hosts {', '.join(group_hosts(host))}: its {what} {named}: one replica "
+        "(out, applied, gated, back in together)"
+    )
 
 
 def _duration(seconds: float) -> str:
@@ -78,8 +86,9 @@ def plan_document(
             "ok": answer.ok,
             "kimik3": answer.version,
         }
-        if host.profile.workers:
+        if spans(host.profile):
             entry["workers"] = group_json(host)
+            entry["spans"] = list(group_hosts(host))
         if not answer.ok:
             entry.update(problem=answer.problem, message=answer.message)
         else:
@@ -115,7 +124,7 @@ def plan_lines(
             continue
         p = plans[answer.host]
         lines.append(f"host {host.name} ({host.ssh_target}): {p.summary}")
-        lines += [group_line(host)] if host.profile.workers else []
+        lines += [group_line(host)] if spans(host.profile) else []
         lines += list(p.changes)
     lines.append("")
     lines.append(
@@ -132,7 +141,8 @@ def plan_lines(
             for h in batch.hosts
         )
         lines.append(
-            f"  {what}: {', '.join(batch.hosts)} at +{_duration(batch.start_s)}: {downtime}; "
+            f"  {what}: {', '.join(_replica(fleet, h) for h in batch.hosts)} at +{_duration(batch.start_s)}: "
+            f"{downtime}; "
             f"{batch.serving} serving meanwhile"
         )
     lines.append(
@@ -150,6 +160,12 @@ def plan_lines(
     if price.image:
         lines.append(image_line(price.image, plans))
     return lines
+
+
+def _replica(fleet: Fleet, name: str) -> str:
+    """A batch's replica by its host's name, and the hosts it spans where it is a group (out and back as one)."""
+    host = fleet.host(name)
+    return f"{name} (spans {', '.join(group_hosts(host))})" if spans(host.profile) else name
 
 
 def _compile_text(plan: HostPlan, pulls_image: bool) -> str:
@@ -219,8 +235,8 @@ def status_row(
         "in_flight": in_flight if in_flight is not None else in_router.in_flight if in_router else None,
         "prefix_cache": prefix_cache_json(prefix_cache),
     }
-    if host.profile.workers:
-        states = worker_states(host, answer.document if answer.ok else None)
+    if spans(host.profile):
+        states = member_states(host, answer.document if answer.ok else None)
         row["workers"] = [asdict(w) for w in states]
         row["group"] = "; ".join(w.text() for w in states)
     if not answer.ok:
@@ -278,7 +294,7 @@ def _cell(row: dict[str, Any], column: str) -> str:
 
 
 def status_lines(rows: list[dict[str, Any]]) -> list[str]:
-    # A fleet with RPC groups gets a column of each group's workers (up | dead | unknown, and why).
+    # A fleet with groups gets a column of each group's members (up | dead | unknown, and why).
     columns = STATUS_COLUMNS + (("group",) if any(r.get("workers") for r in rows) else ())
     table = [list(columns)] + [[_cell(r, c) for c in columns] for r in rows]
     widths = [max(len(line[i]) for line in table) for i in range(len(columns))]

@@ -29,7 +29,7 @@ GROUP_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 HOST_NAME = r"[A-Za-z0-9][A-Za-z0-9._:-]{0,252}"
 # The fields a host may set differently from the profile (its overrides); everything else every host serves as the
 # profile writes it, or the hosts would not be replicas of one deployment.
-OVERRIDABLE = ("gpus", "serve.port", "serve.host", "model.cache_dir", "rpc.workers")
+OVERRIDABLE = ("gpus", "serve.port", "serve.host", "model.cache_dir", "rpc.workers", "vllm.cluster", "sglang.cluster")
 # Where the replicas run (fleet/targets/): Ansible over SSH (the default), or jobs of a Slurm cluster.
 TARGETS = ("ansible", "slurm")
 # smg's load-balancing policies (`smg --policy`; shared/TESTING.md §12: cache_aware is its default).
@@ -126,6 +126,13 @@ class RpcOverrides(BaseModel):
     workers: Any = Field(description="rpc.workers of this host's main server (as in a profile)")
 
 
+class ClusterOverrides(BaseModel):
+    """A host's own cluster (vllm.cluster / sglang.cluster: a replica over several hosts, this host its head)."""
+
+    model_config = _CONFIG
+    cluster: Any = Field(description="the cluster this host heads (as in a profile: bind, port, nodes)")
+
+
 class HostOverrides(BaseModel):
     """The fields this host sets differently from the profile (OVERRIDABLE); each is checked in the host's
     effective profile, as a profile's own field is."""
@@ -135,6 +142,8 @@ class HostOverrides(BaseModel):
     serve: ServeOverrides | None = None
     model: ModelOverrides | None = None
     rpc: RpcOverrides | None = None
+    vllm: ClusterOverrides | None = None
+    sglang: ClusterOverrides | None = None
 
 
 class RolloutSpec(BaseModel):

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from kimik3_reconciler.errors import InputError, ProfileError, ProfileProblem
 from kimik3_reconciler.fleet.effective import override_paths, with_absolute_paths, with_overrides
-from kimik3_reconciler.fleet.groups import conflicts
+from kimik3_reconciler.fleet.groups import cluster_of, conflicts
 from kimik3_reconciler.fleet.hot_prompts import parse_hot_prompts
 from kimik3_reconciler.fleet.inventory import Inventory, read_inventory
 from kimik3_reconciler.fleet.schema import OVERRIDABLE, FleetFile
@@ -88,6 +88,21 @@ def parse_fleet(text: str, source: str, read_text: Callable[[str], str]) -> Flee
                 "(the job asks --gres for that many)",
                 near=("target",),
             )
+    for host in hosts if spec.target == "slurm" else ():
+        cluster = cluster_of(host.profile)
+        if cluster is not None:
+            # The Slurm target runs a group as one heterogeneous job whose components are rpc-server workers
+            # (fleet/targets/slurm.py); a cluster's nodes are converged through their own Docker, not by Slurm.
+            field = (cluster[0], "cluster")
+            message = (
+                f"host {host.name}: {cluster[0]}.cluster (a replica over several hosts) does not run on target: "
+                "slurm yet (its job would hold the head's node only, while the nodes' members run outside Slurm): "
+                "use target: ansible, or `kimik3 fleet render --target kubernetes`"
+            )
+            if any(field[: len(o)] == o for o in override_paths(host.overrides)):
+                problems.add(("overrides", host.name, *field), message, near=("overrides", host.name))
+            else:
+                problems.add(("target",), f"{message} (the profile's {cluster[0]}.cluster: every host's)")
     if not problems.found:
         _check_groups(hosts, base, problems)
     if problems.found:
@@ -122,7 +137,7 @@ def _fixed_overrides(data: Any, problems: _Problems) -> Any:
             continue
         kept[host] = {}
         for key, value in tree.items():
-            nested = isinstance(value, dict) and key in ("serve", "model", "rpc")
+            nested = isinstance(value, dict) and key in ("serve", "model", "rpc", "vllm", "sglang")
             inner = {k: v for k, v in value.items() if f"{key}.{k}" in OVERRIDABLE} if nested else value
             for k in value if nested else {}:
                 if f"{key}.{k}" not in OVERRIDABLE:
@@ -337,11 +352,13 @@ def _check_reachable(
 
 
 def _check_groups(hosts: tuple[FleetHost, ...], base: LoadedProfile, problems: _Problems) -> None:
-    """A worker host is one group's only (fleet/groups.py): each conflict at the worker's `docker`, in the fleet
-    file when the host's overrides name its workers, else in the profile (every host then shares them)."""
+    """A member's host (an RPC worker's, a cluster node's) is one group's only (fleet/groups.py): each conflict at
+    the member's `docker`, in the fleet file when the host's overrides name its members, else in the profile (every
+    host then shares them)."""
     for found in conflicts(hosts):
-        where: FieldPath = ("rpc", "workers", found.index, "docker")
-        if "rpc" in next(h for h in hosts if h.name == found.host).overrides:
+        where: FieldPath = found.field
+        host = next(h for h in hosts if h.name == found.host)
+        if any(where[: len(o)] == o for o in override_paths(host.overrides)):
             problems.add(("overrides", found.host, *where), found.message, near=("overrides", found.host))
         else:
             problems.found.append(

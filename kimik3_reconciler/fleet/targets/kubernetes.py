@@ -22,6 +22,9 @@ from typing import Any, Literal
 from kimik3_reconciler.engines import ServingEngine, engine_for
 from kimik3_reconciler.errors import InputError, PlanError, ProfileError, ProfileProblem
 from kimik3_reconciler.fleet.effective import override_paths
+from kimik3_reconciler.fleet.groups import cluster_of
+from kimik3_reconciler.fleet.targets import kubernetes_cluster
+from kimik3_reconciler.fleet.targets.kubernetes_cluster import PodAddresses
 from kimik3_reconciler.fleet.targets.kubernetes_objects import (
     POD_BIND,
     SET_NAME_LABEL,
@@ -261,7 +264,9 @@ def _group_template(fleet: Fleet, host: FleetHost, refusals: _Refusals) -> dict[
         )
         return {}
     needs = engine.host_needs(profile)
-    gpus = _gpu_count(gpus_of(profile), needs.gpus if needs else None, ("gpus",), fleet, refusals)
+    # One pod's share of the replica's ranks, one GPU each: all of them on one host, a host's share in a cluster.
+    share = needs.gpus * needs.pipeline // needs.hosts if needs else None
+    gpus = _gpu_count(gpus_of(profile), share, ("gpus",), fleet, refusals)
     workers = profile.workers
     observed = _pod_observed(fleet, profile)
     try:
@@ -278,7 +283,9 @@ def _group_template(fleet: Fleet, host: FleetHost, refusals: _Refusals) -> dict[
         # Each worker is the pod `<leader>-<index>` of the set's headless Service (LWS names them so).
         rpc=tuple(f"$({LEADER_ENV})-{i}.{fleet.name}:{w.port}" for i, w in enumerate(workers, start=1)),
     )
-    spec = render_container(value, engine)
+    # A cluster's members meet at the pods' addresses (kubernetes_cluster.py), not at the profile's hosts'.
+    addresses = PodAddresses(host.profile_text) if cluster_of(profile) is not None else None
+    spec = render_container(addresses.value(value, leader=True) if addresses else value, engine)
     argv = [_escaped(a) for a in spec.command]
     if workers:  # --rpc's $(K3_LEADER) is kimik3's own, for Kubernetes to expand: the one word not escaped
         argv[argv.index("--rpc") + 1] = ",".join(value.rpc)
@@ -330,6 +337,13 @@ def _group_template(fleet: Fleet, host: FleetHost, refusals: _Refusals) -> dict[
             "volumes": volumes,
         },
     }
+    if addresses is not None:
+        return kubernetes_cluster.cluster_group(
+            kubernetes_cluster.GroupInput(fleet.name, host, engine, value, addresses, _snapshot(profile), _escaped),
+            leader,
+            [_resources(section.cpu, section.memory, n or 0) for n in kubernetes_cluster.node_gpus(host, share)],
+            lambda path, message: refusals.add_profile(host, path, message),
+        )
     worker = _worker_pod(fleet, host, image, refusals) if workers else None
     return {"leader": leader, "worker": worker, "size": 1 + len(workers)}
 
@@ -359,6 +373,11 @@ def _model_mount(profile: Profile) -> dict[str, Any]:
     """The model's folder of the cache, read-only, where the server's argv names it (as on a host)."""
     folder = _model_folder(profile)
     return {"name": "model-cache", "mountPath": f"{MODELS_MOUNT}/{folder}", "subPath": folder, "readOnly": True}
+
+
+def _snapshot(profile: Profile) -> str:
+    """The pinned snapshot in the pod, where `_model_mount` puts the model's folder (the path a host's server reads)."""
+    return f"{_model_mount(profile)['mountPath']}/snapshots/{profile.model.revision}"
 
 
 def _cache_volume(section: Any) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """The fleet file (issue 36 item 1): each case in tests/cases/fleet/ is a fleet file next to profiles/demo-cpu.yaml
-and the problems it must produce (line, field, message), or none and what it resolves to (hosts, batches)."""
+(and tests/cases/fleet/profiles/'s, e.g. a pinned vLLM profile whose hosts head clusters) and the problems it must produce (line, field, message), or none and what it resolves to (hosts, batches)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from kimik3_reconciler.errors import ProfileError
 from kimik3_reconciler.fleet import fleet_json_schema, parse_fleet
 
 CASES = sorted((Path(__file__).parents[2] / "cases" / "fleet").glob("*.yaml"))
+CASE_PROFILES = Path(__file__).parents[2] / "cases" / "fleet" / "profiles"
 DEMO = Path(__file__).parents[3] / "profiles" / "demo-cpu.yaml"
 # The head of a two-host fleet file on demo-cpu.yaml, up to its hosts (each test adds its own).
 HEAD = """\
@@ -30,6 +31,8 @@ inventory:
 
 def _fleet(tmp_path: Path, text: str):  # noqa: ANN202 - fleet.Fleet
     shutil.copy(DEMO, tmp_path / "demo-cpu.yaml")
+    for profile in CASE_PROFILES.glob("*.yaml"):
+        shutil.copy(profile, tmp_path / profile.name)
     (tmp_path / "fleet.yaml").write_text(text)
     return parse_fleet(text, str(tmp_path / "fleet.yaml"), read_text)
 
@@ -90,7 +93,7 @@ router: {version: "1.13.0"}
 def test_the_schema_names_the_overridable_fields() -> None:
     schema = fleet_json_schema()
     overrides = schema["$defs"]["HostOverrides"]["properties"]
-    assert set(overrides) == {"gpus", "serve", "model", "rpc"}
+    assert set(overrides) == {"gpus", "serve", "model", "rpc", "vllm", "sglang"}
     assert (
         schema["properties"]["kind"] == {"const": "Fleet", "title": "Kind", "type": "string"}
         or schema["properties"]["kind"].get("enum") == ["Fleet"]

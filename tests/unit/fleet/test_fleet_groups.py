@@ -14,7 +14,7 @@ from kimik3_reconciler.cli.inputs import read_text
 from kimik3_reconciler.errors import ProfileError, StepError
 from kimik3_reconciler.fleet import parse_fleet
 from kimik3_reconciler.fleet.gather import HostAnswer
-from kimik3_reconciler.fleet.groups import worker_states
+from kimik3_reconciler.fleet.groups import member_states
 from kimik3_reconciler.fleet.recovery import dead_groups, recover
 from kimik3_reconciler.fleet.report import group_line, status_lines, status_row
 from kimik3_reconciler.fleet.values import FleetHost
@@ -75,7 +75,8 @@ def test_a_group_is_one_replica_of_the_rollout_its_workers_listed_under_it(group
     assert [h.name for h in groups.hosts] == ["a", "b", "c"]  # the worker hosts are no replicas
     assert groups.rollout.batches() == (("a",), ("b",), ("c",)) and groups.rollout.min_serving == 2
     assert group_line(groups.host("a")) == (
-        "  group: its main server and RPC workers wa on 10.0.0.11 (10.0.0.11:50052): one replica "
+        "  group: replica a spans hosts a, 10.0.0.11: its main server and RPC workers wa on 10.0.0.11 "
+        "(10.0.0.11:50052): one replica "
         "(out, applied, gated, back in together)"
     )
 
@@ -100,7 +101,7 @@ def test_a_group_is_one_replica_of_the_rollout_its_workers_listed_under_it(group
     ],
 )
 def test_a_workers_state_comes_from_its_main_hosts_status(groups, fact: dict, state: str, why: str) -> None:  # noqa: ANN001
-    (got,) = worker_states(groups.host("a"), _status(fact))
+    (got,) = member_states(groups.host("a"), _status(fact))
     assert (got.state, got.why) == (state, why)
 
 
@@ -221,7 +222,8 @@ def test_fleet_plan_lists_a_groups_workers_under_its_main_host(groups) -> None: 
     ]
     assert lines[4] == "host c (10.0.0.3): converged"
     hosts = plan_document(groups, answers, plans, price)["hosts"]
-    assert hosts[0]["workers"] == [{"name": "wa", "host": "10.0.0.11", "endpoint": "10.0.0.11:50052"}]
+    assert hosts[0]["workers"] == [{"name": "wa", "kind": "worker", "host": "10.0.0.11", "endpoint": "10.0.0.11:50052"}]
+    assert hosts[0]["spans"] == ["a", "10.0.0.11"]
     assert "workers" not in hosts[2]
 
 
@@ -248,7 +250,7 @@ def test_recover_of_a_fleet_without_groups_does_nothing(tmp_path: Path) -> None:
     text = yaml.safe_load((CASES / "same_address_same_port.yaml").read_text())["fleet"]
     _fleet(tmp_path, text.replace("b: {ansible_host: 127.0.0.1}", "b: {ansible_host: 127.0.0.2}"))
     result = _recover(tmp_path)
-    assert result.exit_code == 0 and "no host has RPC workers: nothing to recover" in result.stdout
+    assert result.exit_code == 0 and "no host has RPC workers or cluster nodes: nothing to recover" in result.stdout
 
 
 def _wire(monkeypatch, events: list[str], statuses: list[dict], fails: dict[str, str]) -> None:  # noqa: ANN001
@@ -381,8 +383,8 @@ def test_a_worker_restarted_within_the_main_servers_whole_second_is_dead(groups)
     worker started half a second after the main server (as the host's own planner reads them)."""
     status = _status(_worker("wa", container={"state": "running", "started_at": "2026-12-05T04:00:00.5Z"}))
     status["container"]["started_at"] = "2026-12-05T04:00:00Z"
-    (state,) = worker_states(groups.host("a"), status)
+    (state,) = member_states(groups.host("a"), status)
     assert (state.state, state.why) == ("dead", "rpc-server restarted after the main server started")
     # a main container never started (Docker's zero time) says nothing of when its workers started
     status["container"]["started_at"] = "0001-01-01T00:00:00Z"
-    assert worker_states(groups.host("a"), status)[0].state == "up"
+    assert member_states(groups.host("a"), status)[0].state == "up"

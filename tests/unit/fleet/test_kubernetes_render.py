@@ -32,7 +32,12 @@ LWS_SCHEMA = ROOT / "tests" / "fixtures" / "kubernetes" / "leaderworkerset-v1.sc
 # The shipped fleet examples that say how they run on Kubernetes (a `kubernetes:` section), and a vLLM TP8 fleet
 # (tests/fixtures/kubernetes/fleet-vllm.yaml: not shipped, its profile is unpinned until `kimik3 pin`).
 SHIPPED = sorted(p for p in (ROOT / "profiles").glob("fleet-*.yaml") if "\nkubernetes:" in p.read_text())
-EXAMPLES = [*SHIPPED, ROOT / "tests" / "fixtures" / "kubernetes" / "fleet-vllm.yaml"]
+EXAMPLES = [
+    *SHIPPED,
+    ROOT / "tests" / "fixtures" / "kubernetes" / "fleet-vllm.yaml",
+    # Two vLLM replicas over two hosts each (vllm.cluster): a LeaderWorkerSet group of two pods per replica.
+    ROOT / "tests" / "fixtures" / "kubernetes" / "fleet-vllm-cluster.yaml",
+]
 # The oldest release the manifests are for (the preStop sleep action: beta, on by default, since 1.30) and the newest
 # kubernetes-validate knows.
 K8S_VERSIONS = ("1.30.0", "1.37.0")
