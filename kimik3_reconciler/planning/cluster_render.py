@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kimik3_reconciler.engines.base import NodeLaunch
 from kimik3_reconciler.model.facts import MemberFact, Observed
@@ -25,6 +25,9 @@ from kimik3_reconciler.model.hashing import fingerprint
 from kimik3_reconciler.model.labels import MEMBER_FINGERPRINT, MEMBER_INPUTS, PROFILE_LABEL
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.specs import ContainerSpec, DockerHost
+
+if TYPE_CHECKING:  # planning/launch.py renders the head's container with this module
+    from kimik3_reconciler.planning.launch import Launch
 
 # `bash -c HEAD_SCRIPT kimik3-head N1 ARGV1… N2 ARGV2… -- LAST…`: runs each counted argv to its end in order (Ray's
 # head: `ray start --head` returns once the head is up), then execs the last (the server: the container's main
@@ -58,10 +61,8 @@ def head_container(spec: ContainerSpec, head: NodeLaunch) -> ContainerSpec:
 
 
 def member_container(
-    profile: Profile, head_spec: ContainerSpec, image_fp: str, node: NodeLaunch, gpus
-) -> tuple[  # noqa: ANN001
-    ContainerSpec, str
-]:
+    profile: Profile, head_spec: ContainerSpec, image_fp: str, node: NodeLaunch, gpus: str | list[int | str]
+) -> tuple[ContainerSpec, str]:
     """A node's member container (labels included) and its fingerprint. `head_spec`: the head's rendered container
     (its image, environment and model mount: the same on every node); `gpus`: the node's, as the profile lists them."""
     (process,) = node.processes  # a node runs one process (vLLM: its Ray worker; SGLang: the server at its rank)
@@ -92,7 +93,7 @@ def member_container(
     return replace(spec, labels=labels), digest
 
 
-def rendered_members(profile: Profile, launch) -> tuple[tuple[NodeLaunch, Any, ContainerSpec, str], ...]:  # noqa: ANN001
+def rendered_members(profile: Profile, launch: Launch) -> tuple[tuple[NodeLaunch, Any, ContainerSpec, str], ...]:
     """(the engine's node launch, the profile's node, its member container, its fingerprint) per node, in rank
     order; `launch`: the head's (planning/launch.py Launch)."""
     cluster = profile.cluster
@@ -124,7 +125,7 @@ def member_lost(node: NodeLaunch, fact: MemberFact, digest: str, ray_alive: tupl
     return None
 
 
-def members_lost(profile: Profile, launch, observed: Observed) -> tuple[tuple[str, str], ...]:  # noqa: ANN001
+def members_lost(profile: Profile, launch: Launch, observed: Observed) -> tuple[tuple[str, str], ...]:
     """(node, why) for each node whose member must be launched again: the replica is short of it."""
     facts = {m.name: m for m in observed.members}
     lost = []

@@ -39,7 +39,6 @@ from kimik3_reconciler.planning.launch import snapshot_path
 # Ray's worker joins within seconds of its container's start; a node that takes longer is broken (or its image is
 # still loading its Python on a busy host: generous).
 MEMBER_WAIT_S = 300.0
-CHECK_TIMEOUT_S = 300.0
 # What the node's check container runs (the profile's image has Python: vLLM's and SGLang's both): the files under the
 # mounted snapshot and their sizes, links followed (the HF cache's snapshot links into its blobs), as JSON.
 CHECKPOINT_LIST = (

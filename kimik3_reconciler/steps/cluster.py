@@ -18,6 +18,7 @@ from kimik3_reconciler.steps.workers import worker_docker
 _LOG_TAIL = 40
 _LOOK_EVERY_S = 5.0
 _SHOWN = 5  # files named in a refusal; the rest counted
+_CHECK_TIMEOUT_S = 300.0  # a listing of a checkpoint's few hundred files: seconds, unless the node's disk hangs
 
 
 def member_image(spec: MemberImage, ports: Ports, reporter: Reporter) -> None:
@@ -30,7 +31,7 @@ def member_image(spec: MemberImage, ports: Ports, reporter: Reporter) -> None:
 
 def check_member_checkpoint(spec: MemberCheckpoint, ports: Ports, reporter: Reporter) -> None:
     docker = worker_docker(ports, spec.host)
-    code, out, err = docker.run_to_completion(spec.container, 300.0)
+    code, out, err = docker.run_to_completion(spec.container, _CHECK_TIMEOUT_S)
     try:
         found: dict[str, int] = json.loads(out.strip().splitlines()[-1]) if code == 0 else {}
     except (ValueError, IndexError):
