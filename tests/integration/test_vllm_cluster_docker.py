@@ -123,6 +123,7 @@ def work(tmp_path_factory: pytest.TempPathFactory, sshd: Sshd) -> Iterator[Path]
         finally:
             kimik3(work, "destroy", *WAIT_LOCK, "profile.yaml", check=False)
             subprocess.run(["docker", "rm", "-f", NAME, NODE], capture_output=True)
+            subprocess.run(["docker", "rmi", f"{tag.rsplit(':', 1)[0]}@{digest}"], capture_output=True)
 
 
 def _plan(work: Path) -> list[dict]:
