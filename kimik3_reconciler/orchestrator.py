@@ -35,6 +35,7 @@ from kimik3_reconciler.observe import observe
 from kimik3_reconciler.observe.docker_objects import parse_container
 from kimik3_reconciler.observe.workers import recorded_workers
 from kimik3_reconciler.planning import gate_reference, plan, plan_destroy, plan_prune, refuse_by_host_gate
+from kimik3_reconciler.planning.cluster_render import node_hosts
 from kimik3_reconciler.planning.worker_step import (
     docker_host,
     dropped_worker_hosts,
@@ -114,7 +115,7 @@ class Orchestrator:
             operation,
             profile.name,
             timeout_s,
-            worker_hosts(profile),
+            (*worker_hosts(profile), *node_hosts(profile)),  # a cluster's nodes are locked as RPC workers are
             dropped_worker_hosts(profile, recorded_workers(self.ports.state, profile.name)),
         )
 
@@ -126,6 +127,7 @@ class Orchestrator:
         if profile is not None:
             hosts = (
                 *worker_hosts(profile),
+                *node_hosts(profile),
                 *dropped_worker_hosts(profile, recorded_workers(self.ports.state, profile.name)),
             )
         else:

@@ -612,6 +612,9 @@ class CheckpointDefaults:
     def draft_device(self, profile: Profile, host_gpus: int | None) -> str | None:
         return None
 
+    def cluster_launch(self, value: LaunchInput, snapshot: str) -> tuple[NodeLaunch, ...]:
+        return ()  # one host: an engine with a cluster renders its hosts (LaunchedByModule: its launch module)
+
     def split_rank(
         self, profile: Profile, observed: Observed, plan: EnginePlan, knobs: dict[str, Any]
     ) -> tuple[Any, ...]:

@@ -431,6 +431,16 @@ class WorkerFact(_Fact):
     cache_volume: bool = False  # its tensor cache's Docker volume (model/specs.py rpc_cache_volume) exists there
 
 
+class MemberFact(_Fact):
+    """One node of a replica that spans hosts (vllm.cluster / sglang.cluster), seen through its own Docker."""
+
+    name: str
+    docker: str
+    error: str | None = None  # its Docker did not answer (ssh refused, TLS, daemon down): nothing else was read
+    image_present: bool = False  # an image with the profile's digest is on that host (RepoDigests)
+    container: ContainerFact | None = None  # the node's member container (<profile>-node-<name>)
+
+
 class RemovedWorkerFact(_Fact):
     """An RPC worker an apply launched (its state record) that the profile no longer names, seen through its
     recorded Docker: its rpc-server would keep listening on the network unless it is removed."""
@@ -504,6 +514,11 @@ class Observed(_Fact):
     gpu_probe_record: dict[str, Any] | None = None  # the passing probe record of this (driver, toolkit, request)
     workers: tuple[WorkerFact, ...] = ()  # the profile's RPC workers, in profile order (none without `rpc:`)
     removed_workers: tuple[RemovedWorkerFact, ...] = ()  # recorded RPC workers the profile no longer names
+    members: tuple[MemberFact, ...] = ()  # a cluster's nodes, in rank order (none without vllm/sglang.cluster)
+    # The addresses with a live raylet in Ray's node table, read through the head's running container (vllm.cluster);
+    # None: not read (no cluster, no Ray, the head's container not running, or the read failed: `ray_error`).
+    ray_alive: tuple[str, ...] | None = None
+    ray_error: str | None = None
     exporter: ExporterFact | None = None  # None: no exporter record (never started, or removed)
     host_settings: HostSettingsFact | None = None  # None: not looked at (no `host.prepare`)
     front: ExporterFact | None = None  # metrics.handover's front process (same shape); None: no front record

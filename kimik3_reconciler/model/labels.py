@@ -17,5 +17,8 @@ SMOKE_MOUNT = "/smoke"
 DRAFT_MOUNT = "/drafts"
 WORKER_FINGERPRINT = "kimik3.worker.fingerprint"  # an rpc-server container (not a serving one: conflicts skip it)
 WORKER_INPUTS = "kimik3.worker.inputs"
+# A cluster node's member container (vllm.cluster / sglang.cluster): not a serving one either (conflicts skip it)
+MEMBER_FINGERPRINT = "kimik3.member.fingerprint"
+MEMBER_INPUTS = "kimik3.member.inputs"
 SLOTS_MOUNT = "/slots"  # llama-server's --slot-save-path inside the server's container (serve.slot_save)
 RPC_CACHE_MOUNT = "/rpc-cache"  # rpc-server's tensor cache (LLAMA_CACHE) inside the worker's container

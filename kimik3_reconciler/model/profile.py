@@ -159,6 +159,11 @@ class Profile(Section):
         return tuple(self.rpc.workers) if self.rpc is not None else ()
 
     @property
+    def cluster(self) -> ClusterSpec | None:
+        """The replica's other hosts (vllm.cluster / sglang.cluster: the engine's own section); None: this host only."""
+        return getattr(getattr(self, self.engine, None), "cluster", None)
+
+    @property
     def quant_info(self) -> catalog.QuantInfo | None:
         return catalog.lookup(self.model.quant)
 

@@ -487,14 +487,51 @@ _GENERIC: tuple[Rule, ...] = (
         seed=OWN + "issue 41",
     ),
     Rule(
-        "cluster-not-converged",
+        "vllm-ray-port",
         "refuse",
-        "plan and apply refuse a vllm.cluster / sglang.cluster profile (exit 3): its hosts' commands are rendered "
-        "and checked, but kimik3 does not start the other hosts' members yet",
-        "the head's server would wait for members nobody started, found after the image pull and the download",
-        ("kimik3_reconciler.planning.host_gate",),
-        ("unit/engines/test_cluster_render.py",),
-        seed=OWN + "issue 41 item 4 (an open part: the members as converged helper steps)",
+        "vllm.cluster.port is none of Ray's own default ports (its client server's 10001, its workers' 10002-19999)",
+        "Ray's head refuses a GCS port among them at start ('trying to use a port number that is used by other "
+        "components'), after every node pulled the image",
+        _VLLM,
+        ("cases/profile/cluster_ray_port_in_worker_range.yaml",),
+        seed=OWN + "issue 41 item 4 (found by the cluster test: Ray 2.60 refused port 19492)",
+    ),
+    Rule(
+        "cluster-member-lost-restarts-replica",
+        "force",
+        "a vllm.cluster / sglang.cluster member lost (its container gone, exited, changed, or, for vLLM, its address "
+        "without a live raylet in Ray's node table read through the head) replaces the head's container (Ray's head "
+        "and the server) besides relaunching the member",
+        "vLLM's Ray executor does not survive a lost actor, nor SGLang's ranks a lost peer: the head's server keeps "
+        "answering /health for a while, serving nothing",
+        ("kimik3_reconciler.planning.container_step",),
+        (
+            "cases/plan/212-vllm-cluster-member-killed.yaml",
+            "cases/plan/213-vllm-cluster-member-not-in-ray.yaml",
+            "cases/plan/216-sglang-cluster-member-killed.yaml",
+        ),
+        seed=OWN + "issue 41 item 4 (recreate the replica when a member dies)",
+    ),
+    Rule(
+        "cluster-head-relaunch-takes-nodes",
+        "force",
+        "a head's container that is launched again (any cause) relaunches every node's member after it",
+        "the head's Ray (or SGLang's rendezvous) is a new cluster: a member of the old one never serves it",
+        ("kimik3_reconciler.planning.cluster_step",),
+        ("cases/plan/214-vllm-cluster-head-relaunched.yaml",),
+        seed=OWN + "issue 41 item 4 (the replica is converged as one unit)",
+    ),
+    Rule(
+        "cluster-node-checkpoint",
+        "refuse",
+        "before a node's member is launched, a short-lived container of the profile's image on that node lists the "
+        "checkpoint at the head's path (model.cache_dir mounted at the same path): a file absent or of another size "
+        "than the head verified stops the apply, naming the node, the field and the files, before the head is touched",
+        "vLLM and SGLang load the weights from the same local path on every node: a node without them fails its "
+        "ranks' load minutes into the head's",
+        ("kimik3_reconciler.planning.cluster_step", "kimik3_reconciler.steps.cluster"),
+        ("cases/plan/210-vllm-cluster-fresh.yaml", "unit/steps/test_cluster_steps.py"),
+        seed=OWN + "issue 41 item 4 (vLLM's multi-node guide: the model at the same path on every node)",
     ),
     Rule(
         "cluster-ranks",

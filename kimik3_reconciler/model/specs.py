@@ -436,6 +436,60 @@ class WorkerVolumeRemove(Payload):
     name: str
 
 
+# --- a replica over several hosts (vllm.cluster / sglang.cluster: each node reached through its own Docker) ---
+
+
+@frozen_value
+class MemberImage(Payload):
+    """Pull the profile's image by digest on a cluster node (`pull`: the same payload as the head's pull)."""
+
+    host: DockerHost
+    pull: ImagePull
+
+
+@frozen_value
+class MemberCheckpoint(Payload):
+    """Check that a node sees the checkpoint the head verified, at the same path: a short-lived container of the
+    profile's image there lists the mounted snapshot's files and sizes; `files`: (path, size) the head verified."""
+
+    host: DockerHost
+    container: ContainerSpec
+    snapshot: str
+    files: tuple[tuple[str, int], ...]
+
+
+@frozen_value
+class MemberLaunch(Payload):
+    """Create a node's member container; `replace`: remove the one of that name first."""
+
+    host: DockerHost
+    container: ContainerSpec
+    replace: bool = False
+
+    def takes_server_down(self) -> bool:
+        return self.replace  # the replica's server runs ranks on that node: it goes with it
+
+    def to_json(self) -> dict[str, Any]:
+        return {"host": asdict(self.host), **asdict(self.container), "replace": self.replace}
+
+
+@frozen_value
+class MemberWait(Payload):
+    """Wait until Ray's node table, read through the head's container, shows a live raylet at every address."""
+
+    head: str
+    addresses: tuple[str, ...]
+    timeout_s: float
+
+
+@frozen_value
+class MemberRemove(Payload):
+    """Remove a node's member container (destroy)."""
+
+    host: DockerHost
+    name: str
+
+
 @frozen_value
 class PagecachePreread(Payload):
     """Read the model's files into the page cache before a launch loads them, while the old server still serves
@@ -544,6 +598,11 @@ PAYLOADS: tuple[type[Payload], ...] = (
     WorkerWait,
     WorkerRemove,
     WorkerVolumeRemove,
+    MemberImage,
+    MemberCheckpoint,
+    MemberLaunch,
+    MemberWait,
+    MemberRemove,
 )
 
 

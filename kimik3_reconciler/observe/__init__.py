@@ -23,6 +23,7 @@ from kimik3_reconciler.model.records import (
 )
 from kimik3_reconciler.model.specs import slots_volume
 from kimik3_reconciler.observe.checkpoint_config import collect_checkpoint_config
+from kimik3_reconciler.observe.cluster import collect_members, collect_ray
 from kimik3_reconciler.observe.docker_objects import (
     collect_base_images,
     collect_container,
@@ -194,6 +195,8 @@ def observe(
         systemd=collect_systemd(profile, ports.units, ports.processes),
         workers=collect_workers(profile, ports.worker_docker, ports.docker, ports.host, ports.state, inputs),
         removed_workers=collect_removed_workers(profile, ports.worker_docker, ports.state),
+        members=collect_members(profile, ports.worker_docker),
+        **dict(zip(("ray_alive", "ray_error"), collect_ray(profile, ports.docker, container), strict=True)),
         exporter=exporter,
         host_settings=collect_host_settings(profile, ports.units),
         front=front,

@@ -1,4 +1,5 @@
-"""The members of a replica over several hosts, as its cluster sees them: for vLLM, Ray's own node table.
+"""The members of a replica over several hosts: each node's image and member container through its own Docker, and
+for vLLM Ray's own node table.
 
 pyinfra's split: `RAY_NODES` is what runs on the head (in its container: `docker exec`, or any process that reaches
 Ray's head through RAY_ADDRESS), a constant argv with no profile value in it; `ray_alive` and `missing` are pure and
@@ -8,9 +9,19 @@ alive, so the replica is missing a member even while the head's server still ans
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from kimik3_reconciler.engines.base import NodeLaunch
+from kimik3_reconciler.errors import Kimik3Error
+from kimik3_reconciler.model.facts import ContainerFact, MemberFact
+from kimik3_reconciler.model.image_ref import pinned_image
+from kimik3_reconciler.model.labels import MEMBER_FINGERPRINT, MEMBER_INPUTS
+from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.model.specs import DockerHost
+from kimik3_reconciler.observe.docker_objects import parse_container
+from kimik3_reconciler.observe.pulled_image import holds_digest
+from kimik3_reconciler.ports import DockerPort
 
 # ray.nodes() over the GCS (no dashboard needed: the head runs without one), as JSON on stdout's last line.
 RAY_NODES: tuple[str, ...] = (
@@ -31,3 +42,54 @@ def ray_alive(output: str) -> frozenset[str]:
 def missing(nodes: Iterable[NodeLaunch], alive: frozenset[str]) -> tuple[str, ...]:
     """The names of the hosts the replica was rendered with (the engine's cluster_launch) that have no live member."""
     return tuple(node.name for node in nodes if node.bind not in alive)
+
+
+def collect_member(profile_name: str, node: Any, docker: DockerPort, image_ref: str) -> MemberFact:
+    """One node through its own Docker: the profile's image there (by digest) and its member container. A Docker that
+    does not answer is recorded, not raised: the planner refuses with the node named."""
+    fact = MemberFact(name=node.name, docker=node.docker)
+    try:
+        image = pinned_image(image_ref)
+        present = holds_digest(image.by_digest, image.digest, docker.inspect_image(image.by_digest))
+        fact = fact.model_copy(update={"image_present": present})
+        inspect = docker.inspect_container(node.container_name(profile_name))
+        if inspect is None:
+            return fact
+        labels = (inspect.get("Config") or {}).get("Labels") or {}
+        container = parse_container(inspect).model_copy(
+            update={
+                "fingerprint": labels.get(MEMBER_FINGERPRINT),
+                "inputs": json.loads(labels.get(MEMBER_INPUTS) or "{}"),
+            }
+        )
+        return fact.model_copy(update={"container": container})
+    except Kimik3Error as exc:
+        return fact.model_copy(update={"error": str(exc)})
+
+
+def collect_members(
+    profile: Profile, worker_docker: Callable[[DockerHost], DockerPort] | None
+) -> tuple[MemberFact, ...]:
+    """The cluster's nodes, in rank order (none without a cluster)."""
+    cluster = profile.cluster
+    if cluster is None:
+        return ()
+    if worker_docker is None:
+        raise Kimik3Error("the profile has cluster nodes but no way to reach their Docker was wired")
+    return tuple(
+        collect_member(profile.name, n, worker_docker(DockerHost(n.name, n.docker, n.tls_dir)), profile.image.ref)
+        for n in cluster.nodes
+    )
+
+
+def collect_ray(
+    profile: Profile, docker: DockerPort, head: ContainerFact | None
+) -> tuple[tuple[str, ...] | None, str | None]:
+    """(addresses with a live raylet, why unread): Ray's node table through the head's running container (vLLM's
+    cluster only: SGLang's has no Ray). Not read while the head is not running: its members are replaced with it."""
+    if profile.engine != "vllm" or profile.cluster is None or head is None or head.state != "running":
+        return None, None
+    try:
+        return tuple(sorted(ray_alive(docker.exec_output(profile.name, list(RAY_NODES))))), None
+    except (Kimik3Error, ValueError, KeyError, IndexError) as exc:  # Ray's head not up yet, or gone: the plan says so
+        return None, str(exc).strip().splitlines()[-1][:300] if str(exc).strip() else type(exc).__name__

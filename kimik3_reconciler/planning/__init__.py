@@ -25,6 +25,7 @@ from kimik3_reconciler.model.specs import (
     RemoveVolume,
     slots_volume,
 )
+from kimik3_reconciler.planning.cluster_step import plan_cluster_members, plan_cluster_nodes, plan_member_teardown
 from kimik3_reconciler.planning.conflict_step import plan_conflicts
 from kimik3_reconciler.planning.container_step import container_changes, plan_container
 from kimik3_reconciler.planning.desired import Desired, Planner, changes
@@ -65,6 +66,8 @@ __all__ = [
 # an image build may already have read the model while it compiled (ImageBuild.preread, from preread_step).
 # RPC workers (other hosts) listen before the main server starts: it connects to each at load. A worker the
 # profile dropped goes after the health wait: the old server keeps its tensors there until the new one serves.
+# A cluster's nodes get their image and checkpoint check before the head's container, their members after it (a
+# node's Ray joins the head's, which the head's container starts first), then Ray's table before the health wait.
 PLANNERS: tuple[Planner, ...] = (
     plan_host,
     plan_gpu_probe,
@@ -82,7 +85,9 @@ PLANNERS: tuple[Planner, ...] = (
     plan_release_front,
     plan_release_port,
     plan_workers,
+    plan_cluster_nodes,
     plan_container,
+    plan_cluster_members,
     plan_health,
     plan_removed_workers,
     plan_exporter,
@@ -183,6 +188,7 @@ def plan_destroy(
     if observed.slots_volume:  # after the container: it mounts the volume
         steps.append(_slots_teardown(profile, slots))
     steps += plan_worker_teardown(profile, observed, model)  # after the server: it holds connections to them
+    steps += plan_member_teardown(profile, observed)  # after the head: its server runs ranks on them
     if observed.pulled is not None:  # an engine that pulls its image: the digest, never a build's tag
         steps.append(plan_pulled_removal(observed.pulled, images, observed.others))
     else:

@@ -8,6 +8,7 @@ from dataclasses import replace
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.plan import Action, DiffItem, Step, flat_diff
 from kimik3_reconciler.model.specs import LaunchContainer, StartContainer, WorkerLaunch
+from kimik3_reconciler.planning.cluster_render import members_lost
 from kimik3_reconciler.planning.container_drift import running_drift
 from kimik3_reconciler.planning.desired import Desired, changes
 from kimik3_reconciler.planning.launch import Launch
@@ -113,6 +114,24 @@ def _plan_container(desired: Desired, observed: Observed, planned: tuple[Step, .
                 Action.REPLACE,
                 f"{why}: the layers placed there are gone, reload",
                 diff=(DiffItem("rpc worker", "started before the server", "restarted"),),
+                spec=LaunchContainer(launch.spec, replace=True),
+                warnings=launch.warnings,
+            ),
+        )
+    lost = members_lost(desired.profile, launch, observed)
+    if lost and container.up:
+        # rule: cluster-member-lost-restarts-replica
+        # vLLM's Ray executor does not survive a lost actor (nor SGLang's ranks a lost peer): the server must start
+        # again with every member, and the head's Ray with it (its nodes rejoin the new head: the member step).
+        who = "; ".join(f"{name}: {why}" for name, why in lost)
+        head = " and Ray's head" if len(launch.cluster[0].processes) > 1 else ""
+        return (
+            Step(
+                "container",
+                name,
+                Action.REPLACE,
+                f"the replica lost a member ({who}): restart the head's server{head} with it",
+                diff=tuple(DiffItem(f"member {n}", why, "running") for n, why in lost),
                 spec=LaunchContainer(launch.spec, replace=True),
                 warnings=launch.warnings,
             ),

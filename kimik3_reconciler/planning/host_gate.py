@@ -229,14 +229,18 @@ def checkpoint_findings(
     gpus, absent = requested_gpus(profile, host)
     if absent:
         refusals.append(absent_refusal(absent, host))
-    if len(gpus) < needs.gpus:
+    # A replica over several hosts puts its share of the ranks here (tensor x pipeline over the hosts: the rule
+    # cluster-ranks refuses a remainder), and its share of the weights.
+    here = needs.gpus * needs.pipeline // needs.hosts if needs.hosts > 1 else needs.gpus
+    share_of = f" (this host's share of {needs.hosts} hosts)" if needs.hosts > 1 else ""
+    if len(gpus) < here:
         # rule: engine-host-needs
         # One tensor-parallel rank per GPU: fewer GPUs than ranks never start.
         refusals.append(
             FieldRefusal(
                 tuple(needs.gpus_field.split(".")),
                 f"engine {profile.engine} runs "
-                f"{needs.gpus} tensor-parallel ranks, one per GPU, but the profile gets "
+                f"{here} tensor-parallel ranks{share_of}, one per GPU, but the profile gets "
                 f"{len(gpus)} GPU(s) here ({needs.source})",
             )
         )
@@ -262,8 +266,8 @@ def checkpoint_findings(
             "Docker cannot give containers GPUs: install nvidia-container-toolkit (CDI specs in /etc/cdi "
             "or the nvidia runtime)"
         )
-    weights = sum(f.size for f in observed.model.files if f.path.endswith(".safetensors"))
-    used = gpus[: needs.gpus] if len(gpus) >= needs.gpus else gpus
+    weights = sum(f.size for f in observed.model.files if f.path.endswith(".safetensors")) // needs.hosts
+    used = gpus[:here] if len(gpus) >= here else gpus
     share = int(sum(g.memory_total for g in used) * needs.memory_share)
     warnings: list[str] = []
     if weights and used:
@@ -275,7 +279,7 @@ def checkpoint_findings(
             # rule: engine-host-needs
             # The engine holds every weight in its share of VRAM (the checkpoint's safetensors, as the Hub lists them).
             refusals.append(
-                f"the checkpoint's weights ({weights / GIB:.0f} GiB of safetensors at "
+                f"the checkpoint's weights{share_of} ({weights / GIB:.0f} GiB of safetensors at "
                 f"{profile.model.revision[:12]}) do not fit engine {profile.engine}'s memory ({where})"
             )
         elif share - weights < KV_ROOM_WARN * share:
@@ -294,14 +298,6 @@ def host_gate(profile: Profile, observed: Observed, rendered: EnginePlan | None 
     engine = engine_for(profile.engine)
     needs = engine.host_needs(profile)
     if needs is not None:  # an engine with the whole checkpoint in VRAM: its needs, then what every deployment needs
-        if needs.hosts > 1:
-            # rule: cluster-not-converged
-            # The head's server waits for members nobody started: found after the image pull and the download.
-            return [
-                f"{needs.hosts_field}: this replica spans {needs.hosts} hosts; kimik3 validates it and renders each "
-                "host's commands (engines' cluster_launch), but does not start the other hosts' members yet: "
-                "see docs/operations.md 'A replica over several hosts', or leave the cluster out"
-            ], []
         refusals, warnings = checkpoint_findings(profile, observed, needs, _stoppable_pids(profile, observed))
         split_refusals, split_warnings = tensor_parallel_findings(profile, observed, needs)  # heads, idle GPUs
         refusals, warnings = refusals + split_refusals, warnings + split_warnings

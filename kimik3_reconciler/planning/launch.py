@@ -13,7 +13,7 @@ from pathlib import PurePosixPath
 from typing import Any, NamedTuple
 
 from kimik3_reconciler.engines import ServingEngine, engine_for
-from kimik3_reconciler.engines.base import EnginePlan
+from kimik3_reconciler.engines.base import EnginePlan, NodeLaunch
 from kimik3_reconciler.errors import InputError, PlanError
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.hashing import fingerprint
@@ -30,6 +30,7 @@ from kimik3_reconciler.model.labels import (
 from kimik3_reconciler.model.launch_input import LaunchInput, ModelInput
 from kimik3_reconciler.model.profile import Profile, ServeSpec, gpus_of, upstream_port
 from kimik3_reconciler.model.specs import ContainerSpec, Mount, slots_volume
+from kimik3_reconciler.planning.cluster_render import head_container
 from kimik3_reconciler.planning.worker_step import rpc_endpoints, worker_fingerprints
 
 
@@ -53,6 +54,8 @@ class Launch:
     mode: Any  # the engine's sizing (EnginePlan.mode: `.mode` is hybrid or all-VRAM on this host's GPUs)
     health_path: str  # answers 200 once the model is loaded (the engine's readiness)
     context: str = ""  # what each request gets (the engine's plan), said where the plan launches
+    # A replica over several hosts: each host's processes, the head first (the engine's cluster_launch); () alone.
+    cluster: tuple[NodeLaunch, ...] = ()
 
     @property
     def inputs(self) -> dict[str, Any]:
@@ -177,13 +180,13 @@ def launch_input(
 LOCAL_SNAPSHOT = f"{MODELS_MOUNT}/local"  # a local model's files appear under <quant>/ there, as a hub quant's do
 
 
-def _snapshot(model: ModelInput) -> str:
+def snapshot_path(model: ModelInput) -> str:
     if model.local_path is not None:
         return LOCAL_SNAPSHOT
     return f"{MODELS_MOUNT}/{PurePosixPath(repo_dir(model.cache_dir, model.repo)).name}/snapshots/{model.revision}"
 
 
-def _model_mount(model: ModelInput) -> Mount:
+def model_mount(model: ModelInput) -> Mount:
     """The model, read-only: the HF cache's repo folder, or the local file (or folder of shards) in its place."""
     if model.local_path is not None:
         # rule: local-path-verified
@@ -197,7 +200,7 @@ def _model_mount(model: ModelInput) -> Mount:
 
 
 def _mounts(value: LaunchInput) -> tuple[Mount, ...]:
-    mounts = [_model_mount(value.model)]
+    mounts = [model_mount(value.model)]
     if value.serve.spec_draft is not None:
         draft = value.serve.spec_draft.model
         mounts.append(Mount(draft, f"{DRAFT_MOUNT}/{PurePosixPath(draft).name}", read_only=True))
@@ -219,7 +222,7 @@ def render_container(value: LaunchInput, engine: ServingEngine) -> ContainerSpec
     return ContainerSpec(
         name=value.name,
         image=value.image,
-        command=engine.server_argv(value, _snapshot(value.model)),
+        command=engine.server_argv(value, snapshot_path(value.model)),
         env=tuple(sorted({**value.serve.env, **dict(engine.server_env(value))}.items())),
         mounts=_mounts(value),
         volumes=_slot_volume(value, engine),
@@ -282,6 +285,9 @@ def render_launch(
     rendered = rendered if rendered is not None else engine.render_plan(profile, observed)
     value, warnings = launch_input(profile, observed, image_tag, image_fp, engine, rendered)
     spec = render_container(value, engine)
+    cluster = engine.cluster_launch(value, snapshot_path(value.model))
+    if cluster:  # the head runs what the engine renders for it (vLLM: Ray's head, then the server)
+        spec = head_container(spec, cluster[0])
     digest = container_fingerprint(spec, image_fp, value.worker_fingerprints, value.model.sha256)
     labels = (
         (PROFILE_LABEL, value.name),
@@ -294,4 +300,4 @@ def render_launch(
     # its plan says the names a client may send instead (issue 38: seed 001's examples send the repo id).
     context = rendered.context or served_note(engine, engine.served_names(value))
     mode = rendered.mode if rendered.mode is not None else NO_QUANT_MODE
-    return Launch(value, replace(spec, labels=labels), digest, warnings, mode, engine.readiness.path, context)
+    return Launch(value, replace(spec, labels=labels), digest, warnings, mode, engine.readiness.path, context, cluster)

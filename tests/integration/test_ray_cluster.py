@@ -111,7 +111,9 @@ def test_rendered_ray_commands_make_a_cluster_and_a_stopped_node_is_missing(shor
     launch = render_launch(profile, observed(profile), profile.image.ref, profile.image.digest)
     nodes = engine_for("vllm").cluster_launch(launch.input, "/models/snapshot")
     head, node2 = nodes
-    ray_head = next(p.command for p in head.processes if p.role == "ray-head")
+    # The head's `ray start --head` returns once up (the server follows it in the head's container); run alone here,
+    # it is kept in the foreground so that its process group is what the test stops.
+    ray_head = (*next(p.command for p in head.processes if p.role == "ray-head"), "--block")
     (ray_worker,) = (p.command for p in node2.processes)
     started = []
     try:

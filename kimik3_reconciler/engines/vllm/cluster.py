@@ -11,9 +11,13 @@ from kimik3_reconciler.engines.base import MemberProcess, NodeLaunch
 
 # Ray's default GCS port (`ray start --head`'s own default), the head's when vllm.cluster.port is null.
 RAY_PORT = 6379
-# Every Ray process blocks in the foreground (its container's main process: it exits when Ray does) and sends no
-# usage statistics (the nodes may have no way out, and a deployment tool should not phone home for them).
-_RAY_COMMON = ("--block", "--disable-usage-stats")
+# No Ray process sends usage statistics (the nodes may have no way out, and a deployment tool should not phone home
+# for them).
+_RAY_COMMON = ("--disable-usage-stats",)
+# A node's Ray blocks in the foreground: it is its container's main process, which exits when Ray does (the plan sees
+# the member dead). The head's returns once Ray's head is up: the server follows it in the head's container
+# (planning/cluster_render.py), that container's main process.
+_NODE_ONLY = ("--block",)
 # The head's dashboard is left off: it serves job submission, i.e. code execution, on its port. Ray 2.60 refuses the
 # flag on a joining node ("should only be specified when starting head node"), seen in the Ray cluster test.
 _HEAD_ONLY = ("--include-dashboard=false",)
@@ -39,7 +43,16 @@ def ray_head(cluster: Any) -> tuple[str, ...]:
 
 
 def ray_worker(cluster: Any, node: Any) -> tuple[str, ...]:
-    return ("ray", "start", "--address", head_address(cluster), "--node-ip-address", node.bind, *_RAY_COMMON)
+    return (
+        "ray",
+        "start",
+        "--address",
+        head_address(cluster),
+        "--node-ip-address",
+        node.bind,
+        *_RAY_COMMON,
+        *_NODE_ONLY,
+    )
 
 
 def server_flags(cluster: Any) -> tuple[str, ...]:

@@ -90,7 +90,22 @@ def cluster(p: Profile) -> Iterator[Finding]:
         ("pipeline_parallel_size", knobs.pipeline_parallel_size),
     )
     yield from members(p, "vllm", sizes, ("--pipeline-parallel-size", "-pp"))
+    port = knobs.cluster.port if knobs.cluster is not None else None
+    if port is not None and (port == RAY_CLIENT_PORT or RAY_WORKER_PORTS[0] <= port <= RAY_WORKER_PORTS[1]):
+        # rule: vllm-ray-port
+        # Ray gives its workers 10002-19999 and its client server 10001 by default: a head port among them stops
+        # `ray start --head` ("trying to use a port number ... used by other components"), found at the head's start.
+        yield error(
+            ("vllm", "cluster", "port"),
+            f"{port} is one of Ray's own default ports (client server {RAY_CLIENT_PORT}, workers "
+            f"{RAY_WORKER_PORTS[0]}-{RAY_WORKER_PORTS[1]}): Ray's head refuses it; leave it null (6379) or choose "
+            "another",
+        )
 
+
+# Ray 2.60's `ray start` defaults: its client server's port and its workers' port range.
+RAY_CLIENT_PORT = 10001
+RAY_WORKER_PORTS = (10002, 19999)
 
 # The rules an `engine: vllm` profile meets, in the order they run (the registry's `rules` for vllm).
 RULES: tuple[Rule, ...] = (*GENERIC, owned_args, api_key, tensor_parallel, cluster)

@@ -201,6 +201,44 @@ SAMPLES = [
     specs.WorkerWait(specs.DockerHost("w1", "ssh://k3@10.0.0.2"), "k3-rpc-w1", "10.0.0.2", 50052, 120.0),
     specs.WorkerRemove(specs.DockerHost("w1", "ssh://k3@10.0.0.2"), "k3-rpc-w1", "k3"),
     specs.WorkerVolumeRemove(specs.DockerHost("w1", "ssh://k3@10.0.0.2"), "kimik3-rpc-cache-k3-w1"),
+    specs.MemberImage(
+        specs.DockerHost("n2", "ssh://k3@10.0.0.2"),
+        specs.ImagePull(
+            "vllm/vllm-openai:k3@sha256:" + "1" * 64, "vllm/vllm-openai@sha256:" + "1" * 64, "sha256:" + "1" * 64
+        ),
+    ),
+    specs.MemberCheckpoint(
+        specs.DockerHost("n2", "ssh://k3@10.0.0.2"),
+        specs.ContainerSpec(
+            "k3-node-n2-checkpoint",
+            "vllm/vllm-openai:k3@sha256:" + "1" * 64,
+            ("/models/snap",),
+            (),
+            (specs.Mount("/hub/models--o--m", "/models/models--o--m", read_only=True),),
+            "none",
+            (),
+            network_mode="none",
+            entrypoint=("python3", "-c", "print(1)"),
+        ),
+        "/models/snap",
+        (("config.json", 700), ("model.safetensors", 4096)),
+    ),
+    specs.MemberLaunch(
+        specs.DockerHost("n2", "ssh://k3@10.0.0.2"),
+        specs.ContainerSpec(
+            "k3-node-n2",
+            "vllm/vllm-openai:k3@sha256:" + "1" * 64,
+            ("start", "--address", "10.0.0.1:6379", "--block"),
+            (("VLLM_HOST_IP", "10.0.0.2"),),
+            (),
+            ("0", "1"),
+            (("kimik3.member.fingerprint", "abc"),),
+            entrypoint=("ray",),
+        ),
+        replace=True,
+    ),
+    specs.MemberWait("k3", ("10.0.0.1", "10.0.0.2"), 300.0),
+    specs.MemberRemove(specs.DockerHost("n2", "ssh://k3@10.0.0.2"), "k3-node-n2"),
     specs.ExporterRun(
         "k3",
         {"profile": "k3", "labels": {"profile": "k3"}, "port": 19201, "shards": ["/c/a.gguf"]},

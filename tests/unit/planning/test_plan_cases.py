@@ -43,6 +43,9 @@ written by hand.
                        mem_total: bytes, devices: [[CPU, total_bytes, free_bytes]]}}
                               # each of the desired profile's rpc workers, as `previous` launched it (default)
       removed_workers: {name: {container: absent, error: "ssh: ..."}}
+      members: {name: {image: absent, container: {state: exited, exit_code: 1} | absent, error: "ssh: ...",
+                       ray: dead}}   # each of a cluster's nodes, as `previous` launched it (default: running, alive
+                                     # in Ray's table, read through the head's running container: vllm)
                               # `previous`'s workers the desired profile no longer names (recorded, running by default)
       host_settings: {file: absent | written | "text", live: {kernel.numa_balancing: "1"},  # host.prepare's file
                       overridden_by: [[path, key, value]]}     # later sysctl.d files setting its keys otherwise
@@ -93,6 +96,7 @@ from kimik3_reconciler.model.facts import (
     HostFacts,
     HostSettingsFact,
     ImageFact,
+    MemberFact,
     ModelFact,
     Observed,
     PatchFact,
@@ -106,6 +110,7 @@ from kimik3_reconciler.model.facts import (
     manifest_digest,
 )
 from kimik3_reconciler.model.host_settings import sysctl_text
+from kimik3_reconciler.model.labels import MEMBER_INPUTS
 from kimik3_reconciler.model.model_files import CHECKPOINT
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.profile_source import parse_profile
@@ -117,6 +122,7 @@ from kimik3_reconciler.observe.local_model import collect_local_model
 from kimik3_reconciler.observe.server_log import crash_cause
 from kimik3_reconciler.observe.unit import parse_unit_file
 from kimik3_reconciler.planning import plan, render_desired
+from kimik3_reconciler.planning.cluster_render import rendered_members
 from kimik3_reconciler.planning.exporter_unit import render_exporter_install
 from kimik3_reconciler.planning.front_step import render_front
 from kimik3_reconciler.planning.front_unit import plan_front_unit
@@ -328,6 +334,7 @@ def build_case(case: dict[str, Any]) -> tuple[Profile, Observed]:
             update={
                 "systemd": systemd_facts(obs_spec.get("systemd")),
                 "workers": worker_facts(desired, None, obs_spec.get("workers", {})),
+                **member_facts(desired, None, None, obs_spec.get("members", {}), running=False),
             }
         )
     previous = profile_of(merge(base, case.get("previous")))
@@ -386,8 +393,12 @@ def build_case(case: dict[str, Any]) -> tuple[Profile, Observed]:
     removed = removed_worker_facts(desired, previous, obs_spec.get("removed_workers", {}))
     exporter = exporter_fact(obs_spec.get("exporter"), previous, prev_obs)
     front = front_fact(obs_spec.get("front"), previous, prev_obs)
+    head = render_launch(previous, prev_obs, image_ref, image_fp)
+    running = container is not None and container.state == "running"
+    members = member_facts(desired, previous, head, obs_spec.get("members", {}), running)
     return desired, observed.model_copy(
         update={
+            **members,
             "workers": workers,
             "exporter": exporter,
             "front": front,
@@ -446,6 +457,40 @@ def worker_facts(
             )
         facts.append(fact)
     return tuple(facts)
+
+
+def member_facts(
+    desired: Profile, previous: Profile | None, head: Any, spec: dict[str, Any], running: bool
+) -> dict[str, Any]:
+    """Each desired cluster node as `previous`'s apply left it (its image, its member container, alive in Ray's table
+    when the head's container runs: vllm) unless the case says otherwise: Observed's `members` and `ray_alive`."""
+    if desired.cluster is None:
+        return {}
+    made = {n[0].name: n for n in rendered_members(previous, head)} if previous is not None and head else {}
+    facts, alive = [], [desired.cluster.bind]
+    for node in desired.cluster.nodes:
+        n_spec = spec.get(node.name, {})
+        fact = MemberFact(name=node.name, docker=node.docker, error=n_spec.get("error"))
+        was = made.get(node.name)
+        if n_spec.get("image", "present") == "present" and previous is not None:
+            fact = fact.model_copy(update={"image_present": True})
+        c_spec = n_spec.get("container", {"state": "running"})
+        if c_spec != "absent" and was is not None:
+            launch, _, cspec, digest = was
+            container = ContainerFact(
+                id="m" * 64,
+                name=cspec.name,
+                state=c_spec.get("state", "running"),
+                exit_code=c_spec.get("exit_code"),
+                fingerprint=digest,
+                inputs=json.loads(dict(cspec.labels)[MEMBER_INPUTS]),
+            )
+            fact = fact.model_copy(update={"container": container})
+            if container.state == "running" and n_spec.get("ray", "alive") == "alive":
+                alive.append(node.bind)
+        facts.append(fact)
+    ray = tuple(sorted(alive)) if running and desired.engine == "vllm" else None
+    return {"members": tuple(facts), "ray_alive": ray}
 
 
 def removed_worker_facts(desired: Profile, previous: Profile, spec: dict[str, Any]) -> tuple[RemovedWorkerFact, ...]:
