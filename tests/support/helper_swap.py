@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,13 +23,8 @@ from kimik3_reconciler.steps.exporter import run_exporter
 from kimik3_reconciler.steps.front import run_front
 from kimik3_reconciler.steps.report import NullReporter
 from support.closed_loop import ClosedLoop
+from support.ports import free_port
 from support.sse_stub import SseStub
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class TokenServer(SseStub):

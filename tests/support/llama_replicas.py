@@ -6,7 +6,6 @@ push, three dockerds and a kimik3 install per host. Containers are named `{prefi
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -14,15 +13,10 @@ from pathlib import Path
 import httpx
 
 from kimik3_reconciler.engines import engine_for
+from support.ports import free_port
 
 DEMO_IMAGE = "kimi-k3-llamacpp:mainline-ad1de39-cpu"  # the demo's image (bench/load.py's): build b11434
 MODEL_NAME = "k3"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Replicas:

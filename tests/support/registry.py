@@ -6,21 +6,15 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from support.ports import free_port
 from support.realparts import REPO_ROOT, docker
 
 PAYLOAD = 256 << 10  # random bytes in the image's one layer: incompressible, so the layer holds at least this
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @contextmanager

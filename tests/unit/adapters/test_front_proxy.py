@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ import httpx
 import pytest
 from aiohttp import web
 from prometheus_client import CollectorRegistry
+from support.ports import free_port
 from support.sse_stub import SseStub
 
 from kimik3_reconciler.adapters.front_control import FrontControl
@@ -27,12 +27,6 @@ from kimik3_reconciler.model.front import FrontConfig, HoldOrder
 KEY = "sk-front-test-91c3"
 TOKEN = "front-token-test-0b7e"
 WORDS = " ".join(f"w{i}" for i in range(10))
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class Front:

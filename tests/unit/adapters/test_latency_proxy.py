@@ -5,7 +5,6 @@ read back from its registry. The upstream is a scripted llama-server look-alike 
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -16,6 +15,7 @@ import pytest
 from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+from support.ports import free_port
 from support.sse_stub import SseStub
 
 from kimik3_reconciler.adapters.latency_proxy import proxy_app
@@ -32,12 +32,6 @@ TOOLS = [
         },
     }
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def call(arguments: str) -> dict:

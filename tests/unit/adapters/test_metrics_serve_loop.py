@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
+
+from support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[3]
 SERVER = """
@@ -25,12 +26,6 @@ app = web.Application()
 app.router.add_get("/loop", loop_kind)
 serve([(app, "127.0.0.1", int(sys.argv[1]))])
 """
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def test_serve_runs_on_uvloop_and_stops_on_sigterm():

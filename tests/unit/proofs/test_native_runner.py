@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-import socket
 import sys
 from pathlib import Path
 
 import pytest
+from support.ports import free_port as _free_port
 
 from kimik3_reconciler.adapters.state_files import StateFiles
 from kimik3_reconciler.errors import PermanentError
@@ -64,12 +64,6 @@ def _predicted(url: str) -> int:
     import urllib.request
 
     return int(urllib.request.urlopen(f"{url}/metrics", timeout=5).read().decode().split()[-1])
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _loaded(port: int, ubatch: int = 512):

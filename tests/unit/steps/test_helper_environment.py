@@ -4,11 +4,11 @@ item 1; before, both inherited the apply's whole environment, the token included
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.ports import free_port
 
 from kimik3_reconciler.adapters import real_ports
 from kimik3_reconciler.model.front import FrontConfig
@@ -22,12 +22,6 @@ from kimik3_reconciler.steps.report import NullReporter
 
 TOKEN = "hf_" + "x" * 34
 SET_BY_KIMIK3 = {"KIMIK3_STATE_DIR", "KIMIK3_LOG_FILE"}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def environ_of(pid: int) -> dict[str, str]:
