@@ -303,7 +303,13 @@ def plan_removed_workers(
 ) -> tuple[Step, ...]:
     """Workers an apply launched that the profile no longer names: their rpc-server is removed (after the main
     server's swap: the old server keeps its tensors there until the new one, without --rpc to it, serves)."""
-    return tuple(_removal(desired.profile, fact) for fact in observed.removed_workers)
+    steps: list[Step] = []
+    for fact in observed.removed_workers:
+        steps.append(_removal(desired.profile, fact))
+        if fact.cache_volume:  # kept, and named now: the worker is forgotten with its container (no later run sees it)
+            host = DockerHost(fact.name, fact.docker, fact.tls_dir)
+            steps.append(_tensor_cache(desired.profile.name, fact.name, host, remove=False, dropped=True, apply=True))
+    return tuple(steps)
 
 
 def plan_worker_teardown(profile: Profile, observed: Observed, model: bool = False) -> tuple[Step, ...]:
@@ -313,11 +319,8 @@ def plan_worker_teardown(profile: Profile, observed: Observed, model: bool = Fal
     for removed in observed.removed_workers:
         steps.append(_removal(profile, removed))
         if removed.cache_volume:
-            steps.append(
-                _tensor_cache(
-                    profile.name, removed.name, DockerHost(removed.name, removed.docker, removed.tls_dir), model
-                )
-            )
+            host = DockerHost(removed.name, removed.docker, removed.tls_dir)
+            steps.append(_tensor_cache(profile.name, removed.name, host, model, dropped=True))
     for worker in profile.workers:
         fact = next((w for w in observed.workers if w.name == worker.name), None)
         name = worker_container_name(profile, worker)
@@ -351,10 +354,14 @@ def plan_worker_teardown(profile: Profile, observed: Observed, model: bool = Fal
     return tuple(steps)
 
 
-def _tensor_cache(profile: str, worker: str, host: DockerHost, remove: bool) -> Step:
+def _tensor_cache(  # noqa: PLR0913 - the volume's owner, where it is, and what this run does with it
+    profile: str, worker: str, host: DockerHost, remove: bool, dropped: bool = False, apply: bool = False
+) -> Step:
     """destroy's step for a worker's tensor-cache volume. It holds the model's weight tensors the rpc-server received
     (by hash), no user data: a copy of what the model cache holds, so it goes with it (`--model`), and a later apply
-    sends the tensors again (the first load's transfer). Kept otherwise, and the plan says so and how to remove it."""
+    sends the tensors again (the first load's transfer). Kept otherwise, and the plan says so and how to remove it.
+    `dropped`: a worker the profile no longer names, forgotten with its container (the state record), so this is the
+    last run that names its volume; `apply`: that run is the apply dropping it (no --model there)."""
     volume = rpc_cache_volume(profile, worker)
     if remove:
         return Step(
@@ -364,10 +371,13 @@ def _tensor_cache(profile: str, worker: str, host: DockerHost, remove: bool) -> 
             "--model: remove its tensor cache (the model's tensors the rpc-server received)",
             spec=WorkerVolumeRemove(host, volume),
         )
-    return Step(
-        "worker",
-        f"{worker}: {volume}",
-        Action.NOOP,
-        f"kept: its tensor cache, the model's tensors a reload reads instead of receiving them (pass --model to "
-        f"remove, or `docker volume rm {volume}` on {worker})",
-    )
+    by_hand = f"`docker volume rm {volume}` through {worker}'s Docker ({host.url})"
+    if dropped:
+        how = by_hand if apply else f"pass --model to remove it now, or {by_hand}"
+        reason = f"kept: its tensor cache; kimik3 forgets {worker} with its rpc-server, no later run names it: {how}"
+    else:
+        reason = (
+            f"kept: its tensor cache, the model's tensors a reload reads instead of receiving them (pass --model to "
+            f"remove, or {by_hand})"
+        )
+    return Step("worker", f"{worker}: {volume}", Action.NOOP, reason)
