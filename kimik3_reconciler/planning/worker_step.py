@@ -325,7 +325,12 @@ def plan_worker_teardown(profile: Profile, observed: Observed, model: bool = Fal
         fact = next((w for w in observed.workers if w.name == worker.name), None)
         name = worker_container_name(profile, worker)
         if fact is not None and fact.error:
-            raise PlanError(f"rpc.workers {worker.name}: cannot reach its Docker at {worker.docker}: {fact.error}")
+            # Nothing is removed blind (its rpc-server may listen open on the network); the way on is named.
+            raise PlanError(
+                f"rpc.workers {worker.name}: cannot reach its Docker at {worker.docker}: {fact.error}\n  destroy "
+                f"removes nothing until it answers: bring that Docker back, or, for a host gone for good, drop "
+                f"{worker.name} from rpc.workers and destroy again (its plan says what to clean up by hand)"
+            )
         if fact is not None and fact.container is not None:
             steps.append(
                 Step(

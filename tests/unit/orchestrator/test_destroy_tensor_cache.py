@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
 import yaml
 from support.fakes.docker import FakeDocker
 from support.fakes.state import MemoryState
 from support.observed import observed
 from support.profiles import cpu_rpc_profile
 
+from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.model.facts import ContainerFact, RemovedWorkerFact, WorkerFact
 from kimik3_reconciler.model.plan import Action
 from kimik3_reconciler.model.profile_source import parse_profile
@@ -139,3 +141,13 @@ def test_the_apply_that_drops_a_worker_names_its_volume_and_removes_nothing_of_i
     assert "--model" not in kept.reason and "`docker volume rm kimik3-rpc-cache-k3-w3`" in kept.reason
     no_volume = with_workers(p, removed=(DROPPED.model_copy(update={"cache_volume": False}),))
     assert len(plan_removed_workers(render_desired(p, no_volume), no_volume)) == 1
+
+
+def test_a_worker_whose_docker_does_not_answer_refuses_the_destroy_naming_the_way_on() -> None:
+    p = profile()
+    obs = with_workers(p, WorkerFact(name="w1", docker=W1.url, error="ssh: connect to host 10.0.0.2: refused"))
+    with pytest.raises(PlanError) as refused:
+        plan_destroy(p, obs, model=True)
+    message = str(refused.value)
+    assert message.startswith("rpc.workers w1: cannot reach its Docker at ssh://k3@10.0.0.2: ssh: connect")
+    assert "destroy removes nothing until it answers" in message and "drop w1 from rpc.workers" in message
