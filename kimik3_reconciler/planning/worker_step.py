@@ -302,13 +302,21 @@ def plan_removed_workers(
     planned: tuple[Step, ...] = (),
 ) -> tuple[Step, ...]:
     """Workers an apply launched that the profile no longer names: their rpc-server is removed (after the main
-    server's swap: the old server keeps its tensors there until the new one, without --rpc to it, serves)."""
+    server's swap: the old server keeps its tensors there until the new one, without --rpc to it, serves). Its
+    tensor-cache volume is kept and named in that step's line (apply prints the steps that change something): the
+    worker is forgotten with its rpc-server, so no later run, destroy --model included, sees the volume again."""
     steps: list[Step] = []
     for fact in observed.removed_workers:
-        steps.append(_removal(desired.profile, fact))
-        if fact.cache_volume:  # kept, and named now: the worker is forgotten with its container (no later run sees it)
+        step = _removal(desired.profile, fact)
+        if fact.cache_volume:
+            volume = rpc_cache_volume(desired.profile.name, fact.name)
             host = DockerHost(fact.name, fact.docker, fact.tls_dir)
-            steps.append(_tensor_cache(desired.profile.name, fact.name, host, remove=False, dropped=True, apply=True))
+            step = replace(
+                step,
+                reason=f"{step.reason}; its tensor cache {volume} is kept, and no later run names it (kimik3 forgets "
+                f"{fact.name} with its rpc-server): {_by_hand(volume, host)}",
+            )
+        steps.append(step)
     return tuple(steps)
 
 
@@ -359,14 +367,12 @@ def plan_worker_teardown(profile: Profile, observed: Observed, model: bool = Fal
     return tuple(steps)
 
 
-def _tensor_cache(  # noqa: PLR0913 - the volume's owner, where it is, and what this run does with it
-    profile: str, worker: str, host: DockerHost, remove: bool, dropped: bool = False, apply: bool = False
-) -> Step:
+def _tensor_cache(profile: str, worker: str, host: DockerHost, remove: bool, dropped: bool = False) -> Step:
     """destroy's step for a worker's tensor-cache volume. It holds the model's weight tensors the rpc-server received
     (by hash), no user data: a copy of what the model cache holds, so it goes with it (`--model`), and a later apply
     sends the tensors again (the first load's transfer). Kept otherwise, and the plan says so and how to remove it.
     `dropped`: a worker the profile no longer names, forgotten with its container (the state record), so this is the
-    last run that names its volume; `apply`: that run is the apply dropping it (no --model there)."""
+    last run that names its volume."""
     volume = rpc_cache_volume(profile, worker)
     if remove:
         return Step(
@@ -376,13 +382,18 @@ def _tensor_cache(  # noqa: PLR0913 - the volume's owner, where it is, and what 
             "--model: remove its tensor cache (the model's tensors the rpc-server received)",
             spec=WorkerVolumeRemove(host, volume),
         )
-    by_hand = f"`docker volume rm {volume}` through {worker}'s Docker ({host.url})"
     if dropped:
-        how = by_hand if apply else f"pass --model to remove it now, or {by_hand}"
-        reason = f"kept: its tensor cache; kimik3 forgets {worker} with its rpc-server, no later run names it: {how}"
+        reason = (
+            f"kept: its tensor cache; kimik3 forgets {worker} with its rpc-server, no later run names it: pass --model "
+            f"to remove it now, or {_by_hand(volume, host)}"
+        )
     else:
         reason = (
             f"kept: its tensor cache, the model's tensors a reload reads instead of receiving them (pass --model to "
-            f"remove, or {by_hand})"
+            f"remove, or {_by_hand(volume, host)})"
         )
     return Step("worker", f"{worker}: {volume}", Action.NOOP, reason)
+
+
+def _by_hand(volume: str, host: DockerHost) -> str:
+    return f"`docker volume rm {volume}` through {host.name}'s Docker ({host.url})"

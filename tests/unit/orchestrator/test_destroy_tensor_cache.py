@@ -19,7 +19,7 @@ from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.model.facts import ContainerFact, RemovedWorkerFact, WorkerFact
 from kimik3_reconciler.model.plan import Action
 from kimik3_reconciler.model.profile_source import parse_profile
-from kimik3_reconciler.model.specs import DockerHost, WorkerVolumeRemove
+from kimik3_reconciler.model.specs import DockerHost, WorkerRemove, WorkerVolumeRemove
 from kimik3_reconciler.observe.workers import collect_removed_workers, collect_worker
 from kimik3_reconciler.planning import plan_destroy, render_desired
 from kimik3_reconciler.planning.worker_step import plan_removed_workers
@@ -132,15 +132,19 @@ def test_a_dropped_workers_volume_is_named_as_the_last_chance_to_remove_it() -> 
 
 
 def test_the_apply_that_drops_a_worker_names_its_volume_and_removes_nothing_of_it() -> None:
+    """In the removal's own line: apply prints the steps that change something, not a kept volume's."""
     p = profile()
     obs = with_workers(p, removed=(DROPPED,))
-    removal, kept = plan_removed_workers(render_desired(p, obs), obs)
+    (removal,) = plan_removed_workers(render_desired(p, obs), obs)
     assert removal.target == "w3: k3-rpc-w3" and removal.action is Action.DELETE
-    assert kept.target == "w3: kimik3-rpc-cache-k3-w3" and kept.action is Action.NOOP and kept.spec is None
-    assert "kimik3 forgets w3 with its rpc-server, no later run names it" in kept.reason
-    assert "--model" not in kept.reason and "`docker volume rm kimik3-rpc-cache-k3-w3`" in kept.reason
+    assert removal.spec == WorkerRemove(DockerHost("w3", "ssh://k3@10.0.0.4"), "k3-rpc-w3", "k3")
+    assert removal.reason.endswith(
+        "; its tensor cache kimik3-rpc-cache-k3-w3 is kept, and no later run names it (kimik3 forgets w3 with its "
+        "rpc-server): `docker volume rm kimik3-rpc-cache-k3-w3` through w3's Docker (ssh://k3@10.0.0.4)"
+    )
     no_volume = with_workers(p, removed=(DROPPED.model_copy(update={"cache_volume": False}),))
-    assert len(plan_removed_workers(render_desired(p, no_volume), no_volume)) == 1
+    (plain,) = plan_removed_workers(render_desired(p, no_volume), no_volume)
+    assert "tensor cache" not in plain.reason
 
 
 def test_a_worker_whose_docker_does_not_answer_refuses_the_destroy_naming_the_way_on() -> None:
