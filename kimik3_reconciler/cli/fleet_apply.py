@@ -550,6 +550,7 @@ def _drained(host_name: str, in_flight: Callable[[], int | None], deadline: floa
 
 HEALTH_RETRY_S = 30.0  # how long `router: in` tries the server's /health before leaving it out
 IDLE_SETTLE_S = 1.0  # the server's count must stay 0 this long
+DRAINING_S = 30.0  # how long `router: in` waits out smg's drain of a removal (5 s in smg 1.13) before adding it
 
 
 class MetricsRefused(Exception):
@@ -630,7 +631,13 @@ def _put_back(  # noqa: ANN001, PLR0913 - adapters.router_smg.SmgRouter
     if warm is not None:
         warm()
     before = _served_tokens(worker, api_key)
-    if router.find(worker) is None:  # removed by `router: out`; one still listed is left to its own health checks
+    listed = router.find(worker)
+    if listed is not None and listed.status == "draining":
+        # A removal smg is still draining (its fixed 5 s; `router: out` waited less, or a hand's DELETE): smg drops it
+        # then, and one left to its health checks would never be added back (the wait below failing after 60 s).
+        router.wait_gone(listed.id, DRAINING_S)
+        listed = router.find(worker)
+    if listed is None:  # removed by `router: out`; one still listed is left to its own health checks
         router.add(worker)
     router.wait_in_rotation(worker, timeout_s=60)
     deadline = time.monotonic() + traffic_timeout

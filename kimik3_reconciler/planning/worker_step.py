@@ -302,8 +302,22 @@ def plan_removed_workers(
     planned: tuple[Step, ...] = (),
 ) -> tuple[Step, ...]:
     """Workers an apply launched that the profile no longer names: their rpc-server is removed (after the main
-    server's swap: the old server keeps its tensors there until the new one, without --rpc to it, serves)."""
-    return tuple(_removal(desired.profile, fact) for fact in observed.removed_workers)
+    server's swap: the old server keeps its tensors there until the new one, without --rpc to it, serves). Its
+    tensor-cache volume is kept and named in that step's line (apply prints the steps that change something): the
+    worker is forgotten with its rpc-server, so no later run, destroy --model included, sees the volume again."""
+    steps: list[Step] = []
+    for fact in observed.removed_workers:
+        step = _removal(desired.profile, fact)
+        if fact.cache_volume:
+            volume = rpc_cache_volume(desired.profile.name, fact.name)
+            host = DockerHost(fact.name, fact.docker, fact.tls_dir)
+            step = replace(
+                step,
+                reason=f"{step.reason}; its tensor cache {volume} is kept, and no later run names it (kimik3 forgets "
+                f"{fact.name} with its rpc-server): {_by_hand(volume, host)}",
+            )
+        steps.append(step)
+    return tuple(steps)
 
 
 def plan_worker_teardown(profile: Profile, observed: Observed, model: bool = False) -> tuple[Step, ...]:
@@ -313,16 +327,18 @@ def plan_worker_teardown(profile: Profile, observed: Observed, model: bool = Fal
     for removed in observed.removed_workers:
         steps.append(_removal(profile, removed))
         if removed.cache_volume:
-            steps.append(
-                _tensor_cache(
-                    profile.name, removed.name, DockerHost(removed.name, removed.docker, removed.tls_dir), model
-                )
-            )
+            host = DockerHost(removed.name, removed.docker, removed.tls_dir)
+            steps.append(_tensor_cache(profile.name, removed.name, host, model, dropped=True))
     for worker in profile.workers:
         fact = next((w for w in observed.workers if w.name == worker.name), None)
         name = worker_container_name(profile, worker)
         if fact is not None and fact.error:
-            raise PlanError(f"rpc.workers {worker.name}: cannot reach its Docker at {worker.docker}: {fact.error}")
+            # Nothing is removed blind (its rpc-server may listen open on the network); the way on is named.
+            raise PlanError(
+                f"rpc.workers {worker.name}: cannot reach its Docker at {worker.docker}: {fact.error}\n  destroy "
+                f"removes nothing until it answers: bring that Docker back, or, for a host gone for good, drop "
+                f"{worker.name} from rpc.workers and destroy again (its plan says what to clean up by hand)"
+            )
         if fact is not None and fact.container is not None:
             steps.append(
                 Step(
@@ -351,10 +367,12 @@ def plan_worker_teardown(profile: Profile, observed: Observed, model: bool = Fal
     return tuple(steps)
 
 
-def _tensor_cache(profile: str, worker: str, host: DockerHost, remove: bool) -> Step:
+def _tensor_cache(profile: str, worker: str, host: DockerHost, remove: bool, dropped: bool = False) -> Step:
     """destroy's step for a worker's tensor-cache volume. It holds the model's weight tensors the rpc-server received
     (by hash), no user data: a copy of what the model cache holds, so it goes with it (`--model`), and a later apply
-    sends the tensors again (the first load's transfer). Kept otherwise, and the plan says so and how to remove it."""
+    sends the tensors again (the first load's transfer). Kept otherwise, and the plan says so and how to remove it.
+    `dropped`: a worker the profile no longer names, forgotten with its container (the state record), so this is the
+    last run that names its volume."""
     volume = rpc_cache_volume(profile, worker)
     if remove:
         return Step(
@@ -364,10 +382,18 @@ def _tensor_cache(profile: str, worker: str, host: DockerHost, remove: bool) -> 
             "--model: remove its tensor cache (the model's tensors the rpc-server received)",
             spec=WorkerVolumeRemove(host, volume),
         )
-    return Step(
-        "worker",
-        f"{worker}: {volume}",
-        Action.NOOP,
-        f"kept: its tensor cache, the model's tensors a reload reads instead of receiving them (pass --model to "
-        f"remove, or `docker volume rm {volume}` on {worker})",
-    )
+    if dropped:
+        reason = (
+            f"kept: its tensor cache; kimik3 forgets {worker} with its rpc-server, no later run names it: pass --model "
+            f"to remove it now, or {_by_hand(volume, host)}"
+        )
+    else:
+        reason = (
+            f"kept: its tensor cache, the model's tensors a reload reads instead of receiving them (pass --model to "
+            f"remove, or {_by_hand(volume, host)})"
+        )
+    return Step("worker", f"{worker}: {volume}", Action.NOOP, reason)
+
+
+def _by_hand(volume: str, host: DockerHost) -> str:
+    return f"`docker volume rm {volume}` through {host.name}'s Docker ({host.url})"

@@ -5,7 +5,9 @@ where smg sends each conversation, and every reply names the worker that gave it
 - A worker held out (`hold_out`: its probes fail, smg routes it nothing new) stays listed, its breaker closed; put
   back (`put_back_held`: released), every conversation it served that had no turn meanwhile comes back to it. With
   no reply running on it while held: smg puts a held worker back in rotation when one completes, which is why a
-  rollout removes instead (bench/router_hold.py)."""
+  rollout removes instead (bench/router_hold.py).
+- The product's `router: in` (cli/fleet_apply.py `_put_back`) right after a removal, while smg still lists the worker
+  `draining`: it is added back once smg drops it."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from support.llama_replicas import free_port
 
 from bench.router_hold import held, hold_out, put_back_held
 from kimik3_reconciler.adapters.router_smg import SmgRouter, start_smg, stop_smg
+from kimik3_reconciler.cli.fleet_apply import _put_back
 from kimik3_reconciler.engines import engine_for
 
 pytestmark = pytest.mark.fleet_rollout  # the fleet extra (smg): CI's fleet stage
@@ -135,3 +138,15 @@ def test_a_held_worker_keeps_its_conversations_and_gets_them_back(fleet) -> None
     assert back and set(back.values()) == {url}, (url, back)
     assert all(w.breaker == "closed" for w in router.workers()), router.workers()
     assert {w.url for w in router.workers()} == set(urls)
+
+
+def test_router_in_adds_back_a_host_smg_still_drains(fleet) -> None:  # noqa: ANN001
+    """smg lists a removed worker `draining` for a fixed 5 s, then drops it: one left to its health checks then would
+    never come back (the step failed after 60 s); `router: in` waits the drain out and adds it."""
+    router, urls, _ = fleet
+    removed = router.find(urls[0])
+    router.remove(removed.id)
+    assert router.find(urls[0]).status == "draining"
+    assert _put_back(router, "a", urls[0], 1).startswith("in rotation")
+    back = router.find(urls[0])
+    assert back.in_rotation and back.id != removed.id  # added anew, not the drained entry

@@ -204,8 +204,14 @@ def test_a_dropped_worker_is_removed_under_its_hosts_lock_which_force_unlock_cle
     finally:
         if left.holder()[0] == other:  # the test failed before force-unlock: take its own lock away
             left.break_lock()
-    kimik3(converged, "apply", "dropped.yaml")
+    dropped = kimik3(converged, "apply", "dropped.yaml")
     assert docker("ps", "-aq", "--filter", f"name=^{WORKER}$") == ""
+    # Its tensor cache is kept, and named by this apply, the last run that knows the worker.
+    volume = f"kimik3-rpc-cache-{MAIN}-w1"
+    said = dropped.stdout + dropped.stderr
+    assert f"its tensor cache {volume} is kept, and no later run names it" in said, said
+    assert f"`docker volume rm {volume}` through w1's Docker ({sshd.docker_url})" in said, said
+    assert subprocess.run(["docker", "volume", "inspect", volume], capture_output=True).returncode == 0
     assert "--rpc" not in json.loads(docker("inspect", "-f", "{{json .Args}}", MAIN))
     assert not (converged / "state" / "rpc-workers" / f"{MAIN}.json").exists()
 

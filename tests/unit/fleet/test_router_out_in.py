@@ -38,7 +38,10 @@ class RecordedRouter:
         self.listed = {u: w for u, w in self.listed.items() if w.id != worker_id}
 
     def wait_gone(self, worker_id: str, timeout_s: float) -> bool:
-        return True
+        self.calls.append("wait_gone")
+        # smg's drain ends: a worker listed `draining` is dropped
+        self.listed = {u: w for u, w in self.listed.items() if not (w.id == worker_id and w.status == "draining")}
+        return all(w.id != worker_id for w in self.listed.values())
 
     def add(self, url: str) -> str:
         self.calls.append("add")
@@ -46,7 +49,9 @@ class RecordedRouter:
         return "new"
 
     def wait_in_rotation(self, url: str, timeout_s: float) -> RouterWorker:
-        assert self.listed[url].in_rotation, self.listed[url]
+        self.calls.append("wait_in_rotation")
+        if url not in self.listed or not self.listed[url].in_rotation:
+            raise router_smg.RouterError(f"{url} is not in the router's rotation (router sees it as {self.find(url)})")
         return self.listed[url]
 
 
@@ -67,20 +72,39 @@ def serving(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_rollout_removes_the_host_it_takes_out() -> None:
     router = _fleet(RecordedRouter())
     fleet_apply._take_out(router, "a", A, 5, 1, lambda: 0)
-    assert router.find(A) is None and router.calls == ["remove"]
+    assert router.find(A) is None and router.calls == ["remove", "wait_gone"]
 
 
 def test_a_removed_host_is_added_back() -> None:
     router = _fleet(RecordedRouter())
     fleet_apply._take_out(router, "a", A, 5, 1, lambda: 0)
     assert fleet_apply._put_back(router, "a", A, 0).startswith("in rotation")
-    assert router.calls == ["remove", "add"] and router.find(A).in_rotation
+    assert router.calls == ["remove", "wait_gone", "add", "wait_in_rotation"] and router.find(A).in_rotation
 
 
 def test_a_host_still_listed_is_left_to_its_health_checks() -> None:
     router = _fleet(RecordedRouter())
     fleet_apply._put_back(router, "b", B, 0)
-    assert router.calls == []
+    assert router.calls == ["wait_in_rotation"]
+
+
+def test_a_listed_host_out_of_rotation_fails_the_step_so_no_next_host_is_taken_out() -> None:
+    """Listed but not ready or unhealthy (its probes still fail): nothing is added, and `router: in` waits for it in
+    rotation and fails when it never gets there, so the rollout stops before the next host's `router: out`."""
+    router = _fleet(RecordedRouter())
+    router.listed[B] = RouterWorker("id-1", B, "not_ready", False, "closed")
+    with pytest.raises(router_smg.RouterError, match="not in the router's rotation"):
+        fleet_apply._put_back(router, "b", B, 0)
+    assert router.calls == ["wait_in_rotation"]
+
+
+def test_a_host_smg_still_drains_is_added_back_once_smg_drops_it() -> None:
+    """`router: out` removed it and went on before smg's own drain (5 s) dropped it: left to its health checks, it
+    would never come back; `router: in` waits the drain out and adds it."""
+    router = _fleet(RecordedRouter())
+    router.listed[A] = RouterWorker("id-0", A, "draining", True, "closed")
+    assert fleet_apply._put_back(router, "a", A, 0).startswith("in rotation")
+    assert router.calls == ["wait_gone", "add", "wait_in_rotation"] and router.find(A).in_rotation
 
 
 def test_a_server_that_refuses_its_metrics_is_waited_on_for_the_whole_drain(capsys: pytest.CaptureFixture) -> None:

@@ -8,18 +8,21 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
 import yaml
 from support.fakes.docker import FakeDocker
 from support.fakes.state import MemoryState
 from support.observed import observed
 from support.profiles import cpu_rpc_profile
 
+from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.model.facts import ContainerFact, RemovedWorkerFact, WorkerFact
 from kimik3_reconciler.model.plan import Action
 from kimik3_reconciler.model.profile_source import parse_profile
-from kimik3_reconciler.model.specs import DockerHost, WorkerVolumeRemove
+from kimik3_reconciler.model.specs import DockerHost, WorkerRemove, WorkerVolumeRemove
 from kimik3_reconciler.observe.workers import collect_removed_workers, collect_worker
-from kimik3_reconciler.planning import plan_destroy
+from kimik3_reconciler.planning import plan_destroy, render_desired
+from kimik3_reconciler.planning.worker_step import plan_removed_workers
 from kimik3_reconciler.steps.report import NullReporter
 from kimik3_reconciler.steps.workers import remember_workers, remove_worker_volume
 
@@ -59,7 +62,7 @@ def test_destroy_names_the_tensor_caches_it_keeps_and_how_to_remove_them() -> No
     ]
     reason = steps[1][2]
     assert reason.startswith("kept: its tensor cache") and "pass --model to remove" in reason
-    assert "`docker volume rm kimik3-rpc-cache-k3-w1` on w1" in reason
+    assert "`docker volume rm kimik3-rpc-cache-k3-w1` through w1's Docker (ssh://k3@10.0.0.2)" in reason
 
 
 def test_destroy_model_removes_them_through_each_workers_docker_the_dropped_ones_too() -> None:
@@ -113,3 +116,42 @@ def test_the_step_removes_the_volume_on_the_worker() -> None:
     ports = SimpleNamespace(worker_docker={W1: w1}.__getitem__)
     remove_worker_volume(WorkerVolumeRemove(W1, "kimik3-rpc-cache-k3-w1"), ports, NullReporter())
     assert w1.calls == ["volume rm kimik3-rpc-cache-k3-w1"] and w1.volumes == {}
+
+
+DROPPED = RemovedWorkerFact(name="w3", docker="ssh://k3@10.0.0.4", container_name="k3-rpc-w3", cache_volume=True)
+
+
+def test_a_dropped_workers_volume_is_named_as_the_last_chance_to_remove_it() -> None:
+    """The run that removes a dropped worker's rpc-server forgets the worker (its state record entry): no later run
+    sees its volume, so that run's line says so and how to remove it, by hand or (destroy) with --model now."""
+    p = profile()
+    obs = with_workers(p, removed=(DROPPED,))
+    (kept,) = [s for s in plan_destroy(p, obs).steps if s.target == "w3: kimik3-rpc-cache-k3-w3"]
+    assert kept.action is Action.NOOP and "no later run names it: pass --model to remove it now" in kept.reason
+    assert "`docker volume rm kimik3-rpc-cache-k3-w3` through w3's Docker (ssh://k3@10.0.0.4)" in kept.reason
+
+
+def test_the_apply_that_drops_a_worker_names_its_volume_and_removes_nothing_of_it() -> None:
+    """In the removal's own line: apply prints the steps that change something, not a kept volume's."""
+    p = profile()
+    obs = with_workers(p, removed=(DROPPED,))
+    (removal,) = plan_removed_workers(render_desired(p, obs), obs)
+    assert removal.target == "w3: k3-rpc-w3" and removal.action is Action.DELETE
+    assert removal.spec == WorkerRemove(DockerHost("w3", "ssh://k3@10.0.0.4"), "k3-rpc-w3", "k3")
+    assert removal.reason.endswith(
+        "; its tensor cache kimik3-rpc-cache-k3-w3 is kept, and no later run names it (kimik3 forgets w3 with its "
+        "rpc-server): `docker volume rm kimik3-rpc-cache-k3-w3` through w3's Docker (ssh://k3@10.0.0.4)"
+    )
+    no_volume = with_workers(p, removed=(DROPPED.model_copy(update={"cache_volume": False}),))
+    (plain,) = plan_removed_workers(render_desired(p, no_volume), no_volume)
+    assert "tensor cache" not in plain.reason
+
+
+def test_a_worker_whose_docker_does_not_answer_refuses_the_destroy_naming_the_way_on() -> None:
+    p = profile()
+    obs = with_workers(p, WorkerFact(name="w1", docker=W1.url, error="ssh: connect to host 10.0.0.2: refused"))
+    with pytest.raises(PlanError) as refused:
+        plan_destroy(p, obs, model=True)
+    message = str(refused.value)
+    assert message.startswith("rpc.workers w1: cannot reach its Docker at ssh://k3@10.0.0.2: ssh: connect")
+    assert "destroy removes nothing until it answers" in message and "drop w1 from rpc.workers" in message

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from support.registry import free_port
+from support.ports import free_port
 
 TESTS = Path(__file__).resolve().parents[2]
 
