@@ -35,7 +35,7 @@ from kimik3_reconciler.observe import observe
 from kimik3_reconciler.observe.docker_objects import parse_container
 from kimik3_reconciler.observe.workers import recorded_workers
 from kimik3_reconciler.planning import gate_reference, plan, plan_destroy, plan_prune, refuse_by_host_gate
-from kimik3_reconciler.planning.cluster_render import node_hosts
+from kimik3_reconciler.planning.cluster_render import node_hosts, node_locks
 from kimik3_reconciler.planning.worker_step import (
     docker_host,
     dropped_worker_hosts,
@@ -115,8 +115,9 @@ class Orchestrator:
             operation,
             profile.name,
             timeout_s,
-            (*worker_hosts(profile), *node_hosts(profile)),  # a cluster's nodes are locked as RPC workers are
+            worker_hosts(profile),
             dropped_worker_hosts(profile, recorded_workers(self.ports.state, profile.name)),
+            node_locks(profile),  # a cluster's nodes are locked as RPC workers are, refused by their field
         )
 
     def force_unlock(self, lock_id: str, profile: Profile | None) -> str:

@@ -30,7 +30,7 @@ from kimik3_reconciler.model.specs import (
     MemberRemove,
     MemberWait,
 )
-from kimik3_reconciler.planning.cluster_render import member_lost, rendered_members
+from kimik3_reconciler.planning.cluster_render import member_lost, node_field, rendered_members
 from kimik3_reconciler.planning.container_step import container_alone, container_changes
 from kimik3_reconciler.planning.desired import Desired
 from kimik3_reconciler.planning.image_pull import pull_spec
@@ -59,13 +59,14 @@ def _host(node) -> DockerHost:  # noqa: ANN001 - model.profile.ClusterNode
     return DockerHost(node.name, node.docker, node.tls_dir)
 
 
-def _fact(observed: Observed, name: str, docker: str) -> MemberFact:
+def _fact(observed: Observed, name: str, docker: str, field: str) -> MemberFact:
+    """`field`: the profile's field of that node's Docker (cluster_render.node_field), named by a refusal."""
     found = next((m for m in observed.members if m.name == name), None)
     if found is None:
         raise PlanError(f"cluster node {name}: not observed (internal: observe every node of the profile)")
     if found.error:
         # Nothing is known about that host: planning it blind could start the head's server without its member.
-        raise PlanError(f"cluster node {name}: cannot reach its Docker at {docker}: {found.error}")
+        raise PlanError(f"cluster node {name} ({field}): cannot reach its Docker at {docker}: {found.error}")
     return found
 
 
@@ -75,7 +76,7 @@ def _head_relaunched(desired: Desired, observed: Observed, planned: tuple[Step, 
 
 def _member_step(desired: Desired, observed: Observed, planned: tuple[Step, ...], rendered) -> Step:  # noqa: ANN001
     node, profile_node, spec, digest = rendered
-    fact = _fact(observed, node.name, profile_node.docker)
+    fact = _fact(observed, node.name, profile_node.docker, node_field(desired.profile, node.name))
     host, target = _host(profile_node), f"{node.name}: {spec.name}"
     found = fact.container
     lost = member_lost(node, fact, digest, observed.ray_alive)
@@ -147,7 +148,7 @@ def plan_cluster_nodes(desired: Desired, observed: Observed, planned: tuple[Step
     members = rendered_members(desired.profile, desired.launch)
     relaunch = bool(members) and _head_relaunched(desired, observed, ())
     for node, profile_node, spec, digest in members:
-        fact = _fact(observed, node.name, profile_node.docker)
+        fact = _fact(observed, node.name, profile_node.docker, node_field(desired.profile, node.name))
         host, pull = _host(profile_node), pull_spec(desired.profile.image.ref)
         if fact.image_present:
             steps.append(
@@ -226,7 +227,7 @@ def plan_member_teardown(desired_profile, observed: Observed) -> tuple[Step, ...
     steps = []
     for node in cluster.nodes:
         name = node.container_name(desired_profile.name)
-        fact = _fact(observed, node.name, node.docker)
+        fact = _fact(observed, node.name, node.docker, node_field(desired_profile, node.name))
         if fact.container is None:
             steps.append(Step("member", f"{node.name}: {name}", Action.NOOP, f"no member on {node.name}"))
         else:

@@ -170,3 +170,35 @@ def test_force_unlock_still_refuses_an_id_that_is_nowhere(tmp_path: Path) -> Non
     assert "no lock ffffffffffff: the host is not locked" in str(refused.value)
     assert "rpc worker w1: apply of k3-test by pid 4242 on gpu-07" in str(refused.value)
     assert locks.records == {W1.url: foreign()}
+
+
+def cluster_profile():
+    """Two nodes over ssh (vllm.cluster): the plan cases' base profile with a second node."""
+    data = yaml.safe_load((Path(__file__).parents[2] / "cases/plan/_base-vllm-cluster.yaml").read_text())
+    data["vllm"]["pipeline_parallel_size"] = 3
+    data["vllm"]["cluster"]["nodes"].append({"name": "gpu3", "docker": "ssh://kimik3@10.0.0.3", "bind": "10.0.0.3"})
+    return parse_profile(yaml.safe_dump(data), "p.yaml").profile
+
+
+def test_an_apply_locks_each_cluster_node_and_an_unreachable_one_is_refused_by_its_field(tmp_path: Path) -> None:
+    locks = FakeWorkerLocks(down=("ssh://kimik3@10.0.0.3",))
+    e = orchestrator(tmp_path, locks)
+    with pytest.raises(PlanError) as refused, e.locked("apply", cluster_profile(), timeout_s=0):
+        pytest.fail("the block ran without the node's lock")
+    message = str(refused.value)
+    assert message.startswith(
+        "cluster node gpu3 (vllm.cluster.nodes[1].docker): cannot take the apply lock in its Docker at "
+        "ssh://kimik3@10.0.0.3: ssh: connect"
+    )
+    assert "rpc worker" not in message and "no longer names" not in message
+    assert locks.taken == ["ssh://kimik3@10.0.0.2"] and locks.records == {}  # gpu2's was let go
+    assert refused.value.exit_code == 3
+
+
+def test_a_cluster_node_held_by_another_kimik3_is_named_as_a_node(tmp_path: Path) -> None:
+    locks = FakeWorkerLocks()
+    locks.records["ssh://kimik3@10.0.0.2"] = foreign()
+    e = orchestrator(tmp_path, locks)
+    with pytest.raises(LockHeld) as held, e.locked("apply", cluster_profile(), timeout_s=0):
+        pytest.fail("the block ran without the node's lock")
+    assert str(held.value).startswith("cluster node gpu2 (ssh://kimik3@10.0.0.2) is locked by another kimik3")
