@@ -7,9 +7,11 @@ from __future__ import annotations
 import copy
 import json
 
+from kimik3_reconciler.engines import engine_for
 from kimik3_reconciler.errors import Kimik3Error, LoadFailed, PermanentError
 from kimik3_reconciler.model.specs import MemberCheckpoint, MemberImage, MemberLaunch, MemberRemove, MemberWait
 from kimik3_reconciler.observe.cluster import RAY_NODES, ray_alive
+from kimik3_reconciler.observe.server_log import ROOT_LOG_TAIL, first_error
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps.image_pull import pull_image
 from kimik3_reconciler.steps.report import Reporter
@@ -83,8 +85,11 @@ def wait_for_members(spec: MemberWait, ports: Ports, reporter: Reporter) -> None
         inspect = ports.docker.inspect_container(spec.head) or {}
         state = (inspect.get("State") or {}).get("Status")
         if state not in ("running", "created", "restarting"):
+            # vLLM's first error is printed long before its last lines (engines/base.py LogSigns.root).
+            first = first_error(ports.docker.container_logs(spec.head, ROOT_LOG_TAIL), engine_for("vllm").log_signs)
             raise LoadFailed(
-                f"the head's container {spec.head} is {state} while its nodes join Ray",
+                f"the head's container {spec.head} is {state} while its nodes join Ray"
+                + (f"; its log's first error: {first}" if first else ""),
                 ports.docker.container_logs(spec.head, _LOG_TAIL),
             )
         try:
