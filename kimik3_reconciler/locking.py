@@ -22,7 +22,7 @@ from contextlib import contextmanager
 
 from kimik3_reconciler.errors import InputError, Kimik3Error, LockHeld, PlanError
 from kimik3_reconciler.model.host_lock import LockHolder, worker_unlock_by_hand
-from kimik3_reconciler.model.records import reconcile_loop_key, rpc_workers_key
+from kimik3_reconciler.model.records import cluster_members_key, reconcile_loop_key, rpc_workers_key
 from kimik3_reconciler.model.specs import DockerHost
 from kimik3_reconciler.ports import ClockPort, LockPort, Ports
 
@@ -115,10 +115,18 @@ def acquire(
 
 
 def _acquire_worker(
-    ports: Ports, holder: LockHolder, timeout_s: float, say: Say, host: DockerHost, dropped: bool, field: str = ""
+    ports: Ports,
+    holder: LockHolder,
+    timeout_s: float,
+    say: Say,
+    host: DockerHost,
+    dropped: bool,
+    field: str = "",
+    node: bool = False,
 ) -> LockPort:
-    """`field`: the profile's field of a cluster node's Docker (empty: an RPC worker's host)."""
-    role = "cluster node" if field else "rpc worker"
+    """`field`: the profile's field of a cluster node's Docker; `node`: a cluster node's host (named, or dropped with
+    its member recorded), not an RPC worker's."""
+    role = "cluster node" if field or node else "rpc worker"
     if ports.worker_lock is None:
         raise InputError(f"{role} {host.name}: no lock port for worker hosts is wired")
     lock = ports.worker_lock(host)
@@ -135,9 +143,15 @@ def _acquire_worker(
                 "bring its Docker back, or remove its rpc-server there by hand and delete its entry from that "
                 'record (docs/operations.md, "Dropping a worker")'
             )
-            if dropped
+            if dropped and not node
             else ""
         )
+        if dropped and node:
+            gone = (
+                f"\n  the profile no longer names this node (state record {cluster_members_key(holder.profile)}): "
+                f"bring its Docker back, or remove its member there by hand (`docker rm -f {holder.profile}-node-"
+                f"{host.name}`) and delete its entry from that record"
+            )
         at = f" ({field})" if field else ""
         raise PlanError(
             f"{role} {host.name}{at}: cannot take the apply lock in its Docker at {host.url}: {exc}{gone}"
@@ -155,10 +169,11 @@ def holding(
     workers: tuple[DockerHost, ...] = (),
     dropped: tuple[DockerHost, ...] = (),
     nodes: tuple[tuple[DockerHost, str], ...] = (),
+    dropped_nodes: tuple[DockerHost, ...] = (),
 ) -> Iterator[LockHolder | None]:
     """The lock held around the block (this host's, then each RPC worker host's: the profile's workers in
-    profile order, then the recorded workers it dropped, then a cluster's nodes, each with its Docker's field),
-    released however the block ends."""
+    profile order, then the recorded workers it dropped, then a cluster's nodes, each with its Docker's field, then
+    the recorded nodes it dropped), released however the block ends."""
     if ports.lock is None:  # fakes without a lock port: orchestrator unit tests that do not test locking
         yield None
         return
@@ -172,9 +187,14 @@ def holding(
         node_hosts = tuple(h for h, _ in nodes)
         named = {(h.url, h.tls_dir) for h in (*workers, *node_hosts)}
         fields = {(h.url, h.tls_dir): field for h, field in nodes}
-        for host in _one_per_docker((*workers, *dropped, *node_hosts)):
+        node_keys = {(h.url, h.tls_dir) for h in (*node_hosts, *dropped_nodes)}
+        for host in _one_per_docker((*workers, *dropped, *node_hosts, *dropped_nodes)):
             key = (host.url, host.tls_dir)
-            taken.append(_acquire_worker(ports, holder, timeout_s, say, host, key not in named, fields.get(key, "")))
+            taken.append(
+                _acquire_worker(
+                    ports, holder, timeout_s, say, host, key not in named, fields.get(key, ""), key in node_keys
+                )
+            )
         yield holder
     finally:
         for lock in reversed(taken):

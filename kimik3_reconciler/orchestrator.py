@@ -32,6 +32,7 @@ from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.records import apply_key, last_good_key, unverified_key
 from kimik3_reconciler.model.state_room import records_after, shortfall, takes_server_down
 from kimik3_reconciler.observe import observe
+from kimik3_reconciler.observe.cluster import dropped_node_hosts, recorded_members
 from kimik3_reconciler.observe.docker_objects import parse_container
 from kimik3_reconciler.observe.workers import recorded_workers
 from kimik3_reconciler.planning import gate_reference, plan, plan_destroy, plan_prune, refuse_by_host_gate
@@ -118,6 +119,7 @@ class Orchestrator:
             worker_hosts(profile),
             dropped_worker_hosts(profile, recorded_workers(self.ports.state, profile.name)),
             node_locks(profile),  # a cluster's nodes are locked as RPC workers are, refused by their field
+            dropped_node_hosts(profile, recorded_members(self.ports.state, profile.name)),
         )
 
     def force_unlock(self, lock_id: str, profile: Profile | None) -> str:
@@ -129,6 +131,7 @@ class Orchestrator:
             hosts = (
                 *worker_hosts(profile),
                 *node_hosts(profile),
+                *dropped_node_hosts(profile, recorded_members(self.ports.state, profile.name)),
                 *dropped_worker_hosts(profile, recorded_workers(self.ports.state, profile.name)),
             )
         else:

@@ -18,9 +18,10 @@ from __future__ import annotations
 import json
 
 from kimik3_reconciler.errors import PlanError
-from kimik3_reconciler.model.facts import MemberFact, Observed
+from kimik3_reconciler.model.facts import MemberFact, Observed, RemovedWorkerFact
 from kimik3_reconciler.model.labels import MEMBER_INPUTS
 from kimik3_reconciler.model.plan import Action, DiffItem, Step, flat_diff
+from kimik3_reconciler.model.records import cluster_members_key
 from kimik3_reconciler.model.specs import (
     ContainerSpec,
     DockerHost,
@@ -219,12 +220,41 @@ def plan_cluster_members(desired: Desired, observed: Observed, planned: tuple[St
     )
 
 
+def _removal(profile_name: str, fact: RemovedWorkerFact) -> Step:
+    host, target = DockerHost(fact.name, fact.docker, fact.tls_dir), f"{fact.name}: {fact.container_name}"
+    if fact.error:
+        # rule: cluster-removed-node-removed
+        # Its member may still run (vLLM's: a Ray worker rejoining the head's address at every restart): never
+        # forget it silently.
+        raise PlanError(
+            f"cluster node {fact.name}: the profile no longer names this node, but its member {fact.container_name} "
+            f"cannot be removed: cannot reach its Docker at {fact.docker}: {fact.error}\n  remove it by hand on that "
+            f"host (`docker rm -f {fact.container_name}`), then delete its entry from the state record "
+            f"{cluster_members_key(profile_name)}"
+        )
+    state = "gone already: forget it" if fact.container is None else f"{fact.container.state}: remove it"
+    return Step(
+        "member",
+        target,
+        Action.DELETE,
+        f"{fact.name} is no longer in the cluster's nodes and its member is {state}",
+        spec=MemberRemove(host, fact.container_name, profile_name),
+    )
+
+
+def plan_removed_members(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
+    """Members an apply launched on nodes the profile no longer names: removed after the health wait (the replica
+    that served until the new one is healthy ran ranks there)."""
+    return tuple(_removal(desired.profile.name, fact) for fact in observed.removed_members)
+
+
 def plan_member_teardown(desired_profile, observed: Observed) -> tuple[Step, ...]:  # noqa: ANN001
-    """destroy: remove each node's member container (its image stays, as the head's)."""
+    """destroy: remove each node's member container (its image stays, as the head's), and those of recorded nodes
+    the profile no longer names."""
+    steps = [_removal(desired_profile.name, fact) for fact in observed.removed_members]
     cluster = desired_profile.cluster
     if cluster is None:
-        return ()
-    steps = []
+        return tuple(steps)
     for node in cluster.nodes:
         name = node.container_name(desired_profile.name)
         fact = _fact(observed, node.name, node.docker, node_field(desired_profile, node.name))
@@ -237,7 +267,7 @@ def plan_member_teardown(desired_profile, observed: Observed) -> tuple[Step, ...
                     f"{node.name}: {name}",
                     Action.DELETE,
                     f"member {fact.container.state} on {node.name}: remove it",
-                    spec=MemberRemove(_host(node), name),
+                    spec=MemberRemove(_host(node), name, desired_profile.name),
                 )
             )
     return tuple(steps)
