@@ -42,7 +42,8 @@ def _fail_launch(wait: HealthWait, inspect: dict | None, ports: Ports, reporter:
     logs = ports.docker.container_logs(wait.container, LOG_TAIL) if inspect else ""
     signs = engine_for(wait.engine).log_signs  # the registry: the failed server's own log lines
     # A Python server's first error is printed long before its last lines (engines/base.py LogSigns.root).
-    first = first_error(ports.docker.container_logs(wait.container, ROOT_LOG_TAIL), signs) if inspect else None
+    read_root = inspect is not None and bool(signs.root)  # an engine without the sign: no second read
+    first = first_error(ports.docker.container_logs(wait.container, ROOT_LOG_TAIL), signs) if read_root else None
     status = state.get("Status", "gone") if inspect else "gone"
     if wait.unit and ports.units is not None:
         try:  # its `docker start --attach` ended with the exit: Restart=on-failure would start it every 10 s
