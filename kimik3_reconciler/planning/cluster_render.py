@@ -43,6 +43,12 @@ def node_hosts(profile: Profile) -> tuple[DockerHost, ...]:
     return tuple(DockerHost(n.name, n.docker, n.tls_dir) for n in cluster.nodes) if cluster is not None else ()
 
 
+def node_members(profile: Profile) -> tuple[tuple[DockerHost, str], ...]:
+    """(each node's Docker, its member container's name), in rank order: what a converged apply records."""
+    cluster = profile.cluster
+    return tuple(zip(node_hosts(profile), (n.container_name(profile.name) for n in cluster.nodes))) if cluster else ()
+
+
 def node_field(profile: Profile, name: str) -> str:
     """The profile's field of a node's Docker (`vllm.cluster.nodes[1].docker`): what a refusal of that host names."""
     cluster = profile.cluster

@@ -20,8 +20,10 @@ from kimik3_reconciler.model.labels import PROFILE_LABEL
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.model.records import cluster_members_key
 from kimik3_reconciler.model.specs import ContainerSpec, DockerHost, MemberLaunch, MemberRemove
+from kimik3_reconciler.model.state_room import WORKER_ENTRY_BYTES, step_records
 from kimik3_reconciler.observe.cluster import collect_removed_members
 from kimik3_reconciler.orchestrator import Orchestrator
+from kimik3_reconciler.planning.cluster_render import node_members
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps.cluster import launch_member, remove_member
 from kimik3_reconciler.steps.report import NullReporter
@@ -135,3 +137,16 @@ def test_an_unreachable_dropped_node_is_recorded_and_its_lock_refused_with_the_h
     assert message.startswith(f"cluster node gpu3: cannot take the apply lock in its Docker at {GPU3.url}")
     assert "the profile no longer names this node" in message and cluster_members_key("kimi-k3") in message
     assert "docker rm -f kimi-k3-node-gpu3" in message
+
+
+def test_a_member_launch_or_removal_counts_its_record_before_a_server_goes_down() -> None:
+    launch = MemberLaunch(GPU3, _member("kimi-k3-node-gpu3"), replace=True)
+    assert step_records(launch, 2) == (("cluster-members", 2 * WORKER_ENTRY_BYTES),)
+    assert step_records(MemberRemove(GPU3, "kimi-k3-node-gpu3", "kimi-k3"), 0) == (
+        ("cluster-members", WORKER_ENTRY_BYTES),
+    )
+
+
+def test_a_converged_apply_records_every_named_member() -> None:
+    assert node_members(profile(2)) == ((GPU2, "kimi-k3-node-gpu2"), (GPU3, "kimi-k3-node-gpu3"))
+    assert node_members(profile(0)) == ()
