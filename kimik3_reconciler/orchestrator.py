@@ -137,7 +137,14 @@ class Orchestrator:
         else:
             record = self.ports.lock.holder()[0]
             named = record.profile if record is not None and record.id == lock_id else None
-            hosts = recorded_worker_hosts(recorded_workers(self.ports.state, named)) if named else ()
+            # The hosts this profile's applies launched on: its RPC workers and its cluster members, as recorded.
+            hosts = (
+                recorded_worker_hosts(
+                    [*recorded_workers(self.ports.state, named), *recorded_members(self.ports.state, named)]
+                )
+                if named
+                else ()
+            )
         if hosts and self.ports.worker_lock is None:
             raise InputError("no lock port for worker hosts is wired")
         from kimik3_reconciler.locking import force_unlock

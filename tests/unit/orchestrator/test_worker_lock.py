@@ -17,7 +17,7 @@ from kimik3_reconciler.errors import InputError, LockHeld, PlanError
 from kimik3_reconciler.locking import force_unlock, new_holder
 from kimik3_reconciler.model.host_lock import LockHolder, worker_unlock_by_hand
 from kimik3_reconciler.model.profile_source import parse_profile
-from kimik3_reconciler.model.records import rpc_workers_key
+from kimik3_reconciler.model.records import cluster_members_key, rpc_workers_key
 from kimik3_reconciler.model.specs import DockerHost
 from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.steps.report import NullReporter
@@ -202,3 +202,15 @@ def test_a_cluster_node_held_by_another_kimik3_is_named_as_a_node(tmp_path: Path
     with pytest.raises(LockHeld) as held, e.locked("apply", cluster_profile(), timeout_s=0):
         pytest.fail("the block ran without the node's lock")
     assert str(held.value).startswith("cluster node gpu2 (ssh://kimik3@10.0.0.2) is locked by another kimik3")
+
+
+def test_force_unlock_without_the_file_reaches_the_recorded_cluster_members_too(tmp_path: Path) -> None:
+    hung = new_holder("apply", "k3-test", FakeClock())
+    StateDirLock(tmp_path / "state").try_acquire(hung)
+    locks = FakeWorkerLocks()
+    node = DockerHost("gpu2", "ssh://kimik3@10.0.0.2")
+    locks.records[node.url] = hung
+    e = orchestrator(tmp_path, locks)
+    remember_workers(e.ports.state, "k3-test", ((node, "k3-test-node-gpu2"),), key=cluster_members_key("k3-test"))
+    assert f"removed lock {hung.id} on rpc worker gpu2 ({node.url})" in e.force_unlock(hung.id, None)
+    assert locks.records == {}
