@@ -22,7 +22,7 @@ from contextlib import contextmanager
 
 from kimik3_reconciler.errors import InputError, Kimik3Error, LockHeld, PlanError
 from kimik3_reconciler.model.host_lock import LockHolder, worker_unlock_by_hand
-from kimik3_reconciler.model.records import reconcile_loop_key, rpc_workers_key
+from kimik3_reconciler.model.records import cluster_members_key, reconcile_loop_key, rpc_workers_key
 from kimik3_reconciler.model.specs import DockerHost
 from kimik3_reconciler.ports import ClockPort, LockPort, Ports
 
@@ -62,10 +62,17 @@ def new_holder(operation: str, profile: str, clock: ClockPort) -> LockHolder:
 
 
 def acquire(
-    lock: LockPort, clock: ClockPort, holder: LockHolder, timeout_s: float, say: Say, worker: DockerHost | None = None
+    lock: LockPort,
+    clock: ClockPort,
+    holder: LockHolder,
+    timeout_s: float,
+    say: Say,
+    worker: DockerHost | None = None,
+    role: str = "rpc worker",
 ) -> None:
     """Take the lock for `holder`, waiting at most `timeout_s`; LockHeld naming the holder after that.
-    `worker`: the lock is that RPC worker host's (its Docker), not this host's."""
+    `worker`: the lock is that other host's (its Docker), not this host's; `role`: what that host is to the profile
+    (an RPC worker, a cluster node)."""
     start = clock.monotonic()
     next_progress = start
     where = {"worker": worker.name} if worker is not None else {}
@@ -92,7 +99,8 @@ def acquire(
         waited = now - start
         if waited >= timeout_s:
             raise LockHeld(
-                _held_message(attempt.holder, waited, timeout_s, worker), attempt.holder.id if attempt.holder else None
+                _held_message(attempt.holder, waited, timeout_s, worker, role),
+                attempt.holder.id if attempt.holder else None,
             )
         if now >= next_progress:
             say(
@@ -107,13 +115,23 @@ def acquire(
 
 
 def _acquire_worker(
-    ports: Ports, holder: LockHolder, timeout_s: float, say: Say, host: DockerHost, dropped: bool
+    ports: Ports,
+    holder: LockHolder,
+    timeout_s: float,
+    say: Say,
+    host: DockerHost,
+    dropped: bool,
+    field: str = "",
+    node: bool = False,
 ) -> LockPort:
+    """`field`: the profile's field of a cluster node's Docker; `node`: a cluster node's host (named, or dropped with
+    its member recorded), not an RPC worker's."""
+    role = "cluster node" if field or node else "rpc worker"
     if ports.worker_lock is None:
-        raise InputError(f"rpc worker {host.name}: no lock port for worker hosts is wired")
+        raise InputError(f"{role} {host.name}: no lock port for worker hosts is wired")
     lock = ports.worker_lock(host)
     try:
-        acquire(lock, ports.clock, holder, timeout_s, say, worker=host)
+        acquire(lock, ports.clock, holder, timeout_s, say, worker=host, role=role)
     except LockHeld:
         raise
     except Kimik3Error as exc:
@@ -125,11 +143,18 @@ def _acquire_worker(
                 "bring its Docker back, or remove its rpc-server there by hand and delete its entry from that "
                 'record (docs/operations.md, "Dropping a worker")'
             )
-            if dropped
+            if dropped and not node
             else ""
         )
+        if dropped and node:
+            gone = (
+                f"\n  the profile no longer names this node (state record {cluster_members_key(holder.profile)}): "
+                f"bring its Docker back, or remove its member there by hand (`docker rm -f {holder.profile}-node-"
+                f"{host.name}`) and delete its entry from that record"
+            )
+        at = f" ({field})" if field else ""
         raise PlanError(
-            f"rpc worker {host.name}: cannot take the apply lock in its Docker at {host.url}: {exc}{gone}"
+            f"{role} {host.name}{at}: cannot take the apply lock in its Docker at {host.url}: {exc}{gone}"
         ) from exc
     return lock
 
@@ -143,9 +168,12 @@ def holding(
     timeout_s: float,
     workers: tuple[DockerHost, ...] = (),
     dropped: tuple[DockerHost, ...] = (),
+    nodes: tuple[tuple[DockerHost, str], ...] = (),
+    dropped_nodes: tuple[DockerHost, ...] = (),
 ) -> Iterator[LockHolder | None]:
     """The lock held around the block (this host's, then each RPC worker host's: the profile's workers in
-    profile order, then the recorded workers it dropped), released however the block ends."""
+    profile order, then the recorded workers it dropped, then a cluster's nodes, each with its Docker's field, then
+    the recorded nodes it dropped), released however the block ends."""
     if ports.lock is None:  # fakes without a lock port: orchestrator unit tests that do not test locking
         yield None
         return
@@ -156,9 +184,17 @@ def holding(
         # A worker converged by two kimik3 at once (two main hosts sharing it) would race on its rpc-server,
         # and a dropped worker's removal is a change there too: every host a run changes is locked, always in
         # the same order, once per Docker (two workers on one host share its lock).
-        named = {(h.url, h.tls_dir) for h in workers}
-        for host in _one_per_docker((*workers, *dropped)):
-            taken.append(_acquire_worker(ports, holder, timeout_s, say, host, (host.url, host.tls_dir) not in named))
+        node_hosts = tuple(h for h, _ in nodes)
+        named = {(h.url, h.tls_dir) for h in (*workers, *node_hosts)}
+        fields = {(h.url, h.tls_dir): field for h, field in nodes}
+        node_keys = {(h.url, h.tls_dir) for h in (*node_hosts, *dropped_nodes)}
+        for host in _one_per_docker((*workers, *dropped, *node_hosts, *dropped_nodes)):
+            key = (host.url, host.tls_dir)
+            taken.append(
+                _acquire_worker(
+                    ports, holder, timeout_s, say, host, key not in named, fields.get(key, ""), key in node_keys
+                )
+            )
         yield holder
     finally:
         for lock in reversed(taken):
@@ -224,7 +260,9 @@ def _removed(lock: LockPort, record: LockHolder, held: bool, where: str) -> str:
     return f"removed lock {record.id}{where} ({record.describe()})"
 
 
-def _held_message(holder: LockHolder | None, waited_s: float, timeout_s: float, worker: DockerHost | None) -> str:
+def _held_message(
+    holder: LockHolder | None, waited_s: float, timeout_s: float, worker: DockerHost | None, role: str = "rpc worker"
+) -> str:
     # No record: one not written yet, or another user's kimik3, which may lock the host-wide file (mode 0644)
     # but not write it.
     who = (
@@ -239,7 +277,7 @@ def _held_message(holder: LockHolder | None, waited_s: float, timeout_s: float, 
     # A worker's lock is found through the profile's workers: force-unlock needs the profile file there.
     unlock = f"kimik3 force-unlock {holder.id}" + (" FILE (FILE: this profile)" if worker else "") if holder else ""
     hint = f"; if that process is hung: {unlock}" if holder else ""
-    place = f"rpc worker {worker.name} ({worker.url})" if worker else "the host"
+    place = f"{role} {worker.name} ({worker.url})" if worker else "the host"
     return (
         f"{place} is locked by another kimik3: {who}; {waited}. Nothing was changed. Retry when it is "
         f"done, or wait for it with --lock-timeout DURATION{hint}"

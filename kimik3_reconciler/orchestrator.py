@@ -29,13 +29,14 @@ from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.loaded_profile import LoadedProfile
 from kimik3_reconciler.model.plan import Plan, Step
 from kimik3_reconciler.model.profile import Profile
-from kimik3_reconciler.model.records import apply_key, last_good_key, unverified_key
+from kimik3_reconciler.model.records import apply_key, cluster_members_key, last_good_key, unverified_key
 from kimik3_reconciler.model.state_room import records_after, shortfall, takes_server_down
 from kimik3_reconciler.observe import observe
+from kimik3_reconciler.observe.cluster import dropped_node_hosts, recorded_members
 from kimik3_reconciler.observe.docker_objects import parse_container
 from kimik3_reconciler.observe.workers import recorded_workers
 from kimik3_reconciler.planning import gate_reference, plan, plan_destroy, plan_prune, refuse_by_host_gate
-from kimik3_reconciler.planning.cluster_render import node_hosts
+from kimik3_reconciler.planning.cluster_render import node_hosts, node_locks, node_members
 from kimik3_reconciler.planning.worker_step import (
     docker_host,
     dropped_worker_hosts,
@@ -115,8 +116,10 @@ class Orchestrator:
             operation,
             profile.name,
             timeout_s,
-            (*worker_hosts(profile), *node_hosts(profile)),  # a cluster's nodes are locked as RPC workers are
+            worker_hosts(profile),
             dropped_worker_hosts(profile, recorded_workers(self.ports.state, profile.name)),
+            node_locks(profile),  # a cluster's nodes are locked as RPC workers are, refused by their field
+            dropped_node_hosts(profile, recorded_members(self.ports.state, profile.name)),
         )
 
     def force_unlock(self, lock_id: str, profile: Profile | None) -> str:
@@ -128,12 +131,20 @@ class Orchestrator:
             hosts = (
                 *worker_hosts(profile),
                 *node_hosts(profile),
+                *dropped_node_hosts(profile, recorded_members(self.ports.state, profile.name)),
                 *dropped_worker_hosts(profile, recorded_workers(self.ports.state, profile.name)),
             )
         else:
             record = self.ports.lock.holder()[0]
             named = record.profile if record is not None and record.id == lock_id else None
-            hosts = recorded_worker_hosts(recorded_workers(self.ports.state, named)) if named else ()
+            # The hosts this profile's applies launched on: its RPC workers and its cluster members, as recorded.
+            hosts = (
+                recorded_worker_hosts(
+                    [*recorded_workers(self.ports.state, named), *recorded_members(self.ports.state, named)]
+                )
+                if named
+                else ()
+            )
         if hosts and self.ports.worker_lock is None:
             raise InputError("no lock port for worker hosts is wired")
         from kimik3_reconciler.locking import force_unlock
@@ -441,7 +452,8 @@ class Orchestrator:
             "base_dir": str(self.base_dir.resolve()),
             "date": self.ports.clock.now().isoformat(timespec="seconds"),
         }
-        self._closing = (last_good, len(loaded.profile.workers))
+        # The records of launched workers and cluster members (one entry each, one form: steps/workers.py).
+        self._closing = (last_good, len(loaded.profile.workers) + len(node_hosts(loaded.profile)))
         try:
             try:
                 try:
@@ -480,6 +492,14 @@ class Orchestrator:
                 name,
                 tuple((docker_host(w), w.container_name(name)) for w in loaded.profile.workers),
                 converged=True,
+            )
+            # And every member: an entry of one under a Docker URL the profile moved (same daemon) goes.
+            remember_workers(
+                self.ports.state,
+                name,
+                node_members(loaded.profile),
+                converged=True,
+                key=cluster_members_key(name),
             )
             # Also when a converged apply finds another text recorded: its own last-good write failed (a full
             # state dir, issue 30), and a later failing apply would otherwise revert to the older profile.

@@ -274,7 +274,10 @@ class LogSigns(NamedTuple):
     failed (before the host's: another fix), `gpu_oom_fix` what to change; `oom`, an allocation failed; `bad_model`,
     the model file could not be read, named `bad_model_cause`, with the headline `unreadable` (a cached hub file) or
     `unreadable_local` (model.local_path's file: `{local_model}` in it names it); `served`, lines proving it had
-    loaded (a "model loaded" line, a request's own lines). The defaults are what any server's log says."""
+    loaded (a "model loaded" line, a request's own lines); `root`, a regular expression of a line that names a
+    failed start's first error, printed long before the log's last lines (a Python server's tracebacks: its last
+    lines are the consequence, "Engine core initialization failed. See root cause above"). The defaults are what any
+    server's log says."""
 
     bind: tuple[str, ...] = ("address already in use",)
     gpu_oom: tuple[str, ...] = ()
@@ -285,6 +288,7 @@ class LogSigns(NamedTuple):
     unreadable: str = "failed while loading the model: the model files could not be read"
     unreadable_local: str = "failed while loading the model: model.local_path ({local_model}) could not be read"
     served: tuple[str, ...] = ()
+    root: str = ""
 
 
 class HeaderShort(Exception):

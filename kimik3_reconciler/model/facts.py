@@ -442,8 +442,9 @@ class MemberFact(_Fact):
 
 
 class RemovedWorkerFact(_Fact):
-    """An RPC worker an apply launched (its state record) that the profile no longer names, seen through its
-    recorded Docker: its rpc-server would keep listening on the network unless it is removed."""
+    """An RPC worker (or a cluster node's member) an apply launched (its state record) that the profile no longer
+    names, seen through its recorded Docker: its rpc-server would keep listening on the network (its member keep
+    running) unless it is removed."""
 
     name: str
     docker: str
@@ -515,6 +516,7 @@ class Observed(_Fact):
     workers: tuple[WorkerFact, ...] = ()  # the profile's RPC workers, in profile order (none without `rpc:`)
     removed_workers: tuple[RemovedWorkerFact, ...] = ()  # recorded RPC workers the profile no longer names
     members: tuple[MemberFact, ...] = ()  # a cluster's nodes, in rank order (none without vllm/sglang.cluster)
+    removed_members: tuple[RemovedWorkerFact, ...] = ()  # recorded members of nodes the profile no longer names
     # The addresses with a live raylet in Ray's node table, read through the head's running container (vllm.cluster);
     # None: not read (no cluster, no Ray, the head's container not running, or the read failed: `ray_error`).
     ray_alive: tuple[str, ...] | None = None

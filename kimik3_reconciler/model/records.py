@@ -133,6 +133,14 @@ def front_token_key(profile_name: str) -> str:
     return f"front/{profile_name}/token.json"
 
 
+def cluster_members_key(profile_name: str) -> str:
+    """{"workers": [...]} as rpc_workers_key's, for a cluster's member containers (vllm.cluster / sglang.cluster
+    nodes): every member an apply of this profile launched, removed only once its container is removed. A node the
+    profile stops naming is found here: its member would otherwise keep running (vLLM's: a Ray worker that joins the
+    head's next Ray at every restart)."""
+    return f"cluster-members/{profile_name}.json"
+
+
 def rpc_workers_key(profile_name: str) -> str:
     """{"workers": [{"name", "docker", "tls_dir", "container"}, ...]}: every RPC worker an apply of this profile
     launched (added at each launch and when an apply converges, removed only once its rpc-server is removed).

@@ -522,6 +522,21 @@ _GENERIC: tuple[Rule, ...] = (
         seed=OWN + "issue 41 item 4 (the replica is converged as one unit)",
     ),
     Rule(
+        "cluster-removed-node-removed",
+        "force",
+        "a node's member an apply launched (state record cluster-members/<profile>.json) that the profile no longer "
+        "names (dropped from the cluster's nodes, or the cluster gone) is removed after the health wait, by apply and "
+        "by destroy; when its Docker cannot be reached the plan refuses, naming the node and the hand clean-up",
+        "a member left running keeps its Ray worker (or SGLang rank) on that host, rejoining the head's address at "
+        "every restart, its GPUs held",
+        ("kimik3_reconciler.planning.cluster_step",),
+        (
+            "cases/plan/217-vllm-cluster-node-dropped.yaml",
+            "cases/plan/218-vllm-cluster-dropped-node-unreachable.yaml",
+        ),
+        seed=OWN + "issue 41 item 4 (a dropped node, as issue 18's dropped RPC worker)",
+    ),
+    Rule(
         "cluster-node-checkpoint",
         "refuse",
         "before a node's member is launched, a short-lived container of the profile's image on that node lists the "

@@ -484,10 +484,12 @@ class MemberWait(Payload):
 
 @frozen_value
 class MemberRemove(Payload):
-    """Remove a node's member container (destroy)."""
+    """Remove a node's member container (destroy; apply for a node the profile no longer names); `profile`: forget it
+    from that profile's record of launched members (model/records.py cluster_members_key) once removed."""
 
     host: DockerHost
     name: str
+    profile: str = ""
 
 
 @frozen_value

@@ -19,6 +19,8 @@ from kimik3_reconciler.model.plan import Step
 from kimik3_reconciler.model.specs import (
     ExporterRun,
     ExporterUnit,
+    MemberLaunch,
+    MemberRemove,
     Payload,
     QuantGateRun,
     WorkerLaunch,
@@ -59,6 +61,8 @@ def step_records(spec: Payload | None, workers: int) -> tuple[tuple[str, int], .
         return (("unverified", UNVERIFIED_BYTES),)
     if isinstance(spec, (WorkerLaunch, WorkerRemove)):
         return (("rpc-workers", WORKER_ENTRY_BYTES * max(workers, 1)),)
+    if isinstance(spec, (MemberLaunch, MemberRemove)):  # steps/cluster.py: the same entries, another record
+        return (("cluster-members", WORKER_ENTRY_BYTES * max(workers, 1)),)
     if isinstance(spec, (ExporterRun, ExporterUnit)):
         config = _size(spec.config)
         return (("metrics config", config), ("metrics process", config + PROCESS_BYTES))

@@ -23,7 +23,7 @@ from kimik3_reconciler.model.records import (
 )
 from kimik3_reconciler.model.specs import slots_volume
 from kimik3_reconciler.observe.checkpoint_config import collect_checkpoint_config
-from kimik3_reconciler.observe.cluster import collect_members, collect_ray
+from kimik3_reconciler.observe.cluster import collect_members, collect_ray, collect_removed_members
 from kimik3_reconciler.observe.docker_objects import (
     collect_base_images,
     collect_container,
@@ -196,6 +196,7 @@ def observe(
         workers=collect_workers(profile, ports.worker_docker, ports.docker, ports.host, ports.state, inputs),
         removed_workers=collect_removed_workers(profile, ports.worker_docker, ports.state),
         members=collect_members(profile, ports.worker_docker),
+        removed_members=collect_removed_members(profile, ports.worker_docker, ports.state),
         **dict(zip(("ray_alive", "ray_error"), collect_ray(profile, ports.docker, container), strict=True)),
         exporter=exporter,
         host_settings=collect_host_settings(profile, ports.units),

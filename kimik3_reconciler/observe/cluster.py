@@ -14,14 +14,16 @@ from typing import Any
 
 from kimik3_reconciler.engines.base import NodeLaunch
 from kimik3_reconciler.errors import Kimik3Error
-from kimik3_reconciler.model.facts import ContainerFact, MemberFact
+from kimik3_reconciler.model.facts import ContainerFact, MemberFact, RemovedWorkerFact
 from kimik3_reconciler.model.image_ref import pinned_image
 from kimik3_reconciler.model.labels import MEMBER_FINGERPRINT, MEMBER_INPUTS
 from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.model.records import cluster_members_key
 from kimik3_reconciler.model.specs import DockerHost
 from kimik3_reconciler.observe.docker_objects import parse_container
 from kimik3_reconciler.observe.pulled_image import holds_digest
-from kimik3_reconciler.ports import DockerPort
+from kimik3_reconciler.observe.workers import same_daemon
+from kimik3_reconciler.ports import DockerPort, StatePort
 
 # ray.nodes() over the GCS (no dashboard needed: the head runs without one), as JSON on stdout's last line.
 RAY_NODES: tuple[str, ...] = (
@@ -93,3 +95,60 @@ def collect_ray(
         return tuple(sorted(ray_alive(docker.exec_output(profile.name, list(RAY_NODES))))), None
     except (Kimik3Error, ValueError, KeyError, IndexError) as exc:  # Ray's head not up yet, or gone: the plan says so
         return None, str(exc).strip().splitlines()[-1][:300] if str(exc).strip() else type(exc).__name__
+
+
+def recorded_members(state: StatePort, profile_name: str) -> list[dict[str, str | None]]:
+    """The members applies of this profile launched ({"name", "docker", "tls_dir", "container"} each)."""
+    return list((state.read(cluster_members_key(profile_name)) or {}).get("workers") or [])
+
+
+def dropped_member_entries(profile: Profile, recorded: list[dict[str, str | None]]) -> list[dict[str, str | None]]:
+    """The recorded members whose (Docker, container) the profile's nodes no longer name (all of them once the profile
+    has no cluster)."""
+    cluster = profile.cluster
+    named = {(n.docker, n.container_name(profile.name)) for n in cluster.nodes} if cluster is not None else set()
+    return [e for e in recorded if (e.get("docker"), e.get("container")) not in named]
+
+
+def dropped_node_hosts(profile: Profile, recorded: list[dict[str, str | None]]) -> tuple[DockerHost, ...]:
+    """The Docker of each recorded member the profile no longer names: an apply removes it there, so it locks that
+    host too (collect_removed_members finds the same entries)."""
+    return tuple(
+        DockerHost(str(e["name"]), str(e["docker"]), e.get("tls_dir"))
+        for e in dropped_member_entries(profile, recorded)
+    )
+
+
+def collect_removed_members(
+    profile: Profile, worker_docker: Callable[[DockerHost], DockerPort] | None, state: StatePort
+) -> tuple[RemovedWorkerFact, ...]:
+    """Recorded members of nodes the profile no longer names, each seen through its recorded Docker. A Docker that
+    does not answer is recorded, not raised: the planner refuses with the node named."""
+    cluster = profile.cluster
+    by_container = {n.container_name(profile.name): n for n in cluster.nodes} if cluster is not None else {}
+    facts = []
+    for entry in dropped_member_entries(profile, recorded_members(state, profile.name)):
+        fact = RemovedWorkerFact(
+            name=str(entry["name"]),
+            docker=str(entry["docker"]),
+            tls_dir=entry.get("tls_dir"),
+            container_name=str(entry["container"]),
+        )
+        try:
+            if worker_docker is None:
+                raise Kimik3Error("no way to reach cluster nodes' Docker was wired")
+            docker = worker_docker(DockerHost(fact.name, fact.docker, fact.tls_dir))
+            still = by_container.get(fact.container_name)
+            if still is not None and same_daemon(
+                docker, worker_docker(DockerHost(still.name, still.docker, still.tls_dir))
+            ):
+                # Only the URL moved (ssh:// to tcp:// of one host): removing that name would remove the member the
+                # profile still names.
+                continue
+            inspect = docker.inspect_container(fact.container_name)
+            if inspect is not None:
+                fact = fact.model_copy(update={"container": parse_container(inspect)})
+        except Kimik3Error as exc:
+            fact = fact.model_copy(update={"error": str(exc)})
+        facts.append(fact)
+    return tuple(facts)

@@ -3,11 +3,16 @@ signs its engine gives (engines/base.py LogSigns; llama.cpp's: engines/llamacpp/
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from kimik3_reconciler.engines.base import LogSigns
 
 _SIGNALLED = {137: "exit 137: SIGKILL", 143: "exit 143: SIGTERM"}
+# How much of a failed server's log `first_error` reads: a Python server's start (vLLM's engine core, Ray's
+# placement) prints hundreds of lines between the first error and its exit.
+ROOT_LOG_TAIL = 5000
+_SHOWN = 300  # characters of that line in a refusal
 
 
 @dataclass(frozen=True)
@@ -79,3 +84,13 @@ def crash_cause(oom_killed: bool, log_tail: str, signs: LogSigns, local_model: s
     None otherwise. The exit code alone is not used: 137 is also what a `docker stop` timeout leaves."""
     cause = classify_load_failure(None, oom_killed, log_tail, signs, local_model=local_model)
     return None if cause.cause == "other" else f"{cause.headline} [{cause.cause}]"
+
+
+def first_error(log: str, signs: LogSigns) -> str | None:
+    """The first line of `log` that the engine's `root` sign matches (its first error: the tracebacks that follow
+    are its consequences), cut to a few hundred characters; None without a sign or a match."""
+    if not signs.root:
+        return None
+    pattern = re.compile(signs.root)
+    line = next((line.strip() for line in log.splitlines() if pattern.search(line)), None)
+    return line[:_SHOWN] if line else None

@@ -150,7 +150,7 @@ def collect_removed_workers(
             docker = worker_docker(DockerHost(fact.name, fact.docker, fact.tls_dir))
             still = by_container.get(fact.container_name)
             still_docker = None if still is None else worker_docker(DockerHost(still.name, still.docker, still.tls_dir))
-            if still_docker is not None and _same_daemon(docker, still_docker):
+            if still_docker is not None and same_daemon(docker, still_docker):
                 # Only the URL moved (ssh:// to tcp:// of one host): removing that name would remove the worker
                 # the profile still names.
                 continue
@@ -165,7 +165,7 @@ def collect_removed_workers(
     return tuple(facts)
 
 
-def _same_daemon(one: DockerPort, other: DockerPort) -> bool:
+def same_daemon(one: DockerPort, other: DockerPort) -> bool:
     try:
         ours = one.info().get("ID")
         return bool(ours) and ours == other.info().get("ID")

@@ -25,7 +25,12 @@ from kimik3_reconciler.model.specs import (
     RemoveVolume,
     slots_volume,
 )
-from kimik3_reconciler.planning.cluster_step import plan_cluster_members, plan_cluster_nodes, plan_member_teardown
+from kimik3_reconciler.planning.cluster_step import (
+    plan_cluster_members,
+    plan_cluster_nodes,
+    plan_member_teardown,
+    plan_removed_members,
+)
 from kimik3_reconciler.planning.conflict_step import plan_conflicts
 from kimik3_reconciler.planning.container_step import container_changes, plan_container
 from kimik3_reconciler.planning.desired import Desired, Planner, changes
@@ -67,7 +72,8 @@ __all__ = [
 # RPC workers (other hosts) listen before the main server starts: it connects to each at load. A worker the
 # profile dropped goes after the health wait: the old server keeps its tensors there until the new one serves.
 # A cluster's nodes get their image and checkpoint check before the head's container, their members after it (a
-# node's Ray joins the head's, which the head's container starts first), then Ray's table before the health wait.
+# node's Ray joins the head's, which the head's container starts first), then Ray's table before the health wait; a
+# node the profile dropped goes after the health wait, as a dropped worker does.
 PLANNERS: tuple[Planner, ...] = (
     plan_host,
     plan_gpu_probe,
@@ -90,6 +96,7 @@ PLANNERS: tuple[Planner, ...] = (
     plan_cluster_members,
     plan_health,
     plan_removed_workers,
+    plan_removed_members,
     plan_exporter,
     plan_front,
     plan_verify,

@@ -3,7 +3,8 @@
 `observed_basis` is the part of an observation that the changing steps depend on, as a flat
 {fact: value} map: the model files and which are missing, the local inputs' hashes, images and
 their fingerprints, base image ids, the container (id, state, fingerprint, image), the containers
-it conflicts with, each RPC worker's rpc-server and image (and the recorded workers the profile dropped),
+it conflicts with, each RPC worker's rpc-server and image (and the recorded workers the profile dropped), each
+cluster node's member and image, Ray's live addresses (and the recorded nodes the profile dropped),
 kimik3's units, gate records, and the host facts that reach a build or a launch. Not in it: what
 moves on its own without changing a decision (free disk, free VRAM, RAM available, the /health
 answer, the measured load rate, a worker's free device memory and who is connected to it), and other
@@ -99,6 +100,30 @@ def _workers(profile: Profile, observed: Observed) -> dict[str, str]:
     return facts
 
 
+def _members(observed: Observed) -> dict[str, str]:
+    """A cluster's nodes (each member container, its image there), Ray's live addresses, and each recorded node the
+    profile dropped: a member that died or a node that left moves the head's decision too."""
+    facts = {}
+    for node in observed.members:
+        member = "no member" if node.container is None else _rpc_server(node.container).replace("rpc-server", "member")
+        facts[f"node {node.name}"] = (
+            f"unreachable ({node.error})"
+            if node.error
+            else f"{member}, image {'present' if node.image_present else 'absent'}"
+        )
+    if observed.members:
+        facts["ray alive"] = "unread" if observed.ray_alive is None else ", ".join(observed.ray_alive)
+    for dropped in observed.removed_members:
+        facts[f"dropped node {dropped.name} ({dropped.docker})"] = (
+            f"unreachable ({dropped.error})"
+            if dropped.error
+            else dropped.container.state
+            if dropped.container
+            else "gone"
+        )
+    return facts
+
+
 def _rpc_server(container: ContainerFact | None) -> str:
     if container is None:
         return "no rpc-server"
@@ -117,6 +142,7 @@ def observed_basis(profile: Profile, observed: Observed) -> dict[str, str]:
         **_model("reference", observed.reference),
         **_docker(profile, observed),
         **_workers(profile, observed),
+        **_members(observed),
     }
     facts |= {
         "input dockerfile": inputs.dockerfile_sha256,

@@ -43,6 +43,24 @@ def node_hosts(profile: Profile) -> tuple[DockerHost, ...]:
     return tuple(DockerHost(n.name, n.docker, n.tls_dir) for n in cluster.nodes) if cluster is not None else ()
 
 
+def node_members(profile: Profile) -> tuple[tuple[DockerHost, str], ...]:
+    """(each node's Docker, its member container's name), in rank order: what a converged apply records."""
+    cluster = profile.cluster
+    return tuple(zip(node_hosts(profile), (n.container_name(profile.name) for n in cluster.nodes))) if cluster else ()
+
+
+def node_field(profile: Profile, name: str) -> str:
+    """The profile's field of a node's Docker (`vllm.cluster.nodes[1].docker`): what a refusal of that host names."""
+    cluster = profile.cluster
+    index = next((i for i, n in enumerate(cluster.nodes) if n.name == name), 0) if cluster is not None else 0
+    return f"{profile.engine}.cluster.nodes[{index}].docker"
+
+
+def node_locks(profile: Profile) -> tuple[tuple[DockerHost, str], ...]:
+    """(each node's Docker, its field), in rank order: the hosts an apply locks besides its own (locking.py)."""
+    return tuple((host, node_field(profile, host.name)) for host in node_hosts(profile))
+
+
 def head_container(spec: ContainerSpec, head: NodeLaunch) -> ContainerSpec:
     """The serving container as the head runs it: one process, the server itself (SGLang's rank 0: its argv is the
     container's already); several (vLLM: Ray's head, then the server), each in order through HEAD_SCRIPT."""

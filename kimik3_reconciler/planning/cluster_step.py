@@ -18,9 +18,10 @@ from __future__ import annotations
 import json
 
 from kimik3_reconciler.errors import PlanError
-from kimik3_reconciler.model.facts import MemberFact, Observed
+from kimik3_reconciler.model.facts import MemberFact, Observed, RemovedWorkerFact
 from kimik3_reconciler.model.labels import MEMBER_INPUTS
 from kimik3_reconciler.model.plan import Action, DiffItem, Step, flat_diff
+from kimik3_reconciler.model.records import cluster_members_key
 from kimik3_reconciler.model.specs import (
     ContainerSpec,
     DockerHost,
@@ -30,7 +31,7 @@ from kimik3_reconciler.model.specs import (
     MemberRemove,
     MemberWait,
 )
-from kimik3_reconciler.planning.cluster_render import member_lost, rendered_members
+from kimik3_reconciler.planning.cluster_render import member_lost, node_field, rendered_members
 from kimik3_reconciler.planning.container_step import container_alone, container_changes
 from kimik3_reconciler.planning.desired import Desired
 from kimik3_reconciler.planning.image_pull import pull_spec
@@ -59,13 +60,14 @@ def _host(node) -> DockerHost:  # noqa: ANN001 - model.profile.ClusterNode
     return DockerHost(node.name, node.docker, node.tls_dir)
 
 
-def _fact(observed: Observed, name: str, docker: str) -> MemberFact:
+def _fact(observed: Observed, name: str, docker: str, field: str) -> MemberFact:
+    """`field`: the profile's field of that node's Docker (cluster_render.node_field), named by a refusal."""
     found = next((m for m in observed.members if m.name == name), None)
     if found is None:
         raise PlanError(f"cluster node {name}: not observed (internal: observe every node of the profile)")
     if found.error:
         # Nothing is known about that host: planning it blind could start the head's server without its member.
-        raise PlanError(f"cluster node {name}: cannot reach its Docker at {docker}: {found.error}")
+        raise PlanError(f"cluster node {name} ({field}): cannot reach its Docker at {docker}: {found.error}")
     return found
 
 
@@ -75,7 +77,7 @@ def _head_relaunched(desired: Desired, observed: Observed, planned: tuple[Step, 
 
 def _member_step(desired: Desired, observed: Observed, planned: tuple[Step, ...], rendered) -> Step:  # noqa: ANN001
     node, profile_node, spec, digest = rendered
-    fact = _fact(observed, node.name, profile_node.docker)
+    fact = _fact(observed, node.name, profile_node.docker, node_field(desired.profile, node.name))
     host, target = _host(profile_node), f"{node.name}: {spec.name}"
     found = fact.container
     lost = member_lost(node, fact, digest, observed.ray_alive)
@@ -147,7 +149,7 @@ def plan_cluster_nodes(desired: Desired, observed: Observed, planned: tuple[Step
     members = rendered_members(desired.profile, desired.launch)
     relaunch = bool(members) and _head_relaunched(desired, observed, ())
     for node, profile_node, spec, digest in members:
-        fact = _fact(observed, node.name, profile_node.docker)
+        fact = _fact(observed, node.name, profile_node.docker, node_field(desired.profile, node.name))
         host, pull = _host(profile_node), pull_spec(desired.profile.image.ref)
         if fact.image_present:
             steps.append(
@@ -218,15 +220,44 @@ def plan_cluster_members(desired: Desired, observed: Observed, planned: tuple[St
     )
 
 
+def _removal(profile_name: str, fact: RemovedWorkerFact) -> Step:
+    host, target = DockerHost(fact.name, fact.docker, fact.tls_dir), f"{fact.name}: {fact.container_name}"
+    if fact.error:
+        # rule: cluster-removed-node-removed
+        # Its member may still run (vLLM's: a Ray worker rejoining the head's address at every restart): never
+        # forget it silently.
+        raise PlanError(
+            f"cluster node {fact.name}: the profile no longer names this node, but its member {fact.container_name} "
+            f"cannot be removed: cannot reach its Docker at {fact.docker}: {fact.error}\n  remove it by hand on that "
+            f"host (`docker rm -f {fact.container_name}`), then delete its entry from the state record "
+            f"{cluster_members_key(profile_name)}"
+        )
+    state = "gone already: forget it" if fact.container is None else f"{fact.container.state}: remove it"
+    return Step(
+        "member",
+        target,
+        Action.DELETE,
+        f"{fact.name} is no longer in the cluster's nodes and its member is {state}",
+        spec=MemberRemove(host, fact.container_name, profile_name),
+    )
+
+
+def plan_removed_members(desired: Desired, observed: Observed, planned: tuple[Step, ...] = ()) -> tuple[Step, ...]:
+    """Members an apply launched on nodes the profile no longer names: removed after the health wait (the replica
+    that served until the new one is healthy ran ranks there)."""
+    return tuple(_removal(desired.profile.name, fact) for fact in observed.removed_members)
+
+
 def plan_member_teardown(desired_profile, observed: Observed) -> tuple[Step, ...]:  # noqa: ANN001
-    """destroy: remove each node's member container (its image stays, as the head's)."""
+    """destroy: remove each node's member container (its image stays, as the head's), and those of recorded nodes
+    the profile no longer names."""
+    steps = [_removal(desired_profile.name, fact) for fact in observed.removed_members]
     cluster = desired_profile.cluster
     if cluster is None:
-        return ()
-    steps = []
+        return tuple(steps)
     for node in cluster.nodes:
         name = node.container_name(desired_profile.name)
-        fact = _fact(observed, node.name, node.docker)
+        fact = _fact(observed, node.name, node.docker, node_field(desired_profile, node.name))
         if fact.container is None:
             steps.append(Step("member", f"{node.name}: {name}", Action.NOOP, f"no member on {node.name}"))
         else:
@@ -236,7 +267,7 @@ def plan_member_teardown(desired_profile, observed: Observed) -> tuple[Step, ...
                     f"{node.name}: {name}",
                     Action.DELETE,
                     f"member {fact.container.state} on {node.name}: remove it",
-                    spec=MemberRemove(_host(node), name),
+                    spec=MemberRemove(_host(node), name, desired_profile.name),
                 )
             )
     return tuple(steps)

@@ -7,13 +7,17 @@ from __future__ import annotations
 import copy
 import json
 
+from kimik3_reconciler.engines import engine_for
 from kimik3_reconciler.errors import Kimik3Error, LoadFailed, PermanentError
+from kimik3_reconciler.model.labels import PROFILE_LABEL
+from kimik3_reconciler.model.records import cluster_members_key
 from kimik3_reconciler.model.specs import MemberCheckpoint, MemberImage, MemberLaunch, MemberRemove, MemberWait
 from kimik3_reconciler.observe.cluster import RAY_NODES, ray_alive
+from kimik3_reconciler.observe.server_log import ROOT_LOG_TAIL, first_error
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps.image_pull import pull_image
 from kimik3_reconciler.steps.report import Reporter
-from kimik3_reconciler.steps.workers import worker_docker
+from kimik3_reconciler.steps.workers import forget_worker, remember_workers, worker_docker
 
 _LOG_TAIL = 40
 _LOOK_EVERY_S = 5.0
@@ -64,6 +68,10 @@ def launch_member(spec: MemberLaunch, ports: Ports, reporter: Reporter) -> None:
     if spec.replace:
         docker.remove_container(name)
         reporter.event("removed", node=spec.host.name, container=name)
+    profile = dict(spec.container.labels).get(PROFILE_LABEL, "")
+    # Recorded before it runs: an apply interrupted after this launch still knows the member to remove once the
+    # profile drops its node.
+    remember_workers(ports.state, profile, ((spec.host, name),), key=cluster_members_key(profile))
     container_id = docker.run_container(spec.container)
     reporter.event("launched", node=spec.host.name, container=name, id=container_id[:12])
 
@@ -71,6 +79,8 @@ def launch_member(spec: MemberLaunch, ports: Ports, reporter: Reporter) -> None:
 def remove_member(spec: MemberRemove, ports: Ports, reporter: Reporter) -> None:
     worker_docker(ports, spec.host).remove_container(spec.name)
     reporter.event("removed", node=spec.host.name, container=spec.name)
+    if spec.profile:  # forgotten only once removed: a failed removal is planned again next time
+        forget_worker(ports.state, spec.profile, spec.host, spec.name, key=cluster_members_key(spec.profile))
 
 
 def wait_for_members(spec: MemberWait, ports: Ports, reporter: Reporter) -> None:
@@ -83,8 +93,11 @@ def wait_for_members(spec: MemberWait, ports: Ports, reporter: Reporter) -> None
         inspect = ports.docker.inspect_container(spec.head) or {}
         state = (inspect.get("State") or {}).get("Status")
         if state not in ("running", "created", "restarting"):
+            # vLLM's first error is printed long before its last lines (engines/base.py LogSigns.root).
+            first = first_error(ports.docker.container_logs(spec.head, ROOT_LOG_TAIL), engine_for("vllm").log_signs)
             raise LoadFailed(
-                f"the head's container {spec.head} is {state} while its nodes join Ray",
+                f"the head's container {spec.head} is {state} while its nodes join Ray"
+                + (f"; its log's first error: {first}" if first else ""),
                 ports.docker.container_logs(spec.head, _LOG_TAIL),
             )
         try:

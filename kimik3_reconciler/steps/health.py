@@ -11,7 +11,7 @@ from kimik3_reconciler.model.labels import CONTAINER_FINGERPRINT
 from kimik3_reconciler.model.records import LOAD_RATE_KEY, WARM_LOAD_RATE_KEY, load_key
 from kimik3_reconciler.model.specs import HealthWait
 from kimik3_reconciler.observe.process_io import ProcessIo, parse_proc_io
-from kimik3_reconciler.observe.server_log import classify_load_failure
+from kimik3_reconciler.observe.server_log import ROOT_LOG_TAIL, classify_load_failure, first_error
 from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps.report import Reporter
 from kimik3_reconciler.steps.statistic import write_statistic
@@ -40,6 +40,10 @@ def _fail_launch(wait: HealthWait, inspect: dict | None, ports: Ports, reporter:
     state = dict((inspect or {}).get("State") or {})  # as it failed, before the stop below changes it
     # llama-server exits 1 on any load error; read the tail before the stop adds its own lines.
     logs = ports.docker.container_logs(wait.container, LOG_TAIL) if inspect else ""
+    signs = engine_for(wait.engine).log_signs  # the registry: the failed server's own log lines
+    # A Python server's first error is printed long before its last lines (engines/base.py LogSigns.root).
+    read_root = inspect is not None and bool(signs.root)  # an engine without the sign: no second read
+    first = first_error(ports.docker.container_logs(wait.container, ROOT_LOG_TAIL), signs) if read_root else None
     status = state.get("Status", "gone") if inspect else "gone"
     if wait.unit and ports.units is not None:
         try:  # its `docker start --attach` ended with the exit: Restart=on-failure would start it every 10 s
@@ -51,14 +55,13 @@ def _fail_launch(wait: HealthWait, inspect: dict | None, ports: Ports, reporter:
         # ends that, and the next plan starts (or replaces) it as any stopped container.
         ports.docker.stop_container(wait.container)
         reporter.event("stopped", container=wait.container, why="failed launch")
-    signs = engine_for(wait.engine).log_signs  # the registry: the failed server's own log lines
     cause = classify_load_failure(
         state.get("ExitCode"), bool(state.get("OOMKilled")), logs, signs, local_model=wait.local_model
     )
     stopped = ", stopped" if inspect is not None else ""
     raise LoadFailed(
         f"container {wait.container} {cause.headline} [{cause.cause}: {status}, exit code "
-        f"{state.get('ExitCode')}{stopped}]",
+        f"{state.get('ExitCode')}{stopped}]" + (f"; its log's first error: {first}" if first else ""),
         logs,
     )
 

@@ -92,7 +92,7 @@ def remove_worker(spec: WorkerRemove, ports: Ports, reporter: Reporter) -> None:
     worker_docker(ports, spec.host).remove_container(spec.name)
     reporter.event("removed", worker=spec.host.name, container=spec.name)
     if spec.profile:  # forgotten only once removed: a failed removal is planned again next time
-        _forget_worker(ports.state, spec.profile, spec.host, spec.name)
+        forget_worker(ports.state, spec.profile, spec.host, spec.name)
 
 
 def remove_worker_volume(spec: WorkerVolumeRemove, ports: Ports, reporter: Reporter) -> None:
@@ -109,15 +109,20 @@ def _same(entry: dict[str, str | None], host: DockerHost, container: str) -> boo
 
 
 def remember_workers(
-    state: StatePort, profile: str, launched: tuple[tuple[DockerHost, str], ...], converged: bool = False
+    state: StatePort,
+    profile: str,
+    launched: tuple[tuple[DockerHost, str], ...],
+    converged: bool = False,
+    key: str | None = None,
 ) -> None:
     """Add (worker Docker, rpc-server container) pairs to the profile's record of launched workers (issue 18):
     a worker the profile later drops is found there and removed, not left listening on the network.
     `converged`: an apply converged to these workers, so an entry of the same container under another Docker
-    URL is that same container seen by another URL (a dropped one was removed and forgotten before): it goes."""
+    URL is that same container seen by another URL (a dropped one was removed and forgotten before): it goes.
+    `key`: another record of the same form (model/records.py cluster_members_key); the RPC workers' by default."""
     if not profile or not launched:
         return
-    key = rpc_workers_key(profile)
+    key = key or rpc_workers_key(profile)
     recorded = list((state.read(key) or {}).get("workers") or [])
     entries = recorded
     for host, container in launched:
@@ -129,8 +134,9 @@ def remember_workers(
         state.write(key, {"workers": entries})
 
 
-def _forget_worker(state: StatePort, profile: str, host: DockerHost, container: str) -> None:
-    key = rpc_workers_key(profile)
+def forget_worker(state: StatePort, profile: str, host: DockerHost, container: str, key: str | None = None) -> None:
+    """Drop (Docker, container) from the profile's record (`key`: as remember_workers')."""
+    key = key or rpc_workers_key(profile)
     entries = [e for e in (state.read(key) or {}).get("workers") or [] if not _same(e, host, container)]
     if entries:
         state.write(key, {"workers": entries})

@@ -179,6 +179,8 @@ def test_the_node_joins_the_heads_ray_and_vllms_cpu_build_refuses_its_ray_execut
     assert all(not m["RW"] for m in inspect["Mounts"])  # the model, read-only, at the head's path
     # vLLM's own refusal, after it connected to the head's Ray: the server never serves on the CPU build.
     assert result.returncode != 0 and "exited while loading the model" in out
+    # The apply's error names vLLM's first error (engines/vllm LogSigns.root), not only the API server's last lines.
+    assert "its log's first error: " in out and VLLM_CPU_RAY_ERROR in out, out[-6000:]
     assert VLLM_CPU_RAY_ERROR in head_log, (
         "vLLM's CPU build no longer refuses its Ray executor: make this test assert serving\n" + head_log[-6000:]
     )

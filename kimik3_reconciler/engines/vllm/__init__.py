@@ -10,7 +10,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from kimik3_reconciler.engines.base import HostNeeds, LaunchedByModule, NativeRoute, Readiness, ServerSeries, TuneKnobs
+from kimik3_reconciler.engines.base import (
+    HostNeeds,
+    LaunchedByModule,
+    LogSigns,
+    NativeRoute,
+    Readiness,
+    ServerSeries,
+    TuneKnobs,
+)
 from kimik3_reconciler.engines.native_route import NativeRoutes
 from kimik3_reconciler.engines.vllm import launch
 from kimik3_reconciler.model.facts import Observed
@@ -50,6 +58,13 @@ class Vllm(LaunchedByModule, NativeRoutes):
         kv_usage="kv_cache_usage_perc",
     )
     reasoning_field = "reasoning"
+    # A failed start's first Python exception line, raw or logged (vLLM prefixes a process's lines "(EngineCore_DP0
+    # pid=56) ", a logged one "ERROR 12-05 13:02:40 [core.py:843] "): its last lines are the API server's
+    # "RuntimeError: Engine core initialization failed. See root cause above", the root cause (e.g. "ValueError:
+    # current platform cpu does not support ray.") printed a traceback or two earlier.
+    log_signs = LogSigns(
+        root=r"^(?:\(\w+ pid=\d+\) )?(?:[A-Z]+ \d\d-\d\d [\d:.]+ \[[^\]]*\] )?[A-Za-z_][\w.]*(?:Error|Exception): \S"
+    )
     # vllm.<knob> (engines/vllm/tune.py says why these and not tensor parallelism, the backend or the KV dtype).
     tune_knobs = TuneKnobs("vllm", ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization"))
     native_route = NativeRoute(

@@ -45,9 +45,12 @@ POD_IP = f"$({POD_IP_ENV})"
 # exec'd as the container's main process: SIGTERM (the pod stopping, after the preStop drain) reaches it, and its
 # exit ends the pod, so RecreateGroupOnPodRestart recreates the group. Ray's head may return once it is up (the
 # head's rendering on hosts, s14-cluster-apply) or block (`--block`): either way its failure ends the pod. Words,
-# never parsed by a shell.
+# never parsed by a shell. While it waits it is the container's PID 1, which the kernel spares a signal it has no
+# handler for: SIGTERM ends it (exit 143), or a pod stopped before its workers joined would wait out its whole grace
+# period (exec gives the server its own handlers back).
 LEADER = """\
-import os, subprocess, sys, time
+import os, signal, subprocess, sys, time
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 args = sys.argv[1:]
 cut = args.index("--")
 head, server = subprocess.Popen(args[:cut]), args[cut + 1:]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -144,3 +145,18 @@ def test_the_leader_execs_the_server_once_every_pod_joined(tmp_path: Path) -> No
 def test_the_leader_ends_when_rays_head_fails_before_any_server(tmp_path: Path) -> None:
     done = _launcher(tmp_path, "raise SystemExit(3)", "print('served')", alive=1)
     assert done.returncode == 3 and "served" not in done.stdout
+
+
+def test_the_waiting_leader_ends_on_sigterm(tmp_path: Path) -> None:
+    """As its pod's PID 1 an unhandled SIGTERM would be ignored (the pod waits out its grace period): its handler
+    exits 143, where an unhandled one here would die by the signal (-15)."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "python3").write_text("#!/bin/sh\necho 1\n")  # one node alive of the group's 2: it waits
+    (fake / "python3").chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}", "LWS_GROUP_SIZE": "2"}
+    argv = [sys.executable, "-c", LEADER, sys.executable, "-c", "raise SystemExit(0)", "--", "true"]
+    leader = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, text=True)
+    assert "waiting for 2 Ray nodes" in leader.stderr.readline()
+    leader.send_signal(signal.SIGTERM)
+    assert leader.wait(timeout=30) == 143

@@ -17,7 +17,7 @@ from kimik3_reconciler.errors import InputError, LockHeld, PlanError
 from kimik3_reconciler.locking import force_unlock, new_holder
 from kimik3_reconciler.model.host_lock import LockHolder, worker_unlock_by_hand
 from kimik3_reconciler.model.profile_source import parse_profile
-from kimik3_reconciler.model.records import rpc_workers_key
+from kimik3_reconciler.model.records import cluster_members_key, rpc_workers_key
 from kimik3_reconciler.model.specs import DockerHost
 from kimik3_reconciler.orchestrator import Orchestrator
 from kimik3_reconciler.steps.report import NullReporter
@@ -170,3 +170,47 @@ def test_force_unlock_still_refuses_an_id_that_is_nowhere(tmp_path: Path) -> Non
     assert "no lock ffffffffffff: the host is not locked" in str(refused.value)
     assert "rpc worker w1: apply of k3-test by pid 4242 on gpu-07" in str(refused.value)
     assert locks.records == {W1.url: foreign()}
+
+
+def cluster_profile():
+    """Two nodes over ssh (vllm.cluster): the plan cases' base profile with a second node."""
+    data = yaml.safe_load((Path(__file__).parents[2] / "cases/plan/_base-vllm-cluster.yaml").read_text())
+    data["vllm"]["pipeline_parallel_size"] = 3
+    data["vllm"]["cluster"]["nodes"].append({"name": "gpu3", "docker": "ssh://kimik3@10.0.0.3", "bind": "10.0.0.3"})
+    return parse_profile(yaml.safe_dump(data), "p.yaml").profile
+
+
+def test_an_apply_locks_each_cluster_node_and_an_unreachable_one_is_refused_by_its_field(tmp_path: Path) -> None:
+    locks = FakeWorkerLocks(down=("ssh://kimik3@10.0.0.3",))
+    e = orchestrator(tmp_path, locks)
+    with pytest.raises(PlanError) as refused, e.locked("apply", cluster_profile(), timeout_s=0):
+        pytest.fail("the block ran without the node's lock")
+    message = str(refused.value)
+    assert message.startswith(
+        "cluster node gpu3 (vllm.cluster.nodes[1].docker): cannot take the apply lock in its Docker at "
+        "ssh://kimik3@10.0.0.3: ssh: connect"
+    )
+    assert "rpc worker" not in message and "no longer names" not in message
+    assert locks.taken == ["ssh://kimik3@10.0.0.2"] and locks.records == {}  # gpu2's was let go
+    assert refused.value.exit_code == 3
+
+
+def test_a_cluster_node_held_by_another_kimik3_is_named_as_a_node(tmp_path: Path) -> None:
+    locks = FakeWorkerLocks()
+    locks.records["ssh://kimik3@10.0.0.2"] = foreign()
+    e = orchestrator(tmp_path, locks)
+    with pytest.raises(LockHeld) as held, e.locked("apply", cluster_profile(), timeout_s=0):
+        pytest.fail("the block ran without the node's lock")
+    assert str(held.value).startswith("cluster node gpu2 (ssh://kimik3@10.0.0.2) is locked by another kimik3")
+
+
+def test_force_unlock_without_the_file_reaches_the_recorded_cluster_members_too(tmp_path: Path) -> None:
+    hung = new_holder("apply", "k3-test", FakeClock())
+    StateDirLock(tmp_path / "state").try_acquire(hung)
+    locks = FakeWorkerLocks()
+    node = DockerHost("gpu2", "ssh://kimik3@10.0.0.2")
+    locks.records[node.url] = hung
+    e = orchestrator(tmp_path, locks)
+    remember_workers(e.ports.state, "k3-test", ((node, "k3-test-node-gpu2"),), key=cluster_members_key("k3-test"))
+    assert f"removed lock {hung.id} on rpc worker gpu2 ({node.url})" in e.force_unlock(hung.id, None)
+    assert locks.records == {}

@@ -47,6 +47,7 @@ written by hand.
                        ray: dead}}   # each of a cluster's nodes, as `previous` launched it (default: running, alive
                                      # in Ray's table, read through the head's running container: vllm)
                               # `previous`'s workers the desired profile no longer names (recorded, running by default)
+      removed_members: {name: {container: absent, error: "ssh: ..."}}  # `previous`'s cluster nodes, as removed_workers
       host_settings: {file: absent | written | "text", live: {kernel.numa_balancing: "1"},  # host.prepare's file
                       overridden_by: [[path, key, value]]}     # later sysctl.d files setting its keys otherwise
       build_times: {compile: seconds, cached: seconds}        # host/build-time-<variant>[-cached] records
@@ -391,6 +392,7 @@ def build_case(case: dict[str, Any]) -> tuple[Profile, Observed]:
         container = container.model_copy(update={"started_at": MAIN_STARTED})
     workers = worker_facts(desired, previous, obs_spec.get("workers", {}), image)
     removed = removed_worker_facts(desired, previous, obs_spec.get("removed_workers", {}))
+    removed_members = removed_member_facts(desired, previous, obs_spec.get("removed_members", {}))
     exporter = exporter_fact(obs_spec.get("exporter"), previous, prev_obs)
     front = front_fact(obs_spec.get("front"), previous, prev_obs)
     head = render_launch(previous, prev_obs, image_ref, image_fp)
@@ -404,6 +406,7 @@ def build_case(case: dict[str, Any]) -> tuple[Profile, Observed]:
             "front": front,
             "images": images,
             "removed_workers": removed,
+            "removed_members": removed_members,
             "container": container,
             "base_images": obs_spec.get("base_images", {}),
             "systemd": systemd,
@@ -511,6 +514,28 @@ def removed_worker_facts(desired: Profile, previous: Profile, spec: dict[str, An
         )
         if w_spec.get("container", "running") != "absent" and not fact.error:
             fact = fact.model_copy(update={"container": ContainerFact(id="r" * 64, name=container, state="running")})
+        facts.append(fact)
+    return tuple(facts)
+
+
+def removed_member_facts(desired: Profile, previous: Profile, spec: dict[str, Any]) -> tuple[RemovedWorkerFact, ...]:
+    """`previous`'s cluster nodes (the record its apply left) whose member the desired profile no longer names."""
+    named = {(n.docker, n.container_name(desired.name)) for n in desired.cluster.nodes} if desired.cluster else set()
+    facts = []
+    for node in previous.cluster.nodes if previous is not None and previous.cluster is not None else ():
+        container = node.container_name(previous.name)
+        if (node.docker, container) in named:
+            continue
+        n_spec = spec.get(node.name, {})
+        fact = RemovedWorkerFact(
+            name=node.name,
+            docker=node.docker,
+            tls_dir=node.tls_dir,
+            container_name=container,
+            error=n_spec.get("error"),
+        )
+        if n_spec.get("container", "running") != "absent" and not fact.error:
+            fact = fact.model_copy(update={"container": ContainerFact(id="n" * 64, name=container, state="running")})
         facts.append(fact)
     return tuple(facts)
 
