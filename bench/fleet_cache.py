@@ -62,8 +62,11 @@ from kimik3_reconciler.adapters.router_smg import SmgRouter, start_smg, stop_smg
 from kimik3_reconciler.engines import engine_for  # noqa: E402
 from kimik3_reconciler.engines.base import PrefixCacheTokens  # noqa: E402
 from kimik3_reconciler.fleet.server_load import series_sum  # noqa: E402
+from kimik3_reconciler.model.router_health import policy_settings  # noqa: E402
 
 SERIES = engine_for("llamacpp").series
+SESSION = "x-session-id"  # each request's conversation, for smg's sticky sessions (`POLICY:sticky`)
+STICKY = ("--routing-key-override", "--routing-key-headers", SESSION)
 SLOTS = "slots"  # the policy routed by the bench itself from the servers' own reuse counts (bench/slot_route.py)
 WORDS = (
     "file path read write list search patch test build deploy config schema string integer array object "
@@ -158,8 +161,10 @@ def routed(urls: list[str], policy: str, work: Path) -> Iterator[tuple[str, SmgR
     """smg started as `kimik3 fleet apply` starts it (the adapter's command line; `POLICY:smg`: with smg's own
     settings for it) with `urls` as its workers, all in rotation; its URL and control client. Stopped after."""
     port, metrics = free_port(), free_port()
-    policy, _, variant = policy.partition(":")  # POLICY:smg: smg's own settings, not kimik3's
-    settings = () if variant == "smg" else None
+    # POLICY:smg: smg's own settings, not kimik3's; POLICY:sticky: kimik3's and smg's sticky sessions (each
+    # conversation pinned to a worker by the session header every bench request carries, new ones placed by POLICY)
+    policy, _, variant = policy.partition(":")
+    settings = {"smg": (), "sticky": (*policy_settings(policy), *STICKY)}.get(variant)
     log = work / f"smg-{policy}-{variant or 'kimik3'}-{port}.log"
     running = start_smg("127.0.0.1", port, metrics, policy, log, settings=settings)
     router = SmgRouter(running.url, running.metrics_url)
@@ -203,7 +208,7 @@ def send_turn(client: httpx.Client, url: str | ClientRoute, session: Session, tu
     started = time.monotonic()
     ttft, timings = None, {}
     try:
-        with client.stream("POST", f"{url}/v1/chat/completions", json=body) as answer:
+        with client.stream("POST", f"{url}/v1/chat/completions", json=body, headers={SESSION: session.name}) as answer:
             if answer.status_code != 200:
                 answer.read()
                 return Turn(session.name, turn, started, None, time.monotonic() - started, answer.status_code)
@@ -429,6 +434,24 @@ def _spread(values: list[float], fmt: str) -> str:
     )
 
 
+def summary(results: list[list[dict]], policies: list[str]) -> list[str]:
+    """Each policy against the first, per run (the same run's phases, the same trace on fresh replicas), as ratios
+    with their spread over the runs; then each policy's hit rate."""
+    base = policies[0]
+    lines = [f"\nagainst {base}, measured in the same run:"]
+    for policy in policies[1:]:
+        pairs = [({p["policy"]: p for p in run}[base], {p["policy"]: p for p in run}[policy]) for run in results]
+        hits = [b["hit_rate"] and (p["hit_rate"] or 0) / b["hit_rate"] for b, p in pairs]
+        p50 = [p["ttft_p50"] / b["ttft_p50"] for b, p in pairs]
+        p95 = [p["ttft_p95"] / b["ttft_p95"] for b, p in pairs]
+        lines.append(f"  {policy}: hit rate x {_spread(hits, '.2f')}")
+        lines.append(f"  {policy}: TTFT p50 x {_spread(p50, '.2f')}; p95 x {_spread(p95, '.2f')}")
+    for policy in policies:
+        rates = [100 * ({p["policy"]: p for p in run}[policy]["hit_rate"] or 0) for run in results]
+        lines.append(f"  {policy}: hit rate % {_spread(rates, '.1f')}")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=2)
@@ -481,18 +504,8 @@ def main() -> None:
                     phases.append(phase)
                 print(f"       replica 1's prompt cache: {phases[-1]['limits']}")
                 results.append(phases)
-    base = policies[0]
-    print(f"\nagainst {base}, measured in the same run:")
-    for policy in policies[1:]:
-        pairs = [({p["policy"]: p for p in run}[base], {p["policy"]: p for p in run}[policy]) for run in results]
-        hits = [b["hit_rate"] and (p["hit_rate"] or 0) / b["hit_rate"] for b, p in pairs]
-        p50 = [p["ttft_p50"] / b["ttft_p50"] for b, p in pairs]
-        p95 = [p["ttft_p95"] / b["ttft_p95"] for b, p in pairs]
-        print(f"  {policy}: hit rate x {_spread(hits, '.2f')}")
-        print(f"  {policy}: TTFT p50 x {_spread(p50, '.2f')}; p95 x {_spread(p95, '.2f')}")
-    for policy in policies:
-        rates = [100 * ({p["policy"]: p for p in run}[policy]["hit_rate"] or 0) for run in results]
-        print(f"  {policy}: hit rate % {_spread(rates, '.1f')}")
+    for line in summary(results, policies):
+        print(line)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 
