@@ -26,7 +26,9 @@ replica's `cache state` line so the reader sees what it held.
 
 `--policies ...,slots`: the bench routes the same trace itself, straight to the replicas, by bench/slot_route.py's
 policy (each conversation back to the replica whose server's own `timings.cache_n` last answered it; no smg), on the
-same fresh replicas, in the same run, so its ratios against the baseline are like for like.
+same fresh replicas, in the same run, so its ratios against the baseline are like for like. smg's own conversation
+pinning, keyed by the session header every request carries (`x-session-id`): `cache_aware:sticky`, `manual:min_load`
+(`variant_settings`).
 
 --rejoin: instead, a replica replaced by a fresh server mid-trace (`rejoin_phase`): its share of the requests smg
 sent in the minute after it rejoined, against the minute before.
@@ -65,8 +67,26 @@ from kimik3_reconciler.fleet.server_load import series_sum  # noqa: E402
 from kimik3_reconciler.model.router_health import policy_settings  # noqa: E402
 
 SERIES = engine_for("llamacpp").series
-SESSION = "x-session-id"  # each request's conversation, for smg's sticky sessions (`POLICY:sticky`)
-STICKY = ("--routing-key-override", "--routing-key-headers", SESSION)
+SESSION = "x-session-id"  # each request's conversation, for smg's routing keys (`POLICY:sticky`, `manual:min_load`)
+
+
+def variant_settings(policy: str, variant: str) -> tuple[str, ...] | None:
+    """smg's flags for `POLICY:VARIANT` (None: kimik3's, as `fleet apply` starts it). `smg`: smg's own settings;
+    `sticky`: kimik3's and smg's sticky sessions (each conversation pinned to a worker by the session header every
+    bench request carries, a new one placed by POLICY); `min_load` (with `manual`): each conversation pinned by that
+    header, a new one to the worker running the fewest requests."""
+    keyed = ("--routing-key-headers", SESSION)
+    variants = {
+        "": None,
+        "smg": (),
+        "sticky": (*policy_settings(policy), "--routing-key-override", *keyed),
+        "min_load": ("--assignment-mode", "min_load", *keyed),
+    }
+    if variant not in variants:
+        raise ValueError(f"unknown policy variant {variant!r} (one of {', '.join(v for v in variants if v)})")
+    return variants[variant]
+
+
 SLOTS = "slots"  # the policy routed by the bench itself from the servers' own reuse counts (bench/slot_route.py)
 WORDS = (
     "file path read write list search patch test build deploy config schema string integer array object "
@@ -161,10 +181,8 @@ def routed(urls: list[str], policy: str, work: Path) -> Iterator[tuple[str, SmgR
     """smg started as `kimik3 fleet apply` starts it (the adapter's command line; `POLICY:smg`: with smg's own
     settings for it) with `urls` as its workers, all in rotation; its URL and control client. Stopped after."""
     port, metrics = free_port(), free_port()
-    # POLICY:smg: smg's own settings, not kimik3's; POLICY:sticky: kimik3's and smg's sticky sessions (each
-    # conversation pinned to a worker by the session header every bench request carries, new ones placed by POLICY)
     policy, _, variant = policy.partition(":")
-    settings = {"smg": (), "sticky": (*policy_settings(policy), *STICKY)}.get(variant)
+    settings = variant_settings(policy, variant)
     log = work / f"smg-{policy}-{variant or 'kimik3'}-{port}.log"
     running = start_smg("127.0.0.1", port, metrics, policy, log, settings=settings)
     router = SmgRouter(running.url, running.metrics_url)
@@ -463,7 +481,7 @@ def main() -> None:
     parser.add_argument(
         "--policies",
         default="round_robin,cache_aware",
-        help="smg policies, the first the baseline; POLICY:smg runs it with smg's own settings instead of kimik3's; "
+        help="smg policies, the first the baseline; POLICY:VARIANT as variant_settings says (smg: smg's own settings); "
         f"{SLOTS}: the bench routes from the servers' own reuse counts (bench/slot_route.py), without smg",
     )
     parser.add_argument("--ctx-size", type=int, default=8192, help="each replica's --ctx-size (its cache's bound)")

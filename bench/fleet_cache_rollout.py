@@ -28,6 +28,13 @@ cache-aware tree kept, which a removal purges) and releases it: what issue 40's 
 a held worker back in rotation when its replies complete: model/router_health.py, HOLD). `--out remove` (the
 default) is the router steps as shipped. `--only warm|cold` runs one kind of rollout per run.
 
+`--policies cache_aware,manual:min_load,slots` (loopback only): who routes the trace, each in turn in every run, the
+first the baseline: smg's cache_aware (kimik3's settings, as shipped); smg's `manual` policy with `--assignment-mode
+min_load`, keyed by the session header the bench sends; `slots`: the bench itself, by bench/slot_route.py's policy
+(the servers' own `timings.cache_n`), among the workers smg has in rotation (the router steps still take hosts out
+of smg and put them back); its shares are the bench's own count of what it sent each replica. A fresh smg per
+rollout; the replicas (and their caches) carry on.
+
 Per rollout: the fleet's hit rate (the servers' own counters, as `kimik3 fleet status` reads them) over `--window` s
 before the rollout and over `--window` s from the moment the last host rejoined, the ratio (goal >= 95 %), each
 replica's share of the requests smg sent in that window (`smg_worker_requests_total`; goal >= 0.8/3), failed
@@ -329,12 +336,12 @@ def main() -> None:
     )
     args = parser.parse_args()
     policies = args.policies.split(",")
-    if unknown := set(policies) - {"cache_aware", SLOTS}:
-        parser.error(f"--policies: unknown {', '.join(sorted(unknown))} (cache_aware, {SLOTS})")
+    if unknown := set(policies) - {"cache_aware", "manual:min_load", SLOTS}:
+        parser.error(f"--policies: unknown {', '.join(sorted(unknown))} (cache_aware, manual:min_load, {SLOTS})")
     if args.rig and args.out != "remove":
         parser.error("--out hold is the loopback fleet's: the rig runs `kimik3 fleet apply` as shipped")
-    if args.rig and SLOTS in policies:
-        parser.error(f"--policies {SLOTS} is the loopback fleet's (the bench reaches its replicas directly)")
+    if args.rig and policies != ["cache_aware"]:
+        parser.error("--policies: the rig runs `kimik3 fleet apply` as shipped (cache_aware)")
     work = Path(tempfile.mkdtemp(prefix="k3cache-rollout-"))
     seen: list[dict] = []
     trace_args = (args.sessions, args.agents, args.turns, args.clients)
@@ -347,21 +354,23 @@ def main() -> None:
             stack.enter_context(
                 deployed(rig, hub, work, serve={**SERVE, "env": {"K3_BENCH_GENERATION": "0"}}, **POLICY)
             )
-            fleet = RigFleet(work, rig, hub)
+            rig_fleet = RigFleet(work, rig, hub)  # one: it counts the rollouts' generations
+            fleets = {"cache_aware": lambda _stack: (rig_fleet, None)}
         else:
             fleet_cache.MODEL_NAME = MODEL_NAME
             model = write_model(work / "model")
             replicas = stack.enter_context(SlotReplicas(model, work / "slots", parallel=SERVE["parallel"]))
-            router_url, router = stack.enter_context(routed(replicas.urls, "cache_aware", work))
-            fleet = LoopbackFleet(work, replicas, router, router_url, _profile(), args.out)
-            rotation = stack.enter_context(Rotation(router, replicas.urls))
+            fleets = {p: _loopback(work, replicas, p, args.out) for p in policies}
         phase = 0
         for run in range(args.runs):
             for policy in policies:
                 for warm in kinds:
                     phase += 1  # each rollout's own sessions (the agents' system prompts are the same throughout)
-                    target = ClientRoute(rotation) if policy == SLOTS else fleet.router_url
-                    with Trace(target, *trace_args, seed=40 + 1000 * phase) as trace:
+                    with ExitStack() as each:
+                        fleet, target = fleets[policy](each)
+                        trace = each.enter_context(
+                            Trace(target or fleet.router_url, *trace_args, seed=40 + 1000 * phase)
+                        )
                         seen.append(rollout(fleet, trace, warm, args.window))
                     seen[-1]["out"], seen[-1]["policy"], seen[-1]["run"] = args.out, policy, run + 1
                     print(
@@ -374,6 +383,23 @@ def main() -> None:
     for line in summary(seen, policies, kinds, args.window):
         print(line)
     shutil.rmtree(work, ignore_errors=True)
+
+
+def _loopback(work: Path, replicas: SlotReplicas, policy: str, out: str):  # noqa: ANN202
+    """How a rollout under `policy` starts on the loopback replicas: smg with that policy (`slots`: smg's
+    cache_aware, only for the router steps to take hosts out and put them back, while the bench routes among smg's
+    workers in rotation); the fleet and, for `slots`, the bench's router."""
+
+    def start(stack: ExitStack) -> tuple[LoopbackFleet, ClientRoute | None]:
+        router_url, router = stack.enter_context(
+            routed(replicas.urls, "cache_aware" if policy == SLOTS else policy, work)
+        )
+        fleet = LoopbackFleet(work, replicas, router, router_url, _profile(), out)
+        if policy != SLOTS:
+            return fleet, None
+        return fleet, ClientRoute(stack.enter_context(Rotation(router, replicas.urls)))
+
+    return start
 
 
 def summary(seen: list[dict], policies: list[str], kinds: tuple[bool, ...], window: float) -> list[str]:
