@@ -372,6 +372,8 @@ def main() -> None:
                             Trace(target or fleet.router_url, *trace_args, seed=40 + 1000 * phase)
                         )
                         seen.append(rollout(fleet, trace, warm, args.window))
+                        if target is not None:  # slots: how often a server's reply voided what it was thought to hold
+                            seen[-1]["voids"] = target.policy.voids
                     seen[-1]["out"], seen[-1]["policy"], seen[-1]["run"] = args.out, policy, run + 1
                     print(
                         f"run {run + 1}/{args.runs} ({policy}, router: out by {args.out})\n{HEADER}\n{_row(seen[-1])}",
@@ -379,6 +381,8 @@ def main() -> None:
                     )
                     if args.json:
                         args.json.write_text(json.dumps(seen, indent=2))
+    if voids := [f"{s['policy']} run {s['run']}: {s['voids']}" for s in seen if "voids" in s]:
+        print(f"replies that voided a replica's entries (slots): {', '.join(voids)}")
     print(f"\nrollouts of 3 hosts under the trace (router: out by {args.out}), {args.runs} run(s): median (min–max)")
     for line in summary(seen, policies, kinds, args.window):
         print(line)

@@ -70,6 +70,7 @@ class SlotRoute:
     running: dict[str, int] = field(default_factory=dict)  # replica -> requests sent and not yet answered
     last_new: dict[str, int] = field(default_factory=dict)  # replica -> seq it was last given a new conversation
     seq: int = 0
+    voids: int = 0  # replies that voided what a replica was believed to hold (for the report)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def _valid(self, holder: Holder | None) -> bool:
@@ -126,6 +127,7 @@ class SlotRoute:
             # request placed anywhere says nothing: that replica was not thought to hold it.)
             if ticket.expected and cached < COLD * (cached + evaluated):
                 self.cold_since[url] = max(self.cold_since.get(url, 0), seq)
+                self.voids += 1
             self.held[keys[-1]] = Holder(url, seq)
             self.systems.setdefault(keys[0], {})[url] = seq
 
