@@ -53,13 +53,17 @@ def test_the_steady_trace_table_in_the_docs_is_the_runs():
                 assert row in DOCS, row
 
 
-ROLLOUTS = {"rollout": ["cache_aware", "slots"], "rollout_min_load": ["cache_aware", "manual:min_load", "slots"]}
+ROLLOUTS = {
+    "rollout": ["cache_aware", "slots"],
+    "rollout_min_load": ["cache_aware", "manual:min_load", "slots"],
+    "rollout_cold": ["cache_aware", "slots"],
+}
 
 
 @pytest.mark.parametrize("record", ROLLOUTS)
 def test_every_warm_rollout_routed_by_slots_kept_a_fair_share_and_none_failed(record: str):
     rollouts = RECORD[record]
-    assert all(r["warm"] and r["failed"] == 0 and r["out"] == "remove" for r in rollouts)
+    assert all(r["warm"] == (record != "rollout_cold") and r["failed"] == 0 and r["out"] == "remove" for r in rollouts)
     slots = [r for r in rollouts if r["policy"] == "slots"]
     assert len(slots) >= 2 and min(min(r["after"]["shares"].values()) for r in slots) >= 0.8 / 3
     for run in {r["run"] for r in rollouts}:  # every run rolled under each policy: paired
@@ -69,11 +73,13 @@ def test_every_warm_rollout_routed_by_slots_kept_a_fair_share_and_none_failed(re
 @pytest.mark.parametrize("record", ROLLOUTS)
 def test_the_rollout_figures_in_the_docs_follow_from_the_runs(record: str):
     rollouts = RECORD[record]
-    for line in rollout_summary(rollouts, ROLLOUTS[record], (True,), 60.0):
+    warm = record != "rollout_cold"
+    kind = "" if warm else " (cold)"
+    for line in rollout_summary(rollouts, ROLLOUTS[record], (warm,), 60.0):
         if "least replica share" in line:
             least = line.split("least replica share ", 1)[1].split(" (goal")[0]
-            assert f"{line.split(' ')[0]}: least share {least}" in DOCS, line
+            assert f"{line.split(' ')[0]}{kind}: least share {least}" in DOCS, line
     for r in rollouts:
         shares = " / ".join(f"{v:.2f}" for v in r["after"]["shares"].values())
-        assert f"| {r['policy']} | {r['before']['hit rate']:.1%} |".replace("%", " %") in DOCS, r
+        assert f"| {r['policy']}{kind} | {r['before']['hit rate']:.1%} |".replace("%", " %") in DOCS, r
         assert f"| {shares} | {r['after']['requests']} |" in DOCS, r
