@@ -24,6 +24,12 @@ here, a third of its conversations); a request that finds its conversation's pre
 model is hybrid, as Kimi-K3 is: KDA layers, reused through llama-server's context checkpoints). The bench prints a
 replica's `cache state` line so the reader sees what it held.
 
+`--policies ...,slots`: the bench routes the same trace itself, straight to the replicas, by bench/slot_route.py's
+policy (each conversation back to the replica whose server's own `timings.cache_n` last answered it; no smg), on the
+same fresh replicas, in the same run, so its ratios against the baseline are like for like. smg's own conversation
+pinning, keyed by the session header every request carries (`x-session-id`): `cache_aware:sticky`, `manual:min_load`
+(`variant_settings`).
+
 --rejoin: instead, a replica replaced by a fresh server mid-trace (`rejoin_phase`): its share of the requests smg
 sent in the minute after it rejoined, against the minute before.
 
@@ -34,6 +40,7 @@ tests/support/llama_replicas.py's `Replicas`.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import random
 import statistics
@@ -41,23 +48,46 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "bench")]
 
 import httpx  # noqa: E402
+from slot_route import SlotRoute, prefix_keys  # noqa: E402
 from support.llama_replicas import DEMO_IMAGE, MODEL_NAME, Replicas, free_port, write_model  # noqa: E402
 
 from kimik3_reconciler.adapters.router_smg import SmgRouter, start_smg, stop_smg  # noqa: E402
 from kimik3_reconciler.engines import engine_for  # noqa: E402
 from kimik3_reconciler.engines.base import PrefixCacheTokens  # noqa: E402
 from kimik3_reconciler.fleet.server_load import series_sum  # noqa: E402
+from kimik3_reconciler.model.router_health import policy_settings  # noqa: E402
 
 SERIES = engine_for("llamacpp").series
+SESSION = "x-session-id"  # each request's conversation, for smg's routing keys (`POLICY:sticky`, `manual:min_load`)
+
+
+def variant_settings(policy: str, variant: str) -> tuple[str, ...] | None:
+    """smg's flags for `POLICY:VARIANT` (None: kimik3's, as `fleet apply` starts it). `smg`: smg's own settings;
+    `sticky`: kimik3's and smg's sticky sessions (each conversation pinned to a worker by the session header every
+    bench request carries, a new one placed by POLICY); `min_load` (with `manual`): each conversation pinned by that
+    header, a new one to the worker running the fewest requests."""
+    keyed = ("--routing-key-headers", SESSION)
+    variants = {
+        "": None,
+        "smg": (),
+        "sticky": (*policy_settings(policy), "--routing-key-override", *keyed),
+        "min_load": ("--assignment-mode", "min_load", *keyed),
+    }
+    if variant not in variants:
+        raise ValueError(f"unknown policy variant {variant!r} (one of {', '.join(v for v in variants if v)})")
+    return variants[variant]
+
+
+SLOTS = "slots"  # the policy routed by the bench itself from the servers' own reuse counts (bench/slot_route.py)
 WORDS = (
     "file path read write list search patch test build deploy config schema string integer array object "
     "required description parameters function returns error status result value token cache route replica "
@@ -151,8 +181,8 @@ def routed(urls: list[str], policy: str, work: Path) -> Iterator[tuple[str, SmgR
     """smg started as `kimik3 fleet apply` starts it (the adapter's command line; `POLICY:smg`: with smg's own
     settings for it) with `urls` as its workers, all in rotation; its URL and control client. Stopped after."""
     port, metrics = free_port(), free_port()
-    policy, _, variant = policy.partition(":")  # POLICY:smg: smg's own settings, not kimik3's
-    settings = () if variant == "smg" else None
+    policy, _, variant = policy.partition(":")
+    settings = variant_settings(policy, variant)
     log = work / f"smg-{policy}-{variant or 'kimik3'}-{port}.log"
     running = start_smg("127.0.0.1", port, metrics, policy, log, settings=settings)
     router = SmgRouter(running.url, running.metrics_url)
@@ -176,6 +206,9 @@ class Turn:
     seconds: float
     status: int  # 0: no HTTP answer
     error: str = ""
+    replica: str = ""  # where the bench itself sent it (`--policy slots`); "": through smg, which does not say
+    cached: int | None = None  # the server's `timings.cache_n` (prompt tokens reused from its cache)
+    evaluated: int | None = None  # `timings.prompt_n` (prompt tokens it evaluated)
 
 
 def _first_token(event: dict) -> bool:
@@ -184,22 +217,59 @@ def _first_token(event: dict) -> bool:
     return any(delta.get(k) for k in ("content", "reasoning_content", "tool_calls"))
 
 
-def send_turn(client: httpx.Client, url: str, session: Session, turn: int, max_tokens: int) -> Turn:
-    """One streamed chat request through the router; TTFT is the first chunk that carries a token."""
+def send_turn(client: httpx.Client, url: str | ClientRoute, session: Session, turn: int, max_tokens: int) -> Turn:
+    """One streamed chat request through the router (or, `url` a `ClientRoute`, to the replica it picks); TTFT is
+    the first chunk that carries a token; the server's reuse is the last chunk's `timings`."""
+    if isinstance(url, ClientRoute):
+        return url.send(client, session, turn, max_tokens)
     body = {"model": MODEL_NAME, "messages": session.messages(turn), "max_tokens": max_tokens, "stream": True}
     started = time.monotonic()
-    ttft = None
+    ttft, timings = None, {}
     try:
-        with client.stream("POST", f"{url}/v1/chat/completions", json=body) as answer:
+        with client.stream("POST", f"{url}/v1/chat/completions", json=body, headers={SESSION: session.name}) as answer:
             if answer.status_code != 200:
                 answer.read()
                 return Turn(session.name, turn, started, None, time.monotonic() - started, answer.status_code)
             for line in answer.iter_lines():
-                if ttft is None and line.startswith("data: {") and _first_token(json.loads(line[6:])):
+                if not line.startswith("data: {"):
+                    continue
+                event = json.loads(line[6:])
+                timings = event.get("timings") or timings
+                if ttft is None and _first_token(event):
                     ttft = time.monotonic() - started
     except httpx.HTTPError as exc:
         return Turn(session.name, turn, started, ttft, time.monotonic() - started, 0, str(exc))
-    return Turn(session.name, turn, started, ttft, time.monotonic() - started, 200)
+    seconds = time.monotonic() - started
+    return Turn(
+        session.name,
+        turn,
+        started,
+        ttft,
+        seconds,
+        200,
+        cached=timings.get("cache_n"),
+        evaluated=timings.get("prompt_n"),
+    )
+
+
+class ClientRoute:
+    """`--policy slots`: the bench routes each request itself by bench/slot_route.py's policy (the servers' own
+    `timings.cache_n` per reply), straight to the replica, among those `rotation()` returns (the rollout bench: smg's
+    workers in rotation, so the rollout's router steps still decide who may take traffic)."""
+
+    def __init__(self, rotation: Callable[[], list[str]], policy: SlotRoute | None = None) -> None:
+        self.rotation, self.policy = rotation, policy or SlotRoute()
+
+    def send(self, client: httpx.Client, session: Session, turn: int, max_tokens: int) -> Turn:
+        keys = prefix_keys(session.messages(turn))
+        ticket = self.policy.pick(keys, self.rotation())
+        # A connection of its own per request: llama-server closed a kept-alive one after a streamed reply and the
+        # next request on it failed ("Server disconnected without sending a response"; seen, b11434). smg keeps its
+        # own pool; a new loopback connection costs well under a millisecond.
+        with httpx.Client(timeout=client.timeout) as direct:
+            outcome = send_turn(direct, ticket.url, session, turn, max_tokens)
+        self.policy.answered(ticket, keys, outcome.cached, outcome.evaluated)
+        return dataclasses.replace(outcome, replica=ticket.url)
 
 
 @dataclass
@@ -210,7 +280,7 @@ class Played:
 
 
 def play(
-    url: str,
+    url: str | ClientRoute,
     trace: list[Session],
     clients: int = 12,
     max_tokens: int = 12,
@@ -259,7 +329,11 @@ def measure_phase(replicas: Replicas, policy: str, trace: list[Session], work: P
     """The trace played through smg under `policy` on fresh replicas: the servers' hit rate (their counters'
     tokens added over the replicas), TTFT p50/p95, each replica's share of the prompt tokens, failures."""
     replicas.start()
-    with routed(replicas.urls, policy, work) as (url, _router):
+    with ExitStack() as stack:
+        if policy == SLOTS:  # the bench routes; every replica in rotation throughout
+            url: str | ClientRoute = ClientRoute(lambda: list(replicas.urls))
+        else:
+            url, _router = stack.enter_context(routed(replicas.urls, policy, work))
         before = counters(replicas.urls)
         started = time.monotonic()
         played = play(url, trace, **play_args)  # type: ignore[arg-type]
@@ -378,6 +452,24 @@ def _spread(values: list[float], fmt: str) -> str:
     )
 
 
+def summary(results: list[list[dict]], policies: list[str]) -> list[str]:
+    """Each policy against the first, per run (the same run's phases, the same trace on fresh replicas), as ratios
+    with their spread over the runs; then each policy's hit rate."""
+    base = policies[0]
+    lines = [f"\nagainst {base}, measured in the same run:"]
+    for policy in policies[1:]:
+        pairs = [({p["policy"]: p for p in run}[base], {p["policy"]: p for p in run}[policy]) for run in results]
+        hits = [b["hit_rate"] and (p["hit_rate"] or 0) / b["hit_rate"] for b, p in pairs]
+        p50 = [p["ttft_p50"] / b["ttft_p50"] for b, p in pairs]
+        p95 = [p["ttft_p95"] / b["ttft_p95"] for b, p in pairs]
+        lines.append(f"  {policy}: hit rate x {_spread(hits, '.2f')}")
+        lines.append(f"  {policy}: TTFT p50 x {_spread(p50, '.2f')}; p95 x {_spread(p95, '.2f')}")
+    for policy in policies:
+        rates = [100 * ({p["policy"]: p for p in run}[policy]["hit_rate"] or 0) for run in results]
+        lines.append(f"  {policy}: hit rate % {_spread(rates, '.1f')}")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=2)
@@ -389,7 +481,8 @@ def main() -> None:
     parser.add_argument(
         "--policies",
         default="round_robin,cache_aware",
-        help="smg policies, the first the baseline; POLICY:smg runs it with smg's own settings instead of kimik3's",
+        help="smg policies, the first the baseline; POLICY:VARIANT as variant_settings says (smg: smg's own settings); "
+        f"{SLOTS}: the bench routes from the servers' own reuse counts (bench/slot_route.py), without smg",
     )
     parser.add_argument("--ctx-size", type=int, default=8192, help="each replica's --ctx-size (its cache's bound)")
     parser.add_argument("--name", default="k3fc", help="the replicas' container names' prefix (two benches at once)")
@@ -401,6 +494,8 @@ def main() -> None:
         help="instead: a replica replaced mid-trace, its share of the requests in the minute after it rejoined",
     )
     args = parser.parse_args()
+    if args.rejoin and SLOTS in args.policies.split(","):
+        parser.error(f"--rejoin reads smg's counts; the {SLOTS} policy's rejoin is bench/fleet_cache_rollout.py's")
     if args.rejoin:
         return rejoin_main(args)
     policies = args.policies.split(",")
@@ -427,18 +522,8 @@ def main() -> None:
                     phases.append(phase)
                 print(f"       replica 1's prompt cache: {phases[-1]['limits']}")
                 results.append(phases)
-    base = policies[0]
-    print(f"\nagainst {base}, measured in the same run:")
-    for policy in policies[1:]:
-        pairs = [({p["policy"]: p for p in run}[base], {p["policy"]: p for p in run}[policy]) for run in results]
-        hits = [b["hit_rate"] and (p["hit_rate"] or 0) / b["hit_rate"] for b, p in pairs]
-        p50 = [p["ttft_p50"] / b["ttft_p50"] for b, p in pairs]
-        p95 = [p["ttft_p95"] / b["ttft_p95"] for b, p in pairs]
-        print(f"  {policy}: hit rate x {_spread(hits, '.2f')}")
-        print(f"  {policy}: TTFT p50 x {_spread(p50, '.2f')}; p95 x {_spread(p95, '.2f')}")
-    for policy in policies:
-        rates = [100 * ({p["policy"]: p for p in run}[policy]["hit_rate"] or 0) for run in results]
-        print(f"  {policy}: hit rate % {_spread(rates, '.1f')}")
+    for line in summary(results, policies):
+        print(line)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 

@@ -28,6 +28,13 @@ cache-aware tree kept, which a removal purges) and releases it: what issue 40's 
 a held worker back in rotation when its replies complete: bench/router_hold.py). `--out remove` (the
 default) is the router steps as shipped. `--only warm|cold` runs one kind of rollout per run.
 
+`--policies cache_aware,manual:min_load,slots` (loopback only): who routes the trace, each in turn in every run, the
+first the baseline: smg's cache_aware (kimik3's settings, as shipped); smg's `manual` policy with `--assignment-mode
+min_load`, keyed by the session header the bench sends; `slots`: the bench itself, by bench/slot_route.py's policy
+(the servers' own `timings.cache_n`), among the workers smg has in rotation (the router steps still take hosts out
+of smg and put them back); its shares are the bench's own count of what it sent each replica. A fresh smg per
+rollout; the replicas (and their caches) carry on.
+
 Per rollout: the fleet's hit rate (the servers' own counters, as `kimik3 fleet status` reads them) over `--window` s
 before the rollout and over `--window` s from the moment the last host rejoined, the ratio (goal >= 95 %), each
 replica's share of the requests smg sent in that window (`smg_worker_requests_total`; goal >= 0.8/3), failed
@@ -55,7 +62,18 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "bench")]
 import fleet_cache  # noqa: E402
 import httpx  # noqa: E402
 from fleet import deployed, every_host_in_rotation  # noqa: E402
-from fleet_cache import SERIES, Session, Turn, agent_trace, quantile, routed, send_turn, watch_window  # noqa: E402
+from fleet_cache import (  # noqa: E402
+    SERIES,
+    SLOTS,
+    ClientRoute,
+    Session,
+    Turn,
+    agent_trace,
+    quantile,
+    routed,
+    send_turn,
+    watch_window,
+)
 from router_hold import hold_out, put_back_held  # noqa: E402
 from support.closed_loop import Workers  # noqa: E402
 from support.fleet_hosts import GATEWAY, Rig, fleet_rig  # noqa: E402
@@ -66,7 +84,7 @@ from support.shipped import pinned_text  # noqa: E402
 
 from kimik3_demo.hub import FixtureHub  # noqa: E402
 from kimik3_demo.prepare import demo_repos  # noqa: E402
-from kimik3_reconciler.adapters.router_smg import SmgRouter  # noqa: E402
+from kimik3_reconciler.adapters.router_smg import RouterError, SmgRouter  # noqa: E402
 from kimik3_reconciler.cli import fleet_warm  # noqa: E402
 from kimik3_reconciler.cli.fleet_apply import _put_back, _take_out, server_in_flight  # noqa: E402
 from kimik3_reconciler.fleet.warm import warm_record  # noqa: E402
@@ -82,9 +100,11 @@ fleet_cache.MODEL_NAME = NAME  # send_turn asks for the fleet's served name (the
 class Trace(Workers):
     """The trace played continuously through the router by `clients` threads; every turn recorded."""
 
-    def __init__(self, url: str, sessions: int, agents: int, turns: int, clients: int) -> None:
+    def __init__(  # noqa: PLR0913
+        self, url: str | ClientRoute, sessions: int, agents: int, turns: int, clients: int, seed: int = 40
+    ) -> None:
         super().__init__()
-        self.url, self.sessions, self.agents, self.turns = url, sessions, agents, turns
+        self.url, self.sessions, self.agents, self.turns, self.seed = url, sessions, agents, turns, seed
         self.systems = [s.system for s in agent_trace(agents, agents, turns)]  # each agent's, kept for every session
         self.generation = 0
         self.played: list[Turn] = []
@@ -96,7 +116,7 @@ class Trace(Workers):
         with self._lock:
             if not self._queue:  # a new batch of sessions, the agents' system prompts as before
                 self.generation += 1
-                fresh = agent_trace(self.sessions, self.agents, self.turns, seed=40 + self.generation)
+                fresh = agent_trace(self.sessions, self.agents, self.turns, seed=self.seed + self.generation)
                 self._queue = [
                     dataclasses.replace(s, name=f"g{self.generation}-{s.name}", system=self.systems[s.agent])
                     for s in reversed(fresh)
@@ -120,17 +140,45 @@ class Trace(Workers):
 
 
 def _window(urls: dict[str, str], metrics_url: str, trace: Trace, seconds: float) -> dict:
-    """The fleet's hit rate, each replica's share of the requests smg sent and TTFT over the next `seconds`
-    (bench/fleet_cache.py's `watch_window`: smg's per-worker counts, the servers' own counters)."""
+    """The fleet's hit rate, each replica's share of the requests and TTFT over the next `seconds`
+    (bench/fleet_cache.py's `watch_window`: smg's per-worker counts, the servers' own counters; under `--policy
+    slots` smg routes nothing and the shares are the bench's own count of the requests it sent each replica)."""
     start = time.monotonic()
     seen = watch_window(list(urls), metrics_url, seconds)
     turns = trace.between(start, time.monotonic())
+    shares = seen.shares
+    if isinstance(trace.url, ClientRoute):
+        sent = {u: sum(t.replica == u for t in turns) for u in urls}
+        shares = {u: n / len(turns) if turns else 0.0 for u, n in sent.items()}
     return {
         "hit rate": seen.hit_rate if seen.hit_rate is not None else float("nan"),
-        "shares": {urls[u]: share for u, share in seen.shares.items()},
+        "shares": {urls[u]: share for u, share in shares.items()},
         "ttft p50": quantile([t.ttft for t in turns if t.ttft is not None], 0.5),
+        "ttft p95": quantile([t.ttft for t in turns if t.ttft is not None], 0.95),
         "requests": len(turns),
     }
+
+
+class Rotation(Workers):
+    """smg's workers in rotation, read every 0.2 s: where `--policy slots` may send (the rollout's router steps still
+    take a host out of smg and put it back; the bench routes among what smg has in rotation)."""
+
+    def __init__(self, router: SmgRouter, urls: list[str]) -> None:
+        super().__init__()
+        self.router, self.urls = router, list(urls)
+        self._threads = [threading.Thread(target=self._run, daemon=True)]
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.2):
+            try:
+                now = [w.url for w in self.router.workers() if w.in_rotation]
+            except RouterError:  # smg busy for a moment: keep the last list
+                continue
+            if now:  # never none: one host at most is out, and a request must go somewhere
+                self.urls = now
+
+    def __call__(self) -> list[str]:
+        return self.urls
 
 
 class RigFleet:
@@ -280,12 +328,25 @@ def main() -> None:
         help="how `router: out` takes a host out: removed (as shipped) or held (its tree kept; not safe to ship)",
     )
     parser.add_argument("--only", choices=("warm", "cold"), help="one kind of rollout per run, not both")
+    parser.add_argument(
+        "--policies",
+        default="cache_aware",
+        help=f"who routes the trace, each in turn in every run (the first the baseline): cache_aware (smg, kimik3's "
+        f"settings), {SLOTS} (the bench, from the servers' own reuse counts, bench/slot_route.py, among smg's workers "
+        "in rotation)",
+    )
     args = parser.parse_args()
+    policies = args.policies.split(",")
+    if unknown := set(policies) - {"cache_aware", "manual:min_load", SLOTS}:
+        parser.error(f"--policies: unknown {', '.join(sorted(unknown))} (cache_aware, manual:min_load, {SLOTS})")
     if args.rig and args.out != "remove":
         parser.error("--out hold is the loopback fleet's: the rig runs `kimik3 fleet apply` as shipped")
+    if args.rig and policies != ["cache_aware"]:
+        parser.error("--policies: the rig runs `kimik3 fleet apply` as shipped (cache_aware)")
     work = Path(tempfile.mkdtemp(prefix="k3cache-rollout-"))
     seen: list[dict] = []
     trace_args = (args.sessions, args.agents, args.turns, args.clients)
+    kinds = (True, False) if args.only is None else (args.only == "warm",)
     with ExitStack() as stack:
         if args.rig:
             (work / "build").mkdir()
@@ -294,34 +355,98 @@ def main() -> None:
             stack.enter_context(
                 deployed(rig, hub, work, serve={**SERVE, "env": {"K3_BENCH_GENERATION": "0"}}, **POLICY)
             )
-            fleet = RigFleet(work, rig, hub)
+            rig_fleet = RigFleet(work, rig, hub)  # one: it counts the rollouts' generations
+            fleets = {"cache_aware": lambda _stack: (rig_fleet, None)}
         else:
             fleet_cache.MODEL_NAME = MODEL_NAME
             model = write_model(work / "model")
             replicas = stack.enter_context(SlotReplicas(model, work / "slots", parallel=SERVE["parallel"]))
-            router_url, router = stack.enter_context(routed(replicas.urls, "cache_aware", work))
-            fleet = LoopbackFleet(work, replicas, router, router_url, _profile(), args.out)
-        trace = stack.enter_context(Trace(fleet.router_url, *trace_args))
-        kinds = (True, False) if args.only is None else (args.only == "warm",)
+            fleets = {p: _loopback(work, replicas, p, args.out) for p in policies}
+        phase = 0
         for run in range(args.runs):
-            for warm in kinds:
-                seen.append(rollout(fleet, trace, warm, args.window))
-                seen[-1]["out"] = args.out
-                print(f"run {run + 1}/{args.runs} (router: out by {args.out})\n{HEADER}\n{_row(seen[-1])}", flush=True)
-                if args.json:
-                    args.json.write_text(json.dumps(seen, indent=2))
-    print(f"\nrollouts of 3 hosts under the trace ({args.out}), {args.runs} run(s) each: median (min–max)")
-    for warm in kinds:
-        mine = [s for s in seen if s["warm"] == warm]
-        least = [min(s["after"]["shares"].values()) for s in mine]
-        print(
-            f"{'warm' if warm else 'cold'}: hit rate before {_spread([s['before']['hit rate'] for s in mine])}, "
-            f"within {args.window:.0f} s after the last host rejoined {_spread([s['after']['hit rate'] for s in mine])}"
-            f", after/before {_spread([s['ratio'] for s in mine])} (goal >= 95 %); least replica share "
-            f"{_spread(least, '.2f')} (goal >= {0.8 / 3:.2f}); failed {sum(s['failed'] for s in mine)} (goal 0); "
-            f"TTFT p50 after {_spread([s['after']['ttft p50'] for s in mine], '.2f')} s"
-        )
+            for policy in policies:
+                for warm in kinds:
+                    phase += 1  # each rollout's own sessions (the agents' system prompts are the same throughout)
+                    with ExitStack() as each:
+                        fleet, target = fleets[policy](each)
+                        trace = each.enter_context(
+                            Trace(target or fleet.router_url, *trace_args, seed=40 + 1000 * phase)
+                        )
+                        seen.append(rollout(fleet, trace, warm, args.window))
+                        if target is not None:  # slots: how often a server's reply voided what it was thought to hold
+                            seen[-1]["voids"] = target.policy.voids
+                    seen[-1]["out"], seen[-1]["policy"], seen[-1]["run"] = args.out, policy, run + 1
+                    print(
+                        f"run {run + 1}/{args.runs} ({policy}, router: out by {args.out})\n{HEADER}\n{_row(seen[-1])}",
+                        flush=True,
+                    )
+                    if args.json:
+                        args.json.write_text(json.dumps(seen, indent=2))
+    if voids := [f"{s['policy']} run {s['run']}: {s['voids']}" for s in seen if "voids" in s]:
+        print(f"replies that voided a replica's entries (slots): {', '.join(voids)}")
+    print(f"\nrollouts of 3 hosts under the trace (router: out by {args.out}), {args.runs} run(s): median (min–max)")
+    for line in summary(seen, policies, kinds, args.window):
+        print(line)
     shutil.rmtree(work, ignore_errors=True)
+
+
+def _loopback(work: Path, replicas: SlotReplicas, policy: str, out: str):  # noqa: ANN202
+    """How a rollout under `policy` starts on the loopback replicas: smg with that policy (`slots`: smg's
+    cache_aware, only for the router steps to take hosts out and put them back, while the bench routes among smg's
+    workers in rotation); the fleet and, for `slots`, the bench's router."""
+
+    def start(stack: ExitStack) -> tuple[LoopbackFleet, ClientRoute | None]:
+        router_url, router = stack.enter_context(
+            routed(replicas.urls, "cache_aware" if policy == SLOTS else policy, work)
+        )
+        fleet = LoopbackFleet(work, replicas, router, router_url, _profile(), out)
+        if policy != SLOTS:
+            return fleet, None
+        return fleet, ClientRoute(stack.enter_context(Rotation(router, replicas.urls)))
+
+    return start
+
+
+def summary(seen: list[dict], policies: list[str], kinds: tuple[bool, ...], window: float) -> list[str]:
+    """Per policy and kind of rollout: the figures' median (min–max) over the runs; then each policy against the
+    first, per run (the same run's rollout of the same kind), as ratios."""
+    lines = []
+    for policy in policies:
+        for warm in kinds:
+            mine = [s for s in seen if s["warm"] == warm and s.get("policy", "cache_aware") == policy]
+            if not mine:
+                continue
+            least = [min(s["after"]["shares"].values()) for s in mine]
+            lines.append(
+                f"{policy} {'warm' if warm else 'cold'}: hit rate before {_spread([s['before']['hit rate'] for s in mine])}"
+                f", within {window:.0f} s after the last host rejoined {_spread([s['after']['hit rate'] for s in mine])}"
+                f", after/before {_spread([s['ratio'] for s in mine])} (goal >= 95 %); least replica share "
+                f"{_spread(least, '.2f')} (goal >= {0.8 / 3:.2f}); failed {sum(s['failed'] for s in mine)} (goal 0); "
+                f"TTFT p50 after {_spread([s['after']['ttft p50'] for s in mine], '.2f')} s"
+            )
+    base = policies[0]
+    for policy in policies[1:]:
+        for warm in kinds:
+            pairs = [
+                (b, p)
+                for b in seen
+                for p in seen
+                if b.get("policy") == base
+                and p.get("policy") == policy
+                and b["warm"] == p["warm"] == warm
+                and b.get("run") == p.get("run")
+            ]
+            if not pairs:
+                continue
+            hits = [p["after"]["hit rate"] / b["after"]["hit rate"] for b, p in pairs]
+            p50 = [p["after"]["ttft p50"] / b["after"]["ttft p50"] for b, p in pairs]
+            least = [min(p["after"]["shares"].values()) - min(b["after"]["shares"].values()) for b, p in pairs]
+            lines.append(
+                f"{policy} against {base}, same run, {'warm' if warm else 'cold'}: hit rate after x "
+                f"{_spread(hits, '.2f')}, TTFT p50 after x {_spread(p50, '.2f')}, least share after "
+                f"{_spread(least, '+.2f')}"
+            )
+    return lines
 
 
 if __name__ == "__main__":

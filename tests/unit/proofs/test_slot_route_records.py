@@ -1,0 +1,85 @@
+"""The measurement of bench/slot_route.py's policy against smg's cache_aware (issue 40 item 4), kept as
+tests/fixtures/bench/slot-route.json (the benches' --json, 2026-12-05): the figures docs/operations.md quotes
+("Prefix-cache routing") follow from those runs through the benches' own summaries; no assertion on the timings'
+values beyond that."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench.fleet_cache import summary as cache_summary
+from bench.fleet_cache_rollout import summary as rollout_summary
+
+ROOT = Path(__file__).resolve().parents[3]
+RECORD = json.loads((ROOT / "tests" / "fixtures" / "bench" / "slot-route.json").read_text())
+DOCS = " ".join((ROOT / "docs" / "operations.md").read_text().split())
+
+
+def quoted(part: str) -> str:
+    """A summary's figures as the docs write them: `... x median 1.05 (min 1.05, max 1.07, 2 runs)` → `1.05× (1.05–1.07`."""
+    figures = part.split("median ", 1)[1]
+    middle = figures.split(" ")[0]
+    low, high = figures.split("min ")[1].split(",")[0], figures.split("max ")[1].split(",")[0]
+    return f"{middle}× ({low}–{high}"
+
+
+@pytest.mark.parametrize("invocation", [0, 1])
+def test_the_steady_trace_ratios_in_the_docs_follow_from_the_runs(invocation: int):
+    runs = RECORD["fleet_cache"][invocation]
+    policies = [p["policy"] for p in runs[0]]
+    assert all([p["policy"] for p in run] == policies for run in runs) and len(runs) >= 2
+    assert policies[0] == "cache_aware" and "slots" in policies
+    assert all(p["failed"] == 0 and not p["cut"] and p["requests"] == 144 for run in runs for p in run)
+    checked = 0
+    for line in cache_summary(runs, policies):
+        if " x median" in line and line.split(":")[0].strip() in ("slots", "manual:min_load"):
+            for part in line.split(";"):
+                assert quoted(part) in DOCS, part
+                checked += 1
+    assert checked >= 3
+
+
+def test_the_steady_trace_table_in_the_docs_is_the_runs():
+    for invocation, runs in enumerate(RECORD["fleet_cache"], 1):
+        for run, phases in enumerate(runs, 1):
+            for p in phases:
+                row = (
+                    f"| {invocation}, {run} | {p['policy']} | {100 * p['hit_rate']:.1f} % | {p['ttft_p50']:.2f} s | "
+                    f"{p['ttft_p95']:.2f} s | {p['seconds']:.0f} s | {'/'.join(f'{x:.2f}' for x in p['share'])} |"
+                )
+                assert row in DOCS, row
+
+
+ROLLOUTS = {
+    "rollout": ["cache_aware", "slots"],
+    "rollout_min_load": ["cache_aware", "manual:min_load", "slots"],
+    "rollout_cold": ["cache_aware", "slots"],
+}
+
+
+@pytest.mark.parametrize("record", ROLLOUTS)
+def test_every_warm_rollout_routed_by_slots_kept_a_fair_share_and_none_failed(record: str):
+    rollouts = RECORD[record]
+    assert all(r["warm"] == (record != "rollout_cold") and r["failed"] == 0 and r["out"] == "remove" for r in rollouts)
+    slots = [r for r in rollouts if r["policy"] == "slots"]
+    assert len(slots) >= 2 and min(min(r["after"]["shares"].values()) for r in slots) >= 0.8 / 3
+    for run in {r["run"] for r in rollouts}:  # every run rolled under each policy: paired
+        assert sorted(r["policy"] for r in rollouts if r["run"] == run) == sorted(ROLLOUTS[record])
+
+
+@pytest.mark.parametrize("record", ROLLOUTS)
+def test_the_rollout_figures_in_the_docs_follow_from_the_runs(record: str):
+    rollouts = RECORD[record]
+    warm = record != "rollout_cold"
+    kind = "" if warm else " (cold)"
+    for line in rollout_summary(rollouts, ROLLOUTS[record], (warm,), 60.0):
+        if "least replica share" in line:
+            least = line.split("least replica share ", 1)[1].split(" (goal")[0]
+            assert f"{line.split(' ')[0]}{kind}: least share {least}" in DOCS, line
+    for r in rollouts:
+        shares = " / ".join(f"{v:.2f}" for v in r["after"]["shares"].values())
+        assert f"| {r['policy']}{kind} | {r['before']['hit rate']:.1%} |".replace("%", " %") in DOCS, r
+        assert f"| {shares} | {r['after']['requests']} |" in DOCS, r
