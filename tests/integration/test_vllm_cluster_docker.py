@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 import yaml
 from support import registry
-from support.profiles import vllm_cpu_profile
+from support.profiles import VLLM_CPU_KNOBS, vllm_cpu_profile
 from support.realparts import REPO_ROOT, docker, kimik3, remove_leftovers, require_docker_and_demo_hub
 from support.sshd import Sshd, sshd_on_path
 
@@ -79,19 +79,12 @@ def work(tmp_path_factory: pytest.TempPathFactory, sshd: Sshd) -> Iterator[Path]
     with registry.loopback_registry(work / "registry") as address, FixtureHub([checkpoint_repo(work / "hub")]) as hub:
         tag = f"{address}/{REPOSITORY}:0.32.0"
         digest = registry.pushed_by_digest(tag, IMAGE)
+        serve = {"port": PORT, "env": {"VLLM_CPU_KVCACHE_SPACE": "1"}}
         profile = {
-            **vllm_cpu_profile(NAME, f"{tag}@{digest}", hub.url, work, PORT),
+            **vllm_cpu_profile(NAME, f"{tag}@{digest}", hub.url, work, serve),
             "vllm": {
-                "tensor_parallel_size": 1,
+                **VLLM_CPU_KNOBS,
                 "pipeline_parallel_size": 2,
-                "max_model_len": 512,
-                "max_num_seqs": 2,
-                "kv_cache_dtype": "auto",
-                "attention_backend": None,
-                "attention_config": None,
-                "prefix_match_unit": None,
-                "enforce_eager": True,
-                "v2_model_runner": False,
                 "cluster": {
                     "bind": HEAD_BIND,
                     "port": RAY_PORT,
