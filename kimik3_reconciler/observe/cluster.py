@@ -20,7 +20,7 @@ from kimik3_reconciler.model.labels import MEMBER_FINGERPRINT, MEMBER_INPUTS
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.records import cluster_members_key
 from kimik3_reconciler.model.specs import DockerHost
-from kimik3_reconciler.observe.docker_objects import parse_container
+from kimik3_reconciler.observe.docker_objects import parse_labelled_container
 from kimik3_reconciler.observe.pulled_image import holds_digest
 from kimik3_reconciler.observe.removed_remote import collect_removed
 from kimik3_reconciler.ports import DockerPort, StatePort
@@ -57,13 +57,7 @@ def collect_member(profile_name: str, node: Any, docker: DockerPort, image_ref: 
         inspect = docker.inspect_container(node.container_name(profile_name))
         if inspect is None:
             return fact
-        labels = (inspect.get("Config") or {}).get("Labels") or {}
-        container = parse_container(inspect).model_copy(
-            update={
-                "fingerprint": labels.get(MEMBER_FINGERPRINT),
-                "inputs": json.loads(labels.get(MEMBER_INPUTS) or "{}"),
-            }
-        )
+        container = parse_labelled_container(inspect, MEMBER_FINGERPRINT, MEMBER_INPUTS)
         return fact.model_copy(update={"container": container})
     except Kimik3Error as exc:
         return fact.model_copy(update={"error": str(exc)})

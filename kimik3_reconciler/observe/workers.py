@@ -9,7 +9,6 @@ the planner refuses with the worker named.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -20,7 +19,7 @@ from kimik3_reconciler.model.labels import WORKER_FINGERPRINT, WORKER_INPUTS
 from kimik3_reconciler.model.profile import Profile, RpcWorker
 from kimik3_reconciler.model.records import rpc_workers_key
 from kimik3_reconciler.model.specs import DockerHost, rpc_cache_volume
-from kimik3_reconciler.observe.docker_objects import collect_images, parse_container
+from kimik3_reconciler.observe.docker_objects import collect_images, parse_labelled_container
 from kimik3_reconciler.observe.host import parse_tcp_clients, parse_tcp_listeners
 from kimik3_reconciler.observe.removed_remote import collect_removed
 from kimik3_reconciler.ports import DockerPort, HostPort, StatePort
@@ -71,13 +70,7 @@ def collect_worker(
         )
         if inspect is None:
             return fact
-        labels = (inspect.get("Config") or {}).get("Labels") or {}
-        container = parse_container(inspect).model_copy(
-            update={
-                "fingerprint": labels.get(WORKER_FINGERPRINT),
-                "inputs": json.loads(labels.get(WORKER_INPUTS) or "{}"),
-            }
-        )
+        container = parse_labelled_container(inspect, WORKER_FINGERPRINT, WORKER_INPUTS)
         fact = fact.model_copy(update={"container": container})
         if container.state != "running":
             return fact
