@@ -20,9 +20,9 @@ from kimik3_reconciler.model.labels import MEMBER_FINGERPRINT, MEMBER_INPUTS
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.records import cluster_members_key
 from kimik3_reconciler.model.specs import DockerHost
-from kimik3_reconciler.observe.docker_objects import parse_container
+from kimik3_reconciler.observe.docker_objects import parse_labelled_container
 from kimik3_reconciler.observe.pulled_image import holds_digest
-from kimik3_reconciler.observe.workers import same_daemon
+from kimik3_reconciler.observe.removed_remote import collect_removed
 from kimik3_reconciler.ports import DockerPort, StatePort
 
 # ray.nodes() over the GCS (no dashboard needed: the head runs without one), as JSON on stdout's last line.
@@ -57,13 +57,7 @@ def collect_member(profile_name: str, node: Any, docker: DockerPort, image_ref: 
         inspect = docker.inspect_container(node.container_name(profile_name))
         if inspect is None:
             return fact
-        labels = (inspect.get("Config") or {}).get("Labels") or {}
-        container = parse_container(inspect).model_copy(
-            update={
-                "fingerprint": labels.get(MEMBER_FINGERPRINT),
-                "inputs": json.loads(labels.get(MEMBER_INPUTS) or "{}"),
-            }
-        )
+        container = parse_labelled_container(inspect, MEMBER_FINGERPRINT, MEMBER_INPUTS)
         return fact.model_copy(update={"container": container})
     except Kimik3Error as exc:
         return fact.model_copy(update={"error": str(exc)})
@@ -125,30 +119,7 @@ def collect_removed_members(
     """Recorded members of nodes the profile no longer names, each seen through its recorded Docker. A Docker that
     does not answer is recorded, not raised: the planner refuses with the node named."""
     cluster = profile.cluster
-    by_container = {n.container_name(profile.name): n for n in cluster.nodes} if cluster is not None else {}
-    facts = []
-    for entry in dropped_member_entries(profile, recorded_members(state, profile.name)):
-        fact = RemovedWorkerFact(
-            name=str(entry["name"]),
-            docker=str(entry["docker"]),
-            tls_dir=entry.get("tls_dir"),
-            container_name=str(entry["container"]),
-        )
-        try:
-            if worker_docker is None:
-                raise Kimik3Error("no way to reach cluster nodes' Docker was wired")
-            docker = worker_docker(DockerHost(fact.name, fact.docker, fact.tls_dir))
-            still = by_container.get(fact.container_name)
-            if still is not None and same_daemon(
-                docker, worker_docker(DockerHost(still.name, still.docker, still.tls_dir))
-            ):
-                # Only the URL moved (ssh:// to tcp:// of one host): removing that name would remove the member the
-                # profile still names.
-                continue
-            inspect = docker.inspect_container(fact.container_name)
-            if inspect is not None:
-                fact = fact.model_copy(update={"container": parse_container(inspect)})
-        except Kimik3Error as exc:
-            fact = fact.model_copy(update={"error": str(exc)})
-        facts.append(fact)
-    return tuple(facts)
+    nodes = cluster.nodes if cluster is not None else ()
+    still_named = {n.container_name(profile.name): DockerHost(n.name, n.docker, n.tls_dir) for n in nodes}
+    dropped = dropped_member_entries(profile, recorded_members(state, profile.name))
+    return collect_removed(dropped, still_named, worker_docker, "no way to reach cluster nodes' Docker was wired")

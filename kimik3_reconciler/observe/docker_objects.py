@@ -177,6 +177,15 @@ def parse_container(inspect: dict[str, Any], image: dict[str, Any] | None = None
     )
 
 
+def parse_labelled_container(inspect: dict[str, Any], fingerprint: str, inputs: str) -> ContainerFact:
+    """A container launched through another host's Docker (an RPC worker's rpc-server, a cluster node's member): its
+    fingerprint and inputs under that kind's own labels."""
+    labels = (inspect.get("Config") or {}).get("Labels") or {}
+    return parse_container(inspect).model_copy(
+        update={"fingerprint": labels.get(fingerprint), "inputs": json.loads(labels.get(inputs) or "{}")}
+    )
+
+
 def collect_images(docker: DockerPort, state: StatePort) -> tuple[ImageFact, ...]:
     facts = []
     for attrs in docker.list_images(label=IMAGE_FINGERPRINT):

@@ -9,7 +9,6 @@ the planner refuses with the worker named.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -20,8 +19,9 @@ from kimik3_reconciler.model.labels import WORKER_FINGERPRINT, WORKER_INPUTS
 from kimik3_reconciler.model.profile import Profile, RpcWorker
 from kimik3_reconciler.model.records import rpc_workers_key
 from kimik3_reconciler.model.specs import DockerHost, rpc_cache_volume
-from kimik3_reconciler.observe.docker_objects import collect_images, parse_container
+from kimik3_reconciler.observe.docker_objects import collect_images, parse_labelled_container
 from kimik3_reconciler.observe.host import parse_tcp_clients, parse_tcp_listeners
+from kimik3_reconciler.observe.removed_remote import collect_removed
 from kimik3_reconciler.ports import DockerPort, HostPort, StatePort
 
 # tools/rpc/rpc-server.cpp prints each exposed device: "  CPU: AMD EPYC 9654 (515890 MiB, 500000 MiB free)"
@@ -70,13 +70,7 @@ def collect_worker(
         )
         if inspect is None:
             return fact
-        labels = (inspect.get("Config") or {}).get("Labels") or {}
-        container = parse_container(inspect).model_copy(
-            update={
-                "fingerprint": labels.get(WORKER_FINGERPRINT),
-                "inputs": json.loads(labels.get(WORKER_INPUTS) or "{}"),
-            }
-        )
+        container = parse_labelled_container(inspect, WORKER_FINGERPRINT, WORKER_INPUTS)
         fact = fact.model_copy(update={"container": container})
         if container.state != "running":
             return fact
@@ -130,44 +124,18 @@ def recorded_workers(state: StatePort, profile_name: str) -> list[dict[str, str 
 def collect_removed_workers(
     profile: Profile, worker_docker: Callable[[DockerHost], DockerPort] | None, state: StatePort
 ) -> tuple[RemovedWorkerFact, ...]:
-    """Recorded workers whose (Docker, container) the profile no longer names, each seen through its own Docker.
-    A Docker that does not answer is recorded, not raised: the planner refuses with the worker named."""
+    """Recorded workers whose (Docker, container) the profile no longer names, each seen through its own Docker
+    with its tensor-cache volume there. A Docker that does not answer is recorded, not raised: the planner refuses
+    with the worker named."""
     named = {(w.docker, w.container_name(profile.name)) for w in profile.workers}
-    by_container = {w.container_name(profile.name): w for w in profile.workers}
-    facts = []
-    for entry in recorded_workers(state, profile.name):
-        if (entry.get("docker"), entry.get("container")) in named:
-            continue
-        fact = RemovedWorkerFact(
-            name=str(entry["name"]),
-            docker=str(entry["docker"]),
-            tls_dir=entry.get("tls_dir"),
-            container_name=str(entry["container"]),
-        )
-        try:
-            if worker_docker is None:
-                raise Kimik3Error("no way to reach worker Docker hosts was wired")
-            docker = worker_docker(DockerHost(fact.name, fact.docker, fact.tls_dir))
-            still = by_container.get(fact.container_name)
-            still_docker = None if still is None else worker_docker(DockerHost(still.name, still.docker, still.tls_dir))
-            if still_docker is not None and same_daemon(docker, still_docker):
-                # Only the URL moved (ssh:// to tcp:// of one host): removing that name would remove the worker
-                # the profile still names.
-                continue
-            inspect = docker.inspect_container(fact.container_name)
-            if inspect is not None:
-                fact = fact.model_copy(update={"container": parse_container(inspect)})
-            if docker.inspect_volume(rpc_cache_volume(profile.name, fact.name)) is not None:
-                fact = fact.model_copy(update={"cache_volume": True})
-        except Kimik3Error as exc:
-            fact = fact.model_copy(update={"error": str(exc)})
-        facts.append(fact)
-    return tuple(facts)
+    still_named = {w.container_name(profile.name): DockerHost(w.name, w.docker, w.tls_dir) for w in profile.workers}
+    dropped = [e for e in recorded_workers(state, profile.name) if (e.get("docker"), e.get("container")) not in named]
 
+    def cache_volume(docker: DockerPort, fact: RemovedWorkerFact) -> RemovedWorkerFact:
+        if docker.inspect_volume(rpc_cache_volume(profile.name, fact.name)) is None:
+            return fact
+        return fact.model_copy(update={"cache_volume": True})
 
-def same_daemon(one: DockerPort, other: DockerPort) -> bool:
-    try:
-        ours = one.info().get("ID")
-        return bool(ours) and ours == other.info().get("ID")
-    except Kimik3Error:  # the new URL does not answer: the old one is judged on its own
-        return False
+    return collect_removed(
+        dropped, still_named, worker_docker, "no way to reach worker Docker hosts was wired", cache_volume
+    )

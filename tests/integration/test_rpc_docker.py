@@ -14,7 +14,6 @@ removes the worker; a public bind address is refused before anything starts.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import urllib.request
 from collections.abc import Iterator
@@ -23,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 from support.realparts import demo_hub, demo_profile, docker, kimik3, remove_leftovers, write_profile
-from support.sshd import Sshd, running_sshd
+from support.sshd import Sshd, sshd_on_path
 
 from kimik3_demo.hub import FixtureHub
 from kimik3_reconciler.adapters.docker_engine import DockerEngine
@@ -59,13 +58,8 @@ def steps(planned: dict) -> dict[str, dict]:
 
 @pytest.fixture(scope="module")
 def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
-    with running_sshd(tmp_path_factory.mktemp("k3rpc-sshd"), SSH_PORT) as server:
-        old = os.environ["PATH"]
-        os.environ["PATH"] = server.env()["PATH"]  # kimik3 (a subprocess) finds the test's `ssh` first
-        try:
-            yield server
-        finally:
-            os.environ["PATH"] = old
+    with sshd_on_path(tmp_path_factory.mktemp("k3rpc-sshd"), SSH_PORT) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")

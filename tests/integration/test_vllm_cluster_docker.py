@@ -32,11 +32,12 @@ from pathlib import Path
 import pytest
 import yaml
 from support import registry
+from support.profiles import VLLM_CPU_KNOBS, vllm_cpu_profile
 from support.realparts import REPO_ROOT, docker, kimik3, remove_leftovers, require_docker_and_demo_hub
-from support.sshd import Sshd, running_sshd
+from support.sshd import Sshd, sshd_on_path
 
 from kimik3_demo.hub import FixtureHub
-from kimik3_demo.prepare import CHECKPOINT_REPO, CHECKPOINT_REVISION, checkpoint_repo, prepare_checkpoint_root
+from kimik3_demo.prepare import checkpoint_repo, prepare_checkpoint_root
 from kimik3_reconciler.observe.cluster import RAY_NODES, ray_alive
 
 pytestmark = [
@@ -61,13 +62,8 @@ WAIT_LOCK = ("--lock-timeout", "15m")
 
 @pytest.fixture(scope="module")
 def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
-    with running_sshd(tmp_path_factory.mktemp("k3vcl-sshd"), SSH_PORT) as server:
-        old = os.environ["PATH"]
-        os.environ["PATH"] = server.env()["PATH"]  # kimik3 (a subprocess) finds the test's `ssh` first
-        try:
-            yield server
-        finally:
-            os.environ["PATH"] = old
+    with sshd_on_path(tmp_path_factory.mktemp("k3vcl-sshd"), SSH_PORT) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
@@ -82,34 +78,13 @@ def work(tmp_path_factory: pytest.TempPathFactory, sshd: Sshd) -> Iterator[Path]
     prepare_checkpoint_root(work / "hub")
     with registry.loopback_registry(work / "registry") as address, FixtureHub([checkpoint_repo(work / "hub")]) as hub:
         tag = f"{address}/{REPOSITORY}:0.32.0"
-        docker("tag", IMAGE, tag)
-        docker("push", tag)
-        digest = json.loads(docker("image", "inspect", tag))[0]["RepoDigests"][0].partition("@")[2]
-        docker("rmi", tag)
+        digest = registry.pushed_by_digest(tag, IMAGE)
+        serve = {"port": PORT, "env": {"VLLM_CPU_KVCACHE_SPACE": "1"}}
         profile = {
-            "apiVersion": "kimik3/v1",
-            "name": NAME,
-            "engine": "vllm",
-            "model": {
-                "repo": CHECKPOINT_REPO,
-                "revision": CHECKPOINT_REVISION,
-                "endpoint": hub.url,
-                "cache_dir": str(work / "hf-cache"),
-            },
-            "image": {"ref": f"{tag}@{digest}"},
-            "gpus": "none",
-            "serve": {"port": PORT, "env": {"VLLM_CPU_KVCACHE_SPACE": "1"}},
+            **vllm_cpu_profile(NAME, f"{tag}@{digest}", hub.url, work, serve),
             "vllm": {
-                "tensor_parallel_size": 1,
+                **VLLM_CPU_KNOBS,
                 "pipeline_parallel_size": 2,
-                "max_model_len": 512,
-                "max_num_seqs": 2,
-                "kv_cache_dtype": "auto",
-                "attention_backend": None,
-                "attention_config": None,
-                "prefix_match_unit": None,
-                "enforce_eager": True,
-                "v2_model_runner": False,
                 "cluster": {
                     "bind": HEAD_BIND,
                     "port": RAY_PORT,

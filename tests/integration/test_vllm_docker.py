@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 from support import registry
+from support.profiles import VLLM_CPU_KNOBS, vllm_cpu_profile
 from support.realparts import REPO_ROOT, docker, kimik3, remove_leftovers, require_docker_and_demo_hub, serves, wait_for
 
 from kimik3_demo.hub import FixtureHub
@@ -33,18 +34,6 @@ NAME = "k3-vllm25-it"  # the container, unit and exporter of this test only
 PORT, METRICS_PORT = 19471, 19472
 IMAGE = "kimik3-test/vllm-cpu:0.32.0"
 REPOSITORY = "kimik3-vllm25/vllm-cpu"
-CPU_KNOBS = {
-    "tensor_parallel_size": 1,
-    "max_model_len": 512,
-    "max_num_seqs": 2,
-    "kv_cache_dtype": "auto",
-    "attention_backend": None,
-    "attention_config": None,
-    "prefix_match_unit": None,
-    "enforce_eager": True,
-    # vLLM's V2 model runner needs Triton, which has no CPU backend (the image leaves it out): V1 here
-    "v2_model_runner": False,
-}
 
 
 def _ensure_image() -> None:
@@ -67,25 +56,13 @@ def profile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     prepare_checkpoint_root(hub_root)
     with registry.loopback_registry(work / "registry") as address, FixtureHub([checkpoint_repo(hub_root)]) as hub:
         tag = f"{address}/{REPOSITORY}:0.32.0"
-        docker("tag", IMAGE, tag)
-        docker("push", tag)
-        digest = json.loads(docker("image", "inspect", tag))[0]["RepoDigests"][0].partition("@")[2]
-        docker("rmi", tag)  # the registry's name gone from dockerd: kimik3 must pull it (its layers stay local)
+        digest = registry.pushed_by_digest(tag, IMAGE)  # the registry's name gone from dockerd: kimik3 must pull it
         profile = {
-            "apiVersion": "kimik3/v1",
-            "name": NAME,
-            "engine": "vllm",
-            "model": {
-                "repo": CHECKPOINT_REPO,
-                "revision": CHECKPOINT_REVISION,
-                "endpoint": hub.url,
-                "cache_dir": str(work / "hf-cache"),
-            },
-            "image": {"ref": f"{tag}@{digest}"},
-            "gpus": "none",
-            "serve": {"port": PORT, "env": {"VLLM_CPU_KVCACHE_SPACE": "1"}},
+            **vllm_cpu_profile(
+                NAME, f"{tag}@{digest}", hub.url, work, {"port": PORT, "env": {"VLLM_CPU_KVCACHE_SPACE": "1"}}
+            ),
             "metrics": {"port": METRICS_PORT},
-            "vllm": CPU_KNOBS,
+            "vllm": VLLM_CPU_KNOBS,
         }
         (work / "profile.yaml").write_text(yaml.safe_dump(profile, sort_keys=False))
         try:

@@ -15,11 +15,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support.profiles import vllm_cpu_profile
 from support.realparts import REPO_ROOT, kimik3, require_docker_and_demo_hub, write_profile
 from support.registry import free_port, loopback_registry, push_random_image
 
 from kimik3_demo.hub import FixtureHub
-from kimik3_demo.prepare import CHECKPOINT_REPO, CHECKPOINT_REVISION, checkpoint_repo, prepare_checkpoint_root
+from kimik3_demo.prepare import CHECKPOINT_REVISION, checkpoint_repo, prepare_checkpoint_root
 from kimik3_reconciler.adapters import real_ports
 from kimik3_reconciler.model.facts import Observed
 from kimik3_reconciler.model.plan import Action
@@ -47,18 +48,7 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Fixt
 
 def vllm_profile(work: Path, ref: str, hub_url: str) -> dict:
     return {
-        "apiVersion": "kimik3/v1",
-        "name": "k3-pull25-vllm",
-        "engine": "vllm",
-        "model": {
-            "repo": CHECKPOINT_REPO,
-            "revision": CHECKPOINT_REVISION,
-            "endpoint": hub_url,
-            "cache_dir": str(work / "hf-cache"),
-        },
-        "image": {"ref": ref},
-        "gpus": "none",
-        "serve": {"host": "loopback", "port": free_port()},
+        **vllm_cpu_profile("k3-pull25-vllm", ref, hub_url, work, {"host": "loopback", "port": free_port()}),
         "vllm": {
             "tensor_parallel_size": 1,
             "attention_backend": None,

@@ -43,7 +43,15 @@ def push_random_image(registry: str, repository: str, context: Path, size: int =
     (context / "Dockerfile").write_text("FROM scratch\nCOPY payload /payload\n")
     tag = f"{registry}/{repository}:test"
     docker("build", "-q", "-t", tag, str(context))
+    return tag, pushed_by_digest(tag)
+
+
+def pushed_by_digest(tag: str, image: str | None = None) -> str:
+    """The digest of `tag` (first tagged from the local `image` when given) pushed to its registry; the tag is then
+    removed from dockerd (its layers stay local), so a run that names it by digest must pull it."""
+    if image is not None:
+        docker("tag", image, tag)
     docker("push", tag)
     digest = json.loads(docker("image", "inspect", tag))[0]["RepoDigests"][0].partition("@")[2]
     docker("rmi", tag)
-    return tag, digest
+    return digest

@@ -126,3 +126,16 @@ def running_sshd(root: Path, port: int) -> Iterator[Sshd]:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+@contextmanager
+def sshd_on_path(root: Path, port: int) -> Iterator[Sshd]:
+    """running_sshd, its `ssh` wrapper first on this process's PATH meanwhile: kimik3 run as a subprocess (the docker
+    SDK's ssh:// transport) uses the test's keys and config."""
+    with running_sshd(root, port) as server:
+        old = os.environ["PATH"]
+        os.environ["PATH"] = server.env()["PATH"]
+        try:
+            yield server
+        finally:
+            os.environ["PATH"] = old

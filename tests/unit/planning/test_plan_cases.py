@@ -75,6 +75,7 @@ import fnmatch
 import hashlib
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -498,44 +499,46 @@ def member_facts(
 
 def removed_worker_facts(desired: Profile, previous: Profile, spec: dict[str, Any]) -> tuple[RemovedWorkerFact, ...]:
     """`previous`'s workers (the record its apply left) that the desired profile no longer names."""
-    named = {(w.docker, w.container_name(desired.name)) for w in desired.workers}
-    facts = []
-    for worker in previous.workers:
-        container = worker.container_name(previous.name)
-        if (worker.docker, container) in named:
-            continue
-        w_spec = spec.get(worker.name, {})
-        fact = RemovedWorkerFact(
-            name=worker.name,
-            docker=worker.docker,
-            tls_dir=worker.tls_dir,
-            container_name=container,
-            error=w_spec.get("error"),
-        )
-        if w_spec.get("container", "running") != "absent" and not fact.error:
-            fact = fact.model_copy(update={"container": ContainerFact(id="r" * 64, name=container, state="running")})
-        facts.append(fact)
-    return tuple(facts)
+    return _removed_facts(desired, desired.workers, previous, previous.workers, spec, "r")
 
 
 def removed_member_facts(desired: Profile, previous: Profile, spec: dict[str, Any]) -> tuple[RemovedWorkerFact, ...]:
     """`previous`'s cluster nodes (the record its apply left) whose member the desired profile no longer names."""
-    named = {(n.docker, n.container_name(desired.name)) for n in desired.cluster.nodes} if desired.cluster else set()
+    return _removed_facts(desired, _nodes(desired), previous, _nodes(previous), spec, "n")
+
+
+def _nodes(profile: Profile) -> tuple[Any, ...]:
+    return tuple(profile.cluster.nodes) if profile.cluster is not None else ()
+
+
+def _removed_facts(
+    desired: Profile,
+    named_hosts: Iterable[Any],
+    previous: Profile,
+    recorded_hosts: Iterable[Any],
+    spec: dict[str, Any],
+    id_char: str,
+) -> tuple[RemovedWorkerFact, ...]:
+    """A removed worker's or member's fact per recorded host whose (Docker, container) `named_hosts` no longer name;
+    its container running unless its spec says absent or gives an error."""
+    named = {(h.docker, h.container_name(desired.name)) for h in named_hosts}
     facts = []
-    for node in previous.cluster.nodes if previous is not None and previous.cluster is not None else ():
-        container = node.container_name(previous.name)
-        if (node.docker, container) in named:
+    for host in recorded_hosts:
+        container = host.container_name(previous.name)
+        if (host.docker, container) in named:
             continue
-        n_spec = spec.get(node.name, {})
+        h_spec = spec.get(host.name, {})
         fact = RemovedWorkerFact(
-            name=node.name,
-            docker=node.docker,
-            tls_dir=node.tls_dir,
+            name=host.name,
+            docker=host.docker,
+            tls_dir=host.tls_dir,
             container_name=container,
-            error=n_spec.get("error"),
+            error=h_spec.get("error"),
         )
-        if n_spec.get("container", "running") != "absent" and not fact.error:
-            fact = fact.model_copy(update={"container": ContainerFact(id="n" * 64, name=container, state="running")})
+        if h_spec.get("container", "running") != "absent" and not fact.error:
+            fact = fact.model_copy(
+                update={"container": ContainerFact(id=id_char * 64, name=container, state="running")}
+            )
         facts.append(fact)
     return tuple(facts)
 
