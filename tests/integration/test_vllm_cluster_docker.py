@@ -23,7 +23,6 @@ Opt-in (minutes on 2 cores; the engines stage's image plus Ray's wheels): KIMIK3
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -43,9 +42,7 @@ from kimik3_reconciler.observe.cluster import RAY_NODES, ray_alive
 pytestmark = [
     pytest.mark.docker,
     pytest.mark.engines,
-    pytest.mark.skipif(
-        os.environ.get("KIMIK3_VLLM_CLUSTER_TEST") != "1", reason="opt-in: KIMIK3_VLLM_CLUSTER_TEST=1 (minutes)"
-    ),
+    pytest.mark.vllm_cluster,  # opt-in, deselected unless KIMIK3_VLLM_CLUSTER_TEST=1 (support/opt_in.py)
 ]
 
 NAME = "k3-vcl-it"
