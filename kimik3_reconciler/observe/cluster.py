@@ -1,5 +1,5 @@
-"""The members of a replica over several hosts: each node's image and member container through its own Docker, and
-for vLLM Ray's own node table.
+"""The members of a replica over several hosts: each node's image, member container and GPU plumbing (`docker info`)
+through its own Docker, and for vLLM Ray's own node table.
 
 pyinfra's split: `RAY_NODES` is what runs on the head (in its container: `docker exec`, or any process that reaches
 Ray's head through RAY_ADDRESS), a constant argv with no profile value in it; `ray_alive` and `missing` are pure and
@@ -20,7 +20,7 @@ from kimik3_reconciler.model.labels import MEMBER_FINGERPRINT, MEMBER_INPUTS
 from kimik3_reconciler.model.profile import Profile
 from kimik3_reconciler.model.records import cluster_members_key
 from kimik3_reconciler.model.specs import DockerHost
-from kimik3_reconciler.observe.docker_objects import parse_labelled_container
+from kimik3_reconciler.observe.docker_objects import parse_docker_gpus, parse_labelled_container
 from kimik3_reconciler.observe.pulled_image import holds_digest
 from kimik3_reconciler.observe.removed_remote import collect_removed
 from kimik3_reconciler.ports import DockerPort, StatePort
@@ -47,10 +47,14 @@ def missing(nodes: Iterable[NodeLaunch], alive: frozenset[str]) -> tuple[str, ..
 
 
 def collect_member(profile_name: str, node: Any, docker: DockerPort, image_ref: str) -> MemberFact:
-    """One node through its own Docker: the profile's image there (by digest) and its member container. A Docker that
-    does not answer is recorded, not raised: the planner refuses with the node named."""
+    """One node through its own Docker: the profile's image there (by digest), its member container and, where the
+    node gets GPUs, how that Docker gives them (its member copies the head's GPU request: the planner checks that the
+    node's Docker has what it needs). A Docker that does not answer is recorded, not raised: the planner refuses with
+    the node named."""
     fact = MemberFact(name=node.name, docker=node.docker)
     try:
+        if node.gpus != "none":
+            fact = fact.model_copy(update={"gpus": parse_docker_gpus(docker.info())})
         image = pinned_image(image_ref)
         present = holds_digest(image.by_digest, image.digest, docker.inspect_image(image.by_digest))
         fact = fact.model_copy(update={"image_present": present})
