@@ -25,12 +25,25 @@ from kimik3_reconciler.observe.pulled_image import holds_digest
 from kimik3_reconciler.observe.removed_remote import collect_removed
 from kimik3_reconciler.ports import DockerPort, StatePort
 
-# ray.nodes() over the GCS (no dashboard needed: the head runs without one), as JSON on stdout's last line.
+# Ray's node table read from its GCS by a plain GCS client (RAY_ADDRESS: the head's, set in its container): no driver
+# is started, so no job is registered (`ray.init()` added one to Ray's job table at every `plan`, `status` and
+# reconcile pass) and the read takes ~1 s less. No dashboard is needed (the head runs without one, which `ray list
+# nodes` would need). The client is Ray's own but not public API: a Ray without it falls back to `ray.nodes()` through
+# a driver. JSON on stdout's last line.
 RAY_NODES: tuple[str, ...] = (
     "python3",
     "-c",
-    "import json, ray; ray.init(logging_level='ERROR'); "
-    "print(json.dumps([{'address': n['NodeManagerAddress'], 'alive': n['Alive']} for n in ray.nodes()]))",
+    "import json, os\n"
+    "try:\n"
+    "    from ray._raylet import GcsClient\n"
+    "    from ray.core.generated.gcs_pb2 import GcsNodeInfo\n"
+    "    table = GcsClient(address=os.environ['RAY_ADDRESS']).get_all_node_info(timeout=30).values()\n"
+    "    rows = [{'address': n.node_manager_address, 'alive': n.state == GcsNodeInfo.ALIVE} for n in table]\n"
+    "except (ImportError, AttributeError, TypeError):\n"
+    "    import ray\n"
+    "    ray.init(logging_level='ERROR')\n"
+    "    rows = [{'address': n['NodeManagerAddress'], 'alive': n['Alive']} for n in ray.nodes()]\n"
+    "print(json.dumps(rows))\n",
 )
 
 
