@@ -57,5 +57,5 @@ def refuse_node_gpus(spec: ContainerSpec, fact: MemberFact, field: str) -> None:
         how = "CDI devices" if spec.gpu_request == "cdi" else "the nvidia runtime"
         raise PlanError(
             f"cluster node {fact.name} ({field}): its Docker at {fact.docker} has {missing}. Its member asks for "
-            f"GPUs as the head's does ({how}); nothing was changed"
+            f"its GPUs the way the head's Docker gives them ({how}); nothing was changed"
         )

@@ -84,7 +84,10 @@ def test_the_refusal_names_the_node_its_field_and_its_docker() -> None:
     assert str(refused.value).startswith(
         f"cluster node gpu2 ({FIELD}): its Docker at ssh://kimik3@10.0.0.2 has no nvidia runtime"
     )
-    assert "Its member asks for GPUs as the head's does (the nvidia runtime); nothing was changed" in str(refused.value)
+    assert (
+        "Its member asks for its GPUs the way the head's Docker gives them (the nvidia runtime); nothing was changed"
+        in str(refused.value)
+    )
     refuse_node_gpus(member(), fact.model_copy(update={"gpus": None}), FIELD)  # not read: nothing to judge
 
 
