@@ -45,7 +45,15 @@ def _healthy(f: Fields) -> str:
 
 
 def _lock_wait(f: Fields) -> str:
-    where = f" on {f['worker']}" if f.get("worker") else ""
+    # An RPC worker's host (`worker`), or a cluster node's (`node`, with its Docker's field while the profile names it).
+    field = f" ({f['field']})" if f.get("field") else ""
+    where = (
+        f" on rpc worker {f['worker']}"
+        if f.get("worker")
+        else f" on cluster node {f['node']}{field}"
+        if f.get("node")
+        else ""
+    )
     return f"waiting for the host lock{where}, held by {f.get('holder')} (up to {f.get('timeout_s')} s)"
 
 

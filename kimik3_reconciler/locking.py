@@ -6,9 +6,11 @@ waits for, then fails with `LockHeld` (exit 5) naming the holder. A record left 
 process is gone is taken over with a message (the kernel already freed its flock). `plan`, `status`
 and `verify` change nothing and never take it.
 
-With RPC workers the same holder (one lock id) also takes each worker host's lock (adapters/worker_lock.py),
-after this host's: the profile's workers, then the recorded ones it dropped, once per Docker.
-`force_unlock` removes a lock id wherever it is the current one, here and on the workers it is given.
+With RPC workers or cluster nodes the same holder (one lock id) also takes each of those hosts' lock
+(adapters/worker_lock.py), after this host's: the profile's workers, its cluster's nodes, then the recorded workers
+and nodes it dropped, once per Docker. Each is named as the profile names it (`OtherHost`): an RPC worker,
+or a cluster node with its Docker's field (`vllm.cluster.nodes[1].docker`).
+`force_unlock` removes a lock id wherever it is the current one, here and on the other hosts it is given.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import socket
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from kimik3_reconciler.errors import InputError, Kimik3Error, LockHeld, PlanError
 from kimik3_reconciler.model.host_lock import LockHolder, worker_unlock_by_hand
@@ -31,6 +34,35 @@ Say = Callable[..., None]  # reporter.event(name, **fields)
 POLL_S = 0.2  # flock has no timeout: try again this often while waiting
 LOOP_GRACE_S = 60.0  # a loop whose process is gone (a timer's `--once`) counts while passes keep coming
 PROGRESS_EVERY_S = 10.0  # a waiting apply says whom it waits for this often
+
+
+@dataclass(frozen=True)
+class OtherHost:
+    """A host a run locks besides its own, as the profile names it: an RPC worker's Docker, or a cluster node's."""
+
+    host: DockerHost
+    node: bool = False  # a cluster node's (`vllm.cluster.nodes[i]`), not an RPC worker's (`rpc.workers[i]`)
+    field: str = ""  # the profile's field of a node's Docker (`vllm.cluster.nodes[1].docker`); "" once dropped
+    dropped: bool = False  # the profile no longer names it: its recorded rpc-server or member is removed there
+
+    @property
+    def role(self) -> str:
+        return "cluster node" if self.node else "rpc worker"
+
+    @property
+    def called(self) -> str:
+        """`cluster node gpu2 (vllm.cluster.nodes[0].docker)`, `rpc worker w1`: its word, name and field."""
+        return f"{self.role} {self.host.name}" + (f" ({self.field})" if self.field else "")
+
+    def named(self) -> str:
+        """`cluster node gpu2 (vllm.cluster.nodes[0].docker, ssh://kimik3@10.0.0.2)`: its word, name, field, Docker."""
+        return f"{self.role} {self.host.name} ({', '.join(filter(None, (self.field, self.host.url)))})"
+
+    def event_fields(self) -> dict[str, str]:
+        """What a lock event says of it (`worker`: an RPC worker's name; `node` and `field`: a cluster node's)."""
+        if not self.node:
+            return {"worker": self.host.name}
+        return {"node": self.host.name, **({"field": self.field} if self.field else {})}
 
 
 def live_loop(ports: Ports, profile: str) -> tuple[LockHolder, dict] | None:
@@ -67,15 +99,13 @@ def acquire(
     holder: LockHolder,
     timeout_s: float,
     say: Say,
-    worker: DockerHost | None = None,
-    role: str = "rpc worker",
+    other: OtherHost | None = None,
 ) -> None:
     """Take the lock for `holder`, waiting at most `timeout_s`; LockHeld naming the holder after that.
-    `worker`: the lock is that other host's (its Docker), not this host's; `role`: what that host is to the profile
-    (an RPC worker, a cluster node)."""
+    `other`: the lock is that other host's (an RPC worker's or a cluster node's Docker), not this host's."""
     start = clock.monotonic()
     next_progress = start
-    where = {"worker": worker.name} if worker is not None else {}
+    where = other.event_fields() if other is not None else {}
     while True:
         attempt = lock.try_acquire(holder)
         if attempt.acquired:
@@ -99,7 +129,7 @@ def acquire(
         waited = now - start
         if waited >= timeout_s:
             raise LockHeld(
-                _held_message(attempt.holder, waited, timeout_s, worker, role),
+                _held_message(attempt.holder, waited, timeout_s, other),
                 attempt.holder.id if attempt.holder else None,
             )
         if now >= next_progress:
@@ -114,66 +144,41 @@ def acquire(
         clock.sleep(min(POLL_S, timeout_s - waited))
 
 
-def _acquire_worker(
-    ports: Ports,
-    holder: LockHolder,
-    timeout_s: float,
-    say: Say,
-    host: DockerHost,
-    dropped: bool,
-    field: str = "",
-    node: bool = False,
-) -> LockPort:
-    """`field`: the profile's field of a cluster node's Docker; `node`: a cluster node's host (named, or dropped with
-    its member recorded), not an RPC worker's."""
-    role = "cluster node" if field or node else "rpc worker"
+def _acquire_other(ports: Ports, holder: LockHolder, timeout_s: float, say: Say, other: OtherHost) -> LockPort:
+    host = other.host
     if ports.worker_lock is None:
-        raise InputError(f"{role} {host.name}: no lock port for worker hosts is wired")
+        raise InputError(f"{other.role} {host.name}: no lock port for worker hosts is wired")
     lock = ports.worker_lock(host)
     try:
-        acquire(lock, ports.clock, holder, timeout_s, say, worker=host, role=role)
+        acquire(lock, ports.clock, holder, timeout_s, say, other)
     except LockHeld:
         raise
     except Kimik3Error as exc:
         # Its Docker does not answer: nothing can be changed there, and nothing is changed anywhere (exit 3, as
-        # the planner refuses an unreachable worker), the worker named.
-        gone = (
-            (
+        # the planner refuses an unreachable worker), the host named as the profile names it.
+        gone = ""
+        if other.dropped and not other.node:
+            gone = (
                 f"\n  the profile no longer names this worker (state record {rpc_workers_key(holder.profile)}): "
                 "bring its Docker back, or remove its rpc-server there by hand and delete its entry from that "
                 'record (docs/operations.md, "Dropping a worker")'
             )
-            if dropped and not node
-            else ""
-        )
-        if dropped and node:
+        elif other.dropped:
             gone = (
                 f"\n  the profile no longer names this node (state record {cluster_members_key(holder.profile)}): "
                 f"bring its Docker back, or remove its member there by hand (`docker rm -f {holder.profile}-node-"
                 f"{host.name}`) and delete its entry from that record"
             )
-        at = f" ({field})" if field else ""
-        raise PlanError(
-            f"{role} {host.name}{at}: cannot take the apply lock in its Docker at {host.url}: {exc}{gone}"
-        ) from exc
+        raise PlanError(f"{other.called}: cannot take the apply lock in its Docker at {host.url}: {exc}{gone}") from exc
     return lock
 
 
 @contextmanager
 def holding(
-    ports: Ports,
-    say: Say,
-    operation: str,
-    profile: str,
-    timeout_s: float,
-    workers: tuple[DockerHost, ...] = (),
-    dropped: tuple[DockerHost, ...] = (),
-    nodes: tuple[tuple[DockerHost, str], ...] = (),
-    dropped_nodes: tuple[DockerHost, ...] = (),
+    ports: Ports, say: Say, operation: str, profile: str, timeout_s: float, others: tuple[OtherHost, ...] = ()
 ) -> Iterator[LockHolder | None]:
-    """The lock held around the block (this host's, then each RPC worker host's: the profile's workers in
-    profile order, then the recorded workers it dropped, then a cluster's nodes, each with its Docker's field, then
-    the recorded nodes it dropped), released however the block ends."""
+    """The lock held around the block (this host's, then each other host's in the order given: the profile's RPC
+    workers, its cluster's nodes, then the recorded ones it dropped), released however the block ends."""
     if ports.lock is None:  # fakes without a lock port: orchestrator unit tests that do not test locking
         yield None
         return
@@ -184,17 +189,8 @@ def holding(
         # A worker converged by two kimik3 at once (two main hosts sharing it) would race on its rpc-server,
         # and a dropped worker's removal is a change there too: every host a run changes is locked, always in
         # the same order, once per Docker (two workers on one host share its lock).
-        node_hosts = tuple(h for h, _ in nodes)
-        named = {(h.url, h.tls_dir) for h in (*workers, *node_hosts)}
-        fields = {(h.url, h.tls_dir): field for h, field in nodes}
-        node_keys = {(h.url, h.tls_dir) for h in (*node_hosts, *dropped_nodes)}
-        for host in _one_per_docker((*workers, *dropped, *node_hosts, *dropped_nodes)):
-            key = (host.url, host.tls_dir)
-            taken.append(
-                _acquire_worker(
-                    ports, holder, timeout_s, say, host, key not in named, fields.get(key, ""), key in node_keys
-                )
-            )
+        for other in one_per_docker(others):
+            taken.append(_acquire_other(ports, holder, timeout_s, say, other))
         yield holder
     finally:
         for lock in reversed(taken):
@@ -202,37 +198,40 @@ def holding(
         ports.lock.release(holder)
 
 
-def _one_per_docker(hosts: tuple[DockerHost, ...]) -> tuple[DockerHost, ...]:
-    seen: dict[tuple[str, str | None], DockerHost] = {}
-    for host in hosts:
-        seen.setdefault((host.url, host.tls_dir), host)
+def one_per_docker(others: Sequence[OtherHost]) -> tuple[OtherHost, ...]:
+    """The first of the hosts on each Docker (two workers on one host share its lock), in order: a host the profile
+    names comes before a dropped one, so a Docker it still uses is never called dropped."""
+    seen: dict[tuple[str, str | None], OtherHost] = {}
+    for other in others:
+        seen.setdefault((other.host.url, other.host.tls_dir), other)
     return tuple(seen.values())
 
 
 def force_unlock(
-    lock: LockPort, lock_id: str, workers: Sequence[tuple[DockerHost, LockPort]] = (), hint: str = ""
+    lock: LockPort, lock_id: str, others: Sequence[tuple[OtherHost, LockPort]] = (), hint: str = ""
 ) -> str:
-    """Remove lock `lock_id` here and on each worker host where it is the current one (a run holds one id on
-    every host it locks); says what was removed and whether its holder runs. A worker whose Docker does not
-    answer is named with the commands that remove it there by hand. `hint`: added when the id is nowhere."""
+    """Remove lock `lock_id` here and on each other host (an RPC worker's, a cluster node's) where it is the current
+    one (a run holds one id on every host it locks); says what was removed and whether its holder runs. A host whose
+    Docker does not answer is named with the commands that remove it there by hand. `hint`: added when the id is
+    nowhere."""
     record, held = lock.holder()
     said: list[str] = []
     if record is not None and record.id == lock_id:
         lock.break_lock()
         said.append(_removed(lock, record, held, ""))
-    others, unreachable = [], []
-    for host, worker_lock in _unique(workers):
+    current, unreachable = [], []
+    for other, other_lock in _unique(others):
         try:
-            found, alive = worker_lock.holder()
+            found, alive = other_lock.holder()
             if found is not None and found.id == lock_id:
-                worker_lock.break_lock()
-                said.append(_removed(worker_lock, found, alive, f" on rpc worker {host.name} ({host.url})"))
+                other_lock.break_lock()
+                said.append(_removed(other_lock, found, alive, f" on {other.named()}"))
             elif found is not None:
-                others.append(f"rpc worker {host.name}: {found.describe()}")
+                current.append(f"{other.called}: {found.describe()}")
         except Kimik3Error as exc:
             unreachable.append(
-                f"rpc worker {host.name}: cannot reach its Docker at {host.url} ({exc}); "
-                f"if lock {lock_id} is there: {worker_unlock_by_hand(host, lock_id)}"
+                f"{other.called}: cannot reach its Docker at {other.host.url} ({exc}); "
+                f"if lock {lock_id} is there: {worker_unlock_by_hand(other.host, lock_id)}"
             )
     if not said:
         if record is None:
@@ -240,13 +239,13 @@ def force_unlock(
             here = f"no lock {lock_id}: the host {state}"
         else:
             here = f"lock id {lock_id!r} is not the current lock; the current one is {record.describe()}"
-        raise InputError("\n  ".join((here, *others, *unreachable, *([hint] if hint else []))))
+        raise InputError("\n  ".join((here, *current, *unreachable, *([hint] if hint else []))))
     return "\n".join((*said, *unreachable))
 
 
-def _unique(workers: Sequence[tuple[DockerHost, LockPort]]) -> list[tuple[DockerHost, LockPort]]:
-    hosts = _one_per_docker(tuple(host for host, _ in workers))
-    return [(host, next(lock for h, lock in workers if h == host)) for host in hosts]
+def _unique(others: Sequence[tuple[OtherHost, LockPort]]) -> list[tuple[OtherHost, LockPort]]:
+    locks = dict(others)
+    return [(other, locks[other]) for other in one_per_docker(tuple(other for other, _ in others))]
 
 
 def _removed(lock: LockPort, record: LockHolder, held: bool, where: str) -> str:
@@ -260,9 +259,7 @@ def _removed(lock: LockPort, record: LockHolder, held: bool, where: str) -> str:
     return f"removed lock {record.id}{where} ({record.describe()})"
 
 
-def _held_message(
-    holder: LockHolder | None, waited_s: float, timeout_s: float, worker: DockerHost | None, role: str = "rpc worker"
-) -> str:
+def _held_message(holder: LockHolder | None, waited_s: float, timeout_s: float, other: OtherHost | None) -> str:
     # No record: one not written yet, or another user's kimik3, which may lock the host-wide file (mode 0644)
     # but not write it.
     who = (
@@ -274,10 +271,10 @@ def _held_message(
         )
     )
     waited = "did not wait (--lock-timeout 0)" if timeout_s <= 0 else f"waited {waited_s:.0f}s (--lock-timeout)"
-    # A worker's lock is found through the profile's workers: force-unlock needs the profile file there.
-    unlock = f"kimik3 force-unlock {holder.id}" + (" FILE (FILE: this profile)" if worker else "") if holder else ""
+    # Another host's lock is found through the profile's workers and nodes: force-unlock needs the profile file there.
+    unlock = f"kimik3 force-unlock {holder.id}" + (" FILE (FILE: this profile)" if other else "") if holder else ""
     hint = f"; if that process is hung: {unlock}" if holder else ""
-    place = f"{role} {worker.name} ({worker.url})" if worker else "the host"
+    place = other.named() if other else "the host"
     return (
         f"{place} is locked by another kimik3: {who}; {waited}. Nothing was changed. Retry when it is "
         f"done, or wait for it with --lock-timeout DURATION{hint}"

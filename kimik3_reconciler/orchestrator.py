@@ -47,6 +47,7 @@ from kimik3_reconciler.ports import Ports
 from kimik3_reconciler.steps import Reporter, check_executable, execute
 
 if TYPE_CHECKING:
+    from kimik3_reconciler.locking import OtherHost
     from kimik3_reconciler.model.host_lock import LockHolder
     from kimik3_reconciler.model.plan_file import SavedPlan
 
@@ -106,51 +107,61 @@ class Orchestrator:
     def locked(self, operation: str, profile: Profile, timeout_s: float) -> AbstractContextManager[LockHolder | None]:
         """The per-host lock around a change (apply, destroy, prune, a reconcile pass): one kimik3 at a
         time; waits up to `timeout_s`, then LockHeld (exit 5) naming the holder (locking.py). Taken on this
-        host, then on every RPC worker host the change may touch: the profile's workers and the recorded
-        ones it dropped (their rpc-server is removed)."""
+        host, then on every other host the change may touch (`_other_hosts`)."""
         from kimik3_reconciler.locking import holding  # the commands that change the host; a plan takes no lock
 
-        return holding(
-            self.ports,
-            self.reporter.event,
-            operation,
-            profile.name,
-            timeout_s,
-            worker_hosts(profile),
-            dropped_worker_hosts(profile, recorded_workers(self.ports.state, profile.name)),
-            node_locks(profile),  # a cluster's nodes are locked as RPC workers are, refused by their field
-            dropped_node_hosts(profile, recorded_members(self.ports.state, profile.name)),
+        return holding(self.ports, self.reporter.event, operation, profile.name, timeout_s, self._other_hosts(profile))
+
+    def _other_hosts(self, profile: Profile) -> tuple[OtherHost, ...]:
+        """The hosts an apply of `profile` locks besides this one, named as the profile names them: its RPC workers,
+        its cluster's nodes (each refused by its Docker's field), then the recorded ones it dropped (their rpc-server
+        or member is removed)."""
+        from kimik3_reconciler.locking import OtherHost
+
+        state, name = self.ports.state, profile.name
+        return (
+            *(OtherHost(h) for h in worker_hosts(profile)),
+            *(OtherHost(h, node=True, field=field) for h, field in node_locks(profile)),
+            *(OtherHost(h, dropped=True) for h in dropped_worker_hosts(profile, recorded_workers(state, name))),
+            *(
+                OtherHost(h, node=True, dropped=True)
+                for h in dropped_node_hosts(profile, recorded_members(state, name))
+            ),
         )
 
     def force_unlock(self, lock_id: str, profile: Profile | None) -> str:
-        """`kimik3 force-unlock ID [FILE]`: lock `lock_id` removed here and on the worker hosts a run of that
-        profile locks (FILE's profile; without it, the recorded workers of the profile this host's lock names)."""
+        """`kimik3 force-unlock ID [FILE]`: lock `lock_id` removed here and on the other hosts a run of that profile
+        locks (FILE's profile: `_other_hosts`; without it, the recorded RPC workers and cluster nodes of the profile
+        this host's lock names), each named as the profile names it."""
         if self.ports.lock is None:
             raise InputError("no lock is wired")
+        from kimik3_reconciler.locking import OtherHost, force_unlock
+
         if profile is not None:
-            hosts = (
-                *worker_hosts(profile),
-                *node_hosts(profile),
-                *dropped_node_hosts(profile, recorded_members(self.ports.state, profile.name)),
-                *dropped_worker_hosts(profile, recorded_workers(self.ports.state, profile.name)),
-            )
+            others = self._other_hosts(profile)
         else:
             record = self.ports.lock.holder()[0]
             named = record.profile if record is not None and record.id == lock_id else None
             # The hosts this profile's applies launched on: its RPC workers and its cluster members, as recorded.
-            hosts = (
-                recorded_worker_hosts(
-                    [*recorded_workers(self.ports.state, named), *recorded_members(self.ports.state, named)]
+            others = (
+                (
+                    *(OtherHost(h) for h in recorded_worker_hosts(recorded_workers(self.ports.state, named))),
+                    *(
+                        OtherHost(h, node=True)
+                        for h in recorded_worker_hosts(recorded_members(self.ports.state, named))
+                    ),
                 )
                 if named
                 else ()
             )
-        if hosts and self.ports.worker_lock is None:
+        if others and self.ports.worker_lock is None:
             raise InputError("no lock port for worker hosts is wired")
-        from kimik3_reconciler.locking import force_unlock
-
-        hint = "" if profile else "a lock on an RPC worker host: kimik3 force-unlock ID FILE (FILE: the profile)"
-        return force_unlock(self.ports.lock, lock_id, tuple((h, self.ports.worker_lock(h)) for h in hosts), hint)
+        hint = (
+            ""
+            if profile
+            else "a lock on an RPC worker's or a cluster node's host: kimik3 force-unlock ID FILE (FILE: the profile)"
+        )
+        return force_unlock(self.ports.lock, lock_id, tuple((o, self.ports.worker_lock(o.host)) for o in others), hint)
 
     def observe(
         self, loaded: LoadedProfile, rehash: bool = False, gate_first: bool = False, stat_only: bool = False

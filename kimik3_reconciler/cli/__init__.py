@@ -659,8 +659,9 @@ def prune(ctx: click.Context, file: str, dry_run: bool, json_out: bool, lock_tim
 @_run
 def force_unlock(ctx: click.Context, lock_id: str, file: str | None) -> None:
     """Remove the lock LOCK_ID (named in exit 5's message) left by a hung kimik3: on this host, and on the RPC
-    worker hosts of FILE's profile (without FILE: the recorded workers of the profile this host's lock names)."""
-    # An unpinned profile is taken: the lock needs its name and RPC workers only, never the hub (a hung run's lock
+    worker and cluster node hosts of FILE's profile (without FILE: the recorded ones of the profile this host's lock
+    names)."""
+    # An unpinned profile is taken: the lock needs its name, RPC workers and nodes only, never the hub (a hung run's lock
     # must be removable offline).
     profile = load(file, pinned=False).profile if file else None
     _out.print(_ctx(ctx, False).orchestrator(file or ".").force_unlock(lock_id, profile))

@@ -492,15 +492,17 @@ def _take_out(  # noqa: ANN001, PLR0913 - adapters.router_smg.SmgRouter
     min_serving: int,
     in_flight: Callable[[], int | None],
 ) -> None:
-    """Out of the router once the others keep the floor; then until its server runs no request (drain timeout).
-    Removed from smg (its part of the cache-aware tree purged; bench/router_hold.py: why a hold that keeps it is
-    not used)."""
-    deadline = time.monotonic() + drain_timeout
+    """Out of the router once the others keep the floor (waited on for up to the drain timeout); then until its
+    server runs no request (the drain timeout again, from its removal). Removed from smg (its part of the cache-aware
+    tree purged; bench/router_hold.py: why a hold that keeps it is not used)."""
     listed = _leaving(router, host_name, worker, min_serving, drain_timeout)
     if listed is None:
         return
     router.remove(listed.id)
-    router.wait_gone(listed.id, max(0.0, deadline - time.monotonic()))
+    # The drain's own budget, counted from the removal: one shared with the capacity wait left the host's replies
+    # ~0 s after a long wait for the others, and a reply still running was cut when its server was replaced.
+    deadline = time.monotonic() + drain_timeout
+    router.wait_gone(listed.id, drain_timeout)
     _drained(host_name, in_flight, deadline)
 
 

@@ -431,6 +431,17 @@ class WorkerFact(_Fact):
     cache_volume: bool = False  # its tensor cache's Docker volume (model/specs.py rpc_cache_volume) exists there
 
 
+class DockerGpus(_Fact):
+    """How a Docker says it gives containers GPUs, from its API alone (`docker info`): what kimik3 can read of a
+    cluster node's host, whose files (the CDI specs, the toolkit) are out of its reach."""
+
+    runtime: bool = False  # the nvidia runtime is registered (Runtimes): what `--gpus` goes through
+    reads_cdi: bool = False  # the daemon reads CDI specs (CDISpecDirs not empty; before Engine 25 never)
+    # The CDI devices of kind nvidia.com/gpu it found (DiscoveredDevices, e.g. nvidia.com/gpu=0 and =all); None: a
+    # daemon that does not list what it found (then only its reading CDI is known).
+    cdi_devices: tuple[str, ...] | None = None
+
+
 class MemberFact(_Fact):
     """One node of a replica that spans hosts (vllm.cluster / sglang.cluster), seen through its own Docker."""
 
@@ -439,6 +450,7 @@ class MemberFact(_Fact):
     error: str | None = None  # its Docker did not answer (ssh refused, TLS, daemon down): nothing else was read
     image_present: bool = False  # an image with the profile's digest is on that host (RepoDigests)
     container: ContainerFact | None = None  # the node's member container (<profile>-node-<name>)
+    gpus: DockerGpus | None = None  # its Docker's GPU plumbing; None: not read (the node's gpus: none)
 
 
 class RemovedWorkerFact(_Fact):

@@ -549,6 +549,23 @@ _GENERIC: tuple[Rule, ...] = (
         seed=OWN + "issue 41 item 4 (vLLM's multi-node guide: the model at the same path on every node)",
     ),
     Rule(
+        "cluster-node-gpu-plumbing",
+        "refuse",
+        "a cluster node that gets GPUs has, in its Docker's `docker info`, what the head's GPU request needs (its "
+        "member copies it): the nvidia runtime for `--gpus`; CDI read, and each requested nvidia.com/gpu device where "
+        "the daemon lists its devices, for CDI; refused naming the node's docker field and what is missing, before "
+        "anything changes",
+        "a node whose Docker cannot give its member the GPUs fails that member's `docker run` after the head's server "
+        "was replaced: the replica is down until the node is fixed",
+        ("kimik3_reconciler.planning.cluster_step", "kimik3_reconciler.planning.node_gpus"),
+        (
+            "cases/plan/219-vllm-cluster-node-no-gpu-runtime.yaml",
+            "cases/plan/220-vllm-cluster-node-no-cdi-device.yaml",
+            "unit/planning/test_node_gpus.py",
+        ),
+        seed=OWN + "issue 41 item 4 (a node's container copies the head's GPU request)",
+    ),
+    Rule(
         "cluster-ranks",
         "refuse",
         "the tensor- times pipeline-parallel size of a cluster is a multiple of its nodes (the head and "

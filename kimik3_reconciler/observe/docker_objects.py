@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from kimik3_reconciler.engines.base import LogSigns
-from kimik3_reconciler.model.facts import ContainerFact, GpuPlumbing, ImageFact, MountFact, RunningConfig
+from kimik3_reconciler.model.facts import ContainerFact, DockerGpus, GpuPlumbing, ImageFact, MountFact, RunningConfig
 from kimik3_reconciler.model.labels import (
     CONTAINER_FINGERPRINT,
     CONTAINER_INPUTS,
@@ -92,6 +92,21 @@ def parse_gpu_plumbing(info: dict[str, Any], cdi_specs: dict[str, str], toolkit:
         runtime="nvidia" in (info.get("Runtimes") or {}),
         toolkit_version=parse_toolkit_version(toolkit),
         cdi_specs=gpu_specs,
+    )
+
+
+def parse_docker_gpus(info: dict[str, Any]) -> DockerGpus:
+    """A Docker's GPU plumbing as its `docker info` says it (a cluster node's: its files are out of reach)."""
+    listed = info.get("DiscoveredDevices")
+    devices = (
+        tuple(
+            sorted(d["ID"] for d in listed if d.get("Source") == "cdi" and str(d.get("ID")).startswith(CDI_GPU + "="))
+        )
+        if isinstance(listed, list)
+        else None
+    )
+    return DockerGpus(
+        runtime="nvidia" in (info.get("Runtimes") or {}), reads_cdi=_daemon_reads_cdi(info), cdi_devices=devices
     )
 
 

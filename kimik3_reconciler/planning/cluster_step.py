@@ -2,7 +2,8 @@
 (planning/worker_step.py): each node is reached through its own Docker (`cluster.nodes[i].docker`), locked, observed
 and planned with the head.
 
-Before the head's container (`plan_cluster_nodes`): on each node the profile's image (pulled by digest there when it
+Before the head's container (`plan_cluster_nodes`): a node whose Docker cannot give the GPUs the head's request asks
+for is refused (planning/node_gpus.py); on each node the profile's image (pulled by digest there when it
 lacks it) and, where its member is launched, a check that it sees the checkpoint the head verified at the same path
 (a short-lived container there). After the head's container (`plan_cluster_members`): each node's member container
 (vLLM: `ray start --address HEAD --block`, which needs Ray's head up: the head's container starts it first; SGLang:
@@ -36,6 +37,7 @@ from kimik3_reconciler.planning.container_step import container_alone, container
 from kimik3_reconciler.planning.desired import Desired
 from kimik3_reconciler.planning.image_pull import pull_spec
 from kimik3_reconciler.planning.launch import snapshot_path
+from kimik3_reconciler.planning.node_gpus import refuse_node_gpus
 
 # Ray's worker joins within seconds of its container's start; a node that takes longer is broken (or its image is
 # still loading its Python on a busy host: generous).
@@ -149,7 +151,12 @@ def plan_cluster_nodes(desired: Desired, observed: Observed, planned: tuple[Step
     members = rendered_members(desired.profile, desired.launch)
     relaunch = bool(members) and _head_relaunched(desired, observed, ())
     for node, profile_node, spec, digest in members:
-        fact = _fact(observed, node.name, profile_node.docker, node_field(desired.profile, node.name))
+        field = node_field(desired.profile, node.name)
+        fact = _fact(observed, node.name, profile_node.docker, field)
+        # rule: cluster-node-gpu-plumbing
+        # The member copies the head's GPU request: a node's Docker without it fails the member's launch after the
+        # head's server was replaced.
+        refuse_node_gpus(spec, fact, field)
         host, pull = _host(profile_node), pull_spec(desired.profile.image.ref)
         if fact.image_present:
             steps.append(

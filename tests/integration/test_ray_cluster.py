@@ -3,7 +3,7 @@ this one host: the head's `ray start --head` and the node's `ray start --address
 loopback (127.0.0.2, 127.0.0.3: Ray takes them as written; 127.0.0.1 it replaces with the host's own address) and
 its own session folder (TMPDIR; on two hosts each has its own /tmp). Ray's node table (kimik3's observation,
 observe/cluster.py's RAY_NODES run through the head) shows both joined; the node's `ray start` is then stopped, and
-the observation names it missing.
+the observation names it missing. The reads started no driver: Ray's job table stays empty.
 
 Not run here: vLLM's server on this cluster (the CPU build's Ray executor with two nodes), and the containers kimik3
 would start for it. Ray comes from the `cluster` extra (`pip install -e .[cluster]`); without it the test skips (and
@@ -81,6 +81,14 @@ def _observe(port: int, session: Path) -> frozenset[str]:
     return ray_alive(done.stdout)
 
 
+def _jobs(port: int) -> int:
+    """The rows of Ray's job table (one per driver that ever connected), read the same driverless way."""
+    read = f"from ray._raylet import GcsClient; print(len(GcsClient(address='{HEAD}:{port}').get_all_job_info(timeout=30)))"
+    done = subprocess.run((sys.executable, "-c", read), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return int(done.stdout.strip().splitlines()[-1])
+
+
 def _until(predicate, timeout: float, what: str):
     deadline = time.monotonic() + timeout
     while True:
@@ -136,6 +144,9 @@ def test_rendered_ray_commands_make_a_cluster_and_a_stopped_node_is_missing(shor
         _stop(started[1])
         alive = _until(lambda: NODE not in (a := _observe(port, tmp_path / "head")) and a, 90, "node2 seen dead")
         assert missing(nodes, alive) == ("node2",) and HEAD in alive
+        # Each read went to the GCS with a plain client: no driver joined, so Ray's job table holds no job of them
+        # (`ray.init()` added one per read: per `plan`, `status` and reconcile pass).
+        assert _jobs(port) == 0
     finally:
         for process in reversed(started):
             _stop(process)

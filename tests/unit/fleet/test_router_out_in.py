@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import pytest
+from support.fakes import FakeClock
 
 from kimik3_reconciler.adapters import router_smg
 from kimik3_reconciler.adapters.router_smg import RouterWorker
 from kimik3_reconciler.cli import fleet_apply
+from kimik3_reconciler.errors import PlanError
 
 
 def test_the_fleet_router_never_drops_a_worker_whose_probes_fail(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -119,3 +122,63 @@ def test_a_server_that_refuses_its_metrics_is_waited_on_for_the_whole_drain(caps
     fleet_apply._take_out(router, "a", A, 0.5, 1, refused)
     assert time.monotonic() - started >= 0.45
     assert "refused /metrics (HTTP 401): waited the drain timeout" in capsys.readouterr().out
+
+
+class SlowCapacity(RecordedRouter):
+    """B is out of rotation (its own swap) until the clock reaches `back_at`: the capacity wait lasts that long."""
+
+    def __init__(self, clock: FakeClock, back_at: float) -> None:
+        super().__init__()
+        self.clock, self.back_at = clock, back_at
+        _fleet(self)
+        self.listed[B] = RouterWorker("id-1", B, "ready", False, "closed")
+
+    def workers(self) -> list[RouterWorker]:
+        if self.clock.monotonic() >= self.back_at:
+            self.listed[B] = RouterWorker("id-1", B, "ready", True, "closed")
+        return super().workers()
+
+
+def _clocked(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    clock = FakeClock()
+    monkeypatch.setattr(fleet_apply, "time", SimpleNamespace(monotonic=clock.monotonic, sleep=clock.sleep))
+    return clock
+
+
+def test_the_drain_gets_its_own_timeout_from_when_the_host_left_the_router(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """The capacity wait used the whole drain timeout (B came back just before it ran out): the host's own replies
+    still get the drain timeout, counted from its removal, not the ~0 s the shared deadline left them."""
+    clock = _clocked(monkeypatch)
+    router = SlowCapacity(clock, back_at=59.5)
+    removed_at: list[float] = []
+    remove = router.remove
+    router.remove = lambda worker_id: (removed_at.append(clock.monotonic()), remove(worker_id))[1]
+
+    def in_flight() -> int:  # one reply runs 20 s past the removal
+        return 1 if clock.monotonic() < removed_at[0] + 20 else 0
+
+    fleet_apply._take_out(router, "a", A, 60, 1, in_flight)
+    assert removed_at[0] >= 59.5 and router.find(A) is None
+    assert "a: out of the router, its requests ended" in capsys.readouterr().out
+    assert clock.monotonic() - removed_at[0] < 60  # it went on once idle, not at the drain's end
+
+
+def test_a_drain_that_outlasts_its_timeout_ends_at_the_timeout_counted_from_the_removal(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    clock = _clocked(monkeypatch)
+    router = SlowCapacity(clock, back_at=30)
+    fleet_apply._take_out(router, "a", A, 60, 1, lambda: 2)
+    assert "the drain timeout ended with 2 request(s) still on its server" in capsys.readouterr().out
+    assert 90 <= clock.monotonic() <= 92  # 30 s for capacity, then the drain's own 60 s
+
+
+def test_capacity_that_never_comes_is_still_refused_after_the_drain_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = _clocked(monkeypatch)
+    router = SlowCapacity(clock, back_at=float("inf"))
+    with pytest.raises(PlanError, match=r"only 0 other host\(s\) in the router's rotation.*waited 60 s"):
+        fleet_apply._take_out(router, "a", A, 60, 1, lambda: 0)
+    assert router.calls == [] and router.find(A) is not None  # never taken out
+    assert 60 <= clock.monotonic() <= 62

@@ -1,6 +1,7 @@
-"""The apply lock on RPC worker hosts: which hosts a change locks (the profile's workers and the recorded ones it
-dropped, once per Docker), what a worker's LockHeld says, and `force-unlock` there (on fakes of the worker lock;
-this host's lock is the real flock adapter on a temp dir)."""
+"""The apply lock on RPC worker and cluster node hosts: which hosts a change locks (the profile's workers and
+nodes and the recorded ones it dropped, once per Docker), how each is named (a worker, a node by its field) in
+LockHeld, lock-wait and `force-unlock` (on fakes of the worker lock; this host's lock is the real flock adapter on a
+temp dir)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from support.fakes.lock import FakeWorkerLocks
 
 from kimik3_reconciler.adapters.host_lock import StateDirLock
 from kimik3_reconciler.errors import InputError, LockHeld, PlanError
-from kimik3_reconciler.locking import force_unlock, new_holder
+from kimik3_reconciler.event_text import event_line
+from kimik3_reconciler.locking import OtherHost, force_unlock, new_holder
 from kimik3_reconciler.model.host_lock import LockHolder, worker_unlock_by_hand
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.model.records import cluster_members_key, rpc_workers_key
@@ -166,7 +168,7 @@ def test_force_unlock_still_refuses_an_id_that_is_nowhere(tmp_path: Path) -> Non
     locks = FakeWorkerLocks()
     locks.records[W1.url] = foreign()
     with pytest.raises(InputError) as refused:
-        force_unlock(StateDirLock(tmp_path), "ffffffffffff", [(W1, locks(W1))])
+        force_unlock(StateDirLock(tmp_path), "ffffffffffff", [(OtherHost(W1), locks(W1))])
     assert "no lock ffffffffffff: the host is not locked" in str(refused.value)
     assert "rpc worker w1: apply of k3-test by pid 4242 on gpu-07" in str(refused.value)
     assert locks.records == {W1.url: foreign()}
@@ -195,13 +197,43 @@ def test_an_apply_locks_each_cluster_node_and_an_unreachable_one_is_refused_by_i
     assert refused.value.exit_code == 3
 
 
-def test_a_cluster_node_held_by_another_kimik3_is_named_as_a_node(tmp_path: Path) -> None:
+def test_a_cluster_node_held_by_another_kimik3_is_named_as_a_node_by_its_field(tmp_path: Path) -> None:
     locks = FakeWorkerLocks()
     locks.records["ssh://kimik3@10.0.0.2"] = foreign()
     e = orchestrator(tmp_path, locks)
     with pytest.raises(LockHeld) as held, e.locked("apply", cluster_profile(), timeout_s=0):
         pytest.fail("the block ran without the node's lock")
-    assert str(held.value).startswith("cluster node gpu2 (ssh://kimik3@10.0.0.2) is locked by another kimik3")
+    assert str(held.value).startswith(
+        "cluster node gpu2 (vllm.cluster.nodes[0].docker, ssh://kimik3@10.0.0.2) is locked by another kimik3"
+    )
+    assert "rpc worker" not in str(held.value)
+
+
+def test_a_wait_for_a_cluster_node_says_node_and_its_field(tmp_path: Path) -> None:
+    locks = FakeWorkerLocks()
+    locks.records["ssh://kimik3@10.0.0.3"] = foreign()
+    e = orchestrator(tmp_path, locks)
+    said: list[tuple[str, dict]] = []
+    e.reporter.event = lambda name, **fields: said.append((name, fields))
+    with pytest.raises(LockHeld), e.locked("apply", cluster_profile(), timeout_s=0.5):
+        pytest.fail("the block ran without the node's lock")
+    waits = [fields for name, fields in said if name == "lock-wait"]
+    assert waits and waits[0]["node"] == "gpu3" and waits[0]["field"] == "vllm.cluster.nodes[1].docker"
+    assert "worker" not in waits[0]
+    assert event_line("lock-wait", waits[0]).startswith(
+        "waiting for the host lock on cluster node gpu3 (vllm.cluster.nodes[1].docker), held by apply of k3-test"
+    )
+
+
+def test_force_unlock_with_the_file_names_a_cluster_node_by_its_field(tmp_path: Path) -> None:
+    hung = new_holder("apply", "k3-test", FakeClock())
+    StateDirLock(tmp_path / "state").try_acquire(hung)
+    locks = FakeWorkerLocks(down=("ssh://kimik3@10.0.0.3",))
+    locks.records["ssh://kimik3@10.0.0.2"] = hung
+    said = orchestrator(tmp_path, locks).force_unlock(hung.id, cluster_profile())
+    assert f"removed lock {hung.id} on cluster node gpu2 (vllm.cluster.nodes[0].docker, ssh://kimik3@10.0.0.2)" in said
+    assert "cluster node gpu3 (vllm.cluster.nodes[1].docker): cannot reach its Docker at ssh://kimik3@10.0.0.3" in said
+    assert "rpc worker" not in said
 
 
 def test_force_unlock_without_the_file_reaches_the_recorded_cluster_members_too(tmp_path: Path) -> None:
@@ -212,5 +244,5 @@ def test_force_unlock_without_the_file_reaches_the_recorded_cluster_members_too(
     locks.records[node.url] = hung
     e = orchestrator(tmp_path, locks)
     remember_workers(e.ports.state, "k3-test", ((node, "k3-test-node-gpu2"),), key=cluster_members_key("k3-test"))
-    assert f"removed lock {hung.id} on rpc worker gpu2 ({node.url})" in e.force_unlock(hung.id, None)
+    assert f"removed lock {hung.id} on cluster node gpu2 ({node.url})" in e.force_unlock(hung.id, None)
     assert locks.records == {}

@@ -44,8 +44,10 @@ written by hand.
                               # each of the desired profile's rpc workers, as `previous` launched it (default)
       removed_workers: {name: {container: absent, error: "ssh: ..."}}
       members: {name: {image: absent, container: {state: exited, exit_code: 1} | absent, error: "ssh: ...",
-                       ray: dead}}   # each of a cluster's nodes, as `previous` launched it (default: running, alive
+                       ray: dead,    # each of a cluster's nodes, as `previous` launched it (default: running, alive
                                      # in Ray's table, read through the head's running container: vllm)
+                       docker_gpus: {runtime: false, reads_cdi: true, cdi_devices: [nvidia.com/gpu=0]}}}
+                                     # its Docker's GPU plumbing (DockerGpus; default: not read, never refused)
                               # `previous`'s workers the desired profile no longer names (recorded, running by default)
       removed_members: {name: {container: absent, error: "ssh: ..."}}  # `previous`'s cluster nodes, as removed_workers
       host_settings: {file: absent | written | "text", live: {kernel.numa_balancing: "1"},  # host.prepare's file
@@ -93,6 +95,7 @@ from kimik3_reconciler.model.described_host import described_host
 from kimik3_reconciler.model.engine_names import ENGINES
 from kimik3_reconciler.model.facts import (
     ContainerFact,
+    DockerGpus,
     ExporterFact,
     GpuPlumbing,
     HostFacts,
@@ -474,7 +477,12 @@ def member_facts(
     facts, alive = [], [desired.cluster.bind]
     for node in desired.cluster.nodes:
         n_spec = spec.get(node.name, {})
-        fact = MemberFact(name=node.name, docker=node.docker, error=n_spec.get("error"))
+        fact = MemberFact(
+            name=node.name,
+            docker=node.docker,
+            error=n_spec.get("error"),
+            gpus=DockerGpus(**n_spec["docker_gpus"]) if "docker_gpus" in n_spec else None,
+        )
         was = made.get(node.name)
         if n_spec.get("image", "present") == "present" and previous is not None:
             fact = fact.model_copy(update={"image_present": True})

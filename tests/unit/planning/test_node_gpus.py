@@ -1,0 +1,101 @@
+"""A cluster node's GPU plumbing (planning/node_gpus.py, observe/cluster.py): read from its Docker's `docker info`
+only where the node gets GPUs, and judged against the GPU request its member copies from the head's (the plan cases
+219-220 refuse through the whole planner)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from support.fakes.docker import FakeDocker
+
+from kimik3_reconciler.errors import PlanError
+from kimik3_reconciler.model.facts import DockerGpus, MemberFact
+from kimik3_reconciler.model.specs import ContainerSpec
+from kimik3_reconciler.observe.cluster import collect_member
+from kimik3_reconciler.observe.docker_objects import parse_docker_gpus
+from kimik3_reconciler.planning.node_gpus import missing_gpu_plumbing, refuse_node_gpus
+
+IMAGE = "vllm/vllm-openai:kimi-k3@sha256:" + "1" * 64
+FIELD = "vllm.cluster.nodes[0].docker"
+# Docker 28's /info on a host with the toolkit's CDI spec and its runtime registered (its own words: Source, ID).
+DOCKER_28 = {
+    "ServerVersion": "28.3.0",
+    "Runtimes": {"nvidia": {"path": "nvidia-container-runtime"}, "runc": {"path": "runc"}},
+    "CDISpecDirs": ["/etc/cdi", "/var/run/cdi"],
+    "DiscoveredDevices": [
+        {"Source": "cdi", "ID": "nvidia.com/gpu=0"},
+        {"Source": "cdi", "ID": "nvidia.com/gpu=1"},
+        {"Source": "cdi", "ID": "nvidia.com/gpu=all"},
+        {"Source": "cdi", "ID": "vendor.com/fpga=0"},
+    ],
+}
+
+
+def member(gpus: str | tuple[str, ...] = "all", request: str = "runtime") -> ContainerSpec:
+    return ContainerSpec(
+        name="kimi-k3-node-gpu2",
+        image=IMAGE,
+        entrypoint=("ray",),
+        command=("start",),
+        env=(),
+        mounts=(),
+        gpus=gpus,
+        labels=(),
+        gpu_request=request,
+    )
+
+
+def test_docker_info_says_runtime_cdi_and_the_gpu_devices_it_found() -> None:
+    assert parse_docker_gpus(DOCKER_28) == DockerGpus(
+        runtime=True, reads_cdi=True, cdi_devices=("nvidia.com/gpu=0", "nvidia.com/gpu=1", "nvidia.com/gpu=all")
+    )
+    # Older daemons list no devices (only their reading CDI is known); Docker 20 (this machine's) reads none.
+    older = parse_docker_gpus({"ServerVersion": "26.1.0", "Runtimes": {"runc": {}}})
+    assert older == DockerGpus(runtime=False, reads_cdi=True, cdi_devices=None)
+    assert parse_docker_gpus({"ServerVersion": "20.10.24+dfsg1", "Runtimes": {"runc": {}}}).reads_cdi is False
+    assert parse_docker_gpus({**DOCKER_28, "CDISpecDirs": []}).reads_cdi is False  # CDI turned off
+
+
+def test_the_runtime_request_needs_the_nvidia_runtime_on_the_node() -> None:
+    fine = parse_docker_gpus(DOCKER_28)
+    assert missing_gpu_plumbing(member(), fine) is None
+    cdi_only = DockerGpus(runtime=False, reads_cdi=True, cdi_devices=("nvidia.com/gpu=all",))
+    assert missing_gpu_plumbing(member(), cdi_only).startswith("no nvidia runtime (`docker info`: Runtimes)")
+    assert missing_gpu_plumbing(member("none"), DockerGpus()) is None  # no GPUs asked: nothing needed
+
+
+def test_the_cdi_request_needs_cdi_and_each_device_the_member_asks_for() -> None:
+    fine = parse_docker_gpus(DOCKER_28)
+    assert missing_gpu_plumbing(member("all", "cdi"), fine) is None
+    assert missing_gpu_plumbing(member(("0", "1"), "cdi"), fine) is None
+    short = missing_gpu_plumbing(member(("0", "1", "2", "3"), "cdi"), fine)
+    assert short.startswith("no CDI device nvidia.com/gpu=2, nvidia.com/gpu=3 (`docker info`: DiscoveredDevices")
+    off = missing_gpu_plumbing(member("all", "cdi"), DockerGpus(runtime=True, reads_cdi=False))
+    assert off.startswith("no CDI: the daemon reads no CDI specs (`docker info`: CDISpecDirs)")
+    # A daemon that reads CDI but does not list its devices: nothing more is known, nothing refused.
+    assert missing_gpu_plumbing(member("all", "cdi"), DockerGpus(reads_cdi=True, cdi_devices=None)) is None
+
+
+def test_the_refusal_names_the_node_its_field_and_its_docker() -> None:
+    fact = MemberFact(name="gpu2", docker="ssh://kimik3@10.0.0.2", gpus=DockerGpus(reads_cdi=True))
+    with pytest.raises(PlanError) as refused:
+        refuse_node_gpus(member(), fact, FIELD)
+    assert str(refused.value).startswith(
+        f"cluster node gpu2 ({FIELD}): its Docker at ssh://kimik3@10.0.0.2 has no nvidia runtime"
+    )
+    assert (
+        "Its member asks for its GPUs the way the head's Docker gives them (the nvidia runtime); nothing was changed"
+        in str(refused.value)
+    )
+    refuse_node_gpus(member(), fact.model_copy(update={"gpus": None}), FIELD)  # not read: nothing to judge
+
+
+def test_a_node_is_asked_for_its_docker_info_only_when_it_gets_gpus() -> None:
+    docker = FakeDocker()
+    asked: list[bool] = []
+    docker.info = lambda: (asked.append(True), DOCKER_28)[1]
+    node = SimpleNamespace(name="gpu2", docker="ssh://kimik3@10.0.0.2", gpus="all", container_name=lambda p: f"{p}-n")
+    assert collect_member("kimi-k3", node, docker, IMAGE).gpus == parse_docker_gpus(DOCKER_28)
+    cpu = collect_member("kimi-k3", SimpleNamespace(**{**vars(node), "gpus": "none"}), docker, IMAGE)
+    assert cpu.gpus is None and asked == [True]
