@@ -65,7 +65,8 @@ def client_session(**connector: object) -> aiohttp.ClientSession:
     return aiohttp.ClientSession(
         timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
         auto_decompress=False,
-        connector=aiohttp.TCPConnector(limit=256, **({"keepalive_timeout": 30} | connector)),  # type: ignore[arg-type]
+        # keepalive_timeout is refused with force_close (a connection per request keeps none alive).
+        connector=aiohttp.TCPConnector(limit=256, **(connector if connector else {"keepalive_timeout": 30})),  # type: ignore[arg-type]
     )
 
 
