@@ -114,7 +114,7 @@ def ensure_router(fleet, state_dir: Path, worker_urls: dict[str, str], serves) -
             record.update(pid=running.pid, url=running.url, metrics_url=running.metrics_url)
             _err.print(f"router: smg started on {running.url} (pid {running.pid})", highlight=False)
         if layout.proxy and not proxy_answers(layout.url):
-            record["proxy_pid"] = _start_proxy(layout, path.parent / "route.log")
+            record["proxy_pid"] = start_proxy(layout, path.parent / "route.log")
             _err.print(f"router: kimik3 router started on {layout.url} (pid {record['proxy_pid']})", highlight=False)
         record["layout"] = layout.record()
         _write(path, record)
@@ -136,7 +136,7 @@ def _write(path: Path, record: dict) -> None:
     tmp.replace(path)
 
 
-def _start_proxy(layout, log: Path) -> int:  # noqa: ANN001 - RouterLayout
+def start_proxy(layout, log: Path) -> int:  # noqa: ANN001 - RouterLayout
     from kimik3_reconciler.adapters.router_smg import start_detached
 
     argv = [
