@@ -8,8 +8,9 @@ checks, breakers and the rollout's `router: out`/`router: in`) is smg's worker l
 every other path (/v1/models, /health, ...) and any request the policy cannot key goes through smg.
 
 A new connection per request to a replica (force_close): llama-server closes a kept-alive connection after a
-streamed reply (b11434, seen by bench/fleet_cache.py) and the next request on it failed. A connection a replica
-refuses, before any byte came back, is sent to the next replica in rotation.
+streamed reply (b11434, seen by bench/fleet_cache.py) and the next request on it failed. A request a replica did
+not take (its connection refused, or a 502/503/504 status: llama-server loading its model) is sent to the next
+replica in rotation; once a reply's status went to the client, a failure is the client's (as behind smg).
 
 Metrics at /.kimik3/router/metrics (prometheus_client): requests sent per replica, the policy's decisions, prompt
 tokens reused and evaluated per replica (the servers' own word), proxy errors. Never a body, prompt or header.
@@ -30,6 +31,7 @@ from kimik3_reconciler.routing.replies import ReplyReader, request_keys
 from kimik3_reconciler.routing.slot_route import SlotRoute
 
 ROTATION_POLL_S = 0.2  # how often smg's worker list is read (a removed replica gets no new request after this)
+UNAVAILABLE = frozenset({502, 503, 504})  # a replica's answer that it did not run the request: tried on the next
 CONTROL_PREFIX = "/.kimik3/router"  # the router's own paths (never a client's: the front's convention)
 log = logging.getLogger(__name__)
 
@@ -59,8 +61,9 @@ class RouterMetrics:
         )
         self.errors = Counter(
             "kimik3_router_errors",
-            "proxy errors: refused (a replica refused the connection; sent to the next), upstream (a replica failed "
-            "after it was sent the request), no_replica (every replica in rotation refused), rotation (smg unread)",
+            "proxy errors: refused (a replica refused the connection; sent to the next), unavailable (a replica "
+            "answered 502/503/504, loading or stopping; sent to the next), upstream (a replica failed after it was "
+            "sent the request), no_replica (every replica in rotation refused), rotation (smg unread)",
             ["kind"],
             registry=registry,
         )
@@ -147,6 +150,15 @@ def router_app(smg_url: str, smg_metrics_url: str | None, policy: SlotRoute | No
                 route.answered(ticket, keys, None, None)
                 metrics.errors.labels(kind="upstream").inc()
                 return bad_gateway(exc)
+            if upstream.status in UNAVAILABLE and len(candidates) > 1:
+                # The server said it did not take the request (llama-server answers 503 while it loads the model,
+                # seconds before smg's health checks take it out of rotation): nothing ran, the next one takes it,
+                # as smg's own retries would.
+                upstream.release()
+                route.answered(ticket, keys, None, None)
+                metrics.errors.labels(kind="unavailable").inc()
+                refused.add(ticket.url)
+                continue
             break
         metrics.requests.labels(replica=ticket.url).inc()
         metrics.decisions.labels(decision=ticket.decision).inc()

@@ -32,10 +32,11 @@ WHOLE = json.dumps({"object": "chat.completion", "timings": {"cache_n": 0, "prom
 class Rig:
     """Replicas, smg and the router on one event loop in a thread."""
 
-    def __init__(self, replicas: int = 2, dead: int = 0) -> None:
+    def __init__(self, replicas: int = 2, dead: int = 0, loading: int = 0) -> None:
         self.ports = [free_port() for _ in range(replicas)]
         self.dead = [free_port() for _ in range(dead)]  # listed by smg, nothing listening: a refused connection
-        self.urls = [f"http://127.0.0.1:{p}" for p in self.dead + self.ports]
+        self.loading = [free_port() for _ in range(loading)]  # listed, answering 503 (llama-server loading)
+        self.urls = [f"http://127.0.0.1:{p}" for p in self.dead + self.loading + self.ports]
         self.smg_port, self.port = free_port(), free_port()
         self.seen: list[tuple[int, str, dict]] = []  # (replica port, path, headers)
         self.smg_paths: list[str] = []
@@ -45,6 +46,8 @@ class Rig:
 
     def replica(self, port: int) -> web.Application:
         async def chat(request: web.Request) -> web.StreamResponse:
+            if port in self.loading:
+                return web.json_response({"error": {"code": 503, "message": "Loading model"}}, status=503)
             body = await request.json()
             self.seen.append((port, request.path, dict(request.headers)))
             if not body.get("stream"):
@@ -75,7 +78,7 @@ class Rig:
         return app
 
     async def _start(self) -> None:
-        apps = [(self.replica(p), p) for p in self.ports]
+        apps = [(self.replica(p), p) for p in self.ports + self.loading]
         apps += [(self.smg(), self.smg_port), (router_app(f"http://127.0.0.1:{self.smg_port}", None), self.port)]
         for app, port in apps:
             runner = web.AppRunner(app)
@@ -151,14 +154,15 @@ def test_the_next_turn_follows_the_replica_that_said_it_reused_the_first(rig: Ri
     assert SECRET_PROMPT not in text and "task a" not in text
 
 
-def test_a_refused_replica_is_skipped_for_the_next() -> None:
-    with Rig(replicas=1, dead=1) as rig:
+@pytest.mark.parametrize(("dead", "loading", "kind"), [(1, 0, "refused"), (0, 1, "unavailable")])
+def test_a_replica_that_does_not_take_the_request_is_skipped_for_the_next(dead: int, loading: int, kind: str) -> None:
+    with Rig(replicas=1, dead=dead, loading=loading) as rig:
         for i in range(4):  # each its own agent: a new conversation goes to each replica in turn, the dead one too
             body = {"messages": [{"role": "system", "content": f"agent {i}"}, {"role": "user", "content": "q"}]}
             reply = httpx.post(f"{rig.url}/v1/chat/completions", json=body, timeout=10)
             assert reply.status_code == 200
         assert len(rig.seen) == 4
-        assert 'kimik3_router_errors_total{kind="refused"}' in rig.metrics()
+        assert f'kimik3_router_errors_total{{kind="{kind}"}}' in rig.metrics()
 
 
 def test_other_paths_and_unkeyed_requests_go_through_smg(rig: Rig) -> None:
