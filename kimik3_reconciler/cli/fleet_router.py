@@ -33,13 +33,17 @@ def _read(path: Path) -> dict:
     return record if isinstance(record, dict) else {}
 
 
-def recorded_layout(record: dict) -> dict | None:
-    """The layout the record says was started; a record from before kimik3 had a router: smg alone on its url."""
+def recorded_layout(record: dict, layout) -> dict | None:  # noqa: ANN001 - fleet.router_layout.RouterLayout
+    """The layout the record says was started (None: no record). A record from before kimik3 had a router holds smg
+    alone on its url, its policy unsaid: taken as `layout`'s where that is smg alone there too (a policy change did not
+    restart smg then either)."""
     if not record:
         return None
     if "layout" in record:
         return record["layout"]
-    return {"policy": "unknown", "url": record.get("url"), "smg_url": record.get("url"), "proxy": False}
+    legacy = {"url": record.get("url"), "smg_url": record.get("url"), "proxy": False}
+    same = not layout.proxy and legacy["url"] == layout.url
+    return {**legacy, "policy": layout.policy if same else "an smg policy (from before kimik3's router)"}
 
 
 def proxy_answers(url: str) -> bool:
@@ -77,7 +81,7 @@ def router_change(fleet, state_dir: Path) -> dict:  # noqa: ANN001 - fleet.Fleet
 
     layout = router_layout(fleet.router)
     now = router_now(layout)
-    was = recorded_layout(_read(record_path(state_dir, fleet.name)))
+    was = recorded_layout(_read(record_path(state_dir, fleet.name)), layout)
     wanted = "kimik3 router" if layout.proxy else "smg"
     if now == "nothing":
         change = f"starts {layout.describe()}"
@@ -101,7 +105,7 @@ def ensure_router(fleet, state_dir: Path, worker_urls: dict[str, str], serves) -
     layout = router_layout(fleet.router)
     path = record_path(state_dir, fleet.name)
     record = _read(path)
-    was = recorded_layout(record)
+    was = recorded_layout(record, layout)
     if was is not None and was != layout.record():
         _stop_recorded(record)
         _err.print(f"router: the one started for policy {was.get('policy')} stopped; now {layout.describe()}")
