@@ -137,7 +137,6 @@ def router_app(smg_url: str, smg_metrics_url: str | None, policy: SlotRoute | No
                 metrics.errors.labels(kind="no_replica").inc()
                 return web.Response(status=503, text="kimik3 router: every replica in rotation refused the request")
             ticket = route.pick(keys, candidates)
-            reader = ReplyReader()
             try:
                 upstream = await send(request.app[SESSION], request, ticket.url, body, retry=False)
             except (aiohttp.ClientConnectorError, ConnectionRefusedError):
@@ -146,8 +145,12 @@ def router_app(smg_url: str, smg_metrics_url: str | None, policy: SlotRoute | No
                 metrics.errors.labels(kind="refused").inc()
                 refused.add(ticket.url)
                 continue
-            except (aiohttp.ClientError, ConnectionError) as exc:
+            except BaseException as exc:
+                # Any other failure, the client's going away (cancelled) included: the ticket is settled, so the
+                # policy's count of what runs there does not drift.
                 route.answered(ticket, keys, None, None)
+                if not isinstance(exc, aiohttp.ClientError | ConnectionError):
+                    raise
                 metrics.errors.labels(kind="upstream").inc()
                 return bad_gateway(exc)
             if upstream.status in UNAVAILABLE and len(candidates) > 1:
@@ -162,10 +165,10 @@ def router_app(smg_url: str, smg_metrics_url: str | None, policy: SlotRoute | No
             break
         metrics.requests.labels(replica=ticket.url).inc()
         metrics.decisions.labels(decision=ticket.decision).inc()
-        voids = route.voids
+        voids, reader = route.voids, ReplyReader()
         try:
             return await pass_back(request, upstream, reader)
-        finally:
+        finally:  # the reply ended, failed or was cancelled: settled once, with what the server said it reused
             counts = reader.counts
             route.answered(ticket, keys, *(counts or (None, None)))
             if reader.failed:
