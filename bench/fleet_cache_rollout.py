@@ -317,7 +317,9 @@ def main() -> None:
     if args.rig and args.out != "remove":
         parser.error("--out hold is the loopback fleet's: the rig runs `kimik3 fleet apply` as shipped")
     if args.rig and policies != ["cache_aware"]:
-        parser.error("--policies: the rig runs `kimik3 fleet apply` as shipped (cache_aware)")
+        parser.error(
+            "--policies: the rig runs `kimik3 fleet apply` with router.policy cache_aware (its fleet file names it)"
+        )
     work = Path(tempfile.mkdtemp(prefix="k3cache-rollout-"))
     seen: list[dict] = []
     trace_args = (args.sessions, args.agents, args.turns, args.clients)
