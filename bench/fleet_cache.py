@@ -24,9 +24,10 @@ here, a third of its conversations); a request that finds its conversation's pre
 model is hybrid, as Kimi-K3 is: KDA layers, reused through llama-server's context checkpoints). The bench prints a
 replica's `cache state` line so the reader sees what it held.
 
-`--policies ...,slots`: the bench routes the same trace itself, straight to the replicas, by bench/slot_route.py's
-policy (each conversation back to the replica whose server's own `timings.cache_n` last answered it; no smg), on the
-same fresh replicas, in the same run, so its ratios against the baseline are like for like. smg's own conversation
+`--policies ...,slots`: the same trace through kimik3's own router (routing/slot_route.py's policy: each conversation
+back to the replica whose server's own `timings.cache_n` last answered it), started as `fleet apply` starts it (smg
+behind it for the rotation, `kimik3 fleet route` in front), on the same fresh replicas, in the same run, so its
+ratios against the baseline are like for like. smg's own conversation
 pinning, keyed by the session header every request carries (`x-session-id`): `cache_aware:sticky`, `manual:min_load`
 (`variant_settings`).
 
@@ -40,7 +41,6 @@ tests/support/llama_replicas.py's `Replicas`.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import random
 import statistics
@@ -48,7 +48,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,12 +57,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "bench")]
 
 import httpx  # noqa: E402
-from slot_route import SlotRoute, prefix_keys  # noqa: E402
 from support.llama_replicas import DEMO_IMAGE, MODEL_NAME, Replicas, free_port, write_model  # noqa: E402
 
-from kimik3_reconciler.adapters.router_smg import SmgRouter, start_smg, stop_smg  # noqa: E402
+from kimik3_reconciler.adapters.router_smg import SmgRouter, start_smg, stop_pid, stop_smg  # noqa: E402
+from kimik3_reconciler.adapters.slot_router import CONTROL_PREFIX  # noqa: E402
+from kimik3_reconciler.cli.fleet_router import start_proxy  # noqa: E402
 from kimik3_reconciler.engines import engine_for  # noqa: E402
 from kimik3_reconciler.engines.base import PrefixCacheTokens  # noqa: E402
+from kimik3_reconciler.fleet.router_layout import SMG_BEHIND, RouterLayout  # noqa: E402
 from kimik3_reconciler.fleet.server_load import series_sum  # noqa: E402
 from kimik3_reconciler.model.router_health import policy_settings  # noqa: E402
 
@@ -87,7 +89,7 @@ def variant_settings(policy: str, variant: str) -> tuple[str, ...] | None:
     return variants[variant]
 
 
-SLOTS = "slots"  # the policy routed by the bench itself from the servers' own reuse counts (bench/slot_route.py)
+SLOTS = "slots"  # kimik3's own router (adapters/slot_router.py) in front of smg, as `fleet apply` starts it
 WORDS = (
     "file path read write list search patch test build deploy config schema string integer array object "
     "required description parameters function returns error status result value token cache route replica "
@@ -178,23 +180,40 @@ def counters(urls: list[str]) -> dict[str, PrefixCacheTokens | None]:
 
 @contextmanager
 def routed(urls: list[str], policy: str, work: Path) -> Iterator[tuple[str, SmgRouter]]:
-    """smg started as `kimik3 fleet apply` starts it (the adapter's command line; `POLICY:smg`: with smg's own
-    settings for it) with `urls` as its workers, all in rotation; its URL and control client. Stopped after."""
+    """The router started as `kimik3 fleet apply` starts it with `urls` as its workers, all in rotation: smg (the
+    adapter's command line; `POLICY:smg`: with smg's own settings for it), and for `slots` kimik3's router in front
+    of it (smg behind, round robin, keeping the rotation); the clients' URL and smg's control client. Stopped after.
+    Under `slots` the control client's `metrics_url` is smg's; `router_metrics(url)` is the one to count by."""
     port, metrics = free_port(), free_port()
     policy, _, variant = policy.partition(":")
+    slots = policy == SLOTS
     settings = variant_settings(policy, variant)
     log = work / f"smg-{policy}-{variant or 'kimik3'}-{port}.log"
-    running = start_smg("127.0.0.1", port, metrics, policy, log, settings=settings)
+    running = start_smg("127.0.0.1", port, metrics, SMG_BEHIND if slots else policy, log, settings=settings)
     router = SmgRouter(running.url, running.metrics_url)
+    proxy = None
     try:
         for url in urls:
             router.add(url)
         for url in urls:
             router.wait_in_rotation(url, timeout_s=60)
-        yield running.url, router
+        if not slots:
+            yield running.url, router
+            return
+        front = f"http://127.0.0.1:{free_port()}"
+        layout = RouterLayout(SLOTS, "127.0.0.1", front, running.url, running.metrics_url, SMG_BEHIND, True)
+        proxy = start_proxy(layout, work / f"route-{port}.log")
+        yield front, router
     finally:
+        if proxy is not None:
+            stop_pid(proxy)
         router.close()
         stop_smg(running)
+
+
+def router_metrics(url: str) -> str:
+    """kimik3's router's metrics listener at the clients' `url` (for `routed_requests`, `watch_window`)."""
+    return f"{url}{CONTROL_PREFIX}"
 
 
 @dataclass(frozen=True)
@@ -206,7 +225,6 @@ class Turn:
     seconds: float
     status: int  # 0: no HTTP answer
     error: str = ""
-    replica: str = ""  # where the bench itself sent it (`--policy slots`); "": through smg, which does not say
     cached: int | None = None  # the server's `timings.cache_n` (prompt tokens reused from its cache)
     evaluated: int | None = None  # `timings.prompt_n` (prompt tokens it evaluated)
 
@@ -217,11 +235,9 @@ def _first_token(event: dict) -> bool:
     return any(delta.get(k) for k in ("content", "reasoning_content", "tool_calls"))
 
 
-def send_turn(client: httpx.Client, url: str | ClientRoute, session: Session, turn: int, max_tokens: int) -> Turn:
-    """One streamed chat request through the router (or, `url` a `ClientRoute`, to the replica it picks); TTFT is
-    the first chunk that carries a token; the server's reuse is the last chunk's `timings`."""
-    if isinstance(url, ClientRoute):
-        return url.send(client, session, turn, max_tokens)
+def send_turn(client: httpx.Client, url: str, session: Session, turn: int, max_tokens: int) -> Turn:
+    """One streamed chat request through the router; TTFT is the first chunk that carries a token; the server's
+    reuse is the last chunk's `timings`."""
     body = {"model": MODEL_NAME, "messages": session.messages(turn), "max_tokens": max_tokens, "stream": True}
     started = time.monotonic()
     ttft, timings = None, {}
@@ -252,26 +268,6 @@ def send_turn(client: httpx.Client, url: str | ClientRoute, session: Session, tu
     )
 
 
-class ClientRoute:
-    """`--policy slots`: the bench routes each request itself by bench/slot_route.py's policy (the servers' own
-    `timings.cache_n` per reply), straight to the replica, among those `rotation()` returns (the rollout bench: smg's
-    workers in rotation, so the rollout's router steps still decide who may take traffic)."""
-
-    def __init__(self, rotation: Callable[[], list[str]], policy: SlotRoute | None = None) -> None:
-        self.rotation, self.policy = rotation, policy or SlotRoute()
-
-    def send(self, client: httpx.Client, session: Session, turn: int, max_tokens: int) -> Turn:
-        keys = prefix_keys(session.messages(turn))
-        ticket = self.policy.pick(keys, self.rotation())
-        # A connection of its own per request: llama-server closed a kept-alive one after a streamed reply and the
-        # next request on it failed ("Server disconnected without sending a response"; seen, b11434). smg keeps its
-        # own pool; a new loopback connection costs well under a millisecond.
-        with httpx.Client(timeout=client.timeout) as direct:
-            outcome = send_turn(direct, ticket.url, session, turn, max_tokens)
-        self.policy.answered(ticket, keys, outcome.cached, outcome.evaluated)
-        return dataclasses.replace(outcome, replica=ticket.url)
-
-
 @dataclass
 class Played:
     turns: list[Turn] = field(default_factory=list)
@@ -280,7 +276,7 @@ class Played:
 
 
 def play(
-    url: str | ClientRoute,
+    url: str,
     trace: list[Session],
     clients: int = 12,
     max_tokens: int = 12,
@@ -330,10 +326,7 @@ def measure_phase(replicas: Replicas, policy: str, trace: list[Session], work: P
     tokens added over the replicas), TTFT p50/p95, each replica's share of the prompt tokens, failures."""
     replicas.start()
     with ExitStack() as stack:
-        if policy == SLOTS:  # the bench routes; every replica in rotation throughout
-            url: str | ClientRoute = ClientRoute(lambda: list(replicas.urls))
-        else:
-            url, _router = stack.enter_context(routed(replicas.urls, policy, work))
+        url, _router = stack.enter_context(routed(replicas.urls, policy, work))
         before = counters(replicas.urls)
         started = time.monotonic()
         played = play(url, trace, **play_args)  # type: ignore[arg-type]
@@ -361,10 +354,11 @@ def measure_phase(replicas: Replicas, policy: str, trace: list[Session], work: P
 
 
 def routed_requests(metrics_url: str) -> dict[str, float]:
-    """Requests smg sent to each worker (`smg_worker_requests_total{worker=URL}`), from its metrics listener."""
+    """Requests the router sent to each worker, from its metrics listener: smg's `smg_worker_requests_total{worker=
+    URL}`, kimik3's router's `kimik3_router_requests_total{replica=URL}` (`router_metrics`)."""
     counts: dict[str, float] = {}
     for line in httpx.get(f"{metrics_url}/metrics", timeout=10).text.splitlines():
-        if line.startswith('smg_worker_requests_total{worker="'):
+        if line.startswith(('smg_worker_requests_total{worker="', 'kimik3_router_requests_total{replica="')):
             url = line.split('"', 2)[1]
             counts[url] = counts.get(url, 0.0) + float(line.rsplit(" ", 1)[1])
     return counts
@@ -409,12 +403,13 @@ def rejoin_phase(
     total = sum(s.turns for s in trace)
     rejoined = replicas.urls[-1]
     with routed(replicas.urls, policy, work) as (url, router):
+        counted_by = router_metrics(url) if policy == SLOTS else router.metrics_url or ""
         played = Played()
         thread = threading.Thread(target=play, args=(url, trace), kwargs={**play_args, "played": played}, daemon=True)
         thread.start()
         while len(played.turns) < at * total and thread.is_alive():
             time.sleep(0.5)
-        before = watch_window(replicas.urls, router.metrics_url or "", window_s)
+        before = watch_window(replicas.urls, counted_by, window_s)
         worker = router.find(rejoined)
         if worker is not None:
             router.remove(worker.id)
@@ -422,7 +417,7 @@ def rejoin_phase(
         replicas.restart(len(replicas.urls) - 1)
         router.add(rejoined)
         router.wait_in_rotation(rejoined, timeout_s=60)
-        after = watch_window(replicas.urls, router.metrics_url or "", window_s)
+        after = watch_window(replicas.urls, counted_by, window_s)
         while thread.is_alive():
             thread.join(0.5)
     return {
@@ -482,7 +477,7 @@ def main() -> None:
         "--policies",
         default="round_robin,cache_aware",
         help="smg policies, the first the baseline; POLICY:VARIANT as variant_settings says (smg: smg's own settings); "
-        f"{SLOTS}: the bench routes from the servers' own reuse counts (bench/slot_route.py), without smg",
+        f"{SLOTS}: kimik3's own router (the servers' own reuse counts) in front of smg, as `fleet apply` starts it",
     )
     parser.add_argument("--ctx-size", type=int, default=8192, help="each replica's --ctx-size (its cache's bound)")
     parser.add_argument("--name", default="k3fc", help="the replicas' container names' prefix (two benches at once)")
@@ -494,8 +489,6 @@ def main() -> None:
         help="instead: a replica replaced mid-trace, its share of the requests in the minute after it rejoined",
     )
     args = parser.parse_args()
-    if args.rejoin and SLOTS in args.policies.split(","):
-        parser.error(f"--rejoin reads smg's counts; the {SLOTS} policy's rejoin is bench/fleet_cache_rollout.py's")
     if args.rejoin:
         return rejoin_main(args)
     policies = args.policies.split(",")

@@ -30,10 +30,10 @@ default) is the router steps as shipped. `--only warm|cold` runs one kind of rol
 
 `--policies cache_aware,manual:min_load,slots` (loopback only): who routes the trace, each in turn in every run, the
 first the baseline: smg's cache_aware (kimik3's settings, as shipped); smg's `manual` policy with `--assignment-mode
-min_load`, keyed by the session header the bench sends; `slots`: the bench itself, by bench/slot_route.py's policy
-(the servers' own `timings.cache_n`), among the workers smg has in rotation (the router steps still take hosts out
-of smg and put them back); its shares are the bench's own count of what it sent each replica. A fresh smg per
-rollout; the replicas (and their caches) carry on.
+min_load`, keyed by the session header the bench sends; `slots`: kimik3's own router (routing/slot_route.py's
+policy, the servers' own `timings.cache_n`), started as `fleet apply` starts it, in front of smg, whose rotation the
+router steps change; its shares are its own per-replica counts. A fresh router per rollout; the replicas (and their
+caches) carry on.
 
 Per rollout: the fleet's hit rate (the servers' own counters, as `kimik3 fleet status` reads them) over `--window` s
 before the rollout and over `--window` s from the moment the last host rejoined, the ratio (goal >= 95 %), each
@@ -65,12 +65,12 @@ from fleet import deployed, every_host_in_rotation  # noqa: E402
 from fleet_cache import (  # noqa: E402
     SERIES,
     SLOTS,
-    ClientRoute,
     Session,
     Turn,
     agent_trace,
     quantile,
     routed,
+    router_metrics,
     send_turn,
     watch_window,
 )
@@ -84,7 +84,7 @@ from support.shipped import pinned_text  # noqa: E402
 
 from kimik3_demo.hub import FixtureHub  # noqa: E402
 from kimik3_demo.prepare import demo_repos  # noqa: E402
-from kimik3_reconciler.adapters.router_smg import RouterError, SmgRouter  # noqa: E402
+from kimik3_reconciler.adapters.router_smg import SmgRouter  # noqa: E402
 from kimik3_reconciler.cli import fleet_warm  # noqa: E402
 from kimik3_reconciler.cli.fleet_apply import _put_back, _take_out, server_in_flight  # noqa: E402
 from kimik3_reconciler.fleet.warm import warm_record  # noqa: E402
@@ -101,7 +101,7 @@ class Trace(Workers):
     """The trace played continuously through the router by `clients` threads; every turn recorded."""
 
     def __init__(  # noqa: PLR0913
-        self, url: str | ClientRoute, sessions: int, agents: int, turns: int, clients: int, seed: int = 40
+        self, url: str, sessions: int, agents: int, turns: int, clients: int, seed: int = 40
     ) -> None:
         super().__init__()
         self.url, self.sessions, self.agents, self.turns, self.seed = url, sessions, agents, turns, seed
@@ -141,15 +141,12 @@ class Trace(Workers):
 
 def _window(urls: dict[str, str], metrics_url: str, trace: Trace, seconds: float) -> dict:
     """The fleet's hit rate, each replica's share of the requests and TTFT over the next `seconds`
-    (bench/fleet_cache.py's `watch_window`: smg's per-worker counts, the servers' own counters; under `--policy
-    slots` smg routes nothing and the shares are the bench's own count of the requests it sent each replica)."""
+    (bench/fleet_cache.py's `watch_window`: the router's per-worker counts, smg's or under `slots` kimik3's router's;
+    the servers' own counters)."""
     start = time.monotonic()
     seen = watch_window(list(urls), metrics_url, seconds)
     turns = trace.between(start, time.monotonic())
     shares = seen.shares
-    if isinstance(trace.url, ClientRoute):
-        sent = {u: sum(t.replica == u for t in turns) for u in urls}
-        shares = {u: n / len(turns) if turns else 0.0 for u, n in sent.items()}
     return {
         "hit rate": seen.hit_rate if seen.hit_rate is not None else float("nan"),
         "shares": {urls[u]: share for u, share in shares.items()},
@@ -157,28 +154,6 @@ def _window(urls: dict[str, str], metrics_url: str, trace: Trace, seconds: float
         "ttft p95": quantile([t.ttft for t in turns if t.ttft is not None], 0.95),
         "requests": len(turns),
     }
-
-
-class Rotation(Workers):
-    """smg's workers in rotation, read every 0.2 s: where `--policy slots` may send (the rollout's router steps still
-    take a host out of smg and put it back; the bench routes among what smg has in rotation)."""
-
-    def __init__(self, router: SmgRouter, urls: list[str]) -> None:
-        super().__init__()
-        self.router, self.urls = router, list(urls)
-        self._threads = [threading.Thread(target=self._run, daemon=True)]
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.2):
-            try:
-                now = [w.url for w in self.router.workers() if w.in_rotation]
-            except RouterError:  # smg busy for a moment: keep the last list
-                continue
-            if now:  # never none: one host at most is out, and a request must go somewhere
-                self.urls = now
-
-    def __call__(self) -> list[str]:
-        return self.urls
 
 
 class RigFleet:
@@ -332,8 +307,8 @@ def main() -> None:
         "--policies",
         default="cache_aware",
         help=f"who routes the trace, each in turn in every run (the first the baseline): cache_aware (smg, kimik3's "
-        f"settings), {SLOTS} (the bench, from the servers' own reuse counts, bench/slot_route.py, among smg's workers "
-        "in rotation)",
+        f"settings), {SLOTS} (kimik3's router, from the servers' own reuse counts, in front of smg as fleet apply "
+        "starts it)",
     )
     args = parser.parse_args()
     policies = args.policies.split(",")
@@ -342,7 +317,9 @@ def main() -> None:
     if args.rig and args.out != "remove":
         parser.error("--out hold is the loopback fleet's: the rig runs `kimik3 fleet apply` as shipped")
     if args.rig and policies != ["cache_aware"]:
-        parser.error("--policies: the rig runs `kimik3 fleet apply` as shipped (cache_aware)")
+        parser.error(
+            "--policies: the rig runs `kimik3 fleet apply` with router.policy cache_aware (its fleet file names it)"
+        )
     work = Path(tempfile.mkdtemp(prefix="k3cache-rollout-"))
     seen: list[dict] = []
     trace_args = (args.sessions, args.agents, args.turns, args.clients)
@@ -368,13 +345,13 @@ def main() -> None:
                 for warm in kinds:
                     phase += 1  # each rollout's own sessions (the agents' system prompts are the same throughout)
                     with ExitStack() as each:
-                        fleet, target = fleets[policy](each)
+                        fleet, front = fleets[policy](each)
                         trace = each.enter_context(
-                            Trace(target or fleet.router_url, *trace_args, seed=40 + 1000 * phase)
+                            Trace(front or fleet.router_url, *trace_args, seed=40 + 1000 * phase)
                         )
                         seen.append(rollout(fleet, trace, warm, args.window))
-                        if target is not None:  # slots: how often a server's reply voided what it was thought to hold
-                            seen[-1]["voids"] = target.policy.voids
+                        if front is not None:  # slots: how often a server's reply voided what it was thought to hold
+                            seen[-1]["voids"] = _voids(fleet.metrics_url)
                     seen[-1]["out"], seen[-1]["policy"], seen[-1]["run"] = args.out, policy, run + 1
                     print(
                         f"run {run + 1}/{args.runs} ({policy}, router: out by {args.out})\n{HEADER}\n{_row(seen[-1])}",
@@ -391,20 +368,29 @@ def main() -> None:
 
 
 def _loopback(work: Path, replicas: SlotReplicas, policy: str, out: str):  # noqa: ANN202
-    """How a rollout under `policy` starts on the loopback replicas: smg with that policy (`slots`: smg's
-    cache_aware, only for the router steps to take hosts out and put them back, while the bench routes among smg's
-    workers in rotation); the fleet and, for `slots`, the bench's router."""
+    """How a rollout under `policy` starts on the loopback replicas: the router as `fleet apply` starts it (smg with
+    that policy; `slots`: kimik3's router in front of smg, whose rotation the router steps change); the fleet and,
+    for `slots`, kimik3's router's URL (the trace's, and its counts')."""
 
-    def start(stack: ExitStack) -> tuple[LoopbackFleet, ClientRoute | None]:
-        router_url, router = stack.enter_context(
-            routed(replicas.urls, "cache_aware" if policy == SLOTS else policy, work)
-        )
+    def start(stack: ExitStack) -> tuple[LoopbackFleet, str | None]:
+        router_url, router = stack.enter_context(routed(replicas.urls, policy, work))
         fleet = LoopbackFleet(work, replicas, router, router_url, _profile(), out)
         if policy != SLOTS:
             return fleet, None
-        return fleet, ClientRoute(stack.enter_context(Rotation(router, replicas.urls)))
+        fleet.metrics_url = router_metrics(router_url)  # its per-replica counts: smg routes nothing here
+        return fleet, router_url
 
     return start
+
+
+def _voids(metrics_url: str) -> int:
+    """kimik3's router's `voided` decisions so far (replies that said a replica held nothing it was thought to)."""
+    text = httpx.get(f"{metrics_url}/metrics", timeout=10).text
+    return sum(
+        int(float(line.rsplit(" ", 1)[1]))
+        for line in text.splitlines()
+        if line.startswith('kimik3_router_decisions_total{decision="voided"}')
+    )
 
 
 def summary(seen: list[dict], policies: list[str], kinds: tuple[bool, ...], window: float) -> list[str]:

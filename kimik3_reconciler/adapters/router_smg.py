@@ -208,44 +208,55 @@ def start_smg(
     settings: tuple[str, ...] | None = None,
 ) -> RunningRouter:
     """smg started detached (its own session, its output in `log`); returned once its control API answers."""
+    url = f"http://{host}:{port}"
+    router = SmgRouter(url)
+    try:
+        pid = start_detached(smg_argv(host, port, metrics_port, policy, settings), log, router.answers, timeout_s)
+    finally:
+        router.close()
+    return RunningRouter(pid, url, f"http://{host}:{metrics_port}", log)
+
+
+def start_detached(argv: list[str], log: Path, answers: Callable[[], bool], timeout_s: float) -> int:
+    """`argv` started detached (its own session, its output appended to `log`); its pid once `answers()` holds.
+    RouterError (the process stopped) when it exits or does not answer within `timeout_s`."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
         process = subprocess.Popen(
-            smg_argv(host, port, metrics_port, policy, settings),
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
+            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
-    running = RunningRouter(process.pid, f"http://{host}:{port}", f"http://{host}:{metrics_port}", log)
-    router = SmgRouter(running.url)
-    try:
-        deadline = time.monotonic() + timeout_s
-        while not router.answers():
-            if process.poll() is not None or time.monotonic() > deadline:
-                stop_smg(running)
-                raise RouterError(f"smg did not answer on {running.url} (log: {log})")
-            time.sleep(0.2)
-    finally:
-        router.close()
-    return running
+    deadline = time.monotonic() + timeout_s
+    while not answers():
+        if process.poll() is not None or time.monotonic() > deadline:
+            stop_pid(process.pid)
+            raise RouterError(f"{Path(argv[0]).name} did not answer (log: {log})")
+        time.sleep(0.2)
+    return process.pid
 
 
 def stop_smg(running: RunningRouter, timeout_s: float = 10.0) -> None:
     """SIGTERM (smg drains), SIGKILL after `timeout_s`; by pid."""
+    stop_pid(running.pid, timeout_s)
+
+
+def stop_pid(pid: int, timeout_s: float = 10.0) -> None:
+    """SIGTERM (smg and kimik3's router drain), SIGKILL after `timeout_s`."""
     try:
-        os.kill(running.pid, signal.SIGTERM)
+        os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
         return
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
-            if os.waitpid(running.pid, os.WNOHANG)[0]:
+            if os.waitpid(pid, os.WNOHANG)[0]:
                 return
         except ChildProcessError:  # not our child (started by another kimik3): poll it
             try:
-                os.kill(running.pid, 0)
+                os.kill(pid, 0)
             except ProcessLookupError:
                 return
         time.sleep(0.1)
-    os.kill(running.pid, signal.SIGKILL)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:  # ended between the last look and now
+        return

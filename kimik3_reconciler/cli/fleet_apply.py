@@ -1,8 +1,8 @@
 """`kimik3 fleet apply FILE` (issue 36 item 3): the rollout through Ansible behind the router, and the hidden
 `kimik3 fleet router-step out|in` the rendered playbook runs on the controller between a host's steps.
 
-apply: the fleet lock; the router up (smg started detached when nothing answers on its port; the hosts that serve
-registered); the playbook and inventory rendered (fleet/playbook.py) into `<state>/fleet/<name>/run/`;
+apply: the fleet lock; the router up (cli/fleet_router.py: kimik3's router and smg behind it, or smg alone, as the
+fleet file's router.policy says; the hosts that serve registered); the playbook and inventory rendered (fleet/playbook.py) into `<state>/fleet/<name>/run/`;
 `ansible-playbook` run; its outcome read back from the rollout record the router steps write
 (`<state>/fleet/<name>/rollout.json`): which hosts are done, which host failed which gate. A rollout killed midway
 resumes: hosts the record lists as done with the same profiles are left out of the next run."""
@@ -20,8 +20,6 @@ import click
 
 from kimik3_reconciler.cli import _err, _out, _run
 from kimik3_reconciler.errors import PlanError, StepError
-
-ROUTER_METRICS_OFFSET = 1  # smg's Prometheus listener: the router's port + 1, on the router's address
 
 
 class RolloutHalted(StepError):
@@ -75,45 +73,19 @@ def mirror_urls(fleet) -> dict[str, str]:  # noqa: ANN001 - fleet.Fleet
 
 
 def _router_urls(fleet) -> tuple[str, str, str, int]:  # noqa: ANN001 - fleet.Fleet
-    host = "127.0.0.1" if fleet.router.host in ("localhost", "loopback") else fleet.router.host
-    return (
-        f"http://{host}:{fleet.router.port}",
-        f"http://{host}:{fleet.router.port + ROUTER_METRICS_OFFSET}",
-        host,
-        fleet.router.port,
-    )
+    """smg's control API and metrics, its address and port (fleet/router_layout.py: behind kimik3's router under
+    `slots`, on the router's own port otherwise): what the rollout's router steps, status and recover talk to."""
+    from kimik3_reconciler.fleet.router_layout import router_layout
+
+    layout = router_layout(fleet.router)
+    return layout.smg_url, layout.smg_metrics_url, layout.bind, layout.smg_port
 
 
 def _ensure_router(fleet, state_dir: Path) -> None:  # noqa: ANN001
-    """smg answering on the fleet's router port (started detached when nothing does), every serving host in it."""
-    from kimik3_reconciler.adapters.router_smg import SmgRouter, start_smg
+    """The fleet's router converged (cli/fleet_router.py), every serving host in smg."""
+    from kimik3_reconciler.cli.fleet_router import ensure_router
 
-    url, metrics_url, host, port = _router_urls(fleet)
-    router = SmgRouter(url, metrics_url)
-    try:
-        if not router.answers():
-            running = start_smg(
-                host,
-                port,
-                port + ROUTER_METRICS_OFFSET,
-                fleet.router.policy,
-                state_dir / "fleet" / fleet.name / "router.log",
-            )
-            _write_record(
-                state_dir / "fleet" / fleet.name / "router.json",
-                {"pid": running.pid, "url": running.url, "metrics_url": running.metrics_url},
-            )
-            _err.print(f"router: smg started on {url} (pid {running.pid})", highlight=False)
-        listed = {w.url: w for w in router.workers()}
-        for fleet_host in fleet.hosts:
-            url_of = worker_url(fleet_host.profile)
-            # One smg lists is left to its own health checks; one not serving yet is added by its `router: in`.
-            if url_of in listed or not _serves(url_of):
-                continue
-            router.add(url_of)
-            _err.print(f"router: {fleet_host.name} ({url_of}) added", highlight=False)
-    finally:
-        router.close()
+    ensure_router(fleet, state_dir, {h.name: worker_url(h.profile) for h in fleet.hosts}, _serves)
 
 
 def _serves(url: str) -> bool:

@@ -119,6 +119,15 @@ def _server_readings(fleet, answers) -> dict:  # noqa: ANN001 - each running ser
     return dict(zip((h.name for h in hosts), gather(hosts, lambda h: read_server(h, lambda url: http.get(url)))))
 
 
+def _router_line(fleet) -> dict:  # noqa: ANN001 - fleet.Fleet
+    """The router as the fleet file lays it out (policy, kimik3's router and smg's addresses) and what answers."""
+    from kimik3_reconciler.cli.fleet_router import router_now
+    from kimik3_reconciler.fleet.router_layout import router_layout
+
+    layout = router_layout(fleet.router)
+    return {"policy": layout.policy, "layout": layout.describe(), "answering": router_now(layout)}
+
+
 def _router_rows(fleet) -> dict:  # noqa: ANN001 - fleet.Fleet -> {host name: fleet.report.RouterRow}
     from kimik3_reconciler.cli.fleet_apply import router_rows
 
@@ -139,10 +148,17 @@ def _router_rows(fleet) -> dict:  # noqa: ANN001 - fleet.Fleet -> {host name: fl
     default=None,
     help="price the rollout as `fleet apply --registry` makes it: the image built once, pulled by the later hosts",
 )
+@click.pass_context
 @_run
-def plan_cmd(file: str, json_out: bool, detailed_exitcode: bool, timeout: float, registry: str | None) -> None:
+def plan_cmd(
+    ctx: click.Context, file: str, json_out: bool, detailed_exitcode: bool, timeout: float, registry: str | None
+) -> None:
     """Each host's own plan (made there over SSH, in parallel) and the rollout priced: order, downtime, duration,
-    capacity, bytes (and, with --registry, who builds, pushes and pulls the image)."""
+    capacity, bytes (and, with --registry, who builds, pushes and pulls the image); then the router: what answers
+    now and what `fleet apply` changes of it."""
+    from pathlib import Path
+
+    from kimik3_reconciler.cli.fleet_router import router_change
     from kimik3_reconciler.fleet.host_plan import read_host_plan
     from kimik3_reconciler.fleet.pricing import price_rollout
     from kimik3_reconciler.fleet.report import plan_document, plan_lines
@@ -151,11 +167,13 @@ def plan_cmd(file: str, json_out: bool, detailed_exitcode: bool, timeout: float,
     answers = _answers(fleet, ("plan",), timeout)
     plans = {a.host: read_host_plan(a.host, a.document) for a in answers if a.ok}
     price = price_rollout(fleet.rollout, plans, registry)
+    router = router_change(fleet, Path(ctx.obj["state_dir"]))
     if json_out:
-        click.echo(json.dumps(plan_document(fleet, answers, plans, price), indent=2))
+        click.echo(json.dumps({**plan_document(fleet, answers, plans, price), "router": router}, indent=2))
     else:
         for line in plan_lines(fleet, answers, plans, price):
             _out.print(line, highlight=False)
+        _out.print(f"router: {router['change'] or router['wanted'] + ' (as it runs: no change)'}", highlight=False)
     for answer in answers:
         if not answer.ok:
             _err.print(f"error: {answer.message}", highlight=False)
@@ -194,6 +212,7 @@ def status_cmd(file: str, json_out: bool, watch: bool, interval: float, iteratio
     while True:
         answers = _answers(fleet, ("status",), timeout)
         router = _router_rows(fleet)
+        layout = _router_line(fleet)
         readings = _server_readings(fleet, answers)
         rows = [
             status_row(
@@ -211,6 +230,7 @@ def status_cmd(file: str, json_out: bool, watch: bool, interval: float, iteratio
                 "ok": all(r["ok"] for r in rows),
                 "hosts": rows,
                 "prefix_cache": fleet_prefix_cache(rows),
+                "router": layout,
             }
             click.echo(json.dumps(document, indent=2))
         else:
@@ -218,6 +238,7 @@ def status_cmd(file: str, json_out: bool, watch: bool, interval: float, iteratio
                 click.clear()
             for line in status_lines(rows):
                 _out.print(line, highlight=False)
+            _out.print(f"router: {layout['layout']} ({layout['answering']} answers)", highlight=False)
         shown += 1
         if not watch or (iterations and shown >= iterations):
             break
@@ -233,9 +254,11 @@ def _add_apply() -> None:
     """`fleet apply` and its hidden `router-step` (cli/fleet_apply.py: the rollout through Ansible)."""
     from kimik3_reconciler.cli import fleet_image, fleet_mirror
     from kimik3_reconciler.cli.fleet_apply import register
+    from kimik3_reconciler.cli.fleet_router import route_cmd
     from kimik3_reconciler.cli.fleet_slurm import job_step
 
     register(fleet)
+    fleet.add_command(route_cmd)
     fleet.add_command(job_step)
     fleet_mirror.register(fleet)
     fleet_image.register(fleet)

@@ -32,8 +32,10 @@ HOST_NAME = r"[A-Za-z0-9][A-Za-z0-9._:-]{0,252}"
 OVERRIDABLE = ("gpus", "serve.port", "serve.host", "model.cache_dir", "rpc.workers", "vllm.cluster", "sglang.cluster")
 # Where the replicas run (fleet/targets/): Ansible over SSH (the default), or jobs of a Slurm cluster.
 TARGETS = ("ansible", "slurm")
-# smg's load-balancing policies (`smg --policy`; shared/TESTING.md §12: cache_aware is its default).
-ROUTER_POLICIES = ("cache_aware", "round_robin", "random", "power_of_two")
+# smg's load-balancing policies (`smg --policy`; shared/TESTING.md §12: cache_aware is its default) and kimik3's own
+# router's (slots: fleet/router_layout.py), the default where the router runs on the controller.
+SMG_POLICIES = ("cache_aware", "round_robin", "random", "power_of_two")
+ROUTER_POLICIES = (*SMG_POLICIES, "slots")
 
 
 GroupName = _matching(GROUP_NAME, "an Ansible group name: letters, digits and '_', not starting with a digit")
@@ -178,7 +180,11 @@ class RouterSpec(BaseModel):
         "localhost", description="where it runs: localhost (the machine running kimik3 fleet) or an inventory host"
     )
     port: Port = 30000
-    policy: Literal[ROUTER_POLICIES] = Field("cache_aware", description="smg --policy")  # type: ignore[valid-type]
+    policy: Literal[ROUTER_POLICIES] | None = Field(  # type: ignore[valid-type]
+        None,
+        description="slots: kimik3's router in front of smg, each conversation sent where the servers said they hold "
+        "its prompt (the default; `fleet render --target kubernetes`: cache_aware); else smg's own --policy",
+    )
 
 
 class FleetFile(BaseModel):

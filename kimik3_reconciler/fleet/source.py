@@ -21,6 +21,7 @@ from kimik3_reconciler.fleet.effective import override_paths, with_absolute_path
 from kimik3_reconciler.fleet.groups import cluster_of, conflicts
 from kimik3_reconciler.fleet.hot_prompts import parse_hot_prompts
 from kimik3_reconciler.fleet.inventory import Inventory, read_inventory
+from kimik3_reconciler.fleet.router_layout import DEFAULT_POLICY
 from kimik3_reconciler.fleet.schema import OVERRIDABLE, FleetFile
 from kimik3_reconciler.fleet.values import Fleet, FleetHost, RolloutPolicy, RouterPlacement
 from kimik3_reconciler.model.durations import parse_duration
@@ -114,7 +115,7 @@ def parse_fleet(text: str, source: str, read_text: Callable[[str], str]) -> Flee
         Path(base.source).resolve(),
         hosts,
         replace(rollout, warm_prompts=warm[0], hot_prompts=warm[1]),  # type: ignore[type-var]
-        RouterPlacement(r.kind, r.version, r.host, r.port, r.policy),
+        RouterPlacement(r.kind, r.version, r.host, r.port, r.policy or DEFAULT_POLICY, r.policy is not None),
         data["inventory"],
         lines,
         spec.kubernetes,

@@ -91,7 +91,8 @@ class RouterPlacement:
     version: str
     host: str
     port: int
-    policy: str
+    policy: str  # the policy in force: the fleet file's, else slots (fleet/router_layout.py)
+    policy_given: bool = True  # the fleet file names it (the Kubernetes render refuses slots only then)
 
 
 @dataclass(frozen=True)

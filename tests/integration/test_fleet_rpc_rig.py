@@ -84,7 +84,7 @@ def deployed(rig: Rig, hub: FixtureHub, tmp_path_factory: pytest.TempPathFactory
         ]
     }
     rollout = {"max_unavailable": 1, "drain_timeout": "20s"}
-    document = fleet_document(FLEET, inventory, overrides, rollout, ROUTER_PORT)
+    document = fleet_document(FLEET, inventory, overrides, rollout, ROUTER_PORT, "round_robin")  # smg alone
     (work / "fleet.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
     try:
         first = fleet_cmd(work, "apply", "--traffic-timeout", "2", "fleet.yaml")

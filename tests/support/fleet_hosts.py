@@ -411,14 +411,11 @@ def pull_everywhere(rig: Rig, ref: str) -> None:
 
 
 def stop_router(work: Path, fleet: str) -> None:
-    """smg, started detached by a `fleet apply` run from `work` (state in `work/controller-state`), stopped by the pid
-    it recorded, with the adapter's own stop (SIGTERM, then SIGKILL if it has not ended within its timeout)."""
-    from kimik3_reconciler.adapters.router_smg import RunningRouter, stop_smg
+    """The router (kimik3's and smg), started detached by a `fleet apply` run from `work` (state in
+    `work/controller-state`), stopped by the pids it recorded, with the CLI's own stop (SIGTERM, then SIGKILL)."""
+    from kimik3_reconciler.cli.fleet_router import stop_router as stop_recorded
 
-    state = work / "controller-state" / "fleet" / fleet
-    if (state / "router.json").exists():
-        record = json.loads((state / "router.json").read_text())
-        stop_smg(RunningRouter(record["pid"], record["url"], record["metrics_url"], state / "router.log"))
+    stop_recorded(work / "controller-state", fleet)
 
 
 def ssh_wrapper(work: Path, rig: Rig) -> Path:

@@ -25,7 +25,7 @@ from support.realparts import KIMIK3, REPO_ROOT, converged_demo, demo_profile, d
 
 NAME, PORT = "k3fr-serve", 19361
 BUILD_NAME, BUILD_PORT = "k3fr-build", 19362
-ROUTER_PORT = 19363  # its metrics on 19364
+ROUTER_PORT = 19363  # the clients' port (kimik3's router under slots, the default); smg's metrics on 19364
 FLEET = "k3fr"
 
 
@@ -44,13 +44,18 @@ def fleet_cmd(work: Path, *args: str, timeout: float = 1500) -> subprocess.Compl
     return subprocess.run([*KIMIK3, "fleet", *args], capture_output=True, text=True, env=env, cwd=work, timeout=timeout)
 
 
-def fleet_router() -> SmgRouter:
-    """The rollout's smg, through kimik3's adapter (its metrics on the port after)."""
-    return SmgRouter(f"http://127.0.0.1:{ROUTER_PORT}", f"http://127.0.0.1:{ROUTER_PORT + 1}")
+def fleet_router(policy: str | None = None) -> SmgRouter:
+    """The rollout's smg, through kimik3's adapter, where the fleet file's router `policy` puts it (None: the
+    default, slots: behind kimik3's router; fleet/router_layout.py)."""
+    from kimik3_reconciler.fleet.router_layout import DEFAULT_POLICY, router_layout
+    from kimik3_reconciler.fleet.values import RouterPlacement
+
+    layout = router_layout(RouterPlacement("smg", "1.13.0", "localhost", ROUTER_PORT, policy or DEFAULT_POLICY))
+    return SmgRouter(layout.smg_url, layout.smg_metrics_url)
 
 
 def router_load(workers: int = 4) -> ClosedLoop:
-    """A closed-loop client through smg (half streaming, every other request offering a tool)."""
+    """A closed-loop client through the fleet's router (half streaming, every other request offering a tool)."""
     return ClosedLoop(f"http://127.0.0.1:{ROUTER_PORT}", workers=workers, model=NAME, tools=True)
 
 
@@ -68,10 +73,10 @@ def image_on_first_host(rig: Rig, work: Path) -> None:
 
 
 def fleet_document(
-    name: str, inventory: dict, overrides: dict, rollout: dict, router_port: int, policy: str = "round_robin"
+    name: str, inventory: dict, overrides: dict, rollout: dict, router_port: int, policy: str | None = None
 ) -> dict:
-    """A Fleet file over the rig's hosts (profile.yaml beside it), smg on loopback in front, round robin unless
-    `policy` says otherwise."""
+    """A Fleet file over the rig's hosts (profile.yaml beside it), the router on loopback in front, with the fleet
+    file's default policy (slots: kimik3's router, smg behind it) unless `policy` names another."""
     return {
         "apiVersion": "kimik3/v1",
         "kind": "Fleet",
@@ -80,7 +85,12 @@ def fleet_document(
         "inventory": inventory,
         "overrides": overrides,
         "rollout": {"hosts": "serving", **rollout},
-        "router": {"version": "1.13.0", "host": "localhost", "port": router_port, "policy": policy},
+        "router": {
+            "version": "1.13.0",
+            "host": "localhost",
+            "port": router_port,
+            **({"policy": policy} if policy else {}),
+        },
     }
 
 
@@ -100,7 +110,7 @@ def write_fleet(
     canary: int | None = None,
     serve: dict | None = None,
     rollout: dict | None = None,
-    policy: str = "round_robin",
+    policy: str | None = None,
 ) -> None:
     """profile.yaml (the demo profile at `quant`, `serve` merged into its serve section) and fleet.yaml over the
     rig's three hosts in `work` (`rollout` merged into its rollout, the router's `policy`); the host `canary` (an

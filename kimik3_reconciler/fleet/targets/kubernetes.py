@@ -92,6 +92,14 @@ def render_kubernetes(fleet: Fleet, rollout: Rollout = "canary") -> tuple[Manife
             "(the Kubernetes target needs what no host tells it)",
         )
         refusals.raise_any()
+    if fleet.router.policy == "slots" and fleet.router.policy_given:
+        # kimik3's router (slots) runs on the controller beside smg; the Kubernetes render has smg alone (its
+        # default there: cache_aware), so a fleet file that asks for slots by name is told, not silently changed.
+        refusals.add(
+            ("router", "policy"),
+            "slots is kimik3's router, run by `fleet apply` on the controller; the Kubernetes target renders smg "
+            "alone: leave router.policy out (cache_aware there) or name one of smg's",
+        )
     if len(fleet.name) > MAX_NAME:
         # LWS names pods `<name>-<group>-<worker>`: each a hostname, a DNS label of 63 characters at most.
         refusals.add(("name",), f"{len(fleet.name)} characters: Kubernetes names pods after it; at most {MAX_NAME}")

@@ -19,6 +19,12 @@ from kimik3_reconciler.model.router_health import HEALTH, policy_settings
 ROUTER_METRICS_PORT = 29000  # smg's Prometheus listener (its default port)
 
 
+def smg_policy(policy: str) -> str:
+    """smg's policy in the router pod: the fleet file's; cache_aware where it leaves the default (slots), which needs
+    kimik3's router beside smg, rendered only where it runs on the controller (render_kubernetes refuses it named)."""
+    return "cache_aware" if policy == "slots" else policy
+
+
 def smg_args(fleet: Fleet, profile: Profile) -> list[str]:
     """`smg launch`'s arguments in the router pod: the fleet's port and policy, its workers found by smg's own
     Kubernetes service discovery (the set's leaders: worker index 0; the serving port; this namespace only)."""
@@ -34,10 +40,10 @@ def smg_args(fleet: Fleet, profile: Profile) -> list[str]:
         "--prometheus-port",
         str(ROUTER_METRICS_PORT),
         "--policy",
-        router.policy,
+        smg_policy(router.policy),
         # smg's regular HTTP router, not `--backend openai` (which sends every request for a model to one worker
         # whatever the policy: adapters/router_smg.py), with the policy's settings of `fleet apply`'s router.
-        *policy_settings(router.policy),
+        *policy_settings(smg_policy(router.policy)),
         # The same health checks and breaker as the router of `fleet apply`: a pod that stops answering leaves
         # rotation within seconds, before Kubernetes has marked it unready and smg's discovery has seen that.
         *HEALTH,

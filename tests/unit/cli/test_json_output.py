@@ -26,6 +26,7 @@ NOT_JSON_FLAGGED = {
     "metrics-serve",
     "front-serve",
     "router-step",
+    "route",  # kimik3's router (cli/fleet_router.py): a server, prints nothing
     "mirror",
     "image",
     "job-step",

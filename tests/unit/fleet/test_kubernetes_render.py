@@ -464,3 +464,14 @@ def test_a_mirror_of_a_pulled_image_must_hold_the_profiles_digest(tmp_path: Path
         _render(tmp_path / "fleet.yaml")
     ((problem),) = refused.value.problems
     assert problem.field == "kubernetes.image" and "sha256:" + "0" * 64 in problem.message
+
+
+def test_slots_named_in_the_fleet_file_is_refused_at_its_line_and_the_default_renders_cache_aware() -> None:
+    """slots is kimik3's router, run on the controller beside smg; the Kubernetes render has smg alone."""
+    text = DEMO_FLEET.read_text().replace("  port: 30000 ", "  policy: slots\n  port: 30000 ")
+    ((line, field, message),) = _refused(text)
+    assert (line, field) == (_line(text, "policy: slots"), "router.policy") and "smg" in message
+    fleet = _fleet(DEMO_FLEET)  # no policy named: slots where fleet apply runs it, cache_aware here
+    assert fleet.router.policy == "slots" and not fleet.router.policy_given
+    args = smg_args(fleet, fleet.hosts[0].profile)
+    assert args[args.index("--policy") + 1] == "cache_aware"

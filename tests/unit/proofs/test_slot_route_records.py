@@ -1,4 +1,5 @@
-"""The measurement of bench/slot_route.py's policy against smg's cache_aware (issue 40 item 4), kept as
+"""The measurement of the slots policy (then bench/slot_route.py, the bench routing itself; now routing/slot_route.py,
+kimik3's router) against smg's cache_aware (issue 40 item 4), kept as
 tests/fixtures/bench/slot-route.json (the benches' --json, 2026-12-05): the figures docs/operations.md quotes
 ("Prefix-cache routing") follow from those runs through the benches' own summaries; no assertion on the timings'
 values beyond that."""

@@ -1,4 +1,4 @@
-"""bench/slot_route.py's decisions: a conversation goes back to the replica whose server said it reused it, a new
+"""routing/slot_route.py's decisions (the policy of kimik3's router): a conversation goes back to the replica whose server said it reused it, a new
 one to the least busy (a rejoined replica first), a replica out of rotation keeps what it held, and a reply that
 reused nothing where a hit was expected voids what was believed of that replica."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.slot_route import COLD, SlotRoute, prefix_keys
+from kimik3_reconciler.routing.slot_route import COLD, SlotRoute, prefix_keys
 
 A, B, C = "http://a", "http://b", "http://c"
 ALL = [A, B, C]

@@ -1,6 +1,7 @@
-"""A routing policy from the servers' own word on their caches (issue 40 item 4), measured by bench/fleet_cache.py
-and bench/fleet_cache_rollout.py (`--policy slots`) against smg's cache_aware; not shipped (docs/operations.md,
-"Prefix-cache routing": why).
+"""The `slots` routing policy of kimik3's router (issue 40: the fleet file's `router.policy: slots`, the default where
+the router runs on the controller; adapters/slot_router.py sends the requests): routing from the servers' own word
+on their caches, measured by bench/fleet_cache.py and bench/fleet_cache_rollout.py against smg's cache_aware
+(docs/operations.md, "Prefix-cache routing").
 
 smg's cache-aware policy routes an HTTP worker by a tree of the prompts it sent where: a guess at what each server
 holds, purged when the worker leaves the router (a rolled host comes back holding nothing in smg's eyes, even when
@@ -20,7 +21,8 @@ rotation; a new (or displaced) conversation goes to the least busy replica among
 system prompt, unless another runs `slack` fewer, and ties go to the replica given a new conversation longest ago
 (so a rejoined, idle replica takes new conversations at once).
 
-Pure (no I/O): the bench sends the requests, counts what runs where and calls `pick`, `sent`, `answered`.
+Pure (no I/O): the router sends the requests and calls `pick` and `answered`; `decisions` counts why each pick
+went where it went (followed / new / displaced) and `voids` what replies voided (its metrics).
 """
 
 from __future__ import annotations
@@ -28,9 +30,14 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 COLD = 0.05  # a reply that reused under this fraction of its prompt: the server held nothing of it
+# Conversation prefixes remembered (the oldest forgotten first): a router runs for months, and a replica's own cache
+# holds far fewer prompts than this, so an entry forgotten here was long evicted there (~200 bytes an entry).
+MAX_HELD = 200_000
+DECISIONS = ("followed", "new", "displaced")  # why a request went where it went (Ticket.decision)
 
 
 def prefix_keys(messages: list[dict]) -> list[str]:
@@ -57,6 +64,8 @@ class Ticket:
     url: str
     seq: int
     expected: bool
+    decision: str = "new"  # followed: to the replica holding its conversation; new: none held it; displaced: the
+    # replica holding it was `slack` busier than the least busy one, or out of rotation
 
 
 @dataclass
@@ -64,8 +73,9 @@ class SlotRoute:
     """The policy's state: which replica the servers confirmed holds each conversation prefix."""
 
     slack: int = 2
-    held: dict[str, Holder] = field(default_factory=dict)  # prefix key -> the replica that answered it last
-    systems: dict[str, dict[str, int]] = field(default_factory=dict)  # system key -> {replica: seq}
+    held: OrderedDict[str, Holder] = field(default_factory=OrderedDict)  # prefix key -> the replica that answered it
+    max_held: int = MAX_HELD
+    systems: OrderedDict[str, dict[str, int]] = field(default_factory=OrderedDict)  # system key -> {replica: seq}
     cold_since: dict[str, int] = field(default_factory=dict)  # replica -> the seq before which its entries are void
     running: dict[str, int] = field(default_factory=dict)  # replica -> requests sent and not yet answered
     last_new: dict[str, int] = field(default_factory=dict)  # replica -> seq it was last given a new conversation
@@ -85,22 +95,28 @@ class SlotRoute:
             self.seq += 1
             load = {url: self.running.get(url, 0) for url in rotation}
             least = min(load.values())
-            url = self._follow(keys[1:], load, least)
+            url, known = self._follow(keys[1:], load, least)
             expected = url is not None
+            decision = "followed" if expected else "displaced" if known else "new"
             if url is None:
                 url = self._place(keys[0], load, least)
                 expected = self._holds_system(keys[0], url)
             self.running[url] = self.running.get(url, 0) + 1
-            return Ticket(url, self.seq, expected)
+            return Ticket(url, self.seq, expected, decision)
 
-    def _follow(self, keys: list[str], load: dict[str, int], least: int) -> str | None:
+    def _follow(self, keys: list[str], load: dict[str, int], least: int) -> tuple[str | None, bool]:
         """The replica holding the longest prefix of this conversation (past its system prompt), if in rotation and
-        not `slack` busier than the least busy."""
+        not `slack` busier than the least busy; and whether any replica was believed to hold some of it."""
+        known = False
         for key in reversed(keys):
             holder = self.held.get(key)
-            if self._valid(holder) and holder.url in load:  # type: ignore[union-attr]
-                return holder.url if load[holder.url] <= least + self.slack else None  # type: ignore[union-attr]
-        return None
+            if not self._valid(holder):
+                continue
+            known = True
+            if holder.url in load:  # type: ignore[union-attr]
+                url = holder.url if load[holder.url] <= least + self.slack else None  # type: ignore[union-attr]
+                return url, known
+        return None, known
 
     def _holds_system(self, system: str, url: str) -> bool:
         return self.systems.get(system, {}).get(url, -1) >= self.cold_since.get(url, 0)
@@ -129,7 +145,13 @@ class SlotRoute:
                 self.cold_since[url] = max(self.cold_since.get(url, 0), seq)
                 self.voids += 1
             self.held[keys[-1]] = Holder(url, seq)
+            self.held.move_to_end(keys[-1])
+            while len(self.held) > self.max_held:
+                self.held.popitem(last=False)
             self.systems.setdefault(keys[0], {})[url] = seq
+            self.systems.move_to_end(keys[0])
+            while len(self.systems) > self.max_held:  # a client whose first message is unique per conversation
+                self.systems.popitem(last=False)
 
     def holders(self) -> dict[str, int]:
         """How many conversation prefixes each replica is believed to hold (valid entries only): for the report."""

@@ -1,0 +1,211 @@
+"""kimik3's router (the fleet file's `router.policy: slots`, issue 40): an HTTP proxy on the fleet's client-facing
+router address that sends each chat or completion request straight to the replica the `slots` policy picks
+(routing/slot_route.py: where the servers said they hold the conversation), bytes unchanged, streamed or not, and
+feeds the policy what the reply says the server reused (routing/replies.py).
+
+smg still runs behind it, on an internal port: the rotation (which replicas may take new requests: smg's health
+checks, breakers and the rollout's `router: out`/`router: in`) is smg's worker list, read every ROTATION_POLL_S;
+every other path (/v1/models, /health, ...) and any request the policy cannot key goes through smg.
+
+A new connection per request to a replica (force_close): llama-server closes a kept-alive connection after a
+streamed reply (b11434, seen by bench/fleet_cache.py) and the next request on it failed. A request a replica did
+not take (its connection refused, or a 502/503/504 status: llama-server loading its model) is sent to the next
+replica in rotation; once a reply's status went to the client, a failure is the client's (as behind smg).
+
+Metrics at /.kimik3/router/metrics (prometheus_client): requests sent per replica, the policy's decisions, prompt
+tokens reused and evaluated per replica (the servers' own word), proxy errors. Never a body, prompt or header.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import aiohttp
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
+
+from kimik3_reconciler.adapters.latency_proxy import SESSION, bad_gateway, client_session, pass_back, send
+from kimik3_reconciler.adapters.router_smg import RouterError, SmgRouter
+from kimik3_reconciler.routing.replies import ReplyReader, request_keys
+from kimik3_reconciler.routing.slot_route import SlotRoute
+
+ROTATION_POLL_S = 0.2  # how often smg's worker list is read (a removed replica gets no new request after this)
+UNAVAILABLE = frozenset({502, 503, 504})  # a replica's answer that it did not run the request: tried on the next
+CONTROL_PREFIX = "/.kimik3/router"  # the router's own paths (never a client's: the front's convention)
+log = logging.getLogger(__name__)
+
+
+class RouterMetrics:
+    """The router's series (prefix kimik3_router_)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.requests = Counter(
+            "kimik3_router_requests",
+            "requests sent to each replica by the slots policy",
+            ["replica"],
+            registry=registry,
+        )
+        self.decisions = Counter(
+            "kimik3_router_decisions",
+            "the policy's decisions: followed (to the replica holding the conversation), new, displaced (its replica "
+            "too busy or out of rotation), voided (a reply that said the replica held nothing it was thought to)",
+            ["decision"],
+            registry=registry,
+        )
+        self.prompt = Counter(
+            "kimik3_router_prompt_tokens",
+            "prompt tokens of the replies, as each server reports them: cached (reused) or evaluated",
+            ["replica", "kind"],
+            registry=registry,
+        )
+        self.errors = Counter(
+            "kimik3_router_errors",
+            "proxy errors: refused (a replica refused the connection; sent to the next), unavailable (a replica "
+            "answered 502/503/504, loading or stopping; sent to the next), upstream (a replica failed after it was "
+            "sent the request), no_replica (every replica in rotation refused), rotation (smg unread)",
+            ["kind"],
+            registry=registry,
+        )
+        self.rotation = Gauge("kimik3_router_rotation", "replicas in rotation (smg's worker list)", registry=registry)
+        self.through_smg = Counter(
+            "kimik3_router_through_smg", "requests sent through smg (other paths, unkeyed bodies)", registry=registry
+        )
+
+
+class Rotation:
+    """smg's workers in rotation, read every ROTATION_POLL_S (its control API, off the event loop)."""
+
+    def __init__(self, smg: SmgRouter, metrics: RouterMetrics) -> None:
+        self.smg, self.metrics = smg, metrics
+        self.urls: list[str] = []
+
+    async def follow(self) -> None:
+        while True:
+            try:
+                workers = await asyncio.to_thread(self.smg.workers)
+                self.urls = [w.url for w in workers if w.in_rotation]
+                self.metrics.rotation.set(len(self.urls))
+            except RouterError:
+                # smg unread (restarting, busy): the last rotation stands; a replica gone meanwhile refuses its
+                # connections and its requests go to the next one.
+                self.metrics.errors.labels(kind="rotation").inc()
+            await asyncio.sleep(ROTATION_POLL_S)
+
+
+ROTATION = web.AppKey("rotation", Rotation)
+FOLLOW = web.AppKey("follow", asyncio.Task)
+
+
+def router_app(smg_url: str, smg_metrics_url: str | None, policy: SlotRoute | None = None) -> web.Application:
+    """The proxy: chat and completion requests by the policy, the rest through smg at `smg_url`."""
+    registry = CollectorRegistry()
+    metrics = RouterMetrics(registry)
+    route = policy or SlotRoute()
+    smg = smg_url.rstrip("/")
+
+    async def start(app: web.Application) -> None:
+        app[SESSION] = client_session(force_close=True)
+        rotation = Rotation(SmgRouter(smg, smg_metrics_url, timeout_s=2), metrics)
+        app[ROTATION] = rotation
+        app[FOLLOW] = asyncio.get_running_loop().create_task(rotation.follow())
+
+    async def stop(app: web.Application) -> None:
+        app[FOLLOW].cancel()
+        await app[SESSION].close()
+        app[ROTATION].smg.close()
+
+    async def through_smg(request: web.Request, body: bytes) -> web.StreamResponse:
+        metrics.through_smg.inc()
+        try:
+            upstream = await send(request.app[SESSION], request, smg, body)
+        except (aiohttp.ClientError, ConnectionError) as exc:
+            metrics.errors.labels(kind="upstream").inc()
+            return bad_gateway(exc)
+        return await pass_back(request, upstream, ReplyReader())
+
+    async def forward(request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        keys = request_keys(request.path, body) if request.method == "POST" else None
+        rotation = request.app[ROTATION].urls
+        if keys is None or not rotation:  # not keyed, or nothing in rotation: smg answers as it would alone
+            return await through_smg(request, body)
+        refused: set[str] = set()
+        while True:
+            candidates = [u for u in rotation if u not in refused]
+            if not candidates:
+                metrics.errors.labels(kind="no_replica").inc()
+                return web.Response(status=503, text="kimik3 router: every replica in rotation refused the request")
+            ticket = route.pick(keys, candidates)
+            try:
+                upstream = await send(request.app[SESSION], request, ticket.url, body, retry=False)
+            except (aiohttp.ClientConnectorError, ConnectionRefusedError):
+                # Refused before any byte came back (a server killed or stopping): nothing ran, the next one takes it.
+                route.answered(ticket, keys, None, None)
+                metrics.errors.labels(kind="refused").inc()
+                refused.add(ticket.url)
+                continue
+            except BaseException as exc:
+                # Any other failure, the client's going away (cancelled) included: the ticket is settled, so the
+                # policy's count of what runs there does not drift.
+                route.answered(ticket, keys, None, None)
+                if not isinstance(exc, aiohttp.ClientError | ConnectionError):
+                    raise
+                metrics.errors.labels(kind="upstream").inc()
+                return bad_gateway(exc)
+            if upstream.status in UNAVAILABLE and len(candidates) > 1:
+                # The server said it did not take the request (llama-server answers 503 while it loads the model,
+                # seconds before smg's health checks take it out of rotation): nothing ran, the next one takes it,
+                # as smg's own retries would.
+                upstream.release()
+                route.answered(ticket, keys, None, None)
+                metrics.errors.labels(kind="unavailable").inc()
+                refused.add(ticket.url)
+                continue
+            break
+        metrics.requests.labels(replica=ticket.url).inc()
+        metrics.decisions.labels(decision=ticket.decision).inc()
+        voids, reader = route.voids, ReplyReader()
+        try:
+            return await pass_back(request, upstream, reader)
+        finally:  # the reply ended, failed or was cancelled: settled once, with what the server said it reused
+            counts = reader.counts
+            route.answered(ticket, keys, *(counts or (None, None)))
+            if reader.failed:
+                metrics.errors.labels(kind="upstream").inc()
+            if counts is not None:
+                metrics.prompt.labels(replica=ticket.url, kind="cached").inc(counts[0])
+                metrics.prompt.labels(replica=ticket.url, kind="evaluated").inc(counts[1])
+            if route.voids > voids:
+                metrics.decisions.labels(decision="voided").inc()
+
+    async def exposition(_: web.Request) -> web.Response:
+        return web.Response(body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def healthz(request: web.Request) -> web.Response:
+        return web.json_response(
+            {"router": "kimik3", "policy": "slots", "smg": smg, "rotation": request.app[ROTATION].urls}
+        )
+
+    app = web.Application(client_max_size=1 << 30)  # images in vision requests are large
+    app.on_startup.append(start)
+    app.on_cleanup.append(stop)
+    app.router.add_get(f"{CONTROL_PREFIX}/metrics", exposition)
+    app.router.add_get(f"{CONTROL_PREFIX}/healthz", healthz)
+    app.router.add_route("*", "/{tail:.*}", forward)
+    return app
+
+
+def serve(host: str, port: int, smg_url: str, smg_metrics_url: str | None) -> None:
+    """Run the router until SIGTERM/SIGINT (aiohttp's own handling: in-flight replies end first, up to its grace)."""
+    import uvloop
+
+    web.run_app(
+        router_app(smg_url, smg_metrics_url),
+        host=host,
+        port=port,
+        print=None,
+        access_log=None,
+        handle_signals=True,
+        loop=uvloop.new_event_loop(),  # libuv: a quarter less CPU per relayed token (adapters/metrics_http.py)
+    )

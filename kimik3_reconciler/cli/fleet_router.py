@@ -1,0 +1,200 @@
+"""The fleet's router on the controller (fleet/router_layout.py: what runs where): `ensure_router` (run by `fleet
+apply`) converges it: smg, and kimik3's router in front of it where the policy is `slots`, each started detached when
+nothing answers on its port; a router a previous `fleet apply` started in another layout (the policy changed, or smg
+alone on the clients' port from before kimik3 had a router) is stopped and replaced; the hosts that serve are
+registered with smg. The record `<state>/fleet/<name>/router.json` keeps the pids and the layout.
+
+`router_now` says what answers (`fleet plan`, `fleet status`); the hidden `kimik3 fleet route` runs kimik3's
+router (adapters/slot_router.py) in the foreground, as `ensure_router` starts it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from kimik3_reconciler.cli import _err, _run
+
+PROXY_START_S = 30.0  # how long kimik3's router has to answer after it was started
+
+
+def record_path(state_dir: Path, fleet_name: str) -> Path:
+    return state_dir / "fleet" / fleet_name / "router.json"
+
+
+def _read(path: Path) -> dict:
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def recorded_layout(record: dict, layout) -> dict | None:  # noqa: ANN001 - fleet.router_layout.RouterLayout
+    """The layout the record says was started (None: no record). A record from before kimik3 had a router holds smg
+    alone on its url, its policy unsaid: taken as `layout`'s where that is smg alone there too (a policy change did not
+    restart smg then either)."""
+    if not record:
+        return None
+    if "layout" in record:
+        return record["layout"]
+    legacy = {"url": record.get("url"), "smg_url": record.get("url"), "proxy": False}
+    same = not layout.proxy and legacy["url"] == layout.url
+    return {**legacy, "policy": layout.policy if same else "an smg policy (from before kimik3's router)"}
+
+
+def proxy_answers(url: str) -> bool:
+    """kimik3's router answers on `url` (its own healthz, which smg and a server do not serve)."""
+    import httpx
+
+    from kimik3_reconciler.adapters.slot_router import CONTROL_PREFIX
+
+    try:
+        answer = httpx.get(f"{url}{CONTROL_PREFIX}/healthz", timeout=3)
+    except httpx.HTTPError:
+        return False
+    try:
+        return answer.status_code == 200 and answer.json().get("router") == "kimik3"
+    except ValueError:  # something else on the port, answering 200 with another body
+        return False
+
+
+def router_now(layout) -> str:  # noqa: ANN001 - fleet.router_layout.RouterLayout
+    """What answers on the fleet's router address now: 'kimik3 router', 'smg', or 'nothing'."""
+    from kimik3_reconciler.adapters.router_smg import SmgRouter
+
+    if proxy_answers(layout.url):
+        return "kimik3 router"
+    router = SmgRouter(layout.url, timeout_s=3)
+    try:
+        return "smg" if router.answers() else "nothing"
+    finally:
+        router.close()
+
+
+def router_change(fleet, state_dir: Path) -> dict:  # noqa: ANN001 - fleet.Fleet
+    """The router as the fleet file wants it, what answers now, and what `fleet apply` changes (for `fleet plan`)."""
+    from kimik3_reconciler.fleet.router_layout import router_layout
+
+    layout = router_layout(fleet.router)
+    now = router_now(layout)
+    was = recorded_layout(_read(record_path(state_dir, fleet.name)), layout)
+    wanted = "kimik3 router" if layout.proxy else "smg"
+    if now == "nothing":
+        change = f"starts {layout.describe()}"
+    elif was is not None and was != layout.record():
+        change = f"replaces {now} (policy {was.get('policy')}) on {layout.url} with {layout.describe()}"
+    elif now != wanted:
+        change = (
+            f"{now} answers on {layout.url}, not started by kimik3 for this fleet: left as it is ({wanted} wanted: "
+            "stop it, then `fleet apply` starts the router)"
+        )
+    else:
+        change = None
+    return {"wanted": layout.describe(), "now": now, "change": change}
+
+
+def ensure_router(fleet, state_dir: Path, worker_urls: dict[str, str], serves) -> None:  # noqa: ANN001
+    """The fleet's router converged to its layout, every serving host (name -> url; `serves(url)`) in smg."""
+    from kimik3_reconciler.adapters.router_smg import SmgRouter, start_smg
+    from kimik3_reconciler.fleet.router_layout import router_layout
+
+    layout = router_layout(fleet.router)
+    path = record_path(state_dir, fleet.name)
+    record = _read(path)
+    was = recorded_layout(record, layout)
+    if was is not None and was != layout.record():
+        _stop_recorded(record)
+        _err.print(f"router: the one started for policy {was.get('policy')} stopped; now {layout.describe()}")
+        record = {}
+    router = SmgRouter(layout.smg_url, layout.smg_metrics_url)
+    try:
+        if not router.answers():
+            log = path.parent / "router.log"
+            running = start_smg(layout.bind, layout.smg_port, layout.smg_metrics_port, layout.smg_policy, log)
+            record.update(pid=running.pid, url=running.url, metrics_url=running.metrics_url)
+            _err.print(f"router: smg started on {running.url} (pid {running.pid})", highlight=False)
+        if layout.proxy and not proxy_answers(layout.url):
+            record["proxy_pid"] = start_proxy(layout, path.parent / "route.log")
+            _err.print(f"router: kimik3 router started on {layout.url} (pid {record['proxy_pid']})", highlight=False)
+        record["layout"] = layout.record()
+        _write(path, record)
+        listed = {w.url for w in router.workers()}
+        for name, url in worker_urls.items():
+            # One smg lists is left to its own health checks; one not serving yet is added by its `router: in`.
+            if url in listed or not serves(url):
+                continue
+            router.add(url)
+            _err.print(f"router: {name} ({url}) added", highlight=False)
+    finally:
+        router.close()
+
+
+def _write(path: Path, record: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(record, indent=2, sort_keys=True))
+    tmp.replace(path)
+
+
+def start_proxy(layout, log: Path) -> int:  # noqa: ANN001 - RouterLayout
+    from kimik3_reconciler.adapters.router_smg import start_detached
+
+    argv = [
+        sys.executable,
+        "-m",
+        "kimik3_reconciler",
+        "fleet",
+        "route",
+        "--host",
+        layout.bind,
+        "--port",
+        str(layout.port),
+        "--smg",
+        layout.smg_url,
+        "--smg-metrics",
+        layout.smg_metrics_url,
+    ]
+    return start_detached(argv, log, lambda: proxy_answers(layout.url), PROXY_START_S)
+
+
+def _ours(pid: int) -> bool:
+    """The pid runs smg or kimik3 (a recorded pid may have been reused by anything since)."""
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return b"smg" in command or b"kimik3" in command
+
+
+def _stop_recorded(record: dict) -> None:
+    """The processes a record names stopped (kimik3's router first: no client request finds smg gone behind it)."""
+    from kimik3_reconciler.adapters.router_smg import stop_pid
+
+    for key in ("proxy_pid", "pid"):
+        pid = record.get(key)
+        if isinstance(pid, int) and _ours(pid):
+            stop_pid(pid)
+
+
+def stop_router(state_dir: Path, fleet_name: str) -> None:
+    """Everything `ensure_router` started for the fleet stopped, its record removed."""
+    path = record_path(state_dir, fleet_name)
+    _stop_recorded(_read(path))
+    path.unlink(missing_ok=True)
+
+
+@click.command(name="route", hidden=True)
+@click.option("--host", required=True, help="the address to listen on (the fleet's router.host)")
+@click.option("--port", required=True, type=int, help="the clients' port (router.port)")
+@click.option("--smg", "smg_url", required=True, help="smg's HTTP address (its worker list; the other paths)")
+@click.option("--smg-metrics", "smg_metrics_url", default=None, help="smg's Prometheus listener (its breakers)")
+@_run
+def route_cmd(host: str, port: int, smg_url: str, smg_metrics_url: str | None) -> None:
+    """kimik3's router: chat requests to the replica the servers say holds the conversation (the slots policy)."""
+    from kimik3_reconciler.adapters.slot_router import serve
+
+    serve(host, port, smg_url, smg_metrics_url)

@@ -1,0 +1,172 @@
+"""kimik3's router (adapters/slot_router.py) on real sockets: two scripted llama-server look-alikes and a scripted
+smg (its `GET /workers`, the rotation), the router between them and httpx. The bytes a replica writes reach the
+client unchanged (streamed in odd pieces, or whole), the Authorization header reaches the replica as sent, a second
+turn follows the first where the reply said it was cached, a refused replica's request goes to the next, other
+paths go through smg, and the metrics never hold a prompt."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from aiohttp import web
+from support.ports import free_port
+
+from kimik3_reconciler.adapters.slot_router import CONTROL_PREFIX, router_app
+
+SECRET_PROMPT = "the user's private text 7f3a"
+STREAM = (
+    b'data: {"choices":[{"delta":{"content":"Hel"}}],"object":"chat.completion.chunk"}\n\n',
+    b'data: {"choices":[{"delta":{"content":"lo"}}],"object":"chat.completion.chunk"}\n\ndata: {"choices":[],',
+    b'"timings":{"cache_n":90,"prompt_n":10}}\n\n',
+    b"data: [DONE]\n\n",
+)
+WHOLE = json.dumps({"object": "chat.completion", "timings": {"cache_n": 0, "prompt_n": 50}}).encode()
+
+
+class Rig:
+    """Replicas, smg and the router on one event loop in a thread."""
+
+    def __init__(self, replicas: int = 2, dead: int = 0, loading: int = 0) -> None:
+        self.ports = [free_port() for _ in range(replicas)]
+        self.dead = [free_port() for _ in range(dead)]  # listed by smg, nothing listening: a refused connection
+        self.loading = [free_port() for _ in range(loading)]  # listed, answering 503 (llama-server loading)
+        self.urls = [f"http://127.0.0.1:{p}" for p in self.dead + self.loading + self.ports]
+        self.smg_port, self.port = free_port(), free_port()
+        self.seen: list[tuple[int, str, dict]] = []  # (replica port, path, headers)
+        self.smg_paths: list[str] = []
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.runners: list[web.AppRunner] = []
+
+    def replica(self, port: int) -> web.Application:
+        async def chat(request: web.Request) -> web.StreamResponse:
+            if port in self.loading:
+                return web.json_response({"error": {"code": 503, "message": "Loading model"}}, status=503)
+            body = await request.json()
+            self.seen.append((port, request.path, dict(request.headers)))
+            if not body.get("stream"):
+                return web.Response(body=WHOLE, content_type="application/json")
+            reply = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await reply.prepare(request)
+            for piece in STREAM:
+                await reply.write(piece)
+            await reply.write_eof()
+            return reply
+
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", chat)
+        return app
+
+    def smg(self) -> web.Application:
+        async def workers(_: web.Request) -> web.Response:
+            listed = [{"id": u, "url": u, "status": "ready", "is_healthy": True} for u in self.urls]
+            return web.json_response({"workers": listed})
+
+        async def other(request: web.Request) -> web.Response:
+            self.smg_paths.append(request.path)
+            return web.json_response({"data": [{"id": "k3"}]})
+
+        app = web.Application()
+        app.router.add_get("/workers", workers)
+        app.router.add_route("*", "/{tail:.*}", other)
+        return app
+
+    async def _start(self) -> None:
+        apps = [(self.replica(p), p) for p in self.ports + self.loading]
+        apps += [(self.smg(), self.smg_port), (router_app(f"http://127.0.0.1:{self.smg_port}", None), self.port)]
+        for app, port in apps:
+            runner = web.AppRunner(app)
+            await runner.setup()
+            await web.TCPSite(runner, "127.0.0.1", port).start()
+            self.runners.append(runner)
+
+    async def _stop(self) -> None:
+        for runner in reversed(self.runners):
+            await runner.cleanup()
+
+    def __enter__(self) -> Rig:
+        self.thread.start()
+        asyncio.run_coroutine_threadsafe(self._start(), self.loop).result(10)
+        deadline = time.monotonic() + 10
+        while len(self.health()["rotation"]) < len(self.urls):  # the router read smg's list once
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        asyncio.run_coroutine_threadsafe(self._stop(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def health(self) -> dict:
+        return httpx.get(f"{self.url}{CONTROL_PREFIX}/healthz", timeout=5).json()
+
+    def metrics(self) -> str:
+        return httpx.get(f"{self.url}{CONTROL_PREFIX}/metrics", timeout=5).text
+
+
+@pytest.fixture
+def rig() -> Iterator[Rig]:
+    with Rig() as started:
+        yield started
+
+
+def messages(*turns: str) -> list[dict]:
+    return [{"role": "system", "content": "agent"}, *({"role": "user", "content": t} for t in turns)]
+
+
+def test_a_streamed_reply_reaches_the_client_byte_for_byte(rig: Rig) -> None:
+    body = {"messages": messages(SECRET_PROMPT), "stream": True}
+    headers = {"Authorization": "Bearer sk-abc"}
+    with httpx.stream("POST", f"{rig.url}/v1/chat/completions", json=body, headers=headers, timeout=10) as reply:
+        got = b"".join(reply.iter_raw())
+        assert reply.headers["content-type"] == "text/event-stream"
+    assert got == b"".join(STREAM)
+    assert rig.seen[0][2]["Authorization"] == "Bearer sk-abc"
+
+
+def test_a_whole_reply_passes_unchanged_with_its_length(rig: Rig) -> None:
+    reply = httpx.post(f"{rig.url}/v1/chat/completions", json={"messages": messages("q")}, timeout=10)
+    assert reply.content == WHOLE
+    assert reply.headers["content-length"] == str(len(WHOLE))
+
+
+def test_the_next_turn_follows_the_replica_that_said_it_reused_the_first(rig: Rig) -> None:
+    for name in ("a", "b", "c"):
+        first = messages(f"task {name}")
+        httpx.post(f"{rig.url}/v1/chat/completions", json={"messages": first, "stream": True}, timeout=10)
+        follow = [*first, {"role": "assistant", "content": "Hello"}, {"role": "user", "content": "next"}]
+        httpx.post(f"{rig.url}/v1/chat/completions", json={"messages": follow, "stream": True}, timeout=10)
+        assert rig.seen[-1][0] == rig.seen[-2][0]
+    text = rig.metrics()
+    assert 'kimik3_router_decisions_total{decision="followed"} 3.0' in text
+    assert 'kimik3_router_prompt_tokens_total{kind="cached"' in text
+    assert SECRET_PROMPT not in text and "task a" not in text
+
+
+@pytest.mark.parametrize(("dead", "loading", "kind"), [(1, 0, "refused"), (0, 1, "unavailable")])
+def test_a_replica_that_does_not_take_the_request_is_skipped_for_the_next(dead: int, loading: int, kind: str) -> None:
+    with Rig(replicas=1, dead=dead, loading=loading) as rig:
+        for i in range(4):  # each its own agent: a new conversation goes to each replica in turn, the dead one too
+            body = {"messages": [{"role": "system", "content": f"agent {i}"}, {"role": "user", "content": "q"}]}
+            reply = httpx.post(f"{rig.url}/v1/chat/completions", json=body, timeout=10)
+            assert reply.status_code == 200
+        assert len(rig.seen) == 4
+        assert f'kimik3_router_errors_total{{kind="{kind}"}}' in rig.metrics()
+
+
+def test_other_paths_and_unkeyed_requests_go_through_smg(rig: Rig) -> None:
+    assert httpx.get(f"{rig.url}/v1/models", timeout=10).status_code == 200
+    httpx.post(f"{rig.url}/v1/chat/completions", content=b"not json", timeout=10)
+    assert rig.smg_paths == ["/v1/models", "/v1/chat/completions"]
+    assert not rig.seen
