@@ -26,7 +26,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
 
 from kimik3_reconciler.adapters.latency_proxy import SESSION, bad_gateway, client_session, pass_back, send
-from kimik3_reconciler.adapters.router_smg import RouterError, SmgRouter
+from kimik3_reconciler.adapters.router_smg import SmgRouter
 from kimik3_reconciler.routing.replies import ReplyReader, request_keys
 from kimik3_reconciler.routing.slot_route import SlotRoute
 
@@ -79,17 +79,26 @@ class Rotation:
     def __init__(self, smg: SmgRouter, metrics: RouterMetrics) -> None:
         self.smg, self.metrics = smg, metrics
         self.urls: list[str] = []
+        self.unread = False  # the last read failed (logged once until one succeeds)
 
     async def follow(self) -> None:
         while True:
             try:
                 workers = await asyncio.to_thread(self.smg.workers)
-                self.urls = [w.url for w in workers if w.in_rotation]
-                self.metrics.rotation.set(len(self.urls))
-            except RouterError:
-                # smg unread (restarting, busy): the last rotation stands; a replica gone meanwhile refuses its
-                # connections and its requests go to the next one.
+                urls = [w.url for w in workers if w.in_rotation]
+            except Exception as exc:  # noqa: BLE001 - RouterError, and what smg.workers() does not translate
+                # smg unread (restarting, busy) or its answer not the worker list (not JSON, a field missing, a
+                # metrics line of another shape: a restarting smg or another process on its port): the last
+                # rotation stands and the next read tries again. Anything escaping here would end this task, and
+                # with it every later read: the rotation frozen for the router's life. A replica gone meanwhile refuses its connections and its
+                # requests go to the next one.
+                if not self.unread:  # once per outage, not every ROTATION_POLL_S
+                    log.warning("smg's worker list unread (the last rotation stands): %s", type(exc).__name__)
+                self.unread = True
                 self.metrics.errors.labels(kind="rotation").inc()
+            else:
+                self.urls, self.unread = urls, False
+                self.metrics.rotation.set(len(urls))
             await asyncio.sleep(ROTATION_POLL_S)
 
 

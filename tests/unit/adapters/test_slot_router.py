@@ -40,6 +40,7 @@ class Rig:
         self.smg_port, self.port = free_port(), free_port()
         self.seen: list[tuple[int, str, dict]] = []  # (replica port, path, headers)
         self.smg_paths: list[str] = []
+        self.garbled = 0  # smg's next answers to GET /workers that are not its worker list (a restarting smg)
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.runners: list[web.AppRunner] = []
@@ -65,6 +66,9 @@ class Rig:
 
     def smg(self) -> web.Application:
         async def workers(_: web.Request) -> web.Response:
+            if self.garbled:
+                self.garbled -= 1
+                return web.Response(text="<html>starting</html>", content_type="text/html")
             listed = [{"id": u, "url": u, "status": "ready", "is_healthy": True} for u in self.urls]
             return web.json_response({"workers": listed})
 
@@ -170,3 +174,18 @@ def test_other_paths_and_unkeyed_requests_go_through_smg(rig: Rig) -> None:
     httpx.post(f"{rig.url}/v1/chat/completions", content=b"not json", timeout=10)
     assert rig.smg_paths == ["/v1/models", "/v1/chat/completions"]
     assert not rig.seen
+
+
+def test_a_garbled_worker_list_leaves_the_rotation_followed() -> None:
+    """smg answering something other than its worker list (not JSON) must not end the rotation's reads: the last
+    rotation stands, and once smg answers again a replica added since is routed to."""
+    with Rig(replicas=1) as rig:
+        rig.garbled = 3
+        time.sleep(1)  # 3 garbled answers read, at ROTATION_POLL_S
+        late = rig.urls[0].replace(str(rig.ports[0]), str(free_port()))
+        rig.urls.append(late)  # listed from now on (nothing listens: refused, skipped)
+        deadline = time.monotonic() + 5
+        while late not in rig.health()["rotation"]:
+            assert time.monotonic() < deadline, "the rotation is no longer read"
+            time.sleep(0.05)
+        assert 'kimik3_router_errors_total{kind="rotation"} 3.0' in rig.metrics()
