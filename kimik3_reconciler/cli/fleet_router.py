@@ -17,6 +17,7 @@ from pathlib import Path
 import click
 
 from kimik3_reconciler.cli import _err, _run
+from kimik3_reconciler.errors import PlanError
 
 PROXY_START_S = 30.0  # how long kimik3's router has to answer after it was started
 
@@ -112,12 +113,26 @@ def ensure_router(fleet, state_dir: Path, worker_urls: dict[str, str], serves) -
         record = {}
     router = SmgRouter(layout.smg_url, layout.smg_metrics_url)
     try:
-        if not router.answers():
+        smg_down, proxy_down = not router.answers(), layout.proxy and not proxy_answers(layout.url)
+        # Before anything starts: a port another process holds (an smg or anything not started by a `fleet apply`
+        # for this fleet, so not in its record) would fail the start after the other process was started, which
+        # would then run unrecorded (no `fleet apply` stops it). `fleet plan` says it is left as it is.
+        for down, port, what in ((smg_down, layout.smg_port, "smg"), (proxy_down, layout.port, "kimik3 router")):
+            if down and port_taken(layout.bind, port):
+                raise PlanError(
+                    f"router: port {port} on {layout.bind} ({what}'s, for {layout.describe()}) is held by a process "
+                    f"that does not answer as {what} and that no `fleet apply` of fleet {fleet.name} recorded "
+                    f"({router_now(layout)} answers on {layout.url}): stop it or change router.port; nothing was "
+                    "started",
+                    (("router", "port"),),
+                )
+        if smg_down:
             log = path.parent / "router.log"
             running = start_smg(layout.bind, layout.smg_port, layout.smg_metrics_port, layout.smg_policy, log)
             record.update(pid=running.pid, url=running.url, metrics_url=running.metrics_url)
+            _write(path, record)  # recorded at once: a router that then fails to start leaves no smg unrecorded
             _err.print(f"router: smg started on {running.url} (pid {running.pid})", highlight=False)
-        if layout.proxy and not proxy_answers(layout.url):
+        if proxy_down:
             record["proxy_pid"] = start_proxy(layout, path.parent / "route.log")
             _err.print(f"router: kimik3 router started on {layout.url} (pid {record['proxy_pid']})", highlight=False)
         record["layout"] = layout.record()
@@ -131,6 +146,19 @@ def ensure_router(fleet, state_dir: Path, worker_urls: dict[str, str], serves) -
             _err.print(f"router: {name} ({url}) added", highlight=False)
     finally:
         router.close()
+
+
+def port_taken(host: str, port: int) -> bool:
+    """Something accepts TCP connections on `host`:`port` (an address to bind on: 0.0.0.0 and :: are reached on
+    loopback)."""
+    import socket
+
+    address = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
+    try:
+        with socket.create_connection((address, port), timeout=2):
+            return True
+    except OSError:
+        return False
 
 
 def _write(path: Path, record: dict) -> None:
