@@ -4,7 +4,8 @@ nothing answers on its port; a router a previous `fleet apply` started in anothe
 alone on the clients' port from before kimik3 had a router) is stopped and replaced; the hosts that serve are
 registered with smg. The record `<state>/fleet/<name>/router.json` keeps the pids and the layout.
 
-`router_now` says what answers (`fleet plan`, `fleet status`); the hidden `kimik3 fleet route` runs kimik3's
+`router_now` says what answers (`fleet plan`, `fleet status`), `router_problem` what `fleet status` fails on; the
+hidden `kimik3 fleet route` runs kimik3's
 router (adapters/slot_router.py) in the foreground, as `ensure_router` starts it.
 """
 
@@ -74,6 +75,28 @@ def router_now(layout) -> str:  # noqa: ANN001 - fleet.router_layout.RouterLayou
         return "smg" if router.answers() else "nothing"
     finally:
         router.close()
+
+
+def router_problem(layout, now: str) -> str | None:  # noqa: ANN001 - fleet.router_layout.RouterLayout
+    """What is wrong with the router as it runs (`fleet status` fails on it), `now` being `router_now(layout)`: the
+    clients' port not answered as the layout wants (its process killed), or smg behind kimik3's router silent (the
+    rotation no longer read, every other path failing). None when both answer."""
+    from kimik3_reconciler.adapters.router_smg import SmgRouter
+
+    wanted = "kimik3 router" if layout.proxy else "smg"
+    if now != wanted:
+        return f"{now} answers on {layout.url}, {wanted} wanted: `fleet apply` starts it"
+    if layout.proxy:
+        behind = SmgRouter(layout.smg_url, timeout_s=3)
+        try:
+            if not behind.answers():
+                return (
+                    f"smg behind kimik3's router does not answer on {layout.smg_url} (the rotation is not read): "
+                    "`fleet apply` starts it"
+                )
+        finally:
+            behind.close()
+    return None
 
 
 def router_change(fleet, state_dir: Path) -> dict:  # noqa: ANN001 - fleet.Fleet
