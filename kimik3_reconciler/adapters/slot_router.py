@@ -32,8 +32,20 @@ from kimik3_reconciler.routing.slot_route import SlotRoute
 
 ROTATION_POLL_S = 0.2  # how often smg's worker list is read (a removed replica gets no new request after this)
 UNAVAILABLE = frozenset({502, 503, 504})  # a replica's answer that it did not run the request: tried on the next
+KEYED_ON_LOOP = 256 << 10  # a body up to this size is keyed on the event loop (about a millisecond); larger: a thread
 CONTROL_PREFIX = "/.kimik3/router"  # the router's own paths (never a client's: the front's convention)
 log = logging.getLogger(__name__)
+
+
+async def _keys(request: web.Request, body: bytes) -> list[str] | None:
+    """The request's conversation prefixes (routing/replies.request_keys); a body over KEYED_ON_LOOP is parsed and
+    hashed on a worker thread: on the event loop, a long conversation or an image's base64 (tens of MB: tenths of a
+    second of json.loads, json.dumps and sha256: 84 ms for 20 MiB here) would hold every other reply's tokens back meanwhile."""
+    if request.method != "POST":
+        return None
+    if len(body) <= KEYED_ON_LOOP:
+        return request_keys(request.path, body)
+    return await asyncio.to_thread(request_keys, request.path, body)
 
 
 class RouterMetrics:
@@ -135,7 +147,7 @@ def router_app(smg_url: str, smg_metrics_url: str | None, policy: SlotRoute | No
 
     async def forward(request: web.Request) -> web.StreamResponse:
         body = await request.read()
-        keys = request_keys(request.path, body) if request.method == "POST" else None
+        keys = await _keys(request, body)
         rotation = request.app[ROTATION].urls
         if keys is None or not rotation:  # not keyed, or nothing in rotation: smg answers as it would alone
             return await through_smg(request, body)

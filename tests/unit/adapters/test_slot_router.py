@@ -189,3 +189,24 @@ def test_a_garbled_worker_list_leaves_the_rotation_followed() -> None:
             assert time.monotonic() < deadline, "the rotation is no longer read"
             time.sleep(0.05)
         assert 'kimik3_router_errors_total{kind="rotation"} 3.0' in rig.metrics()
+
+
+def test_a_large_body_is_keyed_off_the_event_loop(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A request of an image's size is parsed and hashed on a worker thread (the other replies' tokens keep flowing
+    meanwhile); a usual one on the loop (no thread hop per request)."""
+    import kimik3_reconciler.adapters.slot_router as slot_router
+
+    threads: list[threading.Thread] = []
+    keyed = slot_router.request_keys
+
+    def keys(path: str, body: bytes) -> list[str] | None:
+        threads.append(threading.current_thread())
+        return keyed(path, body)
+
+    monkeypatch.setattr(slot_router, "request_keys", keys)
+    image = "data:image/png;base64," + "A" * (slot_router.KEYED_ON_LOOP + 1)
+    for content in ("q", image):
+        body = {"messages": [{"role": "user", "content": content}]}
+        assert httpx.post(f"{rig.url}/v1/chat/completions", json=body, timeout=30).status_code == 200
+    assert threads[0] is rig.thread and threads[1] is not rig.thread
+    assert len(rig.seen) == 2  # both keyed and routed to a replica, not through smg
