@@ -39,8 +39,8 @@ log = logging.getLogger(__name__)
 
 async def _keys(request: web.Request, body: bytes) -> list[str] | None:
     """The request's conversation prefixes (routing/replies.request_keys); a body over KEYED_ON_LOOP is parsed and
-    hashed on a worker thread: on the event loop, a long conversation or an image's base64 (tens of MB: tenths of a
-    second of json.loads, json.dumps and sha256: 84 ms for 20 MiB here) would hold every other reply's tokens back meanwhile."""
+    hashed on a worker thread: on the event loop, a long conversation or an image's base64 (json.loads, json.dumps
+    and sha256: 84 ms for 20 MiB here) would hold every other reply's tokens back meanwhile."""
     if request.method != "POST":
         return None
     if len(body) <= KEYED_ON_LOOP:
