@@ -34,6 +34,19 @@ ROTATION_POLL_S = 0.2  # how often smg's worker list is read (a removed replica 
 UNAVAILABLE = frozenset({502, 503, 504})  # a replica's answer that it did not run the request: tried on the next
 KEYED_ON_LOOP = 256 << 10  # a body up to this size is keyed on the event loop (about a millisecond); larger: a thread
 CONTROL_PREFIX = "/.kimik3/router"  # the router's own paths (never a client's: the front's convention)
+# smg's control API (its worker list, caches, WASM modules, profiler): served on smg's own port (P + 2), never through
+# the clients' address: a client of the router could otherwise add a worker of its own (and be sent other users'
+# prompts with their API keys) or take the replicas out of rotation. Read-only paths (/get_loads, /health) pass.
+SMG_CONTROL = (
+    "/workers",
+    "/add_worker",
+    "/remove_worker",
+    "/list_workers",
+    "/flush_cache",
+    "/wasm",
+    "/start_profile",
+    "/stop_profile",
+)
 log = logging.getLogger(__name__)
 
 
@@ -146,6 +159,8 @@ def router_app(smg_url: str, smg_metrics_url: str | None, policy: SlotRoute | No
         return await pass_back(request, upstream, ReplyReader())
 
     async def forward(request: web.Request) -> web.StreamResponse:
+        if any(request.path == p or request.path.startswith(f"{p}/") for p in SMG_CONTROL):
+            return web.Response(status=403, text=f"kimik3 router: smg's control API is on {smg}, not here")
         body = await request.read()
         keys = await _keys(request, body)
         rotation = request.app[ROTATION].urls

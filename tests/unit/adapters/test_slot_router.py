@@ -210,3 +210,12 @@ def test_a_large_body_is_keyed_off_the_event_loop(rig: Rig, monkeypatch: pytest.
         assert httpx.post(f"{rig.url}/v1/chat/completions", json=body, timeout=30).status_code == 200
     assert threads[0] is rig.thread and threads[1] is not rig.thread
     assert len(rig.seen) == 2  # both keyed and routed to a replica, not through smg
+
+
+@pytest.mark.parametrize(("method", "path"), [("POST", "/workers"), ("DELETE", "/workers/x"), ("GET", "/workers")])
+def test_smgs_control_api_is_not_reachable_through_the_clients_address(rig: Rig, method: str, path: str) -> None:
+    """A client of the router cannot add a worker of its own (to be sent other users' prompts) or take replicas out:
+    smg's control API answers on its own port only."""
+    reply = httpx.request(method, f"{rig.url}{path}", json={"url": "http://attacker:1"}, timeout=10)
+    assert reply.status_code == 403 and f"127.0.0.1:{rig.smg_port}" in reply.text
+    assert rig.smg_paths == [] and len(rig.health()["rotation"]) == len(rig.urls)
