@@ -212,22 +212,28 @@ def start_proxy(layout, log: Path) -> int:  # noqa: ANN001 - RouterLayout
     return start_detached(argv, log, lambda: proxy_answers(layout.url), PROXY_START_S)
 
 
-def _ours(pid: int) -> bool:
-    """The pid runs smg or kimik3 (a recorded pid may have been reused by anything since)."""
+# What a recorded pid's command line holds when it still runs what was started (smg renames itself `smg::router`).
+# A recorded pid may have been reused since by anything, a `kimik3 fleet apply` or another kimik3 command included:
+# "kimik3" alone in it is not enough to be sent SIGTERM.
+RECORDED = {"proxy_pid": b"kimik3_reconciler\0fleet\0route\0", "pid": b"smg"}
+
+
+def _ours(pid: int, marker: bytes) -> bool:
+    """The pid runs what the record started (`marker` in its command line)."""
     try:
         command = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
-    return b"smg" in command or b"kimik3" in command
+    return marker in command
 
 
 def _stop_recorded(record: dict) -> None:
     """The processes a record names stopped (kimik3's router first: no client request finds smg gone behind it)."""
     from kimik3_reconciler.adapters.router_smg import stop_pid
 
-    for key in ("proxy_pid", "pid"):
+    for key, marker in RECORDED.items():
         pid = record.get(key)
-        if isinstance(pid, int) and _ours(pid):
+        if isinstance(pid, int) and _ours(pid, marker):
             stop_pid(pid)
 
 
