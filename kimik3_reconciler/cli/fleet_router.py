@@ -65,16 +65,19 @@ def proxy_answers(url: str) -> bool:
 
 
 def router_now(layout) -> str:  # noqa: ANN001 - fleet.router_layout.RouterLayout
-    """What answers on the fleet's router address now: 'kimik3 router', 'smg', or 'nothing'."""
+    """What answers on the fleet's router address now: 'kimik3 router', 'smg', 'another process' (the port held, by
+    neither: `fleet apply` refuses to start beside it), or 'nothing'."""
     from kimik3_reconciler.adapters.router_smg import SmgRouter
 
     if proxy_answers(layout.url):
         return "kimik3 router"
     router = SmgRouter(layout.url, timeout_s=3)
     try:
-        return "smg" if router.answers() else "nothing"
+        if router.answers():
+            return "smg"
     finally:
         router.close()
+    return "another process" if port_taken(layout.bind, layout.port) else "nothing"
 
 
 def router_problem(layout, now: str) -> str | None:  # noqa: ANN001 - fleet.router_layout.RouterLayout
@@ -84,6 +87,8 @@ def router_problem(layout, now: str) -> str | None:  # noqa: ANN001 - fleet.rout
     from kimik3_reconciler.adapters.router_smg import SmgRouter
 
     wanted = "kimik3 router" if layout.proxy else "smg"
+    if now == "another process":
+        return f"another process holds {layout.url} ({wanted} wanted): stop it, then `fleet apply` starts the router"
     if now != wanted:
         return f"{now} answers on {layout.url}, {wanted} wanted: `fleet apply` starts it"
     if layout.proxy:
@@ -113,8 +118,8 @@ def router_change(fleet, state_dir: Path) -> dict:  # noqa: ANN001 - fleet.Fleet
         change = f"replaces {now} (policy {was.get('policy')}) on {layout.url} with {layout.describe()}"
     elif now != wanted:
         change = (
-            f"{now} answers on {layout.url}, not started by kimik3 for this fleet: left as it is ({wanted} wanted: "
-            "stop it, then `fleet apply` starts the router)"
+            f"{now} answers on {layout.url}, not started by kimik3 for this fleet: left as it is, and `fleet apply` "
+            f"refuses to start the router beside it ({wanted} wanted: stop it, then `fleet apply` starts the router)"
         )
     else:
         change = None
@@ -145,8 +150,7 @@ def ensure_router(fleet, state_dir: Path, worker_urls: dict[str, str], serves) -
                 raise PlanError(
                     f"router: port {port} on {layout.bind} ({what}'s, for {layout.describe()}) is held by a process "
                     f"that does not answer as {what} and that no `fleet apply` of fleet {fleet.name} recorded "
-                    f"({router_now(layout)} answers on {layout.url}): stop it or change router.port; nothing was "
-                    "started",
+                    f"({router_now(layout)} on {layout.url}): stop it or change router.port; nothing was started",
                     (("router", "port"),),
                 )
         if smg_down:
