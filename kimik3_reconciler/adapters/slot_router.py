@@ -32,6 +32,7 @@ from kimik3_reconciler.routing.slot_route import SlotRoute
 
 ROTATION_POLL_S = 0.2  # how often smg's worker list is read (a removed replica gets no new request after this)
 UNAVAILABLE = frozenset({502, 503, 504})  # a replica's answer that it did not run the request: tried on the next
+PER_REPLICA = 256  # connections open to one replica at once (requests past it wait in the router for one to end)
 KEYED_ON_LOOP = 256 << 10  # a body up to this size is keyed on the event loop (about a millisecond); larger: a thread
 CONTROL_PREFIX = "/.kimik3/router"  # the router's own paths (never a client's: the front's convention)
 # smg's control API (its worker list, caches, WASM modules, profiler): served on smg's own port (P + 2), never through
@@ -139,7 +140,10 @@ def router_app(smg_url: str, smg_metrics_url: str | None, policy: SlotRoute | No
     smg = smg_url.rstrip("/")
 
     async def start(app: web.Application) -> None:
-        app[SESSION] = client_session(force_close=True)
+        # The exporter's proxy's 256 connections per server, per replica here: one pool of 256 for the whole fleet
+        # would hold its 257th request in the router, unsent and unseen by the servers' queues, while the policy
+        # counts it as running on its replica.
+        app[SESSION] = client_session(force_close=True, limit=0, limit_per_host=PER_REPLICA)
         rotation = Rotation(SmgRouter(smg, smg_metrics_url, timeout_s=2), metrics)
         app[ROTATION] = rotation
         app[FOLLOW] = asyncio.get_running_loop().create_task(rotation.follow())

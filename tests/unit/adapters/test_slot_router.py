@@ -40,6 +40,7 @@ class Rig:
         self.smg_port, self.port = free_port(), free_port()
         self.seen: list[tuple[int, str, dict]] = []  # (replica port, path, headers)
         self.smg_paths: list[str] = []
+        self.hold: threading.Event | None = None  # set: the replicas answer (until then each request waits there)
         self.garbled = 0  # smg's next answers to GET /workers that are not its worker list (a restarting smg)
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
@@ -51,6 +52,8 @@ class Rig:
                 return web.json_response({"error": {"code": 503, "message": "Loading model"}}, status=503)
             body = await request.json()
             self.seen.append((port, request.path, dict(request.headers)))
+            while self.hold is not None and not self.hold.is_set():
+                await asyncio.sleep(0.05)
             if not body.get("stream"):
                 return web.Response(body=WHOLE, content_type="application/json")
             reply = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
@@ -219,3 +222,33 @@ def test_smgs_control_api_is_not_reachable_through_the_clients_address(rig: Rig,
     reply = httpx.request(method, f"{rig.url}{path}", json={"url": "http://attacker:1"}, timeout=10)
     assert reply.status_code == 403 and f"127.0.0.1:{rig.smg_port}" in reply.text
     assert rig.smg_paths == [] and len(rig.health()["rotation"]) == len(rig.urls)
+
+
+def test_more_requests_than_one_pool_reach_the_replicas_at_once(rig: Rig) -> None:
+    """300 requests in flight over 2 replicas all reach them (the servers queue them, as they would behind smg), none
+    held in the router by a connection pool of 256 for the whole fleet."""
+    import aiohttp
+
+    rig.hold = threading.Event()
+    count = 300
+
+    async def clients() -> list[int]:
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+
+            async def one(i: int) -> int:
+                body = {"messages": [{"role": "system", "content": f"agent {i}"}, {"role": "user", "content": "q"}]}
+                async with session.post(f"{rig.url}/v1/chat/completions", json=body) as reply:
+                    await reply.read()
+                    return reply.status
+
+            sent = [asyncio.ensure_future(one(i)) for i in range(count)]
+            deadline = time.monotonic() + 20
+            while len(rig.seen) < count and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+            reached = len(rig.seen)
+            rig.hold.set()
+            statuses = await asyncio.gather(*sent)
+            assert reached == count, f"{reached} of {count} reached a replica while the others were running"
+            return statuses
+
+    assert asyncio.run(clients()) == [200] * count
