@@ -5,7 +5,8 @@ feeds the policy what the reply says the server reused (routing/replies.py).
 
 smg still runs behind it, on an internal port: the rotation (which replicas may take new requests: smg's health
 checks, breakers and the rollout's `router: out`/`router: in`) is smg's worker list, read every ROTATION_POLL_S;
-every other path (/v1/models, /health, ...) and any request the policy cannot key goes through smg.
+every other path (/v1/models, /health, ...) and any request the policy cannot key goes through smg, except smg's
+control API (SMG_CONTROL: refused here, served on smg's own port).
 
 A new connection per request to a replica (force_close): llama-server closes a kept-alive connection after a
 streamed reply (b11434, seen by bench/fleet_cache.py) and the next request on it failed. A request a replica did
