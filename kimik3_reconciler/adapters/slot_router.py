@@ -33,6 +33,7 @@ from kimik3_reconciler.routing.slot_route import SlotRoute
 
 ROTATION_POLL_S = 0.2  # how often smg's worker list is read (a removed replica gets no new request after this)
 UNAVAILABLE = frozenset({502, 503, 504})  # a replica's answer that it did not run the request: tried on the next
+CONNECT_S = 10.0  # a replica's connection not open by then: its host down or cut off (tried on the next replica)
 PER_REPLICA = 256  # connections open to one replica at once (requests past it wait in the router for one to end)
 KEYED_ON_LOOP = 256 << 10  # a body up to this size is keyed on the event loop (about a millisecond); larger: a thread
 CONTROL_PREFIX = "/.kimik3/router"  # the router's own paths (never a client's: the front's convention)
@@ -88,7 +89,7 @@ class RouterMetrics:
         )
         self.errors = Counter(
             "kimik3_router_errors",
-            "proxy errors: refused (a replica refused the connection; sent to the next), unavailable (a replica "
+            "proxy errors: refused (a replica refused the connection, or did not open it in time; sent to the next), unavailable (a replica "
             "answered 502/503/504, loading or stopping; sent to the next), upstream (a replica failed after it was "
             "sent the request), no_replica (every replica in rotation refused), rotation (smg unread)",
             ["kind"],
@@ -144,7 +145,7 @@ def router_app(smg_url: str, smg_metrics_url: str | None, policy: SlotRoute | No
         # The exporter's proxy's 256 connections per server, per replica here: one pool of 256 for the whole fleet
         # would hold its 257th request in the router, unsent and unseen by the servers' queues, while the policy
         # counts it as running on its replica.
-        app[SESSION] = client_session(force_close=True, limit=0, limit_per_host=PER_REPLICA)
+        app[SESSION] = client_session(CONNECT_S, force_close=True, limit=0, limit_per_host=PER_REPLICA)
         rotation = Rotation(SmgRouter(smg, smg_metrics_url, timeout_s=2), metrics)
         app[ROTATION] = rotation
         app[FOLLOW] = asyncio.get_running_loop().create_task(rotation.follow())
@@ -180,8 +181,10 @@ def router_app(smg_url: str, smg_metrics_url: str | None, policy: SlotRoute | No
             ticket = route.pick(keys, candidates)
             try:
                 upstream = await send(request.app[SESSION], request, ticket.url, body, retry=False)
-            except (aiohttp.ClientConnectorError, ConnectionRefusedError):
-                # Refused before any byte came back (a server killed or stopping): nothing ran, the next one takes it.
+            except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError, ConnectionRefusedError):
+                # Refused (a server killed or stopping), or no connection within CONNECT_S (its host down or cut off:
+                # its SYNs unanswered, seconds before smg's health checks take it out): the request never reached
+                # it, so nothing ran, and the next one takes it.
                 route.answered(ticket, keys, None, None)
                 metrics.errors.labels(kind="refused").inc()
                 refused.add(ticket.url)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -32,11 +33,17 @@ WHOLE = json.dumps({"object": "chat.completion", "timings": {"cache_n": 0, "prom
 class Rig:
     """Replicas, smg and the router on one event loop in a thread."""
 
-    def __init__(self, replicas: int = 2, dead: int = 0, loading: int = 0) -> None:
+    def __init__(self, replicas: int = 2, dead: int = 0, loading: int = 0, unreachable: int = 0) -> None:
         self.ports = [free_port() for _ in range(replicas)]
+        # listed, a connection never opened: a listener whose one-place queue is full drops the SYNs (a host down)
+        self.silent: list[socket.socket] = []
+        for _ in range(unreachable):
+            listener = socket.create_server(("127.0.0.1", free_port()), backlog=0)
+            self.silent += [listener, socket.create_connection(listener.getsockname())]
         self.dead = [free_port() for _ in range(dead)]  # listed by smg, nothing listening: a refused connection
         self.loading = [free_port() for _ in range(loading)]  # listed, answering 503 (llama-server loading)
-        self.urls = [f"http://127.0.0.1:{p}" for p in self.dead + self.loading + self.ports]
+        silent = [listener.getsockname()[1] for listener in self.silent[::2]]
+        self.urls = [f"http://127.0.0.1:{p}" for p in silent + self.dead + self.loading + self.ports]
         self.smg_port, self.port = free_port(), free_port()
         self.seen: list[tuple[int, str, dict]] = []  # (replica port, path, headers)
         self.smg_paths: list[str] = []
@@ -110,6 +117,8 @@ class Rig:
         asyncio.run_coroutine_threadsafe(self._stop(), self.loop).result(10)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
+        for held in self.silent:
+            held.close()
 
     @property
     def url(self) -> str:
@@ -161,9 +170,17 @@ def test_the_next_turn_follows_the_replica_that_said_it_reused_the_first(rig: Ri
     assert SECRET_PROMPT not in text and "task a" not in text
 
 
-@pytest.mark.parametrize(("dead", "loading", "kind"), [(1, 0, "refused"), (0, 1, "unavailable")])
-def test_a_replica_that_does_not_take_the_request_is_skipped_for_the_next(dead: int, loading: int, kind: str) -> None:
-    with Rig(replicas=1, dead=dead, loading=loading) as rig:
+@pytest.mark.parametrize(
+    ("dead", "loading", "unreachable", "kind"),
+    [(1, 0, 0, "refused"), (0, 1, 0, "unavailable"), (0, 0, 1, "refused")],
+)
+def test_a_replica_that_does_not_take_the_request_is_skipped_for_the_next(
+    dead: int, loading: int, unreachable: int, kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import kimik3_reconciler.adapters.slot_router as slot_router
+
+    monkeypatch.setattr(slot_router, "CONNECT_S", 0.5)  # a host down: its connection not open by then
+    with Rig(replicas=1, dead=dead, loading=loading, unreachable=unreachable) as rig:
         for i in range(4):  # each its own agent: a new conversation goes to each replica in turn, the dead one too
             body = {"messages": [{"role": "system", "content": f"agent {i}"}, {"role": "user", "content": "q"}]}
             reply = httpx.post(f"{rig.url}/v1/chat/completions", json=body, timeout=10)
