@@ -26,7 +26,7 @@ a turn were made here). Kimi-K3 (`KIMI_K3`): 93 layers, MLA's K row 576 (kv_lora
 000; reference/llama-cpp.md §4); which layers are MLA and the KDA dimensions are not in our sources: assumed those
 of the public Kimi-Linear-48B-A3B config (every fourth layer and the last MLA: 24 MLA, 69 KDA; 32 KDA heads of 128,
 conv 4): 27,648 bytes a token and 148 MiB a state. A mid-session agent conversation of 40 k tokens (tens of
-thousands, assumed) with its 32 checkpoints is ~5.6 GiB: kimik3's default 8192 MiB prompt cache holds **1** of them
+thousands, assumed) with its 32 checkpoints is ~5.8 GiB: kimik3's default 8192 MiB prompt cache holds **1** of them
 (llama-server always keeps one). A host serves 8 slots (`hybrid-q2.yaml`, `allvram-iq2xxs.yaml`) and, at the load
 it is sized for, about as many sessions in flight (Kimi-K3 decodes a turn for tens of seconds; an agent's tool runs
 in seconds): it holds 9 conversations against 8 in flight, 24 across 3 hosts. The bench's replicas
@@ -245,3 +245,15 @@ def replica_sizing(trace: list[Session], replicas: int = 3, parallel: int = 4) -
     return ReplicaSizing(
         parallel, slot_ctx * parallel, cache_mib, replicas * parallel, host_held, host_bytes / (1 << 30), mid_tokens
     )
+
+
+def reuse_bounds(trace: list[Session]) -> tuple[float, float]:
+    """The trace's hit-rate bounds, counted from its text (a token a byte): the share of its prompt tokens that are
+    agents' system prompts (what a router reuses that finds only those: round robin once its replicas hold none of
+    the conversations), and what a router reuses that always finds each conversation's last turn and every
+    conversation's system prompt (all but each turn's new messages)."""
+    total = sum(request_tokens(s, t) for s in trace for t in range(s.turns))
+    system = sum(len(s.system.encode()) + TEMPLATE_TOKENS for s in trace)
+    last_turns = sum(request_tokens(s, t - 1) for s in trace for t in range(1, s.turns))
+    shared = sum((len(s.system.encode()) + TEMPLATE_TOKENS) * s.turns for s in trace)
+    return shared / total, (last_turns + system) / total
