@@ -9,7 +9,7 @@ through the engine protocol as `kimik3 fleet status` reads them), TTFT p50/p95 (
 the client sees it through the router), each replica's share of the prompt tokens; then the ratios of each policy
 against round robin measured in the same run, and over --runs the spread.
 
-    .venv/bin/python bench/fleet_cache.py [--runs 2] [--sessions 24] [--turns 6] [--clients 12]
+    .venv/bin/python bench/fleet_cache.py [--runs 2] [--trace short|agent] [--sessions 24] [--turns 6] [--clients 12]
 
 The replicas are three containers of the demo's llama.cpp image (build b11434, the one kimik3 builds) on loopback
 ports, `--network host`, with kimik3's fixed flags, `--parallel 2`, one thread each, serving the tiny kimi-k3 GGUF
@@ -30,11 +30,18 @@ same fresh replicas, in the same run, so its ratios against the baseline are lik
 pinning, keyed by the session header every request carries (`x-session-id`): `cache_aware:sticky`, `manual:min_load`
 (`variant_settings`).
 
+`--trace agent`: bench/agent_trace.py's coding agents instead (24 sessions of 4 agents, 8 turns, each adding a tool
+call and a ~600-token result to a ~1,000-token shared prefix: the conversation ~3x that prefix mid-session), on
+replicas sized like a Kimi-K3 host (`replica_sizing`: 4 slots, as many sessions in flight, and a `--cache-ram` that
+holds as many of the trace's mid-session conversations as kimik3's default 8192 MiB holds of a Kimi-K3 agent's:
+one). The default, `--trace short`, is the trace above, as it was measured. Each phase prints how many prompts each
+replica's host cache held (its log's `cache state` lines).
+
 --rejoin: instead, a replica replaced by a fresh server mid-trace (`rejoin_phase`): its share of the requests smg
 sent in the minute after it rejoined, against the minute before.
 
-Reusable (other benches import them): `agent_trace`, `routed`, `play`, `counters`, `measure_phase`; the replicas are
-tests/support/llama_replicas.py's `Replicas`.
+Reusable (other benches import them): `agent_trace`, `routed`, `play`, `counters`, `measure_phase`; a conversation
+is bench/agent_trace.py's `Session`; the replicas are tests/support/llama_replicas.py's `Replicas`.
 """
 
 from __future__ import annotations
