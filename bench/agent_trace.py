@@ -19,20 +19,21 @@ the agents' sessions are independent (no sub-agents sharing a conversation).
 
 **The replicas, from a Kimi-K3 host.** What decides a hit is whether a replica still holds the conversation: in
 a slot (`--parallel`), or in llama-server's host prompt cache (`--cache-ram`, MiB; a slot's conversation is saved
-there when a new request would keep less than half of it, and loaded back by the next request that shares more
-of it than the slot does). A cached conversation on a hybrid model is its MLA KV cache plus its KDA recurrent
-state and the slot's context checkpoints (each a copy of that state; llama-server keeps up to 32 a slot, about 3
-a turn were made here). Kimi-K3 (`KIMI_K3`): 93 layers, MLA's K row 576 (kv_lora_rank 512 + rope 64, f16 per seed
-000; reference/llama-cpp.md §4); which layers are MLA and the KDA dimensions are not in our sources: assumed those
-of the public Kimi-Linear-48B-A3B config (every fourth layer and the last MLA: 24 MLA, 69 KDA; 32 KDA heads of 128,
-conv 4): 27,648 bytes a token and 148 MiB a state. A mid-session agent conversation of 40 k tokens (tens of
-thousands, assumed) with its 32 checkpoints is ~5.8 GiB: kimik3's default 8192 MiB prompt cache holds **1** of them
-(llama-server always keeps one). A host serves 8 slots (`hybrid-q2.yaml`, `allvram-iq2xxs.yaml`) and, at the load
-it is sized for, about as many sessions in flight (Kimi-K3 decodes a turn for tens of seconds; an agent's tool runs
-in seconds): it holds 9 conversations against 8 in flight, 24 across 3 hosts. The bench's replicas
-(`replica_sizing`): 4 slots, 3x4 = 12 sessions in flight (`--clients`), a slot's context the longest conversation
-(8192), and the prompt cache sized to hold the host's count of the trace's mid-session conversations on the tiny
-model (`TINY`: 2,304 bytes a token): 1 conversation, ~9 MiB. So a replica holds 5 against 4 in flight (the host 9
+there when the request that takes the slot keeps little of it (seen: saved at 31 % kept, not at 53 %), and loaded
+back by the next request that shares more of it than the slot does). A cached conversation on a hybrid model is its
+MLA KV cache plus its KDA recurrent state and the slot's context checkpoints (each a copy of that state;
+llama-server keeps up to 32 a slot, 2-3 a turn were made on one slot here). Kimi-K3 (`KIMI_K3`): 93 layers, MLA's K
+row 576 (kv_lora_rank 512 + rope 64, f16 per seed 000; reference/llama-cpp.md §4); which layers are MLA and the KDA
+dimensions are not in our sources: assumed those of the public Kimi-Linear-48B-A3B config (every fourth layer and
+the last MLA: 24 MLA, 69 KDA; 32 KDA heads of 128, conv 4): 27,648 bytes a token and 148 MiB a state. A mid-session
+agent conversation of 40 k tokens (tens of thousands, assumed) with its 32 checkpoints is ~5.8 GiB: kimik3's default
+8192 MiB prompt cache holds **1** of them (llama-server always keeps one; without checkpoints it would hold 6). A
+host serves 8 slots (`hybrid-q2.yaml`, `allvram-iq2xxs.yaml`) and, at the load it is sized for, about as many
+sessions in flight (Kimi-K3 decodes a turn for tens of seconds; an agent's tool runs in seconds): it holds 9
+conversations against 8 in flight (24 across 3 hosts). The bench's replicas (`replica_sizing`): 4 slots, 3x4 = 12
+sessions in flight (`--clients`), a slot's context over the longest conversation (8192 tokens), and a prompt cache
+that holds the host's count of the trace's mid-session conversations on the tiny model (`TINY`: 2,304 bytes a
+token): 1 conversation of ~4,100 tokens, `--cache-ram 10`. So a replica holds 5 against 4 in flight (the host 9
 against 8: round robin is, if anything, favoured).
 """
 
@@ -203,7 +204,7 @@ TINY = HybridCache(
 HOST_SLOTS = 8  # hybrid-q2.yaml and allvram-iq2xxs.yaml: parallel 8
 AGENT_CONTEXT_TOKENS = 40_000  # a mid-session agent conversation (assumed: "tens of thousands")
 MAX_CHECKPOINTS = 32  # llama-server's --ctx-checkpoints default; a mid-session conversation of ~25 turns has them all
-CHECKPOINTS_PER_TURN = 3  # seen on the tiny model (b11434): the system prompt's end, the last message's, the tail's
+CHECKPOINTS_PER_TURN = 3  # seen on the tiny model (b11434): 2-3 made a request on one slot
 TEMPLATE_TOKENS = 8  # the tiny model's chat template per message (<|im_start|>, role, newline, <|im_end|>)
 
 
