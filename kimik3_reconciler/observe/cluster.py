@@ -17,7 +17,7 @@ from kimik3_reconciler.errors import Kimik3Error
 from kimik3_reconciler.model.facts import ContainerFact, MemberFact, RemovedWorkerFact
 from kimik3_reconciler.model.image_ref import pinned_image
 from kimik3_reconciler.model.labels import MEMBER_FINGERPRINT, MEMBER_INPUTS
-from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.model.profile import Profile, node_gpus_of
 from kimik3_reconciler.model.records import cluster_members_key
 from kimik3_reconciler.model.specs import DockerHost
 from kimik3_reconciler.observe.docker_objects import parse_docker_gpus, parse_labelled_container
@@ -59,14 +59,16 @@ def missing(nodes: Iterable[NodeLaunch], alive: frozenset[str]) -> tuple[str, ..
     return tuple(node.name for node in nodes if node.bind not in alive)
 
 
-def collect_member(profile_name: str, node: Any, docker: DockerPort, image_ref: str) -> MemberFact:
+def collect_member(
+    profile_name: str, node: Any, docker: DockerPort, image_ref: str, gpus: str | tuple[str, ...]
+) -> MemberFact:
     """One node through its own Docker: the profile's image there (by digest), its member container and, where the
     node gets GPUs, how that Docker gives them (its member copies the head's GPU request: the planner checks that the
     node's Docker has what it needs). A Docker that does not answer is recorded, not raised: the planner refuses with
-    the node named."""
+    the node named. `gpus`: the GPUs its member gets (model/profile.py `node_gpus_of`)."""
     fact = MemberFact(name=node.name, docker=node.docker)
     try:
-        if node.gpus != "none":
+        if gpus != "none":
             fact = fact.model_copy(update={"gpus": parse_docker_gpus(docker.info())})
         image = pinned_image(image_ref)
         present = holds_digest(image.by_digest, image.digest, docker.inspect_image(image.by_digest))
@@ -90,7 +92,13 @@ def collect_members(
     if worker_docker is None:
         raise Kimik3Error("the profile has cluster nodes but no way to reach their Docker was wired")
     return tuple(
-        collect_member(profile.name, n, worker_docker(DockerHost(n.name, n.docker, n.tls_dir)), profile.image.ref)
+        collect_member(
+            profile.name,
+            n,
+            worker_docker(DockerHost(n.name, n.docker, n.tls_dir)),
+            profile.image.ref,
+            node_gpus_of(profile, n),
+        )
         for n in cluster.nodes
     )
 

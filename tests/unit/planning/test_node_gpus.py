@@ -4,13 +4,17 @@ only where the node gets GPUs, and judged against the GPU request its member cop
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import yaml
 from support.fakes.docker import FakeDocker
 
 from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.model.facts import DockerGpus, MemberFact
+from kimik3_reconciler.model.profile import node_gpus_of
+from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.model.specs import ContainerSpec
 from kimik3_reconciler.observe.cluster import collect_member
 from kimik3_reconciler.observe.docker_objects import parse_docker_gpus
@@ -96,6 +100,23 @@ def test_a_node_is_asked_for_its_docker_info_only_when_it_gets_gpus() -> None:
     asked: list[bool] = []
     docker.info = lambda: (asked.append(True), DOCKER_28)[1]
     node = SimpleNamespace(name="gpu2", docker="ssh://kimik3@10.0.0.2", gpus="all", container_name=lambda p: f"{p}-n")
-    assert collect_member("kimi-k3", node, docker, IMAGE).gpus == parse_docker_gpus(DOCKER_28)
-    cpu = collect_member("kimi-k3", SimpleNamespace(**{**vars(node), "gpus": "none"}), docker, IMAGE)
+    assert collect_member("kimi-k3", node, docker, IMAGE, "all").gpus == parse_docker_gpus(DOCKER_28)
+    cpu = collect_member("kimi-k3", node, docker, IMAGE, "none")
     assert cpu.gpus is None and asked == [True]
+
+
+def _cluster(**top: object):
+    path = Path(__file__).parents[2] / "cases/plan/_base-vllm-cluster.yaml"
+    data = {**yaml.safe_load(path.read_text()), **top}
+    data["vllm"] = {**data["vllm"], "tensor_parallel_size": 1, "any_gpu": top.get("gpus") != "none"}
+    return parse_profile(yaml.safe_dump(data), "p.yaml").profile
+
+
+def test_a_cpu_profiles_node_gets_no_gpus_whatever_its_default_says() -> None:
+    """`gpus: none` (vLLM's CPU build, the image every node runs): the node's `gpus` default (all) asked its CPU host
+    for `--gpus all`, which only a host with the nvidia runtime gives."""
+    cpu = _cluster(gpus="none")
+    assert cpu.cluster.nodes[0].gpus == "all"  # the node's own default
+    assert node_gpus_of(cpu, cpu.cluster.nodes[0]) == "none"
+    gpu = _cluster(gpus=[0])
+    assert node_gpus_of(gpu, gpu.cluster.nodes[0]) == "all"  # a GPU profile's node keeps its own
