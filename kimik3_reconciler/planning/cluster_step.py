@@ -155,10 +155,13 @@ def plan_cluster_nodes(desired: Desired, observed: Observed, planned: tuple[Step
     for node, profile_node, spec, digest in members:
         field = node_field(desired.profile, node.name)
         fact = _fact(observed, node.name, profile_node.docker, field)
-        # rule: cluster-node-gpu-plumbing
-        # A node's Docker that gives GPUs neither the head's way nor the other fails the member's launch after the
-        # head's server was replaced.
-        refuse_node_gpus(spec, fact, field)
+        launched = relaunch or member_lost(node, fact, digest, observed.ray_alive) is not None
+        if launched:
+            # rule: cluster-node-gpu-plumbing
+            # A node's Docker that gives GPUs neither the head's way nor the other fails the member's launch after
+            # the head's server was replaced. Only where it is launched: a running member proves its GPUs work
+            # (`--gpus` through the toolkit's hook, which `docker info` does not show).
+            refuse_node_gpus(spec, fact, field)
         host, pull = _host(profile_node), pull_spec(desired.profile.image.ref)
         if fact.image_present:
             steps.append(
@@ -180,7 +183,7 @@ def plan_cluster_nodes(desired: Desired, observed: Observed, planned: tuple[Step
                     spec=MemberImage(host, pull),
                 )
             )
-        if relaunch or member_lost(node, fact, digest, observed.ray_alive) is not None:
+        if launched:
             # rule: cluster-node-checkpoint
             # vLLM and SGLang load the weights from the same local path on every node: a node without them fails
             # its ranks' load minutes into the head's; found here, before anything is stopped.
