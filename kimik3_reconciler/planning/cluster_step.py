@@ -156,11 +156,13 @@ def plan_cluster_nodes(desired: Desired, observed: Observed, planned: tuple[Step
         field = node_field(desired.profile, node.name)
         fact = _fact(observed, node.name, profile_node.docker, field)
         launched = relaunch or member_lost(node, fact, digest, observed.ray_alive) is not None
-        if launched:
+        running = fact.container is not None and fact.container.state == "running"
+        if launched and not running:
             # rule: cluster-node-gpu-plumbing
             # A node's Docker that gives GPUs neither the head's way nor the other fails the member's launch after
-            # the head's server was replaced. Only where it is launched: a running member proves its GPUs work
-            # (`--gpus` through the toolkit's hook, which `docker info` does not show).
+            # the head's server was replaced. Not where a member runs there: its GPUs were given by that Docker
+            # (`--gpus` through the toolkit's hook, which `docker info` does not show), and it is launched again
+            # the same way.
             refuse_node_gpus(spec, fact, field)
         host, pull = _host(profile_node), pull_spec(desired.profile.image.ref)
         if fact.image_present:
