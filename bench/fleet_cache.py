@@ -9,7 +9,7 @@ through the engine protocol as `kimik3 fleet status` reads them), TTFT p50/p95 (
 the client sees it through the router), each replica's share of the prompt tokens; then the ratios of each policy
 against round robin measured in the same run, and over --runs the spread.
 
-    .venv/bin/python bench/fleet_cache.py [--runs 2] [--sessions 24] [--turns 6] [--clients 12]
+    .venv/bin/python bench/fleet_cache.py [--runs 2] [--trace short|agent] [--sessions 24] [--turns 6] [--clients 12]
 
 The replicas are three containers of the demo's llama.cpp image (build b11434, the one kimik3 builds) on loopback
 ports, `--network host`, with kimik3's fixed flags, `--parallel 2`, one thread each, serving the tiny kimi-k3 GGUF
@@ -31,16 +31,24 @@ ratios against the baseline are like for like. smg's own conversation
 pinning, keyed by the session header every request carries (`x-session-id`): `cache_aware:sticky`, `manual:min_load`
 (`variant_settings`).
 
+`--trace agent`: bench/agent_trace.py's coding agents instead (24 sessions of 4 agents, 8 turns, each adding a tool
+call and a ~600-token result to a ~1,000-token shared prefix: the conversation ~3x that prefix mid-session), on
+replicas sized like a Kimi-K3 host (`replica_sizing`: 4 slots, as many sessions in flight, and a `--cache-ram` that
+holds as many of the trace's mid-session conversations as kimik3's default 8192 MiB holds of a Kimi-K3 agent's:
+one). The default, `--trace short`, is the trace above, as it was measured. Each phase prints how many prompts each
+replica's host cache held (its log's `cache state` lines).
+
 --rejoin: instead, a replica replaced by a fresh server mid-trace (`rejoin_phase`): its share of the requests smg
 sent in the minute after it rejoined, against the minute before.
 
-Reusable (other benches import them): `agent_trace`, `routed`, `play`, `counters`, `measure_phase`; the replicas are
-tests/support/llama_replicas.py's `Replicas`.
+Reusable (other benches import them): `agent_trace`, `routed`, `play`, `counters`, `measure_phase`; a conversation
+is bench/agent_trace.py's `Session`; the replicas are tests/support/llama_replicas.py's `Replicas`.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import random
 import statistics
@@ -57,6 +65,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "bench")]
 
 import httpx  # noqa: E402
+from agent_trace import WORDS, AgentShape, Session, coding_agent_trace, replica_sizing, words  # noqa: E402
 from support.llama_replicas import DEMO_IMAGE, MODEL_NAME, Replicas, free_port, write_model  # noqa: E402
 
 from kimik3_reconciler.adapters.router_smg import SmgRouter, start_smg, stop_pid, stop_smg  # noqa: E402
@@ -90,44 +99,6 @@ def variant_settings(policy: str, variant: str) -> tuple[str, ...] | None:
 
 
 SLOTS = "slots"  # kimik3's own router (adapters/slot_router.py) in front of smg, as `fleet apply` starts it
-WORDS = (
-    "file path read write list search patch test build deploy config schema string integer array object "
-    "required description parameters function returns error status result value token cache route replica "
-    "server client request response stream chunk prompt system user assistant tool call argument"
-).split()
-
-
-def _text(rng: random.Random, chars: int) -> str:
-    words: list[str] = []
-    size = 0
-    while size < chars:
-        word = rng.choice(WORDS)
-        words.append(word)
-        size += len(word) + 1
-    return " ".join(words)
-
-
-@dataclass(frozen=True)
-class Session:
-    """One agent conversation: its system prompt (the agent's, shared by its sessions), its opening task and, per
-    turn after the first, the assistant's tool call and the tool's result that the next request adds."""
-
-    name: str
-    agent: int
-    system: str
-    task: str
-    steps: tuple[tuple[str, str], ...]  # (assistant's tool call, tool result)
-
-    def messages(self, turn: int) -> list[dict]:
-        """The request of turn `turn` (0-based): the conversation so far, re-sent whole as an agent does."""
-        out = [{"role": "system", "content": self.system}, {"role": "user", "content": self.task}]
-        for call, result in self.steps[:turn]:
-            out += [{"role": "assistant", "content": call}, {"role": "user", "content": f"tool result: {result}"}]
-        return out
-
-    @property
-    def turns(self) -> int:
-        return len(self.steps) + 1
 
 
 def agent_trace(
@@ -148,24 +119,24 @@ def agent_trace(
         tools = [
             {
                 "name": f"tool_{agent}_{i}",
-                "description": _text(rng, 80),
+                "description": words(rng, 80),
                 "parameters": {"type": "object", "properties": {w: {"type": "string"} for w in rng.sample(WORDS, 4)}},
             }
             for i in range(4)
         ]
         schemas = json.dumps(tools)
-        systems.append(f"You are agent {agent}. {_text(rng, max(system_chars - len(schemas), 100))}\nTools: {schemas}")
+        systems.append(f"You are agent {agent}. {words(rng, max(system_chars - len(schemas), 100))}\nTools: {schemas}")
     out = []
     for index in range(sessions):
         agent = index % agents
         steps = tuple(
             (
-                f'{{"tool": "tool_{agent}_{rng.randrange(4)}", "arguments": "{_text(rng, step_chars // 5)}"}}',
-                _text(rng, step_chars - step_chars // 5),
+                f'{{"tool": "tool_{agent}_{rng.randrange(4)}", "arguments": "{words(rng, step_chars // 5)}"}}',
+                words(rng, step_chars - step_chars // 5),
             )
             for _ in range(turns - 1)
         )
-        out.append(Session(f"s{index}", agent, systems[agent], f"Task {index}: {_text(rng, task_chars)}", steps))
+        out.append(Session(f"s{index}", agent, systems[agent], f"Task {index}: {words(rng, task_chars)}", steps))
     return out
 
 
@@ -332,6 +303,7 @@ def measure_phase(replicas: Replicas, policy: str, trace: list[Session], work: P
         played = play(url, trace, **play_args)  # type: ignore[arg-type]
         seconds = time.monotonic() - started
         after = counters(replicas.urls)
+    held = replicas.held_prompts()
     per = {u: after[u].since(before[u]) for u in replicas.urls if after[u] is not None}
     fleet = PrefixCacheTokens.total(per.values())
     ttfts = [t.ttft for t in played.turns if t.ttft is not None]
@@ -350,6 +322,8 @@ def measure_phase(replicas: Replicas, policy: str, trace: list[Session], work: P
         "share": [per[u].prompt / fleet.prompt if fleet and fleet.prompt else None for u in replicas.urls],
         "per_replica_hit_rate": [per[u].rate for u in replicas.urls],
         "limits": replicas.limits(),
+        "held_max": [max(h, default=0) for h in held],  # prompts each replica's host cache held at most
+        "held_last": [h[-1] if h else 0 for h in held],
     }
 
 
@@ -468,10 +442,18 @@ def summary(results: list[list[dict]], policies: list[str]) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=2)
-    parser.add_argument("--sessions", type=int, default=24)
-    parser.add_argument("--agents", type=int, default=4)
-    parser.add_argument("--turns", type=int, default=6)
-    parser.add_argument("--clients", type=int, default=12)
+    parser.add_argument(
+        "--trace",
+        choices=TRACES,
+        default="short",
+        help="short: conversations about twice their agent's shared prompt, replicas of --parallel 2 and the default "
+        "8192 MiB prompt cache; agent: bench/agent_trace.py's coding agents (tool results dwarf the shared prompt) on "
+        "replicas sized like a Kimi-K3 host (agent_trace.replica_sizing: slots, context, --cache-ram, clients)",
+    )
+    parser.add_argument("--sessions", type=int, help="default: the trace's (24)")
+    parser.add_argument("--agents", type=int, help="default: the trace's (4)")
+    parser.add_argument("--turns", type=int, help="default: the trace's (short 6, agent 8)")
+    parser.add_argument("--clients", type=int, help="sessions at once; default: short 12, agent the sizing's")
     parser.add_argument("--deadline", type=float, default=900.0, help="seconds a phase may send turns for")
     parser.add_argument(
         "--policies",
@@ -479,7 +461,9 @@ def main() -> None:
         help="smg policies, the first the baseline; POLICY:VARIANT as variant_settings says (smg: smg's own settings); "
         f"{SLOTS}: kimik3's own router (the servers' own reuse counts) in front of smg, as `fleet apply` starts it",
     )
-    parser.add_argument("--ctx-size", type=int, default=8192, help="each replica's --ctx-size (its cache's bound)")
+    parser.add_argument(
+        "--ctx-size", type=int, help="each replica's --ctx-size; default: short 8192, agent the sizing's"
+    )
     parser.add_argument("--name", default="k3fc", help="the replicas' container names' prefix (two benches at once)")
     parser.add_argument("--image", default=DEMO_IMAGE)
     parser.add_argument("--json", type=Path, help="write every phase's figures here")
@@ -492,17 +476,20 @@ def main() -> None:
     if args.rejoin:
         return rejoin_main(args)
     policies = args.policies.split(",")
-    trace = agent_trace(args.sessions, args.agents, args.turns)
+    trace, sizes = chosen_trace(args)
     chars = [len(json.dumps(s.messages(s.turns - 1))) for s in trace]
     print(
-        f"trace: {len(trace)} sessions of {args.agents} agents, {args.turns} turns each, last request "
-        f"{min(chars)}-{max(chars)} characters; {args.clients} sessions at once; policies {', '.join(policies)}"
+        f"trace: {args.trace}, {len(trace)} sessions of {len({s.agent for s in trace})} agents, {trace[0].turns} "
+        f"turns each, last request {min(chars)}-{max(chars)} characters; {sizes['clients']} sessions at once; "
+        f"replicas: {sizes['replicas']}; policies {', '.join(policies)}"
     )
+    if "sizing" in sizes:
+        print(f"sizing: {sizes['sizing']}")
     results: list[list[dict]] = []
     with tempfile.TemporaryDirectory(prefix="k3fc-") as folder:
         work = Path(folder)
         model = write_model(work / "model")
-        with Replicas(model, image=args.image, ctx_size=args.ctx_size, prefix=args.name) as replicas:
+        with Replicas(model, image=args.image, prefix=args.name, **sizes["replicas"]) as replicas:
             for run in range(1, args.runs + 1):
                 print(
                     f"\nrun {run}: {'policy':12} {'hits':>8} {'TTFT p50':>8} {'p95':>8} {'reqs':>5} {'fail':>4} "
@@ -510,8 +497,12 @@ def main() -> None:
                 )
                 phases = []
                 for policy in policies:
-                    phase = measure_phase(replicas, policy, trace, work, clients=args.clients, deadline_s=args.deadline)
+                    phase = measure_phase(
+                        replicas, policy, trace, work, clients=sizes["clients"], deadline_s=args.deadline
+                    )
                     print(f"       {_row(phase)}")
+                    held = f"most {phase['held_max']}, at the end {phase['held_last']}"
+                    print(f"       {'':12} prompts in each replica's host cache: {held}")
                     phases.append(phase)
                 print(f"       replica 1's prompt cache: {phases[-1]['limits']}")
                 results.append(phases)
@@ -521,19 +512,41 @@ def main() -> None:
         args.json.write_text(json.dumps(results, indent=2))
 
 
+TRACES = ("short", "agent")
+
+
+def chosen_trace(args: argparse.Namespace) -> tuple[list[Session], dict]:
+    """The trace `--trace` names, with its flags' overrides, and the replicas' sizes and sessions at once for it:
+    the short trace's as before (2 slots, an 8192-token context, llama-server's default prompt cache); the agent
+    trace's from `agent_trace.replica_sizing` (a Kimi-K3 host's conversations held, against those in flight)."""
+    given = {k: v for k, v in (("sessions", args.sessions), ("agents", args.agents), ("turns", args.turns)) if v}
+    if args.trace == "short":
+        trace = agent_trace(**given)
+        replicas = {"ctx_size": args.ctx_size or 8192}
+        return trace, {"clients": args.clients or 12, "replicas": replicas}
+    trace = coding_agent_trace(dataclasses.replace(AgentShape(), **given))
+    sizing = replica_sizing(trace)
+    replicas = {
+        "parallel": sizing.parallel,
+        "ctx_size": args.ctx_size or sizing.ctx_size,
+        "cache_ram": sizing.cache_ram_mib,
+    }
+    return trace, {"clients": args.clients or sizing.clients, "replicas": replicas, "sizing": sizing}
+
+
 def rejoin_main(args: argparse.Namespace) -> None:
-    trace = agent_trace(args.sessions, args.agents, args.turns)
+    trace, sizes = chosen_trace(args)
     results: dict[str, list[dict]] = {}
     with tempfile.TemporaryDirectory(prefix="k3fc-") as folder:
         work = Path(folder)
         model = write_model(work / "model")
-        with Replicas(model, image=args.image, ctx_size=args.ctx_size, prefix=args.name) as replicas:
+        with Replicas(model, image=args.image, prefix=args.name, **sizes["replicas"]) as replicas:
             print(
                 f"{'policy':22} {'share before':>12} {'after':>6} {'reqs after':>10} {'hits before':>11} {'after':>6}"
             )
             for _ in range(args.runs):
                 for policy in args.policies.split(","):
-                    r = rejoin_phase(replicas, policy, trace, work, clients=args.clients, deadline_s=args.deadline)
+                    r = rejoin_phase(replicas, policy, trace, work, clients=sizes["clients"], deadline_s=args.deadline)
                     results.setdefault(policy, []).append(r)
                     print(
                         f"{policy:22} {r['share_before']:12.2f} {r['share_after']:6.2f} {r['requests_after']:10.0f} "

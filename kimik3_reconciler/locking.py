@@ -7,8 +7,8 @@ process is gone is taken over with a message (the kernel already freed its flock
 and `verify` change nothing and never take it.
 
 With RPC workers or cluster nodes the same holder (one lock id) also takes each of those hosts' lock
-(adapters/worker_lock.py), after this host's: the profile's workers, its cluster's nodes, then the recorded workers
-and nodes it dropped, once per Docker. Each is named as the profile names it (`OtherHost`): an RPC worker,
+(adapters/worker_lock.py), after this host's: the profile's workers, its cluster's nodes and the recorded workers
+and nodes it dropped, once per Docker, in their Docker's address order (the same for every run). Each is named as the profile names it (`OtherHost`): an RPC worker,
 or a cluster node with its Docker's field (`vllm.cluster.nodes[1].docker`).
 `force_unlock` removes a lock id wherever it is the current one, here and on the other hosts it is given.
 """
@@ -177,8 +177,8 @@ def _acquire_other(ports: Ports, holder: LockHolder, timeout_s: float, say: Say,
 def holding(
     ports: Ports, say: Say, operation: str, profile: str, timeout_s: float, others: tuple[OtherHost, ...] = ()
 ) -> Iterator[LockHolder | None]:
-    """The lock held around the block (this host's, then each other host's in the order given: the profile's RPC
-    workers, its cluster's nodes, then the recorded ones it dropped), released however the block ends."""
+    """The lock held around the block (this host's, then each other host's: the profile's RPC workers, its cluster's
+    nodes and the recorded ones it dropped, in their Docker's address order), released however the block ends."""
     if ports.lock is None:  # fakes without a lock port: orchestrator unit tests that do not test locking
         yield None
         return
@@ -187,9 +187,11 @@ def holding(
     taken: list[LockPort] = []
     try:
         # A worker converged by two kimik3 at once (two main hosts sharing it) would race on its rpc-server,
-        # and a dropped worker's removal is a change there too: every host a run changes is locked, always in
-        # the same order, once per Docker (two workers on one host share its lock).
-        for other in one_per_docker(others):
+        # and a dropped worker's removal is a change there too: every host a run changes is locked, once per Docker
+        # (two workers on one host share its lock), in one order for every run: by its Docker's address, never the
+        # profile's order (two runs that listed two shared hosts the other way round each held one and waited on
+        # the other until both timed out, exit 5, nothing applied).
+        for other in sorted(one_per_docker(others), key=_docker_key):
             taken.append(_acquire_other(ports, holder, timeout_s, say, other))
         yield holder
     finally:
@@ -201,10 +203,14 @@ def holding(
 def one_per_docker(others: Sequence[OtherHost]) -> tuple[OtherHost, ...]:
     """The first of the hosts on each Docker (two workers on one host share its lock), in order: a host the profile
     names comes before a dropped one, so a Docker it still uses is never called dropped."""
-    seen: dict[tuple[str, str | None], OtherHost] = {}
+    seen: dict[tuple[str, str], OtherHost] = {}
     for other in others:
-        seen.setdefault((other.host.url, other.host.tls_dir), other)
+        seen.setdefault(_docker_key(other), other)
     return tuple(seen.values())
+
+
+def _docker_key(other: OtherHost) -> tuple[str, str]:
+    return other.host.url, other.host.tls_dir or ""
 
 
 def force_unlock(

@@ -35,12 +35,17 @@ class _Router:
         self.drain_timeout_s, self.traffic_timeout_s = drain_timeout_s, traffic_timeout_s
 
     def take_out(self, host) -> str:  # noqa: ANN001 - fleet.FleetHost
-        from kimik3_reconciler.cli.fleet_apply import _take_out, worker_url
+        from kimik3_reconciler.cli.fleet_apply import _take_out, server_in_flight, server_key, worker_url
+        from kimik3_reconciler.engines import engine_for
 
-        listed = self.router.find(worker_url(host.profile))
-        if listed is None:
+        url = worker_url(host.profile)
+        if self.router.find(url) is None:
             return "not in the router"
-        _take_out(self.router, host.name, worker_url(host.profile), self.drain_timeout_s, 0)
+        # As the rollout's `router: out` (and Slurm's): the drain waits for the server's own running and queued
+        # requests (a member died: its server may not answer /metrics, then it is not waited on).
+        series = engine_for(host.profile.engine).series
+        in_flight = server_in_flight(url, (series.running, series.waiting), server_key(host.profile, host.name))
+        _take_out(self.router, host.name, url, self.drain_timeout_s, 0, in_flight)
         return "taken out of the router"
 
     def put_back(self, host) -> str:  # noqa: ANN001

@@ -135,6 +135,8 @@ def price_rollout(policy: RolloutPolicy, plans: Mapping[str, HostPlan], registry
         timeline.append((clock, serving, f"{', '.join(hosts)} out of the router: drain, apply"))
         clock += out
         timeline.append((clock, serving_now, f"{', '.join(hosts)} back in the router"))
+    # The drain only: the wait for the others' capacity before it (cli/fleet_apply.py `_leaving`, up to another
+    # drain timeout) waits only where hosts left the rotation for another reason, which no plan foretells.
     drains = len(batches) * policy.drain_timeout_s
     unpriced = tuple(h for h in changing if plans[h].relaunch and plans[h].downtime_s is None)
     return RolloutPrice(

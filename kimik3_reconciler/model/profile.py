@@ -304,6 +304,16 @@ def listened_ports(profile: Profile) -> tuple[int, ...]:
     return tuple(dict.fromkeys(ports))
 
 
+def node_gpus_of(profile: Profile, node: Any) -> str | tuple[str, ...]:
+    """The GPUs a cluster node's member container gets (`node`: one of `profile.cluster.nodes`): its own `gpus`,
+    none where the profile's own container gets none (`gpus: none`, vLLM's CPU build: the image every node runs)."""
+    # A node's `gpus` defaults to all: a CPU profile's member asked for GPUs its image never uses, through a runtime
+    # a CPU host lacks (its `docker run` failed, and the node's GPU plumbing check refused it).
+    if gpus_of(profile) == "none" or node.gpus == "none":
+        return "none"
+    return "all" if node.gpus == "all" else tuple(str(g) for g in node.gpus)
+
+
 def gpus_of(profile: Profile) -> str | tuple[str, ...]:
     """The GPUs a container of this profile gets, as docker device ids."""
     if profile.build.variant == "cpu" or profile.gpus == "none":

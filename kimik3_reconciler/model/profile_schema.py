@@ -628,7 +628,8 @@ class ClusterNode(RemoteHost):
 
     bind: MemberBind = Field(description="the node's address the other members reach: loopback or a private address")
     gpus: Annotated[Literal["all", "none"] | GpuList, BeforeValidator(_check_gpus)] = Field(
-        "all", description="GPUs the node's container gets (as the profile's gpus)"
+        "all",
+        description="GPUs the node's container gets (as the profile's gpus); none where the profile's gpus is none",
     )
 
 

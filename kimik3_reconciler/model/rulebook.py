@@ -551,16 +551,20 @@ _GENERIC: tuple[Rule, ...] = (
     Rule(
         "cluster-node-gpu-plumbing",
         "refuse",
-        "a cluster node that gets GPUs has, in its Docker's `docker info`, what the head's GPU request needs (its "
-        "member copies it): the nvidia runtime for `--gpus`; CDI read, and each requested nvidia.com/gpu device where "
-        "the daemon lists its devices, for CDI; refused naming the node's docker field and what is missing, before "
-        "anything changes",
+        "a cluster node that gets GPUs has, in its Docker's `docker info`, what one way of asking for them needs: the "
+        "nvidia runtime for `--gpus`; CDI read, and each requested nvidia.com/gpu device where the daemon lists its "
+        "devices, for CDI. Its member asks the head's way where the node gives it, else the other way where the node "
+        "lists it; a node that gives neither is refused where its member is launched and none runs there, naming its docker field and what "
+        "each way lacks, before anything changes",
         "a node whose Docker cannot give its member the GPUs fails that member's `docker run` after the head's server "
         "was replaced: the replica is down until the node is fixed",
         ("kimik3_reconciler.planning.cluster_step", "kimik3_reconciler.planning.node_gpus"),
         (
             "cases/plan/219-vllm-cluster-node-no-gpu-runtime.yaml",
             "cases/plan/220-vllm-cluster-node-no-cdi-device.yaml",
+            "cases/plan/222-vllm-cluster-node-gpus-its-own-way.yaml",
+            "cases/plan/223-vllm-cluster-converged-node-plumbing-unseen.yaml",
+            "cases/plan/224-vllm-cluster-head-relaunched-node-plumbing-unseen.yaml",
             "unit/planning/test_node_gpus.py",
         ),
         seed=OWN + "issue 41 item 4 (a node's container copies the head's GPU request)",

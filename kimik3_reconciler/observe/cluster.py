@@ -17,7 +17,7 @@ from kimik3_reconciler.errors import Kimik3Error
 from kimik3_reconciler.model.facts import ContainerFact, MemberFact, RemovedWorkerFact
 from kimik3_reconciler.model.image_ref import pinned_image
 from kimik3_reconciler.model.labels import MEMBER_FINGERPRINT, MEMBER_INPUTS
-from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.model.profile import Profile, node_gpus_of
 from kimik3_reconciler.model.records import cluster_members_key
 from kimik3_reconciler.model.specs import DockerHost
 from kimik3_reconciler.observe.docker_objects import parse_docker_gpus, parse_labelled_container
@@ -30,27 +30,44 @@ from kimik3_reconciler.ports import DockerPort, StatePort
 # reconcile pass) and the read takes ~1 s less. No dashboard is needed (the head runs without one, which `ray list
 # nodes` would need). The client is Ray's own but not public API: a Ray without it falls back to `ray.nodes()` through
 # a driver. JSON on stdout's last line.
-RAY_NODES: tuple[str, ...] = (
-    "python3",
-    "-c",
-    "import json, os\n"
-    "try:\n"
-    "    from ray._raylet import GcsClient\n"
-    "    from ray.core.generated.gcs_pb2 import GcsNodeInfo\n"
-    "    table = GcsClient(address=os.environ['RAY_ADDRESS']).get_all_node_info(timeout=30).values()\n"
-    "    rows = [{'address': n.node_manager_address, 'alive': n.state == GcsNodeInfo.ALIVE} for n in table]\n"
-    "except (ImportError, AttributeError, TypeError):\n"
-    "    import ray\n"
-    "    ray.init(logging_level='ERROR')\n"
-    "    rows = [{'address': n['NodeManagerAddress'], 'alive': n['Alive']} for n in ray.nodes()]\n"
-    "print(json.dumps(rows))\n",
-)
+RAY_READ_S = 15  # the whole read, in the container: a live GCS answers in 0.4-1.5 s (docs/operations.md)
+
+
+def ray_nodes_argv(bound_s: int) -> tuple[str, ...]:
+    """RAY_NODES with its bound: the kernel ends the read after `bound_s` (SIGALRM, its default action: a handler of
+    Python's would wait for Ray's blocking C++ call). With the GCS down, the client's read took ~42 s and the driver's
+    `ray.init()` never returned (over 10 minutes): each plan, status and reconcile pass waited that long, and the
+    driver stayed behind in the head's container."""
+    return (
+        "python3",
+        "-c",
+        "import json, os, signal\n"
+        "signal.signal(signal.SIGALRM, signal.SIG_DFL)\n"
+        f"signal.alarm({int(bound_s)})\n"
+        "try:\n"
+        "    from ray._raylet import GcsClient\n"
+        "    from ray.core.generated.gcs_pb2 import GcsNodeInfo\n"
+        f"    table = GcsClient(address=os.environ['RAY_ADDRESS']).get_all_node_info(timeout={int(bound_s)}).values()\n"
+        "    rows = [{'address': n.node_manager_address, 'alive': n.state == GcsNodeInfo.ALIVE} for n in table]\n"
+        "except (ImportError, AttributeError, TypeError):\n"
+        "    import ray\n"
+        "    ray.init(logging_level='ERROR')\n"
+        "    rows = [{'address': n['NodeManagerAddress'], 'alive': n['Alive']} for n in ray.nodes()]\n"
+        "print(json.dumps(rows))\n",
+    )
+
+
+RAY_NODES: tuple[str, ...] = ray_nodes_argv(RAY_READ_S)
 
 
 def ray_alive(output: str) -> frozenset[str]:
     """The addresses with a live raylet, from RAY_NODES' output (its last line). Ray keeps a dead node's row (alive
     false) and a restarted node gets a new row: an address counts as alive when any of its rows is."""
-    rows = json.loads(output.strip().splitlines()[-1])
+    lines = output.strip().splitlines()
+    if not lines:
+        # The script printed nothing: it failed (its traceback is on stderr, not read) or was ended at its bound.
+        raise ValueError(f"Ray's node table unread: no answer from Ray's GCS within {RAY_READ_S} s, or the read failed")
+    rows = json.loads(lines[-1])
     return frozenset(row["address"] for row in rows if row["alive"])
 
 
@@ -59,14 +76,16 @@ def missing(nodes: Iterable[NodeLaunch], alive: frozenset[str]) -> tuple[str, ..
     return tuple(node.name for node in nodes if node.bind not in alive)
 
 
-def collect_member(profile_name: str, node: Any, docker: DockerPort, image_ref: str) -> MemberFact:
+def collect_member(
+    profile_name: str, node: Any, docker: DockerPort, image_ref: str, gpus: str | tuple[str, ...]
+) -> MemberFact:
     """One node through its own Docker: the profile's image there (by digest), its member container and, where the
     node gets GPUs, how that Docker gives them (its member copies the head's GPU request: the planner checks that the
     node's Docker has what it needs). A Docker that does not answer is recorded, not raised: the planner refuses with
-    the node named."""
+    the node named. `gpus`: the GPUs its member gets (model/profile.py `node_gpus_of`)."""
     fact = MemberFact(name=node.name, docker=node.docker)
     try:
-        if node.gpus != "none":
+        if gpus != "none":
             fact = fact.model_copy(update={"gpus": parse_docker_gpus(docker.info())})
         image = pinned_image(image_ref)
         present = holds_digest(image.by_digest, image.digest, docker.inspect_image(image.by_digest))
@@ -90,7 +109,13 @@ def collect_members(
     if worker_docker is None:
         raise Kimik3Error("the profile has cluster nodes but no way to reach their Docker was wired")
     return tuple(
-        collect_member(profile.name, n, worker_docker(DockerHost(n.name, n.docker, n.tls_dir)), profile.image.ref)
+        collect_member(
+            profile.name,
+            n,
+            worker_docker(DockerHost(n.name, n.docker, n.tls_dir)),
+            profile.image.ref,
+            node_gpus_of(profile, n),
+        )
         for n in cluster.nodes
     )
 

@@ -23,7 +23,7 @@ from kimik3_reconciler.engines.base import NodeLaunch
 from kimik3_reconciler.model.facts import MemberFact, Observed
 from kimik3_reconciler.model.hashing import fingerprint
 from kimik3_reconciler.model.labels import MEMBER_FINGERPRINT, MEMBER_INPUTS, PROFILE_LABEL
-from kimik3_reconciler.model.profile import Profile
+from kimik3_reconciler.model.profile import Profile, node_gpus_of
 from kimik3_reconciler.model.specs import ContainerSpec, DockerHost
 
 if TYPE_CHECKING:  # planning/launch.py renders the head's container with this module
@@ -79,10 +79,10 @@ def head_container(spec: ContainerSpec, head: NodeLaunch) -> ContainerSpec:
 
 
 def member_container(
-    profile: Profile, head_spec: ContainerSpec, image_fp: str, node: NodeLaunch, gpus: str | list[int | str]
+    profile: Profile, head_spec: ContainerSpec, image_fp: str, node: NodeLaunch, gpus: str | tuple[str, ...]
 ) -> tuple[ContainerSpec, str]:
     """A node's member container (labels included) and its fingerprint. `head_spec`: the head's rendered container
-    (its image, environment and model mount: the same on every node); `gpus`: the node's, as the profile lists them."""
+    (its image, environment and model mount: the same on every node); `gpus`: the node's (model/profile.py `node_gpus_of`)."""
     (process,) = node.processes  # a node runs one process (vLLM: its Ray worker; SGLang: the server at its rank)
     env = {**dict(head_spec.env), **dict(node.env)}
     spec = ContainerSpec(
@@ -92,7 +92,7 @@ def member_container(
         command=process.command[1:],
         env=tuple(sorted(env.items())),
         mounts=head_spec.mounts[:1],  # the model (planning/launch.py model_mount): read-only, at the head's path
-        gpus=gpus if isinstance(gpus, str) else tuple(str(g) for g in gpus),
+        gpus=gpus,
         labels=(),
         network_mode="host",
         ipc_mode="host",  # as the head's: Ray's object store and NCCL use the host's shared memory
@@ -121,7 +121,7 @@ def rendered_members(profile: Profile, launch: Launch) -> tuple[tuple[NodeLaunch
     rendered = []
     for node in launch.cluster[1:]:  # the head is launch.spec itself
         spec, digest = member_container(
-            profile, launch.spec, launch.input.image_fingerprint, node, by_name[node.name].gpus
+            profile, launch.spec, launch.input.image_fingerprint, node, node_gpus_of(profile, by_name[node.name])
         )
         rendered.append((node, by_name[node.name], spec, digest))
     return tuple(rendered)

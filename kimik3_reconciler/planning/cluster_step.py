@@ -17,6 +17,7 @@ that is (re)launched takes every node with it (their Ray belonged to the old hea
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.model.facts import MemberFact, Observed, RemovedWorkerFact
@@ -37,7 +38,7 @@ from kimik3_reconciler.planning.container_step import container_alone, container
 from kimik3_reconciler.planning.desired import Desired
 from kimik3_reconciler.planning.image_pull import pull_spec
 from kimik3_reconciler.planning.launch import snapshot_path
-from kimik3_reconciler.planning.node_gpus import refuse_node_gpus
+from kimik3_reconciler.planning.node_gpus import node_request, refuse_node_gpus
 
 # Ray's worker joins within seconds of its container's start; a node that takes longer is broken (or its image is
 # still loading its Python on a busy host: generous).
@@ -80,6 +81,7 @@ def _head_relaunched(desired: Desired, observed: Observed, planned: tuple[Step, 
 def _member_step(desired: Desired, observed: Observed, planned: tuple[Step, ...], rendered) -> Step:  # noqa: ANN001
     node, profile_node, spec, digest = rendered
     fact = _fact(observed, node.name, profile_node.docker, node_field(desired.profile, node.name))
+    spec = replace(spec, gpu_request=node_request(spec, fact.gpus))  # the way its own Docker gives GPUs
     host, target = _host(profile_node), f"{node.name}: {spec.name}"
     found = fact.container
     lost = member_lost(node, fact, digest, observed.ray_alive)
@@ -153,10 +155,15 @@ def plan_cluster_nodes(desired: Desired, observed: Observed, planned: tuple[Step
     for node, profile_node, spec, digest in members:
         field = node_field(desired.profile, node.name)
         fact = _fact(observed, node.name, profile_node.docker, field)
-        # rule: cluster-node-gpu-plumbing
-        # The member copies the head's GPU request: a node's Docker without it fails the member's launch after the
-        # head's server was replaced.
-        refuse_node_gpus(spec, fact, field)
+        launched = relaunch or member_lost(node, fact, digest, observed.ray_alive) is not None
+        running = fact.container is not None and fact.container.state == "running"
+        if launched and not running:
+            # rule: cluster-node-gpu-plumbing
+            # A node's Docker that gives GPUs neither the head's way nor the other fails the member's launch after
+            # the head's server was replaced. Not where a member runs there: its GPUs were given by that Docker
+            # (`--gpus` through the toolkit's hook, which `docker info` does not show), and it is launched again
+            # the same way.
+            refuse_node_gpus(spec, fact, field)
         host, pull = _host(profile_node), pull_spec(desired.profile.image.ref)
         if fact.image_present:
             steps.append(
@@ -178,7 +185,7 @@ def plan_cluster_nodes(desired: Desired, observed: Observed, planned: tuple[Step
                     spec=MemberImage(host, pull),
                 )
             )
-        if relaunch or member_lost(node, fact, digest, observed.ray_alive) is not None:
+        if launched:
             # rule: cluster-node-checkpoint
             # vLLM and SGLang load the weights from the same local path on every node: a node without them fails
             # its ranks' load minutes into the head's; found here, before anything is stopped.

@@ -14,7 +14,7 @@ from support.realparts import docker
 from kimik3_reconciler.adapters.docker_engine import DockerEngine
 from kimik3_reconciler.adapters.host_lock import StateDirLock
 from kimik3_reconciler.adapters.worker_lock import DockerHostLock
-from kimik3_reconciler.locking import force_unlock
+from kimik3_reconciler.locking import OtherHost, force_unlock
 from kimik3_reconciler.model.host_lock import LockHolder
 from kimik3_reconciler.model.specs import DockerHost
 
@@ -54,7 +54,7 @@ def test_the_lock_container_excludes_another_run_and_force_unlock_removes_it(
     refused = lock.try_acquire(second)
     assert not refused.acquired and refused.holder == first
     assert lock.holder() == (first, True)  # a holder of another host is never guessed dead
-    said = force_unlock(StateDirLock(tmp_path), first.id, [(HERE, lock)])
+    said = force_unlock(StateDirLock(tmp_path), first.id, [(OtherHost(HERE), lock)])
     assert said == f"removed lock {first.id} on rpc worker w1 ({HERE.url}) ({first.describe()})"
     assert subprocess.run(["docker", "inspect", NAME], capture_output=True, check=False).returncode != 0
     assert lock.try_acquire(second).acquired

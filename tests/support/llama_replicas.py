@@ -32,9 +32,11 @@ class Replicas:
         parallel: int = 2,
         ctx_size: int = 16384,
         threads: int = 1,
+        cache_ram: int | None = None,
     ) -> None:
         self.model, self.count, self.image, self.parallel = model, count, image, parallel
         self.ctx_size, self.threads = ctx_size, threads
+        self.cache_ram = cache_ram  # MiB of host prompt cache (--cache-ram); None: llama-server's default, 8192
         self.names = [f"{prefix}-{i}" for i in range(1, count + 1)]
         self.ports = [free_port() for _ in range(count)]
         self.urls = [f"http://127.0.0.1:{p}" for p in self.ports]
@@ -44,6 +46,8 @@ class Replicas:
         container = ["docker", "run", "-d", "--name", name, "--network", "host", "-v", mount]
         server = ["-m", f"/models/{self.model.name}", "--host", "127.0.0.1", "--port", str(port), "--alias", MODEL_NAME]
         sizes = ["--ctx-size", str(self.ctx_size), "--parallel", str(self.parallel)]
+        if self.cache_ram is not None:
+            sizes += ["--cache-ram", str(self.cache_ram)]
         # kimik3's fixed flags (engines/llamacpp/launch.py); verbosity 4: the prompt cache's "limits" lines
         fixed = engine_for("llamacpp").owned_flags(self.threads, "none")
         return [*container, self.image, *server, *fixed, *sizes, "--metrics", "--log-verbosity", "4"]
@@ -81,6 +85,21 @@ class Replicas:
         log = subprocess.run(["docker", "logs", self.names[0]], capture_output=True, text=True).stderr
         lines = [line.split("update:", 1)[1].strip() for line in log.splitlines() if "limits:" in line]
         return lines[-1] if lines else ""
+
+    def held_prompts(self) -> list[list[int]]:
+        """Per replica, the prompts its host prompt cache held after each update since it started (its log's
+        `cache state: N prompts` lines, in order); the conversations in its slots are not counted there."""
+        out = []
+        for name in self.names:
+            log = subprocess.run(["docker", "logs", name], capture_output=True, text=True).stderr
+            out.append(
+                [
+                    int(line.split("cache state:", 1)[1].split()[0])
+                    for line in log.splitlines()
+                    if "cache state:" in line
+                ]
+            )
+        return out
 
     def close(self) -> None:
         subprocess.run(["docker", "rm", "-f", *self.names], capture_output=True)

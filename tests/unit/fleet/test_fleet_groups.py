@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -388,3 +389,26 @@ def test_a_worker_restarted_within_the_main_servers_whole_second_is_dead(groups)
     # a main container never started (Docker's zero time) says nothing of when its workers started
     status["container"]["started_at"] = "0001-01-01T00:00:00Z"
     assert member_states(groups.host("a"), status)[0].state == "up"
+
+
+def test_recovers_router_takes_a_group_out_as_the_rollout_does_waiting_for_its_servers_requests(
+    groups,  # noqa: ANN001
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """fleet recover's own router step (not a fake of it): `_take_out` takes the server's in-flight count since the
+    drain waits on it; recover called it without one (TypeError the first time a listed group was taken out)."""
+    import kimik3_reconciler.cli.fleet_apply as fleet_apply
+    import kimik3_reconciler.cli.fleet_recover as fleet_recover
+
+    taken: list[tuple] = []
+
+    def take_out(router, host_name, worker, drain_timeout, min_serving, in_flight) -> None:  # noqa: ANN001
+        taken.append((host_name, worker, drain_timeout, min_serving, callable(in_flight)))
+
+    monkeypatch.setattr(fleet_apply, "_take_out", take_out)
+    router = fleet_recover._Router.__new__(fleet_recover._Router)
+    router.router = SimpleNamespace(find=lambda url: object())  # smg lists it
+    router.drain_timeout_s = 60
+    host = groups.host("a")
+    assert router.take_out(host) == "taken out of the router"
+    assert taken == [("a", fleet_apply.worker_url(host.profile), 60, 0, True)]

@@ -246,3 +246,22 @@ def test_force_unlock_without_the_file_reaches_the_recorded_cluster_members_too(
     remember_workers(e.ports.state, "k3-test", ((node, "k3-test-node-gpu2"),), key=cluster_members_key("k3-test"))
     assert f"removed lock {hung.id} on cluster node gpu2 ({node.url})" in e.force_unlock(hung.id, None)
     assert locks.records == {}
+
+
+def test_two_runs_sharing_two_hosts_lock_them_in_one_order_whatever_their_profiles_say(tmp_path: Path) -> None:
+    """Two main hosts, one profile listing w2 then w1, the other w1 then w2 (or w2 dropped while a node runs on
+    w1's Docker): in the profiles' order each would hold one host and wait on the other until both timed out."""
+    orders = []
+    for i, workers in enumerate(((W2, W1), (W1, W2))):
+        locks = FakeWorkerLocks()
+        with orchestrator(tmp_path / str(i), locks).locked("apply", profile(*workers), timeout_s=0):
+            orders.append(locks.taken)
+    assert orders[0] == orders[1] == sorted([W1.url, W2.url])
+
+    node = DockerHost("gpu2", "ssh://kimik3@10.0.0.2")  # the cluster profile's first node
+    locks = FakeWorkerLocks()
+    e = orchestrator(tmp_path / "dropped", locks)
+    dropped = DockerHost("w0", "ssh://kimik3@10.0.0.1")  # a dropped worker sorts before the named node
+    remember_workers(e.ports.state, "kimi-k3", ((dropped, "kimi-k3-rpc-w0"),))
+    with e.locked("apply", cluster_profile(), timeout_s=0):
+        assert locks.taken == [dropped.url, node.url, "ssh://kimik3@10.0.0.3"]

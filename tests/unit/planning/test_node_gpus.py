@@ -4,17 +4,23 @@ only where the node gets GPUs, and judged against the GPU request its member cop
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import yaml
 from support.fakes.docker import FakeDocker
+from test_plan_cases import CASES, build_case
 
 from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.model.facts import DockerGpus, MemberFact
+from kimik3_reconciler.model.profile import node_gpus_of
+from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.model.specs import ContainerSpec
 from kimik3_reconciler.observe.cluster import collect_member
 from kimik3_reconciler.observe.docker_objects import parse_docker_gpus
-from kimik3_reconciler.planning.node_gpus import missing_gpu_plumbing, refuse_node_gpus
+from kimik3_reconciler.planning import plan
+from kimik3_reconciler.planning.node_gpus import missing_gpu_plumbing, node_request, refuse_node_gpus
 
 IMAGE = "vllm/vllm-openai:kimi-k3@sha256:" + "1" * 64
 FIELD = "vllm.cluster.nodes[0].docker"
@@ -77,18 +83,42 @@ def test_the_cdi_request_needs_cdi_and_each_device_the_member_asks_for() -> None
     assert missing_gpu_plumbing(member("all", "cdi"), DockerGpus(reads_cdi=True, cdi_devices=None)) is None
 
 
-def test_the_refusal_names_the_node_its_field_and_its_docker() -> None:
-    fact = MemberFact(name="gpu2", docker="ssh://kimik3@10.0.0.2", gpus=DockerGpus(reads_cdi=True))
+def test_the_refusal_names_the_node_its_field_its_docker_and_what_each_way_lacks() -> None:
+    fact = MemberFact(name="gpu2", docker="ssh://kimik3@10.0.0.2", gpus=DockerGpus(reads_cdi=False))
     with pytest.raises(PlanError) as refused:
         refuse_node_gpus(member(), fact, FIELD)
     assert str(refused.value).startswith(
         f"cluster node gpu2 ({FIELD}): its Docker at ssh://kimik3@10.0.0.2 has no nvidia runtime"
     )
-    assert (
-        "Its member asks for its GPUs the way the head's Docker gives them (the nvidia runtime); nothing was changed"
-        in str(refused.value)
-    )
+    assert "; nor CDI: the daemon reads no CDI specs (`docker info`: CDISpecDirs)" in str(refused.value)
+    assert str(refused.value).endswith("nothing was changed")
+    unlisted = fact.model_copy(update={"gpus": DockerGpus(reads_cdi=True)})  # Docker 26: reads CDI, lists nothing
+    with pytest.raises(PlanError, match=r"nor CDI devices it lists \(`docker info`: DiscoveredDevices"):
+        refuse_node_gpus(member(), unlisted, FIELD)
     refuse_node_gpus(member(), fact.model_copy(update={"gpus": None}), FIELD)  # not read: nothing to judge
+
+
+def test_a_node_whose_docker_gives_gpus_only_the_other_way_gets_them_that_way() -> None:
+    """The head's Docker has no CDI (its containers use --gpus), the node's has CDI and no runtime registered, or the
+    other way round: the member asks as its own Docker gives, not refused (plan case 222)."""
+    cdi_only = DockerGpus(runtime=False, reads_cdi=True, cdi_devices=("nvidia.com/gpu=0", "nvidia.com/gpu=all"))
+    assert node_request(member(), cdi_only) == "cdi"
+    assert node_request(member(("0",)), cdi_only) == "cdi"
+    assert node_request(member(("0", "1")), cdi_only) == "runtime"  # gpu=1 not listed: the head's way, refused
+    runtime_only = DockerGpus(runtime=True, reads_cdi=False)
+    assert node_request(member("all", "cdi"), runtime_only) == "runtime"
+    both = parse_docker_gpus(DOCKER_28)
+    assert node_request(member(), both) == "runtime" and node_request(member("all", "cdi"), both) == "cdi"
+    # A daemon that lists no devices (before 28.2) may not read CDI at all: never switched to CDI on a guess.
+    assert node_request(member(), DockerGpus(runtime=False, reads_cdi=True)) == "runtime"
+    fact = MemberFact(name="gpu2", docker="ssh://kimik3@10.0.0.2", gpus=cdi_only)
+    refuse_node_gpus(member(), fact, FIELD)  # not refused
+
+
+def test_the_planned_member_asks_the_way_its_own_docker_gives_gpus() -> None:
+    case = yaml.safe_load((CASES / "222-vllm-cluster-node-gpus-its-own-way.yaml").read_text())
+    (step,) = [s for s in plan(*build_case(case)).steps if s.kind == "member"]
+    assert step.spec.container.gpu_request == "cdi" and step.spec.container.gpus == "all"
 
 
 def test_a_node_is_asked_for_its_docker_info_only_when_it_gets_gpus() -> None:
@@ -96,6 +126,23 @@ def test_a_node_is_asked_for_its_docker_info_only_when_it_gets_gpus() -> None:
     asked: list[bool] = []
     docker.info = lambda: (asked.append(True), DOCKER_28)[1]
     node = SimpleNamespace(name="gpu2", docker="ssh://kimik3@10.0.0.2", gpus="all", container_name=lambda p: f"{p}-n")
-    assert collect_member("kimi-k3", node, docker, IMAGE).gpus == parse_docker_gpus(DOCKER_28)
-    cpu = collect_member("kimi-k3", SimpleNamespace(**{**vars(node), "gpus": "none"}), docker, IMAGE)
+    assert collect_member("kimi-k3", node, docker, IMAGE, "all").gpus == parse_docker_gpus(DOCKER_28)
+    cpu = collect_member("kimi-k3", node, docker, IMAGE, "none")
     assert cpu.gpus is None and asked == [True]
+
+
+def _cluster(**top: object):
+    path = Path(__file__).parents[2] / "cases/plan/_base-vllm-cluster.yaml"
+    data = {**yaml.safe_load(path.read_text()), **top}
+    data["vllm"] = {**data["vllm"], "tensor_parallel_size": 1, "any_gpu": top.get("gpus") != "none"}
+    return parse_profile(yaml.safe_dump(data), "p.yaml").profile
+
+
+def test_a_cpu_profiles_node_gets_no_gpus_whatever_its_default_says() -> None:
+    """`gpus: none` (vLLM's CPU build, the image every node runs): the node's `gpus` default (all) asked its CPU host
+    for `--gpus all`, which only a host with the nvidia runtime gives."""
+    cpu = _cluster(gpus="none")
+    assert cpu.cluster.nodes[0].gpus == "all"  # the node's own default
+    assert node_gpus_of(cpu, cpu.cluster.nodes[0]) == "none"
+    gpu = _cluster(gpus=[0])
+    assert node_gpus_of(gpu, gpu.cluster.nodes[0]) == "all"  # a GPU profile's node keeps its own
