@@ -13,8 +13,18 @@ from pathlib import Path
 from kimik3_reconciler.cli.fleet_router import record_path, stop_router
 
 
+def started(argv: list[str]) -> subprocess.Popen:
+    """`argv` running, its command line readable (empty in /proc for a moment after the exec)."""
+    process = subprocess.Popen(argv)
+    deadline = time.monotonic() + 10
+    while not Path(f"/proc/{process.pid}/cmdline").read_bytes().endswith(argv[-1].encode() + b"\0"):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    return process
+
+
 def test_a_reused_pid_running_another_kimik3_command_is_left_running(tmp_path: Path) -> None:
-    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "kimik3", "fleet", "apply"])
+    other = started([sys.executable, "-c", "import time; time.sleep(60)", "kimik3", "fleet", "apply"])
     try:
         path = record_path(tmp_path, "f")
         path.parent.mkdir(parents=True)
@@ -30,7 +40,7 @@ def test_a_reused_pid_running_another_kimik3_command_is_left_running(tmp_path: P
 
 def test_kimik3s_router_recorded_is_stopped(tmp_path: Path) -> None:
     route = [sys.executable, "-c", "import time; time.sleep(60)", "-m", "kimik3_reconciler", "fleet", "route"]
-    router = subprocess.Popen(route)
+    router = started(route)
     try:
         path = record_path(tmp_path, "f")
         path.parent.mkdir(parents=True)
