@@ -58,15 +58,17 @@ class Watcher(Protocol):
     def finish(self, upstream_failed: bool = False, client_gone: bool = False) -> None: ...
 
 
-def client_session(**connector: object) -> aiohttp.ClientSession:
+def client_session(connect_s: float = 10.0, **connector: object) -> aiohttp.ClientSession:
     """The session a proxy sends requests upstream with. No total timeout: a long generation streams for minutes;
     connect fails fast. No decompression: bytes pass as the server sent them. Enough connections for every slot and
-    then some; `connector`: the connector's other settings (kimik3's router: force_close)."""
+    then some; `connect_s`: how long a connection may take to open; `connector`: the connector's other settings, replacing these (kimik3's router: force_close, its
+    limit per replica)."""
+    # keepalive_timeout is refused with force_close (a connection per request keeps none alive).
+    settings = {"limit": 256, **(connector if connector else {"keepalive_timeout": 30})}
     return aiohttp.ClientSession(
-        timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
+        timeout=aiohttp.ClientTimeout(total=None, sock_connect=connect_s),
         auto_decompress=False,
-        # keepalive_timeout is refused with force_close (a connection per request keeps none alive).
-        connector=aiohttp.TCPConnector(limit=256, **(connector if connector else {"keepalive_timeout": 30})),  # type: ignore[arg-type]
+        connector=aiohttp.TCPConnector(**settings),  # type: ignore[arg-type]
     )
 
 

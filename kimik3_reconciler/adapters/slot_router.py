@@ -5,7 +5,8 @@ feeds the policy what the reply says the server reused (routing/replies.py).
 
 smg still runs behind it, on an internal port: the rotation (which replicas may take new requests: smg's health
 checks, breakers and the rollout's `router: out`/`router: in`) is smg's worker list, read every ROTATION_POLL_S;
-every other path (/v1/models, /health, ...) and any request the policy cannot key goes through smg.
+every other path (/v1/models, /health, ...) and any request the policy cannot key goes through smg, except smg's
+control API (SMG_CONTROL: refused here, served on smg's own port).
 
 A new connection per request to a replica (force_close): llama-server closes a kept-alive connection after a
 streamed reply (b11434, seen by bench/fleet_cache.py) and the next request on it failed. A request a replica did
@@ -26,14 +27,41 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
 
 from kimik3_reconciler.adapters.latency_proxy import SESSION, bad_gateway, client_session, pass_back, send
-from kimik3_reconciler.adapters.router_smg import RouterError, SmgRouter
+from kimik3_reconciler.adapters.router_smg import SmgRouter
 from kimik3_reconciler.routing.replies import ReplyReader, request_keys
 from kimik3_reconciler.routing.slot_route import SlotRoute
 
 ROTATION_POLL_S = 0.2  # how often smg's worker list is read (a removed replica gets no new request after this)
 UNAVAILABLE = frozenset({502, 503, 504})  # a replica's answer that it did not run the request: tried on the next
+CONNECT_S = 10.0  # a replica's connection not open by then: its host down or cut off (tried on the next replica)
+PER_REPLICA = 256  # connections open to one replica at once (requests past it wait in the router for one to end)
+KEYED_ON_LOOP = 256 << 10  # a body up to this size is keyed on the event loop (about a millisecond); larger: a thread
 CONTROL_PREFIX = "/.kimik3/router"  # the router's own paths (never a client's: the front's convention)
+# smg's control API (its worker list, caches, WASM modules, profiler): served on smg's own port (P + 2), never through
+# the clients' address: a client of the router could otherwise add a worker of its own (and be sent other users'
+# prompts with their API keys) or take the replicas out of rotation. Read-only paths (/get_loads, /health) pass.
+SMG_CONTROL = (
+    "/workers",
+    "/add_worker",
+    "/remove_worker",
+    "/list_workers",
+    "/flush_cache",
+    "/wasm",
+    "/start_profile",
+    "/stop_profile",
+)
 log = logging.getLogger(__name__)
+
+
+async def _keys(request: web.Request, body: bytes) -> list[str] | None:
+    """The request's conversation prefixes (routing/replies.request_keys); a body over KEYED_ON_LOOP is parsed and
+    hashed on a worker thread: on the event loop, a long conversation or an image's base64 (json.loads, json.dumps
+    and sha256: 84 ms for 20 MiB here) would hold every other reply's tokens back meanwhile."""
+    if request.method != "POST":
+        return None
+    if len(body) <= KEYED_ON_LOOP:
+        return request_keys(request.path, body)
+    return await asyncio.to_thread(request_keys, request.path, body)
 
 
 class RouterMetrics:
@@ -61,7 +89,7 @@ class RouterMetrics:
         )
         self.errors = Counter(
             "kimik3_router_errors",
-            "proxy errors: refused (a replica refused the connection; sent to the next), unavailable (a replica "
+            "proxy errors: refused (a replica refused the connection, or did not open it in time; sent to the next), unavailable (a replica "
             "answered 502/503/504, loading or stopping; sent to the next), upstream (a replica failed after it was "
             "sent the request), no_replica (every replica in rotation refused), rotation (smg unread)",
             ["kind"],
@@ -79,17 +107,26 @@ class Rotation:
     def __init__(self, smg: SmgRouter, metrics: RouterMetrics) -> None:
         self.smg, self.metrics = smg, metrics
         self.urls: list[str] = []
+        self.unread = False  # the last read failed (logged once until one succeeds)
 
     async def follow(self) -> None:
         while True:
             try:
                 workers = await asyncio.to_thread(self.smg.workers)
-                self.urls = [w.url for w in workers if w.in_rotation]
-                self.metrics.rotation.set(len(self.urls))
-            except RouterError:
-                # smg unread (restarting, busy): the last rotation stands; a replica gone meanwhile refuses its
-                # connections and its requests go to the next one.
+                urls = [w.url for w in workers if w.in_rotation]
+            except Exception as exc:  # noqa: BLE001 - RouterError, and what smg.workers() does not translate
+                # smg unread (restarting, busy) or its answer not the worker list (not JSON, a field missing, a
+                # metrics line of another shape: a restarting smg or another process on its port): the last
+                # rotation stands and the next read tries again. Anything escaping here would end this task, and
+                # with it every later read: the rotation frozen for the router's life. A replica gone meanwhile refuses its connections and its
+                # requests go to the next one.
+                if not self.unread:  # once per outage, not every ROTATION_POLL_S
+                    log.warning("smg's worker list unread (the last rotation stands): %s", type(exc).__name__)
+                self.unread = True
                 self.metrics.errors.labels(kind="rotation").inc()
+            else:
+                self.urls, self.unread = urls, False
+                self.metrics.rotation.set(len(urls))
             await asyncio.sleep(ROTATION_POLL_S)
 
 
@@ -105,7 +142,10 @@ def router_app(smg_url: str, smg_metrics_url: str | None, policy: SlotRoute | No
     smg = smg_url.rstrip("/")
 
     async def start(app: web.Application) -> None:
-        app[SESSION] = client_session(force_close=True)
+        # The exporter's proxy's 256 connections per server, per replica here: one pool of 256 for the whole fleet
+        # would hold its 257th request in the router, unsent and unseen by the servers' queues, while the policy
+        # counts it as running on its replica.
+        app[SESSION] = client_session(CONNECT_S, force_close=True, limit=0, limit_per_host=PER_REPLICA)
         rotation = Rotation(SmgRouter(smg, smg_metrics_url, timeout_s=2), metrics)
         app[ROTATION] = rotation
         app[FOLLOW] = asyncio.get_running_loop().create_task(rotation.follow())
@@ -125,8 +165,10 @@ def router_app(smg_url: str, smg_metrics_url: str | None, policy: SlotRoute | No
         return await pass_back(request, upstream, ReplyReader())
 
     async def forward(request: web.Request) -> web.StreamResponse:
+        if any(request.path == p or request.path.startswith(f"{p}/") for p in SMG_CONTROL):
+            return web.Response(status=403, text=f"kimik3 router: smg's control API is on {smg}, not here")
         body = await request.read()
-        keys = request_keys(request.path, body) if request.method == "POST" else None
+        keys = await _keys(request, body)
         rotation = request.app[ROTATION].urls
         if keys is None or not rotation:  # not keyed, or nothing in rotation: smg answers as it would alone
             return await through_smg(request, body)
@@ -139,8 +181,10 @@ def router_app(smg_url: str, smg_metrics_url: str | None, policy: SlotRoute | No
             ticket = route.pick(keys, candidates)
             try:
                 upstream = await send(request.app[SESSION], request, ticket.url, body, retry=False)
-            except (aiohttp.ClientConnectorError, ConnectionRefusedError):
-                # Refused before any byte came back (a server killed or stopping): nothing ran, the next one takes it.
+            except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError, ConnectionRefusedError):
+                # Refused (a server killed or stopping), or no connection within CONNECT_S (its host down or cut off:
+                # its SYNs unanswered, seconds before smg's health checks take it out): the request never reached
+                # it, so nothing ran, and the next one takes it.
                 route.answered(ticket, keys, None, None)
                 metrics.errors.labels(kind="refused").inc()
                 refused.add(ticket.url)

@@ -93,7 +93,8 @@ def schema_cmd() -> None:
     click.echo(json.dumps(fleet_json_schema(), indent=2))
 
 
-# A host whose plan or status could not be had (unreachable, another kimik3, its command refused): named, exit 3.
+# A host whose plan or status could not be had (unreachable, another kimik3, its command refused), or the fleet's
+# router not answering as its layout wants (`fleet status`): named, exit 3.
 HOST_FAILED = 3
 
 
@@ -120,12 +121,16 @@ def _server_readings(fleet, answers) -> dict:  # noqa: ANN001 - each running ser
 
 
 def _router_line(fleet) -> dict:  # noqa: ANN001 - fleet.Fleet
-    """The router as the fleet file lays it out (policy, kimik3's router and smg's addresses) and what answers."""
-    from kimik3_reconciler.cli.fleet_router import router_now
+    """The router as the fleet file lays it out (policy, kimik3's router and smg's addresses), what answers, and
+    whether that is what the layout wants (`ok`; else `message`: the router down fails `fleet status`)."""
+    from kimik3_reconciler.cli.fleet_router import router_now, router_problem
     from kimik3_reconciler.fleet.router_layout import router_layout
 
     layout = router_layout(fleet.router)
-    return {"policy": layout.policy, "layout": layout.describe(), "answering": router_now(layout)}
+    now = router_now(layout)
+    problem = router_problem(layout, now)
+    line = {"policy": layout.policy, "layout": layout.describe(), "answering": now, "ok": problem is None}
+    return line if problem is None else {**line, "message": f"router: {problem}"}
 
 
 def _router_rows(fleet) -> dict:  # noqa: ANN001 - fleet.Fleet -> {host name: fleet.report.RouterRow}
@@ -227,7 +232,7 @@ def status_cmd(file: str, json_out: bool, watch: bool, interval: float, iteratio
         if json_out:
             document = {
                 "fleet": fleet.name,
-                "ok": all(r["ok"] for r in rows),
+                "ok": all(r["ok"] for r in rows) and layout["ok"],
                 "hosts": rows,
                 "prefix_cache": fleet_prefix_cache(rows),
                 "router": layout,
@@ -246,7 +251,9 @@ def status_cmd(file: str, json_out: bool, watch: bool, interval: float, iteratio
     for row in rows:
         if not row["ok"]:
             _err.print(f"error: {row['message']}", highlight=False)
-    if not all(r["ok"] for r in rows):
+    if not layout["ok"]:
+        _err.print(f"error: {layout['message']}", highlight=False)
+    if not all(r["ok"] for r in rows) or not layout["ok"]:
         sys.exit(HOST_FAILED)
 
 

@@ -4,7 +4,8 @@ nothing answers on its port; a router a previous `fleet apply` started in anothe
 alone on the clients' port from before kimik3 had a router) is stopped and replaced; the hosts that serve are
 registered with smg. The record `<state>/fleet/<name>/router.json` keeps the pids and the layout.
 
-`router_now` says what answers (`fleet plan`, `fleet status`); the hidden `kimik3 fleet route` runs kimik3's
+`router_now` says what answers (`fleet plan`, `fleet status`), `router_problem` what `fleet status` fails on; the
+hidden `kimik3 fleet route` runs kimik3's
 router (adapters/slot_router.py) in the foreground, as `ensure_router` starts it.
 """
 
@@ -17,6 +18,7 @@ from pathlib import Path
 import click
 
 from kimik3_reconciler.cli import _err, _run
+from kimik3_reconciler.errors import PlanError
 
 PROXY_START_S = 30.0  # how long kimik3's router has to answer after it was started
 
@@ -63,16 +65,43 @@ def proxy_answers(url: str) -> bool:
 
 
 def router_now(layout) -> str:  # noqa: ANN001 - fleet.router_layout.RouterLayout
-    """What answers on the fleet's router address now: 'kimik3 router', 'smg', or 'nothing'."""
+    """What answers on the fleet's router address now: 'kimik3 router', 'smg', 'another process' (the port held, by
+    neither: `fleet apply` refuses to start beside it), or 'nothing'."""
     from kimik3_reconciler.adapters.router_smg import SmgRouter
 
     if proxy_answers(layout.url):
         return "kimik3 router"
     router = SmgRouter(layout.url, timeout_s=3)
     try:
-        return "smg" if router.answers() else "nothing"
+        if router.answers():
+            return "smg"
     finally:
         router.close()
+    return "another process" if port_taken(layout.bind, layout.port) else "nothing"
+
+
+def router_problem(layout, now: str) -> str | None:  # noqa: ANN001 - fleet.router_layout.RouterLayout
+    """What is wrong with the router as it runs (`fleet status` fails on it), `now` being `router_now(layout)`: the
+    clients' port not answered as the layout wants (its process killed), or smg behind kimik3's router silent (the
+    rotation no longer read, every other path failing). None when both answer."""
+    from kimik3_reconciler.adapters.router_smg import SmgRouter
+
+    wanted = "kimik3 router" if layout.proxy else "smg"
+    if now == "another process":
+        return f"another process holds {layout.url} ({wanted} wanted): stop it, then `fleet apply` starts the router"
+    if now != wanted:
+        return f"{now} answers on {layout.url}, {wanted} wanted: `fleet apply` starts it"
+    if layout.proxy:
+        behind = SmgRouter(layout.smg_url, timeout_s=3)
+        try:
+            if not behind.answers():
+                return (
+                    f"smg behind kimik3's router does not answer on {layout.smg_url} (the rotation is not read): "
+                    "`fleet apply` starts it"
+                )
+        finally:
+            behind.close()
+    return None
 
 
 def router_change(fleet, state_dir: Path) -> dict:  # noqa: ANN001 - fleet.Fleet
@@ -89,8 +118,8 @@ def router_change(fleet, state_dir: Path) -> dict:  # noqa: ANN001 - fleet.Fleet
         change = f"replaces {now} (policy {was.get('policy')}) on {layout.url} with {layout.describe()}"
     elif now != wanted:
         change = (
-            f"{now} answers on {layout.url}, not started by kimik3 for this fleet: left as it is ({wanted} wanted: "
-            "stop it, then `fleet apply` starts the router)"
+            f"{now} answers on {layout.url}, not started by kimik3 for this fleet: left as it is, and `fleet apply` "
+            f"refuses to start the router beside it ({wanted} wanted: stop it, then `fleet apply` starts the router)"
         )
     else:
         change = None
@@ -112,12 +141,25 @@ def ensure_router(fleet, state_dir: Path, worker_urls: dict[str, str], serves) -
         record = {}
     router = SmgRouter(layout.smg_url, layout.smg_metrics_url)
     try:
-        if not router.answers():
+        smg_down, proxy_down = not router.answers(), layout.proxy and not proxy_answers(layout.url)
+        # Before anything starts: a port another process holds (an smg or anything not started by a `fleet apply`
+        # for this fleet, so not in its record) would fail the start after the other process was started, which
+        # would then run unrecorded (no `fleet apply` stops it). `fleet plan` says it is left as it is.
+        for down, port, what in ((smg_down, layout.smg_port, "smg"), (proxy_down, layout.port, "kimik3 router")):
+            if down and port_taken(layout.bind, port):
+                raise PlanError(
+                    f"router: port {port} on {layout.bind} ({what}'s, for {layout.describe()}) is held by a process "
+                    f"that does not answer as {what} and that no `fleet apply` of fleet {fleet.name} recorded "
+                    f"({router_now(layout)} on {layout.url}): stop it or change router.port; nothing was started",
+                    (("router", "port"),),
+                )
+        if smg_down:
             log = path.parent / "router.log"
             running = start_smg(layout.bind, layout.smg_port, layout.smg_metrics_port, layout.smg_policy, log)
             record.update(pid=running.pid, url=running.url, metrics_url=running.metrics_url)
+            _write(path, record)  # recorded at once: a router that then fails to start leaves no smg unrecorded
             _err.print(f"router: smg started on {running.url} (pid {running.pid})", highlight=False)
-        if layout.proxy and not proxy_answers(layout.url):
+        if proxy_down:
             record["proxy_pid"] = start_proxy(layout, path.parent / "route.log")
             _err.print(f"router: kimik3 router started on {layout.url} (pid {record['proxy_pid']})", highlight=False)
         record["layout"] = layout.record()
@@ -131,6 +173,19 @@ def ensure_router(fleet, state_dir: Path, worker_urls: dict[str, str], serves) -
             _err.print(f"router: {name} ({url}) added", highlight=False)
     finally:
         router.close()
+
+
+def port_taken(host: str, port: int) -> bool:
+    """Something accepts TCP connections on `host`:`port` (an address to bind on: 0.0.0.0 and :: are reached on
+    loopback)."""
+    import socket
+
+    address = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
+    try:
+        with socket.create_connection((address, port), timeout=2):
+            return True
+    except OSError:
+        return False
 
 
 def _write(path: Path, record: dict) -> None:
@@ -161,22 +216,28 @@ def start_proxy(layout, log: Path) -> int:  # noqa: ANN001 - RouterLayout
     return start_detached(argv, log, lambda: proxy_answers(layout.url), PROXY_START_S)
 
 
-def _ours(pid: int) -> bool:
-    """The pid runs smg or kimik3 (a recorded pid may have been reused by anything since)."""
+# What a recorded pid's command line holds when it still runs what was started (smg renames itself `smg::router`).
+# A recorded pid may have been reused since by anything, a `kimik3 fleet apply` or another kimik3 command included:
+# "kimik3" alone in it is not enough to be sent SIGTERM.
+RECORDED = {"proxy_pid": b"kimik3_reconciler\0fleet\0route\0", "pid": b"smg"}
+
+
+def _ours(pid: int, marker: bytes) -> bool:
+    """The pid runs what the record started (`marker` in its command line)."""
     try:
         command = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
-    return b"smg" in command or b"kimik3" in command
+    return marker in command
 
 
 def _stop_recorded(record: dict) -> None:
     """The processes a record names stopped (kimik3's router first: no client request finds smg gone behind it)."""
     from kimik3_reconciler.adapters.router_smg import stop_pid
 
-    for key in ("proxy_pid", "pid"):
+    for key, marker in RECORDED.items():
         pid = record.get(key)
-        if isinstance(pid, int) and _ours(pid):
+        if isinstance(pid, int) and _ours(pid, marker):
             stop_pid(pid)
 
 

@@ -24,14 +24,16 @@ def request_keys(path: str, body: bytes) -> list[str] | None:
         return None
     try:
         request = json.loads(body)
-    except ValueError:  # smg (then the server) answers a malformed body with its own error
+        if not isinstance(request, dict):
+            return None
+        if path in CHAT:
+            messages = request.get("messages")
+            ok = isinstance(messages, list) and messages and all(isinstance(m, dict) for m in messages)
+            return prefix_keys(messages) if ok else None
+    except (ValueError, RecursionError):
+        # smg (then the server) answers a malformed body with its own error; one nested deeper than Python's json
+        # reads or writes back (a hostile client) too, rather than the router's 500 and a traceback in its log.
         return None
-    if not isinstance(request, dict):
-        return None
-    if path in CHAT:
-        messages = request.get("messages")
-        ok = isinstance(messages, list) and messages and all(isinstance(m, dict) for m in messages)
-        return prefix_keys(messages) if ok else None
     prompt = request.get("prompt")
     return block_keys(prompt) if isinstance(prompt, str) and prompt else None
 

@@ -35,7 +35,9 @@ from dataclasses import dataclass, field
 
 COLD = 0.05  # a reply that reused under this fraction of its prompt: the server held nothing of it
 # Conversation prefixes remembered (the oldest forgotten first): a router runs for months, and a replica's own cache
-# holds far fewer prompts than this, so an entry forgotten here was long evicted there (~200 bytes an entry).
+# holds far fewer prompts than this, so an entry forgotten here was long evicted there. At the bound (tracemalloc,
+# 8 replicas): 54 MiB where conversations share their first message (an agent's system prompt), 120 MiB where each
+# has its own (`systems` then holds as many entries, each with its replica dict).
 MAX_HELD = 200_000
 DECISIONS = ("followed", "new", "displaced")  # why a request went where it went (Ticket.decision)
 

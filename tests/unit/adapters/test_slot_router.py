@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -32,14 +33,22 @@ WHOLE = json.dumps({"object": "chat.completion", "timings": {"cache_n": 0, "prom
 class Rig:
     """Replicas, smg and the router on one event loop in a thread."""
 
-    def __init__(self, replicas: int = 2, dead: int = 0, loading: int = 0) -> None:
+    def __init__(self, replicas: int = 2, dead: int = 0, loading: int = 0, unreachable: int = 0) -> None:
         self.ports = [free_port() for _ in range(replicas)]
+        # listed, a connection never opened: a listener whose one-place queue is full drops the SYNs (a host down)
+        self.silent: list[socket.socket] = []
+        for _ in range(unreachable):
+            listener = socket.create_server(("127.0.0.1", free_port()), backlog=0)
+            self.silent += [listener, socket.create_connection(listener.getsockname())]
         self.dead = [free_port() for _ in range(dead)]  # listed by smg, nothing listening: a refused connection
         self.loading = [free_port() for _ in range(loading)]  # listed, answering 503 (llama-server loading)
-        self.urls = [f"http://127.0.0.1:{p}" for p in self.dead + self.loading + self.ports]
+        silent = [listener.getsockname()[1] for listener in self.silent[::2]]
+        self.urls = [f"http://127.0.0.1:{p}" for p in silent + self.dead + self.loading + self.ports]
         self.smg_port, self.port = free_port(), free_port()
         self.seen: list[tuple[int, str, dict]] = []  # (replica port, path, headers)
         self.smg_paths: list[str] = []
+        self.hold: threading.Event | None = None  # set: the replicas answer (until then each request waits there)
+        self.garbled = 0  # smg's next answers to GET /workers that are not its worker list (a restarting smg)
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.runners: list[web.AppRunner] = []
@@ -50,6 +59,8 @@ class Rig:
                 return web.json_response({"error": {"code": 503, "message": "Loading model"}}, status=503)
             body = await request.json()
             self.seen.append((port, request.path, dict(request.headers)))
+            while self.hold is not None and not self.hold.is_set():
+                await asyncio.sleep(0.05)
             if not body.get("stream"):
                 return web.Response(body=WHOLE, content_type="application/json")
             reply = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
@@ -65,6 +76,9 @@ class Rig:
 
     def smg(self) -> web.Application:
         async def workers(_: web.Request) -> web.Response:
+            if self.garbled:
+                self.garbled -= 1
+                return web.Response(text="<html>starting</html>", content_type="text/html")
             listed = [{"id": u, "url": u, "status": "ready", "is_healthy": True} for u in self.urls]
             return web.json_response({"workers": listed})
 
@@ -103,6 +117,8 @@ class Rig:
         asyncio.run_coroutine_threadsafe(self._stop(), self.loop).result(10)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
+        for held in self.silent:
+            held.close()
 
     @property
     def url(self) -> str:
@@ -154,9 +170,17 @@ def test_the_next_turn_follows_the_replica_that_said_it_reused_the_first(rig: Ri
     assert SECRET_PROMPT not in text and "task a" not in text
 
 
-@pytest.mark.parametrize(("dead", "loading", "kind"), [(1, 0, "refused"), (0, 1, "unavailable")])
-def test_a_replica_that_does_not_take_the_request_is_skipped_for_the_next(dead: int, loading: int, kind: str) -> None:
-    with Rig(replicas=1, dead=dead, loading=loading) as rig:
+@pytest.mark.parametrize(
+    ("dead", "loading", "unreachable", "kind"),
+    [(1, 0, 0, "refused"), (0, 1, 0, "unavailable"), (0, 0, 1, "refused")],
+)
+def test_a_replica_that_does_not_take_the_request_is_skipped_for_the_next(
+    dead: int, loading: int, unreachable: int, kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import kimik3_reconciler.adapters.slot_router as slot_router
+
+    monkeypatch.setattr(slot_router, "CONNECT_S", 0.5)  # a host down: its connection not open by then
+    with Rig(replicas=1, dead=dead, loading=loading, unreachable=unreachable) as rig:
         for i in range(4):  # each its own agent: a new conversation goes to each replica in turn, the dead one too
             body = {"messages": [{"role": "system", "content": f"agent {i}"}, {"role": "user", "content": "q"}]}
             reply = httpx.post(f"{rig.url}/v1/chat/completions", json=body, timeout=10)
@@ -170,3 +194,78 @@ def test_other_paths_and_unkeyed_requests_go_through_smg(rig: Rig) -> None:
     httpx.post(f"{rig.url}/v1/chat/completions", content=b"not json", timeout=10)
     assert rig.smg_paths == ["/v1/models", "/v1/chat/completions"]
     assert not rig.seen
+
+
+def test_a_garbled_worker_list_leaves_the_rotation_followed() -> None:
+    """smg answering something other than its worker list (not JSON) must not end the rotation's reads: the last
+    rotation stands, and once smg answers again a replica added since is routed to."""
+    with Rig(replicas=1) as rig:
+        rig.garbled = 3
+        time.sleep(1)  # 3 garbled answers read, at ROTATION_POLL_S
+        late = rig.urls[0].replace(str(rig.ports[0]), str(free_port()))
+        rig.urls.append(late)  # listed from now on (nothing listens: refused, skipped)
+        deadline = time.monotonic() + 5
+        while late not in rig.health()["rotation"]:
+            assert time.monotonic() < deadline, "the rotation is no longer read"
+            time.sleep(0.05)
+        assert 'kimik3_router_errors_total{kind="rotation"} 3.0' in rig.metrics()
+
+
+def test_a_large_body_is_keyed_off_the_event_loop(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A request of an image's size is parsed and hashed on a worker thread (the other replies' tokens keep flowing
+    meanwhile); a usual one on the loop (no thread hop per request)."""
+    import kimik3_reconciler.adapters.slot_router as slot_router
+
+    threads: list[threading.Thread] = []
+    keyed = slot_router.request_keys
+
+    def keys(path: str, body: bytes) -> list[str] | None:
+        threads.append(threading.current_thread())
+        return keyed(path, body)
+
+    monkeypatch.setattr(slot_router, "request_keys", keys)
+    image = "data:image/png;base64," + "A" * (slot_router.KEYED_ON_LOOP + 1)
+    for content in ("q", image):
+        body = {"messages": [{"role": "user", "content": content}]}
+        assert httpx.post(f"{rig.url}/v1/chat/completions", json=body, timeout=30).status_code == 200
+    assert threads[0] is rig.thread and threads[1] is not rig.thread
+    assert len(rig.seen) == 2  # both keyed and routed to a replica, not through smg
+
+
+@pytest.mark.parametrize(("method", "path"), [("POST", "/workers"), ("DELETE", "/workers/x"), ("GET", "/workers")])
+def test_smgs_control_api_is_not_reachable_through_the_clients_address(rig: Rig, method: str, path: str) -> None:
+    """A client of the router cannot add a worker of its own (to be sent other users' prompts) or take replicas out:
+    smg's control API answers on its own port only."""
+    reply = httpx.request(method, f"{rig.url}{path}", json={"url": "http://attacker:1"}, timeout=10)
+    assert reply.status_code == 403 and f"127.0.0.1:{rig.smg_port}" in reply.text
+    assert rig.smg_paths == [] and len(rig.health()["rotation"]) == len(rig.urls)
+
+
+def test_more_requests_than_one_pool_reach_the_replicas_at_once(rig: Rig) -> None:
+    """300 requests in flight over 2 replicas all reach them (the servers queue them, as they would behind smg), none
+    held in the router by a connection pool of 256 for the whole fleet."""
+    import aiohttp
+
+    rig.hold = threading.Event()
+    count = 300
+
+    async def clients() -> list[int]:
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+
+            async def one(i: int) -> int:
+                body = {"messages": [{"role": "system", "content": f"agent {i}"}, {"role": "user", "content": "q"}]}
+                async with session.post(f"{rig.url}/v1/chat/completions", json=body) as reply:
+                    await reply.read()
+                    return reply.status
+
+            sent = [asyncio.ensure_future(one(i)) for i in range(count)]
+            deadline = time.monotonic() + 20
+            while len(rig.seen) < count and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+            reached = len(rig.seen)
+            rig.hold.set()
+            statuses = await asyncio.gather(*sent)
+            assert reached == count, f"{reached} of {count} reached a replica while the others were running"
+            return statuses
+
+    assert asyncio.run(clients()) == [200] * count

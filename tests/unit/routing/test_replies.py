@@ -28,6 +28,9 @@ def test_a_chat_request_is_keyed_by_its_message_prefixes_and_the_next_turn_holds
         (CHAT, json.dumps({"messages": []}).encode()),
         (CHAT, json.dumps({"messages": ["text"]}).encode()),
         ("/v1/completions", json.dumps({"prompt": ["a", "b"]}).encode()),
+        # nested deeper than Python's JSON can parse or write back (a hostile client): not a 500 and a traceback
+        (CHAT, b'{"messages":[{"role":"user","content":' + b"[" * 100_000 + b"]" * 100_000 + b"}]}"),
+        (CHAT, b'{"messages":[{"role":"user","content":' + b"[" * 5_000 + b"]" * 5_000 + b"}]}"),
         ("/v1/embeddings", json.dumps({"input": "x"}).encode()),
     ],
 )
