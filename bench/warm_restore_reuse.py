@@ -6,7 +6,8 @@ save and restore, bench/fleet_cache.py's agent trace).
 One llama-server replica of the demo image (bench/fleet_cache_rollout.py's: --slot-save-path, 4 slots, the tiny
 kimi-k3 GGUF, whose KDA layers are recurrent as Kimi-K3's): two conversations of one agent (its system prompt shared)
 each get a turn; then the warm step saves the busiest slots, the server is replaced, and the step restores them, as
-`router: out`/`router: in` do; then each conversation's next turn, and after a cold replacement one more. Each reply's
+`router: out`/`router: in` do; then a new conversation of that agent, each conversation's next turn, and after a cold
+replacement one more. Each reply's
 `timings.cache_n`/`prompt_n` (what kimik3's router reads) and the server's own word on a forced re-prefill (its log's
 "forcing full prompt re-processing" lines, llama.cpp's message where a recurrent state has no checkpoint to go back
 to) are printed.
@@ -67,7 +68,7 @@ def main() -> None:
     fleet_cache.MODEL_NAME = MODEL_NAME
     work = Path(tempfile.mkdtemp(prefix="k3restore-"))
     model = write_model(work / "model")
-    first, second = [s for s in agent_trace(4, 2, 5, seed=7) if s.agent == 0][:2]
+    first, second, third = [s for s in agent_trace(6, 2, 5, seed=7) if s.agent == 0][:3]
     profile = _profile()
     record = work / "fleet" / "rollout.json"
     fleet_warm._write(fleet_warm._path(record, "h"), warm_record(profile))
@@ -79,6 +80,7 @@ def main() -> None:
         print(fleet_warm.save_before_swap(record, "h", url, profile, 0), flush=True)
         replica.restart(0)
         print(f"restored: {fleet_warm.warm_after_swap(record, 'h', url, profile, ())}", flush=True)
+        turn(replica, third, 0, "C turn 1 (A's agent, new), after the restore")
         turn(replica, second, 1, "B turn 2, after the restore")
         turn(replica, first, 2, "A turn 3, after the restore")
         replica.restart(0)
