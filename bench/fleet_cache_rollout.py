@@ -38,8 +38,10 @@ caches) carry on.
 Per rollout: the fleet's hit rate (the servers' own counters, as `kimik3 fleet status` reads them) over `--window` s
 before the rollout and over `--window` s from the moment the last host rejoined, the ratio (goal >= 95 %), each
 replica's share of the requests smg sent in that window (`smg_worker_requests_total`; goal >= 0.8/3), failed
-requests from the start of the first window to the end of the second (goal 0), TTFT p50 in both windows, and what
-each host's warm step did.
+requests from the start of the first window to the end of the second (goal 0), TTFT p50 in both windows, what
+each host's warm step did, the later turns (a conversation's second on) whose reply reused < 5 % of its prompt before,
+during and after the rollout, and under `slots` the router's `voided` decisions (bench/warm_restore_reuse.py: why a
+rejoined replica's first turns reuse nothing even after a warm restore, on a recurrent model).
 """
 
 from __future__ import annotations
