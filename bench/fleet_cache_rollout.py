@@ -38,8 +38,10 @@ caches) carry on.
 Per rollout: the fleet's hit rate (the servers' own counters, as `kimik3 fleet status` reads them) over `--window` s
 before the rollout and over `--window` s from the moment the last host rejoined, the ratio (goal >= 95 %), each
 replica's share of the requests smg sent in that window (`smg_worker_requests_total`; goal >= 0.8/3), failed
-requests from the start of the first window to the end of the second (goal 0), TTFT p50 in both windows, and what
-each host's warm step did.
+requests from the start of the first window to the end of the second (goal 0), TTFT p50 in both windows, what
+each host's warm step did, the later turns (a conversation's second on) whose reply reused < 5 % of its prompt before,
+during and after the rollout, and under `slots` the router's `voided` decisions (bench/warm_restore_reuse.py: why a
+rejoined replica's first turns reuse nothing even after a warm restore, on a recurrent model).
 """
 
 from __future__ import annotations
@@ -89,6 +91,7 @@ from kimik3_reconciler.cli import fleet_warm  # noqa: E402
 from kimik3_reconciler.cli.fleet_apply import _put_back, _take_out, server_in_flight  # noqa: E402
 from kimik3_reconciler.fleet.warm import warm_record  # noqa: E402
 from kimik3_reconciler.model.profile_source import parse_profile  # noqa: E402
+from kimik3_reconciler.routing.slot_route import COLD  # noqa: E402
 
 QUANT = "UD-Q2_K_XL"
 # The tiny model's trained context is 4,096 tokens a slot: 4 slots of 4,096, every conversation of the trace fits one.
@@ -247,7 +250,13 @@ def rollout(fleet: RigFleet | LoopbackFleet, trace: Trace, warm: bool, window: f
     steps = fleet.roll(warm)
     rejoined = time.monotonic()
     after = _window(fleet.urls, fleet.metrics_url, trace, window)
+    spans = {
+        "before": (started - window, started),
+        "during": (started, rejoined),
+        "after": (rejoined, time.monotonic()),
+    }
     return {
+        "misses": {span: _misses(trace.between(*bounds)) for span, bounds in spans.items()},
         "warm": warm,
         "before": before,
         "after": after,
@@ -256,6 +265,14 @@ def rollout(fleet: RigFleet | LoopbackFleet, trace: Trace, warm: bool, window: f
         "seconds": rejoined - started,
         "warm steps": steps,
     }
+
+
+def _misses(turns: list[Turn]) -> list[int]:
+    """[later turns answered, of them those whose reply reused under COLD of the prompt]: a conversation's next turn
+    that found nothing of it cached on the replica that took it (what kimik3's router voids on, where it sent the
+    turn for what that replica held)."""
+    later = [t for t in turns if t.turn > 0 and t.cached is not None and t.evaluated is not None]
+    return [len(later), sum(t.cached < COLD * (t.cached + t.evaluated) for t in later)]
 
 
 def _row(seen: dict) -> str:
@@ -361,6 +378,9 @@ def main() -> None:
                         args.json.write_text(json.dumps(seen, indent=2))
     if voids := [f"{s['policy']} run {s['run']}: {s['voids']}" for s in seen if "voids" in s]:
         print(f"replies that voided a replica's entries (slots): {', '.join(voids)}")
+    for s in seen:
+        misses = ", ".join(f"{span} {n[1]} of {n[0]}" for span, n in s["misses"].items())
+        print(f"{s['policy']} run {s['run']}: later turns that reused < {COLD:.0%} of their prompt: {misses}")
     print(f"\nrollouts of 3 hosts under the trace (router: out by {args.out}), {args.runs} run(s): median (min–max)")
     for line in summary(seen, policies, kinds, args.window):
         print(line)

@@ -209,18 +209,20 @@ def router_app(smg_url: str, smg_metrics_url: str | None, policy: SlotRoute | No
             break
         metrics.requests.labels(replica=ticket.url).inc()
         metrics.decisions.labels(decision=ticket.decision).inc()
-        voids, reader = route.voids, ReplyReader()
+        reader = ReplyReader()
         try:
             return await pass_back(request, upstream, reader)
         finally:  # the reply ended, failed or was cancelled: settled once, with what the server said it reused
             counts = reader.counts
-            route.answered(ticket, keys, *(counts or (None, None)))
+            # Counted from this reply's own answer: `route.voids` also moves under the other requests in flight
+            # (read as before and after this reply, a void was counted again by every reply that ran beside it).
+            voided = route.answered(ticket, keys, *(counts or (None, None)))
             if reader.failed:
                 metrics.errors.labels(kind="upstream").inc()
             if counts is not None:
                 metrics.prompt.labels(replica=ticket.url, kind="cached").inc(counts[0])
                 metrics.prompt.labels(replica=ticket.url, kind="evaluated").inc(counts[1])
-            if route.voids > voids:
+            if voided:
                 metrics.decisions.labels(decision="voided").inc()
 
     async def exposition(_: web.Request) -> web.Response:

@@ -132,20 +132,23 @@ class SlotRoute:
         self.last_new[url] = self.seq
         return url
 
-    def answered(self, ticket: Ticket, keys: list[str], cached: int | None, evaluated: int | None) -> None:
+    def answered(self, ticket: Ticket, keys: list[str], cached: int | None, evaluated: int | None) -> bool:
         """The reply to the request of `ticket` (prefixes `keys`) ended: `cached`/`evaluated` are its
-        `timings.cache_n`/`prompt_n` (None: no timings, a failed request: nothing learned)."""
+        `timings.cache_n`/`prompt_n` (None: no timings, a failed request: nothing learned). True when this reply
+        voided what its replica was believed to hold (the caller's count: `voids` moves under other requests too)."""
         url, seq = ticket.url, ticket.seq
+        voided = False
         with self._lock:
             self.running[url] = max(0, self.running.get(url, 0) - 1)
             if cached is None or evaluated is None:
-                return
+                return False
             # Sent there for what it held, and it reused nothing, not even the system prompt: a server restarted
             # cold or one that evicted it; whatever was learned of it before this request is void. (A miss on a
             # request placed anywhere says nothing: that replica was not thought to hold it.)
             if ticket.expected and cached < COLD * (cached + evaluated):
                 self.cold_since[url] = max(self.cold_since.get(url, 0), seq)
                 self.voids += 1
+                voided = True
             self.held[keys[-1]] = Holder(url, seq)
             self.held.move_to_end(keys[-1])
             while len(self.held) > self.max_held:
@@ -154,6 +157,7 @@ class SlotRoute:
             self.systems.move_to_end(keys[0])
             while len(self.systems) > self.max_held:  # a client whose first message is unique per conversation
                 self.systems.popitem(last=False)
+        return voided
 
     def holders(self) -> dict[str, int]:
         """How many conversation prefixes each replica is believed to hold (valid entries only): for the report."""

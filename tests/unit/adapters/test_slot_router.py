@@ -12,6 +12,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 
 import httpx
 import pytest
@@ -27,6 +28,7 @@ STREAM = (
     b'"timings":{"cache_n":90,"prompt_n":10}}\n\n',
     b"data: [DONE]\n\n",
 )
+COLD_END = (b'data: {"choices":[],"timings":{"cache_n":0,"prompt_n":100}}\n\n', b"data: [DONE]\n\n")
 WHOLE = json.dumps({"object": "chat.completion", "timings": {"cache_n": 0, "prompt_n": 50}}).encode()
 
 
@@ -52,6 +54,7 @@ class Rig:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.runners: list[web.AppRunner] = []
+        self.release = threading.Event()  # a "hold" turn's reply ends once this is set
 
     def replica(self, port: int) -> web.Application:
         async def chat(request: web.Request) -> web.StreamResponse:
@@ -65,7 +68,11 @@ class Rig:
                 return web.Response(body=WHOLE, content_type="application/json")
             reply = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
             await reply.prepare(request)
-            for piece in STREAM:
+            last = body["messages"][-1]["content"]
+            await reply.write(STREAM[0])
+            while last == "hold" and not self.release.is_set():  # a reply still running while others end
+                await asyncio.sleep(0.02)
+            for piece in COLD_END if last == "cold" else STREAM[1:]:  # "cold": the server reused nothing
                 await reply.write(piece)
             await reply.write_eof()
             return reply
@@ -269,3 +276,23 @@ def test_more_requests_than_one_pool_reach_the_replicas_at_once(rig: Rig) -> Non
             return statuses
 
     assert asyncio.run(clients()) == [200] * count
+
+
+def test_a_void_is_counted_once_however_many_replies_run_beside_it() -> None:
+    with Rig(replicas=1) as rig:
+        url = f"{rig.url}/v1/chat/completions"
+        first = {name: messages(f"task {name}") for name in ("x", "y", "z")}
+        for convo in first.values():  # each conversation's first turn: held by the one replica
+            httpx.post(url, json={"messages": convo, "stream": True}, timeout=10)
+
+        def turn(name: str, last: str) -> list[dict]:
+            return [*first[name], {"role": "assistant", "content": "Hello"}, {"role": "user", "content": last}]
+
+        with ExitStack() as running:  # y's and z's next turns stream (their first bytes read) while x's voids
+            for name in ("y", "z"):
+                body = {"messages": turn(name, "hold"), "stream": True}
+                reply = running.enter_context(httpx.stream("POST", url, json=body, timeout=10))
+                next(reply.iter_raw())
+            httpx.post(url, json={"messages": turn("x", "cold"), "stream": True}, timeout=10)
+            rig.release.set()
+        assert 'kimik3_router_decisions_total{decision="voided"} 1.0' in rig.metrics()

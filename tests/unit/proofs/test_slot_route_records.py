@@ -84,3 +84,43 @@ def test_the_rollout_figures_in_the_docs_follow_from_the_runs(record: str):
         shares = " / ".join(f"{v:.2f}" for v in r["after"]["shares"].values())
         assert f"| {r['policy']}{kind} | {r['before']['hit rate']:.1%} |".replace("%", " %") in DOCS, r
         assert f"| {shares} | {r['after']['requests']} |" in DOCS, r
+
+
+# Through kimik3's router as shipped (bench/fleet_cache_rollout.py's `slots` starting `kimik3 fleet route` in front of
+# smg, as `fleet apply` does; the void count fixed to one a reply): docs/operations.md "kimik3's router".
+ROUTER_ROLLOUTS = {"router_rollout": "", "router_rollout_cold": " (cold)"}
+
+
+def router_row(r: dict, kind: str) -> str:
+    """A rollout's row as docs/operations.md writes it."""
+    shares = r["after"]["shares"].values()
+    misses = " / ".join(f"{r['misses'][span][1]} of {r['misses'][span][0]}" for span in ("before", "during", "after"))
+    row = (
+        f"| {r['run']} | {r['policy']}{kind} | {r['before']['hit rate']:.1%} | {r['after']['hit rate']:.1%} | "
+        f"{r['ratio']:.1%} | {' / '.join(f'{v:.2f}' for v in shares)} | {min(shares):.2f} | {r['after']['requests']} | "
+        f"{r['failed']} | {r.get('voids', '–')} | {misses} |"
+    )
+    return row.replace("%", " %")
+
+
+@pytest.mark.parametrize("record", [r for r in ROUTER_ROLLOUTS if r in RECORD])
+def test_the_shipped_routers_rollout_tables_are_the_runs(record: str):
+    kind = ROUTER_ROLLOUTS[record]
+    rollouts = RECORD[record]
+    assert {r["policy"] for r in rollouts} == {"cache_aware", "slots"} and all(r["out"] == "remove" for r in rollouts)
+    assert all(r["warm"] == (kind == "") for r in rollouts) and all(
+        ("voids" in r) == (r["policy"] == "slots") for r in rollouts
+    )
+    for r in rollouts:
+        assert router_row(r, kind) in DOCS, router_row(r, kind)
+
+
+@pytest.mark.parametrize("record", [r for r in ROUTER_ROLLOUTS if r in RECORD])
+def test_the_shipped_routers_counts_of_goals_met_are_the_runs(record: str):
+    kind = ROUTER_ROLLOUTS[record]
+    for policy in ("cache_aware", "slots"):
+        mine = [r for r in RECORD[record] if r["policy"] == policy]
+        shares = sum(min(r["after"]["shares"].values()) >= 0.8 / 3 for r in mine)
+        ratios = sum(r["ratio"] >= 0.95 for r in mine)
+        said = f"{policy}{kind}: every replica ≥ 0.27 in {shares} of {len(mine)}, after/before ≥ 95 % in {ratios} of {len(mine)}"
+        assert said in DOCS, said

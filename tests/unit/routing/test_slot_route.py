@@ -131,3 +131,14 @@ def test_a_failed_request_learns_nothing_and_ends_its_count():
 def test_no_replica_in_rotation_is_refused():
     with pytest.raises(ValueError, match="no replica in rotation"):
         SlotRoute().pick(prefix_keys(conversation(0, "x", 1)), [])
+
+
+def test_only_the_reply_that_voided_says_so():
+    route = SlotRoute()
+    for name in "xy":
+        turn(route, conversation(0, name, 1), [A])
+    keys = {name: prefix_keys(conversation(0, name, 2)) for name in "xy"}
+    tickets = {name: route.pick(keys[name], [A]) for name in "xy"}  # both expected at A, both running at once
+    assert route.answered(tickets["x"], keys["x"], 0, 1000) is True  # x's reply reused nothing: A's entries void
+    assert route.answered(tickets["y"], keys["y"], 900, 100) is False  # y's, ending after it, reused its prefix
+    assert route.voids == 1
