@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import click
 
@@ -120,14 +121,23 @@ def _server_readings(fleet, answers) -> dict:  # noqa: ANN001 - each running ser
     return dict(zip((h.name for h in hosts), gather(hosts, lambda h: read_server(h, lambda url: http.get(url)))))
 
 
-def _router_line(fleet) -> dict:  # noqa: ANN001 - fleet.Fleet
+def _router_line(fleet, state_dir: Path) -> dict:  # noqa: ANN001 - fleet.Fleet
     """The router as the fleet file lays it out (policy, kimik3's router and smg's addresses), what answers, and
     whether that is what the layout wants (`ok`; else `message`: the router down fails `fleet status`)."""
-    from kimik3_reconciler.cli.fleet_router import router_now, router_problem
+    from kimik3_reconciler.cli.fleet_router import record_path, router_now, router_problem
     from kimik3_reconciler.fleet.router_layout import router_layout
 
     layout = router_layout(fleet.router)
     now = router_now(layout)
+    # Nothing on the port and no record of a router `fleet apply` started: a fleet not rolled out yet (its hosts'
+    # rows say what runs there), not a router that died; said, not failed on.
+    if now == "nothing" and not record_path(state_dir, fleet.name).exists():
+        return {
+            "policy": layout.policy,
+            "layout": layout.describe(),
+            "answering": "nothing (not started yet)",
+            "ok": True,
+        }
     problem = router_problem(layout, now)
     line = {"policy": layout.policy, "layout": layout.describe(), "answering": now, "ok": problem is None}
     return line if problem is None else {**line, "message": f"router: {problem}"}
@@ -195,8 +205,11 @@ def plan_cmd(
 @duration_option("--interval", "5s", "--watch refresh", minimum=0.5)
 @click.option("--iterations", type=int, default=0, hidden=True, help="--watch: stop after N refreshes (tests)")
 @duration_option("--timeout", "60s", "longest a host's status may take")
+@click.pass_context
 @_run
-def status_cmd(file: str, json_out: bool, watch: bool, interval: float, iterations: int, timeout: float) -> None:
+def status_cmd(
+    ctx: click.Context, file: str, json_out: bool, watch: bool, interval: float, iterations: int, timeout: float
+) -> None:
     """One row per host: fingerprint, quant, build, kimik3 version, health, requests in flight, prefix-cache hits
     (its server's own counters), router state, drift (each host's own `kimik3 status`, over SSH, in parallel); then
     the fleet's prefix-cache hits."""
@@ -217,7 +230,7 @@ def status_cmd(file: str, json_out: bool, watch: bool, interval: float, iteratio
     while True:
         answers = _answers(fleet, ("status",), timeout)
         router = _router_rows(fleet)
-        layout = _router_line(fleet)
+        layout = _router_line(fleet, Path(ctx.obj["state_dir"]))
         readings = _server_readings(fleet, answers)
         rows = [
             status_row(

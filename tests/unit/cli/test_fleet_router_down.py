@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from support.ports import free_port
 
-from kimik3_reconciler.cli.fleet_router import router_now, router_problem
+from kimik3_reconciler.cli.fleet_router import record_path, router_now, router_problem
 from kimik3_reconciler.fleet.router_layout import router_layout
 from kimik3_reconciler.fleet.values import RouterPlacement
 
@@ -59,9 +59,9 @@ def test_smg_behind_kimik3s_router_silent_is_a_problem() -> None:
     assert problem is not None and layout.smg_url in problem and "rotation is not read" in problem
 
 
-def test_fleet_status_fails_when_its_router_does_not_answer(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
-    """The hosts all fine, nothing on router.port (the router's process killed): exit 3, `"ok": false`, the router
-    named (before, `fleet status` said "nothing answers" and exited 0)."""
+def _status(tmp_path, monkeypatch: pytest.MonkeyPatch, started: bool):  # noqa: ANN001, ANN202
+    """`fleet status --json` of two fine hosts with nothing on router.port; `started`: a record says `fleet apply`
+    started the router (its process since killed)."""
     import json
     from pathlib import Path
 
@@ -86,8 +86,29 @@ def test_fleet_status_fails_when_its_router_does_not_answer(tmp_path, monkeypatc
     monkeypatch.setattr(fleet_cmd, "_router_rows", lambda fleet: {})
     monkeypatch.setattr(fleet_cmd, "_server_readings", lambda fleet, answers: {})
     env = {"KIMIK3_STATE_DIR": str(tmp_path / "state"), "KIMIK3_CACHE_DIR": str(tmp_path / "cache")}
+    if started:
+        record = record_path(tmp_path / "state", "f")
+        record.parent.mkdir(parents=True)
+        record.write_text(json.dumps({"pid": 1}))
     result = CliRunner().invoke(main, ["fleet", "status", "--json", str(tmp_path / "fleet.yaml")], env=env)
-    document = json.loads(result.stdout)
+    return result, json.loads(result.stdout), port
+
+
+def test_fleet_status_fails_when_its_router_does_not_answer(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    """The hosts all fine, nothing on router.port where `fleet apply` started a router (its process killed): exit 3,
+    `"ok": false`, the router named (before, `fleet status` said "nothing answers" and exited 0)."""
+    result, document, port = _status(tmp_path, monkeypatch, started=True)
     assert all(row["ok"] for row in document["hosts"]), document["hosts"]
     assert result.exit_code == 3 and not document["ok"] and not document["router"]["ok"]
     assert f"127.0.0.1:{port}" in result.stderr and "`fleet apply` starts it" in result.stderr
+
+
+def test_fleet_status_of_a_fleet_not_rolled_out_yet_says_the_router_is_not_started(
+    tmp_path,  # noqa: ANN001
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Nothing on router.port and no record of a router `fleet apply` started (a fleet planned, never applied: the
+    rig's plan-and-status test): said, exit 0, not a dead router."""
+    result, document, _ = _status(tmp_path, monkeypatch, started=False)
+    assert result.exit_code == 0, result.stderr
+    assert document["ok"] and document["router"]["ok"] and "not started" in document["router"]["answering"]
