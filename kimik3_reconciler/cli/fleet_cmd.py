@@ -129,17 +129,10 @@ def _router_line(fleet, state_dir: Path) -> dict:  # noqa: ANN001 - fleet.Fleet
 
     layout = router_layout(fleet.router)
     now = router_now(layout)
-    # Nothing on the port and no record of a router `fleet apply` started: a fleet not rolled out yet (its hosts'
-    # rows say what runs there), not a router that died; said, not failed on.
-    if now == "nothing" and not record_path(state_dir, fleet.name).exists():
-        return {
-            "policy": layout.policy,
-            "layout": layout.describe(),
-            "answering": "nothing (not started yet)",
-            "ok": True,
-        }
-    problem = router_problem(layout, now)
-    line = {"policy": layout.policy, "layout": layout.describe(), "answering": now, "ok": problem is None}
+    started = record_path(state_dir, fleet.name).exists()
+    problem = router_problem(layout, now, started)
+    answering = now if started or now != "nothing" else "nothing (not started yet)"
+    line = {"policy": layout.policy, "layout": layout.describe(), "answering": answering, "ok": problem is None}
     return line if problem is None else {**line, "message": f"router: {problem}"}
 
 

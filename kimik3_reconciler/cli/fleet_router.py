@@ -80,12 +80,15 @@ def router_now(layout) -> str:  # noqa: ANN001 - fleet.router_layout.RouterLayou
     return "another process" if port_taken(layout.bind, layout.port) else "nothing"
 
 
-def router_problem(layout, now: str) -> str | None:  # noqa: ANN001 - fleet.router_layout.RouterLayout
+def router_problem(layout, now: str, started: bool = True) -> str | None:  # noqa: ANN001 - router_layout.RouterLayout
     """What is wrong with the router as it runs (`fleet status` fails on it), `now` being `router_now(layout)`: the
     clients' port not answered as the layout wants (its process killed), or smg behind kimik3's router silent (the
-    rotation no longer read, every other path failing). None when both answer."""
+    rotation no longer read, every other path failing). None when both answer, and when nothing answers where no
+    `fleet apply` started a router (`started`: its record exists): a fleet not rolled out yet, not a router that died."""
     from kimik3_reconciler.adapters.router_smg import SmgRouter
 
+    if now == "nothing" and not started:
+        return None
     wanted = "kimik3 router" if layout.proxy else "smg"
     if now == "another process":
         return f"another process holds {layout.url} ({wanted} wanted): stop it, then `fleet apply` starts the router"
