@@ -9,10 +9,11 @@ hold) match the others' trees. Seen with smg 1.13 and three stub workers: once n
 and none of 6 new sessions went back to it; in another trace all 5 did (a match under --cache-threshold goes to the
 least-loaded worker, and a re-added one wins ties): a draw. A worker whose health probes fail is kept, tree and all
 (status not_ready, then failed; removed only under --remove-unhealthy-workers, off in kimik3's `smg_argv`), and its
-probes are smg's per-worker settings (`PATCH /workers/{id}` `health`): a probe timeout of 0 s fails every probe at
-once (reqwest's TimedOut), so it leaves rotation within one probe interval (1.5-2.2 s seen) and takes no new request
+probes are smg's per-worker settings (`PATCH /workers/{id}` `health`): a probe timeout of 0 s fails most probes at
+once (reqwest's TimedOut; HOLD says why not all), and with a failure threshold of 1 it leaves rotation at the first
+failed one (1.5-2.2 s seen) and takes no new request
 while its server finishes the ones it has; probes are not requests, so its breaker stays closed. Restoring the timeout
-puts it back at its next probe, with the tree it had: seen after a 70 s outage, the 3 of its 4 conversations that had
+and thresholds puts it back at its next probe, with the tree it had: seen after a 70 s outage, the 3 of its 4 conversations that had
 no turn while it was out went back to it (the 4th stays where its turn went, whose cache now holds it) and so did 2
 of 6 new sessions (tests/integration/test_router_hold_smg.py). A label marks the hold.
 
@@ -32,13 +33,30 @@ import httpx
 
 from kimik3_reconciler.adapters.router_smg import RouterError, SmgRouter, polled
 from kimik3_reconciler.cli.fleet_apply import _drained, _leaving, _put_back
-from kimik3_reconciler.model.router_health import PROBE_TIMEOUT_S
+from kimik3_reconciler.model.router_health import FAILURE_THRESHOLD, PROBE_TIMEOUT_S, SUCCESS_THRESHOLD
 
 LABEL = "kimik3.rollout"
-HOLD = {"health": {"timeout_secs": 0}, "labels": {LABEL: "out"}}  # every probe fails at once
-RELEASE = {"health": {"timeout_secs": PROBE_TIMEOUT_S}, "labels": {LABEL: "in"}}  # kimik3's probe timeout back
-# A hold takes effect after the health check's failure threshold (2 probes, 2 s apart); past this the smg does not fail
-# a 0 s probe (another version) and the host is removed instead (smg's own drain, tree lost).
+# A 0 s probe timeout fails a probe only when the answer takes longer than the tokio timer's next tick (1 ms): a
+# server on loopback sometimes answers first, so probes of a held worker pass now and then (seen in CI: 3 of 5 in
+# a row passed, and at smg's threshold of 2 failures in a row the hold never took in 10 s). Hence one failed probe
+# takes it out of rotation and only SUCCESSES_TO_RETURN passes in a row (over 30 min at a probe every 2 s) would put
+# it back before the release.
+SUCCESSES_TO_RETURN = 1000
+HOLD = {
+    "health": {"timeout_secs": 0, "failure_threshold": 1, "success_threshold": SUCCESSES_TO_RETURN},
+    "labels": {LABEL: "out"},
+}
+RELEASE = {  # kimik3's probe settings back (model/router_health.py)
+    "health": {
+        "timeout_secs": PROBE_TIMEOUT_S,
+        "failure_threshold": FAILURE_THRESHOLD,
+        "success_threshold": SUCCESS_THRESHOLD,
+    },
+    "labels": {LABEL: "in"},
+}
+# A hold takes effect at the first failed probe (one every 2 s, most of them fail); past this the smg does not fail
+# a 0 s probe (another version, or a server answering within the tick every time) and the host is removed instead
+# (smg's own drain, tree lost).
 TAKES_S = 10.0
 
 

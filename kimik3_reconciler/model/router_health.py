@@ -4,16 +4,19 @@ probed within 2 s, a dead one leaves rotation after 2 failed probes, a breaker h
 the router `fleet apply` starts (adapters/router_smg.py) and the one `fleet render --target kubernetes` renders; the
 cache-aware policy's settings (CACHE_AWARE, why each value below)."""
 
-PROBE_TIMEOUT_S = 2  # --health-check-timeout-secs below (bench/router_hold.py's release restores it)
+# --health-check-timeout-secs and the thresholds below (bench/router_hold.py's release restores them).
+PROBE_TIMEOUT_S = 2
+FAILURE_THRESHOLD = 2
+SUCCESS_THRESHOLD = 1
 
 # smg's own flag names (`smg launch --help`); the values are kimik3's.
 HEALTH = (
     "--health-check-interval-secs",
     "2",
     "--health-failure-threshold",
-    "2",
+    str(FAILURE_THRESHOLD),
     "--health-success-threshold",
-    "1",
+    str(SUCCESS_THRESHOLD),
     "--health-check-timeout-secs",
     str(PROBE_TIMEOUT_S),
     "--health-check-endpoint",

@@ -17,10 +17,15 @@ from kimik3_reconciler.model import router_health
 A, B = "http://10.0.0.1:8080", "http://10.0.0.2:8080"
 
 
-def test_a_hold_fails_every_probe_and_a_release_restores_kimik3s_probe_timeout() -> None:
-    assert router_hold.HOLD["health"]["timeout_secs"] == 0
+def test_a_hold_fails_probes_sticks_once_taken_and_a_release_restores_kimik3s_probe_settings() -> None:
+    hold = router_hold.HOLD["health"]
+    assert hold["timeout_secs"] == 0 and hold["failure_threshold"] == 1
+    assert hold["success_threshold"] * 2 >= 30 * 60  # probes every 2 s: no run of lucky probes puts it back
     flags = dict(zip(router_health.HEALTH[::2], router_health.HEALTH[1::2], strict=True))
-    assert str(router_hold.RELEASE["health"]["timeout_secs"]) == flags["--health-check-timeout-secs"]
+    release = router_hold.RELEASE["health"]
+    assert str(release["timeout_secs"]) == flags["--health-check-timeout-secs"]
+    assert str(release["failure_threshold"]) == flags["--health-failure-threshold"]
+    assert str(release["success_threshold"]) == flags["--health-success-threshold"]
     held, released = router_hold.HOLD["labels"], router_hold.RELEASE["labels"]
     assert router_hold.is_held(held) and not router_hold.is_held(released) and not router_hold.is_held({})
 
