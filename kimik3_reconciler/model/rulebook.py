@@ -29,7 +29,8 @@ _GENERIC: tuple[Rule, ...] = (
         "`--gpus` otherwise where the nvidia runtime is registered or the toolkit's hook is on dockerd's PATH (the "
         "decision a cluster node's member gets: model/gpu_request.py); a host with neither is refused naming what "
         "each way lacks; recorded once per (driver, toolkit, request); gpus: none never probes",
-        "a CDI spec file, a registered runtime or the hook only says a toolkit was installed; a broken one is found after "
+        "a CDI spec file, a registered runtime or the hook only says a toolkit was installed; a broken one is found "
+        "after "
         "a download of hundreds of GB otherwise",
         (
             "kimik3_reconciler.planning.gpu_probe",

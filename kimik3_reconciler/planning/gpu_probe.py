@@ -2,9 +2,9 @@
 profile's GPUs (seed 000 step 1: `docker run --rm --device nvidia.com/gpu=all --entrypoint nvidia-smi …`).
 
 Which way containers ask (CDI devices or `--gpus`) is decided by model/gpu_request.py, as for a cluster node's
-members. A CDI spec file, a registered runtime or the toolkit's hook says the toolkit was installed, not that it works: a stale CDI
-spec after a driver upgrade, or a daemon that ignores CDI, passes that look and fails the first launch,
-after a download of hundreds of GB. The probe runs once per (driver, toolkit, request, GPUs) and is recorded;
+members. A CDI spec file, a registered runtime or the toolkit's hook says the toolkit was installed, not that it
+works: a stale CDI spec after a driver upgrade, or a daemon that ignores CDI, passes that look and fails the first
+launch, after a download of hundreds of GB. The probe runs once per (driver, toolkit, request, GPUs) and is recorded;
 the CPU variant (`gpus: none`) never probes.
 """
 

@@ -1,7 +1,8 @@
 """`kimik3 fleet plan --registry`: the rollout priced as `fleet apply --registry` runs it (fleet/pricing.py
 ImageShare, fleet/report.py): the first host rolled builds the image and pushes it, a host of its batch builds its
 own, every later host pulls it by digest before it leaves the router and compiles nothing; in the rendered plan and
-its JSON; and the wait for capacity a host not planned foretells. Host plans are values here (the hosts' own `kimik3 plan --json` read: test_fleet_pricing.py)."""
+its JSON; and the wait for capacity a host not planned foretells. Host plans are values here (the hosts' own
+`kimik3 plan --json` read: test_fleet_pricing.py)."""
 
 from __future__ import annotations
 
@@ -102,7 +103,7 @@ def test_a_first_host_that_holds_the_image_pushes_the_one_it_runs(fleet) -> None
     assert "(no later host's plan compiles)" in line and "builds its own" not in line
 
 
-def test_a_host_not_planned_names_the_capacity_wait_of_the_batches_it_leaves_below_the_floor(fleet) -> None:  # noqa: ANN001
+def test_a_host_not_planned_names_the_capacity_wait_below_the_floor(fleet) -> None:  # noqa: ANN001
     """d not planned (counted as not serving): the canary batch (a, b) would leave c alone, below the floor of 2."""
     plans = {h: PLANS[h] for h in "abc"}
     price = price_rollout(fleet.rollout, plans)
